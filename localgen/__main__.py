@@ -1,0 +1,5 @@
+"""Allow `python -m localgen`."""
+
+from localgen.cli import main
+
+main()

@@ -1,0 +1,89 @@
+"""Paths, environment settings and defaults: the environment is read here and only here."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+APP_NAME = "localgen"
+
+DEFAULT_MODEL = "smollm2-135m"
+DEFAULT_CONTEXT_CAP = 8192
+DEFAULT_BATCH_SIZE = 512
+DEFAULT_UBATCH_SIZE = 512
+DEFAULT_TEMPERATURE = 0.8
+DEFAULT_TOP_K = 40
+DEFAULT_TOP_P = 0.95
+DEFAULT_MIN_P = 0.05
+DEFAULT_REPEAT_PENALTY = 1.1
+DEFAULT_REPEAT_LAST_N = 64
+DEFAULT_PROMPT_CACHE_BYTES = 2 * 1024**3
+USER_REGISTRY_FILE = "models.toml"
+
+
+def _env_flag(name: str) -> bool:
+    """True when an environment variable is set to a truthy value."""
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where localgen keeps its files and how it was asked to behave."""
+
+    config_dir: Path
+    data_dir: Path
+    cache_dir: Path
+    debug: bool
+    offline: bool
+
+    @property
+    def user_registry(self) -> Path:
+        """The user's models.toml that extends the built-in registry."""
+        return self.config_dir / USER_REGISTRY_FILE
+
+    @property
+    def verified_dir(self) -> Path:
+        """Markers recording files whose sha256 was verified."""
+        return self.cache_dir / "verified"
+
+    @property
+    def log_file(self) -> Path:
+        """The debug log, where llama.cpp's own messages go."""
+        return self.cache_dir / "localgen.log"
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    """An XDG base directory with its usual fallback under the home directory."""
+    value = os.environ.get(var)
+    return Path(value) if value else Path.home() / fallback
+
+
+def load_settings() -> Settings:
+    """Read the environment once into a Settings value."""
+    home = os.environ.get("LOCALGEN_HOME")
+    if home:
+        base = Path(home).expanduser()
+        config_dir, data_dir, cache_dir = base / "config", base / "data", base / "cache"
+    else:
+        config_dir = _xdg("XDG_CONFIG_HOME", ".config") / APP_NAME
+        data_dir = _xdg("XDG_DATA_HOME", ".local/share") / APP_NAME
+        cache_dir = _xdg("XDG_CACHE_HOME", ".cache") / APP_NAME
+    return Settings(
+        config_dir=config_dir,
+        data_dir=data_dir,
+        cache_dir=cache_dir,
+        debug=_env_flag("LOCALGEN_DEBUG"),
+        offline=_env_flag("HF_HUB_OFFLINE") or _env_flag("LOCALGEN_OFFLINE"),
+    )
+
+
+_settings: Settings | None = None
+
+
+def settings() -> Settings:
+    """The process-wide settings, read from the environment on first use."""
+    global _settings
+    if _settings is None:
+        _settings = load_settings()
+    return _settings

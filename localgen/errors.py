@@ -1,0 +1,57 @@
+"""User-facing errors: every failure a user can cause or meet is one of these."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_RUNTIME = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+EXIT_TERMINATED = 143
+
+
+class LocalgenError(Exception):
+    """A failure with a one-line message, a hint for what to do next, and an exit code."""
+
+    exit_code: int = EXIT_RUNTIME
+
+    def __init__(self, message: str, hint: str | None = None, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class UsageError(LocalgenError):
+    """Bad command-line arguments or input."""
+
+    exit_code = EXIT_USAGE
+
+
+class ModelNotFoundError(LocalgenError):
+    """A model reference that resolves to nothing."""
+
+
+class ModelLoadError(LocalgenError):
+    """llama.cpp could not load a model file."""
+
+
+class GGUFError(LocalgenError):
+    """A GGUF file that is malformed, truncated or hostile."""
+
+
+class TemplateError(LocalgenError):
+    """A chat template that failed to render."""
+
+
+class ContextOverflowError(LocalgenError):
+    """A prompt that does not fit in the context window."""
+
+
+class HubError(LocalgenError):
+    """A failure talking to the Hugging Face Hub or its cache."""
+
+
+class ConfigError(LocalgenError):
+    """A configuration file that cannot be read."""

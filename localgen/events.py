@@ -1,0 +1,66 @@
+"""The small frozen events a generation streams, shared by the engine and its consumers."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+FINISH_REASONS = ("stop", "length", "context", "interrupted")
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    """A piece of decoded text (always whole UTF-8 characters)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class PrefillProgress:
+    """Prompt tokens evaluated so far out of those that needed evaluating."""
+
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one generation."""
+
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Time to first token, prefill and decode speed of one generation."""
+
+    ttft_s: float
+    prefill_s: float
+    prefill_tokens_per_s: float
+    decode_s: float
+    decode_tokens_per_s: float
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The last event of a generation: the whole text, why it stopped, usage and timings."""
+
+    text: str
+    finish_reason: str
+    usage: Usage
+    timings: Timings
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict of the completion."""
+        usage = asdict(self.usage) | {"total_tokens": self.usage.total_tokens}
+        return {"text": self.text, "finish_reason": self.finish_reason, "usage": usage,
+                "timings": asdict(self.timings)}
+
+
+Event = TextChunk | PrefillProgress | Completion

@@ -1,0 +1,60 @@
+"""Reading what the user sends: files given with -f and text piped on stdin."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from localgen.errors import UsageError
+
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+
+
+def decode_input(data: bytes, source: str, warnings: list[str]) -> str:
+    """Decode input bytes as UTF-8; binary data is refused, invalid UTF-8 is replaced with a warning."""
+    if b"\x00" in data:
+        raise UsageError(f"{source} looks like binary data (it contains NUL bytes)",
+                         hint="send text; convert documents to plain text first")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        warnings.append(f"{source} is not valid UTF-8; undecodable bytes were replaced with U+FFFD")
+        return data.decode("utf-8", errors="replace")
+
+
+def read_file_input(path: Path, warnings: list[str]) -> str:
+    """Read a text file named with -f, with clear errors for missing, directory or unreadable paths."""
+    if not path.exists():
+        raise UsageError(f"no such file: {path}", hint="check the path given to -f/--file")
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory", hint="pass a file to -f/--file, e.g. -f notes.md")
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}", hint="check the file's permissions") from exc
+    if len(data) > MAX_INPUT_BYTES:
+        raise UsageError(f"{path} is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint="send a smaller file")
+    return decode_input(data, str(path), warnings)
+
+
+def read_stdin_input(stream: BinaryIO | None, warnings: list[str]) -> str | None:
+    """Piped stdin as text, or None when stdin is a terminal or absent."""
+    if stream is None or sys.stdin is None or sys.stdin.isatty():
+        return None
+    data = stream.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise UsageError(f"stdin is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint="send less text")
+    return decode_input(data, "stdin", warnings)
+
+
+def gather_attachments(files: Sequence[Path], stdin: BinaryIO | None,
+                       warnings: list[str]) -> tuple[list[str], bool]:
+    """The texts of the -f files, then stdin's; and whether stdin was piped."""
+    texts = [read_file_input(path, warnings) for path in files]
+    piped = read_stdin_input(stdin, warnings)
+    if piped is not None:
+        texts.append(piped)
+    return texts, piped is not None

@@ -1,0 +1,93 @@
+"""Load, sampling and stopping parameters, validated before any of them reaches native code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from localgen.errors import UsageError
+
+KV_TYPE_NAMES = ("f16", "q8_0", "q4_0")
+FLASH_ATTN_NAMES = ("auto", "on", "off")
+MAX_TOKENS_LIMIT = 10_000_000
+MAX_CONTEXT_LIMIT = 10_000_000
+MAX_THREADS = 1024
+MAX_SEED = 2**32 - 2
+
+
+def _check(ok: bool, message: str, hint: str) -> None:
+    """Raise a UsageError unless ok."""
+    if not ok:
+        raise UsageError(message, hint=hint)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampler settings; temperature 0 means greedy."""
+
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.1
+    repeat_last_n: int = 64
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        _check(0.0 <= self.temperature <= 100.0, f"temperature {self.temperature} is out of range",
+               "use a value from 0 (greedy) to 2; typical is 0.7")
+        _check(self.top_k >= 0, f"top-k {self.top_k} is negative", "use 0 (off) or a positive count, e.g. 40")
+        _check(0.0 <= self.top_p <= 1.0, f"top-p {self.top_p} is out of range", "use a value from 0 to 1")
+        _check(0.0 <= self.min_p <= 1.0, f"min-p {self.min_p} is out of range", "use a value from 0 to 1")
+        _check(0.0 < self.repeat_penalty <= 10.0, f"repeat penalty {self.repeat_penalty} is out of range",
+               "use a value above 0; 1 disables it, typical is 1.1")
+        _check(self.repeat_last_n >= 0, "repeat-last-n is negative", "use 0 (off) or a token count")
+        _check(self.seed is None or 0 <= self.seed <= MAX_SEED, f"seed {self.seed} is out of range",
+               f"use a seed from 0 to {MAX_SEED}")
+
+    def with_value(self, name: str, value: object) -> SamplingParams:
+        """A copy with one field changed (validated)."""
+        names = {f.name for f in fields(self)}
+        _check(name in names, f"unknown setting '{name}'", f"settings: {', '.join(sorted(names))}")
+        return SamplingParams(**{**{f.name: getattr(self, f.name) for f in fields(self)}, name: value})
+
+
+@dataclass(frozen=True)
+class GenerationLimits:
+    """When to stop: a token budget and stop strings."""
+
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check(self.max_tokens is None or 1 <= self.max_tokens <= MAX_TOKENS_LIMIT,
+               f"max tokens {self.max_tokens} is out of range", f"use -n from 1 to {MAX_TOKENS_LIMIT:,}")
+        _check(all(self.stop), "a stop string is empty", "pass non-empty --stop strings")
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How to load a model: context, threads, batches, offload and KV cache type."""
+
+    n_ctx: int
+    n_threads: int
+    n_threads_batch: int
+    n_batch: int = 512
+    n_ubatch: int = 512
+    n_gpu_layers: int = 0
+    flash_attn: str = "auto"
+    kv_type: str = "f16"
+
+    def __post_init__(self) -> None:
+        _check(16 <= self.n_ctx <= MAX_CONTEXT_LIMIT, f"context size {self.n_ctx} is out of range",
+               "use --ctx-size of at least 16 tokens, e.g. 4096")
+        for name, value in (("threads", self.n_threads), ("threads-batch", self.n_threads_batch)):
+            _check(1 <= value <= MAX_THREADS, f"--{name} {value} is out of range", "use 1 to the number of cores")
+        _check(1 <= self.n_batch <= 1 << 16, f"batch size {self.n_batch} is out of range", "use e.g. 512")
+        _check(1 <= self.n_ubatch <= 1 << 16, f"ubatch size {self.n_ubatch} is out of range", "use e.g. 512")
+        _check(self.n_gpu_layers >= -1, "GPU layers must be -1 (all), 0 or more", "use --gpu-layers N")
+        _check(self.flash_attn in FLASH_ATTN_NAMES, f"unknown flash-attn mode '{self.flash_attn}'",
+               f"use one of {', '.join(FLASH_ATTN_NAMES)}")
+        _check(self.kv_type in KV_TYPE_NAMES, f"unknown KV cache type '{self.kv_type}'",
+               f"use one of {', '.join(KV_TYPE_NAMES)}")
+        _check(self.kv_type == "f16" or self.flash_attn != "off",
+               f"--kv-type {self.kv_type} needs flash attention", "use --flash-attn on or auto")

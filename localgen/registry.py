@@ -1,0 +1,213 @@
+"""The model registry (models.toml) and the one parser for model references."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from localgen.errors import ConfigError, ModelNotFoundError, UsageError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+QUANT_PATTERN = re.compile(
+    r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|FP16|FP32)(?![A-Za-z0-9])", re.IGNORECASE
+)
+HUB_PREFIXES = ("hf.co/", "huggingface.co/", "https://huggingface.co/", "https://hf.co/")
+_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_REPO_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One registry entry: where a model's GGUF lives and how to run it."""
+
+    name: str
+    repo: str
+    quant: str
+    file: str | None = None
+    context: int | None = None
+    template: str | None = None
+    license: str | None = None
+    description: str = ""
+    sha256: str | None = None
+    size: int | None = None
+    package: str | None = None
+    package_file: str | None = None
+
+
+@dataclass(frozen=True)
+class Registry:
+    """All known model specs, by name, and the default model's name."""
+
+    models: dict[str, ModelSpec]
+    default_model: str
+
+    def get(self, name: str) -> ModelSpec:
+        """The spec named name, or an error suggesting close names."""
+        spec = self.models.get(name.lower())
+        if spec is not None:
+            return spec
+        close = difflib.get_close_matches(name.lower(), list(self.models), n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list`"
+        raise ModelNotFoundError(f"unknown model '{name}'", hint=hint)
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A parsed model reference: a registry name, a Hub repo (and file), or a local path."""
+
+    text: str
+    name: str | None = None
+    repo: str | None = None
+    filename: str | None = None
+    quant: str | None = None
+    path: Path | None = None
+
+    @property
+    def kind(self) -> str:
+        """One of 'path', 'file', 'repo' or 'name'."""
+        if self.path is not None:
+            return "path"
+        if self.filename is not None:
+            return "file"
+        return "repo" if self.repo is not None else "name"
+
+
+_FIELDS = {
+    "repo": str, "quant": str, "file": str, "context": int, "template": str, "license": str,
+    "description": str, "sha256": str, "size": int, "package": str, "package_file": str,
+}
+
+
+def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
+    """Build a ModelSpec from one [models.NAME] table, checking field names and types."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: [models.{name}] must be a table")
+    for key, value in table.items():
+        expected = _FIELDS.get(key)
+        if expected is None:
+            hint = (f'quote names that contain dots: [models."{name}.{key}..."]' if isinstance(value, dict)
+                    else f"known keys: {', '.join(_FIELDS)}")
+            raise ConfigError(f"{source}: [models.{name}] has unknown key '{key}'", hint=hint)
+        if not isinstance(value, expected) or isinstance(value, bool):
+            raise ConfigError(f"{source}: [models.{name}].{key} must be a {expected.__name__}")
+    for required in ("repo", "quant"):
+        if required not in table:
+            raise ConfigError(f"{source}: [models.{name}] needs '{required}'")
+    return ModelSpec(name=name.lower(), **table)
+
+
+def _parse_registry(text: str, source: Path | str) -> tuple[dict[str, ModelSpec], str | None]:
+    """Parse one models.toml text into specs and an optional default name."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML ({exc})", hint="fix or remove the file") from exc
+    models = data.get("models", {})
+    if not isinstance(models, dict):
+        raise ConfigError(f"{source}: 'models' must be a table of [models.NAME] entries")
+    specs = {name.lower(): _spec_from_table(name, table, source) for name, table in models.items()}
+    default = data.get("defaults", {}).get("model") if isinstance(data.get("defaults"), dict) else None
+    return specs, default
+
+
+def builtin_registry_text() -> str:
+    """The text of the models.toml shipped with localgen."""
+    return resources.files("localgen").joinpath("models.toml").read_text(encoding="utf-8")
+
+
+def load_registry(user_file: Path | None = None) -> Registry:
+    """The built-in registry extended (and overridden by name) by the user's file."""
+    models, default = _parse_registry(builtin_registry_text(), "built-in models.toml")
+    if user_file is not None and user_file.is_file():
+        try:
+            text = user_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{user_file}: cannot be read ({exc})") from exc
+        user_models, user_default = _parse_registry(text, user_file)
+        models = {**models, **user_models}
+        default = user_default or default
+    return Registry(models=models, default_model=(default or "").lower())
+
+
+def normalize_quant(quant: str) -> str:
+    """Quant tags compare case-insensitively: q4_k_m is Q4_K_M."""
+    return quant.strip().upper()
+
+
+def quant_of_filename(filename: str) -> str | None:
+    """The quant tag a GGUF file name carries (the last one), if any."""
+    found = QUANT_PATTERN.findall(Path(filename).name)
+    return normalize_quant(found[-1]) if found else None
+
+
+def _split_quant(text: str) -> tuple[str, str | None]:
+    """Split 'thing:QUANT' into ('thing', 'QUANT')."""
+    base, sep, quant = text.rpartition(":")
+    if not sep:
+        return text, None
+    if not quant:
+        raise UsageError(f"model reference '{text}' has an empty quant after ':'",
+                         hint="write NAME:QUANT, e.g. qwen2.5-1.5b:Q8_0")
+    return base, normalize_quant(quant)
+
+
+def _looks_like_path(text: str) -> bool:
+    """True for references that can only mean a file on disk."""
+    return text.startswith(("/", "./", "../", "~")) or Path(text).expanduser().exists()
+
+
+def parse_reference(text: str) -> ModelRef:
+    """Parse any accepted model reference; raise UsageError for malformed ones."""
+    raw = text.strip()
+    if not raw:
+        raise UsageError("empty model reference", hint="pass -m NAME, -m ORG/REPO or -m path/to/model.gguf")
+    if _looks_like_path(raw) or (raw.lower().endswith(".gguf") and "/" not in raw):
+        return ModelRef(text=raw, path=Path(raw).expanduser())
+    for prefix in HUB_PREFIXES:
+        if raw.lower().startswith(prefix):
+            return _parse_hub(raw[len(prefix):], raw)
+    if "/" in raw:
+        return _parse_hub(raw, raw)
+    name, quant = _split_quant(raw)
+    if not _NAME_PATTERN.match(name):
+        raise UsageError(f"'{raw}' is not a model name, repo or path",
+                         hint="see `localgen models list` for names")
+    return ModelRef(text=raw, name=name.lower(), quant=quant)
+
+
+def _parse_hub(body: str, raw: str) -> ModelRef:
+    """Parse ORG/REPO[:QUANT] or ORG/REPO/FILE.gguf."""
+    parts = body.split("/")
+    if len(parts) >= 3 and parts[-1].lower().endswith(".gguf"):
+        repo = "/".join(parts[:2])
+        filename = "/".join(parts[2:])
+        _check_repo(repo, raw)
+        check_safe_filename(filename)
+        return ModelRef(text=raw, repo=repo, filename=filename, quant=quant_of_filename(filename))
+    repo, quant = _split_quant(body)
+    _check_repo(repo, raw)
+    return ModelRef(text=raw, repo=repo, quant=quant)
+
+
+def _check_repo(repo: str, raw: str) -> None:
+    """Reject repo ids that are not ORG/NAME with safe characters."""
+    parts = repo.split("/")
+    if len(parts) != 2 or not all(_REPO_PART.match(p) and ".." not in p for p in parts):
+        raise UsageError(f"'{raw}' is not a valid Hugging Face repo reference",
+                         hint="write ORG/REPO, ORG/REPO:QUANT or ORG/REPO/FILE.gguf")
+
+
+def check_safe_filename(filename: str) -> None:
+    """Reject file names that could escape a directory: '..', absolute paths, backslashes."""
+    parts = filename.split("/")
+    if (filename.startswith("/") or "\\" in filename or any(p in ("", ".", "..") for p in parts)
+            or ":" in filename or "\x00" in filename):
+        raise UsageError(f"unsafe file name '{filename}'",
+                         hint="file names must be relative paths inside the repository")

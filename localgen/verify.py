@@ -1,0 +1,79 @@
+"""sha256 verification of model files, remembered so a verified file is not rehashed."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from localgen.config import settings
+from localgen.errors import LocalgenError
+from localgen.storage import atomic_write_text
+
+HASH_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def sha256_file(path: Path) -> str:
+    """The hex sha256 of a file's contents."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _marker_path(path: Path) -> Path:
+    """Where the verification marker of a file lives."""
+    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
+    return settings().verified_dir / f"{key}.json"
+
+
+def _identity(path: Path) -> dict[str, int]:
+    """What must not change for a verification to stay valid."""
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+
+
+def is_verified(path: Path, sha256: str) -> bool:
+    """True when a marker says this exact file was verified against sha256."""
+    try:
+        marker = json.loads(_marker_path(path).read_text())
+        return marker.get("sha256") == sha256.lower() and marker.get("identity") == _identity(path)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def record_verified(path: Path, sha256: str) -> None:
+    """Remember that path hashed to sha256, keyed by its size, mtime and inode."""
+    marker = {"path": str(path.resolve()), "sha256": sha256.lower(), "identity": _identity(path)}
+    with contextlib.suppress(LocalgenError):  # a missing marker only costs a rehash next time
+        atomic_write_text(_marker_path(path), json.dumps(marker, indent=1))
+
+
+def verify_file(path: Path, *, sha256: str, size: int | None = None, label: str | None = None) -> None:
+    """Check a file's size and sha256 (using the marker when present); raise on mismatch."""
+    name = label or str(path)
+    actual_size = path.stat().st_size
+    if size is not None and actual_size != size:
+        raise LocalgenError(
+            f"{name}: size is {actual_size:,} bytes, expected {size:,}",
+            hint="the file is damaged or incomplete; download it again",
+        )
+    if is_verified(path, sha256):
+        return
+    actual = sha256_file(path)
+    if actual != sha256.lower():
+        raise LocalgenError(
+            f"{name}: sha256 mismatch (got {actual[:12]}…, expected {sha256.lower()[:12]}…)",
+            hint="the file is damaged; download it again",
+        )
+    record_verified(path, sha256)
+
+
+def file_identity_key(path: Path) -> str:
+    """A short key naming this exact file version (path, size, mtime), for caches."""
+    st = os.stat(path)
+    raw = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:24]

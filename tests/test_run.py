@@ -1,0 +1,207 @@
+"""`localgen run` end to end: the real CLI, the real engine, the real bundled model."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, run_localgen
+
+FOX = b"The quick brown fox jumps over the lazy dog.\n"
+GREEDY = ("--temperature", "0", "--seed", "1")
+
+
+def test_argument_prompt_streams_text_and_ends_with_one_newline() -> None:
+    result = run_localgen("run", "Say hello in one short sentence.", *GREEDY)
+    assert result.returncode == 0, result.err
+    assert result.out.strip(), "no text generated"
+    assert result.out.endswith("\n") and not result.out.endswith("\n\n")
+    assert result.stderr == b"", "a default run must print nothing on a non-TTY stderr"
+    assert "\x1b" not in result.out, "piped output must carry no ANSI codes"
+
+
+def test_stdin_is_attached_before_the_instruction_and_output_is_deterministic() -> None:
+    args = ("run", "Repeat the text exactly.", "-n", "40", *GREEDY)
+    first = run_localgen(*args, stdin=FOX)
+    second = run_localgen(*args, stdin=FOX)
+    assert first.returncode == 0, first.err
+    assert first.stdout == second.stdout
+    assert "fox" in first.out.lower()
+
+
+def _usage(*args: str, stdin: bytes | None = None) -> dict:
+    result = run_localgen("run", *args, "--json", "-n", "1", *GREEDY, stdin=stdin)
+    assert result.returncode == 0, result.err
+    return json.loads(result.out)["usage"]
+
+
+def test_prompt_stdin_and_files_all_reach_the_model(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.txt"
+    doc.write_text("Alpha beta gamma delta epsilon zeta eta theta.\n")
+    alone = _usage("Summarize.")["prompt_tokens"]
+    with_stdin = _usage("Summarize.", stdin=FOX)["prompt_tokens"]
+    with_file = _usage("Summarize.", "-f", str(doc))["prompt_tokens"]
+    with_both = _usage("Summarize.", "-f", str(doc), stdin=FOX)["prompt_tokens"]
+    only_stdin = _usage(stdin=FOX)["prompt_tokens"]
+    assert alone < with_stdin < with_both
+    assert alone < with_file < with_both
+    assert only_stdin < with_stdin
+
+
+def test_same_seed_same_output_with_sampling() -> None:
+    args = ("run", "Write a short poem about the sea.", "-n", "30", "--seed", "42", "--temperature", "0.9")
+    first, second = run_localgen(*args), run_localgen(*args)
+    assert first.returncode == 0, first.err
+    assert first.out == second.out and first.out.strip()
+
+
+def test_temperature_zero_is_greedy_whatever_the_seed() -> None:
+    base = ("run", "Name three colors.", "-n", "20", "--temperature", "0")
+    assert run_localgen(*base, "--seed", "1").out == run_localgen(*base, "--seed", "999").out
+
+
+def test_max_tokens_limit_is_reported() -> None:
+    result = run_localgen("run", "Tell me a long story about dragons.", "-n", "5", "--json", *GREEDY)
+    assert result.returncode == 0, result.err
+    record = json.loads(result.out)
+    assert record["usage"]["completion_tokens"] == 5
+    assert record["finish_reason"] == "length"
+    plain = run_localgen("run", "Tell me a long story about dragons.", "-n", "5", *GREEDY)
+    assert "--max-tokens" in plain.err
+
+
+def test_stop_string_ends_output_before_it() -> None:
+    full = run_localgen("run", "Count from 1 to 20, separated by commas.", "-n", "60", *GREEDY).out
+    assert "5" in full, full
+    stopped = run_localgen("run", "Count from 1 to 20, separated by commas.", "-n", "60", "--stop", "5",
+                           *GREEDY)
+    assert stopped.returncode == 0
+    assert stopped.out == full[: full.index("5")].rstrip("\n") + "\n"
+
+
+def test_json_schema() -> None:
+    result = run_localgen("run", "Hi", "-n", "3", "--json", *GREEDY)
+    record = json.loads(result.out)
+    assert set(record) == {"text", "finish_reason", "usage", "timings", "model"}
+    assert set(record["usage"]) == {"prompt_tokens", "cached_tokens", "completion_tokens", "total_tokens"}
+    assert set(record["timings"]) == {"ttft_s", "prefill_s", "prefill_tokens_per_s", "decode_s",
+                                      "decode_tokens_per_s"}
+    assert record["finish_reason"] in {"stop", "length", "context", "interrupted"}
+    assert record["model"]["name"] == "smollm2-135m"
+    assert record["usage"]["total_tokens"] == record["usage"]["prompt_tokens"] + 3
+    assert result.out.count("\n") == 1
+
+
+def test_stats_line_on_stderr_only() -> None:
+    result = run_localgen("run", "Hi", "-n", "8", "--stats", *GREEDY)
+    assert result.returncode == 0
+    assert re.search(r"prompt \d+ tok.*TTFT \d+ ms.*prefill [\d.]+ tok/s.*generated \d+ tok.*decode [\d.]+ tok/s",
+                     result.err), result.err
+    assert "tok/s" not in result.out
+
+
+@pytest.mark.parametrize("stdin", [None, b"", b"   \n"])
+def test_empty_prompt_is_a_usage_error(stdin: bytes | None) -> None:
+    result = run_localgen("run", stdin=stdin)
+    assert result.returncode == 2
+    assert "prompt is empty" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_prompt_longer_than_context_is_refused_with_both_counts() -> None:
+    result = run_localgen("run", "Summarize.", "--ctx-size", "64", stdin=FOX * 20)
+    assert result.returncode == 1
+    assert re.search(r"prompt is [\d,]+ tokens but the context holds 64", result.err), result.err
+    assert "--ctx-size" in result.err
+    assert result.stdout == b""
+
+
+def test_output_stopped_by_context_end_is_flagged() -> None:
+    result = run_localgen("run", "Write a very long essay about the history of Rome.", "--ctx-size", "48",
+                          *GREEDY)
+    assert result.returncode == 0, result.err
+    assert "end of the context" in result.err
+
+
+def test_broken_pipe_ends_quietly() -> None:
+    cmd = (f"{sys.executable} -m localgen run 'Write a long story about a robot.' -n 200 --temperature 0 "
+           "| head -c 20")
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, timeout=120, cwd=REPO_ROOT,
+                          stdin=subprocess.DEVNULL)
+    assert len(proc.stdout) == 20
+    assert proc.stderr == b"", proc.stderr.decode()
+
+
+def test_sigint_prints_partial_output_and_exits_130() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "localgen", "run", "Write a very long story about a dragon.", "-n", "4000",
+         "--temperature", "0.8", "--seed", "3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
+        env=os.environ.copy(),
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.read(1)  # generation has started
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    rest, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()
+    assert len(first + rest) > 1
+    assert b"Traceback" not in err
+
+
+def test_sigterm_exits_143() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "localgen", "run", "Write a very long story about a castle.", "-n", "4000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
+    )
+    assert proc.stdout is not None
+    proc.stdout.read(1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err.decode()
+    assert b"Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("run", "hi", "--temperature", "-1"), "temperature"),
+        (("run", "hi", "--top-p", "1.5"), "top-p"),
+        (("run", "hi", "--min-p", "2"), "min-p"),
+        (("run", "hi", "-n", "-3"), "max tokens"),
+        (("run", "hi", "-n", "999999999999"), "max tokens"),
+        (("run", "hi", "--ctx-size", "0"), "context size"),
+        (("run", "hi", "--ctx-size", "100000"), "beyond the model's maximum"),
+        (("run", "hi", "--no-such-flag"), "no such option"),
+        (("run", "hi", "-f", "/nonexistent/file.txt"), "no such file"),
+        (("run", "hi", "-f", "/tmp"), "is a directory"),
+        (("run", "hi", "-m", "no-such-model"), "unknown model"),
+        (("run", "hi", "-m", "/nonexistent/model.gguf"), "no such model file"),
+    ],
+)
+def test_bad_input_gets_one_line_error(args: tuple[str, ...], needle: str) -> None:
+    result = run_localgen(*args)
+    assert result.returncode in (1, 2), result.err
+    assert needle in result.err.lower(), result.err
+    assert "Traceback" not in result.err
+    assert len(result.err.strip().splitlines()) == 1, result.err
+
+
+def test_invalid_utf8_stdin_is_replaced_with_a_warning() -> None:
+    result = run_localgen("run", "Repeat.", "-n", "3", *GREEDY, stdin=b"caf\xe9 au lait\n")
+    assert result.returncode == 0
+    assert "not valid UTF-8" in result.err
+
+
+def test_binary_stdin_is_refused() -> None:
+    result = run_localgen("run", "Summarize.", stdin=b"\x7fELF\x00\x00\x01binary")
+    assert result.returncode == 2
+    assert "binary" in result.err
