@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +14,7 @@ import typer
 from localgen import __version__
 from localgen.config import (
     DEFAULT_BATCH_SIZE,
+    DEFAULT_DRAFT,
     DEFAULT_MIN_P,
     DEFAULT_REPEAT_PENALTY,
     DEFAULT_TEMPERATURE,
@@ -28,7 +28,6 @@ from localgen.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_RUNTIME,
-    EXIT_TERMINATED,
     EXIT_USAGE,
     LocalgenError,
     UsageError,
@@ -64,37 +63,6 @@ def _root(
     """Chat with and generate text from local LLMs."""
 
 
-class _SignalStop:
-    """Turns SIGINT/SIGTERM during generation into a clean stop of the engine."""
-
-    def __init__(self, stop: object) -> None:
-        self._stop = stop
-        self.signal: int | None = None
-        self._previous: dict[int, object] = {}
-
-    def __enter__(self) -> _SignalStop:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum: int, _frame: object) -> None:
-        if self.signal is not None:  # a second signal: stop waiting
-            raise KeyboardInterrupt
-        self.signal = signum
-        self._stop()  # type: ignore[operator]
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
-
-    @property
-    def exit_code(self) -> int | None:
-        """The exit code this signal calls for, if one arrived."""
-        if self.signal is None:
-            return None
-        return EXIT_TERMINATED if self.signal == signal.SIGTERM else EXIT_INTERRUPTED
-
-
 @app.command()
 def run(
     prompt: Annotated[str | None, typer.Argument(help="The instruction. Piped stdin and -f files come first.")] = None,
@@ -119,6 +87,8 @@ def run(
     raw: Annotated[bool, typer.Option("--raw", help="Plain completion: no chat template.")] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the stream.")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print speed and token counts on stderr.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="No on-disk prompt cache.")] = False,
+    draft: Annotated[str, typer.Option(help="Speculative decoding: lookup or none.")] = DEFAULT_DRAFT,
     offline: OfflineOpt = False,
 ) -> None:
     """Generate an answer to PROMPT (and piped stdin / -f files), streamed to stdout."""
@@ -128,6 +98,7 @@ def run(
     from localgen.inputs import gather_attachments
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model, stream_answer
+    from localgen.signals import StopOnSignal
 
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                               repeat_penalty=repeat_penalty, seed=seed)
@@ -151,8 +122,8 @@ def run(
     output = console.TextOutput()
     completion: Completion | None = None
     pipe_closed = False
-    with _SignalStop(loaded.engine.request_stop) as signals:
-        for event in stream_answer(loaded, messages, sampling, limits):
+    with StopOnSignal(loaded.engine.request_stop) as signals:
+        for event in stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache):
             if isinstance(event, TextChunk) and not json_output and not pipe_closed:
                 try:
                     output.write(event.text)
@@ -181,8 +152,111 @@ def run(
         console.say(f"localgen: {note}")
     if stats:
         console.say(console.format_stats(completion))
+        if completion.draft is not None or completion.restored_tokens:
+            from localgen.bench import extra_stats_line
+
+            console.say(extra_stats_line(completion))
     if signals.exit_code is not None:
         raise typer.Exit(signals.exit_code)
+
+
+@app.command()
+def chat(
+    model: ModelOpt = None,
+    system: Annotated[str | None, typer.Option("--system", "-s", help="System prompt.")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", "-n", help="Longest answer in tokens.")] = None,
+    temperature: Annotated[float, typer.Option(help="0 = greedy.")] = DEFAULT_TEMPERATURE,
+    top_k: Annotated[int, typer.Option(help="Top-k sampling (0 = off).")] = DEFAULT_TOP_K,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling.")] = DEFAULT_TOP_P,
+    min_p: Annotated[float, typer.Option(help="Min-p sampling.")] = DEFAULT_MIN_P,
+    repeat_penalty: Annotated[float, typer.Option(help="1 = off.")] = DEFAULT_REPEAT_PENALTY,
+    seed: Annotated[int | None, typer.Option(help="Seed for reproducible sampling.")] = None,
+    ctx_size: CtxOpt = None,
+    threads: ThreadsOpt = None,
+    no_markdown: Annotated[bool, typer.Option("--no-markdown", help="Print answers as plain text.")] = False,
+    hide_thinking: Annotated[bool, typer.Option("--hide-thinking", help="Hide <think> reasoning.")] = False,
+    resume: Annotated[str | None, typer.Option(
+        "--resume", help="Reopen the last conversation (`--resume`), or the one named NAME.")] = None,
+    offline: OfflineOpt = False,
+) -> None:
+    """Chat interactively with a model (history, slash commands, Ctrl-C stops an answer)."""
+    from localgen.conversation import Conversation, latest_conversation, load_conversation
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.repl import Repl
+    from localgen.runner import ModelOptions, load_model
+    from localgen.session import ChatSession
+
+    if not sys.stdin.isatty():
+        raise UsageError("localgen chat needs a terminal", hint='for pipes and scripts use `localgen run "..."`')
+    sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                              repeat_penalty=repeat_penalty, seed=seed)
+    limits = GenerationLimits(max_tokens=max_tokens)
+    conversation = None
+    if resume is not None:
+        conversation = load_conversation(resume) if resume else latest_conversation()
+        model = model or conversation.model
+    options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, offline=offline or None)
+    loaded = load_model(options)
+    if conversation is None:
+        conversation = Conversation.new(system=system, model=model or loaded.resolved.display_name)
+    elif system is not None:
+        conversation.system = system
+    session = ChatSession(loaded, options, conversation, sampling, limits)
+    if resume is not None:
+        session.replace_conversation(conversation)
+    try:
+        Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking).run()
+    finally:
+        loaded.close()
+
+
+@app.command()
+def bench(
+    model: ModelOpt = None,
+    n_prompt: Annotated[int, typer.Option("--n-prompt", "-p", help="Prompt tokens for the prefill test.")] = 512,
+    n_gen: Annotated[int, typer.Option("--n-gen", "-n", help="Tokens for the decode test.")] = 128,
+    reps: Annotated[int, typer.Option("--repetitions", "-r", help="Repetitions of each test.")] = 5,
+    threads: ThreadsOpt = None,
+    threads_batch: Annotated[int | None, typer.Option(help="Threads for prefill (default: --threads).")] = None,
+    batch_size: Annotated[int, typer.Option(help="Prefill chunk size.")] = DEFAULT_BATCH_SIZE,
+    ubatch_size: Annotated[int, typer.Option(help="Physical batch size.")] = DEFAULT_UBATCH_SIZE,
+    flash_attn: Annotated[str, typer.Option(help="auto, on or off.")] = "auto",
+    kv_type: Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.")] = "f16",
+    json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    offline: OfflineOpt = False,
+) -> None:
+    """Measure prefill and decode speed, TTFT and KV-reuse TTFT (like llama-bench's pp and tg tests)."""
+    from localgen import console
+    from localgen.bench import BenchConfig, format_result, run_bench
+
+    config = BenchConfig(n_prompt=n_prompt, n_gen=n_gen, reps=reps)
+    result = run_bench(model=model, config=config, threads=threads, threads_batch=threads_batch,
+                       batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
+                       offline=offline or None, progress=console.say)
+    print(json.dumps(result.to_dict()) if json_output else format_result(result))
+
+
+cache_app = typer.Typer(help="The on-disk prompt cache (KV state of long prompts).", no_args_is_help=False)
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.callback(invoke_without_command=True)
+def cache(ctx: typer.Context) -> None:
+    """List the prompt cache's entries and size."""
+    if ctx.invoked_subcommand is None:
+        from localgen.promptcache import describe_cache
+
+        print(describe_cache())
+
+
+@cache_app.command("clear")
+def cache_clear() -> None:
+    """Delete every prompt cache entry."""
+    from localgen import console
+    from localgen.promptcache import cache_dir, clear
+
+    count, size = clear(cache_dir())
+    console.say(f"localgen: removed {count} prompt cache entr{'y' if count == 1 else 'ies'} ({size / 2**20:.1f} MiB)")
 
 
 def _silence_stdout() -> None:
@@ -202,31 +276,43 @@ def _configure_logging() -> None:
 
 
 def _usage_error_text(exc: Exception) -> str:
-    """A one-line version of a click usage error."""
-    import click
-
-    message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+    """A one-line version of a command-line usage error."""
+    format_message = getattr(exc, "format_message", None)
+    message = format_message() if callable(format_message) else str(exc)
     return " ".join(message.split())
+
+
+def _optional_values(argv: list[str]) -> list[str]:
+    """Let `--resume` go without a value: `--resume` alone means `--resume=` (the latest)."""
+    result = list(argv)
+    for index, token in enumerate(result):
+        if token == "--resume" and (index + 1 == len(result) or result[index + 1].startswith("-")):
+            result[index] = "--resume="
+    return result
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app and map every failure to a message and an exit code."""
-    import click
-
     from localgen import console
 
     _configure_logging()
+    args = _optional_values(sys.argv[1:] if argv is None else argv)
     try:
-        result = app(args=argv, prog_name="localgen", standalone_mode=False)
+        result = app(args=args, prog_name="localgen", standalone_mode=False)
         code = result if isinstance(result, int) else EXIT_OK
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         code = exc.exit_code
-    except click.ClickException as exc:
-        command = " ".join(sys.argv[1:2]) if argv is None else " ".join(argv[:1])
-        console.error(_usage_error_text(exc), hint=f"see `localgen {command} --help`".replace("  ", " "))
-        code = EXIT_USAGE
-    except click.exceptions.Abort:
+    except typer.Abort:
         code = EXIT_INTERRUPTED
+    except typer.TyperException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            ctx = getattr(exc, "ctx", None)
+            print(ctx.get_help() if ctx is not None else "usage: localgen COMMAND --help")
+            code = EXIT_OK
+        else:
+            command = args[0] if args and not args[0].startswith("-") else ""
+            console.error(_usage_error_text(exc), hint=f"see `localgen {command} --help`".replace("  ", " "))
+            code = EXIT_USAGE
     except LocalgenError as exc:
         if settings().debug:
             logging.getLogger("localgen").exception("error")

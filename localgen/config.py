@@ -87,3 +87,27 @@ def settings() -> Settings:
     if _settings is None:
         _settings = load_settings()
     return _settings
+
+PROMPT_CACHE_DIRNAME = "prompts"
+PROMPT_CACHE_BYTES_ENV = "LOCALGEN_PROMPT_CACHE_BYTES"
+_SIZE_SUFFIXES = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def prompt_cache_bytes() -> int:
+    """The prompt cache's size bound: LOCALGEN_PROMPT_CACHE_BYTES (e.g. 500M, 4G; 0 disables it) or the default."""
+    from localgen.errors import ConfigError
+
+    raw = os.environ.get(PROMPT_CACHE_BYTES_ENV, "").strip().lower().removesuffix("b").removesuffix("i")
+    if not raw:
+        return DEFAULT_PROMPT_CACHE_BYTES
+    number, suffix = (raw[:-1], raw[-1]) if raw[-1] in _SIZE_SUFFIXES else (raw, "")
+    try:
+        value = int(float(number) * _SIZE_SUFFIXES[suffix])
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(f"{PROMPT_CACHE_BYTES_ENV}={os.environ[PROMPT_CACHE_BYTES_ENV]!r} is not a size",
+                          hint="use bytes or a size such as 500M or 4G (0 turns the prompt cache off)")
+    return value
+
+DEFAULT_DRAFT = "none"  # speculative decoding for `run`: "lookup" or "none" (chosen by measurement, see README)

@@ -74,3 +74,98 @@ def format_stats(completion: Completion) -> str:
 def finish_note(completion: Completion) -> str | None:
     """A note about why output stopped early, or None when it ended normally."""
     return FINISH_NOTES.get(completion.finish_reason)
+
+
+def _block_boundary(text: str) -> int:
+    """End of the last complete Markdown block (a blank line outside a code fence), or 0."""
+    boundary = 0
+    in_fence = False
+    position = 0
+    for line in text.splitlines(keepends=True):
+        position += len(line)
+        if line.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+        elif not in_fence and not line.strip() and position < len(text):
+            boundary = position
+    return boundary
+
+
+class AnswerView:
+    """Shows a streamed answer on a terminal: Markdown (finished blocks printed once) or plain text."""
+
+    def __init__(self, *, markdown: bool, show_thinking: bool, stream: TextIO | None = None) -> None:
+        from rich.console import Console
+
+        self._console = Console(file=stream or sys.stdout, highlight=False, soft_wrap=False)
+        self._markdown = markdown
+        self._show_thinking = show_thinking
+        self._pending = ""
+        self._live = None
+        self._thinking_open = False
+
+    def thinking(self, text: str) -> None:
+        """Reasoning text: dimmed, or hidden."""
+        if not self._show_thinking or not text:
+            return
+        self._thinking_open = True
+        self._console.print(text, style="dim italic", end="", markup=False, highlight=False)
+        self._console.file.flush()
+
+    def answer(self, text: str) -> None:
+        """Answer text: rendered as Markdown block by block, or printed as it comes."""
+        if not text:
+            return
+        if self._thinking_open:
+            self._console.print()
+            self._thinking_open = False
+        if not self._markdown:
+            self._console.file.write(text)
+            self._console.file.flush()
+            return
+        self._pending += text
+        cut = _block_boundary(self._pending)
+        if cut:
+            done, self._pending = self._pending[:cut], self._pending[cut:]
+            self._stop_live()
+            self._print_markdown(done)
+        self._show_live()
+
+    def _print_markdown(self, text: str) -> None:
+        """Print finished Markdown once, permanently."""
+        from rich.markdown import Markdown
+
+        if text.strip():
+            self._console.print(Markdown(text, code_theme="monokai"))
+
+    def _show_live(self) -> None:
+        """Redraw only the unfinished block, at most a few times a second."""
+        from rich.live import Live
+        from rich.markdown import Markdown
+
+        if not self._pending.strip():
+            return
+        if self._live is None:
+            self._live = Live(console=self._console, refresh_per_second=10, transient=True,
+                              vertical_overflow="visible")
+            self._live.start()
+        self._live.update(Markdown(self._pending, code_theme="monokai"))
+
+    def _stop_live(self) -> None:
+        """Remove the live region (its text is printed permanently next)."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def close(self, note: str | None = None) -> None:
+        """Finish the answer: print the last block, then an optional dim note."""
+        self._stop_live()
+        if self._markdown:
+            self._print_markdown(self._pending)
+        elif not self._thinking_open:
+            self._console.print()
+        if self._thinking_open:
+            self._console.print()
+        self._pending = ""
+        self._thinking_open = False
+        if note:
+            self._console.print(f"[{note}]", style="dim", markup=False)

@@ -7,13 +7,16 @@ import ctypes
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import llama_cpp as lc
 
-from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError
-from localgen.events import Completion, Event, PrefillProgress, TextChunk, Timings, Usage
+from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
+from localgen.events import Completion, DraftStats, Event, PrefillProgress, TextChunk, Timings, Usage
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from localgen.speculative import DRAFT_MAX, DRAFT_MODES, PromptLookup
 from localgen.stopping import StopMatcher
 
 log = logging.getLogger("localgen.engine")
@@ -27,6 +30,40 @@ FLASH_ATTN = {
     "off": lc.LLAMA_FLASH_ATTN_TYPE_DISABLED,
 }
 PIECE_BUFFER_BYTES = 256
+DRAFT_LIMIT = DRAFT_MAX  # the most drafted tokens verified in one batch
+FA_TILE_Q = 64  # ggml-cpu's GGML_FA_TILE_Q: flash attention switches kernels at this many queries
+
+
+class CachedPrefix(Protocol):
+    """A saved KV state and the tokens it holds."""
+
+    tokens: Sequence[int]
+    state: bytearray
+
+
+class PrefixCache(Protocol):
+    """Where KV states of long prompts are kept between processes (see localgen.promptcache)."""
+
+    min_new_tokens: int
+
+    def find(self, prompt: Sequence[int], *, better_than: int) -> CachedPrefix | None:
+        """The saved state sharing the longest prefix with prompt, if it shares more than better_than tokens."""
+        ...
+
+    def store(self, tokens: Sequence[int], state: bytearray) -> None:
+        """Save the KV state of these tokens."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Finished:
+    """The decode loop's result, folded into a Completion by generate()."""
+
+    text: str
+    finish: str
+    generated: int
+    first_token_at: float
+    last_token_at: float
 
 
 @lc.llama_log_callback
@@ -71,6 +108,8 @@ class Engine:
         self._pieces: dict[int, bytes] = {}
         self._piece_buf = ctypes.create_string_buffer(PIECE_BUFFER_BYTES)
         self._one_token = (lc.llama_token * 1)()
+        self._one_batch = lc.llama_batch_get_one(self._one_token, 1)
+        self._draft_batch = self._new_draft_batch()
         self._stop_requested = False
 
     # --- loading -------------------------------------------------------------------------------
@@ -111,8 +150,21 @@ class Engine:
             )
         return ctx
 
+    @staticmethod
+    def _new_draft_batch() -> lc.llama_batch:
+        """A batch for verifying drafts: one sequence, logits at every position."""
+        batch = lc.llama_batch_init(DRAFT_LIMIT + 1, 0, 1)
+        for i in range(DRAFT_LIMIT + 1):
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 1
+        return batch
+
     def close(self) -> None:
         """Free the context and the model."""
+        if getattr(self, "_draft_batch", None) is not None:
+            lc.llama_batch_free(self._draft_batch)
+            self._draft_batch = None
         if getattr(self, "_ctx", None):
             lc.llama_free(self._ctx)
             self._ctx = None
@@ -137,6 +189,16 @@ class Engine:
     def n_batch(self) -> int:
         """The prefill chunk size llama.cpp accepts (it caps n_batch at the context size)."""
         return int(lc.llama_n_batch(self._ctx))
+
+    @property
+    def n_ubatch(self) -> int:
+        """The physical batch size: how many tokens one graph evaluation takes."""
+        return int(lc.llama_n_ubatch(self._ctx))
+
+    @property
+    def n_vocab(self) -> int:
+        """The number of tokens in the vocabulary."""
+        return int(lc.llama_vocab_n_tokens(self._vocab))
 
     @property
     def n_ctx_train(self) -> int:
@@ -167,6 +229,16 @@ class Engine:
         if token < 0:
             return ""
         return self._piece(token, special=True).decode("utf-8", errors="replace")
+
+    @property
+    def bos_token(self) -> int:
+        """The BOS token id (-1 when the model has none)."""
+        return int(lc.llama_vocab_bos(self._vocab))
+
+    @property
+    def backend_version(self) -> str:
+        """The llama.cpp binding's name and version."""
+        return f"llama-cpp-python {lc.__version__}"
 
     @property
     def bos_text(self) -> str:
@@ -236,33 +308,57 @@ class Engine:
                 hint=f"raise --ctx-size (the model was trained for {self.n_ctx_train:,}) or shorten the input",
             )
 
-    def generate(self, prompt: Sequence[int], sampling: SamplingParams,
-                 limits: GenerationLimits | None = None) -> Iterator[Event]:
-        """Stream a generation: prefill progress, text chunks, then one Completion."""
+    def generate(self, prompt: Sequence[int], sampling: SamplingParams, limits: GenerationLimits | None = None,
+                 *, draft: str = "none", prefix_cache: PrefixCache | None = None,
+                 ignore_eog: bool = False) -> Iterator[Event]:
+        """Stream a generation: prefill progress, text chunks, then one Completion.
+
+        draft="lookup" turns on speculative decoding by prompt lookup; prefix_cache restores and saves
+        the KV state of long prompts across processes; ignore_eog keeps decoding past end-of-generation
+        tokens (for benchmarks).
+        """
         limits = limits or GenerationLimits()
+        if draft not in DRAFT_MODES:
+            raise UsageError(f"unknown draft mode '{draft}'", hint=f"use --draft {' or '.join(DRAFT_MODES)}")
         self.check_fits(len(prompt))
         self._stop_requested = False
         started = time.perf_counter()
         try:
+            restored = self._restore_prefix(prompt, prefix_cache) if prefix_cache is not None else 0
             reused = self._reuse_prefix(prompt)
+            restored = min(restored, reused)
             yield from self._prefill(prompt, reused)
             prefill_done = time.perf_counter()
             if self._stop_requested:
                 yield self._completion("", "interrupted", len(prompt), reused, 0,
                                        started, prefill_done, prefill_done, prefill_done)
                 return
-            yield from self._decode(prompt, reused, sampling, limits, started, prefill_done)
+            drafter = PromptLookup(prompt) if draft == "lookup" else None
+            for event in self._decode(prompt, sampling, limits, ignore_eog, drafter):
+                if isinstance(event, _Finished):
+                    completion = self._completion(event.text, event.finish, len(prompt), reused, event.generated,
+                                                  started, prefill_done, event.first_token_at, event.last_token_at,
+                                                  drafter.stats() if drafter else None, restored)
+                    if prefix_cache is not None and event.finish != "interrupted":
+                        self._save_prefix(prefix_cache, len(prompt) - reused)
+                    yield completion
+                else:
+                    yield event
         finally:
             self._resync_kv()
 
-    def _reuse_prefix(self, prompt: Sequence[int]) -> int:
-        """Keep the cached tokens shared with prompt, drop the rest; return how many were kept."""
+    def _common_prefix(self, prompt: Sequence[int]) -> int:
+        """How many leading prompt tokens already sit in the KV cache."""
         common = 0
         for cached, new in zip(self._kv_tokens, prompt, strict=False):
             if cached != new:
                 break
             common += 1
-        common = min(common, len(prompt) - 1)  # the last prompt token must be evaluated for logits
+        return common
+
+    def _reuse_prefix(self, prompt: Sequence[int]) -> int:
+        """Keep the cached tokens shared with prompt, drop the rest; return how many were kept."""
+        common = min(self._common_prefix(prompt), len(prompt) - 1)  # the last prompt token must be evaluated
         if common < len(self._kv_tokens):
             if not lc.llama_memory_seq_rm(self._memory, 0, common, -1):
                 lc.llama_memory_clear(self._memory, True)
@@ -270,18 +366,107 @@ class Engine:
             del self._kv_tokens[common:]
         return common
 
+    # --- KV state: save and restore ------------------------------------------------------------
+
+    @property
+    def state_signature(self) -> str:
+        """What, besides the model file, a saved KV state depends on (library version, KV layout)."""
+        o = self.options
+        return f"{self.backend_version}; kv {o.kv_type}; flash-attn {o.flash_attn}; gpu {o.n_gpu_layers}"
+
+    def save_state(self) -> bytearray:
+        """The KV cache state of the sequence (the tokens in kv_token_list) as bytes."""
+        size = int(lc.llama_state_seq_get_size(self._ctx, 0))
+        data = bytearray(size)
+        written = int(lc.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, 0))
+        del data[written:]
+        return data
+
+    def load_state(self, tokens: Sequence[int], data: bytearray) -> bool:
+        """Replace the KV cache with a saved state of these tokens; False (and an empty cache) if it fails."""
+        lc.llama_memory_clear(self._memory, True)
+        self._kv_tokens = []
+        if not data or len(tokens) > self.n_ctx:
+            return False
+        loaded = lc.llama_state_seq_set_data(self._ctx, (ctypes.c_uint8 * len(data)).from_buffer(data), len(data), 0)
+        held = int(lc.llama_memory_seq_pos_max(self._memory, 0)) + 1
+        if not loaded or held != len(tokens):
+            log.debug("KV state rejected by llama.cpp (loaded %s bytes, %d of %d tokens)", loaded, held, len(tokens))
+            lc.llama_memory_clear(self._memory, True)
+            return False
+        self._kv_tokens = list(tokens)
+        return True
+
+    @property
+    def kv_token_list(self) -> list[int]:
+        """A copy of the tokens currently in the KV cache."""
+        return list(self._kv_tokens)
+
+    def _restore_prefix(self, prompt: Sequence[int], cache: PrefixCache) -> int:
+        """Load the longest cached prefix of prompt when it beats what the KV cache already holds."""
+        have = self._common_prefix(prompt)
+        try:
+            entry = cache.find(prompt, better_than=have)
+        except LocalgenError as exc:
+            log.debug("prompt cache lookup failed: %s", exc.message)
+            return 0
+        if entry is None:
+            return 0
+        if not self.load_state(entry.tokens, entry.state):
+            return 0
+        keep = self._restore_point(min(self._common_prefix(prompt), len(prompt) - 1), len(prompt))
+        if keep < len(self._kv_tokens):
+            lc.llama_memory_seq_rm(self._memory, 0, keep, -1)
+            del self._kv_tokens[keep:]
+        return keep
+
+    def _restore_point(self, common: int, total: int) -> int:
+        """Where prefill resumes after a restore so the rest is computed exactly as a cold prefill computes it.
+
+        llama.cpp's CPU flash attention takes a tiled kernel for physical batches of FA_TILE_Q queries or
+        more and a per-row kernel below that; the two round differently. Resume early enough that the batch
+        holding the divergence point takes the same kernel as in a cold prefill (at most FA_TILE_Q tokens).
+        """
+        unit = self.n_ubatch
+        start = common - common % unit
+        end = min(start + unit, total)
+        if end - start >= FA_TILE_Q > end - common:
+            return max(start, end - FA_TILE_Q)
+        return common
+
+    def _save_prefix(self, cache: PrefixCache, prefilled: int) -> None:
+        """Save the KV state when enough new prompt tokens were computed to be worth keeping."""
+        if prefilled < cache.min_new_tokens or not self._kv_tokens:
+            return
+        try:
+            cache.store(self._kv_tokens, self.save_state())
+        except LocalgenError as exc:
+            log.debug("prompt cache store failed: %s", exc.message)
+
+    # --- prefill and decode --------------------------------------------------------------------
+
     def _prefill(self, prompt: Sequence[int], start: int) -> Iterator[PrefillProgress]:
-        """Evaluate prompt[start:] in n_batch chunks, reporting progress between chunks."""
-        n_batch = self.n_batch
+        """Evaluate prompt[start:] in chunks of up to n_batch, reporting progress between chunks."""
         total = len(prompt)
-        for begin in range(start, total, n_batch):
+        for begin, end in self._chunks(start, total):
             if self._stop_requested:
                 return
-            chunk = prompt[begin:begin + n_batch]
+            chunk = prompt[begin:end]
             array = (lc.llama_token * len(chunk))(*chunk)
             self._decode_batch(lc.llama_batch_get_one(array, len(chunk)))
             self._kv_tokens.extend(chunk)
-            yield PrefillProgress(done=begin + len(chunk) - start, total=total - start)
+            yield PrefillProgress(done=end - start, total=total - start)
+
+    def _chunks(self, start: int, total: int) -> Iterator[tuple[int, int]]:
+        """Chunk bounds aligned to the physical batch size, so a position lands in the same ubatch wherever
+        prefill starts (a prefix reused from the KV cache or restored from disk changes no numerics)."""
+        unit = self.n_ubatch
+        step = max(unit, self.n_batch - self.n_batch % unit)
+        begin = start
+        while begin < total:
+            end = min(total, begin + (unit - begin % unit if begin % unit else step))
+            yield begin, end
+            begin = end
 
     def _decode_batch(self, batch: lc.llama_batch) -> None:
         """Run llama_decode and turn failures into errors."""
@@ -311,58 +496,108 @@ class Engine:
             lc.llama_sampler_accept(chain, token)
         return chain
 
-    def _decode(self, prompt: Sequence[int], reused: int, sampling: SamplingParams,
-                limits: GenerationLimits, started: float, prefill_done: float) -> Iterator[Event]:
-        """The decode loop: sample, emit text, feed the token back, until a stop condition."""
+    def _decode(self, prompt: Sequence[int], sampling: SamplingParams, limits: GenerationLimits,
+                ignore_eog: bool, drafter: PromptLookup | None) -> Iterator[TextChunk | _Finished]:
+        """The decode loop: sample, emit text, feed tokens back (drafts verified in one batch), until a stop."""
         chain = self._sampler(sampling, prompt)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         stops = StopMatcher(limits.stop)
         max_tokens = limits.max_tokens if limits.max_tokens is not None else -1
         n_ctx = self.n_ctx
-        vocab, ctx, one = self._vocab, self._ctx, self._one_token
+        vocab, kv, piece, is_eog = self._vocab, self._kv_tokens, self._piece, lc.llama_vocab_is_eog
         parts: list[str] = []
         generated = 0
-        first_token_at = last_token_at = prefill_done
-        finish = "stop"
+        first_token_at = 0.0
+        finish = ""
         try:
+            out = [lc.llama_sampler_sample(chain, self._ctx, -1)]
+            first_token_at = last_token_at = time.perf_counter()
             while True:
+                for index, token in enumerate(out):
+                    generated += 1
+                    if not ignore_eog and is_eog(vocab, token):
+                        finish = "stop"
+                    else:
+                        text = stops.feed(decoder.decode(piece(token)))
+                        if text:
+                            parts.append(text)
+                            yield TextChunk(text)
+                        if stops.matched is not None:
+                            finish = "stop"
+                        elif generated == max_tokens:
+                            finish = "length"
+                    if finish:
+                        self._trim_unused(len(out) - 1 - index)
+                        break
+                if finish:
+                    break
                 if self._stop_requested:
                     finish = "interrupted"
                     break
-                if generated == max_tokens:
-                    finish = "length"
-                    break
-                token = lc.llama_sampler_sample(chain, ctx, -1)
-                last_token_at = time.perf_counter()
-                if generated == 0:
-                    first_token_at = last_token_at
-                generated += 1
-                if lc.llama_vocab_is_eog(vocab, token):
-                    break
-                text = stops.feed(decoder.decode(self._piece(token)))
-                if text:
-                    parts.append(text)
-                    yield TextChunk(text)
-                if stops.matched is not None:
-                    break
-                if len(self._kv_tokens) >= n_ctx:
+                if len(kv) >= n_ctx:
                     finish = "context"
                     break
-                one[0] = token
-                self._decode_batch(lc.llama_batch_get_one(one, 1))
-                self._kv_tokens.append(token)
+                if drafter is None:
+                    out = self._step(chain, out[-1])
+                else:
+                    remaining = max_tokens - generated if max_tokens > 0 else DRAFT_LIMIT
+                    out = self._speculative_step(chain, out, drafter, min(remaining, n_ctx - len(kv)) - 1)
+                last_token_at = time.perf_counter()
         finally:
             lc.llama_sampler_free(chain)
         tail = "" if stops.matched is not None else stops.flush()  # a character cut off by a limit is dropped
         if tail:
             parts.append(tail)
             yield TextChunk(tail)
-        yield self._completion("".join(parts), finish, len(prompt), reused, generated,
-                               started, prefill_done, first_token_at, last_token_at)
+        yield _Finished("".join(parts), finish, generated, first_token_at, last_token_at)
+
+    def _step(self, chain: lc.llama_sampler_p, token: int) -> list[int]:
+        """Feed one token to the model and sample the next."""
+        self._one_token[0] = token
+        self._decode_batch(self._one_batch)
+        self._kv_tokens.append(token)
+        return [lc.llama_sampler_sample(chain, self._ctx, -1)]
+
+    def _speculative_step(self, chain: lc.llama_sampler_p, out: list[int], drafter: PromptLookup,
+                          limit: int) -> list[int]:
+        """Feed the last token plus drafted guesses in one batch; return the sampled tokens the model agrees on."""
+        drafter.extend(out)
+        token = out[-1]
+        drafts = drafter.draft(min(limit, DRAFT_LIMIT)) if limit > 0 else []
+        if not drafts:
+            return self._step(chain, token)
+        batch, kv = self._draft_batch, self._kv_tokens
+        base = len(kv)
+        for i, t in enumerate((token, *drafts)):
+            batch.token[i] = t
+            batch.pos[i] = base + i
+        batch.n_tokens = len(drafts) + 1
+        self._decode_batch(batch)
+        sampled: list[int] = []
+        for i, guess in enumerate(drafts):
+            sampled.append(lc.llama_sampler_sample(chain, self._ctx, i))
+            if sampled[-1] != guess:
+                break
+        else:
+            sampled.append(lc.llama_sampler_sample(chain, self._ctx, len(drafts)))
+        accepted = len(sampled) - 1
+        kv.append(token)
+        kv.extend(drafts[:accepted])
+        if accepted < len(drafts):
+            lc.llama_memory_seq_rm(self._memory, 0, len(kv), -1)
+        drafter.record(len(drafts), accepted)
+        return sampled
+
+    def _trim_unused(self, count: int) -> None:
+        """Drop the last count tokens from the KV cache (accepted drafts past a stop)."""
+        if count > 0:
+            keep = len(self._kv_tokens) - count
+            lc.llama_memory_seq_rm(self._memory, 0, keep, -1)
+            del self._kv_tokens[keep:]
 
     def _completion(self, text: str, finish: str, n_prompt: int, reused: int, generated: int,
-                    started: float, prefill_done: float, first_token_at: float,
-                    last_token_at: float) -> Completion:
+                    started: float, prefill_done: float, first_token_at: float, last_token_at: float,
+                    draft: DraftStats | None = None, restored: int = 0) -> Completion:
         """Fold the measurements of one generation into its final event."""
         prefill_s = prefill_done - started
         decode_s = last_token_at - first_token_at
@@ -378,6 +613,8 @@ class Engine:
                 decode_s=decode_s,
                 decode_tokens_per_s=(generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0,
             ),
+            draft=draft,
+            restored_tokens=restored,
         )
 
     def _resync_kv(self) -> None:

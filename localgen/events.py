@@ -48,6 +48,20 @@ class Timings:
 
 
 @dataclass(frozen=True)
+class DraftStats:
+    """How speculative decoding went: tokens drafted, drafted tokens the model accepted, verify batches."""
+
+    drafted: int
+    accepted: int
+    batches: int
+
+    @property
+    def acceptance(self) -> float:
+        """The fraction of drafted tokens the model accepted (0 when none were drafted)."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+
+@dataclass(frozen=True)
 class Completion:
     """The last event of a generation: the whole text, why it stopped, usage and timings."""
 
@@ -55,12 +69,19 @@ class Completion:
     finish_reason: str
     usage: Usage
     timings: Timings
+    draft: DraftStats | None = None  # set when speculative decoding was on
+    restored_tokens: int = 0  # prompt tokens whose KV state came from the on-disk prompt cache
 
     def to_dict(self) -> dict[str, object]:
-        """A JSON-ready dict of the completion."""
+        """A JSON-ready dict of the completion (draft and prompt-cache figures only when they apply)."""
         usage = asdict(self.usage) | {"total_tokens": self.usage.total_tokens}
-        return {"text": self.text, "finish_reason": self.finish_reason, "usage": usage,
-                "timings": asdict(self.timings)}
+        if self.restored_tokens:
+            usage["prompt_cache_tokens"] = self.restored_tokens
+        record: dict[str, object] = {"text": self.text, "finish_reason": self.finish_reason, "usage": usage,
+                                     "timings": asdict(self.timings)}
+        if self.draft is not None:
+            record["draft"] = asdict(self.draft) | {"acceptance": round(self.draft.acceptance, 4)}
+        return record
 
 
 Event = TextChunk | PrefillProgress | Completion

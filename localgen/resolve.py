@@ -62,11 +62,9 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     quant = ref.quant or (spec.quant if spec is not None else None)
     filename = ref.filename or (spec.file if spec is not None and ref.quant is None else None)
     assert repo is not None
-    try:  # TEMP until hub.py lands
-        from localgen import hub
-        cached = hub.cached_model(repo, quant=quant, filename=filename)
-    except ImportError:
-        cached = None
+    from localgen import hub
+
+    cached = hub.cached_model(repo, quant=quant, filename=filename)
     if cached:
         return ResolvedModel(ref=ref, path=cached[0], spec=spec, source="cache")
     if spec is not None and normalize_quant(quant or "") == normalize_quant(spec.quant):

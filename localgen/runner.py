@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from localgen.chat import Message, PromptFormat
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_CONTEXT_CAP, DEFAULT_UBATCH_SIZE
@@ -13,6 +14,9 @@ from localgen.events import Event
 from localgen.fit import physical_cores
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.resolve import ResolvedModel, resolve_model
+
+if TYPE_CHECKING:
+    from localgen.promptcache import PromptCache
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ def plan_load(options: ModelOptions, resolved: ResolvedModel, trained_context: i
     default_ctx = min(c for c in (resolved.context, trained_context or None, DEFAULT_CONTEXT_CAP) if c)
     threads = options.threads or physical_cores()
     return LoadOptions(
-        n_ctx=options.ctx_size or default_ctx,
+        n_ctx=default_ctx if options.ctx_size is None else options.ctx_size,
         n_threads=threads,
         n_threads_batch=options.threads_batch or threads,
         n_batch=options.batch_size,
@@ -66,10 +70,11 @@ def plan_load(options: ModelOptions, resolved: ResolvedModel, trained_context: i
 
 def load_model(options: ModelOptions) -> LoadedModel:
     """Resolve, check and load a model; the one way every command gets an engine."""
-    from localgen.engine import model_context_length
+    from localgen.gguf_file import read_gguf
 
     resolved = resolve_model(options.model, offline=options.offline)
-    load_options = plan_load(options, resolved, model_context_length(resolved.path))
+    header = read_gguf(resolved.path)  # validated in Python before llama.cpp opens the file
+    load_options = plan_load(options, resolved, header.context_length or 0)
     engine = Engine(resolved.path, load_options)
     prompt_format = PromptFormat.for_engine(engine, override=resolved.template_override, raw=options.raw,
                                             model_name=resolved.display_name)
@@ -85,6 +90,15 @@ def prompt_tokens(loaded: LoadedModel, messages: Sequence[Message]) -> list[int]
 
 
 def stream_answer(loaded: LoadedModel, messages: Sequence[Message], sampling: SamplingParams,
-                  limits: GenerationLimits) -> Iterator[Event]:
-    """Stream the model's answer to a conversation."""
-    return loaded.engine.generate(prompt_tokens(loaded, messages), sampling, limits)
+                  limits: GenerationLimits, *, draft: str = "none", prompt_cache: bool = False) -> Iterator[Event]:
+    """Stream the model's answer to a conversation (optionally drafting by prompt lookup, using the prompt cache)."""
+    cache = _prompt_cache(loaded) if prompt_cache else None
+    return loaded.engine.generate(prompt_tokens(loaded, messages), sampling, limits, draft=draft, prefix_cache=cache)
+
+
+def _prompt_cache(loaded: LoadedModel) -> PromptCache | None:
+    """The on-disk prompt cache for this model (None when its size bound is 0)."""
+    from localgen.promptcache import prompt_cache_for
+
+    cache = prompt_cache_for(loaded.resolved.path, loaded.engine.state_signature)
+    return cache if cache.max_bytes > 0 else None

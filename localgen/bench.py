@@ -1,0 +1,196 @@
+"""`localgen bench`: prefill and decode speed, TTFT and KV-reuse TTFT, measured through the same Engine as `run`."""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from localgen.errors import UsageError
+from localgen.events import Completion, Event
+from localgen.params import GenerationLimits, SamplingParams
+
+if TYPE_CHECKING:
+    from localgen.engine import Engine
+
+GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
+FOLLOW_UP_TEXT = ("Thanks. Now answer a follow-up question in one short paragraph: what are the three most "
+                  "important points above, and why do they matter?")
+CONTEXT_SLACK = 64
+SEED = 1234
+MAX_BENCH_VALUE = 1_000_000
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Mean, standard deviation and the samples of one measurement."""
+
+    mean: float
+    stdev: float
+    samples: tuple[float, ...]
+
+    @classmethod
+    def of(cls, samples: Iterable[float]) -> Stat:
+        """Summarize samples."""
+        values = tuple(samples)
+        stdev = statistics.stdev(values) if len(values) > 1 else 0.0
+        return cls(mean=statistics.fmean(values) if values else 0.0, stdev=stdev, samples=values)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to measure: prompt and generation lengths, repetitions."""
+
+    n_prompt: int = 512
+    n_gen: int = 128
+    reps: int = 5
+    warmup: bool = True
+
+    def __post_init__(self) -> None:
+        for name, value, low in (("--n-prompt", self.n_prompt, 1), ("--n-gen", self.n_gen, 1),
+                                 ("--repetitions", self.reps, 1)):
+            if not low <= value <= MAX_BENCH_VALUE:
+                raise UsageError(f"{name} {value} is out of range", hint=f"use {low} to {MAX_BENCH_VALUE:,}")
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """The measured figures of one benchmark."""
+
+    follow_up_tokens: int
+    prefill_tps: Stat
+    decode_tps: Stat
+    ttft_s: Stat
+    reuse_ttft_s: Stat
+    fresh_ttft_s: Stat
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """One `localgen bench` run: the setup and every measurement."""
+
+    model: str
+    path: str
+    backend: str
+    n_threads: int
+    n_threads_batch: int
+    n_batch: int
+    n_ubatch: int
+    flash_attn: str
+    kv_type: str
+    n_prompt: int
+    n_gen: int
+    reps: int
+    figures: Measurements
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def _complete(engine: Engine, prompt: Sequence[int], max_tokens: int, *, ignore_eog: bool = False) -> Completion:
+    """One greedy generation through Engine.generate (the `run` code path), folded to its Completion."""
+    events: Iterable[Event] = engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=max_tokens),
+                                              ignore_eog=ignore_eog)
+    return [e for e in events if isinstance(e, Completion)][-1]
+
+
+def _random_prompt(engine: Engine, n: int, rng: random.Random) -> list[int]:
+    """n random tokens (BOS first when the model wants it), like llama-bench's pp test."""
+    n_vocab = engine.n_vocab
+    tokens = [rng.randrange(n_vocab) for _ in range(n)]
+    if engine.adds_bos and n:
+        tokens[0] = engine.bos_token
+    return tokens
+
+
+def measure(engine: Engine, config: BenchConfig, progress: Callable[[str], None]) -> Measurements:
+    """Run pp, tg, TTFT and KV-reuse measurements on a loaded engine."""
+    rng = random.Random(SEED)
+    follow_up = engine.tokenize(FOLLOW_UP_TEXT, add_special=False)
+    fresh = ([engine.bos_token] if engine.adds_bos else []) + follow_up
+    start = [engine.bos_token] if engine.adds_bos else [rng.randrange(engine.n_vocab)]
+    pp, ttft, reuse, fresh_ttft, tg = [], [], [], [], []
+    total = config.reps + (1 if config.warmup else 0)
+    for rep in range(total):
+        label = "warm-up" if config.warmup and rep == 0 else f"rep {rep + (0 if config.warmup else 1)}/{config.reps}"
+        progress(f"bench: {label}: pp{config.n_prompt} + follow-up")
+        prompt = _random_prompt(engine, config.n_prompt, rng)
+        engine.reset()
+        cold = _complete(engine, prompt, 1)
+        warm = _complete(engine, [*prompt, *follow_up], 1)
+        engine.reset()
+        alone = _complete(engine, fresh, 1)
+        progress(f"bench: {label}: tg{config.n_gen}")
+        engine.reset()
+        gen = _complete(engine, start, config.n_gen + 1, ignore_eog=True)
+        if config.warmup and rep == 0:
+            continue
+        pp.append(cold.timings.prefill_tokens_per_s)
+        ttft.append(cold.timings.ttft_s)
+        reuse.append(warm.timings.ttft_s)
+        fresh_ttft.append(alone.timings.ttft_s)
+        tg.append(gen.timings.decode_tokens_per_s)
+    return Measurements(follow_up_tokens=len(follow_up), prefill_tps=Stat.of(pp), decode_tps=Stat.of(tg),
+                        ttft_s=Stat.of(ttft), reuse_ttft_s=Stat.of(reuse), fresh_ttft_s=Stat.of(fresh_ttft))
+
+
+def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, threads_batch: int | None,
+              batch_size: int, ubatch_size: int, flash_attn: str, kv_type: str, offline: bool | None,
+              progress: Callable[[str], None]) -> BenchResult:
+    """Load a model the way `run` does and benchmark it."""
+    from localgen.runner import ModelOptions, load_model
+
+    ctx = config.n_prompt + max(config.n_gen, 256) + CONTEXT_SLACK
+    options = ModelOptions(model=model, ctx_size=ctx, threads=threads, threads_batch=threads_batch,
+                           batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
+                           offline=offline)
+    progress("bench: loading the model")
+    loaded = load_model(options)
+    try:
+        engine = loaded.engine
+        figures = measure(engine, config, progress)
+        o = engine.options
+        return BenchResult(
+            model=loaded.resolved.display_name, path=str(loaded.resolved.path), backend=engine.backend_version,
+            n_threads=o.n_threads, n_threads_batch=o.n_threads_batch, n_batch=engine.n_batch,
+            n_ubatch=min(o.n_ubatch, engine.n_batch), flash_attn=o.flash_attn, kv_type=o.kv_type,
+            n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps, figures=figures)
+    finally:
+        loaded.close()
+
+
+def format_result(result: BenchResult) -> str:
+    """A llama-bench-like table of the result."""
+    r, f = result, result.figures
+    rows = [
+        (f"pp{r.n_prompt}", "prefill", f"{f.prefill_tps.mean:.2f} ± {f.prefill_tps.stdev:.2f} tok/s"),
+        (f"tg{r.n_gen}", "decode", f"{f.decode_tps.mean:.2f} ± {f.decode_tps.stdev:.2f} tok/s"),
+        (f"ttft pp{r.n_prompt}", "time to first token, cold",
+         f"{f.ttft_s.mean * 1000:.1f} ± {f.ttft_s.stdev * 1000:.1f} ms"),
+        (f"ttft +{f.follow_up_tokens} after pp{r.n_prompt}", "follow-up turn, prompt in KV cache",
+         f"{f.reuse_ttft_s.mean * 1000:.1f} ± {f.reuse_ttft_s.stdev * 1000:.1f} ms"),
+        (f"ttft +{f.follow_up_tokens} fresh", "same message, new conversation",
+         f"{f.fresh_ttft_s.mean * 1000:.1f} ± {f.fresh_ttft_s.stdev * 1000:.1f} ms"),
+    ]
+    width = [max(len(row[i]) for row in rows) for i in range(3)]
+    head = (f"model {r.model} ({r.path})\n{r.backend}, threads {r.n_threads}/{r.n_threads_batch}, "
+            f"batch {r.n_batch}, ubatch {r.n_ubatch}, flash-attn {r.flash_attn}, kv {r.kv_type}, reps {r.reps}\n")
+    lines = [f"| {'test':<{width[0]}} | {'what':<{width[1]}} | {'result':>{width[2]}} |",
+             f"|{'-' * (width[0] + 2)}|{'-' * (width[1] + 2)}|{'-' * (width[2] + 1)}:|"]
+    lines += [f"| {a:<{width[0]}} | {b:<{width[1]}} | {c:>{width[2]}} |" for a, b, c in rows]
+    return head + "\n".join(lines)
+
+
+def extra_stats_line(completion: Completion) -> str:
+    """The --stats line for the prompt cache and speculative decoding (empty parts left out)."""
+    parts = []
+    if completion.restored_tokens:
+        parts.append(f"prompt cache: {completion.restored_tokens} tokens restored from disk")
+    if completion.draft is not None:
+        d = completion.draft
+        parts.append(f"draft lookup: {d.accepted}/{d.drafted} drafted tokens accepted ({d.acceptance:.0%}) "
+                     f"in {d.batches} batches")
+    return "; ".join(parts)

@@ -1,0 +1,300 @@
+"""The models on this machine: list them (bundled and downloaded), remove one, remember last use.
+
+Downloaded models live in the Hugging Face cache, where a snapshot entry links to a blob that
+other entries may share (the same file at two commits, two names with the same content, or Xet's
+cache-wide shared blob store). Removing a model deletes its snapshot entries and only the blobs
+that nothing else in the cache still links to. No network, no printing: frozen results only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import hashlib
+import importlib.util
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from localgen import hub
+from localgen.config import settings
+from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
+from localgen.registry import ModelRef, ModelSpec, Registry, normalize_quant, parse_reference
+from localgen.storage import atomic_write_text
+from localgen.verify import is_verified
+
+SOURCE_BUNDLED = "bundled"
+SOURCE_HUB = "hub"
+LAST_USED_DIR = "last-used"
+
+
+@dataclass(frozen=True)
+class CachedModel:
+    """A model whose weights are on disk."""
+
+    name: str
+    repo: str | None
+    quant: str | None
+    size: int
+    last_used: float | None
+    path: Path
+    paths: tuple[Path, ...]
+    source: str
+    verified: bool
+    revision: str | None = None
+
+
+@dataclass(frozen=True)
+class RemovedModel:
+    """What removing a model deleted (or would delete, for a dry run)."""
+
+    name: str
+    paths: tuple[Path, ...]
+    bytes_freed: int
+    kept_shared: tuple[Path, ...]
+    dry_run: bool = False
+
+
+# ----------------------------------------------------------------------------- last use
+
+
+def _last_used_marker(path: Path) -> Path:
+    """Where the last use of a model file is recorded."""
+    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
+    return settings().cache_dir / LAST_USED_DIR / key
+
+
+def touch_last_used(path: Path) -> None:
+    """Record that a model file (its first shard) was just loaded."""
+    with contextlib.suppress(LocalgenError):
+        atomic_write_text(_last_used_marker(path), str(path.resolve()))
+
+
+def last_used(path: Path) -> float | None:
+    """When a model file was last loaded (epoch seconds), if ever recorded."""
+    try:
+        return _last_used_marker(path).stat().st_mtime
+    except OSError:
+        return None
+
+
+# ----------------------------------------------------------------------------- listing
+
+
+def bundled_file(spec: ModelSpec) -> Path | None:
+    """The GGUF a registry entry's Python package ships, found without importing the package."""
+    if not spec.package or not spec.package_file:
+        return None
+    try:
+        found = importlib.util.find_spec(spec.package)
+    except (ImportError, ValueError):
+        return None
+    for location in (found.submodule_search_locations or []) if found else []:
+        candidate = Path(location) / spec.package_file
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def list_models(registry: Registry) -> list[CachedModel]:
+    """Bundled models first, then every GGUF model in the Hugging Face cache, by name."""
+    bundled = [_bundled_model(spec) for spec in sorted(registry.models.values(), key=lambda s: s.name)]
+    models = [m for m in bundled if m is not None]
+    return models + sorted(_hub_models(registry), key=lambda m: m.name.lower())
+
+
+def _bundled_model(spec: ModelSpec) -> CachedModel | None:
+    """The registry entry's packaged file as a CachedModel."""
+    path = bundled_file(spec)
+    if path is None:
+        return None
+    return CachedModel(
+        name=spec.name, repo=spec.repo, quant=normalize_quant(spec.quant), size=path.stat().st_size,
+        last_used=last_used(path), path=path, paths=(path,), source=SOURCE_BUNDLED,
+        verified=bool(spec.sha256) and is_verified(path, spec.sha256 or ""))
+
+
+def _hub_groups() -> dict[tuple[str, str], list[hub.CachedHubFile]]:
+    """Cached GGUF files grouped by (repo, model): one file, or all shards of a split."""
+    groups: dict[tuple[str, str], list[hub.CachedHubFile]] = {}
+    for f in hub.cached_gguf_files():
+        groups.setdefault((f.repo, hub.shard_group_key(f.filename)), []).append(f)
+    return groups
+
+
+def _hub_models(registry: Registry) -> list[CachedModel]:
+    """One CachedModel per model in the HF cache (the newest snapshot when several hold it)."""
+    models = []
+    for (repo, _key), files in _hub_groups().items():
+        by_revision: dict[str, list[hub.CachedHubFile]] = {}
+        for f in files:
+            by_revision.setdefault(f.revision, []).append(f)
+        newest = max(by_revision.values(), key=lambda fs: (len(fs), max(f.path.lstat().st_mtime for f in fs)))
+        newest.sort(key=lambda f: hub.shard_of(f.filename)[0] or 0)
+        quant = hub.quant_of(newest[0].filename)
+        models.append(CachedModel(
+            name=_display_name(registry, repo, quant, newest[0].filename),
+            repo=repo, quant=quant, size=sum(f.size for f in newest),
+            last_used=last_used(newest[0].path), path=newest[0].path,
+            paths=tuple(f.path for f in newest), source=SOURCE_HUB,
+            verified=_complete(newest) and all(f.verified for f in newest),
+            revision=newest[0].revision))
+    return models
+
+
+def _complete(files: list[hub.CachedHubFile]) -> bool:
+    """A split model is complete when every shard is there."""
+    count = hub.shard_of(files[0].filename)[1]
+    return count is None or len(files) == count
+
+
+def _display_name(registry: Registry, repo: str, quant: str | None, filename: str) -> str:
+    """The shortest reference that selects this file: a registry name, ORG/REPO:QUANT, or ORG/REPO/FILE."""
+    files = hub.cached_listing(repo) or []
+
+    def picks(q: str | None, pattern: str | None) -> bool:
+        try:
+            chosen = hub.choose_model(files, quant=q, filename=pattern, repo=repo)
+        except LocalgenError:
+            return False
+        return filename in {f.filename for f in chosen}
+
+    for spec in sorted(registry.models.values(), key=lambda s: s.name):
+        if spec.repo.lower() != repo.lower() or not files:
+            continue
+        if picks(spec.quant, spec.file):
+            return spec.name
+        if quant and spec.file is None and picks(quant, None):
+            return f"{spec.name}:{quant}"
+    if quant and picks(quant, None):
+        return f"{repo}:{quant}"
+    return f"{repo}/{filename}"
+
+
+# ----------------------------------------------------------------------------- removal
+
+
+def remove_model(registry: Registry, reference: str, *, dry_run: bool = False) -> RemovedModel:
+    """Delete a downloaded model's files from the HF cache, keeping blobs other models still use."""
+    ref = parse_reference(reference)
+    if ref.kind == "path":
+        _refuse_path(registry, ref)
+    repo, quant, pattern, spec = _target(registry, ref)
+    groups = [fs for (r, _k), fs in _hub_groups().items() if r.lower() == repo.lower()]
+    matches = [fs for fs in groups if _group_matches(fs, quant, pattern)]
+    if not matches:
+        if spec is not None and spec.package and bundled_file(spec) is not None:
+            raise UsageError(f"{spec.name} is bundled with the {spec.package} Python package and cannot be removed",
+                             hint=f"`pip uninstall {spec.package.replace('_', '-')}` removes it")
+        raise ModelNotFoundError(f"{reference} is not in the cache", hint="see `localgen models list`")
+    if len(matches) > 1:
+        names = ", ".join(sorted(_display_name(registry, repo, hub.quant_of(fs[0].filename), fs[0].filename)
+                                 for fs in matches))
+        raise UsageError(f"several cached models match {reference}: {names}",
+                         hint="name one of them, e.g. ORG/REPO:QUANT or ORG/REPO/FILE.gguf")
+    files = matches[0]
+    name = _display_name(registry, files[0].repo, hub.quant_of(files[0].filename), files[0].filename)
+    return _remove_files(name, files, dry_run=dry_run)
+
+
+def _refuse_path(registry: Registry, ref: ModelRef) -> None:
+    """A file path is never removed: the bundled file gets its own message."""
+    target = ref.path.resolve() if ref.path else None
+    for spec in registry.models.values():
+        bundled = bundled_file(spec)
+        if bundled is not None and target == bundled.resolve():
+            raise UsageError(f"{ref.text} is the bundled {spec.name} model and cannot be removed",
+                             hint=f"`pip uninstall {(spec.package or '').replace('_', '-')}` removes it")
+    raise UsageError(f"{ref.text} is a file path; localgen only removes models it downloaded",
+                     hint="delete the file yourself if you no longer need it")
+
+
+def _target(registry: Registry, ref: ModelRef) -> tuple[str, str | None, str | None, ModelSpec | None]:
+    """(repo, quant, file name or glob, registry spec) for a reference."""
+    if ref.kind == "name":
+        spec = registry.get(ref.name or "")
+        if ref.quant:
+            return spec.repo, ref.quant, None, spec
+        return spec.repo, normalize_quant(spec.quant), spec.file, spec
+    return ref.repo or "", ref.quant, ref.filename, None
+
+
+def _group_matches(files: list[hub.CachedHubFile], quant: str | None, pattern: str | None) -> bool:
+    """True when a cached model is the one a quant or file name selects (neither: any model)."""
+    if pattern:
+        low = pattern.lower()
+        if "/" in low:  # a path inside the repo: only that path
+            return any(f.filename.lower() == low or fnmatch.fnmatch(f.filename.lower(), low) for f in files)
+        return any(f.filename.rsplit("/", 1)[-1].lower() == low
+                   or fnmatch.fnmatch(f.filename.rsplit("/", 1)[-1].lower(), low) for f in files)
+    if quant:
+        return hub.quant_of(files[0].filename) == normalize_quant(quant)
+    return True
+
+
+def _snapshot_entries(root: Path) -> Iterable[Path]:
+    """Every file or link under every repo's snapshots folder in the HF cache."""
+    for repo_dir in root.glob("*--*"):
+        snapshots = repo_dir / "snapshots"
+        if snapshots.is_dir():
+            for dirpath, _dirs, names in os.walk(snapshots):
+                for name in names:
+                    yield Path(dirpath) / name
+
+
+def _remove_files(name: str, files: list[hub.CachedHubFile], *, dry_run: bool) -> RemovedModel:
+    """Delete the snapshot entries of these files in every snapshot, then the blobs nobody else uses."""
+    root = hub.hub_cache_dir()
+    repo_dir = root / hub.repo_folder(files[0].repo)
+    filenames = {f.filename for f in files}
+    targets = [repo_dir / "snapshots" / s.name / n
+               for s in sorted((repo_dir / "snapshots").glob("*")) for n in sorted(filenames)
+               if os.path.lexists(repo_dir / "snapshots" / s.name / n)]
+    target_set = set(targets)
+    others = [p for p in _snapshot_entries(root) if p not in target_set]
+    kept_blobs = {hub.blob_of(p) for p in others if p.is_symlink()}
+    kept_real = {Path(os.path.realpath(p)) for p in others}
+    deleted: list[Path] = []
+    kept: list[Path] = []
+    freed = 0
+    for target in targets:
+        chain = [target]
+        if target.is_symlink():
+            blob = hub.blob_of(target)
+            real = Path(os.path.realpath(blob))
+            if blob in kept_blobs or real in kept_real:
+                kept.append(real)
+            else:
+                chain.append(blob)
+                if blob.is_symlink() and real != blob:
+                    chain.append(real)
+        for path in chain:
+            if path in deleted or not os.path.lexists(path):
+                continue
+            if not path.is_symlink():
+                freed += path.stat().st_size
+            deleted.append(path)
+    if not dry_run:
+        for path in deleted:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            manifest = path.with_name(path.name + ".refs")
+            if path.parent.parent.name == "blobs" and manifest.is_file():
+                manifest.unlink()  # Xet shared-store reference list of a deleted store blob
+        _prune(repo_dir)
+    return RemovedModel(name=name, paths=tuple(deleted), bytes_freed=freed,
+                        kept_shared=tuple(dict.fromkeys(kept)), dry_run=dry_run)
+
+
+def _prune(repo_dir: Path) -> None:
+    """Remove empty snapshot folders; remove the repo folder once it holds no files at all."""
+    snapshots = repo_dir / "snapshots"
+    for dirpath, _dirs, _names in sorted(os.walk(snapshots), key=lambda t: len(t[0]), reverse=True):
+        with contextlib.suppress(OSError):
+            Path(dirpath).rmdir()  # only succeeds when empty
+    blobs = repo_dir / "blobs"
+    has_blobs = blobs.is_dir() and any(blobs.iterdir())
+    if not snapshots.exists() and not has_blobs:
+        shutil.rmtree(repo_dir, ignore_errors=True)

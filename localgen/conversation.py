@@ -1,0 +1,151 @@
+"""A chat conversation: its messages, its context budget, and its JSON file on disk."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from localgen.chat import Message
+from localgen.config import settings
+from localgen.errors import ContextOverflowError, LocalgenError, UsageError
+from localgen.storage import atomic_write_text
+
+FORMAT_VERSION = 1
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def _now() -> str:
+    """The current time as an ISO 8601 string."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def conversations_dir() -> Path:
+    """Where saved conversations live."""
+    return settings().data_dir / "conversations"
+
+
+def check_name(name: str) -> str:
+    """A conversation name that is safe as a file name."""
+    if not NAME_PATTERN.match(name):
+        raise UsageError(f"'{name}' is not a valid conversation name",
+                         hint="use letters, digits, '.', '_' and '-' (up to 100 characters)")
+    return name
+
+
+@dataclass
+class Turn:
+    """One exchange: the user's message and the model's answer (None until answered)."""
+
+    user: str
+    answer: str | None = None
+    interrupted: bool = False
+
+
+@dataclass
+class Conversation:
+    """The system prompt and the exchanges of one chat, plus what to save with it."""
+
+    name: str
+    system: str | None = None
+    turns: list[Turn] = field(default_factory=list)
+    model: str | None = None
+    settings: dict[str, object] = field(default_factory=dict)
+    created: str = field(default_factory=_now)
+    updated: str = field(default_factory=_now)
+
+    @classmethod
+    def new(cls, *, system: str | None, model: str | None) -> Conversation:
+        """A fresh conversation with a time-stamped name."""
+        return cls(name=datetime.now().strftime("chat-%Y%m%d-%H%M%S"), system=system, model=model)
+
+    def messages(self, turns: list[Turn] | None = None) -> list[Message]:
+        """The messages a template sees: system, then each exchange (an unanswered last turn ends it)."""
+        result = [Message("system", self.system)] if self.system else []
+        for turn in self.turns if turns is None else turns:
+            result.append(Message("user", turn.user))
+            if turn.answer is not None:
+                result.append(Message("assistant", turn.answer))
+        return result
+
+    def fit(self, count_tokens: Callable[[list[Message]], int], budget: int) -> int:
+        """Drop the oldest exchanges until the prompt fits budget tokens; return how many were dropped."""
+        dropped = 0
+        while count_tokens(self.messages()) > budget:
+            if len(self.turns) <= 1:
+                raise ContextOverflowError(
+                    f"this message needs {count_tokens(self.messages()):,} tokens but only {budget:,} are free "
+                    "for it in the context",
+                    hint="shorten the message or the system prompt, or restart with a larger --ctx-size",
+                )
+            del self.turns[0]
+            dropped += 1
+        return dropped
+
+    def to_json(self) -> str:
+        """The conversation as readable JSON."""
+        record = {"format": FORMAT_VERSION, **asdict(self), "updated": _now()}
+        return json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: Path) -> Conversation:
+        """Parse a saved conversation, refusing anything malformed."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION:
+                raise ValueError("unknown format")
+            turns = [Turn(user=str(t["user"]), answer=None if t.get("answer") is None else str(t["answer"]),
+                          interrupted=bool(t.get("interrupted", False))) for t in data["turns"]]
+            system = data.get("system")
+            settings_ = data.get("settings") or {}
+            if not isinstance(settings_, dict) or (system is not None and not isinstance(system, str)):
+                raise ValueError("bad field types")
+            return cls(name=check_name(str(data["name"])), system=system, turns=turns,
+                       model=data.get("model"), settings=settings_,
+                       created=str(data.get("created", _now())), updated=str(data.get("updated", _now())))
+        except (ValueError, KeyError, TypeError, LocalgenError) as exc:
+            raise LocalgenError(f"{source} is not a valid saved conversation ({exc})",
+                                hint="it was left untouched; start a new chat or load another") from exc
+
+
+def save_conversation(conversation: Conversation, name: str | None = None) -> Path:
+    """Write the conversation atomically (mode 0600); a new name renames it."""
+    if name is not None:
+        conversation.name = check_name(name)
+    path = conversations_dir() / f"{conversation.name}.json"
+    conversations_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_write_text(path, conversation.to_json(), mode=0o600)
+    return path
+
+
+def load_conversation(name: str) -> Conversation:
+    """Read a saved conversation by name."""
+    path = conversations_dir() / f"{check_name(name)}.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LocalgenError(f"no saved conversation named '{name}'", hint="see /list or `localgen chat --resume`") \
+            from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LocalgenError(f"cannot read {path}: {exc}") from exc
+    return Conversation.from_json(text, path)
+
+
+def list_conversations() -> list[tuple[str, float]]:
+    """Saved conversation names with their modification times, newest first."""
+    folder = conversations_dir()
+    if not folder.is_dir():
+        return []
+    entries = [(p.stem, p.stat().st_mtime) for p in folder.glob("*.json") if NAME_PATTERN.match(p.stem)]
+    return sorted(entries, key=lambda e: e[1], reverse=True)
+
+
+def latest_conversation() -> Conversation:
+    """The most recently saved conversation."""
+    entries = list_conversations()
+    if not entries:
+        raise LocalgenError("there is no saved conversation to resume", hint="start one with `localgen chat`")
+    return load_conversation(entries[0][0])

@@ -1,0 +1,926 @@
+"""Hugging Face Hub: list a repo's GGUF files, choose a quant, download, verify, work offline.
+
+This is the only module that imports huggingface_hub, and it does so inside functions so that
+importing localgen (and `localgen --help`) stays fast. Files go to the standard Hugging Face
+cache (HF_HOME / HF_HUB_CACHE), so they are shared with other Hugging Face tools.
+
+localgen keeps two small records of its own under its cache directory:
+- a listing per repo (`hub/models--ORG--NAME.json`): the commit and the GGUF files with sizes and
+  sha256, written whenever the repo is listed, so the same quant is chosen offline;
+- verification markers (verify.py), so a verified file is never rehashed.
+A model counts as cached only when every file is present and verified against that listing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from localgen.config import settings
+from localgen.errors import HubError, LocalgenError
+from localgen.registry import check_safe_filename, normalize_quant, quant_of_filename
+from localgen.storage import atomic_write_text
+from localgen.verify import HASH_CHUNK_BYTES, is_verified, record_verified, sha256_file
+
+DEFAULT_QUANT = "Q4_K_M"
+# Without an explicit quant: the first of these the repo has. 4-5 bit k-quants are the usual
+# size/quality sweet spot; then the older 4/5-bit formats, then bigger (better, slower) quants,
+# then smaller (worse) ones, then unquantized weights. Tags not listed come after, alphabetically.
+QUANT_PREFERENCE = (
+    "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "IQ4_XS", "IQ4_NL", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
+    "Q4_K_L", "Q5_K_L", "Q6_K", "Q6_K_L", "Q8_0", "Q3_K_L", "Q3_K_M", "Q3_K_S", "IQ3_M", "IQ3_S",
+    "IQ3_XS", "IQ3_XXS", "Q2_K_L", "Q2_K", "Q2_K_S", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS",
+    "IQ1_M", "IQ1_S", "F16", "BF16", "FP16", "F32", "FP32",
+)
+# GGUF files in a model repo that are not a chat model: never chosen unless named.
+AUXILIARY_PREFIXES = ("mmproj", "imatrix")
+SHARD_PATTERN = re.compile(r"^(?P<prefix>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
+METADATA_TIMEOUT_S = 20.0
+POLL_INTERVAL_S = 0.1
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+_SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_TRUE = {"1", "true", "yes", "on"}
+# Exception class names (httpx, httpx2, requests, urllib3) for a connection lost mid-response.
+_DROPPED = {"RemoteProtocolError", "ReadError", "ChunkedEncodingError", "IncompleteRead", "ProtocolError"}
+
+
+@dataclass(frozen=True)
+class HubFile:
+    """One GGUF file in a Hub repo, with its size and the sha256 from its LFS metadata."""
+
+    repo: str
+    filename: str
+    size: int
+    sha256: str | None
+    quant: str | None
+    shard_index: int | None
+    shard_count: int | None
+    blob_id: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The file name without its folder."""
+        return self.filename.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """One model on the Hub: a single GGUF file, or all shards of a split GGUF, at one commit."""
+
+    repo: str
+    quant: str | None
+    files: tuple[HubFile, ...]
+    revision: str
+
+    @property
+    def size(self) -> int:
+        """Total bytes of all files."""
+        return sum(f.size for f in self.files)
+
+    @property
+    def label(self) -> str:
+        """A short human name: ORG/REPO:QUANT, or ORG/REPO/FILE when the file has no quant tag."""
+        return f"{self.repo}:{self.quant}" if self.quant else f"{self.repo}/{self.files[0].filename}"
+
+
+@dataclass(frozen=True)
+class CachedHubFile:
+    """A GGUF file found in the local Hugging Face cache (a snapshot entry)."""
+
+    repo: str
+    filename: str
+    revision: str
+    path: Path
+    blob: Path
+    size: int
+    sha256: str | None
+    verified: bool
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """A repo's GGUF files at one commit, as listed by the Hub."""
+
+    repo: str
+    revision: str
+    files: tuple[HubFile, ...]
+
+
+# ----------------------------------------------------------------------------- settings and paths
+
+
+def is_offline() -> bool:
+    """True when the network is forbidden: HF_HUB_OFFLINE=1, LOCALGEN_OFFLINE=1 or --offline."""
+    return settings().offline or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache directory (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/...)."""
+    from huggingface_hub import constants  # cheap: no HTTP stack
+
+    return Path(constants.HF_HUB_CACHE).expanduser().resolve()
+
+
+def hub_endpoint() -> str:
+    """The Hub URL in use (HF_ENDPOINT or https://huggingface.co)."""
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT)
+
+
+def repo_folder(repo: str) -> str:
+    """The cache folder name of a model repo: models--ORG--NAME."""
+    return "models--" + repo.replace("/", "--")
+
+
+def _listing_path(repo: str) -> Path:
+    """Where localgen keeps its last listing of a repo."""
+    return settings().cache_dir / "hub" / f"{repo_folder(repo)}.json"
+
+
+def _pointer_path(repo: str, revision: str, filename: str) -> Path:
+    """The snapshot path of a file at a commit in the HF cache."""
+    return hub_cache_dir() / repo_folder(repo) / "snapshots" / revision / filename
+
+
+# ----------------------------------------------------------------------------- listing
+
+
+def list_gguf_files(repo: str) -> list[HubFile]:
+    """The repo's GGUF files with sizes, sha256 and quant tags, in one metadata request."""
+    return list(_fetch_listing(repo).files)
+
+
+def _fetch_listing(repo: str) -> _Listing:
+    """Ask the Hub for the repo's files (one request) and keep the GGUF ones."""
+    if is_offline():
+        raise _offline_error(repo, None, None, None)
+    from huggingface_hub import HfApi
+
+    try:
+        info = HfApi().model_info(repo, files_metadata=True, timeout=METADATA_TIMEOUT_S)
+    except Exception as exc:
+        raise map_hub_error(exc, repo=repo) from exc
+    revision = getattr(info, "sha", None) or "main"
+    if revision != "main" and not _COMMIT.match(revision):
+        raise HubError(f"the Hub returned an invalid commit id for {repo}: {revision[:60]!r}",
+                       hint=f"check HF_ENDPOINT ({hub_endpoint()})")
+    files = [_hub_file(repo, s) for s in (getattr(info, "siblings", None) or [])
+             if str(getattr(s, "rfilename", "")).lower().endswith(".gguf")]
+    files.sort(key=lambda f: f.filename)
+    return _Listing(repo=repo, revision=revision, files=tuple(files))
+
+
+def _hub_file(repo: str, sibling: Any) -> HubFile:
+    """A HubFile from a repo sibling entry, rejecting unsafe names and malformed metadata."""
+    filename = str(sibling.rfilename)
+    try:
+        check_safe_filename(filename)
+    except LocalgenError as exc:
+        raise HubError(f"{repo}: the Hub listed an unsafe file name {filename!r}; refusing the repo",
+                       hint="file names must be relative paths without '..', absolute parts or "
+                            "backslashes; check HF_ENDPOINT if you use a mirror") from exc
+    lfs = getattr(sibling, "lfs", None)
+    sha = size = None
+    if lfs is not None:
+        sha = getattr(lfs, "sha256", None) or (lfs.get("sha256") if isinstance(lfs, dict) else None)
+        size = getattr(lfs, "size", None) or (lfs.get("size") if isinstance(lfs, dict) else None)
+    size = size if size is not None else getattr(sibling, "size", None)
+    blob_id = getattr(sibling, "blob_id", None)
+    if sha is not None and not (isinstance(sha, str) and _SHA256_HEX.match(sha.lower())):
+        raise HubError(f"{repo}: malformed sha256 for {filename!r} in the Hub's metadata")
+    if blob_id is not None and not (isinstance(blob_id, str) and _SHA1_HEX.match(blob_id.lower())):
+        blob_id = None
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise HubError(f"{repo}: the Hub gave no valid size for {filename!r}",
+                       hint=f"check HF_ENDPOINT ({hub_endpoint()})")
+    index, count = shard_of(filename)
+    return HubFile(repo=repo, filename=filename, size=size, sha256=sha.lower() if sha else None,
+                   quant=quant_of(filename), shard_index=index, shard_count=count,
+                   blob_id=blob_id.lower() if blob_id else None)
+
+
+def shard_of(filename: str) -> tuple[int | None, int | None]:
+    """(index, count) for split-GGUF shard names like x-00001-of-00003.gguf."""
+    match = SHARD_PATTERN.match(filename.rsplit("/", 1)[-1])
+    if not match:
+        return None, None
+    index, count = int(match["index"]), int(match["count"])
+    return (index, count) if 1 <= index <= count else (None, None)
+
+
+def shard_group_key(filename: str) -> str:
+    """A key shared by the shards of one split model; any other file is its own key."""
+    name = filename.rsplit("/", 1)[-1]
+    match = SHARD_PATTERN.match(name)
+    if not match or shard_of(filename)[0] is None:
+        return filename
+    return f"{filename[: -len(name)]}{match['prefix']}-of-{match['count']}"
+
+
+def quant_of(filename: str) -> str | None:
+    """The quant tag from a file's name, else from its folder name (bartowski's Q8_0/x-0001-of-2)."""
+    parts = filename.split("/")
+    for part in reversed(parts):
+        quant = quant_of_filename(part)
+        if quant:
+            return quant
+    return None
+
+
+def _save_listing(listing: _Listing) -> None:
+    """Remember a repo listing so the same file is chosen without the network."""
+    data = {"repo": listing.repo, "revision": listing.revision, "listed_at": time.time(),
+            "files": [{"filename": f.filename, "size": f.size, "sha256": f.sha256, "blob_id": f.blob_id}
+                      for f in listing.files]}
+    with contextlib.suppress(LocalgenError):
+        atomic_write_text(_listing_path(listing.repo), json.dumps(data, indent=1))
+
+
+def _load_listing(repo: str) -> _Listing | None:
+    """The last listing of a repo that localgen saw, if any (no network)."""
+    try:
+        data = json.loads(_listing_path(repo).read_text(encoding="utf-8"))
+        files = []
+        for entry in data["files"]:
+            filename = str(entry["filename"])
+            check_safe_filename(filename)
+            index, count = shard_of(filename)
+            files.append(HubFile(repo=repo, filename=filename, size=int(entry["size"]),
+                                 sha256=entry.get("sha256"), quant=quant_of(filename),
+                                 shard_index=index, shard_count=count, blob_id=entry.get("blob_id")))
+        return _Listing(repo=repo, revision=str(data["revision"]), files=tuple(files))
+    except (OSError, ValueError, KeyError, TypeError, LocalgenError):
+        return None
+
+
+def cached_listing(repo: str) -> list[HubFile] | None:
+    """The repo's GGUF files as localgen last listed them (no network), if ever."""
+    listing = _load_listing(repo)
+    return list(listing.files) if listing else None
+
+
+def _record_sha256(repo: str, filename: str, sha256: str) -> None:
+    """Store a computed sha256 (for files the Hub keeps outside LFS) in the repo listing."""
+    listing = _load_listing(repo)
+    if listing is None:
+        return
+    files = tuple(replace(f, sha256=sha256) if f.filename == filename else f for f in listing.files)
+    _save_listing(_Listing(repo=repo, revision=listing.revision, files=files))
+
+
+# ----------------------------------------------------------------------------- choosing
+
+
+def choose_model(files: list[HubFile], *, quant: str | None, filename: str | None,
+                 repo: str) -> tuple[HubFile, ...]:
+    """The files of one model: by file name (exact, then name, then glob), by quant, else by preference."""
+    if not files:
+        raise HubError(f"no GGUF files in {repo}",
+                       hint="localgen runs GGUF models; look for a repo whose name ends in -GGUF")
+    groups = _group_shards(files)
+    if filename:
+        return _check_complete(_pick(_match_filename(groups, filename, repo)), repo)
+    candidates = [g for g in groups if not _is_auxiliary(g[0])] or groups
+    available = _quants(candidates)
+    if quant:
+        wanted = normalize_quant(quant)
+        matches = [g for g in candidates if g[0].quant == wanted]
+        if not matches:
+            listed = ", ".join(available) if available else "none (no file name carries a quant tag)"
+            raise HubError(f"{repo} has no {wanted} file",
+                           hint=f"quants in this repo: {listed}; choose one with {repo}:QUANT")
+        return _check_complete(_pick(matches), repo)
+    for tag in (*QUANT_PREFERENCE, *sorted(set(available) - set(QUANT_PREFERENCE))):
+        matches = [g for g in candidates if g[0].quant == tag]
+        if matches:
+            return _check_complete(_pick(matches), repo)
+    if len(candidates) == 1:
+        return _check_complete(candidates[0], repo)
+    names = ", ".join(g[0].filename for g in candidates[:6])
+    raise HubError(f"{repo} has several GGUF files and none names a quant",
+                   hint=f"name one: {repo}/FILE.gguf (files: {names})")
+
+
+def _group_shards(files: list[HubFile]) -> list[tuple[HubFile, ...]]:
+    """Single files as 1-tuples; shards of one split model together, in shard order."""
+    groups: dict[str, list[HubFile]] = {}
+    singles: list[tuple[HubFile, ...]] = []
+    for f in files:
+        key = shard_group_key(f.filename)
+        if key == f.filename:
+            singles.append((f,))
+        else:
+            groups.setdefault(key, []).append(f)
+    split = [tuple(sorted(g, key=lambda f: f.shard_index or 0)) for g in groups.values()]
+    return sorted([*singles, *split], key=lambda g: g[0].filename)
+
+
+def _check_complete(group: tuple[HubFile, ...], repo: str) -> tuple[HubFile, ...]:
+    """A split model must have every shard exactly once."""
+    first = group[0]
+    if first.shard_count is None:
+        return group
+    have = [f.shard_index for f in group]
+    missing = sorted(set(range(1, first.shard_count + 1)) - set(have))
+    if missing or len(have) != first.shard_count:
+        raise HubError(f"{repo}: split model {first.filename} is incomplete on the Hub "
+                       f"(missing shards {', '.join(map(str, missing)) or '?'} of {first.shard_count})",
+                       hint="choose another quant with ORG/REPO:QUANT")
+    return group
+
+
+def _is_auxiliary(file: HubFile) -> bool:
+    """Projector/imatrix files that are not a model on their own."""
+    return file.name.lower().startswith(AUXILIARY_PREFIXES)
+
+
+def _quants(groups: list[tuple[HubFile, ...]]) -> list[str]:
+    """The distinct quant tags of some groups, in preference order."""
+    tags = {g[0].quant for g in groups if g[0].quant}
+    order = {q: i for i, q in enumerate(QUANT_PREFERENCE)}
+    return sorted(tags, key=lambda q: (order.get(q, len(order)), q))
+
+
+def _pick(groups: list[tuple[HubFile, ...]]) -> tuple[HubFile, ...]:
+    """Among equally good groups: top-level over folders, single files over splits, shortest name."""
+    return min(groups, key=lambda g: ("/" in g[0].filename, len(g), len(g[0].filename), g[0].filename))
+
+
+def _match_filename(groups: list[tuple[HubFile, ...]], filename: str, repo: str) -> list[tuple[HubFile, ...]]:
+    """Groups containing a file named filename: exact path, then case-insensitive, then name, then glob."""
+    tests = (
+        lambda f: f.filename == filename,
+        lambda f: f.filename.lower() == filename.lower(),
+        lambda f: "/" not in filename and f.name.lower() == filename.lower(),
+    )
+    if any(ch in filename for ch in "*?["):
+        tests = (*tests, lambda f: fnmatch.fnmatch(f.filename.lower(), filename.lower())
+                 or fnmatch.fnmatch(f.name.lower(), filename.lower()))
+    for test in tests:
+        matches = [g for g in groups if any(test(f) for f in g)]
+        if matches:
+            return matches
+    names = ", ".join(g[0].filename for g in groups[:8])
+    raise HubError(f"{repo} has no file {filename!r}", hint=f"GGUF files in this repo: {names}")
+
+
+# ----------------------------------------------------------------------------- cache lookups (no network)
+
+
+def cached_model(repo: str, *, quant: str | None, filename: str | None) -> list[Path] | None:
+    """The model's files from the local cache if all are present and verified; no network at all."""
+    listing = _load_listing(repo)
+    if listing is None:
+        return None
+    try:
+        chosen = choose_model(list(listing.files), quant=quant, filename=filename, repo=repo)
+    except LocalgenError:
+        return None
+    snapshot = _snapshot_with(repo, [f.filename for f in chosen], listing.revision)
+    if snapshot is None:
+        return None
+    paths = [snapshot / f.filename for f in chosen]
+    for path, f in zip(paths, chosen, strict=True):
+        if not f.sha256 or not is_verified(path, f.sha256):
+            return None
+    return paths
+
+
+def _snapshot_with(repo: str, filenames: list[str], preferred: str) -> Path | None:
+    """The snapshot folder holding all filenames: the preferred commit first, then the newest."""
+    snapshots = hub_cache_dir() / repo_folder(repo) / "snapshots"
+    try:
+        others = sorted((p for p in snapshots.iterdir() if p.name != preferred),
+                        key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return None
+    for folder in (snapshots / preferred, *others):
+        if all((folder / name).is_file() for name in filenames):
+            return folder
+    return None
+
+
+def cached_gguf_files() -> list[CachedHubFile]:
+    """Every GGUF file in the local Hugging Face cache's model snapshots (no network)."""
+    root = hub_cache_dir()
+    found: list[CachedHubFile] = []
+    try:
+        repo_dirs = sorted(p for p in root.iterdir() if p.name.startswith("models--") and p.is_dir())
+    except OSError:
+        return []
+    for repo_dir in repo_dirs:
+        parts = repo_dir.name.split("--")
+        if len(parts) != 3:
+            continue
+        repo = f"{parts[1]}/{parts[2]}"
+        listing = _load_listing(repo)
+        expected = {f.filename: f.sha256 for f in listing.files} if listing else {}
+        for snapshot in sorted((repo_dir / "snapshots").glob("*")):
+            for path in sorted(snapshot.rglob("*")):
+                if path.suffix.lower() != ".gguf" or not path.is_file():
+                    continue
+                filename = path.relative_to(snapshot).as_posix()
+                sha = expected.get(filename)
+                found.append(CachedHubFile(
+                    repo=repo, filename=filename, revision=snapshot.name, path=path,
+                    blob=blob_of(path), size=path.stat().st_size, sha256=sha,
+                    verified=bool(sha) and is_verified(path, sha)))
+    return found
+
+
+def blob_of(pointer: Path) -> Path:
+    """The repo blob a snapshot entry links to (one link hop), or the entry itself if it is a file."""
+    if not pointer.is_symlink():
+        return pointer
+    return Path(os.path.normpath(pointer.parent / os.readlink(pointer)))
+
+
+# ----------------------------------------------------------------------------- downloading
+
+
+def find_model(repo: str, *, quant: str | None, filename: str | None) -> HubModel:
+    """List the repo (one request) and choose the model's files, without downloading anything."""
+    listing = _fetch_listing(repo)
+    _save_listing(listing)
+    files = choose_model(list(listing.files), quant=quant, filename=filename, repo=repo)
+    return HubModel(repo=repo, quant=files[0].quant, files=files, revision=listing.revision)
+
+
+def download_model(repo: str, *, quant: str | None, filename: str | None, force: bool = False,
+                   show_progress: bool | None = None, quiet: bool = False,
+                   reference: str | None = None) -> list[Path]:
+    """List, choose, download into the HF cache and verify sha256; the paths, first shard first.
+
+    Offline, the cached and verified copy is returned, or a HubError says what to pull.
+    """
+    if is_offline():
+        paths = cached_model(repo, quant=quant, filename=filename)
+        if paths is None:
+            raise _offline_error(repo, quant, filename, reference)
+        return paths
+    model = find_model(repo, quant=quant, filename=filename)
+    return fetch_model(model, force=force, show_progress=show_progress, quiet=quiet)
+
+
+def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | None = None,
+                quiet: bool = False) -> list[Path]:
+    """Download (or find in the cache) and verify every file of a chosen model."""
+    if is_offline():
+        paths = cached_model(model.repo, quant=model.quant, filename=model.files[0].filename)
+        if paths is None:
+            raise _offline_error(model.repo, model.quant, model.files[0].filename, None)
+        return paths
+    show = sys.stderr.isatty() if show_progress is None else show_progress
+    display: _Display = _RichDisplay(model) if show else _Display(model)
+    started = time.monotonic()
+    downloaded = 0
+    paths: list[Path] = []
+    with display:
+        for f in model.files:
+            path, fresh = _fetch_file(model, f, force=force, display=display)
+            downloaded += f.size if fresh else 0
+            paths.append(path)
+    if not quiet:
+        _print_summary(model, downloaded, time.monotonic() - started)
+    return paths
+
+
+def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: _Display) -> tuple[Path, bool]:
+    """One file: download unless cached, then verify; a cached copy that fails is fetched again once."""
+    etag = f.sha256 or f.blob_id
+    blob = hub_cache_dir() / repo_folder(model.repo) / "blobs" / etag if etag else None
+    cached = not force and (_pointer_path(model.repo, model.revision, f.filename).is_file()
+                            or (blob is not None and blob.is_file()))
+    path = _hf_download(model, f, force=force, display=display, cached=cached)
+    try:
+        _verify(path, f, display)
+    except HubError:
+        if not cached:
+            raise
+        path = _hf_download(model, f, force=False, display=display, cached=False)
+        _verify(path, f, display)
+        return path, True
+    return path, not cached
+
+
+def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: _Display, cached: bool) -> Path:
+    """hf_hub_download one file at the model's commit, with progress; errors become HubError."""
+    from huggingface_hub import hf_hub_download
+
+    kwargs: dict[str, Any] = {"repo_id": model.repo, "filename": f.filename, "revision": model.revision,
+                              "cache_dir": str(hub_cache_dir()), "force_download": force}
+    display.begin_file(f, cached=cached)
+    use_tqdm = _supports_tqdm_class()
+    if use_tqdm:
+        kwargs["tqdm_class"] = _tqdm_adapter(display)
+    else:
+        _quiet_hf_bars()
+    try:
+        with contextlib.nullcontext() if use_tqdm or cached else _poll_incomplete(model, f, display):
+            path = Path(hf_hub_download(**kwargs))
+    except Exception as exc:
+        raise map_hub_error(exc, repo=model.repo, filename=f.filename) from exc
+    display.end_file()
+    return path
+
+
+def _verify(path: Path, f: HubFile, display: _Display) -> None:
+    """Check size and sha256 (or the git blob id for non-LFS files); discard a bad file."""
+    if f.sha256 and is_verified(path, f.sha256):
+        display.verified(f, hashed=False)
+        return
+    actual_size = path.stat().st_size
+    if actual_size != f.size:
+        discard_cached_file(path)
+        raise HubError(f"{f.repo}/{f.filename}: downloaded {actual_size:,} bytes, expected {f.size:,}; "
+                       "the file was deleted", hint="run the command again to download it afresh")
+    display.verifying(f)
+    if f.sha256:
+        kind, expected = "sha256", f.sha256
+        got = actual = sha256_file(path)
+    elif f.blob_id:
+        kind, expected = "git blob id", f.blob_id
+        got, actual = _git_blob_and_sha256(path)
+    else:
+        raise HubError(f"{f.repo}/{f.filename}: the Hub gave no checksum, so the file cannot be verified",
+                       hint="localgen only loads verified downloads; use a local path to load it anyway")
+    if got != expected:
+        discard_cached_file(path)
+        raise HubError(f"{f.repo}/{f.filename}: {kind} mismatch (got {got[:12]}…, expected {expected[:12]}…); "
+                       "the corrupt download was deleted",
+                       hint="run the command again; if it fails again, the Hub mirror or a proxy "
+                            f"({hub_endpoint()}) is serving bad data")
+    record_verified(path, actual)
+    display.verified(f, hashed=True)
+    if not f.sha256:
+        _record_sha256(f.repo, f.filename, actual)
+
+
+def _git_blob_and_sha256(path: Path) -> tuple[str, str]:
+    """The git blob id (sha1 of 'blob SIZE\\0' + content) and the sha256, in one read."""
+    git = hashlib.sha1(f"blob {path.stat().st_size}\0".encode(), usedforsecurity=False)
+    sha = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(HASH_CHUNK_BYTES):
+            git.update(chunk)
+            sha.update(chunk)
+    return git.hexdigest(), sha.hexdigest()
+
+
+def discard_cached_file(pointer: Path) -> None:
+    """Delete a cached file completely: its snapshot entry, its repo blob, and a shared blob behind it."""
+    targets = [pointer]
+    if pointer.is_symlink():
+        blob = blob_of(pointer)
+        targets.append(blob)
+        if blob.is_symlink():
+            targets.append(Path(os.path.realpath(blob)))
+    for target in targets:
+        with contextlib.suppress(FileNotFoundError):
+            target.unlink()
+
+
+def _supports_tqdm_class() -> bool:
+    """True when hf_hub_download takes a tqdm_class (newer huggingface_hub versions)."""
+    import inspect
+
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return "tqdm_class" in inspect.signature(hf_hub_download).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _quiet_hf_bars() -> None:
+    """Turn off huggingface_hub's own tqdm bars: localgen draws its own."""
+    with contextlib.suppress(ImportError, AttributeError):
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+
+
+@contextlib.contextmanager
+def _poll_incomplete(model: HubModel, f: HubFile, display: _Display) -> Iterator[None]:
+    """Report progress by watching the growing *.incomplete blob (for huggingface_hub without tqdm_class)."""
+    etag = f.sha256 or f.blob_id
+    blobs = hub_cache_dir() / repo_folder(model.repo) / "blobs"
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(POLL_INTERVAL_S):
+            sizes = [p.stat().st_size for p in blobs.glob(f"{etag}*.incomplete") if p.is_file()] if etag else []
+            if sizes:
+                display.set_completed(max(sizes))
+
+    thread = threading.Thread(target=poll, name="localgen-download-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+class _Display:
+    """Download feedback with nothing drawn: the base for the rich bar."""
+
+    def __init__(self, model: HubModel) -> None:
+        self.model = model
+
+    def __enter__(self) -> _Display:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    def begin_file(self, file: HubFile, *, cached: bool) -> None:
+        """A file starts (cached: it is already on disk)."""
+
+    def advance(self, n: int) -> None:
+        """n more bytes of the current file arrived (may be negative when a download restarts)."""
+
+    def set_completed(self, n: int) -> None:
+        """The current file has n bytes."""
+
+    def set_total(self, total: int) -> None:
+        """The current file's size turned out to be total."""
+
+    def end_file(self) -> None:
+        """The current file is on disk."""
+
+    def verifying(self, file: HubFile) -> None:
+        """The file's checksum is being computed."""
+
+    def verified(self, file: HubFile, *, hashed: bool) -> None:
+        """The file matched its checksum (hashed: now, rather than by an earlier record)."""
+
+
+class _RichDisplay(_Display):
+    """A rich progress bar on stderr: one bar per file and an overall bar for split models."""
+
+    def __init__(self, model: HubModel, console: Any = None) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        super().__init__(model)
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+            TimeRemainingColumn(), console=console or Console(stderr=True), transient=False)
+        self.overall = None
+        if len(model.files) > 1:
+            self.overall = self.progress.add_task(f"{model.label} ({len(model.files)} files)", total=model.size)
+        self.task: Any = None
+        self.file_done = 0
+        self.file_total = 0
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> _RichDisplay:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.progress.stop()
+
+    def begin_file(self, file: HubFile, *, cached: bool) -> None:
+        """Add the file's bar, full when cached."""
+        with self.lock:
+            self.file_done = file.size if cached else 0
+            self.file_total = file.size
+            self.task = self.progress.add_task(file.name, total=file.size, completed=self.file_done)
+            self._sync_overall()
+
+    def advance(self, n: int) -> None:
+        """Move the file's bar (and the overall one) by n bytes."""
+        with self.lock:
+            self.file_done += n
+            self.progress.update(self.task, completed=self.file_done)
+            self._sync_overall()
+
+    def set_completed(self, n: int) -> None:
+        """Set the file's bar to n bytes."""
+        with self.lock:
+            self.file_done = n
+            self.progress.update(self.task, completed=n)
+            self._sync_overall()
+
+    def set_total(self, total: int) -> None:
+        """Change the file's bar total."""
+        self.file_total = total
+        self.progress.update(self.task, total=total)
+
+    def end_file(self) -> None:
+        """Fill the file's bar."""
+        self.set_completed(self.file_total)
+
+    def verifying(self, file: HubFile) -> None:
+        """Say that the sha256 is being checked."""
+        self.progress.update(self.task, description=f"{file.name} (verifying sha256)")
+
+    def verified(self, file: HubFile, *, hashed: bool) -> None:
+        """Mark the file as verified."""
+        self.progress.update(self.task, description=f"{file.name} ✓" if hashed else f"{file.name} (cached) ✓")
+
+    def _sync_overall(self) -> None:
+        """Overall progress = finished files + the current one."""
+        if self.overall is None:
+            return
+        done = 0
+        for task in self.progress.tasks:
+            if task.id != self.overall:
+                done += int(task.completed)
+        self.progress.update(self.overall, completed=done)
+
+
+def _tqdm_adapter(display: _Display) -> type:
+    """A tqdm-like class for hf_hub_download(tqdm_class=...) that feeds a _Display."""
+
+    class _Bar:
+        """Accepts whatever huggingface_hub passes to a tqdm bar and forwards byte counts."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.n = int(kwargs.get("initial") or 0)
+            self._total = kwargs.get("total")
+            if self.n:
+                display.set_completed(self.n)
+
+        @property
+        def total(self) -> int | None:
+            """The expected byte count."""
+            return self._total
+
+        @total.setter
+        def total(self, value: int | None) -> None:
+            self._total = value
+            if value:
+                display.set_total(int(value))
+
+        @property
+        def format_dict(self) -> dict[str, Any]:
+            """What tqdm would format (only the rate is ever read)."""
+            return {"rate": None}
+
+        def update(self, n: float | None = 1) -> None:
+            """n more bytes."""
+            step = int(n or 0)
+            self.n += step
+            display.advance(step)
+
+        def update_transfer(self, n: float | None = 1) -> None:
+            """Network bytes of a Xet download (the bar follows bytes written instead)."""
+
+        def close(self) -> None:
+            """Nothing to release."""
+
+        def __enter__(self) -> _Bar:
+            return self
+
+        def __exit__(self, *exc_info: object) -> None:
+            self.close()
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return lambda *args, **kwargs: None  # set_postfix_str, refresh, set_description, ...
+
+    return _Bar
+
+
+def format_size(n: int) -> str:
+    """Bytes in decimal units: 98.4 MB."""
+    value = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{n} B"
+
+
+def _print_summary(model: HubModel, downloaded: int, seconds: float) -> None:
+    """One line on stderr: what was downloaded, how big, how fast, verified."""
+    first = model.files[0].filename
+    what = first if len(model.files) == 1 else f"{first} and {len(model.files) - 1} more shards"
+    checks = "sha256 verified" if all(f.sha256 for f in model.files) else "checksums verified"
+    if downloaded:
+        line = f"downloaded {model.repo}/{what} ({format_size(model.size)}) in {seconds:.1f} s, {checks}"
+    else:
+        line = f"{model.repo}/{what} ({format_size(model.size)}) already in the cache, {checks}"
+    print(line, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def _offline_error(repo: str, quant: str | None, filename: str | None, reference: str | None) -> HubError:
+    """The error for a model that is needed offline but not cached."""
+    ref = reference or (f"{repo}/{filename}" if filename else f"{repo}:{quant}" if quant else repo)
+    return HubError(f"{ref} is not in the local cache and the network is off (offline mode)",
+                    hint=f"run `localgen pull {ref}` while online (offline mode comes from --offline, "
+                         "HF_HUB_OFFLINE or LOCALGEN_OFFLINE)")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes/contexts."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _class_names(exc: BaseException) -> set[str]:
+    """Class names along an exception's MRO (requests, httpx and httpx2 differ by module only)."""
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status of an HTTP error, if any."""
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None) -> LocalgenError:
+    """Turn a huggingface_hub / HTTP exception into a HubError with a hint."""
+    if isinstance(exc, LocalgenError):
+        return exc
+    from huggingface_hub import errors as hf_errors
+
+    def kind(name: str) -> tuple[type, ...]:
+        cls = getattr(hf_errors, name, None)
+        return (cls,) if isinstance(cls, type) else ()
+
+    where = f"{repo}/{filename}" if filename else repo
+    login = "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN"
+    net_hint = "check your network connection (and HF_ENDPOINT / proxy settings), or use --offline " \
+               "to run a model that is already cached"
+    for err in _chain(exc):
+        status = _status_of(err)
+        if isinstance(err, kind("GatedRepoError")):
+            return HubError(f"{repo} is a gated repository: you must accept its terms and be logged in",
+                            hint=f"request access at https://huggingface.co/{repo}, then {login}")
+        if isinstance(err, kind("RepositoryNotFoundError")):
+            private = " (or it is private)" if status in (401, 403) else ""
+            return HubError(f"repository {repo} not found on the Hugging Face Hub{private}",
+                            hint=f"check the spelling (ORG/REPO); for a private repo, {login}")
+        if isinstance(err, kind("RevisionNotFoundError")):
+            return HubError(f"{repo}: the revision localgen asked for no longer exists",
+                            hint="the repository changed; run the command again")
+        if isinstance(err, (*kind("RemoteEntryNotFoundError"), *kind("EntryNotFoundError"))) and status:
+            return HubError(f"{where} not found on the Hub", hint="the repository changed; run the command again")
+        if isinstance(err, kind("OfflineModeIsEnabled")):
+            return _offline_error(repo, None, filename, None)
+        if status in (401, 403):
+            return HubError(f"access to {repo} was denied (HTTP {status})",
+                            hint=f"if it is gated or private, {login}")
+        if status == 429:
+            return HubError("the Hugging Face Hub is rate-limiting requests (HTTP 429)",
+                            hint="wait a minute and try again, or log in to get a higher limit")
+        if status is not None and status >= 500:
+            return HubError(f"the Hugging Face Hub returned a server error (HTTP {status}) for {where}",
+                            hint="the Hub may be down; try again later, or use --offline with a cached model")
+        if status is not None and status >= 400:
+            return HubError(f"the Hugging Face Hub refused the request for {where} (HTTP {status})")
+        names = _class_names(err)
+        if isinstance(err, TimeoutError) or any("Timeout" in n for n in names):
+            return HubError(f"timed out talking to the Hugging Face Hub ({hub_endpoint()}) for {where}",
+                            hint=net_hint)
+        if names & _DROPPED:
+            return HubError(f"the connection to the Hugging Face Hub dropped while downloading {where}",
+                            hint="run the command again; nothing partial was kept as a finished file")
+        if isinstance(err, ConnectionError) or names & {"ConnectError", "ConnectionError", "NetworkError",
+                                                        "ProxyError"}:
+            return HubError(f"cannot reach the Hugging Face Hub ({hub_endpoint()}) for {where}", hint=net_hint)
+        if isinstance(err, OSError) and getattr(err, "errno", None) == 28:
+            return HubError(f"no space left on the disk while downloading {where}",
+                            hint=f"free some space in {hub_cache_dir()} (see `localgen models list`)")
+        if isinstance(err, OSError) and "Consistency check failed" in str(err):
+            return HubError(f"the download of {where} was incomplete (the connection dropped)",
+                            hint="run the command again")
+    if isinstance(exc, kind("LocalEntryNotFoundError")):
+        return HubError(f"cannot reach the Hugging Face Hub ({hub_endpoint()}) and {where} is not cached",
+                        hint=net_hint)
+    return HubError(f"download of {where} failed: {type(exc).__name__}: {exc}")

@@ -1,0 +1,290 @@
+"""The on-disk prompt cache: KV states of long prompt prefixes, reused by later runs of the same model.
+
+An entry is one file: a fixed header (magic, format version, lengths), the cache identity (model file
+identity and KV layout), the tokens the state holds, a sha256 of tokens and state, then the state bytes
+from llama.cpp. No pickle. A corrupt or mismatched entry is skipped with a debug log. The total size is
+bounded; the least recently used entries are evicted first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import struct
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from localgen.errors import LocalgenError
+from localgen.storage import atomic_write_bytes
+
+log = logging.getLogger("localgen.promptcache")
+
+MAGIC = b"LGPC"
+FORMAT_VERSION = 1
+SUFFIX = ".lgpc"
+HEADER = struct.Struct("<4sIIIQ32s")  # magic, version, identity bytes, token count, state bytes, sha256
+MAX_IDENTITY_BYTES = 4096
+MAX_TOKENS = 10_000_000
+MIN_NEW_TOKENS = 256  # prompts that prefill fewer new tokens are not worth a disk write
+MIN_GAIN_TOKENS = 64  # restore only when it saves at least this many tokens of prefill
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """What `localgen cache` shows about one entry."""
+
+    path: Path
+    tokens: int
+    size: int
+    last_used: float
+
+
+@dataclass(frozen=True)
+class CachedPrefix:
+    """A restored entry: the tokens and the KV state bytes for them."""
+
+    tokens: tuple[int, ...]
+    state: bytearray
+
+
+@dataclass(frozen=True)
+class _Header:
+    """The parsed header of an entry."""
+
+    identity: str
+    tokens: array
+    state_size: int
+    digest: bytes
+    offset: int
+
+
+def _tokens_array(tokens: Sequence[int]) -> array:
+    """Tokens as a little-endian int32 array."""
+    values = array("i", tokens)
+    if values.itemsize != 4:  # pragma: no cover - every platform we run on has 4-byte ints
+        raise LocalgenError("this platform's C int is not 32 bits; the prompt cache is unavailable")
+    return values
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """The number of leading tokens a and b share."""
+    x = a if isinstance(a, array) else _tokens_array(a)
+    y = b if isinstance(b, array) else _tokens_array(b)
+    lo, hi = 0, min(len(x), len(y))
+    if x[:hi] == y[:hi]:
+        return hi
+    while lo < hi:  # binary search on slice equality: C-speed comparisons instead of a Python loop
+        mid = (lo + hi + 1) // 2
+        if x[:mid] == y[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def encode_entry(identity: str, tokens: Sequence[int], state: bytes | bytearray) -> bytes:
+    """An entry's bytes: header, identity, tokens, then the state."""
+    ident = identity.encode("utf-8")
+    token_bytes = _tokens_array(tokens).tobytes()
+    digest = hashlib.sha256(token_bytes)
+    digest.update(state)
+    header = HEADER.pack(MAGIC, FORMAT_VERSION, len(ident), len(tokens), len(state), digest.digest())
+    return b"".join((header, ident, token_bytes, state))
+
+
+def _read_header(handle: object, size: int) -> _Header:
+    """Parse and sanity-check an entry's header; raise ValueError when it is not a valid entry."""
+    raw = handle.read(HEADER.size)  # type: ignore[attr-defined]
+    if len(raw) != HEADER.size:
+        raise ValueError("truncated header")
+    magic, version, ident_len, n_tokens, state_size, digest = HEADER.unpack(raw)
+    if magic != MAGIC:
+        raise ValueError("not a prompt cache entry")
+    if version != FORMAT_VERSION:
+        raise ValueError(f"format version {version}, expected {FORMAT_VERSION}")
+    if ident_len > MAX_IDENTITY_BYTES or n_tokens > MAX_TOKENS:
+        raise ValueError("implausible header")
+    offset = HEADER.size + ident_len + 4 * n_tokens
+    if offset + state_size != size:
+        raise ValueError(f"size {size} does not match the header ({offset + state_size})")
+    identity = handle.read(ident_len).decode("utf-8", errors="replace")  # type: ignore[attr-defined]
+    tokens = array("i")
+    tokens.frombytes(handle.read(4 * n_tokens))  # type: ignore[attr-defined]
+    return _Header(identity, tokens, state_size, digest, offset)
+
+
+class PromptCache:
+    """KV states of prompt prefixes for one model and KV layout, in a folder shared by all models."""
+
+    def __init__(self, directory: Path, identity: str, *, max_bytes: int, min_new_tokens: int = MIN_NEW_TOKENS,
+                 min_gain_tokens: int = MIN_GAIN_TOKENS) -> None:
+        self.directory = directory
+        self.identity = identity
+        self.max_bytes = max_bytes
+        self.min_new_tokens = min_new_tokens
+        self.min_gain_tokens = min_gain_tokens
+
+    def _entry_path(self, tokens: Sequence[int]) -> Path:
+        """The file name of the entry for these tokens."""
+        digest = hashlib.sha256(self.identity.encode("utf-8") + _tokens_array(tokens).tobytes()).hexdigest()
+        return self.directory / f"{digest[:32]}{SUFFIX}"
+
+    def _headers(self) -> Iterator[tuple[Path, _Header]]:
+        """The readable entries of this identity, with their headers."""
+        for path in entry_files(self.directory):
+            try:
+                with open(path, "rb") as handle:
+                    header = _read_header(handle, os.fstat(handle.fileno()).st_size)
+            except (OSError, ValueError) as exc:
+                log.debug("skipping prompt cache entry %s: %s", path.name, exc)
+                continue
+            if header.identity != self.identity:
+                continue
+            yield path, header
+
+    def find(self, prompt: Sequence[int], *, better_than: int = 0) -> CachedPrefix | None:
+        """The entry sharing the longest prefix with prompt, if that beats better_than by enough to pay off."""
+        wanted = _tokens_array(prompt)
+        best: tuple[int, Path, _Header] | None = None
+        for path, header in self._headers():
+            shared = common_prefix(header.tokens, wanted)
+            if best is None or shared > best[0]:
+                best = (shared, path, header)
+        if best is None or best[0] < better_than + self.min_gain_tokens:
+            return None
+        return self._load(best[1], best[2])
+
+    def _load(self, path: Path, header: _Header) -> CachedPrefix | None:
+        """Read and verify an entry's state; None (and a debug log) when it is damaged."""
+        state = bytearray(header.state_size)
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(header.offset)
+                read = handle.readinto(state)
+        except OSError as exc:
+            log.debug("could not read prompt cache entry %s: %s", path.name, exc)
+            return None
+        digest = hashlib.sha256(header.tokens.tobytes())
+        digest.update(state)
+        if read != header.state_size or digest.digest() != header.digest:
+            log.debug("prompt cache entry %s is corrupt (checksum mismatch); ignoring it", path.name)
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(path)  # mark as recently used
+        return CachedPrefix(tokens=tuple(header.tokens), state=state)
+
+    def store(self, tokens: Sequence[int], state: bytes | bytearray) -> None:
+        """Save a KV state, drop entries it makes redundant, and evict old entries beyond the size bound."""
+        data = encode_entry(self.identity, tokens, state)
+        if len(data) > self.max_bytes:
+            log.debug("prompt cache entry of %d bytes exceeds the %d byte bound; not saved", len(data), self.max_bytes)
+            return
+        saved = _tokens_array(tokens)
+        for path, header in self._headers():
+            if common_prefix(header.tokens, saved) == len(header.tokens) and path != self._entry_path(tokens):
+                _remove(path)  # an entry for a prefix of these tokens is now redundant
+        atomic_write_bytes(self._entry_path(tokens), data)
+        evict(self.directory, self.max_bytes)
+
+
+def prompt_cache_for(model_path: Path, state_signature: str) -> PromptCache:
+    """The prompt cache for a model file and KV layout, in the configured folder and size bound."""
+    from localgen.config import PROMPT_CACHE_DIRNAME, prompt_cache_bytes, settings
+    from localgen.verify import file_identity_key
+
+    identity = f"{file_identity_key(model_path)}; {state_signature}"
+    return PromptCache(settings().cache_dir / PROMPT_CACHE_DIRNAME, identity, max_bytes=prompt_cache_bytes())
+
+
+def cache_dir() -> Path:
+    """The folder the prompt cache lives in."""
+    from localgen.config import PROMPT_CACHE_DIRNAME, settings
+
+    return settings().cache_dir / PROMPT_CACHE_DIRNAME
+
+
+def entry_files(directory: Path) -> list[Path]:
+    """All entry files in the cache folder (any model)."""
+    try:
+        return sorted(p for p in directory.iterdir() if p.suffix == SUFFIX and p.is_file())
+    except OSError:
+        return []
+
+
+def list_entries(directory: Path) -> list[CacheEntry]:
+    """Every entry, most recently used first."""
+    entries = []
+    for path in entry_files(directory):
+        try:
+            with open(path, "rb") as handle:
+                st = os.fstat(handle.fileno())
+                header = _read_header(handle, st.st_size)
+        except (OSError, ValueError):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            entries.append(CacheEntry(path=path, tokens=0, size=st.st_size, last_used=st.st_mtime))
+            continue
+        entries.append(CacheEntry(path=path, tokens=len(header.tokens), size=st.st_size, last_used=st.st_mtime))
+    return sorted(entries, key=lambda e: e.last_used, reverse=True)
+
+
+def evict(directory: Path, max_bytes: int) -> int:
+    """Delete least recently used entries until the folder fits in max_bytes; return how many were deleted."""
+    entries = list_entries(directory)
+    total = sum(e.size for e in entries)
+    removed = 0
+    while entries and total > max_bytes:
+        oldest = entries.pop()
+        _remove(oldest.path)
+        total -= oldest.size
+        removed += 1
+    return removed
+
+
+def clear(directory: Path) -> tuple[int, int]:
+    """Delete every entry (and stray temp files); return (entries, bytes) removed."""
+    count = size = 0
+    for entry in list_entries(directory):
+        _remove(entry.path)
+        count += 1
+        size += entry.size
+    with contextlib.suppress(OSError):
+        for stray in directory.glob(f".*{SUFFIX}.*.tmp"):
+            _remove(stray)
+    return count, size
+
+
+def describe_cache() -> str:
+    """The `localgen cache` listing: folder, entries (newest first), total size and bound."""
+    import time
+
+    from localgen.config import prompt_cache_bytes
+
+    directory = cache_dir()
+    entries = list_entries(directory)
+    total = sum(e.size for e in entries)
+    lines = [f"prompt cache: {directory}",
+             f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, {_mib(total)} of {_mib(prompt_cache_bytes())}"]
+    if entries:
+        lines.append(f"{'tokens':>8}  {'size':>10}  {'last used':<19}  file")
+        for e in entries:
+            used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.last_used))
+            lines.append(f"{e.tokens:>8}  {_mib(e.size):>10}  {used:<19}  {e.path.name}")
+    return "\n".join(lines)
+
+
+def _mib(size: int) -> str:
+    """A byte count in MiB."""
+    return f"{size / 2**20:.1f} MiB"
+
+
+def _remove(path: Path) -> None:
+    """Delete a file, ignoring one that is already gone."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()

@@ -1,0 +1,329 @@
+"""The interactive chat REPL: prompt-toolkit input, slash commands, streamed answers."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+from localgen import console
+from localgen.config import settings
+from localgen.conversation import list_conversations, load_conversation, save_conversation
+from localgen.errors import LocalgenError
+from localgen.events import Completion as Done
+from localgen.events import Event, PrefillProgress, TextChunk
+from localgen.inputs import read_file_input
+from localgen.session import SETTING_NAMES, ChatSession
+from localgen.signals import StopOnSignal
+from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
+
+PROMPT = ">>> "
+BLOCK_QUOTE = '"""'
+COMMAND_HELP = {
+    "/help": "show this help",
+    "/system TEXT": "set the system prompt",
+    "/set PARAM VALUE": f"change a setting ({', '.join(SETTING_NAMES)})",
+    "/show": "model, settings, context size, GPU layers, path",
+    "/stats": "last answer's TTFT, prefill and decode speed, cached tokens, context used",
+    "/reset": "start a new conversation (same system prompt; the old one stays saved)",
+    "/undo": "drop the last exchange",
+    "/regen": "answer the last question again",
+    "/file PATH": "attach a file's text to the next message",
+    "/save [NAME]": "save the conversation (it is also autosaved after every answer)",
+    "/load NAME": "continue a saved conversation",
+    "/list": "list saved conversations",
+    "/model REF": "switch model, keeping the conversation",
+    "/thinking on|off": "show or hide the model's reasoning",
+    "/exit": "quit (or Ctrl-D)",
+}
+COMMANDS = tuple(usage.split()[0] for usage in COMMAND_HELP)
+
+
+@dataclass(frozen=True)
+class SlashCommand:
+    """A parsed slash command: its name and the rest of the line."""
+
+    name: str
+    argument: str
+
+
+def parse_command(line: str) -> SlashCommand | None:
+    """Parse '/name rest'; None when the line is a message, not a command."""
+    stripped = line.strip()
+    if not stripped.startswith("/") or stripped.startswith("//"):
+        return None
+    name, _, argument = stripped.partition(" ")
+    return SlashCommand(name=name.lower(), argument=argument.strip())
+
+
+def unwrap_block(text: str) -> str:
+    """The text of a \"\"\"…\"\"\" block, or the text itself."""
+    stripped = text.strip()
+    if stripped.startswith(BLOCK_QUOTE) and stripped.endswith(BLOCK_QUOTE) and len(stripped) >= 6:
+        return stripped[3:-3].strip("\n")
+    return text
+
+
+def block_is_open(text: str) -> bool:
+    """True while a \"\"\" block has been opened but not closed."""
+    stripped = text.strip()
+    return stripped.startswith(BLOCK_QUOTE) and (len(stripped) < 6 or not stripped.endswith(BLOCK_QUOTE))
+
+
+class SlashCompleter(Completer):
+    """Completes slash command names, and file paths after /file."""
+
+    def __init__(self) -> None:
+        self._paths = PathCompleter(expanduser=True)
+
+    def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        if text.startswith("/file "):
+            sub = Document(text[len("/file "):])
+            yield from self._paths.get_completions(sub, complete_event)
+        elif text.startswith("/") and " " not in text:
+            for name in COMMANDS:
+                if name.startswith(text):
+                    yield Completion(name, start_position=-len(text))
+
+
+def _key_bindings() -> KeyBindings:
+    """Enter sends (or continues an open \"\"\" block); Alt-Enter / Esc Enter insert a newline."""
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @bindings.add("enter")
+    def _enter(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        if block_is_open(buffer.text):
+            buffer.insert_text("\n")
+        else:
+            buffer.validate_and_handle()
+
+    return bindings
+
+
+def _history_file() -> Path:
+    """The persistent input history file (created private)."""
+    path = settings().data_dir / "history"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    return path
+
+
+class Repl:
+    """Reads lines, runs slash commands, streams answers; nothing typed can crash it."""
+
+    def __init__(self, session: ChatSession, *, markdown: bool, show_thinking: bool) -> None:
+        self.session = session
+        self.markdown = markdown
+        self.show_thinking = show_thinking
+        self._running = True
+        self._prompt = PromptSession(
+            history=FileHistory(str(_history_file())),
+            completer=SlashCompleter(),
+            complete_while_typing=False,
+            key_bindings=_key_bindings(),
+            bottom_toolbar=self._toolbar,
+            enable_history_search=False,
+            multiline=True,
+            prompt_continuation="... ",
+        )
+        self._handlers: dict[str, Callable[[str], None]] = {
+            "/help": self._help, "/system": self._system, "/set": self._set, "/show": self._show,
+            "/stats": self._stats, "/reset": self._reset, "/undo": self._undo, "/regen": self._regen,
+            "/file": self._file, "/save": self._save, "/load": self._load, "/list": self._list,
+            "/model": self._model, "/thinking": self._thinking, "/exit": self._exit, "/quit": self._exit,
+            "/bye": self._exit,
+        }
+
+    def _toolbar(self) -> str:
+        """Model, context used / size, last decode speed."""
+        engine = self.session.loaded.engine
+        speed = self.session.last.timings.decode_tokens_per_s if self.session.last else 0.0
+        return (f" {self.session.loaded.resolved.display_name} │ {engine.kv_tokens:,}/{engine.n_ctx:,} tokens │ "
+                f"{speed:.1f} tok/s │ /help")
+
+    def run(self) -> None:
+        """The read-eval-print loop, until /exit or Ctrl-D."""
+        console.say(f"localgen chat with {self.session.loaded.resolved.display_name}: "
+                    "/help for commands, Ctrl-D to quit, Alt-Enter for a newline")
+        while self._running:
+            try:
+                line = self._prompt.prompt(PROMPT)
+            except KeyboardInterrupt:
+                continue
+            except EOFError:
+                break
+            try:
+                self._handle(line)
+            except LocalgenError as exc:
+                console.error(exc.message, exc.hint)
+            except Exception as exc:  # nothing typed at the prompt may end the session
+                console.error(f"internal error: {type(exc).__name__}: {exc}",
+                              hint="the conversation is kept; LOCALGEN_DEBUG=1 shows details")
+
+    def _handle(self, line: str) -> None:
+        """Dispatch one input line."""
+        command = parse_command(line)
+        if command is None:
+            text = unwrap_block(line)
+            if text.strip():
+                start, events = self.session.ask(text)
+                if start.dropped:
+                    console.say(f"[dropped the {start.dropped} oldest exchange(s) to fit the context]")
+                self._show_answer(events)
+            return
+        handler = self._handlers.get(command.name)
+        if handler is None:
+            console.say(f"unknown command {command.name}; /help lists the commands")
+            return
+        handler(command.argument)
+
+    def _show_answer(self, events: Iterator[Event]) -> None:
+        """Stream an answer to the terminal; Ctrl-C stops it and keeps what was said."""
+        view = console.AnswerView(markdown=self.markdown, show_thinking=self.show_thinking)
+        splitter = ThinkingSplitter(inside=self._opens_thinking())
+        done: Done | None = None
+        with StopOnSignal(self.session.loaded.engine.request_stop, signals=(signal.SIGINT,)):
+            try:
+                for event in events:
+                    if isinstance(event, TextChunk):
+                        for thinking, text in splitter.feed(event.text):
+                            (view.thinking if thinking else view.answer)(text)
+                    elif isinstance(event, Done):
+                        done = event
+                    elif isinstance(event, PrefillProgress):
+                        continue
+                for thinking, text in splitter.flush():
+                    (view.thinking if thinking else view.answer)(text)
+            finally:
+                note = None
+                if done is not None:
+                    note = console.finish_note(done)
+                view.close(note)
+
+    def _opens_thinking(self) -> bool:
+        """True when this model's generation prompt opens a reasoning block itself."""
+        fmt = self.session.loaded.prompt_format
+        if not fmt.is_chat:
+            return False
+        return prompt_opens_thinking(fmt.render(self.session.conversation.messages()))
+
+    # --- commands ------------------------------------------------------------------------------
+
+    def _help(self, _: str) -> None:
+        width = max(len(k) for k in COMMAND_HELP)
+        for usage, text in COMMAND_HELP.items():
+            console.say(f"  {usage:<{width}}  {text}")
+        console.say('  Alt-Enter or Esc Enter: newline; """ opens and closes a multi-line block; '
+                    "Ctrl-C stops an answer; Ctrl-R searches history")
+
+    def _system(self, argument: str) -> None:
+        self.session.set_system(argument)
+        console.say("system prompt set" if argument else "system prompt cleared")
+
+    def _set(self, argument: str) -> None:
+        parts = argument.split(None, 1)
+        if len(parts) != 2:
+            console.say(f"usage: /set PARAM VALUE ({', '.join(SETTING_NAMES)})")
+            return
+        value = self.session.set_value(parts[0], parts[1])
+        console.say(f"{parts[0]} = {value}")
+
+    def _show(self, _: str) -> None:
+        loaded = self.session.loaded
+        opts = loaded.engine.options
+        console.say(f"model: {loaded.resolved.display_name} ({loaded.resolved.source})")
+        console.say(f"path: {loaded.resolved.path}")
+        console.say(f"context: {loaded.engine.n_ctx:,} tokens (trained {loaded.engine.n_ctx_train:,}); "
+                    f"GPU layers: {opts.n_gpu_layers}; threads: {opts.n_threads}; KV type: {opts.kv_type}")
+        console.say("settings: " + ", ".join(f"{k}={v}" for k, v in self.session.settings().items()))
+        console.say(f"system: {self.session.conversation.system or '(none)'}")
+        console.say(f"conversation: {self.session.conversation.name}, "
+                    f"{len(self.session.conversation.turns)} exchange(s)")
+
+    def _stats(self, _: str) -> None:
+        last = self.session.last
+        if last is None:
+            console.say("no answer yet")
+            return
+        t, u = last.timings, last.usage
+        engine = self.session.loaded.engine
+        console.say(f"TTFT {t.ttft_s * 1000:.0f} ms, prefill {t.prefill_tokens_per_s:.1f} tok/s "
+                    f"({u.prompt_tokens - u.cached_tokens} new tokens, {u.cached_tokens} reused from cache), "
+                    f"decode {t.decode_tokens_per_s:.1f} tok/s ({u.completion_tokens} tokens), "
+                    f"context {engine.kv_tokens:,}/{engine.n_ctx:,}, finish {last.finish_reason}")
+
+    def _reset(self, _: str) -> None:
+        self.session.reset()
+        console.say(f"new conversation {self.session.conversation.name} (the previous one stays saved)")
+
+    def _undo(self, _: str) -> None:
+        turn = self.session.undo()
+        console.say(f"dropped: {turn.user[:60]!r}")
+
+    def _regen(self, _: str) -> None:
+        self._show_answer(self.session.regenerate())
+
+    def _file(self, argument: str) -> None:
+        if not argument:
+            console.say("usage: /file PATH")
+            return
+        path = Path(shlex.split(argument)[0] if argument[0] in "'\"" else argument).expanduser()
+        warnings: list[str] = []
+        text = read_file_input(path, warnings)
+        for warning in warnings:
+            console.warn(warning)
+        self.session.attachments.append(text)
+        console.say(f"attached {path} ({len(text):,} characters) to the next message")
+
+    def _save(self, argument: str) -> None:
+        path = save_conversation(self.session.conversation, argument or None)
+        console.say(f"saved to {path}")
+
+    def _load(self, argument: str) -> None:
+        if not argument:
+            console.say("usage: /load NAME (see /list)")
+            return
+        self.session.replace_conversation(load_conversation(argument))
+        console.say(f"loaded {argument}: {len(self.session.conversation.turns)} exchange(s)")
+
+    def _list(self, _: str) -> None:
+        import time
+
+        entries = list_conversations()
+        if not entries:
+            console.say("no saved conversations")
+        for name, mtime in entries:
+            console.say(f"  {name}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(mtime))}")
+
+    def _model(self, argument: str) -> None:
+        if not argument:
+            console.say("usage: /model REF")
+            return
+        loaded = self.session.switch_model(argument)
+        console.say(f"now using {loaded.resolved.display_name}")
+
+    def _thinking(self, argument: str) -> None:
+        if argument not in ("on", "off"):
+            console.say("usage: /thinking on|off")
+            return
+        self.show_thinking = argument == "on"
+        console.say(f"reasoning is {'shown' if self.show_thinking else 'hidden'}")
+
+    def _exit(self, _: str) -> None:
+        self._running = False

@@ -1,0 +1,169 @@
+"""The chat service: one loaded model, one conversation, turns that reuse the KV cache."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, fields, replace
+
+from localgen.chat import compose_user_message
+from localgen.conversation import Conversation, Turn, save_conversation
+from localgen.errors import ContextOverflowError, UsageError
+from localgen.events import Completion, Event
+from localgen.params import GenerationLimits, SamplingParams
+from localgen.runner import LoadedModel, ModelOptions, load_model, prompt_tokens
+
+DEFAULT_ANSWER_RESERVE = 512
+SETTING_NAMES = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens", "seed")
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """What happened before a turn's answer streams: exchanges dropped to make room."""
+
+    dropped: int
+
+
+class ChatSession:
+    """A model and a conversation; each turn prefills only what the KV cache does not hold."""
+
+    def __init__(self, loaded: LoadedModel, options: ModelOptions, conversation: Conversation,
+                 sampling: SamplingParams, limits: GenerationLimits, *, autosave: bool = True) -> None:
+        self.loaded = loaded
+        self.options = options
+        self.conversation = conversation
+        self.sampling = sampling
+        self.limits = limits
+        self.autosave = autosave
+        self.attachments: list[str] = []
+        self.last: Completion | None = None
+
+    # --- settings ------------------------------------------------------------------------------
+
+    def set_value(self, name: str, raw: str) -> str:
+        """Change one sampling setting from text (/set NAME VALUE); return the new value as text."""
+        key = name.replace("-", "_").lower()
+        if key not in SETTING_NAMES:
+            raise UsageError(f"unknown setting '{name}'", hint=f"settings: {', '.join(SETTING_NAMES)}")
+        value = _parse_setting(key, raw)
+        if key == "max_tokens":
+            self.limits = replace(self.limits, max_tokens=value)  # type: ignore[arg-type]
+        else:
+            self.sampling = self.sampling.with_value(key, value)
+        self._save()
+        return "none" if value is None else str(value)
+
+    def settings(self) -> dict[str, object]:
+        """The current sampling settings as plain data (what /show prints and a save keeps)."""
+        return {**asdict(self.sampling), "max_tokens": self.limits.max_tokens}
+
+    # --- turns ---------------------------------------------------------------------------------
+
+    def ask(self, text: str) -> tuple[TurnStart, Iterator[Event]]:
+        """Add the user's message (with attachments) and stream the answer."""
+        message = compose_user_message(text, self.attachments)
+        if not message:
+            raise UsageError("the message is empty", hint="type a question, or /help")
+        self.conversation.turns.append(Turn(user=message))
+        try:
+            dropped = self._make_room()
+        except ContextOverflowError:
+            self.conversation.turns.pop()
+            raise
+        self.attachments = []
+        return TurnStart(dropped=dropped), self._answer()
+
+    def regenerate(self) -> Iterator[Event]:
+        """Answer the last question again."""
+        if not self.conversation.turns:
+            raise UsageError("there is no question to answer again", hint="ask something first")
+        last = self.conversation.turns[-1]
+        last.answer, last.interrupted = None, False
+        return self._answer()
+
+    def undo(self) -> Turn:
+        """Drop the last exchange."""
+        if not self.conversation.turns:
+            raise UsageError("there is nothing to undo", hint="the conversation is empty")
+        turn = self.conversation.turns.pop()
+        self._save()
+        return turn
+
+    def reset(self) -> None:
+        """Start a new conversation with the same system prompt; the old one stays saved."""
+        self.conversation = Conversation.new(system=self.conversation.system, model=self.conversation.model)
+        self.attachments = []
+
+    def set_system(self, text: str) -> None:
+        """Replace the system prompt."""
+        self.conversation.system = text or None
+        self._save()
+
+    def switch_model(self, reference: str) -> LoadedModel:
+        """Load another model and keep the conversation."""
+        options = replace(self.options, model=reference)
+        new = load_model(options)
+        self.loaded.close()
+        self.loaded, self.options = new, options
+        self.conversation.model = reference
+        self._save()
+        return new
+
+    def replace_conversation(self, conversation: Conversation) -> None:
+        """Continue a loaded conversation (its settings applied where valid)."""
+        self.conversation = conversation
+        for key, value in conversation.settings.items():
+            if key in SETTING_NAMES and value is not None:
+                self.set_value(key, str(value))
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _budget(self) -> int:
+        """Tokens a prompt may use, keeping room for the answer."""
+        n_ctx = self.loaded.engine.n_ctx
+        reserve = min(self.limits.max_tokens or DEFAULT_ANSWER_RESERVE, n_ctx // 4)
+        return n_ctx - reserve
+
+    def _count(self, messages: list) -> int:
+        """Tokens a conversation takes once rendered."""
+        fmt = self.loaded.prompt_format
+        return len(fmt.tokenize(self.loaded.engine, fmt.render(messages)))
+
+    def _make_room(self) -> int:
+        """Drop the oldest exchanges until the prompt fits."""
+        return self.conversation.fit(self._count, self._budget())
+
+    def _answer(self) -> Iterator[Event]:
+        """Stream the answer to the last turn, recording it (even partial) in the conversation."""
+        turn = self.conversation.turns[-1]
+        tokens = prompt_tokens(self.loaded, self.conversation.messages())
+        answered = False
+        try:
+            for event in self.loaded.engine.generate(tokens, self.sampling, self.limits):
+                if isinstance(event, Completion):
+                    turn.answer, turn.interrupted = event.text, event.finish_reason == "interrupted"
+                    self.last = event
+                    answered = True
+                yield event
+        finally:
+            if not answered and turn.answer is None:
+                self.conversation.turns.remove(turn)
+            self._save()
+
+    def _save(self) -> None:
+        """Autosave the conversation after every change."""
+        if self.autosave:
+            self.conversation.settings = self.settings()
+            save_conversation(self.conversation)
+
+
+def _parse_setting(key: str, raw: str) -> int | float | None:
+    """Parse a /set value for a setting, as the right type."""
+    kind = {f.name: f.type for f in fields(SamplingParams)}.get(key, "int")
+    text = raw.strip().lower()
+    if key in ("seed", "max_tokens") and text in ("none", "off", "random", "-1"):
+        return None
+    try:
+        return float(raw) if "float" in str(kind) else int(raw)
+    except ValueError:
+        raise UsageError(f"'{raw}' is not a valid value for {key}", hint=f"e.g. /set {key} "
+                         + ("0.7" if "float" in str(kind) else "40")) from None

@@ -1,0 +1,52 @@
+"""Split streamed text into reasoning (inside <think>…</think>) and answer, across chunk boundaries."""
+
+from __future__ import annotations
+
+OPEN_TAG = "<think>"
+CLOSE_TAG = "</think>"
+
+
+def _partial_suffix(text: str, tag: str) -> int:
+    """Length of the longest suffix of text that is a proper prefix of tag."""
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:size]):
+            return size
+    return 0
+
+
+class ThinkingSplitter:
+    """Feed text chunks; get (is_thinking, text) segments with the tags removed."""
+
+    def __init__(self, *, inside: bool = False) -> None:
+        self.inside = inside
+        self._held = ""
+
+    def feed(self, text: str) -> list[tuple[bool, str]]:
+        """Split a chunk into segments, holding back a possible partial tag."""
+        buffer = self._held + text
+        segments: list[tuple[bool, str]] = []
+        while True:
+            tag = CLOSE_TAG if self.inside else OPEN_TAG
+            index = buffer.find(tag)
+            if index < 0:
+                break
+            if index:
+                segments.append((self.inside, buffer[:index]))
+            buffer = buffer[index + len(tag):]
+            self.inside = not self.inside
+        keep = _partial_suffix(buffer, CLOSE_TAG if self.inside else OPEN_TAG)
+        self._held = buffer[len(buffer) - keep:] if keep else ""
+        if len(buffer) > keep:
+            segments.append((self.inside, buffer[: len(buffer) - keep]))
+        return segments
+
+    def flush(self) -> list[tuple[bool, str]]:
+        """Release any held-back text at the end of the stream."""
+        held, self._held = self._held, ""
+        return [(self.inside, held)] if held else []
+
+
+def prompt_opens_thinking(prompt_text: str) -> bool:
+    """True when the template's generation prompt already opened a <think> block."""
+    tail = prompt_text.rstrip()
+    return tail.endswith(OPEN_TAG)

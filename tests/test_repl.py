@@ -1,0 +1,234 @@
+"""`localgen chat` driven in a real pseudo-terminal with pexpect, on the real bundled model."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+PROMPT = ">>>"
+TIMEOUT = 90
+
+
+class Chat:
+    """A running `localgen chat` in a pty, with helpers to wait on its autosaved conversation."""
+
+    def __init__(self, home: Path, *args: str) -> None:
+        env = {**os.environ, "LOCALGEN_HOME": str(home), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
+               "COLUMNS": "100", "LINES": "30"}
+        self.home = home
+        self.child = pexpect.spawn(sys.executable, ["-m", "localgen", "chat", *args], cwd=str(REPO_ROOT),
+                                   env=env, encoding="utf-8", timeout=TIMEOUT, dimensions=(30, 100))
+        self.transcript = io.StringIO()
+        self.child.logfile_read = self.transcript
+        self.sync()
+
+    def sync(self) -> None:
+        """Wait for the prompt, then let the screen go quiet (prompt-toolkit redraws it while typing)."""
+        self.child.expect_exact(PROMPT)
+        while True:
+            try:
+                self.child.expect_exact(PROMPT, timeout=0.5)
+            except pexpect.TIMEOUT:
+                return
+
+    def conversation(self) -> dict:
+        """The newest autosaved conversation."""
+        files = sorted((self.home / "data" / "conversations").glob("*.json"), key=lambda p: p.stat().st_mtime)
+        return json.loads(files[-1].read_text()) if files else {"turns": []}
+
+    def wait_for(self, condition: Callable[[dict], bool], timeout: float = TIMEOUT) -> dict:
+        """Poll the autosaved conversation until condition holds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                state = self.conversation()
+                if condition(state):
+                    return state
+            except (ValueError, OSError):
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"timed out; screen: {self.child.before!r}")
+
+    def ask(self, text: str) -> dict:
+        """Send a message and wait until its answer is saved and the prompt is back."""
+        before = len(self.conversation()["turns"])
+        self.child.sendline(text)
+        state = self.wait_for(lambda s: len(s["turns"]) > before and s["turns"][-1]["answer"] is not None)
+        self.sync()
+        return state
+
+    def command(self, text: str, expect: str) -> str:
+        """Run a slash command and wait for a piece of its output."""
+        self.child.sendline(text)
+        self.child.expect_exact(expect)
+        output = self.child.before + self.child.after
+        self.sync()
+        return output
+
+    def quit(self) -> int:
+        """Ctrl-D on an empty line; return the exit status."""
+        for _ in range(3):  # a loaded machine may swallow a key press sent mid-redraw
+            self.child.sendcontrol("d")
+            if self.child.expect([pexpect.EOF, pexpect.TIMEOUT], timeout=15) == 0:
+                break
+        self.child.close()
+        return self.child.exitstatus
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def chat(home: Path) -> Iterator[Chat]:
+    session = Chat(home, "--temperature", "0", "--no-markdown", "-n", "60")
+    yield session
+    if session.child.isalive():
+        session.child.terminate(force=True)
+
+
+def test_question_gets_an_answer_and_ctrl_d_exits_zero(chat: Chat) -> None:
+    state = chat.ask("What is the capital of France?")
+    answer = state["turns"][-1]["answer"]
+    assert "Paris" in answer
+    assert "Paris" in chat.transcript.getvalue()
+    assert chat.quit() == 0
+
+
+def test_ctrl_c_stops_the_answer_and_the_next_question_is_answered(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown")
+    chat.child.sendline("Write a very long story about a dragon who loves books.")
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:  # wait until some of the answer is on the screen
+        chat.child.expect([pexpect.TIMEOUT, "zzz"], timeout=0.2)
+        tail = chat.transcript.getvalue().rpartition("books.")[2]
+        if sum(c.isalpha() for c in tail) > 40:
+            break
+    assert chat.conversation()["turns"] == []  # still answering
+    chat.child.sendintr()
+    state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None, timeout=30)
+    assert state["turns"][0]["interrupted"] is True
+    assert state["turns"][0]["answer"].strip()
+    chat.sync()
+    state = chat.ask("What is the capital of France?")
+    assert len(state["turns"]) == 2 and "Paris" in state["turns"][1]["answer"]
+    assert state["turns"][1]["interrupted"] is False
+    assert chat.child.isalive()
+    assert chat.quit() == 0
+
+
+def test_ctrl_c_at_the_prompt_clears_the_line(chat: Chat) -> None:
+    chat.child.send("half typed")
+    chat.child.sendintr()
+    chat.sync()
+    state = chat.ask("Say hi.")
+    assert state["turns"][0]["user"] == "Say hi."
+
+
+def test_undo_regen_reset_and_set(chat: Chat) -> None:
+    chat.ask("Name a color.")
+    state = chat.ask("Name an animal.")
+    assert len(state["turns"]) == 2
+    chat.command("/undo", "dropped")
+    assert len(chat.conversation()["turns"]) == 1
+    first_answer = chat.conversation()["turns"][0]["answer"]
+    chat.child.sendline("/regen")
+    state = chat.wait_for(lambda s: s["turns"][0]["answer"] is not None)
+    chat.sync()
+    assert state["turns"][0]["answer"] == first_answer  # greedy: the same answer again
+    chat.command("/set temperature 0.5", "temperature = 0.5")
+    assert chat.conversation()["settings"]["temperature"] == 0.5
+    chat.command("/set top_k banana", "not a valid value")
+    chat.command("/reset", "new conversation")
+    chat.command("/show", "0 exchange(s)")
+
+
+def test_save_load_and_resume(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "30")
+    chat.ask("Remember the word pineapple.")
+    chat.command("/save fruity", "saved to")
+    assert (home / "data" / "conversations" / "fruity.json").exists()
+    assert oct((home / "data" / "conversations" / "fruity.json").stat().st_mode & 0o777) == "0o600"
+    chat.command("/reset", "new conversation")
+    chat.command("/load fruity", "1 exchange")
+    chat.command("/list", "fruity")
+    assert chat.quit() == 0
+
+    resumed = Chat(home, "--resume", "--no-markdown", "-n", "20")
+    resumed.command("/show", "conversation: fruity, 1 exchange")
+    state = resumed.ask("What word did I ask you to remember?")
+    assert len(state["turns"]) == 2
+    assert resumed.quit() == 0
+    named = Chat(home, "--resume", "fruity", "--no-markdown")
+    named.command("/show", "conversation: fruity, 2 exchange")
+    assert named.quit() == 0
+
+
+def test_history_persists_across_runs(home: Path) -> None:
+    first = Chat(home, "--no-markdown", "-n", "5")
+    first.command("/stats", "no answer yet")
+    assert first.quit() == 0
+    second = Chat(home, "--no-markdown", "-n", "5")
+    second.child.send("\x1b[A")  # up arrow recalls the last line
+    second.child.expect_exact("/stats")
+    second.child.sendline("")
+    second.child.expect_exact("no answer yet")
+    assert second.quit() == 0
+    history = home / "data" / "history"
+    assert "/stats" in history.read_text()
+    assert oct(history.stat().st_mode & 0o777) == "0o600"
+
+
+def test_multi_line_input(chat: Chat) -> None:
+    chat.child.send('"""')
+    chat.child.send("\r")
+    chat.child.send("first line")
+    chat.child.send("\r")
+    chat.child.send('second line"""')
+    chat.child.send("\r")
+    state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None)
+    assert state["turns"][0]["user"] == "first line\nsecond line"
+    chat.sync()
+    chat.child.send("alpha")
+    chat.child.send("\x1b\r")  # Esc Enter inserts a newline
+    chat.child.send("beta\r")
+    state = chat.wait_for(lambda s: len(s["turns"]) == 2 and s["turns"][1]["answer"] is not None)
+    assert state["turns"][1]["user"] == "alpha\nbeta"
+
+
+def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
+    chat.command("/frobnicate", "unknown command /frobnicate")
+    chat.command("/set", "usage: /set")
+    chat.command("/file /nonexistent/x.txt", "no such file")
+    chat.command("/load ../../etc/passwd", "not a valid conversation name")
+    chat.command("/thinking maybe", "usage: /thinking")
+    chat.command("/help", "/regen")
+    assert chat.child.isalive()
+    assert chat.quit() == 0
+
+
+def test_file_attachment_goes_into_the_next_message(chat: Chat, tmp_path: Path) -> None:
+    doc = tmp_path / "note.txt"
+    doc.write_text("The secret code is 4711.\n")
+    chat.command(f"/file {doc}", "attached")
+    state = chat.ask("What is the secret code?")
+    assert state["turns"][0]["user"].startswith("The secret code is 4711.")
+
+
+def test_markdown_answer_is_rendered(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "-n", "80")
+    chat.ask("Write a markdown list of three fruits.")
+    screen = chat.transcript.getvalue()
+    assert "\x1b[1m" in screen or "\x1b[36m" in screen  # rich styled the answer (bold heading or list bullets)
+    assert chat.quit() == 0
