@@ -169,3 +169,47 @@ class AnswerView:
         self._thinking_open = False
         if note:
             self._console.print(f"[{note}]", style="dim", markup=False)
+
+
+def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None) -> None:
+    """A table on stdout: rich on a terminal, tab-separated columns on a pipe."""
+    if not sys.stdout.isatty():
+        for row in [headers, *rows]:
+            sys.stdout.write("\t".join(row) + "\n")
+        sys.stdout.flush()
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, header_style="bold", box=None, pad_edge=False)
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*row, style="bold" if row and row[0].startswith("*") else None)
+    Console(highlight=False).print(table)
+
+
+def print_fields(fields: list[tuple[str, str]]) -> None:
+    """Aligned 'name: value' lines on stdout."""
+    width = max((len(name) for name, _ in fields), default=0)
+    for name, value in fields:
+        sys.stdout.write(f"{name + ':':<{width + 1}} {value}\n")
+    sys.stdout.flush()
+
+
+def confirm(question: str) -> bool:
+    """Ask a yes/no question on the terminal (no means no)."""
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    return answer in ("y", "yes")
+
+
+def human_size(size: int) -> str:
+    """A byte count for people: 98.4 MB."""
+    value = float(size)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{size} B"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
+from localgen import hub
+from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import ModelNotFoundError
 from localgen.registry import ModelRef, ModelSpec, Registry, load_registry, normalize_quant, parse_reference
@@ -37,48 +38,49 @@ class ResolvedModel:
         return self.spec.template if self.spec is not None else None
 
 
-def bundled_file(spec: ModelSpec) -> Path | None:
-    """The GGUF a Python package ships for this spec, when that package is installed."""
-    if not (spec.package and spec.package_file):
+def _hub_target(ref: ModelRef, spec: ModelSpec | None) -> tuple[str, str | None, str | None]:
+    """The repo, quant and file name a registry entry or Hub reference points at."""
+    repo = spec.repo if spec is not None else ref.repo
+    if repo is None:
+        raise ModelNotFoundError(f"'{ref.text}' does not name a Hub model")
+    quant = ref.quant or (spec.quant if spec is not None else None)
+    filename = ref.filename or (spec.file if spec is not None and ref.quant is None else None)
+    return repo, quant, filename
+
+
+def _bundled(spec: ModelSpec | None, quant: str | None) -> Path | None:
+    """The verified packaged file for a registry entry's default quant, if installed."""
+    if spec is None or normalize_quant(quant or "") != normalize_quant(spec.quant):
         return None
-    try:
-        candidate = resources.files(spec.package).joinpath(spec.package_file)
-    except ModuleNotFoundError:
-        return None
-    path = Path(str(candidate))
-    return path if path.is_file() else None
+    path = bundled_file(spec)
+    if path is not None and spec.sha256:
+        verify_file(path, sha256=spec.sha256, size=spec.size, label=f"bundled {spec.name}")
+    return path
 
 
 def resolve_model(text: str | None, *, offline: bool | None = None, registry: Registry | None = None,
-                  pull: bool = True) -> ResolvedModel:
-    """Resolve a reference (None = the default model) to a verified local file, pulling if allowed."""
+                  pull: bool = True, force: bool = False) -> ResolvedModel:
+    """Resolve a reference (None = the default) to a verified file: cache, bundled, then the Hub."""
     registry = registry or load_registry(settings().user_registry)
     ref = parse_reference(text if text is not None else registry.default_model)
     offline = settings().offline if offline is None else offline
     if ref.path is not None:
         return ResolvedModel(ref=ref, path=_local_file(ref.path), spec=None, source="local")
     spec = registry.get(ref.name) if ref.name is not None else None
-    repo = spec.repo if spec is not None else ref.repo
-    quant = ref.quant or (spec.quant if spec is not None else None)
-    filename = ref.filename or (spec.file if spec is not None and ref.quant is None else None)
-    assert repo is not None
-    from localgen import hub
-
-    cached = hub.cached_model(repo, quant=quant, filename=filename)
-    if cached:
-        return ResolvedModel(ref=ref, path=cached[0], spec=spec, source="cache")
-    if spec is not None and normalize_quant(quant or "") == normalize_quant(spec.quant):
-        bundled = bundled_file(spec)
+    repo, quant, filename = _hub_target(ref, spec)
+    if not force:
+        cached = hub.cached_model(repo, quant=quant, filename=filename)
+        if cached:
+            return ResolvedModel(ref=ref, path=cached[0], spec=spec, source="cache")
+        bundled = _bundled(spec, quant)
         if bundled is not None:
-            if spec.sha256:
-                verify_file(bundled, sha256=spec.sha256, size=spec.size, label=f"bundled {spec.name}")
             return ResolvedModel(ref=ref, path=bundled, spec=spec, source="bundled")
     if offline or not pull:
         raise ModelNotFoundError(
             f"model '{ref.text}' is not downloaded" + (" and localgen is offline" if offline else ""),
             hint=f"run `localgen pull {ref.text}` while online",
         )
-    paths = hub.download_model(repo, quant=quant, filename=filename)
+    paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text)
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")
 
 

@@ -70,10 +70,12 @@ def plan_load(options: ModelOptions, resolved: ResolvedModel, trained_context: i
 
 def load_model(options: ModelOptions) -> LoadedModel:
     """Resolve, check and load a model; the one way every command gets an engine."""
+    from localgen.catalog import touch_last_used
     from localgen.gguf_file import read_gguf
 
     resolved = resolve_model(options.model, offline=options.offline)
     header = read_gguf(resolved.path)  # validated in Python before llama.cpp opens the file
+    touch_last_used(resolved.path)
     load_options = plan_load(options, resolved, header.context_length or 0)
     engine = Engine(resolved.path, load_options)
     prompt_format = PromptFormat.for_engine(engine, override=resolved.template_override, raw=options.raw,

@@ -77,3 +77,14 @@ def file_identity_key(path: Path) -> str:
     st = os.stat(path)
     raw = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+def recorded_sha256(path: Path) -> str | None:
+    """The sha256 a still-valid marker recorded for this file, without hashing it."""
+    try:
+        marker = json.loads(_marker_path(path).read_text())
+        if marker.get("identity") == _identity(path):
+            return str(marker["sha256"])
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    return None

