@@ -1,0 +1,100 @@
+"""Conversation state, the context-dropping policy, slash-command parsing and <think> splitting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from localgen.chat import Message
+from localgen.conversation import Conversation, Turn, load_conversation, save_conversation
+from localgen.errors import ContextOverflowError, LocalgenError, UsageError
+from localgen.repl import SlashCommand, block_is_open, parse_command, unwrap_block
+from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
+
+
+def _count(messages: list[Message]) -> int:
+    """A fake tokenizer: one token per character."""
+    return sum(len(m.content) for m in messages)
+
+
+def test_oldest_exchanges_are_dropped_and_the_system_prompt_kept() -> None:
+    conv = Conversation(name="c", system="S" * 10,
+                        turns=[Turn("a" * 30, "b" * 30), Turn("c" * 30, "d" * 30), Turn("new" * 5)])
+    dropped = conv.fit(_count, budget=100)
+    assert dropped == 1
+    assert [t.user[0] for t in conv.turns] == ["c", "n"]
+    assert conv.messages()[0] == Message("system", "S" * 10)
+
+
+def test_a_message_that_can_never_fit_is_an_error_not_truncation() -> None:
+    conv = Conversation(name="c", system="S", turns=[Turn("x" * 500)])
+    with pytest.raises(ContextOverflowError, match="needs 501 tokens"):
+        conv.fit(_count, budget=100)
+    assert conv.turns[0].user == "x" * 500
+
+
+def test_messages_alternate_and_end_with_the_open_question() -> None:
+    conv = Conversation(name="c", turns=[Turn("q1", "a1"), Turn("q2")])
+    assert [m.role for m in conv.messages()] == ["user", "assistant", "user"]
+
+
+def test_save_and_load_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import config
+
+    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(config, "_settings", None)
+    conv = Conversation(name="trip", system="be brief", turns=[Turn("hi", "hello", interrupted=True)],
+                        model="smollm2-135m", settings={"temperature": 0.2})
+    path = save_conversation(conv)
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    loaded = load_conversation("trip")
+    assert loaded.turns == conv.turns and loaded.system == "be brief" and loaded.settings == {"temperature": 0.2}
+    assert json.loads(path.read_text())["format"] == 1
+    path.write_text("{not json")
+    with pytest.raises(LocalgenError, match="not a valid saved conversation"):
+        load_conversation("trip")
+    with pytest.raises(UsageError):
+        load_conversation("../escape")
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("/set temperature 0.5", SlashCommand("/set", "temperature 0.5")),
+        ("  /HELP  ", SlashCommand("/help", "")),
+        ("hello", None),
+        ("//not a command", None),
+        ("/file ~/notes.md", SlashCommand("/file", "~/notes.md")),
+    ],
+)
+def test_parse_command(line: str, expected: SlashCommand | None) -> None:
+    assert parse_command(line) == expected
+
+
+def test_triple_quote_blocks() -> None:
+    assert block_is_open('"""') and block_is_open('"""\nfirst')
+    assert not block_is_open('"""\nfirst\n"""') and not block_is_open("plain")
+    assert unwrap_block('"""\nfirst\nsecond"""') == "first\nsecond"
+    assert unwrap_block("plain") == "plain"
+
+
+@pytest.mark.parametrize(
+    ("chunks", "expected"),
+    [
+        (["<think>hmm</think>Answer"], [(True, "hmm"), (False, "Answer")]),
+        (["<thi", "nk>deep", " thought</th", "ink>", "Yes"], [(True, "deep"), (True, " thought"), (False, "Yes")]),
+        (["no tags at all"], [(False, "no tags at all")]),
+        (["a <", "b"], [(False, "a "), (False, "<b")]),
+    ],
+)
+def test_thinking_splitter(chunks: list[str], expected: list[tuple[bool, str]]) -> None:
+    splitter = ThinkingSplitter()
+    segments = [seg for chunk in chunks for seg in splitter.feed(chunk)] + splitter.flush()
+    assert segments == expected
+
+
+def test_generation_prompt_that_opens_thinking() -> None:
+    assert prompt_opens_thinking("<|Assistant|><think>\n")
+    assert ThinkingSplitter(inside=True).feed("reasoning</think>done") == [(True, "reasoning"), (False, "done")]
