@@ -171,25 +171,25 @@ def test_sigterm_exits_143() -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "needle"),
+    ("args", "needle", "code"),
     [
-        (("run", "hi", "--temperature", "-1"), "temperature"),
-        (("run", "hi", "--top-p", "1.5"), "top-p"),
-        (("run", "hi", "--min-p", "2"), "min-p"),
-        (("run", "hi", "-n", "-3"), "max tokens"),
-        (("run", "hi", "-n", "999999999999"), "max tokens"),
-        (("run", "hi", "--ctx-size", "0"), "context size"),
-        (("run", "hi", "--ctx-size", "100000"), "beyond the model's maximum"),
-        (("run", "hi", "--no-such-flag"), "no such option"),
-        (("run", "hi", "-f", "/nonexistent/file.txt"), "no such file"),
-        (("run", "hi", "-f", "/tmp"), "is a directory"),
-        (("run", "hi", "-m", "no-such-model"), "unknown model"),
-        (("run", "hi", "-m", "/nonexistent/model.gguf"), "no such model file"),
+        (("run", "hi", "--temperature", "-1"), "temperature", 2),
+        (("run", "hi", "--top-p", "1.5"), "top-p", 2),
+        (("run", "hi", "--min-p", "2"), "min-p", 2),
+        (("run", "hi", "-n", "-3"), "max tokens", 2),
+        (("run", "hi", "-n", "999999999999"), "max tokens", 2),
+        (("run", "hi", "--ctx-size", "0"), "context size", 2),
+        (("run", "hi", "--ctx-size", "100000"), "beyond the model's maximum", 2),
+        (("run", "hi", "--no-such-flag"), "no such option", 2),
+        (("run", "hi", "-f", "/nonexistent/file.txt"), "no such file", 2),
+        (("run", "hi", "-f", "/tmp"), "is a directory", 2),
+        (("run", "hi", "-m", "no-such-model"), "unknown model", 1),
+        (("run", "hi", "-m", "/nonexistent/model.gguf"), "no such model file", 1),
     ],
 )
-def test_bad_input_gets_one_line_error(args: tuple[str, ...], needle: str) -> None:
+def test_bad_input_gets_one_line_error(args: tuple[str, ...], needle: str, code: int) -> None:
     result = run_localgen(*args)
-    assert result.returncode in (1, 2), result.err
+    assert result.returncode == code, result.err
     assert needle in result.err.lower(), result.err
     assert "Traceback" not in result.err
     assert len(result.err.strip().splitlines()) == 1, result.err
@@ -205,3 +205,17 @@ def test_binary_stdin_is_refused() -> None:
     result = run_localgen("run", "Summarize.", stdin=b"\x7fELF\x00\x00\x01binary")
     assert result.returncode == 2
     assert "binary" in result.err
+
+
+def test_model_without_chat_template_runs_as_plain_completion(tmp_path: Path, bundled_model: Path) -> None:
+    from gguf_builders import copy_with_metadata
+
+    base = copy_with_metadata(bundled_model, tmp_path / "base.gguf", drop=["tokenizer.chat_template"])
+    result = run_localgen("run", "-m", str(base), "The capital of France is", "-n", "8", *GREEDY)
+    assert result.returncode == 0, result.err
+    assert "no chat template" in result.err and "plain completion" in result.err
+    assert result.out.strip()
+    chat_result = run_localgen("run", "The capital of France is", "-n", "8", "--json", *GREEDY)
+    raw_result = run_localgen("run", "The capital of France is", "-n", "8", "--json", "--raw", *GREEDY)
+    assert json.loads(raw_result.out)["usage"]["prompt_tokens"] < json.loads(chat_result.out)["usage"]["prompt_tokens"]
+    assert "chat template" not in raw_result.err

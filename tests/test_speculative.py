@@ -96,12 +96,16 @@ def test_lookup_output_equals_plain_decoding(engine: Engine, sampling: SamplingP
 
 
 def test_limits_and_stops_cut_inside_an_accepted_draft(engine: Engine) -> None:
-    prompt = _prompt(engine, f"Repeat this sentence exactly:\n\n{COPY_TEXT}")
+    prompt = _prompt(engine, f"Repeat this sentence exactly, twice:\n\n{COPY_TEXT}")
     full, _, _ = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=60), "none")
-    for n in (3, 11, 17):
+    length = full.usage.completion_tokens
+    assert length > 12, full.text
+    for n in (3, length // 2, length - 2, length):
         plain, _, plain_kv = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=n), "none")
         fast, _, fast_kv = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=n), "lookup")
-        assert (fast.text, fast.usage.completion_tokens, fast.finish_reason) == (plain.text, n, "length")
+        assert (fast.text, fast.usage.completion_tokens, fast.finish_reason) == (
+            plain.text, plain.usage.completion_tokens, plain.finish_reason)
+        assert fast.usage.completion_tokens == n
         assert fast_kv == plain_kv
     stop = full.text.split()[5]
     plain, _, plain_kv = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=60, stop=(stop,)), "none")
