@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -33,6 +33,9 @@ from localgen.errors import (
     UsageError,
 )
 
+if TYPE_CHECKING:
+    from localgen.runner import LoadedModel
+
 app = typer.Typer(
     name="localgen",
     help="Chat with and generate text from local LLMs.",
@@ -46,6 +49,9 @@ ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Registry na
 CtxOpt = Annotated[int | None, typer.Option("--ctx-size", "-c", help="Context size in tokens.")]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads (default: physical cores).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
+GpuLayersOpt = Annotated[int | None, typer.Option(
+    "--gpu-layers", help="Layers to offload to the GPU (-1 = all; default: as many as fit).")]
+NoGpuOpt = Annotated[bool, typer.Option("--no-gpu", help="Run on the CPU only.")]
 
 
 def _version_callback(value: bool) -> None:
@@ -89,12 +95,15 @@ def run(
     stats: Annotated[bool, typer.Option("--stats", help="Print speed and token counts on stderr.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="No on-disk prompt cache.")] = False,
     draft: Annotated[str, typer.Option(help="Speculative decoding: lookup or none.")] = DEFAULT_DRAFT,
+    gpu_layers: GpuLayersOpt = None,
+    no_gpu: NoGpuOpt = False,
     offline: OfflineOpt = False,
 ) -> None:
     """Generate an answer to PROMPT (and piped stdin / -f files), streamed to stdout."""
     from localgen import console
     from localgen.chat import Message, compose_user_message
     from localgen.events import Completion, TextChunk
+    from localgen.fit import prompt_context
     from localgen.inputs import gather_attachments
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model, stream_answer
@@ -113,8 +122,10 @@ def run(
                          hint='give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in')
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,
                            batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn,
-                           kv_type=kv_type, offline=offline or None, raw=raw)
+                           kv_type=kv_type, offline=offline or None, raw=raw, gpu_layers=gpu_layers, no_gpu=no_gpu,
+                           min_ctx=prompt_context(len(user_text.encode()) + len((system or "").encode()), max_tokens))
     loaded = load_model(options)
+    _show_load_notes(loaded)
     if not loaded.prompt_format.is_chat and not raw:
         console.say(f"localgen: {loaded.resolved.display_name} has no chat template; "
                     "sending the text as a plain completion")
@@ -177,6 +188,8 @@ def chat(
     hide_thinking: Annotated[bool, typer.Option("--hide-thinking", help="Hide <think> reasoning.")] = False,
     resume: Annotated[str | None, typer.Option(
         "--resume", help="Reopen the last conversation (`--resume`), or the one named NAME.")] = None,
+    gpu_layers: GpuLayersOpt = None,
+    no_gpu: NoGpuOpt = False,
     offline: OfflineOpt = False,
 ) -> None:
     """Chat interactively with a model (history, slash commands, Ctrl-C stops an answer)."""
@@ -195,8 +208,10 @@ def chat(
     if resume is not None:
         conversation = load_conversation(resume) if resume else latest_conversation()
         model = model or conversation.model
-    options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, offline=offline or None)
+    options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, offline=offline or None,
+                           gpu_layers=gpu_layers, no_gpu=no_gpu)
     loaded = load_model(options)
+    _show_load_notes(loaded)
     if conversation is None:
         conversation = Conversation.new(system=system, model=model or loaded.resolved.display_name)
     elif system is not None:
@@ -357,6 +372,51 @@ def models_rm(
     removed = remove_model(registry, reference)
     console.say(f"removed {removed.name}: freed {console.human_size(removed.bytes_freed)}"
                 + (f", kept {len(removed.kept_shared)} file(s) another model uses" if removed.kept_shared else ""))
+
+
+@app.command()
+def fit(
+    reference: Annotated[str | None, typer.Argument(help="NAME[:QUANT], ORG/REPO[:QUANT] or a .gguf path.")] = None,
+    ctx: Annotated[int | None, typer.Option("--ctx", "--ctx-size", "-c", help="Context size to plan for.")] = None,
+    kv_type: Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.")] = "f16",
+    gpu_layers: GpuLayersOpt = None,
+    no_gpu: NoGpuOpt = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    offline: OfflineOpt = False,
+) -> None:
+    """Show whether each quant of a model fits this machine (from file headers, before any download)."""
+    from localgen import console
+    from localgen.fit import FitRequest, cpu_only_warning_once, fit_report, probe_hardware, report_table
+    from localgen.params import KV_TYPE_NAMES
+
+    if kv_type not in KV_TYPE_NAMES:
+        raise UsageError(f"unknown KV cache type '{kv_type}'", hint=f"use one of {', '.join(KV_TYPE_NAMES)}")
+    if ctx is not None and ctx < 16:
+        raise UsageError(f"context size {ctx} is out of range", hint="use --ctx of at least 16 tokens, e.g. 4096")
+    hw = probe_hardware()
+    request = FitRequest(ctx_size=ctx, gpu_layers=gpu_layers, no_gpu=no_gpu, kv_type=kv_type)
+    report = fit_report(reference, request=request, hw=hw, offline=offline or None)
+    if json_output:
+        print(json.dumps(report.to_dict(), indent=2))
+        return
+    warning = cpu_only_warning_once(hw)
+    if warning:
+        console.warn(warning)
+    for note in report.notes:
+        console.say(f"localgen: {note}")
+    title, headers, rows = report_table(report)
+    console.say(title)
+    console.print_table(headers, rows)
+
+
+def _show_load_notes(loaded: LoadedModel) -> None:
+    """Say on stderr what the memory planner chose or changed, and warn about a CPU-only build."""
+    from localgen import console
+
+    for warning in loaded.warnings:
+        console.warn(warning)
+    for note in loaded.notes:
+        console.say(f"localgen: {note}")
 
 
 def _silence_stdout() -> None:

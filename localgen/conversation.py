@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -97,18 +97,47 @@ class Conversation:
             data = json.loads(text)
             if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION:
                 raise ValueError("unknown format")
-            turns = [Turn(user=str(t["user"]), answer=None if t.get("answer") is None else str(t["answer"]),
-                          interrupted=bool(t.get("interrupted", False))) for t in data["turns"]]
-            system = data.get("system")
+            if not isinstance(data["turns"], list):
+                raise ValueError("'turns' is not a list")
+            turns = [_turn_from_json(t) for t in data["turns"]]
+            system, model = data.get("system"), data.get("model")
             settings_ = data.get("settings") or {}
-            if not isinstance(settings_, dict) or (system is not None and not isinstance(system, str)):
-                raise ValueError("bad field types")
+            if not all(v is None or isinstance(v, str) for v in (system, model)):
+                raise ValueError("'system' and 'model' must be text")
+            _check_settings(settings_)
             return cls(name=check_name(str(data["name"])), system=system, turns=turns,
-                       model=data.get("model"), settings=settings_,
+                       model=model, settings=settings_,
                        created=str(data.get("created", _now())), updated=str(data.get("updated", _now())))
-        except (ValueError, KeyError, TypeError, LocalgenError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError, LocalgenError) as exc:
             raise LocalgenError(f"{source} is not a valid saved conversation ({exc})",
                                 hint="it was left untouched; start a new chat or load another") from exc
+
+
+def _turn_from_json(item: object) -> Turn:
+    """One saved exchange, checked field by field."""
+    if not isinstance(item, dict):
+        raise ValueError("a turn is not an object")
+    user, answer, interrupted = item["user"], item.get("answer"), item.get("interrupted", False)
+    if not isinstance(user, str) or not (answer is None or isinstance(answer, str)) \
+            or not isinstance(interrupted, bool):
+        raise ValueError("a turn has fields of the wrong type")
+    return Turn(user=user, answer=answer, interrupted=interrupted)
+
+
+def _check_settings(saved: object) -> None:
+    """Saved sampling settings must be ones a chat could have used."""
+    from localgen.params import GenerationLimits, SamplingParams
+
+    if not isinstance(saved, dict):
+        raise ValueError("'settings' is not an object")
+    kinds = {f.name: str(f.type) for f in fields(SamplingParams)} | {"max_tokens": "int | None"}
+    values = {k: v for k, v in saved.items() if k in kinds and v is not None}
+    for key, value in values.items():
+        whole = "float" not in kinds[key]
+        if not isinstance(value, int if whole else (int, float)) or isinstance(value, bool):
+            raise ValueError(f"setting '{key}' is not a {'whole ' if whole else ''}number")
+    GenerationLimits(max_tokens=values.pop("max_tokens", None))  # UsageError (a LocalgenError) when out of range
+    SamplingParams(**values)
 
 
 def save_conversation(conversation: Conversation, name: str | None = None) -> Path:
@@ -116,7 +145,11 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
     if name is not None:
         conversation.name = check_name(name)
     path = conversations_dir() / f"{conversation.name}.json"
-    conversations_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        conversations_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise LocalgenError(f"could not create {conversations_dir()}: {exc.strerror or exc}",
+                            hint="check free disk space and permissions") from exc
     atomic_write_text(path, conversation.to_json(), mode=0o600)
     return path
 
@@ -129,9 +162,14 @@ def load_conversation(name: str) -> Conversation:
     except FileNotFoundError:
         raise LocalgenError(f"no saved conversation named '{name}'", hint="see /list or `localgen chat --resume`") \
             from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LocalgenError(f"cannot read {path}: {exc}") from exc
-    return Conversation.from_json(text, path)
+    except UnicodeDecodeError:
+        raise LocalgenError(f"{path} is not a valid saved conversation (not UTF-8 text)",
+                            hint="it was left untouched; start a new chat or load another") from None
+    except OSError as exc:
+        raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    conversation = Conversation.from_json(text, path)
+    conversation.name = check_name(name)  # saves go back to this file, whatever name the file claims
+    return conversation
 
 
 def list_conversations() -> list[tuple[str, float]]:

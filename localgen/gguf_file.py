@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import math
 import re
 import stat
 import struct
@@ -34,6 +35,7 @@ KEEP_STRING_ARRAY_MAX = 256  # longer string arrays are summarized, not stored
 READ_CHUNK_BYTES = 1 << 20
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS: more aborts llama.cpp (GGML_ASSERT)
 MAX_EXPERTS = 1024  # LLAMA_MAX_EXPERTS
+HPARAM_LIMIT = 1 << 24  # embedding, head and vocabulary sizes: llama.cpp multiplies these in 32 bits
 ROPE_SCALING_TYPES = frozenset({"none", "linear", "yarn", "longrope"})
 TOKENS_KEY = "tokenizer.ggml.tokens"
 TOKEN_TYPES_KEY = "tokenizer.ggml.token_type"
@@ -717,6 +719,8 @@ def _check_hyperparameters(p: _Parser, metadata: Mapping[str, object]) -> None:
             raise p.fail(f"'{key}' must be an integer, not {value!r:.60}")
         if (isinstance(value, int) and value < 0) or (isinstance(value, tuple) and min(value) < 0):  # type: ignore[type-var]
             raise p.fail(f"'{key}' is negative")
+    _check_attention_sizes(p, arch, metadata)
+    _check_float_hyperparameters(p, arch, metadata)
     layers = _as_int(metadata.get(f"{arch}.block_count"))
     if layers is not None and not 1 <= layers <= MAX_LAYERS:
         raise p.fail(f"{arch}.block_count is {layers} (llama.cpp supports 1 to {MAX_LAYERS})")
@@ -758,6 +762,11 @@ def _check_tokenizer(p: _Parser, metadata: Mapping[str, object]) -> None:
         if missing:
             raise p.fail(f"the SentencePiece vocabulary has no byte-fallback token for {len(missing)} of 256 "
                          f"bytes (e.g. <0x{missing[0]:02X}>), which crashes llama.cpp on such input")
+    if model == "rwkv":
+        single = {text for text in map(_rwkv_unescape, p.tokens) if len(text) == 1}
+        if len(single) < 256:  # its tokenizer loops forever on text that no token's first byte matches
+            raise p.fail(f"the RWKV vocabulary covers only {len(single)} of 256 single bytes, which makes "
+                         "llama.cpp's tokenizer loop and crash")
     if model == "bert" and p.token_types is not None and _has_byte_tokens(p.token_types):
         raise p.fail("a WordPiece vocabulary with byte tokens, which crashes llama.cpp")
 
@@ -772,12 +781,67 @@ def _special_token(metadata: Mapping[str, object], name: str, default: int | Non
     return token
 
 
+def _rwkv_unescape(text: bytes) -> bytes:
+    """An RWKV token's bytes, unescaped exactly as llama.cpp's llama_unescape_rwkv_token does."""
+    if b"\\" not in text:
+        return text
+    out = bytearray()
+    escaping, hex_remaining, acc = False, 0, 0
+    for c in text:
+        if hex_remaining:
+            acc = ((acc << 4) + (c - 87 if c >= 97 else c - 48)) & 0xFF
+            hex_remaining -= 1
+            if not hex_remaining:
+                out.append(acc)
+                acc = 0
+        elif escaping:
+            if c == 120:  # x
+                hex_remaining = 2
+            else:
+                out.append({116: 9, 110: 10, 114: 13}.get(c, c))
+            escaping = False
+        elif c == 92:  # backslash
+            escaping = True
+        else:
+            out.append(c)
+    return bytes(out)
+
+
 def _has_byte_tokens(token_types: bytes) -> bool:
     """True when any token type is BYTE."""
     values = array.array("i", token_types)
     if sys.byteorder == "big":
         values.byteswap()
     return TOKEN_TYPE_BYTE in values
+
+
+def _check_float_hyperparameters(p: _Parser, arch: str, metadata: Mapping[str, object]) -> None:
+    """Float hyperparameters are finite, and epsilons not negative (ggml asserts eps >= 0 mid-inference)."""
+    prefix = f"{arch}."
+    for key, value in metadata.items():
+        if not key.startswith(prefix) or not isinstance(value, float):
+            continue
+        if not math.isfinite(value):
+            raise p.fail(f"{key} is {value}")
+        if value < 0 and "eps" in key.rsplit(".", 1)[-1]:
+            raise p.fail(f"{key} is negative ({value})")
+
+
+def _check_attention_sizes(p: _Parser, arch: str, metadata: Mapping[str, object]) -> None:
+    """Sizes llama.cpp multiplies in 32 bits stay far from overflowing (a wrapped product can pass its
+    tensor-shape checks and then abort in graph building)."""
+    sizes = {name: _as_int(metadata.get(f"{arch}.{name}")) or 0 for name in (
+        "embedding_length", "feed_forward_length", "attention.head_count", "attention.head_count_kv",
+        "attention.key_length", "attention.value_length", "rope.dimension_count", "vocab_size")}
+    for name, value in sizes.items():
+        if value >= HPARAM_LIMIT:
+            raise p.fail(f"{arch}.{name} is {value:,} (limit {HPARAM_LIMIT:,})")
+    heads = max(sizes["attention.head_count"], sizes["attention.head_count_kv"])
+    head_size = max(sizes["attention.key_length"], sizes["attention.value_length"])
+    if not head_size and sizes["attention.head_count"]:
+        head_size = sizes["embedding_length"] // sizes["attention.head_count"]
+    if heads * head_size >= HPARAM_LIMIT:
+        raise p.fail(f"{arch} attention of {heads:,} heads of {head_size:,} overflows")
 
 
 def _check_experts(p: _Parser, arch: str, metadata: Mapping[str, object]) -> None:

@@ -89,6 +89,9 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
     """Build a ModelSpec from one [models.NAME] table, checking field names and types."""
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [models.{name}] must be a table")
+    if not _NAME_PATTERN.match(name):
+        raise ConfigError(f"{source}: [models.{name!r}]: model names use letters, digits, '.', '_' and '-'",
+                          hint="rename the entry")
     for key, value in table.items():
         expected = _FIELDS.get(key)
         if expected is None:
@@ -96,24 +99,48 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
                     else f"known keys: {', '.join(_FIELDS)}")
             raise ConfigError(f"{source}: [models.{name}] has unknown key '{key}'", hint=hint)
         if not isinstance(value, expected) or isinstance(value, bool):
-            raise ConfigError(f"{source}: [models.{name}].{key} must be a {expected.__name__}")
+            raise ConfigError(f"{source}: [models.{name}].{key} must be {_TYPE_WORDS[expected]}")
     for required in ("repo", "quant"):
         if required not in table:
             raise ConfigError(f"{source}: [models.{name}] needs '{required}'")
+    _check_spec_values(f"{source}: [models.{name}]", table)
     return ModelSpec(name=name.lower(), **table)
+
+
+_TYPE_WORDS = {str: "a string", int: "an integer"}
+
+
+def _check_spec_values(where: str, table: dict[str, object]) -> None:
+    """Refuse values that parse but cannot be right: unsafe repo or file names, sizes that are not positive."""
+    repo = str(table["repo"])
+    if len(repo.split("/")) != 2 or not all(_REPO_PART.match(p) and ".." not in p for p in repo.split("/")):
+        raise ConfigError(f"{where}.repo {repo!r} is not a Hugging Face repo id", hint='write repo = "ORG/NAME"')
+    for key in ("file", "package_file"):
+        if key in table:
+            try:
+                check_safe_filename(str(table[key]))
+            except UsageError as exc:
+                raise ConfigError(f"{where}.{key}: {exc.message}", hint=exc.hint) from None
+    for key in ("context", "size"):
+        if key in table and int(table[key]) <= 0:  # type: ignore[call-overload]
+            raise ConfigError(f"{where}.{key} must be a positive integer")
 
 
 def _parse_registry(text: str, source: Path | str) -> tuple[dict[str, ModelSpec], str | None]:
     """Parse one models.toml text into specs and an optional default name."""
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source}: not valid TOML ({exc})", hint="fix or remove the file") from exc
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        reason = exc if isinstance(exc, tomllib.TOMLDecodeError) else "nested too deeply"
+        raise ConfigError(f"{source}: not valid TOML ({reason})", hint="fix or remove the file") from exc
     models = data.get("models", {})
     if not isinstance(models, dict):
         raise ConfigError(f"{source}: 'models' must be a table of [models.NAME] entries")
     specs = {name.lower(): _spec_from_table(name, table, source) for name, table in models.items()}
-    default = data.get("defaults", {}).get("model") if isinstance(data.get("defaults"), dict) else None
+    defaults = data.get("defaults", {})
+    default = defaults.get("model") if isinstance(defaults, dict) else None
+    if not isinstance(defaults, dict) or not isinstance(default, (str, type(None))):
+        raise ConfigError(f"{source}: [defaults] model must be a model name", hint='write model = "NAME"')
     return specs, default
 
 
@@ -128,10 +155,17 @@ def load_registry(user_file: Path | None = None) -> Registry:
     if user_file is not None and user_file.is_file():
         try:
             text = user_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{user_file}: cannot be read ({exc})") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{user_file}: not UTF-8 text (byte {exc.start})", hint="fix or remove the file") \
+                from None
+        except OSError as exc:
+            raise ConfigError(f"{user_file}: cannot be read ({exc.strerror or exc})",
+                              hint="check the file's permissions") from exc
         user_models, user_default = _parse_registry(text, user_file)
         models = {**models, **user_models}
+        if user_default is not None and user_default.lower() not in models:
+            raise ConfigError(f"{user_file}: [defaults] model '{user_default}' is not in the registry",
+                              hint="name a model from `localgen models list`, or remove the line")
         default = user_default or default
     return Registry(models=models, default_model=(default or "").lower())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
-from prompt_toolkit.history import FileHistory
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from localgen import console
@@ -115,13 +116,71 @@ def _key_bindings() -> KeyBindings:
     return bindings
 
 
-def _history_file() -> Path:
-    """The persistent input history file (created private)."""
+class SafeFileHistory(FileHistory):
+    """prompt-toolkit's FileHistory, except that a history file it cannot read or write never ends the session."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(str(path))
+        self.problem: str | None = None  # reported once, between prompts
+        self._reported = False
+
+    def load_history_strings(self) -> Iterable[str]:
+        try:
+            return list(super().load_history_strings())
+        except OSError as exc:
+            self._note(f"cannot read the input history {self.filename!s}: {exc.strerror or exc}")
+            return []
+
+    def store_string(self, string: str) -> None:
+        try:
+            super().store_string(string)
+        except OSError as exc:
+            self._note(f"could not save input history to {self.filename!s}: {exc.strerror or exc}")
+
+    def _note(self, message: str) -> None:
+        """Keep the first problem for the REPL to print (printing inside prompt-toolkit garbles the screen)."""
+        if not self._reported:
+            self.problem, self._reported = message, True
+
+
+def history_damage(path: Path) -> str | None:
+    """Why a history file is not one prompt-toolkit wrote (NUL bytes, invalid UTF-8, foreign lines), or None."""
+    data = path.read_bytes()
+    if b"\0" in data:
+        return "it contains NUL bytes"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"invalid UTF-8 at byte {exc.start}"
+    for number, line in enumerate(text.split("\n"), 1):
+        if line and not line.startswith(("+", "#")):
+            return f"line {number} is not a history entry"
+    return None
+
+
+def open_history() -> tuple[History, str | None]:
+    """The persistent input history (created private), and a warning when the file had to be set aside."""
     path = settings().data_dir / "history"
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if not path.exists():
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    return path
+    warning = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not path.exists():
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            return InMemoryHistory(), f"{path} is a directory; input history is not saved this session"
+        if stat.S_ISREG(mode):  # (a symlink to /dev/null, a common way to turn history off, is left alone)
+            if mode & 0o077:
+                os.chmod(path, 0o600)
+            damage = history_damage(path)
+            if damage:
+                aside = path.with_name(path.name + ".damaged")
+                os.replace(path, aside)
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+                warning = f"the input history {path} is damaged ({damage}); moved it to {aside} and started anew"
+    except OSError as exc:
+        return InMemoryHistory(), f"cannot use the input history {path}: {exc.strerror or exc}; not saving it"
+    return SafeFileHistory(path), warning
 
 
 class Repl:
@@ -132,8 +191,9 @@ class Repl:
         self.markdown = markdown
         self.show_thinking = show_thinking
         self._running = True
+        self._history, self._history_warning = open_history()
         self._prompt = PromptSession(
-            history=FileHistory(str(_history_file())),
+            history=self._history,
             completer=SlashCompleter(),
             complete_while_typing=False,
             key_bindings=_key_bindings(),
@@ -161,6 +221,8 @@ class Repl:
         """The read-eval-print loop, until /exit or Ctrl-D."""
         console.say(f"localgen chat with {self.session.loaded.resolved.display_name}: "
                     "/help for commands, Ctrl-D to quit, Alt-Enter for a newline")
+        if self._history_warning:
+            console.warn(self._history_warning)
         while self._running:
             try:
                 line = self._prompt.prompt(PROMPT)
@@ -168,6 +230,8 @@ class Repl:
                 continue
             except EOFError:
                 break
+            finally:
+                self._report_history_problem()
             try:
                 self._handle(line)
             except LocalgenError as exc:
@@ -175,6 +239,12 @@ class Repl:
             except Exception as exc:  # nothing typed at the prompt may end the session
                 console.error(f"internal error: {type(exc).__name__}: {exc}",
                               hint="the conversation is kept; LOCALGEN_DEBUG=1 shows details")
+
+    def _report_history_problem(self) -> None:
+        """Print a history read/write failure once, outside prompt-toolkit's screen."""
+        if isinstance(self._history, SafeFileHistory) and self._history.problem:
+            console.warn(self._history.problem)
+            self._history.problem = None
 
     def _handle(self, line: str) -> None:
         """Dispatch one input line."""

@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localgen.chat import Message, PromptFormat
-from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_CONTEXT_CAP, DEFAULT_UBATCH_SIZE
+from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.engine import Engine
-from localgen.errors import UsageError
+from localgen.errors import ModelLoadError, ModelNotFoundError, UsageError
 from localgen.events import Event
-from localgen.fit import physical_cores
+from localgen.fit import (
+    FitRequest,
+    Hardware,
+    LoadPlan,
+    ModelShape,
+    choose_download,
+    cpu_only_warning_once,
+    fewer_gpu_layers,
+    header_shape,
+    physical_cores,
+    plan_fit,
+    probe_hardware,
+    replan_gpu_layers,
+)
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.resolve import ResolvedModel, resolve_model
 
 if TYPE_CHECKING:
+    from localgen.gguf_file import GGUFInfo
     from localgen.promptcache import PromptCache
 
 
@@ -29,11 +44,13 @@ class ModelOptions:
     threads_batch: int | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
     ubatch_size: int = DEFAULT_UBATCH_SIZE
-    gpu_layers: int = 0
+    gpu_layers: int | None = None  # None: as many as fit; -1: all
     flash_attn: str = "auto"
     kv_type: str = "f16"
     offline: bool | None = None
     raw: bool = False
+    no_gpu: bool = False
+    min_ctx: int = 0  # the context the prompt needs (fit.prompt_context), 0 when unknown
 
 
 @dataclass
@@ -43,44 +60,96 @@ class LoadedModel:
     resolved: ResolvedModel
     engine: Engine
     prompt_format: PromptFormat
+    plan: LoadPlan | None = None  # the memory plan used: plan.describe(), plan.n_gpu_layers, plan.n_ctx, ...
+    notes: tuple[str, ...] = ()  # what the planner chose or changed, for stderr
+    warnings: tuple[str, ...] = ()  # e.g. a CPU-only llama.cpp build on a machine with an NVIDIA GPU
 
     def close(self) -> None:
         """Free the engine."""
         self.engine.close()
 
 
-def plan_load(options: ModelOptions, resolved: ResolvedModel, trained_context: int) -> LoadOptions:
-    """Choose the context size and thread counts for a model on this machine."""
+def plan_load(options: ModelOptions, resolved: ResolvedModel, header: GGUFInfo,
+              hw: Hardware | None = None) -> tuple[LoadOptions, LoadPlan, ModelShape]:
+    """Choose context, GPU layers, KV type and threads for a model on this machine (fit.plan_fit)."""
+    trained_context = header.context_length or 0
     if options.ctx_size is not None and trained_context and options.ctx_size > trained_context:
         raise UsageError(f"--ctx-size {options.ctx_size:,} is beyond the model's maximum of {trained_context:,}",
                          hint=f"use --ctx-size {trained_context} or less")
-    default_ctx = min(c for c in (resolved.context, trained_context or None, DEFAULT_CONTEXT_CAP) if c)
+    shape = header_shape(header, resolved.path)
+    plan = plan_fit(shape, hw or probe_hardware(), fit_request(options, default_ctx=resolved.context),
+                    label=resolved.display_name)
     threads = options.threads or physical_cores()
-    return LoadOptions(
-        n_ctx=default_ctx if options.ctx_size is None else options.ctx_size,
+    load_options = LoadOptions(
+        n_ctx=plan.n_ctx,
         n_threads=threads,
         n_threads_batch=options.threads_batch or threads,
         n_batch=options.batch_size,
         n_ubatch=options.ubatch_size,
-        n_gpu_layers=options.gpu_layers,
+        n_gpu_layers=plan.n_gpu_layers,
         flash_attn=options.flash_attn,
         kv_type=options.kv_type,
     )
+    return load_options, plan, shape
+
+
+def fit_request(options: ModelOptions, *, default_ctx: int | None = None) -> FitRequest:
+    """The planner's view of the user's options."""
+    return FitRequest(ctx_size=options.ctx_size, gpu_layers=options.gpu_layers, no_gpu=options.no_gpu,
+                      kv_type=options.kv_type, flash_attn=options.flash_attn != "off",
+                      n_ubatch=min(options.ubatch_size, options.batch_size), min_ctx=options.min_ctx,
+                      default_ctx=default_ctx)
+
+
+def _resolve(options: ModelOptions, hw: Hardware, notes: list[str]) -> ResolvedModel:
+    """Resolve a reference; before any download, check it fits (or choose the best quant that does)."""
+    try:
+        return resolve_model(options.model, offline=options.offline, pull=False)
+    except ModelNotFoundError:
+        from localgen.hub import is_offline
+
+        if options.offline or is_offline():
+            raise
+    reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options))
+    notes.extend(chosen)
+    return resolve_model(reference, offline=options.offline)
+
+
+def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: ModelShape, notes: list[str], *,
+                factory: Callable[[Path, LoadOptions], Engine] = Engine) -> tuple[Engine, LoadPlan]:
+    """Load the engine; when llama.cpp fails with GPU layers (out of VRAM), retry with fewer and say so."""
+    while True:
+        try:
+            return factory(path, load_options), plan
+        except ModelLoadError:
+            if load_options.n_gpu_layers == 0:
+                raise
+            before = load_options.n_gpu_layers
+            fewer = fewer_gpu_layers(before, shape.n_layer)
+            reason = f"llama.cpp could not load {before} GPU layers; retried with {fewer}"
+            notes.append(reason)
+            load_options = replace(load_options, n_gpu_layers=fewer)
+            plan = replan_gpu_layers(plan, shape, fewer, reason)
 
 
 def load_model(options: ModelOptions) -> LoadedModel:
-    """Resolve, check and load a model; the one way every command gets an engine."""
+    """Resolve, check, plan and load a model; the one way every command gets an engine."""
     from localgen.catalog import touch_last_used
     from localgen.gguf_file import read_gguf
 
-    resolved = resolve_model(options.model, offline=options.offline)
+    hw = probe_hardware()
+    warning = cpu_only_warning_once(hw)
+    notes: list[str] = []
+    resolved = _resolve(options, hw, notes)
     header = read_gguf(resolved.path)  # validated in Python before llama.cpp opens the file
     touch_last_used(resolved.path)
-    load_options = plan_load(options, resolved, header.context_length or 0)
-    engine = Engine(resolved.path, load_options)
+    load_options, plan, shape = plan_load(options, resolved, header, hw)
+    notes.extend(plan.reasons)
+    engine, plan = open_engine(resolved.path, load_options, plan, shape, notes)
     prompt_format = PromptFormat.for_engine(engine, override=resolved.template_override, raw=options.raw,
                                             model_name=resolved.display_name)
-    return LoadedModel(resolved=resolved, engine=engine, prompt_format=prompt_format)
+    return LoadedModel(resolved=resolved, engine=engine, prompt_format=prompt_format, plan=plan, notes=tuple(notes),
+                       warnings=(warning,) if warning else ())
 
 
 def prompt_tokens(loaded: LoadedModel, messages: Sequence[Message]) -> list[int]:

@@ -10,30 +10,41 @@ from pathlib import Path
 from localgen.errors import LocalgenError
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Write data to path through a temp file, fsync and rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Write data to path through a temp file, fsync and rename (private to the user unless mode says otherwise)."""
+    tmp_name: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as tmp:
             os.fchmod(tmp.fileno(), mode)
             tmp.write(data)
             tmp.flush()
             os.fsync(tmp.fileno())
         os.replace(tmp_name, path)
+        tmp_name = None
+        _fsync_directory(path.parent)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
         raise LocalgenError(
             f"could not write {path}: {exc.strerror or exc}",
             hint="check free disk space and permissions; the previous file is unchanged",
         ) from exc
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
+    finally:
+        if tmp_name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
 
 
-def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> None:
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in directory durable (best effort: not every platform can open a directory)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write_text(path: Path, text: str, *, mode: int = 0o600) -> None:
     """Write UTF-8 text to path atomically."""
     atomic_write_bytes(path, text.encode("utf-8"), mode=mode)

@@ -136,3 +136,25 @@ def test_multibyte_generation_streams_whole_characters(engine: Engine) -> None:
     chunks, done, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=40)))
     assert any(ord(c) > 127 for c in done.text), done.text
     assert all("\ufffd" not in c for c in chunks)
+
+
+def test_prefill_chunks_are_aligned_to_the_physical_batch(bundled_model: Path) -> None:
+    options = LoadOptions(n_ctx=512, n_threads=2, n_threads_batch=2, n_batch=64, n_ubatch=32)
+    with Engine(bundled_model, options) as small:
+        assert list(small._chunks(0, 150)) == [(0, 64), (64, 128), (128, 150)]
+        assert list(small._chunks(40, 150)) == [(40, 64), (64, 128), (128, 150)]
+        assert list(small._chunks(10, 20)) == [(10, 20)]
+        assert small._restore_point(60, 64) == 60  # a batch under FA_TILE_Q queries: no adjustment
+    with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2)) as big:
+        assert big._restore_point(400, 420) == 420 - 64  # a cold prefill runs 0..420 through the tiled kernel
+        assert big._restore_point(300, 420) == 300
+        assert big._restore_point(520, 530) == 520  # the cold batch 512..530 is small too
+
+
+def test_ignore_eog_decodes_the_full_budget(engine: Engine) -> None:
+    prompt = _prompt(engine, "Say OK.")
+    _, done, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=200)))
+    assert done.finish_reason == "stop" and done.usage.completion_tokens < 200
+    budget = done.usage.completion_tokens + 5
+    _, forced, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=budget), ignore_eog=True))
+    assert forced.finish_reason == "length" and forced.usage.completion_tokens == budget

@@ -84,7 +84,7 @@ def _run(engine: Engine, prompt: list[int], sampling: SamplingParams, limits: Ge
 def test_lookup_output_equals_plain_decoding(engine: Engine, sampling: SamplingParams) -> None:
     prompt = _prompt(engine, f"Repeat this sentence exactly, twice:\n\n{COPY_TEXT}")
     limits = GenerationLimits(max_tokens=80)
-    plain, plain_chunks, plain_kv = _run(engine, prompt, sampling, limits, "none")
+    plain, _, plain_kv = _run(engine, prompt, sampling, limits, "none")
     fast, fast_chunks, fast_kv = _run(engine, prompt, sampling, limits, "lookup")
     assert fast.text == plain.text and "".join(fast_chunks) == fast.text
     assert fast.usage.completion_tokens == plain.usage.completion_tokens

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Measure the prompt cache (TTFT of a second `localgen run` over the same long file) and speculative decoding.
+
+Usage:
+  python scripts/bench_features.py promptcache [--rounds 5] [--words 1600]
+  python scripts/bench_features.py draft [--rounds 5] [--sampling greedy|default]
+
+promptcache: per round, `localgen cache clear`, then `localgen run -f doc.txt "q1"` (cold; saves the prefill)
+and `localgen run -f doc.txt "q2"` (restores it), plus `--no-cache "q2"` as a cold reference; TTFT is the
+engine's (from the start of generate(), restore included), read from --json. Prints medians and spreads.
+
+draft: per round, plain and `--draft lookup` decoding alternate on a copy-heavy task (fix the typos in ~300
+words) and on free writing, in one process through the same Engine.generate that `run` uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+TYPO_TEXT = (
+    "The history of the printing press is a fascinating story of innovation and persistance. Before its invention, "
+    "books were copied by hand, a slow and expensive proccess that kept knowledge in the hands of a few. Monks in "
+    "monasteries spent years copying a single manuscript, and errors crept into every copy. In the middle of the "
+    "fifteenth century, Johannes Gutenberg, a goldsmith from Mainz, developed a system of movable metal type that "
+    "could be arranged, inked, and pressed onto paper again and again. His press was adapted from the screw presses "
+    "used to make wine and olive oil, and his inks were based on oil rather than water, so they stuck to the metal "
+    "type. The first major book he printed was the Bible, and around one hundred and eighty copies were made. "
+    "Within a few decades, printing shops had spread to more than two hundred citys across Europe. The price of "
+    "books fell dramaticaly, and literacy began to rise. Scholars could compare identical copies of a text, which "
+    "made it easier to correct mistakes and build on the work of others. The printing press also helped spread new "
+    "ideas quickly, from scientific discoveries to religious reforms, and it changed how people thought about "
+    "authorship and ownership of words. Newspapers, pamphlets, and posters followed, and ordinary people began to "
+    "read about events far from their own towns. Governments and churches tried to control what was printed, but "
+    "the flood of paper was hard to stop. Today we take printed and digital text for granted, but every book on a "
+    "shelf and every page on a screen owes something to that workshop in Mainz. The story reminds us that a single "
+    "tecnology can reshape a whole society, often in ways its inventor never imagined. It also shows that access to "
+    "information is a powerfull force for change, and that the tools we use to share words matter as much as the "
+    "words themselves."
+)
+FREE_PROMPT = "Write a long, original story about a lighthouse keeper who finds a mysterious map."
+
+
+def log(message: str) -> None:
+    """Progress on stderr."""
+    print(f"[bench_features] {message}", file=sys.stderr, flush=True)
+
+
+def spread(values: list[float], digits: int = 3) -> str:
+    """Median (min-max)."""
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+def document(words: int) -> str:
+    """A long, varied, deterministic document."""
+    colours = ["red", "green", "blue", "amber", "violet", "grey", "white"]
+    places = ["harbour", "market", "library", "station", "orchard", "bridge", "mill"]
+    lines, count = [], 0
+    i = 0
+    while count < words:
+        line = (f"Record {i}: on day {i * 7 % 31 + 1} the {colours[i % 7]} cart left the {places[i * 3 % 7]} "
+                f"with {i * 13 % 97} crates, and {places[(i + 2) % 7]} reported {i * 5 % 23} delays.")
+        lines.append(line)
+        count += len(line.split())
+        i += 1
+    return "\n".join(lines)
+
+
+def localgen(*args: str, env: dict[str, str]) -> dict:
+    """Run `python -m localgen ARGS --json` and parse the record."""
+    out = subprocess.run([sys.executable, "-m", "localgen", *args], check=True, capture_output=True, text=True,
+                         env=env, cwd=REPO_ROOT).stdout
+    return json.loads(out) if out.strip().startswith("{") else {}
+
+
+def bench_promptcache(args: argparse.Namespace) -> None:
+    """TTFT of the second run over the same document, against the first."""
+    home = Path(tempfile.mkdtemp(prefix="localgen-bench-"))
+    env = {**os.environ, "LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1"}
+    doc = home / "doc.txt"
+    doc.write_text(document(args.words))
+    common = ("--json", "-n", "16", "--temperature", "0", "-f", str(doc))
+    first, second, cold2, ratio, same = [], [], [], [], []
+    tokens = restored = 0
+    for k in range(args.rounds):
+        localgen("cache", "clear", env=env)
+        a = localgen("run", *common, "What does record 12 say about the crates?", env=env)
+        b = localgen("run", *common, "Which place reported the most delays?", env=env)
+        c = localgen("run", *common, "--no-cache", "Which place reported the most delays?", env=env)
+        tokens, restored = b["usage"]["prompt_tokens"], b["usage"].get("prompt_cache_tokens", 0)
+        first.append(a["timings"]["ttft_s"])
+        second.append(b["timings"]["ttft_s"])
+        cold2.append(c["timings"]["ttft_s"])
+        ratio.append(second[-1] / first[-1])
+        same.append(b["text"] == c["text"])
+        log(f"round {k + 1}: first {first[-1]:.3f} s, second {second[-1]:.3f} s (ratio {ratio[-1]:.3f}), "
+            f"no-cache {cold2[-1]:.3f} s, identical text {same[-1]}")
+    print(f"\nprompt cache, {args.rounds} rounds, prompt {tokens} tokens, {restored} restored from disk "
+          f"(median, min-max)")
+    print(f"  run 1 TTFT (cold, saves the entry):   {spread(first)} s")
+    print(f"  run 2 TTFT (restores the prefix):     {spread(second)} s")
+    print(f"  run 2 TTFT with --no-cache:           {spread(cold2)} s")
+    print(f"  ratio run 2 / run 1 (paired):         {spread(ratio)}  (target <= 0.25)")
+    print(f"  greedy text identical with and without the cache: {all(same)}")
+
+
+def bench_draft(args: argparse.Namespace) -> None:
+    """Decode tok/s with and without prompt-lookup drafting, copy-heavy and free writing."""
+    from localgen.chat import Message
+    from localgen.events import Completion
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.runner import ModelOptions, load_model, prompt_tokens
+
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    engine = loaded.engine
+    sampling = SamplingParams(temperature=0.0) if args.sampling == "greedy" else SamplingParams(seed=11)
+    tasks = {"copy-heavy (fix typos, ~300 words)": f"Fix the typos in this text:\n\n{TYPO_TEXT}",
+             "free writing (story)": FREE_PROMPT}
+    for task, text in tasks.items():
+        prompt = prompt_tokens(loaded, [Message("user", text)])
+        speeds: dict[str, list[float]] = {"none": [], "lookup": []}
+        ratios, acceptance, same = [], [], []
+        for k in range(args.rounds):
+            texts = {}
+            for mode in (("none", "lookup") if k % 2 == 0 else ("lookup", "none")):
+                engine.reset()
+                events = engine.generate(prompt, sampling, GenerationLimits(max_tokens=args.n), draft=mode)
+                done = [e for e in events if isinstance(e, Completion)][-1]
+                speeds[mode].append(done.timings.decode_tokens_per_s)
+                texts[mode] = done.text
+                if done.draft is not None:
+                    acceptance.append(done.draft.acceptance)
+                    log(f"{task} round {k + 1}: {done.usage.completion_tokens} tokens, lookup "
+                        f"{done.timings.decode_tokens_per_s:.1f} tok/s, accepted {done.draft.accepted}/"
+                        f"{done.draft.drafted}")
+                else:
+                    log(f"{task} round {k + 1}: plain {done.timings.decode_tokens_per_s:.1f} tok/s")
+            ratios.append(speeds["lookup"][-1] / speeds["none"][-1])
+            same.append(texts["none"] == texts["lookup"])
+        print(f"\n{task}, {args.sampling} sampling, {args.rounds} rounds (median, min-max)")
+        print(f"  plain decode:   {spread(speeds['none'], 1)} tok/s")
+        print(f"  --draft lookup: {spread(speeds['lookup'], 1)} tok/s, acceptance {spread(acceptance, 2)}")
+        print(f"  speed-up (paired): {spread(ratios)}; identical text in {sum(same)}/{len(same)} rounds")
+    loaded.close()
+
+
+def main() -> None:
+    """Parse arguments and run one benchmark."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    pc = sub.add_parser("promptcache")
+    pc.add_argument("--rounds", type=int, default=5)
+    pc.add_argument("--words", type=int, default=1600)
+    dr = sub.add_parser("draft")
+    dr.add_argument("--rounds", type=int, default=5)
+    dr.add_argument("--sampling", choices=["greedy", "default"], default="greedy")
+    dr.add_argument("--n", type=int, default=512)
+    dr.add_argument("--model", default=None)
+    dr.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+    bench_promptcache(args) if args.what == "promptcache" else bench_draft(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""`localgen bench` on the real bundled model: figures, validation, the table and the JSON output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from localgen.bench import BenchConfig, BenchResult, Measurements, Stat, extra_stats_line, format_result, measure
+from localgen.engine import Engine
+from localgen.errors import UsageError
+from localgen.events import Completion, DraftStats, Timings, Usage
+from localgen.params import LoadOptions
+from tests.conftest import run_localgen
+
+
+def test_stat_summarizes_samples() -> None:
+    stat = Stat.of([1.0, 2.0, 3.0])
+    assert (stat.mean, stat.stdev, stat.samples) == (2.0, 1.0, (1.0, 2.0, 3.0))
+    assert Stat.of([5.0]).stdev == 0.0
+
+
+@pytest.mark.parametrize("field", ["n_prompt", "n_gen", "reps"])
+def test_config_rejects_nonsense(field: str) -> None:
+    with pytest.raises(UsageError):
+        BenchConfig(**{field: 0})
+
+
+def test_measure_on_the_real_engine(bundled_model: Path) -> None:
+    seen: list[str] = []
+    with Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2, n_batch=64)) as engine:
+        figures = measure(engine, BenchConfig(n_prompt=48, n_gen=6, reps=2), seen.append)
+    assert len(figures.prefill_tps.samples) == len(figures.decode_tps.samples) == 2
+    assert figures.prefill_tps.mean > 0 and figures.decode_tps.mean > 0
+    assert figures.ttft_s.mean > 0 and figures.reuse_ttft_s.mean > 0 and figures.fresh_ttft_s.mean > 0
+    assert figures.follow_up_tokens > 10
+    assert any("warm-up" in line for line in seen) and any("rep 2/2" in line for line in seen)
+
+
+def test_table_names_every_test() -> None:
+    stat = Stat.of([100.0, 110.0])
+    figures = Measurements(follow_up_tokens=29, prefill_tps=stat, decode_tps=stat, ttft_s=Stat.of([0.5]),
+                           reuse_ttft_s=Stat.of([0.05]), fresh_ttft_s=Stat.of([0.04]))
+    result = BenchResult(model="m", path="/m.gguf", backend="llama-cpp-python x", n_threads=2, n_threads_batch=2,
+                         n_batch=512, n_ubatch=512, flash_attn="auto", kv_type="f16", n_prompt=512, n_gen=128,
+                         reps=2, figures=figures)
+    table = format_result(result)
+    for needle in ("pp512", "tg128", "105.00 ± 7.07 tok/s", "ttft +29 after pp512", "500.0 ± 0.0 ms"):
+        assert needle in table
+    assert json.loads(json.dumps(result.to_dict()))["figures"]["decode_tps"]["mean"] == 105.0
+
+
+def test_extra_stats_line() -> None:
+    timings = Timings(ttft_s=0.1, prefill_s=0.1, prefill_tokens_per_s=1.0, decode_s=1.0, decode_tokens_per_s=1.0)
+    done = Completion(text="x", finish_reason="stop", usage=Usage(10, 8, 5), timings=timings,
+                      draft=DraftStats(drafted=10, accepted=7, batches=3), restored_tokens=8)
+    line = extra_stats_line(done)
+    assert "8 tokens restored" in line and "7/10" in line and "70%" in line
+
+
+def test_cli_bench_json() -> None:
+    result = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json")
+    assert result.returncode == 0, result.err
+    record = json.loads(result.out)
+    assert record["n_prompt"] == 32 and record["n_gen"] == 4 and record["reps"] == 1
+    assert record["figures"]["decode_tps"]["mean"] > 0
+    assert "bench:" in result.err, "progress goes to stderr"
+
+
+def test_cli_bench_rejects_bad_counts() -> None:
+    result = run_localgen("bench", "-r", "0")
+    assert result.returncode == 2 and "repetitions" in result.err

@@ -1,0 +1,514 @@
+"""Faults: a full disk, damaged files localgen wrote earlier, and how everything is written (atomic, private).
+
+The full-disk tests use a real 4 MiB tmpfs where this process may mount one (root in a container); elsewhere they
+skip, and the simulated-ENOSPC tests (fsync failing with ENOSPC, as on filesystems with delayed allocation) still
+run everywhere.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from localgen import config, storage
+from localgen.conversation import Conversation, Turn, load_conversation, save_conversation
+from localgen.errors import ConfigError, LocalgenError
+from localgen.promptcache import PromptCache
+from localgen.registry import load_registry
+from localgen.repl import SafeFileHistory, history_damage, open_history
+from localgen.storage import atomic_write_bytes
+from localgen.verify import is_verified, verify_file
+from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
+
+DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(24))
+# (about 330 tokens: over the 256 new tokens that make a prefill worth caching, and quick to prefill)
+
+
+# --- helpers -----------------------------------------------------------------------------------------------
+
+def _use_home(monkeypatch: pytest.MonkeyPatch, home: Path) -> config.Settings:
+    """Point this process's localgen settings at home."""
+    value = config.Settings(config_dir=home / "config", data_dir=home / "data", cache_dir=home / "cache",
+                            debug=False, offline=True)
+    monkeypatch.setattr(config, "_settings", value)
+    return value
+
+
+def _strays(folder: Path) -> list[str]:
+    """Temp files an interrupted atomic write would leave behind."""
+    return sorted(p.name for p in folder.rglob(".*.tmp")) if folder.exists() else []
+
+
+def _fill(disk: Path, leave: int = 16 * 1024) -> None:
+    """Fill a filesystem, then free `leave` bytes (so the next big write fails part-way, not at once)."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    chunk = b"\0" * 65536
+    try:
+        while True:
+            os.write(fd, chunk)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    os.truncate(filler, max(0, filler.stat().st_size - leave))
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 4 MiB tmpfs, mounted for this test (skipped where mounting is not allowed)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs", str(mount)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode}); "
+                    "the simulated-ENOSPC tests cover this")
+    try:
+        yield mount
+    finally:
+        if subprocess.run(["umount", str(mount)], capture_output=True, check=False).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
+
+
+def _raise_enospc(*_: object) -> None:
+    """What a full disk noticed at fsync (delayed allocation) looks like."""
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.fixture
+def enospc_on_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Simulate a full disk noticed at fsync for every atomic write."""
+    monkeypatch.setattr(storage.os, "fsync", _raise_enospc)
+
+
+def _conversation(words: int = 10) -> Conversation:
+    conversation = Conversation.new(system="Be brief.", model="smollm2-135m")
+    conversation.turns.append(Turn(user="hello " * words, answer="hi"))
+    return conversation
+
+
+# --- a full disk -------------------------------------------------------------------------------------------
+
+def test_conversation_save_on_a_full_disk_keeps_the_previous_file(tiny_disk: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    _use_home(monkeypatch, tiny_disk / "home")
+    conversation = _conversation()
+    path = save_conversation(conversation)
+    good = path.read_bytes()
+    _fill(tiny_disk)
+    conversation.turns.append(Turn(user="x" * 300_000, answer="y" * 300_000))
+    with pytest.raises(LocalgenError) as info:
+        save_conversation(conversation)
+    assert f"could not write {path}: No space left on device" in info.value.message
+    assert "previous file is unchanged" in (info.value.hint or "")
+    assert path.read_bytes() == good
+    assert _strays(tiny_disk) == []
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_conversation_save_with_enospc_at_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _use_home(monkeypatch, tmp_path)
+    conversation = _conversation()
+    path = save_conversation(conversation)
+    good = path.read_bytes()
+    monkeypatch.setattr(storage.os, "fsync", _raise_enospc)
+    conversation.turns.append(Turn(user="more", answer="text"))
+    with pytest.raises(LocalgenError, match="No space left on device"):
+        save_conversation(conversation)
+    assert path.read_bytes() == good
+    assert _strays(tmp_path) == []
+
+
+def test_prompt_cache_store_on_a_full_disk_fails_cleanly(tiny_disk: Path) -> None:
+    folder = tiny_disk / "prompts"
+    cache = PromptCache(folder, "model-a", max_bytes=1 << 30, min_new_tokens=1, min_gain_tokens=1)
+    cache.store([1, 2, 3], b"previous good state")
+    (previous,) = folder.glob("*.lgpc")
+    good = previous.read_bytes()
+    _fill(tiny_disk)
+    with pytest.raises(LocalgenError, match="No space left on device"):
+        cache.store([7, 8, 9, 10], os.urandom(200_000))
+    assert sorted(p.name for p in folder.iterdir()) == [previous.name], "no truncated entry, no temp file"
+    assert previous.read_bytes() == good
+    found = cache.find([1, 2, 3, 4])
+    assert found is not None and bytes(found.state) == b"previous good state"
+
+
+def test_run_still_succeeds_when_the_prompt_cache_cannot_be_written(tiny_disk: Path, tmp_path: Path) -> None:
+    home = tiny_disk / "home"
+    folder = home / "cache" / "prompts"
+    PromptCache(folder, "another-model", max_bytes=1 << 30, min_new_tokens=1).store([1, 2, 3], b"keep me")
+    (previous,) = folder.glob("*.lgpc")
+    good = previous.read_bytes()
+    _fill(tiny_disk, leave=64 * 1024)  # room for small markers, not for a KV state of ~700 tokens
+    doc = tmp_path / "doc.txt"
+    doc.write_text(DOC)
+    result = run_localgen("run", "-m", str(bundled_model_file()), "-f", str(doc), "How many red boxes?",
+                          "-n", "2", "-c", "512", "--temperature", "0",
+                          env={"LOCALGEN_HOME": str(home), "LOCALGEN_DEBUG": "1"})
+    assert result.returncode == 0, result.err[-2000:]
+    assert result.out.strip()
+    assert re.search(r"prompt cache store failed: could not write .*No space left on device", result.err)
+    assert "Traceback" not in result.err
+    assert sorted(p.name for p in folder.iterdir()) == [previous.name]
+    assert previous.read_bytes() == good
+    assert _strays(home) == []
+
+
+def test_verification_marker_on_a_full_disk_is_skipped_quietly(tiny_disk: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _use_home(monkeypatch, tiny_disk / "home")
+    first, second = tmp_path / "first.bin", tmp_path / "second.bin"
+    first.write_bytes(b"first file")
+    second.write_bytes(b"second file")
+    verify_file(first, sha256=hashlib.sha256(b"first file").hexdigest())
+    (marker,) = settings.verified_dir.iterdir()
+    good = marker.read_bytes()
+    _fill(tiny_disk, leave=0)
+    sha = hashlib.sha256(b"second file").hexdigest()
+    verify_file(second, sha256=sha)  # the hash matched; a marker that cannot be saved only costs a rehash
+    assert not is_verified(second, sha)
+    assert list(settings.verified_dir.iterdir()) == [marker]
+    assert marker.read_bytes() == good
+    assert _strays(tiny_disk) == []
+
+
+def test_verification_marker_with_enospc_at_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  enospc_on_fsync: None) -> None:
+    settings = _use_home(monkeypatch, tmp_path / "home")
+    model = tmp_path / "model.bin"
+    model.write_bytes(b"weights")
+    sha = hashlib.sha256(b"weights").hexdigest()
+    verify_file(model, sha256=sha)
+    assert not is_verified(model, sha)
+    assert _strays(settings.cache_dir) == []
+    with pytest.raises(LocalgenError, match="sha256 mismatch"):
+        verify_file(model, sha256="0" * 64)
+
+
+def test_history_write_on_a_full_disk_does_not_end_the_session(tiny_disk: Path) -> None:
+    path = tiny_disk / "history"
+    history = SafeFileHistory(path)
+    history.store_string("first line")
+    _fill(tiny_disk, leave=0)
+    history.store_string("x" * 100_000)  # must not raise
+    history.store_string("again")
+    assert history.problem is not None and "No space left on device" in history.problem
+    assert str(path) in history.problem
+    assert "+first line" in path.read_text(errors="replace")
+
+
+def test_history_that_cannot_be_written_or_read_is_reported(tmp_path: Path) -> None:
+    folder = tmp_path / "history"
+    folder.mkdir()
+    history = SafeFileHistory(folder)  # a directory: every open fails
+    history.store_string("hello")
+    assert history.load_history_strings() == []
+    assert history.problem is not None and str(folder) in history.problem
+
+
+# --- damaged files -----------------------------------------------------------------------------------------
+
+def _valid_conversation_json() -> dict:
+    return json.loads(_conversation().to_json())
+
+
+CONVERSATION_DAMAGE: dict[str, bytes | dict] = {
+    "empty": b"",
+    "not-json": b"hello, I am not JSON",
+    "truncated": _conversation(200).to_json().encode()[:150],
+    "binary": bytes(range(256)) * 8,
+    "invalid-utf8": b'{"format": 1, "name": "caf\xe9"}',
+    "null": b"null",
+    "list": b"[1, 2, 3]",
+    "deep-nesting": b"[" * 100_000 + b"]" * 100_000,
+    "format-2": {"format": 2},
+    "no-turns": {"turns": None},
+    "turns-a-string": {"turns": "abc"},
+    "turn-not-object": {"turns": [["hello", "hi"]]},
+    "user-an-object": {"turns": [{"user": {"nested": True}, "answer": "hi"}]},
+    "answer-a-number": {"turns": [{"user": "hello", "answer": 42}]},
+    "interrupted-a-string": {"turns": [{"user": "hello", "answer": "hi", "interrupted": "yes"}]},
+    "system-a-list": {"system": ["a"]},
+    "model-a-number": {"model": 5},
+    "settings-a-list": {"settings": [1]},
+    "temperature-500": {"settings": {"temperature": 500}},
+    "top-k-text": {"settings": {"top_k": "40"}},
+    "max-tokens-negative": {"settings": {"max_tokens": -5}},
+    "seed-a-float": {"settings": {"seed": 1.5}},
+    "name-traversal": {"name": "../../etc/passwd"},
+}
+
+
+@pytest.mark.parametrize("damage", list(CONVERSATION_DAMAGE))
+def test_damaged_conversation_is_refused_naming_the_file(damage: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    _use_home(monkeypatch, tmp_path)
+    folder = tmp_path / "data" / "conversations"
+    folder.mkdir(parents=True)
+    change = CONVERSATION_DAMAGE[damage]
+    data = change if isinstance(change, bytes) else json.dumps(_valid_conversation_json() | change).encode()
+    path = folder / "broken.json"
+    path.write_bytes(data)
+    with pytest.raises(LocalgenError) as info:
+        load_conversation("broken")
+    assert str(path) in info.value.message and "not a valid saved conversation" in info.value.message
+    assert "\n" not in info.value.message
+    assert path.read_bytes() == data, "the damaged file is left as it was"
+
+
+def test_loaded_conversation_saves_back_to_its_own_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _use_home(monkeypatch, tmp_path)
+    victim = save_conversation(_conversation(), "victim")
+    victim_bytes = victim.read_bytes()
+    record = _valid_conversation_json() | {"name": "victim"}
+    (victim.parent / "mine.json").write_text(json.dumps(record))
+    save_conversation(load_conversation("mine"))
+    assert victim.read_bytes() == victim_bytes, "a file claiming another name must not overwrite it"
+
+
+def test_damaged_prompt_cache_entry_is_not_restored(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.txt"
+    doc.write_text(DOC)
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    args = ("run", "-m", str(bundled_model_file()), "-f", str(doc), "How many red boxes?", "-n", "3", "-c", "512",
+            "--temperature", "0", "--json")
+    first = run_localgen(*args, env=env)
+    assert first.returncode == 0, first.err
+    (entry,) = (tmp_path / "home" / "cache" / "prompts").glob("*.lgpc")
+    data = bytearray(entry.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped bit deep in the KV state
+    entry.write_bytes(bytes(data))
+    second = run_localgen(*args, env={**env, "LOCALGEN_DEBUG": "1"})
+    assert second.returncode == 0, second.err[-2000:]
+    record = json.loads(second.out)
+    assert "prompt_cache_tokens" not in record["usage"], "a damaged state must never be loaded"
+    assert record["text"] == json.loads(first.out)["text"]
+    assert f"prompt cache entry {entry.name} is corrupt" in second.err, "the debug log names the entry"
+    assert "Traceback" not in second.err
+
+
+@pytest.mark.parametrize(("content", "damage"), [
+    (b"\n# 2024-01-01\n+hello\x00world\n", "NUL"),
+    (b"\n# 2024-01-01\n+caf\xe9\n", "invalid UTF-8"),
+    (b"\n# 2024-01-01\n+hello\nrm -rf /\n", "line 4 is not a history entry"),
+    (os.urandom(4096).replace(b"\0", b"\1") + b"\xff", "UTF-8"),
+])
+def test_damaged_history_is_set_aside_with_a_warning(content: bytes, damage: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _use_home(monkeypatch, tmp_path)
+    path = settings.data_dir / "history"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    assert damage in (history_damage(path) or "")
+    history, warning = open_history()
+    assert isinstance(history, SafeFileHistory)
+    assert warning is not None and str(path) in warning and "damaged" in warning
+    assert (path.parent / "history.damaged").read_bytes() == content, "the old file is kept, not destroyed"
+    assert path.read_bytes() == b"" and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert list(history.load_history_strings()) == []
+
+
+def test_good_history_is_loaded_and_made_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _use_home(monkeypatch, tmp_path)
+    path = settings.data_dir / "history"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\n# 2024-01-01 10:00:00\n+first\n\n# 2024-01-01 10:00:01\n+second\n+line two\n")
+    path.chmod(0o644)
+    history, warning = open_history()
+    assert warning is None
+    assert list(history.load_history_strings()) == ["second\nline two", "first"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_new_history_is_created_private_and_a_directory_is_not_used(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _use_home(monkeypatch, tmp_path)
+    old = os.umask(0)  # the most permissive umask must not matter
+    try:
+        open_history()
+        assert stat.S_IMODE((settings.data_dir / "history").stat().st_mode) == 0o600
+    finally:
+        os.umask(old)
+    (settings.data_dir / "history").unlink()
+    (settings.data_dir / "history").mkdir()
+    history, warning = open_history()
+    assert not isinstance(history, SafeFileHistory)
+    assert warning is not None and "is a directory" in warning
+
+
+REGISTRY_DAMAGE = {
+    "syntax": (b"[models.x\nrepo = 1", "not valid TOML"),
+    "binary": (bytes(range(256)) * 4, "not UTF-8"),
+    "latin-1": ("[models.caf\xe9]\nrepo='a/b'\nquant='Q4_0'\n".encode("latin-1"), "not UTF-8"),
+    "deep-nesting": (b"x = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "not valid TOML"),
+    "models-not-a-table": (b"models = 5\n", "'models' must be a table"),
+    "entry-not-a-table": (b"[models]\nx = 5\n", "must be a table"),
+    "missing-repo": (b"[models.x]\nquant = 'Q4_0'\n", "needs 'repo'"),
+    "unknown-key": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\ncolor='red'\n", "unknown key 'color'"),
+    "wrong-type": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\ncontext='big'\n", "context must be an integer"),
+    "bool-for-int": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\nsize=true\n", "size must be an integer"),
+    "negative-context": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\ncontext=-5\n", "positive"),
+    "default-not-text": (b"[defaults]\nmodel = 5\n", "[defaults] model"),
+    "default-unknown": (b"[defaults]\nmodel = 'nope'\n", "'nope' is not in the registry"),
+    "defaults-not-a-table": (b"defaults = 3\n", "[defaults] model"),
+    "file-traversal": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\nfile='../../../etc/passwd.gguf'\n", "unsafe file"),
+    "package-file-traversal": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\npackage='os'\npackage_file='../../x'\n",
+                               "unsafe file"),
+    "repo-traversal": (b"[models.x]\nrepo='../..'\nquant='Q4_0'\n", "not a Hugging Face repo id"),
+    "repo-with-nul": (b"[models.x]\nrepo='a/b\\u0000'\nquant='Q4_0'\n", "not a Hugging Face repo id"),
+    "name-with-slash": (b"[models.\"a/../b\"]\nrepo='a/b'\nquant='Q4_0'\n", "model names use"),
+}
+
+
+@pytest.mark.parametrize("damage", list(REGISTRY_DAMAGE))
+def test_damaged_user_registry_is_an_error_naming_the_file(damage: str, tmp_path: Path) -> None:
+    content, needle = REGISTRY_DAMAGE[damage]
+    path = tmp_path / "models.toml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        load_registry(path)
+    assert info.value.message.startswith(f"{path}: "), info.value.message
+    assert needle in info.value.message
+    assert "\n" not in info.value.message and len(info.value.message) < 300
+
+
+@pytest.mark.parametrize("damage", ["syntax", "binary", "default-not-text", "file-traversal"])
+def test_damaged_user_registry_through_the_cli(damage: str, tmp_path: Path) -> None:
+    (tmp_path / "config").mkdir()
+    path = tmp_path / "config" / "models.toml"
+    path.write_bytes(REGISTRY_DAMAGE[damage][0])
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda args: run_localgen(*args, env=env), [("run", "hi"), ("models", "list")]))
+    for result in results:
+        assert result.returncode == 1, result.err
+        lines = result.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"localgen: error: {path}: "), result.err
+        assert result.stdout == b""
+
+
+def test_damaged_conversation_through_chat_resume(tmp_path: Path) -> None:
+    folder = tmp_path / "data" / "conversations"
+    folder.mkdir(parents=True)
+    (folder / "broken.json").write_bytes(b'{"format": 1, "turns": [')
+    child = _chat(tmp_path, "--resume", "broken")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1
+    assert f"{folder / 'broken.json'} is not a valid saved conversation" in " ".join(child.before.split())
+
+
+def test_damaged_history_through_chat(tmp_path: Path) -> None:
+    history = tmp_path / "data" / "history"
+    history.parent.mkdir(parents=True)
+    history.write_bytes(b"\n# 2024\n+ok\n\x00\x01\x02garbage")
+    child = _chat(tmp_path, "-m", str(bundled_model_file()), "--no-markdown", "-c", "512")
+    child.expect_exact(">>>")
+    assert f"the input history {history} is damaged" in " ".join(child.before.split())
+    child.sendline("/thinking off")
+    child.expect_exact("reasoning is hidden")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert (history.parent / "history.damaged").exists()
+    assert "/thinking off" in history.read_text() and stat.S_IMODE(history.stat().st_mode) == 0o600
+
+
+def _chat(home: Path, *args: str) -> pexpect.spawn:
+    env = {**os.environ, "LOCALGEN_HOME": str(home), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
+           "COLUMNS": "200", "LINES": "30"}
+    return pexpect.spawn(sys.executable, ["-m", "localgen", "chat", *args], cwd=str(REPO_ROOT), env=env,
+                         encoding="utf-8", timeout=90, dimensions=(30, 200))
+
+
+# --- how things are written --------------------------------------------------------------------------------
+
+def test_atomic_write_is_temp_fsync_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        calls.append("fsync-dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync-file")
+        real_fsync(fd)
+
+    def replace(src: str, dst: Path) -> None:
+        assert Path(src).parent == tmp_path and Path(src).name.startswith(".target.")
+        assert Path(src).read_bytes() == b"new", "the temp file is complete before the rename"
+        calls.append("rename")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(storage.os, "fsync", fsync)
+    monkeypatch.setattr(storage.os, "replace", replace)
+    target = tmp_path / "target"
+    target.write_bytes(b"old")
+    atomic_write_bytes(target, b"new")
+    assert calls == ["fsync-file", "rename", "fsync-dir"]
+    assert target.read_bytes() == b"new" and stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("failure", [OSError(errno.EIO, "Input/output error"), KeyboardInterrupt()])
+def test_a_write_failing_before_the_rename_leaves_the_old_file(failure: BaseException, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(*_: object) -> None:
+        raise failure
+
+    monkeypatch.setattr(storage.os, "replace", fail)
+    target = tmp_path / "target"
+    target.write_bytes(b"old")
+    with pytest.raises((LocalgenError, KeyboardInterrupt)):
+        atomic_write_bytes(target, b"new" * 1000)
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]
+
+
+def test_unwritable_folder_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where a folder should be")
+    with pytest.raises(LocalgenError, match=r"could not write .*not-a-folder/x"):
+        atomic_write_bytes(blocker / "x", b"data")
+
+
+def test_saved_conversations_are_private_whatever_the_umask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _use_home(monkeypatch, tmp_path)
+    old = os.umask(0)
+    try:
+        path = save_conversation(_conversation())
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+WRITE_CALL = re.compile(r"\.write_text\(|\.write_bytes\(|\bopen\([^)]*['\"][wax]b?\+?['\"]|os\.open\(|\.touch\(|"
+                        r"shutil\.(copy|move)")
+ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a write of a file localgen keeps
+    ("storage.py", ""): "the atomic writer itself",
+    ("cli.py", "os.open(os.devnull"): "silences stdout after a broken pipe",
+    ("repl.py", "os.open(path, os.O_CREAT"): "creates the empty history file with mode 0600 (prompt-toolkit appends)",
+    ("fit.py", "path.write_bytes(data)"): "a scratch copy of a Hub file's header inside a TemporaryDirectory",
+}
+
+
+def test_every_file_localgen_writes_goes_through_the_atomic_writer() -> None:
+    offenders = []
+    for path in sorted((REPO_ROOT / "localgen").glob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            allowed = any(name == path.name and text in line for name, text in ALLOWED_WRITES)
+            if WRITE_CALL.search(line) and not allowed:
+                offenders.append(f"{path.name}:{number}: {line.strip()}")
+    assert offenders == [], "write through localgen.storage.atomic_write_*: " + "; ".join(offenders)

@@ -1,0 +1,222 @@
+"""Bad command-line and stdin input: every row of README's "Bad input" table, and more.
+
+Each bad input gets exactly one line on stderr (the error and its hint), the documented exit code, no traceback,
+and nothing on stdout. Most cases call `localgen.cli.main` in-process (the same entry point, error table and exit
+codes as the installed command, and quick); a representative set runs the real `python -m localgen` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from localgen import cli
+from tests.conftest import bundled_model_file, run_localgen
+from tests.gguf_builders import truncated_copy
+
+USAGE, RUNTIME, OK = 2, 1, 0
+
+
+@dataclass(frozen=True)
+class Case:
+    """A bad input: the arguments (with {placeholders} for prepared files), stdin, exit code and a phrase."""
+
+    args: tuple[str, ...]
+    code: int
+    needle: str
+    stdin: bytes | None = None
+
+
+CASES: dict[str, Case] = {
+    # flags
+    "unknown-flag": Case(("run", "hi", "--no-such-flag"), USAGE, "no such option"),
+    "unknown-short-flag": Case(("run", "hi", "-Z"), USAGE, "no such option"),
+    "unknown-command": Case(("frobnicate",), USAGE, "no such command"),
+    "extra-argument": Case(("run", "hi", "there"), USAGE, "unexpected extra argument"),
+    "flag-without-value": Case(("run", "hi", "-f"), USAGE, "requires an argument"),
+    "model-flag-without-value": Case(("run", "hi", "-m"), USAGE, "requires an argument"),
+    "kv-type-needs-flash-attn": Case(("run", "hi", "--kv-type", "q8_0", "--flash-attn", "off"), USAGE,
+                                     "needs flash attention"),
+    "unknown-flash-attn": Case(("run", "hi", "--flash-attn", "maybe"), USAGE, "unknown flash-attn mode"),
+    "unknown-draft": Case(("run", "hi", "--draft", "psychic"), USAGE, "unknown draft mode"),
+    "empty-stop": Case(("run", "hi", "--stop", ""), USAGE, "stop string is empty"),
+    # -n
+    "n-zero": Case(("run", "hi", "-n", "0"), USAGE, "max tokens 0 is out of range"),
+    "n-negative": Case(("run", "hi", "-n", "-3"), USAGE, "max tokens -3 is out of range"),
+    "n-absurd": Case(("run", "hi", "-n", "99999999999999999999999999"), USAGE, "is out of range"),
+    "n-not-a-number": Case(("run", "hi", "-n", "ten"), USAGE, "should be a valid integer"),
+    "n-float": Case(("run", "hi", "-n", "1e3"), USAGE, "should be a valid integer"),
+    # --ctx-size
+    "ctx-zero": Case(("run", "hi", "--ctx-size", "0"), USAGE, "context size 0 is out of range"),
+    "ctx-negative": Case(("run", "hi", "--ctx-size", "-5"), USAGE, "context size -5 is out of range"),
+    "ctx-below-16": Case(("run", "hi", "-c", "15"), USAGE, "context size 15 is out of range"),
+    "ctx-beyond-model": Case(("run", "hi", "--ctx-size", "100000"), USAGE, "beyond the model's maximum of 8,192"),
+    "ctx-absurd": Case(("run", "hi", "-c", "99999999999999999999999"), USAGE, "beyond the model's maximum"),
+    # sampling
+    "temperature-negative": Case(("run", "hi", "--temperature", "-1"), USAGE, "temperature -1.0 is out of range"),
+    "temperature-huge": Case(("run", "hi", "--temperature", "1000"), USAGE, "is out of range"),
+    "temperature-nan": Case(("run", "hi", "--temperature", "nan"), USAGE, "temperature nan is out of range"),
+    "temperature-inf": Case(("run", "hi", "--temperature", "inf"), USAGE, "temperature inf is out of range"),
+    "temperature-text": Case(("run", "hi", "--temperature", "warm"), USAGE, "should be a valid number"),
+    "top-p-above-1": Case(("run", "hi", "--top-p", "1.5"), USAGE, "top-p 1.5 is out of range"),
+    "top-p-negative": Case(("run", "hi", "--top-p", "-0.1"), USAGE, "top-p -0.1 is out of range"),
+    "top-p-nan": Case(("run", "hi", "--top-p", "nan"), USAGE, "top-p nan is out of range"),
+    "min-p-above-1": Case(("run", "hi", "--min-p", "2"), USAGE, "min-p 2.0 is out of range"),
+    "min-p-negative": Case(("run", "hi", "--min-p", "-1"), USAGE, "min-p -1.0 is out of range"),
+    "top-k-negative": Case(("run", "hi", "--top-k", "-1"), USAGE, "top-k -1 is negative"),
+    "repeat-penalty-zero": Case(("run", "hi", "--repeat-penalty", "0"), USAGE, "repeat penalty 0.0 is out of range"),
+    "seed-negative": Case(("run", "hi", "--seed", "-5"), USAGE, "seed -5 is out of range"),
+    "seed-too-big": Case(("run", "hi", "--seed", str(2**32)), USAGE, "is out of range"),
+    # threads and batches
+    "threads-negative": Case(("run", "hi", "--threads", "-1"), USAGE, "--threads -1 is out of range"),
+    "threads-absurd": Case(("run", "hi", "--threads", "100000"), USAGE, "--threads 100000 is out of range"),
+    "batch-zero": Case(("run", "hi", "--batch-size", "0"), USAGE, "batch size 0 is out of range"),
+    "ubatch-negative": Case(("run", "hi", "--ubatch-size", "-1"), USAGE, "ubatch size -1 is out of range"),
+    # prompt and stdin
+    "empty-prompt": Case(("run", ""), USAGE, "the prompt is empty"),
+    "no-prompt-no-stdin": Case(("run",), USAGE, "the prompt is empty"),
+    "empty-stdin": Case(("run",), USAGE, "the prompt is empty", stdin=b""),
+    "whitespace-only": Case(("run", "  \t "), USAGE, "the prompt is empty", stdin=b"\n\n  \n"),
+    "binary-stdin": Case(("run", "Summarize."), USAGE, "stdin looks like binary data",
+                         stdin=b"\x7fELF\x02\x01\x00\x00"),
+    "utf16-stdin": Case(("run", "Summarize."), USAGE, "binary data", stdin="hello".encode("utf-16")),
+    "binary-file": Case(("run", "hi", "-f", "{binary_file}"), USAGE, "looks like binary data"),
+    "prompt-larger-than-context": Case(("run", "Summarize.", "-c", "64", "-m", "{bundled}"), RUNTIME,
+                                       "tokens but the context holds 64",
+                                       stdin=b"The quick brown fox jumps over the lazy dog.\n" * 20),
+    # -f
+    "file-missing": Case(("run", "hi", "-f", "/nonexistent/notes.txt"), USAGE, "no such file"),
+    "file-directory": Case(("run", "hi", "-f", "{dir}"), USAGE, "is a directory"),
+    "file-unreadable": Case(("run", "hi", "-f", "/proc/self/mem"), USAGE, "cannot read /proc/self/mem"),
+    "file-endless": Case(("run", "hi", "-f", "/dev/zero"), USAGE, "larger than 256 MiB"),
+    # models
+    "model-unknown-name": Case(("run", "hi", "-m", "no-such-model"), RUNTIME, "unknown model 'no-such-model'"),
+    "model-close-name": Case(("run", "hi", "-m", "smollm2-135"), RUNTIME, "did you mean smollm2-135m"),
+    "model-missing-path": Case(("run", "hi", "-m", "/nonexistent/model.gguf"), RUNTIME, "no such model file"),
+    "model-directory": Case(("run", "hi", "-m", "{dir}"), RUNTIME, "is not a file"),
+    "model-text-file": Case(("run", "hi", "-m", "{text_file}"), RUNTIME, "not a GGUF file"),
+    "model-empty-file": Case(("run", "hi", "-m", "{empty_file}"), RUNTIME, "empty file"),
+    "model-etc-passwd": Case(("run", "hi", "-m", "/etc/passwd"), RUNTIME, "not a GGUF file"),
+    "model-truncated-1k": Case(("run", "hi", "-m", "{truncated_1k}"), RUNTIME, "truncated"),
+    "model-truncated-1m": Case(("run", "hi", "-m", "{truncated_1m}"), RUNTIME, "truncated"),
+    "model-empty-reference": Case(("run", "hi", "-m", ""), USAGE, "empty model reference"),
+    "model-empty-quant": Case(("run", "hi", "-m", "smollm2-135m:"), USAGE, "empty quant"),
+    "model-bad-name": Case(("run", "hi", "-m", "what?ever"), USAGE, "is not a model name, repo or path"),
+    # references that try to leave the cache folder
+    "ref-traversal-file": Case(("run", "hi", "-m", "org/repo/../../x.gguf"), USAGE, "unsafe file name '../../x.gguf'"),
+    "ref-traversal-hub-prefix": Case(("run", "hi", "-m", "hf.co/org/repo/../x.gguf"), USAGE, "unsafe file name"),
+    "ref-traversal-repo": Case(("run", "hi", "-m", "org/../repo/x.gguf"), USAGE, "not a valid Hugging Face repo"),
+    "ref-backslash": Case(("run", "hi", "-m", "org/repo/..\\..\\x.gguf"), USAGE, "unsafe file name"),
+    "ref-empty-part": Case(("run", "hi", "-m", "org/repo//etc/x.gguf"), USAGE, "unsafe file name"),
+    "ref-drive-letter": Case(("run", "hi", "-m", "org/repo/C:x.gguf"), USAGE, "unsafe file name"),
+    "ref-dot-repo": Case(("pull", "org/.."), USAGE, "not a valid Hugging Face repo"),
+    "pull-traversal": Case(("pull", "org/repo/../../x.gguf"), USAGE, "unsafe file name"),
+    "show-traversal": Case(("models", "show", "org/repo/sub/../../../x.gguf"), USAGE, "unsafe file name"),
+}
+
+SUBPROCESS = ["unknown-flag", "n-negative", "ctx-zero", "temperature-nan", "empty-stdin", "binary-stdin",
+              "file-directory", "model-text-file", "ref-traversal-file", "prompt-larger-than-context"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The prepared bad files the cases name in {placeholders}."""
+    folder = tmp_path_factory.mktemp("bad-input")
+    (folder / "notes.txt").write_text("hello, I am not a model\n")
+    (folder / "empty.gguf").write_bytes(b"")
+    (folder / "binary.bin").write_bytes(b"\x00\x01\x02\x03" * 64)
+    bundled = bundled_model_file()
+    return {
+        "dir": str(folder), "text_file": str(folder / "notes.txt"), "empty_file": str(folder / "empty.gguf"),
+        "binary_file": str(folder / "binary.bin"), "bundled": str(bundled),
+        "truncated_1k": str(truncated_copy(bundled, folder / "t1k.gguf", keep_bytes=1024)),
+        "truncated_1m": str(truncated_copy(bundled, folder / "t1m.gguf", keep_bytes=1 << 20)),
+    }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one `localgen` invocation did."""
+
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Iterator:
+    """Call localgen.cli.main in-process with stdin from bytes (or an empty pipe, like /dev/null)."""
+    logger = logging.getLogger("localgen")
+    handlers, propagate = logger.handlers[:], logger.propagate
+
+    def call(args: tuple[str, ...], stdin: bytes | None) -> Outcome:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin or b""), encoding="utf-8"))
+        with pytest.raises(SystemExit) as info:
+            cli.main(list(args))
+        captured = capsys.readouterr()
+        return Outcome(int(info.value.code or 0), captured.out, captured.err)
+
+    yield call
+    logger.handlers[:], logger.propagate = handlers, propagate
+
+
+def _args(case: Case, files: dict[str, str]) -> tuple[str, ...]:
+    return tuple(a.format(**files) if a.startswith("{") else a for a in case.args)
+
+
+def _check(outcome: Outcome, case: Case) -> None:
+    lines = outcome.err.strip().splitlines()
+    assert outcome.code == case.code, outcome.err
+    assert len(lines) == 1, outcome.err
+    assert lines[0].startswith("localgen: error: ") and "(hint: " in lines[0], lines[0]
+    assert case.needle.lower() in lines[0].lower(), lines[0]
+    assert "Traceback" not in outcome.err
+    assert outcome.out == ""
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_gets_one_line_and_the_documented_exit_code(name: str, main, files: dict[str, str]) -> None:
+    case = CASES[name]
+    _check(main(_args(case, files), case.stdin), case)
+
+
+def test_the_real_command_behaves_the_same(files: dict[str, str]) -> None:
+    def one(name: str) -> tuple[str, Outcome]:
+        case = CASES[name]
+        result = run_localgen(*_args(case, files), stdin=case.stdin, timeout=120)
+        return name, Outcome(result.returncode, result.out, result.err)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for name, outcome in pool.map(one, SUBPROCESS):
+            _check(outcome, CASES[name])
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads chmod-000 files anyway; file-unreadable uses "
+                                              "/proc/self/mem, which fails to read even for root")
+def test_chmod_000_file_is_refused(main, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hidden")
+    secret.chmod(0)
+    _check(main(("run", "hi", "-f", str(secret)), None), Case((), USAGE, "cannot read"))
+
+
+def test_invalid_utf8_is_decoded_with_a_warning_and_repeated_flags_take_the_last_value(
+        main, files: dict[str, str], tmp_path: Path) -> None:
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("na\xefve caf\xe9\n".encode("latin-1"))
+    outcome = main(("run", "Repeat.", "-f", str(latin1), "-n", "50", "-n", "2", "--json", "--temperature", "0",
+                    "-c", "256", "-m", files["bundled"]), b"caf\xe9 au lait\n")
+    assert outcome.code == OK, outcome.err
+    warnings = [line for line in outcome.err.splitlines() if "warning" in line]
+    assert len(warnings) == 2, outcome.err
+    assert all("not valid UTF-8" in w and "U+FFFD" in w for w in warnings)
+    assert str(latin1) in warnings[0] and "stdin" in warnings[1]
+    assert '"completion_tokens": 2' in outcome.out

@@ -1,0 +1,212 @@
+"""The on-disk prompt cache: entry format, damage, LRU bound, and the real engine and CLI reusing a prefill."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localgen import config
+from localgen.chat import Message, PromptFormat
+from localgen.engine import Engine
+from localgen.errors import ConfigError
+from localgen.events import Completion
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from localgen.promptcache import HEADER, PromptCache, clear, common_prefix, encode_entry, evict, list_entries
+from tests.conftest import run_localgen
+
+GREEDY = SamplingParams(temperature=0.0)
+DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(60))
+
+
+def _cache(tmp_path: Path, *, identity: str = "model-a", max_bytes: int = 1 << 20) -> PromptCache:
+    return PromptCache(tmp_path, identity, max_bytes=max_bytes, min_new_tokens=1, min_gain_tokens=1)
+
+
+def test_common_prefix() -> None:
+    assert common_prefix([1, 2, 3], [1, 2, 4]) == 2
+    assert common_prefix([1, 2, 3], [1, 2, 3, 4]) == 3
+    assert common_prefix([], [1]) == 0
+    assert common_prefix(list(range(1000)), [*range(777), 0]) == 777
+
+
+def test_store_then_find_longest_prefix(tmp_path: Path) -> None:
+    cache = _cache(tmp_path)
+    cache.store([1, 2, 3, 4], b"short")
+    cache.store([1, 2, 9, 9, 9, 9], b"other")
+    found = cache.find([1, 2, 3, 4, 5, 6])
+    assert found is not None and found.tokens == (1, 2, 3, 4) and bytes(found.state) == b"short"
+    assert cache.find([7, 7, 7]) is None
+    assert cache.find([1, 2, 3, 4, 5], better_than=4) is None, "no gain over what the KV cache holds"
+
+
+def test_entry_for_a_prefix_is_replaced_by_its_extension(tmp_path: Path) -> None:
+    cache = _cache(tmp_path)
+    cache.store([1, 2, 3], b"a")
+    cache.store([1, 2, 3, 4, 5], b"b")
+    assert [e.tokens for e in list_entries(tmp_path)] == [5]
+
+
+def test_other_models_entries_are_invisible(tmp_path: Path) -> None:
+    _cache(tmp_path, identity="model-a").store([1, 2, 3], b"a")
+    assert _cache(tmp_path, identity="model-b").find([1, 2, 3, 4]) is None
+
+
+@pytest.mark.parametrize("damage", ["payload", "tokens", "truncate", "magic", "version", "garbage"])
+def test_damaged_entries_are_ignored(tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture) -> None:
+    cache = _cache(tmp_path)
+    cache.store([1, 2, 3, 4], b"state-bytes")
+    (path,) = tmp_path.glob("*.lgpc")
+    data = bytearray(path.read_bytes())
+    if damage == "payload":
+        data[-1] ^= 0xFF
+    elif damage == "tokens":
+        data[HEADER.size + len(b"model-a") + 4 * 3] ^= 0x01  # the last token
+    elif damage == "truncate":
+        data = data[:-3]
+    elif damage == "magic":
+        data[:4] = b"XXXX"
+    elif damage == "version":
+        data[4] = 99
+    else:
+        data = bytearray(os.urandom(200))
+    path.write_bytes(bytes(data))
+    logger = logging.getLogger("localgen.promptcache")
+    logger.addHandler(caplog.handler)  # the CLI may have stopped "localgen" logs from propagating
+    caplog.set_level("DEBUG", logger="localgen.promptcache")
+    try:
+        assert cache.find([1, 2, 3, 4, 5]) is None
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert caplog.records, "a skipped entry is logged at debug level"
+
+
+def test_size_bound_evicts_least_recently_used(tmp_path: Path) -> None:
+    one = len(encode_entry("model-a", [0] * 4, b"x" * 1000))
+    cache = _cache(tmp_path, max_bytes=2 * one + 10)
+    cache.store([1, 1, 1, 1], b"x" * 1000)
+    cache.store([2, 2, 2, 2], b"x" * 1000)
+    os.utime(cache._entry_path([1, 1, 1, 1]), (1, 1))  # the first entry was used long ago
+    cache.store([3, 3, 3, 3], b"x" * 1000)
+    assert len(list_entries(tmp_path)) == 2
+    assert cache.find([1, 1, 1, 1, 5]) is None
+    assert cache.find([2, 2, 2, 2, 5]) is not None and cache.find([3, 3, 3, 3, 5]) is not None
+    assert evict(tmp_path, 0) == 2 and list_entries(tmp_path) == []
+
+
+def test_find_marks_an_entry_recently_used(tmp_path: Path) -> None:
+    one = len(encode_entry("model-a", [0] * 4, b"x" * 1000))
+    cache = _cache(tmp_path, max_bytes=2 * one + 10)
+    cache.store([1, 1, 1, 1], b"x" * 1000)
+    cache.store([2, 2, 2, 2], b"x" * 1000)
+    for entry in list_entries(tmp_path):
+        os.utime(entry.path, (1, 1))
+    assert cache.find([1, 1, 1, 1, 9]) is not None  # touches [1, 1, 1, 1]
+    cache.store([3, 3, 3, 3], b"x" * 1000)
+    assert cache.find([1, 1, 1, 1, 9]) is not None
+    assert cache.find([2, 2, 2, 2, 9]) is None
+
+
+def test_oversized_entry_is_not_written(tmp_path: Path) -> None:
+    _cache(tmp_path, max_bytes=100).store([1, 2, 3], b"x" * 1000)
+    assert list_entries(tmp_path) == []
+
+
+def test_clear_removes_everything(tmp_path: Path) -> None:
+    cache = _cache(tmp_path)
+    cache.store([1, 2, 3], b"abc")
+    cache.store([4, 5, 6], b"def")
+    assert clear(tmp_path)[0] == 2 and list_entries(tmp_path) == []
+
+
+@pytest.mark.parametrize(("value", "expected"), [("", config.DEFAULT_PROMPT_CACHE_BYTES), ("1000", 1000),
+                                                 ("500M", 500 * 2**20), ("4GiB", 4 * 2**30), ("0", 0)])
+def test_size_bound_from_the_environment(monkeypatch: pytest.MonkeyPatch, value: str, expected: int) -> None:
+    monkeypatch.setenv(config.PROMPT_CACHE_BYTES_ENV, value)
+    assert config.prompt_cache_bytes() == expected
+
+
+def test_bad_size_bound_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(config.PROMPT_CACHE_BYTES_ENV, "lots")
+    with pytest.raises(ConfigError):
+        config.prompt_cache_bytes()
+
+
+# --- the real engine --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def engine(bundled_model: Path) -> Iterator[Engine]:
+    with Engine(bundled_model, LoadOptions(n_ctx=2048, n_threads=2, n_threads_batch=2)) as eng:
+        yield eng
+
+
+def _prompt(engine: Engine, question: str) -> list[int]:
+    fmt = PromptFormat.for_engine(engine, override=None, raw=False, model_name="smollm2")
+    return fmt.tokenize(engine, fmt.render([Message("user", f"{DOC}\n\n{question}")]))
+
+
+def _answer(engine: Engine, prompt: list[int], cache: PromptCache | None) -> Completion:
+    engine.reset()
+    events = engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=24), prefix_cache=cache)
+    return [e for e in events if isinstance(e, Completion)][-1]
+
+
+def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path: Path) -> None:
+    cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30)
+    first, second = _prompt(engine, "How many red boxes are there?"), _prompt(engine, "Which box holds most?")
+    assert len(first) > engine.n_ubatch, "the document must span more than one physical batch"
+    cold = _answer(engine, second, None)
+    stored = _answer(engine, first, cache)
+    assert stored.restored_tokens == 0 and len(list_entries(tmp_path)) == 1
+    warm = _answer(engine, second, cache)
+    assert warm.restored_tokens > len(first) - 100 and warm.usage.cached_tokens == warm.restored_tokens
+    assert warm.text == cold.text
+    again = _answer(engine, second, cache)  # a short new suffix is not worth another entry
+    assert again.text == cold.text and len(list_entries(tmp_path)) == 1
+
+
+def test_mismatched_state_is_rejected_cleanly(engine: Engine) -> None:
+    engine.reset()
+    assert not engine.load_state([1, 2, 3], bytearray(b"not a llama.cpp state"))
+    assert engine.kv_tokens == 0
+    done = _answer(engine, _prompt(engine, "Count the blue boxes."), None)
+    assert done.text
+
+
+def test_state_round_trip_in_memory(engine: Engine) -> None:
+    prompt = _prompt(engine, "Which colour is most common?")
+    cold = _answer(engine, prompt, None)
+    tokens, state = engine.kv_token_list, engine.save_state()
+    engine.reset()
+    assert engine.load_state(tokens, state) and engine.kv_tokens == len(tokens)
+    events = engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=24))
+    warm = [e for e in events if isinstance(e, Completion)][-1]
+    assert warm.text == cold.text and warm.usage.cached_tokens == len(prompt) - 1
+
+
+# --- the CLI ----------------------------------------------------------------------------------
+
+
+def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.txt"
+    doc.write_text(DOC)
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    args = ("--json", "-n", "12", "--temperature", "0", "-f", str(doc))
+    first = run_localgen("run", *args, "How many red boxes are there?", env=env)
+    assert first.returncode == 0, first.err
+    listing = run_localgen("cache", env=env)
+    assert "1 entry" in listing.out, listing.out
+    second = run_localgen("run", *args, "Which box holds most?", env=env)
+    uncached = run_localgen("run", *args, "--no-cache", "Which box holds most?", env=env)
+    record, reference = json.loads(second.out), json.loads(uncached.out)
+    assert record["usage"]["prompt_cache_tokens"] > 300
+    assert "prompt_cache_tokens" not in reference["usage"]
+    assert record["text"] == reference["text"]
+    cleared = run_localgen("cache", "clear", env=env)
+    assert cleared.returncode == 0 and "removed 1" in cleared.err
+    assert "0 entries" in run_localgen("cache", env=env).out

@@ -1,0 +1,267 @@
+"""Hostile and broken chat templates: sandboxed, bounded in time, memory and size, and reported in one line.
+
+GGUF files from strangers carry their own Jinja chat template (tokenizer.chat_template). These tests put hostile
+templates into real GGUF files (the bundled model's, metadata rewritten) and run them through `localgen run`,
+then try a wider set of attacks against render_template in-process.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from localgen import chat
+from localgen.chat import TEMPLATE_TIME_LIMIT_S, Message, render_template
+from localgen.errors import TemplateError
+from tests.conftest import CliResult, run_localgen
+from tests.gguf_builders import bundled_model_path, copy_with_metadata
+
+MARKER = "PWNED"  # a file that appears only if template code escaped the sandbox
+NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+
+
+@dataclass(frozen=True)
+class CliCase:
+    """A hostile template, what its error must say, and how it ended."""
+
+    template: str
+    needle: str
+
+
+def _cases(marker: Path) -> dict[str, CliCase]:
+    """The templates run through the CLI, one GGUF file each; {m} is the marker file's path."""
+    m = str(marker)
+    return {
+        # (a) attribute walking to code execution and file writes
+        "mro-subclasses": CliCase("{{ ''.__class__.__mro__[1].__subclasses__() }}", "sandbox"),
+        "cycler-globals-popen": CliCase(f"{{{{ cycler.__init__.__globals__.os.popen('touch {m}').read() }}}}",
+                                        "sandbox"),
+        "self-builtins-open": CliCase(
+            f"{{{{ self.__init__.__globals__.__builtins__.open('{m}', 'w').write('x') }}}}", "sandbox"),
+        # (b) loops and expansions
+        "nested-range-loops": CliCase(NESTED_LOOPS, "took over"),
+        "string-times-ten-billion": CliCase("{{ 'x' * 10**10 }}", "too large"),
+        "output-flood": CliCase("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "output exceeds"),
+        # (c) raise_exception, with a message that tries to break the terminal line
+        "raise-exception": CliCase("{{ raise_exception('no system role allowed\\n\\x1b[2Jcleared') }}",
+                                   "refused the messages: no system role allowed"),
+        # (d) not valid Jinja
+        "syntax-error": CliCase("{% for m in messages %}{{ m.content }", "not valid Jinja"),
+        "unclosed-block": CliCase("{% if messages %}hello", "not valid Jinja"),
+    }
+
+
+@pytest.fixture(scope="module")
+def cli_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, tuple[CliResult, float]], Path]]:
+    """Run `localgen run -m FILE.gguf hi` for every hostile template (two at a time), each in its own GGUF file."""
+    folder = tmp_path_factory.mktemp("hostile-templates")
+    marker = folder / MARKER
+    cases = _cases(marker)
+
+    def run_one(name: str) -> tuple[str, CliResult, float]:
+        model = copy_with_metadata(bundled_model_path(), folder / f"{name}.gguf",
+                                   set_values={"tokenizer.chat_template": cases[name].template})
+        started = time.monotonic()
+        result = run_localgen("run", "-m", str(model), "hi", "-n", "4", "-c", "256", timeout=60)
+        elapsed = time.monotonic() - started
+        model.unlink()  # each copy is the full 98 MB model
+        return name, result, elapsed
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = {name: (result, elapsed) for name, result, elapsed in pool.map(run_one, cases)}
+    yield results, marker
+
+
+@pytest.mark.parametrize("name", list(_cases(Path("/unused"))))
+def test_hostile_template_in_a_gguf_fails_cleanly(cli_results: tuple[dict[str, tuple[CliResult, float]], Path],
+                                                  name: str) -> None:
+    results, marker = cli_results
+    result, elapsed = results[name]
+    case = _cases(marker)[name]
+    lines = result.err.strip().splitlines()
+    assert result.returncode == 1, result.err
+    assert len(lines) == 1, result.err
+    assert "Traceback" not in result.err
+    assert f"{name}.gguf: the chat template" in lines[0], "the error names the model"
+    assert case.needle in lines[0], lines[0]
+    assert "`template` override" in lines[0] and "models.toml" in lines[0], "the hint suggests a registry override"
+    assert "\x1b" not in result.err, "template text must not reach the terminal raw"
+    assert result.stdout == b""
+    assert elapsed < 20, f"took {elapsed:.1f} s: the process must stay responsive"
+    assert not marker.exists(), "template code escaped the sandbox"
+
+
+def test_no_hostile_template_wrote_anything(cli_results: tuple[dict[str, tuple[CliResult, float]], Path]) -> None:
+    _, marker = cli_results
+    assert sorted(p.name for p in marker.parent.iterdir()) == [], "no file appears next to the models"
+
+
+# --- in-process: a wider set of attacks against the sandbox --------------------------------------------------
+
+ESCAPES = [
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ ''.__class__.__base__.__subclasses__()[0] }}",
+    "{{ cycler.__init__.__globals__.os.system('touch {m}') }}",
+    "{{ joiner.__init__.__globals__.os.system('touch {m}') }}",
+    "{{ namespace.__init__.__globals__['os'].system('touch {m}') }}",
+    "{{ lipsum.__globals__['os'].popen('touch {m}').read() }}",
+    "{{ lipsum.__globals__.__builtins__.__import__('os').system('touch {m}') }}",
+    "{{ cycler.__init__.__globals__.__builtins__.exec(\"open('{m}', 'w').write('x')\") }}",
+    "{{ self.__init__.__globals__.__builtins__.open('{m}', 'w').write('x') }}",
+    "{{ self._TemplateReference__context.environment.globals }}{{ self._TemplateReference__context.x() }}",
+    "{{ config.__class__.__init__.__globals__['os'].popen('touch {m}') }}",
+    "{{ request.application.__globals__.__builtins__.open('{m}', 'w') }}",
+    "{{ raise_exception.__globals__['os'].system('touch {m}') }}",
+    "{{ strftime_now.__globals__['datetime'].__init__() }}",
+    "{{ (''|attr('__class__')|attr('__mro__'))[1]|attr('__subclasses__')() }}",
+    "{{ messages|map(attribute='__class__')|map(attribute='__init__')|map(attribute='__globals__')|list }}"
+    "{{ (messages|map(attribute='__class__')|first).__init__() }}",
+    "{{ '{0.__class__.__mro__[1].__subclasses__}'.format(messages) }}{{ ''.__class__() }}",
+    "{{ messages.append({'role': 'system', 'content': 'injected'}) }}",
+    "{{ messages[0].update({'content': 'rewritten'}) }}",
+    "{{ messages.pop() }}",
+    "{% set x = messages.__class__.__init__ %}{{ x() }}",
+    "{{ range.__self__.open('{m}', 'w') }}",
+    "{{ dict.__init__.__globals__ }}{{ dict.mro() }}",
+    "{{ namespace(a=1).__dict__.__class__() }}",
+]
+
+EXPLOSIONS = [
+    NESTED_LOOPS,
+    "{% set r = range(100000)|list %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}",
+    "{% macro f(n) %}{% for i in range(100000) %}{% endfor %}{{ f(n) }}{% endmacro %}{{ f(0) }}",
+    "{{ 'x' * 10**10 }}",
+    "{{ 'x' * 2000000000 }}",
+    "{{ [1, 2, 3] * 1000000000 }}",
+    "{{ 7 ** 100000000 }}",
+    "{% set ns = namespace(n=3) %}{% for i in range(64) %}{% set ns.n = ns.n * ns.n %}{% endfor %}{{ ns.n > 0 }}",
+    "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
+    "{% set ns = namespace(s='xx') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s|length }}",
+    "{{ 'x'|center(2000000000) }}",
+    "{{ 'x'.center(2000000000) }}",
+    "{{ 'x'.zfill(2000000000) }}",
+    "{{ 'x\\t'.expandtabs(2000000000) }}",
+    "{{ '%2000000000s' % 'x' }}",
+    "{{ '%*s' % (2000000000, 'x') }}",
+    "{{ '{:>2000000000}'.format('x') }}",
+    "{{ '%2000000000s'|format('x') }}",
+    "{{ messages|tojson(indent=2000000000) }}",
+    "{{ [1]|batch(2000000000, 'x')|list|length }}",
+    "{{ lipsum(n=100000000) }}",
+    "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}",
+    "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+    "{% if 1 %}" * 200 + "deep" + "{% endif %}" * 200,
+    "{{ " + "(" * 500 + "1" + ")" * 500 + " }}",
+    "{{ " + "[" * 5000 + "]" * 5000 + " }}",
+]
+
+BROKEN = [
+    "{% for x in %}",
+    "{{ unclosed",
+    "{% endfor %}",
+    "{% if x %}",
+    "{{ x | no_such_filter }}",
+    "{% no_such_tag %}",
+    "{{ x is no_such_test }}",
+    "{{ messages[0].content + 1 }}",
+    "{{ 1 / 0 }}",
+    "{{ messages[99]['content'].upper() }}",
+    "{% include 'other.jinja' %}",
+    "{% extends 'base.jinja' %}",
+    "{% import 'macros.jinja' as m %}",
+    "\x00\x01\x02 {{ binary garbage \xff\xfe }}",
+]
+
+
+def _render(template: str, **kwargs: object) -> str:
+    return render_template(template, [Message("user", "hi")], bos_token="<s>", eos_token="</s>",
+                           model_name="evil-model", **kwargs)  # type: ignore[arg-type]
+
+
+def _assert_clean_failure(template: str, tmp_path: Path) -> TemplateError:
+    marker = tmp_path / MARKER
+    started = time.monotonic()
+    with pytest.raises(TemplateError) as info:
+        _render(template.replace("{m}", str(marker)))
+    elapsed = time.monotonic() - started
+    message = info.value.message
+    assert message.startswith("evil-model: the chat template "), message
+    assert "\n" not in message and "\x1b" not in message and len(message) < 400
+    assert "`template` override" in (info.value.hint or "")
+    assert elapsed < chat.TEMPLATE_TIME_LIMIT_S + 1.5, f"{elapsed:.1f} s"
+    assert not marker.exists()
+    return info.value
+
+
+@pytest.mark.parametrize("template", ESCAPES)
+def test_sandbox_escapes_are_blocked(template: str, tmp_path: Path) -> None:
+    error = _assert_clean_failure(template, tmp_path)
+    assert "sandbox" in error.message or "failed" in error.message, error.message
+
+
+@pytest.mark.parametrize("template", EXPLOSIONS)
+def test_explosions_are_bounded_in_time_and_memory(template: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chat, "TEMPLATE_TIME_LIMIT_S", 0.5)  # the real limit is tested once, below
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    error = _assert_clean_failure(template, tmp_path)
+    assert any(word in error.message for word in ("took over", "too large", "memory", "output exceeds",
+                                                  "too deeply")), error.message
+    assert resource.getrlimit(resource.RLIMIT_AS) == before, "the memory cap is lifted after rendering"
+
+
+@pytest.mark.parametrize("template", BROKEN)
+def test_broken_templates_fail_cleanly(template: str, tmp_path: Path) -> None:
+    _assert_clean_failure(template, tmp_path)
+
+
+def test_time_limit_really_bounds_nested_loops() -> None:
+    started = time.monotonic()
+    with pytest.raises(TemplateError, match="took over"):
+        _render(NESTED_LOOPS)
+    assert TEMPLATE_TIME_LIMIT_S <= time.monotonic() - started < TEMPLATE_TIME_LIMIT_S + 1.0
+
+
+def test_rendering_restores_the_tracer_and_memory_limit() -> None:
+    def tracer(*_: object) -> None:
+        return None
+
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(TemplateError):
+            _render("{{ 'x' * 10**10 }}")
+        assert _render("{{ bos_token }}ok") == "<s>ok"
+        assert sys.gettrace() is tracer
+    finally:
+        sys.settrace(previous)
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+    assert len(bytearray(600 * 2**20)) == 600 * 2**20, "no leftover cap on memory"
+
+
+def test_large_legitimate_prompts_still_render() -> None:
+    chatml = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+              "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    document = "All work and no play makes Jack a dull boy. " * 150_000  # 6.6 MB, over the base output limit
+    messages = [Message("system", "Be brief."), Message("user", document), Message("assistant", "ok"),
+                Message("user", "Summarize.")]
+    out = render_template(chatml, messages, bos_token="", eos_token="", model_name="m")
+    assert len(out) > len(document) and out.endswith("<|im_start|>assistant\n")
+
+
+def test_template_helpers_and_loop_features_still_work() -> None:
+    template = ("{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+                "{{ loop.index }}:{{ m.role|upper }}{{ ', ' if not loop.last }}{% endfor %} n={{ ns.n }} "
+                "{{ (messages|map(attribute='content')|join('|'))|truncate(20) }} {{ '%05d' % 42 }} "
+                "{{ '{:>6}'.format('r') }} {{ 2 ** 10 }} {{ 'ab' * 3 }} {{ [1, 2] + [3] }} {{ messages|tojson }}")
+    out = render_template(template, [Message("system", "s"), Message("user", "u")], bos_token="", eos_token="",
+                          model_name="m")
+    assert out.startswith("1:SYSTEM, 2:USER n=2 s|u 00042      r 1024 ababab [1, 2, 3] [{")
