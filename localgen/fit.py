@@ -8,7 +8,11 @@ Hardware probe
 
 Estimate, from the GGUF header alone (estimate_memory; calibrated by scripts/fit_measure.py)
     weights   the tensors' bytes: per repeating layer (blk.N.*) and the rest (embeddings, output head).
-              llama.cpp maps the file, and prefetches it, so on the CPU all of it is resident.
+              llama.cpp maps the file and prefetches it. Weights it repacks for the CPU's matrix kernels (Q4_0,
+              Q4_K, IQ4_NL with AVX2 on x86; more on ARM) and weights it copies to a GPU are read through the
+              mapping: their file pages stay resident (RSS shows them) when they lie between weights still used
+              from the mapping. Those pages are clean page cache the kernel can drop, so the plan counts every
+              weight once (ram_bytes) and reports the stale pages apart (reclaimable_bytes; rss_bytes = both).
     KV cache  cells x sum over layers of kv_heads(l) x (key_length + value_length) x bytes per element
               (f16 2, q8_0 34/32, q4_0 18/32); cells = n_ctx rounded up to 256. A sliding-window layer holds
               min(cells, window + n_ubatch) cells, but only when llama.cpp's swa_full is off (the engine keeps
@@ -17,17 +21,23 @@ Estimate, from the GGUF header alone (estimate_memory; calibrated by scripts/fit
               max(logits (n_vocab + 2 n_embd), feed-forward (3 n_ff + 2 n_embd),
                   attention without flash attention (n_ctx (n_head + 1) + 4 n_embd)) x n_ub x 4.
               A GPU allocates all of it. A CPU prefill touches only part of it (logits are computed for the
-              last token only): RSS grows by max(feed-forward, attention) + the attention masks (with flash
-              attention, n_ctx x n_ub f16 each; two for models with sliding-window layers) + one logits row.
+              last token only): RSS grows by max(feed-forward, attention) + one logits row + with flash
+              attention the masks (n_ctx x n_ub f16 each; two for models with sliding-window layers), without
+              it the f16 copy of the attention scores (n_ctx x n_ub x n_head) ggml-cpu makes for the product
+              with V.
     overhead  OVERHEAD_FIXED_BYTES (threads, code pages, the mapped header) + OVERHEAD_PER_TOKEN_BYTES per
               vocabulary token + OVERHEAD_PER_MERGE_BYTES per BPE merge (llama.cpp's tokenizer tables).
 
 Plan (plan_fit)
     GPU layers: all if they fit in the VRAM budget (free VRAM less VRAM_RESERVE_FRACTION of the total and at
     least VRAM_RESERVE_MIN_BYTES), else the most that fit, else 0. Context: the model's training context capped
-    by the registry's context and DEFAULT_CONTEXT_CAP (raised to what the prompt needs), then lowered in steps
-    of 256 to what fits in RAM_USABLE_FRACTION of available RAM, never below MIN_AUTO_CONTEXT or what the
-    prompt needs. When no quant is named, the best quant of a repo that fits (choose_option).
+    by the registry's context and DEFAULT_CONTEXT_CAP (config; raised to what the prompt needs), then lowered in
+    steps of 256 to what fits in RAM_USABLE_FRACTION of available RAM, never below MIN_AUTO_CONTEXT or what the
+    prompt needs. KV type: f16 unless asked. --gpu-layers, --no-gpu, --ctx-size and --kv-type override the
+    choices; a model that does not fit raises InsufficientMemoryError before any download or load.
+    Quant (choose_option), when a repo is named without one: among the quants that fit, the full context first,
+    then everything on the GPU, then the most bits per weight up to Q8_0's (F16/BF16/F32 only when no quantized
+    file fits), judged from each file's header, read with HTTP range requests before anything is downloaded.
 """
 
 from __future__ import annotations
@@ -70,6 +80,10 @@ HEADER_READ_MAX_BYTES = 256 * 2**20
 # Most quantized first: auto choice of a quant never takes more bits per weight than Q8_0 unless nothing else
 # fits the bill (unquantized weights decode slowly for little gain).
 MAX_AUTO_BITS_PER_WEIGHT = 8.6
+# Weight types ggml-cpu repacks into interleaved copies (ggml_repack_get_optimal_repack_type, 0.3.36).
+REPACK_TYPES_X86_AVX2 = frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"})
+REPACK_TYPES_X86_AVX512 = frozenset({"Q2_K"})
+REPACK_TYPES_ARM_DOTPROD = frozenset({"Q4_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "Q8_0", "MXFP4"})
 # Sliding-window layer patterns llama.cpp hard-codes per architecture (n: every n-th layer is full attention);
 # others are read from {arch}.attention.sliding_window_pattern or counted as full attention.
 SWA_PATTERNS = {"gemma2": 2, "gemma3": 6, "gemma-embedding": 6, "cohere2": 4, "llama4": 4, "gpt-oss": 2,
@@ -150,6 +164,7 @@ class Hardware:
     nvidia_gpus: tuple[GpuInfo, ...] = ()  # what nvidia-smi sees, whatever the build
     llama_version: str = ""
     vram_limit_bytes: int | None = None
+    cpu_repack_types: frozenset[str] = frozenset()  # weight types ggml-cpu repacks on this CPU
 
     @property
     def can_offload(self) -> bool:
@@ -177,7 +192,8 @@ class Hardware:
                 "gpu_offload": self.gpu_offload, "vram_budget": self.vram_budget_bytes,
                 "gpus": [{"name": g.name, "total": g.total_bytes, "free": g.free_bytes, "source": g.source}
                          for g in self.gpus],
-                "nvidia_gpus": [g.name for g in self.nvidia_gpus], "llama_cpp_python": self.llama_version}
+                "nvidia_gpus": [g.name for g in self.nvidia_gpus], "llama_cpp_python": self.llama_version,
+                "cpu_repack_types": sorted(self.cpu_repack_types)}
 
 
 def parse_size(text: str, *, name: str) -> int:
@@ -311,6 +327,25 @@ def _llama_gpus() -> tuple[GpuInfo, ...]:
                  for d in backend_devices() if d.kind in ("gpu", "igpu", "accel"))
 
 
+@lru_cache(maxsize=1)
+def cpu_repack_types() -> frozenset[str]:
+    """The weight types llama.cpp's CPU backend repacks on this CPU (from /proc/cpuinfo's feature flags)."""
+    flags: set[str] = set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("flags", "Features"):
+                flags.update(value.split())
+    types: set[str] = set()
+    if "avx2" in flags:
+        types |= REPACK_TYPES_X86_AVX2
+    if "avx512f" in flags:
+        types |= REPACK_TYPES_X86_AVX512
+    if "asimddp" in flags or "i8mm" in flags:
+        types |= REPACK_TYPES_ARM_DOTPROD
+    return frozenset(types)
+
+
 def probe_hardware() -> Hardware:
     """This machine now: RAM (limits honoured), cores, GPU offload support and GPU memory."""
     from localgen.engine import llama_cpp_version, supports_gpu_offload
@@ -321,7 +356,8 @@ def probe_hardware() -> Hardware:
     if offload and not gpus:
         gpus = nvidia
     return Hardware(memory=probe_memory(), cores=physical_cores(), gpu_offload=offload, gpus=gpus,
-                    nvidia_gpus=nvidia, llama_version=llama_cpp_version(), vram_limit_bytes=_env_size(VRAM_LIMIT_ENV))
+                    nvidia_gpus=nvidia, llama_version=llama_cpp_version(), vram_limit_bytes=_env_size(VRAM_LIMIT_ENV),
+                    cpu_repack_types=cpu_repack_types())
 
 
 def cpu_only_warning(hw: Hardware) -> str | None:
@@ -349,6 +385,18 @@ def cpu_only_warning_once(hw: Hardware) -> str | None:
 
 
 @dataclass(frozen=True)
+class WeightSlot:
+    """Where one tensor lies in the file and what llama.cpp does with it."""
+
+    offset: int
+    nbytes: int
+    layer: int  # -1: not a repeating layer
+    type_name: str
+    matmul: bool  # a 2-D weight multiplied by activations (the embeddings are only looked up)
+    output: bool = False  # the output head
+
+
+@dataclass(frozen=True)
 class ModelShape:
     """What the memory estimate needs from a GGUF header."""
 
@@ -369,6 +417,7 @@ class ModelShape:
     file_size: int
     tied_output: bool = False  # no output.weight: the embeddings double as the output head
     n_merges: int = 0  # BPE merges in the tokenizer
+    slots: tuple[WeightSlot, ...] = ()  # the first file's tensors, in file order
     quant: str | None = None
     name: str | None = None
 
@@ -473,7 +522,20 @@ def model_shape(info: GGUFInfo, *, file_size: int | None = None, shard_bytes: in
         swa_layers=_swa_layers(info, n_layer), sliding_window=info.sliding_window, layer_bytes=tuple(layer_bytes),
         other_bytes=other, output_bytes=output, parameter_count=params,
         file_size=file_size if file_size is not None else info.file_size, tied_output=tied,
-        n_merges=_array_length(info.metadata.get("tokenizer.ggml.merges")), quant=info.quant, name=info.name)
+        n_merges=_array_length(info.metadata.get("tokenizer.ggml.merges")), slots=_slots(info, n_layer),
+        quant=info.quant, name=info.name)
+
+
+def _slots(info: GGUFInfo, n_layer: int) -> tuple[WeightSlot, ...]:
+    """The tensors' places in the file, roles and types."""
+    slots = []
+    for t in sorted(info.tensors, key=lambda t: t.offset):
+        match = re.match(r"blk\.(\d+)\.", t.name)
+        layer = int(match[1]) if match and int(match[1]) < n_layer else -1
+        matmul = len(t.shape) >= 2 and t.name != "token_embd.weight" and t.shape[1] % 8 == 0
+        slots.append(WeightSlot(offset=t.offset, nbytes=t.nbytes, layer=layer, type_name=t.type_name, matmul=matmul,
+                                output=t.name == "output.weight"))
+    return tuple(slots)
 
 
 def read_shape(path: Path) -> ModelShape:
@@ -510,6 +572,12 @@ class MemoryEstimate:
     overhead_bytes: int
     ram_bytes: int
     vram_bytes: int
+    reclaimable_bytes: int = 0  # file pages of repacked or offloaded weights left mapped (RSS counts them)
+
+    @property
+    def rss_bytes(self) -> int:
+        """What the process's RSS grows to: the need plus the stale, reclaimable file pages."""
+        return self.ram_bytes + self.reclaimable_bytes
 
     @property
     def total_bytes(self) -> int:
@@ -552,7 +620,8 @@ def compute_terms(shape: ModelShape, n_ctx: int, *, n_ubatch: int = 512,
 
 
 def estimate_memory(shape: ModelShape, *, n_ctx: int, kv_type: str = "f16", n_gpu_layers: int = 0,
-                    n_ubatch: int = 512, flash_attn: bool = True, swa_full: bool = True) -> MemoryEstimate:
+                    n_ubatch: int = 512, flash_attn: bool = True, swa_full: bool = True,
+                    repack_types: frozenset[str] = frozenset()) -> MemoryEstimate:
     """RAM and VRAM a model needs when loaded with these settings, from its header alone."""
     gpu_count = shape.n_layer + 1 if n_gpu_layers < 0 else min(n_gpu_layers, shape.n_layer + 1)
     gpu_layers = list(range(shape.n_layer - min(gpu_count, shape.n_layer), shape.n_layer))
@@ -562,7 +631,9 @@ def estimate_memory(shape: ModelShape, *, n_ctx: int, kv_type: str = "f16", n_gp
     compute = max(logits, ffn, attention)
     activations = max(ffn, attention)
     masks = (2 if any(shape.swa_layers) else 1) * padded_context(n_ctx) * min(n_ubatch, padded_context(n_ctx)) * 2
-    resident = activations + (masks if flash_attn else 0) + shape.n_vocab * FLOAT_BYTES
+    # without flash attention ggml-cpu also converts the attention scores to f16 for the product with V
+    conversion = padded_context(n_ctx) * min(n_ubatch, padded_context(n_ctx)) * shape.n_head * 2
+    resident = activations + (masks if flash_attn else conversion) + shape.n_vocab * FLOAT_BYTES
     kv_gpu = kv_cache_bytes(shape, n_ctx, kv_type, layers=gpu_layers, n_ubatch=n_ubatch, swa_full=swa_full)
     kv_cpu = kv_cache_bytes(shape, n_ctx, kv_type, layers=cpu_layers, n_ubatch=n_ubatch, swa_full=swa_full)
     overhead = (OVERHEAD_FIXED_BYTES + OVERHEAD_PER_TOKEN_BYTES * shape.n_vocab
@@ -577,9 +648,25 @@ def estimate_memory(shape: ModelShape, *, n_ctx: int, kv_type: str = "f16", n_gp
         if output_on_gpu:
             resident = 2 * shape.n_embd * n_ubatch * FLOAT_BYTES
     ram = weights_cpu + kv_cpu + resident + overhead
+    stale = stale_mapped_bytes(shape, set(gpu_layers), output_on_gpu, repack_types)
     return MemoryEstimate(n_ctx=n_ctx, kv_type=kv_type, n_gpu_layers=gpu_count, weights_bytes=shape.weights_bytes,
                           kv_bytes=kv_gpu + kv_cpu, compute_bytes=compute, compute_resident_bytes=resident,
-                          overhead_bytes=overhead, ram_bytes=ram, vram_bytes=vram)
+                          overhead_bytes=overhead, ram_bytes=ram, vram_bytes=vram, reclaimable_bytes=stale)
+
+
+def stale_mapped_bytes(shape: ModelShape, gpu_layers: set[int], output_on_gpu: bool,
+                       repack_types: frozenset[str]) -> int:
+    """Bytes of weights read through the mapping but used from a copy (repacked, or on a GPU) whose file pages
+    stay mapped because weights used in place lie before and after them (llama.cpp unmaps only the ends)."""
+    def copied(slot: WeightSlot) -> bool:
+        on_gpu = slot.layer in gpu_layers or (slot.output and output_on_gpu)
+        return on_gpu or (slot.matmul and slot.type_name in repack_types)
+
+    in_place = [s for s in shape.slots if not copied(s)]
+    if not in_place:
+        return 0
+    first, last = in_place[0].offset, in_place[-1].offset + in_place[-1].nbytes
+    return sum(s.nbytes for s in shape.slots if copied(s) and first <= s.offset < last)
 
 
 # ============================================================================ the plan
@@ -597,6 +684,7 @@ class LoadPlan:
     ram_budget_bytes: int
     vram_budget_bytes: int
     reasons: tuple[str, ...] = ()
+    repack_types: frozenset[str] = frozenset()
 
     @property
     def where(self) -> str:
@@ -623,7 +711,8 @@ class LoadPlan:
         return {"n_ctx": self.n_ctx, "n_gpu_layers": self.n_gpu_layers, "n_layers": self.n_layers,
                 "kv_type": self.kv_type, "where": self.where, "ram_bytes": e.ram_bytes, "vram_bytes": e.vram_bytes,
                 "weights_bytes": e.weights_bytes, "kv_bytes": e.kv_bytes, "compute_bytes": e.compute_bytes,
-                "ram_budget_bytes": self.ram_budget_bytes, "vram_budget_bytes": self.vram_budget_bytes,
+                "reclaimable_bytes": e.reclaimable_bytes, "ram_budget_bytes": self.ram_budget_bytes,
+                "vram_budget_bytes": self.vram_budget_bytes,
                 "reasons": list(self.reasons)}
 
 
@@ -661,13 +750,19 @@ def target_context(shape: ModelShape, request: FitRequest) -> int:
 
 def _max_gpu_layers(shape: ModelShape, hw: Hardware, n_ctx: int, request: FitRequest) -> int:
     """The most layers (output head counted as one) whose VRAM need fits the budget."""
-    budget = hw.vram_budget_bytes
-    for count in range(shape.n_layer + 1, 0, -1):
+    def fits(count: int) -> bool:
         est = estimate_memory(shape, n_ctx=n_ctx, kv_type=request.kv_type, n_gpu_layers=count,
                               n_ubatch=request.n_ubatch, flash_attn=request.flash_attn)
-        if est.vram_bytes <= budget:
-            return count
-    return 0
+        return est.vram_bytes <= hw.vram_budget_bytes
+
+    low, high = 0, shape.n_layer + 1  # VRAM need grows with the count: bisect for the largest that fits
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _layers_for(shape: ModelShape, hw: Hardware, n_ctx: int, request: FitRequest) -> int:
@@ -683,7 +778,7 @@ def _try(shape: ModelShape, hw: Hardware, n_ctx: int, request: FitRequest) -> tu
     """The estimate at a context with the GPU layers chosen for it, and whether its RAM part fits."""
     layers = _layers_for(shape, hw, n_ctx, request)
     est = estimate_memory(shape, n_ctx=n_ctx, kv_type=request.kv_type, n_gpu_layers=layers,
-                          n_ubatch=request.n_ubatch, flash_attn=request.flash_attn)
+                          n_ubatch=request.n_ubatch, flash_attn=request.flash_attn, repack_types=hw.cpu_repack_types)
     return est, est.ram_bytes <= hw.ram_budget_bytes
 
 
@@ -699,15 +794,7 @@ def plan_fit(shape: ModelShape, hw: Hardware, request: FitRequest | None = None,
         low_est, low_fits = _try(shape, hw, floor, request)
         if not low_fits:
             raise _too_big(shape, hw, low_est, request, floor, subject=label)
-        best = floor
-        low, high = floor // CONTEXT_PAD, target // CONTEXT_PAD  # largest fitting multiple of 256, by bisection
-        while low < high:
-            middle = (low + high + 1) // 2
-            if _try(shape, hw, middle * CONTEXT_PAD, request)[1]:
-                low = middle
-            else:
-                high = middle - 1
-        best = max(low * CONTEXT_PAD, floor)
+        best = _largest_context(shape, hw, request, floor, target)
         est = _try(shape, hw, best, request)[0]
         reasons.append(f"context lowered from {target:,} to {best:,} tokens to fit "
                        f"{_size(hw.ram_budget_bytes)} of usable RAM")
@@ -715,13 +802,23 @@ def plan_fit(shape: ModelShape, hw: Hardware, request: FitRequest | None = None,
     if hw.can_offload and not request.no_gpu and request.gpu_layers is None and est.n_gpu_layers <= shape.n_layer:
         reasons.append(f"{min(est.n_gpu_layers, shape.n_layer)} of {shape.n_layer} layers fit in "
                        f"{_size(hw.vram_budget_bytes)} of free VRAM")
-    if request.no_gpu and hw.can_offload:
-        reasons.append("--no-gpu: CPU only")
-    elif request.gpu_layers and not hw.gpu_offload:
+    if request.gpu_layers and not request.no_gpu and not hw.gpu_offload:
         reasons.append("this llama.cpp build cannot offload to a GPU: --gpu-layers ignored")
     return LoadPlan(n_ctx=target, n_gpu_layers=est.n_gpu_layers, n_layers=shape.n_layer, kv_type=request.kv_type,
                     estimate=est, ram_budget_bytes=hw.ram_budget_bytes, vram_budget_bytes=hw.vram_budget_bytes,
-                    reasons=tuple(reasons))
+                    reasons=tuple(reasons), repack_types=hw.cpu_repack_types)
+
+
+def _largest_context(shape: ModelShape, hw: Hardware, request: FitRequest, floor: int, target: int) -> int:
+    """The largest multiple of 256 between floor (which fits) and target (which does not) that fits."""
+    low, high = floor // CONTEXT_PAD, target // CONTEXT_PAD
+    while low < high:
+        middle = (low + high + 1) // 2
+        if _try(shape, hw, middle * CONTEXT_PAD, request)[1]:
+            low = middle
+        else:
+            high = middle - 1
+    return max(low * CONTEXT_PAD, floor)
 
 
 def _size(n: int) -> str:
@@ -762,7 +859,8 @@ def fewer_gpu_layers(n_gpu_layers: int, n_layers: int) -> int:
 
 def replan_gpu_layers(plan: LoadPlan, shape: ModelShape, n_gpu_layers: int, reason: str) -> LoadPlan:
     """The same plan with another GPU layer count (after llama.cpp refused the first)."""
-    est = estimate_memory(shape, n_ctx=plan.n_ctx, kv_type=plan.kv_type, n_gpu_layers=n_gpu_layers)
+    est = estimate_memory(shape, n_ctx=plan.n_ctx, kv_type=plan.kv_type, n_gpu_layers=n_gpu_layers,
+                          repack_types=plan.repack_types)
     return replace(plan, n_gpu_layers=est.n_gpu_layers, estimate=est, reasons=(*plan.reasons, reason))
 
 
@@ -1026,6 +1124,37 @@ def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest)
     return ref, (note,)
 
 
+def choose_cached(reference: str | None, *, hw: Hardware, request: FitRequest) -> str | None:
+    """For a repo named without a quant: the best already downloaded quant that fits, as ORG/REPO:QUANT (no
+    network); None when there is none."""
+    from localgen import hub
+
+    target = _target(reference)
+    if target.repo is None or target.quant or target.filename:
+        return None
+    request = replace(request, default_ctx=target.default_ctx)
+    options = []
+    for group in _groups(hub.cached_listing(target.repo) or [], target.repo):
+        first = group[0]
+        paths = hub.cached_model(target.repo, quant=first.quant, filename=None if first.quant else first.filename)
+        if paths:
+            shape = header_shape(_read_local(paths[0]), paths[0])
+            options.append(evaluate(first.quant or first.filename, first.quant, tuple(f.filename for f in group),
+                                    shape.file_size, shape, hw, request, path=paths[0]))
+    index = choose_option(options, request)
+    if index is None:
+        return None
+    chosen = options[index]
+    return f"{target.repo}:{chosen.quant}" if chosen.quant else f"{target.repo}/{chosen.filenames[0]}"
+
+
+def _read_local(path: Path) -> GGUFInfo:
+    """A local file's validated header."""
+    from localgen.gguf_file import read_gguf
+
+    return read_gguf(path)
+
+
 def _too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitRequest) -> InsufficientMemoryError:
     """The error when not even a repo's smallest quant fits."""
     assert smallest.shape is not None
@@ -1052,3 +1181,13 @@ def report_table(report: FitReport) -> tuple[str, list[str], list[list[str]]]:
         rows.append([mark + option.label, _size(option.file_size), _size(e.weights_bytes) if e else "-", kv,
                      _size(e.total_bytes) if e else "-", option.fits_in, plan])
     return title, headers, rows
+
+
+def plan_summary(path: Path, *, default_ctx: int | None = None, hw: Hardware | None = None) -> str:
+    """One line on how a load of this local file would go here (for `localgen models show`)."""
+    shape = read_shape(path)
+    try:
+        plan = plan_fit(shape, hw or probe_hardware(), FitRequest(default_ctx=default_ctx))
+    except InsufficientMemoryError as exc:
+        return f"does not fit: {exc.short}"
+    return f"{plan.describe()} (about {_size(plan.estimate.total_bytes)})"

@@ -26,6 +26,7 @@ MAX_STRING_BYTES = 64 * 1024 * 1024
 MAX_KEY_BYTES = 64 * 1024
 MAX_ARRAY_ELEMENTS = 100_000_000
 MAX_ALIGNMENT = 1 << 20
+MAX_HEADER_BYTES = 256 * 1024 * 1024  # metadata + tensor table; real ones are a few MB
 MIN_ALIGNMENT = 32  # ggml's TENSOR_ALIGNMENT: llama.cpp aborts on tensor data mapped less aligned
 MAX_TENSOR_NAME_BYTES = 63  # GGML_MAX_NAME (64) including the NUL byte
 MAX_DIMS = 4
@@ -336,6 +337,8 @@ class _Parser:
         if end > self.size:
             raise self.fail(f"truncated or corrupt: {what} at byte {self.off:,} runs past the end of the "
                             f"file ({self.size:,} bytes)")
+        if end > MAX_HEADER_BYTES:
+            raise self.fail(f"header larger than {MAX_HEADER_BYTES:,} bytes ({what} at byte {self.off:,})")
         target = min(self.size, max(end, 2 * len(self.buf), READ_CHUNK_BYTES))
         self.handle.seek(len(self.buf))
         chunk = self.handle.read(target - len(self.buf))
@@ -392,36 +395,51 @@ class _Parser:
             raise self.fail(f"{what} is not valid UTF-8: {data[:40]!r}") from None
 
     def skip_strings(self, count: int, what: str, *, collect: bool) -> list[bytes] | None:
-        """Skip count strings, bounds-checking each length; collect their bytes when asked."""
+        """Skip count strings, bounds-checking each against the file; collect their bytes when asked."""
+        start = self.off
         items: list[bytes] | None = [] if collect else None
         unpack = _U64.unpack_from
         off, done = self.off, 0
         while done < count:
             buf = self.buf
-            available = len(buf)
-            while done < count and off + 8 <= available:
-                length = unpack(buf, off)[0]
-                if length > MAX_STRING_BYTES:
-                    self.off = off
-                    raise self.fail(f"{what} item {done:,} is {length:,} bytes long "
-                                    f"(limit {MAX_STRING_BYTES:,})")
-                end = off + 8 + length
-                if items is not None:
-                    if end > available:
-                        break
-                    items.append(buf[off + 8:end] or b"[EMPTY_%d]" % done)
-                off = end
-                done += 1
+            index = done
+            try:  # a length field past the buffer's end raises struct.error: refill and go on
+                if items is None:
+                    for index in range(done, count):  # noqa: B007 (index is read after the loop)
+                        off += 8 + unpack(buf, off)[0]
+                    index = count
+                else:
+                    append, available = items.append, len(buf)
+                    for index in range(done, count):  # noqa: B007 (index is read after the loop)
+                        end = off + 8 + unpack(buf, off)[0]
+                        if end > available:
+                            break
+                        append(buf[off + 8:end])
+                        off = end
+                    else:
+                        index = count
+            except struct.error:
+                pass
+            done = index
             if done < count:
                 self.off = off
                 self.need(off + 8, f"{what} item {done:,}")
                 if items is not None:
-                    length = unpack(self.buf, off)[0]
-                    if length <= MAX_STRING_BYTES:
-                        self.need(off + 8 + length, f"{what} item {done:,}")
+                    self.need(off + 8 + unpack(self.buf, off)[0], f"{what} item {done:,}")
         self.off = off
         self.need(off, what)
+        if off - start > MAX_STRING_BYTES:  # only then can one item exceed the limit: find it
+            self._check_string_lengths(start, count, what)
         return items
+
+    def _check_string_lengths(self, off: int, count: int, what: str) -> None:
+        """Fail if any of count strings from off is longer than MAX_STRING_BYTES."""
+        for index in range(count):
+            length = _U64.unpack_from(self.buf, off)[0]
+            if length > MAX_STRING_BYTES:
+                raise self.fail(f"{what} item {index:,} is {length:,} bytes long "
+                                f"(limit {MAX_STRING_BYTES:,})")
+            off += 8 + length
 
 
 def _check_regular_file(path: Path, label: str) -> int:
@@ -576,7 +594,7 @@ def _parse_array(p: _Parser, key: str) -> object:
             return ArraySummary(item_type, count)
         raw = [p.raw_string(f"item {i} of '{key}'") for i in range(count)]
         if key == TOKENS_KEY:
-            _check_unique_tokens(p, key, [text or b"[EMPTY_%d]" % i for i, text in enumerate(raw)])
+            _check_unique_tokens(p, key, raw)
         return tuple(text.decode("utf-8", errors="replace") for text in raw)
     p.need(p.off + count * item_size, f"array '{key}'")
     if key == TOKEN_TYPES_KEY and item_type == T_INT32:
@@ -593,9 +611,12 @@ def _check_unique_tokens(p: _Parser, key: str, items: list[bytes] | None) -> Non
     """The token list has no duplicates (llama.cpp aborts on them); an empty token counts as [EMPTY_i]."""
     if items is None:
         return
-    if b"\0".join(items).count(b"\0") != len(items) - 1:  # llama.cpp reads tokens as C strings
+    unique = set(items)
+    if b"" in unique or b"\0".join(items).count(b"\0") != len(items) - 1:
+        # llama.cpp reads tokens as C strings and renames empty ones [EMPTY_i]
         items = [item.split(b"\0", 1)[0] or b"[EMPTY_%d]" % i for i, item in enumerate(items)]
-    if len(set(items)) != len(items):
+        unique = set(items)
+    if len(unique) != len(items):
         raise p.fail(f"'{key}' contains duplicate tokens, which crash llama.cpp")
     p.tokens = items
 

@@ -17,6 +17,7 @@ from localgen.fit import (
     Hardware,
     LoadPlan,
     ModelShape,
+    choose_cached,
     choose_download,
     cpu_only_warning_once,
     fewer_gpu_layers,
@@ -108,6 +109,9 @@ def _resolve(options: ModelOptions, hw: Hardware, notes: list[str]) -> ResolvedM
     except ModelNotFoundError:
         from localgen.hub import is_offline
 
+        cached = choose_cached(options.model, hw=hw, request=fit_request(options))
+        if cached is not None:
+            return resolve_model(cached, offline=options.offline, pull=False)
         if options.offline or is_offline():
             raise
     reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options))
@@ -142,8 +146,8 @@ def load_model(options: ModelOptions) -> LoadedModel:
     notes: list[str] = []
     resolved = _resolve(options, hw, notes)
     header = read_gguf(resolved.path)  # validated in Python before llama.cpp opens the file
-    touch_last_used(resolved.path)
     load_options, plan, shape = plan_load(options, resolved, header, hw)
+    touch_last_used(resolved.path)
     notes.extend(plan.reasons)
     engine, plan = open_engine(resolved.path, load_options, plan, shape, notes)
     prompt_format = PromptFormat.for_engine(engine, override=resolved.template_override, raw=options.raw,

@@ -153,6 +153,41 @@ def bench_draft(args: argparse.Namespace) -> None:
     loaded.close()
 
 
+def bench_batchcost(args: argparse.Namespace) -> None:
+    """Time of one llama_decode of b tokens (b = 1..17) at a given KV depth, relative to b = 1."""
+    import time
+
+    from localgen.engine import DRAFT_LIMIT, Engine, lc
+    from localgen.params import LoadOptions
+    from localgen.runner import ModelOptions, load_model
+
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    path, options = loaded.resolved.path, loaded.engine.options
+    loaded.close()
+    with Engine(path, LoadOptions(n_ctx=4096, n_threads=options.n_threads, n_threads_batch=options.n_threads,
+                                  flash_attn=args.flash_attn)) as engine:
+        for depth in args.depths:
+            engine.reset()
+            list(engine._prefill([engine.bos_token] + [100 + i % 1000 for i in range(depth - 1)], 0))
+            times: dict[int, list[float]] = {b: [] for b in range(1, DRAFT_LIMIT + 2)}
+            for _ in range(args.rounds):
+                for b in times:
+                    batch = engine._draft_batch
+                    for i in range(b):
+                        batch.token[i] = 200 + i
+                        batch.pos[i] = depth + i
+                    batch.n_tokens = b
+                    started = time.perf_counter()
+                    engine._decode_batch(batch)
+                    times[b].append(time.perf_counter() - started)
+                    lc.llama_memory_seq_rm(engine._memory, 0, depth, -1)
+            one = statistics.median(times[1])
+            print(f"\nKV depth {depth}, flash-attn {args.flash_attn}: median ms per llama_decode of b tokens "
+                  f"(relative to b=1)")
+            print("  " + "  ".join(f"b={b}: {statistics.median(t) * 1000:.2f} ({statistics.median(t) / one:.2f}x)"
+                                   for b, t in times.items()))
+
+
 def main() -> None:
     """Parse arguments and run one benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -166,8 +201,14 @@ def main() -> None:
     dr.add_argument("--n", type=int, default=512)
     dr.add_argument("--model", default=None)
     dr.add_argument("--threads", type=int, default=None)
+    bc = sub.add_parser("batchcost")
+    bc.add_argument("--rounds", type=int, default=20)
+    bc.add_argument("--depths", type=int, nargs="+", default=[200, 700])
+    bc.add_argument("--flash-attn", default="auto")
+    bc.add_argument("--model", default=None)
+    bc.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
-    bench_promptcache(args) if args.what == "promptcache" else bench_draft(args)
+    {"promptcache": bench_promptcache, "draft": bench_draft, "batchcost": bench_batchcost}[args.what](args)
 
 
 if __name__ == "__main__":

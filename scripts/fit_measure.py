@@ -109,24 +109,25 @@ def measure(args: argparse.Namespace) -> None:
 def _row(record: dict) -> str:
     """One line comparing the estimate with the measured RSS increase."""
     sys.path.insert(0, str(REPO_ROOT))
-    from localgen.fit import estimate_memory, model_shape
+    from localgen.fit import cpu_repack_types, estimate_memory, model_shape
     from localgen.gguf_file import read_gguf
 
     shape = model_shape(read_gguf(Path(record["path"])))
     est = estimate_memory(shape, n_ctx=record["n_ctx"], kv_type=record["kv_type"],
-                          flash_attn=record["flash_attn"] != "off")
+                          flash_attn=record["flash_attn"] != "off", repack_types=cpu_repack_types())
     key = "after" if record["prefill"] else "loaded"
     measured = record[key]["VmHWM"] - record["base"]["VmRSS"]
-    error = (est.ram_bytes - measured) / measured * 100
+    error = (est.rss_bytes - measured) / measured * 100
     b = record["buffers"]
     mib = 2**20
     return (f"{Path(record['path']).name:36} ctx {record['n_ctx']:>6} kv {record['kv_type']:5} "
             f"{'prefill' if record['prefill'] else 'load':7} measured {measured / mib:8.1f} MiB  "
-            f"estimate {est.ram_bytes / mib:8.1f} MiB  error {error:+6.1f}%   "
+            f"estimate {est.rss_bytes / mib:8.1f} MiB  error {error:+6.1f}%   "
             f"[llama.cpp: model {b.get('model', 0) / mib:.1f}, KV {b.get('kv', 0) / mib:.1f}, "
             f"compute {b.get('compute', 0) / mib:.1f}; est. weights {est.weights_bytes / mib:.1f}, "
             f"KV {est.kv_bytes / mib:.1f}, compute {est.compute_bytes / mib:.1f} "
-            f"(resident {est.compute_resident_bytes / mib:.1f}), overhead {est.overhead_bytes / mib:.1f}; "
+            f"(resident {est.compute_resident_bytes / mib:.1f}), overhead {est.overhead_bytes / mib:.1f}, "
+            f"stale mapped pages {est.reclaimable_bytes / mib:.1f}; "
             f"prefill {record['prefill_s']:.0f} s]")
 
 

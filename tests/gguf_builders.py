@@ -512,18 +512,26 @@ TINY_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['cont
                  "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
+TINY_SPM_VOCAB = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), "\u2581", "t", "h", "e",
+                  "\u2581t", "he", "\u2581the"]
+
+
 def tiny_model(dst: Path, *, n_embd: int = 64, n_head: int = 4, n_head_kv: int = 2, n_layer: int = 2,
-               n_ff: int = 128, n_ctx: int = 256, architecture: str = "llama", seed: int = 0) -> Path:
+               n_ff: int = 128, n_ctx: int = 256, architecture: str = "llama", seed: int = 0,
+               tokenizer: str = "gpt2") -> Path:
     """Write a tiny random-weight llama model with gguf.GGUFWriter that llama.cpp can fully load and run.
 
-    It has a byte-level BPE vocabulary of 102 tokens, a ChatML template, F32 norms, F16 and Q8_0 weights.
+    tokenizer="gpt2": a byte-level BPE vocabulary of 102 tokens (TINY_VOCAB); tokenizer="llama": a
+    SentencePiece one of 266 tokens with all 256 byte tokens (TINY_SPM_VOCAB). A ChatML template, F32
+    norms, F16 and Q8_0 weights.
     """
     import gguf
     import numpy as np
     from gguf.quants import quantize
 
     rng = np.random.default_rng(seed)
-    n_vocab = len(TINY_VOCAB)
+    vocab = TINY_VOCAB if tokenizer == "gpt2" else TINY_SPM_VOCAB
+    n_vocab = len(vocab)
     head_dim = n_embd // n_head
     writer = gguf.GGUFWriter(str(dst), architecture)
     writer.add_name("tiny-test-model")
@@ -537,14 +545,21 @@ def tiny_model(dst: Path, *, n_embd: int = 64, n_head: int = 4, n_head_kv: int =
     writer.add_rope_dimension_count(head_dim)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_vocab_size(n_vocab)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("smollm")
-    writer.add_token_list(TINY_VOCAB)
-    writer.add_token_types([3 if t.startswith("<|") else 1 for t in TINY_VOCAB])
-    writer.add_token_merges(TINY_MERGES)
-    writer.add_bos_token_id(TINY_VOCAB.index("<|im_start|>"))
-    writer.add_eos_token_id(TINY_VOCAB.index("<|im_end|>"))
-    writer.add_add_bos_token(False)
+    writer.add_tokenizer_model(tokenizer)
+    writer.add_token_list(vocab)
+    if tokenizer == "gpt2":
+        writer.add_tokenizer_pre("smollm")
+        writer.add_token_types([3 if t.startswith("<|") else 1 for t in vocab])
+        writer.add_token_merges(TINY_MERGES)
+        writer.add_bos_token_id(vocab.index("<|im_start|>"))
+        writer.add_eos_token_id(vocab.index("<|im_end|>"))
+        writer.add_add_bos_token(False)
+    else:
+        writer.add_token_types([2, 3, 3, *([6] * 256), *([1] * (n_vocab - 259))])
+        writer.add_token_scores([0.0] * 259 + [-float(len(t)) for t in vocab[259:]])
+        writer.add_unk_token_id(0)
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
     writer.add_chat_template(TINY_TEMPLATE)
 
     def add(name: str, shape: tuple[int, ...], kind: str) -> None:
