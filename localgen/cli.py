@@ -387,14 +387,9 @@ def fit(
     """Show whether each quant of a model fits this machine (from file headers, before any download)."""
     from localgen import console
     from localgen.fit import FitRequest, cpu_only_warning_once, fit_report, probe_hardware, report_table
-    from localgen.params import KV_TYPE_NAMES
 
-    if kv_type not in KV_TYPE_NAMES:
-        raise UsageError(f"unknown KV cache type '{kv_type}'", hint=f"use one of {', '.join(KV_TYPE_NAMES)}")
-    if ctx is not None and ctx < 16:
-        raise UsageError(f"context size {ctx} is out of range", hint="use --ctx of at least 16 tokens, e.g. 4096")
-    hw = probe_hardware()
     request = FitRequest(ctx_size=ctx, gpu_layers=gpu_layers, no_gpu=no_gpu, kv_type=kv_type)
+    hw = probe_hardware()
     report = fit_report(reference, request=request, hw=hw, offline=offline or None)
     if json_output:
         print(json.dumps(report.to_dict(), indent=2))
@@ -442,6 +437,12 @@ def _usage_error_text(exc: Exception) -> str:
     return " ".join(message.split())
 
 
+def _command_names() -> set[str]:
+    """The names of the top-level commands and command groups."""
+    names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
+    return names | {g.name for g in app.registered_groups if g.name}
+
+
 def _optional_values(argv: list[str]) -> list[str]:
     """Let `--resume` go without a value: `--resume` alone means `--resume=` (the latest)."""
     result = list(argv)
@@ -470,7 +471,7 @@ def main(argv: list[str] | None = None) -> None:
             print(ctx.get_help() if ctx is not None else "usage: localgen COMMAND --help")
             code = EXIT_OK
         else:
-            command = args[0] if args and not args[0].startswith("-") else ""
+            command = args[0] if args and args[0] in _command_names() else ""
             console.error(_usage_error_text(exc), hint=f"see `localgen {command} --help`".replace("  ", " "))
             code = EXIT_USAGE
     except LocalgenError as exc:

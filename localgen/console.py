@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import unicodedata
 from typing import TextIO
 
 from localgen.events import Completion
@@ -57,9 +58,14 @@ def warn(message: str) -> None:
     say(f"localgen: warning: {message}")
 
 
+def one_line(text: str) -> str:
+    """Text made safe for one terminal line: control characters (newlines, escapes) become spaces or '?'."""
+    return "".join(" " if c in "\n\r\t" else "?" if unicodedata.category(c) == "Cc" else c for c in text)
+
+
 def error(message: str, hint: str | None = None) -> None:
     """A one-line error with its hint on stderr."""
-    say(f"localgen: error: {message}" + (f" (hint: {hint})" if hint else ""))
+    say(one_line(f"localgen: error: {message}" + (f" (hint: {hint})" if hint else "")))
 
 
 def format_stats(completion: Completion) -> str:

@@ -19,7 +19,7 @@ Estimate, from the GGUF header alone (estimate_memory; calibrated by scripts/fit
               llama.cpp's default, on, so the plan counts every layer in full).
     compute   llama.cpp's compute buffer for one physical batch of n_ub tokens (4-byte floats):
               max(logits (n_vocab + 2 n_embd), feed-forward (3 n_ff + 2 n_embd),
-                  attention without flash attention (n_ctx (n_head + 1) + 4 n_embd)) x n_ub x 4.
+                  attention without flash attention (n_ctx (n_head + masks) + 4 n_embd)) x n_ub x 4.
               A GPU allocates all of it. A CPU prefill touches only part of it (logits are computed for the
               last token only): RSS grows by max(feed-forward, attention) + one logits row + with flash
               attention the masks (n_ctx x n_ub f16 each; two for models with sliding-window layers), without
@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localgen.config import DEFAULT_CONTEXT_CAP
-from localgen.errors import ConfigError, GGUFError, LocalgenError, ModelLoadError
+from localgen.errors import ConfigError, GGUFError, LocalgenError, ModelLoadError, UsageError
 
 if TYPE_CHECKING:
     from localgen.gguf_file import GGUFInfo
@@ -615,8 +615,14 @@ def compute_terms(shape: ModelShape, n_ctx: int, *, n_ubatch: int = 512,
     n_ub = max(min(n_ubatch, padded_context(n_ctx)), 1)
     logits = (shape.n_vocab + 2 * shape.n_embd) * n_ub * FLOAT_BYTES
     ffn = (3 * shape.n_ff + 2 * shape.n_embd) * n_ub * FLOAT_BYTES
-    attention = 0 if flash_attn else (padded_context(n_ctx) * (shape.n_head + 1) + 4 * shape.n_embd) * n_ub * 4
+    masks = _mask_count(shape)
+    attention = 0 if flash_attn else (padded_context(n_ctx) * (shape.n_head + masks) + 4 * shape.n_embd) * n_ub * 4
     return logits, ffn, attention
+
+
+def _mask_count(shape: ModelShape) -> int:
+    """Attention masks in the graph: one, or two (full and sliding-window) for models with window layers."""
+    return 2 if any(shape.swa_layers) else 1
 
 
 def estimate_memory(shape: ModelShape, *, n_ctx: int, kv_type: str = "f16", n_gpu_layers: int = 0,
@@ -630,7 +636,7 @@ def estimate_memory(shape: ModelShape, *, n_ctx: int, kv_type: str = "f16", n_gp
     logits, ffn, attention = compute_terms(shape, n_ctx, n_ubatch=n_ubatch, flash_attn=flash_attn)
     compute = max(logits, ffn, attention)
     activations = max(ffn, attention)
-    masks = (2 if any(shape.swa_layers) else 1) * padded_context(n_ctx) * min(n_ubatch, padded_context(n_ctx)) * 2
+    masks = _mask_count(shape) * padded_context(n_ctx) * min(n_ubatch, padded_context(n_ctx)) * 2
     # without flash attention ggml-cpu also converts the attention scores to f16 for the product with V
     conversion = padded_context(n_ctx) * min(n_ubatch, padded_context(n_ctx)) * shape.n_head * 2
     resident = activations + (masks if flash_attn else conversion) + shape.n_vocab * FLOAT_BYTES
@@ -728,6 +734,14 @@ class FitRequest:
     n_ubatch: int = 512
     min_ctx: int = 0  # the context the prompt needs (0 = unknown)
     default_ctx: int | None = None  # the registry's context for the model
+
+    def __post_init__(self) -> None:
+        if self.kv_type not in KV_ELEMENT_BYTES:
+            raise UsageError(f"unknown KV cache type '{self.kv_type}'",
+                             hint=f"use one of {', '.join(KV_ELEMENT_BYTES)}")
+        if self.ctx_size is not None and self.ctx_size < 16:
+            raise UsageError(f"context size {self.ctx_size} is out of range",
+                             hint="use --ctx-size of at least 16 tokens, e.g. 4096")
 
 
 def prompt_context(prompt_bytes: int, answer_tokens: int | None = None) -> int:

@@ -222,14 +222,10 @@ def test_invalid_utf8_is_decoded_with_a_warning_and_repeated_flags_take_the_last
     assert '"completion_tokens": 2' in outcome.out
 
 
-@pytest.mark.xfail(reason="fit.py estimates memory with KV_ELEMENT_BYTES[kv_type] before LoadOptions validates "
-                          "--kv-type, so an unknown type is an internal error (reported to helper-4)", strict=False)
 def test_unknown_kv_type_is_a_usage_error(main) -> None:
     _check(main(("run", "hi", "--kv-type", "q3_weird"), None), Case((), USAGE, "unknown KV cache type"))
 
 
-@pytest.mark.xfail(reason="console.error prints messages raw: a newline or escape sequence in a file or model name "
-                          "splits the line or reaches the terminal (reported to the lead)", strict=False)
 def test_control_characters_in_names_stay_on_one_line(main) -> None:
     outcome = main(("run", "hi", "-f", "/nonexistent/a\nb\x1b[2J"), None)
     _check(outcome, Case((), USAGE, "no such file"))

@@ -170,16 +170,21 @@ def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path:
     assert again.text == cold.text and len(list_entries(tmp_path)) == 1
 
 
+def _short_prompt(engine: Engine, question: str) -> list[int]:
+    fmt = PromptFormat.for_engine(engine, override=None, raw=False, model_name="smollm2")
+    return fmt.tokenize(engine, fmt.render([Message("user", question)]))
+
+
 def test_mismatched_state_is_rejected_cleanly(engine: Engine) -> None:
     engine.reset()
     assert not engine.load_state([1, 2, 3], bytearray(b"not a llama.cpp state"))
     assert engine.kv_tokens == 0
-    done = _answer(engine, _prompt(engine, "Count the blue boxes."), None)
+    done = _answer(engine, _short_prompt(engine, "Count to three."), None)
     assert done.text
 
 
 def test_state_round_trip_in_memory(engine: Engine) -> None:
-    prompt = _prompt(engine, "Which colour is most common?")
+    prompt = _short_prompt(engine, "Which colour is the sky?")
     cold = _answer(engine, prompt, None)
     tokens, state = engine.kv_token_list, engine.save_state()
     engine.reset()

@@ -100,7 +100,7 @@ def test_limits_and_stops_cut_inside_an_accepted_draft(engine: Engine) -> None:
     full, _, _ = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=60), "none")
     length = full.usage.completion_tokens
     assert length > 12, full.text
-    for n in (3, length // 2, length - 2, length):
+    for n in (3, length - 2):
         plain, _, plain_kv = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=n), "none")
         fast, _, fast_kv = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=n), "lookup")
         assert (fast.text, fast.usage.completion_tokens, fast.finish_reason) == (
