@@ -108,10 +108,12 @@ def run(
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model, stream_answer
     from localgen.signals import StopOnSignal
+    from localgen.speculative import check_draft_mode
 
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                               repeat_penalty=repeat_penalty, seed=seed)
     limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop or ()))
+    check_draft_mode(draft)
     warnings: list[str] = []
     attachments, _ = gather_attachments(file or [], sys.stdin.buffer if sys.stdin else None, warnings)
     for message in warnings:
@@ -326,6 +328,7 @@ def models_show(
 ) -> None:
     """Describe a model from its GGUF header (no weights are loaded)."""
     from localgen import console
+    from localgen.fit import plan_summary
     from localgen.gguf_file import read_gguf
     from localgen.resolve import resolve_model
     from localgen.verify import recorded_sha256
@@ -348,6 +351,7 @@ def models_show(
         ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),
         ("license", license_), ("file size", f"{console.human_size(info.file_size)} ({info.file_size:,} bytes)"),
         ("sha256", sha), ("source", resolved.source), ("path", str(resolved.path)),
+        ("load plan", plan_summary(resolved.path, default_ctx=resolved.context)),
     ])
 
 

@@ -16,10 +16,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
-from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
+from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError
 from localgen.events import Completion, DraftStats, Event, PrefillProgress, TextChunk, Timings, Usage
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-from localgen.speculative import DRAFT_MAX, DRAFT_MODES, PromptLookup
+from localgen.speculative import DRAFT_MAX, PromptLookup, check_draft_mode
 from localgen.stopping import StopMatcher
 
 
@@ -344,8 +344,7 @@ class Engine:
         tokens (for benchmarks).
         """
         limits = limits or GenerationLimits()
-        if draft not in DRAFT_MODES:
-            raise UsageError(f"unknown draft mode '{draft}'", hint=f"use --draft {' or '.join(DRAFT_MODES)}")
+        check_draft_mode(draft)
         self.check_fits(len(prompt))
         self._stop_requested = False
         started = time.perf_counter()

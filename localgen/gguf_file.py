@@ -738,7 +738,8 @@ def _check_hyperparameters(p: _Parser, metadata: Mapping[str, object]) -> None:
         value = metadata.get(key)
         if value is not None and not isinstance(value, ArraySummary) and _as_int(value) is None:
             raise p.fail(f"'{key}' must be an integer, not {value!r:.60}")
-        if (isinstance(value, int) and value < 0) or (isinstance(value, tuple) and min(value) < 0):  # type: ignore[type-var]
+        smallest = min(value) if isinstance(value, tuple) else value  # type: ignore[type-var]
+        if isinstance(smallest, int) and smallest < 0:
             raise p.fail(f"'{key}' is negative")
     _check_attention_sizes(p, arch, metadata)
     _check_float_hyperparameters(p, arch, metadata)
@@ -840,17 +841,18 @@ def _check_float_hyperparameters(p: _Parser, arch: str, metadata: Mapping[str, o
     """Float hyperparameters are finite, and epsilons not negative (ggml asserts eps >= 0 mid-inference)."""
     prefix = f"{arch}."
     for key, value in metadata.items():
-        if not key.startswith(prefix) or not isinstance(value, float):
+        if not key.startswith(prefix):
             continue
-        if not math.isfinite(value):
-            raise p.fail(f"{key} is {value}")
-        if value < 0 and "eps" in key.rsplit(".", 1)[-1]:
-            raise p.fail(f"{key} is negative ({value})")
+        floats = [v for v in (value if isinstance(value, tuple) else (value,)) if isinstance(v, float)]
+        for number in floats:
+            if not math.isfinite(number):
+                raise p.fail(f"{key} is {number}")
+            if number < 0 and "eps" in key.rsplit(".", 1)[-1]:
+                raise p.fail(f"{key} is negative ({number})")
 
 
 def _check_attention_sizes(p: _Parser, arch: str, metadata: Mapping[str, object]) -> None:
-    """Sizes llama.cpp multiplies in 32 bits stay far from overflowing (a wrapped product can pass its
-    tensor-shape checks and then abort in graph building)."""
+    """Sizes llama.cpp multiplies in 32 bits stay far from overflow (wrapped products abort later)."""
     sizes = {name: _as_int(metadata.get(f"{arch}.{name}")) or 0 for name in (
         "embedding_length", "feed_forward_length", "attention.head_count", "attention.head_count_kv",
         "attention.key_length", "attention.value_length", "rope.dimension_count", "vocab_size")}

@@ -321,6 +321,8 @@ class Repl:
         console.say(f"path: {loaded.resolved.path}")
         console.say(f"context: {loaded.engine.n_ctx:,} tokens (trained {loaded.engine.n_ctx_train:,}); "
                     f"GPU layers: {opts.n_gpu_layers}; threads: {opts.n_threads}; KV type: {opts.kv_type}")
+        if loaded.plan is not None:
+            console.say(f"plan: {loaded.plan.describe()}")
         console.say("settings: " + ", ".join(f"{k}={v}" for k, v in self.session.settings().items()))
         console.say(f"system: {self.session.conversation.system or '(none)'}")
         console.say(f"conversation: {self.session.conversation.name}, "

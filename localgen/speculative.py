@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from localgen.errors import UsageError
 from localgen.events import DraftStats
 
 DRAFT_MODES = ("lookup", "none")
@@ -13,6 +14,12 @@ DRAFT_START = 4
 DRAFT_MIN = 1
 DRAFT_MAX = 16
 COOLDOWN_TOKENS = 8
+
+
+def check_draft_mode(mode: str) -> None:
+    """Raise a UsageError for an unknown --draft mode."""
+    if mode not in DRAFT_MODES:
+        raise UsageError(f"unknown draft mode '{mode}'", hint=f"use --draft {' or '.join(DRAFT_MODES)}")
 
 
 class PromptLookup:
