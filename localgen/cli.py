@@ -253,7 +253,8 @@ def bench(
     print(json.dumps(result.to_dict()) if json_output else format_result(result))
 
 
-cache_app = typer.Typer(help="The on-disk prompt cache (KV state of long prompts).", no_args_is_help=False)
+cache_app = typer.Typer(help="List the on-disk prompt cache (KV state of long prompts); `clear` empties it.",
+                        no_args_is_help=False)
 app.add_typer(cache_app, name="cache")
 
 
@@ -328,8 +329,8 @@ def models_show(
 ) -> None:
     """Describe a model from its GGUF header (no weights are loaded)."""
     from localgen import console
-    from localgen.fit import plan_summary
     from localgen.gguf_file import read_gguf
+    from localgen.quant_choice import plan_summary
     from localgen.resolve import resolve_model
     from localgen.verify import recorded_sha256
 
@@ -390,7 +391,9 @@ def fit(
 ) -> None:
     """Show whether each quant of a model fits this machine (from file headers, before any download)."""
     from localgen import console
-    from localgen.fit import FitRequest, cpu_only_warning_once, fit_report, probe_hardware, report_table
+    from localgen.fit import FitRequest
+    from localgen.hardware import cpu_only_warning_once, probe_hardware
+    from localgen.quant_choice import fit_report, report_table
 
     request = FitRequest(ctx_size=ctx, gpu_layers=gpu_layers, no_gpu=no_gpu, kv_type=kv_type)
     hw = probe_hardware()

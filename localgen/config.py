@@ -20,6 +20,8 @@ DEFAULT_REPEAT_PENALTY = 1.1
 DEFAULT_REPEAT_LAST_N = 64
 DEFAULT_PROMPT_CACHE_BYTES = 2 * 1024**3
 USER_REGISTRY_FILE = "models.toml"
+MEMORY_LIMIT_ENV = "LOCALGEN_MEMORY_LIMIT"  # caps the RAM the load planner counts on (bytes or a size: 4GiB)
+VRAM_LIMIT_ENV = "LOCALGEN_VRAM_LIMIT"  # caps the VRAM budget the same way
 
 
 def _env_flag(name: str) -> bool:
@@ -36,6 +38,8 @@ class Settings:
     cache_dir: Path
     debug: bool
     offline: bool
+    memory_limit: str | None = None  # LOCALGEN_MEMORY_LIMIT as set (hardware.parse_size reads it)
+    vram_limit: str | None = None  # LOCALGEN_VRAM_LIMIT as set
 
     @property
     def user_registry(self) -> Path:
@@ -75,6 +79,8 @@ def load_settings() -> Settings:
         cache_dir=cache_dir,
         debug=_env_flag("LOCALGEN_DEBUG"),
         offline=_env_flag("HF_HUB_OFFLINE") or _env_flag("LOCALGEN_OFFLINE"),
+        memory_limit=os.environ.get(MEMORY_LIMIT_ENV, "").strip() or None,
+        vram_limit=os.environ.get(VRAM_LIMIT_ENV, "").strip() or None,
     )
 
 

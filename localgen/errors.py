@@ -37,6 +37,18 @@ class ModelLoadError(LocalgenError):
     """llama.cpp could not load a model file."""
 
 
+class InsufficientMemoryError(ModelLoadError):
+    """A model that cannot fit in this machine's memory (said before downloading or loading it)."""
+
+    def __init__(self, message: str, hint: str | None = None, *, needed_bytes: int = 0, usable_bytes: int = 0,
+                 n_ctx: int = 0, short: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.needed_bytes = needed_bytes
+        self.usable_bytes = usable_bytes
+        self.n_ctx = n_ctx
+        self.short = short or message  # a table cell: 'needs 1.2 GiB RAM at 2,048 ctx'
+
+
 class GGUFError(LocalgenError):
     """A GGUF file that is malformed, truncated or hostile."""
 

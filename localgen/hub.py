@@ -9,6 +9,7 @@ localgen keeps two small records of its own under its cache directory:
   sha256, written whenever the repo is listed, so the same quant is chosen offline;
 - verification markers (verify.py), so a verified file is never rehashed.
 A model counts as cached only when every file is present and verified against that listing.
+The progress bar and the summary line a download shows are download_progress.py's.
 """
 
 from __future__ import annotations
@@ -20,18 +21,20 @@ import json
 import os
 import re
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from localgen import download_progress
 from localgen.config import settings
 from localgen.errors import HubError, LocalgenError
 from localgen.registry import check_safe_filename, normalize_quant, quant_of_filename
 from localgen.storage import atomic_write_text
 from localgen.verify import HASH_CHUNK_BYTES, is_verified, record_verified, sha256_file
+
+if TYPE_CHECKING:
+    from localgen.download_progress import Display
 
 DEFAULT_QUANT = "Q4_K_M"
 # Without an explicit quant: the first of these the repo has. 4-5 bit k-quants are the usual
@@ -47,7 +50,6 @@ QUANT_PREFERENCE = (
 AUXILIARY_PREFIXES = ("mmproj", "imatrix")
 SHARD_PATTERN = re.compile(r"^(?P<prefix>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 METADATA_TIMEOUT_S = 20.0
-POLL_INTERVAL_S = 0.1
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -484,7 +486,7 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
             raise _offline_error(model.repo, model.quant, model.files[0].filename, None)
         return paths
     show = sys.stderr.isatty() if show_progress is None else show_progress
-    display: _Display = _RichDisplay(model) if show else _Display(model)
+    display = download_progress.open_display(model, show=show)
     started = time.monotonic()
     downloaded = 0
     paths: list[Path] = []
@@ -494,11 +496,11 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
             downloaded += f.size if fresh else 0
             paths.append(path)
     if not quiet:
-        _print_summary(model, downloaded, time.monotonic() - started)
+        download_progress.print_summary(model, downloaded, time.monotonic() - started)
     return paths
 
 
-def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: _Display) -> tuple[Path, bool]:
+def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display) -> tuple[Path, bool]:
     """One file: download unless cached, then verify; a cached copy that fails is fetched again once."""
     etag = f.sha256 or f.blob_id
     blob = hub_cache_dir() / repo_folder(model.repo) / "blobs" / etag if etag else None
@@ -516,7 +518,7 @@ def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: _Display) 
     return path, not cached
 
 
-def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: _Display, cached: bool) -> Path:
+def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, cached: bool) -> Path:
     """hf_hub_download one file at the model's commit, with progress; errors become HubError."""
     from huggingface_hub import hf_hub_download
 
@@ -525,11 +527,13 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: _Display,
     display.begin_file(f, cached=cached)
     use_tqdm = _supports_tqdm_class()
     if use_tqdm:
-        kwargs["tqdm_class"] = _tqdm_adapter(display)
+        kwargs["tqdm_class"] = download_progress.tqdm_adapter(display)
     else:
         _quiet_hf_bars()
+    watch = contextlib.nullcontext() if use_tqdm or cached else download_progress.poll_incomplete(
+        hub_cache_dir() / repo_folder(model.repo) / "blobs", f.sha256 or f.blob_id, display)
     try:
-        with contextlib.nullcontext() if use_tqdm or cached else _poll_incomplete(model, f, display):
+        with watch:
             path = Path(hf_hub_download(**kwargs))
     except Exception as exc:
         raise map_hub_error(exc, repo=model.repo, filename=f.filename) from exc
@@ -537,7 +541,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: _Display,
     return path
 
 
-def _verify(path: Path, f: HubFile, display: _Display) -> None:
+def _verify(path: Path, f: HubFile, display: Display) -> None:
     """Check size and sha256 (or the git blob id for non-LFS files); discard a bad file."""
     if f.sha256 and is_verified(path, f.sha256):
         display.verified(f, hashed=False)
@@ -611,224 +615,6 @@ def _quiet_hf_bars() -> None:
         from huggingface_hub.utils import disable_progress_bars
 
         disable_progress_bars()
-
-
-@contextlib.contextmanager
-def _poll_incomplete(model: HubModel, f: HubFile, display: _Display) -> Iterator[None]:
-    """Report progress by watching the growing *.incomplete blob (for huggingface_hub without tqdm_class)."""
-    etag = f.sha256 or f.blob_id
-    blobs = hub_cache_dir() / repo_folder(model.repo) / "blobs"
-    stop = threading.Event()
-
-    def poll() -> None:
-        while not stop.wait(POLL_INTERVAL_S):
-            sizes = [p.stat().st_size for p in blobs.glob(f"{etag}*.incomplete") if p.is_file()] if etag else []
-            if sizes:
-                display.set_completed(max(sizes))
-
-    thread = threading.Thread(target=poll, name="localgen-download-progress", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-
-# ----------------------------------------------------------------------------- progress
-
-
-class _Display:
-    """Download feedback with nothing drawn: the base for the rich bar."""
-
-    def __init__(self, model: HubModel) -> None:
-        self.model = model
-
-    def __enter__(self) -> _Display:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
-
-    def begin_file(self, file: HubFile, *, cached: bool) -> None:
-        """A file starts (cached: it is already on disk)."""
-
-    def advance(self, n: int) -> None:
-        """n more bytes of the current file arrived (may be negative when a download restarts)."""
-
-    def set_completed(self, n: int) -> None:
-        """The current file has n bytes."""
-
-    def set_total(self, total: int) -> None:
-        """The current file's size turned out to be total."""
-
-    def end_file(self) -> None:
-        """The current file is on disk."""
-
-    def verifying(self, file: HubFile) -> None:
-        """The file's checksum is being computed."""
-
-    def verified(self, file: HubFile, *, hashed: bool) -> None:
-        """The file matched its checksum (hashed: now, rather than by an earlier record)."""
-
-
-class _RichDisplay(_Display):
-    """A rich progress bar on stderr: one bar per file and an overall bar for split models."""
-
-    def __init__(self, model: HubModel, console: Any = None) -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
-
-        super().__init__(model)
-        self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-            TimeRemainingColumn(), console=console or Console(stderr=True), transient=False)
-        self.overall = None
-        if len(model.files) > 1:
-            self.overall = self.progress.add_task(f"{model.label} ({len(model.files)} files)", total=model.size)
-        self.task: Any = None
-        self.file_done = 0
-        self.file_total = 0
-        self.lock = threading.Lock()
-
-    def __enter__(self) -> _RichDisplay:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.progress.stop()
-
-    def begin_file(self, file: HubFile, *, cached: bool) -> None:
-        """Add the file's bar, full when cached."""
-        with self.lock:
-            self.file_done = file.size if cached else 0
-            self.file_total = file.size
-            self.task = self.progress.add_task(file.name, total=file.size, completed=self.file_done)
-            self._sync_overall()
-
-    def advance(self, n: int) -> None:
-        """Move the file's bar (and the overall one) by n bytes."""
-        with self.lock:
-            self.file_done += n
-            self.progress.update(self.task, completed=self.file_done)
-            self._sync_overall()
-
-    def set_completed(self, n: int) -> None:
-        """Set the file's bar to n bytes."""
-        with self.lock:
-            self.file_done = n
-            self.progress.update(self.task, completed=n)
-            self._sync_overall()
-
-    def set_total(self, total: int) -> None:
-        """Change the file's bar total."""
-        self.file_total = total
-        self.progress.update(self.task, total=total)
-
-    def end_file(self) -> None:
-        """Fill the file's bar."""
-        self.set_completed(self.file_total)
-
-    def verifying(self, file: HubFile) -> None:
-        """Say that the sha256 is being checked."""
-        self.progress.update(self.task, description=f"{file.name} (verifying sha256)")
-
-    def verified(self, file: HubFile, *, hashed: bool) -> None:
-        """Mark the file as verified."""
-        self.progress.update(self.task, description=f"{file.name} ✓" if hashed else f"{file.name} (cached) ✓")
-
-    def _sync_overall(self) -> None:
-        """Overall progress = finished files + the current one."""
-        if self.overall is None:
-            return
-        done = 0
-        for task in self.progress.tasks:
-            if task.id != self.overall:
-                done += int(task.completed)
-        self.progress.update(self.overall, completed=done)
-
-
-def _tqdm_adapter(display: _Display) -> type:
-    """A tqdm-like class for hf_hub_download(tqdm_class=...) that feeds a _Display."""
-
-    class _Bar:
-        """Accepts whatever huggingface_hub passes to a tqdm bar and forwards byte counts."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self.n = int(kwargs.get("initial") or 0)
-            self._total = kwargs.get("total")
-            if self.n:
-                display.set_completed(self.n)
-
-        @property
-        def total(self) -> int | None:
-            """The expected byte count."""
-            return self._total
-
-        @total.setter
-        def total(self, value: int | None) -> None:
-            self._total = value
-            if value:
-                display.set_total(int(value))
-
-        @property
-        def format_dict(self) -> dict[str, Any]:
-            """What tqdm would format (only the rate is ever read)."""
-            return {"rate": None}
-
-        def update(self, n: float | None = 1) -> None:
-            """n more bytes."""
-            step = int(n or 0)
-            self.n += step
-            display.advance(step)
-
-        def update_transfer(self, n: float | None = 1) -> None:
-            """Network bytes of a Xet download (the bar follows bytes written instead)."""
-
-        def close(self) -> None:
-            """Nothing to release."""
-
-        def __enter__(self) -> _Bar:
-            return self
-
-        def __exit__(self, *exc_info: object) -> None:
-            self.close()
-
-        def __getattr__(self, name: str) -> Any:
-            if name.startswith("__"):
-                raise AttributeError(name)
-            return lambda *args, **kwargs: None  # set_postfix_str, refresh, set_description, ...
-
-    return _Bar
-
-
-def format_size(n: int) -> str:
-    """Bytes in decimal units: 98.4 MB."""
-    value = float(n)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{n} B"
-
-
-def _print_summary(model: HubModel, downloaded: int, seconds: float) -> None:
-    """One line on stderr: what was downloaded, how big, how fast, verified."""
-    first = model.files[0].filename
-    what = first if len(model.files) == 1 else f"{first} and {len(model.files) - 1} more shards"
-    checks = "sha256 verified" if all(f.sha256 for f in model.files) else "checksums verified"
-    if downloaded:
-        line = f"downloaded {model.repo}/{what} ({format_size(model.size)}) in {seconds:.1f} s, {checks}"
-    else:
-        line = f"{model.repo}/{what} ({format_size(model.size)}) already in the cache, {checks}"
-    print(line, file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------------- errors
@@ -926,7 +712,7 @@ def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None)
     return HubError(f"download of {where} failed: {type(exc).__name__}: {exc}")
 
 
-# ----------------------------------------------------------------------------- header range reads (for localgen.fit)
+# ------------------------------------------------------------------ header range reads (for localgen.quant_choice)
 
 HEADER_READ_TIMEOUT_S = 30.0
 

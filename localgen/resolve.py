@@ -38,7 +38,7 @@ class ResolvedModel:
         return self.spec.template if self.spec is not None else None
 
 
-def _hub_target(ref: ModelRef, spec: ModelSpec | None) -> tuple[str, str | None, str | None]:
+def hub_target(ref: ModelRef, spec: ModelSpec | None) -> tuple[str, str | None, str | None]:
     """The repo, quant and file name a registry entry or Hub reference points at."""
     repo = spec.repo if spec is not None else ref.repo
     if repo is None:
@@ -67,7 +67,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     if ref.path is not None:
         return ResolvedModel(ref=ref, path=_local_file(ref.path), spec=None, source="local")
     spec = registry.get(ref.name) if ref.name is not None else None
-    repo, quant, filename = _hub_target(ref, spec)
+    repo, quant, filename = hub_target(ref, spec)
     if not force:
         cached = hub.cached_model(repo, quant=quant, filename=filename)
         if cached:

@@ -11,23 +11,12 @@ from localgen.chat import Message, PromptFormat
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.engine import Engine
 from localgen.errors import ModelLoadError, ModelNotFoundError, UsageError
+from localgen.estimate import ModelShape, header_shape
 from localgen.events import Event
-from localgen.fit import (
-    FitRequest,
-    Hardware,
-    LoadPlan,
-    ModelShape,
-    choose_cached,
-    choose_download,
-    cpu_only_warning_once,
-    fewer_gpu_layers,
-    header_shape,
-    physical_cores,
-    plan_fit,
-    probe_hardware,
-    replan_gpu_layers,
-)
+from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, plan_fit, replan_gpu_layers
+from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, probe_hardware
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from localgen.quant_choice import choose_cached, choose_download
 from localgen.resolve import ResolvedModel, resolve_model
 
 if TYPE_CHECKING:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -149,11 +150,29 @@ def run_high_level(args: argparse.Namespace, threads: str) -> dict[str, float]:
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
+def attempt(tool: Callable[[], dict[str, float]], tries: int = 2) -> dict[str, float] | None:
+    """Run one measurement, retrying once (the working tree may be mid-edit); None when it keeps failing."""
+    for i in range(tries):
+        try:
+            return tool()
+        except subprocess.CalledProcessError as exc:
+            log(f"  failed (exit {exc.returncode}): {(exc.stderr or '').strip()[-400:]}")
+            if i + 1 < tries:
+                time.sleep(5)
+    return None
+
+
 def summarize(values: list[float]) -> str:
     """Median with the min-max spread over rounds."""
     if not values:
         return "-"
     return f"{statistics.median(values):8.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
+def paired(mine: list[dict[str, float]], native: list[dict[str, float]], key: str) -> list[float]:
+    """Per-round ratios mine / native, for the rounds where both ran."""
+    by_round = {r["round"]: r[key] for r in native}
+    return [r[key] / by_round[r["round"]] for r in mine if r["round"] in by_round]
 
 
 def print_table(rounds: dict[str, list[dict[str, float]]], args: argparse.Namespace) -> dict[str, object]:
@@ -168,11 +187,10 @@ def print_table(rounds: dict[str, list[dict[str, float]]], args: argparse.Namesp
           f" {'pp vs native':>12} | {'tg vs native':>12} |")
     print(f"|{'-' * 52}|{'-' * 27}:|{'-' * 27}:|{'-' * 13}:|{'-' * 13}:|")
     summary: dict[str, object] = {}
-    native_pp, native_tg = series("native llama-bench", "pp"), series("native llama-bench", "tg")
     for name in names:
         pp, tg = series(name, "pp"), series(name, "tg")
-        pp_ratio = [a / b for a, b in zip(pp, native_pp, strict=False)]
-        tg_ratio = [a / b for a, b in zip(tg, native_tg, strict=False)]
+        pp_ratio = paired(rounds[name], rounds["native llama-bench"], "pp")
+        tg_ratio = paired(rounds[name], rounds["native llama-bench"], "tg")
         summary[name] = {"pp": pp, "tg": tg, "pp_ratio": pp_ratio, "tg_ratio": tg_ratio}
         pr = f"{statistics.median(pp_ratio):.3f}" if pp_ratio else "-"
         tr = f"{statistics.median(tg_ratio):.3f}" if tg_ratio else "-"
@@ -209,7 +227,7 @@ def main() -> None:
     args.model = (args.model or bundled_model()).resolve()
     if args.threads is None:
         sys.path.insert(0, str(REPO_ROOT))
-        from localgen.fit import physical_cores
+        from localgen.hardware import physical_cores
 
         args.threads = physical_cores()
     tools = {
@@ -225,8 +243,10 @@ def main() -> None:
     for k in range(args.rounds):
         for name in order[k % len(order):] + order[:k % len(order)]:  # rotate who goes first
             log(f"round {k + 1}/{args.rounds}: {name}")
-            rounds[name].append(tools[name]())
-            log(f"  {rounds[name][-1]}")
+            figures = attempt(tools[name])
+            if figures is not None:
+                rounds[name].append(figures | {"round": k})
+                log(f"  {figures}")
     summary = print_table(rounds, args)
     output = args.output or BENCH_DIR / f"results-{time.strftime('%Y%m%d-%H%M%S')}.json"
     output.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rounds": rounds,

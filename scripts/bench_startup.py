@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--ctx", type=int, default=8192, help="the context size `localgen run` picks for the model")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO_ROOT))
-    from localgen.fit import physical_cores
+    from localgen.hardware import physical_cores
 
     threads = str(args.threads or physical_cores())
     model = str(bundled_model())

@@ -1,5 +1,5 @@
 """Measure real memory use (process RSS) of loading a model and prefilling its whole context, and compare
-it with localgen.fit's estimate from the GGUF header alone.
+it with the estimate localgen.estimate makes from the GGUF header alone.
 
 Each measurement runs in a fresh Python process: RSS is read after imports, after loading (weights, KV
 cache, compute buffers) and after a prefill of n_ctx - 1 tokens; llama.cpp's own buffer sizes come from
@@ -109,8 +109,9 @@ def measure(args: argparse.Namespace) -> None:
 def _row(record: dict) -> str:
     """One line comparing the estimate with the measured RSS increase."""
     sys.path.insert(0, str(REPO_ROOT))
-    from localgen.fit import cpu_repack_types, estimate_memory, model_shape
+    from localgen.estimate import estimate_memory, model_shape
     from localgen.gguf_file import read_gguf
+    from localgen.hardware import cpu_repack_types
 
     shape = model_shape(read_gguf(Path(record["path"])))
     est = estimate_memory(shape, n_ctx=record["n_ctx"], kv_type=record["kv_type"],

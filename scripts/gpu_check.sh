@@ -31,7 +31,7 @@ VERSION=$("$PYTHON" -c "import importlib.metadata as m; print(m.version('llama-c
 
 say "1. the installed llama-cpp-python $VERSION"
 "$PYTHON" - <<'EOF'
-from localgen.fit import cpu_only_warning, probe_hardware
+from localgen.hardware import cpu_only_warning, probe_hardware
 
 hw = probe_hardware()
 print(f"gpu_offload={hw.gpu_offload} gpus={[g.name for g in hw.gpus]} nvidia-smi={[g.name for g in hw.nvidia_gpus]}")
@@ -74,7 +74,9 @@ import subprocess
 import sys
 
 from localgen.engine import backend_devices, supports_gpu_offload
-from localgen.fit import estimate_memory, plan_fit, probe_hardware, read_shape
+from localgen.estimate import estimate_memory, read_shape
+from localgen.fit import plan_fit
+from localgen.hardware import probe_hardware
 from tests.conftest import bundled_model_file
 
 PROMPT = "Count from 1 to 300, separated by commas."

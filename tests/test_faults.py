@@ -513,7 +513,7 @@ ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a w
     ("storage.py", ""): "the atomic writer itself",
     ("cli.py", "os.open(os.devnull"): "silences stdout after a broken pipe",
     ("repl.py", "os.open(path, os.O_CREAT"): "creates the empty history file with mode 0600 (prompt-toolkit appends)",
-    ("fit.py", "path.write_bytes(data)"): "a scratch copy of a Hub file's header inside a TemporaryDirectory",
+    ("quant_choice.py", "path.write_bytes(data)"): "a scratch copy of a Hub file's header inside a TemporaryDirectory",
 }
 
 

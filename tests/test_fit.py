@@ -20,10 +20,13 @@ from hub_server import (
     loopback_hub_fixture,  # noqa: F401  (the `loopback_hub` fixture)
 )
 
-from localgen import fit
-from localgen.errors import ConfigError, ModelLoadError
-from localgen.fit import FitRequest, GpuInfo, Hardware, InsufficientMemoryError, MemoryInfo
+from localgen import config, fit, hardware, quant_choice
+from localgen.errors import ConfigError, InsufficientMemoryError, ModelLoadError
+from localgen.estimate import GPU_HOST_OVERHEAD_BYTES, ModelShape, estimate_memory, kv_cache_bytes, read_shape
+from localgen.fit import FitRequest
 from localgen.gguf_file import read_gguf
+from localgen.hardware import GpuInfo, Hardware, MemoryInfo
+from localgen.quant_choice import choose_cached, choose_download, choose_option, hub_options, remote_header
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
 
 MIB = 2**20
@@ -51,9 +54,9 @@ def machine(ram: int = 16 * GIB, *, gpus: tuple[GpuInfo, ...] = (), offload: boo
 
 
 @pytest.fixture(scope="module")
-def bundled_shape() -> fit.ModelShape:
+def bundled_shape() -> ModelShape:
     """The bundled SmolLM2-135M's shape."""
-    return fit.read_shape(bundled_model_file())
+    return read_shape(bundled_model_file())
 
 
 @pytest.fixture(scope="module")
@@ -73,21 +76,21 @@ def quant_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_parse_size_accepts_bytes_and_binary_units() -> None:
-    assert fit.parse_size("4GiB", name="X") == 4 * GIB
-    assert fit.parse_size("512MiB", name="X") == 512 * MIB
-    assert fit.parse_size("1.5g", name="X") == int(1.5 * GIB)
-    assert fit.parse_size("1000", name="X") == 1000
+    assert hardware.parse_size("4GiB", name="X") == 4 * GIB
+    assert hardware.parse_size("512MiB", name="X") == 512 * MIB
+    assert hardware.parse_size("1.5g", name="X") == int(1.5 * GIB)
+    assert hardware.parse_size("1000", name="X") == 1000
     with pytest.raises(ConfigError, match="not a size"):
-        fit.parse_size("lots", name="X")
+        hardware.parse_size("lots", name="X")
 
 
 def test_memory_limit_env_caps_total_and_available(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(fit.MEMORY_LIMIT_ENV, "300MiB")
-    memory = fit.probe_memory()
+    monkeypatch.setenv(config.MEMORY_LIMIT_ENV, "300MiB")
+    memory = hardware.probe_memory()
     assert memory.total_bytes == 300 * MIB and memory.available_bytes <= 300 * MIB
-    assert memory.source == fit.MEMORY_LIMIT_ENV
-    monkeypatch.delenv(fit.MEMORY_LIMIT_ENV)
-    assert fit.probe_memory().total_bytes > 300 * MIB
+    assert memory.source == config.MEMORY_LIMIT_ENV
+    monkeypatch.delenv(config.MEMORY_LIMIT_ENV)
+    assert hardware.probe_memory().total_bytes > 300 * MIB
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -102,16 +105,16 @@ def test_cgroup_limits_are_read(tmp_path: Path, version: int) -> None:
         (v1 / "memory.limit_in_bytes").write_text(f"{2 * GIB}\n")
         (v1 / "memory.usage_in_bytes").write_text(f"{GIB}\n")
         (v1 / "memory.stat").write_text(f"total_inactive_file {256 * MIB}\n")
-    assert fit.cgroup_memory(tmp_path) == (2 * GIB, GIB + 256 * MIB)
+    assert hardware.cgroup_memory(tmp_path) == (2 * GIB, GIB + 256 * MIB)
 
 
 def test_unlimited_cgroup_is_no_limit(tmp_path: Path) -> None:
     (tmp_path / "memory.max").write_text("max\n")
-    assert fit.cgroup_memory(tmp_path) is None
+    assert hardware.cgroup_memory(tmp_path) is None
 
 
 def test_nvidia_smi_output_is_parsed() -> None:
-    gpus = fit.parse_nvidia_smi("NVIDIA H200, 143771, 140000\nNVIDIA GeForce RTX 4090, 24564, 2000\n")
+    gpus = hardware.parse_nvidia_smi("NVIDIA H200, 143771, 140000\nNVIDIA GeForce RTX 4090, 24564, 2000\n")
     assert [g.name for g in gpus] == ["NVIDIA H200", "NVIDIA GeForce RTX 4090"]
     assert gpus[1].total_bytes == 24564 * MIB and gpus[1].free_bytes == 2000 * MIB
 
@@ -121,22 +124,22 @@ def test_backend_devices_come_from_ggml() -> None:
 
     devices = backend_devices()
     assert any(d.kind == "cpu" and d.total_bytes > 0 for d in devices)
-    hw = fit.probe_hardware()
+    hw = hardware.probe_hardware()
     assert hw.memory.total_bytes > 0 and hw.cores >= 1
     assert hw.gpu_offload or not hw.can_offload
 
 
 def test_cpu_only_build_with_nvidia_gpu_warns_once_with_the_reinstall_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fit, "_warned", set())
+    monkeypatch.setattr(hardware, "_warned", set())
     h200 = GpuInfo(name="NVIDIA H200", total_bytes=140 * GIB, free_bytes=139 * GIB, source="nvidia-smi")
     cpu_only = machine(nvidia=(h200,))
-    message = fit.cpu_only_warning_once(cpu_only)
+    message = hardware.cpu_only_warning_once(cpu_only)
     assert message is not None and "NVIDIA H200" in message
     assert ('CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python==0.3.36'
             in message)
-    assert fit.cpu_only_warning_once(cpu_only) is None
-    assert fit.cpu_only_warning(machine()) is None  # no NVIDIA GPU
-    assert fit.cpu_only_warning(machine(offload=True, gpus=(h200,), nvidia=(h200,))) is None  # a CUDA build
+    assert hardware.cpu_only_warning_once(cpu_only) is None
+    assert hardware.cpu_only_warning(machine()) is None  # no NVIDIA GPU
+    assert hardware.cpu_only_warning(machine(offload=True, gpus=(h200,), nvidia=(h200,))) is None  # a CUDA build
 
 
 # ----------------------------------------------------------------------------- estimates
@@ -144,19 +147,19 @@ def test_cpu_only_build_with_nvidia_gpu_warns_once_with_the_reinstall_command(mo
 
 @pytest.mark.parametrize(("n_ctx", "kv_type", "mib"), [(2048, "f16", 45.0), (8192, "f16", 180.0),
                                                        (8192, "q8_0", 95.625), (8192, "q4_0", 50.625)])
-def test_kv_cache_matches_llama_cpp(bundled_shape: fit.ModelShape, n_ctx: int, kv_type: str, mib: float) -> None:
-    assert fit.kv_cache_bytes(bundled_shape, n_ctx, kv_type) == pytest.approx(mib * MIB)  # llama.cpp's log
+def test_kv_cache_matches_llama_cpp(bundled_shape: ModelShape, n_ctx: int, kv_type: str, mib: float) -> None:
+    assert kv_cache_bytes(bundled_shape, n_ctx, kv_type) == pytest.approx(mib * MIB)  # llama.cpp's log
 
 
-def test_sliding_window_layers_hold_the_window_when_swa_full_is_off(bundled_shape: fit.ModelShape) -> None:
+def test_sliding_window_layers_hold_the_window_when_swa_full_is_off(bundled_shape: ModelShape) -> None:
     shape = replace(bundled_shape, sliding_window=1024, swa_layers=tuple(i % 2 == 0 for i in range(30)))
-    full = fit.kv_cache_bytes(shape, 8192)
-    windowed = fit.kv_cache_bytes(shape, 8192, swa_full=False)
-    assert full == fit.kv_cache_bytes(bundled_shape, 8192)
+    full = kv_cache_bytes(shape, 8192)
+    windowed = kv_cache_bytes(shape, 8192, swa_full=False)
+    assert full == kv_cache_bytes(bundled_shape, 8192)
     assert windowed == pytest.approx(full / 2 + full / 2 * 1536 / 8192)
 
 
-def test_weights_split_into_layers_and_the_rest(bundled_shape: fit.ModelShape) -> None:
+def test_weights_split_into_layers_and_the_rest(bundled_shape: ModelShape) -> None:
     info = read_gguf(bundled_model_file())
     assert bundled_shape.weights_bytes == info.tensor_bytes
     assert len(bundled_shape.layer_bytes) == bundled_shape.n_layer == 30
@@ -164,7 +167,7 @@ def test_weights_split_into_layers_and_the_rest(bundled_shape: fit.ModelShape) -
     assert 4 < bundled_shape.bits_per_weight < 6
 
 
-def test_estimate_is_close_to_measured_rss_of_the_bundled_model(bundled_shape: fit.ModelShape) -> None:
+def test_estimate_is_close_to_measured_rss_of_the_bundled_model(bundled_shape: ModelShape) -> None:
     """Load at ctx 2048 and prefill 256 tokens in a fresh process; compare RSS growth with the estimate (the
     full-context measurements are in scripts/fit_measure.py and the issue note)."""
     script = REPO_ROOT / "scripts" / "fit_measure.py"
@@ -173,15 +176,15 @@ def test_estimate_is_close_to_measured_rss_of_the_bundled_model(bundled_shape: f
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads(proc.stdout.strip().splitlines()[-1])
     measured = record["after"]["VmHWM"] - record["base"]["VmRSS"]
-    estimate = fit.estimate_memory(bundled_shape, n_ctx=2048, repack_types=fit.cpu_repack_types())
+    estimate = estimate_memory(bundled_shape, n_ctx=2048, repack_types=hardware.cpu_repack_types())
     assert estimate.kv_bytes == pytest.approx(record["buffers"]["kv"])
     assert abs(estimate.rss_bytes - measured) / measured < 0.25, (estimate, measured)
 
 
 def test_repacked_weights_are_counted_once_and_their_stale_pages_apart(quant_files: dict[str, Path]) -> None:
-    shape = fit.read_shape(quant_files["Q4_0"])
-    plain = fit.estimate_memory(shape, n_ctx=2048)
-    repacked = fit.estimate_memory(shape, n_ctx=2048, repack_types=frozenset({"Q4_0"}))
+    shape = read_shape(quant_files["Q4_0"])
+    plain = estimate_memory(shape, n_ctx=2048)
+    repacked = estimate_memory(shape, n_ctx=2048, repack_types=frozenset({"Q4_0"}))
     assert plain.reclaimable_bytes == 0 and repacked.ram_bytes == plain.ram_bytes
     # token_embd first and output_norm last stay mapped: the layers' matrices between them leave stale pages;
     # output.weight, after the last weight used in place, is unmapped
@@ -190,45 +193,45 @@ def test_repacked_weights_are_counted_once_and_their_stale_pages_apart(quant_fil
     assert repacked.rss_bytes == repacked.ram_bytes + layer_matrices
 
 
-def test_gpu_estimate_moves_layers_kv_and_compute_to_vram(bundled_shape: fit.ModelShape) -> None:
-    cpu = fit.estimate_memory(bundled_shape, n_ctx=4096)
-    half = fit.estimate_memory(bundled_shape, n_ctx=4096, n_gpu_layers=15)
-    full = fit.estimate_memory(bundled_shape, n_ctx=4096, n_gpu_layers=-1)
+def test_gpu_estimate_moves_layers_kv_and_compute_to_vram(bundled_shape: ModelShape) -> None:
+    cpu = estimate_memory(bundled_shape, n_ctx=4096)
+    half = estimate_memory(bundled_shape, n_ctx=4096, n_gpu_layers=15)
+    full = estimate_memory(bundled_shape, n_ctx=4096, n_gpu_layers=-1)
     assert cpu.vram_bytes == 0 and 0 < half.vram_bytes < full.vram_bytes
     assert full.n_gpu_layers == 31
     assert full.vram_bytes >= full.kv_bytes + sum(bundled_shape.layer_bytes) + full.compute_bytes
-    assert full.ram_bytes - fit.GPU_HOST_OVERHEAD_BYTES < cpu.ram_bytes
+    assert full.ram_bytes - GPU_HOST_OVERHEAD_BYTES < cpu.ram_bytes
 
 
 # ----------------------------------------------------------------------------- plans
 
 
-def test_plan_uses_the_default_context_when_it_fits(bundled_shape: fit.ModelShape) -> None:
+def test_plan_uses_the_default_context_when_it_fits(bundled_shape: ModelShape) -> None:
     plan = fit.plan_fit(bundled_shape, machine())
     assert (plan.n_ctx, plan.n_gpu_layers, plan.kv_type, plan.where) == (8192, 0, "f16", "cpu")
     assert plan.reasons == ()
     assert fit.plan_fit(bundled_shape, machine(), FitRequest(default_ctx=4096)).n_ctx == 4096
 
 
-def test_plan_lowers_the_context_to_fit_and_says_so(bundled_shape: fit.ModelShape) -> None:
-    full = fit.estimate_memory(bundled_shape, n_ctx=8192).ram_bytes
-    small = fit.estimate_memory(bundled_shape, n_ctx=2048).ram_bytes
-    hw = machine(int((full + small) / 2 / fit.RAM_USABLE_FRACTION))
+def test_plan_lowers_the_context_to_fit_and_says_so(bundled_shape: ModelShape) -> None:
+    full = estimate_memory(bundled_shape, n_ctx=8192).ram_bytes
+    small = estimate_memory(bundled_shape, n_ctx=2048).ram_bytes
+    hw = machine(int((full + small) / 2 / hardware.RAM_USABLE_FRACTION))
     plan = fit.plan_fit(bundled_shape, hw)
     assert 2048 <= plan.n_ctx < 8192 and plan.n_ctx % 256 == 0
     assert plan.estimate.ram_bytes <= hw.ram_budget_bytes
-    assert fit.estimate_memory(bundled_shape, n_ctx=plan.n_ctx + 256).ram_bytes > hw.ram_budget_bytes
+    assert estimate_memory(bundled_shape, n_ctx=plan.n_ctx + 256).ram_bytes > hw.ram_budget_bytes
     assert "context lowered from 8,192" in plan.reasons[0]
 
 
-def test_plan_never_goes_below_what_the_prompt_needs(bundled_shape: fit.ModelShape) -> None:
+def test_plan_never_goes_below_what_the_prompt_needs(bundled_shape: ModelShape) -> None:
     assert fit.plan_fit(bundled_shape, machine(), FitRequest(default_ctx=2048, min_ctx=5000)).n_ctx == 5120
-    small = fit.estimate_memory(bundled_shape, n_ctx=4096).ram_bytes
+    small = estimate_memory(bundled_shape, n_ctx=4096).ram_bytes
     with pytest.raises(InsufficientMemoryError, match="5,000-token context"):
-        fit.plan_fit(bundled_shape, machine(int(small / fit.RAM_USABLE_FRACTION)), FitRequest(min_ctx=5000))
+        fit.plan_fit(bundled_shape, machine(int(small / hardware.RAM_USABLE_FRACTION)), FitRequest(min_ctx=5000))
 
 
-def test_a_model_that_cannot_fit_is_refused_with_need_available_and_options(bundled_shape: fit.ModelShape) -> None:
+def test_a_model_that_cannot_fit_is_refused_with_need_available_and_options(bundled_shape: ModelShape) -> None:
     with pytest.raises(InsufficientMemoryError) as caught:
         fit.plan_fit(bundled_shape, machine(100 * MIB), label="smollm2-135m")
     error = caught.value
@@ -238,19 +241,19 @@ def test_a_model_that_cannot_fit_is_refused_with_need_available_and_options(bund
     assert "--ctx-size 1024" in (error.hint or "")
 
 
-def test_an_explicit_context_is_kept_or_refused(bundled_shape: fit.ModelShape) -> None:
+def test_an_explicit_context_is_kept_or_refused(bundled_shape: ModelShape) -> None:
     assert fit.plan_fit(bundled_shape, machine(), FitRequest(ctx_size=1000)).n_ctx == 1000
-    fits_2048 = fit.estimate_memory(bundled_shape, n_ctx=2048).ram_bytes
+    fits_2048 = estimate_memory(bundled_shape, n_ctx=2048).ram_bytes
     with pytest.raises(InsufficientMemoryError, match="8,192-token"):
-        fit.plan_fit(bundled_shape, machine(int(fits_2048 / fit.RAM_USABLE_FRACTION)), FitRequest(ctx_size=8192))
+        fit.plan_fit(bundled_shape, machine(int(fits_2048 / hardware.RAM_USABLE_FRACTION)), FitRequest(ctx_size=8192))
 
 
-def test_gpu_layers_all_some_or_none(bundled_shape: fit.ModelShape) -> None:
+def test_gpu_layers_all_some_or_none(bundled_shape: ModelShape) -> None:
     def gpu(free: int) -> GpuInfo:
         return GpuInfo(name="Test GPU", total_bytes=8 * GIB, free_bytes=free)
 
-    reserve = max(int(8 * GIB * fit.VRAM_RESERVE_FRACTION), fit.VRAM_RESERVE_MIN_BYTES)
-    everything = fit.estimate_memory(bundled_shape, n_ctx=8192, n_gpu_layers=-1).vram_bytes
+    reserve = max(int(8 * GIB * hardware.VRAM_RESERVE_FRACTION), hardware.VRAM_RESERVE_MIN_BYTES)
+    everything = estimate_memory(bundled_shape, n_ctx=8192, n_gpu_layers=-1).vram_bytes
     all_plan = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu(8 * GIB),)))
     assert all_plan.where == "gpu" and all_plan.n_gpu_layers == 31 and all_plan.n_ctx == 8192
     some = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu(reserve + everything // 2),)))
@@ -268,7 +271,7 @@ def test_gpu_layers_all_some_or_none(bundled_shape: fit.ModelShape) -> None:
     assert fit.plan_fit(bundled_shape, machine(), FitRequest(gpu_layers=10)).n_gpu_layers == 0  # CPU-only build
 
 
-def test_failed_gpu_load_is_retried_with_fewer_layers(bundled_shape: fit.ModelShape) -> None:
+def test_failed_gpu_load_is_retried_with_fewer_layers(bundled_shape: ModelShape) -> None:
     from localgen.params import LoadOptions
     from localgen.runner import open_engine
 
@@ -306,40 +309,40 @@ def _serve(hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
 
 def _too_small_for(quant_files: dict[str, Path], quant: str) -> int:
     """A RAM size in which quant does not fit even at the smallest automatic context."""
-    need = fit.estimate_memory(fit.read_shape(quant_files[quant]), n_ctx=fit.MIN_AUTO_CONTEXT).ram_bytes
-    return int(need * 0.95 / fit.RAM_USABLE_FRACTION)
+    need = estimate_memory(read_shape(quant_files[quant]), n_ctx=fit.MIN_AUTO_CONTEXT).ram_bytes
+    return int(need * 0.95 / hardware.RAM_USABLE_FRACTION)
 
 
 def _limit_between(quant_files: dict[str, Path], low: str, high: str) -> int:
     """A RAM size that fits quant `low` at full context but not `high`."""
-    need = {q: fit.estimate_memory(fit.read_shape(quant_files[q]), n_ctx=8192).ram_bytes for q in (low, high)}
-    return int((need[low] + need[high]) / 2 / fit.RAM_USABLE_FRACTION)
+    need = {q: estimate_memory(read_shape(quant_files[q]), n_ctx=8192).ram_bytes for q in (low, high)}
+    return int((need[low] + need[high]) / 2 / hardware.RAM_USABLE_FRACTION)
 
 
 def test_the_best_quant_that_fits_is_chosen_from_range_read_headers(hubenv: HubEnv,
                                                                     quant_files: dict[str, Path]) -> None:
     _serve(hubenv, quant_files)
-    options = fit.hub_options(REPO, machine(), FitRequest())
+    options = hub_options(REPO, machine(), FitRequest())
     assert [o.label for o in options] == ["Q4_0", "Q5_0", "Q8_0", "F16"]  # smallest first
     assert all(o.plan is not None for o in options)
-    assert options[fit.choose_option(options, FitRequest()) or 0].label == "Q8_0"  # F16 is above the ceiling
+    assert options[choose_option(options, FitRequest()) or 0].label == "Q8_0"  # F16 is above the ceiling
     tight = machine(_limit_between(quant_files, "Q5_0", "Q8_0"))
-    tight_options = fit.hub_options(REPO, tight, FitRequest(ctx_size=8192))
-    assert tight_options[fit.choose_option(tight_options, FitRequest(ctx_size=8192)) or 0].label == "Q5_0"
+    tight_options = hub_options(REPO, tight, FitRequest(ctx_size=8192))
+    assert tight_options[choose_option(tight_options, FitRequest(ctx_size=8192)) or 0].label == "Q5_0"
     reads = [r for r in hubenv.server.requests if "/resolve/" in r.path]
-    assert reads and all(r.method == "GET" and r.range == f"bytes=0-{fit.HEADER_READ_BYTES - 1}" and r.status == 206
-                         for r in reads)
+    assert reads and all(r.method == "GET" and r.range == f"bytes=0-{quant_choice.HEADER_READ_BYTES - 1}"
+                         and r.status == 206 for r in reads)
     for path in quant_files.values():
         count = sum(1 for r in reads if r.path.endswith(path.name))
-        assert count == 2 and hubenv.server.bytes_sent[(REPO, path.name)] <= 2 * fit.HEADER_READ_BYTES
+        assert count == 2 and hubenv.server.bytes_sent[(REPO, path.name)] <= 2 * quant_choice.HEADER_READ_BYTES
     assert hubenv.blobs(REPO) == []  # nothing downloaded
 
 
 def test_a_header_longer_than_the_first_read_is_read_again_larger(hubenv: HubEnv, quant_files: dict[str, Path],
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     _serve(hubenv, quant_files)
-    monkeypatch.setattr(fit, "HEADER_READ_BYTES", 1024)
-    info = fit.remote_header(REPO, "fit-Q8_0.gguf", quant_files["Q8_0"].stat().st_size)
+    monkeypatch.setattr(quant_choice, "HEADER_READ_BYTES", 1024)
+    info = remote_header(REPO, "fit-Q8_0.gguf", quant_files["Q8_0"].stat().st_size)
     assert info.block_count == 4 and info.architecture == "llama"
     assert [r.range for r in hubenv.server.requests][:2] == ["bytes=0-1023", "bytes=0-4095"]
 
@@ -347,12 +350,12 @@ def test_a_header_longer_than_the_first_read_is_read_again_larger(hubenv: HubEnv
 def test_choose_download_picks_or_refuses_before_downloading(hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
     _serve(hubenv, quant_files)
     tight = machine(_limit_between(quant_files, "Q4_0", "Q5_0"))
-    reference, notes = fit.choose_download(REPO, hw=tight, request=FitRequest())
+    reference, notes = choose_download(REPO, hw=tight, request=FitRequest())
     assert reference == f"{REPO}:Q4_0" and "chose" in notes[0]
     with pytest.raises(InsufficientMemoryError, match=f"no quant of {REPO} fits"):
-        fit.choose_download(REPO, hw=machine(20 * MIB), request=FitRequest())
+        choose_download(REPO, hw=machine(20 * MIB), request=FitRequest())
     with pytest.raises(InsufficientMemoryError, match="needs about"):
-        fit.choose_download(f"{REPO}:F16", hw=machine(_too_small_for(quant_files, "F16")), request=FitRequest())
+        choose_download(f"{REPO}:F16", hw=machine(_too_small_for(quant_files, "F16")), request=FitRequest())
     assert hubenv.blobs(REPO) == []
 
 
@@ -360,13 +363,13 @@ def test_choose_download_picks_or_refuses_before_downloading(hubenv: HubEnv, qua
 
 
 def test_run_under_a_memory_limit_lowers_the_context_or_refuses() -> None:
-    shape = fit.read_shape(bundled_model_file())
-    between = (fit.estimate_memory(shape, n_ctx=8192).ram_bytes + fit.estimate_memory(shape, n_ctx=2048).ram_bytes) / 2
-    limit = str(int(between / fit.RAM_USABLE_FRACTION))
-    ok = run_localgen("run", "Say hi.", "-n", "3", "--temperature", "0", env={fit.MEMORY_LIMIT_ENV: limit})
+    shape = read_shape(bundled_model_file())
+    between = (estimate_memory(shape, n_ctx=8192).ram_bytes + estimate_memory(shape, n_ctx=2048).ram_bytes) / 2
+    limit = str(int(between / hardware.RAM_USABLE_FRACTION))
+    ok = run_localgen("run", "Say hi.", "-n", "3", "--temperature", "0", env={config.MEMORY_LIMIT_ENV: limit})
     assert ok.returncode == 0, ok.err
     assert "context lowered from 8,192" in ok.err and ok.out.strip()
-    refused = run_localgen("run", "Say hi.", "-n", "3", env={fit.MEMORY_LIMIT_ENV: "100MiB"})
+    refused = run_localgen("run", "Say hi.", "-n", "3", env={config.MEMORY_LIMIT_ENV: "100MiB"})
     assert refused.returncode == 1 and refused.out == ""
     assert "needs about" in refused.err and "usable RAM" in refused.err and "--kv-type q8_0" in refused.err
 
@@ -386,7 +389,7 @@ def test_fit_command_for_a_local_file(capsys: pytest.CaptureFixture[str], monkey
     (option,) = report["options"]
     assert option["chosen"] and option["fits"] == "RAM" and option["plan"]["n_ctx"] == 4096
     assert option["kv_bytes"] == 90 * MIB and report["chosen"] == "Q4_1"
-    monkeypatch.setenv(fit.MEMORY_LIMIT_ENV, "100MiB")
+    monkeypatch.setenv(config.MEMORY_LIMIT_ENV, "100MiB")
     assert localgen_main("fit", str(bundled_model_file())) == 0
     captured = capsys.readouterr()
     header, row = captured.out.splitlines()
@@ -407,16 +410,16 @@ def test_fit_and_run_against_the_hub(hubenv: HubEnv, quant_files: dict[str, Path
     assert hubenv.blobs(REPO) == []
     limit = str(_limit_between(quant_files, "Q4_0", "Q5_0"))
     run = subprocess.run([sys.executable, "-m", "localgen", "run", "-m", REPO, "hi", "-n", "2"],
-                         env={**env, fit.MEMORY_LIMIT_ENV: limit}, capture_output=True, text=True, timeout=120,
+                         env={**env, config.MEMORY_LIMIT_ENV: limit}, capture_output=True, text=True, timeout=120,
                          cwd=REPO_ROOT, stdin=subprocess.DEVNULL, check=False)
     assert run.returncode == 0, run.stderr
     assert f"chose {REPO}:Q4_0" in run.stderr
     assert hubenv.server.bytes_sent[(REPO, "fit-Q4_0.gguf")] >= quant_files["Q4_0"].stat().st_size
-    assert hubenv.server.bytes_sent[(REPO, "fit-F16.gguf")] <= 2 * fit.HEADER_READ_BYTES  # fit, then run
+    assert hubenv.server.bytes_sent[(REPO, "fit-F16.gguf")] <= 2 * quant_choice.HEADER_READ_BYTES  # fit, then run
     hubenv.server.requests.clear()
-    assert fit.choose_cached(REPO, hw=machine(int(limit)), request=FitRequest()) == f"{REPO}:Q4_0"
+    assert choose_cached(REPO, hw=machine(int(limit)), request=FitRequest()) == f"{REPO}:Q4_0"
     assert hubenv.server.requests == []  # the downloaded quant is found again without the network
-    monkeypatch.setenv(fit.MEMORY_LIMIT_ENV, str(_too_small_for(quant_files, "F16")))
+    monkeypatch.setenv(config.MEMORY_LIMIT_ENV, str(_too_small_for(quant_files, "F16")))
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
     assert localgen_main("run", "-m", f"{REPO}:F16", "hi") == 1
     assert "needs about" in capsys.readouterr().err

@@ -24,7 +24,7 @@ from hub_server import (
     run_python,
 )
 
-from localgen import config, hub
+from localgen import config, download_progress, hub
 from localgen.errors import HubError
 from localgen.hub import HubFile, choose_model, quant_of, shard_of
 
@@ -347,7 +347,7 @@ def test_progress_reports_bytes_while_downloading(hubenv: HubEnv, monkeypatch: p
                                                   tqdm_class: bool) -> None:
     seen: list[int] = []
 
-    class Recorder(hub._RichDisplay):
+    class Recorder(download_progress.RichDisplay):
         def set_completed(self, n: int) -> None:
             seen.append(n)
             super().set_completed(n)
@@ -359,7 +359,7 @@ def test_progress_reports_bytes_while_downloading(hubenv: HubEnv, monkeypatch: p
     if tqdm_class and not hub._supports_tqdm_class():
         pytest.skip("this huggingface_hub has no tqdm_class")
     monkeypatch.setattr(hub, "_supports_tqdm_class", lambda: tqdm_class)
-    monkeypatch.setattr(hub, "_RichDisplay", Recorder)
+    monkeypatch.setattr(download_progress, "RichDisplay", Recorder)
     # huggingface_hub reads and writes in 10 MiB pieces: a 24 MB file shows two steps on the way.
     hubenv.server.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 24_000_000)})
     hubenv.server.bytes_per_s = 40_000_000

@@ -1,0 +1,239 @@
+"""Download progress: a bar per file on stderr while hub.py downloads, and the one-line summary after.
+
+hub.py drives a Display (begin_file, advance, end_file, verifying, verified); huggingface_hub reports bytes through
+tqdm_adapter's class, or, when it cannot take one, poll_incomplete watches the growing *.incomplete blob.
+rich is imported here, lazily, for RichDisplay: console.py owns rich, but services such as hub.py must not import
+console.py (DESIGN.md's dependency direction), so the bar stays here until the CLI hands hub.py a display.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from localgen.hub import HubFile, HubModel
+
+POLL_INTERVAL_S = 0.1
+
+
+class Display:
+    """Download feedback with nothing drawn: the base for the rich bar."""
+
+    def __init__(self, model: HubModel) -> None:
+        self.model = model
+
+    def __enter__(self) -> Display:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    def begin_file(self, file: HubFile, *, cached: bool) -> None:
+        """A file starts (cached: it is already on disk)."""
+
+    def advance(self, n: int) -> None:
+        """n more bytes of the current file arrived (may be negative when a download restarts)."""
+
+    def set_completed(self, n: int) -> None:
+        """The current file has n bytes."""
+
+    def set_total(self, total: int) -> None:
+        """The current file's size turned out to be total."""
+
+    def end_file(self) -> None:
+        """The current file is on disk."""
+
+    def verifying(self, file: HubFile) -> None:
+        """The file's checksum is being computed."""
+
+    def verified(self, file: HubFile, *, hashed: bool) -> None:
+        """The file matched its checksum (hashed: now, rather than by an earlier record)."""
+
+
+class RichDisplay(Display):
+    """A rich progress bar on stderr: one bar per file and an overall bar for split models."""
+
+    def __init__(self, model: HubModel, console: Any = None) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        super().__init__(model)
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+            TimeRemainingColumn(), console=console or Console(stderr=True), transient=False)
+        self.overall = None
+        if len(model.files) > 1:
+            self.overall = self.progress.add_task(f"{model.label} ({len(model.files)} files)", total=model.size)
+        self.task: Any = None
+        self.file_done = 0
+        self.file_total = 0
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> RichDisplay:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.progress.stop()
+
+    def begin_file(self, file: HubFile, *, cached: bool) -> None:
+        """Add the file's bar, full when cached."""
+        with self.lock:
+            self.file_done = file.size if cached else 0
+            self.file_total = file.size
+            self.task = self.progress.add_task(file.name, total=file.size, completed=self.file_done)
+            self._sync_overall()
+
+    def advance(self, n: int) -> None:
+        """Move the file's bar (and the overall one) by n bytes."""
+        with self.lock:
+            self.file_done += n
+            self.progress.update(self.task, completed=self.file_done)
+            self._sync_overall()
+
+    def set_completed(self, n: int) -> None:
+        """Set the file's bar to n bytes."""
+        with self.lock:
+            self.file_done = n
+            self.progress.update(self.task, completed=n)
+            self._sync_overall()
+
+    def set_total(self, total: int) -> None:
+        """Change the file's bar total."""
+        self.file_total = total
+        self.progress.update(self.task, total=total)
+
+    def end_file(self) -> None:
+        """Fill the file's bar."""
+        self.set_completed(self.file_total)
+
+    def verifying(self, file: HubFile) -> None:
+        """Say that the sha256 is being checked."""
+        self.progress.update(self.task, description=f"{file.name} (verifying sha256)")
+
+    def verified(self, file: HubFile, *, hashed: bool) -> None:
+        """Mark the file as verified."""
+        self.progress.update(self.task, description=f"{file.name} ✓" if hashed else f"{file.name} (cached) ✓")
+
+    def _sync_overall(self) -> None:
+        """Overall progress = finished files + the current one."""
+        if self.overall is None:
+            return
+        done = 0
+        for task in self.progress.tasks:
+            if task.id != self.overall:
+                done += int(task.completed)
+        self.progress.update(self.overall, completed=done)
+
+
+def open_display(model: HubModel, *, show: bool) -> Display:
+    """A rich progress bar on stderr when show, else a display that draws nothing."""
+    return RichDisplay(model) if show else Display(model)
+
+
+def tqdm_adapter(display: Display) -> type:
+    """A tqdm-like class for hf_hub_download(tqdm_class=...) that feeds a Display."""
+
+    class _Bar:
+        """Accepts whatever huggingface_hub passes to a tqdm bar and forwards byte counts."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.n = int(kwargs.get("initial") or 0)
+            self._total = kwargs.get("total")
+            if self.n:
+                display.set_completed(self.n)
+
+        @property
+        def total(self) -> int | None:
+            """The expected byte count."""
+            return self._total
+
+        @total.setter
+        def total(self, value: int | None) -> None:
+            self._total = value
+            if value:
+                display.set_total(int(value))
+
+        @property
+        def format_dict(self) -> dict[str, Any]:
+            """What tqdm would format (only the rate is ever read)."""
+            return {"rate": None}
+
+        def update(self, n: float | None = 1) -> None:
+            """n more bytes."""
+            step = int(n or 0)
+            self.n += step
+            display.advance(step)
+
+        def update_transfer(self, n: float | None = 1) -> None:
+            """Network bytes of a Xet download (the bar follows bytes written instead)."""
+
+        def close(self) -> None:
+            """Nothing to release."""
+
+        def __enter__(self) -> _Bar:
+            return self
+
+        def __exit__(self, *exc_info: object) -> None:
+            self.close()
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return lambda *args, **kwargs: None  # set_postfix_str, refresh, set_description, ...
+
+    return _Bar
+
+
+def format_size(n: int) -> str:
+    """Bytes in decimal units: 98.4 MB."""
+    value = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{n} B"
+
+
+def print_summary(model: HubModel, downloaded: int, seconds: float) -> None:
+    """One line on stderr: what was downloaded, how big, how fast, verified."""
+    first = model.files[0].filename
+    what = first if len(model.files) == 1 else f"{first} and {len(model.files) - 1} more shards"
+    checks = "sha256 verified" if all(f.sha256 for f in model.files) else "checksums verified"
+    if downloaded:
+        line = f"downloaded {model.repo}/{what} ({format_size(model.size)}) in {seconds:.1f} s, {checks}"
+    else:
+        line = f"{model.repo}/{what} ({format_size(model.size)}) already in the cache, {checks}"
+    print(line, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def poll_incomplete(blobs: Path, etag: str | None, display: Display) -> Iterator[None]:
+    """Report progress by watching the growing *.incomplete blob (for huggingface_hub without tqdm_class)."""
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(POLL_INTERVAL_S):
+            sizes = [p.stat().st_size for p in blobs.glob(f"{etag}*.incomplete") if p.is_file()] if etag else []
+            if sizes:
+                display.set_completed(max(sizes))
+
+    thread = threading.Thread(target=poll, name="localgen-download-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

@@ -1,0 +1,302 @@
+"""The hardware probe: the RAM, cores and GPUs this process may give a model.
+
+RAM from /proc/meminfo, capped by the cgroup (v2 memory.max, v1 memory.limit_in_bytes) and by LOCALGEN_MEMORY_LIMIT
+(bytes or a size such as 4GiB, to simulate a smaller machine). GPUs from llama.cpp's ggml backend devices
+(engine.backend_devices), else from `nvidia-smi`; LOCALGEN_VRAM_LIMIT caps the VRAM budget the same way. The two
+limits are read by config.load_settings() and parsed here (parse_size).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from localgen.config import MEMORY_LIMIT_ENV, VRAM_LIMIT_ENV, load_settings
+from localgen.errors import ConfigError
+
+RAM_USABLE_FRACTION = 0.9
+VRAM_RESERVE_FRACTION = 0.05
+VRAM_RESERVE_MIN_BYTES = 256 * 2**20
+# Weight types ggml-cpu repacks into interleaved copies (ggml_repack_get_optimal_repack_type, 0.3.36).
+REPACK_TYPES_X86_AVX2 = frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"})
+REPACK_TYPES_X86_AVX512 = frozenset({"Q2_K"})
+REPACK_TYPES_ARM_DOTPROD = frozenset({"Q4_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "Q8_0", "MXFP4"})
+REINSTALL_COMMAND = 'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python=={}'
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+_UNLIMITED = 1 << 60
+
+
+@lru_cache(maxsize=1)
+def physical_cores() -> int:
+    """The number of physical CPU cores (not hyper-threads) this process may use."""
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores: set[tuple[str, str]] = set()
+    try:
+        physical_id = core_id = ""
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "physical id":
+                physical_id = value.strip()
+            elif key == "core id":
+                core_id = value.strip()
+                cores.add((physical_id, core_id))
+    except OSError:
+        pass
+    return max(1, min(len(cores) or allowed, allowed))
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    """RAM this process may use: total and available bytes, and what limited them."""
+
+    total_bytes: int
+    available_bytes: int
+    source: str = "system"  # "system", "cgroup" or MEMORY_LIMIT_ENV
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU: name, total and free memory, and where the facts came from ("llama.cpp" or "nvidia-smi")."""
+
+    name: str
+    total_bytes: int
+    free_bytes: int
+    source: str = "llama.cpp"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What this machine offers a model: RAM, cores, and the GPUs this llama.cpp build can offload to."""
+
+    memory: MemoryInfo
+    cores: int
+    gpu_offload: bool  # llama_supports_gpu_offload(): the build has a GPU backend
+    gpus: tuple[GpuInfo, ...] = ()  # devices llama.cpp can offload to
+    nvidia_gpus: tuple[GpuInfo, ...] = ()  # what nvidia-smi sees, whatever the build
+    llama_version: str = ""
+    vram_limit_bytes: int | None = None
+    cpu_repack_types: frozenset[str] = frozenset()  # weight types ggml-cpu repacks on this CPU
+
+    @property
+    def can_offload(self) -> bool:
+        """True when layers can go to a GPU."""
+        return self.gpu_offload and bool(self.gpus)
+
+    @property
+    def vram_budget_bytes(self) -> int:
+        """Free VRAM usable for a model: each GPU's free memory less a reserve, capped by LOCALGEN_VRAM_LIMIT."""
+        if not self.can_offload:
+            return 0
+        budget = sum(max(g.free_bytes - max(int(g.total_bytes * VRAM_RESERVE_FRACTION), VRAM_RESERVE_MIN_BYTES), 0)
+                     for g in self.gpus)
+        return budget if self.vram_limit_bytes is None else min(budget, self.vram_limit_bytes)
+
+    @property
+    def ram_budget_bytes(self) -> int:
+        """RAM usable for a model: a fraction of what is available."""
+        return int(self.memory.available_bytes * RAM_USABLE_FRACTION)
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready description."""
+        return {"ram_total": self.memory.total_bytes, "ram_available": self.memory.available_bytes,
+                "ram_source": self.memory.source, "ram_budget": self.ram_budget_bytes, "cores": self.cores,
+                "gpu_offload": self.gpu_offload, "vram_budget": self.vram_budget_bytes,
+                "gpus": [{"name": g.name, "total": g.total_bytes, "free": g.free_bytes, "source": g.source}
+                         for g in self.gpus],
+                "nvidia_gpus": [g.name for g in self.nvidia_gpus], "llama_cpp_python": self.llama_version,
+                "cpu_repack_types": sorted(self.cpu_repack_types)}
+
+
+def parse_size(text: str, *, name: str) -> int:
+    """Bytes from '4GiB', '512MiB', '4G', '1.5g' or a plain byte count (binary units)."""
+    match = _SIZE.match(text)
+    if match is None:
+        raise ConfigError(f"{name}={text!r} is not a size", hint="use bytes or a size such as 4GiB or 512MiB")
+    return int(float(match[1]) * _UNITS[match[2].lower()])
+
+
+def _size_limit(value: str | None, name: str) -> int | None:
+    """A size limit as set (name: its environment variable, for errors), or None when unset."""
+    return parse_size(value, name=name) if value else None
+
+
+def _meminfo() -> tuple[int, int]:
+    """(MemTotal, MemAvailable) in bytes from /proc/meminfo (0, 0 when unreadable)."""
+    values: dict[str, int] = {}
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("MemTotal", "MemAvailable", "MemFree", "Cached"):
+                values[key] = int(rest.split()[0]) * 1024
+    total = values.get("MemTotal", 0)
+    return total, values.get("MemAvailable", values.get("MemFree", 0) + values.get("Cached", 0)) or total
+
+
+def _read_int(path: Path) -> int | None:
+    """An integer from a one-line file ('max' and unreadable files give None)."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _stat_value(path: Path, key: str) -> int:
+    """One counter from a cgroup memory.stat file (0 when absent)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    return 0
+
+
+def _cgroup_dirs(root: Path, controller: str | None) -> list[Path]:
+    """This process's cgroup folder and its parents under root (the root itself last)."""
+    relative = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            parts = line.split(":", 2)
+            if len(parts) == 3 and ((controller is None and parts[0] == "0")
+                                    or (controller is not None and controller in parts[1].split(","))):
+                relative = parts[2].strip("/")
+    folders = []
+    path = root / relative if relative else root
+    while True:
+        if path.is_dir():
+            folders.append(path)
+        if path == root or root not in path.parents:
+            break
+        path = path.parent
+    return folders or [root]
+
+
+def cgroup_memory(root: Path = Path("/sys/fs/cgroup")) -> tuple[int, int] | None:
+    """(limit, available) bytes of this process's cgroup (v2, else v1), or None when unlimited."""
+    best: tuple[int, int] | None = None
+    candidates = [(d / "memory.max", d / "memory.current", d / "memory.stat", "inactive_file")
+                  for d in _cgroup_dirs(root, None)]
+    v1 = root / "memory"
+    if v1.is_dir():
+        candidates += [(d / "memory.limit_in_bytes", d / "memory.usage_in_bytes", d / "memory.stat",
+                        "total_inactive_file") for d in _cgroup_dirs(v1, "memory")]
+    for limit_file, usage_file, stat_file, inactive_key in candidates:
+        limit = _read_int(limit_file)
+        if limit is None or limit >= _UNLIMITED:
+            continue
+        usage = _read_int(usage_file) or 0
+        available = max(limit - usage + _stat_value(stat_file, inactive_key), 0)
+        if best is None or limit < best[0]:
+            best = (limit, min(available, limit))
+    return best
+
+
+def probe_memory() -> MemoryInfo:
+    """Total and available RAM, honouring cgroup limits and LOCALGEN_MEMORY_LIMIT."""
+    total, available = _meminfo()
+    source = "system"
+    cgroup = cgroup_memory()
+    if cgroup is not None and cgroup[0] < total:
+        total, available, source = cgroup[0], min(available, cgroup[1]), "cgroup"
+    # load_settings(), not the cached settings(): a probe reports the limit as it is set now
+    limit = _size_limit(load_settings().memory_limit, MEMORY_LIMIT_ENV)
+    if limit is not None:
+        total, available, source = limit, min(available, limit), MEMORY_LIMIT_ENV
+    return MemoryInfo(total_bytes=total, available_bytes=available, source=source)
+
+
+@lru_cache(maxsize=1)
+def nvidia_smi_gpus() -> tuple[GpuInfo, ...]:
+    """GPUs reported by `nvidia-smi` (none when it is missing or fails)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return ()
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,memory.total,memory.free", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return parse_nvidia_smi(out)
+
+
+def parse_nvidia_smi(text: str) -> tuple[GpuInfo, ...]:
+    """GPUs from `nvidia-smi --query-gpu=name,memory.total,memory.free --format=csv,noheader,nounits` (MiB)."""
+    gpus = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.rsplit(",", 2)]
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            gpus.append(GpuInfo(name=parts[0], total_bytes=int(parts[1]) * 2**20, free_bytes=int(parts[2]) * 2**20,
+                                source="nvidia-smi"))
+    return tuple(gpus)
+
+
+def _llama_gpus() -> tuple[GpuInfo, ...]:
+    """The GPU-like devices llama.cpp registered (CPU and meta devices left out)."""
+    from localgen.engine import backend_devices
+
+    return tuple(GpuInfo(name=d.name, total_bytes=d.total_bytes, free_bytes=d.free_bytes, description=d.description)
+                 for d in backend_devices() if d.kind in ("gpu", "igpu", "accel"))
+
+
+@lru_cache(maxsize=1)
+def cpu_repack_types() -> frozenset[str]:
+    """The weight types llama.cpp's CPU backend repacks on this CPU (from /proc/cpuinfo's feature flags)."""
+    flags: set[str] = set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("flags", "Features"):
+                flags.update(value.split())
+    types: set[str] = set()
+    if "avx2" in flags:
+        types |= REPACK_TYPES_X86_AVX2
+    if "avx512f" in flags:
+        types |= REPACK_TYPES_X86_AVX512
+    if "asimddp" in flags or "i8mm" in flags:
+        types |= REPACK_TYPES_ARM_DOTPROD
+    return frozenset(types)
+
+
+def probe_hardware() -> Hardware:
+    """This machine now: RAM (limits honoured), cores, GPU offload support and GPU memory."""
+    from localgen.engine import llama_cpp_version, supports_gpu_offload
+
+    offload = supports_gpu_offload()
+    gpus = _llama_gpus() if offload else ()
+    nvidia = nvidia_smi_gpus() if not offload or not gpus else ()
+    if offload and not gpus:
+        gpus = nvidia
+    vram_limit = _size_limit(load_settings().vram_limit, VRAM_LIMIT_ENV)
+    return Hardware(memory=probe_memory(), cores=physical_cores(), gpu_offload=offload, gpus=gpus,
+                    nvidia_gpus=nvidia, llama_version=llama_cpp_version(), vram_limit_bytes=vram_limit,
+                    cpu_repack_types=cpu_repack_types())
+
+
+def cpu_only_warning(hw: Hardware) -> str | None:
+    """The warning for a CPU-only llama.cpp build on a machine with an NVIDIA GPU (None otherwise)."""
+    if hw.gpu_offload or not hw.nvidia_gpus:
+        return None
+    names = ", ".join(sorted({g.name for g in hw.nvidia_gpus}))
+    return (f"this llama-cpp-python build is CPU-only but an NVIDIA GPU is present ({names}); for GPU offload "
+            f"reinstall it with CUDA: {REINSTALL_COMMAND.format(hw.llama_version or '0.3.36')}")
+
+
+_warned: set[str] = set()
+
+
+def cpu_only_warning_once(hw: Hardware) -> str | None:
+    """cpu_only_warning the first time it applies in this process, then None."""
+    message = cpu_only_warning(hw)
+    if message is None or message in _warned:
+        return None
+    _warned.add(message)
+    return message

@@ -1,0 +1,366 @@
+"""Choosing among a repo's quants, before anything is downloaded: each file's estimate and plan from its header.
+
+Headers are read with HTTP range requests (hub.read_header_bytes). When a repo is named without a quant
+(choose_option): among the quants that fit, the full context first, then everything on the GPU, then the most bits
+per weight up to Q8_0's (F16/BF16/F32 only when no quantized file fits). Also `localgen fit`'s report and table,
+and `localgen models show`'s one-line plan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from localgen.errors import GGUFError, InsufficientMemoryError, LocalgenError
+from localgen.estimate import MemoryEstimate, ModelShape, header_shape, model_shape, read_shape
+from localgen.fit import (
+    MIN_AUTO_CONTEXT,
+    FitRequest,
+    LoadPlan,
+    binary_size,
+    estimate_at,
+    insufficient_memory,
+    plan_fit,
+    target_context,
+)
+from localgen.hardware import Hardware, probe_hardware
+
+if TYPE_CHECKING:
+    from localgen.gguf_file import GGUFInfo
+    from localgen.hub import HubFile
+
+HEADER_READ_BYTES = 4 * 2**20  # first range read of a Hub file's header; grown x4 up to HEADER_READ_MAX_BYTES
+HEADER_READ_MAX_BYTES = 256 * 2**20
+# Most quantized first: auto choice of a quant never takes more bits per weight than Q8_0 unless nothing else
+# fits the bill (unquantized weights decode slowly for little gain).
+MAX_AUTO_BITS_PER_WEIGHT = 8.6
+
+
+@dataclass(frozen=True)
+class FitOption:
+    """One candidate model file (a quant of a Hub repo, or a local file) with its estimate and plan."""
+
+    label: str  # the quant tag, or the file name when it has none
+    quant: str | None
+    filenames: tuple[str, ...]
+    file_size: int
+    shape: ModelShape | None = None
+    estimate: MemoryEstimate | None = None  # at the target context (even when it does not fit)
+    plan: LoadPlan | None = None  # None: does not fit (problem says why)
+    problem: str | None = None
+    path: Path | None = None  # the local file, when there is one
+
+    @property
+    def fits_in(self) -> str:
+        """VRAM, VRAM+RAM, RAM, or no."""
+        return self.plan.fits_in if self.plan is not None else "no"
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready description."""
+        e = self.estimate
+        return {"label": self.label, "quant": self.quant, "files": list(self.filenames), "file_size": self.file_size,
+                "weights_bytes": e.weights_bytes if e else None, "kv_bytes": e.kv_bytes if e else None,
+                "total_bytes": e.total_bytes if e else None, "ram_bytes": e.ram_bytes if e else None,
+                "vram_bytes": e.vram_bytes if e else None,
+                "bits_per_weight": round(self.shape.bits_per_weight, 2) if self.shape else None,
+                "fits": self.fits_in, "plan": self.plan.to_dict() if self.plan else None, "problem": self.problem,
+                "path": str(self.path) if self.path else None}
+
+
+def evaluate(label: str, quant: str | None, filenames: tuple[str, ...], file_size: int, shape: ModelShape,
+             hw: Hardware, request: FitRequest, path: Path | None = None) -> FitOption:
+    """A candidate's estimate at the target context and its plan (or why it cannot fit)."""
+    target = target_context(shape, request)
+    est = estimate_at(shape, hw, target, request)[0]
+    try:
+        plan, problem = plan_fit(shape, hw, request, label=label), None
+    except InsufficientMemoryError as exc:
+        plan, problem = None, exc.short
+    return FitOption(label=label, quant=quant, filenames=filenames, file_size=file_size, shape=shape, estimate=est,
+                     plan=plan, problem=problem, path=path)
+
+
+def choose_option(options: Sequence[FitOption], request: FitRequest) -> int | None:
+    """The index of the best option that fits: full context first, then all on the GPU, then the most bits per
+    weight up to Q8_0's (unquantized weights only when nothing quantized fits); None when none fits."""
+
+    def rank(option: FitOption) -> tuple[bool, bool, bool, float]:
+        plan, shape = option.plan, option.shape
+        assert plan is not None and shape is not None
+        bits = shape.bits_per_weight
+        quantized = bits <= MAX_AUTO_BITS_PER_WEIGHT
+        full_context = plan.n_ctx >= target_context(shape, request)
+        return full_context, plan.where == "gpu", quantized, bits if quantized else -bits
+
+    fitting = [i for i, o in enumerate(options) if o.plan is not None and o.shape is not None]
+    return max(fitting, key=lambda i: rank(options[i])) if fitting else None
+
+
+def parse_header_bytes(data: bytes, name: str) -> GGUFInfo:
+    """Parse a GGUF header from the first bytes of a file (tensor data need not be there)."""
+    from localgen.gguf_file import read_gguf
+
+    with tempfile.TemporaryDirectory(prefix="localgen-header-") as folder:
+        path = Path(folder) / (Path(name).name or "header.gguf")
+        path.write_bytes(data)
+        return read_gguf(path, check_tensors=False)
+
+
+def remote_header(repo: str, filename: str, size: int, *, revision: str | None = None) -> GGUFInfo:
+    """A Hub file's GGUF header from HTTP range reads of its first few MB (more only when the header is longer)."""
+    from localgen import hub
+
+    n = min(HEADER_READ_BYTES, size) if size > 0 else HEADER_READ_BYTES
+    while True:
+        data = hub.read_header_bytes(repo, filename, n, revision=revision)
+        try:
+            return parse_header_bytes(data, filename)
+        except GGUFError:
+            if len(data) < n or n >= min(size or HEADER_READ_MAX_BYTES, HEADER_READ_MAX_BYTES):
+                raise
+            n = min(n * 4, size or HEADER_READ_MAX_BYTES, HEADER_READ_MAX_BYTES)
+
+
+def hub_shape(repo: str, files: Sequence[HubFile], *, revision: str | None = None) -> ModelShape:
+    """The shape of a Hub model (one file, or the shards of a split model) from its first file's header."""
+    first = files[0]
+    info = remote_header(repo, first.filename, first.size, revision=revision)
+    others = sum(f.size for f in files[1:])
+    return model_shape(info, file_size=first.size + others, shard_bytes=others)
+
+
+def _groups(files: Sequence[HubFile], repo: str) -> list[tuple[HubFile, ...]]:
+    """One file group per quant tag, plus each untagged model file (projectors and imatrix files left out)."""
+    from localgen import hub
+
+    groups: dict[str, tuple[HubFile, ...]] = {}
+    models = [f for f in files if not f.name.lower().startswith(hub.AUXILIARY_PREFIXES)]
+    for quant in sorted({f.quant for f in models if f.quant}):
+        with contextlib.suppress(LocalgenError):
+            group = hub.choose_model(list(files), quant=quant, filename=None, repo=repo)
+            groups[group[0].filename] = group
+    for f in models:
+        if not f.quant and f.shard_index in (None, 1):
+            with contextlib.suppress(LocalgenError):
+                group = hub.choose_model(list(files), quant=None, filename=f.filename, repo=repo)
+                groups[group[0].filename] = group
+    return sorted(groups.values(), key=lambda g: sum(f.size for f in g))
+
+
+def hub_options(repo: str, hw: Hardware, request: FitRequest, *,
+                files: Sequence[HubFile] | None = None) -> list[FitOption]:
+    """Every model file of a Hub repo with its estimate and plan, from header range reads (nothing downloaded)."""
+    from localgen import hub
+
+    listing = list(files) if files is not None else hub.list_gguf_files(repo)
+    options = []
+    for group in _groups(listing, repo):
+        first = group[0]
+        label = first.quant or first.filename
+        names, size = tuple(f.filename for f in group), sum(f.size for f in group)
+        try:
+            shape = hub_shape(repo, group)
+        except LocalgenError as exc:
+            options.append(FitOption(label=label, quant=first.quant, filenames=names, file_size=size,
+                                     problem=f"header not readable: {exc.message}"))
+            continue
+        options.append(evaluate(label, first.quant, names, size, shape, hw, request))
+    return options
+
+
+def local_option(path: Path, hw: Hardware, request: FitRequest, *, label: str | None = None) -> FitOption:
+    """A local GGUF file as a candidate."""
+    shape = read_shape(path)
+    return evaluate(label or shape.quant or path.name, shape.quant, (path.name,), shape.file_size, shape, hw, request,
+                    path=path)
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """`localgen fit`: the candidates for a reference on this hardware, and the one a run would use."""
+
+    reference: str
+    repo: str | None
+    hardware: Hardware
+    request: FitRequest
+    options: tuple[FitOption, ...]
+    chosen: int | None
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready description."""
+        return {"reference": self.reference, "repo": self.repo, "hardware": self.hardware.to_dict(),
+                "ctx_size": self.request.ctx_size, "kv_type": self.request.kv_type,
+                "options": [o.to_dict() | {"chosen": i == self.chosen} for i, o in enumerate(self.options)],
+                "chosen": self.options[self.chosen].label if self.chosen is not None else None,
+                "notes": list(self.notes)}
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where a reference points: a local path, or a Hub repo with the quant or file named (if any)."""
+
+    path: Path | None
+    repo: str | None
+    quant: str | None
+    filename: str | None
+    default_ctx: int | None
+
+
+def _target(reference: str | None) -> _Target:
+    """Parse a reference the way resolve_model does."""
+    from localgen.config import settings
+    from localgen.registry import load_registry, parse_reference
+    from localgen.resolve import hub_target
+
+    registry = load_registry(settings().user_registry)
+    ref = parse_reference(reference if reference is not None else registry.default_model)
+    if ref.path is not None:
+        return _Target(path=ref.path, repo=None, quant=None, filename=None, default_ctx=None)
+    spec = registry.get(ref.name) if ref.name is not None else None
+    repo, quant, filename = hub_target(ref, spec)
+    return _Target(path=None, repo=repo, quant=quant, filename=filename,
+                   default_ctx=spec.context if spec is not None else None)
+
+
+def _named_index(options: Sequence[FitOption], files: Sequence[HubFile], target: _Target) -> int | None:
+    """The option a named quant or file points at."""
+    from localgen import hub
+
+    assert target.repo is not None
+    group = hub.choose_model(list(files), quant=target.quant, filename=target.filename, repo=target.repo)
+    return next((i for i, o in enumerate(options) if o.filenames[0] == group[0].filename), None)
+
+
+def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | None = None,
+               offline: bool | None = None) -> FitReport:
+    """Estimate and plan every quant of a reference's repo (or its one local file) and mark the one to use."""
+    from localgen import hub
+    from localgen.resolve import resolve_model
+
+    hw = hw or probe_hardware()
+    target = _target(reference)
+    request = replace(request, default_ctx=target.default_ctx)
+    text = reference or ""
+    notes: list[str] = []
+    if target.path is None and target.repo is not None and not (offline or hub.is_offline()):
+        try:
+            files = hub.list_gguf_files(target.repo)
+            options = hub_options(target.repo, hw, request, files=files)
+            named = target.quant or target.filename
+            chosen = _named_index(options, files, target) if named else choose_option(options, request)
+            return FitReport(text, target.repo, hw, request, tuple(options), chosen, tuple(notes))
+        except LocalgenError as exc:
+            notes.append(f"could not survey {target.repo} on the Hub ({exc.message}); showing the local copy")
+    resolved = resolve_model(reference, offline=offline, pull=False)
+    option = local_option(resolved.path, hw, request, label=target.quant or None)
+    return FitReport(text, target.repo, hw, request, (option,), 0 if option.plan else None, tuple(notes))
+
+
+def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest) -> tuple[str | None, tuple[str, ...]]:
+    """Before a download: check the named model fits (or pick the best quant that fits) from Hub headers.
+
+    Returns the reference to download and notes for the user; raises InsufficientMemoryError when nothing fits.
+    """
+    from localgen import hub
+
+    target = _target(reference)
+    if target.repo is None:
+        return reference, ()
+    request = replace(request, default_ctx=target.default_ctx)
+    if target.quant or target.filename:
+        model = hub.find_model(target.repo, quant=target.quant, filename=target.filename)
+        try:
+            shape = hub_shape(target.repo, model.files, revision=model.revision)
+        except LocalgenError:
+            return reference, ()  # no header to judge by: the load after the download will tell
+        plan_fit(shape, hw, request, label=model.label)
+        return reference, ()
+    options = hub_options(target.repo, hw, request)
+    index = choose_option(options, request)
+    if index is None:
+        readable = [o for o in options if o.estimate is not None]
+        if not readable:
+            return reference, ()
+        smallest = min(readable, key=lambda o: o.estimate.ram_bytes if o.estimate else 0)
+        assert smallest.shape is not None
+        raise _too_big_repo(target.repo, smallest, hw, request)
+    chosen = options[index]
+    assert chosen.plan is not None
+    ref = f"{target.repo}:{chosen.quant}" if chosen.quant else f"{target.repo}/{chosen.filenames[0]}"
+    note = (f"chose {ref} ({binary_size(chosen.file_size)}), the best of {len(options)} quants that fits: "
+            f"{chosen.plan.describe()}")
+    return ref, (note,)
+
+
+def choose_cached(reference: str | None, *, hw: Hardware, request: FitRequest) -> str | None:
+    """For a repo named without a quant: the best already downloaded quant that fits, as ORG/REPO:QUANT (no
+    network); None when there is none."""
+    from localgen import hub
+
+    target = _target(reference)
+    if target.repo is None or target.quant or target.filename:
+        return None
+    request = replace(request, default_ctx=target.default_ctx)
+    options = []
+    for group in _groups(hub.cached_listing(target.repo) or [], target.repo):
+        first = group[0]
+        paths = hub.cached_model(target.repo, quant=first.quant, filename=None if first.quant else first.filename)
+        if paths:
+            shape = header_shape(_read_local(paths[0]), paths[0])
+            options.append(evaluate(first.quant or first.filename, first.quant, tuple(f.filename for f in group),
+                                    shape.file_size, shape, hw, request, path=paths[0]))
+    index = choose_option(options, request)
+    if index is None:
+        return None
+    chosen = options[index]
+    return f"{target.repo}:{chosen.quant}" if chosen.quant else f"{target.repo}/{chosen.filenames[0]}"
+
+
+def _read_local(path: Path) -> GGUFInfo:
+    """A local file's validated header."""
+    from localgen.gguf_file import read_gguf
+
+    return read_gguf(path)
+
+
+def _too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitRequest) -> InsufficientMemoryError:
+    """The error when not even a repo's smallest quant fits."""
+    assert smallest.shape is not None
+    n_ctx = min(target_context(smallest.shape, request), MIN_AUTO_CONTEXT)
+    est = estimate_at(smallest.shape, hw, n_ctx, request)[0]
+    return insufficient_memory(smallest.shape, hw, est, request, n_ctx,
+                    subject=f"no quant of {repo} fits: even the smallest, {repo}:{smallest.label},")
+
+
+def report_table(report: FitReport) -> tuple[str, list[str], list[list[str]]]:
+    """A title line, headers and rows for `localgen fit` (the chosen row's label starts with '*')."""
+    hw = report.hardware
+    gpus = ", ".join(f"{g.name} ({binary_size(g.free_bytes)} free)" for g in hw.gpus) or (
+        "none usable (CPU-only llama.cpp build)" if hw.nvidia_gpus else "none")
+    title = (f"{report.reference or 'default model'}: RAM {binary_size(hw.ram_budget_bytes)} usable of "
+             f"{binary_size(hw.memory.available_bytes)} available ({hw.memory.source}); GPU: {gpus}")
+    headers = ["QUANT", "FILE", "WEIGHTS", "KV", "TOTAL", "FITS", "PLAN"]
+    rows = []
+    for index, option in enumerate(report.options):
+        e = option.estimate
+        mark = "*" if index == report.chosen else " "
+        kv = f"{binary_size(e.kv_bytes)} @ {e.n_ctx:,}" if e else "-"
+        plan = option.plan.describe() if option.plan else (option.problem or "-")
+        rows.append([mark + option.label, binary_size(option.file_size), binary_size(e.weights_bytes) if e else "-", kv,
+                     binary_size(e.total_bytes) if e else "-", option.fits_in, plan])
+    return title, headers, rows
+
+
+def plan_summary(path: Path, *, default_ctx: int | None = None, hw: Hardware | None = None) -> str:
+    """One line on how a load of this local file would go here (for `localgen models show`)."""
+    shape = read_shape(path)
+    try:
+        plan = plan_fit(shape, hw or probe_hardware(), FitRequest(default_ctx=default_ctx))
+    except InsufficientMemoryError as exc:
+        return f"does not fit: {exc.short}"
+    return f"{plan.describe()} (about {binary_size(plan.estimate.total_bytes)})"
