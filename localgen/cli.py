@@ -52,6 +52,13 @@ OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the netwo
 GpuLayersOpt = Annotated[int | None, typer.Option(
     "--gpu-layers", help="Layers to offload to the GPU (-1 = all; default: as many as fit).")]
 NoGpuOpt = Annotated[bool, typer.Option("--no-gpu", help="Run on the CPU only.")]
+SystemOpt = Annotated[str | None, typer.Option("--system", "-s", help="System prompt.")]
+TemperatureOpt = Annotated[float, typer.Option(help="0 = greedy.")]
+TopKOpt = Annotated[int, typer.Option(help="Top-k sampling (0 = off).")]
+TopPOpt = Annotated[float, typer.Option(help="Nucleus sampling.")]
+MinPOpt = Annotated[float, typer.Option(help="Min-p sampling.")]
+RepeatPenaltyOpt = Annotated[float, typer.Option(help="1 = off.")]
+SeedOpt = Annotated[int | None, typer.Option(help="Seed for reproducible sampling.")]
 
 
 def _version_callback(value: bool) -> None:
@@ -73,15 +80,15 @@ def _root(
 def run(
     prompt: Annotated[str | None, typer.Argument(help="The instruction. Piped stdin and -f files come first.")] = None,
     model: ModelOpt = None,
-    system: Annotated[str | None, typer.Option("--system", "-s", help="System prompt.")] = None,
+    system: SystemOpt = None,
     file: Annotated[list[Path] | None, typer.Option("--file", "-f", help="Attach a text file (repeatable).")] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", "-n", help="Stop after N tokens.")] = None,
-    temperature: Annotated[float, typer.Option(help="0 = greedy.")] = DEFAULT_TEMPERATURE,
-    top_k: Annotated[int, typer.Option(help="Top-k sampling (0 = off).")] = DEFAULT_TOP_K,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling.")] = DEFAULT_TOP_P,
-    min_p: Annotated[float, typer.Option(help="Min-p sampling.")] = DEFAULT_MIN_P,
-    repeat_penalty: Annotated[float, typer.Option(help="1 = off.")] = DEFAULT_REPEAT_PENALTY,
-    seed: Annotated[int | None, typer.Option(help="Seed for reproducible sampling.")] = None,
+    temperature: TemperatureOpt = DEFAULT_TEMPERATURE,
+    top_k: TopKOpt = DEFAULT_TOP_K,
+    top_p: TopPOpt = DEFAULT_TOP_P,
+    min_p: MinPOpt = DEFAULT_MIN_P,
+    repeat_penalty: RepeatPenaltyOpt = DEFAULT_REPEAT_PENALTY,
+    seed: SeedOpt = None,
     stop: Annotated[list[str] | None, typer.Option("--stop", help="Stop at this string (repeatable).")] = None,
     ctx_size: CtxOpt = None,
     threads: ThreadsOpt = None,
@@ -176,14 +183,14 @@ def run(
 @app.command()
 def chat(
     model: ModelOpt = None,
-    system: Annotated[str | None, typer.Option("--system", "-s", help="System prompt.")] = None,
+    system: SystemOpt = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", "-n", help="Longest answer in tokens.")] = None,
-    temperature: Annotated[float, typer.Option(help="0 = greedy.")] = DEFAULT_TEMPERATURE,
-    top_k: Annotated[int, typer.Option(help="Top-k sampling (0 = off).")] = DEFAULT_TOP_K,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling.")] = DEFAULT_TOP_P,
-    min_p: Annotated[float, typer.Option(help="Min-p sampling.")] = DEFAULT_MIN_P,
-    repeat_penalty: Annotated[float, typer.Option(help="1 = off.")] = DEFAULT_REPEAT_PENALTY,
-    seed: Annotated[int | None, typer.Option(help="Seed for reproducible sampling.")] = None,
+    temperature: TemperatureOpt = DEFAULT_TEMPERATURE,
+    top_k: TopKOpt = DEFAULT_TOP_K,
+    top_p: TopPOpt = DEFAULT_TOP_P,
+    min_p: MinPOpt = DEFAULT_MIN_P,
+    repeat_penalty: RepeatPenaltyOpt = DEFAULT_REPEAT_PENALTY,
+    seed: SeedOpt = None,
     ctx_size: CtxOpt = None,
     threads: ThreadsOpt = None,
     no_markdown: Annotated[bool, typer.Option("--no-markdown", help="Print answers as plain text.")] = False,
