@@ -107,19 +107,6 @@ def supports_gpu_offload() -> bool:
     return bool(lc.llama_supports_gpu_offload())
 
 
-def model_context_length(path: Path) -> int:
-    """The training context length stored in a GGUF (0 when unknown), without loading weights."""
-    params = lc.llama_model_default_params()
-    params.vocab_only = True
-    model = lc.llama_model_load_from_file(str(path).encode(), params)
-    if not model:
-        return 0
-    try:
-        return int(lc.llama_model_n_ctx_train(model))
-    finally:
-        lc.llama_model_free(model)
-
-
 class Engine:
     """One loaded model and context; streams generations and keeps the KV cache between them."""
 
@@ -657,9 +644,9 @@ class Engine:
             lc.llama_memory_seq_rm(self._memory, 0, len(self._kv_tokens), -1)
 
 
-# ----------------------------------------------------------------------------- backend devices (for localgen.fit)
+# ----------------------------------------------------------------------------- backend devices (for localgen.hardware)
 # ggml's backend device API (ggml-backend.h) has no Python binding in llama-cpp-python: bind the few calls that
-# localgen.fit needs with ctypes, from the ggml library shipped in llama_cpp's lib folder.
+# localgen.hardware needs with ctypes, from the ggml library shipped in llama_cpp's lib folder.
 
 DEVICE_KINDS = ("cpu", "gpu", "igpu", "accel", "meta")  # enum ggml_backend_dev_type, in order
 
