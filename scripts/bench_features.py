@@ -78,6 +78,7 @@ def document(words: int) -> str:
 def localgen(*args: str, env: dict[str, str]) -> dict:
     """Run `python -m localgen ARGS --json` and parse the record."""
     out = subprocess.run([sys.executable, "-m", "localgen", *args], check=True, capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL,
                          env=env, cwd=REPO_ROOT).stdout
     return json.loads(out) if out.strip().startswith("{") else {}
 

@@ -76,11 +76,19 @@ def build_llama_bench(version: str, jobs: int) -> Path:
     log(f"building llama-bench with {jobs} jobs (this takes minutes)")
     started = time.perf_counter()
     subprocess.run(["cmake", "--build", str(build), "--config", "Release", "--target", "llama-bench",
-                    "-j", str(jobs)], check=True)
+                    "-j", str(jobs)], check=True, stdin=subprocess.DEVNULL)
     log(f"built in {time.perf_counter() - started:.0f} s")
     built = next(p for p in build.rglob("llama-bench") if p.is_file() and os.access(p, os.X_OK))
     shutil.copy2(built, binary)
     return binary
+
+
+def default_threads() -> int:
+    """The thread count `localgen` picks by default (physical cores)."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from localgen.hardware import physical_cores
+
+    return physical_cores()
 
 
 def bundled_model() -> Path:
@@ -95,7 +103,7 @@ def run_native(binary: Path, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [str(binary), "-m", str(args.model), "-t", str(args.threads), "-b", str(args.batch), "-ub",
            str(args.ubatch), "-fa", args.flash_attn, "-p", str(args.n_prompt), "-n", str(args.n_gen),
            "-r", str(args.reps), "-o", "json"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout
     result = {}
     for test in json.loads(out):
         key = "pp" if test["n_prompt"] and not test["n_gen"] else "tg"
@@ -109,7 +117,8 @@ def run_localgen(args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "localgen", "bench", "-m", str(args.model), "--threads", str(args.threads),
            "--batch-size", str(args.batch), "--ubatch-size", str(args.ubatch), "--flash-attn", args.flash_attn,
            "-p", str(args.n_prompt), "-n", str(args.n_gen), "-r", str(args.reps), "--json"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO_ROOT).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                         cwd=REPO_ROOT).stdout
     figures = json.loads(out)["figures"]
     return {"pp": figures["prefill_tps"]["mean"], "tg": figures["decode_tps"]["mean"],
             "pp_samples": figures["prefill_tps"]["samples"], "tg_samples": figures["decode_tps"]["samples"],
@@ -150,7 +159,7 @@ def run_high_level(args: argparse.Namespace, threads: str) -> dict[str, Any]:
     """llama-cpp-python's high-level Llama.eval (prefill) and Llama.generate (decode)."""
     cmd = [sys.executable, "-c", HIGH_LEVEL, str(args.model), threads, str(args.batch), str(args.ubatch),
            str(args.n_prompt), str(args.n_gen), str(args.reps), args.flash_attn]
-    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout)
 
 
 def attempt(tool: Callable[[], dict[str, Any]], tries: int = 2) -> dict[str, Any] | None:
@@ -237,10 +246,7 @@ def main() -> None:
         return
     args.model = (args.model or bundled_model()).resolve()
     if args.threads is None:
-        sys.path.insert(0, str(REPO_ROOT))
-        from localgen.hardware import physical_cores
-
-        args.threads = physical_cores()
+        args.threads = default_threads()
     tools = {
         "native llama-bench": lambda: run_native(binary, args),
         "localgen bench": lambda: run_localgen(args),

