@@ -101,7 +101,8 @@ def run(
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the stream.")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print speed and token counts on stderr.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="No on-disk prompt cache.")] = False,
-    draft: Annotated[str, typer.Option(help="Speculative decoding: lookup or none.")] = DEFAULT_DRAFT,
+    draft: Annotated[str, typer.Option(
+        help="Speculative decoding: lookup (n-gram drafts from the prompt) or none.")] = DEFAULT_DRAFT,
     gpu_layers: GpuLayersOpt = None,
     no_gpu: NoGpuOpt = False,
     offline: OfflineOpt = False,

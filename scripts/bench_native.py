@@ -104,12 +104,34 @@ def run_native(binary: Path, args: argparse.Namespace) -> dict[str, Any]:
            str(args.ubatch), "-fa", args.flash_attn, "-p", str(args.n_prompt), "-n", str(args.n_gen),
            "-r", str(args.reps), "-o", "json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout
-    result = {}
+    result: dict[str, Any] = {}
     for test in json.loads(out):
         key = "pp" if test["n_prompt"] and not test["n_gen"] else "tg"
         result[key] = float(test["avg_ts"])
         result[f"{key}_samples"] = [float(x) for x in test["samples_ts"]]
+    if args.follow_up_tokens:
+        result |= run_native_follow_up(binary, args)
     return result
+
+
+def run_native_follow_up(binary: Path, args: argparse.Namespace) -> dict[str, float]:
+    """The physics floor of KV reuse: llama-bench prefilling the follow-up's tokens on an empty context and on top
+    of n_prompt cached tokens (`-d`), as milliseconds."""
+    cmd = [str(binary), "-m", str(args.model), "-t", str(args.threads), "-b", str(args.batch), "-ub",
+           str(args.ubatch), "-fa", args.flash_attn, "-p", str(args.follow_up_tokens), "-n", "0",
+           "-d", f"0,{args.n_prompt}", "-r", str(args.reps), "-o", "json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout
+    ms = {int(t.get("n_depth", 0)): 1000 * args.follow_up_tokens / float(t["avg_ts"]) for t in json.loads(out)}
+    return {"fresh_ttft_ms": ms[0], "reuse_ttft_ms": ms[args.n_prompt]}
+
+
+def follow_up_tokens(args: argparse.Namespace) -> int:
+    """How many tokens `localgen bench`'s follow-up turn has for this model (one short localgen bench run)."""
+    cmd = [sys.executable, "-m", "localgen", "bench", "-m", str(args.model), "--threads", str(args.threads),
+           "-p", "16", "-n", "2", "-r", "1", "--json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                         cwd=REPO_ROOT).stdout
+    return int(json.loads(out)["figures"]["follow_up_tokens"])
 
 
 def run_localgen(args: argparse.Namespace) -> dict[str, Any]:
@@ -217,10 +239,26 @@ def print_table(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespac
               f" {best(name, 'tg'):6.1f} | {med(pp_ratio):>8} | {pp_best:7.3f} | {med(tg_ratio):>8} | {tg_best:7.3f} |")
     ttft = series("localgen bench", "ttft_ms")
     if ttft:
-        print(f"\nlocalgen TTFT pp{args.n_prompt}: {summarize(ttft)} ms; follow-up turn after it (KV reuse): "
-              f"{summarize(series('localgen bench', 'reuse_ttft_ms'))} ms; same message fresh: "
-              f"{summarize(series('localgen bench', 'fresh_ttft_ms'))} ms")
+        print(f"\nlocalgen TTFT pp{args.n_prompt}: {summarize(ttft)} ms")
+        print_follow_up(rounds, args, summary)
     return summary
+
+
+def print_follow_up(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespace,
+                    summary: dict[str, object]) -> None:
+    """KV reuse: a follow-up turn's TTFT with n_prompt tokens cached against the same message fresh, for localgen
+    and for native llama.cpp prefilling the same number of tokens at that depth (the floor no engine beats)."""
+    print(f"\nfollow-up turn of {args.follow_up_tokens} tokens: TTFT in ms, median (min-max)\n")
+    print(f"| {'engine':<20} | {'after pp' + str(args.n_prompt):>24} | {'fresh':>24} | {'ratio':>6} |")
+    print(f"|{'-' * 22}|{'-' * 25}:|{'-' * 25}:|{'-' * 7}:|")
+    for name in ("localgen bench", "native llama-bench"):
+        reuse = [r["reuse_ttft_ms"] for r in rounds[name] if "reuse_ttft_ms" in r]
+        fresh = [r["fresh_ttft_ms"] for r in rounds[name] if "fresh_ttft_ms" in r]
+        if not reuse:
+            continue
+        ratio = statistics.median(a / b for a, b in zip(reuse, fresh, strict=True))
+        summary[f"{name} follow-up"] = {"reuse_ttft_ms": reuse, "fresh_ttft_ms": fresh, "ratio": ratio}
+        print(f"| {name:<20} | {summarize(reuse):>24} | {summarize(fresh):>24} | {ratio:6.2f} |")
 
 
 def main() -> None:
@@ -237,6 +275,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of every tool")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--no-high-level", action="store_true", help="skip llama-cpp-python's Llama.generate")
+    parser.add_argument("--no-follow-up", action="store_true", help="skip native llama-bench's KV-reuse floor")
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--output", type=Path, default=None, help="write the raw figures as JSON here")
     args = parser.parse_args()
@@ -247,6 +286,7 @@ def main() -> None:
     args.model = (args.model or bundled_model()).resolve()
     if args.threads is None:
         args.threads = default_threads()
+    args.follow_up_tokens = 0 if args.no_follow_up else follow_up_tokens(args)
     tools = {
         "native llama-bench": lambda: run_native(binary, args),
         "localgen bench": lambda: run_localgen(args),

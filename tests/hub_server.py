@@ -107,7 +107,8 @@ class HubServer:
         self.hold_body_until_heads = 0                         # GETs wait until this many HEADs came
         self.bytes_sent: dict[tuple[str, str], int] = {}
         self.down = False
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
+        self._in_flight = 0                                    # requests being answered right now
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -125,14 +126,28 @@ class HubServer:
         return self.repos[repo]
 
     def count(self, method: str | None = None, contains: str = "") -> int:
-        """How many requests matched."""
+        """How many requests matched, once the ones being answered are logged (a client can have read a whole
+        response before the handler thread logs it)."""
+        with self._lock:
+            self._lock.wait_for(lambda: self._in_flight == 0, timeout=2.0)
+            return self.count_logged(method, contains)
+
+    def count_logged(self, method: str | None = None, contains: str = "") -> int:
+        """How many logged requests matched, without waiting (for the handlers themselves)."""
         with self._lock:
             return sum(1 for r in self.requests if (method is None or r.method == method) and contains in r.path)
 
+    def begin(self) -> None:
+        """A request arrived."""
+        with self._lock:
+            self._in_flight += 1
+
     def log(self, request: Request) -> None:
-        """Record a request."""
+        """Record an answered request."""
         with self._lock:
             self.requests.append(request)
+            self._in_flight -= 1
+            self._lock.notify_all()
 
     def add_sent(self, key: tuple[str, str], n: int) -> None:
         """Count body bytes sent for a file."""
@@ -188,6 +203,7 @@ def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
             self._send(status, headers, json.dumps({"error": message}).encode())
 
         def _handle(self, body: bool) -> None:
+            server.begin()
             url = urlsplit(self.path)
             path = unquote(url.path)
             status = 200
@@ -294,7 +310,7 @@ def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
             info = server.repos[repo]
             src = info.files[name]
             deadline = time.monotonic() + 20
-            while server.count("HEAD", name) < server.hold_body_until_heads and time.monotonic() < deadline:
+            while server.count_logged("HEAD", name) < server.hold_body_until_heads and time.monotonic() < deadline:
                 time.sleep(0.01)
             abort_at = server.abort_after.get(key) if server.aborts_left > 0 else None
             pos = start
