@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from localgen.console import human_size
+
 if TYPE_CHECKING:
     from localgen.hub import HubFile, HubModel
 
@@ -197,25 +199,15 @@ def tqdm_adapter(display: Display) -> type:
     return _Bar
 
 
-def format_size(n: int) -> str:
-    """Bytes in decimal units: 98.4 MB."""
-    value = float(n)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{n} B"
-
-
 def print_summary(model: HubModel, downloaded: int, seconds: float) -> None:
     """One line on stderr: what was downloaded, how big, how fast, verified."""
     first = model.files[0].filename
     what = first if len(model.files) == 1 else f"{first} and {len(model.files) - 1} more shards"
     checks = "sha256 verified" if all(f.sha256 for f in model.files) else "checksums verified"
     if downloaded:
-        line = f"downloaded {model.repo}/{what} ({format_size(model.size)}) in {seconds:.1f} s, {checks}"
+        line = f"downloaded {model.repo}/{what} ({human_size(model.size)}) in {seconds:.1f} s, {checks}"
     else:
-        line = f"{model.repo}/{what} ({format_size(model.size)}) already in the cache, {checks}"
+        line = f"{model.repo}/{what} ({human_size(model.size)}) already in the cache, {checks}"
     print(line, file=sys.stderr, flush=True)
 
 

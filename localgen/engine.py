@@ -713,10 +713,13 @@ def backend_devices() -> tuple[BackendDevice, ...]:
 
 @lru_cache(maxsize=1)
 def llama_cpp_version() -> str:
-    """The installed llama-cpp-python version (for reinstall hints)."""
+    """The installed llama-cpp-python version (for reinstall hints); its own attribute, not a metadata scan."""
+    version = getattr(lc, "__version__", None)
+    if version:
+        return str(version)
     from importlib import metadata
 
     try:
         return metadata.version("llama_cpp_python")
     except metadata.PackageNotFoundError:
-        return str(getattr(sys.modules.get("llama_cpp"), "__version__", "unknown"))
+        return "unknown"

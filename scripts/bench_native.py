@@ -7,6 +7,8 @@ It downloads the sdist of the installed llama-cpp-python version (pip download, 
 `llama-bench` target of its vendored llama.cpp with CMake (Release, CPU, no curl), caches the binary under
 .bench/ (git-ignored), then runs native `llama-bench`, `localgen bench` and llama-cpp-python's high-level
 `Llama.generate` alternately, K rounds each, and prints medians, spreads and the localgen / native ratios.
+It also times `localgen bench`'s follow-up turn after the prompt (KV reuse) against llama-bench prefilling as
+many tokens at that depth (`-d`), the floor no engine can beat.
 """
 
 from __future__ import annotations
