@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 import unicodedata
-from typing import TextIO
+from collections.abc import Iterator
+from typing import Any, TextIO
 
 from localgen.events import Completion
 
@@ -154,7 +155,7 @@ class AnswerView:
             self._live = Live(console=self._console, refresh_per_second=10, transient=True,
                               vertical_overflow="visible")
             self._live.start()
-        self._live.update(Markdown(self._pending, code_theme="monokai"))
+        self._live.update(_Tail(Markdown(self._pending, code_theme="monokai")))
 
     def _stop_live(self) -> None:
         """Remove the live region (its text is printed permanently next)."""
@@ -175,6 +176,24 @@ class AnswerView:
         self._thinking_open = False
         if note:
             self._console.print(f"[{note}]", style="dim", markup=False)
+
+
+class _Tail:
+    """The bottom lines of a renderable, fewer than the terminal's rows: a live region taller than the screen
+    cannot be erased, so every redraw would leave a copy of its top in the scrollback."""
+
+    def __init__(self, renderable: object) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+        from rich.segment import Segment
+
+        lines = console.render_lines(self.renderable, options, pad=False)
+        shown = lines[-max(1, console.size.height - 1):]
+        for index, line in enumerate(shown):
+            yield from line
+            if index < len(shown) - 1:
+                yield Segment.line()
 
 
 def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None) -> None:

@@ -1,4 +1,4 @@
-"""stdout text output: raw text, flushed per piece, ending with exactly one newline."""
+"""stdout text output (raw text, flushed per piece, ending with exactly one newline) and the terminal answer view."""
 
 from __future__ import annotations
 
@@ -27,3 +27,37 @@ def test_output_ends_with_one_newline(pieces: list[str], expected: str) -> None:
         out.write(piece)
     out.finish()
     assert stream.getvalue() == expected
+
+
+def _terminal_lines(raw: str, width: int, height: int) -> list[str]:
+    """Scrollback plus screen of a VT100 terminal that received raw (the tty turns \\n into \\r\\n)."""
+    import pyte
+
+    screen = pyte.HistoryScreen(width, height, history=10_000)
+    pyte.Stream(screen).feed(raw.replace("\n", "\r\n"))
+    history = ["".join(char.data for char in line.values()) for line in screen.history.top]
+    return [line.rstrip() for line in history + screen.display]
+
+
+@pytest.mark.parametrize("interrupted", [False, True], ids=["finished", "interrupted"])
+def test_a_markdown_block_taller_than_the_terminal_is_shown_once(interrupted: bool) -> None:
+    from rich.console import Console
+
+    from localgen.console import AnswerView
+
+    width, height = 60, 10
+    stream = io.StringIO()
+    view = AnswerView(markdown=True, show_thinking=False, stream=stream)
+    view._console = Console(file=stream, force_terminal=True, width=width, height=height, highlight=False)
+    code = "".join(f"print('line {i:02d}')\n" for i in range(3 * height))
+    text = f"Here is the code:\n\n```python\n{code}```\n\nDone.\n"
+    if interrupted:
+        text = text[:text.index("line 25")]
+    for start in range(0, len(text), 7):
+        view.answer(text[start:start + 7])
+        if view._live is not None:
+            view._live.refresh()  # draw every frame, as a slow terminal would see them
+    view.close("interrupted" if interrupted else None)
+    lines = [line.strip() for line in _terminal_lines(stream.getvalue(), width, height) if "line " in line]
+    shown = 25 if interrupted else 3 * height
+    assert lines == [f"print('line {i:02d}')" for i in range(shown)]
