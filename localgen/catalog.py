@@ -21,6 +21,7 @@ from pathlib import Path
 from localgen import hub
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
+from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
 from localgen.registry import ModelRef, ModelSpec, Registry, normalize_quant, parse_reference
 from localgen.storage import atomic_write_text
 from localgen.verify import is_verified
@@ -120,7 +121,7 @@ def _hub_groups() -> dict[tuple[str, str], list[hub.CachedHubFile]]:
     """Cached GGUF files grouped by (repo, model): one file, or all shards of a split."""
     groups: dict[tuple[str, str], list[hub.CachedHubFile]] = {}
     for f in hub.cached_gguf_files():
-        groups.setdefault((f.repo, hub.shard_group_key(f.filename)), []).append(f)
+        groups.setdefault((f.repo, shard_group_key(f.filename)), []).append(f)
     return groups
 
 
@@ -132,8 +133,8 @@ def _hub_models(registry: Registry) -> list[CachedModel]:
         for f in files:
             by_revision.setdefault(f.revision, []).append(f)
         newest = max(by_revision.values(), key=lambda fs: (len(fs), max(f.path.lstat().st_mtime for f in fs)))
-        newest.sort(key=lambda f: hub.shard_of(f.filename)[0] or 0)
-        quant = hub.quant_of(newest[0].filename)
+        newest.sort(key=lambda f: shard_of(f.filename)[0] or 0)
+        quant = quant_of(newest[0].filename)
         models.append(CachedModel(
             name=_display_name(registry, repo, quant, newest[0].filename),
             repo=repo, quant=quant, size=sum(f.size for f in newest),
@@ -146,7 +147,7 @@ def _hub_models(registry: Registry) -> list[CachedModel]:
 
 def _complete(files: list[hub.CachedHubFile]) -> bool:
     """A split model is complete when every shard is there."""
-    count = hub.shard_of(files[0].filename)[1]
+    count = shard_of(files[0].filename)[1]
     return count is None or len(files) == count
 
 
@@ -156,7 +157,7 @@ def _display_name(registry: Registry, repo: str, quant: str | None, filename: st
 
     def picks(q: str | None, pattern: str | None) -> bool:
         try:
-            chosen = hub.choose_model(files, quant=q, filename=pattern, repo=repo)
+            chosen = choose_model(files, quant=q, filename=pattern, repo=repo)
         except LocalgenError:
             return False
         return filename in {f.filename for f in chosen}
@@ -190,12 +191,12 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False) -
                              hint=f"`pip uninstall {spec.package.replace('_', '-')}` removes it")
         raise ModelNotFoundError(f"{reference} is not in the cache", hint="see `localgen models list`")
     if len(matches) > 1:
-        names = ", ".join(sorted(_display_name(registry, repo, hub.quant_of(fs[0].filename), fs[0].filename)
+        names = ", ".join(sorted(_display_name(registry, repo, quant_of(fs[0].filename), fs[0].filename)
                                  for fs in matches))
         raise UsageError(f"several cached models match {reference}: {names}",
                          hint="name one of them, e.g. ORG/REPO:QUANT or ORG/REPO/FILE.gguf")
     files = matches[0]
-    name = _display_name(registry, files[0].repo, hub.quant_of(files[0].filename), files[0].filename)
+    name = _display_name(registry, files[0].repo, quant_of(files[0].filename), files[0].filename)
     return _remove_files(name, files, dry_run=dry_run)
 
 
@@ -230,7 +231,7 @@ def _group_matches(files: list[hub.CachedHubFile], quant: str | None, pattern: s
         return any(f.filename.rsplit("/", 1)[-1].lower() == low
                    or fnmatch.fnmatch(f.filename.rsplit("/", 1)[-1].lower(), low) for f in files)
     if quant:
-        return hub.quant_of(files[0].filename) == normalize_quant(quant)
+        return quant_of(files[0].filename) == normalize_quant(quant)
     return True
 
 

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import array
-import math
-import re
 import stat
 import struct
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,31 +30,8 @@ INT64_MAX = (1 << 63) - 1
 KEEP_NUMERIC_ARRAY_MAX = 1024  # longer numeric arrays are summarized, not stored
 KEEP_STRING_ARRAY_MAX = 256  # longer string arrays are summarized, not stored
 READ_CHUNK_BYTES = 1 << 20
-MAX_LAYERS = 512  # LLAMA_MAX_LAYERS: more aborts llama.cpp (GGML_ASSERT)
-MAX_EXPERTS = 1024  # LLAMA_MAX_EXPERTS
-HPARAM_LIMIT = 1 << 24  # embedding, head and vocabulary sizes: llama.cpp multiplies these in 32 bits
-ROPE_SCALING_TYPES = frozenset({"none", "linear", "yarn", "longrope"})
 TOKENS_KEY = "tokenizer.ggml.tokens"
 TOKEN_TYPES_KEY = "tokenizer.ggml.token_type"
-TOKEN_TYPE_BYTE = 6  # LLAMA_TOKEN_TYPE_BYTE
-# tokenizer.ggml.model -> default (bos, eos, sep) ids and whether llama.cpp adds (bos, eos, sep) when asked
-# for special tokens; llama.cpp aborts (GGML_ASSERT) when one it adds is missing. From src/llama-vocab.cpp
-# of llama-cpp-python 0.3.36. BPE's add_bos depends on the pre-tokenizer: assume it may be added.
-TOKENIZERS: dict[str, tuple[tuple[int | None, ...], tuple[bool, ...]]] = {
-    "llama": ((1, 2, None), (True, False, False)),
-    "bert": ((101, None, 102), (True, False, True)),
-    "gpt2": ((11, 11, None), (True, False, False)),
-    "hybriddna": ((11, 11, None), (True, False, False)),
-    "whitespace": ((11, 11, None), (True, False, False)),
-    "gemma4": ((None, None, None), (True, False, False)),
-    "t5": ((None, 1, None), (False, True, False)),
-    "rwkv": ((None, None, None), (False, False, False)),
-    "plamo2": ((1, 2, None), (False, False, False)),
-    "test": ((None, None, None), (False, False, False)),
-}
-_SPECIAL_KEYS = ("bos", "eos", "sep")
-_ALWAYS_ADDED = {("bert", "bos"), ("bert", "sep"), ("gemma4", "bos")}  # whatever add_*_token says
-SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 HINT = "the file is damaged, incomplete or not a GGUF model"
 
 # Minimum bytes one metadata entry and one tensor-info entry can occupy (for count sanity checks).
@@ -97,29 +70,6 @@ FILE_TYPES: dict[int, str] = {
     26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
     36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE", 39: "NVFP4", 40: "Q1_0", 41: "Q2_0",
 }
-
-# LLM_ARCH_NAMES in vendor/llama.cpp/src/llama-arch.cpp of llama-cpp-python 0.3.36, less "clip"
-# (a vision projector that llama.cpp refuses as a main model) and "(unknown)".
-KNOWN_ARCHITECTURES: frozenset[str] = frozenset({
-    "llama", "llama4", "deci", "falcon", "grok", "gpt2", "gptj", "gptneox", "mpt", "baichuan", "starcoder",
-    "refact", "bert", "modern-bert", "nomic-bert", "nomic-bert-moe", "neo-bert", "jina-bert-v2",
-    "jina-bert-v3", "eurobert", "bloom", "stablelm", "qwen", "qwen2", "qwen2moe", "qwen2vl", "qwen3",
-    "qwen3moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe", "qwen4exp", "phi2", "phi3",
-    "phimoe", "plamo", "plamo2", "plamo3", "codeshell", "orion", "internlm2", "minicpm", "minicpm3",
-    "gemma", "gemma2", "gemma3", "gemma3n", "gemma4", "gemma4-assistant", "gemma-embedding", "starcoder2",
-    "mamba", "mamba2", "maple", "jamba", "falcon-h1", "xverse", "command-r", "cohere2", "cohere2moe",
-    "dbrx", "olmo", "olmo2", "olmoe", "muse-glimmer", "openelm", "arctic", "deepseek", "deepseek2",
-    "deepseek2-ocr", "deepseek32", "deepseek4", "chatglm", "glm4", "glm4moe", "glm-dsa", "bitnet", "t5",
-    "t5encoder", "jais", "jais2", "nemotron", "nemotron_h", "nemotron_h_moe", "exaone", "exaone4",
-    "exaone-moe", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "granite", "granitemoe", "granitehybrid",
-    "graniteswitch", "granite_swa", "chameleon", "wavtokenizer-dec", "plm", "bailingmoe", "bailingmoe2",
-    "bailingmoe3", "dots1", "dots3note", "arcee", "afmoe", "laguna", "ernie4_5", "ernie4_5-moe",
-    "hunyuan-moe", "hunyuan-dense", "hunyuan_vl", "hy_v3", "hy_v4", "smollm3", "gpt-oss", "lfm2",
-    "lfm2moe", "dream", "smallthinker", "llada", "llada-moe", "seed_oss", "grovemoe", "apertus",
-    "minimax-01", "hrm_text", "minimax-m2", "minimax-m3", "cogvlm", "rnd1", "pangu-embedded", "mistral3",
-    "eagle3", "dflash", "mistral4", "paddleocr", "mimo2", "step35", "spark2_5", "llama-embed", "maincoder",
-    "kimi-linear", "kimi-k3", "glm5-next", "talkie", "mellum", "nanbeige", "qwen3tts", "pockettts",
-})
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -489,11 +439,13 @@ def _parse(p: _Parser, path: Path, check_tensors: bool, require_architecture: bo
         expected = max((t.offset + t.nbytes for t in tensors), default=data_offset)
         if p.size < expected:
             raise p.fail(f"truncated: {p.size:,} of {expected:,} bytes")
-    _check_split_keys(p, metadata, types)
+    from localgen import gguf_checks  # imported here: gguf_checks imports this module
+
+    gguf_checks.check_split_keys(p, metadata, types)
     if require_architecture or "general.architecture" in metadata:
-        _check_architecture(p, metadata)
-    _check_hyperparameters(p, metadata)
-    _check_tokenizer(p, metadata)
+        gguf_checks.check_architecture(p, metadata)
+    gguf_checks.check_hyperparameters(p, metadata)
+    gguf_checks.check_tokenizer(p, metadata)
     return GGUFInfo(path=path, file_size=p.size, version=version, alignment=alignment,
                     data_offset=data_offset, metadata=MappingProxyType(metadata), tensors=tuple(tensors))
 
@@ -686,284 +638,3 @@ def _place_tensors(p: _Parser, infos: list[tuple[str, tuple[int, ...], int, int,
         tensors.append(TensorInfo(name=name, shape=shape, ggml_type=ggml_type, offset=data_offset + offset,
                                   nbytes=nbytes))
     return tensors
-
-
-_SPLIT_KEY_TYPES = {"split.no": T_UINT16, "split.count": T_UINT16, "split.tensors.count": T_INT32}
-
-
-def _check_split_keys(p: _Parser, metadata: Mapping[str, object], types: Mapping[str, int]) -> None:
-    """split.no (u16), split.count (u16) and split.tensors.count (i32), when present, are consistent."""
-    for key, expected in _SPLIT_KEY_TYPES.items():
-        if key in types and types[key] != expected:  # llama.cpp aborts on a mistyped split.no
-            raise p.fail(f"{key} must be a {_type_name(expected)}, not {_type_name(types[key])}")
-    if "split.count" not in metadata and "split.no" not in metadata:
-        return
-    count, number = metadata.get("split.count"), metadata.get("split.no", 0)
-    tensors = metadata.get("split.tensors.count", 0)
-    if not (isinstance(count, int) and isinstance(number, int) and isinstance(tensors, int)):
-        raise p.fail("split.no is present without split.count")
-    if count < 1 or not 0 <= number < count or tensors < 0:
-        raise p.fail(f"invalid split metadata: split.no={number}, split.count={count}, "
-                     f"split.tensors.count={tensors}")
-
-
-def _check_architecture(p: _Parser, metadata: Mapping[str, object]) -> None:
-    """general.architecture is present and known to this llama.cpp build."""
-    arch = metadata.get("general.architecture")
-    if arch is None:
-        split_no = metadata.get("split.no")
-        if isinstance(split_no, int) and split_no > 0:
-            raise p.fail(f"this is shard {split_no + 1} of a split model; "
-                         "open the first shard (-00001-of-...)")
-        raise p.fail("no general.architecture in the metadata")
-    if not isinstance(arch, str):
-        raise p.fail("general.architecture is not a string")
-    if arch == "clip":
-        raise p.fail("a CLIP vision projector (mmproj), not a language model")
-    if arch not in KNOWN_ARCHITECTURES:
-        raise p.fail(f"architecture '{arch[:80]}' is not supported by this llama.cpp build "
-                     "(llama-cpp-python 0.3.36)")
-
-
-def _check_hyperparameters(p: _Parser, metadata: Mapping[str, object]) -> None:
-    """Reject hyperparameters that make llama.cpp abort (GGML_ASSERT) instead of failing cleanly."""
-    arch = metadata.get("general.architecture")
-    if not isinstance(arch, str):
-        return
-    for suffix in ("context_length", "block_count", "embedding_length", "attention.head_count",
-                   "attention.head_count_kv", "attention.key_length", "attention.value_length",
-                   "attention.sliding_window", "expert_count", "expert_used_count", "expert_group_count",
-                   "expert_group_used_count", "nextn_predict_layers"):
-        key = f"{arch}.{suffix}"
-        value = metadata.get(key)
-        if value is not None and not isinstance(value, ArraySummary) and _as_int(value) is None:
-            raise p.fail(f"'{key}' must be an integer, not {value!r:.60}")
-        smallest = min(value) if isinstance(value, tuple) else value  # type: ignore[type-var]
-        if isinstance(smallest, int) and smallest < 0:
-            raise p.fail(f"'{key}' is negative")
-    _check_attention_sizes(p, arch, metadata)
-    _check_float_hyperparameters(p, arch, metadata)
-    layers = _as_int(metadata.get(f"{arch}.block_count"))
-    if layers is not None and not 1 <= layers <= MAX_LAYERS:
-        raise p.fail(f"{arch}.block_count is {layers} (llama.cpp supports 1 to {MAX_LAYERS})")
-    nextn = _as_int(metadata.get(f"{arch}.nextn_predict_layers")) or 0
-    if layers is not None and nextn > layers:
-        raise p.fail(f"{arch}.nextn_predict_layers ({nextn}) exceeds block_count ({layers})")
-    for sub in ("posnet.block_count", "convnext.block_count"):
-        sub_layers = _as_int(metadata.get(f"{arch}.{sub}"))
-        if sub_layers is not None and layers is not None and not 0 <= sub_layers <= layers:
-            raise p.fail(f"{arch}.{sub} ({sub_layers}) exceeds block_count ({layers})")
-    _check_experts(p, arch, metadata)
-    scaling = metadata.get(f"{arch}.rope.scaling.type")
-    if scaling is not None and scaling not in ROPE_SCALING_TYPES:
-        known = ", ".join(sorted(ROPE_SCALING_TYPES))
-        raise p.fail(f"{arch}.rope.scaling.type {scaling!r:.40} is not one of {known}")
-
-
-def _check_tokenizer(p: _Parser, metadata: Mapping[str, object]) -> None:
-    """Reject vocabularies that load but make llama.cpp abort when it tokenizes or detokenizes."""
-    model = metadata.get("tokenizer.ggml.model")
-    if model is None or p.tokens is None:
-        return  # llama.cpp refuses such a file cleanly
-    if model in ("none", "no_vocab"):
-        raise p.fail("the model has no tokenizer (tokenizer.ggml.model = 'none')")
-    if not isinstance(model, str) or model not in TOKENIZERS:
-        raise p.fail(f"unknown tokenizer.ggml.model {model!r:.40}")
-    n_vocab = len(p.tokens)
-    defaults, adds = TOKENIZERS[model]
-    for name, default, added in zip(_SPECIAL_KEYS, defaults, adds, strict=True):
-        flag = metadata.get(f"tokenizer.ggml.add_{name}_token")
-        if isinstance(flag, bool) and (model, name) not in _ALWAYS_ADDED:
-            added = flag
-        if added and _special_token(metadata, name, default, n_vocab) is None:
-            raise p.fail(f"the tokenizer adds a {name.upper()} token but has none in its {n_vocab}-token "
-                         "vocabulary (llama.cpp aborts on that)")
-    if model == "llama":
-        present = set(p.tokens)
-        missing = [b for b in range(256) if b"<0x%02X>" % b not in present and bytes([b]) not in present]
-        if missing:
-            raise p.fail(f"the SentencePiece vocabulary has no byte-fallback token for {len(missing)} of 256 "
-                         f"bytes (e.g. <0x{missing[0]:02X}>), which crashes llama.cpp on such input")
-    if model == "rwkv":
-        single = {text for text in map(_rwkv_unescape, p.tokens) if len(text) == 1}
-        if len(single) < 256:  # its tokenizer loops forever on text that no token's first byte matches
-            raise p.fail(f"the RWKV vocabulary covers only {len(single)} of 256 single bytes, which makes "
-                         "llama.cpp's tokenizer loop and crash")
-    if model == "bert" and p.token_types is not None and _has_byte_tokens(p.token_types):
-        raise p.fail("a WordPiece vocabulary with byte tokens, which crashes llama.cpp")
-
-
-def _special_token(metadata: Mapping[str, object], name: str, default: int | None,
-                   n_vocab: int) -> int | None:
-    """The id llama.cpp ends up using for a special token: the metadata id if in range, else the default."""
-    token = default if default is not None and default < n_vocab else None
-    value = metadata.get(f"tokenizer.ggml.{'seperator' if name == 'sep' else name}_token_id")
-    if type(value) is int and 0 <= value < n_vocab:
-        token = value
-    return token
-
-
-def _rwkv_unescape(text: bytes) -> bytes:
-    """An RWKV token's bytes, unescaped exactly as llama.cpp's llama_unescape_rwkv_token does."""
-    if b"\\" not in text:
-        return text
-    out = bytearray()
-    escaping, hex_remaining, acc = False, 0, 0
-    for c in text:
-        if hex_remaining:
-            acc = ((acc << 4) + (c - 87 if c >= 97 else c - 48)) & 0xFF
-            hex_remaining -= 1
-            if not hex_remaining:
-                out.append(acc)
-                acc = 0
-        elif escaping:
-            if c == 120:  # x
-                hex_remaining = 2
-            else:
-                out.append({116: 9, 110: 10, 114: 13}.get(c, c))
-            escaping = False
-        elif c == 92:  # backslash
-            escaping = True
-        else:
-            out.append(c)
-    return bytes(out)
-
-
-def _has_byte_tokens(token_types: bytes) -> bool:
-    """True when any token type is BYTE."""
-    values = array.array("i", token_types)
-    if sys.byteorder == "big":
-        values.byteswap()
-    return TOKEN_TYPE_BYTE in values
-
-
-def _check_float_hyperparameters(p: _Parser, arch: str, metadata: Mapping[str, object]) -> None:
-    """Float hyperparameters are finite, and epsilons not negative (ggml asserts eps >= 0 mid-inference)."""
-    prefix = f"{arch}."
-    for key, value in metadata.items():
-        if not key.startswith(prefix):
-            continue
-        floats = [v for v in (value if isinstance(value, tuple) else (value,)) if isinstance(v, float)]
-        for number in floats:
-            if not math.isfinite(number):
-                raise p.fail(f"{key} is {number}")
-            if number < 0 and "eps" in key.rsplit(".", 1)[-1]:
-                raise p.fail(f"{key} is negative ({number})")
-
-
-def _check_attention_sizes(p: _Parser, arch: str, metadata: Mapping[str, object]) -> None:
-    """Sizes llama.cpp multiplies in 32 bits stay far from overflow (wrapped products abort later)."""
-    sizes = {name: _as_int(metadata.get(f"{arch}.{name}")) or 0 for name in (
-        "embedding_length", "feed_forward_length", "attention.head_count", "attention.head_count_kv",
-        "attention.key_length", "attention.value_length", "rope.dimension_count", "vocab_size")}
-    for name, value in sizes.items():
-        if value >= HPARAM_LIMIT:
-            raise p.fail(f"{arch}.{name} is {value:,} (limit {HPARAM_LIMIT:,})")
-    heads = max(sizes["attention.head_count"], sizes["attention.head_count_kv"])
-    head_size = max(sizes["attention.key_length"], sizes["attention.value_length"])
-    if not head_size and sizes["attention.head_count"]:
-        head_size = sizes["embedding_length"] // sizes["attention.head_count"]
-    if heads * head_size >= HPARAM_LIMIT:
-        raise p.fail(f"{arch} attention of {heads:,} heads of {head_size:,} overflows")
-
-
-def _check_experts(p: _Parser, arch: str, metadata: Mapping[str, object]) -> None:
-    """Mixture-of-experts counts in the relations llama.cpp asserts."""
-    experts = _as_int(metadata.get(f"{arch}.expert_count")) or 0
-    used = _as_int(metadata.get(f"{arch}.expert_used_count")) or 0
-    groups = _as_int(metadata.get(f"{arch}.expert_group_count")) or 0
-    group_used = _as_int(metadata.get(f"{arch}.expert_group_used_count")) or 0
-    if arch in ("hunyuan_vl", "hunyuan-dense") and experts <= 1:
-        return
-    problem = None
-    if experts > MAX_EXPERTS:
-        problem = f"expert_count {experts} exceeds {MAX_EXPERTS}"
-    elif used > experts:
-        problem = f"expert_used_count {used} exceeds expert_count {experts}"
-    elif experts > 0 and (used == 0 or groups >= experts):
-        problem = f"expert_used_count {used} / expert_group_count {groups} invalid for {experts} experts"
-    elif experts > 0 and groups > 1 and (experts % groups or not 0 < group_used < groups):
-        problem = f"expert groups ({groups}, {group_used} used) invalid for {experts} experts"
-    elif experts == 0 and groups:
-        problem = f"expert_group_count {groups} without experts"
-    if problem:
-        raise p.fail(f"invalid mixture-of-experts metadata: {problem}")
-
-
-def _split_parts(path: Path) -> tuple[str, int, int] | None:
-    """(prefix, 1-based number, count) from a name like model-00001-of-00003.gguf, or None."""
-    match = SPLIT_NAME.match(path.name)
-    if match is None:
-        return None
-    return match["prefix"], int(match["no"]), int(match["count"])
-
-
-def split_shard_paths(first_shard: Path) -> list[Path]:
-    """The expected shard paths of a split model, from the first shard's file name (no I/O)."""
-    parts = _split_parts(first_shard)
-    if parts is None:
-        return [first_shard]
-    prefix, _, count = parts
-    return [first_shard.with_name(f"{prefix}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
-
-
-def validate_split(first_shard: Path) -> list[Path]:
-    """Check every shard of a split model is present, valid and from the same model; return them in order."""
-    first_shard = Path(first_shard)
-    first = read_gguf(first_shard)
-    parts = _split_parts(first_shard)
-    if parts is None:
-        if first.split_count > 1:
-            raise GGUFError(f"{first_shard.name}: shard of a {first.split_count}-part model, but the file "
-                            "name does not say which (expected NAME-00001-of-0000N.gguf)",
-                            hint="rename the shards")
-        return [first_shard]
-    _, number, count = parts
-    if number != 1:
-        raise GGUFError(f"{first_shard.name}: not the first shard", hint="pass the -00001-of-... file")
-    if first.split_count != count or first.split_no != 0:
-        raise GGUFError(f"{first_shard.name}: metadata says shard {first.split_no + 1} of "
-                        f"{first.split_count}, the file name says 1 of {count}", hint=HINT)
-    paths = split_shard_paths(first_shard)
-    expected_tensors = _as_int(first.metadata.get("split.tensors.count"))
-    names = {t.name for t in first.tensors}
-    total = len(first.tensors)
-    for index, shard_path in enumerate(paths[1:], start=1):
-        if not shard_path.exists():
-            raise GGUFError(f"{shard_path.name}: missing shard {index + 1} of {count}",
-                            hint="download the missing shard")
-        shard = _read(shard_path, check_tensors=True, require_architecture=False)
-        _check_shard(first, shard, index, count)
-        for tensor in shard.tensors:
-            if tensor.name in names:
-                raise GGUFError(f"{shard_path.name}: tensor '{tensor.name}' also appears in another shard",
-                                hint="the shards come from different models")
-            names.add(tensor.name)
-        total += len(shard.tensors)
-    if count > 1 and expected_tensors is not None and total != expected_tensors:
-        raise GGUFError(f"{first_shard.name}: the shards hold {total:,} tensors, split.tensors.count says "
-                        f"{expected_tensors:,}", hint="the shards come from different models")
-    return paths
-
-
-def _check_shard(first: GGUFInfo, shard: GGUFInfo, index: int, count: int) -> None:
-    """A non-first shard agrees with the first on split metadata and on every key both carry."""
-    label = shard.path.name
-    mixed = "the shards come from different models or downloads; download them again"
-    if shard.split_count != count or shard.split_no != index:
-        raise GGUFError(f"{label}: metadata says shard {shard.split_no + 1} of {shard.split_count}, "
-                        f"expected {index + 1} of {count}", hint=mixed)
-    for key, value in shard.metadata.items():
-        if key != "split.no" and key in first.metadata and first.metadata[key] != value:
-            raise GGUFError(f"{label}: '{key}' differs from the first shard ({value!r:.40} vs "
-                            f"{first.metadata[key]!r:.40})", hint=mixed)
-    for key in ("split.count", "split.tensors.count"):
-        if key in first.metadata and key not in shard.metadata:
-            raise GGUFError(f"{label}: missing '{key}'", hint=mixed)
-    block_count = first.block_count
-    if block_count is not None:
-        for tensor in shard.tensors:
-            match = re.match(r"blk\.(\d+)\.", tensor.name)
-            if match and int(match[1]) >= block_count:
-                raise GGUFError(f"{label}: tensor '{tensor.name}' is beyond the model's {block_count} blocks",
-                                hint=mixed)

@@ -1,7 +1,7 @@
 """Hugging Face Hub: list a repo's GGUF files, choose a quant, download, verify, work offline.
 
-This is the only module that imports huggingface_hub, and it does so inside functions so that
-importing localgen (and `localgen --help`) stays fast. Files go to the standard Hugging Face
+This module and hub_errors.py are the only ones that import huggingface_hub, and they do so inside
+functions so that importing localgen (and `localgen --help`) stays fast. Files go to the standard Hugging Face
 cache (HF_HOME / HF_HUB_CACHE), so they are shared with other Hugging Face tools.
 
 localgen keeps two small records of its own under its cache directory:
@@ -9,13 +9,13 @@ localgen keeps two small records of its own under its cache directory:
   sha256, written whenever the repo is listed, so the same quant is chosen offline;
 - verification markers (verify.py), so a verified file is never rehashed.
 A model counts as cached only when every file is present and verified against that listing.
+Choosing a model's files is hub_choice.py's; mapping Hub errors to HubError is hub_errors.py's.
 The progress bar and the summary line a download shows are download_progress.py's.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import hashlib
 import json
 import os
@@ -29,33 +29,20 @@ from typing import TYPE_CHECKING, Any
 from localgen import download_progress
 from localgen.config import settings
 from localgen.errors import HubError, LocalgenError
-from localgen.registry import check_safe_filename, normalize_quant, quant_of_filename
+from localgen.hub_choice import choose_model, quant_of, shard_of
+from localgen.hub_errors import map_hub_error, offline_error
+from localgen.registry import check_safe_filename
 from localgen.storage import atomic_write_text
 from localgen.verify import HASH_CHUNK_BYTES, is_verified, record_verified, sha256_file
 
 if TYPE_CHECKING:
     from localgen.download_progress import Display
 
-DEFAULT_QUANT = "Q4_K_M"
-# Without an explicit quant: the first of these the repo has. 4-5 bit k-quants are the usual
-# size/quality sweet spot; then the older 4/5-bit formats, then bigger (better, slower) quants,
-# then smaller (worse) ones, then unquantized weights. Tags not listed come after, alphabetically.
-QUANT_PREFERENCE = (
-    "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "IQ4_XS", "IQ4_NL", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
-    "Q4_K_L", "Q5_K_L", "Q6_K", "Q6_K_L", "Q8_0", "Q3_K_L", "Q3_K_M", "Q3_K_S", "IQ3_M", "IQ3_S",
-    "IQ3_XS", "IQ3_XXS", "Q2_K_L", "Q2_K", "Q2_K_S", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS",
-    "IQ1_M", "IQ1_S", "F16", "BF16", "FP16", "F32", "FP32",
-)
-# GGUF files in a model repo that are not a chat model: never chosen unless named.
-AUXILIARY_PREFIXES = ("mmproj", "imatrix")
-SHARD_PATTERN = re.compile(r"^(?P<prefix>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 METADATA_TIMEOUT_S = 20.0
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _TRUE = {"1", "true", "yes", "on"}
-# Exception class names (httpx, httpx2, requests, urllib3) for a connection lost mid-response.
-_DROPPED = {"RemoteProtocolError", "ReadError", "ChunkedEncodingError", "IncompleteRead", "ProtocolError"}
 
 
 @dataclass(frozen=True)
@@ -168,7 +155,7 @@ def list_gguf_files(repo: str) -> list[HubFile]:
 def _fetch_listing(repo: str) -> _Listing:
     """Ask the Hub for the repo's files (one request) and keep the GGUF ones."""
     if is_offline():
-        raise _offline_error(repo, None, None, None)
+        raise offline_error(repo, None, None, None)
     from huggingface_hub import HfApi
 
     try:
@@ -214,34 +201,6 @@ def _hub_file(repo: str, sibling: Any) -> HubFile:
                    blob_id=blob_id.lower() if blob_id else None)
 
 
-def shard_of(filename: str) -> tuple[int | None, int | None]:
-    """(index, count) for split-GGUF shard names like x-00001-of-00003.gguf."""
-    match = SHARD_PATTERN.match(filename.rsplit("/", 1)[-1])
-    if not match:
-        return None, None
-    index, count = int(match["index"]), int(match["count"])
-    return (index, count) if 1 <= index <= count else (None, None)
-
-
-def shard_group_key(filename: str) -> str:
-    """A key shared by the shards of one split model; any other file is its own key."""
-    name = filename.rsplit("/", 1)[-1]
-    match = SHARD_PATTERN.match(name)
-    if not match or shard_of(filename)[0] is None:
-        return filename
-    return f"{filename[: -len(name)]}{match['prefix']}-of-{match['count']}"
-
-
-def quant_of(filename: str) -> str | None:
-    """The quant tag from a file's name, else from its folder name (bartowski's Q8_0/x-0001-of-2)."""
-    parts = filename.split("/")
-    for part in reversed(parts):
-        quant = quant_of_filename(part)
-        if quant:
-            return quant
-    return None
-
-
 def _save_listing(listing: _Listing) -> None:
     """Remember a repo listing so the same file is chosen without the network."""
     data = {"repo": listing.repo, "revision": listing.revision, "listed_at": time.time(),
@@ -281,102 +240,6 @@ def _record_sha256(repo: str, filename: str, sha256: str) -> None:
         return
     files = tuple(replace(f, sha256=sha256) if f.filename == filename else f for f in listing.files)
     _save_listing(_Listing(repo=repo, revision=listing.revision, files=files))
-
-
-# ----------------------------------------------------------------------------- choosing
-
-
-def choose_model(files: list[HubFile], *, quant: str | None, filename: str | None,
-                 repo: str) -> tuple[HubFile, ...]:
-    """The files of one model: by file name (exact, then name, then glob), by quant, else by preference."""
-    if not files:
-        raise HubError(f"no GGUF files in {repo}",
-                       hint="localgen runs GGUF models; look for a repo whose name ends in -GGUF")
-    groups = _group_shards(files)
-    if filename:
-        return _check_complete(_pick(_match_filename(groups, filename, repo)), repo)
-    candidates = [g for g in groups if not _is_auxiliary(g[0])] or groups
-    available = _quants(candidates)
-    if quant:
-        wanted = normalize_quant(quant)
-        matches = [g for g in candidates if g[0].quant == wanted]
-        if not matches:
-            listed = ", ".join(available) if available else "none (no file name carries a quant tag)"
-            raise HubError(f"{repo} has no {wanted} file",
-                           hint=f"quants in this repo: {listed}; choose one with {repo}:QUANT")
-        return _check_complete(_pick(matches), repo)
-    for tag in (*QUANT_PREFERENCE, *sorted(set(available) - set(QUANT_PREFERENCE))):
-        matches = [g for g in candidates if g[0].quant == tag]
-        if matches:
-            return _check_complete(_pick(matches), repo)
-    if len(candidates) == 1:
-        return _check_complete(candidates[0], repo)
-    names = ", ".join(g[0].filename for g in candidates[:6])
-    raise HubError(f"{repo} has several GGUF files and none names a quant",
-                   hint=f"name one: {repo}/FILE.gguf (files: {names})")
-
-
-def _group_shards(files: list[HubFile]) -> list[tuple[HubFile, ...]]:
-    """Single files as 1-tuples; shards of one split model together, in shard order."""
-    groups: dict[str, list[HubFile]] = {}
-    singles: list[tuple[HubFile, ...]] = []
-    for f in files:
-        key = shard_group_key(f.filename)
-        if key == f.filename:
-            singles.append((f,))
-        else:
-            groups.setdefault(key, []).append(f)
-    split = [tuple(sorted(g, key=lambda f: f.shard_index or 0)) for g in groups.values()]
-    return sorted([*singles, *split], key=lambda g: g[0].filename)
-
-
-def _check_complete(group: tuple[HubFile, ...], repo: str) -> tuple[HubFile, ...]:
-    """A split model must have every shard exactly once."""
-    first = group[0]
-    if first.shard_count is None:
-        return group
-    have = [f.shard_index for f in group]
-    missing = sorted(set(range(1, first.shard_count + 1)) - set(have))
-    if missing or len(have) != first.shard_count:
-        raise HubError(f"{repo}: split model {first.filename} is incomplete on the Hub "
-                       f"(missing shards {', '.join(map(str, missing)) or '?'} of {first.shard_count})",
-                       hint="choose another quant with ORG/REPO:QUANT")
-    return group
-
-
-def _is_auxiliary(file: HubFile) -> bool:
-    """Projector/imatrix files that are not a model on their own."""
-    return file.name.lower().startswith(AUXILIARY_PREFIXES)
-
-
-def _quants(groups: list[tuple[HubFile, ...]]) -> list[str]:
-    """The distinct quant tags of some groups, in preference order."""
-    tags = {g[0].quant for g in groups if g[0].quant}
-    order = {q: i for i, q in enumerate(QUANT_PREFERENCE)}
-    return sorted(tags, key=lambda q: (order.get(q, len(order)), q))
-
-
-def _pick(groups: list[tuple[HubFile, ...]]) -> tuple[HubFile, ...]:
-    """Among equally good groups: top-level over folders, single files over splits, shortest name."""
-    return min(groups, key=lambda g: ("/" in g[0].filename, len(g), len(g[0].filename), g[0].filename))
-
-
-def _match_filename(groups: list[tuple[HubFile, ...]], filename: str, repo: str) -> list[tuple[HubFile, ...]]:
-    """Groups containing a file named filename: exact path, then case-insensitive, then name, then glob."""
-    tests = (
-        lambda f: f.filename == filename,
-        lambda f: f.filename.lower() == filename.lower(),
-        lambda f: "/" not in filename and f.name.lower() == filename.lower(),
-    )
-    if any(ch in filename for ch in "*?["):
-        tests = (*tests, lambda f: fnmatch.fnmatch(f.filename.lower(), filename.lower())
-                 or fnmatch.fnmatch(f.name.lower(), filename.lower()))
-    for test in tests:
-        matches = [g for g in groups if any(test(f) for f in g)]
-        if matches:
-            return matches
-    names = ", ".join(g[0].filename for g in groups[:8])
-    raise HubError(f"{repo} has no file {filename!r}", hint=f"GGUF files in this repo: {names}")
 
 
 # ----------------------------------------------------------------------------- cache lookups (no network)
@@ -471,7 +334,7 @@ def download_model(repo: str, *, quant: str | None, filename: str | None, force:
     if is_offline():
         paths = cached_model(repo, quant=quant, filename=filename)
         if paths is None:
-            raise _offline_error(repo, quant, filename, reference)
+            raise offline_error(repo, quant, filename, reference)
         return paths
     model = find_model(repo, quant=quant, filename=filename)
     return fetch_model(model, force=force, show_progress=show_progress, quiet=quiet)
@@ -483,7 +346,7 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     if is_offline():
         paths = cached_model(model.repo, quant=model.quant, filename=model.files[0].filename)
         if paths is None:
-            raise _offline_error(model.repo, model.quant, model.files[0].filename, None)
+            raise offline_error(model.repo, model.quant, model.files[0].filename, None)
         return paths
     show = sys.stderr.isatty() if show_progress is None else show_progress
     display = download_progress.open_display(model, show=show)
@@ -617,101 +480,6 @@ def _quiet_hf_bars() -> None:
         disable_progress_bars()
 
 
-# ----------------------------------------------------------------------------- errors
-
-
-def _offline_error(repo: str, quant: str | None, filename: str | None, reference: str | None) -> HubError:
-    """The error for a model that is needed offline but not cached."""
-    ref = reference or (f"{repo}/{filename}" if filename else f"{repo}:{quant}" if quant else repo)
-    return HubError(f"{ref} is not in the local cache and the network is off (offline mode)",
-                    hint=f"run `localgen pull {ref}` while online (offline mode comes from --offline, "
-                         "HF_HUB_OFFLINE or LOCALGEN_OFFLINE)")
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    """The exception and its causes/contexts."""
-    seen: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
-
-
-def _class_names(exc: BaseException) -> set[str]:
-    """Class names along an exception's MRO (requests, httpx and httpx2 differ by module only)."""
-    return {cls.__name__ for cls in type(exc).__mro__}
-
-
-def _status_of(exc: BaseException) -> int | None:
-    """The HTTP status of an HTTP error, if any."""
-    status = getattr(getattr(exc, "response", None), "status_code", None)
-    return status if isinstance(status, int) else None
-
-
-def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None) -> LocalgenError:
-    """Turn a huggingface_hub / HTTP exception into a HubError with a hint."""
-    if isinstance(exc, LocalgenError):
-        return exc
-    from huggingface_hub import errors as hf_errors
-
-    def kind(name: str) -> tuple[type, ...]:
-        cls = getattr(hf_errors, name, None)
-        return (cls,) if isinstance(cls, type) else ()
-
-    where = f"{repo}/{filename}" if filename else repo
-    login = "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN"
-    net_hint = "check your network connection (and HF_ENDPOINT / proxy settings), or use --offline " \
-               "to run a model that is already cached"
-    for err in _chain(exc):
-        status = _status_of(err)
-        if isinstance(err, kind("GatedRepoError")):
-            return HubError(f"{repo} is a gated repository: you must accept its terms and be logged in",
-                            hint=f"request access at https://huggingface.co/{repo}, then {login}")
-        if isinstance(err, kind("RepositoryNotFoundError")):
-            private = " (or it is private)" if status in (401, 403) else ""
-            return HubError(f"repository {repo} not found on the Hugging Face Hub{private}",
-                            hint=f"check the spelling (ORG/REPO); for a private repo, {login}")
-        if isinstance(err, kind("RevisionNotFoundError")):
-            return HubError(f"{repo}: the revision localgen asked for no longer exists",
-                            hint="the repository changed; run the command again")
-        if isinstance(err, (*kind("RemoteEntryNotFoundError"), *kind("EntryNotFoundError"))) and status:
-            return HubError(f"{where} not found on the Hub", hint="the repository changed; run the command again")
-        if isinstance(err, kind("OfflineModeIsEnabled")):
-            return _offline_error(repo, None, filename, None)
-        if status in (401, 403):
-            return HubError(f"access to {repo} was denied (HTTP {status})",
-                            hint=f"if it is gated or private, {login}")
-        if status == 429:
-            return HubError("the Hugging Face Hub is rate-limiting requests (HTTP 429)",
-                            hint="wait a minute and try again, or log in to get a higher limit")
-        if status is not None and status >= 500:
-            return HubError(f"the Hugging Face Hub returned a server error (HTTP {status}) for {where}",
-                            hint="the Hub may be down; try again later, or use --offline with a cached model")
-        if status is not None and status >= 400:
-            return HubError(f"the Hugging Face Hub refused the request for {where} (HTTP {status})")
-        names = _class_names(err)
-        if isinstance(err, TimeoutError) or any("Timeout" in n for n in names):
-            return HubError(f"timed out talking to the Hugging Face Hub ({hub_endpoint()}) for {where}",
-                            hint=net_hint)
-        if names & _DROPPED:
-            return HubError(f"the connection to the Hugging Face Hub dropped while downloading {where}",
-                            hint="run the command again; nothing partial was kept as a finished file")
-        if isinstance(err, ConnectionError) or names & {"ConnectError", "ConnectionError", "NetworkError",
-                                                        "ProxyError"}:
-            return HubError(f"cannot reach the Hugging Face Hub ({hub_endpoint()}) for {where}", hint=net_hint)
-        if isinstance(err, OSError) and getattr(err, "errno", None) == 28:
-            return HubError(f"no space left on the disk while downloading {where}",
-                            hint=f"free some space in {hub_cache_dir()} (see `localgen models list`)")
-        if isinstance(err, OSError) and "Consistency check failed" in str(err):
-            return HubError(f"the download of {where} was incomplete (the connection dropped)",
-                            hint="run the command again")
-    if isinstance(exc, kind("LocalEntryNotFoundError")):
-        return HubError(f"cannot reach the Hugging Face Hub ({hub_endpoint()}) and {where} is not cached",
-                        hint=net_hint)
-    return HubError(f"download of {where} failed: {type(exc).__name__}: {exc}")
-
-
 # ------------------------------------------------------------------ header range reads (for localgen.quant_choice)
 
 HEADER_READ_TIMEOUT_S = 30.0
@@ -720,7 +488,7 @@ HEADER_READ_TIMEOUT_S = 30.0
 def read_header_bytes(repo: str, filename: str, n_bytes: int, *, revision: str | None = None) -> bytes:
     """The first n_bytes of a file on the Hub by an HTTP Range request: nothing is downloaded or cached."""
     if is_offline():
-        raise _offline_error(repo, None, filename, None)
+        raise offline_error(repo, None, filename, None)
     from huggingface_hub import hf_hub_url
     from huggingface_hub.utils import build_hf_headers, get_session
 

@@ -28,6 +28,7 @@ from localgen.fit import (
     target_context,
 )
 from localgen.hardware import Hardware, probe_hardware
+from localgen.hub_choice import AUXILIARY_PREFIXES, choose_model
 
 if TYPE_CHECKING:
     from localgen.gguf_file import GGUFInfo
@@ -135,18 +136,16 @@ def hub_shape(repo: str, files: Sequence[HubFile], *, revision: str | None = Non
 
 def _groups(files: Sequence[HubFile], repo: str) -> list[tuple[HubFile, ...]]:
     """One file group per quant tag, plus each untagged model file (projectors and imatrix files left out)."""
-    from localgen import hub
-
     groups: dict[str, tuple[HubFile, ...]] = {}
-    models = [f for f in files if not f.name.lower().startswith(hub.AUXILIARY_PREFIXES)]
+    models = [f for f in files if not f.name.lower().startswith(AUXILIARY_PREFIXES)]
     for quant in sorted({f.quant for f in models if f.quant}):
         with contextlib.suppress(LocalgenError):
-            group = hub.choose_model(list(files), quant=quant, filename=None, repo=repo)
+            group = choose_model(list(files), quant=quant, filename=None, repo=repo)
             groups[group[0].filename] = group
     for f in models:
         if not f.quant and f.shard_index in (None, 1):
             with contextlib.suppress(LocalgenError):
-                group = hub.choose_model(list(files), quant=None, filename=f.filename, repo=repo)
+                group = choose_model(list(files), quant=None, filename=f.filename, repo=repo)
                 groups[group[0].filename] = group
     return sorted(groups.values(), key=lambda g: sum(f.size for f in g))
 
@@ -229,10 +228,8 @@ def _target(reference: str | None) -> _Target:
 
 def _named_index(options: Sequence[FitOption], files: Sequence[HubFile], target: _Target) -> int | None:
     """The option a named quant or file points at."""
-    from localgen import hub
-
     assert target.repo is not None
-    group = hub.choose_model(list(files), quant=target.quant, filename=target.filename, repo=target.repo)
+    group = choose_model(list(files), quant=target.quant, filename=target.filename, repo=target.repo)
     return next((i for i, o in enumerate(options) if o.filenames[0] == group[0].filename), None)
 
 

@@ -17,15 +17,15 @@ import gguf_builders as gb
 import pytest
 
 from localgen.errors import GGUFError, LocalgenError
+from localgen.gguf_checks import KNOWN_ARCHITECTURES
 from localgen.gguf_file import (
     GGML_TYPES,
-    KNOWN_ARCHITECTURES,
     ArraySummary,
     GGUFInfo,
     TensorInfo,
     read_gguf,
-    validate_split,
 )
+from localgen.gguf_split import validate_split
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402

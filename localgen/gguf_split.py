@@ -1,0 +1,90 @@
+"""Split (multi-shard) GGUF models: shard file names and cross-shard validation."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from localgen.errors import GGUFError
+from localgen.gguf_file import HINT, GGUFInfo, _as_int, _read, read_gguf
+
+SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+def _split_parts(path: Path) -> tuple[str, int, int] | None:
+    """(prefix, 1-based number, count) from a name like model-00001-of-00003.gguf, or None."""
+    match = SPLIT_NAME.match(path.name)
+    if match is None:
+        return None
+    return match["prefix"], int(match["no"]), int(match["count"])
+
+
+def split_shard_paths(first_shard: Path) -> list[Path]:
+    """The expected shard paths of a split model, from the first shard's file name (no I/O)."""
+    parts = _split_parts(first_shard)
+    if parts is None:
+        return [first_shard]
+    prefix, _, count = parts
+    return [first_shard.with_name(f"{prefix}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+
+
+def validate_split(first_shard: Path) -> list[Path]:
+    """Check every shard of a split model is present, valid and from the same model; return them in order."""
+    first_shard = Path(first_shard)
+    first = read_gguf(first_shard)
+    parts = _split_parts(first_shard)
+    if parts is None:
+        if first.split_count > 1:
+            raise GGUFError(f"{first_shard.name}: shard of a {first.split_count}-part model, but the file "
+                            "name does not say which (expected NAME-00001-of-0000N.gguf)",
+                            hint="rename the shards")
+        return [first_shard]
+    _, number, count = parts
+    if number != 1:
+        raise GGUFError(f"{first_shard.name}: not the first shard", hint="pass the -00001-of-... file")
+    if first.split_count != count or first.split_no != 0:
+        raise GGUFError(f"{first_shard.name}: metadata says shard {first.split_no + 1} of "
+                        f"{first.split_count}, the file name says 1 of {count}", hint=HINT)
+    paths = split_shard_paths(first_shard)
+    expected_tensors = _as_int(first.metadata.get("split.tensors.count"))
+    names = {t.name for t in first.tensors}
+    total = len(first.tensors)
+    for index, shard_path in enumerate(paths[1:], start=1):
+        if not shard_path.exists():
+            raise GGUFError(f"{shard_path.name}: missing shard {index + 1} of {count}",
+                            hint="download the missing shard")
+        shard = _read(shard_path, check_tensors=True, require_architecture=False)
+        _check_shard(first, shard, index, count)
+        for tensor in shard.tensors:
+            if tensor.name in names:
+                raise GGUFError(f"{shard_path.name}: tensor '{tensor.name}' also appears in another shard",
+                                hint="the shards come from different models")
+            names.add(tensor.name)
+        total += len(shard.tensors)
+    if count > 1 and expected_tensors is not None and total != expected_tensors:
+        raise GGUFError(f"{first_shard.name}: the shards hold {total:,} tensors, split.tensors.count says "
+                        f"{expected_tensors:,}", hint="the shards come from different models")
+    return paths
+
+
+def _check_shard(first: GGUFInfo, shard: GGUFInfo, index: int, count: int) -> None:
+    """A non-first shard agrees with the first on split metadata and on every key both carry."""
+    label = shard.path.name
+    mixed = "the shards come from different models or downloads; download them again"
+    if shard.split_count != count or shard.split_no != index:
+        raise GGUFError(f"{label}: metadata says shard {shard.split_no + 1} of {shard.split_count}, "
+                        f"expected {index + 1} of {count}", hint=mixed)
+    for key, value in shard.metadata.items():
+        if key != "split.no" and key in first.metadata and first.metadata[key] != value:
+            raise GGUFError(f"{label}: '{key}' differs from the first shard ({value!r:.40} vs "
+                            f"{first.metadata[key]!r:.40})", hint=mixed)
+    for key in ("split.count", "split.tensors.count"):
+        if key in first.metadata and key not in shard.metadata:
+            raise GGUFError(f"{label}: missing '{key}'", hint=mixed)
+    block_count = first.block_count
+    if block_count is not None:
+        for tensor in shard.tensors:
+            match = re.match(r"blk\.(\d+)\.", tensor.name)
+            if match and int(match[1]) >= block_count:
+                raise GGUFError(f"{label}: tensor '{tensor.name}' is beyond the model's {block_count} blocks",
+                                hint=mixed)

@@ -1,0 +1,148 @@
+"""Choosing a model's files among a Hub repo's GGUF files: by file name, by quant tag, else by preference."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import TYPE_CHECKING
+
+from localgen.errors import HubError
+from localgen.registry import normalize_quant, quant_of_filename
+
+if TYPE_CHECKING:
+    from localgen.hub import HubFile
+
+DEFAULT_QUANT = "Q4_K_M"
+# Without an explicit quant: the first of these the repo has. 4-5 bit k-quants are the usual
+# size/quality sweet spot; then the older 4/5-bit formats, then bigger (better, slower) quants,
+# then smaller (worse) ones, then unquantized weights. Tags not listed come after, alphabetically.
+QUANT_PREFERENCE = (
+    "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "IQ4_XS", "IQ4_NL", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
+    "Q4_K_L", "Q5_K_L", "Q6_K", "Q6_K_L", "Q8_0", "Q3_K_L", "Q3_K_M", "Q3_K_S", "IQ3_M", "IQ3_S",
+    "IQ3_XS", "IQ3_XXS", "Q2_K_L", "Q2_K", "Q2_K_S", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS",
+    "IQ1_M", "IQ1_S", "F16", "BF16", "FP16", "F32", "FP32",
+)
+# GGUF files in a model repo that are not a chat model: never chosen unless named.
+AUXILIARY_PREFIXES = ("mmproj", "imatrix")
+SHARD_PATTERN = re.compile(r"^(?P<prefix>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
+
+
+def choose_model(files: list[HubFile], *, quant: str | None, filename: str | None,
+                 repo: str) -> tuple[HubFile, ...]:
+    """The files of one model: by file name (exact, then name, then glob), by quant, else by preference."""
+    if not files:
+        raise HubError(f"no GGUF files in {repo}",
+                       hint="localgen runs GGUF models; look for a repo whose name ends in -GGUF")
+    groups = _group_shards(files)
+    if filename:
+        return _check_complete(_pick(_match_filename(groups, filename, repo)), repo)
+    candidates = [g for g in groups if not _is_auxiliary(g[0])] or groups
+    available = _quants(candidates)
+    if quant:
+        wanted = normalize_quant(quant)
+        matches = [g for g in candidates if g[0].quant == wanted]
+        if not matches:
+            listed = ", ".join(available) if available else "none (no file name carries a quant tag)"
+            raise HubError(f"{repo} has no {wanted} file",
+                           hint=f"quants in this repo: {listed}; choose one with {repo}:QUANT")
+        return _check_complete(_pick(matches), repo)
+    for tag in (*QUANT_PREFERENCE, *sorted(set(available) - set(QUANT_PREFERENCE))):
+        matches = [g for g in candidates if g[0].quant == tag]
+        if matches:
+            return _check_complete(_pick(matches), repo)
+    if len(candidates) == 1:
+        return _check_complete(candidates[0], repo)
+    names = ", ".join(g[0].filename for g in candidates[:6])
+    raise HubError(f"{repo} has several GGUF files and none names a quant",
+                   hint=f"name one: {repo}/FILE.gguf (files: {names})")
+
+
+def _group_shards(files: list[HubFile]) -> list[tuple[HubFile, ...]]:
+    """Single files as 1-tuples; shards of one split model together, in shard order."""
+    groups: dict[str, list[HubFile]] = {}
+    singles: list[tuple[HubFile, ...]] = []
+    for f in files:
+        key = shard_group_key(f.filename)
+        if key == f.filename:
+            singles.append((f,))
+        else:
+            groups.setdefault(key, []).append(f)
+    split = [tuple(sorted(g, key=lambda f: f.shard_index or 0)) for g in groups.values()]
+    return sorted([*singles, *split], key=lambda g: g[0].filename)
+
+
+def _check_complete(group: tuple[HubFile, ...], repo: str) -> tuple[HubFile, ...]:
+    """A split model must have every shard exactly once."""
+    first = group[0]
+    if first.shard_count is None:
+        return group
+    have = [f.shard_index for f in group]
+    missing = sorted(set(range(1, first.shard_count + 1)) - set(have))
+    if missing or len(have) != first.shard_count:
+        raise HubError(f"{repo}: split model {first.filename} is incomplete on the Hub "
+                       f"(missing shards {', '.join(map(str, missing)) or '?'} of {first.shard_count})",
+                       hint="choose another quant with ORG/REPO:QUANT")
+    return group
+
+
+def _is_auxiliary(file: HubFile) -> bool:
+    """Projector/imatrix files that are not a model on their own."""
+    return file.name.lower().startswith(AUXILIARY_PREFIXES)
+
+
+def _quants(groups: list[tuple[HubFile, ...]]) -> list[str]:
+    """The distinct quant tags of some groups, in preference order."""
+    tags = {g[0].quant for g in groups if g[0].quant}
+    order = {q: i for i, q in enumerate(QUANT_PREFERENCE)}
+    return sorted(tags, key=lambda q: (order.get(q, len(order)), q))
+
+
+def _pick(groups: list[tuple[HubFile, ...]]) -> tuple[HubFile, ...]:
+    """Among equally good groups: top-level over folders, single files over splits, shortest name."""
+    return min(groups, key=lambda g: ("/" in g[0].filename, len(g), len(g[0].filename), g[0].filename))
+
+
+def _match_filename(groups: list[tuple[HubFile, ...]], filename: str, repo: str) -> list[tuple[HubFile, ...]]:
+    """Groups containing a file named filename: exact path, then case-insensitive, then name, then glob."""
+    tests = (
+        lambda f: f.filename == filename,
+        lambda f: f.filename.lower() == filename.lower(),
+        lambda f: "/" not in filename and f.name.lower() == filename.lower(),
+    )
+    if any(ch in filename for ch in "*?["):
+        tests = (*tests, lambda f: fnmatch.fnmatch(f.filename.lower(), filename.lower())
+                 or fnmatch.fnmatch(f.name.lower(), filename.lower()))
+    for test in tests:
+        matches = [g for g in groups if any(test(f) for f in g)]
+        if matches:
+            return matches
+    names = ", ".join(g[0].filename for g in groups[:8])
+    raise HubError(f"{repo} has no file {filename!r}", hint=f"GGUF files in this repo: {names}")
+
+
+def shard_of(filename: str) -> tuple[int | None, int | None]:
+    """(index, count) for split-GGUF shard names like x-00001-of-00003.gguf."""
+    match = SHARD_PATTERN.match(filename.rsplit("/", 1)[-1])
+    if not match:
+        return None, None
+    index, count = int(match["index"]), int(match["count"])
+    return (index, count) if 1 <= index <= count else (None, None)
+
+
+def shard_group_key(filename: str) -> str:
+    """A key shared by the shards of one split model; any other file is its own key."""
+    name = filename.rsplit("/", 1)[-1]
+    match = SHARD_PATTERN.match(name)
+    if not match or shard_of(filename)[0] is None:
+        return filename
+    return f"{filename[: -len(name)]}{match['prefix']}-of-{match['count']}"
+
+
+def quant_of(filename: str) -> str | None:
+    """The quant tag from a file's name, else from its folder name (bartowski's Q8_0/x-0001-of-2)."""
+    parts = filename.split("/")
+    for part in reversed(parts):
+        quant = quant_of_filename(part)
+        if quant:
+            return quant
+    return None

@@ -1,0 +1,102 @@
+"""Hub errors: turn huggingface_hub and HTTP exceptions into a HubError with a hint."""
+
+from __future__ import annotations
+
+from localgen.errors import HubError, LocalgenError
+
+# Exception class names (httpx, httpx2, requests, urllib3) for a connection lost mid-response.
+_DROPPED = {"RemoteProtocolError", "ReadError", "ChunkedEncodingError", "IncompleteRead", "ProtocolError"}
+
+
+def offline_error(repo: str, quant: str | None, filename: str | None, reference: str | None) -> HubError:
+    """The error for a model that is needed offline but not cached."""
+    ref = reference or (f"{repo}/{filename}" if filename else f"{repo}:{quant}" if quant else repo)
+    return HubError(f"{ref} is not in the local cache and the network is off (offline mode)",
+                    hint=f"run `localgen pull {ref}` while online (offline mode comes from --offline, "
+                         "HF_HUB_OFFLINE or LOCALGEN_OFFLINE)")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes/contexts."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _class_names(exc: BaseException) -> set[str]:
+    """Class names along an exception's MRO (requests, httpx and httpx2 differ by module only)."""
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status of an HTTP error, if any."""
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None) -> LocalgenError:
+    """Turn a huggingface_hub / HTTP exception into a HubError with a hint."""
+    if isinstance(exc, LocalgenError):
+        return exc
+    from huggingface_hub import errors as hf_errors
+
+    from localgen.hub import hub_cache_dir, hub_endpoint  # here, not at the top: hub.py imports this module
+
+    def kind(name: str) -> tuple[type, ...]:
+        cls = getattr(hf_errors, name, None)
+        return (cls,) if isinstance(cls, type) else ()
+
+    where = f"{repo}/{filename}" if filename else repo
+    login = "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN"
+    net_hint = "check your network connection (and HF_ENDPOINT / proxy settings), or use --offline " \
+               "to run a model that is already cached"
+    for err in _chain(exc):
+        status = _status_of(err)
+        if isinstance(err, kind("GatedRepoError")):
+            return HubError(f"{repo} is a gated repository: you must accept its terms and be logged in",
+                            hint=f"request access at https://huggingface.co/{repo}, then {login}")
+        if isinstance(err, kind("RepositoryNotFoundError")):
+            private = " (or it is private)" if status in (401, 403) else ""
+            return HubError(f"repository {repo} not found on the Hugging Face Hub{private}",
+                            hint=f"check the spelling (ORG/REPO); for a private repo, {login}")
+        if isinstance(err, kind("RevisionNotFoundError")):
+            return HubError(f"{repo}: the revision localgen asked for no longer exists",
+                            hint="the repository changed; run the command again")
+        if isinstance(err, (*kind("RemoteEntryNotFoundError"), *kind("EntryNotFoundError"))) and status:
+            return HubError(f"{where} not found on the Hub", hint="the repository changed; run the command again")
+        if isinstance(err, kind("OfflineModeIsEnabled")):
+            return offline_error(repo, None, filename, None)
+        if status in (401, 403):
+            return HubError(f"access to {repo} was denied (HTTP {status})",
+                            hint=f"if it is gated or private, {login}")
+        if status == 429:
+            return HubError("the Hugging Face Hub is rate-limiting requests (HTTP 429)",
+                            hint="wait a minute and try again, or log in to get a higher limit")
+        if status is not None and status >= 500:
+            return HubError(f"the Hugging Face Hub returned a server error (HTTP {status}) for {where}",
+                            hint="the Hub may be down; try again later, or use --offline with a cached model")
+        if status is not None and status >= 400:
+            return HubError(f"the Hugging Face Hub refused the request for {where} (HTTP {status})")
+        names = _class_names(err)
+        if isinstance(err, TimeoutError) or any("Timeout" in n for n in names):
+            return HubError(f"timed out talking to the Hugging Face Hub ({hub_endpoint()}) for {where}",
+                            hint=net_hint)
+        if names & _DROPPED:
+            return HubError(f"the connection to the Hugging Face Hub dropped while downloading {where}",
+                            hint="run the command again; nothing partial was kept as a finished file")
+        if isinstance(err, ConnectionError) or names & {"ConnectError", "ConnectionError", "NetworkError",
+                                                        "ProxyError"}:
+            return HubError(f"cannot reach the Hugging Face Hub ({hub_endpoint()}) for {where}", hint=net_hint)
+        if isinstance(err, OSError) and getattr(err, "errno", None) == 28:
+            return HubError(f"no space left on the disk while downloading {where}",
+                            hint=f"free some space in {hub_cache_dir()} (see `localgen models list`)")
+        if isinstance(err, OSError) and "Consistency check failed" in str(err):
+            return HubError(f"the download of {where} was incomplete (the connection dropped)",
+                            hint="run the command again")
+    if isinstance(exc, kind("LocalEntryNotFoundError")):
+        return HubError(f"cannot reach the Hugging Face Hub ({hub_endpoint()}) and {where} is not cached",
+                        hint=net_hint)
+    return HubError(f"download of {where} failed: {type(exc).__name__}: {exc}")
