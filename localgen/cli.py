@@ -290,10 +290,18 @@ def pull(
     reference: Annotated[str, typer.Argument(help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf.")],
     force: Annotated[bool, typer.Option("--force", help="Download again even if cached.")] = False,
 ) -> None:
-    """Download a model from the Hugging Face Hub, verify it, and print its local path."""
-    from localgen.resolve import resolve_model
+    """Download a model from the Hugging Face Hub, verify it, and print its local path.
 
-    resolved = resolve_model(reference, offline=None, force=force)
+    Without a quant, the best quant that fits this machine is chosen, as `run` would choose it.
+    """
+    from localgen import console
+    from localgen.hardware import probe_hardware
+    from localgen.runner import ModelOptions, resolve_fitting
+
+    notes: list[str] = []
+    resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), notes, force=force)
+    for note in notes:
+        console.say(f"localgen: {note}")
     print(resolved.path)
 
 

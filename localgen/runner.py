@@ -91,21 +91,25 @@ def fit_request(options: ModelOptions, *, default_ctx: int | None = None) -> Fit
                       default_ctx=default_ctx)
 
 
-def _resolve(options: ModelOptions, hw: Hardware, notes: list[str]) -> ResolvedModel:
-    """Resolve a reference; before any download, check it fits (or choose the best quant that does)."""
-    try:
-        return resolve_model(options.model, offline=options.offline, pull=False)
-    except ModelNotFoundError:
-        from localgen.hub import is_offline
+def resolve_fitting(options: ModelOptions, hw: Hardware, notes: list[str], *, force: bool = False) -> ResolvedModel:
+    """Resolve a reference; before any download, check it fits (or choose the best quant that does).
 
-        cached = choose_cached(options.model, hw=hw, request=fit_request(options))
-        if cached is not None:
-            return resolve_model(cached, offline=options.offline, pull=False)
-        if options.offline or is_offline():
-            raise
+    force downloads again even when a copy is cached (for `pull --force`).
+    """
+    if not force:
+        try:
+            return resolve_model(options.model, offline=options.offline, pull=False)
+        except ModelNotFoundError:
+            from localgen.hub import is_offline
+
+            cached = choose_cached(options.model, hw=hw, request=fit_request(options))
+            if cached is not None:
+                return resolve_model(cached, offline=options.offline, pull=False)
+            if options.offline or is_offline():
+                raise
     reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options))
     notes.extend(chosen)
-    return resolve_model(reference, offline=options.offline)
+    return resolve_model(reference, offline=options.offline, force=force)
 
 
 def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: ModelShape, notes: list[str], *,
@@ -133,7 +137,7 @@ def load_model(options: ModelOptions) -> LoadedModel:
     hw = probe_hardware()
     warning = cpu_only_warning_once(hw)
     notes: list[str] = []
-    resolved = _resolve(options, hw, notes)
+    resolved = resolve_fitting(options, hw, notes)
     header = read_gguf(resolved.path)  # validated in Python before llama.cpp opens the file
     load_options, plan, shape = plan_load(options, resolved, header, hw)
     touch_last_used(resolved.path)

@@ -362,6 +362,28 @@ def test_choose_download_picks_or_refuses_before_downloading(hubenv: HubEnv, qua
 # ----------------------------------------------------------------------------- the CLI
 
 
+def test_pull_without_a_quant_downloads_the_one_run_would_choose(hubenv: HubEnv,
+                                                                 quant_files: dict[str, Path]) -> None:
+    _serve(hubenv, quant_files)
+    env = {**child_env(hubenv.server, hubenv.tmp_path),
+           config.MEMORY_LIMIT_ENV: str(_limit_between(quant_files, "Q4_0", "Q5_0"))}
+
+    def pull(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "localgen", "pull", *args], env=env, capture_output=True,
+                              text=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, check=False)
+
+    first = pull(REPO)
+    assert first.returncode == 0, first.stderr
+    assert f"chose {REPO}:Q4_0" in first.stderr and first.stdout.strip().endswith("fit-Q4_0.gguf")
+    for quant, path in quant_files.items():  # only the chosen quant's body was sent; the others gave headers
+        sent = hubenv.server.bytes_sent.get((REPO, path.name), 0)
+        assert sent >= path.stat().st_size if quant == "Q4_0" else sent <= 2 * quant_choice.HEADER_READ_BYTES
+    hubenv.server.requests.clear()
+    again = pull(REPO)
+    assert again.returncode == 0 and again.stdout == first.stdout
+    assert hubenv.server.count("GET", "/resolve/") == 0  # the cached copy that fits, no new download
+
+
 def test_run_under_a_memory_limit_lowers_the_context_or_refuses() -> None:
     shape = read_shape(bundled_model_file())
     between = (estimate_memory(shape, n_ctx=8192).ram_bytes + estimate_memory(shape, n_ctx=2048).ram_bytes) / 2
