@@ -59,6 +59,8 @@ TopPOpt = Annotated[float, typer.Option(help="Nucleus sampling.")]
 MinPOpt = Annotated[float, typer.Option(help="Min-p sampling.")]
 RepeatPenaltyOpt = Annotated[float, typer.Option(help="1 = off.")]
 SeedOpt = Annotated[int | None, typer.Option(help="Seed for reproducible sampling.")]
+ChatTemplateOpt = Annotated[Path | None, typer.Option(
+    "--chat-template", help="Jinja chat template file, used instead of the model's.")]
 
 
 def _version_callback(value: bool) -> None:
@@ -98,6 +100,7 @@ def run(
     flash_attn: Annotated[str, typer.Option(help="auto, on or off.")] = "auto",
     kv_type: Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.")] = "f16",
     raw: Annotated[bool, typer.Option("--raw", help="Plain completion: no chat template.")] = False,
+    chat_template: ChatTemplateOpt = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the stream.")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print speed and token counts on stderr.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="No on-disk prompt cache.")] = False,
@@ -112,7 +115,7 @@ def run(
     from localgen.chat import Message, compose_user_message
     from localgen.events import Completion, TextChunk
     from localgen.fit import prompt_context
-    from localgen.inputs import gather_attachments
+    from localgen.inputs import gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model, stream_answer
     from localgen.signals import StopOnSignal
@@ -122,6 +125,7 @@ def run(
                               repeat_penalty=repeat_penalty, seed=seed)
     limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop or ()))
     check_draft_mode(draft)
+    template = read_chat_template(chat_template)
     warnings: list[str] = []
     attachments, _ = gather_attachments(file or [], sys.stdin.buffer if sys.stdin else None, warnings)
     for message in warnings:
@@ -133,6 +137,7 @@ def run(
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,
                            batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn,
                            kv_type=kv_type, offline=offline or None, raw=raw, gpu_layers=gpu_layers, no_gpu=no_gpu,
+                           chat_template=template,
                            min_ctx=prompt_context(len(user_text.encode()) + len((system or "").encode()), max_tokens))
     loaded = load_model(options)
     _show_load_notes(loaded)
@@ -198,12 +203,14 @@ def chat(
     hide_thinking: Annotated[bool, typer.Option("--hide-thinking", help="Hide <think> reasoning.")] = False,
     resume: Annotated[str | None, typer.Option(
         "--resume", help="Reopen the last conversation (`--resume`), or the one named NAME.")] = None,
+    chat_template: ChatTemplateOpt = None,
     gpu_layers: GpuLayersOpt = None,
     no_gpu: NoGpuOpt = False,
     offline: OfflineOpt = False,
 ) -> None:
     """Chat interactively with a model (history, slash commands, Ctrl-C stops an answer)."""
     from localgen.conversation import Conversation, latest_conversation, load_conversation
+    from localgen.inputs import read_chat_template
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.repl import Repl
     from localgen.runner import ModelOptions, load_model
@@ -219,7 +226,7 @@ def chat(
         conversation = load_conversation(resume) if resume else latest_conversation()
         model = model or conversation.model
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, offline=offline or None,
-                           gpu_layers=gpu_layers, no_gpu=no_gpu)
+                           gpu_layers=gpu_layers, no_gpu=no_gpu, chat_template=read_chat_template(chat_template))
     loaded = load_model(options)
     _show_load_notes(loaded)
     if conversation is None:

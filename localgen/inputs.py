@@ -24,12 +24,12 @@ def decode_input(data: bytes, source: str, warnings: list[str]) -> str:
         return data.decode("utf-8", errors="replace")
 
 
-def read_file_input(path: Path, warnings: list[str]) -> str:
-    """Read a text file named with -f, with clear errors for missing, directory or unreadable paths."""
+def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file") -> str:
+    """Read a text file named with option, with clear errors for missing, directory or unreadable paths."""
     if not path.exists():
-        raise UsageError(f"no such file: {path}", hint="check the path given to -f/--file")
+        raise UsageError(f"no such file: {path}", hint=f"check the path given to {option}")
     if path.is_dir():
-        raise UsageError(f"{path} is a directory", hint="pass a file to -f/--file, e.g. -f notes.md")
+        raise UsageError(f"{path} is a directory", hint=f"pass a file to {option}")
     try:
         with path.open("rb") as handle:
             data = handle.read(MAX_INPUT_BYTES + 1)
@@ -58,3 +58,15 @@ def gather_attachments(files: Sequence[Path], stdin: BinaryIO | None,
     if piped is not None:
         texts.append(piped)
     return texts, piped is not None
+
+
+def read_chat_template(path: Path | None) -> str | None:
+    """The text of a --chat-template file (a Jinja chat template), or None when none was given."""
+    if path is None:
+        return None
+    warnings: list[str] = []
+    text = read_file_input(path, warnings, option="--chat-template")
+    if warnings or not text.strip():
+        raise UsageError(f"{path} is not a chat template ({'not UTF-8' if warnings else 'it is empty'})",
+                         hint="pass a Jinja chat template file, like the chat_template in a model's tokenizer_config")
+    return text

@@ -41,6 +41,7 @@ class ModelOptions:
     raw: bool = False
     no_gpu: bool = False
     min_ctx: int = 0  # the context the prompt needs (fit.prompt_context), 0 when unknown
+    chat_template: str | None = None  # a Jinja chat template that replaces the model's and the registry's
 
 
 @dataclass
@@ -143,7 +144,8 @@ def load_model(options: ModelOptions) -> LoadedModel:
     touch_last_used(resolved.path)
     notes.extend(plan.reasons)
     engine, plan = open_engine(resolved.path, load_options, plan, shape, notes)
-    prompt_format = PromptFormat.for_engine(engine, override=resolved.template_override, raw=options.raw,
+    prompt_format = PromptFormat.for_engine(engine, override=options.chat_template or resolved.template_override,
+                                            raw=options.raw,
                                             model_name=resolved.display_name)
     return LoadedModel(resolved=resolved, engine=engine, prompt_format=prompt_format, plan=plan, notes=tuple(notes),
                        warnings=(warning,) if warning else ())

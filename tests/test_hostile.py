@@ -48,6 +48,10 @@ CASES: dict[str, Case] = {
     "unknown-flash-attn": Case(("run", "hi", "--flash-attn", "maybe"), USAGE, "unknown flash-attn mode"),
     "unknown-draft": Case(("run", "hi", "--draft", "psychic"), USAGE, "unknown draft mode"),
     "empty-stop": Case(("run", "hi", "--stop", ""), USAGE, "stop string is empty"),
+    "chat-template-missing": Case(("run", "hi", "--chat-template", "/nonexistent/t.jinja"), USAGE,
+                                  "no such file"),
+    "chat-template-empty": Case(("run", "hi", "--chat-template", "{empty_file}"), USAGE, "it is empty"),
+    "chat-template-binary": Case(("run", "hi", "--chat-template", "{binary_file}"), USAGE, "binary data"),
     # -n
     "n-zero": Case(("run", "hi", "-n", "0"), USAGE, "max tokens 0 is out of range"),
     "n-negative": Case(("run", "hi", "-n", "-3"), USAGE, "max tokens -3 is out of range"),

@@ -219,3 +219,21 @@ def test_model_without_chat_template_runs_as_plain_completion(tmp_path: Path, bu
     raw_result = run_localgen("run", "The capital of France is", "-n", "8", "--json", "--raw", *GREEDY)
     assert json.loads(raw_result.out)["usage"]["prompt_tokens"] < json.loads(chat_result.out)["usage"]["prompt_tokens"]
     assert "chat template" not in raw_result.err
+
+
+def test_chat_template_file_gives_a_local_model_a_template(tmp_path: Path, bundled_model: Path) -> None:
+    from gguf_builders import copy_with_metadata
+
+    base = copy_with_metadata(bundled_model, tmp_path / "base.gguf", drop=["tokenizer.chat_template"])
+    template = tmp_path / "qa.jinja"
+    template.write_text("{% for m in messages %}Question: {{ m.content }}\n{% endfor %}"
+                        "{% if add_generation_prompt %}Answer in one word:{% endif %}")
+    result = run_localgen("run", "-m", str(base), "--chat-template", str(template), "What is the capital of France?",
+                          "-n", "4", "--json", *GREEDY)
+    assert result.returncode == 0, result.err
+    assert "no chat template" not in result.err
+    record = json.loads(result.out)
+    assert "Paris" in record["text"]
+    question = "Question: What is the capital of France?\nAnswer in one word:"
+    plain = run_localgen("run", "-m", str(base), "--raw", question, "-n", "4", "--json", *GREEDY)
+    assert json.loads(plain.out)["text"] == record["text"]  # exactly the template's rendering was sent
