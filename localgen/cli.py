@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from localgen import __version__
+from localgen.cli_manage import cache_app, models_app
 from localgen.config import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_DRAFT,
@@ -268,28 +269,7 @@ def bench(
     print(json.dumps(result.to_dict()) if json_output else format_result(result))
 
 
-cache_app = typer.Typer(help="List the on-disk prompt cache (KV state of long prompts); `clear` empties it.",
-                        no_args_is_help=False)
 app.add_typer(cache_app, name="cache")
-
-
-@cache_app.callback(invoke_without_command=True)
-def cache(ctx: typer.Context) -> None:
-    """List the prompt cache's entries and size."""
-    if ctx.invoked_subcommand is None:
-        from localgen.promptcache import describe_cache
-
-        print(describe_cache())
-
-
-@cache_app.command("clear")
-def cache_clear() -> None:
-    """Delete every prompt cache entry."""
-    from localgen import console
-    from localgen.promptcache import cache_dir, clear
-
-    count, size = clear(cache_dir())
-    console.say(f"localgen: removed {count} prompt cache entr{'y' if count == 1 else 'ies'} ({size / 2**20:.1f} MiB)")
 
 
 @app.command()
@@ -312,94 +292,7 @@ def pull(
     print(resolved.path)
 
 
-models_app = typer.Typer(help="List, inspect and remove models.", no_args_is_help=False)
 app.add_typer(models_app, name="models")
-
-
-@models_app.callback(invoke_without_command=True)
-def _models_default(ctx: typer.Context,
-                    json_output: Annotated[bool, typer.Option("--json", help="JSON output.")] = False) -> None:
-    """List models on this machine (`localgen models` = `localgen models list`)."""
-    if ctx.invoked_subcommand is None:
-        models_list(json_output=json_output)
-
-
-@models_app.command("list")
-def models_list(json_output: Annotated[bool, typer.Option("--json", help="JSON output.")] = False) -> None:
-    """List models on this machine: bundled and downloaded."""
-    import time
-
-    from localgen import console
-    from localgen.catalog import list_models
-    from localgen.registry import load_registry
-
-    models = list_models(load_registry(settings().user_registry))
-    if json_output:
-        print(json.dumps([{"name": m.name, "repo": m.repo, "quant": m.quant, "size": m.size,
-                           "last_used": m.last_used, "path": str(m.path), "source": m.source,
-                           "verified": m.verified} for m in models], indent=2))
-        return
-    rows = [[m.name, m.quant or "-", console.human_size(m.size),
-             time.strftime("%Y-%m-%d %H:%M", time.localtime(m.last_used)) if m.last_used else "never",
-             m.source, str(m.path)] for m in models]
-    console.print_table(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows)
-
-
-@models_app.command("show")
-def models_show(
-    reference: Annotated[str, typer.Argument(help="A model reference.")],
-    template: Annotated[bool, typer.Option("--template", help="Print the chat template.")] = False,
-) -> None:
-    """Describe a model from its GGUF header (no weights are loaded)."""
-    from localgen import console
-    from localgen.gguf_file import read_gguf
-    from localgen.quant_choice import plan_summary
-    from localgen.resolve import resolve_model
-    from localgen.verify import recorded_sha256
-
-    resolved = resolve_model(reference, pull=False)
-    info = read_gguf(resolved.path)
-    if template:
-        if not info.chat_template:
-            raise LocalgenError(f"{resolved.display_name} has no chat template", hint="it runs as plain completion")
-        sys.stdout.write(info.chat_template.rstrip("\n") + "\n")
-        return
-    spec = resolved.spec
-    license_ = (spec.license if spec else None) or str(info.metadata.get("general.license", "unknown"))
-    sha = recorded_sha256(resolved.path) or "not verified yet"
-    console.print_fields([
-        ("name", resolved.display_name), ("architecture", info.architecture),
-        ("parameters", f"{info.parameter_count / 1e6:,.1f} M"), ("quant", info.quant or "unknown"),
-        ("context length", f"{info.context_length or 0:,}"), ("layers", str(info.block_count)),
-        ("embedding size", str(info.embedding_length)),
-        ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),
-        ("license", license_), ("file size", f"{console.human_size(info.file_size)} ({info.file_size:,} bytes)"),
-        ("sha256", sha), ("source", resolved.source), ("path", str(resolved.path)),
-        ("load plan", plan_summary(resolved.path, default_ctx=resolved.context)),
-    ])
-
-
-@models_app.command("rm")
-def models_rm(
-    reference: Annotated[str, typer.Argument(help="The model to remove from the cache.")],
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-) -> None:
-    """Remove a downloaded model's files (never files another cached model still uses)."""
-    from localgen import console
-    from localgen.catalog import remove_model
-    from localgen.registry import load_registry
-
-    registry = load_registry(settings().user_registry)
-    plan = remove_model(registry, reference, dry_run=True)
-    if not yes and sys.stdin.isatty():
-        if not console.confirm(f"remove {plan.name} ({console.human_size(plan.bytes_freed)})?"):
-            console.say("nothing removed")
-            raise typer.Exit(EXIT_OK)
-    elif not yes:
-        raise UsageError(f"removing {plan.name} needs confirmation", hint="pass --yes when not on a terminal")
-    removed = remove_model(registry, reference)
-    console.say(f"removed {removed.name}: freed {console.human_size(removed.bytes_freed)}"
-                + (f", kept {len(removed.kept_shared)} file(s) another model uses" if removed.kept_shared else ""))
 
 
 @app.command()
