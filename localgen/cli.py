@@ -60,6 +60,11 @@ TopPOpt = Annotated[float, typer.Option(help="Nucleus sampling.")]
 MinPOpt = Annotated[float, typer.Option(help="Min-p sampling.")]
 RepeatPenaltyOpt = Annotated[float, typer.Option(help="1 = off.")]
 SeedOpt = Annotated[int | None, typer.Option(help="Seed for reproducible sampling.")]
+ThreadsBatchOpt = Annotated[int | None, typer.Option(help="Threads for prefill (default: --threads).")]
+BatchSizeOpt = Annotated[int, typer.Option(help="Prefill chunk size.")]
+UbatchSizeOpt = Annotated[int, typer.Option(help="Physical batch size.")]
+FlashAttnOpt = Annotated[str, typer.Option(help="auto, on or off.")]
+KvTypeOpt = Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.")]
 ChatTemplateOpt = Annotated[Path | None, typer.Option(
     "--chat-template", help="Jinja chat template file, used instead of the model's.")]
 
@@ -95,11 +100,11 @@ def run(
     stop: Annotated[list[str] | None, typer.Option("--stop", help="Stop at this string (repeatable).")] = None,
     ctx_size: CtxOpt = None,
     threads: ThreadsOpt = None,
-    threads_batch: Annotated[int | None, typer.Option(help="Threads for prefill (default: --threads).")] = None,
-    batch_size: Annotated[int, typer.Option(help="Prefill chunk size.")] = DEFAULT_BATCH_SIZE,
-    ubatch_size: Annotated[int, typer.Option(help="Physical batch size.")] = DEFAULT_UBATCH_SIZE,
-    flash_attn: Annotated[str, typer.Option(help="auto, on or off.")] = "auto",
-    kv_type: Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.")] = "f16",
+    threads_batch: ThreadsBatchOpt = None,
+    batch_size: BatchSizeOpt = DEFAULT_BATCH_SIZE,
+    ubatch_size: UbatchSizeOpt = DEFAULT_UBATCH_SIZE,
+    flash_attn: FlashAttnOpt = "auto",
+    kv_type: KvTypeOpt = "f16",
     raw: Annotated[bool, typer.Option("--raw", help="Plain completion: no chat template.")] = False,
     chat_template: ChatTemplateOpt = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the stream.")] = False,
@@ -250,11 +255,11 @@ def bench(
     n_gen: Annotated[int, typer.Option("--n-gen", "-n", help="Tokens for the decode test.")] = 128,
     reps: Annotated[int, typer.Option("--repetitions", "-r", help="Repetitions of each test.")] = 5,
     threads: ThreadsOpt = None,
-    threads_batch: Annotated[int | None, typer.Option(help="Threads for prefill (default: --threads).")] = None,
-    batch_size: Annotated[int, typer.Option(help="Prefill chunk size.")] = DEFAULT_BATCH_SIZE,
-    ubatch_size: Annotated[int, typer.Option(help="Physical batch size.")] = DEFAULT_UBATCH_SIZE,
-    flash_attn: Annotated[str, typer.Option(help="auto, on or off.")] = "auto",
-    kv_type: Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.")] = "f16",
+    threads_batch: ThreadsBatchOpt = None,
+    batch_size: BatchSizeOpt = DEFAULT_BATCH_SIZE,
+    ubatch_size: UbatchSizeOpt = DEFAULT_UBATCH_SIZE,
+    flash_attn: FlashAttnOpt = "auto",
+    kv_type: KvTypeOpt = "f16",
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     offline: OfflineOpt = False,
 ) -> None:
@@ -299,7 +304,7 @@ app.add_typer(models_app, name="models")
 def fit(
     reference: Annotated[str | None, typer.Argument(help="NAME[:QUANT], ORG/REPO[:QUANT] or a .gguf path.")] = None,
     ctx: Annotated[int | None, typer.Option("--ctx", "--ctx-size", "-c", help="Context size to plan for.")] = None,
-    kv_type: Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.")] = "f16",
+    kv_type: KvTypeOpt = "f16",
     gpu_layers: GpuLayersOpt = None,
     no_gpu: NoGpuOpt = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
