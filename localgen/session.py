@@ -99,8 +99,8 @@ class ChatSession:
         self._save()
 
     def switch_model(self, reference: str) -> LoadedModel:
-        """Load another model and keep the conversation."""
-        options = replace(self.options, model=reference)
+        """Load another model and keep the conversation (a --chat-template belonged to the first model)."""
+        options = replace(self.options, model=reference, chat_template=None)
         new = load_model(options)
         self.loaded.close()
         self.loaded, self.options = new, options
