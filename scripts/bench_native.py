@@ -8,7 +8,8 @@ It downloads the sdist of the installed llama-cpp-python version (pip download, 
 .bench/ (git-ignored), then runs native `llama-bench`, `localgen bench` and llama-cpp-python's high-level
 `Llama.generate` alternately, K rounds each, and prints medians, spreads and the localgen / native ratios.
 It also times `localgen bench`'s follow-up turn after the prompt (KV reuse) against llama-bench prefilling as
-many tokens at that depth (`-d`), the floor no engine can beat.
+many tokens at that depth (`-d`), the floor no engine can beat, and prints what exact attention over the cached
+tokens costs in FLOPs against the weights.
 """
 
 from __future__ import annotations
@@ -261,6 +262,22 @@ def print_follow_up(rounds: dict[str, list[dict[str, Any]]], args: argparse.Name
         ratio = statistics.median(a / b for a, b in zip(reuse, fresh, strict=True))
         summary[f"{name} follow-up"] = {"reuse_ttft_ms": reuse, "fresh_ttft_ms": fresh, "ratio": ratio}
         print(f"| {name:<20} | {summarize(reuse):>24} | {summarize(fresh):>24} | {ratio:6.2f} |")
+    share = attention_share(args.model, args.n_prompt)
+    summary["attention share of weight FLOPs"] = share
+    print(f"\nAttending to {args.n_prompt} cached tokens costs {share:.0%} of the weights' FLOPs per token: an engine "
+          f"whose attention ran as fast per FLOP as its matmuls would still take {1 + share:.2f}x the fresh TTFT.")
+
+
+def attention_share(model: Path, depth: int) -> float:
+    """FLOPs of exact attention over depth cached tokens, per new token, as a fraction of the weight matmuls' FLOPs."""
+    from localgen.gguf_file import read_gguf
+
+    info = read_gguf(model)
+    tied = not any(t.name == "output.weight" for t in info.tensors)
+    weights = sum(t.n_elements for t in info.tensors
+                  if len(t.shape) >= 2 and (t.name != "token_embd.weight" or tied))
+    per_layer = (info.head_count or 0) * ((info.key_length or 0) + (info.value_length or 0))  # QK^T and softmax.V
+    return (info.block_count or 0) * per_layer * depth / weights
 
 
 def main() -> None:
