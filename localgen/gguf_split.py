@@ -8,12 +8,12 @@ from pathlib import Path
 from localgen.errors import GGUFError
 from localgen.gguf_file import HINT, GGUFInfo, _as_int, _read, read_gguf
 
-SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+SPLIT_NAME = r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$"  # llama.cpp's llama_split_path
 
 
-def _split_parts(path: Path) -> tuple[str, int, int] | None:
-    """(prefix, 1-based number, count) from a name like model-00001-of-00003.gguf, or None."""
-    match = SPLIT_NAME.match(path.name)
+def split_name_parts(name: str, *, ignore_case: bool = False) -> tuple[str, int, int] | None:
+    """(prefix, 1-based number, count) from a name like model-00001-of-00003.gguf (llama.cpp wants lower case)."""
+    match = re.match(SPLIT_NAME, name, re.IGNORECASE if ignore_case else 0)
     if match is None:
         return None
     return match["prefix"], int(match["no"]), int(match["count"])
@@ -21,7 +21,7 @@ def _split_parts(path: Path) -> tuple[str, int, int] | None:
 
 def split_shard_paths(first_shard: Path) -> list[Path]:
     """The expected shard paths of a split model, from the first shard's file name (no I/O)."""
-    parts = _split_parts(first_shard)
+    parts = split_name_parts(first_shard.name)
     if parts is None:
         return [first_shard]
     prefix, _, count = parts
@@ -32,7 +32,7 @@ def validate_split(first_shard: Path) -> list[Path]:
     """Check every shard of a split model is present, valid and from the same model; return them in order."""
     first_shard = Path(first_shard)
     first = read_gguf(first_shard)
-    parts = _split_parts(first_shard)
+    parts = split_name_parts(first_shard.name)
     if parts is None:
         if first.split_count > 1:
             raise GGUFError(f"{first_shard.name}: shard of a {first.split_count}-part model, but the file "

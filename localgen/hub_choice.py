@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import fnmatch
-import re
 from typing import TYPE_CHECKING
 
 from localgen.errors import HubError
+from localgen.gguf_split import split_name_parts
 from localgen.registry import normalize_quant, quant_of_filename
 
 if TYPE_CHECKING:
@@ -24,7 +24,6 @@ QUANT_PREFERENCE = (
 )
 # GGUF files in a model repo that are not a chat model: never chosen unless named.
 AUXILIARY_PREFIXES = ("mmproj", "imatrix")
-SHARD_PATTERN = re.compile(r"^(?P<prefix>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 
 
 def choose_model(files: list[HubFile], *, quant: str | None, filename: str | None,
@@ -122,20 +121,21 @@ def _match_filename(groups: list[tuple[HubFile, ...]], filename: str, repo: str)
 
 def shard_of(filename: str) -> tuple[int | None, int | None]:
     """(index, count) for split-GGUF shard names like x-00001-of-00003.gguf."""
-    match = SHARD_PATTERN.match(filename.rsplit("/", 1)[-1])
-    if not match:
+    parts = split_name_parts(filename.rsplit("/", 1)[-1], ignore_case=True)
+    if parts is None:
         return None, None
-    index, count = int(match["index"]), int(match["count"])
+    _, index, count = parts
     return (index, count) if 1 <= index <= count else (None, None)
 
 
 def shard_group_key(filename: str) -> str:
     """A key shared by the shards of one split model; any other file is its own key."""
     name = filename.rsplit("/", 1)[-1]
-    match = SHARD_PATTERN.match(name)
-    if not match or shard_of(filename)[0] is None:
+    parts = split_name_parts(name, ignore_case=True)
+    if parts is None or shard_of(filename)[0] is None:
         return filename
-    return f"{filename[: -len(name)]}{match['prefix']}-of-{match['count']}"
+    prefix, _, count = parts
+    return f"{filename[: -len(name)]}{prefix}-of-{count:05d}"
 
 
 def quant_of(filename: str) -> str | None:
