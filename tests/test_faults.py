@@ -519,7 +519,7 @@ ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a w
 
 def test_every_file_localgen_writes_goes_through_the_atomic_writer() -> None:
     offenders = []
-    for path in sorted((REPO_ROOT / "localgen").glob("*.py")):
+    for path in sorted((REPO_ROOT / "localgen").rglob("*.py")):
         for number, line in enumerate(path.read_text().splitlines(), 1):
             allowed = any(name == path.name and text in line for name, text in ALLOWED_WRITES)
             if WRITE_CALL.search(line) and not allowed:

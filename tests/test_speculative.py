@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from localgen import engine as engine_module
 from localgen.chat import Message, PromptFormat
 from localgen.engine import Engine
+from localgen.engine import core as engine_core
 from localgen.errors import UsageError
 from localgen.events import Completion, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
@@ -83,7 +83,7 @@ def test_drafting_stops_when_it_does_not_pay_and_probes() -> None:
 @pytest.fixture(autouse=True)
 def always_draft(monkeypatch: pytest.MonkeyPatch) -> None:
     """Engine tests draft whenever the prompt matches, whatever the measured costs (timing-independent)."""
-    monkeypatch.setattr(engine_module, "PromptLookup", functools.partial(PromptLookup, fixed_length=6))
+    monkeypatch.setattr(engine_core, "PromptLookup", functools.partial(PromptLookup, fixed_length=6))
 
 
 @pytest.fixture(scope="module")

@@ -1,60 +1,26 @@
-"""llama.cpp engine: load a GGUF, prefill in chunks, decode on the low-level bindings, reuse the KV cache."""
+"""The Engine: load a GGUF, prefill in chunks, decode on the low-level bindings, reuse the KV cache."""
 
 from __future__ import annotations
 
 import codecs
 import ctypes
-import importlib
-import importlib.util
 import logging
-import sys
 import time
-import types
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
+from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc, llama_cpp_version
 from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError
 from localgen.events import Completion, DraftStats, Event, PrefillProgress, TextChunk, Timings, Usage
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.speculative import DRAFT_MAX, PromptLookup, check_draft_mode
 from localgen.stopping import StopMatcher
 
-
-def _bindings(submodule: str) -> types.ModuleType:
-    """Import llama_cpp.<submodule> without running llama_cpp/__init__.py.
-
-    The package's __init__ also imports the high-level API (numpy, jinja2, diskcache...): about 0.2 s of CPU
-    and 20 MiB that the low-level bindings never use. A later `import llama_cpp` still gets the full package.
-    """
-    name = f"llama_cpp.{submodule}"
-    spec = importlib.util.find_spec("llama_cpp") if "llama_cpp" not in sys.modules else None
-    if spec is None or not spec.submodule_search_locations:
-        return importlib.import_module(name)
-    stub = types.ModuleType("llama_cpp")
-    stub.__path__ = list(spec.submodule_search_locations)
-    sys.modules["llama_cpp"] = stub
-    try:
-        return importlib.import_module(name)
-    finally:
-        if sys.modules.get("llama_cpp") is stub:
-            del sys.modules["llama_cpp"]
-
-
-lc = _bindings("llama_cpp")
-
 log = logging.getLogger("localgen.engine")
-native_log = logging.getLogger("localgen.llama")
 
 RANDOM_SEED = 0xFFFFFFFF
-KV_TYPES = {"f16": lc.GGML_TYPE_F16, "q8_0": lc.GGML_TYPE_Q8_0, "q4_0": lc.GGML_TYPE_Q4_0}
-FLASH_ATTN = {
-    "auto": lc.LLAMA_FLASH_ATTN_TYPE_AUTO,
-    "on": lc.LLAMA_FLASH_ATTN_TYPE_ENABLED,
-    "off": lc.LLAMA_FLASH_ATTN_TYPE_DISABLED,
-}
 PIECE_BUFFER_BYTES = 256
 DRAFT_LIMIT = DRAFT_MAX  # the most drafted tokens verified in one batch
 FA_TILE_Q = 64  # ggml-cpu's GGML_FA_TILE_Q: flash attention switches kernels at this many queries
@@ -90,21 +56,6 @@ class _Finished:
     generated: int
     first_token_at: float
     last_token_at: float
-
-
-@lc.llama_log_callback
-def _route_native_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-    """Send llama.cpp's log lines to localgen's debug log instead of the terminal."""
-    if native_log.isEnabledFor(logging.DEBUG):
-        native_log.debug(text.decode("utf-8", errors="replace").rstrip())
-
-
-lc.llama_log_set(_route_native_log, ctypes.c_void_p(0))
-
-
-def supports_gpu_offload() -> bool:
-    """True when this llama.cpp build can offload layers to a GPU."""
-    return bool(lc.llama_supports_gpu_offload())
 
 
 class Engine:
@@ -642,84 +593,3 @@ class Engine:
             del self._kv_tokens[held:]
         elif held > len(self._kv_tokens):
             lc.llama_memory_seq_rm(self._memory, 0, len(self._kv_tokens), -1)
-
-
-# ----------------------------------------------------------------------------- backend devices (for localgen.hardware)
-# ggml's backend device API (ggml-backend.h) has no Python binding in llama-cpp-python: bind the few calls that
-# localgen.hardware needs with ctypes, from the ggml library shipped in llama_cpp's lib folder.
-
-DEVICE_KINDS = ("cpu", "gpu", "igpu", "accel", "meta")  # enum ggml_backend_dev_type, in order
-
-
-@dataclass(frozen=True)
-class BackendDevice:
-    """One device llama.cpp can compute on: its name, kind (cpu, gpu, igpu, accel) and memory in bytes."""
-
-    index: int
-    name: str
-    description: str
-    kind: str
-    total_bytes: int
-    free_bytes: int
-
-
-def _ggml_device_api() -> ctypes.CDLL | None:
-    """The ggml library with the device calls' signatures declared, or None when it lacks them."""
-    try:
-        lib = _bindings("_ggml").libggml
-    except (ImportError, OSError, AttributeError):
-        return None
-    try:
-        lib.ggml_backend_dev_count.restype = ctypes.c_size_t
-        lib.ggml_backend_dev_count.argtypes = []
-        lib.ggml_backend_dev_get.restype = ctypes.c_void_p
-        lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
-        for name in ("ggml_backend_dev_name", "ggml_backend_dev_description"):
-            getattr(lib, name).restype = ctypes.c_char_p
-            getattr(lib, name).argtypes = [ctypes.c_void_p]
-        lib.ggml_backend_dev_type.restype = ctypes.c_int
-        lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
-        lib.ggml_backend_dev_memory.restype = None
-        lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
-                                                ctypes.POINTER(ctypes.c_size_t)]
-    except AttributeError:
-        return None
-    return lib
-
-
-def backend_devices() -> tuple[BackendDevice, ...]:
-    """Every device registered with llama.cpp's ggml backends (the CPU included), with free and total memory."""
-    lib = _ggml_device_api()
-    if lib is None:
-        return ()
-    devices = []
-    for index in range(int(lib.ggml_backend_dev_count())):
-        dev = lib.ggml_backend_dev_get(index)
-        if not dev:
-            continue
-        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
-        lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
-        kind = int(lib.ggml_backend_dev_type(dev))
-        devices.append(BackendDevice(
-            index=index,
-            name=(lib.ggml_backend_dev_name(dev) or b"").decode("utf-8", errors="replace"),
-            description=(lib.ggml_backend_dev_description(dev) or b"").decode("utf-8", errors="replace"),
-            kind=DEVICE_KINDS[kind] if 0 <= kind < len(DEVICE_KINDS) else "unknown",
-            total_bytes=int(total.value),
-            free_bytes=int(free.value),
-        ))
-    return tuple(devices)
-
-
-@lru_cache(maxsize=1)
-def llama_cpp_version() -> str:
-    """The installed llama-cpp-python version (for reinstall hints); its own attribute, not a metadata scan."""
-    version = getattr(lc, "__version__", None)
-    if version:
-        return str(version)
-    from importlib import metadata
-
-    try:
-        return metadata.version("llama_cpp_python")
-    except metadata.PackageNotFoundError:
-        return "unknown"

@@ -1,0 +1,72 @@
+"""The llama.cpp bindings, loaded once without llama_cpp's high-level API, and the settings they name."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import importlib.util
+import logging
+import sys
+import types
+from functools import lru_cache
+
+
+def load_bindings(submodule: str) -> types.ModuleType:
+    """Import llama_cpp.<submodule> without running llama_cpp/__init__.py.
+
+    The package's __init__ also imports the high-level API (numpy, jinja2, diskcache...): about 0.2 s of CPU
+    and 20 MiB that the low-level bindings never use. A later `import llama_cpp` still gets the full package.
+    """
+    name = f"llama_cpp.{submodule}"
+    spec = importlib.util.find_spec("llama_cpp") if "llama_cpp" not in sys.modules else None
+    if spec is None or not spec.submodule_search_locations:
+        return importlib.import_module(name)
+    stub = types.ModuleType("llama_cpp")
+    stub.__path__ = list(spec.submodule_search_locations)
+    sys.modules["llama_cpp"] = stub
+    try:
+        return importlib.import_module(name)
+    finally:
+        if sys.modules.get("llama_cpp") is stub:
+            del sys.modules["llama_cpp"]
+
+
+lc = load_bindings("llama_cpp")
+
+native_log = logging.getLogger("localgen.llama")
+
+KV_TYPES = {"f16": lc.GGML_TYPE_F16, "q8_0": lc.GGML_TYPE_Q8_0, "q4_0": lc.GGML_TYPE_Q4_0}
+FLASH_ATTN = {
+    "auto": lc.LLAMA_FLASH_ATTN_TYPE_AUTO,
+    "on": lc.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+    "off": lc.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+}
+
+
+@lc.llama_log_callback
+def _route_native_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+    """Send llama.cpp's log lines to localgen's debug log instead of the terminal."""
+    if native_log.isEnabledFor(logging.DEBUG):
+        native_log.debug(text.decode("utf-8", errors="replace").rstrip())
+
+
+lc.llama_log_set(_route_native_log, ctypes.c_void_p(0))
+
+
+def supports_gpu_offload() -> bool:
+    """True when this llama.cpp build can offload layers to a GPU."""
+    return bool(lc.llama_supports_gpu_offload())
+
+
+@lru_cache(maxsize=1)
+def llama_cpp_version() -> str:
+    """The installed llama-cpp-python version (for reinstall hints); its own attribute, not a metadata scan."""
+    version = getattr(lc, "__version__", None)
+    if version:
+        return str(version)
+    from importlib import metadata
+
+    try:
+        return metadata.version("llama_cpp_python")
+    except metadata.PackageNotFoundError:
+        return "unknown"
