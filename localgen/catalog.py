@@ -278,15 +278,26 @@ def _remove_files(name: str, files: list[hub.CachedHubFile], *, dry_run: bool) -
                 freed += path.stat().st_size
             deleted.append(path)
     if not dry_run:
-        for path in deleted:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+        for path in reversed(deleted):  # the data before the links to it: a failure leaves a model rm can retry
+            _unlink(path)
             manifest = path.with_name(path.name + ".refs")
             if path.parent.parent.name == "blobs" and manifest.is_file():
-                manifest.unlink()  # Xet shared-store reference list of a deleted store blob
+                _unlink(manifest)  # Xet shared-store reference list of a deleted store blob
         _prune(repo_dir)
     return RemovedModel(name=name, paths=tuple(deleted), bytes_freed=freed,
                         kept_shared=tuple(dict.fromkeys(kept)), dry_run=dry_run)
+
+
+def _unlink(path: Path) -> None:
+    """Delete one file of a cached model; a file already gone is fine, any other failure is the user's to fix."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise LocalgenError(f"could not delete {path}: {exc.strerror or exc}",
+                            hint="check the permissions of the Hugging Face cache folder, then run the command again"
+                            ) from exc
 
 
 def _prune(repo_dir: Path) -> None:

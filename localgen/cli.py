@@ -35,6 +35,10 @@ from localgen.errors import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from localgen.console import TextOutput
+    from localgen.events import Completion, Event
     from localgen.runner import LoadedModel
 
 app = typer.Typer(
@@ -119,12 +123,10 @@ def run(
     """Generate an answer to PROMPT (and piped stdin / -f files), streamed to stdout."""
     from localgen import console
     from localgen.chat import Message, compose_user_message
-    from localgen.events import Completion, TextChunk
     from localgen.fit import prompt_context
     from localgen.inputs import gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model, stream_answer
-    from localgen.signals import StopOnSignal
     from localgen.speculative import check_draft_mode
 
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
@@ -146,39 +148,19 @@ def run(
                            chat_template=template,
                            min_ctx=prompt_context(len(user_text.encode()) + len((system or "").encode()), max_tokens))
     loaded = load_model(options)
-    _show_load_notes(loaded)
-    if not loaded.prompt_format.is_chat and not raw:
-        console.say(f"localgen: {loaded.resolved.display_name} has no chat template; "
-                    "sending the text as a plain completion")
-    messages = ([Message("system", system)] if system else []) + [Message("user", user_text)]
-    output = console.TextOutput()
-    completion: Completion | None = None
-    pipe_closed = False
-    with StopOnSignal(loaded.engine.request_stop) as signals:
-        for event in stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache):
-            if isinstance(event, TextChunk) and not json_output and not pipe_closed:
-                try:
-                    output.write(event.text)
-                except BrokenPipeError:
-                    pipe_closed = True
-                    loaded.engine.request_stop()
-            elif isinstance(event, Completion):
-                completion = event
-    if pipe_closed:
-        _silence_stdout()
-        raise typer.Exit(EXIT_BROKEN_PIPE)
-    assert completion is not None
     try:
-        if json_output:
-            record = completion.to_dict() | {"model": {"name": loaded.resolved.display_name,
-                                                      "path": str(loaded.resolved.path)}}
-            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
-            sys.stdout.flush()
-        else:
-            output.finish()
-    except BrokenPipeError:
-        _silence_stdout()
-        raise typer.Exit(EXIT_BROKEN_PIPE) from None
+        _show_load_notes(loaded)
+        if not loaded.prompt_format.is_chat and not raw:
+            console.say(f"localgen: {loaded.resolved.display_name} has no chat template; "
+                        "sending the text as a plain completion")
+        messages = ([Message("system", system)] if system else []) + [Message("user", user_text)]
+        output = console.TextOutput()
+        completion, exit_code = _stream_to_stdout(
+            loaded, lambda: stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache),
+            None if json_output else output)
+        _finish_output(loaded, completion, None if json_output else output)
+    finally:
+        loaded.close()
     note = console.finish_note(completion)
     if note and completion.finish_reason != "interrupted":
         console.say(f"localgen: {note}")
@@ -188,8 +170,52 @@ def run(
             from localgen.bench import extra_stats_line
 
             console.say(extra_stats_line(completion))
-    if signals.exit_code is not None:
-        raise typer.Exit(signals.exit_code)
+    if exit_code is not None:
+        raise typer.Exit(exit_code)
+
+
+def _stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
+                      output: TextOutput | None) -> tuple[Completion, int | None]:
+    """Run start()'s generation, writing its text to output as it streams (None: keep it for JSON).
+
+    Returns the Completion and the exit code a SIGINT/SIGTERM calls for; a closed stdout stops the generation.
+    """
+    from localgen.events import Completion, TextChunk
+    from localgen.signals import StopOnSignal
+
+    engine = loaded.engine
+    completion: Completion | None = None
+    pipe_closed = False
+    with StopOnSignal(engine.request_stop, reset=engine.clear_stop) as signals:  # prompt preparation included
+        for event in start():
+            if isinstance(event, TextChunk) and output is not None and not pipe_closed:
+                try:
+                    output.write(event.text)
+                except BrokenPipeError:
+                    pipe_closed = True
+                    engine.request_stop()
+            elif isinstance(event, Completion):
+                completion = event
+    if pipe_closed:
+        _silence_stdout()
+        raise typer.Exit(EXIT_BROKEN_PIPE)
+    assert completion is not None
+    return completion, signals.exit_code
+
+
+def _finish_output(loaded: LoadedModel, completion: Completion, output: TextOutput | None) -> None:
+    """End the streamed text (output), or print the whole result as one JSON object (output None)."""
+    try:
+        if output is None:
+            record = completion.to_dict() | {"model": {"name": loaded.resolved.display_name,
+                                                      "path": str(loaded.resolved.path)}}
+            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+        else:
+            output.finish()
+    except BrokenPipeError:
+        _silence_stdout()
+        raise typer.Exit(EXIT_BROKEN_PIPE) from None
 
 
 @app.command()
@@ -222,7 +248,7 @@ def chat(
     from localgen.runner import ModelOptions, load_model
     from localgen.session import ChatSession
 
-    if not sys.stdin.isatty():
+    if sys.stdin is None or not sys.stdin.isatty():
         raise UsageError("localgen chat needs a terminal", hint='for pipes and scripts use `localgen run "..."`')
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                               repeat_penalty=repeat_penalty, seed=seed)

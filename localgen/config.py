@@ -109,7 +109,7 @@ def prompt_cache_bytes() -> int:
     number, suffix = (raw[:-1], raw[-1]) if raw[-1] in _SIZE_SUFFIXES else (raw, "")
     try:
         value = int(float(number) * _SIZE_SUFFIXES[suffix])
-    except ValueError:
+    except (ValueError, OverflowError):
         value = -1
     if value < 0:
         raise ConfigError(f"{PROMPT_CACHE_BYTES_ENV}={os.environ[PROMPT_CACHE_BYTES_ENV]!r} is not a size",

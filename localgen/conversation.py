@@ -72,15 +72,20 @@ class Conversation:
         return result
 
     def fit(self, count_tokens: Callable[[list[Message]], int], budget: int) -> int:
-        """Drop the oldest exchanges until the prompt fits budget tokens; return how many were dropped."""
+        """Drop the oldest exchanges until the prompt fits budget tokens; return how many were dropped.
+
+        When the last exchange cannot fit even alone, nothing is dropped and ContextOverflowError is raised.
+        """
+        if count_tokens(self.messages()) <= budget:
+            return 0
+        alone = count_tokens(self.messages(self.turns[-1:]))
+        if alone > budget:
+            raise ContextOverflowError(
+                f"this message needs {alone:,} tokens but only {budget:,} are free for it in the context",
+                hint="shorten the message or the system prompt, or restart with a larger --ctx-size",
+            )
         dropped = 0
-        while count_tokens(self.messages()) > budget:
-            if len(self.turns) <= 1:
-                raise ContextOverflowError(
-                    f"this message needs {count_tokens(self.messages()):,} tokens but only {budget:,} are free "
-                    "for it in the context",
-                    hint="shorten the message or the system prompt, or restart with a larger --ctx-size",
-                )
+        while len(self.turns) > 1 and count_tokens(self.messages()) > budget:
             del self.turns[0]
             dropped += 1
         return dropped

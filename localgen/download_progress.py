@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -211,6 +211,15 @@ def print_summary(model: HubModel, downloaded: int, seconds: float) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _sizes(paths: Iterable[Path]) -> list[int]:
+    """The sizes of these files, skipping any that vanish while looked at (a finished download is renamed)."""
+    sizes = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            sizes.append(path.stat().st_size)
+    return sizes
+
+
 @contextlib.contextmanager
 def poll_incomplete(blobs: Path, etag: str | None, display: Display) -> Iterator[None]:
     """Report progress by watching the growing *.incomplete blob (for huggingface_hub without tqdm_class)."""
@@ -218,8 +227,7 @@ def poll_incomplete(blobs: Path, etag: str | None, display: Display) -> Iterator
 
     def poll() -> None:
         while not stop.wait(POLL_INTERVAL_S):
-            sizes = [p.stat().st_size for p in blobs.glob(f"{etag}*.incomplete") if p.is_file()] if etag else []
-            if sizes:
+            if etag and (sizes := _sizes(blobs.glob(f"{etag}*.incomplete"))):
                 display.set_completed(max(sizes))
 
     thread = threading.Thread(target=poll, name="localgen-download-progress", daemon=True)

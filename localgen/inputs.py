@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -42,7 +41,7 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file
 
 def read_stdin_input(stream: BinaryIO | None, warnings: list[str]) -> str | None:
     """Piped stdin as text, or None when stdin is a terminal or absent."""
-    if stream is None or sys.stdin is None or sys.stdin.isatty():
+    if stream is None or stream.isatty():
         return None
     data = stream.read(MAX_INPUT_BYTES + 1)
     if len(data) > MAX_INPUT_BYTES:

@@ -250,13 +250,20 @@ def evict(directory: Path, max_bytes: int) -> int:
 def clear(directory: Path) -> tuple[int, int]:
     """Delete every entry (and stray temp files); return (entries, bytes) removed."""
     count = size = 0
+    failed: list[OSError] = []
     for entry in list_entries(directory):
-        _remove(entry.path)
-        count += 1
-        size += entry.size
+        if (error := _remove(entry.path)) is None:
+            count += 1
+            size += entry.size
+        else:
+            failed.append(error)
     with contextlib.suppress(OSError):
         for stray in directory.glob(f".*{SUFFIX}.*.tmp"):
             _remove(stray)
+    if failed:
+        raise LocalgenError(f"could not delete {len(failed)} of {len(failed) + count} prompt cache entries "
+                            f"in {directory}: {failed[0].strerror or failed[0]}",
+                            hint="check that folder's permissions")
     return count, size
 
 
@@ -284,7 +291,13 @@ def _mib(size: int) -> str:
     return f"{size / 2**20:.1f} MiB"
 
 
-def _remove(path: Path) -> None:
-    """Delete a file, ignoring one that is already gone."""
-    with contextlib.suppress(FileNotFoundError):
+def _remove(path: Path) -> OSError | None:
+    """Delete a file (one already gone counts as deleted); the error, also logged, when it could not be."""
+    try:
         path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.debug("could not delete %s: %s", path, exc)
+        return exc
+    return None

@@ -234,6 +234,8 @@ class Repl:
                 self._report_history_problem()
             try:
                 self._handle(line)
+            except KeyboardInterrupt:  # Ctrl-C outside an answer (e.g. while /model loads)
+                console.say("[interrupted]")
             except LocalgenError as exc:
                 console.error(exc.message, exc.hint)
             except Exception as exc:  # nothing typed at the prompt may end the session
@@ -268,7 +270,10 @@ class Repl:
         view = console.AnswerView(markdown=self.markdown, show_thinking=self.show_thinking)
         splitter = ThinkingSplitter(inside=self._opens_thinking())
         done: Done | None = None
-        with StopOnSignal(self.session.loaded.engine.request_stop, signals=(signal.SIGINT,)):
+        engine = self.session.loaded.engine
+        # Python runs signal handlers only between llama.cpp calls, so a second Ctrl-C could not stop any
+        # sooner than the first: it never escalates, and the session always survives.
+        with StopOnSignal(engine.request_stop, signals=(signal.SIGINT,), escalate=False, reset=engine.clear_stop):
             try:
                 for event in events:
                     if isinstance(event, TextChunk):

@@ -130,8 +130,12 @@ def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: Mo
             plan = replan_gpu_layers(plan, shape, fewer, reason)
 
 
-def load_model(options: ModelOptions) -> LoadedModel:
-    """Resolve, check, plan and load a model; the one way every command gets an engine."""
+def load_model(options: ModelOptions, *, release: Callable[[], None] | None = None) -> LoadedModel:
+    """Resolve, check, plan and load a model; the one way every command gets an engine.
+
+    release, when given, frees a model already loaded once the new one is found and checked, so that the
+    memory plan sees the RAM and VRAM that model held.
+    """
     from localgen.catalog import touch_last_used
     from localgen.gguf_file import read_gguf
 
@@ -140,6 +144,9 @@ def load_model(options: ModelOptions) -> LoadedModel:
     notes: list[str] = []
     resolved = resolve_fitting(options, hw, notes)
     header = read_gguf(resolved.path)  # validated in Python before llama.cpp opens the file
+    if release is not None:
+        release()
+        hw = probe_hardware()
     load_options, plan, shape = plan_load(options, resolved, header, hw)
     touch_last_used(resolved.path)
     notes.extend(plan.reasons)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from localgen.chat import compose_user_message
 from localgen.conversation import Conversation, Turn, save_conversation
-from localgen.errors import ContextOverflowError, UsageError
+from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Completion, Event
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.runner import LoadedModel, ModelOptions, load_model, prompt_tokens
@@ -73,12 +73,10 @@ class ChatSession:
         return TurnStart(dropped=dropped), self._answer()
 
     def regenerate(self) -> Iterator[Event]:
-        """Answer the last question again."""
+        """Answer the last question again (the old answer stays if the new one fails before it starts)."""
         if not self.conversation.turns:
             raise UsageError("there is no question to answer again", hint="ask something first")
-        last = self.conversation.turns[-1]
-        last.answer, last.interrupted = None, False
-        return self._answer()
+        return self._answer(again=True)
 
     def undo(self) -> Turn:
         """Drop the last exchange."""
@@ -99,14 +97,38 @@ class ChatSession:
         self._save()
 
     def switch_model(self, reference: str) -> LoadedModel:
-        """Load another model and keep the conversation (a --chat-template belonged to the first model)."""
+        """Load another model and keep the conversation (a --chat-template belonged to the first model).
+
+        The current model is freed before the new one is planned and loaded; if that load fails, the current
+        model is loaded again and the error is raised.
+        """
         options = replace(self.options, model=reference, chat_template=None)
-        new = load_model(options)
-        self.loaded.close()
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            self.loaded.close()
+            released = True
+
+        try:
+            new = load_model(options, release=release)
+        except BaseException as exc:
+            if released:
+                self._reload(exc)
+            raise
         self.loaded, self.options = new, options
         self.conversation.model = reference
         self._save()
         return new
+
+    def _reload(self, cause: BaseException) -> None:
+        """Load the current model again after a failed switch; say so when even that fails."""
+        try:
+            self.loaded = load_model(self.options)
+        except LocalgenError as exc:
+            what = cause.message if isinstance(cause, LocalgenError) else type(cause).__name__
+            raise LocalgenError(f"{what}; then reloading {self.options.model or 'the default model'} failed too: "
+                                f"{exc.message}", hint="/model NAME loads another model") from cause
 
     def replace_conversation(self, conversation: Conversation) -> None:
         """Continue a loaded conversation (its settings applied where valid)."""
@@ -132,21 +154,31 @@ class ChatSession:
         """Drop the oldest exchanges until the prompt fits."""
         return self.conversation.fit(self._count, self._budget())
 
-    def _answer(self) -> Iterator[Event]:
-        """Stream the answer to the last turn, recording it (even partial) in the conversation."""
+    def _answer(self, *, again: bool = False) -> Iterator[Event]:
+        """Stream the answer to the last turn, recording it (even partial) in the conversation.
+
+        If no answer comes (an error, or Ctrl-C before any text), a new question is dropped and a question
+        asked again keeps its previous answer, so the conversation never holds two questions in a row.
+        """
         turn = self.conversation.turns[-1]
-        tokens = prompt_tokens(self.loaded, self.conversation.messages())
+        previous = (turn.answer, turn.interrupted)
+        turn.answer, turn.interrupted = None, False
         answered = False
         try:
+            tokens = prompt_tokens(self.loaded, self.conversation.messages())
             for event in self.loaded.engine.generate(tokens, self.sampling, self.limits):
                 if isinstance(event, Completion):
-                    turn.answer, turn.interrupted = event.text, event.finish_reason == "interrupted"
                     self.last = event
-                    answered = True
+                    answered = bool(event.text) or event.finish_reason != "interrupted"
+                    if answered:
+                        turn.answer, turn.interrupted = event.text, event.finish_reason == "interrupted"
                 yield event
         finally:
-            if not answered and turn.answer is None:
-                self.conversation.turns.remove(turn)
+            if not answered:
+                if again:
+                    turn.answer, turn.interrupted = previous
+                elif turn in self.conversation.turns:
+                    self.conversation.turns.remove(turn)
             self._save()
 
     def _save(self) -> None:

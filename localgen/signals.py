@@ -10,11 +10,17 @@ from localgen.errors import EXIT_INTERRUPTED, EXIT_TERMINATED
 
 
 class StopOnSignal:
-    """While active, the first SIGINT/SIGTERM calls stop(); a second one raises KeyboardInterrupt."""
+    """While active, SIGINT/SIGTERM call stop(); a second one raises KeyboardInterrupt when escalate is set.
 
-    def __init__(self, stop: Callable[[], None], *, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)):
+    reset, when given, runs on exit: a stop that arrived after the work had ended must not stop the next one.
+    """
+
+    def __init__(self, stop: Callable[[], None], *, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM),
+                 escalate: bool = True, reset: Callable[[], None] | None = None):
         self._stop = stop
         self._signals = signals
+        self._escalate = escalate
+        self._reset = reset
         self.signal: int | None = None
         self._previous: dict[int, object] = {}
 
@@ -25,7 +31,7 @@ class StopOnSignal:
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         """Record the signal and ask the engine to stop."""
-        if self.signal is not None:
+        if self.signal is not None and self._escalate:
             raise KeyboardInterrupt
         self.signal = signum
         self._stop()
@@ -33,6 +39,8 @@ class StopOnSignal:
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
+        if self._reset is not None:
+            self._reset()
 
     @property
     def exit_code(self) -> int | None:

@@ -16,7 +16,7 @@ from hub_server import (
 )
 
 from localgen import catalog, hub
-from localgen.errors import ModelNotFoundError, UsageError
+from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.registry import ModelSpec, Registry, load_registry
 
 REPO = "org/tiny-GGUF"
@@ -101,6 +101,24 @@ def test_remove_frees_the_model_and_keeps_the_others(hubenv: HubEnv) -> None:
     removed = catalog.remove_model(registry(), "tiny")
     assert removed.bytes_freed == 300_000
     assert not (hubenv.hf_cache / "models--org--tiny-GGUF").exists()
+
+
+def test_a_file_that_cannot_be_deleted_is_an_error(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    serve_tiny(hubenv)
+    (q8,) = pull(REPO, "Q8_0")
+    unlink = Path.unlink
+
+    def locked(path: Path, missing_ok: bool = False) -> None:
+        if path.parent.name == "blobs":
+            raise PermissionError(13, "Permission denied")
+        unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", locked)
+    with pytest.raises(LocalgenError, match=r"could not delete .*blobs.*: Permission denied"):
+        catalog.remove_model(registry(), "tiny:q8_0")
+    assert q8.resolve().exists(), "nothing was deleted: the link to the blob is still there"
+    monkeypatch.setattr(Path, "unlink", unlink)
+    assert catalog.remove_model(registry(), "tiny:q8_0").bytes_freed == 200_000 and not os.path.lexists(q8)
 
 
 def test_remove_keeps_a_blob_that_another_model_uses(hubenv: HubEnv) -> None:

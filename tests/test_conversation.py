@@ -35,6 +35,14 @@ def test_a_message_that_can_never_fit_is_an_error_not_truncation() -> None:
     assert conv.turns[0].user == "x" * 500
 
 
+def test_a_message_that_can_never_fit_drops_no_earlier_exchange() -> None:
+    conv = Conversation(name="c", system="S", turns=[Turn("a" * 20, "b" * 20), Turn("c" * 20, "d" * 20),
+                                                     Turn("x" * 500)])
+    with pytest.raises(ContextOverflowError, match="needs 501 tokens"):
+        conv.fit(_count, budget=100)
+    assert [t.user[0] for t in conv.turns] == ["a", "c", "x"]
+
+
 def test_messages_alternate_and_end_with_the_open_question() -> None:
     conv = Conversation(name="c", turns=[Turn("q1", "a1"), Turn("q2")])
     assert [m.role for m in conv.messages()] == ["user", "assistant", "user"]

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from localgen.chat import Message, PromptFormat
-from localgen.engine import Engine
+from localgen.engine import Engine, lc
+from localgen.errors import LocalgenError, UsageError
 from localgen.events import Completion, PrefillProgress, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 
@@ -109,9 +110,32 @@ def test_interrupt_keeps_kv_consistent(engine: Engine) -> None:
             assert event.finish_reason == "interrupted"
             assert event.usage.completion_tokens < 20
     assert engine.kv_tokens <= len(prompt) + 20
-    _, after, _ = _collect(engine.generate(_prompt(engine, "What is 2+2?"), GREEDY,
-                                           GenerationLimits(max_tokens=10)))
+    assert engine.kv_tokens == lc.llama_memory_seq_pos_max(lc.llama_get_memory(engine._ctx), 0) + 1
+    question = _prompt(engine, "What is 2+2?")
+    _, after, _ = _collect(engine.generate(question, GREEDY, GenerationLimits(max_tokens=10)))
     assert after.text and after.finish_reason in {"stop", "length"}
+    engine.reset()
+    _, fresh, _ = _collect(engine.generate(question, GREEDY, GenerationLimits(max_tokens=10)))
+    assert after.text == fresh.text
+
+
+def test_a_stop_requested_before_the_generation_starts_stops_it(engine: Engine) -> None:
+    prompt = _prompt(engine, "Tell a story.")
+    engine.request_stop()  # as Ctrl-C does while the prompt is still being rendered and tokenized
+    _, stopped, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=20)))
+    assert stopped.finish_reason == "interrupted" and stopped.usage.completion_tokens == 0
+    _, after, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=5)))
+    assert after.finish_reason == "length" and after.usage.completion_tokens == 5
+
+
+def test_an_empty_prompt_and_a_closed_engine_are_errors(bundled_model: Path) -> None:
+    with (Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2)) as small,
+          pytest.raises(UsageError, match="0 tokens")):
+        list(small.generate([], GREEDY))
+    with pytest.raises(LocalgenError, match="no model is loaded"):
+        list(small.generate([1, 2, 3], GREEDY))
+    with pytest.raises(LocalgenError, match="no model is loaded"):
+        small.tokenize("hi", add_special=False)
 
 
 def test_context_end_stops_generation(bundled_model: Path) -> None:

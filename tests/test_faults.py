@@ -147,6 +147,35 @@ def test_prompt_cache_store_on_a_full_disk_fails_cleanly(tiny_disk: Path) -> Non
     assert found is not None and bytes(found.state) == b"previous good state"
 
 
+def _remount_read_only(mount: Path) -> None:
+    """Make a mounted tmpfs read-only: every write or delete fails with EROFS, even for root."""
+    subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True, capture_output=True)
+
+
+def test_prompt_cache_on_a_read_only_disk_fails_as_errors_not_crashes(tiny_disk: Path) -> None:
+    home = tiny_disk / "home"
+    folder = home / "cache" / "prompts"
+    cache = PromptCache(folder, "model-a", max_bytes=1 << 30, min_new_tokens=1, min_gain_tokens=1)
+    cache.store([1, 2, 3], b"first")
+    cache.store([4, 5, 6], b"second")
+    _remount_read_only(tiny_disk)
+    with pytest.raises(LocalgenError, match="Read-only file system"):  # dropping [1, 2, 3] fails first, quietly
+        cache.store([1, 2, 3, 4], b"extended")
+    result = run_localgen("cache", "clear", env={"LOCALGEN_HOME": str(home)})
+    assert result.returncode == 1 and "Traceback" not in result.err
+    assert "could not delete 2 of 2 prompt cache entries" in result.err and "Read-only file system" in result.err
+    assert len(result.err.splitlines()) == 1
+    assert len(list(folder.glob("*.lgpc"))) == 2
+
+
+def test_a_download_that_finishes_while_its_progress_is_polled(tmp_path: Path) -> None:
+    from localgen.download_progress import _sizes
+
+    growing = tmp_path / "blob.incomplete"
+    growing.write_bytes(b"x" * 10)
+    assert _sizes([growing, tmp_path / "renamed-meanwhile.incomplete"]) == [10]
+
+
 def test_run_still_succeeds_when_the_prompt_cache_cannot_be_written(tiny_disk: Path, tmp_path: Path) -> None:
     home = tiny_disk / "home"
     folder = home / "cache" / "prompts"

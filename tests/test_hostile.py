@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -234,3 +235,15 @@ def test_control_characters_in_names_stay_on_one_line(main) -> None:
     outcome = main(("run", "hi", "-f", "/nonexistent/a\nb\x1b[2J"), None)
     _check(outcome, Case((), USAGE, "no such file"))
     assert "\x1b" not in outcome.err
+
+
+@pytest.mark.parametrize("command", ["chat", "run"])
+def test_a_closed_stdin_is_handled(command: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "localgen", command, *(["hi", "-n", "2"] * (command == "run"))],
+                            capture_output=True, timeout=120, preexec_fn=lambda: os.close(0))
+    err = result.stderr.decode()
+    assert "Traceback" not in err and "internal error" not in err
+    if command == "chat":
+        assert result.returncode == USAGE and "needs a terminal" in err
+    else:
+        assert result.returncode == 0 and result.stdout.strip()

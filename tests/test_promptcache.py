@@ -130,8 +130,9 @@ def test_size_bound_from_the_environment(monkeypatch: pytest.MonkeyPatch, value:
     assert config.prompt_cache_bytes() == expected
 
 
-def test_bad_size_bound_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(config.PROMPT_CACHE_BYTES_ENV, "lots")
+@pytest.mark.parametrize("value", ["lots", "-5", "inf", "1e999", "nan"])
+def test_bad_size_bound_is_a_config_error(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(config.PROMPT_CACHE_BYTES_ENV, value)
     with pytest.raises(ConfigError):
         config.prompt_cache_bytes()
 
@@ -163,6 +164,7 @@ def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path:
     cold = _answer(engine, second, None)
     stored = _answer(engine, first, cache)
     assert stored.restored_tokens == 0 and len(list_entries(tmp_path)) == 1
+    assert stored.usage.completion_tokens > 0 and engine.kv_token_list == first, "the answer is not stored"
     warm = _answer(engine, second, cache)
     assert warm.restored_tokens > len(first) - 100 and warm.usage.cached_tokens == warm.restored_tokens
     assert warm.text == cold.text

@@ -46,6 +46,11 @@ class Chat:
         files = sorted((self.home / "data" / "conversations").glob("*.json"), key=lambda p: p.stat().st_mtime)
         return json.loads(files[-1].read_text()) if files else {"turns": []}
 
+    def saved_at(self) -> int:
+        """When the newest autosaved conversation was last written (ns)."""
+        files = list((self.home / "data" / "conversations").glob("*.json"))
+        return max(p.stat().st_mtime_ns for p in files) if files else 0
+
     def wait_for(self, condition: Callable[[dict], bool], timeout: float = TIMEOUT) -> dict:
         """Poll the autosaved conversation until condition holds."""
         deadline = time.monotonic() + timeout
@@ -143,10 +148,12 @@ def test_undo_regen_reset_and_set(chat: Chat) -> None:
     chat.command("/undo", "dropped")
     assert len(chat.conversation()["turns"]) == 1
     first_answer = chat.conversation()["turns"][0]["answer"]
+    saved = chat.saved_at()
     chat.child.sendline("/regen")
-    state = chat.wait_for(lambda s: s["turns"][0]["answer"] is not None)
+    chat.wait_for(lambda _: chat.saved_at() != saved)  # saved once the new answer is complete
     chat.sync()
-    assert state["turns"][0]["answer"] == first_answer  # greedy: the same answer again
+    state = chat.conversation()
+    assert len(state["turns"]) == 1 and state["turns"][0]["answer"] == first_answer  # greedy: the same again
     chat.command("/set temperature 0.5", "temperature = 0.5")
     assert chat.conversation()["settings"]["temperature"] == 0.5
     chat.command("/set top_k banana", "not a valid value")

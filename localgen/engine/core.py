@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc, llama_cpp_version
-from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError
+from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
 from localgen.events import Completion, DraftStats, Event, PrefillProgress, TextChunk, Timings, Usage
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.speculative import DRAFT_MAX, PromptLookup, check_draft_mode
@@ -136,6 +136,11 @@ class Engine:
             lc.llama_model_free(self._model)
             self._model = None
 
+    def _check_open(self) -> None:
+        """Refuse to touch native memory after close()."""
+        if self._ctx is None or self._model is None:
+            raise LocalgenError("no model is loaded", hint="load one again (/model NAME in chat)")
+
     def __enter__(self) -> Engine:
         return self
 
@@ -223,6 +228,7 @@ class Engine:
 
     def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
         """Turn text into token ids (special tokens such as <|im_start|> parsed when asked)."""
+        self._check_open()
         data = text.encode("utf-8")
         capacity = len(data) + 8
         tokens = (lc.llama_token * capacity)()
@@ -256,8 +262,12 @@ class Engine:
     # --- generation ----------------------------------------------------------------------------
 
     def request_stop(self) -> None:
-        """Ask the running generation to stop at the next token or prefill chunk (signal-safe)."""
+        """Ask the running or next generation to stop at the next token or prefill chunk (signal-safe)."""
         self._stop_requested = True
+
+    def clear_stop(self) -> None:
+        """Withdraw a stop request that came after the generation it was meant for had ended."""
+        self._stop_requested = False
 
     def reset(self) -> None:
         """Forget the KV cache."""
@@ -278,13 +288,17 @@ class Engine:
         """Stream a generation: prefill progress, text chunks, then one Completion.
 
         draft="lookup" turns on speculative decoding by prompt lookup; prefix_cache restores and saves
-        the KV state of long prompts across processes; ignore_eog keeps decoding past end-of-generation
-        tokens (for benchmarks).
+        the KV state of long prompts across processes (the KV cache then keeps only the prompt afterwards);
+        ignore_eog keeps decoding past end-of-generation tokens (for benchmarks). A stop requested before
+        the generation starts (while the prompt was prepared) stops it before its first token.
         """
         limits = limits or GenerationLimits()
         check_draft_mode(draft)
+        self._check_open()
+        if not prompt:
+            raise UsageError("the prompt is 0 tokens: nothing to answer",
+                             hint="give a prompt, or check the chat template (--chat-template)")
         self.check_fits(len(prompt))
-        self._stop_requested = False
         started = time.perf_counter()
         try:
             restored = self._restore_prefix(prompt, prefix_cache) if prefix_cache is not None else 0
@@ -303,11 +317,12 @@ class Engine:
                                                   started, prefill_done, event.first_token_at, event.last_token_at,
                                                   drafter.stats() if drafter else None, restored)
                     if prefix_cache is not None and event.finish != "interrupted":
-                        self._save_prefix(prefix_cache, len(prompt) - reused)
+                        self._save_prefix(prefix_cache, len(prompt), len(prompt) - reused)
                     yield completion
                 else:
                     yield event
         finally:
+            self._stop_requested = False
             self._resync_kv()
 
     def _common_prefix(self, prompt: Sequence[int]) -> int:
@@ -335,7 +350,8 @@ class Engine:
     def state_signature(self) -> str:
         """What, besides the model file, a saved KV state depends on (library version, KV layout)."""
         o = self.options
-        return f"{self.backend_version}; kv {o.kv_type}; flash-attn {o.flash_attn}; gpu {o.n_gpu_layers}"
+        return (f"{self.backend_version}; kv {o.kv_type}; flash-attn {o.flash_attn}; gpu {o.n_gpu_layers}; "
+                f"ubatch {self.n_ubatch}")
 
     def save_state(self) -> bytearray:
         """The KV cache state of the sequence (the tokens in kv_token_list) as bytes."""
@@ -397,10 +413,11 @@ class Engine:
             return max(start, end - FA_TILE_Q)
         return common
 
-    def _save_prefix(self, cache: PrefixCache, prefilled: int) -> None:
-        """Save the KV state when enough new prompt tokens were computed to be worth keeping."""
+    def _save_prefix(self, cache: PrefixCache, n_prompt: int, prefilled: int) -> None:
+        """Save the prompt's KV state (the answer dropped) when enough new prompt tokens were computed."""
         if prefilled < cache.min_new_tokens or not self._kv_tokens:
             return
+        self._trim_unused(len(self._kv_tokens) - n_prompt)  # answer tokens were computed one at a time
         try:
             cache.store(self._kv_tokens, self.save_state())
         except LocalgenError as exc:
@@ -503,7 +520,7 @@ class Engine:
                 if drafter is None:
                     out = self._step(chain, out[-1])
                 else:
-                    remaining = max_tokens - generated if max_tokens > 0 else DRAFT_LIMIT
+                    remaining = max_tokens - generated if max_tokens > 0 else DRAFT_LIMIT + 1
                     out = self._speculative_step(chain, out, drafter, min(remaining, n_ctx - len(kv)) - 1)
                 last_token_at = time.perf_counter()
         finally:
@@ -556,7 +573,7 @@ class Engine:
         return sampled
 
     def _trim_unused(self, count: int) -> None:
-        """Drop the last count tokens from the KV cache (accepted drafts past a stop)."""
+        """Drop the last count tokens from the KV cache (accepted drafts past a stop, an answer)."""
         if count > 0:
             keep = len(self._kv_tokens) - count
             lc.llama_memory_seq_rm(self._memory, 0, keep, -1)

@@ -1,0 +1,96 @@
+"""The chat service on the real bundled model: failed turns keep the conversation sound; /model switches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+from localgen import session as session_module
+from localgen.conversation import Conversation
+from localgen.errors import LocalgenError, ModelNotFoundError, TemplateError, UsageError
+from localgen.events import Completion, Event
+from localgen.params import GenerationLimits, SamplingParams
+from localgen.runner import ModelOptions, load_model
+from localgen.session import ChatSession
+from tests import gguf_builders as gb
+
+
+def _session(model: Path, ctx_size: int | None) -> ChatSession:
+    options = ModelOptions(model=str(model), ctx_size=ctx_size)
+    return ChatSession(load_model(options), options, Conversation.new(system=None, model=str(model)),
+                       SamplingParams(temperature=0.0), GenerationLimits(max_tokens=8), autosave=False)
+
+
+@pytest.fixture
+def session(bundled_model: Path) -> Iterator[ChatSession]:
+    chat = _session(bundled_model, 1024)
+    yield chat
+    chat.loaded.close()
+
+
+def _answer(events: Iterable[Event]) -> Completion:
+    return [e for e in events if isinstance(e, Completion)][-1]
+
+
+def _exchanges(chat: ChatSession) -> list[tuple[str, str | None]]:
+    return [(t.user, t.answer) for t in chat.conversation.turns]
+
+
+def test_a_turn_that_fails_before_answering_leaves_no_question_behind(session: ChatSession,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _answer(session.ask("Name a color.")[1]).text
+    assert first
+
+    def broken(*_: object) -> list[int]:
+        raise TemplateError("the chat template failed", hint="fix it")
+
+    monkeypatch.setattr(session_module, "prompt_tokens", broken)
+    with pytest.raises(TemplateError):
+        _answer(session.regenerate())
+    assert _exchanges(session) == [("Name a color.", first)], "a failed /regen keeps the previous answer"
+    with pytest.raises(TemplateError):
+        _answer(session.ask("Name an animal.")[1])
+    assert _exchanges(session) == [("Name a color.", first)], "a failed question is not left unanswered"
+
+
+def test_ctrl_c_before_any_text_keeps_the_previous_answer(session: ChatSession) -> None:
+    first = _answer(session.ask("Name a color.")[1]).text
+    events = session.regenerate()
+    session.loaded.engine.request_stop()  # Ctrl-C while the prompt is prepared
+    assert _answer(events).finish_reason == "interrupted"
+    assert _exchanges(session) == [("Name a color.", first)]
+    assert _answer(session.regenerate()).text == first
+
+
+def test_a_failed_model_switch_keeps_a_working_model(session: ChatSession, bundled_model: Path,
+                                                     tmp_path: Path) -> None:
+    before = session.loaded
+    with pytest.raises(ModelNotFoundError):
+        session.switch_model("no-such-model")
+    assert session.loaded is before, "a reference that does not resolve frees nothing"
+    tiny = gb.tiny_model(tmp_path / "tiny.gguf", n_ctx=256)
+    with pytest.raises(UsageError, match="beyond the model's maximum"):  # --ctx-size 1024 > 256
+        session.switch_model(str(tiny))
+    assert session.loaded is not before, "the current model was freed before planning, then loaded again"
+    with pytest.raises(LocalgenError, match="no model is loaded"):
+        before.engine.tokenize("hi", add_special=False)
+    assert session.loaded.resolved.path == bundled_model and session.options.model == str(bundled_model)
+    assert _answer(session.ask("Name a color.")[1]).text
+
+
+def test_model_switch_frees_the_old_model_and_keeps_the_conversation(bundled_model: Path, tmp_path: Path) -> None:
+    chat = _session(bundled_model, None)
+    try:
+        _answer(chat.ask("Name a color.")[1])
+        old = chat.loaded
+        tiny = gb.tiny_model(tmp_path / "tiny.gguf", n_ctx=256)
+        chat.switch_model(str(tiny))
+        assert chat.loaded.resolved.path == tiny and chat.conversation.model == str(tiny)
+        with pytest.raises(LocalgenError, match="no model is loaded"):
+            old.engine.tokenize("hi", add_special=False)
+        assert len(chat.conversation.turns) == 1
+        assert _answer(chat.ask("Hello")[1]).usage.completion_tokens > 0
+    finally:
+        chat.loaded.close()
