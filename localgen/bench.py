@@ -184,13 +184,3 @@ def format_result(result: BenchResult) -> str:
     return head + "\n".join(lines)
 
 
-def extra_stats_line(completion: Completion) -> str:
-    """The --stats line for the prompt cache and speculative decoding (empty parts left out)."""
-    parts = []
-    if completion.restored_tokens:
-        parts.append(f"prompt cache: {completion.restored_tokens} tokens restored from disk")
-    if completion.draft is not None:
-        d = completion.draft
-        parts.append(f"draft lookup: {d.accepted}/{d.drafted} drafted tokens accepted ({d.acceptance:.0%}) "
-                     f"in {d.batches} batches")
-    return "; ".join(parts)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import hashlib
 import importlib.util
 import os
 import shutil
@@ -24,7 +23,7 @@ from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
 from localgen.registry import ModelRef, ModelSpec, Registry, normalize_quant, parse_reference
 from localgen.storage import atomic_write_text
-from localgen.verify import is_verified
+from localgen.verify import is_verified, path_key
 
 SOURCE_BUNDLED = "bundled"
 SOURCE_HUB = "hub"
@@ -63,8 +62,7 @@ class RemovedModel:
 
 def _last_used_marker(path: Path) -> Path:
     """Where the last use of a model file is recorded."""
-    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
-    return settings().cache_dir / LAST_USED_DIR / key
+    return settings().cache_dir / LAST_USED_DIR / path_key(path)
 
 
 def touch_last_used(path: Path) -> None:

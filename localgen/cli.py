@@ -166,10 +166,6 @@ def run(
         console.say(f"localgen: {note}")
     if stats:
         console.say(console.format_stats(completion))
-        if completion.draft is not None or completion.restored_tokens:
-            from localgen.bench import extra_stats_line
-
-            console.say(extra_stats_line(completion))
     if exit_code is not None:
         raise typer.Exit(exit_code)
 

@@ -10,6 +10,7 @@ import typer
 
 from localgen.config import settings
 from localgen.errors import EXIT_OK, LocalgenError, UsageError
+from localgen.units import binary_size, human_size
 
 cache_app = typer.Typer(help="List the on-disk prompt cache (KV state of long prompts); `clear` empties it.",
                         no_args_is_help=False)
@@ -31,7 +32,7 @@ def cache_clear() -> None:
     from localgen.promptcache import cache_dir, clear
 
     count, size = clear(cache_dir())
-    console.say(f"localgen: removed {count} prompt cache entr{'y' if count == 1 else 'ies'} ({size / 2**20:.1f} MiB)")
+    console.say(f"localgen: removed {count} prompt cache entr{'y' if count == 1 else 'ies'} ({binary_size(size)})")
 
 
 models_app = typer.Typer(help="List, inspect and remove models.", no_args_is_help=False)
@@ -60,7 +61,7 @@ def models_list(json_output: Annotated[bool, typer.Option("--json", help="JSON o
                            "last_used": m.last_used, "path": str(m.path), "source": m.source,
                            "verified": m.verified} for m in models], indent=2))
         return
-    rows = [[m.name, m.quant or "-", console.human_size(m.size),
+    rows = [[m.name, m.quant or "-", human_size(m.size),
              time.strftime("%Y-%m-%d %H:%M", time.localtime(m.last_used)) if m.last_used else "never",
              m.source, str(m.path)] for m in models]
     console.print_table(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows)
@@ -94,7 +95,7 @@ def models_show(
         ("context length", f"{info.context_length or 0:,}"), ("layers", str(info.block_count)),
         ("embedding size", str(info.embedding_length)),
         ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),
-        ("license", license_), ("file size", f"{console.human_size(info.file_size)} ({info.file_size:,} bytes)"),
+        ("license", license_), ("file size", f"{human_size(info.file_size)} ({info.file_size:,} bytes)"),
         ("sha256", sha), ("source", resolved.source), ("path", str(resolved.path)),
         ("load plan", plan_summary(resolved.path, default_ctx=resolved.context)),
     ])
@@ -113,11 +114,11 @@ def models_rm(
     registry = load_registry(settings().user_registry)
     plan = remove_model(registry, reference, dry_run=True)
     if not yes and sys.stdin.isatty():
-        if not console.confirm(f"remove {plan.name} ({console.human_size(plan.bytes_freed)})?"):
+        if not console.confirm(f"remove {plan.name} ({human_size(plan.bytes_freed)})?"):
             console.say("nothing removed")
             raise typer.Exit(EXIT_OK)
     elif not yes:
         raise UsageError(f"removing {plan.name} needs confirmation", hint="pass --yes when not on a terminal")
     removed = remove_model(registry, reference)
-    console.say(f"removed {removed.name}: freed {console.human_size(removed.bytes_freed)}"
+    console.say(f"removed {removed.name}: freed {human_size(removed.bytes_freed)}"
                 + (f", kept {len(removed.kept_shared)} file(s) another model uses" if removed.kept_shared else ""))

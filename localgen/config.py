@@ -51,11 +51,6 @@ class Settings:
         """Markers recording files whose sha256 was verified."""
         return self.cache_dir / "verified"
 
-    @property
-    def log_file(self) -> Path:
-        """The debug log, where llama.cpp's own messages go."""
-        return self.cache_dir / "localgen.log"
-
 
 def _xdg(var: str, fallback: str) -> Path:
     """An XDG base directory with its usual fallback under the home directory."""

@@ -43,11 +43,6 @@ class TextOutput:
         self._pending_newlines = ""
 
 
-def stderr_is_tty() -> bool:
-    """True when stderr is an interactive terminal."""
-    return sys.stderr.isatty()
-
-
 def say(message: str) -> None:
     """A status line on stderr."""
     sys.stderr.write(message + "\n")
@@ -69,13 +64,25 @@ def error(message: str, hint: str | None = None) -> None:
     say(one_line(f"localgen: error: {message}" + (f" (hint: {hint})" if hint else "")))
 
 
-def format_stats(completion: Completion) -> str:
-    """The one-line --stats summary of a generation."""
+def format_stats(completion: Completion, *, context: tuple[int, int] | None = None) -> str:
+    """A generation's figures (run --stats, chat /stats): one line, plus one for the prompt cache and drafts.
+
+    context, when given, is (tokens in the KV cache, context size).
+    """
     usage, t = completion.usage, completion.timings
     cached = f" ({usage.cached_tokens} cached)" if usage.cached_tokens else ""
-    return (f"prompt {usage.prompt_tokens} tok{cached}, TTFT {t.ttft_s * 1000:.0f} ms, "
+    used = f", context {context[0]:,}/{context[1]:,}" if context else ""
+    line = (f"prompt {usage.prompt_tokens} tok{cached}, TTFT {t.ttft_s * 1000:.0f} ms, "
             f"prefill {t.prefill_tokens_per_s:.1f} tok/s, generated {usage.completion_tokens} tok, "
-            f"decode {t.decode_tokens_per_s:.1f} tok/s, finish {completion.finish_reason}")
+            f"decode {t.decode_tokens_per_s:.1f} tok/s{used}, finish {completion.finish_reason}")
+    extras = []
+    if completion.restored_tokens:
+        extras.append(f"prompt cache: {completion.restored_tokens} tokens restored from disk")
+    if completion.draft is not None:
+        d = completion.draft
+        extras.append(f"draft lookup: {d.accepted}/{d.drafted} drafted tokens accepted ({d.acceptance:.0%}) "
+                      f"in {d.batches} batches")
+    return "\n".join([line, "; ".join(extras)] if extras else [line])
 
 
 def finish_note(completion: Completion) -> str | None:
@@ -230,11 +237,3 @@ def confirm(question: str) -> bool:
     return answer in ("y", "yes")
 
 
-def human_size(size: int) -> str:
-    """A byte count for people: 98.4 MB."""
-    value = float(size)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{size} B"

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localgen.console import human_size
+from localgen.units import human_size
 
 if TYPE_CHECKING:
     from localgen.hub import HubFile, HubModel

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-FINISH_REASONS = ("stop", "length", "context", "interrupted")
-
 
 @dataclass(frozen=True)
 class TextChunk:

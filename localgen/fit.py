@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from localgen.config import DEFAULT_CONTEXT_CAP, MEMORY_LIMIT_ENV
 from localgen.errors import InsufficientMemoryError, UsageError
 from localgen.estimate import CONTEXT_PAD, KV_ELEMENT_BYTES, MemoryEstimate, ModelShape, estimate_memory, padded_context
+from localgen.units import binary_size
 
 if TYPE_CHECKING:
     from localgen.hardware import Hardware
@@ -180,16 +181,6 @@ def _largest_context(shape: ModelShape, hw: Hardware, request: FitRequest, floor
         else:
             high = middle - 1
     return max(low * CONTEXT_PAD, floor)
-
-
-def binary_size(n: int) -> str:
-    """Bytes for people, binary units: 1.5 GiB."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
 
 
 def insufficient_memory(shape: ModelShape, hw: Hardware, est: MemoryEstimate, request: FitRequest, n_ctx: int,

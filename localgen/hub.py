@@ -42,7 +42,6 @@ METADATA_TIMEOUT_S = 20.0
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_TRUE = {"1", "true", "yes", "on"}
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ class _Listing:
 
 def is_offline() -> bool:
     """True when the network is forbidden: HF_HUB_OFFLINE=1, LOCALGEN_OFFLINE=1 or --offline."""
-    return settings().offline or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
+    return settings().offline
 
 
 def hub_cache_dir() -> Path:

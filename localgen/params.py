@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from localgen.config import (
+    DEFAULT_MIN_P,
+    DEFAULT_REPEAT_LAST_N,
+    DEFAULT_REPEAT_PENALTY,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_K,
+    DEFAULT_TOP_P,
+)
 from localgen.errors import UsageError
 
 KV_TYPE_NAMES = ("f16", "q8_0", "q4_0")
@@ -24,12 +32,12 @@ def _check(ok: bool, message: str, hint: str) -> None:
 class SamplingParams:
     """Sampler settings; temperature 0 means greedy."""
 
-    temperature: float = 0.8
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    repeat_penalty: float = 1.1
-    repeat_last_n: int = 64
+    temperature: float = DEFAULT_TEMPERATURE
+    top_k: int = DEFAULT_TOP_K
+    top_p: float = DEFAULT_TOP_P
+    min_p: float = DEFAULT_MIN_P
+    repeat_penalty: float = DEFAULT_REPEAT_PENALTY
+    repeat_last_n: int = DEFAULT_REPEAT_LAST_N
     seed: int | None = None
 
     def __post_init__(self) -> None:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from localgen.errors import LocalgenError
 from localgen.storage import atomic_write_bytes
+from localgen.tokens import common_prefix, tokens_array
+from localgen.units import binary_size
 
 log = logging.getLogger("localgen.promptcache")
 
@@ -62,34 +64,10 @@ class _Header:
     offset: int
 
 
-def _tokens_array(tokens: Sequence[int]) -> array:
-    """Tokens as a little-endian int32 array."""
-    values = array("i", tokens)
-    if values.itemsize != 4:  # pragma: no cover - every platform we run on has 4-byte ints
-        raise LocalgenError("this platform's C int is not 32 bits; the prompt cache is unavailable")
-    return values
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """The number of leading tokens a and b share."""
-    x = a if isinstance(a, array) else _tokens_array(a)
-    y = b if isinstance(b, array) else _tokens_array(b)
-    lo, hi = 0, min(len(x), len(y))
-    if x[:hi] == y[:hi]:
-        return hi
-    while lo < hi:  # binary search on slice equality: C-speed comparisons instead of a Python loop
-        mid = (lo + hi + 1) // 2
-        if x[:mid] == y[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 def encode_entry(identity: str, tokens: Sequence[int], state: bytes | bytearray) -> bytes:
     """An entry's bytes: header, identity, tokens, then the state."""
     ident = identity.encode("utf-8")
-    token_bytes = _tokens_array(tokens).tobytes()
+    token_bytes = tokens_array(tokens).tobytes()
     digest = hashlib.sha256(token_bytes)
     digest.update(state)
     header = HEADER.pack(MAGIC, FORMAT_VERSION, len(ident), len(tokens), len(state), digest.digest())
@@ -130,7 +108,7 @@ class PromptCache:
 
     def _entry_path(self, tokens: Sequence[int]) -> Path:
         """The file name of the entry for these tokens."""
-        digest = hashlib.sha256(self.identity.encode("utf-8") + _tokens_array(tokens).tobytes()).hexdigest()
+        digest = hashlib.sha256(self.identity.encode("utf-8") + tokens_array(tokens).tobytes()).hexdigest()
         return self.directory / f"{digest[:32]}{SUFFIX}"
 
     def _headers(self) -> Iterator[tuple[Path, _Header]]:
@@ -148,7 +126,7 @@ class PromptCache:
 
     def find(self, prompt: Sequence[int], *, better_than: int = 0) -> CachedPrefix | None:
         """The entry sharing the longest prefix with prompt, if that beats better_than by enough to pay off."""
-        wanted = _tokens_array(prompt)
+        wanted = tokens_array(prompt)
         best: tuple[int, Path, _Header] | None = None
         for path, header in self._headers():
             shared = common_prefix(header.tokens, wanted)
@@ -183,7 +161,7 @@ class PromptCache:
         if len(data) > self.max_bytes:
             log.debug("prompt cache entry of %d bytes exceeds the %d byte bound; not saved", len(data), self.max_bytes)
             return
-        saved = _tokens_array(tokens)
+        saved = tokens_array(tokens)
         for path, header in self._headers():
             if common_prefix(header.tokens, saved) == len(header.tokens) and path != self._entry_path(tokens):
                 _remove(path)  # an entry for a prefix of these tokens is now redundant
@@ -276,19 +254,14 @@ def describe_cache() -> str:
     directory = cache_dir()
     entries = list_entries(directory)
     total = sum(e.size for e in entries)
-    lines = [f"prompt cache: {directory}",
-             f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, {_mib(total)} of {_mib(prompt_cache_bytes())}"]
+    count = f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
+    lines = [f"prompt cache: {directory}", f"{count}, {binary_size(total)} of {binary_size(prompt_cache_bytes())}"]
     if entries:
         lines.append(f"{'tokens':>8}  {'size':>10}  {'last used':<19}  file")
         for e in entries:
             used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.last_used))
-            lines.append(f"{e.tokens:>8}  {_mib(e.size):>10}  {used:<19}  {e.path.name}")
+            lines.append(f"{e.tokens:>8}  {binary_size(e.size):>10}  {used:<19}  {e.path.name}")
     return "\n".join(lines)
-
-
-def _mib(size: int) -> str:
-    """A byte count in MiB."""
-    return f"{size / 2**20:.1f} MiB"
 
 
 def _remove(path: Path) -> OSError | None:

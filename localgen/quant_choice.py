@@ -21,7 +21,6 @@ from localgen.fit import (
     MIN_AUTO_CONTEXT,
     FitRequest,
     LoadPlan,
-    binary_size,
     estimate_at,
     insufficient_memory,
     plan_fit,
@@ -29,6 +28,7 @@ from localgen.fit import (
 )
 from localgen.hardware import Hardware, probe_hardware
 from localgen.hub_choice import AUXILIARY_PREFIXES, choose_model
+from localgen.units import binary_size
 
 if TYPE_CHECKING:
     from localgen.gguf_file import GGUFInfo

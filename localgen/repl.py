@@ -338,12 +338,8 @@ class Repl:
         if last is None:
             console.say("no answer yet")
             return
-        t, u = last.timings, last.usage
         engine = self.session.loaded.engine
-        console.say(f"TTFT {t.ttft_s * 1000:.0f} ms, prefill {t.prefill_tokens_per_s:.1f} tok/s "
-                    f"({u.prompt_tokens - u.cached_tokens} new tokens, {u.cached_tokens} reused from cache), "
-                    f"decode {t.decode_tokens_per_s:.1f} tok/s ({u.completion_tokens} tokens), "
-                    f"context {engine.kv_tokens:,}/{engine.n_ctx:,}, finish {last.finish_reason}")
+        console.say(console.format_stats(last, context=(engine.kv_tokens, engine.n_ctx)))
 
     def _reset(self, _: str) -> None:
         self.session.reset()

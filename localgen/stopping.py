@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 
+def partial_suffix(text: str, word: str, *, longer_than: int = 0) -> int:
+    """Length of the longest suffix of text, over longer_than, that is a proper prefix of word; else 0."""
+    for size in range(min(len(word) - 1, len(text)), longer_than, -1):
+        if text.endswith(word[:size]):
+            return size
+    return 0
+
+
 class StopMatcher:
     """Holds back text that may be the start of a stop string; reports a full match."""
 
@@ -21,7 +29,9 @@ class StopMatcher:
             self.matched = next(s for s in self._stops if buffer.find(s) == cut)
             self._held = ""
             return buffer[:cut]
-        keep = self._longest_partial_suffix(buffer)
+        keep = 0
+        for stop in self._stops:
+            keep = partial_suffix(buffer, stop, longer_than=keep) or keep
         self._held = buffer[len(buffer) - keep:] if keep else ""
         return buffer[: len(buffer) - keep]
 
@@ -30,12 +40,3 @@ class StopMatcher:
         held, self._held = self._held, ""
         return held
 
-    def _longest_partial_suffix(self, buffer: str) -> int:
-        """Length of the longest suffix of buffer that is a proper prefix of a stop string."""
-        best = 0
-        for stop in self._stops:
-            for size in range(min(len(stop) - 1, len(buffer)), best, -1):
-                if buffer.endswith(stop[:size]):
-                    best = size
-                    break
-        return best

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
+from localgen.stopping import partial_suffix
+
 OPEN_TAG = "<think>"
 CLOSE_TAG = "</think>"
-
-
-def _partial_suffix(text: str, tag: str) -> int:
-    """Length of the longest suffix of text that is a proper prefix of tag."""
-    for size in range(min(len(tag) - 1, len(text)), 0, -1):
-        if text.endswith(tag[:size]):
-            return size
-    return 0
 
 
 class ThinkingSplitter:
@@ -34,7 +28,7 @@ class ThinkingSplitter:
                 segments.append((self.inside, buffer[:index]))
             buffer = buffer[index + len(tag):]
             self.inside = not self.inside
-        keep = _partial_suffix(buffer, CLOSE_TAG if self.inside else OPEN_TAG)
+        keep = partial_suffix(buffer, CLOSE_TAG if self.inside else OPEN_TAG)
         self._held = buffer[len(buffer) - keep:] if keep else ""
         if len(buffer) > keep:
             segments.append((self.inside, buffer[: len(buffer) - keep]))

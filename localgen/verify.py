@@ -24,10 +24,14 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def path_key(path: Path) -> str:
+    """A file-name-safe key for a file's resolved path (for markers kept about it)."""
+    return hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
+
+
 def _marker_path(path: Path) -> Path:
     """Where the verification marker of a file lives."""
-    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
-    return settings().verified_dir / f"{key}.json"
+    return settings().verified_dir / f"{path_key(path)}.json"
 
 
 def _identity(path: Path) -> dict[str, int]:

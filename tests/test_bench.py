@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from localgen.bench import BenchConfig, BenchResult, Measurements, Stat, extra_stats_line, format_result, measure
+from localgen.bench import BenchConfig, BenchResult, Measurements, Stat, format_result, measure
+from localgen.console import format_stats
 from localgen.engine import Engine
 from localgen.errors import UsageError
 from localgen.events import Completion, DraftStats, Timings, Usage
@@ -51,12 +53,14 @@ def test_table_names_every_test() -> None:
     assert json.loads(json.dumps(result.to_dict()))["figures"]["decode_tps"]["mean"] == 105.0
 
 
-def test_extra_stats_line() -> None:
+def test_stats_name_the_prompt_cache_and_the_drafts() -> None:
     timings = Timings(ttft_s=0.1, prefill_s=0.1, prefill_tokens_per_s=1.0, decode_s=1.0, decode_tokens_per_s=1.0)
     done = Completion(text="x", finish_reason="stop", usage=Usage(10, 8, 5), timings=timings,
                       draft=DraftStats(drafted=10, accepted=7, batches=3), restored_tokens=8)
-    line = extra_stats_line(done)
-    assert "8 tokens restored" in line and "7/10" in line and "70%" in line
+    main, extra = format_stats(done, context=(15, 2048)).splitlines()
+    assert "prompt 10 tok (8 cached)" in main and "context 15/2,048" in main and main.endswith("finish stop")
+    assert "8 tokens restored" in extra and "7/10" in extra and "70%" in extra
+    assert len(format_stats(replace(done, draft=None, restored_tokens=0)).splitlines()) == 1
 
 
 def test_cli_bench_json() -> None:

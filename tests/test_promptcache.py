@@ -16,7 +16,8 @@ from localgen.engine import Engine
 from localgen.errors import ConfigError
 from localgen.events import Completion
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-from localgen.promptcache import HEADER, PromptCache, clear, common_prefix, encode_entry, evict, list_entries
+from localgen.promptcache import HEADER, PromptCache, clear, encode_entry, evict, list_entries
+from localgen.tokens import common_prefix
 from tests.conftest import run_localgen
 
 GREEDY = SamplingParams(temperature=0.0)

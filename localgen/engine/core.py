@@ -17,6 +17,7 @@ from localgen.events import Completion, DraftStats, Event, PrefillProgress, Text
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.speculative import DRAFT_MAX, PromptLookup, check_draft_mode
 from localgen.stopping import StopMatcher
+from localgen.tokens import common_prefix
 
 log = logging.getLogger("localgen.engine")
 
@@ -179,15 +180,6 @@ class Engine:
         """How many tokens currently sit in the KV cache."""
         return len(self._kv_tokens)
 
-    def metadata(self, key: str) -> str | None:
-        """A GGUF metadata value as a string, or None."""
-        size = lc.llama_model_meta_val_str(self._model, key.encode(), None, 0)
-        if size < 0:
-            return None
-        buf = ctypes.create_string_buffer(size + 1)
-        lc.llama_model_meta_val_str(self._model, key.encode(), buf, size + 1)
-        return buf.value.decode("utf-8", errors="replace")
-
     def chat_template(self) -> str | None:
         """The model's own Jinja chat template, if it has one."""
         template = lc.llama_model_chat_template(self._model, None)
@@ -327,12 +319,7 @@ class Engine:
 
     def _common_prefix(self, prompt: Sequence[int]) -> int:
         """How many leading prompt tokens already sit in the KV cache."""
-        common = 0
-        for cached, new in zip(self._kv_tokens, prompt, strict=False):
-            if cached != new:
-                break
-            common += 1
-        return common
+        return common_prefix(self._kv_tokens, prompt)
 
     def _reuse_prefix(self, prompt: Sequence[int]) -> int:
         """Keep the cached tokens shared with prompt, drop the rest; return how many were kept."""
