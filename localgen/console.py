@@ -105,7 +105,11 @@ def _block_boundary(text: str) -> int:
 
 
 class AnswerView:
-    """Shows a streamed answer on a terminal: Markdown (finished blocks printed once) or plain text."""
+    """Shows a streamed answer on a terminal: Markdown (finished blocks printed once) or plain text.
+
+    Each block is rendered together with the block before it and only its own lines are shown, so blocks are
+    spaced exactly as rich spaces them when the whole answer is rendered at once.
+    """
 
     def __init__(self, *, markdown: bool, show_thinking: bool, stream: TextIO | None = None) -> None:
         from rich.console import Console
@@ -113,7 +117,9 @@ class AnswerView:
         self._console = Console(file=stream or sys.stdout, highlight=False, soft_wrap=False)
         self._markdown = markdown
         self._show_thinking = show_thinking
-        self._pending = ""
+        self._previous = ""  # the last finished block (the context that spaces the next one)
+        self._previous_lines = 0  # its lines when rendered alone
+        self._pending = ""  # the unfinished block
         self._live = None
         self._thinking_open = False
 
@@ -141,20 +147,20 @@ class AnswerView:
         if cut:
             done, self._pending = self._pending[:cut], self._pending[cut:]
             self._stop_live()
-            self._print_markdown(done)
+            self._print_block(done)
         self._show_live()
 
-    def _print_markdown(self, text: str) -> None:
-        """Print finished Markdown once, permanently."""
-        from rich.markdown import Markdown
-
-        if text.strip():
-            self._console.print(Markdown(text, code_theme="monokai"))
+    def _print_block(self, block: str) -> None:
+        """Print a finished block once, permanently."""
+        if not block.strip():
+            return
+        self._console.print(_Continued(self._previous, block, self._previous_lines))
+        self._previous = block
+        self._previous_lines = len(self._console.render_lines(_markdown(block), pad=False))
 
     def _show_live(self) -> None:
         """Redraw only the unfinished block, at most a few times a second."""
         from rich.live import Live
-        from rich.markdown import Markdown
 
         if not self._pending.strip():
             return
@@ -162,7 +168,7 @@ class AnswerView:
             self._live = Live(console=self._console, refresh_per_second=10, transient=True,
                               vertical_overflow="visible")
             self._live.start()
-        self._live.update(_Tail(Markdown(self._pending, code_theme="monokai")))
+        self._live.update(_Tail(_Continued(self._previous, self._pending, self._previous_lines)))
 
     def _stop_live(self) -> None:
         """Remove the live region (its text is printed permanently next)."""
@@ -174,15 +180,36 @@ class AnswerView:
         """Finish the answer: print the last block, then an optional dim note."""
         self._stop_live()
         if self._markdown:
-            self._print_markdown(self._pending)
+            self._print_block(self._pending)
         elif not self._thinking_open:
             self._console.print()
         if self._thinking_open:
             self._console.print()
-        self._pending = ""
+        self._previous, self._previous_lines, self._pending = "", 0, ""
         self._thinking_open = False
         if note:
             self._console.print(f"[{note}]", style="dim", markup=False)
+
+
+def _markdown(text: str) -> Any:
+    """text as a rich Markdown renderable."""
+    from rich.markdown import Markdown
+
+    return Markdown(text, code_theme="monokai")
+
+
+class _Continued:
+    """A block of Markdown rendered after the one before it (skip: that one's lines), so it is spaced right."""
+
+    def __init__(self, previous: str, block: str, skip: int) -> None:
+        self.previous, self.block, self.skip = previous, block, skip
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+        from rich.segment import Segment
+
+        for line in console.render_lines(_markdown(self.previous + self.block), options, pad=False)[self.skip:]:
+            yield from line
+            yield Segment.line()
 
 
 class _Tail:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
 import stat
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,6 +185,31 @@ def open_history() -> tuple[History, str | None]:
     return SafeFileHistory(path), warning
 
 
+@contextlib.contextmanager
+def _keys_not_echoed() -> Iterator[None]:
+    """While an answer streams, the terminal echoes no keys (nor ^C): echoed text would shift the live region,
+    leaving a stale copy of its lines. Keys typed ahead stay buffered for the next prompt."""
+    try:
+        import termios
+    except ImportError:  # not a Unix terminal
+        yield
+        return
+    try:
+        fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(fd)
+        quiet = list(saved)
+        quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    except (AttributeError, ValueError, OSError, termios.error):  # stdin is not a terminal
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+
 class Repl:
     """Reads lines, runs slash commands, streams answers; nothing typed can crash it."""
 
@@ -273,7 +300,8 @@ class Repl:
         engine = self.session.loaded.engine
         # Python runs signal handlers only between llama.cpp calls, so a second Ctrl-C could not stop any
         # sooner than the first: it never escalates, and the session always survives.
-        with StopOnSignal(engine.request_stop, signals=(signal.SIGINT,), escalate=False, reset=engine.clear_stop):
+        with StopOnSignal(engine.request_stop, signals=(signal.SIGINT,), escalate=False, reset=engine.clear_stop), \
+                _keys_not_echoed():
             try:
                 for event in events:
                     if isinstance(event, TextChunk):

@@ -61,3 +61,27 @@ def test_a_markdown_block_taller_than_the_terminal_is_shown_once(interrupted: bo
     lines = [line.strip() for line in _terminal_lines(stream.getvalue(), width, height) if "line " in line]
     shown = 25 if interrupted else 3 * height
     assert lines == [f"print('line {i:02d}')" for i in range(shown)]
+
+
+DOCUMENT = ("# Rome\n\nRome was founded.\n\nIt grew into an empire.\n\n- roads\n- law\n\n"
+            "1. first\n\n2. second\n\n> a quote\n\n```python\nprint('hi')\n```\n\nThe end.")
+
+
+@pytest.mark.parametrize("step", [1, 5, 50])
+def test_streamed_markdown_ends_up_as_the_whole_answer_rendered_at_once(step: int) -> None:
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from localgen.console import AnswerView
+
+    stream = io.StringIO()
+    view = AnswerView(markdown=True, show_thinking=False, stream=stream)
+    view._console = Console(file=stream, force_terminal=True, width=60, height=40, highlight=False)
+    for start in range(0, len(DOCUMENT), step):
+        view.answer(DOCUMENT[start:start + step])
+    view.close()
+    once = io.StringIO()
+    Console(file=once, force_terminal=True, width=60, height=40, highlight=False).print(Markdown(DOCUMENT))
+    streamed, whole = _terminal_lines(stream.getvalue(), 60, 40), _terminal_lines(once.getvalue(), 60, 40)
+    assert "It grew into an empire." in streamed and streamed[streamed.index("It grew into an empire.") - 1] == ""
+    assert streamed == whole

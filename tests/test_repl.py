@@ -126,6 +126,7 @@ def test_ctrl_c_stops_the_answer_and_the_next_question_is_answered(home: Path) -
     assert state["turns"][0]["interrupted"] is True
     assert state["turns"][0]["answer"].strip()
     chat.sync()
+    assert "^C" not in chat.transcript.getvalue(), "the terminal echoed Ctrl-C into the answer"
     state = chat.ask("What is the capital of France?")
     assert len(state["turns"]) == 2 and "Paris" in state["turns"][1]["answer"]
     assert state["turns"][1]["interrupted"] is False
