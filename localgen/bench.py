@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from localgen.errors import UsageError
+from localgen.errors import LocalgenError, UsageError
 from localgen.events import Completion, Event
 from localgen.params import GenerationLimits, SamplingParams
 
@@ -97,6 +97,13 @@ def _complete(engine: Engine, prompt: Sequence[int], max_tokens: int, *, ignore_
     return [e for e in events if isinstance(e, Completion)][-1]
 
 
+def _ttft(done: Completion) -> float:
+    """A measured generation's time to first token (every benchmark generation yields one)."""
+    if done.timings.ttft_s is None:
+        raise LocalgenError("a benchmark generation stopped before its first token", hint="run the benchmark again")
+    return done.timings.ttft_s
+
+
 def _random_prompt(engine: Engine, n: int, rng: random.Random) -> list[int]:
     """n random tokens (BOS first when the model wants it), like llama-bench's pp test."""
     n_vocab = engine.n_vocab
@@ -129,9 +136,9 @@ def measure(engine: Engine, config: BenchConfig, progress: Callable[[str], None]
         if config.warmup and rep == 0:
             continue
         pp.append(cold.timings.prefill_tokens_per_s)
-        ttft.append(cold.timings.ttft_s)
-        reuse.append(warm.timings.ttft_s)
-        fresh_ttft.append(alone.timings.ttft_s)
+        ttft.append(_ttft(cold))
+        reuse.append(_ttft(warm))
+        fresh_ttft.append(_ttft(alone))
         tg.append(gen.timings.decode_tokens_per_s)
     return Measurements(follow_up_tokens=len(follow_up), prefill_tps=Stat.of(pp), decode_tps=Stat.of(tg),
                         ttft_s=Stat.of(ttft), reuse_ttft_s=Stat.of(reuse), fresh_ttft_s=Stat.of(fresh_ttft))

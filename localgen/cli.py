@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -50,6 +51,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+OUTPUT_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Registry name, ORG/REPO[:QUANT] or .gguf path.")]
 CtxOpt = Annotated[int | None, typer.Option("--ctx-size", "-c", help="Context size in tokens.")]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads (default: physical cores).")]
@@ -90,10 +93,12 @@ def _root(
 
 @app.command()
 def run(
-    prompt: Annotated[str | None, typer.Argument(help="The instruction. Piped stdin and -f files come first.")] = None,
+    prompt: Annotated[str | None, typer.Argument(
+        help="The instruction; - reads it from stdin. Piped stdin and -f files come first.")] = None,
     model: ModelOpt = None,
     system: SystemOpt = None,
-    file: Annotated[list[Path] | None, typer.Option("--file", "-f", help="Attach a text file (repeatable).")] = None,
+    file: Annotated[list[Path] | None, typer.Option(
+        "--file", "-f", help="Attach a text file (repeatable; - is stdin).")] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", "-n", help="Stop after N tokens.")] = None,
     temperature: TemperatureOpt = DEFAULT_TEMPERATURE,
     top_k: TopKOpt = DEFAULT_TOP_K,
@@ -124,18 +129,23 @@ def run(
     from localgen import console
     from localgen.chat import Message, compose_user_message
     from localgen.fit import prompt_context
-    from localgen.inputs import gather_attachments, read_chat_template
+    from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model, stream_answer
     from localgen.speculative import check_draft_mode
 
+    warnings: list[str] = []
+    stdin_asked = prompt == STDIN_NAME
+    prompt = None if stdin_asked or prompt is None else argument_text(prompt, "the prompt", warnings)
+    system = None if system is None else argument_text(system, "--system", warnings)
+    stop = [argument_text(s, "--stop", warnings) for s in stop or ()]
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                               repeat_penalty=repeat_penalty, seed=seed)
-    limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop or ()))
+    limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop))
     check_draft_mode(draft)
     template = read_chat_template(chat_template)
-    warnings: list[str] = []
-    attachments, _ = gather_attachments(file or [], sys.stdin.buffer if sys.stdin else None, warnings)
+    attachments, _ = gather_attachments(file or [], sys.stdin.buffer if sys.stdin else None, warnings,
+                                        stdin_asked=stdin_asked)
     for message in warnings:
         console.warn(message)
     user_text = compose_user_message(prompt, attachments)
@@ -237,8 +247,9 @@ def chat(
     offline: OfflineOpt = False,
 ) -> None:
     """Chat interactively with a model (history, slash commands, Ctrl-C stops an answer)."""
+    from localgen import console
     from localgen.conversation import Conversation, latest_conversation, load_conversation
-    from localgen.inputs import read_chat_template
+    from localgen.inputs import argument_text, read_chat_template
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.repl import Repl
     from localgen.runner import ModelOptions, load_model
@@ -246,6 +257,10 @@ def chat(
 
     if sys.stdin is None or not sys.stdin.isatty():
         raise UsageError("localgen chat needs a terminal", hint='for pipes and scripts use `localgen run "..."`')
+    warnings: list[str] = []
+    system = None if system is None else argument_text(system, "--system", warnings)
+    for message in warnings:
+        console.warn(message)
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                               repeat_penalty=repeat_penalty, seed=seed)
     limits = GenerationLimits(max_tokens=max_tokens)
@@ -387,6 +402,17 @@ def _usage_error_text(exc: Exception) -> str:
     return " ".join(message.split())
 
 
+def _usage_hint(exc: Exception, args: list[str]) -> str:
+    """What to do about a usage error: quote a prompt that was split into words, else read the help."""
+    command = args[0] if args and args[0] in _command_names() else ""
+    if command == "run" and "unexpected extra argument" in str(exc).lower():
+        return 'quote the prompt: localgen run "several words"'
+    groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
+    if command in groups and len(args) > 1 and args[1] in {c.name for c in groups[command].registered_commands}:
+        command = f"{command} {args[1]}"
+    return f"see `localgen {command} --help`".replace("  ", " ")
+
+
 def _command_names() -> set[str]:
     """The names of the top-level commands and command groups."""
     names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
@@ -407,38 +433,81 @@ def main(argv: list[str] | None = None) -> None:
     from localgen import console
 
     _configure_logging()
-    args = _optional_values(sys.argv[1:] if argv is None else argv)
+    if sys.stderr is None:  # 2>&-: messages have nowhere to go
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (for the life of the process)
+    if sys.stdout is None:
+        console.error("stdout is closed: there is nowhere to write the output",
+                      hint="redirect it to a file or a pipe instead of closing it")
+        sys.exit(EXIT_USAGE)
+    sys.exit(_flush_stdout(_run_app(_optional_values(sys.argv[1:] if argv is None else argv))))
+
+
+def _run_app(args: list[str]) -> int:
+    """Run the Typer app; the exit code for every way it can end."""
+    from localgen import console
+
     try:
         result = app(args=args, prog_name="localgen", standalone_mode=False)
-        code = result if isinstance(result, int) else EXIT_OK
+        return result if isinstance(result, int) else EXIT_OK
     except typer.Exit as exc:
-        code = exc.exit_code
+        return exc.exit_code
     except typer.Abort:
-        code = EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED
     except typer.TyperException as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":
             ctx = getattr(exc, "ctx", None)
             print(ctx.get_help() if ctx is not None else "usage: localgen COMMAND --help")
-            code = EXIT_OK
-        else:
-            command = args[0] if args and args[0] in _command_names() else ""
-            console.error(_usage_error_text(exc), hint=f"see `localgen {command} --help`".replace("  ", " "))
-            code = EXIT_USAGE
+            return EXIT_OK
+        console.error(_usage_error_text(exc), hint=_usage_hint(exc, args))
+        return EXIT_USAGE
     except LocalgenError as exc:
         if settings().debug:
             logging.getLogger("localgen").exception("error")
         console.error(exc.message, exc.hint)
-        code = exc.exit_code
+        return exc.exit_code
     except KeyboardInterrupt:
         console.say("")
-        code = EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         _silence_stdout()
-        code = EXIT_BROKEN_PIPE
-    except Exception as exc:  # never a traceback for users; LOCALGEN_DEBUG=1 shows it
-        if settings().debug:
+        return EXIT_BROKEN_PIPE
+    except SystemExit:
+        if type(sys.stdout).__name__ != "PacifyFlushWrapper":
             raise
-        console.error(f"internal error: {type(exc).__name__}: {exc}",
-                      hint="run again with LOCALGEN_DEBUG=1 and report the traceback")
-        code = EXIT_RUNTIME
-    sys.exit(code)
+        return EXIT_BROKEN_PIPE  # click's own handling of EPIPE: it wraps stdout and exits 1
+    except OSError as exc:
+        if exc.errno not in OUTPUT_FULL_ERRNOS:
+            return _internal_error(exc)
+        error = console.stdout_error(exc)  # every file localgen writes maps its errors: this is stdout
+        console.error(error.message, error.hint)
+        return EXIT_RUNTIME
+    except Exception as exc:  # never a traceback for users; LOCALGEN_DEBUG=1 shows it
+        return _internal_error(exc)
+
+
+def _internal_error(exc: Exception) -> int:
+    """An unexpected exception: one line and exit 1, or the traceback with LOCALGEN_DEBUG=1."""
+    from localgen import console
+
+    if settings().debug:
+        raise exc
+    console.error(f"internal error: {type(exc).__name__}: {exc}",
+                  hint="run again with LOCALGEN_DEBUG=1 and report the traceback")
+    return EXIT_RUNTIME
+
+
+def _flush_stdout(code: int) -> int:
+    """Flush stdout before exiting, so a closed pipe or a full disk gets an exit code and a message, not a trace."""
+    from localgen import console
+
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return code or EXIT_BROKEN_PIPE
+    except OSError as exc:
+        _silence_stdout()
+        error = console.stdout_error(exc)
+        console.error(error.message, error.hint)
+        return code or EXIT_RUNTIME
+    return code

@@ -7,13 +7,15 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from localgen.errors import LocalgenError
 from localgen.events import Completion
 
 FINISH_NOTES = {
-    "length": "stopped at the --max-tokens limit",
-    "context": "stopped at the end of the context window (raise --ctx-size for longer output)",
-    "interrupted": "interrupted",
-}
+    "length": ("stopped at the --max-tokens limit", "stopped at the max_tokens limit (/set max_tokens)"),
+    "context": ("stopped at the end of the context window (raise --ctx-size for longer output)",
+                "stopped at the end of the context window (start the chat with a larger --ctx-size)"),
+    "interrupted": ("interrupted", "interrupted"),
+}  # (for run, for chat)
 
 
 class TextOutput:
@@ -30,17 +32,31 @@ class TextOutput:
         if not body:
             self._pending_newlines += text
             return
-        self._stream.write(self._pending_newlines + body)
-        self._stream.flush()
+        self._write(self._pending_newlines + body)
         self._pending_newlines = text[len(body):]
         self._wrote_any = True
 
     def finish(self) -> None:
         """End the output with one newline (none when nothing was written)."""
         if self._wrote_any:
-            self._stream.write("\n")
-            self._stream.flush()
+            self._write("\n")
         self._pending_newlines = ""
+
+    def _write(self, text: str) -> None:
+        """Write and flush; a closed pipe stays a BrokenPipeError, any other failure becomes a LocalgenError."""
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise stdout_error(exc) from exc
+
+
+def stdout_error(exc: OSError) -> LocalgenError:
+    """The error for output that cannot be written (a full disk, an I/O error)."""
+    return LocalgenError(f"cannot write to stdout: {exc.strerror or exc}",
+                         hint="free some space or send the output elsewhere")
 
 
 def say(message: str) -> None:
@@ -72,7 +88,8 @@ def format_stats(completion: Completion, *, context: tuple[int, int] | None = No
     usage, t = completion.usage, completion.timings
     cached = f" ({usage.cached_tokens} cached)" if usage.cached_tokens else ""
     used = f", context {context[0]:,}/{context[1]:,}" if context else ""
-    line = (f"prompt {usage.prompt_tokens} tok{cached}, TTFT {t.ttft_s * 1000:.0f} ms, "
+    ttft = "-" if t.ttft_s is None else f"{t.ttft_s * 1000:.0f} ms"
+    line = (f"prompt {usage.prompt_tokens} tok{cached}, TTFT {ttft}, "
             f"prefill {t.prefill_tokens_per_s:.1f} tok/s, generated {usage.completion_tokens} tok, "
             f"decode {t.decode_tokens_per_s:.1f} tok/s{used}, finish {completion.finish_reason}")
     extras = []
@@ -85,9 +102,10 @@ def format_stats(completion: Completion, *, context: tuple[int, int] | None = No
     return "\n".join([line, "; ".join(extras)] if extras else [line])
 
 
-def finish_note(completion: Completion) -> str | None:
+def finish_note(completion: Completion, *, chat: bool = False) -> str | None:
     """A note about why output stopped early, or None when it ended normally."""
-    return FINISH_NOTES.get(completion.finish_reason)
+    notes = FINISH_NOTES.get(completion.finish_reason)
+    return notes[1 if chat else 0] if notes else None
 
 
 def _block_boundary(text: str) -> int:

@@ -36,9 +36,9 @@ class Usage:
 
 @dataclass(frozen=True)
 class Timings:
-    """Time to first token, prefill and decode speed of one generation."""
+    """Time to first token (None when no token came), prefill and decode speed of one generation."""
 
-    ttft_s: float
+    ttft_s: float | None
     prefill_s: float
     prefill_tokens_per_s: float
     decode_s: float

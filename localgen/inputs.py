@@ -9,6 +9,7 @@ from typing import BinaryIO
 from localgen.errors import UsageError
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
+STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
 
 
 def decode_input(data: bytes, source: str, warnings: list[str]) -> str:
@@ -39,9 +40,9 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file
     return decode_input(data, str(path), warnings)
 
 
-def read_stdin_input(stream: BinaryIO | None, warnings: list[str]) -> str | None:
-    """Piped stdin as text, or None when stdin is a terminal or absent."""
-    if stream is None or stream.isatty():
+def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: bool = False) -> str | None:
+    """Piped stdin as text, or None when stdin is a terminal (unless asked for with "-") or absent."""
+    if stream is None or (stream.isatty() and not asked):
         return None
     data = stream.read(MAX_INPUT_BYTES + 1)
     if len(data) > MAX_INPUT_BYTES:
@@ -49,14 +50,27 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str]) -> str | None
     return decode_input(data, "stdin", warnings)
 
 
-def gather_attachments(files: Sequence[Path], stdin: BinaryIO | None,
-                       warnings: list[str]) -> tuple[list[str], bool]:
-    """The texts of the -f files, then stdin's; and whether stdin was piped."""
-    texts = [read_file_input(path, warnings) for path in files]
-    piped = read_stdin_input(stdin, warnings)
+def gather_attachments(files: Sequence[Path], stdin: BinaryIO | None, warnings: list[str], *,
+                       stdin_asked: bool = False) -> tuple[list[str], bool]:
+    """The texts of the -f files, then stdin's; and whether stdin was read.
+
+    A file named "-" is stdin, as is stdin_asked (a prompt of "-"): then stdin is read even from a terminal.
+    """
+    asked = stdin_asked or any(str(path) == STDIN_NAME for path in files)
+    texts = [read_file_input(path, warnings) for path in files if str(path) != STDIN_NAME]
+    piped = read_stdin_input(stdin, warnings, asked=asked)
     if piped is not None:
         texts.append(piped)
     return texts, piped is not None
+
+
+def argument_text(value: str, source: str, warnings: list[str]) -> str:
+    """A command-line argument as text: bytes that were not UTF-8 become U+FFFD, with a warning."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # Python keeps undecodable argv bytes as lone surrogates
+        return decode_input(value.encode("utf-8", "surrogateescape"), source, warnings)
+    return value
 
 
 def read_chat_template(path: Path | None) -> str | None:

@@ -28,7 +28,7 @@ from localgen.fit import (
 )
 from localgen.hardware import Hardware, probe_hardware
 from localgen.hub_choice import AUXILIARY_PREFIXES, choose_model
-from localgen.units import binary_size
+from localgen.units import binary_size, human_size
 
 if TYPE_CHECKING:
     from localgen.gguf_file import GGUFInfo
@@ -289,7 +289,7 @@ def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest)
     chosen = options[index]
     assert chosen.plan is not None
     ref = f"{target.repo}:{chosen.quant}" if chosen.quant else f"{target.repo}/{chosen.filenames[0]}"
-    note = (f"chose {ref} ({binary_size(chosen.file_size)}), the best of {len(options)} quants that fits: "
+    note = (f"chose {ref} ({human_size(chosen.file_size)}), the best of {len(options)} quants that fits: "
             f"{chosen.plan.describe()}")
     return ref, (note,)
 
@@ -348,7 +348,7 @@ def report_table(report: FitReport) -> tuple[str, list[str], list[list[str]]]:
         mark = "*" if index == report.chosen else " "
         kv = f"{binary_size(e.kv_bytes)} @ {e.n_ctx:,}" if e else "-"
         plan = option.plan.describe() if option.plan else (option.problem or "-")
-        rows.append([mark + option.label, binary_size(option.file_size), binary_size(e.weights_bytes) if e else "-", kv,
+        rows.append([mark + option.label, human_size(option.file_size), binary_size(e.weights_bytes) if e else "-", kv,
                      binary_size(e.total_bytes) if e else "-", option.fits_in, plan])
     return title, headers, rows
 

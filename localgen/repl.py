@@ -316,7 +316,7 @@ class Repl:
             finally:
                 note = None
                 if done is not None:
-                    note = console.finish_note(done)
+                    note = console.finish_note(done, chat=True)
                 view.close(note)
 
     def _opens_thinking(self) -> bool:

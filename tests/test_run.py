@@ -142,6 +142,49 @@ def test_broken_pipe_ends_quietly() -> None:
     assert proc.stderr == b"", proc.stderr.decode()
 
 
+@pytest.mark.parametrize("command", [("models",), ("--version",), ("run", "hi", "-n", "30", "--temperature", "0")])
+def test_every_command_reports_a_closed_pipe_with_141(command: tuple[str, ...]) -> None:
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader is gone before anything is written
+    try:
+        proc = subprocess.run([sys.executable, "-m", "localgen", *command], stdout=writer, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT)
+    finally:
+        os.close(writer)
+    assert proc.returncode == 141 and proc.stderr == b"", proc.stderr.decode()
+
+
+@pytest.mark.parametrize("command", [("models",), ("--version",), ("run", "hi", "-n", "3", "--temperature", "0"),
+                                     ("run", "hi", "-n", "3", "--json")])
+def test_a_full_or_closed_stdout_is_a_one_line_error(command: tuple[str, ...]) -> None:
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run([sys.executable, "-m", "localgen", *command], stdout=full, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "cannot write to stdout: No space left on device" in err, err
+    assert "Traceback" not in err and "internal error" not in err
+    closed = subprocess.run([sys.executable, "-m", "localgen", *command], stderr=subprocess.PIPE, timeout=120,
+                            stdin=subprocess.DEVNULL, cwd=REPO_ROOT, preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 2 and "stdout is closed" in closed.stderr.decode()
+
+
+def test_a_prompt_that_is_not_utf8_is_repaired_with_a_warning() -> None:
+    result = run_localgen("run", "caf\udce9 au lait?", "-s", "\udcff", "-n", "3", *GREEDY)
+    assert result.returncode == 0, result.err
+    assert "the prompt is not valid UTF-8" in result.err and "--system is not valid UTF-8" in result.err
+    assert result.out.strip()
+
+
+def test_a_dash_reads_the_prompt_or_a_file_from_stdin() -> None:
+    text = b"Name the capital of France."
+    plain = json.loads(run_localgen("run", "--json", "-n", "8", *GREEDY, stdin=text).out)
+    dash = json.loads(run_localgen("run", "-", "--json", "-n", "8", *GREEDY, stdin=text).out)
+    assert dash["usage"]["prompt_tokens"] == plain["usage"]["prompt_tokens"] and dash["text"] == plain["text"]
+    as_file = run_localgen("run", "-f", "-", "Answer in one word.", "--json", "-n", "8", *GREEDY, stdin=text)
+    assert as_file.returncode == 0, as_file.err
+    assert json.loads(as_file.out)["usage"]["prompt_tokens"] > plain["usage"]["prompt_tokens"]
+
+
 def test_sigint_prints_partial_output_and_exits_130() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "localgen", "run", "Write a very long story about a dragon.", "-n", "4000",

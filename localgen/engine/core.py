@@ -298,15 +298,16 @@ class Engine:
             restored = min(restored, reused)
             yield from self._prefill(prompt, reused)
             prefill_done = time.perf_counter()
-            if self._stop_requested:
-                yield self._completion("", "interrupted", len(prompt), reused, 0,
-                                       started, prefill_done, prefill_done, prefill_done)
+            if self._stop_requested:  # no token: no TTFT, and only the chunks evaluated count as prefilled
+                yield self._completion("", "interrupted", len(prompt), reused, len(self._kv_tokens) - reused, 0,
+                                       started, prefill_done, None, prefill_done)
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" else None
             for event in self._decode(prompt, sampling, limits, ignore_eog, drafter):
                 if isinstance(event, _Finished):
-                    completion = self._completion(event.text, event.finish, len(prompt), reused, event.generated,
-                                                  started, prefill_done, event.first_token_at, event.last_token_at,
+                    completion = self._completion(event.text, event.finish, len(prompt), reused,
+                                                  len(prompt) - reused, event.generated, started, prefill_done,
+                                                  event.first_token_at, event.last_token_at,
                                                   drafter.stats() if drafter else None, restored)
                     if prefix_cache is not None and event.finish != "interrupted":
                         self._save_prefix(prefix_cache, len(prompt), len(prompt) - reused)
@@ -566,19 +567,18 @@ class Engine:
             lc.llama_memory_seq_rm(self._memory, 0, keep, -1)
             del self._kv_tokens[keep:]
 
-    def _completion(self, text: str, finish: str, n_prompt: int, reused: int, generated: int,
-                    started: float, prefill_done: float, first_token_at: float, last_token_at: float,
+    def _completion(self, text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
+                    started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
                     draft: DraftStats | None = None, restored: int = 0) -> Completion:
-        """Fold the measurements of one generation into its final event."""
+        """Fold the measurements of one generation into its final event (first_token_at None: no token came)."""
         prefill_s = prefill_done - started
-        decode_s = last_token_at - first_token_at
-        prefilled = n_prompt - reused
+        decode_s = last_token_at - first_token_at if first_token_at is not None else 0.0
         return Completion(
             text=text,
             finish_reason=finish,
             usage=Usage(prompt_tokens=n_prompt, cached_tokens=reused, completion_tokens=generated),
             timings=Timings(
-                ttft_s=first_token_at - started,
+                ttft_s=first_token_at - started if first_token_at is not None else None,
                 prefill_s=prefill_s,
                 prefill_tokens_per_s=prefilled / prefill_s if prefill_s > 0 else 0.0,
                 decode_s=decode_s,
