@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from localgen.errors import LocalgenError, UsageError
+from localgen.errors import ContextSizeError, LocalgenError, UsageError
 from localgen.events import Completion, Event
 from localgen.params import GenerationLimits, SamplingParams
 
@@ -155,7 +155,11 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
                            batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                            offline=offline)
     progress("bench: loading the model")
-    loaded = load_model(options)
+    try:
+        loaded = load_model(options)
+    except ContextSizeError as exc:
+        raise UsageError(f"-p {config.n_prompt:,} and -n {config.n_gen:,} need a {ctx:,}-token context, beyond "
+                         f"the model's maximum of {exc.maximum:,}", hint="use a smaller -p") from exc
     try:
         engine = loaded.engine
         figures = measure(engine, config, progress)

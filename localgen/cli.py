@@ -66,7 +66,8 @@ TopKOpt = Annotated[int, typer.Option(help="Top-k sampling (0 = off).")]
 TopPOpt = Annotated[float, typer.Option(help="Nucleus sampling.")]
 MinPOpt = Annotated[float, typer.Option(help="Min-p sampling.")]
 RepeatPenaltyOpt = Annotated[float, typer.Option(help="1 = off.")]
-SeedOpt = Annotated[int | None, typer.Option(help="Seed for reproducible sampling.")]
+SeedOpt = Annotated[int | None, typer.Option(help="Seed for reproducible sampling (-1: random).")]
+RANDOM_SEED = -1  # --seed -1: a random seed, as in llama.cpp
 ThreadsBatchOpt = Annotated[int | None, typer.Option(help="Threads for prefill (default: --threads).")]
 BatchSizeOpt = Annotated[int, typer.Option(help="Prefill chunk size.")]
 UbatchSizeOpt = Annotated[int, typer.Option(help="Physical batch size.")]
@@ -140,7 +141,7 @@ def run(
     system = None if system is None else argument_text(system, "--system", warnings)
     stop = [argument_text(s, "--stop", warnings) for s in stop or ()]
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                              repeat_penalty=repeat_penalty, seed=seed)
+                              repeat_penalty=repeat_penalty, seed=None if seed == RANDOM_SEED else seed)
     limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop))
     check_draft_mode(draft)
     template = read_chat_template(chat_template)
@@ -262,7 +263,7 @@ def chat(
     for message in warnings:
         console.warn(message)
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                              repeat_penalty=repeat_penalty, seed=seed)
+                              repeat_penalty=repeat_penalty, seed=None if seed == RANDOM_SEED else seed)
     limits = GenerationLimits(max_tokens=max_tokens)
     conversation = None
     if resume is not None:
@@ -324,14 +325,16 @@ def pull(
     Without a quant, the best quant that fits this machine is chosen, as `run` would choose it.
     """
     from localgen import console
+    from localgen.gguf_file import read_gguf
     from localgen.hardware import probe_hardware
     from localgen.runner import ModelOptions, resolve_fitting
 
     notes: list[str] = []
     resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), notes, force=force)
+    read_gguf(resolved.path)  # a local path is checked as run would check it
     for note in notes:
         console.say(f"localgen: {note}")
-    print(resolved.path)
+    print(resolved.path.absolute())
 
 
 app.add_typer(models_app, name="models")

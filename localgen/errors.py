@@ -29,6 +29,15 @@ class UsageError(LocalgenError):
     exit_code = EXIT_USAGE
 
 
+class ContextSizeError(UsageError):
+    """A context size beyond what the model was trained for (maximum: that size)."""
+
+    def __init__(self, requested: int, maximum: int) -> None:
+        super().__init__(f"--ctx-size {requested:,} is beyond the model's maximum of {maximum:,}",
+                         hint=f"use --ctx-size {maximum} or less")
+        self.maximum = maximum
+
+
 class ModelNotFoundError(LocalgenError):
     """A model reference that resolves to nothing."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from localgen.config import DEFAULT_CONTEXT_CAP, MEMORY_LIMIT_ENV
-from localgen.errors import InsufficientMemoryError, UsageError
+from localgen.errors import ContextSizeError, InsufficientMemoryError, UsageError
 from localgen.estimate import CONTEXT_PAD, KV_ELEMENT_BYTES, MemoryEstimate, ModelShape, estimate_memory, padded_context
 from localgen.units import binary_size
 
@@ -90,6 +90,11 @@ class FitRequest:
         if self.ctx_size is not None and self.ctx_size < 16:
             raise UsageError(f"context size {self.ctx_size} is out of range",
                              hint="use --ctx-size of at least 16 tokens, e.g. 4096")
+        if self.gpu_layers is not None and self.gpu_layers < -1:
+            raise UsageError(f"--gpu-layers {self.gpu_layers} is out of range", hint="use -1 (all), 0 or more")
+        if self.no_gpu and self.gpu_layers:
+            raise UsageError(f"--no-gpu and --gpu-layers {self.gpu_layers} contradict each other",
+                             hint="give one of them")
 
 
 def prompt_context(prompt_bytes: int, answer_tokens: int | None = None) -> int:
@@ -100,9 +105,12 @@ def prompt_context(prompt_bytes: int, answer_tokens: int | None = None) -> int:
 
 
 def target_context(shape: ModelShape, request: FitRequest) -> int:
-    """The context to aim for: asked, else the trained context capped by the registry and the default cap."""
+    """The context to aim for: asked (within what the model was trained for), else the trained context capped by
+    the registry and the default cap."""
     trained = shape.context_length or DEFAULT_CONTEXT_CAP
     if request.ctx_size is not None:
+        if shape.context_length and request.ctx_size > shape.context_length:
+            raise ContextSizeError(request.ctx_size, shape.context_length)
         return request.ctx_size
     target = min(c for c in (trained, request.default_ctx, DEFAULT_CONTEXT_CAP) if c)
     if request.min_ctx > target:

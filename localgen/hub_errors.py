@@ -12,8 +12,8 @@ def offline_error(repo: str, quant: str | None, filename: str | None, reference:
     """The error for a model that is needed offline but not cached."""
     ref = reference or (f"{repo}/{filename}" if filename else f"{repo}:{quant}" if quant else repo)
     return HubError(f"{ref} is not in the local cache and the network is off (offline mode)",
-                    hint=f"run `localgen pull {ref}` while online (offline mode comes from --offline, "
-                         "HF_HUB_OFFLINE or LOCALGEN_OFFLINE)")
+                    hint=f"turn offline mode off (drop --offline, unset HF_HUB_OFFLINE and LOCALGEN_OFFLINE), "
+                         f"then run `localgen pull {ref}`")
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -51,8 +51,8 @@ def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None)
 
     where = f"{repo}/{filename}" if filename else repo
     login = "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN"
-    net_hint = "check your network connection (and HF_ENDPOINT / proxy settings), or use --offline " \
-               "to run a model that is already cached"
+    net_hint = "check your network connection (and HF_ENDPOINT / proxy settings); models already downloaded " \
+               "run offline with `localgen run --offline`"
     for err in _chain(exc):
         status = _status_of(err)
         if isinstance(err, kind("GatedRepoError")):
@@ -77,7 +77,7 @@ def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None)
                             hint="wait a minute and try again, or log in to get a higher limit")
         if status is not None and status >= 500:
             return HubError(f"the Hugging Face Hub returned a server error (HTTP {status}) for {where}",
-                            hint="the Hub may be down; try again later, or use --offline with a cached model")
+                            hint="the Hub may be down; try again later, or run a downloaded model with --offline")
         if status is not None and status >= 400:
             return HubError(f"the Hugging Face Hub refused the request for {where} (HTTP {status})")
         names = _class_names(err)

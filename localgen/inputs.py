@@ -57,7 +57,9 @@ def gather_attachments(files: Sequence[Path], stdin: BinaryIO | None, warnings: 
     A file named "-" is stdin, as is stdin_asked (a prompt of "-"): then stdin is read even from a terminal.
     """
     asked = stdin_asked or any(str(path) == STDIN_NAME for path in files)
-    texts = [read_file_input(path, warnings) for path in files if str(path) != STDIN_NAME]
+    named = [path for path in files if str(path) != STDIN_NAME]
+    texts = [read_file_input(path, warnings) for path in named]
+    warnings.extend(f"{path} is empty" for path, text in zip(named, texts, strict=True) if not text.strip())
     piped = read_stdin_input(stdin, warnings, asked=asked)
     if piped is not None:
         texts.append(piped)

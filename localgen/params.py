@@ -42,7 +42,7 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         _check(0.0 <= self.temperature <= 100.0, f"temperature {self.temperature} is out of range",
-               "use a value from 0 (greedy) to 2; typical is 0.7")
+               "use 0 (greedy) to 100; useful values are up to about 2, typical is 0.7")
         _check(self.top_k >= 0, f"top-k {self.top_k} is negative", "use 0 (off) or a positive count, e.g. 40")
         _check(0.0 <= self.top_p <= 1.0, f"top-p {self.top_p} is out of range", "use a value from 0 to 1")
         _check(0.0 <= self.min_p <= 1.0, f"min-p {self.min_p} is out of range", "use a value from 0 to 1")

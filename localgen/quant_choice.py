@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localgen.errors import GGUFError, InsufficientMemoryError, LocalgenError
+from localgen.errors import GGUFError, InsufficientMemoryError, LocalgenError, ModelNotFoundError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape, model_shape, read_shape
 from localgen.fit import (
     MIN_AUTO_CONTEXT,
@@ -244,6 +244,7 @@ def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | Non
     request = replace(request, default_ctx=target.default_ctx)
     text = reference or ""
     notes: list[str] = []
+    survey_error: LocalgenError | None = None
     if target.path is None and target.repo is not None and not (offline or hub.is_offline()):
         try:
             files = hub.list_gguf_files(target.repo)
@@ -252,8 +253,14 @@ def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | Non
             chosen = _named_index(options, files, target) if named else choose_option(options, request)
             return FitReport(text, target.repo, hw, request, tuple(options), chosen, tuple(notes))
         except LocalgenError as exc:
+            survey_error = exc
             notes.append(f"could not survey {target.repo} on the Hub ({exc.message}); showing the local copy")
-    resolved = resolve_model(reference, offline=offline, pull=False)
+    try:
+        resolved = resolve_model(reference, offline=offline, pull=False)
+    except ModelNotFoundError:
+        if survey_error is not None:
+            raise survey_error from None  # not downloaded either: the Hub's error is the one to fix
+        raise
     option = local_option(resolved.path, hw, request, label=target.quant or None)
     return FitReport(text, target.repo, hw, request, (option,), 0 if option.plan else None, tuple(notes))
 

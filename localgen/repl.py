@@ -386,7 +386,7 @@ class Repl:
             return
         path = Path(shlex.split(argument)[0] if argument[0] in "'\"" else argument).expanduser()
         warnings: list[str] = []
-        text = read_file_input(path, warnings)
+        text = read_file_input(path, warnings, option="/file")
         for warning in warnings:
             console.warn(warning)
         self.session.attachments.append(text)

@@ -78,7 +78,8 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     if offline or not pull:
         raise ModelNotFoundError(
             f"model '{ref.text}' is not downloaded" + (" and localgen is offline" if offline else ""),
-            hint=f"run `localgen pull {ref.text}` while online",
+            hint=(f"turn offline mode off (drop --offline, unset HF_HUB_OFFLINE and LOCALGEN_OFFLINE), then run "
+                  f"`localgen pull {ref.text}`") if offline else f"run `localgen pull {ref.text}`",
         )
     paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text)
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from localgen.chat import Message, PromptFormat
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.engine import Engine
-from localgen.errors import ModelLoadError, ModelNotFoundError, UsageError
+from localgen.errors import ModelLoadError, ModelNotFoundError
 from localgen.estimate import ModelShape, header_shape
 from localgen.events import Event
 from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, plan_fit, replan_gpu_layers
@@ -63,18 +63,14 @@ class LoadedModel:
 def plan_load(options: ModelOptions, resolved: ResolvedModel, header: GGUFInfo,
               hw: Hardware | None = None) -> tuple[LoadOptions, LoadPlan, ModelShape]:
     """Choose context, GPU layers, KV type and threads for a model on this machine (fit.plan_fit)."""
-    trained_context = header.context_length or 0
-    if options.ctx_size is not None and trained_context and options.ctx_size > trained_context:
-        raise UsageError(f"--ctx-size {options.ctx_size:,} is beyond the model's maximum of {trained_context:,}",
-                         hint=f"use --ctx-size {trained_context} or less")
     shape = header_shape(header, resolved.path)
     plan = plan_fit(shape, hw or probe_hardware(), fit_request(options, default_ctx=resolved.context),
                     label=resolved.display_name)
-    threads = options.threads or physical_cores()
+    threads = options.threads if options.threads is not None else physical_cores()
     load_options = LoadOptions(
         n_ctx=plan.n_ctx,
         n_threads=threads,
-        n_threads_batch=options.threads_batch or threads,
+        n_threads_batch=options.threads_batch if options.threads_batch is not None else threads,
         n_batch=options.batch_size,
         n_ubatch=options.ubatch_size,
         n_gpu_layers=plan.n_gpu_layers,

@@ -75,3 +75,11 @@ def test_cli_bench_json() -> None:
 def test_cli_bench_rejects_bad_counts() -> None:
     result = run_localgen("bench", "-r", "0")
     assert result.returncode == 2 and "repetitions" in result.err
+
+
+def test_a_prompt_beyond_the_model_is_refused_before_loading() -> None:
+    result = run_localgen("bench", "-p", "100000", "-n", "16", "-r", "1")
+    assert result.returncode == 2 and "Traceback" not in result.err
+    last = result.err.strip().splitlines()[-1]
+    assert last == ("localgen: error: -p 100,000 and -n 16 need a 100,320-token context, beyond the model's maximum "
+                    "of 8,192 (hint: use a smaller -p)")

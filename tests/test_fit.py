@@ -446,3 +446,10 @@ def test_fit_and_run_against_the_hub(hubenv: HubEnv, quant_files: dict[str, Path
     assert localgen_main("run", "-m", f"{REPO}:F16", "hi") == 1
     assert "needs about" in capsys.readouterr().err
     assert not any("fit-F16" in p.name for p in hubenv.snapshot_files(REPO))
+
+
+def test_fit_of_a_model_not_downloaded_names_the_hub_problem_not_the_missing_copy() -> None:
+    result = run_localgen("fit", "qwen2.5-1.5b", env={"HF_ENDPOINT": "http://127.0.0.1:9"})  # nothing listens
+    assert result.returncode == 1, result.err
+    assert "cannot reach the Hugging Face Hub (http://127.0.0.1:9)" in result.err.splitlines()[-1]
+    assert "is not downloaded" not in result.err.splitlines()[-1]

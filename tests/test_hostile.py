@@ -83,6 +83,12 @@ CASES: dict[str, Case] = {
     # threads and batches
     "threads-negative": Case(("run", "hi", "--threads", "-1"), USAGE, "--threads -1 is out of range"),
     "threads-absurd": Case(("run", "hi", "--threads", "100000"), USAGE, "--threads 100000 is out of range"),
+    "threads-zero": Case(("run", "hi", "--threads", "0"), USAGE, "--threads 0 is out of range"),
+    "threads-batch-zero": Case(("run", "hi", "--threads-batch", "0"), USAGE, "--threads-batch 0 is out of range"),
+    "gpu-layers-negative": Case(("run", "hi", "--gpu-layers", "-5"), USAGE, "--gpu-layers -5 is out of range"),
+    "gpu-layers-and-no-gpu": Case(("run", "hi", "--no-gpu", "--gpu-layers", "3"), USAGE, "contradict each other"),
+    "fit-ctx-beyond-the-model": Case(("fit", "{bundled}", "--ctx", "16384"), USAGE,
+                                     "16,384 is beyond the model's maximum of 8,192"),
     "batch-zero": Case(("run", "hi", "--batch-size", "0"), USAGE, "batch size 0 is out of range"),
     "ubatch-negative": Case(("run", "hi", "--ubatch-size", "-1"), USAGE, "ubatch size -1 is out of range"),
     # prompt and stdin
@@ -97,6 +103,8 @@ CASES: dict[str, Case] = {
     "prompt-larger-than-context": Case(("run", "Summarize.", "-c", "64", "-m", "{bundled}"), RUNTIME,
                                        "tokens but the context holds 64",
                                        stdin=b"The quick brown fox jumps over the lazy dog.\n" * 20),
+    "prompt-larger-than-the-model": Case(("run", "Summarize.", "-c", "8192", "-m", "{bundled}"), RUNTIME,
+                                         "8,192 tokens is the most this model takes", stdin=b"word " * 9000),
     # -f
     "file-missing": Case(("run", "hi", "-f", "/nonexistent/notes.txt"), USAGE, "no such file"),
     "file-directory": Case(("run", "hi", "-f", "{dir}"), USAGE, "is a directory"),
@@ -124,6 +132,7 @@ CASES: dict[str, Case] = {
     "ref-drive-letter": Case(("run", "hi", "-m", "org/repo/C:x.gguf"), USAGE, "unsafe file name"),
     "ref-dot-repo": Case(("pull", "org/.."), USAGE, "not a valid Hugging Face repo"),
     "pull-traversal": Case(("pull", "org/repo/../../x.gguf"), USAGE, "unsafe file name"),
+    "pull-a-text-file": Case(("pull", "{text_file}"), RUNTIME, "not a GGUF file"),
     "show-traversal": Case(("models", "show", "org/repo/sub/../../../x.gguf"), USAGE, "unsafe file name"),
 }
 

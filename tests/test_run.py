@@ -282,3 +282,11 @@ def test_chat_template_file_gives_a_local_model_a_template(tmp_path: Path, bundl
     question = "Question: What is the capital of France?\nAnswer in one word:"
     plain = run_localgen("run", "-m", str(base), "--raw", question, "-n", "4", "--json", *GREEDY)
     assert json.loads(plain.out)["text"] == record["text"]  # exactly the template's rendering was sent
+
+
+def test_an_empty_attachment_is_warned_about_and_seed_minus_one_is_random(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    result = run_localgen("run", "-f", str(empty), "Say hi.", "-n", "3", "--seed", "-1")
+    assert result.returncode == 0, result.err
+    assert f"warning: {empty} is empty" in result.err

@@ -269,9 +269,11 @@ class Engine:
     def check_fits(self, n_prompt: int) -> None:
         """Raise ContextOverflowError when a prompt leaves no room to generate."""
         if n_prompt + 1 > self.n_ctx:
+            at_most = self.n_ctx >= self.n_ctx_train > 0
             raise ContextOverflowError(
                 f"the prompt is {n_prompt:,} tokens but the context holds {self.n_ctx:,}",
-                hint=f"raise --ctx-size (the model was trained for {self.n_ctx_train:,}) or shorten the input",
+                hint=f"shorten the input: {self.n_ctx_train:,} tokens is the most this model takes" if at_most else
+                f"raise --ctx-size (the model was trained for {self.n_ctx_train:,}) or shorten the input",
             )
 
     def generate(self, prompt: Sequence[int], sampling: SamplingParams, limits: GenerationLimits | None = None,
