@@ -17,12 +17,14 @@ cache_app = typer.Typer(help="List the on-disk prompt cache (KV state of long pr
 
 
 @cache_app.callback(invoke_without_command=True)
-def cache(ctx: typer.Context) -> None:
+def cache(ctx: typer.Context,
+          json_output: Annotated[bool, typer.Option("--json", help="JSON output.")] = False) -> None:
     """List the prompt cache's entries and size."""
-    if ctx.invoked_subcommand is None:
-        from localgen.promptcache import describe_cache
+    if ctx.invoked_subcommand is not None:
+        return
+    from localgen.promptcache import cache_listing, describe_cache
 
-        print(describe_cache())
+    print(json.dumps(cache_listing(), indent=2) if json_output else describe_cache())
 
 
 @cache_app.command("clear")
@@ -71,6 +73,7 @@ def models_list(json_output: Annotated[bool, typer.Option("--json", help="JSON o
 def models_show(
     reference: Annotated[str, typer.Argument(help="A model reference.")],
     template: Annotated[bool, typer.Option("--template", help="Print the chat template.")] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
     """Describe a model from its GGUF header (no weights are loaded)."""
     from localgen import console
@@ -88,7 +91,16 @@ def models_show(
         return
     spec = resolved.spec
     license_ = (spec.license if spec else None) or str(info.metadata.get("general.license", "unknown"))
-    sha = recorded_sha256(resolved.path) or "not verified yet"
+    sha = recorded_sha256(resolved.path)
+    plan = plan_summary(resolved.path, default_ctx=resolved.context)
+    if json_output:
+        print(json.dumps({
+            "name": resolved.display_name, "architecture": info.architecture, "parameters": info.parameter_count,
+            "quant": info.quant, "context_length": info.context_length, "layers": info.block_count,
+            "embedding_size": info.embedding_length, "chat_template": bool(info.chat_template),
+            "license": license_, "file_size": info.file_size, "sha256": sha, "source": resolved.source,
+            "path": str(resolved.path), "load_plan": plan}, indent=2))
+        return
     console.print_fields([
         ("name", resolved.display_name), ("architecture", info.architecture),
         ("parameters", f"{info.parameter_count / 1e6:,.1f} M"), ("quant", info.quant or "unknown"),
@@ -96,8 +108,8 @@ def models_show(
         ("embedding size", str(info.embedding_length)),
         ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),
         ("license", license_), ("file size", f"{human_size(info.file_size)} ({info.file_size:,} bytes)"),
-        ("sha256", sha), ("source", resolved.source), ("path", str(resolved.path)),
-        ("load plan", plan_summary(resolved.path, default_ctx=resolved.context)),
+        ("sha256", sha or "not verified yet"), ("source", resolved.source), ("path", str(resolved.path)),
+        ("load plan", plan),
     ])
 
 
@@ -113,7 +125,7 @@ def models_rm(
 
     registry = load_registry(settings().user_registry)
     plan = remove_model(registry, reference, dry_run=True)
-    if not yes and sys.stdin.isatty():
+    if not yes and sys.stdin is not None and sys.stdin.isatty():
         if not console.confirm(f"remove {plan.name} ({human_size(plan.bytes_freed)})?"):
             console.say("nothing removed")
             raise typer.Exit(EXIT_OK)

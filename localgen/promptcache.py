@@ -245,6 +245,17 @@ def clear(directory: Path) -> tuple[int, int]:
     return count, size
 
 
+def cache_listing() -> dict[str, object]:
+    """The `localgen cache --json` listing: folder, bound, total size and entries (newest first)."""
+    from localgen.config import prompt_cache_bytes
+
+    directory = cache_dir()
+    entries = list_entries(directory)
+    return {"directory": str(directory), "max_bytes": prompt_cache_bytes(), "total_bytes": sum(e.size for e in entries),
+            "entries": [{"file": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": e.last_used}
+                        for e in entries]}
+
+
 def describe_cache() -> str:
     """The `localgen cache` listing: folder, entries (newest first), total size and bound."""
     import time

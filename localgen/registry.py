@@ -88,7 +88,7 @@ _FIELDS = {
 def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
     """Build a ModelSpec from one [models.NAME] table, checking field names and types."""
     if not isinstance(table, dict):
-        raise ConfigError(f"{source}: [models.{name}] must be a table")
+        raise ConfigError(f"{source}: [models.{name}] must be a table", hint=f'write [models.{name}] and its keys')
     if not _NAME_PATTERN.match(name):
         raise ConfigError(f"{source}: [models.{name!r}]: model names use letters, digits, '.', '_' and '-'",
                           hint="rename the entry")
@@ -99,10 +99,13 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
                     else f"known keys: {', '.join(_FIELDS)}")
             raise ConfigError(f"{source}: [models.{name}] has unknown key '{key}'", hint=hint)
         if not isinstance(value, expected) or isinstance(value, bool):
-            raise ConfigError(f"{source}: [models.{name}].{key} must be {_TYPE_WORDS[expected]}")
+            example = '"text"' if expected is str else "4096"
+            raise ConfigError(f"{source}: [models.{name}].{key} must be {_TYPE_WORDS[expected]}",
+                              hint=f"write {key} = {example}")
     for required in ("repo", "quant"):
         if required not in table:
-            raise ConfigError(f"{source}: [models.{name}] needs '{required}'")
+            example = 'repo = "ORG/NAME-GGUF"' if required == "repo" else 'quant = "Q4_K_M"'
+            raise ConfigError(f"{source}: [models.{name}] needs '{required}'", hint=f"add {example}")
     _check_spec_values(f"{source}: [models.{name}]", table)
     return ModelSpec(name=name.lower(), **table)
 
@@ -123,7 +126,7 @@ def _check_spec_values(where: str, table: dict[str, object]) -> None:
                 raise ConfigError(f"{where}.{key}: {exc.message}", hint=exc.hint) from None
     for key in ("context", "size"):
         if key in table and int(table[key]) <= 0:  # type: ignore[call-overload]
-            raise ConfigError(f"{where}.{key} must be a positive integer")
+            raise ConfigError(f"{where}.{key} must be a positive integer", hint=f"write {key} = 4096, for example")
 
 
 def _parse_registry(text: str, source: Path | str) -> tuple[dict[str, ModelSpec], str | None]:
@@ -133,14 +136,23 @@ def _parse_registry(text: str, source: Path | str) -> tuple[dict[str, ModelSpec]
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
         reason = exc if isinstance(exc, tomllib.TOMLDecodeError) else "nested too deeply"
         raise ConfigError(f"{source}: not valid TOML ({reason})", hint="fix or remove the file") from exc
+    unknown = sorted(set(data) - {"models", "defaults"})
+    if unknown:
+        raise ConfigError(f"{source}: unknown table or key '{unknown[0]}'",
+                          hint="the file holds [models.NAME] entries and an optional [defaults] model = \"NAME\"")
     models = data.get("models", {})
     if not isinstance(models, dict):
-        raise ConfigError(f"{source}: 'models' must be a table of [models.NAME] entries")
+        raise ConfigError(f"{source}: 'models' must be a table of [models.NAME] entries",
+                          hint="write [models.NAME] tables")
     specs = {name.lower(): _spec_from_table(name, table, source) for name, table in models.items()}
     defaults = data.get("defaults", {})
     default = defaults.get("model") if isinstance(defaults, dict) else None
     if not isinstance(defaults, dict) or not isinstance(default, (str, type(None))):
         raise ConfigError(f"{source}: [defaults] model must be a model name", hint='write model = "NAME"')
+    if set(defaults) - {"model"}:
+        key = sorted(set(defaults) - {"model"})[0]
+        raise ConfigError(f"{source}: [defaults] has unknown key '{key}'",
+                          hint="[defaults] sets only model = \"NAME\"; give sampling settings as options")
     return specs, default
 
 

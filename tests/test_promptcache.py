@@ -209,6 +209,8 @@ def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> N
     assert first.returncode == 0, first.err
     listing = run_localgen("cache", env=env)
     assert "1 entry" in listing.out, listing.out
+    (entry,) = json.loads(run_localgen("cache", "--json", env=env).out)["entries"]
+    assert entry["tokens"] == json.loads(first.out)["usage"]["prompt_tokens"], "the prompt's KV, not the answer's"
     second = run_localgen("run", *args, "Which box holds most?", env=env)
     uncached = run_localgen("run", *args, "--no-cache", "Which box holds most?", env=env)
     record, reference = json.loads(second.out), json.loads(uncached.out)

@@ -35,12 +35,15 @@ def test_user_registry_extends_and_overrides(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text", ['[models.x]\nrepo = "a/b"\n', "not toml [[[", '[models.x]\nrepo = 3\nquant="Q4_0"\n',
-                                  '[models.x]\nrepo = "a/b"\nquant = "Q4_0"\nbogus = 1\n'])
-def test_bad_user_registry_is_a_clear_error(tmp_path: Path, text: str) -> None:
+                                  '[models.x]\nrepo = "a/b"\nquant = "Q4_0"\nbogus = 1\n',
+                                  "[defaults]\ntemperature = 0\n", "[settings]\nx = 1\n", "colour = 1\n",
+                                  '[models.x]\nrepo = "a/b"\nquant = "Q4_0"\ncontext = 0\n'])
+def test_bad_user_registry_is_a_clear_error_with_a_hint(tmp_path: Path, text: str) -> None:
     user = tmp_path / "models.toml"
     user.write_text(text)
-    with pytest.raises(ConfigError, match=str(user)):
+    with pytest.raises(ConfigError, match=str(user)) as info:
         load_registry(user)
+    assert info.value.hint
 
 
 def test_unknown_name_suggests_close_ones() -> None:
