@@ -167,7 +167,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
         return BenchResult(
             model=loaded.resolved.display_name, path=str(loaded.resolved.path), backend=engine.backend_version,
             n_threads=o.n_threads, n_threads_batch=o.n_threads_batch, n_batch=engine.n_batch,
-            n_ubatch=min(o.n_ubatch, engine.n_batch), flash_attn=o.flash_attn, kv_type=o.kv_type,
+            n_ubatch=engine.n_ubatch, flash_attn=o.flash_attn, kv_type=o.kv_type,
             n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps, figures=figures)
     finally:
         loaded.close()

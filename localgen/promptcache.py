@@ -17,6 +17,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from localgen.errors import LocalgenError
 from localgen.storage import atomic_write_bytes
@@ -74,9 +75,9 @@ def encode_entry(identity: str, tokens: Sequence[int], state: bytes | bytearray)
     return b"".join((header, ident, token_bytes, state))
 
 
-def _read_header(handle: object, size: int) -> _Header:
+def _read_header(handle: BinaryIO, size: int) -> _Header:
     """Parse and sanity-check an entry's header; raise ValueError when it is not a valid entry."""
-    raw = handle.read(HEADER.size)  # type: ignore[attr-defined]
+    raw = handle.read(HEADER.size)
     if len(raw) != HEADER.size:
         raise ValueError("truncated header")
     magic, version, ident_len, n_tokens, state_size, digest = HEADER.unpack(raw)
@@ -89,9 +90,9 @@ def _read_header(handle: object, size: int) -> _Header:
     offset = HEADER.size + ident_len + 4 * n_tokens
     if offset + state_size != size:
         raise ValueError(f"size {size} does not match the header ({offset + state_size})")
-    identity = handle.read(ident_len).decode("utf-8", errors="replace")  # type: ignore[attr-defined]
+    identity = handle.read(ident_len).decode("utf-8", errors="replace")
     tokens = array("i")
-    tokens.frombytes(handle.read(4 * n_tokens))  # type: ignore[attr-defined]
+    tokens.frombytes(handle.read(4 * n_tokens))
     return _Header(identity, tokens, state_size, digest, offset)
 
 

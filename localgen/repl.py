@@ -89,6 +89,7 @@ class SlashCompleter(Completer):
         self._paths = PathCompleter(expanduser=True)
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
+        """Command names after a leading slash; paths after /file."""
         text = document.text_before_cursor
         if text.startswith("/file "):
             sub = Document(text[len("/file "):])
@@ -127,6 +128,7 @@ class SafeFileHistory(FileHistory):
         self._reported = False
 
     def load_history_strings(self) -> Iterable[str]:
+        """The saved lines, or none (noted once) when the file cannot be read."""
         try:
             return list(super().load_history_strings())
         except OSError as exc:
@@ -134,6 +136,7 @@ class SafeFileHistory(FileHistory):
             return []
 
     def store_string(self, string: str) -> None:
+        """Append a line; a failure is noted once and the chat goes on."""
         try:
             super().store_string(string)
         except OSError as exc:

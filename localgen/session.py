@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields, replace
 
-from localgen.chat import compose_user_message
+from localgen.chat import Message, compose_user_message
 from localgen.conversation import Conversation, Turn, save_conversation
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Completion, Event
@@ -145,7 +145,7 @@ class ChatSession:
         reserve = min(self.limits.max_tokens or DEFAULT_ANSWER_RESERVE, n_ctx // 4)
         return n_ctx - reserve
 
-    def _count(self, messages: list) -> int:
+    def _count(self, messages: list[Message]) -> int:
         """Tokens a conversation takes once rendered."""
         fmt = self.loaded.prompt_format
         return len(fmt.tokenize(self.loaded.engine, fmt.render(messages)))
