@@ -159,7 +159,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
         loaded = load_model(options)
     except ContextSizeError as exc:
         raise UsageError(f"-p {config.n_prompt:,} and -n {config.n_gen:,} need a {ctx:,}-token context, beyond "
-                         f"the model's maximum of {exc.maximum:,}", hint="use a smaller -p") from exc
+                         f"the model's maximum of {exc.maximum:,}", hint="use a smaller -p (or -n)") from exc
     try:
         engine = loaded.engine
         figures = measure(engine, config, progress)

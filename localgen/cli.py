@@ -67,7 +67,6 @@ TopPOpt = Annotated[float, typer.Option(help="Nucleus sampling.")]
 MinPOpt = Annotated[float, typer.Option(help="Min-p sampling.")]
 RepeatPenaltyOpt = Annotated[float, typer.Option(help="1 = off.")]
 SeedOpt = Annotated[int | None, typer.Option(help="Seed for reproducible sampling (-1: random).")]
-RANDOM_SEED = -1  # --seed -1: a random seed, as in llama.cpp
 ThreadsBatchOpt = Annotated[int | None, typer.Option(help="Threads for prefill (default: --threads).")]
 BatchSizeOpt = Annotated[int, typer.Option(help="Prefill chunk size.")]
 UbatchSizeOpt = Annotated[int, typer.Option(help="Physical batch size.")]
@@ -141,7 +140,7 @@ def run(
     system = None if system is None else argument_text(system, "--system", warnings)
     stop = [argument_text(s, "--stop", warnings) for s in stop or ()]
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                              repeat_penalty=repeat_penalty, seed=None if seed == RANDOM_SEED else seed)
+                              repeat_penalty=repeat_penalty, seed=seed)
     limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop))
     check_draft_mode(draft)
     template = read_chat_template(chat_template)
@@ -212,12 +211,13 @@ def _stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
 
 def _finish_output(loaded: LoadedModel, completion: Completion, output: TextOutput | None) -> None:
     """End the streamed text (output), or print the whole result as one JSON object (output None)."""
+    from localgen import console
+
     try:
         if output is None:
             record = completion.to_dict() | {"model": {"name": loaded.resolved.display_name,
                                                       "path": str(loaded.resolved.path)}}
-            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
-            sys.stdout.flush()
+            console.write_out(sys.stdout, json.dumps(record, ensure_ascii=False) + "\n")
         else:
             output.finish()
     except BrokenPipeError:
@@ -263,7 +263,7 @@ def chat(
     for message in warnings:
         console.warn(message)
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                              repeat_penalty=repeat_penalty, seed=None if seed == RANDOM_SEED else seed)
+                              repeat_penalty=repeat_penalty, seed=seed)
     limits = GenerationLimits(max_tokens=max_tokens)
     conversation = None
     if resume is not None:
@@ -283,7 +283,7 @@ def chat(
     try:
         Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking).run()
     finally:
-        loaded.close()
+        session.loaded.close()  # the model in use at the end (/model may have replaced the first)
 
 
 @app.command()
@@ -477,11 +477,12 @@ def _run_app(args: list[str]) -> int:
     except SystemExit:
         if type(sys.stdout).__name__ != "PacifyFlushWrapper":
             raise
+        _silence_stdout()
         return EXIT_BROKEN_PIPE  # click's own handling of EPIPE: it wraps stdout and exits 1
     except OSError as exc:
         if exc.errno not in OUTPUT_FULL_ERRNOS:
             return _internal_error(exc)
-        error = console.stdout_error(exc)  # every file localgen writes maps its errors: this is stdout
+        error = console.stdout_error(exc)  # localgen's own file writes map their errors: this is stdout
         console.error(error.message, error.hint)
         return EXIT_RUNTIME
     except Exception as exc:  # never a traceback for users; LOCALGEN_DEBUG=1 shows it

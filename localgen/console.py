@@ -43,14 +43,19 @@ class TextOutput:
         self._pending_newlines = ""
 
     def _write(self, text: str) -> None:
-        """Write and flush; a closed pipe stays a BrokenPipeError, any other failure becomes a LocalgenError."""
-        try:
-            self._stream.write(text)
-            self._stream.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise stdout_error(exc) from exc
+        """Write and flush this piece."""
+        write_out(self._stream, text)
+
+
+def write_out(stream: TextIO, text: str) -> None:
+    """Write model output and flush: a closed pipe stays a BrokenPipeError, any other failure a LocalgenError."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise stdout_error(exc) from exc
 
 
 def stdout_error(exc: OSError) -> LocalgenError:
@@ -126,7 +131,8 @@ class AnswerView:
     """Shows a streamed answer on a terminal: Markdown (finished blocks printed once) or plain text.
 
     Each block is rendered together with the block before it and only its own lines are shown, so blocks are
-    spaced exactly as rich spaces them when the whole answer is rendered at once.
+    spaced as rich spaces them when the whole answer is rendered at once (a construct that spans more than two
+    blocks, such as a list item continued after a blank line, can still gain a blank line).
     """
 
     def __init__(self, *, markdown: bool, show_thinking: bool, stream: TextIO | None = None) -> None:

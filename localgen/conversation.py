@@ -82,7 +82,8 @@ class Conversation:
         if alone > budget:
             raise ContextOverflowError(
                 f"this message needs {alone:,} tokens but only {budget:,} are free for it in the context",
-                hint="shorten the message or the system prompt, or restart with a larger --ctx-size",
+                hint="shorten the message or the system prompt (or attachments), or start the chat with a larger "
+                     "--ctx-size if the model allows one (/show tells)",
             )
         dropped = 0
         while len(self.turns) > 1 and count_tokens(self.messages()) > budget:

@@ -20,6 +20,7 @@ MAX_TOKENS_LIMIT = 10_000_000
 MAX_CONTEXT_LIMIT = 10_000_000
 MAX_THREADS = 1024
 MAX_SEED = 2**32 - 2
+RANDOM_SEED = -1  # as a seed: a random one, as in llama.cpp
 
 
 def _check(ok: bool, message: str, hint: str) -> None:
@@ -49,8 +50,10 @@ class SamplingParams:
         _check(0.0 < self.repeat_penalty <= 10.0, f"repeat penalty {self.repeat_penalty} is out of range",
                "use a value above 0; 1 disables it, typical is 1.1")
         _check(self.repeat_last_n >= 0, "repeat-last-n is negative", "use 0 (off) or a token count")
+        if self.seed == RANDOM_SEED:
+            object.__setattr__(self, "seed", None)  # frozen: normalised once, here
         _check(self.seed is None or 0 <= self.seed <= MAX_SEED, f"seed {self.seed} is out of range",
-               f"use a seed from 0 to {MAX_SEED}")
+               f"use a seed from 0 to {MAX_SEED}, or -1 for a random one")
 
     def with_value(self, name: str, value: object) -> SamplingParams:
         """A copy with one field changed (validated)."""

@@ -105,10 +105,14 @@ def parse_header_bytes(data: bytes, name: str) -> GGUFInfo:
     """Parse a GGUF header from the first bytes of a file (tensor data need not be there)."""
     from localgen.gguf_file import read_gguf
 
-    with tempfile.TemporaryDirectory(prefix="localgen-header-") as folder:
-        path = Path(folder) / (Path(name).name or "header.gguf")
-        path.write_bytes(data)
-        return read_gguf(path, check_tensors=False)
+    try:
+        with tempfile.TemporaryDirectory(prefix="localgen-header-") as folder:
+            path = Path(folder) / (Path(name).name or "header.gguf")
+            path.write_bytes(data)
+            return read_gguf(path, check_tensors=False)
+    except OSError as exc:
+        raise LocalgenError(f"cannot write a scratch copy of {name}'s header: {exc.strerror or exc}",
+                            hint="free some space in the temporary folder (TMPDIR)") from exc
 
 
 def remote_header(repo: str, filename: str, size: int, *, revision: str | None = None) -> GGUFInfo:

@@ -243,6 +243,8 @@ class Repl:
     def _toolbar(self) -> str:
         """Model, context used / size, last decode speed."""
         engine = self.session.loaded.engine
+        if not engine.is_open:
+            return " no model loaded │ /model NAME │ /help"
         speed = self.session.last.timings.decode_tokens_per_s if self.session.last else 0.0
         return (f" {self.session.loaded.resolved.display_name} │ {engine.kv_tokens:,}/{engine.n_ctx:,} tokens │ "
                 f"{speed:.1f} tok/s │ /help")

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from localgen.chat import Message, compose_user_message
 from localgen.conversation import Conversation, Turn, save_conversation
-from localgen.errors import ContextOverflowError, LocalgenError, UsageError
+from localgen.errors import LocalgenError, UsageError
 from localgen.events import Completion, Event
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.runner import LoadedModel, ModelOptions, load_model, prompt_tokens
@@ -63,14 +63,15 @@ class ChatSession:
         message = compose_user_message(text, self.attachments)
         if not message:
             raise UsageError("the message is empty", hint="type a question, or /help")
+        before, attachments = list(self.conversation.turns), self.attachments
         self.conversation.turns.append(Turn(user=message))
         try:
             dropped = self._make_room()
-        except ContextOverflowError:
-            self.conversation.turns.pop()
+        except BaseException:  # a template error, no model, Ctrl-C: the conversation stays as it was
+            self.conversation.turns[:] = before
             raise
         self.attachments = []
-        return TurnStart(dropped=dropped), self._answer()
+        return TurnStart(dropped=dropped), self._answer(restore=(before, attachments))
 
     def regenerate(self) -> Iterator[Event]:
         """Answer the last question again (the old answer stays if the new one fails before it starts)."""
@@ -99,8 +100,9 @@ class ChatSession:
     def switch_model(self, reference: str) -> LoadedModel:
         """Load another model and keep the conversation (a --chat-template belonged to the first model).
 
-        The current model is freed before the new one is planned and loaded; if that load fails, the current
-        model is loaded again and the error is raised.
+        The current model is freed before the new one is planned and loaded, so the plan sees its memory (the
+        quant chosen for ORG/REPO without one is judged before that, with the current model still loaded). If the
+        load fails, the current model is loaded again and the error is raised.
         """
         options = replace(self.options, model=reference, chat_template=None)
         released = False
@@ -122,13 +124,15 @@ class ChatSession:
         return new
 
     def _reload(self, cause: BaseException) -> None:
-        """Load the current model again after a failed switch; say so when even that fails."""
+        """Load the current model again after a failed switch; say so when even that fails (the session then
+        has no model: questions are refused until /model loads one)."""
         try:
             self.loaded = load_model(self.options)
-        except LocalgenError as exc:
+        except BaseException as exc:
             what = cause.message if isinstance(cause, LocalgenError) else type(cause).__name__
-            raise LocalgenError(f"{what}; then reloading {self.options.model or 'the default model'} failed too: "
-                                f"{exc.message}", hint="/model NAME loads another model") from cause
+            why = exc.message if isinstance(exc, LocalgenError) else type(exc).__name__
+            raise LocalgenError(f"{what}; then reloading {self.options.model or 'the default model'} failed too "
+                                f"({why}): no model is loaded", hint="/model NAME loads one") from cause
 
     def replace_conversation(self, conversation: Conversation) -> None:
         """Continue a loaded conversation (its settings applied where valid)."""
@@ -154,11 +158,13 @@ class ChatSession:
         """Drop the oldest exchanges until the prompt fits."""
         return self.conversation.fit(self._count, self._budget())
 
-    def _answer(self, *, again: bool = False) -> Iterator[Event]:
+    def _answer(self, *, again: bool = False,
+                restore: tuple[list[Turn], list[str]] | None = None) -> Iterator[Event]:
         """Stream the answer to the last turn, recording it (even partial) in the conversation.
 
-        If no answer comes (an error, or Ctrl-C before any text), a new question is dropped and a question
-        asked again keeps its previous answer, so the conversation never holds two questions in a row.
+        If no answer comes (an error, or Ctrl-C before any text), the conversation and attachments go back to
+        restore (as they were before the question: exchanges dropped to make room return), and a question asked
+        again keeps its previous answer; so the conversation never holds two questions in a row.
         """
         turn = self.conversation.turns[-1]
         previous = (turn.answer, turn.interrupted)
@@ -177,8 +183,8 @@ class ChatSession:
             if not answered:
                 if again:
                     turn.answer, turn.interrupted = previous
-                elif turn in self.conversation.turns:
-                    self.conversation.turns.remove(turn)
+                elif restore is not None:
+                    self.conversation.turns[:], self.attachments = restore
             self._save()
 
     def _save(self) -> None:
@@ -192,7 +198,9 @@ def _parse_setting(key: str, raw: str) -> int | float | None:
     """Parse a /set value for a setting, as the right type."""
     kind = {f.name: f.type for f in fields(SamplingParams)}.get(key, "int")
     text = raw.strip().lower()
-    if key in ("seed", "max_tokens") and text in ("none", "off", "random", "-1"):
+    if key == "seed" and text in ("none", "random"):
+        return None
+    if key == "max_tokens" and text in ("none", "off", "-1"):
         return None
     try:
         return float(raw) if "float" in str(kind) else int(raw)

@@ -37,10 +37,12 @@ class StopOnSignal:
         self._stop()
 
     def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
-        if self._reset is not None:
-            self._reset()
+        try:
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)  # type: ignore[arg-type]
+        finally:  # a signal landing under the restored handler must not skip the reset
+            if self._reset is not None:
+                self._reset()
 
     @property
     def exit_code(self) -> int | None:

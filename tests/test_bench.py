@@ -82,4 +82,4 @@ def test_a_prompt_beyond_the_model_is_refused_before_loading() -> None:
     assert result.returncode == 2 and "Traceback" not in result.err
     last = result.err.strip().splitlines()[-1]
     assert last == ("localgen: error: -p 100,000 and -n 16 need a 100,320-token context, beyond the model's maximum "
-                    "of 8,192 (hint: use a smaller -p)")
+                    "of 8,192 (hint: use a smaller -p (or -n))")

@@ -149,10 +149,13 @@ def test_undo_regen_reset_and_set(chat: Chat) -> None:
     chat.command("/undo", "dropped")
     assert len(chat.conversation()["turns"]) == 1
     first_answer = chat.conversation()["turns"][0]["answer"]
+    snippet = first_answer.strip().splitlines()[0][:20]
+    shown = chat.transcript.getvalue().count(snippet)
     saved = chat.saved_at()
     chat.child.sendline("/regen")
     chat.wait_for(lambda _: chat.saved_at() != saved)  # saved once the new answer is complete
     chat.sync()
+    assert chat.transcript.getvalue().count(snippet) > shown, "/regen showed a new answer"
     state = chat.conversation()
     assert len(state["turns"]) == 1 and state["turns"][0]["answer"] == first_answer  # greedy: the same again
     chat.command("/set temperature 0.5", "temperature = 0.5")

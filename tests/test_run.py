@@ -284,9 +284,15 @@ def test_chat_template_file_gives_a_local_model_a_template(tmp_path: Path, bundl
     assert json.loads(plain.out)["text"] == record["text"]  # exactly the template's rendering was sent
 
 
-def test_an_empty_attachment_is_warned_about_and_seed_minus_one_is_random(tmp_path: Path) -> None:
+def test_an_empty_attachment_is_warned_about(tmp_path: Path) -> None:
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    result = run_localgen("run", "-f", str(empty), "Say hi.", "-n", "3", "--seed", "-1")
+    result = run_localgen("run", "-f", str(empty), "Say hi.", "-n", "3")
     assert result.returncode == 0, result.err
     assert f"warning: {empty} is empty" in result.err
+
+
+def test_seed_minus_one_means_a_random_seed() -> None:
+    from localgen.params import SamplingParams
+
+    assert SamplingParams(seed=-1).seed is None and SamplingParams(seed=7).seed == 7

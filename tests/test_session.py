@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from localgen import session as session_module
-from localgen.conversation import Conversation
-from localgen.errors import LocalgenError, ModelNotFoundError, TemplateError, UsageError
+from localgen.conversation import Conversation, Turn
+from localgen.errors import LocalgenError, ModelLoadError, ModelNotFoundError, TemplateError, UsageError
 from localgen.events import Completion, Event
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.runner import ModelOptions, load_model
@@ -18,7 +18,7 @@ from tests import gguf_builders as gb
 
 
 def _session(model: Path, ctx_size: int | None) -> ChatSession:
-    options = ModelOptions(model=str(model), ctx_size=ctx_size)
+    options = ModelOptions(model=str(model), ctx_size=ctx_size, threads=2)
     return ChatSession(load_model(options), options, Conversation.new(system=None, model=str(model)),
                        SamplingParams(temperature=0.0), GenerationLimits(max_tokens=8), autosave=False)
 
@@ -94,3 +94,48 @@ def test_model_switch_frees_the_old_model_and_keeps_the_conversation(bundled_mod
         assert _answer(chat.ask("Hello")[1]).usage.completion_tokens > 0
     finally:
         chat.loaded.close()
+
+
+def test_a_template_error_while_making_room_leaves_the_conversation_as_it_was(session: ChatSession,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _answer(session.ask("Name a color.")[1]).text
+    session.attachments = ["a note"]
+
+    def broken(_: object) -> int:
+        raise TemplateError("the chat template failed", hint="fix it")
+
+    monkeypatch.setattr(session, "_count", broken)
+    with pytest.raises(TemplateError):
+        session.ask("Name an animal.")
+    assert _exchanges(session) == [("Name a color.", first)] and session.attachments == ["a note"]
+
+
+def test_exchanges_dropped_for_a_question_that_gets_no_answer_come_back(bundled_model: Path) -> None:
+    chat = _session(bundled_model, 512)
+    try:
+        old = [Turn("word " * 150, "answer " * 20), Turn("more " * 150, "reply " * 20)]
+        chat.conversation.turns.extend(old)
+        start, events = chat.ask("thing " * 150)
+        assert start.dropped == 1 and len(chat.conversation.turns) == 2
+        chat.loaded.engine.request_stop()  # Ctrl-C before any text
+        assert _answer(events).finish_reason == "interrupted"
+        assert chat.conversation.turns == old
+    finally:
+        chat.loaded.close()
+
+
+def test_when_even_the_reload_fails_the_session_has_no_model_and_says_so(session: ChatSession,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(_options: ModelOptions, *, release: object = None) -> None:
+        if callable(release):
+            release()
+        raise ModelLoadError("llama.cpp could not load it")
+
+    monkeypatch.setattr(session_module, "load_model", failing)
+    with pytest.raises(LocalgenError, match=r"failed too .*no model is loaded"):
+        session.switch_model("other-model")
+    engine = session.loaded.engine
+    assert not engine.is_open and engine.n_ctx == 1024, "the facts a chat shows stay readable"
+    with pytest.raises(LocalgenError, match="no model is loaded"):
+        session.ask("Name a color.")
+    assert session.conversation.turns == []

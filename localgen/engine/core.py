@@ -21,7 +21,7 @@ from localgen.tokens import common_prefix
 
 log = logging.getLogger("localgen.engine")
 
-RANDOM_SEED = 0xFFFFFFFF
+LLAMA_DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp: draw a random seed
 PIECE_BUFFER_BYTES = 256
 DRAFT_LIMIT = DRAFT_MAX  # the most drafted tokens verified in one batch
 FA_TILE_Q = 64  # ggml-cpu's GGML_FA_TILE_Q: flash attention switches kernels at this many queries
@@ -46,6 +46,22 @@ class PrefixCache(Protocol):
     def store(self, tokens: Sequence[int], state: bytearray) -> None:
         """Save the KV state of these tokens."""
         ...
+
+
+@dataclass(frozen=True)
+class _ModelFacts:
+    """The loaded model's and context's fixed figures (see Engine's properties)."""
+
+    n_ctx: int
+    n_batch: int
+    n_ubatch: int
+    n_vocab: int
+    n_ctx_train: int
+    bos_token: int
+    bos_text: str
+    eos_text: str
+    adds_bos: bool
+    chat_template: str | None
 
 
 @dataclass(frozen=True)
@@ -76,6 +92,7 @@ class Engine:
         self._one_batch = lc.llama_batch_get_one(self._one_token, 1)
         self._draft_batch = self._new_draft_batch()
         self._stop_requested = False
+        self._facts = self._read_facts()
 
     # --- loading -------------------------------------------------------------------------------
 
@@ -139,7 +156,7 @@ class Engine:
 
     def _check_open(self) -> None:
         """Refuse to touch native memory after close()."""
-        if self._ctx is None or self._model is None:
+        if not self.is_open:
             raise LocalgenError("no model is loaded", hint="load one again (/model NAME in chat)")
 
     def __enter__(self) -> Engine:
@@ -150,30 +167,47 @@ class Engine:
 
     # --- model facts ---------------------------------------------------------------------------
 
+    def _read_facts(self) -> _ModelFacts:
+        """What the loaded model and context are, read once: none of it changes, and all of it stays
+        readable after close() (a chat shows it while no model is loaded)."""
+        template = lc.llama_model_chat_template(self._model, None)
+        return _ModelFacts(
+            n_ctx=min(self.options.n_ctx, int(lc.llama_n_ctx(self._ctx))),
+            n_batch=int(lc.llama_n_batch(self._ctx)),
+            n_ubatch=int(lc.llama_n_ubatch(self._ctx)),
+            n_vocab=int(lc.llama_vocab_n_tokens(self._vocab)),
+            n_ctx_train=int(lc.llama_model_n_ctx_train(self._model)),
+            bos_token=int(lc.llama_vocab_bos(self._vocab)),
+            bos_text=self.token_text(lc.llama_vocab_bos(self._vocab)),
+            eos_text=self.token_text(lc.llama_vocab_eos(self._vocab)),
+            adds_bos=bool(lc.llama_vocab_get_add_bos(self._vocab)),
+            chat_template=template.decode("utf-8", errors="replace") if template else None,
+        )
+
     @property
     def n_ctx(self) -> int:
         """The usable context size: what was asked for, within what llama.cpp allocated."""
-        return min(self.options.n_ctx, int(lc.llama_n_ctx(self._ctx)))
+        return self._facts.n_ctx
 
     @property
     def n_batch(self) -> int:
         """The prefill chunk size llama.cpp accepts (it caps n_batch at the context size)."""
-        return int(lc.llama_n_batch(self._ctx))
+        return self._facts.n_batch
 
     @property
     def n_ubatch(self) -> int:
         """The physical batch size: how many tokens one graph evaluation takes."""
-        return int(lc.llama_n_ubatch(self._ctx))
+        return self._facts.n_ubatch
 
     @property
     def n_vocab(self) -> int:
         """The number of tokens in the vocabulary."""
-        return int(lc.llama_vocab_n_tokens(self._vocab))
+        return self._facts.n_vocab
 
     @property
     def n_ctx_train(self) -> int:
         """The context length the model was trained with."""
-        return int(lc.llama_model_n_ctx_train(self._model))
+        return self._facts.n_ctx_train
 
     @property
     def kv_tokens(self) -> int:
@@ -182,19 +216,19 @@ class Engine:
 
     def chat_template(self) -> str | None:
         """The model's own Jinja chat template, if it has one."""
-        template = lc.llama_model_chat_template(self._model, None)
-        return template.decode("utf-8", errors="replace") if template else None
+        return self._facts.chat_template
 
     def token_text(self, token: int) -> str:
         """The text of a (special) token, e.g. the BOS token's '<s>'."""
         if token < 0:
             return ""
+        self._check_open()
         return self._piece(token, special=True).decode("utf-8", errors="replace")
 
     @property
     def bos_token(self) -> int:
         """The BOS token id (-1 when the model has none)."""
-        return int(lc.llama_vocab_bos(self._vocab))
+        return self._facts.bos_token
 
     @property
     def backend_version(self) -> str:
@@ -204,17 +238,22 @@ class Engine:
     @property
     def bos_text(self) -> str:
         """The BOS token as text ('' when the model has none)."""
-        return self.token_text(lc.llama_vocab_bos(self._vocab))
+        return self._facts.bos_text
 
     @property
     def eos_text(self) -> str:
         """The EOS token as text ('' when the model has none)."""
-        return self.token_text(lc.llama_vocab_eos(self._vocab))
+        return self._facts.eos_text
 
     @property
     def adds_bos(self) -> bool:
         """True when the model expects a BOS token at the start of a prompt."""
-        return bool(lc.llama_vocab_get_add_bos(self._vocab))
+        return self._facts.adds_bos
+
+    @property
+    def is_open(self) -> bool:
+        """False once close() has freed the model."""
+        return self._ctx is not None and self._model is not None
 
     # --- tokens --------------------------------------------------------------------------------
 
@@ -249,6 +288,7 @@ class Engine:
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         """Turn token ids back into text (not used per token while decoding)."""
+        self._check_open()
         return b"".join(self._piece(t) for t in tokens).decode("utf-8", errors="replace")
 
     # --- generation ----------------------------------------------------------------------------
@@ -263,6 +303,7 @@ class Engine:
 
     def reset(self) -> None:
         """Forget the KV cache."""
+        self._check_open()
         lc.llama_memory_clear(self._memory, True)
         self._kv_tokens = []
 
@@ -282,7 +323,7 @@ class Engine:
         """Stream a generation: prefill progress, text chunks, then one Completion.
 
         draft="lookup" turns on speculative decoding by prompt lookup; prefix_cache restores and saves
-        the KV state of long prompts across processes (the KV cache then keeps only the prompt afterwards);
+        the KV state of long prompts across processes (after a save, the KV cache keeps only the prompt);
         ignore_eog keeps decoding past end-of-generation tokens (for benchmarks). A stop requested before
         the generation starts (while the prompt was prepared) stops it before its first token.
         """
@@ -345,6 +386,7 @@ class Engine:
 
     def save_state(self) -> bytearray:
         """The KV cache state of the sequence (the tokens in kv_token_list) as bytes."""
+        self._check_open()
         size = int(lc.llama_state_seq_get_size(self._ctx, 0))
         data = bytearray(size)
         written = int(lc.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, 0))
@@ -353,6 +395,7 @@ class Engine:
 
     def load_state(self, tokens: Sequence[int], data: bytearray) -> bool:
         """Replace the KV cache with a saved state of these tokens; False (and an empty cache) if it fails."""
+        self._check_open()
         lc.llama_memory_clear(self._memory, True)
         self._kv_tokens = []
         if not data or len(tokens) > self.n_ctx:
@@ -460,7 +503,7 @@ class Engine:
             add(chain, lc.llama_sampler_init_top_p(sampling.top_p, 1))
             add(chain, lc.llama_sampler_init_min_p(sampling.min_p, 1))
             add(chain, lc.llama_sampler_init_temp(sampling.temperature))
-            seed = RANDOM_SEED if sampling.seed is None else sampling.seed & 0xFFFFFFFF
+            seed = LLAMA_DEFAULT_SEED if sampling.seed is None else sampling.seed & 0xFFFFFFFF
             add(chain, lc.llama_sampler_init_dist(seed))
         for token in prompt[-sampling.repeat_last_n:] if sampling.repeat_last_n > 0 else ():
             lc.llama_sampler_accept(chain, token)
