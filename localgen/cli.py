@@ -475,10 +475,10 @@ def _run_app(args: list[str]) -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except SystemExit:
-        if type(sys.stdout).__name__ != "PacifyFlushWrapper":
+        if not _closed_pipe_handled():
             raise
         _silence_stdout()
-        return EXIT_BROKEN_PIPE  # click's own handling of EPIPE: it wraps stdout and exits 1
+        return EXIT_BROKEN_PIPE
     except OSError as exc:
         if exc.errno not in OUTPUT_FULL_ERRNOS:
             return _internal_error(exc)
@@ -487,6 +487,17 @@ def _run_app(args: list[str]) -> int:
         return EXIT_RUNTIME
     except Exception as exc:  # never a traceback for users; LOCALGEN_DEBUG=1 shows it
         return _internal_error(exc)
+
+
+def _closed_pipe_handled() -> bool:
+    """True when click or rich met a closed stdout and exited 1 themselves: click wraps stdout in a
+    PacifyFlushWrapper, rich points the stdout descriptor at /dev/null."""
+    if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        return True
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _internal_error(exc: Exception) -> int:

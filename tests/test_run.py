@@ -142,7 +142,8 @@ def test_broken_pipe_ends_quietly() -> None:
     assert proc.stderr == b"", proc.stderr.decode()
 
 
-@pytest.mark.parametrize("command", [("models",), ("--version",), ("run", "hi", "-n", "30", "--temperature", "0")])
+@pytest.mark.parametrize("command", [("models",), ("--version",), ("--help",), ("run", "--help"),
+                                     ("run", "hi", "-n", "30", "--temperature", "0")])
 def test_every_command_reports_a_closed_pipe_with_141(command: tuple[str, ...]) -> None:
     reader, writer = os.pipe()
     os.close(reader)  # the reader is gone before anything is written
