@@ -326,10 +326,9 @@ class Repl:
 
     def _opens_thinking(self) -> bool:
         """True when this model's generation prompt opens a reasoning block itself."""
-        fmt = self.session.loaded.prompt_format
-        if not fmt.is_chat:
+        if not self.session.loaded.prompt_format.is_chat:
             return False
-        return prompt_opens_thinking(fmt.render(self.session.conversation.messages()))
+        return prompt_opens_thinking(self.session.prompt_text())
 
     # --- commands ------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from localgen.conversation import Conversation, Turn, save_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Completion, Event
 from localgen.params import GenerationLimits, SamplingParams
-from localgen.runner import LoadedModel, ModelOptions, load_model, prompt_tokens
+from localgen.runner import LoadedModel, ModelOptions, load_model
 
 DEFAULT_ANSWER_RESERVE = 512
 SETTING_NAMES = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens", "seed")
@@ -36,6 +36,7 @@ class ChatSession:
         self.autosave = autosave
         self.attachments: list[str] = []
         self.last: Completion | None = None
+        self._rendered: tuple[LoadedModel, list[Message], str, list[int]] | None = None  # the last prompt made
 
     # --- settings ------------------------------------------------------------------------------
 
@@ -149,10 +150,25 @@ class ChatSession:
         reserve = min(self.limits.max_tokens or DEFAULT_ANSWER_RESERVE, n_ctx // 4)
         return n_ctx - reserve
 
+    def prompt_text(self, messages: list[Message] | None = None) -> str:
+        """The rendered prompt for messages (default: the conversation's)."""
+        return self._prompt(self.conversation.messages() if messages is None else messages)[0]
+
+    def _prompt(self, messages: list[Message]) -> tuple[str, list[int]]:
+        """Rendered text and tokens for messages; the last result is kept, as a turn needs it three times
+        (making room, the thinking check, the answer) and a long conversation takes tens of ms to render."""
+        cached = self._rendered
+        if cached is not None and cached[0] is self.loaded and cached[1] == messages:
+            return cached[2], cached[3]
+        fmt = self.loaded.prompt_format
+        text = fmt.render(messages)
+        tokens = fmt.tokenize(self.loaded.engine, text)
+        self._rendered = (self.loaded, list(messages), text, tokens)
+        return text, tokens
+
     def _count(self, messages: list[Message]) -> int:
         """Tokens a conversation takes once rendered."""
-        fmt = self.loaded.prompt_format
-        return len(fmt.tokenize(self.loaded.engine, fmt.render(messages)))
+        return len(self._prompt(messages)[1])
 
     def _make_room(self) -> int:
         """Drop the oldest exchanges until the prompt fits."""
@@ -171,7 +187,7 @@ class ChatSession:
         turn.answer, turn.interrupted = None, False
         answered = False
         try:
-            tokens = prompt_tokens(self.loaded, self.conversation.messages())
+            tokens = self._prompt(self.conversation.messages())[1]
             for event in self.loaded.engine.generate(tokens, self.sampling, self.limits):
                 if isinstance(event, Completion):
                     self.last = event

@@ -43,10 +43,10 @@ def test_a_turn_that_fails_before_answering_leaves_no_question_behind(session: C
     first = _answer(session.ask("Name a color.")[1]).text
     assert first
 
-    def broken(*_: object) -> list[int]:
+    def broken(*_: object) -> tuple[str, list[int]]:
         raise TemplateError("the chat template failed", hint="fix it")
 
-    monkeypatch.setattr(session_module, "prompt_tokens", broken)
+    monkeypatch.setattr(session, "_prompt", broken)
     with pytest.raises(TemplateError):
         _answer(session.regenerate())
     assert _exchanges(session) == [("Name a color.", first)], "a failed /regen keeps the previous answer"
@@ -139,3 +139,19 @@ def test_when_even_the_reload_fails_the_session_has_no_model_and_says_so(session
     with pytest.raises(LocalgenError, match="no model is loaded"):
         session.ask("Name a color.")
     assert session.conversation.turns == []
+
+
+def test_a_turn_renders_and_tokenizes_the_conversation_once(session: ChatSession,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    fmt = session.loaded.prompt_format
+    calls: list[int] = []
+    tokenize = type(fmt).tokenize
+
+    def counted(self: object, *args: object, **kwargs: object) -> list[int]:
+        calls.append(1)
+        return tokenize(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(fmt), "tokenize", counted)
+    _, events = session.ask("Name a color.")
+    assert session.prompt_text().endswith("<|im_start|>assistant\n")  # what the REPL's thinking check reads
+    assert _answer(events).text and len(calls) == 1
