@@ -300,7 +300,7 @@ class Repl:
     def _show_answer(self, events: Iterator[Event]) -> None:
         """Stream an answer to the terminal; Ctrl-C stops it and keeps what was said."""
         view = console.AnswerView(markdown=self.markdown, show_thinking=self.show_thinking)
-        splitter = ThinkingSplitter(inside=self._opens_thinking())
+        splitter: ThinkingSplitter | None = None  # made at the first text, once the prompt is final (/regen)
         done: Done | None = None
         engine = self.session.loaded.engine
         # Python runs signal handlers only between llama.cpp calls, so a second Ctrl-C could not stop any
@@ -310,13 +310,14 @@ class Repl:
             try:
                 for event in events:
                     if isinstance(event, TextChunk):
+                        splitter = splitter or ThinkingSplitter(inside=self._opens_thinking())
                         for thinking, text in splitter.feed(event.text):
                             (view.thinking if thinking else view.answer)(text)
                     elif isinstance(event, Done):
                         done = event
                     elif isinstance(event, PrefillProgress):
                         continue
-                for thinking, text in splitter.flush():
+                for thinking, text in splitter.flush() if splitter else ():
                     (view.thinking if thinking else view.answer)(text)
             finally:
                 note = None

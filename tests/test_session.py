@@ -155,3 +155,11 @@ def test_a_turn_renders_and_tokenizes_the_conversation_once(session: ChatSession
     _, events = session.ask("Name a color.")
     assert session.prompt_text().endswith("<|im_start|>assistant\n")  # what the REPL's thinking check reads
     assert _answer(events).text and len(calls) == 1
+
+
+def test_while_regenerating_the_prompt_text_is_the_one_being_answered(session: ChatSession) -> None:
+    first = _answer(session.ask("Name a color.")[1]).text
+    events = iter(session.regenerate())
+    next(events)  # the generation has started: what the REPL's thinking check reads now
+    assert session.prompt_text().endswith("<|im_start|>assistant\n") and first not in session.prompt_text()
+    assert _answer(events).text == first
