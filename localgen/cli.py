@@ -227,6 +227,7 @@ def _finish_output(loaded: LoadedModel, completion: Completion, output: TextOutp
 
 @app.command()
 def chat(
+    ctx: typer.Context,
     model: ModelOpt = None,
     system: SystemOpt = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", "-n", help="Longest answer in tokens.")] = None,
@@ -254,7 +255,7 @@ def chat(
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.repl import Repl
     from localgen.runner import ModelOptions, load_model
-    from localgen.session import ChatSession
+    from localgen.session import SETTING_NAMES, ChatSession
 
     if sys.stdin is None or not sys.stdin.isatty():
         raise UsageError("localgen chat needs a terminal", hint='for pipes and scripts use `localgen run "..."`')
@@ -280,6 +281,10 @@ def chat(
     session = ChatSession(loaded, options, conversation, sampling, limits)
     if resume is not None:
         session.replace_conversation(conversation)
+        for name in SETTING_NAMES:  # a flag given now wins over the resumed conversation's setting
+            source = ctx.get_parameter_source(name)
+            if source is not None and source.name == "COMMANDLINE" and ctx.params.get(name) is not None:
+                session.set_value(name, str(ctx.params[name]))
     try:
         Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking).run()
     finally:

@@ -142,7 +142,6 @@ class AnswerView:
         self._markdown = markdown
         self._show_thinking = show_thinking
         self._previous = ""  # the last finished block (the context that spaces the next one)
-        self._previous_lines = 0  # its lines when rendered alone
         self._pending = ""  # the unfinished block
         self._live = None
         self._thinking_open = False
@@ -178,9 +177,8 @@ class AnswerView:
         """Print a finished block once, permanently."""
         if not block.strip():
             return
-        self._console.print(_Continued(self._previous, block, self._previous_lines))
+        self._console.print(_Continued(self._previous, block))
         self._previous = block
-        self._previous_lines = len(self._console.render_lines(_markdown(block), pad=False))
 
     def _show_live(self) -> None:
         """Redraw only the unfinished block, at most a few times a second."""
@@ -192,7 +190,7 @@ class AnswerView:
             self._live = Live(console=self._console, refresh_per_second=10, transient=True,
                               vertical_overflow="visible")
             self._live.start()
-        self._live.update(_Tail(_Continued(self._previous, self._pending, self._previous_lines)))
+        self._live.update(_Tail(_Continued(self._previous, self._pending)))
 
     def _stop_live(self) -> None:
         """Remove the live region (its text is printed permanently next)."""
@@ -209,7 +207,7 @@ class AnswerView:
             self._console.print()
         if self._thinking_open:
             self._console.print()
-        self._previous, self._previous_lines, self._pending = "", 0, ""
+        self._previous, self._pending = "", ""
         self._thinking_open = False
         if note:
             self._console.print(f"[{note}]", style="dim", markup=False)
@@ -223,15 +221,19 @@ def _markdown(text: str) -> Any:
 
 
 class _Continued:
-    """A block of Markdown rendered after the one before it (skip: that one's lines), so it is spaced right."""
+    """A block of Markdown rendered after the one before it, less that one's own lines, so it is spaced right.
 
-    def __init__(self, previous: str, block: str, skip: int) -> None:
-        self.previous, self.block, self.skip = previous, block, skip
+    Both are rendered at the width of the moment, so a resized terminal still gets the right lines.
+    """
+
+    def __init__(self, previous: str, block: str) -> None:
+        self.previous, self.block = previous, block
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
         from rich.segment import Segment
 
-        for line in console.render_lines(_markdown(self.previous + self.block), options, pad=False)[self.skip:]:
+        skip = len(console.render_lines(_markdown(self.previous), options, pad=False)) if self.previous else 0
+        for line in console.render_lines(_markdown(self.previous + self.block), options, pad=False)[skip:]:
             yield from line
             yield Segment.line()
 

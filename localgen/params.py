@@ -71,7 +71,7 @@ class GenerationLimits:
 
     def __post_init__(self) -> None:
         _check(self.max_tokens is None or 1 <= self.max_tokens <= MAX_TOKENS_LIMIT,
-               f"max tokens {self.max_tokens} is out of range", f"use -n from 1 to {MAX_TOKENS_LIMIT:,}")
+               f"max tokens {self.max_tokens} is out of range", f"use 1 to {MAX_TOKENS_LIMIT:,} tokens")
         _check(all(self.stop), "a stop string is empty", "pass non-empty --stop strings")
 
 

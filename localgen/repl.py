@@ -188,6 +188,11 @@ def open_history() -> tuple[History, str | None]:
     return SafeFileHistory(path), warning
 
 
+def _continuation(width: int, _line_number: int, is_soft_wrap: bool) -> str:
+    """The prompt of a continued line: '... ' after a newline, blank where a long line merely wraps."""
+    return " " * width if is_soft_wrap else "... ".rjust(width)
+
+
 @contextlib.contextmanager
 def _keys_not_echoed() -> Iterator[None]:
     """While an answer streams, the terminal echoes no keys (nor ^C): echoed text would shift the live region,
@@ -230,7 +235,7 @@ class Repl:
             bottom_toolbar=self._toolbar,
             enable_history_search=False,
             multiline=True,
-            prompt_continuation="... ",
+            prompt_continuation=_continuation,
         )
         self._handlers: dict[str, Callable[[str], None]] = {
             "/help": self._help, "/system": self._system, "/set": self._set, "/show": self._show,
@@ -246,8 +251,9 @@ class Repl:
         if not engine.is_open:
             return " no model loaded │ /model NAME │ /help"
         speed = self.session.last.timings.decode_tokens_per_s if self.session.last else 0.0
+        attached = f"{len(self.session.attachments)} file(s) attached │ " if self.session.attachments else ""
         return (f" {self.session.loaded.resolved.display_name} │ {engine.kv_tokens:,}/{engine.n_ctx:,} tokens │ "
-                f"{speed:.1f} tok/s │ /help")
+                f"{attached}{speed:.1f} tok/s │ /help")
 
     def run(self) -> None:
         """The read-eval-print loop, until /exit or Ctrl-D."""
@@ -255,6 +261,8 @@ class Repl:
                     "/help for commands, Ctrl-D to quit, Alt-Enter for a newline")
         if self._history_warning:
             console.warn(self._history_warning)
+        if self.session.conversation.turns:
+            console.say(f"resumed {self.session.conversation.name}: {self._conversation_summary()}")
         while self._running:
             try:
                 line = self._prompt.prompt(PROMPT)
@@ -285,11 +293,16 @@ class Repl:
         command = parse_command(line)
         if command is None:
             text = unwrap_block(line)
+            if text.lstrip().startswith("//"):  # // sends a message that starts with /
+                text = text.replace("/", "", 1)
             if text.strip():
                 start, events = self.session.ask(text)
-                if start.dropped:
-                    console.say(f"[dropped the {start.dropped} oldest exchange(s) to fit the context]")
-                self._show_answer(events)
+                dropped = f"[dropped the {start.dropped} oldest exchange(s) to fit the context]" if start.dropped \
+                    else None
+                self._show_answer(events, notice=dropped)
+                if self.session.unanswered and self.session.attachments:
+                    console.say(f"[no answer: the {len(self.session.attachments)} attached file(s) wait for your "
+                                "next message]")
             return
         handler = self._handlers.get(command.name)
         if handler is None:
@@ -297,8 +310,11 @@ class Repl:
             return
         handler(command.argument)
 
-    def _show_answer(self, events: Iterator[Event]) -> None:
-        """Stream an answer to the terminal; Ctrl-C stops it and keeps what was said."""
+    def _show_answer(self, events: Iterator[Event], *, notice: str | None = None) -> None:
+        """Stream an answer to the terminal; Ctrl-C stops it and keeps what was said.
+
+        notice is printed when the answer's first text arrives (a turn that gets no answer changes nothing).
+        """
         view = console.AnswerView(markdown=self.markdown, show_thinking=self.show_thinking)
         splitter: ThinkingSplitter | None = None  # made at the first text, once the prompt is final (/regen)
         done: Done | None = None
@@ -310,6 +326,8 @@ class Repl:
             try:
                 for event in events:
                     if isinstance(event, TextChunk):
+                        if splitter is None and notice:
+                            console.say(notice)
                         splitter = splitter or ThinkingSplitter(inside=self._opens_thinking())
                         for thinking, text in splitter.feed(event.text):
                             (view.thinking if thinking else view.answer)(text)
@@ -350,7 +368,7 @@ class Repl:
             console.say(f"usage: /set PARAM VALUE ({', '.join(SETTING_NAMES)})")
             return
         value = self.session.set_value(parts[0], parts[1])
-        console.say(f"{parts[0]} = {value}")
+        console.say(f"{parts[0]} = {value}" + (" (random)" if parts[0].lower() == "seed" and value == "none" else ""))
 
     def _show(self, _: str) -> None:
         loaded = self.session.loaded
@@ -406,7 +424,14 @@ class Repl:
             console.say("usage: /load NAME (see /list)")
             return
         self.session.replace_conversation(load_conversation(argument))
-        console.say(f"loaded {argument}: {len(self.session.conversation.turns)} exchange(s)")
+        console.say(f"loaded {argument}: {self._conversation_summary()}")
+
+    def _conversation_summary(self) -> str:
+        """Exchanges, system prompt and settings of the current conversation, for /load and --resume."""
+        conversation = self.session.conversation
+        settings = ", ".join(f"{k}={v}" for k, v in self.session.settings().items())
+        system = f"system prompt {conversation.system!r}" if conversation.system else "no system prompt"
+        return f"{len(conversation.turns)} exchange(s), {system}; settings: {settings}"
 
     def _list(self, _: str) -> None:
         import time

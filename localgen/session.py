@@ -13,7 +13,7 @@ from localgen.params import GenerationLimits, SamplingParams
 from localgen.runner import LoadedModel, ModelOptions, load_model
 
 DEFAULT_ANSWER_RESERVE = 512
-SETTING_NAMES = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens", "seed")
+SETTING_NAMES = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n", "max_tokens", "seed")
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class ChatSession:
         self.autosave = autosave
         self.attachments: list[str] = []
         self.last: Completion | None = None
+        self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
         self._rendered: tuple[LoadedModel, list[Message], str, list[int]] | None = None  # the last prompt made
 
     # --- settings ------------------------------------------------------------------------------
@@ -46,12 +47,16 @@ class ChatSession:
         if key not in SETTING_NAMES:
             raise UsageError(f"unknown setting '{name}'", hint=f"settings: {', '.join(SETTING_NAMES)}")
         value = _parse_setting(key, raw)
-        if key == "max_tokens":
-            self.limits = replace(self.limits, max_tokens=value)  # type: ignore[arg-type]
-        else:
-            self.sampling = self.sampling.with_value(key, value)
+        try:
+            if key == "max_tokens":
+                self.limits = replace(self.limits, max_tokens=value)  # type: ignore[arg-type]
+            else:
+                self.sampling = self.sampling.with_value(key, value)
+        except UsageError as exc:
+            raise UsageError(exc.message, hint=f"{exc.hint or 'see /show'}: /set {key} VALUE") from None
         self._save()
-        return "none" if value is None else str(value)
+        stored = self.settings()[key]
+        return "none" if stored is None else str(stored)
 
     def settings(self) -> dict[str, object]:
         """The current sampling settings as plain data (what /show prints and a save keeps)."""
@@ -186,6 +191,7 @@ class ChatSession:
         previous = (turn.answer, turn.interrupted)
         turn.answer, turn.interrupted = None, False
         answered = False
+        self.unanswered = False
         try:
             tokens = self._prompt(self.conversation.messages())[1]
             for event in self.loaded.engine.generate(tokens, self.sampling, self.limits):
@@ -196,6 +202,7 @@ class ChatSession:
                         turn.answer, turn.interrupted = event.text, event.finish_reason == "interrupted"
                 yield event
         finally:
+            self.unanswered = not answered
             if not answered:
                 if again:
                     turn.answer, turn.interrupted = previous

@@ -85,3 +85,19 @@ def test_streamed_markdown_ends_up_as_the_whole_answer_rendered_at_once(step: in
     streamed, whole = _terminal_lines(stream.getvalue(), 60, 40), _terminal_lines(once.getvalue(), 60, 40)
     assert "It grew into an empire." in streamed and streamed[streamed.index("It grew into an empire.") - 1] == ""
     assert streamed == whole
+
+
+def test_a_narrower_terminal_does_not_reprint_the_block_before() -> None:
+    from rich.console import Console
+
+    from localgen.console import AnswerView
+
+    stream = io.StringIO()
+    view = AnswerView(markdown=True, show_thinking=False, stream=stream)
+    view._console = Console(file=stream, force_terminal=True, width=80, height=20, highlight=False)
+    view.answer("word " * 40 + "end of the first block.\n\nThe second")
+    printed = len(stream.getvalue())
+    view._console.size = (40, 20)  # the terminal was made narrower
+    view.answer(" block goes on.\n\nThird.")
+    view.close()
+    assert "end of the first block" not in stream.getvalue()[printed:]

@@ -10,7 +10,7 @@ import pytest
 from localgen.chat import Message
 from localgen.conversation import Conversation, Turn, load_conversation, save_conversation
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
-from localgen.repl import SlashCommand, block_is_open, parse_command, unwrap_block
+from localgen.repl import SlashCommand, _continuation, block_is_open, parse_command, unwrap_block
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 
 
@@ -106,3 +106,7 @@ def test_thinking_splitter(chunks: list[str], expected: list[tuple[bool, str]]) 
 def test_generation_prompt_that_opens_thinking() -> None:
     assert prompt_opens_thinking("<|Assistant|><think>\n")
     assert ThinkingSplitter(inside=True).feed("reasoning</think>done") == [(True, "reasoning"), (False, "done")]
+
+
+def test_only_a_real_new_line_gets_the_continuation_prompt() -> None:
+    assert _continuation(4, 1, False) == "... " and _continuation(4, 1, True) == "    "

@@ -168,22 +168,31 @@ def test_undo_regen_reset_and_set(chat: Chat) -> None:
 def test_save_load_and_resume(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "30")
     chat.ask("Remember the word pineapple.")
+    chat.command("/set temperature 0.3", "temperature = 0.3")
     chat.command("/save fruity", "saved to")
     assert (home / "data" / "conversations" / "fruity.json").exists()
     assert oct((home / "data" / "conversations" / "fruity.json").stat().st_mode & 0o777) == "0o600"
     chat.command("/reset", "new conversation")
-    chat.command("/load fruity", "1 exchange")
+    chat.command("/load fruity", "1 exchange")  # waits for the prompt after the whole summary line
+    assert "temperature=0.3" in chat.transcript.getvalue().rpartition("/load fruity")[2]
     chat.command("/list", "fruity")
     assert chat.quit() == 0
 
-    resumed = Chat(home, "--resume", "--no-markdown", "-n", "20")
-    resumed.command("/show", "conversation: fruity, 1 exchange")
+    resumed = Chat(home, "--resume", "--no-markdown", "-n", "20", "--temperature", "0.9")
+    assert "resumed fruity: 1 exchange(s)" in resumed.transcript.getvalue()
+    shown = resumed.command("/show", "conversation: fruity, 1 exchange")
+    assert "temperature=0.9" in shown and "max_tokens=20" in shown, "flags given now win over the saved settings"
     state = resumed.ask("What word did I ask you to remember?")
     assert len(state["turns"]) == 2
     assert resumed.quit() == 0
     named = Chat(home, "--resume", "fruity", "--no-markdown")
     named.command("/show", "conversation: fruity, 2 exchange")
     assert named.quit() == 0
+
+
+def test_a_double_slash_sends_a_message_that_starts_with_a_slash(chat: Chat) -> None:
+    state = chat.ask("//tmp is a folder name. Say OK.")
+    assert state["turns"][-1]["user"] == "/tmp is a folder name. Say OK."
 
 
 def test_history_persists_across_runs(home: Path) -> None:

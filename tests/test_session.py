@@ -163,3 +163,22 @@ def test_while_regenerating_the_prompt_text_is_the_one_being_answered(session: C
     next(events)  # the generation has started: what the REPL's thinking check reads now
     assert session.prompt_text().endswith("<|im_start|>assistant\n") and first not in session.prompt_text()
     assert _answer(events).text == first
+
+
+def test_attachments_of_a_question_without_an_answer_wait_for_the_next_one(session: ChatSession) -> None:
+    session.attachments = ["The secret word is kiwi."]
+    _, events = session.ask("What is the secret word?")
+    session.loaded.engine.request_stop()  # Ctrl-C before any text
+    _answer(events)
+    assert session.unanswered and session.attachments == ["The secret word is kiwi."]
+    _answer(session.ask("What is the secret word?")[1])
+    assert not session.unanswered and session.attachments == []
+    assert session.conversation.turns[0].user.startswith("The secret word is kiwi.")
+
+
+def test_set_speaks_the_chat_s_language(session: ChatSession) -> None:
+    assert session.set_value("seed", "-1") == "none" and session.sampling.seed is None
+    assert session.set_value("repeat_last_n", "32") == "32" and session.sampling.repeat_last_n == 32
+    with pytest.raises(UsageError) as info:
+        session.set_value("max_tokens", "0")
+    assert info.value.hint == "use 1 to 10,000,000 tokens: /set max_tokens VALUE"
