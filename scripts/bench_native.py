@@ -251,7 +251,8 @@ def print_follow_up(rounds: dict[str, list[dict[str, Any]]], args: argparse.Name
                     summary: dict[str, object]) -> None:
     """KV reuse: a follow-up turn's TTFT with n_prompt tokens cached against the same message fresh, for localgen
     and for native llama.cpp prefilling the same number of tokens at that depth (the floor no engine beats)."""
-    print(f"\nfollow-up turn of {args.follow_up_tokens} tokens: TTFT in ms, median (min-max)\n")
+    what = f"{args.follow_up_tokens} tokens" if args.follow_up_tokens else "localgen bench's size (no native run)"
+    print(f"\nfollow-up turn of {what}: TTFT in ms, median (min-max)\n")
     print(f"| {'engine':<20} | {'after pp' + str(args.n_prompt):>24} | {'fresh':>24} | {'ratio':>6} |")
     print(f"|{'-' * 22}|{'-' * 25}:|{'-' * 25}:|{'-' * 7}:|")
     for name in ("localgen bench", "native llama-bench"):
