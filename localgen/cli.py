@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from localgen import __version__
+from localgen.cli_exit import flush_stdout, run_app, silence_stdout
 from localgen.cli_manage import cache_app, models_app
 from localgen.config import (
     DEFAULT_BATCH_SIZE,
@@ -27,11 +27,7 @@ from localgen.config import (
 )
 from localgen.errors import (
     EXIT_BROKEN_PIPE,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_RUNTIME,
     EXIT_USAGE,
-    LocalgenError,
     UsageError,
 )
 
@@ -50,8 +46,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-OUTPUT_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Registry name, ORG/REPO[:QUANT] or .gguf path.")]
 CtxOpt = Annotated[int | None, typer.Option("--ctx-size", "-c", help="Context size in tokens.")]
@@ -203,7 +197,7 @@ def _stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
             elif isinstance(event, Completion):
                 completion = event
     if pipe_closed:
-        _silence_stdout()
+        silence_stdout()
         raise typer.Exit(EXIT_BROKEN_PIPE)
     assert completion is not None
     return completion, signals.exit_code
@@ -221,7 +215,7 @@ def _finish_output(loaded: LoadedModel, completion: Completion, output: TextOutp
         else:
             output.finish()
     except BrokenPipeError:
-        _silence_stdout()
+        silence_stdout()
         raise typer.Exit(EXIT_BROKEN_PIPE) from None
 
 
@@ -387,13 +381,6 @@ def _show_load_notes(loaded: LoadedModel) -> None:
         console.say(f"localgen: {note}")
 
 
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush cannot fail on a closed pipe."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-
-
 def _configure_logging() -> None:
     """Debug logging (llama.cpp's included) goes to stderr only with LOCALGEN_DEBUG=1."""
     if settings().debug:
@@ -401,30 +388,6 @@ def _configure_logging() -> None:
     else:
         logging.getLogger("localgen").addHandler(logging.NullHandler())
         logging.getLogger("localgen").propagate = False
-
-
-def _usage_error_text(exc: Exception) -> str:
-    """A one-line version of a command-line usage error."""
-    format_message = getattr(exc, "format_message", None)
-    message = format_message() if callable(format_message) else str(exc)
-    return " ".join(message.split())
-
-
-def _usage_hint(exc: Exception, args: list[str]) -> str:
-    """What to do about a usage error: quote a prompt that was split into words, else read the help."""
-    command = args[0] if args and args[0] in _command_names() else ""
-    if command == "run" and "unexpected extra argument" in str(exc).lower():
-        return 'quote the prompt: localgen run "several words"'
-    groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
-    if command in groups and len(args) > 1 and args[1] in {c.name for c in groups[command].registered_commands}:
-        command = f"{command} {args[1]}"
-    return f"see `localgen {command} --help`".replace("  ", " ")
-
-
-def _command_names() -> set[str]:
-    """The names of the top-level commands and command groups."""
-    names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
-    return names | {g.name for g in app.registered_groups if g.name}
 
 
 def _optional_values(argv: list[str]) -> list[str]:
@@ -447,87 +410,4 @@ def main(argv: list[str] | None = None) -> None:
         console.error("stdout is closed: there is nowhere to write the output",
                       hint="redirect it to a file or a pipe instead of closing it")
         sys.exit(EXIT_USAGE)
-    sys.exit(_flush_stdout(_run_app(_optional_values(sys.argv[1:] if argv is None else argv))))
-
-
-def _run_app(args: list[str]) -> int:
-    """Run the Typer app; the exit code for every way it can end."""
-    from localgen import console
-
-    try:
-        result = app(args=args, prog_name="localgen", standalone_mode=False)
-        return result if isinstance(result, int) else EXIT_OK
-    except typer.Exit as exc:
-        return exc.exit_code
-    except typer.Abort:
-        return EXIT_INTERRUPTED
-    except typer.TyperException as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":
-            ctx = getattr(exc, "ctx", None)
-            print(ctx.get_help() if ctx is not None else "usage: localgen COMMAND --help")
-            return EXIT_OK
-        console.error(_usage_error_text(exc), hint=_usage_hint(exc, args))
-        return EXIT_USAGE
-    except LocalgenError as exc:
-        if settings().debug:
-            logging.getLogger("localgen").exception("error")
-        console.error(exc.message, exc.hint)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        console.say("")
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        _silence_stdout()
-        return EXIT_BROKEN_PIPE
-    except SystemExit:
-        if not _closed_pipe_handled():
-            raise
-        _silence_stdout()
-        return EXIT_BROKEN_PIPE
-    except OSError as exc:
-        if exc.errno not in OUTPUT_FULL_ERRNOS:
-            return _internal_error(exc)
-        error = console.stdout_error(exc)  # localgen's own file writes map their errors: this is stdout
-        console.error(error.message, error.hint)
-        return EXIT_RUNTIME
-    except Exception as exc:  # never a traceback for users; LOCALGEN_DEBUG=1 shows it
-        return _internal_error(exc)
-
-
-def _closed_pipe_handled() -> bool:
-    """True when click or rich met a closed stdout and exited 1 themselves: click wraps stdout in a
-    PacifyFlushWrapper, rich points the stdout descriptor at /dev/null."""
-    if type(sys.stdout).__name__ == "PacifyFlushWrapper":
-        return True
-    try:
-        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _internal_error(exc: Exception) -> int:
-    """An unexpected exception: one line and exit 1, or the traceback with LOCALGEN_DEBUG=1."""
-    from localgen import console
-
-    if settings().debug:
-        raise exc
-    console.error(f"internal error: {type(exc).__name__}: {exc}",
-                  hint="run again with LOCALGEN_DEBUG=1 and report the traceback")
-    return EXIT_RUNTIME
-
-
-def _flush_stdout(code: int) -> int:
-    """Flush stdout before exiting, so a closed pipe or a full disk gets an exit code and a message, not a trace."""
-    from localgen import console
-
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _silence_stdout()
-        return code or EXIT_BROKEN_PIPE
-    except OSError as exc:
-        _silence_stdout()
-        error = console.stdout_error(exc)
-        console.error(error.message, error.hint)
-        return code or EXIT_RUNTIME
-    return code
+    sys.exit(flush_stdout(run_app(app, _optional_values(sys.argv[1:] if argv is None else argv))))

@@ -540,7 +540,7 @@ WRITE_CALL = re.compile(r"\.write_text\(|\.write_bytes\(|\bopen\([^)]*['\"][wax]
                         r"shutil\.(copy|move)")
 ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a write of a file localgen keeps
     ("storage.py", ""): "the atomic writer itself",
-    ("cli.py", "os.open(os.devnull"): "silences stdout after a broken pipe",
+    ("cli_exit.py", "os.open(os.devnull"): "silences stdout after a broken pipe",
     ("repl.py", "os.open(path, os.O_CREAT"): "creates the empty history file with mode 0600 (prompt-toolkit appends)",
     ("quant_choice.py", "path.write_bytes(data)"): "a scratch copy of a Hub file's header inside a TemporaryDirectory",
     ("cli.py", 'sys.stderr = open(os.devnull, "w")'): "with stderr closed (2>&-), messages go to /dev/null",
