@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from localgen.errors import LocalgenError
 from localgen.events import Completion
+from localgen.wordwrap import WordWrap, terminal_width
 
 FINISH_NOTES = {
     "length": ("stopped at the --max-tokens limit", "stopped at the max_tokens limit (/set max_tokens)"),
@@ -19,10 +20,12 @@ FINISH_NOTES = {
 
 
 class TextOutput:
-    """Streams model text to stdout, flushed per piece, ending with exactly one newline."""
+    """Streams model text to stdout, flushed per piece, ending with exactly one newline; word-wrapped on a
+    terminal, byte for byte on a pipe or a file."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream or sys.stdout
+        self._wrap = _word_wrap_for(self._stream)
         self._pending_newlines = ""
         self._wrote_any = False
 
@@ -32,19 +35,29 @@ class TextOutput:
         if not body:
             self._pending_newlines += text
             return
-        self._write(self._pending_newlines + body)
+        piece = self._pending_newlines + body
+        self._write(self._wrap.feed(piece) if self._wrap else piece)
         self._pending_newlines = text[len(body):]
         self._wrote_any = True
 
     def finish(self) -> None:
         """End the output with one newline (none when nothing was written)."""
         if self._wrote_any:
-            self._write("\n")
+            self._write((self._wrap.flush() if self._wrap else "") + "\n")
         self._pending_newlines = ""
 
     def _write(self, text: str) -> None:
         """Write and flush this piece."""
         write_out(self._stream, text)
+
+
+def _word_wrap_for(stream: TextIO) -> WordWrap | None:
+    """A word wrapper when stream is a terminal; None for pipes and files, which get the text as it is."""
+    try:
+        interactive = stream.isatty()
+    except (ValueError, AttributeError):
+        interactive = False
+    return WordWrap(terminal_width(stream)) if interactive else None
 
 
 def write_out(stream: TextIO, text: str) -> None:
@@ -139,6 +152,7 @@ class AnswerView:
         from rich.console import Console
 
         self._console = Console(file=stream or sys.stdout, highlight=False, soft_wrap=False)
+        self._wrap = _word_wrap_for(self._console.file)  # plain answers on a terminal
         self._markdown = markdown
         self._show_thinking = show_thinking
         self._previous = ""  # the last finished block (the context that spaces the next one)
@@ -162,7 +176,7 @@ class AnswerView:
             self._console.print()
             self._thinking_open = False
         if not self._markdown:
-            self._console.file.write(text)
+            self._console.file.write(self._wrap.feed(text) if self._wrap else text)
             self._console.file.flush()
             return
         self._pending += text
@@ -203,8 +217,11 @@ class AnswerView:
         self._stop_live()
         if self._markdown:
             self._print_block(self._pending)
-        elif not self._thinking_open:
-            self._console.print()
+        else:
+            if self._wrap:
+                self._console.file.write(self._wrap.flush())
+            if not self._thinking_open:
+                self._console.print()
         if self._thinking_open:
             self._console.print()
         self._previous, self._pending = "", ""

@@ -1,0 +1,66 @@
+"""Word wrapping of streamed text on a terminal: breaks at spaces, never inside a word."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from localgen.console import TextOutput
+from localgen.wordwrap import WordWrap, display_width
+
+TEXT = ("The quick brown fox jumps over the lazy dog while the band plays a long and winding tune.\n\n"
+        "    indented code stays indented\nSupercalifragilisticexpialidocious-is-one-very-long-word-indeed ok")
+
+
+def _fits(line: str, width: int) -> bool:
+    """A shown line fits, or starts with a word wider than the terminal (which the terminal folds)."""
+    return display_width(line) <= width or display_width(line.split()[0]) > width
+
+
+def _wrapped(text: str, width: int, step: int) -> str:
+    wrap = WordWrap(lambda: width)
+    return "".join(wrap.feed(text[i:i + step]) for i in range(0, len(text), step)) + wrap.flush()
+
+
+@pytest.mark.parametrize("step", [1, 3, 1000])
+def test_lines_break_between_words_and_keep_every_word(step: int) -> None:
+    out = _wrapped(TEXT, 24, step)
+    assert all(_fits(line, 24) for line in out.splitlines()), out
+    assert out.split() == TEXT.split()
+    assert "\n    indented code stays indented\n" in _wrapped(TEXT, 80, step)
+    assert out == _wrapped(TEXT, 24, 1), "the result does not depend on how the text was streamed"
+
+
+def test_wide_characters_count_two_columns() -> None:
+    assert display_width("日本") == 4 and display_width("e\u0301") == 1
+    out = _wrapped("日本語 日本語 日本語", 13, 2)
+    assert out.splitlines() == ["日本語 日本語", "日本語"]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        raise OSError("no descriptor")  # the width falls back to no wrapping
+
+
+def test_text_output_wraps_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    pipe = io.StringIO()
+    out = TextOutput(pipe)
+    for i in range(0, len(TEXT), 5):
+        out.write(TEXT[i:i + 5])
+    out.finish()
+    assert pipe.getvalue() == TEXT + "\n", "a pipe gets the text byte for byte"
+    monkeypatch.setattr("localgen.wordwrap.os.get_terminal_size", lambda _fd: __import__("os").terminal_size((30, 24)))
+    terminal = _Terminal()
+    terminal.fileno = lambda: 1  # type: ignore[method-assign]
+    out = TextOutput(terminal)
+    for i in range(0, len(TEXT), 5):
+        out.write(TEXT[i:i + 5])
+    out.finish()
+    shown = terminal.getvalue()
+    assert shown.endswith("\n") and shown.split() == TEXT.split()
+    assert all(_fits(line, 30) for line in shown.splitlines()), shown
+    assert shown != TEXT + "\n", "the terminal got wrapped lines"
