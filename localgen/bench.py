@@ -162,6 +162,8 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
                          f"the model's maximum of {exc.maximum:,}", hint="use a smaller -p (or -n)") from exc
     try:
         engine = loaded.engine
+        if engine.n_batch < batch_size:
+            progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, this run's context (-p and -n)")
         figures = measure(engine, config, progress)
         o = engine.options
         return BenchResult(

@@ -21,6 +21,8 @@ def cache(ctx: typer.Context,
           json_output: Annotated[bool, typer.Option("--json", help="JSON output.")] = False) -> None:
     """List the prompt cache's entries and size."""
     if ctx.invoked_subcommand is not None:
+        if json_output:
+            _misplaced_json(ctx)
         return
     from localgen.promptcache import cache_listing, describe_cache
 
@@ -37,6 +39,17 @@ def cache_clear() -> None:
     console.say(f"localgen: removed {count} prompt cache entr{'y' if count == 1 else 'ies'} ({binary_size(size)})")
 
 
+def _misplaced_json(ctx: typer.Context) -> None:
+    """Refuse a group's --json given before a subcommand: it would be ignored."""
+    name = ctx.invoked_subcommand or ""
+    command = getattr(ctx.command, "commands", {}).get(name)
+    takes_json = command is not None and any(p.name == "json_output" for p in command.params)
+    where = f"localgen {ctx.info_name} {name}"
+    if takes_json:
+        raise UsageError(f"--json before `{name}` would be ignored", hint=f"put it after: {where} ... --json")
+    raise UsageError(f"`{where}` has no JSON output", hint="drop --json")
+
+
 models_app = typer.Typer(help="List, inspect and remove models.", no_args_is_help=False)
 
 
@@ -46,6 +59,8 @@ def _models_default(ctx: typer.Context,
     """List models on this machine (`localgen models` = `localgen models list`)."""
     if ctx.invoked_subcommand is None:
         models_list(json_output=json_output)
+    elif json_output:
+        _misplaced_json(ctx)
 
 
 @models_app.command("list")

@@ -70,6 +70,7 @@ def test_cli_bench_json() -> None:
     assert record["n_prompt"] == 32 and record["n_gen"] == 4 and record["reps"] == 1
     assert record["figures"]["decode_tps"]["mean"] > 0
     assert "bench:" in result.err, "progress goes to stderr"
+    assert f"--batch-size 512 is capped at {record['n_batch']}" in result.err and record["n_batch"] < 512
 
 
 def test_cli_bench_rejects_bad_counts() -> None:

@@ -133,6 +133,10 @@ CASES: dict[str, Case] = {
     "ref-dot-repo": Case(("pull", "org/.."), USAGE, "not a valid Hugging Face repo"),
     "pull-traversal": Case(("pull", "org/repo/../../x.gguf"), USAGE, "unsafe file name"),
     "pull-a-text-file": Case(("pull", "{text_file}"), RUNTIME, "not a GGUF file"),
+    "json-before-a-subcommand": Case(("models", "--json", "show", "smollm2-135m"), USAGE,
+                                     "--json before `show` would be ignored"),
+    "json-for-a-subcommand-without-it": Case(("cache", "--json", "clear"), USAGE,
+                                             "`localgen cache clear` has no JSON output"),
     "show-traversal": Case(("models", "show", "org/repo/sub/../../../x.gguf"), USAGE, "unsafe file name"),
 }
 
