@@ -4,6 +4,8 @@
 Usage:
   python scripts/bench_features.py promptcache [--rounds 5] [--words 1600]
   python scripts/bench_features.py draft [--rounds 5] [--sampling greedy|default]
+  python scripts/bench_features.py draftbound [--rounds 10]
+  python scripts/bench_features.py batchcost [--depths 200 700]
 
 promptcache: per round, `localgen cache clear`, then `localgen run -f doc.txt "q1"` (cold; saves the prefill)
 and `localgen run -f doc.txt "q2"` (restores it), plus `--no-cache "q2"` as a cold reference; TTFT is the
@@ -11,6 +13,12 @@ engine's (from the start of generate(), restore included), read from --json. Pri
 
 draft: per round, plain and `--draft lookup` decoding alternate on a copy-heavy task (fix the typos in ~300
 words) and on free writing, in one process through the same Engine.generate that `run` uses.
+
+draftbound: the ceiling for any prompt-lookup drafter on this hardware: each task's greedy output is decoded
+once, the cost of verify batches of every size is timed at that depth, and the speed-up is computed for an
+oracle drafter that drafts exactly the tokens the model will accept (and for the best fixed draft length).
+
+batchcost: the time of one llama_decode of b tokens relative to one token, at given KV depths.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +57,8 @@ TYPO_TEXT = (
     "words themselves."
 )
 FREE_PROMPT = "Write a long, original story about a lighthouse keeper who finds a mysterious map."
+DRAFT_TASKS = {"copy-heavy (fix typos, ~300 words)": f"Fix the typos in this text:\n\n{TYPO_TEXT}",
+               "free writing (story)": FREE_PROMPT}
 
 
 def log(message: str) -> None:
@@ -124,9 +135,7 @@ def bench_draft(args: argparse.Namespace) -> None:
     loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
     engine = loaded.engine
     sampling = SamplingParams(temperature=0.0) if args.sampling == "greedy" else SamplingParams(seed=11)
-    tasks = {"copy-heavy (fix typos, ~300 words)": f"Fix the typos in this text:\n\n{TYPO_TEXT}",
-             "free writing (story)": FREE_PROMPT}
-    for task, text in tasks.items():
+    for task, text in DRAFT_TASKS.items():
         prompt = prompt_tokens(loaded, [Message("user", text)])
         speeds: dict[str, list[float]] = {"none": [], "lookup": []}
         ratios, acceptance, same = [], [], []
@@ -154,11 +163,31 @@ def bench_draft(args: argparse.Namespace) -> None:
     loaded.close()
 
 
+def time_batches(engine, depth: int, rounds: int) -> dict[int, float]:
+    """Median seconds of one llama_decode of b tokens (b = 1..DRAFT_LIMIT + 1) after `depth` cached tokens."""
+    from localgen.engine import DRAFT_LIMIT, lc
+
+    engine.reset()
+    list(engine._prefill([engine.bos_token] + [100 + i % 1000 for i in range(depth - 1)], 0))
+    times: dict[int, list[float]] = {b: [] for b in range(1, DRAFT_LIMIT + 2)}
+    for _ in range(rounds):
+        for b in times:
+            batch = engine._draft_batch
+            for i in range(b):
+                batch.token[i] = 200 + i
+                batch.pos[i] = depth + i
+            batch.n_tokens = b
+            started = time.perf_counter()
+            engine._decode_batch(batch)
+            times[b].append(time.perf_counter() - started)
+            lc.llama_memory_seq_rm(engine._memory, 0, depth, -1)
+    engine.reset()
+    return {b: statistics.median(t) for b, t in times.items()}
+
+
 def bench_batchcost(args: argparse.Namespace) -> None:
     """Time of one llama_decode of b tokens (b = 1..17) at a given KV depth, relative to b = 1."""
-    import time
-
-    from localgen.engine import DRAFT_LIMIT, Engine, lc
+    from localgen.engine import Engine
     from localgen.params import LoadOptions
     from localgen.runner import ModelOptions, load_model
 
@@ -168,25 +197,61 @@ def bench_batchcost(args: argparse.Namespace) -> None:
     with Engine(path, LoadOptions(n_ctx=4096, n_threads=options.n_threads, n_threads_batch=options.n_threads,
                                   flash_attn=args.flash_attn)) as engine:
         for depth in args.depths:
-            engine.reset()
-            list(engine._prefill([engine.bos_token] + [100 + i % 1000 for i in range(depth - 1)], 0))
-            times: dict[int, list[float]] = {b: [] for b in range(1, DRAFT_LIMIT + 2)}
-            for _ in range(args.rounds):
-                for b in times:
-                    batch = engine._draft_batch
-                    for i in range(b):
-                        batch.token[i] = 200 + i
-                        batch.pos[i] = depth + i
-                    batch.n_tokens = b
-                    started = time.perf_counter()
-                    engine._decode_batch(batch)
-                    times[b].append(time.perf_counter() - started)
-                    lc.llama_memory_seq_rm(engine._memory, 0, depth, -1)
-            one = statistics.median(times[1])
+            times = time_batches(engine, depth, args.rounds)
             print(f"\nKV depth {depth}, flash-attn {args.flash_attn}: median ms per llama_decode of b tokens "
                   f"(relative to b=1)")
-            print("  " + "  ".join(f"b={b}: {statistics.median(t) * 1000:.2f} ({statistics.median(t) / one:.2f}x)"
-                                   for b, t in times.items()))
+            print("  " + "  ".join(f"b={b}: {t * 1000:.2f} ({t / times[1]:.2f}x)" for b, t in times.items()))
+
+
+def lookup_speedup(prompt: list[int], output: list[int], cost: dict[int, float], length: int | None) -> float:
+    """Decode speed-up of prompt lookup on a known greedy output, from the cost of each batch size.
+
+    length=None is the oracle: the drafter is told how many of its matched tokens the model will accept and
+    drafts exactly those, so no batch is wasted. An integer drafts that many whenever the n-gram matches.
+    """
+    from localgen.engine import DRAFT_LIMIT
+    from localgen.speculative import PromptLookup
+    from localgen.tokens import common_prefix
+
+    drafter = PromptLookup(prompt, fixed_length=DRAFT_LIMIT)
+    drafter.extend(output[:1])
+    done, spent = 1, 0.0
+    while done < len(output):
+        guesses = drafter.draft(DRAFT_LIMIT)
+        accepted = common_prefix(guesses, output[done:done + len(guesses)])
+        drafted = accepted if length is None else min(length, len(guesses))
+        accepted = min(accepted, drafted)
+        spent += cost[drafted + 1] / cost[1]
+        new = output[done:done + accepted + 1]
+        drafter.extend(new)
+        done += len(new)
+    return (len(output) - 1) / spent
+
+
+def bench_draftbound(args: argparse.Namespace) -> None:
+    """The most any prompt-lookup drafter could gain on each task, from its greedy output and timed batches."""
+    from localgen.chat import Message
+    from localgen.engine import DRAFT_LIMIT
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.runner import ModelOptions, load_model, prompt_tokens
+
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    engine = loaded.engine
+    for task, text in DRAFT_TASKS.items():
+        prompt = prompt_tokens(loaded, [Message("user", text)])
+        engine.reset()
+        list(engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=args.n)))
+        output = list(engine._kv_tokens[len(prompt):])
+        cost = time_batches(engine, len(prompt) + len(output) // 2, args.rounds)
+        fixed = {k: lookup_speedup(prompt, output, cost, k) for k in range(1, DRAFT_LIMIT + 1)}
+        best = max(fixed, key=fixed.__getitem__)
+        print(f"\n{task}: prompt {len(prompt)} tokens, greedy output {len(output)} tokens")
+        print("  verify batch of b tokens, in one-token decodes: "
+              + " ".join(f"{b}:{t / cost[1]:.2f}" for b, t in cost.items()))
+        oracle = lookup_speedup(prompt, output, cost, None)
+        print(f"  oracle drafter (drafts exactly what will be accepted): {oracle:.3f}x")
+        print(f"  best fixed draft length ({best} whenever the n-gram matches):  {fixed[best]:.3f}x")
+    loaded.close()
 
 
 def main() -> None:
@@ -202,6 +267,11 @@ def main() -> None:
     dr.add_argument("--n", type=int, default=512)
     dr.add_argument("--model", default=None)
     dr.add_argument("--threads", type=int, default=None)
+    db = sub.add_parser("draftbound")
+    db.add_argument("--rounds", type=int, default=10)
+    db.add_argument("--n", type=int, default=512)
+    db.add_argument("--model", default=None)
+    db.add_argument("--threads", type=int, default=None)
     bc = sub.add_parser("batchcost")
     bc.add_argument("--rounds", type=int, default=20)
     bc.add_argument("--depths", type=int, nargs="+", default=[200, 700])
@@ -209,7 +279,8 @@ def main() -> None:
     bc.add_argument("--model", default=None)
     bc.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
-    {"promptcache": bench_promptcache, "draft": bench_draft, "batchcost": bench_batchcost}[args.what](args)
+    {"promptcache": bench_promptcache, "draft": bench_draft, "batchcost": bench_batchcost,
+     "draftbound": bench_draftbound}[args.what](args)
 
 
 if __name__ == "__main__":
