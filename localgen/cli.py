@@ -55,7 +55,7 @@ GpuLayersOpt = Annotated[int | None, typer.Option(
     "--gpu-layers", help="Layers to offload to the GPU (-1 = all; default: as many as fit).")]
 NoGpuOpt = Annotated[bool, typer.Option("--no-gpu", help="Run on the CPU only.")]
 SystemOpt = Annotated[str | None, typer.Option("--system", "-s", help="System prompt.")]
-TemperatureOpt = Annotated[float, typer.Option(help="0 = greedy.")]
+TemperatureOpt = Annotated[float, typer.Option("--temperature", "--temp", help="0 = greedy.")]
 TopKOpt = Annotated[int, typer.Option(help="Top-k sampling (0 = off).")]
 TopPOpt = Annotated[float, typer.Option(help="Nucleus sampling.")]
 MinPOpt = Annotated[float, typer.Option(help="Min-p sampling.")]

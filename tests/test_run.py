@@ -68,6 +68,8 @@ def test_temperature_zero_is_greedy_whatever_the_seed() -> None:
     one, other = run_localgen(*base, "--seed", "1"), run_localgen(*base, "--seed", "999")
     assert one.returncode == other.returncode == 0, one.err + other.err
     assert one.out.strip() and one.out == other.out
+    short = run_localgen("run", "Name three colors.", "-n", "20", "--temp", "0", "--seed", "7")
+    assert short.returncode == 0 and short.out == one.out, "--temp is llama.cpp's name for --temperature"
 
 
 def test_max_tokens_limit_is_reported() -> None:
