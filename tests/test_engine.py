@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,6 +96,35 @@ def test_same_prompt_twice_gives_same_greedy_text_with_cache(engine: Engine) -> 
     _, warm, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=16)))
     assert warm.usage.cached_tokens == len(prompt) - 1
     assert warm.text == cold.text
+
+
+def test_memory_that_cannot_drop_a_tail_is_cleared_and_recomputed(engine: Engine,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recurrent and hybrid models refuse llama_memory_seq_rm on a tail: the engine must start over, not drift."""
+    first = _prompt(engine, "Tell me about cats.")
+    second = [*first, *engine.tokenize(" And dogs?", add_special=False)]
+    engine.reset()
+    _, fresh, _ = _collect(engine.generate(second, GREEDY, GenerationLimits(max_tokens=12)))
+    engine.reset()
+    _collect(engine.generate(first, GREEDY, GenerationLimits(max_tokens=8)))
+    monkeypatch.setattr(lc, "llama_memory_seq_rm", lambda *args: False)
+    _, done, _ = _collect(engine.generate(second, GREEDY, GenerationLimits(max_tokens=12)))
+    assert done.usage.cached_tokens == 0, "nothing can be reused when the tail cannot be dropped"
+    assert done.text == fresh.text
+    monkeypatch.undo()
+    assert int(lc.llama_memory_seq_pos_max(engine._memory, 0)) + 1 == len(engine.kv_token_list)
+
+
+def test_lookup_drafting_is_off_for_memory_that_cannot_roll_back(engine: Engine,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    prompt = _prompt(engine, "Repeat: the cat sat on the mat, the cat sat on the mat.")
+    engine.reset()
+    _, on, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=8), draft="lookup"))
+    assert on.draft is not None
+    monkeypatch.setattr(engine, "_facts", dataclasses.replace(engine._facts, rolls_back=False))
+    engine.reset()
+    _, off, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=8), draft="lookup"))
+    assert off.draft is None and off.text
 
 
 def test_interrupt_keeps_kv_consistent(engine: Engine) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from localgen import config
 from localgen.chat import Message, PromptFormat
-from localgen.engine import Engine
+from localgen.engine import Engine, lc
 from localgen.errors import ConfigError
 from localgen.events import Completion
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
@@ -171,6 +171,22 @@ def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path:
     assert warm.text == cold.text
     again = _answer(engine, second, cache)  # a short new suffix is not worth another entry
     assert again.text == cold.text and len(list_entries(tmp_path)) == 1
+
+
+def test_memory_that_cannot_drop_a_tail_neither_stores_nor_restores(engine: Engine, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recurrent and hybrid models refuse to drop a KV tail: no entry may hold an answer, no restore may drift."""
+    first, second = _prompt(engine, "How many red boxes are there?"), _prompt(engine, "Which box holds most?")
+    cold = _answer(engine, second, None)
+    _answer(engine, first, PromptCache(tmp_path / "normal", "smollm2", max_bytes=1 << 30))
+    monkeypatch.setattr(lc, "llama_memory_seq_rm", lambda *args: False)
+    refused = PromptCache(tmp_path / "refused", "smollm2", max_bytes=1 << 30)
+    _answer(engine, first, refused)
+    assert list_entries(tmp_path / "refused") == [], "the answer could not be dropped, so nothing is stored"
+    warm = _answer(engine, second, PromptCache(tmp_path / "normal", "smollm2", max_bytes=1 << 30))
+    assert warm.restored_tokens == 0 and warm.text == cold.text
+    monkeypatch.undo()
+    assert int(lc.llama_memory_seq_pos_max(engine._memory, 0)) + 1 == len(engine.kv_token_list)
 
 
 def _short_prompt(engine: Engine, question: str) -> list[int]:

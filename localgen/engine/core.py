@@ -62,6 +62,7 @@ class _ModelFacts:
     eos_text: str
     adds_bos: bool
     chat_template: str | None
+    rolls_back: bool  # the KV memory can drop a tail of tokens (not so for recurrent and hybrid models)
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,7 @@ class Engine:
             eos_text=self.token_text(lc.llama_vocab_eos(self._vocab)),
             adds_bos=bool(lc.llama_vocab_get_add_bos(self._vocab)),
             chat_template=template.decode("utf-8", errors="replace") if template else None,
+            rolls_back=not (lc.llama_model_is_recurrent(self._model) or lc.llama_model_is_hybrid(self._model)),
         )
 
     @property
@@ -345,7 +347,7 @@ class Engine:
                 yield self._completion("", "interrupted", len(prompt), reused, len(self._kv_tokens) - reused, 0,
                                        started, prefill_done, None, prefill_done)
                 return
-            drafter = PromptLookup(prompt) if draft == "lookup" else None
+            drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
             for event in self._decode(prompt, sampling, limits, ignore_eog, drafter):
                 if isinstance(event, _Finished):
                     completion = self._completion(event.text, event.finish, len(prompt), reused,
@@ -369,11 +371,20 @@ class Engine:
         """Keep the cached tokens shared with prompt, drop the rest; return how many were kept."""
         common = min(self._common_prefix(prompt), len(prompt) - 1)  # the last prompt token must be evaluated
         if common < len(self._kv_tokens):
-            if not lc.llama_memory_seq_rm(self._memory, 0, common, -1):
-                lc.llama_memory_clear(self._memory, True)
-                common = 0
-            del self._kv_tokens[common:]
+            common = self._truncate_kv(common)
         return common
+
+    def _truncate_kv(self, keep: int) -> int:
+        """Drop the cached tokens from position keep on; return how many stay.
+
+        Memory that cannot drop a tail (recurrent and hybrid models) is cleared instead, so the token list
+        always matches what the cache holds.
+        """
+        if not lc.llama_memory_seq_rm(self._memory, 0, keep, -1):
+            lc.llama_memory_clear(self._memory, True)
+            keep = 0
+        del self._kv_tokens[keep:]
+        return keep
 
     # --- KV state: save and restore ------------------------------------------------------------
 
@@ -428,8 +439,7 @@ class Engine:
             return 0
         keep = self._restore_point(min(self._common_prefix(prompt), len(prompt) - 1), len(prompt))
         if keep < len(self._kv_tokens):
-            lc.llama_memory_seq_rm(self._memory, 0, keep, -1)
-            del self._kv_tokens[keep:]
+            keep = self._truncate_kv(keep)
         return keep
 
     def _restore_point(self, common: int, total: int) -> int:
@@ -451,6 +461,8 @@ class Engine:
         if prefilled < cache.min_new_tokens or not self._kv_tokens:
             return
         self._trim_unused(len(self._kv_tokens) - n_prompt)  # answer tokens were computed one at a time
+        if len(self._kv_tokens) != n_prompt:  # the memory could not drop the answer alone
+            return
         try:
             cache.store(self._kv_tokens, self.save_state())
         except LocalgenError as exc:
@@ -600,17 +612,16 @@ class Engine:
         accepted = len(sampled) - 1
         kv.append(token)
         kv.extend(drafts[:accepted])
-        if accepted < len(drafts):
-            lc.llama_memory_seq_rm(self._memory, 0, len(kv), -1)
+        if accepted < len(drafts) and not lc.llama_memory_seq_rm(self._memory, 0, len(kv), -1):
+            raise LocalgenError("llama.cpp could not drop rejected draft tokens from the KV cache",
+                                hint="run without --draft lookup")
         drafter.record(len(drafts), accepted)
         return sampled
 
     def _trim_unused(self, count: int) -> None:
         """Drop the last count tokens from the KV cache (accepted drafts past a stop, an answer)."""
         if count > 0:
-            keep = len(self._kv_tokens) - count
-            lc.llama_memory_seq_rm(self._memory, 0, keep, -1)
-            del self._kv_tokens[keep:]
+            self._truncate_kv(len(self._kv_tokens) - count)
 
     def _completion(self, text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
                     started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
@@ -641,4 +652,4 @@ class Engine:
         if held < len(self._kv_tokens):
             del self._kv_tokens[held:]
         elif held > len(self._kv_tokens):
-            lc.llama_memory_seq_rm(self._memory, 0, len(self._kv_tokens), -1)
+            self._truncate_kv(len(self._kv_tokens))
