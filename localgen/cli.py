@@ -267,22 +267,27 @@ def chat(
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, offline=offline or None,
                            gpu_layers=gpu_layers, no_gpu=no_gpu, chat_template=read_chat_template(chat_template))
     loaded = load_model(options)
-    _show_load_notes(loaded)
-    if conversation is None:
-        conversation = Conversation.new(system=system, model=model or loaded.resolved.display_name)
-    elif system is not None:
-        conversation.system = system
-    session = ChatSession(loaded, options, conversation, sampling, limits)
-    if resume is not None:
-        session.replace_conversation(conversation)
-        for name in SETTING_NAMES:  # a flag given now wins over the resumed conversation's setting
-            source = ctx.get_parameter_source(name)
-            if source is not None and source.name == "COMMANDLINE" and ctx.params.get(name) is not None:
-                session.set_value(name, str(ctx.params[name]))
+    session = None
     try:
+        _show_load_notes(loaded)
+        if conversation is None:
+            conversation = Conversation.new(system=system, model=model or loaded.resolved.display_name)
+        elif system is not None:
+            conversation.system = system
+        session = ChatSession(loaded, options, conversation, sampling, limits)
+        if resume is not None:  # a flag given now wins over the resumed conversation's setting
+            session.replace_conversation(conversation, {
+                name: str(ctx.params[name]) for name in SETTING_NAMES
+                if _from_command_line(ctx, name) and ctx.params.get(name) is not None})
         Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking).run()
     finally:
-        session.loaded.close()  # the model in use at the end (/model may have replaced the first)
+        (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
+
+
+def _from_command_line(ctx: typer.Context, name: str) -> bool:
+    """True when the option was given on the command line (not a default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
 
 
 @app.command()

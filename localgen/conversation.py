@@ -16,6 +16,7 @@ from localgen.storage import atomic_write_text
 
 FORMAT_VERSION = 1
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+MAX_NAME_SUFFIX = 1000  # NAME-2 ... NAME-1000 are tried before a first save gives up
 
 
 def _now() -> str:
@@ -56,6 +57,7 @@ class Conversation:
     settings: dict[str, object] = field(default_factory=dict)
     created: str = field(default_factory=_now)
     updated: str = field(default_factory=_now)
+    on_disk: bool = field(default=False, repr=False)  # its file is ours to overwrite (saved or loaded)
 
     @classmethod
     def new(cls, *, system: str | None, model: str | None) -> Conversation:
@@ -94,6 +96,7 @@ class Conversation:
     def to_json(self) -> str:
         """The conversation as readable JSON."""
         record = {"format": FORMAT_VERSION, **asdict(self), "updated": _now()}
+        del record["on_disk"]
         return json.dumps(record, indent=2, ensure_ascii=False) + "\n"
 
     @classmethod
@@ -147,17 +150,47 @@ def _check_settings(saved: object) -> None:
 
 
 def save_conversation(conversation: Conversation, name: str | None = None) -> Path:
-    """Write the conversation atomically (mode 0600); a new name renames it."""
-    if name is not None:
-        conversation.name = check_name(name)
-    path = conversations_dir() / f"{conversation.name}.json"
+    """Write the conversation atomically (mode 0600); return its path.
+
+    A conversation overwrites only its own file. Its first save takes the first free name among NAME,
+    NAME-2, NAME-3, ... (two chats started in the same second get different files); a new name ("save as")
+    must not belong to another conversation.
+    """
+    folder = conversations_dir()
     try:
-        conversations_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
-        raise LocalgenError(f"could not create {conversations_dir()}: {exc.strerror or exc}",
+        raise LocalgenError(f"could not create {folder}: {exc.strerror or exc}",
                             hint="check free disk space and permissions") from exc
-    atomic_write_text(path, conversation.to_json(), mode=0o600)
-    return path
+    if name is not None and check_name(name) != conversation.name:
+        try:
+            atomic_write_text(folder / f"{name}.json", conversation.to_json(), replace=False)
+        except FileExistsError:
+            raise UsageError(f"a conversation named '{name}' already exists",
+                             hint=f"choose another name, or /load {name} to continue it") from None
+        conversation.name, conversation.on_disk = name, True
+    elif conversation.on_disk:
+        atomic_write_text(folder / f"{conversation.name}.json", conversation.to_json())
+    else:
+        conversation.name = _write_under_free_name(folder, conversation)
+        conversation.on_disk = True
+    return folder / f"{conversation.name}.json"
+
+
+def _write_under_free_name(folder: Path, conversation: Conversation) -> str:
+    """Write a new conversation under its name, or the first free NAME-2, NAME-3, ...; return the name used."""
+    base = conversation.name
+    for number in range(1, MAX_NAME_SUFFIX + 1):
+        candidate = base if number == 1 else f"{base}-{number}"
+        conversation.name = candidate  # the file records its own name
+        try:
+            atomic_write_text(folder / f"{candidate}.json", conversation.to_json(), replace=False)
+            return candidate
+        except FileExistsError:
+            continue
+    conversation.name = base
+    raise LocalgenError(f"could not find a free name for conversation '{base}' in {folder}",
+                        hint="use /save NAME with a new name")
 
 
 def load_conversation(name: str) -> Conversation:
@@ -175,6 +208,7 @@ def load_conversation(name: str) -> Conversation:
         raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}") from exc
     conversation = Conversation.from_json(text, path)
     conversation.name = check_name(name)  # saves go back to this file, whatever name the file claims
+    conversation.on_disk = True
     return conversation
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
 from localgen.chat import Message, compose_user_message
@@ -42,7 +42,14 @@ class ChatSession:
     # --- settings ------------------------------------------------------------------------------
 
     def set_value(self, name: str, raw: str) -> str:
-        """Change one sampling setting from text (/set NAME VALUE); return the new value as text."""
+        """Change one sampling setting from text (/set NAME VALUE) and save; return the new value as text."""
+        key = self._apply_setting(name, raw)
+        self._save()
+        stored = self.settings()[key]
+        return "none" if stored is None else str(stored)
+
+    def _apply_setting(self, name: str, raw: str) -> str:
+        """Change one sampling setting from text, without saving; return its canonical name."""
         key = name.replace("-", "_").lower()
         if key not in SETTING_NAMES:
             raise UsageError(f"unknown setting '{name}'", hint=f"settings: {', '.join(SETTING_NAMES)}")
@@ -54,9 +61,7 @@ class ChatSession:
                 self.sampling = self.sampling.with_value(key, value)
         except UsageError as exc:
             raise UsageError(exc.message, hint=f"{exc.hint or 'see /show'}: /set {key} VALUE") from None
-        self._save()
-        stored = self.settings()[key]
-        return "none" if stored is None else str(stored)
+        return key
 
     def settings(self) -> dict[str, object]:
         """The current sampling settings as plain data (what /show prints and a save keeps)."""
@@ -140,12 +145,16 @@ class ChatSession:
             raise LocalgenError(f"{what}; then reloading {self.options.model or 'the default model'} failed too "
                                 f"({why}): no model is loaded", hint="/model NAME loads one") from cause
 
-    def replace_conversation(self, conversation: Conversation) -> None:
-        """Continue a loaded conversation (its settings applied where valid)."""
+    def replace_conversation(self, conversation: Conversation, overrides: Mapping[str, str] | None = None) -> None:
+        """Continue a loaded conversation: its settings applied where valid, then overrides (flags given now).
+
+        Nothing is written: the file already holds the conversation, and the next change saves the settings.
+        """
         self.conversation = conversation
-        for key, value in conversation.settings.items():
-            if key in SETTING_NAMES and value is not None:
-                self.set_value(key, str(value))
+        saved = {key: str(value) for key, value in conversation.settings.items()
+                 if key in SETTING_NAMES and value is not None}
+        for key, value in (saved | dict(overrides or {})).items():
+            self._apply_setting(key, value)
 
     # --- internals -----------------------------------------------------------------------------
 

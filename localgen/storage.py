@@ -10,8 +10,11 @@ from pathlib import Path
 from localgen.errors import LocalgenError
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
-    """Write data to path through a temp file, fsync and rename (private to the user unless mode says otherwise)."""
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600, replace: bool = True) -> None:
+    """Write data to path through a temp file, fsync and rename (private to the user unless mode says otherwise).
+
+    replace=False never overwrites: FileExistsError is raised when path exists, and nothing is written.
+    """
     tmp_name: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -21,10 +24,15 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
             tmp.write(data)
             tmp.flush()
             os.fsync(tmp.fileno())
-        os.replace(tmp_name, path)
-        tmp_name = None
+        if replace:
+            os.replace(tmp_name, path)
+            tmp_name = None
+        else:
+            os.link(tmp_name, path)  # atomic, and refuses an existing name
         _fsync_directory(path.parent)
     except OSError as exc:
+        if isinstance(exc, FileExistsError) and not replace:
+            raise
         raise LocalgenError(
             f"could not write {path}: {exc.strerror or exc}",
             hint="check free disk space and permissions; the previous file is unchanged",
@@ -45,6 +53,6 @@ def _fsync_directory(directory: Path) -> None:
             os.close(fd)
 
 
-def atomic_write_text(path: Path, text: str, *, mode: int = 0o600) -> None:
-    """Write UTF-8 text to path atomically."""
-    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+def atomic_write_text(path: Path, text: str, *, mode: int = 0o600, replace: bool = True) -> None:
+    """Write UTF-8 text to path atomically (replace=False: never over an existing file)."""
+    atomic_write_bytes(path, text.encode("utf-8"), mode=mode, replace=replace)

@@ -67,6 +67,42 @@ def test_save_and_load_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         load_conversation("../escape")
 
 
+def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import config
+
+    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(config, "_settings", None)
+
+
+def test_conversations_started_in_the_same_second_get_their_own_files(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    _home(tmp_path, monkeypatch)
+    first, second = Conversation.new(system=None, model="m"), Conversation.new(system=None, model="m")
+    second.name = first.name  # started in the same second
+    first.turns.append(Turn("from the first", "a"))
+    second.turns.append(Turn("from the second", "b"))
+    assert save_conversation(first).name == f"{first.name}.json"
+    assert save_conversation(second).name == f"{first.name}-2.json" and second.name == f"{first.name}-2"
+    first.turns.append(Turn("again", "c"))
+    save_conversation(first)  # later saves go to its own file
+    assert [t.user for t in load_conversation(first.name).turns] == ["from the first", "again"]
+    assert [t.user for t in load_conversation(second.name).turns] == ["from the second"]
+
+
+def test_save_as_never_overwrites_another_conversation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _home(tmp_path, monkeypatch)
+    save_conversation(Conversation(name="other", turns=[Turn("keep me", "ok")]))
+    mine = Conversation(name="mine", turns=[Turn("q", "a")])
+    save_conversation(mine)
+    with pytest.raises(UsageError, match="'other' already exists"):
+        save_conversation(mine, "other")
+    assert load_conversation("other").turns[0].user == "keep me" and mine.name == "mine"
+    assert save_conversation(mine, "renamed").name == "renamed.json" and mine.name == "renamed"
+    mine.turns.append(Turn("q2", "a2"))
+    save_conversation(mine, "renamed")  # its own name: an ordinary save
+    assert len(load_conversation("renamed").turns) == 2
+
+
 @pytest.mark.parametrize(
     ("line", "expected"),
     [

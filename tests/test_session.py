@@ -182,3 +182,17 @@ def test_set_speaks_the_chat_s_language(session: ChatSession) -> None:
     with pytest.raises(UsageError) as info:
         session.set_value("max_tokens", "0")
     assert info.value.hint == "use 1 to 10,000,000 tokens: /set max_tokens VALUE"
+
+
+def test_resuming_applies_saved_settings_then_flags_without_writing(session: ChatSession,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resuming must not rewrite the file once per setting (a full disk would stop the chat from starting)."""
+    writes: list[str] = []
+    monkeypatch.setattr(session_module, "save_conversation", lambda conv, name=None: writes.append(conv.name))
+    session.autosave = True
+    saved = Conversation(name="old", turns=[Turn("q", "a")], settings={"temperature": 0.3, "top_k": 5})
+    session.replace_conversation(saved, {"top_k": "7"})
+    assert writes == [] and session.conversation is saved
+    assert session.sampling.temperature == 0.3 and session.sampling.top_k == 7
+    session.set_value("seed", "4")
+    assert writes == ["old"]
