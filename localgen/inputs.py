@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -9,6 +10,7 @@ from typing import BinaryIO
 from localgen.errors import UsageError
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
+SHOWN_PATH_CHARS = 120  # longer paths are cut in error messages
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
 
 
@@ -24,20 +26,40 @@ def decode_input(data: bytes, source: str, warnings: list[str]) -> str:
         return data.decode("utf-8", errors="replace")
 
 
+def expand_user_path(text: str) -> Path:
+    """A path the user typed, with a leading ~ or ~user expanded (an unknown user is a UsageError)."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        raise UsageError(f"cannot expand '{text.split('/')[0]}' in {text}: no such user or home directory",
+                         hint="write the full path") from None
+
+
 def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file") -> str:
     """Read a text file named with option, with clear errors for missing, directory or unreadable paths."""
-    if not path.exists():
-        raise UsageError(f"no such file: {path}", hint=f"check the path given to {option}")
-    if path.is_dir():
-        raise UsageError(f"{path} is a directory", hint=f"pass a file to {option}")
     try:
         with path.open("rb") as handle:
             data = handle.read(MAX_INPUT_BYTES + 1)
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {short_path(path)}", hint=f"check the path given to {option}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{short_path(path)} is a directory", hint=f"pass a file to {option}") from None
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}", hint="check the file's permissions") from exc
+        too_long = exc.errno == errno.ENAMETOOLONG
+        hint = f"check the path given to {option}" if too_long else "check the file's permissions"
+        raise UsageError(f"cannot read {short_path(path)}: {exc.strerror or exc}", hint=hint) from exc
     if len(data) > MAX_INPUT_BYTES:
         raise UsageError(f"{path} is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint="send a smaller file")
     return decode_input(data, str(path), warnings)
+
+
+def short_path(path: Path) -> str:
+    """A path for an error message, cut in the middle when very long."""
+    text = str(path)
+    if len(text) <= SHOWN_PATH_CHARS:
+        return text
+    half = SHOWN_PATH_CHARS // 2
+    return f"{text[:half]}...{text[-half:]}"
 
 
 def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: bool = False) -> str | None:

@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
+from localgen.inputs import expand_user_path
 
 try:
     import tomllib
@@ -206,7 +207,12 @@ def _split_quant(text: str) -> tuple[str, str | None]:
 
 def _looks_like_path(text: str) -> bool:
     """True for references that can only mean a file on disk."""
-    return text.startswith(("/", "./", "../", "~")) or Path(text).expanduser().exists()
+    if text.startswith(("/", "./", "../", "~")):
+        return True
+    try:
+        return Path(text).exists()
+    except OSError:  # a name too long for a file name cannot be one
+        return False
 
 
 def parse_reference(text: str) -> ModelRef:
@@ -215,7 +221,7 @@ def parse_reference(text: str) -> ModelRef:
     if not raw:
         raise UsageError("empty model reference", hint="pass -m NAME, -m ORG/REPO or -m path/to/model.gguf")
     if _looks_like_path(raw) or (raw.lower().endswith(".gguf") and "/" not in raw):
-        return ModelRef(text=raw, path=Path(raw).expanduser())
+        return ModelRef(text=raw, path=expand_user_path(raw))
     for prefix in HUB_PREFIXES:
         if raw.lower().startswith(prefix):
             return _parse_hub(raw[len(prefix):], raw)

@@ -21,10 +21,10 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from localgen import console
 from localgen.config import settings
 from localgen.conversation import list_conversations, load_conversation, save_conversation
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, UsageError
 from localgen.events import Completion as Done
 from localgen.events import Event, PrefillProgress, TextChunk
-from localgen.inputs import read_file_input
+from localgen.inputs import expand_user_path, read_file_input
 from localgen.session import SETTING_NAMES, ChatSession
 from localgen.signals import StopOnSignal
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
@@ -407,7 +407,11 @@ class Repl:
         if not argument:
             console.say("usage: /file PATH")
             return
-        path = Path(shlex.split(argument)[0] if argument[0] in "'\"" else argument).expanduser()
+        try:
+            typed = shlex.split(argument)[0] if argument[0] in "'\"" else argument
+        except ValueError:
+            raise UsageError("unbalanced quote in /file PATH", hint="close the quote, or drop the quotes") from None
+        path = expand_user_path(typed)
         warnings: list[str] = []
         text = read_file_input(path, warnings, option="/file")
         for warning in warnings:

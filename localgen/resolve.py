@@ -9,6 +9,7 @@ from localgen import hub
 from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import ModelNotFoundError
+from localgen.inputs import short_path
 from localgen.registry import ModelRef, ModelSpec, Registry, load_registry, normalize_quant, parse_reference
 from localgen.verify import verify_file
 
@@ -87,8 +88,15 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
 
 def _local_file(path: Path) -> Path:
     """Check that a local model path is a readable file."""
-    if not path.exists():
-        raise ModelNotFoundError(f"no such model file: {path}", hint="check the path, or pass a registry name")
-    if not path.is_file():
-        raise ModelNotFoundError(f"{path} is not a file", hint="pass the path of a .gguf file")
+    try:
+        is_file = path.is_file()
+        exists = is_file or path.exists()
+    except OSError as exc:  # a name too long, a loop of links
+        raise ModelNotFoundError(f"cannot use {short_path(path)} as a model file: {exc.strerror or exc}",
+                                 hint="check the path") from None
+    if not exists:
+        raise ModelNotFoundError(f"no such model file: {short_path(path)}",
+                                 hint="check the path, or pass a registry name")
+    if not is_file:
+        raise ModelNotFoundError(f"{short_path(path)} is not a file", hint="pass the path of a .gguf file")
     return path

@@ -110,6 +110,7 @@ CASES: dict[str, Case] = {
     "file-directory": Case(("run", "hi", "-f", "{dir}"), USAGE, "is a directory"),
     "file-unreadable": Case(("run", "hi", "-f", "/proc/self/mem"), USAGE, "cannot read /proc/self/mem"),
     "file-endless": Case(("run", "hi", "-f", "/dev/zero"), USAGE, "larger than 256 MiB"),
+    "file-name-too-long": Case(("run", "hi", "-f", "n" * 300), USAGE, "file name too long"),
     # models
     "model-unknown-name": Case(("run", "hi", "-m", "no-such-model"), RUNTIME, "unknown model 'no-such-model'"),
     "model-close-name": Case(("run", "hi", "-m", "smollm2-135"), RUNTIME, "did you mean smollm2-135m"),
@@ -123,6 +124,9 @@ CASES: dict[str, Case] = {
     "model-empty-reference": Case(("run", "hi", "-m", ""), USAGE, "empty model reference"),
     "model-empty-quant": Case(("run", "hi", "-m", "smollm2-135m:"), USAGE, "empty quant"),
     "model-bad-name": Case(("run", "hi", "-m", "what?ever"), USAGE, "is not a model name, repo or path"),
+    "model-name-too-long": Case(("run", "hi", "-m", "m" * 300), RUNTIME, "unknown model"),
+    "model-path-too-long": Case(("run", "hi", "-m", f"./{'m' * 300}.gguf"), RUNTIME, "file name too long"),
+    "model-unknown-user": Case(("run", "hi", "-m", "~no-such-user-here/model.gguf"), USAGE, "no such user"),
     # references that try to leave the cache folder
     "ref-traversal-file": Case(("run", "hi", "-m", "org/repo/../../x.gguf"), USAGE, "unsafe file name '../../x.gguf'"),
     "ref-traversal-hub-prefix": Case(("run", "hi", "-m", "hf.co/org/repo/../x.gguf"), USAGE, "unsafe file name"),

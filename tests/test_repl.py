@@ -231,6 +231,8 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
     chat.command("/frobnicate", "unknown command /frobnicate")
     chat.command("/set", "usage: /set")
     chat.command("/file /nonexistent/x.txt", "no such file")
+    chat.command('/file "unclosed.txt', "unbalanced quote")
+    chat.command("/file ~no-such-user-here/x.txt", "no such user")
     chat.command("/load ../../etc/passwd", "not a valid conversation name")
     chat.command("/thinking maybe", "usage: /thinking")
     chat.command("/help", "/regen")
