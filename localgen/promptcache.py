@@ -65,14 +65,15 @@ class _Header:
     offset: int
 
 
-def encode_entry(identity: str, tokens: Sequence[int], state: bytes | bytearray) -> bytes:
-    """An entry's bytes: header, identity, tokens, then the state."""
+def entry_parts(identity: str, tokens: Sequence[int],
+                state: bytes | bytearray) -> tuple[bytes, bytes, bytes, memoryview]:
+    """An entry's parts, in file order: header, identity, tokens, then the state (not copied)."""
     ident = identity.encode("utf-8")
     token_bytes = tokens_array(tokens).tobytes()
     digest = hashlib.sha256(token_bytes)
     digest.update(state)
     header = HEADER.pack(MAGIC, FORMAT_VERSION, len(ident), len(tokens), len(state), digest.digest())
-    return b"".join((header, ident, token_bytes, state))
+    return header, ident, token_bytes, memoryview(state)
 
 
 def _read_header(handle: BinaryIO, size: int) -> _Header:
@@ -157,16 +158,21 @@ class PromptCache:
         return CachedPrefix(tokens=tuple(header.tokens), state=state)
 
     def store(self, tokens: Sequence[int], state: bytes | bytearray) -> None:
-        """Save a KV state, drop entries it makes redundant, and evict old entries beyond the size bound."""
-        data = encode_entry(self.identity, tokens, state)
-        if len(data) > self.max_bytes:
-            log.debug("prompt cache entry of %d bytes exceeds the %d byte bound; not saved", len(data), self.max_bytes)
+        """Save a KV state, then drop entries it makes redundant and evict old entries beyond the size bound.
+
+        The new entry is written first, so a failed write (a full disk) loses none of the older ones.
+        """
+        parts = entry_parts(self.identity, tokens, state)
+        size = sum(len(part) for part in parts)
+        if size > self.max_bytes:
+            log.debug("prompt cache entry of %d bytes exceeds the %d byte bound; not saved", size, self.max_bytes)
             return
+        target = self._entry_path(tokens)
+        atomic_write_bytes(target, parts)
         saved = tokens_array(tokens)
         for path, header in self._headers():
-            if common_prefix(header.tokens, saved) == len(header.tokens) and path != self._entry_path(tokens):
+            if path != target and common_prefix(header.tokens, saved) == len(header.tokens):
                 _remove(path)  # an entry for a prefix of these tokens is now redundant
-        atomic_write_bytes(self._entry_path(tokens), data)
         evict(self.directory, self.max_bytes)
 
 

@@ -10,9 +10,11 @@ from pathlib import Path
 from localgen.errors import LocalgenError
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600, replace: bool = True) -> None:
+def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[bytes | bytearray | memoryview, ...],
+                       *, mode: int = 0o600, replace: bool = True) -> None:
     """Write data to path through a temp file, fsync and rename (private to the user unless mode says otherwise).
 
+    data may be a tuple of parts, written one after the other (no joined copy of a large buffer is made).
     replace=False never overwrites: FileExistsError is raised when path exists, and nothing is written.
     """
     tmp_name: str | None = None
@@ -21,7 +23,8 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600, replace: b
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as tmp:
             os.fchmod(tmp.fileno(), mode)
-            tmp.write(data)
+            for part in data if isinstance(data, tuple) else (data,):
+                tmp.write(part)
             tmp.flush()
             os.fsync(tmp.fileno())
         if replace:

@@ -147,6 +147,18 @@ def test_prompt_cache_store_on_a_full_disk_fails_cleanly(tiny_disk: Path) -> Non
     assert found is not None and bytes(found.state) == b"previous good state"
 
 
+def test_a_failed_store_keeps_the_entry_it_would_have_replaced(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = PromptCache(tmp_path, "model-a", max_bytes=1 << 30, min_new_tokens=1, min_gain_tokens=1)
+    cache.store([1, 2, 3], b"shorter prefix")
+    monkeypatch.setattr(storage.os, "fsync", _raise_enospc)
+    with pytest.raises(LocalgenError, match="No space left on device"):
+        cache.store([1, 2, 3, 4, 5], b"its extension")  # would make the shorter entry redundant
+    monkeypatch.undo()
+    found = cache.find([1, 2, 3, 4, 5, 6])
+    assert found is not None and bytes(found.state) == b"shorter prefix"
+
+
 def _remount_read_only(mount: Path) -> None:
     """Make a mounted tmpfs read-only: every write or delete fails with EROFS, even for root."""
     subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True, capture_output=True)

@@ -16,7 +16,7 @@ from localgen.engine import Engine, lc
 from localgen.errors import ConfigError
 from localgen.events import Completion
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-from localgen.promptcache import HEADER, PromptCache, clear, encode_entry, evict, list_entries
+from localgen.promptcache import HEADER, PromptCache, clear, entry_parts, evict, list_entries
 from localgen.tokens import common_prefix
 from tests.conftest import run_localgen
 
@@ -87,7 +87,7 @@ def test_damaged_entries_are_ignored(tmp_path: Path, damage: str, caplog: pytest
 
 
 def test_size_bound_evicts_least_recently_used(tmp_path: Path) -> None:
-    one = len(encode_entry("model-a", [0] * 4, b"x" * 1000))
+    one = sum(len(part) for part in entry_parts("model-a", [0] * 4, b"x" * 1000))
     cache = _cache(tmp_path, max_bytes=2 * one + 10)
     cache.store([1, 1, 1, 1], b"x" * 1000)
     cache.store([2, 2, 2, 2], b"x" * 1000)
@@ -100,7 +100,7 @@ def test_size_bound_evicts_least_recently_used(tmp_path: Path) -> None:
 
 
 def test_find_marks_an_entry_recently_used(tmp_path: Path) -> None:
-    one = len(encode_entry("model-a", [0] * 4, b"x" * 1000))
+    one = sum(len(part) for part in entry_parts("model-a", [0] * 4, b"x" * 1000))
     cache = _cache(tmp_path, max_bytes=2 * one + 10)
     cache.store([1, 1, 1, 1], b"x" * 1000)
     cache.store([2, 2, 2, 2], b"x" * 1000)
