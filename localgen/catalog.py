@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from localgen import hub
+from localgen import hub_cache
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
@@ -115,10 +115,10 @@ def _bundled_model(spec: ModelSpec) -> CachedModel | None:
         verified=bool(spec.sha256) and is_verified(path, spec.sha256 or ""))
 
 
-def _hub_groups() -> dict[tuple[str, str], list[hub.CachedHubFile]]:
+def _hub_groups() -> dict[tuple[str, str], list[hub_cache.CachedHubFile]]:
     """Cached GGUF files grouped by (repo, model): one file, or all shards of a split."""
-    groups: dict[tuple[str, str], list[hub.CachedHubFile]] = {}
-    for f in hub.cached_gguf_files():
+    groups: dict[tuple[str, str], list[hub_cache.CachedHubFile]] = {}
+    for f in hub_cache.cached_gguf_files():
         groups.setdefault((f.repo, shard_group_key(f.filename)), []).append(f)
     return groups
 
@@ -127,7 +127,7 @@ def _hub_models(registry: Registry) -> list[CachedModel]:
     """One CachedModel per model in the HF cache (the newest snapshot when several hold it)."""
     models = []
     for (repo, _key), files in _hub_groups().items():
-        by_revision: dict[str, list[hub.CachedHubFile]] = {}
+        by_revision: dict[str, list[hub_cache.CachedHubFile]] = {}
         for f in files:
             by_revision.setdefault(f.revision, []).append(f)
         newest = max(by_revision.values(), key=lambda fs: (len(fs), max(f.path.lstat().st_mtime for f in fs)))
@@ -143,7 +143,7 @@ def _hub_models(registry: Registry) -> list[CachedModel]:
     return models
 
 
-def _complete(files: list[hub.CachedHubFile]) -> bool:
+def _complete(files: list[hub_cache.CachedHubFile]) -> bool:
     """A split model is complete when every shard is there."""
     count = shard_of(files[0].filename)[1]
     return count is None or len(files) == count
@@ -151,7 +151,7 @@ def _complete(files: list[hub.CachedHubFile]) -> bool:
 
 def _display_name(registry: Registry, repo: str, quant: str | None, filename: str) -> str:
     """The shortest reference that selects this file: a registry name, ORG/REPO:QUANT, or ORG/REPO/FILE."""
-    files = hub.cached_listing(repo) or []
+    files = hub_cache.cached_listing(repo) or []
 
     def picks(q: str | None, pattern: str | None) -> bool:
         try:
@@ -220,7 +220,7 @@ def _target(registry: Registry, ref: ModelRef) -> tuple[str, str | None, str | N
     return ref.repo or "", ref.quant, ref.filename, None
 
 
-def _group_matches(files: list[hub.CachedHubFile], quant: str | None, pattern: str | None) -> bool:
+def _group_matches(files: list[hub_cache.CachedHubFile], quant: str | None, pattern: str | None) -> bool:
     """True when a cached model is the one a quant or file name selects (neither: any model)."""
     if pattern:
         low = pattern.lower()
@@ -243,17 +243,17 @@ def _snapshot_entries(root: Path) -> Iterable[Path]:
                     yield Path(dirpath) / name
 
 
-def _remove_files(name: str, files: list[hub.CachedHubFile], *, dry_run: bool) -> RemovedModel:
+def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: bool) -> RemovedModel:
     """Delete the snapshot entries of these files in every snapshot, then the blobs nobody else uses."""
-    root = hub.hub_cache_dir()
-    repo_dir = root / hub.repo_folder(files[0].repo)
+    root = hub_cache.hub_cache_dir()
+    repo_dir = root / hub_cache.repo_folder(files[0].repo)
     filenames = {f.filename for f in files}
     targets = [repo_dir / "snapshots" / s.name / n
                for s in sorted((repo_dir / "snapshots").glob("*")) for n in sorted(filenames)
                if os.path.lexists(repo_dir / "snapshots" / s.name / n)]
     target_set = set(targets)
     others = [p for p in _snapshot_entries(root) if p not in target_set]
-    kept_blobs = {hub.blob_of(p) for p in others if p.is_symlink()}
+    kept_blobs = {hub_cache.blob_of(p) for p in others if p.is_symlink()}
     kept_real = {Path(os.path.realpath(p)) for p in others}
     deleted: list[Path] = []
     kept: list[Path] = []
@@ -261,7 +261,7 @@ def _remove_files(name: str, files: list[hub.CachedHubFile], *, dry_run: bool) -
     for target in targets:
         chain = [target]
         if target.is_symlink():
-            blob = hub.blob_of(target)
+            blob = hub_cache.blob_of(target)
             real = Path(os.path.realpath(blob))
             if blob in kept_blobs or real in kept_real:
                 kept.append(real)

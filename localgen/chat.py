@@ -27,7 +27,6 @@ TEMPLATE_SOURCE_LIMIT_CHARS = 1024 * 1024
 TEMPLATE_MEMORY_LIMIT_BYTES = 512 * 1024 * 1024
 TEMPLATE_INT_LIMIT_BITS = 100_000
 TEMPLATE_HINT = "pass a working one with --chat-template FILE (or a `template` override in models.toml), or use --raw"
-ROLES = ("system", "user", "assistant")
 
 
 @dataclass(frozen=True)

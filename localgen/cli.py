@@ -180,22 +180,31 @@ def _stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
 
     Returns the Completion and the exit code a SIGINT/SIGTERM calls for; a closed stdout stops the generation.
     """
-    from localgen.events import Completion, TextChunk
+    from localgen.console import PrefillStatus
+    from localgen.events import Completion, PrefillProgress, TextChunk
     from localgen.signals import StopOnSignal
 
     engine = loaded.engine
     completion: Completion | None = None
     pipe_closed = False
+    status = PrefillStatus(sys.stderr)
     with StopOnSignal(engine.request_stop, reset=engine.clear_stop) as signals:  # prompt preparation included
-        for event in start():
-            if isinstance(event, TextChunk) and output is not None and not pipe_closed:
-                try:
-                    output.write(event.text)
-                except BrokenPipeError:
-                    pipe_closed = True
-                    engine.request_stop()
-            elif isinstance(event, Completion):
-                completion = event
+        try:
+            for event in start():
+                if isinstance(event, PrefillProgress):
+                    status.update(event)
+                    continue
+                status.clear()
+                if isinstance(event, TextChunk) and output is not None and not pipe_closed:
+                    try:
+                        output.write(event.text)
+                    except BrokenPipeError:
+                        pipe_closed = True
+                        engine.request_stop()
+                elif isinstance(event, Completion):
+                    completion = event
+        finally:
+            status.clear()
     if pipe_closed:
         silence_stdout()
         raise typer.Exit(EXIT_BROKEN_PIPE)
@@ -329,13 +338,13 @@ def pull(
     Without a quant, the best quant that fits this machine is chosen, as `run` would choose it.
     """
     from localgen import console
-    from localgen.gguf_file import read_gguf
+    from localgen.gguf_split import validate_split
     from localgen.hardware import probe_hardware
     from localgen.runner import ModelOptions, resolve_fitting
 
     notes: list[str] = []
     resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), notes, force=force)
-    read_gguf(resolved.path)  # a local path is checked as run would check it
+    validate_split(resolved.path)  # checked, every shard, as run would check it
     for note in notes:
         console.say(f"localgen: {note}")
     print(resolved.path.absolute())

@@ -11,9 +11,17 @@ import sys
 import typer
 
 from localgen.config import settings
-from localgen.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, LocalgenError
+from localgen.errors import (
+    DISK_FULL_ERRNOS,
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUNTIME,
+    EXIT_USAGE,
+    LocalgenError,
+)
 
-OUTPUT_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+OUTPUT_FULL_ERRNOS = DISK_FULL_ERRNOS | {errno.EFBIG}
 
 
 def silence_stdout() -> None:

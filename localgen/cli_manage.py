@@ -92,7 +92,7 @@ def models_show(
 ) -> None:
     """Describe a model from its GGUF header (no weights are loaded)."""
     from localgen import console
-    from localgen.gguf_file import read_gguf
+    from localgen.gguf_reader import read_gguf
     from localgen.quant_choice import plan_summary
     from localgen.resolve import resolve_model
     from localgen.verify import recorded_sha256

@@ -8,7 +8,6 @@ from pathlib import Path
 
 APP_NAME = "localgen"
 
-DEFAULT_MODEL = "smollm2-135m"
 DEFAULT_CONTEXT_CAP = 8192
 DEFAULT_BATCH_SIZE = 512
 DEFAULT_UBATCH_SIZE = 512
@@ -19,6 +18,9 @@ DEFAULT_MIN_P = 0.05
 DEFAULT_REPEAT_PENALTY = 1.1
 DEFAULT_REPEAT_LAST_N = 64
 DEFAULT_PROMPT_CACHE_BYTES = 2 * 1024**3
+DEFAULT_DRAFT = "none"  # speculative decoding for `run`: "lookup" or "none" (chosen by measurement, see README)
+PROMPT_CACHE_DIRNAME = "prompts"
+PROMPT_CACHE_BYTES_ENV = "LOCALGEN_PROMPT_CACHE_BYTES"
 USER_REGISTRY_FILE = "models.toml"
 MEMORY_LIMIT_ENV = "LOCALGEN_MEMORY_LIMIT"  # caps the RAM the load planner counts on (bytes or a size: 4GiB)
 VRAM_LIMIT_ENV = "LOCALGEN_VRAM_LIMIT"  # caps the VRAM budget the same way
@@ -40,6 +42,7 @@ class Settings:
     offline: bool
     memory_limit: str | None = None  # LOCALGEN_MEMORY_LIMIT as set (hardware.parse_size reads it)
     vram_limit: str | None = None  # LOCALGEN_VRAM_LIMIT as set
+    prompt_cache_size: str | None = None  # LOCALGEN_PROMPT_CACHE_BYTES as set (prompt_cache_bytes reads it)
 
     @property
     def user_registry(self) -> Path:
@@ -76,6 +79,7 @@ def load_settings() -> Settings:
         offline=_env_flag("HF_HUB_OFFLINE") or _env_flag("LOCALGEN_OFFLINE"),
         memory_limit=os.environ.get(MEMORY_LIMIT_ENV, "").strip() or None,
         vram_limit=os.environ.get(VRAM_LIMIT_ENV, "").strip() or None,
+        prompt_cache_size=os.environ.get(PROMPT_CACHE_BYTES_ENV, "").strip() or None,
     )
 
 
@@ -89,26 +93,13 @@ def settings() -> Settings:
         _settings = load_settings()
     return _settings
 
-PROMPT_CACHE_DIRNAME = "prompts"
-PROMPT_CACHE_BYTES_ENV = "LOCALGEN_PROMPT_CACHE_BYTES"
-_SIZE_SUFFIXES = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
 
 def prompt_cache_bytes() -> int:
     """The prompt cache's size bound: LOCALGEN_PROMPT_CACHE_BYTES (e.g. 500M, 4G; 0 disables it) or the default."""
-    from localgen.errors import ConfigError
+    from localgen.units import parse_size
 
-    raw = os.environ.get(PROMPT_CACHE_BYTES_ENV, "").strip().lower().removesuffix("b").removesuffix("i")
-    if not raw:
+    raw = settings().prompt_cache_size
+    if raw is None:
         return DEFAULT_PROMPT_CACHE_BYTES
-    number, suffix = (raw[:-1], raw[-1]) if raw[-1] in _SIZE_SUFFIXES else (raw, "")
-    try:
-        value = int(float(number) * _SIZE_SUFFIXES[suffix])
-    except (ValueError, OverflowError):
-        value = -1
-    if value < 0:
-        raise ConfigError(f"{PROMPT_CACHE_BYTES_ENV}={os.environ[PROMPT_CACHE_BYTES_ENV]!r} is not a size",
-                          hint="use bytes or a size such as 500M or 4G (0 turns the prompt cache off)")
-    return value
-
-DEFAULT_DRAFT = "none"  # speculative decoding for `run`: "lookup" or "none" (chosen by measurement, see README)
+    return parse_size(raw, name=PROMPT_CACHE_BYTES_ENV,
+                      hint="use bytes or a size such as 500M or 4G (0 turns the prompt cache off)")

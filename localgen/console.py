@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from localgen.errors import LocalgenError
-from localgen.events import Completion
+from localgen.events import Completion, PrefillProgress
 from localgen.wordwrap import WordWrap, terminal_width
 
 FINISH_NOTES = {
@@ -51,13 +51,54 @@ class TextOutput:
         write_out(self._stream, text)
 
 
+def _is_terminal(stream: TextIO) -> bool:
+    """True when stream is an open terminal."""
+    try:
+        return stream.isatty()
+    except (ValueError, AttributeError):
+        return False
+
+
 def _word_wrap_for(stream: TextIO) -> WordWrap | None:
     """A word wrapper when stream is a terminal; None for pipes and files, which get the text as it is."""
-    try:
-        interactive = stream.isatty()
-    except (ValueError, AttributeError):
-        interactive = False
-    return WordWrap(terminal_width(stream)) if interactive else None
+    return WordWrap(terminal_width(stream)) if _is_terminal(stream) else None
+
+
+class PrefillStatus:
+    """A transient line on a terminal while a long prompt is read ("reading the prompt: 1,024/2,676 tokens").
+
+    It appears only once a first chunk is done and more remain (short prompts show nothing), and is erased
+    before the answer's first text. Pipes and files get nothing.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream: TextIO | None = stream if _is_terminal(stream) else None
+        self._shown = False
+
+    def update(self, progress: PrefillProgress) -> None:
+        """Show how far prefill has come (or erase the line once it is done)."""
+        if self._stream is None or progress.done >= progress.total:
+            self.clear()
+            return
+        percent = 100 * progress.done // max(1, progress.total)
+        self._write(f"\r\x1b[2K\x1b[2mreading the prompt: {progress.done:,}/{progress.total:,} tokens "
+                    f"({percent}%)\x1b[0m")
+        self._shown = True
+
+    def clear(self) -> None:
+        """Erase the line if it is shown."""
+        if self._shown:
+            self._write("\r\x1b[2K")
+            self._shown = False
+
+    def _write(self, text: str) -> None:
+        """Write to the terminal; a status line that cannot be written is not worth an error."""
+        assert self._stream is not None
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except OSError:
+            self._stream = None
 
 
 def write_out(stream: TextIO, text: str) -> None:

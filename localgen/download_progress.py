@@ -13,12 +13,10 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from localgen.hub_types import HubFile, HubModel
 from localgen.units import human_size
-
-if TYPE_CHECKING:
-    from localgen.hub import HubFile, HubModel
 
 POLL_INTERVAL_S = 0.1
 

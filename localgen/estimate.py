@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from localgen.gguf_file import GGUFInfo
+    from localgen.gguf_info import GGUFInfo
 
 CONTEXT_PAD = 256  # llama.cpp rounds n_ctx up to a multiple of this
 FLOAT_BYTES = 4
@@ -208,7 +208,7 @@ def _slots(info: GGUFInfo, n_layer: int) -> tuple[WeightSlot, ...]:
 
 def read_shape(path: Path) -> ModelShape:
     """The shape of a local GGUF (all shards of a split model counted)."""
-    from localgen.gguf_file import read_gguf
+    from localgen.gguf_reader import read_gguf
 
     return header_shape(read_gguf(path), path)
 
@@ -251,11 +251,6 @@ class MemoryEstimate:
     def total_bytes(self) -> int:
         """RAM plus VRAM."""
         return self.ram_bytes + self.vram_bytes
-
-    @property
-    def kv_bytes_per_token(self) -> float:
-        """KV cache bytes per context token."""
-        return self.kv_bytes / self.n_ctx if self.n_ctx else 0.0
 
 
 def padded_context(n_ctx: int) -> int:

@@ -39,6 +39,8 @@ class LoadPlan:
     vram_budget_bytes: int
     reasons: tuple[str, ...] = ()
     repack_types: frozenset[str] = frozenset()
+    n_ubatch: int = 512  # the physical batch and attention kind the estimate assumed
+    flash_attn: bool = True
 
     @property
     def where(self) -> str:
@@ -176,7 +178,8 @@ def plan_fit(shape: ModelShape, hw: Hardware, request: FitRequest | None = None,
         reasons.append("this llama.cpp build cannot offload to a GPU: --gpu-layers ignored")
     return LoadPlan(n_ctx=target, n_gpu_layers=est.n_gpu_layers, n_layers=shape.n_layer, kv_type=request.kv_type,
                     estimate=est, ram_budget_bytes=hw.ram_budget_bytes, vram_budget_bytes=hw.vram_budget_bytes,
-                    reasons=tuple(reasons), repack_types=hw.cpu_repack_types)
+                    reasons=tuple(reasons), repack_types=hw.cpu_repack_types, n_ubatch=request.n_ubatch,
+                    flash_attn=request.flash_attn)
 
 
 def _largest_context(shape: ModelShape, hw: Hardware, request: FitRequest, floor: int, target: int) -> int:
@@ -222,5 +225,5 @@ def fewer_gpu_layers(n_gpu_layers: int, n_layers: int) -> int:
 def replan_gpu_layers(plan: LoadPlan, shape: ModelShape, n_gpu_layers: int, reason: str) -> LoadPlan:
     """The same plan with another GPU layer count (after llama.cpp refused the first)."""
     est = estimate_memory(shape, n_ctx=plan.n_ctx, kv_type=plan.kv_type, n_gpu_layers=n_gpu_layers,
-                          repack_types=plan.repack_types)
+                          n_ubatch=plan.n_ubatch, flash_attn=plan.flash_attn, repack_types=plan.repack_types)
     return replace(plan, n_gpu_layers=est.n_gpu_layers, estimate=est, reasons=(*plan.reasons, reason))

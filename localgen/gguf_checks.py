@@ -5,9 +5,13 @@ from __future__ import annotations
 import array
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
-from localgen.gguf_file import T_INT32, T_UINT16, ArraySummary, _as_int, _Parser, _type_name
+from localgen.errors import GGUFError
+from localgen.gguf_format import T_INT32, T_UINT16, value_type_name
+from localgen.gguf_info import ArraySummary, as_int
+
+Fail = Callable[[str], GGUFError]  # the error to raise for a problem, naming the file
 
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS: more aborts llama.cpp (GGML_ASSERT)
 MAX_EXPERTS = 1024  # LLAMA_MAX_EXPERTS
@@ -58,41 +62,51 @@ KNOWN_ARCHITECTURES: frozenset[str] = frozenset({
 _SPLIT_KEY_TYPES = {"split.no": T_UINT16, "split.count": T_UINT16, "split.tensors.count": T_INT32}
 
 
-def check_split_keys(p: _Parser, metadata: Mapping[str, object], types: Mapping[str, int]) -> None:
+def check_model(metadata: Mapping[str, object], types: Mapping[str, int], tokens: Sequence[bytes] | None,
+                token_types: bytes | None, fail: Fail, *, require_architecture: bool = True) -> None:
+    """Every check below on a parsed header; require_architecture=False lets a later split shard go without one."""
+    check_split_keys(metadata, types, fail)
+    if require_architecture or "general.architecture" in metadata:
+        check_architecture(metadata, fail)
+    check_hyperparameters(metadata, fail)
+    check_tokenizer(metadata, tokens, token_types, fail)
+
+
+def check_split_keys(metadata: Mapping[str, object], types: Mapping[str, int], fail: Fail) -> None:
     """split.no (u16), split.count (u16) and split.tensors.count (i32), when present, are consistent."""
     for key, expected in _SPLIT_KEY_TYPES.items():
         if key in types and types[key] != expected:  # llama.cpp aborts on a mistyped split.no
-            raise p.fail(f"{key} must be a {_type_name(expected)}, not {_type_name(types[key])}")
+            raise fail(f"{key} must be a {value_type_name(expected)}, not {value_type_name(types[key])}")
     if "split.count" not in metadata and "split.no" not in metadata:
         return
     count, number = metadata.get("split.count"), metadata.get("split.no", 0)
     tensors = metadata.get("split.tensors.count", 0)
     if not (isinstance(count, int) and isinstance(number, int) and isinstance(tensors, int)):
-        raise p.fail("split.no is present without split.count")
+        raise fail("split.no is present without split.count")
     if count < 1 or not 0 <= number < count or tensors < 0:
-        raise p.fail(f"invalid split metadata: split.no={number}, split.count={count}, "
+        raise fail(f"invalid split metadata: split.no={number}, split.count={count}, "
                      f"split.tensors.count={tensors}")
 
 
-def check_architecture(p: _Parser, metadata: Mapping[str, object]) -> None:
+def check_architecture(metadata: Mapping[str, object], fail: Fail) -> None:
     """general.architecture is present and known to this llama.cpp build."""
     arch = metadata.get("general.architecture")
     if arch is None:
         split_no = metadata.get("split.no")
         if isinstance(split_no, int) and split_no > 0:
-            raise p.fail(f"this is shard {split_no + 1} of a split model; "
+            raise fail(f"this is shard {split_no + 1} of a split model; "
                          "open the first shard (-00001-of-...)")
-        raise p.fail("no general.architecture in the metadata")
+        raise fail("no general.architecture in the metadata")
     if not isinstance(arch, str):
-        raise p.fail("general.architecture is not a string")
+        raise fail("general.architecture is not a string")
     if arch == "clip":
-        raise p.fail("a CLIP vision projector (mmproj), not a language model")
+        raise fail("a CLIP vision projector (mmproj), not a language model")
     if arch not in KNOWN_ARCHITECTURES:
-        raise p.fail(f"architecture '{arch[:80]}' is not supported by this llama.cpp build "
+        raise fail(f"architecture '{arch[:80]}' is not supported by this llama.cpp build "
                      "(llama-cpp-python 0.3.36)")
 
 
-def check_hyperparameters(p: _Parser, metadata: Mapping[str, object]) -> None:
+def check_hyperparameters(metadata: Mapping[str, object], fail: Fail) -> None:
     """Reject hyperparameters that make llama.cpp abort (GGML_ASSERT) instead of failing cleanly."""
     arch = metadata.get("general.architecture")
     if not isinstance(arch, str):
@@ -103,61 +117,62 @@ def check_hyperparameters(p: _Parser, metadata: Mapping[str, object]) -> None:
                    "expert_group_used_count", "nextn_predict_layers"):
         key = f"{arch}.{suffix}"
         value = metadata.get(key)
-        if value is not None and not isinstance(value, ArraySummary) and _as_int(value) is None:
-            raise p.fail(f"'{key}' must be an integer, not {value!r:.60}")
+        if value is not None and not isinstance(value, ArraySummary) and as_int(value) is None:
+            raise fail(f"'{key}' must be an integer, not {value!r:.60}")
         smallest = min(value) if isinstance(value, tuple) else value  # type: ignore[type-var]
         if isinstance(smallest, int) and smallest < 0:
-            raise p.fail(f"'{key}' is negative")
-    _check_attention_sizes(p, arch, metadata)
-    _check_float_hyperparameters(p, arch, metadata)
-    layers = _as_int(metadata.get(f"{arch}.block_count"))
+            raise fail(f"'{key}' is negative")
+    _check_attention_sizes(arch, metadata, fail)
+    _check_float_hyperparameters(arch, metadata, fail)
+    layers = as_int(metadata.get(f"{arch}.block_count"))
     if layers is not None and not 1 <= layers <= MAX_LAYERS:
-        raise p.fail(f"{arch}.block_count is {layers} (llama.cpp supports 1 to {MAX_LAYERS})")
-    nextn = _as_int(metadata.get(f"{arch}.nextn_predict_layers")) or 0
+        raise fail(f"{arch}.block_count is {layers} (llama.cpp supports 1 to {MAX_LAYERS})")
+    nextn = as_int(metadata.get(f"{arch}.nextn_predict_layers")) or 0
     if layers is not None and nextn > layers:
-        raise p.fail(f"{arch}.nextn_predict_layers ({nextn}) exceeds block_count ({layers})")
+        raise fail(f"{arch}.nextn_predict_layers ({nextn}) exceeds block_count ({layers})")
     for sub in ("posnet.block_count", "convnext.block_count"):
-        sub_layers = _as_int(metadata.get(f"{arch}.{sub}"))
+        sub_layers = as_int(metadata.get(f"{arch}.{sub}"))
         if sub_layers is not None and layers is not None and not 0 <= sub_layers <= layers:
-            raise p.fail(f"{arch}.{sub} ({sub_layers}) exceeds block_count ({layers})")
-    _check_experts(p, arch, metadata)
+            raise fail(f"{arch}.{sub} ({sub_layers}) exceeds block_count ({layers})")
+    _check_experts(arch, metadata, fail)
     scaling = metadata.get(f"{arch}.rope.scaling.type")
     if scaling is not None and scaling not in ROPE_SCALING_TYPES:
         known = ", ".join(sorted(ROPE_SCALING_TYPES))
-        raise p.fail(f"{arch}.rope.scaling.type {scaling!r:.40} is not one of {known}")
+        raise fail(f"{arch}.rope.scaling.type {scaling!r:.40} is not one of {known}")
 
 
-def check_tokenizer(p: _Parser, metadata: Mapping[str, object]) -> None:
+def check_tokenizer(metadata: Mapping[str, object], tokens: Sequence[bytes] | None, token_types: bytes | None,
+                    fail: Fail) -> None:
     """Reject vocabularies that load but make llama.cpp abort when it tokenizes or detokenizes."""
     model = metadata.get("tokenizer.ggml.model")
-    if model is None or p.tokens is None:
+    if model is None or tokens is None:
         return  # llama.cpp refuses such a file cleanly
     if model in ("none", "no_vocab"):
-        raise p.fail("the model has no tokenizer (tokenizer.ggml.model = 'none')")
+        raise fail("the model has no tokenizer (tokenizer.ggml.model = 'none')")
     if not isinstance(model, str) or model not in TOKENIZERS:
-        raise p.fail(f"unknown tokenizer.ggml.model {model!r:.40}")
-    n_vocab = len(p.tokens)
+        raise fail(f"unknown tokenizer.ggml.model {model!r:.40}")
+    n_vocab = len(tokens)
     defaults, adds = TOKENIZERS[model]
     for name, default, added in zip(_SPECIAL_KEYS, defaults, adds, strict=True):
         flag = metadata.get(f"tokenizer.ggml.add_{name}_token")
         if isinstance(flag, bool) and (model, name) not in _ALWAYS_ADDED:
             added = flag
         if added and _special_token(metadata, name, default, n_vocab) is None:
-            raise p.fail(f"the tokenizer adds a {name.upper()} token but has none in its {n_vocab}-token "
+            raise fail(f"the tokenizer adds a {name.upper()} token but has none in its {n_vocab}-token "
                          "vocabulary (llama.cpp aborts on that)")
     if model == "llama":
-        present = set(p.tokens)
+        present = set(tokens)
         missing = [b for b in range(256) if b"<0x%02X>" % b not in present and bytes([b]) not in present]
         if missing:
-            raise p.fail(f"the SentencePiece vocabulary has no byte-fallback token for {len(missing)} of 256 "
+            raise fail(f"the SentencePiece vocabulary has no byte-fallback token for {len(missing)} of 256 "
                          f"bytes (e.g. <0x{missing[0]:02X}>), which crashes llama.cpp on such input")
     if model == "rwkv":
-        single = {text for text in map(_rwkv_unescape, p.tokens) if len(text) == 1}
+        single = {text for text in map(_rwkv_unescape, tokens) if len(text) == 1}
         if len(single) < 256:  # its tokenizer loops forever on text that no token's first byte matches
-            raise p.fail(f"the RWKV vocabulary covers only {len(single)} of 256 single bytes, which makes "
+            raise fail(f"the RWKV vocabulary covers only {len(single)} of 256 single bytes, which makes "
                          "llama.cpp's tokenizer loop and crash")
-    if model == "bert" and p.token_types is not None and _has_byte_tokens(p.token_types):
-        raise p.fail("a WordPiece vocabulary with byte tokens, which crashes llama.cpp")
+    if model == "bert" and token_types is not None and _has_byte_tokens(token_types):
+        raise fail("a WordPiece vocabulary with byte tokens, which crashes llama.cpp")
 
 
 def _special_token(metadata: Mapping[str, object], name: str, default: int | None,
@@ -204,7 +219,7 @@ def _has_byte_tokens(token_types: bytes) -> bool:
     return TOKEN_TYPE_BYTE in values
 
 
-def _check_float_hyperparameters(p: _Parser, arch: str, metadata: Mapping[str, object]) -> None:
+def _check_float_hyperparameters(arch: str, metadata: Mapping[str, object], fail: Fail) -> None:
     """Float hyperparameters are finite, and epsilons not negative (ggml asserts eps >= 0 mid-inference)."""
     prefix = f"{arch}."
     for key, value in metadata.items():
@@ -213,33 +228,33 @@ def _check_float_hyperparameters(p: _Parser, arch: str, metadata: Mapping[str, o
         floats = [v for v in (value if isinstance(value, tuple) else (value,)) if isinstance(v, float)]
         for number in floats:
             if not math.isfinite(number):
-                raise p.fail(f"{key} is {number}")
+                raise fail(f"{key} is {number}")
             if number < 0 and "eps" in key.rsplit(".", 1)[-1]:
-                raise p.fail(f"{key} is negative ({number})")
+                raise fail(f"{key} is negative ({number})")
 
 
-def _check_attention_sizes(p: _Parser, arch: str, metadata: Mapping[str, object]) -> None:
+def _check_attention_sizes(arch: str, metadata: Mapping[str, object], fail: Fail) -> None:
     """Sizes llama.cpp multiplies in 32 bits stay far from overflow (wrapped products abort later)."""
-    sizes = {name: _as_int(metadata.get(f"{arch}.{name}")) or 0 for name in (
+    sizes = {name: as_int(metadata.get(f"{arch}.{name}")) or 0 for name in (
         "embedding_length", "feed_forward_length", "attention.head_count", "attention.head_count_kv",
         "attention.key_length", "attention.value_length", "rope.dimension_count", "vocab_size")}
     for name, value in sizes.items():
         if value >= HPARAM_LIMIT:
-            raise p.fail(f"{arch}.{name} is {value:,} (limit {HPARAM_LIMIT:,})")
+            raise fail(f"{arch}.{name} is {value:,} (limit {HPARAM_LIMIT:,})")
     heads = max(sizes["attention.head_count"], sizes["attention.head_count_kv"])
     head_size = max(sizes["attention.key_length"], sizes["attention.value_length"])
     if not head_size and sizes["attention.head_count"]:
         head_size = sizes["embedding_length"] // sizes["attention.head_count"]
     if heads * head_size >= HPARAM_LIMIT:
-        raise p.fail(f"{arch} attention of {heads:,} heads of {head_size:,} overflows")
+        raise fail(f"{arch} attention of {heads:,} heads of {head_size:,} overflows")
 
 
-def _check_experts(p: _Parser, arch: str, metadata: Mapping[str, object]) -> None:
+def _check_experts(arch: str, metadata: Mapping[str, object], fail: Fail) -> None:
     """Mixture-of-experts counts in the relations llama.cpp asserts."""
-    experts = _as_int(metadata.get(f"{arch}.expert_count")) or 0
-    used = _as_int(metadata.get(f"{arch}.expert_used_count")) or 0
-    groups = _as_int(metadata.get(f"{arch}.expert_group_count")) or 0
-    group_used = _as_int(metadata.get(f"{arch}.expert_group_used_count")) or 0
+    experts = as_int(metadata.get(f"{arch}.expert_count")) or 0
+    used = as_int(metadata.get(f"{arch}.expert_used_count")) or 0
+    groups = as_int(metadata.get(f"{arch}.expert_group_count")) or 0
+    group_used = as_int(metadata.get(f"{arch}.expert_group_used_count")) or 0
     if arch in ("hunyuan_vl", "hunyuan-dense") and experts <= 1:
         return
     problem = None
@@ -254,4 +269,4 @@ def _check_experts(p: _Parser, arch: str, metadata: Mapping[str, object]) -> Non
     elif experts == 0 and groups:
         problem = f"expert_group_count {groups} without experts"
     if problem:
-        raise p.fail(f"invalid mixture-of-experts metadata: {problem}")
+        raise fail(f"invalid mixture-of-experts metadata: {problem}")

@@ -6,7 +6,9 @@ import re
 from pathlib import Path
 
 from localgen.errors import GGUFError
-from localgen.gguf_file import HINT, GGUFInfo, _as_int, _read, read_gguf
+from localgen.gguf_cursor import HINT
+from localgen.gguf_info import GGUFInfo, as_int
+from localgen.gguf_reader import read_gguf
 
 SPLIT_NAME = r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$"  # llama.cpp's llama_split_path
 
@@ -28,8 +30,8 @@ def split_shard_paths(first_shard: Path) -> list[Path]:
     return [first_shard.with_name(f"{prefix}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
 
 
-def validate_split(first_shard: Path) -> list[Path]:
-    """Check every shard of a split model is present, valid and from the same model; return them in order."""
+def validate_split(first_shard: Path) -> tuple[GGUFInfo, list[Path]]:
+    """Check all shards of a split model (or a lone file) are there, valid and alike: (first header, paths in order)."""
     first_shard = Path(first_shard)
     first = read_gguf(first_shard)
     parts = split_name_parts(first_shard.name)
@@ -38,7 +40,7 @@ def validate_split(first_shard: Path) -> list[Path]:
             raise GGUFError(f"{first_shard.name}: shard of a {first.split_count}-part model, but the file "
                             "name does not say which (expected NAME-00001-of-0000N.gguf)",
                             hint="rename the shards")
-        return [first_shard]
+        return first, [first_shard]
     _, number, count = parts
     if number != 1:
         raise GGUFError(f"{first_shard.name}: not the first shard", hint="pass the -00001-of-... file")
@@ -46,14 +48,14 @@ def validate_split(first_shard: Path) -> list[Path]:
         raise GGUFError(f"{first_shard.name}: metadata says shard {first.split_no + 1} of "
                         f"{first.split_count}, the file name says 1 of {count}", hint=HINT)
     paths = split_shard_paths(first_shard)
-    expected_tensors = _as_int(first.metadata.get("split.tensors.count"))
+    expected_tensors = as_int(first.metadata.get("split.tensors.count"))
     names = {t.name for t in first.tensors}
     total = len(first.tensors)
     for index, shard_path in enumerate(paths[1:], start=1):
         if not shard_path.exists():
             raise GGUFError(f"{shard_path.name}: missing shard {index + 1} of {count}",
                             hint="download the missing shard")
-        shard = _read(shard_path, check_tensors=True, require_architecture=False)
+        shard = read_gguf(shard_path, require_architecture=False)
         _check_shard(first, shard, index, count)
         for tensor in shard.tensors:
             if tensor.name in names:
@@ -64,7 +66,7 @@ def validate_split(first_shard: Path) -> list[Path]:
     if count > 1 and expected_tensors is not None and total != expected_tensors:
         raise GGUFError(f"{first_shard.name}: the shards hold {total:,} tensors, split.tensors.count says "
                         f"{expected_tensors:,}", hint="the shards come from different models")
-    return paths
+    return first, paths
 
 
 def _check_shard(first: GGUFInfo, shard: GGUFInfo, index: int, count: int) -> None:

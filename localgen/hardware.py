@@ -3,14 +3,13 @@
 RAM from /proc/meminfo, capped by the cgroup (v2 memory.max, v1 memory.limit_in_bytes) and by LOCALGEN_MEMORY_LIMIT
 (bytes or a size such as 4GiB, to simulate a smaller machine). GPUs from llama.cpp's ggml backend devices
 (engine.backend_devices), else from `nvidia-smi`; LOCALGEN_VRAM_LIMIT caps the VRAM budget the same way. The two
-limits are read by config.load_settings() and parsed here (parse_size).
+limits are read by config.load_settings() and parsed here (units.parse_size).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from localgen.config import MEMORY_LIMIT_ENV, VRAM_LIMIT_ENV, load_settings
-from localgen.errors import ConfigError
+from localgen.units import parse_size
 
 RAM_USABLE_FRACTION = 0.9
 VRAM_RESERVE_FRACTION = 0.05
@@ -28,8 +27,6 @@ REPACK_TYPES_X86_AVX2 = frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"})
 REPACK_TYPES_X86_AVX512 = frozenset({"Q2_K"})
 REPACK_TYPES_ARM_DOTPROD = frozenset({"Q4_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "Q8_0", "MXFP4"})
 REINSTALL_COMMAND = 'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python=={}'
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _UNLIMITED = 1 << 60
 
 
@@ -114,14 +111,6 @@ class Hardware:
                          for g in self.gpus],
                 "nvidia_gpus": [g.name for g in self.nvidia_gpus], "llama_cpp_python": self.llama_version,
                 "cpu_repack_types": sorted(self.cpu_repack_types)}
-
-
-def parse_size(text: str, *, name: str) -> int:
-    """Bytes from '4GiB', '512MiB', '4G', '1.5g' or a plain byte count (binary units)."""
-    match = _SIZE.match(text)
-    if match is None:
-        raise ConfigError(f"{name}={text!r} is not a size", hint="use bytes or a size such as 4GiB or 512MiB")
-    return int(float(match[1]) * _UNITS[match[2].lower()])
 
 
 def _size_limit(value: str | None, name: str) -> int | None:

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import fnmatch
-from typing import TYPE_CHECKING
 
 from localgen.errors import HubError
 from localgen.gguf_split import split_name_parts
+from localgen.hub_types import HubFile
 from localgen.registry import normalize_quant, quant_of_filename
-
-if TYPE_CHECKING:
-    from localgen.hub import HubFile
 
 DEFAULT_QUANT = "Q4_K_M"
 # Without an explicit quant: the first of these the repo has. 4-5 bit k-quants are the usual

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from localgen.errors import HubError, LocalgenError
+import errno
+import os
+
+from localgen.errors import DISK_FULL_ERRNOS, HubError, LocalgenError
+from localgen.hub_cache import hub_cache_dir, hub_endpoint
 
 # Exception class names (httpx, httpx2, requests, urllib3) for a connection lost mid-response.
 _DROPPED = {"RemoteProtocolError", "ReadError", "ChunkedEncodingError", "IncompleteRead", "ProtocolError"}
+# A write that failed for want of space: the disk is full, or the user's quota on it is used up.
 
 
 def offline_error(repo: str, quant: str | None, filename: str | None, reference: str | None) -> HubError:
@@ -42,8 +47,6 @@ def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None)
     if isinstance(exc, LocalgenError):
         return exc
     from huggingface_hub import errors as hf_errors
-
-    from localgen.hub import hub_cache_dir, hub_endpoint  # here, not at the top: hub.py imports this module
 
     def kind(name: str) -> tuple[type, ...]:
         cls = getattr(hf_errors, name, None)
@@ -90,9 +93,13 @@ def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None)
         if isinstance(err, ConnectionError) or names & {"ConnectError", "ConnectionError", "NetworkError",
                                                         "ProxyError"}:
             return HubError(f"cannot reach the Hugging Face Hub ({hub_endpoint()}) for {where}", hint=net_hint)
-        if isinstance(err, OSError) and getattr(err, "errno", None) == 28:
-            return HubError(f"no space left on the disk while downloading {where}",
+        if isinstance(err, OSError) and err.errno in DISK_FULL_ERRNOS:
+            return HubError(f"no space left on the disk while downloading {where} ({os.strerror(err.errno)})",
                             hint=f"free some space in {hub_cache_dir()} (see `localgen models list`)")
+        if isinstance(err, OSError) and err.errno == errno.EFBIG:
+            return HubError(f"{where} is too large for the file system of {hub_cache_dir()}",
+                            hint="some file systems (FAT32) hold files of at most 4 GiB; set HF_HUB_CACHE to a "
+                                 "folder on another file system")
         if isinstance(err, OSError) and "Consistency check failed" in str(err):
             return HubError(f"the download of {where} was incomplete (the connection dropped)",
                             hint="run the command again")

@@ -1,6 +1,6 @@
 """Choosing among a repo's quants, before anything is downloaded: each file's estimate and plan from its header.
 
-Headers are read with HTTP range requests (hub.read_header_bytes). When a repo is named without a quant
+Headers are read with HTTP range requests (hub_range.read_header_bytes). When a repo is named without a quant
 (choose_option): among the quants that fit, the full context first, then everything on the GPU, then the most bits
 per weight up to Q8_0's (F16/BF16/F32 only when no quantized file fits). Also `localgen fit`'s report and table,
 and `localgen models show`'s one-line plan.
@@ -9,13 +9,12 @@ and `localgen models show`'s one-line plan.
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localgen.errors import GGUFError, InsufficientMemoryError, LocalgenError, ModelNotFoundError
+from localgen.errors import InsufficientMemoryError, LocalgenError, ModelNotFoundError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape, model_shape, read_shape
 from localgen.fit import (
     MIN_AUTO_CONTEXT,
@@ -31,8 +30,8 @@ from localgen.hub_choice import AUXILIARY_PREFIXES, choose_model
 from localgen.units import binary_size, human_size
 
 if TYPE_CHECKING:
-    from localgen.gguf_file import GGUFInfo
-    from localgen.hub import HubFile
+    from localgen.gguf_info import GGUFInfo
+    from localgen.hub_types import HubFile
 
 HEADER_READ_BYTES = 4 * 2**20  # first range read of a Hub file's header; grown x4 up to HEADER_READ_MAX_BYTES
 HEADER_READ_MAX_BYTES = 256 * 2**20
@@ -101,30 +100,18 @@ def choose_option(options: Sequence[FitOption], request: FitRequest) -> int | No
     return max(fitting, key=lambda i: rank(options[i])) if fitting else None
 
 
-def parse_header_bytes(data: bytes, name: str) -> GGUFInfo:
-    """Parse a GGUF header from the first bytes of a file (tensor data need not be there)."""
-    from localgen.gguf_file import read_gguf
-
-    try:
-        with tempfile.TemporaryDirectory(prefix="localgen-header-") as folder:
-            path = Path(folder) / (Path(name).name or "header.gguf")
-            path.write_bytes(data)
-            return read_gguf(path, check_tensors=False)
-    except OSError as exc:
-        raise LocalgenError(f"cannot write a scratch copy of {name}'s header: {exc.strerror or exc}",
-                            hint="free some space in the temporary folder (TMPDIR)") from exc
-
-
 def remote_header(repo: str, filename: str, size: int, *, revision: str | None = None) -> GGUFInfo:
     """A Hub file's GGUF header from HTTP range reads of its first few MB (more only when the header is longer)."""
-    from localgen import hub
+    from localgen import hub_range
+    from localgen.gguf_cursor import GGUFTruncatedError
+    from localgen.gguf_reader import read_gguf_bytes
 
     n = min(HEADER_READ_BYTES, size) if size > 0 else HEADER_READ_BYTES
     while True:
-        data = hub.read_header_bytes(repo, filename, n, revision=revision)
+        data = hub_range.read_header_bytes(repo, filename, n, revision=revision)
         try:
-            return parse_header_bytes(data, filename)
-        except GGUFError:
+            return read_gguf_bytes(data, filename)
+        except GGUFTruncatedError:  # the header goes on past the bytes read; any other problem is final
             if len(data) < n or n >= min(size or HEADER_READ_MAX_BYTES, HEADER_READ_MAX_BYTES):
                 raise
             n = min(n * 4, size or HEADER_READ_MAX_BYTES, HEADER_READ_MAX_BYTES)
@@ -308,16 +295,16 @@ def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest)
 def choose_cached(reference: str | None, *, hw: Hardware, request: FitRequest) -> str | None:
     """For a repo named without a quant: the best already downloaded quant that fits, as ORG/REPO:QUANT (no
     network); None when there is none."""
-    from localgen import hub
+    from localgen import hub_cache
 
     target = _target(reference)
     if target.repo is None or target.quant or target.filename:
         return None
     request = replace(request, default_ctx=target.default_ctx)
     options = []
-    for group in _groups(hub.cached_listing(target.repo) or [], target.repo):
+    for group in _groups(hub_cache.cached_listing(target.repo) or [], target.repo):
         first = group[0]
-        paths = hub.cached_model(target.repo, quant=first.quant, filename=None if first.quant else first.filename)
+        paths = hub_cache.cached_model(target.repo, quant=first.quant, filename=None if first.quant else first.filename)
         if paths:
             shape = header_shape(_read_local(paths[0]), paths[0])
             options.append(evaluate(first.quant or first.filename, first.quant, tuple(f.filename for f in group),
@@ -331,7 +318,7 @@ def choose_cached(reference: str | None, *, hw: Hardware, request: FitRequest) -
 
 def _read_local(path: Path) -> GGUFInfo:
     """A local file's validated header."""
-    from localgen.gguf_file import read_gguf
+    from localgen.gguf_reader import read_gguf
 
     return read_gguf(path)
 

@@ -316,6 +316,7 @@ class Repl:
         notice is printed when the answer's first text arrives (a turn that gets no answer changes nothing).
         """
         view = console.AnswerView(markdown=self.markdown, show_thinking=self.show_thinking)
+        status = console.PrefillStatus(sys.stderr)
         splitter: ThinkingSplitter | None = None  # made at the first text, once the prompt is final (/regen)
         done: Done | None = None
         engine = self.session.loaded.engine
@@ -325,6 +326,10 @@ class Repl:
                 _keys_not_echoed():
             try:
                 for event in events:
+                    if isinstance(event, PrefillProgress):
+                        status.update(event)
+                        continue
+                    status.clear()
                     if isinstance(event, TextChunk):
                         if splitter is None and notice:
                             console.say(notice)
@@ -333,11 +338,10 @@ class Repl:
                             (view.thinking if thinking else view.answer)(text)
                     elif isinstance(event, Done):
                         done = event
-                    elif isinstance(event, PrefillProgress):
-                        continue
                 for thinking, text in splitter.flush() if splitter else ():
                     (view.thinking if thinking else view.answer)(text)
             finally:
+                status.clear()
                 note = None
                 if done is not None:
                     note = console.finish_note(done, chat=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from localgen import hub
+from localgen import hub, hub_cache
 from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import ModelNotFoundError
@@ -70,7 +70,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     spec = registry.get(ref.name) if ref.name is not None else None
     repo, quant, filename = hub_target(ref, spec)
     if not force:
-        cached = hub.cached_model(repo, quant=quant, filename=filename)
+        cached = hub_cache.cached_model(repo, quant=quant, filename=filename)
         if cached:
             return ResolvedModel(ref=ref, path=cached[0], spec=spec, source="cache")
         bundled = _bundled(spec, quant)

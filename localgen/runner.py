@@ -20,7 +20,7 @@ from localgen.quant_choice import choose_cached, choose_download
 from localgen.resolve import ResolvedModel, resolve_model
 
 if TYPE_CHECKING:
-    from localgen.gguf_file import GGUFInfo
+    from localgen.gguf_info import GGUFInfo
     from localgen.promptcache import PromptCache
 
 
@@ -133,13 +133,13 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     memory plan sees the RAM and VRAM that model held.
     """
     from localgen.catalog import touch_last_used
-    from localgen.gguf_file import read_gguf
+    from localgen.gguf_split import validate_split
 
     hw = probe_hardware()
     warning = cpu_only_warning_once(hw)
     notes: list[str] = []
     resolved = resolve_fitting(options, hw, notes)
-    header = read_gguf(resolved.path)  # validated in Python before llama.cpp opens the file
+    header, _ = validate_split(resolved.path)  # every shard is checked in Python before llama.cpp opens it
     if release is not None:
         release()
         hw = probe_hardware()

@@ -1,11 +1,10 @@
-"""sha256 verification of model files, remembered so a verified file is not rehashed."""
+"""Hashing model files, and remembering which version of a file was verified so it is not rehashed."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from localgen.config import settings
@@ -24,6 +23,17 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def git_blob_id_and_sha256(path: Path) -> tuple[str, str]:
+    """The git blob id (sha1 of 'blob SIZE\\0' + content) and the sha256 of a file, in one read."""
+    git = hashlib.sha1(f"blob {path.stat().st_size}\0".encode(), usedforsecurity=False)
+    sha = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(HASH_CHUNK_BYTES):
+            git.update(chunk)
+            sha.update(chunk)
+    return git.hexdigest(), sha.hexdigest()
+
+
 def path_key(path: Path) -> str:
     """A file-name-safe key for a file's resolved path (for markers kept about it)."""
     return hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
@@ -35,7 +45,11 @@ def _marker_path(path: Path) -> Path:
 
 
 def _identity(path: Path) -> dict[str, int]:
-    """What must not change for a verification to stay valid."""
+    """What names this version of the file at a path: its size, mtime and inode.
+
+    A rewrite in place changes the mtime; a file renamed into place (an atomic save, `rsync -a`) may carry an
+    old mtime but has another inode. Markers and file_identity_key both use this, so they go stale together.
+    """
     st = path.stat()
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
 
@@ -50,7 +64,7 @@ def is_verified(path: Path, sha256: str) -> bool:
 
 
 def record_verified(path: Path, sha256: str) -> None:
-    """Remember that path hashed to sha256, keyed by its size, mtime and inode."""
+    """Remember that path hashed to sha256, for as long as its identity stays the same."""
     marker = {"path": str(path.resolve()), "sha256": sha256.lower(), "identity": _identity(path)}
     with contextlib.suppress(LocalgenError):  # a missing marker only costs a rehash next time
         atomic_write_text(_marker_path(path), json.dumps(marker, indent=1))
@@ -77,9 +91,8 @@ def verify_file(path: Path, *, sha256: str, size: int | None = None, label: str 
 
 
 def file_identity_key(path: Path) -> str:
-    """A short key naming this exact file version (path, size, mtime), for caches."""
-    st = os.stat(path)
-    raw = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    """A short key naming this exact file version (its resolved path and identity), for caches."""
+    raw = json.dumps({"path": str(path.resolve()), **_identity(path)}, sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 

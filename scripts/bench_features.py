@@ -164,12 +164,12 @@ def bench_draft(args: argparse.Namespace) -> None:
 
 
 def time_batches(engine, depth: int, rounds: int) -> dict[int, float]:
-    """Median seconds of one llama_decode of b tokens (b = 1..DRAFT_LIMIT + 1) after `depth` cached tokens."""
-    from localgen.engine import DRAFT_LIMIT, lc
+    """Median seconds of one llama_decode of b tokens (b = 1..DRAFT_MAX + 1) after `depth` cached tokens."""
+    from localgen.speculative import DRAFT_MAX
 
     engine.reset()
     list(engine._prefill([engine.bos_token] + [100 + i % 1000 for i in range(depth - 1)], 0))
-    times: dict[int, list[float]] = {b: [] for b in range(1, DRAFT_LIMIT + 2)}
+    times: dict[int, list[float]] = {b: [] for b in range(1, DRAFT_MAX + 2)}
     for _ in range(rounds):
         for b in times:
             batch = engine._draft_batch
@@ -180,7 +180,7 @@ def time_batches(engine, depth: int, rounds: int) -> dict[int, float]:
             started = time.perf_counter()
             engine._decode_batch(batch)
             times[b].append(time.perf_counter() - started)
-            lc.llama_memory_seq_rm(engine._memory, 0, depth, -1)
+            engine._kv.truncate(depth)
     engine.reset()
     return {b: statistics.median(t) for b, t in times.items()}
 
@@ -209,15 +209,14 @@ def lookup_speedup(prompt: list[int], output: list[int], cost: dict[int, float],
     length=None is the oracle: the drafter is told how many of its matched tokens the model will accept and
     drafts exactly those, so no batch is wasted. An integer drafts that many whenever the n-gram matches.
     """
-    from localgen.engine import DRAFT_LIMIT
-    from localgen.speculative import PromptLookup
+    from localgen.speculative import DRAFT_MAX, PromptLookup
     from localgen.tokens import common_prefix
 
-    drafter = PromptLookup(prompt, fixed_length=DRAFT_LIMIT)
+    drafter = PromptLookup(prompt, fixed_length=DRAFT_MAX)
     drafter.extend(output[:1])
     done, spent = 1, 0.0
     while done < len(output):
-        guesses = drafter.draft(DRAFT_LIMIT)
+        guesses = drafter.draft(DRAFT_MAX)
         accepted = common_prefix(guesses, output[done:done + len(guesses)])
         drafted = accepted if length is None else min(length, len(guesses))
         accepted = min(accepted, drafted)
@@ -231,9 +230,9 @@ def lookup_speedup(prompt: list[int], output: list[int], cost: dict[int, float],
 def bench_draftbound(args: argparse.Namespace) -> None:
     """The most any prompt-lookup drafter could gain on each task, from its greedy output and timed batches."""
     from localgen.chat import Message
-    from localgen.engine import DRAFT_LIMIT
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model, prompt_tokens
+    from localgen.speculative import DRAFT_MAX
 
     loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
     engine = loaded.engine
@@ -241,9 +240,9 @@ def bench_draftbound(args: argparse.Namespace) -> None:
         prompt = prompt_tokens(loaded, [Message("user", text)])
         engine.reset()
         list(engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=args.n)))
-        output = list(engine._kv_tokens[len(prompt):])
+        output = engine.kv_token_list[len(prompt):]
         cost = time_batches(engine, len(prompt) + len(output) // 2, args.rounds)
-        fixed = {k: lookup_speedup(prompt, output, cost, k) for k in range(1, DRAFT_LIMIT + 1)}
+        fixed = {k: lookup_speedup(prompt, output, cost, k) for k in range(1, DRAFT_MAX + 1)}
         best = max(fixed, key=fixed.__getitem__)
         print(f"\n{task}: prompt {len(prompt)} tokens, greedy output {len(output)} tokens")
         print("  verify batch of b tokens, in one-token decodes: "

@@ -271,7 +271,7 @@ def print_follow_up(rounds: dict[str, list[dict[str, Any]]], args: argparse.Name
 
 def attention_share(model: Path, depth: int) -> float:
     """FLOPs of exact attention over depth cached tokens, per new token, as a fraction of the weight matmuls' FLOPs."""
-    from localgen.gguf_file import read_gguf
+    from localgen.gguf_reader import read_gguf
 
     info = read_gguf(model)
     tied = not any(t.name == "output.weight" for t in info.tensors)

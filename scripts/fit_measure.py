@@ -110,7 +110,7 @@ def _row(record: dict) -> str:
     """One line comparing the estimate with the measured RSS increase."""
     sys.path.insert(0, str(REPO_ROOT))
     from localgen.estimate import estimate_memory, model_shape
-    from localgen.gguf_file import read_gguf
+    from localgen.gguf_reader import read_gguf
     from localgen.hardware import cpu_repack_types
 
     shape = model_shape(read_gguf(Path(record["path"])))

@@ -1,6 +1,6 @@
 """Build real, rewritten, split and deliberately broken GGUF files for tests.
 
-This module parses GGUF on its own (it does not use localgen.gguf_file), so tests of the validator
+This module parses GGUF on its own (it does not use localgen.gguf_reader), so tests of the validator
 do not check it against itself. Rewrites work at the byte level: the metadata section is re-encoded,
 the padding before the aligned data section recomputed, and tensor data copied verbatim.
 """

@@ -15,7 +15,7 @@ from hub_server import (
     make_gguf_bytes,
 )
 
-from localgen import catalog, hub
+from localgen import catalog, hub, hub_cache
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.registry import ModelSpec, Registry, load_registry
 
@@ -93,7 +93,7 @@ def test_remove_frees_the_model_and_keeps_the_others(hubenv: HubEnv) -> None:
     assert removed.name == "tiny:Q8_0" and removed.bytes_freed == 200_000 and removed.kept_shared == ()
     assert q8[0] in removed.paths and blob in removed.paths
     assert not os.path.lexists(q8[0]) and not blob.exists()
-    assert hub.cached_model(REPO, quant=None, filename=None) == q4
+    assert hub_cache.cached_model(REPO, quant=None, filename=None) == q4
     assert sorted(hub_models(registry())) == ["tiny", "tiny:Q4_0"]
     removed = catalog.remove_model(registry(), "org/tiny-GGUF/tiny-Q4_0-00002-of-00002.gguf")
     assert removed.bytes_freed == 120_000 and not any(os.path.lexists(p) for p in split)
@@ -130,7 +130,7 @@ def test_remove_keeps_a_blob_that_another_model_uses(hubenv: HubEnv) -> None:
     removed = catalog.remove_model(load_registry(), "org/tiny-GGUF:Q8_0")
     assert removed.bytes_freed == 0 and removed.kept_shared == (f16[0].resolve(),)
     assert removed.paths == (q8[0],)
-    assert hub.cached_model(REPO, quant="F16", filename=None) == f16
+    assert hub_cache.cached_model(REPO, quant="F16", filename=None) == f16
     assert file_sha256(f16[0]) == file_sha256(hubenv.server.repos[REPO].files["twin-F16.gguf"])  # type: ignore[arg-type]
     removed = catalog.remove_model(load_registry(), "org/tiny-GGUF:F16")
     assert removed.bytes_freed == 80_000 and removed.kept_shared == ()
@@ -159,7 +159,7 @@ def test_remove_respects_the_cache_wide_shared_blob_store(hubenv: HubEnv) -> Non
     (store.parent / (store.name + ".refs")).write_text("manifest\n")
     sha = file_sha256(data)
     for repo in ("a/one", "b/two"):
-        folder = cache / hub.repo_folder(repo)
+        folder = cache / hub_cache.repo_folder(repo)
         (folder / "blobs").mkdir(parents=True)
         (folder / "blobs" / sha).symlink_to(os.path.relpath(store, folder / "blobs"))
         snapshot = folder / "snapshots" / ("1" * 40)

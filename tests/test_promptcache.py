@@ -128,13 +128,15 @@ def test_clear_removes_everything(tmp_path: Path) -> None:
                                                  ("500M", 500 * 2**20), ("4GiB", 4 * 2**30), ("0", 0)])
 def test_size_bound_from_the_environment(monkeypatch: pytest.MonkeyPatch, value: str, expected: int) -> None:
     monkeypatch.setenv(config.PROMPT_CACHE_BYTES_ENV, value)
+    monkeypatch.setattr(config, "_settings", None)  # the environment is read once per process
     assert config.prompt_cache_bytes() == expected
 
 
-@pytest.mark.parametrize("value", ["lots", "-5", "inf", "1e999", "nan"])
+@pytest.mark.parametrize("value", ["lots", "-5", "inf", "1e999", "nan", "1e9"])
 def test_bad_size_bound_is_a_config_error(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv(config.PROMPT_CACHE_BYTES_ENV, value)
-    with pytest.raises(ConfigError):
+    monkeypatch.setattr(config, "_settings", None)
+    with pytest.raises(ConfigError, match="is not a size"):
         config.prompt_cache_bytes()
 
 
@@ -186,7 +188,7 @@ def test_memory_that_cannot_drop_a_tail_neither_stores_nor_restores(engine: Engi
     warm = _answer(engine, second, PromptCache(tmp_path / "normal", "smollm2", max_bytes=1 << 30))
     assert warm.restored_tokens == 0 and warm.text == cold.text
     monkeypatch.undo()
-    assert int(lc.llama_memory_seq_pos_max(engine._memory, 0)) + 1 == len(engine.kv_token_list)
+    assert int(lc.llama_memory_seq_pos_max(engine._kv.memory, 0)) + 1 == len(engine.kv_token_list)
 
 
 def _short_prompt(engine: Engine, question: str) -> list[int]:

@@ -242,10 +242,12 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
 
 def test_file_attachment_goes_into_the_next_message(chat: Chat, tmp_path: Path) -> None:
     doc = tmp_path / "note.txt"
-    doc.write_text("The secret code is 4711.\n")
+    filler = "\n".join(f"Line {i}: nothing to see in the {i * 7 % 13}th crate." for i in range(60))
+    doc.write_text(f"The secret code is 4711.\n{filler}\n")  # over one 512-token prefill chunk
     chat.command(f"/file {doc}", "attached")
     state = chat.ask("What is the secret code?")
     assert state["turns"][0]["user"].startswith("The secret code is 4711.")
+    assert "reading the prompt: 512/" in chat.transcript.getvalue(), "a long prompt shows its progress"
 
 
 def test_markdown_answer_is_rendered(home: Path) -> None:

@@ -299,3 +299,32 @@ def test_seed_minus_one_means_a_random_seed() -> None:
     from localgen.params import SamplingParams
 
     assert SamplingParams(seed=-1).seed is None and SamplingParams(seed=7).seed == 7
+
+
+def _records(words: int) -> str:
+    """A long, varied document (about 1.7 tokens per word)."""
+    places = ["harbour", "market", "library", "station", "orchard", "bridge", "mill"]
+    lines = [f"Record {i}: the cart left the {places[i % 7]} with {i * 13 % 97} crates." for i in range(words // 10)]
+    return "\n".join(lines)
+
+
+def test_a_long_prompt_shows_progress_on_a_terminal_then_erases_it(tmp_path: Path) -> None:
+    import pexpect
+    import pyte
+
+    doc = tmp_path / "records.txt"
+    doc.write_text(_records(500))
+    args = ["run", "-f", str(doc), "-n", "3", "--temperature", "0", "--batch-size", "256", "--no-cache",
+            "Which record mentions the mill?"]
+    child = pexpect.spawn(sys.executable, ["-m", "localgen", *args], cwd=str(REPO_ROOT), encoding="utf-8",
+                          env={**os.environ, "TERM": "xterm"}, timeout=120, dimensions=(24, 100))
+    raw = child.read()
+    child.close()
+    assert child.exitstatus == 0, raw
+    assert re.search(r"reading the prompt: 256/[\d,]+ tokens \(\d+%\)", raw), raw
+    screen = pyte.Screen(100, 24)
+    pyte.Stream(screen).feed(raw)
+    shown = "\n".join(screen.display)
+    assert "reading the prompt" not in shown and "stopped at the --max-tokens limit" in shown, shown
+    piped = run_localgen(*args)
+    assert piped.returncode == 0 and "reading the prompt" not in piped.err, "pipes and files get no progress"

@@ -9,43 +9,20 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
+from localgen.engine.kv import KvCache
 from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc, llama_cpp_version
+from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
+from localgen.engine.sampling import build_sampler
 from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
 from localgen.events import Completion, DraftStats, Event, PrefillProgress, TextChunk, Timings, Usage
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.speculative import DRAFT_MAX, PromptLookup, check_draft_mode
 from localgen.stopping import StopMatcher
-from localgen.tokens import common_prefix
 
 log = logging.getLogger("localgen.engine")
 
-LLAMA_DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp: draw a random seed
 PIECE_BUFFER_BYTES = 256
-DRAFT_LIMIT = DRAFT_MAX  # the most drafted tokens verified in one batch
-FA_TILE_Q = 64  # ggml-cpu's GGML_FA_TILE_Q: flash attention switches kernels at this many queries
-
-
-class CachedPrefix(Protocol):
-    """A saved KV state and the tokens it holds."""
-
-    tokens: Sequence[int]
-    state: bytearray
-
-
-class PrefixCache(Protocol):
-    """Where KV states of long prompts are kept between processes (see localgen.promptcache)."""
-
-    min_new_tokens: int
-
-    def find(self, prompt: Sequence[int], *, better_than: int) -> CachedPrefix | None:
-        """The saved state sharing the longest prefix with prompt, if it shares more than better_than tokens."""
-        ...
-
-    def store(self, tokens: Sequence[int], state: bytearray) -> None:
-        """Save the KV state of these tokens."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -85,8 +62,7 @@ class Engine:
         self._model = self._load_model(path, options)
         self._vocab = lc.llama_model_get_vocab(self._model)
         self._ctx = self._new_context(options)
-        self._memory = lc.llama_get_memory(self._ctx)
-        self._kv_tokens: list[int] = []
+        self._kv = KvCache(self._ctx)
         self._pieces: dict[int, bytes] = {}
         self._piece_buf = ctypes.create_string_buffer(PIECE_BUFFER_BYTES)
         self._one_token = (lc.llama_token * 1)()
@@ -136,8 +112,8 @@ class Engine:
     @staticmethod
     def _new_draft_batch() -> lc.llama_batch:
         """A batch for verifying drafts: one sequence, logits at every position."""
-        batch = lc.llama_batch_init(DRAFT_LIMIT + 1, 0, 1)
-        for i in range(DRAFT_LIMIT + 1):
+        batch = lc.llama_batch_init(DRAFT_MAX + 1, 0, 1)
+        for i in range(DRAFT_MAX + 1):
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
             batch.logits[i] = 1
@@ -214,7 +190,7 @@ class Engine:
     @property
     def kv_tokens(self) -> int:
         """How many tokens currently sit in the KV cache."""
-        return len(self._kv_tokens)
+        return len(self._kv)
 
     def chat_template(self) -> str | None:
         """The model's own Jinja chat template, if it has one."""
@@ -306,8 +282,7 @@ class Engine:
     def reset(self) -> None:
         """Forget the KV cache."""
         self._check_open()
-        lc.llama_memory_clear(self._memory, True)
-        self._kv_tokens = []
+        self._kv.clear()
 
     def check_fits(self, n_prompt: int) -> None:
         """Raise ContextOverflowError when a prompt leaves no room to generate."""
@@ -338,53 +313,31 @@ class Engine:
         self.check_fits(len(prompt))
         started = time.perf_counter()
         try:
-            restored = self._restore_prefix(prompt, prefix_cache) if prefix_cache is not None else 0
-            reused = self._reuse_prefix(prompt)
+            restored = 0 if prefix_cache is None else \
+                restore_prefix(self._kv, prompt, prefix_cache, n_ctx=self.n_ctx, n_ubatch=self.n_ubatch)
+            reused = self._kv.reuse(prompt)
             restored = min(restored, reused)
             yield from self._prefill(prompt, reused)
             prefill_done = time.perf_counter()
             if self._stop_requested:  # no token: no TTFT, and only the chunks evaluated count as prefilled
-                yield self._completion("", "interrupted", len(prompt), reused, len(self._kv_tokens) - reused, 0,
-                                       started, prefill_done, None, prefill_done)
+                yield _completion("", "interrupted", len(prompt), reused, len(self._kv) - reused, 0,
+                                  started, prefill_done, None, prefill_done)
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
             for event in self._decode(prompt, sampling, limits, ignore_eog, drafter):
                 if isinstance(event, _Finished):
-                    completion = self._completion(event.text, event.finish, len(prompt), reused,
-                                                  len(prompt) - reused, event.generated, started, prefill_done,
-                                                  event.first_token_at, event.last_token_at,
-                                                  drafter.stats() if drafter else None, restored)
+                    completion = _completion(event.text, event.finish, len(prompt), reused, len(prompt) - reused,
+                                             event.generated, started, prefill_done, event.first_token_at,
+                                             event.last_token_at, drafter.stats() if drafter else None, restored)
                     if prefix_cache is not None and event.finish != "interrupted":
-                        self._save_prefix(prefix_cache, len(prompt), len(prompt) - reused)
+                        save_prefix(self._kv, prefix_cache, len(prompt), len(prompt) - reused)
                     yield completion
                 else:
                     yield event
         finally:
             self._stop_requested = False
-            self._resync_kv()
-
-    def _common_prefix(self, prompt: Sequence[int]) -> int:
-        """How many leading prompt tokens already sit in the KV cache."""
-        return common_prefix(self._kv_tokens, prompt)
-
-    def _reuse_prefix(self, prompt: Sequence[int]) -> int:
-        """Keep the cached tokens shared with prompt, drop the rest; return how many were kept."""
-        common = min(self._common_prefix(prompt), len(prompt) - 1)  # the last prompt token must be evaluated
-        if common < len(self._kv_tokens):
-            common = self._truncate_kv(common)
-        return common
-
-    def _truncate_kv(self, keep: int) -> int:
-        """Drop the cached tokens from position keep on; return how many stay.
-
-        Memory that cannot drop a tail (recurrent and hybrid models) is cleared instead, so the token list
-        always matches what the cache holds.
-        """
-        if not lc.llama_memory_seq_rm(self._memory, 0, keep, -1):
-            lc.llama_memory_clear(self._memory, True)
-            keep = 0
-        del self._kv_tokens[keep:]
-        return keep
+            if self._ctx is not None:
+                self._kv.resync()
 
     # --- KV state: save and restore ------------------------------------------------------------
 
@@ -398,75 +351,17 @@ class Engine:
     def save_state(self) -> bytearray:
         """The KV cache state of the sequence (the tokens in kv_token_list) as bytes."""
         self._check_open()
-        size = int(lc.llama_state_seq_get_size(self._ctx, 0))
-        data = bytearray(size)
-        written = int(lc.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, 0))
-        del data[written:]
-        return data
+        return self._kv.save_state()
 
     def load_state(self, tokens: Sequence[int], data: bytearray) -> bool:
         """Replace the KV cache with a saved state of these tokens; False (and an empty cache) if it fails."""
         self._check_open()
-        lc.llama_memory_clear(self._memory, True)
-        self._kv_tokens = []
-        if not data or len(tokens) > self.n_ctx:
-            return False
-        loaded = lc.llama_state_seq_set_data(self._ctx, (ctypes.c_uint8 * len(data)).from_buffer(data), len(data), 0)
-        held = int(lc.llama_memory_seq_pos_max(self._memory, 0)) + 1
-        if not loaded or held != len(tokens):
-            log.debug("KV state rejected by llama.cpp (loaded %s bytes, %d of %d tokens)", loaded, held, len(tokens))
-            lc.llama_memory_clear(self._memory, True)
-            return False
-        self._kv_tokens = list(tokens)
-        return True
+        return self._kv.load_state(tokens, data, self.n_ctx)
 
     @property
     def kv_token_list(self) -> list[int]:
         """A copy of the tokens currently in the KV cache."""
-        return list(self._kv_tokens)
-
-    def _restore_prefix(self, prompt: Sequence[int], cache: PrefixCache) -> int:
-        """Load the longest cached prefix of prompt when it beats what the KV cache already holds."""
-        have = self._common_prefix(prompt)
-        try:
-            entry = cache.find(prompt, better_than=have)
-        except LocalgenError as exc:
-            log.debug("prompt cache lookup failed: %s", exc.message)
-            return 0
-        if entry is None:
-            return 0
-        if not self.load_state(entry.tokens, entry.state):
-            return 0
-        keep = self._restore_point(min(self._common_prefix(prompt), len(prompt) - 1), len(prompt))
-        if keep < len(self._kv_tokens):
-            keep = self._truncate_kv(keep)
-        return keep
-
-    def _restore_point(self, common: int, total: int) -> int:
-        """Where prefill resumes after a restore so the rest is computed exactly as a cold prefill computes it.
-
-        llama.cpp's CPU flash attention takes a tiled kernel for physical batches of FA_TILE_Q queries or
-        more and a per-row kernel below that; the two round differently. Resume early enough that the batch
-        holding the divergence point takes the same kernel as in a cold prefill (at most FA_TILE_Q tokens).
-        """
-        unit = self.n_ubatch
-        start = common - common % unit
-        end = min(start + unit, total)
-        if end - start >= FA_TILE_Q > end - common:
-            return max(start, end - FA_TILE_Q)
-        return common
-
-    def _save_prefix(self, cache: PrefixCache, n_prompt: int, prefilled: int) -> None:
-        """Save the prompt's KV state (the answer dropped) when enough new prompt tokens were computed."""
-        if prefilled < cache.min_new_tokens or not self._kv_tokens:
-            return
-        self._trim_unused(len(self._kv_tokens) - n_prompt)  # answer tokens were computed one at a time
-        if len(self._kv_tokens) != n_prompt:  # the memory could not drop the answer alone
-            return
-        try:
-            cache.store(self._kv_tokens, self.save_state())
-        except LocalgenError as exc:
-            log.debug("prompt cache store failed: %s", exc.message)
+        return list(self._kv.tokens)
 
     # --- prefill and decode --------------------------------------------------------------------
 
@@ -479,7 +374,7 @@ class Engine:
             chunk = prompt[begin:end]
             array = (lc.llama_token * len(chunk))(*chunk)
             self._decode_batch(lc.llama_batch_get_one(array, len(chunk)))
-            self._kv_tokens.extend(chunk)
+            self._kv.tokens.extend(chunk)
             yield PrefillProgress(done=end - start, total=total - start)
 
     def _chunks(self, start: int, total: int) -> Iterator[tuple[int, int]]:
@@ -500,36 +395,15 @@ class Engine:
             raise LocalgenError(f"llama.cpp failed to evaluate the batch (llama_decode returned {status})",
                                 hint="the context may be full; try a larger --ctx-size")
 
-    def _sampler(self, sampling: SamplingParams, prompt: Sequence[int]) -> lc.llama_sampler_p:
-        """Build llama.cpp's native sampler chain for these settings."""
-        chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
-        add = lc.llama_sampler_chain_add
-        if sampling.repeat_penalty != 1.0 and sampling.repeat_last_n != 0:
-            add(chain, lc.llama_sampler_init_penalties(
-                lc.llama_vocab_n_tokens(self._vocab), sampling.repeat_last_n, sampling.repeat_penalty, 0.0, 0.0))
-        if sampling.temperature <= 0:
-            add(chain, lc.llama_sampler_init_greedy())
-        else:
-            if sampling.top_k > 0:
-                add(chain, lc.llama_sampler_init_top_k(sampling.top_k))
-            add(chain, lc.llama_sampler_init_top_p(sampling.top_p, 1))
-            add(chain, lc.llama_sampler_init_min_p(sampling.min_p, 1))
-            add(chain, lc.llama_sampler_init_temp(sampling.temperature))
-            seed = LLAMA_DEFAULT_SEED if sampling.seed is None else sampling.seed & 0xFFFFFFFF
-            add(chain, lc.llama_sampler_init_dist(seed))
-        for token in prompt[-sampling.repeat_last_n:] if sampling.repeat_last_n > 0 else ():
-            lc.llama_sampler_accept(chain, token)
-        return chain
-
     def _decode(self, prompt: Sequence[int], sampling: SamplingParams, limits: GenerationLimits,
                 ignore_eog: bool, drafter: PromptLookup | None) -> Iterator[TextChunk | _Finished]:
         """The decode loop: sample, emit text, feed tokens back (drafts verified in one batch), until a stop."""
-        chain = self._sampler(sampling, prompt)
+        chain = build_sampler(self.n_vocab, sampling, prompt)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         stops = StopMatcher(limits.stop)
         max_tokens = limits.max_tokens if limits.max_tokens is not None else -1
         n_ctx = self.n_ctx
-        vocab, kv, piece, is_eog = self._vocab, self._kv_tokens, self._piece, lc.llama_vocab_is_eog
+        vocab, kv, piece, is_eog = self._vocab, self._kv.tokens, self._piece, lc.llama_vocab_is_eog
         parts: list[str] = []
         generated = 0
         first_token_at = 0.0
@@ -552,7 +426,7 @@ class Engine:
                         elif generated == max_tokens:
                             finish = "length"
                     if finish:
-                        self._trim_unused(len(out) - 1 - index)
+                        self._kv.drop_last(len(out) - 1 - index)
                         break
                 if finish:
                     break
@@ -565,7 +439,7 @@ class Engine:
                 if drafter is None:
                     out = self._step(chain, out[-1])
                 else:
-                    remaining = max_tokens - generated if max_tokens > 0 else DRAFT_LIMIT + 1
+                    remaining = max_tokens - generated if max_tokens > 0 else DRAFT_MAX + 1
                     out = self._speculative_step(chain, out, drafter, min(remaining, n_ctx - len(kv)) - 1)
                 last_token_at = time.perf_counter()
         finally:
@@ -580,7 +454,7 @@ class Engine:
         """Feed one token to the model and sample the next."""
         self._one_token[0] = token
         self._decode_batch(self._one_batch)
-        self._kv_tokens.append(token)
+        self._kv.tokens.append(token)
         return [lc.llama_sampler_sample(chain, self._ctx, -1)]
 
     def _speculative_step(self, chain: lc.llama_sampler_p, out: list[int], drafter: PromptLookup,
@@ -588,13 +462,13 @@ class Engine:
         """Feed the last token plus drafted guesses in one batch; return the sampled tokens the model agrees on."""
         drafter.extend(out)
         token = out[-1]
-        drafts = drafter.draft(min(limit, DRAFT_LIMIT)) if limit > 0 else []
+        drafts = drafter.draft(min(limit, DRAFT_MAX)) if limit > 0 else []
         started = time.perf_counter()
         if not drafts:
             out = self._step(chain, token)
             drafter.observe(1, time.perf_counter() - started)
             return out
-        batch, kv = self._draft_batch, self._kv_tokens
+        batch, kv = self._draft_batch, self._kv.tokens
         base = len(kv)
         for i, t in enumerate((token, *drafts)):
             batch.token[i] = t
@@ -612,44 +486,30 @@ class Engine:
         accepted = len(sampled) - 1
         kv.append(token)
         kv.extend(drafts[:accepted])
-        if accepted < len(drafts) and not lc.llama_memory_seq_rm(self._memory, 0, len(kv), -1):
+        if accepted < len(drafts) and not lc.llama_memory_seq_rm(self._kv.memory, 0, len(kv), -1):
             raise LocalgenError("llama.cpp could not drop rejected draft tokens from the KV cache",
                                 hint="run without --draft lookup")
         drafter.record(len(drafts), accepted)
         return sampled
 
-    def _trim_unused(self, count: int) -> None:
-        """Drop the last count tokens from the KV cache (accepted drafts past a stop, an answer)."""
-        if count > 0:
-            self._truncate_kv(len(self._kv_tokens) - count)
 
-    def _completion(self, text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
-                    started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
-                    draft: DraftStats | None = None, restored: int = 0) -> Completion:
-        """Fold the measurements of one generation into its final event (first_token_at None: no token came)."""
-        prefill_s = prefill_done - started
-        decode_s = last_token_at - first_token_at if first_token_at is not None else 0.0
-        return Completion(
-            text=text,
-            finish_reason=finish,
-            usage=Usage(prompt_tokens=n_prompt, cached_tokens=reused, completion_tokens=generated),
-            timings=Timings(
-                ttft_s=first_token_at - started if first_token_at is not None else None,
-                prefill_s=prefill_s,
-                prefill_tokens_per_s=prefilled / prefill_s if prefill_s > 0 else 0.0,
-                decode_s=decode_s,
-                decode_tokens_per_s=(generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0,
-            ),
-            draft=draft,
-            restored_tokens=restored,
-        )
-
-    def _resync_kv(self) -> None:
-        """Make the token list match what the KV cache really holds (after errors or interrupts)."""
-        if self._ctx is None:
-            return
-        held = int(lc.llama_memory_seq_pos_max(self._memory, 0)) + 1
-        if held < len(self._kv_tokens):
-            del self._kv_tokens[held:]
-        elif held > len(self._kv_tokens):
-            self._truncate_kv(len(self._kv_tokens))
+def _completion(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
+                started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
+                draft: DraftStats | None = None, restored: int = 0) -> Completion:
+    """Fold the measurements of one generation into its final event (first_token_at None: no token came)."""
+    prefill_s = prefill_done - started
+    decode_s = last_token_at - first_token_at if first_token_at is not None else 0.0
+    return Completion(
+        text=text,
+        finish_reason=finish,
+        usage=Usage(prompt_tokens=n_prompt, cached_tokens=reused, completion_tokens=generated),
+        timings=Timings(
+            ttft_s=first_token_at - started if first_token_at is not None else None,
+            prefill_s=prefill_s,
+            prefill_tokens_per_s=prefilled / prefill_s if prefill_s > 0 else 0.0,
+            decode_s=decode_s,
+            decode_tokens_per_s=(generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0,
+        ),
+        draft=draft,
+        restored_tokens=restored,
+    )

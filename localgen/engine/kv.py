@@ -1,0 +1,91 @@
+"""The KV cache of the one sequence an Engine runs: the tokens it holds, kept in step with llama.cpp's memory."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections.abc import Sequence
+
+from localgen.engine.native import lc
+from localgen.tokens import common_prefix
+
+log = logging.getLogger("localgen.engine")
+
+
+class KvCache:
+    """llama.cpp's KV memory for sequence 0 and the list of tokens it holds, which every change keeps equal."""
+
+    def __init__(self, ctx: lc.llama_context_p) -> None:
+        self._ctx = ctx
+        self.memory = lc.llama_get_memory(ctx)
+        self.tokens: list[int] = []  # the decode loop appends to it directly
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def clear(self) -> None:
+        """Forget everything."""
+        lc.llama_memory_clear(self.memory, True)
+        self.tokens = []
+
+    def common_prefix(self, prompt: Sequence[int]) -> int:
+        """How many leading prompt tokens the cache already holds."""
+        return common_prefix(self.tokens, prompt)
+
+    def reuse(self, prompt: Sequence[int]) -> int:
+        """Keep the cached tokens shared with prompt, drop the rest; return how many were kept."""
+        common = min(self.common_prefix(prompt), len(prompt) - 1)  # the last prompt token must be evaluated
+        if common < len(self.tokens):
+            common = self.truncate(common)
+        return common
+
+    def truncate(self, keep: int) -> int:
+        """Drop the cached tokens from position keep on; return how many stay.
+
+        Memory that cannot drop a tail (recurrent and hybrid models) is cleared instead, so the token list
+        always matches what the cache holds.
+        """
+        if not lc.llama_memory_seq_rm(self.memory, 0, keep, -1):
+            lc.llama_memory_clear(self.memory, True)
+            keep = 0
+        del self.tokens[keep:]
+        return keep
+
+    def drop_last(self, count: int) -> None:
+        """Drop the last count tokens (accepted drafts past a stop, an answer)."""
+        if count > 0:
+            self.truncate(len(self.tokens) - count)
+
+    def resync(self) -> None:
+        """Make the token list match what the memory really holds (after errors or interrupts)."""
+        held = self.held()
+        if held < len(self.tokens):
+            del self.tokens[held:]
+        elif held > len(self.tokens):
+            self.truncate(len(self.tokens))
+
+    def held(self) -> int:
+        """How many positions llama.cpp's memory holds for the sequence."""
+        return int(lc.llama_memory_seq_pos_max(self.memory, 0)) + 1
+
+    def save_state(self) -> bytearray:
+        """The state of the cached tokens as bytes."""
+        size = int(lc.llama_state_seq_get_size(self._ctx, 0))
+        data = bytearray(size)
+        written = int(lc.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, 0))
+        del data[written:]
+        return data
+
+    def load_state(self, tokens: Sequence[int], data: bytearray, n_ctx: int) -> bool:
+        """Replace the cache with a saved state of these tokens; False (and an empty cache) if it fails."""
+        self.clear()
+        if not data or len(tokens) > n_ctx:
+            return False
+        loaded = lc.llama_state_seq_set_data(self._ctx, (ctypes.c_uint8 * len(data)).from_buffer(data), len(data), 0)
+        held = self.held()
+        if not loaded or held != len(tokens):
+            log.debug("KV state rejected by llama.cpp (loaded %s bytes, %d of %d tokens)", loaded, held, len(tokens))
+            lc.llama_memory_clear(self.memory, True)
+            return False
+        self.tokens = list(tokens)
+        return True

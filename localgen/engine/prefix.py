@@ -1,0 +1,75 @@
+"""Prompt prefixes kept across processes: restoring a saved KV state so the rest prefills exactly as cold."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from localgen.engine.kv import KvCache
+from localgen.errors import LocalgenError
+
+log = logging.getLogger("localgen.engine")
+
+FA_TILE_Q = 64  # ggml-cpu's GGML_FA_TILE_Q: flash attention switches kernels at this many queries
+
+
+class CachedPrefix(Protocol):
+    """A saved KV state and the tokens it holds."""
+
+    tokens: Sequence[int]
+    state: bytearray
+
+
+class PrefixCache(Protocol):
+    """Where KV states of long prompts are kept between processes (see localgen.promptcache)."""
+
+    min_new_tokens: int
+
+    def find(self, prompt: Sequence[int], *, better_than: int) -> CachedPrefix | None:
+        """The saved state sharing the longest prefix with prompt, if it shares more than better_than tokens."""
+        ...
+
+    def store(self, tokens: Sequence[int], state: bytearray) -> None:
+        """Save the KV state of these tokens."""
+        ...
+
+
+def restore_prefix(kv: KvCache, prompt: Sequence[int], cache: PrefixCache, *, n_ctx: int, n_ubatch: int) -> int:
+    """Load the longest cached prefix of prompt when it beats what kv already holds; return the tokens kept."""
+    try:
+        entry = cache.find(prompt, better_than=kv.common_prefix(prompt))
+    except LocalgenError as exc:
+        log.debug("prompt cache lookup failed: %s", exc.message)
+        return 0
+    if entry is None or not kv.load_state(entry.tokens, entry.state, n_ctx):
+        return 0
+    keep = restore_point(min(kv.common_prefix(prompt), len(prompt) - 1), len(prompt), n_ubatch)
+    return kv.truncate(keep) if keep < len(kv) else keep
+
+
+def restore_point(common: int, total: int, n_ubatch: int) -> int:
+    """Where prefill resumes after a restore so the rest is computed exactly as a cold prefill computes it.
+
+    llama.cpp's CPU flash attention takes a tiled kernel for physical batches of FA_TILE_Q queries or
+    more and a per-row kernel below that; the two round differently. Resume early enough that the batch
+    holding the divergence point takes the same kernel as in a cold prefill (at most FA_TILE_Q tokens).
+    """
+    start = common - common % n_ubatch
+    end = min(start + n_ubatch, total)
+    if end - start >= FA_TILE_Q > end - common:
+        return max(start, end - FA_TILE_Q)
+    return common
+
+
+def save_prefix(kv: KvCache, cache: PrefixCache, n_prompt: int, prefilled: int) -> None:
+    """Save the prompt's KV state (the answer dropped) when enough new prompt tokens were computed."""
+    if prefilled < cache.min_new_tokens or not kv.tokens:
+        return
+    kv.drop_last(len(kv) - n_prompt)  # answer tokens were computed one at a time
+    if len(kv) != n_prompt:  # the memory could not drop the answer alone
+        return
+    try:
+        cache.store(kv.tokens, kv.save_state())
+    except LocalgenError as exc:
+        log.debug("prompt cache store failed: %s", exc.message)

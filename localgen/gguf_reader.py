@@ -1,0 +1,305 @@
+"""Read and validate GGUF headers in pure Python, from a file or from bytes, before llama.cpp ever opens them."""
+
+from __future__ import annotations
+
+import io
+import stat
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from localgen import gguf_checks
+from localgen.errors import GGUFError
+from localgen.gguf_cursor import HINT, HeaderCursor
+from localgen.gguf_format import (
+    DEFAULT_ALIGNMENT,
+    GGML_TYPES,
+    GGUF_MAGIC,
+    INT64_MAX,
+    KEEP_NUMERIC_ARRAY_MAX,
+    KEEP_STRING_ARRAY_MAX,
+    MAX_ALIGNMENT,
+    MAX_ARRAY_ELEMENTS,
+    MAX_DIMS,
+    MAX_KEY_BYTES,
+    MAX_KVS,
+    MAX_TENSOR_NAME_BYTES,
+    MAX_TENSORS,
+    MIN_ALIGNMENT,
+    SCALAR_TYPES,
+    SUPPORTED_VERSIONS,
+    T_ARRAY,
+    T_INT32,
+    T_STRING,
+    T_UINT32,
+    TOKEN_TYPES_KEY,
+    TOKENS_KEY,
+    pad,
+    value_type_name,
+)
+from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
+
+# Minimum bytes one metadata entry and one tensor-info entry can occupy (for count sanity checks).
+_MIN_KV_BYTES = 8 + 1 + 4 + 1
+_MIN_TENSOR_INFO_BYTES = 8 + 1 + 4 + 8 + 4 + 8
+
+_RawTensor = tuple[str, tuple[int, ...], int, int, int]  # name, shape, ggml type, relative offset, nbytes
+
+
+@dataclass
+class _Vocabulary:
+    """The raw token list and token types met while parsing, for the tokenizer checks."""
+
+    tokens: list[bytes] | None = None
+    token_types: bytes | None = None  # tokenizer.ggml.token_type, raw little-endian i32
+
+
+def read_gguf(path: Path, *, check_tensors: bool = True, require_architecture: bool = True) -> GGUFInfo:
+    """Parse and validate a GGUF file's header; require_architecture=False accepts a later shard of a split model."""
+    path = Path(path)
+    label = path.name or str(path)
+    size = _check_regular_file(path, label)
+    with _only_gguf_errors(label), path.open("rb") as handle:
+        return _parse(HeaderCursor(handle, size, label), path, check_tensors=check_tensors,
+                      require_architecture=require_architecture)
+
+
+def read_gguf_bytes(data: bytes, name: str) -> GGUFInfo:
+    """Parse and validate a GGUF header from the first bytes of file name (GGUFTruncatedError: it goes on past them)."""
+    label = Path(name).name or name
+    with _only_gguf_errors(label):
+        return _parse(HeaderCursor(io.BytesIO(data), len(data), label), Path(name), check_tensors=False,
+                      require_architecture=True)
+
+
+def _check_regular_file(path: Path, label: str) -> int:
+    """The size of path, failing unless it is a regular, readable file."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise GGUFError(f"{label}: file not found ({path})", hint="check the path") from None
+    except OSError as exc:
+        raise GGUFError(f"{label}: cannot be read ({exc.strerror or exc})", hint="check the path") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise GGUFError(f"{label}: not a regular file", hint="pass the path of a .gguf file")
+    return st.st_size
+
+
+@contextmanager
+def _only_gguf_errors(label: str) -> Iterator[None]:
+    """Let nothing but a GGUFError out: a hostile file must never surface as any other exception."""
+    try:
+        yield
+    except GGUFError:
+        raise
+    except OSError as exc:
+        raise GGUFError(f"{label}: cannot be read ({exc.strerror or exc})", hint=HINT) from None
+    except MemoryError:
+        raise GGUFError(f"{label}: header too large to read into memory", hint=HINT) from None
+    except Exception as exc:
+        raise GGUFError(f"{label}: malformed GGUF ({type(exc).__name__}: {exc})", hint=HINT) from None
+
+
+def _parse(p: HeaderCursor, path: Path, *, check_tensors: bool, require_architecture: bool) -> GGUFInfo:
+    """Parse header, metadata and tensor table; then check the data section and the model's sanity."""
+    version, n_tensors, n_kv = _parse_header(p)
+    vocabulary = _Vocabulary()
+    metadata, types = _parse_metadata(p, n_kv, vocabulary)
+    alignment = _alignment(p, metadata, types)
+    tensors_raw = _parse_tensor_infos(p, n_tensors)
+    data_offset = pad(p.off, alignment) if n_tensors else p.off
+    tensors = _place_tensors(p, tensors_raw, data_offset, alignment)
+    if check_tensors:
+        expected = max((t.offset + t.nbytes for t in tensors), default=data_offset)
+        if p.size < expected:
+            raise p.truncated(f"truncated: {p.size:,} of {expected:,} bytes")
+    gguf_checks.check_model(metadata, types, vocabulary.tokens, vocabulary.token_types, p.fail,
+                            require_architecture=require_architecture)
+    return GGUFInfo(path=path, file_size=p.size, version=version, alignment=alignment,
+                    data_offset=data_offset, metadata=MappingProxyType(metadata), tensors=tuple(tensors))
+
+
+def _describe_foreign(head: bytes) -> str:
+    """A short guess at what a non-GGUF file is, from its first bytes."""
+    stripped = head.lstrip()
+    if head[:4] in (b"lmgg", b"fmgg", b"tjgg"):
+        return "an old GGML/GGJT model, not GGUF; convert it with llama.cpp's tools"
+    if stripped.startswith(b"version https://git-lfs"):
+        return "a Git LFS pointer file, not the model itself"
+    if stripped[:1] in (b"<", b"{", b"["):
+        return "text (an HTML or JSON error page?), not a GGUF model"
+    return f"not a GGUF file (magic {head[:4]!r}, expected b'GGUF')"
+
+
+def _parse_header(p: HeaderCursor) -> tuple[int, int, int]:
+    """Magic, version and the two counts, each checked."""
+    if p.size == 0:
+        raise p.fail("empty file (0 bytes)")
+    p.need(min(p.size, 64), "header")
+    if p.buf[:4] != GGUF_MAGIC:
+        raise p.fail(_describe_foreign(p.buf[:64]))
+    p.off = 4
+    version = p.u32("version")
+    if version not in SUPPORTED_VERSIONS:
+        swapped = int.from_bytes(version.to_bytes(4, "little"), "big")
+        if swapped in SUPPORTED_VERSIONS or (version & 0xFFFF) == 0:
+            raise p.fail(f"big-endian GGUF (version field {version:#010x}); "
+                         "only little-endian files are supported")
+        if version == 1:
+            raise p.fail("GGUF version 1 is no longer supported; convert it to version 3")
+        raise p.fail(f"unsupported GGUF version {version} (supported: 2, 3)")
+    n_tensors = p.u64("tensor count")
+    n_kv = p.u64("metadata count")
+    if n_tensors > MAX_TENSORS:
+        raise p.fail(f"tensor count {n_tensors:,} exceeds the limit of {MAX_TENSORS:,}")
+    if n_kv > MAX_KVS:
+        raise p.fail(f"metadata count {n_kv:,} exceeds the limit of {MAX_KVS:,}")
+    needed = n_kv * _MIN_KV_BYTES + n_tensors * _MIN_TENSOR_INFO_BYTES
+    if needed > p.size - p.off:
+        raise p.truncated(f"truncated or corrupt: {n_kv:,} metadata entries and {n_tensors:,} tensors need at "
+                          f"least {needed:,} bytes but only {p.size - p.off:,} remain")
+    return version, n_tensors, n_kv
+
+
+def _parse_metadata(p: HeaderCursor, n_kv: int,
+                    vocabulary: _Vocabulary) -> tuple[dict[str, object], dict[str, int]]:
+    """Read every key/value pair: keys strict UTF-8 and unique; values bounded before reading."""
+    metadata: dict[str, object] = {}
+    types: dict[str, int] = {}
+    for index in range(n_kv):
+        key = p.text(f"metadata key #{index}", MAX_KEY_BYTES, strict=True)
+        if not key:
+            raise p.fail(f"metadata key #{index} is empty")
+        if key in metadata:
+            raise p.fail(f"duplicate metadata key '{key}'")
+        value_type = p.u32(f"type of '{key}'")
+        metadata[key] = _parse_value(p, key, value_type, vocabulary)
+        types[key] = value_type
+    return metadata, types
+
+
+def _parse_value(p: HeaderCursor, key: str, value_type: int, vocabulary: _Vocabulary) -> object:
+    """Read one metadata value of value_type."""
+    if value_type == T_STRING:
+        return p.text(f"value of '{key}'")
+    if value_type == T_ARRAY:
+        return _parse_array(p, key, vocabulary)
+    entry = SCALAR_TYPES.get(value_type)
+    if entry is None:
+        raise p.fail(f"metadata key '{key}' has invalid value type {value_type}")
+    code, item_size, _ = entry
+    return p.scalar(code, item_size, f"value of '{key}'")
+
+
+def _parse_array(p: HeaderCursor, key: str, vocabulary: _Vocabulary) -> object:
+    """Read an array: short ones as tuples, long ones skipped (bounds-checked) into an ArraySummary."""
+    item_type = p.u32(f"item type of '{key}'")
+    count = p.u64(f"length of '{key}'")
+    if item_type == T_ARRAY:
+        raise p.fail(f"metadata key '{key}' is a nested array, which llama.cpp cannot read")
+    if item_type != T_STRING and item_type not in SCALAR_TYPES:
+        raise p.fail(f"metadata key '{key}' has invalid array item type {item_type}")
+    if count > MAX_ARRAY_ELEMENTS:
+        raise p.fail(f"array '{key}' has {count:,} items (limit {MAX_ARRAY_ELEMENTS:,})")
+    item_size = 8 if item_type == T_STRING else SCALAR_TYPES[item_type][1]
+    if count * item_size > p.size - p.off:
+        raise p.truncated(f"truncated or corrupt: array '{key}' of {count:,} items needs at least "
+                          f"{count * item_size:,} bytes but only {p.size - p.off:,} remain")
+    if item_type == T_STRING:
+        if count > KEEP_STRING_ARRAY_MAX:
+            items = p.skip_strings(count, f"array '{key}'", collect=key == TOKENS_KEY)
+            if items is not None:
+                vocabulary.tokens = _unique_tokens(p, key, items)
+            return ArraySummary(item_type, count)
+        raw = [p.raw_string(f"item {i} of '{key}'") for i in range(count)]
+        if key == TOKENS_KEY:
+            vocabulary.tokens = _unique_tokens(p, key, raw)
+        return tuple(text.decode("utf-8", errors="replace") for text in raw)
+    nbytes = count * item_size
+    p.need(p.off + nbytes, f"array '{key}'")
+    if key == TOKEN_TYPES_KEY and item_type == T_INT32:
+        vocabulary.token_types = p.buf[p.off:p.off + nbytes]
+    if count > KEEP_NUMERIC_ARRAY_MAX:
+        p.off += nbytes
+        return ArraySummary(item_type, count)
+    return p.scalars(SCALAR_TYPES[item_type][0], item_size, count, f"array '{key}'")
+
+
+def _unique_tokens(p: HeaderCursor, key: str, items: list[bytes]) -> list[bytes]:
+    """The tokens as llama.cpp names them (a NUL ends one; an empty one is [EMPTY_i]); duplicates abort llama.cpp."""
+    unique = set(items)
+    if b"" in unique or b"\0".join(items).count(b"\0") != len(items) - 1:
+        # llama.cpp reads tokens as C strings and renames empty ones [EMPTY_i]
+        items = [item.split(b"\0", 1)[0] or b"[EMPTY_%d]" % i for i, item in enumerate(items)]
+        unique = set(items)
+    if len(unique) != len(items):
+        raise p.fail(f"'{key}' contains duplicate tokens, which crash llama.cpp")
+    return items
+
+
+def _alignment(p: HeaderCursor, metadata: Mapping[str, object], types: Mapping[str, int]) -> int:
+    """general.alignment (default 32): a u32 power of two within MAX_ALIGNMENT."""
+    if "general.alignment" not in metadata:
+        return DEFAULT_ALIGNMENT
+    value = metadata["general.alignment"]
+    if types["general.alignment"] != T_UINT32 or not isinstance(value, int):
+        raise p.fail(f"general.alignment must be a u32, not {value_type_name(types['general.alignment'])}")
+    if value <= 0 or value & (value - 1) or value > MAX_ALIGNMENT:
+        raise p.fail(f"general.alignment {value} is not a power of two up to {MAX_ALIGNMENT:,}")
+    if value < MIN_ALIGNMENT:  # mmap'd tensors would break ggml's TENSOR_ALIGNMENT assert
+        raise p.fail(f"general.alignment {value} is below the {MIN_ALIGNMENT} bytes llama.cpp needs")
+    return value
+
+
+def _parse_tensor_infos(p: HeaderCursor, n_tensors: int) -> list[_RawTensor]:
+    """Read the tensor table: (name, shape, ggml type, relative offset, nbytes) per tensor."""
+    seen: set[str] = set()
+    infos = []
+    for index in range(n_tensors):
+        name = p.text(f"tensor #{index} name", MAX_TENSOR_NAME_BYTES, strict=True)
+        if name in seen:
+            raise p.fail(f"duplicate tensor name '{name}'")
+        seen.add(name)
+        n_dims = p.u32(f"dimension count of tensor '{name}'")
+        if not 1 <= n_dims <= MAX_DIMS:
+            raise p.fail(f"tensor '{name}' has {n_dims} dimensions (expected 1 to {MAX_DIMS})")
+        shape = tuple(p.i64(f"shape of tensor '{name}'") for _ in range(n_dims))
+        n_elements = 1
+        for dim in shape:
+            if dim < 1:
+                raise p.fail(f"tensor '{name}' has invalid shape {list(shape)}")
+            n_elements *= dim
+            if n_elements > INT64_MAX:
+                raise p.fail(f"tensor '{name}' shape {list(shape)} overflows 64 bits")
+        ggml_type = p.i32(f"type of tensor '{name}'")
+        entry = GGML_TYPES.get(ggml_type)
+        if entry is None:
+            raise p.fail(f"tensor '{name}' has invalid ggml type {ggml_type}")
+        type_name, block, type_size = entry
+        if shape[0] % block:
+            raise p.fail(f"tensor '{name}' row of {shape[0]:,} elements is not a multiple of the "
+                         f"{type_name} block size {block}")
+        nbytes = n_elements // block * type_size
+        if nbytes > INT64_MAX:
+            raise p.fail(f"tensor '{name}' size overflows 64 bits")
+        offset = p.u64(f"data offset of tensor '{name}'")
+        infos.append((name, shape, ggml_type, offset, nbytes))
+    return infos
+
+
+def _place_tensors(p: HeaderCursor, infos: list[_RawTensor], data_offset: int, alignment: int) -> list[TensorInfo]:
+    """Check each tensor's offset is aligned and packed like llama.cpp requires; make offsets absolute."""
+    tensors = []
+    expected = 0
+    for name, shape, ggml_type, offset, nbytes in infos:
+        if offset % alignment:
+            raise p.fail(f"tensor '{name}' data offset {offset:,} is misaligned (alignment {alignment})")
+        if offset != expected:
+            raise p.fail(f"tensor '{name}' data offset {offset:,} is wrong (expected {expected:,}): "
+                         "tensors overlap or leave gaps")
+        expected = offset + pad(nbytes, alignment)
+        tensors.append(TensorInfo(name=name, shape=shape, ggml_type=ggml_type, offset=data_offset + offset,
+                                  nbytes=nbytes))
+    return tensors

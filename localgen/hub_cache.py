@@ -1,0 +1,201 @@
+"""The local Hugging Face cache, localgen's records about it, and where huggingface_hub points; no network.
+
+Files live in the standard Hugging Face cache (HF_HOME / HF_HUB_CACHE), shared with other Hugging Face tools:
+a repo's snapshots/COMMIT/FILE entries link to its blobs/ETAG files. localgen keeps two small records of its own
+under its cache directory:
+- a listing per repo (`hub/models--ORG--NAME.json`): the commit and the GGUF files with sizes and sha256,
+  written whenever the repo is listed, so the same quant is chosen offline;
+- verification markers (verify.py), so a verified file is never rehashed.
+A model counts as cached only when every file is present and verified against that listing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from localgen.config import settings
+from localgen.errors import LocalgenError
+from localgen.hub_choice import choose_model, quant_of, shard_of
+from localgen.hub_types import HubFile, HubListing
+from localgen.registry import check_safe_filename
+from localgen.storage import atomic_write_text
+from localgen.verify import is_verified
+
+
+@dataclass(frozen=True)
+class CachedHubFile:
+    """A GGUF file found in the local Hugging Face cache (a snapshot entry)."""
+
+    repo: str
+    filename: str
+    revision: str
+    path: Path
+    blob: Path
+    size: int
+    sha256: str | None
+    verified: bool
+
+
+# ----------------------------------------------------------------------------- where huggingface_hub points
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache directory (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/...)."""
+    from huggingface_hub import constants  # cheap: no HTTP stack
+
+    return Path(constants.HF_HUB_CACHE).expanduser().resolve()
+
+
+def hub_endpoint() -> str:
+    """The Hub URL in use (HF_ENDPOINT or https://huggingface.co)."""
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT)
+
+
+def repo_folder(repo: str) -> str:
+    """The cache folder name of a model repo: models--ORG--NAME."""
+    return "models--" + repo.replace("/", "--")
+
+
+def pointer_path(repo: str, revision: str, filename: str) -> Path:
+    """The snapshot path of a file at a commit in the HF cache."""
+    return hub_cache_dir() / repo_folder(repo) / "snapshots" / revision / filename
+
+
+# ----------------------------------------------------------------------------- localgen's repo listings
+
+
+def _listing_path(repo: str) -> Path:
+    """Where localgen keeps its last listing of a repo."""
+    return settings().cache_dir / "hub" / f"{repo_folder(repo)}.json"
+
+
+def save_listing(listing: HubListing) -> None:
+    """Remember a repo listing so the same file is chosen without the network."""
+    data = {"repo": listing.repo, "revision": listing.revision, "listed_at": time.time(),
+            "files": [{"filename": f.filename, "size": f.size, "sha256": f.sha256, "blob_id": f.blob_id}
+                      for f in listing.files]}
+    with contextlib.suppress(LocalgenError):
+        atomic_write_text(_listing_path(listing.repo), json.dumps(data, indent=1))
+
+
+def load_listing(repo: str) -> HubListing | None:
+    """The last listing of a repo that localgen saw, if any."""
+    try:
+        data = json.loads(_listing_path(repo).read_text(encoding="utf-8"))
+        files = []
+        for entry in data["files"]:
+            filename = str(entry["filename"])
+            check_safe_filename(filename)
+            index, count = shard_of(filename)
+            files.append(HubFile(repo=repo, filename=filename, size=int(entry["size"]),
+                                 sha256=entry.get("sha256"), quant=quant_of(filename),
+                                 shard_index=index, shard_count=count, blob_id=entry.get("blob_id")))
+        return HubListing(repo=repo, revision=str(data["revision"]), files=tuple(files))
+    except (OSError, ValueError, KeyError, TypeError, LocalgenError):
+        return None
+
+
+def cached_listing(repo: str) -> list[HubFile] | None:
+    """The repo's GGUF files as localgen last listed them, if ever."""
+    listing = load_listing(repo)
+    return list(listing.files) if listing else None
+
+
+def record_sha256(repo: str, filename: str, sha256: str) -> None:
+    """Store a computed sha256 (for files the Hub keeps outside LFS) in the repo listing."""
+    listing = load_listing(repo)
+    if listing is None:
+        return
+    files = tuple(replace(f, sha256=sha256) if f.filename == filename else f for f in listing.files)
+    save_listing(HubListing(repo=repo, revision=listing.revision, files=files))
+
+
+# ----------------------------------------------------------------------------- cached files
+
+
+def cached_model(repo: str, *, quant: str | None, filename: str | None) -> list[Path] | None:
+    """The model's files from the local cache if all are present and verified."""
+    listing = load_listing(repo)
+    if listing is None:
+        return None
+    try:
+        chosen = choose_model(list(listing.files), quant=quant, filename=filename, repo=repo)
+    except LocalgenError:
+        return None
+    snapshot = _snapshot_with(repo, [f.filename for f in chosen], listing.revision)
+    if snapshot is None:
+        return None
+    paths = [snapshot / f.filename for f in chosen]
+    for path, f in zip(paths, chosen, strict=True):
+        if not f.sha256 or not is_verified(path, f.sha256):
+            return None
+    return paths
+
+
+def _snapshot_with(repo: str, filenames: list[str], preferred: str) -> Path | None:
+    """The snapshot folder holding all filenames: the preferred commit first, then the newest."""
+    snapshots = hub_cache_dir() / repo_folder(repo) / "snapshots"
+    try:
+        others = sorted((p for p in snapshots.iterdir() if p.name != preferred),
+                        key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return None
+    for folder in (snapshots / preferred, *others):
+        if all((folder / name).is_file() for name in filenames):
+            return folder
+    return None
+
+
+def cached_gguf_files() -> list[CachedHubFile]:
+    """Every GGUF file in the local Hugging Face cache's model snapshots."""
+    root = hub_cache_dir()
+    found: list[CachedHubFile] = []
+    try:
+        repo_dirs = sorted(p for p in root.iterdir() if p.name.startswith("models--") and p.is_dir())
+    except OSError:
+        return []
+    for repo_dir in repo_dirs:
+        parts = repo_dir.name.split("--")
+        if len(parts) != 3:
+            continue
+        repo = f"{parts[1]}/{parts[2]}"
+        listing = load_listing(repo)
+        expected = {f.filename: f.sha256 for f in listing.files} if listing else {}
+        for snapshot in sorted((repo_dir / "snapshots").glob("*")):
+            for path in sorted(snapshot.rglob("*")):
+                if path.suffix.lower() != ".gguf" or not path.is_file():
+                    continue
+                filename = path.relative_to(snapshot).as_posix()
+                sha = expected.get(filename)
+                found.append(CachedHubFile(
+                    repo=repo, filename=filename, revision=snapshot.name, path=path,
+                    blob=blob_of(path), size=path.stat().st_size, sha256=sha,
+                    verified=bool(sha) and is_verified(path, sha)))
+    return found
+
+
+def blob_of(pointer: Path) -> Path:
+    """The repo blob a snapshot entry links to (one link hop), or the entry itself if it is a file."""
+    if not pointer.is_symlink():
+        return pointer
+    return Path(os.path.normpath(pointer.parent / os.readlink(pointer)))
+
+
+def discard_cached_file(pointer: Path) -> None:
+    """Delete a cached file completely: its snapshot entry, its repo blob, and a shared blob behind it."""
+    targets = [pointer]
+    if pointer.is_symlink():
+        blob = blob_of(pointer)
+        targets.append(blob)
+        if blob.is_symlink():
+            targets.append(Path(os.path.realpath(blob)))
+    for target in targets:
+        with contextlib.suppress(FileNotFoundError):
+            target.unlink()

@@ -1,0 +1,53 @@
+"""The first bytes of a file on the Hub by an HTTP Range request, for reading GGUF headers without a download."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from localgen.hub import is_offline
+from localgen.hub_cache import hub_endpoint
+from localgen.hub_errors import map_hub_error, offline_error
+
+HEADER_READ_TIMEOUT_S = 30.0
+READ_CHUNK_BYTES = 8 * 1024 * 1024  # what requests (huggingface_hub < 1.0) reads at a time
+
+
+def read_header_bytes(repo: str, filename: str, n_bytes: int, *, revision: str | None = None) -> bytes:
+    """The first n_bytes of a file on the Hub: nothing is downloaded or cached."""
+    if is_offline():
+        raise offline_error(repo, None, filename, None)
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    url = hf_hub_url(repo, filename, revision=revision or "main", endpoint=hub_endpoint())
+    headers = {**build_hf_headers(), "Range": f"bytes=0-{max(n_bytes, 1) - 1}"}
+    try:
+        return _read_prefix(get_session(), url, headers, n_bytes)
+    except Exception as exc:
+        raise map_hub_error(exc, repo=repo, filename=filename) from exc
+
+
+def _read_prefix(session: Any, url: str, headers: dict[str, str], n_bytes: int) -> bytes:
+    """Stream a GET and stop after n_bytes (a server that ignores Range is not read to the end)."""
+    from huggingface_hub.utils import hf_raise_for_status
+
+    data = bytearray()
+    if hasattr(session, "stream"):  # httpx (huggingface_hub >= 1.0)
+        with session.stream("GET", url, headers=headers, follow_redirects=True,
+                            timeout=HEADER_READ_TIMEOUT_S) as response:
+            if response.status_code >= 400:
+                response.read()
+                hf_raise_for_status(response)
+            for chunk in response.iter_bytes():
+                data += chunk
+                if len(data) >= n_bytes:
+                    break
+    else:  # requests (huggingface_hub < 1.0)
+        with session.get(url, headers=headers, stream=True, allow_redirects=True,
+                         timeout=HEADER_READ_TIMEOUT_S) as response:
+            hf_raise_for_status(response)
+            for chunk in response.iter_content(chunk_size=READ_CHUNK_BYTES):
+                data += chunk
+                if len(data) >= n_bytes:
+                    break
+    return bytes(data[:n_bytes])

@@ -1,0 +1,53 @@
+"""What the Hub lists: a repo's GGUF files, a repo listing at one commit, and a model chosen from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HubFile:
+    """One GGUF file in a Hub repo, with its size and the sha256 from its LFS metadata."""
+
+    repo: str
+    filename: str
+    size: int
+    sha256: str | None
+    quant: str | None
+    shard_index: int | None
+    shard_count: int | None
+    blob_id: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The file name without its folder."""
+        return self.filename.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class HubListing:
+    """A repo's GGUF files at one commit, as listed by the Hub."""
+
+    repo: str
+    revision: str
+    files: tuple[HubFile, ...]
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """One model on the Hub: a single GGUF file, or all shards of a split GGUF, at one commit."""
+
+    repo: str
+    quant: str | None
+    files: tuple[HubFile, ...]
+    revision: str
+
+    @property
+    def size(self) -> int:
+        """Total bytes of all files."""
+        return sum(f.size for f in self.files)
+
+    @property
+    def label(self) -> str:
+        """A short human name: ORG/REPO:QUANT, or ORG/REPO/FILE when the file has no quant tag."""
+        return f"{self.repo}:{self.quant}" if self.quant else f"{self.repo}/{self.files[0].filename}"
