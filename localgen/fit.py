@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from localgen.config import DEFAULT_CONTEXT_CAP, MEMORY_LIMIT_ENV
 from localgen.errors import ContextSizeError, InsufficientMemoryError, UsageError
-from localgen.estimate import CONTEXT_PAD, KV_ELEMENT_BYTES, MemoryEstimate, ModelShape, estimate_memory, padded_context
+from localgen.estimate import CONTEXT_PAD, MemoryEstimate, ModelShape, estimate_memory, padded_context
+from localgen.params import KV_TYPE_NAMES
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
@@ -86,9 +87,8 @@ class FitRequest:
     default_ctx: int | None = None  # the registry's context for the model
 
     def __post_init__(self) -> None:
-        if self.kv_type not in KV_ELEMENT_BYTES:
-            raise UsageError(f"unknown KV cache type '{self.kv_type}'",
-                             hint=f"use one of {', '.join(KV_ELEMENT_BYTES)}")
+        if self.kv_type not in KV_TYPE_NAMES:
+            raise UsageError(f"unknown KV cache type '{self.kv_type}'", hint=f"use one of {', '.join(KV_TYPE_NAMES)}")
         if self.ctx_size is not None and self.ctx_size < 16:
             raise UsageError(f"context size {self.ctx_size} is out of range",
                              hint="use --ctx-size of at least 16 tokens, e.g. 4096")

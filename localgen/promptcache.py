@@ -47,7 +47,7 @@ class CacheEntry:
 
 
 @dataclass(frozen=True)
-class CachedPrefix:
+class SavedPrefix:
     """A restored entry: the tokens and the KV state bytes for them."""
 
     tokens: tuple[int, ...]
@@ -126,7 +126,7 @@ class PromptCache:
                 continue
             yield path, header
 
-    def find(self, prompt: Sequence[int], *, better_than: int = 0) -> CachedPrefix | None:
+    def find(self, prompt: Sequence[int], *, better_than: int = 0) -> SavedPrefix | None:
         """The entry sharing the longest prefix with prompt, if that beats better_than by enough to pay off."""
         wanted = tokens_array(prompt)
         best: tuple[int, Path, _Header] | None = None
@@ -138,7 +138,7 @@ class PromptCache:
             return None
         return self._load(best[1], best[2])
 
-    def _load(self, path: Path, header: _Header) -> CachedPrefix | None:
+    def _load(self, path: Path, header: _Header) -> SavedPrefix | None:
         """Read and verify an entry's state; None (and a debug log) when it is damaged."""
         state = bytearray(header.state_size)
         try:
@@ -155,7 +155,7 @@ class PromptCache:
             return None
         with contextlib.suppress(OSError):
             os.utime(path)  # mark as recently used
-        return CachedPrefix(tokens=tuple(header.tokens), state=state)
+        return SavedPrefix(tokens=tuple(header.tokens), state=state)
 
     def store(self, tokens: Sequence[int], state: bytes | bytearray) -> None:
         """Save a KV state, then drop entries it makes redundant and evict old entries beyond the size bound.
