@@ -21,7 +21,7 @@ from localgen import hub_cache
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
-from localgen.registry import ModelRef, ModelSpec, Registry, normalize_quant, parse_reference
+from localgen.registry import ModelRef, ModelSpec, Registry, hub_target, normalize_quant, parse_reference
 from localgen.storage import atomic_write_text
 from localgen.verify import is_verified, path_key
 
@@ -211,13 +211,10 @@ def _refuse_path(registry: Registry, ref: ModelRef) -> None:
 
 
 def _target(registry: Registry, ref: ModelRef) -> tuple[str, str | None, str | None, ModelSpec | None]:
-    """(repo, quant, file name or glob, registry spec) for a reference."""
-    if ref.kind == "name":
-        spec = registry.get(ref.name or "")
-        if ref.quant:
-            return spec.repo, ref.quant, None, spec
-        return spec.repo, normalize_quant(spec.quant), spec.file, spec
-    return ref.repo or "", ref.quant, ref.filename, None
+    """(repo, quant, file name or glob, registry spec) for a reference to a Hub model."""
+    spec = registry.get(ref.name or "") if ref.kind == "name" else None
+    repo, quant, filename = hub_target(ref, spec)
+    return repo, normalize_quant(quant) if quant else None, filename, spec
 
 
 def _group_matches(files: list[hub_cache.CachedHubFile], quant: str | None, pattern: str | None) -> bool:

@@ -204,8 +204,7 @@ class _Target:
 def _target(reference: str | None) -> _Target:
     """Parse a reference the way resolve_model does."""
     from localgen.config import settings
-    from localgen.registry import load_registry, parse_reference
-    from localgen.resolve import hub_target
+    from localgen.registry import hub_target, load_registry, parse_reference
 
     registry = load_registry(settings().user_registry)
     ref = parse_reference(reference if reference is not None else registry.default_model)

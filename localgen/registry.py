@@ -215,6 +215,16 @@ def _looks_like_path(text: str) -> bool:
         return False
 
 
+def hub_target(ref: ModelRef, spec: ModelSpec | None) -> tuple[str, str | None, str | None]:
+    """The repo, quant and file name a registry entry or Hub reference points at."""
+    repo = spec.repo if spec is not None else ref.repo
+    if repo is None:
+        raise ModelNotFoundError(f"'{ref.text}' does not name a Hub model")
+    quant = ref.quant or (spec.quant if spec is not None else None)
+    filename = ref.filename or (spec.file if spec is not None and ref.quant is None else None)
+    return repo, quant, filename
+
+
 def parse_reference(text: str) -> ModelRef:
     """Parse any accepted model reference; raise UsageError for malformed ones."""
     raw = text.strip()

@@ -10,7 +10,7 @@ from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import ModelNotFoundError
 from localgen.inputs import short_path
-from localgen.registry import ModelRef, ModelSpec, Registry, load_registry, normalize_quant, parse_reference
+from localgen.registry import ModelRef, ModelSpec, Registry, hub_target, load_registry, normalize_quant, parse_reference
 from localgen.verify import verify_file
 
 
@@ -37,16 +37,6 @@ class ResolvedModel:
     def template_override(self) -> str | None:
         """The registry's chat template override, if any."""
         return self.spec.template if self.spec is not None else None
-
-
-def hub_target(ref: ModelRef, spec: ModelSpec | None) -> tuple[str, str | None, str | None]:
-    """The repo, quant and file name a registry entry or Hub reference points at."""
-    repo = spec.repo if spec is not None else ref.repo
-    if repo is None:
-        raise ModelNotFoundError(f"'{ref.text}' does not name a Hub model")
-    quant = ref.quant or (spec.quant if spec is not None else None)
-    filename = ref.filename or (spec.file if spec is not None and ref.quant is None else None)
-    return repo, quant, filename
 
 
 def _bundled(spec: ModelSpec | None, quant: str | None) -> Path | None:
