@@ -300,9 +300,19 @@ class PromptFormat:
         return engine.tokenize(text, add_special=self.adds_bos and not has_bos, parse_special=self.is_chat)
 
 
-def compose_user_message(instruction: str | None, attachments: Sequence[str]) -> str:
-    """Attachments (files, then stdin) first, then the instruction, separated by blank lines."""
-    parts = [a.strip("\n") for a in attachments if a.strip()]
-    if instruction and instruction.strip():
-        parts.append(instruction.strip())
-    return "\n\n".join(parts)
+def compose_user_message(instruction: str | None, attachments: Sequence[str], *, exact: bool = False) -> str:
+    """Attachments (files, then stdin) first, then the instruction, separated by blank lines.
+
+    exact keeps every part byte for byte (a plain completion: a trailing newline or space is part of the text),
+    adding only the newlines a blank line between two parts still needs.
+    """
+    if not exact:
+        parts = [a.strip("\n") for a in attachments if a.strip()]
+        if instruction and instruction.strip():
+            parts.append(instruction.strip())
+        return "\n\n".join(parts)
+    text = ""
+    for part in [*attachments, instruction or ""]:
+        if part:
+            text += ("" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n") + part
+    return text

@@ -137,6 +137,9 @@ def run(
                               repeat_penalty=repeat_penalty, seed=seed)
     limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop))
     check_draft_mode(draft)
+    if raw and chat_template is not None:
+        raise UsageError("--raw and --chat-template contradict each other",
+                         hint="--raw sends the text with no template; drop one of them")
     template = read_chat_template(chat_template)
     attachments, _ = gather_attachments(file or [], sys.stdin.buffer if sys.stdin else None, warnings,
                                         stdin_asked=stdin_asked)
@@ -154,9 +157,11 @@ def run(
     loaded = load_model(options)
     try:
         _show_load_notes(loaded)
-        if not loaded.prompt_format.is_chat and not raw:
-            console.say(f"localgen: {loaded.resolved.display_name} has no chat template; "
-                        "sending the text as a plain completion")
+        if not loaded.prompt_format.is_chat:  # a plain completion continues the text exactly as given
+            user_text = compose_user_message(prompt, attachments, exact=True)
+            if not raw:
+                console.say(f"localgen: {loaded.resolved.display_name} has no chat template; "
+                            "sending the text as a plain completion")
         messages = ([Message("system", system)] if system else []) + [Message("user", user_text)]
         output = console.TextOutput()
         completion, exit_code = _stream_to_stdout(

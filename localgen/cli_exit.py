@@ -43,6 +43,8 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     command = args[0] if args and args[0] in _command_names(app) else ""
     if command == "run" and "unexpected extra argument" in str(exc).lower():
         return 'quote the prompt: localgen run "several words"'
+    if command == "run" and "no such option" in str(exc).lower() and " " in (args[-1] if args else ""):
+        return 'a prompt that starts with "-" goes after --: localgen run -- "-v means verbose"'
     groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
     if command in groups and len(args) > 1 and args[1] in {c.name for c in groups[command].registered_commands}:
         command = f"{command} {args[1]}"
@@ -67,9 +69,7 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
     except typer.Abort:
         return EXIT_INTERRUPTED
     except typer.TyperException as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":
-            ctx = getattr(exc, "ctx", None)
-            print(ctx.get_help() if ctx is not None else "usage: localgen COMMAND --help")
+        if type(exc).__name__ == "NoArgsIsHelpError":  # typer has printed the help while raising it
             return EXIT_OK
         console.error(_usage_error_text(exc), hint=_usage_hint(app, exc, args))
         return EXIT_USAGE

@@ -119,9 +119,12 @@ def stdout_error(exc: OSError) -> LocalgenError:
 
 
 def say(message: str) -> None:
-    """A status line on stderr."""
-    sys.stderr.write(message + "\n")
-    sys.stderr.flush()
+    """A status line on stderr (best effort: a stderr that cannot be written must not fail the command)."""
+    try:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # full, closed or missing stderr
+        pass
 
 
 def warn(message: str) -> None:

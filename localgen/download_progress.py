@@ -206,7 +206,7 @@ def print_summary(model: HubModel, downloaded: int, seconds: float) -> None:
         line = f"downloaded {model.repo}/{what} ({human_size(model.size)}) in {seconds:.1f} s, {checks}"
     else:
         line = f"{model.repo}/{what} ({human_size(model.size)}) already in the cache, {checks}"
-    print(line, file=sys.stderr, flush=True)
+    print(f"localgen: {line}", file=sys.stderr, flush=True)
 
 
 def _sizes(paths: Iterable[Path]) -> list[int]:

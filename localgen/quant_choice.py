@@ -207,7 +207,7 @@ def _target(reference: str | None) -> _Target:
     from localgen.registry import hub_target, load_registry, parse_reference
 
     registry = load_registry(settings().user_registry)
-    ref = parse_reference(reference if reference is not None else registry.default_model)
+    ref = parse_reference(reference if reference is not None else registry.default_reference())
     if ref.path is not None:
         return _Target(path=ref.path, repo=None, quant=None, filename=None, default_ctx=None)
     spec = registry.get(ref.name) if ref.name is not None else None

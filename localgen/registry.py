@@ -48,6 +48,14 @@ class Registry:
 
     models: dict[str, ModelSpec]
     default_model: str
+    default_source: Path | None = None  # the user file that named default_model, when one did
+
+    def default_reference(self) -> str:
+        """The default model's name; a user default that names no model is an error naming its file."""
+        if self.default_source is not None and self.default_model not in self.models:
+            raise ConfigError(f"{self.default_source}: [defaults] model '{self.default_model}' is not in the "
+                              "registry", hint="name a model from `localgen models list`, or remove the line")
+        return self.default_model
 
     def get(self, name: str) -> ModelSpec:
         """The spec named name, or an error suggesting close names."""
@@ -176,10 +184,8 @@ def load_registry(user_file: Path | None = None) -> Registry:
                               hint="check the file's permissions") from exc
         user_models, user_default = _parse_registry(text, user_file)
         models = {**models, **user_models}
-        if user_default is not None and user_default.lower() not in models:
-            raise ConfigError(f"{user_file}: [defaults] model '{user_default}' is not in the registry",
-                              hint="name a model from `localgen models list`, or remove the line")
-        default = user_default or default
+        if user_default is not None:  # checked when the default is used, so other commands keep working
+            return Registry(models=models, default_model=user_default.lower(), default_source=user_file)
     return Registry(models=models, default_model=(default or "").lower())
 
 

@@ -53,7 +53,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
                   pull: bool = True, force: bool = False) -> ResolvedModel:
     """Resolve a reference (None = the default) to a verified file: cache, bundled, then the Hub."""
     registry = registry or load_registry(settings().user_registry)
-    ref = parse_reference(text if text is not None else registry.default_model)
+    ref = parse_reference(text if text is not None else registry.default_reference())
     offline = settings().offline if offline is None else offline
     if ref.path is not None:
         return ResolvedModel(ref=ref, path=_local_file(ref.path), spec=None, source="local")

@@ -43,6 +43,16 @@ class ModelOptions:
     min_ctx: int = 0  # the context the prompt needs (fit.prompt_context), 0 when unknown
     chat_template: str | None = None  # a Jinja chat template that replaces the model's and the registry's
 
+    def __post_init__(self) -> None:
+        """Check every loading option now, before anything is resolved or downloaded (same rules as at load)."""
+        fit_request(self)
+        LoadOptions(n_ctx=16,  # the context is checked against the model itself (fit.target_context)
+                    n_threads=self.threads if self.threads is not None else 1,
+                    n_threads_batch=self.threads_batch if self.threads_batch is not None else 1,
+                    n_batch=self.batch_size, n_ubatch=self.ubatch_size,
+                    n_gpu_layers=self.gpu_layers if self.gpu_layers is not None else 0,
+                    flash_attn=self.flash_attn, kv_type=self.kv_type)
+
 
 @dataclass
 class LoadedModel:

@@ -132,6 +132,12 @@ class HubServer:
             self._lock.wait_for(lambda: self._in_flight == 0, timeout=2.0)
             return self.count_logged(method, contains)
 
+    def answered(self) -> list[Request]:
+        """Every request, once the ones being answered are logged (see count)."""
+        with self._lock:
+            self._lock.wait_for(lambda: self._in_flight == 0, timeout=2.0)
+            return list(self.requests)
+
     def count_logged(self, method: str | None = None, contains: str = "") -> int:
         """How many logged requests matched, without waiting (for the handlers themselves)."""
         with self._lock:

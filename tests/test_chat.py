@@ -45,3 +45,6 @@ def test_attachments_come_before_the_instruction() -> None:
     assert compose_user_message("Summarize.", ["doc one\n", "doc two"]) == "doc one\n\ndoc two\n\nSummarize."
     assert compose_user_message(None, ["only stdin"]) == "only stdin"
     assert compose_user_message("  ", ["", "\n"]) == ""
+    assert compose_user_message(None, ["def add(a, b):\n"], exact=True) == "def add(a, b):\n"
+    assert compose_user_message("The capital of France is ", [], exact=True) == "The capital of France is "
+    assert compose_user_message("Q:", ["doc\n", "more\n\n"], exact=True) == "doc\n\nmore\n\nQ:"

@@ -404,7 +404,6 @@ REGISTRY_DAMAGE = {
     "bool-for-int": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\nsize=true\n", "size must be an integer"),
     "negative-context": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\ncontext=-5\n", "positive"),
     "default-not-text": (b"[defaults]\nmodel = 5\n", "[defaults] model"),
-    "default-unknown": (b"[defaults]\nmodel = 'nope'\n", "'nope' is not in the registry"),
     "defaults-not-a-table": (b"defaults = 3\n", "[defaults] model"),
     "file-traversal": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\nfile='../../../etc/passwd.gguf'\n", "unsafe file"),
     "package-file-traversal": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\npackage='os'\npackage_file='../../x'\n",
@@ -425,6 +424,19 @@ def test_damaged_user_registry_is_an_error_naming_the_file(damage: str, tmp_path
     assert info.value.message.startswith(f"{path}: "), info.value.message
     assert needle in info.value.message
     assert "\n" not in info.value.message and len(info.value.message) < 300
+
+
+def test_an_unknown_default_model_fails_only_where_the_default_is_used(tmp_path: Path) -> None:
+    (tmp_path / "config").mkdir()
+    path = tmp_path / "config" / "models.toml"
+    path.write_bytes(b"[defaults]\nmodel = 'nope'\n")
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    listed = run_localgen("models", "list", env=env)
+    named = run_localgen("run", "-m", "smollm2-135m", "-n", "2", "hi", env=env)
+    default = run_localgen("run", "-n", "2", "hi", env=env)
+    assert listed.returncode == 0 and "smollm2-135m" in listed.out, listed.err
+    assert named.returncode == 0, named.err
+    assert default.returncode == 1 and f"{path}: [defaults] model 'nope' is not in the registry" in default.err
 
 
 @pytest.mark.parametrize("damage", ["syntax", "binary", "default-not-text", "file-traversal"])

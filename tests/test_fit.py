@@ -341,7 +341,7 @@ def test_the_best_quant_that_fits_is_chosen_from_range_read_headers(hubenv: HubE
     tight = machine(_limit_between(quant_files, "Q5_0", "Q8_0"))
     tight_options = hub_options(REPO, tight, FitRequest(ctx_size=8192))
     assert tight_options[choose_option(tight_options, FitRequest(ctx_size=8192)) or 0].label == "Q5_0"
-    reads = [r for r in hubenv.server.requests if "/resolve/" in r.path]
+    reads = [r for r in hubenv.server.answered() if "/resolve/" in r.path]
     assert reads and all(r.method == "GET" and r.range == f"bytes=0-{quant_choice.HEADER_READ_BYTES - 1}"
                          and r.status == 206 for r in reads)
     for path in quant_files.values():
@@ -356,7 +356,7 @@ def test_a_header_longer_than_the_first_read_is_read_again_larger(hubenv: HubEnv
     monkeypatch.setattr(quant_choice, "HEADER_READ_BYTES", 1024)
     info = remote_header(REPO, "fit-Q8_0.gguf", quant_files["Q8_0"].stat().st_size)
     assert info.block_count == 4 and info.architecture == "llama"
-    assert [r.range for r in hubenv.server.requests][:2] == ["bytes=0-1023", "bytes=0-4095"]
+    assert [r.range for r in hubenv.server.answered()][:2] == ["bytes=0-1023", "bytes=0-4095"]
 
 
 def test_choose_download_picks_or_refuses_before_downloading(hubenv: HubEnv, quant_files: dict[str, Path]) -> None:

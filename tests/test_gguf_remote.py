@@ -26,7 +26,7 @@ def _serve(hubenv: HubEnv, path: Path) -> None:
 
 def _ranges(hubenv: HubEnv, name: str) -> list[str | None]:
     """The Range headers of the GETs of name, in order."""
-    return [r.range for r in hubenv.server.requests if r.method == "GET" and r.path.endswith(name)]
+    return [r.range for r in hubenv.server.answered() if r.method == "GET" and r.path.endswith(name)]
 
 
 def _first_read_is_the_header(path: Path, monkeypatch: pytest.MonkeyPatch, *, layout_of: Path | None = None) -> int:

@@ -267,6 +267,10 @@ def test_model_without_chat_template_runs_as_plain_completion(tmp_path: Path, bu
     raw_result = run_localgen("run", "The capital of France is", "-n", "8", "--json", "--raw", *GREEDY)
     assert json.loads(raw_result.out)["usage"]["prompt_tokens"] < json.loads(chat_result.out)["usage"]["prompt_tokens"]
     assert "chat template" not in raw_result.err
+    code = [run_localgen("run", "--raw", "--json", "-n", "1", *GREEDY, "-", stdin=text)
+            for text in (b"def add(a, b):", b"def add(a, b):\n    ")]
+    counts = [json.loads(r.out)["usage"]["prompt_tokens"] for r in code]
+    assert counts[0] < counts[1], "a plain completion keeps the trailing newline and indentation"
 
 
 def test_chat_template_file_gives_a_local_model_a_template(tmp_path: Path, bundled_model: Path) -> None:
@@ -328,3 +332,16 @@ def test_a_long_prompt_shows_progress_on_a_terminal_then_erases_it(tmp_path: Pat
     assert "reading the prompt" not in shown and "stopped at the --max-tokens limit" in shown, shown
     piped = run_localgen(*args)
     assert piped.returncode == 0 and "reading the prompt" not in piped.err, "pipes and files get no progress"
+
+
+def test_no_arguments_print_the_help_once() -> None:
+    result = run_localgen()
+    assert result.returncode == 0 and result.out.count("Usage: localgen") == 1, result.out
+
+
+def test_a_stderr_that_cannot_be_written_does_not_fail_the_run() -> None:
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "localgen", "run", "hi", "-n", "3", *GREEDY],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=full, cwd=REPO_ROOT,
+                                timeout=120)
+    assert result.returncode == 0 and result.stdout.strip(), "the answer was written; the -n note is best effort"

@@ -289,7 +289,8 @@ class Engine:
         if n_prompt + 1 > self.n_ctx:
             at_most = self.n_ctx >= self.n_ctx_train > 0
             raise ContextOverflowError(
-                f"the prompt is {n_prompt:,} tokens but the context holds {self.n_ctx:,}",
+                f"the prompt is {n_prompt:,} tokens but the context holds {self.n_ctx:,}"
+                + (", which leaves no room for an answer" if n_prompt <= self.n_ctx else ""),
                 hint=f"shorten the input: {self.n_ctx_train:,} tokens is the most this model takes" if at_most else
                 f"raise --ctx-size (the model was trained for {self.n_ctx_train:,}) or shorten the input",
             )
