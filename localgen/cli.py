@@ -122,7 +122,7 @@ def run(
     """Generate an answer to PROMPT (and piped stdin / -f files), streamed to stdout."""
     from localgen import console
     from localgen.chat import Message, compose_user_message
-    from localgen.fit import prompt_context
+    from localgen.fit import prompt_context, prompt_floor
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model, stream_answer
@@ -149,11 +149,12 @@ def run(
     if not user_text:
         raise UsageError("nothing to send: the prompt is empty",
                          hint='give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in')
+    prompt_bytes = len(user_text.encode()) + len((system or "").encode())
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,
                            batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn,
                            kv_type=kv_type, offline=offline or None, raw=raw, gpu_layers=gpu_layers, no_gpu=no_gpu,
                            chat_template=template,
-                           min_ctx=prompt_context(len(user_text.encode()) + len((system or "").encode()), max_tokens))
+                           min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
     loaded = load_model(options)
     try:
         _show_load_notes(loaded)

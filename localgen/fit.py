@@ -4,9 +4,10 @@ plan_fit, from the model's shape (estimate.py) and the machine (hardware.py):
     GPU layers: all if they fit in the VRAM budget (free VRAM less VRAM_RESERVE_FRACTION of the total and at
     least VRAM_RESERVE_MIN_BYTES), else the most that fit, else 0. Context: the model's training context capped
     by the registry's context and DEFAULT_CONTEXT_CAP (config; raised to what the prompt needs), then lowered in
-    steps of 256 to what fits in RAM_USABLE_FRACTION of available RAM, never below MIN_AUTO_CONTEXT or what the
-    prompt needs. KV type: f16 unless asked. --gpu-layers, --no-gpu, --ctx-size and --kv-type override the
-    choices; a model that does not fit raises InsufficientMemoryError before any download or load.
+    steps of 256 to what fits in RAM_USABLE_FRACTION of available RAM, never below MIN_AUTO_CONTEXT or the fewest
+    tokens the prompt could take (prompt_floor). KV type: f16 unless asked. --gpu-layers, --no-gpu, --ctx-size
+    and --kv-type override the choices; a model that does not fit raises InsufficientMemoryError before any
+    download or load.
 Choosing among a repo's quants is quant_choice.py's.
 """
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from localgen.hardware import Hardware
 
 MIN_AUTO_CONTEXT = 2048  # the planner never shrinks the context below this on its own
+MAX_BYTES_PER_TOKEN = 8  # text averages fewer bytes a token than this with any common tokenizer
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,8 @@ class FitRequest:
     kv_type: str = "f16"
     flash_attn: bool = True
     n_ubatch: int = 512
-    min_ctx: int = 0  # the context the prompt needs (0 = unknown)
+    min_ctx: int = 0  # a generous context for the prompt and its answer (0 = unknown): the planner aims for it
+    floor_ctx: int = 0  # the least context the prompt could need: below it the plan is refused, not lowered
     default_ctx: int | None = None  # the registry's context for the model
 
     def __post_init__(self) -> None:
@@ -104,6 +107,11 @@ def prompt_context(prompt_bytes: int, answer_tokens: int | None = None) -> int:
     if prompt_bytes <= 0:
         return 0
     return prompt_bytes // 3 + (answer_tokens or 512)
+
+
+def prompt_floor(prompt_bytes: int) -> int:
+    """The fewest tokens a prompt of this many UTF-8 bytes can take (MAX_BYTES_PER_TOKEN each), plus an answer."""
+    return prompt_bytes // MAX_BYTES_PER_TOKEN + 1 if prompt_bytes > 0 else 0
 
 
 def target_context(shape: ModelShape, request: FitRequest) -> int:
@@ -159,7 +167,7 @@ def plan_fit(shape: ModelShape, hw: Hardware, request: FitRequest | None = None,
     """The load plan for a model on this hardware, or InsufficientMemoryError (naming it label) when it cannot fit."""
     request = request or FitRequest()
     target = target_context(shape, request)
-    floor = target if request.ctx_size is not None else min(target, max(MIN_AUTO_CONTEXT, request.min_ctx))
+    floor = target if request.ctx_size is not None else min(target, max(MIN_AUTO_CONTEXT, request.floor_ctx))
     est, fits = estimate_at(shape, hw, target, request)
     reasons: list[str] = []
     if not fits:
@@ -203,9 +211,11 @@ def insufficient_memory(shape: ModelShape, hw: Hardware, est: MemoryEstimate, re
     if hw.can_offload and est.vram_bytes:
         where += f" and {binary_size(hw.vram_budget_bytes)} of free VRAM"
     options = ["a smaller quant (e.g. ORG/REPO:Q4_K_M or :Q3_K_M)"]
-    if n_ctx > 512:
-        options.append(f"a smaller context (--ctx-size {max(512, n_ctx // 2)})")
-    if request.kv_type == "f16":
+    smaller = max(512, request.floor_ctx, n_ctx // 2)
+    kv_could_help = est.ram_bytes - est.kv_bytes < hw.ram_budget_bytes  # not when the rest alone is too big
+    if smaller < n_ctx and kv_could_help:
+        options.append(f"a smaller context (--ctx-size {smaller})")
+    if request.kv_type == "f16" and kv_could_help:
         options.append("--kv-type q8_0 (halves the KV cache)")
     return InsufficientMemoryError(
         f"{name} needs about {binary_size(est.ram_bytes)} of RAM at a {n_ctx:,}-token context "

@@ -40,7 +40,8 @@ class ModelOptions:
     offline: bool | None = None
     raw: bool = False
     no_gpu: bool = False
-    min_ctx: int = 0  # the context the prompt needs (fit.prompt_context), 0 when unknown
+    min_ctx: int = 0  # a generous context for the prompt (fit.prompt_context), 0 when unknown
+    floor_ctx: int = 0  # the least context the prompt could need (fit.prompt_floor), 0 when unknown
     chat_template: str | None = None  # a Jinja chat template that replaces the model's and the registry's
 
     def __post_init__(self) -> None:
@@ -95,6 +96,7 @@ def fit_request(options: ModelOptions, *, default_ctx: int | None = None) -> Fit
     return FitRequest(ctx_size=options.ctx_size, gpu_layers=options.gpu_layers, no_gpu=options.no_gpu,
                       kv_type=options.kv_type, flash_attn=options.flash_attn != "off",
                       n_ubatch=min(options.ubatch_size, options.batch_size), min_ctx=options.min_ctx,
+                      floor_ctx=options.floor_ctx,
                       default_ctx=default_ctx)
 
 
