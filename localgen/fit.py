@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from localgen.config import DEFAULT_CONTEXT_CAP, MEMORY_LIMIT_ENV
-from localgen.errors import ContextSizeError, InsufficientMemoryError, UsageError
+from localgen.errors import ContextOverflowError, ContextSizeError, InsufficientMemoryError, UsageError
 from localgen.estimate import CONTEXT_PAD, MemoryEstimate, ModelShape, estimate_memory, padded_context
 from localgen.params import KV_TYPE_NAMES
 from localgen.units import binary_size
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from localgen.hardware import Hardware
 
 MIN_AUTO_CONTEXT = 2048  # the planner never shrinks the context below this on its own
-MAX_BYTES_PER_TOKEN = 8  # text averages fewer bytes a token than this with any common tokenizer
+MAX_BYTES_PER_TOKEN = 16  # no common tokenizer averages this many bytes a token, even on indented code
 
 
 @dataclass(frozen=True)
@@ -121,11 +121,21 @@ def target_context(shape: ModelShape, request: FitRequest) -> int:
     if request.ctx_size is not None:
         if shape.context_length and request.ctx_size > shape.context_length:
             raise ContextSizeError(request.ctx_size, shape.context_length)
+        _check_prompt_can_fit(request.floor_ctx, request.ctx_size, asked=True)
         return request.ctx_size
+    _check_prompt_can_fit(request.floor_ctx, trained, asked=False)
     target = min(c for c in (trained, request.default_ctx, DEFAULT_CONTEXT_CAP) if c)
     if request.min_ctx > target:
         target = min(padded_context(request.min_ctx), trained)
     return target
+
+
+def _check_prompt_can_fit(floor_ctx: int, n_ctx: int, *, asked: bool) -> None:
+    """Refuse, before any download or tokenization, a prompt that cannot fit however it tokenizes."""
+    if floor_ctx > n_ctx:
+        limit = f"--ctx-size {n_ctx:,}" if asked else f"the model's maximum of {n_ctx:,} tokens"
+        raise ContextOverflowError(f"the prompt is too long for {limit}: it takes at least {floor_ctx - 1:,} tokens",
+                                   hint="shorten the input, or split it and ask about each part")
 
 
 def _max_gpu_layers(shape: ModelShape, hw: Hardware, n_ctx: int, request: FitRequest) -> int:
