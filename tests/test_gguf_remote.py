@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import gguf_builders as gb
@@ -40,23 +41,27 @@ def _first_read_is_the_header(path: Path, monkeypatch: pytest.MonkeyPatch, *, la
     return header
 
 
-def test_an_unsupported_architecture_is_reported_after_one_read(hubenv: HubEnv, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def _odd_architecture(tmp_path: Path) -> tuple[Path, Path]:
+    """A model of an architecture llama.cpp does not know (its own layout)."""
     path = gb.tiny_model(tmp_path / "odd.gguf", architecture="notanarch")
-    header = _first_read_is_the_header(path, monkeypatch)
-    _serve(hubenv, path)
-    with pytest.raises(GGUFError, match="architecture 'notanarch' is not supported"):
-        remote_header(REPO, path.name, path.stat().st_size)
-    assert _ranges(hubenv, path.name) == [f"bytes=0-{header - 1}"]
+    return path, path
 
 
-def test_a_malformed_value_is_reported_after_one_read(hubenv: HubEnv, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def _bad_value_type(tmp_path: Path) -> tuple[Path, Path]:
+    """A model with a metadata value of an unknown type (laid out like the well-formed model it came from)."""
     tiny = gb.tiny_model(tmp_path / "tiny.gguf")
-    path = gb.bad_value_type(tiny, tmp_path / "bad.gguf")
-    header = _first_read_is_the_header(path, monkeypatch, layout_of=tiny)
+    return gb.bad_value_type(tiny, tmp_path / "bad.gguf"), tiny
+
+
+@pytest.mark.parametrize(("make", "problem"), [(_odd_architecture, "architecture 'notanarch' is not supported"),
+                                                (_bad_value_type, "invalid value type 77")])
+def test_a_header_problem_other_than_truncation_is_reported_after_one_read(
+        make: Callable[[Path], tuple[Path, Path]], problem: str, hubenv: HubEnv, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    path, layout = make(tmp_path)
+    header = _first_read_is_the_header(path, monkeypatch, layout_of=layout)
     _serve(hubenv, path)
-    with pytest.raises(GGUFError, match="invalid value type 77"):
+    with pytest.raises(GGUFError, match=problem):
         remote_header(REPO, path.name, path.stat().st_size)
     assert _ranges(hubenv, path.name) == [f"bytes=0-{header - 1}"]
 
