@@ -2,220 +2,34 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shlex
 import signal
-import stat
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
-from prompt_toolkit.document import Document
-from prompt_toolkit.history import FileHistory, History, InMemoryHistory
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from localgen import console
-from localgen.config import settings
 from localgen.conversation import list_conversations, load_conversation, save_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Completion as Done
 from localgen.events import Event, PrefillProgress, TextChunk
 from localgen.inputs import expand_user_path, read_file_input
+from localgen.repl_input import (
+    COMMAND_HELP,
+    PROMPT,
+    SafeFileHistory,
+    SlashCompleter,
+    continuation,
+    key_bindings,
+    keys_not_echoed,
+    open_history,
+    parse_command,
+    unwrap_block,
+)
 from localgen.session import SETTING_NAMES, ChatSession
 from localgen.signals import StopOnSignal
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
-
-PROMPT = ">>> "
-BLOCK_QUOTE = '"""'
-COMMAND_HELP = {
-    "/help": "show this help",
-    "/system TEXT": "set the system prompt",
-    "/set PARAM VALUE": f"change a setting ({', '.join(SETTING_NAMES)})",
-    "/show": "model, settings, context size, GPU layers, path",
-    "/stats": "last answer's TTFT, prefill and decode speed, cached tokens, context used",
-    "/reset": "start a new conversation (same system prompt; the old one stays saved)",
-    "/undo": "drop the last exchange",
-    "/regen": "answer the last question again",
-    "/file PATH": "attach a file's text to the next message",
-    "/save [NAME]": "save the conversation (it is also autosaved after every answer)",
-    "/load NAME": "continue a saved conversation",
-    "/list": "list saved conversations",
-    "/model REF": "switch model, keeping the conversation",
-    "/thinking on|off": "show or hide the model's reasoning",
-    "/exit": "quit (or Ctrl-D)",
-}
-COMMANDS = tuple(usage.split()[0] for usage in COMMAND_HELP)
-
-
-@dataclass(frozen=True)
-class SlashCommand:
-    """A parsed slash command: its name and the rest of the line."""
-
-    name: str
-    argument: str
-
-
-def parse_command(line: str) -> SlashCommand | None:
-    """Parse '/name rest'; None when the line is a message, not a command."""
-    stripped = line.strip()
-    if not stripped.startswith("/") or stripped.startswith("//"):
-        return None
-    name, _, argument = stripped.partition(" ")
-    return SlashCommand(name=name.lower(), argument=argument.strip())
-
-
-def unwrap_block(text: str) -> str:
-    """The text of a \"\"\"…\"\"\" block, or the text itself."""
-    stripped = text.strip()
-    if stripped.startswith(BLOCK_QUOTE) and stripped.endswith(BLOCK_QUOTE) and len(stripped) >= 6:
-        return stripped[3:-3].strip("\n")
-    return text
-
-
-def block_is_open(text: str) -> bool:
-    """True while a \"\"\" block has been opened but not closed."""
-    stripped = text.strip()
-    return stripped.startswith(BLOCK_QUOTE) and (len(stripped) < 6 or not stripped.endswith(BLOCK_QUOTE))
-
-
-class SlashCompleter(Completer):
-    """Completes slash command names, and file paths after /file."""
-
-    def __init__(self) -> None:
-        self._paths = PathCompleter(expanduser=True)
-
-    def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
-        """Command names after a leading slash; paths after /file."""
-        text = document.text_before_cursor
-        if text.startswith("/file "):
-            sub = Document(text[len("/file "):])
-            yield from self._paths.get_completions(sub, complete_event)
-        elif text.startswith("/") and " " not in text:
-            for name in COMMANDS:
-                if name.startswith(text):
-                    yield Completion(name, start_position=-len(text))
-
-
-def _key_bindings() -> KeyBindings:
-    """Enter sends (or continues an open \"\"\" block); Alt-Enter / Esc Enter insert a newline."""
-    bindings = KeyBindings()
-
-    @bindings.add("escape", "enter")
-    def _newline(event: KeyPressEvent) -> None:
-        event.current_buffer.insert_text("\n")
-
-    @bindings.add("enter")
-    def _enter(event: KeyPressEvent) -> None:
-        buffer = event.current_buffer
-        if block_is_open(buffer.text):
-            buffer.insert_text("\n")
-        else:
-            buffer.validate_and_handle()
-
-    return bindings
-
-
-class SafeFileHistory(FileHistory):
-    """prompt-toolkit's FileHistory, except that a history file it cannot read or write never ends the session."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(str(path))
-        self.problem: str | None = None  # reported once, between prompts
-        self._reported = False
-
-    def load_history_strings(self) -> Iterable[str]:
-        """The saved lines, or none (noted once) when the file cannot be read."""
-        try:
-            return list(super().load_history_strings())
-        except OSError as exc:
-            self._note(f"cannot read the input history {self.filename!s}: {exc.strerror or exc}")
-            return []
-
-    def store_string(self, string: str) -> None:
-        """Append a line; a failure is noted once and the chat goes on."""
-        try:
-            super().store_string(string)
-        except OSError as exc:
-            self._note(f"could not save input history to {self.filename!s}: {exc.strerror or exc}")
-
-    def _note(self, message: str) -> None:
-        """Keep the first problem for the REPL to print (printing inside prompt-toolkit garbles the screen)."""
-        if not self._reported:
-            self.problem, self._reported = message, True
-
-
-def history_damage(path: Path) -> str | None:
-    """Why a history file is not one prompt-toolkit wrote (NUL bytes, invalid UTF-8, foreign lines), or None."""
-    data = path.read_bytes()
-    if b"\0" in data:
-        return "it contains NUL bytes"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return f"invalid UTF-8 at byte {exc.start}"
-    for number, line in enumerate(text.split("\n"), 1):
-        if line and not line.startswith(("+", "#")):
-            return f"line {number} is not a history entry"
-    return None
-
-
-def open_history() -> tuple[History, str | None]:
-    """The persistent input history (created private), and a warning when the file had to be set aside."""
-    path = settings().data_dir / "history"
-    warning = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not path.exists():
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-        mode = path.stat().st_mode
-        if stat.S_ISDIR(mode):
-            return InMemoryHistory(), f"{path} is a directory; input history is not saved this session"
-        if stat.S_ISREG(mode):  # (a symlink to /dev/null, a common way to turn history off, is left alone)
-            if mode & 0o077:
-                os.chmod(path, 0o600)
-            damage = history_damage(path)
-            if damage:
-                aside = path.with_name(path.name + ".damaged")
-                os.replace(path, aside)
-                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-                warning = f"the input history {path} is damaged ({damage}); moved it to {aside} and started anew"
-    except OSError as exc:
-        return InMemoryHistory(), f"cannot use the input history {path}: {exc.strerror or exc}; not saving it"
-    return SafeFileHistory(path), warning
-
-
-def _continuation(width: int, _line_number: int, is_soft_wrap: bool) -> str:
-    """The prompt of a continued line: '... ' after a newline, blank where a long line merely wraps."""
-    return " " * width if is_soft_wrap else "... ".rjust(width)
-
-
-@contextlib.contextmanager
-def _keys_not_echoed() -> Iterator[None]:
-    """While an answer streams, the terminal echoes no keys (nor ^C): echoed text would shift the live region,
-    leaving a stale copy of its lines. Keys typed ahead stay buffered for the next prompt."""
-    try:
-        import termios
-    except ImportError:  # not a Unix terminal
-        yield
-        return
-    try:
-        fd = sys.stdin.fileno()
-        saved = termios.tcgetattr(fd)
-        quiet = list(saved)
-        quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
-        termios.tcsetattr(fd, termios.TCSANOW, quiet)
-    except (AttributeError, ValueError, OSError, termios.error):  # stdin is not a terminal
-        yield
-        return
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError, termios.error):
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 class Repl:
@@ -231,11 +45,11 @@ class Repl:
             history=self._history,
             completer=SlashCompleter(),
             complete_while_typing=False,
-            key_bindings=_key_bindings(),
+            key_bindings=key_bindings(),
             bottom_toolbar=self._toolbar,
             enable_history_search=False,
             multiline=True,
-            prompt_continuation=_continuation,
+            prompt_continuation=continuation,
         )
         self._handlers: dict[str, Callable[[str], None]] = {
             "/help": self._help, "/system": self._system, "/set": self._set, "/show": self._show,
@@ -323,7 +137,7 @@ class Repl:
         # Python runs signal handlers only between llama.cpp calls, so a second Ctrl-C could not stop any
         # sooner than the first: it never escalates, and the session always survives.
         with StopOnSignal(engine.request_stop, signals=(signal.SIGINT,), escalate=False, reset=engine.clear_stop), \
-                _keys_not_echoed():
+                keys_not_echoed():
             try:
                 for event in events:
                     if isinstance(event, PrefillProgress):

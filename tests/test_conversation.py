@@ -10,7 +10,7 @@ import pytest
 from localgen.chat import Message
 from localgen.conversation import Conversation, Turn, load_conversation, save_conversation
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
-from localgen.repl import SlashCommand, _continuation, block_is_open, parse_command, unwrap_block
+from localgen.repl_input import SlashCommand, block_is_open, continuation, parse_command, unwrap_block
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 
 
@@ -145,4 +145,4 @@ def test_generation_prompt_that_opens_thinking() -> None:
 
 
 def test_only_a_real_new_line_gets_the_continuation_prompt() -> None:
-    assert _continuation(4, 1, False) == "... " and _continuation(4, 1, True) == "    "
+    assert continuation(4, 1, False) == "... " and continuation(4, 1, True) == "    "

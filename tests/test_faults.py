@@ -27,7 +27,7 @@ from localgen.conversation import Conversation, Turn, load_conversation, save_co
 from localgen.errors import ConfigError, LocalgenError
 from localgen.promptcache import PromptCache
 from localgen.registry import load_registry
-from localgen.repl import SafeFileHistory, history_damage, open_history
+from localgen.repl_input import SafeFileHistory, history_damage, open_history
 from localgen.storage import atomic_write_bytes
 from localgen.verify import is_verified, verify_file
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
@@ -565,8 +565,8 @@ WRITE_CALL = re.compile(r"\.write_text\(|\.write_bytes\(|\bopen\([^)]*['\"][wax]
 ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a write of a file localgen keeps
     ("storage.py", ""): "the atomic writer itself",
     ("cli_exit.py", "os.open(os.devnull"): "silences stdout after a broken pipe",
-    ("repl.py", "os.open(path, os.O_CREAT"): "creates the empty history file with mode 0600 (prompt-toolkit appends)",
-    ("quant_choice.py", "path.write_bytes(data)"): "a scratch copy of a Hub file's header inside a TemporaryDirectory",
+    ("repl_input.py", "os.open(path, os.O_CREAT"): "creates the empty history file with mode 0600 (prompt-toolkit "
+                                                   "appends)",
     ("cli.py", 'sys.stderr = open(os.devnull, "w")'): "with stderr closed (2>&-), messages go to /dev/null",
 }
 
