@@ -163,7 +163,7 @@ def run(
             if not raw:
                 console.say(f"localgen: {loaded.resolved.display_name} has no chat template; "
                             "sending the text as a plain completion")
-        messages = ([Message("system", system)] if system else []) + [Message("user", user_text)]
+        messages = ([Message("system", system)] if system is not None else []) + [Message("user", user_text)]
         output = console.TextOutput()
         completion, exit_code = _stream_to_stdout(
             loaded, lambda: stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache),

@@ -345,3 +345,10 @@ def test_a_stderr_that_cannot_be_written_does_not_fail_the_run() -> None:
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=full, cwd=REPO_ROOT,
                                 timeout=120)
     assert result.returncode == 0 and result.stdout.strip(), "the answer was written; the -n note is best effort"
+
+
+def test_an_empty_system_prompt_replaces_the_template_default() -> None:
+    """`-s ""` asks for no system prompt; without -s the chat template adds its own default one."""
+    counts = [json.loads(run_localgen("run", *system, "hi", "-n", "1", "--json", *GREEDY).out)["usage"]["prompt_tokens"]
+              for system in ((), ("-s", ""))]
+    assert counts[1] < counts[0]
