@@ -186,31 +186,23 @@ def _stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
 
     Returns the Completion and the exit code a SIGINT/SIGTERM calls for; a closed stdout stops the generation.
     """
-    from localgen.console import PrefillStatus
-    from localgen.events import Completion, PrefillProgress, TextChunk
+    from localgen.console import without_prefill_progress
+    from localgen.events import Completion, TextChunk
     from localgen.signals import StopOnSignal
 
     engine = loaded.engine
     completion: Completion | None = None
     pipe_closed = False
-    status = PrefillStatus(sys.stderr)
     with StopOnSignal(engine.request_stop, reset=engine.clear_stop) as signals:  # prompt preparation included
-        try:
-            for event in start():
-                if isinstance(event, PrefillProgress):
-                    status.update(event)
-                    continue
-                status.clear()
-                if isinstance(event, TextChunk) and output is not None and not pipe_closed:
-                    try:
-                        output.write(event.text)
-                    except BrokenPipeError:
-                        pipe_closed = True
-                        engine.request_stop()
-                elif isinstance(event, Completion):
-                    completion = event
-        finally:
-            status.clear()
+        for event in without_prefill_progress(start(), sys.stderr):
+            if isinstance(event, TextChunk) and output is not None and not pipe_closed:
+                try:
+                    output.write(event.text)
+                except BrokenPipeError:
+                    pipe_closed = True
+                    engine.request_stop()
+            elif isinstance(event, Completion):
+                completion = event
     if pipe_closed:
         silence_stdout()
         raise typer.Exit(EXIT_BROKEN_PIPE)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from localgen.errors import LocalgenError
-from localgen.events import Completion, PrefillProgress
+from localgen.events import Completion, Event, PrefillProgress
 from localgen.wordwrap import WordWrap, terminal_width
 
 FINISH_NOTES = {
@@ -99,6 +99,20 @@ class PrefillStatus:
             self._stream.flush()
         except OSError:
             self._stream = None
+
+
+def without_prefill_progress(events: Iterable[Event], stream: TextIO) -> Iterator[Event]:
+    """The events less the prefill progress, which meanwhile shows as a PrefillStatus line on stream."""
+    status = PrefillStatus(stream)
+    try:
+        for event in events:
+            if isinstance(event, PrefillProgress):
+                status.update(event)
+            else:
+                status.clear()
+                yield event
+    finally:
+        status.clear()
 
 
 def write_out(stream: TextIO, text: str) -> None:

@@ -13,7 +13,7 @@ from localgen import console
 from localgen.conversation import list_conversations, load_conversation, save_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Completion as Done
-from localgen.events import Event, PrefillProgress, TextChunk
+from localgen.events import Event, TextChunk
 from localgen.inputs import expand_user_path, read_file_input
 from localgen.repl_input import (
     COMMAND_HELP,
@@ -130,7 +130,6 @@ class Repl:
         notice is printed when the answer's first text arrives (a turn that gets no answer changes nothing).
         """
         view = console.AnswerView(markdown=self.markdown, show_thinking=self.show_thinking)
-        status = console.PrefillStatus(sys.stderr)
         splitter: ThinkingSplitter | None = None  # made at the first text, once the prompt is final (/regen)
         done: Done | None = None
         engine = self.session.loaded.engine
@@ -139,11 +138,7 @@ class Repl:
         with StopOnSignal(engine.request_stop, signals=(signal.SIGINT,), escalate=False, reset=engine.clear_stop), \
                 keys_not_echoed():
             try:
-                for event in events:
-                    if isinstance(event, PrefillProgress):
-                        status.update(event)
-                        continue
-                    status.clear()
+                for event in console.without_prefill_progress(events, sys.stderr):
                     if isinstance(event, TextChunk):
                         if splitter is None and notice:
                             console.say(notice)
@@ -155,7 +150,6 @@ class Repl:
                 for thinking, text in splitter.flush() if splitter else ():
                     (view.thinking if thinking else view.answer)(text)
             finally:
-                status.clear()
                 note = None
                 if done is not None:
                     note = console.finish_note(done, chat=True)
