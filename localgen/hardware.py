@@ -12,7 +12,7 @@ import contextlib
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -96,6 +96,17 @@ class Hardware:
         budget = sum(max(g.free_bytes - max(int(g.total_bytes * VRAM_RESERVE_FRACTION), VRAM_RESERVE_MIN_BYTES), 0)
                      for g in self.gpus)
         return budget if self.vram_limit_bytes is None else min(budget, self.vram_limit_bytes)
+
+    def after_freeing(self, ram_bytes: int, vram_bytes: int) -> Hardware:
+        """These facts as they will be once a loaded model holding ram_bytes of RAM and vram_bytes of VRAM is freed."""
+        memory = replace(self.memory, available_bytes=min(self.memory.available_bytes + ram_bytes,
+                                                          self.memory.total_bytes))
+        gpus, left = [], vram_bytes
+        for gpu in self.gpus:
+            gained = min(left, gpu.total_bytes - gpu.free_bytes)
+            gpus.append(replace(gpu, free_bytes=gpu.free_bytes + gained))
+            left -= gained
+        return replace(self, memory=memory, gpus=tuple(gpus))
 
     @property
     def ram_budget_bytes(self) -> int:

@@ -11,7 +11,7 @@ from localgen.chat import Message, PromptFormat
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.engine import Engine
 from localgen.errors import ModelLoadError, ModelNotFoundError
-from localgen.estimate import ModelShape, header_shape
+from localgen.estimate import MemoryEstimate, ModelShape, header_shape
 from localgen.events import Event
 from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, plan_fit, replan_gpu_layers
 from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, probe_hardware
@@ -138,11 +138,13 @@ def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: Mo
             plan = replan_gpu_layers(plan, shape, fewer, reason)
 
 
-def load_model(options: ModelOptions, *, release: Callable[[], None] | None = None) -> LoadedModel:
+def load_model(options: ModelOptions, *, release: Callable[[], None] | None = None,
+               held: MemoryEstimate | None = None) -> LoadedModel:
     """Resolve, check, plan and load a model; the one way every command gets an engine.
 
     release, when given, frees a model already loaded once the new one is found and checked, so that the
-    memory plan sees the RAM and VRAM that model held.
+    memory plan sees the RAM and VRAM that model held; held is what it holds, counted as free when a quant is
+    chosen before that.
     """
     from localgen.catalog import touch_last_used
     from localgen.gguf_split import validate_split
@@ -150,7 +152,8 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     hw = probe_hardware()
     warning = cpu_only_warning_once(hw)
     notes: list[str] = []
-    resolved = resolve_fitting(options, hw, notes)
+    resolved = resolve_fitting(options, hw if held is None else hw.after_freeing(held.ram_bytes, held.vram_bytes),
+                               notes)
     header, _ = validate_split(resolved.path)  # every shard is checked in Python before llama.cpp opens it
     if release is not None:
         release()

@@ -112,7 +112,7 @@ class ChatSession:
         """Load another model and keep the conversation (a --chat-template belonged to the first model).
 
         The current model is freed before the new one is planned and loaded, so the plan sees its memory (the
-        quant chosen for ORG/REPO without one is judged before that, with the current model still loaded). If the
+        quant for ORG/REPO without one is chosen before that, counting the current model's memory as free). If the
         load fails, the current model is loaded again and the error is raised.
         """
         options = replace(self.options, model=reference, chat_template=None)
@@ -124,7 +124,7 @@ class ChatSession:
             released = True
 
         try:
-            new = load_model(options, release=release)
+            new = load_model(options, release=release, held=self.loaded.plan.estimate if self.loaded.plan else None)
         except BaseException as exc:
             if released:
                 self._reload(exc)

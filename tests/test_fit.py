@@ -20,13 +20,17 @@ from hub_server import (
     loopback_hub_fixture,  # noqa: F401  (the `loopback_hub` fixture)
 )
 
-from localgen import config, fit, hardware, quant_choice
+from localgen import config, fit, hardware, quant_choice, runner
+from localgen.conversation import Conversation
 from localgen.errors import ConfigError, InsufficientMemoryError, ModelLoadError
 from localgen.estimate import GPU_HOST_OVERHEAD_BYTES, ModelShape, estimate_memory, kv_cache_bytes, read_shape
 from localgen.fit import FitRequest
 from localgen.gguf_reader import read_gguf
 from localgen.hardware import GpuInfo, Hardware, MemoryInfo
+from localgen.params import GenerationLimits, SamplingParams
 from localgen.quant_choice import choose_cached, choose_download, choose_option, hub_options, remote_header
+from localgen.runner import ModelOptions, load_model
+from localgen.session import ChatSession
 from localgen.units import parse_size
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
 
@@ -334,9 +338,9 @@ def _too_small_for(quant_files: dict[str, Path], quant: str) -> int:
     return int(need * 0.95 / hardware.RAM_USABLE_FRACTION)
 
 
-def _limit_between(quant_files: dict[str, Path], low: str, high: str) -> int:
-    """A RAM size that fits quant `low` at full context but not `high`."""
-    need = {q: estimate_memory(read_shape(quant_files[q]), n_ctx=8192).ram_bytes for q in (low, high)}
+def _limit_between(quant_files: dict[str, Path], low: str, high: str, n_ctx: int = 8192) -> int:
+    """A RAM size that fits quant `low` at n_ctx (by default its full context) but not `high`."""
+    need = {q: estimate_memory(read_shape(quant_files[q]), n_ctx=n_ctx).ram_bytes for q in (low, high)}
     return int((need[low] + need[high]) / 2 / hardware.RAM_USABLE_FRACTION)
 
 
@@ -378,6 +382,37 @@ def test_choose_download_picks_or_refuses_before_downloading(hubenv: HubEnv, qua
     with pytest.raises(InsufficientMemoryError, match="needs about"):
         choose_download(f"{REPO}:F16", hw=machine(_too_small_for(quant_files, "F16")), request=FitRequest())
     assert hubenv.blobs(REPO) == []
+
+
+def test_a_model_switch_counts_the_loaded_models_memory_as_free_when_choosing_a_quant(
+        hubenv: HubEnv, quant_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    _serve(hubenv, quant_files)
+    options = ModelOptions(model=str(bundled_model_file()), ctx_size=1024, threads=2)
+    chat = ChatSession(load_model(options), options, Conversation.new(system=None, model=options.model),
+                       SamplingParams(temperature=0.0), GenerationLimits(max_tokens=2), autosave=False)
+    try:
+        assert chat.loaded.plan is not None
+        held = chat.loaded.plan.estimate.ram_bytes
+        roomy = _limit_between(quant_files, "Q5_0", "Q8_0", n_ctx=1024)
+        while_loaded = Hardware(memory=MemoryInfo(total_bytes=roomy, available_bytes=max(roomy - held, 0),
+                                                        source="test"),
+                                cores=2, gpu_offload=False)
+        probes = iter([while_loaded, machine(roomy)])  # before and after the old model is freed
+        monkeypatch.setattr(runner, "probe_hardware", lambda: next(probes))
+        chat.switch_model(REPO)
+        assert chat.loaded.resolved.path.name == "fit-Q5_0.gguf"  # not refused, nor a smaller quant
+    finally:
+        chat.loaded.close()
+
+
+def test_after_freeing_adds_memory_back_up_to_the_totals() -> None:
+    gpus = (GpuInfo(name="a", total_bytes=10 * GIB, free_bytes=9 * GIB), GpuInfo(name="b", total_bytes=8 * GIB,
+                                                                                   free_bytes=2 * GIB))
+    hw = replace(machine(4 * GIB, gpus=gpus, offload=True), memory=MemoryInfo(4 * GIB, 1 * GIB))
+    freed = hw.after_freeing(5 * GIB, 4 * GIB)
+    assert freed.memory.available_bytes == 4 * GIB  # capped at the total
+    assert [g.free_bytes for g in freed.gpus] == [10 * GIB, 5 * GIB]  # each GPU up to its total, in order
+    assert hw.after_freeing(0, 0) == hw
 
 
 # ----------------------------------------------------------------------------- the CLI
