@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -66,8 +65,8 @@ BatchSizeOpt = Annotated[int, typer.Option(help="Prefill chunk size.")]
 UbatchSizeOpt = Annotated[int, typer.Option(help="Physical batch size.")]
 FlashAttnOpt = Annotated[str, typer.Option(help="auto, on or off.")]
 KvTypeOpt = Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.")]
-ChatTemplateOpt = Annotated[Path | None, typer.Option(
-    "--chat-template", help="Jinja chat template file, used instead of the model's.")]
+ChatTemplateOpt = Annotated[str | None, typer.Option(
+    "--chat-template", metavar="FILE", help="Jinja chat template file, used instead of the model's.")]
 
 
 def _version_callback(value: bool) -> None:
@@ -91,8 +90,8 @@ def run(
         help="The instruction; - reads it from stdin. Piped stdin and -f files come first.")] = None,
     model: ModelOpt = None,
     system: SystemOpt = None,
-    file: Annotated[list[Path] | None, typer.Option(
-        "--file", "-f", help="Attach a text file (repeatable; - is stdin).")] = None,
+    file: Annotated[list[str] | None, typer.Option(
+        "--file", "-f", metavar="FILE", help="Attach a text file (repeatable; - is stdin).")] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", "-n", help="Stop after N tokens.")] = None,
     temperature: TemperatureOpt = DEFAULT_TEMPERATURE,
     top_k: TopKOpt = DEFAULT_TOP_K,
@@ -155,9 +154,8 @@ def run(
                            kv_type=kv_type, offline=offline or None, raw=raw, gpu_layers=gpu_layers, no_gpu=no_gpu,
                            chat_template=template,
                            min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
-    loaded = load_model(options)
+    loaded = load_model(options, note=say_note)
     try:
-        _show_load_notes(loaded)
         if not loaded.prompt_format.is_chat:  # a plain completion continues the text exactly as given
             user_text = compose_user_message(prompt, attachments, exact=True)
             if not raw:
@@ -273,10 +271,9 @@ def chat(
         model = model or conversation.model
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, offline=offline or None,
                            gpu_layers=gpu_layers, no_gpu=no_gpu, chat_template=read_chat_template(chat_template))
-    loaded = load_model(options)
+    loaded = load_model(options, note=say_note)
     session = None
     try:
-        _show_load_notes(loaded)
         if conversation is None:
             conversation = Conversation.new(system=system, model=model or loaded.resolved.display_name)
         elif system is not None:
@@ -335,16 +332,12 @@ def pull(
 
     Without a quant, the best quant that fits this machine is chosen, as `run` would choose it.
     """
-    from localgen import console
     from localgen.gguf_split import validate_split
     from localgen.hardware import probe_hardware
     from localgen.runner import ModelOptions, resolve_fitting
 
-    notes: list[str] = []
-    resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), notes, force=force)
+    resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), say_note, force=force)
     validate_split(resolved.path)  # checked, every shard, as run would check it
-    for note in notes:
-        console.say(f"localgen: {note}")
     print(resolved.path.absolute())
 
 
@@ -383,14 +376,11 @@ def fit(
     console.print_table(headers, rows)
 
 
-def _show_load_notes(loaded: LoadedModel) -> None:
-    """Say on stderr what the memory planner chose or changed, and warn about a CPU-only build."""
+def say_note(note: str) -> None:
+    """Say on stderr what loading chose or changed, as it happens."""
     from localgen import console
 
-    for warning in loaded.warnings:
-        console.warn(warning)
-    for note in loaded.notes:
-        console.say(f"localgen: {note}")
+    console.say(f"localgen: {note}")
 
 
 def _configure_logging() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -142,13 +143,17 @@ def say(message: str) -> None:
 
 
 def warn(message: str) -> None:
-    """A warning on stderr."""
-    say(f"localgen: warning: {message}")
+    """A warning on stderr, on one line."""
+    say(one_line(f"localgen: warning: {message}"))
 
 
 def one_line(text: str) -> str:
-    """Text made safe for one terminal line: control characters (newlines, escapes) become spaces or '?'."""
-    return "".join(" " if c in "\n\r\t" else "?" if unicodedata.category(c) == "Cc" else c for c in text)
+    """Text made safe for one terminal line: control characters (newlines, escapes) become spaces or '?', and
+    bytes that were not UTF-8 (in file names and arguments) U+FFFD."""
+    return "".join(" " if c in "\n\r\t" else _SAFE.get(unicodedata.category(c), c) for c in text)
+
+
+_SAFE = {"Cc": "?", "Cs": "\ufffd"}  # control characters; lone surrogates, Python's stand-ins for undecodable bytes
 
 
 def error(message: str, hint: str | None = None) -> None:
@@ -198,12 +203,21 @@ def _block_boundary(text: str) -> int:
     return boundary
 
 
+MAX_CONTEXT_CHARS = 4096  # a longer construct restarts its context: each block re-renders it
+_CONTINUATION = re.compile(r"[ \t>]|[-+*][ \t\n]|\d{1,9}[.)][ \t\n]")  # indented, a quote or a list item
+
+
+def _may_continue(block: str) -> bool:
+    """True when a block may belong to the construct before it (a list item's next paragraph, the next item)."""
+    return bool(_CONTINUATION.match(block.lstrip("\n")))
+
+
 class AnswerView:
     """Shows a streamed answer on a terminal: Markdown (finished blocks printed once) or plain text.
 
-    Each block is rendered together with the block before it and only its own lines are shown, so blocks are
-    spaced as rich spaces them when the whole answer is rendered at once (a construct that spans more than two
-    blocks, such as a list item continued after a blank line, can still gain a blank line).
+    Each block is rendered after the blocks of the construct it may belong to (at least the block before it)
+    and only its own lines are shown, so blocks are spaced and indented as rich does when the whole answer is
+    rendered at once, a list whose items go on after blank lines included.
     """
 
     def __init__(self, *, markdown: bool, show_thinking: bool, stream: TextIO | None = None) -> None:
@@ -213,7 +227,7 @@ class AnswerView:
         self._wrap = _word_wrap_for(self._console.file)  # plain answers on a terminal
         self._markdown = markdown
         self._show_thinking = show_thinking
-        self._previous = ""  # the last finished block (the context that spaces the next one)
+        self._previous = ""  # the finished blocks of the last construct (the context that places the next one)
         self._pending = ""  # the unfinished block
         self._live = None
         self._thinking_open = False
@@ -250,7 +264,8 @@ class AnswerView:
         if not block.strip():
             return
         self._console.print(_Continued(self._previous, block))
-        self._previous = block
+        continues = _may_continue(block) and len(self._previous) < MAX_CONTEXT_CHARS
+        self._previous = self._previous + block if continues else block
 
     def _show_live(self) -> None:
         """Redraw only the unfinished block, at most a few times a second."""

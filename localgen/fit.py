@@ -213,14 +213,18 @@ def _largest_context(shape: ModelShape, hw: Hardware, request: FitRequest, floor
 
 
 def insufficient_memory(shape: ModelShape, hw: Hardware, est: MemoryEstimate, request: FitRequest, n_ctx: int,
-                        subject: str | None = None) -> InsufficientMemoryError:
-    """The error for a model that does not fit even at the smallest context the planner would choose."""
+                        subject: str | None = None, *, smallest_quant: bool = False) -> InsufficientMemoryError:
+    """The error for a model that does not fit even at the smallest context the planner would choose.
+
+    smallest_quant: it is already the smallest quant there is, so the hint offers a smaller model instead.
+    """
     name = subject or shape.name or "the model"
     where = (f"{binary_size(hw.ram_budget_bytes)} of usable RAM ({hw.memory.source}: "
              f"{binary_size(hw.memory.available_bytes)} available)")
     if hw.can_offload and est.vram_bytes:
         where += f" and {binary_size(hw.vram_budget_bytes)} of free VRAM"
-    options = ["a smaller quant (e.g. ORG/REPO:Q4_K_M or :Q3_K_M)"]
+    this_quant = shape.quant or f"these {shape.bits_per_weight:.1f}"
+    options = ["a smaller model" if smallest_quant else f"a quant with fewer bits per weight than {this_quant}"]
     smaller = max(512, request.floor_ctx, n_ctx // 2)
     kv_could_help = est.ram_bytes - est.kv_bytes < hw.ram_budget_bytes  # not when the rest alone is too big
     if smaller < n_ctx and kv_could_help:

@@ -35,6 +35,13 @@ def expand_user_path(text: str) -> Path:
                          hint="write the full path") from None
 
 
+def option_path(text: str, option: str) -> Path:
+    """A file path given with option, as typed (an empty one is a UsageError, not the current folder)."""
+    if not text:
+        raise UsageError(f"the file name given to {option} is empty", hint=f"pass a file path to {option}")
+    return Path(text)
+
+
 def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file") -> str:
     """Read a text file named with option, with clear errors for missing, directory or unreadable paths."""
     try:
@@ -49,8 +56,9 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file
         hint = f"check the path given to {option}" if too_long else "check the file's permissions"
         raise UsageError(f"cannot read {short_path(path)}: {exc.strerror or exc}", hint=hint) from exc
     if len(data) > MAX_INPUT_BYTES:
-        raise UsageError(f"{path} is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint="send a smaller file")
-    return decode_input(data, str(path), warnings)
+        raise UsageError(f"{short_path(path)} is larger than {MAX_INPUT_BYTES // 2**20} MiB",
+                         hint="send a smaller file")
+    return decode_input(data, short_path(path), warnings)
 
 
 def short_path(path: Path) -> str:
@@ -72,16 +80,17 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
     return decode_input(data, "stdin", warnings)
 
 
-def gather_attachments(files: Sequence[Path], stdin: BinaryIO | None, warnings: list[str], *,
+def gather_attachments(files: Sequence[str], stdin: BinaryIO | None, warnings: list[str], *,
                        stdin_asked: bool = False) -> tuple[list[str], bool]:
     """The texts of the -f files, then stdin's; and whether stdin was read.
 
     A file named "-" is stdin, as is stdin_asked (a prompt of "-"): then stdin is read even from a terminal.
     """
-    asked = stdin_asked or any(str(path) == STDIN_NAME for path in files)
-    named = [path for path in files if str(path) != STDIN_NAME]
+    asked = stdin_asked or STDIN_NAME in files
+    named = [option_path(name, "-f/--file") for name in files if name != STDIN_NAME]
     texts = [read_file_input(path, warnings) for path in named]
-    warnings.extend(f"{path} is empty" for path, text in zip(named, texts, strict=True) if not text.strip())
+    warnings.extend(f"{short_path(path)} is empty" for path, text in zip(named, texts, strict=True)
+                    if not text.strip())
     piped = read_stdin_input(stdin, warnings, asked=asked)
     if piped is not None:
         texts.append(piped)
@@ -97,13 +106,14 @@ def argument_text(value: str, source: str, warnings: list[str]) -> str:
     return value
 
 
-def read_chat_template(path: Path | None) -> str | None:
+def read_chat_template(name: str | None) -> str | None:
     """The text of a --chat-template file (a Jinja chat template), or None when none was given."""
-    if path is None:
+    if name is None:
         return None
+    path = option_path(name, "--chat-template")
     warnings: list[str] = []
     text = read_file_input(path, warnings, option="--chat-template")
     if warnings or not text.strip():
-        raise UsageError(f"{path} is not a chat template ({'not UTF-8' if warnings else 'it is empty'})",
+        raise UsageError(f"{short_path(path)} is not a chat template ({'not UTF-8' if warnings else 'it is empty'})",
                          hint="pass a Jinja chat template file, like the chat_template in a model's tokenizer_config")
     return text

@@ -110,7 +110,7 @@ def remote_header(repo: str, filename: str, size: int, *, revision: str | None =
     while True:
         data = hub_range.read_header_bytes(repo, filename, n, revision=revision)
         try:
-            return read_gguf_bytes(data, filename)
+            return read_gguf_bytes(data, filename, file_size=size or None)
         except GGUFTruncatedError:  # the header goes on past the bytes read; any other problem is final
             if len(data) < n or n >= min(size or HEADER_READ_MAX_BYTES, HEADER_READ_MAX_BYTES):
                 raise
@@ -328,7 +328,8 @@ def _too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitRequ
     n_ctx = min(target_context(smallest.shape, request), MIN_AUTO_CONTEXT)
     est = estimate_at(smallest.shape, hw, n_ctx, request)[0]
     return insufficient_memory(smallest.shape, hw, est, request, n_ctx,
-                    subject=f"no quant of {repo} fits: even the smallest, {repo}:{smallest.label},")
+                               subject=f"no quant of {repo} fits: even the smallest, {repo}:{smallest.label},",
+                               smallest_quant=True)
 
 
 def report_table(report: FitReport) -> tuple[str, list[str], list[list[str]]]:

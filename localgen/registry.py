@@ -235,7 +235,8 @@ def parse_reference(text: str) -> ModelRef:
     """Parse any accepted model reference; raise UsageError for malformed ones."""
     raw = text.strip()
     if not raw:
-        raise UsageError("empty model reference", hint="pass -m NAME, -m ORG/REPO or -m path/to/model.gguf")
+        raise UsageError("empty model reference",
+                         hint="name a model: NAME, ORG/REPO[:QUANT] or path/to/model.gguf (`localgen models list`)")
     if _looks_like_path(raw) or (raw.lower().endswith(".gguf") and "/" not in raw):
         return ModelRef(text=raw, path=expand_user_path(raw))
     for prefix in HUB_PREFIXES:

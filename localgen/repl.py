@@ -262,7 +262,7 @@ class Repl:
         if not argument:
             console.say("usage: /model REF")
             return
-        loaded = self.session.switch_model(argument)
+        loaded = self.session.switch_model(argument, note=console.say)
         console.say(f"now using {loaded.resolved.display_name}")
 
     def _thinking(self, argument: str) -> None:

@@ -63,8 +63,6 @@ class LoadedModel:
     engine: Engine
     prompt_format: PromptFormat
     plan: LoadPlan | None = None  # the memory plan used: plan.describe(), plan.n_gpu_layers, plan.n_ctx, ...
-    notes: tuple[str, ...] = ()  # what the planner chose or changed, for stderr
-    warnings: tuple[str, ...] = ()  # e.g. a CPU-only llama.cpp build on a machine with an NVIDIA GPU
 
     def close(self) -> None:
         """Free the engine."""
@@ -100,8 +98,13 @@ def fit_request(options: ModelOptions, *, default_ctx: int | None = None) -> Fit
                       default_ctx=default_ctx)
 
 
-def resolve_fitting(options: ModelOptions, hw: Hardware, notes: list[str], *, force: bool = False) -> ResolvedModel:
-    """Resolve a reference; before any download, check it fits (or choose the best quant that does).
+def ignore_note(_: str) -> None:
+    """A note nobody reads."""
+
+
+def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], None] = ignore_note, *,
+                    force: bool = False) -> ResolvedModel:
+    """Resolve a reference; before any download, check it fits (or choose the best quant that does, and note it).
 
     force downloads again even when a copy is cached (for `pull --force`).
     """
@@ -117,11 +120,13 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, notes: list[str], *, fo
             if options.offline or is_offline():
                 raise
     reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options))
-    notes.extend(chosen)
+    for text in chosen:  # said now, before the download starts
+        note(text)
     return resolve_model(reference, offline=options.offline, force=force)
 
 
-def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: ModelShape, notes: list[str], *,
+def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: ModelShape,
+                note: Callable[[str], None], *,
                 factory: Callable[[Path, LoadOptions], Engine] = Engine) -> tuple[Engine, LoadPlan]:
     """Load the engine; when llama.cpp fails with GPU layers (out of VRAM), retry with fewer and say so."""
     while True:
@@ -133,16 +138,17 @@ def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: Mo
             before = load_options.n_gpu_layers
             fewer = fewer_gpu_layers(before, shape.n_layer)
             reason = f"llama.cpp could not load {before} GPU layers; retried with {fewer}"
-            notes.append(reason)
+            note(reason)
             load_options = replace(load_options, n_gpu_layers=fewer)
             plan = replan_gpu_layers(plan, shape, fewer, reason)
 
 
 def load_model(options: ModelOptions, *, release: Callable[[], None] | None = None,
-               held: MemoryEstimate | None = None) -> LoadedModel:
+               held: MemoryEstimate | None = None, note: Callable[[str], None] = ignore_note) -> LoadedModel:
     """Resolve, check, plan and load a model; the one way every command gets an engine.
 
-    release, when given, frees a model already loaded once the new one is found and checked, so that the
+    note gets what the planner chose or changed, and warnings (a CPU-only build on a machine with an NVIDIA GPU),
+    as they happen. release, when given, frees a model already loaded once the new one is found and checked, so that the
     memory plan sees the RAM and VRAM that model held; held is what it holds, counted as free when a quant is
     chosen before that.
     """
@@ -151,22 +157,23 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
 
     hw = probe_hardware()
     warning = cpu_only_warning_once(hw)
-    notes: list[str] = []
+    if warning:
+        note(f"warning: {warning}")
     resolved = resolve_fitting(options, hw if held is None else hw.after_freeing(held.ram_bytes, held.vram_bytes),
-                               notes)
+                               note)
     header, _ = validate_split(resolved.path)  # every shard is checked in Python before llama.cpp opens it
     if release is not None:
         release()
         hw = probe_hardware()
     load_options, plan, shape = plan_load(options, resolved, header, hw)
     touch_last_used(resolved.path)
-    notes.extend(plan.reasons)
-    engine, plan = open_engine(resolved.path, load_options, plan, shape, notes)
+    for reason in plan.reasons:
+        note(reason)
+    engine, plan = open_engine(resolved.path, load_options, plan, shape, note)
     prompt_format = PromptFormat.for_engine(engine, override=options.chat_template or resolved.template_override,
                                             raw=options.raw,
                                             model_name=resolved.display_name)
-    return LoadedModel(resolved=resolved, engine=engine, prompt_format=prompt_format, plan=plan, notes=tuple(notes),
-                       warnings=(warning,) if warning else ())
+    return LoadedModel(resolved=resolved, engine=engine, prompt_format=prompt_format, plan=plan)
 
 
 def prompt_tokens(loaded: LoadedModel, messages: Sequence[Message]) -> list[int]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
 from localgen.chat import Message, compose_user_message
@@ -10,7 +10,7 @@ from localgen.conversation import Conversation, Turn, save_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Completion, Event
 from localgen.params import GenerationLimits, SamplingParams
-from localgen.runner import LoadedModel, ModelOptions, load_model
+from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 
 DEFAULT_ANSWER_RESERVE = 512
 SETTING_NAMES = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n", "max_tokens", "seed")
@@ -108,8 +108,10 @@ class ChatSession:
         self.conversation.system = text or None
         self._save()
 
-    def switch_model(self, reference: str) -> LoadedModel:
+    def switch_model(self, reference: str, note: Callable[[str], None] = ignore_note) -> LoadedModel:
         """Load another model and keep the conversation (a --chat-template belonged to the first model).
+
+        note gets what loading chose or changed (the quant for ORG/REPO, a lowered context), as it happens.
 
         The current model is freed before the new one is planned and loaded, so the plan sees its memory (the
         quant for ORG/REPO without one is chosen before that, counting the current model's memory as free). If the
@@ -124,7 +126,8 @@ class ChatSession:
             released = True
 
         try:
-            new = load_model(options, release=release, held=self.loaded.plan.estimate if self.loaded.plan else None)
+            new = load_model(options, release=release, held=self.loaded.plan.estimate if self.loaded.plan else None,
+                             note=note)
         except BaseException as exc:
             if released:
                 self._reload(exc)

@@ -67,24 +67,47 @@ DOCUMENT = ("# Rome\n\nRome was founded.\n\nIt grew into an empire.\n\n- roads\n
             "1. first\n\n2. second\n\n> a quote\n\n```python\nprint('hi')\n```\n\nThe end.")
 
 
-@pytest.mark.parametrize("step", [1, 5, 50])
-def test_streamed_markdown_ends_up_as_the_whole_answer_rendered_at_once(step: int) -> None:
+def _streamed(document: str, step: int) -> list[str]:
+    """The terminal lines of document streamed through an AnswerView in pieces of step characters."""
     from rich.console import Console
-    from rich.markdown import Markdown
 
     from localgen.console import AnswerView
 
     stream = io.StringIO()
     view = AnswerView(markdown=True, show_thinking=False, stream=stream)
     view._console = Console(file=stream, force_terminal=True, width=60, height=40, highlight=False)
-    for start in range(0, len(DOCUMENT), step):
-        view.answer(DOCUMENT[start:start + step])
+    for start in range(0, len(document), step):
+        view.answer(document[start:start + step])
     view.close()
+    return _terminal_lines(stream.getvalue(), 60, 40)
+
+
+def _rendered_at_once(document: str) -> list[str]:
+    """The terminal lines of document rendered by rich in one go."""
+    from rich.console import Console
+    from rich.markdown import Markdown
+
     once = io.StringIO()
-    Console(file=once, force_terminal=True, width=60, height=40, highlight=False).print(Markdown(DOCUMENT))
-    streamed, whole = _terminal_lines(stream.getvalue(), 60, 40), _terminal_lines(once.getvalue(), 60, 40)
+    Console(file=once, force_terminal=True, width=60, height=40, highlight=False).print(Markdown(document))
+    return _terminal_lines(once.getvalue(), 60, 40)
+
+
+@pytest.mark.parametrize("step", [1, 5, 50])
+def test_streamed_markdown_ends_up_as_the_whole_answer_rendered_at_once(step: int) -> None:
+    streamed = _streamed(DOCUMENT, step)
     assert "It grew into an empire." in streamed and streamed[streamed.index("It grew into an empire.") - 1] == ""
-    assert streamed == whole
+    assert streamed == _rendered_at_once(DOCUMENT)
+
+
+LIST_ITEMS_GOING_ON = ("Steps:\n\n1. Install it.\n\n   Then check the version.\n\n   And restart.\n\n"
+                       "2. Run it.\n\n- a\n  - nested\n\n    nested more\n\n  back to a\n\n- b\n\nThe end.")
+
+
+@pytest.mark.parametrize("step", [1, 5, 50])
+def test_a_list_item_that_goes_on_after_a_blank_line_gains_no_blank_line(step: int) -> None:
+    streamed = _streamed(LIST_ITEMS_GOING_ON, step)
+    assert "   And restart." in streamed and "   back to a" in streamed
+    assert streamed == _rendered_at_once(LIST_ITEMS_GOING_ON)
 
 
 def test_a_narrower_terminal_does_not_reprint_the_block_before() -> None:

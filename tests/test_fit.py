@@ -256,7 +256,7 @@ def test_a_model_that_cannot_fit_is_refused_with_need_available_and_options(bund
     error = caught.value
     assert error.message.startswith("smollm2-135m needs about")
     assert "2,048-token context" in error.message and "90.0 MiB of usable RAM" in error.message
-    assert "smaller quant" in (error.hint or "")
+    assert "a quant with fewer bits per weight than Q4_1" in (error.hint or "")
     assert "--ctx-size" not in (error.hint or "") and "--kv-type" not in (error.hint or ""), \
         "the weights alone exceed the budget: a smaller KV cache cannot help"
     between = (estimate_memory(bundled_shape, n_ctx=1024).ram_bytes
@@ -312,13 +312,13 @@ def test_failed_gpu_load_is_retried_with_fewer_layers(bundled_shape: ModelShape)
     plan = fit.plan_fit(bundled_shape, hw)
     notes: list[str] = []
     options = LoadOptions(n_ctx=plan.n_ctx, n_threads=2, n_threads_batch=2, n_gpu_layers=plan.n_gpu_layers)
-    engine, final = open_engine(Path("m.gguf"), options, plan, bundled_shape, notes, factory=factory)  # type: ignore[arg-type]
+    engine, final = open_engine(Path("m.gguf"), options, plan, bundled_shape, notes.append, factory=factory)  # type: ignore[arg-type]
     assert engine == "engine" and tried == [31, 15, 7]
     assert final.n_gpu_layers == 7 and final.estimate.n_gpu_layers == 7
     assert notes == ["llama.cpp could not load 31 GPU layers; retried with 15",
                      "llama.cpp could not load 15 GPU layers; retried with 7"]
     with pytest.raises(ModelLoadError):
-        open_engine(Path("m.gguf"), replace(options, n_gpu_layers=0), plan, bundled_shape, [],
+        open_engine(Path("m.gguf"), replace(options, n_gpu_layers=0), plan, bundled_shape, notes.append,
                     factory=lambda *_: (_ for _ in ()).throw(ModelLoadError("no")))
 
 
@@ -377,8 +377,9 @@ def test_choose_download_picks_or_refuses_before_downloading(hubenv: HubEnv, qua
     tight = machine(_limit_between(quant_files, "Q4_0", "Q5_0"))
     reference, notes = choose_download(REPO, hw=tight, request=FitRequest())
     assert reference == f"{REPO}:Q4_0" and "chose" in notes[0]
-    with pytest.raises(InsufficientMemoryError, match=f"no quant of {REPO} fits"):
+    with pytest.raises(InsufficientMemoryError, match=f"no quant of {REPO} fits") as smallest:
         choose_download(REPO, hw=machine(20 * MIB), request=FitRequest())
+    assert "a smaller model" in (smallest.value.hint or "") and "quant" not in (smallest.value.hint or "")
     with pytest.raises(InsufficientMemoryError, match="needs about"):
         choose_download(f"{REPO}:F16", hw=machine(_too_small_for(quant_files, "F16")), request=FitRequest())
     assert hubenv.blobs(REPO) == []
@@ -431,6 +432,7 @@ def test_pull_without_a_quant_downloads_the_one_run_would_choose(hubenv: HubEnv,
     first = pull(REPO)
     assert first.returncode == 0, first.stderr
     assert f"chose {REPO}:Q4_0" in first.stderr and first.stdout.strip().endswith("fit-Q4_0.gguf")
+    assert first.stderr.index("chose") < first.stderr.index("downloaded"), "the choice is said before the download"
     for quant, path in quant_files.items():  # only the chosen quant's body was sent; the others gave headers
         sent = hubenv.server.bytes_sent.get((REPO, path.name), 0)
         assert sent >= path.stat().st_size if quant == "Q4_0" else sent <= 2 * quant_choice.HEADER_READ_BYTES
@@ -449,7 +451,7 @@ def test_run_under_a_memory_limit_lowers_the_context_or_refuses() -> None:
     assert "context lowered from 8,192" in ok.err and ok.out.strip()
     refused = run_localgen("run", "Say hi.", "-n", "3", env={config.MEMORY_LIMIT_ENV: "100MiB"})
     assert refused.returncode == 1 and refused.out == ""
-    assert "needs about" in refused.err and "usable RAM" in refused.err and "smaller quant" in refused.err
+    assert "needs about" in refused.err and "usable RAM" in refused.err and "fewer bits per weight than Q4_1" in refused.err
 
 
 def test_a_prompt_that_fits_is_not_refused_for_its_generous_estimate(tmp_path: Path) -> None:
@@ -504,7 +506,7 @@ def test_fit_and_run_against_the_hub(hubenv: HubEnv, quant_files: dict[str, Path
                          env={**env, config.MEMORY_LIMIT_ENV: limit}, capture_output=True, text=True, timeout=120,
                          cwd=REPO_ROOT, stdin=subprocess.DEVNULL, check=False)
     assert run.returncode == 0, run.stderr
-    assert f"chose {REPO}:Q4_0" in run.stderr
+    assert f"chose {REPO}:Q4_0" in run.stderr and run.stderr.index("chose") < run.stderr.index("downloaded")
     assert hubenv.server.bytes_sent[(REPO, "fit-Q4_0.gguf")] >= quant_files["Q4_0"].stat().st_size
     assert hubenv.server.bytes_sent[(REPO, "fit-F16.gguf")] <= 2 * quant_choice.HEADER_READ_BYTES  # fit, then run
     hubenv.server.requests.clear()
