@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from localgen.errors import ContextSizeError, LocalgenError, UsageError
-from localgen.events import Completion, Event
+from localgen.events import Event, Finished
 from localgen.params import GenerationLimits, SamplingParams
 
 if TYPE_CHECKING:
@@ -90,14 +90,14 @@ class BenchResult:
         return asdict(self)
 
 
-def _complete(engine: Engine, prompt: Sequence[int], max_tokens: int, *, ignore_eog: bool = False) -> Completion:
-    """One greedy generation through Engine.generate (the `run` code path), folded to its Completion."""
+def _complete(engine: Engine, prompt: Sequence[int], max_tokens: int, *, ignore_eog: bool = False) -> Finished:
+    """One greedy generation through Engine.generate (the `run` code path), folded to its Finished."""
     events: Iterable[Event] = engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=max_tokens),
                                               ignore_eog=ignore_eog)
-    return [e for e in events if isinstance(e, Completion)][-1]
+    return [e for e in events if isinstance(e, Finished)][-1]
 
 
-def _ttft(done: Completion) -> float:
+def _ttft(done: Finished) -> float:
     """A measured generation's time to first token (every benchmark generation yields one)."""
     if done.timings.ttft_s is None:
         raise LocalgenError("a benchmark generation stopped before its first token", hint="run the benchmark again")

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from localgen.console import TextOutput
-    from localgen.events import Completion, Event
+    from localgen.events import Event, Finished
     from localgen.runner import LoadedModel
 
 app = typer.Typer(
@@ -179,17 +179,17 @@ def run(
 
 
 def _stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
-                      output: TextOutput | None) -> tuple[Completion, int | None]:
+                      output: TextOutput | None) -> tuple[Finished, int | None]:
     """Run start()'s generation, writing its text to output as it streams (None: keep it for JSON).
 
-    Returns the Completion and the exit code a SIGINT/SIGTERM calls for; a closed stdout stops the generation.
+    Returns the Finished and the exit code a SIGINT/SIGTERM calls for; a closed stdout stops the generation.
     """
     from localgen.console import without_prefill_progress
-    from localgen.events import Completion, TextChunk
+    from localgen.events import Finished, TextChunk
     from localgen.signals import StopOnSignal
 
     engine = loaded.engine
-    completion: Completion | None = None
+    completion: Finished | None = None
     pipe_closed = False
     with StopOnSignal(engine.request_stop, reset=engine.clear_stop) as signals:  # prompt preparation included
         for event in without_prefill_progress(start(), sys.stderr):
@@ -199,7 +199,7 @@ def _stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
                 except BrokenPipeError:
                     pipe_closed = True
                     engine.request_stop()
-            elif isinstance(event, Completion):
+            elif isinstance(event, Finished):
                 completion = event
     if pipe_closed:
         silence_stdout()
@@ -208,7 +208,7 @@ def _stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
     return completion, signals.exit_code
 
 
-def _finish_output(loaded: LoadedModel, completion: Completion, output: TextOutput | None) -> None:
+def _finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput | None) -> None:
     """End the streamed text (output), or print the whole result as one JSON object (output None)."""
     from localgen import console
 

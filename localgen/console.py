@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from localgen.errors import LocalgenError
-from localgen.events import Completion, Event, PrefillProgress
+from localgen.events import Event, Finished, PrefillProgress
 from localgen.wordwrap import WordWrap, terminal_width
 
 FINISH_NOTES = {
@@ -161,7 +161,7 @@ def error(message: str, hint: str | None = None) -> None:
     say(one_line(f"localgen: error: {message}" + (f" (hint: {hint})" if hint else "")))
 
 
-def format_stats(completion: Completion, *, context: tuple[int, int] | None = None) -> str:
+def format_stats(completion: Finished, *, context: tuple[int, int] | None = None) -> str:
     """A generation's figures (run --stats, chat /stats): one line, plus one for the prompt cache and drafts.
 
     context, when given, is (tokens in the KV cache, context size).
@@ -183,7 +183,7 @@ def format_stats(completion: Completion, *, context: tuple[int, int] | None = No
     return "\n".join([line, "; ".join(extras)] if extras else [line])
 
 
-def finish_note(completion: Completion, *, chat: bool = False) -> str | None:
+def finish_note(completion: Finished, *, chat: bool = False) -> str | None:
     """A note about why output stopped early, or None when it ended normally."""
     notes = FINISH_NOTES.get(completion.finish_reason)
     return notes[1 if chat else 0] if notes else None

@@ -60,7 +60,7 @@ class DraftStats:
 
 
 @dataclass(frozen=True)
-class Completion:
+class Finished:
     """The last event of a generation: the whole text, why it stopped, usage and timings."""
 
     text: str
@@ -82,4 +82,4 @@ class Completion:
         return record
 
 
-Event = TextChunk | PrefillProgress | Completion
+Event = TextChunk | PrefillProgress | Finished

@@ -12,8 +12,7 @@ from prompt_toolkit import PromptSession
 from localgen import console
 from localgen.conversation import list_conversations, load_conversation, save_conversation
 from localgen.errors import LocalgenError, UsageError
-from localgen.events import Completion as Done
-from localgen.events import Event, TextChunk
+from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import expand_user_path, read_file_input
 from localgen.repl_input import (
     COMMAND_HELP,
@@ -131,7 +130,7 @@ class Repl:
         """
         view = console.AnswerView(markdown=self.markdown, show_thinking=self.show_thinking)
         splitter: ThinkingSplitter | None = None  # made at the first text, once the prompt is final (/regen)
-        done: Done | None = None
+        done: Finished | None = None
         engine = self.session.loaded.engine
         # Python runs signal handlers only between llama.cpp calls, so a second Ctrl-C could not stop any
         # sooner than the first: it never escalates, and the session always survives.
@@ -145,7 +144,7 @@ class Repl:
                         splitter = splitter or ThinkingSplitter(inside=self._opens_thinking())
                         for thinking, text in splitter.feed(event.text):
                             (view.thinking if thinking else view.answer)(text)
-                    elif isinstance(event, Done):
+                    elif isinstance(event, Finished):
                         done = event
                 for thinking, text in splitter.flush() if splitter else ():
                     (view.thinking if thinking else view.answer)(text)

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from localgen.chat import Message, compose_user_message
 from localgen.conversation import Conversation, Turn, save_conversation
 from localgen.errors import LocalgenError, UsageError
-from localgen.events import Completion, Event
+from localgen.events import Event, Finished
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 
@@ -35,7 +35,7 @@ class ChatSession:
         self.limits = limits
         self.autosave = autosave
         self.attachments: list[str] = []
-        self.last: Completion | None = None
+        self.last: Finished | None = None
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
         self._rendered: tuple[LoadedModel, list[Message], str, list[int]] | None = None  # the last prompt made
 
@@ -207,7 +207,7 @@ class ChatSession:
         try:
             tokens = self._prompt(self.conversation.messages())[1]
             for event in self.loaded.engine.generate(tokens, self.sampling, self.limits):
-                if isinstance(event, Completion):
+                if isinstance(event, Finished):
                     self.last = event
                     answered = bool(event.text) or event.finish_reason != "interrupted"
                     if answered:

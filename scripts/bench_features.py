@@ -128,7 +128,7 @@ def bench_promptcache(args: argparse.Namespace) -> None:
 def bench_draft(args: argparse.Namespace) -> None:
     """Decode tok/s with and without prompt-lookup drafting, copy-heavy and free writing."""
     from localgen.chat import Message
-    from localgen.events import Completion
+    from localgen.events import Finished
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model, prompt_tokens
 
@@ -144,7 +144,7 @@ def bench_draft(args: argparse.Namespace) -> None:
             for mode in (("none", "lookup") if k % 2 == 0 else ("lookup", "none")):
                 engine.reset()
                 events = engine.generate(prompt, sampling, GenerationLimits(max_tokens=args.n), draft=mode)
-                done = [e for e in events if isinstance(e, Completion)][-1]
+                done = [e for e in events if isinstance(e, Finished)][-1]
                 speeds[mode].append(done.timings.decode_tokens_per_s)
                 texts[mode] = done.text
                 if done.draft is not None:

@@ -12,7 +12,7 @@ from localgen.bench import BenchConfig, BenchResult, Measurements, Stat, format_
 from localgen.console import format_stats
 from localgen.engine import Engine
 from localgen.errors import UsageError
-from localgen.events import Completion, DraftStats, Timings, Usage
+from localgen.events import DraftStats, Finished, Timings, Usage
 from localgen.params import LoadOptions
 from tests.conftest import run_localgen
 
@@ -55,7 +55,7 @@ def test_table_names_every_test() -> None:
 
 def test_stats_name_the_prompt_cache_and_the_drafts() -> None:
     timings = Timings(ttft_s=0.1, prefill_s=0.1, prefill_tokens_per_s=1.0, decode_s=1.0, decode_tokens_per_s=1.0)
-    done = Completion(text="x", finish_reason="stop", usage=Usage(10, 8, 5), timings=timings,
+    done = Finished(text="x", finish_reason="stop", usage=Usage(10, 8, 5), timings=timings,
                       draft=DraftStats(drafted=10, accepted=7, batches=3), restored_tokens=8)
     main, extra = format_stats(done, context=(15, 2048)).splitlines()
     assert "prompt 10 tok (8 cached)" in main and "context 15/2,048" in main and main.endswith("finish stop")

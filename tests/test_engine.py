@@ -13,7 +13,7 @@ from localgen.chat import Message, PromptFormat
 from localgen.engine import Engine, lc
 from localgen.engine.prefix import restore_point
 from localgen.errors import LocalgenError, UsageError
-from localgen.events import Completion, PrefillProgress, TextChunk
+from localgen.events import Finished, PrefillProgress, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
@@ -30,7 +30,7 @@ def _prompt(engine: Engine, text: str) -> list[int]:
     return fmt.tokenize(engine, fmt.render([Message("user", text)]))
 
 
-def _collect(events: Iterator) -> tuple[list[str], Completion, list[PrefillProgress]]:
+def _collect(events: Iterator) -> tuple[list[str], Finished, list[PrefillProgress]]:
     chunks, progress, done = [], [], None
     for event in events:
         if isinstance(event, TextChunk):
@@ -39,7 +39,7 @@ def _collect(events: Iterator) -> tuple[list[str], Completion, list[PrefillProgr
             progress.append(event)
         else:
             done = event
-    assert isinstance(done, Completion)
+    assert isinstance(done, Finished)
     return chunks, done, progress
 
 
@@ -137,7 +137,7 @@ def test_interrupt_keeps_kv_consistent(engine: Engine) -> None:
             seen += 1
             if seen == 5:
                 engine.request_stop()
-        elif isinstance(event, Completion):
+        elif isinstance(event, Finished):
             assert event.finish_reason == "interrupted"
             assert event.usage.completion_tokens < 20
     assert engine.kv_tokens <= len(prompt) + 20

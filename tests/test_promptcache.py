@@ -14,7 +14,7 @@ from localgen import config
 from localgen.chat import Message, PromptFormat
 from localgen.engine import Engine, lc
 from localgen.errors import ConfigError
-from localgen.events import Completion
+from localgen.events import Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.promptcache import HEADER, PromptCache, clear, entry_parts, evict, list_entries
 from localgen.tokens import common_prefix
@@ -154,10 +154,10 @@ def _prompt(engine: Engine, question: str) -> list[int]:
     return fmt.tokenize(engine, fmt.render([Message("user", f"{DOC}\n\n{question}")]))
 
 
-def _answer(engine: Engine, prompt: list[int], cache: PromptCache | None) -> Completion:
+def _answer(engine: Engine, prompt: list[int], cache: PromptCache | None) -> Finished:
     engine.reset()
     events = engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=24), prefix_cache=cache)
-    return [e for e in events if isinstance(e, Completion)][-1]
+    return [e for e in events if isinstance(e, Finished)][-1]
 
 
 def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path: Path) -> None:
@@ -211,7 +211,7 @@ def test_state_round_trip_in_memory(engine: Engine) -> None:
     engine.reset()
     assert engine.load_state(tokens, state) and engine.kv_tokens == len(tokens)
     events = engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=24))
-    warm = [e for e in events if isinstance(e, Completion)][-1]
+    warm = [e for e in events if isinstance(e, Finished)][-1]
     assert warm.text == cold.text and warm.usage.cached_tokens == len(prompt) - 1
 
 

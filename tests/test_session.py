@@ -10,7 +10,7 @@ import pytest
 from localgen import session as session_module
 from localgen.conversation import Conversation, Turn
 from localgen.errors import LocalgenError, ModelLoadError, ModelNotFoundError, TemplateError, UsageError
-from localgen.events import Completion, Event
+from localgen.events import Event, Finished
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.runner import ModelOptions, load_model
 from localgen.session import ChatSession
@@ -30,8 +30,8 @@ def session(bundled_model: Path) -> Iterator[ChatSession]:
     chat.loaded.close()
 
 
-def _answer(events: Iterable[Event]) -> Completion:
-    return [e for e in events if isinstance(e, Completion)][-1]
+def _answer(events: Iterable[Event]) -> Finished:
+    return [e for e in events if isinstance(e, Finished)][-1]
 
 
 def _exchanges(chat: ChatSession) -> list[tuple[str, str | None]]:
@@ -126,7 +126,7 @@ def test_exchanges_dropped_for_a_question_that_gets_no_answer_come_back(bundled_
 
 def test_when_even_the_reload_fails_the_session_has_no_model_and_says_so(session: ChatSession,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    def failing(_options: ModelOptions, *, release: object = None) -> None:
+    def failing(_options: ModelOptions, *, release: object = None, **_: object) -> None:
         if callable(release):
             release()
         raise ModelLoadError("llama.cpp could not load it")

@@ -12,7 +12,7 @@ from localgen.chat import Message, PromptFormat
 from localgen.engine import Engine
 from localgen.engine import core as engine_core
 from localgen.errors import UsageError
-from localgen.events import Completion, TextChunk
+from localgen.events import Finished, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.speculative import DRAFT_MAX, PROBE_EVERY, PROBE_LENGTH, PromptLookup, best_length, expected_gain
 
@@ -98,14 +98,14 @@ def _prompt(engine: Engine, text: str) -> list[int]:
 
 
 def _run(engine: Engine, prompt: list[int], sampling: SamplingParams, limits: GenerationLimits,
-         draft: str) -> tuple[Completion, list[str], list[int]]:
+         draft: str) -> tuple[Finished, list[str], list[int]]:
     engine.reset()
     chunks: list[str] = []
     done = None
     for event in engine.generate(prompt, sampling, limits, draft=draft):
         if isinstance(event, TextChunk):
             chunks.append(event.text)
-        elif isinstance(event, Completion):
+        elif isinstance(event, Finished):
             done = event
     assert done is not None
     return done, chunks, engine.kv_token_list

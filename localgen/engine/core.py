@@ -15,7 +15,7 @@ from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc, llama_cpp_version
 from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
 from localgen.engine.sampling import build_sampler
 from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
-from localgen.events import Completion, DraftStats, Event, PrefillProgress, TextChunk, Timings, Usage
+from localgen.events import DraftStats, Event, Finished, PrefillProgress, TextChunk, Timings, Usage
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.speculative import DRAFT_MAX, PromptLookup, check_draft_mode
 from localgen.stopping import StopMatcher
@@ -44,7 +44,7 @@ class _ModelFacts:
 
 @dataclass(frozen=True)
 class _Finished:
-    """The decode loop's result, folded into a Completion by generate()."""
+    """The decode loop's result, folded into a Finished by generate()."""
 
     text: str
     finish: str
@@ -298,7 +298,7 @@ class Engine:
     def generate(self, prompt: Sequence[int], sampling: SamplingParams, limits: GenerationLimits | None = None,
                  *, draft: str = "none", prefix_cache: PrefixCache | None = None,
                  ignore_eog: bool = False) -> Iterator[Event]:
-        """Stream a generation: prefill progress, text chunks, then one Completion.
+        """Stream a generation: prefill progress, text chunks, then one Finished.
 
         draft="lookup" turns on speculative decoding by prompt lookup; prefix_cache restores and saves
         the KV state of long prompts across processes (after a save, the KV cache keeps only the prompt);
@@ -496,11 +496,11 @@ class Engine:
 
 def _completion(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
                 started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
-                draft: DraftStats | None = None, restored: int = 0) -> Completion:
+                draft: DraftStats | None = None, restored: int = 0) -> Finished:
     """Fold the measurements of one generation into its final event (first_token_at None: no token came)."""
     prefill_s = prefill_done - started
     decode_s = last_token_at - first_token_at if first_token_at is not None else 0.0
-    return Completion(
+    return Finished(
         text=text,
         finish_reason=finish,
         usage=Usage(prompt_tokens=n_prompt, cached_tokens=reused, completion_tokens=generated),
