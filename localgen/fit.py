@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from localgen.config import DEFAULT_CONTEXT_CAP, MEMORY_LIMIT_ENV
 from localgen.errors import ContextOverflowError, ContextSizeError, InsufficientMemoryError, UsageError
 from localgen.estimate import CONTEXT_PAD, MemoryEstimate, ModelShape, estimate_memory, padded_context
-from localgen.params import KV_TYPE_NAMES
+from localgen.params import check_context_size, check_gpu_layers, check_kv_type
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
@@ -90,13 +90,12 @@ class FitRequest:
     default_ctx: int | None = None  # the registry's context for the model
 
     def __post_init__(self) -> None:
-        if self.kv_type not in KV_TYPE_NAMES:
-            raise UsageError(f"unknown KV cache type '{self.kv_type}'", hint=f"use one of {', '.join(KV_TYPE_NAMES)}")
-        if self.ctx_size is not None and self.ctx_size < 16:
-            raise UsageError(f"context size {self.ctx_size} is out of range",
-                             hint="use --ctx-size of at least 16 tokens, e.g. 4096")
-        if self.gpu_layers is not None and self.gpu_layers < -1:
-            raise UsageError(f"--gpu-layers {self.gpu_layers} is out of range", hint="use -1 (all), 0 or more")
+        """Check what was asked, with the same rules as LoadOptions."""
+        check_kv_type(self.kv_type)
+        if self.ctx_size is not None:
+            check_context_size(self.ctx_size)
+        if self.gpu_layers is not None:
+            check_gpu_layers(self.gpu_layers)
         if self.no_gpu and self.gpu_layers:
             raise UsageError(f"--no-gpu and --gpu-layers {self.gpu_layers} contradict each other",
                              hint="give one of them")

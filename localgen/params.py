@@ -29,6 +29,21 @@ def _check(ok: bool, message: str, hint: str) -> None:
         raise UsageError(message, hint=hint)
 
 
+def check_context_size(n_ctx: int) -> None:
+    """A context holds at least 16 tokens (its upper bound is the model's, checked where the model is known)."""
+    _check(n_ctx >= 16, f"context size {n_ctx} is out of range", "use --ctx-size of at least 16 tokens, e.g. 4096")
+
+
+def check_gpu_layers(n_gpu_layers: int) -> None:
+    """GPU layers are -1 (all), 0 (none) or a count."""
+    _check(n_gpu_layers >= -1, f"--gpu-layers {n_gpu_layers} is out of range", "use -1 (all), 0 or more")
+
+
+def check_kv_type(kv_type: str) -> None:
+    """The KV cache type is one llama.cpp takes here."""
+    _check(kv_type in KV_TYPE_NAMES, f"unknown KV cache type '{kv_type}'", f"use one of {', '.join(KV_TYPE_NAMES)}")
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Sampler settings; temperature 0 means greedy."""
@@ -89,16 +104,16 @@ class LoadOptions:
     kv_type: str = "f16"
 
     def __post_init__(self) -> None:
-        _check(16 <= self.n_ctx <= MAX_CONTEXT_LIMIT, f"context size {self.n_ctx} is out of range",
-               "use --ctx-size of at least 16 tokens, e.g. 4096")
+        check_context_size(self.n_ctx)
+        _check(self.n_ctx <= MAX_CONTEXT_LIMIT, f"context size {self.n_ctx} is out of range",
+               f"use --ctx-size of at most {MAX_CONTEXT_LIMIT:,} tokens")
         for name, value in (("threads", self.n_threads), ("threads-batch", self.n_threads_batch)):
             _check(1 <= value <= MAX_THREADS, f"--{name} {value} is out of range", "use 1 to the number of cores")
         _check(1 <= self.n_batch <= 1 << 16, f"batch size {self.n_batch} is out of range", "use e.g. 512")
         _check(1 <= self.n_ubatch <= 1 << 16, f"ubatch size {self.n_ubatch} is out of range", "use e.g. 512")
-        _check(self.n_gpu_layers >= -1, "GPU layers must be -1 (all), 0 or more", "use --gpu-layers N")
+        check_gpu_layers(self.n_gpu_layers)
         _check(self.flash_attn in FLASH_ATTN_NAMES, f"unknown flash-attn mode '{self.flash_attn}'",
                f"use one of {', '.join(FLASH_ATTN_NAMES)}")
-        _check(self.kv_type in KV_TYPE_NAMES, f"unknown KV cache type '{self.kv_type}'",
-               f"use one of {', '.join(KV_TYPE_NAMES)}")
+        check_kv_type(self.kv_type)
         _check(self.kv_type == "f16" or self.flash_attn != "off",
                f"--kv-type {self.kv_type} needs flash attention", "use --flash-attn on or auto")
