@@ -18,15 +18,16 @@ _I64 = struct.Struct("<q")
 
 
 class GGUFTruncatedError(GGUFError):
-    """A GGUF header that runs past the end of the bytes there are: a short file, or too short a prefix of one."""
+    """A GGUF header that runs past the end of the bytes there are: a short file, or a prefix a longer read may hold."""
 
 
 class HeaderCursor:
-    """A bounds-checked cursor over the first size bytes of a GGUF file, reading them in growing chunks."""
+    """A bounds-checked cursor over the first size bytes of a GGUF file of file_size bytes, read in growing chunks."""
 
-    def __init__(self, handle: BinaryIO, size: int, label: str) -> None:
+    def __init__(self, handle: BinaryIO, size: int, label: str, file_size: int | None = None) -> None:
         self.handle = handle
         self.size = size
+        self.file_size = size if file_size is None else max(size, file_size)  # more than size: a prefix is here
         self.label = label
         self.buf = b""
         self.off = 0
@@ -39,15 +40,27 @@ class HeaderCursor:
         """A GGUFTruncatedError naming the file and what runs past the end."""
         return GGUFTruncatedError(f"{self.label}: {problem}", hint=HINT)
 
+    def beyond(self, end: int, claim: str) -> GGUFError:
+        """The error for claim ('X at byte N runs') needing bytes up to end: truncated only if more bytes could do."""
+        if self.size >= self.file_size and end > self.size:
+            return self.truncated(f"truncated or corrupt: {claim} past the end of the file ({self.size:,} bytes)")
+        if end > self.file_size:
+            return self.fail(f"corrupt header: {claim} past the end of the file ({self.file_size:,} bytes)")
+        if end > MAX_HEADER_BYTES:
+            return self.fail(f"header larger than {MAX_HEADER_BYTES:,} bytes: {claim} past byte {MAX_HEADER_BYTES:,}")
+        return self.truncated(f"truncated: {claim} past the first {self.size:,} bytes read (of {self.file_size:,})")
+
+    def fits(self, nbytes: int) -> bool:
+        """Whether nbytes more fit in the file and the header limit (past a prefix only: parse on, need() tells)."""
+        end = self.off + nbytes
+        return end <= self.file_size and end <= MAX_HEADER_BYTES
+
     def need(self, end: int, what: str) -> None:
-        """Make sure bytes up to end are buffered, or fail because the file is too short."""
+        """Make sure bytes up to end are buffered, or fail because the file (or the prefix read of it) is too short."""
         if end <= len(self.buf):
             return
-        if end > self.size:
-            raise self.truncated(f"truncated or corrupt: {what} at byte {self.off:,} runs past the end of the "
-                                 f"file ({self.size:,} bytes)")
-        if end > MAX_HEADER_BYTES:
-            raise self.fail(f"header larger than {MAX_HEADER_BYTES:,} bytes ({what} at byte {self.off:,})")
+        if end > self.size or end > MAX_HEADER_BYTES:
+            raise self.beyond(end, f"{what} at byte {self.off:,} runs")
         target = min(self.size, max(end, 2 * len(self.buf), READ_CHUNK_BYTES))
         self.handle.seek(len(self.buf))
         chunk = self.handle.read(target - len(self.buf))

@@ -66,12 +66,16 @@ def read_gguf(path: Path, *, check_tensors: bool = True, require_architecture: b
                       require_architecture=require_architecture)
 
 
-def read_gguf_bytes(data: bytes, name: str) -> GGUFInfo:
-    """Parse and validate a GGUF header from the first bytes of file name (GGUFTruncatedError: it goes on past them)."""
+def read_gguf_bytes(data: bytes, name: str, *, file_size: int | None = None) -> GGUFInfo:
+    """Parse and validate a GGUF header from the first bytes of file name (GGUFTruncatedError: it goes on past them).
+
+    file_size, the whole file's size when known, makes a count that cannot fit in the file a malformed header at
+    once: GGUFTruncatedError then means that a longer read could succeed.
+    """
     label = Path(name).name or name
     with _only_gguf_errors(label):
-        return _parse(HeaderCursor(io.BytesIO(data), len(data), label), Path(name), check_tensors=False,
-                      require_architecture=True)
+        cursor = HeaderCursor(io.BytesIO(data), len(data), label, file_size=file_size)
+        return _parse(cursor, Path(name), check_tensors=False, require_architecture=True)
 
 
 def _check_regular_file(path: Path, label: str) -> int:
@@ -117,7 +121,7 @@ def _parse(p: HeaderCursor, path: Path, *, check_tensors: bool, require_architec
             raise p.truncated(f"truncated: {p.size:,} of {expected:,} bytes")
     gguf_checks.check_model(metadata, types, vocabulary.tokens, vocabulary.token_types, p.fail,
                             require_architecture=require_architecture)
-    return GGUFInfo(path=path, file_size=p.size, version=version, alignment=alignment,
+    return GGUFInfo(path=path, file_size=p.file_size, version=version, alignment=alignment,
                     data_offset=data_offset, metadata=MappingProxyType(metadata), tensors=tuple(tensors))
 
 
@@ -157,9 +161,9 @@ def _parse_header(p: HeaderCursor) -> tuple[int, int, int]:
     if n_kv > MAX_KVS:
         raise p.fail(f"metadata count {n_kv:,} exceeds the limit of {MAX_KVS:,}")
     needed = n_kv * _MIN_KV_BYTES + n_tensors * _MIN_TENSOR_INFO_BYTES
-    if needed > p.size - p.off:
-        raise p.truncated(f"truncated or corrupt: {n_kv:,} metadata entries and {n_tensors:,} tensors need at "
-                          f"least {needed:,} bytes but only {p.size - p.off:,} remain")
+    if not p.fits(needed):
+        raise p.beyond(p.off + needed, f"{n_kv:,} metadata entries and {n_tensors:,} tensors need at least "
+                                       f"{needed:,} bytes from byte {p.off:,}, reaching")
     return version, n_tensors, n_kv
 
 
@@ -204,9 +208,9 @@ def _parse_array(p: HeaderCursor, key: str, vocabulary: _Vocabulary) -> object:
     if count > MAX_ARRAY_ELEMENTS:
         raise p.fail(f"array '{key}' has {count:,} items (limit {MAX_ARRAY_ELEMENTS:,})")
     item_size = 8 if item_type == T_STRING else SCALAR_TYPES[item_type][1]
-    if count * item_size > p.size - p.off:
-        raise p.truncated(f"truncated or corrupt: array '{key}' of {count:,} items needs at least "
-                          f"{count * item_size:,} bytes but only {p.size - p.off:,} remain")
+    if not p.fits(count * item_size):  # a count the file cannot hold fails here, before any read of its items
+        raise p.beyond(p.off + count * item_size, f"array '{key}' of {count:,} items needs at least "
+                                                  f"{count * item_size:,} bytes from byte {p.off:,}, reaching")
     if item_type == T_STRING:
         if count > KEEP_STRING_ARRAY_MAX:
             items = p.skip_strings(count, f"array '{key}'", collect=key == TOKENS_KEY)

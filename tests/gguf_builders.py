@@ -426,6 +426,13 @@ def huge_array_length(src: Path, dst: Path, *, key: str = "tokenizer.ggml.tokens
     return patched_copy(src, dst, {count_offset: struct.pack("<Q", length)})
 
 
+def length_field_end(src: Path, key: str) -> int:
+    """The offset just past the length field of key's string value or the count field of its array value."""
+    entry = read_layout(src).kv(key)
+    assert entry.value_type in (STRING, ARRAY), key
+    return entry.offset + 8 + len(key.encode()) + 4 + (4 if entry.value_type == ARRAY else 0) + 8
+
+
 def bad_array_item_type(src: Path, dst: Path, *, key: str = "general.languages", item_type: int = 99) -> Path:
     """src with the item type of key's array overwritten."""
     entry = read_layout(src).kv(key)

@@ -207,6 +207,36 @@ def test_header_bytes_cut_short_are_truncated_and_other_problems_are_not(bundled
     assert type(caught.value) is GGUFError
 
 
+def test_header_bytes_with_the_file_size_tell_a_corrupt_count_from_a_short_read(tiny: Path, tmp_path: Path) -> None:
+    key = "tokenizer.ggml.merges"
+    cut, size = gb.length_field_end(tiny, key) + 16, tiny.stat().st_size
+    corrupt = gb.huge_array_length(tiny, tmp_path / "corrupt.gguf", key=key, length=10_000_000)
+    with pytest.raises(GGUFTruncatedError):  # without the file's size, a longer read might hold it
+        read_gguf_bytes(corrupt.read_bytes()[:cut], "model.gguf")
+    with pytest.raises(GGUFError) as caught:
+        read_gguf_bytes(corrupt.read_bytes()[:cut], "model.gguf", file_size=size)
+    assert type(caught.value) is GGUFError and caught.value.hint
+    assert caught.value.message == (f"model.gguf: corrupt header: array '{key}' of 10,000,000 items needs at least "
+                                    f"80,000,000 bytes from byte {cut - 16:,}, reaching past the end of the file "
+                                    f"({size:,} bytes)")
+    with pytest.raises(GGUFTruncatedError, match=f"past the first {cut:,} bytes read \\(of {size:,}\\)"):
+        read_gguf_bytes(tiny.read_bytes()[:cut], "model.gguf", file_size=size)
+    header = tiny.read_bytes()[:gb.read_layout(tiny).data_offset]
+    assert read_gguf_bytes(header, "model.gguf", file_size=size).file_size == size
+
+
+def test_a_count_past_the_header_limit_fails_where_it_is_read(tiny: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import gguf_cursor
+
+    key = "tokenizer.ggml.merges"
+    path = gb.huge_array_length(tiny, tmp_path / "model.gguf", key=key, length=5_000)  # 40 kB: fits in the file
+    monkeypatch.setattr(gguf_cursor, "MAX_HEADER_BYTES", 8192)
+    error = _error(path)
+    assert type(error) is GGUFError
+    assert error.message.startswith(f"model.gguf: header larger than 8,192 bytes: array '{key}' of 5,000 items")
+
+
 # ---------------------------------------------------------------- builders produce what llama.cpp loads
 
 

@@ -84,3 +84,82 @@ def test_header_reads_write_no_scratch_file(hubenv: HubEnv, tmp_path: Path, monk
     _serve(hubenv, path)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "absent"))  # no temporary folder to write in
     assert remote_header(REPO, path.name, path.stat().st_size).architecture == "llama"
+
+
+def _just_past_length(path: Path, key: str) -> int:
+    """A first read that ends 16 bytes past the length (or count) field of key's value, inside the value."""
+    return gb.length_field_end(path, key) + 16
+
+
+def _corrupt_count(kind: str, tiny: Path, dst: Path) -> tuple[Path, int, str]:
+    """tiny with a count or length too large for the whole file; the first read that shows it; its error words."""
+    if kind == "metadata-count":
+        return gb.with_counts(tiny, dst, n_kv=500_000), 256, "500,000 metadata entries and 21 tensors need"
+    if kind == "array-count":
+        key = "tokenizer.ggml.merges"
+        path = gb.huge_array_length(tiny, dst, key=key, length=10_000_000)
+        return path, _just_past_length(tiny, key), f"array '{key}' of 10,000,000 items needs"
+    key = "tokenizer.chat_template"
+    path = gb.huge_string_length(tiny, dst, key=key, length=10_000_000)
+    return path, _just_past_length(tiny, key), f"value of '{key}' at byte"
+
+
+@pytest.mark.parametrize("kind", ["metadata-count", "array-count", "string-length"])
+def test_a_count_too_large_for_the_whole_file_is_reported_after_one_read(
+        kind: str, hubenv: HubEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny = gb.tiny_model(tmp_path / "tiny.gguf")
+    path, first_read, words = _corrupt_count(kind, tiny, tmp_path / "corrupt.gguf")
+    size = path.stat().st_size
+    assert first_read < gb.read_layout(tiny).data_offset < size
+    monkeypatch.setattr(quant_choice, "HEADER_READ_BYTES", first_read)
+    _serve(hubenv, path)
+    with pytest.raises(GGUFError) as caught:
+        remote_header(REPO, path.name, size)
+    error = caught.value
+    assert type(error) is GGUFError and error.hint
+    assert error.message.startswith(f"{path.name}: corrupt header: {words}"), error.message
+    assert error.message.endswith(f"past the end of the file ({size:,} bytes)"), error.message
+    assert _ranges(hubenv, path.name) == [f"bytes=0-{first_read - 1}"]
+    assert hubenv.server.bytes_sent[(REPO, path.name)] == first_read
+
+
+@pytest.mark.parametrize("key", ["tokenizer.ggml.merges", "tokenizer.chat_template"])
+def test_a_read_cut_short_just_past_a_count_the_file_can_hold_is_read_again(
+        key: str, hubenv: HubEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = gb.tiny_model(tmp_path / "tiny.gguf")
+    first_read, size = _just_past_length(path, key), path.stat().st_size
+    assert first_read < gb.read_layout(path).data_offset <= 4 * first_read < size
+    monkeypatch.setattr(quant_choice, "HEADER_READ_BYTES", first_read)
+    _serve(hubenv, path)
+    info = remote_header(REPO, path.name, size)
+    assert info.architecture == "llama" and info.file_size == size
+    assert _ranges(hubenv, path.name) == [f"bytes=0-{first_read - 1}", f"bytes=0-{4 * first_read - 1}"]
+
+
+def test_a_count_past_the_header_limit_is_reported_after_one_read(hubenv: HubEnv, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import gguf_cursor
+
+    tiny = gb.tiny_model(tmp_path / "tiny.gguf")
+    key = "tokenizer.ggml.merges"
+    path = gb.huge_array_length(tiny, tmp_path / "long.gguf", key=key, length=5_000)  # 40 kB: fits in the file
+    first_read = _just_past_length(tiny, key)
+    monkeypatch.setattr(quant_choice, "HEADER_READ_BYTES", first_read)
+    monkeypatch.setattr(gguf_cursor, "MAX_HEADER_BYTES", 8192)
+    _serve(hubenv, path)
+    with pytest.raises(GGUFError, match=f"header larger than 8,192 bytes: array '{key}' of 5,000 items") as caught:
+        remote_header(REPO, path.name, path.stat().st_size)
+    assert type(caught.value) is GGUFError
+    assert _ranges(hubenv, path.name) == [f"bytes=0-{first_read - 1}"]
+
+
+def test_a_count_the_file_could_hold_is_no_reason_to_read_more_before_parsing_what_was_read(
+        hubenv: HubEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny = gb.tiny_model(tmp_path / "tiny.gguf")
+    path = gb.with_counts(tiny, tmp_path / "more.gguf", n_kv=5_000)  # at least 70 kB of entries: the file has room
+    header = _first_read_is_the_header(path, monkeypatch, layout_of=tiny)
+    _serve(hubenv, path)
+    with pytest.raises(GGUFError, match=r"metadata key #22 is [0-9,]+ bytes long") as caught:  # a tensor entry
+        remote_header(REPO, path.name, path.stat().st_size)
+    assert type(caught.value) is GGUFError
+    assert _ranges(hubenv, path.name) == [f"bytes=0-{header - 1}"]
