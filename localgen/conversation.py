@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -135,14 +135,13 @@ def _turn_from_json(item: object) -> Turn:
 
 def _check_settings(saved: object) -> None:
     """Saved sampling settings must be ones a chat could have used."""
-    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
 
     if not isinstance(saved, dict):
         raise ValueError("'settings' is not an object")
-    kinds = {f.name: str(f.type) for f in fields(SamplingParams)} | {"max_tokens": "int | None"}
-    values = {k: v for k, v in saved.items() if k in kinds and v is not None}
+    values = {k: v for k, v in saved.items() if k in CHAT_SETTINGS and v is not None}
     for key, value in values.items():
-        whole = "float" not in kinds[key]
+        whole = CHAT_SETTINGS[key] is int
         if not isinstance(value, int if whole else (int, float)) or isinstance(value, bool):
             raise ValueError(f"setting '{key}' is not a {'whole ' if whole else ''}number")
     GenerationLimits(max_tokens=values.pop("max_tokens", None))  # UsageError (a LocalgenError) when out of range

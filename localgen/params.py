@@ -77,6 +77,12 @@ class SamplingParams:
         return SamplingParams(**{**{f.name: getattr(self, f.name) for f in fields(self)}, name: value})
 
 
+CHAT_SETTINGS: dict[str, type[int] | type[float]] = {  # what /set changes and a saved conversation keeps
+    "temperature": float, "top_k": int, "top_p": float, "min_p": float, "repeat_penalty": float,
+    "repeat_last_n": int, "max_tokens": int, "seed": int,
+}
+
+
 @dataclass(frozen=True)
 class GenerationLimits:
     """When to stop: a token budget and stop strings."""

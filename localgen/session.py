@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 
 from localgen.chat import Message, compose_user_message
 from localgen.conversation import Conversation, Turn, save_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished
-from localgen.params import GenerationLimits, SamplingParams
+from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
 from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 
 DEFAULT_ANSWER_RESERVE = 512
-SETTING_NAMES = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n", "max_tokens", "seed")
+SETTING_NAMES = tuple(CHAT_SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -231,14 +231,14 @@ class ChatSession:
 
 def _parse_setting(key: str, raw: str) -> int | float | None:
     """Parse a /set value for a setting, as the right type."""
-    kind = {f.name: f.type for f in fields(SamplingParams)}.get(key, "int")
+    kind = CHAT_SETTINGS[key]
     text = raw.strip().lower()
     if key == "seed" and text in ("none", "random"):
         return None
     if key == "max_tokens" and text in ("none", "off", "-1"):
         return None
     try:
-        return float(raw) if "float" in str(kind) else int(raw)
+        return kind(raw)
     except ValueError:
-        raise UsageError(f"'{raw}' is not a valid value for {key}", hint=f"e.g. /set {key} "
-                         + ("0.7" if "float" in str(kind) else "40")) from None
+        raise UsageError(f"'{raw}' is not a valid value for {key}",
+                         hint=f"e.g. /set {key} {'0.7' if kind is float else '40'}") from None

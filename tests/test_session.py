@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -11,7 +13,7 @@ from localgen import session as session_module
 from localgen.conversation import Conversation, Turn
 from localgen.errors import LocalgenError, ModelLoadError, ModelNotFoundError, TemplateError, UsageError
 from localgen.events import Event, Finished
-from localgen.params import GenerationLimits, SamplingParams
+from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
 from localgen.runner import ModelOptions, load_model
 from localgen.session import ChatSession
 from tests import gguf_builders as gb
@@ -182,6 +184,19 @@ def test_set_speaks_the_chat_s_language(session: ChatSession) -> None:
     with pytest.raises(UsageError) as info:
         session.set_value("max_tokens", "0")
     assert info.value.hint == "use 1 to 10,000,000 tokens: /set max_tokens VALUE"
+
+
+def test_every_chat_setting_is_typed_as_its_field(session: ChatSession) -> None:
+    hints = typing.get_type_hints(SamplingParams) | typing.get_type_hints(GenerationLimits)
+    assert set(CHAT_SETTINGS) == {f.name for f in dataclasses.fields(SamplingParams)} | {"max_tokens"}
+    for name, kind in CHAT_SETTINGS.items():
+        assert kind in (typing.get_args(hints[name]) or (hints[name],)), name
+        value = session.set_value(name, "1")
+        assert value == ("1.0" if kind is float else "1") and type(session.settings()[name]) is kind
+        with pytest.raises(UsageError, match=f"'x' is not a valid value for {name}"):
+            session.set_value(name, "x")
+    with pytest.raises(UsageError, match="not a valid value for top_k"):
+        session.set_value("top_k", "0.5")
 
 
 def test_resuming_applies_saved_settings_then_flags_without_writing(session: ChatSession,
