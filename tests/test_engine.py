@@ -200,12 +200,16 @@ def test_prefill_chunks_are_aligned_to_the_physical_batch(bundled_model: Path) -
         assert list(small._chunks(0, 150)) == [(0, 64), (64, 128), (128, 150)]
         assert list(small._chunks(40, 150)) == [(40, 64), (64, 128), (128, 150)]
         assert list(small._chunks(10, 20)) == [(10, 20)]
-        assert restore_point(60, 64, small.n_ubatch) == 60  # a batch under FA_TILE_Q queries: no adjustment
+        assert restore_point(60, 64, small.n_ubatch, saved=60) == 60  # a batch under FA_TILE_Q queries: no adjustment
     with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2)) as big:
         assert big.n_ubatch == 512
-    assert restore_point(400, 420, 512) == 420 - 64  # a cold prefill runs 0..420 through the tiled kernel
-    assert restore_point(300, 420, 512) == 300
-    assert restore_point(520, 530, 512) == 520  # the cold batch 512..530 is small too
+    assert restore_point(400, 420, 512, saved=400) == 420 - 64  # a cold prefill runs 0..420 through the tiled kernel
+    assert restore_point(300, 420, 512, saved=300) == 300
+    assert restore_point(520, 530, 512, saved=520) == 520  # the cold batch 512..530 is small too
+    # the saved prompt's last batch (256..266) was too small for the tiled kernel a cold 256..356 takes
+    assert restore_point(266, 356, 128, saved=266) == 256
+    assert restore_point(266, 356, 128, saved=400) == 266  # saved in a full batch: tiled, as cold
+    assert restore_point(326, 356, 128, saved=326) == 356 - 64
 
 
 def test_ignore_eog_decodes_the_full_budget(engine: Engine) -> None:

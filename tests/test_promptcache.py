@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
@@ -173,6 +174,28 @@ def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path:
     assert warm.text == cold.text
     again = _answer(engine, second, cache)  # a short new suffix is not worth another entry
     assert again.text == cold.text and len(list_entries(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("saved", [2 * 128 + 10, 2 * 128 + 70])  # the saved tail under / over FA_TILE_Q
+def test_a_restored_prefix_gives_the_cold_logits_bit_for_bit(bundled_model: Path, tmp_path: Path, saved: int) -> None:
+    """Rows a saved prompt computed in a small last batch are recomputed when a cold prefill batches them larger."""
+    options = LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, n_batch=128, n_ubatch=128, flash_attn="on")
+    with Engine(bundled_model, options) as eng:
+        words = eng.tokenize(" ".join(f"item {i} is {i * 7 % 13} and" for i in range(120)), add_special=False)
+        prompt = words[:2 * 128 + 100]
+
+        def last_logits(tokens: list[int], cache: PromptCache | None) -> tuple[Finished, bytes]:
+            eng.reset()
+            done = [e for e in eng.generate(tokens, GREEDY, GenerationLimits(max_tokens=1), prefix_cache=cache)
+                    if isinstance(e, Finished)][-1]
+            row = lc.llama_get_logits_ith(eng._ctx, -1)
+            return done, ctypes.string_at(ctypes.addressof(row.contents), 4 * eng.n_vocab)
+
+        cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30, min_new_tokens=1, min_gain_tokens=1)
+        _, cold = last_logits(prompt, None)
+        last_logits(prompt[:saved], cache)
+        warm, restored = last_logits(prompt, cache)
+        assert warm.restored_tokens > 0 and restored == cold
 
 
 def test_memory_that_cannot_drop_a_tail_neither_stores_nor_restores(engine: Engine, tmp_path: Path,

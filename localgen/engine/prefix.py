@@ -44,20 +44,27 @@ def restore_prefix(kv: KvCache, prompt: Sequence[int], cache: PrefixCache, *, n_
         return 0
     if entry is None or not kv.load_state(entry.tokens, entry.state, n_ctx):
         return 0
-    keep = restore_point(min(kv.common_prefix(prompt), len(prompt) - 1), len(prompt), n_ubatch)
+    keep = restore_point(min(kv.common_prefix(prompt), len(prompt) - 1), len(prompt), n_ubatch,
+                         saved=len(entry.tokens))
     return kv.truncate(keep) if keep < len(kv) else keep
 
 
-def restore_point(common: int, total: int, n_ubatch: int) -> int:
+def restore_point(common: int, total: int, n_ubatch: int, *, saved: int) -> int:
     """Where prefill resumes after a restore so the rest is computed exactly as a cold prefill computes it.
 
     llama.cpp's CPU flash attention takes a tiled kernel for physical batches of FA_TILE_Q queries or
-    more and a per-row kernel below that; the two round differently. Resume early enough that the batch
-    holding the divergence point takes the same kernel as in a cold prefill (at most FA_TILE_Q tokens).
+    more and a per-row kernel below that; the two round differently. Prefill batches are aligned to
+    n_ubatch, so the batch holding the divergence point ran from its start to the end of the saved
+    prompt (saved tokens) when the state was saved, and runs to the end of this prompt (total) cold.
+    When the two took different kernels, the kept rows of that batch are computed again; otherwise
+    resume early enough that the rest of it takes the cold kernel (at most FA_TILE_Q tokens).
     """
     start = common - common % n_ubatch
     end = min(start + n_ubatch, total)
-    if end - start >= FA_TILE_Q > end - common:
+    cold_tiled = end - start >= FA_TILE_Q
+    if cold_tiled != (min(start + n_ubatch, saved) - start >= FA_TILE_Q):
+        return start
+    if cold_tiled and end - common < FA_TILE_Q:
         return max(start, end - FA_TILE_Q)
     return common
 
