@@ -59,36 +59,41 @@ class Engine:
     def __init__(self, path: Path, options: LoadOptions) -> None:
         self.path = path
         self.options = options
-        self._model = self._load_model(path, options)
-        self._vocab = lc.llama_model_get_vocab(self._model)
-        self._ctx = self._new_context(options)
-        self._kv = KvCache(self._ctx)
-        self._pieces: dict[int, bytes] = {}
-        self._piece_buf = ctypes.create_string_buffer(PIECE_BUFFER_BYTES)
-        self._one_token = (lc.llama_token * 1)()
-        self._one_batch = lc.llama_batch_get_one(self._one_token, 1)
-        self._draft_batch = self._new_draft_batch()
-        self._stop_requested = False
-        self._facts = self._read_facts()
+        self._model: lc.llama_model_p | None = None
+        self._ctx: lc.llama_context_p | None = None
+        self._draft_batch: lc.llama_batch | None = None
+        try:  # a failure or a Ctrl-C part way frees what was allocated (a model can hold gigabytes)
+            self._load_model(path, options)
+            self._vocab = lc.llama_model_get_vocab(self._model)
+            self._new_context(options)
+            self._kv = KvCache(self._ctx)
+            self._pieces: dict[int, bytes] = {}
+            self._piece_buf = ctypes.create_string_buffer(PIECE_BUFFER_BYTES)
+            self._one_token = (lc.llama_token * 1)()
+            self._one_batch = lc.llama_batch_get_one(self._one_token, 1)
+            self._new_draft_batch()
+            self._stop_requested = False
+            self._facts = self._read_facts()
+        except BaseException:
+            self.close()
+            raise
 
     # --- loading -------------------------------------------------------------------------------
 
-    @staticmethod
-    def _load_model(path: Path, options: LoadOptions) -> lc.llama_model_p:
-        """Load the weights or raise ModelLoadError."""
+    def _load_model(self, path: Path, options: LoadOptions) -> None:
+        """Load the weights into self._model or raise ModelLoadError."""
         params = lc.llama_model_default_params()
         params.n_gpu_layers = options.n_gpu_layers
-        model = lc.llama_model_load_from_file(str(path).encode(), params)
-        if not model:
+        self._model = lc.llama_model_load_from_file(str(path).encode(), params) or None
+        if self._model is None:
             raise ModelLoadError(
                 f"llama.cpp could not load {path}",
                 hint="the file may be damaged or of an architecture this build does not know; "
                 "run with LOCALGEN_DEBUG=1 for llama.cpp's log",
             )
-        return model
 
-    def _new_context(self, options: LoadOptions) -> lc.llama_context_p:
-        """Create the inference context (KV cache and compute buffers)."""
+    def _new_context(self, options: LoadOptions) -> None:
+        """Create the inference context (KV cache and compute buffers) in self._ctx."""
         params = lc.llama_context_default_params()
         params.n_ctx = options.n_ctx
         params.n_batch = options.n_batch
@@ -100,34 +105,30 @@ class Engine:
         params.type_k = KV_TYPES[options.kv_type]
         params.type_v = KV_TYPES[options.kv_type]
         params.no_perf = True
-        ctx = lc.llama_init_from_model(self._model, params)
-        if not ctx:
-            lc.llama_model_free(self._model)
+        self._ctx = lc.llama_init_from_model(self._model, params) or None
+        if self._ctx is None:
             raise ModelLoadError(
                 f"could not create a context of {options.n_ctx} tokens for {self.path.name}",
                 hint="try a smaller --ctx-size, or --kv-type q8_0 with --flash-attn on",
             )
-        return ctx
 
-    @staticmethod
-    def _new_draft_batch() -> lc.llama_batch:
-        """A batch for verifying drafts: one sequence, logits at every position."""
-        batch = lc.llama_batch_init(DRAFT_MAX + 1, 0, 1)
+    def _new_draft_batch(self) -> None:
+        """A batch for verifying drafts, in self._draft_batch: one sequence, logits at every position."""
+        self._draft_batch = batch = lc.llama_batch_init(DRAFT_MAX + 1, 0, 1)
         for i in range(DRAFT_MAX + 1):
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
             batch.logits[i] = 1
-        return batch
 
     def close(self) -> None:
-        """Free the context and the model."""
-        if getattr(self, "_draft_batch", None) is not None:
+        """Free the context and the model (what of them exists)."""
+        if self._draft_batch is not None:
             lc.llama_batch_free(self._draft_batch)
             self._draft_batch = None
-        if getattr(self, "_ctx", None):
+        if self._ctx is not None:
             lc.llama_free(self._ctx)
             self._ctx = None
-        if getattr(self, "_model", None):
+        if self._model is not None:
             lc.llama_model_free(self._model)
             self._model = None
 
