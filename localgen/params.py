@@ -19,6 +19,7 @@ FLASH_ATTN_NAMES = ("auto", "on", "off")
 MAX_TOKENS_LIMIT = 10_000_000
 MAX_CONTEXT_LIMIT = 10_000_000
 MAX_THREADS = 1024
+MAX_TOP_K = 2**31 - 1  # llama.cpp takes an int32
 MAX_SEED = 2**32 - 2
 RANDOM_SEED = -1  # as a seed: a random one, as in llama.cpp
 
@@ -60,11 +61,13 @@ class SamplingParams:
         _check(0.0 <= self.temperature <= 100.0, f"temperature {self.temperature} is out of range",
                "use 0 (greedy) to 100; useful values are up to about 2, typical is 0.7")
         _check(self.top_k >= 0, f"top-k {self.top_k} is negative", "use 0 (off) or a positive count, e.g. 40")
+        _check(self.top_k <= MAX_TOP_K, f"top-k {self.top_k} is out of range", "use 0 (off) or a count, e.g. 40")
         _check(0.0 <= self.top_p <= 1.0, f"top-p {self.top_p} is out of range", "use a value from 0 to 1")
         _check(0.0 <= self.min_p <= 1.0, f"min-p {self.min_p} is out of range", "use a value from 0 to 1")
         _check(0.0 < self.repeat_penalty <= 10.0, f"repeat penalty {self.repeat_penalty} is out of range",
                "use a value above 0; 1 disables it, typical is 1.1")
-        _check(self.repeat_last_n >= 0, "repeat-last-n is negative", "use 0 (off) or a token count")
+        _check(0 <= self.repeat_last_n <= MAX_CONTEXT_LIMIT, f"repeat-last-n {self.repeat_last_n} is out of range",
+               f"use 0 (off) or a token count up to {MAX_CONTEXT_LIMIT:,}, e.g. 64")
         if self.seed == RANDOM_SEED:
             object.__setattr__(self, "seed", None)  # frozen: normalised once, here
         _check(self.seed is None or 0 <= self.seed <= MAX_SEED, f"seed {self.seed} is out of range",

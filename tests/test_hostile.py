@@ -80,6 +80,7 @@ CASES: dict[str, Case] = {
     "min-p-above-1": Case(("run", "hi", "--min-p", "2"), USAGE, "min-p 2.0 is out of range"),
     "min-p-negative": Case(("run", "hi", "--min-p", "-1"), USAGE, "min-p -1.0 is out of range"),
     "top-k-negative": Case(("run", "hi", "--top-k", "-1"), USAGE, "top-k -1 is negative"),
+    "top-k-beyond-int32": Case(("run", "hi", "--top-k", str(2**32 + 64)), USAGE, "top-k 4294967360 is out of range"),
     "repeat-penalty-zero": Case(("run", "hi", "--repeat-penalty", "0"), USAGE, "repeat penalty 0.0 is out of range"),
     "seed-negative": Case(("run", "hi", "--seed", "-5"), USAGE, "seed -5 is out of range"),
     "seed-too-big": Case(("run", "hi", "--seed", str(2**32)), USAGE, "is out of range"),
