@@ -126,15 +126,19 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
 
 
 def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: ModelShape,
-                note: Callable[[str], None], *,
+                note: Callable[[str], None], *, retry: bool = True,
                 factory: Callable[[Path, LoadOptions], Engine] = Engine) -> tuple[Engine, LoadPlan]:
-    """Load the engine; when llama.cpp fails with GPU layers (out of VRAM), retry with fewer and say so."""
+    """Load the engine; when llama.cpp fails with GPU layers the planner chose (retry: out of VRAM), retry with
+    fewer and say so. Layers the user asked for with --gpu-layers are not changed behind their back."""
     while True:
         try:
             return factory(path, load_options), plan
-        except ModelLoadError:
+        except ModelLoadError as exc:
             if load_options.n_gpu_layers == 0:
                 raise
+            if not retry:
+                raise ModelLoadError(exc.message, hint=f"try fewer --gpu-layers than {load_options.n_gpu_layers}, "
+                                     "or leave it out to let localgen choose") from exc
             before = load_options.n_gpu_layers
             fewer = fewer_gpu_layers(before, shape.n_layer)
             reason = f"llama.cpp could not load {before} GPU layers; retried with {fewer}"
@@ -169,7 +173,7 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     touch_last_used(resolved.path)
     for reason in plan.reasons:
         note(reason)
-    engine, plan = open_engine(resolved.path, load_options, plan, shape, note)
+    engine, plan = open_engine(resolved.path, load_options, plan, shape, note, retry=options.gpu_layers is None)
     prompt_format = PromptFormat.for_engine(engine, override=options.chat_template or resolved.template_override,
                                             raw=options.raw,
                                             model_name=resolved.display_name)

@@ -320,6 +320,10 @@ def test_failed_gpu_load_is_retried_with_fewer_layers(bundled_shape: ModelShape)
     with pytest.raises(ModelLoadError):
         open_engine(Path("m.gguf"), replace(options, n_gpu_layers=0), plan, bundled_shape, notes.append,
                     factory=lambda *_: (_ for _ in ()).throw(ModelLoadError("no")))
+    tried.clear()
+    with pytest.raises(ModelLoadError, match="could not load") as asked:  # --gpu-layers 31: no silent change
+        open_engine(Path("m.gguf"), options, plan, bundled_shape, notes.append, retry=False, factory=factory)
+    assert tried == [31] and "fewer --gpu-layers than 31" in (asked.value.hint or "")
 
 
 # ----------------------------------------------------------------------------- quants on the loopback Hub
