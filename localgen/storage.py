@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
 
 from localgen.errors import LocalgenError
+
+LINKS_UNSUPPORTED = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK})
 
 
 def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[bytes | bytearray | memoryview, ...],
@@ -27,11 +30,9 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
                 tmp.write(part)
             tmp.flush()
             os.fsync(tmp.fileno())
-        if replace:
+        if replace or _claim_name(tmp_name, path, mode):
             os.replace(tmp_name, path)
             tmp_name = None
-        else:
-            os.link(tmp_name, path)  # atomic, and refuses an existing name
         _fsync_directory(path.parent)
     except OSError as exc:
         if isinstance(exc, FileExistsError) and not replace:
@@ -44,6 +45,24 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
         if tmp_name is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
+
+
+def _claim_name(tmp_name: str, path: Path, mode: int) -> bool:
+    """Put the complete temp file at path only if path does not exist (FileExistsError otherwise).
+
+    A hard link does it in one step; a file system without hard links (FAT, exFAT, some network and FUSE
+    mounts) gets an empty placeholder made with O_EXCL instead, and True: the temp file must replace it.
+    """
+    try:
+        os.link(tmp_name, path)
+        return False
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in LINKS_UNSUPPORTED:
+            raise
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
+    return True
 
 
 def _fsync_directory(directory: Path) -> None:

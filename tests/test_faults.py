@@ -542,6 +542,19 @@ def test_a_write_failing_before_the_rename_leaves_the_old_file(failure: BaseExce
     assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]
 
 
+@pytest.mark.parametrize("links", ["supported", "unsupported"])
+def test_a_write_that_must_not_replace_claims_the_name_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            links: str) -> None:
+    if links == "unsupported":  # FAT, exFAT, some network and FUSE mounts
+        monkeypatch.setattr(storage.os, "link", lambda *_: (_ for _ in ()).throw(OSError(errno.EPERM, "no links")))
+    target = tmp_path / "conversation.json"
+    atomic_write_bytes(target, b"first", replace=False)
+    with pytest.raises(FileExistsError):
+        atomic_write_bytes(target, b"second", replace=False)
+    assert target.read_bytes() == b"first" and stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conversation.json"], "no temp file is left"
+
+
 def test_unwritable_folder_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where a folder should be")
