@@ -177,11 +177,14 @@ class PromptCache:
 
 
 def prompt_cache_for(model_path: Path, state_signature: str) -> PromptCache:
-    """The prompt cache for a model file and KV layout, in the configured folder and size bound."""
+    """The prompt cache for a model file (every shard of a split model) and KV layout, in the configured folder
+    and size bound."""
     from localgen.config import PROMPT_CACHE_DIRNAME, prompt_cache_bytes, settings
+    from localgen.gguf_split import split_shard_paths
     from localgen.verify import file_identity_key
 
-    identity = f"{file_identity_key(model_path)}; {state_signature}"
+    files = "; ".join(file_identity_key(path) for path in split_shard_paths(model_path))
+    identity = f"{files}; {state_signature}"
     return PromptCache(settings().cache_dir / PROMPT_CACHE_DIRNAME, identity, max_bytes=prompt_cache_bytes())
 
 

@@ -17,8 +17,9 @@ from localgen.engine import Engine, lc
 from localgen.errors import ConfigError
 from localgen.events import Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-from localgen.promptcache import HEADER, PromptCache, clear, entry_parts, evict, list_entries
+from localgen.promptcache import HEADER, PromptCache, clear, entry_parts, evict, list_entries, prompt_cache_for
 from localgen.tokens import common_prefix
+from localgen.verify import file_identity_key
 from tests.conftest import run_localgen
 
 GREEDY = SamplingParams(temperature=0.0)
@@ -139,6 +140,21 @@ def test_bad_size_bound_is_a_config_error(monkeypatch: pytest.MonkeyPatch, value
     monkeypatch.setattr(config, "_settings", None)
     with pytest.raises(ConfigError, match="is not a size"):
         config.prompt_cache_bytes()
+
+
+def test_every_shard_of_a_split_model_is_part_of_the_identity(tmp_path: Path) -> None:
+    first, second = tmp_path / "m-00001-of-00002.gguf", tmp_path / "m-00002-of-00002.gguf"
+    first.write_bytes(b"one")
+    second.write_bytes(b"two")
+    before = prompt_cache_for(first, "sig").identity
+    replacement = tmp_path / "new"
+    replacement.write_bytes(b"owt")  # same size; a new file where shard 2 was
+    os.utime(replacement, ns=(second.stat().st_atime_ns, second.stat().st_mtime_ns))
+    replacement.replace(second)
+    assert prompt_cache_for(first, "sig").identity != before
+    single = tmp_path / "single.gguf"
+    single.write_bytes(b"x")
+    assert prompt_cache_for(single, "sig").identity == f"{file_identity_key(single)}; sig", "old entries stay valid"
 
 
 # --- the real engine --------------------------------------------------------------------------
