@@ -32,6 +32,8 @@ class TextOutput:
 
     def write(self, text: str) -> None:
         """Write a piece of text, holding back trailing newlines until more text comes."""
+        if self._wrap:
+            text = terminal_safe(text)
         body = text.rstrip("\n")
         if not body:
             self._pending_newlines += text
@@ -50,6 +52,16 @@ class TextOutput:
     def _write(self, text: str) -> None:
         """Write and flush this piece."""
         write_out(self._stream, text)
+
+
+_TERMINAL_SAFE = {code: f"^{chr(code + 64)}" for code in range(32) if chr(code) not in "\n\t\r"} | {
+    0x0D: "", 0x7F: "^?"} | {code: "\ufffd" for code in range(0x80, 0xA0)}
+
+
+def terminal_safe(text: str) -> str:
+    """Model text a terminal shows rather than obeys: control characters (escape sequences, C1 codes) become
+    visible ^X (or U+FFFD), and carriage returns are dropped."""
+    return text.translate(_TERMINAL_SAFE)
 
 
 def _is_terminal(stream: TextIO) -> bool:
@@ -236,6 +248,7 @@ class AnswerView:
         """Reasoning text: dimmed, or hidden."""
         if not self._show_thinking or not text:
             return
+        text = terminal_safe(text) if self._console.is_terminal else text
         self._thinking_open = True
         self._console.print(text, style="dim italic", end="", markup=False, highlight=False)
         self._console.file.flush()
@@ -244,6 +257,7 @@ class AnswerView:
         """Answer text: rendered as Markdown block by block, or printed as it comes."""
         if not text:
             return
+        text = terminal_safe(text) if self._console.is_terminal else text
         if self._thinking_open:
             self._console.print()
             self._thinking_open = False

@@ -124,3 +124,37 @@ def test_a_narrower_terminal_does_not_reprint_the_block_before() -> None:
     view.answer(" block goes on.\n\nThird.")
     view.close()
     assert "end of the first block" not in stream.getvalue()[printed:]
+
+
+HOSTILE = "ok \x1b]0;title\x07 \x1b[2J cleared\r\n\u009b31m done\tend"
+
+
+def test_model_text_on_a_terminal_cannot_drive_the_terminal() -> None:
+    from rich.console import Console
+
+    from localgen.console import AnswerView
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    run = Terminal()
+    out = TextOutput(run)
+    out.write(HOSTILE)
+    out.finish()
+    for markdown in (True, False):
+        chat = io.StringIO()
+        view = AnswerView(markdown=markdown, show_thinking=True, stream=chat)
+        view._console = Console(file=chat, force_terminal=True, width=80, height=20, highlight=False)
+        view.thinking(HOSTILE)
+        view.answer(HOSTILE)
+        view.close()
+        shown = chat.getvalue().replace("\x1b[", "")  # rich's own styling (CSI) is fine; the model's is not
+        assert "\x1b" not in shown and "\x07" not in shown and "\u009b" not in shown
+        assert "^[]0;title^G" in shown and "^[[2J cleared" in shown
+    assert run.getvalue() == "ok ^[]0;title^G ^[[2J cleared\n\ufffd31m done\tend\n"
+    piped = io.StringIO()
+    out = TextOutput(piped)
+    out.write(HOSTILE)
+    out.finish()
+    assert piped.getvalue() == HOSTILE + "\n", "a pipe gets the bytes exactly"
