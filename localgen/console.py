@@ -361,7 +361,9 @@ class _Tail:
 
 
 def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None) -> None:
-    """A table on stdout: rich on a terminal, tab-separated columns on a pipe."""
+    """A table on stdout: rich on a terminal, tab-separated columns on a pipe; cells are one line of plain text
+    (file headers are untrusted), and only the last column breaks, so names stay whole for copy and paste."""
+    rows = [[one_line(cell) for cell in row] for row in rows]
     if not sys.stdout.isatty():
         for row in [headers, *rows]:
             sys.stdout.write("\t".join(row) + "\n")
@@ -369,20 +371,22 @@ def print_table(headers: list[str], rows: list[list[str]], *, title: str | None 
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=title, header_style="bold", box=None, pad_edge=False)
-    for header in headers:
-        table.add_column(header, overflow="fold")
+    for index, header in enumerate(headers):
+        last = index == len(headers) - 1
+        table.add_column(header, overflow="fold", no_wrap=not last, min_width=len(header) if last else None)
     for row in rows:
-        table.add_row(*row, style="bold" if row and row[0].startswith("*") else None)
+        table.add_row(*(Text(cell) for cell in row), style="bold" if row and row[0].startswith("*") else None)
     Console(highlight=False).print(table)
 
 
 def print_fields(fields: list[tuple[str, str]]) -> None:
-    """Aligned 'name: value' lines on stdout."""
+    """Aligned 'name: value' lines on stdout, each value one line of plain text (file headers are untrusted)."""
     width = max((len(name) for name, _ in fields), default=0)
     for name, value in fields:
-        sys.stdout.write(f"{name + ':':<{width + 1}} {value}\n")
+        sys.stdout.write(f"{name + ':':<{width + 1}} {one_line(value)}\n")
     sys.stdout.flush()
 
 

@@ -158,3 +158,13 @@ def test_model_text_on_a_terminal_cannot_drive_the_terminal() -> None:
     out.write(HOSTILE)
     out.finish()
     assert piped.getvalue() == HOSTILE + "\n", "a pipe gets the bytes exactly"
+
+
+def test_fields_and_tables_show_untrusted_header_text_as_one_plain_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from localgen.console import print_fields, print_table
+
+    license_text = "MIT\x1b[2J\x1b]0;PWNED\x07\nfake: line"
+    print_fields([("name", "m"), ("license", license_text)])
+    print_table(["NAME", "PATH"], [["[bold]x\tfake", "/p"]])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["name:    m", "license: MIT?[2J?]0;PWNED? fake: line", "NAME\tPATH", "[bold]x fake\t/p"]
