@@ -120,7 +120,7 @@ def target_context(shape: ModelShape, request: FitRequest) -> int:
     if request.ctx_size is not None:
         if shape.context_length and request.ctx_size > shape.context_length:
             raise ContextSizeError(request.ctx_size, shape.context_length)
-        _check_prompt_can_fit(request.floor_ctx, request.ctx_size, asked=True)
+        _check_prompt_can_fit(request.floor_ctx, request.ctx_size, asked=True, most=shape.context_length)
         return request.ctx_size
     _check_prompt_can_fit(request.floor_ctx, trained, asked=False)
     target = min(c for c in (trained, request.default_ctx, DEFAULT_CONTEXT_CAP) if c)
@@ -129,12 +129,15 @@ def target_context(shape: ModelShape, request: FitRequest) -> int:
     return target
 
 
-def _check_prompt_can_fit(floor_ctx: int, n_ctx: int, *, asked: bool) -> None:
-    """Refuse, before any download or tokenization, a prompt that cannot fit however it tokenizes."""
+def _check_prompt_can_fit(floor_ctx: int, n_ctx: int, *, asked: bool, most: int | None = None) -> None:
+    """Refuse, before any download or tokenization, a prompt that cannot fit however it tokenizes (most: the
+    model's own maximum, when a larger --ctx-size could help)."""
     if floor_ctx > n_ctx:
         limit = f"--ctx-size {n_ctx:,}" if asked else f"the model's maximum of {n_ctx:,} tokens"
+        larger = f"a larger --ctx-size (this model takes up to {most:,}), or " if asked and most and \
+            most >= floor_ctx else ""
         raise ContextOverflowError(f"the prompt is too long for {limit}: it takes at least {floor_ctx - 1:,} tokens",
-                                   hint="shorten the input, or split it and ask about each part")
+                                   hint=f"try {larger}shortening the input, or split it and ask about each part")
 
 
 def _max_gpu_layers(shape: ModelShape, hw: Hardware, n_ctx: int, request: FitRequest) -> int:
