@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import unicodedata
@@ -85,7 +86,10 @@ class PrefillStatus:
     """
 
     def __init__(self, stream: TextIO) -> None:
-        self._stream: TextIO | None = stream if _is_terminal(stream) else None
+        # a terminal that cannot erase a line (TERM=dumb) gets nothing; NO_COLOR drops the dim style
+        redraws = _is_terminal(stream) and os.environ.get("TERM") != "dumb"
+        self._stream: TextIO | None = stream if redraws else None
+        self._style = ("", "") if os.environ.get("NO_COLOR") else ("\x1b[2m", "\x1b[0m")
         self._shown = False
 
     def update(self, progress: PrefillProgress) -> None:
@@ -94,8 +98,9 @@ class PrefillStatus:
             self.clear()
             return
         percent = 100 * progress.done // max(1, progress.total)
-        self._write(f"\r\x1b[2K\x1b[2mreading the prompt: {progress.done:,}/{progress.total:,} tokens "
-                    f"({percent}%)\x1b[0m")
+        dim, plain = self._style
+        self._write(f"\r\x1b[2K{dim}reading the prompt: {progress.done:,}/{progress.total:,} tokens "
+                    f"({percent}%){plain}")
         self._shown = True
 
     def clear(self) -> None:

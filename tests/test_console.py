@@ -168,3 +168,28 @@ def test_fields_and_tables_show_untrusted_header_text_as_one_plain_line(capsys: 
     print_table(["NAME", "PATH"], [["[bold]x\tfake", "/p"]])
     lines = capsys.readouterr().out.splitlines()
     assert lines == ["name:    m", "license: MIT?[2J?]0;PWNED? fake: line", "NAME\tPATH", "[bold]x fake\t/p"]
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({}, "\r\x1b[2K\x1b[2mreading the prompt: 512/1,000 tokens (51%)\x1b[0m\r\x1b[2K"),
+    ({"NO_COLOR": "1"}, "\r\x1b[2Kreading the prompt: 512/1,000 tokens (51%)\r\x1b[2K"),
+    ({"TERM": "dumb"}, ""),
+])
+def test_the_prefill_line_respects_dumb_terminals_and_no_color(monkeypatch: pytest.MonkeyPatch,
+                                                               env: dict[str, str], expected: str) -> None:
+    from localgen.console import PrefillStatus
+    from localgen.events import PrefillProgress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    stream = Terminal()
+    status = PrefillStatus(stream)
+    status.update(PrefillProgress(done=512, total=1000))
+    status.update(PrefillProgress(done=1000, total=1000))
+    assert stream.getvalue() == expected
