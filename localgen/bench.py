@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from localgen.config import DEFAULT_BATCH_SIZE
 from localgen.errors import ContextSizeError, LocalgenError, UsageError
 from localgen.events import Event, Finished
 from localgen.params import GenerationLimits, SamplingParams
@@ -156,13 +157,13 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
                            offline=offline)
     progress("bench: loading the model")
     try:
-        loaded = load_model(options)
+        loaded = load_model(options, note=lambda text: progress(f"bench: {text}"))
     except ContextSizeError as exc:
         raise UsageError(f"-p {config.n_prompt:,} and -n {config.n_gen:,} need a {ctx:,}-token context, beyond "
                          f"the model's maximum of {exc.maximum:,}", hint="use a smaller -p (or -n)") from exc
     try:
         engine = loaded.engine
-        if engine.n_batch < batch_size:
+        if engine.n_batch < batch_size != DEFAULT_BATCH_SIZE:  # a --batch-size given, not the default
             progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, this run's context (-p and -n)")
         figures = measure(engine, config, progress)
         o = engine.options

@@ -70,7 +70,9 @@ def test_cli_bench_json() -> None:
     assert record["n_prompt"] == 32 and record["n_gen"] == 4 and record["reps"] == 1
     assert record["figures"]["decode_tps"]["mean"] > 0
     assert "bench:" in result.err, "progress goes to stderr"
-    assert f"--batch-size 512 is capped at {record['n_batch']}" in result.err and record["n_batch"] < 512
+    assert "--batch-size" not in result.err and record["n_batch"] < 512, "the default batch size is not the user's"
+    given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", "1024")
+    assert given.returncode == 0 and f"--batch-size 1024 is capped at {record['n_batch']}" in given.err
 
 
 def test_cli_bench_rejects_bad_counts() -> None:
