@@ -194,12 +194,18 @@ def plan_fit(shape: ModelShape, hw: Hardware, request: FitRequest | None = None,
     if hw.can_offload and not request.no_gpu and request.gpu_layers is None and est.n_gpu_layers <= shape.n_layer:
         reasons.append(f"{min(est.n_gpu_layers, shape.n_layer)} of {shape.n_layer} layers fit in "
                        f"{binary_size(hw.vram_budget_bytes)} of free VRAM")
-    if request.gpu_layers and not request.no_gpu and not hw.gpu_offload:
-        reasons.append("this llama.cpp build cannot offload to a GPU: --gpu-layers ignored")
+    reasons.extend(ignored_requests(request, hw))
     return LoadPlan(n_ctx=target, n_gpu_layers=est.n_gpu_layers, n_layers=shape.n_layer, kv_type=request.kv_type,
                     estimate=est, ram_budget_bytes=hw.ram_budget_bytes, vram_budget_bytes=hw.vram_budget_bytes,
                     reasons=tuple(reasons), repack_types=hw.cpu_repack_types, n_ubatch=request.n_ubatch,
                     flash_attn=request.flash_attn)
+
+
+def ignored_requests(request: FitRequest, hw: Hardware) -> list[str]:
+    """What the user asked for that this machine cannot do (GPU layers on a CPU-only build)."""
+    if request.gpu_layers and not request.no_gpu and not hw.gpu_offload:
+        return ["this llama.cpp build cannot offload to a GPU: --gpu-layers ignored"]
+    return []
 
 
 def _largest_context(shape: ModelShape, hw: Hardware, request: FitRequest, floor: int, target: int) -> int:

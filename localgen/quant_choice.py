@@ -21,6 +21,7 @@ from localgen.fit import (
     FitRequest,
     LoadPlan,
     estimate_at,
+    ignored_requests,
     insufficient_memory,
     plan_fit,
     target_context,
@@ -233,7 +234,7 @@ def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | Non
     target = _target(reference)
     request = replace(request, default_ctx=target.default_ctx)
     text = reference or ""
-    notes: list[str] = []
+    notes = ignored_requests(request, hw)
     survey_error: LocalgenError | None = None
     if target.path is None and target.repo is not None and not (offline or hub.is_offline()):
         try:

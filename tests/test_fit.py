@@ -495,6 +495,8 @@ def test_fit_command_for_a_local_file(capsys: pytest.CaptureFixture[str], monkey
     assert row.split("\t")[0] == " Q4_1" and row.split("\t")[5] == "no"
     assert re.search(r"needs 1\d\d\.\d MiB RAM at 2,048 ctx$", row)
     assert "100.0 MiB available (LOCALGEN_MEMORY_LIMIT)" in captured.err
+    assert localgen_main("fit", str(bundled_model_file()), "--gpu-layers", "5") == 0  # a CPU-only build
+    assert "cannot offload to a GPU: --gpu-layers ignored" in capsys.readouterr().err
 
 
 def test_fit_and_run_against_the_hub(hubenv: HubEnv, quant_files: dict[str, Path],
