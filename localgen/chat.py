@@ -205,7 +205,7 @@ def _run_guarded(work: Callable[[], str], deadline: float, max_chars: int) -> st
             resource.setrlimit(resource.RLIMIT_AS, (space[1], space[2]))
 
 
-def _failure(exc: BaseException, model_name: str) -> TemplateError:
+def _failure(exc: BaseException, model_name: str, hint: str) -> TemplateError:
     """The user-facing error for a template that failed to compile or render."""
     from jinja2 import TemplateSyntaxError
     from jinja2.sandbox import SecurityError
@@ -228,15 +228,20 @@ def _failure(exc: BaseException, model_name: str) -> TemplateError:
         what = "is nested or recursive too deeply"
     else:
         what = f"failed: {type(exc).__name__}: {_one_line(exc)}"
-    return TemplateError(f"{_one_line(model_name)}: the chat template {what}", hint=TEMPLATE_HINT)
+    return TemplateError(f"{_one_line(model_name)}: the chat template {what}", hint=hint)
 
 
 def render_template(source: str, messages: Sequence[Message], *, bos_token: str, eos_token: str,
-                    add_generation_prompt: bool = True, model_name: str = "this model") -> str:
-    """Render a chat template safely: sandboxed, and bounded in time, memory and output size."""
+                    add_generation_prompt: bool = True, model_name: str = "this model",
+                    hint: str = TEMPLATE_HINT) -> str:
+    """Render a chat template safely: sandboxed, and bounded in time, memory and output size.
+
+    model_name names where the template came from in errors (the model, or a --chat-template file); hint
+    says what to do about one.
+    """
     if len(source) > TEMPLATE_SOURCE_LIMIT_CHARS:
         raise TemplateError(f"{_one_line(model_name)}: the chat template is {len(source):,} characters long "
-                            f"(limit {TEMPLATE_SOURCE_LIMIT_CHARS:,})", hint=TEMPLATE_HINT)
+                            f"(limit {TEMPLATE_SOURCE_LIMIT_CHARS:,})", hint=hint)
     context = {
         "messages": [m.to_dict() for m in messages],
         "bos_token": bos_token,
@@ -252,7 +257,7 @@ def render_template(source: str, messages: Sequence[Message], *, bos_token: str,
     try:
         return _run_guarded(work, deadline, max_chars)
     except (Exception, _TemplateTimeout) as exc:  # a hostile or broken template must never crash the process
-        raise _failure(exc, model_name) from None
+        raise _failure(exc, model_name, hint) from None
 
 
 def _bounded(pieces: Iterator[str], max_chars: int) -> Iterator[str]:
@@ -273,7 +278,8 @@ class PromptFormat:
     bos_token: str
     eos_token: str
     adds_bos: bool
-    model_name: str
+    model_name: str  # where the template came from, for errors
+    template_hint: str = TEMPLATE_HINT
 
     @property
     def is_chat(self) -> bool:
@@ -281,18 +287,20 @@ class PromptFormat:
         return self.template is not None
 
     @classmethod
-    def for_engine(cls, engine: Engine, *, override: str | None, raw: bool, model_name: str) -> PromptFormat:
+    def for_engine(cls, engine: Engine, *, override: str | None, raw: bool, model_name: str,
+                   template_hint: str = TEMPLATE_HINT) -> PromptFormat:
         """The prompt format of a loaded model (override template wins; raw forces plain text)."""
         template = None if raw else (override or engine.chat_template())
         return cls(template=template, bos_token=engine.bos_text, eos_token=engine.eos_text,
-                   adds_bos=engine.adds_bos, model_name=model_name)
+                   adds_bos=engine.adds_bos, model_name=model_name, template_hint=template_hint)
 
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> str:
         """Messages as prompt text: the template's output, or the plain texts joined."""
         if self.template is None:
             return "\n\n".join(m.content for m in messages)
         return render_template(self.template, messages, bos_token=self.bos_token, eos_token=self.eos_token,
-                               add_generation_prompt=add_generation_prompt, model_name=self.model_name)
+                               add_generation_prompt=add_generation_prompt, model_name=self.model_name,
+                               hint=self.template_hint)
 
     def tokenize(self, engine: Engine, text: str) -> list[int]:
         """Tokenize rendered text, adding BOS only when the model wants it and the text lacks it."""

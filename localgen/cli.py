@@ -152,7 +152,7 @@ def run(
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,
                            batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn,
                            kv_type=kv_type, offline=offline or None, raw=raw, gpu_layers=gpu_layers, no_gpu=no_gpu,
-                           chat_template=template,
+                           chat_template=template, chat_template_file=chat_template,
                            min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
     loaded = load_model(options, note=say_note)
     try:
@@ -270,7 +270,8 @@ def chat(
         conversation = load_conversation(resume) if resume else latest_conversation()
         model = model or conversation.model
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, offline=offline or None,
-                           gpu_layers=gpu_layers, no_gpu=no_gpu, chat_template=read_chat_template(chat_template))
+                           gpu_layers=gpu_layers, no_gpu=no_gpu, chat_template=read_chat_template(chat_template),
+                           chat_template_file=chat_template)
     loaded = load_model(options, note=say_note)
     session = None
     try:

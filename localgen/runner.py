@@ -43,6 +43,7 @@ class ModelOptions:
     min_ctx: int = 0  # a generous context for the prompt (fit.prompt_context), 0 when unknown
     floor_ctx: int = 0  # the least context the prompt could need (fit.prompt_floor), 0 when unknown
     chat_template: str | None = None  # a Jinja chat template that replaces the model's and the registry's
+    chat_template_file: str | None = None  # the file it came from, for errors
 
     def __post_init__(self) -> None:
         """Check every loading option now, before anything is resolved or downloaded (same rules as at load)."""
@@ -174,10 +175,19 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     for reason in plan.reasons:
         note(reason)
     engine, plan = open_engine(resolved.path, load_options, plan, shape, note, retry=options.gpu_layers is None)
-    prompt_format = PromptFormat.for_engine(engine, override=options.chat_template or resolved.template_override,
-                                            raw=options.raw,
-                                            model_name=resolved.display_name)
+    prompt_format = _prompt_format(engine, options, resolved)
     return LoadedModel(resolved=resolved, engine=engine, prompt_format=prompt_format, plan=plan)
+
+
+def _prompt_format(engine: Engine, options: ModelOptions, resolved: ResolvedModel) -> PromptFormat:
+    """How messages become the prompt: a --chat-template file (named in its errors), else the model's own."""
+    if options.chat_template is None:
+        return PromptFormat.for_engine(engine, override=resolved.template_override, raw=options.raw,
+                                       model_name=resolved.display_name)
+    name = options.chat_template_file or "--chat-template"
+    return PromptFormat.for_engine(engine, override=options.chat_template, raw=options.raw, model_name=name,
+                                   template_hint=f"fix {name}, or leave out --chat-template to use the model's "
+                                                 "own template, or use --raw")
 
 
 def prompt_tokens(loaded: LoadedModel, messages: Sequence[Message]) -> list[int]:

@@ -56,6 +56,8 @@ CASES: dict[str, Case] = {
                                    "--raw and --chat-template contradict each other"),
     "chat-template-empty": Case(("run", "hi", "--chat-template", "{empty_file}"), USAGE, "it is empty"),
     "chat-template-binary": Case(("run", "hi", "--chat-template", "{binary_file}"), USAGE, "binary data"),
+    "chat-template-raises": Case(("run", "hi", "--chat-template", "{raising_template}"), RUNTIME,
+                                 "raising.jinja: the chat template refused the messages: nope (hint: fix "),
     # -n
     "n-zero": Case(("run", "hi", "-n", "0"), USAGE, "max tokens 0 is out of range"),
     "n-negative": Case(("run", "hi", "-n", "-3"), USAGE, "max tokens -3 is out of range"),
@@ -176,10 +178,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (folder / "notes.txt").write_text("hello, I am not a model\n")
     (folder / "empty.gguf").write_bytes(b"")
     (folder / "binary.bin").write_bytes(b"\x00\x01\x02\x03" * 64)
+    (folder / "raising.jinja").write_text('{{ raise_exception("nope") }}')
     bundled = bundled_model_file()
     return {
         "dir": str(folder), "text_file": str(folder / "notes.txt"), "empty_file": str(folder / "empty.gguf"),
         "binary_file": str(folder / "binary.bin"), "bundled": str(bundled),
+        "raising_template": str(folder / "raising.jinja"),
         "truncated_1k": str(truncated_copy(bundled, folder / "t1k.gguf", keep_bytes=1024)),
         "truncated_1m": str(truncated_copy(bundled, folder / "t1m.gguf", keep_bytes=1 << 20)),
     }
