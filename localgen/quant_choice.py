@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localgen.errors import InsufficientMemoryError, LocalgenError, ModelNotFoundError
+from localgen.errors import GGUFError, InsufficientMemoryError, LocalgenError, ModelNotFoundError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape, model_shape, read_shape
 from localgen.fit import (
     MIN_AUTO_CONTEXT,
@@ -271,6 +271,8 @@ def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest)
         model = hub.find_model(target.repo, quant=target.quant, filename=target.filename)
         try:
             shape = hub_shape(target.repo, model.files, revision=model.revision)
+        except GGUFError:
+            raise  # a header this file cannot be loaded with: the download would be refused after the fact
         except LocalgenError:
             return reference, ()  # no header to judge by: the load after the download will tell
         plan_fit(shape, hw, request, label=model.label)

@@ -15,7 +15,9 @@ from hub_server import (
 
 from localgen import quant_choice
 from localgen.errors import GGUFError
-from localgen.quant_choice import remote_header
+from localgen.fit import FitRequest
+from localgen.hardware import probe_hardware
+from localgen.quant_choice import choose_download, remote_header
 
 REPO = "org/header-GGUF"
 
@@ -163,3 +165,13 @@ def test_a_count_the_file_could_hold_is_no_reason_to_read_more_before_parsing_wh
         remote_header(REPO, path.name, path.stat().st_size)
     assert type(caught.value) is GGUFError
     assert _ranges(hubenv, path.name) == [f"bytes=0-{header - 1}"]
+
+
+def test_a_named_file_whose_header_cannot_be_loaded_is_refused_before_its_download(hubenv: HubEnv,
+                                                                                   tmp_path: Path) -> None:
+    path, _ = _odd_architecture(tmp_path)
+    _serve(hubenv, path)
+    with pytest.raises(GGUFError, match="architecture 'notanarch' is not supported"):
+        choose_download(f"{REPO}/{path.name}", hw=probe_hardware(), request=FitRequest())
+    ranges = _ranges(hubenv, path.name)
+    assert hubenv.blobs(REPO) == [] and len(ranges) == 1 and (ranges[0] or "").startswith("bytes=0-")
