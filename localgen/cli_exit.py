@@ -20,6 +20,7 @@ from localgen.errors import (
     EXIT_USAGE,
     LocalgenError,
 )
+from localgen.signals import SignalExit, signal_exit_code
 
 OUTPUT_FULL_ERRNOS = DISK_FULL_ERRNOS | {errno.EFBIG}
 
@@ -81,6 +82,8 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
     except KeyboardInterrupt:
         console.say("")
         return EXIT_INTERRUPTED
+    except SignalExit as exc:  # SIGTERM or SIGHUP, after the cleanups ran
+        return signal_exit_code(exc.signum)
     except BrokenPipeError:
         silence_stdout()
         return EXIT_BROKEN_PIPE

@@ -9,7 +9,6 @@ EXIT_RUNTIME = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
-EXIT_TERMINATED = 143
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})  # no space, or over the user's quota
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 
 from prompt_toolkit import PromptSession
 
@@ -27,7 +27,7 @@ from localgen.repl_input import (
     unwrap_block,
 )
 from localgen.session import SETTING_NAMES, ChatSession
-from localgen.signals import StopOnSignal
+from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal, exit_on_signals
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 
 
@@ -69,31 +69,37 @@ class Repl:
                 f"{attached}{speed:.1f} tok/s │ /help")
 
     def run(self) -> None:
-        """The read-eval-print loop, until /exit or Ctrl-D."""
+        """The read-eval-print loop, until /exit or Ctrl-D; SIGTERM and SIGHUP end it with SignalExit."""
         console.say(f"localgen chat with {self.session.loaded.resolved.display_name}: "
                     "/help for commands, Ctrl-D to quit, Alt-Enter for a newline")
         if self._history_warning:
             console.warn(self._history_warning)
         if self.session.conversation.turns:
             console.say(f"resumed {self.session.conversation.name}: {self._conversation_summary()}")
-        while self._running:
-            try:
-                line = self._prompt.prompt(PROMPT)
-            except KeyboardInterrupt:
-                continue
-            except EOFError:
-                break
-            finally:
-                self._report_history_problem()
-            try:
-                self._handle(line)
-            except KeyboardInterrupt:  # Ctrl-C outside an answer (e.g. while /model loads)
-                console.say("[interrupted]")
-            except LocalgenError as exc:
-                console.error(exc.message, exc.hint)
-            except Exception as exc:  # nothing typed at the prompt may end the session
-                console.error(f"internal error: {type(exc).__name__}: {exc}",
-                              hint="the conversation is kept; LOCALGEN_DEBUG=1 shows details")
+        with exit_on_signals():
+            while self._running:
+                self._step()
+
+    def _step(self) -> None:
+        """Read one line and act on it."""
+        try:
+            line = self._prompt.prompt(PROMPT)
+        except KeyboardInterrupt:
+            return
+        except EOFError:
+            self._running = False
+            return
+        finally:
+            self._report_history_problem()
+        try:
+            self._handle(line)
+        except KeyboardInterrupt:  # Ctrl-C outside an answer (e.g. while /model loads)
+            console.say("[interrupted]")
+        except LocalgenError as exc:
+            console.error(exc.message, exc.hint)
+        except Exception as exc:  # nothing typed at the prompt may end the session
+            console.error(f"internal error: {type(exc).__name__}: {exc}",
+                          hint="the conversation is kept; LOCALGEN_DEBUG=1 shows details")
 
     def _report_history_problem(self) -> None:
         """Print a history read/write failure once, outside prompt-toolkit's screen."""
@@ -123,36 +129,48 @@ class Repl:
             return
         handler(command.argument)
 
-    def _show_answer(self, events: Iterator[Event], *, notice: str | None = None) -> None:
+    def _show_answer(self, events: Generator[Event, None, None], *, notice: str | None = None) -> None:
         """Stream an answer to the terminal; Ctrl-C stops it and keeps what was said.
 
-        notice is printed when the answer's first text arrives (a turn that gets no answer changes nothing).
+        SIGTERM and SIGHUP stop it too, then end the chat (SignalExit) once the answer is saved and the terminal
+        echoes again. notice is printed when the answer's first text arrives (a turn that gets no answer changes
+        nothing).
         """
+        engine = self.session.loaded.engine
+        # Python runs signal handlers only between llama.cpp calls, so a second signal could not stop any
+        # sooner than the first: it never escalates, and the answer is always recorded.
+        signals = StopOnSignal(engine.request_stop, signals=(signal.SIGINT, *ENDING_SIGNALS), escalate=False,
+                               reset=engine.clear_stop)
+        try:
+            with signals, keys_not_echoed():
+                self._stream(events, notice)
+        except Exception as exc:  # e.g. the terminal is gone: a signal that ends the chat still decides
+            if signals.ending_signal is None:
+                raise
+            raise SignalExit(signals.ending_signal) from exc
+        if signals.ending_signal is not None:
+            raise SignalExit(signals.ending_signal)
+
+    def _stream(self, events: Generator[Event, None, None], notice: str | None) -> None:
+        """Show the events as they come; the answer is recorded (events closed) even when showing fails."""
         view = console.AnswerView(markdown=self.markdown, show_thinking=self.show_thinking)
         splitter: ThinkingSplitter | None = None  # made at the first text, once the prompt is final (/regen)
         done: Finished | None = None
-        engine = self.session.loaded.engine
-        # Python runs signal handlers only between llama.cpp calls, so a second Ctrl-C could not stop any
-        # sooner than the first: it never escalates, and the session always survives.
-        with StopOnSignal(engine.request_stop, signals=(signal.SIGINT,), escalate=False, reset=engine.clear_stop), \
-                keys_not_echoed():
-            try:
-                for event in console.without_prefill_progress(events, sys.stderr):
-                    if isinstance(event, TextChunk):
-                        if splitter is None and notice:
-                            console.say(notice)
-                        splitter = splitter or ThinkingSplitter(inside=self._opens_thinking())
-                        for thinking, text in splitter.feed(event.text):
-                            (view.thinking if thinking else view.answer)(text)
-                    elif isinstance(event, Finished):
-                        done = event
-                for thinking, text in splitter.flush() if splitter else ():
-                    (view.thinking if thinking else view.answer)(text)
-            finally:
-                note = None
-                if done is not None:
-                    note = console.finish_note(done, chat=True)
-                view.close(note)
+        try:
+            for event in console.without_prefill_progress(events, sys.stderr):
+                if isinstance(event, TextChunk):
+                    if splitter is None and notice:
+                        console.say(notice)
+                    splitter = splitter or ThinkingSplitter(inside=self._opens_thinking())
+                    for thinking, text in splitter.feed(event.text):
+                        (view.thinking if thinking else view.answer)(text)
+                elif isinstance(event, Finished):
+                    done = event
+            for thinking, text in splitter.flush() if splitter else ():
+                (view.thinking if thinking else view.answer)(text)
+        finally:
+            events.close()
+            view.close(None if done is None else console.finish_note(done, chat=True))
 
     def _opens_thinking(self) -> bool:
         """True when this model's generation prompt opens a reasoning block itself."""

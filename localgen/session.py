@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import asdict, dataclass, replace
 
 from localgen.chat import Message, compose_user_message
 from localgen.conversation import Conversation, Turn, save_conversation
 from localgen.errors import LocalgenError, UsageError
-from localgen.events import Event, Finished
+from localgen.events import Event, Finished, TextChunk
 from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
 from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 
@@ -69,26 +69,24 @@ class ChatSession:
 
     # --- turns ---------------------------------------------------------------------------------
 
-    def ask(self, text: str) -> tuple[TurnStart, Iterator[Event]]:
-        """Add the user's message (with attachments) and stream the answer."""
+    def ask(self, text: str) -> tuple[TurnStart, Generator[Event, None, None]]:
+        """Plan the user's message (with attachments) and return the stream of its answer.
+
+        The exchanges that must go to make room are counted now, but the conversation and the attachments change
+        only when the stream starts: one dropped before it starts (Ctrl-C meanwhile) leaves them as they were.
+        """
         message = compose_user_message(text, self.attachments)
         if not message:
             raise UsageError("the message is empty", hint="type a question, or /help")
-        before, attachments = list(self.conversation.turns), self.attachments
-        self.conversation.turns.append(Turn(user=message))
-        try:
-            dropped = self._make_room()
-        except BaseException:  # a template error, no model, Ctrl-C: the conversation stays as it was
-            self.conversation.turns[:] = before
-            raise
-        self.attachments = []
-        return TurnStart(dropped=dropped), self._answer(restore=(before, attachments))
+        turns = [*self.conversation.turns, Turn(user=message)]
+        dropped = self._make_room(turns)
+        return TurnStart(dropped=dropped), self._answer(question=turns)
 
-    def regenerate(self) -> Iterator[Event]:
+    def regenerate(self) -> Generator[Event, None, None]:
         """Answer the last question again (the old answer stays if the new one fails before it starts)."""
         if not self.conversation.turns:
             raise UsageError("there is no question to answer again", hint="ask something first")
-        return self._answer(again=True)
+        return self._answer()
 
     def undo(self) -> Turn:
         """Drop the last exchange."""
@@ -187,39 +185,48 @@ class ChatSession:
         """Tokens a conversation takes once rendered."""
         return len(self._prompt(messages)[1])
 
-    def _make_room(self) -> int:
-        """Drop the oldest exchanges until the prompt fits."""
-        return self.conversation.fit(self._count, self._budget())
+    def _make_room(self, turns: list[Turn]) -> int:
+        """Drop the oldest exchanges from turns until their prompt fits; return how many went."""
+        return replace(self.conversation, turns=turns).fit(self._count, self._budget())
 
-    def _answer(self, *, again: bool = False,
-                restore: tuple[list[Turn], list[str]] | None = None) -> Iterator[Event]:
-        """Stream the answer to the last turn, recording it (even partial) in the conversation.
+    def _answer(self, *, question: list[Turn] | None = None) -> Generator[Event, None, None]:
+        """Stream the answer to the last turn (of question, the turns with a new question, when given), recording
+        it (even partial) in the conversation.
 
-        If no answer comes (an error, or Ctrl-C before any text), the conversation and attachments go back to
-        restore (as they were before the question: exchanges dropped to make room return), and a question asked
-        again keeps its previous answer; so the conversation never holds two questions in a row.
+        If no answer comes (an error, or Ctrl-C before any text), the conversation and attachments stay as they
+        were before the question (exchanges dropped to make room included), and a question asked again keeps its
+        previous answer; so the conversation never holds two questions in a row. An error after some text keeps
+        that text, as an interrupted answer.
         """
-        turn = self.conversation.turns[-1]
+        before, attachments = list(self.conversation.turns), self.attachments
+        turn = (question or self.conversation.turns)[-1]
         previous = (turn.answer, turn.interrupted)
-        turn.answer, turn.interrupted = None, False
+        parts: list[str] = []
         answered = False
         self.unanswered = False
         try:
+            if question is not None:
+                self.conversation.turns[:], self.attachments = question, []
+            turn.answer, turn.interrupted = None, False
             tokens = self._prompt(self.conversation.messages())[1]
             for event in self.loaded.engine.generate(tokens, self.sampling, self.limits):
-                if isinstance(event, Finished):
+                if isinstance(event, TextChunk):
+                    parts.append(event.text)
+                elif isinstance(event, Finished):
                     self.last = event
                     answered = bool(event.text) or event.finish_reason != "interrupted"
                     if answered:
                         turn.answer, turn.interrupted = event.text, event.finish_reason == "interrupted"
                 yield event
+        except BaseException:
+            if parts and not answered:  # the user saw this text: it stays, as an interrupted answer
+                turn.answer, turn.interrupted, answered = "".join(parts), True, True
+            raise
         finally:
             self.unanswered = not answered
             if not answered:
-                if again:
-                    turn.answer, turn.interrupted = previous
-                elif restore is not None:
-                    self.conversation.turns[:], self.attachments = restore
+                self.conversation.turns[:], self.attachments = before, attachments
+                turn.answer, turn.interrupted = previous
             self._save()
 
     def _save(self) -> None:

@@ -1,16 +1,48 @@
-"""Turn SIGINT/SIGTERM during generation into a clean stop instead of an exception."""
+"""Turn SIGINT/SIGTERM/SIGHUP into a clean stop or a clean exit instead of a killed process."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import NoReturn
 
-from localgen.errors import EXIT_INTERRUPTED, EXIT_TERMINATED
+ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def signal_exit_code(signum: int) -> int:
+    """The exit code of a process ended by a signal: 128 + its number (130 for SIGINT, 143 for SIGTERM)."""
+    return 128 + signum
+
+
+class SignalExit(SystemExit):
+    """A signal that ends the program, raised so that cleanups run; its code is 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal_exit_code(signum))
+        self.signum = signum
+
+
+def raise_signal_exit(signum: int, _frame: FrameType | None) -> NoReturn:
+    """A signal handler that ends the program through SignalExit."""
+    raise SignalExit(signum)
+
+
+@contextlib.contextmanager
+def exit_on_signals(signals: tuple[int, ...] = ENDING_SIGNALS) -> Iterator[None]:
+    """While active, the signals raise SignalExit (finally blocks and context managers run) instead of killing."""
+    previous = {sig: signal.signal(sig, raise_signal_exit) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class StopOnSignal:
-    """While active, SIGINT/SIGTERM call stop(); a second one raises KeyboardInterrupt when escalate is set.
+    """While active, SIGINT/SIGTERM call stop(); a second one ends the program when escalate is set
+    (KeyboardInterrupt for SIGINT, SignalExit for the others).
 
     reset, when given, runs on exit: a stop that arrived after the work had ended must not stop the next one.
     """
@@ -30,10 +62,13 @@ class StopOnSignal:
         return self
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        """Record the signal and ask the engine to stop."""
+        """Record the signal (one that ends the program outranks Ctrl-C) and ask the engine to stop."""
         if self.signal is not None and self._escalate:
-            raise KeyboardInterrupt
-        self.signal = signum
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise SignalExit(signum)
+        if self.signal is None or signum in ENDING_SIGNALS:
+            self.signal = signum
         self._stop()
 
     def __exit__(self, *exc: object) -> None:
@@ -47,6 +82,9 @@ class StopOnSignal:
     @property
     def exit_code(self) -> int | None:
         """The exit code the received signal calls for, if any."""
-        if self.signal is None:
-            return None
-        return EXIT_TERMINATED if self.signal == signal.SIGTERM else EXIT_INTERRUPTED
+        return None if self.signal is None else signal_exit_code(self.signal)
+
+    @property
+    def ending_signal(self) -> int | None:
+        """The received signal when it asks the program to end (SIGTERM, SIGHUP), not only to stop."""
+        return self.signal if self.signal in ENDING_SIGNALS else None

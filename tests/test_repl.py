@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from tests.conftest import REPO_ROOT
 
 PROMPT = ">>>"
 TIMEOUT = 90
+LONG_QUESTION = "Write a very long story about a dragon who loves books."
 
 
 class Chat:
@@ -72,6 +74,25 @@ class Chat:
         self.sync()
         return state
 
+    def start_long_answer(self) -> None:
+        """Ask for a long story and wait until some of the answer is on the screen."""
+        self.child.sendline(LONG_QUESTION)
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            self.child.expect([pexpect.TIMEOUT, "zzz"], timeout=0.2)
+            tail = self.transcript.getvalue().rpartition(LONG_QUESTION)[2]
+            if sum(c.isalpha() for c in tail) > 40:
+                return
+        raise AssertionError(f"no answer on the screen; screen: {self.child.before!r}")
+
+    def killed(self, signum: int) -> tuple[int | None, bool]:
+        """Send a signal; the exit status, and whether the terminal echoes keys again once the process is gone."""
+        self.child.kill(signum)
+        self.child.expect(pexpect.EOF, timeout=30)
+        echo = self.child.getecho()
+        self.child.close()
+        return self.child.exitstatus, echo
+
     def command(self, text: str, expect: str) -> str:
         """Run a slash command and wait for a piece of its output."""
         self.child.sendline(text)
@@ -113,13 +134,7 @@ def test_question_gets_an_answer_and_ctrl_d_exits_zero(chat: Chat) -> None:
 
 def test_ctrl_c_stops_the_answer_and_the_next_question_is_answered(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown")
-    chat.child.sendline("Write a very long story about a dragon who loves books.")
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:  # wait until some of the answer is on the screen
-        chat.child.expect([pexpect.TIMEOUT, "zzz"], timeout=0.2)
-        tail = chat.transcript.getvalue().rpartition("books.")[2]
-        if sum(c.isalpha() for c in tail) > 40:
-            break
+    chat.start_long_answer()
     assert chat.conversation()["turns"] == []  # still answering
     chat.child.sendintr()
     state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None, timeout=30)
@@ -132,6 +147,40 @@ def test_ctrl_c_stops_the_answer_and_the_next_question_is_answered(home: Path) -
     assert state["turns"][1]["interrupted"] is False
     assert chat.child.isalive()
     assert chat.quit() == 0
+
+
+def test_sigterm_mid_answer_keeps_it_restores_echo_and_exits_143(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown")
+    chat.start_long_answer()
+    assert not chat.child.getecho(), "keys are not echoed while an answer streams"
+    assert chat.killed(signal.SIGTERM) == (143, True)
+    turns = chat.conversation()["turns"]
+    assert [t["user"] for t in turns] == [LONG_QUESTION] and turns[0]["interrupted"] is True
+    assert turns[0]["answer"].strip() and turns[0]["answer"].split()[0] in chat.transcript.getvalue()
+    assert "Traceback" not in chat.transcript.getvalue()
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_or_sighup_at_the_prompt_exits_cleanly(chat: Chat, signum: int, code: int) -> None:
+    state = chat.ask("Name a color.")
+    assert not chat.child.getecho(), "the prompt reads keys in raw mode"
+    assert chat.killed(signum) == (code, True)
+    assert chat.conversation() == state
+    assert "Traceback" not in chat.transcript.getvalue()
+
+
+def test_closing_the_terminal_mid_answer_keeps_it_and_exits_129(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown")
+    chat.start_long_answer()
+    chat.child.ptyproc.fileobj.close()  # the terminal window is closed: the kernel sends SIGHUP
+    deadline = time.monotonic() + 30
+    while chat.child.isalive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    chat.child.close()
+    assert chat.child.exitstatus == 129
+    turns = chat.conversation()["turns"]
+    assert [t["user"] for t in turns] == [LONG_QUESTION] and turns[0]["interrupted"] is True
+    assert turns[0]["answer"].strip()
 
 
 def test_ctrl_c_at_the_prompt_clears_the_line(chat: Chat) -> None:

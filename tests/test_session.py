@@ -11,8 +11,9 @@ import pytest
 
 from localgen import session as session_module
 from localgen.conversation import Conversation, Turn
+from localgen.engine import lc
 from localgen.errors import LocalgenError, ModelLoadError, ModelNotFoundError, TemplateError, UsageError
-from localgen.events import Event, Finished
+from localgen.events import Event, Finished, TextChunk
 from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
 from localgen.runner import ModelOptions, load_model
 from localgen.session import ChatSession
@@ -154,8 +155,9 @@ def test_a_turn_renders_and_tokenizes_the_conversation_once(session: ChatSession
         return tokenize(self, *args, **kwargs)
 
     monkeypatch.setattr(type(fmt), "tokenize", counted)
-    _, events = session.ask("Name a color.")
-    assert session.prompt_text().endswith("<|im_start|>assistant\n")  # what the REPL's thinking check reads
+    events = session.ask("Name a color.")[1]
+    next(events)  # the answer has started: what the REPL's thinking check reads now
+    assert session.prompt_text().endswith("Name a color.<|im_end|>\n<|im_start|>assistant\n")
     assert _answer(events).text and len(calls) == 1
 
 
@@ -211,3 +213,40 @@ def test_resuming_applies_saved_settings_then_flags_without_writing(session: Cha
     assert session.sampling.temperature == 0.3 and session.sampling.top_k == 7
     session.set_value("seed", "4")
     assert writes == ["old"]
+
+
+@pytest.mark.parametrize("drop", ["close", "forget"])
+def test_a_question_whose_answer_never_started_changes_nothing(session: ChatSession, drop: str) -> None:
+    """Ctrl-C between ask() and the first step of its stream (the REPL is still setting up) drops the stream."""
+    first = _answer(session.ask("Name a color.")[1]).text
+    session.attachments = ["The secret word is kiwi."]
+    start, events = session.ask("What is the secret word?")
+    if drop == "close":
+        events.close()
+    del events
+    assert _exchanges(session) == [("Name a color.", first)] and session.attachments == ["The secret word is kiwi."]
+    second = _answer(session.ask("What is the secret word?")[1]).text
+    assert start.dropped == 0 and second and not session.unanswered and session.attachments == []
+    assert [t.user.startswith("The secret word is kiwi.") for t in session.conversation.turns] == [False, True]
+    assert [t.answer for t in session.conversation.turns] == [first, second]
+
+
+def test_an_error_after_some_text_keeps_that_text_as_an_interrupted_answer(session: ChatSession,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    session.limits = GenerationLimits(max_tokens=40)
+    decode = lc.llama_decode
+    calls: list[int] = []
+
+    def failing(ctx: object, batch: object) -> int:
+        calls.append(1)
+        return -1 if len(calls) == 4 else decode(ctx, batch)  # the prompt, two tokens, then a failure
+
+    monkeypatch.setattr(lc, "llama_decode", failing)
+    events = session.ask("Write a sentence about the sea.")[1]
+    shown: list[str] = []
+    with pytest.raises(LocalgenError, match="llama_decode returned -1"):
+        shown.extend(e.text for e in events if isinstance(e, TextChunk))
+    assert shown and session.conversation.turns == [Turn("Write a sentence about the sea.", "".join(shown), True)]
+    assert not session.unanswered
+    monkeypatch.setattr(lc, "llama_decode", decode)
+    assert _answer(session.ask("Name a color.")[1]).text and len(session.conversation.turns) == 2

@@ -1,26 +1,40 @@
-"""StopOnSignal: the first signal asks for a stop; a second one escalates only where that can help."""
+"""StopOnSignal: the first signal asks for a stop; a second one ends the program where that can help, with the
+exit code of the signal that ended it."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
+import subprocess
+import sys
+import termios
+import time
 
 import pytest
+import typer
 
-from localgen.signals import StopOnSignal
+from localgen.cli_exit import run_app
+from localgen.signals import SignalExit, StopOnSignal, exit_on_signals
+from tests.conftest import REPO_ROOT
 
 
-def _signal_self() -> None:
-    os.kill(os.getpid(), signal.SIGUSR1)
+def _signal_self(signum: int = signal.SIGUSR1) -> None:
+    os.kill(os.getpid(), signum)
 
 
-def test_a_second_signal_raises_keyboard_interrupt_by_default() -> None:
+def test_a_second_signal_ends_the_program_by_default() -> None:
     stops: list[str] = []
-    with StopOnSignal(lambda: stops.append("stop"), signals=(signal.SIGUSR1,)) as handler:
+    with StopOnSignal(lambda: stops.append("stop"), signals=(signal.SIGUSR1, signal.SIGINT)) as handler:
         _signal_self()
         with pytest.raises(KeyboardInterrupt):
+            _signal_self(signal.SIGINT)
+    with StopOnSignal(lambda: stops.append("stop"), signals=(signal.SIGUSR1,)):
+        _signal_self()
+        with pytest.raises(SignalExit) as info:
             _signal_self()
-    assert stops == ["stop"] and handler.signal == signal.SIGUSR1
+    assert stops == ["stop", "stop"] and handler.signal == signal.SIGUSR1
+    assert info.value.code == 128 + signal.SIGUSR1
 
 
 def test_without_escalation_every_signal_only_asks_again_and_exit_resets() -> None:
@@ -31,3 +45,74 @@ def test_without_escalation_every_signal_only_asks_again_and_exit_resets() -> No
         _signal_self()
     assert calls == ["stop", "stop", "reset"]
     assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+
+
+def test_a_signal_that_ends_the_program_outranks_ctrl_c() -> None:
+    with StopOnSignal(lambda: None, signals=(signal.SIGINT, signal.SIGTERM), escalate=False) as handler:
+        _signal_self(signal.SIGTERM)
+        _signal_self(signal.SIGINT)
+    assert handler.ending_signal == signal.SIGTERM and handler.exit_code == 143
+
+
+def _signalled_app(*signals: int) -> typer.Typer:
+    """A one-command app that gets the signals while a StopOnSignal with escalation is active, as `run` does."""
+    app = typer.Typer()
+
+    @app.command()
+    def work() -> None:
+        with StopOnSignal(lambda: None):
+            for signum in signals:
+                _signal_self(signum)
+
+    return app
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_the_same_signal_twice_exits_with_its_own_code(signum: int, code: int) -> None:
+    assert run_app(_signalled_app(signum, signum), []) == code
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_exit_on_signals_raises_signal_exit_and_restores_the_handlers() -> None:
+    with pytest.raises(SignalExit) as info, exit_on_signals((signal.SIGUSR1,)):
+        _signal_self()
+    assert info.value.code == 128 + signal.SIGUSR1 and signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+
+
+def test_run_exits_143_on_a_second_sigterm() -> None:
+    """The second SIGTERM lands while `run` is blocked writing to a full pipe, so its stop cannot take effect."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(read_end, fcntl.F_SETPIPE_SZ, 4096)
+    with os.fdopen(read_end, "rb") as output:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "localgen", "run", "--raw", "hello world hello world hello world hello world",
+             "-n", "3000", "--temperature", "0", "--repeat-penalty", "1.0", "--no-cache"],
+            stdout=write_end, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
+        os.close(write_end)
+        try:
+            _wait_until_blocked(proc, read_end)
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            assert proc.poll() is None, "the first SIGTERM only asks for a stop"
+            proc.send_signal(signal.SIGTERM)
+            output.read()
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 143, err.decode()
+    assert b"Traceback" not in err
+
+
+def _wait_until_blocked(proc: subprocess.Popen[bytes], read_end: int, timeout: float = 90) -> None:
+    """Wait until the process has filled the pipe and stays blocked writing to it."""
+    deadline, last = time.monotonic() + timeout, -1
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the generation ended before the pipe was full"
+        pending = int.from_bytes(fcntl.ioctl(read_end, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
+        if pending > 3072 and pending == last:
+            return
+        last = pending
+        time.sleep(0.5)
+    raise AssertionError("the pipe never filled")
