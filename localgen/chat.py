@@ -280,6 +280,7 @@ class PromptFormat:
     adds_bos: bool
     model_name: str  # where the template came from, for errors
     template_hint: str = TEMPLATE_HINT
+    control_tokens: frozenset[str] = frozenset()  # texts the tokenizer reads as control tokens (<|im_end|>, ...)
 
     @property
     def is_chat(self) -> bool:
@@ -288,11 +289,12 @@ class PromptFormat:
 
     @classmethod
     def for_engine(cls, engine: Engine, *, override: str | None, raw: bool, model_name: str,
-                   template_hint: str = TEMPLATE_HINT) -> PromptFormat:
+                   template_hint: str = TEMPLATE_HINT, control_tokens: frozenset[str] = frozenset()) -> PromptFormat:
         """The prompt format of a loaded model (override template wins; raw forces plain text)."""
         template = None if raw else (override or engine.chat_template())
         return cls(template=template, bos_token=engine.bos_text, eos_token=engine.eos_text,
-                   adds_bos=engine.adds_bos, model_name=model_name, template_hint=template_hint)
+                   adds_bos=engine.adds_bos, model_name=model_name, template_hint=template_hint,
+                   control_tokens=control_tokens)
 
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> str:
         """Messages as prompt text: the template's output, or the plain texts joined."""
@@ -302,10 +304,46 @@ class PromptFormat:
                                add_generation_prompt=add_generation_prompt, model_name=self.model_name,
                                hint=self.template_hint)
 
-    def tokenize(self, engine: Engine, text: str) -> list[int]:
-        """Tokenize rendered text, adding BOS only when the model wants it and the text lacks it."""
+    def tokenize(self, engine: Engine, text: str, contents: Sequence[str] = ()) -> list[int]:
+        """Tokenize rendered text, adding BOS only when the model wants it and the text lacks it.
+
+        The template's own text is read with its control tokens; contents (the messages' texts) are not: a
+        message or document that contains '<|im_end|>' gives the model those characters, not a turn's end.
+        """
         has_bos = bool(self.bos_token) and text.startswith(self.bos_token)
-        return engine.tokenize(text, add_special=self.adds_bos and not has_bos, parse_special=self.is_chat)
+        add_bos = self.adds_bos and not has_bos
+        spans = self._literal_spans(text, contents) if self.is_chat else []
+        if not spans:
+            return engine.tokenize(text, add_special=add_bos, parse_special=self.is_chat)
+        tokens: list[int] = []
+        start = 0
+        for begin, end in spans:
+            tokens += engine.tokenize(text[start:begin], add_special=add_bos and start == 0, parse_special=True)
+            tokens += engine.tokenize(text[begin:end], add_special=False, parse_special=False)
+            start = end
+        return tokens + engine.tokenize(text[start:], add_special=False, parse_special=True)
+
+    def _literal_spans(self, text: str, contents: Sequence[str]) -> list[tuple[int, int]]:
+        """Where, in order, the rendered text holds the contents that contain control-token text."""
+        pattern = _control_pattern(self.control_tokens)
+        spans: list[tuple[int, int]] = []
+        position = 0
+        for content in contents:
+            if pattern is None or not content or pattern.search(content) is None:
+                continue
+            begin = text.find(content, position)
+            if begin >= 0:  # a template that changed the content leaves it to the whole-text tokenization
+                spans.append((begin, begin + len(content)))
+                position = begin + len(content)
+        return spans
+
+
+@lru_cache(maxsize=8)
+def _control_pattern(tokens: frozenset[str]) -> re.Pattern[str] | None:
+    """A pattern finding any of the control tokens' texts (None when there are none)."""
+    if not tokens:
+        return None
+    return re.compile("|".join(re.escape(token) for token in sorted(tokens, key=len, reverse=True)))
 
 
 def compose_user_message(instruction: str | None, attachments: Sequence[str], *, exact: bool = False) -> str:

@@ -57,6 +57,7 @@ class GGUFInfo:
     data_offset: int
     metadata: Mapping[str, object] = field(hash=False)
     tensors: tuple[TensorInfo, ...]
+    control_tokens: frozenset[str] = frozenset()  # texts of the tokenizer's control tokens (<|im_end|>, ...)
 
     def _arch_key(self, suffix: str) -> object:
         """The value of '{architecture}.{suffix}', or None."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import array
 import io
 import stat
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +42,8 @@ from localgen.gguf_format import (
     value_type_name,
 )
 from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
+
+CONTROL_TOKEN_TYPES = (2, 3)  # llama.cpp's token types UNKNOWN and CONTROL: special only when parsed as such
 
 # Minimum bytes one metadata entry and one tensor-info entry can occupy (for count sanity checks).
 _MIN_KV_BYTES = 8 + 1 + 4 + 1
@@ -122,7 +126,21 @@ def _parse(p: HeaderCursor, path: Path, *, check_tensors: bool, require_architec
     gguf_checks.check_model(metadata, types, vocabulary.tokens, vocabulary.token_types, p.fail,
                             require_architecture=require_architecture)
     return GGUFInfo(path=path, file_size=p.file_size, version=version, alignment=alignment,
-                    data_offset=data_offset, metadata=MappingProxyType(metadata), tensors=tuple(tensors))
+                    data_offset=data_offset, metadata=MappingProxyType(metadata), tensors=tuple(tensors),
+                    control_tokens=_control_tokens(vocabulary))
+
+
+def _control_tokens(vocabulary: _Vocabulary) -> frozenset[str]:
+    """The texts llama.cpp reads as control tokens when it parses special tokens (CONTROL and UNKNOWN types)."""
+    if vocabulary.tokens is None or vocabulary.token_types is None:
+        return frozenset()
+    types = array.array("i")
+    types.frombytes(vocabulary.token_types[:len(vocabulary.token_types) // 4 * 4])
+    if sys.byteorder == "big":
+        types.byteswap()
+    tokens = vocabulary.tokens
+    return frozenset(tokens[i].decode("utf-8", errors="replace") for i, kind in enumerate(types)
+                     if kind in CONTROL_TOKEN_TYPES and i < len(tokens) and tokens[i])
 
 
 def _describe_foreign(head: bytes) -> str:

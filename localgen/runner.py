@@ -175,25 +175,26 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     for reason in plan.reasons:
         note(reason)
     engine, plan = open_engine(resolved.path, load_options, plan, shape, note, retry=options.gpu_layers is None)
-    prompt_format = _prompt_format(engine, options, resolved)
+    prompt_format = _prompt_format(engine, options, resolved, header.control_tokens)
     return LoadedModel(resolved=resolved, engine=engine, prompt_format=prompt_format, plan=plan)
 
 
-def _prompt_format(engine: Engine, options: ModelOptions, resolved: ResolvedModel) -> PromptFormat:
+def _prompt_format(engine: Engine, options: ModelOptions, resolved: ResolvedModel,
+                   control_tokens: frozenset[str]) -> PromptFormat:
     """How messages become the prompt: a --chat-template file (named in its errors), else the model's own."""
     if options.chat_template is None:
         return PromptFormat.for_engine(engine, override=resolved.template_override, raw=options.raw,
-                                       model_name=resolved.display_name)
+                                       model_name=resolved.display_name, control_tokens=control_tokens)
     name = options.chat_template_file or "--chat-template"
     return PromptFormat.for_engine(engine, override=options.chat_template, raw=options.raw, model_name=name,
                                    template_hint=f"fix {name}, or leave out --chat-template to use the model's "
-                                                 "own template, or use --raw")
+                                                 "own template, or use --raw", control_tokens=control_tokens)
 
 
 def prompt_tokens(loaded: LoadedModel, messages: Sequence[Message]) -> list[int]:
     """Render and tokenize messages for the loaded model, refusing prompts that cannot fit."""
     text = loaded.prompt_format.render(messages)
-    tokens = loaded.prompt_format.tokenize(loaded.engine, text)
+    tokens = loaded.prompt_format.tokenize(loaded.engine, text, [m.content for m in messages])
     loaded.engine.check_fits(len(tokens))
     return tokens
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import asdict, dataclass, replace
 
@@ -10,6 +11,7 @@ from localgen.conversation import Conversation, Turn, save_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
 from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
+from localgen.resolve import ResolvedModel
 from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 
 DEFAULT_ANSWER_RESERVE = 512
@@ -38,6 +40,7 @@ class ChatSession:
         self.last: Finished | None = None
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
         self._rendered: tuple[LoadedModel, list[Message], str, list[int]] | None = None  # the last prompt made
+        self._record_model()
 
     # --- settings ------------------------------------------------------------------------------
 
@@ -96,10 +99,12 @@ class ChatSession:
         self._save()
         return turn
 
-    def reset(self) -> None:
-        """Start a new conversation with the same system prompt; the old one stays saved."""
-        self.conversation = Conversation.new(system=self.conversation.system, model=self.conversation.model)
+    def reset(self) -> Conversation:
+        """Start a new conversation with the same system prompt; return the previous one (saved if it had changes)."""
+        previous = self.conversation
+        self.conversation = Conversation.new(system=previous.system, model=previous.model)
         self.attachments = []
+        return previous
 
     def set_system(self, text: str) -> None:
         """Replace the system prompt."""
@@ -131,7 +136,7 @@ class ChatSession:
                 self._reload(exc)
             raise
         self.loaded, self.options = new, options
-        self.conversation.model = reference
+        self._record_model()
         self._save()
         return new
 
@@ -149,15 +154,21 @@ class ChatSession:
     def replace_conversation(self, conversation: Conversation, overrides: Mapping[str, str] | None = None) -> None:
         """Continue a loaded conversation: its settings applied where valid, then overrides (flags given now).
 
-        Nothing is written: the file already holds the conversation, and the next change saves the settings.
+        The conversation goes on with the model in use, and records it; nothing is written: the file already holds
+        the conversation, and the next change saves the settings and the model.
         """
         self.conversation = conversation
+        self._record_model()
         saved = {key: str(value) for key, value in conversation.settings.items()
                  if key in SETTING_NAMES and value is not None}
         for key, value in (saved | dict(overrides or {})).items():
             self._apply_setting(key, value)
 
     # --- internals -----------------------------------------------------------------------------
+
+    def _record_model(self) -> None:
+        """Note the model in use in the conversation, so that --resume loads it again."""
+        self.conversation.model = model_reference(self.loaded.resolved)
 
     def _budget(self) -> int:
         """Tokens a prompt may use, keeping room for the answer."""
@@ -177,7 +188,7 @@ class ChatSession:
             return cached[2], cached[3]
         fmt = self.loaded.prompt_format
         text = fmt.render(messages)
-        tokens = fmt.tokenize(self.loaded.engine, text)
+        tokens = fmt.tokenize(self.loaded.engine, text, [m.content for m in messages])
         self._rendered = (self.loaded, list(messages), text, tokens)
         return text, tokens
 
@@ -234,6 +245,13 @@ class ChatSession:
         if self.autosave:
             self.conversation.settings = self.settings()
             save_conversation(self.conversation)
+
+
+def model_reference(resolved: ResolvedModel) -> str:
+    """How a conversation names its model: a local file by its absolute path (valid from any folder), any other
+    reference as typed."""
+    ref = resolved.ref
+    return os.path.abspath(ref.path) if ref.path is not None else ref.text
 
 
 def _parse_setting(key: str, raw: str) -> int | float | None:
