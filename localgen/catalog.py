@@ -1,4 +1,4 @@
-"""The models on this machine: list them (bundled and downloaded), remove one, remember last use.
+"""The models on this machine: list them (bundled, downloaded, and the registry's), remove one, remember last use.
 
 Downloaded models live in the Hugging Face cache, where a snapshot entry links to a blob that
 other entries may share (the same file at two commits, two names with the same content, or Xet's
@@ -44,6 +44,19 @@ class CachedModel:
     source: str
     verified: bool
     revision: str | None = None
+
+
+@dataclass(frozen=True)
+class ListedModel:
+    """A row of `models list --all`: a registry entry or a downloaded model, and its files when downloaded."""
+
+    name: str
+    repo: str | None
+    quant: str | None
+    context: int | None
+    description: str
+    downloaded: bool
+    model: CachedModel | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +115,32 @@ def list_models(registry: Registry) -> list[CachedModel]:
     bundled = [_bundled_model(spec) for spec in sorted(registry.models.values(), key=lambda s: s.name)]
     models = [m for m in bundled if m is not None]
     return models + sorted(_hub_models(registry), key=lambda m: m.name.lower())
+
+
+def list_all_models(registry: Registry) -> list[ListedModel]:
+    """The downloaded models (as list_models lists them), then the registry entries that are not downloaded."""
+    downloaded = list_models(registry)
+    names = {m.name for m in downloaded}
+    by_path = {m.path: m for m in downloaded}
+    rows = [_downloaded_row(registry, m) for m in downloaded]
+    rows += [_registry_row(spec, by_path) for spec in sorted(registry.models.values(), key=lambda s: s.name)
+             if spec.name not in names]
+    return sorted(rows, key=lambda row: not row.downloaded)  # stable: each group keeps its order
+
+
+def _downloaded_row(registry: Registry, model: CachedModel) -> ListedModel:
+    """A downloaded model; NAME and NAME:QUANT take the registry entry's context and description."""
+    spec = registry.models.get(model.name.partition(":")[0])
+    return ListedModel(name=model.name, repo=model.repo, quant=model.quant, context=spec.context if spec else None,
+                       description=spec.description if spec else "", downloaded=True, model=model)
+
+
+def _registry_row(spec: ModelSpec, by_path: dict[Path, CachedModel]) -> ListedModel:
+    """A registry entry not listed by its name: downloaded when its default file is cached under another name."""
+    paths = hub_cache.cached_model(spec.repo, quant=spec.quant, filename=spec.file)
+    return ListedModel(name=spec.name, repo=spec.repo, quant=normalize_quant(spec.quant), context=spec.context,
+                       description=spec.description, downloaded=paths is not None,
+                       model=by_path.get(paths[0]) if paths else None)
 
 
 def _bundled_model(spec: ModelSpec) -> CachedModel | None:

@@ -267,7 +267,7 @@ def chat(
     limits = GenerationLimits(max_tokens=max_tokens)
     conversation = None
     if resume is not None:
-        conversation = load_conversation(resume) if resume else latest_conversation()
+        conversation = load_conversation(resume, shell=True) if resume else latest_conversation()
         model = model or conversation.model
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, offline=offline or None,
                            gpu_layers=gpu_layers, no_gpu=no_gpu, chat_template=read_chat_template(chat_template),
@@ -276,7 +276,7 @@ def chat(
     session = None
     try:
         if conversation is None:
-            conversation = Conversation.new(system=system, model=model or loaded.resolved.display_name)
+            conversation = Conversation.new(system=system, model=None)  # the session records the model it loaded
         elif system is not None:
             conversation.system = system
         session = ChatSession(loaded, options, conversation, sampling, limits)
@@ -284,7 +284,7 @@ def chat(
             session.replace_conversation(conversation, {
                 name: str(ctx.params[name]) for name in SETTING_NAMES
                 if _from_command_line(ctx, name) and ctx.params.get(name) is not None})
-        Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking).run()
+        Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking, resumed=resume is not None).run()
     finally:
         (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
 

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from localgen.config import settings
 from localgen.errors import EXIT_OK, LocalgenError, UsageError
 from localgen.units import binary_size, human_size
+
+if TYPE_CHECKING:
+    from localgen.catalog import CachedModel, ListedModel
+    from localgen.registry import Registry
 
 cache_app = typer.Typer(help="List the on-disk prompt cache (KV state of long prompts); `clear` empties it.",
                         no_args_is_help=False)
@@ -22,7 +26,7 @@ def cache(ctx: typer.Context,
     """List the prompt cache's entries and size."""
     if ctx.invoked_subcommand is not None:
         if json_output:
-            _misplaced_json(ctx)
+            _misplaced_option(ctx)
         return
     from localgen.promptcache import cache_listing, describe_cache
 
@@ -39,49 +43,96 @@ def cache_clear() -> None:
     console.say(f"localgen: removed {count} prompt cache entr{'y' if count == 1 else 'ies'} ({binary_size(size)})")
 
 
-def _misplaced_json(ctx: typer.Context) -> None:
-    """Refuse a group's --json given before a subcommand: it would be ignored."""
+def _misplaced_option(ctx: typer.Context, option: str = "--json", param: str = "json_output") -> None:
+    """Refuse a group's option (--json) given before a subcommand: it would be ignored."""
     name = ctx.invoked_subcommand or ""
     command = getattr(ctx.command, "commands", {}).get(name)
-    takes_json = command is not None and any(p.name == "json_output" for p in command.params)
+    takes_it = command is not None and any(p.name == param for p in command.params)
     where = f"localgen {ctx.info_name} {name}"
-    if takes_json:
-        raise UsageError(f"--json before `{name}` would be ignored", hint=f"put it after: {where} ... --json")
-    raise UsageError(f"`{where}` has no JSON output", hint="drop --json")
+    if takes_it:
+        raise UsageError(f"{option} before `{name}` would be ignored", hint=f"put it after: {where} ... {option}")
+    if option == "--json":
+        raise UsageError(f"`{where}` has no JSON output", hint="drop --json")
+    raise UsageError(f"`{where}` has no {option} option", hint=f"drop {option}")
 
 
 models_app = typer.Typer(help="List, inspect and remove models.", no_args_is_help=False)
+JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
+AllOpt = Annotated[bool, typer.Option("--all", help="Also list the registry's models that are not downloaded.")]
 
 
 @models_app.callback(invoke_without_command=True)
-def _models_default(ctx: typer.Context,
-                    json_output: Annotated[bool, typer.Option("--json", help="JSON output.")] = False) -> None:
+def _models_default(ctx: typer.Context, json_output: JsonOpt = False, all_models: AllOpt = False) -> None:
     """List models on this machine (`localgen models` = `localgen models list`)."""
     if ctx.invoked_subcommand is None:
-        models_list(json_output=json_output)
+        models_list(json_output=json_output, all_models=all_models)
     elif json_output:
-        _misplaced_json(ctx)
+        _misplaced_option(ctx)
+    elif all_models:
+        _misplaced_option(ctx, "--all", "all_models")
 
 
 @models_app.command("list")
-def models_list(json_output: Annotated[bool, typer.Option("--json", help="JSON output.")] = False) -> None:
-    """List models on this machine: bundled and downloaded."""
-    import time
-
-    from localgen import console
+def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> None:
+    """List models on this machine: bundled and downloaded (--all adds the registry's other models)."""
     from localgen.catalog import list_models
     from localgen.registry import load_registry
 
-    models = list_models(load_registry(settings().user_registry))
-    if json_output:
-        print(json.dumps([{"name": m.name, "repo": m.repo, "quant": m.quant, "size": m.size,
-                           "last_used": m.last_used, "path": str(m.path), "source": m.source,
-                           "verified": m.verified} for m in models], indent=2))
+    registry = load_registry(settings().user_registry)
+    if all_models:
+        _list_all(registry, json_output=json_output)
         return
-    rows = [[m.name, m.quant or "-", human_size(m.size),
-             time.strftime("%Y-%m-%d %H:%M", time.localtime(m.last_used)) if m.last_used else "never",
-             m.source, str(m.path)] for m in models]
+    models = list_models(registry)
+    if json_output:
+        print(json.dumps([_model_json(m) for m in models], indent=2))
+        return
+    from localgen import console
+
+    rows = [[m.name, m.quant or "-", human_size(m.size), _when(m.last_used), m.source, str(m.path)] for m in models]
     console.print_table(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows)
+
+
+def _list_all(registry: Registry, *, json_output: bool) -> None:
+    """Print every downloaded model and every registry entry, each marked downloaded or not."""
+    from localgen import console
+    from localgen.catalog import list_all_models
+
+    rows = list_all_models(registry)
+    if json_output:
+        print(json.dumps([_listed_json(r) for r in rows], indent=2))
+        return
+    console.print_table(["NAME", "REPO", "QUANT", "CONTEXT", "DOWNLOADED", "DESCRIPTION"], [
+        [r.name, r.repo or "-", r.quant or "-", f"{r.context:,}" if r.context else "-", _downloaded_cell(r),
+         r.description] for r in rows])
+
+
+def _downloaded_cell(row: ListedModel) -> str:
+    """yes, yes (bundled) or no."""
+    if not row.downloaded:
+        return "no"
+    return "yes (bundled)" if row.model is not None and row.model.source == "bundled" else "yes"
+
+
+def _model_json(model: CachedModel) -> dict[str, object]:
+    """A downloaded model as `models list --json` prints it."""
+    return {"name": model.name, "repo": model.repo, "quant": model.quant, "size": model.size,
+            "last_used": model.last_used, "path": str(model.path), "source": model.source,
+            "verified": model.verified}
+
+
+def _listed_json(row: ListedModel) -> dict[str, object]:
+    """A `models list --all --json` entry: the `models list --json` keys (null when not downloaded) and more."""
+    files = _model_json(row.model) if row.model is not None else {"verified": False}
+    return {"name": row.name, "repo": row.repo, "quant": row.quant,
+            **{key: files.get(key) for key in ("size", "last_used", "path", "source", "verified")},
+            "context": row.context, "description": row.description, "downloaded": row.downloaded}
+
+
+def _when(epoch: float | None) -> str:
+    """A last-use time as the table shows it."""
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch)) if epoch else "never"
 
 
 @models_app.command("show")

@@ -24,6 +24,7 @@ PROMPT_CACHE_BYTES_ENV = "LOCALGEN_PROMPT_CACHE_BYTES"
 USER_REGISTRY_FILE = "models.toml"
 MEMORY_LIMIT_ENV = "LOCALGEN_MEMORY_LIMIT"  # caps the RAM the load planner counts on (bytes or a size: 4GiB)
 VRAM_LIMIT_ENV = "LOCALGEN_VRAM_LIMIT"  # caps the VRAM budget the same way
+OFFLINE_ENVS = ("HF_HUB_OFFLINE", "LOCALGEN_OFFLINE")  # either one set to 1 turns the network off
 
 
 def _env_flag(name: str) -> bool:
@@ -40,6 +41,7 @@ class Settings:
     cache_dir: Path
     debug: bool
     offline: bool
+    offline_envs: tuple[str, ...] = ()  # the variables of OFFLINE_ENVS that turned offline mode on
     memory_limit: str | None = None  # LOCALGEN_MEMORY_LIMIT as set (hardware.parse_size reads it)
     vram_limit: str | None = None  # LOCALGEN_VRAM_LIMIT as set
     prompt_cache_size: str | None = None  # LOCALGEN_PROMPT_CACHE_BYTES as set (prompt_cache_bytes reads it)
@@ -71,12 +73,14 @@ def load_settings() -> Settings:
         config_dir = _xdg("XDG_CONFIG_HOME", ".config") / APP_NAME
         data_dir = _xdg("XDG_DATA_HOME", ".local/share") / APP_NAME
         cache_dir = _xdg("XDG_CACHE_HOME", ".cache") / APP_NAME
+    offline_envs = tuple(name for name in OFFLINE_ENVS if _env_flag(name))
     return Settings(
         config_dir=config_dir,
         data_dir=data_dir,
         cache_dir=cache_dir,
         debug=_env_flag("LOCALGEN_DEBUG"),
-        offline=_env_flag("HF_HUB_OFFLINE") or _env_flag("LOCALGEN_OFFLINE"),
+        offline=bool(offline_envs),
+        offline_envs=offline_envs,
         memory_limit=os.environ.get(MEMORY_LIMIT_ENV, "").strip() or None,
         vram_limit=os.environ.get(VRAM_LIMIT_ENV, "").strip() or None,
         prompt_cache_size=os.environ.get(PROMPT_CACHE_BYTES_ENV, "").strip() or None,

@@ -192,14 +192,13 @@ def _write_under_free_name(folder: Path, conversation: Conversation) -> str:
                         hint="use /save NAME with a new name")
 
 
-def load_conversation(name: str) -> Conversation:
-    """Read a saved conversation by name."""
+def load_conversation(name: str, *, shell: bool = False) -> Conversation:
+    """Read a saved conversation by name (shell: for `chat --resume NAME`, where /list is not at hand)."""
     path = conversations_dir() / f"{check_name(name)}.json"
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise LocalgenError(f"no saved conversation named '{name}'", hint="see /list or `localgen chat --resume`") \
-            from None
+        raise LocalgenError(f"no saved conversation named '{name}'", hint=_missing_hint(shell)) from None
     except UnicodeDecodeError:
         raise LocalgenError(f"{path} is not a valid saved conversation (not UTF-8 text)",
                             hint="it was left untouched; start a new chat or load another") from None
@@ -209,6 +208,14 @@ def load_conversation(name: str) -> Conversation:
     conversation.name = check_name(name)  # saves go back to this file, whatever name the file claims
     conversation.on_disk = True
     return conversation
+
+
+def _missing_hint(shell: bool) -> str:
+    """Where to find the saved conversations' names, from the shell or inside a chat."""
+    if shell:
+        return (f"the saved ones are the NAME.json files in {conversations_dir()}; "
+                "`localgen chat --resume` reopens the latest")
+    return "/list shows the saved conversations"
 
 
 def list_conversations() -> list[tuple[str, float]]:

@@ -5,20 +5,58 @@ from __future__ import annotations
 import errno
 import os
 
+from localgen.config import settings
 from localgen.errors import DISK_FULL_ERRNOS, HubError, LocalgenError
 from localgen.hub_cache import hub_cache_dir, hub_endpoint
 
 # Exception class names (httpx, httpx2, requests, urllib3) for a connection lost mid-response.
 _DROPPED = {"RemoteProtocolError", "ReadError", "ChunkedEncodingError", "IncompleteRead", "ProtocolError"}
+# True of every command: a downloaded model is found in the cache before the Hub is asked for anything.
+_WITHOUT_NETWORK = "models already downloaded work without the network (`localgen models list` shows them)"
 # A write that failed for want of space: the disk is full, or the user's quota on it is used up.
 
 
 def offline_error(repo: str, quant: str | None, filename: str | None, reference: str | None) -> HubError:
-    """The error for a model that is needed offline but not cached."""
+    """The error for a model that is needed offline but not cached (offline mode from the environment)."""
     ref = reference or (f"{repo}/{filename}" if filename else f"{repo}:{quant}" if quant else repo)
     return HubError(f"{ref} is not in the local cache and the network is off (offline mode)",
-                    hint=f"turn offline mode off (drop --offline, unset HF_HUB_OFFLINE and LOCALGEN_OFFLINE), "
-                         f"then run `localgen pull {ref}`")
+                    hint=offline_hint(ref))
+
+
+def offline_hint(reference: str, *, flag: bool = False) -> str:
+    """How to get a model offline mode keeps out: leave offline mode as it was entered, then download it.
+
+    flag: --offline was given; the environment's part comes from the settings.
+    """
+    return f"{_leave_offline(flag)}, then {_download(reference)}"
+
+
+def _leave_offline(flag: bool) -> str:
+    """How to turn offline mode off: drop the flag and unset the variables that turned it on."""
+    names = " and ".join(settings().offline_envs)
+    if names and flag:
+        return f"drop --offline and unset {names} (set in the environment)"
+    if names:
+        return f"offline mode comes from {names} in the environment: unset {'them' if ' and ' in names else 'it'}"
+    if flag:
+        return "drop --offline"
+    return "turn offline mode off (drop --offline, unset HF_HUB_OFFLINE and LOCALGEN_OFFLINE)"
+
+
+def _download(reference: str) -> str:
+    """What gets the model once online: `pull` and `fit` reach the Hub themselves, other commands name `pull`."""
+    command = _command_name()
+    return "run the command again" if command in ("pull", "fit") else f"run `localgen pull {reference}`"
+
+
+def _command_name() -> str | None:
+    """The name of the localgen command running now (`pull`, `run`); None when localgen is used as a library."""
+    try:
+        from typer._click.globals import get_current_context  # typer 0.28 ships its own click
+    except ImportError:
+        from click import get_current_context
+    ctx = get_current_context(silent=True)
+    return ctx.command.name if ctx is not None else None
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -54,8 +92,7 @@ def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None)
 
     where = f"{repo}/{filename}" if filename else repo
     login = "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN"
-    net_hint = "check your network connection (and HF_ENDPOINT / proxy settings); models already downloaded " \
-               "run offline with `localgen run --offline`"
+    net_hint = f"check your network connection (and HF_ENDPOINT / proxy settings); {_WITHOUT_NETWORK}"
     for err in _chain(exc):
         status = _status_of(err)
         if isinstance(err, kind("GatedRepoError")):
@@ -80,7 +117,7 @@ def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None)
                             hint="wait a minute and try again, or log in to get a higher limit")
         if status is not None and status >= 500:
             return HubError(f"the Hugging Face Hub returned a server error (HTTP {status}) for {where}",
-                            hint="the Hub may be down; try again later, or run a downloaded model with --offline")
+                            hint=f"the Hub may be down; try again later ({_WITHOUT_NETWORK})")
         if status is not None and status >= 400:
             return HubError(f"the Hugging Face Hub refused the request for {where} (HTTP {status})")
         names = _class_names(err)

@@ -54,7 +54,7 @@ class Registry:
         """The default model's name; a user default that names no model is an error naming its file."""
         if self.default_source is not None and self.default_model not in self.models:
             raise ConfigError(f"{self.default_source}: [defaults] model '{self.default_model}' is not in the "
-                              "registry", hint="name a model from `localgen models list`, or remove the line")
+                              "registry", hint="name a model from `localgen models list --all`, or remove the line")
         return self.default_model
 
     def get(self, name: str) -> ModelSpec:
@@ -63,7 +63,7 @@ class Registry:
         if spec is not None:
             return spec
         close = difflib.get_close_matches(name.lower(), list(self.models), n=3, cutoff=0.5)
-        hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list`"
+        hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names"
         raise ModelNotFoundError(f"unknown model '{name}'", hint=hint)
 
 
@@ -235,8 +235,8 @@ def parse_reference(text: str) -> ModelRef:
     """Parse any accepted model reference; raise UsageError for malformed ones."""
     raw = text.strip()
     if not raw:
-        raise UsageError("empty model reference",
-                         hint="name a model: NAME, ORG/REPO[:QUANT] or path/to/model.gguf (`localgen models list`)")
+        raise UsageError("empty model reference", hint="name a model: NAME, ORG/REPO[:QUANT] or path/to/model.gguf "
+                                                       "(`localgen models list --all`)")
     if _looks_like_path(raw) or (raw.lower().endswith(".gguf") and "/" not in raw):
         return ModelRef(text=raw, path=expand_user_path(raw))
     for prefix in HUB_PREFIXES:
@@ -247,7 +247,7 @@ def parse_reference(text: str) -> ModelRef:
     name, quant = _split_quant(raw)
     if not _NAME_PATTERN.match(name):
         raise UsageError(f"'{raw}' is not a model name, repo or path",
-                         hint="see `localgen models list` for names")
+                         hint="see `localgen models list --all` for names")
     return ModelRef(text=raw, name=name.lower(), quant=quant)
 
 

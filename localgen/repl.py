@@ -10,7 +10,7 @@ from collections.abc import Callable, Generator
 from prompt_toolkit import PromptSession
 
 from localgen import console
-from localgen.conversation import list_conversations, load_conversation, save_conversation
+from localgen.conversation import Conversation, list_conversations, load_conversation, save_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import expand_user_path, read_file_input
@@ -34,8 +34,9 @@ from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 class Repl:
     """Reads lines, runs slash commands, streams answers; nothing typed can crash it."""
 
-    def __init__(self, session: ChatSession, *, markdown: bool, show_thinking: bool) -> None:
+    def __init__(self, session: ChatSession, *, markdown: bool, show_thinking: bool, resumed: bool = False) -> None:
         self.session = session
+        self.resumed = resumed
         self.markdown = markdown
         self.show_thinking = show_thinking
         self._running = True
@@ -74,7 +75,7 @@ class Repl:
                     "/help for commands, Ctrl-D to quit, Alt-Enter for a newline")
         if self._history_warning:
             console.warn(self._history_warning)
-        if self.session.conversation.turns:
+        if self.resumed:
             console.say(f"resumed {self.session.conversation.name}: {self._conversation_summary()}")
         with exit_on_signals():
             while self._running:
@@ -188,8 +189,13 @@ class Repl:
                     "Ctrl-C stops an answer; Ctrl-R searches history")
 
     def _system(self, argument: str) -> None:
-        self.session.set_system(argument)
-        console.say("system prompt set" if argument else "system prompt cleared")
+        if not argument:
+            current = self.session.conversation.system
+            console.say(f"system prompt: {current}" if current else "no system prompt (/system TEXT sets one)")
+            return
+        clear = argument.lower() == "none"
+        self.session.set_system("" if clear else argument)
+        console.say("system prompt cleared" if clear else "system prompt set")
 
     def _set(self, argument: str) -> None:
         parts = argument.split(None, 1)
@@ -222,8 +228,8 @@ class Repl:
         console.say(console.format_stats(last, context=(engine.kv_tokens, engine.n_ctx)))
 
     def _reset(self, _: str) -> None:
-        self.session.reset()
-        console.say(f"new conversation {self.session.conversation.name} (the previous one stays saved)")
+        previous = self.session.reset()
+        console.say(f"new conversation {self.session.conversation.name} ({_kept(previous)})")
 
     def _undo(self, _: str) -> None:
         turn = self.session.undo()
@@ -256,8 +262,13 @@ class Repl:
         if not argument:
             console.say("usage: /load NAME (see /list)")
             return
-        self.session.replace_conversation(load_conversation(argument))
+        conversation = load_conversation(argument)
+        saved_with = conversation.model
+        self.session.replace_conversation(conversation)
         console.say(f"loaded {argument}: {self._conversation_summary()}")
+        if saved_with and saved_with != conversation.model:
+            console.say(f"it was saved with {saved_with} and goes on with {conversation.model} "
+                        f"(/model {saved_with} to switch)")
 
     def _conversation_summary(self) -> str:
         """Exchanges, system prompt and settings of the current conversation, for /load and --resume."""
@@ -291,3 +302,10 @@ class Repl:
 
     def _exit(self, _: str) -> None:
         self._running = False
+
+
+def _kept(previous: Conversation) -> str:
+    """What became of the conversation /reset left: saved (it had changes), or never written."""
+    if previous.on_disk:
+        return f"{previous.name} stays saved"
+    return "the previous one had nothing to save" if not previous.turns else "the previous one was not saved"

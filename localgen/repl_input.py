@@ -22,11 +22,11 @@ PROMPT = ">>> "
 BLOCK_QUOTE = '"""'
 COMMAND_HELP = {
     "/help": "show this help",
-    "/system TEXT": "set the system prompt",
+    "/system [TEXT|none]": "show the system prompt, set it to TEXT, or clear it (none)",
     "/set PARAM VALUE": f"change a setting ({', '.join(SETTING_NAMES)})",
     "/show": "model, settings, context size, GPU layers, path",
     "/stats": "last answer's TTFT, prefill and decode speed, cached tokens, context used",
-    "/reset": "start a new conversation (same system prompt; the old one stays saved)",
+    "/reset": "start a new conversation (same system prompt; the current one is saved already if it changed)",
     "/undo": "drop the last exchange",
     "/regen": "answer the last question again",
     "/file PATH": "attach a file's text to the next message",

@@ -9,6 +9,7 @@ from localgen import hub, hub_cache
 from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import ModelNotFoundError
+from localgen.hub_errors import offline_hint
 from localgen.inputs import short_path
 from localgen.registry import ModelRef, ModelSpec, Registry, hub_target, load_registry, normalize_quant, parse_reference
 from localgen.verify import verify_file
@@ -54,6 +55,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     """Resolve a reference (None = the default) to a verified file: cache, bundled, then the Hub."""
     registry = registry or load_registry(settings().user_registry)
     ref = parse_reference(text if text is not None else registry.default_reference())
+    flag = offline is True  # --offline, as opposed to the environment's HF_HUB_OFFLINE / LOCALGEN_OFFLINE
     offline = settings().offline if offline is None else offline
     if ref.path is not None:
         return ResolvedModel(ref=ref, path=_local_file(ref.path), spec=None, source="local")
@@ -69,8 +71,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     if offline or not pull:
         raise ModelNotFoundError(
             f"model '{ref.text}' is not downloaded" + (" and localgen is offline" if offline else ""),
-            hint=(f"turn offline mode off (drop --offline, unset HF_HUB_OFFLINE and LOCALGEN_OFFLINE), then run "
-                  f"`localgen pull {ref.text}`") if offline else f"run `localgen pull {ref.text}`",
+            hint=offline_hint(ref.text, flag=flag) if offline else f"run `localgen pull {ref.text}`",
         )
     paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text)
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")

@@ -199,3 +199,40 @@ def test_remove_unknown_and_ambiguous_references(hubenv: HubEnv) -> None:
     with pytest.raises(UsageError, match="several cached models match org/tiny-GGUF") as info:
         catalog.remove_model(load_registry(), "org/tiny-GGUF")
     assert "org/tiny-GGUF:Q4_K_M" in info.value.message and "org/tiny-GGUF:Q8_0" in info.value.message
+
+
+def test_list_all_adds_the_registry_entries_that_are_not_downloaded(hubenv: HubEnv) -> None:
+    serve_tiny(hubenv)
+    reg = registry()
+    reg = Registry(models={**reg.models, "tiny": ModelSpec(name="tiny", repo=REPO, quant="Q4_K_M", context=4096,
+                                                           description="test model")},
+                   default_model=reg.default_model)
+    pull(REPO, "Q8_0")
+    pull("org/plain")
+    rows = {r.name: r for r in catalog.list_all_models(reg)}
+    assert set(rows) == {m.name for m in catalog.list_models(reg)} | set(reg.models)
+    order = [r.downloaded for r in catalog.list_all_models(reg)]
+    assert order == sorted(order, reverse=True), "downloaded models come first"
+    tiny = rows["tiny"]
+    assert (tiny.repo, tiny.quant, tiny.context, tiny.downloaded, tiny.model) == (REPO, "Q4_K_M", 4096, False, None)
+    assert rows["tiny:Q8_0"].downloaded and rows["tiny:Q8_0"].context == 4096
+    assert rows["tiny:Q8_0"].model is not None and rows["tiny:Q8_0"].model.size == 200_000
+    assert rows["org/plain/model.gguf"].downloaded and rows["org/plain/model.gguf"].context is None
+    qwen = rows["qwen2.5-1.5b"]
+    assert (qwen.repo, qwen.quant, qwen.context, qwen.downloaded) == ("Qwen/Qwen2.5-1.5B-Instruct-GGUF", "Q4_K_M",
+                                                                       32768, False)
+    smol = rows["smollm2-135m"]
+    assert smol.downloaded and smol.model is not None and smol.model.source == catalog.SOURCE_BUNDLED
+    pull(REPO)
+    assert {r.name: r for r in catalog.list_all_models(reg)}["tiny"].downloaded
+
+
+def test_list_all_marks_an_entry_downloaded_under_another_name(hubenv: HubEnv) -> None:
+    serve_tiny(hubenv)
+    reg = registry()
+    alias = ModelSpec(name="zz-tiny", repo=REPO, quant="Q4_K_M")
+    reg = Registry(models={**reg.models, "zz-tiny": alias}, default_model=reg.default_model)
+    path = pull(REPO)[0]
+    rows = {r.name: r for r in catalog.list_all_models(reg)}
+    assert rows["tiny"].downloaded and rows["zz-tiny"].downloaded
+    assert rows["zz-tiny"].model is not None and rows["zz-tiny"].model.path == path

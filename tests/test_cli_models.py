@@ -58,7 +58,8 @@ def test_offline_and_not_cached_names_the_pull_command(hub: tuple[HubServer, dic
     server, env = hub
     result = localgen(env, "run", "--offline", "-m", f"{REPO}:Q4_1", "hi")
     assert result.returncode == 1
-    assert f"localgen pull {REPO}:Q4_1" in result.stderr
+    assert f"(hint: drop --offline, then run `localgen pull {REPO}:Q4_1`)" in result.stderr
+    assert "HF_HUB_OFFLINE" not in result.stderr, "the environment did not turn offline mode on"
     assert server.requests == []
 
 
@@ -103,3 +104,60 @@ def test_missing_quant_lists_the_quants(hub: tuple[HubServer, dict[str, str]]) -
     result = localgen(env, "pull", f"{REPO}:Q8_0")
     assert result.returncode == 1
     assert "Q4_1" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_models_list_all_adds_the_registry_names(hub: tuple[HubServer, dict[str, str]]) -> None:
+    _, env = hub
+    plain = localgen(env, "models", "list")
+    assert plain.returncode == 0 and "qwen2.5-1.5b" not in plain.stdout
+    listed = localgen(env, "models", "list", "--all")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split("\t") == ["NAME", "REPO", "QUANT", "CONTEXT", "DOWNLOADED", "DESCRIPTION"]
+    assert "qwen2.5-1.5b\tQwen/Qwen2.5-1.5B-Instruct-GGUF\tQ4_K_M\t32,768\tno\tQwen2.5 1.5B Instruct" in lines
+    assert lines[1].startswith(f"smollm2-135m\t{REPO}\tQ4_1\t8,192\tyes (bundled)\t")
+    assert localgen(env, "models", "--all").stdout == listed.stdout
+
+
+def test_models_list_all_json_keeps_the_list_keys(hub: tuple[HubServer, dict[str, str]]) -> None:
+    _, env = hub
+    assert localgen(env, "pull", f"{REPO}:Q4_1").returncode == 0
+    downloaded = json.loads(localgen(env, "models", "list", "--json").stdout)
+    everything = json.loads(localgen(env, "models", "list", "--all", "--json").stdout)
+    assert everything[:len(downloaded)] == [{**m, "context": 8192, "description": everything[0]["description"],
+                                             "downloaded": True} for m in downloaded]
+    qwen = next(m for m in everything if m["name"] == "qwen2.5-1.5b")
+    assert qwen == {"name": "qwen2.5-1.5b", "repo": "Qwen/Qwen2.5-1.5B-Instruct-GGUF", "quant": "Q4_K_M",
+                    "size": None, "last_used": None, "path": None, "source": None, "verified": False,
+                    "context": 32768, "description": "Qwen2.5 1.5B Instruct", "downloaded": False}
+    assert {m["name"] for m in everything} >= {"qwen2.5-0.5b", "gemma3-1b", "mistral-7b"}
+    assert json.loads(localgen(env, "models", "--all", "--json").stdout) == everything
+
+
+def test_models_all_before_a_subcommand_is_refused(hub: tuple[HubServer, dict[str, str]]) -> None:
+    _, env = hub
+    before = localgen(env, "models", "--all", "list")
+    assert before.returncode == 2 and "put it after: localgen models list ... --all" in before.stderr
+    show = localgen(env, "models", "--all", "show", "smollm2-135m")
+    assert show.returncode == 2 and "has no --all option" in show.stderr
+
+
+@pytest.mark.parametrize("args", [("run", "-m", "nope", "hi"), ("run", "-m", "what?ever", "hi"), ("pull", "")],
+                         ids=["unknown", "malformed", "empty"])
+def test_name_hints_point_at_the_listing_of_registry_names(hub: tuple[HubServer, dict[str, str]],
+                                                          args: tuple[str, ...]) -> None:
+    server, env = hub
+    result = localgen(env, *args)
+    assert result.returncode in (1, 2) and "`localgen models list --all`" in result.stderr, result.stderr
+    assert server.requests == []
+
+
+def test_a_bad_default_model_points_at_the_registry_names(hub: tuple[HubServer, dict[str, str]],
+                                                          tmp_path: Path) -> None:
+    _, env = hub
+    config = tmp_path / "localgen" / "config"
+    config.mkdir(parents=True)
+    (config / "models.toml").write_text('[defaults]\nmodel = "nopez"\n')
+    result = localgen(env, "run", "hi")
+    assert result.returncode == 1
+    assert "name a model from `localgen models list --all`, or remove the line" in result.stderr

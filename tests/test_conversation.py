@@ -146,3 +146,16 @@ def test_generation_prompt_that_opens_thinking() -> None:
 
 def test_only_a_real_new_line_gets_the_continuation_prompt() -> None:
     assert continuation(4, 1, False) == "... " and continuation(4, 1, True) == "    "
+
+
+def test_a_missing_conversation_s_hint_fits_where_it_was_asked_for(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a chat, /list shows the names; at the shell (`chat --resume NAME`) the folder does."""
+    _home(tmp_path, monkeypatch)
+    with pytest.raises(LocalgenError, match="no saved conversation named 'gone'") as in_chat:
+        load_conversation("gone")
+    assert in_chat.value.hint == "/list shows the saved conversations"
+    with pytest.raises(LocalgenError, match="no saved conversation named 'gone'") as at_shell:
+        load_conversation("gone", shell=True)
+    hint = at_shell.value.hint or ""
+    assert "/list" not in hint and str(tmp_path / "data" / "conversations") in hint

@@ -275,6 +275,8 @@ def test_offline_uses_the_cache_and_never_the_network(hubenv: HubEnv, monkeypatc
     with pytest.raises(HubError, match="not in the local cache") as info:
         hub.download_model(REPO, quant="Q4_K_M", filename=None)
     assert "localgen pull org/tiny-GGUF:Q4_K_M" in (info.value.hint or "")
+    assert "HF_HUB_OFFLINE in the environment" in (info.value.hint or "")
+    assert "--offline" not in (info.value.hint or "") and "LOCALGEN_OFFLINE" not in (info.value.hint or "")
     with pytest.raises(HubError) as info:
         hub.download_model(REPO, quant="Q4_K_M", filename=None, reference="tiny:Q4_K_M")
     assert "`localgen pull tiny:Q4_K_M`" in (info.value.hint or "")
@@ -333,14 +335,15 @@ def test_connection_refused_and_timeout(hubenv: HubEnv, monkeypatch: pytest.Monk
     monkeypatch.setattr(hub, "METADATA_TIMEOUT_S", 0.2)
     with pytest.raises(HubError, match="timed out talking to the Hugging Face Hub") as info:
         hub.list_gguf_files(REPO)
-    assert "--offline" in (info.value.hint or "")
+    assert "models already downloaded work without the network" in (info.value.hint or "")
+    assert "run --offline" not in (info.value.hint or "")  # not `run`'s flag from any command
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
     monkeypatch.setattr(constants, "ENDPOINT", closed)
     with pytest.raises(HubError, match="cannot reach the Hugging Face Hub") as info:
         hub.list_gguf_files(REPO)
-    assert closed in info.value.message and "--offline" in (info.value.hint or "")
+    assert closed in info.value.message and "`localgen models list` shows them" in (info.value.hint or "")
 
 
 @pytest.mark.parametrize("tqdm_class", [True, False], ids=["tqdm_class", "polling"])

@@ -1,10 +1,15 @@
-"""hub_errors.py: a full disk, a disk quota and a file too large for the file system get their own messages."""
+"""hub_errors.py: a full disk, a disk quota and a file too large for the file system get their own messages; offline
+and network hints name what is true for the command and for where offline mode came from."""
 
 from __future__ import annotations
 
 import errno
 import json
 import os
+import pty
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +22,8 @@ from hub_server import (
 )
 
 from localgen.errors import HubError
-from localgen.hub_errors import map_hub_error
+from localgen.hub_errors import map_hub_error, offline_error, offline_hint
+from tests.conftest import REPO_ROOT
 
 
 def _os_error(code: int) -> OSError:
@@ -73,3 +79,106 @@ def test_a_file_too_large_for_the_file_system_names_the_limit(loopback_hub: HubS
     assert out["error"].startswith("org/big-GGUF/big-Q4_K_M.gguf is too large for the file system of ")
     assert "HF_HUB_CACHE" in out["hint"]
     assert not list((tmp_path / "hf").rglob("*.gguf"))
+
+
+def _settings(monkeypatch: pytest.MonkeyPatch, **env: str) -> None:
+    """Fresh settings read from an environment where only these offline variables are set."""
+    from localgen import config
+
+    for name in config.OFFLINE_ENVS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(config, "_settings", None)
+
+
+def test_the_offline_hint_names_the_flag_when_the_flag_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    _settings(monkeypatch)
+    hint = offline_hint("qwen2.5-1.5b", flag=True)
+    assert hint == "drop --offline, then run `localgen pull qwen2.5-1.5b`"
+
+
+@pytest.mark.parametrize("names", [("HF_HUB_OFFLINE",), ("LOCALGEN_OFFLINE",), ("HF_HUB_OFFLINE", "LOCALGEN_OFFLINE")])
+def test_the_offline_hint_names_the_variables_the_environment_set(monkeypatch: pytest.MonkeyPatch,
+                                                                 names: tuple[str, ...]) -> None:
+    _settings(monkeypatch, **dict.fromkeys(names, "1"))
+    hint = offline_hint("qwen2.5-1.5b")
+    assert f"offline mode comes from {' and '.join(names)} in the environment: unset" in hint
+    assert "--offline" not in hint and hint.endswith("then run `localgen pull qwen2.5-1.5b`")
+
+
+def test_the_offline_hint_names_flag_and_variable_when_both_are_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    _settings(monkeypatch, LOCALGEN_OFFLINE="yes")
+    hint = offline_hint("org/r:Q4_0", flag=True)
+    assert hint.startswith("drop --offline and unset LOCALGEN_OFFLINE (set in the environment)")
+    assert "HF_HUB_OFFLINE" not in hint
+
+
+def test_an_offline_error_from_the_environment_does_not_mention_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    _settings(monkeypatch, HF_HUB_OFFLINE="1")
+    error = offline_error("org/r", "Q8_0", None, None)
+    assert "HF_HUB_OFFLINE in the environment" in (error.hint or "") and "--offline" not in (error.hint or "")
+    assert "`localgen pull org/r:Q8_0`" in (error.hint or "")
+
+
+@pytest.mark.parametrize("exc", [ConnectionError("refused"), TimeoutError("slow")], ids=["refused", "timeout"])
+def test_network_hints_are_true_for_every_command(exc: Exception) -> None:
+    hint = map_hub_error(exc, repo="org/r").hint or ""
+    assert hint.startswith("check your network connection")
+    assert "models already downloaded work without the network" in hint and "run --offline" not in hint
+
+
+def _cli_error(env: dict[str, str], *args: str) -> str:
+    """The stderr of a localgen command that fails with exit code 1."""
+    result = subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
+                            timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1, result.stderr
+    return result.stderr
+
+
+def test_pull_offline_from_the_environment_says_so_and_to_pull_again(loopback_hub: HubServer,
+                                                                     tmp_path: Path) -> None:
+    err = _cli_error(child_env(loopback_hub, tmp_path, HF_HUB_OFFLINE="1"), "pull", "qwen2.5-1.5b")
+    assert "offline mode comes from HF_HUB_OFFLINE in the environment: unset it, then run the command again" in err
+    assert "--offline" not in err and "LOCALGEN_OFFLINE" not in err
+    assert loopback_hub.requests == []
+
+
+def test_run_offline_from_the_environment_names_the_variable_and_pull(loopback_hub: HubServer,
+                                                                      tmp_path: Path) -> None:
+    err = _cli_error(child_env(loopback_hub, tmp_path, LOCALGEN_OFFLINE="1"), "run", "-m", "qwen2.5-1.5b", "hi")
+    assert "offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run " \
+           "`localgen pull qwen2.5-1.5b`" in err
+    assert "--offline" not in err and "HF_HUB_OFFLINE" not in err
+
+
+def test_fit_with_the_flag_says_to_drop_it_and_fit_again(loopback_hub: HubServer, tmp_path: Path) -> None:
+    err = _cli_error(child_env(loopback_hub, tmp_path), "fit", "--offline", "qwen2.5-1.5b")
+    assert "(hint: drop --offline, then run the command again)" in err
+
+
+@pytest.mark.parametrize("args", [("pull", "org/nope-GGUF"), ("fit", "org/nope-GGUF"),
+                                  ("run", "-m", "org/nope-GGUF", "hi"), ("chat", "-m", "org/nope-GGUF")],
+                         ids=["pull", "fit", "run", "chat"])
+def test_an_unreachable_hub_gets_a_hint_true_for_the_command(loopback_hub: HubServer, tmp_path: Path,
+                                                             args: tuple[str, ...]) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    env = child_env(loopback_hub, tmp_path, HF_ENDPOINT=closed)
+    err = _on_a_terminal(env, *args) if args[0] == "chat" else _cli_error(env, *args)
+    assert f"cannot reach the Hugging Face Hub ({closed})" in err
+    assert "run --offline" not in err and "models already downloaded work without the network" in err
+
+
+def _on_a_terminal(env: dict[str, str], *args: str) -> str:
+    """The stderr of a localgen command that fails with exit code 1, its stdin a terminal (chat needs one)."""
+    main, secondary = pty.openpty()
+    try:
+        result = subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True,
+                                text=True, timeout=120, cwd=REPO_ROOT, stdin=secondary)
+    finally:
+        os.close(secondary)
+        os.close(main)
+    assert result.returncode == 1, result.stderr
+    return result.stderr

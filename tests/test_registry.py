@@ -95,3 +95,18 @@ def test_malformed_references_are_usage_errors(text: str) -> None:
 )
 def test_quant_from_filename(filename: str, quant: str | None) -> None:
     assert quant_of_filename(filename) == quant
+
+
+def test_hints_for_a_name_point_at_the_listing_of_every_registry_name(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotFoundError) as unknown:
+        load_registry().get("zzzzzzzz")
+    assert unknown.value.hint == "see `localgen models list --all` for the names"
+    for text in ("what?ever", ""):
+        with pytest.raises(UsageError) as malformed:
+            parse_reference(text)
+        assert "`localgen models list --all`" in (malformed.value.hint or "")
+    user = tmp_path / "models.toml"
+    user.write_text('[defaults]\nmodel = "nopez"\n')
+    with pytest.raises(ConfigError) as default:
+        load_registry(user).default_reference()
+    assert "name a model from `localgen models list --all`" in (default.value.hint or "")

@@ -21,15 +21,20 @@ TIMEOUT = 90
 LONG_QUESTION = "Write a very long story about a dragon who loves books."
 
 
+def spawn_chat(home: Path, *args: str, cwd: Path = REPO_ROOT) -> pexpect.spawn:
+    """Start `localgen chat ARGS` in a pty, with its data in home."""
+    env = {**os.environ, "LOCALGEN_HOME": str(home), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
+           "COLUMNS": "100", "LINES": "30"}
+    return pexpect.spawn(sys.executable, ["-m", "localgen", "chat", *args], cwd=str(cwd), env=env,
+                         encoding="utf-8", timeout=TIMEOUT, dimensions=(30, 100))
+
+
 class Chat:
     """A running `localgen chat` in a pty, with helpers to wait on its autosaved conversation."""
 
-    def __init__(self, home: Path, *args: str) -> None:
-        env = {**os.environ, "LOCALGEN_HOME": str(home), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
-               "COLUMNS": "100", "LINES": "30"}
+    def __init__(self, home: Path, *args: str, cwd: Path = REPO_ROOT) -> None:
         self.home = home
-        self.child = pexpect.spawn(sys.executable, ["-m", "localgen", "chat", *args], cwd=str(REPO_ROOT),
-                                   env=env, encoding="utf-8", timeout=TIMEOUT, dimensions=(30, 100))
+        self.child = spawn_chat(home, *args, cwd=cwd)
         self.transcript = io.StringIO()
         self.child.logfile_read = self.transcript
         self.sync()
@@ -305,3 +310,59 @@ def test_markdown_answer_is_rendered(home: Path) -> None:
     screen = chat.transcript.getvalue()
     assert "\x1b[1m" in screen or "\x1b[36m" in screen  # rich styled the answer (bold heading or list bullets)
     assert chat.quit() == 0
+
+
+def test_resume_finds_a_model_given_by_a_relative_path_from_any_folder(home: Path, tmp_path: Path,
+                                                                       bundled_model: Path) -> None:
+    folder = tmp_path / "x"
+    folder.mkdir()
+    (folder / "copy.gguf").symlink_to(bundled_model)
+    chat = Chat(home, "-m", "copy.gguf", "--temperature", "0", "--no-markdown", "-n", "20", cwd=folder)
+    assert chat.ask("Name a color.")["model"] == str(folder / "copy.gguf")
+    assert chat.quit() == 0
+    resumed = Chat(home, "--resume", "--no-markdown", "-n", "20", cwd=tmp_path)
+    assert "resumed chat-" in resumed.transcript.getvalue()
+    resumed.command("/show", f"path: {folder / 'copy.gguf'}")
+    assert resumed.quit() == 0
+
+
+def test_system_alone_shows_the_prompt_and_none_clears_it(chat: Chat) -> None:
+    chat.command("/system", "no system prompt")
+    chat.command("/system Answer in French.", "system prompt set")
+    chat.command("/system", "system prompt: Answer in French.")
+    assert chat.conversation()["system"] == "Answer in French.", "showing the prompt keeps it"
+    chat.command("/system none", "system prompt cleared")
+    assert chat.conversation()["system"] is None
+    chat.command("/help", "/system [TEXT|none]")
+    assert chat.quit() == 0
+
+
+def test_resume_names_the_latest_conversation_even_when_it_is_empty(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20")
+    chat.ask("Name a color.")
+    chat.command("/undo", "dropped")
+    name = chat.conversation()["name"]
+    assert chat.quit() == 0
+    resumed = Chat(home, "--resume", "--no-markdown")
+    assert f"resumed {name}: 0 exchange(s)" in resumed.transcript.getvalue()
+    assert resumed.quit() == 0
+
+
+def test_reset_says_whether_the_previous_conversation_was_saved(chat: Chat) -> None:
+    chat.command("/set top_k 20", "top_k = 20")  # a change: the empty conversation is saved
+    name = chat.conversation()["name"]
+    chat.command("/reset", f"({name} stays saved)")
+    chat.command("/reset", "(the previous one had nothing to save)")
+    chat.command("/list", name)
+    assert len(list((chat.home / "data" / "conversations").glob("*.json"))) == 1
+    assert chat.quit() == 0
+
+
+def test_resume_of_an_unknown_name_says_where_the_saved_conversations_are(home: Path) -> None:
+    child = spawn_chat(home, "--resume", "nonexist")
+    child.expect(pexpect.EOF)
+    child.close()
+    output = " ".join(child.before.split())  # the terminal may wrap the line
+    assert child.exitstatus == 1 and "no saved conversation named 'nonexist'" in output
+    assert "/list" not in output, "a chat command is no help at the shell"
+    assert "conversations" in output and "localgen chat --resume" in output

@@ -250,3 +250,40 @@ def test_an_error_after_some_text_keeps_that_text_as_an_interrupted_answer(sessi
     assert not session.unanswered
     monkeypatch.setattr(lc, "llama_decode", decode)
     assert _answer(session.ask("Name a color.")[1]).text and len(session.conversation.turns) == 2
+
+
+def test_a_local_model_is_recorded_by_its_absolute_path(bundled_model: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--resume must find the model from any folder, whatever form of path chose it."""
+    (tmp_path / "models").mkdir()
+    tiny = gb.tiny_model(tmp_path / "models" / "tiny.gguf", n_ctx=256)
+    monkeypatch.setenv("HOME", str(tmp_path / "models"))
+    monkeypatch.chdir(tmp_path / "models")
+    chat = _session(Path("../models/tiny.gguf"), None)
+    try:
+        assert chat.conversation.model == str(tiny)
+        chat.switch_model(str(bundled_model))
+        chat.switch_model("./tiny.gguf")
+        assert chat.conversation.model == str(tiny)
+        chat.switch_model("~/tiny.gguf")
+        assert chat.conversation.model == str(tiny)
+    finally:
+        chat.loaded.close()
+
+
+@pytest.mark.parametrize("reference", ["smollm2-135m", "smollm2-135m:q8_0", "Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M",
+                                       "hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF"])
+def test_registry_and_hub_references_are_recorded_as_typed(reference: str) -> None:
+    from localgen.registry import parse_reference
+    from localgen.resolve import ResolvedModel
+    from localgen.session import model_reference
+
+    resolved = ResolvedModel(ref=parse_reference(reference), path=Path("/cache/model.gguf"), spec=None, source="cache")
+    assert model_reference(resolved) == reference
+
+
+def test_a_loaded_conversation_goes_on_with_the_model_in_use(session: ChatSession, bundled_model: Path) -> None:
+    """/load keeps the model; the conversation then names it, so its next save and --resume use that model."""
+    saved = Conversation(name="old", turns=[Turn("q", "a")], model="qwen2.5-1.5b")
+    session.replace_conversation(saved)
+    assert session.conversation is saved and saved.model == str(bundled_model)
