@@ -57,6 +57,7 @@ class Conversation:
     settings: dict[str, object] = field(default_factory=dict)
     created: str = field(default_factory=_now)
     updated: str = field(default_factory=_now)
+    context_start: int = 0  # turns before this index are kept but no longer sent to the model
     on_disk: bool = field(default=False, repr=False)  # its file is ours to overwrite (saved or loaded)
 
     @classmethod
@@ -65,33 +66,46 @@ class Conversation:
         return cls(name=datetime.now().strftime("chat-%Y%m%d-%H%M%S"), system=system, model=model)
 
     def messages(self, turns: list[Turn] | None = None) -> list[Message]:
-        """The messages a template sees: system, then each exchange (an unanswered last turn ends it)."""
+        """The messages a template sees: system, then each exchange in context (an unanswered last turn ends it)."""
         result = [Message("system", self.system)] if self.system else []
-        for turn in self.turns if turns is None else turns:
+        for turn in self.in_context() if turns is None else turns:
             result.append(Message("user", turn.user))
             if turn.answer is not None:
                 result.append(Message("assistant", turn.answer))
         return result
 
-    def fit(self, count_tokens: Callable[[list[Message]], int], budget: int) -> int:
-        """Drop the oldest exchanges until the prompt fits budget tokens; return how many were dropped.
+    def in_context(self) -> list[Turn]:
+        """The exchanges the model sees: those from context_start on (earlier ones stay saved, out of context)."""
+        return self.turns[self.context_start:]
 
-        When the last exchange cannot fit even alone, nothing is dropped and ContextOverflowError is raised.
+    def fit(self, count_tokens: Callable[[list[Message]], int], budget: int) -> int:
+        """Make the prompt fit budget tokens by moving context_start past old exchanges; return how many left.
+
+        Nothing is deleted: earlier exchanges stay in the conversation (and its file), out of the model's context.
+        When it must move, context_start moves far enough at once to bring the prompt down to about half the budget,
+        so that the turns after it extend the same prompt and reuse the KV cache instead of shifting it every turn.
+        When the last exchange cannot fit even alone, nothing changes and ContextOverflowError is raised.
         """
-        if count_tokens(self.messages()) <= budget:
+        start = max(0, min(self.context_start, len(self.turns) - 1))  # the last turn is always in context
+
+        def tokens_from(first: int) -> int:
+            return count_tokens(self.messages(self.turns[first:]))
+
+        if tokens_from(start) <= budget:
+            self.context_start = start
             return 0
-        alone = count_tokens(self.messages(self.turns[-1:]))
+        last = len(self.turns) - 1
+        alone = tokens_from(last)
         if alone > budget:
             raise ContextOverflowError(
                 f"this message needs {alone:,} tokens but only {budget:,} are free for it in the context",
                 hint="shorten the message or the system prompt (or attachments), or start the chat with a larger "
                      "--ctx-size if the model allows one (/show tells)",
             )
-        dropped = 0
-        while len(self.turns) > 1 and count_tokens(self.messages()) > budget:
-            del self.turns[0]
-            dropped += 1
-        return dropped
+        limit = budget // 2 if alone <= budget // 2 else budget
+        first = _first_at_most(tokens_from, start + 1, last, limit)
+        self.context_start = first
+        return first - start
 
     def to_json(self) -> str:
         """The conversation as readable JSON."""
@@ -114,12 +128,29 @@ class Conversation:
             if not all(v is None or isinstance(v, str) for v in (system, model)):
                 raise ValueError("'system' and 'model' must be text")
             _check_settings(settings_)
+            start = data.get("context_start", 0)
+            if not isinstance(start, int) or isinstance(start, bool) or not 0 <= start <= len(turns):
+                raise ValueError("'context_start' is not a turn index")
             return cls(name=check_name(str(data["name"])), system=system, turns=turns,
-                       model=model, settings=settings_,
+                       model=model, settings=settings_, context_start=start,
                        created=str(data.get("created", _now())), updated=str(data.get("updated", _now())))
         except (ValueError, KeyError, TypeError, RecursionError, LocalgenError) as exc:
             raise LocalgenError(f"{source} is not a valid saved conversation ({exc})",
                                 hint="it was left untouched; start a new chat or load another") from exc
+
+
+def _first_at_most(tokens_from: Callable[[int], int], low: int, high: int, limit: int) -> int:
+    """The smallest first turn in [low, high] whose prompt takes at most limit tokens (tokens_from(high) does).
+
+    A binary search: the prompt only shrinks as its first turn moves later, so a long chat takes a few renders.
+    """
+    while low < high:
+        middle = (low + high) // 2
+        if tokens_from(middle) <= limit:
+            high = middle
+        else:
+            low = middle + 1
+    return high
 
 
 def _turn_from_json(item: object) -> Turn:

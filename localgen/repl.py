@@ -117,8 +117,8 @@ class Repl:
                 text = text.replace("/", "", 1)
             if text.strip():
                 start, events = self.session.ask(text)
-                dropped = f"[dropped the {start.dropped} oldest exchange(s) to fit the context]" if start.dropped \
-                    else None
+                dropped = (f"[{start.dropped} earlier exchange(s) left the model's context to make room; "
+                           "the saved conversation keeps them]") if start.dropped else None
                 self._show_answer(events, notice=dropped)
                 if self.session.unanswered and self.session.attachments:
                     console.say(f"[no answer: the {len(self.session.attachments)} attached file(s) wait for your "
@@ -216,8 +216,7 @@ class Repl:
             console.say(f"plan: {loaded.plan.describe()}")
         console.say("settings: " + ", ".join(f"{k}={v}" for k, v in self.session.settings().items()))
         console.say(f"system: {self.session.conversation.system or '(none)'}")
-        console.say(f"conversation: {self.session.conversation.name}, "
-                    f"{len(self.session.conversation.turns)} exchange(s)")
+        console.say(f"conversation: {self.session.conversation.name}, {_exchanges(self.session.conversation)}")
 
     def _stats(self, _: str) -> None:
         last = self.session.last
@@ -275,7 +274,7 @@ class Repl:
         conversation = self.session.conversation
         settings = ", ".join(f"{k}={v}" for k, v in self.session.settings().items())
         system = f"system prompt {conversation.system!r}" if conversation.system else "no system prompt"
-        return f"{len(conversation.turns)} exchange(s), {system}; settings: {settings}"
+        return f"{_exchanges(conversation)}, {system}; settings: {settings}"
 
     def _list(self, _: str) -> None:
         import time
@@ -302,6 +301,12 @@ class Repl:
 
     def _exit(self, _: str) -> None:
         self._running = False
+
+
+def _exchanges(conversation: Conversation) -> str:
+    """How many exchanges a conversation has, and how many of them the model still sees when not all."""
+    total, seen = len(conversation.turns), len(conversation.in_context())
+    return f"{total} exchange(s)" + (f" (the last {seen} in the model's context)" if seen < total else "")
 
 
 def _kept(previous: Conversation) -> str:

@@ -20,7 +20,7 @@ SETTING_NAMES = tuple(CHAT_SETTINGS)
 
 @dataclass(frozen=True)
 class TurnStart:
-    """What happened before a turn's answer streams: exchanges dropped to make room."""
+    """What happened before a turn's answer streams: earlier exchanges moved out of the context to make room."""
 
     dropped: int
 
@@ -75,15 +75,16 @@ class ChatSession:
     def ask(self, text: str) -> tuple[TurnStart, Generator[Event, None, None]]:
         """Plan the user's message (with attachments) and return the stream of its answer.
 
-        The exchanges that must go to make room are counted now, but the conversation and the attachments change
-        only when the stream starts: one dropped before it starts (Ctrl-C meanwhile) leaves them as they were.
+        The exchanges that must leave the context to make room are counted now, but the conversation and the
+        attachments change only when the stream starts: one dropped before it starts (Ctrl-C meanwhile) leaves them
+        as they were.
         """
         message = compose_user_message(text, self.attachments)
         if not message:
             raise UsageError("the message is empty", hint="type a question, or /help")
-        turns = [*self.conversation.turns, Turn(user=message)]
-        dropped = self._make_room(turns)
-        return TurnStart(dropped=dropped), self._answer(question=turns)
+        planned = replace(self.conversation, turns=[*self.conversation.turns, Turn(user=message)])
+        dropped = planned.fit(self._count, self._budget())
+        return TurnStart(dropped=dropped), self._answer(question=planned)
 
     def regenerate(self) -> Generator[Event, None, None]:
         """Answer the last question again (the old answer stays if the new one fails before it starts)."""
@@ -96,6 +97,7 @@ class ChatSession:
         if not self.conversation.turns:
             raise UsageError("there is nothing to undo", hint="the conversation is empty")
         turn = self.conversation.turns.pop()
+        self.conversation.context_start = min(self.conversation.context_start, len(self.conversation.turns))
         self._save()
         return turn
 
@@ -196,30 +198,28 @@ class ChatSession:
         """Tokens a conversation takes once rendered."""
         return len(self._prompt(messages)[1])
 
-    def _make_room(self, turns: list[Turn]) -> int:
-        """Drop the oldest exchanges from turns until their prompt fits; return how many went."""
-        return replace(self.conversation, turns=turns).fit(self._count, self._budget())
-
-    def _answer(self, *, question: list[Turn] | None = None) -> Generator[Event, None, None]:
-        """Stream the answer to the last turn (of question, the turns with a new question, when given), recording
-        it (even partial) in the conversation.
+    def _answer(self, *, question: Conversation | None = None) -> Generator[Event, None, None]:
+        """Stream the answer to the last turn (of question, the conversation planned with a new question, when
+        given), recording it (even partial) in the conversation.
 
         If no answer comes (an error, or Ctrl-C before any text), the conversation and attachments stay as they
-        were before the question (exchanges dropped to make room included), and a question asked again keeps its
+        were before the question (the context it would have left included), and a question asked again keeps its
         previous answer; so the conversation never holds two questions in a row. An error after some text keeps
         that text, as an interrupted answer.
         """
-        before, attachments = list(self.conversation.turns), self.attachments
-        turn = (question or self.conversation.turns)[-1]
+        conversation = self.conversation
+        before = (list(conversation.turns), conversation.context_start, self.attachments)
+        turn = (question or conversation).turns[-1]
         previous = (turn.answer, turn.interrupted)
         parts: list[str] = []
         answered = False
         self.unanswered = False
         try:
             if question is not None:
-                self.conversation.turns[:], self.attachments = question, []
+                conversation.turns[:], conversation.context_start = question.turns, question.context_start
+                self.attachments = []
             turn.answer, turn.interrupted = None, False
-            tokens = self._prompt(self.conversation.messages())[1]
+            tokens = self._prompt(conversation.messages())[1]
             for event in self.loaded.engine.generate(tokens, self.sampling, self.limits):
                 if isinstance(event, TextChunk):
                     parts.append(event.text)
@@ -236,7 +236,7 @@ class ChatSession:
         finally:
             self.unanswered = not answered
             if not answered:
-                self.conversation.turns[:], self.attachments = before, attachments
+                conversation.turns[:], conversation.context_start, self.attachments = before
                 turn.answer, turn.interrupted = previous
             self._save()
 

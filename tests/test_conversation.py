@@ -19,13 +19,54 @@ def _count(messages: list[Message]) -> int:
     return sum(len(m.content) for m in messages)
 
 
-def test_oldest_exchanges_are_dropped_and_the_system_prompt_kept() -> None:
+def test_old_exchanges_leave_the_context_but_stay_in_the_conversation() -> None:
     conv = Conversation(name="c", system="S" * 10,
                         turns=[Turn("a" * 30, "b" * 30), Turn("c" * 30, "d" * 30), Turn("new" * 5)])
     dropped = conv.fit(_count, budget=100)
-    assert dropped == 1
-    assert [t.user[0] for t in conv.turns] == ["c", "n"]
-    assert conv.messages()[0] == Message("system", "S" * 10)
+    assert dropped == 2 and conv.context_start == 2, "down to half the budget: only the new question fits in 50"
+    assert [t.user[0] for t in conv.turns] == ["a", "c", "n"], "nothing is deleted"
+    assert conv.messages() == [Message("system", "S" * 10), Message("user", "new" * 5)]
+
+
+def test_the_context_moves_once_to_half_the_budget_so_later_turns_extend_the_same_prompt() -> None:
+    conv = Conversation(name="c", turns=[Turn("q" * 5, "a" * 5) for _ in range(30)])
+    conv.turns.append(Turn("x" * 5))
+    assert conv.fit(_count, budget=200) > 0
+    assert 40 < _count(conv.messages()) <= 100
+    kept = conv.messages()
+    drops = []
+    for _ in range(5):  # the next turns fit after the kept ones: their prompts extend it (the KV cache holds it)
+        conv.turns[-1].answer = "a" * 5
+        conv.turns.append(Turn("y" * 5))
+        drops.append(conv.fit(_count, budget=200))
+        assert conv.messages()[:len(kept)] == kept
+    assert drops == [0] * 5
+
+
+def test_a_message_over_half_the_budget_keeps_what_fits_beside_it() -> None:
+    conv = Conversation(name="c", turns=[Turn("a" * 15, "b" * 15), Turn("c" * 5, "d" * 5), Turn("x" * 70)])
+    assert conv.fit(_count, budget=100) == 1
+    assert [t.user[0] for t in conv.in_context()] == ["c", "x"]
+
+
+def test_making_room_in_a_long_conversation_renders_it_a_few_times_not_once_per_turn() -> None:
+    calls = []
+
+    def counting(messages: list[Message]) -> int:
+        calls.append(len(messages))
+        return _count(messages)
+
+    conv = Conversation(name="c", turns=[Turn("q" * 50, "a" * 50) for _ in range(2000)] + [Turn("new")])
+    assert conv.fit(counting, budget=1000) > 1900
+    assert len(calls) <= 15, f"{len(calls)} renders"
+    assert len(conv.turns) == 2001
+
+
+def test_a_context_start_past_the_end_after_undo_is_clamped() -> None:
+    conv = Conversation(name="c", turns=[Turn("a", "b")], context_start=5)
+    conv.turns.append(Turn("new"))
+    assert conv.fit(_count, budget=100) == 0 and conv.context_start == 1
+    assert conv.messages() == [Message("user", "new")]
 
 
 def test_a_message_that_can_never_fit_is_an_error_not_truncation() -> None:
@@ -35,12 +76,12 @@ def test_a_message_that_can_never_fit_is_an_error_not_truncation() -> None:
     assert conv.turns[0].user == "x" * 500
 
 
-def test_a_message_that_can_never_fit_drops_no_earlier_exchange() -> None:
+def test_a_message_that_can_never_fit_moves_no_earlier_exchange_out() -> None:
     conv = Conversation(name="c", system="S", turns=[Turn("a" * 20, "b" * 20), Turn("c" * 20, "d" * 20),
                                                      Turn("x" * 500)])
     with pytest.raises(ContextOverflowError, match="needs 501 tokens"):
         conv.fit(_count, budget=100)
-    assert [t.user[0] for t in conv.turns] == ["a", "c", "x"]
+    assert [t.user[0] for t in conv.turns] == ["a", "c", "x"] and conv.context_start == 0
 
 
 def test_messages_alternate_and_end_with_the_open_question() -> None:
@@ -53,18 +94,33 @@ def test_save_and_load_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
     monkeypatch.setattr(config, "_settings", None)
-    conv = Conversation(name="trip", system="be brief", turns=[Turn("hi", "hello", interrupted=True)],
-                        model="smollm2-135m", settings={"temperature": 0.2})
+    conv = Conversation(name="trip", system="be brief",
+                        turns=[Turn("old", "one"), Turn("hi", "hello", interrupted=True)],
+                        model="smollm2-135m", settings={"temperature": 0.2}, context_start=1)
     path = save_conversation(conv)
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     loaded = load_conversation("trip")
     assert loaded.turns == conv.turns and loaded.system == "be brief" and loaded.settings == {"temperature": 0.2}
+    assert loaded.context_start == 1 and loaded.messages() == conv.messages()
     assert json.loads(path.read_text())["format"] == 1
     path.write_text("{not json")
     with pytest.raises(LocalgenError, match="not a valid saved conversation"):
         load_conversation("trip")
     with pytest.raises(UsageError):
         load_conversation("../escape")
+
+
+@pytest.mark.parametrize("start", [-1, 3, "1", True, 1.0])
+def test_a_saved_context_start_that_is_not_a_turn_index_is_refused(start: object, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    _home(tmp_path, monkeypatch)
+    path = save_conversation(Conversation(name="bad", turns=[Turn("a", "b"), Turn("c", "d")]))
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "context_start": start}))
+    with pytest.raises(LocalgenError, match="'context_start' is not a turn index"):
+        load_conversation("bad")
+    path.write_text(json.dumps({k: v for k, v in record.items() if k != "context_start"}))
+    assert load_conversation("bad").context_start == 0, "files saved before context_start existed load"
 
 
 def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -366,3 +366,16 @@ def test_resume_of_an_unknown_name_says_where_the_saved_conversations_are(home: 
     assert child.exitstatus == 1 and "no saved conversation named 'nonexist'" in output
     assert "/list" not in output, "a chat command is no help at the shell"
     assert "conversations" in output and "localgen chat --resume" in output
+
+
+def test_a_full_context_moves_old_exchanges_out_of_it_and_the_file_keeps_them(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "8", "--ctx-size", "512")
+    for number in range(1, 9):
+        state = chat.ask(f"Question {number}: " + "tell me about the sea and its waves " * 12)
+        if state.get("context_start"):
+            break
+    assert "left the model's context to make room; the saved conversation keeps them" in chat.transcript.getvalue()
+    assert len(state["turns"]) == number and 0 < state["context_start"] < number
+    seen = number - state["context_start"]
+    chat.command("/show", f"{number} exchange(s) (the last {seen} in the model's context)")
+    assert chat.quit() == 0

@@ -119,10 +119,29 @@ def test_exchanges_dropped_for_a_question_that_gets_no_answer_come_back(bundled_
         old = [Turn("word " * 150, "answer " * 20), Turn("more " * 150, "reply " * 20)]
         chat.conversation.turns.extend(old)
         start, events = chat.ask("thing " * 150)
-        assert start.dropped == 1 and len(chat.conversation.turns) == 2
+        assert start.dropped == 2 and chat.conversation.context_start == 0, "planned, not yet applied"
         chat.loaded.engine.request_stop()  # Ctrl-C before any text
         assert _answer(events).finish_reason == "interrupted"
-        assert chat.conversation.turns == old
+        assert chat.conversation.turns == old and chat.conversation.context_start == 0
+    finally:
+        chat.loaded.close()
+
+
+def test_a_full_context_makes_room_once_and_the_next_turns_reuse_the_kv_cache(bundled_model: Path) -> None:
+    chat = _session(bundled_model, 512)
+    try:
+        chat.conversation.turns.extend(Turn(f"Tell me fact number {i} about the sea. " * 4, "The sea is deep. " * 8)
+                                       for i in range(12))
+        start, events = chat.ask("Name a fish.")
+        assert start.dropped > 0
+        _answer(events)
+        assert len(chat.conversation.turns) == 13, "the exchanges out of context stay in the conversation"
+        kept = chat.conversation.context_start
+        for question in ("Name a bird.", "Name a tree."):
+            start, events = chat.ask(question)
+            done = _answer(events)
+            assert start.dropped == 0 and chat.conversation.context_start == kept
+            assert done.usage.cached_tokens > done.usage.prompt_tokens - 40, "only the new turn is prefilled"
     finally:
         chat.loaded.close()
 
