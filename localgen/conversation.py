@@ -11,6 +11,7 @@ from pathlib import Path
 
 from localgen.chat import Message
 from localgen.config import settings
+from localgen.conversation_lock import ConversationBusyError, hold, release
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.storage import atomic_write_text
 
@@ -182,9 +183,10 @@ def _check_settings(saved: object) -> None:
 def save_conversation(conversation: Conversation, name: str | None = None) -> Path:
     """Write the conversation atomically (mode 0600); return its path.
 
-    A conversation overwrites only its own file. Its first save takes the first free name among NAME,
-    NAME-2, NAME-3, ... (two chats started in the same second get different files); a new name ("save as")
-    must not belong to another conversation.
+    A conversation overwrites only its own file, which this process holds (see conversation_lock) from its first
+    save or its load until the process ends or the chat moves to another conversation. Its first save takes the
+    first free name among NAME, NAME-2, NAME-3, ... (two chats started in the same second get different files); a
+    new name ("save as") must not belong to another conversation, and the old name is let go.
     """
     folder = conversations_dir()
     try:
@@ -193,13 +195,25 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
         raise LocalgenError(f"could not create {folder}: {exc.strerror or exc}",
                             hint="check free disk space and permissions") from exc
     if name is not None and check_name(name) != conversation.name:
+        taken = UsageError(f"a conversation named '{name}' already exists",
+                           hint=f"choose another name, or /load {name} to continue it")
+        try:
+            newly = hold(folder, name, hint="")
+        except ConversationBusyError:
+            raise taken from None
         try:
             atomic_write_text(folder / f"{name}.json", conversation.to_json(), replace=False)
-        except FileExistsError:
-            raise UsageError(f"a conversation named '{name}' already exists",
-                             hint=f"choose another name, or /load {name} to continue it") from None
+        except BaseException as exc:
+            if newly:
+                release(folder, name)
+            if isinstance(exc, FileExistsError):
+                raise taken from None
+            raise
+        if conversation.on_disk:
+            release(folder, conversation.name)
         conversation.name, conversation.on_disk = name, True
     elif conversation.on_disk:
+        hold(folder, conversation.name, hint="finish that chat first, or /save NAME to go on under another name")
         atomic_write_text(folder / f"{conversation.name}.json", conversation.to_json())
     else:
         conversation.name = _write_under_free_name(folder, conversation)
@@ -208,37 +222,69 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
 
 
 def _write_under_free_name(folder: Path, conversation: Conversation) -> str:
-    """Write a new conversation under its name, or the first free NAME-2, NAME-3, ...; return the name used."""
+    """Write a new conversation under its name, or the first free NAME-2, NAME-3, ...; return the name used.
+
+    A name is held before its file is written, so no other chat can open the new file before this one holds it.
+    """
     base = conversation.name
     for number in range(1, MAX_NAME_SUFFIX + 1):
         candidate = base if number == 1 else f"{base}-{number}"
         conversation.name = candidate  # the file records its own name
         try:
+            hold(folder, candidate, hint="")
+        except ConversationBusyError:
+            continue
+        try:
             atomic_write_text(folder / f"{candidate}.json", conversation.to_json(), replace=False)
             return candidate
         except FileExistsError:
+            release(folder, candidate)
             continue
+        except BaseException:
+            release(folder, candidate)
+            raise
     conversation.name = base
     raise LocalgenError(f"could not find a free name for conversation '{base}' in {folder}",
                         hint="use /save NAME with a new name")
 
 
 def load_conversation(name: str, *, shell: bool = False) -> Conversation:
-    """Read a saved conversation by name (shell: for `chat --resume NAME`, where /list is not at hand)."""
-    path = conversations_dir() / f"{check_name(name)}.json"
+    """Read a saved conversation by name and hold it for this process (shell: for `chat --resume NAME`, where
+    /list is not at hand); ConversationBusyError when another chat has it open."""
+    folder = conversations_dir()
+    path = folder / f"{check_name(name)}.json"
+    if not path.is_file():
+        raise LocalgenError(f"no saved conversation named '{name}'", hint=_missing_hint(shell))
+    newly = hold(folder, name, hint="finish that chat first, or " + (
+        "run `localgen chat` for a new conversation" if shell else "/load another (/list shows them)"))
     try:
-        text = path.read_text(encoding="utf-8")
+        conversation = Conversation.from_json(_read_saved(path, shell), path)
+    except BaseException:
+        if newly:
+            release(folder, name)
+        raise
+    conversation.name = name  # saves go back to this file, whatever name the file claims
+    conversation.on_disk = True
+    return conversation
+
+
+def _read_saved(path: Path, shell: bool) -> str:
+    """The text of a saved conversation file."""
+    try:
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise LocalgenError(f"no saved conversation named '{name}'", hint=_missing_hint(shell)) from None
+        raise LocalgenError(f"no saved conversation named '{path.stem}'", hint=_missing_hint(shell)) from None
     except UnicodeDecodeError:
         raise LocalgenError(f"{path} is not a valid saved conversation (not UTF-8 text)",
                             hint="it was left untouched; start a new chat or load another") from None
     except OSError as exc:
         raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    conversation = Conversation.from_json(text, path)
-    conversation.name = check_name(name)  # saves go back to this file, whatever name the file claims
-    conversation.on_disk = True
-    return conversation
+
+
+def let_go(conversation: Conversation) -> None:
+    """Release this process's hold on a conversation it no longer works on (another chat may open it)."""
+    if conversation.on_disk:
+        release(conversations_dir(), conversation.name)
 
 
 def _missing_hint(shell: bool) -> str:

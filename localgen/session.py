@@ -7,7 +7,7 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import asdict, dataclass, replace
 
 from localgen.chat import Message, compose_user_message
-from localgen.conversation import Conversation, Turn, save_conversation
+from localgen.conversation import Conversation, Turn, let_go, save_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
 from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
@@ -102,8 +102,10 @@ class ChatSession:
         return turn
 
     def reset(self) -> Conversation:
-        """Start a new conversation with the same system prompt; return the previous one (saved if it had changes)."""
+        """Start a new conversation with the same system prompt; return the previous one (saved if it had changes,
+        and let go: another chat may open it)."""
         previous = self.conversation
+        let_go(previous)
         self.conversation = Conversation.new(system=previous.system, model=previous.model)
         self.attachments = []
         return previous
@@ -157,8 +159,10 @@ class ChatSession:
         """Continue a loaded conversation: its settings applied where valid, then overrides (flags given now).
 
         The conversation goes on with the model in use, and records it; nothing is written: the file already holds
-        the conversation, and the next change saves the settings and the model.
+        the conversation, and the next change saves the settings and the model. The previous conversation is let go.
         """
+        if conversation.name != self.conversation.name:
+            let_go(self.conversation)
         self.conversation = conversation
         self._record_model()
         saved = {key: str(value) for key, value in conversation.settings.items()

@@ -379,3 +379,18 @@ def test_a_full_context_moves_old_exchanges_out_of_it_and_the_file_keeps_them(ho
     seen = number - state["context_start"]
     chat.command("/show", f"{number} exchange(s) (the last {seen} in the model's context)")
     assert chat.quit() == 0
+
+
+def test_a_second_chat_cannot_resume_a_conversation_that_is_open(home: Path) -> None:
+    first = Chat(home, "--temperature", "0", "--no-markdown", "-n", "8")
+    name = Path(first.ask("Name a color.")["name"]).name
+    second = spawn_chat(home, "--resume", "--no-markdown")
+    second.expect(pexpect.EOF)
+    second.close()
+    assert second.exitstatus == 1
+    assert f"conversation '{name}' is open in another localgen chat (process {first.child.pid})" in second.before
+    assert "Traceback" not in second.before
+    assert first.quit() == 0
+    resumed = Chat(home, "--resume", "--no-markdown")
+    assert f"resumed {name}: 1 exchange(s)" in resumed.transcript.getvalue()
+    assert resumed.quit() == 0

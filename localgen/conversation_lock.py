@@ -1,0 +1,73 @@
+"""One chat per saved conversation: an advisory lock file held while a process works on it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from localgen.errors import LocalgenError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks, conversations are not guarded
+    fcntl = None  # type: ignore[assignment]
+
+LOCKS_FOLDER = ".locks"
+
+_held: dict[Path, int] = {}  # lock file -> open descriptor, for the conversations this process holds
+
+
+class ConversationBusyError(LocalgenError):
+    """Another process is chatting in this conversation."""
+
+
+def lock_path(folder: Path, name: str) -> Path:
+    """The lock file of conversation name in folder."""
+    return folder / LOCKS_FOLDER / f"{name}.lock"
+
+
+def hold(folder: Path, name: str, hint: str) -> bool:
+    """Hold conversation name for this process; return False when it already did.
+
+    ConversationBusyError (with hint) when another process holds it.
+
+    The lock is released by release(), or by the system when the process ends, however it ends.
+    """
+    path = lock_path(folder, name)
+    if fcntl is None or path in _held:
+        return False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise LocalgenError(f"could not create {path}: {exc.strerror or exc}",
+                            hint="check free disk space and permissions") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        owner = _read_owner(fd)
+        os.close(fd)
+        who = f" (process {owner})" if owner else ""
+        raise ConversationBusyError(f"conversation '{name}' is open in another localgen chat{who}",
+                                    hint=hint) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    _held[path] = fd
+    return True
+
+
+def release(folder: Path, name: str) -> None:
+    """Let other processes open conversation name (a no-op when this process does not hold it)."""
+    fd = _held.pop(lock_path(folder, name), None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _read_owner(fd: int) -> str:
+    """The process id the holder wrote into the lock file, or '' when unreadable."""
+    with contextlib.suppress(OSError, ValueError):
+        return str(int(os.pread(fd, 32, 0).decode("ascii").strip()))
+    return ""

@@ -1,0 +1,90 @@
+"""One chat per saved conversation: another process holding it is refused, and let go it can be opened."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from localgen import config
+from localgen.conversation import Conversation, Turn, conversations_dir, let_go, load_conversation, save_conversation
+from localgen.conversation_lock import ConversationBusyError
+from localgen.errors import UsageError
+
+HOLDER = """
+import sys
+from pathlib import Path
+from localgen.conversation_lock import hold
+try:
+    hold(Path(sys.argv[1]), sys.argv[2], hint="")
+    print("held", flush=True)
+except Exception as exc:
+    print(type(exc).__name__, flush=True)
+sys.stdin.read()
+"""
+
+
+@contextmanager
+def another_process(name: str) -> Iterator[str]:
+    """A second process that tries to hold conversation name until the block ends; yields what it got."""
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, str(conversations_dir()), name],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdin is not None
+    try:
+        yield child.stdout.readline().strip()
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(config, "_settings", None)
+
+
+def test_a_conversation_open_in_another_process_is_refused_with_its_process_id() -> None:
+    save_conversation(Conversation(name="shared", turns=[Turn("a", "b")]))
+    let_go(load_conversation("shared"))
+    with another_process("shared") as got:
+        assert got == "held"
+        with pytest.raises(ConversationBusyError, match=r"'shared' is open in another localgen chat \(process \d+\)") \
+                as caught:
+            load_conversation("shared", shell=True)
+        assert "`localgen chat`" in (caught.value.hint or "")
+    assert load_conversation("shared").turns == [Turn("a", "b")], "free again once the other process ended"
+
+
+def test_a_conversation_this_process_holds_cannot_be_opened_elsewhere_until_let_go() -> None:
+    conversation = Conversation(name="mine")
+    save_conversation(conversation)
+    with another_process("mine") as got:
+        assert got == "ConversationBusyError"
+    let_go(conversation)
+    with another_process("mine") as got:
+        assert got == "held"
+
+
+def test_a_first_save_skips_a_name_another_process_holds() -> None:
+    with another_process("chat-1") as got:
+        assert got == "held"
+        path = save_conversation(Conversation(name="chat-1"))
+    assert path.name == "chat-1-2.json"
+
+
+def test_save_as_refuses_a_name_held_elsewhere_and_lets_the_old_name_go() -> None:
+    conversation = Conversation(name="first")
+    save_conversation(conversation)
+    with another_process("taken") as got:
+        assert got == "held"
+        with pytest.raises(UsageError, match="'taken' already exists"):
+            save_conversation(conversation, "taken")
+    save_conversation(conversation, "second")
+    with another_process("first") as got:
+        assert got == "held", "the chat went on under the new name"
+    with another_process("second") as got:
+        assert got == "ConversationBusyError"
