@@ -305,8 +305,8 @@ def list_conversations() -> list[tuple[str, float]]:
 
 
 def latest_conversation() -> Conversation:
-    """The most recently saved conversation."""
+    """The most recently saved conversation (for `chat --resume`)."""
     entries = list_conversations()
     if not entries:
         raise LocalgenError("there is no saved conversation to resume", hint="start one with `localgen chat`")
-    return load_conversation(entries[0][0])
+    return load_conversation(entries[0][0], shell=True)

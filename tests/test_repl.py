@@ -389,7 +389,7 @@ def test_a_second_chat_cannot_resume_a_conversation_that_is_open(home: Path) -> 
     second.close()
     assert second.exitstatus == 1
     assert f"conversation '{name}' is open in another localgen chat (process {first.child.pid})" in second.before
-    assert "Traceback" not in second.before
+    assert "Traceback" not in second.before and "`localgen chat` for a new conversation" in second.before
     assert first.quit() == 0
     resumed = Chat(home, "--resume", "--no-markdown")
     assert f"resumed {name}: 1 exchange(s)" in resumed.transcript.getvalue()
