@@ -443,6 +443,9 @@ def hubenv_fixture(loopback_hub: HubServer, tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(constants, "HF_HOME", env["HF_HOME"])
     monkeypatch.setattr(constants, "HF_HUB_CACHE", env["HF_HUB_CACHE"])
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    # With telemetry on, huggingface_hub 2.x GETs {ENDPOINT}/api/agent-harnesses once per process to build
+    # its user agent: an extra request in whichever test first calls the Hub (utils/_detect_agent.py).
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True, raising=False)
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True, raising=False)
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", True, raising=False)
     monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", 5, raising=False)
