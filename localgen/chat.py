@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import sys
 import threading
 import time
@@ -304,38 +305,47 @@ class PromptFormat:
                                add_generation_prompt=add_generation_prompt, model_name=self.model_name,
                                hint=self.template_hint)
 
-    def tokenize(self, engine: Engine, text: str, contents: Sequence[str] = ()) -> list[int]:
-        """Tokenize rendered text, adding BOS only when the model wants it and the text lacks it.
+    def tokenize(self, engine: Engine, text: str) -> list[int]:
+        """Tokenize rendered text (a template's control tokens read as such), adding BOS only when the model wants
+        it and the text lacks it."""
+        return engine.tokenize(text, add_special=self._needs_bos(text), parse_special=self.is_chat)
 
-        The template's own text is read with its control tokens; contents (the messages' texts) are not: a
-        message or document that contains '<|im_end|>' gives the model those characters, not a turn's end.
+    def _needs_bos(self, text: str) -> bool:
+        """Whether tokenizing text must add the BOS token."""
+        return self.adds_bos and not (self.bos_token and text.startswith(self.bos_token))
+
+    def prompt(self, engine: Engine, messages: Sequence[Message]) -> tuple[str, list[int]]:
+        """The prompt text and tokens for messages.
+
+        The template's own text is read with its control tokens; the messages' texts are not: a message or
+        document that contains '<|im_end|>' gives the model those characters, not a turn's end. Such a message is
+        rendered as a unique marker (keeping its edge whitespace, which a template may trim), and its text is
+        tokenized on its own in the marker's place, wherever and however often the template put it.
         """
-        has_bos = bool(self.bos_token) and text.startswith(self.bos_token)
-        add_bos = self.adds_bos and not has_bos
-        spans = self._literal_spans(text, contents) if self.is_chat else []
-        if not spans:
-            return engine.tokenize(text, add_special=add_bos, parse_special=self.is_chat)
+        pattern = _control_pattern(self.control_tokens) if self.is_chat else None
+        literal = {i for i, m in enumerate(messages) if pattern is not None and pattern.search(m.content)}
+        if not literal:
+            text = self.render(messages)
+            return text, self.tokenize(engine, text)
+        nonce = secrets.token_hex(8)
+        marked = [Message(m.role, _marked(m.content, nonce, i)) if i in literal else m for i, m in enumerate(messages)]
+        pieces = re.split(f"\ue000{nonce}:(\\d+)\ue001", self.render(marked))
+        texts: list[str] = []
         tokens: list[int] = []
-        start = 0
-        for begin, end in spans:
-            tokens += engine.tokenize(text[start:begin], add_special=add_bos and start == 0, parse_special=True)
-            tokens += engine.tokenize(text[begin:end], add_special=False, parse_special=False)
-            start = end
-        return tokens + engine.tokenize(text[start:], add_special=False, parse_special=True)
+        for number, piece in enumerate(pieces):
+            template_text = number % 2 == 0
+            part = piece if template_text else messages[int(piece)].content.strip()
+            add_bos = number == 0 and self._needs_bos(part)
+            tokens += engine.tokenize(part, add_special=add_bos, parse_special=template_text)
+            texts.append(part)
+        return "".join(texts), tokens
 
-    def _literal_spans(self, text: str, contents: Sequence[str]) -> list[tuple[int, int]]:
-        """Where, in order, the rendered text holds the contents that contain control-token text."""
-        pattern = _control_pattern(self.control_tokens)
-        spans: list[tuple[int, int]] = []
-        position = 0
-        for content in contents:
-            if pattern is None or not content or pattern.search(content) is None:
-                continue
-            begin = text.find(content, position)
-            if begin >= 0:  # a template that changed the content leaves it to the whole-text tokenization
-                spans.append((begin, begin + len(content)))
-                position = begin + len(content)
-        return spans
+
+def _marked(content: str, nonce: str, number: int) -> str:
+    """The marker that stands for message number while rendering, with the message's edge whitespace around it."""
+    core = content.strip()
+    begin = content.index(core) if core else len(content)
+    return f"{content[:begin]}\ue000{nonce}:{number}\ue001{content[begin + len(core):]}"
 
 
 @lru_cache(maxsize=8)

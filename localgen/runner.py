@@ -137,9 +137,11 @@ def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: Mo
         except ModelLoadError as exc:
             if load_options.n_gpu_layers == 0:
                 raise
-            if not retry:
-                raise ModelLoadError(exc.message, hint=f"try fewer --gpu-layers than {load_options.n_gpu_layers}, "
-                                     "or leave it out to let localgen choose") from exc
+            if not retry:  # the cause may be the layers asked for (VRAM), or not: keep what the error said
+                fewer_hint = (f"try fewer --gpu-layers than {load_options.n_gpu_layers}, "
+                              "or leave it out to let localgen choose")
+                raise ModelLoadError(exc.message, hint=f"{exc.hint}; or {fewer_hint}" if exc.hint else fewer_hint,
+                                     exit_code=exc.exit_code) from exc
             before = load_options.n_gpu_layers
             fewer = fewer_gpu_layers(before, shape.n_layer)
             reason = f"llama.cpp could not load {before} GPU layers; retried with {fewer}"
@@ -193,8 +195,7 @@ def _prompt_format(engine: Engine, options: ModelOptions, resolved: ResolvedMode
 
 def prompt_tokens(loaded: LoadedModel, messages: Sequence[Message]) -> list[int]:
     """Render and tokenize messages for the loaded model, refusing prompts that cannot fit."""
-    text = loaded.prompt_format.render(messages)
-    tokens = loaded.prompt_format.tokenize(loaded.engine, text, [m.content for m in messages])
+    tokens = loaded.prompt_format.prompt(loaded.engine, messages)[1]
     loaded.engine.check_fits(len(tokens))
     return tokens
 

@@ -192,9 +192,7 @@ class ChatSession:
         cached = self._rendered
         if cached is not None and cached[0] is self.loaded and cached[1] == messages:
             return cached[2], cached[3]
-        fmt = self.loaded.prompt_format
-        text = fmt.render(messages)
-        tokens = fmt.tokenize(self.loaded.engine, text, [m.content for m in messages])
+        text, tokens = self.loaded.prompt_format.prompt(self.loaded.engine, messages)
         self._rendered = (self.loaded, list(messages), text, tokens)
         return text, tokens
 
