@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import NoReturn
@@ -38,6 +39,43 @@ def exit_on_signals(signals: tuple[int, ...] = ENDING_SIGNALS) -> Iterator[None]
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+class DeferredSignals:
+    """The signals that arrived while deferred."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+
+    def record(self, signum: int, _frame: FrameType | None) -> None:
+        """A signal handler that only notes the signal."""
+        if signum not in self.received:
+            self.received.append(signum)
+
+    def pending(self) -> bool:
+        """True once a deferred signal arrived (work in progress should stop early)."""
+        return bool(self.received)
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[DeferredSignals]:
+    """While active, SIGINT, SIGTERM and SIGHUP are only recorded; on exit, the handlers in place before get them.
+
+    For native allocations: a KeyboardInterrupt raised as a C call returns would lose the pointer it returned, so
+    the memory behind it could never be freed. A signal ending the program is delivered before Ctrl-C.
+    """
+    deferred = DeferredSignals()
+    if threading.current_thread() is not threading.main_thread():  # only the main thread gets Python's handlers
+        yield deferred
+        return
+    previous = {sig: signal.signal(sig, deferred.record) for sig in (signal.SIGINT, *ENDING_SIGNALS)}
+    try:
+        yield deferred
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        for sig in sorted(deferred.received, key=lambda s: s == signal.SIGINT):
+            signal.raise_signal(sig)
 
 
 class StopOnSignal:

@@ -247,3 +247,45 @@ def test_a_load_that_fails_or_is_interrupted_part_way_frees_what_it_allocated(
 def test_sampling_values_that_native_code_would_wrap_or_allocate_for_are_refused(field: str, value: int) -> None:
     with pytest.raises(UsageError, match=f"{field.replace('_', '-')} {value} is out of range"):
         SamplingParams(**{field: value})
+
+
+def _interrupting_load(monkeypatch: pytest.MonkeyPatch, *, before: bool) -> tuple[list[object], list[object]]:
+    """Make the weights' load meet a Ctrl-C (before it starts, or as it returns); return (loaded, freed) models."""
+    import os
+    import signal
+
+    real_load, real_free = lc.llama_model_load_from_file, lc.llama_model_free
+    loaded: list[object] = []
+    freed: list[object] = []
+
+    def load(path: bytes, params: object) -> object:
+        if before:
+            os.kill(os.getpid(), signal.SIGINT)
+        model = real_load(path, params)
+        loaded.append(model)
+        if not before:
+            os.kill(os.getpid(), signal.SIGINT)
+        return model
+
+    def free(model: object) -> None:
+        freed.append(model)
+        real_free(model)
+
+    monkeypatch.setattr(lc, "llama_model_load_from_file", load)
+    monkeypatch.setattr(lc, "llama_model_free", free)
+    return loaded, freed
+
+
+def test_ctrl_c_as_the_weights_finish_loading_still_frees_them(bundled_model: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    loaded, freed = _interrupting_load(monkeypatch, before=False)
+    with pytest.raises(KeyboardInterrupt):
+        Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2))
+    assert loaded and loaded[0] and freed == loaded, "the model the load returned was freed"
+
+
+def test_ctrl_c_during_the_load_stops_it_early(bundled_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    loaded, freed = _interrupting_load(monkeypatch, before=True)
+    with pytest.raises(KeyboardInterrupt):
+        Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2))
+    assert loaded == [None] and freed == [], "llama.cpp gave up the load at its first progress report"

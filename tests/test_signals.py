@@ -116,3 +116,15 @@ def _wait_until_blocked(proc: subprocess.Popen[bytes], read_end: int, timeout: f
         last = pending
         time.sleep(0.5)
     raise AssertionError("the pipe never filled")
+
+
+def test_deferred_signals_are_only_noted_then_delivered_on_exit_ending_signals_first() -> None:
+    from localgen.signals import SignalExit, deferred_signals, exit_on_signals
+
+    with exit_on_signals(), pytest.raises(SignalExit) as ended, deferred_signals() as deferred:
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)
+        assert deferred.received == [signal.SIGINT, signal.SIGTERM] and deferred.pending()
+    assert ended.value.code == 143
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -6,7 +6,7 @@ import codecs
 import ctypes
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from localgen.engine.sampling import build_sampler
 from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
 from localgen.events import DraftStats, Event, Finished, PrefillProgress, TextChunk, Timings, Usage
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from localgen.signals import deferred_signals
 from localgen.speculative import DRAFT_MAX, PromptLookup, check_draft_mode
 from localgen.stopping import StopMatcher
 
@@ -63,15 +64,18 @@ class Engine:
         self._ctx: lc.llama_context_p | None = None
         self._draft_batch: lc.llama_batch | None = None
         try:  # a failure or a Ctrl-C part way frees what was allocated (a model can hold gigabytes)
-            self._load_model(path, options)
+            with deferred_signals() as deferred:  # Ctrl-C lands once each pointer is stored, so it can be freed
+                self._load_model(path, options, stop=deferred.pending)
+                if not deferred.pending():
+                    self._new_context(options)
+                if not deferred.pending():
+                    self._new_draft_batch()
             self._vocab = lc.llama_model_get_vocab(self._model)
-            self._new_context(options)
             self._kv = KvCache(self._ctx)
             self._pieces: dict[int, bytes] = {}
             self._piece_buf = ctypes.create_string_buffer(PIECE_BUFFER_BYTES)
             self._one_token = (lc.llama_token * 1)()
             self._one_batch = lc.llama_batch_get_one(self._one_token, 1)
-            self._new_draft_batch()
             self._stop_requested = False
             self._facts = self._read_facts()
         except BaseException:
@@ -80,11 +84,13 @@ class Engine:
 
     # --- loading -------------------------------------------------------------------------------
 
-    def _load_model(self, path: Path, options: LoadOptions) -> None:
-        """Load the weights into self._model or raise ModelLoadError."""
+    def _load_model(self, path: Path, options: LoadOptions, stop: Callable[[], bool]) -> None:
+        """Load the weights into self._model or raise ModelLoadError; the load gives up early once stop() is true."""
         params = lc.llama_model_default_params()
         params.n_gpu_layers = options.n_gpu_layers
+        params.progress_callback = progress = lc.llama_progress_callback(lambda _done, _data: not stop())
         self._model = lc.llama_model_load_from_file(str(path).encode(), params) or None
+        del progress  # kept alive until here: llama.cpp calls it during the load
         if self._model is None:
             raise ModelLoadError(
                 f"llama.cpp could not load {path}",
