@@ -146,15 +146,18 @@ def measure(engine: Engine, config: BenchConfig, progress: Callable[[str], None]
 
 
 def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, threads_batch: int | None,
-              batch_size: int, ubatch_size: int, flash_attn: str, kv_type: str, offline: bool | None,
+              batch_size: int | None, ubatch_size: int, flash_attn: str, kv_type: str, offline: bool | None,
               progress: Callable[[str], None]) -> BenchResult:
-    """Load a model the way `run` does and benchmark it."""
+    """Load a model the way `run` does and benchmark it.
+
+    batch_size is None when no --batch-size was given (the default is used, and a cap on it is not worth a note).
+    """
     from localgen.runner import ModelOptions, load_model
 
     ctx = config.n_prompt + max(config.n_gen, 256) + CONTEXT_SLACK
     options = ModelOptions(model=model, ctx_size=ctx, threads=threads, threads_batch=threads_batch,
-                           batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
-                           offline=offline)
+                           batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
+                           ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline)
     progress("bench: loading the model")
     try:
         loaded = load_model(options, note=lambda text: progress(f"bench: {text}"))
@@ -163,7 +166,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
                          f"the model's maximum of {exc.maximum:,}", hint="use a smaller -p (or -n)") from exc
     try:
         engine = loaded.engine
-        if engine.n_batch < batch_size != DEFAULT_BATCH_SIZE:  # a --batch-size given, not the default
+        if batch_size is not None and engine.n_batch < batch_size:  # a --batch-size given, and capped
             progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, this run's context (-p and -n)")
         figures = measure(engine, config, progress)
         o = engine.options

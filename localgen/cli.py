@@ -297,6 +297,7 @@ def _from_command_line(ctx: typer.Context, name: str) -> bool:
 
 @app.command()
 def bench(
+    ctx: typer.Context,
     model: ModelOpt = None,
     n_prompt: Annotated[int, typer.Option("--n-prompt", "-p", help="Prompt tokens for the prefill test.")] = 512,
     n_gen: Annotated[int, typer.Option("--n-gen", "-n", help="Tokens for the decode test.")] = 128,
@@ -316,7 +317,8 @@ def bench(
 
     config = BenchConfig(n_prompt=n_prompt, n_gen=n_gen, reps=reps)
     result = run_bench(model=model, config=config, threads=threads, threads_batch=threads_batch,
-                       batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
+                       batch_size=batch_size if _from_command_line(ctx, "batch_size") else None,
+                       ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                        offline=offline or None, progress=console.say)
     print(json.dumps(result.to_dict()) if json_output else format_result(result))
 

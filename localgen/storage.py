@@ -30,8 +30,10 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
                 tmp.write(part)
             tmp.flush()
             os.fsync(tmp.fileno())
-        if replace or _claim_name(tmp_name, path, mode):
+        if replace:
             os.replace(tmp_name, path)
+            tmp_name = None
+        elif _claim_name(tmp_name, path, mode):  # the temp file was renamed to path
             tmp_name = None
         _fsync_directory(path.parent)
     except OSError as exc:
@@ -50,8 +52,11 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
 def _claim_name(tmp_name: str, path: Path, mode: int) -> bool:
     """Put the complete temp file at path only if path does not exist (FileExistsError otherwise).
 
-    A hard link does it in one step; a file system without hard links (FAT, exFAT, some network and FUSE
-    mounts) gets an empty placeholder made with O_EXCL instead, and True: the temp file must replace it.
+    A hard link does it in one step (False: the temp file's name is still there, to remove). A file system without
+    hard links (FAT, exFAT, some network and FUSE mounts) gets an empty placeholder made with O_EXCL instead, that
+    the temp file then replaces (True: the temp file's name is gone). Should that replace fail, or an exception
+    (Ctrl+C, a signal) land before it is done, the placeholder is removed again: no empty file is left to hold the
+    name.
     """
     try:
         os.link(tmp_name, path)
@@ -61,8 +66,27 @@ def _claim_name(tmp_name: str, path: Path, mode: int) -> bool:
     except OSError as exc:
         if exc.errno not in LINKS_UNSUPPORTED:
             raise
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
+    placeholder: os.stat_result | None = None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        try:
+            placeholder = os.fstat(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp_name, path)
+    except BaseException:
+        if placeholder is not None:
+            _remove_placeholder(path, placeholder)
+        raise
     return True
+
+
+def _remove_placeholder(path: Path, placeholder: os.stat_result) -> None:
+    """Remove the empty placeholder _claim_name made at path, if path is still that file and still empty."""
+    with contextlib.suppress(OSError):
+        now = os.lstat(path)
+        if (now.st_dev, now.st_ino) == (placeholder.st_dev, placeholder.st_ino) and now.st_size == 0:
+            os.unlink(path)
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from localgen.bench import BenchConfig, BenchResult, Measurements, Stat, format_result, measure
+from localgen.config import DEFAULT_BATCH_SIZE
 from localgen.console import format_stats
 from localgen.engine import Engine
 from localgen.errors import UsageError
@@ -73,6 +74,14 @@ def test_cli_bench_json() -> None:
     assert "--batch-size" not in result.err and record["n_batch"] < 512, "the default batch size is not the user's"
     given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", "1024")
     assert given.returncode == 0 and f"--batch-size 1024 is capped at {record['n_batch']}" in given.err
+
+
+def test_an_explicit_batch_size_equal_to_the_default_still_gets_the_note() -> None:
+    given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", str(DEFAULT_BATCH_SIZE))
+    assert given.returncode == 0, given.err
+    n_batch = json.loads(given.out)["n_batch"]
+    assert n_batch < DEFAULT_BATCH_SIZE
+    assert f"--batch-size {DEFAULT_BATCH_SIZE} is capped at {n_batch}" in given.err, "given, even if the default"
 
 
 def test_cli_bench_rejects_bad_counts() -> None:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from localgen.errors import ConfigError, LocalgenError
 from localgen.promptcache import PromptCache
 from localgen.registry import load_registry
 from localgen.repl_input import SafeFileHistory, history_damage, open_history
+from localgen.signals import SignalExit
 from localgen.storage import atomic_write_bytes
 from localgen.verify import is_verified, verify_file
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
@@ -555,6 +557,38 @@ def test_a_write_that_must_not_replace_claims_the_name_once(tmp_path: Path, monk
     assert sorted(p.name for p in tmp_path.iterdir()) == ["conversation.json"], "no temp file is left"
 
 
+@pytest.mark.parametrize("failure", [OSError(errno.EIO, "Input/output error"), KeyboardInterrupt(),
+                                     SignalExit(signal.SIGTERM)], ids=["oserror", "ctrl-c", "sigterm"])
+def test_a_failed_claim_without_links_leaves_no_placeholder(failure: BaseException, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "conversation.json"
+    with monkeypatch.context() as patched:  # FAT, exFAT: the empty placeholder, then the rename that fails
+        patched.setattr(storage.os, "link", lambda *_: (_ for _ in ()).throw(OSError(errno.EPERM, "no links")))
+        patched.setattr(storage.os, "replace", lambda *_: (_ for _ in ()).throw(failure))
+        with pytest.raises((LocalgenError, KeyboardInterrupt, SignalExit)):
+            atomic_write_bytes(target, b"first", replace=False)
+    assert list(tmp_path.iterdir()) == [], "neither the placeholder nor the temp file is left"
+    atomic_write_bytes(target, b"second", replace=False)  # the name is free: no FileExistsError
+    assert target.read_bytes() == b"second"
+
+
+def test_an_interrupt_after_the_claim_keeps_the_written_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_replace = os.replace
+
+    def replace_then_interrupt(src: str, dst: str) -> None:
+        real_replace(src, dst)
+        raise KeyboardInterrupt
+
+    target = tmp_path / "conversation.json"
+    with monkeypatch.context() as patched:
+        patched.setattr(storage.os, "link", lambda *_: (_ for _ in ()).throw(OSError(errno.EPERM, "no links")))
+        patched.setattr(storage.os, "replace", replace_then_interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            atomic_write_bytes(target, b"first", replace=False)
+    assert target.read_bytes() == b"first", "only our own empty placeholder is removed"
+    assert [p.name for p in tmp_path.iterdir()] == ["conversation.json"]
+
+
 def test_unwritable_folder_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where a folder should be")
@@ -581,6 +615,8 @@ ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a w
     ("repl_input.py", "os.open(path, os.O_CREAT"): "creates the empty history file with mode 0600 (prompt-toolkit "
                                                    "appends)",
     ("cli.py", 'sys.stderr = open(os.devnull, "w")'): "with stderr closed (2>&-), messages go to /dev/null",
+    ("conversation_lock.py", "os.open(path, os.O_RDWR | os.O_CREAT"): "a lock file: its only content is the "
+                                                                       "holder's process id, for the busy message",
 }
 
 

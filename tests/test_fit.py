@@ -326,6 +326,29 @@ def test_failed_gpu_load_is_retried_with_fewer_layers(bundled_shape: ModelShape)
     assert tried == [31] and "fewer --gpu-layers than 31" in (asked.value.hint or "")
 
 
+@pytest.mark.parametrize(("message", "hint"), [
+    ("could not create a context of 131072 tokens for m.gguf",
+     "try a smaller --ctx-size, or --kv-type q8_0 with --flash-attn on"),
+    ("llama.cpp could not load m.gguf", "the file may be damaged or of an architecture this build does not know; "
+     "run with LOCALGEN_DEBUG=1 for llama.cpp's log"),
+], ids=["context", "weights"])
+def test_given_gpu_layers_keep_the_failures_own_hint(bundled_shape: ModelShape, message: str, hint: str) -> None:
+    from localgen.params import LoadOptions
+    from localgen.runner import open_engine
+
+    def factory(path: Path, options: LoadOptions) -> object:
+        raise ModelLoadError(message, hint=hint)
+
+    plan = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(GpuInfo(name="GPU", total_bytes=8 * GIB,
+                                                                           free_bytes=8 * GIB),)))
+    options = LoadOptions(n_ctx=plan.n_ctx, n_threads=2, n_threads_batch=2, n_gpu_layers=20)
+    with pytest.raises(ModelLoadError) as asked:  # --gpu-layers 20
+        open_engine(Path("m.gguf"), options, plan, bundled_shape, lambda _: None, retry=False, factory=factory)
+    assert asked.value.message == message
+    assert asked.value.hint == f"{hint}; or try fewer --gpu-layers than 20, or leave it out to let localgen choose"
+    assert "\n" not in asked.value.hint
+
+
 # ----------------------------------------------------------------------------- quants on the loopback Hub
 
 
