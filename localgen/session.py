@@ -122,7 +122,8 @@ class ChatSession:
 
         The current model is freed before the new one is planned and loaded, so the plan sees its memory (the
         quant for ORG/REPO without one is chosen before that, counting the current model's memory as free). If the
-        load fails, the current model is loaded again and the error is raised.
+        load fails, the current model is loaded again and the error is raised; a signal that ends the program
+        (SignalExit) is raised at once.
         """
         options = replace(self.options, model=reference, chat_template=None)
         released = False
@@ -136,7 +137,7 @@ class ChatSession:
             new = load_model(options, release=release, held=self.loaded.plan.estimate if self.loaded.plan else None,
                              note=note)
         except BaseException as exc:
-            if released:
+            if released and not isinstance(exc, SystemExit):  # a SIGTERM ends the chat now, without a reload
                 self._reload(exc)
             raise
         self.loaded, self.options = new, options
@@ -149,6 +150,8 @@ class ChatSession:
         has no model: questions are refused until /model loads one)."""
         try:
             self.loaded = load_model(self.options)
+        except SystemExit:
+            raise
         except BaseException as exc:
             what = cause.message if isinstance(cause, LocalgenError) else type(cause).__name__
             why = exc.message if isinstance(exc, LocalgenError) else type(exc).__name__

@@ -163,6 +163,27 @@ def test_when_even_the_reload_fails_the_session_has_no_model_and_says_so(session
     assert session.conversation.turns == []
 
 
+@pytest.mark.parametrize("during", ["switch", "reload"])
+def test_sigterm_during_a_model_switch_ends_it_without_a_reload(session: ChatSession, during: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.signals import SignalExit
+
+    calls: list[str] = []
+
+    def loading(options: ModelOptions, *, release: object = None, **_: object) -> None:
+        calls.append(options.model or "")
+        if callable(release):
+            release()
+        if during == "switch" or len(calls) > 1:
+            raise SignalExit(15)
+        raise ModelLoadError("llama.cpp could not load it")
+
+    monkeypatch.setattr(session_module, "load_model", loading)
+    with pytest.raises(SignalExit):
+        session.switch_model("other-model")
+    assert len(calls) == (1 if during == "switch" else 2)
+
+
 def test_a_turn_renders_and_tokenizes_the_conversation_once(session: ChatSession,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     fmt = session.loaded.prompt_format
