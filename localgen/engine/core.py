@@ -44,7 +44,7 @@ class _ModelFacts:
 
 
 @dataclass(frozen=True)
-class _Finished:
+class _DecodeResult:
     """The decode loop's result, folded into a Finished by generate()."""
 
     text: str
@@ -328,18 +328,18 @@ class Engine:
             yield from self._prefill(prompt, reused)
             prefill_done = time.perf_counter()
             if self._stop_requested:  # no token: no TTFT, and only the chunks evaluated count as prefilled
-                yield _completion("", "interrupted", len(prompt), reused, len(self._kv) - reused, 0,
-                                  started, prefill_done, None, prefill_done)
+                yield _finished("", "interrupted", len(prompt), reused, len(self._kv) - reused, 0,
+                                started, prefill_done, None, prefill_done)
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
             for event in self._decode(prompt, sampling, limits, ignore_eog, drafter):
-                if isinstance(event, _Finished):
-                    completion = _completion(event.text, event.finish, len(prompt), reused, len(prompt) - reused,
-                                             event.generated, started, prefill_done, event.first_token_at,
-                                             event.last_token_at, drafter.stats() if drafter else None, restored)
+                if isinstance(event, _DecodeResult):
+                    finished = _finished(event.text, event.finish, len(prompt), reused, len(prompt) - reused,
+                                         event.generated, started, prefill_done, event.first_token_at,
+                                         event.last_token_at, drafter.stats() if drafter else None, restored)
                     if prefix_cache is not None and event.finish != "interrupted":
                         save_prefix(self._kv, prefix_cache, len(prompt), len(prompt) - reused)
-                    yield completion
+                    yield finished
                 else:
                     yield event
         finally:
@@ -404,7 +404,7 @@ class Engine:
                                 hint="the context may be full; try a larger --ctx-size")
 
     def _decode(self, prompt: Sequence[int], sampling: SamplingParams, limits: GenerationLimits,
-                ignore_eog: bool, drafter: PromptLookup | None) -> Iterator[TextChunk | _Finished]:
+                ignore_eog: bool, drafter: PromptLookup | None) -> Iterator[TextChunk | _DecodeResult]:
         """The decode loop: sample, emit text, feed tokens back (drafts verified in one batch), until a stop."""
         chain = build_sampler(self.n_vocab, sampling, prompt)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -456,7 +456,7 @@ class Engine:
         if tail:
             parts.append(tail)
             yield TextChunk(tail)
-        yield _Finished("".join(parts), finish, generated, first_token_at, last_token_at)
+        yield _DecodeResult("".join(parts), finish, generated, first_token_at, last_token_at)
 
     def _step(self, chain: lc.llama_sampler_p, token: int) -> list[int]:
         """Feed one token to the model and sample the next."""
@@ -501,7 +501,7 @@ class Engine:
         return sampled
 
 
-def _completion(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
+def _finished(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
                 started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
                 draft: DraftStats | None = None, restored: int = 0) -> Finished:
     """Fold the measurements of one generation into its final event (first_token_at None: no token came)."""
