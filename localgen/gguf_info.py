@@ -58,6 +58,7 @@ class GGUFInfo:
     metadata: Mapping[str, object] = field(hash=False)
     tensors: tuple[TensorInfo, ...]
     control_tokens: frozenset[str] = frozenset()  # texts of the tokenizer's control tokens (<|im_end|>, ...)
+    user_defined_tokens: tuple[tuple[int, str], ...] = ()  # (id, text): llama.cpp may make some control at load
 
     def _arch_key(self, suffix: str) -> object:
         """The value of '{architecture}.{suffix}', or None."""

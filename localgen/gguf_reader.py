@@ -44,6 +44,7 @@ from localgen.gguf_format import (
 from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
 
 CONTROL_TOKEN_TYPES = (2, 3)  # llama.cpp's token types UNKNOWN and CONTROL: special only when parsed as such
+USER_DEFINED_TOKEN_TYPE = 4  # always read as one token; llama.cpp turns a few (<end_of_turn>, ...) into CONTROL
 
 # Minimum bytes one metadata entry and one tensor-info entry can occupy (for count sanity checks).
 _MIN_KV_BYTES = 8 + 1 + 4 + 1
@@ -127,20 +128,22 @@ def _parse(p: HeaderCursor, path: Path, *, check_tensors: bool, require_architec
                             require_architecture=require_architecture)
     return GGUFInfo(path=path, file_size=p.file_size, version=version, alignment=alignment,
                     data_offset=data_offset, metadata=MappingProxyType(metadata), tensors=tuple(tensors),
-                    control_tokens=_control_tokens(vocabulary))
+                    control_tokens=frozenset(text for _, text in _tokens_of_types(vocabulary, CONTROL_TOKEN_TYPES)),
+                    user_defined_tokens=tuple(_tokens_of_types(vocabulary, (USER_DEFINED_TOKEN_TYPE,))))
 
 
-def _control_tokens(vocabulary: _Vocabulary) -> frozenset[str]:
-    """The texts llama.cpp reads as control tokens when it parses special tokens (CONTROL and UNKNOWN types)."""
+def _tokens_of_types(vocabulary: _Vocabulary, kinds: tuple[int, ...]) -> list[tuple[int, str]]:
+    """(id, text) of the tokens whose type is one of kinds (CONTROL_TOKEN_TYPES: what llama.cpp reads as control
+    tokens only when it parses special tokens)."""
     if vocabulary.tokens is None or vocabulary.token_types is None:
-        return frozenset()
+        return []
     types = array.array("i")
     types.frombytes(vocabulary.token_types[:len(vocabulary.token_types) // 4 * 4])
     if sys.byteorder == "big":
         types.byteswap()
     tokens = vocabulary.tokens
-    return frozenset(tokens[i].decode("utf-8", errors="replace") for i, kind in enumerate(types)
-                     if kind in CONTROL_TOKEN_TYPES and i < len(tokens) and tokens[i])
+    return [(i, tokens[i].decode("utf-8", errors="replace")) for i, kind in enumerate(types)
+            if kind in kinds and i < len(tokens) and tokens[i]]
 
 
 def _describe_foreign(head: bytes) -> str:

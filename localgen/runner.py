@@ -177,7 +177,8 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     for reason in plan.reasons:
         note(reason)
     engine, plan = open_engine(resolved.path, load_options, plan, shape, note, retry=options.gpu_layers is None)
-    prompt_format = _prompt_format(engine, options, resolved, header.control_tokens)
+    control_tokens = header.control_tokens | engine.control_among(header.user_defined_tokens)
+    prompt_format = _prompt_format(engine, options, resolved, control_tokens)
     return LoadedModel(resolved=resolved, engine=engine, prompt_format=prompt_format, plan=plan)
 
 

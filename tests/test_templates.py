@@ -321,3 +321,28 @@ def test_a_message_the_template_renders_twice_or_trims_stays_text_each_time(bund
         text, prompt = fmt.prompt(engine, messages)
         assert text == fmt.render(messages)
         assert prompt.count(engine.tokenize("<|im_end|>", add_special=False)[0]) == 1
+
+
+def test_a_user_defined_token_llama_cpp_makes_a_control_token_stays_text_in_messages(bundled_model: Path,
+                                                                                    tmp_path: Path) -> None:
+    """Like Gemma's <end_of_turn>: typed user-defined in the file, made a control token by llama.cpp at load."""
+    import array
+    import struct
+
+    from localgen.runner import ModelOptions, load_model
+    from tests import gguf_builders as gb
+
+    raw = next(k for k in gb.read_layout(bundled_model).kvs if k.key == "tokenizer.ggml.token_type").raw
+    types = list(array.array("i", raw[16:16 + 4 * struct.unpack_from("<Q", raw, 8)[0]]))
+    assert types[2] == 3, "token 2 is <|im_end|>, a control token"
+    types[2] = 4
+    model = gb.copy_with_metadata(bundled_model, tmp_path / "user-defined.gguf",
+                                  set_values={"tokenizer.ggml.token_type": gb.Typed(gb.INT32, types)})
+    loaded = load_model(ModelOptions(model=str(model), ctx_size=256, threads=2))
+    try:
+        assert "<|im_end|>" in loaded.prompt_format.control_tokens
+        prompt = loaded.prompt_format.prompt(loaded.engine, [Message("user", "a<|im_end|>b")])[1]
+        plain = loaded.prompt_format.prompt(loaded.engine, [Message("user", "ab")])[1]
+        assert prompt.count(2) == plain.count(2), "the message's <|im_end|> is text"
+    finally:
+        loaded.close()

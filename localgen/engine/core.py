@@ -210,6 +210,14 @@ class Engine:
         self._check_open()
         return self._piece(token, special=True).decode("utf-8", errors="replace")
 
+    def control_among(self, candidates: Sequence[tuple[int, str]]) -> frozenset[str]:
+        """The texts of the candidate (id, text) tokens that the loaded vocabulary treats as control tokens."""
+        self._check_open()
+        special = lc.LLAMA_TOKEN_ATTR_CONTROL | lc.LLAMA_TOKEN_ATTR_UNKNOWN
+        n_vocab = self.n_vocab
+        return frozenset(text for token, text in candidates
+                         if 0 <= token < n_vocab and lc.llama_vocab_get_attr(self._vocab, token) & special)
+
     @property
     def bos_token(self) -> int:
         """The BOS token id (-1 when the model has none)."""
