@@ -241,6 +241,13 @@ class MemoryEstimate:
     ram_bytes: int
     vram_bytes: int
     reclaimable_bytes: int = 0  # file pages of repacked or offloaded weights left mapped (RSS counts them)
+    mapped_bytes: int = 0  # weights used in place from the file's mapping (page cache, which counts as available)
+
+    @property
+    def private_ram_bytes(self) -> int:
+        """The RAM the system does not count as available while the model is loaded (KV cache, buffers, repacked
+        weights): what freeing it gives back."""
+        return self.ram_bytes - self.mapped_bytes
 
     @property
     def rss_bytes(self) -> int:
@@ -318,21 +325,26 @@ def estimate_memory(shape: ModelShape, *, n_ctx: int, kv_type: str = "f16", n_gp
             resident = 2 * shape.n_embd * n_ubatch * FLOAT_BYTES
     ram = weights_cpu + kv_cpu + resident + overhead
     stale = stale_mapped_bytes(shape, set(gpu_layers), output_on_gpu, repack_types)
+    mapped = sum(s.nbytes for s in shape.slots if not _copied(s, set(gpu_layers), output_on_gpu, repack_types))
     return MemoryEstimate(n_ctx=n_ctx, kv_type=kv_type, n_gpu_layers=gpu_count, weights_bytes=shape.weights_bytes,
                           kv_bytes=kv_gpu + kv_cpu, compute_bytes=compute, compute_resident_bytes=resident,
-                          overhead_bytes=overhead, ram_bytes=ram, vram_bytes=vram, reclaimable_bytes=stale)
+                          overhead_bytes=overhead, ram_bytes=ram, vram_bytes=vram, reclaimable_bytes=stale,
+                          mapped_bytes=mapped)
 
 
 def stale_mapped_bytes(shape: ModelShape, gpu_layers: set[int], output_on_gpu: bool,
                        repack_types: frozenset[str]) -> int:
     """Bytes of weights read through the mapping but used from a copy (repacked, or on a GPU) whose file pages
     stay mapped because weights used in place lie before and after them (llama.cpp unmaps only the ends)."""
-    def copied(slot: WeightSlot) -> bool:
-        on_gpu = slot.layer in gpu_layers or (slot.output and output_on_gpu)
-        return on_gpu or (slot.matmul and slot.type_name in repack_types)
-
-    in_place = [s for s in shape.slots if not copied(s)]
+    in_place = [s for s in shape.slots if not _copied(s, gpu_layers, output_on_gpu, repack_types)]
     if not in_place:
         return 0
     first, last = in_place[0].offset, in_place[-1].offset + in_place[-1].nbytes
-    return sum(s.nbytes for s in shape.slots if copied(s) and first <= s.offset < last)
+    return sum(s.nbytes for s in shape.slots
+               if _copied(s, gpu_layers, output_on_gpu, repack_types) and first <= s.offset < last)
+
+
+def _copied(slot: WeightSlot, gpu_layers: set[int], output_on_gpu: bool, repack_types: frozenset[str]) -> bool:
+    """Whether a weight is used from a copy (on a GPU, or repacked for this CPU) rather than in place."""
+    on_gpu = slot.layer in gpu_layers or (slot.output and output_on_gpu)
+    return on_gpu or (slot.matmul and slot.type_name in repack_types)

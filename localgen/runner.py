@@ -166,8 +166,8 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     warning = cpu_only_warning_once(hw)
     if warning:
         note(f"warning: {warning}")
-    resolved = resolve_fitting(options, hw if held is None else hw.after_freeing(held.ram_bytes, held.vram_bytes),
-                               note)
+    freed = hw if held is None else hw.after_freeing(held.private_ram_bytes, held.vram_bytes)
+    resolved = resolve_fitting(options, freed, note)
     header, _ = validate_split(resolved.path)  # every shard is checked in Python before llama.cpp opens it
     if release is not None:
         release()

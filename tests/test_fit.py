@@ -198,6 +198,17 @@ def test_repacked_weights_are_counted_once_and_their_stale_pages_apart(quant_fil
     assert repacked.rss_bytes == repacked.ram_bytes + layer_matrices
 
 
+def test_weights_used_in_place_from_the_mapping_are_not_private_ram(quant_files: dict[str, Path]) -> None:
+    shape = read_shape(quant_files["Q4_0"])
+    plain = estimate_memory(shape, n_ctx=2048)
+    assert plain.mapped_bytes == shape.weights_bytes
+    assert plain.private_ram_bytes == plain.ram_bytes - shape.weights_bytes > 0
+    repacked = estimate_memory(shape, n_ctx=2048, repack_types=frozenset({"Q4_0"}))
+    copies = sum(s.nbytes for s in shape.slots if s.matmul and s.type_name == "Q4_0")
+    assert repacked.mapped_bytes == shape.weights_bytes - copies > 0, "a repacked copy is private memory"
+    assert repacked.private_ram_bytes == plain.private_ram_bytes + copies
+
+
 def test_gpu_estimate_moves_layers_kv_and_compute_to_vram(bundled_shape: ModelShape) -> None:
     cpu = estimate_memory(bundled_shape, n_ctx=4096)
     half = estimate_memory(bundled_shape, n_ctx=4096, n_gpu_layers=15)
@@ -420,7 +431,7 @@ def test_a_model_switch_counts_the_loaded_models_memory_as_free_when_choosing_a_
                        SamplingParams(temperature=0.0), GenerationLimits(max_tokens=2), autosave=False)
     try:
         assert chat.loaded.plan is not None
-        held = chat.loaded.plan.estimate.ram_bytes
+        held = chat.loaded.plan.estimate.private_ram_bytes  # its mapped weights count as available already
         roomy = _limit_between(quant_files, "Q5_0", "Q8_0", n_ctx=1024)
         while_loaded = Hardware(memory=MemoryInfo(total_bytes=roomy, available_bytes=max(roomy - held, 0),
                                                         source="test"),
