@@ -365,26 +365,45 @@ class _Tail:
                 yield Segment.line()
 
 
+SHORT_COLUMN = 12  # a column no wider than this (sizes, dates, quants) stays on one line while the table fits
+
+
 def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None) -> None:
     """A table on stdout: rich on a terminal, tab-separated columns on a pipe; cells are one line of plain text
-    (file headers are untrusted), and only the last column breaks, so names stay whole for copy and paste."""
+    (file headers are untrusted). A table wider than the terminal folds its widest columns, never cuts them."""
     rows = [[one_line(cell) for cell in row] for row in rows]
-    if not sys.stdout.isatty():
-        for row in [headers, *rows]:
-            sys.stdout.write("\t".join(row) + "\n")
-        sys.stdout.flush()
-        return
-    from rich.console import Console
+    if sys.stdout.isatty():
+        from rich.console import Console
+
+        console = Console(highlight=False)
+        if console.width >= 3 * len(headers):  # room for each column's padding and a character
+            console.print(_rich_table(headers, rows, title=title, width=console.width))
+            return
+    for row in [headers, *rows]:
+        sys.stdout.write("\t".join(row) + "\n")
+    sys.stdout.flush()
+
+
+def _rich_table(headers: list[str], rows: list[list[str]], *, title: str | None, width: int) -> Any:
+    """The rich Table for print_table: one line a row when it fits the width, else its widest columns fold."""
     from rich.table import Table
     from rich.text import Text
 
     table = Table(title=title, header_style="bold", box=None, pad_edge=False)
-    for index, header in enumerate(headers):
-        last = index == len(headers) - 1
-        table.add_column(header, overflow="fold", no_wrap=not last, min_width=len(header) if last else None)
+    for header, no_wrap in zip(headers, _unbroken_columns(headers, rows, width), strict=True):
+        table.add_column(header, overflow="fold", no_wrap=no_wrap)
     for row in rows:
         table.add_row(*(Text(cell) for cell in row), style="bold" if row and row[0].startswith("*") else None)
-    Console(highlight=False).print(table)
+    return table
+
+
+def _unbroken_columns(headers: list[str], rows: list[list[str]], width: int) -> list[bool]:
+    """Which columns may stay unbroken: the short ones, when they leave each other column SHORT_COLUMN cells."""
+    from rich.cells import cell_len
+
+    widths = [max(cell_len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+    needed = sum(min(w, SHORT_COLUMN) for w in widths) + 2 * (len(widths) - 1)  # two cells between columns
+    return [w <= SHORT_COLUMN and needed <= width for w in widths]
 
 
 def print_fields(fields: list[tuple[str, str]]) -> None:

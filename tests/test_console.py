@@ -1,8 +1,11 @@
-"""stdout text output (raw text, flushed per piece, ending with exactly one newline) and the terminal answer view."""
+"""stdout text output (raw text, flushed per piece, ending with exactly one newline), the terminal answer view
+and tables."""
 
 from __future__ import annotations
 
 import io
+import re
+import sys
 
 import pytest
 
@@ -193,3 +196,78 @@ def test_the_prefill_line_respects_dumb_terminals_and_no_color(monkeypatch: pyte
     status.update(PrefillProgress(done=512, total=1000))
     status.update(PrefillProgress(done=1000, total=1000))
     assert stream.getvalue() == expected
+
+
+MODELS_LIST = (["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], [
+    ["bartowski/Meta-Llama-3.1-8B-Instruct-GGUF:Q4_K_M", "Q4_K_M", "4.6 GB", "2025-01-01 10:30", "hub",
+     "/home/user/.cache/localgen/hub/bartowski/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"],
+    ["qwen2.5-0.5b", "Q8_0", "531 MB", "never", "bundled", "/opt/localgen/models/qwen2.5-0.5b-instruct-q8_0.gguf"]])
+MODELS_ALL = (["NAME", "REPO", "QUANT", "CONTEXT", "DOWNLOADED", "DESCRIPTION"], [
+    ["qwen2.5-7b-instruct", "Qwen/Qwen2.5-7B-Instruct-GGUF", "Q4_K_M", "32,768", "yes (bundled)",
+     "Qwen 2.5 7B instruct: a strong general-purpose chat model, good at many languages and code"],
+    ["llama3.1-8b", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "Q4_K_M", "131,072", "no",
+     "Meta Llama 3.1 8B instruct"]])
+FIT_TABLE = (["QUANT", "FILE", "WEIGHTS", "KV", "TOTAL", "FITS", "PLAN"], [
+    ["*Q4_K_M", "4.9 GB", "4.6 GiB", "1.0 GiB @ 8,192", "6.1 GiB", "VRAM+RAM",
+     "context 8,192, KV f16, 21/33 layers on the GPU"],
+    [" Q8_0", "8.5 GB", "7.9 GiB", "1.0 GiB @ 8,192", "9.4 GiB", "RAM", "context 8,192, KV f16, CPU only"]])
+TABLES = {"models list": MODELS_LIST, "models list --all": MODELS_ALL, "fit": FIT_TABLE}
+
+
+class _Terminal(io.StringIO):
+    """A stdout that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _table_on_terminal(monkeypatch: pytest.MonkeyPatch, width: int, headers: list[str],
+                       rows: list[list[str]]) -> list[str]:
+    """print_table's lines on a terminal this wide, less styling and trailing spaces."""
+    from localgen.console import print_table
+
+    stdout = _Terminal()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    monkeypatch.setenv("COLUMNS", str(width))
+    print_table(headers, rows)
+    return [line.rstrip() for line in re.sub(r"\x1b\[[0-9;]*m", "", stdout.getvalue()).splitlines()]
+
+
+def _squashed(text: str) -> str:
+    """text without whitespace (a folded or wrapped cell loses only line breaks and spaces)."""
+    return re.sub(r"\s", "", text)
+
+
+def _columns(lines: list[str]) -> list[str]:
+    """Each column's text read top to bottom, whitespace removed: columns are parted by two or more positions blank
+    on every line (the padding between them; no cell here has two spaces in a row)."""
+    width = max(map(len, lines))
+    mask = "".join("x" if any(line[i:i + 1].strip() for line in lines) else " " for i in range(width))
+    return [_squashed("".join(line[start:end] for line in lines)) for start, end in
+            (match.span() for match in re.finditer("x+(?: x+)*", mask))]
+
+
+@pytest.mark.parametrize("width", [60, 80])
+@pytest.mark.parametrize("table", TABLES.values(), ids=TABLES.keys())
+def test_a_table_wider_than_the_terminal_folds_and_keeps_every_character(
+        monkeypatch: pytest.MonkeyPatch, table: tuple[list[str], list[list[str]]], width: int) -> None:
+    headers, rows = table
+    lines = _table_on_terminal(monkeypatch, width, headers, rows)
+    assert max(map(len, lines)) <= width
+    assert _columns(lines) == [_squashed("".join(column)) for column in zip(headers, *rows, strict=True)]
+    if width == 80:  # room enough for the short values (sizes, dates, quants) to stay on one line
+        assert all(any(cell in line for line in lines) for row in rows for cell in row if len(cell) <= 12)
+
+
+@pytest.mark.parametrize("table", TABLES.values(), ids=TABLES.keys())
+def test_a_table_that_fits_the_terminal_has_one_line_a_row(monkeypatch: pytest.MonkeyPatch,
+                                                            table: tuple[list[str], list[list[str]]]) -> None:
+    headers, rows = table
+    lines = _table_on_terminal(monkeypatch, 200, headers, rows)
+    assert [line.split() for line in lines] == [" ".join(row).split() for row in [headers, *rows]]
+
+
+def test_a_terminal_too_narrow_for_the_columns_gets_the_tab_separated_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    headers, rows = MODELS_LIST
+    lines = _table_on_terminal(monkeypatch, 12, headers, rows)
+    assert lines == ["\t".join(row) for row in [headers, *rows]]
