@@ -76,8 +76,9 @@ class Conversation:
         return result
 
     def in_context(self) -> list[Turn]:
-        """The exchanges the model sees: those from context_start on (earlier ones stay saved, out of context)."""
-        return self.turns[self.context_start:]
+        """The exchanges the model sees: those from context_start on, and always the last one (earlier ones stay
+        saved, out of context)."""
+        return self.turns[min(self.context_start, max(len(self.turns) - 1, 0)):]
 
     def fit(self, count_tokens: Callable[[list[Message]], int], budget: int) -> int:
         """Make the prompt fit budget tokens by moving context_start past old exchanges; return how many left.

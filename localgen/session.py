@@ -97,7 +97,6 @@ class ChatSession:
         if not self.conversation.turns:
             raise UsageError("there is nothing to undo", hint="the conversation is empty")
         turn = self.conversation.turns.pop()
-        self.conversation.context_start = min(self.conversation.context_start, len(self.conversation.turns))
         self._save()
         return turn
 

@@ -69,6 +69,12 @@ def test_a_context_start_past_the_end_after_undo_is_clamped() -> None:
     assert conv.messages() == [Message("user", "new")]
 
 
+def test_the_last_exchange_stays_in_context_when_undo_removed_the_ones_after_context_start() -> None:
+    conv = Conversation(name="c", turns=[Turn("a", "b"), Turn("c", "d"), Turn("e", "f")], context_start=2)
+    conv.turns.pop()
+    assert conv.messages() == [Message("user", "c"), Message("assistant", "d")], "/regen has a question to answer"
+
+
 def test_a_message_that_can_never_fit_is_an_error_not_truncation() -> None:
     conv = Conversation(name="c", system="S", turns=[Turn("x" * 500)])
     with pytest.raises(ContextOverflowError, match="needs 501 tokens"):
