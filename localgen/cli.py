@@ -78,10 +78,14 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", callback=_version_callback, is_eager=True,
                                           help="Show the version and exit.")] = False,
 ) -> None:
     """Chat with and generate text from local LLMs."""
+    from localgen.hub_errors import set_running_command
+
+    set_running_command(ctx.invoked_subcommand)
 
 
 @app.command()

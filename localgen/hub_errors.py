@@ -49,14 +49,18 @@ def _download(reference: str) -> str:
     return "run the command again" if command in ("pull", "fit") else f"run `localgen pull {reference}`"
 
 
+_running_command: str | None = None  # the localgen command running now (`pull`, `run`), set by the CLI
+
+
+def set_running_command(name: str | None) -> None:
+    """Record which localgen command is running, so that hints can name what to do next."""
+    global _running_command
+    _running_command = name
+
+
 def _command_name() -> str | None:
-    """The name of the localgen command running now (`pull`, `run`); None when localgen is used as a library."""
-    try:
-        from typer._click.globals import get_current_context  # typer 0.28 ships its own click
-    except ImportError:
-        from click import get_current_context
-    ctx = get_current_context(silent=True)
-    return ctx.command.name if ctx is not None else None
+    """The name of the localgen command running now; None when localgen is used as a library."""
+    return _running_command
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
