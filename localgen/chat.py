@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import sys
 import threading
 import time
@@ -318,34 +317,35 @@ class PromptFormat:
         """The prompt text and tokens for messages.
 
         The template's own text is read with its control tokens; the messages' texts are not: a message or
-        document that contains '<|im_end|>' gives the model those characters, not a turn's end. Such a message is
-        rendered as a unique marker (keeping its edge whitespace, which a template may trim), and its text is
-        tokenized on its own in the marker's place, wherever and however often the template put it.
+        document that contains '<|im_end|>' gives the model those characters, not a turn's end. Before rendering,
+        each control-token text inside a message is defused with a character the messages do not use (so the
+        template still sees, trims or rewrites the message's real text); in the rendered prompt, each defused
+        occurrence is tokenized on its own, as plain text.
         """
         pattern = _control_pattern(self.control_tokens) if self.is_chat else None
-        literal = {i for i, m in enumerate(messages) if pattern is not None and pattern.search(m.content)}
-        if not literal:
+        if pattern is None or not any(pattern.search(m.content) for m in messages):
             text = self.render(messages)
             return text, self.tokenize(engine, text)
-        nonce = secrets.token_hex(8)
-        marked = [Message(m.role, _marked(m.content, nonce, i)) if i in literal else m for i, m in enumerate(messages)]
-        pieces = re.split(f"\ue000{nonce}:(\\d+)\ue001", self.render(marked))
+        mark = _unused_character(messages)
+        defused = self.render([Message(m.role, pattern.sub(lambda found: found[0][0] + mark + found[0][1:],
+                                                           m.content)) for m in messages])
         texts: list[str] = []
         tokens: list[int] = []
-        for number, piece in enumerate(pieces):
-            template_text = number % 2 == 0
-            part = piece if template_text else messages[int(piece)].content.strip()
+        for number, piece in enumerate(_defused_pattern(self.control_tokens, mark).split(defused)):
+            template_text = number % 2 == 0  # the split alternates template text and a defused occurrence
+            part = piece.replace(mark, "")  # a defused text a template cut short is left as plain characters
             add_bos = number == 0 and self._needs_bos(part)
             tokens += engine.tokenize(part, add_special=add_bos, parse_special=template_text)
             texts.append(part)
         return "".join(texts), tokens
 
 
-def _marked(content: str, nonce: str, number: int) -> str:
-    """The marker that stands for message number while rendering, with the message's edge whitespace around it."""
-    core = content.strip()
-    begin = content.index(core) if core else len(content)
-    return f"{content[:begin]}\ue000{nonce}:{number}\ue001{content[begin + len(core):]}"
+def _unused_character(messages: Sequence[Message]) -> str:
+    """A private-use character that no message contains."""
+    for code in range(0xE000, 0xF900):
+        if not any(chr(code) in m.content for m in messages):
+            return chr(code)
+    raise TemplateError("the messages use every private-use character", hint="send less unusual text")
 
 
 @lru_cache(maxsize=8)
@@ -354,6 +354,13 @@ def _control_pattern(tokens: frozenset[str]) -> re.Pattern[str] | None:
     if not tokens:
         return None
     return re.compile("|".join(re.escape(token) for token in sorted(tokens, key=len, reverse=True)))
+
+
+@lru_cache(maxsize=8)
+def _defused_pattern(tokens: frozenset[str], mark: str) -> re.Pattern[str]:
+    """A pattern that splits out control-token texts defused by mark after their first character (captured)."""
+    defused = (re.escape(token[0] + mark + token[1:]) for token in sorted(tokens, key=len, reverse=True))
+    return re.compile(f"({'|'.join(defused)})")
 
 
 def compose_user_message(instruction: str | None, attachments: Sequence[str], *, exact: bool = False) -> str:

@@ -346,3 +346,22 @@ def test_a_user_defined_token_llama_cpp_makes_a_control_token_stays_text_in_mess
         assert prompt.count(2) == plain.count(2), "the message's <|im_end|> is text"
     finally:
         loaded.close()
+
+
+def test_a_template_still_rewrites_a_message_that_contains_control_token_text(bundled_model: Path) -> None:
+    from localgen.engine import Engine
+    from localgen.gguf_reader import read_gguf
+    from localgen.params import LoadOptions
+
+    template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n"
+                "{% if m.role == 'assistant' %}{{ m.content.split('</think>')[-1].lstrip('\\n') }}"
+                "{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}<|im_start|>assistant\n")
+    with Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2)) as engine:
+        fmt = chat.PromptFormat.for_engine(engine, override=template, raw=False, model_name="smollm2",
+                                           control_tokens=read_gguf(bundled_model).control_tokens)
+        messages = [Message("user", "hi"), Message("assistant", "<think>long reasoning</think>\n<|im_end|> ends it."),
+                    Message("user", "ok")]
+        text, prompt = fmt.prompt(engine, messages)
+        assert text == fmt.render(messages) and "long reasoning" not in text, "the template dropped the reasoning"
+        im_end = engine.tokenize("<|im_end|>", add_special=False)[0]
+        assert prompt.count(im_end) == 3, "three turn ends; the answer's <|im_end|> is text"
