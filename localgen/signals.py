@@ -37,8 +37,20 @@ def exit_on_signals(signals: tuple[int, ...] = ENDING_SIGNALS) -> Iterator[None]
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore_handlers(previous)
+
+
+def restore_handlers(previous: dict[int, object]) -> None:
+    """Put signal handlers back, every one of them even when a signal raises part way (SIGINT's last)."""
+    if not previous:
+        return
+    order = sorted(previous, key=lambda sig: sig == signal.SIGINT)
+    sig, rest = order[0], {s: previous[s] for s in order[1:]}
+    handler = previous[sig]
+    try:
+        signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # type: ignore[arg-type]
+    finally:
+        restore_handlers(rest)
 
 
 class DeferredSignals:
@@ -62,20 +74,25 @@ def deferred_signals() -> Iterator[DeferredSignals]:
     """While active, SIGINT, SIGTERM and SIGHUP are only recorded; on exit, the handlers in place before get them.
 
     For native allocations: a KeyboardInterrupt raised as a C call returns would lose the pointer it returned, so
-    the memory behind it could never be freed. A signal ending the program is delivered before Ctrl-C.
+    the memory behind it could never be freed. A signal ending the program is delivered before Ctrl-C. An ignored
+    signal (SIGHUP under nohup) stays ignored.
     """
     deferred = DeferredSignals()
     if threading.current_thread() is not threading.main_thread():  # only the main thread gets Python's handlers
         yield deferred
         return
-    previous = {sig: signal.signal(sig, deferred.record) for sig in (signal.SIGINT, *ENDING_SIGNALS)}
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, *ENDING_SIGNALS)}
+    previous = {sig: handler for sig, handler in previous.items() if handler is not signal.SIG_IGN}
+    for sig in previous:
+        signal.signal(sig, deferred.record)
     try:
         yield deferred
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
-        for sig in sorted(deferred.received, key=lambda s: s == signal.SIGINT):
-            signal.raise_signal(sig)
+        try:
+            restore_handlers(previous)
+        finally:
+            for sig in sorted(deferred.received, key=lambda s: s == signal.SIGINT):
+                signal.raise_signal(sig)
 
 
 class StopOnSignal:
@@ -111,8 +128,7 @@ class StopOnSignal:
 
     def __exit__(self, *exc: object) -> None:
         try:
-            for sig, handler in self._previous.items():
-                signal.signal(sig, handler)  # type: ignore[arg-type]
+            restore_handlers(self._previous)
         finally:  # a signal landing under the restored handler must not skip the reset
             if self._reset is not None:
                 self._reset()

@@ -289,3 +289,17 @@ def test_ctrl_c_during_the_load_stops_it_early(bundled_model: Path, monkeypatch:
     with pytest.raises(KeyboardInterrupt):
         Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2))
     assert loaded == [None] and freed == [], "llama.cpp gave up the load at its first progress report"
+
+
+def test_a_signal_whose_handler_does_not_raise_still_stops_the_load_cleanly(bundled_model: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    loaded, freed = _interrupting_load(monkeypatch, before=False)
+    previous = signal.signal(signal.SIGINT, lambda *_: None)  # a handler that only asks to stop
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert freed == loaded, "no half-made engine: the model was freed"

@@ -128,3 +128,35 @@ def test_deferred_signals_are_only_noted_then_delivered_on_exit_ending_signals_f
         assert deferred.received == [signal.SIGINT, signal.SIGTERM] and deferred.pending()
     assert ended.value.code == 143
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_ignored_signal_stays_ignored_while_deferred() -> None:
+    from localgen.signals import deferred_signals
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with deferred_signals() as deferred:
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.01)
+        assert not deferred.pending() and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def test_every_handler_is_restored_even_when_a_signal_raises_part_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.signals import restore_handlers
+
+    real = signal.signal
+    restored: list[int] = []
+
+    def interrupted(sig: int, handler: object) -> object:
+        restored.append(sig)
+        result = real(sig, handler)  # type: ignore[arg-type]
+        if len(restored) == 1:
+            raise KeyboardInterrupt  # a Ctrl-C landing as the first handler is put back
+        return result
+
+    monkeypatch.setattr(signal, "signal", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        restore_handlers({signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL})
+    assert restored == [signal.SIGTERM, signal.SIGINT], "SIGINT last, and restored after the interruption"

@@ -70,6 +70,8 @@ class Engine:
                     self._new_context(options)
                 if not deferred.pending():
                     self._new_draft_batch()
+            if deferred.pending():  # the handler in place did not raise (it only asked to stop): stop here
+                raise KeyboardInterrupt
             self._vocab = lc.llama_model_get_vocab(self._model)
             self._kv = KvCache(self._ctx)
             self._pieces: dict[int, bytes] = {}
