@@ -131,10 +131,10 @@ class Conversation:
                 raise ValueError("'system' and 'model' must be text")
             _check_settings(settings_)
             start = data.get("context_start", 0)
-            if not isinstance(start, int) or isinstance(start, bool) or not 0 <= start <= len(turns):
+            if not isinstance(start, int) or isinstance(start, bool) or start < 0:
                 raise ValueError("'context_start' is not a turn index")
             return cls(name=check_name(str(data["name"])), system=system, turns=turns,
-                       model=model, settings=settings_, context_start=start,
+                       model=model, settings=settings_, context_start=min(start, max(len(turns) - 1, 0)),
                        created=str(data.get("created", _now())), updated=str(data.get("updated", _now())))
         except (ValueError, KeyError, TypeError, RecursionError, LocalgenError) as exc:
             raise LocalgenError(f"{source} is not a valid saved conversation ({exc})",
@@ -306,8 +306,15 @@ def list_conversations() -> list[tuple[str, float]]:
 
 
 def latest_conversation() -> Conversation:
-    """The most recently saved conversation (for `chat --resume`)."""
+    """The most recently saved conversation that no other chat has open (for `chat --resume`)."""
     entries = list_conversations()
     if not entries:
         raise LocalgenError("there is no saved conversation to resume", hint="start one with `localgen chat`")
-    return load_conversation(entries[0][0], shell=True)
+    busy: ConversationBusyError | None = None
+    for name, _ in entries:
+        try:
+            return load_conversation(name, shell=True)
+        except ConversationBusyError as exc:  # a running chat saves often, so its conversation is the newest
+            busy = busy or exc
+    assert busy is not None
+    raise busy

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from pathlib import Path
 
@@ -14,6 +15,8 @@ except ImportError:  # Windows: no advisory locks, conversations are not guarded
     fcntl = None  # type: ignore[assignment]
 
 LOCKS_FOLDER = ".locks"
+
+log = logging.getLogger("localgen.conversation")
 
 _held: dict[Path, int] = {}  # lock file -> open descriptor, for the conversations this process holds
 
@@ -28,7 +31,7 @@ def lock_path(folder: Path, name: str) -> Path:
 
 
 def hold(folder: Path, name: str, hint: str) -> bool:
-    """Hold conversation name for this process; return False when it already did.
+    """Hold conversation name for this process; return False when it already did (or the file system has no locks).
 
     ConversationBusyError (with hint) when another process holds it.
 
@@ -45,12 +48,16 @@ def hold(folder: Path, name: str, hint: str) -> bool:
                             hint="check free disk space and permissions") from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except BlockingIOError:
         owner = _read_owner(fd)
         os.close(fd)
         who = f" (process {owner})" if owner else ""
         raise ConversationBusyError(f"conversation '{name}' is open in another localgen chat{who}",
                                     hint=hint) from None
+    except OSError as exc:  # a file system without locks (ENOLCK, EOPNOTSUPP): chats go unguarded there
+        os.close(fd)
+        log.debug("no lock for conversation %s: %s", name, exc)
+        return False
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     _held[path] = fd

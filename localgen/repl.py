@@ -26,7 +26,7 @@ from localgen.repl_input import (
     parse_command,
     unwrap_block,
 )
-from localgen.session import SETTING_NAMES, ChatSession
+from localgen.session import SETTING_NAMES, ChatSession, TurnStart
 from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal, exit_on_signals
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 
@@ -117,9 +117,7 @@ class Repl:
                 text = text.replace("/", "", 1)
             if text.strip():
                 start, events = self.session.ask(text)
-                dropped = (f"[{start.dropped} earlier exchange(s) left the model's context to make room; "
-                           "the saved conversation keeps them]") if start.dropped else None
-                self._show_answer(events, notice=dropped)
+                self._show_answer(events, notice=_room_notice(start))
                 if self.session.unanswered and self.session.attachments:
                     console.say(f"[no answer: the {len(self.session.attachments)} attached file(s) wait for your "
                                 "next message]")
@@ -235,7 +233,8 @@ class Repl:
         console.say(f"dropped: {turn.user[:60]!r}")
 
     def _regen(self, _: str) -> None:
-        self._show_answer(self.session.regenerate())
+        start, events = self.session.regenerate()
+        self._show_answer(events, notice=_room_notice(start))
 
     def _file(self, argument: str) -> None:
         if not argument:
@@ -301,6 +300,14 @@ class Repl:
 
     def _exit(self, _: str) -> None:
         self._running = False
+
+
+def _room_notice(start: TurnStart) -> str | None:
+    """What making room for a turn did, when it moved exchanges out of the model's context."""
+    if not start.dropped:
+        return None
+    return (f"[{start.dropped} earlier exchange(s) left the model's context to make room; "
+            "the saved conversation keeps them]")
 
 
 def _exchanges(conversation: Conversation) -> str:

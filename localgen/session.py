@@ -86,17 +86,23 @@ class ChatSession:
         dropped = planned.fit(self._count, self._budget())
         return TurnStart(dropped=dropped), self._answer(question=planned)
 
-    def regenerate(self) -> Generator[Event, None, None]:
-        """Answer the last question again (the old answer stays if the new one fails before it starts)."""
-        if not self.conversation.turns:
+    def regenerate(self) -> tuple[TurnStart, Generator[Event, None, None]]:
+        """Answer the last question again (the old answer stays if the new one fails before it starts), making
+        room as a new question does (a smaller model's context, a longer system prompt)."""
+        turns = self.conversation.turns
+        if not turns:
             raise UsageError("there is no question to answer again", hint="ask something first")
-        return self._answer()
+        planned = replace(self.conversation, turns=[*turns[:-1], Turn(user=turns[-1].user)])
+        dropped = planned.fit(self._count, self._budget())
+        return TurnStart(dropped=dropped), self._answer(question=planned)
 
     def undo(self) -> Turn:
         """Drop the last exchange."""
         if not self.conversation.turns:
             raise UsageError("there is nothing to undo", hint="the conversation is empty")
-        turn = self.conversation.turns.pop()
+        conversation = self.conversation
+        turn = conversation.turns.pop()
+        conversation.context_start = min(conversation.context_start, max(len(conversation.turns) - 1, 0))
         self._save()
         return turn
 

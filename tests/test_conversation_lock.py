@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from localgen import config
-from localgen.conversation import Conversation, Turn, conversations_dir, let_go, load_conversation, save_conversation
+from localgen.conversation import (
+    Conversation,
+    Turn,
+    conversations_dir,
+    latest_conversation,
+    let_go,
+    load_conversation,
+    save_conversation,
+)
 from localgen.conversation_lock import ConversationBusyError
 from localgen.errors import UsageError
 
@@ -88,3 +96,35 @@ def test_save_as_refuses_a_name_held_elsewhere_and_lets_the_old_name_go() -> Non
         assert got == "held", "the chat went on under the new name"
     with another_process("second") as got:
         assert got == "ConversationBusyError"
+
+
+def test_a_file_system_without_locks_leaves_chats_unguarded_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import fcntl
+
+    def no_locks(*_: object) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    path = save_conversation(Conversation(name="plain", turns=[Turn("a", "b")]))
+    assert path.name == "plain.json", "the first name is taken, not skipped as busy"
+    assert load_conversation("plain").turns == [Turn("a", "b")]
+
+
+def test_resume_without_a_name_skips_the_conversations_other_chats_have_open() -> None:
+    import os
+
+    for number, name in enumerate(["older", "newer"]):
+        conversation = Conversation(name=name, turns=[Turn(name, "x")])
+        os.utime(save_conversation(conversation), (1000 + number, 1000 + number))
+        let_go(conversation)
+    with another_process("newer") as got:
+        assert got == "held"
+        assert latest_conversation().name == "older"
+        with another_process("older") as also:
+            assert also == "ConversationBusyError", "this process holds it now"
+    let_go(load_conversation("older"))
+    with another_process("older") as first, another_process("newer") as second:
+        assert first == second == "held"
+        with pytest.raises(ConversationBusyError, match="'newer' is open"):
+            latest_conversation()

@@ -51,7 +51,7 @@ def test_a_turn_that_fails_before_answering_leaves_no_question_behind(session: C
 
     monkeypatch.setattr(session, "_prompt", broken)
     with pytest.raises(TemplateError):
-        _answer(session.regenerate())
+        _answer(session.regenerate()[1])
     assert _exchanges(session) == [("Name a color.", first)], "a failed /regen keeps the previous answer"
     with pytest.raises(TemplateError):
         _answer(session.ask("Name an animal.")[1])
@@ -60,11 +60,11 @@ def test_a_turn_that_fails_before_answering_leaves_no_question_behind(session: C
 
 def test_ctrl_c_before_any_text_keeps_the_previous_answer(session: ChatSession) -> None:
     first = _answer(session.ask("Name a color.")[1]).text
-    events = session.regenerate()
+    events = session.regenerate()[1]
     session.loaded.engine.request_stop()  # Ctrl-C while the prompt is prepared
     assert _answer(events).finish_reason == "interrupted"
     assert _exchanges(session) == [("Name a color.", first)]
-    assert _answer(session.regenerate()).text == first
+    assert _answer(session.regenerate()[1]).text == first
 
 
 def test_a_failed_model_switch_keeps_a_working_model(session: ChatSession, bundled_model: Path,
@@ -203,7 +203,7 @@ def test_a_turn_renders_and_tokenizes_the_conversation_once(session: ChatSession
 
 def test_while_regenerating_the_prompt_text_is_the_one_being_answered(session: ChatSession) -> None:
     first = _answer(session.ask("Name a color.")[1]).text
-    events = iter(session.regenerate())
+    events = iter(session.regenerate()[1])
     next(events)  # the generation has started: what the REPL's thinking check reads now
     assert session.prompt_text().endswith("<|im_start|>assistant\n") and first not in session.prompt_text()
     assert _answer(events).text == first
@@ -327,3 +327,32 @@ def test_a_loaded_conversation_goes_on_with_the_model_in_use(session: ChatSessio
     saved = Conversation(name="old", turns=[Turn("q", "a")], model="qwen2.5-1.5b")
     session.replace_conversation(saved)
     assert session.conversation is saved and saved.model == str(bundled_model)
+
+
+def test_regen_makes_room_when_the_conversation_no_longer_fits(bundled_model: Path) -> None:
+    chat = _session(bundled_model, 512)
+    try:
+        chat.conversation.turns.extend(Turn("word " * 100, "answer " * 20) for _ in range(4))  # ~560 tokens
+        start, events = chat.regenerate()
+        assert start.dropped > 0 and _answer(events).finish_reason in ("stop", "length")
+        assert len(chat.conversation.turns) == 4 and chat.conversation.context_start == start.dropped
+    finally:
+        chat.loaded.close()
+
+
+def test_undo_after_the_context_moved_leaves_a_conversation_that_loads_again(bundled_model: Path) -> None:
+    chat = _session(bundled_model, 512)
+    try:
+        chat.conversation.turns.extend(Turn(f"Fact {i} about the sea. " * 8, "The sea is deep. " * 8)
+                                       for i in range(10))
+        start, events = chat.ask("Name a fish.")
+        _answer(events)
+        assert start.dropped > 2
+        for _ in range(4):
+            chat.undo()
+        conversation = chat.conversation
+        assert conversation.context_start <= len(conversation.turns) - 1
+        again = Conversation.from_json(conversation.to_json(), Path("saved.json"))
+        assert again.context_start == conversation.context_start and again.messages() == conversation.messages()
+    finally:
+        chat.loaded.close()
