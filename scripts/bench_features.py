@@ -6,6 +6,7 @@ Usage:
   python scripts/bench_features.py draft [--rounds 5] [--sampling greedy|default]
   python scripts/bench_features.py draftbound [--rounds 10]
   python scripts/bench_features.py batchcost [--depths 200 700]
+  python scripts/bench_features.py fullchat [--turns 600] [--ctx 2048]
 
 promptcache: per round, `localgen cache clear`, then `localgen run -f doc.txt "q1"` (cold; saves the prefill)
 and `localgen run -f doc.txt "q2"` (restores it), plus `--no-cache "q2"` as a cold reference; TTFT is the
@@ -19,6 +20,9 @@ once, the cost of verify batches of every size is timed at that depth, and the s
 oracle drafter that drafts exactly the tokens the model will accept (and for the best fixed draft length).
 
 batchcost: the time of one llama_decode of b tokens relative to one token, at given KV depths.
+
+fullchat: a chat with --turns saved exchanges in a --ctx context: the time to make room for the next question,
+and how many prompt tokens the turns after it reuse.
 """
 
 from __future__ import annotations
@@ -253,6 +257,31 @@ def bench_draftbound(args: argparse.Namespace) -> None:
     loaded.close()
 
 
+def bench_fullchat(args: argparse.Namespace) -> None:
+    """A chat whose context is full: the time to make room for a question, and the turns after it."""
+    from localgen.conversation import Conversation, Turn
+    from localgen.events import Finished
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.runner import ModelOptions, load_model
+    from localgen.session import ChatSession
+
+    options = ModelOptions(model=args.model, ctx_size=args.ctx, threads=args.threads, offline=True)
+    chat = ChatSession(load_model(options), options, Conversation.new(system="Be brief.", model=None),
+                       SamplingParams(temperature=0.0), GenerationLimits(max_tokens=8), autosave=False)
+    chat.conversation.turns.extend(Turn(f"Question {i} about the sea?", f"Answer {i}: the sea is deep.")
+                                   for i in range(args.turns))
+    print(f"\n{args.turns} saved exchanges, context {args.ctx} tokens")
+    for number, question in enumerate(("Name a fish.", "Name a bird.", "Name a tree.", "Name a stone.")):
+        started = time.perf_counter()
+        start, events = chat.ask(question)
+        planned = time.perf_counter() - started
+        done = [e for e in events if isinstance(e, Finished)][-1]
+        total = time.perf_counter() - started
+        print(f"  turn {number + 1}: making room {planned:.3f} s ({start.dropped} exchanges left the context), "
+              f"turn {total:.2f} s, {done.usage.cached_tokens}/{done.usage.prompt_tokens} prompt tokens reused")
+    chat.loaded.close()
+
+
 def main() -> None:
     """Parse arguments and run one benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -277,9 +306,14 @@ def main() -> None:
     bc.add_argument("--flash-attn", default="auto")
     bc.add_argument("--model", default=None)
     bc.add_argument("--threads", type=int, default=None)
+    fc = sub.add_parser("fullchat")
+    fc.add_argument("--turns", type=int, default=600)
+    fc.add_argument("--ctx", type=int, default=2048)
+    fc.add_argument("--model", default=None)
+    fc.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     {"promptcache": bench_promptcache, "draft": bench_draft, "batchcost": bench_batchcost,
-     "draftbound": bench_draftbound}[args.what](args)
+     "draftbound": bench_draftbound, "fullchat": bench_fullchat}[args.what](args)
 
 
 if __name__ == "__main__":
