@@ -1,5 +1,5 @@
 """Allow `python -m localgen`."""
 
-from localgen.cli import main
+from localgen.launcher import main
 
 main()

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import signal
 import subprocess
 import sys
 import termios
 import time
+from pathlib import Path
 
 import pytest
 import typer
@@ -160,3 +162,20 @@ def test_every_handler_is_restored_even_when_a_signal_raises_part_way(monkeypatc
     with pytest.raises(KeyboardInterrupt):
         restore_handlers({signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL})
     assert restored == [signal.SIGTERM, signal.SIGINT], "SIGINT last, and restored after the interruption"
+
+
+def test_ctrl_c_while_the_cli_starts_exits_130_without_a_traceback(tmp_path: Path) -> None:
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path)}
+    outcomes = []
+    for attempt in range(24):
+        child = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-n", "1", "hi"], env=env,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.03 + 0.0025 * attempt)  # while Python imports typer, rich and the CLI (~0.035-0.07 s here)
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+        outcomes.append((child.returncode, err))
+    # Python's own start-up (site, runpy, the import of the entry module) can still be interrupted
+    ours = [(code, err) for code, err in outcomes
+            if re.search(r"[/\\]localgen[/\\](?!__main__\.py)\w+\.py", err) or "Traceback" not in err]
+    assert all("Traceback" not in err and "Exception ignored" not in err for _, err in ours), ours
+    assert {code for code, _ in ours} <= {130, -signal.SIGINT}, ours

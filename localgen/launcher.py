@@ -1,0 +1,26 @@
+"""The `localgen` entry point: Ctrl-C while the CLI's modules load ends the program as it does later."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+EXIT_CTRL_C = 128 + signal.SIGINT
+
+
+def main() -> None:
+    """Load the CLI with Ctrl-C only noted, then run it; Ctrl-C before the CLI handles it exits 130, no traceback."""
+    noted: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: noted.append(signum))
+    try:
+        from localgen import console  # noqa: F401 (the CLI's first import)
+        from localgen.cli import main as run_cli
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        if noted:
+            raise KeyboardInterrupt
+        run_cli()
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        sys.exit(EXIT_CTRL_C)
