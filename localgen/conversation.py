@@ -99,8 +99,9 @@ class Conversation:
         last = len(self.turns) - 1
         alone = tokens_from(last)
         if alone > budget:
+            needs = ("this message and the system prompt need", "them") if self.system else ("this message needs", "it")
             raise ContextOverflowError(
-                f"this message needs {alone:,} tokens but only {budget:,} are free for it in the context",
+                f"{needs[0]} {alone:,} tokens but only {budget:,} are free for {needs[1]} in the context",
                 hint="shorten the message or the system prompt (or attachments), or start the chat with a larger "
                      "--ctx-size if the model allows one (/show tells)",
             )
@@ -198,10 +199,7 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
     if name is not None and check_name(name) != conversation.name:
         taken = UsageError(f"a conversation named '{name}' already exists",
                            hint=f"choose another name, or /load {name} to continue it")
-        try:
-            newly = hold(folder, name, hint="")
-        except ConversationBusyError:
-            raise taken from None
+        newly = hold(folder, name, hint="choose another name")
         try:
             atomic_write_text(folder / f"{name}.json", conversation.to_json(), replace=False)
         except BaseException as exc:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Generator
 from prompt_toolkit import PromptSession
 
 from localgen import console
-from localgen.conversation import Conversation, list_conversations, load_conversation, save_conversation
+from localgen.conversation import Conversation, list_conversations, load_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import expand_user_path, read_file_input
@@ -65,7 +65,7 @@ class Repl:
         if not engine.is_open:
             return " no model loaded │ /model NAME │ /help"
         speed = self.session.last.timings.decode_tokens_per_s if self.session.last else 0.0
-        attached = f"{len(self.session.attachments)} file(s) attached │ " if self.session.attachments else ""
+        attached = f"{counted(len(self.session.attachments), 'file')} attached │ " if self.session.attachments else ""
         return (f" {self.session.loaded.resolved.display_name} │ {engine.kv_tokens:,}/{engine.n_ctx:,} tokens │ "
                 f"{attached}{speed:.1f} tok/s │ /help")
 
@@ -119,7 +119,7 @@ class Repl:
                 start, events = self.session.ask(text)
                 self._show_answer(events, notice=_room_notice(start))
                 if self.session.unanswered and self.session.attachments:
-                    console.say(f"[no answer: the {len(self.session.attachments)} attached file(s) wait for your "
+                    console.say(f"[no answer: {counted(len(self.session.attachments), 'attached file')} wait for your "
                                 "next message]")
             return
         handler = self._handlers.get(command.name)
@@ -213,7 +213,8 @@ class Repl:
         if loaded.plan is not None:
             console.say(f"plan: {loaded.plan.describe()}")
         console.say("settings: " + ", ".join(f"{k}={v}" for k, v in self.session.settings().items()))
-        console.say(f"system: {self.session.conversation.system or '(none)'}")
+        system = self.session.conversation.system
+        console.say(f"system: {brief(system) if system else '(none)'}")
         console.say(f"conversation: {self.session.conversation.name}, {_exchanges(self.session.conversation)}")
 
     def _stats(self, _: str) -> None:
@@ -253,7 +254,7 @@ class Repl:
         console.say(f"attached {path} ({len(text):,} characters) to the next message")
 
     def _save(self, argument: str) -> None:
-        path = save_conversation(self.session.conversation, argument or None)
+        path = self.session.save(argument or None)
         console.say(f"saved to {path}")
 
     def _load(self, argument: str) -> None:
@@ -272,7 +273,7 @@ class Repl:
         """Exchanges, system prompt and settings of the current conversation, for /load and --resume."""
         conversation = self.session.conversation
         settings = ", ".join(f"{k}={v}" for k, v in self.session.settings().items())
-        system = f"system prompt {conversation.system!r}" if conversation.system else "no system prompt"
+        system = f"system prompt {brief(conversation.system)!r}" if conversation.system else "no system prompt"
         return f"{_exchanges(conversation)}, {system}; settings: {settings}"
 
     def _list(self, _: str) -> None:
@@ -302,18 +303,28 @@ class Repl:
         self._running = False
 
 
+def counted(number: int, noun: str) -> str:
+    """'1 exchange', '3 exchanges'."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def brief(text: str, limit: int = 80) -> str:
+    """Text cut to about limit characters, saying how long it was (a system prompt in a summary line)."""
+    return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text):,} characters)"
+
+
 def _room_notice(start: TurnStart) -> str | None:
     """What making room for a turn did, when it moved exchanges out of the model's context."""
     if not start.dropped:
         return None
-    return (f"[{start.dropped} earlier exchange(s) left the model's context to make room; "
+    return (f"[{counted(start.dropped, 'earlier exchange')} left the model's context to make room; "
             "the saved conversation keeps them]")
 
 
 def _exchanges(conversation: Conversation) -> str:
     """How many exchanges a conversation has, and how many of them the model still sees when not all."""
     total, seen = len(conversation.turns), len(conversation.in_context())
-    return f"{total} exchange(s)" + (f" (the last {seen} in the model's context)" if seen < total else "")
+    return counted(total, "exchange") + (f" (the last {seen} in the model's context)" if seen < total else "")
 
 
 def _kept(previous: Conversation) -> str:

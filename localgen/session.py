@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 from localgen.chat import Message, compose_user_message
 from localgen.conversation import Conversation, Turn, let_go, save_conversation
-from localgen.errors import LocalgenError, UsageError
+from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
 from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
 from localgen.resolve import ResolvedModel
@@ -116,7 +117,13 @@ class ChatSession:
         return previous
 
     def set_system(self, text: str) -> None:
-        """Replace the system prompt."""
+        """Replace the system prompt (one that leaves no room for a message in the context is refused)."""
+        if text:
+            size, budget = self._count([Message("system", text)]), self._budget()
+            if size >= budget:
+                raise UsageError(f"the system prompt takes {size:,} tokens, and the context leaves {budget:,} for "
+                                 "the whole conversation", hint="shorten it, or start the chat with a larger "
+                                 "--ctx-size if the model allows one (/show tells)")
         self.conversation.system = text or None
         self._save()
 
@@ -147,6 +154,7 @@ class ChatSession:
             raise
         self.loaded, self.options = new, options
         self._record_model()
+        self._replan_context()
         self._save()
         return new
 
@@ -167,7 +175,8 @@ class ChatSession:
         """Continue a loaded conversation: its settings applied where valid, then overrides (flags given now).
 
         The conversation goes on with the model in use, and records it; nothing is written: the file already holds
-        the conversation, and the next change saves the settings and the model. The previous conversation is let go.
+        the conversation, and the next change saves the settings and the model. The previous conversation is let go,
+        and earlier exchanges that fit this model's context come back into it.
         """
         if conversation.name != self.conversation.name:
             let_go(self.conversation)
@@ -177,6 +186,18 @@ class ChatSession:
                  if key in SETTING_NAMES and value is not None}
         for key, value in (saved | dict(overrides or {})).items():
             self._apply_setting(key, value)
+        self._replan_context()
+
+    def _replan_context(self) -> None:
+        """Bring back into the model's context every earlier exchange that fits it now (a resumed chat's larger
+        --ctx-size, another model's); the whole prompt is computed afresh anyway."""
+        conversation = self.conversation
+        conversation.context_start = 0
+        if conversation.turns:
+            try:
+                conversation.fit(self._count, self._budget())
+            except ContextOverflowError:  # the last exchange alone is too long: the next question says so
+                conversation.context_start = len(conversation.turns) - 1
 
     # --- internals -----------------------------------------------------------------------------
 
@@ -250,11 +271,15 @@ class ChatSession:
                 turn.answer, turn.interrupted = previous
             self._save()
 
+    def save(self, name: str | None = None) -> Path:
+        """Save the conversation with the current settings (name: save as, and go on under that name)."""
+        self.conversation.settings = self.settings()
+        return save_conversation(self.conversation, name)
+
     def _save(self) -> None:
         """Autosave the conversation after every change."""
         if self.autosave:
-            self.conversation.settings = self.settings()
-            save_conversation(self.conversation)
+            self.save()
 
 
 def model_reference(resolved: ResolvedModel) -> str:

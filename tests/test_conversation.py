@@ -77,7 +77,7 @@ def test_the_last_exchange_stays_in_context_when_undo_removed_the_ones_after_con
 
 def test_a_message_that_can_never_fit_is_an_error_not_truncation() -> None:
     conv = Conversation(name="c", system="S", turns=[Turn("x" * 500)])
-    with pytest.raises(ContextOverflowError, match="needs 501 tokens"):
+    with pytest.raises(ContextOverflowError, match="this message and the system prompt need 501 tokens"):
         conv.fit(_count, budget=100)
     assert conv.turns[0].user == "x" * 500
 
@@ -85,7 +85,7 @@ def test_a_message_that_can_never_fit_is_an_error_not_truncation() -> None:
 def test_a_message_that_can_never_fit_moves_no_earlier_exchange_out() -> None:
     conv = Conversation(name="c", system="S", turns=[Turn("a" * 20, "b" * 20), Turn("c" * 20, "d" * 20),
                                                      Turn("x" * 500)])
-    with pytest.raises(ContextOverflowError, match="needs 501 tokens"):
+    with pytest.raises(ContextOverflowError, match="this message and the system prompt need 501 tokens"):
         conv.fit(_count, budget=100)
     assert [t.user[0] for t in conv.turns] == ["a", "c", "x"] and conv.context_start == 0
 

@@ -21,7 +21,6 @@ from localgen.conversation import (
     save_conversation,
 )
 from localgen.conversation_lock import ConversationBusyError
-from localgen.errors import UsageError
 
 HOLDER = """
 import sys
@@ -89,8 +88,9 @@ def test_save_as_refuses_a_name_held_elsewhere_and_lets_the_old_name_go() -> Non
     save_conversation(conversation)
     with another_process("taken") as got:
         assert got == "held"
-        with pytest.raises(UsageError, match="'taken' already exists"):
+        with pytest.raises(ConversationBusyError, match="'taken' is open in another localgen chat") as busy:
             save_conversation(conversation, "taken")
+        assert busy.value.hint == "choose another name", "not /load, which would be refused too"
     save_conversation(conversation, "second")
     with another_process("first") as got:
         assert got == "held", "the chat went on under the new name"

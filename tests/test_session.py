@@ -356,3 +356,35 @@ def test_undo_after_the_context_moved_leaves_a_conversation_that_loads_again(bun
         assert again.context_start == conversation.context_start and again.messages() == conversation.messages()
     finally:
         chat.loaded.close()
+
+
+def test_a_resumed_conversation_brings_back_the_exchanges_that_fit_the_new_context(session: ChatSession) -> None:
+    turns = [Turn(f"Question {i}?", f"Answer {i}.") for i in range(6)]
+    session.replace_conversation(Conversation(name="resumed", turns=turns, context_start=5))
+    assert session.conversation.context_start == 0, "all six fit in 1,024 tokens"
+    long = [Turn("word " * 150, "answer " * 30) for _ in range(6)]
+    session.replace_conversation(Conversation(name="long", turns=long, context_start=5))
+    assert 0 < session.conversation.context_start < 5, "as many as fit half the context come back"
+    session.replace_conversation(Conversation(name="huge", turns=[Turn("word " * 2000)], context_start=0))
+    assert session.conversation.context_start == 0
+
+
+def test_a_system_prompt_that_leaves_no_room_for_a_message_is_refused(session: ChatSession) -> None:
+    with pytest.raises(UsageError, match=r"the system prompt takes [\d,]+ tokens, and the context leaves"):
+        session.set_system("You are a pirate who speaks only in rhymes. " * 120)
+    assert session.conversation.system is None
+    session.set_system("You are a pirate.")
+    assert session.conversation.system == "You are a pirate."
+
+
+def test_save_as_writes_the_settings_in_use(session: ChatSession, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from localgen import config
+
+    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(config, "_settings", None)
+    session.replace_conversation(Conversation(name="orig", settings={"temperature": 0.0}), {"temperature": "0.3"})
+    path = session.save("copy")
+    assert json.loads(path.read_text())["settings"]["temperature"] == 0.3
