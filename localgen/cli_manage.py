@@ -89,7 +89,7 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     from localgen import console
 
     rows = [[m.name, m.quant or "-", human_size(m.size), _when(m.last_used), m.source, str(m.path)] for m in models]
-    console.print_table(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows)
+    console.print_table(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=("PATH",))
 
 
 def _list_all(registry: Registry, *, json_output: bool) -> None:
@@ -103,7 +103,7 @@ def _list_all(registry: Registry, *, json_output: bool) -> None:
         return
     console.print_table(["NAME", "REPO", "QUANT", "CONTEXT", "DOWNLOADED", "DESCRIPTION"], [
         [r.name, r.repo or "-", r.quant or "-", f"{r.context:,}" if r.context else "-", _downloaded_cell(r),
-         r.description] for r in rows])
+         r.description] for r in rows], squeeze=("REPO", "DESCRIPTION"))
 
 
 def _downloaded_cell(row: ListedModel) -> str:

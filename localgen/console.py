@@ -368,41 +368,50 @@ class _Tail:
 SHORT_COLUMN = 12  # a column no wider than this (sizes, dates, quants) stays on one line while the table fits
 
 
-def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None) -> None:
+def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None,
+                squeeze: tuple[str, ...] = ()) -> None:
     """A table on stdout: rich on a terminal, tab-separated columns on a pipe; cells are one line of plain text
-    (file headers are untrusted). A table wider than the terminal folds its widest columns, never cuts them."""
+    (file headers are untrusted). A table wider than the terminal folds the squeeze columns (long free text: paths,
+    descriptions) while the others fit whole, else its widest columns; it never cuts them."""
     rows = [[one_line(cell) for cell in row] for row in rows]
     if sys.stdout.isatty():
         from rich.console import Console
 
         console = Console(highlight=False)
         if console.width >= 3 * len(headers):  # room for each column's padding and a character
-            console.print(_rich_table(headers, rows, title=title, width=console.width))
+            console.print(_rich_table(headers, rows, title=title, width=console.width, squeeze=squeeze))
             return
     for row in [headers, *rows]:
         sys.stdout.write("\t".join(row) + "\n")
     sys.stdout.flush()
 
 
-def _rich_table(headers: list[str], rows: list[list[str]], *, title: str | None, width: int) -> Any:
+def _rich_table(headers: list[str], rows: list[list[str]], *, title: str | None, width: int,
+                squeeze: tuple[str, ...]) -> Any:
     """The rich Table for print_table: one line a row when it fits the width, else its widest columns fold."""
     from rich.table import Table
     from rich.text import Text
 
     table = Table(title=title, header_style="bold", box=None, pad_edge=False)
-    for header, no_wrap in zip(headers, _unbroken_columns(headers, rows, width), strict=True):
+    for header, no_wrap in zip(headers, _unbroken_columns(headers, rows, width, squeeze), strict=True):
         table.add_column(header, overflow="fold", no_wrap=no_wrap)
     for row in rows:
         table.add_row(*(Text(cell) for cell in row), style="bold" if row and row[0].startswith("*") else None)
     return table
 
 
-def _unbroken_columns(headers: list[str], rows: list[list[str]], width: int) -> list[bool]:
-    """Which columns may stay unbroken: the short ones, when they leave each other column SHORT_COLUMN cells."""
+def _unbroken_columns(headers: list[str], rows: list[list[str]], width: int, squeeze: tuple[str, ...]) -> list[bool]:
+    """Which columns stay unbroken: all but the squeeze ones when those keep SHORT_COLUMN cells each, else the short
+    ones, when they leave each other column SHORT_COLUMN cells."""
     from rich.cells import cell_len
 
     widths = [max(cell_len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
-    needed = sum(min(w, SHORT_COLUMN) for w in widths) + 2 * (len(widths) - 1)  # two cells between columns
+    gaps = 2 * (len(widths) - 1)  # two cells between columns
+    folding = [h in squeeze for h in headers]
+    if any(folding) and sum(min(w, SHORT_COLUMN) if f else w for w, f in zip(widths, folding, strict=True)) \
+            + gaps <= width:
+        return [not f for f in folding]
+    needed = sum(min(w, SHORT_COLUMN) for w in widths) + gaps
     return [w <= SHORT_COLUMN and needed <= width for w in widths]
 
 

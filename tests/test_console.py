@@ -222,14 +222,14 @@ class _Terminal(io.StringIO):
 
 
 def _table_on_terminal(monkeypatch: pytest.MonkeyPatch, width: int, headers: list[str],
-                       rows: list[list[str]]) -> list[str]:
+                       rows: list[list[str]], squeeze: tuple[str, ...] = ()) -> list[str]:
     """print_table's lines on a terminal this wide, less styling and trailing spaces."""
     from localgen.console import print_table
 
     stdout = _Terminal()
     monkeypatch.setattr(sys, "stdout", stdout)
     monkeypatch.setenv("COLUMNS", str(width))
-    print_table(headers, rows)
+    print_table(headers, rows, squeeze=squeeze)
     return [line.rstrip() for line in re.sub(r"\x1b\[[0-9;]*m", "", stdout.getvalue()).splitlines()]
 
 
@@ -271,3 +271,13 @@ def test_a_terminal_too_narrow_for_the_columns_gets_the_tab_separated_form(monke
     headers, rows = MODELS_LIST
     lines = _table_on_terminal(monkeypatch, 12, headers, rows)
     assert lines == ["\t".join(row) for row in [headers, *rows]]
+
+
+def test_squeeze_columns_fold_first_so_names_and_numbers_stay_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    headers, rows = MODELS_ALL
+    lines = _table_on_terminal(monkeypatch, 80, headers, rows, squeeze=("REPO", "DESCRIPTION"))
+    assert max(map(len, lines)) <= 80
+    assert _columns(lines) == [_squashed("".join(column)) for column in zip(headers, *rows, strict=True)]
+    whole = [cell for row in rows for cell, header in zip(row, headers, strict=True)
+             if header not in ("REPO", "DESCRIPTION")]
+    assert all(any(cell in line for line in lines) for cell in whole), lines
