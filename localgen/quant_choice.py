@@ -245,7 +245,7 @@ def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | Non
             return FitReport(text, target.repo, hw, request, tuple(options), chosen, tuple(notes))
         except LocalgenError as exc:
             survey_error = exc
-            notes.append(f"could not survey {target.repo} on the Hub ({exc.message}); showing the local copy")
+            notes.append(f"showing the local copy only: {exc.message} (--offline skips asking the Hub)")
     try:
         resolved = resolve_model(reference, offline=offline, pull=False)
     except ModelNotFoundError:

@@ -182,3 +182,16 @@ def _on_a_terminal(env: dict[str, str], *args: str) -> str:
         os.close(main)
     assert result.returncode == 1, result.stderr
     return result.stderr
+
+
+def test_fit_of_a_local_model_with_the_hub_unreachable_says_so_once(loopback_hub: HubServer, tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    result = subprocess.run([sys.executable, "-m", "localgen", "fit", "smollm2-135m"], capture_output=True, text=True,
+                            env=child_env(loopback_hub, tmp_path, HF_ENDPOINT=closed), timeout=120, cwd=REPO_ROOT,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    note = next(line for line in result.stderr.splitlines() if "local copy" in line)
+    assert "showing the local copy only: cannot reach the Hugging Face Hub" in note and "--offline" in note
+    assert note.count("SmolLM2") <= 1, note
