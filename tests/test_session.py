@@ -33,6 +33,14 @@ def session(bundled_model: Path) -> Iterator[ChatSession]:
     chat.loaded.close()
 
 
+@pytest.fixture
+def chat(bundled_model: Path) -> Iterator[ChatSession]:
+    """A session with a small context (512 tokens), where making room is quick to reach."""
+    small = _session(bundled_model, 512)
+    yield small
+    small.loaded.close()
+
+
 def _answer(events: Iterable[Event]) -> Finished:
     return [e for e in events if isinstance(e, Finished)][-1]
 
@@ -113,37 +121,29 @@ def test_a_template_error_while_making_room_leaves_the_conversation_as_it_was(se
     assert _exchanges(session) == [("Name a color.", first)] and session.attachments == ["a note"]
 
 
-def test_exchanges_dropped_for_a_question_that_gets_no_answer_come_back(bundled_model: Path) -> None:
-    chat = _session(bundled_model, 512)
-    try:
-        old = [Turn("word " * 150, "answer " * 20), Turn("more " * 150, "reply " * 20)]
-        chat.conversation.turns.extend(old)
-        start, events = chat.ask("thing " * 150)
-        assert start.dropped == 2 and chat.conversation.context_start == 0, "planned, not yet applied"
-        chat.loaded.engine.request_stop()  # Ctrl-C before any text
-        assert _answer(events).finish_reason == "interrupted"
-        assert chat.conversation.turns == old and chat.conversation.context_start == 0
-    finally:
-        chat.loaded.close()
+def test_exchanges_dropped_for_a_question_that_gets_no_answer_come_back(chat: ChatSession) -> None:
+    old = [Turn("word " * 150, "answer " * 20), Turn("more " * 150, "reply " * 20)]
+    chat.conversation.turns.extend(old)
+    start, events = chat.ask("thing " * 150)
+    assert start.dropped == 2 and chat.conversation.context_start == 0, "planned, not yet applied"
+    chat.loaded.engine.request_stop()  # Ctrl-C before any text
+    assert _answer(events).finish_reason == "interrupted"
+    assert chat.conversation.turns == old and chat.conversation.context_start == 0
 
 
-def test_a_full_context_makes_room_once_and_the_next_turns_reuse_the_kv_cache(bundled_model: Path) -> None:
-    chat = _session(bundled_model, 512)
-    try:
-        chat.conversation.turns.extend(Turn(f"Tell me fact number {i} about the sea. " * 4, "The sea is deep. " * 8)
-                                       for i in range(12))
-        start, events = chat.ask("Name a fish.")
-        assert start.dropped > 0
-        _answer(events)
-        assert len(chat.conversation.turns) == 13, "the exchanges out of context stay in the conversation"
-        kept = chat.conversation.context_start
-        for question in ("Name a bird.", "Name a tree."):
-            start, events = chat.ask(question)
-            done = _answer(events)
-            assert start.dropped == 0 and chat.conversation.context_start == kept
-            assert done.usage.cached_tokens > done.usage.prompt_tokens - 40, "only the new turn is prefilled"
-    finally:
-        chat.loaded.close()
+def test_a_full_context_makes_room_once_and_the_next_turns_reuse_the_kv_cache(chat: ChatSession) -> None:
+    chat.conversation.turns.extend(Turn(f"Tell me fact number {i} about the sea. " * 4, "The sea is deep. " * 8)
+                                   for i in range(12))
+    start, events = chat.ask("Name a fish.")
+    assert start.dropped > 0
+    _answer(events)
+    assert len(chat.conversation.turns) == 13, "the exchanges out of context stay in the conversation"
+    kept = chat.conversation.context_start
+    for question in ("Name a bird.", "Name a tree."):
+        start, events = chat.ask(question)
+        done = _answer(events)
+        assert start.dropped == 0 and chat.conversation.context_start == kept
+        assert done.usage.cached_tokens > done.usage.prompt_tokens - 40, "only the new turn is prefilled"
 
 
 def test_when_even_the_reload_fails_the_session_has_no_model_and_says_so(session: ChatSession,
@@ -329,33 +329,25 @@ def test_a_loaded_conversation_goes_on_with_the_model_in_use(session: ChatSessio
     assert session.conversation is saved and saved.model == str(bundled_model)
 
 
-def test_regen_makes_room_when_the_conversation_no_longer_fits(bundled_model: Path) -> None:
-    chat = _session(bundled_model, 512)
-    try:
-        chat.conversation.turns.extend(Turn("word " * 100, "answer " * 20) for _ in range(4))  # ~560 tokens
-        start, events = chat.regenerate()
-        assert start.dropped > 0 and _answer(events).finish_reason in ("stop", "length")
-        assert len(chat.conversation.turns) == 4 and chat.conversation.context_start == start.dropped
-    finally:
-        chat.loaded.close()
+def test_regen_makes_room_when_the_conversation_no_longer_fits(chat: ChatSession) -> None:
+    chat.conversation.turns.extend(Turn("word " * 100, "answer " * 20) for _ in range(4))  # ~560 tokens
+    start, events = chat.regenerate()
+    assert start.dropped > 0 and _answer(events).finish_reason in ("stop", "length")
+    assert len(chat.conversation.turns) == 4 and chat.conversation.context_start == start.dropped
 
 
-def test_undo_after_the_context_moved_leaves_a_conversation_that_loads_again(bundled_model: Path) -> None:
-    chat = _session(bundled_model, 512)
-    try:
-        chat.conversation.turns.extend(Turn(f"Fact {i} about the sea. " * 8, "The sea is deep. " * 8)
-                                       for i in range(10))
-        start, events = chat.ask("Name a fish.")
-        _answer(events)
-        assert start.dropped > 2
-        for _ in range(4):
-            chat.undo()
-        conversation = chat.conversation
-        assert conversation.context_start <= len(conversation.turns) - 1
-        again = Conversation.from_json(conversation.to_json(), Path("saved.json"))
-        assert again.context_start == conversation.context_start and again.messages() == conversation.messages()
-    finally:
-        chat.loaded.close()
+def test_undo_after_the_context_moved_leaves_a_conversation_that_loads_again(chat: ChatSession) -> None:
+    chat.conversation.turns.extend(Turn(f"Fact {i} about the sea. " * 8, "The sea is deep. " * 8)
+                                   for i in range(10))
+    start, events = chat.ask("Name a fish.")
+    _answer(events)
+    assert start.dropped > 2
+    for _ in range(4):
+        chat.undo()
+    conversation = chat.conversation
+    assert conversation.context_start <= len(conversation.turns) - 1
+    again = Conversation.from_json(conversation.to_json(), Path("saved.json"))
+    assert again.context_start == conversation.context_start and again.messages() == conversation.messages()
 
 
 def test_a_resumed_conversation_brings_back_the_exchanges_that_fit_the_new_context(session: ChatSession) -> None:
