@@ -221,23 +221,23 @@ def test_ignore_eog_decodes_the_full_budget(engine: Engine) -> None:
     assert forced.finish_reason == "length" and forced.usage.completion_tokens == budget
 
 
-@pytest.mark.parametrize("fails_in", ["_new_context", "_read_facts"])
+@pytest.mark.parametrize("fails_in", ["new_draft_batch", "_read_facts"])
 def test_a_load_that_fails_or_is_interrupted_part_way_frees_what_it_allocated(
         bundled_model: Path, monkeypatch: pytest.MonkeyPatch, fails_in: str) -> None:
+    from localgen.engine import core
+
     freed: list[str] = []
     for name in ("llama_model_free", "llama_free", "llama_batch_free"):
         native = getattr(lc, name)
         monkeypatch.setattr(lc, name, lambda handle, name=name, native=native: (freed.append(name), native(handle)))
-    original = getattr(Engine, fails_in)
 
-    def interrupted(self: Engine, *args: object) -> object:
-        original(self, *args)  # what it allocates stays allocated, as when Ctrl-C lands right after the native call
-        raise KeyboardInterrupt
+    def interrupted(*_: object) -> object:
+        raise KeyboardInterrupt  # what was allocated before this step stays allocated
 
-    monkeypatch.setattr(Engine, fails_in, interrupted)
+    monkeypatch.setattr(*((core, fails_in) if fails_in == "new_draft_batch" else (Engine, fails_in)), interrupted)
     with pytest.raises(KeyboardInterrupt):
         Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2))
-    expected = ["llama_free", "llama_model_free"] if fails_in == "_new_context" else \
+    expected = ["llama_free", "llama_model_free"] if fails_in == "new_draft_batch" else \
         ["llama_batch_free", "llama_free", "llama_model_free"]
     assert freed == expected
 

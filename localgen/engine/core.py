@@ -6,15 +6,16 @@ import codecs
 import ctypes
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.engine.kv import KvCache
-from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc, llama_cpp_version
+from localgen.engine.loading import load_weights, new_context, new_draft_batch
+from localgen.engine.native import lc, llama_cpp_version
 from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
 from localgen.engine.sampling import build_sampler
-from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
+from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import DraftStats, Event, Finished, PrefillProgress, TextChunk, Timings, Usage
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.signals import deferred_signals
@@ -65,11 +66,11 @@ class Engine:
         self._draft_batch: lc.llama_batch | None = None
         try:  # a failure or a Ctrl-C part way frees what was allocated (a model can hold gigabytes)
             with deferred_signals() as deferred:  # Ctrl-C lands once each pointer is stored, so it can be freed
-                self._load_model(path, options, stop=deferred.pending)
+                self._model = load_weights(path, options, stop=deferred.pending)
                 if not deferred.pending():
-                    self._new_context(options)
+                    self._ctx = new_context(self._model, options, path)
                 if not deferred.pending():
-                    self._new_draft_batch()
+                    self._draft_batch = new_draft_batch()
             if deferred.pending():  # the handler in place did not raise (it only asked to stop): stop here
                 raise KeyboardInterrupt
             self._vocab = lc.llama_model_get_vocab(self._model)
@@ -83,50 +84,6 @@ class Engine:
         except BaseException:
             self.close()
             raise
-
-    # --- loading -------------------------------------------------------------------------------
-
-    def _load_model(self, path: Path, options: LoadOptions, stop: Callable[[], bool]) -> None:
-        """Load the weights into self._model or raise ModelLoadError; the load gives up early once stop() is true."""
-        params = lc.llama_model_default_params()
-        params.n_gpu_layers = options.n_gpu_layers
-        params.progress_callback = progress = lc.llama_progress_callback(lambda _done, _data: not stop())
-        self._model = lc.llama_model_load_from_file(str(path).encode(), params) or None
-        del progress  # kept alive until here: llama.cpp calls it during the load
-        if self._model is None:
-            raise ModelLoadError(
-                f"llama.cpp could not load {path}",
-                hint="the file may be damaged or of an architecture this build does not know; "
-                "run with LOCALGEN_DEBUG=1 for llama.cpp's log",
-            )
-
-    def _new_context(self, options: LoadOptions) -> None:
-        """Create the inference context (KV cache and compute buffers) in self._ctx."""
-        params = lc.llama_context_default_params()
-        params.n_ctx = options.n_ctx
-        params.n_batch = options.n_batch
-        params.n_ubatch = min(options.n_ubatch, options.n_batch)
-        params.n_seq_max = 1
-        params.n_threads = options.n_threads
-        params.n_threads_batch = options.n_threads_batch
-        params.flash_attn_type = FLASH_ATTN[options.flash_attn]
-        params.type_k = KV_TYPES[options.kv_type]
-        params.type_v = KV_TYPES[options.kv_type]
-        params.no_perf = True
-        self._ctx = lc.llama_init_from_model(self._model, params) or None
-        if self._ctx is None:
-            raise ModelLoadError(
-                f"could not create a context of {options.n_ctx} tokens for {self.path.name}",
-                hint="try a smaller --ctx-size, or --kv-type q8_0 with --flash-attn on",
-            )
-
-    def _new_draft_batch(self) -> None:
-        """A batch for verifying drafts, in self._draft_batch: one sequence, logits at every position."""
-        self._draft_batch = batch = lc.llama_batch_init(DRAFT_MAX + 1, 0, 1)
-        for i in range(DRAFT_MAX + 1):
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = 1
 
     def close(self) -> None:
         """Free the context and the model (what of them exists)."""

@@ -1,0 +1,59 @@
+"""The native allocations behind an Engine: the weights, the context and the draft batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc
+from localgen.errors import ModelLoadError
+from localgen.params import LoadOptions
+from localgen.speculative import DRAFT_MAX
+
+
+def load_weights(path: Path, options: LoadOptions, stop: Callable[[], bool]) -> lc.llama_model_p:
+    """The model's weights, loaded by llama.cpp, or ModelLoadError; the load gives up early once stop() is true."""
+    params = lc.llama_model_default_params()
+    params.n_gpu_layers = options.n_gpu_layers
+    params.progress_callback = progress = lc.llama_progress_callback(lambda _done, _data: not stop())
+    model = lc.llama_model_load_from_file(str(path).encode(), params) or None
+    del progress  # kept alive until here: llama.cpp calls it during the load
+    if model is None:
+        raise ModelLoadError(
+            f"llama.cpp could not load {path}",
+            hint="the file may be damaged or of an architecture this build does not know; "
+            "run with LOCALGEN_DEBUG=1 for llama.cpp's log",
+        )
+    return model
+
+
+def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path) -> lc.llama_context_p:
+    """The inference context (KV cache and compute buffers) of a loaded model, or ModelLoadError."""
+    params = lc.llama_context_default_params()
+    params.n_ctx = options.n_ctx
+    params.n_batch = options.n_batch
+    params.n_ubatch = min(options.n_ubatch, options.n_batch)
+    params.n_seq_max = 1
+    params.n_threads = options.n_threads
+    params.n_threads_batch = options.n_threads_batch
+    params.flash_attn_type = FLASH_ATTN[options.flash_attn]
+    params.type_k = KV_TYPES[options.kv_type]
+    params.type_v = KV_TYPES[options.kv_type]
+    params.no_perf = True
+    ctx = lc.llama_init_from_model(model, params) or None
+    if ctx is None:
+        raise ModelLoadError(
+            f"could not create a context of {options.n_ctx} tokens for {path.name}",
+            hint="try a smaller --ctx-size, or --kv-type q8_0 with --flash-attn on",
+        )
+    return ctx
+
+
+def new_draft_batch() -> lc.llama_batch:
+    """A batch for verifying drafts: one sequence, logits at every position."""
+    batch = lc.llama_batch_init(DRAFT_MAX + 1, 0, 1)
+    for i in range(DRAFT_MAX + 1):
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = 0
+        batch.logits[i] = 1
+    return batch
