@@ -5,8 +5,6 @@ from __future__ import annotations
 import signal
 import sys
 
-EXIT_CTRL_C = 128 + signal.SIGINT
-
 
 def main() -> None:
     """Load the CLI with Ctrl-C only noted, then run it; Ctrl-C before the CLI handles it exits 130, no traceback."""
@@ -22,5 +20,7 @@ def main() -> None:
             raise KeyboardInterrupt
         run_cli()
     except KeyboardInterrupt:
+        from localgen.errors import EXIT_INTERRUPTED
+
         sys.stderr.write("\n")
-        sys.exit(EXIT_CTRL_C)
+        sys.exit(EXIT_INTERRUPTED)
