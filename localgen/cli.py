@@ -380,7 +380,9 @@ def fit(
         console.say(f"localgen: {note}")
     title, headers, rows = report_table(report)
     console.say(title)
-    console.print_table(headers, rows)
+    console.print_table(headers, rows, squeeze=("PLAN",))
+    if report.chosen is not None:
+        console.say("* the quant localgen would use here")
 
 
 def say_note(note: str) -> None:

@@ -529,6 +529,11 @@ def test_fit_command_for_a_local_file(capsys: pytest.CaptureFixture[str], monkey
     assert row.split("\t")[0] == " Q4_1" and row.split("\t")[5] == "no"
     assert re.search(r"needs 1\d\d\.\d MiB RAM at 2,048 ctx$", row)
     assert "100.0 MiB available (LOCALGEN_MEMORY_LIMIT)" in captured.err
+    assert "* the quant" not in captured.err, "nothing fits: no row is marked, and no legend"
+    monkeypatch.delenv(config.MEMORY_LIMIT_ENV)
+    assert localgen_main("fit", str(bundled_model_file()), "--ctx", "4096") == 0
+    assert "* the quant localgen would use here" in capsys.readouterr().err
+    monkeypatch.setenv(config.MEMORY_LIMIT_ENV, "100MiB")
     assert localgen_main("fit", str(bundled_model_file()), "--gpu-layers", "5") == 0  # a CPU-only build
     assert "cannot offload to a GPU: --gpu-layers ignored" in capsys.readouterr().err
 
