@@ -273,6 +273,7 @@ def chat(
     if resume is not None:
         conversation = load_conversation(resume, shell=True) if resume else latest_conversation()
         model = model or conversation.model
+        ctx_size = ctx_size if ctx_size is not None else conversation.ctx_size
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, offline=offline or None,
                            gpu_layers=gpu_layers, no_gpu=no_gpu, chat_template=read_chat_template(chat_template),
                            chat_template_file=chat_template)

@@ -59,6 +59,7 @@ class Conversation:
     created: str = field(default_factory=_now)
     updated: str = field(default_factory=_now)
     context_start: int = 0  # turns before this index are kept but no longer sent to the model
+    ctx_size: int | None = None  # the --ctx-size the chat was given (None: the model's default), for --resume
     on_disk: bool = field(default=False, repr=False)  # its file is ours to overwrite (saved or loaded)
 
     @classmethod
@@ -131,11 +132,13 @@ class Conversation:
             if not all(v is None or isinstance(v, str) for v in (system, model)):
                 raise ValueError("'system' and 'model' must be text")
             _check_settings(settings_)
-            start = data.get("context_start", 0)
+            start, ctx_size = data.get("context_start", 0), data.get("ctx_size")
             if not isinstance(start, int) or isinstance(start, bool) or start < 0:
                 raise ValueError("'context_start' is not a turn index")
-            return cls(name=check_name(str(data["name"])), system=system, turns=turns,
-                       model=model, settings=settings_, context_start=min(start, max(len(turns) - 1, 0)),
+            if ctx_size is not None and (not isinstance(ctx_size, int) or isinstance(ctx_size, bool) or ctx_size < 1):
+                raise ValueError("'ctx_size' is not a context size")
+            return cls(name=check_name(str(data["name"])), system=system, turns=turns, model=model,
+                       settings=settings_, context_start=min(start, max(len(turns) - 1, 0)), ctx_size=ctx_size,
                        created=str(data.get("created", _now())), updated=str(data.get("updated", _now())))
         except (ValueError, KeyError, TypeError, RecursionError, LocalgenError) as exc:
             raise LocalgenError(f"{source} is not a valid saved conversation ({exc})",

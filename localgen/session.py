@@ -113,6 +113,7 @@ class ChatSession:
         previous = self.conversation
         let_go(previous)
         self.conversation = Conversation.new(system=previous.system, model=previous.model)
+        self.conversation.ctx_size = previous.ctx_size
         self.attachments = []
         return previous
 
@@ -202,8 +203,9 @@ class ChatSession:
     # --- internals -----------------------------------------------------------------------------
 
     def _record_model(self) -> None:
-        """Note the model in use in the conversation, so that --resume loads it again."""
+        """Note the model in use and the --ctx-size given in the conversation, so that --resume loads them again."""
         self.conversation.model = model_reference(self.loaded.resolved)
+        self.conversation.ctx_size = self.options.ctx_size
 
     def _budget(self) -> int:
         """Tokens a prompt may use, keeping room for the answer."""

@@ -223,3 +223,14 @@ def test_a_missing_conversation_s_hint_fits_where_it_was_asked_for(tmp_path: Pat
         load_conversation("gone", shell=True)
     hint = at_shell.value.hint or ""
     assert "/list" not in hint and str(tmp_path / "data" / "conversations") in hint
+
+
+@pytest.mark.parametrize("size", [0, -5, "512", True, 512.0])
+def test_a_saved_ctx_size_that_is_not_a_context_size_is_refused(size: object, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    _home(tmp_path, monkeypatch)
+    path = save_conversation(Conversation(name="sized", turns=[Turn("a", "b")], ctx_size=512))
+    assert load_conversation("sized").ctx_size == 512
+    path.write_text(json.dumps({**json.loads(path.read_text()), "ctx_size": size}))
+    with pytest.raises(LocalgenError, match="'ctx_size' is not a context size"):
+        load_conversation("sized")

@@ -394,3 +394,16 @@ def test_a_second_chat_cannot_resume_a_conversation_that_is_open(home: Path) -> 
     resumed = Chat(home, "--resume", "--no-markdown")
     assert f"resumed {name}: 1 exchange," in resumed.transcript.getvalue()
     assert resumed.quit() == 0
+
+
+def test_resume_keeps_the_context_size_the_chat_was_given(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "8", "--ctx-size", "768")
+    chat.ask("Name a color.")
+    assert chat.conversation()["ctx_size"] == 768
+    assert chat.quit() == 0
+    resumed = Chat(home, "--resume", "--no-markdown")
+    resumed.command("/show", "context: 768 tokens")
+    assert resumed.quit() == 0
+    bigger = Chat(home, "--resume", "--no-markdown", "--ctx-size", "1024")
+    bigger.command("/show", "context: 1,024 tokens")
+    assert bigger.quit() == 0
