@@ -324,8 +324,9 @@ def estimate_memory(shape: ModelShape, *, n_ctx: int, kv_type: str = "f16", n_gp
         if output_on_gpu:
             resident = 2 * shape.n_embd * n_ubatch * FLOAT_BYTES
     ram = weights_cpu + kv_cpu + resident + overhead
-    stale = stale_mapped_bytes(shape, set(gpu_layers), output_on_gpu, repack_types)
-    mapped = sum(s.nbytes for s in shape.slots if not _copied(s, set(gpu_layers), output_on_gpu, repack_types))
+    offloaded = set(gpu_layers)
+    stale = stale_mapped_bytes(shape, offloaded, output_on_gpu, repack_types)
+    mapped = sum(s.nbytes for s in shape.slots if not _copied(s, offloaded, output_on_gpu, repack_types))
     return MemoryEstimate(n_ctx=n_ctx, kv_type=kv_type, n_gpu_layers=gpu_count, weights_bytes=shape.weights_bytes,
                           kv_bytes=kv_gpu + kv_cpu, compute_bytes=compute, compute_resident_bytes=resident,
                           overhead_bytes=overhead, ram_bytes=ram, vram_bytes=vram, reclaimable_bytes=stale,

@@ -43,12 +43,6 @@ def _leave_offline(flag: bool) -> str:
     return "turn offline mode off (drop --offline, unset HF_HUB_OFFLINE and LOCALGEN_OFFLINE)"
 
 
-def _download(reference: str) -> str:
-    """What gets the model once online: `pull` and `fit` reach the Hub themselves, other commands name `pull`."""
-    command = _command_name()
-    return "run the command again" if command in ("pull", "fit") else f"run `localgen pull {reference}`"
-
-
 _running_command: str | None = None  # the localgen command running now (`pull`, `run`), set by the CLI
 
 
@@ -58,9 +52,9 @@ def set_running_command(name: str | None) -> None:
     _running_command = name
 
 
-def _command_name() -> str | None:
-    """The name of the localgen command running now; None when localgen is used as a library."""
-    return _running_command
+def _download(reference: str) -> str:
+    """What gets the model once online: `pull` and `fit` reach the Hub themselves, other commands name `pull`."""
+    return "run the command again" if _running_command in ("pull", "fit") else f"run `localgen pull {reference}`"
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

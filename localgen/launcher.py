@@ -8,6 +8,7 @@ import sys
 
 def main() -> None:
     """Load the CLI with Ctrl-C only noted, then run it; Ctrl-C before the CLI handles it exits 130, no traceback."""
+    # not signals.deferred_signals: importing it (threading) would come before the handler, widening the window
     noted: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda signum, _frame: noted.append(signum))
     try:
