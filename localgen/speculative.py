@@ -6,18 +6,19 @@ from collections.abc import Sequence
 
 from localgen.errors import UsageError
 from localgen.events import DraftStats
+from localgen.tokens import common_prefix
 
 DRAFT_MODES = ("lookup", "none")
 NGRAM_MAX = 4
 NGRAM_MIN = 2
 DRAFT_MAX = 16
-PRIOR_EXTRA_COST = 0.5  # an extra token in a verify batch costs this fraction of a one-token decode (until measured)
-PRIORS = {True: (6.0, 1.0), False: (3.0, 1.0)}  # pseudo-counts (accepted, rejected) after a full / partial accept
-DECAY = 0.97  # older verify outcomes count less, so the estimate follows the text
-EWMA = 0.2
 MIN_GAIN = 1.03  # draft only when the expected tokens per unit of decode cost beat plain decoding by 3%
-PROBE_EVERY = 32  # while drafting does not pay, still verify a short draft this often to notice a change
-PROBE_LENGTH = 2
+DECAY = 0.98  # older outcomes and timings count less, so the estimates follow the text and the machine
+RUN_BUCKETS = (0, 1, 4, 12)  # how many tokens in a row the lookup has guessed: none, 1-3, 4-11, 12 or more
+PRIOR_GUESSES = ((1.0, 1.0), (2.0, 1.0), (4.0, 1.0), (8.0, 1.0))  # pseudo-counts (right, wrong) per bucket
+PRIOR_COSTS = ((2, 1.5), (DRAFT_MAX + 1, 1.0 + 0.5 * DRAFT_MAX))  # (batch size, cost in one-token decodes)
+PRIOR_COST_WEIGHT = 0.1  # the prior line counts as a tenth of one measured batch
+ONE_TOKEN_EWMA = 0.1
 
 
 def check_draft_mode(mode: str) -> None:
@@ -26,32 +27,63 @@ def check_draft_mode(mode: str) -> None:
         raise UsageError(f"unknown draft mode '{mode}'", hint=f"use --draft {' or '.join(DRAFT_MODES)}")
 
 
-def expected_gain(p: float, extra_cost: float, k: int) -> float:
-    """Tokens per unit of decode cost when verifying k drafts that are each accepted with probability p.
+def expected_tokens(p: float, k: int) -> float:
+    """Tokens one verify batch yields on average when each of its k drafts is right with probability p.
 
-    A verify batch yields 1 + p + p^2 + ... + p^k tokens on average (the model's own token after the last
-    accepted draft included) and costs 1 + extra_cost * k one-token decodes; plain decoding scores 1.
+    1 + p + p^2 + ... + p^k: the accepted run of drafts plus the model's own token after it.
     """
-    tokens = float(k + 1) if p >= 1.0 else (1.0 - p ** (k + 1)) / (1.0 - p)
-    return tokens / (1.0 + extra_cost * k)
+    return float(k + 1) if p >= 1.0 else (1.0 - p ** (k + 1)) / (1.0 - p)
 
 
-def best_length(p: float, extra_cost: float, limit: int) -> tuple[int, float]:
-    """The draft length (0..limit) with the best expected gain, and that gain."""
-    best = (0, 1.0)
-    for k in range(1, limit + 1):
-        gain = expected_gain(p, extra_cost, k)
-        if gain > best[1]:
-            best = (k, gain)
-    return best
+class BatchCost:
+    """What a llama_decode of b tokens costs, in one-token decodes, learned from timings as it goes.
+
+    A one-token decode is the unit. Batches of two or more follow a line, cost(b) = a + m*b, fitted by
+    decaying least squares over the measured batches and a weak prior. The line matters: on a CPU the
+    first extra token costs far more than the later ones (a batch switches matmul kernels), so a cost
+    per extra token measured on short drafts would forbid the long drafts that pay.
+    """
+
+    def __init__(self) -> None:
+        self.one_token_s = 0.0
+        self._sums = [0.0] * 5  # weight, w*b, w*b^2, w*cost, w*b*cost
+        for size, cost in PRIOR_COSTS:
+            self._add(size, cost, PRIOR_COST_WEIGHT)
+
+    def _add(self, size: int, cost: float, weight: float) -> None:
+        """Add one (batch size, cost) point to the least-squares sums."""
+        for i, value in enumerate((1.0, size, size * size, cost, size * cost)):
+            self._sums[i] += weight * value
+
+    def observe(self, size: int, seconds: float) -> None:
+        """Learn from one timed llama_decode (with its sampling) of `size` tokens."""
+        if size <= 1:
+            old = self.one_token_s
+            seconds = min(seconds, 2.0 * old) if old else seconds  # a stall elsewhere is not the model's speed
+            self.one_token_s = (1 - ONE_TOKEN_EWMA) * old + ONE_TOKEN_EWMA * seconds if old else seconds
+            return
+        if self.one_token_s <= 0.0:
+            return
+        self._sums = [value * DECAY for value in self._sums]
+        self._add(size, min(max(seconds / self.one_token_s, 1.0), 1.5 * size), 1.0)
+
+    def __call__(self, size: int) -> float:
+        """The expected cost of a batch of `size` tokens, in one-token decodes."""
+        if size <= 1:
+            return 1.0
+        w, wb, wbb, wc, wbc = self._sums
+        spread = w * wbb - wb * wb
+        slope = max(0.0, (w * wbc - wb * wc) / spread) if spread > 1e-9 else 0.5
+        return max(1.0, (wc - slope * wb) / w + slope * size)
 
 
 class PromptLookup:
     """Drafts tokens by finding the latest earlier occurrence of the last n tokens and copying what followed.
 
-    How many to draft comes from a cost model: the acceptance rate seen so far (kept apart after a fully and
-    a partly accepted draft, since copying comes in runs) and the measured cost of a verify batch relative to
-    a one-token decode. When drafting cannot pay on this hardware it stops, probing now and then.
+    Every step the lookup makes a guess, drafted or not, and the tokens that come next score it. Guesses
+    are right far more often in a run of copied text, so their success rate is kept per length of the
+    current run of right guesses. The draft length maximises the expected tokens per unit of cost
+    (BatchCost); where no length beats plain decoding, nothing is drafted, and the guesses still score.
     """
 
     def __init__(self, tokens: Sequence[int], *, ngram_max: int = NGRAM_MAX, ngram_min: int = NGRAM_MIN,
@@ -62,18 +94,18 @@ class PromptLookup:
         self._ngram_max = ngram_max
         self._ngram_min = ngram_min
         self._draft_max = draft_max
-        self._counts = {streak: list(prior) for streak, prior in PRIORS.items()}
-        self._streak = False
-        self._one_token_s = 0.0
-        self.extra_cost = PRIOR_EXTRA_COST
-        self._since_probe = 0
+        self._guesses = [list(prior) for prior in PRIOR_GUESSES]  # decayed (right, wrong) per run bucket
+        self._run = 0  # tokens in a row the lookup guessed
+        self._guess: list[int] = []
+        self._guess_bucket = 0
+        self.cost = BatchCost()
         self.drafted = 0
         self.accepted = 0
         self.batches = 0
-        self.extend(tokens)
+        self._index_tokens(tokens)
 
-    def extend(self, tokens: Sequence[int]) -> None:
-        """Append known tokens (prompt or output) and index the n-grams they complete."""
+    def _index_tokens(self, tokens: Sequence[int]) -> None:
+        """Append tokens to the history and index the n-grams they complete."""
         history, index = self._history, self._index
         for token in tokens:
             end = len(history)
@@ -81,6 +113,19 @@ class PromptLookup:
                 if end >= n:
                     index[tuple(history[end - n:end])] = end  # this n-gram is followed by position `end`
             history.append(token)
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        """Append the tokens that came next (accepted drafts and the model's own), scoring the last guess."""
+        guess = self._guess
+        right = common_prefix(guess, tokens)
+        missed = right < min(len(guess), len(tokens))
+        if guess:
+            counts = self._guesses[self._guess_bucket]
+            counts[0] = counts[0] * DECAY + right
+            counts[1] = counts[1] * DECAY + missed
+        self._run = self._run + right if guess and not missed else 0
+        self._guess = []
+        self._index_tokens(tokens)
 
     def _match(self, limit: int) -> list[int]:
         """What followed the latest earlier occurrence of the longest matching suffix n-gram."""
@@ -93,46 +138,38 @@ class PromptLookup:
 
     @property
     def acceptance_estimate(self) -> float:
-        """The current estimate of the chance that a drafted token is accepted."""
-        accepted, rejected = self._counts[self._streak]
-        return accepted / (accepted + rejected)
+        """The current estimate of the chance that the next guessed token is right."""
+        bucket = sum(1 for start in RUN_BUCKETS[1:] if self._run >= start)
+        right, wrong = self._guesses[bucket]
+        return right / (right + wrong)
 
     def draft(self, limit: int) -> list[int]:
         """Up to `limit` tokens that may come next (empty when nothing matches or drafting would not pay)."""
         match = self._match(min(limit, self._draft_max)) if limit > 0 else []
+        self._guess = match
+        self._guess_bucket = sum(1 for start in RUN_BUCKETS[1:] if self._run >= start)
         if not match:
             return []
         if self._fixed_length is not None:
             return match[:self._fixed_length]
-        k, gain = best_length(self.acceptance_estimate, self.extra_cost, len(match))
-        if gain < MIN_GAIN:
-            self._since_probe += 1
-            if self._since_probe < PROBE_EVERY:
-                return []
-            k = min(PROBE_LENGTH, len(match))
-        self._since_probe = 0
-        return match[:k]
+        p = self.acceptance_estimate
+        best, best_gain = 0, MIN_GAIN
+        for k in range(1, len(match) + 1):
+            gain = expected_tokens(p, k) / self.cost(k + 1)
+            if gain > best_gain:
+                best, best_gain = k, gain
+        return match[:best]
 
     def record(self, drafted: int, accepted: int) -> None:
-        """Learn from a verify batch: how many of the drafted tokens the model accepted."""
-        if drafted == 0:
-            return
-        self.drafted += drafted
-        self.accepted += accepted
-        self.batches += 1
-        counts = self._counts[self._streak]
-        counts[0] = counts[0] * DECAY + accepted
-        counts[1] = counts[1] * DECAY + (1 if accepted < drafted else 0)
-        self._streak = accepted == drafted
+        """Count a verify batch: how many of the drafted tokens the model accepted."""
+        if drafted:
+            self.drafted += drafted
+            self.accepted += accepted
+            self.batches += 1
 
     def observe(self, batch_tokens: int, seconds: float) -> None:
         """Learn the decode cost: seconds for one llama_decode (and its sampling) of batch_tokens tokens."""
-        if batch_tokens <= 1:
-            old = self._one_token_s
-            self._one_token_s = seconds if not old else (1 - EWMA) * old + EWMA * seconds
-        elif self._one_token_s > 0:
-            extra = (seconds / self._one_token_s - 1.0) / (batch_tokens - 1)
-            self.extra_cost = min(2.0, max(0.02, (1 - EWMA) * self.extra_cost + EWMA * extra))
+        self.cost.observe(batch_tokens, seconds)
 
     def stats(self) -> DraftStats:
         """Totals so far."""

@@ -3,7 +3,7 @@
 
 Usage:
   python scripts/bench_features.py promptcache [--rounds 5] [--words 1600]
-  python scripts/bench_features.py draft [--rounds 5] [--sampling greedy|default]
+  python scripts/bench_features.py draft [--rounds 5] [--sampling greedy|default] [--kv-type f16|q8_0]
   python scripts/bench_features.py draftbound [--rounds 10]
   python scripts/bench_features.py batchcost [--depths 200 700]
   python scripts/bench_features.py fullchat [--turns 600] [--ctx 2048]
@@ -136,7 +136,7 @@ def bench_draft(args: argparse.Namespace) -> None:
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model, prompt_tokens
 
-    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True, kv_type=args.kv_type))
     engine = loaded.engine
     sampling = SamplingParams(temperature=0.0) if args.sampling == "greedy" else SamplingParams(seed=11)
     for task, text in DRAFT_TASKS.items():
@@ -160,7 +160,7 @@ def bench_draft(args: argparse.Namespace) -> None:
                     log(f"{task} round {k + 1}: plain {done.timings.decode_tokens_per_s:.1f} tok/s")
             ratios.append(speeds["lookup"][-1] / speeds["none"][-1])
             same.append(texts["none"] == texts["lookup"])
-        print(f"\n{task}, {args.sampling} sampling, {args.rounds} rounds (median, min-max)")
+        print(f"\n{task}, {args.sampling} sampling, {args.kv_type} KV cache, {args.rounds} rounds (median, min-max)")
         print(f"  plain decode:   {spread(speeds['none'], 1)} tok/s")
         print(f"  --draft lookup: {spread(speeds['lookup'], 1)} tok/s, acceptance {spread(acceptance, 2)}")
         print(f"  speed-up (paired): {spread(ratios)}; identical text in {sum(same)}/{len(same)} rounds")
@@ -293,6 +293,7 @@ def main() -> None:
     dr.add_argument("--rounds", type=int, default=5)
     dr.add_argument("--sampling", choices=["greedy", "default"], default="greedy")
     dr.add_argument("--n", type=int, default=512)
+    dr.add_argument("--kv-type", default="f16", help="q8_0 keeps lookup output equal to plain decoding")
     dr.add_argument("--model", default=None)
     dr.add_argument("--threads", type=int, default=None)
     db = sub.add_parser("draftbound")

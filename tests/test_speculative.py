@@ -14,7 +14,7 @@ from localgen.engine import core as engine_core
 from localgen.errors import UsageError
 from localgen.events import Finished, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-from localgen.speculative import DRAFT_MAX, PROBE_EVERY, PROBE_LENGTH, PromptLookup, best_length, expected_gain
+from localgen.speculative import DRAFT_MAX, BatchCost, PromptLookup, expected_tokens
 
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 # Short enough that prompt + answer stay under 256 KV cells: there llama.cpp's one-query and few-query
@@ -23,10 +23,8 @@ COPY_TEXT = "The quick brown fox jumps over the lazy dog near the river bank, an
 
 
 def _eager(tokens: list[int]) -> PromptLookup:
-    """A drafter that believes drafting pays (cheap batches, good acceptance so far)."""
-    drafter = PromptLookup(tokens)
-    drafter.extra_cost = 0.05
-    return drafter
+    """A drafter that drafts whatever matches (no cost model)."""
+    return PromptLookup(tokens, fixed_length=DRAFT_MAX)
 
 
 def test_draft_copies_what_followed_the_last_ngram() -> None:
@@ -50,34 +48,69 @@ def test_longest_ngram_wins() -> None:
     assert drafter.draft(1) == [50]
 
 
-def test_cost_model() -> None:
-    assert best_length(0.0, 0.5, 8) == (0, 1.0), "drafts that always fail never pay"
-    assert best_length(0.95, 1.0, 8)[0] == 0, "nor do drafts that cost a full decode each"
-    k, gain = best_length(0.95, 0.1, DRAFT_MAX)
-    assert k >= 8 and gain > 2
-    assert expected_gain(1.0, 0.0, 4) == 5.0
-    assert best_length(0.7, 0.3, 16)[0] < best_length(0.9, 0.3, 16)[0]
+def test_expected_tokens() -> None:
+    assert expected_tokens(1.0, 4) == 5.0, "every draft right: the drafts and the model's own token"
+    assert expected_tokens(0.0, 8) == 1.0, "every draft wrong: only the model's own token"
+    assert expected_tokens(0.5, 2) == 1.75
+    assert expected_tokens(0.9, 8) > expected_tokens(0.9, 4) > expected_tokens(0.7, 4)
 
 
-def test_drafting_stops_when_it_does_not_pay_and_probes() -> None:
-    drafter = PromptLookup(list(range(50)) * 2)
-    drafter.extend([10, 11])
-    assert drafter.draft(8), "the priors allow a first try"
-    for _ in range(20):
-        drafter.record(4, 0)
-        drafter.observe(1, 0.010)
-        drafter.observe(5, 0.040)
-    assert drafter.acceptance_estimate < 0.1 and drafter.extra_cost > 0.5
-    drafts = [drafter.draft(8) for _ in range(PROBE_EVERY)]
-    assert all(d == [] for d in drafts[:-1]) and len(drafts[-1]) == PROBE_LENGTH
-    for _ in range(30):
-        drafter.record(4, 4)
-        drafter.observe(5, 0.011)
-    assert drafter.acceptance_estimate > 0.9 and drafter.extra_cost < 0.1
-    assert len(drafter.draft(16)) > 4
+def test_batch_cost_learns_a_line_from_short_batches_and_ignores_stalls() -> None:
+    cost = BatchCost()
+    assert cost(1) == 1.0 and cost(2) == pytest.approx(1.5) and cost(DRAFT_MAX + 1) == pytest.approx(9.0)
+    cost.observe(1, 0.010)
+    for _ in range(40):
+        for size in (2, 3, 4, 5):
+            cost.observe(size, 0.010 * (0.8 + 0.5 * size))  # this machine: a = 0.8, m = 0.5
+    assert abs(cost(2) - 1.8) < 0.05 and abs(cost(17) - 9.3) < 0.3, "extrapolated from batches of 2 to 5"
+    cost.observe(1, 3.0)
+    assert cost.one_token_s < 0.0115, "a 3-second stall elsewhere does not make batches look cheap"
+    cost.observe(7, 30.0)
+    assert cost(7) < 6.0, "nor does a stalled batch make them look dear"
+
+
+def _copying(drafter: PromptLookup, source: list[int], start: int, steps: int) -> list[list[int]]:
+    """Feed the model's tokens one step at a time as it copies `source` from `start`; the drafts offered."""
+    drafts, at = [], start
+    for _ in range(steps):
+        draft = drafter.draft(DRAFT_MAX)
+        drafts.append(draft)
+        taken = source[at:at + len(draft) + 1]  # the model agrees with every draft and adds its own token
+        drafter.record(len(draft), len(draft))
+        drafter.extend(taken)
+        at += len(taken)
+    return drafts
+
+
+def test_drafts_grow_in_a_run_of_copied_text_and_stop_when_the_text_departs() -> None:
+    source = list(range(100, 300))
+    drafter = PromptLookup(source)
+    drafter.extend(source[:3])
+    assert drafter.draft(DRAFT_MAX) == [], "no evidence yet that the answer copies: plain decoding"
+    drafter.extend(source[3:4])
+    drafts = _copying(drafter, source, 4, 12)
+    lengths = [len(d) for d in drafts]
+    assert lengths[0] <= 1 and max(lengths) >= 4, "guesses score even when not drafted, and runs earn drafts"
+    assert lengths == sorted(lengths), "longer runs of right guesses earn longer drafts"
+    for at in range(20, 180, 8):  # the answer skips about: each step's guess is wrong
+        drafter.draft(DRAFT_MAX)
+        drafter.extend(source[at:at + 2])
+    assert drafter.acceptance_estimate < 0.3 and drafter.draft(DRAFT_MAX) == [], "guesses fail: no drafts"
     stats = drafter.stats()
-    assert stats.batches == 50 and stats.drafted == 200 and stats.accepted == 120
-    assert stats.acceptance == 0.6
+    assert stats.drafted == stats.accepted == sum(lengths) and stats.batches == sum(1 for n in lengths if n)
+
+
+def test_cheap_batches_earn_longer_drafts() -> None:
+    source = list(range(100, 300))
+    dear, cheap = PromptLookup(source), PromptLookup(source)
+    for drafter, per_token in ((dear, 0.9), (cheap, 0.1)):
+        drafter.observe(1, 0.010)
+        for _ in range(30):
+            for size in (2, 6, 12):
+                drafter.observe(size, 0.010 * (1 + per_token * (size - 1)))
+        drafter.extend(source[:4])
+        _copying(drafter, source, 4, 6)
+    assert len(cheap.draft(DRAFT_MAX)) > len(dear.draft(DRAFT_MAX)) >= 0
 
 
 @pytest.fixture(autouse=True)
