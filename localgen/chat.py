@@ -297,9 +297,9 @@ class PromptFormat:
                    control_tokens=control_tokens)
 
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> str:
-        """Messages as prompt text: the template's output, or the plain texts joined."""
+        """Messages as prompt text: the template's output, or the non-empty texts joined by blank lines."""
         if self.template is None:
-            return "\n\n".join(m.content for m in messages)
+            return "\n\n".join(m.content for m in messages if m.content)
         return render_template(self.template, messages, bos_token=self.bos_token, eos_token=self.eos_token,
                                add_generation_prompt=add_generation_prompt, model_name=self.model_name,
                                hint=self.template_hint)

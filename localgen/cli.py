@@ -111,7 +111,8 @@ def run(
     ubatch_size: UbatchSizeOpt = DEFAULT_UBATCH_SIZE,
     flash_attn: FlashAttnOpt = "auto",
     kv_type: KvTypeOpt = "f16",
-    raw: Annotated[bool, typer.Option("--raw", help="Plain completion: no chat template.")] = False,
+    raw: Annotated[bool, typer.Option(
+        "--raw", help="Plain completion: no chat template (a --system text goes first, then a blank line).")] = False,
     chat_template: ChatTemplateOpt = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the stream.")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print speed and token counts on stderr.")] = False,

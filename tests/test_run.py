@@ -267,6 +267,8 @@ def test_model_without_chat_template_runs_as_plain_completion(tmp_path: Path, bu
     raw_result = run_localgen("run", "The capital of France is", "-n", "8", "--json", "--raw", *GREEDY)
     assert json.loads(raw_result.out)["usage"]["prompt_tokens"] < json.loads(chat_result.out)["usage"]["prompt_tokens"]
     assert "chat template" not in raw_result.err
+    no_system = run_localgen("run", "The capital of France is", "-n", "8", "--json", "--raw", "-s", "", *GREEDY)
+    assert json.loads(no_system.out)["usage"] == json.loads(raw_result.out)["usage"], "-s '' adds nothing"
     code = [run_localgen("run", "--raw", "--json", "-n", "1", *GREEDY, "-", stdin=text)
             for text in (b"def add(a, b):", b"def add(a, b):\n    ")]
     counts = [json.loads(r.out)["usage"]["prompt_tokens"] for r in code]
