@@ -88,8 +88,15 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
         return
     from localgen import console
 
-    rows = [[m.name, m.quant or "-", human_size(m.size), _when(m.last_used), m.source, str(m.path)] for m in models]
+    rows = [[m.name, m.quant or "-", human_size(m.size), _when(m.last_used), _source(m), str(m.path)] for m in models]
     console.print_table(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=("PATH",))
+
+
+def _source(model: CachedModel) -> str:
+    """The SOURCE cell: where the file came from, marked when a Hub file is not verified yet."""
+    from localgen.catalog import SOURCE_HUB
+
+    return f"{model.source} (unverified)" if model.source == SOURCE_HUB and not model.verified else model.source
 
 
 def _list_all(registry: Registry, *, json_output: bool) -> None:

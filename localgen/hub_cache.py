@@ -181,6 +181,26 @@ def cached_gguf_files() -> list[CachedHubFile]:
     return found
 
 
+def unverified_file(repo: str, *, quant: str | None, filename: str | None) -> Path | None:
+    """A GGUF file of repo in the local cache that localgen has not verified (another tool downloaded it).
+
+    It matches the exact filename when one is given, else the quant when one is given, else any file; the
+    first shard of a split model stands for it.
+    """
+    from localgen.hub_choice import quant_of, shard_of
+    from localgen.registry import normalize_quant
+
+    for f in cached_gguf_files():
+        if f.repo.lower() != repo.lower() or f.verified or (shard_of(f.filename)[0] or 1) != 1:
+            continue
+        if filename is not None and f.filename != filename:
+            continue
+        if filename is None and quant is not None and quant_of(f.filename) != normalize_quant(quant):
+            continue
+        return f.path
+    return None
+
+
 def blob_of(pointer: Path) -> Path:
     """The repo blob a snapshot entry links to (one link hop), or the entry itself if it is a file."""
     if not pointer.is_symlink():

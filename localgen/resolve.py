@@ -69,12 +69,21 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
         if bundled is not None:
             return ResolvedModel(ref=ref, path=bundled, spec=spec, source="bundled")
     if offline or not pull:
-        raise ModelNotFoundError(
-            f"model '{ref.text}' is not downloaded" + (" and localgen is offline" if offline else ""),
-            hint=offline_hint(ref.text, flag=flag) if offline else f"run `localgen pull {ref.text}`",
-        )
+        _refuse_missing(ref.text, hub_cache.unverified_file(repo, quant=quant, filename=filename),
+                        offline=offline, flag=flag)
     paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text)
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")
+
+
+def _refuse_missing(reference: str, unverified: Path | None, *, offline: bool, flag: bool) -> None:
+    """Raise the error for a model that is not downloaded, or that another tool downloaded unverified."""
+    where = " and localgen is offline" if offline else ""
+    hint = offline_hint(reference, flag=flag) if offline else f"run `localgen pull {reference}`"
+    if unverified is None:
+        raise ModelNotFoundError(f"model '{reference}' is not downloaded{where}", hint=hint)
+    raise ModelNotFoundError(
+        f"model '{reference}' is in the Hugging Face cache but localgen has not verified it{where}",
+        hint=f"{hint} to check it against the Hub, or use the file as it is: -m {unverified}")
 
 
 def _local_file(path: Path) -> Path:

@@ -92,6 +92,30 @@ def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
     assert [m["source"] for m in after] == ["bundled"]
 
 
+def test_a_file_another_tool_downloaded_is_marked_and_named(hub: tuple[HubServer, dict[str, str]],
+                                                           tmp_path: Path) -> None:
+    server, env = hub
+    repo_dir = tmp_path / "hf" / "hub" / "models--bartowski--Foo-GGUF"
+    (repo_dir / "blobs").mkdir(parents=True)
+    (repo_dir / "refs").mkdir()
+    (repo_dir / "refs" / "main").write_text("a" * 40)
+    (repo_dir / "blobs" / "b").symlink_to(bundled_model_file())
+    snapshot = repo_dir / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "Foo-Q4_K_M.gguf").symlink_to("../../blobs/b")
+    listed = localgen(env, "models", "list")
+    assert "(unverified)" in listed.stdout, listed.stdout
+    for args in (("models", "show", "bartowski/Foo-GGUF:Q4_K_M"),
+                 ("run", "--offline", "-m", "bartowski/Foo-GGUF", "hi")):
+        refused = localgen(env, *args)
+        assert refused.returncode == 1
+        assert "is in the Hugging Face cache but localgen has not verified it" in refused.stderr, refused.stderr
+        assert f"-m {snapshot / 'Foo-Q4_K_M.gguf'}" in refused.stderr
+    by_path = localgen(env, "run", "--offline", "-m", str(snapshot / "Foo-Q4_K_M.gguf"), "hi", "-n", "2")
+    assert by_path.returncode == 0, by_path.stderr
+    assert server.requests == []
+
+
 def test_unknown_name_suggests_close_ones(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
     result = localgen(env, "pull", "smollm2-135")
