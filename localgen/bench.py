@@ -53,7 +53,7 @@ class BenchConfig:
         for name, value, low in (("--n-prompt", self.n_prompt, 1), ("--n-gen", self.n_gen, 1),
                                  ("--repetitions", self.reps, 1)):
             if not low <= value <= MAX_BENCH_VALUE:
-                raise UsageError(f"{name} {value} is out of range", hint=f"use {low} to {MAX_BENCH_VALUE:,}")
+                raise UsageError(f"{name} {value:,} is out of range", hint=f"use {low} to {MAX_BENCH_VALUE:,}")
 
 
 @dataclass(frozen=True)

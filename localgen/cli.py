@@ -339,7 +339,8 @@ def pull(
 ) -> None:
     """Download a model from the Hugging Face Hub, verify it, and print its local path.
 
-    Without a quant, the best quant that fits this machine is chosen, as `run` would choose it.
+    A registry name without a quant gets its default quant; ORG/REPO without one gets the best quant that fits
+    this machine, as `run` would choose it.
     """
     from localgen.gguf_split import validate_split
     from localgen.hardware import probe_hardware

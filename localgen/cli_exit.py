@@ -76,7 +76,7 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
         return EXIT_USAGE
     except LocalgenError as exc:
         if settings().debug:
-            logging.getLogger("localgen").exception("error")
+            logging.getLogger("localgen").exception("debug: the traceback of the error below")
         console.error(exc.message, exc.hint)
         return exc.exit_code
     except KeyboardInterrupt:

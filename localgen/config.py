@@ -106,4 +106,4 @@ def prompt_cache_bytes() -> int:
     if raw is None:
         return DEFAULT_PROMPT_CACHE_BYTES
     return parse_size(raw, name=PROMPT_CACHE_BYTES_ENV,
-                      hint="use bytes or a size such as 500M or 4G (0 turns the prompt cache off)")
+                      hint="use bytes or a size such as 512MiB or 4GiB; 0 turns the prompt cache off")

@@ -30,14 +30,20 @@ def _check(ok: bool, message: str, hint: str) -> None:
         raise UsageError(message, hint=hint)
 
 
+def _num(value: object) -> str:
+    """A number for a message: integers with thousands separators."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
 def check_context_size(n_ctx: int) -> None:
     """A context holds at least 16 tokens (its upper bound is the model's, checked where the model is known)."""
-    _check(n_ctx >= 16, f"context size {n_ctx} is out of range", "use --ctx-size of at least 16 tokens, e.g. 4096")
+    _check(n_ctx >= 16, f"context size {_num(n_ctx)} is out of range",
+           "use --ctx-size of at least 16 tokens, e.g. 4096")
 
 
 def check_gpu_layers(n_gpu_layers: int) -> None:
     """GPU layers are -1 (all), 0 (none) or a count."""
-    _check(n_gpu_layers >= -1, f"--gpu-layers {n_gpu_layers} is out of range", "use -1 (all), 0 or more")
+    _check(n_gpu_layers >= -1, f"--gpu-layers {_num(n_gpu_layers)} is out of range", "use -1 (all), 0 or more")
 
 
 def check_kv_type(kv_type: str) -> None:
@@ -61,16 +67,17 @@ class SamplingParams:
         _check(0.0 <= self.temperature <= 100.0, f"temperature {self.temperature} is out of range",
                "use 0 (greedy) to 100; useful values are up to about 2, typical is 0.7")
         _check(self.top_k >= 0, f"top-k {self.top_k} is negative", "use 0 (off) or a positive count, e.g. 40")
-        _check(self.top_k <= MAX_TOP_K, f"top-k {self.top_k} is out of range", "use 0 (off) or a count, e.g. 40")
+        _check(self.top_k <= MAX_TOP_K, f"top-k {_num(self.top_k)} is out of range", "use 0 (off) or a count, e.g. 40")
         _check(0.0 <= self.top_p <= 1.0, f"top-p {self.top_p} is out of range", "use a value from 0 to 1")
         _check(0.0 <= self.min_p <= 1.0, f"min-p {self.min_p} is out of range", "use a value from 0 to 1")
         _check(0.0 < self.repeat_penalty <= 10.0, f"repeat penalty {self.repeat_penalty} is out of range",
                "use a value above 0; 1 disables it, typical is 1.1")
-        _check(0 <= self.repeat_last_n <= MAX_CONTEXT_LIMIT, f"repeat-last-n {self.repeat_last_n} is out of range",
+        _check(0 <= self.repeat_last_n <= MAX_CONTEXT_LIMIT,
+               f"repeat-last-n {_num(self.repeat_last_n)} is out of range",
                f"use 0 (off) or a token count up to {MAX_CONTEXT_LIMIT:,}, e.g. 64")
         if self.seed == RANDOM_SEED:
             object.__setattr__(self, "seed", None)  # frozen: normalised once, here
-        _check(self.seed is None or 0 <= self.seed <= MAX_SEED, f"seed {self.seed} is out of range",
+        _check(self.seed is None or 0 <= self.seed <= MAX_SEED, f"seed {_num(self.seed)} is out of range",
                f"use a seed from 0 to {MAX_SEED}, or -1 for a random one")
 
     def with_value(self, name: str, value: object) -> SamplingParams:
@@ -95,7 +102,7 @@ class GenerationLimits:
 
     def __post_init__(self) -> None:
         _check(self.max_tokens is None or 1 <= self.max_tokens <= MAX_TOKENS_LIMIT,
-               f"max tokens {self.max_tokens} is out of range", f"use 1 to {MAX_TOKENS_LIMIT:,} tokens")
+               f"max tokens {_num(self.max_tokens)} is out of range", f"use 1 to {MAX_TOKENS_LIMIT:,} tokens")
         _check(all(self.stop), "a stop string is empty", "pass non-empty --stop strings")
 
 
@@ -114,12 +121,12 @@ class LoadOptions:
 
     def __post_init__(self) -> None:
         check_context_size(self.n_ctx)
-        _check(self.n_ctx <= MAX_CONTEXT_LIMIT, f"context size {self.n_ctx} is out of range",
+        _check(self.n_ctx <= MAX_CONTEXT_LIMIT, f"context size {_num(self.n_ctx)} is out of range",
                f"use --ctx-size of at most {MAX_CONTEXT_LIMIT:,} tokens")
         for name, value in (("threads", self.n_threads), ("threads-batch", self.n_threads_batch)):
-            _check(1 <= value <= MAX_THREADS, f"--{name} {value} is out of range", "use 1 to the number of cores")
-        _check(1 <= self.n_batch <= 1 << 16, f"batch size {self.n_batch} is out of range", "use e.g. 512")
-        _check(1 <= self.n_ubatch <= 1 << 16, f"ubatch size {self.n_ubatch} is out of range", "use e.g. 512")
+            _check(1 <= value <= MAX_THREADS, f"--{name} {_num(value)} is out of range", "use 1 to the number of cores")
+        _check(1 <= self.n_batch <= 1 << 16, f"batch size {_num(self.n_batch)} is out of range", "use e.g. 512")
+        _check(1 <= self.n_ubatch <= 1 << 16, f"ubatch size {_num(self.n_ubatch)} is out of range", "use e.g. 512")
         check_gpu_layers(self.n_gpu_layers)
         _check(self.flash_attn in FLASH_ATTN_NAMES, f"unknown flash-attn mode '{self.flash_attn}'",
                f"use one of {', '.join(FLASH_ATTN_NAMES)}")

@@ -195,6 +195,7 @@ class FitReport:
 class _Target:
     """Where a reference points: a local path, or a Hub repo with the quant or file named (if any)."""
 
+    text: str  # the reference as given, or the default model's name
     path: Path | None
     repo: str | None
     quant: str | None
@@ -210,10 +211,10 @@ def _target(reference: str | None) -> _Target:
     registry = load_registry(settings().user_registry)
     ref = parse_reference(reference if reference is not None else registry.default_reference())
     if ref.path is not None:
-        return _Target(path=ref.path, repo=None, quant=None, filename=None, default_ctx=None)
+        return _Target(text=ref.text, path=ref.path, repo=None, quant=None, filename=None, default_ctx=None)
     spec = registry.get(ref.name) if ref.name is not None else None
     repo, quant, filename = hub_target(ref, spec)
-    return _Target(path=None, repo=repo, quant=quant, filename=filename,
+    return _Target(text=ref.text, path=None, repo=repo, quant=quant, filename=filename,
                    default_ctx=spec.context if spec is not None else None)
 
 
@@ -233,7 +234,7 @@ def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | Non
     hw = hw or probe_hardware()
     target = _target(reference)
     request = replace(request, default_ctx=target.default_ctx)
-    text = reference or ""
+    text = target.text
     notes = ignored_requests(request, hw)
     survey_error: LocalgenError | None = None
     if target.path is None and target.repo is not None and not (offline or hub.is_offline()):
@@ -340,7 +341,7 @@ def report_table(report: FitReport) -> tuple[str, list[str], list[list[str]]]:
     hw = report.hardware
     gpus = ", ".join(f"{g.name} ({binary_size(g.free_bytes)} free)" for g in hw.gpus) or (
         "none usable (CPU-only llama.cpp build)" if hw.nvidia_gpus else "none")
-    title = (f"{report.reference or 'default model'}: RAM {binary_size(hw.ram_budget_bytes)} usable of "
+    title = (f"{report.reference}: RAM {binary_size(hw.ram_budget_bytes)} usable of "
              f"{binary_size(hw.memory.available_bytes)} available ({hw.memory.source}); GPU: {gpus}")
     headers = ["QUANT", "FILE", "WEIGHTS", "KV", "TOTAL", "FITS", "PLAN"]
     rows = []
@@ -349,7 +350,7 @@ def report_table(report: FitReport) -> tuple[str, list[str], list[list[str]]]:
         mark = "*" if index == report.chosen else " "
         kv = f"{binary_size(e.kv_bytes)} @ {e.n_ctx:,}" if e else "-"
         plan = option.plan.describe() if option.plan else (option.problem or "-")
-        rows.append([mark + option.label, human_size(option.file_size), binary_size(e.weights_bytes) if e else "-", kv,
+        rows.append([mark + option.label, binary_size(option.file_size), binary_size(e.weights_bytes) if e else "-", kv,
                      binary_size(e.total_bytes) if e else "-", option.fits_in, plan])
     return title, headers, rows
 

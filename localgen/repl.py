@@ -124,7 +124,7 @@ class Repl:
             return
         handler = self._handlers.get(command.name)
         if handler is None:
-            console.say(f"unknown command {command.name}; /help lists the commands")
+            console.error(f"unknown command {command.name}", hint="/help lists the commands")
             return
         handler(command.argument)
 
@@ -282,8 +282,9 @@ class Repl:
         entries = list_conversations()
         if not entries:
             console.say("no saved conversations")
+        width = max((len(name) for name, _ in entries), default=0)
         for name, mtime in entries:
-            console.say(f"  {name}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(mtime))}")
+            console.say(f"  {name:<{width}}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(mtime))}")
 
     def _model(self, argument: str) -> None:
         if not argument:

@@ -628,3 +628,12 @@ def test_every_file_localgen_writes_goes_through_the_atomic_writer() -> None:
             if WRITE_CALL.search(line) and not allowed:
                 offenders.append(f"{path.name}:{number}: {line.strip()}")
     assert offenders == [], "write through localgen.storage.atomic_write_*: " + "; ".join(offenders)
+
+
+def test_debug_mode_shows_the_traceback_then_the_error_line(tmp_path: Path) -> None:
+    result = run_localgen("run", "-m", str(tmp_path / "nope.gguf"), "hi",
+                          env={"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_DEBUG": "1"})
+    lines = result.err.splitlines()
+    assert result.returncode == 1
+    assert lines[0] == "localgen: debug: the traceback of the error below" and lines[1].startswith("Traceback")
+    assert lines[-1].startswith("localgen: error: no such model file:")

@@ -533,6 +533,8 @@ def test_fit_command_for_a_local_file(capsys: pytest.CaptureFixture[str], monkey
     monkeypatch.delenv(config.MEMORY_LIMIT_ENV)
     assert localgen_main("fit", str(bundled_model_file()), "--ctx", "4096") == 0
     assert "* the quant localgen would use here" in capsys.readouterr().err
+    assert localgen_main("fit", "--offline") == 0
+    assert capsys.readouterr().err.startswith("smollm2-135m: RAM "), "the default model is named"
     monkeypatch.setenv(config.MEMORY_LIMIT_ENV, "100MiB")
     assert localgen_main("fit", str(bundled_model_file()), "--gpu-layers", "5") == 0  # a CPU-only build
     assert "cannot offload to a GPU: --gpu-layers ignored" in capsys.readouterr().err

@@ -62,6 +62,7 @@ CASES: dict[str, Case] = {
     "n-zero": Case(("run", "hi", "-n", "0"), USAGE, "max tokens 0 is out of range"),
     "n-negative": Case(("run", "hi", "-n", "-3"), USAGE, "max tokens -3 is out of range"),
     "n-absurd": Case(("run", "hi", "-n", "99999999999999999999999999"), USAGE, "is out of range"),
+    "n-separators": Case(("run", "hi", "-n", "10000001"), USAGE, "max tokens 10,000,001 is out of range"),
     "n-not-a-number": Case(("run", "hi", "-n", "ten"), USAGE, "is not a valid int"),
     "n-float": Case(("run", "hi", "-n", "1e3"), USAGE, "is not a valid int"),
     # --ctx-size
@@ -82,13 +83,13 @@ CASES: dict[str, Case] = {
     "min-p-above-1": Case(("run", "hi", "--min-p", "2"), USAGE, "min-p 2.0 is out of range"),
     "min-p-negative": Case(("run", "hi", "--min-p", "-1"), USAGE, "min-p -1.0 is out of range"),
     "top-k-negative": Case(("run", "hi", "--top-k", "-1"), USAGE, "top-k -1 is negative"),
-    "top-k-beyond-int32": Case(("run", "hi", "--top-k", str(2**32 + 64)), USAGE, "top-k 4294967360 is out of range"),
+    "top-k-beyond-int32": Case(("run", "hi", "--top-k", str(2**32 + 64)), USAGE, "top-k 4,294,967,360 is out of range"),
     "repeat-penalty-zero": Case(("run", "hi", "--repeat-penalty", "0"), USAGE, "repeat penalty 0.0 is out of range"),
     "seed-negative": Case(("run", "hi", "--seed", "-5"), USAGE, "seed -5 is out of range"),
     "seed-too-big": Case(("run", "hi", "--seed", str(2**32)), USAGE, "is out of range"),
     # threads and batches
     "threads-negative": Case(("run", "hi", "--threads", "-1"), USAGE, "--threads -1 is out of range"),
-    "threads-absurd": Case(("run", "hi", "--threads", "100000"), USAGE, "--threads 100000 is out of range"),
+    "threads-absurd": Case(("run", "hi", "--threads", "100000"), USAGE, "--threads 100,000 is out of range"),
     "threads-zero": Case(("run", "hi", "--threads", "0"), USAGE, "--threads 0 is out of range"),
     # checked before the model is resolved: no download for a typo, and not a network error offline
     "threads-zero-hub-model": Case(("run", "hi", "-m", "org/not-downloaded-GGUF", "--threads", "0"), USAGE,

@@ -282,7 +282,7 @@ def test_multi_line_input(chat: Chat) -> None:
 
 
 def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
-    chat.command("/frobnicate", "unknown command /frobnicate")
+    chat.command("/frobnicate", "error: unknown command /frobnicate (hint: /help")
     chat.command("/set", "usage: /set")
     chat.command("/file /nonexistent/x.txt", "no such file")
     chat.command('/file "unclosed.txt', "unbalanced quote")
