@@ -13,7 +13,7 @@ from localgen import console
 from localgen.conversation import Conversation, list_conversations, load_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
-from localgen.inputs import expand_user_path, read_file_input
+from localgen.inputs import argument_text, expand_user_path, read_file_input
 from localgen.repl_input import (
     COMMAND_HELP,
     PROMPT,
@@ -93,7 +93,7 @@ class Repl:
         finally:
             self._report_history_problem()
         try:
-            self._handle(line)
+            self._handle(self._decoded(line))
         except KeyboardInterrupt:  # Ctrl-C outside an answer (e.g. while /model loads)
             console.say("[interrupted]")
         except LocalgenError as exc:
@@ -101,6 +101,15 @@ class Repl:
         except Exception as exc:  # nothing typed at the prompt may end the session
             console.error(f"internal error: {type(exc).__name__}: {exc}",
                           hint="the conversation is kept; LOCALGEN_DEBUG=1 shows details")
+
+    @staticmethod
+    def _decoded(line: str) -> str:
+        """The line as text: bytes a non-UTF-8 terminal sent become U+FFFD, with a warning."""
+        warnings: list[str] = []
+        line = argument_text(line, "the input", warnings)
+        for warning in warnings:
+            console.warn(warning)
+        return line
 
     def _report_history_problem(self) -> None:
         """Print a history read/write failure once, outside prompt-toolkit's screen."""

@@ -126,8 +126,8 @@ class SafeFileHistory(FileHistory):
 
     def store_string(self, string: str) -> None:
         """Append a line; a failure is noted once and the chat goes on."""
-        try:
-            super().store_string(string)
+        try:  # bytes a non-UTF-8 terminal sent arrive as lone surrogates, which UTF-8 cannot store
+            super().store_string(string.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
         except OSError as exc:
             self._note(f"could not save input history to {self.filename!s}: {exc.strerror or exc}")
 

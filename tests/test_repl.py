@@ -26,7 +26,7 @@ def spawn_chat(home: Path, *args: str, cwd: Path = REPO_ROOT) -> pexpect.spawn:
     env = {**os.environ, "LOCALGEN_HOME": str(home), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
            "COLUMNS": "100", "LINES": "30"}
     return pexpect.spawn(sys.executable, ["-m", "localgen", "chat", *args], cwd=str(cwd), env=env,
-                         encoding="utf-8", timeout=TIMEOUT, dimensions=(30, 100))
+                         encoding="utf-8", codec_errors="replace", timeout=TIMEOUT, dimensions=(30, 100))
 
 
 class Chat:
@@ -262,6 +262,17 @@ def test_history_persists_across_runs(home: Path) -> None:
     history = home / "data" / "history"
     assert "/stats" in history.read_text()
     assert oct(history.stat().st_mode & 0o777) == "0o600"
+
+
+def test_bytes_that_are_not_utf8_become_replacement_characters(chat: Chat) -> None:
+    os.write(chat.child.child_fd, b"Say caf\xe9.\r")  # what a Latin-1 terminal sends for an accented letter
+    state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None)
+    chat.sync()
+    assert state["turns"][0]["user"] == "Say caf\ufffd."
+    screen = chat.transcript.getvalue()
+    assert "warning: the input is not valid UTF-8" in screen and "Traceback" not in screen
+    assert chat.quit() == 0
+    assert "Say caf\ufffd." in (chat.home / "data" / "history").read_text()
 
 
 def test_multi_line_input(chat: Chat) -> None:
