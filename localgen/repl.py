@@ -248,7 +248,12 @@ class Repl:
 
     def _file(self, argument: str) -> None:
         if not argument:
-            console.say("usage: /file PATH")
+            console.say("usage: /file PATH, or /file none to drop the attached files")
+            return
+        if argument == "none":  # a file named none: /file ./none
+            attached = self.session.attachments
+            console.say(f"dropped {counted(len(attached), 'attached file')}" if attached else "no files are attached")
+            self.session.attachments = []
             return
         try:
             typed = shlex.split(argument)[0] if argument[0] in "'\"" else argument

@@ -84,7 +84,13 @@ class ChatSession:
         if not message:
             raise UsageError("the message is empty", hint="type a question, or /help")
         planned = replace(self.conversation, turns=[*self.conversation.turns, Turn(user=message)])
-        dropped = planned.fit(self._count, self._budget())
+        try:
+            dropped = planned.fit(self._count, self._budget())
+        except ContextOverflowError as exc:
+            if not self.attachments:
+                raise
+            raise ContextOverflowError(exc.message, hint="the attached files stay for the next message until "
+                                       "/file none drops them; or start the chat with a larger --ctx-size") from None
         return TurnStart(dropped=dropped), self._answer(question=planned)
 
     def regenerate(self) -> tuple[TurnStart, Generator[Event, None, None]]:

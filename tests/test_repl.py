@@ -315,6 +315,19 @@ def test_file_attachment_goes_into_the_next_message(chat: Chat, tmp_path: Path) 
     assert "reading the prompt: 512/" in chat.transcript.getvalue(), "a long prompt shows its progress"
 
 
+def test_an_attachment_too_big_for_the_context_can_be_dropped(home: Path, tmp_path: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", "--ctx-size", "256")
+    doc = tmp_path / "big.txt"
+    doc.write_text("Numbers: " + " ".join(str(i) for i in range(600)) + "\n")
+    chat.command(f"/file {doc}", "attached")
+    chat.command("Sum them.", "the attached files stay for the next message until /file none drops them")
+    chat.command("/file none", "dropped 1 attached file")
+    state = chat.ask("Say hi.")
+    assert state["turns"][-1]["user"] == "Say hi."
+    chat.command("/file none", "no files are attached")
+    assert chat.quit() == 0
+
+
 def test_markdown_answer_is_rendered(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "-n", "80")
     chat.ask("Write a markdown list of three fruits.")
