@@ -272,7 +272,7 @@ def chat(
     limits = GenerationLimits(max_tokens=max_tokens)
     conversation = None
     if resume is not None:
-        conversation = load_conversation(resume, shell=True) if resume else latest_conversation()
+        conversation = load_conversation(resume, shell=True) if resume else latest_conversation(console.warn)
         model = model or conversation.model
         ctx_size = ctx_size if ctx_size is not None else conversation.ctx_size
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, offline=offline or None,

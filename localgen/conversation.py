@@ -38,6 +38,10 @@ def check_name(name: str) -> str:
     return name
 
 
+class DamagedConversationError(LocalgenError):
+    """A saved conversation file that cannot be read back (not JSON, wrong shape, not UTF-8)."""
+
+
 @dataclass
 class Turn:
     """One exchange: the user's message and the model's answer (None until answered)."""
@@ -141,8 +145,8 @@ class Conversation:
                        settings=settings_, context_start=min(start, max(len(turns) - 1, 0)), ctx_size=ctx_size,
                        created=str(data.get("created", _now())), updated=str(data.get("updated", _now())))
         except (ValueError, KeyError, TypeError, RecursionError, LocalgenError) as exc:
-            raise LocalgenError(f"{source} is not a valid saved conversation ({exc})",
-                                hint="it was left untouched; start a new chat or load another") from exc
+            raise DamagedConversationError(f"{source} is not a valid saved conversation ({exc})",
+                                           hint="it was left untouched; start a new chat or load another") from exc
 
 
 def _first_at_most(tokens_from: Callable[[int], int], low: int, high: int, limit: int) -> int:
@@ -277,8 +281,8 @@ def _read_saved(path: Path, shell: bool) -> str:
     except FileNotFoundError:
         raise LocalgenError(f"no saved conversation named '{path.stem}'", hint=_missing_hint(shell)) from None
     except UnicodeDecodeError:
-        raise LocalgenError(f"{path} is not a valid saved conversation (not UTF-8 text)",
-                            hint="it was left untouched; start a new chat or load another") from None
+        raise DamagedConversationError(f"{path} is not a valid saved conversation (not UTF-8 text)",
+                                       hint="it was left untouched; start a new chat or load another") from None
     except OSError as exc:
         raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
@@ -306,8 +310,9 @@ def list_conversations() -> list[tuple[str, float]]:
     return sorted(entries, key=lambda e: e[1], reverse=True)
 
 
-def latest_conversation() -> Conversation:
-    """The most recently saved conversation that no other chat has open (for `chat --resume`)."""
+def latest_conversation(warn: Callable[[str], None]) -> Conversation:
+    """The most recently saved conversation that no other chat has open (for `chat --resume`); damaged files
+    are skipped, each with a warning."""
     entries = list_conversations()
     if not entries:
         raise LocalgenError("there is no saved conversation to resume", hint="start one with `localgen chat`")
@@ -317,5 +322,8 @@ def latest_conversation() -> Conversation:
             return load_conversation(name, shell=True)
         except ConversationBusyError as exc:  # a running chat saves often, so its conversation is the newest
             busy = busy or exc
-    assert busy is not None
-    raise busy
+        except DamagedConversationError as exc:
+            warn(f"skipped {exc.message}")
+    if busy is not None:
+        raise busy
+    raise LocalgenError("no saved conversation can be resumed", hint="start a new one with `localgen chat`")

@@ -21,6 +21,7 @@ from localgen.conversation import (
     save_conversation,
 )
 from localgen.conversation_lock import ConversationBusyError
+from localgen.errors import LocalgenError
 
 HOLDER = """
 import sys
@@ -120,11 +121,28 @@ def test_resume_without_a_name_skips_the_conversations_other_chats_have_open() -
         let_go(conversation)
     with another_process("newer") as got:
         assert got == "held"
-        assert latest_conversation().name == "older"
+        assert latest_conversation(print).name == "older"
         with another_process("older") as also:
             assert also == "ConversationBusyError", "this process holds it now"
     let_go(load_conversation("older"))
     with another_process("older") as first, another_process("newer") as second:
         assert first == second == "held"
         with pytest.raises(ConversationBusyError, match="'newer' is open"):
-            latest_conversation()
+            latest_conversation(print)
+
+
+def test_resume_without_a_name_skips_damaged_files_with_a_warning() -> None:
+    import os
+
+    older = Conversation(name="older", turns=[Turn("q", "a")])
+    os.utime(save_conversation(older), (1000, 1000))
+    let_go(older)
+    (conversations_dir() / "broken.json").write_text('{"turns": [')
+    warnings: list[str] = []
+    assert latest_conversation(warnings.append).name == "older"
+    assert len(warnings) == 1 and "broken.json is not a valid saved conversation" in warnings[0]
+    let_go(load_conversation("older"))
+    (conversations_dir() / "older.json").write_text("[]")
+    with pytest.raises(LocalgenError, match="no saved conversation can be resumed"):
+        latest_conversation(warnings.append)
+    assert (conversations_dir() / "broken.json").read_text() == '{"turns": [', "left untouched"
