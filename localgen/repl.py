@@ -240,7 +240,8 @@ class Repl:
 
     def _undo(self, _: str) -> None:
         turn = self.session.undo()
-        console.say(f"dropped: {turn.user[:60]!r}")
+        question = turn.user.rpartition("\n\n")[2]  # attached files come first, then the typed text
+        console.say(f"dropped: {question[:60]!r}")
 
     def _regen(self, _: str) -> None:
         start, events = self.session.regenerate()

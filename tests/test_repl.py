@@ -313,6 +313,7 @@ def test_file_attachment_goes_into_the_next_message(chat: Chat, tmp_path: Path) 
     state = chat.ask("What is the secret code?")
     assert state["turns"][0]["user"].startswith("The secret code is 4711.")
     assert "reading the prompt: 512/" in chat.transcript.getvalue(), "a long prompt shows its progress"
+    chat.command("/undo", "dropped: 'What is the secret code?'")
 
 
 def test_an_attachment_too_big_for_the_context_can_be_dropped(home: Path, tmp_path: Path) -> None:
