@@ -76,21 +76,25 @@ def entry_parts(identity: str, tokens: Sequence[int],
     return header, ident, token_bytes, memoryview(state)
 
 
+class DamagedEntryError(ValueError):
+    """An entry file that is not whole: truncated, overwritten or of the wrong size."""
+
+
 def _read_header(handle: BinaryIO, size: int) -> _Header:
     """Parse and sanity-check an entry's header; raise ValueError when it is not a valid entry."""
     raw = handle.read(HEADER.size)
     if len(raw) != HEADER.size:
-        raise ValueError("truncated header")
+        raise DamagedEntryError("truncated header")
     magic, version, ident_len, n_tokens, state_size, digest = HEADER.unpack(raw)
     if magic != MAGIC:
-        raise ValueError("not a prompt cache entry")
-    if version != FORMAT_VERSION:
+        raise DamagedEntryError("not a prompt cache entry")
+    if version != FORMAT_VERSION:  # another localgen version's entry: left for it
         raise ValueError(f"format version {version}, expected {FORMAT_VERSION}")
     if ident_len > MAX_IDENTITY_BYTES or n_tokens > MAX_TOKENS:
-        raise ValueError("implausible header")
+        raise DamagedEntryError("implausible header")
     offset = HEADER.size + ident_len + 4 * n_tokens
     if offset + state_size != size:
-        raise ValueError(f"size {size} does not match the header ({offset + state_size})")
+        raise DamagedEntryError(f"size {size} does not match the header ({offset + state_size})")
     identity = handle.read(ident_len).decode("utf-8", errors="replace")
     tokens = array("i")
     tokens.frombytes(handle.read(4 * n_tokens))
@@ -119,6 +123,10 @@ class PromptCache:
             try:
                 with open(path, "rb") as handle:
                     header = _read_header(handle, os.fstat(handle.fileno()).st_size)
+            except DamagedEntryError as exc:  # entries appear whole (written aside, then renamed): this one broke
+                log.debug("deleting damaged prompt cache entry %s: %s", path.name, exc)
+                _remove(path)
+                continue
             except (OSError, ValueError) as exc:
                 log.debug("skipping prompt cache entry %s: %s", path.name, exc)
                 continue
@@ -151,7 +159,8 @@ class PromptCache:
         digest = hashlib.sha256(header.tokens.tobytes())
         digest.update(state)
         if read != header.state_size or digest.digest() != header.digest:
-            log.debug("prompt cache entry %s is corrupt (checksum mismatch); ignoring it", path.name)
+            log.debug("prompt cache entry %s is corrupt (checksum mismatch); deleting it", path.name)
+            _remove(path)
             return None
         with contextlib.suppress(OSError):
             os.utime(path)  # mark as recently used

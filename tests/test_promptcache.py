@@ -60,7 +60,7 @@ def test_other_models_entries_are_invisible(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", ["payload", "tokens", "truncate", "magic", "version", "garbage"])
-def test_damaged_entries_are_ignored(tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_damaged_entries_are_ignored_and_deleted(tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture) -> None:
     cache = _cache(tmp_path)
     cache.store([1, 2, 3, 4], b"state-bytes")
     (path,) = tmp_path.glob("*.lgpc")
@@ -86,6 +86,7 @@ def test_damaged_entries_are_ignored(tmp_path: Path, damage: str, caplog: pytest
     finally:
         logger.removeHandler(caplog.handler)
     assert caplog.records, "a skipped entry is logged at debug level"
+    assert path.exists() == (damage == "version"), "a broken entry is deleted; another version's is left alone"
 
 
 def test_size_bound_evicts_least_recently_used(tmp_path: Path) -> None:
