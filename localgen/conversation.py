@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -208,7 +208,7 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
                            hint=f"choose another name, or /load {name} to continue it")
         newly = hold(folder, name, hint="choose another name")
         try:
-            atomic_write_text(folder / f"{name}.json", conversation.to_json(), replace=False)
+            atomic_write_text(folder / f"{name}.json", replace(conversation, name=name).to_json(), replace=False)
         except BaseException as exc:
             if newly:
                 release(folder, name)

@@ -77,7 +77,7 @@ class SamplingParams:
                f"use 0 (off) or a token count up to {MAX_CONTEXT_LIMIT:,}, e.g. 64")
         if self.seed == RANDOM_SEED:
             object.__setattr__(self, "seed", None)  # frozen: normalised once, here
-        _check(self.seed is None or 0 <= self.seed <= MAX_SEED, f"seed {_num(self.seed)} is out of range",
+        _check(self.seed is None or 0 <= self.seed <= MAX_SEED, f"seed {self.seed} is out of range",
                f"use a seed from 0 to {MAX_SEED}, or -1 for a random one")
 
     def with_value(self, name: str, value: object) -> SamplingParams:

@@ -209,8 +209,8 @@ class Repl:
         if len(parts) != 2:
             console.say(f"usage: /set PARAM VALUE ({', '.join(SETTING_NAMES)})")
             return
-        value = self.session.set_value(parts[0], parts[1])
-        console.say(f"{parts[0]} = {value}" + (" (random)" if parts[0].lower() == "seed" and value == "none" else ""))
+        key, value = self.session.set_value(parts[0], parts[1])
+        console.say(f"{key} = {value}" + (" (random)" if key == "seed" and value == "none" else ""))
 
     def _show(self, _: str) -> None:
         loaded = self.session.loaded
@@ -221,7 +221,7 @@ class Repl:
                     f"GPU layers: {opts.n_gpu_layers}; threads: {opts.n_threads}; KV type: {opts.kv_type}")
         if loaded.plan is not None:
             console.say(f"plan: {loaded.plan.describe()}")
-        console.say("settings: " + ", ".join(f"{k}={v}" for k, v in self.session.settings().items()))
+        console.say(f"settings: {self._settings_text()}")
         system = self.session.conversation.system
         console.say(f"system: {brief(system) if system else '(none)'}")
         console.say(f"conversation: {self.session.conversation.name}, {_exchanges(self.session.conversation)}")
@@ -284,10 +284,14 @@ class Repl:
             console.say(f"it was saved with {saved_with} and goes on with {conversation.model} "
                         f"(/model {saved_with} to switch)")
 
+    def _settings_text(self) -> str:
+        """The sampling settings as 'name=value, ...' (unset ones as none)."""
+        return ", ".join(f"{k}={'none' if v is None else v}" for k, v in self.session.settings().items())
+
     def _conversation_summary(self) -> str:
         """Exchanges, system prompt and settings of the current conversation, for /load and --resume."""
         conversation = self.session.conversation
-        settings = ", ".join(f"{k}={v}" for k, v in self.session.settings().items())
+        settings = self._settings_text()
         system = f"system prompt {brief(conversation.system)!r}" if conversation.system else "no system prompt"
         return f"{_exchanges(conversation)}, {system}; settings: {settings}"
 
@@ -340,7 +344,10 @@ def _room_notice(start: TurnStart) -> str | None:
 def _exchanges(conversation: Conversation) -> str:
     """How many exchanges a conversation has, and how many of them the model still sees when not all."""
     total, seen = len(conversation.turns), len(conversation.in_context())
-    return counted(total, "exchange") + (f" (the last {seen} in the model's context)" if seen < total else "")
+    if seen == total:
+        return counted(total, "exchange")
+    last = "only the last" if seen == 1 else f"the last {seen}"
+    return f"{counted(total, 'exchange')} ({last} in the model's context)"
 
 
 def _kept(previous: Conversation) -> str:

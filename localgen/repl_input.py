@@ -85,8 +85,8 @@ class SlashCompleter(Completer):
             yield from self._paths.get_completions(sub, complete_event)
         elif text.startswith("/") and " " not in text:
             for name in COMMANDS:
-                if name.startswith(text):
-                    yield Completion(name, start_position=-len(text))
+                if name.startswith(text):  # with the space an argument needs after it
+                    yield Completion(f"{name} ", start_position=-len(text), display=name)
 
 
 def key_bindings() -> KeyBindings:

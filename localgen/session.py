@@ -45,12 +45,12 @@ class ChatSession:
 
     # --- settings ------------------------------------------------------------------------------
 
-    def set_value(self, name: str, raw: str) -> str:
-        """Change one sampling setting from text (/set NAME VALUE) and save; return the new value as text."""
+    def set_value(self, name: str, raw: str) -> tuple[str, str]:
+        """Change one sampling setting from text (/set NAME VALUE) and save; return its name and new value as text."""
         key = self._apply_setting(name, raw)
         self._save()
         stored = self.settings()[key]
-        return "none" if stored is None else str(stored)
+        return key, "none" if stored is None else str(stored)
 
     def _apply_setting(self, name: str, raw: str) -> str:
         """Change one sampling setting from text, without saving; return its canonical name."""

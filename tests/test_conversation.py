@@ -161,7 +161,9 @@ def test_save_as_never_overwrites_another_conversation(tmp_path: Path, monkeypat
     with pytest.raises(UsageError, match="'other' already exists"):
         save_conversation(mine, "other")
     assert load_conversation("other").turns[0].user == "keep me" and mine.name == "mine"
-    assert save_conversation(mine, "renamed").name == "renamed.json" and mine.name == "renamed"
+    saved_as = save_conversation(mine, "renamed")
+    assert saved_as.name == "renamed.json" and mine.name == "renamed"
+    assert json.loads(saved_as.read_text())["name"] == "renamed", "the new file records its own name"
     mine.turns.append(Turn("q2", "a2"))
     save_conversation(mine, "renamed")  # its own name: an ordinary save
     assert len(load_conversation("renamed").turns) == 2
@@ -234,3 +236,19 @@ def test_a_saved_ctx_size_that_is_not_a_context_size_is_refused(size: object, tm
     path.write_text(json.dumps({**json.loads(path.read_text()), "ctx_size": size}))
     with pytest.raises(LocalgenError, match="'ctx_size' is not a context size"):
         load_conversation("sized")
+
+
+def test_a_completed_command_is_followed_by_a_space_and_file_paths_complete(tmp_path: Path) -> None:
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from localgen.repl_input import SlashCompleter
+
+    def complete(text: str) -> list[str]:
+        return [c.text for c in SlashCompleter().get_completions(Document(text), CompleteEvent())]
+
+    assert complete("/fi") == ["/file "]
+    assert complete("/s") == ["/system ", "/set ", "/show ", "/stats ", "/save "]
+    (tmp_path / "notes.txt").write_text("x")
+    assert complete(f"/file {tmp_path}/no") == ["tes.txt"]
+    assert complete("hello") == []

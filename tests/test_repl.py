@@ -212,8 +212,10 @@ def test_undo_regen_reset_and_set(chat: Chat) -> None:
     assert chat.transcript.getvalue().count(snippet) > shown, "/regen showed a new answer"
     state = chat.conversation()
     assert len(state["turns"]) == 1 and state["turns"][0]["answer"] == first_answer  # greedy: the same again
-    chat.command("/set temperature 0.5", "temperature = 0.5")
+    chat.command("/set TEMPERATURE 0.5", "temperature = 0.5")
     assert chat.conversation()["settings"]["temperature"] == 0.5
+    chat.command("/set seed none", "seed = none (random)")
+    chat.command("/show", "seed=none")
     chat.command("/set top_k banana", "not a valid value")
     chat.command("/reset", "new conversation")
     chat.command("/show", "0 exchanges")
@@ -402,7 +404,8 @@ def test_a_full_context_moves_old_exchanges_out_of_it_and_the_file_keeps_them(ho
     assert "left the model's context to make room; the saved conversation keeps them" in chat.transcript.getvalue()
     assert len(state["turns"]) == number and 0 < state["context_start"] < number
     seen = number - state["context_start"]
-    chat.command("/show", f"{number} exchanges (the last {seen} in the model's context)")
+    last = "only the last" if seen == 1 else f"the last {seen}"
+    chat.command("/show", f"{number} exchanges ({last} in the model's context)")
     assert chat.quit() == 0
 
 

@@ -221,8 +221,8 @@ def test_attachments_of_a_question_without_an_answer_wait_for_the_next_one(sessi
 
 
 def test_set_speaks_the_chat_s_language(session: ChatSession) -> None:
-    assert session.set_value("seed", "-1") == "none" and session.sampling.seed is None
-    assert session.set_value("repeat_last_n", "32") == "32" and session.sampling.repeat_last_n == 32
+    assert session.set_value("seed", "-1") == ("seed", "none") and session.sampling.seed is None
+    assert session.set_value("Repeat-Last-N", "32") == ("repeat_last_n", "32") and session.sampling.repeat_last_n == 32
     with pytest.raises(UsageError) as info:
         session.set_value("max_tokens", "0")
     assert info.value.hint == "use 1 to 10,000,000 tokens: /set max_tokens VALUE"
@@ -234,7 +234,7 @@ def test_every_chat_setting_is_typed_as_its_field(session: ChatSession) -> None:
     for name, kind in CHAT_SETTINGS.items():
         assert kind in (typing.get_args(hints[name]) or (hints[name],)), name
         value = session.set_value(name, "1")
-        assert value == ("1.0" if kind is float else "1") and type(session.settings()[name]) is kind
+        assert value == (name, "1.0" if kind is float else "1") and type(session.settings()[name]) is kind
         with pytest.raises(UsageError, match=f"'x' is not a valid value for {name}"):
             session.set_value(name, "x")
     with pytest.raises(UsageError, match="not a valid value for top_k"):
