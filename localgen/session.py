@@ -84,14 +84,7 @@ class ChatSession:
         if not message:
             raise UsageError("the message is empty", hint="type a question, or /help")
         planned = replace(self.conversation, turns=[*self.conversation.turns, Turn(user=message)])
-        try:
-            dropped = planned.fit(self._count, self._budget())
-        except ContextOverflowError as exc:
-            if not self.attachments:
-                raise
-            raise ContextOverflowError(exc.message, hint="the attached files stay for the next message until "
-                                       "/file none drops them; or start the chat with a larger --ctx-size") from None
-        return TurnStart(dropped=dropped), self._answer(question=planned)
+        return TurnStart(dropped=self._make_room(planned)), self._answer(question=planned)
 
     def regenerate(self) -> tuple[TurnStart, Generator[Event, None, None]]:
         """Answer the last question again (the old answer stays if the new one fails before it starts), making
@@ -100,8 +93,7 @@ class ChatSession:
         if not turns:
             raise UsageError("there is no question to answer again", hint="ask something first")
         planned = replace(self.conversation, turns=[*turns[:-1], Turn(user=turns[-1].user)])
-        dropped = planned.fit(self._count, self._budget())
-        return TurnStart(dropped=dropped), self._answer(question=planned)
+        return TurnStart(dropped=self._make_room(planned)), self._answer(question=planned)
 
     def undo(self) -> Turn:
         """Drop the last exchange."""
@@ -212,6 +204,20 @@ class ChatSession:
         """Note the model in use and the --ctx-size given in the conversation, so that --resume loads them again."""
         self.conversation.model = model_reference(self.loaded.resolved)
         self.conversation.ctx_size = self.options.ctx_size
+
+    def _make_room(self, planned: Conversation) -> int:
+        """Fit a planned conversation to the context (see Conversation.fit); a last exchange too long even alone
+        is refused with what can help here: attached files to drop, a larger context the model allows."""
+        try:
+            return planned.fit(self._count, self._budget())
+        except ContextOverflowError as exc:
+            helps = ["shorten the message" + (" or the system prompt" if planned.system else "")]
+            if self.attachments:
+                helps.append("/file none drops the attached files, which stay for the next message")
+            engine = self.loaded.engine
+            if engine.n_ctx < engine.n_ctx_train:
+                helps.append(f"start the chat with a larger --ctx-size (this model allows {engine.n_ctx_train:,})")
+            raise ContextOverflowError(exc.message, hint="; ".join(helps)) from None
 
     def _budget(self) -> int:
         """Tokens a prompt may use, keeping room for the answer."""

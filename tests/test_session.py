@@ -12,7 +12,14 @@ import pytest
 from localgen import session as session_module
 from localgen.conversation import Conversation, Turn
 from localgen.engine import lc
-from localgen.errors import LocalgenError, ModelLoadError, ModelNotFoundError, TemplateError, UsageError
+from localgen.errors import (
+    ContextOverflowError,
+    LocalgenError,
+    ModelLoadError,
+    ModelNotFoundError,
+    TemplateError,
+    UsageError,
+)
 from localgen.events import Event, Finished, TextChunk
 from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
 from localgen.runner import ModelOptions, load_model
@@ -380,3 +387,22 @@ def test_save_as_writes_the_settings_in_use(session: ChatSession, tmp_path: Path
     session.replace_conversation(Conversation(name="orig", settings={"temperature": 0.0}), {"temperature": "0.3"})
     path = session.save("copy")
     assert json.loads(path.read_text())["settings"]["temperature"] == 0.3
+
+
+def test_a_message_too_long_even_alone_is_refused_with_what_helps_here(chat: ChatSession, bundled_model: Path) -> None:
+    long = "word " * 700
+    with pytest.raises(ContextOverflowError, match="tokens but only") as refused:
+        chat.ask(long)
+    assert refused.value.hint == ("shorten the message; start the chat with a larger --ctx-size "
+                                  "(this model allows 8,192)")
+    chat.attachments.append("a file")
+    with pytest.raises(ContextOverflowError) as refused:
+        chat.ask(long)
+    assert "/file none drops the attached files" in (refused.value.hint or "")
+    widest = _session(bundled_model, 8192)
+    try:
+        with pytest.raises(ContextOverflowError) as refused:
+            widest.ask("word " * 9000)
+        assert refused.value.hint == "shorten the message", "the context is already the model's largest"
+    finally:
+        widest.loaded.close()
