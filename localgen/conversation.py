@@ -107,9 +107,7 @@ class Conversation:
             needs = ("this message and the system prompt need", "them") if self.system else ("this message needs", "it")
             raise ContextOverflowError(
                 f"{needs[0]} {alone:,} tokens but only {budget:,} are free for {needs[1]} in the context",
-                hint="shorten the message or the system prompt (or attachments), or start the chat with a larger "
-                     "--ctx-size if the model allows one (/show tells)",
-            )
+            )  # the chat session adds the help that applies there (ChatSession._make_room)
         limit = budget // 2 if alone <= budget // 2 else budget
         first = _first_at_most(tokens_from, start + 1, last, limit)
         self.context_start = first
