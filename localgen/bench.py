@@ -158,9 +158,9 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
     options = ModelOptions(model=model, ctx_size=ctx, threads=threads, threads_batch=threads_batch,
                            batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
                            ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline)
-    progress("bench: loading the model")
     try:
-        loaded = load_model(options, note=lambda text: progress(f"bench: {text}"))
+        loaded = load_model(options, note=lambda text: progress(f"bench: {text}"),
+                            opening=lambda resolved: progress(f"bench: loading {resolved.display_name}"))
     except ContextSizeError as exc:
         raise UsageError(f"-p {config.n_prompt:,} and -n {config.n_gen:,} need a {ctx:,}-token context, beyond "
                          f"the model's maximum of {exc.maximum:,}", hint="use a smaller -p (or -n)") from exc

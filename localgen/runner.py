@@ -151,13 +151,15 @@ def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: Mo
 
 
 def load_model(options: ModelOptions, *, release: Callable[[], None] | None = None,
-               held: MemoryEstimate | None = None, note: Callable[[str], None] = ignore_note) -> LoadedModel:
+               held: MemoryEstimate | None = None, note: Callable[[str], None] = ignore_note,
+               opening: Callable[[ResolvedModel], None] | None = None) -> LoadedModel:
     """Resolve, check, plan and load a model; the one way every command gets an engine.
 
     note gets what the planner chose or changed, and warnings (a CPU-only build on a machine with an NVIDIA GPU),
-    as they happen. release, when given, frees a model already loaded once the new one is found and checked, so that the
-    memory plan sees the RAM and VRAM that model held; held is what it holds, counted as free when a quant is
-    chosen before that.
+    as they happen. opening, when given, hears of the model once every check has passed, just before llama.cpp loads
+    it. release, when given, frees a model already loaded once the new one is found and checked, so that the memory
+    plan sees the RAM and VRAM that model held; held is what it holds, counted as free when a quant is chosen before
+    that.
     """
     from localgen.catalog import touch_last_used
     from localgen.gguf_split import validate_split
@@ -176,6 +178,8 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     touch_last_used(resolved.path)
     for reason in plan.reasons:
         note(reason)
+    if opening is not None:
+        opening(resolved)
     engine, plan = open_engine(resolved.path, load_options, plan, shape, note, retry=options.gpu_layers is None)
     control_tokens = header.control_tokens | engine.control_among(header.user_defined_tokens)
     prompt_format = _prompt_format(engine, options, resolved, control_tokens)

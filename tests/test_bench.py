@@ -70,7 +70,7 @@ def test_cli_bench_json() -> None:
     record = json.loads(result.out)
     assert record["n_prompt"] == 32 and record["n_gen"] == 4 and record["reps"] == 1
     assert record["figures"]["decode_tps"]["mean"] > 0
-    assert "bench:" in result.err, "progress goes to stderr"
+    assert "bench: loading smollm2-135m" in result.err, "progress goes to stderr"
     assert "--batch-size" not in result.err and record["n_batch"] < 512, "the default batch size is not the user's"
     given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", "1024")
     assert given.returncode == 0 and f"--batch-size 1024 is capped at {record['n_batch']}" in given.err
@@ -92,6 +92,13 @@ def test_cli_bench_rejects_bad_counts() -> None:
 def test_a_prompt_beyond_the_model_is_refused_before_loading() -> None:
     result = run_localgen("bench", "-p", "100000", "-n", "16", "-r", "1")
     assert result.returncode == 2 and "Traceback" not in result.err
-    last = result.err.strip().splitlines()[-1]
+    assert result.err.count("\n") == 1, "one line: no progress about a model that will not be loaded"
+    last = result.err.strip()
     assert last == ("localgen: error: -p 100,000 and -n 16 need a 100,320-token context, beyond the model's maximum "
                     "of 8,192 (hint: use a smaller -p (or -n))")
+
+
+def test_an_unknown_model_is_one_error_line() -> None:
+    result = run_localgen("bench", "-m", "nosuch", "-r", "1")
+    assert result.returncode == 1
+    assert result.err.startswith("localgen: error: unknown model 'nosuch'") and result.err.count("\n") == 1
