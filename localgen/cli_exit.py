@@ -3,6 +3,7 @@ full or a broken pipe."""
 
 from __future__ import annotations
 
+import difflib
 import errno
 import logging
 import os
@@ -23,6 +24,7 @@ from localgen.errors import (
 from localgen.signals import SignalExit, signal_exit_code
 
 OUTPUT_FULL_ERRNOS = DISK_FULL_ERRNOS | {errno.EFBIG}
+SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their dashes (click's 0.6 counts the dashes)
 
 
 def silence_stdout() -> None:
@@ -34,9 +36,20 @@ def silence_stdout() -> None:
 
 def _usage_error_text(exc: Exception) -> str:
     """A one-line version of a command-line usage error."""
+    if type(exc).__name__ == "NoSuchOption":  # without click's suggestions, which count the dashes as alike
+        return f"No such option: {getattr(exc, 'option_name', '')}"
     format_message = getattr(exc, "format_message", None)
     message = format_message() if callable(format_message) else str(exc)
     return " ".join(message.split())
+
+
+def _close_options(exc: Exception) -> list[str]:
+    """For an unknown option, the options whose names (dashes aside) are really close to it."""
+    if type(exc).__name__ != "NoSuchOption":  # click's, or the copy typer ships
+        return []
+    typed = str(getattr(exc, "option_name", "")).lstrip("-")
+    names = {option.lstrip("-"): option for option in getattr(exc, "possibilities", None) or ()}
+    return [names[name] for name in difflib.get_close_matches(typed, list(names), n=3, cutoff=SUGGESTION_CUTOFF)]
 
 
 def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
@@ -49,7 +62,9 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
     if command in groups and len(args) > 1 and args[1] in {c.name for c in groups[command].registered_commands}:
         command = f"{command} {args[1]}"
-    return f"see `localgen {command} --help`".replace("  ", " ")
+    close = _close_options(exc)
+    guess = f"did you mean {' or '.join(close)}? " if close else ""
+    return f"{guess}see `localgen {command} --help`".replace("  ", " ")
 
 
 def _command_names(app: typer.Typer) -> set[str]:

@@ -243,6 +243,20 @@ def test_bad_input_gets_one_line_error(args: tuple[str, ...], needle: str, code:
     assert len(result.err.strip().splitlines()) == 1, result.err
 
 
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (("run", "--temprature", "0", "hi"), "did you mean --temperature? see `localgen run --help`"),
+        (("chat", "--modle", "x"), "did you mean --model? see `localgen chat --help`"),
+        (("run", "--bogus", "hi"), "see `localgen run --help`"),  # click offered --no-gpu for this one
+    ],
+)
+def test_a_misspelt_option_gets_only_close_suggestions(args: tuple[str, ...], hint: str) -> None:
+    result = run_localgen(*args)
+    assert result.returncode == 2
+    assert result.err == f"localgen: error: No such option: {args[1]} (hint: {hint})\n"
+
+
 def test_invalid_utf8_stdin_is_replaced_with_a_warning() -> None:
     result = run_localgen("run", "Repeat.", "-n", "3", *GREEDY, stdin=b"caf\xe9 au lait\n")
     assert result.returncode == 0
