@@ -22,7 +22,7 @@ from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
 from localgen.registry import ModelRef, ModelSpec, Registry, hub_target, normalize_quant, parse_reference
-from localgen.storage import atomic_write_text
+from localgen.storage import atomic_write_bytes
 from localgen.verify import is_verified, path_key
 
 SOURCE_BUNDLED = "bundled"
@@ -81,7 +81,7 @@ def _last_used_marker(path: Path) -> Path:
 def touch_last_used(path: Path) -> None:
     """Record that a model file (its first shard) was just loaded."""
     with contextlib.suppress(LocalgenError):
-        atomic_write_text(_last_used_marker(path), str(path.resolve()))
+        atomic_write_bytes(_last_used_marker(path), os.fsencode(path.resolve()))  # the name may not be UTF-8
 
 
 def last_used(path: Path) -> float | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -221,7 +220,7 @@ def _finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput
         if output is None:
             record = completion.to_dict() | {"model": {"name": loaded.resolved.display_name,
                                                       "path": str(loaded.resolved.path)}}
-            console.write_out(sys.stdout, json.dumps(record, ensure_ascii=False) + "\n")
+            console.write_out(sys.stdout, console.json_text(record) + "\n")
         else:
             output.finish()
     except BrokenPipeError:
@@ -326,7 +325,7 @@ def bench(
                        batch_size=batch_size if _from_command_line(ctx, "batch_size") else None,
                        ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                        offline=offline or None, progress=console.say)
-    print(json.dumps(result.to_dict()) if json_output else format_result(result))
+    print(console.json_text(result.to_dict()) if json_output else format_result(result))
 
 
 app.add_typer(cache_app, name="cache")
@@ -374,7 +373,7 @@ def fit(
     hw = probe_hardware()
     report = fit_report(reference, request=request, hw=hw, offline=offline or None)
     if json_output:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(console.json_text(report.to_dict(), indent=2))
         return
     warning = cpu_only_warning_once(hw)
     if warning:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -28,9 +27,10 @@ def cache(ctx: typer.Context,
         if json_output:
             _misplaced_option(ctx)
         return
+    from localgen import console
     from localgen.promptcache import cache_listing, describe_cache
 
-    print(json.dumps(cache_listing(), indent=2) if json_output else describe_cache())
+    print(console.json_text(cache_listing(), indent=2) if json_output else describe_cache())
 
 
 @cache_app.command("clear")
@@ -82,12 +82,12 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     if all_models:
         _list_all(registry, json_output=json_output)
         return
-    models = list_models(registry)
-    if json_output:
-        print(json.dumps([_model_json(m) for m in models], indent=2))
-        return
     from localgen import console
 
+    models = list_models(registry)
+    if json_output:
+        print(console.json_text([_model_json(m) for m in models], indent=2))
+        return
     rows = [[m.name, m.quant or "-", human_size(m.size), _when(m.last_used), _source(m), str(m.path)] for m in models]
     console.print_table(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=("PATH",))
 
@@ -106,7 +106,7 @@ def _list_all(registry: Registry, *, json_output: bool) -> None:
 
     rows = list_all_models(registry)
     if json_output:
-        print(json.dumps([_listed_json(r) for r in rows], indent=2))
+        print(console.json_text([_listed_json(r) for r in rows], indent=2))
         return
     console.print_table(["NAME", "REPO", "QUANT", "CONTEXT", "DOWNLOADED", "DESCRIPTION"], [
         [r.name, r.repo or "-", r.quant or "-", f"{r.context:,}" if r.context else "-", _downloaded_cell(r),
@@ -167,7 +167,7 @@ def models_show(
     sha = recorded_sha256(resolved.path)
     plan = plan_summary(resolved.path, default_ctx=resolved.context)
     if json_output:
-        print(json.dumps({
+        print(console.json_text({
             "name": resolved.display_name, "architecture": info.architecture, "parameters": info.parameter_count,
             "quant": info.quant, "context_length": info.context_length, "layers": info.block_count,
             "embedding_size": info.embedding_length, "chat_template": bool(info.chat_template),

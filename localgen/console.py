@@ -150,10 +150,25 @@ def stdout_error(exc: OSError) -> LocalgenError:
                          hint="free some space or send the output elsewhere")
 
 
+def without_surrogates(text: str) -> str:
+    """Text with U+FFFD for lone surrogates, Python's stand-ins for bytes that were not UTF-8 (in file names)."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_text(data: object, *, indent: int | None = None) -> str:
+    """JSON for stdout: UTF-8 text as it is, and U+FFFD for a file name's undecodable bytes."""
+    import json
+
+    return without_surrogates(json.dumps(data, indent=indent, ensure_ascii=False))
+
+
 def say(message: str) -> None:
     """A status line on stderr (best effort: a stderr that cannot be written must not fail the command)."""
     try:
-        sys.stderr.write(message + "\n")
+        sys.stderr.write(without_surrogates(message) + "\n")
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):  # full, closed or missing stderr
         pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from localgen.config import settings
@@ -35,8 +36,8 @@ def git_blob_id_and_sha256(path: Path) -> tuple[str, str]:
 
 
 def path_key(path: Path) -> str:
-    """A file-name-safe key for a file's resolved path (for markers kept about it)."""
-    return hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
+    """A file-name-safe key for a file's resolved path (for markers kept about it); any bytes may name the file."""
+    return hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:32]
 
 
 def _marker_path(path: Path) -> Path:

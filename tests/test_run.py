@@ -368,3 +368,17 @@ def test_an_empty_system_prompt_replaces_the_template_default() -> None:
     counts = [json.loads(run_localgen("run", *system, "hi", "-n", "1", "--json", *GREEDY).out)["usage"]["prompt_tokens"]
               for system in ((), ("-s", ""))]
     assert counts[1] < counts[0]
+
+
+def test_a_model_file_name_that_is_not_utf8_loads_and_shows_as_ufffd(bundled_model: Path, tmp_path: Path) -> None:
+    import shutil
+
+    model = tmp_path / os.fsdecode(b"bad\xffname.gguf")
+    shutil.copyfile(bundled_model, model)
+    result = run_localgen("run", "-m", str(model), "hi", "-n", "2", "--json", *GREEDY)
+    assert result.returncode == 0, result.err
+    assert json.loads(result.out)["model"]["path"].endswith("bad\ufffdname.gguf")
+    fit = run_localgen("fit", str(model), "--json")
+    assert fit.returncode == 0 and json.loads(fit.out)["reference"].endswith("bad\ufffdname.gguf"), fit.out
+    table = run_localgen("fit", str(model))
+    assert "bad\ufffdname.gguf: RAM" in table.err, "a status line shows U+FFFD, not a \\udcff escape"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +17,7 @@ def load_weights(path: Path, options: LoadOptions, stop: Callable[[], bool]) -> 
     params = lc.llama_model_default_params()
     params.n_gpu_layers = options.n_gpu_layers
     params.progress_callback = progress = lc.llama_progress_callback(lambda _done, _data: not stop())
-    model = lc.llama_model_load_from_file(str(path).encode(), params) or None
+    model = lc.llama_model_load_from_file(os.fsencode(path), params) or None
     del progress  # kept alive until here: llama.cpp calls it during the load
     if model is None:
         raise ModelLoadError(
