@@ -415,6 +415,7 @@ def _optional_values(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app and map every failure to a message and an exit code."""
     from localgen import console
+    from localgen.signals import exit_on_signals
 
     _configure_logging()
     if sys.stderr is None:  # 2>&-: messages have nowhere to go
@@ -423,4 +424,6 @@ def main(argv: list[str] | None = None) -> None:
         console.error("stdout is closed: there is nowhere to write the output",
                       hint="redirect it to a file or a pipe instead of closing it")
         sys.exit(EXIT_USAGE)
-    sys.exit(flush_stdout(run_app(app, _optional_values(sys.argv[1:] if argv is None else argv))))
+    with exit_on_signals():  # SIGTERM or SIGHUP while downloading or loading: cleanups run, partial files go
+        code = run_app(app, _optional_values(sys.argv[1:] if argv is None else argv))
+    sys.exit(flush_stdout(code))

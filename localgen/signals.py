@@ -32,12 +32,20 @@ def raise_signal_exit(signum: int, _frame: FrameType | None) -> NoReturn:
 
 @contextlib.contextmanager
 def exit_on_signals(signals: tuple[int, ...] = ENDING_SIGNALS) -> Iterator[None]:
-    """While active, the signals raise SignalExit (finally blocks and context managers run) instead of killing."""
-    previous = {sig: signal.signal(sig, raise_signal_exit) for sig in signals}
+    """While active, the signals raise SignalExit (finally blocks and context managers run) instead of killing.
+
+    An ignored signal (SIGHUP under nohup) stays ignored.
+    """
+    previous = {sig: signal.signal(sig, raise_signal_exit) for sig in signals if not _ignored(sig)}
     try:
         yield
     finally:
         restore_handlers(previous)
+
+
+def _ignored(sig: int) -> bool:
+    """True when the signal is ignored (nohup's SIGHUP, SIGINT for a background job): it must stay so."""
+    return signal.getsignal(sig) is signal.SIG_IGN
 
 
 def restore_handlers(previous: dict[int, object]) -> None:
@@ -96,13 +104,13 @@ def deferred_signals() -> Iterator[DeferredSignals]:
 
 
 class StopOnSignal:
-    """While active, SIGINT/SIGTERM call stop(); a second one ends the program when escalate is set
-    (KeyboardInterrupt for SIGINT, SignalExit for the others).
+    """While active, SIGINT/SIGTERM/SIGHUP call stop() (ignored ones stay ignored); a second one ends the program
+    when escalate is set (KeyboardInterrupt for SIGINT, SignalExit for the others).
 
     reset, when given, runs on exit: a stop that arrived after the work had ended must not stop the next one.
     """
 
-    def __init__(self, stop: Callable[[], None], *, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM),
+    def __init__(self, stop: Callable[[], None], *, signals: tuple[int, ...] = (signal.SIGINT, *ENDING_SIGNALS),
                  escalate: bool = True, reset: Callable[[], None] | None = None):
         self._stop = stop
         self._signals = signals
@@ -113,7 +121,8 @@ class StopOnSignal:
 
     def __enter__(self) -> StopOnSignal:
         for sig in self._signals:
-            self._previous[sig] = signal.signal(sig, self._handle)
+            if not _ignored(sig):
+                self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:

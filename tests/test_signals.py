@@ -15,6 +15,12 @@ from pathlib import Path
 
 import pytest
 import typer
+from hub_server import (
+    HubServer,
+    child_env,
+    loopback_hub_fixture,  # noqa: F401  (the `loopback_hub` fixture)
+    make_gguf_bytes,
+)
 
 from localgen.cli_exit import run_app
 from localgen.signals import SignalExit, StopOnSignal, exit_on_signals
@@ -179,3 +185,47 @@ def test_ctrl_c_while_the_cli_starts_exits_130_without_a_traceback(tmp_path: Pat
             or re.search(r"[/\\]localgen[/\\](?!__main__\.py|launcher\.py|__init__\.py)\w+\.py", err)]
     assert all("Traceback" not in err and "Exception ignored" not in err for _, err in ours), ours
     assert {code for code, _ in ours} <= {130, -signal.SIGINT}, ours
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_mid_download_leaves_no_partial_file(loopback_hub: HubServer, tmp_path: Path, signum: int,
+                                                       code: int) -> None:
+    """huggingface_hub deletes its .incomplete file in a finally block, which a killed process never runs."""
+    name = "big-Q4_K_M.gguf"
+    loopback_hub.add_repo("org/big-GGUF", {name: make_gguf_bytes("big", 3_000_000)})
+    loopback_hub.chunk_size = 32 * 1024
+    loopback_hub.bytes_per_s = 1_000_000
+    proc = subprocess.Popen([sys.executable, "-m", "localgen", "pull", "org/big-GGUF"], cwd=REPO_ROOT,
+                            env=child_env(loopback_hub, tmp_path), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while loopback_hub.bytes_sent.get(("org/big-GGUF", name), 0) < 500_000 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == code, err.decode()
+    assert loopback_hub.bytes_sent[("org/big-GGUF", name)] < 3_000_000, "the signal came mid-download"
+    assert b"Traceback" not in err
+    assert not list((tmp_path / "hf").rglob("*.incomplete"))
+
+
+def test_run_stops_on_sighup_like_sigterm() -> None:
+    """The answer so far is printed and ends with a newline; the exit code says SIGHUP (129)."""
+    proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "Write a very long story about a castle.",
+                             "-n", "4000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            cwd=REPO_ROOT)
+    assert proc.stdout is not None
+    first = proc.stdout.read(1)
+    proc.send_signal(signal.SIGHUP)
+    rest, err = proc.communicate(timeout=60)
+    assert proc.returncode == 129, err.decode()
+    assert (first + rest).endswith(b"\n") and not (first + rest).endswith(b"\n\n") and b"Traceback" not in err
+
+
+def test_sighup_ignored_by_nohup_stays_ignored() -> None:
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with exit_on_signals(), StopOnSignal(lambda: None):
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
