@@ -135,7 +135,11 @@ class PromptCache:
             yield path, header
 
     def find(self, prompt: Sequence[int], *, better_than: int = 0) -> SavedPrefix | None:
-        """The entry sharing the longest prefix with prompt, if that beats better_than by enough to pay off."""
+        """The entry sharing the longest prefix with prompt, if that beats better_than by enough to pay off.
+
+        The size bound holds for reading too: a bound lowered since the entries were saved evicts them first.
+        """
+        evict(self.directory, self.max_bytes)
         wanted = tokens_array(prompt)
         best: tuple[int, Path, _Header] | None = None
         for path, header in self._headers():
@@ -279,13 +283,19 @@ def describe_cache() -> str:
     """The `localgen cache` listing: folder, entries (newest first), total size and bound."""
     import time
 
-    from localgen.config import prompt_cache_bytes
+    from localgen.config import PROMPT_CACHE_BYTES_ENV, prompt_cache_bytes
 
     directory = cache_dir()
     entries = list_entries(directory)
     total = sum(e.size for e in entries)
     count = f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
-    lines = [f"prompt cache: {directory}", f"{count}, {binary_size(total)} of {binary_size(prompt_cache_bytes())}"]
+    bound = prompt_cache_bytes()
+    if bound == 0:
+        state = f"{count}, {binary_size(total)}; off ({PROMPT_CACHE_BYTES_ENV}=0): runs neither read nor add entries"
+    else:
+        over = "; over the bound, so the next run drops the least recently used" if total > bound else ""
+        state = f"{count}, {binary_size(total)} of {binary_size(bound)}{over}"
+    lines = [f"prompt cache: {directory}", state]
     if entries:
         lines.append(f"{'tokens':>8}  {'size':>10}  {'last used':<19}  file")
         for e in entries:

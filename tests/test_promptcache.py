@@ -102,6 +102,29 @@ def test_size_bound_evicts_least_recently_used(tmp_path: Path) -> None:
     assert evict(tmp_path, 0) == 2 and list_entries(tmp_path) == []
 
 
+def test_a_lowered_bound_evicts_before_reading(tmp_path: Path) -> None:
+    one = sum(len(part) for part in entry_parts("model-a", [0] * 4, b"x" * 1000))
+    cache = _cache(tmp_path, max_bytes=2 * one + 10)
+    cache.store([1, 1, 1, 1], b"x" * 1000)
+    cache.store([2, 2, 2, 2], b"x" * 1000)
+    os.utime(cache._entry_path([1, 1, 1, 1]), (1, 1))
+    smaller = _cache(tmp_path, max_bytes=one + 10)
+    assert smaller.find([1, 1, 1, 1, 5]) is None, "the least recently used entry is beyond the new bound"
+    assert [e.tokens for e in list_entries(tmp_path)] == [4]
+    assert smaller.find([2, 2, 2, 2, 5]) is not None
+
+
+def test_cache_listing_says_when_it_is_off_or_over_its_bound(tmp_path: Path) -> None:
+    _cache(tmp_path).store([1, 2, 3, 4], b"x" * 4000)
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    (tmp_path / "home" / "cache").mkdir(parents=True)
+    (tmp_path / "home" / "cache" / config.PROMPT_CACHE_DIRNAME).symlink_to(tmp_path)
+    off = run_localgen("cache", env={**env, "LOCALGEN_PROMPT_CACHE_BYTES": "0"})
+    assert "1 entry, 4.0 KiB; off (LOCALGEN_PROMPT_CACHE_BYTES=0): runs neither read nor add entries" in off.out
+    over = run_localgen("cache", env={**env, "LOCALGEN_PROMPT_CACHE_BYTES": "1000"})
+    assert "of 1000 B; over the bound, so the next run drops the least recently used" in over.out, over.out
+
+
 def test_find_marks_an_entry_recently_used(tmp_path: Path) -> None:
     one = sum(len(part) for part in entry_parts("model-a", [0] * 4, b"x" * 1000))
     cache = _cache(tmp_path, max_bytes=2 * one + 10)
