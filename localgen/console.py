@@ -90,6 +90,7 @@ class PrefillStatus:
         redraws = _is_terminal(stream) and os.environ.get("TERM") != "dumb"
         self._stream: TextIO | None = stream if redraws else None
         self._style = ("", "") if os.environ.get("NO_COLOR") else ("\x1b[2m", "\x1b[0m")
+        self._width = terminal_width(stream)
         self._shown = False
 
     def update(self, progress: PrefillProgress) -> None:
@@ -98,9 +99,13 @@ class PrefillStatus:
             self.clear()
             return
         percent = 100 * progress.done // max(1, progress.total)
+        counts = f"{progress.done:,}/{progress.total:,}"
+        width = self._width() or 80
+        # one row at most: a wrapped line could not be erased, so narrower terminals get shorter forms
+        text = next((t for t in (f"reading the prompt: {counts} tokens ({percent}%)", f"reading: {counts} ({percent}%)",
+                                 f"{percent}%") if len(t) < width), "")
         dim, plain = self._style
-        self._write(f"\r\x1b[2K{dim}reading the prompt: {progress.done:,}/{progress.total:,} tokens "
-                    f"({percent}%){plain}")
+        self._write(f"\r\x1b[2K{dim}{text}{plain}")
         self._shown = True
 
     def clear(self) -> None:

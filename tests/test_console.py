@@ -4,6 +4,7 @@ and tables."""
 from __future__ import annotations
 
 import io
+import os
 import re
 import sys
 
@@ -196,6 +197,29 @@ def test_the_prefill_line_respects_dumb_terminals_and_no_color(monkeypatch: pyte
     status.update(PrefillProgress(done=512, total=1000))
     status.update(PrefillProgress(done=1000, total=1000))
     assert stream.getvalue() == expected
+
+
+@pytest.mark.parametrize(("columns", "text"), [
+    (80, "reading the prompt: 1,024/1,235 tokens (82%)"), (40, "reading: 1,024/1,235 (82%)"), (20, "82%"), (3, ""),
+])
+def test_the_prefill_line_never_wraps(monkeypatch: pytest.MonkeyPatch, columns: int, text: str) -> None:
+    """A wrapped status line could not be erased: narrower terminals get shorter forms, on one row."""
+    import fcntl
+    import struct
+    import termios
+
+    from localgen.console import PrefillStatus
+    from localgen.events import PrefillProgress
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("TERM", "xterm")
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    with open(slave, "w", closefd=True) as stream:
+        PrefillStatus(stream).update(PrefillProgress(done=1024, total=1235))
+    written = os.read(master, 1000).decode()
+    os.close(master)
+    assert written == f"\r\x1b[2K{text}"
 
 
 MODELS_LIST = (["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], [
