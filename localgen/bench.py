@@ -162,7 +162,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
         loaded = load_model(options, note=lambda text: progress(f"bench: {text}"),
                             opening=lambda resolved: progress(f"bench: loading {resolved.display_name}"))
     except ContextSizeError as exc:
-        raise UsageError(f"-p {config.n_prompt:,} and -n {config.n_gen:,} need a {ctx:,}-token context, beyond "
+        raise UsageError(f"-p {config.n_prompt:,} and -n {config.n_gen:,} need a context of {ctx:,} tokens, beyond "
                          f"the model's maximum of {exc.maximum:,}", hint="use a smaller -p (or -n)") from exc
     try:
         engine = loaded.engine

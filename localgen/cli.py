@@ -262,6 +262,10 @@ def chat(
 
     if sys.stdin is None or not sys.stdin.isatty():
         raise UsageError("localgen chat needs a terminal", hint='for pipes and scripts use `localgen run "..."`')
+    if not sys.stdout.isatty():  # the screen would be garbled and the file full of terminal controls
+        raise UsageError("localgen chat needs a terminal on stdout too",
+                         hint="conversations are saved as JSON (/save, `localgen chat --resume`); for a transcript "
+                              'of one answer use `localgen run "..." > FILE`')
     warnings: list[str] = []
     system = None if system is None else argument_text(system, "--system", warnings)
     for message in warnings:
@@ -338,8 +342,7 @@ def pull(
 ) -> None:
     """Download a model from the Hugging Face Hub, verify it, and print its local path.
 
-    A registry name without a quant gets its default quant; ORG/REPO without one gets the best quant that fits
-    this machine, as `run` would choose it.
+    A registry name without a quant gets its default quant; ORG/REPO gets the best quant that fits, as for `run`.
     """
     from localgen.gguf_split import validate_split
     from localgen.hardware import probe_hardware

@@ -216,7 +216,7 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
     if completion.draft is not None:
         d = completion.draft
         extras.append(f"draft lookup: {d.accepted}/{d.drafted} drafted tokens accepted ({d.acceptance:.0%}) "
-                      f"in {d.batches} batches")
+                      f"in {d.batches} batch{'' if d.batches == 1 else 'es'}")
     return "\n".join([line, "; ".join(extras)] if extras else [line])
 
 

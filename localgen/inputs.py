@@ -12,13 +12,14 @@ from localgen.errors import UsageError
 MAX_INPUT_BYTES = 256 * 1024 * 1024
 SHOWN_PATH_CHARS = 120  # longer paths are cut in error messages
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
+DOCUMENT_HINT = "send text; convert documents to plain text first"
+TEMPLATE_HINT = "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"
 
 
-def decode_input(data: bytes, source: str, warnings: list[str]) -> str:
+def decode_input(data: bytes, source: str, warnings: list[str], *, binary_hint: str = DOCUMENT_HINT) -> str:
     """Decode input bytes as UTF-8; binary data is refused, invalid UTF-8 is replaced with a warning."""
     if b"\x00" in data:
-        raise UsageError(f"{source} looks like binary data (it contains NUL bytes)",
-                         hint="send text; convert documents to plain text first")
+        raise UsageError(f"{source} looks like binary data (it contains NUL bytes)", hint=binary_hint)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -42,7 +43,8 @@ def option_path(text: str, option: str) -> Path:
     return Path(text)
 
 
-def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file") -> str:
+def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file",
+                    binary_hint: str = DOCUMENT_HINT) -> str:
     """Read a text file named with option, with clear errors for missing, directory or unreadable paths."""
     try:
         with path.open("rb") as handle:
@@ -58,7 +60,7 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file
     if len(data) > MAX_INPUT_BYTES:
         raise UsageError(f"{short_path(path)} is larger than {MAX_INPUT_BYTES // 2**20} MiB",
                          hint="send a smaller file")
-    return decode_input(data, short_path(path), warnings)
+    return decode_input(data, short_path(path), warnings, binary_hint=binary_hint)
 
 
 def short_path(path: Path) -> str:
@@ -112,8 +114,8 @@ def read_chat_template(name: str | None) -> str | None:
         return None
     path = option_path(name, "--chat-template")
     warnings: list[str] = []
-    text = read_file_input(path, warnings, option="--chat-template")
+    text = read_file_input(path, warnings, option="--chat-template", binary_hint=TEMPLATE_HINT)
     if warnings or not text.strip():
         raise UsageError(f"{short_path(path)} is not a chat template ({'not UTF-8' if warnings else 'it is empty'})",
-                         hint="pass a Jinja chat template file, like the chat_template in a model's tokenizer_config")
+                         hint=TEMPLATE_HINT)
     return text

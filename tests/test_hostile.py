@@ -290,3 +290,16 @@ def test_a_closed_stdin_is_handled(command: str) -> None:
         assert result.returncode == USAGE and "needs a terminal" in err
     else:
         assert result.returncode == 0 and result.stdout.strip()
+
+
+def test_chat_with_stdout_piped_is_refused() -> None:
+    """`localgen chat | tee log` would garble the screen and fill the log with terminal controls."""
+    master, slave = os.openpty()
+    try:
+        result = subprocess.run([sys.executable, "-m", "localgen", "chat"], stdin=slave, capture_output=True,
+                                timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert result.returncode == USAGE and result.stdout == b""
+    assert result.stderr.decode().startswith("localgen: error: localgen chat needs a terminal on stdout too")
