@@ -7,7 +7,7 @@ import re
 import sys
 import unicodedata
 from collections.abc import Iterable, Iterator
-from typing import Any, TextIO
+from typing import Any, ClassVar, TextIO
 
 from localgen.errors import LocalgenError
 from localgen.events import Event, Finished, PrefillProgress
@@ -343,10 +343,65 @@ class AnswerView:
 
 
 def _markdown(text: str) -> Any:
-    """text as a rich Markdown renderable."""
-    from rich.markdown import Markdown
+    """text as a rich Markdown renderable that shows every character of the answer."""
+    return _markdown_class()(text)
 
-    return Markdown(text, code_theme="monokai")
+
+_MARKDOWN_CLASS: Any = None
+
+
+def _markdown_class() -> Any:
+    """rich's Markdown, made faithful to the text (built once, on first use: rich.markdown is slow to import).
+
+    - HTML is text: rich drops HTML tags and blocks, so `<td>` or `std::vector<int>` would vanish from an answer.
+    - Links show their address after the text, instead of an escape sequence many terminals do not display.
+    - Code blocks have no padding or background fill, so code copied from the terminal has no extra indent
+      or trailing spaces.
+    - Ordered lists keep the period after the number ("1." rather than rich's "1").
+    """
+    global _MARKDOWN_CLASS
+    if _MARKDOWN_CLASS is not None:
+        return _MARKDOWN_CLASS
+    from markdown_it import MarkdownIt
+    from rich.markdown import CodeBlock, ListItem, Markdown
+    from rich.segment import Segment
+    from rich.syntax import Syntax
+
+    parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+
+    class PlainCodeBlock(CodeBlock):
+        """A highlighted code block without padding or a background."""
+
+        def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+            yield Syntax(str(self.text).rstrip(), self.lexer_name, theme=self.theme, word_wrap=True, padding=0,
+                         background_color="default")
+
+    class NumberedItem(ListItem):
+        """A list item whose number is followed by a period."""
+
+        def render_number(self, console: Any, options: Any, number: int, last_number: int) -> Iterator[Any]:
+            width = len(str(last_number)) + 3
+            lines = console.render_lines(self.elements, options.update(width=options.max_width - width),
+                                         style=self.style)
+            style = console.get_style("markdown.item.number", default="none")
+            for index, line in enumerate(lines):
+                yield Segment(f"{number}.".rjust(width - 1) + " " if index == 0 else " " * width, style)
+                yield from line
+                yield Segment("\n")
+
+    class FaithfulMarkdown(Markdown):
+        """Markdown that shows HTML as text and links with their address."""
+
+        elements: ClassVar[dict[str, Any]] = {**Markdown.elements, "fence": PlainCodeBlock,
+                                              "code_block": PlainCodeBlock, "list_item_open": NumberedItem}
+
+        def __init__(self, markup: str) -> None:
+            super().__init__("", code_theme="monokai", hyperlinks=False)
+            self.markup = markup
+            self.parsed = parser.parse(markup)
+
+    _MARKDOWN_CLASS = FaithfulMarkdown
+    return _MARKDOWN_CLASS
 
 
 class _Continued:

@@ -89,10 +89,11 @@ def _streamed(document: str, step: int) -> list[str]:
 def _rendered_at_once(document: str) -> list[str]:
     """The terminal lines of document rendered by rich in one go."""
     from rich.console import Console
-    from rich.markdown import Markdown
+
+    from localgen.console import _markdown
 
     once = io.StringIO()
-    Console(file=once, force_terminal=True, width=60, height=40, highlight=False).print(Markdown(document))
+    Console(file=once, force_terminal=True, width=60, height=40, highlight=False).print(_markdown(document))
     return _terminal_lines(once.getvalue(), 60, 40)
 
 
@@ -103,6 +104,22 @@ def test_streamed_markdown_ends_up_as_the_whole_answer_rendered_at_once(step: in
     assert streamed == _rendered_at_once(DOCUMENT)
 
 
+FAITHFUL = ("Wrap the rows in a <table> element and each cell in <td>.\n\nDeclare std::vector<int> v; first.\n\n"
+            '<div class="card">\n  <p>Hello</p>\n</div>\n\nSee [the docs](https://example.com/docs).\n\n'
+            "1. first\n2. second\n\n```python\ndef f(x):\n    return x * 2\n```\n")
+
+
+@pytest.mark.parametrize("step", [3, 50])
+def test_markdown_shows_html_as_text_links_with_their_address_and_code_as_it_is(step: int) -> None:
+    screen = _streamed(FAITHFUL, step)
+    text = "\n".join(screen)
+    assert "Wrap the rows in a <table> element and each cell in <td>." in text, "HTML tags are text, not dropped"
+    assert "std::vector<int> v;" in text and '<div class="card">' in text and "<p>Hello</p>" in text
+    assert "See the docs (https://example.com/docs)." in text, "a link's address shows"
+    assert " 1. first" in screen and " 2. second" in screen
+    assert "def f(x):" in screen and "    return x * 2" in screen, "code has no padding indent or trailing fill"
+
+
 LIST_ITEMS_GOING_ON = ("Steps:\n\n1. Install it.\n\n   Then check the version.\n\n   And restart.\n\n"
                        "2. Run it.\n\n- a\n  - nested\n\n    nested more\n\n  back to a\n\n- b\n\nThe end.")
 
@@ -110,7 +127,7 @@ LIST_ITEMS_GOING_ON = ("Steps:\n\n1. Install it.\n\n   Then check the version.\n
 @pytest.mark.parametrize("step", [1, 5, 50])
 def test_a_list_item_that_goes_on_after_a_blank_line_gains_no_blank_line(step: int) -> None:
     streamed = _streamed(LIST_ITEMS_GOING_ON, step)
-    assert "   And restart." in streamed and "   back to a" in streamed
+    assert "    And restart." in streamed and "   back to a" in streamed
     assert streamed == _rendered_at_once(LIST_ITEMS_GOING_ON)
 
 
