@@ -59,8 +59,8 @@ class LoadPlan:
 
     def describe(self) -> str:
         """One line: 'context 8,192, KV f16, 13/31 layers on the GPU'."""
-        layers = {"gpu": f"all {self.n_layers} layers on the GPU",
-                  "split": f"{min(self.n_gpu_layers, self.n_layers)}/{self.n_layers} layers on the GPU",
+        layers = {"gpu": f"all {counted(self.n_layers, 'layer')} on the GPU",
+                  "split": f"{min(self.n_gpu_layers, self.n_layers)}/{counted(self.n_layers, 'layer')} on the GPU",
                   "cpu": "CPU only"}[self.where]
         return f"context {self.n_ctx:,}, KV {self.kv_type}, {layers}"
 
@@ -99,6 +99,11 @@ class FitRequest:
         if self.no_gpu and self.gpu_layers:
             raise UsageError(f"--no-gpu and --gpu-layers {self.gpu_layers} contradict each other",
                              hint="give one of them")
+
+
+def counted(count: int, noun: str) -> str:
+    """'1 layer', '2 layers': a count and its noun, plural unless the count is one."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def prompt_context(prompt_bytes: int, answer_tokens: int | None = None) -> int:
@@ -192,7 +197,8 @@ def plan_fit(shape: ModelShape, hw: Hardware, request: FitRequest | None = None,
                        f"{binary_size(hw.ram_budget_bytes)} of usable RAM")
         target = best
     if hw.can_offload and not request.no_gpu and request.gpu_layers is None and est.n_gpu_layers <= shape.n_layer:
-        reasons.append(f"{min(est.n_gpu_layers, shape.n_layer)} of {shape.n_layer} layers fit in "
+        on_gpu = min(est.n_gpu_layers, shape.n_layer)
+        reasons.append(f"{on_gpu} of {counted(shape.n_layer, 'layer')} {'fits' if on_gpu == 1 else 'fit'} in "
                        f"{binary_size(hw.vram_budget_bytes)} of free VRAM")
     reasons.extend(ignored_requests(request, hw))
     return LoadPlan(n_ctx=target, n_gpu_layers=est.n_gpu_layers, n_layers=shape.n_layer, kv_type=request.kv_type,

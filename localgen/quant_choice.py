@@ -20,6 +20,7 @@ from localgen.fit import (
     MIN_AUTO_CONTEXT,
     FitRequest,
     LoadPlan,
+    counted,
     estimate_at,
     ignored_requests,
     insufficient_memory,
@@ -50,7 +51,7 @@ class FitOption:
     filenames: tuple[str, ...]
     file_size: int
     shape: ModelShape | None = None
-    estimate: MemoryEstimate | None = None  # at the target context (even when it does not fit)
+    estimate: MemoryEstimate | None = None  # the plan's, or at the context its problem names when it does not fit
     plan: LoadPlan | None = None  # None: does not fit (problem says why)
     problem: str | None = None
     path: Path | None = None  # the local file, when there is one
@@ -64,6 +65,7 @@ class FitOption:
         """A JSON-ready description."""
         e = self.estimate
         return {"label": self.label, "quant": self.quant, "files": list(self.filenames), "file_size": self.file_size,
+                "n_ctx": e.n_ctx if e else None,
                 "weights_bytes": e.weights_bytes if e else None, "kv_bytes": e.kv_bytes if e else None,
                 "total_bytes": e.total_bytes if e else None, "ram_bytes": e.ram_bytes if e else None,
                 "vram_bytes": e.vram_bytes if e else None,
@@ -74,15 +76,13 @@ class FitOption:
 
 def evaluate(label: str, quant: str | None, filenames: tuple[str, ...], file_size: int, shape: ModelShape,
              hw: Hardware, request: FitRequest, path: Path | None = None) -> FitOption:
-    """A candidate's estimate at the target context and its plan (or why it cannot fit)."""
-    target = target_context(shape, request)
-    est = estimate_at(shape, hw, target, request)[0]
+    """A candidate's plan and its estimate, or why it cannot fit and the estimate at the context that says so."""
+    option = FitOption(label=label, quant=quant, filenames=filenames, file_size=file_size, shape=shape, path=path)
     try:
-        plan, problem = plan_fit(shape, hw, request, label=label), None
+        plan = plan_fit(shape, hw, request, label=label)
     except InsufficientMemoryError as exc:
-        plan, problem = None, exc.short
-    return FitOption(label=label, quant=quant, filenames=filenames, file_size=file_size, shape=shape, estimate=est,
-                     plan=plan, problem=problem, path=path)
+        return replace(option, estimate=estimate_at(shape, hw, exc.n_ctx, request)[0], problem=exc.short)
+    return replace(option, estimate=plan.estimate, plan=plan)
 
 
 def choose_option(options: Sequence[FitOption], request: FitRequest) -> int | None:
@@ -241,9 +241,13 @@ def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | Non
         try:
             files = hub.list_gguf_files(target.repo)
             options = hub_options(target.repo, hw, request, files=files)
-            named = target.quant or target.filename
-            chosen = _named_index(options, files, target) if named else choose_option(options, request)
-            return FitReport(text, target.repo, hw, request, tuple(options), chosen, tuple(notes))
+            if target.quant or target.filename:
+                index = _named_index(options, files, target)
+                notes.extend(_named_refusal(options, index, text, hw, request))
+            else:
+                index = choose_option(options, request)
+                notes.extend(_repo_refusal(options, target.repo, hw, request))
+            return FitReport(text, target.repo, hw, request, tuple(options), _marked(options, index), tuple(notes))
         except LocalgenError as exc:
             survey_error = exc
             notes.append(f"showing the local copy only: {exc.message} (--offline skips asking the Hub)")
@@ -254,7 +258,45 @@ def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | Non
             raise survey_error from None  # not downloaded either: the Hub's error is the one to fix
         raise
     option = local_option(resolved.path, hw, request, label=target.quant or None)
-    return FitReport(text, target.repo, hw, request, (option,), 0 if option.plan else None, tuple(notes))
+    notes.extend(_named_refusal([option], 0, text, hw, request))
+    return FitReport(text, target.repo, hw, request, (option,), _marked([option], 0), tuple(notes))
+
+
+def _marked(options: Sequence[FitOption], index: int | None) -> int | None:
+    """The option to mark as the one a run would use: only one that fits (a run refuses the others)."""
+    return index if index is not None and options[index].plan is not None else None
+
+
+def _named_refusal(options: Sequence[FitOption], index: int | None, subject: str, hw: Hardware,
+                   request: FitRequest) -> list[str]:
+    """Run's refusal of the named quant or file (subject: the reference) as a note, when it does not fit."""
+    option = options[index] if index is not None else None
+    if option is None or option.plan is not None or option.shape is None:
+        return []
+    try:
+        plan_fit(option.shape, hw, request, label=subject)
+    except InsufficientMemoryError as exc:
+        return [_refusal_note(exc, lead="" if any(o.plan for o in options) else "nothing fits here: ")]
+    return []
+
+
+def _repo_refusal(options: Sequence[FitOption], repo: str, hw: Hardware, request: FitRequest) -> list[str]:
+    """Run's refusal of a repo named without a quant ('no quant of ORG/REPO fits') as a note, when none fits."""
+    smallest = _smallest(options)
+    if smallest is None or any(o.plan for o in options):
+        return []
+    return [_refusal_note(_too_big_repo(repo, smallest, hw, request))]
+
+
+def _refusal_note(refusal: InsufficientMemoryError, *, lead: str = "") -> str:
+    """A refusal, its hint (what would help) included, as one note line."""
+    return f"{lead}{refusal.message}" + (f"; {refusal.hint}" if refusal.hint else "")
+
+
+def _smallest(options: Sequence[FitOption]) -> FitOption | None:
+    """The option that needs the least RAM, among those whose header could be read."""
+    readable = [o for o in options if o.estimate is not None and o.shape is not None]
+    return min(readable, key=lambda o: o.estimate.ram_bytes if o.estimate else 0) if readable else None
 
 
 def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest) -> tuple[str | None, tuple[str, ...]]:
@@ -281,17 +323,16 @@ def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest)
     options = hub_options(target.repo, hw, request)
     index = choose_option(options, request)
     if index is None:
-        readable = [o for o in options if o.estimate is not None]
-        if not readable:
+        smallest = _smallest(options)
+        if smallest is None:
             return reference, ()
-        smallest = min(readable, key=lambda o: o.estimate.ram_bytes if o.estimate else 0)
-        assert smallest.shape is not None
         raise _too_big_repo(target.repo, smallest, hw, request)
     chosen = options[index]
     assert chosen.plan is not None
     ref = f"{target.repo}:{chosen.quant}" if chosen.quant else f"{target.repo}/{chosen.filenames[0]}"
-    note = (f"chose {ref} ({human_size(chosen.file_size)}), the best of {len(options)} quants that fits: "
-            f"{chosen.plan.describe()}")
+    count = len(options)
+    which = "the only quant, and it fits" if count == 1 else f"the best that fits of {counted(count, 'quant')}"
+    note = f"chose {ref} ({human_size(chosen.file_size)}), {which}: {chosen.plan.describe()}"
     return ref, (note,)
 
 
@@ -348,7 +389,7 @@ def report_table(report: FitReport) -> tuple[str, list[str], list[list[str]]]:
     for index, option in enumerate(report.options):
         e = option.estimate
         mark = "*" if index == report.chosen else " "
-        kv = f"{binary_size(e.kv_bytes)} @ {e.n_ctx:,}" if e else "-"
+        kv = f"{binary_size(e.kv_bytes)} @ {e.n_ctx:,}" if e else "-"  # the plan's context, or the refused one
         plan = option.plan.describe() if option.plan else (option.problem or "-")
         rows.append([mark + option.label, binary_size(option.file_size), binary_size(e.weights_bytes) if e else "-", kv,
                      binary_size(e.total_bytes) if e else "-", option.fits_in, plan])

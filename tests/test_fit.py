@@ -31,7 +31,7 @@ from localgen.params import GenerationLimits, SamplingParams
 from localgen.quant_choice import choose_cached, choose_download, choose_option, hub_options, remote_header
 from localgen.runner import ModelOptions, load_model
 from localgen.session import ChatSession
-from localgen.units import parse_size
+from localgen.units import binary_size, parse_size
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
 
 MIB = 2**20
@@ -423,6 +423,21 @@ def test_choose_download_picks_or_refuses_before_downloading(hubenv: HubEnv, qua
     assert hubenv.blobs(REPO) == []
 
 
+def test_counts_in_choices_and_reasons_agree_with_their_nouns(hubenv: HubEnv, quant_files: dict[str, Path],
+                                                             bundled_shape: ModelShape) -> None:
+    _serve(hubenv, quant_files)
+    hubenv.server.add_repo("org/one-GGUF", {"one-Q4_0.gguf": quant_files["Q4_0"]})
+    assert "the best that fits of 4 quants:" in choose_download(REPO, hw=machine(), request=FitRequest())[1][0]
+    only = choose_download("org/one-GGUF", hw=machine(), request=FitRequest())[1][0]
+    assert "the only quant, and it fits:" in only and "1 quants" not in only
+    one_layer = estimate_memory(bundled_shape, n_ctx=8192, n_gpu_layers=1).vram_bytes
+    reserve = max(int(8 * GIB * hardware.VRAM_RESERVE_FRACTION), hardware.VRAM_RESERVE_MIN_BYTES)
+    gpu = GpuInfo(name="Test GPU", total_bytes=8 * GIB, free_bytes=reserve + one_layer)
+    plan = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu,)))
+    assert plan.n_gpu_layers == 1 and "1 of 30 layers fits in" in plan.reasons[0]
+    assert fit.counted(1, "layer") == "1 layer" and fit.counted(1024, "layer") == "1,024 layers"
+
+
 def test_a_model_switch_counts_the_loaded_models_memory_as_free_when_choosing_a_quant(
         hubenv: HubEnv, quant_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     _serve(hubenv, quant_files)
@@ -540,6 +555,33 @@ def test_fit_command_for_a_local_file(capsys: pytest.CaptureFixture[str], monkey
     assert "cannot offload to a GPU: --gpu-layers ignored" in capsys.readouterr().err
 
 
+def test_fit_shows_kv_and_total_at_the_context_its_plan_uses() -> None:
+    """Where the plan lowers the context, the KV and TOTAL cells are that context's, so FITS never contradicts
+    TOTAL; a row that does not fit shows the figures at the context its refusal names."""
+    model = str(bundled_model_file())
+    shape = read_shape(bundled_model_file())
+    between = (estimate_memory(shape, n_ctx=8192).ram_bytes + estimate_memory(shape, n_ctx=2048).ram_bytes) / 2
+    env = {config.MEMORY_LIMIT_ENV: str(int(between / hardware.RAM_USABLE_FRACTION))}
+    table = run_localgen("fit", model, env=env)
+    assert table.returncode == 0, table.err
+    usable = re.search(r"RAM (\d+\.\d \w+) usable", table.err)
+    assert usable is not None, table.err
+    _, _, _, kv, total, fits, plan = table.out.splitlines()[1].split("\t")
+    n_ctx = re.match(r"context ([\d,]+),", plan)
+    assert n_ctx is not None and n_ctx[1] != "8,192", plan
+    assert fits == "RAM" and kv.endswith(f"@ {n_ctx[1]}"), (kv, plan)
+    assert parse_size(total, name="TOTAL") <= parse_size(usable[1], name="usable")
+    report = json.loads(run_localgen("fit", model, "--json", env=env).out)
+    (option,) = report["options"]
+    assert option["n_ctx"] == option["plan"]["n_ctx"] < 8192
+    assert option["kv_bytes"] == option["plan"]["kv_bytes"] and option["ram_bytes"] == option["plan"]["ram_bytes"]
+    assert option["total_bytes"] <= option["plan"]["ram_budget_bytes"]
+    refused = run_localgen("fit", model, "--json", env={config.MEMORY_LIMIT_ENV: "100MiB"})
+    (option,) = json.loads(refused.out)["options"]
+    assert option["problem"].endswith(f"at {option['n_ctx']:,} ctx") and f"{option['n_ctx']:,}" == "2,048"
+    assert option["problem"].startswith(f"needs {binary_size(option['ram_bytes'])} RAM")
+
+
 def test_fit_and_run_against_the_hub(hubenv: HubEnv, quant_files: dict[str, Path],
                                      capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     _serve(hubenv, quant_files)
@@ -565,6 +607,42 @@ def test_fit_and_run_against_the_hub(hubenv: HubEnv, quant_files: dict[str, Path
     assert localgen_main("run", "-m", f"{REPO}:F16", "hi") == 1
     assert "needs about" in capsys.readouterr().err
     assert not any("fit-F16" in p.name for p in hubenv.snapshot_files(REPO))
+
+
+def _refusal(err: str) -> tuple[str, str]:
+    """The message and hint of the error line a refused command printed."""
+    match = re.search(r"localgen: error: (.*) \(hint: (.*)\)$", err.strip().splitlines()[-1])
+    assert match is not None, err
+    return match[1], match[2]
+
+
+def test_fit_marks_no_quant_that_run_would_refuse_and_says_what_would_help(hubenv: HubEnv,
+                                                                           quant_files: dict[str, Path]) -> None:
+    _serve(hubenv, quant_files)
+    tiny = {config.MEMORY_LIMIT_ENV: str(_too_small_for(quant_files, "Q4_0"))}
+    for reference in (f"{REPO}:Q8_0", REPO):  # named as a registry entry's default quant would be, and without
+        run = run_localgen("run", "-m", reference, "hi", "-n", "1", env=tiny)
+        assert run.returncode == 1, run.err
+        message, hint = _refusal(run.err)
+        table = run_localgen("fit", reference, env=tiny)
+        assert table.returncode == 0, table.err
+        assert not any(row.startswith("*") for row in table.out.splitlines()), table.out
+        assert "* the quant" not in table.err
+        assert f"{message}; {hint}" in table.err, "fit says what run says, and what would help"
+        assert "nothing fits here" in table.err or "no quant of" in table.err
+        report = json.loads(run_localgen("fit", reference, "--json", env=tiny).out)
+        assert report["chosen"] is None and not any(o["chosen"] for o in report["options"])
+        assert any(message in note for note in report["notes"])
+    at_4096 = estimate_memory(read_shape(quant_files["Q4_0"]), n_ctx=4096).ram_bytes / hardware.RAM_USABLE_FRACTION
+    asked = run_localgen("fit", f"{REPO}:Q4_0", "--ctx", "8192", env={config.MEMORY_LIMIT_ENV: str(int(at_4096))})
+    assert "nothing fits here" in asked.err and "--ctx-size 4096" in asked.err and "--kv-type q8_0" in asked.err
+    roomy = {config.MEMORY_LIMIT_ENV: str(_too_small_for(quant_files, "F16"))}
+    table = run_localgen("fit", f"{REPO}:F16", env=roomy)  # other quants fit; the one named does not
+    rows = {row.split("\t")[0]: row.split("\t")[5] for row in table.out.splitlines()[1:]}
+    assert rows[" F16"] == "no" and rows[" Q4_0"] == "RAM" and not any(label.startswith("*") for label in rows)
+    assert f"{REPO}:F16 needs about" in table.err and "nothing fits here" not in table.err
+    assert "fewer bits per weight than F16" in table.err
+    assert hubenv.blobs(REPO) == []
 
 
 def test_fit_of_a_model_not_downloaded_names_the_hub_problem_not_the_missing_copy() -> None:
