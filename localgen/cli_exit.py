@@ -24,6 +24,11 @@ from localgen.errors import (
 from localgen.signals import SignalExit, signal_exit_code
 
 OUTPUT_FULL_ERRNOS = DISK_FULL_ERRNOS | {errno.EFBIG}
+OTHER_TOOLS_COMMANDS = {  # what users of other tools type at the top level, and localgen's command for it
+    "list": "localgen models list", "ls": "localgen models list", "rm": "localgen models rm NAME",
+    "remove": "localgen models rm NAME", "show": "localgen models show NAME", "info": "localgen models show NAME",
+    "download": "localgen pull NAME",
+}
 SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their dashes (click's 0.6 counts the dashes)
 
 
@@ -55,6 +60,8 @@ def _close_options(exc: Exception) -> list[str]:
 def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     """What to do about a usage error: quote a prompt that was split into words, else read the help."""
     command = args[0] if args and args[0] in _command_names(app) else ""
+    if not command and args and args[0] in OTHER_TOOLS_COMMANDS and "no such command" in str(exc).lower():
+        return f"use `{OTHER_TOOLS_COMMANDS[args[0]]}`"
     if command == "run" and "unexpected extra argument" in str(exc).lower():
         return 'quote the prompt: localgen run "several words"'
     if command == "run" and "no such option" in str(exc).lower() and " " in (args[-1] if args else ""):

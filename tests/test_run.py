@@ -257,6 +257,14 @@ def test_a_misspelt_option_gets_only_close_suggestions(args: tuple[str, ...], hi
     assert result.err == f"localgen: error: No such option: {args[1]} (hint: {hint})\n"
 
 
+@pytest.mark.parametrize(("command", "hint"), [("list", "localgen models list"), ("rm", "localgen models rm NAME"),
+                                              ("show", "localgen models show NAME")])
+def test_other_tools_commands_point_to_localgens(command: str, hint: str) -> None:
+    result = run_localgen(command, "x")
+    assert result.returncode == 2
+    assert result.err == f"localgen: error: No such command '{command}'. (hint: use `{hint}`)\n"
+
+
 def test_invalid_utf8_stdin_is_replaced_with_a_warning() -> None:
     result = run_localgen("run", "Repeat.", "-n", "3", *GREEDY, stdin=b"caf\xe9 au lait\n")
     assert result.returncode == 0
