@@ -102,3 +102,10 @@ def test_an_unknown_model_is_one_error_line() -> None:
     result = run_localgen("bench", "-m", "nosuch", "-r", "1")
     assert result.returncode == 1
     assert result.err.startswith("localgen: error: unknown model 'nosuch'") and result.err.count("\n") == 1
+
+
+def test_one_draft_batch_is_singular() -> None:
+    timings = Timings(ttft_s=0.1, prefill_s=0.1, prefill_tokens_per_s=1.0, decode_s=1.0, decode_tokens_per_s=1.0)
+    done = Finished(text="x", finish_reason="stop", usage=Usage(10, 0, 3), timings=timings,
+                    draft=DraftStats(drafted=2, accepted=1, batches=1))
+    assert format_stats(done).splitlines()[1].endswith("accepted (50%) in 1 batch")

@@ -365,3 +365,14 @@ def test_a_template_still_rewrites_a_message_that_contains_control_token_text(bu
         assert text == fmt.render(messages) and "long reasoning" not in text, "the template dropped the reasoning"
         im_end = engine.tokenize("<|im_end|>", add_special=False)[0]
         assert prompt.count(im_end) == 3, "three turn ends; the answer's <|im_end|> is text"
+
+
+def test_a_binary_chat_template_gets_the_template_hint(tmp_path: Path) -> None:
+    from localgen.errors import UsageError
+    from localgen.inputs import TEMPLATE_HINT, read_chat_template
+
+    template = tmp_path / "t.jinja"
+    template.write_bytes(b"{{ x }}\x00")
+    with pytest.raises(UsageError, match="looks like binary data") as caught:
+        read_chat_template(str(template))
+    assert caught.value.hint == TEMPLATE_HINT
