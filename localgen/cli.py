@@ -59,6 +59,7 @@ TopPOpt = Annotated[float, typer.Option(help="Nucleus sampling.")]
 MinPOpt = Annotated[float, typer.Option(help="Min-p sampling.")]
 RepeatPenaltyOpt = Annotated[float, typer.Option(help="1 = off.")]
 SeedOpt = Annotated[int | None, typer.Option(help="Seed for reproducible sampling (-1: random).")]
+StopOpt = Annotated[list[str] | None, typer.Option("--stop", help="Stop at this string (repeatable).")]
 ThreadsBatchOpt = Annotated[int | None, typer.Option(help="Threads for prefill (default: --threads).")]
 BatchSizeOpt = Annotated[int, typer.Option(help="Prefill chunk size.")]
 UbatchSizeOpt = Annotated[int, typer.Option(help="Physical batch size.")]
@@ -102,7 +103,7 @@ def run(
     min_p: MinPOpt = DEFAULT_MIN_P,
     repeat_penalty: RepeatPenaltyOpt = DEFAULT_REPEAT_PENALTY,
     seed: SeedOpt = None,
-    stop: Annotated[list[str] | None, typer.Option("--stop", help="Stop at this string (repeatable).")] = None,
+    stop: StopOpt = None,
     ctx_size: CtxOpt = None,
     threads: ThreadsOpt = None,
     threads_batch: ThreadsBatchOpt = None,
@@ -240,8 +241,14 @@ def chat(
     min_p: MinPOpt = DEFAULT_MIN_P,
     repeat_penalty: RepeatPenaltyOpt = DEFAULT_REPEAT_PENALTY,
     seed: SeedOpt = None,
+    stop: StopOpt = None,
     ctx_size: CtxOpt = None,
     threads: ThreadsOpt = None,
+    threads_batch: ThreadsBatchOpt = None,
+    batch_size: BatchSizeOpt = DEFAULT_BATCH_SIZE,
+    ubatch_size: UbatchSizeOpt = DEFAULT_UBATCH_SIZE,
+    flash_attn: FlashAttnOpt = "auto",
+    kv_type: KvTypeOpt = "f16",
     no_markdown: Annotated[bool, typer.Option("--no-markdown", help="Print answers as plain text.")] = False,
     hide_thinking: Annotated[bool, typer.Option("--hide-thinking", help="Hide <think> reasoning.")] = False,
     resume: Annotated[str | None, typer.Option(
@@ -268,19 +275,21 @@ def chat(
                               'of one answer use `localgen run "..." > FILE`')
     warnings: list[str] = []
     system = None if system is None else argument_text(system, "--system", warnings)
+    stop = [argument_text(s, "--stop", warnings) for s in stop or ()]
     for message in warnings:
         console.warn(message)
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                               repeat_penalty=repeat_penalty, seed=seed)
-    limits = GenerationLimits(max_tokens=max_tokens)
+    limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop))
     conversation = None
     if resume is not None:
         conversation = load_conversation(resume, shell=True) if resume else latest_conversation(console.warn)
         model = model or conversation.model
         ctx_size = ctx_size if ctx_size is not None else conversation.ctx_size
-    options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, offline=offline or None,
-                           gpu_layers=gpu_layers, no_gpu=no_gpu, chat_template=read_chat_template(chat_template),
-                           chat_template_file=chat_template)
+    options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,
+                           batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
+                           offline=offline or None, gpu_layers=gpu_layers, no_gpu=no_gpu,
+                           chat_template=read_chat_template(chat_template), chat_template_file=chat_template)
     loaded = load_model(options, note=say_note)
     session = None
     try:

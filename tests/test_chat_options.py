@@ -1,0 +1,21 @@
+"""`localgen chat` takes run's generation and loading options (--stop, --kv-type, --flash-attn, batch sizes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_repl import Chat
+
+
+def test_chat_takes_stop_strings_and_the_loading_knobs(tmp_path: Path) -> None:
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "40", "--stop", "e",
+                "--kv-type", "q8_0", "--flash-attn", "on", "--batch-size", "256", "--ubatch-size", "128",
+                "--threads-batch", "1")
+    try:
+        answer = chat.ask("Describe the sea.")["turns"][-1]["answer"]
+        assert answer and "e" not in answer, "the answer stops before the stop string"
+        assert "KV q8_0" in chat.command("/show", "KV q8_0")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
