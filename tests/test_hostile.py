@@ -303,3 +303,15 @@ def test_chat_with_stdout_piped_is_refused() -> None:
         os.close(master)
     assert result.returncode == USAGE and result.stdout == b""
     assert result.stderr.decode().startswith("localgen: error: localgen chat needs a terminal on stdout too")
+
+
+def test_run_without_a_prompt_on_a_terminal_points_to_chat() -> None:
+    master, slave = os.openpty()
+    try:
+        result = subprocess.run([sys.executable, "-m", "localgen", "run"], stdin=slave, capture_output=True,
+                                timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert result.returncode == USAGE
+    assert result.stderr.decode().rstrip().endswith("or pipe text in; `localgen chat` starts a conversation)")
