@@ -446,48 +446,70 @@ SHORT_COLUMN = 12  # a column no wider than this (sizes, dates, quants) stays on
 def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None,
                 squeeze: tuple[str, ...] = ()) -> None:
     """A table on stdout: rich on a terminal, tab-separated columns on a pipe; cells are one line of plain text
-    (file headers are untrusted). A table wider than the terminal folds the squeeze columns (long free text: paths,
-    descriptions) while the others fit whole, else its widest columns; it never cuts them."""
+    (file headers are untrusted).
+
+    A table wider than the terminal folds its squeeze columns that hold free text (descriptions, plans) at spaces
+    while the others fit whole; when that is not enough, each row becomes a block of 'name: value' lines, so no
+    path or name is ever broken across lines.
+    """
     rows = [[one_line(cell) for cell in row] for row in rows]
     if sys.stdout.isatty():
         from rich.console import Console
 
         console = Console(highlight=False)
-        if console.width >= 3 * len(headers):  # room for each column's padding and a character
-            console.print(_rich_table(headers, rows, title=title, width=console.width, squeeze=squeeze))
-            return
+        unbroken = _unbroken_columns(headers, rows, console.width, squeeze)
+        if unbroken is None:
+            _print_records(console, headers, rows, title=title)
+        else:
+            console.print(_rich_table(headers, rows, title=title, unbroken=unbroken))
+        return
     for row in [headers, *rows]:
         sys.stdout.write("\t".join(row) + "\n")
     sys.stdout.flush()
 
 
-def _rich_table(headers: list[str], rows: list[list[str]], *, title: str | None, width: int,
-                squeeze: tuple[str, ...]) -> Any:
-    """The rich Table for print_table: one line a row when it fits the width, else its widest columns fold."""
+def _rich_table(headers: list[str], rows: list[list[str]], *, title: str | None, unbroken: list[bool]) -> Any:
+    """The rich Table for print_table: one line a row, but for the free-text columns that may fold."""
     from rich.table import Table
     from rich.text import Text
 
     table = Table(title=title, header_style="bold", box=None, pad_edge=False)
-    for header, no_wrap in zip(headers, _unbroken_columns(headers, rows, width, squeeze), strict=True):
+    for header, no_wrap in zip(headers, unbroken, strict=True):
         table.add_column(header, overflow="fold", no_wrap=no_wrap)
     for row in rows:
         table.add_row(*(Text(cell) for cell in row), style="bold" if row and row[0].startswith("*") else None)
     return table
 
 
-def _unbroken_columns(headers: list[str], rows: list[list[str]], width: int, squeeze: tuple[str, ...]) -> list[bool]:
-    """Which columns stay unbroken: all but the squeeze ones when those keep SHORT_COLUMN cells each, else the short
-    ones, when they leave each other column SHORT_COLUMN cells."""
+def _unbroken_columns(headers: list[str], rows: list[list[str]], width: int,
+                      squeeze: tuple[str, ...]) -> list[bool] | None:
+    """Which columns keep their cells on one line (all, or all but the free-text squeeze columns, which keep
+    SHORT_COLUMN cells each); None when the table does not fit the width even so."""
     from rich.cells import cell_len
 
-    widths = [max(cell_len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
-    gaps = 2 * (len(widths) - 1)  # two cells between columns
-    folding = [h in squeeze for h in headers]
-    if any(folding) and sum(min(w, SHORT_COLUMN) if f else w for w, f in zip(widths, folding, strict=True)) \
-            + gaps <= width:
-        return [not f for f in folding]
-    needed = sum(min(w, SHORT_COLUMN) for w in widths) + gaps
-    return [w <= SHORT_COLUMN and needed <= width for w in widths]
+    columns = list(zip(headers, *rows, strict=True))
+    widths = [max(cell_len(cell) for cell in column) for column in columns]
+    folding = [h in squeeze and any(" " in cell for cell in column[1:]) for h, column in zip(headers, columns,
+                                                                                              strict=True)]
+    needed = sum(min(w, SHORT_COLUMN) if f else w for w, f in zip(widths, folding, strict=True))
+    return [not f for f in folding] if needed + 2 * (len(widths) - 1) <= width else None
+
+
+def _print_records(console: Any, headers: list[str], rows: list[list[str]], *, title: str | None) -> None:
+    """Each row as its first cell, then its other cells as aligned 'name: value' lines; never wrapped by rich
+    (the terminal wraps a long path, which stays one line to copy)."""
+    from rich.text import Text
+
+    names = [f"{header.lower()}:" for header in headers[1:]]
+    width = max(map(len, names), default=0)
+    if title:
+        console.print(Text(title), soft_wrap=True)
+    for index, row in enumerate(rows):
+        if index or title:
+            console.print()
+        console.print(Text(row[0], style="bold"), soft_wrap=True)
+        for name, cell in zip(names, row[1:], strict=True):
+            console.print(Text(f"  {name:<{width}} {cell}"), soft_wrap=True)
 
 
 def print_fields(fields: list[tuple[str, str]]) -> None:

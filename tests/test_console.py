@@ -288,16 +288,29 @@ def _columns(lines: list[str]) -> list[str]:
             (match.span() for match in re.finditer("x+(?: x+)*", mask))]
 
 
-@pytest.mark.parametrize("width", [60, 80])
-@pytest.mark.parametrize("table", TABLES.values(), ids=TABLES.keys())
-def test_a_table_wider_than_the_terminal_folds_and_keeps_every_character(
-        monkeypatch: pytest.MonkeyPatch, table: tuple[list[str], list[list[str]]], width: int) -> None:
-    headers, rows = table
-    lines = _table_on_terminal(monkeypatch, width, headers, rows)
-    assert max(map(len, lines)) <= width
+def test_a_table_wider_than_the_terminal_folds_only_free_text_at_spaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    headers, rows = FIT_TABLE  # at 80 columns everything but the PLAN fits on one line
+    lines = _table_on_terminal(monkeypatch, 80, headers, rows, squeeze=("PLAN",))
+    assert max(map(len, lines)) <= 80 and len(lines) > 1 + len(rows), "the plans fold"
     assert _columns(lines) == [_squashed("".join(column)) for column in zip(headers, *rows, strict=True)]
-    if width == 80:  # room enough for the short values (sizes, dates, quants) to stay on one line
-        assert all(any(cell in line for line in lines) for row in rows for cell in row if len(cell) <= 12)
+    assert all(any(cell in line for line in lines) for row in rows for cell in row[:-1]), "other cells stay whole"
+    assert all(word in " ".join(lines).split() for row in rows for word in row[-1].split()), "plans fold at spaces"
+
+
+@pytest.mark.parametrize(("table", "width"), [(MODELS_LIST, 80), (MODELS_ALL, 80), (FIT_TABLE, 60)],
+                         ids=["models list", "models list --all", "fit"])
+def test_a_table_too_wide_even_so_becomes_one_block_a_row(monkeypatch: pytest.MonkeyPatch, width: int,
+                                                          table: tuple[list[str], list[list[str]]]) -> None:
+    """A path or repo folded mid-word could not be copied in one piece: each row becomes name: value lines."""
+    headers, rows = table
+    lines = _table_on_terminal(monkeypatch, width, headers, rows, squeeze=("PATH", "REPO", "DESCRIPTION", "PLAN"))
+    names = [f"{header.lower()}:" for header in headers[1:]]
+    pad = max(map(len, names))
+    expected: list[str] = []
+    for row in rows:
+        expected += ([""] if expected else []) + [row[0]]
+        expected += [f"  {name:<{pad}} {cell}" for name, cell in zip(names, row[1:], strict=True)]
+    assert lines == expected
 
 
 @pytest.mark.parametrize("table", TABLES.values(), ids=TABLES.keys())
@@ -308,17 +321,7 @@ def test_a_table_that_fits_the_terminal_has_one_line_a_row(monkeypatch: pytest.M
     assert [line.split() for line in lines] == [" ".join(row).split() for row in [headers, *rows]]
 
 
-def test_a_terminal_too_narrow_for_the_columns_gets_the_tab_separated_form(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_very_narrow_terminal_gets_blocks_too(monkeypatch: pytest.MonkeyPatch) -> None:
     headers, rows = MODELS_LIST
     lines = _table_on_terminal(monkeypatch, 12, headers, rows)
-    assert lines == ["\t".join(row) for row in [headers, *rows]]
-
-
-def test_squeeze_columns_fold_first_so_names_and_numbers_stay_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    headers, rows = MODELS_ALL
-    lines = _table_on_terminal(monkeypatch, 80, headers, rows, squeeze=("REPO", "DESCRIPTION"))
-    assert max(map(len, lines)) <= 80
-    assert _columns(lines) == [_squashed("".join(column)) for column in zip(headers, *rows, strict=True)]
-    whole = [cell for row in rows for cell, header in zip(row, headers, strict=True)
-             if header not in ("REPO", "DESCRIPTION")]
-    assert all(any(cell in line for line in lines) for cell in whole), lines
+    assert lines[0] == rows[0][0] and f"  path:      {rows[0][-1]}" in lines
