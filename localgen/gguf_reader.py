@@ -169,6 +169,8 @@ def _parse_header(p: HeaderCursor) -> tuple[int, int, int]:
     version = p.u32("version")
     if version not in SUPPORTED_VERSIONS:
         swapped = int.from_bytes(version.to_bytes(4, "little"), "big")
+        if version == 0:  # zeros where the version belongs: a damaged file, not a big-endian one
+            raise p.fail("invalid GGUF version 0 (supported: 2, 3); the file is damaged")
         if swapped in SUPPORTED_VERSIONS or (version & 0xFFFF) == 0:
             raise p.fail(f"big-endian GGUF (version field {version:#010x}); "
                          "only little-endian files are supported")

@@ -10,15 +10,18 @@ shows are download_progress.py's.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localgen import download_progress
 from localgen.config import settings
-from localgen.errors import HubError, LocalgenError
+from localgen.errors import GGUFError, HubError, LocalgenError
 from localgen.hub_cache import (
     cached_model,
     discard_cached_file,
@@ -33,7 +36,14 @@ from localgen.hub_choice import choose_model, quant_of, shard_of
 from localgen.hub_errors import map_hub_error, offline_error
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.registry import check_safe_filename
-from localgen.verify import git_blob_id_and_sha256, is_verified, record_verified, sha256_file
+from localgen.verify import (
+    forget_verified,
+    git_blob_id_and_sha256,
+    is_verified,
+    record_verified,
+    recorded_sha256,
+    sha256_file,
+)
 
 if TYPE_CHECKING:
     from localgen.download_progress import Display
@@ -42,6 +52,21 @@ METADATA_TIMEOUT_S = 20.0
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_RESUMING = "Trying to resume download"  # what huggingface_hub logs when it resumes a dropped download
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The sha256 a registry entry expects of its default file, and where that entry is (for messages)."""
+
+    sha256: str
+    origin: str  # [models.NAME] in FILE
+
+
+def note(message: str) -> None:
+    """A `localgen:` line on stderr, as the download summary is (best effort)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        print(f"localgen: {message}".replace("\n", " "), file=sys.stderr, flush=True)
 
 
 def is_offline() -> bool:
@@ -64,7 +89,8 @@ def _fetch_listing(repo: str) -> HubListing:
     from huggingface_hub import HfApi
 
     try:
-        info = HfApi().model_info(repo, files_metadata=True, timeout=METADATA_TIMEOUT_S)
+        with _quiet_hub_logs(repo):
+            info = HfApi().model_info(repo, files_metadata=True, timeout=METADATA_TIMEOUT_S)
     except Exception as exc:
         raise map_hub_error(exc, repo=repo) from exc
     revision = getattr(info, "sha", None) or "main"
@@ -119,28 +145,34 @@ def find_model(repo: str, *, quant: str | None, filename: str | None) -> HubMode
 
 def download_model(repo: str, *, quant: str | None, filename: str | None, force: bool = False,
                    show_progress: bool | None = None, quiet: bool = False,
-                   reference: str | None = None) -> list[Path]:
+                   reference: str | None = None, pin: Pin | None = None) -> list[Path]:
     """List, choose, download into the HF cache and verify sha256; the paths, first shard first.
 
-    Offline, the cached and verified copy is returned, or a HubError says what to pull.
+    Offline, the cached and verified copy is returned, or a HubError says what to pull. pin, when given, is the
+    sha256 a registry entry expects of the first file.
     """
     if is_offline():
         paths = cached_model(repo, quant=quant, filename=filename)
         if paths is None:
             raise offline_error(repo, quant, filename, reference)
+        check_pinned_file(paths[0], pin)
         return paths
     model = find_model(repo, quant=quant, filename=filename)
-    return fetch_model(model, force=force, show_progress=show_progress, quiet=quiet)
+    return fetch_model(model, force=force, show_progress=show_progress, quiet=quiet, pin=pin)
 
 
 def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | None = None,
-                quiet: bool = False) -> list[Path]:
+                quiet: bool = False, pin: Pin | None = None) -> list[Path]:
     """Download (or find in the cache) and verify every file of a chosen model."""
     if is_offline():
         paths = cached_model(model.repo, quant=model.quant, filename=model.files[0].filename)
         if paths is None:
             raise offline_error(model.repo, model.quant, model.files[0].filename, None)
+        check_pinned_file(paths[0], pin)
         return paths
+    first = model.files[0]
+    if pin is not None and first.sha256:  # known from the listing: refuse before downloading anything
+        _check_pin(f"{first.repo}/{first.filename}", first.sha256, pin)
     show = sys.stderr.isatty() if show_progress is None else show_progress
     display = download_progress.open_display(model, show=show)
     started = time.monotonic()
@@ -148,7 +180,7 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     paths: list[Path] = []
     with display:
         for f in model.files:
-            path, fresh = _fetch_file(model, f, force=force, display=display)
+            path, fresh = _fetch_file(model, f, force=force, display=display, pin=pin if f is first else None)
             downloaded += f.size if fresh else 0
             paths.append(path)
     if not quiet:
@@ -156,7 +188,22 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     return paths
 
 
-def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display) -> tuple[Path, bool]:
+def check_pinned_file(path: Path, pin: Pin | None) -> None:
+    """A verified file's recorded sha256 (hashed only when there is no record) must be the one pinned."""
+    if pin is not None:
+        _check_pin(str(path), recorded_sha256(path) or sha256_file(path), pin)
+
+
+def _check_pin(label: str, actual: str, pin: Pin) -> None:
+    """Raise when a file's sha256 is not the one its registry entry pins."""
+    if actual.lower() != pin.sha256.lower():
+        raise LocalgenError(f"{label} does not match the sha256 of {pin.origin} (the file's is {actual[:12]}…, "
+                            f"the entry's {pin.sha256[:12]}…)",
+                            hint="the repository changed, or that sha256 is wrong: fix it or remove the line")
+
+
+def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display,
+                pin: Pin | None) -> tuple[Path, bool]:
     """One file: download unless cached, then verify; a cached copy that fails is fetched again once."""
     etag = f.sha256 or f.blob_id
     blob = hub_cache_dir() / repo_folder(model.repo) / "blobs" / etag if etag else None
@@ -164,12 +211,12 @@ def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display) -
                             or (blob is not None and blob.is_file()))
     path = _hf_download(model, f, force=force, display=display, cached=cached)
     try:
-        _verify(path, f, display)
+        _verify(path, f, display, pin)
     except HubError:
         if not cached:
             raise
         path = _hf_download(model, f, force=False, display=display, cached=False)
-        _verify(path, f, display)
+        _verify(path, f, display, pin)
         return path, True
     return path, not cached
 
@@ -189,7 +236,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
     watch = contextlib.nullcontext() if use_tqdm or cached else download_progress.poll_incomplete(
         hub_cache_dir() / repo_folder(model.repo) / "blobs", f.sha256 or f.blob_id, display)
     try:
-        with watch:
+        with watch, _quiet_hub_logs(f"{model.repo}/{f.filename}"):
             path = Path(hf_hub_download(**kwargs))
     except Exception as exc:
         raise map_hub_error(exc, repo=model.repo, filename=f.filename) from exc
@@ -197,11 +244,24 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
     return path
 
 
-def _verify(path: Path, f: HubFile, display: Display) -> None:
-    """Check size and sha256 (or the git blob id for non-LFS files); discard a bad file."""
+def _verify(path: Path, f: HubFile, display: Display, pin: Pin | None) -> None:
+    """Check the checksum, the sha256 the registry pins and the GGUF header; record the file as verified if all pass."""
     if f.sha256 and is_verified(path, f.sha256):
+        _check_usable(path, f)  # a record from before the header was checked too
         display.verified(f, hashed=False)
         return
+    actual = _checksum(path, f, display)
+    if pin is not None:
+        _check_pin(f"{f.repo}/{f.filename}", actual, pin)
+    _check_usable(path, f)
+    record_verified(path, actual)
+    display.verified(f, hashed=True)
+    if not f.sha256:
+        record_sha256(f.repo, f.filename, actual)
+
+
+def _checksum(path: Path, f: HubFile, display: Display) -> str:
+    """Check size and sha256 (or git blob id) against the listing, deleting a file that differs; its sha256."""
     actual_size = path.stat().st_size
     if actual_size != f.size:
         discard_cached_file(path)
@@ -223,10 +283,50 @@ def _verify(path: Path, f: HubFile, display: Display) -> None:
                        "the corrupt download was deleted",
                        hint="run the command again; if it fails again, the Hub mirror or a proxy "
                             f"({hub_endpoint()}) is serving bad data")
-    record_verified(path, actual)
-    display.verified(f, hashed=True)
-    if not f.sha256:
-        record_sha256(f.repo, f.filename, actual)
+    return actual
+
+
+def _check_usable(path: Path, f: HubFile) -> None:
+    """The file's GGUF header must be one llama.cpp can load; a file whose header is not stays unverified."""
+    from localgen.gguf_reader import read_gguf
+
+    try:
+        read_gguf(path, require_architecture=(f.shard_index or 1) == 1)
+    except GGUFError as exc:
+        forget_verified(path)
+        raise GGUFError(exc.message, hint="the file matches the Hub's checksum, so the repository's own file is "
+                                          "damaged or not a model this llama.cpp can load; downloading it again "
+                                          "will not help: choose another quant or repository") from None
+
+
+class _HubLogNote(logging.Handler):
+    """Takes huggingface_hub's log records off stderr; a dropped connection it resumes becomes one localgen note."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(logging.WARNING)
+        self.what = what
+        self.resumed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Say once that the download is being resumed; drop everything else."""
+        if not self.resumed and isinstance(record.msg, str) and _RESUMING in record.msg:
+            self.resumed = True
+            note(f"the connection dropped while downloading {self.what}; resuming where it stopped")
+
+
+@contextlib.contextmanager
+def _quiet_hub_logs(what: str) -> Iterator[None]:
+    """Keep huggingface_hub's log lines off stderr while it works on `what` (LOCALGEN_DEBUG=1 shows them)."""
+    if settings().debug:
+        yield
+        return
+    logger = logging.getLogger("huggingface_hub")
+    saved = logger.handlers, logger.propagate
+    logger.handlers, logger.propagate = [_HubLogNote(what)], False
+    try:
+        yield
+    finally:
+        logger.handlers, logger.propagate = saved
 
 
 def _supports_tqdm_class() -> bool:

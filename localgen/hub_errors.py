@@ -13,14 +13,31 @@ from localgen.hub_cache import hub_cache_dir, hub_endpoint
 _DROPPED = {"RemoteProtocolError", "ReadError", "ChunkedEncodingError", "IncompleteRead", "ProtocolError"}
 # True of every command: a downloaded model is found in the cache before the Hub is asked for anything.
 _WITHOUT_NETWORK = "models already downloaded work without the network (`localgen models list` shows them)"
-# A write that failed for want of space: the disk is full, or the user's quota on it is used up.
+# Another way to get a repo's model than the Hub (reinstalling a damaged package), by repo id in lower case.
+_ALTERNATIVES: dict[str, str] = {}
+
+
+def offer_alternative(repo: str, way: str | None) -> None:
+    """Name another way to get a repo's model in the hints of its Hub errors (None: forget it)."""
+    if way is None:
+        _ALTERNATIVES.pop(repo.lower(), None)
+    else:
+        _ALTERNATIVES[repo.lower()] = way
+
+
+def with_alternative(hint: str | None, repo: str) -> str | None:
+    """A hint led by the other way to get the repo's model, when there is one."""
+    way = _ALTERNATIVES.get(repo.lower())
+    if way is None or (hint is not None and way in hint):
+        return hint
+    return f"{way}, or {hint}" if hint else way
 
 
 def offline_error(repo: str, quant: str | None, filename: str | None, reference: str | None) -> HubError:
     """The error for a model that is needed offline but not cached (offline mode from the environment)."""
     ref = reference or (f"{repo}/{filename}" if filename else f"{repo}:{quant}" if quant else repo)
     return HubError(f"{ref} is not in the local cache and the network is off (offline mode)",
-                    hint=offline_hint(ref))
+                    hint=with_alternative(offline_hint(ref), repo))
 
 
 def offline_hint(reference: str, *, flag: bool = False) -> str:
@@ -79,9 +96,16 @@ def _status_of(exc: BaseException) -> int | None:
 
 
 def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None) -> LocalgenError:
-    """Turn a huggingface_hub / HTTP exception into a HubError with a hint."""
+    """Turn a huggingface_hub / HTTP exception into a HubError with a hint (led by another way to get the model)."""
     if isinstance(exc, LocalgenError):
         return exc
+    error = _hub_error(exc, repo=repo, filename=filename)
+    error.hint = with_alternative(error.hint, repo)
+    return error
+
+
+def _hub_error(exc: BaseException, *, repo: str, filename: str | None) -> LocalgenError:
+    """The HubError for a huggingface_hub / HTTP exception."""
     from huggingface_hub import errors as hf_errors
 
     def kind(name: str) -> tuple[type, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -22,6 +22,7 @@ QUANT_PATTERN = re.compile(
 HUB_PREFIXES = ("hf.co/", "huggingface.co/", "https://huggingface.co/", "https://hf.co/")
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _REPO_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,12 @@ class ModelSpec:
     size: int | None = None
     package: str | None = None
     package_file: str | None = None
+    source: str = field(default="", compare=False)  # the models.toml that defined the entry, for messages
+
+    @property
+    def origin(self) -> str:
+        """Where the entry is defined, for messages: [models.NAME] in FILE."""
+        return f"[models.{self.name}] in {self.source or 'models.toml'}"
 
 
 @dataclass(frozen=True)
@@ -116,7 +123,8 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
             example = 'repo = "ORG/NAME-GGUF"' if required == "repo" else 'quant = "Q4_K_M"'
             raise ConfigError(f"{source}: [models.{name}] needs '{required}'", hint=f"add {example}")
     _check_spec_values(f"{source}: [models.{name}]", table)
-    return ModelSpec(name=name.lower(), **table)
+    values = {**table, "sha256": str(table["sha256"]).lower()} if "sha256" in table else table
+    return ModelSpec(name=name.lower(), source=str(source), **values)
 
 
 _TYPE_WORDS = {str: "a string", int: "an integer"}
@@ -136,6 +144,9 @@ def _check_spec_values(where: str, table: dict[str, object]) -> None:
     for key in ("context", "size"):
         if key in table and int(table[key]) <= 0:  # type: ignore[call-overload]
             raise ConfigError(f"{where}.{key} must be a positive integer", hint=f"write {key} = 4096, for example")
+    if "sha256" in table and not _SHA256.fullmatch(str(table["sha256"])):
+        raise ConfigError(f"{where}.sha256 must be 64 hexadecimal digits, not {str(table['sha256'])!r:.80}",
+                          hint="write the file's full sha256 (`sha256sum FILE` prints it), or remove the line")
 
 
 def _parse_registry(text: str, source: Path | str) -> tuple[dict[str, ModelSpec], str | None]:

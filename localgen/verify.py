@@ -71,6 +71,12 @@ def record_verified(path: Path, sha256: str) -> None:
         atomic_write_text(_marker_path(path), json.dumps(marker, indent=1))
 
 
+def forget_verified(path: Path) -> None:
+    """Drop the marker that says a file was verified, so that it is checked again before it is used."""
+    with contextlib.suppress(OSError):
+        _marker_path(path).unlink()
+
+
 def verify_file(path: Path, *, sha256: str, size: int | None = None, label: str | None = None) -> None:
     """Check a file's size and sha256 (using the marker when present); raise on mismatch."""
     name = label or str(path)

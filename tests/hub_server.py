@@ -17,6 +17,7 @@ import json
 import os
 import re
 import secrets
+import struct
 import subprocess
 import sys
 import threading
@@ -459,7 +460,11 @@ def hubenv_fixture(loopback_hub: HubServer, tmp_path: Path, monkeypatch: pytest.
 
 
 def make_gguf_bytes(tag: str, size: int = 64 * 1024) -> bytes:
-    """Made-up bytes that start like a GGUF file (hub.py never parses them), unique per tag."""
+    """A small GGUF file that passes localgen's header checks (no tensors, general.architecture = llama), padded to
+    size with bytes unique per tag."""
+    key, value = b"general.architecture", b"llama"
+    header = (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key
+              + struct.pack("<IQ", 8, len(value)) + value)  # one key/value pair of type string (8)
     seed = hashlib.sha256(tag.encode()).digest()
-    body = (seed * (size // len(seed) + 1))[: max(size - 8, 0)]
-    return b"GGUF\x03\x00\x00\x00" + body
+    body = (seed * (size // len(seed) + 1))[: max(size - len(header), 0)]
+    return header + body

@@ -324,6 +324,8 @@ BROKEN: list[tuple[str, str, Builder, tuple[str, ...]]] = [
     ("version-4", "tiny", lambda s, d: gb.with_version(s, d, 4), ("unsupported GGUF version 4",)),
     ("version-max", "tiny", lambda s, d: gb.with_version(s, d, 0xFFFFFFFF), ("unsupported GGUF version",)),
     ("big-endian", "tiny", lambda s, d: gb.big_endian_header(s, d), ("big-endian",)),
+    ("version-0", "tiny", lambda s, d: gb.with_version(s, d, 0), ("invalid GGUF version 0", "damaged")),
+    ("zeros-after-magic", "tiny", lambda s, d: d.write_bytes(b"GGUF" + bytes(100_000)), ("invalid GGUF version 0",)),
     ("tensor-count-huge", "tiny", lambda s, d: gb.with_counts(s, d, n_tensors=1 << 40), ("tensor count",)),
     ("kv-count-huge", "tiny", lambda s, d: gb.with_counts(s, d, n_kv=(1 << 64) - 1), ("metadata count",)),
     ("kv-count-beyond-file", "tiny", lambda s, d: gb.with_counts(s, d, n_kv=100_000), ("need at least",)),
@@ -481,6 +483,12 @@ def test_broken_file_gives_a_clear_gguf_error(source: str, build: Builder, words
         assert word in error.message, error.message
     assert isinstance(error, LocalgenError)
     assert isinstance(error, GGUFTruncatedError) == ("truncated" in error.message), error.message
+
+
+def test_a_zeroed_version_is_not_called_big_endian(tiny: Path, tmp_path: Path) -> None:
+    zeroed = _error(gb.with_version(tiny, tmp_path / "zeroed.gguf", 0)).message
+    assert "big-endian" not in zeroed and "version 0" in zeroed
+    assert "big-endian" in _error(gb.big_endian_header(tiny, tmp_path / "big.gguf")).message
 
 
 def test_missing_file_directory_and_fifo_are_gguf_errors(tmp_path: Path) -> None:

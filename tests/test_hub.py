@@ -250,6 +250,25 @@ def test_dropped_connection_is_resumed_with_a_range_request(hubenv: HubEnv) -> N
     assert server.bytes_sent[(REPO, "big-Q4_K_M.gguf")] < 24_000_000
 
 
+@pytest.mark.parametrize("debug", [False, True], ids=["quiet", "LOCALGEN_DEBUG"])
+def test_a_resumed_download_says_so_in_one_note_not_in_huggingface_hub_logs(loopback_hub: HubServer, tmp_path: Path,
+                                                                            debug: bool) -> None:
+    loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 12_000_000)})
+    loopback_hub.abort_after[(REPO, "big-Q4_K_M.gguf")] = 11_000_000
+    env = child_env(loopback_hub, tmp_path, **({"LOCALGEN_DEBUG": "1"} if debug else {}))
+    result = run_python(download_code(REPO), env)
+    if result.returncode != 0:  # huggingface_hub < 1.x does not resume: the pull fails, the next one resumes
+        assert "dropped" in json.loads(result.stdout)["error"]
+        pytest.skip("this huggingface_hub does not resume a dropped download itself")
+    logged = "Error while downloading from" in result.stderr or "Trying to resume download" in result.stderr
+    assert logged is debug, result.stderr
+    if not debug:
+        notes = [line for line in result.stderr.splitlines() if "resuming" in line]
+        assert notes == ["localgen: the connection dropped while downloading org/tiny-GGUF/big-Q4_K_M.gguf; "
+                         "resuming where it stopped"], result.stderr
+        assert "peer closed connection" not in result.stderr
+
+
 def test_a_damaged_cached_file_is_downloaded_again(hubenv: HubEnv) -> None:
     hubenv.server.add_repo(REPO, tiny_files())
     path = hub.download_model(REPO, quant=None, filename=None, quiet=True)[0]

