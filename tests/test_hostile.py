@@ -292,26 +292,25 @@ def test_a_closed_stdin_is_handled(command: str) -> None:
         assert result.returncode == 0 and result.stdout.strip()
 
 
-def test_chat_with_stdout_piped_is_refused() -> None:
-    """`localgen chat | tee log` would garble the screen and fill the log with terminal controls."""
+def _with_a_terminal_on_stdin(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run `localgen ARGS` with stdin a pseudo-terminal and stdout and stderr pipes."""
     master, slave = os.openpty()
     try:
-        result = subprocess.run([sys.executable, "-m", "localgen", "chat"], stdin=slave, capture_output=True,
-                                timeout=60)
+        return subprocess.run([sys.executable, "-m", "localgen", *args], stdin=slave, capture_output=True,
+                              timeout=60)
     finally:
         os.close(slave)
         os.close(master)
+
+
+def test_chat_with_stdout_piped_is_refused() -> None:
+    """`localgen chat | tee log` would garble the screen and fill the log with terminal controls."""
+    result = _with_a_terminal_on_stdin("chat")
     assert result.returncode == USAGE and result.stdout == b""
     assert result.stderr.decode().startswith("localgen: error: localgen chat needs a terminal on stdout too")
 
 
 def test_run_without_a_prompt_on_a_terminal_points_to_chat() -> None:
-    master, slave = os.openpty()
-    try:
-        result = subprocess.run([sys.executable, "-m", "localgen", "run"], stdin=slave, capture_output=True,
-                                timeout=60)
-    finally:
-        os.close(slave)
-        os.close(master)
+    result = _with_a_terminal_on_stdin("run")
     assert result.returncode == USAGE
     assert result.stderr.decode().rstrip().endswith("or pipe text in; `localgen chat` starts a conversation)")
