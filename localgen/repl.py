@@ -17,6 +17,7 @@ from localgen.inputs import argument_text, expand_user_path, read_file_input
 from localgen.repl_input import (
     COMMAND_HELP,
     PROMPT,
+    PasteMark,
     SafeFileHistory,
     SlashCompleter,
     continuation,
@@ -25,6 +26,7 @@ from localgen.repl_input import (
     open_history,
     parse_command,
     unwrap_block,
+    without_controls,
 )
 from localgen.session import SETTING_NAMES, ChatSession, TurnStart
 from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal, exit_on_signals
@@ -41,13 +43,15 @@ class Repl:
         self.show_thinking = show_thinking
         self._running = True
         self._history, self._history_warning = open_history()
+        self._paste = PasteMark()
         self._prompt = PromptSession(
             history=self._history,
             completer=SlashCompleter(),
             complete_while_typing=False,
-            key_bindings=key_bindings(),
+            key_bindings=key_bindings(self._paste),
             bottom_toolbar=self._toolbar,
             enable_history_search=False,
+            enable_suspend=True,  # Ctrl-Z suspends the chat, as in a shell; fg brings the prompt back
             multiline=True,
             prompt_continuation=continuation,
         )
@@ -60,14 +64,15 @@ class Repl:
         }
 
     def _toolbar(self) -> str:
-        """Model, context used / size, last decode speed."""
+        """Model, context used by the conversation / size, attached files, last decode speed."""
         engine = self.session.loaded.engine
         if not engine.is_open:
             return " no model loaded │ /model NAME │ /help"
         speed = self.session.last.timings.decode_tokens_per_s if self.session.last else 0.0
         attached = f"{counted(len(self.session.attachments), 'file')} attached │ " if self.session.attachments else ""
-        return (f" {self.session.loaded.resolved.display_name} │ {engine.kv_tokens:,}/{engine.n_ctx:,} tokens │ "
-                f"{attached}{speed:.1f} tok/s │ /help")
+        used = self.session.context_used()
+        return (f" {self.session.loaded.resolved.display_name} │ {'?' if used is None else f'{used:,}'}/"
+                f"{engine.n_ctx:,} tokens │ {attached}{speed:.1f} tok/s │ /help")
 
     def run(self) -> None:
         """The read-eval-print loop, until /exit or Ctrl-D; SIGTERM and SIGHUP end it with SignalExit."""
@@ -83,6 +88,7 @@ class Repl:
 
     def _step(self) -> None:
         """Read one line and act on it."""
+        self._paste.clear()
         try:
             line = self._prompt.prompt(PROMPT)
         except KeyboardInterrupt:
@@ -93,7 +99,7 @@ class Repl:
         finally:
             self._report_history_problem()
         try:
-            self._handle(self._decoded(line))
+            self._handle(self._decoded(line), pasted=self._paste.began(line))
         except KeyboardInterrupt:  # Ctrl-C outside an answer (e.g. while /model loads)
             console.say("[interrupted]")
         except LocalgenError as exc:
@@ -104,9 +110,14 @@ class Repl:
 
     @staticmethod
     def _decoded(line: str) -> str:
-        """The line as text: bytes a non-UTF-8 terminal sent become U+FFFD, with a warning."""
+        """The line as text: bytes a non-UTF-8 terminal sent become U+FFFD, and control characters (a quoted
+        Ctrl-Z, say) are dropped, each with a warning."""
         warnings: list[str] = []
         line = argument_text(line, "the input", warnings)
+        line, dropped = without_controls(line)
+        if dropped:
+            warnings.append(f"dropped {counted(len(dropped), 'control character')} ({' '.join(dict.fromkeys(dropped))})"
+                            " from the input")
         for warning in warnings:
             console.warn(warning)
         return line
@@ -117,12 +128,12 @@ class Repl:
             console.warn(self._history.problem)
             self._history.problem = None
 
-    def _handle(self, line: str) -> None:
-        """Dispatch one input line."""
-        command = parse_command(line)
+    def _handle(self, line: str, *, pasted: bool = False) -> None:
+        """Dispatch one input line; one that began with a paste is a message, sent as pasted."""
+        command = None if pasted else parse_command(line)
         if command is None:
-            text = unwrap_block(line)
-            if text.lstrip().startswith("//"):  # // sends a message that starts with /
+            text = line if pasted else unwrap_block(line)
+            if not pasted and text.lstrip().startswith("//"):  # // sends a message that starts with /
                 text = text.replace("/", "", 1)
             if text.strip():
                 start, events = self.session.ask(text)
@@ -133,7 +144,8 @@ class Repl:
             return
         handler = self._handlers.get(command.name)
         if handler is None:
-            console.error(f"unknown command {command.name}", hint="/help lists the commands")
+            console.error(f"unknown command {command.name}",
+                          hint="/help lists the commands; // at the start sends a message that starts with /")
             return
         handler(command.argument)
 
@@ -193,7 +205,7 @@ class Repl:
         for usage, text in COMMAND_HELP.items():
             console.say(f"  {usage:<{width}}  {text}")
         console.say('  Alt-Enter or Esc Enter: newline; """ opens and closes a multi-line block; '
-                    "Ctrl-C stops an answer; Ctrl-R searches history")
+                    "Ctrl-C stops an answer; Ctrl-R searches history; Ctrl-Z suspends")
 
     def _system(self, argument: str) -> None:
         if not argument:
@@ -231,8 +243,9 @@ class Repl:
         if last is None:
             console.say("no answer yet")
             return
-        engine = self.session.loaded.engine
-        console.say(console.format_stats(last, context=(engine.kv_tokens, engine.n_ctx)))
+        used = self.session.context_used()
+        context = None if used is None else (used, self.session.loaded.engine.n_ctx)
+        console.say(console.format_stats(last, context=context))
 
     def _reset(self, _: str) -> None:
         previous = self.session.reset()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterable, Iterator
@@ -12,8 +13,10 @@ from pathlib import Path
 
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
+from prompt_toolkit.filters import is_searching
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.keys import Keys
 
 from localgen.config import settings
 from localgen.session import SETTING_NAMES
@@ -23,7 +26,7 @@ BLOCK_QUOTE = '"""'
 COMMAND_HELP = {
     "/help": "show this help",
     "/system [TEXT|none]": "show the system prompt, set it to TEXT, or clear it (none)",
-    "/set PARAM VALUE": f"change a setting ({', '.join(SETTING_NAMES)})",
+    "/set PARAM VALUE": f"change a setting ({', '.join(SETTING_NAMES)}; or by its option name: temp, top-p, n)",
     "/show": "model, settings, context size, GPU layers, path",
     "/stats": "last answer's TTFT, prefill and decode speed, cached tokens, context used",
     "/reset": "start a new conversation (same system prompt; the current one is saved already if it changed)",
@@ -38,6 +41,7 @@ COMMAND_HELP = {
     "/exit": "quit (or Ctrl-D)",
 }
 COMMANDS = tuple(usage.split()[0] for usage in COMMAND_HELP)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # C0 controls and DEL; tabs and newlines are text
 
 
 @dataclass(frozen=True)
@@ -49,12 +53,21 @@ class SlashCommand:
 
 
 def parse_command(line: str) -> SlashCommand | None:
-    """Parse '/name rest'; None when the line is a message, not a command."""
+    """Parse '/name rest'; None when the line is a message, not a command: it does not start with one slash, or
+    its first word looks like a path (/etc/hosts, /tmp.log: another slash or a dot)."""
     stripped = line.strip()
     if not stripped.startswith("/") or stripped.startswith("//"):
         return None
-    name, _, argument = stripped.partition(" ")
-    return SlashCommand(name=name.lower(), argument=argument.strip())
+    name = stripped.split(maxsplit=1)[0]
+    if "/" in name[1:] or "." in name:
+        return None
+    return SlashCommand(name=name.lower(), argument=stripped[len(name):].strip())
+
+
+def without_controls(text: str) -> tuple[str, list[str]]:
+    """The text without control characters (tabs and newlines stay), and the ones dropped in caret notation."""
+    dropped = [f"^{chr(ord(char) ^ 0x40)}" for char in _CONTROL.findall(text)]
+    return (_CONTROL.sub("", text), dropped) if dropped else (text, [])
 
 
 def unwrap_block(text: str) -> str:
@@ -72,32 +85,63 @@ def block_is_open(text: str) -> bool:
 
 
 class SlashCompleter(Completer):
-    """Completes slash command names, and file paths after /file."""
+    """Completes slash command names, file paths after /file, and setting names after /set."""
 
     def __init__(self) -> None:
         self._paths = PathCompleter(expanduser=True)
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
-        """Command names after a leading slash; paths after /file."""
+        """Command names after a leading slash; paths after /file; setting names after /set."""
         text = document.text_before_cursor
         if text.startswith("/file "):
             sub = Document(text[len("/file "):])
             yield from self._paths.get_completions(sub, complete_event)
+        elif text.startswith("/set ") and " " not in text[len("/set "):]:
+            yield from _words(SETTING_NAMES, text[len("/set "):])
         elif text.startswith("/") and " " not in text:
-            for name in COMMANDS:
-                if name.startswith(text):  # with the space an argument needs after it
-                    yield Completion(f"{name} ", start_position=-len(text), display=name)
+            yield from _words(COMMANDS, text)
 
 
-def key_bindings() -> KeyBindings:
-    """Enter sends (or continues an open \"\"\" block); Alt-Enter / Esc Enter insert a newline."""
+def _words(words: Iterable[str], typed: str) -> Iterator[Completion]:
+    """The words that start with what was typed, each with the space that follows it."""
+    for word in words:
+        if word.startswith(typed.lower()):
+            yield Completion(f"{word} ", start_position=-len(typed), display=word)
+
+
+class PasteMark:
+    """The text of a bracketed paste that began an input line: such a line is a message, never a command."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def clear(self) -> None:
+        """Forget the paste (a new prompt)."""
+        self.text = ""
+
+    def began(self, line: str) -> bool:
+        """True when the line starts with the text pasted at its beginning."""
+        return bool(self.text) and line.startswith(self.text)
+
+
+def key_bindings(paste: PasteMark) -> KeyBindings:
+    """Enter sends (or continues an open \"\"\" block); Alt-Enter / Esc Enter insert a newline; paste notes a paste
+    that begins the line. During a history search (Ctrl-R), prompt-toolkit's own keys apply: Enter accepts the match.
+    """
     bindings = KeyBindings()
 
-    @bindings.add("escape", "enter")
+    @bindings.add("escape", "enter", filter=~is_searching)
     def _newline(event: KeyPressEvent) -> None:
         event.current_buffer.insert_text("\n")
 
-    @bindings.add("enter")
+    @bindings.add(Keys.BracketedPaste, filter=~is_searching)
+    def _paste(event: KeyPressEvent) -> None:
+        text = event.data.replace("\r\n", "\n").replace("\r", "\n")  # as prompt-toolkit's own paste does
+        if event.current_buffer.cursor_position == 0:
+            paste.text = text
+        event.current_buffer.insert_text(text)
+
+    @bindings.add("enter", filter=~is_searching)
     def _enter(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
         if block_is_open(buffer.text):

@@ -17,6 +17,7 @@ from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 
 DEFAULT_ANSWER_RESERVE = 512
 SETTING_NAMES = tuple(CHAT_SETTINGS)
+SETTING_ALIASES = {"temp": "temperature", "n": "max_tokens"}  # the command line's other names (--temp, -n)
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,11 @@ class ChatSession:
         return key, "none" if stored is None else str(stored)
 
     def _apply_setting(self, name: str, raw: str) -> str:
-        """Change one sampling setting from text, without saving; return its canonical name."""
-        key = name.replace("-", "_").lower()
+        """Change one sampling setting from text, without saving; return its canonical name.
+
+        A setting goes by its name, or as on the command line: temp, --top-p, -n."""
+        key = name.lstrip("-").replace("-", "_").lower()
+        key = SETTING_ALIASES.get(key, key)
         if key not in SETTING_NAMES:
             raise UsageError(f"unknown setting '{name}'", hint=f"settings: {', '.join(SETTING_NAMES)}")
         value = _parse_setting(key, raw)
@@ -224,6 +228,19 @@ class ChatSession:
         n_ctx = self.loaded.engine.n_ctx
         reserve = min(self.limits.max_tokens or DEFAULT_ANSWER_RESERVE, n_ctx // 4)
         return n_ctx - reserve
+
+    def context_used(self) -> int | None:
+        """Tokens the conversation takes in the model's context as the next turn starts (the KV cache may still hold
+        a question that got no answer); None when no model is loaded or the template fails."""
+        if not self.loaded.engine.is_open:
+            return None
+        messages = self.conversation.messages()
+        if not messages:  # not even a system prompt: the bare generation prompt is no part of the conversation
+            return 0
+        try:
+            return self._count(messages)
+        except LocalgenError:
+            return None
 
     def prompt_text(self, messages: list[Message] | None = None) -> str:
         """The rendered prompt for messages (default: the conversation's)."""

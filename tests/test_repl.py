@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import shlex
 import signal
 import sys
 import time
@@ -14,39 +16,66 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from localgen.repl_input import SlashCommand, parse_command, without_controls
 from tests.conftest import REPO_ROOT
 
 PROMPT = ">>>"
+CURSOR_REQUEST = "\x1b[6n"
 TIMEOUT = 90
 LONG_QUESTION = "Write a very long story about a dragon who loves books."
 
 
-def spawn_chat(home: Path, *args: str, cwd: Path = REPO_ROOT) -> pexpect.spawn:
-    """Start `localgen chat ARGS` in a pty, with its data in home."""
+def _env(home: Path, *, cpr: bool = False) -> dict[str, str]:
+    """The environment of a chat under test: its data in home, a fixed terminal size; cpr: prompt-toolkit asks
+    where the cursor is (the test answers), as it must to draw the bottom toolbar."""
     env = {**os.environ, "LOCALGEN_HOME": str(home), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
            "COLUMNS": "100", "LINES": "30"}
-    return pexpect.spawn(sys.executable, ["-m", "localgen", "chat", *args], cwd=str(cwd), env=env,
+    if cpr:
+        del env["PROMPT_TOOLKIT_NO_CPR"]
+    return env
+
+
+def spawn_chat(home: Path, *args: str, cwd: Path = REPO_ROOT, cpr: bool = False) -> pexpect.spawn:
+    """Start `localgen chat ARGS` in a pty, with its data in home."""
+    return pexpect.spawn(sys.executable, ["-m", "localgen", "chat", *args], cwd=str(cwd), env=_env(home, cpr=cpr),
                          encoding="utf-8", codec_errors="replace", timeout=TIMEOUT, dimensions=(30, 100))
+
+
+def spawn_in_shell(home: Path, *args: str) -> pexpect.spawn:
+    """Start `localgen chat ARGS` as a job of an interactive bash in a pty (job control: Ctrl-Z, fg)."""
+    env = {**_env(home), "PS1": "$ ", "HISTFILE": "/dev/null"}
+    shell = pexpect.spawn("bash", ["--norc", "--noprofile", "-i"], cwd=str(REPO_ROOT), env=env,
+                          encoding="utf-8", codec_errors="replace", timeout=TIMEOUT, dimensions=(30, 100))
+    shell.expect_exact("$ ")
+    shell.sendline(shlex.join([sys.executable, "-m", "localgen", "chat", *args]))
+    return shell
 
 
 class Chat:
     """A running `localgen chat` in a pty, with helpers to wait on its autosaved conversation."""
 
-    def __init__(self, home: Path, *args: str, cwd: Path = REPO_ROOT) -> None:
+    def __init__(self, home: Path, *args: str, cwd: Path = REPO_ROOT, in_shell: bool = False,
+                 cpr: bool = False) -> None:
         self.home = home
-        self.child = spawn_chat(home, *args, cwd=cwd)
+        self.child = spawn_in_shell(home, *args) if in_shell else spawn_chat(home, *args, cwd=cwd, cpr=cpr)
         self.transcript = io.StringIO()
         self.child.logfile_read = self.transcript
         self.sync()
 
     def sync(self) -> None:
-        """Wait for the prompt, then let the screen go quiet (prompt-toolkit redraws it while typing)."""
-        self.child.expect_exact(PROMPT)
+        """Wait for the prompt, then let the screen go quiet (prompt-toolkit redraws it while typing); a cursor
+        position request on the way is answered (the cursor is on the first row)."""
+        waiting = True
         while True:
             try:
-                self.child.expect_exact(PROMPT, timeout=0.5)
+                found = self.child.expect_exact([PROMPT, CURSOR_REQUEST], timeout=TIMEOUT if waiting else 0.5)
             except pexpect.TIMEOUT:
+                if waiting:
+                    raise
                 return
+            if found == 1:
+                self.child.send("\x1b[1;1R")
+            waiting = waiting and found == 1
 
     def conversation(self) -> dict:
         """The newest autosaved conversation."""
@@ -435,3 +464,127 @@ def test_resume_keeps_the_context_size_the_chat_was_given(home: Path) -> None:
     bigger = Chat(home, "--resume", "--no-markdown", "--ctx-size", "1024")
     bigger.command("/show", "context: 1,024 tokens")
     assert bigger.quit() == 0
+
+
+def test_enter_in_reverse_search_accepts_the_match_and_enter_again_sends_it(chat: Chat) -> None:
+    chat.ask("Tell me one word about pirates.")
+    chat.child.sendcontrol("r")
+    chat.child.expect_exact("I-search backward:")
+    chat.child.send("pira")
+    chat.child.expect_exact("pira")
+    chat.child.send("\r")  # accepts the match into the line, as prompt-toolkit does: nothing is sent yet
+    chat.sync()
+    assert len(chat.conversation()["turns"]) == 1
+    chat.child.send("\r")
+    state = chat.wait_for(lambda s: len(s["turns"]) == 2 and s["turns"][1]["answer"] is not None, timeout=20)
+    assert state["turns"][1]["user"] == "Tell me one word about pirates."
+
+
+def test_esc_enter_in_reverse_search_accepts_the_match_and_sends_it(chat: Chat) -> None:
+    chat.ask("Tell me one word about pirates.")
+    chat.child.sendcontrol("r")
+    chat.child.expect_exact("I-search backward:")
+    chat.child.send("pira")
+    chat.child.expect_exact("pira")
+    chat.child.send("\x1b\r")  # Esc accepts the search (as in prompt-toolkit), then Enter sends
+    state = chat.wait_for(lambda s: len(s["turns"]) == 2 and s["turns"][1]["answer"] is not None, timeout=20)
+    assert state["turns"][1]["user"] == "Tell me one word about pirates."
+
+
+def test_ctrl_z_suspends_the_chat_and_fg_brings_the_prompt_back(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20", in_shell=True)
+    chat.child.sendcontrol("z")
+    chat.child.expect("Stopped", timeout=20)
+    chat.child.expect_exact("$ ")
+    chat.child.sendline("fg")
+    chat.sync()  # the prompt is drawn again
+    state = chat.ask("Say hi.")
+    assert [t["user"] for t in state["turns"]] == ["Say hi."]
+    chat.child.sendcontrol("d")
+    chat.child.expect_exact("$ ")
+    chat.child.sendline("exit")
+    chat.child.expect(pexpect.EOF)
+
+
+def test_control_characters_never_reach_a_message(chat: Chat) -> None:
+    chat.child.send("Say\x11\x1a hi.\r")  # Ctrl-Q Ctrl-Z: a quoted insert of ^Z
+    state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None)
+    assert state["turns"][0]["user"] == "Say hi."
+    chat.sync()
+    assert "warning: dropped 1 control character (^Z) from the input" in chat.transcript.getvalue()
+
+
+def test_a_path_or_a_paste_that_starts_with_a_slash_is_a_message(chat: Chat) -> None:
+    state = chat.ask("/etc/hosts is what? Say OK.")
+    assert state["turns"][-1]["user"] == "/etc/hosts is what? Say OK."
+    state = chat.ask("/tmp.txt is a file. Say OK.")
+    assert state["turns"][-1]["user"] == "/tmp.txt is a file. Say OK."
+    chat.child.send("\x1b[200~/bin holds programs.\nSay OK.\x1b[201~")  # a bracketed paste
+    chat.child.send("\r")
+    state = chat.wait_for(lambda s: len(s["turns"]) == 3 and s["turns"][2]["answer"] is not None)
+    assert state["turns"][2]["user"] == "/bin holds programs.\nSay OK."
+    chat.sync()
+    chat.command("/sav", "error: unknown command /sav (hint: /help")
+    chat.child.send("/fi")
+    chat.child.send("\x1b[200~le /tmp/x\x1b[201~")  # a paste after a typed command is the command's argument
+    chat.child.send("\r")
+    chat.child.expect_exact("no such file")
+    chat.sync()
+    assert len(chat.conversation()["turns"]) == 3
+
+
+def test_set_takes_the_command_line_s_names_and_tab_completes_settings(chat: Chat) -> None:
+    chat.command("/set temp 0.5", "temperature = 0.5")
+    chat.command("/set --top-p 0.8", "top_p = 0.8")
+    chat.command("/set n 12", "max_tokens = 12")
+    chat.child.send("/set rep")
+    chat.child.send("\t")
+    chat.child.expect_exact("repeat_")  # both repeat_penalty and repeat_last_n fit
+    chat.child.send("\x15")  # Ctrl-U clears the line
+    chat.child.send("/set te\t")
+    chat.child.expect_exact("temperature")
+    chat.child.send("0.25\r")
+    chat.child.expect_exact("temperature = 0.25")
+    chat.sync()
+    assert chat.conversation()["settings"]["temperature"] == 0.25
+
+
+def _context_shown(screen: str) -> int:
+    """The tokens in context that the last bottom toolbar on screen shows."""
+    return int(re.findall(r"([\d,]+)/[\d,]+ tokens", screen)[-1].replace(",", ""))
+
+
+def test_after_ctrl_c_while_reading_the_prompt_the_toolbar_shows_the_conversation(home: Path, tmp_path: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", cpr=True)
+    doc = tmp_path / "long.txt"
+    doc.write_text("\n".join(f"Line {i}: the crate holds {i * 7 % 13} apples." for i in range(300)) + "\n")
+    chat.command(f"/file {doc}", "attached")
+    empty = _context_shown(chat.transcript.getvalue())
+    chat.child.sendline("What do the crates hold?")
+    chat.child.expect_exact("reading the prompt: 512/")
+    chat.child.sendintr()
+    chat.child.expect_exact("[no answer")
+    chat.sync()
+    assert chat.conversation()["turns"] == []
+    assert _context_shown(chat.transcript.getvalue()) == empty
+    assert chat.quit() == 0
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("/usr/bin/python3 crashed with:\nTraceback", None),
+        ("/etc/hosts is what?", None),
+        ("/notes.md says", None),
+        ("/sav", SlashCommand("/sav", "")),
+        ("/system\nBe brief.", SlashCommand("/system", "Be brief.")),
+        ("/file ./a.txt", SlashCommand("/file", "./a.txt")),
+    ],
+)
+def test_a_first_word_that_looks_like_a_path_is_a_message(line: str, expected: SlashCommand | None) -> None:
+    assert parse_command(line) == expected
+
+
+def test_control_characters_are_dropped_and_named() -> None:
+    assert without_controls("a\x1ab\tc\nd\x7f\x1a") == ("ab\tc\nd", ["^Z", "^?", "^Z"])
+    assert without_controls("plain") == ("plain", [])

@@ -20,7 +20,7 @@ from localgen.errors import (
     TemplateError,
     UsageError,
 )
-from localgen.events import Event, Finished, TextChunk
+from localgen.events import Event, Finished, PrefillProgress, TextChunk
 from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
 from localgen.runner import ModelOptions, load_model
 from localgen.session import ChatSession
@@ -233,6 +233,45 @@ def test_set_speaks_the_chat_s_language(session: ChatSession) -> None:
     with pytest.raises(UsageError) as info:
         session.set_value("max_tokens", "0")
     assert info.value.hint == "use 1 to 10,000,000 tokens: /set max_tokens VALUE"
+
+
+def test_set_takes_the_command_line_s_names_for_settings(session: ChatSession) -> None:
+    assert session.set_value("temp", "0.5") == ("temperature", "0.5")
+    assert session.set_value("--top-p", "0.8") == ("top_p", "0.8")
+    assert session.set_value("-n", "12") == ("max_tokens", "12") and session.limits.max_tokens == 12
+    assert session.set_value("--repeat-penalty", "1.2") == ("repeat_penalty", "1.2")
+    with pytest.raises(UsageError, match="unknown setting 'tmp'"):
+        session.set_value("tmp", "1")
+
+
+def test_context_used_is_what_the_conversation_holds_not_an_unanswered_prefill(session: ChatSession) -> None:
+    engine = session.loaded.engine
+    assert session.context_used() == 0
+    session.set_system("Be brief.")
+    rendered = session.loaded.prompt_format.prompt(engine, session.conversation.messages())[1]
+    assert session.context_used() == len(rendered)
+    _answer(session.ask("Name a color.")[1])
+    answered = session.context_used()
+    assert answered is not None and abs(answered - engine.kv_tokens) <= 8
+    events = session.ask(" ".join(f"Line {i}: the crate holds {i * 7 % 13} apples." for i in range(55)))[1]
+    for event in events:
+        if isinstance(event, PrefillProgress):
+            engine.request_stop()  # Ctrl-C while the prompt is read
+    assert session.unanswered and engine.kv_tokens > answered + 256, "the KV cache holds part of the question"
+    assert session.context_used() == answered
+
+
+def test_context_used_is_unknown_when_the_template_fails_or_no_model_is_loaded(session: ChatSession,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: object) -> tuple[str, list[int]]:
+        raise TemplateError("the chat template failed", hint="fix it")
+
+    session.conversation.system = "Be brief."
+    monkeypatch.setattr(session, "_prompt", broken)
+    assert session.context_used() is None
+    monkeypatch.undo()
+    session.loaded.close()
+    assert session.context_used() is None
 
 
 def test_every_chat_setting_is_typed_as_its_field(session: ChatSession) -> None:
