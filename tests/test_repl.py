@@ -466,12 +466,17 @@ def test_resume_keeps_the_context_size_the_chat_was_given(home: Path) -> None:
     assert bigger.quit() == 0
 
 
-def test_enter_in_reverse_search_accepts_the_match_and_enter_again_sends_it(chat: Chat) -> None:
+def _search_history_for_pirates(chat: Chat) -> None:
+    """Ask about pirates, then Ctrl-R and type 'pira': the question is the match on the line."""
     chat.ask("Tell me one word about pirates.")
     chat.child.sendcontrol("r")
     chat.child.expect_exact("I-search backward:")
     chat.child.send("pira")
     chat.child.expect_exact("pira")
+
+
+def test_enter_in_reverse_search_accepts_the_match_and_enter_again_sends_it(chat: Chat) -> None:
+    _search_history_for_pirates(chat)
     chat.child.send("\r")  # accepts the match into the line, as prompt-toolkit does: nothing is sent yet
     chat.sync()
     assert len(chat.conversation()["turns"]) == 1
@@ -481,11 +486,7 @@ def test_enter_in_reverse_search_accepts_the_match_and_enter_again_sends_it(chat
 
 
 def test_esc_enter_in_reverse_search_accepts_the_match_and_sends_it(chat: Chat) -> None:
-    chat.ask("Tell me one word about pirates.")
-    chat.child.sendcontrol("r")
-    chat.child.expect_exact("I-search backward:")
-    chat.child.send("pira")
-    chat.child.expect_exact("pira")
+    _search_history_for_pirates(chat)
     chat.child.send("\x1b\r")  # Esc accepts the search (as in prompt-toolkit), then Enter sends
     state = chat.wait_for(lambda s: len(s["turns"]) == 2 and s["turns"][1]["answer"] is not None, timeout=20)
     assert state["turns"][1]["user"] == "Tell me one word about pirates."
