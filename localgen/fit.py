@@ -20,7 +20,7 @@ from localgen.config import DEFAULT_CONTEXT_CAP, MEMORY_LIMIT_ENV
 from localgen.errors import ContextOverflowError, ContextSizeError, InsufficientMemoryError, UsageError
 from localgen.estimate import CONTEXT_PAD, MemoryEstimate, ModelShape, estimate_memory, padded_context
 from localgen.params import check_context_size, check_gpu_layers, check_kv_type
-from localgen.units import binary_size
+from localgen.units import binary_size, counted
 
 if TYPE_CHECKING:
     from localgen.hardware import Hardware
@@ -99,11 +99,6 @@ class FitRequest:
         if self.no_gpu and self.gpu_layers:
             raise UsageError(f"--no-gpu and --gpu-layers {self.gpu_layers} contradict each other",
                              hint="give one of them")
-
-
-def counted(count: int, noun: str) -> str:
-    """'1 layer', '2 layers': a count and its noun, plural unless the count is one."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def prompt_context(prompt_bytes: int, answer_tokens: int | None = None) -> int:

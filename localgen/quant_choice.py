@@ -20,7 +20,6 @@ from localgen.fit import (
     MIN_AUTO_CONTEXT,
     FitRequest,
     LoadPlan,
-    counted,
     estimate_at,
     ignored_requests,
     insufficient_memory,
@@ -29,7 +28,7 @@ from localgen.fit import (
 )
 from localgen.hardware import Hardware, probe_hardware
 from localgen.hub_choice import AUXILIARY_PREFIXES, choose_model
-from localgen.units import binary_size, human_size
+from localgen.units import binary_size, counted, human_size
 
 if TYPE_CHECKING:
     from localgen.gguf_info import GGUFInfo

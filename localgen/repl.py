@@ -31,6 +31,7 @@ from localgen.repl_input import (
 from localgen.session import SETTING_NAMES, ChatSession, TurnStart
 from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal, exit_on_signals
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
+from localgen.units import counted
 
 
 class Repl:
@@ -59,8 +60,8 @@ class Repl:
             "/help": self._help, "/system": self._system, "/set": self._set, "/show": self._show,
             "/stats": self._stats, "/reset": self._reset, "/undo": self._undo, "/regen": self._regen,
             "/file": self._file, "/save": self._save, "/load": self._load, "/list": self._list,
-            "/model": self._model, "/thinking": self._thinking, "/exit": self._exit, "/quit": self._exit,
-            "/bye": self._exit,
+            "/model": self._model, "/thinking": self._thinking, "/markdown": self._markdown, "/exit": self._exit,
+            "/quit": self._exit, "/bye": self._exit,
         }
 
     def _toolbar(self) -> str:
@@ -332,13 +333,15 @@ class Repl:
         self.show_thinking = argument == "on"
         console.say(f"reasoning is {'shown' if self.show_thinking else 'hidden'}")
 
+    def _markdown(self, argument: str) -> None:
+        if argument not in ("on", "off"):
+            console.say("usage: /markdown on|off")
+            return
+        self.markdown = argument == "on"
+        console.say(f"answers are shown {'as Markdown' if self.markdown else 'as plain text, exactly as written'}")
+
     def _exit(self, _: str) -> None:
         self._running = False
-
-
-def counted(number: int, noun: str) -> str:
-    """'1 exchange', '3 exchanges'."""
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def brief(text: str, limit: int = 80) -> str:

@@ -38,6 +38,7 @@ COMMAND_HELP = {
     "/list": "list saved conversations",
     "/model REF": "switch model, keeping the conversation",
     "/thinking on|off": "show or hide the model's reasoning",
+    "/markdown on|off": "render answers as Markdown, or print them exactly as written",
     "/exit": "quit (or Ctrl-D)",
 }
 COMMANDS = tuple(usage.split()[0] for usage in COMMAND_HELP)

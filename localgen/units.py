@@ -36,3 +36,8 @@ def binary_size(n: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"
+
+
+def counted(count: int, noun: str) -> str:
+    """'1 layer', '2 layers': a count and its noun, plural unless the count is one."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"

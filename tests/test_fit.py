@@ -20,7 +20,7 @@ from hub_server import (
     loopback_hub_fixture,  # noqa: F401  (the `loopback_hub` fixture)
 )
 
-from localgen import config, fit, hardware, quant_choice, runner
+from localgen import config, fit, hardware, quant_choice, runner, units
 from localgen.conversation import Conversation
 from localgen.errors import ConfigError, InsufficientMemoryError, ModelLoadError
 from localgen.estimate import GPU_HOST_OVERHEAD_BYTES, ModelShape, estimate_memory, kv_cache_bytes, read_shape
@@ -435,7 +435,7 @@ def test_counts_in_choices_and_reasons_agree_with_their_nouns(hubenv: HubEnv, qu
     gpu = GpuInfo(name="Test GPU", total_bytes=8 * GIB, free_bytes=reserve + one_layer)
     plan = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu,)))
     assert plan.n_gpu_layers == 1 and "1 of 30 layers fits in" in plan.reasons[0]
-    assert fit.counted(1, "layer") == "1 layer" and fit.counted(1024, "layer") == "1,024 layers"
+    assert units.counted(1, "layer") == "1 layer" and units.counted(1024, "layer") == "1,024 layers"
 
 
 def test_a_model_switch_counts_the_loaded_models_memory_as_free_when_choosing_a_quant(

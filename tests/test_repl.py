@@ -368,6 +368,17 @@ def test_markdown_answer_is_rendered(home: Path) -> None:
     assert chat.quit() == 0
 
 
+def test_markdown_off_prints_answers_exactly_as_written(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "-n", "60")
+    chat.command("/markdown maybe", "usage: /markdown on|off")
+    chat.command("/markdown off", "as plain text")
+    start = len(chat.transcript.getvalue())
+    answer = chat.ask("Write a markdown list of three fruits.")["turns"][-1]["answer"]
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", chat.transcript.getvalue()[start:])
+    assert answer.startswith("1. ") and answer.replace("\n", "\r\n") in screen, "rich would indent ' 1.'"
+    assert chat.quit() == 0
+
+
 def test_resume_finds_a_model_given_by_a_relative_path_from_any_folder(home: Path, tmp_path: Path,
                                                                        bundled_model: Path) -> None:
     folder = tmp_path / "x"
