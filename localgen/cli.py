@@ -104,6 +104,11 @@ def run(
     repeat_penalty: RepeatPenaltyOpt = DEFAULT_REPEAT_PENALTY,
     seed: SeedOpt = None,
     stop: StopOpt = None,
+    json_schema: Annotated[str | None, typer.Option(
+        "--json-schema", metavar="SCHEMA",
+        help="Answer with JSON that follows this JSON schema (its text, or a file).")] = None,
+    grammar: Annotated[str | None, typer.Option(
+        "--grammar", metavar="FILE", help="Answer in the language of this GBNF grammar file.")] = None,
     ctx_size: CtxOpt = None,
     threads: ThreadsOpt = None,
     threads_batch: ThreadsBatchOpt = None,
@@ -127,6 +132,7 @@ def run(
     from localgen import console
     from localgen.chat import Message, compose_user_message
     from localgen.fit import prompt_context, prompt_floor
+    from localgen.grammar import grammar_text
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model, stream_answer
@@ -138,7 +144,7 @@ def run(
     system = None if system is None else argument_text(system, "--system", warnings)
     stop = [argument_text(s, "--stop", warnings) for s in stop or ()]
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                              repeat_penalty=repeat_penalty, seed=seed)
+                              repeat_penalty=repeat_penalty, seed=seed, grammar=grammar_text(grammar, json_schema))
     limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop))
     check_draft_mode(draft)
     if raw and chat_template is not None:

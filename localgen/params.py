@@ -62,6 +62,7 @@ class SamplingParams:
     repeat_penalty: float = DEFAULT_REPEAT_PENALTY
     repeat_last_n: int = DEFAULT_REPEAT_LAST_N
     seed: int | None = None
+    grammar: str | None = None  # GBNF text the answer must follow (--grammar, --json-schema); None: free text
 
     def __post_init__(self) -> None:
         _check(0.0 <= self.temperature <= 100.0, f"temperature {self.temperature} is out of range",

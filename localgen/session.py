@@ -73,7 +73,8 @@ class ChatSession:
 
     def settings(self) -> dict[str, object]:
         """The current sampling settings as plain data (what /show prints and a save keeps)."""
-        return {**asdict(self.sampling), "max_tokens": self.limits.max_tokens}
+        sampling = {key: value for key, value in asdict(self.sampling).items() if key in CHAT_SETTINGS}
+        return {**sampling, "max_tokens": self.limits.max_tokens}
 
     # --- turns ---------------------------------------------------------------------------------
 

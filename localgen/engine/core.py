@@ -286,6 +286,7 @@ class Engine:
             raise UsageError("the prompt is 0 tokens: nothing to answer",
                              hint="give a prompt, or check the chat template (--chat-template)")
         self.check_fits(len(prompt))
+        chain = build_sampler(self._vocab, self.n_vocab, sampling, prompt)  # a bad grammar fails before the prefill
         started = time.perf_counter()
         try:
             restored = 0 if prefix_cache is None else \
@@ -299,7 +300,7 @@ class Engine:
                                 started, prefill_done, None, prefill_done)
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
-            for event in self._decode(prompt, sampling, limits, ignore_eog, drafter):
+            for event in self._decode(chain, limits, ignore_eog, drafter):
                 if isinstance(event, _DecodeResult):
                     finished = _finished(event.text, event.finish, len(prompt), reused, len(prompt) - reused,
                                          event.generated, started, prefill_done, event.first_token_at,
@@ -310,6 +311,7 @@ class Engine:
                 else:
                     yield event
         finally:
+            lc.llama_sampler_free(chain)
             self._stop_requested = False
             if self._ctx is not None:
                 self._kv.resync()
@@ -370,10 +372,9 @@ class Engine:
             raise LocalgenError(f"llama.cpp failed to evaluate the batch (llama_decode returned {status})",
                                 hint="the context may be full; try a larger --ctx-size")
 
-    def _decode(self, prompt: Sequence[int], sampling: SamplingParams, limits: GenerationLimits,
-                ignore_eog: bool, drafter: PromptLookup | None) -> Iterator[TextChunk | _DecodeResult]:
+    def _decode(self, chain: lc.llama_sampler_p, limits: GenerationLimits, ignore_eog: bool,
+                drafter: PromptLookup | None) -> Iterator[TextChunk | _DecodeResult]:
         """The decode loop: sample, emit text, feed tokens back (drafts verified in one batch), until a stop."""
-        chain = build_sampler(self.n_vocab, sampling, prompt)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         stops = StopMatcher(limits.stop)
         max_tokens = limits.max_tokens if limits.max_tokens is not None else -1
@@ -381,44 +382,40 @@ class Engine:
         vocab, kv, piece, is_eog = self._vocab, self._kv.tokens, self._piece, lc.llama_vocab_is_eog
         parts: list[str] = []
         generated = 0
-        first_token_at = 0.0
         finish = ""
-        try:
-            out = [lc.llama_sampler_sample(chain, self._ctx, -1)]
-            first_token_at = last_token_at = time.perf_counter()
-            while True:
-                for index, token in enumerate(out):
-                    generated += 1
-                    if not ignore_eog and is_eog(vocab, token):
-                        finish = "stop"
-                    else:
-                        text = stops.feed(decoder.decode(piece(token)))
-                        if text:
-                            parts.append(text)
-                            yield TextChunk(text)
-                        if stops.matched is not None:
-                            finish = "stop"
-                        elif generated == max_tokens:
-                            finish = "length"
-                    if finish:
-                        self._kv.drop_last(len(out) - 1 - index)
-                        break
-                if finish:
-                    break
-                if self._stop_requested:
-                    finish = "interrupted"
-                    break
-                if len(kv) >= n_ctx:
-                    finish = "context"
-                    break
-                if drafter is None:
-                    out = self._step(chain, out[-1])
+        out = [lc.llama_sampler_sample(chain, self._ctx, -1)]
+        first_token_at = last_token_at = time.perf_counter()
+        while True:
+            for index, token in enumerate(out):
+                generated += 1
+                if not ignore_eog and is_eog(vocab, token):
+                    finish = "stop"
                 else:
-                    remaining = max_tokens - generated if max_tokens > 0 else DRAFT_MAX + 1
-                    out = self._speculative_step(chain, out, drafter, min(remaining, n_ctx - len(kv)) - 1)
-                last_token_at = time.perf_counter()
-        finally:
-            lc.llama_sampler_free(chain)
+                    text = stops.feed(decoder.decode(piece(token)))
+                    if text:
+                        parts.append(text)
+                        yield TextChunk(text)
+                    if stops.matched is not None:
+                        finish = "stop"
+                    elif generated == max_tokens:
+                        finish = "length"
+                if finish:
+                    self._kv.drop_last(len(out) - 1 - index)
+                    break
+            if finish:
+                break
+            if self._stop_requested:
+                finish = "interrupted"
+                break
+            if len(kv) >= n_ctx:
+                finish = "context"
+                break
+            if drafter is None:
+                out = self._step(chain, out[-1])
+            else:
+                remaining = max_tokens - generated if max_tokens > 0 else DRAFT_MAX + 1
+                out = self._speculative_step(chain, out, drafter, min(remaining, n_ctx - len(kv)) - 1)
+            last_token_at = time.perf_counter()
         tail = "" if stops.matched is not None else stops.flush()  # a character cut off by a limit is dropped
         if tail:
             parts.append(tail)

@@ -1,0 +1,71 @@
+"""Constrained answers: --json-schema and --grammar on the real engine, and their bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from localgen.params import CHAT_SETTINGS, SamplingParams
+from tests.conftest import run_localgen
+
+GREEDY = ("--temperature", "0", "--seed", "1")
+PERSON = {"type": "object", "required": ["name", "age"],
+          "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}}}
+
+
+@pytest.mark.parametrize("extra", [GREEDY, ("--temperature", "0.9", "--seed", "7", "--draft", "lookup")],
+                         ids=["greedy", "sampled-with-drafts"])
+def test_a_json_schema_gives_json_that_follows_it(extra: tuple[str, ...]) -> None:
+    result = run_localgen("run", "--json-schema", json.dumps(PERSON), "Invent a person.", "-n", "80", *extra)
+    assert result.returncode == 0, result.err
+    person = json.loads(result.out)
+    assert set(person) == {"name", "age"} and isinstance(person["age"], int) and len(person["name"]) <= 20
+    assert result.err == "", "no llama.cpp log lines, no notes"
+
+
+def test_a_json_schema_from_a_file(tmp_path: Path) -> None:
+    schema = tmp_path / "list.json"
+    schema.write_text(json.dumps({"type": "array", "items": {"type": "integer"}, "maxItems": 3}))
+    result = run_localgen("run", "--json-schema", str(schema), "Three numbers.", "-n", "40", *GREEDY)
+    assert result.returncode == 0, result.err
+    numbers = json.loads(result.out)
+    assert isinstance(numbers, list) and len(numbers) <= 3 and all(isinstance(n, int) for n in numbers)
+
+
+def test_a_grammar_file_limits_the_answer_to_its_language(tmp_path: Path) -> None:
+    grammar = tmp_path / "yes-no.gbnf"
+    grammar.write_text('root ::= "yes" | "no"\n')
+    for question in ("Is the sky blue?", "Is fire cold?"):
+        result = run_localgen("run", "--grammar", str(grammar), question, *GREEDY)
+        assert result.returncode == 0 and result.out.strip() in ("yes", "no"), result.err
+
+
+@pytest.mark.parametrize(("grammar", "message"), [
+    ("root ::= undefined-rule\n", "the grammar does not parse: Undefined rule identifier 'undefined-rule'"),
+    ('root ::= "x\n', "the grammar does not parse: unexpected end of input"),
+    ('answer ::= "x"\n', "has no root rule"),
+    ("", "is not a grammar (it is empty)"),
+])
+def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message: str) -> None:
+    path = tmp_path / "bad.gbnf"
+    path.write_text(grammar)
+    result = run_localgen("run", "--grammar", str(path), "hi")
+    assert result.returncode == 2 and message in result.err, result.err
+    assert len(result.err.strip().splitlines()) == 1, "llama.cpp's own parse report is not shown"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--json-schema", '{"type":'), "the JSON schema is not valid JSON (Expecting value at line 1, column 9)"),
+    (("--json-schema", '{"type": "foo"}'), "cannot turn the JSON schema into a grammar: Unrecognized schema"),
+    (("--json-schema", "no-such-schema.json"), "no such file: no-such-schema.json"),
+    (("--json-schema", "{}", "--grammar", "g.gbnf"), "--grammar and --json-schema contradict each other"),
+])
+def test_a_bad_json_schema_is_one_usage_error(args: tuple[str, ...], message: str) -> None:
+    result = run_localgen("run", *args, "hi")
+    assert result.returncode == 2 and message in result.err and len(result.err.strip().splitlines()) == 1, result.err
+
+
+def test_a_grammar_is_no_chat_setting() -> None:
+    assert "grammar" not in CHAT_SETTINGS and SamplingParams().grammar is None
