@@ -10,6 +10,8 @@ from localgen.errors import UsageError
 from localgen.inputs import option_path, read_file_input, short_path
 
 GRAMMAR_HINT = 'pass a GBNF grammar file, e.g. one with the line: root ::= "yes" | "no"'
+_JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a number", float: "a number",
+               type(None): "null"}
 _ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
 SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type": "object"}\''
 
@@ -39,7 +41,7 @@ def _grammar_file(path: Path) -> str:
 
 def _schema_text(value: str) -> str:
     """--json-schema's value: JSON text as given, or the text of the file it names."""
-    if value.lstrip().startswith(("{", "[")) or value.strip() in ("true", "false"):
+    if value.lstrip().startswith("{"):
         return value
     warnings: list[str] = []
     text = read_file_input(option_path(value, "--json-schema"), warnings, option="--json-schema",
@@ -52,16 +54,18 @@ def _schema_text(value: str) -> str:
 def schema_grammar(schema: str) -> str:
     """The GBNF grammar of the JSON values a schema allows (llama-cpp-python's converter, as llama.cpp's own)."""
     try:
-        json.loads(schema)
+        parsed = json.loads(schema)
     except json.JSONDecodeError as exc:
         raise UsageError(f"the JSON schema is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})",
                          hint=SCHEMA_HINT) from None
+    if not isinstance(parsed, dict):
+        raise UsageError(f"a JSON schema is an object, not {_JSON_KINDS.get(type(parsed), 'that')}", hint=SCHEMA_HINT)
     from localgen.engine.native import load_bindings
 
     converter = load_bindings("llama_grammar")  # pure Python; the package's __init__ would reset llama.cpp's log
     try:
         return converter.json_schema_to_gbnf(schema)
     except Exception as exc:  # the converter asserts on what it does not support
-        raise UsageError(f"cannot turn the JSON schema into a grammar: {exc or type(exc).__name__}",
+        raise UsageError(f"cannot turn the JSON schema into a grammar: {str(exc) or type(exc).__name__}",
                          hint="use the common keywords: type, properties, required, items, enum, "
                               "minLength/maxLength") from None

@@ -76,7 +76,7 @@ def _bundled(spec: ModelSpec | None, ref: ModelRef, *, offline: bool) -> Path | 
 def _intact(spec: ModelSpec, path: Path, *, offline: bool) -> bool:
     """Check a bundled file's size and sha256; warn (once) when it is damaged."""
     try:
-        verify_file(path, sha256=spec.sha256 or "", size=spec.size, label=str(path))
+        verify_file(path, sha256=spec.sha256 or "", size=spec.size, label=str(path))  # _bundled checked it is set
         return True
     except (LocalgenError, OSError) as exc:
         _DAMAGED.add(path)
@@ -106,17 +106,29 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     pin = _pin(spec, ref)
     if not force:
         cached = hub_cache.cached_model(repo, quant=quant, filename=filename)
-        if cached:
-            hub.check_pinned_file(cached[0], pin)
+        refused = _refused_by_pin(cached[0], pin) if cached else None
+        if cached and refused is None:
             return ResolvedModel(ref=ref, path=cached[0], spec=spec, source="cache")
         bundled = _bundled(spec, ref, offline=offline)
         if bundled is not None:
             return ResolvedModel(ref=ref, path=bundled, spec=spec, source="bundled")
+        if refused is not None:  # no intact bundled copy to fall back on
+            raise refused
     if offline or not pull:
         _refuse_missing(ref.text, repo, hub_cache.unverified_file(repo, quant=quant, filename=filename),
                         offline=offline, flag=flag)
     paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text, pin=pin)
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")
+
+
+def _refused_by_pin(path: Path, pin: hub.Pin | None) -> LocalgenError | None:
+    """Why a cached copy is not the file its registry entry pins (a warning says it is passed over), or None."""
+    try:
+        hub.check_pinned_file(path, pin)
+    except LocalgenError as exc:
+        hub.note(f"warning: passing over the cached copy: {exc.message}")
+        return exc
+    return None
 
 
 def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offline: bool, flag: bool) -> None:

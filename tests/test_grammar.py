@@ -47,6 +47,7 @@ def test_a_grammar_file_limits_the_answer_to_its_language(tmp_path: Path) -> Non
     ('root ::= "x\n', "the grammar does not parse: unexpected end of input"),
     ('answer ::= "x"\n', "has no root rule"),
     ("", "is not a grammar (it is empty)"),
+    ('root ::= root "a" | "a"\n', "the grammar does not parse: unsupported grammar, left recursion detected"),
 ])
 def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message: str) -> None:
     path = tmp_path / "bad.gbnf"
@@ -60,11 +61,20 @@ def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message:
     (("--json-schema", '{"type":'), "the JSON schema is not valid JSON (Expecting value at line 1, column 9)"),
     (("--json-schema", '{"type": "foo"}'), "cannot turn the JSON schema into a grammar: Unrecognized schema"),
     (("--json-schema", "no-such-schema.json"), "no such file: no-such-schema.json"),
+    (("--json-schema", '{"type": "string", "pattern": "^a{1,2,3}$"}'),
+     "cannot turn the JSON schema into a grammar: AssertionError"),  # the converter's bare assert
     (("--json-schema", "{}", "--grammar", "g.gbnf"), "--grammar and --json-schema contradict each other"),
 ])
 def test_a_bad_json_schema_is_one_usage_error(args: tuple[str, ...], message: str) -> None:
     result = run_localgen("run", *args, "hi")
     assert result.returncode == 2 and message in result.err and len(result.err.strip().splitlines()) == 1, result.err
+
+
+def test_a_json_schema_is_an_object(tmp_path: Path) -> None:
+    schema = tmp_path / "list.json"
+    schema.write_text("[1]")
+    result = run_localgen("run", "--json-schema", str(schema), "hi")
+    assert result.returncode == 2 and "a JSON schema is an object, not an array" in result.err, result.err
 
 
 def test_a_grammar_is_no_chat_setting() -> None:

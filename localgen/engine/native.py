@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import importlib.util
 import logging
 import sys
 import types
+from collections.abc import Iterator
 from functools import lru_cache
 
 
@@ -43,11 +45,28 @@ FLASH_ATTN = {
 }
 
 
+GGML_LOG_LEVEL_ERROR = 4  # ggml.h's enum ggml_log_level: none, debug, info, warn, error, cont
+_error_collectors: list[list[str]] = []
+
+
 @lc.llama_log_callback
 def _route_native_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-    """Send llama.cpp's log lines to localgen's debug log instead of the terminal."""
+    """Send llama.cpp's log lines to localgen's debug log instead of the terminal (errors also to a collector)."""
+    if level == GGML_LOG_LEVEL_ERROR and _error_collectors:
+        _error_collectors[-1].append(text.decode("utf-8", errors="replace").strip())
     if native_log.isEnabledFor(logging.DEBUG):
         native_log.debug(text.decode("utf-8", errors="replace").rstrip())
+
+
+@contextlib.contextmanager
+def native_errors() -> Iterator[list[str]]:
+    """The error lines llama.cpp logs meanwhile (to say why a call failed); they still reach the debug log."""
+    lines: list[str] = []
+    _error_collectors.append(lines)
+    try:
+        yield lines
+    finally:
+        _error_collectors.remove(lines)
 
 
 lc.llama_log_set(_route_native_log, ctypes.c_void_p(0))
