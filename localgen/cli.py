@@ -157,9 +157,9 @@ def run(
         console.warn(message)
     user_text = compose_user_message(prompt, attachments)
     if not user_text:
-        conversation = "; `localgen chat` starts a conversation" if sys.stdin is not None and sys.stdin.isatty() else ""
+        chat_hint = "; `localgen chat` starts a conversation" if sys.stdin is not None and sys.stdin.isatty() else ""
         raise UsageError("nothing to send: the prompt is empty",
-                         hint=f'give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in{conversation}')
+                         hint=f'give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in{chat_hint}')
     prompt_bytes = len(user_text.encode()) + len((system or "").encode())
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,
                            batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn,

@@ -9,7 +9,7 @@ import typer
 
 from localgen.config import settings
 from localgen.errors import EXIT_OK, LocalgenError, UsageError
-from localgen.units import binary_size, human_size
+from localgen.units import binary_size, counted, human_size
 
 if TYPE_CHECKING:
     from localgen.catalog import CachedModel, ListedModel
@@ -40,7 +40,8 @@ def cache_clear() -> None:
     from localgen.promptcache import cache_dir, clear
 
     count, size = clear(cache_dir())
-    console.say(f"localgen: removed {count} prompt cache entr{'y' if count == 1 else 'ies'} ({binary_size(size)})")
+    entries = counted(count, "prompt cache entry", "prompt cache entries")
+    console.say(f"localgen: removed {entries} ({binary_size(size)})")
 
 
 def _misplaced_option(ctx: typer.Context, option: str = "--json", param: str = "json_output") -> None:

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, TextIO
 
 from localgen.errors import LocalgenError
 from localgen.events import Event, Finished, PrefillProgress
+from localgen.units import counted
 from localgen.wordwrap import WordWrap, terminal_width
 
 FINISH_NOTES = {
@@ -216,7 +217,7 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
     if completion.draft is not None:
         d = completion.draft
         extras.append(f"draft lookup: {d.accepted}/{d.drafted} drafted tokens accepted ({d.acceptance:.0%}) "
-                      f"in {d.batches} batch{'' if d.batches == 1 else 'es'}")
+                      f"in {counted(d.batches, 'batch', 'batches')}")
     return "\n".join([line, "; ".join(extras)] if extras else [line])
 
 

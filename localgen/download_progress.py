@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from localgen.hub_types import HubFile, HubModel
-from localgen.units import human_size
+from localgen.units import counted, human_size
 
 POLL_INTERVAL_S = 0.1
 
@@ -200,7 +200,7 @@ def tqdm_adapter(display: Display) -> type:
 def print_summary(model: HubModel, downloaded: int, seconds: float) -> None:
     """One line on stderr: what was downloaded, how big, how fast, verified."""
     first = model.files[0].filename
-    what = first if len(model.files) == 1 else f"{first} and {len(model.files) - 1} more shards"
+    what = first if len(model.files) == 1 else f"{first} and {counted(len(model.files) - 1, 'more shard')}"
     checks = "sha256 verified" if all(f.sha256 for f in model.files) else "checksums verified"
     if downloaded:
         line = f"downloaded {model.repo}/{what} ({human_size(model.size)}) in {seconds:.1f} s, {checks}"

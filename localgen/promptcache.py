@@ -22,7 +22,7 @@ from typing import BinaryIO
 from localgen.errors import LocalgenError
 from localgen.storage import atomic_write_bytes
 from localgen.tokens import common_prefix, tokens_array
-from localgen.units import binary_size
+from localgen.units import binary_size, counted
 
 log = logging.getLogger("localgen.promptcache")
 
@@ -288,7 +288,7 @@ def describe_cache() -> str:
     directory = cache_dir()
     entries = list_entries(directory)
     total = sum(e.size for e in entries)
-    count = f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
+    count = counted(len(entries), "entry", "entries")
     bound = prompt_cache_bytes()
     if bound == 0:
         state = f"{count}, {binary_size(total)}; off ({PROMPT_CACHE_BYTES_ENV}=0): runs neither read nor add entries"

@@ -38,6 +38,6 @@ def binary_size(n: int) -> str:
     return f"{n} B"
 
 
-def counted(count: int, noun: str) -> str:
-    """'1 layer', '2 layers': a count and its noun, plural unless the count is one."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """'1 layer', '2 layers', '1 entry', '2 entries': a count and its noun, plural (noun + s by default) unless one."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
