@@ -132,7 +132,7 @@ def run(
     from localgen import console
     from localgen.chat import Message, compose_user_message
     from localgen.fit import prompt_context, prompt_floor
-    from localgen.grammar import grammar_text
+    from localgen.grammar import grammar_for
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model, stream_answer
@@ -143,8 +143,9 @@ def run(
     prompt = None if stdin_asked or prompt is None else argument_text(prompt, "the prompt", warnings)
     system = None if system is None else argument_text(system, "--system", warnings)
     stop = [argument_text(s, "--stop", warnings) for s in stop or ()]
+    constraint = grammar_for(grammar, json_schema, warnings)
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                              repeat_penalty=repeat_penalty, seed=seed, grammar=grammar_text(grammar, json_schema))
+                              repeat_penalty=repeat_penalty, seed=seed, grammar=constraint)
     limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop))
     check_draft_mode(draft)
     if raw and chat_template is not None:

@@ -1,4 +1,4 @@
-"""Constrained output: a GBNF grammar file (--grammar) or a JSON schema (--json-schema) as grammar text."""
+"""Constrained output: a GBNF grammar file (--grammar) or a JSON schema (--json-schema) as a Grammar."""
 
 from __future__ import annotations
 
@@ -7,28 +7,81 @@ import re
 from pathlib import Path
 
 from localgen.errors import UsageError
-from localgen.inputs import option_path, read_file_input, short_path
+from localgen.inputs import STDIN_NAME, option_path, read_file_input, short_path
+from localgen.params import Grammar
 
 GRAMMAR_HINT = 'pass a GBNF grammar file, e.g. one with the line: root ::= "yes" | "no"'
+SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type": "object"}\''
+MAX_NESTING = 1000  # llama.cpp's recursive-descent grammar parser overflows the C stack near 20,000
+_ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
+_NUL = re.compile(r"\x00|\\x00|\\u0000|\\U00000000")  # no token can produce a NUL: llama.cpp would abort
 _JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a number", float: "a number",
                type(None): "null"}
-_ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
-SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type": "object"}\''
+# Keywords llama-cpp-python's converter does not turn into grammar: the answer may break them.
+IGNORED_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties",
+                    "maxProperties", "uniqueItems", "contains", "not", "if", "then", "else", "dependentRequired",
+                    "dependentSchemas", "patternProperties", "propertyNames")
 
 
-def grammar_text(grammar_file: str | None, json_schema: str | None) -> str | None:
-    """The GBNF grammar the answer must follow, from --grammar FILE or --json-schema TEXT|FILE (None: free text)."""
+def grammar_for(grammar_file: str | None, json_schema: str | None, warn: list[str]) -> Grammar | None:
+    """The grammar the answer must follow, from --grammar FILE or --json-schema TEXT|FILE (None: free text).
+
+    warn gets what the answer may still get wrong (schema keywords the converter ignores).
+    """
     if grammar_file is not None and json_schema is not None:
         raise UsageError("--grammar and --json-schema contradict each other", hint="give one of them")
     if grammar_file is not None:
-        return _grammar_file(option_path(grammar_file, "--grammar"))
+        path = option_path(grammar_file, "--grammar")
+        return checked(Grammar(_grammar_file(path), source=f"--grammar {short_path(path)}"))
     if json_schema is not None:
-        return schema_grammar(_schema_text(json_schema))
+        schema = _parsed_schema(_schema_text(json_schema))
+        ignored = sorted(_keywords_in(schema) & set(IGNORED_KEYWORDS))
+        if ignored:
+            warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
+                        "ignores them): check the answer")
+        return checked(Grammar(_converted(schema), source="--json-schema"))
     return None
 
 
+def checked(grammar: Grammar) -> Grammar:
+    """Refuse what llama.cpp would crash on rather than report: a NUL character, parentheses nested too deep."""
+    if _NUL.search(grammar.text):
+        raise UsageError(f"{grammar.source}: the grammar asks for a NUL character, which no token can give",
+                         hint="remove the NUL (\\x00) from the grammar or schema")
+    depth = nesting_depth(grammar.text)
+    if depth > MAX_NESTING:
+        raise UsageError(f"{grammar.source}: the grammar nests parentheses {depth:,} deep, beyond {MAX_NESTING:,}",
+                         hint="split the nesting into named rules")
+    return grammar
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of parentheses in GBNF text, outside string literals, character classes and comments."""
+    depth = deepest = 0
+    closing = ""  # the character that ends the literal or class being read, if any
+    escaped = comment = False
+    for char in text:
+        if comment:
+            comment = char != "\n"
+        elif escaped:
+            escaped = False
+        elif closing:
+            escaped = char == "\\"
+            closing = "" if char == closing else closing
+        elif char in "\"[":
+            closing = '"' if char == '"' else "]"
+        elif char == "#":
+            comment = True
+        elif char == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == ")":
+            depth -= 1
+    return deepest
+
+
 def _grammar_file(path: Path) -> str:
-    """The text of a GBNF grammar file (checked by llama.cpp when the sampler is built)."""
+    """The text of a GBNF grammar file (parsed by llama.cpp when the sampler is built)."""
     warnings: list[str] = []
     text = read_file_input(path, warnings, option="--grammar", binary_hint=GRAMMAR_HINT)
     if warnings or not text.strip():
@@ -41,7 +94,10 @@ def _grammar_file(path: Path) -> str:
 
 def _schema_text(value: str) -> str:
     """--json-schema's value: JSON text as given, or the text of the file it names."""
-    if value.lstrip().startswith("{"):
+    if value.strip() == STDIN_NAME:
+        raise UsageError("--json-schema does not read stdin (stdin may carry the prompt)",
+                         hint="give the schema's text or a file")
+    if value.lstrip().startswith(("{", "[", '"')) or value.strip() in ("true", "false", "null"):
         return value
     warnings: list[str] = []
     text = read_file_input(option_path(value, "--json-schema"), warnings, option="--json-schema",
@@ -51,21 +107,54 @@ def _schema_text(value: str) -> str:
     return text
 
 
-def schema_grammar(schema: str) -> str:
-    """The GBNF grammar of the JSON values a schema allows (llama-cpp-python's converter, as llama.cpp's own)."""
+def _parsed_schema(text: str) -> dict[str, object]:
+    """The schema as a JSON object, or a UsageError saying what is wrong with it."""
     try:
-        parsed = json.loads(schema)
+        parsed = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"the JSON schema is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})",
                          hint=SCHEMA_HINT) from None
+    except RecursionError:
+        raise UsageError("the JSON schema nests too deep to read", hint="flatten it, or use $defs") from None
     if not isinstance(parsed, dict):
         raise UsageError(f"a JSON schema is an object, not {_JSON_KINDS.get(type(parsed), 'that')}", hint=SCHEMA_HINT)
+    return parsed
+
+
+def _keywords_in(schema: object) -> set[str]:
+    """Every key used anywhere in a schema (property names included: a rare false alarm at worst)."""
+    keys: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            keys.update(str(key) for key in node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return keys
+
+
+def _converted(schema: dict[str, object]) -> str:
+    """The GBNF grammar of the JSON values a schema allows (llama-cpp-python's converter, as llama.cpp's own)."""
     from localgen.engine.native import load_bindings
 
     converter = load_bindings("llama_grammar")  # pure Python; the package's __init__ would reset llama.cpp's log
     try:
-        return converter.json_schema_to_gbnf(schema)
-    except Exception as exc:  # the converter asserts on what it does not support
-        raise UsageError(f"cannot turn the JSON schema into a grammar: {str(exc) or type(exc).__name__}",
+        return converter.json_schema_to_gbnf(json.dumps(schema))
+    except RecursionError:
+        raise UsageError("the JSON schema nests too deep to convert", hint="flatten it, or use $defs") from None
+    except Exception as exc:  # the converter asserts and raises on what it does not support
+        raise UsageError(f"cannot turn the JSON schema into a grammar: {_converter_problem(exc)}",
                          hint="use the common keywords: type, properties, required, items, enum, "
-                              "minLength/maxLength") from None
+                              "minLength/maxLength, local $ref") from None
+
+
+def _converter_problem(exc: Exception) -> str:
+    """The converter's complaint in the user's terms."""
+    text = str(exc)
+    if "allow-fetch" in text or "allow_fetch" in text:
+        return "a $ref to a remote schema (localgen does not fetch schemas)"
+    if isinstance(exc, KeyError):
+        return f"a $ref that does not resolve: {text}"
+    return text or type(exc).__name__

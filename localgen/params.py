@@ -52,6 +52,14 @@ def check_kv_type(kv_type: str) -> None:
 
 
 @dataclass(frozen=True)
+class Grammar:
+    """GBNF text an answer must follow, and where it came from (for messages)."""
+
+    text: str
+    source: str  # "--grammar FILE" or "--json-schema"
+
+
+@dataclass(frozen=True)
 class SamplingParams:
     """Sampler settings; temperature 0 means greedy."""
 
@@ -62,7 +70,7 @@ class SamplingParams:
     repeat_penalty: float = DEFAULT_REPEAT_PENALTY
     repeat_last_n: int = DEFAULT_REPEAT_LAST_N
     seed: int | None = None
-    grammar: str | None = None  # GBNF text the answer must follow (--grammar, --json-schema); None: free text
+    grammar: Grammar | None = None  # what the answer must follow (--grammar, --json-schema); None: free text
 
     def __post_init__(self) -> None:
         _check(0.0 <= self.temperature <= 100.0, f"temperature {self.temperature} is out of range",

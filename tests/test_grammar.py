@@ -48,6 +48,8 @@ def test_a_grammar_file_limits_the_answer_to_its_language(tmp_path: Path) -> Non
     ('answer ::= "x"\n', "has no root rule"),
     ("", "is not a grammar (it is empty)"),
     ('root ::= root "a" | "a"\n', "the grammar does not parse: unsupported grammar, left recursion detected"),
+    ("root ::= [\\x00]\n", "the grammar asks for a NUL character, which no token can give"),  # llama.cpp aborted
+    ("root ::= " + "(" * 20_000 + '"a"' + ")" * 20_000 + "\n", "nests parentheses 20,000 deep"),  # a segfault
 ])
 def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message: str) -> None:
     path = tmp_path / "bad.gbnf"
@@ -63,11 +65,30 @@ def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message:
     (("--json-schema", "no-such-schema.json"), "no such file: no-such-schema.json"),
     (("--json-schema", '{"type": "string", "pattern": "^a{1,2,3}$"}'),
      "cannot turn the JSON schema into a grammar: AssertionError"),  # the converter's bare assert
+    (("--json-schema", '{"enum": ["\\u0000"]}'), "--json-schema: the grammar asks for a NUL character"),
+    (("--json-schema", '{"enum": ["a\\"b"]}'), "the grammar made from the JSON schema does not parse"),
+    (("--json-schema", "[" * 50_000 + "]" * 50_000), "the JSON schema nests too deep to read"),
+    (("--json-schema", "true"), "a JSON schema is an object, not true or false"),
+    (("--json-schema", '{"$ref": "https://example.com/s.json"}'), "a $ref to a remote schema"),
+    (("--json-schema", "-"), "--json-schema does not read stdin"),
     (("--json-schema", "{}", "--grammar", "g.gbnf"), "--grammar and --json-schema contradict each other"),
 ])
 def test_a_bad_json_schema_is_one_usage_error(args: tuple[str, ...], message: str) -> None:
     result = run_localgen("run", *args, "hi")
     assert result.returncode == 2 and message in result.err and len(result.err.strip().splitlines()) == 1, result.err
+
+
+def test_schema_keywords_the_converter_ignores_are_named_in_a_warning() -> None:
+    result = run_localgen("run", "--json-schema", '{"type": "integer", "minimum": 5, "maximum": 7}', "A number.",
+                          "-n", "12", *GREEDY)
+    assert result.returncode == 0 and isinstance(json.loads(result.out), int)
+    assert result.err.startswith("localgen: warning: the JSON schema's maximum, minimum cannot be enforced")
+
+
+def test_nesting_depth_skips_literals_classes_and_comments() -> None:
+    from localgen.grammar import nesting_depth
+
+    assert nesting_depth('root ::= ("(" [(\\]] # ((((\n  ("a"))') == 2
 
 
 def test_a_json_schema_is_an_object(tmp_path: Path) -> None:

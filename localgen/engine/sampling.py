@@ -10,9 +10,11 @@ from collections.abc import Iterator, Sequence
 
 from localgen.engine.native import lc, native_errors
 from localgen.errors import UsageError
-from localgen.params import SamplingParams
+from localgen.params import Grammar, SamplingParams
 
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp: draw a random seed
+SCHEMA_CONVERTER_HINT = ("llama-cpp-python's converter wrote a grammar llama.cpp rejects: simplify the schema "
+                         '(quotes or backslashes in enum values and property names are a known limit)')
 
 
 def build_sampler(vocab: lc.llama_vocab_p, n_vocab: int, sampling: SamplingParams,
@@ -50,17 +52,20 @@ def build_sampler(vocab: lc.llama_vocab_p, n_vocab: int, sampling: SamplingParam
     return chain
 
 
-def _grammar_sampler(vocab: lc.llama_vocab_p, grammar: str) -> lc.llama_sampler_p:
+def _grammar_sampler(vocab: lc.llama_vocab_p, grammar: Grammar) -> lc.llama_sampler_p:
     """llama.cpp's grammar sampler for GBNF text with a `root` rule; a UsageError with llama.cpp's reason when it
     cannot parse it (the parser prints some reasons on stderr and logs others)."""
     with native_errors() as logged, _captured_stderr() as printed:
-        sampler = lc.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
+        sampler = lc.llama_sampler_init_grammar(vocab, grammar.text.encode("utf-8"), b"root")
     if not sampler:
         text = b"".join(printed).decode("utf-8", "replace")
         lines = [line.strip() for line in [*text.splitlines(), *logged] if line.strip()]
         reason = lines[0].removeprefix("parse: ").removeprefix("error parsing grammar: ") if lines else ""
-        raise UsageError(f"the grammar does not parse{': ' + reason if reason else ''}",
-                         hint='check its GBNF syntax; it needs a root rule, e.g. root ::= "yes" | "no"')
+        from_schema = grammar.source == "--json-schema"
+        what = "the grammar made from the JSON schema" if from_schema else f"{grammar.source}: the grammar"
+        raise UsageError(f"{what} does not parse{': ' + reason[:200] if reason else ''}",
+                         hint=SCHEMA_CONVERTER_HINT if from_schema else
+                         'check its GBNF syntax; it needs a root rule, e.g. root ::= "yes" | "no"')
     return sampler
 
 
