@@ -63,8 +63,13 @@ StopOpt = Annotated[list[str] | None, typer.Option("--stop", help="Stop at this 
 ThreadsBatchOpt = Annotated[int | None, typer.Option(help="Threads for prefill (default: --threads).")]
 BatchSizeOpt = Annotated[int, typer.Option(help="Prefill chunk size.")]
 UbatchSizeOpt = Annotated[int, typer.Option(help="Physical batch size.")]
-FlashAttnOpt = Annotated[str, typer.Option(help="auto, on or off.")]
-KvTypeOpt = Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.")]
+def _lower(value: str) -> str:
+    """An option's value in lower case (names of modes and types are case-insensitive, like quant tags)."""
+    return value.lower()
+
+
+FlashAttnOpt = Annotated[str, typer.Option(help="auto, on or off.", callback=_lower)]
+KvTypeOpt = Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.", callback=_lower)]
 ChatTemplateOpt = Annotated[str | None, typer.Option(
     "--chat-template", metavar="FILE", help="Jinja chat template file, used instead of the model's.")]
 

@@ -49,12 +49,14 @@ def _usage_error_text(exc: Exception) -> str:
 
 
 def _close_options(exc: Exception) -> list[str]:
-    """For an unknown option, the options whose names (dashes aside) are really close to it."""
+    """For an unknown option, the options whose names (dashes aside) are really close to it or start with it."""
     if type(exc).__name__ != "NoSuchOption":  # click's, or the copy typer ships
         return []
     typed = str(getattr(exc, "option_name", "")).lstrip("-")
     names = {option.lstrip("-"): option for option in getattr(exc, "possibilities", None) or ()}
-    return [names[name] for name in difflib.get_close_matches(typed, list(names), n=3, cutoff=SUGGESTION_CUTOFF)]
+    close = difflib.get_close_matches(typed, list(names), n=3, cutoff=SUGGESTION_CUTOFF)
+    starts = [name for name in names if len(typed) >= 2 and name.startswith(typed) and name not in close]
+    return [names[name] for name in [*close, *starts][:3]]
 
 
 def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:

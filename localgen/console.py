@@ -497,8 +497,8 @@ def _unbroken_columns(headers: list[str], rows: list[list[str]], width: int,
 
 
 def _print_records(console: Any, headers: list[str], rows: list[list[str]], *, title: str | None) -> None:
-    """Each row as its first cell, then its other cells as aligned 'name: value' lines; never wrapped by rich
-    (the terminal wraps a long path, which stays one line to copy)."""
+    """Each row as its first cell, then its other cells as aligned 'name: value' lines: free text wraps between
+    words, and a value without spaces (a path) is one line however long (the terminal wraps it; it copies whole)."""
     from rich.text import Text
 
     names = [f"{header.lower()}:" for header in headers[1:]]
@@ -509,8 +509,8 @@ def _print_records(console: Any, headers: list[str], rows: list[list[str]], *, t
         if index or title:
             console.print()
         console.print(Text(row[0], style="bold"), soft_wrap=True)
-        for name, cell in zip(names, row[1:], strict=True):
-            console.print(Text(f"  {name:<{width}} {cell}"), soft_wrap=True)
+        for name, cell in zip(names, row[1:], strict=True):  # free text wraps at spaces; a path stays one line
+            console.print(Text(f"  {name:<{width}} {cell}"), soft_wrap=" " not in cell)
 
 
 def print_fields(fields: list[tuple[str, str]]) -> None:

@@ -248,6 +248,7 @@ def test_bad_input_gets_one_line_error(args: tuple[str, ...], needle: str, code:
     [
         (("run", "--temprature", "0", "hi"), "did you mean --temperature? see `localgen run --help`"),
         (("chat", "--modle", "x"), "did you mean --model? see `localgen chat --help`"),
+        (("chat", "--kv", "q8_0"), "did you mean --kv-type? see `localgen chat --help`"),  # a prefix
         (("run", "--bogus", "hi"), "see `localgen run --help`"),  # click offered --no-gpu for this one
     ],
 )
@@ -263,6 +264,11 @@ def test_other_tools_commands_point_to_localgens(command: str, hint: str) -> Non
     result = run_localgen(command, "x")
     assert result.returncode == 2
     assert result.err == f"localgen: error: No such command '{command}'. (hint: use `{hint}`)\n"
+
+
+def test_mode_and_type_names_are_case_insensitive() -> None:
+    result = run_localgen("run", "hi", "-n", "2", "--flash-attn", "ON", "--kv-type", "Q8_0", "--json", *GREEDY)
+    assert result.returncode == 0, result.err
 
 
 def test_invalid_utf8_stdin_is_replaced_with_a_warning() -> None:
