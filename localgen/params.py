@@ -134,8 +134,10 @@ class LoadOptions:
                f"use --ctx-size of at most {MAX_CONTEXT_LIMIT:,} tokens")
         for name, value in (("threads", self.n_threads), ("threads-batch", self.n_threads_batch)):
             _check(1 <= value <= MAX_THREADS, f"--{name} {_num(value)} is out of range", "use 1 to the number of cores")
-        _check(1 <= self.n_batch <= 1 << 16, f"batch size {_num(self.n_batch)} is out of range", "use e.g. 512")
-        _check(1 <= self.n_ubatch <= 1 << 16, f"ubatch size {_num(self.n_ubatch)} is out of range", "use e.g. 512")
+        _check(1 <= self.n_batch <= 1 << 16, f"batch size {_num(self.n_batch)} is out of range",
+               f"use 1 to {_num(1 << 16)}, e.g. 512")
+        _check(1 <= self.n_ubatch <= 1 << 16, f"ubatch size {_num(self.n_ubatch)} is out of range",
+               f"use 1 to {_num(1 << 16)}, e.g. 512")
         check_gpu_layers(self.n_gpu_layers)
         _check(self.flash_attn in FLASH_ATTN_NAMES, f"unknown flash-attn mode '{self.flash_attn}'",
                f"use one of {', '.join(FLASH_ATTN_NAMES)}")

@@ -235,6 +235,8 @@ class Repl:
         if loaded.plan is not None:
             console.say(f"plan: {loaded.plan.describe()}")
         console.say(f"settings: {self._settings_text()}")
+        if self.session.limits.stop:  # --stop: for this chat, not kept with the conversation
+            console.say(f"stop strings (this chat): {', '.join(map(repr, self.session.limits.stop))}")
         system = self.session.conversation.system
         console.say(f"system: {brief(system) if system else '(none)'}")
         console.say(f"conversation: {self.session.conversation.name}, {_exchanges(self.session.conversation)}")

@@ -14,7 +14,8 @@ def test_chat_takes_stop_strings_and_the_loading_knobs(tmp_path: Path) -> None:
     try:
         answer = chat.ask("Describe the sea.")["turns"][-1]["answer"]
         assert answer and "e" not in answer, "the answer stops before the stop string"
-        assert "KV q8_0" in chat.command("/show", "KV q8_0")
+        assert "stop strings (this chat): 'e'" in chat.command("/show", "stop strings (this chat): 'e'")
+        assert "KV type: q8_0" in chat.transcript.getvalue()
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():
