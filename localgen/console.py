@@ -7,7 +7,7 @@ import re
 import sys
 import unicodedata
 from collections.abc import Iterable, Iterator
-from typing import Any, ClassVar, TextIO
+from typing import Any, TextIO
 
 from localgen.errors import LocalgenError
 from localgen.events import Event, Finished, PrefillProgress
@@ -28,7 +28,7 @@ class TextOutput:
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream or sys.stdout
-        self._wrap = _word_wrap_for(self._stream)
+        self._wrap = word_wrap_for(self._stream)
         self._pending_newlines = ""
         self._wrote_any = False
 
@@ -74,7 +74,7 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
-def _word_wrap_for(stream: TextIO) -> WordWrap | None:
+def word_wrap_for(stream: TextIO) -> WordWrap | None:
     """A word wrapper when stream is a terminal; None for pipes and files, which get the text as it is."""
     return WordWrap(terminal_width(stream)) if _is_terminal(stream) else None
 
@@ -225,220 +225,6 @@ def finish_note(completion: Finished, *, chat: bool = False) -> str | None:
     """A note about why output stopped early, or None when it ended normally."""
     notes = FINISH_NOTES.get(completion.finish_reason)
     return notes[1 if chat else 0] if notes else None
-
-
-def _block_boundary(text: str) -> int:
-    """End of the last complete Markdown block (a blank line outside a code fence), or 0."""
-    boundary = 0
-    in_fence = False
-    position = 0
-    for line in text.splitlines(keepends=True):
-        position += len(line)
-        if line.lstrip().startswith(("```", "~~~")):
-            in_fence = not in_fence
-        elif not in_fence and not line.strip() and position < len(text):
-            boundary = position
-    return boundary
-
-
-MAX_CONTEXT_CHARS = 4096  # a longer construct restarts its context: each block re-renders it
-_CONTINUATION = re.compile(r"[ \t>]|[-+*][ \t\n]|\d{1,9}[.)][ \t\n]")  # indented, a quote or a list item
-
-
-def _may_continue(block: str) -> bool:
-    """True when a block may belong to the construct before it (a list item's next paragraph, the next item)."""
-    return bool(_CONTINUATION.match(block.lstrip("\n")))
-
-
-class AnswerView:
-    """Shows a streamed answer on a terminal: Markdown (finished blocks printed once) or plain text.
-
-    Each block is rendered after the blocks of the construct it may belong to (at least the block before it)
-    and only its own lines are shown, so blocks are spaced and indented as rich does when the whole answer is
-    rendered at once, a list whose items go on after blank lines included.
-    """
-
-    def __init__(self, *, markdown: bool, show_thinking: bool, stream: TextIO | None = None) -> None:
-        from rich.console import Console
-
-        self._console = Console(file=stream or sys.stdout, highlight=False, soft_wrap=False)
-        self._wrap = _word_wrap_for(self._console.file)  # plain answers on a terminal
-        self._markdown = markdown
-        self._show_thinking = show_thinking
-        self._previous = ""  # the finished blocks of the last construct (the context that places the next one)
-        self._pending = ""  # the unfinished block
-        self._live = None
-        self._thinking_open = False
-
-    def thinking(self, text: str) -> None:
-        """Reasoning text: dimmed, or hidden."""
-        if not self._show_thinking or not text:
-            return
-        text = terminal_safe(text) if self._console.is_terminal else text
-        self._thinking_open = True
-        self._console.print(text, style="dim italic", end="", markup=False, highlight=False)
-        self._console.file.flush()
-
-    def answer(self, text: str) -> None:
-        """Answer text: rendered as Markdown block by block, or printed as it comes."""
-        if not text:
-            return
-        text = terminal_safe(text) if self._console.is_terminal else text
-        if self._thinking_open:
-            self._console.print()
-            self._thinking_open = False
-        if not self._markdown:
-            self._console.file.write(self._wrap.feed(text) if self._wrap else text)
-            self._console.file.flush()
-            return
-        self._pending += text
-        cut = _block_boundary(self._pending)
-        if cut:
-            done, self._pending = self._pending[:cut], self._pending[cut:]
-            self._stop_live()
-            self._print_block(done)
-        self._show_live()
-
-    def _print_block(self, block: str) -> None:
-        """Print a finished block once, permanently."""
-        if not block.strip():
-            return
-        self._console.print(_Continued(self._previous, block))
-        continues = _may_continue(block) and len(self._previous) < MAX_CONTEXT_CHARS
-        self._previous = self._previous + block if continues else block
-
-    def _show_live(self) -> None:
-        """Redraw only the unfinished block, at most a few times a second."""
-        from rich.live import Live
-
-        if not self._pending.strip():
-            return
-        if self._live is None:
-            self._live = Live(console=self._console, refresh_per_second=10, transient=True,
-                              vertical_overflow="visible")
-            self._live.start()
-        self._live.update(_Tail(_Continued(self._previous, self._pending)))
-
-    def _stop_live(self) -> None:
-        """Remove the live region (its text is printed permanently next)."""
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-
-    def close(self, note: str | None = None) -> None:
-        """Finish the answer: print the last block, then an optional dim note."""
-        self._stop_live()
-        if self._markdown:
-            self._print_block(self._pending)
-        else:
-            if self._wrap:
-                self._console.file.write(self._wrap.flush())
-            if not self._thinking_open:
-                self._console.print()
-        if self._thinking_open:
-            self._console.print()
-        self._previous, self._pending = "", ""
-        self._thinking_open = False
-        if note:
-            self._console.print(f"[{note}]", style="dim", markup=False)
-
-
-def _markdown(text: str) -> Any:
-    """text as a rich Markdown renderable that shows every character of the answer."""
-    return _markdown_class()(text)
-
-
-_MARKDOWN_CLASS: Any = None
-
-
-def _markdown_class() -> Any:
-    """rich's Markdown, made faithful to the text (built once, on first use: rich.markdown is slow to import).
-
-    - HTML is text: rich drops HTML tags and blocks, so `<td>` or `std::vector<int>` would vanish from an answer.
-    - Links show their address after the text, instead of an escape sequence many terminals do not display.
-    - Code blocks have no padding or background fill, so code copied from the terminal has no extra indent
-      or trailing spaces.
-    - Ordered lists keep the period after the number ("1." rather than rich's "1").
-    """
-    global _MARKDOWN_CLASS
-    if _MARKDOWN_CLASS is not None:
-        return _MARKDOWN_CLASS
-    from markdown_it import MarkdownIt
-    from rich.markdown import CodeBlock, ListItem, Markdown
-    from rich.segment import Segment
-    from rich.syntax import Syntax
-
-    parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
-
-    class PlainCodeBlock(CodeBlock):
-        """A highlighted code block without padding or a background."""
-
-        def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-            yield Syntax(str(self.text).rstrip(), self.lexer_name, theme=self.theme, word_wrap=True, padding=0,
-                         background_color="default")
-
-    class NumberedItem(ListItem):
-        """A list item whose number is followed by a period."""
-
-        def render_number(self, console: Any, options: Any, number: int, last_number: int) -> Iterator[Any]:
-            width = len(str(last_number)) + 3
-            lines = console.render_lines(self.elements, options.update(width=options.max_width - width),
-                                         style=self.style)
-            style = console.get_style("markdown.item.number", default="none")
-            for index, line in enumerate(lines):
-                yield Segment(f"{number}.".rjust(width - 1) + " " if index == 0 else " " * width, style)
-                yield from line
-                yield Segment("\n")
-
-    class FaithfulMarkdown(Markdown):
-        """Markdown that shows HTML as text and links with their address."""
-
-        elements: ClassVar[dict[str, Any]] = {**Markdown.elements, "fence": PlainCodeBlock,
-                                              "code_block": PlainCodeBlock, "list_item_open": NumberedItem}
-
-        def __init__(self, markup: str) -> None:
-            super().__init__("", code_theme="monokai", hyperlinks=False)
-            self.markup = markup
-            self.parsed = parser.parse(markup)
-
-    _MARKDOWN_CLASS = FaithfulMarkdown
-    return _MARKDOWN_CLASS
-
-
-class _Continued:
-    """A block of Markdown rendered after the one before it, less that one's own lines, so it is spaced right.
-
-    Both are rendered at the width of the moment, so a resized terminal still gets the right lines.
-    """
-
-    def __init__(self, previous: str, block: str) -> None:
-        self.previous, self.block = previous, block
-
-    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-        from rich.segment import Segment
-
-        skip = len(console.render_lines(_markdown(self.previous), options, pad=False)) if self.previous else 0
-        for line in console.render_lines(_markdown(self.previous + self.block), options, pad=False)[skip:]:
-            yield from line
-            yield Segment.line()
-
-
-class _Tail:
-    """The bottom lines of a renderable, fewer than the terminal's rows: a live region taller than the screen
-    cannot be erased, so every redraw would leave a copy of its top in the scrollback."""
-
-    def __init__(self, renderable: object) -> None:
-        self.renderable = renderable
-
-    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-        from rich.segment import Segment
-
-        lines = console.render_lines(self.renderable, options, pad=False)
-        shown = lines[-max(1, console.size.height - 1):]
-        for index, line in enumerate(shown):
-            yield from line
-            if index < len(shown) - 1:
-                yield Segment.line()
 
 
 SHORT_COLUMN = 12  # a column no wider than this (sizes, dates, quants) stays on one line while the table fits

@@ -10,6 +10,7 @@ from collections.abc import Callable, Generator
 from prompt_toolkit import PromptSession
 
 from localgen import console
+from localgen.answer_view import AnswerView
 from localgen.conversation import Conversation, list_conversations, load_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
@@ -174,7 +175,7 @@ class Repl:
 
     def _stream(self, events: Generator[Event, None, None], notice: str | None) -> None:
         """Show the events as they come; the answer is recorded (events closed) even when showing fails."""
-        view = console.AnswerView(markdown=self.markdown, show_thinking=self.show_thinking)
+        view = AnswerView(markdown=self.markdown, show_thinking=self.show_thinking)
         splitter: ThinkingSplitter | None = None  # made at the first text, once the prompt is final (/regen)
         done: Finished | None = None
         try:
@@ -329,22 +330,27 @@ class Repl:
         console.say(f"now using {loaded.resolved.display_name}")
 
     def _thinking(self, argument: str) -> None:
-        if argument not in ("on", "off"):
-            console.say("usage: /thinking on|off")
-            return
-        self.show_thinking = argument == "on"
-        console.say(f"reasoning is {'shown' if self.show_thinking else 'hidden'}")
+        switch = _on_or_off(argument, "/thinking")
+        if switch is not None:
+            self.show_thinking = switch
+            console.say(f"reasoning is {'shown' if switch else 'hidden'}")
 
     def _markdown(self, argument: str) -> None:
-        if argument not in ("on", "off"):
-            console.say("usage: /markdown on|off")
-            return
-        self.markdown = argument == "on"
-        console.say(f"answers are shown {'as Markdown' if self.markdown else 'as plain text, exactly as written'}")
+        switch = _on_or_off(argument, "/markdown")
+        if switch is not None:
+            self.markdown = switch
+            console.say(f"answers are shown {'as Markdown' if switch else 'as plain text, exactly as written'}")
 
     def _exit(self, _: str) -> None:
         self._running = False
 
+
+def _on_or_off(argument: str, command: str) -> bool | None:
+    """A switch command's argument as True (on) or False (off); None, after printing the usage, for anything else."""
+    if argument not in ("on", "off"):
+        console.say(f"usage: {command} on|off")
+        return None
+    return argument == "on"
 
 def brief(text: str, limit: int = 80) -> str:
     """Text cut to about limit characters, saying how long it was (a system prompt in a summary line)."""

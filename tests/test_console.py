@@ -47,7 +47,7 @@ def _terminal_lines(raw: str, width: int, height: int) -> list[str]:
 def test_a_markdown_block_taller_than_the_terminal_is_shown_once(interrupted: bool) -> None:
     from rich.console import Console
 
-    from localgen.console import AnswerView
+    from localgen.answer_view import AnswerView
 
     width, height = 60, 10
     stream = io.StringIO()
@@ -75,7 +75,7 @@ def _streamed(document: str, step: int) -> list[str]:
     """The terminal lines of document streamed through an AnswerView in pieces of step characters."""
     from rich.console import Console
 
-    from localgen.console import AnswerView
+    from localgen.answer_view import AnswerView
 
     stream = io.StringIO()
     view = AnswerView(markdown=True, show_thinking=False, stream=stream)
@@ -90,7 +90,7 @@ def _rendered_at_once(document: str) -> list[str]:
     """The terminal lines of document rendered by rich in one go."""
     from rich.console import Console
 
-    from localgen.console import _markdown
+    from localgen.answer_view import _markdown
 
     once = io.StringIO()
     Console(file=once, force_terminal=True, width=60, height=40, highlight=False).print(_markdown(document))
@@ -134,7 +134,7 @@ def test_a_list_item_that_goes_on_after_a_blank_line_gains_no_blank_line(step: i
 def test_a_narrower_terminal_does_not_reprint_the_block_before() -> None:
     from rich.console import Console
 
-    from localgen.console import AnswerView
+    from localgen.answer_view import AnswerView
 
     stream = io.StringIO()
     view = AnswerView(markdown=True, show_thinking=False, stream=stream)
@@ -153,7 +153,7 @@ HOSTILE = "ok \x1b]0;title\x07 \x1b[2J cleared\r\n\u009b31m done\tend"
 def test_model_text_on_a_terminal_cannot_drive_the_terminal() -> None:
     from rich.console import Console
 
-    from localgen.console import AnswerView
+    from localgen.answer_view import AnswerView
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
