@@ -45,6 +45,12 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+
+def _lower(value: str) -> str:
+    """An option's value in lower case (names of modes and types are case-insensitive, like quant tags)."""
+    return value.lower()
+
+
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Registry name, ORG/REPO[:QUANT] or .gguf path.")]
 CtxOpt = Annotated[int | None, typer.Option("--ctx-size", "-c", help="Context size in tokens.")]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads (default: physical cores).")]
@@ -63,11 +69,6 @@ StopOpt = Annotated[list[str] | None, typer.Option("--stop", help="Stop at this 
 ThreadsBatchOpt = Annotated[int | None, typer.Option(help="Threads for prefill (default: --threads).")]
 BatchSizeOpt = Annotated[int, typer.Option(help="Prefill chunk size.")]
 UbatchSizeOpt = Annotated[int, typer.Option(help="Physical batch size.")]
-def _lower(value: str) -> str:
-    """An option's value in lower case (names of modes and types are case-insensitive, like quant tags)."""
-    return value.lower()
-
-
 FlashAttnOpt = Annotated[str, typer.Option(help="auto, on or off.", callback=_lower)]
 KvTypeOpt = Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.", callback=_lower)]
 ChatTemplateOpt = Annotated[str | None, typer.Option(
