@@ -236,14 +236,22 @@ def list_entries(directory: Path) -> list[CacheEntry]:
 
 
 def evict(directory: Path, max_bytes: int) -> int:
-    """Delete least recently used entries until the folder fits in max_bytes; return how many were deleted."""
-    entries = list_entries(directory)
-    total = sum(e.size for e in entries)
+    """Delete least recently used entries until the folder fits in max_bytes; return how many were deleted.
+
+    Sizes and times come from stat alone: this runs before every restore, so it reads no entry.
+    """
+    entries = []
+    for path in entry_files(directory):
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            entries.append((st.st_mtime, st.st_size, path))
+    entries.sort(reverse=True)  # most recently used first
+    total = sum(size for _, size, _ in entries)
     removed = 0
     while entries and total > max_bytes:
-        oldest = entries.pop()
-        _remove(oldest.path)
-        total -= oldest.size
+        _, size, path = entries.pop()
+        _remove(path)
+        total -= size
         removed += 1
     return removed
 
