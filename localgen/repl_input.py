@@ -98,15 +98,18 @@ class SlashCompleter(Completer):
             sub = Document(text[len("/file "):])
             yield from self._paths.get_completions(sub, complete_event)
         elif text.startswith("/set ") and " " not in text[len("/set "):]:
-            yield from _words(SETTING_NAMES, text[len("/set "):])
+            typed = text[len("/set "):]  # a setting's name, or its option name (--top-p completes to top_p)
+            yield from _words(SETTING_NAMES, typed, typed.lstrip("-").replace("-", "_"))
         elif text.startswith("/") and " " not in text:
             yield from _words(COMMANDS, text)
 
 
-def _words(words: Iterable[str], typed: str) -> Iterator[Completion]:
-    """The words that start with what was typed, each with the space that follows it."""
+def _words(words: Iterable[str], typed: str, key: str | None = None) -> Iterator[Completion]:
+    """The words that start with what was typed (or with key, its normal form), each replacing it, with the space
+    that follows it."""
+    prefix = (typed if key is None else key).lower()
     for word in words:
-        if word.startswith(typed.lower()):
+        if word.startswith(prefix):
             yield Completion(f"{word} ", start_position=-len(typed), display=word)
 
 

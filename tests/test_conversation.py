@@ -252,3 +252,4 @@ def test_a_completed_command_is_followed_by_a_space_and_file_paths_complete(tmp_
     (tmp_path / "notes.txt").write_text("x")
     assert complete(f"/file {tmp_path}/no") == ["tes.txt"]
     assert complete("hello") == []
+    assert complete("/set te") == ["temperature "] and complete("/set --top-") == ["top_k ", "top_p "]
