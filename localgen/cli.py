@@ -408,9 +408,11 @@ def fit(
         console.say(f"localgen: {note}")
     title, headers, rows = report_table(report)
     console.say(title)
-    console.print_table(headers, rows, squeeze=("PLAN",))
+    console.print_table(headers, rows, squeeze=("PLAN",), marked=report.chosen)
     if report.chosen is not None:
-        console.say("* the quant localgen would use here")
+        chosen = report.options[report.chosen].label
+        console.say("* the quant localgen would use here" if sys.stdout.isatty()
+                    else f"localgen: {chosen} is the quant localgen would use here")
 
 
 def say_note(note: str) -> None:

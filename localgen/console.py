@@ -231,16 +231,19 @@ SHORT_COLUMN = 12  # a column no wider than this (sizes, dates, quants) stays on
 
 
 def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None,
-                squeeze: tuple[str, ...] = ()) -> None:
+                squeeze: tuple[str, ...] = (), marked: int | None = None) -> None:
     """A table on stdout: rich on a terminal, tab-separated columns on a pipe; cells are one line of plain text
     (file headers are untrusted).
 
     A table wider than the terminal folds its squeeze columns that hold free text (descriptions, plans) at spaces
     while the others fit whole; when that is not enough, each row becomes a block of 'name: value' lines, so no
-    path or name is ever broken across lines.
+    path or name is ever broken across lines. The row at index marked is starred and bold on a terminal; a pipe
+    gets the cells alone.
     """
     rows = [[one_line(cell) for cell in row] for row in rows]
     if sys.stdout.isatty():
+        if marked is not None:
+            rows = [[("*" if index == marked else " ") + row[0], *row[1:]] for index, row in enumerate(rows)]
         from rich.console import Console
 
         console = Console(highlight=False)

@@ -377,7 +377,7 @@ def _too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitRequ
 
 
 def report_table(report: FitReport) -> tuple[str, list[str], list[list[str]]]:
-    """A title line, headers and rows for `localgen fit` (the chosen row's label starts with '*')."""
+    """A title line, headers and rows for `localgen fit` (report.chosen is the index of the chosen row)."""
     hw = report.hardware
     gpus = ", ".join(f"{g.name} ({binary_size(g.free_bytes)} free)" for g in hw.gpus) or (
         "none usable (CPU-only llama.cpp build)" if hw.nvidia_gpus else "none")
@@ -385,12 +385,11 @@ def report_table(report: FitReport) -> tuple[str, list[str], list[list[str]]]:
              f"{binary_size(hw.memory.available_bytes)} available ({hw.memory.source}); GPU: {gpus}")
     headers = ["QUANT", "FILE", "WEIGHTS", "KV", "TOTAL", "FITS", "PLAN"]
     rows = []
-    for index, option in enumerate(report.options):
+    for option in report.options:
         e = option.estimate
-        mark = "*" if index == report.chosen else " "
         kv = f"{binary_size(e.kv_bytes)} @ {e.n_ctx:,}" if e else "-"  # the plan's context, or the refused one
         plan = option.plan.describe() if option.plan else (option.problem or "-")
-        rows.append([mark + option.label, binary_size(option.file_size), binary_size(e.weights_bytes) if e else "-", kv,
+        rows.append([option.label, binary_size(option.file_size), binary_size(e.weights_bytes) if e else "-", kv,
                      binary_size(e.total_bytes) if e else "-", option.fits_in, plan])
     return title, headers, rows
 

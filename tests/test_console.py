@@ -263,14 +263,14 @@ class _Terminal(io.StringIO):
 
 
 def _table_on_terminal(monkeypatch: pytest.MonkeyPatch, width: int, headers: list[str],
-                       rows: list[list[str]], squeeze: tuple[str, ...] = ()) -> list[str]:
+                       rows: list[list[str]], squeeze: tuple[str, ...] = (), marked: int | None = None) -> list[str]:
     """print_table's lines on a terminal this wide, less styling and trailing spaces."""
     from localgen.console import print_table
 
     stdout = _Terminal()
     monkeypatch.setattr(sys, "stdout", stdout)
     monkeypatch.setenv("COLUMNS", str(width))
-    print_table(headers, rows, squeeze=squeeze)
+    print_table(headers, rows, squeeze=squeeze, marked=marked)
     return [line.rstrip() for line in re.sub(r"\x1b\[[0-9;]*m", "", stdout.getvalue()).splitlines()]
 
 
@@ -328,3 +328,15 @@ def test_a_very_narrow_terminal_gets_blocks_too(monkeypatch: pytest.MonkeyPatch)
     headers, rows = MODELS_LIST
     lines = _table_on_terminal(monkeypatch, 12, headers, rows)
     assert lines[0] == rows[0][0] and f"  path:      {rows[0][-1]}" in lines
+
+
+def test_the_marked_row_is_starred_on_a_terminal_and_plain_on_a_pipe(monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from localgen.console import print_table
+
+    headers, rows = ["QUANT", "SIZE"], [["Q4_K_M", "4.9 GB"], ["Q8_0", "8.5 GB"]]
+    lines = _table_on_terminal(monkeypatch, 80, headers, rows, marked=1)
+    assert [line.split() for line in lines[1:]] == [["Q4_K_M", "4.9", "GB"], ["*Q8_0", "8.5", "GB"]]
+    monkeypatch.undo()
+    print_table(headers, rows, marked=1)
+    assert capsys.readouterr().out == "QUANT\tSIZE\nQ4_K_M\t4.9 GB\nQ8_0\t8.5 GB\n"

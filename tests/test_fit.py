@@ -541,13 +541,15 @@ def test_fit_command_for_a_local_file(capsys: pytest.CaptureFixture[str], monkey
     captured = capsys.readouterr()
     header, row = captured.out.splitlines()
     assert header.split("\t") == ["QUANT", "FILE", "WEIGHTS", "KV", "TOTAL", "FITS", "PLAN"]
-    assert row.split("\t")[0] == " Q4_1" and row.split("\t")[5] == "no"
+    assert row.split("\t")[0] == "Q4_1" and row.split("\t")[5] == "no", "a pipe gets the bare quant"
     assert re.search(r"needs 1\d\d\.\d MiB RAM at 2,048 ctx$", row)
     assert "100.0 MiB available (LOCALGEN_MEMORY_LIMIT)" in captured.err
-    assert "* the quant" not in captured.err, "nothing fits: no row is marked, and no legend"
+    assert "would use" not in captured.err, "nothing fits: no row is marked, and no legend"
     monkeypatch.delenv(config.MEMORY_LIMIT_ENV)
     assert localgen_main("fit", str(bundled_model_file()), "--ctx", "4096") == 0
-    assert "* the quant localgen would use here" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[1].startswith("Q4_1\t"), "no marker glued to the quant on a pipe"
+    assert "localgen: Q4_1 is the quant localgen would use here" in captured.err
     assert localgen_main("fit", "--offline") == 0
     assert capsys.readouterr().err.startswith("smollm2-135m: RAM "), "the default model is named"
     monkeypatch.setenv(config.MEMORY_LIMIT_ENV, "100MiB")
