@@ -172,8 +172,12 @@ class SafeFileHistory(FileHistory):
             self._note(f"cannot read the input history {self.filename!s}: {exc.strerror or exc}")
             return []
 
+    def append_string(self, string: str) -> None:
+        """Remember a line as the message got it: without control characters."""
+        super().append_string(without_controls(string)[0])
+
     def store_string(self, string: str) -> None:
-        """Append a line; a failure is noted once and the chat goes on."""
+        """Append a line to the file; a failure is noted once and the chat goes on."""
         try:  # bytes a non-UTF-8 terminal sent arrive as lone surrogates, which UTF-8 cannot store
             super().store_string(string.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
         except OSError as exc:

@@ -254,6 +254,13 @@ def test_history_write_on_a_full_disk_does_not_end_the_session(tiny_disk: Path) 
     assert "+first line" in path.read_text(errors="replace")
 
 
+def test_history_keeps_a_line_as_the_message_got_it(tmp_path: Path) -> None:
+    history = SafeFileHistory(tmp_path / "history")
+    history.append_string("say \x1b[31mhi\x07\tthere")
+    assert history.get_strings() == ["say [31mhi\tthere"], "recalled without the control characters"
+    assert "+say [31mhi\tthere\n" in (tmp_path / "history").read_text()
+
+
 def test_history_that_cannot_be_written_or_read_is_reported(tmp_path: Path) -> None:
     folder = tmp_path / "history"
     folder.mkdir()
