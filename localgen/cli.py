@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import sys
@@ -440,6 +441,17 @@ def _optional_values(argv: list[str]) -> list[str]:
     return result
 
 
+def _unfailing_stdout() -> None:
+    """Model text goes to a pipe or file as UTF-8 whatever the locale says, and to a terminal that cannot show a
+    character as '?' instead of an error."""
+    if not isinstance(sys.stdout, io.TextIOWrapper):
+        return
+    if sys.stdout.isatty():
+        sys.stdout.reconfigure(errors="replace")
+    else:
+        sys.stdout.reconfigure(encoding="utf-8", errors="replace")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app and map every failure to a message and an exit code."""
     from localgen import console
@@ -452,6 +464,7 @@ def main(argv: list[str] | None = None) -> None:
         console.error("stdout is closed: there is nowhere to write the output",
                       hint="redirect it to a file or a pipe instead of closing it")
         sys.exit(EXIT_USAGE)
+    _unfailing_stdout()
     with exit_on_signals():  # SIGTERM or SIGHUP while downloading or loading: cleanups run, partial files go
         code = run_app(app, _optional_values(sys.argv[1:] if argv is None else argv))
     sys.exit(flush_stdout(code))

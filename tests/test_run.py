@@ -178,6 +178,14 @@ def test_a_prompt_that_is_not_utf8_is_repaired_with_a_warning() -> None:
     assert result.out.strip()
 
 
+def test_output_is_utf8_on_a_pipe_whatever_the_locale(tmp_path: Path) -> None:
+    grammar = tmp_path / "cafe.gbnf"
+    grammar.write_text('root ::= "café 🎉"\n', encoding="utf-8")
+    result = run_localgen("run", "--grammar", str(grammar), "Say it", *GREEDY, env={"PYTHONIOENCODING": "ascii"})
+    assert result.returncode == 0, result.err
+    assert result.stdout == "café 🎉\n".encode()
+
+
 def test_a_dash_reads_the_prompt_or_a_file_from_stdin() -> None:
     text = b"Name the capital of France."
     plain = json.loads(run_localgen("run", "--json", "-n", "8", *GREEDY, stdin=text).out)
