@@ -275,7 +275,7 @@ class ChatSession:
         turn = (question or conversation).turns[-1]
         previous = (turn.answer, turn.interrupted)
         parts: list[str] = []
-        answered = False
+        answered = failed = False
         self.unanswered = False
         try:
             if question is not None:
@@ -293,6 +293,7 @@ class ChatSession:
                         turn.answer, turn.interrupted = event.text, event.finish_reason == "interrupted"
                 yield event
         except BaseException:
+            failed = True
             if parts and not answered:  # the user saw this text: it stays, as an interrupted answer
                 turn.answer, turn.interrupted, answered = "".join(parts), True, True
             raise
@@ -301,7 +302,12 @@ class ChatSession:
             if not answered:
                 conversation.turns[:], conversation.context_start, self.attachments = before
                 turn.answer, turn.interrupted = previous
-            self._save()
+            try:
+                self._save()
+            except LocalgenError:
+                if not failed:
+                    raise
+                # the error already on its way out is the one to report; the next change saves again
 
     def save(self, name: str | None = None) -> Path:
         """Save the conversation with the current settings (name: save as, and go on under that name)."""

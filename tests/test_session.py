@@ -73,6 +73,26 @@ def test_a_turn_that_fails_before_answering_leaves_no_question_behind(session: C
     assert _exchanges(session) == [("Name a color.", first)], "a failed question is not left unanswered"
 
 
+def test_a_failing_autosave_does_not_hide_the_error_that_ended_the_turn(session: ChatSession,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: object) -> tuple[str, list[int]]:
+        raise TemplateError("the chat template failed", hint="fix it")
+
+    def full_disk(*_: object, **__: object) -> Path:
+        raise LocalgenError("cannot save the conversation: No space left on device")
+
+    monkeypatch.setattr(session, "_prompt", broken)
+    monkeypatch.setattr(session_module, "save_conversation", full_disk)
+    session.autosave = True
+    with pytest.raises(TemplateError):
+        _answer(session.ask("Name an animal.")[1])
+    monkeypatch.undo()
+    monkeypatch.setattr(session_module, "save_conversation", full_disk)
+    session.autosave = True
+    with pytest.raises(LocalgenError, match="No space left"):  # a turn that went well reports its failed save
+        _answer(session.ask("Name an animal.")[1])
+
+
 def test_ctrl_c_before_any_text_keeps_the_previous_answer(session: ChatSession) -> None:
     first = _answer(session.ask("Name a color.")[1]).text
     events = session.regenerate()[1]
