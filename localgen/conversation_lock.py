@@ -58,9 +58,10 @@ def hold(folder: Path, name: str, hint: str) -> bool:
         os.close(fd)
         log.debug("no lock for conversation %s: %s", name, exc)
         return False
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
     _held[path] = fd
+    with contextlib.suppress(OSError):  # the owner's pid only makes the busy message nicer (a full disk may refuse it)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
     return True
 
 
