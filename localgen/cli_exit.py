@@ -119,8 +119,11 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
     except OSError as exc:
         if exc.errno not in OUTPUT_FULL_ERRNOS:
             return _internal_error(exc)
-        error = console.stdout_error(exc)  # localgen's own file writes map their errors: this is stdout
-        console.error(error.message, error.hint)
+        if exc.filename is not None:  # a file write that no module mapped (stdout's errors carry no file name)
+            console.error(f"cannot write {exc.filename}: {exc.strerror or exc}", "free some disk space")
+        else:
+            error = console.stdout_error(exc)
+            console.error(error.message, error.hint)
         return EXIT_RUNTIME
     except Exception as exc:  # never a traceback for users; LOCALGEN_DEBUG=1 shows it
         return _internal_error(exc)

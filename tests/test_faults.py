@@ -644,3 +644,24 @@ def test_debug_mode_shows_the_traceback_then_the_error_line(tmp_path: Path) -> N
     assert result.returncode == 1
     assert lines[0] == "localgen: debug: the traceback of the error below" and lines[1].startswith("Traceback")
     assert lines[-1].startswith("localgen: error: no such model file:")
+
+
+@pytest.mark.parametrize(("filename", "message"), [
+    ("/data/notes.json", "localgen: error: cannot write /data/notes.json: No space left on device (hint: free some "
+                         "disk space)"),
+    (None, "localgen: error: cannot write to stdout: No space left on device"),
+])
+def test_a_full_disk_names_the_file_it_could_not_write(filename: str | None, message: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import typer
+
+    from localgen.cli_exit import run_app
+
+    app = typer.Typer()
+
+    @app.command()
+    def work() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", filename)
+
+    assert run_app(app, []) == 1
+    assert capsys.readouterr().err.startswith(message)
