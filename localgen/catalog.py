@@ -79,9 +79,13 @@ def _last_used_marker(path: Path) -> Path:
 
 
 def touch_last_used(path: Path) -> None:
-    """Record that a model file (its first shard) was just loaded."""
+    """Record that a model file (its first shard) was just loaded: the marker's modification time says when."""
+    marker = _last_used_marker(path)
+    with contextlib.suppress(OSError):  # the marker holds the file's path, written once; later loads only touch it
+        os.utime(marker)
+        return
     with contextlib.suppress(LocalgenError):
-        atomic_write_bytes(_last_used_marker(path), os.fsencode(path.resolve()))  # the name may not be UTF-8
+        atomic_write_bytes(marker, os.fsencode(path.resolve()))  # the name may not be UTF-8
 
 
 def last_used(path: Path) -> float | None:

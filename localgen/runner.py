@@ -175,14 +175,18 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
         release()
         hw = probe_hardware()
     load_options, plan, shape = plan_load(options, resolved, header, hw)
-    touch_last_used(resolved.path)
     for reason in plan.reasons:
         note(reason)
     if opening is not None:
         opening(resolved)
     engine, plan = open_engine(resolved.path, load_options, plan, shape, note, retry=options.gpu_layers is None)
-    control_tokens = header.control_tokens | engine.control_among(header.user_defined_tokens)
-    prompt_format = _prompt_format(engine, options, resolved, control_tokens)
+    try:
+        control_tokens = header.control_tokens | engine.control_among(header.user_defined_tokens)
+        prompt_format = _prompt_format(engine, options, resolved, control_tokens)
+    except BaseException:  # a template error or a signal: the weights just loaded must not stay behind
+        engine.close()
+        raise
+    touch_last_used(resolved.path)
     return LoadedModel(resolved=resolved, engine=engine, prompt_format=prompt_format, plan=plan)
 
 

@@ -150,8 +150,8 @@ class ChatSession:
             released = True
 
         try:
-            new = load_model(options, release=release, held=self.loaded.plan.estimate if self.loaded.plan else None,
-                             note=note)
+            held = self.loaded.plan.estimate if self.loaded.plan and self.loaded.engine.is_open else None
+            new = load_model(options, release=release, held=held, note=note)
         except BaseException as exc:
             if released and not isinstance(exc, SystemExit):  # a SIGTERM ends the chat now, without a reload
                 self._reload(exc)

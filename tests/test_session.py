@@ -467,3 +467,25 @@ def test_a_message_too_long_even_alone_is_refused_with_what_helps_here(chat: Cha
         assert refused.value.hint == "shorten the message", "the context is already the model's largest"
     finally:
         widest.loaded.close()
+
+
+def test_a_load_that_fails_after_the_weights_are_in_frees_them(bundled_model: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import runner
+    from localgen.engine.core import Engine
+
+    opened: list[Engine] = []
+    original_init = Engine.__init__
+
+    def recording_init(self: Engine, *args: object, **kwargs: object) -> None:
+        original_init(self, *args, **kwargs)
+        opened.append(self)
+
+    def broken(*_: object) -> None:
+        raise TemplateError("the chat template failed", hint="fix it")
+
+    monkeypatch.setattr(Engine, "__init__", recording_init)
+    monkeypatch.setattr(runner, "_prompt_format", broken)
+    with pytest.raises(TemplateError):
+        load_model(ModelOptions(model=str(bundled_model), ctx_size=512, threads=2))
+    assert len(opened) == 1 and not opened[0].is_open, "the engine opened for the failed load is closed"
