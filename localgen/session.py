@@ -180,17 +180,25 @@ class ChatSession:
 
         The conversation goes on with the model in use, and records it; nothing is written: the file already holds
         the conversation, and the next change saves the settings and the model. The previous conversation is let go,
-        and earlier exchanges that fit this model's context come back into it.
+        and earlier exchanges that fit this model's context come back into it. On failure the session keeps the
+        previous conversation and settings, and lets the new one go.
         """
-        if conversation.name != self.conversation.name:
-            let_go(self.conversation)
+        previous = (self.conversation, self.sampling, self.limits)
         self.conversation = conversation
-        self._record_model()
-        saved = {key: str(value) for key, value in conversation.settings.items()
-                 if key in SETTING_NAMES and value is not None}
-        for key, value in (saved | dict(overrides or {})).items():
-            self._apply_setting(key, value)
-        self._replan_context()
+        try:
+            self._record_model()
+            saved = {key: str(value) for key, value in conversation.settings.items()
+                     if key in SETTING_NAMES and value is not None}
+            for key, value in (saved | dict(overrides or {})).items():
+                self._apply_setting(key, value)
+            self._replan_context()
+        except BaseException:  # a bad flag, a failing template: the chat goes on with the conversation it had
+            self.conversation, self.sampling, self.limits = previous
+            if conversation.name != previous[0].name:
+                let_go(conversation)
+            raise
+        if conversation.name != previous[0].name:
+            let_go(previous[0])
 
     def _replan_context(self) -> None:
         """Bring back into the model's context every earlier exchange that fits it now (a resumed chat's larger

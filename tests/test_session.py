@@ -489,3 +489,18 @@ def test_a_load_that_fails_after_the_weights_are_in_frees_them(bundled_model: Pa
     with pytest.raises(TemplateError):
         load_model(ModelOptions(model=str(bundled_model), ctx_size=512, threads=2))
     assert len(opened) == 1 and not opened[0].is_open, "the engine opened for the failed load is closed"
+
+
+def test_a_conversation_that_cannot_be_continued_leaves_the_chat_as_it_was(session: ChatSession) -> None:
+    from localgen.conversation import conversations_dir, load_conversation, save_conversation
+    from localgen.conversation_lock import _held, lock_path, release
+
+    save_conversation(Conversation(name="other", turns=[Turn("q", "a")], settings={"top_k": 5}))
+    release(conversations_dir(), "other")  # as if another chat had saved it and ended
+    before, sampling = session.conversation, session.sampling
+    other = load_conversation("other")
+    assert lock_path(conversations_dir(), "other") in _held
+    with pytest.raises(UsageError, match="not a valid value for top_k"):
+        session.replace_conversation(other, {"top_k": "x"})
+    assert session.conversation is before and session.sampling == sampling
+    assert lock_path(conversations_dir(), "other") not in _held, "the conversation that was not taken is let go"
