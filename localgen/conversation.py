@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable
@@ -304,7 +305,11 @@ def list_conversations() -> list[tuple[str, float]]:
     folder = conversations_dir()
     if not folder.is_dir():
         return []
-    entries = [(p.stem, p.stat().st_mtime) for p in folder.glob("*.json") if NAME_PATTERN.match(p.stem)]
+    entries = []
+    for path in folder.glob("*.json"):
+        if NAME_PATTERN.match(path.stem):
+            with contextlib.suppress(FileNotFoundError):  # deleted since the listing: not there any more
+                entries.append((path.stem, path.stat().st_mtime))
     return sorted(entries, key=lambda e: e[1], reverse=True)
 
 

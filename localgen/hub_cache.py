@@ -217,5 +217,10 @@ def discard_cached_file(pointer: Path) -> None:
         if blob.is_symlink():
             targets.append(Path(os.path.realpath(blob)))
     for target in targets:
-        with contextlib.suppress(FileNotFoundError):
+        try:
             target.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # a read-only cache: the bad file cannot go, and must not be used
+            raise LocalgenError(f"cannot delete the bad download {target}: {exc.strerror or exc}",
+                                hint="delete it by hand, or check the permissions of the Hugging Face cache") from exc

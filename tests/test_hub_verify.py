@@ -92,3 +92,15 @@ def test_git_blob_id_and_sha256_in_one_read(tmp_path: Path) -> None:
     path.write_bytes(b"hello\n")
     assert git_blob_id_and_sha256(path) == ("ce013625030ba8dba906f756967f9e9ca394464a",  # git hash-object
                                             hashlib.sha256(b"hello\n").hexdigest())
+
+
+def test_a_bad_download_that_cannot_be_deleted_is_a_clear_error(tmp_path: Path) -> None:
+    from localgen.errors import LocalgenError
+    from localgen.hub_cache import discard_cached_file
+
+    blob = tmp_path / "blob"
+    blob.mkdir()  # unlink fails on it (as on a read-only cache, which does not stop root)
+    with pytest.raises(LocalgenError, match=f"cannot delete the bad download {blob}"):
+        discard_cached_file(blob)
+    gone = tmp_path / "gone"
+    discard_cached_file(gone)  # already gone: nothing to do
