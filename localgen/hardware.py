@@ -47,7 +47,20 @@ def physical_cores() -> int:
                 cores.add((physical_id, core_id))
     except OSError:
         pass
-    return max(1, min(len(cores) or allowed, allowed))
+    return max(1, min(len(cores) or allowed, allowed, cgroup_cpus() or allowed))
+
+
+def cgroup_cpus(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The CPUs a cgroup v2 quota allows this process (cpu.max, e.g. docker --cpus=2), rounded up; None: no quota."""
+    best: int | None = None
+    for folder in _cgroup_dirs(root, None):
+        try:
+            quota, period = (folder / "cpu.max").read_text().split()[:2]
+            cpus = -(-int(quota) // int(period))
+        except (OSError, ValueError):  # "max": no quota at this level
+            continue
+        best = cpus if best is None else min(best, cpus)
+    return best
 
 
 @dataclass(frozen=True)

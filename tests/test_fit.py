@@ -113,6 +113,13 @@ def test_cgroup_limits_are_read(tmp_path: Path, version: int) -> None:
     assert hardware.cgroup_memory(tmp_path) == (2 * GIB, GIB + 256 * MIB)
 
 
+@pytest.mark.parametrize(("cpu_max", "cpus"), [("150000 100000\n", 2), ("200000 100000\n", 2),
+                                               ("max 100000\n", None), ("garbage\n", None)])
+def test_a_cgroup_cpu_quota_caps_the_threads(tmp_path: Path, cpu_max: str, cpus: int | None) -> None:
+    (tmp_path / "cpu.max").write_text(cpu_max)
+    assert hardware.cgroup_cpus(tmp_path) == cpus
+
+
 def test_unlimited_cgroup_is_no_limit(tmp_path: Path) -> None:
     (tmp_path / "memory.max").write_text("max\n")
     assert hardware.cgroup_memory(tmp_path) is None
