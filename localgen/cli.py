@@ -433,9 +433,14 @@ def _configure_logging() -> None:
 
 
 def _optional_values(argv: list[str]) -> list[str]:
-    """Let `--resume` go without a value: `--resume` alone means `--resume=` (the latest)."""
+    """Let chat's `--resume` go without a value: `--resume` alone means `--resume=` (the latest)."""
     result = list(argv)
+    command = next((token for token in result if not token.startswith("-")), None)
+    if command != "chat":
+        return result
     for index, token in enumerate(result):
+        if token == "--":
+            break
         if token == "--resume" and (index + 1 == len(result) or result[index + 1].startswith("-")):
             result[index] = "--resume="
     return result

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.test_repl import Chat
 
 
@@ -20,3 +22,17 @@ def test_chat_takes_stop_strings_and_the_loading_knobs(tmp_path: Path) -> None:
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["chat", "--resume"], ["chat", "--resume="]),
+    (["chat", "--resume", "-n", "5"], ["chat", "--resume=", "-n", "5"]),
+    (["chat", "--resume", "notes"], ["chat", "--resume", "notes"]),
+    (["run", "--resume"], ["run", "--resume"]),
+    (["run", "--", "--resume"], ["run", "--", "--resume"]),
+    (["chat", "--", "--resume"], ["chat", "--", "--resume"]),
+])
+def test_only_chat_s_resume_goes_without_a_value(argv: list[str], expected: list[str]) -> None:
+    from localgen.cli import _optional_values
+
+    assert _optional_values(argv) == expected
