@@ -111,8 +111,8 @@ class ChatSession:
         return turn
 
     def reset(self) -> Conversation:
-        """Start a new conversation with the same system prompt; return the previous one (saved if it had changes,
-        and let go: another chat may open it)."""
+        """Start a new conversation with the same system prompt; return the previous one, let go (another chat may
+        open it; with autosave, every change it had is already on disk)."""
         previous = self.conversation
         let_go(previous)
         self.conversation = Conversation.new(system=previous.system, model=previous.model)

@@ -419,7 +419,7 @@ class Engine:
                 remaining = max_tokens - generated if max_tokens > 0 else DRAFT_MAX + 1
                 out = self._speculative_step(chain, out, drafter, min(remaining, n_ctx - len(kv)) - 1)
             last_token_at = time.perf_counter()
-        tail = "" if stops.matched is not None else stops.flush()  # a character cut off by a limit is dropped
+        tail = "" if stops.matched is not None else stops.flush()  # text held back for a stop string that never came
         if tail:
             parts.append(tail)
             yield TextChunk(tail)
