@@ -192,13 +192,13 @@ class PromptCache:
 def prompt_cache_for(model_path: Path, state_signature: str) -> PromptCache:
     """The prompt cache for a model file (every shard of a split model) and KV layout, in the configured folder
     and size bound."""
-    from localgen.config import PROMPT_CACHE_DIRNAME, prompt_cache_bytes, settings
+    from localgen.config import prompt_cache_bytes
     from localgen.gguf_split import split_shard_paths
     from localgen.verify import file_identity_key
 
     files = "; ".join(file_identity_key(path) for path in split_shard_paths(model_path))
     identity = f"{files}; {state_signature}"
-    return PromptCache(settings().cache_dir / PROMPT_CACHE_DIRNAME, identity, max_bytes=prompt_cache_bytes())
+    return PromptCache(cache_dir(), identity, max_bytes=prompt_cache_bytes())
 
 
 def cache_dir() -> Path:
