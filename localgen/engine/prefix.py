@@ -15,10 +15,17 @@ FA_TILE_Q = 64  # ggml-cpu's GGML_FA_TILE_Q: flash attention switches kernels at
 
 
 class CachedPrefix(Protocol):
-    """A saved KV state and the tokens it holds."""
+    """A saved KV state and the tokens it holds (read-only, as a frozen dataclass gives them)."""
 
-    tokens: Sequence[int]
-    state: bytearray
+    @property
+    def tokens(self) -> Sequence[int]:
+        """The tokens whose KV state this is."""
+        ...
+
+    @property
+    def state(self) -> bytearray:
+        """The state as llama_state_seq_get_data wrote it."""
+        ...
 
 
 class PrefixCache(Protocol):
