@@ -34,8 +34,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from localgen.console import TextOutput
+    from localgen.conversation import Conversation
     from localgen.events import Event, Finished
-    from localgen.runner import LoadedModel
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.runner import LoadedModel, ModelOptions
 
 app = typer.Typer(
     name="localgen",
@@ -97,6 +99,7 @@ def _root(
 
 @app.command()
 def run(
+    ctx: typer.Context,
     prompt: Annotated[str | None, typer.Argument(
         help="The instruction; - reads it from stdin. Piped stdin and -f files come first.")] = None,
     model: ModelOpt = None,
@@ -127,6 +130,11 @@ def run(
         "--raw", help="Plain completion: no chat template (a --system text goes first, then a blank line).")] = False,
     chat_template: ChatTemplateOpt = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the stream.")] = False,
+    continue_latest: Annotated[bool, typer.Option(
+        "--continue", help="Continue the latest saved conversation; the exchange is added to it.")] = False,
+    conversation_name: Annotated[str | None, typer.Option(
+        "--conversation", metavar="NAME", help="Continue conversation NAME (or start it); the exchange is saved in it.")
+    ] = None,
     stats: Annotated[bool, typer.Option("--stats", help="Print speed and token counts on stderr.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="No on-disk prompt cache.")] = False,
     draft: Annotated[str, typer.Option(
@@ -158,6 +166,7 @@ def run(
     if raw and chat_template is not None:
         raise UsageError("--raw and --chat-template contradict each other",
                          hint="--raw sends the text with no template; drop one of them")
+    continuing = _check_continuation(continue_latest, conversation_name, raw=raw)
     template = read_chat_template(chat_template)
     attachments, _ = gather_attachments(file or [], sys.stdin.buffer if sys.stdin else None, warnings,
                                         stdin_asked=stdin_asked)
@@ -169,6 +178,13 @@ def run(
         raise UsageError("nothing to send: the prompt is empty",
                          hint=f'give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in{chat_hint}')
     prompt_bytes = len(user_text.encode()) + len((system or "").encode())
+    conversation = None
+    if continuing:
+        from localgen.conversation import latest_conversation, load_or_start
+
+        conversation = load_or_start(conversation_name) if conversation_name else latest_conversation(console.warn)
+        model = model or conversation.model
+        ctx_size = ctx_size if ctx_size is not None else conversation.ctx_size
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,
                            batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn,
                            kv_type=kv_type, offline=offline or None, raw=raw, gpu_layers=gpu_layers, no_gpu=no_gpu,
@@ -176,16 +192,21 @@ def run(
                            min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
     loaded = load_model(options, note=say_note)
     try:
-        if not loaded.prompt_format.is_chat:  # a plain completion continues the text exactly as given
-            user_text = compose_user_message(prompt, attachments, exact=True)
-            if not raw:
-                console.say(f"localgen: {loaded.resolved.display_name} has no chat template; "
-                            "sending the text as a plain completion")
-        messages = ([Message("system", system)] if system is not None else []) + [Message("user", user_text)]
         output = console.TextOutput()
-        completion, exit_code = _stream_to_stdout(
-            loaded, lambda: stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache),
-            None if json_output else output)
+        if conversation is not None:
+            start = _continuation(ctx, loaded, options, conversation, system, user_text, sampling, limits,
+                                  draft=draft, prompt_cache=not no_cache)
+        else:
+            if not loaded.prompt_format.is_chat:  # a plain completion continues the text exactly as given
+                user_text = compose_user_message(prompt, attachments, exact=True)
+                if not raw:
+                    console.say(f"localgen: {loaded.resolved.display_name} has no chat template; "
+                                "sending the text as a plain completion")
+            messages = ([Message("system", system)] if system is not None else []) + [Message("user", user_text)]
+
+            def start() -> Iterator[Event]:
+                return stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache)
+        completion, exit_code = _stream_to_stdout(loaded, start, None if json_output else output)
         _finish_output(loaded, completion, None if json_output else output)
     finally:
         loaded.close()
@@ -196,6 +217,50 @@ def run(
         console.say(console.format_stats(completion))
     if exit_code is not None:
         raise typer.Exit(exit_code)
+
+
+def _check_continuation(continue_latest: bool, conversation_name: str | None, *, raw: bool) -> bool:
+    """True when the run continues a saved conversation; a UsageError for options that contradict it."""
+    if continue_latest and conversation_name is not None:
+        raise UsageError("--continue and --conversation contradict each other",
+                         hint="--continue takes the latest saved conversation, --conversation NAME that one")
+    continuing = continue_latest or conversation_name is not None
+    if continuing and raw:
+        raise UsageError("--raw sends plain text, which has no conversation to continue",
+                         hint="drop --raw, or drop --continue/--conversation")
+    if conversation_name is not None:
+        from localgen.conversation import check_name
+
+        check_name(conversation_name)
+    return continuing
+
+
+def _continuation(ctx: typer.Context, loaded: LoadedModel, options: ModelOptions, conversation: Conversation,
+                  system: str | None, text: str, sampling: SamplingParams, limits: GenerationLimits, *, draft: str,
+                  prompt_cache: bool) -> Callable[[], Iterator[Event]]:
+    """What streams the answer to text as the next exchange of a saved conversation (saved with it, as chat does):
+    its saved settings apply, and the options given now win."""
+    from localgen import console
+    from localgen.errors import LocalgenError
+    from localgen.runner import disk_prompt_cache
+    from localgen.session import SETTING_NAMES, ChatSession
+    from localgen.units import counted
+
+    if not loaded.prompt_format.is_chat:
+        raise LocalgenError(f"{loaded.resolved.display_name} has no chat template, and a conversation needs one",
+                            hint="give it one with --chat-template FILE, or drop --continue/--conversation")
+    if system is not None:
+        conversation.system = system
+    session = ChatSession(loaded, options, conversation, sampling, limits, draft=draft,
+                          prefix_cache=disk_prompt_cache(loaded) if prompt_cache else None)
+    session.replace_conversation(conversation, {
+        name: str(ctx.params[name]) for name in SETTING_NAMES
+        if _from_command_line(ctx, name) and ctx.params.get(name) is not None})
+    turn, events = session.ask(text)
+    if turn.dropped:
+        console.say(f"localgen: {counted(turn.dropped, 'earlier exchange')} of conversation '{conversation.name}' "
+                    "left the model's context to make room (the saved conversation keeps them)")
+    return lambda: events
 
 
 def _stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],

@@ -286,6 +286,13 @@ def _read_saved(path: Path, shell: bool) -> str:
         raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
+def load_or_start(name: str) -> Conversation:
+    """The saved conversation NAME, held for this process, or a new one by that name when none is saved."""
+    if not (conversations_dir() / f"{check_name(name)}.json").exists():
+        return Conversation(name=name)
+    return load_conversation(name, shell=True)
+
+
 def let_go(conversation: Conversation) -> None:
     """Release this process's hold on a conversation it no longer works on (another chat may open it)."""
     if conversation.on_disk:
@@ -318,7 +325,8 @@ def latest_conversation(warn: Callable[[str], None]) -> Conversation:
     are skipped, each with a warning."""
     entries = list_conversations()
     if not entries:
-        raise LocalgenError("there is no saved conversation to resume", hint="start one with `localgen chat`")
+        raise LocalgenError("there is no saved conversation to continue",
+                            hint='start one with `localgen chat`, or `localgen run --conversation NAME "..."`')
     busy: ConversationBusyError | None = None
     for name, _ in entries:
         try:

@@ -212,11 +212,11 @@ def prompt_tokens(loaded: LoadedModel, messages: Sequence[Message]) -> list[int]
 def stream_answer(loaded: LoadedModel, messages: Sequence[Message], sampling: SamplingParams,
                   limits: GenerationLimits, *, draft: str = "none", prompt_cache: bool = False) -> Iterator[Event]:
     """Stream the model's answer to a conversation (optionally drafting by prompt lookup, using the prompt cache)."""
-    cache = _prompt_cache(loaded) if prompt_cache else None
+    cache = disk_prompt_cache(loaded) if prompt_cache else None
     return loaded.engine.generate(prompt_tokens(loaded, messages), sampling, limits, draft=draft, prefix_cache=cache)
 
 
-def _prompt_cache(loaded: LoadedModel) -> PromptCache | None:
+def disk_prompt_cache(loaded: LoadedModel) -> PromptCache | None:
     """The on-disk prompt cache for this model (None when its size bound is 0)."""
     from localgen.promptcache import prompt_cache_for
 

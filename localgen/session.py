@@ -9,6 +9,7 @@ from pathlib import Path
 
 from localgen.chat import Message, compose_user_message
 from localgen.conversation import Conversation, Turn, let_go, save_conversation
+from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
 from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
@@ -31,13 +32,16 @@ class ChatSession:
     """A model and a conversation; each turn prefills only what the KV cache does not hold."""
 
     def __init__(self, loaded: LoadedModel, options: ModelOptions, conversation: Conversation,
-                 sampling: SamplingParams, limits: GenerationLimits, *, autosave: bool = True) -> None:
+                 sampling: SamplingParams, limits: GenerationLimits, *, autosave: bool = True, draft: str = "none",
+                 prefix_cache: PrefixCache | None = None) -> None:
         self.loaded = loaded
         self.options = options
         self.conversation = conversation
         self.sampling = sampling
         self.limits = limits
         self.autosave = autosave
+        self.draft = draft  # speculative decoding, as run's --draft
+        self.prefix_cache = prefix_cache  # the on-disk prompt cache (run's; a chat keeps its KV cache in memory)
         self.attachments: list[str] = []
         self.last: Finished | None = None
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
@@ -291,7 +295,8 @@ class ChatSession:
                 self.attachments = []
             turn.answer, turn.interrupted = None, False
             tokens = self._prompt(conversation.messages())[1]
-            for event in self.loaded.engine.generate(tokens, self.sampling, self.limits):
+            for event in self.loaded.engine.generate(tokens, self.sampling, self.limits, draft=self.draft,
+                                                     prefix_cache=self.prefix_cache):
                 if isinstance(event, TextChunk):
                     parts.append(event.text)
                 elif isinstance(event, Finished):

@@ -241,6 +241,9 @@ def test_sigterm_exits_143() -> None:
         (("run", "hi", "-f", "/tmp"), "is a directory", 2),
         (("run", "hi", "-m", "no-such-model"), "unknown model", 1),
         (("run", "hi", "-m", "/nonexistent/model.gguf"), "no such model file", 1),
+        (("run", "hi", "--continue", "--raw"), "no conversation to continue", 2),
+        (("run", "hi", "--continue", "--conversation", "a"), "contradict each other", 2),
+        (("run", "hi", "--conversation", "no/such"), "not a valid conversation name", 2),
     ],
 )
 def test_bad_input_gets_one_line_error(args: tuple[str, ...], needle: str, code: int) -> None:
@@ -404,3 +407,47 @@ def test_a_model_file_name_that_is_not_utf8_loads_and_shows_as_ufffd(bundled_mod
     assert fit.returncode == 0 and json.loads(fit.out)["reference"].endswith("bad\ufffdname.gguf"), fit.out
     table = run_localgen("fit", str(model))
     assert "bad\ufffdname.gguf: RAM" in table.err, "a status line shows U+FFFD, not a \\udcff escape"
+
+
+def _conversation_file(home: Path, name: str) -> dict:
+    (path,) = home.rglob(f"conversations/{name}.json")
+    return json.loads(path.read_text())
+
+
+def test_runs_go_on_with_a_saved_conversation(tmp_path: Path) -> None:
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    nothing = run_localgen("run", "--continue", "hi", env=env)
+    assert nothing.returncode == 1 and "no saved conversation to continue" in nothing.err
+    assert "run --conversation NAME" in nothing.err
+    first = run_localgen("run", "--conversation", "notes", "My name is Ada.", "-n", "8", "--json", *GREEDY, env=env)
+    assert first.returncode == 0, first.err
+    second = run_localgen("run", "--continue", "What is my name?", "-n", "8", "--json", *GREEDY, env=env)
+    assert second.returncode == 0, second.err
+    one, two = json.loads(first.out), json.loads(second.out)
+    saved = _conversation_file(tmp_path / "home", "notes")
+    assert [(t["user"], t["answer"]) for t in saved["turns"]] == [
+        ("My name is Ada.", one["text"]), ("What is my name?", two["text"])]
+    assert two["usage"]["prompt_tokens"] > one["usage"]["prompt_tokens"] + one["usage"]["completion_tokens"], \
+        "the second prompt holds the first exchange"
+    assert saved["settings"]["max_tokens"] == 8 and saved["model"] == "smollm2-135m"
+    again = run_localgen("run", "--conversation", "notes", "What is my name?", "-n", "8", "--json", *GREEDY,
+                         "-s", "You are terse.", env=env)
+    assert again.returncode == 0, again.err
+    saved = _conversation_file(tmp_path / "home", "notes")
+    assert len(saved["turns"]) == 3 and saved["system"] == "You are terse."
+
+
+def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
+    from localgen.conversation_lock import hold, release
+
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    assert run_localgen("run", "--conversation", "busy", "Hi", "-n", "2", *GREEDY, env=env).returncode == 0
+    (path,) = (tmp_path / "home").rglob("conversations/busy.json")
+    before = path.read_bytes()
+    assert hold(path.parent, "busy", hint="")
+    try:
+        result = run_localgen("run", "--conversation", "busy", "Hello again", "-n", "2", *GREEDY, env=env)
+    finally:
+        release(path.parent, "busy")
+    assert result.returncode == 1 and "conversation 'busy' is open in another localgen" in result.err
+    assert len(result.err.strip().splitlines()) == 1 and path.read_bytes() == before
