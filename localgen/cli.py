@@ -182,7 +182,8 @@ def run(
     if continuing:
         from localgen.conversation import latest_conversation, load_or_start
 
-        conversation = load_or_start(conversation_name) if conversation_name else latest_conversation(console.warn)
+        conversation = (load_or_start(conversation_name) if conversation_name
+                        else latest_conversation(console.warn, skip_busy=False))  # not an older one behind a chat
         model = model or conversation.model
         ctx_size = ctx_size if ctx_size is not None else conversation.ctx_size
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,

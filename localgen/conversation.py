@@ -320,9 +320,9 @@ def list_conversations() -> list[tuple[str, float]]:
     return sorted(entries, key=lambda e: e[1], reverse=True)
 
 
-def latest_conversation(warn: Callable[[str], None]) -> Conversation:
-    """The most recently saved conversation that no other chat has open (for `chat --resume`); damaged files
-    are skipped, each with a warning."""
+def latest_conversation(warn: Callable[[str], None], *, skip_busy: bool = True) -> Conversation:
+    """The most recently saved conversation that no other chat has open (for `chat --resume`; without skip_busy,
+    the most recent one, or ConversationBusyError); damaged files are skipped, each with a warning."""
     entries = list_conversations()
     if not entries:
         raise LocalgenError("there is no saved conversation to continue",
@@ -332,6 +332,8 @@ def latest_conversation(warn: Callable[[str], None]) -> Conversation:
         try:
             return load_conversation(name, shell=True)
         except ConversationBusyError as exc:  # a running chat saves often, so its conversation is the newest
+            if not skip_busy:
+                raise
             busy = busy or exc
         except DamagedConversationError as exc:
             warn(f"skipped {exc.message}")

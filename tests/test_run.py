@@ -441,13 +441,16 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
     from localgen.conversation_lock import hold, release
 
     env = {"LOCALGEN_HOME": str(tmp_path / "home")}
-    assert run_localgen("run", "--conversation", "busy", "Hi", "-n", "2", *GREEDY, env=env).returncode == 0
+    for name in ("older", "busy"):
+        assert run_localgen("run", "--conversation", name, "Hi", "-n", "2", *GREEDY, env=env).returncode == 0
     (path,) = (tmp_path / "home").rglob("conversations/busy.json")
     before = path.read_bytes()
     assert hold(path.parent, "busy", hint="")
     try:
         result = run_localgen("run", "--conversation", "busy", "Hello again", "-n", "2", *GREEDY, env=env)
+        latest = run_localgen("run", "--continue", "Hello again", "-n", "2", *GREEDY, env=env)
     finally:
         release(path.parent, "busy")
-    assert result.returncode == 1 and "conversation 'busy' is open in another localgen" in result.err
-    assert len(result.err.strip().splitlines()) == 1 and path.read_bytes() == before
+    for refused in (result, latest):  # --continue does not take an older conversation behind the busy one
+        assert refused.returncode == 1 and "conversation 'busy' is open in another localgen" in refused.err
+        assert len(refused.err.strip().splitlines()) == 1 and path.read_bytes() == before
