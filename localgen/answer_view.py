@@ -24,6 +24,9 @@ def _block_boundary(text: str) -> int:
     return boundary
 
 
+CODE_THEME = "ansi_dark"  # the terminal's own palette, so code reads on light and dark backgrounds alike
+_SOFT_KEY = "localgen.soft_wrap"
+_SOFT_WRAP: Any = None  # the style marking a row that goes on in the next one (built with the Markdown class)
 MAX_CONTEXT_CHARS = 4096  # a longer construct restarts its context: each block re-renders it
 _CONTINUATION = re.compile(r"[ \t>]|[-+*][ \t\n]|\d{1,9}[.)][ \t\n]")  # indented, a quote or a list item
 
@@ -86,7 +89,7 @@ class AnswerView:
         """Print a finished block once, permanently."""
         if not block.strip():
             return
-        self._console.print(_Continued(self._previous, block))
+        self._console.print(_Continued(self._previous, block, soft_wrap=True), crop=False)  # rows it joins go on
         continues = _may_continue(block) and len(self._previous) < MAX_CONTEXT_CHARS
         self._previous = self._previous + block if continues else block
 
@@ -139,26 +142,50 @@ def _markdown_class() -> Any:
 
     - HTML is text: rich drops HTML tags and blocks, so `<td>` or `std::vector<int>` would vanish from an answer.
     - Links show their address after the text, instead of an escape sequence many terminals do not display.
-    - Code blocks have no padding or background fill, so code copied from the terminal has no extra indent
-      or trailing spaces.
+    - Code blocks are the code as written, in the terminal's own colours: no padding, background or trailing
+      fill, tabs kept, and a long line is never broken between words. At the top level its pieces are marked to be
+      joined when printed (_Continued), so the terminal wraps it softly and it copies as one line.
+    - Table cells fold instead of ending in "…".
     - Ordered lists keep the period after the number ("1." rather than rich's "1").
     """
-    global _MARKDOWN_CLASS
+    global _MARKDOWN_CLASS, _SOFT_WRAP
     if _MARKDOWN_CLASS is not None:
         return _MARKDOWN_CLASS
     from markdown_it import MarkdownIt
-    from rich.markdown import CodeBlock, ListItem, Markdown
+    from rich.style import Style
+
+    _SOFT_WRAP = Style(meta={_SOFT_KEY: True})
+    from rich.markdown import CodeBlock, ListItem, Markdown, TableElement
     from rich.segment import Segment
     from rich.syntax import Syntax
+    from rich.text import Text
 
     parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
 
     class PlainCodeBlock(CodeBlock):
-        """A highlighted code block without padding or a background."""
+        """A code block as written, highlighted in the terminal's palette (ANSI colours) unless it holds tabs."""
 
         def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-            yield Syntax(str(self.text).rstrip(), self.lexer_name, theme=self.theme, word_wrap=True, padding=0,
-                         background_color="default")
+            code = str(self.text).rstrip()
+            text = Text(code) if "\t" in code else Syntax(code, self.lexer_name, theme=CODE_THEME).highlight(code)
+            soft = options.max_width >= console.width  # at the top level: nothing to the left of the code
+            text.rstrip()
+            for line in text.split("\n", allow_blank=True):
+                pieces = _folded(line, options.max_width)
+                for index, piece in enumerate(pieces):
+                    yield from piece.render(console)
+                    if soft and index < len(pieces) - 1:
+                        yield Segment("", _SOFT_WRAP)
+                    yield Segment.line()
+
+    class FoldingTable(TableElement):
+        """A table whose cells fold long words instead of cutting them off."""
+
+        def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+            for table in super().__rich_console__(console, options):
+                for column in table.columns:
+                    column.overflow = "fold"
+                yield table
 
     class NumberedItem(ListItem):
         """A list item whose number is followed by a period."""
@@ -177,10 +204,11 @@ def _markdown_class() -> Any:
         """Markdown that shows HTML as text and links with their address."""
 
         elements: ClassVar[dict[str, Any]] = {**Markdown.elements, "fence": PlainCodeBlock,
-                                              "code_block": PlainCodeBlock, "list_item_open": NumberedItem}
+                                              "code_block": PlainCodeBlock, "list_item_open": NumberedItem,
+                                              "table_open": FoldingTable}
 
         def __init__(self, markup: str) -> None:
-            super().__init__("", code_theme="monokai", hyperlinks=False)
+            super().__init__("", code_theme=CODE_THEME, hyperlinks=False)
             self.markup = markup
             self.parsed = parser.parse(markup)
 
@@ -188,14 +216,34 @@ def _markdown_class() -> Any:
     return _MARKDOWN_CLASS
 
 
+def _folded(line: Any, width: int) -> list[Any]:
+    """A rich Text line cut every width cells as a terminal wraps it (a wide character is never split; a tab is
+    expanded to its 8-column stop when the line is cut)."""
+    from rich.cells import cell_len
+
+    if cell_len(line.plain.expandtabs(8)) <= width:
+        return [line]
+    line = line.copy()
+    line.expand_tabs(8)
+    offsets, used = [], 0
+    for index, char in enumerate(line.plain):
+        cells = cell_len(char)
+        if used + cells > width and used:
+            offsets.append(index)
+            used = 0
+        used += cells
+    return list(line.divide(offsets))
+
+
 class _Continued:
     """A block of Markdown rendered after the one before it, less that one's own lines, so it is spaced right.
 
-    Both are rendered at the width of the moment, so a resized terminal still gets the right lines.
+    Both are rendered at the width of the moment, so a resized terminal still gets the right lines. soft_wrap
+    joins the pieces of a long code line (each a full row) so that the terminal wraps it and it copies whole.
     """
 
-    def __init__(self, previous: str, block: str) -> None:
-        self.previous, self.block = previous, block
+    def __init__(self, previous: str, block: str, *, soft_wrap: bool = False) -> None:
+        self.previous, self.block, self.soft_wrap = previous, block, soft_wrap
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
         from rich.segment import Segment
@@ -203,7 +251,8 @@ class _Continued:
         skip = len(console.render_lines(_markdown(self.previous), options, pad=False)) if self.previous else 0
         for line in console.render_lines(_markdown(self.previous + self.block), options, pad=False)[skip:]:
             yield from line
-            yield Segment.line()
+            if not (self.soft_wrap and line and line[-1].style is not None and line[-1].style.meta.get(_SOFT_KEY)):
+                yield Segment.line()
 
 
 class _Tail:

@@ -120,6 +120,34 @@ def test_markdown_shows_html_as_text_links_with_their_address_and_code_as_it_is(
     assert "def f(x):" in screen and "    return x * 2" in screen, "code has no padding indent or trailing fill"
 
 
+LONG_COMMAND = "export PATH=/opt/tools/bin:$PATH && make -j4 install PREFIX=/usr/local DESTDIR=/tmp/stage V=1"
+HASH = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+COPIED = (f"Run:\n\n```sh\n{LONG_COMMAND}\n```\n\nA makefile:\n\n```make\nall:\n\tgcc -o x x.c\n```\n\n"
+          f"| id | sha256 |\n|---|---|\n| 1 | {HASH} |\n\nDone.\n")
+
+
+@pytest.mark.parametrize("step", [4, 500])
+def test_code_copies_as_written_and_table_cells_lose_no_characters(step: int) -> None:
+    from rich.console import Console
+
+    from localgen.answer_view import AnswerView
+
+    stream = io.StringIO()
+    view = AnswerView(markdown=True, show_thinking=False, stream=stream)
+    view._console = Console(file=stream, force_terminal=True, width=60, height=40, highlight=False)
+    for start in range(0, len(COPIED), step):
+        view.answer(COPIED[start:start + step])
+    view.close()
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", stream.getvalue())
+    assert f"\n{LONG_COMMAND}\n" in plain, "a long code line is never broken by a newline: the terminal wraps it"
+    assert "\n\tgcc -o x x.c\n" in plain, "tabs stay tabs"
+    screen = _terminal_lines(stream.getvalue(), 60, 40)
+    assert LONG_COMMAND[:60] in screen and LONG_COMMAND[60:] in screen, "wrapped by the terminal at its width"
+    assert "\x1b[38;5;231" not in stream.getvalue(), "code keeps the terminal's palette"
+    assert HASH in re.sub(r"\s", "", "".join(screen)), "a long cell folds over its rows instead of ending in …"
+    assert "…" not in "".join(screen)
+
+
 LIST_ITEMS_GOING_ON = ("Steps:\n\n1. Install it.\n\n   Then check the version.\n\n   And restart.\n\n"
                        "2. Run it.\n\n- a\n  - nested\n\n    nested more\n\n  back to a\n\n- b\n\nThe end.")
 
