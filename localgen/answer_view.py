@@ -111,6 +111,11 @@ class AnswerView:
             self._live.stop()
             self._live = None
 
+    def pause(self) -> None:
+        """Erase what is drawn live (the unfinished block); the next text draws it again where the cursor is."""
+        self._stop_live()
+        self._console.file.flush()
+
     def close(self, note: str | None = None) -> None:
         """Finish the answer: print the last block, then an optional dim note."""
         self._stop_live()

@@ -46,6 +46,7 @@ class Repl:
         self._running = True
         self._history, self._history_warning = open_history()
         self._paste = PasteMark()
+        self._view: AnswerView | None = None  # the answer being shown, if any
         self._prompt = PromptSession(
             history=self._history,
             completer=SlashCompleter(),
@@ -164,7 +165,7 @@ class Repl:
         signals = StopOnSignal(engine.request_stop, signals=(signal.SIGINT, *ENDING_SIGNALS), escalate=False,
                                reset=engine.clear_stop)
         try:
-            with signals, keys_not_echoed():
+            with signals, keys_not_echoed(before_suspend=self._pause_view):
                 self._stream(events, notice)
         except Exception as exc:  # e.g. the terminal is gone: a signal that ends the chat still decides
             if signals.ending_signal is None:
@@ -173,9 +174,14 @@ class Repl:
         if signals.ending_signal is not None:
             raise SignalExit(signals.ending_signal)
 
+    def _pause_view(self) -> None:
+        """Clear what the answer view draws live (before Ctrl-Z stops the chat: the shell writes below it)."""
+        if self._view is not None:
+            self._view.pause()
+
     def _stream(self, events: Generator[Event, None, None], notice: str | None) -> None:
         """Show the events as they come; the answer is recorded (events closed) even when showing fails."""
-        view = AnswerView(markdown=self.markdown, show_thinking=self.show_thinking)
+        view = self._view = AnswerView(markdown=self.markdown, show_thinking=self.show_thinking)
         splitter: ThinkingSplitter | None = None  # made at the first text, once the prompt is final (/regen)
         done: Finished | None = None
         try:
@@ -191,6 +197,7 @@ class Repl:
             for thinking, text in splitter.flush() if splitter else ():
                 (view.thinking if thinking else view.answer)(text)
         finally:
+            self._view = None
             events.close()
             view.close(None if done is None else console.finish_note(done, chat=True))
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -235,9 +237,13 @@ def continuation(width: int, _line_number: int, is_soft_wrap: bool) -> str:
 
 
 @contextlib.contextmanager
-def keys_not_echoed() -> Iterator[None]:
+def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterator[None]:
     """While an answer streams, the terminal echoes no keys (nor ^C): echoed text would shift the live region,
-    leaving a stale copy of its lines. Keys typed ahead stay buffered for the next prompt."""
+    leaving a stale copy of its lines. Keys typed ahead stay buffered for the next prompt, Ctrl-C included.
+
+    Ctrl-Z calls before_suspend (to clear what is drawn live), gives the shell its terminal modes back and
+    stops; `fg` turns echo off again and the answer goes on.
+    """
     try:
         import termios
     except ImportError:  # not a Unix terminal
@@ -247,13 +253,29 @@ def keys_not_echoed() -> Iterator[None]:
         fd = sys.stdin.fileno()
         saved = termios.tcgetattr(fd)
         quiet = list(saved)
-        quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
+        quiet[3] = (quiet[3] & ~(termios.ECHO | termios.ECHOCTL)) | termios.NOFLSH  # Ctrl-C keeps typed-ahead keys
         termios.tcsetattr(fd, termios.TCSANOW, quiet)
     except (AttributeError, ValueError, OSError, termios.error):  # stdin is not a terminal
         yield
         return
+
+    def suspend(_signum: int, _frame: object) -> None:
+        with contextlib.suppress(Exception):  # drawing may fail; stopping must not
+            before_suspend()
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until `fg`
+        signal.signal(signal.SIGTSTP, suspend)
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(fd, termios.TCSANOW, quiet)
+
+    on_main_thread = threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGTSTP")
+    previous = signal.signal(signal.SIGTSTP, suspend) if on_main_thread else None
     try:
         yield
     finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTSTP, signal.SIG_DFL if previous is None else previous)
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, saved)

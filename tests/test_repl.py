@@ -518,6 +518,41 @@ def test_ctrl_z_suspends_the_chat_and_fg_brings_the_prompt_back(home: Path) -> N
     chat.child.expect(pexpect.EOF)
 
 
+def test_ctrl_z_during_an_answer_and_fg_keep_keys_unechoed(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "-n", "400", in_shell=True)
+    try:
+        chat.start_long_answer()
+        chat.child.sendcontrol("z")
+        chat.child.expect("Stopped", timeout=20)
+        chat.child.expect_exact("$ ")
+        chat.child.sendline("fg")
+        chat.child.expect_exact("localgen chat")  # bash names the job it resumes
+        time.sleep(0.5)
+        chat.child.send("TYPED")
+        chat.wait_for(lambda s: s["turns"] and s["turns"][-1]["answer"] is not None)
+        chat.sync()
+        after_fg = chat.transcript.getvalue().rpartition("localgen chat")[2]
+        answer_part = after_fg.rpartition(PROMPT)[0]
+        assert "TYPED" not in answer_part, "keys typed after fg are not echoed into the answer"
+        assert "TYPED" in after_fg.rpartition(PROMPT)[2], "they wait for the next prompt"
+    finally:
+        chat.child.terminate(force=True)
+
+
+def test_keys_typed_during_an_answer_survive_ctrl_c(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "400")
+    try:
+        chat.start_long_answer()
+        chat.child.send("kept ahead")
+        time.sleep(0.3)
+        chat.child.sendcontrol("c")
+        chat.wait_for(lambda s: s["turns"] and s["turns"][-1]["interrupted"])
+        chat.sync()
+        assert "kept ahead" in chat.transcript.getvalue().rpartition(PROMPT)[2]
+    finally:
+        chat.child.terminate(force=True)
+
+
 def test_control_characters_never_reach_a_message(chat: Chat) -> None:
     chat.child.send("Say\x11\x1a hi.\r")  # Ctrl-Q Ctrl-Z: a quoted insert of ^Z
     state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None)
