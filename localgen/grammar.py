@@ -15,6 +15,7 @@ SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type
 MAX_NESTING = 1000  # llama.cpp's recursive-descent grammar parser overflows the C stack near 20,000
 _ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
 _NUL = re.compile(r"\x00|\\x00|\\u0000|\\U00000000")  # no token can produce a NUL: llama.cpp would abort
+_STRING_CHAR = re.compile(r'^char ::= \[\^"\\\\\] \|', re.MULTILINE)  # a JSON string's character, as converted
 _JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a number", float: "a number",
                type(None): "null"}
 # Keywords llama-cpp-python's converter does not turn into grammar: the answer may break them.
@@ -141,13 +142,16 @@ def _converted(schema: dict[str, object]) -> str:
 
     converter = load_bindings("llama_grammar")  # pure Python; the package's __init__ would reset llama.cpp's log
     try:
-        return converter.json_schema_to_gbnf(json.dumps(schema))
+        grammar = converter.json_schema_to_gbnf(json.dumps(schema))
     except RecursionError:
         raise UsageError("the JSON schema nests too deep to convert", hint="flatten it, or use $defs") from None
     except Exception as exc:  # the converter asserts and raises on what it does not support
         raise UsageError(f"cannot turn the JSON schema into a grammar: {_converter_problem(exc)}",
                          hint="use the common keywords: type, properties, required, items, enum, "
                               "minLength/maxLength, local $ref") from None
+    # The converter lets a string hold raw control characters (a newline), which no JSON parser accepts; llama.cpp's
+    # own converter excludes them. (No token gives a NUL, so \x01 on is enough, and the NUL check stays simple.)
+    return _STRING_CHAR.sub(lambda _: r'char ::= [^"\\\x01-\x1F] |', grammar)
 
 
 def _converter_problem(exc: Exception) -> str:

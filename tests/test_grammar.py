@@ -25,6 +25,18 @@ def test_a_json_schema_gives_json_that_follows_it(extra: tuple[str, ...]) -> Non
     assert result.err == "", "no llama.cpp log lines, no notes"
 
 
+def test_a_finished_json_answer_always_parses() -> None:
+    """The converter's strings allowed raw newlines: this answer ran on over several lines inside a string."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+              "required": ["city", "country"]}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "-n", "400", "--json", *GREEDY,
+                          "Where is the Eiffel Tower? city Paris country France")
+    assert result.returncode == 0, result.err
+    answer = json.loads(result.out)
+    assert answer["finish_reason"] == "stop"
+    assert set(json.loads(answer["text"])) == {"city", "country"}
+
+
 def test_a_json_schema_from_a_file(tmp_path: Path) -> None:
     schema = tmp_path / "list.json"
     schema.write_text(json.dumps({"type": "array", "items": {"type": "integer"}, "maxItems": 3}))
