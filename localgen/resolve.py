@@ -8,7 +8,7 @@ from pathlib import Path
 from localgen import console, hub, hub_cache
 from localgen.catalog import bundled_file
 from localgen.config import settings
-from localgen.errors import GGUFError, LocalgenError, ModelNotFoundError
+from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
 from localgen.hub_errors import offer_alternative, offline_hint, with_alternative
 from localgen.inputs import short_path
 from localgen.registry import ModelRef, ModelSpec, Registry, hub_target, load_registry, normalize_quant, parse_reference
@@ -119,6 +119,22 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
                         offline=offline, flag=flag)
     paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text, pin=pin)
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")
+
+
+def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
+    """A Hub error whose hint also names the copy of the model another tool put in the Hugging Face cache, which
+    `-m PATH` can use as it is (exc itself when there is none)."""
+    registry = load_registry(settings().user_registry)
+    ref = parse_reference(text if text is not None else registry.default_reference())
+    if ref.path is not None:
+        return exc
+    repo, quant, filename = hub_target(ref, registry.get(ref.name) if ref.name is not None else None)
+    unverified = hub_cache.unverified_file(repo, quant=quant, filename=filename)
+    if unverified is None:
+        return exc
+    hint = f"{exc.hint}; " if exc.hint else ""
+    return HubError(exc.message, hint=f"{hint}the Hugging Face cache holds a copy localgen has not verified: "
+                                      f"-m {unverified} uses it as it is")
 
 
 def _refused_by_pin(path: Path, pin: hub.Pin | None) -> LocalgenError | None:

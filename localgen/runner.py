@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 from localgen.chat import Message, PromptFormat
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.engine import Engine
-from localgen.errors import ModelLoadError, ModelNotFoundError
+from localgen.errors import HubError, ModelLoadError, ModelNotFoundError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape
 from localgen.events import Event
 from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, plan_fit, replan_gpu_layers
 from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, probe_hardware
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.quant_choice import choose_cached, choose_download
-from localgen.resolve import ResolvedModel, resolve_model
+from localgen.resolve import ResolvedModel, resolve_model, with_unverified_copy
 
 if TYPE_CHECKING:
     from localgen.gguf_info import GGUFInfo
@@ -120,10 +120,13 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
                 return resolve_model(cached, offline=options.offline, pull=False)
             if options.offline or is_offline():
                 raise
-    reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options))
-    for text in chosen:  # said now, before the download starts
-        note(text)
-    return resolve_model(reference, offline=options.offline, force=force)
+    try:
+        reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options))
+        for text in chosen:  # said now, before the download starts
+            note(text)
+        return resolve_model(reference, offline=options.offline, force=force)
+    except HubError as exc:  # the Hub cannot be asked: a copy another tool downloaded can still be used as it is
+        raise with_unverified_copy(exc, options.model) from exc
 
 
 def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: ModelShape,

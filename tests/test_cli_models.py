@@ -111,6 +111,10 @@ def test_a_file_another_tool_downloaded_is_marked_and_named(hub: tuple[HubServer
         assert refused.returncode == 1
         assert "is in the Hugging Face cache but localgen has not verified it" in refused.stderr, refused.stderr
         assert f"-m {snapshot / 'Foo-Q4_K_M.gguf'}" in refused.stderr
+    unreachable = localgen({**env, "HF_ENDPOINT": "http://127.0.0.1:9"}, "run", "-m", "bartowski/Foo-GGUF", "hi")
+    assert unreachable.returncode == 1 and "cannot reach" in unreachable.stderr, unreachable.stderr
+    assert f"-m {snapshot / 'Foo-Q4_K_M.gguf'} uses it as it is" in unreachable.stderr
+    assert len(unreachable.stderr.strip().splitlines()) == 1
     by_path = localgen(env, "run", "--offline", "-m", str(snapshot / "Foo-Q4_K_M.gguf"), "hi", "-n", "2")
     assert by_path.returncode == 0, by_path.stderr
     assert server.requests == []
