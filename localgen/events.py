@@ -71,10 +71,9 @@ class Finished:
     restored_tokens: int = 0  # prompt tokens whose KV state came from the on-disk prompt cache
 
     def to_dict(self) -> dict[str, object]:
-        """A JSON-ready dict of the completion (draft and prompt-cache figures only when they apply)."""
-        usage = asdict(self.usage) | {"total_tokens": self.usage.total_tokens}
-        if self.restored_tokens:
-            usage["prompt_cache_tokens"] = self.restored_tokens
+        """A JSON-ready dict of the completion (the same usage keys every time; draft figures when drafting)."""
+        usage = asdict(self.usage) | {"total_tokens": self.usage.total_tokens,
+                                      "prompt_cache_tokens": self.restored_tokens}
         record: dict[str, object] = {"text": self.text, "finish_reason": self.finish_reason, "usage": usage,
                                      "timings": asdict(self.timings)}
         if self.draft is not None:

@@ -345,7 +345,7 @@ def test_damaged_prompt_cache_entry_is_not_restored(tmp_path: Path) -> None:
     second = run_localgen(*args, env={**env, "LOCALGEN_DEBUG": "1"})
     assert second.returncode == 0, second.err[-2000:]
     record = json.loads(second.out)
-    assert "prompt_cache_tokens" not in record["usage"], "a damaged state must never be loaded"
+    assert record["usage"]["prompt_cache_tokens"] == 0, "a damaged state must never be loaded"
     assert record["text"] == json.loads(first.out)["text"]
     assert f"prompt cache entry {entry.name} is corrupt" in second.err, "the debug log names the entry"
     assert "Traceback" not in second.err
