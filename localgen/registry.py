@@ -149,8 +149,13 @@ def _check_spec_values(where: str, table: dict[str, object]) -> None:
                           hint="write the file's full sha256 (`sha256sum FILE` prints it), or remove the line")
 
 
-def _parse_registry(text: str, source: Path | str) -> tuple[dict[str, ModelSpec], str | None]:
-    """Parse one models.toml text into specs and an optional default name."""
+def _parse_registry(text: str, source: Path | str, inherit: dict[str, dict] | None = None,
+                    ) -> tuple[dict[str, ModelSpec], str | None]:
+    """Parse one models.toml text into specs and an optional default name.
+
+    An entry named as one in inherit (the built-in tables) that keeps its repo changes only the keys it gives (a
+    smaller context, another quant), so the bundled copy and the checksum stay; with another repo it replaces it.
+    """
     try:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
@@ -164,7 +169,8 @@ def _parse_registry(text: str, source: Path | str) -> tuple[dict[str, ModelSpec]
     if not isinstance(models, dict):
         raise ConfigError(f"{source}: 'models' must be a table of [models.NAME] entries",
                           hint="write [models.NAME] tables")
-    specs = {name.lower(): _spec_from_table(name, table, source) for name, table in models.items()}
+    specs = {name.lower(): _spec_from_table(name, _inherited(table, (inherit or {}).get(name.lower())), source)
+             for name, table in models.items()}
     defaults = data.get("defaults", {})
     default = defaults.get("model") if isinstance(defaults, dict) else None
     if not isinstance(defaults, dict) or not isinstance(default, (str, type(None))):
@@ -176,6 +182,21 @@ def _parse_registry(text: str, source: Path | str) -> tuple[dict[str, ModelSpec]
     return specs, default
 
 
+def _inherited(table: object, base: dict | None) -> object:
+    """A user's table over the built-in one of the same name, when it names the same repo (or none)."""
+    if base is None or not isinstance(table, dict):
+        return table
+    if str(table.get("repo", base.get("repo", ""))).lower() != str(base.get("repo", "")).lower():
+        return table
+    def same(key: str) -> bool:
+        return str(table.get(key, base.get(key, ""))).lower() == str(base.get(key, "")).lower()
+
+    if not (same("quant") and same("file")):  # another file of the repo: the bundled copy and checksum are not its
+        base = {key: value for key, value in base.items() if key not in ("file", "quant", "sha256", "size",
+                                                                         "package", "package_file")}
+    return {**base, **table}
+
+
 def builtin_registry_text() -> str:
     """The text of the models.toml shipped with localgen."""
     return resources.files("localgen").joinpath("models.toml").read_text(encoding="utf-8")
@@ -183,7 +204,10 @@ def builtin_registry_text() -> str:
 
 def load_registry(user_file: Path | None = None) -> Registry:
     """The built-in registry extended (and overridden by name) by the user's file."""
-    models, default = _parse_registry(builtin_registry_text(), "built-in models.toml")
+    builtin = builtin_registry_text()
+    models, default = _parse_registry(builtin, "built-in models.toml")
+    if user_file is not None and user_file.exists() and not user_file.is_file():
+        raise ConfigError(f"{user_file}: not a file", hint="models.toml must be a TOML file; remove or rename this")
     if user_file is not None and user_file.is_file():
         try:
             text = user_file.read_text(encoding="utf-8")
@@ -193,7 +217,8 @@ def load_registry(user_file: Path | None = None) -> Registry:
         except OSError as exc:
             raise ConfigError(f"{user_file}: cannot be read ({exc.strerror or exc})",
                               hint="check the file's permissions") from exc
-        user_models, user_default = _parse_registry(text, user_file)
+        tables = {name.lower(): table for name, table in tomllib.loads(builtin).get("models", {}).items()}
+        user_models, user_default = _parse_registry(text, user_file, inherit=tables)
         models = {**models, **user_models}
         if user_default is not None:  # checked when the default is used, so other commands keep working
             return Registry(models=models, default_model=user_default.lower(), default_source=user_file)

@@ -34,6 +34,26 @@ def test_user_registry_extends_and_overrides(tmp_path: Path) -> None:
     assert registry.get("gemma3-1b").repo  # built-ins stay
 
 
+def test_a_user_entry_for_the_same_repo_changes_only_its_keys(tmp_path: Path) -> None:
+    user = tmp_path / "models.toml"
+    builtin = load_registry().get("smollm2-135m")
+    user.write_text('[models.smollm2-135m]\ncontext = 1024\n')
+    spec = load_registry(user).get("smollm2-135m")
+    assert spec.context == 1024 and spec.package == builtin.package and spec.sha256 == builtin.sha256
+    user.write_text(f'[models.smollm2-135m]\nrepo = "{builtin.repo.lower()}"\nquant = "q4_1"\ncontext = 1024\n')
+    assert load_registry(user).get("smollm2-135m").package_file == builtin.package_file
+    user.write_text('[models.smollm2-135m]\nquant = "Q8_0"\n')  # another file: the bundled one is not it
+    spec = load_registry(user).get("smollm2-135m")
+    assert spec.quant == "Q8_0" and spec.repo == builtin.repo and spec.package is None and spec.sha256 is None
+
+
+def test_a_models_toml_that_is_not_a_file_is_an_error(tmp_path: Path) -> None:
+    folder = tmp_path / "models.toml"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match="not a file"):
+        load_registry(folder)
+
+
 @pytest.mark.parametrize("text", ['[models.x]\nrepo = "a/b"\n', "not toml [[[", '[models.x]\nrepo = 3\nquant="Q4_0"\n',
                                   '[models.x]\nrepo = "a/b"\nquant = "Q4_0"\nbogus = 1\n',
                                   "[defaults]\ntemperature = 0\n", "[settings]\nx = 1\n", "colour = 1\n",
