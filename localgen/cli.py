@@ -92,9 +92,11 @@ def _root(
                                           help="Show the version and exit.")] = False,
 ) -> None:
     """Chat with and generate text from local LLMs."""
+    from localgen.config import check_environment
     from localgen.hub_errors import set_running_command
 
     set_running_command(ctx.invoked_subcommand)
+    check_environment()
 
 
 @app.command()

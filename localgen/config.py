@@ -27,9 +27,28 @@ VRAM_LIMIT_ENV = "LOCALGEN_VRAM_LIMIT"  # caps the VRAM budget the same way
 OFFLINE_ENVS = ("HF_HUB_OFFLINE", "LOCALGEN_OFFLINE")  # either one set to 1 turns the network off
 
 
+TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
+FALSE_VALUES = frozenset({"", "0", "false", "no", "off"})
+OWN_FLAG_ENVS = ("LOCALGEN_OFFLINE", "LOCALGEN_DEBUG")
+
+
 def _env_flag(name: str) -> bool:
     """True when an environment variable is set to a truthy value."""
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+    return os.environ.get(name, "").strip().lower() in TRUE_VALUES
+
+
+def check_environment() -> None:
+    """A ConfigError for localgen's own variables set to what they cannot mean (checked as a command starts)."""
+    from localgen.errors import ConfigError
+
+    for name in OWN_FLAG_ENVS:
+        value = os.environ.get(name, "")
+        if value.strip().lower() not in TRUE_VALUES | FALSE_VALUES:
+            raise ConfigError(f"{name}={value} is neither on nor off", hint=f"set {name}=1 or {name}=0")
+    home = os.environ.get("LOCALGEN_HOME")
+    if home and Path(home).expanduser().exists() and not Path(home).expanduser().is_dir():
+        raise ConfigError(f"LOCALGEN_HOME={home} is not a directory",
+                          hint="point it at a directory (localgen creates it if missing), or unset it")
 
 
 @dataclass(frozen=True)

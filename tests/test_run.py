@@ -454,3 +454,14 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
     for refused in (result, latest):  # --continue does not take an older conversation behind the busy one
         assert refused.returncode == 1 and "conversation 'busy' is open in another localgen" in refused.err
         assert len(refused.err.strip().splitlines()) == 1 and path.read_bytes() == before
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("LOCALGEN_OFFLINE", "banana", "LOCALGEN_OFFLINE=banana is neither on nor off"),
+    ("LOCALGEN_DEBUG", "maybe", "LOCALGEN_DEBUG=maybe is neither on nor off"),
+    ("LOCALGEN_HOME", str(REPO_ROOT / "README.md"), "is not a directory"),
+])
+def test_localgen_s_own_variables_must_make_sense(variable: str, value: str, message: str) -> None:
+    result = run_localgen("run", "hi", "-n", "2", env={variable: value})
+    assert result.returncode == 1 and message in result.err, result.err
+    assert len(result.err.strip().splitlines()) == 1
