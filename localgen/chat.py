@@ -300,9 +300,13 @@ class PromptFormat:
         """Messages as prompt text: the template's output, or the non-empty texts joined by blank lines."""
         if self.template is None:
             return "\n\n".join(m.content for m in messages if m.content)
-        return render_template(self.template, messages, bos_token=self.bos_token, eos_token=self.eos_token,
+        text = render_template(self.template, messages, bos_token=self.bos_token, eos_token=self.eos_token,
                                add_generation_prompt=add_generation_prompt, model_name=self.model_name,
                                hint=self.template_hint)
+        if not text and any(m.content for m in messages):
+            raise TemplateError(f"{_one_line(self.model_name)}: the chat template turns the messages into no text",
+                                hint=self.template_hint)
+        return text
 
     def tokenize(self, engine: Engine, text: str) -> list[int]:
         """Tokenize rendered text (a template's control tokens read as such), adding BOS only when the model wants

@@ -330,6 +330,10 @@ def test_chat_template_file_gives_a_local_model_a_template(tmp_path: Path, bundl
     question = "Question: What is the capital of France?\nAnswer in one word:"
     plain = run_localgen("run", "-m", str(base), "--raw", question, "-n", "4", "--json", *GREEDY)
     assert json.loads(plain.out)["text"] == record["text"]  # exactly the template's rendering was sent
+    template.write_text("{% if false %}x{% endif %}")
+    empty = run_localgen("run", "--chat-template", str(template), "hello", "-n", "2")
+    assert empty.returncode == 1, "a template failure, like the others (not a usage error)"
+    assert "the chat template turns the messages into no text" in empty.err
 
 
 def test_an_empty_attachment_is_warned_about(tmp_path: Path) -> None:
