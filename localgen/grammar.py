@@ -161,4 +161,6 @@ def _converter_problem(exc: Exception) -> str:
         return "a $ref to a remote schema (localgen does not fetch schemas)"
     if isinstance(exc, KeyError):
         return f"a $ref that does not resolve: {text}"
+    if text.startswith("Error resolving ref "):  # the converter names the schema "stdin", whatever its source
+        return f"a $ref that does not resolve: {text.split()[3].removeprefix('stdin').rstrip(':')}"
     return text or type(exc).__name__

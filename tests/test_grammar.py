@@ -82,6 +82,7 @@ def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message:
     (("--json-schema", "[" * 50_000 + "]" * 50_000), "the JSON schema nests too deep to read"),
     (("--json-schema", "true"), "a JSON schema is an object, not true or false"),
     (("--json-schema", '{"$ref": "https://example.com/s.json"}'), "a $ref to a remote schema"),
+    (("--json-schema", '{"$ref": "#/defs/none"}'), "a $ref that does not resolve: #/defs/none ("),  # not "stdin#"
     (("--json-schema", "-"), "--json-schema does not read stdin"),
     (("--json-schema", "{}", "--grammar", "g.gbnf"), "--grammar and --json-schema contradict each other"),
 ])
