@@ -74,7 +74,7 @@ class Repl:
         speed = self.session.last.timings.decode_tokens_per_s if self.session.last else 0.0
         attached = f"{counted(len(self.session.attachments), 'file')} attached │ " if self.session.attachments else ""
         used = self.session.context_used()
-        return (f" {self.session.loaded.resolved.display_name} │ {'?' if used is None else f'{used:,}'}/"
+        return (f" {self.session.loaded.resolved.short_name} │ {'?' if used is None else f'{used:,}'}/"
                 f"{engine.n_ctx:,} tokens │ {attached}{speed:.1f} tok/s │ /help")
 
     def run(self) -> None:

@@ -30,6 +30,11 @@ class ResolvedModel:
         return self.spec.name if self.spec is not None else self.ref.text
 
     @property
+    def short_name(self) -> str:
+        """The display name, a local file by its name alone (for a status line)."""
+        return self.path.name if self.source == "local" else self.display_name
+
+    @property
     def context(self) -> int | None:
         """The registry's default context for this model, if any."""
         return self.spec.context if self.spec is not None else None

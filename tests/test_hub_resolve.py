@@ -207,3 +207,14 @@ def test_a_cached_copy_the_pin_refuses_falls_back_to_the_intact_bundled_file(
     resolved = resolve_model("smollm2-135m")
     assert resolved.source == "bundled"
     assert "passing over the cached copy" in capsys.readouterr().err
+
+
+def test_a_local_file_is_named_by_its_file_name_in_status_lines(tmp_path: Path) -> None:
+    from localgen.registry import parse_reference
+    from localgen.resolve import ResolvedModel
+
+    path = tmp_path / "deep" / "folder" / "model.Q4_K_M.gguf"
+    local = ResolvedModel(ref=parse_reference(str(path)), path=path, spec=None, source="local")
+    assert local.short_name == "model.Q4_K_M.gguf" and local.display_name == str(path)
+    hub = ResolvedModel(ref=parse_reference("org/Repo-GGUF:Q8_0"), path=path, spec=None, source="cache")
+    assert hub.short_name == hub.display_name == "org/Repo-GGUF:Q8_0"
