@@ -18,6 +18,7 @@ from localgen.inputs import argument_text, expand_user_path, read_file_input
 from localgen.repl_input import (
     COMMAND_HELP,
     PROMPT,
+    WITHOUT_ARGUMENT,
     PasteMark,
     SafeFileHistory,
     SlashCompleter,
@@ -150,6 +151,9 @@ class Repl:
             console.error(f"unknown command {command.name}",
                           hint="/help lists the commands; // at the start sends a message that starts with /")
             return
+        if command.argument and command.name in WITHOUT_ARGUMENT:
+            console.error(f"{command.name} takes no argument", hint=f"type {command.name} alone; /help lists the rest")
+            return
         handler(command.argument)
 
     def _show_answer(self, events: Generator[Event, None, None], *, notice: str | None = None) -> None:
@@ -227,6 +231,10 @@ class Repl:
 
     def _set(self, argument: str) -> None:
         parts = argument.split(None, 1)
+        if len(parts) == 1:  # /set temp: the current value
+            key, value = self.session.value_of(parts[0])
+            console.say(f"{key} = {value} (/set {key} VALUE changes it)")
+            return
         if len(parts) != 2:
             console.say(f"usage: /set PARAM VALUE ({', '.join(SETTING_NAMES)})")
             return
@@ -354,10 +362,11 @@ class Repl:
 
 def _on_or_off(argument: str, command: str) -> bool | None:
     """A switch command's argument as True (on) or False (off); None, after printing the usage, for anything else."""
-    if argument not in ("on", "off"):
+    switch = argument.lower()
+    if switch not in ("on", "off"):
         console.say(f"usage: {command} on|off")
         return None
-    return argument == "on"
+    return switch == "on"
 
 def brief(text: str, limit: int = 80) -> str:
     """Text cut to about limit characters, saying how long it was (a system prompt in a summary line)."""

@@ -44,6 +44,7 @@ COMMAND_HELP = {
     "/exit": "quit (or Ctrl-D)",
 }
 COMMANDS = tuple(usage.split()[0] for usage in COMMAND_HELP)
+WITHOUT_ARGUMENT = frozenset({usage for usage in COMMAND_HELP if " " not in usage} | {"/quit", "/bye"})
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # C0 controls and DEL; tabs and newlines are text
 
 

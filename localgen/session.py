@@ -54,17 +54,17 @@ class ChatSession:
         """Change one sampling setting from text (/set NAME VALUE) and save; return its name and new value as text."""
         key = self._apply_setting(name, raw)
         self._save()
+        return self.value_of(key)
+
+    def value_of(self, name: str) -> tuple[str, str]:
+        """A setting's canonical name and its value as text (none when unset)."""
+        key = _setting_key(name)
         stored = self.settings()[key]
         return key, "none" if stored is None else str(stored)
 
     def _apply_setting(self, name: str, raw: str) -> str:
-        """Change one sampling setting from text, without saving; return its canonical name.
-
-        A setting goes by its name, or as on the command line: temp, --top-p, -n."""
-        key = name.lstrip("-").replace("-", "_").lower()
-        key = SETTING_ALIASES.get(key, key)
-        if key not in SETTING_NAMES:
-            raise UsageError(f"unknown setting '{name}'", hint=f"settings: {', '.join(SETTING_NAMES)}")
+        """Change one sampling setting from text, without saving; return its canonical name."""
+        key = _setting_key(name)
         value = _parse_setting(key, raw)
         try:
             if key == "max_tokens":
@@ -338,6 +338,15 @@ def model_reference(resolved: ResolvedModel) -> str:
     reference as typed."""
     ref = resolved.ref
     return os.path.abspath(ref.path) if ref.path is not None else ref.text
+
+
+def _setting_key(name: str) -> str:
+    """A setting's canonical name: it goes by its name, or as on the command line (temp, --top-p, -n)."""
+    key = name.lstrip("-").replace("-", "_").lower()
+    key = SETTING_ALIASES.get(key, key)
+    if key not in SETTING_NAMES:
+        raise UsageError(f"unknown setting '{name}'", hint=f"settings: {', '.join(SETTING_NAMES)}")
+    return key
 
 
 def _parse_setting(key: str, raw: str) -> int | float | None:

@@ -594,6 +594,12 @@ def test_set_takes_the_command_line_s_names_and_tab_completes_settings(chat: Cha
     chat.child.expect_exact("temperature = 0.25")
     chat.sync()
     assert chat.conversation()["settings"]["temperature"] == 0.25
+    chat.command("/set temp", "temperature = 0.25 (/set temperature VALUE changes it)")
+    chat.command("/set colour", "unknown setting 'colour'")
+    chat.command("/markdown OFF", "as plain text")
+    chat.command("/exit now", "error: /exit takes no argument")
+    assert chat.child.isalive(), "a command given an argument it does not take does nothing"
+    assert chat.quit() == 0
 
 
 def _context_shown(screen: str) -> int:
