@@ -21,6 +21,9 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
 
 from localgen.config import settings
+from localgen.conversation import list_conversations
+from localgen.errors import LocalgenError
+from localgen.registry import load_registry
 from localgen.session import SETTING_NAMES
 
 PROMPT = ">>> "
@@ -89,22 +92,39 @@ def block_is_open(text: str) -> bool:
 
 
 class SlashCompleter(Completer):
-    """Completes slash command names, file paths after /file, and setting names after /set."""
+    """Completes slash command names, file paths after /file, setting names after /set, saved conversations after
+    /load, and registry names or paths after /model."""
 
     def __init__(self) -> None:
         self._paths = PathCompleter(expanduser=True)
+        self._model_names: list[str] | None = None  # read from the registry at the first Tab after /model
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
-        """Command names after a leading slash; paths after /file; setting names after /set."""
+        """Command names after a leading slash; then what the command takes."""
         text = document.text_before_cursor
-        if text.startswith("/file "):
-            sub = Document(text[len("/file "):])
+        model_path = text.startswith("/model ") and text[len("/model "):].startswith(("/", ".", "~"))
+        if text.startswith("/file ") or model_path:
+            sub = Document(text.split(" ", 1)[1])
             yield from self._paths.get_completions(sub, complete_event)
+        elif text.startswith("/load ") and " " not in text[len("/load "):]:
+            yield from _words((name for name, _ in list_conversations()), text[len("/load "):])
+        elif text.startswith("/model ") and " " not in text[len("/model "):]:
+            yield from _words(self._models(), text[len("/model "):])
         elif text.startswith("/set ") and " " not in text[len("/set "):]:
             typed = text[len("/set "):]  # a setting's name, or its option name (--top-p completes to top_p)
             yield from _words(SETTING_NAMES, typed, typed.lstrip("-").replace("-", "_"))
         elif text.startswith("/") and " " not in text:
             yield from _words(COMMANDS, text)
+
+
+    def _models(self) -> list[str]:
+        """The registry's model names (a broken models.toml completes nothing: /model says what is wrong)."""
+        if self._model_names is None:
+            try:
+                self._model_names = sorted(load_registry(settings().user_registry).models)
+            except LocalgenError:
+                self._model_names = []
+        return self._model_names
 
 
 def _words(words: Iterable[str], typed: str, key: str | None = None) -> Iterator[Completion]:

@@ -253,3 +253,7 @@ def test_a_completed_command_is_followed_by_a_space_and_file_paths_complete(tmp_
     assert complete(f"/file {tmp_path}/no") == ["tes.txt"]
     assert complete("hello") == []
     assert complete("/set te") == ["temperature "] and complete("/set --top-") == ["top_k ", "top_p "]
+    save_conversation(Conversation(name="trip-plans"))
+    assert complete("/load trip") == ["trip-plans "]
+    assert complete("/model smollm") == ["smollm2-135m "] and "qwen2.5-7b " in complete("/model qwen")
+    assert complete(f"/model {tmp_path}/no") == ["tes.txt"], "a path after /model completes as a path"
