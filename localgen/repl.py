@@ -334,8 +334,10 @@ class Repl:
         if not entries:
             console.say("no saved conversations")
         width = max((len(name) for name, _ in entries), default=0)
+        current = self.session.conversation.name if self.session.conversation.on_disk else None
         for name, mtime in entries:
-            console.say(f"  {name:<{width}}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(mtime))}")
+            mark, note = ("*", "  (this chat)") if name == current else (" ", "")
+            console.say(f" {mark}{name:<{width}}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(mtime))}{note}")
 
     def _model(self, argument: str) -> None:
         if not argument:
