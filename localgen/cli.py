@@ -171,7 +171,7 @@ def run(
     continuing = _check_continuation(continue_latest, conversation_name, raw=raw)
     template = read_chat_template(chat_template)
     attachments, _ = gather_attachments(file or [], sys.stdin.buffer if sys.stdin else None, warnings,
-                                        stdin_asked=stdin_asked)
+                                        stdin_asked=stdin_asked, waiting=_say_waiting_for_stdin)
     for message in warnings:
         console.warn(message)
     user_text = compose_user_message(prompt, attachments)
@@ -220,6 +220,15 @@ def run(
         console.say(console.format_stats(completion))
     if exit_code is not None:
         raise typer.Exit(exit_code)
+
+
+def _say_waiting_for_stdin() -> None:
+    """Tell a person at a terminal that the run waits for piped stdin to end (it goes to the model first)."""
+    from localgen import console
+
+    if sys.stderr.isatty():
+        console.say("localgen: waiting for stdin to end (it goes to the model with the prompt; "
+                    "</dev/null runs without it)")
 
 
 def _check_continuation(continue_latest: bool, conversation_name: str | None, *, raw: bool) -> bool:

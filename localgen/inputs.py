@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import errno
-from collections.abc import Sequence
+import select
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 from localgen.errors import UsageError
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
+STDIN_QUIET_S = 2.0  # a pipe silent this long gets a note that localgen waits for it
 SHOWN_PATH_CHARS = 120  # longer paths are cut in error messages
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
 DOCUMENT_HINT = "send text; convert documents to plain text first"
@@ -72,28 +74,43 @@ def short_path(path: Path) -> str:
     return f"{text[:half]}...{text[-half:]}"
 
 
-def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: bool = False) -> str | None:
-    """Piped stdin as text, or None when stdin is a terminal (unless asked for with "-") or absent."""
+def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: bool = False,
+                     waiting: Callable[[], None] | None = None) -> str | None:
+    """Piped stdin as text, or None when stdin is a terminal (unless asked for with "-") or absent.
+
+    waiting is called when a pipe has sent nothing for a while (`sleep 60 | localgen run ...` would look hung).
+    """
     if stream is None or (stream.isatty() and not asked):
         return None
+    if waiting is not None and not stream.isatty() and not _ready(stream, STDIN_QUIET_S):
+        waiting()
     data = stream.read(MAX_INPUT_BYTES + 1)
     if len(data) > MAX_INPUT_BYTES:
         raise UsageError(f"stdin is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint="send less text")
     return decode_input(data, "stdin", warnings)
 
 
+def _ready(stream: BinaryIO, timeout: float) -> bool:
+    """True when stream has data (or its end) to read within timeout seconds; True when that cannot be told."""
+    try:
+        return bool(select.select([stream], [], [], timeout)[0])
+    except (OSError, ValueError, TypeError):  # no file descriptor, or one select cannot watch
+        return True
+
+
 def gather_attachments(files: Sequence[str], stdin: BinaryIO | None, warnings: list[str], *,
-                       stdin_asked: bool = False) -> tuple[list[str], bool]:
+                       stdin_asked: bool = False, waiting: Callable[[], None] | None = None) -> tuple[list[str], bool]:
     """The texts of the -f files, then stdin's; and whether stdin was read.
 
     A file named "-" is stdin, as is stdin_asked (a prompt of "-"): then stdin is read even from a terminal.
+    waiting is called when piped stdin keeps quiet for a while.
     """
     asked = stdin_asked or STDIN_NAME in files
     named = [option_path(name, "-f/--file") for name in files if name != STDIN_NAME]
     texts = [read_file_input(path, warnings) for path in named]
     warnings.extend(f"{short_path(path)} is empty" for path, text in zip(named, texts, strict=True)
                     if not text.strip())
-    piped = read_stdin_input(stdin, warnings, asked=asked)
+    piped = read_stdin_input(stdin, warnings, asked=asked, waiting=waiting)
     if piped is not None:
         texts.append(piped)
     return texts, piped is not None

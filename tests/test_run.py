@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -469,3 +470,36 @@ def test_localgen_s_own_variables_must_make_sense(variable: str, value: str, mes
     result = run_localgen("run", "hi", "-n", "2", env={variable: value})
     assert result.returncode == 1 and message in result.err, result.err
     assert len(result.err.strip().splitlines()) == 1
+
+
+def test_a_quiet_pipe_gets_a_note_on_a_terminal_and_its_text_still_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import inputs
+
+    monkeypatch.setattr(inputs, "STDIN_QUIET_S", 0.2)
+    read_end, write_end = os.pipe()
+    notes: list[str] = []
+    with os.fdopen(read_end, "rb") as stream:
+        def write_later() -> None:
+            time.sleep(0.6)
+            os.write(write_end, b"late text")
+            os.close(write_end)
+
+        writer = threading.Thread(target=write_later)
+        writer.start()
+        text = inputs.read_stdin_input(stream, [], waiting=lambda: notes.append("waiting"))
+        writer.join()
+    assert text == "late text" and notes == ["waiting"]
+    with open(REPO_ROOT / "README.md", "rb") as ready:  # a file is ready at once: no note
+        assert inputs.read_stdin_input(ready, [], waiting=lambda: notes.append("again"))
+    assert notes == ["waiting"]
+
+
+def test_the_waiting_note_shows_in_a_terminal() -> None:
+    import pexpect
+
+    child = pexpect.spawn("bash", ["-c", f"sleep 3 | {sys.executable} -m localgen run -n 2 --temperature 0 hi"],
+                          cwd=str(REPO_ROOT), timeout=60, encoding="utf-8")
+    child.expect_exact("localgen: waiting for stdin to end")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
