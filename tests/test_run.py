@@ -96,7 +96,8 @@ def test_json_schema() -> None:
     result = run_localgen("run", "Hi", "-n", "3", "--json", *GREEDY)
     record = json.loads(result.out)
     assert set(record) == {"text", "finish_reason", "usage", "timings", "model"}
-    assert set(record["usage"]) == {"prompt_tokens", "cached_tokens", "completion_tokens", "total_tokens"}
+    assert set(record["usage"]) == {"prompt_tokens", "cached_tokens", "prompt_cache_tokens", "completion_tokens",
+                                    "total_tokens"}
     assert set(record["timings"]) == {"ttft_s", "prefill_s", "prefill_tokens_per_s", "decode_s",
                                       "decode_tokens_per_s"}
     assert record["finish_reason"] in {"stop", "length", "context", "interrupted"}
