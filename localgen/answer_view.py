@@ -255,9 +255,29 @@ class _Continued:
 
         skip = len(console.render_lines(_markdown(self.previous), options, pad=False)) if self.previous else 0
         for line in console.render_lines(_markdown(self.previous + self.block), options, pad=False)[skip:]:
-            yield from line
-            if not (self.soft_wrap and line and line[-1].style is not None and line[-1].style.meta.get(_SOFT_KEY)):
+            if self.soft_wrap and line and line[-1].style is not None and line[-1].style.meta.get(_SOFT_KEY):
+                yield from line  # a full row that the next one continues
+            else:
+                yield from _without_padding(line)
                 yield Segment.line()
+
+
+def _without_padding(line: list[Any]) -> list[Any]:
+    """A rendered line less the plain spaces that pad it (rich pads list items and quotes to the width), so that a
+    copied line has no trailing spaces; spaces with a background colour stay."""
+    from rich.segment import Segment
+
+    line = list(line)
+    while line:
+        last = line[-1]
+        if last.control or (last.style is not None and last.style.bgcolor is not None):
+            break
+        text = last.text.rstrip(" ")
+        if text:
+            line[-1] = Segment(text, last.style, last.control)
+            break
+        line.pop()
+    return line
 
 
 class _Tail:

@@ -185,7 +185,7 @@ def run(
         from localgen.conversation import latest_conversation, load_or_start
 
         conversation = (load_or_start(conversation_name) if conversation_name
-                        else latest_conversation(console.warn, skip_busy=False))  # not an older one behind a chat
+                        else latest_conversation(console.warn, newest_only=True))  # never an older one instead
         model = model or conversation.model
         ctx_size = ctx_size if ctx_size is not None else conversation.ctx_size
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,
@@ -251,7 +251,7 @@ def _continuation(ctx: typer.Context, loaded: LoadedModel, options: ModelOptions
                   system: str | None, text: str, sampling: SamplingParams, limits: GenerationLimits, *, draft: str,
                   prompt_cache: bool) -> Callable[[], Iterator[Event]]:
     """What streams the answer to text as the next exchange of a saved conversation (saved with it, as chat does):
-    its saved settings apply, and the options given now win."""
+    its saved settings apply, and the options given now win for this run (they are not saved)."""
     from localgen import console
     from localgen.errors import LocalgenError
     from localgen.runner import disk_prompt_cache
@@ -264,7 +264,7 @@ def _continuation(ctx: typer.Context, loaded: LoadedModel, options: ModelOptions
     if system is not None:
         conversation.system = system
     session = ChatSession(loaded, options, conversation, sampling, limits, draft=draft,
-                          prefix_cache=disk_prompt_cache(loaded) if prompt_cache else None)
+                          prefix_cache=disk_prompt_cache(loaded) if prompt_cache else None, keep_saved_settings=True)
     session.replace_conversation(conversation, {
         name: str(ctx.params[name]) for name in SETTING_NAMES
         if _from_command_line(ctx, name) and ctx.params.get(name) is not None})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -130,6 +131,8 @@ class Conversation:
             if not isinstance(data["turns"], list):
                 raise ValueError("'turns' is not a list")
             turns = [_turn_from_json(t) for t in data["turns"]]
+            if any(turn.answer is None for turn in turns):  # a conversation never saves a question without answer
+                raise ValueError("a turn has no answer")
             system, model = data.get("system"), data.get("model")
             settings_ = data.get("settings") or {}
             if not all(v is None or isinstance(v, str) for v in (system, model)):
@@ -287,9 +290,17 @@ def _read_saved(path: Path, shell: bool) -> str:
 
 
 def load_or_start(name: str) -> Conversation:
-    """The saved conversation NAME, held for this process, or a new one by that name when none is saved."""
-    if not (conversations_dir() / f"{check_name(name)}.json").exists():
-        return Conversation(name=name)
+    """The saved conversation NAME or a new one by that name when none is saved, held for this process either way
+    (two runs starting the same new conversation: the second is told it is busy, rather than saving elsewhere)."""
+    folder = conversations_dir()
+    path = folder / f"{check_name(name)}.json"
+    if not path.exists():
+        hold(folder, name, hint="wait for it to finish, or use another name")
+        if not path.exists():  # (unless the holder before us finished and saved it meanwhile)
+            return Conversation(name=name)
+    if not path.is_file():
+        raise DamagedConversationError(f"{path} is not a saved conversation (not a file)",
+                                       hint="move it away, or use another name")
     return load_conversation(name, shell=True)
 
 
@@ -316,24 +327,26 @@ def list_conversations() -> list[tuple[str, float]]:
     for path in folder.glob("*.json"):
         if NAME_PATTERN.match(path.stem):
             with contextlib.suppress(FileNotFoundError):  # deleted since the listing: not there any more
-                entries.append((path.stem, path.stat().st_mtime))
+                info = path.stat()
+                if stat.S_ISREG(info.st_mode):
+                    entries.append((path.stem, info.st_mtime))
     return sorted(entries, key=lambda e: e[1], reverse=True)
 
 
-def latest_conversation(warn: Callable[[str], None], *, skip_busy: bool = True) -> Conversation:
-    """The most recently saved conversation that no other chat has open (for `chat --resume`; without skip_busy,
-    the most recent one, or ConversationBusyError); damaged files are skipped, each with a warning."""
+def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = False) -> Conversation:
+    """The most recently saved conversation that no other chat has open, damaged files skipped with a warning
+    (for `chat --resume`); with newest_only, the newest one or the error that keeps it from being continued."""
     entries = list_conversations()
     if not entries:
         raise LocalgenError("there is no saved conversation to continue",
                             hint='start one with `localgen chat`, or `localgen run --conversation NAME "..."`')
+    if newest_only:
+        return load_conversation(entries[0][0], shell=True)
     busy: ConversationBusyError | None = None
     for name, _ in entries:
         try:
             return load_conversation(name, shell=True)
         except ConversationBusyError as exc:  # a running chat saves often, so its conversation is the newest
-            if not skip_busy:
-                raise
             busy = busy or exc
         except DamagedConversationError as exc:
             warn(f"skipped {exc.message}")

@@ -22,7 +22,7 @@ _held: dict[Path, int] = {}  # lock file -> open descriptor, for the conversatio
 
 
 class ConversationBusyError(LocalgenError):
-    """Another process is chatting in this conversation."""
+    """Another process (a chat, or a run continuing it) holds this conversation."""
 
 
 def lock_path(folder: Path, name: str) -> Path:
@@ -52,7 +52,7 @@ def hold(folder: Path, name: str, hint: str) -> bool:
         owner = _read_owner(fd)
         os.close(fd)
         who = f" (process {owner})" if owner else ""
-        raise ConversationBusyError(f"conversation '{name}' is open in another localgen chat{who}",
+        raise ConversationBusyError(f"conversation '{name}' is in use by another localgen chat or run{who}",
                                     hint=hint) from None
     except OSError as exc:  # a file system without locks (ENOLCK, EOPNOTSUPP): chats go unguarded there
         os.close(fd)

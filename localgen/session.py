@@ -33,7 +33,7 @@ class ChatSession:
 
     def __init__(self, loaded: LoadedModel, options: ModelOptions, conversation: Conversation,
                  sampling: SamplingParams, limits: GenerationLimits, *, autosave: bool = True, draft: str = "none",
-                 prefix_cache: PrefixCache | None = None) -> None:
+                 prefix_cache: PrefixCache | None = None, keep_saved_settings: bool = False) -> None:
         self.loaded = loaded
         self.options = options
         self.conversation = conversation
@@ -42,6 +42,7 @@ class ChatSession:
         self.autosave = autosave
         self.draft = draft  # speculative decoding, as run's --draft
         self.prefix_cache = prefix_cache  # the on-disk prompt cache (run's; a chat keeps its KV cache in memory)
+        self.keep_saved_settings = keep_saved_settings  # a run's options hold for that run only, unsaved
         self.attachments: list[str] = []
         self.last: Finished | None = None
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
@@ -233,7 +234,8 @@ class ChatSession:
                 helps.append("/file none drops the attached files, which stay for the next message")
             engine = self.loaded.engine
             if engine.n_ctx < engine.n_ctx_train:
-                helps.append(f"start the chat with a larger --ctx-size (this model allows {engine.n_ctx_train:,})")
+                helps.append(f"a larger --ctx-size (up to {engine.n_ctx_train:,} for this model; it is "
+                             f"{engine.n_ctx:,} now)")
             raise ContextOverflowError(exc.message, hint="; ".join(helps)) from None
 
     def _budget(self) -> int:
@@ -316,7 +318,8 @@ class ChatSession:
                 conversation.turns[:], conversation.context_start, self.attachments = before
                 turn.answer, turn.interrupted = previous
             try:
-                self._save()
+                if answered:  # a question without an answer left the conversation as it was (or unborn)
+                    self._save()
             except LocalgenError:
                 if not failed:
                     raise
@@ -324,7 +327,8 @@ class ChatSession:
 
     def save(self, name: str | None = None) -> Path:
         """Save the conversation with the current settings (name: save as, and go on under that name)."""
-        self.conversation.settings = self.settings()
+        if not self.keep_saved_settings:
+            self.conversation.settings = self.settings()
         return save_conversation(self.conversation, name)
 
     def _save(self) -> None:

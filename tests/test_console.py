@@ -122,7 +122,8 @@ def test_markdown_shows_html_as_text_links_with_their_address_and_code_as_it_is(
 
 LONG_COMMAND = "export PATH=/opt/tools/bin:$PATH && make -j4 install PREFIX=/usr/local DESTDIR=/tmp/stage V=1"
 HASH = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
-COPIED = (f"Run:\n\n```sh\n{LONG_COMMAND}\n```\n\nA makefile:\n\n```make\nall:\n\tgcc -o x x.c\n```\n\n"
+COPIED = (f"Run:\n\n```sh\n{LONG_COMMAND}\n```\n\n1. a list item\n\n> a quote\n\n"
+          "A makefile:\n\n```make\nall:\n\tgcc -o x x.c\n```\n\n"
           f"| id | sha256 |\n|---|---|\n| 1 | {HASH} |\n\nDone.\n")
 
 
@@ -141,6 +142,7 @@ def test_code_copies_as_written_and_table_cells_lose_no_characters(step: int) ->
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", stream.getvalue())
     assert f"\n{LONG_COMMAND}\n" in plain, "a long code line is never broken by a newline: the terminal wraps it"
     assert "\n\tgcc -o x x.c\n" in plain, "tabs stay tabs"
+    assert not re.search(r" +\n", plain), "no line is padded with spaces (a copied line has none at its end)"
     screen = _terminal_lines(stream.getvalue(), 60, 40)
     assert LONG_COMMAND[:60] in screen and LONG_COMMAND[60:] in screen, "wrapped by the terminal at its width"
     assert "\x1b[38;5;231" not in stream.getvalue(), "code keeps the terminal's palette"

@@ -60,8 +60,8 @@ def test_a_conversation_open_in_another_process_is_refused_with_its_process_id()
     let_go(load_conversation("shared"))
     with another_process("shared") as got:
         assert got == "held"
-        with pytest.raises(ConversationBusyError, match=r"'shared' is open in another localgen chat \(process \d+\)") \
-                as caught:
+        busy = r"'shared' is in use by another localgen chat or run \(process \d+\)"
+        with pytest.raises(ConversationBusyError, match=busy) as caught:
             load_conversation("shared", shell=True)
         assert "`localgen chat`" in (caught.value.hint or "")
     assert load_conversation("shared").turns == [Turn("a", "b")], "free again once the other process ended"
@@ -89,7 +89,7 @@ def test_save_as_refuses_a_name_held_elsewhere_and_lets_the_old_name_go() -> Non
     save_conversation(conversation)
     with another_process("taken") as got:
         assert got == "held"
-        with pytest.raises(ConversationBusyError, match="'taken' is open in another localgen chat") as busy:
+        with pytest.raises(ConversationBusyError, match="'taken' is in use by another localgen chat or run") as busy:
             save_conversation(conversation, "taken")
         assert busy.value.hint == "choose another name", "not /load, which would be refused too"
     save_conversation(conversation, "second")
@@ -127,7 +127,7 @@ def test_resume_without_a_name_skips_the_conversations_other_chats_have_open() -
     let_go(load_conversation("older"))
     with another_process("older") as first, another_process("newer") as second:
         assert first == second == "held"
-        with pytest.raises(ConversationBusyError, match="'newer' is open"):
+        with pytest.raises(ConversationBusyError, match="'newer' is in use"):
             latest_conversation(print)
 
 

@@ -292,6 +292,7 @@ CONVERSATION_DAMAGE: dict[str, bytes | dict] = {
     "user-an-object": {"turns": [{"user": {"nested": True}, "answer": "hi"}]},
     "answer-a-number": {"turns": [{"user": "hello", "answer": 42}]},
     "interrupted-a-string": {"turns": [{"user": "hello", "answer": "hi", "interrupted": "yes"}]},
+    "question-without-answer": {"turns": [{"user": "dangling", "answer": None}, {"user": "hello", "answer": "hi"}]},
     "system-a-list": {"system": ["a"]},
     "model-a-number": {"model": 5},
     "settings-a-list": {"settings": [1]},

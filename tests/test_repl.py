@@ -456,7 +456,8 @@ def test_a_second_chat_cannot_resume_a_conversation_that_is_open(home: Path) -> 
     second.expect(pexpect.EOF)
     second.close()
     assert second.exitstatus == 1
-    assert f"conversation '{name}' is open in another localgen chat (process {first.child.pid})" in second.before
+    busy = f"conversation '{name}' is in use by another localgen chat or run (process {first.child.pid})"
+    assert busy in second.before
     assert "Traceback" not in second.before and "`localgen chat` for a new conversation" in second.before
     assert first.quit() == 0
     resumed = Chat(home, "--resume", "--no-markdown")

@@ -435,7 +435,7 @@ def test_runs_go_on_with_a_saved_conversation(tmp_path: Path) -> None:
         ("My name is Ada.", one["text"]), ("What is my name?", two["text"])]
     assert two["usage"]["prompt_tokens"] > one["usage"]["prompt_tokens"] + one["usage"]["completion_tokens"], \
         "the second prompt holds the first exchange"
-    assert saved["settings"]["max_tokens"] == 8 and saved["model"] == "smollm2-135m"
+    assert saved["settings"] == {} and saved["model"] == "smollm2-135m", "a run's options hold for that run only"
     again = run_localgen("run", "--conversation", "notes", "What is my name?", "-n", "8", "--json", *GREEDY,
                          "-s", "You are terse.", env=env)
     assert again.returncode == 0, again.err
@@ -458,8 +458,22 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
     finally:
         release(path.parent, "busy")
     for refused in (result, latest):  # --continue does not take an older conversation behind the busy one
-        assert refused.returncode == 1 and "conversation 'busy' is open in another localgen" in refused.err
+        assert refused.returncode == 1 and "conversation 'busy' is in use by another localgen" in refused.err
         assert len(refused.err.strip().splitlines()) == 1 and path.read_bytes() == before
+    assert hold(path.parent, "fresh", hint="")  # another run is starting conversation 'fresh'
+    try:
+        second = run_localgen("run", "--conversation", "fresh", "Hello", "-n", "2", *GREEDY, env=env)
+    finally:
+        release(path.parent, "fresh")
+    assert second.returncode == 1 and "conversation 'fresh' is in use" in second.err
+    assert sorted(p.name for p in path.parent.glob("*.json")) == ["busy.json", "older.json"], "nothing saved elsewhere"
+    (path.parent / "newest.json").write_text("{not json")
+    damaged = run_localgen("run", "--continue", "Hello", "-n", "2", *GREEDY, env=env)
+    assert damaged.returncode == 1 and "newest.json is not a valid saved conversation" in damaged.err
+    assert path.read_bytes() == before, "--continue does not fall back on an older conversation"
+    (path.parent / "folder.json").mkdir()
+    folder = run_localgen("run", "--conversation", "folder", "Hello", "-n", "2", *GREEDY, env=env)
+    assert folder.returncode == 1 and "folder.json is not a saved conversation (not a file)" in folder.err
 
 
 @pytest.mark.parametrize(("variable", "value", "message"), [

@@ -454,8 +454,7 @@ def test_a_message_too_long_even_alone_is_refused_with_what_helps_here(chat: Cha
     long = "word " * 700
     with pytest.raises(ContextOverflowError, match="tokens but only") as refused:
         chat.ask(long)
-    assert refused.value.hint == ("shorten the message; start the chat with a larger --ctx-size "
-                                  "(this model allows 8,192)")
+    assert refused.value.hint == "shorten the message; a larger --ctx-size (up to 8,192 for this model; it is 512 now)"
     chat.attachments.append("a file")
     with pytest.raises(ContextOverflowError) as refused:
         chat.ask(long)
@@ -504,3 +503,18 @@ def test_a_conversation_that_cannot_be_continued_leaves_the_chat_as_it_was(sessi
         session.replace_conversation(other, {"top_k": "x"})
     assert session.conversation is before and session.sampling == sampling
     assert lock_path(conversations_dir(), "other") not in _held, "the conversation that was not taken is let go"
+
+
+def test_a_first_question_without_an_answer_saves_no_conversation(session: ChatSession,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.conversation import conversations_dir
+
+    def broken(*_: object) -> tuple[str, list[int]]:
+        raise TemplateError("the chat template failed", hint="fix it")
+
+    session.conversation = Conversation(name="never-answered")
+    session.autosave = True
+    monkeypatch.setattr(session, "_prompt", broken)
+    with pytest.raises(TemplateError):
+        _answer(session.ask("Name an animal.")[1])
+    assert not (conversations_dir() / "never-answered.json").exists()
