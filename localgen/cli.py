@@ -152,7 +152,7 @@ def run(
     from localgen.grammar import grammar_for
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, SamplingParams
-    from localgen.runner import ModelOptions, load_model, stream_answer
+    from localgen.runner import ModelOptions, stream_answer
     from localgen.speculative import check_draft_mode
 
     warnings: list[str] = []
@@ -193,7 +193,7 @@ def run(
                            kv_type=kv_type, offline=offline or None, raw=raw, gpu_layers=gpu_layers, no_gpu=no_gpu,
                            chat_template=template, chat_template_file=chat_template,
                            min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
-    loaded = load_model(options, note=say_note)
+    loaded = _load_for(options, conversation, ctx_given=_from_command_line(ctx, "ctx_size"))
     try:
         output = console.TextOutput()
         if conversation is not None:
@@ -220,6 +220,22 @@ def run(
         console.say(console.format_stats(completion))
     if exit_code is not None:
         raise typer.Exit(exit_code)
+
+
+def _load_for(options: ModelOptions, conversation: Conversation | None, *, ctx_given: bool) -> LoadedModel:
+    """Load the model for a run or chat; a context size a resumed conversation recorded that this model cannot take
+    is named as the conversation's (the user gave no --ctx-size)."""
+    from localgen.errors import ContextSizeError
+    from localgen.runner import load_model
+
+    try:
+        return load_model(options, note=say_note)
+    except ContextSizeError as exc:
+        if conversation is None or ctx_given or conversation.ctx_size is None:
+            raise
+        raise UsageError(f"conversation '{conversation.name}' was started with --ctx-size {conversation.ctx_size:,},"
+                         f" beyond this model's maximum of {exc.maximum:,}",
+                         hint=f"give --ctx-size {exc.maximum} or less") from exc
 
 
 def _say_waiting_for_stdin() -> None:
@@ -356,7 +372,7 @@ def chat(
     from localgen.inputs import argument_text, read_chat_template
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.repl import Repl
-    from localgen.runner import ModelOptions, load_model
+    from localgen.runner import ModelOptions
     from localgen.session import SETTING_NAMES, ChatSession
 
     if sys.stdin is None or not sys.stdin.isatty():
@@ -382,7 +398,7 @@ def chat(
                            batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                            offline=offline or None, gpu_layers=gpu_layers, no_gpu=no_gpu,
                            chat_template=read_chat_template(chat_template), chat_template_file=chat_template)
-    loaded = load_model(options, note=say_note)
+    loaded = _load_for(options, conversation, ctx_given=_from_command_line(ctx, "ctx_size"))
     session = None
     try:
         if conversation is None:

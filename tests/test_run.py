@@ -471,6 +471,10 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
     damaged = run_localgen("run", "--continue", "Hello", "-n", "2", *GREEDY, env=env)
     assert damaged.returncode == 1 and "newest.json is not a valid saved conversation" in damaged.err
     assert path.read_bytes() == before, "--continue does not fall back on an older conversation"
+    record = json.loads(path.read_text()) | {"ctx_size": 999_999}
+    (path.parent / "big.json").write_text(json.dumps(record | {"name": "big"}))
+    big = run_localgen("run", "--conversation", "big", "Hello", "-n", "2", *GREEDY, env=env)
+    assert big.returncode == 2 and "conversation 'big' was started with --ctx-size 999,999" in big.err, big.err
     (path.parent / "folder.json").mkdir()
     folder = run_localgen("run", "--conversation", "folder", "Hello", "-n", "2", *GREEDY, env=env)
     assert folder.returncode == 1 and "folder.json is not a saved conversation (not a file)" in folder.err
