@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from localgen.console import TextOutput
     from localgen.conversation import Conversation
     from localgen.events import Event, Finished
-    from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import LoadedModel, ModelOptions
 
 app = typer.Typer(
@@ -152,6 +151,7 @@ def run(
     from localgen.grammar import grammar_for
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, SamplingParams
+    from localgen.run_conversation import check_continuation, continued_answer, open_conversation
     from localgen.runner import ModelOptions, stream_answer
     from localgen.speculative import check_draft_mode
 
@@ -168,7 +168,7 @@ def run(
     if raw and chat_template is not None:
         raise UsageError("--raw and --chat-template contradict each other",
                          hint="--raw sends the text with no template; drop one of them")
-    continuing = _check_continuation(continue_latest, conversation_name, raw=raw)
+    continuing = check_continuation(continue_latest, conversation_name, raw=raw)
     template = read_chat_template(chat_template)
     attachments, _ = gather_attachments(file or [], sys.stdin.buffer if sys.stdin else None, warnings,
                                         stdin_asked=stdin_asked, waiting=_say_waiting_for_stdin)
@@ -180,12 +180,8 @@ def run(
         raise UsageError("nothing to send: the prompt is empty",
                          hint=f'give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in{chat_hint}')
     prompt_bytes = len(user_text.encode()) + len((system or "").encode())
-    conversation = None
-    if continuing:
-        from localgen.conversation import latest_conversation, load_or_start
-
-        conversation = (load_or_start(conversation_name) if conversation_name
-                        else latest_conversation(console.warn, newest_only=True))  # never an older one instead
+    conversation = open_conversation(conversation_name) if continuing else None
+    if conversation is not None:
         model = model or conversation.model
         ctx_size = ctx_size if ctx_size is not None else conversation.ctx_size
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,
@@ -197,8 +193,8 @@ def run(
     try:
         output = console.TextOutput()
         if conversation is not None:
-            start = _continuation(ctx, loaded, options, conversation, system, user_text, sampling, limits,
-                                  draft=draft, prompt_cache=not no_cache)
+            start = continued_answer(loaded, options, conversation, system, user_text, sampling, limits,
+                                     _given_settings(ctx), draft=draft, prompt_cache=not no_cache)
         else:
             if not loaded.prompt_format.is_chat:  # a plain completion continues the text exactly as given
                 user_text = compose_user_message(prompt, attachments, exact=True)
@@ -245,50 +241,6 @@ def _say_waiting_for_stdin() -> None:
     if sys.stderr.isatty():
         console.say("localgen: waiting for stdin to end (it goes to the model with the prompt; "
                     "</dev/null runs without it)")
-
-
-def _check_continuation(continue_latest: bool, conversation_name: str | None, *, raw: bool) -> bool:
-    """True when the run continues a saved conversation; a UsageError for options that contradict it."""
-    if continue_latest and conversation_name is not None:
-        raise UsageError("--continue and --conversation contradict each other",
-                         hint="--continue takes the latest saved conversation, --conversation NAME that one")
-    continuing = continue_latest or conversation_name is not None
-    if continuing and raw:
-        raise UsageError("--raw sends plain text, which has no conversation to continue",
-                         hint="drop --raw, or drop --continue/--conversation")
-    if conversation_name is not None:
-        from localgen.conversation import check_name
-
-        check_name(conversation_name)
-    return continuing
-
-
-def _continuation(ctx: typer.Context, loaded: LoadedModel, options: ModelOptions, conversation: Conversation,
-                  system: str | None, text: str, sampling: SamplingParams, limits: GenerationLimits, *, draft: str,
-                  prompt_cache: bool) -> Callable[[], Iterator[Event]]:
-    """What streams the answer to text as the next exchange of a saved conversation (saved with it, as chat does):
-    its saved settings apply, and the options given now win for this run (they are not saved)."""
-    from localgen import console
-    from localgen.errors import LocalgenError
-    from localgen.runner import disk_prompt_cache
-    from localgen.session import SETTING_NAMES, ChatSession
-    from localgen.units import counted
-
-    if not loaded.prompt_format.is_chat:
-        raise LocalgenError(f"{loaded.resolved.display_name} has no chat template, and a conversation needs one",
-                            hint="give it one with --chat-template FILE, or drop --continue/--conversation")
-    if system is not None:
-        conversation.system = system
-    session = ChatSession(loaded, options, conversation, sampling, limits, draft=draft,
-                          prefix_cache=disk_prompt_cache(loaded) if prompt_cache else None, keep_saved_settings=True)
-    session.replace_conversation(conversation, {
-        name: str(ctx.params[name]) for name in SETTING_NAMES
-        if _from_command_line(ctx, name) and ctx.params.get(name) is not None})
-    turn, events = session.ask(text)
-    if turn.dropped:
-        console.say(f"localgen: {counted(turn.dropped, 'earlier exchange')} of conversation '{conversation.name}' "
-                    "left the model's context to make room (the saved conversation keeps them)")
-    return lambda: events
 
 
 def _stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
@@ -373,7 +325,7 @@ def chat(
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.repl import Repl
     from localgen.runner import ModelOptions
-    from localgen.session import SETTING_NAMES, ChatSession
+    from localgen.session import ChatSession
 
     if sys.stdin is None or not sys.stdin.isatty():
         raise UsageError("localgen chat needs a terminal", hint='for pipes and scripts use `localgen run "..."`')
@@ -407,12 +359,18 @@ def chat(
             conversation.system = system
         session = ChatSession(loaded, options, conversation, sampling, limits)
         if resume is not None:  # a flag given now wins over the resumed conversation's setting
-            session.replace_conversation(conversation, {
-                name: str(ctx.params[name]) for name in SETTING_NAMES
-                if _from_command_line(ctx, name) and ctx.params.get(name) is not None})
+            session.replace_conversation(conversation, _given_settings(ctx))
         Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking, resumed=resume is not None).run()
     finally:
         (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
+
+
+def _given_settings(ctx: typer.Context) -> dict[str, str]:
+    """The chat settings given on the command line (they win over a resumed conversation's), as text."""
+    from localgen.session import SETTING_NAMES
+
+    return {name: str(ctx.params[name]) for name in SETTING_NAMES
+            if _from_command_line(ctx, name) and ctx.params.get(name) is not None}
 
 
 def _from_command_line(ctx: typer.Context, name: str) -> bool:

@@ -1,0 +1,57 @@
+"""`run --conversation NAME` and `run --continue`: a one-shot run that adds its exchange to a saved conversation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+from localgen import console
+from localgen.conversation import Conversation, check_name, latest_conversation, load_or_start
+from localgen.errors import LocalgenError, UsageError
+from localgen.events import Event
+from localgen.params import GenerationLimits, SamplingParams
+from localgen.runner import LoadedModel, ModelOptions, disk_prompt_cache
+from localgen.session import ChatSession
+from localgen.units import counted
+
+
+def check_continuation(continue_latest: bool, name: str | None, *, raw: bool) -> bool:
+    """True when the run continues a saved conversation; a UsageError for options that contradict it."""
+    if continue_latest and name is not None:
+        raise UsageError("--continue and --conversation contradict each other",
+                         hint="--continue takes the latest saved conversation, --conversation NAME that one")
+    continuing = continue_latest or name is not None
+    if continuing and raw:
+        raise UsageError("--raw sends plain text, which has no conversation to continue",
+                         hint="drop --raw, or drop --continue/--conversation")
+    if name is not None:
+        check_name(name)
+    return continuing
+
+
+def open_conversation(name: str | None) -> Conversation:
+    """Conversation NAME (started when new), or the newest saved one: never an older one when the newest cannot
+    be continued (in use, damaged). Held for this process either way."""
+    return load_or_start(name) if name else latest_conversation(console.warn, newest_only=True)
+
+
+def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: Conversation, system: str | None,
+                     text: str, sampling: SamplingParams, limits: GenerationLimits, overrides: Mapping[str, str], *,
+                     draft: str, prompt_cache: bool) -> Callable[[], Iterator[Event]]:
+    """What streams the answer to text as the next exchange of a saved conversation (saved with it, as chat does).
+
+    The conversation's saved settings apply and overrides (the options given now) win for this run: they are not
+    saved. Earlier exchanges that leave the context to make room are noted on stderr.
+    """
+    if not loaded.prompt_format.is_chat:
+        raise LocalgenError(f"{loaded.resolved.display_name} has no chat template, and a conversation needs one",
+                            hint="give it one with --chat-template FILE, or drop --continue/--conversation")
+    if system is not None:
+        conversation.system = system
+    session = ChatSession(loaded, options, conversation, sampling, limits, draft=draft,
+                          prefix_cache=disk_prompt_cache(loaded) if prompt_cache else None, keep_saved_settings=True)
+    session.replace_conversation(conversation, overrides)
+    turn, events = session.ask(text)
+    if turn.dropped:
+        console.say(f"localgen: {counted(turn.dropped, 'earlier exchange')} of conversation '{conversation.name}' "
+                    "left the model's context to make room (the saved conversation keeps them)")
+    return lambda: events
