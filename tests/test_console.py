@@ -71,8 +71,8 @@ DOCUMENT = ("# Rome\n\nRome was founded.\n\nIt grew into an empire.\n\n- roads\n
             "1. first\n\n2. second\n\n> a quote\n\n```python\nprint('hi')\n```\n\nThe end.")
 
 
-def _streamed(document: str, step: int) -> list[str]:
-    """The terminal lines of document streamed through an AnswerView in pieces of step characters."""
+def _streamed_raw(document: str, step: int) -> str:
+    """What a 60x40 terminal receives when document streams through an AnswerView in pieces of step characters."""
     from rich.console import Console
 
     from localgen.answer_view import AnswerView
@@ -83,7 +83,12 @@ def _streamed(document: str, step: int) -> list[str]:
     for start in range(0, len(document), step):
         view.answer(document[start:start + step])
     view.close()
-    return _terminal_lines(stream.getvalue(), 60, 40)
+    return stream.getvalue()
+
+
+def _streamed(document: str, step: int) -> list[str]:
+    """The terminal lines of document streamed through an AnswerView in pieces of step characters."""
+    return _terminal_lines(_streamed_raw(document, step), 60, 40)
 
 
 def _rendered_at_once(document: str) -> list[str]:
@@ -129,23 +134,14 @@ COPIED = (f"Run:\n\n```sh\n{LONG_COMMAND}\n```\n\n1. a list item\n\n> a quote\n\
 
 @pytest.mark.parametrize("step", [4, 500])
 def test_code_copies_as_written_and_table_cells_lose_no_characters(step: int) -> None:
-    from rich.console import Console
-
-    from localgen.answer_view import AnswerView
-
-    stream = io.StringIO()
-    view = AnswerView(markdown=True, show_thinking=False, stream=stream)
-    view._console = Console(file=stream, force_terminal=True, width=60, height=40, highlight=False)
-    for start in range(0, len(COPIED), step):
-        view.answer(COPIED[start:start + step])
-    view.close()
-    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", stream.getvalue())
+    raw = _streamed_raw(COPIED, step)
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw)
     assert f"\n{LONG_COMMAND}\n" in plain, "a long code line is never broken by a newline: the terminal wraps it"
     assert "\n\tgcc -o x x.c\n" in plain, "tabs stay tabs"
     assert not re.search(r" +\n", plain), "no line is padded with spaces (a copied line has none at its end)"
-    screen = _terminal_lines(stream.getvalue(), 60, 40)
+    screen = _terminal_lines(raw, 60, 40)
     assert LONG_COMMAND[:60] in screen and LONG_COMMAND[60:] in screen, "wrapped by the terminal at its width"
-    assert "\x1b[38;5;231" not in stream.getvalue(), "code keeps the terminal's palette"
+    assert "\x1b[38;5;231" not in raw, "code keeps the terminal's palette"
     assert HASH in re.sub(r"\s", "", "".join(screen)), "a long cell folds over its rows instead of ending in …"
     assert "…" not in "".join(screen)
 
