@@ -157,14 +157,13 @@ def _markdown_class() -> Any:
     if _MARKDOWN_CLASS is not None:
         return _MARKDOWN_CLASS
     from markdown_it import MarkdownIt
-    from rich.style import Style
-
-    _SOFT_WRAP = Style(meta={_SOFT_KEY: True})
     from rich.markdown import CodeBlock, ListItem, Markdown, TableElement
     from rich.segment import Segment
+    from rich.style import Style
     from rich.syntax import Syntax
     from rich.text import Text
 
+    _SOFT_WRAP = Style(meta={_SOFT_KEY: True})
     parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
 
     class PlainCodeBlock(CodeBlock):
@@ -173,8 +172,8 @@ def _markdown_class() -> Any:
         def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
             code = str(self.text).rstrip()
             text = Text(code) if "\t" in code else Syntax(code, self.lexer_name, theme=CODE_THEME).highlight(code)
+            text.rstrip()  # highlight() ends the text with a newline
             soft = options.max_width >= console.width  # at the top level: nothing to the left of the code
-            text.rstrip()
             for line in text.split("\n", allow_blank=True):
                 pieces = _folded(line, options.max_width)
                 for index, piece in enumerate(pieces):

@@ -116,7 +116,6 @@ class SlashCompleter(Completer):
         elif text.startswith("/") and " " not in text:
             yield from _words(COMMANDS, text)
 
-
     def _models(self) -> list[str]:
         """The registry's model names (a broken models.toml completes nothing: /model says what is wrong)."""
         if self._model_names is None:
