@@ -188,6 +188,7 @@ def _inherited(table: object, base: dict | None) -> object:
         return table
     if str(table.get("repo", base.get("repo", ""))).lower() != str(base.get("repo", "")).lower():
         return table
+
     def same(key: str) -> bool:
         return str(table.get(key, base.get(key, ""))).lower() == str(base.get(key, "")).lower()
 
