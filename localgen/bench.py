@@ -79,6 +79,7 @@ class BenchResult:
     n_threads_batch: int
     n_batch: int
     n_ubatch: int
+    n_ctx: int
     flash_attn: str
     kv_type: str
     n_prompt: int
@@ -173,7 +174,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
         return BenchResult(
             model=loaded.resolved.display_name, path=str(loaded.resolved.path), backend=engine.backend_version,
             n_threads=o.n_threads, n_threads_batch=o.n_threads_batch, n_batch=engine.n_batch,
-            n_ubatch=engine.n_ubatch, flash_attn=o.flash_attn, kv_type=o.kv_type,
+            n_ubatch=engine.n_ubatch, n_ctx=engine.n_ctx, flash_attn=o.flash_attn, kv_type=o.kv_type,
             n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps, figures=figures)
     finally:
         loaded.close()
@@ -193,8 +194,10 @@ def format_result(result: BenchResult) -> str:
          f"{f.fresh_ttft_s.mean * 1000:.1f} ± {f.fresh_ttft_s.stdev * 1000:.1f} ms"),
     ]
     width = [max(len(row[i]) for row in rows) for i in range(3)]
+    capped = f" (this run's context of {r.n_ctx:,}, for -p and -n)" if r.n_batch >= r.n_ctx else ""
     head = (f"model {r.model} ({r.path})\n{r.backend}, threads {r.n_threads}/{r.n_threads_batch}, "
-            f"batch {r.n_batch}, ubatch {r.n_ubatch}, flash-attn {r.flash_attn}, kv {r.kv_type}, reps {r.reps}\n")
+            f"batch {r.n_batch}, ubatch {r.n_ubatch}{capped}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
+            f"reps {r.reps}\n")
     lines = [f"| {'test':<{width[0]}} | {'what':<{width[1]}} | {'result':>{width[2]}} |",
              f"|{'-' * (width[0] + 2)}|{'-' * (width[1] + 2)}|{'-' * (width[2] + 1)}:|"]
     lines += [f"| {a:<{width[0]}} | {b:<{width[1]}} | {c:>{width[2]}} |" for a, b, c in rows]

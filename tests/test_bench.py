@@ -46,11 +46,14 @@ def test_table_names_every_test() -> None:
     figures = Measurements(follow_up_tokens=29, prefill_tps=stat, decode_tps=stat, ttft_s=Stat.of([0.5]),
                            reuse_ttft_s=Stat.of([0.05]), fresh_ttft_s=Stat.of([0.04]))
     result = BenchResult(model="m", path="/m.gguf", backend="llama-cpp-python x", n_threads=2, n_threads_batch=2,
-                         n_batch=512, n_ubatch=512, flash_attn="auto", kv_type="f16", n_prompt=512, n_gen=128,
-                         reps=2, figures=figures)
+                         n_batch=512, n_ubatch=512, n_ctx=1024, flash_attn="auto", kv_type="f16", n_prompt=512,
+                         n_gen=128, reps=2, figures=figures)
     table = format_result(result)
     for needle in ("pp512", "tg128", "105.00 ± 7.07 tok/s", "ttft +29 after pp512", "500.0 ± 0.0 ms"):
         assert needle in table
+    assert "batch 512, ubatch 512, flash-attn" in table
+    capped = format_result(replace(result, n_batch=352, n_ubatch=352, n_ctx=352))
+    assert "batch 352, ubatch 352 (this run's context of 352, for -p and -n), flash-attn" in capped
     assert json.loads(json.dumps(result.to_dict()))["figures"]["decode_tps"]["mean"] == 105.0
 
 
