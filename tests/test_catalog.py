@@ -10,8 +10,6 @@ import pytest
 from hub_server import (
     HubEnv,
     file_sha256,
-    hubenv_fixture,  # noqa: F401  (the `hubenv` fixture)
-    loopback_hub_fixture,  # noqa: F401  (the `loopback_hub` fixture)
     make_gguf_bytes,
 )
 

@@ -16,8 +16,6 @@ import pytest
 from hub_server import (
     HubEnv,
     child_env,
-    hubenv_fixture,  # noqa: F401  (the `hubenv` fixture)
-    loopback_hub_fixture,  # noqa: F401  (the `loopback_hub` fixture)
 )
 
 from localgen import config, fit, hardware, quant_choice, runner, units

@@ -9,8 +9,6 @@ import gguf_builders as gb
 import pytest
 from hub_server import (
     HubEnv,
-    hubenv_fixture,  # noqa: F401  (the `hubenv` fixture)
-    loopback_hub_fixture,  # noqa: F401  (the `loopback_hub` fixture)
 )
 
 from localgen import quant_choice

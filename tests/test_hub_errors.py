@@ -16,7 +16,6 @@ import pytest
 from hub_server import (
     HubServer,
     child_env,
-    loopback_hub_fixture,  # noqa: F401  (the `loopback_hub` fixture)
     make_gguf_bytes,
     run_python,
 )

@@ -17,8 +17,6 @@ from hub_server import (
     HubServer,
     child_env,
     file_sha256,
-    hubenv_fixture,  # noqa: F401  (the `hubenv` fixture)
-    loopback_hub_fixture,  # noqa: F401  (the `loopback_hub` fixture)
     make_gguf_bytes,
 )
 

@@ -18,7 +18,6 @@ import typer
 from hub_server import (
     HubServer,
     child_env,
-    loopback_hub_fixture,  # noqa: F401  (the `loopback_hub` fixture)
     make_gguf_bytes,
 )
 
