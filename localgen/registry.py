@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
 from localgen.inputs import expand_user_path
@@ -149,18 +150,22 @@ def _check_spec_values(where: str, table: dict[str, object]) -> None:
                           hint="write the file's full sha256 (`sha256sum FILE` prints it), or remove the line")
 
 
-def _parse_registry(text: str, source: Path | str, inherit: dict[str, dict] | None = None,
+def _toml(text: str, source: Path | str) -> dict[str, Any]:
+    """One models.toml text as data, or a ConfigError naming the file."""
+    try:
+        return tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        reason = exc if isinstance(exc, tomllib.TOMLDecodeError) else "nested too deeply"
+        raise ConfigError(f"{source}: not valid TOML ({reason})", hint="fix or remove the file") from exc
+
+
+def _parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str, dict] | None = None,
                     ) -> tuple[dict[str, ModelSpec], str | None]:
-    """Parse one models.toml text into specs and an optional default name.
+    """Parse one models.toml's data into specs and an optional default name.
 
     An entry named as one in inherit (the built-in tables) that keeps its repo changes only the keys it gives (a
     smaller context, another quant), so the bundled copy and the checksum stay; with another repo it replaces it.
     """
-    try:
-        data = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError) as exc:
-        reason = exc if isinstance(exc, tomllib.TOMLDecodeError) else "nested too deeply"
-        raise ConfigError(f"{source}: not valid TOML ({reason})", hint="fix or remove the file") from exc
     unknown = sorted(set(data) - {"models", "defaults"})
     if unknown:
         raise ConfigError(f"{source}: unknown table or key '{unknown[0]}'",
@@ -205,7 +210,7 @@ def builtin_registry_text() -> str:
 
 def load_registry(user_file: Path | None = None) -> Registry:
     """The built-in registry extended (and overridden by name) by the user's file."""
-    builtin = builtin_registry_text()
+    builtin = _toml(builtin_registry_text(), "built-in models.toml")
     models, default = _parse_registry(builtin, "built-in models.toml")
     if user_file is not None and user_file.exists() and not user_file.is_file():
         raise ConfigError(f"{user_file}: not a file", hint="models.toml must be a TOML file; remove or rename this")
@@ -218,8 +223,8 @@ def load_registry(user_file: Path | None = None) -> Registry:
         except OSError as exc:
             raise ConfigError(f"{user_file}: cannot be read ({exc.strerror or exc})",
                               hint="check the file's permissions") from exc
-        tables = {name.lower(): table for name, table in tomllib.loads(builtin).get("models", {}).items()}
-        user_models, user_default = _parse_registry(text, user_file, inherit=tables)
+        tables = {name.lower(): table for name, table in builtin.get("models", {}).items()}
+        user_models, user_default = _parse_registry(_toml(text, user_file), user_file, inherit=tables)
         models = {**models, **user_models}
         if user_default is not None:  # checked when the default is used, so other commands keep working
             return Registry(models=models, default_model=user_default.lower(), default_source=user_file)
