@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from localgen import __version__
-from localgen.cli_exit import flush_stdout, run_app, silence_stdout
+from localgen.cli_exit import flush_stdout, run_app
 from localgen.cli_manage import cache_app, models_app
 from localgen.config import (
     DEFAULT_BATCH_SIZE,
@@ -25,17 +25,15 @@ from localgen.config import (
     settings,
 )
 from localgen.errors import (
-    EXIT_BROKEN_PIPE,
     EXIT_USAGE,
     UsageError,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
 
-    from localgen.console import TextOutput
     from localgen.conversation import Conversation
-    from localgen.events import Event, Finished
+    from localgen.events import Event
     from localgen.runner import LoadedModel, ModelOptions
 
 app = typer.Typer(
@@ -147,6 +145,7 @@ def run(
     """Generate an answer to PROMPT (and piped stdin / -f files), streamed to stdout."""
     from localgen import console
     from localgen.chat import Message, compose_user_message
+    from localgen.cli_output import finish_output, stream_to_stdout
     from localgen.fit import prompt_context, prompt_floor
     from localgen.grammar import grammar_for
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
@@ -205,8 +204,8 @@ def run(
 
             def start() -> Iterator[Event]:
                 return stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache)
-        completion, exit_code = _stream_to_stdout(loaded, start, None if json_output else output)
-        _finish_output(loaded, completion, None if json_output else output)
+        completion, exit_code = stream_to_stdout(loaded, start, None if json_output else output)
+        finish_output(loaded, completion, None if json_output else output)
     finally:
         loaded.close()
     note = console.finish_note(completion)
@@ -241,52 +240,6 @@ def _say_waiting_for_stdin() -> None:
     if sys.stderr.isatty():
         console.say("localgen: waiting for stdin to end (it goes to the model with the prompt; "
                     "</dev/null runs without it)")
-
-
-def _stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
-                      output: TextOutput | None) -> tuple[Finished, int | None]:
-    """Run start()'s generation, writing its text to output as it streams (None: keep it for JSON).
-
-    Returns the Finished and the exit code a SIGINT/SIGTERM calls for; a closed stdout stops the generation.
-    """
-    from localgen.console import without_prefill_progress
-    from localgen.events import Finished, TextChunk
-    from localgen.signals import StopOnSignal
-
-    engine = loaded.engine
-    completion: Finished | None = None
-    pipe_closed = False
-    with StopOnSignal(engine.request_stop, reset=engine.clear_stop) as signals:  # prompt preparation included
-        for event in without_prefill_progress(start(), sys.stderr):
-            if isinstance(event, TextChunk) and output is not None and not pipe_closed:
-                try:
-                    output.write(event.text)
-                except BrokenPipeError:
-                    pipe_closed = True
-                    engine.request_stop()
-            elif isinstance(event, Finished):
-                completion = event
-    if pipe_closed:
-        silence_stdout()
-        raise typer.Exit(EXIT_BROKEN_PIPE)
-    assert completion is not None
-    return completion, signals.exit_code
-
-
-def _finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput | None) -> None:
-    """End the streamed text (output), or print the whole result as one JSON object (output None)."""
-    from localgen import console
-
-    try:
-        if output is None:
-            record = completion.to_dict() | {"model": {"name": loaded.resolved.display_name,
-                                                      "path": str(loaded.resolved.path)}}
-            console.write_out(sys.stdout, console.json_text(record) + "\n")
-        else:
-            output.finish()
-    except BrokenPipeError:
-        silence_stdout()
-        raise typer.Exit(EXIT_BROKEN_PIPE) from None
 
 
 @app.command()

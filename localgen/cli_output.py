@@ -1,0 +1,56 @@
+"""run's output: the answer streamed to stdout as it is generated, or one JSON object; a closed pipe ends quietly."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+
+import typer
+
+from localgen import console
+from localgen.cli_exit import silence_stdout
+from localgen.console import TextOutput, without_prefill_progress
+from localgen.errors import EXIT_BROKEN_PIPE
+from localgen.events import Event, Finished, TextChunk
+from localgen.runner import LoadedModel
+from localgen.signals import StopOnSignal
+
+
+def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
+                     output: TextOutput | None) -> tuple[Finished, int | None]:
+    """Run start()'s generation, writing its text to output as it streams (None: keep it for JSON).
+
+    Returns the Finished and the exit code a SIGINT/SIGTERM calls for; a closed stdout stops the generation.
+    """
+    engine = loaded.engine
+    completion: Finished | None = None
+    pipe_closed = False
+    with StopOnSignal(engine.request_stop, reset=engine.clear_stop) as signals:  # prompt preparation included
+        for event in without_prefill_progress(start(), sys.stderr):
+            if isinstance(event, TextChunk) and output is not None and not pipe_closed:
+                try:
+                    output.write(event.text)
+                except BrokenPipeError:
+                    pipe_closed = True
+                    engine.request_stop()
+            elif isinstance(event, Finished):
+                completion = event
+    if pipe_closed:
+        silence_stdout()
+        raise typer.Exit(EXIT_BROKEN_PIPE)
+    assert completion is not None
+    return completion, signals.exit_code
+
+
+def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput | None) -> None:
+    """End the streamed text (output), or print the whole result as one JSON object (output None)."""
+    try:
+        if output is None:
+            record = completion.to_dict() | {"model": {"name": loaded.resolved.display_name,
+                                                      "path": str(loaded.resolved.path)}}
+            console.write_out(sys.stdout, console.json_text(record) + "\n")
+        else:
+            output.finish()
+    except BrokenPipeError:
+        silence_stdout()
+        raise typer.Exit(EXIT_BROKEN_PIPE) from None
