@@ -7,6 +7,7 @@ Usage:
   python scripts/bench_features.py draftbound [--rounds 10]
   python scripts/bench_features.py batchcost [--depths 200 700]
   python scripts/bench_features.py fullchat [--turns 600] [--ctx 2048]
+  python scripts/bench_features.py chatturn [--rounds 5] [--flash-attn auto off]
 
 promptcache: per round, `localgen cache clear`, then `localgen run -f doc.txt "q1"` (cold; saves the prefill)
 and `localgen run -f doc.txt "q2"` (restores it), plus `--no-cache "q2"` as a cold reference; TTFT is the
@@ -23,6 +24,10 @@ batchcost: the time of one llama_decode of b tokens relative to one token, at gi
 
 fullchat: a chat with --turns saved exchanges in a --ctx context: the time to make room for the next question,
 and how many prompt tokens the turns after it reuse.
+
+chatturn: a real chat (ChatSession, as `localgen chat`) whose first question holds ~2,000 tokens of this
+README, then a follow-up question; beside it, the same follow-up asked in a new conversation (template and
+default system prompt included). TTFT is from ask() to the first text, per --flash-attn setting.
 """
 
 from __future__ import annotations
@@ -282,6 +287,62 @@ def bench_fullchat(args: argparse.Namespace) -> None:
     chat.loaded.close()
 
 
+def first_text_s(chat, question: str) -> tuple[float, object]:
+    """Seconds from asking to the first streamed text, and the turn's Finished event."""
+    from localgen.events import Finished, TextChunk
+
+    started, first, done = time.perf_counter(), None, None
+    for event in chat.ask(question)[1]:
+        if isinstance(event, TextChunk) and first is None:
+            first = time.perf_counter() - started
+        elif isinstance(event, Finished):
+            done = event
+    return (first if first is not None else float("nan")), done
+
+
+def bench_chatturn(args: argparse.Namespace) -> None:
+    """Issue target 2 as a chat meets it: a follow-up after ~2,000 tokens against the same message in a new chat."""
+    from localgen.conversation import Conversation
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.runner import ModelOptions, load_model
+    from localgen.session import ChatSession
+
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")[:7000]
+    follow_up = ("Thanks. Now answer a follow-up question in one short paragraph: what are the three most "
+                 "important points?")
+    for flash_attn in args.flash_attn:
+        options = ModelOptions(model=args.model, ctx_size=4096, threads=args.threads, flash_attn=flash_attn,
+                               offline=True)
+        loaded = load_model(options)
+
+        def new_chat(loaded=loaded, options=options) -> ChatSession:
+            return ChatSession(loaded, options, Conversation.new(system=None, model=None),
+                               SamplingParams(temperature=0.0), GenerationLimits(max_tokens=args.n), autosave=False)
+
+        after, fresh, ratios, decode = [], [], [], []
+        for number in range(args.rounds):
+            chat = new_chat()
+            first_text_s(chat, f"Read this:\n\n{readme}")
+            seconds, done = first_text_s(chat, follow_up)
+            after.append(seconds)
+            decode.append(done.timings.decode_tokens_per_s)
+            loaded.engine.reset()
+            new_seconds, new_done = first_text_s(new_chat(), follow_up)
+            fresh.append(new_seconds)
+            ratios.append(seconds / new_seconds)
+            new_tokens = done.usage.prompt_tokens - done.usage.cached_tokens
+            log(f"flash-attn {flash_attn}, round {number + 1}: {seconds * 1000:.0f} ms after "
+                f"{done.usage.cached_tokens} cached tokens ({new_tokens} new); "
+                f"new chat {new_seconds * 1000:.0f} ms ({new_done.usage.prompt_tokens} tokens)")
+        print(f"\nflash-attn {flash_attn}: follow-up after {done.usage.cached_tokens} cached tokens, "
+              f"{args.rounds} rounds (median, min-max)")
+        print(f"  TTFT of the follow-up:        {spread([s * 1000 for s in after], 1)} ms")
+        print(f"  TTFT of it in a new chat:     {spread([s * 1000 for s in fresh], 1)} ms")
+        print(f"  ratio (paired):               {spread(ratios, 2)}")
+        print(f"  decode of its answer at that depth: {spread(decode, 1)} tok/s")
+        loaded.close()
+
+
 def main() -> None:
     """Parse arguments and run one benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -312,9 +373,16 @@ def main() -> None:
     fc.add_argument("--ctx", type=int, default=2048)
     fc.add_argument("--model", default=None)
     fc.add_argument("--threads", type=int, default=None)
+    ct = sub.add_parser("chatturn")
+    ct.add_argument("--rounds", type=int, default=5)
+    ct.add_argument("--n", type=int, default=64, help="answer tokens (their decode speed is shown)")
+    ct.add_argument("--flash-attn", nargs="+", default=["auto", "off"])
+    ct.add_argument("--model", default=None)
+    ct.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     {"promptcache": bench_promptcache, "draft": bench_draft, "batchcost": bench_batchcost,
-     "draftbound": bench_draftbound, "fullchat": bench_fullchat}[args.what](args)
+     "draftbound": bench_draftbound, "fullchat": bench_fullchat,
+     "chatturn": bench_chatturn}[args.what](args)
 
 
 if __name__ == "__main__":
