@@ -40,6 +40,7 @@ from localgen.verify import (
     forget_verified,
     git_blob_id_and_sha256,
     is_verified,
+    reading,
     record_verified,
     recorded_sha256,
     sha256_file,
@@ -256,7 +257,8 @@ def _verify(path: Path, f: HubFile, display: Display, pin: Pin | None) -> None:
 
 def _checksum(path: Path, f: HubFile, display: Display) -> str:
     """Check size and sha256 (or git blob id) against the listing, deleting a file that differs; its sha256."""
-    actual_size = path.stat().st_size
+    with reading(path):
+        actual_size = path.stat().st_size
     if actual_size != f.size:
         discard_cached_file(path)
         raise HubError(f"{f.repo}/{f.filename}: downloaded {actual_size:,} bytes, expected {f.size:,}; "

@@ -4,7 +4,8 @@ Files live in the standard Hugging Face cache (HF_HOME / HF_HUB_CACHE), shared w
 a repo's snapshots/COMMIT/FILE entries link to its blobs/ETAG files. localgen keeps two small records of its own
 under its cache directory:
 - a listing per repo (`hub/models--ORG--NAME.json`): the commit and the GGUF files with sizes and sha256,
-  written whenever the repo is listed, so the same quant is chosen offline;
+  written whenever the repo is listed, so the same quant is chosen offline (a file of an older commit, verified
+  against that commit's listing, keeps its verification marker, so it stays usable when the repo moves on);
 - verification markers (verify.py), so a verified file is never rehashed.
 A model counts as cached only when every file is present and verified against that listing.
 """
@@ -24,7 +25,7 @@ from localgen.hub_choice import choose_model, quant_of, shard_of
 from localgen.hub_types import HubFile, HubListing
 from localgen.registry import check_safe_filename
 from localgen.storage import atomic_write_text
-from localgen.verify import is_verified
+from localgen.verify import is_verified, recorded_sha256
 
 
 @dataclass(frozen=True)
@@ -133,10 +134,18 @@ def cached_model(repo: str, *, quant: str | None, filename: str | None) -> list[
     if snapshot is None:
         return None
     paths = [snapshot / f.filename for f in chosen]
-    for path, f in zip(paths, chosen, strict=True):
-        if not f.sha256 or not is_verified(path, f.sha256):
-            return None
+    listed = snapshot.name == listing.revision
+    if not all(_verified(path, f.sha256 if listed else None) for path, f in zip(paths, chosen, strict=True)):
+        return None
     return paths
+
+
+def _verified(path: Path, listed_sha256: str | None) -> bool:
+    """Whether localgen verified this file: against the listing's sha256 at the listed commit, else (a file
+    of an older commit, listed before the repo moved on) against its own commit's, which its marker keeps."""
+    if listed_sha256:
+        return is_verified(path, listed_sha256)
+    return recorded_sha256(path) is not None
 
 
 def _snapshot_with(repo: str, filenames: list[str], preferred: str) -> Path | None:
@@ -169,15 +178,16 @@ def cached_gguf_files() -> list[CachedHubFile]:
         listing = load_listing(repo)
         expected = {f.filename: f.sha256 for f in listing.files} if listing else {}
         for snapshot in sorted((repo_dir / "snapshots").glob("*")):
+            listed = listing is not None and snapshot.name == listing.revision
             for path in sorted(snapshot.rglob("*")):
                 if path.suffix.lower() != ".gguf" or not path.is_file():
                     continue
                 filename = path.relative_to(snapshot).as_posix()
-                sha = expected.get(filename)
+                sha = expected.get(filename) if listed else recorded_sha256(path)
                 found.append(CachedHubFile(
                     repo=repo, filename=filename, revision=snapshot.name, path=path,
                     blob=blob_of(path), size=path.stat().st_size, sha256=sha,
-                    verified=bool(sha) and is_verified(path, sha)))
+                    verified=_verified(path, sha) if listed else sha is not None))
     return found
 
 
@@ -187,7 +197,6 @@ def unverified_file(repo: str, *, quant: str | None, filename: str | None) -> Pa
     It matches the exact filename when one is given, else the quant when one is given, else any file; the
     first shard of a split model stands for it.
     """
-    from localgen.hub_choice import quant_of, shard_of
     from localgen.registry import normalize_quant
 
     for f in cached_gguf_files():

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from localgen.config import settings
@@ -15,10 +16,20 @@ from localgen.storage import atomic_write_text
 HASH_CHUNK_BYTES = 8 * 1024 * 1024
 
 
+@contextlib.contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """Turn an OSError met while reading a model file into a one-line error that names the file."""
+    try:
+        yield
+    except OSError as exc:
+        raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}",
+                            hint="check that the file exists and is readable (permissions, disk)") from exc
+
+
 def sha256_file(path: Path) -> str:
     """The hex sha256 of a file's contents."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with reading(path), path.open("rb") as handle:
         while chunk := handle.read(HASH_CHUNK_BYTES):
             digest.update(chunk)
     return digest.hexdigest()
@@ -26,9 +37,9 @@ def sha256_file(path: Path) -> str:
 
 def git_blob_id_and_sha256(path: Path) -> tuple[str, str]:
     """The git blob id (sha1 of 'blob SIZE\\0' + content) and the sha256 of a file, in one read."""
-    git = hashlib.sha1(f"blob {path.stat().st_size}\0".encode(), usedforsecurity=False)
     sha = hashlib.sha256()
-    with path.open("rb") as handle:
+    with reading(path), path.open("rb") as handle:
+        git = hashlib.sha1(f"blob {os.fstat(handle.fileno()).st_size}\0".encode(), usedforsecurity=False)
         while chunk := handle.read(HASH_CHUNK_BYTES):
             git.update(chunk)
             sha.update(chunk)
@@ -80,7 +91,8 @@ def forget_verified(path: Path) -> None:
 def verify_file(path: Path, *, sha256: str, size: int | None = None, label: str | None = None) -> None:
     """Check a file's size and sha256 (using the marker when present); raise on mismatch."""
     name = label or str(path)
-    actual_size = path.stat().st_size
+    with reading(path):
+        actual_size = path.stat().st_size
     if size is not None and actual_size != size:
         raise LocalgenError(
             f"{name}: size is {actual_size:,} bytes, expected {size:,}",

@@ -23,7 +23,7 @@ from hub_server import (
 )
 
 from localgen import config, download_progress, hub, hub_cache
-from localgen.errors import HubError
+from localgen.errors import HubError, LocalgenError
 from localgen.hub_choice import DEFAULT_QUANT, QUANT_PREFERENCE, choose_model, quant_of, shard_of
 from localgen.hub_types import HubFile
 
@@ -300,6 +300,41 @@ def test_offline_uses_the_cache_and_never_the_network(hubenv: HubEnv, monkeypatc
     with pytest.raises(HubError, match="offline"):
         hub.list_gguf_files(REPO)
     assert hubenv.server.requests == []
+
+
+def test_a_verified_copy_stays_usable_offline_after_the_repo_moves_on(hubenv: HubEnv,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    hubenv.server.add_repo(REPO, tiny_files())
+    old = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)[0]
+    files = tiny_files() | {"tiny-Q4_K_M.gguf": make_gguf_bytes("q4km re-uploaded", 400_000)}
+    new_commit = hubenv.server.add_repo(REPO, files).commit  # a new commit: the listing now names other hashes
+    hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(config, "_settings", None)
+    assert hub.download_model(REPO, quant="Q4_K_M", filename=None) == [old], "verified at its own commit"
+    listed = {(f.filename, f.revision): f.verified for f in hub_cache.cached_gguf_files()}
+    assert listed[("tiny-Q4_K_M.gguf", old.parent.name)] and listed[("tiny-Q8_0.gguf", new_commit)]
+    old.unlink()
+    old.write_bytes(b"not what was verified")  # another version at that path: its marker no longer holds
+    assert hub_cache.cached_model(REPO, quant="Q4_K_M", filename=None) is None
+
+
+def test_a_cached_file_that_cannot_be_read_is_a_one_line_error(hubenv: HubEnv,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    hubenv.server.add_repo(REPO, tiny_files())
+    path = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)[0]
+    from localgen import verify
+
+    verify.forget_verified(path)  # so it is hashed again
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> object:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(LocalgenError) as info:
+        hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    assert info.value.message == f"cannot read {path}: Permission denied"
+    assert "readable" in (info.value.hint or "")
 
 
 @pytest.mark.parametrize("bad", ["../evil-Q4_K_M.gguf", "/abs/evil-Q4_K_M.gguf", "sub\\evil-Q4_K_M.gguf",
