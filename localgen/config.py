@@ -77,16 +77,16 @@ class Settings:
 
 
 def _xdg(var: str, fallback: str) -> Path:
-    """An XDG base directory with its usual fallback under the home directory."""
-    value = os.environ.get(var)
-    return Path(value) if value else Path.home() / fallback
+    """An XDG base directory with its usual fallback under the home directory (the spec ignores a relative one)."""
+    value = Path(os.environ.get(var) or ".").expanduser()
+    return value if value.is_absolute() else Path.home() / fallback
 
 
 def load_settings() -> Settings:
     """Read the environment once into a Settings value."""
     home = os.environ.get("LOCALGEN_HOME")
     if home:
-        base = Path(home).expanduser()
+        base = Path(home).expanduser().absolute()  # a relative one means where localgen started
         config_dir, data_dir, cache_dir = base / "config", base / "data", base / "cache"
     else:
         config_dir = _xdg("XDG_CONFIG_HOME", ".config") / APP_NAME

@@ -491,6 +491,24 @@ def test_localgen_s_own_variables_must_make_sense(variable: str, value: str, mes
     assert len(result.err.strip().splitlines()) == 1
 
 
+def test_relative_base_directories_do_not_follow_the_working_directory(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path) -> None:
+    from localgen import config
+
+    monkeypatch.delenv("LOCALGEN_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", "~/.cache")  # quoted in a shell: the spec ignores a relative path
+    monkeypatch.setenv("XDG_DATA_HOME", "rel/data")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "conf"))
+    monkeypatch.chdir(tmp_path)
+    found = config.load_settings()
+    assert found.cache_dir == tmp_path / ".cache" / "localgen"
+    assert found.data_dir == tmp_path / ".local" / "share" / "localgen"
+    assert found.config_dir == tmp_path / "conf" / "localgen"
+    monkeypatch.setenv("LOCALGEN_HOME", "lg")  # relative: where localgen started, kept if it changes directory
+    assert config.load_settings().data_dir == tmp_path / "lg" / "data"
+
+
 def test_a_quiet_pipe_gets_a_note_on_a_terminal_and_its_text_still_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     from localgen import inputs
 
