@@ -45,10 +45,10 @@ def offline_hint(reference: str, *, flag: bool = False) -> str:
 
     flag: --offline was given; the environment's part comes from the settings.
     """
-    return f"{_leave_offline(flag)}, then {_download(reference)}"
+    return f"{leave_offline(flag)}, then {_download(reference)}"
 
 
-def _leave_offline(flag: bool) -> str:
+def leave_offline(flag: bool) -> str:
     """How to turn offline mode off: drop the flag and unset the variables that turned it on."""
     names = " and ".join(settings().offline_envs)
     if names and flag:

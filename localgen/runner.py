@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from localgen.chat import Message, PromptFormat
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.engine import Engine
-from localgen.errors import HubError, ModelLoadError, ModelNotFoundError
+from localgen.errors import HubError, ModelLoadError, ModelNotFoundError, UsageError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape
 from localgen.events import Event
 from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, plan_fit, replan_gpu_layers
@@ -109,12 +109,18 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
 
     force downloads again even when a copy is cached (for `pull --force`).
     """
+    from localgen.hub import is_offline
+
+    if force and (options.offline or is_offline()):
+        from localgen.hub_errors import leave_offline
+
+        raise UsageError("--force downloads the model again, which needs the network, and localgen is offline",
+                         hint=f"{leave_offline(options.offline)} to download it again, or drop --force to use the "
+                              "cached copy")
     if not force:
         try:
             return resolve_model(options.model, offline=options.offline, pull=False)
         except ModelNotFoundError:
-            from localgen.hub import is_offline
-
             cached = choose_cached(options.model, hw=hw, request=fit_request(options))
             if cached is not None:
                 return resolve_model(cached, offline=options.offline, pull=False)
