@@ -56,7 +56,7 @@ CtxOpt = Annotated[int | None, typer.Option("--ctx-size", "-c", help="Context si
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads (default: physical cores).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
 GpuLayersOpt = Annotated[int | None, typer.Option(
-    "--gpu-layers", help="Layers to offload to the GPU (-1 = all; default: as many as fit).")]
+    "--gpu-layers", "-ngl", help="Layers to offload to the GPU (-1 = all; default: as many as fit).")]
 NoGpuOpt = Annotated[bool, typer.Option("--no-gpu", help="Run on the CPU only.")]
 SystemOpt = Annotated[str | None, typer.Option("--system", "-s", help="System prompt.")]
 TemperatureOpt = Annotated[float, typer.Option("--temperature", "--temp", help="0 = greedy.")]
@@ -105,7 +105,8 @@ def run(
     system: SystemOpt = None,
     file: Annotated[list[str] | None, typer.Option(
         "--file", "-f", metavar="FILE", help="Attach a text file (repeatable; - is stdin).")] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", "-n", help="Stop after N tokens.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(
+        "--max-tokens", "-n", help="Stop after N tokens (-1: no limit, the default).")] = None,
     temperature: TemperatureOpt = DEFAULT_TEMPERATURE,
     top_k: TopKOpt = DEFAULT_TOP_K,
     top_p: TopPOpt = DEFAULT_TOP_P,
@@ -149,7 +150,7 @@ def run(
     from localgen.fit import prompt_context, prompt_floor
     from localgen.grammar import grammar_for
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
-    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.params import GenerationLimits, SamplingParams, token_budget
     from localgen.run_conversation import check_continuation, continued_answer, open_conversation
     from localgen.runner import ModelOptions, stream_answer
     from localgen.speculative import check_draft_mode
@@ -162,6 +163,7 @@ def run(
     constraint = grammar_for(grammar, json_schema, warnings)
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                               repeat_penalty=repeat_penalty, seed=seed, grammar=constraint)
+    max_tokens = token_budget(max_tokens)
     limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop))
     check_draft_mode(draft)
     if raw and chat_template is not None:
@@ -205,7 +207,8 @@ def run(
             def start() -> Iterator[Event]:
                 return stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache)
         completion, exit_code = stream_to_stdout(loaded, start, None if json_output else output)
-        finish_output(loaded, completion, None if json_output else output)
+        finish_output(loaded, completion, None if json_output else output,
+                      conversation.name if conversation is not None else None)
     finally:
         loaded.close()
     note = console.finish_note(completion)
@@ -247,7 +250,8 @@ def chat(
     ctx: typer.Context,
     model: ModelOpt = None,
     system: SystemOpt = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", "-n", help="Longest answer in tokens.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(
+        "--max-tokens", "-n", help="Longest answer in tokens (-1: no limit, the default).")] = None,
     temperature: TemperatureOpt = DEFAULT_TEMPERATURE,
     top_k: TopKOpt = DEFAULT_TOP_K,
     top_p: TopPOpt = DEFAULT_TOP_P,
@@ -265,7 +269,7 @@ def chat(
     no_markdown: Annotated[bool, typer.Option("--no-markdown", help="Print answers as plain text.")] = False,
     hide_thinking: Annotated[bool, typer.Option("--hide-thinking", help="Hide <think> reasoning.")] = False,
     resume: Annotated[str | None, typer.Option(
-        "--resume", help="Reopen the last conversation (`--resume`), or the one named NAME.")] = None,
+        "--resume", "--continue", help="Reopen the last conversation (`--resume`), or the one named NAME.")] = None,
     chat_template: ChatTemplateOpt = None,
     gpu_layers: GpuLayersOpt = None,
     no_gpu: NoGpuOpt = False,
@@ -275,7 +279,7 @@ def chat(
     from localgen import console
     from localgen.conversation import Conversation, latest_conversation, load_conversation
     from localgen.inputs import argument_text, read_chat_template
-    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.params import GenerationLimits, SamplingParams, token_budget
     from localgen.repl import Repl
     from localgen.runner import ModelOptions
     from localgen.session import ChatSession
@@ -293,7 +297,7 @@ def chat(
         console.warn(message)
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                               repeat_penalty=repeat_penalty, seed=seed)
-    limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop))
+    limits = GenerationLimits(max_tokens=token_budget(max_tokens), stop=tuple(stop))
     conversation = None
     if resume is not None:
         conversation = load_conversation(resume, shell=True) if resume else latest_conversation(console.warn)
@@ -437,7 +441,7 @@ def _configure_logging() -> None:
 
 
 def _optional_values(argv: list[str]) -> list[str]:
-    """Let chat's `--resume` go without a value: `--resume` alone means `--resume=` (the latest)."""
+    """Let chat's `--resume` (or `--continue`) go without a value: alone it means `--resume=` (the latest)."""
     result = list(argv)
     command = next((token for token in result if not token.startswith("-")), None)
     if command != "chat":
@@ -445,8 +449,8 @@ def _optional_values(argv: list[str]) -> list[str]:
     for index, token in enumerate(result):
         if token == "--":
             break
-        if token == "--resume" and (index + 1 == len(result) or result[index + 1].startswith("-")):
-            result[index] = "--resume="
+        if token in ("--resume", "--continue") and (index + 1 == len(result) or result[index + 1].startswith("-")):
+            result[index] = f"{token}="
     return result
 
 

@@ -7,6 +7,7 @@ import difflib
 import errno
 import logging
 import os
+import shlex
 import sys
 
 import typer
@@ -64,8 +65,17 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     command = args[0] if args and args[0] in _command_names(app) else ""
     if not command and args and args[0] in OTHER_TOOLS_COMMANDS and "no such command" in str(exc).lower():
         return f"use `{OTHER_TOOLS_COMMANDS[args[0]]}`"
-    if command == "run" and "unexpected extra argument" in str(exc).lower():
-        return 'quote the prompt: localgen run "several words"'
+    if not command and args and "no such command" in str(exc).lower() and _reads_as_prompt(app, args[0]):
+        ask = f"localgen run {shlex.quote(args[0])}"
+        return f"to ask the model, use `{ask}`" if " " in args[0] else f"see `localgen --help`; to ask the model: {ask}"
+    if command in ("run", "chat") and "unexpected extra argument" in str(exc).lower():
+        model = _model_name_given(args[1:])
+        if model is not None:
+            return f"the model goes after -m: `{shlex.join(['localgen', command, '-m', model, *args[2:]])}`"
+        if command == "run":
+            return 'quote the prompt: localgen run "several words"'
+    if command == "run" and "'--ctx-size' / '-c'" in _usage_error_text(exc):
+        return "-c is --ctx-size; to continue the latest conversation use --continue"
     if command == "run" and "no such option" in str(exc).lower() and " " in (args[-1] if args else ""):
         return 'a prompt that starts with "-" goes after --: localgen run -- "-v means verbose"'
     groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
@@ -74,6 +84,25 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     close = _close_options(exc)
     guess = f"did you mean {' or '.join(close)}? " if close else ""
     return f"{guess}see `localgen {command} --help`".replace("  ", " ")
+
+
+def _reads_as_prompt(app: typer.Typer, word: str) -> bool:
+    """Whether an unknown command looks like a prompt rather than a misspelt command name."""
+    return not word.startswith("-") and (any(c.isspace() for c in word)
+                                         or not difflib.get_close_matches(word, _command_names(app), cutoff=0.6))
+
+
+def _model_name_given(args: list[str]) -> str | None:
+    """The first word after the command when it names a model in the registry (`run MODEL "prompt"`, as in Ollama)."""
+    from localgen.config import settings
+    from localgen.registry import load_registry
+
+    word = args[0] if args and not args[0].startswith("-") else ""
+    try:
+        known = load_registry(settings().user_registry).models
+    except LocalgenError:
+        return None
+    return word if word.split(":", 1)[0].lower() in known else None
 
 
 def _command_names(app: typer.Typer) -> set[str]:

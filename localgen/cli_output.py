@@ -42,12 +42,16 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
     return completion, signals.exit_code
 
 
-def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput | None) -> None:
-    """End the streamed text (output), or print the whole result as one JSON object (output None)."""
+def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput | None,
+                  conversation: str | None = None) -> None:
+    """End the streamed text (output), or print the whole result as one JSON object (output None), naming the saved
+    conversation the exchange went into, if any."""
     try:
         if output is None:
             record = completion.to_dict() | {"model": {"name": loaded.resolved.display_name,
                                                       "path": str(loaded.resolved.path)}}
+            if conversation is not None:
+                record["conversation"] = conversation
             console.write_out(sys.stdout, console.json_text(record) + "\n")
         else:
             output.finish()

@@ -102,6 +102,11 @@ CHAT_SETTINGS: dict[str, type[int] | type[float]] = {  # what /set changes and a
 }
 
 
+def token_budget(max_tokens: int | None) -> int | None:
+    """An answer's token budget from -n: -1 (as llama.cpp and Ollama take it) means no limit, like leaving it out."""
+    return None if max_tokens == -1 else max_tokens
+
+
 @dataclass(frozen=True)
 class GenerationLimits:
     """When to stop: a token budget and stop strings."""
@@ -111,7 +116,8 @@ class GenerationLimits:
 
     def __post_init__(self) -> None:
         _check(self.max_tokens is None or 1 <= self.max_tokens <= MAX_TOKENS_LIMIT,
-               f"max tokens {_num(self.max_tokens)} is out of range", f"use 1 to {MAX_TOKENS_LIMIT:,} tokens")
+               f"max tokens {_num(self.max_tokens)} is out of range",
+               f"use 1 to {MAX_TOKENS_LIMIT:,} tokens, or -1 for no limit")
         _check(all(self.stop), "a stop string is empty", "pass non-empty --stop strings")
 
 

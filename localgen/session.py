@@ -332,8 +332,9 @@ class ChatSession:
         return save_conversation(self.conversation, name)
 
     def _save(self) -> None:
-        """Autosave the conversation after every change."""
-        if self.autosave:
+        """Autosave the conversation after every change, from its first exchange (a chat that only changed its
+        settings is not a conversation to resume or continue; the settings are saved with the first exchange)."""
+        if self.autosave and (self.conversation.turns or self.conversation.on_disk):
             self.save()
 
 

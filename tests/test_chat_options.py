@@ -31,6 +31,9 @@ def test_chat_takes_stop_strings_and_the_loading_knobs(tmp_path: Path) -> None:
     (["run", "--resume"], ["run", "--resume"]),
     (["run", "--", "--resume"], ["run", "--", "--resume"]),
     (["chat", "--", "--resume"], ["chat", "--", "--resume"]),
+    (["chat", "--continue"], ["chat", "--continue="]),  # llm's name for it
+    (["chat", "--continue", "notes"], ["chat", "--continue", "notes"]),
+    (["run", "--continue", "hi"], ["run", "--continue", "hi"]),
 ])
 def test_only_chat_s_resume_goes_without_a_value(argv: list[str], expected: list[str]) -> None:
     from localgen.cli import _optional_values

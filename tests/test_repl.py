@@ -263,7 +263,7 @@ def test_save_load_and_resume(home: Path) -> None:
     assert re.search(r"\*fruity +\d{4}-\d\d-\d\d \d\d:\d\d  \(this chat\)", chat.command("/list", "(this chat)"))
     assert chat.quit() == 0
 
-    resumed = Chat(home, "--resume", "--no-markdown", "-n", "20", "--temperature", "0.9")
+    resumed = Chat(home, "--continue", "--no-markdown", "-n", "20", "--temperature", "0.9")  # --resume's alias
     assert "resumed fruity: 1 exchange," in resumed.transcript.getvalue()
     shown = resumed.command("/show", "conversation: fruity, 1 exchange")
     assert "temperature=0.9" in shown and "max_tokens=20" in shown, "flags given now win over the saved settings"

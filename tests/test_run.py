@@ -279,6 +279,26 @@ def test_other_tools_commands_point_to_localgens(command: str, hint: str) -> Non
     assert result.err == f"localgen: error: No such command '{command}'. (hint: use `{hint}`)\n"
 
 
+@pytest.mark.parametrize(("args", "hint"), [
+    (("why is the sky blue",), "to ask the model, use `localgen run 'why is the sky blue'`"),
+    (("hello",), "see `localgen --help`; to ask the model: localgen run hello"),
+    (("modles",), "see `localgen --help`"),  # a misspelt command: click's "Did you mean" is the help
+    (("run", "smollm2-135m", "Say hi."), "the model goes after -m: `localgen run -m smollm2-135m 'Say hi.'`"),
+    (("chat", "smollm2-135m:Q4_1"), "the model goes after -m: `localgen chat -m smollm2-135m:Q4_1`"),
+    (("run", "-c", "hi"), "-c is --ctx-size; to continue the latest conversation use --continue"),
+    (("run", "Say", "hi."), 'quote the prompt: localgen run "several words"'),
+])
+def test_habits_from_other_tools_get_a_hint_that_fits(args: tuple[str, ...], hint: str) -> None:
+    result = run_localgen(*args)
+    assert result.returncode == 2 and result.err.endswith(f"(hint: {hint})\n"), result.err
+
+
+def test_llama_cpp_spellings_of_gpu_layers_and_no_limit_work() -> None:
+    result = run_localgen("run", "Say hi.", "-ngl", "0", "-n", "-1", "--stop", ".", "--json", *GREEDY)
+    assert result.returncode == 0, result.err
+    assert json.loads(result.out)["finish_reason"] == "stop"
+
+
 def test_mode_and_type_names_are_case_insensitive() -> None:
     result = run_localgen("run", "hi", "-n", "2", "--flash-attn", "ON", "--kv-type", "Q8_0", "--json", *GREEDY)
     assert result.returncode == 0, result.err
@@ -430,6 +450,7 @@ def test_runs_go_on_with_a_saved_conversation(tmp_path: Path) -> None:
     second = run_localgen("run", "--continue", "What is my name?", "-n", "8", "--json", *GREEDY, env=env)
     assert second.returncode == 0, second.err
     one, two = json.loads(first.out), json.loads(second.out)
+    assert one["conversation"] == two["conversation"] == "notes", "--json names the conversation --continue took"
     saved = _conversation_file(tmp_path / "home", "notes")
     assert [(t["user"], t["answer"]) for t in saved["turns"]] == [
         ("My name is Ada.", one["text"]), ("What is my name?", two["text"])]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -252,7 +253,7 @@ def test_set_speaks_the_chat_s_language(session: ChatSession) -> None:
     assert session.set_value("Repeat-Last-N", "32") == ("repeat_last_n", "32") and session.sampling.repeat_last_n == 32
     with pytest.raises(UsageError) as info:
         session.set_value("max_tokens", "0")
-    assert info.value.hint == "use 1 to 10,000,000 tokens: /set max_tokens VALUE"
+    assert info.value.hint == "use 1 to 10,000,000 tokens, or -1 for no limit: /set max_tokens VALUE"
 
 
 def test_set_takes_the_command_line_s_names_for_settings(session: ChatSession) -> None:
@@ -518,3 +519,18 @@ def test_a_first_question_without_an_answer_saves_no_conversation(session: ChatS
     with pytest.raises(TemplateError):
         _answer(session.ask("Name an animal.")[1])
     assert not (conversations_dir() / "never-answered.json").exists()
+
+
+def test_a_chat_that_only_changed_settings_is_saved_with_its_first_exchange(session: ChatSession) -> None:
+    from localgen.conversation import conversations_dir
+
+    session.conversation = Conversation(name="settings-first")
+    session.autosave = True
+    session.set_value("temperature", "0")
+    session.set_system("Be brief.")
+    assert not (conversations_dir() / "settings-first.json").exists(), "nothing to resume or continue yet"
+    _answer(session.ask("Name an animal.")[1])
+    saved = json.loads((conversations_dir() / "settings-first.json").read_text())
+    assert saved["settings"]["temperature"] == 0.0 and saved["system"] == "Be brief."
+    session.undo()
+    assert json.loads((conversations_dir() / "settings-first.json").read_text())["turns"] == [], "on disk: saved"
