@@ -118,7 +118,8 @@ def run(
         "--json-schema", metavar="SCHEMA",
         help="Answer with JSON that follows this JSON schema (its text, or a file).")] = None,
     grammar: Annotated[str | None, typer.Option(
-        "--grammar", metavar="FILE", help="Answer in the language of this GBNF grammar file.")] = None,
+        "--grammar", "--grammar-file", metavar="GBNF",
+        help="Answer in the language of this GBNF grammar (its text, or a file).")] = None,
     ctx_size: CtxOpt = None,
     threads: ThreadsOpt = None,
     threads_batch: ThreadsBatchOpt = None,

@@ -1,4 +1,4 @@
-"""Constrained output: a GBNF grammar file (--grammar) or a JSON schema (--json-schema) as a Grammar."""
+"""Constrained output: a GBNF grammar, its text or file (--grammar), or a JSON schema (--json-schema) as a Grammar."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from localgen.errors import UsageError
 from localgen.inputs import STDIN_NAME, option_path, read_file_input, short_path
 from localgen.params import Grammar
 
-GRAMMAR_HINT = 'pass a GBNF grammar file, e.g. one with the line: root ::= "yes" | "no"'
+GRAMMAR_HINT = 'give a GBNF grammar, as text or a file, with a root rule, e.g. --grammar \'root ::= "yes" | "no"\''
 SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type": "object"}\''
 MAX_NESTING = 1000  # llama.cpp's recursive-descent grammar parser overflows the C stack near 20,000
 _ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
@@ -25,12 +25,17 @@ IGNORED_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"
 
 
 def grammar_for(grammar_file: str | None, json_schema: str | None, warn: list[str]) -> Grammar | None:
-    """The grammar the answer must follow, from --grammar FILE or --json-schema TEXT|FILE (None: free text).
+    """The grammar the answer must follow, from --grammar TEXT|FILE or --json-schema TEXT|FILE (None: free text).
 
     warn gets what the answer may still get wrong (schema keywords the converter ignores).
     """
     if grammar_file is not None and json_schema is not None:
         raise UsageError("--grammar and --json-schema contradict each other", hint="give one of them")
+    if grammar_file is not None and _is_inline(grammar_file):
+        if not _ROOT_RULE.search(grammar_file):
+            raise UsageError("the --grammar text has no root rule: the answer starts at `root ::= ...`",
+                             hint=GRAMMAR_HINT)
+        return _checked(Grammar(grammar_file, source="--grammar"))
     if grammar_file is not None:
         path = option_path(grammar_file, "--grammar")
         return _checked(Grammar(_grammar_file(path), source=f"--grammar {short_path(path)}"))
@@ -79,6 +84,16 @@ def nesting_depth(text: str) -> int:
         elif char == ")":
             depth -= 1
     return deepest
+
+
+def _is_inline(value: str) -> bool:
+    """Whether --grammar's value is GBNF text (a rule, as llama-cli's --grammar takes) rather than a file name."""
+    if "::=" not in value:
+        return False
+    try:
+        return not Path(value).is_file()
+    except (OSError, ValueError):  # a name too long or with a NUL is no file
+        return True
 
 
 def _grammar_file(path: Path) -> str:

@@ -54,6 +54,20 @@ def test_a_grammar_file_limits_the_answer_to_its_language(tmp_path: Path) -> Non
         assert result.returncode == 0 and result.out.strip() in ("yes", "no"), result.err
 
 
+def test_a_grammar_given_as_text_works_like_its_file(tmp_path: Path) -> None:
+    text = 'root ::= "yes" | "no"'
+    inline = run_localgen("run", "--grammar", text, "Is the sky blue?", *GREEDY)
+    assert inline.returncode == 0 and inline.out.strip() in ("yes", "no"), inline.err
+    (tmp_path / "g.gbnf").write_text(text + "\n")
+    as_file = run_localgen("run", "--grammar-file", str(tmp_path / "g.gbnf"), "Is the sky blue?", *GREEDY)
+    assert as_file.returncode == 0 and as_file.out == inline.out, as_file.err
+    bad = run_localgen("run", "--grammar", 'answer ::= "x"', "hi")
+    assert bad.returncode == 2 and "the --grammar text has no root rule" in bad.err, bad.err
+    unparsed = run_localgen("run", "--grammar", "root ::= (", "hi")
+    assert unparsed.returncode == 2 and "--grammar: the grammar does not parse" in unparsed.err, unparsed.err
+    assert len(unparsed.err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize(("grammar", "message"), [
     ("root ::= undefined-rule\n", "the grammar does not parse: Undefined rule identifier 'undefined-rule'"),
     ('root ::= "x\n', "the grammar does not parse: unexpected end of input"),
