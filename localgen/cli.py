@@ -137,6 +137,8 @@ def run(
         "--conversation", metavar="NAME", help="Continue conversation NAME (or start it); the exchange is saved in it.")
     ] = None,
     stats: Annotated[bool, typer.Option("--stats", help="Print speed and token counts on stderr.")] = False,
+    hide_thinking: Annotated[bool, typer.Option(
+        "--hide-thinking", help="Leave the <think> reasoning out of the output (--json: in `thinking`).")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="No on-disk prompt cache.")] = False,
     draft: Annotated[str, typer.Option(
         help="Speculative decoding: lookup (n-gram drafts from the prompt) or none.")] = DEFAULT_DRAFT,
@@ -155,6 +157,7 @@ def run(
     from localgen.run_conversation import check_continuation, continued_answer, open_conversation
     from localgen.runner import ModelOptions, stream_answer
     from localgen.speculative import check_draft_mode
+    from localgen.thinking import prompt_opens_thinking, without_thinking
 
     warnings: list[str] = []
     stdin_asked = prompt == STDIN_NAME
@@ -196,7 +199,8 @@ def run(
         output = console.TextOutput()
         if conversation is not None:
             start = continued_answer(loaded, options, conversation, system, user_text, sampling, limits,
-                                     _given_settings(ctx), draft=draft, prompt_cache=not no_cache)
+                                     _given_settings(ctx), draft=draft, prompt_cache=not no_cache,
+                                     hide_thinking=hide_thinking)
         else:
             if not loaded.prompt_format.is_chat:  # a plain completion continues the text exactly as given
                 user_text = compose_user_message(prompt, attachments, exact=True)
@@ -206,7 +210,11 @@ def run(
             messages = ([Message("system", system)] if system is not None else []) + [Message("user", user_text)]
 
             def start() -> Iterator[Event]:
-                return stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache)
+                events = stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache)
+                if not hide_thinking:
+                    return events
+                prompt_text = loaded.prompt_format.prompt(loaded.engine, messages)[0]
+                return without_thinking(events, opens=prompt_opens_thinking(prompt_text))
         completion, exit_code = stream_to_stdout(loaded, start, None if json_output else output)
         finish_output(loaded, completion, None if json_output else output,
                       conversation.name if conversation is not None else None)
@@ -215,6 +223,9 @@ def run(
     note = console.finish_note(completion)
     if note and completion.finish_reason != "interrupted":
         console.say(f"localgen: {note}")
+    all_hidden = completion.thinking is not None and completion.usage.completion_tokens and not completion.text
+    if all_hidden and not json_output:
+        console.say("localgen: the answer ended inside its <think> reasoning, which --hide-thinking left out")
     if stats:
         console.say(console.format_stats(completion))
     if exit_code is not None:

@@ -69,6 +69,7 @@ class Finished:
     timings: Timings
     draft: DraftStats | None = None  # set when speculative decoding was on
     restored_tokens: int = 0  # prompt tokens whose KV state came from the on-disk prompt cache
+    thinking: str | None = None  # the <think> reasoning taken out of text (run --hide-thinking)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict of the completion (the same usage keys every time; draft figures when drafting)."""
@@ -76,6 +77,8 @@ class Finished:
                                       "prompt_cache_tokens": self.restored_tokens}
         record: dict[str, object] = {"text": self.text, "finish_reason": self.finish_reason, "usage": usage,
                                      "timings": asdict(self.timings)}
+        if self.thinking is not None:
+            record["thinking"] = self.thinking
         if self.draft is not None:
             record["draft"] = asdict(self.draft) | {"acceptance": round(self.draft.acceptance, 4)}
         return record

@@ -11,6 +11,7 @@ from localgen.events import Event
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.runner import LoadedModel, ModelOptions, disk_prompt_cache
 from localgen.session import ChatSession
+from localgen.thinking import prompt_opens_thinking, without_thinking
 from localgen.units import counted
 
 
@@ -36,11 +37,12 @@ def open_conversation(name: str | None) -> Conversation:
 
 def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: Conversation, system: str | None,
                      text: str, sampling: SamplingParams, limits: GenerationLimits, overrides: Mapping[str, str], *,
-                     draft: str, prompt_cache: bool) -> Callable[[], Iterator[Event]]:
+                     draft: str, prompt_cache: bool, hide_thinking: bool = False) -> Callable[[], Iterator[Event]]:
     """What streams the answer to text as the next exchange of a saved conversation (saved with it, as chat does).
 
     The conversation's saved settings apply and overrides (the options given now) win for this run: they are not
-    saved. Earlier exchanges that leave the context to make room are noted on stderr.
+    saved. Earlier exchanges that leave the context to make room are noted on stderr. hide_thinking takes the
+    <think> reasoning out of what streams (the saved answer keeps it, as a chat's does).
     """
     if not loaded.prompt_format.is_chat:
         raise LocalgenError(f"{loaded.resolved.display_name} has no chat template, and a conversation needs one",
@@ -54,4 +56,6 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: C
     if turn.dropped:
         console.say(f"localgen: {counted(turn.dropped, 'earlier exchange')} of conversation '{conversation.name}' "
                     "left the model's context to make room (the saved conversation keeps them)")
+    if hide_thinking:
+        events = without_thinking(events, opens=prompt_opens_thinking(session.prompt_text()))
     return lambda: events

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import replace
+
+from localgen.events import Event, Finished, TextChunk
 from localgen.stopping import partial_suffix
 
 OPEN_TAG = "<think>"
@@ -44,3 +48,33 @@ def prompt_opens_thinking(prompt_text: str) -> bool:
     """True when the template's generation prompt already opened a <think> block."""
     tail = prompt_text.rstrip()
     return tail.endswith(OPEN_TAG)
+
+
+def without_thinking(events: Iterator[Event], *, opens: bool) -> Iterator[Event]:
+    """The events of an answer with its <think> reasoning taken out (opens: the prompt opened it).
+
+    Text chunks carry only the answer, from its first non-blank character; the Finished event's text is that
+    answer and its `thinking` the reasoning.
+    """
+    splitter = ThinkingSplitter(inside=opens)
+    reasoning: list[str] = []
+    answer: list[str] = []
+
+    def answer_parts(segments: list[tuple[bool, str]]) -> Iterator[TextChunk]:
+        for thinking, text in segments:
+            if thinking:
+                reasoning.append(text)
+                continue
+            text = text if answer else text.lstrip()
+            if text:
+                answer.append(text)
+                yield TextChunk(text)
+
+    for event in events:
+        if isinstance(event, TextChunk):
+            yield from answer_parts(splitter.feed(event.text))
+        elif isinstance(event, Finished):
+            yield from answer_parts(splitter.flush())
+            yield replace(event, text="".join(answer), thinking="".join(reasoning).strip())
+        else:
+            yield event

@@ -10,8 +10,9 @@ import pytest
 from localgen.chat import Message
 from localgen.conversation import Conversation, Turn, load_conversation, save_conversation
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
+from localgen.events import TextChunk
 from localgen.repl_input import SlashCommand, block_is_open, continuation, parse_command, unwrap_block
-from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
+from localgen.thinking import ThinkingSplitter, prompt_opens_thinking, without_thinking
 
 
 def _count(messages: list[Message]) -> int:
@@ -208,6 +209,23 @@ def test_thinking_splitter(chunks: list[str], expected: list[tuple[bool, str]]) 
 def test_generation_prompt_that_opens_thinking() -> None:
     assert prompt_opens_thinking("<|Assistant|><think>\n")
     assert ThinkingSplitter(inside=True).feed("reasoning</think>done") == [(True, "reasoning"), (False, "done")]
+
+
+@pytest.mark.parametrize(("chunks", "opens", "shown", "thinking"), [
+    (["<think>hmm", "</think>\n\nAns", "wer"], False, ["Ans", "wer"], "hmm"),
+    (["step one\n</thi", "nk>", " Yes"], True, ["Yes"], "step one"),  # the template opened it
+    (["<think>still thinking"], False, [], "still thinking"),  # cut off inside it
+    (["plain answer"], False, ["plain answer"], ""),
+])
+def test_without_thinking_streams_only_the_answer(chunks: list[str], opens: bool, shown: list[str],
+                                                 thinking: str) -> None:
+    from localgen.events import Finished, Timings, Usage
+
+    done = Finished("".join(chunks), "stop", Usage(1, 0, len(chunks)), Timings(0.1, 0.1, 10.0, 0.1, 10.0))
+    events = list(without_thinking(iter([*(TextChunk(c) for c in chunks), done]), opens=opens))
+    assert [e.text for e in events if isinstance(e, TextChunk)] == shown
+    assert (events[-1].text, events[-1].thinking) == ("".join(shown), thinking)
+    assert events[-1].to_dict()["thinking"] == thinking
 
 
 def test_only_a_real_new_line_gets_the_continuation_prompt() -> None:

@@ -68,6 +68,24 @@ def test_a_grammar_given_as_text_works_like_its_file(tmp_path: Path) -> None:
     assert len(unparsed.err.strip().splitlines()) == 1
 
 
+THINKS_THEN_ANSWERS = 'root ::= "<think>" [a-z ]{3,20} "</think>" "\\n\\nParis."'
+
+
+def test_hide_thinking_leaves_the_reasoning_out_of_stdout_and_keeps_it_in_json() -> None:
+    shown = run_localgen("run", "--grammar", THINKS_THEN_ANSWERS, "Capital of France?", *GREEDY)
+    assert shown.returncode == 0 and shown.out.startswith("<think>") and shown.out.endswith("Paris.\n"), shown.out
+    hidden = run_localgen("run", "--hide-thinking", "--grammar", THINKS_THEN_ANSWERS, "Capital of France?", *GREEDY)
+    assert hidden.returncode == 0 and hidden.out == "Paris.\n", hidden.out
+    record = json.loads(run_localgen("run", "--hide-thinking", "--json", "--grammar", THINKS_THEN_ANSWERS,
+                                     "Capital of France?", *GREEDY).out)
+    reasoning = shown.out.removeprefix("<think>").partition("</think>")[0]
+    assert record["text"] == "Paris." and record["thinking"] == reasoning.strip()
+    cut = run_localgen("run", "--hide-thinking", "-n", "6", "--grammar", THINKS_THEN_ANSWERS, "Capital of France?",
+                       *GREEDY)
+    assert cut.returncode == 0 and cut.out == ""
+    assert "the answer ended inside its <think> reasoning, which --hide-thinking left out" in cut.err
+
+
 @pytest.mark.parametrize(("grammar", "message"), [
     ("root ::= undefined-rule\n", "the grammar does not parse: Undefined rule identifier 'undefined-rule'"),
     ('root ::= "x\n', "the grammar does not parse: unexpected end of input"),
