@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from localgen import __version__
+from localgen.cli_conversations import conversations_app
 from localgen.cli_exit import flush_stdout, run_app
 from localgen.cli_manage import cache_app, models_app
 from localgen.config import (
@@ -398,6 +399,7 @@ def pull(
 
 
 app.add_typer(models_app, name="models")
+app.add_typer(conversations_app, name="conversations")
 
 
 @app.command()

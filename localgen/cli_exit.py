@@ -28,7 +28,7 @@ OUTPUT_FULL_ERRNOS = DISK_FULL_ERRNOS | {errno.EFBIG}
 OTHER_TOOLS_COMMANDS = {  # what users of other tools type at the top level, and localgen's command for it
     "list": "localgen models list", "ls": "localgen models list", "rm": "localgen models rm NAME",
     "remove": "localgen models rm NAME", "show": "localgen models show NAME", "info": "localgen models show NAME",
-    "download": "localgen pull NAME",
+    "download": "localgen pull NAME", "logs": "localgen conversations", "history": "localgen conversations",
 }
 SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their dashes (click's 0.6 counts the dashes)
 

@@ -9,7 +9,7 @@ import typer
 
 from localgen.config import settings
 from localgen.errors import EXIT_OK, LocalgenError, UsageError
-from localgen.units import binary_size, counted, human_size
+from localgen.units import binary_size, counted, human_size, local_minute
 
 if TYPE_CHECKING:
     from localgen.catalog import CachedModel, ListedModel
@@ -25,7 +25,7 @@ def cache(ctx: typer.Context,
     """List the prompt cache's entries and size."""
     if ctx.invoked_subcommand is not None:
         if json_output:
-            _misplaced_option(ctx)
+            misplaced_option(ctx)
         return
     from localgen import console
     from localgen.promptcache import cache_listing, describe_cache
@@ -44,7 +44,7 @@ def cache_clear() -> None:
     console.say(f"localgen: removed {entries} ({binary_size(size)})")
 
 
-def _misplaced_option(ctx: typer.Context, option: str = "--json", param: str = "json_output") -> None:
+def misplaced_option(ctx: typer.Context, option: str = "--json", param: str = "json_output") -> None:
     """Refuse a group's option (--json) given before a subcommand: it would be ignored."""
     name = ctx.invoked_subcommand or ""
     command = getattr(ctx.command, "commands", {}).get(name)
@@ -68,9 +68,9 @@ def _models_default(ctx: typer.Context, json_output: JsonOpt = False, all_models
     if ctx.invoked_subcommand is None:
         models_list(json_output=json_output, all_models=all_models)
     elif json_output:
-        _misplaced_option(ctx)
+        misplaced_option(ctx)
     elif all_models:
-        _misplaced_option(ctx, "--all", "all_models")
+        misplaced_option(ctx, "--all", "all_models")
 
 
 @models_app.command("list")
@@ -138,9 +138,7 @@ def _listed_json(row: ListedModel) -> dict[str, object]:
 
 def _when(epoch: float | None) -> str:
     """A last-use time as the table shows it."""
-    import time
-
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch)) if epoch else "never"
+    return local_minute(epoch) if epoch else "never"
 
 
 @models_app.command("show")

@@ -115,9 +115,9 @@ class Conversation:
         self.context_start = first
         return first - start
 
-    def to_json(self) -> str:
-        """The conversation as readable JSON."""
-        record = {"format": FORMAT_VERSION, **asdict(self), "updated": _now()}
+    def to_json(self, *, touch: bool = True) -> str:
+        """The conversation as readable JSON (touch: updated now, as when saving)."""
+        record = {"format": FORMAT_VERSION, **asdict(self)} | ({"updated": _now()} if touch else {})
         del record["on_disk"]
         return json.dumps(record, indent=2, ensure_ascii=False) + "\n"
 
@@ -313,9 +313,35 @@ def let_go(conversation: Conversation) -> None:
 def _missing_hint(shell: bool) -> str:
     """Where to find the saved conversations' names, from the shell or inside a chat."""
     if shell:
-        return (f"the saved ones are the NAME.json files in {conversations_dir()}; "
-                "`localgen chat --resume` reopens the latest")
+        return "`localgen conversations` lists the saved ones; `localgen chat --resume` reopens the latest"
     return "/list shows the saved conversations"
+
+
+def read_conversation(name: str) -> Conversation:
+    """A saved conversation as it is on disk, without holding it (to list or show it; a chat may have it open)."""
+    path = conversations_dir() / f"{check_name(name)}.json"
+    if not path.is_file():
+        raise LocalgenError(f"no saved conversation named '{name}'", hint=_missing_hint(True))
+    conversation = Conversation.from_json(_read_saved(path, True), path)
+    conversation.name = name
+    return conversation
+
+
+def delete_conversation(name: str) -> None:
+    """Delete a saved conversation; ConversationBusyError when a chat or a run has it open."""
+    folder = conversations_dir()
+    path = folder / f"{check_name(name)}.json"
+    if not path.is_file():
+        raise LocalgenError(f"no saved conversation named '{name}'", hint=_missing_hint(True))
+    newly = hold(folder, name, hint="finish that chat or run first")
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise LocalgenError(f"could not delete {path}: {exc.strerror or exc}",
+                            hint="check the permissions of its folder") from exc
+    finally:
+        if newly:
+            release(folder, name)
 
 
 def list_conversations() -> list[tuple[str, float]]:

@@ -11,7 +11,7 @@ from prompt_toolkit import PromptSession
 
 from localgen import console
 from localgen.answer_view import AnswerView
-from localgen.conversation import Conversation, list_conversations, load_conversation
+from localgen.conversation import Conversation, load_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import argument_text, expand_user_path, read_file_input
@@ -33,7 +33,7 @@ from localgen.repl_input import (
 from localgen.session import SETTING_NAMES, ChatSession, TurnStart
 from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal, exit_on_signals
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
-from localgen.units import counted
+from localgen.units import counted, local_minute
 
 
 class Repl:
@@ -328,16 +328,19 @@ class Repl:
         return f"{_exchanges(conversation)}, {system}; settings: {settings}"
 
     def _list(self, _: str) -> None:
-        import time
+        from localgen.conversation_summary import summaries
 
-        entries = list_conversations()
+        entries = summaries()
         if not entries:
             console.say("no saved conversations")
-        width = max((len(name) for name, _ in entries), default=0)
+        width = max((len(entry.name) for entry in entries), default=0)
+        sizes = [counted(entry.exchanges, "exchange") if not entry.problem else "" for entry in entries]
+        size_width = max(map(len, sizes), default=0)
         current = self.session.conversation.name if self.session.conversation.on_disk else None
-        for name, mtime in entries:
-            mark, note = ("*", "  (this chat)") if name == current else (" ", "")
-            console.say(f" {mark}{name:<{width}}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(mtime))}{note}")
+        for entry, size in zip(entries, sizes, strict=True):
+            mark, note = ("*", "  (this chat)") if entry.name == current else (" ", "")
+            console.say(console.one_line(f" {mark}{entry.name:<{width}}  {local_minute(entry.updated)}  "
+                                         f"{size:<{size_width}}  {entry.described}{note}"))
 
     def _model(self, argument: str) -> None:
         if not argument:

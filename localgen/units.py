@@ -41,3 +41,10 @@ def binary_size(n: int) -> str:
 def counted(count: int, noun: str, plural: str | None = None) -> str:
     """'1 layer', '2 layers', '1 entry', '2 entries': a count and its noun, plural (noun + s by default) unless one."""
     return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
+def local_minute(epoch: float) -> str:
+    """A time as listings show it: local date, hours and minutes (2026-12-01 14:40)."""
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch))

@@ -260,7 +260,9 @@ def test_save_load_and_resume(home: Path) -> None:
     chat.command("/reset", "new conversation")
     chat.command("/load fruity", "1 exchange")  # waits for the prompt after the whole summary line
     assert "temperature=0.3" in chat.transcript.getvalue().rpartition("/load fruity")[2]
-    assert re.search(r"\*fruity +\d{4}-\d\d-\d\d \d\d:\d\d  \(this chat\)", chat.command("/list", "(this chat)"))
+    listed = chat.command("/list", "(this chat)")
+    assert re.search(r"\*fruity +\d{4}-\d\d-\d\d \d\d:\d\d  1 exchange  Remember the word pineapple\.  \(this chat\)",
+                     listed), listed
     assert chat.quit() == 0
 
     resumed = Chat(home, "--continue", "--no-markdown", "-n", "20", "--temperature", "0.9")  # --resume's alias

@@ -1,0 +1,90 @@
+"""`localgen conversations`: list, show and delete saved conversations, in subprocesses over a private home."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from localgen import config
+from localgen.conversation import Conversation, Turn, conversations_dir, let_go, save_conversation
+from localgen.conversation_lock import hold, release
+from tests.conftest import run_localgen
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(config, "_settings", None)
+    return tmp_path
+
+
+def _save(name: str, *turns: Turn, system: str | None = None) -> Path:
+    conversation = Conversation(name=name, system=system, turns=list(turns), model="smollm2-135m")
+    path = save_conversation(conversation)
+    let_go(conversation)
+    return path
+
+
+def test_with_none_saved_the_listing_says_how_they_come() -> None:
+    empty = run_localgen("conversations")
+    assert empty.returncode == 0 and empty.out == "" and "no saved conversations" in empty.err
+    assert json.loads(run_localgen("conversations", "list", "--json").out) == []
+
+
+def test_the_listing_shows_each_conversation_s_size_model_and_first_question() -> None:
+    long_question = "Summarize this report about the harbour, the market and the library in three lines please."
+    _save("report", Turn(long_question, "Done."), Turn("Shorter?", "Yes."))
+    _save("greeting", Turn("Hi\tthere\nfriend", "Hello!"))
+    (conversations_dir() / "broken.json").write_text("{not json")
+    listed = run_localgen("conversations", "list")
+    assert listed.returncode == 0, listed.err
+    rows = [line.split("\t") for line in listed.out.splitlines()]
+    assert rows[0] == ["NAME", "UPDATED", "EXCHANGES", "MODEL", "FIRST QUESTION"]
+    by_name = {row[0]: row for row in rows[1:]}
+    assert by_name["report"][2:] == ["2", "smollm2-135m", long_question[:59].rstrip() + "…"]
+    assert by_name["greeting"][2:] == ["1", "smollm2-135m", "Hi there friend"]
+    assert by_name["broken"][2] == "-" and by_name["broken"][4].startswith("(damaged: ")
+    records = {r["name"]: r for r in json.loads(run_localgen("conversations", "--json").out)}
+    assert records["report"]["exchanges"] == 2 and records["report"]["first_question"] == long_question
+    assert records["report"]["updated"].endswith("+00:00") and "problem" in records["broken"]
+
+
+def test_show_prints_the_transcript_and_json_the_saved_record() -> None:
+    path = _save("recipe", Turn("How long do eggs boil?", "About **7** minutes."),
+                 Turn("And soft?", "Four", interrupted=True), system="Be brief.")
+    shown = run_localgen("conversations", "show", "recipe")
+    assert shown.returncode == 0, shown.err
+    assert shown.out.startswith("# recipe\n\nmodel smollm2-135m, 2 exchanges, started ")
+    assert shown.out.endswith("## system\n\nBe brief.\n\n## user\n\nHow long do eggs boil?\n\n## assistant\n\n"
+                              "About **7** minutes.\n\n## user\n\nAnd soft?\n\n## assistant\n\nFour\n\n"
+                              "*(interrupted)*\n")
+    record = json.loads(run_localgen("conversations", "show", "recipe", "--json").out)
+    assert record == json.loads(path.read_text()), "the record as saved, its time included"
+    missing = run_localgen("conversations", "show", "nope")
+    assert missing.returncode == 1 and "no saved conversation named 'nope'" in missing.err
+    assert "`localgen conversations` lists the saved ones" in missing.err
+
+
+def test_rm_asks_refuses_what_is_open_and_deletes_only_whole_requests() -> None:
+    first, second = _save("first", Turn("a", "b")), _save("second", Turn("c", "d"))
+    unconfirmed = run_localgen("conversations", "rm", "first")
+    assert unconfirmed.returncode == 2 and "needs confirmation" in unconfirmed.err and first.exists()
+    partly_unknown = run_localgen("conversations", "rm", "first", "nope", "--yes")
+    assert partly_unknown.returncode == 1 and "no saved conversation named 'nope'" in partly_unknown.err
+    assert first.exists(), "nothing is deleted when one name is wrong"
+    assert hold(conversations_dir(), "second", hint="")
+    try:
+        busy = run_localgen("conversations", "rm", "second", "-y")
+    finally:
+        release(conversations_dir(), "second")
+    assert busy.returncode == 1 and "in use by another localgen chat or run" in busy.err and second.exists()
+    deleted = run_localgen("conversations", "rm", "first", "second", "first", "-y")
+    assert deleted.returncode == 0 and deleted.err == "deleted first\ndeleted second\n"
+    assert not first.exists() and not second.exists()
+
+
+def test_other_tools_names_for_the_history_point_here() -> None:
+    result = run_localgen("logs")
+    assert result.returncode == 2 and result.err.endswith("(hint: use `localgen conversations`)\n")
