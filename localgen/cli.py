@@ -281,6 +281,8 @@ def chat(
     kv_type: KvTypeOpt = "f16",
     no_markdown: Annotated[bool, typer.Option("--no-markdown", help="Print answers as plain text.")] = False,
     hide_thinking: Annotated[bool, typer.Option("--hide-thinking", help="Hide <think> reasoning.")] = False,
+    stats: Annotated[bool, typer.Option("--stats", "--verbose", help="Show speed and token counts after every answer.")
+                     ] = False,
     resume: Annotated[str | None, typer.Option(
         "--resume", "--continue", help="Reopen the last conversation (`--resume`), or the one named NAME.")] = None,
     chat_template: ChatTemplateOpt = None,
@@ -330,7 +332,8 @@ def chat(
         session = ChatSession(loaded, options, conversation, sampling, limits)
         if resume is not None:  # a flag given now wins over the resumed conversation's setting
             session.replace_conversation(conversation, _given_settings(ctx))
-        Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking, resumed=resume is not None).run()
+        Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking, resumed=resume is not None,
+             stats=stats).run()
     finally:
         (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
 

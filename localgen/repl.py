@@ -16,6 +16,7 @@ from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import argument_text, expand_user_path, read_file_input
 from localgen.repl_input import (
+    ALIASES,
     COMMAND_HELP,
     PROMPT,
     WITHOUT_ARGUMENT,
@@ -39,11 +40,13 @@ from localgen.units import counted, local_minute
 class Repl:
     """Reads lines, runs slash commands, streams answers; nothing typed can crash it."""
 
-    def __init__(self, session: ChatSession, *, markdown: bool, show_thinking: bool, resumed: bool = False) -> None:
+    def __init__(self, session: ChatSession, *, markdown: bool, show_thinking: bool, resumed: bool = False,
+                 stats: bool = False) -> None:
         self.session = session
         self.resumed = resumed
         self.markdown = markdown
         self.show_thinking = show_thinking
+        self.stats_after_answers = stats  # chat --stats, /stats on
         self._running = True
         self._history, self._history_warning = open_history()
         self._paste = PasteMark()
@@ -64,8 +67,8 @@ class Repl:
             "/stats": self._stats, "/reset": self._reset, "/undo": self._undo, "/regen": self._regen,
             "/file": self._file, "/save": self._save, "/load": self._load, "/list": self._list,
             "/model": self._model, "/thinking": self._thinking, "/markdown": self._markdown, "/exit": self._exit,
-            "/quit": self._exit, "/bye": self._exit,
         }
+        self._handlers |= {alias: self._handlers[name] for alias, name in ALIASES.items()}
 
     def _toolbar(self) -> str:
         """Model, context used by the conversation / size, attached files, last decode speed."""
@@ -177,6 +180,8 @@ class Repl:
             raise SignalExit(signals.ending_signal) from exc
         if signals.ending_signal is not None:
             raise SignalExit(signals.ending_signal)
+        if self.stats_after_answers and not self.session.unanswered:
+            self._stats("")
 
     def _pause_view(self) -> None:
         """Clear what the answer view draws live (before Ctrl-Z stops the chat: the shell writes below it)."""
@@ -230,6 +235,12 @@ class Repl:
         console.say("system prompt cleared" if clear else "system prompt set")
 
     def _set(self, argument: str) -> None:
+        word, _, rest = argument.partition(" ")
+        ollama = {"parameter": lambda: self._set(rest.strip()), "system": lambda: self._system(rest.strip()),
+                  "verbose": lambda: self._stats("on"), "quiet": lambda: self._stats("off")}
+        if word.lower() in ollama and (rest.strip() or word.lower() in ("verbose", "quiet")):
+            ollama[word.lower()]()  # Ollama's spellings: /set parameter NAME VALUE, /set system TEXT, /set verbose
+            return
         parts = argument.split(None, 1)
         if len(parts) == 1:  # /set temp: the current value
             key, value = self.session.value_of(parts[0])
@@ -257,7 +268,13 @@ class Repl:
         console.say(f"system: {brief(system) if system else '(none)'}")
         console.say(f"conversation: {self.session.conversation.name}, {_exchanges(self.session.conversation)}")
 
-    def _stats(self, _: str) -> None:
+    def _stats(self, argument: str) -> None:
+        if argument:
+            switch = _on_or_off(argument, "/stats")
+            if switch is not None:
+                self.stats_after_answers = switch
+                console.say(f"stats {'after every answer' if switch else 'on request (/stats)'}")
+            return
         last = self.session.last
         if last is None:
             console.say("no answer yet")
@@ -372,6 +389,7 @@ def _on_or_off(argument: str, command: str) -> bool | None:
         console.say(f"usage: {command} on|off")
         return None
     return switch == "on"
+
 
 def brief(text: str, limit: int = 80) -> str:
     """Text cut to about limit characters, saying how long it was (a system prompt in a summary line)."""

@@ -31,9 +31,11 @@ BLOCK_QUOTE = '"""'
 COMMAND_HELP = {
     "/help": "show this help",
     "/system [TEXT|none]": "show the system prompt, set it to TEXT, or clear it (none)",
-    "/set PARAM VALUE": f"change a setting ({', '.join(SETTING_NAMES)}; or by its option name: temp, top-p, n)",
+    "/set PARAM VALUE": f"change a setting ({', '.join(SETTING_NAMES)}; or by its option name: temp, top-p, n; "
+                        "Ollama's /set parameter and num_predict work too)",
     "/show": "model, settings, context size, GPU layers, path",
-    "/stats": "last answer's TTFT, prefill and decode speed, cached tokens, context used",
+    "/stats [on|off]": "last answer's TTFT, prefill and decode speed, cached tokens, context used; on: after every "
+                       "answer",
     "/reset": "start a new conversation (same system prompt; the current one is saved already if it changed)",
     "/undo": "drop the last exchange",
     "/regen": "answer the last question again",
@@ -47,7 +49,8 @@ COMMAND_HELP = {
     "/exit": "quit (or Ctrl-D)",
 }
 COMMANDS = tuple(usage.split()[0] for usage in COMMAND_HELP)
-WITHOUT_ARGUMENT = frozenset({usage for usage in COMMAND_HELP if " " not in usage} | {"/quit", "/bye"})
+ALIASES = {"/quit": "/exit", "/bye": "/exit", "/clear": "/reset", "/?": "/help"}  # other tools' names (Ollama's)
+WITHOUT_ARGUMENT = frozenset({usage for usage in COMMAND_HELP if " " not in usage} | set(ALIASES))
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # C0 controls and DEL; tabs and newlines are text
 
 

@@ -18,7 +18,8 @@ from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 
 DEFAULT_ANSWER_RESERVE = 512
 SETTING_NAMES = tuple(CHAT_SETTINGS)
-SETTING_ALIASES = {"temp": "temperature", "n": "max_tokens"}  # the command line's other names (--temp, -n)
+SETTING_ALIASES = {"temp": "temperature", "n": "max_tokens",  # the command line's other names (--temp, -n)
+                   "num_predict": "max_tokens"}  # and Ollama's
 
 
 @dataclass(frozen=True)
@@ -349,6 +350,9 @@ def _setting_key(name: str) -> str:
     """A setting's canonical name: it goes by its name, or as on the command line (temp, --top-p, -n)."""
     key = name.lstrip("-").replace("-", "_").lower()
     key = SETTING_ALIASES.get(key, key)
+    if key in ("num_ctx", "ctx_size", "c"):
+        raise UsageError("the context size is set when the chat starts",
+                         hint="start it with -c N (--ctx-size); /show tells the current size")
     if key not in SETTING_NAMES:
         raise UsageError(f"unknown setting '{name}'", hint=f"settings: {', '.join(SETTING_NAMES)}")
     return key

@@ -399,9 +399,9 @@ def test_system_alone_shows_the_prompt_and_none_clears_it(chat: Chat) -> None:
     chat.command("/system", "no system prompt")
     chat.command("/system Answer in French.", "system prompt set")
     chat.command("/system", "system prompt: Answer in French.")
-    assert chat.conversation()["system"] == "Answer in French.", "showing the prompt keeps it"
+    chat.command("/show", "system: Answer in French.")  # showing the prompt keeps it
     chat.command("/system none", "system prompt cleared")
-    assert chat.conversation()["system"] is None
+    chat.command("/show", "system: (none)")
     chat.command("/help", "/system [TEXT|none]")
     assert chat.quit() == 0
 
@@ -418,12 +418,28 @@ def test_resume_names_the_latest_conversation_even_when_it_is_empty(home: Path) 
 
 
 def test_reset_says_whether_the_previous_conversation_was_saved(chat: Chat) -> None:
-    chat.command("/set top_k 20", "top_k = 20")  # a change: the empty conversation is saved
+    chat.command("/set top_k 20", "top_k = 20")  # settings alone make no conversation to resume
+    assert not list((chat.home / "data" / "conversations").glob("*.json"))
+    chat.ask("Name a color.")
     name = chat.conversation()["name"]
+    assert chat.conversation()["settings"]["top_k"] == 20, "saved with the first exchange"
     chat.command("/reset", f"({name} stays saved)")
-    chat.command("/reset", "(the previous one had nothing to save)")
+    chat.command("/clear", "(the previous one had nothing to save)")  # Ollama's name for it
     chat.command("/list", name)
     assert len(list((chat.home / "data" / "conversations").glob("*.json"))) == 1
+    assert chat.quit() == 0
+
+
+def test_ollama_s_spellings_of_chat_commands_work(chat: Chat) -> None:
+    chat.command("/set parameter temperature 0.4", "temperature = 0.4")
+    chat.command("/set parameter num_predict 12", "max_tokens = 12")
+    chat.command("/set system Answer in one word.", "system prompt set")
+    chat.command("/set num_ctx 4096", "the context size is set when the chat starts")
+    chat.command("/?", "/markdown on|off")
+    chat.command("/set verbose", "stats after every answer")
+    chat.ask("Name a fruit.")
+    assert "tok/s" in chat.transcript.getvalue().rpartition("Name a fruit.")[2], "stats follow the answer"
+    chat.command("/stats off", "stats on request (/stats)")
     assert chat.quit() == 0
 
 
@@ -596,7 +612,6 @@ def test_set_takes_the_command_line_s_names_and_tab_completes_settings(chat: Cha
     chat.child.send("0.25\r")
     chat.child.expect_exact("temperature = 0.25")
     chat.sync()
-    assert chat.conversation()["settings"]["temperature"] == 0.25
     chat.command("/set temp", "temperature = 0.25 (/set temperature VALUE changes it)")
     chat.command("/set colour", "unknown setting 'colour'")
     chat.command("/markdown OFF", "as plain text")
