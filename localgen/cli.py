@@ -18,6 +18,7 @@ from localgen.config import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_DRAFT,
     DEFAULT_MIN_P,
+    DEFAULT_REPEAT_LAST_N,
     DEFAULT_REPEAT_PENALTY,
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_K,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
     from localgen.conversation import Conversation
     from localgen.events import Event
+    from localgen.params import Grammar, SamplingParams
     from localgen.runner import LoadedModel, ModelOptions
 
 app = typer.Typer(
@@ -65,6 +67,9 @@ TopKOpt = Annotated[int, typer.Option(help="Top-k sampling (0 = off).")]
 TopPOpt = Annotated[float, typer.Option(help="Nucleus sampling.")]
 MinPOpt = Annotated[float, typer.Option(help="Min-p sampling.")]
 RepeatPenaltyOpt = Annotated[float, typer.Option(help="1 = off.")]
+RepeatLastNOpt = Annotated[int, typer.Option(help="Tokens the penalties look back on (0 = off).")]
+PresencePenaltyOpt = Annotated[float, typer.Option(help="Lower tokens already used (0 = off).")]
+FrequencyPenaltyOpt = Annotated[float, typer.Option(help="Lower tokens by how often they were used (0 = off).")]
 SeedOpt = Annotated[int | None, typer.Option(help="Seed for reproducible sampling (-1: random).")]
 StopOpt = Annotated[list[str] | None, typer.Option("--stop", help="Stop at this string (repeatable).")]
 ThreadsBatchOpt = Annotated[int | None, typer.Option(help="Threads for prefill (default: --threads).")]
@@ -113,6 +118,9 @@ def run(
     top_p: TopPOpt = DEFAULT_TOP_P,
     min_p: MinPOpt = DEFAULT_MIN_P,
     repeat_penalty: RepeatPenaltyOpt = DEFAULT_REPEAT_PENALTY,
+    repeat_last_n: RepeatLastNOpt = DEFAULT_REPEAT_LAST_N,
+    presence_penalty: PresencePenaltyOpt = 0.0,
+    frequency_penalty: FrequencyPenaltyOpt = 0.0,
     seed: SeedOpt = None,
     stop: StopOpt = None,
     json_schema: Annotated[str | None, typer.Option(
@@ -154,7 +162,7 @@ def run(
     from localgen.fit import prompt_context, prompt_floor
     from localgen.grammar import grammar_for
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
-    from localgen.params import GenerationLimits, SamplingParams, token_budget
+    from localgen.params import GenerationLimits, token_budget
     from localgen.run_conversation import check_continuation, continued_answer, open_conversation
     from localgen.runner import ModelOptions, stream_answer
     from localgen.speculative import check_draft_mode
@@ -166,8 +174,7 @@ def run(
     system = None if system is None else argument_text(system, "--system", warnings)
     stop = [argument_text(s, "--stop", warnings) for s in stop or ()]
     constraint = grammar_for(grammar, json_schema, warnings)
-    sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                              repeat_penalty=repeat_penalty, seed=seed, grammar=constraint)
+    sampling = _sampling(ctx, constraint)
     max_tokens = token_budget(max_tokens)
     limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop))
     check_draft_mode(draft)
@@ -270,6 +277,9 @@ def chat(
     top_p: TopPOpt = DEFAULT_TOP_P,
     min_p: MinPOpt = DEFAULT_MIN_P,
     repeat_penalty: RepeatPenaltyOpt = DEFAULT_REPEAT_PENALTY,
+    repeat_last_n: RepeatLastNOpt = DEFAULT_REPEAT_LAST_N,
+    presence_penalty: PresencePenaltyOpt = 0.0,
+    frequency_penalty: FrequencyPenaltyOpt = 0.0,
     seed: SeedOpt = None,
     stop: StopOpt = None,
     ctx_size: CtxOpt = None,
@@ -294,7 +304,7 @@ def chat(
     from localgen import console
     from localgen.conversation import Conversation, latest_conversation, load_conversation
     from localgen.inputs import argument_text, read_chat_template
-    from localgen.params import GenerationLimits, SamplingParams, token_budget
+    from localgen.params import GenerationLimits, token_budget
     from localgen.repl import Repl
     from localgen.runner import ModelOptions
     from localgen.session import ChatSession
@@ -310,8 +320,7 @@ def chat(
     stop = [argument_text(s, "--stop", warnings) for s in stop or ()]
     for message in warnings:
         console.warn(message)
-    sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                              repeat_penalty=repeat_penalty, seed=seed)
+    sampling = _sampling(ctx)
     limits = GenerationLimits(max_tokens=token_budget(max_tokens), stop=tuple(stop))
     conversation = None
     if resume is not None:
@@ -336,6 +345,16 @@ def chat(
              stats=stats).run()
     finally:
         (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
+
+
+def _sampling(ctx: typer.Context, grammar: Grammar | None = None) -> SamplingParams:
+    """The sampler settings run or chat was given (the options are named as SamplingParams' fields)."""
+    from dataclasses import fields
+
+    from localgen.params import SamplingParams
+
+    names = [f.name for f in fields(SamplingParams) if f.name != "grammar"]
+    return SamplingParams(**{name: ctx.params[name] for name in names}, grammar=grammar)
 
 
 def _given_settings(ctx: typer.Context) -> dict[str, str]:

@@ -69,6 +69,8 @@ class SamplingParams:
     min_p: float = DEFAULT_MIN_P
     repeat_penalty: float = DEFAULT_REPEAT_PENALTY
     repeat_last_n: int = DEFAULT_REPEAT_LAST_N
+    presence_penalty: float = 0.0  # subtracted once from the logit of a token seen in the last repeat_last_n
+    frequency_penalty: float = 0.0  # subtracted per time it was seen there
     seed: int | None = None
     grammar: Grammar | None = None  # what the answer must follow (--grammar, --json-schema); None: free text
 
@@ -84,6 +86,9 @@ class SamplingParams:
         _check(0 <= self.repeat_last_n <= MAX_CONTEXT_LIMIT,
                f"repeat-last-n {_num(self.repeat_last_n)} is out of range",
                f"use 0 (off) or a token count up to {MAX_CONTEXT_LIMIT:,}, e.g. 64")
+        for name, value in (("presence", self.presence_penalty), ("frequency", self.frequency_penalty)):
+            _check(-2.0 <= value <= 2.0, f"{name} penalty {value} is out of range",
+                   "use a value from -2 to 2; 0 disables it, typical is up to 0.5")
         if self.seed == RANDOM_SEED:
             object.__setattr__(self, "seed", None)  # frozen: normalised once, here
         _check(self.seed is None or 0 <= self.seed <= MAX_SEED, f"seed {self.seed} is out of range",
@@ -98,7 +103,7 @@ class SamplingParams:
 
 CHAT_SETTINGS: dict[str, type[int] | type[float]] = {  # what /set changes and a saved conversation keeps
     "temperature": float, "top_k": int, "top_p": float, "min_p": float, "repeat_penalty": float,
-    "repeat_last_n": int, "max_tokens": int, "seed": int,
+    "repeat_last_n": int, "presence_penalty": float, "frequency_penalty": float, "max_tokens": int, "seed": int,
 }
 
 

@@ -234,6 +234,9 @@ def test_sigterm_exits_143() -> None:
         (("run", "hi", "--temperature", "-1"), "temperature", 2),
         (("run", "hi", "--top-p", "1.5"), "top-p", 2),
         (("run", "hi", "--min-p", "2"), "min-p", 2),
+        (("run", "hi", "--presence-penalty", "3"), "presence penalty 3.0 is out of range", 2),
+        (("run", "hi", "--frequency-penalty", "-2.5"), "frequency penalty -2.5 is out of range", 2),
+        (("run", "hi", "--repeat-last-n", "-1"), "repeat-last-n -1 is out of range", 2),
         (("run", "hi", "-n", "-3"), "max tokens", 2),
         (("run", "hi", "-n", "999999999999"), "max tokens", 2),
         (("run", "hi", "--ctx-size", "0"), "context size", 2),
@@ -297,6 +300,19 @@ def test_llama_cpp_spellings_of_gpu_layers_and_no_limit_work() -> None:
     result = run_localgen("run", "Say hi.", "-ngl", "0", "-n", "-1", "--stop", ".", "--json", *GREEDY)
     assert result.returncode == 0, result.err
     assert json.loads(result.out)["finish_reason"] == "stop"
+
+
+def test_presence_and_frequency_penalties_reach_the_sampler_and_repeat_last_n_0_turns_them_off() -> None:
+    prompt = "Repeat after me: apple apple apple apple apple apple"
+
+    def answer(*options: str) -> str:
+        result = run_localgen("run", prompt, "-n", "24", "--temperature", "0", *options)
+        assert result.returncode == 0, result.err
+        return result.out
+
+    plain = answer("--repeat-penalty", "1")
+    assert answer("--frequency-penalty", "2", "--presence-penalty", "2", "--repeat-penalty", "1") != plain
+    assert answer("--frequency-penalty", "2", "--presence-penalty", "2", "--repeat-last-n", "0") == plain
 
 
 def test_mode_and_type_names_are_case_insensitive() -> None:

@@ -30,9 +30,10 @@ def build_sampler(vocab: lc.llama_vocab_p, n_vocab: int, sampling: SamplingParam
     try:
         if sampling.grammar is not None:
             add(chain, _grammar_sampler(vocab, sampling.grammar))  # the chain owns each sampler once added
-        if sampling.repeat_penalty != 1.0 and sampling.repeat_last_n != 0:
+        penalized = (sampling.repeat_penalty, sampling.frequency_penalty, sampling.presence_penalty) != (1.0, 0, 0)
+        if penalized and sampling.repeat_last_n != 0:
             penalties = lc.llama_sampler_init_penalties(n_vocab, sampling.repeat_last_n, sampling.repeat_penalty,
-                                                        0.0, 0.0)
+                                                        sampling.frequency_penalty, sampling.presence_penalty)
             add(chain, penalties)
             for token in prompt[-sampling.repeat_last_n:] if sampling.repeat_last_n > 0 else ():
                 lc.llama_sampler_accept(penalties, token)  # primed alone: the prompt is no text the grammar parses
