@@ -295,6 +295,8 @@ def chat(
                      ] = False,
     resume: Annotated[str | None, typer.Option(
         "--resume", "--continue", help="Reopen the last conversation (`--resume`), or the one named NAME.")] = None,
+    file: Annotated[list[str] | None, typer.Option(
+        "--file", "-f", metavar="FILE", help="Attach a text file to the first message (repeatable).")] = None,
     chat_template: ChatTemplateOpt = None,
     gpu_layers: GpuLayersOpt = None,
     no_gpu: NoGpuOpt = False,
@@ -303,7 +305,7 @@ def chat(
     """Chat interactively with a model (history, slash commands, Ctrl-C stops an answer)."""
     from localgen import console
     from localgen.conversation import Conversation, latest_conversation, load_conversation
-    from localgen.inputs import argument_text, read_chat_template
+    from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, token_budget
     from localgen.repl import Repl
     from localgen.runner import ModelOptions
@@ -318,6 +320,10 @@ def chat(
     warnings: list[str] = []
     system = None if system is None else argument_text(system, "--system", warnings)
     stop = [argument_text(s, "--stop", warnings) for s in stop or ()]
+    if STDIN_NAME in (file or ()):
+        raise UsageError("chat reads its messages from the terminal, so -f - has no stdin to read",
+                         hint='attach files by name; for piped text use `... | localgen run "..."`')
+    attachments = gather_attachments(file or [], None, warnings)[0]  # read before the model loads
     for message in warnings:
         console.warn(message)
     sampling = _sampling(ctx)
@@ -339,6 +345,7 @@ def chat(
         elif system is not None:
             conversation.system = system
         session = ChatSession(loaded, options, conversation, sampling, limits)
+        session.attachments = attachments
         if resume is not None:  # a flag given now wins over the resumed conversation's setting
             session.replace_conversation(conversation, _given_settings(ctx))
         Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking, resumed=resume is not None,

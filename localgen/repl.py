@@ -89,6 +89,9 @@ class Repl:
             console.warn(self._history_warning)
         if self.resumed:
             console.say(f"resumed {self.session.conversation.name}: {self._conversation_summary()}")
+        if self.session.attachments:
+            console.say(f"{counted(len(self.session.attachments), 'file')} attached to your first message "
+                        "(/file none drops them)")
         with exit_on_signals():
             while self._running:
                 self._step()

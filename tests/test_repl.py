@@ -349,6 +349,23 @@ def test_file_attachment_goes_into_the_next_message(chat: Chat, tmp_path: Path) 
     chat.command("/undo", "dropped: 'What is the secret code?'")
 
 
+def test_chat_f_attaches_files_to_the_first_message(home: Path, tmp_path: Path) -> None:
+    doc = tmp_path / "note.txt"
+    doc.write_text("The secret code is 4711.\n")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", "-f", str(doc))
+    assert "1 file attached to your first message (/file none drops them)" in chat.transcript.getvalue()
+    state = chat.ask("What is the secret code?")
+    assert state["turns"][0]["user"] == "The secret code is 4711.\n\nWhat is the secret code?"
+    assert chat.ask("Thanks.")["turns"][1]["user"] == "Thanks.", "only the first message"
+    assert chat.quit() == 0
+    for args, message in ((("-f", str(tmp_path / "missing.txt")), "no such file"),
+                          (("-f", "-"), "chat reads its messages from the terminal, so -f - has no stdin")):
+        child = spawn_chat(home, *args)
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 2 and message in " ".join(child.before.split())
+
+
 def test_an_attachment_too_big_for_the_context_can_be_dropped(home: Path, tmp_path: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", "--ctx-size", "256")
     doc = tmp_path / "big.txt"
