@@ -14,6 +14,34 @@ from localgen import __version__
 from localgen.cli_conversations import conversations_app
 from localgen.cli_exit import flush_stdout, run_app
 from localgen.cli_manage import cache_app, models_app
+from localgen.cli_options import (
+    BatchSizeOpt,
+    ChatTemplateOpt,
+    CtxOpt,
+    FlashAttnOpt,
+    FrequencyPenaltyOpt,
+    GpuLayersOpt,
+    KvTypeOpt,
+    MinPOpt,
+    ModelOpt,
+    NoGpuOpt,
+    OfflineOpt,
+    PresencePenaltyOpt,
+    RepeatLastNOpt,
+    RepeatPenaltyOpt,
+    SeedOpt,
+    StopOpt,
+    SystemOpt,
+    TemperatureOpt,
+    ThreadsBatchOpt,
+    ThreadsOpt,
+    TopKOpt,
+    TopPOpt,
+    UbatchSizeOpt,
+    from_command_line,
+    given_settings,
+    sampling_from,
+)
 from localgen.config import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_DRAFT,
@@ -36,7 +64,6 @@ if TYPE_CHECKING:
 
     from localgen.conversation import Conversation
     from localgen.events import Event
-    from localgen.params import Grammar, SamplingParams
     from localgen.runner import LoadedModel, ModelOptions
 
 app = typer.Typer(
@@ -47,38 +74,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-
-def _lower(value: str) -> str:
-    """An option's value in lower case (names of modes and types are case-insensitive, like quant tags)."""
-    return value.lower()
-
-
-ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Registry name, ORG/REPO[:QUANT] or .gguf path.")]
-CtxOpt = Annotated[int | None, typer.Option("--ctx-size", "-c", help="Context size in tokens.")]
-ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads (default: physical cores).")]
-OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
-GpuLayersOpt = Annotated[int | None, typer.Option(
-    "--gpu-layers", "-ngl", help="Layers to offload to the GPU (-1 = all; default: as many as fit).")]
-NoGpuOpt = Annotated[bool, typer.Option("--no-gpu", help="Run on the CPU only.")]
-SystemOpt = Annotated[str | None, typer.Option("--system", "-s", help="System prompt.")]
-TemperatureOpt = Annotated[float, typer.Option("--temperature", "--temp", help="0 = greedy.")]
-TopKOpt = Annotated[int, typer.Option(help="Top-k sampling (0 = off).")]
-TopPOpt = Annotated[float, typer.Option(help="Nucleus sampling.")]
-MinPOpt = Annotated[float, typer.Option(help="Min-p sampling.")]
-RepeatPenaltyOpt = Annotated[float, typer.Option(help="1 = off.")]
-RepeatLastNOpt = Annotated[int, typer.Option(help="Tokens the penalties look back on (0 = off).")]
-PresencePenaltyOpt = Annotated[float, typer.Option(help="Lower tokens already used (0 = off).")]
-FrequencyPenaltyOpt = Annotated[float, typer.Option(help="Lower tokens by how often they were used (0 = off).")]
-SeedOpt = Annotated[int | None, typer.Option(help="Seed for reproducible sampling (-1: random).")]
-StopOpt = Annotated[list[str] | None, typer.Option("--stop", help="Stop at this string (repeatable).")]
-ThreadsBatchOpt = Annotated[int | None, typer.Option(help="Threads for prefill (default: --threads).")]
-BatchSizeOpt = Annotated[int, typer.Option(help="Prefill chunk size.")]
-UbatchSizeOpt = Annotated[int, typer.Option(help="Physical batch size.")]
-FlashAttnOpt = Annotated[str, typer.Option(help="auto, on or off.", callback=_lower)]
-KvTypeOpt = Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.", callback=_lower)]
-ChatTemplateOpt = Annotated[str | None, typer.Option(
-    "--chat-template", metavar="FILE", help="Jinja chat template file, used instead of the model's.")]
 
 
 def _version_callback(value: bool) -> None:
@@ -174,7 +169,7 @@ def run(
     system = None if system is None else argument_text(system, "--system", warnings)
     stop = [argument_text(s, "--stop", warnings) for s in stop or ()]
     constraint = grammar_for(grammar, json_schema, warnings)
-    sampling = _sampling(ctx, constraint)
+    sampling = sampling_from(ctx, constraint)
     max_tokens = token_budget(max_tokens)
     limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop))
     check_draft_mode(draft)
@@ -202,12 +197,12 @@ def run(
                            kv_type=kv_type, offline=offline or None, raw=raw, gpu_layers=gpu_layers, no_gpu=no_gpu,
                            chat_template=template, chat_template_file=chat_template,
                            min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
-    loaded = _load_for(options, conversation, ctx_given=_from_command_line(ctx, "ctx_size"))
+    loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"))
     try:
         output = console.TextOutput()
         if conversation is not None:
             start = continued_answer(loaded, options, conversation, system, user_text, sampling, limits,
-                                     _given_settings(ctx), draft=draft, prompt_cache=not no_cache,
+                                     given_settings(ctx), draft=draft, prompt_cache=not no_cache,
                                      hide_thinking=hide_thinking)
         else:
             if not loaded.prompt_format.is_chat:  # a plain completion continues the text exactly as given
@@ -326,7 +321,7 @@ def chat(
     attachments = gather_attachments(file or [], None, warnings)[0]  # read before the model loads
     for message in warnings:
         console.warn(message)
-    sampling = _sampling(ctx)
+    sampling = sampling_from(ctx)
     limits = GenerationLimits(max_tokens=token_budget(max_tokens), stop=tuple(stop))
     conversation = None
     if resume is not None:
@@ -337,7 +332,7 @@ def chat(
                            batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                            offline=offline or None, gpu_layers=gpu_layers, no_gpu=no_gpu,
                            chat_template=read_chat_template(chat_template), chat_template_file=chat_template)
-    loaded = _load_for(options, conversation, ctx_given=_from_command_line(ctx, "ctx_size"))
+    loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"))
     session = None
     try:
         if conversation is None:
@@ -347,35 +342,11 @@ def chat(
         session = ChatSession(loaded, options, conversation, sampling, limits)
         session.attachments = attachments
         if resume is not None:  # a flag given now wins over the resumed conversation's setting
-            session.replace_conversation(conversation, _given_settings(ctx))
+            session.replace_conversation(conversation, given_settings(ctx))
         Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking, resumed=resume is not None,
              stats=stats).run()
     finally:
         (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
-
-
-def _sampling(ctx: typer.Context, grammar: Grammar | None = None) -> SamplingParams:
-    """The sampler settings run or chat was given (the options are named as SamplingParams' fields)."""
-    from dataclasses import fields
-
-    from localgen.params import SamplingParams
-
-    names = [f.name for f in fields(SamplingParams) if f.name != "grammar"]
-    return SamplingParams(**{name: ctx.params[name] for name in names}, grammar=grammar)
-
-
-def _given_settings(ctx: typer.Context) -> dict[str, str]:
-    """The chat settings given on the command line (they win over a resumed conversation's), as text."""
-    from localgen.session import SETTING_NAMES
-
-    return {name: str(ctx.params[name]) for name in SETTING_NAMES
-            if _from_command_line(ctx, name) and ctx.params.get(name) is not None}
-
-
-def _from_command_line(ctx: typer.Context, name: str) -> bool:
-    """True when the option was given on the command line (not a default)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name == "COMMANDLINE"
 
 
 @app.command()
@@ -400,7 +371,7 @@ def bench(
 
     config = BenchConfig(n_prompt=n_prompt, n_gen=n_gen, reps=reps)
     result = run_bench(model=model, config=config, threads=threads, threads_batch=threads_batch,
-                       batch_size=batch_size if _from_command_line(ctx, "batch_size") else None,
+                       batch_size=batch_size if from_command_line(ctx, "batch_size") else None,
                        ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                        offline=offline or None, progress=console.say)
     print(console.json_text(result.to_dict()) if json_output else format_result(result))

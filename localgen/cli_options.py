@@ -1,0 +1,66 @@
+"""The options `run`, `chat` and the other commands share, and what the command line says about them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from localgen.params import Grammar, SamplingParams
+
+
+def _lower(value: str) -> str:
+    """An option's value in lower case (names of modes and types are case-insensitive, like quant tags)."""
+    return value.lower()
+
+
+ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Registry name, ORG/REPO[:QUANT] or .gguf path.")]
+CtxOpt = Annotated[int | None, typer.Option("--ctx-size", "-c", help="Context size in tokens.")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads (default: physical cores).")]
+OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
+GpuLayersOpt = Annotated[int | None, typer.Option(
+    "--gpu-layers", "-ngl", help="Layers to offload to the GPU (-1 = all; default: as many as fit).")]
+NoGpuOpt = Annotated[bool, typer.Option("--no-gpu", help="Run on the CPU only.")]
+SystemOpt = Annotated[str | None, typer.Option("--system", "-s", help="System prompt.")]
+TemperatureOpt = Annotated[float, typer.Option("--temperature", "--temp", help="0 = greedy.")]
+TopKOpt = Annotated[int, typer.Option(help="Top-k sampling (0 = off).")]
+TopPOpt = Annotated[float, typer.Option(help="Nucleus sampling.")]
+MinPOpt = Annotated[float, typer.Option(help="Min-p sampling.")]
+RepeatPenaltyOpt = Annotated[float, typer.Option(help="1 = off.")]
+RepeatLastNOpt = Annotated[int, typer.Option(help="Tokens the penalties look back on (0 = off).")]
+PresencePenaltyOpt = Annotated[float, typer.Option(help="Lower tokens already used (0 = off).")]
+FrequencyPenaltyOpt = Annotated[float, typer.Option(help="Lower tokens by how often they were used (0 = off).")]
+SeedOpt = Annotated[int | None, typer.Option(help="Seed for reproducible sampling (-1: random).")]
+StopOpt = Annotated[list[str] | None, typer.Option("--stop", help="Stop at this string (repeatable).")]
+ThreadsBatchOpt = Annotated[int | None, typer.Option(help="Threads for prefill (default: --threads).")]
+BatchSizeOpt = Annotated[int, typer.Option(help="Prefill chunk size.")]
+UbatchSizeOpt = Annotated[int, typer.Option(help="Physical batch size.")]
+FlashAttnOpt = Annotated[str, typer.Option(help="auto, on or off.", callback=_lower)]
+KvTypeOpt = Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.", callback=_lower)]
+ChatTemplateOpt = Annotated[str | None, typer.Option(
+    "--chat-template", metavar="FILE", help="Jinja chat template file, used instead of the model's.")]
+
+
+def sampling_from(ctx: typer.Context, grammar: Grammar | None = None) -> SamplingParams:
+    """The sampler settings run or chat was given (the options are named as SamplingParams' fields)."""
+    from dataclasses import fields
+
+    from localgen.params import SamplingParams
+
+    names = [f.name for f in fields(SamplingParams) if f.name != "grammar"]
+    return SamplingParams(**{name: ctx.params[name] for name in names}, grammar=grammar)
+
+
+def given_settings(ctx: typer.Context) -> dict[str, str]:
+    """The chat settings given on the command line (they win over a resumed conversation's), as text."""
+    from localgen.session import SETTING_NAMES
+
+    return {name: str(ctx.params[name]) for name in SETTING_NAMES
+            if from_command_line(ctx, name) and ctx.params.get(name) is not None}
+
+
+def from_command_line(ctx: typer.Context, name: str) -> bool:
+    """True when the option was given on the command line (not a default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
