@@ -30,7 +30,14 @@ def cache(ctx: typer.Context,
     from localgen import console
     from localgen.promptcache import cache_listing, describe_cache
 
-    print(console.json_text(cache_listing(), indent=2) if json_output else describe_cache())
+    if json_output:
+        print(console.json_text(cache_listing(), indent=2))
+        return
+    summary, rows = describe_cache()
+    for line in summary:
+        console.say(line)
+    if rows:
+        console.print_table(["TOKENS", "SIZE", "LAST USED", "FILE"], rows)
 
 
 @cache_app.command("clear")

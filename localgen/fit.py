@@ -221,6 +221,14 @@ def _largest_context(shape: ModelShape, hw: Hardware, request: FitRequest, floor
     return max(low * CONTEXT_PAD, floor)
 
 
+def _fitting_context(shape: ModelShape, hw: Hardware, request: FitRequest, below: int) -> int | None:
+    """The largest context under `below` (a multiple of 256, holding at least the prompt) that fits, if any."""
+    least = padded_context(max(request.floor_ctx, 1))
+    if least >= below or not estimate_at(shape, hw, least, request)[1]:
+        return None
+    return _largest_context(shape, hw, request, least, padded_context(below) - CONTEXT_PAD)
+
+
 def insufficient_memory(shape: ModelShape, hw: Hardware, est: MemoryEstimate, request: FitRequest, n_ctx: int,
                         subject: str | None = None, *, smallest_quant: bool = False) -> InsufficientMemoryError:
     """The error for a model that does not fit even at the smallest context the planner would choose.
@@ -234,10 +242,10 @@ def insufficient_memory(shape: ModelShape, hw: Hardware, est: MemoryEstimate, re
         where += f" and {binary_size(hw.vram_budget_bytes)} of free VRAM"
     this_quant = shape.quant or f"these {shape.bits_per_weight:.1f}"
     options = ["a smaller model" if smallest_quant else f"a quant with fewer bits per weight than {this_quant}"]
-    smaller = max(512, request.floor_ctx, n_ctx // 2)
     kv_could_help = est.ram_bytes - est.kv_bytes < hw.ram_budget_bytes  # not when the rest alone is too big
-    if smaller < n_ctx and kv_could_help:
-        options.append(f"a smaller context (--ctx-size {smaller})")
+    smaller = _fitting_context(shape, hw, request, n_ctx) if kv_could_help else None
+    if smaller is not None:
+        options.append(f"a smaller context (--ctx-size {smaller}, the most that fits)")
     if request.kv_type == "f16" and kv_could_help:
         options.append("--kv-type q8_0 (halves the KV cache)")
     return InsufficientMemoryError(

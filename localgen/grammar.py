@@ -43,8 +43,9 @@ def grammar_for(grammar_file: str | None, json_schema: str | None, warn: list[st
         schema = _parsed_schema(_schema_text(json_schema))
         ignored = sorted(_keywords_in(schema) & set(IGNORED_KEYWORDS))
         if ignored:
+            them = "them" if len(ignored) > 1 else "it"
             warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
-                        "ignores them): check the answer")
+                        f"ignores {them}): check the answer")
         return _checked(Grammar(_converted(schema), source="--json-schema"))
     return None
 

@@ -22,7 +22,7 @@ from typing import BinaryIO
 from localgen.errors import LocalgenError
 from localgen.storage import atomic_write_bytes
 from localgen.tokens import common_prefix, tokens_array
-from localgen.units import binary_size, counted
+from localgen.units import binary_size, counted, local_minute
 
 log = logging.getLogger("localgen.promptcache")
 
@@ -287,10 +287,9 @@ def cache_listing() -> dict[str, object]:
                         for e in entries]}
 
 
-def describe_cache() -> str:
-    """The `localgen cache` listing: folder, entries (newest first), total size and bound."""
-    import time
-
+def describe_cache() -> tuple[list[str], list[list[str]]]:
+    """The `localgen cache` listing: its summary lines (folder; entries, total size and bound) and a row per entry,
+    newest first (tokens, size, last used, file)."""
     from localgen.config import PROMPT_CACHE_BYTES_ENV, prompt_cache_bytes
 
     directory = cache_dir()
@@ -303,13 +302,8 @@ def describe_cache() -> str:
     else:
         over = "; over the bound, so the next run drops the least recently used" if total > bound else ""
         state = f"{count}, {binary_size(total)} of {binary_size(bound)}{over}"
-    lines = [f"prompt cache: {directory}", state]
-    if entries:
-        lines.append(f"{'tokens':>8}  {'size':>10}  {'last used':<19}  file")
-        for e in entries:
-            used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.last_used))
-            lines.append(f"{e.tokens:>8}  {binary_size(e.size):>10}  {used:<19}  {e.path.name}")
-    return "\n".join(lines)
+    rows = [[f"{e.tokens:,}", binary_size(e.size), local_minute(e.last_used), e.path.name] for e in entries]
+    return [f"prompt cache: {directory}", state], rows
 
 
 def _remove(path: Path) -> OSError | None:

@@ -85,6 +85,9 @@ class Repl:
         """The read-eval-print loop, until /exit or Ctrl-D; SIGTERM and SIGHUP end it with SignalExit."""
         console.say(f"localgen chat with {self.session.loaded.resolved.display_name}: "
                     "/help for commands, Ctrl-D to quit, Alt-Enter for a newline")
+        if not self.session.loaded.prompt_format.is_chat:
+            console.say(f"localgen: {self.session.loaded.resolved.display_name} has no chat template, so the "
+                        "conversation goes to it as plain text to continue (--chat-template FILE gives it one)")
         if self._history_warning:
             console.warn(self._history_warning)
         if self.resumed:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 from localgen import console
 from localgen.conversation import Conversation, check_name, latest_conversation, load_or_start
+from localgen.conversation_lock import ConversationBusyError
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event
 from localgen.params import GenerationLimits, SamplingParams
@@ -32,7 +33,11 @@ def check_continuation(continue_latest: bool, name: str | None, *, raw: bool) ->
 def open_conversation(name: str | None) -> Conversation:
     """Conversation NAME (started when new), or the newest saved one: never an older one when the newest cannot
     be continued (in use, damaged). Held for this process either way."""
-    return load_or_start(name) if name else latest_conversation(console.warn, newest_only=True)
+    try:
+        return load_or_start(name) if name else latest_conversation(console.warn, newest_only=True)
+    except ConversationBusyError as exc:  # the hint of a run, not a chat's
+        raise ConversationBusyError(exc.message, hint="wait for that one to end (a run is refused, not queued), or "
+                                                      "go on with another: --conversation NAME") from None
 
 
 def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: Conversation, system: str | None,
@@ -41,7 +46,7 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: C
     """What streams the answer to text as the next exchange of a saved conversation (saved with it, as chat does).
 
     The conversation's saved settings apply and overrides (the options given now) win for this run: they are not
-    saved. Earlier exchanges that leave the context to make room are noted on stderr. hide_thinking takes the
+    saved. Earlier exchanges the context cannot hold are noted on stderr. hide_thinking takes the
     <think> reasoning out of what streams (the saved answer keeps it, as a chat's does).
     """
     if not loaded.prompt_format.is_chat:
@@ -53,9 +58,15 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: C
                           prefix_cache=disk_prompt_cache(loaded) if prompt_cache else None, keep_saved_settings=True)
     session.replace_conversation(conversation, overrides)
     turn, events = session.ask(text)
-    if turn.dropped:
-        console.say(f"localgen: {counted(turn.dropped, 'earlier exchange')} of conversation '{conversation.name}' "
-                    "left the model's context to make room (the saved conversation keeps them)")
+    if turn.out_of_context:  # every run plans the context afresh: say each time what the model does not see
+        console.say(f"localgen: the model sees {_seen(len(conversation.turns) - turn.out_of_context)} of "
+                    f"{counted(len(conversation.turns), 'earlier exchange')} of conversation '{conversation.name}'; "
+                    "older ones no longer fit its context (the saved conversation keeps them)")
     if hide_thinking:
         events = without_thinking(events, opens=prompt_opens_thinking(session.prompt_text()))
     return lambda: events
+
+
+def _seen(count: int) -> str:
+    """'only the last one', 'the last 3', 'none'."""
+    return "none" if count <= 0 else "only the last one" if count == 1 else f"the last {count:,}"

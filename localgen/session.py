@@ -24,9 +24,11 @@ SETTING_ALIASES = {"temp": "temperature", "n": "max_tokens",  # the command line
 
 @dataclass(frozen=True)
 class TurnStart:
-    """What happened before a turn's answer streams: earlier exchanges moved out of the context to make room."""
+    """What happened before a turn's answer streams: earlier exchanges moved out of the context to make room
+    (dropped), and how many of the earlier exchanges the model does not see in all (out_of_context)."""
 
     dropped: int
+    out_of_context: int = 0
 
 
 class ChatSession:
@@ -95,7 +97,8 @@ class ChatSession:
         if not message:
             raise UsageError("the message is empty", hint="type a question, or /help")
         planned = replace(self.conversation, turns=[*self.conversation.turns, Turn(user=message)])
-        return TurnStart(dropped=self._make_room(planned)), self._answer(question=planned)
+        dropped = self._make_room(planned)
+        return TurnStart(dropped, planned.context_start), self._answer(question=planned)
 
     def regenerate(self) -> tuple[TurnStart, Generator[Event, None, None]]:
         """Answer the last question again (the old answer stays if the new one fails before it starts), making

@@ -279,7 +279,12 @@ def test_a_model_that_cannot_fit_is_refused_with_need_available_and_options(bund
                + estimate_memory(bundled_shape, n_ctx=2048).ram_bytes) / 2
     with pytest.raises(InsufficientMemoryError) as caught:
         fit.plan_fit(bundled_shape, machine(int(between / hardware.RAM_USABLE_FRACTION)))
-    assert "--ctx-size 1024" in (caught.value.hint or "") and "--kv-type q8_0" in (caught.value.hint or "")
+    offered = int(re.search(r"--ctx-size (\d+), the most that fits", caught.value.hint or "")[1])
+    assert 1024 <= offered < 2048 and "--kv-type q8_0" in (caught.value.hint or "")
+    budget = int(between / hardware.RAM_USABLE_FRACTION) * hardware.RAM_USABLE_FRACTION
+    assert estimate_memory(bundled_shape, n_ctx=offered).ram_bytes <= budget, "the context it offers fits"
+    assert fit.plan_fit(bundled_shape, machine(int(between / hardware.RAM_USABLE_FRACTION)),
+                        FitRequest(ctx_size=offered)).n_ctx == offered
 
 
 def test_an_explicit_context_is_kept_or_refused(bundled_shape: ModelShape) -> None:
@@ -641,7 +646,9 @@ def test_fit_marks_no_quant_that_run_would_refuse_and_says_what_would_help(huben
         assert any(message in note for note in report["notes"])
     at_4096 = estimate_memory(read_shape(quant_files["Q4_0"]), n_ctx=4096).ram_bytes / hardware.RAM_USABLE_FRACTION
     asked = run_localgen("fit", f"{REPO}:Q4_0", "--ctx", "8192", env={config.MEMORY_LIMIT_ENV: str(int(at_4096))})
-    assert "nothing fits here" in asked.err and "--ctx-size 4096" in asked.err and "--kv-type q8_0" in asked.err
+    assert "nothing fits here" in asked.err and "--kv-type q8_0" in asked.err
+    offered = int(re.search(r"--ctx-size (\d+), the most that fits", asked.err)[1])
+    assert 3840 <= offered <= 4096, "the largest context that fits, a multiple of 256"
     roomy = {config.MEMORY_LIMIT_ENV: str(_too_small_for(quant_files, "F16"))}
     table = run_localgen("fit", f"{REPO}:F16", env=roomy)  # other quants fit; the one named does not
     rows = {row.split("\t")[0]: row.split("\t")[5] for row in table.out.splitlines()[1:]}

@@ -120,9 +120,11 @@ def test_cache_listing_says_when_it_is_off_or_over_its_bound(tmp_path: Path) -> 
     (tmp_path / "home" / "cache").mkdir(parents=True)
     (tmp_path / "home" / "cache" / config.PROMPT_CACHE_DIRNAME).symlink_to(tmp_path)
     off = run_localgen("cache", env={**env, "LOCALGEN_PROMPT_CACHE_BYTES": "0"})
-    assert "1 entry, 4.0 KiB; off (LOCALGEN_PROMPT_CACHE_BYTES=0): runs neither read nor add entries" in off.out
+    assert "1 entry, 4.0 KiB; off (LOCALGEN_PROMPT_CACHE_BYTES=0): runs neither read nor add entries" in off.err
     over = run_localgen("cache", env={**env, "LOCALGEN_PROMPT_CACHE_BYTES": "1000"})
-    assert "of 1000 B; over the bound, so the next run drops the least recently used" in over.out, over.out
+    assert "of 1000 B; over the bound, so the next run drops the least recently used" in over.err, over.err
+    header, row = over.out.splitlines()  # a pipe gets the entries as tab-separated columns
+    assert header == "TOKENS\tSIZE\tLAST USED\tFILE" and row.split("\t")[:2] == ["4", "4.0 KiB"]
 
 
 def test_find_marks_an_entry_recently_used(tmp_path: Path) -> None:
@@ -289,7 +291,7 @@ def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> N
     first = run_localgen("run", *args, "How many red boxes are there?", env=env)
     assert first.returncode == 0, first.err
     listing = run_localgen("cache", env=env)
-    assert "1 entry" in listing.out, listing.out
+    assert "1 entry" in listing.err, listing.err
     (entry,) = json.loads(run_localgen("cache", "--json", env=env).out)["entries"]
     assert entry["tokens"] == json.loads(first.out)["usage"]["prompt_tokens"], "the prompt's KV, not the answer's"
     second = run_localgen("run", *args, "Which box holds most?", env=env)
@@ -300,4 +302,5 @@ def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> N
     assert record["text"] == reference["text"]
     cleared = run_localgen("cache", "clear", env=env)
     assert cleared.returncode == 0 and "removed 1" in cleared.err
-    assert "0 entries" in run_localgen("cache", env=env).out
+    emptied = run_localgen("cache", env=env)
+    assert "0 entries" in emptied.err and emptied.out == ""

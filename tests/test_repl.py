@@ -349,6 +349,17 @@ def test_file_attachment_goes_into_the_next_message(chat: Chat, tmp_path: Path) 
     chat.command("/undo", "dropped: 'What is the secret code?'")
 
 
+def test_chat_with_a_model_without_a_template_says_how_it_talks_to_it(home: Path, tmp_path: Path,
+                                                                      bundled_model: Path) -> None:
+    from gguf_builders import copy_with_metadata
+
+    base = copy_with_metadata(bundled_model, tmp_path / "base.gguf", drop=["tokenizer.chat_template"])
+    chat = Chat(home, "-m", str(base), "--temperature", "0", "--no-markdown", "-n", "8")
+    banner = " ".join(chat.transcript.getvalue().split())
+    assert "base.gguf has no chat template, so the conversation goes to it as plain text to continue" in banner
+    assert chat.quit() == 0
+
+
 def test_chat_f_attaches_files_to_the_first_message(home: Path, tmp_path: Path) -> None:
     doc = tmp_path / "note.txt"
     doc.write_text("The secret code is 4711.\n")

@@ -496,6 +496,8 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
         release(path.parent, "busy")
     for refused in (result, latest):  # --continue does not take an older conversation behind the busy one
         assert refused.returncode == 1 and "conversation 'busy' is in use by another localgen" in refused.err
+        assert "(hint: wait for that one to end (a run is refused, not queued), or go on with another: " \
+               "--conversation NAME)" in refused.err
         assert len(refused.err.strip().splitlines()) == 1 and path.read_bytes() == before
     assert hold(path.parent, "fresh", hint="")  # another run is starting conversation 'fresh'
     try:
@@ -515,6 +517,20 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
     (path.parent / "folder.json").mkdir()
     folder = run_localgen("run", "--conversation", "folder", "Hello", "-n", "2", *GREEDY, env=env)
     assert folder.returncode == 1 and "folder.json is not a saved conversation (not a file)" in folder.err
+
+
+def test_a_run_says_when_the_model_no_longer_sees_a_conversation_s_first_exchanges(tmp_path: Path) -> None:
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    notes = []
+    for number in range(1, 6):
+        result = run_localgen("run", "--conversation", "small", "-c", "160", "-n", "20", *GREEDY,
+                              f"Tell me fact number {number} about the ocean.", env=env)
+        assert result.returncode == 0, result.err
+        notes.append("no longer fit its context (the saved conversation keeps them)" in result.err)
+    assert notes[0] is False and notes[-1] is True, notes
+    assert re.search(r"the model sees (only the last one|the last \d+) of 4 earlier exchanges of conversation "
+                     r"'small'", result.err), result.err
+    assert len(_conversation_file(tmp_path / "home", "small")["turns"]) == 5
 
 
 @pytest.mark.parametrize(("variable", "value", "message"), [
