@@ -89,12 +89,12 @@ def conversations_rm(
 ) -> None:
     """Delete saved conversations (never one that a chat or a run has open)."""
     from localgen import console
-    from localgen.conversation import conversations_dir, delete_conversation, read_conversation
+    from localgen.conversation import check_name, conversations_dir, delete_conversation, read_conversation
 
     names = list(dict.fromkeys(names))
-    for name in names:  # every name must be a saved conversation before any is deleted
-        if not (conversations_dir() / f"{name}.json").is_file():
-            read_conversation(name)  # the error for a bad or unknown name
+    for name in names:  # every name must be a saved conversation (a damaged one too) before any is deleted
+        if not (conversations_dir() / f"{check_name(name)}.json").is_file():
+            read_conversation(name)  # the error for an unknown name
     what = ", ".join(names)
     if not yes and sys.stdin is not None and sys.stdin.isatty():
         if not console.confirm(f"delete {counted(len(names), 'conversation')} ({what})?"):

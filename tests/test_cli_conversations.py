@@ -80,9 +80,12 @@ def test_rm_asks_refuses_what_is_open_and_deletes_only_whole_requests() -> None:
     finally:
         release(conversations_dir(), "second")
     assert busy.returncode == 1 and "in use by another localgen chat or run" in busy.err and second.exists()
-    deleted = run_localgen("conversations", "rm", "first", "second", "first", "-y")
-    assert deleted.returncode == 0 and deleted.err == "deleted first\ndeleted second\n"
-    assert not first.exists() and not second.exists()
+    bad_name = run_localgen("conversations", "rm", "first", "../second", "-y")
+    assert bad_name.returncode == 2 and "not a valid conversation name" in bad_name.err and first.exists()
+    (conversations_dir() / "broken.json").write_text("{not json")
+    deleted = run_localgen("conversations", "rm", "first", "second", "first", "broken", "-y")
+    assert deleted.returncode == 0 and deleted.err == "deleted first\ndeleted second\ndeleted broken\n"
+    assert not first.exists() and not second.exists() and not (conversations_dir() / "broken.json").exists()
 
 
 def test_other_tools_names_for_the_history_point_here() -> None:
