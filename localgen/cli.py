@@ -38,9 +38,11 @@ from localgen.cli_options import (
     TopKOpt,
     TopPOpt,
     UbatchSizeOpt,
+    entry_system,
     from_command_line,
     given_settings,
     sampling_from,
+    with_model_defaults,
 )
 from localgen.config import (
     DEFAULT_BATCH_SIZE,
@@ -199,6 +201,9 @@ def run(
                            min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
     loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"))
     try:
+        sampling, limits = with_model_defaults(ctx, loaded, sampling, limits)
+        if system is None and not raw and (conversation is None or not conversation.on_disk):  # not a saved one
+            system = entry_system(loaded)
         output = console.TextOutput()
         if conversation is not None:
             start = continued_answer(loaded, options, conversation, system, user_text, sampling, limits,
@@ -216,8 +221,7 @@ def run(
                 events = stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache)
                 if not hide_thinking:
                     return events
-                prompt_text = loaded.prompt_format.prompt(loaded.engine, messages)[0]
-                return without_thinking(events, opens=prompt_opens_thinking(prompt_text))
+                return without_thinking(events, lambda: prompt_opens_thinking(loaded.prompt_format.render(messages)))
         completion, exit_code = stream_to_stdout(loaded, start, None if json_output else output)
         finish_output(loaded, completion, None if json_output else output,
                       conversation.name if conversation is not None else None)
@@ -335,8 +339,9 @@ def chat(
     loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"))
     session = None
     try:
-        if conversation is None:
-            conversation = Conversation.new(system=system, model=None)  # the session records the model it loaded
+        sampling, limits = with_model_defaults(ctx, loaded, sampling, limits)
+        if conversation is None:  # the session records the model it loaded
+            conversation = Conversation.new(system=entry_system(loaded) if system is None else system, model=None)
         elif system is not None:
             conversation.system = system
         session = ChatSession(loaded, options, conversation, sampling, limits)

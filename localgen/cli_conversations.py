@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from localgen.cli_manage import JsonOpt, misplaced_option
-from localgen.errors import EXIT_OK, UsageError
 from localgen.units import counted, local_minute
 
 if TYPE_CHECKING:
@@ -29,7 +28,7 @@ def _conversations_default(ctx: typer.Context, json_output: JsonOpt = False) -> 
 
 @conversations_app.command("list")
 def conversations_list(json_output: JsonOpt = False) -> None:
-    """List saved conversations, newest first, with their model and first question."""
+    """List saved conversations, newest first, with their model and first message."""
     from localgen import console
     from localgen.conversation_summary import summaries
 
@@ -41,10 +40,10 @@ def conversations_list(json_output: JsonOpt = False) -> None:
         console.say('localgen: no saved conversations (`localgen chat` saves them, and so does '
                     '`localgen run --conversation NAME "..."`)')
         return
-    console.print_table(["NAME", "UPDATED", "EXCHANGES", "MODEL", "FIRST QUESTION"], [
+    console.print_table(["NAME", "UPDATED", "EXCHANGES", "MODEL", "FIRST MESSAGE"], [
         [r.name, local_minute(r.updated), "-" if r.problem else f"{r.exchanges:,}", r.model or "-", r.described]
         for r in rows],
-        squeeze=("FIRST QUESTION",))
+        squeeze=("FIRST MESSAGE",))
 
 
 @conversations_app.command("show")
@@ -58,14 +57,7 @@ def conversations_show(
 
     conversation = read_conversation(name)
     text = conversation.to_json(touch=False) if json_output else transcript(conversation)
-    try:
-        console.write_out(sys.stdout, text)
-    except BrokenPipeError:
-        from localgen.cli_exit import silence_stdout
-        from localgen.errors import EXIT_BROKEN_PIPE
-
-        silence_stdout()
-        raise typer.Exit(EXIT_BROKEN_PIPE) from None
+    console.write_out(sys.stdout, text)  # a closed pipe ends the command quietly (run_app)
 
 
 def transcript(conversation: Conversation) -> str:
@@ -89,19 +81,13 @@ def conversations_rm(
 ) -> None:
     """Delete saved conversations (never one that a chat or a run has open)."""
     from localgen import console
-    from localgen.conversation import check_name, conversations_dir, delete_conversation, read_conversation
+    from localgen.cli_manage import confirmed
+    from localgen.conversation import delete_conversations, saved_paths
 
     names = list(dict.fromkeys(names))
-    for name in names:  # every name must be a saved conversation (a damaged one too) before any is deleted
-        if not (conversations_dir() / f"{check_name(name)}.json").is_file():
-            read_conversation(name)  # the error for an unknown name
-    what = ", ".join(names)
-    if not yes and sys.stdin is not None and sys.stdin.isatty():
-        if not console.confirm(f"delete {counted(len(names), 'conversation')} ({what})?"):
-            console.say("nothing deleted")
-            raise typer.Exit(EXIT_OK)
-    elif not yes:
-        raise UsageError(f"deleting {what} needs confirmation", hint="pass --yes when not on a terminal")
-    for name in names:
-        delete_conversation(name)
-        console.say(f"deleted {name}")
+    saved_paths(names)  # every name is a saved conversation before anything is asked or deleted
+    question = f"delete {counted(len(names), 'conversation')} ({', '.join(names)})"
+    if confirmed(question, yes=yes, declined="nothing deleted"):
+        delete_conversations(names)
+        for name in names:
+            console.say(f"deleted {name}")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from localgen.config import settings
-from localgen.errors import EXIT_OK, LocalgenError, UsageError
+from localgen.errors import LocalgenError, UsageError
 from localgen.units import binary_size, counted, human_size, local_minute
 
 if TYPE_CHECKING:
@@ -204,12 +204,23 @@ def models_rm(
 
     registry = load_registry(settings().user_registry)
     plan = remove_model(registry, reference, dry_run=True)
-    if not yes and sys.stdin is not None and sys.stdin.isatty():
-        if not console.confirm(f"remove {plan.name} ({human_size(plan.bytes_freed)})?"):
-            console.say("nothing removed")
-            raise typer.Exit(EXIT_OK)
-    elif not yes:
-        raise UsageError(f"removing {plan.name} needs confirmation", hint="pass --yes when not on a terminal")
+    if not confirmed(f"remove {plan.name} ({human_size(plan.bytes_freed)})", yes=yes, declined="nothing removed"):
+        return
     removed = remove_model(registry, reference)
     console.say(f"removed {removed.name}: freed {human_size(removed.bytes_freed)}"
                 + (f", kept {len(removed.kept_shared)} file(s) another model uses" if removed.kept_shared else ""))
+
+
+def confirmed(action: str, *, yes: bool, declined: str) -> bool:
+    """Whether to go ahead with action ("remove X"): --yes, or the answer on a terminal (declined is said on a no);
+    without a terminal, --yes is needed."""
+    from localgen import console
+
+    if yes:
+        return True
+    if sys.stdin is not None and sys.stdin.isatty():
+        if console.confirm(f"{action}?"):
+            return True
+        console.say(declined)
+        return False
+    raise UsageError(f"{action} needs confirmation", hint="pass --yes when not on a terminal")

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from localgen.params import Grammar, SamplingParams
+    from localgen.params import GenerationLimits, Grammar, SamplingParams
+    from localgen.runner import LoadedModel
 
 
 def _lower(value: str) -> str:
@@ -43,12 +44,12 @@ ChatTemplateOpt = Annotated[str | None, typer.Option(
 
 
 def sampling_from(ctx: typer.Context, grammar: Grammar | None = None) -> SamplingParams:
-    """The sampler settings run or chat was given (the options are named as SamplingParams' fields)."""
+    """The sampler settings run or chat was given (options named as SamplingParams' fields; the rest default)."""
     from dataclasses import fields
 
     from localgen.params import SamplingParams
 
-    names = [f.name for f in fields(SamplingParams) if f.name != "grammar"]
+    names = [f.name for f in fields(SamplingParams) if f.name != "grammar" and f.name in ctx.params]
     return SamplingParams(**{name: ctx.params[name] for name in names}, grammar=grammar)
 
 
@@ -64,3 +65,22 @@ def from_command_line(ctx: typer.Context, name: str) -> bool:
     """True when the option was given on the command line (not a default)."""
     source = ctx.get_parameter_source(name)
     return source is not None and source.name == "COMMANDLINE"
+
+
+def with_model_defaults(ctx: typer.Context, loaded: LoadedModel, sampling: SamplingParams,
+                        limits: GenerationLimits) -> tuple[SamplingParams, GenerationLimits]:
+    """The settings with the model's registry entry's (temperature = 0.3 in models.toml) where the command line
+    gave none."""
+    from localgen.params import with_settings
+
+    spec = loaded.resolved.spec
+    if spec is None or not spec.settings:
+        return sampling, limits
+    given = given_settings(ctx)
+    return with_settings(sampling, limits, {key: value for key, value in spec.settings if key not in given})
+
+
+def entry_system(loaded: LoadedModel) -> str | None:
+    """The system prompt the model's registry entry gives, if any (for a new conversation without -s)."""
+    spec = loaded.resolved.spec
+    return spec.system if spec is not None else None

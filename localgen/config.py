@@ -78,7 +78,7 @@ class Settings:
 
 def _xdg(var: str, fallback: str) -> Path:
     """An XDG base directory with its usual fallback under the home directory (the spec ignores a relative one)."""
-    value = Path(os.environ.get(var) or ".").expanduser()
+    value = Path(os.environ.get(var) or ".")  # `~/x` too is relative: shells expand only an unquoted ~
     return value if value.is_absolute() else Path.home() / fallback
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from localgen.chat import Message
 from localgen.config import settings
-from localgen.conversation_lock import ConversationBusyError, hold, release
+from localgen.conversation_lock import ConversationBusyError, hold, lock_path, release
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.storage import atomic_write_text
 
@@ -327,20 +327,35 @@ def read_conversation(name: str) -> Conversation:
     return conversation
 
 
-def delete_conversation(name: str) -> None:
-    """Delete a saved conversation; ConversationBusyError when a chat or a run has it open."""
+def saved_paths(names: list[str]) -> list[Path]:
+    """The files of saved conversations (a damaged one too), or the error for the first name that is none."""
+    paths = [conversations_dir() / f"{check_name(name)}.json" for name in names]
+    for name, path in zip(names, paths, strict=True):
+        if not path.is_file():
+            raise LocalgenError(f"no saved conversation named '{name}'", hint=_missing_hint(True))
+    return paths
+
+
+def delete_conversations(names: list[str]) -> None:
+    """Delete saved conversations, all or none: ConversationBusyError, before any is deleted, when a chat or a run
+    has one of them open."""
     folder = conversations_dir()
-    path = folder / f"{check_name(name)}.json"
-    if not path.is_file():
-        raise LocalgenError(f"no saved conversation named '{name}'", hint=_missing_hint(True))
-    newly = hold(folder, name, hint="finish that chat or run first")
+    paths = saved_paths(names)
+    held: list[str] = []
     try:
-        path.unlink(missing_ok=True)
-    except OSError as exc:
-        raise LocalgenError(f"could not delete {path}: {exc.strerror or exc}",
-                            hint="check the permissions of its folder") from exc
+        for name in names:
+            if hold(folder, name, hint="finish that chat or run first"):
+                held.append(name)
+        for name, path in zip(names, paths, strict=True):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                raise LocalgenError(f"could not delete {path}: {exc.strerror or exc}",
+                                    hint="check the permissions of its folder") from exc
+            with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
+                lock_path(folder, name).unlink()
     finally:
-        if newly:
+        for name in held:
             release(folder, name)
 
 

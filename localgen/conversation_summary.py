@@ -1,4 +1,4 @@
-"""Saved conversations at a glance: each one's size, model and first question, for listings."""
+"""Saved conversations at a glance: each one's size, model and first message, for listings."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from localgen.conversation import list_conversations, read_conversation
 from localgen.errors import LocalgenError
 
-PREVIEW_CHARS = 60  # of the first question
+PREVIEW_CHARS = 60  # of the first message
 
 
 @dataclass(frozen=True)
@@ -19,22 +19,22 @@ class Summary:
     updated: float  # the file's modification time
     exchanges: int = 0
     model: str | None = None
-    first_question: str = ""
+    first_message: str = ""
     problem: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready record, the time in ISO 8601 (UTC)."""
         updated = datetime.fromtimestamp(self.updated, timezone.utc).isoformat(timespec="seconds")
         record: dict[str, object] = {"name": self.name, "updated": updated, "exchanges": self.exchanges,
-                                     "model": self.model, "first_question": self.first_question}
+                                     "model": self.model, "first_message": self.first_message}
         return record | ({"problem": self.problem} if self.problem else {})
 
     @property
     def described(self) -> str:
-        """The first question on one line, cut with … past PREVIEW_CHARS (or what keeps the file from being read)."""
+        """The first message on one line, cut with … past PREVIEW_CHARS (or what keeps the file from being read)."""
         if self.problem:
             return f"(damaged: {self.problem})"
-        line = " ".join(self.first_question.split())
+        line = " ".join(self.first_message.split())
         return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1].rstrip() + "…"
 
 

@@ -135,16 +135,16 @@ def cached_model(repo: str, *, quant: str | None, filename: str | None) -> list[
         return None
     paths = [snapshot / f.filename for f in chosen]
     listed = snapshot.name == listing.revision
-    if not all(_verified(path, f.sha256 if listed else None) for path, f in zip(paths, chosen, strict=True)):
+    if not all(_verified(path, f.sha256, listed=listed) for path, f in zip(paths, chosen, strict=True)):
         return None
     return paths
 
 
-def _verified(path: Path, listed_sha256: str | None) -> bool:
-    """Whether localgen verified this file: against the listing's sha256 at the listed commit, else (a file
-    of an older commit, listed before the repo moved on) against its own commit's, which its marker keeps."""
-    if listed_sha256:
-        return is_verified(path, listed_sha256)
+def _verified(path: Path, listed_sha256: str | None, *, listed: bool) -> bool:
+    """Whether localgen verified this file: at the listed commit, against the listing's sha256 (none: not verified);
+    at an older commit (listed before the repo moved on), against its own commit's, which its marker keeps."""
+    if listed:
+        return bool(listed_sha256) and is_verified(path, listed_sha256 or "")
     return recorded_sha256(path) is not None
 
 
@@ -187,7 +187,7 @@ def cached_gguf_files() -> list[CachedHubFile]:
                 found.append(CachedHubFile(
                     repo=repo, filename=filename, revision=snapshot.name, path=path,
                     blob=blob_of(path), size=path.stat().st_size, sha256=sha,
-                    verified=_verified(path, sha) if listed else sha is not None))
+                    verified=_verified(path, sha, listed=listed)))
     return found
 
 

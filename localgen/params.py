@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from localgen.config import (
@@ -105,6 +106,25 @@ CHAT_SETTINGS: dict[str, type[int] | type[float]] = {  # what /set changes and a
     "temperature": float, "top_k": int, "top_p": float, "min_p": float, "repeat_penalty": float,
     "repeat_last_n": int, "presence_penalty": float, "frequency_penalty": float, "max_tokens": int, "seed": int,
 }
+
+
+def check_setting(key: str, value: object) -> None:
+    """A UsageError when a chat setting's value is out of its range (max_tokens: -1 or None is no limit)."""
+    if key == "max_tokens":
+        GenerationLimits(max_tokens=token_budget(value))  # type: ignore[arg-type]
+    else:
+        SamplingParams().with_value(key, value)
+
+
+def with_settings(sampling: SamplingParams, limits: GenerationLimits,
+                  values: Mapping[str, object]) -> tuple[SamplingParams, GenerationLimits]:
+    """Sampling settings and limits with these chat settings applied (max_tokens goes to the limits)."""
+    for key, value in values.items():
+        if key == "max_tokens":
+            limits = GenerationLimits(max_tokens=token_budget(value), stop=limits.stop)  # type: ignore[arg-type]
+        else:
+            sampling = sampling.with_value(key, value)
+    return sampling, limits
 
 
 def token_budget(max_tokens: int | None) -> int | None:

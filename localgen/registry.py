@@ -11,6 +11,7 @@ from typing import Any
 
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
 from localgen.inputs import expand_user_path
+from localgen.params import CHAT_SETTINGS, check_setting
 
 try:
     import tomllib
@@ -42,6 +43,8 @@ class ModelSpec:
     size: int | None = None
     package: str | None = None
     package_file: str | None = None
+    system: str | None = None  # the system prompt when -s is not given
+    settings: tuple[tuple[str, int | float], ...] = ()  # sampling settings when not given (temperature = 0.3)
     source: str = field(default="", compare=False)  # the models.toml that defined the entry, for messages
 
     @property
@@ -98,7 +101,7 @@ class ModelRef:
 
 _FIELDS = {
     "repo": str, "quant": str, "file": str, "context": int, "template": str, "license": str,
-    "description": str, "sha256": str, "size": int, "package": str, "package_file": str,
+    "description": str, "sha256": str, "size": int, "package": str, "package_file": str, "system": str,
 }
 
 
@@ -109,11 +112,14 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
     if not _NAME_PATTERN.match(name):
         raise ConfigError(f"{source}: [models.{name!r}]: model names use letters, digits, '.', '_' and '-'",
                           hint="rename the entry")
+    settings = {key: value for key, value in table.items() if key in CHAT_SETTINGS}
     for key, value in table.items():
         expected = _FIELDS.get(key)
+        if key in settings:
+            continue
         if expected is None:
             hint = (f'quote names that contain dots: [models."{name}.{key}..."]' if isinstance(value, dict)
-                    else f"known keys: {', '.join(_FIELDS)}")
+                    else f"known keys: {', '.join(_FIELDS)}, and the settings {', '.join(CHAT_SETTINGS)}")
             raise ConfigError(f"{source}: [models.{name}] has unknown key '{key}'", hint=hint)
         if not isinstance(value, expected) or isinstance(value, bool):
             example = '"text"' if expected is str else "4096"
@@ -124,8 +130,24 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
             example = 'repo = "ORG/NAME-GGUF"' if required == "repo" else 'quant = "Q4_K_M"'
             raise ConfigError(f"{source}: [models.{name}] needs '{required}'", hint=f"add {example}")
     _check_spec_values(f"{source}: [models.{name}]", table)
-    values = {**table, "sha256": str(table["sha256"]).lower()} if "sha256" in table else table
-    return ModelSpec(name=name.lower(), source=str(source), **values)
+    _check_settings(f"{source}: [models.{name}]", settings)
+    values = {key: value for key, value in table.items() if key not in settings}
+    if "sha256" in values:
+        values["sha256"] = str(values["sha256"]).lower()
+    return ModelSpec(name=name.lower(), source=str(source), settings=tuple(settings.items()), **values)
+
+
+def _check_settings(where: str, settings: dict[str, object]) -> None:
+    """Sampling settings of an entry must have their type and range (as on the command line)."""
+    for key, value in settings.items():
+        kind = CHAT_SETTINGS[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
+            raise ConfigError(f"{where}.{key} must be {'a number' if kind is float else 'an integer'}",
+                              hint=f"write {key} = {'0.7' if kind is float else '40'}")
+        try:
+            check_setting(key, value)
+        except UsageError as exc:
+            raise ConfigError(f"{where}.{key}: {exc.message}", hint=exc.hint) from None
 
 
 _TYPE_WORDS = {str: "a string", int: "an integer"}
@@ -183,7 +205,8 @@ def _parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str,
     if set(defaults) - {"model"}:
         key = sorted(set(defaults) - {"model"})[0]
         raise ConfigError(f"{source}: [defaults] has unknown key '{key}'",
-                          hint="[defaults] sets only model = \"NAME\"; give sampling settings as options")
+                          hint="[defaults] sets only model = \"NAME\"; sampling settings go in a model's entry: "
+                               "[models.NAME] temperature = 0.3")
     return specs, default
 
 

@@ -93,7 +93,8 @@ class Repl:
         if self.resumed:
             console.say(f"resumed {self.session.conversation.name}: {self._conversation_summary()}")
         if self.session.attachments:
-            console.say(f"{counted(len(self.session.attachments), 'file')} attached to your first message "
+            which = "next" if self.resumed else "first"
+            console.say(f"{counted(len(self.session.attachments), 'file')} attached to your {which} message "
                         "(/file none drops them)")
         with exit_on_signals():
             while self._running:

@@ -63,7 +63,7 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: C
                     f"{counted(len(conversation.turns), 'earlier exchange')} of conversation '{conversation.name}'; "
                     "older ones no longer fit its context (the saved conversation keeps them)")
     if hide_thinking:
-        events = without_thinking(events, opens=prompt_opens_thinking(session.prompt_text()))
+        events = without_thinking(events, lambda: prompt_opens_thinking(session.prompt_text()))
     return lambda: events
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from localgen.events import Event, Finished, TextChunk
@@ -17,6 +17,7 @@ class ThinkingSplitter:
 
     def __init__(self, *, inside: bool = False) -> None:
         self.inside = inside
+        self.closed = 0  # </think> tags met so far
         self._held = ""
 
     def feed(self, text: str) -> list[tuple[bool, str]]:
@@ -31,6 +32,7 @@ class ThinkingSplitter:
             if index:
                 segments.append((self.inside, buffer[:index]))
             buffer = buffer[index + len(tag):]
+            self.closed += self.inside
             self.inside = not self.inside
         keep = partial_suffix(buffer, CLOSE_TAG if self.inside else OPEN_TAG)
         self._held = buffer[len(buffer) - keep:] if keep else ""
@@ -50,13 +52,14 @@ def prompt_opens_thinking(prompt_text: str) -> bool:
     return tail.endswith(OPEN_TAG)
 
 
-def without_thinking(events: Iterator[Event], *, opens: bool) -> Iterator[Event]:
-    """The events of an answer with its <think> reasoning taken out (opens: the prompt opened it).
+def without_thinking(events: Iterator[Event], opens: Callable[[], bool]) -> Iterator[Event]:
+    """The events of an answer with its <think> reasoning taken out; opens() tells, at the first text, whether the
+    prompt opened the block (the prompt is final only once the answer streams).
 
-    Text chunks carry only the answer, from its first non-blank character; the Finished event's text is that
+    Text chunks carry only the answer (the blank lines after a </think> dropped); the Finished event's text is that
     answer and its `thinking` the reasoning.
     """
-    splitter = ThinkingSplitter(inside=opens)
+    splitter: ThinkingSplitter | None = None
     reasoning: list[str] = []
     answer: list[str] = []
 
@@ -65,16 +68,18 @@ def without_thinking(events: Iterator[Event], *, opens: bool) -> Iterator[Event]
             if thinking:
                 reasoning.append(text)
                 continue
-            text = text if answer else text.lstrip()
+            if not answer and splitter is not None and splitter.closed:
+                text = text.lstrip()
             if text:
                 answer.append(text)
                 yield TextChunk(text)
 
     for event in events:
         if isinstance(event, TextChunk):
+            splitter = splitter or ThinkingSplitter(inside=opens())
             yield from answer_parts(splitter.feed(event.text))
         elif isinstance(event, Finished):
-            yield from answer_parts(splitter.flush())
+            yield from answer_parts(splitter.flush() if splitter else [])
             yield replace(event, text="".join(answer), thinking="".join(reasoning).strip())
         else:
             yield event

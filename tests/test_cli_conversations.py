@@ -33,7 +33,7 @@ def test_with_none_saved_the_listing_says_how_they_come() -> None:
     assert json.loads(run_localgen("conversations", "list", "--json").out) == []
 
 
-def test_the_listing_shows_each_conversation_s_size_model_and_first_question() -> None:
+def test_the_listing_shows_each_conversation_s_size_model_and_first_message() -> None:
     long_question = "Summarize this report about the harbour, the market and the library in three lines please."
     _save("report", Turn(long_question, "Done."), Turn("Shorter?", "Yes."))
     _save("greeting", Turn("Hi\tthere\nfriend", "Hello!"))
@@ -41,13 +41,13 @@ def test_the_listing_shows_each_conversation_s_size_model_and_first_question() -
     listed = run_localgen("conversations", "list")
     assert listed.returncode == 0, listed.err
     rows = [line.split("\t") for line in listed.out.splitlines()]
-    assert rows[0] == ["NAME", "UPDATED", "EXCHANGES", "MODEL", "FIRST QUESTION"]
+    assert rows[0] == ["NAME", "UPDATED", "EXCHANGES", "MODEL", "FIRST MESSAGE"]
     by_name = {row[0]: row for row in rows[1:]}
     assert by_name["report"][2:] == ["2", "smollm2-135m", long_question[:59].rstrip() + "…"]
     assert by_name["greeting"][2:] == ["1", "smollm2-135m", "Hi there friend"]
     assert by_name["broken"][2] == "-" and by_name["broken"][4].startswith("(damaged: ")
     records = {r["name"]: r for r in json.loads(run_localgen("conversations", "--json").out)}
-    assert records["report"]["exchanges"] == 2 and records["report"]["first_question"] == long_question
+    assert records["report"]["exchanges"] == 2 and records["report"]["first_message"] == long_question
     assert records["report"]["updated"].endswith("+00:00") and "problem" in records["broken"]
 
 
@@ -76,16 +76,18 @@ def test_rm_asks_refuses_what_is_open_and_deletes_only_whole_requests() -> None:
     assert first.exists(), "nothing is deleted when one name is wrong"
     assert hold(conversations_dir(), "second", hint="")
     try:
-        busy = run_localgen("conversations", "rm", "second", "-y")
+        busy = run_localgen("conversations", "rm", "first", "second", "-y")
     finally:
         release(conversations_dir(), "second")
-    assert busy.returncode == 1 and "in use by another localgen chat or run" in busy.err and second.exists()
+    assert busy.returncode == 1 and "in use by another localgen chat or run" in busy.err
+    assert first.exists() and second.exists(), "all or none"
     bad_name = run_localgen("conversations", "rm", "first", "../second", "-y")
     assert bad_name.returncode == 2 and "not a valid conversation name" in bad_name.err and first.exists()
     (conversations_dir() / "broken.json").write_text("{not json")
     deleted = run_localgen("conversations", "rm", "first", "second", "first", "broken", "-y")
     assert deleted.returncode == 0 and deleted.err == "deleted first\ndeleted second\ndeleted broken\n"
     assert not first.exists() and not second.exists() and not (conversations_dir() / "broken.json").exists()
+    assert not list((conversations_dir() / ".locks").glob("*.lock")), "their lock files go too"
 
 
 def test_other_tools_names_for_the_history_point_here() -> None:

@@ -216,13 +216,15 @@ def test_generation_prompt_that_opens_thinking() -> None:
     (["step one\n</thi", "nk>", " Yes"], True, ["Yes"], "step one"),  # the template opened it
     (["<think>still thinking"], False, [], "still thinking"),  # cut off inside it
     (["plain answer"], False, ["plain answer"], ""),
+    ([" sat on the mat"], False, [" sat on the mat"], ""),  # no think block: a continuation keeps its space
+    (["<think></think>", "\n\nYes"], False, ["Yes"], ""),
 ])
 def test_without_thinking_streams_only_the_answer(chunks: list[str], opens: bool, shown: list[str],
                                                  thinking: str) -> None:
     from localgen.events import Finished, Timings, Usage
 
     done = Finished("".join(chunks), "stop", Usage(1, 0, len(chunks)), Timings(0.1, 0.1, 10.0, 0.1, 10.0))
-    events = list(without_thinking(iter([*(TextChunk(c) for c in chunks), done]), opens=opens))
+    events = list(without_thinking(iter([*(TextChunk(c) for c in chunks), done]), lambda: opens))
     assert [e.text for e in events if isinstance(e, TextChunk)] == shown
     assert (events[-1].text, events[-1].thinking) == ("".join(shown), thinking)
     assert events[-1].to_dict()["thinking"] == thinking

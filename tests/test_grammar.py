@@ -86,6 +86,18 @@ def test_hide_thinking_leaves_the_reasoning_out_of_stdout_and_keeps_it_in_json()
     assert "the answer ended inside its <think> reasoning, which --hide-thinking left out" in cut.err
 
 
+
+def test_hide_thinking_in_a_new_conversation_checks_the_prompt_being_answered(tmp_path: Path) -> None:
+    template = tmp_path / "first.jinja"  # reads messages[0], as Qwen3's does: an empty conversation fails it
+    template.write_text("{{ messages[0].role }}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                        "<|im_end|>\n{% endfor %}<|im_start|>assistant\n<think>\n")
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    grammar = 'root ::= [a-z ]{3,20} "</think>" "\\n\\nParis."'  # the template opened the block
+    result = run_localgen("run", "--conversation", "new", "--hide-thinking", "--chat-template", str(template),
+                          "--grammar", grammar, "Capital of France?", *GREEDY, env=env)
+    assert result.returncode == 0 and result.out == "Paris.\n", result.err
+
+
 @pytest.mark.parametrize(("grammar", "message"), [
     ("root ::= undefined-rule\n", "the grammar does not parse: Undefined rule identifier 'undefined-rule'"),
     ('root ::= "x\n', "the grammar does not parse: unexpected end of input"),

