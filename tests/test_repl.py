@@ -360,6 +360,16 @@ def test_chat_with_a_model_without_a_template_says_how_it_talks_to_it(home: Path
     assert chat.quit() == 0
 
 
+def test_a_model_entry_s_defaults_start_a_chat_and_flags_win(home: Path) -> None:
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "models.toml").write_text(
+        '[models.smollm2-135m]\nsystem = "Answer in French."\ntemperature = 0.3\nmax_tokens = 12\n')
+    chat = Chat(home, "--no-markdown", "-n", "20")
+    shown = chat.command("/show", "system: Answer in French.")
+    assert "temperature=0.3" in shown and "max_tokens=20" in shown, shown
+    assert chat.quit() == 0
+
+
 def test_chat_f_attaches_files_to_the_first_message(home: Path, tmp_path: Path) -> None:
     doc = tmp_path / "note.txt"
     doc.write_text("The secret code is 4711.\n")
