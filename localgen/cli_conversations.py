@@ -57,6 +57,8 @@ def conversations_show(
 
     conversation = read_conversation(name)
     text = conversation.to_json(touch=False) if json_output else transcript(conversation)
+    if sys.stdout.isatty():  # saved text (answers, attached files) is shown, never obeyed
+        text = console.terminal_safe(text)
     console.write_out(sys.stdout, text)  # a closed pipe ends the command quietly (run_app)
 
 

@@ -71,7 +71,10 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     if command in ("run", "chat") and "unexpected extra argument" in str(exc).lower():
         model = _model_name_given(args[1:])
         if model is not None:
-            return f"the model goes after -m: `{shlex.join(['localgen', command, '-m', model, *args[2:]])}`"
+            rest = args[2:]
+            if rest and not any(arg.startswith("-") for arg in rest):  # the words of one prompt
+                rest = [" ".join(rest)]
+            return f"the model goes after -m: `{shlex.join(['localgen', command, '-m', model, *rest])}`"
         if command == "run":
             return 'quote the prompt: localgen run "several words"'
     if command == "run" and "'--ctx-size' / '-c'" in _usage_error_text(exc):
@@ -93,16 +96,15 @@ def _reads_as_prompt(app: typer.Typer, word: str) -> bool:
 
 
 def _model_name_given(args: list[str]) -> str | None:
-    """The first word after the command when it names a model in the registry (`run MODEL "prompt"`, as in Ollama)."""
-    from localgen.config import settings
-    from localgen.registry import load_registry
+    """The first word after the command when it names a model (`run MODEL "prompt"`, as in Ollama): a registry
+    name, a .gguf file or an ORG/REPO."""
+    from localgen.registry import names_a_model
 
     word = args[0] if args and not args[0].startswith("-") else ""
-    try:
-        known = load_registry(settings().user_registry).models
-    except LocalgenError:
-        return None
-    return word if word.split(":", 1)[0].lower() in known else None
+    hub_repo = word.count("/") == 1 and not any(c.isspace() for c in word) and not word.startswith("/")
+    if word.lower().endswith(".gguf") or hub_repo or names_a_model(word, settings().user_registry):
+        return word
+    return None
 
 
 def _command_names(app: typer.Typer) -> set[str]:

@@ -54,4 +54,5 @@ def summaries() -> list[Summary]:
 
 def _reason(message: str) -> str:
     """The reason in a 'PATH is not a valid saved conversation (REASON)' message, or the whole message."""
-    return message.rpartition(" (")[2].removesuffix(")") if message.endswith(")") else message
+    _, found, reason = message.partition(" is not a valid saved conversation (")
+    return reason.removesuffix(")") if found else message

@@ -254,6 +254,16 @@ def load_registry(user_file: Path | None = None) -> Registry:
     return Registry(models=models, default_model=(default or "").lower())
 
 
+def names_a_model(word: str, user_file: Path | None) -> bool:
+    """Whether a word is a registry name (NAME or NAME:QUANT): a habit from `ollama run NAME`, not a prompt."""
+    if not word or any(c.isspace() for c in word):
+        return False
+    try:
+        return word.split(":", 1)[0].lower() in load_registry(user_file).models
+    except ConfigError:
+        return False
+
+
 def normalize_quant(quant: str) -> str:
     """Quant tags compare case-insensitively: q4_k_m is Q4_K_M."""
     return quant.strip().upper()

@@ -245,8 +245,11 @@ class Repl:
         word, _, rest = argument.partition(" ")
         ollama = {"parameter": lambda: self._set(rest.strip()), "system": lambda: self._system(rest.strip()),
                   "verbose": lambda: self._stats("on"), "quiet": lambda: self._stats("off")}
-        if word.lower() in ollama and (rest.strip() or word.lower() in ("verbose", "quiet")):
-            ollama[word.lower()]()  # Ollama's spellings: /set parameter NAME VALUE, /set system TEXT, /set verbose
+        if word.lower() in ollama:  # Ollama's spellings: /set parameter NAME VALUE, /set system TEXT, /set verbose
+            if word.lower() in ("verbose", "quiet") and rest.strip():
+                console.say(f"usage: /set {word.lower()}")
+            else:
+                ollama[word.lower()]()
             return
         parts = argument.split(None, 1)
         if len(parts) == 1:  # /set temp: the current value

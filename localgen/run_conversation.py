@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 
 from localgen import console
-from localgen.conversation import Conversation, check_name, latest_conversation, load_or_start
+from localgen.conversation import (
+    Conversation,
+    DamagedConversationError,
+    check_name,
+    latest_conversation,
+    load_or_start,
+)
 from localgen.conversation_lock import ConversationBusyError
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event
@@ -38,6 +44,10 @@ def open_conversation(name: str | None) -> Conversation:
     except ConversationBusyError as exc:  # the hint of a run, not a chat's
         raise ConversationBusyError(exc.message, hint="wait for that one to end (a run is refused, not queued), or "
                                                       "go on with another: --conversation NAME") from None
+    except DamagedConversationError as exc:
+        raise DamagedConversationError(exc.message, hint="it was left untouched: move it away or delete it "
+                                                         "(`localgen conversations rm NAME`), or go on with another: "
+                                                         "--conversation NAME") from None
 
 
 def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: Conversation, system: str | None,

@@ -114,9 +114,12 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
     if force and (options.offline or is_offline()):
         from localgen.hub_errors import leave_offline
 
+        found = resolve_model(options.model, offline=options.offline, pull=False)  # unknown or missing: as usual
+        if found.source == "local":
+            return found  # a file of one's own: nothing to download again
         raise UsageError("--force downloads the model again, which needs the network, and localgen is offline",
                          hint=f"{leave_offline(options.offline)} to download it again, or drop --force to use the "
-                              "cached copy")
+                              f"{'bundled' if found.source == 'bundled' else 'cached'} copy")
     if not force:
         try:
             return resolve_model(options.model, offline=options.offline, pull=False)

@@ -40,10 +40,11 @@ class ThinkingSplitter:
             segments.append((self.inside, buffer[: len(buffer) - keep]))
         return segments
 
-    def flush(self) -> list[tuple[bool, str]]:
-        """Release any held-back text at the end of the stream."""
+    def flush(self, *, cut: bool = False) -> list[tuple[bool, str]]:
+        """Release any held-back text at the end of the stream (cut: the stream was cut off, so the start of a tag
+        held back is a tag that never finished, and is dropped)."""
         held, self._held = self._held, ""
-        return [(self.inside, held)] if held else []
+        return [(self.inside, held)] if held and not cut else []
 
 
 def prompt_opens_thinking(prompt_text: str) -> bool:
@@ -79,7 +80,7 @@ def without_thinking(events: Iterator[Event], opens: Callable[[], bool]) -> Iter
             splitter = splitter or ThinkingSplitter(inside=opens())
             yield from answer_parts(splitter.feed(event.text))
         elif isinstance(event, Finished):
-            yield from answer_parts(splitter.flush() if splitter else [])
+            yield from answer_parts(splitter.flush(cut=event.finish_reason != "stop") if splitter else [])
             yield replace(event, text="".join(answer), thinking="".join(reasoning).strip())
         else:
             yield event

@@ -45,7 +45,8 @@ def test_the_listing_shows_each_conversation_s_size_model_and_first_message() ->
     by_name = {row[0]: row for row in rows[1:]}
     assert by_name["report"][2:] == ["2", "smollm2-135m", long_question[:59].rstrip() + "…"]
     assert by_name["greeting"][2:] == ["1", "smollm2-135m", "Hi there friend"]
-    assert by_name["broken"][2] == "-" and by_name["broken"][4].startswith("(damaged: ")
+    assert by_name["broken"][2] == "-" and by_name["broken"][4] == "(damaged: Expecting property name enclosed in " \
+        "double quotes: line 1 column 2 (char 1))"
     records = {r["name"]: r for r in json.loads(run_localgen("conversations", "--json").out)}
     assert records["report"]["exchanges"] == 2 and records["report"]["first_message"] == long_question
     assert records["report"]["updated"].endswith("+00:00") and "problem" in records["broken"]
@@ -93,3 +94,18 @@ def test_rm_asks_refuses_what_is_open_and_deletes_only_whole_requests() -> None:
 def test_other_tools_names_for_the_history_point_here() -> None:
     result = run_localgen("logs")
     assert result.returncode == 2 and result.err.endswith("(hint: use `localgen conversations`)\n")
+
+
+def test_show_on_a_terminal_shows_control_characters_instead_of_obeying_them() -> None:
+    import sys
+
+    import pexpect
+
+    _save("colours", Turn("Say red.", "\x1b[31mred\x1b[0m\rover"))
+    child = pexpect.spawn(sys.executable, ["-m", "localgen", "conversations", "show", "colours"], encoding="utf-8",
+                          timeout=60)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0 and "^[[31mred^[[0mover" in child.before
+    piped = run_localgen("conversations", "show", "colours")
+    assert "\x1b[31mred\x1b[0m\rover" in piped.out, "a pipe gets the text as saved"

@@ -72,6 +72,12 @@ def test_pull_force_offline_says_force_needs_the_network(hub: tuple[HubServer, d
     assert "unset it to download it again, or drop --force" in result.stderr
     assert "not in the local cache" not in result.stderr and server.requests == []
     assert localgen({**env, "HF_HUB_OFFLINE": "1"}, "pull", f"{REPO}:Q4_1").returncode == 0
+    unknown = localgen({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", "no-such-model")
+    assert unknown.returncode == 1 and "unknown model 'no-such-model'" in unknown.stderr
+    missing = localgen({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", f"{REPO}:Q8_0")
+    assert missing.returncode == 1 and "--force" not in missing.stderr, "not downloaded: said as without --force"
+    local = localgen({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", str(bundled_model_file()))
+    assert local.returncode == 0 and local.stdout.strip() == str(bundled_model_file()), local.stderr
 
 
 def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:

@@ -217,13 +217,16 @@ def test_generation_prompt_that_opens_thinking() -> None:
     (["<think>still thinking"], False, [], "still thinking"),  # cut off inside it
     (["plain answer"], False, ["plain answer"], ""),
     ([" sat on the mat"], False, [" sat on the mat"], ""),  # no think block: a continuation keeps its space
+    (["<think>ab</th"], False, [], "ab"),  # cut off (-n) inside a tag: the piece of the tag is no text
+    (["Paris <th"], False, ["Paris "], ""),
     (["<think></think>", "\n\nYes"], False, ["Yes"], ""),
 ])
 def test_without_thinking_streams_only_the_answer(chunks: list[str], opens: bool, shown: list[str],
                                                  thinking: str) -> None:
     from localgen.events import Finished, Timings, Usage
 
-    done = Finished("".join(chunks), "stop", Usage(1, 0, len(chunks)), Timings(0.1, 0.1, 10.0, 0.1, 10.0))
+    reason = "length" if chunks[-1].endswith("<th") or chunks[-1].endswith("</th") else "stop"
+    done = Finished("".join(chunks), reason, Usage(1, 0, len(chunks)), Timings(0.1, 0.1, 10.0, 0.1, 10.0))
     events = list(without_thinking(iter([*(TextChunk(c) for c in chunks), done]), lambda: opens))
     assert [e.text for e in events if isinstance(e, TextChunk)] == shown
     assert (events[-1].text, events[-1].thinking) == ("".join(shown), thinking)

@@ -290,6 +290,11 @@ def test_other_tools_commands_point_to_localgens(command: str, hint: str) -> Non
     (("chat", "smollm2-135m:Q4_1"), "the model goes after -m: `localgen chat -m smollm2-135m:Q4_1`"),
     (("run", "-c", "hi"), "-c is --ctx-size; to continue the latest conversation use --continue"),
     (("run", "Say", "hi."), 'quote the prompt: localgen run "several words"'),
+    (("run", "smollm2-135m", "Say", "hi."), "the model goes after -m: `localgen run -m smollm2-135m 'Say hi.'`"),
+    (("run", "./m.gguf", "hi"), "the model goes after -m: `localgen run -m ./m.gguf hi`"),
+    (("run", "org/Some-GGUF", "hi"), "the model goes after -m: `localgen run -m org/Some-GGUF hi`"),
+    (("run", "smollm2-135m"), 'ask it with `localgen run -m smollm2-135m "..."`, or chat with '
+                              "`localgen chat -m smollm2-135m`"),
 ])
 def test_habits_from_other_tools_get_a_hint_that_fits(args: tuple[str, ...], hint: str) -> None:
     result = run_localgen(*args)
@@ -532,6 +537,7 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
     (path.parent / "newest.json").write_text("{not json")
     damaged = run_localgen("run", "--continue", "Hello", "-n", "2", *GREEDY, env=env)
     assert damaged.returncode == 1 and "newest.json is not a valid saved conversation" in damaged.err
+    assert "`localgen conversations rm NAME`), or go on with another: --conversation NAME" in damaged.err
     assert path.read_bytes() == before, "--continue does not fall back on an older conversation"
     record = json.loads(path.read_text()) | {"ctx_size": 999_999}
     (path.parent / "big.json").write_text(json.dumps(record | {"name": "big"}))
