@@ -84,9 +84,9 @@ class SamplingParams:
         _check(0.0 <= self.min_p <= 1.0, f"min-p {self.min_p} is out of range", "use a value from 0 to 1")
         _check(0.0 < self.repeat_penalty <= 10.0, f"repeat penalty {self.repeat_penalty} is out of range",
                "use a value above 0 and up to 10; 1 disables it, typical is 1.1")
-        _check(0 <= self.repeat_last_n <= MAX_CONTEXT_LIMIT,
+        _check(-1 <= self.repeat_last_n <= MAX_CONTEXT_LIMIT,
                f"repeat-last-n {_num(self.repeat_last_n)} is out of range",
-               f"use 0 (off) or a token count up to {MAX_CONTEXT_LIMIT:,}, e.g. 64")
+               f"use 0 (off), -1 (the whole context) or a token count up to {MAX_CONTEXT_LIMIT:,}, e.g. 64")
         for name, value in (("presence", self.presence_penalty), ("frequency", self.frequency_penalty)):
             _check(-2.0 <= value <= 2.0, f"{name} penalty {value} is out of range",
                    "use a value from -2 to 2; 0 disables it, typical is up to 0.5")

@@ -236,7 +236,7 @@ def test_sigterm_exits_143() -> None:
         (("run", "hi", "--min-p", "2"), "min-p", 2),
         (("run", "hi", "--presence-penalty", "3"), "presence penalty 3.0 is out of range", 2),
         (("run", "hi", "--frequency-penalty", "-2.5"), "frequency penalty -2.5 is out of range", 2),
-        (("run", "hi", "--repeat-last-n", "-1"), "repeat-last-n -1 is out of range", 2),
+        (("run", "hi", "--repeat-last-n", "-2"), "repeat-last-n -2 is out of range", 2),
         (("run", "hi", "-n", "-3"), "max tokens", 2),
         (("run", "hi", "-n", "999999999999"), "max tokens", 2),
         (("run", "hi", "--ctx-size", "0"), "context size", 2),
@@ -318,6 +318,8 @@ def test_presence_and_frequency_penalties_reach_the_sampler_and_repeat_last_n_0_
     plain = answer("--repeat-penalty", "1")
     assert answer("--frequency-penalty", "2", "--presence-penalty", "2", "--repeat-penalty", "1") != plain
     assert answer("--frequency-penalty", "2", "--presence-penalty", "2", "--repeat-last-n", "0") == plain
+    whole = answer("--frequency-penalty", "2", "--repeat-last-n", "-1")  # llama.cpp's "the whole context"
+    assert whole == answer("--frequency-penalty", "2", "--repeat-last-n", "4096") != plain
 
 
 def test_a_model_entry_s_system_prompt_and_settings_apply_unless_given(tmp_path: Path) -> None:

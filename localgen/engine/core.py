@@ -290,7 +290,7 @@ class Engine:
         started = time.perf_counter()
         try:
             with deferred_signals():  # a Ctrl-C lands once the chain is stored, so the finally below frees it
-                chain = build_sampler(self._vocab, self.n_vocab, sampling, prompt)  # a bad grammar fails here
+                chain = build_sampler(self._vocab, self.n_vocab, sampling, prompt, self.n_ctx)  # a bad grammar fails
             restored = 0 if prefix_cache is None else \
                 restore_prefix(self._kv, prompt, prefix_cache, n_ctx=self.n_ctx, n_ubatch=self.n_ubatch)
             reused = self._kv.reuse(prompt)

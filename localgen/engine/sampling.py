@@ -18,8 +18,9 @@ SCHEMA_CONVERTER_HINT = ("llama-cpp-python's converter wrote a grammar llama.cpp
 
 
 def build_sampler(vocab: lc.llama_vocab_p, n_vocab: int, sampling: SamplingParams,
-                  prompt: Sequence[int]) -> lc.llama_sampler_p:
-    """The sampler chain for these settings, its repetition penalty primed with the prompt's last tokens.
+                  prompt: Sequence[int], n_ctx: int) -> lc.llama_sampler_p:
+    """The sampler chain for these settings, its repetition penalty primed with the prompt's last tokens (all of the
+    context's for repeat_last_n -1, as in llama.cpp).
 
     A grammar comes first: every later sampler sees only the tokens it allows (end of generation included only
     where the grammar is complete). Each sampler joins the chain as soon as it exists, and the chain is freed
@@ -31,11 +32,12 @@ def build_sampler(vocab: lc.llama_vocab_p, n_vocab: int, sampling: SamplingParam
         if sampling.grammar is not None:
             add(chain, _grammar_sampler(vocab, sampling.grammar))  # the chain owns each sampler once added
         penalized = (sampling.repeat_penalty, sampling.frequency_penalty, sampling.presence_penalty) != (1.0, 0, 0)
-        if penalized and sampling.repeat_last_n != 0:
-            penalties = lc.llama_sampler_init_penalties(n_vocab, sampling.repeat_last_n, sampling.repeat_penalty,
+        last_n = n_ctx if sampling.repeat_last_n < 0 else sampling.repeat_last_n
+        if penalized and last_n > 0:
+            penalties = lc.llama_sampler_init_penalties(n_vocab, last_n, sampling.repeat_penalty,
                                                         sampling.frequency_penalty, sampling.presence_penalty)
             add(chain, penalties)
-            for token in prompt[-sampling.repeat_last_n:] if sampling.repeat_last_n > 0 else ():
+            for token in prompt[-last_n:]:
                 lc.llama_sampler_accept(penalties, token)  # primed alone: the prompt is no text the grammar parses
         if sampling.temperature <= 0:
             add(chain, lc.llama_sampler_init_greedy())
