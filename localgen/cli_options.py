@@ -8,6 +8,7 @@ import typer
 
 if TYPE_CHECKING:
     from localgen.params import GenerationLimits, Grammar, SamplingParams
+    from localgen.registry import Registry
     from localgen.runner import LoadedModel
 
 
@@ -69,18 +70,30 @@ def from_command_line(ctx: typer.Context, name: str) -> bool:
 
 def with_model_defaults(ctx: typer.Context, loaded: LoadedModel, sampling: SamplingParams,
                         limits: GenerationLimits) -> tuple[SamplingParams, GenerationLimits]:
-    """The settings with the model's registry entry's (temperature = 0.3 in models.toml) where the command line
-    gave none."""
+    """The settings with models.toml's where the command line gave none: the model's entry's over [defaults]'."""
     from localgen.params import with_settings
 
+    registry = _registry()
     spec = loaded.resolved.spec
-    if spec is None or not spec.settings:
+    chosen = dict(registry.default_settings) | dict(spec.settings if spec is not None else ())
+    if not chosen:
         return sampling, limits
     given = given_settings(ctx)
-    return with_settings(sampling, limits, {key: value for key, value in spec.settings if key not in given})
+    return with_settings(sampling, limits, {key: value for key, value in chosen.items() if key not in given})
 
 
 def entry_system(loaded: LoadedModel) -> str | None:
-    """The system prompt the model's registry entry gives, if any (for a new conversation without -s)."""
+    """The system prompt models.toml gives this model (its entry's, else [defaults]'), for a new conversation
+    without -s."""
     spec = loaded.resolved.spec
-    return spec.system if spec is not None else None
+    if spec is not None and spec.system is not None:
+        return spec.system
+    return _registry().default_system
+
+
+def _registry() -> Registry:
+    """The registry with the user's models.toml (read again: it is small)."""
+    from localgen.config import settings
+    from localgen.registry import load_registry
+
+    return load_registry(settings().user_registry)

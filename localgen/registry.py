@@ -60,6 +60,8 @@ class Registry:
     models: dict[str, ModelSpec]
     default_model: str
     default_source: Path | None = None  # the user file that named default_model, when one did
+    default_system: str | None = None  # [defaults] system: for any model whose entry gives none
+    default_settings: tuple[tuple[str, int | float], ...] = ()  # [defaults] temperature = 0.3, ...
 
     def default_reference(self) -> str:
         """The default model's name; a user default that names no model is an error naming its file."""
@@ -182,8 +184,9 @@ def _toml(text: str, source: Path | str) -> dict[str, Any]:
 
 
 def _parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str, dict] | None = None,
-                    ) -> tuple[dict[str, ModelSpec], str | None]:
-    """Parse one models.toml's data into specs and an optional default name.
+                    ) -> tuple[dict[str, ModelSpec], dict[str, Any]]:
+    """Parse one models.toml's data into specs and its [defaults] (the default model's name, a system prompt and
+    sampling settings for every model).
 
     An entry named as one in inherit (the built-in tables) that keeps its repo changes only the keys it gives (a
     smaller context, another quant), so the bundled copy and the checksum stay; with another repo it replaces it.
@@ -202,12 +205,14 @@ def _parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str,
     default = defaults.get("model") if isinstance(defaults, dict) else None
     if not isinstance(defaults, dict) or not isinstance(default, (str, type(None))):
         raise ConfigError(f"{source}: [defaults] model must be a model name", hint='write model = "NAME"')
-    if set(defaults) - {"model"}:
-        key = sorted(set(defaults) - {"model"})[0]
-        raise ConfigError(f"{source}: [defaults] has unknown key '{key}'",
-                          hint="[defaults] sets only model = \"NAME\"; sampling settings go in a model's entry: "
-                               "[models.NAME] temperature = 0.3")
-    return specs, default
+    unknown = sorted(set(defaults) - {"model", "system", *CHAT_SETTINGS})
+    if unknown:
+        raise ConfigError(f"{source}: [defaults] has unknown key '{unknown[0]}'",
+                          hint=f"[defaults] takes model, system and the settings {', '.join(CHAT_SETTINGS)}")
+    if not isinstance(defaults.get("system", ""), str):
+        raise ConfigError(f"{source}: [defaults].system must be a string", hint='write system = "text"')
+    _check_settings(f"{source}: [defaults]", {key: value for key, value in defaults.items() if key in CHAT_SETTINGS})
+    return specs, defaults
 
 
 def _inherited(table: object, base: dict | None) -> object:
@@ -234,7 +239,8 @@ def builtin_registry_text() -> str:
 def load_registry(user_file: Path | None = None) -> Registry:
     """The built-in registry extended (and overridden by name) by the user's file."""
     builtin = _toml(builtin_registry_text(), "built-in models.toml")
-    models, default = _parse_registry(builtin, "built-in models.toml")
+    models, defaults = _parse_registry(builtin, "built-in models.toml")
+    default = defaults.get("model")
     if user_file is not None and user_file.exists() and not user_file.is_file():
         raise ConfigError(f"{user_file}: not a file", hint="models.toml must be a TOML file; remove or rename this")
     if user_file is not None and user_file.is_file():
@@ -247,10 +253,14 @@ def load_registry(user_file: Path | None = None) -> Registry:
             raise ConfigError(f"{user_file}: cannot be read ({exc.strerror or exc})",
                               hint="check the file's permissions") from exc
         tables = {name.lower(): table for name, table in builtin.get("models", {}).items()}
-        user_models, user_default = _parse_registry(_toml(text, user_file), user_file, inherit=tables)
+        user_models, user_defaults = _parse_registry(_toml(text, user_file), user_file, inherit=tables)
         models = {**models, **user_models}
-        if user_default is not None:  # checked when the default is used, so other commands keep working
-            return Registry(models=models, default_model=user_default.lower(), default_source=user_file)
+        settings = tuple((key, value) for key, value in user_defaults.items() if key in CHAT_SETTINGS)
+        shared = {"default_system": user_defaults.get("system"), "default_settings": settings}
+        if "model" in user_defaults:  # checked when the default is used, so other commands keep working
+            return Registry(models=models, default_model=str(user_defaults["model"]).lower(),
+                            default_source=user_file, **shared)
+        return Registry(models=models, default_model=(default or "").lower(), **shared)
     return Registry(models=models, default_model=(default or "").lower())
 
 

@@ -71,6 +71,15 @@ def test_an_entry_s_settings_are_checked_as_the_command_line_s(tmp_path: Path, l
     assert info.value.message == f"{user}: {message}" and info.value.hint
 
 
+def test_defaults_may_give_a_system_prompt_and_settings_for_every_model(tmp_path: Path) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text('[defaults]\nsystem = "Be terse."\ntemperature = 0.2\nseed = 7\n')
+    registry = load_registry(user)
+    assert registry.default_model == "smollm2-135m" and registry.default_source is None
+    assert registry.default_system == "Be terse." and dict(registry.default_settings) == {"temperature": 0.2,
+                                                                                          "seed": 7}
+
+
 def test_a_models_toml_that_is_not_a_file_is_an_error(tmp_path: Path) -> None:
     folder = tmp_path / "models.toml"
     folder.mkdir()
@@ -80,7 +89,8 @@ def test_a_models_toml_that_is_not_a_file_is_an_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text", ['[models.x]\nrepo = "a/b"\n', "not toml [[[", '[models.x]\nrepo = 3\nquant="Q4_0"\n',
                                   '[models.x]\nrepo = "a/b"\nquant = "Q4_0"\nbogus = 1\n',
-                                  "[defaults]\ntemperature = 0\n", "[settings]\nx = 1\n", "colour = 1\n",
+                                  "[defaults]\ntemperature = \"hot\"\n", "[defaults]\ncolour = 1\n",
+                                  "[defaults]\nsystem = 1\n", "[settings]\nx = 1\n", "colour = 1\n",
                                   '[models.x]\nrepo = "a/b"\nquant = "Q4_0"\ncontext = 0\n'])
 def test_bad_user_registry_is_a_clear_error_with_a_hint(tmp_path: Path, text: str) -> None:
     user = tmp_path / "models.toml"

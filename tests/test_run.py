@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, run_localgen
+from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
 
 FOX = b"The quick brown fox jumps over the lazy dog.\n"
 GREEDY = ("--temperature", "0", "--seed", "1")
@@ -343,6 +343,13 @@ def test_a_model_entry_s_system_prompt_and_settings_apply_unless_given(tmp_path:
     raw = record("--raw", env=entry)
     assert raw["usage"]["prompt_tokens"] == record("--raw", "-n", "5")["usage"]["prompt_tokens"], \
         "--raw sends the text alone"
+    (tmp_path / "entry" / "config" / "models.toml").write_text(
+        '[defaults]\nsystem = "Answer in French."\ntemperature = 0\nmax_tokens = 4\n\n'
+        '[models.smollm2-135m]\nmax_tokens = 5\n')
+    assert record(env=entry)["usage"] == by_entry["usage"], "the entry's max_tokens wins over [defaults]'"
+    by_path = record("-m", str(bundled_model_file()), env=entry)  # a path has no entry: [defaults] apply
+    assert by_path["usage"]["completion_tokens"] == 4
+    assert by_path["usage"]["prompt_tokens"] == by_entry["usage"]["prompt_tokens"], "[defaults]' system prompt"
 
 
 def test_mode_and_type_names_are_case_insensitive() -> None:
