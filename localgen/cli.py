@@ -227,9 +227,11 @@ def run(
                 if not hide_thinking:
                     return events
                 return without_thinking(events, lambda: prompt_opens_thinking(loaded.prompt_format.render(messages)))
-        completion, exit_code = stream_to_stdout(loaded, start, None if json_output else output)
+        completion, exit_code, late_error = stream_to_stdout(loaded, start, None if json_output else output)
         finish_output(loaded, completion, None if json_output else output,
                       conversation.name if conversation is not None else None)
+        if late_error is not None:  # the answer is out; now the failure to save it
+            raise late_error
     finally:
         loaded.close()
     note = console.finish_note(completion)

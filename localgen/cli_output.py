@@ -10,36 +10,44 @@ import typer
 from localgen import console
 from localgen.cli_exit import silence_stdout
 from localgen.console import TextOutput, without_prefill_progress
-from localgen.errors import EXIT_BROKEN_PIPE
+from localgen.errors import EXIT_BROKEN_PIPE, LocalgenError
 from localgen.events import Event, Finished, TextChunk
 from localgen.runner import LoadedModel
 from localgen.signals import StopOnSignal
 
 
 def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
-                     output: TextOutput | None) -> tuple[Finished, int | None]:
+                     output: TextOutput | None) -> tuple[Finished, int | None, LocalgenError | None]:
     """Run start()'s generation, writing its text to output as it streams (None: keep it for JSON).
 
-    Returns the Finished and the exit code a SIGINT/SIGTERM calls for; a closed stdout stops the generation.
+    Returns the Finished, the exit code a SIGINT/SIGTERM calls for, and an error that came after the answer was
+    complete (saving its conversation failed): the answer is still the user's, so it is output before that error.
+    A closed stdout stops the generation.
     """
     engine = loaded.engine
     completion: Finished | None = None
+    late: LocalgenError | None = None
     pipe_closed = False
     with StopOnSignal(engine.request_stop, reset=engine.clear_stop) as signals:  # prompt preparation included
-        for event in without_prefill_progress(start(), sys.stderr):
-            if isinstance(event, TextChunk) and output is not None and not pipe_closed:
-                try:
-                    output.write(event.text)
-                except BrokenPipeError:
-                    pipe_closed = True
-                    engine.request_stop()
-            elif isinstance(event, Finished):
-                completion = event
+        try:
+            for event in without_prefill_progress(start(), sys.stderr):
+                if isinstance(event, TextChunk) and output is not None and not pipe_closed:
+                    try:
+                        output.write(event.text)
+                    except BrokenPipeError:
+                        pipe_closed = True
+                        engine.request_stop()
+                elif isinstance(event, Finished):
+                    completion = event
+        except LocalgenError as exc:
+            if completion is None:
+                raise
+            late = exc
     if pipe_closed:
         silence_stdout()
         raise typer.Exit(EXIT_BROKEN_PIPE)
     assert completion is not None
-    return completion, signals.exit_code
+    return completion, signals.exit_code, late
 
 
 def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput | None,

@@ -37,6 +37,9 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in TRUE_VALUES
 
 
+FOLDER_ENVS = ("LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE")
+
+
 def check_environment() -> None:
     """A ConfigError for localgen's own variables set to what they cannot mean (checked as a command starts)."""
     from localgen.errors import ConfigError
@@ -45,10 +48,11 @@ def check_environment() -> None:
         value = os.environ.get(name, "")
         if value.strip().lower() not in TRUE_VALUES | FALSE_VALUES:
             raise ConfigError(f"{name}={value} is neither on nor off", hint=f"set {name}=1 or {name}=0")
-    home = os.environ.get("LOCALGEN_HOME")
-    if home and Path(home).expanduser().exists() and not Path(home).expanduser().is_dir():
-        raise ConfigError(f"LOCALGEN_HOME={home} is not a directory",
-                          hint="point it at a directory (localgen creates it if missing), or unset it")
+    for name in FOLDER_ENVS:  # where localgen and huggingface_hub keep files
+        folder = os.environ.get(name)
+        if folder and Path(folder).expanduser().exists() and not Path(folder).expanduser().is_dir():
+            raise ConfigError(f"{name}={folder} is not a directory",
+                              hint="point it at a directory (it is created if missing), or unset it")
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import stat
 from collections.abc import Callable
@@ -294,9 +295,9 @@ def load_or_start(name: str) -> Conversation:
     (two runs starting the same new conversation: the second is told it is busy, rather than saving elsewhere)."""
     folder = conversations_dir()
     path = folder / f"{check_name(name)}.json"
-    if not path.exists():
+    if not os.path.lexists(path):  # a dangling link is there too: never saved over under another name
         hold(folder, name, hint="wait for it to finish, or use another name")
-        if not path.exists():  # (unless the holder before us finished and saved it meanwhile)
+        if not os.path.lexists(path):  # (unless the holder before us finished and saved it meanwhile)
             return Conversation(name=name)
     if not path.is_file():
         raise DamagedConversationError(f"{path} is not a saved conversation (not a file)",
@@ -328,11 +329,14 @@ def read_conversation(name: str) -> Conversation:
 
 
 def saved_paths(names: list[str]) -> list[Path]:
-    """The files of saved conversations (a damaged one too), or the error for the first name that is none."""
+    """The files of saved conversations (a damaged one, a dangling link or a pipe too: all can be deleted), or the
+    error for the first name that is none."""
     paths = [conversations_dir() / f"{check_name(name)}.json" for name in names]
     for name, path in zip(names, paths, strict=True):
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise LocalgenError(f"no saved conversation named '{name}'", hint=_missing_hint(True))
+        if path.is_dir():
+            raise LocalgenError(f"{path} is a folder, not a saved conversation", hint="remove it yourself")
     return paths
 
 

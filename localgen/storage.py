@@ -39,9 +39,10 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
     except OSError as exc:
         if isinstance(exc, FileExistsError) and not replace:
             raise
+        kept = "; the previous file is unchanged" if path.exists() else ""
         raise LocalgenError(
             f"could not write {path}: {exc.strerror or exc}",
-            hint="check free disk space and permissions; the previous file is unchanged",
+            hint=f"check free disk space and permissions{kept}",
         ) from exc
     finally:
         if tmp_name is not None:

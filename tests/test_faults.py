@@ -211,6 +211,22 @@ def test_run_still_succeeds_when_the_prompt_cache_cannot_be_written(tiny_disk: P
     assert _strays(home) == []
 
 
+def test_a_run_whose_conversation_cannot_be_saved_still_gives_its_answer(tiny_disk: Path) -> None:
+    env = {"LOCALGEN_HOME": str(tiny_disk / "home")}
+    args = ("-n", "8", "--temperature", "0", "--no-cache")
+    assert run_localgen("run", "--conversation", "c1", "Say hi.", *args, env=env).returncode == 0
+    _fill(tiny_disk, leave=0)
+    as_json = run_localgen("run", "--json", "--conversation", "c1", "Say hi again.", *args, env=env)
+    assert as_json.returncode == 1 and "could not write" in as_json.err and "No space left" in as_json.err
+    record = json.loads(as_json.out)
+    assert record["text"] and record["conversation"] == "c1", "the answer is printed before the error"
+    assert "previous file is unchanged" in as_json.err
+    streamed = run_localgen("run", "--conversation", "brandnew", "Say hi.", *args, env=env)
+    assert streamed.returncode == 1 and streamed.out.endswith("\n") and streamed.out.strip()
+    assert "previous file" not in streamed.err, "a new conversation had no previous file"
+    assert _strays(tiny_disk / "home") == []
+
+
 def test_verification_marker_on_a_full_disk_is_skipped_quietly(tiny_disk: Path, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     settings = _use_home(monkeypatch, tiny_disk / "home")

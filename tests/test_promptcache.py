@@ -218,6 +218,19 @@ def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path:
     assert again.text == cold.text and len(list_entries(tmp_path)) == 1
 
 
+def test_an_answer_stopped_before_its_first_token_still_counts_what_was_restored(engine: Engine,
+                                                                                tmp_path: Path) -> None:
+    cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30)
+    first, second = _prompt(engine, "How many red boxes are there?"), _prompt(engine, "Which box holds most?")
+    _answer(engine, first, cache)
+    engine.reset()
+    engine.request_stop()  # Ctrl-C while the prompt was prepared
+    events = engine.generate(second, GREEDY, GenerationLimits(max_tokens=24), prefix_cache=cache)
+    stopped = [e for e in events if isinstance(e, Finished)][-1]
+    assert stopped.finish_reason == "interrupted" and stopped.usage.completion_tokens == 0
+    assert stopped.restored_tokens > len(first) - 100 and stopped.to_dict()["usage"]["prompt_cache_tokens"] > 0
+
+
 @pytest.mark.parametrize("saved", [2 * 128 + 10, 2 * 128 + 70])  # the saved tail under / over FA_TILE_Q
 def test_a_restored_prefix_gives_the_cold_logits_bit_for_bit(bundled_model: Path, tmp_path: Path, saved: int) -> None:
     """Rows a saved prompt computed in a small last batch are recomputed when a cold prefill batches them larger."""

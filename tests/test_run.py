@@ -555,6 +555,14 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
     (path.parent / "folder.json").mkdir()
     folder = run_localgen("run", "--conversation", "folder", "Hello", "-n", "2", *GREEDY, env=env)
     assert folder.returncode == 1 and "folder.json is not a saved conversation (not a file)" in folder.err
+    (path.parent / "dangling.json").symlink_to(path.parent / "gone.json")
+    dangling = run_localgen("run", "--conversation", "dangling", "Hello", "-n", "2", *GREEDY, env=env)
+    assert dangling.returncode == 1 and "dangling.json is not a saved conversation (not a file)" in dangling.err
+    assert not (path.parent / "dangling-2.json").exists(), "never saved under another name"
+    removed = run_localgen("conversations", "rm", "dangling", "-y", env=env)
+    assert removed.returncode == 0 and not (path.parent / "dangling.json").is_symlink()
+    folder_rm = run_localgen("conversations", "rm", "folder", "-y", env=env)
+    assert folder_rm.returncode == 1 and "folder.json is a folder, not a saved conversation" in folder_rm.err
 
 
 def test_a_run_says_when_the_model_no_longer_sees_a_conversation_s_first_exchanges(tmp_path: Path) -> None:
@@ -575,6 +583,8 @@ def test_a_run_says_when_the_model_no_longer_sees_a_conversation_s_first_exchang
     ("LOCALGEN_OFFLINE", "banana", "LOCALGEN_OFFLINE=banana is neither on nor off"),
     ("LOCALGEN_DEBUG", "maybe", "LOCALGEN_DEBUG=maybe is neither on nor off"),
     ("LOCALGEN_HOME", str(REPO_ROOT / "README.md"), "is not a directory"),
+    ("HF_HOME", str(REPO_ROOT / "README.md"), "HF_HOME=" + str(REPO_ROOT / "README.md") + " is not a directory"),
+    ("HF_HUB_CACHE", str(REPO_ROOT / "README.md"), "is not a directory"),
 ])
 def test_localgen_s_own_variables_must_make_sense(variable: str, value: str, message: str) -> None:
     result = run_localgen("run", "hi", "-n", "2", env={variable: value})

@@ -299,7 +299,7 @@ class Engine:
             prefill_done = time.perf_counter()
             if self._stop_requested:  # no token: no TTFT, and only the chunks evaluated count as prefilled
                 yield _finished("", "interrupted", len(prompt), reused, len(self._kv) - reused, 0,
-                                started, prefill_done, None, prefill_done)
+                                started, prefill_done, None, prefill_done, restored=restored)
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
             for event in self._decode(chain, limits, ignore_eog, drafter):
