@@ -11,6 +11,7 @@ from typing import BinaryIO
 from localgen.errors import UsageError
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
+BINARY_SNIFF_BYTES = 64 * 1024  # binary input is told from its first block
 STDIN_QUIET_S = 2.0  # a pipe silent this long gets a note that localgen waits for it
 SHOWN_PATH_CHARS = 120  # longer paths are cut in error messages
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
@@ -50,7 +51,7 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file
     """Read a text file named with option, with clear errors for missing, directory or unreadable paths."""
     try:
         with path.open("rb") as handle:
-            data = handle.read(MAX_INPUT_BYTES + 1)
+            data = _bounded_read(handle, short_path(path), binary_hint)
     except FileNotFoundError:
         raise UsageError(f"no such file: {short_path(path)}", hint=f"check the path given to {option}") from None
     except IsADirectoryError:
@@ -84,10 +85,19 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
         return None
     if waiting is not None and not stream.isatty() and not _ready(stream, STDIN_QUIET_S):
         waiting()
-    data = stream.read(MAX_INPUT_BYTES + 1)
+    data = _bounded_read(stream, "stdin", DOCUMENT_HINT)
     if len(data) > MAX_INPUT_BYTES:
         raise UsageError(f"stdin is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint="send less text")
     return decode_input(data, "stdin", warnings)
+
+
+def _bounded_read(stream: BinaryIO, source: str, binary_hint: str) -> bytes:
+    """Up to one byte more than MAX_INPUT_BYTES; binary data is refused from its first block, not after
+    reading the whole bound (/dev/urandom)."""
+    first = stream.read(BINARY_SNIFF_BYTES)
+    if b"\x00" in first:
+        raise UsageError(f"{source} looks like binary data (it contains NUL bytes)", hint=binary_hint)
+    return first + (stream.read(MAX_INPUT_BYTES + 1 - len(first)) if len(first) == BINARY_SNIFF_BYTES else b"")
 
 
 def _ready(stream: BinaryIO, timeout: float) -> bool:

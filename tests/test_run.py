@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from localgen.errors import UsageError
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
 
 FOX = b"The quick brown fox jumps over the lazy dog.\n"
@@ -608,6 +609,23 @@ def test_relative_base_directories_do_not_follow_the_working_directory(monkeypat
     assert found.config_dir == tmp_path / "conf" / "localgen"
     monkeypatch.setenv("LOCALGEN_HOME", "lg")  # relative: where localgen started, kept if it changes directory
     assert config.load_settings().data_dir == tmp_path / "lg" / "data"
+
+
+def test_input_beyond_the_bound_is_refused_and_binary_input_from_its_first_block(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from localgen import inputs
+
+    monkeypatch.setattr(inputs, "MAX_INPUT_BYTES", 200_000)
+    text = tmp_path / "long.txt"
+    text.write_text("word " * 50_000)  # 250,000 bytes of text: read past the first block, then refused
+    with pytest.raises(UsageError, match=r"long\.txt is larger than"):
+        inputs.read_file_input(text, [])
+    text.write_text("word " * 30_000)
+    assert inputs.read_file_input(text, []) == "word " * 30_000
+    binary = tmp_path / "data.bin"
+    binary.write_bytes(b"\0" * 300_000)
+    with pytest.raises(UsageError, match=r"data\.bin looks like binary data"):
+        inputs.read_file_input(binary, [])
 
 
 def test_a_quiet_pipe_gets_a_note_on_a_terminal_and_its_text_still_counts(monkeypatch: pytest.MonkeyPatch) -> None:
