@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shlex
 import signal
 import sys
@@ -119,6 +120,7 @@ class Repl:
         except LocalgenError as exc:
             console.error(exc.message, exc.hint)
         except Exception as exc:  # nothing typed at the prompt may end the session
+            logging.getLogger("localgen").debug("the traceback of the internal error below", exc_info=True)
             console.error(f"internal error: {type(exc).__name__}: {exc}",
                           hint="the conversation is kept; LOCALGEN_DEBUG=1 shows details")
 
@@ -294,8 +296,10 @@ class Repl:
         console.say(console.format_stats(last, context=context))
 
     def _reset(self, _: str) -> None:
+        attached = len(self.session.attachments)
         previous = self.session.reset()
-        console.say(f"new conversation {self.session.conversation.name} ({_kept(previous)})")
+        dropped = f"; dropped {counted(attached, 'attached file')}" if attached else ""
+        console.say(f"new conversation {self.session.conversation.name} ({_kept(previous)}{dropped})")
 
     def _undo(self, _: str) -> None:
         turn = self.session.undo()

@@ -347,6 +347,8 @@ def test_file_attachment_goes_into_the_next_message(chat: Chat, tmp_path: Path) 
     assert state["turns"][0]["user"].startswith("The secret code is 4711.")
     assert "reading the prompt: 512/" in chat.transcript.getvalue(), "a long prompt shows its progress"
     chat.command("/undo", "dropped: 'What is the secret code?'")
+    chat.command(f"/file {doc}", "attached")
+    chat.command("/reset", "; dropped 1 attached file)")  # not sent silently without it
 
 
 def test_chat_with_a_model_without_a_template_says_how_it_talks_to_it(home: Path, tmp_path: Path,
