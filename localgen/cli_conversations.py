@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from localgen.cli_manage import JsonOpt, misplaced_option
+from localgen.cli_manage import JsonOpt, confirmed, misplaced_option
 from localgen.units import counted, local_minute
 
 if TYPE_CHECKING:
@@ -83,7 +83,6 @@ def conversations_rm(
 ) -> None:
     """Delete saved conversations (never one that a chat or a run has open)."""
     from localgen import console
-    from localgen.cli_manage import confirmed
     from localgen.conversation import delete_conversations, saved_paths
 
     names = list(dict.fromkeys(names))
