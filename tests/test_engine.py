@@ -242,7 +242,7 @@ def test_a_load_that_fails_or_is_interrupted_part_way_frees_what_it_allocated(
     assert freed == expected
 
 
-@pytest.mark.parametrize(("field", "value"), [("repeat_last_n", 300_000_000), ("repeat_last_n", -1),
+@pytest.mark.parametrize(("field", "value"), [("repeat_last_n", 300_000_000), ("repeat_last_n", -2),
                                               ("top_k", 2**32 + 64)])
 def test_sampling_values_that_native_code_would_wrap_or_allocate_for_are_refused(field: str, value: int) -> None:
     with pytest.raises(UsageError, match=f"{field.replace('_', '-')} {value:,} is out of range"):
