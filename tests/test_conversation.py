@@ -280,3 +280,12 @@ def test_a_completed_command_is_followed_by_a_space_and_file_paths_complete(tmp_
     assert complete("/load trip") == ["trip-plans "]
     assert complete("/model smollm") == ["smollm2-135m "] and "qwen2.5-7b " in complete("/model qwen")
     assert complete(f"/model {tmp_path}/no") == ["tes.txt"], "a path after /model completes as a path"
+
+
+def test_a_name_that_starts_with_a_dot_is_refused_with_a_hint_that_says_why() -> None:
+    from localgen.conversation import check_name
+
+    with pytest.raises(UsageError, match=r"'\.hidden' is not a valid conversation name") as info:
+        check_name(".hidden")
+    assert (info.value.hint or "").startswith("start with a letter or digit")
+    assert check_name("notes.v2-final_1") == "notes.v2-final_1"
