@@ -38,7 +38,6 @@ from localgen.cli_options import (
     TopKOpt,
     TopPOpt,
     UbatchSizeOpt,
-    entry_system,
     from_command_line,
     given_settings,
     sampling_from,
@@ -206,9 +205,9 @@ def run(
                            min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
     loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"))
     try:
-        sampling, limits = with_model_defaults(ctx, loaded, sampling, limits)
+        sampling, limits, model_system = with_model_defaults(ctx, loaded, sampling, limits)
         if system is None and not raw and (conversation is None or not conversation.on_disk):  # not a saved one
-            system = entry_system(loaded)
+            system = model_system
         output = console.TextOutput()
         if conversation is not None:
             start = continued_answer(loaded, options, conversation, system, user_text, sampling, limits,
@@ -346,9 +345,9 @@ def chat(
     loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"))
     session = None
     try:
-        sampling, limits = with_model_defaults(ctx, loaded, sampling, limits)
+        sampling, limits, model_system = with_model_defaults(ctx, loaded, sampling, limits)
         if conversation is None:  # the session records the model it loaded
-            conversation = Conversation.new(system=entry_system(loaded) if system is None else system, model=None)
+            conversation = Conversation.new(system=model_system if system is None else system, model=None)
         elif system is not None:
             conversation.system = system
         session = ChatSession(loaded, options, conversation, sampling, limits)

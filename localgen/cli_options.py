@@ -8,7 +8,6 @@ import typer
 
 if TYPE_CHECKING:
     from localgen.params import GenerationLimits, Grammar, SamplingParams
-    from localgen.registry import Registry
     from localgen.runner import LoadedModel
 
 
@@ -69,31 +68,19 @@ def from_command_line(ctx: typer.Context, name: str) -> bool:
 
 
 def with_model_defaults(ctx: typer.Context, loaded: LoadedModel, sampling: SamplingParams,
-                        limits: GenerationLimits) -> tuple[SamplingParams, GenerationLimits]:
-    """The settings with models.toml's where the command line gave none: the model's entry's over [defaults]'."""
-    from localgen.params import with_settings
-
-    registry = _registry()
-    spec = loaded.resolved.spec
-    chosen = dict(registry.default_settings) | dict(spec.settings if spec is not None else ())
-    if not chosen:
-        return sampling, limits
-    given = given_settings(ctx)
-    return with_settings(sampling, limits, {key: value for key, value in chosen.items() if key not in given})
-
-
-def entry_system(loaded: LoadedModel) -> str | None:
-    """The system prompt models.toml gives this model (its entry's, else [defaults]'), for a new conversation
-    without -s."""
-    spec = loaded.resolved.spec
-    if spec is not None and spec.system is not None:
-        return spec.system
-    return _registry().default_system
-
-
-def _registry() -> Registry:
-    """The registry with the user's models.toml (read again: it is small)."""
+                        limits: GenerationLimits) -> tuple[SamplingParams, GenerationLimits, str | None]:
+    """The settings with models.toml's where the command line gave none (the model's entry's over [defaults]'),
+    and the system prompt models.toml gives this model, for a new conversation without -s (models.toml read once).
+    """
     from localgen.config import settings
+    from localgen.params import with_settings
     from localgen.registry import load_registry
 
-    return load_registry(settings().user_registry)
+    registry = load_registry(settings().user_registry)
+    spec = loaded.resolved.spec
+    system = spec.system if spec is not None and spec.system is not None else registry.default_system
+    chosen = dict(registry.default_settings) | dict(spec.settings if spec is not None else ())
+    given = given_settings(ctx)
+    sampling, limits = with_settings(sampling, limits, {key: value for key, value in chosen.items()
+                                                        if key not in given})
+    return sampling, limits, system
