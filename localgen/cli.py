@@ -298,6 +298,9 @@ def chat(
     hide_thinking: Annotated[bool, typer.Option("--hide-thinking", help="Hide <think> reasoning.")] = False,
     stats: Annotated[bool, typer.Option("--stats", "--verbose", help="Show speed and token counts after every answer.")
                      ] = False,
+    no_prefill_while_typing: Annotated[bool, typer.Option(
+        "--no-prefill-while-typing", help="Read a message only once it is sent (by default its prompt is computed "
+        "as you type, so answers start at once).")] = False,
     resume: Annotated[str | None, typer.Option(
         "--resume", "--continue", help="Reopen the last conversation (`--resume`), or the one named NAME.")] = None,
     file: Annotated[list[str] | None, typer.Option(
@@ -355,7 +358,7 @@ def chat(
         if resume is not None:  # a flag given now wins over the resumed conversation's setting
             session.replace_conversation(conversation, given_settings(ctx))
         Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking, resumed=resume is not None,
-             stats=stats).run()
+             stats=stats, prefill_while_typing=not no_prefill_while_typing).run()
     finally:
         (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
 

@@ -212,6 +212,8 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
             f"prefill {t.prefill_tokens_per_s:.1f} tok/s, generated {usage.completion_tokens} tok, "
             f"decode {t.decode_tokens_per_s:.1f} tok/s{used}, finish {completion.finish_reason}")
     extras = []
+    if completion.ahead_tokens:
+        extras.append(f"{completion.ahead_tokens} prompt tokens computed while you typed")
     if completion.restored_tokens:
         extras.append(f"prompt cache: {completion.restored_tokens} tokens restored from disk")
     if completion.draft is not None:

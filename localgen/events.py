@@ -70,6 +70,7 @@ class Finished:
     draft: DraftStats | None = None  # set when speculative decoding was on
     restored_tokens: int = 0  # prompt tokens whose KV state came from the on-disk prompt cache
     thinking: str | None = None  # the <think> reasoning taken out of text (run --hide-thinking)
+    ahead_tokens: int = 0  # prompt tokens computed before the generation began (a chat message as it was typed)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict of the completion (the same usage keys every time; draft figures when drafting)."""

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Generator
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.buffer import Buffer
 
 from localgen import console
 from localgen.answer_view import AnswerView
@@ -16,6 +17,7 @@ from localgen.conversation import Conversation, load_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import argument_text, expand_user_path, read_file_input
+from localgen.prefill_ahead import PrefillWhileTyping
 from localgen.repl_input import (
     ALIASES,
     COMMAND_HELP,
@@ -27,9 +29,10 @@ from localgen.repl_input import (
     continuation,
     key_bindings,
     keys_not_echoed,
+    message_text,
     open_history,
     parse_command,
-    unwrap_block,
+    typed_message,
     without_controls,
 )
 from localgen.session import SETTING_NAMES, ChatSession, TurnStart
@@ -42,7 +45,7 @@ class Repl:
     """Reads lines, runs slash commands, streams answers; nothing typed can crash it."""
 
     def __init__(self, session: ChatSession, *, markdown: bool, show_thinking: bool, resumed: bool = False,
-                 stats: bool = False) -> None:
+                 stats: bool = False, prefill_while_typing: bool = True) -> None:
         self.session = session
         self.resumed = resumed
         self.markdown = markdown
@@ -70,6 +73,8 @@ class Repl:
             "/model": self._model, "/thinking": self._thinking, "/markdown": self._markdown, "/exit": self._exit,
         }
         self._handlers |= {alias: self._handlers[name] for alias, name in ALIASES.items()}
+        self._ahead = PrefillWhileTyping(session.prefill_ahead) if prefill_while_typing else None
+        self._prompt.default_buffer.on_text_changed += self._text_changed
 
     def _toolbar(self) -> str:
         """Model, context used by the conversation / size, attached files, last decode speed."""
@@ -97,22 +102,19 @@ class Repl:
             which = "next" if self.resumed else "first"
             console.say(f"{counted(len(self.session.attachments), 'file')} attached to your {which} message "
                         "(/file none drops them)")
-        with exit_on_signals():
-            while self._running:
-                self._step()
+        try:
+            with exit_on_signals():
+                while self._running:
+                    self._step()
+        finally:
+            if self._ahead is not None:
+                self._ahead.close()
 
     def _step(self) -> None:
         """Read one line and act on it."""
-        self._paste.clear()
-        try:
-            line = self._prompt.prompt(PROMPT)
-        except KeyboardInterrupt:
+        line = self._read_line()
+        if line is None:
             return
-        except EOFError:
-            self._running = False
-            return
-        finally:
-            self._report_history_problem()
         try:
             self._handle(self._decoded(line), pasted=self._paste.began(line))
         except KeyboardInterrupt:  # Ctrl-C outside an answer (e.g. while /model loads)
@@ -124,19 +126,48 @@ class Repl:
             console.error(f"internal error: {type(exc).__name__}: {exc}",
                           hint="the conversation is kept; LOCALGEN_DEBUG=1 shows details")
 
+    def _read_line(self) -> str | None:
+        """Read one line, prefilling it while it is typed; None for Ctrl-C or Ctrl-D (which ends the chat) at the
+        prompt. Once this returns, the engine is the chat's alone."""
+        self._paste.clear()
+        if self._ahead is not None:
+            self._ahead.arm()
+        line: str | None = None
+        try:
+            line = self._prompt.prompt(PROMPT)
+        except KeyboardInterrupt:
+            pass
+        except EOFError:
+            self._running = False
+        finally:
+            self._report_history_problem()
+            if self._ahead is not None and not self._ahead.settle(None if line is None else self._message_typed(line)):
+                console.say("[interrupted]")  # Ctrl-C right after Enter: the line is not sent
+                line = None
+        return line
+
     @staticmethod
-    def _decoded(line: str) -> str:
+    def _decoded(line: str, *, warn: bool = True) -> str:
         """The line as text: bytes a non-UTF-8 terminal sent become U+FFFD, and control characters (a quoted
-        Ctrl-Z, say) are dropped, each with a warning."""
+        Ctrl-Z, say) are dropped, each with a warning (when warn)."""
         warnings: list[str] = []
         line = argument_text(line, "the input", warnings)
         line, dropped = without_controls(line)
         if dropped:
             warnings.append(f"dropped {counted(len(dropped), 'control character')} ({' '.join(dict.fromkeys(dropped))})"
                             " from the input")
-        for warning in warnings:
+        for warning in warnings if warn else ():
             console.warn(warning)
         return line
+
+    def _message_typed(self, line: str) -> str | None:
+        """The message the line at the prompt sends (so far), or None for a command."""
+        return typed_message(self._decoded(line, warn=False), pasted=self._paste.began(line))
+
+    def _text_changed(self, buffer: Buffer) -> None:
+        """Prefill the message being typed (prompt-toolkit calls this on every change of the input)."""
+        if self._ahead is not None:
+            self._ahead.typed(self._message_typed(buffer.text))
 
     def _report_history_problem(self) -> None:
         """Print a history read/write failure once, outside prompt-toolkit's screen."""
@@ -146,12 +177,10 @@ class Repl:
 
     def _handle(self, line: str, *, pasted: bool = False) -> None:
         """Dispatch one input line; one that began with a paste is a message, sent as pasted."""
-        command = None if pasted else parse_command(line)
+        text = message_text(line, pasted=pasted)
+        command = parse_command(line) if text is None else None
         if command is None:
-            text = line if pasted else unwrap_block(line)
-            if not pasted and text.lstrip().startswith("//"):  # // sends a message that starts with /
-                text = text.replace("/", "", 1)
-            if text.strip():
+            if text and text.strip():
                 start, events = self.session.ask(text)
                 self._show_answer(events, notice=_room_notice(start))
                 if self.session.unanswered and self.session.attachments:

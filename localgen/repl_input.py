@@ -88,6 +88,25 @@ def unwrap_block(text: str) -> str:
     return text
 
 
+def message_text(line: str, *, pasted: bool) -> str | None:
+    """The message a line sends, or None when it is a command: a line that began with a paste is sent as pasted;
+    a \"\"\" block is sent without its quotes; // at the start sends a message that starts with /."""
+    if pasted:
+        return line
+    if parse_command(line) is not None:
+        return None
+    text = unwrap_block(line)
+    return text.replace("/", "", 1) if text.lstrip().startswith("//") else text
+
+
+def typed_message(line: str, *, pasted: bool) -> str | None:
+    """What the message will be once the line being typed is sent, as far as it can be told (see message_text):
+    an open \"\"\" block goes without its opening quotes."""
+    if not pasted and block_is_open(line):
+        return line.strip()[len(BLOCK_QUOTE):].lstrip("\n")
+    return message_text(line, pasted=pasted)
+
+
 def block_is_open(text: str) -> bool:
     """True while a \"\"\" block has been opened but not closed."""
     stripped = text.strip()

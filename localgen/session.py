@@ -17,6 +17,7 @@ from localgen.resolve import ResolvedModel
 from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 
 DEFAULT_ANSWER_RESERVE = 512
+RENDERS_KEPT = 3  # rendered prompts kept: the conversation's, the next question's, and one being typed
 SETTING_NAMES = tuple(CHAT_SETTINGS)
 SETTING_ALIASES = {"temp": "temperature", "n": "max_tokens",  # the command line's other names (--temp, -n)
                    "num_predict": "max_tokens"}  # and Ollama's
@@ -49,7 +50,7 @@ class ChatSession:
         self.attachments: list[str] = []
         self.last: Finished | None = None
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
-        self._rendered: tuple[LoadedModel, list[Message], str, list[int]] | None = None  # the last prompt made
+        self._rendered: list[tuple[LoadedModel, list[Message], str, list[int]]] = []  # the latest prompts made
         self._record_model()
 
     # --- settings ------------------------------------------------------------------------------
@@ -99,6 +100,25 @@ class ChatSession:
         planned = replace(self.conversation, turns=[*self.conversation.turns, Turn(user=message)])
         dropped = self._make_room(planned)
         return TurnStart(dropped, planned.context_start), self._answer(question=planned)
+
+    def prefill_ahead(self, text: str, should_stop: Callable[[], bool]) -> None:
+        """Compute the prompt of text as the next message (attachments included) into the KV cache before it is
+        sent, so that ask() finds it there; stop as soon as should_stop() is true (see Engine.prefill_ahead).
+
+        Called on another thread while the user types: it changes nothing but the KV cache. A message that would
+        not fit, or a failing template, is left for ask() to report.
+        """
+        engine = self.loaded.engine
+        if not engine.is_open:
+            return
+        planned = replace(self.conversation, turns=[*self.conversation.turns,
+                                                    Turn(user=compose_user_message(text, self.attachments))])
+        try:
+            planned.fit(self._count, self._budget())
+            tokens = self._prompt(planned.messages())[1]
+        except LocalgenError:
+            return
+        engine.prefill_ahead(tokens, should_stop)
 
     def regenerate(self) -> tuple[TurnStart, Generator[Event, None, None]]:
         """Answer the last question again (the old answer stays if the new one fails before it starts), making
@@ -266,13 +286,15 @@ class ChatSession:
         return self._prompt(self.conversation.messages() if messages is None else messages)[0]
 
     def _prompt(self, messages: list[Message]) -> tuple[str, list[int]]:
-        """Rendered text and tokens for messages; the last result is kept, as a turn needs it three times
-        (making room, the thinking check, the answer) and a long conversation takes tens of ms to render."""
-        cached = self._rendered
-        if cached is not None and cached[0] is self.loaded and cached[1] == messages:
-            return cached[2], cached[3]
-        text, tokens = self.loaded.prompt_format.prompt(self.loaded.engine, messages)
-        self._rendered = (self.loaded, list(messages), text, tokens)
+        """Rendered text and tokens for messages; the last few results are kept, as a turn needs its prompt
+        three times (making room, the thinking check, the answer), the toolbar the conversation's on every key,
+        and a long conversation takes tens of ms to render. Safe to call from prefill_ahead's thread."""
+        loaded = self.loaded
+        for cached in self._rendered:
+            if cached[0] is loaded and cached[1] == messages:
+                return cached[2], cached[3]
+        text, tokens = loaded.prompt_format.prompt(loaded.engine, messages)
+        self._rendered = [(loaded, list(messages), text, tokens), *self._rendered[:RENDERS_KEPT - 1]]
         return text, tokens
 
     def _count(self, messages: list[Message]) -> int:

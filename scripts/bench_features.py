@@ -7,7 +7,7 @@ Usage:
   python scripts/bench_features.py draftbound [--rounds 10]
   python scripts/bench_features.py batchcost [--depths 200 700]
   python scripts/bench_features.py fullchat [--turns 600] [--ctx 2048]
-  python scripts/bench_features.py chatturn [--rounds 5] [--flash-attn auto off]
+  python scripts/bench_features.py chatturn [--rounds 5] [--flash-attn auto off] [--typing 0]
 
 promptcache: per round, `localgen cache clear`, then `localgen run -f doc.txt "q1"` (cold; saves the prefill)
 and `localgen run -f doc.txt "q2"` (restores it), plus `--no-cache "q2"` as a cold reference; TTFT is the
@@ -27,7 +27,8 @@ and how many prompt tokens the turns after it reuse.
 
 chatturn: a real chat (ChatSession, as `localgen chat`) whose first question holds ~2,000 tokens of this
 README, then a follow-up question; beside it, the same follow-up asked in a new conversation (template and
-default system prompt included). TTFT is from ask() to the first text, per --flash-attn setting.
+default system prompt included). TTFT is from ask() to the first text, per --flash-attn setting. With --typing
+N both questions are typed at N keys/s first, as `localgen chat` prefills them (TTFT is then from Enter).
 """
 
 from __future__ import annotations
@@ -287,11 +288,25 @@ def bench_fullchat(args: argparse.Namespace) -> None:
     chat.loaded.close()
 
 
-def first_text_s(chat, question: str) -> tuple[float, object]:
-    """Seconds from asking to the first streamed text, and the turn's Finished event."""
-    from localgen.events import Finished, TextChunk
+def first_text_s(chat, question: str, typing: float = 0.0) -> tuple[float, object]:
+    """Seconds from asking (Enter) to the first streamed text, and the turn's Finished event.
 
+    typing: keys per second at which the question is typed first, prefilled meanwhile as `localgen chat` does
+    (0: it arrives whole, as a paste with --no-prefill-while-typing).
+    """
+    from localgen.events import Finished, TextChunk
+    from localgen.prefill_ahead import PrefillWhileTyping
+
+    ahead = PrefillWhileTyping(chat.prefill_ahead) if typing else None
+    if ahead is not None:
+        ahead.arm()
+        for end in range(1, len(question) + 1):
+            ahead.typed(question[:end])
+            time.sleep(1 / typing)  # the next key, the last time Enter
     started, first, done = time.perf_counter(), None, None
+    if ahead is not None:
+        ahead.settle(question)
+        ahead.close()
     for event in chat.ask(question)[1]:
         if isinstance(event, TextChunk) and first is None:
             first = time.perf_counter() - started
@@ -323,19 +338,21 @@ def bench_chatturn(args: argparse.Namespace) -> None:
         for number in range(args.rounds):
             chat = new_chat()
             first_text_s(chat, f"Read this:\n\n{readme}")
-            seconds, done = first_text_s(chat, follow_up)
+            seconds, done = first_text_s(chat, follow_up, args.typing)
             after.append(seconds)
             decode.append(done.timings.decode_tokens_per_s)
             loaded.engine.reset()
-            new_seconds, new_done = first_text_s(new_chat(), follow_up)
+            new_seconds, new_done = first_text_s(new_chat(), follow_up, args.typing)
             fresh.append(new_seconds)
             ratios.append(seconds / new_seconds)
-            new_tokens = done.usage.prompt_tokens - done.usage.cached_tokens
+            new_tokens = done.usage.prompt_tokens - done.usage.cached_tokens + done.ahead_tokens
             log(f"flash-attn {flash_attn}, round {number + 1}: {seconds * 1000:.0f} ms after "
-                f"{done.usage.cached_tokens} cached tokens ({new_tokens} new); "
-                f"new chat {new_seconds * 1000:.0f} ms ({new_done.usage.prompt_tokens} tokens)")
-        print(f"\nflash-attn {flash_attn}: follow-up after {done.usage.cached_tokens} cached tokens, "
-              f"{args.rounds} rounds (median, min-max)")
+                f"{done.usage.cached_tokens - done.ahead_tokens} cached tokens ({new_tokens} new, "
+                f"{done.ahead_tokens} of them computed while typing); new chat {new_seconds * 1000:.0f} ms "
+                f"({new_done.usage.prompt_tokens} tokens, {new_done.ahead_tokens} computed while typing)")
+        typed = f"typed at {args.typing:g} keys/s" if args.typing else "sent whole"
+        print(f"\nflash-attn {flash_attn}: follow-up after {done.usage.cached_tokens - done.ahead_tokens} cached "
+              f"tokens, {typed}, {args.rounds} rounds (median, min-max)")
         print(f"  TTFT of the follow-up:        {spread([s * 1000 for s in after], 1)} ms")
         print(f"  TTFT of it in a new chat:     {spread([s * 1000 for s in fresh], 1)} ms")
         print(f"  ratio (paired):               {spread(ratios, 2)}")
@@ -377,6 +394,8 @@ def main() -> None:
     ct.add_argument("--rounds", type=int, default=5)
     ct.add_argument("--n", type=int, default=64, help="answer tokens (their decode speed is shown)")
     ct.add_argument("--flash-attn", nargs="+", default=["auto", "off"])
+    ct.add_argument("--typing", type=float, default=0.0,
+                    help="keys/s at which the question is typed, prefilled meanwhile as in chat (0: sent whole)")
     ct.add_argument("--model", default=None)
     ct.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()

@@ -116,6 +116,76 @@ def test_memory_that_cannot_drop_a_tail_is_cleared_and_recomputed(engine: Engine
     assert int(lc.llama_memory_seq_pos_max(engine._kv.memory, 0)) + 1 == len(engine.kv_token_list)
 
 
+class _StopAfter:
+    """A should_stop for prefill_ahead that counts its polls and says stop after limit of them (None: never)."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self.polls = 0
+
+    def __call__(self) -> bool:
+        self.polls += 1
+        return self.limit is not None and self.polls > self.limit
+
+
+def test_a_prompt_prefilled_ahead_starts_at_once_with_the_same_text(engine: Engine) -> None:
+    prompt = _prompt(engine, "Tell me about the moon in two sentences.")
+    engine.reset()
+    _, plain, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=16)))
+    engine.reset()
+    assert engine.prefill_ahead(prompt, _StopAfter()) == len(prompt) == engine.kv_tokens
+    _, ahead, progress = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=16)))
+    assert progress == [], "nothing is left to prefill, not even the last token"
+    assert ahead.usage.cached_tokens == ahead.ahead_tokens == len(prompt)
+    assert ahead.text == plain.text
+    _, again, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=16)))
+    assert again.ahead_tokens == 0 and again.text == plain.text
+
+
+def test_prefill_ahead_keeps_the_shared_prefix_and_never_uses_stale_logits(engine: Engine) -> None:
+    longer = _prompt(engine, "List three colors and say why you like each of them.")
+    shorter = _prompt(engine, "List three colors.")
+    engine.reset()
+    _, plain, _ = _collect(engine.generate(shorter, GREEDY, GenerationLimits(max_tokens=12)))
+    engine.reset()
+    engine.prefill_ahead(longer, _StopAfter())
+    held = engine.prefill_ahead(shorter, _StopAfter())  # the message was edited back: the tail is dropped
+    assert held == len(shorter) and engine.kv_token_list == shorter
+    _, after, _ = _collect(engine.generate(shorter, GREEDY, GenerationLimits(max_tokens=12)))
+    assert after.text == plain.text
+    engine.reset()
+    engine.prefill_ahead(longer, _StopAfter())
+    _, cut, _ = _collect(engine.generate(longer[:len(shorter) - 1], GREEDY, GenerationLimits(max_tokens=4)))
+    assert cut.usage.cached_tokens == len(shorter) - 2, "the last prompt token is evaluated again for its logits"
+
+
+def test_a_prefill_ahead_stopped_part_way_leaves_a_consistent_cache(bundled_model: Path) -> None:
+    options = LoadOptions(n_ctx=2048, n_threads=2, n_threads_batch=2, n_batch=64, n_ubatch=64)
+    with Engine(bundled_model, options) as small_batches:
+        prompt = _prompt(small_batches, "Tell me about cats. " * 30)
+        _, plain, _ = _collect(small_batches.generate(prompt, GREEDY, GenerationLimits(max_tokens=8)))
+        small_batches.reset()
+        one_batch = _StopAfter()
+        small_batches.prefill_ahead(prompt[:64], one_batch)
+        small_batches.reset()
+        stop = _StopAfter(2 * one_batch.polls + one_batch.polls // 2)  # polled between graph nodes: in batch 3
+        assert small_batches.prefill_ahead(prompt, stop) == 128 == small_batches.kv_tokens, \
+            "the batches done stay, and the one stopped is dropped"
+        assert stop.polls == stop.limit + 1, "it stopped at the first poll that said so"
+        memory = lc.llama_get_memory(small_batches._ctx)
+        assert small_batches.kv_tokens == lc.llama_memory_seq_pos_max(memory, 0) + 1
+        _, done, _ = _collect(small_batches.generate(prompt, GREEDY, GenerationLimits(max_tokens=8)))
+        assert done.usage.cached_tokens == done.ahead_tokens == 128
+        assert done.text == plain.text
+
+
+def test_prefill_ahead_does_nothing_for_memory_that_cannot_roll_back(engine: Engine,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    engine.reset()
+    monkeypatch.setattr(engine, "_facts", dataclasses.replace(engine._facts, rolls_back=False))
+    assert engine.prefill_ahead(_prompt(engine, "Hello there."), _StopAfter()) == 0 == engine.kv_tokens
+
+
 def test_lookup_drafting_is_off_for_memory_that_cannot_roll_back(engine: Engine,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     prompt = _prompt(engine, "Repeat: the cat sat on the mat, the cat sat on the mat.")
@@ -203,6 +273,8 @@ def test_prefill_chunks_are_aligned_to_the_physical_batch(bundled_model: Path) -
         assert restore_point(60, 64, small.n_ubatch, saved=60) == 60  # a batch under FA_TILE_Q queries: no adjustment
     with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2)) as big:
         assert big.n_ubatch == 512
+        assert list(big._chunks(100, 700, most=128)) == [  # prefill ahead: smaller, still aligned
+            (100, 128), (128, 256), (256, 384), (384, 512), (512, 640), (640, 700)]
     assert restore_point(400, 420, 512, saved=400) == 420 - 64  # a cold prefill runs 0..420 through the tiled kernel
     assert restore_point(300, 420, 512, saved=300) == 300
     assert restore_point(520, 530, 512, saved=520) == 520  # the cold batch 512..530 is small too

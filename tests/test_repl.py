@@ -145,6 +145,28 @@ class Chat:
         return self.child.exitstatus
 
 
+def _type_slowly(chat: Chat, text: str) -> None:
+    """Type text a key at a time, as a person does, then wait a moment before Enter."""
+    for char in text:
+        chat.child.send(char)
+        time.sleep(0.08)
+    time.sleep(1.0)
+
+
+def _stats(chat: Chat) -> tuple[int, int, int]:
+    """/stats: the last answer's prompt tokens, how many were cached, and how many were computed while typing."""
+    chat.child.sendline("/stats")
+    chat.child.expect(r"prompt (\d+) tok( \((\d+) cached\))?, TTFT")
+    prompt, cached = int(chat.child.match[1]), int(chat.child.match[3] or 0)
+    chat.child.expect(r"finish \w+\r?\n")
+    found = chat.child.expect([r"(\d+) prompt tokens computed while you typed", PROMPT], timeout=10)
+    if found == 1:  # no such line: the prompt is back
+        return prompt, cached, 0
+    ahead = int(chat.child.match[1])
+    chat.sync()
+    return prompt, cached, ahead
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
@@ -338,17 +360,28 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
     assert chat.quit() == 0
 
 
-def test_file_attachment_goes_into_the_next_message(chat: Chat, tmp_path: Path) -> None:
+@pytest.mark.parametrize("prefill_while_typing", [True, False])
+def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, prefill_while_typing: bool) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "30",
+                *([] if prefill_while_typing else ["--no-prefill-while-typing"]))
     doc = tmp_path / "note.txt"
     filler = "\n".join(f"Line {i}: nothing to see in the {i * 7 % 13}th crate." for i in range(60))
     doc.write_text(f"The secret code is 4711.\n{filler}\n")  # over one 512-token prefill chunk
     chat.command(f"/file {doc}", "attached")
+    if prefill_while_typing:
+        time.sleep(5)  # the file is computed while the question is being thought of
     state = chat.ask("What is the secret code?")
     assert state["turns"][0]["user"].startswith("The secret code is 4711.")
-    assert "reading the prompt: 512/" in chat.transcript.getvalue(), "a long prompt shows its progress"
+    _, cached, ahead = _stats(chat)
+    if prefill_while_typing:
+        assert cached >= ahead > 512, "the file went into the KV cache before the question was sent"
+    else:
+        assert "reading the prompt: 512/" in chat.transcript.getvalue(), "a long prompt shows its progress"
+        assert cached == ahead == 0
     chat.command("/undo", "dropped: 'What is the secret code?'")
     chat.command(f"/file {doc}", "attached")
     chat.command("/reset", "; dropped 1 attached file)")  # not sent silently without it
+    assert chat.quit() == 0
 
 
 def test_chat_with_a_model_without_a_template_says_how_it_talks_to_it(home: Path, tmp_path: Path,
@@ -666,7 +699,7 @@ def _context_shown(screen: str) -> int:
 
 
 def test_after_ctrl_c_while_reading_the_prompt_the_toolbar_shows_the_conversation(home: Path, tmp_path: Path) -> None:
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", cpr=True)
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", "--no-prefill-while-typing", cpr=True)
     doc = tmp_path / "long.txt"
     doc.write_text("\n".join(f"Line {i}: the crate holds {i * 7 % 13} apples." for i in range(300)) + "\n")
     chat.command(f"/file {doc}", "attached")
@@ -699,3 +732,22 @@ def test_a_first_word_that_looks_like_a_path_is_a_message(line: str, expected: S
 def test_control_characters_are_dropped_and_named() -> None:
     assert without_controls("a\x1ab\tc\nd\x7f\x1a") == ("ab\tc\nd", ["^Z", "^?", "^Z"])
     assert without_controls("plain") == ("plain", [])
+
+
+def test_a_message_typed_slowly_is_prefilled_before_enter(chat: Chat) -> None:
+    chat.ask("What is the capital of France?")
+    _type_slowly(chat, "And the capital of Italy?")
+    state = chat.ask("")  # Enter
+    assert state["turns"][-1]["user"] == "And the capital of Italy?"
+    prompt, cached, ahead = _stats(chat)
+    assert cached == prompt, "the whole prompt was computed before Enter"
+    assert ahead >= 10
+    assert chat.quit() == 0
+
+
+def test_prefill_while_typing_can_be_turned_off(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20", "--no-prefill-while-typing")
+    _type_slowly(chat, "Name a color.")
+    chat.ask("")
+    assert _stats(chat)[1:] == (0, 0)
+    assert chat.quit() == 0

@@ -534,3 +534,32 @@ def test_a_chat_that_only_changed_settings_is_saved_with_its_first_exchange(sess
     assert saved["settings"]["temperature"] == 0.0 and saved["system"] == "Be brief."
     session.undo()
     assert json.loads((conversations_dir() / "settings-first.json").read_text())["turns"] == [], "on disk: saved"
+
+
+def _never() -> bool:
+    return False
+
+
+def test_a_message_prefilled_ahead_is_answered_without_prefill(session: ChatSession) -> None:
+    _answer(session.ask("Name a color.")[1])
+    session.attachments = ["A note: the sky is green here."]
+    session.prefill_ahead("What color is the sky?", _never)
+    before = session.loaded.engine.kv_tokens
+    start, events = session.ask("What color is the sky?")
+    done = _answer(events)
+    assert done.usage.cached_tokens == done.usage.prompt_tokens == before, "attachments and all were computed"
+    assert done.ahead_tokens > 10 and start.dropped == 0
+    assert session.conversation.turns[-1].user.startswith("A note: the sky is green here.")
+
+
+def test_prefill_ahead_leaves_a_message_too_long_to_ask_and_changes_nothing(chat: ChatSession) -> None:
+    chat.conversation.turns.extend(Turn(f"Tell me fact number {i} about the sea. " * 4, "The sea is deep. " * 8)
+                                   for i in range(12))
+    turns, start = list(chat.conversation.turns), chat.conversation.context_start
+    chat.prefill_ahead("word " * 2000, _never)
+    assert chat.loaded.engine.kv_tokens == 0
+    chat.prefill_ahead("Name a fish.", _never)  # earlier exchanges must leave the context: planned, not done
+    assert chat.conversation.turns == turns and chat.conversation.context_start == start
+    start_turn, events = chat.ask("Name a fish.")
+    done = _answer(events)
+    assert start_turn.dropped > 0 and done.usage.cached_tokens == done.usage.prompt_tokens

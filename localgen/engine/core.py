@@ -6,7 +6,7 @@ import codecs
 import ctypes
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +25,8 @@ from localgen.stopping import StopMatcher
 log = logging.getLogger("localgen.engine")
 
 PIECE_BUFFER_BYTES = 256
+AHEAD_CHUNK = 128  # prefill_ahead's largest batch: what Enter on other text throws away, at most
+ABORTED = 2  # llama_decode's status when the abort callback stopped it (the batch's KV entries are removed)
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class Engine:
             self._one_token = (lc.llama_token * 1)()
             self._one_batch = lc.llama_batch_get_one(self._one_token, 1)
             self._stop_requested = False
+            self._ahead_from: int | None = None  # where the prompt computed by prefill_ahead() begins
             self._facts = self._read_facts()
         except BaseException:
             self.close()
@@ -257,6 +260,7 @@ class Engine:
         """Forget the KV cache."""
         self._check_open()
         self._kv.clear()
+        self._ahead_from = None
 
     def check_fits(self, n_prompt: int) -> None:
         """Raise ContextOverflowError when a prompt leaves no room to generate."""
@@ -291,22 +295,28 @@ class Engine:
         try:
             with deferred_signals():  # a Ctrl-C lands once the chain is stored, so the finally below frees it
                 chain = build_sampler(self._vocab, self.n_vocab, sampling, prompt, self.n_ctx)  # a bad grammar fails
-            restored = 0 if prefix_cache is None else \
-                restore_prefix(self._kv, prompt, prefix_cache, n_ctx=self.n_ctx, n_ubatch=self.n_ubatch)
-            reused = self._kv.reuse(prompt)
-            restored = min(restored, reused)
+            if self._holds_with_logits(prompt):  # prefilled ahead: the first token can be sampled at once
+                restored, reused = 0, len(prompt)
+            else:
+                restored = 0 if prefix_cache is None else \
+                    restore_prefix(self._kv, prompt, prefix_cache, n_ctx=self.n_ctx, n_ubatch=self.n_ubatch)
+                reused = self._kv.reuse(prompt)
+                restored = min(restored, reused)
+            ahead = 0 if self._ahead_from is None else max(0, reused - self._ahead_from)
+            self._ahead_from = None
             yield from self._prefill(prompt, reused)
             prefill_done = time.perf_counter()
             if self._stop_requested:  # no token: no TTFT, and only the chunks evaluated count as prefilled
                 yield _finished("", "interrupted", len(prompt), reused, len(self._kv) - reused, 0,
-                                started, prefill_done, None, prefill_done, restored=restored)
+                                started, prefill_done, None, prefill_done, restored=restored, ahead=ahead)
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
             for event in self._decode(chain, limits, ignore_eog, drafter):
                 if isinstance(event, _DecodeResult):
                     finished = _finished(event.text, event.finish, len(prompt), reused, len(prompt) - reused,
                                          event.generated, started, prefill_done, event.first_token_at,
-                                         event.last_token_at, drafter.stats() if drafter else None, restored)
+                                         event.last_token_at, drafter.stats() if drafter else None, restored,
+                                         ahead)
                     if prefix_cache is not None and event.finish != "interrupted":
                         save_prefix(self._kv, prefix_cache, len(prompt), len(prompt) - reused)
                     yield finished
@@ -343,6 +353,51 @@ class Engine:
         """A copy of the tokens currently in the KV cache."""
         return list(self._kv.tokens)
 
+    # --- prefill ahead of a generation --------------------------------------------------------
+
+    def prefill_ahead(self, prompt: Sequence[int], should_stop: Callable[[], bool]) -> int:
+        """Compute the KV cache for a prompt before generate() is asked for it (a chat message as it is typed);
+        return how many of its tokens the cache holds.
+
+        Cached tokens past the shared prefix are dropped first. should_stop is polled between llama.cpp's graph
+        nodes, so a prefill that is no longer wanted ends within a millisecond or so, keeping the chunks already
+        done. Only one thread may use the engine at a time: the caller stops this before calling anything else.
+        """
+        self._check_open()
+        if not prompt or len(prompt) >= self.n_ctx or not self._facts.rolls_back:
+            return 0
+        common = self._kv.common_prefix(prompt)
+        if common < len(self._kv):
+            common = self._kv.truncate(common)
+        if common < len(prompt):
+            self._ahead_from = common if self._ahead_from is None else min(self._ahead_from, common)
+        abort = lc.ggml_abort_callback(lambda _data: bool(should_stop()))
+        lc.llama_set_abort_callback(self._ctx, abort, None)
+        try:
+            for begin, end in self._chunks(common, len(prompt), most=AHEAD_CHUNK):
+                if should_stop():
+                    break
+                chunk = prompt[begin:end]
+                array = (lc.llama_token * len(chunk))(*chunk)
+                self._kv.logits_current = False
+                status = lc.llama_decode(self._ctx, lc.llama_batch_get_one(array, len(chunk)))
+                if status == ABORTED:
+                    break
+                if status != 0:
+                    log.debug("prefill ahead stopped: llama_decode returned %d", status)
+                    break
+                self._kv.tokens.extend(chunk)
+                self._kv.logits_current = True
+        finally:
+            lc.llama_set_abort_callback(self._ctx, lc.ggml_abort_callback(), None)
+            self._kv.resync()
+        return self._kv.common_prefix(prompt)
+
+    def _holds_with_logits(self, prompt: Sequence[int]) -> bool:
+        """True when the KV cache holds exactly prompt and the context's logits are its last token's."""
+        kv = self._kv
+        return kv.logits_current and len(kv) == len(prompt) and kv.common_prefix(prompt) == len(prompt)
+
     # --- prefill and decode --------------------------------------------------------------------
 
     def _prefill(self, prompt: Sequence[int], start: int) -> Iterator[PrefillProgress]:
@@ -357,11 +412,14 @@ class Engine:
             self._kv.tokens.extend(chunk)
             yield PrefillProgress(done=end - start, total=total - start)
 
-    def _chunks(self, start: int, total: int) -> Iterator[tuple[int, int]]:
+    def _chunks(self, start: int, total: int, most: int | None = None) -> Iterator[tuple[int, int]]:
         """Chunk bounds aligned to the physical batch size, so a position lands in the same ubatch wherever
-        prefill starts (a prefix reused from the KV cache or restored from disk changes no numerics)."""
+        prefill starts (a prefix reused from the KV cache or restored from disk changes no numerics); most:
+        chunks of about this many tokens at most, in steps that divide the physical batch."""
         unit = self.n_ubatch
-        step = max(unit, self.n_batch - self.n_batch % unit)
+        while most is not None and unit > most and unit % 2 == 0:
+            unit //= 2
+        step = unit if most is not None else max(unit, self.n_batch - self.n_batch % unit)
         begin = start
         while begin < total:
             end = min(total, begin + (unit - begin % unit if begin % unit else step))
@@ -369,8 +427,11 @@ class Engine:
             begin = end
 
     def _decode_batch(self, batch: lc.llama_batch) -> None:
-        """Run llama_decode and turn failures into errors."""
+        """Run llama_decode and turn failures into errors; on success the logits are the batch's last token's,
+        and the caller adds its tokens to the KV cache's list."""
+        self._kv.logits_current = False
         status = lc.llama_decode(self._ctx, batch)
+        self._kv.logits_current = status == 0
         if status != 0:
             raise LocalgenError(f"llama.cpp failed to evaluate the batch (llama_decode returned {status})",
                                 hint="the context may be full; try a larger --ctx-size")
@@ -461,6 +522,7 @@ class Engine:
         accepted = len(sampled) - 1
         kv.append(token)
         kv.extend(drafts[:accepted])
+        self._kv.logits_current = accepted == len(drafts)
         if accepted < len(drafts) and not lc.llama_memory_seq_rm(self._kv.memory, 0, len(kv), -1):
             raise LocalgenError("llama.cpp could not drop rejected draft tokens from the KV cache",
                                 hint="run without --draft lookup")
@@ -469,8 +531,8 @@ class Engine:
 
 
 def _finished(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
-                started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
-                draft: DraftStats | None = None, restored: int = 0) -> Finished:
+              started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
+              draft: DraftStats | None = None, restored: int = 0, ahead: int = 0) -> Finished:
     """Fold the measurements of one generation into its final event (first_token_at None: no token came)."""
     prefill_s = prefill_done - started
     decode_s = last_token_at - first_token_at if first_token_at is not None else 0.0
@@ -487,4 +549,5 @@ def _finished(text: str, finish: str, n_prompt: int, reused: int, prefilled: int
         ),
         draft=draft,
         restored_tokens=restored,
+        ahead_tokens=ahead,
     )

@@ -19,6 +19,7 @@ class KvCache:
         self._ctx = ctx
         self.memory = lc.llama_get_memory(ctx)
         self.tokens: list[int] = []  # the decode loop appends to it directly
+        self.logits_current = False  # the context's last logits are those of the last token held (see Engine)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -27,6 +28,7 @@ class KvCache:
         """Forget everything."""
         lc.llama_memory_clear(self.memory, True)
         self.tokens = []
+        self.logits_current = False
 
     def common_prefix(self, prompt: Sequence[int]) -> int:
         """How many leading prompt tokens the cache already holds."""
@@ -45,6 +47,8 @@ class KvCache:
         Memory that cannot drop a tail (recurrent and hybrid models) is cleared instead, so the token list
         always matches what the cache holds.
         """
+        if keep < len(self.tokens):
+            self.logits_current = False
         if not lc.llama_memory_seq_rm(self.memory, 0, keep, -1):
             lc.llama_memory_clear(self.memory, True)
             keep = 0
@@ -61,6 +65,7 @@ class KvCache:
         held = self.held()
         if held < len(self.tokens):
             del self.tokens[held:]
+            self.logits_current = False
         elif held > len(self.tokens):
             self.truncate(len(self.tokens))
 

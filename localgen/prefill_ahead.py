@@ -1,0 +1,98 @@
+"""Prefill while the user types: a worker thread computes the KV cache of the message being written, so that
+Enter finds most of its prompt, often all of it, computed already."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+log = logging.getLogger("localgen.chat")
+
+SETTLE_WAIT_S = 0.25  # how long Enter waits for the prefill of its text to finish before leaving the rest to ask()
+WAIT_SLICE_S = 0.02
+Prefill = Callable[[str, Callable[[], bool]], None]  # (message text, should_stop), as ChatSession.prefill_ahead
+
+
+class PrefillWhileTyping:
+    """One worker thread that prefills the latest text typed; it touches the engine only between arm() and
+    settle(), while the prompt waits for input, so the chat owns the engine the rest of the time."""
+
+    def __init__(self, prefill: Prefill) -> None:
+        self._prefill = prefill
+        self._lock = threading.Condition()
+        self._armed = False  # the prompt is reading input: text typed may be prefilled
+        self._pending: str | None = None  # the latest text typed, not taken up yet
+        self._working: str | None = None  # the text being prefilled now
+        self._cancel = False  # the prefill in progress is not wanted any more
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def arm(self, text: str = "") -> None:
+        """The prompt starts reading a message: prefill text (by default what every next message begins with)."""
+        with self._lock:
+            self._armed = not self._closed
+        self.typed(text)
+
+    def typed(self, text: str | None) -> None:
+        """The text at the prompt changed; None: it is no message (a /command), so nothing more is prefilled."""
+        with self._lock:
+            if not self._armed:
+                return
+            self._pending = None if text == self._working else text
+            if self._pending is not None:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="localgen-prefill-ahead", daemon=True)
+                    self._thread.start()
+                self._lock.notify_all()
+
+    def settle(self, text: str | None) -> bool:
+        """The prompt returned text (None: no message): let the worker finish exactly that text if it does so
+        within SETTLE_WAIT_S (after that, the answer's own prefill shows its progress and takes Ctrl-C), abandon
+        anything else, and return once the worker leaves the engine alone; False when Ctrl-C came meanwhile."""
+        with self._lock:
+            self._armed = False
+            self._pending = None
+            self._cancel = self._working is not None and self._working != text
+            deadline = time.monotonic() + SETTLE_WAIT_S
+            interrupted = False
+            while self._working is not None:  # a stopped prefill returns within a graph node or so
+                try:
+                    self._cancel = self._cancel or time.monotonic() >= deadline
+                    self._lock.wait(WAIT_SLICE_S)  # in slices: a signal caught by another thread is handled here
+                except KeyboardInterrupt:
+                    interrupted = self._cancel = True
+            self._cancel = False
+        return not interrupted
+
+    def close(self) -> None:
+        """Stop the worker for good, abandoning its prefill, and wait for it."""
+        with self._lock:
+            self._closed, self._armed, self._pending, self._cancel = True, False, None, True
+            self._lock.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def _run(self) -> None:
+        """Prefill each text taken up, the latest first; texts typed meanwhile wait for it."""
+        while True:
+            with self._lock:
+                while self._pending is None and not self._closed:
+                    self._lock.wait()
+                if self._closed:
+                    return
+                text, self._working, self._pending = self._pending, self._pending, None
+            try:
+                self._prefill(text, self._should_stop)
+            except Exception:  # a prefill ahead is only a head start: ask() does the work and reports errors
+                log.debug("prefill while typing failed", exc_info=True)
+            finally:
+                with self._lock:
+                    self._working = None
+                    self._lock.notify_all()
+
+    def _should_stop(self) -> bool:
+        """True when the prefill in progress is abandoned (polled between llama.cpp's graph nodes)."""
+        return self._cancel or self._closed

@@ -1,0 +1,141 @@
+"""The prefill-while-typing worker's hand-over rules, with a stand-in prefill (the real one runs in test_repl,
+test_session and test_engine)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from localgen import prefill_ahead
+from localgen.prefill_ahead import SETTLE_WAIT_S, PrefillWhileTyping
+from localgen.repl_input import message_text, typed_message
+
+
+class SlowPrefill:
+    """A prefill that takes until released (or stopped), recording what it was given and how it ended."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.ended: list[tuple[str, str]] = []  # (text, "done" | "stopped")
+        self.release = threading.Event()
+        self.running = threading.Event()
+
+    def __call__(self, text: str, should_stop: Callable[[], bool]) -> None:
+        self.started.append(text)
+        self.running.set()
+        while not self.release.is_set():
+            if should_stop():
+                self.ended.append((text, "stopped"))
+                return
+            time.sleep(0.001)
+        self.ended.append((text, "done"))
+
+
+@pytest.fixture
+def prefill() -> Iterator[SlowPrefill]:
+    slow = SlowPrefill()
+    yield slow
+    slow.release.set()
+
+
+def _wait(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 5
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+def test_enter_on_the_text_being_prefilled_waits_for_it(prefill: SlowPrefill) -> None:
+    ahead = PrefillWhileTyping(prefill)
+    ahead.arm("Hello")
+    prefill.running.wait(5)
+    threading.Timer(0.05, prefill.release.set).start()
+    ahead.settle("Hello")
+    assert prefill.ended == [("Hello", "done")]
+    ahead.close()
+
+
+def test_enter_waits_only_a_moment_for_a_long_prefill_of_its_text(prefill: SlowPrefill) -> None:
+    ahead = PrefillWhileTyping(prefill)
+    ahead.arm("A long file")
+    prefill.running.wait(5)
+    started = time.monotonic()
+    assert ahead.settle("A long file") is True
+    assert SETTLE_WAIT_S <= time.monotonic() - started < SETTLE_WAIT_S + 1
+    assert prefill.ended == [("A long file", "stopped")], "the rest is left to the answer, which shows progress"
+    ahead.close()
+
+
+def test_ctrl_c_while_enter_waits_stops_the_prefill_and_drops_the_line(prefill: SlowPrefill,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prefill_ahead, "SETTLE_WAIT_S", 60.0)  # Ctrl-C comes first, however slow the machine
+    ahead = PrefillWhileTyping(prefill)
+    ahead.arm("Hello")
+    prefill.running.wait(5)
+    threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()  # as the terminal sends it
+    assert ahead.settle("Hello") is False
+    assert prefill.ended == [("Hello", "stopped")]
+    ahead.close()
+
+
+def test_enter_on_other_text_abandons_the_prefill_and_the_text_waiting(prefill: SlowPrefill) -> None:
+    ahead = PrefillWhileTyping(prefill)
+    ahead.arm("Hel")
+    prefill.running.wait(5)
+    ahead.typed("Hello")  # waits for the worker
+    ahead.settle("Hello!")
+    assert prefill.ended == [("Hel", "stopped")]
+    ahead.close()
+    assert prefill.started == ["Hel"], "text typed before Enter is never prefilled after it"
+
+
+def test_nothing_is_prefilled_outside_the_prompt_or_for_a_command(prefill: SlowPrefill) -> None:
+    ahead = PrefillWhileTyping(prefill)
+    ahead.typed("before the prompt")
+    ahead.arm()
+    _wait(lambda: prefill.started == [""])  # what every next message begins with
+    prefill.release.set()
+    _wait(lambda: len(prefill.ended) == 1)
+    ahead.typed(None)  # /regen being typed
+    ahead.settle(None)
+    ahead.typed("after Enter")
+    ahead.close()
+    assert prefill.started == [""]
+
+
+def test_the_latest_text_is_prefilled_next_and_close_stops_the_worker(prefill: SlowPrefill) -> None:
+    ahead = PrefillWhileTyping(prefill)
+    ahead.arm("a")
+    prefill.running.wait(5)
+    for text in ("ab", "abc", "abcd"):
+        ahead.typed(text)
+    prefill.release.set()
+    _wait(lambda: len(prefill.ended) == 2)
+    assert prefill.started == ["a", "abcd"]
+    prefill.release.clear()
+    ahead.typed("abcde")
+    _wait(lambda: len(prefill.started) == 3)
+    ahead.close()
+    assert prefill.ended[-1] == ("abcde", "stopped")
+    ahead.arm("after close")
+    assert len(prefill.started) == 3
+
+
+@pytest.mark.parametrize(("line", "pasted", "sent", "typed"), [
+    ("Hello", False, "Hello", "Hello"),
+    ("/regen", False, None, None),
+    ("/etc/hosts is a file", False, "/etc/hosts is a file", "/etc/hosts is a file"),
+    ("//set is not a command", False, "/set is not a command", "/set is not a command"),
+    ('"""\nline one\nline two\n"""', False, "line one\nline two", "line one\nline two"),
+    ('"""\nline one\nline', False, '"""\nline one\nline', "line one\nline"),  # a block still open
+    ("/regen pasted", True, "/regen pasted", "/regen pasted"),
+])
+def test_a_line_sends_the_message_typed_so_far(line: str, pasted: bool, sent: str | None,
+                                               typed: str | None) -> None:
+    assert message_text(line, pasted=pasted) == sent
+    assert typed_message(line, pasted=pasted) == typed
