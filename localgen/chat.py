@@ -58,6 +58,7 @@ class _TooLarge(Exception):
 
 
 _LIMITS = threading.local()  # the size limit of the render running in this thread
+_RLIMIT_TURN = threading.Lock()  # one render at a time sets and restores the process's memory limit
 _FORMAT_WIDTH = re.compile(r"%[-#0 +]*(?:\*|\d{7,})|%[-#0 +]*\d*\.(?:\*|\d{7,})")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
@@ -177,7 +178,17 @@ def _address_space() -> tuple[int, int, int] | None:
 
 
 def _run_guarded(work: Callable[[], str], deadline: float, max_chars: int) -> str:
-    """Run template code with a deadline checked on every Python line it runs, and a cap on new memory."""
+    """Run template code with a deadline checked on every Python line it runs, and a cap on new memory.
+
+    The memory cap is the process's: renders take turns (a chat renders on two threads while a message is typed),
+    so that each restores the limit it found, not one another render set.
+    """
+    with _RLIMIT_TURN:
+        return _run_capped(work, deadline, max_chars)
+
+
+def _run_capped(work: Callable[[], str], deadline: float, max_chars: int) -> str:
+    """_run_guarded's work, with the process's memory limit to itself."""
     import resource
 
     def trace(frame: FrameType, event: str, arg: object) -> Callable[..., object] | None:

@@ -72,8 +72,14 @@ class PrefillWhileTyping:
             self._closed, self._armed, self._pending, self._cancel = True, False, None, True
             self._lock.notify_all()
             thread = self._thread
-        if thread is not None:
-            thread.join()
+        interrupted: BaseException | None = None
+        while thread is not None and thread.is_alive():  # the engine may be freed next: a signal cannot skip this
+            try:
+                thread.join(WAIT_SLICE_S)
+            except BaseException as exc:
+                interrupted = interrupted or exc
+        if interrupted is not None:
+            raise interrupted
 
     def _run(self) -> None:
         """Prefill each text taken up, the latest first; texts typed meanwhile wait for it."""

@@ -112,7 +112,11 @@ class Repl:
 
     def _step(self) -> None:
         """Read one line and act on it."""
-        line = self._read_line()
+        try:
+            line = self._read_line()
+        except KeyboardInterrupt:  # Ctrl-C just after Enter: the line is not sent
+            console.say("[interrupted]")
+            return
         if line is None:
             return
         try:
@@ -128,7 +132,7 @@ class Repl:
 
     def _read_line(self) -> str | None:
         """Read one line, prefilling it while it is typed; None for Ctrl-C or Ctrl-D (which ends the chat) at the
-        prompt. Once this returns, the engine is the chat's alone."""
+        prompt, KeyboardInterrupt for Ctrl-C just after Enter. Once this returns, the engine is the chat's alone."""
         self._paste.clear()
         if self._ahead is not None:
             self._ahead.arm()
@@ -140,10 +144,10 @@ class Repl:
         except EOFError:
             self._running = False
         finally:
+            settled = self._ahead is None or self._ahead.settle(self._message_sent(line))
             self._report_history_problem()
-            if self._ahead is not None and not self._ahead.settle(None if line is None else self._message_typed(line)):
-                console.say("[interrupted]")  # Ctrl-C right after Enter: the line is not sent
-                line = None
+        if not settled:
+            raise KeyboardInterrupt
         return line
 
     @staticmethod
@@ -163,6 +167,11 @@ class Repl:
     def _message_typed(self, line: str) -> str | None:
         """The message the line at the prompt sends (so far), or None for a command."""
         return typed_message(self._decoded(line, warn=False), pasted=self._paste.began(line))
+
+    def _message_sent(self, line: str | None) -> str | None:
+        """The message a line returned by the prompt sends: None for none (no line, a command, a blank line)."""
+        text = None if line is None else self._message_typed(line)
+        return text if text is not None and text.strip() else None
 
     def _text_changed(self, buffer: Buffer) -> None:
         """Prefill the message being typed (prompt-toolkit calls this on every change of the input)."""

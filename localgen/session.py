@@ -109,7 +109,7 @@ class ChatSession:
         not fit, or a failing template, is left for ask() to report.
         """
         engine = self.loaded.engine
-        if not engine.is_open:
+        if not engine.is_open or should_stop():
             return
         planned = replace(self.conversation, turns=[*self.conversation.turns,
                                                     Turn(user=compose_user_message(text, self.attachments))])
@@ -118,7 +118,8 @@ class ChatSession:
             tokens = self._prompt(planned.messages())[1]
         except LocalgenError:
             return
-        engine.prefill_ahead(tokens, should_stop)
+        if not should_stop():  # rendering a long conversation takes a while: it may be too late now
+            engine.prefill_ahead(tokens, should_stop)
 
     def regenerate(self) -> tuple[TurnStart, Generator[Event, None, None]]:
         """Answer the last question again (the old answer stays if the new one fails before it starts), making
@@ -289,12 +290,13 @@ class ChatSession:
         """Rendered text and tokens for messages; the last few results are kept, as a turn needs its prompt
         three times (making room, the thinking check, the answer), the toolbar the conversation's on every key,
         and a long conversation takes tens of ms to render. Safe to call from prefill_ahead's thread."""
-        loaded = self.loaded
-        for cached in self._rendered:
+        loaded, kept = self.loaded, self._rendered
+        for cached in kept:
             if cached[0] is loaded and cached[1] == messages:
+                self._rendered = [cached, *(other for other in kept if other is not cached)]  # the latest used first
                 return cached[2], cached[3]
         text, tokens = loaded.prompt_format.prompt(loaded.engine, messages)
-        self._rendered = [(loaded, list(messages), text, tokens), *self._rendered[:RENDERS_KEPT - 1]]
+        self._rendered = [(loaded, list(messages), text, tokens), *kept[:RENDERS_KEPT - 1]]
         return text, tokens
 
     def _count(self, messages: list[Message]) -> int:

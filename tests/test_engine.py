@@ -153,10 +153,24 @@ def test_prefill_ahead_keeps_the_shared_prefix_and_never_uses_stale_logits(engin
     assert held == len(shorter) and engine.kv_token_list == shorter
     _, after, _ = _collect(engine.generate(shorter, GREEDY, GenerationLimits(max_tokens=12)))
     assert after.text == plain.text
+    part = longer[:len(longer) - 4]  # a token prefix: every token of it is in the cache, but not its logits
+    engine.reset()
+    _, cold, _ = _collect(engine.generate(part, GREEDY, GenerationLimits(max_tokens=8)))
     engine.reset()
     engine.prefill_ahead(longer, _StopAfter())
-    _, cut, _ = _collect(engine.generate(longer[:len(shorter) - 1], GREEDY, GenerationLimits(max_tokens=4)))
-    assert cut.usage.cached_tokens == len(shorter) - 2, "the last prompt token is evaluated again for its logits"
+    _, cut, _ = _collect(engine.generate(part, GREEDY, GenerationLimits(max_tokens=8)))
+    assert cut.usage.cached_tokens == len(part) - 1, "the last prompt token is evaluated again for its logits"
+    assert cut.text == cold.text
+    engine.prefill_ahead(longer, _StopAfter())
+    engine._kv.truncate(len(part))  # the cache holds exactly part now, with the logits of longer's last token
+    _, stale, _ = _collect(engine.generate(part, GREEDY, GenerationLimits(max_tokens=8)))
+    assert stale.usage.cached_tokens == len(part) - 1 and stale.text == cold.text
+    engine.reset()
+    engine.prefill_ahead(longer, _StopAfter())
+    assert engine.prefill_ahead(part, _StopAfter()) == len(part) == engine.kv_tokens
+    _, ready, progress = _collect(engine.generate(part, GREEDY, GenerationLimits(max_tokens=8)))
+    assert progress == [] and ready.usage.cached_tokens == len(part), "cut back ahead, its logits were made ready"
+    assert ready.text == cold.text
 
 
 def test_a_prefill_ahead_stopped_part_way_leaves_a_consistent_cache(bundled_model: Path) -> None:

@@ -26,7 +26,7 @@ log = logging.getLogger("localgen.engine")
 
 PIECE_BUFFER_BYTES = 256
 AHEAD_CHUNK = 128  # prefill_ahead's largest batch: what Enter on other text throws away, at most
-ABORTED = 2  # llama_decode's status when the abort callback stopped it (the batch's KV entries are removed)
+ABORTED = 2  # llama_decode's status when the abort callback stopped it (the aborted ubatch leaves the KV cache)
 
 
 @dataclass(frozen=True)
@@ -359,14 +359,18 @@ class Engine:
         """Compute the KV cache for a prompt before generate() is asked for it (a chat message as it is typed);
         return how many of its tokens the cache holds.
 
-        Cached tokens past the shared prefix are dropped first. should_stop is polled between llama.cpp's graph
-        nodes, so a prefill that is no longer wanted ends within a millisecond or so, keeping the chunks already
-        done. Only one thread may use the engine at a time: the caller stops this before calling anything else.
+        Cached tokens past the shared prefix are dropped first; the last prompt token is computed again if need
+        be, so that its logits are ready. should_stop is polled between chunks and, on backends that call
+        llama.cpp's abort callback (the CPU's does), between graph nodes: a prefill no longer wanted ends within
+        a millisecond or so there, keeping the chunks already done. Only one thread may use the engine at a
+        time: the caller stops this before calling anything else.
         """
         self._check_open()
         if not prompt or len(prompt) >= self.n_ctx or not self._facts.rolls_back:
             return 0
-        common = self._kv.common_prefix(prompt)
+        if self._holds_with_logits(prompt):
+            return len(prompt)
+        common = min(self._kv.common_prefix(prompt), len(prompt) - 1)
         if common < len(self._kv):
             common = self._kv.truncate(common)
         if common < len(prompt):
@@ -381,10 +385,9 @@ class Engine:
                 array = (lc.llama_token * len(chunk))(*chunk)
                 self._kv.logits_current = False
                 status = lc.llama_decode(self._ctx, lc.llama_batch_get_one(array, len(chunk)))
-                if status == ABORTED:
-                    break
                 if status != 0:
-                    log.debug("prefill ahead stopped: llama_decode returned %d", status)
+                    if status != ABORTED:
+                        log.debug("prefill ahead stopped: llama_decode returned %d", status)
                     break
                 self._kv.tokens.extend(chunk)
                 self._kv.logits_current = True

@@ -65,9 +65,11 @@ class KvCache:
         held = self.held()
         if held < len(self.tokens):
             del self.tokens[held:]
-            self.logits_current = False
         elif held > len(self.tokens):
             self.truncate(len(self.tokens))
+        else:
+            return
+        self.logits_current = False  # the last decode's tokens were not all kept
 
     def held(self) -> int:
         """How many positions llama.cpp's memory holds for the sequence."""
