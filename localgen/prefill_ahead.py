@@ -11,7 +11,7 @@ from collections.abc import Callable
 log = logging.getLogger("localgen.chat")
 
 SETTLE_WAIT_S = 0.25  # how long Enter waits for the prefill of its text to finish before leaving the rest to ask()
-WAIT_SLICE_S = 0.02
+WAIT_SLICE_S = 0.02  # settle() and close() wait in slices this long, so that signals are handled
 Prefill = Callable[[str, Callable[[], bool]], None]  # (message text, should_stop), as ChatSession.prefill_ahead
 
 

@@ -192,9 +192,10 @@ class Repl:
             if text and text.strip():
                 start, events = self.session.ask(text)
                 self._show_answer(events, notice=_room_notice(start))
-                if self.session.unanswered and self.session.attachments:
-                    console.say(f"[no answer: {counted(len(self.session.attachments), 'attached file')} wait for your "
-                                "next message]")
+                attached = len(self.session.attachments)
+                if self.session.unanswered and attached:
+                    waits = "waits" if attached == 1 else "wait"
+                    console.say(f"[no answer: {counted(attached, 'attached file')} {waits} for your next message]")
             return
         handler = self._handlers.get(command.name)
         if handler is None:

@@ -99,7 +99,7 @@ class ChatSession:
             raise UsageError("the message is empty", hint="type a question, or /help")
         planned = replace(self.conversation, turns=[*self.conversation.turns, Turn(user=message)])
         dropped = self._make_room(planned)
-        return TurnStart(dropped, planned.context_start), self._answer(question=planned)
+        return TurnStart(dropped, planned.context_start), self._answer(question=planned, sends_attachments=True)
 
     def prefill_ahead(self, text: str, should_stop: Callable[[], bool]) -> None:
         """Compute the prompt of text as the next message (attachments included) into the KV cache before it is
@@ -303,9 +303,11 @@ class ChatSession:
         """Tokens a conversation takes once rendered."""
         return len(self._prompt(messages)[1])
 
-    def _answer(self, *, question: Conversation | None = None) -> Generator[Event, None, None]:
+    def _answer(self, *, question: Conversation | None = None, sends_attachments: bool = False
+                ) -> Generator[Event, None, None]:
         """Stream the answer to the last turn (of question, the conversation planned with a new question, when
-        given), recording it (even partial) in the conversation.
+        given), recording it (even partial) in the conversation; sends_attachments: the question holds the files
+        attached for it, which are then used up (a question answered again leaves them for the next one).
 
         If no answer comes (an error, or Ctrl-C before any text), the conversation and attachments stay as they
         were before the question (the context it would have left included), and a question asked again keeps its
@@ -322,6 +324,7 @@ class ChatSession:
         try:
             if question is not None:
                 conversation.turns[:], conversation.context_start = question.turns, question.context_start
+            if sends_attachments:
                 self.attachments = []
             turn.answer, turn.interrupted = None, False
             tokens = self._prompt(conversation.messages())[1]

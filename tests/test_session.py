@@ -563,3 +563,12 @@ def test_prefill_ahead_leaves_a_message_too_long_to_ask_and_changes_nothing(chat
     start_turn, events = chat.ask("Name a fish.")
     done = _answer(events)
     assert start_turn.dropped > 0 and done.usage.cached_tokens == done.usage.prompt_tokens
+
+
+def test_regen_leaves_files_attached_for_the_next_message(session: ChatSession) -> None:
+    first = _answer(session.ask("Name a color.")[1]).text
+    session.attachments = ["A note about the sea."]
+    assert _answer(session.regenerate()[1]).text == first
+    assert session.attachments == ["A note about the sea."]
+    _answer(session.ask("What is the note about?")[1])
+    assert session.conversation.turns[-1].user.startswith("A note about the sea.") and session.attachments == []

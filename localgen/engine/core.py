@@ -373,8 +373,7 @@ class Engine:
         common = min(self._kv.common_prefix(prompt), len(prompt) - 1)
         if common < len(self._kv):
             common = self._kv.truncate(common)
-        if common < len(prompt):
-            self._ahead_from = common if self._ahead_from is None else min(self._ahead_from, common)
+        self._ahead_from = common if self._ahead_from is None else min(self._ahead_from, common)
         abort = lc.ggml_abort_callback(lambda _data: bool(should_stop()))
         lc.llama_set_abort_callback(self._ctx, abort, None)
         try:
