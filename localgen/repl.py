@@ -10,6 +10,7 @@ from collections.abc import Callable, Generator
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.layout.processors import TabsProcessor
 
 from localgen import console
 from localgen.answer_view import AnswerView
@@ -40,6 +41,8 @@ from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal, exit_on_s
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 from localgen.units import counted, local_minute
 
+TAB_STOP = 8  # as terminals show tabs
+
 
 class Repl:
     """Reads lines, runs slash commands, streams answers; nothing typed can crash it."""
@@ -65,6 +68,7 @@ class Repl:
             enable_suspend=True,  # Ctrl-Z suspends the chat, as in a shell; fg brings the prompt back
             multiline=True,
             prompt_continuation=continuation,
+            input_processors=[TabsProcessor(tabstop=TAB_STOP, char1=" ", char2=" ")],  # pasted tabs, not ^I
         )
         self._handlers: dict[str, Callable[[str], None]] = {
             "/help": self._help, "/system": self._system, "/set": self._set, "/show": self._show,

@@ -672,6 +672,17 @@ def test_a_path_or_a_paste_that_starts_with_a_slash_is_a_message(chat: Chat) -> 
     assert len(chat.conversation()["turns"]) == 3
 
 
+def test_pasted_tabs_show_as_space_and_are_sent_as_tabs(chat: Chat) -> None:
+    chat.child.send("\x1b[200~name\tcolor\nsky\tblue\x1b[201~")
+    chat.child.expect_exact("blue")
+    screen = chat.transcript.getvalue()
+    assert "^I" not in screen and "name" in screen
+    chat.child.send("\r")
+    state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None)
+    assert state["turns"][0]["user"] == "name\tcolor\nsky\tblue"
+    assert chat.quit() == 0
+
+
 def test_set_takes_the_command_line_s_names_and_tab_completes_settings(chat: Chat) -> None:
     chat.command("/set temp 0.5", "temperature = 0.5")
     chat.command("/set --top-p 0.8", "top_p = 0.8")
