@@ -380,16 +380,11 @@ class Engine:
             for begin, end in self._chunks(common, len(prompt), most=AHEAD_CHUNK):
                 if should_stop():
                     break
-                chunk = prompt[begin:end]
-                array = (lc.llama_token * len(chunk))(*chunk)
-                self._kv.logits_current = False
-                status = lc.llama_decode(self._ctx, lc.llama_batch_get_one(array, len(chunk)))
+                status = self._evaluate(prompt[begin:end])
                 if status != 0:
                     if status != ABORTED:
                         log.debug("prefill ahead stopped: llama_decode returned %d", status)
                     break
-                self._kv.tokens.extend(chunk)
-                self._kv.logits_current = True
         finally:
             lc.llama_set_abort_callback(self._ctx, lc.ggml_abort_callback(), None)
             self._kv.resync()
@@ -408,10 +403,9 @@ class Engine:
         for begin, end in self._chunks(start, total):
             if self._stop_requested:
                 return
-            chunk = prompt[begin:end]
-            array = (lc.llama_token * len(chunk))(*chunk)
-            self._decode_batch(lc.llama_batch_get_one(array, len(chunk)))
-            self._kv.tokens.extend(chunk)
+            status = self._evaluate(prompt[begin:end])
+            if status != 0:
+                raise _decode_failure(status)
             yield PrefillProgress(done=end - start, total=total - start)
 
     def _chunks(self, start: int, total: int, most: int | None = None) -> Iterator[tuple[int, int]]:
@@ -428,15 +422,25 @@ class Engine:
             yield begin, end
             begin = end
 
+    def _evaluate(self, chunk: Sequence[int]) -> int:
+        """Evaluate prompt tokens after those cached, adding them to the KV cache's list when that succeeds;
+        return llama_decode's status."""
+        array = (lc.llama_token * len(chunk))(*chunk)
+        self._kv.logits_current = False
+        status = lc.llama_decode(self._ctx, lc.llama_batch_get_one(array, len(chunk)))
+        if status == 0:
+            self._kv.tokens.extend(chunk)
+            self._kv.logits_current = True
+        return status
+
     def _decode_batch(self, batch: lc.llama_batch) -> None:
         """Run llama_decode and turn failures into errors; on success the logits are the batch's last token's,
         and the caller adds its tokens to the KV cache's list."""
         self._kv.logits_current = False
         status = lc.llama_decode(self._ctx, batch)
-        self._kv.logits_current = status == 0
         if status != 0:
-            raise LocalgenError(f"llama.cpp failed to evaluate the batch (llama_decode returned {status})",
-                                hint="the context may be full; try a larger --ctx-size")
+            raise _decode_failure(status)
+        self._kv.logits_current = True
 
     def _decode(self, chain: lc.llama_sampler_p, limits: GenerationLimits, ignore_eog: bool,
                 drafter: PromptLookup | None) -> Iterator[TextChunk | _DecodeResult]:
@@ -530,6 +534,12 @@ class Engine:
                                 hint="run without --draft lookup")
         drafter.record(len(drafts), accepted)
         return sampled
+
+
+def _decode_failure(status: int) -> LocalgenError:
+    """The error for a llama_decode that failed."""
+    return LocalgenError(f"llama.cpp failed to evaluate the batch (llama_decode returned {status})",
+                         hint="the context may be full; try a larger --ctx-size")
 
 
 def _finished(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
