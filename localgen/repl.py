@@ -33,6 +33,7 @@ from localgen.repl_input import (
     message_text,
     open_history,
     parse_command,
+    terminal_modes_kept,
     typed_message,
     without_controls,
 )
@@ -107,7 +108,7 @@ class Repl:
             console.say(f"{counted(len(self.session.attachments), 'file')} attached to your {which} message "
                         "(/file none drops them)")
         try:
-            with exit_on_signals():
+            with terminal_modes_kept(), exit_on_signals():
                 while self._running:
                     self._step()
         finally:

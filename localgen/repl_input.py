@@ -279,6 +279,30 @@ def continuation(width: int, _line_number: int, is_soft_wrap: bool) -> str:
 
 
 @contextlib.contextmanager
+def terminal_modes_kept(fd: int | None = None) -> Iterator[None]:
+    """Put the terminal's modes (echo, line editing) back as they were on the way out, however the way out goes.
+
+    prompt_toolkit restores them itself, except when a signal's exception lands inside its own clean-up.
+    """
+    try:
+        import termios
+    except ImportError:  # not a Unix terminal
+        yield
+        return
+    try:
+        fd = sys.stdin.fileno() if fd is None else fd
+        saved = termios.tcgetattr(fd)
+    except (AttributeError, ValueError, OSError, termios.error):  # stdin is not a terminal
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+
+@contextlib.contextmanager
 def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterator[None]:
     """While an answer streams, the terminal echoes no keys (nor ^C): echoed text would shift the live region,
     leaving a stale copy of its lines. Keys typed ahead stay buffered for the next prompt, Ctrl-C included.

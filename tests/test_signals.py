@@ -228,3 +228,20 @@ def test_sighup_ignored_by_nohup_stays_ignored() -> None:
             assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def test_the_chat_puts_the_terminal_modes_back_however_it_ends() -> None:
+    import tty
+
+    from localgen.repl_input import terminal_modes_kept
+
+    main, secondary = os.openpty()
+    try:
+        assert termios.tcgetattr(secondary)[3] & termios.ECHO
+        with pytest.raises(SignalExit), exit_on_signals((signal.SIGUSR1,)), terminal_modes_kept(secondary):
+            tty.setraw(secondary)  # a prompt reading keys, whose own clean-up the signal cuts short
+            _signal_self()
+        assert termios.tcgetattr(secondary)[3] & termios.ECHO
+    finally:
+        os.close(main)
+        os.close(secondary)
