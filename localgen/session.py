@@ -397,6 +397,8 @@ def _parse_setting(key: str, raw: str) -> int | float | None:
     if key == "max_tokens" and text in ("none", "off", "-1"):
         return None
     try:
+        if not raw.isascii():  # int() and float() read other scripts' digits, which no one means here
+            raise ValueError(raw)
         return kind(raw)
     except ValueError:
         raise UsageError(f"'{raw}' is not a valid value for {key}",

@@ -85,6 +85,10 @@ def test_parse_size_accepts_bytes_and_binary_units() -> None:
     assert parse_size("1000", name="X") == 1000
     with pytest.raises(ConfigError, match="not a size"):
         parse_size("lots", name="X")
+    with pytest.raises(ConfigError, match="not a size"):
+        parse_size("\u0663G", name="X")  # an Arabic-Indic three is not a digit here
+    with pytest.raises(ConfigError, match="not a whole number of bytes"):
+        parse_size("1.5", name="X")
 
 
 def test_memory_limit_env_caps_total_and_available(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -306,6 +306,8 @@ def test_every_chat_setting_is_typed_as_its_field(session: ChatSession) -> None:
         assert value == (name, "1.0" if kind is float else "1") and type(session.settings()[name]) is kind
         with pytest.raises(UsageError, match=f"'x' is not a valid value for {name}"):
             session.set_value(name, "x")
+        with pytest.raises(UsageError, match=f"is not a valid value for {name}"):
+            session.set_value(name, "\u0663")  # an Arabic-Indic three
     with pytest.raises(UsageError, match="not a valid value for top_k"):
         session.set_value("top_k", "0.5")
 
