@@ -16,7 +16,7 @@ from localgen.chat import Message
 from localgen.config import settings
 from localgen.conversation_lock import ConversationBusyError, hold, lock_path, release
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
-from localgen.storage import atomic_write_text
+from localgen.storage import atomic_write_text, check_folder
 
 FORMAT_VERSION = 1
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -367,6 +367,7 @@ def delete_conversations(names: list[str]) -> None:
 def list_conversations() -> list[tuple[str, float]]:
     """Saved conversation names with their modification times, newest first."""
     folder = conversations_dir()
+    check_folder(folder, "saved conversations")
     if not folder.is_dir():
         return []
     entries = []

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from localgen.errors import LocalgenError
-from localgen.storage import atomic_write_bytes
+from localgen.storage import atomic_write_bytes, check_folder
 from localgen.tokens import common_prefix, tokens_array
 from localgen.units import binary_size, counted, local_minute
 
@@ -281,6 +281,7 @@ def cache_listing() -> dict[str, object]:
     from localgen.config import prompt_cache_bytes
 
     directory = cache_dir()
+    check_folder(directory, "prompt cache entries")
     entries = list_entries(directory)
     return {"directory": str(directory), "max_bytes": prompt_cache_bytes(), "total_bytes": sum(e.size for e in entries),
             "entries": [{"file": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": e.last_used}
@@ -293,6 +294,7 @@ def describe_cache() -> tuple[list[str], list[list[str]]]:
     from localgen.config import PROMPT_CACHE_BYTES_ENV, prompt_cache_bytes
 
     directory = cache_dir()
+    check_folder(directory, "prompt cache entries")
     entries = list_entries(directory)
     total = sum(e.size for e in entries)
     count = counted(len(entries), "entry", "entries")

@@ -129,7 +129,7 @@ class SlashCompleter(Completer):
             sub = Document(text.split(" ", 1)[1])
             yield from self._paths.get_completions(sub, complete_event)
         elif text.startswith("/load ") and " " not in text[len("/load "):]:
-            yield from _words((name for name, _ in list_conversations()), text[len("/load "):])
+            yield from _words(_saved_names(), text[len("/load "):])
         elif text.startswith("/model ") and " " not in text[len("/model "):]:
             yield from _words(self._models(), text[len("/model "):])
         elif text.startswith("/set ") and " " not in text[len("/set "):]:
@@ -146,6 +146,14 @@ class SlashCompleter(Completer):
             except LocalgenError:
                 self._model_names = []
         return self._model_names
+
+
+def _saved_names() -> list[str]:
+    """The saved conversations' names (none when their folder cannot be listed: /list says why)."""
+    try:
+        return [name for name, _ in list_conversations()]
+    except LocalgenError:
+        return []
 
 
 def _words(words: Iterable[str], typed: str, key: str | None = None) -> Iterator[Completion]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -103,3 +104,19 @@ def _fsync_directory(directory: Path) -> None:
 def atomic_write_text(path: Path, text: str, *, mode: int = 0o600, replace: bool = True) -> None:
     """Write UTF-8 text to path atomically (replace=False: never over an existing file)."""
     atomic_write_bytes(path, text.encode("utf-8"), mode=mode, replace=replace)
+
+
+def check_folder(path: Path, keeps: str) -> None:
+    """Raise a LocalgenError when path, or a folder above it, is a file: a listing of it would look empty.
+
+    A folder that does not exist yet is fine; keeps names what the folder holds ("saved conversations").
+    """
+    try:
+        is_folder = stat.S_ISDIR(path.stat().st_mode)
+    except (FileNotFoundError, PermissionError):
+        return  # not there yet (nothing to list), or unreadable (the listing reports it)
+    except NotADirectoryError:
+        is_folder = False
+    if not is_folder:
+        raise LocalgenError(f"{path} is not a folder (or is under a file), so it cannot hold {keeps}",
+                            hint="move that file out of the way")

@@ -33,6 +33,19 @@ def test_with_none_saved_the_listing_says_how_they_come() -> None:
     assert json.loads(run_localgen("conversations", "list", "--json").out) == []
 
 
+@pytest.mark.parametrize("blocked", ["data/conversations", "data", "cache/prompts"])
+def test_a_file_where_a_folder_belongs_is_named_not_listed_as_empty(home: Path, blocked: str) -> None:
+    path = home / blocked
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("not a folder")
+    listing = "cache" if blocked.startswith("cache") else "conversations"
+    acting = ("cache", "clear") if listing == "cache" else ("run", "--continue", "hi")
+    for args in ((listing,), (listing, "--json"), acting):
+        result = run_localgen(*args)
+        assert result.returncode == 1 and result.out == "", (args, result.err)
+        assert "is not a folder (or is under a file)" in result.err and "Traceback" not in result.err, result.err
+
+
 def test_the_listing_shows_each_conversation_s_size_model_and_first_message() -> None:
     long_question = "Summarize this report about the harbour, the market and the library in three lines please."
     _save("report", Turn(long_question, "Done."), Turn("Shorter?", "Yes."))
