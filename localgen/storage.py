@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one."""
+"""Files localgen keeps: atomic writes (a reader sees the old file or the new one, never half of one), and folders
+that must be folders."""
 
 from __future__ import annotations
 
