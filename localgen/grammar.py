@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from localgen.errors import UsageError
@@ -14,7 +15,6 @@ GRAMMAR_HINT = 'give a GBNF grammar, as text or a file, with a root rule, e.g. -
 SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type": "object"}\''
 MAX_NESTING = 1000  # llama.cpp's recursive-descent grammar parser overflows the C stack near 20,000
 _ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
-_NUL = re.compile(r"\x00|\\x00|\\u0000|\\U00000000")  # no token can produce a NUL: llama.cpp would abort
 _STRING_CHAR = re.compile(r'^char ::= \[\^"\\\\\] \|', re.MULTILINE)  # a JSON string's character, as converted
 _JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a number", float: "a number",
                type(None): "null"}
@@ -52,7 +52,7 @@ def grammar_for(grammar_file: str | None, json_schema: str | None, warn: list[st
 
 def _checked(grammar: Grammar) -> Grammar:
     """Refuse what llama.cpp would crash on rather than report: a NUL character, parentheses nested too deep."""
-    if _NUL.search(grammar.text):
+    if asks_for_nul(grammar.text):
         raise UsageError(f"{grammar.source}: the grammar asks for a NUL character, which no token can give",
                          hint="remove the NUL (\\x00) from the grammar or schema")
     depth = nesting_depth(grammar.text)
@@ -65,26 +65,89 @@ def _checked(grammar: Grammar) -> Grammar:
 def nesting_depth(text: str) -> int:
     """The deepest nesting of parentheses in GBNF text, outside string literals, character classes and comments."""
     depth = deepest = 0
-    closing = ""  # the character that ends the literal or class being read, if any
-    escaped = comment = False
-    for char in text:
-        if comment:
-            comment = char != "\n"
-        elif escaped:
-            escaped = False
-        elif closing:
-            escaped = char == "\\"
-            closing = "" if char == closing else closing
-        elif char in "\"[":
-            closing = '"' if char == '"' else "]"
-        elif char == "#":
-            comment = True
-        elif char == "(":
+    for kind, body in _pieces(text):
+        if not kind and body == "(":
             depth += 1
             deepest = max(deepest, depth)
-        elif char == ")":
+        elif not kind and body == ")":
             depth -= 1
     return deepest
+
+
+def asks_for_nul(text: str) -> bool:
+    """Whether GBNF text can require a NUL character where nothing else would do (llama.cpp then aborts).
+
+    That is a NUL in a string literal, or a character class of NUL alone; a class that also allows other
+    characters ([\\x00-\\x7f]) or excludes NUL ([^\\x00]) is fine. A raw NUL byte anywhere would cut llama.cpp's
+    C string short.
+    """
+    if "\x00" in text:
+        return True
+    for kind, body in _pieces(text):
+        if kind == '"' and any(value == 0 for value, _ in _characters(body)):
+            return True
+        if kind == "[" and not body.startswith("^"):
+            ranges = _class_ranges(_characters(body))
+            if ranges and all(high == 0 for _, high in ranges):
+                return True
+    return False
+
+
+def _pieces(text: str) -> Iterator[tuple[str, str]]:
+    """GBNF text as pieces: ('"', a string literal's body), ('[', a character class's body) or ('', any other
+    character); comments are left out."""
+    i, end = 0, len(text)
+    while i < end:
+        char = text[i]
+        if char == "#":
+            newline = text.find("\n", i)
+            i = end if newline < 0 else newline
+        elif char in "\"[":
+            closing, j = '"' if char == '"' else "]", i + 1
+            while j < end and text[j] != closing:
+                j += 2 if text[j] == "\\" else 1
+            yield char, text[i + 1:j]
+            i = j + 1
+        else:
+            yield "", char
+            i += 1
+
+
+_ESCAPED = {"t": 9, "n": 10, "r": 13}
+_HEX_DIGITS = {"x": 2, "u": 4, "U": 8}
+
+
+def _characters(body: str) -> list[tuple[int, bool]]:
+    """The code points of a literal's or class's body, escapes decoded; True marks an unescaped '-'."""
+    found, i = [], 0
+    while i < len(body):
+        if body[i] != "\\" or i + 1 == len(body):
+            found.append((ord(body[i]), body[i] == "-"))
+            i += 1
+            continue
+        escape, width = body[i + 1], _HEX_DIGITS.get(body[i + 1], 0)
+        digits = body[i + 2:i + 2 + width]
+        if width and len(digits) == width and all(c in "0123456789abcdefABCDEF" for c in digits):
+            found.append((int(digits, 16), False))
+            i += 2 + width
+        else:  # \t, \", \] and the like (a bad escape is llama.cpp's parser's to report)
+            found.append((_ESCAPED.get(escape, ord(escape)), False))
+            i += 2
+    return found
+
+
+def _class_ranges(characters: list[tuple[int, bool]]) -> list[tuple[int, int]]:
+    """A character class's (low, high) ranges from its decoded characters: a-z is one range, x is (x, x)."""
+    ranges, i = [], 0
+    while i < len(characters):
+        low = characters[i][0]
+        if i + 2 < len(characters) and characters[i + 1][1]:
+            ranges.append((low, characters[i + 2][0]))
+            i += 3
+        else:
+            ranges.append((low, low))
+            i += 1
+    return ranges
 
 
 def _is_inline(value: str) -> bool:

@@ -148,6 +148,40 @@ def test_nesting_depth_skips_literals_classes_and_comments() -> None:
     assert nesting_depth('root ::= ("(" [(\\]] # ((((\n  ("a"))') == 2
 
 
+@pytest.mark.parametrize(("grammar", "refused"), [
+    ('root ::= "a\\x00b"', True),  # llama.cpp aborted on each refused one
+    ("root ::= [\\x00]", True),
+    ("root ::= [\\x00-\\x00]+", True),
+    ('root ::= "hi" [\\u0000]', True),
+    ('root ::= "\\U00000000"+', True),
+    ('root ::= "a\x00"', True),  # a raw NUL would end llama.cpp's C string
+    ("root ::= [^\\x00]+", False),  # each accepted one was answered
+    ("root ::= [\\x00-\\x7f]+", False),
+    ("root ::= [a\\x00]+", False),
+    ('root ::= [^"\\\\\\x7F\\x00-\\x1F]+', False),  # llama.cpp's json.gbnf string characters
+    ('root ::= "\\\\x00" # "\\x00"', False),  # an escaped backslash, then a comment
+    ("root ::= [\\]\\x00]", False),
+])
+def test_only_a_grammar_that_leaves_nothing_but_a_nul_is_refused(grammar: str, refused: bool) -> None:
+    from localgen.grammar import asks_for_nul
+
+    assert asks_for_nul(grammar) is refused
+
+
+def test_llama_cpp_s_own_json_grammar_is_accepted(tmp_path: Path) -> None:
+    from llama_cpp.llama_grammar import JSON_GBNF
+
+    path = tmp_path / "json.gbnf"
+    path.write_text(JSON_GBNF)
+    result = run_localgen("run", "--grammar", str(path), "-n", "200", "--json", *GREEDY,
+                          "Describe a cat as a JSON object with name and age.")
+    assert result.returncode == 0, result.err
+    answer = json.loads(result.out)
+    if answer["finish_reason"] == "stop":
+        json.loads(answer["text"])
+    assert answer["text"].lstrip().startswith(("{", "["))
+
+
 def test_a_json_schema_is_an_object(tmp_path: Path) -> None:
     schema = tmp_path / "list.json"
     schema.write_text("[1]")
