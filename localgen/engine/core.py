@@ -265,7 +265,7 @@ class Engine:
     def check_fits(self, n_prompt: int) -> None:
         """Raise ContextOverflowError when a prompt leaves no room to generate."""
         if n_prompt + 1 > self.n_ctx:
-            at_most = self.n_ctx >= self.n_ctx_train > 0
+            at_most = self.n_ctx_train > 0 and (self.n_ctx >= self.n_ctx_train or n_prompt + 1 > self.n_ctx_train)
             raise ContextOverflowError(
                 f"the prompt is {n_prompt:,} tokens but the context holds {self.n_ctx:,}"
                 + (", which leaves no room for an answer" if n_prompt <= self.n_ctx else ""),
