@@ -330,14 +330,14 @@ class ChatSession:
             tokens = self._prompt(conversation.messages())[1]
             for event in self.loaded.engine.generate(tokens, self.sampling, self.limits, draft=self.draft,
                                                      prefix_cache=self.prefix_cache):
-                if isinstance(event, TextChunk):
-                    parts.append(event.text)
-                elif isinstance(event, Finished):
+                if isinstance(event, Finished):
                     self.last = event
                     answered = bool(event.text) or event.finish_reason != "interrupted"
                     if answered:
                         turn.answer, turn.interrupted = event.text, event.finish_reason == "interrupted"
                 yield event
+                if isinstance(event, TextChunk):  # shown: a piece stdout could not take (a full disk) was not
+                    parts.append(event.text)
         except BaseException:
             failed = True
             if parts and not answered:  # the user saw this text: it stays, as an interrupted answer

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from localgen import config
 from localgen.conversation import Conversation, Turn, conversations_dir, let_go, save_conversation
 from localgen.conversation_lock import hold, release
-from tests.conftest import run_localgen
+from tests.conftest import REPO_ROOT, run_localgen
 
 
 @pytest.fixture(autouse=True)
@@ -122,3 +124,17 @@ def test_show_on_a_terminal_shows_control_characters_instead_of_obeying_them() -
     assert child.exitstatus == 0 and "^[[31mred^[[0mover" in child.before
     piped = run_localgen("conversations", "show", "colours")
     assert "\x1b[31mred\x1b[0m\rover" in piped.out, "a pipe gets the text as saved"
+
+
+def test_an_answer_stdout_could_not_take_is_not_saved(home: Path) -> None:
+    """README: a run that gets no answer (an error) leaves the conversation as it was, and a new one unsaved."""
+    _save("kept", Turn("Name a color.", "Blue."))
+    before = (conversations_dir() / "kept.json").read_bytes()
+    for args in (("--conversation", "fresh"), ("--conversation", "kept")):
+        with open("/dev/full", "wb") as full:
+            proc = subprocess.run([sys.executable, "-m", "localgen", "run", *args, "-n", "8", "Name an animal."],
+                                  stdout=full, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=120,
+                                  cwd=REPO_ROOT)
+        assert proc.returncode == 1 and b"cannot write to stdout" in proc.stderr, proc.stderr
+    assert not (conversations_dir() / "fresh.json").exists()
+    assert (conversations_dir() / "kept.json").read_bytes() == before
