@@ -75,9 +75,14 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
             if rest and not any(arg.startswith("-") for arg in rest):  # the words of one prompt
                 rest = [" ".join(rest)]
             return f"the model goes after -m: `{shlex.join(['localgen', command, '-m', model, *rest])}`"
+        from localgen.inputs import STDIN_NAME
+
+        if command == "run" and STDIN_NAME in args[1:]:
+            prompt = next((arg for arg in reversed(args[1:]) if not arg.startswith("-")), "PROMPT")
+            return f"stdin comes before the prompt with -f -: `{shlex.join(['localgen', 'run', '-f', '-', prompt])}`"
         if command == "run":
             return 'quote the prompt: localgen run "several words"'
-    if command == "run" and "'--ctx-size' / '-c'" in _usage_error_text(exc):
+    if command == "run" and any(name in _usage_error_text(exc) for name in ("'--ctx-size' / '-c'", "Option '-c'")):
         return "-c is --ctx-size; to continue the latest conversation use --continue"
     if command == "run" and "no such option" in str(exc).lower() and " " in (args[-1] if args else ""):
         return 'a prompt that starts with "-" goes after --: localgen run -- "-v means verbose"'

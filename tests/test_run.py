@@ -290,7 +290,10 @@ def test_other_tools_commands_point_to_localgens(command: str, hint: str) -> Non
     (("run", "smollm2-135m", "Say hi."), "the model goes after -m: `localgen run -m smollm2-135m 'Say hi.'`"),
     (("chat", "smollm2-135m:Q4_1"), "the model goes after -m: `localgen chat -m smollm2-135m:Q4_1`"),
     (("run", "-c", "hi"), "-c is --ctx-size; to continue the latest conversation use --continue"),
+    (("run", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue"),
     (("run", "Say", "hi."), 'quote the prompt: localgen run "several words"'),
+    (("run", "-", "Summarize this."), "stdin comes before the prompt with -f -: "
+                                      "`localgen run -f - 'Summarize this.'`"),
     (("run", "smollm2-135m", "Say", "hi."), "the model goes after -m: `localgen run -m smollm2-135m 'Say hi.'`"),
     (("run", "./m.gguf", "hi"), "the model goes after -m: `localgen run -m ./m.gguf hi`"),
     (("run", "org/Some-GGUF", "hi"), "the model goes after -m: `localgen run -m org/Some-GGUF hi`"),
