@@ -31,6 +31,9 @@ def grammar_for(grammar_file: str | None, json_schema: str | None, warn: list[st
     """
     if grammar_file is not None and json_schema is not None:
         raise UsageError("--grammar and --json-schema contradict each other", hint="give one of them")
+    for option, value, hint in (("--grammar", grammar_file, GRAMMAR_HINT), ("--json-schema", json_schema, SCHEMA_HINT)):
+        if value is not None and not value.strip():
+            raise UsageError(f"{option} is empty", hint=hint)
     if grammar_file is not None and _is_inline(grammar_file):
         if not _ROOT_RULE.search(grammar_file):
             raise UsageError("the --grammar text has no root rule: the answer starts at `root ::= ...`",

@@ -128,6 +128,8 @@ def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message:
     (("--json-schema", '{"$ref": "https://example.com/s.json"}'), "a $ref to a remote schema"),
     (("--json-schema", '{"$ref": "#/defs/none"}'), "a $ref that does not resolve: #/defs/none ("),  # not "stdin#"
     (("--json-schema", "-"), "--json-schema does not read stdin"),
+    (("--json-schema", " "), "--json-schema is empty"),
+    (("--grammar", ""), "--grammar is empty"),
     (("--json-schema", "{}", "--grammar", "g.gbnf"), "--grammar and --json-schema contradict each other"),
 ])
 def test_a_bad_json_schema_is_one_usage_error(args: tuple[str, ...], message: str) -> None:
