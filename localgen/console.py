@@ -230,6 +230,7 @@ def finish_note(completion: Finished, *, chat: bool = False) -> str | None:
 
 
 SHORT_COLUMN = 12  # a column no wider than this (sizes, dates, quants) stays on one line while the table fits
+MIN_WRAP_WIDTH = 20  # free text in a block wraps at the terminal's edge, but never narrower than this
 
 
 def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None,
@@ -301,7 +302,13 @@ def _print_records(console: Any, headers: list[str], rows: list[list[str]], *, t
             console.print()
         console.print(Text(row[0], style="bold"), soft_wrap=True)
         for name, cell in zip(names, row[1:], strict=True):  # free text wraps at spaces; a path stays one line
-            console.print(Text(f"  {name:<{width}} {cell}"), soft_wrap=" " not in cell)
+            lead = f"  {name:<{width}} "
+            if " " not in cell:
+                console.print(Text(lead + cell), soft_wrap=True)
+                continue
+            lines = Text(cell).wrap(console, max(console.width - len(lead), MIN_WRAP_WIDTH))
+            for number, line in enumerate(lines):  # wrapped lines line up under the value's start
+                console.print(Text((lead if number == 0 else " " * len(lead)) + line.plain.rstrip()), soft_wrap=True)
 
 
 def print_fields(fields: list[tuple[str, str]]) -> None:

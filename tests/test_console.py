@@ -340,6 +340,9 @@ def test_a_table_too_wide_even_so_becomes_one_block_a_row(monkeypatch: pytest.Mo
     assert all(line in lines for line in whole), "names, paths and repos: whole, one line each"
     assert " ".join(lines).split() == " ".join(expected).split(), "free text only wraps between words"
     assert all(len(line) <= width for line in lines if line not in expected), "wrapped lines fit the terminal"
+    wrapped = [line for line in lines if line and line not in expected and not line.startswith("  " + " " * pad)]
+    assert not [line for line in wrapped if not any(line.startswith(f"  {name:<{pad}} ") for name in names)], \
+        "a wrapped value's later lines start under its first"
 
 
 @pytest.mark.parametrize("table", TABLES.values(), ids=TABLES.keys())
