@@ -37,7 +37,7 @@ def check_name(name: str) -> str:
     """A conversation name that is safe as a file name."""
     if not NAME_PATTERN.match(name):
         raise UsageError(f"'{name}' is not a valid conversation name",
-                         hint="start with a letter or digit, then use letters, digits, '.', '_' and '-' "
+                         hint="start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-' "
                               "(up to 100 characters)")
     return name
 

@@ -287,5 +287,5 @@ def test_a_name_that_starts_with_a_dot_is_refused_with_a_hint_that_says_why() ->
 
     with pytest.raises(UsageError, match=r"'\.hidden' is not a valid conversation name") as info:
         check_name(".hidden")
-    assert (info.value.hint or "").startswith("start with a letter or digit")
+    assert (info.value.hint or "").startswith("start with an ASCII letter or digit")
     assert check_name("notes.v2-final_1") == "notes.v2-final_1"
