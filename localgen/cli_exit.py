@@ -8,6 +8,7 @@ import errno
 import logging
 import os
 import shlex
+import signal
 import sys
 
 import typer
@@ -153,6 +154,9 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
         silence_stdout()
         return EXIT_BROKEN_PIPE
     except OSError as exc:
+        if console.terminal_hung_up(exc, sys.stdout):  # the window closed: its SIGHUP says the rest
+            silence_stdout()
+            return signal_exit_code(signal.SIGHUP)
         if exc.errno not in OUTPUT_FULL_ERRNOS:
             return _internal_error(exc)
         if exc.filename is not None:  # a file write that no module mapped (stdout's errors carry no file name)
@@ -197,7 +201,10 @@ def flush_stdout(code: int) -> int:
         silence_stdout()
         return code or EXIT_BROKEN_PIPE
     except OSError as exc:
+        hung_up = console.terminal_hung_up(exc, sys.stdout)
         silence_stdout()
+        if hung_up:
+            return code or signal_exit_code(signal.SIGHUP)
         error = console.stdout_error(exc)
         console.error(error.message, error.hint)
         return code or EXIT_RUNTIME

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import signal
+import stat
 import sys
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -11,6 +14,7 @@ from typing import Any, TextIO
 
 from localgen.errors import LocalgenError
 from localgen.events import Event, Finished, PrefillProgress
+from localgen.signals import SignalExit
 from localgen.units import counted
 from localgen.wordwrap import WordWrap, terminal_width
 
@@ -140,14 +144,26 @@ def without_prefill_progress(events: Iterable[Event], stream: TextIO) -> Iterato
 
 
 def write_out(stream: TextIO, text: str) -> None:
-    """Write model output and flush: a closed pipe stays a BrokenPipeError, any other failure a LocalgenError."""
+    """Write model output and flush: a closed pipe stays a BrokenPipeError, a closed terminal ends the program as
+    its SIGHUP does (SignalExit), any other failure is a LocalgenError."""
     try:
         stream.write(text)
         stream.flush()
     except BrokenPipeError:
         raise
     except OSError as exc:
+        if terminal_hung_up(exc, stream):
+            raise SignalExit(signal.SIGHUP) from exc
         raise stdout_error(exc) from exc
+
+
+def terminal_hung_up(exc: OSError, stream: TextIO) -> bool:
+    """Whether a failed write went to a terminal that has closed: EIO from a character device (isatty() itself
+    fails on a terminal once its window is gone)."""
+    try:
+        return exc.errno == errno.EIO and stat.S_ISCHR(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def stdout_error(exc: OSError) -> LocalgenError:

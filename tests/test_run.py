@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -434,6 +435,30 @@ def _records(words: int) -> str:
     places = ["harbour", "market", "library", "station", "orchard", "bridge", "mill"]
     lines = [f"Record {i}: the cart left the {places[i % 7]} with {i * 13 % 97} crates." for i in range(words // 10)]
     return "\n".join(lines)
+
+
+def test_closing_the_terminal_mid_answer_exits_129_like_its_sighup(tmp_path: Path) -> None:
+    """Writes to a closed terminal fail with EIO, often before its SIGHUP arrives: that is the hangup, not an error
+    to report (to nobody) with exit 1. A conversation keeps the text that was shown, as an interrupted answer."""
+    import pexpect
+
+    err = tmp_path / "err.txt"
+    child = pexpect.spawn("/bin/sh", ["-c", f'exec "$0" "$@" 2>{err}', sys.executable, "-m", "localgen", "run",
+                                      "--conversation", "story", "-n", "400", *GREEDY, "Write a long story."],
+                          cwd=str(REPO_ROOT), env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, encoding="utf-8",
+                          timeout=120, dimensions=(24, 100))
+    shown = ""
+    deadline = time.monotonic() + 120
+    while sum(c.isalpha() for c in shown) < 40 and time.monotonic() < deadline:
+        with contextlib.suppress(pexpect.TIMEOUT):
+            shown += child.read_nonblocking(1000, timeout=0.2)
+    child.ptyproc.fileobj.close()  # the terminal window is closed
+    while child.isalive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child.close()
+    assert child.exitstatus == 129 and err.read_text() == "", err.read_text()
+    turn = json.loads((tmp_path / "data" / "conversations" / "story.json").read_text())["turns"][0]
+    assert turn["interrupted"] is True and turn["answer"].split()[0] in shown
 
 
 def test_a_long_prompt_shows_progress_on_a_terminal_then_erases_it(tmp_path: Path) -> None:
