@@ -396,7 +396,7 @@ def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = Fals
         except ConversationBusyError as exc:  # a running chat saves often, so its conversation is the newest
             busy = busy or exc
         except DamagedConversationError as exc:
-            warn(f"skipped {exc.message}")
+            warn(f"skipped a damaged conversation: {exc.message}")
     if busy is not None:
         raise busy
     raise LocalgenError("no saved conversation can be resumed", hint="start a new one with `localgen chat`")

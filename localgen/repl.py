@@ -347,8 +347,7 @@ class Repl:
 
     def _undo(self, _: str) -> None:
         turn = self.session.undo()
-        question = turn.user.rpartition("\n\n")[2]  # attached files come first, then the typed text
-        console.say(f"dropped: {question[:60]!r}")
+        console.say(f"dropped: {_gist(turn.user)!r}")
 
     def _regen(self, _: str) -> None:
         start, events = self.session.regenerate()
@@ -454,12 +453,21 @@ def brief(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text):,} characters)"
 
 
+def _gist(message: str, width: int = 60) -> str:
+    """A message on one line, its start and end when it is long (attached files come first, the typed text last)."""
+    line = " ".join(message.split())
+    if len(line) <= width:
+        return line
+    half = (width - 3) // 2
+    return f"{line[:half].rstrip()} … {line[-half:].lstrip()}"
+
+
 def _room_notice(start: TurnStart) -> str | None:
     """What making room for a turn did, when it moved exchanges out of the model's context."""
     if not start.dropped:
         return None
     return (f"[{counted(start.dropped, 'earlier exchange')} left the model's context to make room; "
-            "the saved conversation keeps them]")
+            f"the saved conversation keeps {'it' if start.dropped == 1 else 'them'}]")
 
 
 def _exchanges(conversation: Conversation) -> str:

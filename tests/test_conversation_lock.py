@@ -140,7 +140,8 @@ def test_resume_without_a_name_skips_damaged_files_with_a_warning() -> None:
     (conversations_dir() / "broken.json").write_text('{"turns": [')
     warnings: list[str] = []
     assert latest_conversation(warnings.append).name == "older"
-    assert len(warnings) == 1 and "broken.json is not a valid saved conversation" in warnings[0]
+    assert len(warnings) == 1 and warnings[0].startswith("skipped a damaged conversation: ")
+    assert "broken.json is not a valid saved conversation" in warnings[0]
     let_go(load_conversation("older"))
     (conversations_dir() / "older.json").write_text("[]")
     with pytest.raises(LocalgenError, match="no saved conversation can be resumed"):

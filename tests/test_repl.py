@@ -378,7 +378,8 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
     else:
         assert "reading the prompt: 512/" in chat.transcript.getvalue(), "a long prompt shows its progress"
         assert cached == ahead == 0
-    chat.command("/undo", "dropped: 'What is the secret code?'")
+    dropped = chat.command("/undo", "What is the secret code?'")
+    assert "dropped: 'The secret code is 4711." in dropped, "a long message shows its start and its end"
     chat.command(f"/file {doc}", "attached")
     chat.command("/reset", "; dropped 1 attached file)")  # not sent silently without it
     assert chat.quit() == 0
@@ -762,3 +763,12 @@ def test_prefill_while_typing_can_be_turned_off(home: Path) -> None:
     chat.ask("")
     assert _stats(chat)[1:] == (0, 0)
     assert chat.quit() == 0
+
+
+def test_undo_quotes_the_dropped_message_whole_or_by_its_start_and_end() -> None:
+    from localgen.repl import _gist
+
+    assert _gist("first\n\n  indented third") == "first indented third"  # not only its last paragraph
+    long = _gist("The secret code is 4711. " + "Filler words. " * 20 + "\n\nWhat is the secret code?")
+    assert long.startswith("The secret code is 4711.") and long.endswith("What is the secret code?")
+    assert " … " in long and len(long) <= 60
