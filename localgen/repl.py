@@ -151,9 +151,20 @@ class Repl:
         finally:
             settled = self._ahead is None or self._ahead.settle(self._message_sent(line))
             self._report_history_problem()
-        if not settled:
+        if not settled or (line is not None and self._ctrl_c_typed_ahead()):
             raise KeyboardInterrupt
         return line
+
+    def _ctrl_c_typed_ahead(self) -> bool:
+        """Whether a Ctrl-C came in the same read as Enter (prompt-toolkit keeps such keys for the next prompt, where
+        it would only clear the line): it is taken out, with the keys before it, as Ctrl-C just after Enter."""
+        from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
+        from prompt_toolkit.keys import Keys
+
+        keys = get_typeahead(self._prompt.input)
+        last = max((i for i, key in enumerate(keys) if key.key == Keys.ControlC), default=None)
+        store_typeahead(self._prompt.input, keys if last is None else keys[last + 1:])
+        return last is not None
 
     @staticmethod
     def _decoded(line: str, *, warn: bool = True) -> str:
