@@ -272,7 +272,7 @@ class Repl:
         finally:
             self._view = None
             events.close()
-            view.close(None if done is None else console.finish_note(done, chat=True))
+            view.close(None if done is None else console.finish_note(done, chat=True) or _empty_answer_note(done))
 
     def _opens_thinking(self) -> bool:
         """True when this model's generation prompt opens a reasoning block itself."""
@@ -462,6 +462,11 @@ def _on_or_off(argument: str, command: str) -> bool | None:
 def brief(text: str, limit: int = 80) -> str:
     """Text cut to about limit characters, saying how long it was (a system prompt in a summary line)."""
     return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text):,} characters)"
+
+
+def _empty_answer_note(done: Finished) -> str | None:
+    """A note for an answer that ended before any text, which would otherwise show as nothing at all."""
+    return "the model gave an empty answer (/regen asks again)" if not done.text.strip() else None
 
 
 def _gist(message: str, width: int = 60) -> str:

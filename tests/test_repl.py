@@ -257,6 +257,14 @@ def test_ctrl_c_in_the_same_read_as_enter_drops_the_line(chat: Chat) -> None:
     assert [turn["user"] for turn in state["turns"]] == ["Say hi."]
 
 
+def test_an_empty_answer_says_so(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20", "--stop", "Hello")  # its answer's start
+    state = chat.ask("Say hi.")
+    assert state["turns"][0]["answer"] == ""
+    assert "[the model gave an empty answer (/regen asks again)]" in chat.transcript.getvalue()
+    assert chat.quit() == 0
+
+
 def test_undo_regen_reset_and_set(chat: Chat) -> None:
     chat.ask("Name a color.")
     state = chat.ask("Name an animal.")
