@@ -331,9 +331,9 @@ class ChatSession:
             for event in self.loaded.engine.generate(tokens, self.sampling, self.limits, draft=self.draft,
                                                      prefix_cache=self.prefix_cache):
                 if isinstance(event, Finished):
-                    self.last = event
                     answered = bool(event.text) or event.finish_reason != "interrupted"
-                    if answered:
+                    if answered:  # a question dropped unanswered leaves the last answer's figures (/stats)
+                        self.last = event
                         turn.answer, turn.interrupted = event.text, event.finish_reason == "interrupted"
                 yield event
                 if isinstance(event, TextChunk):  # shown: a piece stdout could not take (a full disk) was not

@@ -243,9 +243,14 @@ def test_attachments_of_a_question_without_an_answer_wait_for_the_next_one(sessi
     session.loaded.engine.request_stop()  # Ctrl-C before any text
     _answer(events)
     assert session.unanswered and session.attachments == ["The secret word is kiwi."]
-    _answer(session.ask("What is the secret word?")[1])
+    assert session.last is None, "/stats and the toolbar show the last answer's figures, not a dropped question's"
+    answered = _answer(session.ask("What is the secret word?")[1])
     assert not session.unanswered and session.attachments == []
     assert session.conversation.turns[0].user.startswith("The secret word is kiwi.")
+    _, events = session.ask("And again?")
+    session.loaded.engine.request_stop()
+    _answer(events)
+    assert session.unanswered and session.last is answered
 
 
 def test_set_speaks_the_chat_s_language(session: ChatSession) -> None:
