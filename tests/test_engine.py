@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
-from collections.abc import Iterator
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -389,3 +392,63 @@ def test_a_signal_whose_handler_does_not_raise_still_stops_the_load_cleanly(bund
     finally:
         signal.signal(signal.SIGINT, previous)
     assert freed == loaded, "no half-made engine: the model was freed"
+
+
+@pytest.fixture(scope="module")
+def one_chunk_engine(bundled_model: Path) -> Iterator[Engine]:
+    """An engine that reads a long prompt in one llama_decode of several seconds."""
+    options = LoadOptions(n_ctx=2048, n_threads=2, n_threads_batch=2, n_batch=2048, n_ubatch=2048)
+    with Engine(bundled_model, options) as eng:
+        yield eng
+
+
+def _signal_soon(handler: Callable[[int, object], None]) -> threading.Timer:
+    """Install handler for SIGUSR1 and send that signal to this process in 0.3 s (while a long chunk computes)."""
+    signal.signal(signal.SIGUSR1, handler)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
+    timer.start()
+    return timer
+
+
+def test_a_stop_asked_for_mid_chunk_ends_the_chunk(one_chunk_engine: Engine) -> None:
+    """Ctrl-C while a long prompt is read acts between graph nodes, not after the whole chunk (seconds on CPU)."""
+    engine = one_chunk_engine
+    prompt = _prompt(engine, "Tell me about cats. " * 300)
+    engine.reset()
+    timer = _signal_soon(lambda _signum, _frame: engine.request_stop())
+    try:
+        _, done, progress = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=4)))
+    finally:
+        timer.join()
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    assert done.finish_reason == "interrupted" and progress == []
+    assert engine.kv_tokens == 0 == lc.llama_memory_seq_pos_max(lc.llama_get_memory(engine._ctx), 0) + 1, \
+        "the chunk was stopped part way and dropped, not finished"
+    short = _prompt(engine, "What is 2+2?")
+    _, after, _ = _collect(engine.generate(short, GREEDY, GenerationLimits(max_tokens=8)))
+    engine.reset()
+    _, fresh, _ = _collect(engine.generate(short, GREEDY, GenerationLimits(max_tokens=8)))
+    assert after.text == fresh.text and after.finish_reason != "interrupted"
+
+
+def test_a_signal_handler_that_raises_mid_chunk_raises_from_generate(one_chunk_engine: Engine,
+                                                                      capfd: pytest.CaptureFixture[str]) -> None:
+    """A second Ctrl-C or a SIGTERM raises in the abort callback, where ctypes would only print it."""
+    engine = one_chunk_engine
+    engine.reset()
+
+    def raise_interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    timer = _signal_soon(raise_interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _collect(engine.generate(_prompt(engine, "Tell me about dogs. " * 300), GREEDY,
+                                     GenerationLimits(max_tokens=4)))
+    finally:
+        timer.join()
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    assert capfd.readouterr().err == "", "nothing printed by ctypes"
+    assert engine.kv_tokens == 0
+    _, done, _ = _collect(engine.generate(_prompt(engine, "What is 2+2?"), GREEDY, GenerationLimits(max_tokens=4)))
+    assert done.finish_reason != "interrupted", "the stop request ended with the generation it was meant for"

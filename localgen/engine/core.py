@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import ctypes
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -398,15 +399,20 @@ class Engine:
     # --- prefill and decode --------------------------------------------------------------------
 
     def _prefill(self, prompt: Sequence[int], start: int) -> Iterator[PrefillProgress]:
-        """Evaluate prompt[start:] in chunks of up to n_batch, reporting progress between chunks."""
+        """Evaluate prompt[start:] in chunks of up to n_batch, reporting progress between chunks; a stop request
+        (Ctrl-C) ends the chunk being computed too, between graph nodes, where the backend allows."""
         total = len(prompt)
-        for begin, end in self._chunks(start, total):
-            if self._stop_requested:
-                return
-            status = self._evaluate(prompt[begin:end])
-            if status != 0:
-                raise _decode_failure(status)
-            yield PrefillProgress(done=end - start, total=total - start)
+        with _StopBetweenNodes(self._ctx, lambda: self._stop_requested, self.request_stop) as stopper:
+            for begin, end in self._chunks(start, total):
+                if self._stop_requested:
+                    break
+                status = self._evaluate(prompt[begin:end])
+                stopper.raise_caught()
+                if status == ABORTED and self._stop_requested:
+                    break
+                if status != 0:
+                    raise _decode_failure(status)
+                yield PrefillProgress(done=end - start, total=total - start)
 
     def _chunks(self, start: int, total: int, most: int | None = None) -> Iterator[tuple[int, int]]:
         """Chunk bounds aligned to the physical batch size, so a position lands in the same ubatch wherever
@@ -534,6 +540,48 @@ class Engine:
                                 hint="run without --draft lookup")
         drafter.record(len(drafts), accepted)
         return sampled
+
+
+class _StopBetweenNodes:
+    """llama.cpp's abort callback for llama_decode on this thread, polling should_stop after every graph node.
+
+    The CPU backend calls it on the calling thread, where Python runs the signal handlers that arrived meanwhile.
+    A handler that raises (a second Ctrl-C, SIGTERM) raises inside the callback, where ctypes could only print the
+    exception: it is caught instead (stop() ends the computation) and raise_caught() raises it after llama_decode.
+    """
+
+    def __init__(self, ctx: lc.llama_context_p, should_stop: Callable[[], bool], stop: Callable[[], None]) -> None:
+        self._ctx, self._should_stop, self._stop = ctx, should_stop, stop
+        self._caught: BaseException | None = None
+        self._callback = lc.ggml_abort_callback(self._poll)
+        self._hook = sys.unraisablehook
+
+    def _poll(self, _data: ctypes.c_void_p) -> bool:
+        """Whether to abort: a stop was asked for."""
+        return bool(self._should_stop())
+
+    def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
+        """Keep an exception raised in the callback (by a signal handler) to raise after llama_decode."""
+        if unraisable.object != self._poll or unraisable.exc_value is None:  # a bound method: equal, not the same
+            self._hook(unraisable)
+            return
+        self._caught = self._caught or unraisable.exc_value
+        self._stop()
+
+    def raise_caught(self) -> None:
+        """Raise the exception a signal handler raised during llama_decode, if any."""
+        caught, self._caught = self._caught, None
+        if caught is not None:
+            raise caught
+
+    def __enter__(self) -> _StopBetweenNodes:
+        sys.unraisablehook = self._unraisable
+        lc.llama_set_abort_callback(self._ctx, self._callback, None)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        lc.llama_set_abort_callback(self._ctx, lc.ggml_abort_callback(), None)
+        sys.unraisablehook = self._hook
 
 
 def _decode_failure(status: int) -> LocalgenError:
