@@ -188,9 +188,11 @@ def json_text(data: object, *, indent: int | None = None) -> str:
 
 
 def say(message: str) -> None:
-    """A status line on stderr (best effort: a stderr that cannot be written must not fail the command)."""
+    """A status line on stderr, its lines broken between words on a terminal (best effort: a stderr that cannot be
+    written must not fail the command)."""
     try:
-        sys.stderr.write(without_surrogates(message) + "\n")
+        wrap = WordWrap(terminal_width(sys.stderr))
+        sys.stderr.write(wrap.feed(without_surrogates(message)) + wrap.flush() + "\n")
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):  # full, closed or missing stderr
         pass

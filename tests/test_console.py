@@ -369,3 +369,26 @@ def test_the_marked_row_is_starred_on_a_terminal_and_plain_on_a_pipe(monkeypatch
     monkeypatch.undo()
     print_table(headers, rows, marked=1)
     assert capsys.readouterr().out == "QUANT\tSIZE\nQ4_K_M\t4.9 GB\nQ8_0\t8.5 GB\n"
+
+
+def test_messages_break_between_words_on_a_terminal_and_stay_whole_on_a_pipe(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import fcntl
+    import struct
+    import termios
+
+    from localgen.console import error
+
+    message, hint = "conversation 'chat-1' is in use by another localgen chat or run (process 42)", "finish it"
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
+    with open(slave, "w", closefd=True) as stream:
+        monkeypatch.setattr(sys, "stderr", stream)
+        error(message, hint)
+    lines = os.read(master, 1000).decode().replace("\r\n", "\n").splitlines()
+    os.close(master)
+    assert len(lines) > 1 and all(len(line) <= 40 for line in lines)
+    assert " ".join(lines) == f"localgen: error: {message} (hint: {hint})", "no word is cut, none is lost"
+    monkeypatch.undo()
+    error(message, hint)
+    assert capsys.readouterr().err == f"localgen: error: {message} (hint: {hint})\n"

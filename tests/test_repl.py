@@ -567,8 +567,9 @@ def test_a_second_chat_cannot_resume_a_conversation_that_is_open(home: Path) -> 
     second.close()
     assert second.exitstatus == 1
     busy = f"conversation '{name}' is in use by another localgen chat or run (process {first.child.pid})"
-    assert busy in second.before
-    assert "Traceback" not in second.before and "`localgen chat` for a new conversation" in second.before
+    said = " ".join(second.before.split())  # broken between words at the terminal's width
+    assert busy in said
+    assert "Traceback" not in said and "`localgen chat` for a new conversation" in said
     assert first.quit() == 0
     resumed = Chat(home, "--resume", "--no-markdown")
     assert f"resumed {name}: 1 exchange," in resumed.transcript.getvalue()
