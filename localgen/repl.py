@@ -382,6 +382,9 @@ class Repl:
         text = read_file_input(path, warnings, option="/file")
         for warning in warnings:
             console.warn(warning)
+        if text in self.session.attachments:
+            console.say(f"{path} is attached already (/file none drops the attached files)")
+            return
         self.session.attachments.append(text)
         console.say(f"attached {path} ({len(text):,} characters) to the next message")
 
@@ -431,7 +434,13 @@ class Repl:
         if not argument:
             console.say("usage: /model REF")
             return
-        loaded = self.session.switch_model(argument, note=console.say)
+        try:
+            loaded = self.session.switch_model(argument, note=console.say)
+        except KeyboardInterrupt:
+            now = self.session.loaded
+            console.say(f"[interrupted: still using {now.resolved.display_name}]" if now.engine.is_open else
+                        "[interrupted: no model is loaded (/model NAME loads one)]")
+            return
         console.say(f"now using {loaded.resolved.display_name}")
 
     def _thinking(self, argument: str) -> None:

@@ -386,10 +386,12 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
     filler = "\n".join(f"Line {i}: nothing to see in the {i * 7 % 13}th crate." for i in range(60))
     doc.write_text(f"The secret code is 4711.\n{filler}\n")  # over one 512-token prefill chunk
     chat.command(f"/file {doc}", "attached")
+    chat.command(f"/file {doc}", "is attached already")  # once is enough
     if prefill_while_typing:
         time.sleep(8)  # the file is computed while the question is being thought of
     state = chat.ask("What is the secret code?")
     assert state["turns"][0]["user"].startswith("The secret code is 4711.")
+    assert state["turns"][0]["user"].count("The secret code is 4711.") == 1
     _, cached, ahead = _stats(chat)
     if prefill_while_typing:
         assert cached >= ahead >= 256, "the file went into the KV cache before the question was sent"
