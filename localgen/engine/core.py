@@ -375,19 +375,18 @@ class Engine:
         if common < len(self._kv):
             common = self._kv.truncate(common)
         self._ahead_from = common if self._ahead_from is None else min(self._ahead_from, common)
-        abort = lc.ggml_abort_callback(lambda _data: bool(should_stop()))
-        lc.llama_set_abort_callback(self._ctx, abort, None)
         try:
-            for begin, end in self._chunks(common, len(prompt), most=AHEAD_CHUNK):
-                if should_stop():
-                    break
-                status = self._evaluate(prompt[begin:end])
-                if status != 0:
-                    if status != ABORTED:
-                        log.debug("prefill ahead stopped: llama_decode returned %d", status)
-                    break
+            with _StopBetweenNodes(self._ctx, should_stop) as stopper:
+                for begin, end in self._chunks(common, len(prompt), most=AHEAD_CHUNK):
+                    if should_stop():
+                        break
+                    status = self._evaluate(prompt[begin:end])
+                    stopper.raise_caught()
+                    if status != 0:
+                        if status != ABORTED:
+                            log.debug("prefill ahead stopped: llama_decode returned %d", status)
+                        break
         finally:
-            lc.llama_set_abort_callback(self._ctx, lc.ggml_abort_callback(), None)
             self._kv.resync()
         return self._kv.common_prefix(prompt)
 
@@ -402,7 +401,7 @@ class Engine:
         """Evaluate prompt[start:] in chunks of up to n_batch, reporting progress between chunks; a stop request
         (Ctrl-C) ends the chunk being computed too, between graph nodes, where the backend allows."""
         total = len(prompt)
-        with _StopBetweenNodes(self._ctx, lambda: self._stop_requested, self.request_stop) as stopper:
+        with _StopBetweenNodes(self._ctx, lambda: self._stop_requested) as stopper:
             for begin, end in self._chunks(start, total):
                 if self._stop_requested:
                     break
@@ -543,22 +542,23 @@ class Engine:
 
 
 class _StopBetweenNodes:
-    """llama.cpp's abort callback for llama_decode on this thread, polling should_stop after every graph node.
+    """llama.cpp's abort callback for the llama_decode calls of a with block, polling should_stop after every
+    graph node (on backends that call it, as the CPU's does).
 
-    The CPU backend calls it on the calling thread, where Python runs the signal handlers that arrived meanwhile.
-    A handler that raises (a second Ctrl-C, SIGTERM) raises inside the callback, where ctypes could only print the
-    exception: it is caught instead (stop() ends the computation) and raise_caught() raises it after llama_decode.
+    On the main thread the CPU backend calls it where Python runs the signal handlers that arrived meanwhile. A
+    handler that raises (a second Ctrl-C, SIGTERM) raises inside the callback, where ctypes could only print the
+    exception: it is kept instead, the computation ends, and raise_caught() raises it after llama_decode.
     """
 
-    def __init__(self, ctx: lc.llama_context_p, should_stop: Callable[[], bool], stop: Callable[[], None]) -> None:
-        self._ctx, self._should_stop, self._stop = ctx, should_stop, stop
+    def __init__(self, ctx: lc.llama_context_p, should_stop: Callable[[], bool]) -> None:
+        self._ctx, self._should_stop = ctx, should_stop
         self._caught: BaseException | None = None
         self._callback = lc.ggml_abort_callback(self._poll)
         self._hook = sys.unraisablehook
 
     def _poll(self, _data: ctypes.c_void_p) -> bool:
-        """Whether to abort: a stop was asked for."""
-        return bool(self._should_stop())
+        """Whether to abort: a stop was asked for, or a signal handler raised."""
+        return self._caught is not None or bool(self._should_stop())
 
     def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
         """Keep an exception raised in the callback (by a signal handler) to raise after llama_decode."""
@@ -566,7 +566,6 @@ class _StopBetweenNodes:
             self._hook(unraisable)
             return
         self._caught = self._caught or unraisable.exc_value
-        self._stop()
 
     def raise_caught(self) -> None:
         """Raise the exception a signal handler raised during llama_decode, if any."""
