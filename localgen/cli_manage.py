@@ -159,11 +159,10 @@ def models_show(
     """Describe a model from its GGUF header (no weights are loaded)."""
     from localgen import console
     from localgen.gguf_reader import read_gguf
-    from localgen.quant_choice import plan_summary
-    from localgen.resolve import resolve_model
+    from localgen.quant_choice import plan_summary, resolve_downloaded
     from localgen.verify import recorded_sha256
 
-    resolved = resolve_model(reference, pull=False)
+    resolved = resolve_downloaded(reference, offline=None)
     info = read_gguf(resolved.path)
     if template:
         if not info.chat_template:

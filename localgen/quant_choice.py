@@ -33,6 +33,7 @@ from localgen.units import binary_size, counted, human_size
 if TYPE_CHECKING:
     from localgen.gguf_info import GGUFInfo
     from localgen.hub_types import HubFile
+    from localgen.resolve import ResolvedModel
 
 HEADER_READ_BYTES = 4 * 2**20  # first range read of a Hub file's header; grown x4 up to HEADER_READ_MAX_BYTES
 HEADER_READ_MAX_BYTES = 256 * 2**20
@@ -228,7 +229,6 @@ def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | Non
                offline: bool | None = None) -> FitReport:
     """Estimate and plan every quant of a reference's repo (or its one local file) and mark the one to use."""
     from localgen import hub
-    from localgen.resolve import resolve_model
 
     hw = hw or probe_hardware()
     target = _target(reference)
@@ -251,12 +251,12 @@ def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | Non
             survey_error = exc
             notes.append(f"showing the local copy only: {exc.message} (--offline skips asking the Hub)")
     try:
-        resolved = resolve_model(reference, offline=offline, pull=False)
+        resolved = resolve_downloaded(reference, offline=offline, hw=hw, request=request)
     except ModelNotFoundError:
         if survey_error is not None:
             raise survey_error from None  # not downloaded either: the Hub's error is the one to fix
         raise
-    option = local_option(resolved.path, hw, request, label=target.quant or None)
+    option = local_option(resolved.path, hw, request, label=target.quant or resolved.ref.quant)
     notes.extend(_named_refusal([option], 0, text, hw, request))
     return FitReport(text, target.repo, hw, request, (option,), _marked([option], 0), tuple(notes))
 
@@ -333,6 +333,21 @@ def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest)
     which = "the only quant, and it fits" if count == 1 else f"the best that fits of {counted(count, 'quant')}"
     note = f"chose {ref} ({human_size(chosen.file_size)}), {which}: {chosen.plan.describe()}"
     return ref, (note,)
+
+
+def resolve_downloaded(reference: str | None, *, offline: bool | None, hw: Hardware | None = None,
+                       request: FitRequest | None = None) -> ResolvedModel:
+    """A reference resolved with no download: its own file if that is here, else, for a repo named without a quant,
+    the best downloaded quant that fits (ModelNotFoundError when there is none)."""
+    from localgen.resolve import resolve_model
+
+    try:
+        return resolve_model(reference, offline=offline, pull=False)
+    except ModelNotFoundError:
+        cached = choose_cached(reference, hw=hw or probe_hardware(), request=request or FitRequest())
+        if cached is None:
+            raise
+        return resolve_model(cached, offline=offline, pull=False)
 
 
 def choose_cached(reference: str | None, *, hw: Hardware, request: FitRequest) -> str | None:

@@ -16,7 +16,7 @@ from localgen.events import Event
 from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, plan_fit, replan_gpu_layers
 from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, probe_hardware
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-from localgen.quant_choice import choose_cached, choose_download
+from localgen.quant_choice import choose_download, resolve_downloaded
 from localgen.resolve import ResolvedModel, resolve_model, with_unverified_copy
 
 if TYPE_CHECKING:
@@ -122,11 +122,8 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
                               f"{'bundled' if found.source == 'bundled' else 'cached'} copy")
     if not force:
         try:
-            return resolve_model(options.model, offline=options.offline, pull=False)
+            return resolve_downloaded(options.model, offline=options.offline, hw=hw, request=fit_request(options))
         except ModelNotFoundError:
-            cached = choose_cached(options.model, hw=hw, request=fit_request(options))
-            if cached is not None:
-                return resolve_model(cached, offline=options.offline, pull=False)
             if options.offline or is_offline():
                 raise
     try:

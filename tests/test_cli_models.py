@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hub_server import HubServer, child_env
+from hub_server import HubServer, child_env, make_gguf_bytes
 
 from tests.conftest import REPO_ROOT, bundled_model_file
 
@@ -206,3 +206,21 @@ def test_a_bad_default_model_points_at_the_registry_names(hub: tuple[HubServer, 
     result = localgen(env, "run", "hi")
     assert result.returncode == 1
     assert "name a model from `localgen models list --all`, or remove the line" in result.stderr
+
+
+def test_a_repo_named_without_a_quant_finds_the_downloaded_one_everywhere(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """Only a Q8_0 is here: run, fit and models show all use it offline, as they would with the Hub down."""
+    server, env = hub
+    server.add_repo("acme/smol-GGUF", {"smol.Q8_0.gguf": bundled_model_file(),
+                                       "smol.Q4_K_M.gguf": make_gguf_bytes("Q4_K_M")})  # the default: not here
+    assert localgen(env, "pull", "acme/smol-GGUF:Q8_0").returncode == 0
+    server.requests.clear()
+    offline = {**env, "HF_HUB_OFFLINE": "1"}
+    fit = localgen(offline, "fit", "acme/smol-GGUF", "--json")
+    assert fit.returncode == 0, fit.stderr
+    assert [option["files"] for option in json.loads(fit.stdout)["options"]] == [["smol.Q8_0.gguf"]]
+    shown = localgen(offline, "models", "show", "acme/smol-GGUF", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert Path(json.loads(shown.stdout)["path"]).name == "smol.Q8_0.gguf"
+    assert server.requests == []
