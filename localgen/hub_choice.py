@@ -23,12 +23,17 @@ QUANT_PREFERENCE = (
 AUXILIARY_PREFIXES = ("mmproj", "imatrix")
 
 
+def no_gguf_files(repo: str) -> HubError:
+    """The error for a repo that holds no GGUF file."""
+    return HubError(f"no GGUF files in {repo}",
+                    hint="localgen runs GGUF models; look for a repo whose name ends in -GGUF")
+
+
 def choose_model(files: list[HubFile], *, quant: str | None, filename: str | None,
                  repo: str) -> tuple[HubFile, ...]:
     """The files of one model: by file name (exact, then name, then glob), by quant, else by preference."""
     if not files:
-        raise HubError(f"no GGUF files in {repo}",
-                       hint="localgen runs GGUF models; look for a repo whose name ends in -GGUF")
+        raise no_gguf_files(repo)
     groups = _group_shards(files)
     if filename:
         return _check_complete(_pick(_match_filename(groups, filename, repo)), repo)

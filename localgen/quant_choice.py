@@ -27,7 +27,7 @@ from localgen.fit import (
     target_context,
 )
 from localgen.hardware import Hardware, probe_hardware
-from localgen.hub_choice import AUXILIARY_PREFIXES, choose_model
+from localgen.hub_choice import AUXILIARY_PREFIXES, choose_model, no_gguf_files
 from localgen.units import binary_size, counted, human_size
 
 if TYPE_CHECKING:
@@ -239,6 +239,8 @@ def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | Non
     if target.path is None and target.repo is not None and not (offline or hub.is_offline()):
         try:
             files = hub.list_gguf_files(target.repo)
+            if not files:
+                raise no_gguf_files(target.repo)
             options = hub_options(target.repo, hw, request, files=files)
             if target.quant or target.filename:
                 index = _named_index(options, files, target)

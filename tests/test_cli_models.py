@@ -224,3 +224,12 @@ def test_a_repo_named_without_a_quant_finds_the_downloaded_one_everywhere(
     assert shown.returncode == 0, shown.stderr
     assert Path(json.loads(shown.stdout)["path"]).name == "smol.Q8_0.gguf"
     assert server.requests == []
+
+
+def test_fit_of_a_repo_without_gguf_files_is_the_error_pull_gives(hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo("acme/weights", {"model.safetensors": b"\0" * 64, "README.md": b"# weights\n"})
+    for args in (("fit", "acme/weights"), ("fit", "acme/weights", "--json"), ("pull", "acme/weights")):
+        result = localgen(env, *args)
+        assert result.returncode == 1 and result.stdout == "", (args, result.stdout)
+        assert "no GGUF files in acme/weights" in result.stderr, result.stderr
