@@ -304,11 +304,11 @@ class _HubLogNote(logging.Handler):
         self.resumed = False
 
     def emit(self, record: logging.LogRecord) -> None:
-        """Say once that the download is being resumed; drop everything else."""
+        """Say once that the download is being tried again (resumed or restarted); drop everything else."""
         if not self.resumed and isinstance(record.msg, str) and _RESUMING in record.msg:
             self.resumed = True
-            console.say(console.one_line(f"localgen: the connection dropped while downloading {self.what}; "
-                                         "resuming where it stopped"))
+            console.say(console.one_line(f"localgen: the download of {self.what} stalled or dropped; trying again, "
+                                         "from where it stopped when the part received can be kept"))
 
 
 @contextlib.contextmanager
