@@ -5,12 +5,12 @@ from __future__ import annotations
 import codecs
 import ctypes
 import logging
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from localgen.engine.abort import StopBetweenNodes
 from localgen.engine.kv import KvCache
 from localgen.engine.loading import load_weights, new_context, new_draft_batch
 from localgen.engine.native import lc, llama_cpp_version
@@ -376,7 +376,7 @@ class Engine:
             common = self._kv.truncate(common)
         self._ahead_from = common if self._ahead_from is None else min(self._ahead_from, common)
         try:
-            with _StopBetweenNodes(self._ctx, should_stop) as stopper:
+            with StopBetweenNodes(self._ctx, should_stop) as stopper:
                 for begin, end in self._chunks(common, len(prompt), most=AHEAD_CHUNK):
                     if should_stop():
                         break
@@ -401,7 +401,7 @@ class Engine:
         """Evaluate prompt[start:] in chunks of up to n_batch, reporting progress between chunks; a stop request
         (Ctrl-C) ends the chunk being computed too, between graph nodes, where the backend allows."""
         total = len(prompt)
-        with _StopBetweenNodes(self._ctx, lambda: self._stop_requested) as stopper:
+        with StopBetweenNodes(self._ctx, lambda: self._stop_requested) as stopper:
             for begin, end in self._chunks(start, total):
                 if self._stop_requested:
                     break
@@ -539,48 +539,6 @@ class Engine:
                                 hint="run without --draft lookup")
         drafter.record(len(drafts), accepted)
         return sampled
-
-
-class _StopBetweenNodes:
-    """llama.cpp's abort callback for the llama_decode calls of a with block, polling should_stop after every
-    graph node (on backends that call it, as the CPU's does).
-
-    On the main thread the CPU backend calls it where Python runs the signal handlers that arrived meanwhile. A
-    handler that raises (a second Ctrl-C, SIGTERM) raises inside the callback, where ctypes could only print the
-    exception: it is kept instead, the computation ends, and raise_caught() raises it after llama_decode.
-    """
-
-    def __init__(self, ctx: lc.llama_context_p, should_stop: Callable[[], bool]) -> None:
-        self._ctx, self._should_stop = ctx, should_stop
-        self._caught: BaseException | None = None
-        self._callback = lc.ggml_abort_callback(self._poll)
-        self._hook = sys.unraisablehook
-
-    def _poll(self, _data: ctypes.c_void_p) -> bool:
-        """Whether to abort: a stop was asked for, or a signal handler raised."""
-        return self._caught is not None or bool(self._should_stop())
-
-    def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
-        """Keep an exception raised in the callback (by a signal handler) to raise after llama_decode."""
-        if unraisable.object != self._poll or unraisable.exc_value is None:  # a bound method: equal, not the same
-            self._hook(unraisable)
-            return
-        self._caught = self._caught or unraisable.exc_value
-
-    def raise_caught(self) -> None:
-        """Raise the exception a signal handler raised during llama_decode, if any."""
-        caught, self._caught = self._caught, None
-        if caught is not None:
-            raise caught
-
-    def __enter__(self) -> _StopBetweenNodes:
-        sys.unraisablehook = self._unraisable
-        lc.llama_set_abort_callback(self._ctx, self._callback, None)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        lc.llama_set_abort_callback(self._ctx, lc.ggml_abort_callback(), None)
-        sys.unraisablehook = self._hook
 
 
 def _decode_failure(status: int) -> LocalgenError:
