@@ -77,10 +77,34 @@ def list_gguf_files(repo: str) -> list[HubFile]:
     return list(_fetch_listing(repo).files)
 
 
+_listings: dict[str, HubListing] | None = None  # within one_listing_per_repo(): the listings already fetched
+
+
+@contextlib.contextmanager
+def one_listing_per_repo() -> Iterator[None]:
+    """Within this block, a repo is listed once: choosing a quant and downloading it see the same revision."""
+    global _listings
+    outer, _listings = _listings, {} if _listings is None else _listings
+    try:
+        yield
+    finally:
+        _listings = outer
+
+
 def _fetch_listing(repo: str) -> HubListing:
     """Ask the Hub for the repo's files (one request) and keep the GGUF ones."""
     if is_offline():
         raise offline_error(repo, None, None, None)
+    if _listings is not None and repo in _listings:
+        return _listings[repo]
+    listing = _request_listing(repo)
+    if _listings is not None:
+        _listings[repo] = listing
+    return listing
+
+
+def _request_listing(repo: str) -> HubListing:
+    """The repo's GGUF files and revision, from one metadata request."""
     from huggingface_hub import HfApi
 
     try:

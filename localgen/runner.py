@@ -109,7 +109,7 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
 
     force downloads again even when a copy is cached (for `pull --force`).
     """
-    from localgen.hub import is_offline
+    from localgen.hub import is_offline, one_listing_per_repo
 
     if force and (options.offline or is_offline()):
         from localgen.hub_errors import leave_offline
@@ -127,10 +127,11 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
             if options.offline or is_offline():
                 raise
     try:
-        reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options))
-        for text in chosen:  # said now, before the download starts
-            note(text)
-        return resolve_model(reference, offline=options.offline, force=force)
+        with one_listing_per_repo():
+            reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options))
+            for text in chosen:  # said now, before the download starts
+                note(text)
+            return resolve_model(reference, offline=options.offline, force=force)
     except HubError as exc:  # the Hub cannot be asked: a copy another tool downloaded can still be used as it is
         raise with_unverified_copy(exc, options.model) from exc
 

@@ -233,3 +233,12 @@ def test_fit_of_a_repo_without_gguf_files_is_the_error_pull_gives(hub: tuple[Hub
         result = localgen(env, *args)
         assert result.returncode == 1 and result.stdout == "", (args, result.stdout)
         assert "no GGUF files in acme/weights" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("reference", [f"{REPO}:Q4_1", REPO])
+def test_a_pull_lists_the_repo_once(hub: tuple[HubServer, dict[str, str]], reference: str) -> None:
+    """Choosing the quant (and checking it fits) and downloading it use one listing, so one revision."""
+    server, env = hub
+    result = localgen(env, "pull", reference)
+    assert result.returncode == 0, result.stderr
+    assert server.count("GET", f"/api/models/{REPO}") == 1
