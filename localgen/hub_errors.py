@@ -119,7 +119,7 @@ def _hub_error(exc: BaseException, *, repo: str, filename: str | None) -> Localg
         status = _status_of(err)
         if isinstance(err, kind("GatedRepoError")):
             return HubError(f"{repo} is a gated repository: you must accept its terms and be logged in",
-                            hint=f"request access at https://huggingface.co/{repo}, then {login}")
+                            hint=f"request access at {hub_endpoint().rstrip('/')}/{repo}, then {login}")
         if isinstance(err, kind("RepositoryNotFoundError")):
             private = " (or it is private)" if status in (401, 403) else ""
             return HubError(f"repository {repo} not found on the Hugging Face Hub{private}",

@@ -362,6 +362,8 @@ def test_hub_http_errors_have_specific_messages(hubenv: HubEnv, status: int, cod
         hub.download_model(REPO, quant=None, filename=None, quiet=True)
     assert message in info.value.message
     assert hint in (info.value.hint or "")
+    if code == "GatedRepo":  # the page to ask on is the Hub in use (HF_ENDPOINT), not always huggingface.co
+        assert f"request access at {hubenv.server.url}/{REPO}," in (info.value.hint or "")
 
 
 def test_unknown_repo_no_gguf_and_missing_quant(hubenv: HubEnv) -> None:
