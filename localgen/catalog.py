@@ -299,6 +299,10 @@ def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: b
     deleted: list[Path] = []
     kept: list[Path] = []
     freed = 0
+    for partial in hub_cache.orphaned_partials(files[0].repo):  # a killed download's part: no one will resume it
+        with contextlib.suppress(OSError):
+            freed += partial.stat().st_size
+            deleted.append(partial)
     for target in targets:
         chain = [target]
         if target.is_symlink():

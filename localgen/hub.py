@@ -27,6 +27,7 @@ from localgen.hub_cache import (
     discard_cached_file,
     hub_cache_dir,
     hub_endpoint,
+    orphaned_partials,
     pointer_path,
     record_sha256,
     repo_folder,
@@ -192,6 +193,9 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     first = model.files[0]
     if pin is not None and first.sha256:  # known from the listing: refuse before downloading anything
         _check_pin(f"{first.repo}/{first.filename}", first.sha256, pin)
+    for partial in orphaned_partials(model.repo):
+        with contextlib.suppress(OSError):
+            partial.unlink()
     show = sys.stderr.isatty() if show_progress is None else show_progress
     display = download_progress.open_display(model, show=show)
     started = time.monotonic()

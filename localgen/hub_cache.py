@@ -64,6 +64,29 @@ def repo_folder(repo: str) -> str:
     return "models--" + repo.replace("/", "--")
 
 
+def orphaned_partials(repo: str) -> list[Path]:
+    """A repo's partial downloads (*.incomplete) that no running download holds: left by a killed process, never
+    resumed (each download writes its own), so only disk space lost until deleted."""
+    try:
+        import fcntl
+    except ImportError:  # not on Unix: leave them
+        return []
+    folder = hub_cache_dir() / repo_folder(repo)
+    locks = hub_cache_dir() / ".locks" / repo_folder(repo)  # huggingface_hub's lock per blob while it downloads
+    found = []
+    for partial in sorted((folder / "blobs").glob("*.incomplete")):
+        lock = locks / f"{partial.name.split('.', 1)[0]}.lock"
+        try:
+            with open(lock, "rb") as handle:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # released on close
+        except FileNotFoundError:
+            pass  # no lock: no download of that blob ever ran here
+        except OSError:
+            continue  # held: a download is writing it now
+        found.append(partial)
+    return found
+
+
 def pointer_path(repo: str, revision: str, filename: str) -> Path:
     """The snapshot path of a file at a commit in the HF cache."""
     return hub_cache_dir() / repo_folder(repo) / "snapshots" / revision / filename

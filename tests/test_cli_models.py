@@ -242,3 +242,26 @@ def test_a_pull_lists_the_repo_once(hub: tuple[HubServer, dict[str, str]], refer
     result = localgen(env, "pull", reference)
     assert result.returncode == 0, result.stderr
     assert server.count("GET", f"/api/models/{REPO}") == 1
+
+
+def test_a_killed_download_s_part_is_removed_by_the_next_pull_and_by_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """huggingface_hub writes each download to its own *.incomplete file and never resumes another's: one left by
+    a killed process is only lost disk space. One that a running download holds (its lock) is left alone."""
+    import fcntl
+
+    _, env = hub
+    folder = Path(env["HF_HUB_CACHE"]) / f"models--{REPO.replace('/', '--')}"
+    (folder / "blobs").mkdir(parents=True)
+    orphan, busy = folder / "blobs" / "aaaa.1234abcd.incomplete", folder / "blobs" / "bbbb.5678abcd.incomplete"
+    orphan.write_bytes(b"\0" * 1000)
+    busy.write_bytes(b"\0" * 1000)
+    lock = Path(env["HF_HUB_CACHE"]) / ".locks" / folder.name / "bbbb.lock"
+    lock.parent.mkdir(parents=True)
+    with open(lock, "wb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a download of blob bbbb is running
+        assert localgen(env, "pull", f"{REPO}:Q4_1").returncode == 0
+        assert not orphan.exists() and busy.exists()
+        orphan.write_bytes(b"\0" * 1000)
+        removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
+        assert removed.returncode == 0, removed.stderr
+        assert not orphan.exists() and busy.exists()
