@@ -313,7 +313,8 @@ def terminal_modes_kept(fd: int | None = None) -> Iterator[None]:
 @contextlib.contextmanager
 def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterator[None]:
     """While an answer streams, the terminal echoes no keys (nor ^C): echoed text would shift the live region,
-    leaving a stale copy of its lines. Keys typed ahead stay buffered for the next prompt, Ctrl-C included.
+    leaving a stale copy of its lines. Keys typed ahead stay buffered for the next prompt, Ctrl-C included, and
+    Ctrl-D too: out of line mode, it is a key for the prompt rather than an end of input the terminal consumes.
 
     Ctrl-Z calls before_suspend (to clear what is drawn live), gives the shell its terminal modes back and
     stops; `fg` turns echo off again and the answer goes on.
@@ -327,7 +328,9 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         fd = sys.stdin.fileno()
         saved = termios.tcgetattr(fd)
         quiet = list(saved)
-        quiet[3] = (quiet[3] & ~(termios.ECHO | termios.ECHOCTL)) | termios.NOFLSH  # Ctrl-C keeps typed-ahead keys
+        quiet[3] = (quiet[3] & ~(termios.ECHO | termios.ECHOCTL | termios.ICANON)) | termios.NOFLSH  # keeps keys
+        quiet[6] = list(quiet[6])
+        quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
         termios.tcsetattr(fd, termios.TCSANOW, quiet)
     except (AttributeError, ValueError, OSError, termios.error):  # stdin is not a terminal
         yield

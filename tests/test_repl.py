@@ -265,6 +265,19 @@ def test_an_empty_answer_says_so(home: Path) -> None:
     assert chat.quit() == 0
 
 
+def test_ctrl_d_typed_during_an_answer_quits_once_it_is_done(home: Path) -> None:
+    """Keys typed while an answer streams wait for the next prompt; in line mode the terminal would consume Ctrl-D
+    as an end of input instead."""
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "60")
+    chat.start_long_answer()
+    chat.child.sendcontrol("d")
+    chat.child.expect(pexpect.EOF, timeout=60)
+    chat.child.close()
+    assert chat.child.exitstatus == 0
+    turns = chat.conversation()["turns"]
+    assert [t["user"] for t in turns] == [LONG_QUESTION] and turns[0]["answer"] and not turns[0]["interrupted"]
+
+
 def test_undo_regen_reset_and_set(chat: Chat) -> None:
     chat.ask("Name a color.")
     state = chat.ask("Name an animal.")
