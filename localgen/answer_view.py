@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any, ClassVar, TextIO
 
@@ -28,6 +29,7 @@ CODE_THEME = "ansi_dark"  # the terminal's own palette, so code reads on light a
 _SOFT_KEY = "localgen.soft_wrap"
 _SOFT_WRAP: Any = None  # the style marking a row that goes on in the next one (built with the Markdown class)
 MAX_CONTEXT_CHARS = 4096  # a longer construct restarts its context: each block re-renders it
+REDRAW_INTERVAL_S = 0.1  # the unfinished block is drawn again at most this often, and only when it grew
 _CONTINUATION = re.compile(r"[ \t>]|[-+*][ \t\n]|\d{1,9}[.)][ \t\n]")  # indented, a quote or a list item
 
 
@@ -54,6 +56,7 @@ class AnswerView:
         self._previous = ""  # the finished blocks of the last construct (the context that places the next one)
         self._pending = ""  # the unfinished block
         self._live = None
+        self._drawn_at = 0.0  # when the live region was last drawn
         self._thinking_open = False
 
     def thinking(self, text: str) -> None:
@@ -94,16 +97,21 @@ class AnswerView:
         self._previous = self._previous + block if continues else block
 
     def _show_live(self) -> None:
-        """Redraw only the unfinished block, at most a few times a second."""
+        """Redraw only the unfinished block, when text came and REDRAW_INTERVAL_S has passed since the last time
+        (its latest words wait for the next text, or the block's end, within that interval)."""
         from rich.live import Live
 
         if not self._pending.strip():
             return
         if self._live is None:
-            self._live = Live(console=self._console, refresh_per_second=10, transient=True,
-                              vertical_overflow="visible")
+            self._live = Live(console=self._console, auto_refresh=False, transient=True, vertical_overflow="visible")
             self._live.start()
-        self._live.update(_Tail(_Continued(self._previous, self._pending)))
+            self._drawn_at = 0.0
+        now = time.monotonic()
+        due = now - self._drawn_at >= REDRAW_INTERVAL_S
+        self._live.update(_Tail(_Continued(self._previous, self._pending)), refresh=due)
+        if due:
+            self._drawn_at = now
 
     def _stop_live(self) -> None:
         """Remove the live region (its text is printed permanently next)."""

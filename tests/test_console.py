@@ -7,6 +7,7 @@ import io
 import os
 import re
 import sys
+import time
 
 import pytest
 
@@ -65,6 +66,28 @@ def test_a_markdown_block_taller_than_the_terminal_is_shown_once(interrupted: bo
     lines = [line.strip() for line in _terminal_lines(stream.getvalue(), width, height) if "line " in line]
     shown = 25 if interrupted else 3 * height
     assert lines == [f"print('line {i:02d}')" for i in range(shown)]
+
+
+def test_the_unfinished_block_is_drawn_again_only_when_text_came() -> None:
+    """A long paragraph redrawn ten times a second whether or not it grew floods a slow link (and a terminal
+    that is not read fills up); it is drawn when text comes, at most every REDRAW_INTERVAL_S."""
+    from rich.console import Console
+
+    from localgen.answer_view import REDRAW_INTERVAL_S, AnswerView
+
+    stream = io.StringIO()
+    view = AnswerView(markdown=True, show_thinking=False, stream=stream)
+    view._console = Console(file=stream, force_terminal=True, width=60, height=40, highlight=False)
+    view.answer("A paragraph that goes on " * 20)
+    drawn = len(stream.getvalue())
+    assert "A paragraph" in stream.getvalue(), "the first text is drawn at once"
+    time.sleep(4 * REDRAW_INTERVAL_S)
+    assert len(stream.getvalue()) == drawn, "nothing new came, nothing was drawn"
+    view.answer("and on")
+    assert len(stream.getvalue()) > drawn, "new text after the interval is drawn at once"
+    view.close()
+    shown = [line.rstrip() for line in _terminal_lines(stream.getvalue(), 60, 40) if line.strip()]
+    assert shown[-1].endswith("and on"), "the whole paragraph stays once the answer ends"
 
 
 DOCUMENT = ("# Rome\n\nRome was founded.\n\nIt grew into an empire.\n\n- roads\n- law\n\n"

@@ -88,7 +88,8 @@ class Chat:
         return max(p.stat().st_mtime_ns for p in files) if files else 0
 
     def wait_for(self, condition: Callable[[dict], bool], timeout: float = TIMEOUT) -> dict:
-        """Poll the autosaved conversation until condition holds."""
+        """Poll the autosaved conversation until condition holds, reading the screen meanwhile (a terminal always
+        takes what is written: a full pty would block the chat)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -97,7 +98,8 @@ class Chat:
                     return state
             except (ValueError, OSError):
                 pass
-            time.sleep(0.1)
+            if self.child.expect([pexpect.TIMEOUT, pexpect.EOF], timeout=0.1) == 1:
+                time.sleep(0.1)  # it has exited: only the file can still change
         raise AssertionError(f"timed out; screen: {self.child.before!r}")
 
     def ask(self, text: str) -> dict:
