@@ -44,11 +44,9 @@ def cache(ctx: typer.Context,
 def cache_clear() -> None:
     """Delete every prompt cache entry."""
     from localgen import console
-    from localgen.promptcache import cache_dir, clear
-    from localgen.storage import check_folder
+    from localgen.promptcache import clear, listed_cache_dir
 
-    check_folder(cache_dir(), "prompt cache entries")
-    count, size = clear(cache_dir())
+    count, size = clear(listed_cache_dir())
     entries = counted(count, "prompt cache entry", "prompt cache entries")
     console.say(f"localgen: removed {entries} ({binary_size(size)})")
 

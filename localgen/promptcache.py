@@ -208,6 +208,14 @@ def cache_dir() -> Path:
     return settings().cache_dir / PROMPT_CACHE_DIRNAME
 
 
+def listed_cache_dir() -> Path:
+    """The prompt cache folder for `localgen cache` and `cache clear`: a file in its place is an error, not an
+    empty listing."""
+    directory = cache_dir()
+    check_folder(directory, "prompt cache entries")
+    return directory
+
+
 def entry_files(directory: Path) -> list[Path]:
     """All entry files in the cache folder (any model)."""
     try:
@@ -280,8 +288,7 @@ def cache_listing() -> dict[str, object]:
     """The `localgen cache --json` listing: folder, bound, total size and entries (newest first)."""
     from localgen.config import prompt_cache_bytes
 
-    directory = cache_dir()
-    check_folder(directory, "prompt cache entries")
+    directory = listed_cache_dir()
     entries = list_entries(directory)
     return {"directory": str(directory), "max_bytes": prompt_cache_bytes(), "total_bytes": sum(e.size for e in entries),
             "entries": [{"file": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": e.last_used}
@@ -293,8 +300,7 @@ def describe_cache() -> tuple[list[str], list[list[str]]]:
     newest first (tokens, size, last used, file)."""
     from localgen.config import PROMPT_CACHE_BYTES_ENV, prompt_cache_bytes
 
-    directory = cache_dir()
-    check_folder(directory, "prompt cache entries")
+    directory = listed_cache_dir()
     entries = list_entries(directory)
     total = sum(e.size for e in entries)
     count = counted(len(entries), "entry", "entries")
