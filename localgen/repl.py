@@ -108,7 +108,8 @@ class Repl:
             console.say(f"{counted(len(self.session.attachments), 'file')} attached to your {which} message "
                         "(/file none drops them)")
         try:
-            with terminal_modes_kept(), exit_on_signals():
+            # between prompts (an answer, a command) keys typed ahead wait unechoed for the next prompt
+            with terminal_modes_kept(), exit_on_signals(), keys_not_echoed(before_suspend=self._pause_view):
                 while self._running:
                     self._step()
         finally:
@@ -236,7 +237,7 @@ class Repl:
         signals = StopOnSignal(engine.request_stop, signals=(signal.SIGINT, *ENDING_SIGNALS), escalate=False,
                                reset=engine.clear_stop)
         try:
-            with signals, keys_not_echoed(before_suspend=self._pause_view):
+            with signals:
                 self._stream(events, notice)
         except Exception as exc:  # e.g. the terminal is gone: a signal that ends the chat still decides
             if signals.ending_signal is None:

@@ -312,9 +312,10 @@ def terminal_modes_kept(fd: int | None = None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterator[None]:
-    """While an answer streams, the terminal echoes no keys (nor ^C): echoed text would shift the live region,
-    leaving a stale copy of its lines. Keys typed ahead stay buffered for the next prompt, Ctrl-C included, and
-    Ctrl-D too: out of line mode, it is a key for the prompt rather than an end of input the terminal consumes.
+    """Outside the prompt (prompt-toolkit puts back the modes it found), the terminal echoes no keys (nor ^C):
+    echoed text would shift an answer's live region, leaving a stale copy of its lines. Keys typed ahead stay
+    buffered for the next prompt, Ctrl-C included, and Ctrl-D too: out of line mode, it is a key for the prompt
+    rather than an end of input the terminal consumes, even typed just as a command ends.
 
     Ctrl-Z calls before_suspend (to clear what is drawn live), gives the shell its terminal modes back and
     stops; `fg` turns echo off again and the answer goes on.

@@ -280,6 +280,17 @@ def test_ctrl_d_typed_during_an_answer_quits_once_it_is_done(home: Path) -> None
     assert [t["user"] for t in turns] == [LONG_QUESTION] and turns[0]["answer"] and not turns[0]["interrupted"]
 
 
+def test_ctrl_d_typed_just_as_a_command_ends_quits_at_once(home: Path) -> None:
+    """Between a command's output and the next prompt the terminal is out of line mode too: Ctrl-D is not lost."""
+    chat = Chat(home, "--no-markdown", "-n", "5")
+    chat.child.sendline("/stats")
+    chat.child.expect_exact("no answer yet")
+    chat.child.sendcontrol("d")  # at once: the next prompt is not drawn yet
+    chat.child.expect(pexpect.EOF, timeout=10)
+    chat.child.close()
+    assert chat.child.exitstatus == 0
+
+
 def test_undo_regen_reset_and_set(chat: Chat) -> None:
     chat.ask("Name a color.")
     state = chat.ask("Name an animal.")
