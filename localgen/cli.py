@@ -315,6 +315,7 @@ def chat(
     from localgen.conversation import Conversation, latest_conversation, load_conversation
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, token_budget
+    from localgen.registry import model_defaults
     from localgen.repl import Repl
     from localgen.runner import ModelOptions
     from localgen.session import ChatSession
@@ -353,7 +354,8 @@ def chat(
             conversation = Conversation.new(system=model_system if system is None else system, model=None)
         elif system is not None:
             conversation.system = system
-        session = ChatSession(loaded, options, conversation, sampling, limits)
+        session = ChatSession(loaded, options, conversation, sampling, limits,
+                              model_settings=model_defaults(loaded.resolved.spec)[0], own_settings=given_settings(ctx))
         session.attachments = attachments
         if resume is not None:  # a flag given now wins over the resumed conversation's setting
             session.replace_conversation(conversation, given_settings(ctx))

@@ -72,14 +72,10 @@ def with_model_defaults(ctx: typer.Context, loaded: LoadedModel, sampling: Sampl
     """The settings with models.toml's where the command line gave none (the model's entry's over [defaults]'),
     and the system prompt models.toml gives this model, for a new conversation without -s (models.toml read once).
     """
-    from localgen.config import settings
     from localgen.params import with_settings
-    from localgen.registry import load_registry
+    from localgen.registry import model_defaults
 
-    registry = load_registry(settings().user_registry)
-    spec = loaded.resolved.spec
-    system = spec.system if spec is not None and spec.system is not None else registry.default_system
-    chosen = dict(registry.default_settings) | dict(spec.settings if spec is not None else ())
+    chosen, system = model_defaults(loaded.resolved.spec)
     given = given_settings(ctx)
     sampling, limits = with_settings(sampling, limits, {key: value for key, value in chosen.items()
                                                         if key not in given})

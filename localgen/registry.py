@@ -139,6 +139,16 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
     return ModelSpec(name=name.lower(), source=str(source), settings=tuple(settings.items()), **values)
 
 
+def model_defaults(spec: ModelSpec | None) -> tuple[dict[str, int | float], str | None]:
+    """The sampling settings and system prompt models.toml gives a model (its entry's over [defaults]'), read now;
+    spec is None for a model given by path or repo."""
+    from localgen.config import settings
+
+    registry = load_registry(settings().user_registry)
+    system = spec.system if spec is not None and spec.system is not None else registry.default_system
+    return dict(registry.default_settings) | dict(spec.settings if spec is not None else ()), system
+
+
 def _check_settings(where: str, settings: dict[str, object]) -> None:
     """Sampling settings of an entry must have their type and range (as on the command line)."""
     for key, value in settings.items():

@@ -435,6 +435,7 @@ class Repl:
         if not argument:
             console.say("usage: /model REF")
             return
+        before = self.session.settings()
         try:
             loaded = self.session.switch_model(argument, note=console.say)
         except KeyboardInterrupt:
@@ -442,7 +443,10 @@ class Repl:
             console.say(f"[interrupted: still using {now.resolved.display_name}]" if now.engine.is_open else
                         "[interrupted: no model is loaded (/model NAME loads one)]")
             return
-        console.say(f"now using {loaded.resolved.display_name}")
+        changed = [f"{key}={self.session.value_of(key)[1]}" for key, value in self.session.settings().items()
+                   if before[key] != value]
+        console.say(f"now using {loaded.resolved.display_name}"
+                    + (f" (with its settings: {', '.join(changed)})" if changed else ""))
 
     def _thinking(self, argument: str) -> None:
         switch = _on_or_off(argument, "/thinking")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -12,7 +12,8 @@ from localgen.conversation import Conversation, Turn, let_go, save_conversation
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
-from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
+from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams, with_settings
+from localgen.registry import model_defaults
 from localgen.resolve import ResolvedModel
 from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 
@@ -37,7 +38,8 @@ class ChatSession:
 
     def __init__(self, loaded: LoadedModel, options: ModelOptions, conversation: Conversation,
                  sampling: SamplingParams, limits: GenerationLimits, *, autosave: bool = True, draft: str = "none",
-                 prefix_cache: PrefixCache | None = None, keep_saved_settings: bool = False) -> None:
+                 prefix_cache: PrefixCache | None = None, keep_saved_settings: bool = False,
+                 model_settings: Mapping[str, int | float] | None = None, own_settings: Iterable[str] = ()) -> None:
         self.loaded = loaded
         self.options = options
         self.conversation = conversation
@@ -47,6 +49,8 @@ class ChatSession:
         self.draft = draft  # speculative decoding, as run's --draft
         self.prefix_cache = prefix_cache  # the on-disk prompt cache (run's; a chat keeps its KV cache in memory)
         self.keep_saved_settings = keep_saved_settings  # a run's options hold for that run only, unsaved
+        self.model_settings = dict(model_settings or {})  # what models.toml gives the loaded model
+        self.own_settings = set(own_settings)  # chosen by flags, /set or a resumed chat: /model keeps them
         self.attachments: list[str] = []
         self.last: Finished | None = None
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
@@ -58,6 +62,7 @@ class ChatSession:
     def set_value(self, name: str, raw: str) -> tuple[str, str]:
         """Change one sampling setting from text (/set NAME VALUE) and save; return its name and new value as text."""
         key = self._apply_setting(name, raw)
+        self.own_settings.add(key)
         self._save()
         return self.value_of(key)
 
@@ -84,6 +89,19 @@ class ChatSession:
         """The current sampling settings as plain data (what /show prints and a save keeps)."""
         sampling = {key: value for key, value in asdict(self.sampling).items() if key in CHAT_SETTINGS}
         return {**sampling, "max_tokens": self.limits.max_tokens}
+
+    def default_settings(self) -> dict[str, object]:
+        """The settings a chat with this model has when the user chooses none: models.toml's over the built-in."""
+        built_in = {key: value for key, value in asdict(SamplingParams()).items() if key in CHAT_SETTINGS}
+        return {**built_in, "max_tokens": None, **self.model_settings}
+
+    def _use_model_settings(self, chosen: Mapping[str, int | float]) -> None:
+        """Take a new model's models.toml settings where the user chose none; one only the previous model's entry
+        gave goes back to its built-in value."""
+        keys = (set(self.model_settings) | set(chosen)) - self.own_settings
+        self.model_settings = dict(chosen)
+        defaults = self.default_settings()
+        self.sampling, self.limits = with_settings(self.sampling, self.limits, {key: defaults[key] for key in keys})
 
     # --- turns ---------------------------------------------------------------------------------
 
@@ -187,6 +205,7 @@ class ChatSession:
                 self._reload(exc)
             raise
         self.loaded, self.options = new, options
+        self._use_model_settings(model_defaults(new.resolved.spec)[0])
         self._record_model()
         self._replan_context()
         self._save()
@@ -213,7 +232,7 @@ class ChatSession:
         and earlier exchanges that fit this model's context come back into it. On failure the session keeps the
         previous conversation and settings, and lets the new one go.
         """
-        previous = (self.conversation, self.sampling, self.limits)
+        previous = (self.conversation, self.sampling, self.limits, self.own_settings)
         self.conversation = conversation
         try:
             self._record_model()
@@ -221,9 +240,12 @@ class ChatSession:
                      if key in SETTING_NAMES and value is not None}
             for key, value in (saved | dict(overrides or {})).items():
                 self._apply_setting(key, value)
+            defaults = self.default_settings()  # a saved value no default gives was chosen
+            self.own_settings = {key for key, value in self.settings().items() if value != defaults[key]}
+            self.own_settings |= set(overrides or {})
             self._replan_context()
         except BaseException:  # a bad flag, a failing template: the chat goes on with the conversation it had
-            self.conversation, self.sampling, self.limits = previous
+            self.conversation, self.sampling, self.limits, self.own_settings = previous
             if conversation.name != previous[0].name:
                 let_go(conversation)
             raise

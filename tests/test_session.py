@@ -579,3 +579,17 @@ def test_regen_leaves_files_attached_for_the_next_message(session: ChatSession) 
     assert session.attachments == ["A note about the sea."]
     _answer(session.ask("What is the note about?")[1])
     assert session.conversation.turns[-1].user.startswith("A note about the sea.") and session.attachments == []
+
+
+def test_a_resumed_chat_s_settings_are_its_own_where_they_differ_from_the_model_s_defaults(
+        session: ChatSession, bundled_model: Path) -> None:
+    """A saved value that no default gives was chosen, and stays when /model switches; the rest follow the model."""
+    session.model_settings = {"temperature": 0.3, "top_k": 5}  # as models.toml gave the loaded model
+    saved = Conversation.new(system=None, model=str(bundled_model))
+    saved.settings = {**session.default_settings(), "top_k": 7}
+    session.replace_conversation(saved, {"min_p": "0.1", "max_tokens": "8"})  # flags given now
+    assert session.own_settings == {"top_k", "min_p", "max_tokens"}
+    session.switch_model(str(bundled_model))  # a path: no models.toml entry, no settings from it
+    values = session.settings()
+    assert (values["temperature"], values["top_k"], values["min_p"]) == (0.8, 7, 0.1)
+    assert session.model_settings == {}
