@@ -23,7 +23,7 @@ from localgen.verify import file_identity_key
 from tests.conftest import run_localgen
 
 GREEDY = SamplingParams(temperature=0.0)
-DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(60))
+DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(40))
 
 
 def _cache(tmp_path: Path, *, identity: str = "model-a", max_bytes: int = 1 << 20) -> PromptCache:

@@ -415,7 +415,7 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
     chat.command(f"/file {doc}", "attached")
     chat.command(f"/file {doc}", "is attached already")  # once is enough
     if prefill_while_typing:
-        time.sleep(8)  # the file is computed while the question is being thought of
+        time.sleep(4)  # the file is computed while the question is being thought of
     state = chat.ask("What is the secret code?")
     assert state["turns"][0]["user"].startswith("The secret code is 4711.")
     assert state["turns"][0]["user"].count("The secret code is 4711.") == 1

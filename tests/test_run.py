@@ -466,7 +466,7 @@ def test_a_long_prompt_shows_progress_on_a_terminal_then_erases_it(tmp_path: Pat
     import pyte
 
     doc = tmp_path / "records.txt"
-    doc.write_text(_records(500))
+    doc.write_text(_records(300))
     args = ["run", "-f", str(doc), "-n", "3", "--temperature", "0", "--batch-size", "256", "--no-cache",
             "Which record mentions the mill?"]
     child = pexpect.spawn(sys.executable, ["-m", "localgen", *args], cwd=str(REPO_ROOT), encoding="utf-8",

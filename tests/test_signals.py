@@ -90,6 +90,7 @@ def test_run_exits_143_on_a_second_sigterm() -> None:
     """The second SIGTERM lands while `run` is blocked writing to a full pipe, so its stop cannot take effect."""
     read_end, write_end = os.pipe()
     fcntl.fcntl(read_end, fcntl.F_SETPIPE_SZ, 4096)
+    os.write(write_end, b"." * 2900)  # part full already (under what _wait_until_blocked calls full)
     with os.fdopen(read_end, "rb") as output:
         proc = subprocess.Popen(
             [sys.executable, "-m", "localgen", "run", "--raw", "hello world hello world hello world hello world",
