@@ -180,7 +180,8 @@ class ChatSession:
         self._save()
 
     def switch_model(self, reference: str, note: Callable[[str], None] = ignore_note) -> LoadedModel:
-        """Load another model and keep the conversation (a --chat-template belonged to the first model).
+        """Load another model and keep the conversation (a --chat-template belonged to the first model); its
+        models.toml settings apply where the user chose none.
 
         note gets what loading chose or changed (the quant for ORG/REPO, a lowered context), as it happens.
 
