@@ -16,6 +16,7 @@ SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type
 MAX_NESTING = 1000  # llama.cpp's recursive-descent grammar parser overflows the C stack near 20,000
 _ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
 _STRING_CHAR = re.compile(r'^char ::= \[\^"\\\\\] \|', re.MULTILINE)  # a JSON string's character, as converted
+_ANY_VALUE = {"type": ["string", "number", "integer", "boolean", "object", "array", "null"]}  # the schema {}
 _JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a number", float: "a number",
                type(None): "null"}
 # Keywords llama-cpp-python's converter does not turn into grammar: the answer may break them.
@@ -224,7 +225,7 @@ def _converted(schema: dict[str, object]) -> str:
 
     converter = load_bindings("llama_grammar")  # pure Python; the package's __init__ would reset llama.cpp's log
     try:
-        grammar = converter.json_schema_to_gbnf(json.dumps(schema))
+        grammar = converter.json_schema_to_gbnf(json.dumps(_any_items_spelled_out(schema)))
     except RecursionError:
         raise UsageError("the JSON schema nests too deep to convert", hint="flatten it, or use $defs") from None
     except Exception as exc:  # the converter asserts and raises on what it does not support
@@ -236,13 +237,26 @@ def _converted(schema: dict[str, object]) -> str:
     return _STRING_CHAR.sub(lambda _: r'char ::= [^"\\\x01-\x1F] |', grammar)
 
 
+def _any_items_spelled_out(node: object) -> object:
+    """The schema with `"items": {}` or `"items": true` (any value) spelled as every type: the converter reads an
+    empty items as missing and fails."""
+    if isinstance(node, dict):
+        return {key: _ANY_VALUE if key == "items" and (value == {} or value is True) else _any_items_spelled_out(value)
+                for key, value in node.items()}
+    if isinstance(node, list):
+        return [_any_items_spelled_out(item) for item in node]
+    return node
+
+
 def _converter_problem(exc: Exception) -> str:
     """The converter's complaint in the user's terms."""
     text = str(exc)
     if "allow-fetch" in text or "allow_fetch" in text:
         return "a $ref to a remote schema (localgen does not fetch schemas)"
-    if isinstance(exc, KeyError):
+    if isinstance(exc, KeyError) and ("#" in text or "/" in text):  # the converter looks refs up in a dict
         return f"a $ref that does not resolve: {text}"
+    if isinstance(exc, KeyError):
+        return f"the converter looked for {text} and found none"
     if text.startswith("Error resolving ref "):  # the converter names the schema "stdin", whatever its source
         return f"a $ref that does not resolve: {text.split()[3].removeprefix('stdin').rstrip(':')}"
     return text or type(exc).__name__

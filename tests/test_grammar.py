@@ -37,6 +37,15 @@ def test_a_finished_json_answer_always_parses() -> None:
     assert set(json.loads(answer["text"])) == {"city", "country"}
 
 
+def test_an_array_of_any_items_is_converted() -> None:
+    """The converter reads `"items": {}` as missing and failed, blaming a $ref the schema does not have."""
+    result = run_localgen("run", "--json-schema", '{"type": "array", "items": {}, "minItems": 2}', "-n", "60",
+                          *GREEDY, "List two things as a JSON array.")
+    assert result.returncode == 0, result.err
+    answer = json.loads(result.out)
+    assert isinstance(answer, list) and len(answer) >= 2
+
+
 def test_a_json_schema_from_a_file(tmp_path: Path) -> None:
     schema = tmp_path / "list.json"
     schema.write_text(json.dumps({"type": "array", "items": {"type": "integer"}, "maxItems": 3}))
@@ -127,6 +136,7 @@ def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message:
     (("--json-schema", "true"), "a JSON schema is an object, not true or false"),
     (("--json-schema", '{"$ref": "https://example.com/s.json"}'), "a $ref to a remote schema"),
     (("--json-schema", '{"$ref": "#/defs/none"}'), "a $ref that does not resolve: #/defs/none ("),  # not "stdin#"
+    (("--json-schema", '{"type": "array", "items": []}'), "grammar: the converter looked for 'prefixItems' and found"),
     (("--json-schema", "-"), "--json-schema does not read stdin"),
     (("--json-schema", " "), "--json-schema is empty"),
     (("--grammar", ""), "--grammar is empty"),
