@@ -20,6 +20,7 @@ from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 DEFAULT_ANSWER_RESERVE = 512
 RENDERS_KEPT = 3  # rendered prompts kept: the conversation's, the next question's, and one being typed
 SETTING_NAMES = tuple(CHAT_SETTINGS)
+SETTINGS_THAT_MAY_BE_NONE = ("seed", "max_tokens")  # a random seed, no token limit
 SETTING_ALIASES = {"temp": "temperature", "n": "max_tokens",  # the command line's other names (--temp, -n)
                    "num_predict": "max_tokens"}  # and Ollama's
 
@@ -237,8 +238,8 @@ class ChatSession:
         self.conversation = conversation
         try:
             self._record_model()
-            saved = {key: str(value) for key, value in conversation.settings.items()
-                     if key in SETTING_NAMES and value is not None}
+            saved = {key: "none" if value is None else str(value) for key, value in conversation.settings.items()
+                     if key in SETTING_NAMES and (value is not None or key in SETTINGS_THAT_MAY_BE_NONE)}
             for key, value in (saved | dict(overrides or {})).items():
                 self._apply_setting(key, value)
             defaults = self.default_settings()  # a saved value no default gives was chosen

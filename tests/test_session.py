@@ -584,12 +584,14 @@ def test_regen_leaves_files_attached_for_the_next_message(session: ChatSession) 
 def test_a_resumed_chat_s_settings_are_its_own_where_they_differ_from_the_model_s_defaults(
         session: ChatSession, bundled_model: Path) -> None:
     """A saved value that no default gives was chosen, and stays when /model switches; the rest follow the model."""
-    session.model_settings = {"temperature": 0.3, "top_k": 5}  # as models.toml gave the loaded model
+    session.model_settings = {"temperature": 0.3, "top_k": 5, "seed": 7}  # as models.toml gave the loaded model
+    session.sampling = SamplingParams(temperature=0.3, top_k=5, seed=7)  # and the chat started with them
     saved = Conversation.new(system=None, model=str(bundled_model))
-    saved.settings = {**session.default_settings(), "top_k": 7}
+    saved.settings = {**session.default_settings(), "top_k": 7, "seed": None}  # /set seed none: random
     session.replace_conversation(saved, {"min_p": "0.1", "max_tokens": "8"})  # flags given now
-    assert session.own_settings == {"top_k", "min_p", "max_tokens"}
+    assert session.settings()["seed"] is None, "a saved 'none' is a value, not a gap for the entry to fill"
+    assert session.own_settings == {"top_k", "seed", "min_p", "max_tokens"}
     session.switch_model(str(bundled_model))  # a path: no models.toml entry, no settings from it
     values = session.settings()
-    assert (values["temperature"], values["top_k"], values["min_p"]) == (0.8, 7, 0.1)
+    assert (values["temperature"], values["top_k"], values["min_p"], values["seed"]) == (0.8, 7, 0.1, None)
     assert session.model_settings == {}
