@@ -355,7 +355,8 @@ def chat(
         elif system is not None:
             conversation.system = system
         session = ChatSession(loaded, options, conversation, sampling, limits,
-                              model_settings=model_defaults(loaded.resolved.spec)[0], own_settings=given_settings(ctx))
+                              model_settings=model_defaults(loaded.resolved.spec)[0], own_settings=given_settings(ctx),
+                              model_system=model_system)
         session.attachments = attachments
         if resume is not None:  # a flag given now wins over the resumed conversation's setting
             session.replace_conversation(conversation, given_settings(ctx))

@@ -435,7 +435,7 @@ class Repl:
         if not argument:
             console.say("usage: /model REF")
             return
-        before = self.session.settings()
+        before, system = self.session.settings(), self.session.conversation.system
         try:
             loaded = self.session.switch_model(argument, note=console.say)
         except KeyboardInterrupt:
@@ -445,8 +445,10 @@ class Repl:
             return
         changed = [f"{key}={self.session.value_of(key)[1]}" for key, value in self.session.settings().items()
                    if before[key] != value]
+        if self.session.conversation.system != system:
+            changed.append("its system prompt" if self.session.conversation.system else "no system prompt")
         console.say(f"now using {loaded.resolved.display_name}"
-                    + (f" (with its settings: {', '.join(changed)})" if changed else ""))
+                    + (f" (changed with it: {', '.join(changed)})" if changed else ""))
 
     def _thinking(self, argument: str) -> None:
         switch = _on_or_off(argument, "/thinking")

