@@ -159,7 +159,7 @@ def run(
     from localgen.grammar import grammar_for
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, token_budget
-    from localgen.registry import names_a_model
+    from localgen.registry import reads_as_a_model
     from localgen.run_conversation import check_continuation, continued_answer, open_conversation
     from localgen.runner import ModelOptions, stream_answer
     from localgen.speculative import check_draft_mode
@@ -185,7 +185,7 @@ def run(
     for message in warnings:
         console.warn(message)
     only_prompt = prompt and not any(map(str.strip, attachments))
-    if model is None and only_prompt and names_a_model(prompt, settings().user_registry):  # `ollama run NAME`
+    if model is None and only_prompt and reads_as_a_model(prompt, settings().user_registry):  # `ollama run NAME`
         raise UsageError(f"'{prompt}' is the name of a model, not a prompt",
                          hint=f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}`')
     user_text = compose_user_message(prompt, attachments)

@@ -284,6 +284,16 @@ def names_a_model(word: str, user_file: Path | None) -> bool:
         return False
 
 
+def reads_as_a_model(word: str, user_file: Path | None) -> bool:
+    """Whether a prompt of one word is rather a model (`run MODEL` alone): a registry name, a .gguf file, or a Hub
+    repo of GGUF files (hf.co/ORG/REPO, or ORG/REPO with GGUF in its name; "TCP/IP" stays a prompt)."""
+    if not word or any(c.isspace() for c in word):
+        return False
+    lower = word.lower()
+    hub_repo = lower.count("/") == 1 and "gguf" in lower and not lower.startswith(("/", "."))
+    return lower.endswith(".gguf") or lower.startswith(HUB_PREFIXES) or hub_repo or names_a_model(word, user_file)
+
+
 def normalize_quant(quant: str) -> str:
     """Quant tags compare case-insensitively: q4_k_m is Q4_K_M."""
     return quant.strip().upper()

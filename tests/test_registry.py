@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
-from localgen.registry import load_registry, parse_reference, quant_of_filename
+from localgen.registry import load_registry, parse_reference, quant_of_filename, reads_as_a_model
 
 STARTER = ["qwen2.5-0.5b", "qwen2.5-7b", "llama3.2-1b", "llama3.2-3b", "gemma3-1b", "gemma3-4b",
            "phi3.5-mini", "phi4-mini", "mistral-7b", "deepseek-r1-1.5b", "qwen2.5-coder-1.5b"]
@@ -182,3 +182,12 @@ def test_hints_for_a_name_point_at_the_listing_of_every_registry_name(tmp_path: 
     with pytest.raises(ConfigError) as default:
         load_registry(user).default_reference()
     assert "name a model from `localgen models list --all`" in (default.value.hint or "")
+
+
+@pytest.mark.parametrize(("word", "model"), [
+    ("smollm2-135m", True), ("smollm2-135m:q8_0", True), ("./m.gguf", True), ("Model.GGUF", True),
+    ("hf.co/org/model", True), ("Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M", True),
+    ("TCP/IP", False), ("and/or", False), ("/etc/hosts", False), ("hello", False), ("why gguf/files", False),
+])
+def test_a_one_word_prompt_that_reads_as_a_model(word: str, model: bool) -> None:
+    assert reads_as_a_model(word, None) is model

@@ -300,6 +300,9 @@ def test_other_tools_commands_point_to_localgens(command: str, hint: str) -> Non
     (("run", "org/Some-GGUF", "hi"), "the model goes after -m: `localgen run -m org/Some-GGUF hi`"),
     (("run", "smollm2-135m"), 'ask it with `localgen run -m smollm2-135m "..."`, or chat with '
                               "`localgen chat -m smollm2-135m`"),
+    (("run", "./m.gguf"), 'ask it with `localgen run -m ./m.gguf "..."`, or chat with `localgen chat -m ./m.gguf`'),
+    (("run", "hf.co/org/model"), 'ask it with `localgen run -m hf.co/org/model "..."`, or chat with '
+                                 "`localgen chat -m hf.co/org/model`"),
 ])
 def test_habits_from_other_tools_get_a_hint_that_fits(args: tuple[str, ...], hint: str) -> None:
     result = run_localgen(*args)
