@@ -83,7 +83,8 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
             return f"stdin comes before the prompt with -f -: `{shlex.join(['localgen', 'run', '-f', '-', prompt])}`"
         if command == "run":
             return 'quote the prompt: localgen run "several words"'
-    if command == "run" and any(name in _usage_error_text(exc) for name in ("'--ctx-size' / '-c'", "Option '-c'")):
+    if command in ("run", "chat") and any(name in _usage_error_text(exc) for name in ("'--ctx-size' / '-c'",
+                                                                                     "Option '-c'")):
         return "-c is --ctx-size; to continue the latest conversation use --continue"
     if command == "run" and "no such option" in str(exc).lower() and " " in (args[-1] if args else ""):
         return 'a prompt that starts with "-" goes after --: localgen run -- "-v means verbose"'

@@ -226,8 +226,9 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
     cached = f" ({usage.cached_tokens} cached)" if usage.cached_tokens else ""
     used = f", context {context[0]:,}/{context[1]:,}" if context else ""
     ttft = "-" if t.ttft_s is None else f"{t.ttft_s * 1000:.0f} ms"
+    prefill = f"{t.prefill_tokens_per_s:.1f} tok/s" if t.prefill_tokens_per_s else "-"  # all of it cached
     line = (f"prompt {usage.prompt_tokens} tok{cached}, TTFT {ttft}, "
-            f"prefill {t.prefill_tokens_per_s:.1f} tok/s, generated {usage.completion_tokens} tok, "
+            f"prefill {prefill}, generated {usage.completion_tokens} tok, "
             f"decode {t.decode_tokens_per_s:.1f} tok/s{used}, finish {completion.finish_reason}")
     extras = []
     if completion.ahead_tokens:

@@ -65,6 +65,8 @@ def test_stats_name_the_prompt_cache_and_the_drafts() -> None:
     assert "prompt 10 tok (8 cached)" in main and "context 15/2,048" in main and main.endswith("finish stop")
     assert "8 tokens restored" in extra and "7/10" in extra and "70%" in extra
     assert len(format_stats(replace(done, draft=None, restored_tokens=0)).splitlines()) == 1
+    all_cached = replace(done, timings=replace(timings, prefill_tokens_per_s=0.0))  # computed while typing
+    assert "TTFT 100 ms, prefill -, generated" in format_stats(all_cached)
 
 
 def test_cli_bench_json() -> None:

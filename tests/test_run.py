@@ -292,6 +292,7 @@ def test_other_tools_commands_point_to_localgens(command: str, hint: str) -> Non
     (("chat", "smollm2-135m:Q4_1"), "the model goes after -m: `localgen chat -m smollm2-135m:Q4_1`"),
     (("run", "-c", "hi"), "-c is --ctx-size; to continue the latest conversation use --continue"),
     (("run", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue"),
+    (("chat", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue"),
     (("run", "Say", "hi."), 'quote the prompt: localgen run "several words"'),
     (("run", "-", "Summarize this."), "stdin comes before the prompt with -f -: "
                                       "`localgen run -f - 'Summarize this.'`"),
@@ -579,6 +580,8 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
     damaged = run_localgen("run", "--continue", "Hello", "-n", "2", *GREEDY, env=env)
     assert damaged.returncode == 1 and "newest.json is not a valid saved conversation" in damaged.err
     assert "`localgen conversations rm NAME`), or go on with another: --conversation NAME" in damaged.err
+    named = run_localgen("run", "--conversation", "newest", "Hello", "-n", "2", *GREEDY, env=env)
+    assert named.returncode == 1 and "(`localgen conversations rm newest`)" in named.err, named.err
     assert path.read_bytes() == before, "--continue does not fall back on an older conversation"
     record = json.loads(path.read_text()) | {"ctx_size": 999_999}
     (path.parent / "big.json").write_text(json.dumps(record | {"name": "big"}))
