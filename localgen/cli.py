@@ -41,7 +41,7 @@ from localgen.cli_options import (
     from_command_line,
     given_settings,
     sampling_from,
-    with_model_defaults,
+    with_model_settings,
 )
 from localgen.config import (
     DEFAULT_BATCH_SIZE,
@@ -159,7 +159,7 @@ def run(
     from localgen.grammar import grammar_for
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, token_budget
-    from localgen.registry import reads_as_a_model
+    from localgen.registry import model_defaults, reads_as_a_model
     from localgen.run_conversation import check_continuation, continued_answer, open_conversation
     from localgen.runner import ModelOptions, stream_answer
     from localgen.speculative import check_draft_mode
@@ -205,7 +205,8 @@ def run(
                            min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
     loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"))
     try:
-        sampling, limits, model_system = with_model_defaults(ctx, loaded, sampling, limits)
+        chosen, model_system = model_defaults(loaded.resolved.spec)
+        sampling, limits = with_model_settings(ctx, chosen, sampling, limits)
         if system is None and not raw and (conversation is None or not conversation.on_disk):  # not a saved one
             system = model_system
         output = console.TextOutput()
@@ -349,14 +350,14 @@ def chat(
     loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"))
     session = None
     try:
-        sampling, limits, model_system = with_model_defaults(ctx, loaded, sampling, limits)
+        chosen, model_system = model_defaults(loaded.resolved.spec)
+        sampling, limits = with_model_settings(ctx, chosen, sampling, limits)
         if conversation is None:  # the session records the model it loaded
             conversation = Conversation.new(system=model_system if system is None else system, model=None)
         elif system is not None:
             conversation.system = system
         session = ChatSession(loaded, options, conversation, sampling, limits,
-                              model_settings=model_defaults(loaded.resolved.spec)[0], own_settings=given_settings(ctx),
-                              model_system=model_system)
+                              model_settings=chosen, own_settings=given_settings(ctx), model_system=model_system)
         session.attachments = attachments
         if resume is not None:  # a flag given now wins over the resumed conversation's setting
             session.replace_conversation(conversation, given_settings(ctx))

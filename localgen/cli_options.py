@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from localgen.params import GenerationLimits, Grammar, SamplingParams
-    from localgen.runner import LoadedModel
 
 
 def _lower(value: str) -> str:
@@ -67,16 +68,11 @@ def from_command_line(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name == "COMMANDLINE"
 
 
-def with_model_defaults(ctx: typer.Context, loaded: LoadedModel, sampling: SamplingParams,
-                        limits: GenerationLimits) -> tuple[SamplingParams, GenerationLimits, str | None]:
-    """The settings with models.toml's where the command line gave none (the model's entry's over [defaults]'),
-    and the system prompt models.toml gives this model, for a new conversation without -s (models.toml read once).
-    """
+def with_model_settings(ctx: typer.Context, chosen: Mapping[str, int | float], sampling: SamplingParams,
+                        limits: GenerationLimits) -> tuple[SamplingParams, GenerationLimits]:
+    """The settings with the ones models.toml chose for the model (registry.model_defaults) where the command line
+    gave none."""
     from localgen.params import with_settings
-    from localgen.registry import model_defaults
 
-    chosen, system = model_defaults(loaded.resolved.spec)
     given = given_settings(ctx)
-    sampling, limits = with_settings(sampling, limits, {key: value for key, value in chosen.items()
-                                                        if key not in given})
-    return sampling, limits, system
+    return with_settings(sampling, limits, {key: value for key, value in chosen.items() if key not in given})
