@@ -87,7 +87,7 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
                                                                                      "Option '-c'")):
         return "-c is --ctx-size; to continue the latest conversation use --continue"
     if command == "run" and "no such option" in str(exc).lower() and " " in (args[-1] if args else ""):
-        return 'a prompt that starts with "-" goes after --: localgen run -- "-v means verbose"'
+        return f'a prompt that starts with "-" goes after --: `{shlex.join(["localgen", "run", "--", args[-1]])}`'
     groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
     if command in groups and len(args) > 1 and args[1] in {c.name for c in groups[command].registered_commands}:
         command = f"{command} {args[1]}"

@@ -293,6 +293,7 @@ def test_other_tools_commands_point_to_localgens(command: str, hint: str) -> Non
     (("run", "-c", "hi"), "-c is --ctx-size; to continue the latest conversation use --continue"),
     (("run", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue"),
     (("chat", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue"),
+    (("run", "-x is a flag"), 'a prompt that starts with "-" goes after --: `localgen run -- \'-x is a flag\'`'),
     (("run", "Say", "hi."), 'quote the prompt: localgen run "several words"'),
     (("run", "-", "Summarize this."), "stdin comes before the prompt with -f -: "
                                       "`localgen run -f - 'Summarize this.'`"),
