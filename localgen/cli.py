@@ -357,10 +357,11 @@ def chat(
         elif system is not None:
             conversation.system = system
         session = ChatSession(loaded, options, conversation, sampling, limits,
-                              model_settings=chosen, own_settings=given_settings(ctx), model_system=model_system)
+                              model_settings=chosen, own_settings=given_settings(ctx), model_system=model_system,
+                              own_system=system is not None)
         session.attachments = attachments
         if resume is not None:  # a flag given now wins over the resumed conversation's setting
-            session.replace_conversation(conversation, given_settings(ctx))
+            session.replace_conversation(conversation, given_settings(ctx), system_given=system is not None)
         Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking, resumed=resume is not None,
              stats=stats, prefill_while_typing=not no_prefill_while_typing).run()
     finally:

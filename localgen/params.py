@@ -102,6 +102,7 @@ class SamplingParams:
         return SamplingParams(**{**{f.name: getattr(self, f.name) for f in fields(self)}, name: value})
 
 
+SETTINGS_THAT_MAY_BE_NONE = ("seed", "max_tokens")  # none (or -1) is a random seed, no token limit
 CHAT_SETTINGS: dict[str, type[int] | type[float]] = {  # what /set changes and a saved conversation keeps
     "temperature": float, "top_k": int, "top_p": float, "min_p": float, "repeat_penalty": float,
     "repeat_last_n": int, "presence_penalty": float, "frequency_penalty": float, "max_tokens": int, "seed": int,

@@ -433,9 +433,12 @@ class Repl:
 
     def _model(self, argument: str) -> None:
         if not argument:
-            console.say("usage: /model REF")
+            now = self.session.loaded
+            using = f"using {now.resolved.display_name}; " if now.engine.is_open else ""
+            console.say(f"{using}/model REF switches (a name, NAME:QUANT, ORG/REPO or a .gguf path)")
             return
         before, system = self.session.settings(), self.session.conversation.system
+        n_ctx, seen = self.session.loaded.engine.n_ctx, len(self.session.conversation.in_context())
         try:
             loaded = self.session.switch_model(argument, note=console.say)
         except KeyboardInterrupt:
@@ -445,10 +448,16 @@ class Repl:
             return
         changed = [f"{key}={self.session.value_of(key)[1]}" for key, value in self.session.settings().items()
                    if before[key] != value]
-        if self.session.conversation.system != system:
-            changed.append("its system prompt" if self.session.conversation.system else "no system prompt")
+        conversation = self.session.conversation
+        if conversation.system != system:
+            changed.append(f"system prompt {brief(conversation.system)!r}" if conversation.system else
+                           "no system prompt")
+        if loaded.engine.n_ctx != n_ctx:
+            changed.append(f"context {loaded.engine.n_ctx:,} tokens")
         console.say(f"now using {loaded.resolved.display_name}"
                     + (f" (changed with it: {', '.join(changed)})" if changed else ""))
+        if len(conversation.in_context()) < seen:
+            console.say(f"[the conversation: {_exchanges(conversation)}]")
 
     def _thinking(self, argument: str) -> None:
         switch = _on_or_off(argument, "/thinking")

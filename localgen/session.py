@@ -12,7 +12,13 @@ from localgen.conversation import Conversation, Turn, let_go, save_conversation
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
-from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams, with_settings
+from localgen.params import (
+    CHAT_SETTINGS,
+    SETTINGS_THAT_MAY_BE_NONE,
+    GenerationLimits,
+    SamplingParams,
+    with_settings,
+)
 from localgen.registry import model_defaults
 from localgen.resolve import ResolvedModel
 from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
@@ -20,7 +26,6 @@ from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 DEFAULT_ANSWER_RESERVE = 512
 RENDERS_KEPT = 3  # rendered prompts kept: the conversation's, the next question's, and one being typed
 SETTING_NAMES = tuple(CHAT_SETTINGS)
-SETTINGS_THAT_MAY_BE_NONE = ("seed", "max_tokens")  # a random seed, no token limit
 SETTING_ALIASES = {"temp": "temperature", "n": "max_tokens",  # the command line's other names (--temp, -n)
                    "num_predict": "max_tokens"}  # and Ollama's
 
@@ -40,8 +45,8 @@ class ChatSession:
     def __init__(self, loaded: LoadedModel, options: ModelOptions, conversation: Conversation,
                  sampling: SamplingParams, limits: GenerationLimits, *, autosave: bool = True, draft: str = "none",
                  prefix_cache: PrefixCache | None = None, keep_saved_settings: bool = False,
-                 model_settings: Mapping[str, int | float] | None = None, own_settings: Iterable[str] = (),
-                 model_system: str | None = None) -> None:
+                 model_settings: Mapping[str, int | float | None] | None = None, own_settings: Iterable[str] = (),
+                 model_system: str | None = None, own_system: bool = False) -> None:
         self.loaded = loaded
         self.options = options
         self.conversation = conversation
@@ -54,6 +59,7 @@ class ChatSession:
         self.model_settings = dict(model_settings or {})  # what models.toml gives the loaded model
         self.own_settings = set(own_settings)  # chosen by flags, /set or a resumed chat: /model keeps them
         self.model_system = model_system  # the system prompt models.toml gives the loaded model
+        self.own_system = own_system  # the system prompt was chosen (-s, /system, a resumed chat's): /model keeps it
         self.attachments: list[str] = []
         self.last: Finished | None = None
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
@@ -98,10 +104,10 @@ class ChatSession:
         built_in = {key: value for key, value in asdict(SamplingParams()).items() if key in CHAT_SETTINGS}
         return {**built_in, "max_tokens": None, **self.model_settings}
 
-    def _use_model_defaults(self, chosen: Mapping[str, int | float], system: str | None) -> None:
+    def _use_model_defaults(self, chosen: Mapping[str, int | float | None], system: str | None) -> None:
         """Take a new model's models.toml settings where the user chose none (one only the previous model's entry
-        gave goes back to its built-in value), and its system prompt unless the user chose another."""
-        if self.conversation.system == self.model_system:
+        gave goes back to its built-in value), and its system prompt unless the user chose one."""
+        if not self.own_system:
             self.conversation.system = system
         self.model_system = system
         keys = (set(self.model_settings) | set(chosen)) - self.own_settings
@@ -183,6 +189,7 @@ class ChatSession:
                                  "the whole conversation", hint="shorten it, or start the chat with a larger "
                                  "--ctx-size if the model allows one (/show tells)")
         self.conversation.system = text or None
+        self.own_system = True
         self._save()
 
     def switch_model(self, reference: str, note: Callable[[str], None] = ignore_note) -> LoadedModel:
@@ -231,15 +238,17 @@ class ChatSession:
             raise LocalgenError(f"{what}; then reloading {self.options.model or 'the default model'} failed too "
                                 f"({why}): no model is loaded", hint="/model NAME loads one") from cause
 
-    def replace_conversation(self, conversation: Conversation, overrides: Mapping[str, str] | None = None) -> None:
+    def replace_conversation(self, conversation: Conversation, overrides: Mapping[str, str] | None = None, *,
+                             system_given: bool = False) -> None:
         """Continue a loaded conversation: its settings applied where valid, then overrides (flags given now).
 
         The conversation goes on with the model in use, and records it; nothing is written: the file already holds
         the conversation, and the next change saves the settings and the model. The previous conversation is let go,
         and earlier exchanges that fit this model's context come back into it. On failure the session keeps the
-        previous conversation and settings, and lets the new one go.
+        previous conversation and settings, and lets the new one go. system_given: the conversation's system prompt
+        was given now (-s), so /model keeps it, as it keeps one that no models.toml default gives.
         """
-        previous = (self.conversation, self.sampling, self.limits, self.own_settings)
+        previous = (self.conversation, self.sampling, self.limits, self.own_settings, self.own_system)
         self.conversation = conversation
         try:
             self._record_model()
@@ -250,9 +259,10 @@ class ChatSession:
             defaults = self.default_settings()  # a saved value no default gives was chosen
             self.own_settings = {key for key, value in self.settings().items() if value != defaults[key]}
             self.own_settings |= set(overrides or {})
+            self.own_system = system_given or conversation.system != self.model_system
             self._replan_context()
         except BaseException:  # a bad flag, a failing template: the chat goes on with the conversation it had
-            self.conversation, self.sampling, self.limits, self.own_settings = previous
+            self.conversation, self.sampling, self.limits, self.own_settings, self.own_system = previous
             if conversation.name != previous[0].name:
                 let_go(conversation)
             raise

@@ -184,6 +184,19 @@ def test_hints_for_a_name_point_at_the_listing_of_every_registry_name(tmp_path: 
     assert "name a model from `localgen models list --all`" in (default.value.hint or "")
 
 
+def test_an_entry_s_minus_one_seed_or_token_limit_is_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import config
+    from localgen.registry import model_defaults
+
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "models.toml").write_text(
+        '[models.eps]\nrepo = "org/eps-GGUF"\nquant = "Q4_0"\nseed = -1\nmax_tokens = -1\ntop_k = 3\n')
+    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(config, "_settings", None)
+    spec = load_registry(tmp_path / "config" / "models.toml").models["eps"]
+    assert model_defaults(spec)[0] == {"seed": None, "max_tokens": None, "top_k": 3}, "as -1 is on the command line"
+
+
 @pytest.mark.parametrize(("word", "model"), [
     ("smollm2-135m", True), ("smollm2-135m:q8_0", True), ("./m.gguf", True), ("Model.GGUF", True),
     ("hf.co/org/model", True), ("Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M", True),

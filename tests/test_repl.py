@@ -460,11 +460,13 @@ def test_model_takes_the_new_entry_s_settings_and_keeps_the_ones_chosen(home: Pa
                  'package_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\n')
     (home / "config").mkdir(parents=True)
     warm = f'[models.warm]\n{same_file}temperature = 0.3\ntop_p = 0.5\nsystem = "Be warm."\n'
-    (home / "config" / "models.toml").write_text(f"{warm}\n[models.terse]\n{same_file}top_k = 5\nmax_tokens = 12\n")
+    (home / "config" / "models.toml").write_text(f"{warm}\n[models.terse]\n{same_file}top_k = 5\nmax_tokens = 12\n"
+                                                 "context = 4096\n")
     chat = Chat(home, "-m", "warm", "--top-p", "0.9", "--no-markdown")
     chat.command("/model terse", "now using terse")
     said = " ".join(chat.transcript.getvalue().rpartition("/model terse")[2].split())
-    assert "now using terse (changed with it: temperature=0.8, top_k=5, max_tokens=12, no system prompt)" in said
+    assert "now using terse (changed with it: temperature=0.8, top_k=5, max_tokens=12, no system prompt, " \
+           "context 4,096 tokens)" in said, said
     shown = chat.command("/show", "conversation:")
     assert all(s in shown for s in ("temperature=0.8", "top_k=5", "top_p=0.9", "max_tokens=12", "system: (none)"))
     chat.command("/set top_k 7", "top_k = 7")

@@ -595,3 +595,23 @@ def test_a_resumed_chat_s_settings_are_its_own_where_they_differ_from_the_model_
     values = session.settings()
     assert (values["temperature"], values["top_k"], values["min_p"], values["seed"]) == (0.8, 7, 0.1, None)
     assert session.model_settings == {}
+
+
+@pytest.mark.parametrize("chosen_by", ["/system", "-s", "resumed"])
+def test_a_system_prompt_the_chat_chose_stays_through_model_even_when_it_equals_the_entry_s(
+        session: ChatSession, bundled_model: Path, chosen_by: str) -> None:
+    session.model_system = session.conversation.system = "Be brief."  # as models.toml gave the loaded model
+    if chosen_by == "/system":
+        session.set_system("Be brief.")
+    else:
+        saved = Conversation.new(system="Be brief.", model=str(bundled_model))
+        session.model_system = None if chosen_by == "resumed" else "Be brief."  # saved under another model
+        session.replace_conversation(saved, system_given=chosen_by == "-s")
+    session.switch_model(str(bundled_model))  # a path: no models.toml entry, so no system prompt from it
+    assert session.conversation.system == "Be brief."
+
+
+def test_a_system_prompt_that_came_with_the_model_goes_with_it(session: ChatSession, bundled_model: Path) -> None:
+    session.model_system = session.conversation.system = "Be brief."
+    session.switch_model(str(bundled_model))
+    assert session.conversation.system is None and session.model_system is None
