@@ -14,7 +14,7 @@ from prompt_toolkit.layout.processors import TabsProcessor
 
 from localgen import console
 from localgen.answer_view import AnswerView
-from localgen.conversation import Conversation, load_conversation
+from localgen.conversation import load_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import argument_text, expand_user_path, read_file_input
@@ -37,7 +37,8 @@ from localgen.repl_input import (
     typed_message,
     without_controls,
 )
-from localgen.session import SETTING_NAMES, ChatSession, TurnStart
+from localgen.repl_text import brief, empty_answer_note, exchanges_in_context, gist, room_notice, what_reset_kept
+from localgen.session import SETTING_NAMES, ChatSession
 from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal, exit_on_signals
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 from localgen.units import counted, local_minute
@@ -208,7 +209,7 @@ class Repl:
         if command is None:
             if text and text.strip():
                 start, events = self.session.ask(text)
-                self._show_answer(events, notice=_room_notice(start))
+                self._show_answer(events, notice=room_notice(start))
                 attached = len(self.session.attachments)
                 if self.session.unanswered and attached:
                     waits = "waits" if attached == 1 else "wait"
@@ -273,7 +274,7 @@ class Repl:
         finally:
             self._view = None
             events.close()
-            view.close(None if done is None else console.finish_note(done, chat=True) or _empty_answer_note(done))
+            view.close(None if done is None else console.finish_note(done, chat=True) or empty_answer_note(done))
 
     def _opens_thinking(self) -> bool:
         """True when this model's generation prompt opens a reasoning block itself."""
@@ -332,9 +333,9 @@ class Repl:
         console.say(f"settings: {self._settings_text()}")
         if self.session.limits.stop:  # --stop: for this chat, not kept with the conversation
             console.say(f"stop strings (this chat): {', '.join(map(repr, self.session.limits.stop))}")
-        system = self.session.conversation.system
-        console.say(f"system: {brief(system) if system else '(none)'}")
-        console.say(f"conversation: {self.session.conversation.name}, {_exchanges(self.session.conversation)}")
+        conversation = self.session.conversation
+        console.say(f"system: {brief(conversation.system) if conversation.system else '(none)'}")
+        console.say(f"conversation: {conversation.name}, {exchanges_in_context(conversation)}")
 
     def _stats(self, argument: str) -> None:
         if argument:
@@ -355,15 +356,15 @@ class Repl:
         attached = len(self.session.attachments)
         previous = self.session.reset()
         dropped = f"; dropped {counted(attached, 'attached file')}" if attached else ""
-        console.say(f"new conversation {self.session.conversation.name} ({_kept(previous)}{dropped})")
+        console.say(f"new conversation {self.session.conversation.name} ({what_reset_kept(previous)}{dropped})")
 
     def _undo(self, _: str) -> None:
         turn = self.session.undo()
-        console.say(f"dropped: {_gist(turn.user)!r}")
+        console.say(f"dropped: {gist(turn.user)!r}")
 
     def _regen(self, _: str) -> None:
         start, events = self.session.regenerate()
-        self._show_answer(events, notice=_room_notice(start))
+        self._show_answer(events, notice=room_notice(start))
 
     def _file(self, argument: str) -> None:
         if not argument:
@@ -414,7 +415,7 @@ class Repl:
         conversation = self.session.conversation
         settings = self._settings_text()
         system = f"system prompt {brief(conversation.system)!r}" if conversation.system else "no system prompt"
-        return f"{_exchanges(conversation)}, {system}; settings: {settings}"
+        return f"{exchanges_in_context(conversation)}, {system}; settings: {settings}"
 
     def _list(self, _: str) -> None:
         from localgen.conversation_summary import summaries
@@ -457,7 +458,7 @@ class Repl:
         console.say(f"now using {loaded.resolved.display_name}"
                     + (f" (changed with it: {', '.join(changed)})" if changed else ""))
         if len(conversation.in_context()) < seen:
-            console.say(f"[the conversation: {_exchanges(conversation)}]")
+            console.say(f"[the conversation: {exchanges_in_context(conversation)}]")
 
     def _thinking(self, argument: str) -> None:
         switch = _on_or_off(argument, "/thinking")
@@ -482,46 +483,3 @@ def _on_or_off(argument: str, command: str) -> bool | None:
         console.say(f"usage: {command} on|off")
         return None
     return switch == "on"
-
-
-def brief(text: str, limit: int = 80) -> str:
-    """Text cut to about limit characters, saying how long it was (a system prompt in a summary line)."""
-    return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text):,} characters)"
-
-
-def _empty_answer_note(done: Finished) -> str | None:
-    """A note for an answer that ended before any text, which would otherwise show as nothing at all."""
-    return "the model gave an empty answer (/regen asks again)" if not done.text.strip() else None
-
-
-def _gist(message: str, width: int = 60) -> str:
-    """A message on one line, its start and end when it is long (attached files come first, the typed text last)."""
-    line = " ".join(message.split())
-    if len(line) <= width:
-        return line
-    half = (width - 3) // 2
-    return f"{line[:half].rstrip()} … {line[-half:].lstrip()}"
-
-
-def _room_notice(start: TurnStart) -> str | None:
-    """What making room for a turn did, when it moved exchanges out of the model's context."""
-    if not start.dropped:
-        return None
-    return (f"[{counted(start.dropped, 'earlier exchange')} left the model's context to make room; "
-            f"the saved conversation keeps {'it' if start.dropped == 1 else 'them'}]")
-
-
-def _exchanges(conversation: Conversation) -> str:
-    """How many exchanges a conversation has, and how many of them the model still sees when not all."""
-    total, seen = len(conversation.turns), len(conversation.in_context())
-    if seen == total:
-        return counted(total, "exchange")
-    last = "only the last" if seen == 1 else f"the last {seen}"
-    return f"{counted(total, 'exchange')} ({last} in the model's context)"
-
-
-def _kept(previous: Conversation) -> str:
-    """What became of the conversation /reset left: saved (it had changes), or never written."""
-    if previous.on_disk:
-        return f"{previous.name} stays saved"
-    return "the previous one had nothing to save" if not previous.turns else "the previous one was not saved"

@@ -837,9 +837,9 @@ def test_prefill_while_typing_can_be_turned_off(home: Path) -> None:
 
 
 def test_undo_quotes_the_dropped_message_whole_or_by_its_start_and_end() -> None:
-    from localgen.repl import _gist
+    from localgen.repl_text import gist
 
-    assert _gist("first\n\n  indented third") == "first indented third"  # not only its last paragraph
-    long = _gist("The secret code is 4711. " + "Filler words. " * 20 + "\n\nWhat is the secret code?")
+    assert gist("first\n\n  indented third") == "first indented third"  # not only its last paragraph
+    long = gist("The secret code is 4711. " + "Filler words. " * 20 + "\n\nWhat is the secret code?")
     assert long.startswith("The secret code is 4711.") and long.endswith("What is the secret code?")
     assert " … " in long and len(long) <= 60
