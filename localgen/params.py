@@ -128,6 +128,11 @@ def with_settings(sampling: SamplingParams, limits: GenerationLimits,
     return sampling, limits
 
 
+def stored_setting(key: str, value: int | float | None) -> int | float | None:
+    """A chat setting as a session keeps it: -1 for seed or max_tokens is none (a random seed, no token limit)."""
+    return None if key in SETTINGS_THAT_MAY_BE_NONE and value == -1 else value
+
+
 def token_budget(max_tokens: int | None) -> int | None:
     """An answer's token budget from -n: -1 (as llama.cpp and Ollama take it) means no limit, like leaving it out."""
     return None if max_tokens == -1 else max_tokens

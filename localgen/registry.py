@@ -11,7 +11,7 @@ from typing import Any
 
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
 from localgen.inputs import expand_user_path
-from localgen.params import CHAT_SETTINGS, SETTINGS_THAT_MAY_BE_NONE, check_setting
+from localgen.params import CHAT_SETTINGS, check_setting, stored_setting
 
 try:
     import tomllib
@@ -147,8 +147,7 @@ def model_defaults(spec: ModelSpec | None) -> tuple[dict[str, int | float | None
     registry = load_registry(settings().user_registry)
     system = spec.system if spec is not None and spec.system is not None else registry.default_system
     chosen = dict(registry.default_settings) | dict(spec.settings if spec is not None else ())
-    return {key: None if key in SETTINGS_THAT_MAY_BE_NONE and value == -1 else value  # -1 is none, as for -n
-            for key, value in chosen.items()}, system
+    return {key: stored_setting(key, value) for key, value in chosen.items()}, system
 
 
 def _check_settings(where: str, settings: dict[str, object]) -> None:
