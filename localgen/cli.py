@@ -318,6 +318,7 @@ def chat(
     from localgen.params import GenerationLimits, token_budget
     from localgen.registry import model_defaults
     from localgen.repl import Repl
+    from localgen.repl_input import chat_terminal
     from localgen.runner import ModelOptions
     from localgen.session import ChatSession
 
@@ -347,25 +348,28 @@ def chat(
                            batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                            offline=offline or None, gpu_layers=gpu_layers, no_gpu=no_gpu,
                            chat_template=read_chat_template(chat_template), chat_template_file=chat_template)
-    loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"))
-    session = None
-    try:
-        chosen, model_system = model_defaults(loaded.resolved.spec)
-        sampling, limits = with_model_settings(ctx, chosen, sampling, limits)
-        if conversation is None:  # the session records the model it loaded
-            conversation = Conversation.new(system=model_system if system is None else system, model=None)
-        elif system is not None:
-            conversation.system = system
-        session = ChatSession(loaded, options, conversation, sampling, limits,
-                              model_settings=chosen, own_settings=given_settings(ctx), model_system=model_system,
-                              own_system=system is not None)
-        session.attachments = attachments
-        if resume is not None:  # a flag given now wins over the resumed conversation's setting
-            session.replace_conversation(conversation, given_settings(ctx), system_given=system is not None)
-        Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking, resumed=resume is not None,
-             stats=stats, prefill_while_typing=not no_prefill_while_typing).run()
-    finally:
-        (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
+    repl: Repl | None = None
+    with chat_terminal(before_suspend=lambda: repl.pause_view() if repl else None):  # from the load on
+        loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"))
+        session = None
+        try:
+            chosen, model_system = model_defaults(loaded.resolved.spec)
+            sampling, limits = with_model_settings(ctx, chosen, sampling, limits)
+            if conversation is None:  # the session records the model it loaded
+                conversation = Conversation.new(system=model_system if system is None else system, model=None)
+            elif system is not None:
+                conversation.system = system
+            session = ChatSession(loaded, options, conversation, sampling, limits,
+                                  model_settings=chosen, own_settings=given_settings(ctx), model_system=model_system,
+                                  own_system=system is not None)
+            session.attachments = attachments
+            if resume is not None:  # a flag given now wins over the resumed conversation's setting
+                session.replace_conversation(conversation, given_settings(ctx), system_given=system is not None)
+            repl = Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking, resumed=resume is not None,
+                        stats=stats, prefill_while_typing=not no_prefill_while_typing)
+            repl.run()
+        finally:
+            (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
 
 
 @app.command()

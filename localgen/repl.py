@@ -29,17 +29,15 @@ from localgen.repl_input import (
     SlashCompleter,
     continuation,
     key_bindings,
-    keys_not_echoed,
     message_text,
     open_history,
     parse_command,
-    terminal_modes_kept,
     typed_message,
     without_controls,
 )
 from localgen.repl_text import brief, empty_answer_note, exchanges_in_context, gist, room_notice, what_reset_kept
 from localgen.session import SETTING_NAMES, ChatSession
-from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal, exit_on_signals
+from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 from localgen.units import counted, local_minute
 
@@ -94,7 +92,7 @@ class Repl:
                 f"{engine.n_ctx:,} tokens │ {attached}{speed:.1f} tok/s │ /help")
 
     def run(self) -> None:
-        """The read-eval-print loop, until /exit or Ctrl-D; SIGTERM and SIGHUP end it with SignalExit."""
+        """The read-eval-print loop, until /exit or Ctrl-D; run it inside chat_terminal()."""
         console.say(f"localgen chat with {self.session.loaded.resolved.display_name}: "
                     "/help for commands, Ctrl-D to quit, Alt-Enter for a newline")
         if not self.session.loaded.prompt_format.is_chat:
@@ -109,10 +107,8 @@ class Repl:
             console.say(f"{counted(len(self.session.attachments), 'file')} attached to your {which} message "
                         "(/file none drops them)")
         try:
-            # between prompts (an answer, a command) keys typed ahead wait unechoed for the next prompt
-            with terminal_modes_kept(), exit_on_signals(), keys_not_echoed(before_suspend=self._pause_view):
-                while self._running:
-                    self._step()
+            while self._running:
+                self._step()
         finally:
             if self._ahead is not None:
                 self._ahead.close()
@@ -249,7 +245,7 @@ class Repl:
         if self.stats_after_answers and not self.session.unanswered:
             self._stats("")
 
-    def _pause_view(self) -> None:
+    def pause_view(self) -> None:
         """Clear what the answer view draws live (before Ctrl-Z stops the chat: the shell writes below it)."""
         if self._view is not None:
             self._view.pause()
@@ -459,6 +455,9 @@ class Repl:
                     + (f" (changed with it: {', '.join(changed)})" if changed else ""))
         if len(conversation.in_context()) < seen:
             console.say(f"[the conversation: {exchanges_in_context(conversation)}]")
+        problem = self.session.system_prompt_problem(conversation.system)
+        if problem is not None:  # the model is loaded all the same: the prompt is what must change
+            console.warn(f"{problem}: /system TEXT sets a shorter one, /system none removes it")
 
     def _thinking(self, argument: str) -> None:
         switch = _on_or_off(argument, "/thinking")

@@ -311,6 +311,15 @@ def terminal_modes_kept(fd: int | None = None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def chat_terminal(before_suspend: Callable[[], None]) -> Iterator[None]:
+    """The terminal for a whole chat, its model load included: keys typed ahead wait unechoed for the prompt
+    (Ctrl-D too), and the modes found at start come back at the end, however it ends (main() turns SIGTERM and
+    SIGHUP into SignalExit)."""
+    with terminal_modes_kept(), keys_not_echoed(before_suspend=before_suspend):
+        yield
+
+
+@contextlib.contextmanager
 def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterator[None]:
     """Outside the prompt (prompt-toolkit puts back the modes it found), the terminal echoes no keys (nor ^C):
     echoed text would shift an answer's live region, leaving a stale copy of its lines. Keys typed ahead stay

@@ -182,15 +182,22 @@ class ChatSession:
 
     def set_system(self, text: str) -> None:
         """Replace the system prompt (one that leaves no room for a message in the context is refused)."""
-        if text:
-            size, budget = self._count([Message("system", text)]), self._budget()
-            if size >= budget:
-                raise UsageError(f"the system prompt takes {size:,} tokens, and the context leaves {budget:,} for "
-                                 "the whole conversation", hint="shorten it, or start the chat with a larger "
-                                 "--ctx-size if the model allows one (/show tells)")
+        problem = self.system_prompt_problem(text)
+        if problem is not None:
+            raise UsageError(problem, hint="shorten it, or start the chat with a larger --ctx-size if the model "
+                                           "allows one (/show tells)")
         self.conversation.system = text or None
         self.own_system = True
         self._save()
+
+    def system_prompt_problem(self, text: str | None) -> str | None:
+        """Why a system prompt leaves no room for a message in this model's context, or None when it leaves some."""
+        if not text:
+            return None
+        size, budget = self._count([Message("system", text)]), self._budget()
+        if size < budget:
+            return None
+        return f"the system prompt takes {size:,} tokens, and the context leaves {budget:,} for the whole conversation"
 
     def switch_model(self, reference: str, note: Callable[[str], None] = ignore_note) -> LoadedModel:
         """Load another model and keep the conversation (a --chat-template belonged to the first model); its

@@ -144,6 +144,12 @@ class HubServer:
         with self._lock:
             return sum(1 for r in self.requests if (method is None or r.method == method) and contains in r.path)
 
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered right now."""
+        with self._lock:
+            return self._in_flight
+
     def begin(self) -> None:
         """A request arrived."""
         with self._lock:

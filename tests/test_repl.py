@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
+from hub_server import HubServer, server_env
 
 from localgen.repl_input import SlashCommand, parse_command, without_controls
 from tests.conftest import REPO_ROOT
@@ -292,6 +293,29 @@ def test_ctrl_d_typed_just_as_a_command_ends_quits_at_once(home: Path) -> None:
     assert chat.child.exitstatus == 0
 
 
+def test_keys_typed_while_the_model_downloads_are_not_echoed_and_ctrl_d_waits_for_the_prompt(
+        loopback_hub: HubServer, tmp_path: Path, bundled_model: Path) -> None:
+    """From the download and load on, the terminal is out of line mode: keys typed then are not echoed, and a Ctrl-D
+    is not consumed by the terminal as an end of input, so the chat quits at its first prompt."""
+    loopback_hub.add_repo("org/slow-GGUF", {"slow-Q4_1.gguf": bundled_model})
+    loopback_hub.delay_s = 0.5  # before each of the Hub's answers
+    env = {**_env(tmp_path / "home"), **server_env(loopback_hub, tmp_path)}
+    child = pexpect.spawn(sys.executable, ["-m", "localgen", "chat", "-m", "org/slow-GGUF", "--no-markdown"],
+                          cwd=str(REPO_ROOT), env=env, encoding="utf-8", codec_errors="replace", timeout=TIMEOUT,
+                          dimensions=(30, 100))
+    deadline = time.monotonic() + TIMEOUT
+    while loopback_hub.in_flight == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not child.getecho(), "keys typed while the model is fetched are not echoed"
+    child.send("zqx\x15\x04")  # a word, Ctrl-U (the prompt clears it), Ctrl-D (quits)
+    child.expect(pexpect.EOF)
+    child.close()
+    screen = child.before
+    assert child.exitstatus == 0, screen
+    assert "localgen chat with" in screen
+    assert "zqx" not in screen.partition("localgen chat with")[0], "typed keys were echoed during the load"
+
+
 def test_undo_regen_reset_and_set(chat: Chat) -> None:
     chat.ask("Name a color.")
     state = chat.ask("Name an animal.")
@@ -460,8 +484,9 @@ def test_model_takes_the_new_entry_s_settings_and_keeps_the_ones_chosen(home: Pa
                  'package_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\n')
     (home / "config").mkdir(parents=True)
     warm = f'[models.warm]\n{same_file}temperature = 0.3\ntop_p = 0.5\nsystem = "Be warm."\n'
+    wordy = f'[models.wordy]\n{same_file}context = 512\nsystem = "{"Answer in rhymes. " * 150}"\n'
     (home / "config" / "models.toml").write_text(f"{warm}\n[models.terse]\n{same_file}top_k = 5\nmax_tokens = 12\n"
-                                                 "context = 4096\n")
+                                                 f"context = 4096\n\n{wordy}")
     chat = Chat(home, "-m", "warm", "--top-p", "0.9", "--no-markdown")
     chat.command("/model terse", "now using terse")
     said = " ".join(chat.transcript.getvalue().rpartition("/model terse")[2].split())
@@ -473,6 +498,10 @@ def test_model_takes_the_new_entry_s_settings_and_keeps_the_ones_chosen(home: Pa
     chat.command("/model warm", "now using warm")
     shown = chat.command("/show", "conversation:")
     assert all(s in shown for s in ("temperature=0.3", "top_k=7", "top_p=0.9", "max_tokens=none", "Be warm.")), shown
+    chat.command("/model wordy", "now using wordy")  # its system prompt leaves no room in its context
+    said = " ".join(chat.transcript.getvalue().rpartition("/model wordy")[2].split())
+    assert "the context leaves" in said and "/system TEXT sets a shorter one, /system none removes it" in said, said
+    chat.command("/system none", "system prompt cleared")
     assert chat.quit() == 0
 
 
