@@ -43,7 +43,11 @@ def check_name(name: str) -> str:
 
 
 class DamagedConversationError(LocalgenError):
-    """A saved conversation file that cannot be read back (not JSON, wrong shape, not UTF-8)."""
+    """A saved conversation file that cannot be read back (not JSON, wrong shape, not UTF-8); name is its own."""
+
+    def __init__(self, message: str, hint: str | None = None, *, name: str) -> None:
+        super().__init__(message, hint)
+        self.name = name
 
 
 @dataclass
@@ -150,7 +154,8 @@ class Conversation:
                        created=str(data.get("created", _now())), updated=str(data.get("updated", _now())))
         except (ValueError, KeyError, TypeError, RecursionError, LocalgenError) as exc:
             raise DamagedConversationError(f"{source} is not a valid saved conversation ({exc})",
-                                           hint="it was left untouched; start a new chat or load another") from exc
+                                           hint="it was left untouched; start a new chat or load another",
+                                           name=source.stem) from exc
 
 
 def _first_at_most(tokens_from: Callable[[int], int], low: int, high: int, limit: int) -> int:
@@ -286,7 +291,8 @@ def _read_saved(path: Path, shell: bool) -> str:
         raise LocalgenError(f"no saved conversation named '{path.stem}'", hint=_missing_hint(shell)) from None
     except UnicodeDecodeError:
         raise DamagedConversationError(f"{path} is not a valid saved conversation (not UTF-8 text)",
-                                       hint="it was left untouched; start a new chat or load another") from None
+                                       hint="it was left untouched; start a new chat or load another",
+                                       name=path.stem) from None
     except OSError as exc:
         raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
@@ -302,7 +308,7 @@ def load_or_start(name: str) -> Conversation:
             return Conversation(name=name)
     if not path.is_file():
         raise DamagedConversationError(f"{path} is not a saved conversation (not a file)",
-                                       hint="move it away, or use another name")
+                                       hint="move it away, or use another name", name=name)
     return load_conversation(name, shell=True)
 
 

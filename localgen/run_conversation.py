@@ -46,8 +46,8 @@ def open_conversation(name: str | None) -> Conversation:
                                                       "go on with another: --conversation NAME") from None
     except DamagedConversationError as exc:
         raise DamagedConversationError(exc.message, hint="it was left untouched: move it away or delete it "
-                                                         f"(`localgen conversations rm {name or 'NAME'}`), or go on "
-                                                         "with another: --conversation NAME") from None
+                                                         f"(`localgen conversations rm {exc.name}`), or go on "
+                                                         "with another: --conversation NAME", name=exc.name) from None
 
 
 def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: Conversation, system: str | None,

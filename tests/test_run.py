@@ -580,7 +580,7 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
     (path.parent / "newest.json").write_text("{not json")
     damaged = run_localgen("run", "--continue", "Hello", "-n", "2", *GREEDY, env=env)
     assert damaged.returncode == 1 and "newest.json is not a valid saved conversation" in damaged.err
-    assert "`localgen conversations rm NAME`), or go on with another: --conversation NAME" in damaged.err
+    assert "`localgen conversations rm newest`), or go on with another: --conversation NAME" in damaged.err
     named = run_localgen("run", "--conversation", "newest", "Hello", "-n", "2", *GREEDY, env=env)
     assert named.returncode == 1 and "(`localgen conversations rm newest`)" in named.err, named.err
     assert path.read_bytes() == before, "--continue does not fall back on an older conversation"
