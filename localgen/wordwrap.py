@@ -12,7 +12,7 @@ TAB_STOP = 8
 
 def display_width(text: str) -> int:
     """Columns text takes on a terminal: wide East Asian characters take two, combining marks none."""
-    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return sum(0 if unicodedata.combining(c) else 2 if is_wide(c) else 1 for c in text)
 
 
 def terminal_width(stream: TextIO) -> Callable[[], int]:
@@ -26,12 +26,19 @@ def terminal_width(stream: TextIO) -> Callable[[], int]:
     return width
 
 
+def is_wide(char: str) -> bool:
+    """Whether a character takes two columns (East Asian wide or full-width)."""
+    return unicodedata.east_asian_width(char) in "WF"
+
+
 class WordWrap:
     """Feed streamed text; get it back with a newline before any word that would cross the right edge.
 
-    A word is held back until the space or newline after it arrives (or flush()), so it is placed whole. Spaces
-    at a break are dropped; indentation at the start of a line is kept; a word wider than the terminal is left
-    for the terminal to fold. width() is asked at every feed, so a resized terminal is followed.
+    A word is held back until the space or newline after it arrives (or flush()), so it is placed whole. East
+    Asian wide characters are words of their own (such text breaks between any two characters), so they stream
+    as they come. A word that grows wider than the line is placed at once and then streams as it comes, left for
+    the terminal to fold (a URL, minified code). Spaces at a break are dropped; indentation at the start of a
+    line is kept. width() is asked at every feed, so a resized terminal is followed.
     """
 
     def __init__(self, width: Callable[[], int]) -> None:
@@ -39,6 +46,7 @@ class WordWrap:
         self._column = 0
         self._spaces = ""
         self._word = ""
+        self._folding = False  # inside a word wider than the line: its characters go out as they come
 
     def feed(self, text: str) -> str:
         """The part of text (and of what was held back) that can be shown now."""
@@ -48,12 +56,23 @@ class WordWrap:
             if char == "\n":
                 out.append(self._place(width))
                 out.append("\n")
-                self._column, self._spaces = 0, ""
+                self._column, self._spaces, self._folding = 0, "", False
             elif char in " \t":
                 out.append(self._place(width))
                 self._spaces += char
+                self._folding = False
+            elif self._folding:
+                out.append(char)
+                self._advance(display_width(char), width)
+            elif is_wide(char):
+                out.append(self._place(width))
+                self._word = char
+                out.append(self._place(width))
             else:
                 self._word += char
+                if width > 0 and display_width(self._word) > width:
+                    out.append(self._place(width))
+                    self._folding = True
         return "".join(out)
 
     def flush(self) -> str:
@@ -67,13 +86,18 @@ class WordWrap:
         spaces = self._spaces_width()
         word = display_width(self._word)
         if width > 0 and self._column > 0 and self._column + spaces + word > width:
-            text, self._column = "\n" + self._word, word
+            text, self._column = "\n" + self._word, 0
         else:
-            text, self._column = self._spaces + self._word, self._column + spaces + word
-        if width > 0 and self._column > width:  # a word wider than the line: the terminal folded it
-            self._column %= width
+            text, self._column = self._spaces + self._word, self._column + spaces
+        self._advance(word, width)
         self._spaces = self._word = ""
         return text
+
+    def _advance(self, columns: int, width: int) -> None:
+        """Move the column on by what was written; past the right edge, the terminal folded it."""
+        self._column += columns
+        if width > 0 and self._column > width:
+            self._column %= width
 
     def _spaces_width(self) -> int:
         """Columns the pending spaces take from the current column (tabs go to the next tab stop)."""

@@ -64,3 +64,19 @@ def test_text_output_wraps_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -
     assert shown.endswith("\n") and shown.split() == TEXT.split()
     assert all(_fits(line, 30) for line in shown.splitlines()), shown
     assert shown != TEXT + "\n", "the terminal got wrapped lines"
+
+
+def test_east_asian_text_streams_as_it_comes_and_breaks_between_characters() -> None:
+    wrap = WordWrap(lambda: 10)
+    assert wrap.feed("日本") == "日本", "no space needed: each wide character is placed as it comes"
+    assert wrap.feed("語のテ") == "語のテ"
+    assert wrap.feed("キスト") == "\nキスト", "the line is full after five wide characters"
+    assert wrap.feed(" ok") == "" and wrap.flush() == " ok"
+
+
+def test_a_word_wider_than_the_line_streams_once_it_is_wider() -> None:
+    wrap = WordWrap(lambda: 12)
+    assert wrap.feed("see https://exa") == "see", "a word is held back while it may still fit a line"
+    assert wrap.feed("mple.com/x") == "\nhttps://example.com/x", "wider than the line: placed on a line of its own"
+    assert wrap.feed("yz") == "yz", "and the rest of it streams, for the terminal to fold"
+    assert wrap.feed(" and") == "" and wrap.flush() == "\nand", "the folded word ended at column 11 of 12"
