@@ -27,6 +27,7 @@ from localgen.repl_input import (
     PasteMark,
     SafeFileHistory,
     SlashCompleter,
+    bracketed_paste,
     continuation,
     key_bindings,
     message_text,
@@ -147,6 +148,7 @@ class Repl:
         except EOFError:
             self._running = False
         finally:
+            bracketed_paste(True)  # prompt-toolkit turned it off: a paste typed ahead must stay one paste
             settled = self._ahead is None or self._ahead.settle(self._message_sent(line))
             self._report_history_problem()
         if not settled or (line is not None and self._ctrl_c_typed_ahead()):

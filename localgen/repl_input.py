@@ -319,12 +319,24 @@ def chat_terminal(before_suspend: Callable[[], None]) -> Iterator[None]:
         yield
 
 
+def bracketed_paste(on: bool) -> None:
+    """Ask the terminal on stdout to mark pasted text (xterm's mode 2004), or to stop marking it."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # a terminal gone: nothing to tell
+        if sys.stdout.isatty():
+            sys.stdout.write("\x1b[?2004h" if on else "\x1b[?2004l")
+            sys.stdout.flush()
+
+
 @contextlib.contextmanager
 def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterator[None]:
     """Outside the prompt (prompt-toolkit puts back the modes it found), the terminal echoes no keys (nor ^C):
     echoed text would shift an answer's live region, leaving a stale copy of its lines. Keys typed ahead stay
     buffered for the next prompt, Ctrl-C included, and Ctrl-D too: out of line mode, it is a key for the prompt
     rather than an end of input the terminal consumes, even typed just as a command ends.
+
+    Bracketed paste stays on, so a paste typed ahead reaches the next prompt as one paste, its newlines in one
+    message, rather than as lines each sent by its Enter (prompt-toolkit turns it off as each prompt ends: the
+    REPL calls bracketed_paste(True) again).
 
     Ctrl-Z calls before_suspend (to clear what is drawn live), gives the shell its terminal modes back and
     stops; `fg` turns echo off again and the answer goes on.
@@ -342,6 +354,7 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         quiet[6] = list(quiet[6])
         quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
         termios.tcsetattr(fd, termios.TCSANOW, quiet)
+        bracketed_paste(True)
     except (AttributeError, ValueError, OSError, termios.error):  # stdin is not a terminal
         yield
         return
@@ -349,6 +362,7 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
     def suspend(_signum: int, _frame: object) -> None:
         with contextlib.suppress(Exception):  # drawing may fail; stopping must not
             before_suspend()
+        bracketed_paste(False)
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, saved)
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
@@ -356,6 +370,7 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         signal.signal(signal.SIGTSTP, suspend)
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, quiet)
+        bracketed_paste(True)
 
     on_main_thread = threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGTSTP")
     previous = signal.signal(signal.SIGTSTP, suspend) if on_main_thread else None
@@ -364,5 +379,6 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
     finally:
         if on_main_thread:
             signal.signal(signal.SIGTSTP, signal.SIG_DFL if previous is None else previous)
+        bracketed_paste(False)
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, saved)

@@ -746,6 +746,24 @@ def test_keys_typed_during_an_answer_survive_ctrl_c(home: Path) -> None:
         chat.child.terminate(force=True)
 
 
+def test_a_paste_typed_during_an_answer_stays_one_message(home: Path) -> None:
+    """Bracketed paste stays on between prompts, so the terminal marks a paste typed ahead: at the next prompt its
+    lines are one message, not one message per line sent by its own Enter."""
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "300")
+    chat.start_long_answer()
+    screen = chat.transcript.getvalue()
+    assert screen.rfind("\x1b[?2004h") > screen.rfind("\x1b[?2004l"), "the terminal is asked to mark pastes"
+    chat.child.send("\x1b[200~First line.\rSecond line.\x1b[201~")  # as a terminal sends a marked paste
+    chat.wait_for(lambda s: s["turns"] and s["turns"][0]["answer"] is not None)
+    chat.sync()
+    assert len(chat.conversation()["turns"]) == 1, "the paste waits at the prompt"
+    chat.child.send("\r")
+    state = chat.wait_for(lambda s: len(s["turns"]) == 2 and s["turns"][1]["answer"] is not None)
+    assert state["turns"][1]["user"] == "First line.\nSecond line."
+    chat.sync()
+    assert chat.quit() == 0
+
+
 def test_control_characters_never_reach_a_message(chat: Chat) -> None:
     chat.child.send("Say\x11\x1a hi.\r")  # Ctrl-Q Ctrl-Z: a quoted insert of ^Z
     state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None)
