@@ -129,9 +129,11 @@ class PrefillStatus:
             self._stream = None
 
 
-def without_prefill_progress(events: Iterable[Event], stream: TextIO) -> Iterator[Event]:
-    """The events less the prefill progress, which meanwhile shows as a PrefillStatus line on stream."""
-    status = PrefillStatus(stream)
+def without_prefill_progress(events: Iterable[Event], stream: TextIO,
+                             status: PrefillStatus | None = None) -> Iterator[Event]:
+    """The events less the prefill progress, which meanwhile shows as a PrefillStatus line on stream (or on the
+    status given, which its caller may clear meanwhile)."""
+    status = status or PrefillStatus(stream)
     try:
         for event in events:
             if isinstance(event, PrefillProgress):

@@ -59,6 +59,7 @@ class Repl:
         self._history, self._history_warning = open_history()
         self._paste = PasteMark()
         self._view: AnswerView | None = None  # the answer being shown, if any
+        self._prefill_status: console.PrefillStatus | None = None  # the long prompt's progress line, if any
         self._prompt = PromptSession(
             history=self._history,
             completer=SlashCompleter(),
@@ -248,7 +249,10 @@ class Repl:
             self._stats("")
 
     def pause_view(self) -> None:
-        """Clear what the answer view draws live (before Ctrl-Z stops the chat: the shell writes below it)."""
+        """Clear what the answer view and the prompt's progress line draw live (before Ctrl-Z stops the chat: the
+        shell writes below it)."""
+        if self._prefill_status is not None:
+            self._prefill_status.clear()
         if self._view is not None:
             self._view.pause()
 
@@ -258,7 +262,8 @@ class Repl:
         splitter: ThinkingSplitter | None = None  # made at the first text, once the prompt is final (/regen)
         done: Finished | None = None
         try:
-            for event in console.without_prefill_progress(events, sys.stderr):
+            self._prefill_status = console.PrefillStatus(sys.stderr)
+            for event in console.without_prefill_progress(events, sys.stderr, self._prefill_status):
                 if isinstance(event, TextChunk):
                     if splitter is None and notice:
                         console.say(notice)
@@ -270,7 +275,7 @@ class Repl:
             for thinking, text in splitter.flush() if splitter else ():
                 (view.thinking if thinking else view.answer)(text)
         finally:
-            self._view = None
+            self._view = self._prefill_status = None
             events.close()
             view.close(None if done is None else console.finish_note(done, chat=True) or empty_answer_note(done))
 

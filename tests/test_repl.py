@@ -711,6 +711,20 @@ def test_ctrl_z_suspends_the_chat_and_fg_brings_the_prompt_back(home: Path) -> N
     chat.child.expect(pexpect.EOF)
 
 
+def test_ctrl_z_while_a_long_prompt_is_read_erases_its_progress_line(home: Path) -> None:
+    chat = Chat(home, "--no-markdown", "-n", "5", "--batch-size", "64", "--no-prefill-while-typing", in_shell=True)
+    try:
+        words = " ".join(f"crate{i}" for i in range(400))
+        chat.child.send(f"\x1b[200~Count these: {words}\x1b[201~\r")
+        chat.child.expect_exact("reading the prompt:")
+        chat.child.sendcontrol("z")
+        chat.child.expect("Stopped", timeout=20)
+        shown = chat.transcript.getvalue().rpartition("reading the prompt:")[2].partition("Stopped")[0]
+        assert "\r\x1b[2K" in shown, "the progress line was erased before the shell wrote below it"
+    finally:
+        chat.child.terminate(force=True)
+
+
 def test_ctrl_z_during_an_answer_and_fg_keep_keys_unechoed(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "-n", "400", in_shell=True)
     try:
