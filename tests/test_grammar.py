@@ -138,6 +138,9 @@ def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message:
     (("--json-schema", '{"$ref": "#/defs/none"}'), "a $ref that does not resolve: #/defs/none ("),  # not "stdin#"
     (("--json-schema", '{"type": "array", "items": []}'), "grammar: the converter looked for 'prefixItems' and found"),
     (("--json-schema", "-"), "--json-schema does not read stdin"),
+    (("--grammar", "-"), "--grammar does not read stdin"),
+    (("--json-schema", '{"const": "caf\udce9"}'), "the --json-schema text is not UTF-8"),  # a Latin-1 byte
+    (("--grammar", 'root ::= "caf\udce9"'), "the --grammar text is not UTF-8"),
     (("--json-schema", " "), "--json-schema is empty"),
     (("--grammar", ""), "--grammar is empty"),
     (("--json-schema", "{}", "--grammar", "g.gbnf"), "--grammar and --json-schema contradict each other"),
