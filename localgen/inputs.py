@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import errno
+import os
 import select
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -66,6 +68,37 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file
     return decode_input(data, short_path(path), warnings, binary_hint=binary_hint)
 
 
+def attachment_text(path: Path, warnings: list[str], *, option: str = "-f/--file") -> str:
+    """The text of a file attached to a message (read_file_input), with a warning when it is empty."""
+    text = read_file_input(path, warnings, option=option)
+    if not text.strip():
+        warnings.append(f"{short_path(path)} is empty")
+    return text
+
+
+def refuse_waiting_reads(path: Path) -> None:
+    """Refuse a terminal or a pipe, whose reading would wait on keys or a writer (the chat's /file: its terminal
+    is out of line mode, so not even Ctrl-D would end it). Anything else is left for read_file_input to judge."""
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        return
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        raise UsageError(f"{short_path(path)} is a pipe, not a file", hint="attach a file, or paste the text")
+    if stat.S_ISCHR(mode):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            terminal = os.isatty(fd)
+        finally:
+            os.close(fd)
+        if terminal:
+            raise UsageError(f"{short_path(path)} is a terminal: the chat reads your messages from it",
+                             hint="type or paste the text as a message")
+
+
 def short_path(path: Path) -> str:
     """A path for an error message, cut in the middle when very long."""
     text = str(path)
@@ -117,9 +150,7 @@ def gather_attachments(files: Sequence[str], stdin: BinaryIO | None, warnings: l
     """
     asked = stdin_asked or STDIN_NAME in files
     named = [option_path(name, "-f/--file") for name in files if name != STDIN_NAME]
-    texts = [read_file_input(path, warnings) for path in named]
-    warnings.extend(f"{short_path(path)} is empty" for path, text in zip(named, texts, strict=True)
-                    if not text.strip())
+    texts = [attachment_text(path, warnings) for path in named]
     piped = read_stdin_input(stdin, warnings, asked=asked, waiting=waiting)
     if piped is not None:
         texts.append(piped)

@@ -17,7 +17,7 @@ from localgen.answer_view import AnswerView
 from localgen.conversation import load_conversation
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
-from localgen.inputs import argument_text, expand_user_path, read_file_input
+from localgen.inputs import argument_text, attachment_text, expand_user_path, option_path, refuse_waiting_reads
 from localgen.prefill_ahead import PrefillWhileTyping
 from localgen.repl_input import (
     ALIASES,
@@ -382,9 +382,10 @@ class Repl:
             typed = shlex.split(argument)[0] if argument[0] in "'\"" else argument
         except ValueError:
             raise UsageError("unbalanced quote in /file PATH", hint="close the quote, or drop the quotes") from None
-        path = expand_user_path(typed)
+        path = expand_user_path(str(option_path(typed, "/file")))
+        refuse_waiting_reads(path)
         warnings: list[str] = []
-        text = read_file_input(path, warnings, option="/file")
+        text = attachment_text(path, warnings, option="/file")
         for warning in warnings:
             console.warn(warning)
         if text in self.session.attachments:

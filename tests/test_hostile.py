@@ -317,3 +317,24 @@ def test_run_without_a_prompt_on_a_terminal_points_to_chat() -> None:
     result = _with_a_terminal_on_stdin("run")
     assert result.returncode == USAGE
     assert result.stderr.decode().rstrip().endswith("or pipe text in; `localgen chat` starts a conversation)")
+
+
+def test_a_pipe_or_a_terminal_is_refused_where_reading_it_would_wait(tmp_path: Path) -> None:
+    import pty
+
+    from localgen.errors import UsageError
+    from localgen.inputs import refuse_waiting_reads
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match="fifo is a pipe, not a file"):
+        refuse_waiting_reads(fifo)  # without blocking on a writer
+    leader, follower = pty.openpty()
+    try:
+        with pytest.raises(UsageError, match="is a terminal: the chat reads your messages from it"):
+            refuse_waiting_reads(Path(os.ttyname(follower)))
+    finally:
+        os.close(leader)
+        os.close(follower)
+    for plain in (Path("/dev/null"), tmp_path / "missing", tmp_path):
+        refuse_waiting_reads(plain)  # left for read_file_input to judge

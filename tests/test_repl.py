@@ -422,6 +422,9 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
     chat.command("/file /nonexistent/x.txt", "no such file")
     chat.command('/file "unclosed.txt', "unbalanced quote")
     chat.command("/file ~no-such-user-here/x.txt", "no such user")
+    chat.command("/file ''", "the file name given to /file is empty")
+    chat.command("/file /dev/tty", "/dev/tty is a terminal: the chat reads your messages from it")  # not a hang
+    chat.command("/file /dev/null", "warning: /dev/null is empty")
     chat.command("/load ../../etc/passwd", "not a valid conversation name")
     chat.command("/thinking maybe", "usage: /thinking")
     chat.command("/help", "/regen")
