@@ -247,13 +247,18 @@ def run(
 
 
 def _load_for(options: ModelOptions, conversation: Conversation | None, *, ctx_given: bool) -> LoadedModel:
-    """Load the model for a run or chat; a context size a resumed conversation recorded that this model cannot take
-    is named as the conversation's (the user gave no --ctx-size)."""
-    from localgen.errors import ContextSizeError
+    """Load the model for a run or chat; a model or a context size that a resumed conversation recorded and that
+    cannot be used is named as the conversation's (the user gave no -m or --ctx-size)."""
+    from localgen.errors import ContextSizeError, ModelNotFoundError
     from localgen.runner import load_model
 
     try:
         return load_model(options, note=say_note)
+    except ModelNotFoundError as exc:
+        if conversation is None or conversation.model is None or options.model != conversation.model:
+            raise
+        raise ModelNotFoundError(f"conversation '{conversation.name}' was using {conversation.model}, which is "
+                                 f"gone ({exc.message})", hint="go on with another model: add -m MODEL") from exc
     except ContextSizeError as exc:
         if conversation is None or ctx_given or conversation.ctx_size is None:
             raise

@@ -378,11 +378,7 @@ class Repl:
             console.say(f"dropped {counted(len(attached), 'attached file')}" if attached else "no files are attached")
             self.session.attachments = []
             return
-        try:
-            typed = shlex.split(argument)[0] if argument[0] in "'\"" else argument
-        except ValueError:
-            raise UsageError("unbalanced quote in /file PATH", hint="close the quote, or drop the quotes") from None
-        path = expand_user_path(str(option_path(typed, "/file")))
+        path = expand_user_path(str(option_path(_unquoted(argument, "/file PATH"), "/file")))
         refuse_waiting_reads(path)
         warnings: list[str] = []
         text = attachment_text(path, warnings, option="/file")
@@ -442,10 +438,11 @@ class Repl:
             using = f"using {now.resolved.display_name}; " if now.engine.is_open else ""
             console.say(f"{using}/model REF switches (a name, NAME:QUANT, ORG/REPO or a .gguf path)")
             return
+        reference = _unquoted(argument, "/model REF")
         before, system = self.session.settings(), self.session.conversation.system
         n_ctx, seen = self.session.loaded.engine.n_ctx, len(self.session.conversation.in_context())
         try:
-            loaded = self.session.switch_model(argument, note=console.say)
+            loaded = self.session.switch_model(reference, note=console.say)
         except KeyboardInterrupt:
             now = self.session.loaded
             console.say(f"[interrupted: still using {now.resolved.display_name}]" if now.engine.is_open else
@@ -481,6 +478,16 @@ class Repl:
 
     def _exit(self, _: str) -> None:
         self._running = False
+
+
+def _unquoted(argument: str, usage: str) -> str:
+    """A command's one argument, its quotes taken off when it is quoted (a path with spaces)."""
+    if argument[0] not in "'\"":
+        return argument
+    try:
+        return shlex.split(argument)[0]
+    except ValueError:
+        raise UsageError(f"unbalanced quote in {usage}", hint="close the quote, or drop the quotes") from None
 
 
 def _on_or_off(argument: str, command: str) -> bool | None:

@@ -559,7 +559,7 @@ def test_markdown_off_prints_answers_exactly_as_written(home: Path) -> None:
 
 def test_resume_finds_a_model_given_by_a_relative_path_from_any_folder(home: Path, tmp_path: Path,
                                                                        bundled_model: Path) -> None:
-    folder = tmp_path / "x"
+    folder = tmp_path / "a folder"
     folder.mkdir()
     (folder / "copy.gguf").symlink_to(bundled_model)
     chat = Chat(home, "-m", "copy.gguf", "--temperature", "0", "--no-markdown", "-n", "20", cwd=folder)
@@ -568,7 +568,17 @@ def test_resume_finds_a_model_given_by_a_relative_path_from_any_folder(home: Pat
     resumed = Chat(home, "--resume", "--no-markdown", "-n", "20", cwd=tmp_path)
     assert "resumed chat-" in resumed.transcript.getvalue()
     resumed.command("/show", f"path: {folder / 'copy.gguf'}")
+    (folder / "again.gguf").symlink_to(bundled_model)
+    resumed.command(f'/model "{folder / "again.gguf"}"', "now using")  # a quoted path with a space
+    assert resumed.conversation()["model"] == str(folder / "again.gguf")
     assert resumed.quit() == 0
+    (folder / "again.gguf").unlink()
+    gone = spawn_chat(home, "--resume", cwd=tmp_path)
+    gone.expect(pexpect.EOF)
+    gone.close()
+    said = " ".join(gone.before.split())
+    assert gone.exitstatus == 1 and f"was using {folder / 'again.gguf'}, which is gone (no such model file" in said
+    assert "(hint: go on with another model: add -m MODEL)" in said, said
 
 
 def test_system_alone_shows_the_prompt_and_none_clears_it(chat: Chat) -> None:
