@@ -443,7 +443,7 @@ def _parse_setting(key: str, raw: str) -> int | float | None:
     if key == "max_tokens" and text in ("none", "off", "-1"):
         return None
     try:
-        if not raw.isascii():  # int() and float() read other scripts' digits, which no one means here
+        if not raw.isascii() or "_" in raw:  # int() and float() read other scripts' digits and 1_0 as 10
             raise ValueError(raw)
         return kind(raw)
     except ValueError:

@@ -313,6 +313,8 @@ def test_every_chat_setting_is_typed_as_its_field(session: ChatSession) -> None:
             session.set_value(name, "x")
         with pytest.raises(UsageError, match=f"is not a valid value for {name}"):
             session.set_value(name, "\u0663")  # an Arabic-Indic three
+        with pytest.raises(UsageError, match=f"'1_0' is not a valid value for {name}"):
+            session.set_value(name, "1_0")  # Python's digit grouping: no one means 10
     with pytest.raises(UsageError, match="not a valid value for top_k"):
         session.set_value("top_k", "0.5")
 
