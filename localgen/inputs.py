@@ -114,6 +114,8 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
 
     waiting is called when a pipe has sent nothing for a while (`sleep 60 | localgen run ...` would look hung).
     """
+    if stream is None and asked:
+        raise UsageError("stdin is closed, so '-' has nothing to read", hint="pipe text in, or drop the '-'")
     if stream is None or (stream.isatty() and not asked):
         return None
     if waiting is not None and not stream.isatty() and not _ready(stream, STDIN_QUIET_S):

@@ -175,6 +175,15 @@ def test_a_full_or_closed_stdout_is_a_one_line_error(command: tuple[str, ...]) -
     assert closed.returncode == 2 and "stdout is closed" in closed.stderr.decode()
 
 
+@pytest.mark.parametrize("args", [("-",), ("-f", "-", "hi")])
+def test_a_dash_with_stdin_closed_is_a_one_line_error(args: tuple[str, ...]) -> None:
+    closed = subprocess.run([sys.executable, "-m", "localgen", "run", *args], capture_output=True, timeout=120,
+                            cwd=REPO_ROOT, preexec_fn=lambda: os.close(0))
+    err = closed.stderr.decode()
+    assert closed.returncode == 2 and closed.stdout == b"", err
+    assert err == "localgen: error: stdin is closed, so '-' has nothing to read (hint: pipe text in, or drop the '-')\n"
+
+
 def test_a_prompt_that_is_not_utf8_is_repaired_with_a_warning() -> None:
     result = run_localgen("run", "caf\udce9 au lait?", "-s", "\udcff", "-n", "3", *GREEDY)
     assert result.returncode == 0, result.err
