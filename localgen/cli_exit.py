@@ -81,6 +81,13 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
         if command == "run" and STDIN_NAME in args[1:]:
             prompt = next((arg for arg in reversed(args[1:]) if not arg.startswith("-")), "PROMPT")
             return f"stdin comes before the prompt with -f -: `{shlex.join(['localgen', 'run', '-f', '-', prompt])}`"
+        if command == "run" and "--" in args[1:-1]:
+            ends = args.index("--")
+            before, prompt, rest = args[1:ends], args[ends + 1], args[ends + 2:]
+            if any(arg.startswith("-") for arg in rest):  # options after --, which reads them as words
+                fixed = ["localgen", "run", *before, *rest, "--", prompt]
+                return f"options go before --, which ends them: `{shlex.join(fixed)}`"
+            return f"quote the prompt: `{shlex.join(['localgen', 'run', *before, '--', ' '.join([prompt, *rest])])}`"
         if command == "run":
             return 'quote the prompt: localgen run "several words"'
     if command in ("run", "chat") and any(name in _usage_error_text(exc) for name in ("'--ctx-size' / '-c'",

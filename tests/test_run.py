@@ -304,6 +304,8 @@ def test_other_tools_commands_point_to_localgens(command: str, hint: str) -> Non
     (("chat", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue"),
     (("run", "-x is a flag"), 'a prompt that starts with "-" goes after --: `localgen run -- \'-x is a flag\'`'),
     (("run", "Say", "hi."), 'quote the prompt: localgen run "several words"'),
+    (("run", "--", "-v means", "-n", "3"), "options go before --, which ends them: `localgen run -n 3 -- '-v means'`"),
+    (("run", "-n", "3", "--", "-v", "means"), "quote the prompt: `localgen run -n 3 -- '-v means'`"),
     (("run", "-", "Summarize this."), "stdin comes before the prompt with -f -: "
                                       "`localgen run -f - 'Summarize this.'`"),
     (("run", "smollm2-135m", "Say", "hi."), "the model goes after -m: `localgen run -m smollm2-135m 'Say hi.'`"),
