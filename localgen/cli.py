@@ -203,7 +203,8 @@ def run(
                            kv_type=kv_type, offline=offline or None, raw=raw, gpu_layers=gpu_layers, no_gpu=no_gpu,
                            chat_template=template, chat_template_file=chat_template,
                            min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
-    loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"))
+    loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"),
+                       model_given=from_command_line(ctx, "model"))
     try:
         chosen, model_system = model_defaults(loaded.resolved.spec)
         sampling, limits = with_model_settings(ctx, chosen, sampling, limits)
@@ -246,7 +247,8 @@ def run(
         raise typer.Exit(exit_code)
 
 
-def _load_for(options: ModelOptions, conversation: Conversation | None, *, ctx_given: bool) -> LoadedModel:
+def _load_for(options: ModelOptions, conversation: Conversation | None, *, ctx_given: bool,
+              model_given: bool) -> LoadedModel:
     """Load the model for a run or chat; a model or a context size that a resumed conversation recorded and that
     cannot be used is named as the conversation's (the user gave no -m or --ctx-size)."""
     from localgen.errors import ContextSizeError, ModelNotFoundError
@@ -255,10 +257,11 @@ def _load_for(options: ModelOptions, conversation: Conversation | None, *, ctx_g
     try:
         return load_model(options, note=say_note)
     except ModelNotFoundError as exc:
-        if conversation is None or conversation.model is None or options.model != conversation.model:
+        if conversation is None or conversation.model is None or model_given:
             raise
-        raise ModelNotFoundError(f"conversation '{conversation.name}' was using {conversation.model}, which is "
-                                 f"gone ({exc.message})", hint="go on with another model: add -m MODEL") from exc
+        another = "go on with another model: add -m MODEL"
+        raise ModelNotFoundError(f"conversation '{conversation.name}' was using {conversation.model}: {exc.message}",
+                                 hint=f"{exc.hint}; or {another}" if exc.hint else another) from exc
     except ContextSizeError as exc:
         if conversation is None or ctx_given or conversation.ctx_size is None:
             raise
@@ -355,7 +358,8 @@ def chat(
                            chat_template=read_chat_template(chat_template), chat_template_file=chat_template)
     repl: Repl | None = None
     with chat_terminal(before_suspend=lambda: repl.pause_view() if repl else None):  # from the load on
-        loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"))
+        loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"),
+                           model_given=from_command_line(ctx, "model"))
         session = None
         try:
             chosen, model_system = model_defaults(loaded.resolved.spec)

@@ -82,12 +82,9 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
             prompt = next((arg for arg in reversed(args[1:]) if not arg.startswith("-")), "PROMPT")
             return f"stdin comes before the prompt with -f -: `{shlex.join(['localgen', 'run', '-f', '-', prompt])}`"
         if command == "run" and "--" in args[1:-1]:
-            ends = args.index("--")
-            before, prompt, rest = args[1:ends], args[ends + 1], args[ends + 2:]
-            if any(arg.startswith("-") for arg in rest):  # options after --, which reads them as words
-                fixed = ["localgen", "run", *before, *rest, "--", prompt]
-                return f"options go before --, which ends them: `{shlex.join(fixed)}`"
-            return f"quote the prompt: `{shlex.join(['localgen', 'run', *before, '--', ' '.join([prompt, *rest])])}`"
+            hint = _after_double_dash_hint(app, args)
+            if hint:
+                return hint
         if command == "run":
             return 'quote the prompt: localgen run "several words"'
     if command in ("run", "chat") and any(name in _usage_error_text(exc) for name in ("'--ctx-size' / '-c'",
@@ -101,6 +98,39 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     close = _close_options(exc)
     guess = f"did you mean {' or '.join(close)}? " if close else ""
     return f"{guess}see `localgen {command} --help`".replace("  ", " ")
+
+
+def _after_double_dash_hint(app: typer.Typer, args: list[str]) -> str | None:
+    """For `run [OPTIONS] -- PROMPT WORDS [OPTIONS]`: the prompt's words quoted as one, and options given after --
+    (which reads them as words) moved before it; None when what comes before -- is not options alone."""
+    ends = args.index("--")
+    before, after = args[1:ends], args[ends + 1:]
+    takes_value = _option_arity(app, "run")
+    if not _all_options(before, takes_value):
+        return None
+    split = next(k for k in range(1, len(after) + 1) if _all_options(after[k:], takes_value))
+    prompt, options = " ".join(after[:split]), after[split:]
+    fixed = shlex.join(["localgen", "run", *before, *options, "--", prompt])
+    return f"options go before --, which ends them: `{fixed}`" if options else f"quote the prompt: `{fixed}`"
+
+
+def _option_arity(app: typer.Typer, command: str) -> dict[str, bool]:
+    """Each option name of a command, and whether it takes a value."""
+    group = typer.main.get_command(app)
+    params = group.commands[command].params if hasattr(group, "commands") else []  # type: ignore[attr-defined]
+    return {name: not (param.is_flag or param.count) for param in params if hasattr(param, "is_flag")
+            for name in (*param.opts, *param.secondary_opts)}
+
+
+def _all_options(words: list[str], takes_value: dict[str, bool]) -> bool:
+    """Whether words are known options, each with its value when it takes one (--opt VALUE or --opt=VALUE)."""
+    i = 0
+    while i < len(words):
+        name, eq, _ = words[i].partition("=")
+        if name not in takes_value:
+            return False
+        i += 2 if takes_value[name] and not eq else 1
+    return i == len(words)
 
 
 def _reads_as_prompt(app: typer.Typer, word: str) -> bool:

@@ -9,7 +9,7 @@ import typer
 
 from localgen import console
 from localgen.cli_exit import silence_stdout
-from localgen.console import TextOutput, without_prefill_progress
+from localgen.console import PrefillStatus, TextOutput, without_prefill_progress
 from localgen.errors import EXIT_BROKEN_PIPE, LocalgenError
 from localgen.events import Event, Finished, TextChunk
 from localgen.runner import LoadedModel
@@ -30,7 +30,7 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
     pipe_closed = False
     with StopOnSignal(engine.request_stop, reset=engine.clear_stop) as signals:  # prompt preparation included
         try:
-            for event in without_prefill_progress(start(), sys.stderr):
+            for event in without_prefill_progress(start(), PrefillStatus(sys.stderr)):
                 if isinstance(event, TextChunk) and output is not None and not pipe_closed:
                     try:
                         output.write(event.text)

@@ -129,11 +129,9 @@ class PrefillStatus:
             self._stream = None
 
 
-def without_prefill_progress(events: Iterable[Event], stream: TextIO,
-                             status: PrefillStatus | None = None) -> Iterator[Event]:
-    """The events less the prefill progress, which meanwhile shows as a PrefillStatus line on stream (or on the
-    status given, which its caller may clear meanwhile)."""
-    status = status or PrefillStatus(stream)
+def without_prefill_progress(events: Iterable[Event], status: PrefillStatus) -> Iterator[Event]:
+    """The events less the prefill progress, which meanwhile shows on the status line (its caller may clear it
+    meanwhile)."""
     try:
         for event in events:
             if isinstance(event, PrefillProgress):
@@ -193,7 +191,7 @@ def say(message: str) -> None:
     """A status line on stderr, its lines broken between words on a terminal (best effort: a stderr that cannot be
     written must not fail the command)."""
     try:
-        wrap = WordWrap(terminal_width(sys.stderr))
+        wrap = WordWrap(terminal_width(sys.stderr), wide_breaks=False)  # a path stays whole
         sys.stderr.write(wrap.feed(without_surrogates(message)) + wrap.flush() + "\n")
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):  # full, closed or missing stderr

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from localgen.errors import UsageError
-from localgen.inputs import STDIN_NAME, argument_text, option_path, read_file_input, short_path
+from localgen.inputs import STDIN_NAME, option_path, read_file_input, short_path
 from localgen.params import Grammar
 
 GRAMMAR_HINT = 'give a GBNF grammar, as text or a file, with a root rule, e.g. --grammar \'root ::= "yes" | "no"\''
@@ -42,9 +42,7 @@ def grammar_for(grammar_file: str | None, json_schema: str | None, warn: list[st
                              hint=GRAMMAR_HINT)
         return _checked(Grammar(grammar_file, source="--grammar"))
     if grammar_file is not None:
-        if grammar_file.strip() == STDIN_NAME:
-            raise UsageError("--grammar does not read stdin (stdin may carry the prompt)",
-                             hint="give the grammar's text or a file")
+        _refuse_stdin(grammar_file, "--grammar", "grammar")
         path = option_path(grammar_file, "--grammar")
         return _checked(Grammar(_grammar_file(path), source=f"--grammar {short_path(path)}"))
     if json_schema is not None:
@@ -180,18 +178,25 @@ def _grammar_file(path: Path) -> str:
     return text
 
 
+def _refuse_stdin(value: str, option: str, what: str) -> None:
+    """Refuse '-' as the option's value: stdin may carry the prompt."""
+    if value.strip() == STDIN_NAME:
+        raise UsageError(f"{option} does not read stdin (stdin may carry the prompt)",
+                         hint=f"give the {what}'s text or a file")
+
+
 def _refuse_non_utf8(text: str, option: str, hint: str) -> None:
-    """Refuse option text given with bytes that are not UTF-8: a grammar or schema made of U+FFFD would force them
-    into the answer (a file of them is refused alike)."""
-    if argument_text(text, option, []) != text:
-        raise UsageError(f"the {option} text is not UTF-8", hint=hint)
+    """Refuse option text given with bytes that are not UTF-8 (kept by Python as lone surrogates): a grammar or
+    schema made of U+FFFD would force them into the answer (a file of them is refused alike)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"the {option} text is not UTF-8", hint=hint) from None
 
 
 def _schema_text(value: str) -> str:
     """--json-schema's value: JSON text as given, or the text of the file it names."""
-    if value.strip() == STDIN_NAME:
-        raise UsageError("--json-schema does not read stdin (stdin may carry the prompt)",
-                         hint="give the schema's text or a file")
+    _refuse_stdin(value, "--json-schema", "schema")
     if value.lstrip().startswith(("{", "[", '"')) or value.strip() in ("true", "false", "null"):
         _refuse_non_utf8(value, "--json-schema", SCHEMA_HINT)
         return value

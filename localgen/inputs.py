@@ -79,24 +79,18 @@ def attachment_text(path: Path, warnings: list[str], *, option: str = "-f/--file
 def refuse_waiting_reads(path: Path) -> None:
     """Refuse a terminal or a pipe, whose reading would wait on keys or a writer (the chat's /file: its terminal
     is out of line mode, so not even Ctrl-D would end it). Anything else is left for read_file_input to judge."""
-    try:
-        mode = path.stat().st_mode
+    try:  # opened without waiting (a pipe's writer, a terminal's carrier) and without becoming our terminal
+        fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
     except (OSError, ValueError):
         return
-    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+    try:
+        pipe, terminal = stat.S_ISFIFO(os.fstat(fd).st_mode), os.isatty(fd)
+    finally:
+        os.close(fd)
+    if pipe:
         raise UsageError(f"{short_path(path)} is a pipe, not a file", hint="attach a file, or paste the text")
-    if stat.S_ISCHR(mode):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
-        except OSError:
-            return
-        try:
-            terminal = os.isatty(fd)
-        finally:
-            os.close(fd)
-        if terminal:
-            raise UsageError(f"{short_path(path)} is a terminal: the chat reads your messages from it",
-                             hint="type or paste the text as a message")
+    if terminal:
+        raise UsageError(f"{short_path(path)} is a terminal, not a file", hint="type or paste the text as a message")
 
 
 def short_path(path: Path) -> str:

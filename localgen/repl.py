@@ -263,7 +263,7 @@ class Repl:
         done: Finished | None = None
         try:
             self._prefill_status = console.PrefillStatus(sys.stderr)
-            for event in console.without_prefill_progress(events, sys.stderr, self._prefill_status):
+            for event in console.without_prefill_progress(events, self._prefill_status):
                 if isinstance(event, TextChunk):
                     if splitter is None and notice:
                         console.say(notice)
@@ -378,7 +378,9 @@ class Repl:
             console.say(f"dropped {counted(len(attached), 'attached file')}" if attached else "no files are attached")
             self.session.attachments = []
             return
-        path = expand_user_path(str(option_path(_unquoted(argument, "/file PATH"), "/file")))
+        typed = _unquoted(argument, "/file PATH")
+        option_path(typed, "/file")  # an empty name is refused, not read as the current folder
+        path = expand_user_path(typed)
         refuse_waiting_reads(path)
         warnings: list[str] = []
         text = attachment_text(path, warnings, option="/file")
@@ -485,9 +487,12 @@ def _unquoted(argument: str, usage: str) -> str:
     if argument[0] not in "'\"":
         return argument
     try:
-        return shlex.split(argument)[0]
+        words = shlex.split(argument)
     except ValueError:
         raise UsageError(f"unbalanced quote in {usage}", hint="close the quote, or drop the quotes") from None
+    if len(words) != 1:
+        raise UsageError(f"{usage} takes one argument", hint="quote the whole of it, or drop the quotes")
+    return words[0]
 
 
 def _on_or_off(argument: str, command: str) -> bool | None:

@@ -339,7 +339,8 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
     REPL calls bracketed_paste(True) again).
 
     Ctrl-Z calls before_suspend (to clear what is drawn live), gives the shell its terminal modes back and
-    stops; `fg` turns echo off again and the answer goes on.
+    stops; `fg` turns echo off again and the answer goes on (after `bg`, a download or an answer goes on in the
+    background with the shell's modes, and the next prompt waits for `fg`).
     """
     try:
         import termios
@@ -366,8 +367,11 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, saved)
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until `fg`
+        os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until `fg` (or `bg`)
         signal.signal(signal.SIGTSTP, suspend)
+        with contextlib.suppress(OSError):
+            if os.tcgetpgrp(fd) != os.getpgrp():  # `bg`: the terminal is the shell's (setting it would stop us)
+                return
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, quiet)
         bracketed_paste(True)

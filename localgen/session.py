@@ -194,7 +194,11 @@ class ChatSession:
         """Why a system prompt leaves no room for a message in this model's context, or None when it leaves some."""
         if not text:
             return None
-        size, budget = self._count([Message("system", text)]), self._budget()
+        try:
+            size = self._count([Message("system", text)])
+        except LocalgenError:  # a template that refuses a system prompt alone: the first message will say why
+            return None
+        budget = self._budget()
         if size < budget:
             return None
         return f"the system prompt takes {size:,} tokens, and the context leaves {budget:,} for the whole conversation"

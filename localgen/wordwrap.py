@@ -26,34 +26,51 @@ def terminal_width(stream: TextIO) -> Callable[[], int]:
     return width
 
 
+ZERO_WIDTH_JOINER = "\u200d"
+
+
 def is_wide(char: str) -> bool:
     """Whether a character takes two columns (East Asian wide or full-width)."""
     return unicodedata.east_asian_width(char) in "WF"
 
 
+def joins_previous(char: str) -> bool:
+    """Whether a character belongs with the one before it on screen: a combining mark, a zero-width joiner, a
+    variation selector or an emoji skin-tone modifier (no line may break before it)."""
+    return (unicodedata.combining(char) > 0 or char == ZERO_WIDTH_JOINER or "\ufe00" <= char <= "\ufe0f"
+            or "\U0001f3fb" <= char <= "\U0001f3ff")
+
+
 class WordWrap:
     """Feed streamed text; get it back with a newline before any word that would cross the right edge.
 
-    A word is held back until the space or newline after it arrives (or flush()), so it is placed whole. East
-    Asian wide characters are words of their own (such text breaks between any two characters), so they stream
-    as they come. A word that grows wider than the line is placed at once and then streams as it comes, left for
-    the terminal to fold (a URL, minified code). Spaces at a break are dropped; indentation at the start of a
-    line is kept. width() is asked at every feed, so a resized terminal is followed.
+    A word is held back until the space or newline after it arrives (or flush()), so it is placed whole. With
+    wide_breaks (streamed answers), East Asian wide characters are words of their own (such text breaks between
+    any two characters), so they stream as they come; a message shown at once keeps them in their word (a path).
+    A word that grows wider than the line is placed at once and then streams as it comes, left for the terminal
+    to fold (a URL, minified code). No break comes before a character that joins the previous one (an accent, an
+    emoji's modifier). Spaces at a break are dropped; indentation at the start of a line is kept. width() is
+    asked at every feed, so a resized terminal is followed.
     """
 
-    def __init__(self, width: Callable[[], int]) -> None:
+    def __init__(self, width: Callable[[], int], *, wide_breaks: bool = True) -> None:
         self._width = width
+        self._wide_breaks = wide_breaks
         self._column = 0
         self._spaces = ""
         self._word = ""
         self._folding = False  # inside a word wider than the line: its characters go out as they come
+        self._joined = False  # the last character was a zero-width joiner: the next one joins it
 
     def feed(self, text: str) -> str:
         """The part of text (and of what was held back) that can be shown now."""
         width = self._width()
         out: list[str] = []
         for char in text:
-            if char == "\n":
+            joined, self._joined = self._joined or joins_previous(char), char == ZERO_WIDTH_JOINER
+            if joined and not (self._word or self._spaces) and char != "\n":
+                out.append(char)  # onto the character already placed
+            elif char == "\n":
                 out.append(self._place(width))
                 out.append("\n")
                 self._column, self._spaces, self._folding = 0, "", False
@@ -64,7 +81,7 @@ class WordWrap:
             elif self._folding:
                 out.append(char)
                 self._advance(display_width(char), width)
-            elif is_wide(char):
+            elif is_wide(char) and self._wide_breaks and not joined:
                 out.append(self._place(width))
                 self._word = char
                 out.append(self._place(width))

@@ -331,7 +331,7 @@ def test_a_pipe_or_a_terminal_is_refused_where_reading_it_would_wait(tmp_path: P
         refuse_waiting_reads(fifo)  # without blocking on a writer
     leader, follower = pty.openpty()
     try:
-        with pytest.raises(UsageError, match="is a terminal: the chat reads your messages from it"):
+        with pytest.raises(UsageError, match="is a terminal, not a file"):
             refuse_waiting_reads(Path(os.ttyname(follower)))
     finally:
         os.close(leader)

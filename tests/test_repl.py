@@ -306,6 +306,7 @@ def test_keys_typed_while_the_model_downloads_are_not_echoed_and_ctrl_d_waits_fo
     deadline = time.monotonic() + TIMEOUT
     while loopback_hub.in_flight == 0 and time.monotonic() < deadline:
         time.sleep(0.02)
+    assert time.monotonic() < deadline, "the chat asks the Hub for the model"
     assert not child.getecho(), "keys typed while the model is fetched are not echoed"
     child.send("zqx\x15\x04")  # a word, Ctrl-U (the prompt clears it), Ctrl-D (quits)
     child.expect(pexpect.EOF)
@@ -423,7 +424,7 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
     chat.command('/file "unclosed.txt', "unbalanced quote")
     chat.command("/file ~no-such-user-here/x.txt", "no such user")
     chat.command("/file ''", "the file name given to /file is empty")
-    chat.command("/file /dev/tty", "/dev/tty is a terminal: the chat reads your messages from it")  # not a hang
+    chat.command("/file /dev/tty", "/dev/tty is a terminal, not a file")  # not a hang
     chat.command("/file /dev/null", "warning: /dev/null is empty")
     chat.command("/load ../../etc/passwd", "not a valid conversation name")
     chat.command("/thinking maybe", "usage: /thinking")
@@ -577,8 +578,8 @@ def test_resume_finds_a_model_given_by_a_relative_path_from_any_folder(home: Pat
     gone.expect(pexpect.EOF)
     gone.close()
     said = " ".join(gone.before.split())
-    assert gone.exitstatus == 1 and f"was using {folder / 'again.gguf'}, which is gone (no such model file" in said
-    assert "(hint: go on with another model: add -m MODEL)" in said, said
+    assert gone.exitstatus == 1 and f"was using {folder / 'again.gguf'}: no such model file" in said, said
+    assert "(hint: check the path, or pass a registry name; or go on with another model: add -m MODEL)" in said
 
 
 def test_system_alone_shows_the_prompt_and_none_clears_it(chat: Chat) -> None:
@@ -734,6 +735,9 @@ def test_ctrl_z_while_a_long_prompt_is_read_erases_its_progress_line(home: Path)
         chat.child.expect("Stopped", timeout=20)
         shown = chat.transcript.getvalue().rpartition("reading the prompt:")[2].partition("Stopped")[0]
         assert "\r\x1b[2K" in shown, "the progress line was erased before the shell wrote below it"
+        chat.child.expect_exact("$ ")
+        chat.child.sendline("fg")
+        chat.child.expect_exact("reading the prompt:")  # it was stopped part way, and goes on
     finally:
         chat.child.terminate(force=True)
 
@@ -774,8 +778,8 @@ def test_keys_typed_during_an_answer_survive_ctrl_c(home: Path) -> None:
 
 
 def test_a_paste_typed_during_an_answer_stays_one_message(home: Path) -> None:
-    """Bracketed paste stays on between prompts, so the terminal marks a paste typed ahead: at the next prompt its
-    lines are one message, not one message per line sent by its own Enter."""
+    """Bracketed paste stays on between prompts (the check on the modes), so a terminal marks a paste typed ahead;
+    at the next prompt such a paste is one message, not one message per line sent by its own Enter."""
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "300")
     chat.start_long_answer()
     screen = chat.transcript.getvalue()

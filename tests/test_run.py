@@ -306,6 +306,10 @@ def test_other_tools_commands_point_to_localgens(command: str, hint: str) -> Non
     (("run", "Say", "hi."), 'quote the prompt: localgen run "several words"'),
     (("run", "--", "-v means", "-n", "3"), "options go before --, which ends them: `localgen run -n 3 -- '-v means'`"),
     (("run", "-n", "3", "--", "-v", "means"), "quote the prompt: `localgen run -n 3 -- '-v means'`"),
+    (("run", "--", "-v", "means", "--stats", "-n", "3"),
+     "options go before --, which ends them: `localgen run --stats -n 3 -- '-v means'`"),
+    (("run", "--", "compute", "-5", "+", "3"), "quote the prompt: `localgen run -- 'compute -5 + 3'`"),
+    (("run", "hello", "--", "world"), 'quote the prompt: localgen run "several words"'),
     (("run", "-", "Summarize this."), "stdin comes before the prompt with -f -: "
                                       "`localgen run -f - 'Summarize this.'`"),
     (("run", "smollm2-135m", "Say", "hi."), "the model goes after -m: `localgen run -m smollm2-135m 'Say hi.'`"),

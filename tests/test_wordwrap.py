@@ -80,3 +80,16 @@ def test_a_word_wider_than_the_line_streams_once_it_is_wider() -> None:
     assert wrap.feed("mple.com/x") == "\nhttps://example.com/x", "wider than the line: placed on a line of its own"
     assert wrap.feed("yz") == "yz", "and the rest of it streams, for the terminal to fold"
     assert wrap.feed(" and") == "" and wrap.flush() == "\nand", "the folded word ended at column 11 of 12"
+
+
+def test_no_break_comes_before_a_character_that_joins_the_previous_one() -> None:
+    assert _wrapped("abcdefgh\U0001f44d\U0001f3fd", 10, 1) == "abcdefgh\U0001f44d\U0001f3fd", "a skin tone stays"
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    assert _wrapped(f"abcdefgh{family} x", 10, 1) == f"abcdefgh{family}\nx", "a joined emoji stays one"
+    assert _wrapped("cafe\u0301 au lait", 5, 1) == "cafe\u0301\nau\nlait"
+
+
+def test_a_message_shown_at_once_keeps_east_asian_words_whole() -> None:
+    message = "no such file: /home/user/ドキュメント/報告書.txt"
+    wrap = WordWrap(lambda: 30, wide_breaks=False)
+    assert wrap.feed(message) + wrap.flush() == "no such file:\n/home/user/ドキュメント/報告書.txt"  # whole
