@@ -277,7 +277,11 @@ def _verify(path: Path, f: HubFile, display: Display, pin: Pin | None) -> None:
     if pin is not None:
         _check_pin(f"{f.repo}/{f.filename}", actual, pin)
     _check_usable(path, f)
-    record_verified(path, actual)
+    try:
+        record_verified(path, actual)
+    except LocalgenError as exc:  # the model is fine; only an offline run, which needs the record, refuses it
+        console.warn(f"{f.repo}/{f.filename} is verified, but the record of it could not be written "
+                     f"({exc.message}): offline runs will refuse it until a pull can write one")
     display.verified(f, hashed=True)
     if not f.sha256:
         record_sha256(f.repo, f.filename, actual)

@@ -76,10 +76,10 @@ def is_verified(path: Path, sha256: str) -> bool:
 
 
 def record_verified(path: Path, sha256: str) -> None:
-    """Remember that path hashed to sha256, for as long as its identity stays the same."""
+    """Remember that path hashed to sha256, for as long as its identity stays the same (a LocalgenError when the
+    record cannot be written)."""
     marker = {"path": str(path.resolve()), "sha256": sha256.lower(), "identity": _identity(path)}
-    with contextlib.suppress(LocalgenError):  # a missing marker only costs a rehash next time
-        atomic_write_text(_marker_path(path), json.dumps(marker, indent=1))
+    atomic_write_text(_marker_path(path), json.dumps(marker, indent=1))
 
 
 def forget_verified(path: Path) -> None:
@@ -106,7 +106,8 @@ def verify_file(path: Path, *, sha256: str, size: int | None = None, label: str 
             f"{name}: sha256 mismatch (got {actual[:12]}…, expected {sha256.lower()[:12]}…)",
             hint="the file is damaged; download it again",
         )
-    record_verified(path, sha256)
+    with contextlib.suppress(LocalgenError):  # a missing record only costs a rehash next time
+        record_verified(path, sha256)
 
 
 def file_identity_key(path: Path) -> str:

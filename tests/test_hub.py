@@ -173,6 +173,17 @@ def test_download_default_quant_verifies_and_loads_from_cache_with_zero_requests
     assert hubenv.server.requests == []
 
 
+def test_a_verification_that_cannot_be_recorded_is_said(hubenv: HubEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    hubenv.server.add_repo(REPO, tiny_files())
+    blocked = config.settings().verified_dir
+    blocked.parent.mkdir(parents=True, exist_ok=True)
+    blocked.write_text("a file where the records' folder goes")  # as a full disk would refuse them
+    paths = hub.download_model(REPO, quant=None, filename=None, show_progress=False)
+    err = " ".join(capsys.readouterr().err.split())
+    assert "warning: org/tiny-GGUF/tiny-Q4_K_M.gguf is verified, but the record of it could not be written (" in err
+    assert "offline runs will refuse it until a pull can write one" in err and paths[0].is_file()
+
+
 def test_download_by_filename_and_force(hubenv: HubEnv) -> None:
     hubenv.server.add_repo(REPO, tiny_files())
     path = hub.download_model(REPO, quant=None, filename="tiny-Q8_0.gguf", quiet=True)[0]
