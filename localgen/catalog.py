@@ -44,6 +44,7 @@ class CachedModel:
     source: str
     verified: bool
     revision: str | None = None
+    missing_shards: int = 0  # a split model whose download stopped part way
 
 
 @dataclass(frozen=True)
@@ -181,15 +182,15 @@ def _hub_models(registry: Registry) -> list[CachedModel]:
             repo=repo, quant=quant, size=sum(f.size for f in newest),
             last_used=last_used(newest[0].path), path=newest[0].path,
             paths=tuple(f.path for f in newest), source=SOURCE_HUB,
-            verified=_complete(newest) and all(f.verified for f in newest),
-            revision=newest[0].revision))
+            verified=not _missing_shards(newest) and all(f.verified for f in newest),
+            revision=newest[0].revision, missing_shards=_missing_shards(newest)))
     return models
 
 
-def _complete(files: list[hub_cache.CachedHubFile]) -> bool:
-    """A split model is complete when every shard is there."""
+def _missing_shards(files: list[hub_cache.CachedHubFile]) -> int:
+    """How many shards of a split model are not there (0 for a whole one)."""
     count = shard_of(files[0].filename)[1]
-    return count is None or len(files) == count
+    return 0 if count is None else max(0, count - len(files))
 
 
 def _display_name(registry: Registry, repo: str, quant: str | None, filename: str) -> str:

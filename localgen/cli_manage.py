@@ -101,9 +101,12 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
 
 
 def _source(model: CachedModel) -> str:
-    """The SOURCE cell: where the file came from, marked when a Hub file is not verified yet."""
+    """The SOURCE cell: where the file came from, marked when a split model lacks shards (a download stopped part
+    way) or a Hub file is not verified yet."""
     from localgen.catalog import SOURCE_HUB
 
+    if model.missing_shards:
+        return f"{model.source} (incomplete: {counted(model.missing_shards, 'shard')} missing)"
     return f"{model.source} (unverified)" if model.source == SOURCE_HUB and not model.verified else model.source
 
 
@@ -132,14 +135,14 @@ def _model_json(model: CachedModel) -> dict[str, object]:
     """A downloaded model as `models list --json` prints it."""
     return {"name": model.name, "repo": model.repo, "quant": model.quant, "size": model.size,
             "last_used": model.last_used, "path": str(model.path), "source": model.source,
-            "verified": model.verified}
+            "verified": model.verified, "missing_shards": model.missing_shards}
 
 
 def _listed_json(row: ListedModel) -> dict[str, object]:
     """A `models list --all --json` entry: the `models list --json` keys (null when not downloaded) and more."""
-    files = _model_json(row.model) if row.model is not None else {"verified": False}
+    files = _model_json(row.model) if row.model is not None else {"verified": False, "missing_shards": 0}
     return {"name": row.name, "repo": row.repo, "quant": row.quant,
-            **{key: files.get(key) for key in ("size", "last_used", "path", "source", "verified")},
+            **{key: files.get(key) for key in ("size", "last_used", "path", "source", "verified", "missing_shards")},
             "context": row.context, "description": row.description, "downloaded": row.downloaded}
 
 

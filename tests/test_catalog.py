@@ -238,3 +238,19 @@ def test_list_all_marks_an_entry_downloaded_under_another_name(hubenv: HubEnv) -
     rows = {r.name: r for r in catalog.list_all_models(reg)}
     assert rows["tiny"].downloaded and rows["zz-tiny"].downloaded
     assert rows["zz-tiny"].model is not None and rows["zz-tiny"].model.path == path
+
+
+def test_a_split_model_whose_download_stopped_part_way_is_listed_as_incomplete(hubenv: HubEnv) -> None:
+    serve_tiny(hubenv)
+    hubenv.server.corrupt.add((REPO, "Q4_0/tiny-Q4_0-00002-of-00002.gguf"))
+    with pytest.raises(LocalgenError, match="sha256 mismatch"):
+        pull(REPO, "Q4_0")
+    model = hub_models(registry())["tiny:Q4_0"]
+    assert model.missing_shards == 1 and not model.verified and len(model.paths) == 1
+    from localgen.cli_manage import _source
+
+    assert _source(model) == "hub (incomplete: 1 shard missing)"
+    hubenv.server.corrupt.clear()
+    pull(REPO, "Q4_0")
+    model = hub_models(registry())["tiny:Q4_0"]
+    assert model.missing_shards == 0 and model.verified and _source(model) == "hub"
