@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import shutil
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,6 +198,7 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     for partial in orphaned_partials(model.repo):
         with contextlib.suppress(OSError):
             partial.unlink()
+    _check_free_space(model, force=force)
     show = sys.stderr.isatty() if show_progress is None else show_progress
     display = download_progress.open_display(model, show=show)
     started = time.monotonic()
@@ -225,13 +228,37 @@ def _check_pin(label: str, actual: str, pin: Pin) -> None:
                             hint="the repository changed, or that sha256 is wrong: fix it or remove the line")
 
 
+def _check_free_space(model: HubModel, *, force: bool) -> None:
+    """Refuse a download that cannot fit on the cache's disk before any byte of it is written (a split model would
+    otherwise leave the shards that fitted)."""
+    from localgen.units import human_size
+
+    needed = sum(f.size for f in model.files if force or not _is_cached(model, f))
+    folder = hub_cache_dir()
+    existing = next((p for p in (folder, *folder.parents) if p.is_dir()), None)
+    if not needed or existing is None:
+        return
+    try:
+        free = shutil.disk_usage(existing).free
+    except OSError:
+        return
+    if needed > free:
+        raise HubError(f"{model.repo}: the download needs {human_size(needed)}, and {folder} has {human_size(free)} "
+                       "free", hint="free some space (see `localgen models list`), or set HF_HUB_CACHE to a folder "
+                                    "on a larger disk")
+
+
+def _is_cached(model: HubModel, f: HubFile) -> bool:
+    """Whether a file of the model is in the cache already (its snapshot pointer or its blob)."""
+    etag = f.sha256 or f.blob_id
+    blob = hub_cache_dir() / repo_folder(model.repo) / "blobs" / etag if etag else None
+    return pointer_path(model.repo, model.revision, f.filename).is_file() or (blob is not None and blob.is_file())
+
+
 def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display,
                 pin: Pin | None) -> tuple[Path, bool]:
     """One file: download unless cached, then verify; a cached copy that fails is fetched again once."""
-    etag = f.sha256 or f.blob_id
-    blob = hub_cache_dir() / repo_folder(model.repo) / "blobs" / etag if etag else None
-    cached = not force and (pointer_path(model.repo, model.revision, f.filename).is_file()
-                            or (blob is not None and blob.is_file()))
+    cached = not force and _is_cached(model, f)
     path = _hf_download(model, f, force=force, display=display, cached=cached)
     try:
         _verify(path, f, display, pin)
@@ -345,7 +372,8 @@ class _HubLogNote(logging.Handler):
 
 @contextlib.contextmanager
 def _quiet_hub_logs(what: str) -> Iterator[None]:
-    """Keep huggingface_hub's log lines off stderr while it works on `what` (LOCALGEN_DEBUG=1 shows them)."""
+    """Keep huggingface_hub's log lines and warnings off stderr while it works on `what` (LOCALGEN_DEBUG=1 shows
+    them)."""
     if settings().debug:
         yield
         return
@@ -353,7 +381,9 @@ def _quiet_hub_logs(what: str) -> Iterator[None]:
     saved = logger.handlers, logger.propagate
     logger.handlers, logger.propagate = [_HubLogNote(what)], False
     try:
-        yield
+        with warnings.catch_warnings():  # its own disk-space warning, say: localgen reports what goes wrong
+            warnings.filterwarnings("ignore", module=r"huggingface_hub(\.|$)")
+            yield
     finally:
         logger.handlers, logger.propagate = saved
 

@@ -184,6 +184,22 @@ def test_a_verification_that_cannot_be_recorded_is_said(hubenv: HubEnv, capsys: 
     assert "offline runs will refuse it until a pull can write one" in err and paths[0].is_file()
 
 
+def test_a_download_the_disk_cannot_hold_is_refused_before_it_starts(hubenv: HubEnv,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    hubenv.server.add_repo(REPO, tiny_files())
+    real = shutil.disk_usage
+    monkeypatch.setattr(hub.shutil, "disk_usage", lambda path: real(path)._replace(free=100_000))  # a full disk
+    with pytest.raises(HubError, match=r"org/tiny-GGUF: the download needs 400.0 kB, and .* has 100.0 kB free"):
+        hub.download_model(REPO, quant=None, filename=None, quiet=True)
+    assert hubenv.server.count("GET", "resolve") == 0 and hubenv.blobs(REPO) == []
+    monkeypatch.setattr(hub.shutil, "disk_usage", real)  # (undo() would undo hubenv's settings too)
+    path = hub.download_model(REPO, quant=None, filename=None, quiet=True)[0]
+    monkeypatch.setattr(hub.shutil, "disk_usage", lambda path: real(path)._replace(free=0))
+    assert hub.download_model(REPO, quant=None, filename=None, quiet=True) == [path], "a cached file needs no room"
+
+
 def test_download_by_filename_and_force(hubenv: HubEnv) -> None:
     hubenv.server.add_repo(REPO, tiny_files())
     path = hub.download_model(REPO, quant=None, filename="tiny-Q8_0.gguf", quiet=True)[0]
