@@ -8,7 +8,6 @@ and `localgen models show`'s one-line plan.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -127,18 +126,22 @@ def hub_shape(repo: str, files: Sequence[HubFile], *, revision: str | None = Non
 
 
 def _groups(files: Sequence[HubFile], repo: str) -> list[tuple[HubFile, ...]]:
-    """One file group per quant tag, plus each untagged model file (projectors and imatrix files left out)."""
+    """One file group per quant tag, plus each untagged model file (projectors and imatrix files left out); when
+    none is usable (a split model with shards missing on the Hub, say), the reason of the last one is raised."""
     groups: dict[str, tuple[HubFile, ...]] = {}
     models = [f for f in files if not f.name.lower().startswith(AUXILIARY_PREFIXES)]
-    for quant in sorted({f.quant for f in models if f.quant}):
-        with contextlib.suppress(LocalgenError):
-            group = choose_model(list(files), quant=quant, filename=None, repo=repo)
-            groups[group[0].filename] = group
-    for f in models:
-        if not f.quant and f.shard_index in (None, 1):
-            with contextlib.suppress(LocalgenError):
-                group = choose_model(list(files), quant=None, filename=f.filename, repo=repo)
-                groups[group[0].filename] = group
+    refused: LocalgenError | None = None
+    choices = [{"quant": quant, "filename": None} for quant in sorted({f.quant for f in models if f.quant})]
+    choices += [{"quant": None, "filename": f.filename} for f in models if not f.quant and f.shard_index in (None, 1)]
+    for choice in choices:
+        try:
+            group = choose_model(list(files), repo=repo, **choice)
+        except LocalgenError as exc:
+            refused = exc
+            continue
+        groups[group[0].filename] = group
+    if not groups and refused is not None:
+        raise refused
     return sorted(groups.values(), key=lambda g: sum(f.size for f in g))
 
 

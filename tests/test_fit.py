@@ -20,7 +20,7 @@ from hub_server import (
 
 from localgen import config, fit, hardware, quant_choice, runner, units
 from localgen.conversation import Conversation
-from localgen.errors import ConfigError, InsufficientMemoryError, ModelLoadError
+from localgen.errors import ConfigError, InsufficientMemoryError, LocalgenError, ModelLoadError
 from localgen.estimate import GPU_HOST_OVERHEAD_BYTES, ModelShape, estimate_memory, kv_cache_bytes, read_shape
 from localgen.fit import FitRequest
 from localgen.gguf_reader import read_gguf
@@ -413,6 +413,12 @@ def test_the_best_quant_that_fits_is_chosen_from_range_read_headers(hubenv: HubE
         count = sum(1 for r in reads if r.path.endswith(path.name))
         assert count == 2 and hubenv.server.bytes_sent[(REPO, path.name)] <= 2 * quant_choice.HEADER_READ_BYTES
     assert hubenv.blobs(REPO) == []  # nothing downloaded
+
+
+def test_a_repo_whose_only_model_lacks_shards_on_the_hub_says_so(hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
+    hubenv.server.add_repo("org/half-GGUF", {"half-Q8_0-00001-of-00002.gguf": quant_files["Q8_0"]})
+    with pytest.raises(LocalgenError, match=r"incomplete on the Hub \(missing shards 2 of 2\)"):
+        hub_options("org/half-GGUF", machine(), FitRequest())  # not an empty table
 
 
 def test_a_header_longer_than_the_first_read_is_read_again_larger(hubenv: HubEnv, quant_files: dict[str, Path],
