@@ -26,6 +26,7 @@ from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError
 from localgen.hub_cache import (
     cached_model,
+    cached_spelling,
     discard_cached_file,
     hub_cache_dir,
     hub_endpoint,
@@ -159,6 +160,7 @@ def _hub_file(repo: str, sibling: Any) -> HubFile:
 
 def find_model(repo: str, *, quant: str | None, filename: str | None) -> HubModel:
     """List the repo (one request) and choose the model's files, without downloading anything."""
+    repo = cached_spelling(repo)
     listing = _fetch_listing(repo)
     save_listing(listing)
     files = choose_model(list(listing.files), quant=quant, filename=filename, repo=repo)

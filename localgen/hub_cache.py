@@ -64,6 +64,23 @@ def repo_folder(repo: str) -> str:
     return "models--" + repo.replace("/", "--")
 
 
+def cached_spelling(repo: str) -> str:
+    """The repo as the cache already spells it (Hub repo ids ignore case: Org/Model is org/model), or as given
+    when the cache has no folder for it, so that no second copy is made and an offline run finds the first."""
+    root = hub_cache_dir()
+    if (root / repo_folder(repo)).is_dir():
+        return repo
+    wanted = repo_folder(repo).lower()
+    try:
+        folder = next((p.name for p in root.iterdir() if p.name.lower() == wanted and p.is_dir()), None)
+    except OSError:
+        return repo
+    if folder is None:
+        return repo
+    org, name = folder.removeprefix("models--").split("--", 1)
+    return f"{org}/{name}"
+
+
 def orphaned_partials(repo: str) -> list[Path]:
     """A repo's partial downloads (*.incomplete) that no running download holds: left by a killed process, never
     resumed (each download writes its own), so only disk space lost until deleted."""
@@ -146,6 +163,7 @@ def record_sha256(repo: str, filename: str, sha256: str) -> None:
 
 def cached_model(repo: str, *, quant: str | None, filename: str | None) -> list[Path] | None:
     """The model's files from the local cache if all are present and verified."""
+    repo = cached_spelling(repo)
     listing = load_listing(repo)
     if listing is None:
         return None

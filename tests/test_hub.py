@@ -200,6 +200,16 @@ def test_a_download_the_disk_cannot_hold_is_refused_before_it_starts(hubenv: Hub
     assert hub.download_model(REPO, quant=None, filename=None, quiet=True) == [path], "a cached file needs no room"
 
 
+def test_a_repo_spelled_in_another_case_is_the_cached_one(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(REPO, tiny_files())
+    paths = hub.download_model(REPO, quant=None, filename=None, quiet=True)
+    assert hub_cache.cached_model("ORG/Tiny-gguf", quant=None, filename=None) == paths, "found offline"
+    hubenv.server.requests.clear()
+    assert hub.download_model("Org/TINY-GGUF", quant=None, filename=None, quiet=True) == paths, "no second copy"
+    assert all("/org/tiny-GGUF" in r.path for r in hubenv.server.requests)
+    assert hub_cache.cached_spelling("other/repo") == "other/repo"
+
+
 def test_download_by_filename_and_force(hubenv: HubEnv) -> None:
     hubenv.server.add_repo(REPO, tiny_files())
     path = hub.download_model(REPO, quant=None, filename="tiny-Q8_0.gguf", quiet=True)[0]
