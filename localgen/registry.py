@@ -347,7 +347,7 @@ def parse_reference(text: str) -> ModelRef:
         return ModelRef(text=raw, path=expand_user_path(raw))
     for prefix in HUB_PREFIXES:
         if raw.lower().startswith(prefix):
-            return _parse_hub(raw[len(prefix):], raw)
+            return _parse_hub(_without_web_view(raw[len(prefix):]), raw)
     if "/" in raw:
         return _parse_hub(raw, raw)
     name, quant = _split_quant(raw)
@@ -355,6 +355,14 @@ def parse_reference(text: str) -> ModelRef:
         raise UsageError(f"'{raw}' is not a model name, repo or path",
                          hint="see `localgen models list --all` for names")
     return ModelRef(text=raw, name=name.lower(), quant=quant)
+
+
+def _without_web_view(body: str) -> str:
+    """A Hub page's address as a reference: ORG/REPO/blob/main/FILE (or resolve/, tree/) is ORG/REPO/FILE."""
+    parts = body.split("/")
+    if len(parts) >= 4 and parts[2] in ("blob", "resolve", "tree") and parts[3] == "main":
+        return "/".join(parts[:2] + parts[4:])
+    return body
 
 
 def _parse_hub(body: str, raw: str) -> ModelRef:

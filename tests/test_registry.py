@@ -134,6 +134,11 @@ def test_unknown_name_suggests_close_ones() -> None:
          None, None),
         ("hf.co/org/repo:Q5_K_M", "repo", "org/repo", "Q5_K_M", None, None),
         ("org/repo/model-Q6_K.gguf", "file", "org/repo", "Q6_K", "model-Q6_K.gguf", None),
+        ("https://huggingface.co/org/repo/blob/main/model-Q6_K.gguf", "file", "org/repo", "Q6_K", "model-Q6_K.gguf",
+         None),  # a file's page, pasted
+        ("https://huggingface.co/org/repo/resolve/main/q/m-Q8_0.gguf", "file", "org/repo", "Q8_0", "q/m-Q8_0.gguf",
+         None),  # its download link
+        ("hf.co/org/repo/tree/main", "repo", "org/repo", None, None, None),
     ],
 )
 def test_reference_forms(text: str, kind: str, repo: str | None, quant: str | None, filename: str | None,
