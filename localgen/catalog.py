@@ -204,11 +204,12 @@ def _display_name(registry: Registry, repo: str, quant: str | None, filename: st
             return False
         return filename in {f.filename for f in chosen}
 
-    for spec in sorted(registry.models.values(), key=lambda s: s.name):
-        if spec.repo.lower() != repo.lower() or not files:
-            continue
+    specs = [s for s in sorted(registry.models.values(), key=lambda s: s.name)
+             if s.repo.lower() == repo.lower()] if files else []
+    for spec in specs:  # an entry that picks this very file, before any entry's NAME:QUANT
         if picks(spec.quant, spec.file):
             return spec.name
+    for spec in specs:
         if quant and spec.file is None and picks(quant, None):
             return f"{spec.name}:{quant}"
     if quant and picks(quant, None):

@@ -254,3 +254,13 @@ def test_a_split_model_whose_download_stopped_part_way_is_listed_as_incomplete(h
     pull(REPO, "Q4_0")
     model = hub_models(registry())["tiny:Q4_0"]
     assert model.missing_shards == 0 and model.verified and _source(model) == "hub"
+
+
+def test_a_file_is_listed_under_the_entry_that_picks_it_before_another_entry_s_name_quant(hubenv: HubEnv) -> None:
+    serve_tiny(hubenv)
+    pull(REPO, "Q8_0")
+    builtin = load_registry()
+    entries = {"a-tiny": ModelSpec(name="a-tiny", repo=REPO, quant="Q4_K_M"),
+               "b-tiny": ModelSpec(name="b-tiny", repo=REPO, quant="Q8_0")}
+    reg = Registry(models={**builtin.models, **entries}, default_model=builtin.default_model)
+    assert list(hub_models(reg)) == ["b-tiny"], "not a-tiny:Q8_0"
