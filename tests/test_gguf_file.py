@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import struct
@@ -547,6 +548,14 @@ def _shard_tensors(path: Path) -> tuple[TensorInfo, ...]:
     error = _error(path)
     assert "open the first shard" in error.message
     return read_gguf(path, require_architecture=False).tensors
+
+
+def test_models_show_gives_a_split_model_s_whole_size(shards: list[Path], tmp_path: Path) -> None:
+    from tests.conftest import run_localgen
+
+    shown = run_localgen("models", "show", str(shards[0]), "--json", env={"LOCALGEN_HOME": str(tmp_path)})
+    facts = json.loads(shown.out)
+    assert facts["shards"] == 3 and facts["file_size"] == sum(p.stat().st_size for p in shards), shown.err
 
 
 def test_split_with_a_missing_shard_is_rejected(shards: list[Path], tmp_path: Path) -> None:
