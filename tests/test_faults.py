@@ -641,6 +641,7 @@ ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a w
     ("cli.py", 'sys.stderr = open(os.devnull, "w")'): "with stderr closed (2>&-), messages go to /dev/null",
     ("conversation_lock.py", "os.open(path, os.O_RDWR | os.O_CREAT"): "a lock file: its only content is the "
                                                                        "holder's process id, for the busy message",
+    ("inputs.py", "os.open(path, os.O_RDONLY"): "opens an attached file read-only to see if it is a pipe or terminal",
 }
 
 
