@@ -778,12 +778,19 @@ def test_keys_typed_during_an_answer_survive_ctrl_c(home: Path) -> None:
 
 
 def test_a_paste_typed_during_an_answer_stays_one_message(home: Path) -> None:
-    """Bracketed paste stays on between prompts (the check on the modes), so a terminal marks a paste typed ahead;
-    at the next prompt such a paste is one message, not one message per line sent by its own Enter."""
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "300")
-    chat.start_long_answer()
-    screen = chat.transcript.getvalue()
-    assert screen.rfind("\x1b[?2004h") > screen.rfind("\x1b[?2004l"), "the terminal is asked to mark pastes"
+    """Bracketed paste is turned on again as soon as a message is sent (the check on the modes), so a terminal
+    marks a paste typed during the answer; at the next prompt such a paste is one message, not one message per
+    line sent by its own Enter."""
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "100")
+    mark = len(chat.transcript.getvalue())
+    chat.child.sendline(LONG_QUESTION)
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        chat.child.expect([pexpect.TIMEOUT, "zzz"], timeout=0.02)
+        sent = chat.transcript.getvalue()[mark:]
+        if sent.rfind("\x1b[?2004h") > sent.find("\x1b[?2004l") >= 0:
+            break
+    assert not chat.conversation()["turns"], "the terminal is asked to mark pastes while the answer streams"
     chat.child.send("\x1b[200~First line.\rSecond line.\x1b[201~")  # as a terminal sends a marked paste
     chat.wait_for(lambda s: s["turns"] and s["turns"][0]["answer"] is not None)
     chat.sync()
