@@ -202,6 +202,7 @@ def test_ctrl_c_stops_the_answer_and_the_next_question_is_answered(home: Path) -
     assert state["turns"][0]["answer"].strip()
     chat.sync()
     assert "^C" not in chat.transcript.getvalue(), "the terminal echoed Ctrl-C into the answer"
+    chat.command("/set max_tokens 30", "max_tokens = 30")
     state = chat.ask("What is the capital of France?")
     assert len(state["turns"]) == 2 and "Paris" in state["turns"][1]["answer"]
     assert state["turns"][1]["interrupted"] is False
@@ -753,6 +754,8 @@ def test_ctrl_z_during_an_answer_and_fg_keep_keys_unechoed(home: Path) -> None:
         chat.child.expect_exact("localgen chat")  # bash names the job it resumes
         time.sleep(0.5)
         chat.child.send("TYPED")
+        time.sleep(0.3)
+        chat.child.sendintr()  # (rather than wait for the rest of the answer)
         chat.wait_for(lambda s: s["turns"] and s["turns"][-1]["answer"] is not None)
         chat.sync()
         after_fg = chat.transcript.getvalue().rpartition("localgen chat")[2]
