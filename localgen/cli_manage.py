@@ -174,15 +174,18 @@ def models_show(
     spec = resolved.spec
     license_ = (spec.license if spec else None) or str(info.metadata.get("general.license", "unknown"))
     sha = recorded_sha256(resolved.path)
-    shards = split_shard_paths(resolved.path)
-    size = sum(path.stat().st_size for path in shards if path.is_file()) if len(shards) > 1 else info.file_size
+    expected = split_shard_paths(resolved.path)
+    shards = [path for path in expected if path.is_file()]
+    size = sum(path.stat().st_size for path in shards) if len(expected) > 1 else info.file_size
+    count = f"{len(shards)} shards" if len(shards) == len(expected) else f"{len(shards)} of {len(expected)} shards"
     plan = plan_summary(resolved.path, default_ctx=resolved.context)
     if json_output:
         print(console.json_text({
             "name": resolved.display_name, "architecture": info.architecture, "parameters": info.parameter_count,
             "quant": info.quant, "context_length": info.context_length, "layers": info.block_count,
             "embedding_size": info.embedding_length, "chat_template": bool(info.chat_template),
-            "license": license_, "file_size": size, "shards": len(shards), "sha256": sha, "source": resolved.source,
+            "license": license_, "file_size": size, "shards": len(expected),
+            "missing_shards": len(expected) - len(shards), "sha256": sha, "source": resolved.source,
             "path": str(resolved.path), "load_plan": plan}, indent=2))
         return
     console.print_fields([
@@ -192,8 +195,8 @@ def models_show(
         ("embedding size", str(info.embedding_length)),
         ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),
         ("license", license_), ("file size", f"{human_size(size)} ({size:,} bytes"
-                                              + (f", {len(shards)} shards)" if len(shards) > 1 else ")")),
-        ("sha256" if len(shards) == 1 else "sha256 (first shard)", sha or "not verified yet"),
+                                              + (f", {count})" if len(expected) > 1 else ")")),
+        ("sha256" if len(expected) == 1 else "sha256 (first shard)", sha or "not verified yet"),
         ("source", resolved.source), ("path", str(resolved.path)),
         ("load plan", plan),
     ])

@@ -99,6 +99,7 @@ def _fetch_listing(repo: str) -> HubListing:
     """Ask the Hub for the repo's files (one request) and keep the GGUF ones."""
     if is_offline():
         raise offline_error(repo, None, None, None)
+    repo = cached_spelling(repo)  # one listing (and one request) whatever the case it was typed in
     if _listings is not None and repo in _listings:
         return _listings[repo]
     listing = _request_listing(repo)
@@ -235,7 +236,10 @@ def _check_free_space(model: HubModel, *, force: bool) -> None:
     otherwise leave the shards that fitted)."""
     from localgen.units import human_size
 
-    needed = sum(f.size for f in model.files if force or not _is_cached(model, f))
+    cached = [f.size for f in model.files if _is_cached(model, f)]
+    needed = sum(f.size for f in model.files) - sum(cached)
+    if force and cached:  # a file downloaded again replaces its copy once complete: one at a time
+        needed += max(cached)
     folder = hub_cache_dir()
     existing = next((p for p in (folder, *folder.parents) if p.is_dir()), None)
     if not needed or existing is None:

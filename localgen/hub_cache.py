@@ -72,7 +72,7 @@ def cached_spelling(repo: str) -> str:
         return repo
     wanted = repo_folder(repo).lower()
     try:
-        folder = next((p.name for p in root.iterdir() if p.name.lower() == wanted and p.is_dir()), None)
+        folder = min((p.name for p in root.iterdir() if p.name.lower() == wanted and p.is_dir()), default=None)
     except OSError:
         return repo
     if folder is None:
@@ -113,8 +113,8 @@ def pointer_path(repo: str, revision: str, filename: str) -> Path:
 
 
 def _listing_path(repo: str) -> Path:
-    """Where localgen keeps its last listing of a repo."""
-    return settings().cache_dir / "hub" / f"{repo_folder(repo)}.json"
+    """Where localgen keeps its last listing of a repo (under the spelling the cache already uses)."""
+    return settings().cache_dir / "hub" / f"{repo_folder(cached_spelling(repo))}.json"
 
 
 def save_listing(listing: HubListing) -> None:

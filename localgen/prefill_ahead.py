@@ -17,7 +17,13 @@ Prefill = Callable[[str, Callable[[], bool]], None]  # (message text, should_sto
 
 class PrefillWhileTyping:
     """One worker thread that prefills the latest text typed; it touches the engine only between arm() and
-    settle(), while the prompt waits for input, so the chat owns the engine the rest of the time."""
+    settle(), while the prompt waits for input, so the chat owns the engine the rest of the time.
+
+    The worker ends as soon as it has nothing to prefill, and the next text typed starts another. A thread that
+    ran llama_decode keeps an OpenMP thread team for as long as it lives; with more such threads than cores,
+    OpenMP spins less before sleeping at each barrier, and the answer, decoded on the main thread, ran at half
+    speed (measured on 2 cores: 52 against 95 tok/s).
+    """
 
     def __init__(self, prefill: Prefill) -> None:
         self._prefill = prefill
@@ -82,12 +88,12 @@ class PrefillWhileTyping:
             raise interrupted
 
     def _run(self) -> None:
-        """Prefill each text taken up, the latest first; texts typed meanwhile wait for it."""
+        """Prefill each text taken up, the latest first (texts typed meanwhile wait for it); end when none is
+        left."""
         while True:
             with self._lock:
-                while self._pending is None and not self._closed:
-                    self._lock.wait()
-                if self._closed:
+                if self._pending is None or self._closed:
+                    self._thread = None  # typed() starts another for the next text
                     return
                 text, self._working, self._pending = self._pending, self._pending, None
             try:

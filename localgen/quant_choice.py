@@ -125,9 +125,10 @@ def hub_shape(repo: str, files: Sequence[HubFile], *, revision: str | None = Non
     return model_shape(info, file_size=first.size + others, shard_bytes=others)
 
 
-def _groups(files: Sequence[HubFile], repo: str) -> list[tuple[HubFile, ...]]:
-    """One file group per quant tag, plus each untagged model file (projectors and imatrix files left out); when
-    none is usable (a split model with shards missing on the Hub, say), the reason of the last one is raised."""
+def _groups(files: Sequence[HubFile], repo: str, *, explain: bool = False) -> list[tuple[HubFile, ...]]:
+    """One file group per quant tag, plus each untagged model file (projectors and imatrix files left out); with
+    explain, when none is usable (a split model with shards missing on the Hub, say), the last one's reason is
+    raised rather than an empty list returned."""
     groups: dict[str, tuple[HubFile, ...]] = {}
     models = [f for f in files if not f.name.lower().startswith(AUXILIARY_PREFIXES)]
     refused: LocalgenError | None = None
@@ -140,7 +141,7 @@ def _groups(files: Sequence[HubFile], repo: str) -> list[tuple[HubFile, ...]]:
             refused = exc
             continue
         groups[group[0].filename] = group
-    if not groups and refused is not None:
+    if explain and not groups and refused is not None:
         raise refused
     return sorted(groups.values(), key=lambda g: sum(f.size for f in g))
 
@@ -152,7 +153,7 @@ def hub_options(repo: str, hw: Hardware, request: FitRequest, *,
 
     listing = list(files) if files is not None else hub.list_gguf_files(repo)
     options = []
-    for group in _groups(listing, repo):
+    for group in _groups(listing, repo, explain=True):
         first = group[0]
         label = first.quant or first.filename
         names, size = tuple(f.filename for f in group), sum(f.size for f in group)

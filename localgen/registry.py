@@ -358,11 +358,18 @@ def parse_reference(text: str) -> ModelRef:
 
 
 def _without_web_view(body: str) -> str:
-    """A Hub page's address as a reference: ORG/REPO/blob/main/FILE (or resolve/, tree/) is ORG/REPO/FILE."""
-    parts = body.split("/")
-    if len(parts) >= 4 and parts[2] in ("blob", "resolve", "tree") and parts[3] == "main":
-        return "/".join(parts[:2] + parts[4:])
-    return body
+    """A Hub page's address as a reference: ORG/REPO/blob/main/FILE (or resolve/, tree/; a query, a fragment and
+    %-escapes as a browser gives them) is ORG/REPO/FILE."""
+    from urllib.parse import unquote
+
+    path = unquote(body.split("#", 1)[0].split("?", 1)[0]).rstrip("/")
+    parts = path.split("/")
+    if len(parts) < 4 or parts[2] not in ("blob", "resolve", "tree"):
+        return body
+    if parts[3] != "main":
+        raise UsageError(f"'{parts[3]}' is a revision of {'/'.join(parts[:2])}: localgen downloads from main",
+                         hint=f"use {'/'.join(parts[:2] + parts[4:])}, which is main's")
+    return "/".join(parts[:2] + parts[4:])
 
 
 def _parse_hub(body: str, raw: str) -> ModelRef:

@@ -421,6 +421,25 @@ def test_a_repo_whose_only_model_lacks_shards_on_the_hub_says_so(hubenv: HubEnv,
         hub_options("org/half-GGUF", machine(), FitRequest())  # not an empty table
 
 
+def test_a_saved_listing_with_no_usable_model_does_not_stop_the_next_pull(hubenv: HubEnv,
+                                                                         quant_files: dict[str, Path]) -> None:
+    half = {"half-Q8_0-00001-of-00002.gguf": quant_files["Q8_0"]}
+    hubenv.server.add_repo("org/half-GGUF", half)
+    env = child_env(hubenv.server, hubenv.tmp_path)
+
+    def localgen(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "localgen", *args], env={**env, **extra}, capture_output=True,
+                              text=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, check=False)
+
+    refused = localgen("pull", "org/half-GGUF:Q8_0")  # the listing is saved, then the model refused
+    assert refused.returncode == 1 and "incomplete on the Hub (missing shards 2 of 2)" in refused.stderr
+    hubenv.server.add_repo("org/half-GGUF", {**half, "half-Q4_0.gguf": quant_files["Q4_0"]})  # mended on the Hub
+    mended = localgen("pull", "org/half-GGUF")
+    assert mended.returncode == 0 and mended.stdout.strip().endswith("half-Q4_0.gguf"), mended.stderr
+    offline = localgen("pull", "ORG/HALF-gguf", LOCALGEN_OFFLINE="1")  # the cached one, in any case, offline too
+    assert offline.returncode == 0 and offline.stdout == mended.stdout, offline.stderr
+
+
 def test_a_header_longer_than_the_first_read_is_read_again_larger(hubenv: HubEnv, quant_files: dict[str, Path],
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     _serve(hubenv, quant_files)

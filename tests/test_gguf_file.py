@@ -551,8 +551,6 @@ def _shard_tensors(path: Path) -> tuple[TensorInfo, ...]:
 
 
 def test_models_show_gives_a_split_model_s_whole_size(shards: list[Path], tmp_path: Path) -> None:
-    from tests.conftest import run_localgen
-
     shown = run_localgen("models", "show", str(shards[0]), "--json", env={"LOCALGEN_HOME": str(tmp_path)})
     facts = json.loads(shown.out)
     assert facts["shards"] == 3 and facts["file_size"] == sum(p.stat().st_size for p in shards), shown.err

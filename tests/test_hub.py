@@ -198,6 +198,10 @@ def test_a_download_the_disk_cannot_hold_is_refused_before_it_starts(hubenv: Hub
     path = hub.download_model(REPO, quant=None, filename=None, quiet=True)[0]
     monkeypatch.setattr(hub.shutil, "disk_usage", lambda path: real(path)._replace(free=0))
     assert hub.download_model(REPO, quant=None, filename=None, quiet=True) == [path], "a cached file needs no room"
+    with pytest.raises(HubError, match=r"the download needs 400\.0 kB"):  # again, beside the copy it replaces
+        hub.download_model(REPO, quant=None, filename=None, force=True, quiet=True)
+    monkeypatch.setattr(hub.shutil, "disk_usage", lambda path: real(path)._replace(free=400_000))
+    assert hub.download_model(REPO, quant=None, filename=None, force=True, quiet=True) == [path]
 
 
 def test_a_repo_spelled_in_another_case_is_the_cached_one(hubenv: HubEnv) -> None:

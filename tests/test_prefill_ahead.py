@@ -126,6 +126,21 @@ def test_the_latest_text_is_prefilled_next_and_close_stops_the_worker(prefill: S
     assert len(prefill.started) == 3
 
 
+def test_the_worker_ends_when_it_has_nothing_to_prefill(prefill: SlowPrefill) -> None:
+    """An idle worker kept llama.cpp's OpenMP thread team alive, and the answer decoded beside it at half speed."""
+    ahead = PrefillWhileTyping(prefill)
+    ahead.arm("Hello")
+    prefill.running.wait(5)
+    prefill.release.set()
+    ahead.settle("Hello")
+    _wait(lambda: not any(t.name == "localgen-prefill-ahead" for t in threading.enumerate()))
+    prefill.release.clear()
+    ahead.arm("Again")  # the next text typed starts another worker
+    _wait(lambda: prefill.started == ["Hello", "Again"])
+    prefill.release.set()
+    ahead.close()
+
+
 @pytest.mark.parametrize(("line", "pasted", "sent", "typed"), [
     ("Hello", False, "Hello", "Hello"),
     ("/regen", False, None, None),

@@ -139,12 +139,20 @@ def test_unknown_name_suggests_close_ones() -> None:
         ("https://huggingface.co/org/repo/resolve/main/q/m-Q8_0.gguf", "file", "org/repo", "Q8_0", "q/m-Q8_0.gguf",
          None),  # its download link
         ("hf.co/org/repo/tree/main", "repo", "org/repo", None, None, None),
+        ("https://huggingface.co/org/repo/resolve/main/my%20m-Q8_0.gguf?download=true", "file", "org/repo", "Q8_0",
+         "my m-Q8_0.gguf", None),
     ],
 )
 def test_reference_forms(text: str, kind: str, repo: str | None, quant: str | None, filename: str | None,
                          name: str | None) -> None:
     ref = parse_reference(text)
     assert (ref.kind, ref.repo, ref.quant, ref.filename, ref.name) == (kind, repo, quant, filename, name)
+
+
+def test_a_page_of_another_revision_is_refused_with_main_s_reference() -> None:
+    with pytest.raises(UsageError, match=r"'v1\.0' is a revision of org/repo: localgen downloads from main") as info:
+        parse_reference("https://huggingface.co/org/repo/blob/v1.0/m-Q8_0.gguf")
+    assert info.value.hint == "use org/repo/m-Q8_0.gguf, which is main's"
 
 
 def test_local_paths(tmp_path: Path) -> None:
