@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shlex
 import signal
 import sys
 from collections.abc import Callable, Generator
@@ -15,7 +14,7 @@ from prompt_toolkit.layout.processors import TabsProcessor
 from localgen import console
 from localgen.answer_view import AnswerView
 from localgen.conversation import load_conversation
-from localgen.errors import LocalgenError, UsageError
+from localgen.errors import LocalgenError
 from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import argument_text, attachment_text, expand_user_path, option_path, refuse_waiting_reads
 from localgen.prefill_ahead import PrefillWhileTyping
@@ -31,6 +30,7 @@ from localgen.repl_input import (
     continuation,
     key_bindings,
     message_text,
+    one_argument,
     open_history,
     parse_command,
     typed_message,
@@ -378,7 +378,7 @@ class Repl:
             console.say(f"dropped {counted(len(attached), 'attached file')}" if attached else "no files are attached")
             self.session.attachments = []
             return
-        typed = _unquoted(argument, "/file PATH")
+        typed = one_argument(argument, "/file PATH")
         option_path(typed, "/file")  # an empty name is refused, not read as the current folder
         path = expand_user_path(typed)
         refuse_waiting_reads(path)
@@ -440,7 +440,7 @@ class Repl:
             using = f"using {now.resolved.display_name}; " if now.engine.is_open else ""
             console.say(f"{using}/model REF switches (a name, NAME:QUANT, ORG/REPO or a .gguf path)")
             return
-        reference = _unquoted(argument, "/model REF")
+        reference = one_argument(argument, "/model REF")
         before, system = self.session.settings(), self.session.conversation.system
         n_ctx, seen = self.session.loaded.engine.n_ctx, len(self.session.conversation.in_context())
         try:
@@ -480,19 +480,6 @@ class Repl:
 
     def _exit(self, _: str) -> None:
         self._running = False
-
-
-def _unquoted(argument: str, usage: str) -> str:
-    """A command's one argument, its quotes taken off when it is quoted (a path with spaces)."""
-    if argument[0] not in "'\"":
-        return argument
-    try:
-        words = shlex.split(argument)
-    except ValueError:
-        raise UsageError(f"unbalanced quote in {usage}", hint="close the quote, or drop the quotes") from None
-    if len(words) != 1:
-        raise UsageError(f"{usage} takes one argument", hint="quote the whole of it, or drop the quotes")
-    return words[0]
 
 
 def _on_or_off(argument: str, command: str) -> bool | None:

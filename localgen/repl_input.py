@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import signal
 import stat
 import sys
@@ -22,7 +23,7 @@ from prompt_toolkit.keys import Keys
 
 from localgen.config import settings
 from localgen.conversation import list_conversations
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, UsageError
 from localgen.registry import load_registry
 from localgen.session import SETTING_NAMES
 
@@ -60,6 +61,19 @@ class SlashCommand:
 
     name: str
     argument: str
+
+
+def one_argument(argument: str, usage: str) -> str:
+    """A slash command's one argument, its quotes taken off when it is quoted (a path with spaces)."""
+    if argument[0] not in "'\"":
+        return argument
+    try:
+        words = shlex.split(argument)
+    except ValueError:
+        raise UsageError(f"unbalanced quote in {usage}", hint="close the quote, or drop the quotes") from None
+    if len(words) != 1:
+        raise UsageError(f"{usage} takes one argument", hint="quote the whole of it, or drop the quotes")
+    return words[0]
 
 
 def parse_command(line: str) -> SlashCommand | None:
