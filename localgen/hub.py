@@ -161,8 +161,8 @@ def _hub_file(repo: str, sibling: Any) -> HubFile:
 
 def find_model(repo: str, *, quant: str | None, filename: str | None) -> HubModel:
     """List the repo (one request) and choose the model's files, without downloading anything."""
-    repo = cached_spelling(repo)
     listing = _fetch_listing(repo)
+    repo = listing.repo  # as the cache spells it
     save_listing(listing)
     files = choose_model(list(listing.files), quant=quant, filename=filename, repo=repo)
     return HubModel(repo=repo, quant=files[0].quant, files=files, revision=listing.revision)
