@@ -116,6 +116,8 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
             return ResolvedModel(ref=ref, path=cached[0], spec=spec, source="cache")
         bundled = _bundled(spec, ref, offline=offline)
         if bundled is not None:
+            if refused is not None:
+                console.warn(f"passing over the cached copy: {refused.message}")
             return ResolvedModel(ref=ref, path=bundled, spec=spec, source="bundled")
         if refused is not None:  # no intact bundled copy to fall back on
             raise refused
@@ -143,11 +145,10 @@ def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
 
 
 def _refused_by_pin(path: Path, pin: hub.Pin | None) -> LocalgenError | None:
-    """Why a cached copy is not the file its registry entry pins (a warning says it is passed over), or None."""
+    """Why a cached copy is not the file its registry entry pins, or None."""
     try:
         hub.check_pinned_file(path, pin)
     except LocalgenError as exc:
-        console.warn(f"passing over the cached copy: {exc.message}")
         return exc
     return None
 

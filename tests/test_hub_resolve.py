@@ -156,7 +156,7 @@ def _tiny_registry(home: Path, sha256: str) -> Path:
     return user_registry(home, f'[models.tiny]\nrepo = "{TINY_REPO}"\nquant = "q4_k_m"\nsha256 = "{sha256}"\n')
 
 
-def test_a_hub_entry_is_checked_against_its_sha256(hubenv: HubEnv) -> None:
+def test_a_hub_entry_is_checked_against_its_sha256(hubenv: HubEnv, capsys: pytest.CaptureFixture[str]) -> None:
     data = make_gguf_bytes("tiny", 200_000)
     hubenv.server.add_repo(TINY_REPO, {TINY_FILE: data, "tiny-Q8_0.gguf": make_gguf_bytes("q8")})
     user = _tiny_registry(hubenv.localgen_home, "ab" * 32)
@@ -170,8 +170,10 @@ def test_a_hub_entry_is_checked_against_its_sha256(hubenv: HubEnv) -> None:
     resolved = resolve_model("tiny", registry=load_registry(good))
     assert resolved.source == "hub" and resolved.path.read_bytes() == data
     assert resolve_model("tiny", registry=load_registry(good)).source == "cache"
+    capsys.readouterr()
     with pytest.raises(LocalgenError, match=r"does not match the sha256 of \[models\.tiny\]"):
         resolve_model("tiny", registry=load_registry(_tiny_registry(hubenv.localgen_home, "cd" * 32)))
+    assert "passing over the cached copy" not in capsys.readouterr().err, "nothing to pass over to: said once"
 
 
 def test_a_pinned_file_outside_lfs_is_not_recorded_when_it_differs(hubenv: HubEnv) -> None:
