@@ -59,6 +59,7 @@ class WordWrap:
         self._column = 0
         self._spaces = ""
         self._word = ""
+        self._word_width = 0  # display_width(self._word), kept as it grows
         self._folding = False  # inside a word wider than the line: its characters go out as they come
         self._joined = False  # the last character was a zero-width joiner: the next one joins it
 
@@ -83,11 +84,12 @@ class WordWrap:
                 self._advance(display_width(char), width)
             elif is_wide(char) and self._wide_breaks and not joined:
                 out.append(self._place(width))
-                self._word = char
+                self._word, self._word_width = char, 2
                 out.append(self._place(width))
             else:
                 self._word += char
-                if width > 0 and display_width(self._word) > width:
+                self._word_width += display_width(char)
+                if width > 0 and self._word_width > width:
                     out.append(self._place(width))
                     self._folding = True
         return "".join(out)
@@ -101,13 +103,13 @@ class WordWrap:
         if not self._word:
             return ""
         spaces = self._spaces_width()
-        word = display_width(self._word)
+        word = self._word_width
         if width > 0 and self._column > 0 and self._column + spaces + word > width:
             text, self._column = "\n" + self._word, 0
         else:
             text, self._column = self._spaces + self._word, self._column + spaces
         self._advance(word, width)
-        self._spaces = self._word = ""
+        self._spaces, self._word, self._word_width = "", "", 0
         return text
 
     def _advance(self, columns: int, width: int) -> None:
