@@ -77,6 +77,8 @@ class Registry:
             return spec
         close = difflib.get_close_matches(name.lower(), list(self.models), n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names"
+        if _is_file(name):
+            hint = f"for the file of that name here, write -m ./{name}; or {hint}"
         raise ModelNotFoundError(f"unknown model '{name}'", hint=hint)
 
 
@@ -318,12 +320,21 @@ def _split_quant(text: str) -> tuple[str, str | None]:
 
 
 def _looks_like_path(text: str) -> bool:
-    """True for references that can only mean a file on disk."""
+    """True for references that mean a file on disk: an explicit path, NAME.gguf or DIR/NAME.gguf, or an existing
+    file with a directory part. A bare name is the registry's even where a file of that name is about."""
     if text.startswith(("/", "./", "../", "~")):
         return True
+    parts = text.split("/")
+    if text.lower().endswith(".gguf") and len(parts) < 3:  # ORG/REPO/FILE.gguf is the shortest Hub file
+        return True
+    return len(parts) >= 2 and _is_file(text)
+
+
+def _is_file(text: str) -> bool:
+    """True when text names an existing file (False for names no file can have)."""
     try:
-        return Path(text).exists()
-    except OSError:  # a name too long for a file name cannot be one
+        return Path(text).is_file()
+    except OSError:
         return False
 
 
@@ -343,7 +354,7 @@ def parse_reference(text: str) -> ModelRef:
     if not raw:
         raise UsageError("empty model reference", hint="name a model: NAME, ORG/REPO[:QUANT] or path/to/model.gguf "
                                                        "(`localgen models list --all`)")
-    if _looks_like_path(raw) or (raw.lower().endswith(".gguf") and "/" not in raw):
+    if _looks_like_path(raw):
         return ModelRef(text=raw, path=expand_user_path(raw))
     for prefix in HUB_PREFIXES:
         if raw.lower().startswith(prefix):

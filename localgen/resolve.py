@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,11 +181,13 @@ def _refuse_broken_header(path: Path, hint: str) -> None:
 def _local_file(path: Path) -> Path:
     """Check that a local model path is a readable file."""
     try:
-        is_file = path.is_file()
-        exists = is_file or path.exists()
-    except OSError as exc:  # a name too long, a loop of links
+        mode = path.stat().st_mode  # is_file() and exists() would hide a loop of links as a missing file
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:  # a name too long, a loop of links, a directory that cannot be searched
         raise ModelNotFoundError(f"cannot use {short_path(path)} as a model file: {exc.strerror or exc}",
                                  hint="check the path") from None
+    exists, is_file = mode is not None, mode is not None and stat.S_ISREG(mode)
     if not exists:
         raise ModelNotFoundError(f"no such model file: {short_path(path)}",
                                  hint="check the path, or pass a registry name")

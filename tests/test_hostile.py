@@ -152,6 +152,9 @@ CASES: dict[str, Case] = {
     "model-bad-name": Case(("run", "hi", "-m", "what?ever"), USAGE, "is not a model name, repo or path"),
     "model-name-too-long": Case(("run", "hi", "-m", "m" * 300), RUNTIME, "unknown model"),
     "model-path-too-long": Case(("run", "hi", "-m", f"./{'m' * 300}.gguf"), RUNTIME, "file name too long"),
+    "model-missing-in-a-folder": Case(("run", "hi", "-m", "nosuchdir/model.gguf"), RUNTIME,
+                                      "no such model file: nosuchdir/model.gguf"),
+    "model-link-loop": Case(("run", "hi", "-m", "{link_loop}"), RUNTIME, "too many levels of symbolic links"),
     "model-unknown-user": Case(("run", "hi", "-m", "~no-such-user-here/model.gguf"), USAGE, "no such user"),
     # references that try to leave the cache folder
     "ref-traversal-file": Case(("run", "hi", "-m", "org/repo/../../x.gguf"), USAGE, "unsafe file name '../../x.gguf'"),
@@ -183,8 +186,11 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (folder / "empty.gguf").write_bytes(b"")
     (folder / "binary.bin").write_bytes(b"\x00\x01\x02\x03" * 64)
     (folder / "raising.jinja").write_text('{{ raise_exception("nope") }}')
+    (folder / "loop-a.gguf").symlink_to("loop-b.gguf")
+    (folder / "loop-b.gguf").symlink_to("loop-a.gguf")
     bundled = bundled_model_file()
     return {
+        "link_loop": str(folder / "loop-a.gguf"),
         "dir": str(folder), "text_file": str(folder / "notes.txt"), "empty_file": str(folder / "empty.gguf"),
         "binary_file": str(folder / "binary.bin"), "bundled": str(bundled),
         "raising_template": str(folder / "raising.jinja"),
@@ -248,6 +254,18 @@ def test_the_real_command_behaves_the_same(files: dict[str, str]) -> None:
     with ThreadPoolExecutor(max_workers=2) as pool:
         for name, outcome in pool.map(one, SUBPROCESS):
             _check(outcome, CASES[name])
+
+
+def test_a_file_named_like_a_model_does_not_take_its_name_over(main, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "smollm2-135m").mkdir()
+    (tmp_path / "no-such-model").write_text("")
+    shown = main(("models", "show", "smollm2-135m"), None)
+    assert (shown.code, shown.err) == (0, ""), shown.err
+    outcome = main(("run", "hi", "-m", "no-such-model"), None)
+    _check(outcome, Case((), RUNTIME, "unknown model 'no-such-model'"))
+    assert "write -m ./no-such-model" in outcome.err
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads chmod-000 files anyway; file-unreadable uses "

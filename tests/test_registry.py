@@ -161,6 +161,19 @@ def test_local_paths(tmp_path: Path) -> None:
     assert parse_reference(str(model)).path == model
     assert parse_reference("./missing.gguf").kind == "path"
     assert parse_reference("missing.gguf").kind == "path"
+    assert parse_reference("folder/missing.gguf").kind == "path"  # ORG/REPO/FILE.gguf is the shortest Hub file
+
+
+def test_files_about_take_over_no_name_but_a_path_with_a_folder_is_one(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "smollm2-135m").write_text("")
+    (tmp_path / "org" / "repo").mkdir(parents=True)
+    (tmp_path / "org" / "weights.bin").write_text("")
+    assert parse_reference("smollm2-135m").name == "smollm2-135m"
+    assert parse_reference("org/repo").repo == "org/repo"
+    assert parse_reference("org/weights.bin").path == Path("org/weights.bin")
+    assert parse_reference("./smollm2-135m").path == Path("smollm2-135m")
 
 
 @pytest.mark.parametrize("text", ["org/repo/../etc/passwd.gguf", "org/repo/a\\b.gguf", "../x/y", "org/..:Q4",
