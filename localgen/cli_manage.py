@@ -160,7 +160,7 @@ def models_show(
     """Describe a model from its GGUF header (no weights are loaded)."""
     from localgen import console
     from localgen.gguf_reader import read_gguf
-    from localgen.gguf_split import split_shard_paths
+    from localgen.gguf_split import missing_shards, parameter_count, split_shard_paths
     from localgen.quant_choice import plan_summary, resolve_downloaded
     from localgen.verify import recorded_sha256
 
@@ -174,23 +174,24 @@ def models_show(
     spec = resolved.spec
     license_ = (spec.license if spec else None) or str(info.metadata.get("general.license", "unknown"))
     sha = recorded_sha256(resolved.path)
-    expected = split_shard_paths(resolved.path)
-    shards = [path for path in expected if path.is_file()]
+    expected, missing = split_shard_paths(resolved.path), missing_shards(resolved.path)
+    shards = [path for path in expected if path not in missing]
     size = sum(path.stat().st_size for path in shards) if len(expected) > 1 else info.file_size
-    count = f"{len(shards)} shards" if len(shards) == len(expected) else f"{len(shards)} of {len(expected)} shards"
+    count = f"{len(shards)} shards" if not missing else f"{len(shards)} of {len(expected)} shards"
+    parameters = parameter_count(info, resolved.path)
     plan = plan_summary(resolved.path, default_ctx=resolved.context)
     if json_output:
         print(console.json_text({
-            "name": resolved.display_name, "architecture": info.architecture, "parameters": info.parameter_count,
+            "name": resolved.display_name, "architecture": info.architecture, "parameters": parameters,
             "quant": info.quant, "context_length": info.context_length, "layers": info.block_count,
             "embedding_size": info.embedding_length, "chat_template": bool(info.chat_template),
             "license": license_, "file_size": size, "shards": len(expected),
-            "missing_shards": len(expected) - len(shards), "sha256": sha, "source": resolved.source,
+            "missing_shards": len(missing), "sha256": sha, "source": resolved.source,
             "path": str(resolved.path), "load_plan": plan}, indent=2))
         return
     console.print_fields([
         ("name", resolved.display_name), ("architecture", info.architecture),
-        ("parameters", f"{info.parameter_count / 1e6:,.1f} M"), ("quant", info.quant or "unknown"),
+        ("parameters", f"{parameters / 1e6:,.1f} M" + (f" (in {count})" if missing else "")), ("quant", info.quant or "unknown"),
         ("context length", f"{info.context_length or 0:,}"), ("layers", str(info.block_count)),
         ("embedding size", str(info.embedding_length)),
         ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),

@@ -30,6 +30,17 @@ def split_shard_paths(first_shard: Path) -> list[Path]:
     return [first_shard.with_name(f"{prefix}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
 
 
+def missing_shards(first_shard: Path) -> list[Path]:
+    """The shards of a split model (named from its first shard's file name) that are not on disk."""
+    return [path for path in split_shard_paths(first_shard) if not path.is_file()]
+
+
+def parameter_count(first: GGUFInfo, first_shard: Path) -> int:
+    """The parameters in a model's shards that are on disk (all of a model that is not split)."""
+    others = [path for path in split_shard_paths(first_shard)[1:] if path.is_file()]
+    return first.parameter_count + sum(read_gguf(path, require_architecture=False).parameter_count for path in others)
+
+
 def validate_split(first_shard: Path) -> tuple[GGUFInfo, list[Path]]:
     """Check all shards of a split model (or a lone file) are there, valid and alike: (first header, paths in order)."""
     first_shard = Path(first_shard)

@@ -169,9 +169,16 @@ def hub_options(repo: str, hw: Hardware, request: FitRequest, *,
 
 def local_option(path: Path, hw: Hardware, request: FitRequest, *, label: str | None = None) -> FitOption:
     """A local GGUF file as a candidate."""
+    from localgen.gguf_split import missing_shards, split_shard_paths
+
     shape = read_shape(path)
-    return evaluate(label or shape.quant or path.name, shape.quant, (path.name,), shape.file_size, shape, hw, request,
-                    path=path)
+    label = label or shape.quant or path.name
+    missing = missing_shards(path)
+    if missing:
+        return FitOption(label=label, quant=shape.quant, filenames=(path.name,), file_size=shape.file_size,
+                         problem=f"{counted(len(missing), 'shard')} of {len(split_shard_paths(path))} missing "
+                                 f"({missing[0].name} first)")
+    return evaluate(label, shape.quant, (path.name,), shape.file_size, shape, hw, request, path=path)
 
 
 @dataclass(frozen=True)

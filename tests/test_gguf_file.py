@@ -550,10 +550,22 @@ def _shard_tensors(path: Path) -> tuple[TensorInfo, ...]:
     return read_gguf(path, require_architecture=False).tensors
 
 
-def test_models_show_gives_a_split_model_s_whole_size(shards: list[Path], tmp_path: Path) -> None:
+def test_models_show_gives_a_split_model_s_whole_size(shards: list[Path], bundled: Path, tmp_path: Path) -> None:
     shown = run_localgen("models", "show", str(shards[0]), "--json", env={"LOCALGEN_HOME": str(tmp_path)})
     facts = json.loads(shown.out)
     assert facts["shards"] == 3 and facts["file_size"] == sum(p.stat().st_size for p in shards), shown.err
+    assert facts["parameters"] == read_gguf(bundled).parameter_count
+
+
+def test_a_split_model_with_a_shard_missing_says_so_in_show_and_fit(shards: list[Path], tmp_path: Path) -> None:
+    copies = _copy_all(shards, tmp_path / "split")
+    copies[2].unlink()
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    shown = run_localgen("models", "show", str(copies[0]), env=env)
+    assert "(in 2 of 3 shards)" in shown.out, shown.err
+    fit = run_localgen("fit", str(copies[0]), env=env)
+    row = fit.out.splitlines()[1].split("\t")  # a row that cannot fit, as for a model too big for this machine
+    assert row[-2:] == ["no", "1 shard of 3 missing (smol-00003-of-00003.gguf first)"], fit.out
 
 
 def test_split_with_a_missing_shard_is_rejected(shards: list[Path], tmp_path: Path) -> None:
