@@ -191,7 +191,8 @@ def models_show(
         return
     console.print_fields([
         ("name", resolved.display_name), ("architecture", info.architecture),
-        ("parameters", f"{parameters / 1e6:,.1f} M" + (f" (in {count})" if missing else "")), ("quant", info.quant or "unknown"),
+        ("parameters", f"{parameters / 1e6:,.1f} M" + (f" (in {count})" if missing else "")),
+        ("quant", info.quant or "unknown"),
         ("context length", f"{info.context_length or 0:,}"), ("layers", str(info.block_count)),
         ("embedding size", str(info.embedding_length)),
         ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),
