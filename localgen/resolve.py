@@ -75,12 +75,13 @@ def _bundled(spec: ModelSpec | None, ref: ModelRef, *, offline: bool) -> Path | 
         return path
     if path not in _DAMAGED and _intact(spec, path, offline=offline):
         return path
-    offer_alternative(spec.repo, f"reinstall the damaged bundled file with `{_reinstall(spec)}`")
+    if not _checks_from_user_entry(spec):
+        offer_alternative(spec.repo, f"reinstall the damaged bundled file with `{_reinstall(spec)}`")
     return None
 
 
 def _intact(spec: ModelSpec, path: Path, *, offline: bool) -> bool:
-    """Check a bundled file's size and sha256; warn (once) when it is damaged."""
+    """Check a bundled file's size and sha256; warn (once) when it is damaged, or is not what a user's entry says."""
     try:
         verify_file(path, sha256=spec.sha256 or "", size=spec.size, label=str(path))  # _bundled checked it is set
         return True
@@ -88,9 +89,19 @@ def _intact(spec: ModelSpec, path: Path, *, offline: bool) -> bool:
         _DAMAGED.add(path)
         reason = exc.message if isinstance(exc, LocalgenError) else f"{path}: {exc.strerror or exc}"
         instead = "not using it" if offline else "using the Hugging Face Hub instead"
-        console.warn(f"the bundled {spec.name} file is damaged ({reason}); {instead}; "
-                     f"`{_reinstall(spec)}` repairs it")
+        if isinstance(exc, LocalgenError) and _checks_from_user_entry(spec):
+            console.warn(f"the bundled {spec.name} file does not match {spec.origin} ({reason}); {instead}; "
+                         "fix or remove that entry's sha256 and size")
+        else:
+            console.warn(f"the bundled {spec.name} file is damaged ({reason}); {instead}; "
+                         f"`{_reinstall(spec)}` repairs it")
         return False
+
+
+def _checks_from_user_entry(spec: ModelSpec) -> bool:
+    """True when a user's models.toml replaced the sha256 or size of a built-in entry's bundled file."""
+    builtin = load_registry().models.get(spec.name)
+    return builtin is not None and (builtin.sha256, builtin.size) != (spec.sha256, spec.size)
 
 
 def _reinstall(spec: ModelSpec) -> str:

@@ -148,6 +148,17 @@ def test_a_damaged_bundled_file_without_the_hub_says_to_reinstall(damaged_bundle
                    in error, error
 
 
+@pytest.mark.parametrize("line", ['sha256 = "' + "a" * 64 + '"', "size = 123"])
+def test_a_user_entry_s_wrong_checksum_for_the_bundled_file_is_blamed_on_the_entry(hubenv: HubEnv, line: str) -> None:
+    registry = user_registry(hubenv.localgen_home, f"[models.smollm2-135m]\n{line}\n")
+    ran = localgen({**hubenv.env, "HF_HUB_OFFLINE": "1"}, "run", "-n", "2", "hi")
+    assert ran.returncode == 1, ran.stderr
+    warning = ran.stderr.splitlines()[0]
+    assert f"does not match [models.smollm2-135m] in {registry}" in warning, warning
+    assert warning.endswith("not using it; fix or remove that entry's sha256 and size")
+    assert "force-reinstall" not in ran.stderr
+
+
 # ----------------------------------------------------------------------------- the sha256 a registry entry pins
 
 
