@@ -41,7 +41,8 @@ FOLDER_ENVS = ("LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE")
 
 
 def check_environment() -> None:
-    """A ConfigError for localgen's own variables set to what they cannot mean (checked as a command starts)."""
+    """A ConfigError for variables set to what they cannot mean, checked as a command starts; an empty folder
+    variable is removed, so that it counts as unset (huggingface_hub would read HF_HOME="" as the current folder)."""
     from localgen.errors import ConfigError
 
     for name in OWN_FLAG_ENVS:
@@ -50,8 +51,14 @@ def check_environment() -> None:
             raise ConfigError(f"{name}={value} is neither on nor off", hint=f"set {name}=1 or {name}=0")
     for name in FOLDER_ENVS:  # where localgen and huggingface_hub keep files
         folder = os.environ.get(name)
-        if folder and Path(folder).expanduser().exists() and not Path(folder).expanduser().is_dir():
-            raise ConfigError(f"{name}={folder} is not a directory",
+        if folder is not None and not folder.strip():
+            del os.environ[name]
+            continue
+        path = Path(folder).expanduser() if folder else None
+        blocker = next((p for p in (path, *path.parents) if p.exists() or p.is_symlink()), None) if path else None
+        if blocker is not None and not blocker.is_dir():
+            where = "is not a directory" if blocker == path else f"is inside {blocker}, which is not a directory"
+            raise ConfigError(f"{name}={folder} {where}",
                               hint="point it at a directory (it is created if missing), or unset it")
 
 

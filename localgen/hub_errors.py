@@ -147,14 +147,23 @@ def _hub_error(exc: BaseException, *, repo: str, filename: str | None) -> Localg
             return HubError(f"timed out talking to the Hugging Face Hub ({hub_endpoint()}) for {where}",
                             hint=net_hint)
         if names & _DROPPED:
-            return HubError(f"the connection to the Hugging Face Hub dropped while downloading {where}",
+            doing = f"downloading {where}" if filename else f"reading the file list of {repo}"
+            return HubError(f"the connection to the Hugging Face Hub dropped while {doing}",
                             hint="run the command again; nothing partial was kept as a finished file")
+        if "JSONDecodeError" in names:
+            return HubError(f"the reply from {hub_endpoint()} for {where} is not the Hugging Face Hub's",
+                            hint="a proxy or a network login page may be answering instead; check the network and "
+                                 "HF_ENDPOINT")
         if isinstance(err, ConnectionError) or names & {"ConnectError", "ConnectionError", "NetworkError",
                                                         "ProxyError"}:
             return HubError(f"cannot reach the Hugging Face Hub ({hub_endpoint()}) for {where}", hint=net_hint)
         if isinstance(err, OSError) and err.errno in DISK_FULL_ERRNOS:
             return HubError(f"no space left on the disk while downloading {where} ({os.strerror(err.errno)})",
                             hint=f"free some space in {hub_cache_dir()} (see `localgen models list`)")
+        if isinstance(err, OSError) and err.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR):
+            place = f" ({err.filename})" if err.filename else ""
+            return HubError(f"cannot write to the Hugging Face cache{place}: {os.strerror(err.errno)}",
+                            hint="set HF_HUB_CACHE (or HF_HOME) to a folder you can write to, or fix the permissions")
         if isinstance(err, OSError) and err.errno == errno.EFBIG:
             return HubError(f"{where} is too large for the file system of {hub_cache_dir()}",
                             hint="some file systems (FAT32) hold files of at most 4 GiB; set HF_HUB_CACHE to a "

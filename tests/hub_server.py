@@ -108,6 +108,7 @@ class HubServer:
         self.hold_body_until_heads = 0                         # GETs wait until this many HEADs came
         self.bytes_sent: dict[tuple[str, str], int] = {}
         self.down = False
+        self.listing_page: bytes | None = None                 # an HTML page instead of the repo info (a proxy's)
         self._lock = threading.Condition()
         self._in_flight = 0                                    # requests being answered right now
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
@@ -255,6 +256,9 @@ def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
             overridden = self._override(repo)
             if overridden:
                 return overridden
+            if server.listing_page is not None:
+                self._send(200, {"Content-Type": "text/html"}, server.listing_page)
+                return 200
             info = server.repos[repo]
             if len(parts) > 2 and not (parts[2] == "revision" and parts[3] in ("main", info.commit)):
                 self._error(404, "RevisionNotFound", "Invalid rev id")

@@ -127,6 +127,21 @@ def test_network_hints_are_true_for_every_command(exc: Exception) -> None:
     assert "models already downloaded work without the network" in hint and "run --offline" not in hint
 
 
+def test_a_connection_dropped_before_any_download_says_what_it_was_reading() -> None:
+    dropped = type("RemoteProtocolError", (Exception,), {})("peer closed connection")
+    assert map_hub_error(dropped, repo="org/r").message == \
+        "the connection to the Hugging Face Hub dropped while reading the file list of org/r"
+    assert map_hub_error(dropped, repo="org/r", filename="m.gguf").message == \
+        "the connection to the Hugging Face Hub dropped while downloading org/r/m.gguf"
+
+
+def test_a_cache_folder_that_cannot_be_written_says_where_and_what_to_set() -> None:
+    error = map_hub_error(PermissionError(errno.EACCES, "Permission denied", "/srv/hf/hub"), repo="org/r",
+                          filename="m.gguf")
+    assert error.message == "cannot write to the Hugging Face cache (/srv/hf/hub): Permission denied"
+    assert (error.hint or "").startswith("set HF_HUB_CACHE (or HF_HOME) to a folder you can write to")
+
+
 def _cli_error(env: dict[str, str], *args: str) -> str:
     """The stderr of a localgen command that fails with exit code 1."""
     result = subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
@@ -195,3 +210,17 @@ def test_fit_of_a_local_model_with_the_hub_unreachable_says_so_once(loopback_hub
     note = next(line for line in result.stderr.splitlines() if "local copy" in line)
     assert "showing the local copy only: cannot reach the Hugging Face Hub" in note and "--offline" in note
     assert note.count("SmolLM2") <= 1, note
+
+
+@pytest.mark.parametrize("command", [("pull",), ("fit",)])
+def test_a_listing_that_is_not_the_hub_s_says_something_else_answered(loopback_hub: HubServer, tmp_path: Path,
+                                                                      command: tuple[str, ...]) -> None:
+    loopback_hub.add_repo("org/page-GGUF", {"m-Q8_0.gguf": make_gguf_bytes("page")})
+    loopback_hub.listing_page = b"<html><body>Please log in to the network</body></html>"
+    try:
+        err = _cli_error(child_env(loopback_hub, tmp_path), *command, "org/page-GGUF")
+    finally:
+        loopback_hub.listing_page = None
+    assert f"error: the reply from {loopback_hub.url} for org/page-GGUF is not the Hugging Face Hub's" in err, err
+    assert "(hint: a proxy or a network login page may be answering instead" in err
+    assert "JSONDecodeError" not in err

@@ -636,11 +636,22 @@ def test_a_run_says_when_the_model_no_longer_sees_a_conversation_s_first_exchang
     ("LOCALGEN_HOME", str(REPO_ROOT / "README.md"), "is not a directory"),
     ("HF_HOME", str(REPO_ROOT / "README.md"), "HF_HOME=" + str(REPO_ROOT / "README.md") + " is not a directory"),
     ("HF_HUB_CACHE", str(REPO_ROOT / "README.md"), "is not a directory"),
+    ("HF_HUB_CACHE", str(REPO_ROOT / "README.md" / "hub"),
+     f"HF_HUB_CACHE={REPO_ROOT / 'README.md' / 'hub'} is inside {REPO_ROOT / 'README.md'}, which is not a directory"),
 ])
 def test_localgen_s_own_variables_must_make_sense(variable: str, value: str, message: str) -> None:
     result = run_localgen("run", "hi", "-n", "2", env={variable: value})
     assert result.returncode == 1 and message in result.err, result.err
     assert len(result.err.strip().splitlines()) == 1
+
+
+def test_an_empty_folder_variable_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import config
+
+    monkeypatch.setenv("HF_HOME", "")
+    monkeypatch.setenv("HF_HUB_CACHE", " ")
+    config.check_environment()  # huggingface_hub would read HF_HOME="" as the current folder
+    assert "HF_HOME" not in os.environ and "HF_HUB_CACHE" not in os.environ
 
 
 def test_relative_base_directories_do_not_follow_the_working_directory(monkeypatch: pytest.MonkeyPatch,
