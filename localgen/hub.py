@@ -62,10 +62,12 @@ _RESUMING = "Trying to resume download"  # what huggingface_hub logs when it res
 
 @dataclass(frozen=True)
 class Pin:
-    """The sha256 a registry entry expects of its default file, and where that entry is (for messages)."""
+    """The sha256 and size a registry entry expects of its default file (either may be unset), and where that entry
+    is (for messages)."""
 
-    sha256: str
+    sha256: str | None
     origin: str  # [models.NAME] in FILE
+    size: int | None = None
 
 
 def is_offline() -> bool:
@@ -196,8 +198,8 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
         check_pinned_file(paths[0], pin)
         return paths
     first = model.files[0]
-    if pin is not None and first.sha256:  # known from the listing: refuse before downloading anything
-        _check_pin(f"{first.repo}/{first.filename}", first.sha256, pin)
+    if pin is not None:  # known from the listing: refuse before downloading anything
+        _check_pin(f"{first.repo}/{first.filename}", first.sha256, first.size, pin)
     for partial in orphaned_partials(model.repo):
         with contextlib.suppress(OSError):
             partial.unlink()
@@ -218,14 +220,20 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
 
 
 def check_pinned_file(path: Path, pin: Pin | None) -> None:
-    """A verified file's recorded sha256 (hashed only when there is no record) must be the one pinned."""
+    """A verified file's size and recorded sha256 (hashed only when there is no record) must be the ones pinned."""
     if pin is not None:
-        _check_pin(str(path), recorded_sha256(path) or sha256_file(path), pin)
+        _check_pin(str(path), None, path.stat().st_size, pin)  # the size first: it needs no hashing
+        if pin.sha256:
+            _check_pin(str(path), recorded_sha256(path) or sha256_file(path), None, pin)
 
 
-def _check_pin(label: str, actual: str, pin: Pin) -> None:
-    """Raise when a file's sha256 is not the one its registry entry pins."""
-    if actual.lower() != pin.sha256.lower():
+def _check_pin(label: str, actual: str | None, size: int | None, pin: Pin) -> None:
+    """Raise when a file's size or sha256 (None: not known) is not the one its registry entry pins."""
+    if size is not None and pin.size is not None and size != pin.size:
+        raise LocalgenError(f"{label} does not match the size of {pin.origin} (the file's is {size:,} bytes, the "
+                            f"entry's {pin.size:,})",
+                            hint="the repository changed, or that size is wrong: fix it or remove the line")
+    if actual is not None and pin.sha256 and actual.lower() != pin.sha256.lower():
         raise LocalgenError(f"{label} does not match the sha256 of {pin.origin} (the file's is {actual[:12]}…, "
                             f"the entry's {pin.sha256[:12]}…)",
                             hint="the repository changed, or that sha256 is wrong: fix it or remove the line")
@@ -308,7 +316,7 @@ def _verify(path: Path, f: HubFile, display: Display, pin: Pin | None) -> None:
         return
     actual = _checksum(path, f, display)
     if pin is not None:
-        _check_pin(f"{f.repo}/{f.filename}", actual, pin)
+        _check_pin(f"{f.repo}/{f.filename}", actual, path.stat().st_size, pin)
     _check_usable(path, f)
     try:
         record_verified(path, actual)

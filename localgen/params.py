@@ -16,6 +16,7 @@ from localgen.config import (
 from localgen.errors import UsageError
 
 KV_TYPE_NAMES = ("f16", "q8_0", "q4_0")
+MIN_CONTEXT, MAX_CONTEXT = 16, 2**32 - 1  # tokens; llama.cpp's n_ctx is a uint32_t
 FLASH_ATTN_NAMES = ("auto", "on", "off")
 MAX_TOKENS_LIMIT = 10_000_000
 MAX_CONTEXT_LIMIT = 10_000_000
@@ -38,8 +39,8 @@ def _num(value: object) -> str:
 
 def check_context_size(n_ctx: int) -> None:
     """A context holds at least 16 tokens (its upper bound is the model's, checked where the model is known)."""
-    _check(n_ctx >= 16, f"context size {_num(n_ctx)} is out of range",
-           "use --ctx-size of at least 16 tokens, e.g. 4096")
+    _check(n_ctx >= MIN_CONTEXT, f"context size {_num(n_ctx)} is out of range",
+           f"use --ctx-size of at least {MIN_CONTEXT} tokens, e.g. 4096")
 
 
 def check_gpu_layers(n_gpu_layers: int) -> None:

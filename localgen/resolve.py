@@ -57,10 +57,10 @@ def _is_default_file(spec: ModelSpec | None, ref: ModelRef) -> bool:
 
 
 def _pin(spec: ModelSpec | None, ref: ModelRef) -> hub.Pin | None:
-    """The sha256 the registry entry expects of the file a reference names, if it names the default one."""
-    if spec is None or not spec.sha256 or not _is_default_file(spec, ref):
+    """The sha256 and size a registry entry expects of the file a reference names, if it names the default one."""
+    if spec is None or not (spec.sha256 or spec.size) or not _is_default_file(spec, ref):
         return None
-    return hub.Pin(sha256=spec.sha256, origin=spec.origin)
+    return hub.Pin(sha256=spec.sha256, size=spec.size, origin=spec.origin)
 
 
 def _bundled(spec: ModelSpec | None, ref: ModelRef, *, offline: bool) -> Path | None:

@@ -187,6 +187,22 @@ def test_a_hub_entry_is_checked_against_its_sha256(hubenv: HubEnv, capsys: pytes
     assert "passing over the cached copy" not in capsys.readouterr().err, "nothing to pass over to: said once"
 
 
+def test_a_hub_entry_is_checked_against_its_size_before_any_download(hubenv: HubEnv) -> None:
+    data = make_gguf_bytes("tiny", 200_000)
+    hubenv.server.add_repo(TINY_REPO, {TINY_FILE: data})
+    entry = f'[models.tiny]\nrepo = "{TINY_REPO}"\nquant = "q4_k_m"\nsize = '
+    user = user_registry(hubenv.localgen_home, f"{entry}5\n")
+    with pytest.raises(LocalgenError, match=r"does not match the size of \[models\.tiny\] in ") as info:
+        resolve_model("tiny", registry=load_registry(user))
+    assert f"(the file's is {len(data):,} bytes, the entry's 5)" in info.value.message
+    assert hubenv.server.count("GET", "/resolve/") == 0
+    good = user_registry(hubenv.localgen_home, f"{entry}{len(data)}\n")
+    assert resolve_model("tiny", registry=load_registry(good)).source == "hub"
+    user = user_registry(hubenv.localgen_home, f"{entry}5\n")
+    with pytest.raises(LocalgenError, match=r"does not match the size of \[models\.tiny\]"):  # the cached copy
+        resolve_model("tiny", registry=load_registry(user), offline=True)
+
+
 def test_a_pinned_file_outside_lfs_is_not_recorded_when_it_differs(hubenv: HubEnv) -> None:
     hubenv.server.add_repo(TINY_REPO, {TINY_FILE: make_gguf_bytes("tiny")}, non_lfs={TINY_FILE})
     user = _tiny_registry(hubenv.localgen_home, "ef" * 32)
