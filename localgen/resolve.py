@@ -40,11 +40,6 @@ class ResolvedModel:
         """The registry's default context for this model, if any."""
         return self.spec.context if self.spec is not None else None
 
-    @property
-    def template_override(self) -> str | None:
-        """The registry's chat template override, if any."""
-        return self.spec.template if self.spec is not None else None
-
 
 _DAMAGED: set[Path] = set()  # bundled files that failed their check in this process (warned about once)
 

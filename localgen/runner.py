@@ -202,10 +202,17 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
 
 def _prompt_format(engine: Engine, options: ModelOptions, resolved: ResolvedModel,
                    control_tokens: frozenset[str]) -> PromptFormat:
-    """How messages become the prompt: a --chat-template file (named in its errors), else the model's own."""
+    """How messages become the prompt: a --chat-template file, else a models.toml entry's template (each named in
+    its errors), else the model's own."""
+    spec = resolved.spec
+    if options.chat_template is None and spec is not None and spec.template is not None:
+        return PromptFormat.for_engine(engine, override=spec.template, raw=options.raw,
+                                       model_name=f"{resolved.display_name} ({spec.origin})",
+                                       template_hint="fix that entry's template, or remove it to use the model's own, "
+                                                     "or use --raw", control_tokens=control_tokens)
     if options.chat_template is None:
-        return PromptFormat.for_engine(engine, override=resolved.template_override, raw=options.raw,
-                                       model_name=resolved.display_name, control_tokens=control_tokens)
+        return PromptFormat.for_engine(engine, override=None, raw=options.raw, model_name=resolved.display_name,
+                                       control_tokens=control_tokens)
     name = options.chat_template_file or "--chat-template"
     return PromptFormat.for_engine(engine, override=options.chat_template, raw=options.raw, model_name=name,
                                    template_hint=f"fix {name}, or leave out --chat-template to use the model's "

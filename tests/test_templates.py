@@ -376,3 +376,14 @@ def test_a_binary_chat_template_gets_the_template_hint(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="looks like binary data") as caught:
         read_chat_template(str(template))
     assert caught.value.hint == TEMPLATE_HINT
+
+
+def test_a_broken_template_from_models_toml_is_blamed_on_its_entry(tmp_path: Path) -> None:
+    user = tmp_path / "home" / "config" / "models.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text('[models.smollm2-135m]\ntemplate = "{% if %}"\n')
+    result = run_localgen("run", "hi", "-n", "2", env={"LOCALGEN_HOME": str(tmp_path / "home")}, timeout=60)
+    assert result.returncode == 1
+    assert result.err.startswith(f"localgen: error: smollm2-135m ([models.smollm2-135m] in {user}): the chat "
+                                 "template is not valid Jinja"), result.err
+    assert "(hint: fix that entry's template, or remove it to use the model's own, or use --raw)" in result.err
