@@ -103,6 +103,9 @@ def _only_gguf_errors(label: str) -> Iterator[None]:
         yield
     except GGUFError:
         raise
+    except PermissionError as exc:
+        raise GGUFError(f"{label}: cannot be read ({exc.strerror or exc})",
+                        hint="check the file's permissions") from None
     except OSError as exc:
         raise GGUFError(f"{label}: cannot be read ({exc.strerror or exc})", hint=HINT) from None
     except MemoryError:

@@ -815,3 +815,14 @@ def test_mutated_headers_raise_only_gguf_error_and_accepted_ones_do_not_crash_ll
     loaded = sum(line == "OK" for line in run.stdout.splitlines())
     print(f"fuzz: {outcomes}, llama.cpp loads: {len(paths)}, loaded and ran: {loaded}")
     assert loaded > 0  # some accepted mutants got all the way through load, tokenize and eval
+
+
+def test_a_file_that_may_not_be_read_gets_a_permissions_hint(bundled: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: Path, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "open", refuse)  # root reads a chmod-000 file anyway
+    with pytest.raises(GGUFError) as info:
+        read_gguf(bundled)
+    assert info.value.message.endswith(": cannot be read (Permission denied)")
+    assert info.value.hint == "check the file's permissions"
