@@ -19,7 +19,8 @@ from localgen.units import counted
 from localgen.wordwrap import WordWrap, terminal_width
 
 FINISH_NOTES = {
-    "length": ("stopped at the --max-tokens limit", "stopped at the max_tokens limit (/set max_tokens)"),
+    "length": ("stopped at the limit of {tokens} (-n/--max-tokens)",
+               "stopped at the limit of {tokens} (/set max_tokens)"),
     "context": ("stopped at the end of the context window (raise --ctx-size for longer output)",
                 "stopped at the end of the context window (start the chat with a larger --ctx-size)"),
     "interrupted": ("interrupted", "interrupted"),
@@ -245,7 +246,8 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
 def finish_note(completion: Finished, *, chat: bool = False) -> str | None:
     """A note about why output stopped early, or None when it ended normally."""
     notes = FINISH_NOTES.get(completion.finish_reason)
-    return notes[1 if chat else 0] if notes else None
+    tokens = counted(completion.usage.completion_tokens, "token")  # where the limit came from, it is the count
+    return notes[1 if chat else 0].format(tokens=tokens) if notes else None
 
 
 SHORT_COLUMN = 12  # a column no wider than this (sizes, dates, quants) stays on one line while the table fits

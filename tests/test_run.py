@@ -82,7 +82,7 @@ def test_max_tokens_limit_is_reported() -> None:
     assert record["usage"]["completion_tokens"] == 5
     assert record["finish_reason"] == "length"
     plain = run_localgen("run", "Tell me a long story about dragons.", "-n", "5", *GREEDY)
-    assert "--max-tokens" in plain.err
+    assert plain.err == "localgen: stopped at the limit of 5 tokens (-n/--max-tokens)\n", plain.err
 
 
 def test_stop_string_ends_output_before_it() -> None:
@@ -498,7 +498,7 @@ def test_a_long_prompt_shows_progress_on_a_terminal_then_erases_it(tmp_path: Pat
     screen = pyte.Screen(100, 24)
     pyte.Stream(screen).feed(raw)
     shown = "\n".join(screen.display)
-    assert "reading the prompt" not in shown and "stopped at the --max-tokens limit" in shown, shown
+    assert "reading the prompt" not in shown and "stopped at the limit of 3 tokens (-n/--max-tokens)" in shown, shown
     piped = run_localgen(*args)
     assert piped.returncode == 0 and "reading the prompt" not in piped.err, "pipes and files get no progress"
 
