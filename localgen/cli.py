@@ -322,6 +322,7 @@ def chat(
     """Chat interactively with a model (history, slash commands, Ctrl-C stops an answer)."""
     from localgen import console
     from localgen.conversation import Conversation, latest_conversation, load_conversation
+    from localgen.fit import prompt_context, prompt_floor
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, token_budget
     from localgen.registry import model_defaults
@@ -352,10 +353,14 @@ def chat(
         conversation = load_conversation(resume, shell=True) if resume else latest_conversation(console.warn)
         model = model or conversation.model
         ctx_size = ctx_size if ctx_size is not None else conversation.ctx_size
+    attached_bytes = sum(len(text.encode()) for text in attachments) + len((system or "").encode()) \
+        if attachments else 0  # a context room for the first message's files, as run makes for its prompt
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,
                            batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                            offline=offline or None, gpu_layers=gpu_layers, no_gpu=no_gpu,
-                           chat_template=read_chat_template(chat_template), chat_template_file=chat_template)
+                           chat_template=read_chat_template(chat_template), chat_template_file=chat_template,
+                           min_ctx=prompt_context(attached_bytes, limits.max_tokens),
+                           floor_ctx=prompt_floor(attached_bytes))
     repl: Repl | None = None
     with chat_terminal(before_suspend=lambda: repl.pause_view() if repl else None):  # from the load on
         loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"),

@@ -527,6 +527,18 @@ def test_chat_f_attaches_files_to_the_first_message(home: Path, tmp_path: Path) 
         assert child.exitstatus == 2 and message in " ".join(child.before.split())
 
 
+def test_chat_f_makes_room_in_the_context_for_its_files_as_run_does(home: Path, tmp_path: Path) -> None:
+    (home / "config").mkdir(parents=True, exist_ok=True)
+    (home / "config" / "models.toml").write_text("[models.smollm2-135m]\ncontext = 1024\n")
+    doc = tmp_path / "long.txt"
+    doc.write_text("Numbers: " + " ".join(str(i) for i in range(2000)) + "\n")  # about 3,000 tokens
+    chat = Chat(home, "--no-markdown", "-n", "10", "-f", str(doc))
+    shown = chat.command("/show", " tokens (trained")
+    n_ctx = int(re.search(r"context: ([\d,]+) tokens", shown)[1].replace(",", ""))  # type: ignore[index]
+    assert 3000 < n_ctx <= 8192, shown
+    assert chat.quit() == 0
+
+
 def test_an_attachment_too_big_for_the_context_can_be_dropped(home: Path, tmp_path: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", "--ctx-size", "256")
     doc = tmp_path / "big.txt"
