@@ -311,7 +311,8 @@ def chat(
         "--no-prefill-while-typing", help="Read a message only once it is sent (by default its prompt is computed "
         "as you type, so answers start at once).")] = False,
     resume: Annotated[str | None, typer.Option(
-        "--resume", "--continue", help="Reopen the last conversation (`--resume`), or the one named NAME.")] = None,
+        "--resume", "--continue", metavar="[NAME]",
+        help="Reopen the last conversation (`--resume`), or the one named NAME.")] = None,
     file: Annotated[list[str] | None, typer.Option(
         "--file", "-f", metavar="FILE", help="Attach a text file to the first message (repeatable).")] = None,
     chat_template: ChatTemplateOpt = None,

@@ -17,7 +17,8 @@ def _lower(value: str) -> str:
     return value.lower()
 
 
-ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Registry name, ORG/REPO[:QUANT] or .gguf path.")]
+ModelOpt = Annotated[str | None, typer.Option(
+    "--model", "-m", help="Registry name, ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address, or a .gguf path.")]
 CtxOpt = Annotated[int | None, typer.Option("--ctx-size", "-c", help="Context size in tokens.")]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads (default: physical cores).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
@@ -30,7 +31,8 @@ TopKOpt = Annotated[int, typer.Option(help="Top-k sampling (0 = off).")]
 TopPOpt = Annotated[float, typer.Option(help="Nucleus sampling.")]
 MinPOpt = Annotated[float, typer.Option(help="Min-p sampling.")]
 RepeatPenaltyOpt = Annotated[float, typer.Option(help="1 = off.")]
-RepeatLastNOpt = Annotated[int, typer.Option(help="Tokens the penalties look back on (0 = off).")]
+RepeatLastNOpt = Annotated[int, typer.Option(
+    help="Tokens the penalties look back on (0 = off, -1 = the whole context).")]
 PresencePenaltyOpt = Annotated[float, typer.Option(help="Lower tokens already used (0 = off).")]
 FrequencyPenaltyOpt = Annotated[float, typer.Option(help="Lower tokens by how often they were used (0 = off).")]
 SeedOpt = Annotated[int | None, typer.Option(help="Seed for reproducible sampling (-1: random).")]
