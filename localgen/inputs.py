@@ -139,17 +139,19 @@ def _ready(stream: BinaryIO, timeout: float) -> bool:
 
 def gather_attachments(files: Sequence[str], stdin: BinaryIO | None, warnings: list[str], *,
                        stdin_asked: bool = False, waiting: Callable[[], None] | None = None) -> tuple[list[str], bool]:
-    """The texts of the -f files, then stdin's; and whether stdin was read.
+    """The texts of the -f files, stdin's where the first "-" stands among them, else last; and whether stdin was
+    read.
 
-    A file named "-" is stdin, as is stdin_asked (a prompt of "-"): then stdin is read even from a terminal.
-    waiting is called when piped stdin keeps quiet for a while.
+    A file named "-" is stdin, as is stdin_asked (a prompt of "-"): then stdin is read even from a terminal. The
+    named files are read first, so a bad one is refused before stdin is waited for. waiting is called when piped
+    stdin keeps quiet for a while.
     """
     asked = stdin_asked or STDIN_NAME in files
     named = [option_path(name, "-f/--file") for name in files if name != STDIN_NAME]
     texts = [attachment_text(path, warnings) for path in named]
     piped = read_stdin_input(stdin, warnings, asked=asked, waiting=waiting)
     if piped is not None:
-        texts.append(piped)
+        texts.insert(list(files).index(STDIN_NAME) if STDIN_NAME in files else len(texts), piped)
     return texts, piped is not None
 
 

@@ -59,6 +59,18 @@ def test_prompt_stdin_and_files_all_reach_the_model(tmp_path: Path) -> None:
     assert only_stdin < with_stdin
 
 
+def test_f_dash_puts_stdin_where_it_stands_among_the_files(tmp_path: Path) -> None:
+    first, last = tmp_path / "first.txt", tmp_path / "last.txt"
+    first.write_text("FIRST")
+    last.write_text("LAST")
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    for args, expected in ((("-f", str(first), "-f", "-", "-f", str(last)), "FIRST\n\nPIPED\n\nLAST\n\nQ?"),
+                           (("-f", str(first), "-f", str(last)), "FIRST\n\nLAST\n\nPIPED\n\nQ?")):
+        result = run_localgen("run", *args, "--conversation", "order", "-n", "1", "Q?", stdin=b"PIPED", env=env)
+        assert result.returncode == 0, result.err
+        assert _conversation_file(tmp_path / "home", "order")["turns"][-1]["user"] == expected
+
+
 def test_same_seed_same_output_with_sampling() -> None:
     args = ("run", "Write a short poem about the sea.", "-n", "30", "--seed", "42", "--temperature", "0.9")
     first, second = run_localgen(*args), run_localgen(*args)
