@@ -16,7 +16,7 @@ from localgen.config import (
 from localgen.errors import UsageError
 
 KV_TYPE_NAMES = ("f16", "q8_0", "q4_0")
-MIN_CONTEXT, MAX_CONTEXT = 16, 2**32 - 1  # tokens; llama.cpp's n_ctx is a uint32_t
+MIN_CONTEXT = 16  # tokens
 FLASH_ATTN_NAMES = ("auto", "on", "off")
 MAX_TOKENS_LIMIT = 10_000_000
 MAX_CONTEXT_LIMIT = 10_000_000

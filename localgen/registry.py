@@ -11,7 +11,7 @@ from typing import Any
 
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
 from localgen.inputs import expand_user_path
-from localgen.params import CHAT_SETTINGS, MAX_CONTEXT, MIN_CONTEXT, check_setting, stored_setting
+from localgen.params import CHAT_SETTINGS, MAX_CONTEXT_LIMIT, MIN_CONTEXT, check_setting, stored_setting
 
 try:
     import tomllib
@@ -183,8 +183,8 @@ def _check_spec_values(where: str, table: dict[str, object]) -> None:
         raise ConfigError(f"{where}.quant is empty", hint='write quant = "Q4_K_M", for example')
     if "size" in table and int(table["size"]) <= 0:  # type: ignore[call-overload]
         raise ConfigError(f"{where}.size must be a positive integer", hint="write the file's size in bytes")
-    if "context" in table and not MIN_CONTEXT <= int(table["context"]) <= MAX_CONTEXT:  # type: ignore[call-overload]
-        raise ConfigError(f"{where}.context must be from {MIN_CONTEXT} to {MAX_CONTEXT:,} tokens",
+    if "context" in table and not MIN_CONTEXT <= int(table["context"]) <= MAX_CONTEXT_LIMIT:  # type: ignore
+        raise ConfigError(f"{where}.context must be from {MIN_CONTEXT} to {MAX_CONTEXT_LIMIT:,} tokens",
                           hint="write context = 4096, for example")
     if "sha256" in table and not _SHA256.fullmatch(str(table["sha256"])):
         raise ConfigError(f"{where}.sha256 must be 64 hexadecimal digits, not {str(table['sha256'])!r:.80}",
