@@ -20,6 +20,7 @@ GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 FOLLOW_UP_TEXT = ("Thanks. Now answer a follow-up question in one short paragraph: what are the three most "
                   "important points above, and why do they matter?")
 CONTEXT_SLACK = 64
+FOLLOW_UP_ROOM = 128  # tokens for FOLLOW_UP_TEXT and its first answer token, in any tokenizer
 SEED = 1234
 MAX_BENCH_VALUE = 1_000_000
 
@@ -155,7 +156,8 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
     """
     from localgen.runner import ModelOptions, load_model
 
-    ctx = config.n_prompt + max(config.n_gen, 256) + CONTEXT_SLACK
+    prompt_room, gen_room = config.n_prompt + FOLLOW_UP_ROOM, config.n_gen + 2  # pp + follow-up; tg from one token
+    ctx = max(prompt_room, gen_room) + CONTEXT_SLACK
     options = ModelOptions(model=model, ctx_size=ctx, threads=threads, threads_batch=threads_batch,
                            batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
                            ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline)
@@ -164,7 +166,8 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
                             opening=lambda resolved: progress(f"bench: loading {resolved.display_name}"))
     except ContextSizeError as exc:
         raise UsageError(f"-p {config.n_prompt:,} and -n {config.n_gen:,} need a context of {ctx:,} tokens, beyond "
-                         f"the model's maximum of {exc.maximum:,}", hint="use a smaller -p (or -n)") from exc
+                         f"the model's maximum of {exc.maximum:,}",
+                         hint=f"use a smaller {'-p' if prompt_room >= gen_room else '-n'}") from exc
     try:
         engine = loaded.engine
         if batch_size is not None and engine.n_batch < batch_size:  # a --batch-size given, and capped

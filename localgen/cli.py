@@ -251,7 +251,7 @@ def _load_for(options: ModelOptions, conversation: Conversation | None, *, ctx_g
               model_given: bool) -> LoadedModel:
     """Load the model for a run or chat; a model or a context size that a resumed conversation recorded and that
     cannot be used is named as the conversation's (the user gave no -m or --ctx-size)."""
-    from localgen.errors import ContextSizeError, ModelNotFoundError
+    from localgen.errors import ContextOverflowError, ContextSizeError, ModelNotFoundError
     from localgen.runner import load_model
 
     try:
@@ -268,6 +268,11 @@ def _load_for(options: ModelOptions, conversation: Conversation | None, *, ctx_g
         raise UsageError(f"conversation '{conversation.name}' was started with --ctx-size {conversation.ctx_size:,},"
                          f" beyond this model's maximum of {exc.maximum:,}",
                          hint=f"give --ctx-size {exc.maximum} or less") from exc
+    except ContextOverflowError as exc:
+        if conversation is None or ctx_given or conversation.ctx_size is None:
+            raise
+        raise ContextOverflowError(f"{exc.message} (conversation '{conversation.name}' was started with that size)",
+                                   hint=exc.hint) from exc
 
 
 def _say_waiting_for_stdin() -> None:

@@ -19,14 +19,21 @@ cache_app = typer.Typer(help="List the on-disk prompt cache (KV state of long pr
                         no_args_is_help=False)
 
 
+CacheJsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
+
+
 @cache_app.callback(invoke_without_command=True)
-def cache(ctx: typer.Context,
-          json_output: Annotated[bool, typer.Option("--json", help="JSON output.")] = False) -> None:
+def cache(ctx: typer.Context, json_output: CacheJsonOpt = False) -> None:
+    """List the prompt cache's entries and size (`localgen cache` = `localgen cache list`)."""
+    if ctx.invoked_subcommand is None:
+        cache_list(json_output=json_output)
+    elif json_output:
+        misplaced_option(ctx)
+
+
+@cache_app.command("list")
+def cache_list(json_output: CacheJsonOpt = False) -> None:
     """List the prompt cache's entries and size."""
-    if ctx.invoked_subcommand is not None:
-        if json_output:
-            misplaced_option(ctx)
-        return
     from localgen import console
     from localgen.promptcache import cache_listing, describe_cache
 

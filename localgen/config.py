@@ -60,6 +60,7 @@ def check_environment() -> None:
             where = "is not a directory" if blocker == path else f"is inside {blocker}, which is not a directory"
             raise ConfigError(f"{name}={folder} {where}",
                               hint="point it at a directory (it is created if missing), or unset it")
+    prompt_cache_bytes()  # read at a run's end, which is late to hear of a typo
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def conversations_dir() -> Path:
 
 def check_name(name: str) -> str:
     """A conversation name that is safe as a file name."""
-    if not NAME_PATTERN.match(name):
+    if not NAME_PATTERN.fullmatch(name):
         raise UsageError(f"'{name}' is not a valid conversation name",
                          hint="start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-' "
                               "(up to 100 characters)")
@@ -140,7 +140,7 @@ class Conversation:
             if any(turn.answer is None for turn in turns):  # a conversation never saves a question without answer
                 raise ValueError("a turn has no answer")
             system, model = data.get("system"), data.get("model")
-            settings_ = data.get("settings") or {}
+            settings_ = _stored_settings(data.get("settings") or {})
             if not all(v is None or isinstance(v, str) for v in (system, model)):
                 raise ValueError("'system' and 'model' must be text")
             _check_settings(settings_)
@@ -181,6 +181,13 @@ def _turn_from_json(item: object) -> Turn:
             or not isinstance(interrupted, bool):
         raise ValueError("a turn has fields of the wrong type")
     return Turn(user=user, answer=answer, interrupted=interrupted)
+
+
+def _stored_settings(saved: object) -> object:
+    """Saved settings as a session keeps them: -1 for seed or max_tokens (as -n takes it) is none."""
+    from localgen.params import stored_setting
+
+    return {k: stored_setting(k, v) for k, v in saved.items()} if isinstance(saved, dict) else saved
 
 
 def _check_settings(saved: object) -> None:
@@ -286,7 +293,7 @@ def load_conversation(name: str, *, shell: bool = False) -> Conversation:
 def _read_saved(path: Path, shell: bool) -> str:
     """The text of a saved conversation file."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # a BOM from a Windows editor is no damage
     except FileNotFoundError:
         raise LocalgenError(f"no saved conversation named '{path.stem}'", hint=_missing_hint(shell)) from None
     except UnicodeDecodeError:
@@ -378,7 +385,7 @@ def list_conversations() -> list[tuple[str, float]]:
         return []
     entries = []
     for path in folder.glob("*.json"):
-        if NAME_PATTERN.match(path.stem):
+        if NAME_PATTERN.fullmatch(path.stem):
             with contextlib.suppress(FileNotFoundError):  # deleted since the listing: not there any more
                 info = path.stat()
                 if stat.S_ISREG(info.st_mode):

@@ -41,7 +41,8 @@ def hold(folder: Path, name: str, hint: str) -> bool:
     if fcntl is None or path in _held:
         return False
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # the conversations' own folder is private too
+        path.parent.mkdir(exist_ok=True, mode=0o700)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise LocalgenError(f"could not create {path}: {exc.strerror or exc}",

@@ -120,7 +120,7 @@ def _request_listing(repo: str) -> HubListing:
     except Exception as exc:
         raise map_hub_error(exc, repo=repo) from exc
     revision = getattr(info, "sha", None) or "main"
-    if revision != "main" and not _COMMIT.match(revision):
+    if revision != "main" and not _COMMIT.fullmatch(revision):
         raise HubError(f"the Hub returned an invalid commit id for {repo}: {revision[:60]!r}",
                        hint=f"check HF_ENDPOINT ({hub_endpoint()})")
     files = [_hub_file(repo, s) for s in (getattr(info, "siblings", None) or [])
@@ -145,9 +145,9 @@ def _hub_file(repo: str, sibling: Any) -> HubFile:
         size = getattr(lfs, "size", None) or (lfs.get("size") if isinstance(lfs, dict) else None)
     size = size if size is not None else getattr(sibling, "size", None)
     blob_id = getattr(sibling, "blob_id", None)
-    if sha is not None and not (isinstance(sha, str) and _SHA256_HEX.match(sha.lower())):
+    if sha is not None and not (isinstance(sha, str) and _SHA256_HEX.fullmatch(sha.lower())):
         raise HubError(f"{repo}: malformed sha256 for {filename!r} in the Hub's metadata")
-    if blob_id is not None and not (isinstance(blob_id, str) and _SHA1_HEX.match(blob_id.lower())):
+    if blob_id is not None and not (isinstance(blob_id, str) and _SHA1_HEX.fullmatch(blob_id.lower())):
         blob_id = None
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise HubError(f"{repo}: the Hub gave no valid size for {filename!r}",

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import struct
+import time
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ SUFFIX = ".lgpc"
 HEADER = struct.Struct("<4sIIIQ32s")  # magic, version, identity bytes, token count, state bytes, sha256
 MAX_IDENTITY_BYTES = 4096
 MAX_TOKENS = 10_000_000
+TEMP_PATTERN = f".*{SUFFIX}.*.tmp"  # an entry being written (storage.atomic_write_bytes)
+STALE_TEMP_S = 3600.0  # a temp file untouched this long is a killed run's
 MIN_NEW_TOKENS = 256  # prompts that prefill fewer new tokens are not worth a disk write
 MIN_GAIN_TOKENS = 64  # restore only when it saves at least this many tokens of prefill
 
@@ -246,8 +249,14 @@ def list_entries(directory: Path) -> list[CacheEntry]:
 def evict(directory: Path, max_bytes: int) -> int:
     """Delete least recently used entries until the folder fits in max_bytes; return how many were deleted.
 
-    Sizes and times come from stat alone: this runs before every restore, so it reads no entry.
+    Sizes and times come from stat alone: this runs before every restore, so it reads no entry. A temp file that
+    no write has touched for STALE_TEMP_S was left by a killed run, and goes too.
     """
+    with contextlib.suppress(OSError):
+        for stray in directory.glob(TEMP_PATTERN):
+            with contextlib.suppress(OSError):
+                if time.time() - stray.stat().st_mtime > STALE_TEMP_S:
+                    _remove(stray)
     entries = []
     for path in entry_files(directory):
         with contextlib.suppress(OSError):
@@ -275,7 +284,7 @@ def clear(directory: Path) -> tuple[int, int]:
         else:
             failed.append(error)
     with contextlib.suppress(OSError):
-        for stray in directory.glob(f".*{SUFFIX}.*.tmp"):
+        for stray in directory.glob(TEMP_PATTERN):
             _remove(stray)
     if failed:
         raise LocalgenError(f"could not delete {len(failed)} of {len(failed) + count} prompt cache entries "

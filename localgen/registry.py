@@ -113,7 +113,7 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
     """Build a ModelSpec from one [models.NAME] table, checking field names and types."""
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [models.{name}] must be a table", hint=f'write [models.{name}] and its keys')
-    if not _NAME_PATTERN.match(name):
+    if not _NAME_PATTERN.fullmatch(name):
         raise ConfigError(f"{source}: [models.{name!r}]: model names use letters, digits, '.', '_' and '-'",
                           hint="rename the entry")
     settings = {key: value for key, value in table.items() if key in CHAT_SETTINGS}
@@ -171,7 +171,7 @@ _TYPE_WORDS = {str: "a string", int: "an integer"}
 def _check_spec_values(where: str, table: dict[str, object]) -> None:
     """Refuse values that parse but cannot be right: unsafe repo or file names, sizes that are not positive."""
     repo = str(table["repo"])
-    if len(repo.split("/")) != 2 or not all(_REPO_PART.match(p) and ".." not in p for p in repo.split("/")):
+    if len(repo.split("/")) != 2 or not all(_REPO_PART.fullmatch(p) and ".." not in p for p in repo.split("/")):
         raise ConfigError(f"{where}.repo {repo!r} is not a Hugging Face repo id", hint='write repo = "ORG/NAME"')
     for key in ("file", "package_file"):
         if key in table:
@@ -366,7 +366,7 @@ def parse_reference(text: str) -> ModelRef:
     if "/" in raw:
         return _parse_hub(raw, raw)
     name, quant = _split_quant(raw)
-    if not _NAME_PATTERN.match(name):
+    if not _NAME_PATTERN.fullmatch(name):
         raise UsageError(f"'{raw}' is not a model name, repo or path",
                          hint="see `localgen models list --all` for names")
     return ModelRef(text=raw, name=name.lower(), quant=quant)
@@ -404,7 +404,7 @@ def _parse_hub(body: str, raw: str) -> ModelRef:
 def _check_repo(repo: str, raw: str) -> None:
     """Reject repo ids that are not ORG/NAME with safe characters."""
     parts = repo.split("/")
-    if len(parts) != 2 or not all(_REPO_PART.match(p) and ".." not in p for p in parts):
+    if len(parts) != 2 or not all(_REPO_PART.fullmatch(p) and ".." not in p for p in parts):
         raise UsageError(f"'{raw}' is not a valid Hugging Face repo reference",
                          hint="write ORG/REPO, ORG/REPO:QUANT or ORG/REPO/FILE.gguf")
 

@@ -9,6 +9,7 @@ from localgen.conversation import (
     Conversation,
     DamagedConversationError,
     check_name,
+    conversations_dir,
     latest_conversation,
     load_or_start,
 )
@@ -45,9 +46,11 @@ def open_conversation(name: str | None) -> Conversation:
         raise ConversationBusyError(exc.message, hint="wait for that one to end (a run is refused, not queued), or "
                                                       "go on with another: --conversation NAME") from None
     except DamagedConversationError as exc:
-        raise DamagedConversationError(exc.message, hint="it was left untouched: move it away or delete it "
-                                                         f"(`localgen conversations rm {exc.name}`), or go on "
-                                                         "with another: --conversation NAME", name=exc.name) from None
+        folder = (conversations_dir() / f"{exc.name}.json").is_dir()  # `conversations rm` deletes no folder
+        remove = "move that folder away" if folder else \
+            f"move it away or delete it (`localgen conversations rm {exc.name}`)"
+        raise DamagedConversationError(exc.message, hint=f"it was left untouched: {remove}, or go on with another: "
+                                                         "--conversation NAME", name=exc.name) from None
 
 
 def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: Conversation, system: str | None,

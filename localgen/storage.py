@@ -108,16 +108,23 @@ def atomic_write_text(path: Path, text: str, *, mode: int = 0o600, replace: bool
 
 
 def check_folder(path: Path, keeps: str) -> None:
-    """Raise a LocalgenError when path, or a folder above it, is a file: a listing of it would look empty.
+    """Raise a LocalgenError when path, or a folder above it, is a file, or when it cannot be read: a listing of it
+    would look empty.
 
     A folder that does not exist yet is fine; keeps names what the folder holds ("saved conversations").
     """
     try:
         is_folder = stat.S_ISDIR(path.stat().st_mode)
-    except (FileNotFoundError, PermissionError):
-        return  # not there yet (nothing to list), or unreadable (the listing reports it)
+    except FileNotFoundError:
+        return  # not there yet: nothing to list
     except NotADirectoryError:
         is_folder = False
+    except PermissionError as exc:
+        raise LocalgenError(f"cannot read {path}, which holds {keeps}: {exc.strerror}",
+                            hint="check the permissions of that folder and those above it") from None
     if not is_folder:
         raise LocalgenError(f"{path} is not a folder (or is under a file), so it cannot hold {keeps}",
                             hint="move that file out of the way")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise LocalgenError(f"cannot read {path}, which holds {keeps}: {os.strerror(errno.EACCES)}",
+                            hint="check that folder's permissions")

@@ -6,18 +6,18 @@ import re
 
 from localgen.errors import ConfigError
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE | re.ASCII)
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(?:i?b)?|b)?\s*", re.IGNORECASE | re.ASCII)
 _BINARY_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 
 def parse_size(text: str, *, name: str, hint: str = "use bytes or a size such as 4GiB or 512MiB") -> int:
     """Bytes from '4GiB', '512MiB', '4G', '1.5g' or a plain byte count (binary units); name is the setting."""
-    match = _SIZE.match(text)
+    match = _SIZE.fullmatch(text)
     if match is None:
         raise ConfigError(f"{name}={text!r} is not a size", hint=hint)
     if "." in match[1] and not match[2]:
         raise ConfigError(f"{name}={text!r} is not a whole number of bytes", hint=hint)
-    return int(float(match[1]) * _BINARY_UNITS[match[2].lower()])
+    return int(float(match[1]) * _BINARY_UNITS[(match[2] or "").lower()])
 
 
 def human_size(size: int) -> str:

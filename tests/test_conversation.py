@@ -287,5 +287,26 @@ def test_a_name_that_starts_with_a_dot_is_refused_with_a_hint_that_says_why() ->
 
     with pytest.raises(UsageError, match=r"'\.hidden' is not a valid conversation name") as info:
         check_name(".hidden")
+    with pytest.raises(UsageError, match="is not a valid conversation name"):
+        check_name("nl\n")  # $ matches before a final newline: a name must match whole
     assert (info.value.hint or "").startswith("start with an ASCII letter or digit")
     assert check_name("notes.v2-final_1") == "notes.v2-final_1"
+
+
+def test_a_hand_edited_file_with_a_bom_or_a_minus_one_limit_loads(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    _home(tmp_path, monkeypatch)
+    path = save_conversation(Conversation(name="edited", turns=[Turn("a", "b")]))
+    record = json.loads(path.read_text())
+    record["settings"] = {"max_tokens": -1, "seed": -1, "temperature": 0.5}  # -1 as -n and --seed take it
+    path.write_text("\ufeff" + json.dumps(record), encoding="utf-8")  # a BOM, as Windows editors write
+    assert load_conversation("edited").settings == {"max_tokens": None, "seed": None, "temperature": 0.5}
+
+
+def test_the_conversations_folder_is_private_from_a_run_s_first_lock(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.conversation import conversations_dir, load_or_start
+
+    _home(tmp_path, monkeypatch)
+    load_or_start("first")  # holds the name (its lock) before anything is saved
+    assert conversations_dir().stat().st_mode & 0o777 == 0o700

@@ -138,6 +138,8 @@ CASES: dict[str, Case] = {
     "chat-template-name-empty": Case(("run", "hi", "--chat-template", ""), USAGE,
                                      "the file name given to --chat-template is empty"),
     # models
+    "conversation-name-newline": Case(("run", "hi", "--conversation", "nl\n"), USAGE,
+                                      "is not a valid conversation name"),
     "model-unknown-name": Case(("run", "hi", "-m", "no-such-model"), RUNTIME, "unknown model 'no-such-model'"),
     "model-close-name": Case(("run", "hi", "-m", "smollm2-135"), RUNTIME, "did you mean smollm2-135m"),
     "model-missing-path": Case(("run", "hi", "-m", "/nonexistent/model.gguf"), RUNTIME, "no such model file"),
@@ -266,6 +268,22 @@ def test_a_file_named_like_a_model_does_not_take_its_name_over(main, tmp_path: P
     outcome = main(("run", "hi", "-m", "no-such-model"), None)
     _check(outcome, Case((), RUNTIME, "unknown model 'no-such-model'"))
     assert "write -m ./no-such-model" in outcome.err
+
+
+@pytest.mark.parametrize(("args", "folder"), [(("cache",), "prompts"), (("cache", "clear"), "prompts"),
+                                             (("conversations",), "conversations"),
+                                             (("run", "--continue", "hi"), "conversations")])
+def test_a_folder_that_cannot_be_read_is_an_error_not_an_empty_listing(main, monkeypatch: pytest.MonkeyPatch,
+                                                                       args: tuple[str, ...], folder: str) -> None:
+    from localgen import storage
+    from localgen.config import settings
+
+    for path in (settings().cache_dir / "prompts", settings().data_dir / "conversations"):
+        path.mkdir(parents=True, exist_ok=True)
+    real_access = os.access
+    monkeypatch.setattr(storage.os, "access", lambda path, mode: not str(path).endswith(folder)
+                        and real_access(path, mode))  # root reads a chmod-000 folder anyway
+    _check(main(args, None), Case((), RUNTIME, f"/{folder}, which holds"))
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads chmod-000 files anyway; file-unreadable uses "

@@ -102,6 +102,15 @@ def test_size_bound_evicts_least_recently_used(tmp_path: Path) -> None:
     assert evict(tmp_path, 0) == 2 and list_entries(tmp_path) == []
 
 
+def test_a_killed_write_s_temp_file_is_swept_once_stale(tmp_path: Path) -> None:
+    stale, live = tmp_path / ".abc.lgpc.x1.tmp", tmp_path / ".def.lgpc.x2.tmp"
+    for path in (stale, live):
+        path.write_bytes(b"partial state")
+    os.utime(stale, (0, 0))  # untouched for decades: its run was killed
+    evict(tmp_path, 1 << 30)
+    assert not stale.exists() and live.exists(), "a write in progress is left alone"
+
+
 def test_a_lowered_bound_evicts_before_reading(tmp_path: Path) -> None:
     one = sum(len(part) for part in entry_parts("model-a", [0] * 4, b"x" * 1000))
     cache = _cache(tmp_path, max_bytes=2 * one + 10)
@@ -306,6 +315,7 @@ def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> N
     listing = run_localgen("cache", env=env)
     assert "1 entry" in listing.err, listing.err
     (entry,) = json.loads(run_localgen("cache", "--json", env=env).out)["entries"]
+    assert run_localgen("cache", "list", "--json", env=env).out == run_localgen("cache", "--json", env=env).out
     assert entry["tokens"] == json.loads(first.out)["usage"]["prompt_tokens"], "the prompt's KV, not the answer's"
     second = run_localgen("run", *args, "Which box holds most?", env=env)
     uncached = run_localgen("run", *args, "--no-cache", "Which box holds most?", env=env)

@@ -657,6 +657,27 @@ def test_localgen_s_own_variables_must_make_sense(variable: str, value: str, mes
     assert len(result.err.strip().splitlines()) == 1
 
 
+def test_a_bad_prompt_cache_bound_is_refused_before_the_model_loads() -> None:
+    result = run_localgen("run", "--no-cache", "-n", "1", "hi", env={"LOCALGEN_PROMPT_CACHE_BYTES": "banana"})
+    assert result.returncode == 1 and result.out == "", result.err
+    assert result.err == "localgen: error: LOCALGEN_PROMPT_CACHE_BYTES='banana' is not a size (hint: use bytes or a " \
+                         "size such as 512MiB or 4GiB; 0 turns the prompt cache off)\n"
+
+
+def test_a_conversation_s_problems_are_named_as_its_own(tmp_path: Path) -> None:
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    (tmp_path / "home" / "data" / "conversations" / "folder.json").mkdir(parents=True)
+    result = run_localgen("run", "--conversation", "folder", "-n", "1", "hi", env=env)
+    assert result.returncode == 1 and "(hint: it was left untouched: move that folder away, or go on with " \
+                                      "another: --conversation NAME)" in result.err, result.err
+    assert run_localgen("run", "--conversation", "small", "-c", "256", "-n", "1", "hi", env=env).returncode == 0
+    big = tmp_path / "big.txt"
+    big.write_text("word " * 9000)
+    result = run_localgen("run", "--conversation", "small", "-f", str(big), "-n", "1", "hi", env=env)
+    assert result.returncode == 1 and "the prompt is too long for --ctx-size 256: it takes at least 2,812 tokens " \
+                                      "(conversation 'small' was started with that size)" in result.err, result.err
+
+
 def test_an_empty_folder_variable_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     from localgen import config
 
