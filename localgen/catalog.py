@@ -258,7 +258,7 @@ def _refuse_path(registry: Registry, ref: ModelRef) -> None:
 
 def _target(registry: Registry, ref: ModelRef) -> tuple[str, str | None, str | None, ModelSpec | None]:
     """(repo, quant, file name or glob, registry spec) for a reference to a Hub model."""
-    spec = registry.get(ref.name or "") if ref.kind == "name" else None
+    spec = registry.spec_for(ref)
     repo, quant, filename = hub_target(ref, spec)
     return repo, normalize_quant(quant) if quant else None, filename, spec
 

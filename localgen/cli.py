@@ -155,7 +155,7 @@ def run(
     from localgen import console
     from localgen.chat import Message, compose_user_message
     from localgen.cli_output import finish_output, stream_to_stdout
-    from localgen.fit import prompt_context, prompt_floor
+    from localgen.fit import prompt_context, prompt_floor, text_bytes
     from localgen.grammar import grammar_for
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, token_budget
@@ -193,7 +193,7 @@ def run(
         chat_hint = "; `localgen chat` starts a conversation" if sys.stdin is not None and sys.stdin.isatty() else ""
         raise UsageError("nothing to send: the prompt is empty",
                          hint=f'give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in{chat_hint}')
-    prompt_bytes = len(user_text.encode()) + len((system or "").encode())
+    prompt_bytes = text_bytes(user_text, system)
     conversation = open_conversation(conversation_name) if continuing else None
     if conversation is not None:
         model = model or conversation.model
@@ -328,7 +328,7 @@ def chat(
     """Chat interactively with a model (history, slash commands, Ctrl-C stops an answer)."""
     from localgen import console
     from localgen.conversation import Conversation, latest_conversation, load_conversation
-    from localgen.fit import prompt_context, prompt_floor
+    from localgen.fit import prompt_context, text_bytes
     from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, token_budget
     from localgen.registry import model_defaults
@@ -359,14 +359,12 @@ def chat(
         conversation = load_conversation(resume, shell=True) if resume else latest_conversation(console.warn)
         model = model or conversation.model
         ctx_size = ctx_size if ctx_size is not None else conversation.ctx_size
-    attached_bytes = sum(len(text.encode()) for text in attachments) + len((system or "").encode()) \
-        if attachments else 0  # a context room for the first message's files, as run makes for its prompt
+    attached_bytes = text_bytes(*attachments, system) if attachments else 0  # room for the first message's files
     options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,
                            batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                            offline=offline or None, gpu_layers=gpu_layers, no_gpu=no_gpu,
                            chat_template=read_chat_template(chat_template), chat_template_file=chat_template,
-                           min_ctx=prompt_context(attached_bytes, limits.max_tokens),
-                           floor_ctx=prompt_floor(attached_bytes))
+                           min_ctx=prompt_context(attached_bytes, limits.max_tokens))  # never refused: /file none
     repl: Repl | None = None
     with chat_terminal(before_suspend=lambda: repl.pause_view() if repl else None):  # from the load on
         loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"),

@@ -19,11 +19,11 @@ cache_app = typer.Typer(help="List the on-disk prompt cache (KV state of long pr
                         no_args_is_help=False)
 
 
-CacheJsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
 
 
 @cache_app.callback(invoke_without_command=True)
-def cache(ctx: typer.Context, json_output: CacheJsonOpt = False) -> None:
+def cache(ctx: typer.Context, json_output: JsonOpt = False) -> None:
     """List the prompt cache's entries and size (`localgen cache` = `localgen cache list`)."""
     if ctx.invoked_subcommand is None:
         cache_list(json_output=json_output)
@@ -32,7 +32,7 @@ def cache(ctx: typer.Context, json_output: CacheJsonOpt = False) -> None:
 
 
 @cache_app.command("list")
-def cache_list(json_output: CacheJsonOpt = False) -> None:
+def cache_list(json_output: JsonOpt = False) -> None:
     """List the prompt cache's entries and size."""
     from localgen import console
     from localgen.promptcache import cache_listing, describe_cache
@@ -72,7 +72,6 @@ def misplaced_option(ctx: typer.Context, option: str = "--json", param: str = "j
 
 
 models_app = typer.Typer(help="List, inspect and remove models.", no_args_is_help=False)
-JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
 AllOpt = Annotated[bool, typer.Option("--all", help="Also list the registry's models that are not downloaded.")]
 
 
@@ -167,7 +166,7 @@ def models_show(
     """Describe a model from its GGUF header (no weights are loaded)."""
     from localgen import console
     from localgen.gguf_reader import read_gguf
-    from localgen.gguf_split import missing_shards, parameter_count, split_shard_paths
+    from localgen.gguf_split import parameter_count, present_shards
     from localgen.quant_choice import plan_summary, resolve_downloaded
     from localgen.verify import recorded_sha256
 
@@ -181,10 +180,10 @@ def models_show(
     spec = resolved.spec
     license_ = (spec.license if spec else None) or str(info.metadata.get("general.license", "unknown"))
     sha = recorded_sha256(resolved.path)
-    expected, missing = split_shard_paths(resolved.path), missing_shards(resolved.path)
-    shards = [path for path in expected if path not in missing]
-    size = sum(path.stat().st_size for path in shards) if len(expected) > 1 else info.file_size
-    count = f"{len(shards)} shards" if not missing else f"{len(shards)} of {len(expected)} shards"
+    shards, missing = present_shards(resolved.path)
+    expected = len(shards) + len(missing)
+    size = sum(path.stat().st_size for path in shards) if expected > 1 else info.file_size
+    count = f"{len(shards)} shards" if not missing else f"{len(shards)} of {expected} shards"
     parameters = parameter_count(info, resolved.path)
     plan = plan_summary(resolved.path, default_ctx=resolved.context)
     if json_output:
@@ -192,7 +191,7 @@ def models_show(
             "name": resolved.display_name, "architecture": info.architecture, "parameters": parameters,
             "quant": info.quant, "context_length": info.context_length, "layers": info.block_count,
             "embedding_size": info.embedding_length, "chat_template": bool(info.chat_template),
-            "license": license_, "file_size": size, "shards": len(expected),
+            "license": license_, "file_size": size, "shards": expected,
             "missing_shards": len(missing), "sha256": sha, "source": resolved.source,
             "path": str(resolved.path), "load_plan": plan}, indent=2))
         return
@@ -204,8 +203,8 @@ def models_show(
         ("embedding size", str(info.embedding_length)),
         ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),
         ("license", license_), ("file size", f"{human_size(size)} ({size:,} bytes"
-                                              + (f", {count})" if len(expected) > 1 else ")")),
-        ("sha256" if len(expected) == 1 else "sha256 (first shard)", sha or "not verified yet"),
+                                              + (f", {count})" if expected > 1 else ")")),
+        ("sha256" if expected == 1 else "sha256 (first shard)", sha or "not verified yet"),
         ("source", resolved.source), ("path", str(resolved.path)),
         ("load plan", plan),
     ])

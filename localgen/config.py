@@ -40,10 +40,20 @@ def _env_flag(name: str) -> bool:
 FOLDER_ENVS = ("LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE")
 
 
+def _nearest_existing(path: Path) -> Path | None:
+    """path or the nearest folder above it that exists (None when none can be told, as under a folder that may
+    not be entered)."""
+    try:
+        return next((p for p in (path, *path.parents) if p.exists() or p.is_symlink()), None)
+    except OSError:
+        return None
+
+
 def check_environment() -> None:
     """A ConfigError for variables set to what they cannot mean, checked as a command starts; an empty folder
     variable is removed, so that it counts as unset (huggingface_hub would read HF_HOME="" as the current folder)."""
     from localgen.errors import ConfigError
+    from localgen.units import parse_size
 
     for name in OWN_FLAG_ENVS:
         value = os.environ.get(name, "")
@@ -51,16 +61,19 @@ def check_environment() -> None:
             raise ConfigError(f"{name}={value} is neither on nor off", hint=f"set {name}=1 or {name}=0")
     for name in FOLDER_ENVS:  # where localgen and huggingface_hub keep files
         folder = os.environ.get(name)
-        if folder is not None and not folder.strip():
+        if folder == "":
             del os.environ[name]
             continue
         path = Path(folder).expanduser() if folder else None
-        blocker = next((p for p in (path, *path.parents) if p.exists() or p.is_symlink()), None) if path else None
+        blocker = _nearest_existing(path) if path else None
         if blocker is not None and not blocker.is_dir():
             where = "is not a directory" if blocker == path else f"is inside {blocker}, which is not a directory"
             raise ConfigError(f"{name}={folder} {where}",
                               hint="point it at a directory (it is created if missing), or unset it")
-    prompt_cache_bytes()  # read at a run's end, which is late to hear of a typo
+    prompt_cache_bytes()  # the sizes are read late (after a load, at a run's end): a typo is heard of now
+    for name, value in ((MEMORY_LIMIT_ENV, settings().memory_limit), (VRAM_LIMIT_ENV, settings().vram_limit)):
+        if value:
+            parse_size(value, name=name)
 
 
 @dataclass(frozen=True)

@@ -43,11 +43,13 @@ def check_name(name: str) -> str:
 
 
 class DamagedConversationError(LocalgenError):
-    """A saved conversation file that cannot be read back (not JSON, wrong shape, not UTF-8); name is its own."""
+    """A saved conversation file that cannot be read back (not JSON, wrong shape, not UTF-8); name is its own, and
+    removable says whether `conversations rm` deletes what is there (a folder it does not)."""
 
-    def __init__(self, message: str, hint: str | None = None, *, name: str) -> None:
+    def __init__(self, message: str, hint: str | None = None, *, name: str, removable: bool = True) -> None:
         super().__init__(message, hint)
         self.name = name
+        self.removable = removable
 
 
 @dataclass
@@ -315,7 +317,8 @@ def load_or_start(name: str) -> Conversation:
             return Conversation(name=name)
     if not path.is_file():
         raise DamagedConversationError(f"{path} is not a saved conversation (not a file)",
-                                       hint="move it away, or use another name", name=name)
+                                       hint="move it away, or use another name", name=name,
+                                       removable=not path.is_dir())
     return load_conversation(name, shell=True)
 
 

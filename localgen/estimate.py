@@ -217,9 +217,9 @@ def header_shape(info: GGUFInfo, path: Path) -> ModelShape:
     """The shape of a local GGUF whose header is already read, counting the other shards of a split model."""
     if info.split_count <= 1:
         return model_shape(info)
-    from localgen.gguf_split import split_shard_paths
+    from localgen.gguf_split import present_shards
 
-    others = sum(p.stat().st_size for p in split_shard_paths(path)[1:] if p.exists())
+    others = sum(p.stat().st_size for p in present_shards(path)[0][1:])
     return model_shape(info, file_size=info.file_size + others, shard_bytes=others)
 
 

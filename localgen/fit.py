@@ -101,6 +101,11 @@ class FitRequest:
                              hint="give one of them")
 
 
+def text_bytes(*texts: str | None) -> int:
+    """The UTF-8 bytes of the texts a prompt is made of (None counts nothing)."""
+    return sum(len(text.encode()) for text in texts if text)
+
+
 def prompt_context(prompt_bytes: int, answer_tokens: int | None = None) -> int:
     """A generous context for a prompt of this many UTF-8 bytes (about 3 bytes a token) plus the answer."""
     if prompt_bytes <= 0:

@@ -30,15 +30,23 @@ def split_shard_paths(first_shard: Path) -> list[Path]:
     return [first_shard.with_name(f"{prefix}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
 
 
-def missing_shards(first_shard: Path) -> list[Path]:
-    """The shards of a split model (named from its first shard's file name) that are not on disk."""
-    return [path for path in split_shard_paths(first_shard) if not path.is_file()]
+def present_shards(first_shard: Path) -> tuple[list[Path], list[Path]]:
+    """The shards of a split model (named from its first shard's file name) that are on disk, and those that are
+    not; a model that is not split is its one file."""
+    expected = split_shard_paths(first_shard)
+    present = [path for path in expected if path.is_file()]
+    return present, [path for path in expected if path not in present]
 
 
 def parameter_count(first: GGUFInfo, first_shard: Path) -> int:
-    """The parameters in a model's shards that are on disk (all of a model that is not split)."""
-    others = [path for path in split_shard_paths(first_shard)[1:] if path.is_file()]
-    return first.parameter_count + sum(read_gguf(path, require_architecture=False).parameter_count for path in others)
+    """The parameters in a model's shards that are on disk and readable (all of a model that is not split)."""
+    total = first.parameter_count
+    for path in present_shards(first_shard)[0][1:]:
+        try:
+            total += read_gguf(path, require_architecture=False).parameter_count
+        except GGUFError:  # a damaged shard: `run` names it; a description still shows the rest
+            continue
+    return total
 
 
 def validate_split(first_shard: Path) -> tuple[GGUFInfo, list[Path]]:

@@ -176,7 +176,7 @@ def download_model(repo: str, *, quant: str | None, filename: str | None, force:
     """List, choose, download into the HF cache and verify sha256; the paths, first shard first.
 
     Offline, the cached and verified copy is returned, or a HubError says what to pull. pin, when given, is the
-    sha256 a registry entry expects of the first file.
+    sha256 and size a registry entry expects of the first file.
     """
     if is_offline():
         paths = cached_model(repo, quant=quant, filename=filename)

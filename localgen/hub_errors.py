@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 from localgen.config import settings
 from localgen.errors import DISK_FULL_ERRNOS, HubError, LocalgenError
@@ -84,6 +85,14 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
+def _in_hub_cache(filename: object) -> bool:
+    """True when an OSError's file name is in the Hugging Face cache or is a folder above it (being created)."""
+    if not isinstance(filename, (str, os.PathLike)):
+        return False
+    path, cache = Path(os.path.abspath(filename)), Path(os.path.abspath(hub_cache_dir()))
+    return path == cache or cache in path.parents or path in cache.parents
+
+
 def _class_names(exc: BaseException) -> set[str]:
     """Class names along an exception's MRO (requests, httpx and httpx2 differ by module only)."""
     return {cls.__name__ for cls in type(exc).__mro__}
@@ -160,9 +169,9 @@ def _hub_error(exc: BaseException, *, repo: str, filename: str | None) -> Localg
         if isinstance(err, OSError) and err.errno in DISK_FULL_ERRNOS:
             return HubError(f"no space left on the disk while downloading {where} ({os.strerror(err.errno)})",
                             hint=f"free some space in {hub_cache_dir()} (see `localgen models list`)")
-        if isinstance(err, OSError) and err.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR):
-            place = f" ({err.filename})" if err.filename else ""
-            return HubError(f"cannot write to the Hugging Face cache{place}: {os.strerror(err.errno)}",
+        if isinstance(err, OSError) and err.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR) \
+                and _in_hub_cache(err.filename):
+            return HubError(f"cannot write to the Hugging Face cache ({err.filename}): {os.strerror(err.errno)}",
                             hint="set HF_HUB_CACHE (or HF_HOME) to a folder you can write to, or fix the permissions")
         if isinstance(err, OSError) and err.errno == errno.EFBIG:
             return HubError(f"{where} is too large for the file system of {hub_cache_dir()}",

@@ -43,6 +43,13 @@ def check_context_size(n_ctx: int) -> None:
            f"use --ctx-size of at least {MIN_CONTEXT} tokens, e.g. 4096")
 
 
+def check_context_bounds(n_ctx: int) -> None:
+    """A context size within what any model could take: at least 16 tokens, at most MAX_CONTEXT_LIMIT."""
+    check_context_size(n_ctx)
+    _check(n_ctx <= MAX_CONTEXT_LIMIT, f"context size {_num(n_ctx)} is out of range",
+           f"use --ctx-size of at most {MAX_CONTEXT_LIMIT:,} tokens")
+
+
 def check_gpu_layers(n_gpu_layers: int) -> None:
     """GPU layers are -1 (all), 0 (none) or a count."""
     _check(n_gpu_layers >= -1, f"--gpu-layers {_num(n_gpu_layers)} is out of range", "use -1 (all), 0 or more")
@@ -167,9 +174,7 @@ class LoadOptions:
     kv_type: str = "f16"
 
     def __post_init__(self) -> None:
-        check_context_size(self.n_ctx)
-        _check(self.n_ctx <= MAX_CONTEXT_LIMIT, f"context size {_num(self.n_ctx)} is out of range",
-               f"use --ctx-size of at most {MAX_CONTEXT_LIMIT:,} tokens")
+        check_context_bounds(self.n_ctx)
         for name, value in (("threads", self.n_threads), ("threads-batch", self.n_threads_batch)):
             _check(1 <= value <= MAX_THREADS, f"--{name} {_num(value)} is out of range", "use 1 to the number of cores")
         _check(1 <= self.n_batch <= 1 << 16, f"batch size {_num(self.n_batch)} is out of range",

@@ -169,14 +169,14 @@ def hub_options(repo: str, hw: Hardware, request: FitRequest, *,
 
 def local_option(path: Path, hw: Hardware, request: FitRequest, *, label: str | None = None) -> FitOption:
     """A local GGUF file as a candidate."""
-    from localgen.gguf_split import missing_shards, split_shard_paths
+    from localgen.gguf_split import present_shards
 
     shape = read_shape(path)
     label = label or shape.quant or path.name
-    missing = missing_shards(path)
+    present, missing = present_shards(path)
     if missing:
         return FitOption(label=label, quant=shape.quant, filenames=(path.name,), file_size=shape.file_size,
-                         problem=f"{counted(len(missing), 'shard')} of {len(split_shard_paths(path))} missing "
+                         problem=f"{counted(len(missing), 'shard')} of {len(present) + len(missing)} missing "
                                  f"({missing[0].name} first)")
     return evaluate(label, shape.quant, (path.name,), shape.file_size, shape, hw, request, path=path)
 
@@ -223,7 +223,7 @@ def _target(reference: str | None) -> _Target:
     ref = parse_reference(reference if reference is not None else registry.default_reference())
     if ref.path is not None:
         return _Target(text=ref.text, path=ref.path, repo=None, quant=None, filename=None, default_ctx=None)
-    spec = registry.get(ref.name) if ref.name is not None else None
+    spec = registry.spec_for(ref)
     repo, quant, filename = hub_target(ref, spec)
     return _Target(text=ref.text, path=None, repo=repo, quant=quant, filename=filename,
                    default_ctx=spec.context if spec is not None else None)

@@ -11,7 +11,7 @@ from typing import Any
 
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
 from localgen.inputs import expand_user_path
-from localgen.params import CHAT_SETTINGS, MAX_CONTEXT_LIMIT, MIN_CONTEXT, check_setting, stored_setting
+from localgen.params import CHAT_SETTINGS, check_context_bounds, check_setting, stored_setting
 
 try:
     import tomllib
@@ -77,9 +77,20 @@ class Registry:
             return spec
         close = difflib.get_close_matches(name.lower(), list(self.models), n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names"
-        if _is_file(name):
-            hint = f"for the file of that name here, write -m ./{name}; or {hint}"
         raise ModelNotFoundError(f"unknown model '{name}'", hint=hint)
+
+    def spec_for(self, ref: ModelRef) -> ModelSpec | None:
+        """The entry a reference names (None for a Hub repo or a path); an unknown name that a file here has is
+        told how to mean the file."""
+        if ref.name is None:
+            return None
+        try:
+            return self.get(ref.name)
+        except ModelNotFoundError as exc:
+            if _is_file(ref.text):
+                raise ModelNotFoundError(exc.message, hint=f"for the file of that name here, use ./{ref.text}; or "
+                                                           f"{exc.hint}") from None
+            raise
 
 
 @dataclass(frozen=True)
@@ -169,7 +180,8 @@ _TYPE_WORDS = {str: "a string", int: "an integer"}
 
 
 def _check_spec_values(where: str, table: dict[str, object]) -> None:
-    """Refuse values that parse but cannot be right: unsafe repo or file names, sizes that are not positive."""
+    """Refuse values that parse but cannot be right: unsafe repo or file names, an empty quant, sizes that are not
+    positive, a context size out of range."""
     repo = str(table["repo"])
     if len(repo.split("/")) != 2 or not all(_REPO_PART.fullmatch(p) and ".." not in p for p in repo.split("/")):
         raise ConfigError(f"{where}.repo {repo!r} is not a Hugging Face repo id", hint='write repo = "ORG/NAME"')
@@ -183,9 +195,11 @@ def _check_spec_values(where: str, table: dict[str, object]) -> None:
         raise ConfigError(f"{where}.quant is empty", hint='write quant = "Q4_K_M", for example')
     if "size" in table and int(table["size"]) <= 0:  # type: ignore[call-overload]
         raise ConfigError(f"{where}.size must be a positive integer", hint="write the file's size in bytes")
-    if "context" in table and not MIN_CONTEXT <= int(table["context"]) <= MAX_CONTEXT_LIMIT:  # type: ignore
-        raise ConfigError(f"{where}.context must be from {MIN_CONTEXT} to {MAX_CONTEXT_LIMIT:,} tokens",
-                          hint="write context = 4096, for example")
+    if "context" in table:
+        try:
+            check_context_bounds(int(table["context"]))  # type: ignore[call-overload]
+        except UsageError as exc:
+            raise ConfigError(f"{where}.context: {exc.message}", hint="write context = 4096, for example") from None
     if "sha256" in table and not _SHA256.fullmatch(str(table["sha256"])):
         raise ConfigError(f"{where}.sha256 must be 64 hexadecimal digits, not {str(table['sha256'])!r:.80}",
                           hint="write the file's full sha256 (`sha256sum FILE` prints it), or remove the line")

@@ -113,7 +113,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     offline = settings().offline if offline is None else offline
     if ref.path is not None:
         return ResolvedModel(ref=ref, path=_local_file(ref.path), spec=None, source="local")
-    spec = registry.get(ref.name) if ref.name is not None else None
+    spec = registry.spec_for(ref)
     repo, quant, filename = hub_target(ref, spec)
     pin = _pin(spec, ref)
     if not force:
@@ -142,7 +142,7 @@ def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
     ref = parse_reference(text if text is not None else registry.default_reference())
     if ref.path is not None:
         return exc
-    repo, quant, filename = hub_target(ref, registry.get(ref.name) if ref.name is not None else None)
+    repo, quant, filename = hub_target(ref, registry.spec_for(ref))
     unverified = hub_cache.unverified_file(repo, quant=quant, filename=filename)
     if unverified is None:
         return exc
@@ -193,10 +193,9 @@ def _local_file(path: Path) -> Path:
     except OSError as exc:  # a name too long, a loop of links, a directory that cannot be searched
         raise ModelNotFoundError(f"cannot use {short_path(path)} as a model file: {exc.strerror or exc}",
                                  hint="check the path") from None
-    exists, is_file = mode is not None, mode is not None and stat.S_ISREG(mode)
-    if not exists:
+    if mode is None:
         raise ModelNotFoundError(f"no such model file: {short_path(path)}",
                                  hint="check the path, or pass a registry name")
-    if not is_file:
+    if not stat.S_ISREG(mode):
         raise ModelNotFoundError(f"{short_path(path)} is not a file", hint="pass the path of a .gguf file")
     return path

@@ -9,7 +9,6 @@ from localgen.conversation import (
     Conversation,
     DamagedConversationError,
     check_name,
-    conversations_dir,
     latest_conversation,
     load_or_start,
 )
@@ -46,9 +45,8 @@ def open_conversation(name: str | None) -> Conversation:
         raise ConversationBusyError(exc.message, hint="wait for that one to end (a run is refused, not queued), or "
                                                       "go on with another: --conversation NAME") from None
     except DamagedConversationError as exc:
-        folder = (conversations_dir() / f"{exc.name}.json").is_dir()  # `conversations rm` deletes no folder
-        remove = "move that folder away" if folder else \
-            f"move it away or delete it (`localgen conversations rm {exc.name}`)"
+        remove = f"move it away or delete it (`localgen conversations rm {exc.name}`)" if exc.removable else \
+            "move that folder away"
         raise DamagedConversationError(exc.message, hint=f"it was left untouched: {remove}, or go on with another: "
                                                          "--conversation NAME", name=exc.name) from None
 

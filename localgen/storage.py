@@ -119,12 +119,14 @@ def check_folder(path: Path, keeps: str) -> None:
         return  # not there yet: nothing to list
     except NotADirectoryError:
         is_folder = False
-    except PermissionError as exc:
-        raise LocalgenError(f"cannot read {path}, which holds {keeps}: {exc.strerror}",
-                            hint="check the permissions of that folder and those above it") from None
+    except PermissionError:  # a folder above it may not be entered
+        is_folder = True
+        readable = False
+    else:
+        readable = os.access(path, os.R_OK | os.X_OK)
     if not is_folder:
         raise LocalgenError(f"{path} is not a folder (or is under a file), so it cannot hold {keeps}",
                             hint="move that file out of the way")
-    if not os.access(path, os.R_OK | os.X_OK):
+    if not readable:
         raise LocalgenError(f"cannot read {path}, which holds {keeps}: {os.strerror(errno.EACCES)}",
-                            hint="check that folder's permissions")
+                            hint="check the permissions of that folder and those above it")

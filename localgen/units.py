@@ -6,7 +6,7 @@ import re
 
 from localgen.errors import ConfigError
 
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(?:i?b)?|b)?\s*", re.IGNORECASE | re.ASCII)
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])i?b?|b)?\s*", re.IGNORECASE | re.ASCII)
 _BINARY_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 

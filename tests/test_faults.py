@@ -428,7 +428,7 @@ REGISTRY_DAMAGE = {
     "unknown-key": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\ncolor='red'\n", "unknown key 'color'"),
     "wrong-type": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\ncontext='big'\n", "context must be an integer"),
     "bool-for-int": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\nsize=true\n", "size must be an integer"),
-    "negative-context": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\ncontext=-5\n", "positive"),
+    "negative-context": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\ncontext=-5\n", "context size -5 is out of range"),
     "default-not-text": (b"[defaults]\nmodel = 5\n", "[defaults] model"),
     "defaults-not-a-table": (b"defaults = 3\n", "[defaults] model"),
     "file-traversal": (b"[models.x]\nrepo='a/b'\nquant='Q4_0'\nfile='../../../etc/passwd.gguf'\n", "unsafe file"),

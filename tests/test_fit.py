@@ -89,7 +89,7 @@ def test_parse_size_accepts_bytes_and_binary_units() -> None:
         parse_size("\u0663G", name="X")  # an Arabic-Indic three is not a digit here
     with pytest.raises(ConfigError, match="not a whole number of bytes"):
         parse_size("1.5", name="X")
-    assert parse_size("3b", name="X") == 3 and parse_size("2 kb", name="X") == 2 * 1024
+    assert parse_size("3b", name="X") == 3 and parse_size("4Gi", name="X") == 4 * GIB  # as Kubernetes writes it
     for text in ("5i", "5ib", "5 bytes"):  # a unit letter is needed before i or ib
         with pytest.raises(ConfigError, match="not a size"):
             parse_size(text, name="X")

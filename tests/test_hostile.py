@@ -267,7 +267,7 @@ def test_a_file_named_like_a_model_does_not_take_its_name_over(main, tmp_path: P
     assert (shown.code, shown.err) == (0, ""), shown.err
     outcome = main(("run", "hi", "-m", "no-such-model"), None)
     _check(outcome, Case((), RUNTIME, "unknown model 'no-such-model'"))
-    assert "write -m ./no-such-model" in outcome.err
+    assert "(hint: for the file of that name here, use ./no-such-model; or " in outcome.err
 
 
 @pytest.mark.parametrize(("args", "folder"), [(("cache",), "prompts"), (("cache", "clear"), "prompts"),

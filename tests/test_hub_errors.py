@@ -136,10 +136,15 @@ def test_a_connection_dropped_before_any_download_says_what_it_was_reading() -> 
 
 
 def test_a_cache_folder_that_cannot_be_written_says_where_and_what_to_set() -> None:
-    error = map_hub_error(PermissionError(errno.EACCES, "Permission denied", "/srv/hf/hub"), repo="org/r",
+    from localgen.hub_cache import hub_cache_dir
+
+    blob = hub_cache_dir() / "models--org--r" / "blobs"
+    error = map_hub_error(PermissionError(errno.EACCES, "Permission denied", str(blob)), repo="org/r",
                           filename="m.gguf")
-    assert error.message == "cannot write to the Hugging Face cache (/srv/hf/hub): Permission denied"
+    assert error.message == f"cannot write to the Hugging Face cache ({blob}): Permission denied"
     assert (error.hint or "").startswith("set HF_HUB_CACHE (or HF_HOME) to a folder you can write to")
+    elsewhere = map_hub_error(PermissionError(errno.EACCES, "Permission denied", "/etc/hf-token"), repo="org/r")
+    assert "Hugging Face cache" not in elsewhere.message and "Permission denied" in elsewhere.message
 
 
 def _cli_error(env: dict[str, str], *args: str) -> str:

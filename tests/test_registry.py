@@ -62,8 +62,9 @@ def test_an_entry_may_give_a_system_prompt_and_sampling_settings(tmp_path: Path)
     ("temperature = 500", "[models.smollm2-135m].temperature: temperature 500 is out of range"),
     ("max_tokens = 0", "[models.smollm2-135m].max_tokens: max tokens 0 is out of range"),
     ("system = 3", "[models.smollm2-135m].system must be a string"),
-    ("context = 5", "[models.smollm2-135m].context must be from 16 to 10,000,000 tokens"),
-    ("context = 100000000000000000000", "[models.smollm2-135m].context must be from 16 to 10,000,000 tokens"),
+    ("context = 5", "[models.smollm2-135m].context: context size 5 is out of range"),
+    ("context = 100000000000000000000",
+     "[models.smollm2-135m].context: context size 100,000,000,000,000,000,000 is out of range"),
     ('quant = " "', "[models.smollm2-135m].quant is empty"),
     ("size = 0", "[models.smollm2-135m].size must be a positive integer"),
 ])

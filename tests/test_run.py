@@ -682,7 +682,7 @@ def test_an_empty_folder_variable_counts_as_unset(monkeypatch: pytest.MonkeyPatc
     from localgen import config
 
     monkeypatch.setenv("HF_HOME", "")
-    monkeypatch.setenv("HF_HUB_CACHE", " ")
+    monkeypatch.setenv("HF_HUB_CACHE", "")
     config.check_environment()  # huggingface_hub would read HF_HOME="" as the current folder
     assert "HF_HOME" not in os.environ and "HF_HUB_CACHE" not in os.environ
 
