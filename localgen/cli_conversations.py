@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from localgen.cli_manage import JsonOpt, confirmed, misplaced_option
+from localgen.cli_manage import JsonOpt, confirmed, list_by_default
 from localgen.units import counted, local_minute
 
 if TYPE_CHECKING:
@@ -20,10 +20,7 @@ conversations_app = typer.Typer(help="List, show and delete saved conversations 
 @conversations_app.callback(invoke_without_command=True)
 def _conversations_default(ctx: typer.Context, json_output: JsonOpt = False) -> None:
     """List saved conversations (`localgen conversations` = `localgen conversations list`)."""
-    if ctx.invoked_subcommand is None:
-        conversations_list(json_output=json_output)
-    elif json_output:
-        misplaced_option(ctx)
+    list_by_default(ctx, conversations_list, json_output=json_output)
 
 
 @conversations_app.command("list")

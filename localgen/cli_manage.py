@@ -12,6 +12,8 @@ from localgen.errors import LocalgenError, UsageError
 from localgen.units import binary_size, counted, human_size, local_minute
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from localgen.catalog import CachedModel, ListedModel
     from localgen.registry import Registry
 
@@ -25,10 +27,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
 @cache_app.callback(invoke_without_command=True)
 def cache(ctx: typer.Context, json_output: JsonOpt = False) -> None:
     """List the prompt cache's entries and size (`localgen cache` = `localgen cache list`)."""
-    if ctx.invoked_subcommand is None:
-        cache_list(json_output=json_output)
-    elif json_output:
-        misplaced_option(ctx)
+    list_by_default(ctx, cache_list, json_output=json_output)
 
 
 @cache_app.command("list")
@@ -56,6 +55,15 @@ def cache_clear() -> None:
     count, size = clear(listed_cache_dir())
     entries = counted(count, "prompt cache entry", "prompt cache entries")
     console.say(f"localgen: removed {entries} ({binary_size(size)})")
+
+
+def list_by_default(ctx: typer.Context, listing: Callable[..., None], *, json_output: bool) -> None:
+    """A command group run alone lists (`localgen X` = `localgen X list`); its --json before a subcommand is
+    refused, as it would be ignored."""
+    if ctx.invoked_subcommand is None:
+        listing(json_output=json_output)
+    elif json_output:
+        misplaced_option(ctx)
 
 
 def misplaced_option(ctx: typer.Context, option: str = "--json", param: str = "json_output") -> None:
