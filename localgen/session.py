@@ -219,8 +219,8 @@ class ChatSession:
 
         def release() -> None:
             nonlocal released
+            released = True  # first: a signal during close() must still lead to the reload
             self.loaded.close()
-            released = True
 
         try:
             held = self.loaded.plan.estimate if self.loaded.plan and self.loaded.engine.is_open else None

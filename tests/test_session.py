@@ -212,6 +212,27 @@ def test_sigterm_during_a_model_switch_ends_it_without_a_reload(session: ChatSes
     assert len(calls) == (1 if during == "switch" else 2)
 
 
+def test_ctrl_c_while_a_switch_frees_the_model_reloads_it(session: ChatSession,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import signal
+
+    real_free = lc.llama_free
+
+    def free_then_ctrl_c(ctx: object) -> None:
+        real_free(ctx)
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C lands between freeing the context and dropping its pointer
+
+    monkeypatch.setattr(lc, "llama_free", free_then_ctrl_c)
+    before = session.loaded
+    with pytest.raises(KeyboardInterrupt):
+        session.switch_model(str(before.resolved.path))
+    monkeypatch.setattr(lc, "llama_free", real_free)
+    assert not before.engine.is_open, "no pointer to freed memory is left behind"
+    assert session.loaded is not before and session.loaded.engine.is_open, "the model was loaded again"
+    assert _answer(session.ask("Name a color.")[1]).text
+
+
 def test_a_turn_renders_and_tokenizes_the_conversation_once(session: ChatSession,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     fmt = session.loaded.prompt_format

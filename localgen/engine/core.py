@@ -90,16 +90,17 @@ class Engine:
             raise
 
     def close(self) -> None:
-        """Free the context and the model (what of them exists)."""
-        if self._draft_batch is not None:
-            lc.llama_batch_free(self._draft_batch)
-            self._draft_batch = None
-        if self._ctx is not None:
-            lc.llama_free(self._ctx)
-            self._ctx = None
-        if self._model is not None:
-            lc.llama_model_free(self._model)
-            self._model = None
+        """Free the context and the model (what of them exists). Each pointer is dropped before its memory is
+        freed, and a Ctrl-C waits until all are: one landing between the two would leave a freed context in use."""
+        with deferred_signals():
+            batch, ctx, model = self._draft_batch, self._ctx, self._model
+            self._draft_batch = self._ctx = self._model = None
+            if batch is not None:
+                lc.llama_batch_free(batch)
+            if ctx is not None:
+                lc.llama_free(ctx)
+            if model is not None:
+                lc.llama_model_free(model)
 
     def _check_open(self) -> None:
         """Refuse to touch native memory after close()."""
