@@ -222,8 +222,11 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
         raise LocalgenError(f"could not create {folder}: {exc.strerror or exc}",
                             hint="check free disk space and permissions") from exc
     if name is not None and check_name(name) != conversation.name:
+        path = folder / f"{name}.json"
         taken = UsageError(f"a conversation named '{name}' already exists",
-                           hint=f"choose another name, or /load {name} to continue it")
+                           hint=f"choose another name, or /load {name} to continue it") if path.is_file() else \
+            UsageError(f"{path} is in the way of a conversation named '{name}' (not a file)",
+                       hint="choose another name, or move it away")
         newly = hold(folder, name, hint="choose another name")
         try:
             atomic_write_text(folder / f"{name}.json", replace(conversation, name=name).to_json(), replace=False)

@@ -101,9 +101,10 @@ def check_architecture(metadata: Mapping[str, object], fail: Fail) -> None:
         raise fail("general.architecture is not a string")
     if arch == "clip":
         raise fail("a CLIP vision projector (mmproj), not a language model")
-    if arch not in KNOWN_ARCHITECTURES:
-        raise fail(f"architecture '{arch[:80]}' is not supported by this llama.cpp build "
-                     "(llama-cpp-python 0.3.36)")
+    if arch not in KNOWN_ARCHITECTURES:  # the file may be fine: the hint is not the damaged file's
+        unknown = fail(f"architecture '{arch[:80]}' is not supported by this llama.cpp build (llama-cpp-python 0.3.36)")
+        raise GGUFError(unknown.message, hint="use a model of another architecture, or a llama-cpp-python release "
+                                              "that supports this one")
 
 
 def check_hyperparameters(metadata: Mapping[str, object], fail: Fail) -> None:

@@ -9,8 +9,9 @@ from localgen.units import counted
 
 
 def brief(text: str, limit: int = 80) -> str:
-    """Text cut to about limit characters, saying how long it was (a system prompt in a summary line)."""
-    return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text):,} characters)"
+    """Text on one line, cut to about limit characters, saying how long it was (a system prompt in a summary line)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else f"{line[:limit - 1]}… ({len(text):,} characters)"
 
 
 def empty_answer_note(done: Finished) -> str | None:

@@ -328,7 +328,7 @@ class ChatSession:
         if not messages:  # not even a system prompt: the bare generation prompt is no part of the conversation
             return 0
         try:
-            return self._count(messages)
+            return min(self._count(messages), self.loaded.engine.n_ctx)  # an answer cut at the end counts whole
         except LocalgenError:
             return None
 

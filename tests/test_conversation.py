@@ -293,6 +293,17 @@ def test_a_name_that_starts_with_a_dot_is_refused_with_a_hint_that_says_why() ->
     assert check_name("notes.v2-final_1") == "notes.v2-final_1"
 
 
+def test_save_as_over_something_that_is_no_file_does_not_offer_to_load_it(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.conversation import conversations_dir
+
+    _home(tmp_path, monkeypatch)
+    (conversations_dir() / "dir.json").mkdir(parents=True)
+    with pytest.raises(UsageError, match=r"dir\.json is in the way of a conversation named 'dir'") as info:
+        save_conversation(Conversation(name="mine", turns=[Turn("a", "b")]), "dir")
+    assert "/load" not in (info.value.hint or "")
+
+
 def test_a_hand_edited_file_with_a_bom_or_a_minus_one_limit_loads(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     _home(tmp_path, monkeypatch)
@@ -310,3 +321,10 @@ def test_the_conversations_folder_is_private_from_a_run_s_first_lock(tmp_path: P
     _home(tmp_path, monkeypatch)
     load_or_start("first")  # holds the name (its lock) before anything is saved
     assert conversations_dir().stat().st_mode & 0o777 == 0o700
+
+
+def test_a_summary_line_keeps_a_long_multi_line_text_on_one_line() -> None:
+    from localgen.repl_text import brief
+
+    assert brief("Be terse.\nAnswer in French.") == "Be terse. Answer in French."
+    assert brief("word\n" * 40, limit=20).startswith("word word word word") and "\n" not in brief("word\n" * 40)

@@ -206,6 +206,8 @@ def test_header_bytes_cut_short_are_truncated_and_other_problems_are_not(bundled
     with pytest.raises(GGUFError, match="architecture 'notanarch' is not supported") as caught:
         read_gguf_bytes(odd.read_bytes()[:4 << 20], odd.name)
     assert type(caught.value) is GGUFError
+    assert caught.value.hint == "use a model of another architecture, or a llama-cpp-python release that supports " \
+                                "this one", "the file itself may be fine"
 
 
 def test_header_bytes_with_the_file_size_tell_a_corrupt_count_from_a_short_read(tiny: Path, tmp_path: Path) -> None:

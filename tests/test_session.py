@@ -638,3 +638,14 @@ def test_a_system_prompt_that_came_with_the_model_goes_with_it(session: ChatSess
     session.model_system = session.conversation.system = "Be brief."
     session.switch_model(str(bundled_model))
     assert session.conversation.system is None and session.model_system is None
+
+
+def test_an_answer_cut_at_the_end_of_the_context_never_counts_more_than_the_context(bundled_model: Path) -> None:
+    small = _session(bundled_model, 128)
+    try:
+        small.limits = GenerationLimits(max_tokens=None)
+        done = _answer(small.ask("Write a very long story about a dragon and a knight.")[1])
+        assert done.finish_reason == "context"
+        assert small.context_used() == small.loaded.engine.n_ctx  # the closing tokens would make it more
+    finally:
+        small.loaded.close()
