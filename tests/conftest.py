@@ -17,12 +17,18 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Compile localgen's bytecode once. The suite starts `python -m localgen` hundreds of times, and where
-    PYTHONDONTWRITEBYTECODE is set (as on CI) none of them may cache it, so each compiled every module from source
-    (0.2 s a start, over a minute a run). Compiling writes the cache whatever that variable says."""
+    """Compile localgen's bytecode once, and take Ctrl-C as Python does by default.
+
+    The suite starts `python -m localgen` hundreds of times, and where PYTHONDONTWRITEBYTECODE is set (as on CI)
+    none of them may cache it, so each compiled every module from source (0.2 s a start, over a minute a run).
+    Compiling writes the cache whatever that variable says. A suite started as a background job of a shell without
+    job control has SIGINT ignored, which every child would inherit: the Ctrl-C tests would all fail.
+    """
     import compileall
+    import signal
 
     compileall.compile_dir(REPO_ROOT / "localgen", quiet=1)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def bundled_model_file() -> Path:
