@@ -8,7 +8,7 @@ import os
 import re
 import stat
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -59,6 +59,7 @@ class Turn:
     user: str
     answer: str | None = None
     interrupted: bool = False
+    extra: dict[str, object] = field(default_factory=dict, repr=False)  # fields localgen does not know, kept as read
 
 
 @dataclass
@@ -75,6 +76,7 @@ class Conversation:
     context_start: int = 0  # turns before this index are kept but no longer sent to the model
     ctx_size: int | None = None  # the --ctx-size the chat was given (None: the model's default), for --resume
     on_disk: bool = field(default=False, repr=False)  # its file is ours to overwrite (saved or loaded)
+    extra: dict[str, object] = field(default_factory=dict, repr=False)  # fields localgen does not know, kept as read
 
     @classmethod
     def new(cls, *, system: str | None, model: str | None) -> Conversation:
@@ -127,7 +129,8 @@ class Conversation:
         """The conversation as readable JSON (touch: updated now, as when saving)."""
         record = {"format": FORMAT_VERSION, **asdict(self)} | ({"updated": _now()} if touch else {})
         del record["on_disk"]
-        return json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+        record["turns"] = [_with_extra(turn) for turn in record["turns"]]
+        return json.dumps(_with_extra(record), indent=2, ensure_ascii=False) + "\n"
 
     @classmethod
     def from_json(cls, text: str, source: Path) -> Conversation:
@@ -153,7 +156,8 @@ class Conversation:
                 raise ValueError("'ctx_size' is not a context size")
             return cls(name=check_name(str(data["name"])), system=system, turns=turns, model=model,
                        settings=settings_, context_start=min(start, max(len(turns) - 1, 0)), ctx_size=ctx_size,
-                       created=str(data.get("created", _now())), updated=str(data.get("updated", _now())))
+                       created=str(data.get("created", _now())), updated=str(data.get("updated", _now())),
+                       extra=_unknown_fields(data, cls))
         except (ValueError, KeyError, TypeError, RecursionError, LocalgenError) as exc:
             raise DamagedConversationError(f"{source} is not a valid saved conversation ({exc})",
                                            hint="it was left untouched; start a new chat or load another",
@@ -182,7 +186,19 @@ def _turn_from_json(item: object) -> Turn:
     if not isinstance(user, str) or not (answer is None or isinstance(answer, str)) \
             or not isinstance(interrupted, bool):
         raise ValueError("a turn has fields of the wrong type")
-    return Turn(user=user, answer=answer, interrupted=interrupted)
+    return Turn(user=user, answer=answer, interrupted=interrupted, extra=_unknown_fields(item, Turn))
+
+
+def _unknown_fields(record: dict[str, object], kind: type) -> dict[str, object]:
+    """The fields of a saved record that kind does not have (added by hand or by a later version), to save back."""
+    known = {f.name for f in fields(kind)} | {"format"}
+    return {key: value for key, value in record.items() if key not in known}
+
+
+def _with_extra(record: dict[str, object]) -> dict[str, object]:
+    """A record to save: its own fields, then the unknown ones it was read with."""
+    extra = record.pop("extra")
+    return record | extra
 
 
 def _stored_settings(saved: object) -> object:

@@ -40,30 +40,49 @@ def hold(folder: Path, name: str, hint: str) -> bool:
     path = lock_path(folder, name)
     if fcntl is None or path in _held:
         return False
-    try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # the conversations' own folder is private too
-        path.parent.mkdir(exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise LocalgenError(f"could not create {path}: {exc.strerror or exc}",
-                            hint="check free disk space and permissions") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        owner = _read_owner(fd)
-        os.close(fd)
-        who = f" (process {owner})" if owner else ""
-        raise ConversationBusyError(f"conversation '{name}' is in use by another localgen chat or run{who}",
-                                    hint=hint) from None
-    except OSError as exc:  # a file system without locks (ENOLCK, EOPNOTSUPP): chats go unguarded there
-        os.close(fd)
-        log.debug("no lock for conversation %s: %s", name, exc)
-        return False
+    while True:
+        fd = _open_lock_file(folder, path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = _read_owner(fd)
+            os.close(fd)
+            who = f" (process {owner})" if owner else ""
+            raise ConversationBusyError(f"conversation '{name}' is in use by another localgen chat or run{who}",
+                                        hint=hint) from None
+        except OSError as exc:  # a file system without locks (ENOLCK, EOPNOTSUPP): chats go unguarded there
+            os.close(fd)
+            log.debug("no lock for conversation %s: %s", name, exc)
+            return False
+        if _still_named(fd, path):
+            break
+        os.close(fd)  # `conversations rm` deleted the file between our open and our lock: lock the new one
     _held[path] = fd
     with contextlib.suppress(OSError):  # the owner's pid only makes the busy message nicer (a full disk may refuse it)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
     return True
+
+
+def _open_lock_file(folder: Path, path: Path) -> int:
+    """A descriptor of the lock file at path, made (with its private folders) when missing."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # the conversations' own folder is private too
+        path.parent.mkdir(exist_ok=True, mode=0o700)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise LocalgenError(f"could not create {path}: {exc.strerror or exc}",
+                            hint="check free disk space and permissions") from exc
+
+
+def _still_named(fd: int, path: Path) -> bool:
+    """Whether path still names the file open as fd (a lock on a deleted lock file guards nothing)."""
+    try:
+        named = os.stat(path)
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def release(folder: Path, name: str) -> None:

@@ -328,3 +328,19 @@ def test_a_summary_line_keeps_a_long_multi_line_text_on_one_line() -> None:
 
     assert brief("Be terse.\nAnswer in French.") == "Be terse. Answer in French."
     assert brief("word\n" * 40, limit=20).startswith("word word word word") and "\n" not in brief("word\n" * 40)
+
+
+def test_fields_added_by_hand_survive_the_next_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _home(tmp_path, monkeypatch)
+    path = save_conversation(Conversation(name="tagged", turns=[Turn("a", "b")]))
+    record = json.loads(path.read_text())
+    record["tags"] = ["work"]
+    record["turns"][0]["rating"] = 5
+    path.write_text(json.dumps(record))
+    loaded = load_conversation("tagged")
+    loaded.turns.append(Turn("c", "d"))
+    save_conversation(loaded)
+    saved = json.loads(path.read_text())
+    assert saved["tags"] == ["work"] and saved["turns"][0]["rating"] == 5 and "extra" not in saved
+    assert [set(turn) for turn in saved["turns"]] == [{"user", "answer", "interrupted", "rating"},
+                                                     {"user", "answer", "interrupted"}]

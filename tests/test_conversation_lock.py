@@ -147,3 +147,30 @@ def test_resume_without_a_name_skips_damaged_files_with_a_warning() -> None:
     with pytest.raises(LocalgenError, match="no saved conversation can be resumed"):
         latest_conversation(warnings.append)
     assert (conversations_dir() / "broken.json").read_text() == '{"turns": [', "left untouched"
+
+
+def test_a_lock_file_deleted_between_open_and_lock_is_not_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from localgen.conversation_lock import hold, release
+
+    real_open = os.open
+    deleted: list[str] = []
+
+    def open_then_removed(path: str, *args: object) -> int:
+        """Open, then delete the file as `conversations rm` does while holding it, before this process locks it."""
+        fd = real_open(path, *args)
+        if str(path).endswith(".lock") and not deleted:
+            deleted.append(str(path))
+            os.unlink(path)
+        return fd
+
+    monkeypatch.setattr(os, "open", open_then_removed)
+    assert hold(conversations_dir(), "raced", hint="")
+    monkeypatch.setattr(os, "open", real_open)
+    try:
+        assert deleted, "the race was staged"
+        with another_process("raced") as got:
+            assert got == "ConversationBusyError", "the lock held is the one on the file named now"
+    finally:
+        release(conversations_dir(), "raced")
