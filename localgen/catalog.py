@@ -159,10 +159,11 @@ def _bundled_model(spec: ModelSpec) -> CachedModel | None:
         verified=bool(spec.sha256) and is_verified(path, spec.sha256 or ""))
 
 
-def _hub_groups() -> dict[tuple[str, str], list[hub_cache.CachedHubFile]]:
-    """Cached GGUF files grouped by (repo, model): one file, or all shards of a split."""
+def _hub_groups(*, dangling: bool = False) -> dict[tuple[str, str], list[hub_cache.CachedHubFile]]:
+    """Cached GGUF files grouped by (repo, model): one file, or all shards of a split (dangling: as
+    cached_gguf_files takes it)."""
     groups: dict[tuple[str, str], list[hub_cache.CachedHubFile]] = {}
-    for f in hub_cache.cached_gguf_files():
+    for f in hub_cache.cached_gguf_files(dangling=dangling):
         groups.setdefault((f.repo, shard_group_key(f.filename)), []).append(f)
     return groups
 
@@ -226,7 +227,8 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False) -
     if ref.kind == "path":
         _refuse_path(registry, ref)
     repo, quant, pattern, spec = _target(registry, ref)
-    groups = [fs for (r, _k), fs in _hub_groups().items() if r.lower() == repo.lower()]
+    groups = [fs for (r, _k), fs in _hub_groups(dangling=True).items()  # data deleted by hand: its links go too
+              if r.lower() == repo.lower()]
     matches = [fs for fs in groups if _group_matches(fs, quant, pattern)]
     if not matches:
         bundled_quant = normalize_quant(spec.quant) if spec is not None and spec.quant else None

@@ -203,8 +203,9 @@ def _snapshot_with(repo: str, filenames: list[str], preferred: str) -> Path | No
     return None
 
 
-def cached_gguf_files() -> list[CachedHubFile]:
-    """Every GGUF file in the local Hugging Face cache's model snapshots."""
+def cached_gguf_files(*, dangling: bool = False) -> list[CachedHubFile]:
+    """Every GGUF file in the local Hugging Face cache's model snapshots (dangling: also links to data deleted by
+    hand, with size 0, which only removal wants)."""
     root = hub_cache_dir()
     found: list[CachedHubFile] = []
     try:
@@ -221,9 +222,14 @@ def cached_gguf_files() -> list[CachedHubFile]:
         for snapshot in sorted((repo_dir / "snapshots").glob("*")):
             listed = listing is not None and snapshot.name == listing.revision
             for path in sorted(snapshot.rglob("*")):
-                if path.suffix.lower() != ".gguf" or not path.is_file():
+                if path.suffix.lower() != ".gguf":
                     continue
                 filename = path.relative_to(snapshot).as_posix()
+                if not path.is_file():
+                    if dangling and path.is_symlink() and not path.exists():
+                        found.append(CachedHubFile(repo=repo, filename=filename, revision=snapshot.name, path=path,
+                                                   blob=blob_of(path), size=0, sha256=None, verified=False))
+                    continue
                 sha = expected.get(filename) if listed else recorded_sha256(path)
                 found.append(CachedHubFile(
                     repo=repo, filename=filename, revision=snapshot.name, path=path,

@@ -387,7 +387,8 @@ class Repl:
         for warning in warnings:
             console.warn(warning)
         if text in self.session.attachments:
-            console.say(f"{path} is attached already (/file none drops the attached files)")
+            console.say(f"the text of {path} is attached already, from it or a file with the same text "
+                        "(/file none drops the attached files)")
             return
         self.session.attachments.append(text)
         console.say(f"attached {path} ({len(text):,} characters) to the next message")

@@ -265,3 +265,15 @@ def test_a_killed_download_s_part_is_removed_by_the_next_pull_and_by_rm(hub: tup
         removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
         assert removed.returncode == 0, removed.stderr
         assert not orphan.exists() and busy.exists()
+
+
+def test_a_model_whose_data_was_deleted_by_hand_can_still_be_removed(hub: tuple[HubServer, dict[str, str]]) -> None:
+    _, env = hub
+    pulled = localgen(env, "pull", f"{REPO}:Q4_1")
+    assert pulled.returncode == 0, pulled.stderr
+    entry = Path(pulled.stdout.strip())
+    entry.resolve().unlink()  # the blob, as `rm` in the cache folder would
+    assert entry.is_symlink() and not entry.exists()
+    removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
+    assert removed.returncode == 0, removed.stderr
+    assert not entry.is_symlink() and not (Path(env["HF_HUB_CACHE"]) / f"models--{REPO.replace('/', '--')}").exists()

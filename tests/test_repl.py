@@ -443,6 +443,9 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
     doc.write_text(f"The secret code is 4711.\n{filler}\n")  # over one 512-token prefill chunk
     chat.command(f"/file {doc}", "attached")
     chat.command(f"/file {doc}", "is attached already")  # once is enough
+    copy = tmp_path / "copy.txt"
+    copy.write_text(doc.read_text())
+    chat.command(f"/file {copy}", "or a file with the same text")  # the same text twice adds nothing
     if prefill_while_typing:
         time.sleep(4)  # the file is computed while the question is being thought of
     state = chat.ask("What is the secret code?")
