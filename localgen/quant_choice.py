@@ -111,10 +111,23 @@ def remote_header(repo: str, filename: str, size: int, *, revision: str | None =
         data = hub_range.read_header_bytes(repo, filename, n, revision=revision)
         try:
             return read_gguf_bytes(data, filename, file_size=size or None)
-        except GGUFTruncatedError:  # the header goes on past the bytes read; any other problem is final
+        except GGUFTruncatedError as exc:  # the header goes on past the bytes read; any other problem is final
             if len(data) < n or n >= min(size or HEADER_READ_MAX_BYTES, HEADER_READ_MAX_BYTES):
-                raise
+                raise _on_the_hub(exc, repo) from None
             n = min(n * 4, size or HEADER_READ_MAX_BYTES, HEADER_READ_MAX_BYTES)
+        except GGUFError as exc:
+            raise _on_the_hub(exc, repo) from None
+
+
+def _on_the_hub(exc: GGUFError, repo: str) -> GGUFError:
+    """A header problem of a Hub file, said as the repository's: it was read from the Hub, not from a local file."""
+    from localgen.gguf_cursor import HINT as DAMAGED_HINT
+
+    hint = exc.hint
+    if hint == DAMAGED_HINT:
+        hint = "the repository's own file is damaged or not a GGUF model, so downloading it will not help: " \
+               "choose another quant or repository"
+    return GGUFError(f"{repo}/{exc.message} (the Hub's copy)", hint=hint)
 
 
 def hub_shape(repo: str, files: Sequence[HubFile], *, revision: str | None = None) -> ModelShape:

@@ -277,3 +277,16 @@ def test_a_model_whose_data_was_deleted_by_hand_can_still_be_removed(hub: tuple[
     removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
     assert removed.returncode == 0, removed.stderr
     assert not entry.is_symlink() and not (Path(env["HF_HUB_CACHE"]) / f"models--{REPO.replace('/', '--')}").exists()
+
+
+def test_a_damaged_header_on_the_hub_is_the_repository_s_not_a_local_file_s(hub: tuple[HubServer, dict[str, str]]
+                                                                          ) -> None:
+    server, env = hub
+    server.add_repo("org/Bad-GGUF", {"Bad-Q4_0.gguf": b"GGUF\x03\x00\x00\x00" + b"\xff" * 200})
+    for _ in range(2):  # and a second pull does not take it for a damaged download
+        result = localgen(env, "pull", "org/Bad-GGUF:Q4_0")
+        assert result.returncode == 1
+        assert "org/Bad-GGUF/Bad-Q4_0.gguf: tensor count" in result.stderr and "(the Hub's copy)" in result.stderr
+        assert "the repository's own file is damaged" in result.stderr and "Traceback" not in result.stderr
+    assert not (Path(env["HF_HUB_CACHE"]) / "models--org--Bad-GGUF" / "blobs").exists() or \
+        not any((Path(env["HF_HUB_CACHE"]) / "models--org--Bad-GGUF" / "blobs").iterdir())

@@ -117,8 +117,9 @@ def test_a_count_too_large_for_the_whole_file_is_reported_after_one_read(
         remote_header(REPO, path.name, size)
     error = caught.value
     assert type(error) is GGUFError and error.hint
-    assert error.message.startswith(f"{path.name}: corrupt header: {words}"), error.message
-    assert error.message.endswith(f"past the end of the file ({size:,} bytes)"), error.message
+    assert error.message.startswith(f"{REPO}/{path.name}: corrupt header: {words}"), error.message
+    assert error.message.endswith(f"past the end of the file ({size:,} bytes) (the Hub's copy)"), error.message
+    assert "repository's own file is damaged" in (error.hint or ""), "a header read from the Hub is not local damage"
     assert _ranges(hubenv, path.name) == [f"bytes=0-{first_read - 1}"]
     assert hubenv.server.bytes_sent[(REPO, path.name)] == first_read
 
