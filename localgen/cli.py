@@ -6,7 +6,7 @@ import io
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -14,6 +14,7 @@ from localgen import __version__
 from localgen.cli_conversations import conversations_app
 from localgen.cli_exit import flush_stdout, run_app
 from localgen.cli_manage import cache_app, models_app
+from localgen.cli_model import conversation_defaults, load_for, model_options, read_texts, say_note
 from localgen.cli_options import (
     BatchSizeOpt,
     ChatTemplateOpt,
@@ -59,13 +60,6 @@ from localgen.errors import (
     EXIT_USAGE,
     UsageError,
 )
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-    from localgen.conversation import Conversation
-    from localgen.events import Event
-    from localgen.runner import LoadedModel, ModelOptions
 
 app = typer.Typer(
     name="localgen",
@@ -153,23 +147,20 @@ def run(
 ) -> None:
     """Generate an answer to PROMPT (and piped stdin / -f files), streamed to stdout."""
     from localgen import console
-    from localgen.chat import Message, compose_user_message
     from localgen.cli_output import finish_output, stream_to_stdout
+    from localgen.cli_run import fresh_answer, gather_user_text, report_after_run
     from localgen.fit import prompt_context, prompt_floor, text_bytes
     from localgen.grammar import grammar_for
-    from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
+    from localgen.inputs import STDIN_NAME, argument_text, read_chat_template
     from localgen.params import GenerationLimits, token_budget
-    from localgen.registry import model_defaults, reads_as_a_model
+    from localgen.registry import model_defaults
     from localgen.run_conversation import check_continuation, continued_answer, open_conversation
-    from localgen.runner import ModelOptions, stream_answer
     from localgen.speculative import check_draft_mode
-    from localgen.thinking import prompt_opens_thinking, without_thinking
 
     warnings: list[str] = []
     stdin_asked = prompt == STDIN_NAME
     prompt = None if stdin_asked or prompt is None else argument_text(prompt, "the prompt", warnings)
-    system = None if system is None else argument_text(system, "--system", warnings)
-    stop = [argument_text(s, "--stop", warnings) for s in stop or ()]
+    system, stop = read_texts(system, stop, warnings)
     constraint = grammar_for(grammar, json_schema, warnings)
     sampling = sampling_from(ctx, constraint)
     max_tokens = token_budget(max_tokens)
@@ -180,108 +171,36 @@ def run(
                          hint="--raw sends the text with no template; drop one of them")
     continuing = check_continuation(continue_latest, conversation_name, raw=raw)
     template = read_chat_template(chat_template)
-    attachments, _ = gather_attachments(file or [], sys.stdin.buffer if sys.stdin else None, warnings,
-                                        stdin_asked=stdin_asked, waiting=_say_waiting_for_stdin)
-    for message in warnings:
-        console.warn(message)
-    only_prompt = prompt and not any(map(str.strip, attachments))
-    if model is None and only_prompt and reads_as_a_model(prompt, settings().user_registry):  # `ollama run NAME`
-        raise UsageError(f"'{prompt}' is the name of a model, not a prompt",
-                         hint=f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}`')
-    user_text = compose_user_message(prompt, attachments)
-    if not user_text:
-        chat_hint = "; `localgen chat` starts a conversation" if sys.stdin is not None and sys.stdin.isatty() else ""
-        raise UsageError("nothing to send: the prompt is empty",
-                         hint=f'give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in{chat_hint}')
+    attachments, user_text = gather_user_text(prompt, file or [], stdin_asked=stdin_asked, model=model,
+                                              warnings=warnings)
     prompt_bytes = text_bytes(user_text, system)
     conversation = open_conversation(conversation_name) if continuing else None
-    if conversation is not None:
-        model = model or conversation.model
-        ctx_size = ctx_size if ctx_size is not None else conversation.ctx_size
-    options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,
-                           batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn,
-                           kv_type=kv_type, offline=offline or None, raw=raw, gpu_layers=gpu_layers, no_gpu=no_gpu,
-                           chat_template=template, chat_template_file=chat_template,
-                           min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
-    loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"),
-                       model_given=from_command_line(ctx, "model"))
+    model, ctx_size = conversation_defaults(model, ctx_size, conversation)
+    options = model_options(ctx, model=model, ctx_size=ctx_size, chat_template=template, raw=raw,
+                            min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
+    loaded = load_for(ctx, options, conversation)
     try:
         chosen, model_system = model_defaults(loaded.resolved.spec)
         sampling, limits = with_model_settings(ctx, chosen, sampling, limits)
         if system is None and not raw and (conversation is None or not conversation.on_disk):  # not a saved one
             system = model_system
-        output = console.TextOutput()
         if conversation is not None:
             start = continued_answer(loaded, options, conversation, system, user_text, sampling, limits,
                                      given_settings(ctx), draft=draft, prompt_cache=not no_cache,
                                      hide_thinking=hide_thinking)
         else:
-            if not loaded.prompt_format.is_chat:  # a plain completion continues the text exactly as given
-                user_text = compose_user_message(prompt, attachments, exact=True)
-                if not raw:
-                    console.say(f"localgen: {loaded.resolved.display_name} has no chat template; "
-                                "sending the text as a plain completion")
-            messages = ([Message("system", system)] if system is not None else []) + [Message("user", user_text)]
-
-            def start() -> Iterator[Event]:
-                events = stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache)
-                if not hide_thinking:
-                    return events
-                return without_thinking(events, lambda: prompt_opens_thinking(loaded.prompt_format.render(messages)))
-        completion, exit_code, late_error = stream_to_stdout(loaded, start, None if json_output else output)
-        finish_output(loaded, completion, None if json_output else output,
-                      conversation.name if conversation is not None else None)
+            start = fresh_answer(loaded, prompt, attachments, system, sampling, limits, raw=raw, draft=draft,
+                                 prompt_cache=not no_cache, hide_thinking=hide_thinking)
+        output = None if json_output else console.TextOutput()
+        completion, exit_code, late_error = stream_to_stdout(loaded, start, output)
+        finish_output(loaded, completion, output, conversation.name if conversation is not None else None)
         if late_error is not None:  # the answer is out; now the failure to save it
             raise late_error
     finally:
         loaded.close()
-    note = console.finish_note(completion)
-    if note and completion.finish_reason != "interrupted":
-        console.say(f"localgen: {note}")
-    all_hidden = completion.thinking is not None and completion.usage.completion_tokens and not completion.text
-    if all_hidden and not json_output:
-        console.say("localgen: the answer ended inside its <think> reasoning, which --hide-thinking left out")
-    if stats:
-        console.say(console.format_stats(completion))
+    report_after_run(completion, json_output=json_output, stats=stats)
     if exit_code is not None:
         raise typer.Exit(exit_code)
-
-
-def _load_for(options: ModelOptions, conversation: Conversation | None, *, ctx_given: bool,
-              model_given: bool) -> LoadedModel:
-    """Load the model for a run or chat; a model or a context size that a resumed conversation recorded and that
-    cannot be used is named as the conversation's (the user gave no -m or --ctx-size)."""
-    from localgen.errors import ContextOverflowError, ContextSizeError, ModelNotFoundError
-    from localgen.runner import load_model
-
-    try:
-        return load_model(options, note=say_note)
-    except ModelNotFoundError as exc:
-        if conversation is None or conversation.model is None or model_given:
-            raise
-        another = "go on with another model: add -m MODEL"
-        raise ModelNotFoundError(f"conversation '{conversation.name}' was using {conversation.model}: {exc.message}",
-                                 hint=f"{exc.hint}; or {another}" if exc.hint else another) from exc
-    except ContextSizeError as exc:
-        if conversation is None or ctx_given or conversation.ctx_size is None:
-            raise
-        raise UsageError(f"conversation '{conversation.name}' was started with --ctx-size {conversation.ctx_size:,},"
-                         f" beyond this model's maximum of {exc.maximum:,}",
-                         hint=f"give --ctx-size {exc.maximum} or less") from exc
-    except ContextOverflowError as exc:
-        if conversation is None or ctx_given or conversation.ctx_size is None:
-            raise
-        raise ContextOverflowError(f"{exc.message} (conversation '{conversation.name}' was started with that size)",
-                                   hint=exc.hint) from exc
-
-
-def _say_waiting_for_stdin() -> None:
-    """Tell a person at a terminal that the run waits for piped stdin to end (it goes to the model first)."""
-    from localgen import console
-
-    if sys.stderr.isatty():
-        console.say("localgen: waiting for stdin to end (it goes to the model with the prompt; "
-                    "</dev/null runs without it)")
 
 
 @app.command()
@@ -329,12 +248,11 @@ def chat(
     from localgen import console
     from localgen.conversation import Conversation, latest_conversation, load_conversation
     from localgen.fit import prompt_context, text_bytes
-    from localgen.inputs import STDIN_NAME, argument_text, gather_attachments, read_chat_template
+    from localgen.inputs import STDIN_NAME, gather_attachments, read_chat_template
     from localgen.params import GenerationLimits, token_budget
     from localgen.registry import model_defaults
     from localgen.repl import Repl
     from localgen.repl_input import chat_terminal
-    from localgen.runner import ModelOptions
     from localgen.session import ChatSession
 
     if sys.stdin is None or not sys.stdin.isatty():
@@ -344,8 +262,7 @@ def chat(
                          hint="conversations are saved as JSON (/save, `localgen chat --resume`); for a transcript "
                               'of one answer use `localgen run "..." > FILE`')
     warnings: list[str] = []
-    system = None if system is None else argument_text(system, "--system", warnings)
-    stop = [argument_text(s, "--stop", warnings) for s in stop or ()]
+    system, stop = read_texts(system, stop, warnings)
     if STDIN_NAME in (file or ()):
         raise UsageError("chat reads its messages from the terminal, so -f - has no stdin to read",
                          hint='attach files by name; for piped text use `... | localgen run "..."`')
@@ -357,18 +274,13 @@ def chat(
     conversation = None
     if resume is not None:
         conversation = load_conversation(resume, shell=True) if resume else latest_conversation(console.warn)
-        model = model or conversation.model
-        ctx_size = ctx_size if ctx_size is not None else conversation.ctx_size
+    model, ctx_size = conversation_defaults(model, ctx_size, conversation)
     attached_bytes = text_bytes(*attachments, system) if attachments else 0  # room for the first message's files
-    options = ModelOptions(model=model, ctx_size=ctx_size, threads=threads, threads_batch=threads_batch,
-                           batch_size=batch_size, ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
-                           offline=offline or None, gpu_layers=gpu_layers, no_gpu=no_gpu,
-                           chat_template=read_chat_template(chat_template), chat_template_file=chat_template,
-                           min_ctx=prompt_context(attached_bytes, limits.max_tokens))  # never refused: /file none
+    options = model_options(ctx, model=model, ctx_size=ctx_size, chat_template=read_chat_template(chat_template),
+                            min_ctx=prompt_context(attached_bytes, limits.max_tokens))  # never refused: /file none
     repl: Repl | None = None
     with chat_terminal(before_suspend=lambda: repl.pause_view() if repl else None):  # from the load on
-        loaded = _load_for(options, conversation, ctx_given=from_command_line(ctx, "ctx_size"),
-                           model_given=from_command_line(ctx, "model"))
+        loaded = load_for(ctx, options, conversation)
         session = None
         try:
             chosen, model_system = model_defaults(loaded.resolved.spec)
@@ -479,13 +391,6 @@ def fit(
                     else f"localgen: {chosen} is the quant localgen would use here")
 
 
-def say_note(note: str) -> None:
-    """Say on stderr what loading chose or changed, as it happens."""
-    from localgen import console
-
-    console.say(f"localgen: {note}")
-
-
 def _configure_logging() -> None:
     """Debug logging (llama.cpp's included) goes to stderr only with LOCALGEN_DEBUG=1."""
     if settings().debug:
@@ -495,7 +400,7 @@ def _configure_logging() -> None:
         logging.getLogger("localgen").propagate = False
 
 
-def _optional_values(argv: list[str]) -> list[str]:
+def _resume_without_value(argv: list[str]) -> list[str]:
     """Let chat's `--resume` (or `--continue`) go without a value: alone it means `--resume=` (the latest)."""
     result = list(argv)
     command = next((token for token in result if not token.startswith("-")), None)
@@ -534,5 +439,5 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_USAGE)
     _unfailing_stdout()
     with exit_on_signals():  # SIGTERM or SIGHUP while downloading or loading: cleanups run, partial files go
-        code = run_app(app, _optional_values(sys.argv[1:] if argv is None else argv))
+        code = run_app(app, _resume_without_value(sys.argv[1:] if argv is None else argv))
     sys.exit(flush_stdout(code))

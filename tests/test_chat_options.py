@@ -36,6 +36,6 @@ def test_chat_takes_stop_strings_and_the_loading_knobs(tmp_path: Path) -> None:
     (["run", "--continue", "hi"], ["run", "--continue", "hi"]),
 ])
 def test_only_chat_s_resume_goes_without_a_value(argv: list[str], expected: list[str]) -> None:
-    from localgen.cli import _optional_values
+    from localgen.cli import _resume_without_value
 
-    assert _optional_values(argv) == expected
+    assert _resume_without_value(argv) == expected
