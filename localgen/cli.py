@@ -22,6 +22,7 @@ from localgen.cli_options import (
     FlashAttnOpt,
     FrequencyPenaltyOpt,
     GpuLayersOpt,
+    JsonOpt,
     KvTypeOpt,
     MinPOpt,
     ModelOpt,
@@ -315,7 +316,7 @@ def bench(
     ubatch_size: UbatchSizeOpt = DEFAULT_UBATCH_SIZE,
     flash_attn: FlashAttnOpt = "auto",
     kv_type: KvTypeOpt = "f16",
-    json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_output: JsonOpt = False,
     offline: OfflineOpt = False,
 ) -> None:
     """Measure prefill and decode speed, TTFT and KV-reuse TTFT (like llama-bench's pp and tg tests)."""
@@ -362,7 +363,7 @@ def fit(
     kv_type: KvTypeOpt = "f16",
     gpu_layers: GpuLayersOpt = None,
     no_gpu: NoGpuOpt = False,
-    json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_output: JsonOpt = False,
     offline: OfflineOpt = False,
 ) -> None:
     """Show whether each quant of a model fits this machine (from file headers, before any download)."""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from localgen.cli_manage import JsonOpt, confirmed, list_by_default
+from localgen.cli_options import JsonOpt, confirmed, list_by_default
 from localgen.units import counted, local_minute
 
 if TYPE_CHECKING:

@@ -22,6 +22,7 @@ from localgen.errors import (
     EXIT_RUNTIME,
     EXIT_USAGE,
     LocalgenError,
+    internal_error_text,
 )
 from localgen.signals import SignalExit, signal_exit_code
 
@@ -41,9 +42,14 @@ def silence_stdout() -> None:
     os.close(devnull)
 
 
+def _is_no_such_option(exc: Exception) -> bool:
+    """Whether a usage error is an unknown option (click's NoSuchOption, or the copy typer ships)."""
+    return type(exc).__name__ == "NoSuchOption"
+
+
 def _usage_error_text(exc: Exception) -> str:
     """A one-line version of a command-line usage error."""
-    if type(exc).__name__ == "NoSuchOption":  # without click's suggestions, which count the dashes as alike
+    if _is_no_such_option(exc):  # without click's suggestions, which count the dashes as alike
         return f"No such option: {getattr(exc, 'option_name', '')}"
     format_message = getattr(exc, "format_message", None)
     message = format_message() if callable(format_message) else str(exc)
@@ -52,7 +58,7 @@ def _usage_error_text(exc: Exception) -> str:
 
 def _close_options(exc: Exception) -> list[str]:
     """For an unknown option, the options whose names (dashes aside) are really close to it or start with it."""
-    if type(exc).__name__ != "NoSuchOption":  # click's, or the copy typer ships
+    if not _is_no_such_option(exc):
         return []
     typed = str(getattr(exc, "option_name", "")).lstrip("-")
     names = {option.lstrip("-"): option for option in getattr(exc, "possibilities", None) or ()}
@@ -64,34 +70,83 @@ def _close_options(exc: Exception) -> list[str]:
 def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     """What to do about a usage error: quote a prompt that was split into words, else read the help."""
     command = args[0] if args and args[0] in _command_names(app) else ""
-    if not command and args and args[0] in OTHER_TOOLS_COMMANDS and "no such command" in str(exc).lower():
-        return f"use `{OTHER_TOOLS_COMMANDS[args[0]]}`"
-    if not command and args and "no such command" in str(exc).lower() and _reads_as_prompt(app, args[0]):
-        ask = f"localgen run {shlex.quote(args[0])}"
-        return f"to ask the model, use `{ask}`" if " " in args[0] else f"see `localgen --help`; to ask the model: {ask}"
-    if command in ("run", "chat") and "unexpected extra argument" in str(exc).lower():
-        model = _model_name_given(args[1:])
-        if model is not None:
-            rest = args[2:]
-            if rest and not any(arg.startswith("-") for arg in rest):  # the words of one prompt
-                rest = [" ".join(rest)]
-            return f"the model goes after -m: `{shlex.join(['localgen', command, '-m', model, *rest])}`"
-        from localgen.inputs import STDIN_NAME
+    text = str(exc).lower()
+    return (_unknown_command_hint(app, args, command, text)
+            or _extra_argument_hint(app, args, command, text)
+            or _ctx_flag_hint(exc, command)
+            or _dash_prompt_hint(args, command, text)
+            or _help_hint(app, exc, args, command))
 
-        if command == "run" and STDIN_NAME in args[1:]:
-            prompt = next((arg for arg in reversed(args[1:]) if not arg.startswith("-")), "PROMPT")
-            return f"stdin comes before the prompt with -f -: `{shlex.join(['localgen', 'run', '-f', '-', prompt])}`"
-        if command == "run" and "--" in args[1:-1]:
-            hint = _after_double_dash_hint(app, args)
-            if hint:
-                return hint
-        if command == "run":
-            return 'quote the prompt: localgen run "several words"'
-    if command in ("run", "chat") and any(name in _usage_error_text(exc) for name in ("'--ctx-size' / '-c'",
-                                                                                     "Option '-c'")):
+
+def _unknown_command_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
+    """For a first word that is no command: localgen's command for another tool's word, or `run` for a prompt."""
+    if command or not args or "no such command" not in text:
+        return None
+    return _other_tool_hint(args[0]) or _prompt_as_command_hint(app, args[0])
+
+
+def _other_tool_hint(word: str) -> str | None:
+    """For what users of other tools type at the top level (`ls`, `rm`): localgen's command for it."""
+    command = OTHER_TOOLS_COMMANDS.get(word)
+    return f"use `{command}`" if command else None
+
+
+def _prompt_as_command_hint(app: typer.Typer, word: str) -> str | None:
+    """For a prompt typed where the command goes: `localgen run PROMPT`."""
+    if not _reads_as_prompt(app, word):
+        return None
+    ask = f"localgen run {shlex.quote(word)}"
+    return f"to ask the model, use `{ask}`" if " " in word else f"see `localgen --help`; to ask the model: {ask}"
+
+
+def _extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
+    """For words left over by `run` or `chat`: a model named before the prompt, else (run) how to fix the prompt."""
+    if command not in ("run", "chat") or "unexpected extra argument" not in text:
+        return None
+    model = _model_name_given(args[1:])
+    if model is not None:
+        return _model_first_hint(command, model, args[2:])
+    return _run_extra_argument_hint(app, args) if command == "run" else None
+
+
+def _model_first_hint(command: str, model: str, rest: list[str]) -> str:
+    """For `run MODEL PROMPT` (as in Ollama): the model after -m, and the words of one prompt quoted as one."""
+    if rest and not any(arg.startswith("-") for arg in rest):  # the words of one prompt
+        rest = [" ".join(rest)]
+    return f"the model goes after -m: `{shlex.join(['localgen', command, '-m', model, *rest])}`"
+
+
+def _run_extra_argument_hint(app: typer.Typer, args: list[str]) -> str:
+    """For `run` with words left over: stdin after the prompt, options after --, else quote the prompt."""
+    from localgen.inputs import STDIN_NAME
+
+    if STDIN_NAME in args[1:]:
+        prompt = next((arg for arg in reversed(args[1:]) if not arg.startswith("-")), "PROMPT")
+        return f"stdin comes before the prompt with -f -: `{shlex.join(['localgen', 'run', '-f', '-', prompt])}`"
+    hint = _after_double_dash_hint(app, args) if "--" in args[1:-1] else None
+    return hint or 'quote the prompt: localgen run "several words"'
+
+
+def _ctx_flag_hint(exc: Exception, command: str) -> str | None:
+    """For -c in `run` or `chat`: it is --ctx-size here, not continue."""
+    if command not in ("run", "chat"):
+        return None
+    message = _usage_error_text(exc)
+    if any(name in message for name in ("'--ctx-size' / '-c'", "Option '-c'")):
         return "-c is --ctx-size; to continue the latest conversation use --continue"
-    if command == "run" and "no such option" in str(exc).lower() and " " in (args[-1] if args else ""):
-        return f'a prompt that starts with "-" goes after --: `{shlex.join(["localgen", "run", "--", args[-1]])}`'
+    return None
+
+
+def _dash_prompt_hint(args: list[str], command: str, text: str) -> str | None:
+    """For a `run` prompt that starts with "-" (read as an unknown option): put it after --."""
+    prompt = args[-1] if args else ""
+    if command != "run" or "no such option" not in text or " " not in prompt:
+        return None
+    return f'a prompt that starts with "-" goes after --: `{shlex.join(["localgen", "run", "--", prompt])}`'
+
+
+def _help_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str:
+    """Read the help of the command (or subcommand) given, led by the options close to an unknown one."""
     groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
     if command in groups and len(args) > 1 and args[1] in {c.name for c in groups[command].registered_commands}:
         command = f"{command} {args[1]}"
@@ -183,26 +238,13 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
         return EXIT_INTERRUPTED
     except SignalExit as exc:  # SIGTERM or SIGHUP, after the cleanups ran
         return signal_exit_code(exc.signum)
-    except BrokenPipeError:
-        silence_stdout()
-        return EXIT_BROKEN_PIPE
     except SystemExit:
         if not _closed_pipe_handled():
             raise
         silence_stdout()
         return EXIT_BROKEN_PIPE
     except OSError as exc:
-        if console.terminal_hung_up(exc, sys.stdout):  # the window closed: its SIGHUP says the rest
-            silence_stdout()
-            return signal_exit_code(signal.SIGHUP)
-        if exc.errno not in OUTPUT_FULL_ERRNOS:
-            return _internal_error(exc)
-        if exc.filename is not None:  # a file write that no module mapped (stdout's errors carry no file name)
-            console.error(f"cannot write {exc.filename}: {exc.strerror or exc}", "free some disk space")
-        else:
-            error = console.stdout_error(exc)
-            console.error(error.message, error.hint)
-        return EXIT_RUNTIME
+        return _os_error_code(exc)
     except Exception as exc:  # never a traceback for users; LOCALGEN_DEBUG=1 shows it
         return _internal_error(exc)
 
@@ -218,32 +260,61 @@ def _closed_pipe_handled() -> bool:
         return False
 
 
+def _os_error_code(exc: OSError) -> int:
+    """The exit code for an OSError no module mapped: a closed stdout, a full disk, else an internal error."""
+    from localgen import console
+
+    closed = _closed_stdout_code(exc)
+    if closed is not None:
+        return closed
+    if exc.errno not in OUTPUT_FULL_ERRNOS:
+        return _internal_error(exc)
+    if exc.filename is None:  # stdout's errors carry no file name
+        return _stdout_error_code(exc)
+    console.error(f"cannot write {exc.filename}: {exc.strerror or exc}", "free some disk space")  # no module mapped it
+    return EXIT_RUNTIME
+
+
+def _closed_stdout_code(exc: OSError) -> int | None:
+    """For a closed pipe or a hung-up terminal: stdout silenced and the exit code; None for other failures."""
+    from localgen import console
+
+    if isinstance(exc, BrokenPipeError):
+        silence_stdout()
+        return EXIT_BROKEN_PIPE
+    if console.terminal_hung_up(exc, sys.stdout):  # the window closed: its SIGHUP says the rest
+        silence_stdout()
+        return signal_exit_code(signal.SIGHUP)
+    return None
+
+
+def _stdout_error_code(exc: OSError) -> int:
+    """Say that stdout cannot be written (a full disk, an I/O error); the exit code."""
+    from localgen import console
+
+    error = console.stdout_error(exc)
+    console.error(error.message, error.hint)
+    return EXIT_RUNTIME
+
+
 def _internal_error(exc: Exception) -> int:
     """An unexpected exception: one line and exit 1, or the traceback with LOCALGEN_DEBUG=1."""
     from localgen import console
 
     if settings().debug:
         raise exc
-    console.error(f"internal error: {type(exc).__name__}: {exc}",
-                  hint="run again with LOCALGEN_DEBUG=1 and report the traceback")
+    console.error(internal_error_text(exc), hint="run again with LOCALGEN_DEBUG=1 and report the traceback")
     return EXIT_RUNTIME
 
 
 def flush_stdout(code: int) -> int:
     """Flush stdout before exiting, so a closed pipe or a full disk gets an exit code and a message, not a trace."""
-    from localgen import console
-
     try:
         sys.stdout.flush()
-    except BrokenPipeError:
-        silence_stdout()
-        return code or EXIT_BROKEN_PIPE
     except OSError as exc:
-        hung_up = console.terminal_hung_up(exc, sys.stdout)
-        silence_stdout()
-        if hung_up:
-            return code or signal_exit_code(signal.SIGHUP)
-        error = console.stdout_error(exc)
-        console.error(error.message, error.hint)
-        return code or EXIT_RUNTIME
+        failed = _closed_stdout_code(exc)
+        if failed is None:
+            silence_stdout()  # stdout's own error (run_app's may be any write's): the final flush must not meet it
+            failed = _stdout_error_code(exc)
+        return code or failed
     return code

@@ -7,21 +7,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from localgen.cli_options import JsonOpt, confirmed, list_by_default
 from localgen.config import settings
-from localgen.errors import LocalgenError, UsageError
+from localgen.errors import LocalgenError
 from localgen.units import binary_size, counted, human_size, local_minute
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from localgen.catalog import CachedModel, ListedModel
     from localgen.registry import Registry
 
 cache_app = typer.Typer(help="List the on-disk prompt cache (KV state of long prompts); `clear` empties it.",
                         no_args_is_help=False)
-
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
 
 
 @cache_app.callback(invoke_without_command=True)
@@ -57,28 +53,6 @@ def cache_clear() -> None:
     console.say(f"localgen: removed {entries} ({binary_size(size)})")
 
 
-def list_by_default(ctx: typer.Context, listing: Callable[..., None], *, json_output: bool) -> None:
-    """A command group run alone lists (`localgen X` = `localgen X list`); its --json before a subcommand is
-    refused, as it would be ignored."""
-    if ctx.invoked_subcommand is None:
-        listing(json_output=json_output)
-    elif json_output:
-        misplaced_option(ctx)
-
-
-def misplaced_option(ctx: typer.Context, option: str = "--json", param: str = "json_output") -> None:
-    """Refuse a group's option (--json) given before a subcommand: it would be ignored."""
-    name = ctx.invoked_subcommand or ""
-    command = getattr(ctx.command, "commands", {}).get(name)
-    takes_it = command is not None and any(p.name == param for p in command.params)
-    where = f"localgen {ctx.info_name} {name}"
-    if takes_it:
-        raise UsageError(f"{option} before `{name}` would be ignored", hint=f"put it after: {where} ... {option}")
-    if option == "--json":
-        raise UsageError(f"`{where}` has no JSON output", hint="drop --json")
-    raise UsageError(f"`{where}` has no {option} option", hint=f"drop {option}")
-
-
 models_app = typer.Typer(help="List, inspect and remove models.", no_args_is_help=False)
 AllOpt = Annotated[bool, typer.Option("--all", help="Also list the registry's models that are not downloaded.")]
 
@@ -86,12 +60,7 @@ AllOpt = Annotated[bool, typer.Option("--all", help="Also list the registry's mo
 @models_app.callback(invoke_without_command=True)
 def _models_default(ctx: typer.Context, json_output: JsonOpt = False, all_models: AllOpt = False) -> None:
     """List models on this machine (`localgen models` = `localgen models list`)."""
-    if ctx.invoked_subcommand is None:
-        models_list(json_output=json_output, all_models=all_models)
-    elif json_output:
-        misplaced_option(ctx)
-    elif all_models:
-        misplaced_option(ctx, "--all", "all_models")
+    list_by_default(ctx, models_list, json_output=json_output, all_models=all_models)
 
 
 @models_app.command("list")
@@ -169,7 +138,7 @@ def _when(epoch: float | None) -> str:
 def models_show(
     reference: Annotated[str, typer.Argument(help="A model reference.")],
     template: Annotated[bool, typer.Option("--template", help="Print the chat template.")] = False,
-    json_output: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
+    json_output: JsonOpt = False,
 ) -> None:
     """Describe a model from its GGUF header (no weights are loaded)."""
     from localgen import console
@@ -233,20 +202,6 @@ def models_rm(
     if not confirmed(f"remove {plan.name} ({human_size(plan.bytes_freed)})", yes=yes, declined="nothing removed"):
         return
     removed = remove_model(registry, reference)
+    kept = removed.kept_shared
     console.say(f"removed {removed.name}: freed {human_size(removed.bytes_freed)}"
-                + (f", kept {len(removed.kept_shared)} file(s) another model uses" if removed.kept_shared else ""))
-
-
-def confirmed(action: str, *, yes: bool, declined: str) -> bool:
-    """Whether to go ahead with action ("remove X"): --yes, or the answer on a terminal (declined is said on a no);
-    without a terminal, --yes is needed."""
-    from localgen import console
-
-    if yes:
-        return True
-    if sys.stdin is not None and sys.stdin.isatty():
-        if console.confirm(f"{action}?"):
-            return True
-        console.say(declined)
-        return False
-    raise UsageError(f"{action} needs confirmation", hint="pass --yes when not on a terminal")
+                + (f", kept {counted(len(kept), 'file')} another model uses" if kept else ""))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from localgen.errors import UsageError
+
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from localgen.params import GenerationLimits, Grammar, SamplingParams
 
@@ -22,6 +25,7 @@ ModelOpt = Annotated[str | None, typer.Option(
 CtxOpt = Annotated[int | None, typer.Option("--ctx-size", "-c", help="Context size in tokens.")]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads (default: physical cores).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
 GpuLayersOpt = Annotated[int | None, typer.Option(
     "--gpu-layers", "-ngl", help="Layers to offload to the GPU (-1 = all; default: as many as fit).")]
 NoGpuOpt = Annotated[bool, typer.Option("--no-gpu", help="Run on the CPU only.")]
@@ -78,3 +82,43 @@ def with_model_settings(ctx: typer.Context, chosen: Mapping[str, int | float], s
 
     given = given_settings(ctx)
     return with_settings(sampling, limits, {key: value for key, value in chosen.items() if key not in given})
+
+
+def list_by_default(ctx: typer.Context, listing: Callable[..., None], *, json_output: bool, **flags: bool) -> None:
+    """A command group run alone lists (`localgen X` = `localgen X list`, with json_output and the group's other
+    flags, by parameter name); given before a subcommand, they are refused, as they would be ignored."""
+    if ctx.invoked_subcommand is None:
+        listing(json_output=json_output, **flags)
+        return
+    for param, given in {"json_output": json_output, **flags}.items():
+        if given:
+            misplaced_option(ctx, param)
+
+
+def misplaced_option(ctx: typer.Context, param: str = "json_output") -> None:
+    """Refuse a group's option (--json) given before a subcommand: it would be ignored."""
+    option = next(p.opts[0] for p in ctx.command.params if p.name == param)
+    name = ctx.invoked_subcommand or ""
+    command = getattr(ctx.command, "commands", {}).get(name)
+    takes_it = command is not None and any(p.name == param for p in command.params)
+    where = f"localgen {ctx.info_name} {name}"
+    if takes_it:
+        raise UsageError(f"{option} before `{name}` would be ignored", hint=f"put it after: {where} ... {option}")
+    if option == "--json":
+        raise UsageError(f"`{where}` has no JSON output", hint="drop --json")
+    raise UsageError(f"`{where}` has no {option} option", hint=f"drop {option}")
+
+
+def confirmed(action: str, *, yes: bool, declined: str) -> bool:
+    """Whether to go ahead with action ("remove X"): --yes, or the answer on a terminal (declined is said on a no);
+    without a terminal, --yes is needed."""
+    from localgen import console
+
+    if yes:
+        return True
+    if sys.stdin is not None and sys.stdin.isatty():
+        if console.confirm(f"{action}?"):
+            return True
+        console.say(declined)
+        return False
+    raise UsageError(f"{action} needs confirmation", hint="pass --yes when not on a terminal")

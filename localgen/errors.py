@@ -79,3 +79,8 @@ class HubError(LocalgenError):
 
 class ConfigError(LocalgenError):
     """A configuration file that cannot be read."""
+
+
+def internal_error_text(exc: BaseException) -> str:
+    """The one-line message for an unexpected exception: its class name and text."""
+    return f"internal error: {type(exc).__name__}: {exc}"

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from localgen.gguf_format import FILE_TYPES, GGML_TYPES, value_type_name
+from localgen.gguf_format import FILE_TYPES, GGML_TYPES
 
 
 @dataclass(frozen=True)
@@ -15,11 +15,6 @@ class ArraySummary:
 
     item_type: int
     length: int
-
-    @property
-    def item_type_name(self) -> str:
-        """The GGUF name of the item type (u32, str, ...)."""
-        return value_type_name(self.item_type)
 
 
 @dataclass(frozen=True)

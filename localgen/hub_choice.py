@@ -9,7 +9,6 @@ from localgen.gguf_split import split_name_parts
 from localgen.hub_types import HubFile
 from localgen.registry import normalize_quant, quant_of_filename
 
-DEFAULT_QUANT = "Q4_K_M"
 # Without an explicit quant: the first of these the repo has. 4-5 bit k-quants are the usual
 # size/quality sweet spot; then the older 4/5-bit formats, then bigger (better, slower) quants,
 # then smaller (worse) ones, then unquantized weights. Tags not listed come after, alphabetically.

@@ -14,6 +14,9 @@ from localgen.hub_cache import hub_cache_dir, hub_endpoint
 _DROPPED = {"RemoteProtocolError", "ReadError", "ChunkedEncodingError", "IncompleteRead", "ProtocolError"}
 # True of every command: a downloaded model is found in the cache before the Hub is asked for anything.
 _WITHOUT_NETWORK = "models already downloaded work without the network (`localgen models list` shows them)"
+# How to get at a gated or private repo; what to check when the Hub cannot be reached.
+_LOGIN = "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN"
+_NET_HINT = f"check your network connection (and HF_ENDPOINT / proxy settings); {_WITHOUT_NETWORK}"
 # Another way to get a repo's model than the Hub (reinstalling a damaged package), by repo id in lower case.
 _ALTERNATIVES: dict[str, str] = {}
 
@@ -115,72 +118,107 @@ def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None)
 
 def _hub_error(exc: BaseException, *, repo: str, filename: str | None) -> LocalgenError:
     """The HubError for a huggingface_hub / HTTP exception."""
-    from huggingface_hub import errors as hf_errors
-
-    def kind(name: str) -> tuple[type, ...]:
-        cls = getattr(hf_errors, name, None)
-        return (cls,) if isinstance(cls, type) else ()
-
-    where = f"{repo}/{filename}" if filename else repo
-    login = "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN"
-    net_hint = f"check your network connection (and HF_ENDPOINT / proxy settings); {_WITHOUT_NETWORK}"
+    where = _where(repo, filename)
     for err in _chain(exc):
         status = _status_of(err)
-        if isinstance(err, kind("GatedRepoError")):
-            return HubError(f"{repo} is a gated repository: you must accept its terms and be logged in",
-                            hint=f"request access at {hub_endpoint().rstrip('/')}/{repo}, then {login}")
-        if isinstance(err, kind("RepositoryNotFoundError")):
-            private = " (or it is private)" if status in (401, 403) else ""
-            return HubError(f"repository {repo} not found on the Hugging Face Hub{private}",
-                            hint=f"check the spelling (ORG/REPO); for a private repo, {login}")
-        if isinstance(err, kind("RevisionNotFoundError")):
-            return HubError(f"{repo}: the revision localgen asked for no longer exists",
-                            hint="the repository changed; run the command again")
-        if isinstance(err, (*kind("RemoteEntryNotFoundError"), *kind("EntryNotFoundError"))) and status:
-            return HubError(f"{where} not found on the Hub", hint="the repository changed; run the command again")
-        if isinstance(err, kind("OfflineModeIsEnabled")):
-            return offline_error(repo, None, filename, None)
-        if status in (401, 403):
-            return HubError(f"access to {repo} was denied (HTTP {status})",
-                            hint=f"if it is gated or private, {login}")
-        if status == 429:
-            return HubError("the Hugging Face Hub is rate-limiting requests (HTTP 429)",
-                            hint="wait a minute and try again, or log in to get a higher limit")
-        if status is not None and status >= 500:
-            return HubError(f"the Hugging Face Hub returned a server error (HTTP {status}) for {where}",
-                            hint=f"the Hub may be down; try again later ({_WITHOUT_NETWORK})")
-        if status is not None and status >= 400:
-            return HubError(f"the Hugging Face Hub refused the request for {where} (HTTP {status})")
-        names = _class_names(err)
-        if isinstance(err, TimeoutError) or any("Timeout" in n for n in names):
-            return HubError(f"timed out talking to the Hugging Face Hub ({hub_endpoint()}) for {where}",
-                            hint=net_hint)
-        if names & _DROPPED:
-            doing = f"downloading {where}" if filename else f"reading the file list of {repo}"
-            return HubError(f"the connection to the Hugging Face Hub dropped while {doing}",
-                            hint="run the command again; nothing partial was kept as a finished file")
-        if "JSONDecodeError" in names:
-            return HubError(f"the reply from {hub_endpoint()} for {where} is not the Hugging Face Hub's",
-                            hint="a proxy or a network login page may be answering instead; check the network and "
-                                 "HF_ENDPOINT")
-        if isinstance(err, ConnectionError) or names & {"ConnectError", "ConnectionError", "NetworkError",
-                                                        "ProxyError"}:
-            return HubError(f"cannot reach the Hugging Face Hub ({hub_endpoint()}) for {where}", hint=net_hint)
-        if isinstance(err, OSError) and err.errno in DISK_FULL_ERRNOS:
-            return HubError(f"no space left on the disk while downloading {where} ({os.strerror(err.errno)})",
-                            hint=f"free some space in {hub_cache_dir()} (see `localgen models list`)")
-        if isinstance(err, OSError) and err.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR) \
-                and _in_hub_cache(err.filename):
-            return HubError(f"cannot write to the Hugging Face cache ({err.filename}): {os.strerror(err.errno)}",
-                            hint="set HF_HUB_CACHE (or HF_HOME) to a folder you can write to, or fix the permissions")
-        if isinstance(err, OSError) and err.errno == errno.EFBIG:
-            return HubError(f"{where} is too large for the file system of {hub_cache_dir()}",
-                            hint="some file systems (FAT32) hold files of at most 4 GiB; set HF_HUB_CACHE to a "
-                                 "folder on another file system")
-        if isinstance(err, OSError) and "Consistency check failed" in str(err):
-            return HubError(f"the download of {where} was incomplete (the connection dropped)",
-                            hint="run the command again")
-    if isinstance(exc, kind("LocalEntryNotFoundError")):
-        return HubError(f"cannot reach the Hugging Face Hub ({hub_endpoint()}) and {where} is not cached",
-                        hint=net_hint)
+        error = (_hf_error(err, status, repo=repo, filename=filename)
+                 or _http_status_error(status, repo=repo, where=where)
+                 or _network_error(err, _class_names(err), repo=repo, filename=filename)
+                 or _filesystem_error(err, where=where))
+        if error is not None:
+            return error
+    if isinstance(exc, _hf_kind("LocalEntryNotFoundError")):
+        return _unreachable_error(f"and {where} is not cached")
     return HubError(f"download of {where} failed: {type(exc).__name__}: {exc}")
+
+
+def _hf_kind(name: str) -> tuple[type, ...]:
+    """The huggingface_hub error class of that name, for isinstance (none in versions without it)."""
+    from huggingface_hub import errors as hf_errors
+
+    cls = getattr(hf_errors, name, None)
+    return (cls,) if isinstance(cls, type) else ()
+
+
+def _where(repo: str, filename: str | None) -> str:
+    """What a Hub error names: the repo's file, or the repo."""
+    return f"{repo}/{filename}" if filename else repo
+
+
+def _hf_error(err: BaseException, status: int | None, *, repo: str, filename: str | None) -> HubError | None:
+    """The error for one of huggingface_hub's typed errors (gated, not found, offline), else None."""
+    if isinstance(err, _hf_kind("GatedRepoError")):
+        return HubError(f"{repo} is a gated repository: you must accept its terms and be logged in",
+                        hint=f"request access at {hub_endpoint().rstrip('/')}/{repo}, then {_LOGIN}")
+    if isinstance(err, _hf_kind("RepositoryNotFoundError")):
+        private = " (or it is private)" if status in (401, 403) else ""
+        return HubError(f"repository {repo} not found on the Hugging Face Hub{private}",
+                        hint=f"check the spelling (ORG/REPO); for a private repo, {_LOGIN}")
+    if isinstance(err, _hf_kind("RevisionNotFoundError")):
+        return HubError(f"{repo}: the revision localgen asked for no longer exists",
+                        hint="the repository changed; run the command again")
+    if isinstance(err, (*_hf_kind("RemoteEntryNotFoundError"), *_hf_kind("EntryNotFoundError"))) and status:
+        return HubError(f"{_where(repo, filename)} not found on the Hub",
+                        hint="the repository changed; run the command again")
+    if isinstance(err, _hf_kind("OfflineModeIsEnabled")):
+        return offline_error(repo, None, filename, None)
+    return None
+
+
+def _http_status_error(status: int | None, *, repo: str, where: str) -> HubError | None:
+    """The error for an HTTP error status (denied, rate-limited, server error, refused), else None."""
+    if status in (401, 403):
+        return HubError(f"access to {repo} was denied (HTTP {status})", hint=f"if it is gated or private, {_LOGIN}")
+    if status == 429:
+        return HubError("the Hugging Face Hub is rate-limiting requests (HTTP 429)",
+                        hint="wait a minute and try again, or log in to get a higher limit")
+    if status is not None and status >= 500:
+        return HubError(f"the Hugging Face Hub returned a server error (HTTP {status}) for {where}",
+                        hint=f"the Hub may be down; try again later ({_WITHOUT_NETWORK})")
+    if status is not None and status >= 400:
+        return HubError(f"the Hugging Face Hub refused the request for {where} (HTTP {status})")
+    return None
+
+
+def _network_error(err: BaseException, names: set[str], *, repo: str, filename: str | None) -> HubError | None:
+    """The error for a network failure (timeout, dropped connection, a reply not the Hub's, no route), else None."""
+    where = _where(repo, filename)
+    if isinstance(err, TimeoutError) or any("Timeout" in n for n in names):
+        return HubError(f"timed out talking to the Hugging Face Hub ({hub_endpoint()}) for {where}",
+                        hint=_NET_HINT)
+    if names & _DROPPED:
+        doing = f"downloading {where}" if filename else f"reading the file list of {repo}"
+        return HubError(f"the connection to the Hugging Face Hub dropped while {doing}",
+                        hint="run the command again; nothing partial was kept as a finished file")
+    if "JSONDecodeError" in names:
+        return HubError(f"the reply from {hub_endpoint()} for {where} is not the Hugging Face Hub's",
+                        hint="a proxy or a network login page may be answering instead; check the network and "
+                             "HF_ENDPOINT")
+    if isinstance(err, ConnectionError) or names & {"ConnectError", "ConnectionError", "NetworkError", "ProxyError"}:
+        return _unreachable_error(f"for {where}")
+    return None
+
+
+def _unreachable_error(detail: str) -> HubError:
+    """The error for a Hub that cannot be reached, with what it was needed for (detail)."""
+    return HubError(f"cannot reach the Hugging Face Hub ({hub_endpoint()}) {detail}", hint=_NET_HINT)
+
+
+def _filesystem_error(err: BaseException, *, where: str) -> HubError | None:
+    """The error for a download the disk could not take (full, unwritable, too large, incomplete), else None."""
+    if not isinstance(err, OSError):
+        return None
+    if err.errno in DISK_FULL_ERRNOS:
+        return HubError(f"no space left on the disk while downloading {where} ({os.strerror(err.errno)})",
+                        hint=f"free some space in {hub_cache_dir()} (see `localgen models list`)")
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR) and _in_hub_cache(err.filename):
+        return HubError(f"cannot write to the Hugging Face cache ({err.filename}): {os.strerror(err.errno)}",
+                        hint="set HF_HUB_CACHE (or HF_HOME) to a folder you can write to, or fix the permissions")
+    if err.errno == errno.EFBIG:
+        return HubError(f"{where} is too large for the file system of {hub_cache_dir()}",
+                        hint="some file systems (FAT32) hold files of at most 4 GiB; set HF_HUB_CACHE to a "
+                             "folder on another file system")
+    if "Consistency check failed" in str(err):
+        return HubError(f"the download of {where} was incomplete (the connection dropped)",
+                        hint="run the command again")
+    return None

@@ -73,10 +73,16 @@ def entry_parts(identity: str, tokens: Sequence[int],
     """An entry's parts, in file order: header, identity, tokens, then the state (not copied)."""
     ident = identity.encode("utf-8")
     token_bytes = tokens_array(tokens).tobytes()
+    digest = _entry_digest(token_bytes, state)
+    header = HEADER.pack(MAGIC, FORMAT_VERSION, len(ident), len(tokens), len(state), digest)
+    return header, ident, token_bytes, memoryview(state)
+
+
+def _entry_digest(token_bytes: bytes, state: bytes | bytearray) -> bytes:
+    """The checksum an entry's header keeps: SHA-256 of its tokens' bytes, then its state."""
     digest = hashlib.sha256(token_bytes)
     digest.update(state)
-    header = HEADER.pack(MAGIC, FORMAT_VERSION, len(ident), len(tokens), len(state), digest.digest())
-    return header, ident, token_bytes, memoryview(state)
+    return digest.digest()
 
 
 class DamagedEntryError(ValueError):
@@ -163,9 +169,7 @@ class PromptCache:
         except OSError as exc:
             log.debug("could not read prompt cache entry %s: %s", path.name, exc)
             return None
-        digest = hashlib.sha256(header.tokens.tobytes())
-        digest.update(state)
-        if read != header.state_size or digest.digest() != header.digest:
+        if read != header.state_size or _entry_digest(header.tokens.tobytes(), state) != header.digest:
             log.debug("prompt cache entry %s is corrupt (checksum mismatch); deleting it", path.name)
             _remove(path)
             return None

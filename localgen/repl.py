@@ -14,7 +14,7 @@ from prompt_toolkit.layout.processors import TabsProcessor
 from localgen import console
 from localgen.answer_view import AnswerView
 from localgen.conversation import load_conversation
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import argument_text, attachment_text, expand_user_path, option_path, refuse_waiting_reads
 from localgen.prefill_ahead import PrefillWhileTyping
@@ -132,8 +132,7 @@ class Repl:
             console.error(exc.message, exc.hint)
         except Exception as exc:  # nothing typed at the prompt may end the session
             logging.getLogger("localgen").debug("the traceback of the internal error below", exc_info=True)
-            console.error(f"internal error: {type(exc).__name__}: {exc}",
-                          hint="the conversation is kept; LOCALGEN_DEBUG=1 shows details")
+            console.error(internal_error_text(exc), hint="the conversation is kept; LOCALGEN_DEBUG=1 shows details")
 
     def _read_line(self) -> str | None:
         """Read one line, prefilling it while it is typed; None for Ctrl-C or Ctrl-D (which ends the chat) at the
@@ -288,6 +287,7 @@ class Repl:
     # --- commands ------------------------------------------------------------------------------
 
     def _help(self, _: str) -> None:
+        """/help: list the commands and the keys."""
         width = max(len(k) for k in COMMAND_HELP)
         for usage, text in COMMAND_HELP.items():
             console.say(f"  {usage:<{width}}  {text}")
@@ -295,6 +295,7 @@ class Repl:
                     "Ctrl-C stops an answer; Ctrl-R searches history; Ctrl-Z suspends")
 
     def _system(self, argument: str) -> None:
+        """/system [TEXT|none]: show the system prompt, set it, or clear it."""
         if not argument:
             current = self.session.conversation.system
             console.say(f"system prompt: {current}" if current else "no system prompt (/system TEXT sets one)")
@@ -304,6 +305,7 @@ class Repl:
         console.say("system prompt cleared" if clear else "system prompt set")
 
     def _set(self, argument: str) -> None:
+        """/set PARAM VALUE: change a setting (PARAM alone shows it; Ollama's spellings too)."""
         word, _, rest = argument.partition(" ")
         ollama = {"parameter": lambda: self._set(rest.strip()), "system": lambda: self._system(rest.strip()),
                   "verbose": lambda: self._stats("on"), "quiet": lambda: self._stats("off")}
@@ -325,6 +327,7 @@ class Repl:
         console.say(f"{key} = {value}" + (" (random)" if key == "seed" and value == "none" else ""))
 
     def _show(self, _: str) -> None:
+        """/show: the model, its settings, context size, GPU layers and path."""
         loaded = self.session.loaded
         opts = loaded.engine.options
         console.say(f"model: {loaded.resolved.display_name} ({loaded.resolved.source})")
@@ -341,6 +344,7 @@ class Repl:
         console.say(f"conversation: {conversation.name}, {exchanges_in_context(conversation)}")
 
     def _stats(self, argument: str) -> None:
+        """/stats [on|off]: the last answer's figures, or turn them on or off after every answer."""
         if argument:
             switch = _on_or_off(argument, "/stats")
             if switch is not None:
@@ -356,20 +360,24 @@ class Repl:
         console.say(console.format_stats(last, context=context))
 
     def _reset(self, _: str) -> None:
+        """/reset: start a new conversation, keeping the system prompt."""
         attached = len(self.session.attachments)
         previous = self.session.reset()
         dropped = f"; dropped {counted(attached, 'attached file')}" if attached else ""
         console.say(f"new conversation {self.session.conversation.name} ({what_reset_kept(previous)}{dropped})")
 
     def _undo(self, _: str) -> None:
+        """/undo: drop the last exchange."""
         turn = self.session.undo()
         console.say(f"dropped: {gist(turn.user)!r}")
 
     def _regen(self, _: str) -> None:
+        """/regen: answer the last question again."""
         start, events = self.session.regenerate()
         self._show_answer(events, notice=room_notice(start))
 
     def _file(self, argument: str) -> None:
+        """/file PATH|none: attach a file's text to the next message, or drop the attached files."""
         if not argument:
             console.say("usage: /file PATH, or /file none to drop the attached files")
             return
@@ -394,10 +402,12 @@ class Repl:
         console.say(f"attached {path} ({len(text):,} characters) to the next message")
 
     def _save(self, argument: str) -> None:
+        """/save [NAME]: save the conversation."""
         path = self.session.save(argument or None)
         console.say(f"saved to {path}")
 
     def _load(self, argument: str) -> None:
+        """/load NAME: continue a saved conversation."""
         if not argument:
             console.say("usage: /load NAME (see /list)")
             return
@@ -416,11 +426,11 @@ class Repl:
     def _conversation_summary(self) -> str:
         """Exchanges, system prompt and settings of the current conversation, for /load and --resume."""
         conversation = self.session.conversation
-        settings = self._settings_text()
-        system = f"system prompt {brief(conversation.system)!r}" if conversation.system else "no system prompt"
-        return f"{exchanges_in_context(conversation)}, {system}; settings: {settings}"
+        system = _system_prompt_text(conversation.system)
+        return f"{exchanges_in_context(conversation)}, {system}; settings: {self._settings_text()}"
 
     def _list(self, _: str) -> None:
+        """/list: list the saved conversations, marking this chat's."""
         from localgen.conversation_summary import summaries
 
         entries = summaries()
@@ -436,6 +446,7 @@ class Repl:
                                          f"{size:<{size_width}}  {entry.described}{note}"))
 
     def _model(self, argument: str) -> None:
+        """/model REF: switch model, keeping the conversation (alone: name the model in use)."""
         if not argument:
             now = self.session.loaded
             using = f"using {now.resolved.display_name}; " if now.engine.is_open else ""
@@ -455,8 +466,7 @@ class Repl:
                    if before[key] != value]
         conversation = self.session.conversation
         if conversation.system != system:
-            changed.append(f"system prompt {brief(conversation.system)!r}" if conversation.system else
-                           "no system prompt")
+            changed.append(_system_prompt_text(conversation.system))
         if loaded.engine.n_ctx != n_ctx:
             changed.append(f"context {loaded.engine.n_ctx:,} tokens")
         console.say(f"now using {loaded.resolved.display_name}"
@@ -468,19 +478,27 @@ class Repl:
             console.warn(f"{problem}: /system TEXT sets a shorter one, /system none removes it")
 
     def _thinking(self, argument: str) -> None:
+        """/thinking on|off: show or hide the model's reasoning."""
         switch = _on_or_off(argument, "/thinking")
         if switch is not None:
             self.show_thinking = switch
             console.say(f"reasoning is {'shown' if switch else 'hidden'}")
 
     def _markdown(self, argument: str) -> None:
+        """/markdown on|off: render answers as Markdown, or print them exactly as written."""
         switch = _on_or_off(argument, "/markdown")
         if switch is not None:
             self.markdown = switch
             console.say(f"answers are shown {'as Markdown' if switch else 'as plain text, exactly as written'}")
 
     def _exit(self, _: str) -> None:
+        """/exit: end the chat."""
         self._running = False
+
+
+def _system_prompt_text(system: str | None) -> str:
+    """The system prompt as a summary names it: briefly quoted, or its absence."""
+    return f"system prompt {brief(system)!r}" if system else "no system prompt"
 
 
 def _on_or_off(argument: str, command: str) -> bool | None:

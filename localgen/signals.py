@@ -111,7 +111,7 @@ class StopOnSignal:
     """
 
     def __init__(self, stop: Callable[[], None], *, signals: tuple[int, ...] = (signal.SIGINT, *ENDING_SIGNALS),
-                 escalate: bool = True, reset: Callable[[], None] | None = None):
+                 escalate: bool = True, reset: Callable[[], None] | None = None) -> None:
         self._stop = stop
         self._signals = signals
         self._escalate = escalate

@@ -24,7 +24,7 @@ from hub_server import (
 
 from localgen import config, download_progress, hub, hub_cache
 from localgen.errors import HubError, LocalgenError
-from localgen.hub_choice import DEFAULT_QUANT, QUANT_PREFERENCE, choose_model, quant_of, shard_of
+from localgen.hub_choice import choose_model, quant_of, shard_of
 from localgen.hub_types import HubFile
 
 REPO = "org/tiny-GGUF"
@@ -90,7 +90,6 @@ def test_choose_default_is_q4_k_m_then_preference_order() -> None:
     assert names(choose_model(files, quant=None, filename=None, repo="o/r")) == ["m-Q8_0.gguf"]
     files = [hf("m-BF16.gguf"), hf("m-F16.gguf")]
     assert names(choose_model(files, quant=None, filename=None, repo="o/r")) == ["m-F16.gguf"]
-    assert QUANT_PREFERENCE[0] == DEFAULT_QUANT == "Q4_K_M"
 
 
 def test_choose_by_quant_is_case_insensitive_and_by_filename() -> None:
