@@ -20,6 +20,7 @@ from localgen.storage import atomic_write_text, check_folder
 
 FORMAT_VERSION = 1
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_NAME_SUFFIX = 1000  # NAME-2 ... NAME-1000 are tried before a first save gives up
 
 
@@ -85,7 +86,7 @@ class Conversation:
 
     def messages(self, turns: list[Turn] | None = None) -> list[Message]:
         """The messages a template sees: system, then each exchange in context (an unanswered last turn ends it)."""
-        result = [Message("system", self.system)] if self.system else []
+        result = [Message("system", self.system)] if self.system is not None else []  # "": the template's none
         for turn in self.in_context() if turns is None else turns:
             result.append(Message("user", turn.user))
             if turn.answer is not None:
@@ -136,7 +137,7 @@ class Conversation:
     def from_json(cls, text: str, source: Path) -> Conversation:
         """Parse a saved conversation, refusing anything malformed."""
         try:
-            data = json.loads(text)
+            data = _without_lone_surrogates(json.loads(text))
             if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION:
                 raise ValueError("unknown format")
             if not isinstance(data["turns"], list):
@@ -191,8 +192,20 @@ def _turn_from_json(item: object) -> Turn:
 
 def _unknown_fields(record: dict[str, object], kind: type) -> dict[str, object]:
     """The fields of a saved record that kind does not have (added by hand or by a later version), to save back."""
-    known = {f.name for f in fields(kind)} | {"format"}
+    known = {f.name for f in fields(kind)} - {"extra", "on_disk"} | {"format"}
     return {key: value for key, value in record.items() if key not in known}
+
+
+def _without_lone_surrogates(value: object) -> object:
+    """Parsed JSON with each half of a UTF-16 pair written alone (\\ud83c: no character, and no UTF-8 for it) as
+    U+FFFD, as other text that is not valid becomes."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(key): _without_lone_surrogates(item) for key, item in value.items()}
+    return value
 
 
 def _with_extra(record: dict[str, object]) -> dict[str, object]:

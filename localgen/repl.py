@@ -56,6 +56,7 @@ class Repl:
         self.show_thinking = show_thinking
         self.stats_after_answers = stats  # chat --stats, /stats on
         self._running = True
+        self._leave_unsaved: str | None = None  # the action warned that it leaves unsaved changes: again, it does
         self._history, self._history_warning = open_history()
         self._paste = PasteMark()
         self._view: AnswerView | None = None  # the answer being shown, if any
@@ -114,6 +115,7 @@ class Repl:
         finally:
             if self._ahead is not None:
                 self._ahead.close()
+            self._last_save()
 
     def _step(self) -> None:
         """Read one line and act on it."""
@@ -146,7 +148,7 @@ class Repl:
         except KeyboardInterrupt:
             pass
         except EOFError:
-            self._running = False
+            self._running = not self._may_leave("Ctrl-D")
         finally:
             bracketed_paste(True)  # prompt-toolkit turned it off: a paste typed ahead must stay one paste
             settled = self._ahead is None or self._ahead.settle(self._message_sent(line))
@@ -204,6 +206,8 @@ class Repl:
         """Dispatch one input line; one that began with a paste is a message, sent as pasted."""
         text = message_text(line, pasted=pasted)
         command = parse_command(line) if text is None else None
+        if command is None or command.name != self._leave_unsaved:
+            self._leave_unsaved = None  # a warning that changes are not saved holds for the very next input
         if command is None:
             if text and text.strip():
                 start, events = self.session.ask(text)
@@ -241,7 +245,7 @@ class Repl:
         except Exception as exc:  # e.g. the terminal is gone: a signal that ends the chat still decides
             if signals.ending_signal is None:
                 raise
-            raise SignalExit(signals.ending_signal) from exc
+            raise SignalExit(signals.ending_signal) from exc  # a save that failed is said as the chat ends
         if signals.ending_signal is not None:
             raise SignalExit(signals.ending_signal)
         if self.stats_after_answers and not self.session.unanswered:
@@ -361,10 +365,13 @@ class Repl:
 
     def _reset(self, _: str) -> None:
         """/reset: start a new conversation, keeping the system prompt."""
-        attached = len(self.session.attachments)
+        if not self._may_leave("/reset"):
+            return
+        attached, unsaved = len(self.session.attachments), self.session.unsaved
         previous = self.session.reset()
         dropped = f"; dropped {counted(attached, 'attached file')}" if attached else ""
-        console.say(f"new conversation {self.session.conversation.name} ({what_reset_kept(previous)}{dropped})")
+        kept = what_reset_kept(previous, unsaved=unsaved)
+        console.say(f"new conversation {self.session.conversation.name} ({kept}{dropped})")
 
     def _undo(self, _: str) -> None:
         """/undo: drop the last exchange."""
@@ -410,6 +417,8 @@ class Repl:
         """/load NAME: continue a saved conversation."""
         if not argument:
             console.say("usage: /load NAME (see /list)")
+            return
+        if not self._may_leave("/load"):
             return
         conversation = load_conversation(argument)
         saved_with = conversation.model
@@ -493,7 +502,34 @@ class Repl:
 
     def _exit(self, _: str) -> None:
         """/exit: end the chat."""
-        self._running = False
+        self._running = not self._may_leave("/exit")
+
+    def _may_leave(self, action: str) -> bool:
+        """Whether the chat may leave its conversation (action: what would leave it): yes once the changes a save
+        missed are saved now; when they still cannot be, no, after saying so, and yes for the same action again."""
+        if not self.session.unsaved:
+            return True
+        try:
+            self.session.save()
+            return True
+        except LocalgenError as exc:
+            if self._leave_unsaved == action:
+                return True
+            console.error(exc.message, exc.hint)
+        self._leave_unsaved = action
+        console.say(f"the latest changes to {self.session.conversation.name} are not saved; {action} again leaves "
+                    "without them (they are saved then if the problem is fixed)")
+        return False
+
+    def _last_save(self) -> None:
+        """As the chat ends however it ends (a signal, a lost terminal): save changes a save missed, or say they are
+        lost (unless the user chose to leave them)."""
+        if not self.session.unsaved or self._leave_unsaved is not None:
+            return
+        try:
+            self.session.save()
+        except LocalgenError as exc:
+            console.error(f"the latest changes to {self.session.conversation.name} were not saved: {exc.message}")
 
 
 def _system_prompt_text(system: str | None) -> str:

@@ -45,8 +45,9 @@ def exchanges_in_context(conversation: Conversation) -> str:
     return f"{counted(total, 'exchange')} ({last} in the model's context)"
 
 
-def what_reset_kept(previous: Conversation) -> str:
-    """What became of the conversation /reset left: saved (it had changes), or never written."""
+def what_reset_kept(previous: Conversation, *, unsaved: bool = False) -> str:
+    """What became of the conversation /reset left: saved (it had changes; unsaved: not its latest), or never
+    written."""
     if previous.on_disk:
-        return f"{previous.name} stays saved"
+        return f"{previous.name} stays saved" + (" without its latest changes" if unsaved else "")
     return "the previous one had nothing to save" if not previous.turns else "the previous one was not saved"

@@ -58,11 +58,14 @@ class ChatSession:
         self.keep_saved_settings = keep_saved_settings  # a run's options hold for that run only, unsaved
         self.model_settings = dict(model_settings or {})  # what models.toml gives the loaded model
         self.own_settings = set(own_settings)  # chosen by flags, /set or a resumed chat: /model keeps them
+        self._flags = set(own_settings)  # the settings the command line chose
+        self._start_settings = self.settings()  # before any conversation's: what /load starts from
         self.model_system = model_system  # the system prompt models.toml gives the loaded model
         self.own_system = own_system  # the system prompt was chosen (-s, /system, a resumed chat's): /model keeps it
         self.attachments: list[str] = []
         self.last: Finished | None = None
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
+        self.unsaved = False  # the last change could not be saved: the file is behind the conversation
         self._rendered: list[tuple[LoadedModel, list[Message], str, list[int]]] = []  # the latest prompts made
         self._record_model()
 
@@ -110,10 +113,12 @@ class ChatSession:
         if not self.own_system:
             self.conversation.system = system
         self.model_system = system
-        keys = (set(self.model_settings) | set(chosen)) - self.own_settings
+        given_by_a_model = set(self.model_settings) | set(chosen)
+        keys = given_by_a_model - self.own_settings
         self.model_settings = dict(chosen)
         defaults = self.default_settings()
         self.sampling, self.limits = with_settings(self.sampling, self.limits, {key: defaults[key] for key in keys})
+        self._start_settings |= {key: defaults[key] for key in given_by_a_model - self._flags}
 
     # --- turns ---------------------------------------------------------------------------------
 
@@ -178,6 +183,7 @@ class ChatSession:
         self.conversation = Conversation.new(system=previous.system, model=previous.model)
         self.conversation.ctx_size = previous.ctx_size
         self.attachments = []
+        self.unsaved = False
         return previous
 
     def set_system(self, text: str) -> None:
@@ -263,6 +269,8 @@ class ChatSession:
         self.conversation = conversation
         try:
             self._record_model()
+            # what /set chose for the previous conversation is not this one's
+            self.sampling, self.limits = with_settings(self.sampling, self.limits, self._start_settings)
             saved = {key: "none" if value is None else str(value) for key, value in conversation.settings.items()
                      if key in SETTING_NAMES and (value is not None or key in SETTINGS_THAT_MAY_BE_NONE)}
             for key, value in (saved | dict(overrides or {})).items():
@@ -277,6 +285,7 @@ class ChatSession:
             if conversation.name != previous[0].name:
                 let_go(conversation)
             raise
+        self.unsaved = False
         if conversation.name != previous[0].name:
             let_go(previous[0])
 
@@ -408,15 +417,26 @@ class ChatSession:
 
     def save(self, name: str | None = None) -> Path:
         """Save the conversation with the current settings (name: save as, and go on under that name)."""
-        if not self.keep_saved_settings:
-            self.conversation.settings = self.settings()
-        return save_conversation(self.conversation, name)
+        if not self.keep_saved_settings:  # settings a later version saved are kept
+            kept = {key: value for key, value in self.conversation.settings.items() if key not in CHAT_SETTINGS}
+            self.conversation.settings = kept | self.settings()
+        path = save_conversation(self.conversation, name)
+        self.unsaved = False
+        return path
 
     def _save(self) -> None:
         """Autosave the conversation after every change, from its first exchange (a chat that only changed its
-        settings is not a conversation to resume or continue; the settings are saved with the first exchange)."""
-        if self.autosave and (self.conversation.turns or self.conversation.on_disk):
+        settings is not a conversation to resume or continue; the settings are saved with the first exchange).
+
+        A save that fails leaves the change made, marks the conversation unsaved, and says so in its hint."""
+        if not (self.autosave and (self.conversation.turns or self.conversation.on_disk)):
+            return
+        try:
             self.save()
+        except LocalgenError as exc:
+            self.unsaved = True
+            kept = "this chat keeps the change and saves it with the next one"
+            raise LocalgenError(exc.message, hint=f"{exc.hint}; {kept}" if exc.hint else kept) from exc
 
 
 def model_reference(resolved: ResolvedModel) -> str:

@@ -344,3 +344,29 @@ def test_fields_added_by_hand_survive_the_next_save(tmp_path: Path, monkeypatch:
     assert saved["tags"] == ["work"] and saved["turns"][0]["rating"] == 5 and "extra" not in saved
     assert [set(turn) for turn in saved["turns"]] == [{"user", "answer", "interrupted", "rating"},
                                                      {"user", "answer", "interrupted"}]
+
+
+def test_hand_added_fields_named_like_inner_ones_are_kept_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _home(tmp_path, monkeypatch)
+    path = save_conversation(Conversation(name="inner", turns=[Turn("a", "b")]))
+    record = json.loads(path.read_text())
+    record["extra"], record["on_disk"], record["turns"][0]["extra"] = {"project": "alpha"}, "mine", "a note"
+    path.write_text(json.dumps(record))
+    save_conversation(load_conversation("inner"))
+    saved = json.loads(path.read_text())
+    assert (saved["extra"], saved["on_disk"], saved["turns"][0]["extra"]) == ({"project": "alpha"}, "mine", "a note")
+
+
+def test_half_of_a_utf16_pair_alone_loads_as_a_replacement_character(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    _home(tmp_path, monkeypatch)
+    path = save_conversation(Conversation(name="cut", turns=[Turn("a", "b")]))
+    path.write_text(path.read_text().replace('"user": "a"', '"user": "emoji cut \\ud83c here \\ud83c\\udf89"'))
+    loaded = load_conversation("cut")
+    assert loaded.turns[0].user == "emoji cut \ufffd here \U0001f389"
+    save_conversation(loaded)  # and it can be written as UTF-8 again
+
+
+def test_an_empty_system_prompt_is_sent_as_one() -> None:
+    assert Conversation(name="x", system="", turns=[Turn("hi")]).messages()[0] == Message("system", "")
+    assert Conversation(name="x", system=None, turns=[Turn("hi")]).messages()[0].role == "user"

@@ -944,3 +944,41 @@ def test_undo_quotes_the_dropped_message_whole_or_by_its_start_and_end() -> None
     long = gist("The secret code is 4711. " + "Filler words. " * 20 + "\n\nWhat is the secret code?")
     assert long.startswith("The secret code is 4711.") and long.endswith("What is the secret code?")
     assert " … " in long and len(long) <= 60
+
+
+def _block_the_next_save(chat: Chat) -> Path:
+    """Put a folder where the conversation's file is, so that saving it fails; return the file's path."""
+    path = next((chat.home / "data" / "conversations").glob("*.json"))
+    path.unlink()
+    path.mkdir()
+    return path
+
+
+def test_changes_a_save_missed_are_saved_before_the_chat_ends_or_left_only_when_asked_twice(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20")
+    chat.ask("Name a color.")
+    path = _block_the_next_save(chat)
+    chat.child.sendline("Name a fruit.")
+    chat.child.expect_exact("this chat keeps the change and saves it with the next one")
+    chat.sync()
+    chat.command("/exit", "/exit again leaves without them")
+    assert chat.child.isalive(), "the first /exit keeps the chat open"
+    chat.command("/undo", "keeps the change")  # the change is made, and said to be unsaved
+    chat.command("/exit", "/exit again leaves without them")  # another input came between: warned again
+    path.rmdir()  # the problem is fixed: the next /exit saves, then ends the chat
+    chat.child.sendline("/exit")
+    chat.child.expect(pexpect.EOF, timeout=30)
+    chat.child.close()
+    assert chat.child.exitstatus == 0
+    assert [t["user"] for t in json.loads(path.read_text())["turns"]] == ["Name a color."]
+
+
+def test_a_chat_ended_by_a_signal_says_which_changes_it_could_not_save(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20")
+    chat.ask("Name a color.")
+    _block_the_next_save(chat)
+    chat.child.sendline("Name a fruit.")
+    chat.child.expect_exact("keeps the change")
+    chat.sync()
+    assert chat.killed(signal.SIGTERM)[0] == 143
+    assert "were not saved" in chat.transcript.getvalue() and "Traceback" not in chat.transcript.getvalue()

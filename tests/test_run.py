@@ -741,3 +741,9 @@ def test_the_waiting_note_shows_in_a_terminal() -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_an_empty_system_prompt_holds_in_a_conversation_as_outside_one() -> None:
+    alone = _usage("-s", "", "hi")["prompt_tokens"]
+    assert _usage("-s", "", "--conversation", "no-system", "hi")["prompt_tokens"] == alone
+    assert _usage("hi")["prompt_tokens"] > alone, "without -s the template adds its default system prompt"

@@ -649,3 +649,47 @@ def test_an_answer_cut_at_the_end_of_the_context_never_counts_more_than_the_cont
         assert small.context_used() == small.loaded.engine.n_ctx  # the closing tokens would make it more
     finally:
         small.loaded.close()
+
+
+def test_a_loaded_conversation_does_not_take_the_settings_set_for_the_one_before(session: ChatSession) -> None:
+    session.set_value("temperature", "1.7")
+    session.set_value("n", "7")
+    session.replace_conversation(Conversation(name="from-run", turns=[Turn("q", "a")], settings={}))
+    assert session.sampling.temperature == 0.0 and session.limits.max_tokens == 8, "as the chat started"
+    session.replace_conversation(Conversation(name="tuned", turns=[Turn("q", "a")], settings={"top_k": 3}))
+    assert session.sampling.top_k == 3 and session.sampling.temperature == 0.0
+
+
+def test_a_chat_s_save_keeps_settings_it_does_not_know(session: ChatSession, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from localgen import config
+
+    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(config, "_settings", None)
+    session.replace_conversation(Conversation(name="later", turns=[Turn("q", "a")],
+                                              settings={"temperature": 0.5, "mirostat": 2}))
+    saved = json.loads(session.save().read_text())["settings"]
+    assert saved["mirostat"] == 2 and saved["temperature"] == 0.5
+
+
+def test_a_change_a_save_missed_is_kept_said_and_saved_with_the_next(session: ChatSession, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import config
+    from localgen.conversation import conversations_dir
+
+    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(config, "_settings", None)
+    session.autosave = True
+    _answer(session.ask("Say yes.")[1])
+    path = conversations_dir() / f"{session.conversation.name}.json"
+    path.unlink()
+    path.mkdir()  # in the way of the next save
+    with pytest.raises(LocalgenError, match="could not") as caught:
+        session.undo()
+    assert "this chat keeps the change" in (caught.value.hint or "") and session.unsaved
+    assert len(session.conversation.turns) == 0, "the change is made"
+    path.rmdir()
+    session.set_value("top_k", "5")
+    assert not session.unsaved and path.is_file()
