@@ -299,6 +299,10 @@ def test_prefill_chunks_are_aligned_to_the_physical_batch(bundled_model: Path) -
     assert restore_point(266, 356, 128, saved=266) == 256
     assert restore_point(266, 356, 128, saved=400) == 266  # saved in a full batch: tiled, as cold
     assert restore_point(326, 356, 128, saved=326) == 356 - 64
+    # the last token alone would take the one-query kernel that the cold batch 1024..1038 did not
+    assert restore_point(1037, 1038, 512, saved=1038) == 1036
+    assert restore_point(1024, 1025, 512, saved=1030) == 1024  # a cold batch of one query: as cold
+    assert restore_point(1025, 1050, 512, saved=1025) == 1024  # the saved batch 1024..1025 had one query
 
 
 def test_ignore_eog_decodes_the_full_budget(engine: Engine) -> None:

@@ -240,13 +240,18 @@ def test_an_answer_stopped_before_its_first_token_still_counts_what_was_restored
     assert stopped.restored_tokens > len(first) - 100 and stopped.to_dict()["usage"]["prompt_cache_tokens"] > 0
 
 
-@pytest.mark.parametrize("saved", [2 * 128 + 10, 2 * 128 + 70])  # the saved tail under / over FA_TILE_Q
-def test_a_restored_prefix_gives_the_cold_logits_bit_for_bit(bundled_model: Path, tmp_path: Path, saved: int) -> None:
-    """Rows a saved prompt computed in a small last batch are recomputed when a cold prefill batches them larger."""
+@pytest.mark.parametrize(("length", "saved"), [
+    (2 * 128 + 100, 2 * 128 + 10), (2 * 128 + 100, 2 * 128 + 70),  # the saved tail under / over FA_TILE_Q
+    (3 * 128 + 14, 3 * 128 + 14),  # the same prompt again: its last token alone would take the one-query kernel
+])
+def test_a_restored_prefix_gives_the_cold_logits_bit_for_bit(bundled_model: Path, tmp_path: Path, length: int,
+                                                             saved: int) -> None:
+    """Rows a saved prompt computed in a small last batch are recomputed when a cold prefill batches them larger,
+    and the rows recomputed after a restore take the kernel they took cold."""
     options = LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, n_batch=128, n_ubatch=128, flash_attn="on")
     with Engine(bundled_model, options) as eng:
         words = eng.tokenize(" ".join(f"item {i} is {i * 7 % 13} and" for i in range(120)), add_special=False)
-        prompt = words[:2 * 128 + 100]
+        prompt = words[:length]
 
         def last_logits(tokens: list[int], cache: PromptCache | None) -> tuple[Finished, bytes]:
             eng.reset()

@@ -59,21 +59,25 @@ def restore_prefix(kv: KvCache, prompt: Sequence[int], cache: PrefixCache, *, n_
 def restore_point(common: int, total: int, n_ubatch: int, *, saved: int) -> int:
     """Where prefill resumes after a restore so the rest is computed exactly as a cold prefill computes it.
 
-    llama.cpp's CPU flash attention takes a tiled kernel for physical batches of FA_TILE_Q queries or
-    more and a per-row kernel below that; the two round differently. Prefill batches are aligned to
-    n_ubatch, so the batch holding the divergence point ran from its start to the end of the saved
-    prompt (saved tokens) when the state was saved, and runs to the end of this prompt (total) cold.
-    When the two took different kernels, the kept rows of that batch are computed again; otherwise
-    resume early enough that the rest of it takes the cold kernel (at most FA_TILE_Q tokens).
+    llama.cpp's CPU flash attention rounds differently in three kernels (_kernel): tiled for physical batches
+    of FA_TILE_Q queries or more, per-row below that, and for a batch of one query a split of the cached keys
+    across threads. Prefill batches are aligned to n_ubatch, so the batch holding the divergence point ran
+    from its start to the end of the saved prompt (saved tokens) when the state was saved, and runs to the end
+    of this prompt (total) cold. When the two took different kernels, the kept rows of that batch are computed
+    again; otherwise resume early enough that the rest of it takes the cold kernel (at most FA_TILE_Q tokens).
     """
     start = common - common % n_ubatch
     end = min(start + n_ubatch, total)
-    cold_tiled = end - start >= FA_TILE_Q
-    if cold_tiled != (min(start + n_ubatch, saved) - start >= FA_TILE_Q):
+    cold = _kernel(end - start)
+    if cold != _kernel(min(start + n_ubatch, saved) - start):
         return start
-    if cold_tiled and end - common < FA_TILE_Q:
-        return max(start, end - FA_TILE_Q)
-    return common
+    rows = {"tiled": FA_TILE_Q, "per-row": 2, "one query": 1}[cold]  # the least rows that take the cold kernel
+    return max(start, min(common, end - rows))
+
+
+def _kernel(queries: int) -> str:
+    """The CPU flash-attention kernel a physical batch of this many queries takes."""
+    return "tiled" if queries >= FA_TILE_Q else "per-row" if queries > 1 else "one query"
 
 
 def save_prefix(kv: KvCache, cache: PrefixCache, n_prompt: int, prefilled: int) -> None:
