@@ -147,6 +147,8 @@ def run(
     offline: OfflineOpt = False,
 ) -> None:
     """Generate an answer to PROMPT (and piped stdin / -f files), streamed to stdout."""
+    from dataclasses import replace
+
     from localgen import console
     from localgen.cli_output import finish_output, stream_to_stdout
     from localgen.cli_run import fresh_answer, gather_user_text, report_after_run
@@ -155,6 +157,7 @@ def run(
     from localgen.inputs import STDIN_NAME, argument_text, read_chat_template
     from localgen.params import GenerationLimits, token_budget
     from localgen.registry import model_defaults
+    from localgen.resolve import check_reference
     from localgen.run_conversation import check_continuation, continued_answer, open_conversation
     from localgen.speculative import check_draft_mode
 
@@ -172,13 +175,16 @@ def run(
                          hint="--raw sends the text with no template; drop one of them")
     continuing = check_continuation(continue_latest, conversation_name, raw=raw)
     template = read_chat_template(chat_template)
-    attachments, user_text = gather_user_text(prompt, file or [], stdin_asked=stdin_asked, model=model,
+    if model is not None:  # all of this is refused before piped stdin is waited for to its end
+        check_reference(model)
+    conversation = open_conversation(conversation_name) if continuing else None
+    model_given = model
+    model, ctx_size = conversation_defaults(model, ctx_size, conversation)
+    options = model_options(ctx, model=model, ctx_size=ctx_size, chat_template=template, raw=raw, min_ctx=0)
+    attachments, user_text = gather_user_text(prompt, file or [], stdin_asked=stdin_asked, model=model_given,
                                               warnings=warnings)
     prompt_bytes = text_bytes(user_text, system)
-    conversation = open_conversation(conversation_name) if continuing else None
-    model, ctx_size = conversation_defaults(model, ctx_size, conversation)
-    options = model_options(ctx, model=model, ctx_size=ctx_size, chat_template=template, raw=raw,
-                            min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
+    options = replace(options, min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
     loaded = load_for(ctx, options, conversation)
     try:
         chosen, model_system = model_defaults(loaded.resolved.spec)

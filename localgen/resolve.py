@@ -135,6 +135,17 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")
 
 
+def check_reference(text: str) -> None:
+    """Refuse at once a reference that names no model (an unknown registry name, a missing local file), before
+    anything slow happens; a Hub reference is checked when it is resolved."""
+    registry = load_registry(settings().user_registry)
+    ref = parse_reference(text)
+    if ref.path is not None:
+        _local_file(ref.path)
+    else:
+        registry.spec_for(ref)
+
+
 def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
     """A Hub error whose hint also names the copy of the model another tool put in the Hugging Face cache, which
     `-m PATH` can use as it is (exc itself when there is none)."""

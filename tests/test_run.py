@@ -747,3 +747,24 @@ def test_an_empty_system_prompt_holds_in_a_conversation_as_outside_one() -> None
     alone = _usage("-s", "", "hi")["prompt_tokens"]
     assert _usage("-s", "", "--conversation", "no-system", "hi")["prompt_tokens"] == alone
     assert _usage("hi")["prompt_tokens"] > alone, "without -s the template adds its default system prompt"
+
+
+@pytest.mark.parametrize(("args", "code", "says"), [
+    (("--threads", "0"), 2, "--threads 0 is out of range"),
+    (("--kv-type", "q8_0", "--flash-attn", "off"), 2, "needs flash attention"),
+    (("-m", "no-such-model"), 1, "unknown model 'no-such-model'"),
+    (("-m", "./missing.gguf"), 1, "no such model file"),
+])
+def test_bad_loading_options_are_refused_before_piped_stdin_ends(args: tuple[str, ...], code: int, says: str) -> None:
+    """`make 2>&1 | localgen run ...`: a mistake in the options is said at once, not after the whole build."""
+    child = subprocess.Popen([sys.executable, "-m", "localgen", "run", *args, "why?"], stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO_ROOT, text=True)
+    assert child.stdin is not None and child.stderr is not None
+    try:
+        child.wait(timeout=30)  # stdin stays open (communicate() would close it): only an early refusal ends it
+    except subprocess.TimeoutExpired:
+        child.kill()
+        raise AssertionError(f"{args} waited for stdin to end") from None
+    finally:
+        child.stdin.close()
+    assert child.returncode == code and says in child.stderr.read(), args
