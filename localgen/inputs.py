@@ -112,15 +112,54 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
         raise UsageError("stdin is closed, so '-' has nothing to read", hint="pipe text in, or drop the '-'")
     if stream is None or (stream.isatty() and not asked):
         return None
-    if waiting is not None and not stream.isatty() and not _ready(stream, STDIN_QUIET_S):
-        waiting()
-    data = _bounded_read(stream, "stdin", DOCUMENT_HINT)
+    source = stream if waiting is None or stream.isatty() else _NotedPipe.of(stream, waiting)
+    try:
+        data = _bounded_read(source, "stdin", DOCUMENT_HINT)
+    except OSError as exc:  # a stdin opened for writing only (0>FILE), say
+        raise UsageError(f"cannot read stdin: {exc.strerror or exc}",
+                         hint="pipe text in, or give the prompt alone with </dev/null") from None
     if len(data) > MAX_INPUT_BYTES:
         raise UsageError(f"stdin is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint="send less text")
     return decode_input(data, "stdin", warnings)
 
 
-def _bounded_read(stream: BinaryIO, source: str, binary_hint: str) -> bytes:
+class _NotedPipe:
+    """A pipe read to a number of bytes or to its end, as a buffered reader reads it, that calls waiting once when
+    it keeps quiet for STDIN_QUIET_S seconds, at its start or later (`tail -f log |` looks hung otherwise)."""
+
+    def __init__(self, fd: int, waiting: Callable[[], None]) -> None:
+        self._fd = fd
+        self._waiting: Callable[[], None] | None = waiting
+
+    @classmethod
+    def of(cls, stream: BinaryIO, waiting: Callable[[], None]) -> BinaryIO | _NotedPipe:
+        """The noting reader of stream, or stream itself when it has no file descriptor to watch."""
+        try:
+            return cls(stream.fileno(), waiting)
+        except (OSError, ValueError, AttributeError):
+            return stream
+
+    def read(self, size: int) -> bytes:
+        """Up to size bytes: fewer only at the end of the pipe."""
+        parts: list[bytes] = []
+        got = 0
+        while got < size:
+            if self._waiting is not None and not _ready(self._fd, STDIN_QUIET_S):
+                self._waiting()
+                self._waiting = None
+            try:
+                chunk = os.read(self._fd, min(size - got, 1 << 20))
+            except BlockingIOError:  # a descriptor left non-blocking: wait until it has something
+                select.select([self._fd], [], [])
+                continue
+            if not chunk:
+                break
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
+
+
+def _bounded_read(stream: BinaryIO | _NotedPipe, source: str, binary_hint: str) -> bytes:
     """Up to one byte more than MAX_INPUT_BYTES; binary data is refused from its first block, not after
     reading the whole bound (/dev/urandom)."""
     first = stream.read(BINARY_SNIFF_BYTES)
@@ -129,8 +168,9 @@ def _bounded_read(stream: BinaryIO, source: str, binary_hint: str) -> bytes:
     return first + (stream.read(MAX_INPUT_BYTES + 1 - len(first)) if len(first) == BINARY_SNIFF_BYTES else b"")
 
 
-def _ready(stream: BinaryIO, timeout: float) -> bool:
-    """True when stream has data (or its end) to read within timeout seconds; True when that cannot be told."""
+def _ready(stream: BinaryIO | int, timeout: float) -> bool:
+    """True when stream (or descriptor) has data (or its end) to read within timeout seconds; True when that
+    cannot be told."""
     try:
         return bool(select.select([stream], [], [], timeout)[0])
     except (OSError, ValueError, TypeError):  # no file descriptor, or one select cannot watch

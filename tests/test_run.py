@@ -730,6 +730,26 @@ def test_a_quiet_pipe_gets_a_note_on_a_terminal_and_its_text_still_counts(monkey
     with open(REPO_ROOT / "README.md", "rb") as ready:  # a file is ready at once: no note
         assert inputs.read_stdin_input(ready, [], waiting=lambda: notes.append("again"))
     assert notes == ["waiting"]
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end, "rb") as stream:  # a pipe that starts at once, then keeps quiet (`tail -f log |`)
+        def start_then_pause() -> None:
+            os.write(write_end, b"first ")
+            time.sleep(0.6)
+            os.write(write_end, b"then more")
+            os.close(write_end)
+
+        writer = threading.Thread(target=start_then_pause)
+        writer.start()
+        text = inputs.read_stdin_input(stream, [], waiting=lambda: notes.append("later"))
+        writer.join()
+    assert text == "first then more" and notes == ["waiting", "later"]
+
+
+def test_a_stdin_that_cannot_be_read_is_a_one_line_error(tmp_path: Path) -> None:
+    with open(tmp_path / "out.txt", "wb") as write_only:
+        result = subprocess.run([sys.executable, "-m", "localgen", "run", "-n", "2", "hi"], stdin=write_only,
+                                capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert result.returncode == 2 and "cannot read stdin" in result.stderr and "internal error" not in result.stderr
 
 
 def test_the_waiting_note_shows_in_a_terminal() -> None:
