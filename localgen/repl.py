@@ -402,7 +402,7 @@ class Repl:
         for warning in warnings:
             console.warn(warning)
         if text in self.session.attachments:
-            console.say(f"the text of {path} is attached already, from it or a file with the same text "
+            console.say(f"{path} is attached already, or a file with the same text is "
                         "(/file none drops the attached files)")
             return
         self.session.attachments.append(text)

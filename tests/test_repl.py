@@ -445,7 +445,9 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
     chat.command(f"/file {doc}", "is attached already")  # once is enough
     copy = tmp_path / "copy.txt"
     copy.write_text(doc.read_text())
-    chat.command(f"/file {copy}", "or a file with the same text")  # the same text twice adds nothing
+    chat.child.sendline(f"/file {copy}")  # the same text twice adds nothing
+    chat.child.expect(r"copy\.txt\s+is\s+attached\s+already,\s+or\s+a\s+file\s+with\s+the\s+same\s+text")
+    chat.sync()
     if prefill_while_typing:
         time.sleep(4)  # the file is computed while the question is being thought of
     state = chat.ask("What is the secret code?")
