@@ -175,13 +175,14 @@ def run(
                          hint="--raw sends the text with no template; drop one of them")
     continuing = check_continuation(continue_latest, conversation_name, raw=raw)
     template = read_chat_template(chat_template)
+    console.warn_each(warnings)
     if model is not None:  # all of this is refused before piped stdin is waited for to its end
         check_reference(model)
     conversation = open_conversation(conversation_name) if continuing else None
     model_given = model
     model, ctx_size = conversation_defaults(model, ctx_size, conversation)
     options = model_options(ctx, model=model, ctx_size=ctx_size, chat_template=template, raw=raw, min_ctx=0)
-    attachments, user_text = gather_user_text(prompt, file or [], stdin_asked=stdin_asked, model=model_given,
+    attachments, user_text = gather_user_text(prompt, file or [], stdin_asked=stdin_asked, model_given=model_given,
                                               warnings=warnings)
     prompt_bytes = text_bytes(user_text, system)
     options = replace(options, min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
@@ -274,8 +275,7 @@ def chat(
         raise UsageError("chat reads its messages from the terminal, so -f - has no stdin to read",
                          hint='attach files by name; for piped text use `... | localgen run "..."`')
     attachments = gather_attachments(file or [], None, warnings)[0]  # read before the model loads
-    for message in warnings:
-        console.warn(message)
+    console.warn_each(warnings)
     sampling = sampling_from(ctx)
     limits = GenerationLimits(max_tokens=token_budget(max_tokens), stop=tuple(stop))
     conversation = None

@@ -14,10 +14,11 @@ if TYPE_CHECKING:
     from localgen.runner import LoadedModel
 
 
-def gather_user_text(prompt: str | None, files: list[str], *, stdin_asked: bool, model: str | None,
+def gather_user_text(prompt: str | None, files: list[str], *, stdin_asked: bool, model_given: str | None,
                      warnings: list[str]) -> tuple[list[str], str]:
-    """The attachments (-f files and piped stdin) and the message they make with the prompt; the warnings so far are
-    said here. A prompt that names a model (`ollama run NAME`) or a message with nothing in it is refused."""
+    """The attachments (-f files and piped stdin) and the message they make with the prompt; their warnings are said
+    here. A prompt that names a model (`ollama run NAME`) with no -m given (model_given), or a message with nothing
+    in it, is refused."""
     from localgen import console
     from localgen.chat import compose_user_message
     from localgen.config import settings
@@ -26,10 +27,9 @@ def gather_user_text(prompt: str | None, files: list[str], *, stdin_asked: bool,
 
     attachments, _ = gather_attachments(files, sys.stdin.buffer if sys.stdin else None, warnings,
                                         stdin_asked=stdin_asked, waiting=_say_waiting_for_stdin)
-    for message in warnings:
-        console.warn(message)
+    console.warn_each(warnings)
     only_prompt = prompt and not any(map(str.strip, attachments))
-    if model is None and only_prompt and reads_as_a_model(prompt, settings().user_registry):
+    if model_given is None and only_prompt and reads_as_a_model(prompt, settings().user_registry):
         raise UsageError(f"'{prompt}' is the name of a model, not a prompt",
                          hint=f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}`')
     user_text = compose_user_message(prompt, attachments)

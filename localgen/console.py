@@ -204,6 +204,13 @@ def warn(message: str) -> None:
     say(one_line(f"localgen: warning: {message}"))
 
 
+def warn_each(warnings: list[str]) -> None:
+    """Say each warning gathered so far, and empty the list (each is said once)."""
+    for message in warnings:
+        warn(message)
+    warnings.clear()
+
+
 def one_line(text: str) -> str:
     """Text made safe for one terminal line: control characters (newlines, escapes) become spaces or '?', and
     bytes that were not UTF-8 (in file names and arguments) U+FFFD."""

@@ -158,7 +158,7 @@ class Conversation:
             return cls(name=check_name(str(data["name"])), system=system, turns=turns, model=model,
                        settings=settings_, context_start=min(start, max(len(turns) - 1, 0)), ctx_size=ctx_size,
                        created=str(data.get("created", _now())), updated=str(data.get("updated", _now())),
-                       extra=_unknown_fields(data, cls))
+                       extra=_unknown_fields(data, cls, also_known=frozenset({"format"})))
         except (ValueError, KeyError, TypeError, RecursionError, LocalgenError) as exc:
             raise DamagedConversationError(f"{source} is not a valid saved conversation ({exc})",
                                            hint="it was left untouched; start a new chat or load another",
@@ -190,9 +190,11 @@ def _turn_from_json(item: object) -> Turn:
     return Turn(user=user, answer=answer, interrupted=interrupted, extra=_unknown_fields(item, Turn))
 
 
-def _unknown_fields(record: dict[str, object], kind: type) -> dict[str, object]:
-    """The fields of a saved record that kind does not have (added by hand or by a later version), to save back."""
-    known = {f.name for f in fields(kind)} - {"extra", "on_disk"} | {"format"}
+def _unknown_fields(record: dict[str, object], kind: type, *, also_known: frozenset[str] = frozenset()
+                    ) -> dict[str, object]:
+    """The fields of a saved record that kind does not read (added by hand or by a later version), to save back;
+    also_known: what else is read from the record."""
+    known = {f.name for f in fields(kind)} - {"extra", "on_disk"} | also_known
     return {key: value for key, value in record.items() if key not in known}
 
 

@@ -15,6 +15,7 @@ except ImportError:  # Windows: no advisory locks, conversations are not guarded
     fcntl = None  # type: ignore[assignment]
 
 LOCKS_FOLDER = ".locks"
+LOCK_TRIES = 5  # a lock file deleted under us is made again this many times at most
 
 log = logging.getLogger("localgen.conversation")
 
@@ -40,7 +41,7 @@ def hold(folder: Path, name: str, hint: str) -> bool:
     path = lock_path(folder, name)
     if fcntl is None or path in _held:
         return False
-    while True:
+    for _ in range(LOCK_TRIES):
         fd = _open_lock_file(folder, path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -57,6 +58,9 @@ def hold(folder: Path, name: str, hint: str) -> bool:
         if _still_named(fd, path):
             break
         os.close(fd)  # `conversations rm` deleted the file between our open and our lock: lock the new one
+    else:  # a file system whose file identities never agree (some FUSE mounts): chats go unguarded there
+        log.debug("no stable lock file for conversation %s", name)
+        return False
     _held[path] = fd
     with contextlib.suppress(OSError):  # the owner's pid only makes the busy message nicer (a full disk may refuse it)
         os.ftruncate(fd, 0)

@@ -9,6 +9,8 @@ from localgen.errors import GGUFError
 from localgen.gguf_format import MAX_HEADER_BYTES, MAX_STRING_BYTES
 
 HINT = "the file is damaged, incomplete or not a GGUF model"
+HUB_COPY_HINT = ("the repository's own file is damaged or not a model this llama.cpp can load, so downloading it "
+                 "(again) will not help: choose another quant or repository")
 READ_CHUNK_BYTES = 1 << 20
 
 _U32 = struct.Struct("<I")

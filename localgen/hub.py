@@ -357,15 +357,14 @@ def _checksum(path: Path, f: HubFile, display: Display) -> str:
 
 def _check_usable(path: Path, f: HubFile) -> None:
     """The file's GGUF header must be one llama.cpp can load; a file whose header is not stays unverified."""
+    from localgen.gguf_cursor import HUB_COPY_HINT
     from localgen.gguf_reader import read_gguf
 
     try:
         read_gguf(path, require_architecture=(f.shard_index or 1) == 1)
     except GGUFError as exc:
         forget_verified(path)
-        raise GGUFError(exc.message, hint="the file matches the Hub's checksum, so the repository's own file is "
-                                          "damaged or not a model this llama.cpp can load; downloading it again "
-                                          "will not help: choose another quant or repository") from None
+        raise GGUFError(exc.message, hint=f"the file matches the Hub's checksum, so {HUB_COPY_HINT}") from None
 
 
 class _HubLogNote(logging.Handler):

@@ -121,13 +121,9 @@ def remote_header(repo: str, filename: str, size: int, *, revision: str | None =
 
 def _on_the_hub(exc: GGUFError, repo: str) -> GGUFError:
     """A header problem of a Hub file, said as the repository's: it was read from the Hub, not from a local file."""
-    from localgen.gguf_cursor import HINT as DAMAGED_HINT
+    from localgen.gguf_cursor import HINT, HUB_COPY_HINT
 
-    hint = exc.hint
-    if hint == DAMAGED_HINT:
-        hint = "the repository's own file is damaged or not a GGUF model, so downloading it will not help: " \
-               "choose another quant or repository"
-    return GGUFError(f"{repo}/{exc.message} (the Hub's copy)", hint=hint)
+    return GGUFError(f"{repo}/{exc.message} (the Hub's copy)", hint=HUB_COPY_HINT if exc.hint == HINT else exc.hint)
 
 
 def hub_shape(repo: str, files: Sequence[HubFile], *, revision: str | None = None) -> ModelShape:

@@ -37,7 +37,7 @@ from localgen.repl_input import (
     without_controls,
 )
 from localgen.repl_text import brief, empty_answer_note, exchanges_in_context, gist, room_notice, what_reset_kept
-from localgen.session import SETTING_NAMES, ChatSession
+from localgen.session import SETTING_NAMES, ChatSession, UnsavedChangeError
 from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 from localgen.units import counted, local_minute
@@ -57,6 +57,7 @@ class Repl:
         self.stats_after_answers = stats  # chat --stats, /stats on
         self._running = True
         self._leave_unsaved: str | None = None  # the action warned that it leaves unsaved changes: again, it does
+        self._left_unsaved = False  # the user repeated it: the changes are left unsaved by choice
         self._history, self._history_warning = open_history()
         self._paste = PasteMark()
         self._view: AnswerView | None = None  # the answer being shown, if any
@@ -130,6 +131,9 @@ class Repl:
             self._handle(self._decoded(line), pasted=self._paste.began(line))
         except KeyboardInterrupt:  # Ctrl-C outside an answer (e.g. while /model loads)
             console.say("[interrupted]")
+        except UnsavedChangeError as exc:
+            kept = "this chat keeps the change and saves it with the next one"
+            console.error(exc.message, f"{exc.hint}; {kept}" if exc.hint else kept)
         except LocalgenError as exc:
             console.error(exc.message, exc.hint)
         except Exception as exc:  # nothing typed at the prompt may end the session
@@ -206,7 +210,7 @@ class Repl:
         """Dispatch one input line; one that began with a paste is a message, sent as pasted."""
         text = message_text(line, pasted=pasted)
         command = parse_command(line) if text is None else None
-        if command is None or command.name != self._leave_unsaved:
+        if command is None or ALIASES.get(command.name, command.name) != self._leave_unsaved:
             self._leave_unsaved = None  # a warning that changes are not saved holds for the very next input
         if command is None:
             if text and text.strip():
@@ -399,8 +403,7 @@ class Repl:
         refuse_waiting_reads(path)
         warnings: list[str] = []
         text = attachment_text(path, warnings, option="/file")
-        for warning in warnings:
-            console.warn(warning)
+        console.warn_each(warnings)
         if text in self.session.attachments:
             console.say(f"{path} is attached already, or a file with the same text is "
                         "(/file none drops the attached files)")
@@ -514,6 +517,7 @@ class Repl:
             return True
         except LocalgenError as exc:
             if self._leave_unsaved == action:
+                self._left_unsaved = True
                 return True
             console.error(exc.message, exc.hint)
         self._leave_unsaved = action
@@ -524,7 +528,7 @@ class Repl:
     def _last_save(self) -> None:
         """As the chat ends however it ends (a signal, a lost terminal): save changes a save missed, or say they are
         lost (unless the user chose to leave them)."""
-        if not self.session.unsaved or self._leave_unsaved is not None:
+        if not self.session.unsaved or self._left_unsaved:
             return
         try:
             self.session.save()

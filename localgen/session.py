@@ -39,6 +39,10 @@ class TurnStart:
     out_of_context: int = 0
 
 
+class UnsavedChangeError(LocalgenError):
+    """An autosave that failed: the change stays in the session, which is marked unsaved."""
+
+
 class ChatSession:
     """A model and a conversation; each turn prefills only what the KV cache does not hold."""
 
@@ -428,15 +432,15 @@ class ChatSession:
         """Autosave the conversation after every change, from its first exchange (a chat that only changed its
         settings is not a conversation to resume or continue; the settings are saved with the first exchange).
 
-        A save that fails leaves the change made, marks the conversation unsaved, and says so in its hint."""
+        A save that fails leaves the change made and marks the conversation unsaved (UnsavedChangeError)."""
         if not (self.autosave and (self.conversation.turns or self.conversation.on_disk)):
+            self.unsaved = False  # nothing to save (a first exchange undone before it was ever written)
             return
         try:
             self.save()
         except LocalgenError as exc:
             self.unsaved = True
-            kept = "this chat keeps the change and saves it with the next one"
-            raise LocalgenError(exc.message, hint=f"{exc.hint}; {kept}" if exc.hint else kept) from exc
+            raise UnsavedChangeError(exc.message, hint=exc.hint) from exc
 
 
 def model_reference(resolved: ResolvedModel) -> str:

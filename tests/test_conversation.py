@@ -351,10 +351,12 @@ def test_hand_added_fields_named_like_inner_ones_are_kept_too(tmp_path: Path, mo
     path = save_conversation(Conversation(name="inner", turns=[Turn("a", "b")]))
     record = json.loads(path.read_text())
     record["extra"], record["on_disk"], record["turns"][0]["extra"] = {"project": "alpha"}, "mine", "a note"
+    record["turns"][0]["format"] = "markdown"
     path.write_text(json.dumps(record))
     save_conversation(load_conversation("inner"))
     saved = json.loads(path.read_text())
     assert (saved["extra"], saved["on_disk"], saved["turns"][0]["extra"]) == ({"project": "alpha"}, "mine", "a note")
+    assert saved["turns"][0]["format"] == "markdown" and saved["format"] == 1
 
 
 def test_half_of_a_utf16_pair_alone_loads_as_a_replacement_character(tmp_path: Path,

@@ -174,3 +174,11 @@ def test_a_lock_file_deleted_between_open_and_lock_is_not_held(monkeypatch: pyte
             assert got == "ConversationBusyError", "the lock held is the one on the file named now"
     finally:
         release(conversations_dir(), "raced")
+
+
+def test_lock_files_whose_identity_never_settles_leave_chats_unguarded_not_hung(monkeypatch: pytest.MonkeyPatch
+                                                                                ) -> None:
+    from localgen import conversation_lock
+
+    monkeypatch.setattr(conversation_lock, "_still_named", lambda fd, path: False)  # some FUSE mounts
+    assert conversation_lock.hold(conversations_dir(), "fuse", hint="") is False

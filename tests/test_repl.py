@@ -966,7 +966,7 @@ def test_changes_a_save_missed_are_saved_before_the_chat_ends_or_left_only_when_
     chat.command("/exit", "/exit again leaves without them")
     assert chat.child.isalive(), "the first /exit keeps the chat open"
     chat.command("/undo", "keeps the change")  # the change is made, and said to be unsaved
-    chat.command("/exit", "/exit again leaves without them")  # another input came between: warned again
+    chat.command("/bye", "/exit again leaves without them")  # another input came between: warned again
     path.rmdir()  # the problem is fixed: the next /exit saves, then ends the chat
     chat.child.sendline("/exit")
     chat.child.expect(pexpect.EOF, timeout=30)
@@ -984,3 +984,18 @@ def test_a_chat_ended_by_a_signal_says_which_changes_it_could_not_save(home: Pat
     chat.sync()
     assert chat.killed(signal.SIGTERM)[0] == 143
     assert "were not saved" in chat.transcript.getvalue() and "Traceback" not in chat.transcript.getvalue()
+
+
+def test_leaving_unsaved_changes_takes_the_same_command_twice_by_any_of_its_names(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20")
+    chat.ask("Name a color.")
+    path = _block_the_next_save(chat)
+    chat.child.sendline("Name a fruit.")
+    chat.child.expect_exact("keeps the change")
+    chat.sync()
+    chat.command("/bye", "/exit again leaves without them")
+    chat.child.sendline("/quit")  # /exit by another name: the repeat that leaves
+    chat.child.expect(pexpect.EOF, timeout=30)
+    chat.child.close()
+    assert chat.child.exitstatus == 0 and path.is_dir(), "left without saving, as asked"
+    assert "were not saved" not in chat.transcript.getvalue(), "a choice, not a loss"

@@ -731,9 +731,9 @@ def test_a_quiet_pipe_gets_a_note_on_a_terminal_and_its_text_still_counts(monkey
         assert inputs.read_stdin_input(ready, [], waiting=lambda: notes.append("again"))
     assert notes == ["waiting"]
     read_end, write_end = os.pipe()
-    with os.fdopen(read_end, "rb") as stream:  # a pipe that starts at once, then keeps quiet (`tail -f log |`)
+    os.write(write_end, b"first ")  # a pipe that starts at once, then keeps quiet (`tail -f log |`)
+    with os.fdopen(read_end, "rb") as stream:
         def start_then_pause() -> None:
-            os.write(write_end, b"first ")
             time.sleep(0.6)
             os.write(write_end, b"then more")
             os.close(write_end)

@@ -24,7 +24,7 @@ from localgen.errors import (
 from localgen.events import Event, Finished, PrefillProgress, TextChunk
 from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
 from localgen.runner import ModelOptions, load_model
-from localgen.session import ChatSession
+from localgen.session import ChatSession, UnsavedChangeError
 from tests import gguf_builders as gb
 
 
@@ -686,10 +686,23 @@ def test_a_change_a_save_missed_is_kept_said_and_saved_with_the_next(session: Ch
     path = conversations_dir() / f"{session.conversation.name}.json"
     path.unlink()
     path.mkdir()  # in the way of the next save
-    with pytest.raises(LocalgenError, match="could not") as caught:
-        session.undo()
-    assert "this chat keeps the change" in (caught.value.hint or "") and session.unsaved
-    assert len(session.conversation.turns) == 0, "the change is made"
+    with pytest.raises(UnsavedChangeError, match="could not"):
+        session.set_value("top_k", "5")
+    assert session.unsaved and session.sampling.top_k == 5, "the change is made"
     path.rmdir()
-    session.set_value("top_k", "5")
-    assert not session.unsaved and path.is_file()
+    session.undo()
+    assert not session.unsaved and path.is_file() and session.conversation.turns == []
+
+
+def test_a_first_exchange_never_written_then_undone_leaves_nothing_unsaved(session: ChatSession,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    def full_disk(conversation: Conversation, name: str | None = None) -> Path:
+        raise LocalgenError("could not write it: No space left on device")
+
+    monkeypatch.setattr(session_module, "save_conversation", full_disk)
+    session.autosave = True
+    with pytest.raises(UnsavedChangeError):
+        _answer(session.ask("Say yes.")[1])
+    assert session.unsaved
+    session.undo()  # nothing is left to save
+    assert not session.unsaved
