@@ -948,21 +948,21 @@ def test_undo_quotes_the_dropped_message_whole_or_by_its_start_and_end() -> None
     assert " … " in long and len(long) <= 60
 
 
-def _block_the_next_save(chat: Chat) -> Path:
-    """Put a folder where the conversation's file is, so that saving it fails; return the file's path."""
+def _chat_with_an_unsaved_change(home: Path) -> tuple[Chat, Path]:
+    """A chat whose second exchange could not be saved (a folder stands where its file was); the file's path."""
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20")
+    chat.ask("Name a color.")
     path = next((chat.home / "data" / "conversations").glob("*.json"))
     path.unlink()
     path.mkdir()
-    return path
-
-
-def test_changes_a_save_missed_are_saved_before_the_chat_ends_or_left_only_when_asked_twice(home: Path) -> None:
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20")
-    chat.ask("Name a color.")
-    path = _block_the_next_save(chat)
     chat.child.sendline("Name a fruit.")
     chat.child.expect_exact("this chat keeps the change and saves it with the next one")
     chat.sync()
+    return chat, path
+
+
+def test_changes_a_save_missed_are_saved_before_the_chat_ends_or_left_only_when_asked_twice(home: Path) -> None:
+    chat, path = _chat_with_an_unsaved_change(home)
     chat.command("/exit", "/exit again leaves without them")
     assert chat.child.isalive(), "the first /exit keeps the chat open"
     chat.command("/undo", "keeps the change")  # the change is made, and said to be unsaved
@@ -976,23 +976,13 @@ def test_changes_a_save_missed_are_saved_before_the_chat_ends_or_left_only_when_
 
 
 def test_a_chat_ended_by_a_signal_says_which_changes_it_could_not_save(home: Path) -> None:
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20")
-    chat.ask("Name a color.")
-    _block_the_next_save(chat)
-    chat.child.sendline("Name a fruit.")
-    chat.child.expect_exact("keeps the change")
-    chat.sync()
+    chat, _ = _chat_with_an_unsaved_change(home)
     assert chat.killed(signal.SIGTERM)[0] == 143
     assert "were not saved" in chat.transcript.getvalue() and "Traceback" not in chat.transcript.getvalue()
 
 
 def test_leaving_unsaved_changes_takes_the_same_command_twice_by_any_of_its_names(home: Path) -> None:
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20")
-    chat.ask("Name a color.")
-    path = _block_the_next_save(chat)
-    chat.child.sendline("Name a fruit.")
-    chat.child.expect_exact("keeps the change")
-    chat.sync()
+    chat, path = _chat_with_an_unsaved_change(home)
     chat.command("/bye", "/exit again leaves without them")
     chat.child.sendline("/quit")  # /exit by another name: the repeat that leaves
     chat.child.expect(pexpect.EOF, timeout=30)

@@ -710,39 +710,38 @@ def test_input_beyond_the_bound_is_refused_and_binary_input_from_its_first_block
         inputs.read_file_input(binary, [])
 
 
+def _read_a_slow_pipe(first: bytes, later: bytes, notes: list[str], note: str) -> str | None:
+    """read_stdin_input of a pipe holding first at once and later after a pause, noting each waiting call."""
+    from localgen import inputs
+
+    read_end, write_end = os.pipe()
+    os.write(write_end, first)
+
+    def write_later() -> None:
+        time.sleep(0.6)
+        os.write(write_end, later)
+        os.close(write_end)
+
+    with os.fdopen(read_end, "rb") as stream:
+        writer = threading.Thread(target=write_later)
+        writer.start()
+        text = inputs.read_stdin_input(stream, [], waiting=lambda: notes.append(note))
+        writer.join()
+    return text
+
+
 def test_a_quiet_pipe_gets_a_note_on_a_terminal_and_its_text_still_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     from localgen import inputs
 
     monkeypatch.setattr(inputs, "STDIN_QUIET_S", 0.2)
-    read_end, write_end = os.pipe()
     notes: list[str] = []
-    with os.fdopen(read_end, "rb") as stream:
-        def write_later() -> None:
-            time.sleep(0.6)
-            os.write(write_end, b"late text")
-            os.close(write_end)
-
-        writer = threading.Thread(target=write_later)
-        writer.start()
-        text = inputs.read_stdin_input(stream, [], waiting=lambda: notes.append("waiting"))
-        writer.join()
-    assert text == "late text" and notes == ["waiting"]
+    assert _read_a_slow_pipe(b"", b"late text", notes, "waiting") == "late text" and notes == ["waiting"]
     with open(REPO_ROOT / "README.md", "rb") as ready:  # a file is ready at once: no note
         assert inputs.read_stdin_input(ready, [], waiting=lambda: notes.append("again"))
     assert notes == ["waiting"]
-    read_end, write_end = os.pipe()
-    os.write(write_end, b"first ")  # a pipe that starts at once, then keeps quiet (`tail -f log |`)
-    with os.fdopen(read_end, "rb") as stream:
-        def start_then_pause() -> None:
-            time.sleep(0.6)
-            os.write(write_end, b"then more")
-            os.close(write_end)
-
-        writer = threading.Thread(target=start_then_pause)
-        writer.start()
-        text = inputs.read_stdin_input(stream, [], waiting=lambda: notes.append("later"))
-        writer.join()
-    assert text == "first then more" and notes == ["waiting", "later"]
+    # a pipe that starts at once, then keeps quiet (`tail -f log |`)
+    assert _read_a_slow_pipe(b"first ", b"then more", notes, "later") == "first then more"
+    assert notes == ["waiting", "later"]
 
 
 def test_a_stdin_that_cannot_be_read_is_a_one_line_error(tmp_path: Path) -> None:
