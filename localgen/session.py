@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -198,6 +199,8 @@ class ChatSession:
                                            "allows one (/show tells)")
         self.conversation.system = text or None
         self.own_system = True
+        with contextlib.suppress(LocalgenError):  # no model, or a template that refuses: the next message says why
+            self._replan_context()  # the whole prompt is new: what fits beside this system prompt, as /show says
         self._save()
 
     def system_prompt_problem(self, text: str | None) -> str | None:

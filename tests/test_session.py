@@ -460,6 +460,16 @@ def test_a_resumed_conversation_brings_back_the_exchanges_that_fit_the_new_conte
     assert session.conversation.context_start == 0
 
 
+def test_a_new_system_prompt_moves_the_context_at_once(session: ChatSession) -> None:
+    session.replace_conversation(Conversation(name="long", turns=[Turn("word " * 100, "answer " * 20)
+                                                                  for _ in range(6)]))
+    before = session.conversation.context_start
+    session.set_system("You are a careful assistant who explains every step. " * 30)
+    assert session.conversation.context_start > before, "the exchanges beside it are the ones /show counts"
+    session.set_system("Be brief.")
+    assert session.conversation.context_start == before
+
+
 def test_a_system_prompt_that_leaves_no_room_for_a_message_is_refused(session: ChatSession) -> None:
     with pytest.raises(UsageError, match=r"the system prompt takes [\d,]+ tokens, and the context leaves"):
         session.set_system("You are a pirate who speaks only in rhymes. " * 120)
