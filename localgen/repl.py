@@ -13,7 +13,7 @@ from prompt_toolkit.layout.processors import TabsProcessor
 
 from localgen import console
 from localgen.answer_view import AnswerView
-from localgen.conversation import load_conversation
+from localgen.conversation import let_go, load_conversation
 from localgen.errors import LocalgenError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import argument_text, attachment_text, expand_user_path, option_path, refuse_waiting_reads
@@ -57,7 +57,8 @@ class Repl:
         self.stats_after_answers = stats  # chat --stats, /stats on
         self._running = True
         self._leave_unsaved: str | None = None  # the action warned that it leaves unsaved changes: again, it does
-        self._left_unsaved = False  # the user repeated it: the changes are left unsaved by choice
+        self._left_unsaved = False  # the chat ends leaving its changes unsaved, by choice
+        self._typed: str | None = None  # the command as typed (/bye for /exit), for messages
         self._history, self._history_warning = open_history()
         self._paste = PasteMark()
         self._view: AnswerView | None = None  # the answer being shown, if any
@@ -132,8 +133,7 @@ class Repl:
         except KeyboardInterrupt:  # Ctrl-C outside an answer (e.g. while /model loads)
             console.say("[interrupted]")
         except UnsavedChangeError as exc:
-            kept = "this chat keeps the change and saves it with the next one"
-            console.error(exc.message, f"{exc.hint}; {kept}" if exc.hint else kept)
+            _say_unsaved(exc)
         except LocalgenError as exc:
             console.error(exc.message, exc.hint)
         except Exception as exc:  # nothing typed at the prompt may end the session
@@ -229,7 +229,13 @@ class Repl:
         if command.argument and command.name in WITHOUT_ARGUMENT:
             console.error(f"{command.name} takes no argument", hint=f"type {command.name} alone; /help lists the rest")
             return
-        handler(command.argument)
+        self._typed = command.name
+        try:
+            handler(command.argument)
+        finally:  # a change the command made and said, then why it is not saved
+            error, self.session.save_error = self.session.save_error, None
+            if error is not None:
+                _say_unsaved(error)
 
     def _show_answer(self, events: Generator[Event, None, None], *, notice: str | None = None) -> None:
         """Stream an answer to the terminal; Ctrl-C stops it and keeps what was said.
@@ -421,9 +427,11 @@ class Repl:
         if not argument:
             console.say("usage: /load NAME (see /list)")
             return
+        conversation = load_conversation(argument)  # a name that cannot be loaded is refused before anything else
         if not self._may_leave("/load"):
+            if conversation.name != self.session.conversation.name:
+                let_go(conversation)
             return
-        conversation = load_conversation(argument)
         saved_with = conversation.model
         self.session.replace_conversation(conversation)
         console.say(f"loaded {argument}: {self._conversation_summary()}")
@@ -517,11 +525,12 @@ class Repl:
             return True
         except LocalgenError as exc:
             if self._leave_unsaved == action:
-                self._left_unsaved = True
+                self._left_unsaved = action in ("/exit", "Ctrl-D")  # the chat ends; the others go on
                 return True
             console.error(exc.message, exc.hint)
         self._leave_unsaved = action
-        console.say(f"the latest changes to {self.session.conversation.name} are not saved; {action} again leaves "
+        said = self._typed if self._typed and ALIASES.get(self._typed, self._typed) == action else action
+        console.say(f"the latest changes to {self.session.conversation.name} are not saved; {said} again leaves "
                     "without them (they are saved then if the problem is fixed)")
         return False
 
@@ -534,6 +543,12 @@ class Repl:
             self.session.save()
         except LocalgenError as exc:
             console.error(f"the latest changes to {self.session.conversation.name} were not saved: {exc.message}")
+
+
+def _say_unsaved(error: UnsavedChangeError) -> None:
+    """Say why a change is not saved, and that the chat keeps it."""
+    kept = "this chat keeps the change and saves it with the next one"
+    console.error(error.message, f"{error.hint}; {kept}" if error.hint else kept)
 
 
 def _system_prompt_text(system: str | None) -> str:

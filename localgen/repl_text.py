@@ -46,8 +46,10 @@ def exchanges_in_context(conversation: Conversation) -> str:
 
 
 def what_reset_kept(previous: Conversation, *, unsaved: bool = False) -> str:
-    """What became of the conversation /reset left: saved (it had changes; unsaved: not its latest), or never
+    """What became of the conversation /reset left: saved (it had changes), its latest changes not saved, or never
     written."""
+    if unsaved:
+        return f"the latest changes to {previous.name} were not saved"
     if previous.on_disk:
-        return f"{previous.name} stays saved" + (" without its latest changes" if unsaved else "")
+        return f"{previous.name} stays saved"
     return "the previous one had nothing to save" if not previous.turns else "the previous one was not saved"

@@ -71,6 +71,7 @@ class ChatSession:
         self.last: Finished | None = None
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
         self.unsaved = False  # the last change could not be saved: the file is behind the conversation
+        self.save_error: UnsavedChangeError | None = None  # why a command's change could not be saved, to say
         self._rendered: list[tuple[LoadedModel, list[Message], str, list[int]]] = []  # the latest prompts made
         self._record_model()
 
@@ -80,7 +81,7 @@ class ChatSession:
         """Change one sampling setting from text (/set NAME VALUE) and save; return its name and new value as text."""
         key = self._apply_setting(name, raw)
         self.own_settings.add(key)
-        self._save()
+        self._save(command=True)
         return self.value_of(key)
 
     def value_of(self, name: str) -> tuple[str, str]:
@@ -177,7 +178,7 @@ class ChatSession:
         conversation = self.conversation
         turn = conversation.turns.pop()
         conversation.context_start = min(conversation.context_start, max(len(conversation.turns) - 1, 0))
-        self._save()
+        self._save(command=True)
         return turn
 
     def reset(self) -> Conversation:
@@ -201,7 +202,7 @@ class ChatSession:
         self.own_system = True
         with contextlib.suppress(LocalgenError):  # no model, or a template that refuses: the next message says why
             self._replan_context()  # the whole prompt is new: what fits beside this system prompt, as /show says
-        self._save()
+        self._save(command=True)
 
     def system_prompt_problem(self, text: str | None) -> str | None:
         """Why a system prompt leaves no room for a message in this model's context, or None when it leaves some."""
@@ -246,7 +247,7 @@ class ChatSession:
         self._use_model_defaults(*model_defaults(new.resolved.spec))
         self._record_model()
         self._replan_context()
-        self._save()
+        self._save(command=True)
         return new
 
     def _reload(self, cause: BaseException) -> None:
@@ -431,11 +432,12 @@ class ChatSession:
         self.unsaved = False
         return path
 
-    def _save(self) -> None:
+    def _save(self, *, command: bool = False) -> None:
         """Autosave the conversation after every change, from its first exchange (a chat that only changed its
         settings is not a conversation to resume or continue; the settings are saved with the first exchange).
 
-        A save that fails leaves the change made and marks the conversation unsaved (UnsavedChangeError)."""
+        A save that fails leaves the change made and marks the conversation unsaved: UnsavedChangeError is raised,
+        or for a command (which then says what it did) kept in save_error."""
         if not (self.autosave and (self.conversation.turns or self.conversation.on_disk)):
             self.unsaved = False  # nothing to save (a first exchange undone before it was ever written)
             return
@@ -443,7 +445,10 @@ class ChatSession:
             self.save()
         except LocalgenError as exc:
             self.unsaved = True
-            raise UnsavedChangeError(exc.message, hint=exc.hint) from exc
+            error = UnsavedChangeError(exc.message, hint=exc.hint)
+            if not command:
+                raise error from exc
+            self.save_error = error
 
 
 def model_reference(resolved: ResolvedModel) -> str:

@@ -41,7 +41,10 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
     except OSError as exc:
         if isinstance(exc, FileExistsError) and not replace:
             raise
-        kept = "; the previous file is unchanged" if path.exists() else ""
+        if path.is_dir() and not path.is_symlink():
+            raise LocalgenError(f"could not write {path}: a folder is in its place",
+                                hint="move that folder away") from exc
+        kept = "; the previous file is unchanged" if path.is_file() else ""
         raise LocalgenError(
             f"could not write {path}: {exc.strerror or exc}",
             hint=f"check free disk space and permissions{kept}",

@@ -139,6 +139,18 @@ class Chat:
         self.sync()
         return output
 
+    def expect_words(self, words: str) -> None:
+        """Wait for words on the screen, wherever the terminal wrapped the line between them."""
+        self.child.expect(r"\s+".join(map(re.escape, words.split())))
+
+    def command_words(self, text: str, words: str) -> str:
+        """Run a slash command and wait for words of its output (a long message wraps)."""
+        self.child.sendline(text)
+        self.expect_words(words)
+        output = self.child.before + self.child.after
+        self.sync()
+        return output
+
     def quit(self) -> int:
         """Ctrl-D on an empty line; return the exit status."""
         for _ in range(3):  # a loaded machine may swallow a key press sent mid-redraw
@@ -956,17 +968,18 @@ def _chat_with_an_unsaved_change(home: Path) -> tuple[Chat, Path]:
     path.unlink()
     path.mkdir()
     chat.child.sendline("Name a fruit.")
-    chat.child.expect_exact("this chat keeps the change and saves it with the next one")
+    chat.expect_words("this chat keeps the change and saves it with the next one")
     chat.sync()
     return chat, path
 
 
 def test_changes_a_save_missed_are_saved_before_the_chat_ends_or_left_only_when_asked_twice(home: Path) -> None:
     chat, path = _chat_with_an_unsaved_change(home)
-    chat.command("/exit", "/exit again leaves without them")
+    chat.command_words("/exit", "/exit again leaves without them")
     assert chat.child.isalive(), "the first /exit keeps the chat open"
-    chat.command("/undo", "keeps the change")  # the change is made, and said to be unsaved
-    chat.command("/bye", "/exit again leaves without them")  # another input came between: warned again
+    chat.command_words("/undo", "keeps the change")  # the change is made, said, and said to be unsaved
+    assert "dropped: 'Name a fruit.'" in chat.transcript.getvalue()
+    chat.command_words("/bye", "/bye again leaves without them")  # another input came between: warned again
     path.rmdir()  # the problem is fixed: the next /exit saves, then ends the chat
     chat.child.sendline("/exit")
     chat.child.expect(pexpect.EOF, timeout=30)
@@ -978,14 +991,34 @@ def test_changes_a_save_missed_are_saved_before_the_chat_ends_or_left_only_when_
 def test_a_chat_ended_by_a_signal_says_which_changes_it_could_not_save(home: Path) -> None:
     chat, _ = _chat_with_an_unsaved_change(home)
     assert chat.killed(signal.SIGTERM)[0] == 143
-    assert "were not saved" in chat.transcript.getvalue() and "Traceback" not in chat.transcript.getvalue()
+    assert re.search(r"were\s+not\s+saved", chat.transcript.getvalue())
+    assert "Traceback" not in chat.transcript.getvalue()
 
 
 def test_leaving_unsaved_changes_takes_the_same_command_twice_by_any_of_its_names(home: Path) -> None:
     chat, path = _chat_with_an_unsaved_change(home)
-    chat.command("/bye", "/exit again leaves without them")
+    chat.command_words("/bye", "/bye again leaves without them")
     chat.child.sendline("/quit")  # /exit by another name: the repeat that leaves
     chat.child.expect(pexpect.EOF, timeout=30)
     chat.child.close()
     assert chat.child.exitstatus == 0 and path.is_dir(), "left without saving, as asked"
-    assert "were not saved" not in chat.transcript.getvalue(), "a choice, not a loss"
+    assert not re.search(r"were\s+not\s+saved", chat.transcript.getvalue()), "a choice, not a loss"
+
+
+def test_leaving_one_conversation_unsaved_leaves_the_next_one_guarded(home: Path) -> None:
+    chat, left = _chat_with_an_unsaved_change(home)
+    output = chat.command_words("/load nosuch", "no saved conversation named 'nosuch'")  # refused before any warning
+    assert "again leaves" not in output
+    chat.command_words("/reset", "/reset again leaves without them")
+    chat.command_words("/clear", "were not saved")  # the repeat, by Ollama's name: a new conversation
+    left.rmdir()  # the conversation left behind is not written again
+    chat.ask("Name a fruit.")
+    path = next(p for p in (home / "data" / "conversations").glob("*.json") if p.is_file())
+    path.unlink()
+    path.mkdir()
+    chat.child.sendline("Name a tree.")
+    chat.expect_words("keeps the change")
+    chat.sync()
+    path.rmdir()  # fixed: the chat's last save, as a signal ends it, writes the change
+    assert chat.killed(signal.SIGHUP)[0] == 129
+    assert [t["user"] for t in json.loads(path.read_text())["turns"]] == ["Name a fruit.", "Name a tree."]
