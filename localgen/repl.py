@@ -37,6 +37,7 @@ from localgen.repl_input import (
     without_controls,
 )
 from localgen.repl_text import brief, empty_answer_note, exchanges_in_context, gist, room_notice, what_reset_kept
+from localgen.repl_unsaved import LeaveGuard, say_unsaved
 from localgen.session import SETTING_NAMES, ChatSession, UnsavedChangeError
 from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
@@ -56,8 +57,7 @@ class Repl:
         self.show_thinking = show_thinking
         self.stats_after_answers = stats  # chat --stats, /stats on
         self._running = True
-        self._leave_unsaved: str | None = None  # the action warned that it leaves unsaved changes: again, it does
-        self._left_unsaved = False  # the chat ends leaving its changes unsaved, by choice
+        self._leaving = LeaveGuard(session)
         self._typed: str | None = None  # the command as typed (/bye for /exit), for messages
         self._history, self._history_warning = open_history()
         self._paste = PasteMark()
@@ -117,7 +117,7 @@ class Repl:
         finally:
             if self._ahead is not None:
                 self._ahead.close()
-            self._last_save()
+            self._leaving.last_save()
 
     def _step(self) -> None:
         """Read one line and act on it."""
@@ -133,7 +133,7 @@ class Repl:
         except KeyboardInterrupt:  # Ctrl-C outside an answer (e.g. while /model loads)
             console.say("[interrupted]")
         except UnsavedChangeError as exc:
-            _say_unsaved(exc)
+            say_unsaved(exc)
         except LocalgenError as exc:
             console.error(exc.message, exc.hint)
         except Exception as exc:  # nothing typed at the prompt may end the session
@@ -152,7 +152,7 @@ class Repl:
         except KeyboardInterrupt:
             pass
         except EOFError:
-            self._running = not self._may_leave("Ctrl-D")
+            self._running = not self._leaving.may_leave("Ctrl-D")
         finally:
             bracketed_paste(True)  # prompt-toolkit turned it off: a paste typed ahead must stay one paste
             settled = self._ahead is None or self._ahead.settle(self._message_sent(line))
@@ -210,8 +210,7 @@ class Repl:
         """Dispatch one input line; one that began with a paste is a message, sent as pasted."""
         text = message_text(line, pasted=pasted)
         command = parse_command(line) if text is None else None
-        if command is None or ALIASES.get(command.name, command.name) != self._leave_unsaved:
-            self._leave_unsaved = None  # a warning that changes are not saved holds for the very next input
+        self._leaving.next_input(command.name if command is not None else None)
         if command is None:
             if text and text.strip():
                 start, events = self.session.ask(text)
@@ -235,7 +234,7 @@ class Repl:
         finally:  # a change the command made and said, then why it is not saved
             error, self.session.save_error = self.session.save_error, None
             if error is not None:
-                _say_unsaved(error)
+                say_unsaved(error)
 
     def _show_answer(self, events: Generator[Event, None, None], *, notice: str | None = None) -> None:
         """Stream an answer to the terminal; Ctrl-C stops it and keeps what was said.
@@ -375,7 +374,7 @@ class Repl:
 
     def _reset(self, _: str) -> None:
         """/reset: start a new conversation, keeping the system prompt."""
-        if not self._may_leave("/reset"):
+        if not self._leaving.may_leave("/reset", self._typed):
             return
         attached, unsaved = len(self.session.attachments), self.session.unsaved
         previous = self.session.reset()
@@ -428,7 +427,7 @@ class Repl:
             console.say("usage: /load NAME (see /list)")
             return
         conversation = load_conversation(argument)  # a name that cannot be loaded is refused before anything else
-        if not self._may_leave("/load"):
+        if not self._leaving.may_leave("/load", self._typed):
             if conversation.name != self.session.conversation.name:
                 let_go(conversation)
             return
@@ -513,42 +512,7 @@ class Repl:
 
     def _exit(self, _: str) -> None:
         """/exit: end the chat."""
-        self._running = not self._may_leave("/exit")
-
-    def _may_leave(self, action: str) -> bool:
-        """Whether the chat may leave its conversation (action: what would leave it): yes once the changes a save
-        missed are saved now; when they still cannot be, no, after saying so, and yes for the same action again."""
-        if not self.session.unsaved:
-            return True
-        try:
-            self.session.save()
-            return True
-        except LocalgenError as exc:
-            if self._leave_unsaved == action:
-                self._left_unsaved = action in ("/exit", "Ctrl-D")  # the chat ends; the others go on
-                return True
-            console.error(exc.message, exc.hint)
-        self._leave_unsaved = action
-        said = self._typed if self._typed and ALIASES.get(self._typed, self._typed) == action else action
-        console.say(f"the latest changes to {self.session.conversation.name} are not saved; {said} again leaves "
-                    "without them (they are saved then if the problem is fixed)")
-        return False
-
-    def _last_save(self) -> None:
-        """As the chat ends however it ends (a signal, a lost terminal): save changes a save missed, or say they are
-        lost (unless the user chose to leave them)."""
-        if not self.session.unsaved or self._left_unsaved:
-            return
-        try:
-            self.session.save()
-        except LocalgenError as exc:
-            console.error(f"the latest changes to {self.session.conversation.name} were not saved: {exc.message}")
-
-
-def _say_unsaved(error: UnsavedChangeError) -> None:
-    """Say why a change is not saved, and that the chat keeps it."""
-    kept = "this chat keeps the change and saves it with the next one"
-    console.error(error.message, f"{error.hint}; {kept}" if error.hint else kept)
+        self._running = not self._leaving.may_leave("/exit", self._typed)
 
 
 def _system_prompt_text(system: str | None) -> str:

@@ -1,0 +1,61 @@
+"""Leaving a chat's conversation while changes a save missed are not on disk: they are saved first, or left only
+when the user repeats what leaves them."""
+
+from __future__ import annotations
+
+from localgen import console
+from localgen.errors import LocalgenError
+from localgen.repl_input import ALIASES
+from localgen.session import ChatSession, UnsavedChangeError
+
+CHAT_ENDS = ("/exit", "Ctrl-D")  # the actions after which there is no conversation left to save
+
+
+class LeaveGuard:
+    """What the chat does with unsaved changes when something would leave their conversation."""
+
+    def __init__(self, session: ChatSession) -> None:
+        self.session = session
+        self._warned: str | None = None  # the action just warned that it leaves unsaved changes: again, it does
+        self._left = False  # the chat ends leaving its changes unsaved, by choice
+
+    def next_input(self, command: str | None) -> None:
+        """Another line came (command: its slash command, if any): a warning holds only for the very next one."""
+        if command is None or ALIASES.get(command, command) != self._warned:
+            self._warned = None
+
+    def may_leave(self, action: str, typed: str | None = None) -> bool:
+        """Whether the chat may leave its conversation (action: what would leave it; typed: the command as typed,
+        /bye for /exit): yes once the changes a save missed are saved now; when they still cannot be, no, after
+        saying so, and yes for the same action again."""
+        if not self.session.unsaved:
+            return True
+        try:
+            self.session.save()
+            return True
+        except LocalgenError as exc:
+            if self._warned == action:
+                self._left = action in CHAT_ENDS
+                return True
+            console.error(exc.message, exc.hint)
+        self._warned = action
+        said = typed if typed and ALIASES.get(typed, typed) == action else action
+        console.say(f"the latest changes to {self.session.conversation.name} are not saved; {said} again leaves "
+                    "without them (they are saved then if the problem is fixed)")
+        return False
+
+    def last_save(self) -> None:
+        """As the chat ends however it ends (a signal, a lost terminal): save changes a save missed, or say they are
+        lost (unless the user chose to leave them)."""
+        if not self.session.unsaved or self._left:
+            return
+        try:
+            self.session.save()
+        except LocalgenError as exc:
+            console.error(f"the latest changes to {self.session.conversation.name} were not saved: {exc.message}")
+
+
+def say_unsaved(error: UnsavedChangeError) -> None:
+    """Say why a change is not saved, and that the chat keeps it."""
+    kept = "this chat keeps the change and saves it with the next one"
+    console.error(error.message, f"{error.hint}; {kept}" if error.hint else kept)
