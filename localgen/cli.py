@@ -43,6 +43,7 @@ from localgen.cli_options import (
     from_command_line,
     given_settings,
     sampling_from,
+    whole_option,
     with_model_settings,
 )
 from localgen.config import (
@@ -102,7 +103,7 @@ def run(
     system: SystemOpt = None,
     file: Annotated[list[str] | None, typer.Option(
         "--file", "-f", metavar="FILE", help="Attach a text file (repeatable; - is stdin).")] = None,
-    max_tokens: Annotated[int | None, typer.Option(
+    max_tokens: Annotated[int | None, whole_option(
         "--max-tokens", "-n", help="Stop after N tokens (-1: no limit, the default).")] = None,
     temperature: TemperatureOpt = DEFAULT_TEMPERATURE,
     top_k: TopKOpt = DEFAULT_TOP_K,
@@ -216,7 +217,7 @@ def chat(
     ctx: typer.Context,
     model: ModelOpt = None,
     system: SystemOpt = None,
-    max_tokens: Annotated[int | None, typer.Option(
+    max_tokens: Annotated[int | None, whole_option(
         "--max-tokens", "-n", help="Longest answer in tokens (-1: no limit, the default).")] = None,
     temperature: TemperatureOpt = DEFAULT_TEMPERATURE,
     top_k: TopKOpt = DEFAULT_TOP_K,
@@ -313,9 +314,10 @@ def chat(
 def bench(
     ctx: typer.Context,
     model: ModelOpt = None,
-    n_prompt: Annotated[int, typer.Option("--n-prompt", "-p", help="Prompt tokens for the prefill test.")] = 512,
-    n_gen: Annotated[int, typer.Option("--n-gen", "-n", help="Tokens for the decode test.")] = 128,
-    reps: Annotated[int, typer.Option("--repetitions", "-r", help="Repetitions of each test.")] = 5,
+    n_prompt: Annotated[int, whole_option(
+        "--n-prompt", "-p", help="Prompt tokens for the prefill test.")] = 512,
+    n_gen: Annotated[int, whole_option("--n-gen", "-n", help="Tokens for the decode test.")] = 128,
+    reps: Annotated[int, whole_option("--repetitions", "-r", help="Repetitions of each test.")] = 5,
     threads: ThreadsOpt = None,
     threads_batch: ThreadsBatchOpt = None,
     batch_size: BatchSizeOpt = DEFAULT_BATCH_SIZE,
@@ -365,7 +367,8 @@ app.add_typer(conversations_app, name="conversations")
 @app.command()
 def fit(
     reference: Annotated[str | None, typer.Argument(help="NAME[:QUANT], ORG/REPO[:QUANT] or a .gguf path.")] = None,
-    ctx: Annotated[int | None, typer.Option("--ctx", "--ctx-size", "-c", help="Context size to plan for.")] = None,
+    ctx: Annotated[int | None, whole_option(
+        "--ctx", "--ctx-size", "-c", help="Context size to plan for.")] = None,
     kv_type: KvTypeOpt = "f16",
     gpu_layers: GpuLayersOpt = None,
     no_gpu: NoGpuOpt = False,

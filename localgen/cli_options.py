@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,7 +13,42 @@ from localgen.errors import UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from typer.models import OptionInfo
+
     from localgen.params import GenerationLimits, Grammar, SamplingParams
+
+
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_REAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(e[+-]?[0-9]+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE)
+
+
+def _ascii(value: object, pattern: re.Pattern[str], kind: str) -> str:
+    """The text of a number typed in ASCII digits: int() and float() also read 1_0 as 10 and other scripts' digits
+    (３) as numbers, which no one types on purpose."""
+    text = str(value).strip()
+    if not pattern.fullmatch(text):
+        raise typer.BadParameter(f"{value!r} is not a valid {kind}.")
+    return text
+
+
+def whole_option(*names: str, help: str) -> OptionInfo:
+    """An integer option whose value is typed in ASCII digits."""
+    return typer.Option(*names, help=help, parser=whole_number, metavar="INTEGER")
+
+
+def real_option(*names: str, help: str) -> OptionInfo:
+    """A float option whose value is typed in ASCII digits."""
+    return typer.Option(*names, help=help, parser=real_number, metavar="FLOAT")
+
+
+def whole_number(value: str | int) -> int:
+    """An integer option's value (its default passes as it is)."""
+    return value if isinstance(value, int) else int(_ascii(value, _WHOLE, "integer"))
+
+
+def real_number(value: str | float) -> float:
+    """A float option's value (its default passes as it is)."""
+    return value if isinstance(value, (int, float)) else float(_ascii(value, _REAL, "float"))
 
 
 def _lower(value: str) -> str:
@@ -22,28 +58,31 @@ def _lower(value: str) -> str:
 
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", "-m", help="Registry name, ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address, or a .gguf path.")]
-CtxOpt = Annotated[int | None, typer.Option("--ctx-size", "-c", help="Context size in tokens.")]
-ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads (default: physical cores).")]
+CtxOpt = Annotated[int | None, whole_option("--ctx-size", "-c", help="Context size in tokens.")]
+ThreadsOpt = Annotated[int | None, whole_option(
+    "--threads", "-t", help="CPU threads (default: physical cores).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
-GpuLayersOpt = Annotated[int | None, typer.Option(
+GpuLayersOpt = Annotated[int | None, whole_option(
     "--gpu-layers", "-ngl", help="Layers to offload to the GPU (-1 = all; default: as many as fit).")]
 NoGpuOpt = Annotated[bool, typer.Option("--no-gpu", help="Run on the CPU only.")]
 SystemOpt = Annotated[str | None, typer.Option("--system", "-s", help="System prompt.")]
-TemperatureOpt = Annotated[float, typer.Option("--temperature", "--temp", help="0 = greedy.")]
-TopKOpt = Annotated[int, typer.Option(help="Top-k sampling (0 = off).")]
-TopPOpt = Annotated[float, typer.Option(help="Nucleus sampling.")]
-MinPOpt = Annotated[float, typer.Option(help="Min-p sampling.")]
-RepeatPenaltyOpt = Annotated[float, typer.Option(help="1 = off.")]
-RepeatLastNOpt = Annotated[int, typer.Option(
+TemperatureOpt = Annotated[float, real_option("--temperature", "--temp", help="0 = greedy.")]
+TopKOpt = Annotated[int, whole_option(help="Top-k sampling (0 = off).")]
+TopPOpt = Annotated[float, real_option(help="Nucleus sampling.")]
+MinPOpt = Annotated[float, real_option(help="Min-p sampling.")]
+RepeatPenaltyOpt = Annotated[float, real_option(help="1 = off.")]
+RepeatLastNOpt = Annotated[int, whole_option(
     help="Tokens the penalties look back on (0 = off, -1 = the whole context).")]
-PresencePenaltyOpt = Annotated[float, typer.Option(help="Lower tokens already used (0 = off).")]
-FrequencyPenaltyOpt = Annotated[float, typer.Option(help="Lower tokens by how often they were used (0 = off).")]
-SeedOpt = Annotated[int | None, typer.Option(help="Seed for reproducible sampling (-1: random).")]
+PresencePenaltyOpt = Annotated[float, real_option(help="Lower tokens already used (0 = off).")]
+FrequencyPenaltyOpt = Annotated[float, real_option(
+    help="Lower tokens by how often they were used (0 = off).")]
+SeedOpt = Annotated[int | None, whole_option(help="Seed for reproducible sampling (-1: random).")]
 StopOpt = Annotated[list[str] | None, typer.Option("--stop", help="Stop at this string (repeatable).")]
-ThreadsBatchOpt = Annotated[int | None, typer.Option(help="Threads for prefill (default: --threads).")]
-BatchSizeOpt = Annotated[int, typer.Option(help="Prefill chunk size.")]
-UbatchSizeOpt = Annotated[int, typer.Option(help="Physical batch size.")]
+ThreadsBatchOpt = Annotated[int | None, whole_option(
+    help="Threads for prefill (default: --threads).")]
+BatchSizeOpt = Annotated[int, whole_option(help="Prefill chunk size.")]
+UbatchSizeOpt = Annotated[int, whole_option(help="Physical batch size.")]
 FlashAttnOpt = Annotated[str, typer.Option(help="auto, on or off.", callback=_lower)]
 KvTypeOpt = Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.", callback=_lower)]
 ChatTemplateOpt = Annotated[str | None, typer.Option(

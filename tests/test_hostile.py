@@ -77,6 +77,10 @@ CASES: dict[str, Case] = {
     "temperature-nan": Case(("run", "hi", "--temperature", "nan"), USAGE, "temperature nan is out of range"),
     "temperature-inf": Case(("run", "hi", "--temperature", "inf"), USAGE, "temperature inf is out of range"),
     "temperature-text": Case(("run", "hi", "--temperature", "warm"), USAGE, "is not a valid float"),
+    "temperature-underscore": Case(("run", "hi", "--temp", "0_5"), USAGE, "'0_5' is not a valid float"),
+    "max-tokens-underscore": Case(("run", "hi", "-n", "1_0"), USAGE, "'1_0' is not a valid integer"),
+    "max-tokens-full-width": Case(("run", "hi", "-n", "\uff13"), USAGE, "'\uff13' is not a valid integer"),
+    "ctx-other-script": Case(("fit", "-c", "\u0663"), USAGE, "is not a valid integer"),  # an Arabic-Indic 3
     "top-p-above-1": Case(("run", "hi", "--top-p", "1.5"), USAGE, "top-p 1.5 is out of range"),
     "top-p-negative": Case(("run", "hi", "--top-p", "-0.1"), USAGE, "top-p -0.1 is out of range"),
     "top-p-nan": Case(("run", "hi", "--top-p", "nan"), USAGE, "top-p nan is out of range"),
