@@ -59,8 +59,7 @@ def _lower(value: str) -> str:
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", "-m", help="Registry name, ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address, or a .gguf path.")]
 CtxOpt = Annotated[int | None, whole_option("--ctx-size", "-c", help="Context size in tokens.")]
-ThreadsOpt = Annotated[int | None, whole_option(
-    "--threads", "-t", help="CPU threads (default: physical cores).")]
+ThreadsOpt = Annotated[int | None, whole_option("--threads", "-t", help="CPU threads (default: physical cores).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
 GpuLayersOpt = Annotated[int | None, whole_option(
@@ -75,12 +74,10 @@ RepeatPenaltyOpt = Annotated[float, real_option(help="1 = off.")]
 RepeatLastNOpt = Annotated[int, whole_option(
     help="Tokens the penalties look back on (0 = off, -1 = the whole context).")]
 PresencePenaltyOpt = Annotated[float, real_option(help="Lower tokens already used (0 = off).")]
-FrequencyPenaltyOpt = Annotated[float, real_option(
-    help="Lower tokens by how often they were used (0 = off).")]
+FrequencyPenaltyOpt = Annotated[float, real_option(help="Lower tokens by how often they were used (0 = off).")]
 SeedOpt = Annotated[int | None, whole_option(help="Seed for reproducible sampling (-1: random).")]
 StopOpt = Annotated[list[str] | None, typer.Option("--stop", help="Stop at this string (repeatable).")]
-ThreadsBatchOpt = Annotated[int | None, whole_option(
-    help="Threads for prefill (default: --threads).")]
+ThreadsBatchOpt = Annotated[int | None, whole_option(help="Threads for prefill (default: --threads).")]
 BatchSizeOpt = Annotated[int, whole_option(help="Prefill chunk size.")]
 UbatchSizeOpt = Annotated[int, whole_option(help="Physical batch size.")]
 FlashAttnOpt = Annotated[str, typer.Option(help="auto, on or off.", callback=_lower)]
