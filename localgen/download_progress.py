@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,11 @@ class Display:
     def __exit__(self, *exc_info: object) -> None:
         return None
 
-    def begin_file(self, file: HubFile, *, cached: bool) -> None:
-        """A file starts (cached: it is already on disk)."""
+    def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False) -> None:
+        """A file starts (cached: it is already on disk; waiting: another download is fetching it)."""
+
+    def transfer_started(self) -> None:
+        """This process started fetching the current file's bytes itself."""
 
     def advance(self, n: int) -> None:
         """n more bytes of the current file arrived (may be negative when a download restarts)."""
@@ -79,6 +82,7 @@ class RichDisplay(Display):
         self.task: Any = None
         self.file_done = 0
         self.file_total = 0
+        self.file_name = ""
         self.lock = threading.Lock()
 
     def __enter__(self) -> RichDisplay:
@@ -88,13 +92,19 @@ class RichDisplay(Display):
     def __exit__(self, *exc_info: object) -> None:
         self.progress.stop()
 
-    def begin_file(self, file: HubFile, *, cached: bool) -> None:
+    def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False) -> None:
         """Add the file's bar, full when cached."""
         with self.lock:
             self.file_done = file.size if cached else 0
             self.file_total = file.size
-            self.task = self.progress.add_task(file.name, total=file.size, completed=self.file_done)
+            self.file_name = file.name
+            description = f"{file.name} (another download is fetching it)" if waiting else file.name
+            self.task = self.progress.add_task(description, total=file.size, completed=self.file_done)
             self._sync_overall()
+
+    def transfer_started(self) -> None:
+        """Drop a note that another download was fetching the file."""
+        self.progress.update(self.task, description=self.file_name)
 
     def advance(self, n: int) -> None:
         """Move the file's bar (and the overall one) by n bytes."""
@@ -149,7 +159,11 @@ def tqdm_adapter(display: Display) -> type:
     class _Bar:
         """Accepts whatever huggingface_hub passes to a tqdm bar and forwards byte counts."""
 
+        opened = False  # whether huggingface_hub opened a bar: this process fetched bytes itself
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
+            type(self).opened = True
+            display.transfer_started()
             self.n = int(kwargs.get("initial") or 0)
             self._total = kwargs.get("total")
             if self.n:
@@ -197,13 +211,16 @@ def tqdm_adapter(display: Display) -> type:
     return _Bar
 
 
-def print_summary(model: HubModel, downloaded: int, seconds: float) -> None:
-    """One line on stderr: what was downloaded, how big, how fast, verified."""
+def print_summary(model: HubModel, downloaded: int, seconds: float, *, fetched_elsewhere: bool = False) -> None:
+    """One line on stderr: what was downloaded (by this process, or by another it waited on), how big, how fast,
+    verified."""
     first = model.files[0].filename
     what = first if len(model.files) == 1 else f"{first} and {counted(len(model.files) - 1, 'more shard')}"
     checks = "sha256 verified" if all(f.sha256 for f in model.files) else "checksums verified"
     if downloaded:
         line = f"downloaded {model.repo}/{what} ({human_size(model.size)}) in {seconds:.1f} s, {checks}"
+    elif fetched_elsewhere:
+        line = f"{model.repo}/{what} ({human_size(model.size)}) downloaded by another process, {checks}"
     else:
         line = f"{model.repo}/{what} ({human_size(model.size)}) already in the cache, {checks}"
     print(f"localgen: {line}", file=sys.stderr, flush=True)
@@ -219,12 +236,14 @@ def _sizes(paths: Iterable[Path]) -> list[int]:
 
 
 @contextlib.contextmanager
-def poll_incomplete(blobs: Path, etag: str | None, display: Display) -> Iterator[None]:
-    """Report progress by watching the growing *.incomplete blob (for huggingface_hub without tqdm_class)."""
+def poll_incomplete(blobs: Path, etag: str | None, display: Display,
+                    until: Callable[[], bool] = lambda: False) -> Iterator[None]:
+    """Report progress by watching the growing *.incomplete blob (for huggingface_hub without tqdm_class, or while
+    another download fetches it), until the block ends or until() says this process reports its own."""
     stop = threading.Event()
 
     def poll() -> None:
-        while not stop.wait(POLL_INTERVAL_S):
+        while not stop.wait(POLL_INTERVAL_S) and not until():
             if etag and (sizes := _sizes(blobs.glob(f"{etag}*.incomplete"))):
                 display.set_completed(max(sizes))
 

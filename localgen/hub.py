@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from localgen import console, download_progress
 from localgen.config import settings
@@ -28,6 +28,7 @@ from localgen.hub_cache import (
     cached_model,
     cached_spelling,
     discard_cached_file,
+    download_running,
     hub_cache_dir,
     hub_endpoint,
     orphaned_partials,
@@ -208,14 +209,17 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     display = download_progress.open_display(model, show=show)
     started = time.monotonic()
     downloaded = 0
+    fetched_elsewhere = False
     paths: list[Path] = []
     with display:
         for f in model.files:
-            path, fresh = _fetch_file(model, f, force=force, display=display, pin=pin if f is first else None)
-            downloaded += f.size if fresh else 0
+            path, source = _fetch_file(model, f, force=force, display=display, pin=pin if f is first else None)
+            downloaded += f.size if source == "downloaded" else 0
+            fetched_elsewhere |= source == "elsewhere"
             paths.append(path)
     if not quiet:
-        download_progress.print_summary(model, downloaded, time.monotonic() - started)
+        download_progress.print_summary(model, downloaded, time.monotonic() - started,
+                                        fetched_elsewhere=fetched_elsewhere)
     return paths
 
 
@@ -269,43 +273,53 @@ def _is_cached(model: HubModel, f: HubFile) -> bool:
     return pointer_path(model.repo, model.revision, f.filename).is_file() or (blob is not None and blob.is_file())
 
 
+Source = Literal["cached", "downloaded", "elsewhere"]  # where a file came from: "elsewhere" is another download
+
+
 def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display,
-                pin: Pin | None) -> tuple[Path, bool]:
+                pin: Pin | None) -> tuple[Path, Source]:
     """One file: download unless cached, then verify; a cached copy that fails is fetched again once."""
     cached = not force and _is_cached(model, f)
-    path = _hf_download(model, f, force=force, display=display, cached=cached)
+    path, source = _hf_download(model, f, force=force, display=display, cached=cached)
     try:
         _verify(path, f, display, pin)
     except HubError:
         if not cached:
             raise
-        path = _hf_download(model, f, force=False, display=display, cached=False)
+        path, source = _hf_download(model, f, force=False, display=display, cached=False)
         _verify(path, f, display, pin)
-        return path, True
-    return path, not cached
+    return path, source
 
 
-def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, cached: bool) -> Path:
-    """hf_hub_download one file at the model's commit, with progress; errors become HubError."""
+def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
+                 cached: bool) -> tuple[Path, Source]:
+    """hf_hub_download one file at the model's commit, with progress (following another download of it while
+    waiting on its lock); errors become HubError."""
     from huggingface_hub import hf_hub_download
 
     kwargs: dict[str, Any] = {"repo_id": model.repo, "filename": f.filename, "revision": model.revision,
                               "cache_dir": str(hub_cache_dir()), "force_download": force}
-    display.begin_file(f, cached=cached)
+    blob = f.sha256 or f.blob_id
+    waiting = not cached and blob is not None and download_running(model.repo, blob) is True
+    display.begin_file(f, cached=cached, waiting=waiting)
     use_tqdm = _supports_tqdm_class()
-    if use_tqdm:
-        kwargs["tqdm_class"] = download_progress.tqdm_adapter(display)
+    bar = download_progress.tqdm_adapter(display) if use_tqdm else None
+    if bar is not None:
+        kwargs["tqdm_class"] = bar
     else:
         _quiet_hf_bars()
-    watch = contextlib.nullcontext() if use_tqdm or cached else download_progress.poll_incomplete(
-        hub_cache_dir() / repo_folder(model.repo) / "blobs", f.sha256 or f.blob_id, display)
+    watch = contextlib.nullcontext() if cached or (bar is not None and not waiting) else (
+        download_progress.poll_incomplete(hub_cache_dir() / repo_folder(model.repo) / "blobs", blob, display,
+                                          until=lambda: bar is not None and bar.opened))
     try:
         with watch, _quiet_hub_logs(f"{model.repo}/{f.filename}"):
             path = Path(hf_hub_download(**kwargs))
     except Exception as exc:
         raise map_hub_error(exc, repo=model.repo, filename=f.filename) from exc
     display.end_file()
-    return path
+    if cached:
+        return path, "cached"
+    return path, "elsewhere" if bar is not None and not bar.opened else "downloaded"
 
 
 def _verify(path: Path, f: HubFile, display: Display, pin: Pin | None) -> None:

@@ -83,25 +83,28 @@ def cached_spelling(repo: str) -> str:
 
 def orphaned_partials(repo: str) -> list[Path]:
     """A repo's partial downloads (*.incomplete) that no running download holds: left by a killed process, never
-    resumed (each download writes its own), so only disk space lost until deleted."""
+    resumed (each download writes its own), so only disk space lost until deleted (none where that cannot be told)."""
+    folder = hub_cache_dir() / repo_folder(repo)
+    return [partial for partial in sorted((folder / "blobs").glob("*.incomplete"))
+            if download_running(repo, partial.name.split(".", 1)[0]) is False]
+
+
+def download_running(repo: str, blob: str) -> bool | None:
+    """Whether a download of this blob (its sha256 or git blob id) holds huggingface_hub's lock on it now; None on
+    systems without flock, where that cannot be told."""
     try:
         import fcntl
-    except ImportError:  # not on Unix: leave them
-        return []
-    folder = hub_cache_dir() / repo_folder(repo)
-    locks = hub_cache_dir() / ".locks" / repo_folder(repo)  # huggingface_hub's lock per blob while it downloads
-    found = []
-    for partial in sorted((folder / "blobs").glob("*.incomplete")):
-        lock = locks / f"{partial.name.split('.', 1)[0]}.lock"
-        try:
-            with open(lock, "rb") as handle:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # released on close
-        except FileNotFoundError:
-            pass  # no lock: no download of that blob ever ran here
-        except OSError:
-            continue  # held: a download is writing it now
-        found.append(partial)
-    return found
+    except ImportError:
+        return None
+    lock = hub_cache_dir() / ".locks" / repo_folder(repo) / f"{blob}.lock"  # huggingface_hub's lock per blob
+    try:
+        with open(lock, "rb") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # released on close
+    except FileNotFoundError:
+        return False  # no lock: no download of that blob ever ran here
+    except OSError:
+        return True  # held: a download is writing it now
+    return False
 
 
 def pointer_path(repo: str, revision: str, filename: str) -> Path:

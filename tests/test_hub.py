@@ -557,6 +557,55 @@ def test_two_concurrent_pulls_end_with_one_good_copy(loopback_hub: HubServer, tm
     gets = [r for r in loopback_hub.requests if r.method == "GET" and "resolve" in r.path]
     assert len(heads) == 2 and len(gets) == 1  # the second pull waited on the lock, then used the file
     assert max(h.at for h in heads) < gets[0].at  # ...and both really ran at the same time
+    summaries = sorted(err.strip().splitlines()[-1] for _out, err in results)
+    assert summaries[0].startswith("localgen: downloaded org/tiny-GGUF/big-Q4_K_M.gguf (2.0 MB) in "), summaries
+    assert summaries[1] == ("localgen: org/tiny-GGUF/big-Q4_K_M.gguf (2.0 MB) downloaded by another process, "
+                            "sha256 verified"), summaries
+
+
+def _read_until(fd: int, wanted: str, seen: list[bytes], timeout: float = 30) -> str:
+    """Read a pty until wanted shows up (or it closes or times out); everything read so far, decoded."""
+    deadline = time.monotonic() + timeout
+    while wanted not in (screen := b"".join(seen).decode("utf-8", errors="replace")):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        try:
+            data = os.read(fd, 65536) if ready else b""
+        except OSError:
+            data = b""
+        if not data:
+            break
+        seen.append(data)
+    return screen
+
+
+def test_a_pull_waiting_on_another_download_says_so_and_takes_over_when_it_ends(
+        loopback_hub: HubServer, tmp_path: Path) -> None:
+    import filelock
+
+    repo = loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 2_000_000)})
+    locks = tmp_path / "hf" / "hub" / ".locks" / "models--org--tiny-GGUF"
+    locks.mkdir(parents=True)
+    other = filelock.FileLock(str(locks / f"{repo.sha256('big-Q4_K_M.gguf')}.lock"))
+    other.acquire()  # as another process's download of the blob holds it
+    master, slave = pty.openpty()
+    env = child_env(loopback_hub, tmp_path, COLUMNS="160", TERM="xterm")
+    proc = subprocess.Popen([sys.executable, "-c", download_code(REPO)], env=env, stdout=subprocess.PIPE,
+                            stderr=slave, text=True)
+    os.close(slave)
+    seen: list[bytes] = []
+    try:
+        waiting = _read_until(master, "another download is fetching it", seen)
+        assert "another download is fetching it" in waiting, waiting
+        assert loopback_hub.count("GET", "resolve") == 0
+    finally:
+        other.release()  # that download ended without the file: this one fetches it itself
+    screen = _read_until(master, "verified", seen)
+    out, _ = proc.communicate(timeout=30)
+    os.close(master)
+    assert proc.returncode == 0, screen
+    assert file_sha256(Path(json.loads(out)["paths"][0])) == repo.sha256("big-Q4_K_M.gguf")
+    assert "downloaded org/tiny-GGUF/big-Q4_K_M.gguf (2.0 MB) in " in screen
+    assert loopback_hub.count("GET", "resolve") == 1
 
 
 def test_progress_bar_is_drawn_on_a_terminal(loopback_hub: HubServer, tmp_path: Path) -> None:
