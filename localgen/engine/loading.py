@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,8 @@ from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc
 from localgen.errors import ModelLoadError
 from localgen.params import LoadOptions
 from localgen.speculative import DRAFT_MAX
+
+log = logging.getLogger("localgen.engine")
 
 
 def load_weights(path: Path, options: LoadOptions, stop: Callable[[], bool]) -> lc.llama_model_p:
@@ -47,6 +50,9 @@ def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path) -> lc
             f"could not create a context of {options.n_ctx} tokens for {path.name}",
             hint="try a smaller --ctx-size, or --kv-type q8_0 with --flash-attn on",
         )
+    log.debug("context: %d tokens, batch %d, ubatch %d, threads %d, threads for batches %d, flash attention %s, "
+              "KV type %s", lc.llama_n_ctx(ctx), lc.llama_n_batch(ctx), lc.llama_n_ubatch(ctx),
+              lc.llama_n_threads(ctx), lc.llama_n_threads_batch(ctx), options.flash_attn, options.kv_type)
     return ctx
 
 

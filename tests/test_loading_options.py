@@ -1,0 +1,36 @@
+"""The loading knobs (--ctx-size, --batch-size, --ubatch-size, --threads, --threads-batch, --flash-attn, --kv-type)
+reach llama.cpp: checked against what its context reports and the attention nodes its graph holds."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import run_localgen
+
+
+def _loaded_context(*options: str) -> tuple[str, str]:
+    """A one-token run with these options: localgen's line on the context llama.cpp made, and llama.cpp's log."""
+    result = run_localgen("run", "-n", "1", "--temperature", "0", *options, "hi", env={"LOCALGEN_DEBUG": "1"})
+    assert result.returncode == 0, result.err[-2000:]
+    found = re.search(r"^localgen\.engine: context: (.*)$", result.err, re.MULTILINE)
+    assert found, result.err[-2000:]
+    return found.group(1), result.err
+
+
+def test_batch_sizes_threads_and_context_size_are_what_llama_cpp_holds() -> None:
+    context, log = _loaded_context("--ctx-size", "1536", "--batch-size", "128", "--ubatch-size", "64",
+                                   "--threads", "1", "--threads-batch", "2", "--kv-type", "q8_0",
+                                   "--flash-attn", "on")
+    assert context == ("1536 tokens, batch 128, ubatch 64, threads 1, threads for batches 2, flash attention on, "
+                       "KV type q8_0")
+    assert re.search(r"n_ubatch\s+= 64\b", log) and re.search(r"n_batch\s+= 128\b", log)
+    assert re.search(r"K \(q8_0\).*V \(q8_0\)", log), "llama.cpp's KV cache is not q8_0"
+
+
+@pytest.mark.parametrize(("mode", "fused"), [("on", True), ("off", False)])
+def test_flash_attention_on_and_off_build_different_graphs(mode: str, fused: bool) -> None:
+    _, log = _loaded_context("--flash-attn", mode, "--ctx-size", "512")
+    assert re.search(r"flash_attn\s+= (enabled|disabled)", log).group(1) == ("enabled" if fused else "disabled")
+    assert ("FLASH_ATTN_EXT" in log) is fused
