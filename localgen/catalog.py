@@ -105,7 +105,7 @@ def bundled_file(spec: ModelSpec) -> Path | None:
     if not spec.package or not spec.package_file:
         return None
     try:
-        found = importlib.util.find_spec(spec.package)
+        found = importlib.util.find_spec(spec.package)  # a top-level name (the registry checks): nothing imported
     except (ImportError, ValueError):
         return None
     for location in (found.submodule_search_locations or []) if found else []:

@@ -93,14 +93,18 @@ def check_architecture(metadata: Mapping[str, object], fail: Fail) -> None:
     arch = metadata.get("general.architecture")
     if arch is None:
         split_no = metadata.get("split.no")
-        if isinstance(split_no, int) and split_no > 0:
-            raise fail(f"this is shard {split_no + 1} of a split model; "
-                         "open the first shard (-00001-of-...)")
+        if isinstance(split_no, int) and split_no > 0:  # the file may be fine: the hint is not the damaged file's
+            count = metadata.get("split.count")
+            shard = fail(f"this is shard {split_no + 1} of a split model, not its first")
+            raise GGUFError(shard.message, hint=f"open the first shard (…-00001-of-{count:05d}.gguf); llama.cpp loads "
+                                                "the others from beside it")
         raise fail("no general.architecture in the metadata")
     if not isinstance(arch, str):
         raise fail("general.architecture is not a string")
     if arch == "clip":
-        raise fail("a CLIP vision projector (mmproj), not a language model")
+        projector = fail("a CLIP vision projector (mmproj), not a language model")
+        raise GGUFError(projector.message, hint="use the repository's language-model file (localgen does not use "
+                                                "projectors)")
     if arch not in KNOWN_ARCHITECTURES:  # the file may be fine: the hint is not the damaged file's
         unknown = fail(f"architecture '{arch[:80]}' is not supported by this llama.cpp build (llama-cpp-python 0.3.36)")
         raise GGUFError(unknown.message, hint="use a model of another architecture, or a llama-cpp-python release "

@@ -24,6 +24,7 @@ QUANT_PATTERN = re.compile(
 HUB_PREFIXES = ("hf.co/", "huggingface.co/", "https://huggingface.co/", "https://hf.co/")
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _REPO_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a top-level module: finding it imports nothing
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
@@ -132,6 +133,9 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
     if not _NAME_PATTERN.fullmatch(name):
         raise ConfigError(f"{source}: [models.{name!r}]: model names use letters, digits, '.', '_' and '-'",
                           hint="rename the entry")
+    if name.lower().endswith(".gguf"):
+        raise ConfigError(f"{source}: [models.\"{name}\"]: a name ending in .gguf would be read as a file path",
+                          hint=f"rename the entry, e.g. [models.\"{name[:-5]}\"]")
     settings = {key: value for key, value in table.items() if key in CHAT_SETTINGS}
     for key, value in table.items():
         expected = _FIELDS.get(key)
@@ -196,6 +200,9 @@ def _check_spec_values(where: str, table: dict[str, object]) -> None:
                 check_safe_filename(str(table[key]))
             except UsageError as exc:
                 raise ConfigError(f"{where}.{key}: {exc.message}", hint=exc.hint) from None
+    if "package" in table and not _PACKAGE.fullmatch(str(table["package"])):
+        raise ConfigError(f"{where}.package {str(table['package'])!r:.80} is not the name of a top-level Python "
+                          "package", hint='write package = "NAME", the folder name of an installed package')
     if not str(table["quant"]).strip():
         raise ConfigError(f"{where}.quant is empty", hint='write quant = "Q4_K_M", for example')
     if "size" in table and int(table["size"]) <= 0:  # type: ignore[call-overload]
@@ -235,8 +242,13 @@ def _parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str,
     if not isinstance(models, dict):
         raise ConfigError(f"{source}: 'models' must be a table of [models.NAME] entries",
                           hint="write [models.NAME] tables")
-    specs = {name.lower(): _spec_from_table(name, _inherited(table, (inherit or {}).get(name.lower())), source)
-             for name, table in models.items()}
+    specs: dict[str, ModelSpec] = {}
+    for name, table in models.items():
+        if name.lower() in specs:
+            first = next(other for other in models if other.lower() == name.lower())
+            raise ConfigError(f"{source}: [models.{first}] and [models.{name}] are the same name (names ignore case)",
+                              hint="remove or rename one of them")
+        specs[name.lower()] = _spec_from_table(name, _inherited(table, (inherit or {}).get(name.lower())), source)
     defaults = data.get("defaults", {})
     default = defaults.get("model") if isinstance(defaults, dict) else None
     if not isinstance(defaults, dict) or not isinstance(default, (str, type(None))):

@@ -208,6 +208,10 @@ def test_header_bytes_cut_short_are_truncated_and_other_problems_are_not(bundled
     assert type(caught.value) is GGUFError
     assert caught.value.hint == "use a model of another architecture, or a llama-cpp-python release that supports " \
                                 "this one", "the file itself may be fine"
+    projector = gb.copy_with_metadata(bundled, tmp_path / "mmproj.gguf", set_values={"general.architecture": "clip"})
+    with pytest.raises(GGUFError, match="a CLIP vision projector") as caught:
+        read_gguf_bytes(projector.read_bytes()[:4 << 20], projector.name)
+    assert caught.value.hint == "use the repository's language-model file (localgen does not use projectors)"
 
 
 def test_header_bytes_with_the_file_size_tell_a_corrupt_count_from_a_short_read(tiny: Path, tmp_path: Path) -> None:
@@ -548,7 +552,8 @@ def test_split_shards_are_accepted_in_order(shards: list[Path], bundled: Path) -
 def _shard_tensors(path: Path) -> tuple[TensorInfo, ...]:
     """The tensors of a non-first shard (read_gguf refuses those: they carry no architecture)."""
     error = _error(path)
-    assert "open the first shard" in error.message
+    assert error.message.endswith(f"this is shard {path.name[9]} of a split model, not its first")
+    assert error.hint == ("open the first shard (…-00001-of-00003.gguf); llama.cpp loads the others from beside it")
     return read_gguf(path, require_architecture=False).tensors
 
 
@@ -595,7 +600,7 @@ def test_split_with_shards_swapped_is_rejected(shards: list[Path], tmp_path: Pat
 
 
 def test_split_from_a_later_shard_or_unsplit_file(shards: list[Path], bundled: Path) -> None:
-    with pytest.raises(GGUFError, match="first shard"):
+    with pytest.raises(GGUFError, match="of a split model, not its first"):
         validate_split(shards[1])
     assert validate_split(bundled) == (read_gguf(bundled), [bundled])
 

@@ -8,6 +8,7 @@ import pytest
 
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
 from localgen.registry import load_registry, parse_reference, quant_of_filename, reads_as_a_model
+from tests.conftest import run_localgen
 
 STARTER = ["qwen2.5-0.5b", "qwen2.5-7b", "llama3.2-1b", "llama3.2-3b", "gemma3-1b", "gemma3-4b",
            "phi3.5-mini", "phi4-mini", "mistral-7b", "deepseek-r1-1.5b", "qwen2.5-coder-1.5b"]
@@ -103,6 +104,34 @@ def test_bad_user_registry_is_a_clear_error_with_a_hint(tmp_path: Path, text: st
     with pytest.raises(ConfigError, match=str(user)) as info:
         load_registry(user)
     assert info.value.hint
+
+
+@pytest.mark.parametrize(("text", "message", "hint"), [
+    ('[models."my.gguf"]\nrepo = "a/b"\nquant = "Q4_0"\n', '[models."my.gguf"]: a name ending in .gguf would be '
+     "read as a file path", '[models."my"]'),
+    ('[models.x]\nrepo = "a/b"\nquant = "Q4_0"\npackage = "this.x"\npackage_file = "y.gguf"\n',
+     "[models.x].package 'this.x' is not the name of a top-level Python package", 'package = "NAME"'),
+    ('[models.tiny]\nrepo = "a/b"\nquant = "Q4_0"\n[models.TINY]\nrepo = "a/c"\nquant = "Q8_0"\n',
+     "[models.tiny] and [models.TINY] are the same name (names ignore case)", "rename one"),
+])
+def test_entries_that_could_not_work_as_written_are_refused(tmp_path: Path, text: str, message: str,
+                                                            hint: str) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_registry(user)
+    assert info.value.message == f"{user}: {message}"
+    assert hint in info.value.hint
+
+
+@pytest.mark.parametrize(("package", "status"), [("this", 0), ("this.x", 1)])
+def test_a_package_entry_never_runs_code(tmp_path: Path, package: str, status: int) -> None:
+    user = tmp_path / "config" / "models.toml"
+    user.parent.mkdir()
+    user.write_text(f'[models.x]\nrepo = "a/b"\nquant = "Q4_0"\npackage = "{package}"\npackage_file = "y.gguf"\n')
+    result = run_localgen("models", "list", "--all", env={"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"})
+    assert result.returncode == status, result.err
+    assert "Zen of Python" not in result.out + result.err  # finding `this.x` would import `this`, which prints it
 
 
 @pytest.mark.parametrize("value", ["abc", "0" * 63, "0" * 65, "g" * 64, "0" * 64 + "\\n", ""])
