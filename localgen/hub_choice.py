@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Sequence
 
 from localgen.errors import HubError
 from localgen.gguf_split import split_name_parts
@@ -28,6 +29,13 @@ def no_gguf_files(repo: str) -> HubError:
                     hint="localgen runs GGUF models; look for a repo whose name ends in -GGUF")
 
 
+def only_auxiliary(repo: str, files: Sequence[HubFile]) -> HubError:
+    """The error for a repo whose GGUF files are all projectors or imatrix files."""
+    names = ", ".join(f.filename for f in files[:4]) + (", ..." if len(files) > 4 else "")
+    return HubError(f"{repo} holds no language model, only projector or imatrix files ({names})",
+                    hint="these go with a model in another repository: pass that one")
+
+
 def choose_model(files: list[HubFile], *, quant: str | None, filename: str | None,
                  repo: str) -> tuple[HubFile, ...]:
     """The files of one model: by file name (exact, then name, then glob), by quant, else by preference."""
@@ -36,7 +44,9 @@ def choose_model(files: list[HubFile], *, quant: str | None, filename: str | Non
     groups = _group_shards(files)
     if filename:
         return _check_complete(_pick(_match_filename(groups, filename, repo)), repo)
-    candidates = [g for g in groups if not _is_auxiliary(g[0])] or groups
+    candidates = [g for g in groups if not _is_auxiliary(g[0])]
+    if not candidates:
+        raise only_auxiliary(repo, files)
     available = _quants(candidates)
     if quant:
         wanted = normalize_quant(quant)

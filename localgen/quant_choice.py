@@ -26,7 +26,7 @@ from localgen.fit import (
     target_context,
 )
 from localgen.hardware import Hardware, probe_hardware
-from localgen.hub_choice import AUXILIARY_PREFIXES, choose_model, no_gguf_files
+from localgen.hub_choice import AUXILIARY_PREFIXES, choose_model, no_gguf_files, only_auxiliary
 from localgen.units import binary_size, counted, human_size
 
 if TYPE_CHECKING:
@@ -140,6 +140,8 @@ def _groups(files: Sequence[HubFile], repo: str, *, explain: bool = False) -> li
     raised rather than an empty list returned."""
     groups: dict[str, tuple[HubFile, ...]] = {}
     models = [f for f in files if not f.name.lower().startswith(AUXILIARY_PREFIXES)]
+    if explain and files and not models:
+        raise only_auxiliary(repo, files)
     refused: LocalgenError | None = None
     choices = [{"quant": quant, "filename": None} for quant in sorted({f.quant for f in models if f.quant})]
     choices += [{"quant": None, "filename": f.filename} for f in models if not f.quant and f.shard_index in (None, 1)]

@@ -696,3 +696,15 @@ def test_fit_of_a_model_not_downloaded_names_the_hub_problem_not_the_missing_cop
     assert result.returncode == 1, result.err
     assert "cannot reach the Hugging Face Hub (http://127.0.0.1:9)" in result.err.splitlines()[-1]
     assert "is not downloaded" not in result.err.splitlines()[-1]
+
+
+def test_a_repo_of_projectors_only_is_refused_by_fit_and_pull_alike(hubenv: HubEnv,
+                                                                   quant_files: dict[str, Path]) -> None:
+    hubenv.server.add_repo("org/Proj-GGUF", {"mmproj-model-f16.gguf": quant_files["F16"]})
+    message = ("localgen: error: org/Proj-GGUF holds no language model, only projector or imatrix files "
+               "(mmproj-model-f16.gguf) (hint: these go with a model in another repository: pass that one)")
+    for command in ("fit", "pull"):
+        result = run_localgen(command, "org/Proj-GGUF", env=hubenv.env)
+        assert result.returncode == 1 and result.out == "", result.err
+        assert result.err.splitlines() == [message], result.err
+    assert hubenv.server.count("GET", "resolve") == 0  # nothing downloaded
