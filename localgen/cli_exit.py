@@ -24,14 +24,10 @@ from localgen.errors import (
     LocalgenError,
     internal_error_text,
 )
+from localgen.other_tools import OTHER_TOOLS_COMMANDS, check_options
 from localgen.signals import SignalExit, signal_exit_code
 
 OUTPUT_FULL_ERRNOS = DISK_FULL_ERRNOS | {errno.EFBIG}
-OTHER_TOOLS_COMMANDS = {  # what users of other tools type at the top level, and localgen's command for it
-    "list": "localgen models list", "ls": "localgen models list", "rm": "localgen models rm NAME",
-    "remove": "localgen models rm NAME", "show": "localgen models show NAME", "info": "localgen models show NAME",
-    "download": "localgen pull NAME", "logs": "localgen conversations", "history": "localgen conversations",
-}
 SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their dashes (click's 0.6 counts the dashes)
 
 
@@ -217,6 +213,8 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
     from localgen import console
 
     try:
+        if args and args[0] in ("run", "chat"):
+            check_options(args[1:], _option_arity(app, args[0]))
         result = app(args=args, prog_name="localgen", standalone_mode=False)
         return result if isinstance(result, int) else EXIT_OK
     except typer.Exit as exc:

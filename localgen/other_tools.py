@@ -1,0 +1,70 @@
+"""What users of Ollama, llm and llama.cpp's llama-cli type out of habit, and localgen's way to say it."""
+
+from __future__ import annotations
+
+from localgen.errors import UsageError
+
+OTHER_TOOLS_COMMANDS = {  # what users of other tools type at the top level, and localgen's command for it
+    "list": "localgen models list", "ls": "localgen models list", "rm": "localgen models rm NAME",
+    "remove": "localgen models rm NAME", "show": "localgen models show NAME", "info": "localgen models show NAME",
+    "download": "localgen pull NAME", "logs": "localgen conversations", "history": "localgen conversations",
+}
+
+# Options of other tools for `run` and `chat`: the tool, what the option is for there, and localgen's way. Several would
+# otherwise be read as one of localgen's short options with a value stuck to it: -sys as -s ys (a system prompt "ys"),
+# -st as -s t, -fa as -f a (a file named a).
+_SYSTEM = "localgen's is -s TEXT, or --system TEXT"
+_SYSTEM_FILE = 'localgen reads it with -s "$(cat FILE)"'
+_CHAT = "`localgen chat` is localgen's conversation mode"
+_ONE_TURN = "`localgen run` answers one turn and exits"
+_KV = "localgen's is --kv-type f16|q8_0|q4_0, for K and V alike"
+_PROMPT = 'the prompt is the argument: localgen run "PROMPT"'
+_STOP = "localgen's is --stop TEXT"
+_ESCAPES = "the shell writes escapes: localgen run $'one\\ntwo'"
+_SETTINGS = "each setting has its own option here: --temperature 0.2, --top-p 0.9, ..."
+OTHER_TOOLS_OPTIONS = {
+    "-sys": ("llama-cli", "a system prompt", _SYSTEM),
+    "--system-prompt": ("llama-cli", "a system prompt", _SYSTEM),
+    "-sysf": ("llama-cli", "a system prompt file", _SYSTEM_FILE),
+    "--system-prompt-file": ("llama-cli", "a system prompt file", _SYSTEM_FILE),
+    "-cnv": ("llama-cli", "conversation mode", _CHAT),
+    "--conversation-mode": ("llama-cli", "conversation mode", _CHAT),
+    "-no-cnv": ("llama-cli", "one-shot mode", _ONE_TURN),
+    "-st": ("llama-cli", "a single turn", _ONE_TURN),
+    "--single-turn": ("llama-cli", "a single turn", _ONE_TURN),
+    "-fa": ("llama-cli", "flash attention", "localgen's is --flash-attn auto|on|off"),
+    "-tb": ("llama-cli", "threads for batches", "localgen's is --threads-batch N"),
+    "-ctk": ("llama-cli", "the K cache type", _KV),
+    "-ctv": ("llama-cli", "the V cache type", _KV),
+    "-ub": ("llama-cli", "the physical batch size", "localgen's is --ubatch-size N"),
+    "-b": ("llama-cli", "the batch size", "localgen's is --batch-size N"),
+    "-p": ("llama-cli", "the prompt", _PROMPT),
+    "--prompt": ("llama-cli", "the prompt", _PROMPT),
+    "-r": ("llama-cli", "a reverse prompt", _STOP),
+    "--reverse-prompt": ("llama-cli", "a reverse prompt", _STOP),
+    "--n-predict": ("llama-cli", "a token limit", "localgen's is -n N, or --max-tokens N"),
+    "-e": ("llama-cli", "escape processing", _ESCAPES),
+    "--escape": ("llama-cli", "escape processing", _ESCAPES),
+    "-o": ("llm", "model settings", _SETTINGS),
+    "--option": ("llm", "model settings", _SETTINGS),
+    "--verbose": ("Ollama", "timings", "localgen's is --stats"),
+    "--format": ("Ollama", "an output format",
+                 "localgen's are --json-schema SCHEMA or --grammar GBNF for the answer, and --json for a record of "
+                 "the run"),
+    "--nowordwrap": ("Ollama", "no word wrap", "localgen wraps only on a terminal: pipe the output (| cat) to keep "
+                                               "its lines whole"),
+    "--keepalive": ("Ollama", "the server's keep-alive", "localgen loads the model in its own process: drop it"),
+}
+
+
+def check_options(args: list[str], takes_value: dict[str, bool]) -> None:
+    """Refuse another tool's option among `run` or `chat` arguments (before --, and not an option's value)."""
+    expects_value = False
+    for word in args:
+        if word == "--":
+            return
+        name = word.partition("=")[0]
+        if not expects_value and name in OTHER_TOOLS_OPTIONS and name not in takes_value:
+            tool, purpose, instead = OTHER_TOOLS_OPTIONS[name]
+            raise UsageError(f"{name} is {tool}'s option for {purpose}", hint=instead)
+        expects_value = not expects_value and takes_value.get(word, False)

@@ -1,0 +1,35 @@
+"""Other tools' options (llama-cli's -sys, llm's -o, Ollama's --format) get localgen's way, never a misreading."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_localgen
+
+
+@pytest.mark.parametrize(("args", "error", "hint"), [
+    (("run", "-sys", "be terse", "hi"), "-sys is llama-cli's option for a system prompt",
+     "localgen's is -s TEXT, or --system TEXT"),  # click alone reads -sys as -s ys: a system prompt "ys"
+    (("run", "-st", "hi"), "-st is llama-cli's option for a single turn", "`localgen run` answers one turn and exits"),
+    (("run", "-fa", "on", "hi"), "-fa is llama-cli's option for flash attention",
+     "localgen's is --flash-attn auto|on|off"),  # click alone reads -fa as -f a: attach a file named a
+    (("chat", "-cnv"), "-cnv is llama-cli's option for conversation mode",
+     "`localgen chat` is localgen's conversation mode"),
+    (("run", "-o", "temperature", "0.2", "hi"), "-o is llm's option for model settings",
+     "each setting has its own option here: --temperature 0.2, --top-p 0.9, ..."),
+    (("run", "--format=json", "hi"), "--format is Ollama's option for an output format",
+     "localgen's are --json-schema SCHEMA or --grammar GBNF for the answer, and --json for a record of the run"),
+    (("run", "-n", "5", "-r", "User:", "hi"), "-r is llama-cli's option for a reverse prompt",
+     "localgen's is --stop TEXT"),
+])
+def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, ...], error: str, hint: str) -> None:
+    result = run_localgen(*args)
+    assert result.returncode == 2 and result.out == ""
+    assert result.err == f"localgen: error: {error} (hint: {hint})\n"
+
+
+@pytest.mark.parametrize("args", [("run", "-s", "-sys", "-n", "2", "hi"), ("run", "-n", "2", "--", "-p is a flag")])
+def test_the_same_words_as_a_value_or_after_double_dash_are_text(args: tuple[str, ...]) -> None:
+    result = run_localgen(*args)
+    assert result.returncode == 0, result.err
+    assert result.out.strip()
