@@ -79,6 +79,11 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
+def takes_escapes(stream: TextIO) -> bool:
+    """True when stream is a terminal that obeys escape sequences (TERM=dumb ones, like Emacs' shell, show them)."""
+    return _is_terminal(stream) and os.environ.get("TERM") != "dumb"
+
+
 def word_wrap_for(stream: TextIO) -> WordWrap | None:
     """A word wrapper when stream is a terminal; None for pipes and files, which get the text as it is."""
     return WordWrap(terminal_width(stream)) if _is_terminal(stream) else None
@@ -93,8 +98,7 @@ class PrefillStatus:
 
     def __init__(self, stream: TextIO) -> None:
         # a terminal that cannot erase a line (TERM=dumb) gets nothing; NO_COLOR drops the dim style
-        redraws = _is_terminal(stream) and os.environ.get("TERM") != "dumb"
-        self._stream: TextIO | None = stream if redraws else None
+        self._stream: TextIO | None = stream if takes_escapes(stream) else None
         self._style = ("", "") if os.environ.get("NO_COLOR") else ("\x1b[2m", "\x1b[0m")
         self._width = terminal_width(stream)
         self._shown = False

@@ -36,6 +36,7 @@ from localgen.repl_input import (
     typed_message,
     without_controls,
 )
+from localgen.repl_show import show
 from localgen.repl_text import brief, empty_answer_note, exchanges_in_context, gist, room_notice, what_reset_kept
 from localgen.repl_unsaved import LeaveGuard, say_unsaved
 from localgen.session import SETTING_NAMES, ChatSession, UnsavedChangeError
@@ -339,22 +340,9 @@ class Repl:
         key, value = self.session.set_value(parts[0], parts[1])
         console.say(f"{key} = {value}" + (" (random)" if key == "seed" and value == "none" else ""))
 
-    def _show(self, _: str) -> None:
-        """/show: the model, its settings, context size, GPU layers and path."""
-        loaded = self.session.loaded
-        opts = loaded.engine.options
-        console.say(f"model: {loaded.resolved.display_name} ({loaded.resolved.source})")
-        console.say(f"path: {loaded.resolved.path}")
-        console.say(f"context: {loaded.engine.n_ctx:,} tokens (trained {loaded.engine.n_ctx_train:,}); "
-                    f"GPU layers: {opts.n_gpu_layers}; threads: {opts.n_threads}; KV type: {opts.kv_type}")
-        if loaded.plan is not None:
-            console.say(f"plan: {loaded.plan.describe()}")
-        console.say(f"settings: {self._settings_text()}")
-        if self.session.limits.stop:  # --stop: for this chat, not kept with the conversation
-            console.say(f"stop strings (this chat): {', '.join(map(repr, self.session.limits.stop))}")
-        conversation = self.session.conversation
-        console.say(f"system: {brief(conversation.system) if conversation.system else '(none)'}")
-        console.say(f"conversation: {conversation.name}, {exchanges_in_context(conversation)}")
+    def _show(self, argument: str) -> None:
+        """/show [PART]: what this chat runs with (the model, settings, system prompt, template or license)."""
+        show(self.session, argument.strip(), self._settings_text())
 
     def _stats(self, argument: str) -> None:
         """/stats [on|off]: the last answer's figures, or turn them on or off after every answer."""

@@ -21,6 +21,7 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
 
+from localgen import console
 from localgen.config import settings
 from localgen.conversation import list_conversations
 from localgen.errors import LocalgenError, UsageError
@@ -34,7 +35,8 @@ COMMAND_HELP = {
     "/system [TEXT|none]": "show the system prompt, set it to TEXT, or clear it (none)",
     "/set PARAM VALUE": f"change a setting ({', '.join(SETTING_NAMES)}; or by its option name: temp, top-p, n; "
                         "Ollama's /set parameter and num_predict work too)",
-    "/show": "model, settings, context size, GPU layers, path",
+    "/show [PART]": "model, settings, context size, GPU layers, path; or one part: info, settings (parameters), "
+                    "system, template, license",
     "/stats [on|off]": "last answer's TTFT, prefill and decode speed, cached tokens, context used; on: after every "
                        "answer",
     "/reset": "start a new conversation (same system prompt; the current one is saved already if it changed)",
@@ -336,7 +338,7 @@ def chat_terminal(before_suspend: Callable[[], None]) -> Iterator[None]:
 def bracketed_paste(on: bool) -> None:
     """Ask the terminal on stdout to mark pasted text (xterm's mode 2004), or to stop marking it."""
     with contextlib.suppress(OSError, ValueError, AttributeError):  # a terminal gone: nothing to tell
-        if sys.stdout.isatty():
+        if console.takes_escapes(sys.stdout):
             sys.stdout.write("\x1b[?2004h" if on else "\x1b[?2004l")
             sys.stdout.flush()
 

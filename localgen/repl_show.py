@@ -1,0 +1,71 @@
+"""A chat's /show: what it runs with, whole or one part (Ollama's /show info, parameters, system, template and
+license)."""
+
+from __future__ import annotations
+
+from localgen import console
+from localgen.errors import LocalgenError, UsageError
+from localgen.repl_text import brief, exchanges_in_context
+from localgen.session import ChatSession
+
+SHOW_PARTS = ("info", "settings", "system", "template", "license")
+_ALSO = {"parameters": "settings"}  # Ollama's name
+
+
+def show(session: ChatSession, part: str, settings_text: str) -> None:
+    """Say what /show PART asks for (everything when part is empty); settings_text is the sampling settings' line."""
+    wanted = _ALSO.get(part.lower(), part.lower())
+    if wanted == "modelfile":
+        raise UsageError("localgen has no Modelfile", hint="a model's settings go in models.toml, as README's "
+                                                           "Configuration says; /show says what this chat uses")
+    if wanted and wanted not in SHOW_PARTS:
+        raise UsageError(f"/show has no part '{part}'", hint=f"/show alone, or one of: {', '.join(SHOW_PARTS)}")
+    if wanted in ("", "info"):
+        _model(session)
+    if wanted in ("", "settings"):
+        _settings(session, settings_text)
+    if wanted == "":
+        conversation = session.conversation
+        console.say(f"system: {brief(conversation.system) if conversation.system else '(none)'}")
+        console.say(f"conversation: {conversation.name}, {exchanges_in_context(conversation)}")
+    elif wanted == "system":
+        console.say(f"system prompt: {session.conversation.system}" if session.conversation.system
+                    else "no system prompt (/system TEXT sets one)")
+    elif wanted == "template":
+        template = session.loaded.prompt_format.template
+        console.say(template.rstrip("\n") if template else "no chat template: plain completion")
+    elif wanted == "license":
+        console.say(f"license: {_license(session)}")
+
+
+def _model(session: ChatSession) -> None:
+    """The model, its file, context, GPU layers, threads, KV type and memory plan."""
+    loaded = session.loaded
+    opts = loaded.engine.options
+    console.say(f"model: {loaded.resolved.display_name} ({loaded.resolved.source})")
+    console.say(f"path: {loaded.resolved.path}")
+    console.say(f"context: {loaded.engine.n_ctx:,} tokens (trained {loaded.engine.n_ctx_train:,}); "
+                f"GPU layers: {opts.n_gpu_layers}; threads: {opts.n_threads}; KV type: {opts.kv_type}")
+    if loaded.plan is not None:
+        console.say(f"plan: {loaded.plan.describe()}")
+
+
+def _settings(session: ChatSession, settings_text: str) -> None:
+    """The sampling settings, and this chat's stop strings."""
+    console.say(f"settings: {settings_text}")
+    if session.limits.stop:  # --stop: for this chat, not kept with the conversation
+        console.say(f"stop strings (this chat): {', '.join(map(repr, session.limits.stop))}")
+
+
+def _license(session: ChatSession) -> str:
+    """The license models.toml gives the model, else the one its file names, else 'unknown'."""
+    from localgen.gguf_reader import read_gguf
+
+    spec = session.loaded.resolved.spec
+    if spec is not None and spec.license:
+        return spec.license
+    try:
+        named = read_gguf(session.loaded.resolved.path).metadata.get("general.license")
+    except LocalgenError:
+        named = None
+    return str(named) if named else "unknown (the model file names none)"

@@ -1,0 +1,50 @@
+"""Chat for users of other tools and terminals: Ollama's /show parts, and a TERM=dumb terminal (Emacs' shell)."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pexpect
+
+from tests.test_repl import REPO_ROOT, TIMEOUT, Chat, _env
+
+
+def test_show_gives_one_part_as_ollama_s_show_does(tmp_path: Path) -> None:
+    chat = Chat(tmp_path / "home", "-n", "5", "-s", "Be brief.", "--temperature", "0.3")
+    try:
+        info = chat.command("/show info", "plan:")
+        assert "model: smollm2-135m (bundled)" in info and "settings:" not in info
+        settings = chat.command("/show parameters", "max_tokens=5")
+        assert "temperature=0.3" in settings and "model:" not in settings
+        assert "system prompt: Be brief." in chat.command("/show system", "Be brief.")
+        assert "add_generation_prompt" in chat.command("/show template", "<|im_start|>assistant")
+        assert "license: apache-2.0" in chat.command("/show license", "apache-2.0")
+        assert "localgen has no Modelfile" in chat.command("/show modelfile", "what this chat uses")
+        assert "/show has no part 'bogus'" in chat.command("/show bogus", "template, license")
+        whole = chat.command("/show", "conversation:")
+        assert all(part in whole for part in ("model:", "settings:", "system: Be brief.")), whole
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def test_a_dumb_terminal_gets_no_bracketed_paste_escapes(tmp_path: Path) -> None:
+    child = pexpect.spawn(sys.executable, ["-m", "localgen", "chat", "-n", "3"], cwd=str(REPO_ROOT),
+                          env={**_env(tmp_path / "home"), "TERM": "dumb"}, encoding="utf-8", timeout=TIMEOUT)
+    child.logfile_read = transcript = io.StringIO()
+    try:
+        child.expect_exact(">>>")
+        child.sendline("hi")
+        child.expect_exact("[stopped at the limit of 3 tokens")
+        child.sendline("/bye")
+        child.expect(pexpect.EOF)
+        screen = transcript.getvalue()
+        child.close()
+        assert child.exitstatus == 0, screen
+        assert "\x1b[?2004" not in screen  # Emacs' shell would show ^[[?2004h at every prompt
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
