@@ -43,6 +43,10 @@ def check_name(name: str) -> str:
     return name
 
 
+class MissingConversationError(LocalgenError):
+    """No saved conversation has the name asked for."""
+
+
 class DamagedConversationError(LocalgenError):
     """A saved conversation file that cannot be read back (not JSON, wrong shape, not UTF-8); name is its own, and
     removable says whether `conversations rm` deletes what is there (a folder it does not)."""
@@ -312,7 +316,7 @@ def load_conversation(name: str, *, shell: bool = False) -> Conversation:
     folder = conversations_dir()
     path = folder / f"{check_name(name)}.json"
     if not path.is_file():
-        raise LocalgenError(f"no saved conversation named '{name}'", hint=_missing_hint(shell))
+        raise MissingConversationError(f"no saved conversation named '{name}'", hint=_missing_hint(shell))
     newly = hold(folder, name, hint="finish that chat first, or " + (
         "run `localgen chat` for a new conversation" if shell else "/load another (/list shows them)"))
     try:
@@ -331,7 +335,8 @@ def _read_saved(path: Path, shell: bool) -> str:
     try:
         return path.read_text(encoding="utf-8-sig")  # a BOM from a Windows editor is no damage
     except FileNotFoundError:
-        raise LocalgenError(f"no saved conversation named '{path.stem}'", hint=_missing_hint(shell)) from None
+        raise MissingConversationError(f"no saved conversation named '{path.stem}'",
+                                       hint=_missing_hint(shell)) from None
     except UnicodeDecodeError:
         raise DamagedConversationError(f"{path} is not a valid saved conversation (not UTF-8 text)",
                                        hint="it was left untouched; start a new chat or load another",
@@ -373,7 +378,7 @@ def read_conversation(name: str) -> Conversation:
     """A saved conversation as it is on disk, without holding it (to list or show it; a chat may have it open)."""
     path = conversations_dir() / f"{check_name(name)}.json"
     if not path.is_file():
-        raise LocalgenError(f"no saved conversation named '{name}'", hint=_missing_hint(True))
+        raise MissingConversationError(f"no saved conversation named '{name}'", hint=_missing_hint(True))
     conversation = Conversation.from_json(_read_saved(path, True), path)
     conversation.name = name
     return conversation
@@ -385,7 +390,7 @@ def saved_paths(names: list[str]) -> list[Path]:
     paths = [conversations_dir() / f"{check_name(name)}.json" for name in names]
     for name, path in zip(names, paths, strict=True):
         if not os.path.lexists(path):
-            raise LocalgenError(f"no saved conversation named '{name}'", hint=_missing_hint(True))
+            raise MissingConversationError(f"no saved conversation named '{name}'", hint=_missing_hint(True))
         if path.is_dir():
             raise LocalgenError(f"{path} is a folder, not a saved conversation", hint="remove it yourself")
     return paths

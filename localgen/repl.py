@@ -13,11 +13,13 @@ from prompt_toolkit.layout.processors import TabsProcessor
 
 from localgen import console
 from localgen.answer_view import AnswerView
-from localgen.conversation import let_go, load_conversation
+from localgen.config import settings
+from localgen.conversation import MissingConversationError, let_go, load_conversation
 from localgen.errors import LocalgenError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import argument_text, attachment_text, expand_user_path, option_path, refuse_waiting_reads
 from localgen.prefill_ahead import PrefillWhileTyping
+from localgen.registry import names_a_model
 from localgen.repl_input import (
     ALIASES,
     COMMAND_HELP,
@@ -414,7 +416,13 @@ class Repl:
         if not argument:
             console.say("usage: /load NAME (see /list)")
             return
-        conversation = load_conversation(argument)  # a name that cannot be loaded is refused before anything else
+        try:
+            conversation = load_conversation(argument)  # a name that cannot be loaded is refused before anything else
+        except MissingConversationError as exc:
+            if not names_a_model(argument, settings().user_registry):
+                raise
+            raise MissingConversationError(exc.message, hint=f"{argument} is a model: /model {argument} switches to "
+                                                             "it") from None
         if not self._leaving.may_leave("/load", self._typed):
             if conversation.name != self.session.conversation.name:
                 let_go(conversation)

@@ -48,3 +48,17 @@ def test_a_dumb_terminal_gets_no_bracketed_paste_escapes(tmp_path: Path) -> None
     finally:
         if child.isalive():
             child.terminate(force=True)
+
+
+def test_load_of_a_model_s_name_points_at_model(tmp_path: Path) -> None:
+    chat = Chat(tmp_path / "home", "-n", "5")
+    try:
+        missing = chat.command("/load smollm2-135m", "switches to it)")
+        assert "no saved conversation named 'smollm2-135m' (hint: smollm2-135m is a model: /model smollm2-135m" \
+               in " ".join(missing.split())  # as Ollama's /load MODEL would
+        other = chat.command("/load nosuch", "/list")
+        assert "no saved conversation named 'nosuch'" in other and "is a model" not in other
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
