@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Generator
+from dataclasses import replace
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.buffer import Buffer
@@ -15,7 +17,7 @@ from localgen import console
 from localgen.answer_view import AnswerView
 from localgen.config import settings
 from localgen.conversation import MissingConversationError, let_go, load_conversation
-from localgen.errors import LocalgenError, internal_error_text
+from localgen.errors import LocalgenError, UsageError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import argument_text, attachment_text, expand_user_path, option_path, refuse_waiting_reads
 from localgen.prefill_ahead import PrefillWhileTyping
@@ -325,6 +327,9 @@ class Repl:
         word, _, rest = argument.partition(" ")
         ollama = {"parameter": lambda: self._set(rest.strip()), "system": lambda: self._system(rest.strip()),
                   "verbose": lambda: self._stats("on"), "quiet": lambda: self._stats("off")}
+        if word.lower() == "stop":  # /set stop TEXT..., as Ollama's /set parameter stop (for this chat, as --stop)
+            self._set_stop(rest.strip())
+            return
         if word.lower() in ollama:  # Ollama's spellings: /set parameter NAME VALUE, /set system TEXT, /set verbose
             if word.lower() in ("verbose", "quiet") and rest.strip():
                 console.say(f"usage: /set {word.lower()}")
@@ -341,6 +346,20 @@ class Repl:
             return
         key, value = self.session.set_value(parts[0], parts[1])
         console.say(f"{key} = {value}" + (" (random)" if key == "seed" and value == "none" else ""))
+
+    def _set_stop(self, argument: str) -> None:
+        """/set stop TEXT...: this chat's stop strings (shell-style quotes keep spaces; none clears; alone: shows)."""
+        stops = self.session.limits.stop
+        if not argument:
+            console.say(f"stop strings (this chat): {', '.join(map(repr, stops))}" if stops
+                        else 'no stop strings (/set stop TEXT sets them; quote one with spaces: "User:")')
+            return
+        try:
+            words = [] if argument.lower() == "none" else shlex.split(argument)
+        except ValueError as exc:
+            raise UsageError(f"/set stop: {exc}", hint='quote each string whole: /set stop "User:" "###"') from None
+        self.session.limits = replace(self.session.limits, stop=tuple(words))
+        console.say(f"stop strings (this chat): {', '.join(map(repr, words))}" if words else "stop strings cleared")
 
     def _show(self, argument: str) -> None:
         """/show [PART]: what this chat runs with (the model, settings, system prompt, template or license)."""

@@ -34,7 +34,7 @@ COMMAND_HELP = {
     "/help": "show this help",
     "/system [TEXT|none]": "show the system prompt, set it to TEXT, or clear it (none)",
     "/set PARAM VALUE": f"change a setting ({', '.join(SETTING_NAMES)}; or by its option name: temp, top-p, n; "
-                        "Ollama's /set parameter and num_predict work too)",
+                        "Ollama's /set parameter and num_predict work too); /set stop TEXT... for stop strings",
     "/show [PART]": "model, settings, context size, GPU layers, path; or one part: info, settings (parameters), "
                     "system, template, license",
     "/stats [on|off]": "last answer's TTFT, prefill and decode speed, cached tokens, context used; on: after every "

@@ -62,3 +62,21 @@ def test_load_of_a_model_s_name_points_at_model(tmp_path: Path) -> None:
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_set_stop_changes_this_chat_s_stop_strings(tmp_path: Path) -> None:
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "16")
+    try:
+        free = chat.ask("Describe the sea.")["turns"][-1]["answer"]
+        assert "e" in free
+        assert "stop strings (this chat): 'e', 'User:'" in chat.command('/set parameter stop e "User:"', "'User:'")
+        stopped = chat.ask("Describe the sea.")["turns"][-1]["answer"]
+        assert stopped and "e" not in stopped, "the answer stops before the stop string"
+        assert "stop strings (this chat): 'e'" in chat.command("/show settings", "'User:'")
+        assert "stop strings cleared" in chat.command("/set stop none", "cleared")
+        assert "no stop strings" in chat.command("/set stop", "sets them")
+        assert "No closing quotation" in chat.command('/set stop "oops', "whole")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
