@@ -344,7 +344,8 @@ app.add_typer(cache_app, name="cache")
 
 @app.command()
 def pull(
-    reference: Annotated[str, typer.Argument(help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf.")],
+    reference: Annotated[str, typer.Argument(
+        help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf or a Hub address.")],
     force: Annotated[bool, typer.Option("--force", help="Download again even if cached.")] = False,
 ) -> None:
     """Download a model from the Hugging Face Hub, verify it, and print its local path.
@@ -366,7 +367,8 @@ app.add_typer(conversations_app, name="conversations")
 
 @app.command()
 def fit(
-    reference: Annotated[str | None, typer.Argument(help="NAME[:QUANT], ORG/REPO[:QUANT] or a .gguf path.")] = None,
+    reference: Annotated[str | None, typer.Argument(
+        help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address or a .gguf path.")] = None,
     ctx: Annotated[int | None, whole_option(
         "--ctx", "--ctx-size", "-c", help="Context size to plan for.")] = None,
     kv_type: KvTypeOpt = "f16",
