@@ -51,22 +51,24 @@ class BenchConfig:
     warmup: bool = True
 
     def __post_init__(self) -> None:
-        for name, value, low in (("--n-prompt", self.n_prompt, 1), ("--n-gen", self.n_gen, 1),
+        for name, value, low in (("--n-prompt", self.n_prompt, 0), ("--n-gen", self.n_gen, 0),
                                  ("--repetitions", self.reps, 1)):
             if not low <= value <= MAX_BENCH_VALUE:
                 raise UsageError(f"{name} {value:,} is out of range", hint=f"use {low} to {MAX_BENCH_VALUE:,}")
+        if not self.n_prompt and not self.n_gen:
+            raise UsageError("-p 0 and -n 0 leave nothing to measure", hint="0 skips one test: give the other a size")
 
 
 @dataclass(frozen=True)
 class Measurements:
-    """The measured figures of one benchmark."""
+    """The measured figures of one benchmark (None for a test skipped with -p 0 or -n 0)."""
 
     follow_up_tokens: int
-    prefill_tps: Stat
-    decode_tps: Stat
-    ttft_s: Stat
-    reuse_ttft_s: Stat
-    fresh_ttft_s: Stat
+    prefill_tps: Stat | None
+    decode_tps: Stat | None
+    ttft_s: Stat | None
+    reuse_ttft_s: Stat | None
+    fresh_ttft_s: Stat | None
 
 
 @dataclass(frozen=True)
@@ -126,25 +128,33 @@ def measure(engine: Engine, config: BenchConfig, progress: Callable[[str], None]
     total = config.reps + (1 if config.warmup else 0)
     for rep in range(total):
         label = "warm-up" if config.warmup and rep == 0 else f"rep {rep + (0 if config.warmup else 1)}/{config.reps}"
-        progress(f"bench: {label}: pp{config.n_prompt} + follow-up")
-        prompt = _random_prompt(engine, config.n_prompt, rng)
-        engine.reset()
-        cold = _complete(engine, prompt, 1)
-        warm = _complete(engine, [*prompt, *follow_up], 1)
-        engine.reset()
-        alone = _complete(engine, fresh, 1)
-        progress(f"bench: {label}: tg{config.n_gen}")
-        engine.reset()
-        gen = _complete(engine, start, config.n_gen + 1, ignore_eog=True)
-        if config.warmup and rep == 0:
-            continue
-        pp.append(cold.timings.prefill_tokens_per_s)
-        ttft.append(_ttft(cold))
-        reuse.append(_ttft(warm))
-        fresh_ttft.append(_ttft(alone))
-        tg.append(gen.timings.decode_tokens_per_s)
-    return Measurements(follow_up_tokens=len(follow_up), prefill_tps=Stat.of(pp), decode_tps=Stat.of(tg),
-                        ttft_s=Stat.of(ttft), reuse_ttft_s=Stat.of(reuse), fresh_ttft_s=Stat.of(fresh_ttft))
+        counted_rep = not (config.warmup and rep == 0)
+        if config.n_prompt:
+            progress(f"bench: {label}: pp{config.n_prompt} + follow-up")
+            prompt = _random_prompt(engine, config.n_prompt, rng)
+            engine.reset()
+            cold = _complete(engine, prompt, 1)
+            warm = _complete(engine, [*prompt, *follow_up], 1)
+            engine.reset()
+            alone = _complete(engine, fresh, 1)
+            if counted_rep:
+                pp.append(cold.timings.prefill_tokens_per_s)
+                ttft.append(_ttft(cold))
+                reuse.append(_ttft(warm))
+                fresh_ttft.append(_ttft(alone))
+        if config.n_gen:
+            progress(f"bench: {label}: tg{config.n_gen}")
+            engine.reset()
+            gen = _complete(engine, start, config.n_gen + 1, ignore_eog=True)
+            if counted_rep:
+                tg.append(gen.timings.decode_tokens_per_s)
+
+    def stat(values: list[float], test_size: int) -> Stat | None:
+        return Stat.of(values) if test_size else None
+
+    return Measurements(follow_up_tokens=len(follow_up), prefill_tps=stat(pp, config.n_prompt),
+                        decode_tps=stat(tg, config.n_gen), ttft_s=stat(ttft, config.n_prompt),
+                        reuse_ttft_s=stat(reuse, config.n_prompt), fresh_ttft_s=stat(fresh_ttft, config.n_prompt))
 
 
 def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, threads_batch: int | None,
@@ -186,16 +196,21 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
 def format_result(result: BenchResult) -> str:
     """A llama-bench-like table of the result."""
     r, f = result, result.figures
-    rows = [
-        (f"pp{r.n_prompt}", "prefill", f"{f.prefill_tps.mean:.2f} ± {f.prefill_tps.stdev:.2f} tok/s"),
-        (f"tg{r.n_gen}", "decode", f"{f.decode_tps.mean:.2f} ± {f.decode_tps.stdev:.2f} tok/s"),
-        (f"ttft pp{r.n_prompt}", "time to first token, cold",
-         f"{f.ttft_s.mean * 1000:.1f} ± {f.ttft_s.stdev * 1000:.1f} ms"),
-        (f"ttft +{f.follow_up_tokens} after pp{r.n_prompt}", "follow-up turn, prompt in KV cache",
-         f"{f.reuse_ttft_s.mean * 1000:.1f} ± {f.reuse_ttft_s.stdev * 1000:.1f} ms"),
-        (f"ttft +{f.follow_up_tokens} fresh", "same message, new conversation",
-         f"{f.fresh_ttft_s.mean * 1000:.1f} ± {f.fresh_ttft_s.stdev * 1000:.1f} ms"),
+    def rate(stat: Stat) -> str:
+        return f"{stat.mean:.2f} ± {stat.stdev:.2f} tok/s"
+
+    def millis(stat: Stat) -> str:
+        return f"{stat.mean * 1000:.1f} ± {stat.stdev * 1000:.1f} ms"
+
+    measured = [
+        (f"pp{r.n_prompt}", "prefill", f.prefill_tps, rate),
+        (f"tg{r.n_gen}", "decode", f.decode_tps, rate),
+        (f"ttft pp{r.n_prompt}", "time to first token, cold", f.ttft_s, millis),
+        (f"ttft +{f.follow_up_tokens} after pp{r.n_prompt}", "follow-up turn, prompt in KV cache", f.reuse_ttft_s,
+         millis),
+        (f"ttft +{f.follow_up_tokens} fresh", "same message, new conversation", f.fresh_ttft_s, millis),
     ]
+    rows = [(test, what, shown(stat)) for test, what, stat, shown in measured if stat is not None]  # 0 skips a test
     width = [max(len(row[i]) for row in rows) for i in range(3)]
     capped = f" (this run's context of {r.n_ctx:,}, for -p and -n)" if r.n_batch >= r.n_ctx else ""
     head = (f"model {r.model} ({r.path})\n{r.backend}, threads {r.n_threads}/{r.n_threads_batch}, "

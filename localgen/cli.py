@@ -315,8 +315,8 @@ def bench(
     ctx: typer.Context,
     model: ModelOpt = None,
     n_prompt: Annotated[int, whole_option(
-        "--n-prompt", "-p", help="Prompt tokens for the prefill test.")] = 512,
-    n_gen: Annotated[int, whole_option("--n-gen", "-n", help="Tokens for the decode test.")] = 128,
+        "--n-prompt", "-p", help="Prompt tokens for the prefill test (0 skips it).")] = 512,
+    n_gen: Annotated[int, whole_option("--n-gen", "-n", help="Tokens for the decode test (0 skips it).")] = 128,
     reps: Annotated[int, whole_option("--repetitions", "-r", help="Repetitions of each test.")] = 5,
     threads: ThreadsOpt = None,
     threads_batch: ThreadsBatchOpt = None,

@@ -24,10 +24,10 @@ def test_stat_summarizes_samples() -> None:
     assert Stat.of([5.0]).stdev == 0.0
 
 
-@pytest.mark.parametrize("field", ["n_prompt", "n_gen", "reps"])
-def test_config_rejects_nonsense(field: str) -> None:
+@pytest.mark.parametrize("values", [{"reps": 0}, {"n_prompt": -1}, {"n_gen": -1}, {"n_prompt": 0, "n_gen": 0}])
+def test_config_rejects_nonsense(values: dict[str, int]) -> None:
     with pytest.raises(UsageError):
-        BenchConfig(**{field: 0})
+        BenchConfig(**values)
 
 
 def test_measure_on_the_real_engine(bundled_model: Path) -> None:
@@ -87,6 +87,21 @@ def test_an_explicit_batch_size_equal_to_the_default_still_gets_the_note() -> No
     n_batch = json.loads(given.out)["n_batch"]
     assert n_batch < DEFAULT_BATCH_SIZE
     assert f"--batch-size {DEFAULT_BATCH_SIZE} is capped at {n_batch}" in given.err, "given, even if the default"
+
+
+def test_zero_skips_a_test_as_in_llama_bench() -> None:
+    decode_only = run_localgen("bench", "-p", "0", "-n", "4", "-r", "1", "--json")
+    assert decode_only.returncode == 0, decode_only.err
+    figures = json.loads(decode_only.out)["figures"]
+    assert [key for key, value in figures.items() if value is None] == [
+        "prefill_tps", "ttft_s", "reuse_ttft_s", "fresh_ttft_s"]
+    assert len(figures["decode_tps"]["samples"]) == 1 and figures["decode_tps"]["mean"] > 0
+    assert "pp0" not in decode_only.err, "no prefill test was run"
+    prefill_only = run_localgen("bench", "-p", "16", "-n", "0", "-r", "1")
+    assert prefill_only.returncode == 0, prefill_only.err
+    assert "| pp16 " in prefill_only.out and "| tg" not in prefill_only.out and "fresh" in prefill_only.out
+    neither = run_localgen("bench", "-p", "0", "-n", "0")
+    assert neither.returncode == 2 and "-p 0 and -n 0 leave nothing to measure" in neither.err
 
 
 def test_cli_bench_rejects_bad_counts() -> None:
