@@ -12,6 +12,7 @@ import contextlib
 import fnmatch
 import importlib.util
 import os
+import shlex
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -252,6 +253,12 @@ def _refuse_path(registry: Registry, ref: ModelRef) -> None:
         bundled = bundled_file(spec)
         if bundled is not None and target == bundled.resolve():
             raise _bundled_not_removable(spec, f"{ref.text} is the bundled {spec.name} model")
+    if target is not None:
+        for model in _hub_models(registry):  # a path into the Hugging Face cache: its model goes by its name
+            if target in {p.resolve() for p in model.paths} or ref.path in model.paths:
+                raise UsageError(f"{ref.text} is a file of the cached model {model.name}",
+                                 hint=f"remove the whole model (every shard, and its blobs): localgen models rm "
+                                      f"{shlex.quote(model.name)}")
     raise UsageError(f"{ref.text} is a file path; localgen only removes models it downloaded",
                      hint="delete the file yourself if you no longer need it")
 

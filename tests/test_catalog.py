@@ -190,6 +190,20 @@ def test_remove_refuses_the_bundled_model_and_paths(hubenv: HubEnv) -> None:
         catalog.remove_model(reg, str(hubenv.tmp_path / "some.gguf"))
 
 
+def test_remove_of_a_path_into_the_cache_names_the_model_to_remove(hubenv: HubEnv) -> None:
+    serve_tiny(hubenv)
+    first, second = pull(REPO, quant="Q4_0")
+    reg = registry()
+    for path in (second, second.resolve()):  # a shard's snapshot link, or its blob
+        with pytest.raises(UsageError) as info:
+            catalog.remove_model(reg, str(path))
+        assert info.value.message == f"{path} is a file of the cached model tiny:Q4_0"
+        assert info.value.hint == "remove the whole model (every shard, and its blobs): localgen models rm tiny:Q4_0"
+    assert first.is_file() and second.is_file()
+    assert catalog.remove_model(reg, "tiny:Q4_0").name == "tiny:Q4_0"  # the name the hint gives works
+    assert not first.exists() and not second.exists()
+
+
 def test_remove_unknown_and_ambiguous_references(hubenv: HubEnv) -> None:
     serve_tiny(hubenv)
     pull(REPO)
