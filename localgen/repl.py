@@ -24,7 +24,6 @@ from localgen.prefill_ahead import PrefillWhileTyping
 from localgen.registry import names_a_model
 from localgen.repl_input import (
     ALIASES,
-    COMMAND_HELP,
     PROMPT,
     WITHOUT_ARGUMENT,
     PasteMark,
@@ -32,6 +31,7 @@ from localgen.repl_input import (
     SlashCompleter,
     bracketed_paste,
     continuation,
+    help_lines,
     key_bindings,
     message_text,
     one_argument,
@@ -47,6 +47,7 @@ from localgen.session import SETTING_NAMES, ChatSession, UnsavedChangeError
 from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 from localgen.units import counted, local_minute
+from localgen.wordwrap import terminal_width
 
 TAB_STOP = 8  # as terminals show tabs
 
@@ -306,11 +307,8 @@ class Repl:
 
     def _help(self, _: str) -> None:
         """/help: list the commands and the keys."""
-        width = max(len(k) for k in COMMAND_HELP)
-        for usage, text in COMMAND_HELP.items():
-            console.say(f"  {usage:<{width}}  {text}")
-        console.say('  Alt-Enter or Esc Enter: newline; """ opens and closes a multi-line block; '
-                    "Ctrl-C stops an answer; Ctrl-R searches history; Ctrl-Z suspends")
+        for line in help_lines(terminal_width(sys.stderr)()):
+            console.say(line)
 
     def _system(self, argument: str) -> None:
         """/system [TEXT|none]: show the system prompt, set it, or clear it."""

@@ -51,6 +51,8 @@ COMMAND_HELP = {
     "/markdown on|off": "render answers as Markdown, or print them exactly as written",
     "/exit": "quit (or Ctrl-D)",
 }
+KEYS_HELP = ('Alt-Enter or Esc Enter: newline; """ opens and closes a multi-line block; Ctrl-C stops an answer; '
+             "Ctrl-R searches history; Ctrl-Z suspends. Ollama's /bye, /clear, /? and /set parameter work too")
 COMMANDS = tuple(usage.split()[0] for usage in COMMAND_HELP)
 ALIASES = {"/quit": "/exit", "/bye": "/exit", "/clear": "/reset", "/?": "/help"}  # other tools' names (Ollama's)
 WITHOUT_ARGUMENT = frozenset({usage for usage in COMMAND_HELP if " " not in usage} | set(ALIASES))
@@ -402,3 +404,24 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         bracketed_paste(False)
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+
+def help_lines(width: int) -> list[str]:
+    """/help's lines for a terminal this wide (0: no terminal, one line each): each command's text wrapped beside
+    it with a hanging indent, or under it when the terminal is too narrow for that."""
+    import textwrap
+
+    def wrapped(text: str, first: str, rest: str) -> list[str]:
+        return textwrap.wrap(text, width - 1, initial_indent=first, subsequent_indent=rest) if width else [first + text]
+
+    column = max(len(usage) for usage in COMMAND_HELP) + 4
+    lines = []
+    for usage, text in COMMAND_HELP.items():
+        if not width or width - column >= MIN_HELP_TEXT:
+            lines += wrapped(text, f"  {usage:<{column - 4}}  ", " " * column)
+        else:
+            lines += [f"  {usage}", *wrapped(text, " " * 6, " " * 6)]
+    return lines + wrapped(KEYS_HELP, "  ", "  ")
+
+
+MIN_HELP_TEXT = 30  # narrower than this beside the commands, a command's text goes under it

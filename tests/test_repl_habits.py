@@ -80,3 +80,16 @@ def test_set_stop_changes_this_chat_s_stop_strings(tmp_path: Path) -> None:
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_help_wraps_each_command_s_text_beside_it(tmp_path: Path) -> None:
+    chat = Chat(tmp_path / "home", "-n", "5")  # a 100-column terminal
+    try:
+        shown = chat.command("/help", "/set parameter work too").replace("\r", "")
+        assert "\n  /set PARAM VALUE     change a setting (temperature," in shown
+        assert "\n                       repeat_last_n, presence_penalty," in shown, shown
+        assert "Ollama's /bye, /clear, /? and /set parameter work too" in shown
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
