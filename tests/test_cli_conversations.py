@@ -138,3 +138,33 @@ def test_an_answer_stdout_could_not_take_is_not_saved(home: Path) -> None:
         assert proc.returncode == 1 and b"cannot write to stdout" in proc.stderr, proc.stderr
     assert not (conversations_dir() / "fresh.json").exists()
     assert (conversations_dir() / "kept.json").read_bytes() == before
+
+
+def _answered_on_a_terminal(args: tuple[str, ...], question: str, answer: str) -> tuple[int, str]:
+    """Run `localgen ARGS` with stdin and stdout on a pty, wait for its question and type answer, Enter; the exit
+    status and everything the terminal showed."""
+    import pexpect
+
+    child = pexpect.spawn(sys.executable, ["-m", "localgen", *args], cwd=str(REPO_ROOT), encoding="utf-8",
+                          timeout=60, dimensions=(24, 200))
+    child.expect_exact(question)
+    child.sendline(answer)
+    child.expect(pexpect.EOF)
+    child.close()
+    return child.exitstatus, child.before
+
+
+def test_rm_on_a_terminal_asks_and_deletes_only_on_yes(home: Path) -> None:
+    made = run_localgen("run", "--conversation", "walrus", "-n", "3", "hi")
+    assert made.returncode == 0, made.err
+    path = conversations_dir() / "walrus.json"
+    assert path.is_file()
+    question = "delete 1 conversation (walrus)? [y/N] "
+    for answer in ("n", "", "maybe"):  # no, the default, anything else
+        code, screen = _answered_on_a_terminal(("conversations", "rm", "walrus"), question, answer)
+        assert code == 0 and "nothing deleted" in screen, screen
+        assert path.is_file(), f"kept on {answer!r}"
+    code, screen = _answered_on_a_terminal(("conversations", "rm", "walrus"), question, "y")
+    assert code == 0 and "deleted walrus" in screen, screen
+    assert not path.exists()
+    assert "walrus" not in run_localgen("conversations", "list").out

@@ -290,3 +290,29 @@ def test_a_damaged_header_on_the_hub_is_the_repository_s_not_a_local_file_s(hub:
         assert "the repository's own file is damaged" in result.stderr and "Traceback" not in result.stderr
     assert not (Path(env["HF_HUB_CACHE"]) / "models--org--Bad-GGUF" / "blobs").exists() or \
         not any((Path(env["HF_HUB_CACHE"]) / "models--org--Bad-GGUF" / "blobs").iterdir())
+
+
+def test_models_rm_on_a_terminal_asks_and_removes_only_on_yes(hub: tuple[HubServer, dict[str, str]]) -> None:
+    import pexpect
+
+    _, env = hub
+    assert localgen(env, "pull", f"{REPO}:Q4_1").returncode == 0
+
+    def answered(answer: str) -> tuple[int, str]:
+        child = pexpect.spawn(sys.executable, ["-m", "localgen", "models", "rm", f"{REPO}:Q4_1"], cwd=str(REPO_ROOT),
+                              env=env, encoding="utf-8", timeout=60, dimensions=(24, 200))
+        child.expect_exact("remove smollm2-135m (98.4 MB)? [y/N] ")  # the registry name of the download
+        child.sendline(answer)
+        child.expect(pexpect.EOF)
+        child.close()
+        return child.exitstatus, child.before
+
+    def sources() -> list[str]:
+        return [m["source"] for m in json.loads(localgen(env, "models", "list", "--json").stdout)]
+
+    code, screen = answered("n")
+    assert code == 0 and "nothing removed" in screen, screen
+    assert sources() == ["bundled", "hub"], "kept on no"
+    code, screen = answered("y")
+    assert code == 0 and "freed 98.4 MB" in screen, screen
+    assert sources() == ["bundled"]

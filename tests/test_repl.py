@@ -18,7 +18,7 @@ import pytest
 from hub_server import HubServer, server_env
 
 from localgen.repl_input import SlashCommand, parse_command, without_controls
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, run_localgen
 
 PROMPT = ">>>"
 CURSOR_REQUEST = "\x1b[6n"
@@ -879,7 +879,7 @@ def test_set_takes_the_command_line_s_names_and_tab_completes_settings(chat: Cha
     chat.child.expect_exact("repeat_")  # both repeat_penalty and repeat_last_n fit
     chat.child.send("\x15")  # Ctrl-U clears the line
     chat.child.send("/set te\t")
-    chat.child.expect_exact("temperature")
+    chat.child.expect_exact("mperature")  # the rest of the name (the line is redrawn whole or from the cursor)
     chat.child.send("0.25\r")
     chat.child.expect_exact("temperature = 0.25")
     chat.sync()
@@ -1022,3 +1022,117 @@ def test_leaving_one_conversation_unsaved_leaves_the_next_one_guarded(home: Path
     path.rmdir()  # fixed: the chat's last save, as a signal ends it, writes the change
     assert chat.killed(signal.SIGHUP)[0] == 129
     assert [t["user"] for t in json.loads(path.read_text())["turns"]] == ["Name a fruit.", "Name a tree."]
+
+
+# A plain-text template whose examples reason in <think>…</think> before answering, and whose generation prompt
+# opens the block: the bundled model (which never reasons on its own) then reasons, closes it and answers.
+THINKING_TEMPLATE = """\
+{% for m in messages %}{% if m.role == 'user' %}Q: What is 1+1?
+A: <think>One plus one is two.</think>Answer: two
+Q: What is 2+2?
+A: <think>Two plus two is four.</think>Answer: four
+Q: {{ m.content }}
+A: {% else %}{{ m.content }}
+{% endif %}{% endfor %}{% if add_generation_prompt %}<think>{% endif %}
+"""
+REASONING = "Three plus three is six."
+DIM = re.compile(r"\x1b\[2(?:;3)?m([^\x1b]*)\x1b\[0m")  # dim (and italic) text, then the reset
+
+
+def _reasoning_chat(home: Path, tmp_path: Path, *args: str) -> Chat:
+    """A chat with THINKING_TEMPLATE, whose answer to 'What is 3+3?' reasons first (each answer ends at 'Q:')."""
+    template = tmp_path / "think.jinja"
+    template.write_text(THINKING_TEMPLATE)
+    return Chat(home, "--chat-template", str(template), "--temperature", "0", "-n", "20", "--stop", "Q:", *args)
+
+
+def _shown_since(chat: Chat, mark: int) -> tuple[str, str]:
+    """What the screen got since mark: its dimmed text, and its text with escape sequences removed."""
+    screen = chat.transcript.getvalue()[mark:]
+    return "".join(DIM.findall(screen)), re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
+
+
+def _regen(chat: Chat) -> None:
+    """/regen, and wait until the new answer is saved and the prompt is back."""
+    saved = chat.saved_at()
+    chat.child.sendline("/regen")
+    chat.wait_for(lambda _: chat.saved_at() != saved)
+    chat.sync()
+
+
+def test_reasoning_is_shown_dimmed_and_thinking_off_hides_it(home: Path, tmp_path: Path) -> None:
+    chat = _reasoning_chat(home, tmp_path, "--no-markdown")
+    mark = len(chat.transcript.getvalue())
+    state = chat.ask("What is 3+3?")
+    assert state["turns"][0]["answer"] == f"{REASONING}</think>Answer: six", "the model reasons, then answers"
+    dimmed, text = _shown_since(chat, mark)
+    assert dimmed == REASONING, "the reasoning, and only the reasoning, is dimmed"
+    assert re.search(rf"{re.escape(REASONING)}\r\nAnswer: six\r\n", text), "the answer follows on its own line"
+    assert "<think>" not in text and "</think>" not in text
+    chat.command("/thinking off", "reasoning is hidden")
+    mark = len(chat.transcript.getvalue())
+    _regen(chat)
+    dimmed, text = _shown_since(chat, mark)
+    assert "Answer: six" in text
+    assert "Three" not in text and dimmed == "", "the reasoning is not on the screen"
+    assert "</think>" not in text
+    assert chat.conversation()["turns"][0]["answer"] == f"{REASONING}</think>Answer: six", "saved whole"
+    assert chat.quit() == 0
+
+
+def test_hide_thinking_starts_the_chat_with_reasoning_hidden_and_thinking_on_shows_it(home: Path,
+                                                                                       tmp_path: Path) -> None:
+    chat = _reasoning_chat(home, tmp_path, "--hide-thinking")  # Markdown on, as by default
+    mark = len(chat.transcript.getvalue())
+    state = chat.ask("What is 3+3?")
+    dimmed, text = _shown_since(chat, mark)
+    assert "Answer: six" in text
+    assert "Three" not in text and "think>" not in text and dimmed == ""
+    assert REASONING in state["turns"][0]["answer"], "the saved conversation keeps the reasoning"
+    chat.command("/thinking on", "reasoning is shown")
+    mark = len(chat.transcript.getvalue())
+    _regen(chat)
+    dimmed, text = _shown_since(chat, mark)
+    assert dimmed == REASONING and "Answer: six" in text
+    assert chat.quit() == 0
+
+
+def test_stats_flag_shows_the_figures_after_every_answer(home: Path) -> None:
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "3", "--stats")
+    mark = len(chat.transcript.getvalue())
+    chat.ask("Write a long story about a dragon.")
+    chat.ask("Name a color.")
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", chat.transcript.getvalue()[mark:])
+    line = (r"prompt (\d+) tok( \(\d+ cached\))?, TTFT \d+ ms, prefill ([\d.]+ tok/s|-), generated 3 tok, "
+            r"decode [\d.]+ tok/s, context ([\d,]+)/([\d,]+), finish length")
+    found = re.findall(line.replace(" ", r"\s+"), shown)  # the line wraps at the terminal's width
+    assert len(found) == 2, shown
+    first, second = found
+    assert int(second[0]) > int(first[0]), "the second prompt holds the first exchange"
+    assert int(second[3].replace(",", "")) > int(first[3].replace(",", "")), "the context fills"
+    assert chat.quit() == 0
+
+
+def test_tab_completes_a_saved_conversation_after_load_and_a_path_after_file(home: Path, tmp_path: Path) -> None:
+    made = run_localgen("run", "--conversation", "zebra-notes", "-n", "3", "hi", env={"LOCALGEN_HOME": str(home)})
+    assert made.returncode == 0, made.err
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "quokka-facts.txt").write_text("Quokkas live on Rottnest Island.\n")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "5", cwd=folder)
+    chat.child.send("/load zeb")
+    chat.child.send("\t")
+    chat.child.expect_exact("ra-notes")  # the rest of the name, written by the completion
+    chat.child.send("\r")
+    chat.expect_words("loaded zebra-notes: 1 exchange")
+    chat.sync()
+    chat.child.send("/file quo")
+    chat.child.send("\t")
+    chat.child.expect_exact("kka-facts.txt")
+    chat.child.send("\r")
+    chat.expect_words("quokka-facts.txt (33 characters) to the next message")
+    chat.sync()
+    state = chat.ask("Where do they live?")
+    assert state["name"] == "zebra-notes" and len(state["turns"]) == 2, "the completed name was loaded"
+    assert state["turns"][1]["user"] == "Quokkas live on Rottnest Island.\n\nWhere do they live?"
+    assert chat.quit() == 0
