@@ -138,6 +138,8 @@ def run(
         "--conversation", metavar="NAME", help="Continue conversation NAME (or start it); the exchange is saved in it.")
     ] = None,
     stats: Annotated[bool, typer.Option("--stats", help="Print speed and token counts on stderr.")] = False,
+    no_wrap: Annotated[bool, typer.Option(
+        "--no-wrap", "--nowordwrap", help="On a terminal, keep the model's lines whole (no word wrap).")] = False,
     hide_thinking: Annotated[bool, typer.Option(
         "--hide-thinking", help="Leave the <think> reasoning out of the output (--json: in `thinking`).")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="No on-disk prompt cache.")] = False,
@@ -200,7 +202,7 @@ def run(
         else:
             start = fresh_answer(loaded, prompt, attachments, system, sampling, limits, raw=raw, draft=draft,
                                  prompt_cache=not no_cache, hide_thinking=hide_thinking)
-        output = None if json_output else console.TextOutput()
+        output = None if json_output else console.TextOutput(wrap=not no_wrap)
         completion, exit_code, late_error = stream_to_stdout(loaded, start, output)
         finish_output(loaded, completion, output, conversation.name if conversation is not None else None)
         if late_error is not None:  # the answer is out; now the failure to save it

@@ -29,17 +29,18 @@ FINISH_NOTES = {
 
 class TextOutput:
     """Streams model text to stdout, flushed per piece, ending with exactly one newline; word-wrapped on a
-    terminal, byte for byte on a pipe or a file."""
+    terminal (unless wrap is False), byte for byte on a pipe or a file."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, *, wrap: bool = True) -> None:
         self._stream = stream or sys.stdout
-        self._wrap = word_wrap_for(self._stream)
+        self._terminal = _is_terminal(self._stream)
+        self._wrap = word_wrap_for(self._stream) if wrap else None
         self._pending_newlines = ""
         self._wrote_any = False
 
     def write(self, text: str) -> None:
         """Write a piece of text, holding back trailing newlines until more text comes."""
-        if self._wrap:
+        if self._terminal:
             text = terminal_safe(text)
         body = text.rstrip("\n")
         if not body:

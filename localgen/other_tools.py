@@ -51,8 +51,6 @@ OTHER_TOOLS_OPTIONS = {
     "--format": ("Ollama", "an output format",
                  "localgen's are --json-schema SCHEMA or --grammar GBNF for the answer, and --json for a record of "
                  "the run"),
-    "--nowordwrap": ("Ollama", "no word wrap", "localgen wraps only on a terminal: pipe the output (| cat) to keep "
-                                               "its lines whole"),
     "--keepalive": ("Ollama", "the server's keep-alive", "localgen loads the model in its own process: drop it"),
 }
 
