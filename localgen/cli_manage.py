@@ -189,19 +189,25 @@ def models_show(
 
 @models_app.command("rm")
 def models_rm(
-    reference: Annotated[str, typer.Argument(help="The model to remove from the cache.")],
+    references: Annotated[list[str], typer.Argument(help="The models to remove from the cache.",
+                                                     metavar="REFERENCE...")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Remove a downloaded model's files (never files another cached model still uses)."""
+    """Remove downloaded models' files (never files another cached model still uses)."""
     from localgen import console
     from localgen.catalog import remove_model
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
-    plan = remove_model(registry, reference, dry_run=True)
-    if not confirmed(f"remove {plan.name} ({human_size(plan.bytes_freed)})", yes=yes, declined="nothing removed"):
+    plans = {}  # by name: one model named twice is removed once; every reference is checked before any removal
+    for reference in references:
+        plan = remove_model(registry, reference, dry_run=True)
+        plans.setdefault(plan.name, (reference, plan))
+    listed = ", ".join(f"{name} ({human_size(plan.bytes_freed)})" for name, (_, plan) in plans.items())
+    if not confirmed(f"remove {listed}", yes=yes, declined="nothing removed"):
         return
-    removed = remove_model(registry, reference)
-    kept = removed.kept_shared
-    console.say(f"removed {removed.name}: freed {human_size(removed.bytes_freed)}"
-                + (f", kept {counted(len(kept), 'file')} another model uses" if kept else ""))
+    for reference, _ in plans.values():
+        removed = remove_model(registry, reference)
+        kept = removed.kept_shared
+        console.say(f"removed {removed.name}: freed {human_size(removed.bytes_freed)}"
+                    + (f", kept {counted(len(kept), 'file')} another model uses" if kept else ""))

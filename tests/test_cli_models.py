@@ -109,6 +109,21 @@ def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
     assert [m["source"] for m in after] == ["bundled"]
 
 
+def test_models_rm_takes_several_models_and_checks_them_all_first(hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo("org/tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8", 200_000)})
+    assert localgen(env, "pull", f"{REPO}:Q4_1").returncode == 0
+    assert localgen(env, "pull", "org/tiny-GGUF").returncode == 0
+    refused = localgen(env, "models", "rm", f"{REPO}:Q4_1", "org/nosuch-GGUF", "--yes")
+    assert refused.returncode == 1 and "org/nosuch-GGUF is not in the cache" in refused.stderr
+    assert len(json.loads(localgen(env, "models", "list", "--json").stdout)) == 3, "nothing removed"
+    removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "org/tiny-GGUF", f"{REPO}:q4_1", "--yes")
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stderr.splitlines() == ["removed smollm2-135m: freed 98.4 MB",
+                                           "removed org/tiny-GGUF:Q8_0: freed 200.0 kB"], removed.stderr
+    assert [m["source"] for m in json.loads(localgen(env, "models", "list", "--json").stdout)] == ["bundled"]
+
+
 def test_a_file_another_tool_downloaded_is_marked_and_named(hub: tuple[HubServer, dict[str, str]],
                                                            tmp_path: Path) -> None:
     server, env = hub
