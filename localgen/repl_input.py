@@ -26,6 +26,7 @@ from localgen.config import settings
 from localgen.conversation import list_conversations
 from localgen.errors import LocalgenError, UsageError
 from localgen.registry import load_registry
+from localgen.repl_show import SHOW_PARTS
 from localgen.session import SETTING_NAMES
 
 PROMPT = ">>> "
@@ -131,9 +132,13 @@ def block_is_open(text: str) -> bool:
     return stripped.startswith(BLOCK_QUOTE) and (len(stripped) < 6 or not stripped.endswith(BLOCK_QUOTE))
 
 
+ARGUMENT_WORDS = {"/show": SHOW_PARTS, "/stats": ("on", "off"), "/thinking": ("on", "off"),
+                  "/markdown": ("on", "off")}  # the words these commands take
+
+
 class SlashCompleter(Completer):
     """Completes slash command names, file paths after /file, setting names after /set, saved conversations after
-    /load, and registry names or paths after /model."""
+    /load, registry names or paths after /model, and the words of /show, /stats, /thinking and /markdown."""
 
     def __init__(self) -> None:
         self._paths = PathCompleter(expanduser=True)
@@ -153,6 +158,9 @@ class SlashCompleter(Completer):
         elif text.startswith("/set ") and " " not in text[len("/set "):]:
             typed = text[len("/set "):]  # a setting's name, or its option name (--top-p completes to top_p)
             yield from _words(SETTING_NAMES, typed, typed.lstrip("-").replace("-", "_"))
+        elif text.count(" ") == 1 and text.split(" ")[0] in ARGUMENT_WORDS:
+            command, typed = text.split(" ")
+            yield from _words(ARGUMENT_WORDS[command], typed)
         elif text.startswith("/") and " " not in text:
             yield from _words(COMMANDS, text)
 

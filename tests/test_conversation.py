@@ -280,6 +280,9 @@ def test_a_completed_command_is_followed_by_a_space_and_file_paths_complete(tmp_
     assert complete("/load trip") == ["trip-plans "]
     assert complete("/model smollm") == ["smollm2-135m "] and "qwen2.5-7b " in complete("/model qwen")
     assert complete(f"/model {tmp_path}/no") == ["tes.txt"], "a path after /model completes as a path"
+    assert complete("/show ") == ["info ", "settings ", "system ", "template ", "license "]
+    assert complete("/show te") == ["template "] and complete("/thinking o") == ["on ", "off "]
+    assert complete("/markdown of") == ["off "] and complete("/show info x") == []
 
 
 def test_a_name_that_starts_with_a_dot_is_refused_with_a_hint_that_says_why() -> None:
