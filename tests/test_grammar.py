@@ -15,14 +15,21 @@ PERSON = {"type": "object", "required": ["name", "age"],
           "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}}}
 
 
-@pytest.mark.parametrize("extra", [GREEDY, ("--temperature", "0.9", "--seed", "7", "--draft", "lookup")],
-                         ids=["greedy", "sampled-with-drafts"])
-def test_a_json_schema_gives_json_that_follows_it(extra: tuple[str, ...]) -> None:
-    result = run_localgen("run", "--json-schema", json.dumps(PERSON), "Invent a person.", "-n", "80", *extra)
+@pytest.mark.parametrize(("prompt", "extra"), [
+    ("Invent a person.", GREEDY),
+    # a prompt to copy from, so that lookup has drafts to offer and the grammar-bound sampler accepts some
+    ('Copy this JSON: {"name": "Margaret Thompson", "age": 42}',
+     ("--temperature", "0.9", "--seed", "7", "--draft", "lookup", "--json")),
+], ids=["greedy", "sampled-with-drafts"])
+def test_a_json_schema_gives_json_that_follows_it(prompt: str, extra: tuple[str, ...]) -> None:
+    result = run_localgen("run", "--json-schema", json.dumps(PERSON), prompt, "-n", "80", *extra)
     assert result.returncode == 0, result.err
-    person = json.loads(result.out)
+    answer = json.loads(result.out)
+    person = json.loads(answer["text"]) if "--json" in extra else answer
     assert set(person) == {"name", "age"} and isinstance(person["age"], int) and len(person["name"]) <= 20
     assert result.err == "", "no llama.cpp log lines, no notes"
+    if "--draft" in extra:
+        assert "draft" in answer and answer["draft"]["accepted"] > 0, answer
 
 
 def test_a_finished_json_answer_always_parses() -> None:

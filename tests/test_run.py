@@ -72,10 +72,12 @@ def test_f_dash_puts_stdin_where_it_stands_among_the_files(tmp_path: Path) -> No
 
 
 def test_same_seed_same_output_with_sampling() -> None:
-    args = ("run", "Write a short poem about the sea.", "-n", "30", "--seed", "42", "--temperature", "0.9")
-    first, second = run_localgen(*args), run_localgen(*args)
+    args = ("run", "Write a short poem about the sea.", "-n", "30", "--seed", "42")
+    first, second = run_localgen(*args, "--temperature", "0.9"), run_localgen(*args, "--temperature", "0.9")
     assert first.returncode == 0, first.err
     assert first.out == second.out and first.out.strip()
+    greedy = run_localgen(*args, "--temperature", "0")
+    assert greedy.returncode == 0 and greedy.out != first.out, "seed 42 at 0.9 must sample, not decode greedily"
 
 
 def test_temperature_zero_is_greedy_whatever_the_seed() -> None:
@@ -106,18 +108,39 @@ def test_stop_string_ends_output_before_it() -> None:
     assert stopped.out == full[: full.index("5")].rstrip("\n") + "\n"
 
 
-def test_json_schema() -> None:
+def test_json_output_fields() -> None:
     result = run_localgen("run", "Hi", "-n", "3", "--json", *GREEDY)
+    assert result.returncode == 0, result.err
     record = json.loads(result.out)
     assert set(record) == {"text", "finish_reason", "usage", "timings", "model"}
     assert set(record["usage"]) == {"prompt_tokens", "cached_tokens", "prompt_cache_tokens", "completion_tokens",
                                     "total_tokens"}
     assert set(record["timings"]) == {"ttft_s", "prefill_s", "prefill_tokens_per_s", "decode_s",
                                       "decode_tokens_per_s"}
-    assert record["finish_reason"] in {"stop", "length", "context", "interrupted"}
+    assert record["finish_reason"] == "length", "-n 3 cuts a greedy answer to Hi"
     assert record["model"]["name"] == "smollm2-135m"
     assert record["usage"]["total_tokens"] == record["usage"]["prompt_tokens"] + 3
     assert result.out.count("\n") == 1
+
+
+COPY_TEXT = ("Copy this text: The old lighthouse keeper climbed the stairs every night, lit the lamp, and watched the "
+             "ships pass by the rocky coast.")
+
+
+def test_draft_lookup_reports_accepted_drafts_and_keeps_the_greedy_text() -> None:
+    def record(*draft: str) -> dict:
+        result = run_localgen("run", COPY_TEXT, *draft, "--json", "-n", "40", *GREEDY)
+        assert result.returncode == 0, result.err
+        return json.loads(result.out)
+
+    plain, drafted = record(), record("--draft", "lookup")
+    assert "draft" not in plain and "draft" in drafted, "the draft stats come with --draft lookup only"
+    stats = drafted["draft"]
+    assert set(stats) == {"drafted", "accepted", "batches", "acceptance"}
+    assert 0 < stats["accepted"] <= stats["drafted"] and stats["batches"] > 0, stats
+    assert stats["acceptance"] == pytest.approx(stats["accepted"] / stats["drafted"], abs=1e-4)
+    assert drafted["text"] == plain["text"] and "lighthouse keeper" in plain["text"]
+    assert drafted["usage"]["completion_tokens"] == plain["usage"]["completion_tokens"]
 
 
 def test_stats_line_on_stderr_only() -> None:
@@ -326,10 +349,20 @@ def test_habits_from_other_tools_get_a_hint_that_fits(args: tuple[str, ...], hin
     assert result.returncode == 2 and result.err.endswith(f"(hint: {hint})\n"), result.err
 
 
-def test_llama_cpp_spellings_of_gpu_layers_and_no_limit_work() -> None:
-    result = run_localgen("run", "Say hi.", "-ngl", "0", "-n", "-1", "--stop", ".", "--json", *GREEDY)
-    assert result.returncode == 0, result.err
-    assert json.loads(result.out)["finish_reason"] == "stop"
+def test_llama_cpp_spellings_of_gpu_layers_and_no_limit_work(tmp_path: Path) -> None:
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    (tmp_path / "home" / "config").mkdir(parents=True)
+    (tmp_path / "home" / "config" / "models.toml").write_text("[models.smollm2-135m]\nmax_tokens = 3\n")
+
+    def record(*limit: str) -> dict:
+        result = run_localgen("run", "Say hi.", "-ngl", "0", *limit, "--stop", ".", "--json", *GREEDY, env=env)
+        assert result.returncode == 0, result.err
+        return json.loads(result.out)
+
+    bounded = record()
+    assert bounded["usage"]["completion_tokens"] == 3 and bounded["finish_reason"] == "length", "the entry's bound"
+    unbounded = record("-n", "-1")  # llama.cpp's "no limit" lifts the entry's max_tokens
+    assert unbounded["finish_reason"] == "stop" and unbounded["usage"]["completion_tokens"] > 3, unbounded
 
 
 def test_presence_and_frequency_penalties_reach_the_sampler_and_repeat_last_n_0_turns_them_off() -> None:
