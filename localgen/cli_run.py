@@ -80,7 +80,7 @@ def report_after_run(completion: Finished, *, json_output: bool, stats: bool) ->
     from localgen import console
 
     note = console.finish_note(completion)
-    if note and completion.finish_reason != "interrupted":
+    if note and completion.finish_reason != "interrupted" and not json_output:  # --json: its finish_reason says it
         console.say(f"localgen: {note}")
     all_hidden = completion.thinking is not None and completion.usage.completion_tokens and not completion.text
     if all_hidden and not json_output:

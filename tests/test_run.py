@@ -95,6 +95,7 @@ def test_max_tokens_limit_is_reported() -> None:
     record = json.loads(result.out)
     assert record["usage"]["completion_tokens"] == 5
     assert record["finish_reason"] == "length"
+    assert result.err == "", "with --json, finish_reason says it: stderr stays quiet"
     plain = run_localgen("run", "Tell me a long story about dragons.", "-n", "5", *GREEDY)
     assert plain.err == "localgen: stopped at the limit of 5 tokens (-n/--max-tokens)\n", plain.err
 
