@@ -1064,7 +1064,7 @@ def test_reasoning_is_shown_dimmed_and_thinking_off_hides_it(home: Path, tmp_pat
     chat = _reasoning_chat(home, tmp_path, "--no-markdown")
     mark = len(chat.transcript.getvalue())
     state = chat.ask("What is 3+3?")
-    assert state["turns"][0]["answer"] == f"{REASONING}</think>Answer: six", "the model reasons, then answers"
+    assert state["turns"][0]["answer"].rstrip() == f"{REASONING}</think>Answer: six", "the model reasons, then answers"
     dimmed, text = _shown_since(chat, mark)
     assert dimmed == REASONING, "the reasoning, and only the reasoning, is dimmed"
     assert re.search(rf"{re.escape(REASONING)}\r\nAnswer: six\r\n", text), "the answer follows on its own line"
@@ -1076,7 +1076,7 @@ def test_reasoning_is_shown_dimmed_and_thinking_off_hides_it(home: Path, tmp_pat
     assert "Answer: six" in text
     assert "Three" not in text and dimmed == "", "the reasoning is not on the screen"
     assert "</think>" not in text
-    assert chat.conversation()["turns"][0]["answer"] == f"{REASONING}</think>Answer: six", "saved whole"
+    assert chat.conversation()["turns"][0]["answer"].rstrip() == f"{REASONING}</think>Answer: six", "saved whole"
     assert chat.quit() == 0
 
 
