@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,9 @@ class Display:
 
     def transfer_started(self) -> None:
         """This process started fetching the current file's bytes itself."""
+
+    def follow(self, n: int) -> None:
+        """A partial copy of the current file has n bytes (another download's, or this one's without tqdm_class)."""
 
     def advance(self, n: int) -> None:
         """n more bytes of the current file arrived (may be negative when a download restarts)."""
@@ -83,6 +87,7 @@ class RichDisplay(Display):
         self.file_done = 0
         self.file_total = 0
         self.file_name = ""
+        self.own_transfer = False  # this process fetches the current file itself: partial copies are not followed
         self.lock = threading.Lock()
 
     def __enter__(self) -> RichDisplay:
@@ -98,13 +103,23 @@ class RichDisplay(Display):
             self.file_done = file.size if cached else 0
             self.file_total = file.size
             self.file_name = file.name
+            self.own_transfer = False
             description = f"{file.name} (another download is fetching it)" if waiting else file.name
             self.task = self.progress.add_task(description, total=file.size, completed=self.file_done)
             self._sync_overall()
 
     def transfer_started(self) -> None:
-        """Drop a note that another download was fetching the file."""
-        self.progress.update(self.task, description=self.file_name)
+        """Count this process's bytes from zero, without the note that another download was fetching the file."""
+        with self.lock:
+            self.own_transfer = True
+            self.file_done = 0
+            self.progress.update(self.task, description=self.file_name, completed=0)
+            self._sync_overall()
+
+    def follow(self, n: int) -> None:
+        """Set the file's bar to a partial copy's n bytes, unless this process fetches the file itself."""
+        if not self.own_transfer:
+            self.set_completed(n)
 
     def advance(self, n: int) -> None:
         """Move the file's bar (and the overall one) by n bytes."""
@@ -235,22 +250,30 @@ def _sizes(paths: Iterable[Path]) -> list[int]:
     return sizes
 
 
+@dataclass
+class PartialCopies:
+    """What watching a file's partial copies (*.incomplete) saw."""
+
+    seen: bool = False
+
+
 @contextlib.contextmanager
-def poll_incomplete(blobs: Path, etag: str | None, display: Display,
-                    until: Callable[[], bool] = lambda: False) -> Iterator[None]:
-    """Report progress by watching the growing *.incomplete blob (for huggingface_hub without tqdm_class, or while
-    another download fetches it), until the block ends or until() says this process reports its own."""
+def poll_incomplete(blobs: Path, etag: str | None, display: Display) -> Iterator[PartialCopies]:
+    """Follow the growing *.incomplete copies of a file on the display (this download's, for huggingface_hub
+    without tqdm_class; another's while this one waits on its lock) until the block ends."""
     stop = threading.Event()
+    found = PartialCopies()
 
     def poll() -> None:
-        while not stop.wait(POLL_INTERVAL_S) and not until():
+        while not stop.wait(POLL_INTERVAL_S):
             if etag and (sizes := _sizes(blobs.glob(f"{etag}*.incomplete"))):
-                display.set_completed(max(sizes))
+                found.seen = True
+                display.follow(max(sizes))
 
     thread = threading.Thread(target=poll, name="localgen-download-progress", daemon=True)
     thread.start()
     try:
-        yield
+        yield found
     finally:
         stop.set()
         thread.join()

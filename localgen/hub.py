@@ -308,17 +308,16 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
         kwargs["tqdm_class"] = bar
     else:
         _quiet_hf_bars()
-    watch = contextlib.nullcontext() if cached or (bar is not None and not waiting) else (
-        download_progress.poll_incomplete(hub_cache_dir() / repo_folder(model.repo) / "blobs", blob, display,
-                                          until=lambda: bar is not None and bar.opened))
+    watch = contextlib.nullcontext(download_progress.PartialCopies()) if cached else (
+        download_progress.poll_incomplete(hub_cache_dir() / repo_folder(model.repo) / "blobs", blob, display))
     try:
-        with watch, _quiet_hub_logs(f"{model.repo}/{f.filename}"):
+        with watch as partial, _quiet_hub_logs(f"{model.repo}/{f.filename}"):
             path = Path(hf_hub_download(**kwargs))
     except Exception as exc:
         raise map_hub_error(exc, repo=model.repo, filename=f.filename) from exc
     display.end_file()
-    if cached:
-        return path, "cached"
+    if cached or (bar is not None and not bar.opened and not (waiting or partial.seen)):
+        return path, "cached"  # or linked from huggingface_hub's shared store of blobs
     return path, "elsewhere" if bar is not None and not bar.opened else "downloaded"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -543,6 +544,7 @@ def test_ctrl_c_mid_download_leaves_no_partial_file(loopback_hub: HubServer, tmp
 def test_two_concurrent_pulls_end_with_one_good_copy(loopback_hub: HubServer, tmp_path: Path) -> None:
     repo = loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 2_000_000)})
     loopback_hub.hold_body_until_heads = 2  # the first download starts once both pulls are under way
+    loopback_hub.bytes_per_s = 4_000_000  # and lasts half a second, which the waiting pull sees
     env = child_env(loopback_hub, tmp_path)
     procs = [subprocess.Popen([sys.executable, "-c", download_code(REPO)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -582,11 +584,15 @@ def test_a_pull_waiting_on_another_download_says_so_and_takes_over_when_it_ends(
         loopback_hub: HubServer, tmp_path: Path) -> None:
     import filelock
 
-    repo = loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 2_000_000)})
+    repo = loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 24_000_000)})
     locks = tmp_path / "hf" / "hub" / ".locks" / "models--org--tiny-GGUF"
     locks.mkdir(parents=True)
     other = filelock.FileLock(str(locks / f"{repo.sha256('big-Q4_K_M.gguf')}.lock"))
-    other.acquire()  # as another process's download of the blob holds it
+    other.acquire()  # as another process's download of the blob holds it, with 1.5 MB of it written
+    loopback_hub.bytes_per_s = 24_000_000  # its own download then takes a second of redrawn bars
+    blobs = tmp_path / "hf" / "hub" / "models--org--tiny-GGUF" / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / f"{repo.sha256('big-Q4_K_M.gguf')}.0123abcd.incomplete").write_bytes(b"\0" * 1_500_000)
     master, slave = pty.openpty()
     env = child_env(loopback_hub, tmp_path, COLUMNS="160", TERM="xterm")
     proc = subprocess.Popen([sys.executable, "-c", download_code(REPO)], env=env, stdout=subprocess.PIPE,
@@ -594,8 +600,8 @@ def test_a_pull_waiting_on_another_download_says_so_and_takes_over_when_it_ends(
     os.close(slave)
     seen: list[bytes] = []
     try:
-        waiting = _read_until(master, "another download is fetching it", seen)
-        assert "another download is fetching it" in waiting, waiting
+        waiting = _read_until(master, "1.5/24.0 MB", seen)
+        assert "another download is fetching it" in waiting and "1.5/24.0 MB" in waiting, waiting  # it follows
         assert loopback_hub.count("GET", "resolve") == 0
     finally:
         other.release()  # that download ended without the file: this one fetches it itself
@@ -604,8 +610,10 @@ def test_a_pull_waiting_on_another_download_says_so_and_takes_over_when_it_ends(
     os.close(master)
     assert proc.returncode == 0, screen
     assert file_sha256(Path(json.loads(out)["paths"][0])) == repo.sha256("big-Q4_K_M.gguf")
-    assert "downloaded org/tiny-GGUF/big-Q4_K_M.gguf (2.0 MB) in " in screen
+    assert "downloaded org/tiny-GGUF/big-Q4_K_M.gguf (24.0 MB) in " in screen
     assert loopback_hub.count("GET", "resolve") == 1
+    shown = [float(done) for done in re.findall(r"(\d+\.\d)/24\.0 MB", screen)]
+    assert max(shown) == 24.0, shown  # its own bytes counted from zero, not on top of the other's
 
 
 def test_progress_bar_is_drawn_on_a_terminal(loopback_hub: HubServer, tmp_path: Path) -> None:
