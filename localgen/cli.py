@@ -137,7 +137,8 @@ def run(
     conversation_name: Annotated[str | None, typer.Option(
         "--conversation", metavar="NAME", help="Continue conversation NAME (or start it); the exchange is saved in it.")
     ] = None,
-    stats: Annotated[bool, typer.Option("--stats", help="Print speed and token counts on stderr.")] = False,
+    stats: Annotated[bool, typer.Option("--stats", "--verbose", help="Print speed and token counts on stderr.")
+                     ] = False,
     no_wrap: Annotated[bool, typer.Option(
         "--no-wrap", "--nowordwrap", help="On a terminal, keep the model's lines whole (no word wrap).")] = False,
     hide_thinking: Annotated[bool, typer.Option(

@@ -214,7 +214,7 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
 
     try:
         if args and args[0] in ("run", "chat"):
-            check_options(args[1:], _option_arity(app, args[0]))
+            check_options(args[0], args[1:], _option_arity(app, args[0]))
         result = app(args=args, prog_name="localgen", standalone_mode=False)
         return result if isinstance(result, int) else EXIT_OK
     except typer.Exit as exc:

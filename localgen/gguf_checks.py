@@ -95,9 +95,10 @@ def check_architecture(metadata: Mapping[str, object], fail: Fail) -> None:
         split_no = metadata.get("split.no")
         if isinstance(split_no, int) and split_no > 0:  # the file may be fine: the hint is not the damaged file's
             count = metadata.get("split.count")
+            first = f"…-00001-of-{count:05d}.gguf" if isinstance(count, int) else "its -00001-of- file"
             shard = fail(f"this is shard {split_no + 1} of a split model, not its first")
-            raise GGUFError(shard.message, hint=f"open the first shard (…-00001-of-{count:05d}.gguf); llama.cpp loads "
-                                                "the others from beside it")
+            raise GGUFError(shard.message, hint=f"open the first shard ({first}); llama.cpp loads the others from "
+                                                "beside it")
         raise fail("no general.architecture in the metadata")
     if not isinstance(arch, str):
         raise fail("general.architecture is not a string")

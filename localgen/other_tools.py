@@ -47,7 +47,6 @@ OTHER_TOOLS_OPTIONS = {
     "--escape": ("llama-cli", "escape processing", _ESCAPES),
     "-o": ("llm", "model settings", _SETTINGS),
     "--option": ("llm", "model settings", _SETTINGS),
-    "--verbose": ("Ollama", "timings", "localgen's is --stats"),
     "--format": ("Ollama", "an output format",
                  "localgen's are --json-schema SCHEMA or --grammar GBNF for the answer, and --json for a record of "
                  "the run"),
@@ -55,14 +54,22 @@ OTHER_TOOLS_OPTIONS = {
 }
 
 
-def check_options(args: list[str], takes_value: dict[str, bool]) -> None:
-    """Refuse another tool's option among `run` or `chat` arguments (before --, and not an option's value)."""
+# Where chat's way differs from run's.
+_IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the prompt at chat's >>> prompt",
+            "-cnv": "`localgen chat` is a conversation already: drop it",
+            "--conversation-mode": "`localgen chat` is a conversation already: drop it"}
+
+
+def check_options(command: str, args: list[str], takes_value: dict[str, bool]) -> None:
+    """Refuse another tool's option among the arguments of `run` or `chat` (command) before --, unless it is an
+    option's value."""
     expects_value = False
     for word in args:
-        if word == "--":
+        if word == "--" and not expects_value:
             return
         name = word.partition("=")[0]
         if not expects_value and name in OTHER_TOOLS_OPTIONS and name not in takes_value:
             tool, purpose, instead = OTHER_TOOLS_OPTIONS[name]
-            raise UsageError(f"{name} is {tool}'s option for {purpose}", hint=instead)
+            hint = _IN_CHAT.get(name, instead) if command == "chat" else instead
+            raise UsageError(f"{name} is {tool}'s option for {purpose}", hint=hint)
         expects_value = not expects_value and takes_value.get(word, False)

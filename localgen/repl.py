@@ -21,7 +21,7 @@ from localgen.errors import LocalgenError, UsageError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import argument_text, attachment_text, expand_user_path, option_path, refuse_waiting_reads
 from localgen.prefill_ahead import PrefillWhileTyping
-from localgen.registry import names_a_model
+from localgen.registry import reads_as_a_model
 from localgen.repl_input import (
     ALIASES,
     PROMPT,
@@ -40,7 +40,7 @@ from localgen.repl_input import (
     typed_message,
     without_controls,
 )
-from localgen.repl_show import show
+from localgen.repl_show import show, stop_strings_line
 from localgen.repl_text import brief, empty_answer_note, exchanges_in_context, gist, room_notice, what_reset_kept
 from localgen.repl_unsaved import LeaveGuard, say_unsaved
 from localgen.session import SETTING_NAMES, ChatSession, UnsavedChangeError
@@ -346,18 +346,21 @@ class Repl:
         console.say(f"{key} = {value}" + (" (random)" if key == "seed" and value == "none" else ""))
 
     def _set_stop(self, argument: str) -> None:
-        """/set stop TEXT...: this chat's stop strings (shell-style quotes keep spaces; none clears; alone: shows)."""
-        stops = self.session.limits.stop
+        """/set stop TEXT...: this chat's stop strings (quoted as in a shell, backslashes kept; none clears them;
+        alone: shows them)."""
         if not argument:
-            console.say(f"stop strings (this chat): {', '.join(map(repr, stops))}" if stops
-                        else 'no stop strings (/set stop TEXT sets them; quote one with spaces: "User:")')
+            console.say(stop_strings_line(self.session.limits.stop))
             return
+        lexer = shlex.shlex(argument, posix=True)
+        lexer.whitespace_split, lexer.escape = True, ""  # "\n" stays as typed, as --stop takes it from a shell
         try:
-            words = [] if argument.lower() == "none" else shlex.split(argument)
+            words = [] if argument.lower() == "none" else list(lexer)
         except ValueError as exc:
-            raise UsageError(f"/set stop: {exc}", hint='quote each string whole: /set stop "User:" "###"') from None
+            raise UsageError(f"/set stop: {exc}", hint='quote each one whole: /set stop "User says:" "###"') from None
+        if "" in words:
+            raise UsageError("/set stop: a stop string is empty", hint="give each stop string some text")
         self.session.limits = replace(self.session.limits, stop=tuple(words))
-        console.say(f"stop strings (this chat): {', '.join(map(repr, words))}" if words else "stop strings cleared")
+        console.say(stop_strings_line(self.session.limits.stop) if words else "stop strings cleared")
 
     def _show(self, argument: str) -> None:
         """/show [PART]: what this chat runs with (the model, settings, system prompt, template or license)."""
@@ -435,11 +438,10 @@ class Repl:
             return
         try:
             conversation = load_conversation(argument)  # a name that cannot be loaded is refused before anything else
-        except MissingConversationError as exc:
-            if not names_a_model(argument, settings().user_registry):
+        except (MissingConversationError, UsageError) as exc:  # no such conversation, or not a name one can have
+            if not reads_as_a_model(argument, settings().user_registry):
                 raise
-            raise MissingConversationError(exc.message, hint=f"{argument} is a model: /model {argument} switches to "
-                                                             "it") from None
+            raise type(exc)(exc.message, hint=f"{argument} is a model: /model {argument} switches to it") from None
         if not self._leaving.may_leave("/load", self._typed):
             if conversation.name != self.session.conversation.name:
                 let_go(conversation)

@@ -9,6 +9,7 @@ import shlex
 import signal
 import stat
 import sys
+import textwrap
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -53,7 +54,9 @@ COMMAND_HELP = {
     "/exit": "quit (or Ctrl-D)",
 }
 KEYS_HELP = ('Alt-Enter or Esc Enter: newline; """ opens and closes a multi-line block; Ctrl-C stops an answer; '
-             "Ctrl-R searches history; Ctrl-Z suspends. Ollama's /bye, /clear, /? and /set parameter work too")
+             "Ctrl-R searches history; Ctrl-Z suspends. Ollama's /bye, /clear and /? work too")
+MIN_HELP_TEXT = 30  # narrower than this beside the commands, a command's text goes under it
+MIN_HELP_WIDTH = 24  # a terminal narrower than this gets one line per command, left to it to break
 COMMANDS = tuple(usage.split()[0] for usage in COMMAND_HELP)
 ALIASES = {"/quit": "/exit", "/bye": "/exit", "/clear": "/reset", "/?": "/help"}  # other tools' names (Ollama's)
 WITHOUT_ARGUMENT = frozenset({usage for usage in COMMAND_HELP if " " not in usage} | set(ALIASES))
@@ -157,7 +160,7 @@ class SlashCompleter(Completer):
             yield from _words(self._models(), text[len("/model "):])
         elif text.startswith("/set ") and " " not in text[len("/set "):]:
             typed = text[len("/set "):]  # a setting's name, or its option name (--top-p completes to top_p)
-            yield from _words(SETTING_NAMES, typed, typed.lstrip("-").replace("-", "_"))
+            yield from _words((*SETTING_NAMES, "stop"), typed, typed.lstrip("-").replace("-", "_"))
         elif text.count(" ") == 1 and text.split(" ")[0] in ARGUMENT_WORDS:
             command, typed = text.split(" ")
             yield from _words(ARGUMENT_WORDS[command], typed)
@@ -417,7 +420,7 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
 def help_lines(width: int) -> list[str]:
     """/help's lines for a terminal this wide (0: no terminal, one line each): each command's text wrapped beside
     it with a hanging indent, or under it when the terminal is too narrow for that."""
-    import textwrap
+    width = width if width >= MIN_HELP_WIDTH else 0
 
     def wrapped(text: str, first: str, rest: str) -> list[str]:
         return textwrap.wrap(text, width - 1, initial_indent=first, subsequent_indent=rest) if width else [first + text]
@@ -431,5 +434,3 @@ def help_lines(width: int) -> list[str]:
             lines += [f"  {usage}", *wrapped(text, " " * 6, " " * 6)]
     return lines + wrapped(KEYS_HELP, "  ", "  ")
 
-
-MIN_HELP_TEXT = 30  # narrower than this beside the commands, a command's text goes under it

@@ -53,8 +53,15 @@ def _model(session: ChatSession) -> None:
 def _settings(session: ChatSession, settings_text: str) -> None:
     """The sampling settings, and this chat's stop strings."""
     console.say(f"settings: {settings_text}")
-    if session.limits.stop:  # --stop: for this chat, not kept with the conversation
-        console.say(f"stop strings (this chat): {', '.join(map(repr, session.limits.stop))}")
+    if session.limits.stop:  # --stop or /set stop: for this chat, not kept with the conversation
+        console.say(stop_strings_line(session.limits.stop))
+
+
+def stop_strings_line(stops: tuple[str, ...]) -> str:
+    """This chat's stop strings, or how to set some."""
+    if not stops:
+        return 'no stop strings (/set stop TEXT sets them; quote one with spaces: "User says:")'
+    return f"stop strings (this chat): {', '.join(map(repr, stops))}"
 
 
 def _license(session: ChatSession) -> str:

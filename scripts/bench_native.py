@@ -310,6 +310,8 @@ def main() -> None:
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--output", type=Path, default=None, help="write the raw figures as JSON here")
     args = parser.parse_args()
+    if args.n_prompt < 1 or args.n_gen < 1:
+        parser.error("--n-prompt and --n-gen compare both tests: give each at least 1")
     binary = build_llama_bench(installed_version(), args.jobs, shared=True)
     static = None if args.no_static else build_llama_bench(installed_version(), args.jobs, shared=False)
     if args.build_only:

@@ -283,6 +283,19 @@ def test_a_completed_command_is_followed_by_a_space_and_file_paths_complete(tmp_
     assert complete("/show ") == ["info ", "settings ", "system ", "template ", "license "]
     assert complete("/show te") == ["template "] and complete("/thinking o") == ["on ", "off "]
     assert complete("/markdown of") == ["off "] and complete("/show info x") == []
+    assert complete("/set st") == ["stop "]
+
+
+@pytest.mark.parametrize("width", [0, 1, 10, 23, 24, 40, 100])
+def test_help_fits_any_terminal(width: int) -> None:
+    from localgen.repl_input import COMMAND_HELP, help_lines
+
+    lines = help_lines(width)
+    assert all(f"  {usage}" in "\n".join(lines) for usage in COMMAND_HELP)
+    if width >= 24:
+        assert all(len(line) < width for line in lines), lines
+    else:  # too narrow to lay out: one line per command, for the terminal to break
+        assert len(lines) == len(COMMAND_HELP) + 1
 
 
 def test_a_name_that_starts_with_a_dot_is_refused_with_a_hint_that_says_why() -> None:

@@ -13,8 +13,11 @@ from tests.conftest import run_localgen
     (("run", "-st", "hi"), "-st is llama-cli's option for a single turn", "`localgen run` answers one turn and exits"),
     (("run", "-fa", "on", "hi"), "-fa is llama-cli's option for flash attention",
      "localgen's is --flash-attn auto|on|off"),  # click alone reads -fa as -f a: attach a file named a
-    (("chat", "-cnv"), "-cnv is llama-cli's option for conversation mode",
+    (("run", "-cnv"), "-cnv is llama-cli's option for conversation mode",
      "`localgen chat` is localgen's conversation mode"),
+    (("chat", "-cnv"), "-cnv is llama-cli's option for conversation mode",
+     "`localgen chat` is a conversation already: drop it"),
+    (("chat", "-p", "hi"), "-p is llama-cli's option for the prompt", "type the prompt at chat's >>> prompt"),
     (("run", "-o", "temperature", "0.2", "hi"), "-o is llm's option for model settings",
      "each setting has its own option here: --temperature 0.2, --top-p 0.9, ..."),
     (("run", "--format=json", "hi"), "--format is Ollama's option for an output format",
@@ -28,8 +31,15 @@ def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, .
     assert result.err == f"localgen: error: {error} (hint: {hint})\n"
 
 
-@pytest.mark.parametrize("args", [("run", "-s", "-sys", "-n", "2", "hi"), ("run", "-n", "2", "--", "-p is a flag")])
+@pytest.mark.parametrize("args", [("run", "-s", "-sys", "-n", "2", "hi"), ("run", "-n", "2", "--", "-p is a flag"),
+                                  ("run", "-n", "2", "--stop", "--", "--", "-p")])  # --stop's value, then the end
 def test_the_same_words_as_a_value_or_after_double_dash_are_text(args: tuple[str, ...]) -> None:
     result = run_localgen(*args)
     assert result.returncode == 0, result.err
     assert result.out.strip()
+
+
+def test_ollama_s_verbose_is_stats() -> None:
+    result = run_localgen("run", "--verbose", "-n", "2", "--temperature", "0", "hi")
+    assert result.returncode == 0, result.err
+    assert "decode" in result.err and "tok/s" in result.err

@@ -56,6 +56,8 @@ def test_load_of_a_model_s_name_points_at_model(tmp_path: Path) -> None:
         missing = chat.command("/load smollm2-135m", "switches to it)")
         assert "no saved conversation named 'smollm2-135m' (hint: smollm2-135m is a model: /model smollm2-135m" \
                in " ".join(missing.split())  # as Ollama's /load MODEL would
+        quant = chat.command("/load smollm2-135m:Q4_1", "switches to it)")  # not even a conversation's name
+        assert "hint: smollm2-135m:Q4_1 is a model: /model smollm2-135m:Q4_1" in " ".join(quant.split())
         other = chat.command("/load nosuch", "/list")
         assert "no saved conversation named 'nosuch'" in other and "is a model" not in other
         assert chat.quit() == 0
@@ -76,6 +78,9 @@ def test_set_stop_changes_this_chat_s_stop_strings(tmp_path: Path) -> None:
         assert "stop strings cleared" in chat.command("/set stop none", "cleared")
         assert "no stop strings" in chat.command("/set stop", "sets them")
         assert "No closing quotation" in chat.command('/set stop "oops', "whole")
+        assert "a stop string is empty" in chat.command("/set stop ''", "some text")
+        shown = chat.command(r"/set stop \n\n", r"'\\n\\n'")  # backslashes kept, as typed
+        assert r"stop strings (this chat): '\\n\\n'" in shown
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():
@@ -85,10 +90,10 @@ def test_set_stop_changes_this_chat_s_stop_strings(tmp_path: Path) -> None:
 def test_help_wraps_each_command_s_text_beside_it(tmp_path: Path) -> None:
     chat = Chat(tmp_path / "home", "-n", "5")  # a 100-column terminal
     try:
-        shown = chat.command("/help", "/set parameter work too").replace("\r", "")
+        shown = chat.command("/help", "/? work too").replace("\r", "")
         assert "\n  /set PARAM VALUE     change a setting (temperature," in shown
         assert "\n                       repeat_last_n, presence_penalty," in shown, shown
-        assert "Ollama's /bye, /clear, /? and /set parameter work too" in shown
+        assert "Ollama's /bye, /clear and /? work too" in shown
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():
