@@ -150,6 +150,7 @@ def measure(engine: Engine, config: BenchConfig, progress: Callable[[str], None]
                 tg.append(gen.timings.decode_tokens_per_s)
 
     def stat(values: list[float], test_size: int) -> Stat | None:
+        """The figures of a test, None when it was skipped (size 0)."""
         return Stat.of(values) if test_size else None
 
     return Measurements(follow_up_tokens=len(follow_up), prefill_tps=stat(pp, config.n_prompt),
@@ -197,9 +198,11 @@ def format_result(result: BenchResult) -> str:
     """A llama-bench-like table of the result."""
     r, f = result, result.figures
     def rate(stat: Stat) -> str:
+        """A speed, as llama-bench shows it."""
         return f"{stat.mean:.2f} ± {stat.stdev:.2f} tok/s"
 
     def millis(stat: Stat) -> str:
+        """A time in milliseconds."""
         return f"{stat.mean * 1000:.1f} ± {stat.stdev * 1000:.1f} ms"
 
     measured = [

@@ -195,11 +195,12 @@ def models_rm(
 ) -> None:
     """Remove downloaded models' files (never files another cached model still uses)."""
     from localgen import console
-    from localgen.catalog import remove_model
+    from localgen.catalog import RemovedModel, remove_model
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
-    plans = {}  # by name: one model named twice is removed once; every reference is checked before any removal
+    # by name: one model named twice is removed once; every reference is checked before any removal
+    plans: dict[str, tuple[str, RemovedModel]] = {}
     for reference in references:
         plan = remove_model(registry, reference, dry_run=True)
         plans.setdefault(plan.name, (reference, plan))
