@@ -11,6 +11,7 @@ import errno
 import hashlib
 import json
 import os
+import random
 import re
 import signal
 import stat
@@ -372,8 +373,8 @@ def test_damaged_prompt_cache_entry_is_not_restored(tmp_path: Path) -> None:
     (b"\n# 2024-01-01\n+hello\x00world\n", "NUL"),
     (b"\n# 2024-01-01\n+caf\xe9\n", "invalid UTF-8"),
     (b"\n# 2024-01-01\n+hello\nrm -rf /\n", "line 4 is not a history entry"),
-    (os.urandom(4096).replace(b"\0", b"\1") + b"\xff", "UTF-8"),
-])
+    (random.Random(4096).randbytes(4096).replace(b"\0", b"\1") + b"\xff", "UTF-8"),  # the same noise every run
+], ids=["nul", "latin-1", "not-an-entry", "noise"])
 def test_damaged_history_is_set_aside_with_a_warning(content: bytes, damage: str, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     settings = _use_home(monkeypatch, tmp_path)
