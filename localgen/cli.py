@@ -65,6 +65,7 @@ from localgen.errors import (
 
 app = typer.Typer(
     name="localgen",
+    rich_markup_mode=None,  # click's plain help: rich's panels cost a tenth of a second at every --help
     help="Chat with and generate text from local LLMs.",
     no_args_is_help=True,
     add_completion=False,
@@ -94,11 +95,11 @@ def _root(
     check_environment()
 
 
-@app.command()
+@app.command(short_help="Answer a prompt (with piped stdin and -f files) on stdout.")
 def run(
     ctx: typer.Context,
     prompt: Annotated[str | None, typer.Argument(
-        help="The instruction; - reads it from stdin. Piped stdin and -f files come first.")] = None,
+        metavar="PROMPT", help="The instruction; - reads it from stdin. Piped stdin and -f files come first.")] = None,
     model: ModelOpt = None,
     system: SystemOpt = None,
     file: Annotated[list[str] | None, typer.Option(
@@ -145,7 +146,7 @@ def run(
         "--hide-thinking", help="Leave the <think> reasoning out of the output (--json: in `thinking`).")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="No on-disk prompt cache.")] = False,
     draft: Annotated[str, typer.Option(
-        help="Speculative decoding: lookup (n-gram drafts from the prompt) or none.")] = DEFAULT_DRAFT,
+        metavar="MODE", help="Speculative decoding: lookup (n-gram drafts from the prompt) or none.")] = DEFAULT_DRAFT,
     gpu_layers: GpuLayersOpt = None,
     no_gpu: NoGpuOpt = False,
     offline: OfflineOpt = False,
@@ -215,7 +216,7 @@ def run(
         raise typer.Exit(exit_code)
 
 
-@app.command()
+@app.command(short_help="Chat with a model in the terminal.")
 def chat(
     ctx: typer.Context,
     model: ModelOpt = None,
@@ -313,7 +314,7 @@ def chat(
             (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
 
 
-@app.command()
+@app.command(short_help="Measure prefill, decode and TTFT, like llama-bench.")
 def bench(
     ctx: typer.Context,
     model: ModelOpt = None,
@@ -342,13 +343,13 @@ def bench(
     print(console.json_text(result.to_dict()) if json_output else format_result(result))
 
 
-app.add_typer(cache_app, name="cache")
+app.add_typer(cache_app, name="cache", short_help="List or clear the on-disk prompt cache.")
 
 
-@app.command()
+@app.command(short_help="Download and verify a model from the Hugging Face Hub.")
 def pull(
     reference: Annotated[str, typer.Argument(
-        help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf or a Hub address.")],
+        metavar="REF", help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf or a Hub address.")],
     force: Annotated[bool, typer.Option("--force", help="Download again even if cached.")] = False,
 ) -> None:
     """Download a model from the Hugging Face Hub, verify it, and print its local path.
@@ -365,12 +366,13 @@ def pull(
 
 
 app.add_typer(models_app, name="models")
-app.add_typer(conversations_app, name="conversations")
+app.add_typer(conversations_app, name="conversations", short_help="List, show and delete saved conversations.")
 
 
-@app.command()
+@app.command(short_help="Show which quants of a model fit this machine.")
 def fit(
     reference: Annotated[str | None, typer.Argument(
+        metavar="REF",
         help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address or a .gguf path.")] = None,
     ctx: Annotated[int | None, whole_option(
         "--ctx", "--ctx-size", "-c", help="Context size to plan for.")] = None,

@@ -13,8 +13,9 @@ from localgen.units import counted, local_minute
 if TYPE_CHECKING:
     from localgen.conversation import Conversation
 
-conversations_app = typer.Typer(help="List, show and delete saved conversations (chat's and run --conversation's).",
-                                no_args_is_help=False)
+conversations_app = typer.Typer(
+    rich_markup_mode=None, help="List, show and delete saved conversations (chat's and run --conversation's).",
+    no_args_is_help=False)
 
 
 @conversations_app.callback(invoke_without_command=True)
@@ -23,7 +24,7 @@ def _conversations_default(ctx: typer.Context, json_output: JsonOpt = False) -> 
     list_by_default(ctx, conversations_list, json_output=json_output)
 
 
-@conversations_app.command("list")
+@conversations_app.command("list", short_help="List saved conversations, newest first.")
 def conversations_list(json_output: JsonOpt = False) -> None:
     """List saved conversations, newest first, with their model and first message."""
     from localgen import console
@@ -43,9 +44,9 @@ def conversations_list(json_output: JsonOpt = False) -> None:
         squeeze=("FIRST MESSAGE",))
 
 
-@conversations_app.command("show")
+@conversations_app.command("show", short_help="Print a saved conversation as Markdown.")
 def conversations_show(
-    name: Annotated[str, typer.Argument(help="The conversation to print.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The conversation to print.")],
     json_output: Annotated[bool, typer.Option("--json", help="Print the saved JSON record.")] = False,
 ) -> None:
     """Print a saved conversation as Markdown: system prompt, then each question and answer."""
@@ -73,9 +74,10 @@ def transcript(conversation: Conversation) -> str:
     return "\n".join(parts)
 
 
-@conversations_app.command("rm")
+@conversations_app.command("rm", short_help="Delete saved conversations.")
 def conversations_rm(
-    names: Annotated[list[str], typer.Argument(help="The conversations to delete.", show_default=False)],
+    names: Annotated[list[str], typer.Argument(metavar="NAME...", help="The conversations to delete.",
+                                                  show_default=False)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete saved conversations (never one that a chat or a run has open)."""

@@ -24,7 +24,7 @@ from localgen.errors import (
     LocalgenError,
     internal_error_text,
 )
-from localgen.other_tools import OTHER_TOOLS_COMMANDS, check_options
+from localgen.other_tools import OTHER_TOOLS_COMMANDS, check_options, mentions_other_tools_options
 from localgen.signals import SignalExit, signal_exit_code
 
 OUTPUT_FULL_ERRNOS = DISK_FULL_ERRNOS | {errno.EFBIG}
@@ -213,7 +213,7 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
     from localgen import console
 
     try:
-        if args and args[0] in ("run", "chat"):
+        if args and args[0] in ("run", "chat") and mentions_other_tools_options(args[1:]):
             check_options(args[0], args[1:], _option_arity(app, args[0]))
         result = app(args=args, prog_name="localgen", standalone_mode=False)
         return result if isinstance(result, int) else EXIT_OK
@@ -222,7 +222,10 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
     except typer.Abort:
         return EXIT_INTERRUPTED
     except typer.TyperException as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":  # typer has printed the help while raising it
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `localgen` alone, or a group alone: its help
+            help_context = getattr(exc, "ctx", None)
+            if help_context is not None:
+                typer.echo(help_context.get_help())
             return EXIT_OK
         console.error(_usage_error_text(exc), hint=_usage_hint(app, exc, args))
         return EXIT_USAGE

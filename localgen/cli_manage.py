@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from localgen.catalog import CachedModel, ListedModel
     from localgen.registry import Registry
 
-cache_app = typer.Typer(help="List the on-disk prompt cache (KV state of long prompts); `clear` empties it.",
-                        no_args_is_help=False)
+cache_app = typer.Typer(
+    rich_markup_mode=None, help="List the on-disk prompt cache (KV state of long prompts); `clear` empties it.",
+    no_args_is_help=False)
 
 
 @cache_app.callback(invoke_without_command=True)
@@ -53,7 +54,7 @@ def cache_clear() -> None:
     console.say(f"localgen: removed {entries} ({binary_size(size)})")
 
 
-models_app = typer.Typer(help="List, inspect and remove models.", no_args_is_help=False)
+models_app = typer.Typer(rich_markup_mode=None, help="List, inspect and remove models.", no_args_is_help=False)
 AllOpt = Annotated[bool, typer.Option("--all", help="Also list the registry's models that are not downloaded.")]
 
 
@@ -63,7 +64,7 @@ def _models_default(ctx: typer.Context, json_output: JsonOpt = False, all_models
     list_by_default(ctx, models_list, json_output=json_output, all_models=all_models)
 
 
-@models_app.command("list")
+@models_app.command("list", short_help="List the bundled and downloaded models.")
 def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> None:
     """List models on this machine: bundled and downloaded (--all adds the registry's other models)."""
     from localgen.catalog import list_models
@@ -134,9 +135,9 @@ def _when(epoch: float | None) -> str:
     return local_minute(epoch) if epoch else "never"
 
 
-@models_app.command("show")
+@models_app.command("show", short_help="Describe a model from its GGUF header.")
 def models_show(
-    reference: Annotated[str, typer.Argument(help="A model reference.")],
+    reference: Annotated[str, typer.Argument(metavar="REF", help="A model reference.")],
     template: Annotated[bool, typer.Option("--template", help="Print the chat template.")] = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -187,10 +188,10 @@ def models_show(
     ])
 
 
-@models_app.command("rm")
+@models_app.command("rm", short_help="Remove downloaded models.")
 def models_rm(
     references: Annotated[list[str], typer.Argument(help="The models to remove from the cache.",
-                                                     metavar="REFERENCE...")],
+                                                     metavar="REF...")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Remove downloaded models' files (never files another cached model still uses)."""

@@ -57,7 +57,8 @@ def _lower(value: str) -> str:
 
 
 ModelOpt = Annotated[str | None, typer.Option(
-    "--model", "-m", help="Registry name, ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address, or a .gguf path.")]
+    "--model", "-m", metavar="REF",
+    help="Registry name, ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address, or a .gguf path.")]
 CtxOpt = Annotated[int | None, whole_option("--ctx-size", "-c", help="Context size in tokens.")]
 ThreadsOpt = Annotated[int | None, whole_option("--threads", "-t", help="CPU threads (default: physical cores).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
@@ -65,7 +66,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
 GpuLayersOpt = Annotated[int | None, whole_option(
     "--gpu-layers", "-ngl", help="Layers to offload to the GPU (-1 = all; default: as many as fit).")]
 NoGpuOpt = Annotated[bool, typer.Option("--no-gpu", help="Run on the CPU only.")]
-SystemOpt = Annotated[str | None, typer.Option("--system", "-s", help="System prompt.")]
+SystemOpt = Annotated[str | None, typer.Option("--system", "-s", metavar="TEXT", help="System prompt.")]
 TemperatureOpt = Annotated[float, real_option("--temperature", "--temp", help="0 = greedy.")]
 TopKOpt = Annotated[int, whole_option(help="Top-k sampling (0 = off).")]
 TopPOpt = Annotated[float, real_option(help="Nucleus sampling.")]
@@ -76,12 +77,12 @@ RepeatLastNOpt = Annotated[int, whole_option(
 PresencePenaltyOpt = Annotated[float, real_option(help="Lower tokens already used (0 = off).")]
 FrequencyPenaltyOpt = Annotated[float, real_option(help="Lower tokens by how often they were used (0 = off).")]
 SeedOpt = Annotated[int | None, whole_option(help="Seed for reproducible sampling (-1: random).")]
-StopOpt = Annotated[list[str] | None, typer.Option("--stop", help="Stop at this string (repeatable).")]
+StopOpt = Annotated[list[str] | None, typer.Option("--stop", metavar="TEXT", help="Stop at this string (repeatable).")]
 ThreadsBatchOpt = Annotated[int | None, whole_option(help="Threads for prefill (default: --threads).")]
 BatchSizeOpt = Annotated[int, whole_option(help="Prefill chunk size.")]
 UbatchSizeOpt = Annotated[int, whole_option(help="Physical batch size.")]
-FlashAttnOpt = Annotated[str, typer.Option(help="auto, on or off.", callback=_lower)]
-KvTypeOpt = Annotated[str, typer.Option(help="KV cache type: f16, q8_0 or q4_0.", callback=_lower)]
+FlashAttnOpt = Annotated[str, typer.Option(metavar="MODE", help="auto, on or off.", callback=_lower)]
+KvTypeOpt = Annotated[str, typer.Option(metavar="TYPE", help="KV cache type: f16, q8_0 or q4_0.", callback=_lower)]
 ChatTemplateOpt = Annotated[str | None, typer.Option(
     "--chat-template", metavar="FILE", help="Jinja chat template file, used instead of the model's.")]
 

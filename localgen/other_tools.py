@@ -60,6 +60,11 @@ _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the 
             "--conversation-mode": "`localgen chat` is a conversation already: drop it"}
 
 
+def mentions_other_tools_options(args: list[str]) -> bool:
+    """Whether any argument is spelt as another tool's option (a cheap test before the careful one)."""
+    return any(word.partition("=")[0] in OTHER_TOOLS_OPTIONS for word in args)
+
+
 def check_options(command: str, args: list[str], takes_value: dict[str, bool]) -> None:
     """Refuse another tool's option among the arguments of `run` or `chat` (command) before --, unless it is an
     option's value."""

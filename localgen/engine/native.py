@@ -79,10 +79,16 @@ def supports_gpu_offload() -> bool:
 
 @lru_cache(maxsize=1)
 def llama_cpp_version() -> str:
-    """The installed llama-cpp-python version (for reinstall hints); its own attribute, not a metadata scan."""
-    version = getattr(lc, "__version__", None)
-    if version:
-        return str(version)
+    """The installed llama-cpp-python version (for reinstall hints): the package's __version__ line, read rather
+    than imported (see load_bindings) and before a metadata scan, which costs tens of milliseconds a run."""
+    import re
+    from pathlib import Path
+
+    with contextlib.suppress(OSError, TypeError):
+        init = Path(str(lc.__file__)).with_name("__init__.py").read_text(encoding="utf-8")
+        found = re.search(r"""^__version__\s*=\s*["']([^"']+)["']""", init, re.MULTILINE)
+        if found:
+            return found.group(1)
     from importlib import metadata
 
     try:

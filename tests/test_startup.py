@@ -1,0 +1,36 @@
+"""Start-up cost: what a one-shot run imports (issue target: run costs little more than a bare llama.cpp script)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib import metadata
+
+from tests.conftest import REPO_ROOT
+
+HEAVY = ("importlib.metadata", "llama_cpp.llama", "numpy", "diskcache", "httpx", "requests",
+         "huggingface_hub.file_download", "rich.markdown")
+RUN = f"""
+import json, sys
+from localgen.cli import main
+sys.argv = ["localgen", "run", "-n", "1", "--temperature", "0", "hi"]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({{"code": code, "loaded": [m for m in {HEAVY!r} if m in sys.modules]}}), file=sys.stderr)
+"""
+
+
+def test_a_run_of_a_local_model_imports_nothing_it_does_not_use() -> None:
+    result = subprocess.run([sys.executable, "-c", RUN], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    report = json.loads(result.stderr.strip().splitlines()[-1])
+    assert report["code"] == 0, result.stderr
+    assert report["loaded"] == [], "each costs start-up time a run does not need"
+
+
+def test_the_llama_cpp_version_is_read_without_a_metadata_scan() -> None:
+    from localgen.engine.native import llama_cpp_version
+
+    assert llama_cpp_version() == metadata.version("llama_cpp_python")
