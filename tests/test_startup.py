@@ -34,3 +34,22 @@ def test_the_llama_cpp_version_is_read_without_a_metadata_scan() -> None:
     from localgen.engine.native import llama_cpp_version
 
     assert llama_cpp_version() == metadata.version("llama_cpp_python")
+
+
+HELP = """
+import sys
+from localgen.cli import main
+sys.argv = ["localgen", "--help"]
+try:
+    main()
+except SystemExit:
+    pass
+print(sorted({m.split(".")[0] for m in sys.modules} & {"rich", "llama_cpp", "huggingface_hub", "jinja2"}),
+      file=sys.stderr)
+"""
+
+
+def test_help_imports_neither_rich_nor_the_engine() -> None:
+    result = subprocess.run([sys.executable, "-c", HELP], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.stdout.startswith("Usage: localgen [OPTIONS] COMMAND [ARGS]..."), result.stdout
+    assert result.stderr.strip().splitlines()[-1] == "[]", result.stderr
