@@ -99,8 +99,9 @@ class Repl:
         speed = self.session.last.timings.decode_tokens_per_s if self.session.last else 0.0
         attached = f"{counted(len(self.session.attachments), 'file')} attached │ " if self.session.attachments else ""
         used = self.session.context_used()
+        rate = f"{speed:.1f}" if speed else "–"  # no answer yet, or one stopped before a second token
         return (f" {self.session.loaded.resolved.short_name} │ {'?' if used is None else f'{used:,}'}/"
-                f"{engine.n_ctx:,} tokens │ {attached}{speed:.1f} tok/s │ /help")
+                f"{engine.n_ctx:,} tokens │ {attached}{rate} tok/s │ /help")
 
     def run(self) -> None:
         """The read-eval-print loop, until /exit or Ctrl-D; run it inside chat_terminal()."""

@@ -902,6 +902,7 @@ def test_after_ctrl_c_while_reading_the_prompt_the_toolbar_shows_the_conversatio
     doc.write_text("\n".join(f"Line {i}: the crate holds {i * 7 % 13} apples." for i in range(300)) + "\n")
     chat.command(f"/file {doc}", "attached")
     empty = _context_shown(chat.transcript.getvalue())
+    assert "│ – tok/s │" in chat.transcript.getvalue(), "no answer yet: no speed to show"
     chat.child.sendline("What do the crates hold?")
     chat.child.expect_exact("reading the prompt: 512/")
     chat.child.sendintr()
