@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Sequence
 
 from localgen.errors import HubError
@@ -20,7 +21,9 @@ QUANT_PREFERENCE = (
     "IQ1_M", "IQ1_S", "F16", "BF16", "FP16", "F32", "FP32",
 )
 # GGUF files in a model repo that are not a chat model: never chosen unless named.
-AUXILIARY_PREFIXES = ("mmproj", "imatrix")
+# projectors (mmproj as a word anywhere: llava-v1.5-7b-mmproj-f16.gguf) and imatrix data (a name that starts with it:
+# model files quantized with an imatrix may carry the word too)
+_AUXILIARY = re.compile(r"(?:^|[-_.])mmproj(?:[-_.]|$)|^imatrix", re.IGNORECASE)
 
 
 def no_gguf_files(repo: str) -> HubError:
@@ -44,7 +47,7 @@ def choose_model(files: list[HubFile], *, quant: str | None, filename: str | Non
     groups = _group_shards(files)
     if filename:
         return _check_complete(_pick(_match_filename(groups, filename, repo)), repo)
-    candidates = [g for g in groups if not _is_auxiliary(g[0])]
+    candidates = [g for g in groups if not is_auxiliary(g[0])]
     if not candidates:
         raise only_auxiliary(repo, files)
     available = _quants(candidates)
@@ -95,9 +98,10 @@ def _check_complete(group: tuple[HubFile, ...], repo: str) -> tuple[HubFile, ...
     return group
 
 
-def _is_auxiliary(file: HubFile) -> bool:
-    """Projector/imatrix files that are not a model on their own."""
-    return file.name.lower().startswith(AUXILIARY_PREFIXES)
+def is_auxiliary(file: HubFile) -> bool:
+    """Projector and imatrix files (mmproj-model-f16.gguf, llava-v1.5-7b-mmproj-f16.gguf, imatrix.gguf): not a model
+    on their own."""
+    return _AUXILIARY.search(file.name) is not None
 
 
 def _quants(groups: list[tuple[HubFile, ...]]) -> list[str]:

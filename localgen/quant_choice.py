@@ -26,7 +26,7 @@ from localgen.fit import (
     target_context,
 )
 from localgen.hardware import Hardware, probe_hardware
-from localgen.hub_choice import AUXILIARY_PREFIXES, choose_model, no_gguf_files, only_auxiliary
+from localgen.hub_choice import choose_model, is_auxiliary, no_gguf_files, only_auxiliary
 from localgen.units import binary_size, counted, human_size
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def _groups(files: Sequence[HubFile], repo: str, *, explain: bool = False) -> li
     explain, when none is usable (a split model with shards missing on the Hub, say), the last one's reason is
     raised rather than an empty list returned."""
     groups: dict[str, tuple[HubFile, ...]] = {}
-    models = [f for f in files if not f.name.lower().startswith(AUXILIARY_PREFIXES)]
+    models = [f for f in files if not is_auxiliary(f)]
     if explain and files and not models:
         raise only_auxiliary(repo, files)
     refused: LocalgenError | None = None

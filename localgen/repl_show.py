@@ -17,7 +17,7 @@ def show(session: ChatSession, part: str, settings_text: str) -> None:
     wanted = _ALSO.get(part.lower(), part.lower())
     if wanted == "modelfile":
         raise UsageError("localgen has no Modelfile", hint="a model's settings go in models.toml, as README's "
-                                                           "Configuration says; /show says what this chat uses")
+                                                           "Models section says; /show says what this chat uses")
     if wanted and wanted not in SHOW_PARTS:
         raise UsageError(f"/show has no part '{part}'", hint=f"/show alone, or one of: {', '.join(SHOW_PARTS)}")
     if wanted in ("", "info"):

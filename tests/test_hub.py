@@ -121,6 +121,12 @@ def test_choose_skips_projector_files_unless_named() -> None:
     assert names(choose_model(files, quant=None, filename=None, repo="o/r")) == ["model-Q8_0.gguf"]
     assert names(choose_model(files, quant=None, filename="mmproj-model-f16.gguf", repo="o/r")) == [
         "mmproj-model-f16.gguf"]
+    for projector in ("llava-v1.5-7b-mmproj-f16.gguf", "Model.mmproj.Q8_0.gguf", "imatrix.gguf"):
+        with pytest.raises(HubError, match="holds no language model"):
+            choose_model([hf(projector)], quant=None, filename=None, repo="o/r")
+    made_with_an_imatrix = [hf("Llama-3-8B-Instruct-imatrix-Q4_K_M.gguf")]
+    assert names(choose_model(made_with_an_imatrix, quant=None, filename=None, repo="o/r")) == [
+        "Llama-3-8B-Instruct-imatrix-Q4_K_M.gguf"], "a model quantized with an imatrix is still a model"
 
 
 def test_choose_errors_name_what_exists() -> None:
