@@ -47,6 +47,14 @@ class MissingConversationError(LocalgenError):
     """No saved conversation has the name asked for."""
 
 
+class ForeignFormatError(LocalgenError):
+    """A saved conversation in a format this localgen does not read (another version wrote it): kept, never damaged."""
+
+    def __init__(self, message: str, hint: str | None = None, *, format_version: int) -> None:
+        super().__init__(message, hint)
+        self.format_version = format_version
+
+
 class DamagedConversationError(LocalgenError):
     """A saved conversation file that cannot be read back (not JSON, wrong shape, not UTF-8); name is its own, and
     removable says whether `conversations rm` deletes what is there (a folder it does not)."""
@@ -142,6 +150,7 @@ class Conversation:
         """Parse a saved conversation, refusing anything malformed."""
         try:
             data = _without_lone_surrogates(json.loads(text))
+            _check_format(data, source)
             if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION:
                 raise ValueError("unknown format")
             if not isinstance(data["turns"], list):
@@ -163,10 +172,22 @@ class Conversation:
                        settings=settings_, context_start=min(start, max(len(turns) - 1, 0)), ctx_size=ctx_size,
                        created=str(data.get("created", _now())), updated=str(data.get("updated", _now())),
                        extra=_unknown_fields(data, cls, also_known=frozenset({"format"})))
+        except ForeignFormatError:
+            raise
         except (ValueError, KeyError, TypeError, RecursionError, LocalgenError) as exc:
             raise DamagedConversationError(f"{source} is not a valid saved conversation ({exc})",
                                            hint="it was left untouched; start a new chat or load another",
                                            name=source.stem) from exc
+
+
+def _check_format(data: object, source: Path) -> None:
+    """Refuse, as kept rather than damaged, a conversation another localgen version saved in another format."""
+    found = data.get("format") if isinstance(data, dict) else None
+    if isinstance(found, int) and not isinstance(found, bool) and found != FORMAT_VERSION:
+        raise ForeignFormatError(f"{source} is in conversation format {found}, which this localgen does not read "
+                                 f"(it reads format {FORMAT_VERSION})",
+                                 hint="it was left untouched for the localgen version that wrote it; go on with "
+                                      "another conversation", format_version=found)
 
 
 def _first_at_most(tokens_from: Callable[[int], int], low: int, high: int, limit: int) -> int:
@@ -452,6 +473,8 @@ def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = Fals
             busy = busy or exc
         except DamagedConversationError as exc:
             warn(f"skipped a damaged conversation: {exc.message}")
+        except ForeignFormatError as exc:
+            warn(f"skipped a conversation: {exc.message}")
     if busy is not None:
         raise busy
     raise LocalgenError("no saved conversation can be resumed", hint="start a new one with `localgen chat`")

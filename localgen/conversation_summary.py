@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from localgen.conversation import list_conversations, read_conversation
+from localgen.conversation import ForeignFormatError, list_conversations, read_conversation
 from localgen.errors import LocalgenError
 
 PREVIEW_CHARS = 60  # of the first message
@@ -21,6 +21,7 @@ class Summary:
     model: str | None = None
     first_message: str = ""
     problem: str | None = None
+    foreign: bool = False  # saved in another format by another localgen version: kept, not damaged
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready record, the time in ISO 8601 (UTC)."""
@@ -33,7 +34,7 @@ class Summary:
     def described(self) -> str:
         """The first message on one line, cut with … past PREVIEW_CHARS (or what keeps the file from being read)."""
         if self.problem:
-            return f"(damaged: {self.problem})"
+            return f"({self.problem})" if self.foreign else f"(damaged: {self.problem})"
         line = " ".join(self.first_message.split())
         return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1].rstrip() + "…"
 
@@ -44,6 +45,10 @@ def summaries() -> list[Summary]:
     for name, mtime in list_conversations():
         try:
             conversation = read_conversation(name)
+        except ForeignFormatError as exc:
+            found.append(Summary(name, mtime, problem=f"format {exc.format_version}, from another localgen version",
+                                 foreign=True))
+            continue
         except LocalgenError as exc:  # damaged, or deleted since the listing
             found.append(Summary(name, mtime, problem=_reason(exc.message)))
             continue

@@ -222,7 +222,7 @@ def probe_memory() -> MemoryInfo:
         total, available, source = cgroup[0], min(available, cgroup[1]), "cgroup"
     # load_settings(), not the cached settings(): a probe reports the limit as it is set now
     limit = _size_limit(load_settings().memory_limit, MEMORY_LIMIT_ENV)
-    if limit is not None:
+    if limit is not None and limit < total:  # a limit only lowers the figures
         total, available, source = limit, min(available, limit), MEMORY_LIMIT_ENV
     return MemoryInfo(total_bytes=total, available_bytes=available, source=source)
 

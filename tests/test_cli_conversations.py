@@ -67,6 +67,21 @@ def test_the_listing_shows_each_conversation_s_size_model_and_first_message() ->
     assert records["report"]["updated"].endswith("+00:00") and "problem" in records["broken"]
 
 
+def test_another_format_version_is_kept_not_called_damaged_and_never_offered_for_removal() -> None:
+    path = _save("newer", Turn("Hi", "Hello!"))
+    path.write_text(path.read_text().replace('"format": 1', '"format": 2'))
+    before = path.read_bytes()
+    listed = run_localgen("conversations", "list")
+    assert listed.out.splitlines()[1].split("\t")[4] == "(format 2, from another localgen version)"
+    for args in (("run", "--continue", "-n", "2", "hi"), ("conversations", "show", "newer")):
+        refused = run_localgen(*args)
+        assert refused.returncode == 1 and refused.err == (
+            f"localgen: error: {path} is in conversation format 2, which this localgen does not read (it reads "
+            "format 1) (hint: it was left untouched for the localgen version that wrote it; go on with another "
+            "conversation)\n"), refused.err
+    assert path.read_bytes() == before
+
+
 def test_show_prints_the_transcript_and_json_the_saved_record() -> None:
     path = _save("recipe", Turn("How long do eggs boil?", "About **7** minutes."),
                  Turn("And soft?", "Four", interrupted=True), system="Be brief.")

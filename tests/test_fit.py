@@ -101,7 +101,11 @@ def test_memory_limit_env_caps_total_and_available(monkeypatch: pytest.MonkeyPat
     assert memory.total_bytes == 300 * MIB and memory.available_bytes <= 300 * MIB
     assert memory.source == config.MEMORY_LIMIT_ENV
     monkeypatch.delenv(config.MEMORY_LIMIT_ENV)
-    assert hardware.probe_memory().total_bytes > 300 * MIB
+    machine = hardware.probe_memory()
+    assert machine.total_bytes > 300 * MIB
+    monkeypatch.setenv(config.MEMORY_LIMIT_ENV, "999T")  # above the machine: a limit only lowers the figures
+    assert hardware.probe_memory().total_bytes == machine.total_bytes
+    assert hardware.probe_memory().source == machine.source
 
 
 @pytest.mark.parametrize("version", [1, 2])
