@@ -206,7 +206,8 @@ def run(
                                  prompt_cache=not no_cache, hide_thinking=hide_thinking)
         output = None if json_output else console.TextOutput(wrap=not no_wrap)
         completion, exit_code, late_error = stream_to_stdout(loaded, start, output)
-        finish_output(loaded, completion, output, conversation.name if conversation is not None else None)
+        saved_in = conversation.name if conversation is not None and late_error is None else None
+        finish_output(loaded, completion, output, saved_in)  # --json names a conversation only once it is saved
         if late_error is not None:  # the answer is out; now the failure to save it
             raise late_error
     finally:
