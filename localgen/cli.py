@@ -212,7 +212,8 @@ def run(
             raise late_error
     finally:
         loaded.close()
-    report_after_run(completion, json_output=json_output, stats=stats)
+    report_after_run(completion, json_output=json_output, stats=stats,
+                     limit_given=from_command_line(ctx, "max_tokens"))
     if exit_code is not None:
         raise typer.Exit(exit_code)
 

@@ -75,11 +75,13 @@ def fresh_answer(loaded: LoadedModel, prompt: str | None, attachments: list[str]
     return start
 
 
-def report_after_run(completion: Finished, *, json_output: bool, stats: bool) -> None:
-    """The notes on stderr once the answer is out: why it stopped early, reasoning left out, and --stats."""
+def report_after_run(completion: Finished, *, json_output: bool, stats: bool, limit_given: bool = True) -> None:
+    """The notes on stderr once the answer is out: why it stopped early (a token limit named by where it came from:
+    -n, or else a saved conversation's or models.toml's max_tokens), reasoning left out, and --stats."""
     from localgen import console
 
-    note = console.finish_note(completion)
+    source = "-n/--max-tokens" if limit_given else "max_tokens of the conversation or models.toml; -n overrides it"
+    note = console.finish_note(completion, limit_source=source)
     if note and completion.finish_reason != "interrupted" and not json_output:  # --json: its finish_reason says it
         console.say(f"localgen: {note}")
     all_hidden = completion.thinking is not None and completion.usage.completion_tokens and not completion.text

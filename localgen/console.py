@@ -19,7 +19,7 @@ from localgen.units import counted
 from localgen.wordwrap import WordWrap, terminal_width
 
 FINISH_NOTES = {
-    "length": ("stopped at the limit of {tokens} (-n/--max-tokens)",
+    "length": ("stopped at the limit of {tokens} ({limit_source})",
                "stopped at the limit of {tokens} (/set max_tokens)"),
     "context": ("stopped at the end of the context window (raise --ctx-size for longer output)",
                 "stopped at the end of the context window (start the chat with a larger --ctx-size)"),
@@ -255,11 +255,12 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
     return "\n".join([line, "; ".join(extras)] if extras else [line])
 
 
-def finish_note(completion: Finished, *, chat: bool = False) -> str | None:
-    """A note about why output stopped early, or None when it ended normally."""
+def finish_note(completion: Finished, *, chat: bool = False, limit_source: str = "-n/--max-tokens") -> str | None:
+    """A note about why output stopped early, or None when it ended normally (limit_source: where run's token limit
+    came from)."""
     notes = FINISH_NOTES.get(completion.finish_reason)
     tokens = counted(completion.usage.completion_tokens, "token")  # where the limit came from, it is the count
-    return notes[1 if chat else 0].format(tokens=tokens) if notes else None
+    return notes[1 if chat else 0].format(tokens=tokens, limit_source=limit_source) if notes else None
 
 
 SHORT_COLUMN = 12  # a column no wider than this (sizes, dates, quants) stays on one line while the table fits

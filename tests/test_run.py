@@ -364,6 +364,9 @@ def test_llama_cpp_spellings_of_gpu_layers_and_no_limit_work(tmp_path: Path) -> 
     assert bounded["usage"]["completion_tokens"] == 3 and bounded["finish_reason"] == "length", "the entry's bound"
     unbounded = record("-n", "-1")  # llama.cpp's "no limit" lifts the entry's max_tokens
     assert unbounded["finish_reason"] == "stop" and unbounded["usage"]["completion_tokens"] > 3, unbounded
+    noted = run_localgen("run", "Say hi.", *GREEDY, env=env)
+    assert noted.err == ("localgen: stopped at the limit of 3 tokens (max_tokens of the conversation or models.toml; "
+                         "-n overrides it)\n"), "the note names where a limit not given with -n came from"
 
 
 def test_presence_and_frequency_penalties_reach_the_sampler_and_repeat_last_n_0_turns_them_off() -> None:
