@@ -51,9 +51,14 @@ def conversations_show(
 ) -> None:
     """Print a saved conversation as Markdown: system prompt, then each question and answer."""
     from localgen import console
-    from localgen.conversation import read_conversation
+    from localgen.conversation import DamagedConversationError, read_conversation
 
-    conversation = read_conversation(name)
+    try:
+        conversation = read_conversation(name)
+    except DamagedConversationError as exc:  # the hint of this command, not a chat's
+        remove = f"`localgen conversations rm {exc.name}` deletes it" if exc.removable else "move that folder away"
+        raise DamagedConversationError(exc.message, hint=f"it was left untouched; {remove}",
+                                       name=exc.name, removable=exc.removable) from None
     text = conversation.to_json(touch=False) if json_output else transcript(conversation)
     if sys.stdout.isatty():  # saved text (answers, attached files) is shown, never obeyed
         text = console.terminal_safe(text)

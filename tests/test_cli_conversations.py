@@ -82,6 +82,13 @@ def test_another_format_version_is_kept_not_called_damaged_and_never_offered_for
     assert path.read_bytes() == before
 
 
+def test_show_of_a_damaged_file_points_at_rm() -> None:
+    (conversations_dir() / "bad.json").write_text("{")
+    shown = run_localgen("conversations", "show", "bad")
+    assert shown.returncode == 1 and shown.out == ""
+    assert shown.err.endswith("(hint: it was left untouched; `localgen conversations rm bad` deletes it)\n"), shown.err
+
+
 def test_show_prints_the_transcript_and_json_the_saved_record() -> None:
     path = _save("recipe", Turn("How long do eggs boil?", "About **7** minutes."),
                  Turn("And soft?", "Four", interrupted=True), system="Be brief.")
