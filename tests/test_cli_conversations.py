@@ -83,6 +83,7 @@ def test_another_format_version_is_kept_not_called_damaged_and_never_offered_for
 
 
 def test_show_of_a_damaged_file_points_at_rm() -> None:
+    conversations_dir().mkdir(parents=True)
     (conversations_dir() / "bad.json").write_text("{")
     shown = run_localgen("conversations", "show", "bad")
     assert shown.returncode == 1 and shown.out == ""
