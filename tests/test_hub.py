@@ -571,10 +571,11 @@ def test_two_concurrent_pulls_end_with_one_good_copy(loopback_hub: HubServer, tm
                             "sha256 verified"), summaries
 
 
-def _read_until(fd: int, wanted: str, seen: list[bytes], timeout: float = 30) -> str:
-    """Read a pty until wanted shows up (or it closes or times out); everything read so far, decoded."""
+def _read_until(fd: int, wanted: str | None, seen: list[bytes], timeout: float = 30) -> str:
+    """Read a pty until wanted shows up (None: until it closes), or it closes or times out; everything read so far,
+    decoded."""
     deadline = time.monotonic() + timeout
-    while wanted not in (screen := b"".join(seen).decode("utf-8", errors="replace")):
+    while wanted is None or wanted not in b"".join(seen).decode("utf-8", errors="replace"):
         ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
         try:
             data = os.read(fd, 65536) if ready else b""
@@ -583,7 +584,7 @@ def _read_until(fd: int, wanted: str, seen: list[bytes], timeout: float = 30) ->
         if not data:
             break
         seen.append(data)
-    return screen
+    return b"".join(seen).decode("utf-8", errors="replace")
 
 
 def test_a_pull_waiting_on_another_download_says_so_and_takes_over_when_it_ends(
@@ -630,19 +631,9 @@ def test_progress_bar_is_drawn_on_a_terminal(loopback_hub: HubServer, tmp_path: 
     proc = subprocess.Popen([sys.executable, "-c", download_code(REPO)], env=env, stdout=subprocess.PIPE,
                             stderr=slave, text=True)
     os.close(slave)
-    chunks = []
-    while True:
-        ready, _, _ = select.select([master], [], [], 30)
-        try:
-            data = os.read(master, 65536) if ready else b""
-        except OSError:
-            data = b""
-        if not data:
-            break
-        chunks.append(data)
+    screen = _read_until(master, None, [])
     proc.wait(timeout=30)
     os.close(master)
-    screen = b"".join(chunks).decode("utf-8", errors="replace")
     assert proc.returncode == 0, screen
     assert "big-Q4_K_M.gguf" in screen and "/24.0 MB" in screen and "MB/s" in screen
     assert "\x1b[" in screen  # drawn and redrawn in place
