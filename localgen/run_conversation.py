@@ -40,7 +40,7 @@ def open_conversation(name: str | None) -> Conversation:
     """Conversation NAME (started when new), or the newest saved one: never an older one when the newest cannot
     be continued (in use, damaged). Held for this process either way."""
     try:
-        return load_or_start(name) if name else latest_conversation(console.warn, newest_only=True)
+        conversation = load_or_start(name) if name else latest_conversation(console.warn, newest_only=True)
     except ConversationBusyError as exc:  # the hint of a run, not a chat's
         raise ConversationBusyError(exc.message, hint="wait for that one to end (a run is refused, not queued), or "
                                                       "go on with another: --conversation NAME") from None
@@ -49,6 +49,25 @@ def open_conversation(name: str | None) -> Conversation:
             "move that folder away"
         raise DamagedConversationError(exc.message, hint=f"it was left untouched: {remove}, or go on with another: "
                                                          "--conversation NAME", name=exc.name) from None
+    if not conversation.on_disk:
+        _warn_if_mistyped(conversation.name)
+    return conversation
+
+
+def _warn_if_mistyped(name: str) -> None:
+    """A new conversation whose name is close to a saved one's may be a typo for it: say so (it starts anyway)."""
+    import difflib
+
+    from localgen.conversation import list_conversations
+
+    try:
+        saved = [saved_name for saved_name, _ in list_conversations()]
+    except LocalgenError:  # an unreadable folder: the save will say what is wrong
+        return
+    close = difflib.get_close_matches(name, saved, n=1, cutoff=0.8)
+    if close:
+        console.warn(f"starting a new conversation '{name}'; a saved one is named '{close[0]}' "
+                     f"(--conversation {close[0]} continues it)")
 
 
 def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: Conversation, system: str | None,

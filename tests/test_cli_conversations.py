@@ -82,6 +82,17 @@ def test_another_format_version_is_kept_not_called_damaged_and_never_offered_for
     assert path.read_bytes() == before
 
 
+def test_a_new_conversation_named_like_a_saved_one_is_noted_as_a_possible_typo() -> None:
+    _save("review", Turn("Look at this.", "Looks fine."))
+    typo = run_localgen("run", "--conversation", "reveiw", "-n", "2", "--temperature", "0", "hi")
+    assert typo.returncode == 0, typo.err
+    assert typo.err.startswith("localgen: warning: starting a new conversation 'reveiw'; a saved one is named "
+                               "'review' (--conversation review continues it)\n"), typo.err
+    other = run_localgen("run", "--conversation", "groceries", "-n", "2", "--temperature", "0", "hi")
+    assert other.returncode == 0 and "warning" not in other.err, other.err
+    assert sorted(p.stem for p in conversations_dir().glob("*.json")) == ["groceries", "reveiw", "review"]
+
+
 def test_show_of_a_damaged_file_points_at_rm() -> None:
     conversations_dir().mkdir(parents=True)
     (conversations_dir() / "bad.json").write_text("{")
