@@ -10,6 +10,7 @@ from localgen.conversation import (
     DamagedConversationError,
     check_name,
     latest_conversation,
+    list_conversations,
     load_or_start,
 )
 from localgen.conversation_lock import ConversationBusyError
@@ -57,8 +58,6 @@ def open_conversation(name: str | None) -> Conversation:
 def _warn_if_mistyped(name: str) -> None:
     """A new conversation whose name is close to a saved one's may be a typo for it: say so (it starts anyway)."""
     import difflib
-
-    from localgen.conversation import list_conversations
 
     try:
         saved = [saved_name for saved_name, _ in list_conversations()]
