@@ -89,6 +89,7 @@ class BenchResult:
     n_gen: int
     reps: int
     figures: Measurements
+    repack: bool = True  # weights may go to the CPU backend's repacked buffers (not where its AMX ones crash)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -165,6 +166,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
 
     batch_size is None when no --batch-size was given (the default is used, and a cap on it is not worth a note).
     """
+    from localgen.engine import use_cpu_extra_buffers
     from localgen.runner import ModelOptions, load_model
 
     prompt_room, gen_room = config.n_prompt + FOLLOW_UP_ROOM, config.n_gen + 2  # pp + follow-up; tg from one token
@@ -189,7 +191,8 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
             model=loaded.resolved.display_name, path=str(loaded.resolved.path), backend=engine.backend_version,
             n_threads=o.n_threads, n_threads_batch=o.n_threads_batch, n_batch=engine.n_batch,
             n_ubatch=engine.n_ubatch, n_ctx=engine.n_ctx, flash_attn=o.flash_attn, kv_type=o.kv_type,
-            n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps, figures=figures)
+            n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps, figures=figures,
+            repack=use_cpu_extra_buffers())
     finally:
         loaded.close()
 
@@ -218,7 +221,7 @@ def format_result(result: BenchResult) -> str:
     capped = f" (this run's context of {r.n_ctx:,}, for -p and -n)" if r.n_batch >= r.n_ctx else ""
     head = (f"model {r.model} ({r.path})\n{r.backend}, threads {r.n_threads}/{r.n_threads_batch}, "
             f"batch {r.n_batch}, ubatch {r.n_ubatch}{capped}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
-            f"reps {r.reps}\n")
+            f"{'' if r.repack else 'repack off, '}reps {r.reps}\n")
     lines = [f"| {'test':<{width[0]}} | {'what':<{width[1]}} | {'result':>{width[2]}} |",
              f"|{'-' * (width[0] + 2)}|{'-' * (width[1] + 2)}|{'-' * (width[2] + 1)}:|"]
     lines += [f"| {a:<{width[0]}} | {b:<{width[1]}} | {c:>{width[2]}} |" for a, b, c in rows]

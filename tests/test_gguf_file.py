@@ -24,7 +24,7 @@ from localgen.gguf_format import GGML_TYPES
 from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
 from localgen.gguf_reader import read_gguf, read_gguf_bytes
 from localgen.gguf_split import validate_split
-from tests.conftest import run_localgen
+from tests.conftest import native_llama, run_localgen
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -268,18 +268,14 @@ def test_copy_with_metadata_changes_loads_in_llama_cpp(bundled: Path, tmp_path: 
     assert info.tensors == tuple(
         TensorInfo(t.name, t.shape, t.ggml_type, t.offset + info.data_offset - BUNDLED_DATA_OFFSET, t.nbytes)
         for t in read_gguf(bundled).tensors)
-    import llama_cpp
-
-    llm = llama_cpp.Llama(model_path=str(copy), vocab_only=True, verbose=False)
+    llm = native_llama(copy, vocab_only=True, verbose=False)
     assert llm.metadata["tokenizer.chat_template"] == template
     assert llm.metadata["general.name"] == "renamed"
 
 
 @needs_llama
 def test_tiny_model_loads_and_runs_in_llama_cpp(tiny: Path) -> None:
-    import llama_cpp
-
-    llm = llama_cpp.Llama(model_path=str(tiny), n_ctx=64, verbose=False)
+    llm = native_llama(tiny, n_ctx=64, verbose=False)
     assert llm.tokenize(b"the", add_bos=False) == [gb.TINY_VOCAB.index("t"), gb.TINY_VOCAB.index("he")]
     assert llm.tokenize(b" the", add_bos=False) == [gb.TINY_VOCAB.index("\u0120the")]
     out = llm("the", max_tokens=3, temperature=0)
@@ -291,9 +287,7 @@ def test_tiny_sentencepiece_model_reads_and_runs(tiny_spm: Path) -> None:
     info = read_gguf(tiny_spm)
     assert info.metadata["tokenizer.ggml.model"] == "llama"
     assert info.metadata["tokenizer.ggml.tokens"] == ArraySummary(8, len(gb.TINY_SPM_VOCAB))
-    import llama_cpp
-
-    llm = llama_cpp.Llama(model_path=str(tiny_spm), n_ctx=64, verbose=False)
+    llm = native_llama(tiny_spm, n_ctx=64, verbose=False)
     text = "the he \n\t \u03a9 \U0001f600".encode()
     tokens = llm.tokenize(text, add_bos=True, special=True)
     assert tokens[:2] == [1, gb.TINY_SPM_VOCAB.index("\u2581the")]
@@ -631,9 +625,7 @@ def _copy_all(paths: list[Path], directory: Path) -> list[Path]:
 
 @needs_llama
 def test_llama_cpp_loads_the_split_model(shards: list[Path]) -> None:
-    import llama_cpp
-
-    llm = llama_cpp.Llama(model_path=str(shards[0]), n_ctx=128, verbose=False)
+    llm = native_llama(shards[0], n_ctx=128, verbose=False)
     assert llm.n_vocab() == 49152
     out = llm("The capital of France is", max_tokens=4, temperature=0)
     assert "Paris" in out["choices"][0]["text"]
@@ -811,9 +803,12 @@ def test_mutated_headers_raise_only_gguf_error_and_accepted_ones_do_not_crash_ll
     assert outcomes["accepted"] > 0, outcomes
     if not accepted or not _has_llama_cpp():
         return
+    from localgen.engine import bare_llama_prelude
+
     paths = [str(path) for path, _ in accepted.values()]
     mutations = {str(path): text for path, text in accepted.values()}
-    run = subprocess.run([sys.executable, "-c", LOADER, *paths], capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sys.executable, "-c", bare_llama_prelude() + LOADER, *paths], capture_output=True, text=True,
+                         timeout=300)
     loading = [line for line in run.stdout.splitlines() if line.startswith("LOADING")]
     crashed = loading[-1].split(" ", 1)[1] if loading else "?"
     assert run.returncode == 0, (f"llama.cpp died (rc {run.returncode}) on a file read_gguf accepted: "

@@ -1,12 +1,17 @@
 """The loading knobs (--ctx-size, --batch-size, --ubatch-size, --threads, --threads-batch, --flash-attn, --kv-type)
-reach llama.cpp: checked against what its context reports and the attention nodes its graph holds."""
+reach llama.cpp: checked against what its context reports and the attention nodes its graph holds; and the weight
+buffers llama.cpp may use."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
+from localgen import config
+from localgen.engine import loading
+from localgen.engine.devices import cpu_extra_buffer_types
 from tests.conftest import run_localgen
 
 
@@ -34,3 +39,34 @@ def test_flash_attention_on_and_off_build_different_graphs(mode: str, fused: boo
     _, log = _loaded_context("--flash-attn", mode, "--ctx-size", "512")
     assert re.search(r"flash_attn\s+= (enabled|disabled)", log).group(1) == ("enabled" if fused else "disabled")
     assert ("FLASH_ATTN_EXT" in log) is fused
+
+
+def test_weights_skip_llama_cpp_s_amx_buffers() -> None:
+    """llama.cpp's AMX matrix kernels crash on some machines at the first batch of two tokens or more: where its CPU
+    backend offers AMX buffers, weights load without the extra buffer types (a one-line note in the debug log)."""
+    offered = cpu_extra_buffer_types()
+    _, log = _loaded_context("--ctx-size", "512")  # the chat template makes a prompt of several tokens
+    assert "AMX model buffer" not in log
+    assert ("weights stay unpacked" in log) is ("AMX" in offered), offered
+
+
+@pytest.mark.parametrize(("offered", "amx", "expected"), [
+    ((), "", True),
+    (("CPU_REPACK",), "", True),
+    (("AMX", "CPU_REPACK"), "", False),
+    (("AMX", "CPU_REPACK"), "1", True),
+])
+def test_extra_buffers_are_declined_where_amx_is_offered(monkeypatch: pytest.MonkeyPatch, offered: tuple[str, ...],
+                                                         amx: str, expected: bool) -> None:
+    monkeypatch.setattr(loading, "cpu_extra_buffer_types", lambda: offered)
+    monkeypatch.setenv("LOCALGEN_AMX", amx)
+    monkeypatch.setattr(config, "_settings", None)
+    assert loading.use_cpu_extra_buffers() is expected
+
+
+def test_the_cpu_backend_names_its_extra_buffer_types() -> None:
+    names = cpu_extra_buffer_types()
+    assert all(isinstance(name, str) and name for name in names), names
+    flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    if "avx2" in flags.split():  # ggml-cpu repacks Q4_0 for AVX2
+        assert "CPU_REPACK" in names, names

@@ -670,6 +670,7 @@ def test_a_run_says_when_the_model_no_longer_sees_a_conversation_s_first_exchang
 @pytest.mark.parametrize(("variable", "value", "message"), [
     ("LOCALGEN_OFFLINE", "banana", "LOCALGEN_OFFLINE=banana is neither on nor off"),
     ("LOCALGEN_DEBUG", "maybe", "LOCALGEN_DEBUG=maybe is neither on nor off"),
+    ("LOCALGEN_AMX", "sometimes", "LOCALGEN_AMX=sometimes is neither on nor off"),
     ("LOCALGEN_HOME", str(REPO_ROOT / "README.md"), "is not a directory"),
     ("HF_HOME", str(REPO_ROOT / "README.md"), "HF_HOME=" + str(REPO_ROOT / "README.md") + " is not a directory"),
     ("HF_HUB_CACHE", str(REPO_ROOT / "README.md"), "is not a directory"),

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from localgen.engine.devices import cpu_extra_buffer_types
 from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc
 from localgen.errors import ModelLoadError
 from localgen.params import LoadOptions
@@ -14,11 +15,41 @@ from localgen.speculative import DRAFT_MAX
 
 log = logging.getLogger("localgen.engine")
 
+AMX_BUFFER_TYPE = "AMX"  # ggml-cpu's buffer type for Intel AMX's repacked weights
+
+
+def use_cpu_extra_buffers() -> bool:
+    """Whether llama.cpp may repack weights into the CPU backend's extra buffer types: not when AMX is among them,
+    whose matrix kernels crash llama.cpp on some machines (llama.cpp issue 20824), unless LOCALGEN_AMX=1."""
+    from localgen.config import settings
+
+    return settings().amx or AMX_BUFFER_TYPE not in cpu_extra_buffer_types()
+
+
+UNPACKED_LLAMA_PRELUDE = """
+import llama_cpp.llama_cpp as _bindings
+_defaults = _bindings.llama_model_default_params
+def _unpacked():
+    params = _defaults()
+    params.use_extra_bufts = False
+    return params
+_bindings.llama_model_default_params = _unpacked
+"""
+
+
+def bare_llama_prelude() -> str:
+    """Python source for the start of a bare llama-cpp-python script (the benchmarks' and tests'), so that its
+    Llama loads weights as localgen does; empty where they load alike."""
+    return "" if use_cpu_extra_buffers() else UNPACKED_LLAMA_PRELUDE
+
 
 def load_weights(path: Path, options: LoadOptions, stop: Callable[[], bool]) -> lc.llama_model_p:
     """The model's weights, loaded by llama.cpp, or ModelLoadError; the load gives up early once stop() is true."""
     params = lc.llama_model_default_params()
     params.n_gpu_layers = options.n_gpu_layers
+    params.use_extra_bufts = use_cpu_extra_buffers()
+    if not params.use_extra_bufts:
+        log.debug("weights stay unpacked: llama.cpp's AMX buffers crash on some machines (LOCALGEN_AMX=1 uses them)")
     params.progress_callback = progress = lc.llama_progress_callback(lambda _done, _data: not stop())
     model = lc.llama_model_load_from_file(os.fsencode(path), params) or None
     del progress  # kept alive until here: llama.cpp calls it during the load
