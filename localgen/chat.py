@@ -379,13 +379,14 @@ def _defused_pattern(tokens: frozenset[str], mark: str) -> re.Pattern[str]:
 
 
 def compose_user_message(instruction: str | None, attachments: Sequence[str], *, exact: bool = False) -> str:
-    """Attachments (files, then stdin) first, then the instruction, separated by blank lines.
+    """Attachments (files, then stdin) first, then the instruction, separated by blank lines; CRLF line ends become
+    LF.
 
     exact keeps every part byte for byte (a plain completion: a trailing newline or space is part of the text),
     adding only the newlines a blank line between two parts still needs.
     """
-    if not exact:
-        parts = [a.strip("\n") for a in attachments if a.strip()]
+    if not exact:  # Windows line ends become \n, as a text-mode read makes them
+        parts = [a.replace("\r\n", "\n").strip("\n") for a in attachments if a.strip()]
         if instruction and instruction.strip():
             parts.append(instruction.strip())
         return "\n\n".join(parts)

@@ -26,7 +26,7 @@ def gather_user_text(prompt: str | None, files: list[str], *, stdin_asked: bool,
     from localgen.registry import reads_as_a_model
 
     attachments, _ = gather_attachments(files, sys.stdin.buffer if sys.stdin else None, warnings,
-                                        stdin_asked=stdin_asked, waiting=_say_waiting_for_stdin)
+                                        stdin_asked=stdin_asked, waiting=_say_waiting_for)
     console.warn_each(warnings)
     only_prompt = prompt and not any(map(str.strip, attachments))
     if model_given is None and only_prompt and reads_as_a_model(prompt, settings().user_registry):
@@ -40,13 +40,19 @@ def gather_user_text(prompt: str | None, files: list[str], *, stdin_asked: bool,
     return attachments, user_text
 
 
-def _say_waiting_for_stdin() -> None:
-    """Tell a person at a terminal that the run waits for piped stdin to end (it goes to the model first)."""
+def _say_waiting_for(source: str) -> None:
+    """Tell a person at a terminal that the run waits for piped stdin, or a pipe given with -f, to end (it goes to
+    the model first)."""
     from localgen import console
 
-    if sys.stderr.isatty():
+    if not sys.stderr.isatty():
+        return
+    if source == "stdin":
         console.say("localgen: waiting for stdin to end (it goes to the model with the prompt; "
                     "</dev/null runs without it)")
+    else:
+        console.say(f"localgen: waiting for {source} to end (a pipe given with -f: it goes to the model with the "
+                    "prompt once its writer closes it)")
 
 
 def fresh_answer(loaded: LoadedModel, prompt: str | None, attachments: list[str], system: str | None,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import select
 import stat
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -17,19 +19,21 @@ BINARY_SNIFF_BYTES = 64 * 1024  # binary input is told from its first block
 STDIN_QUIET_S = 2.0  # a pipe silent this long gets a note that localgen waits for it
 SHOWN_PATH_CHARS = 120  # longer paths are cut in error messages
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
+BOM = "\ufeff"  # a byte-order mark, which some editors put at the start of a UTF-8 file
 DOCUMENT_HINT = "send text; convert documents to plain text first"
 TEMPLATE_HINT = "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"
 
 
 def decode_input(data: bytes, source: str, warnings: list[str], *, binary_hint: str = DOCUMENT_HINT) -> str:
-    """Decode input bytes as UTF-8; binary data is refused, invalid UTF-8 is replaced with a warning."""
+    """Decode input bytes as UTF-8 without a leading byte-order mark; binary data is refused, invalid UTF-8 is
+    replaced with a warning."""
     if b"\x00" in data:
         raise UsageError(f"{source} looks like binary data (it contains NUL bytes)", hint=binary_hint)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError:
         warnings.append(f"{source} is not valid UTF-8; undecodable bytes were replaced with U+FFFD")
-        return data.decode("utf-8", errors="replace")
+        return data.decode("utf-8", errors="replace").removeprefix(BOM)
 
 
 def expand_user_path(text: str) -> Path:
@@ -49,28 +53,80 @@ def option_path(text: str, option: str) -> Path:
 
 
 def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file",
-                    binary_hint: str = DOCUMENT_HINT) -> str:
-    """Read a text file named with option, with clear errors for missing, directory or unreadable paths."""
+                    binary_hint: str = DOCUMENT_HINT, waiting: Callable[[], None] | None = None) -> str:
+    """Read a text file named with option, with clear errors for missing, directory or unreadable paths; waiting is
+    called once when the file is a pipe that keeps quiet for STDIN_QUIET_S seconds (no writer yet, say)."""
     try:
-        with path.open("rb") as handle:
-            data = _bounded_read(handle, short_path(path), binary_hint)
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {short_path(path)}", hint=f"check the path given to {option}") from None
-    except IsADirectoryError:
-        raise UsageError(f"{short_path(path)} is a directory", hint=f"pass a file to {option}") from None
+        with _open_noting(path, waiting) as reader:
+            data = _bounded_read(reader, short_path(path), binary_hint)
     except OSError as exc:
-        too_long = exc.errno == errno.ENAMETOOLONG
-        hint = f"check the path given to {option}" if too_long else "check the file's permissions"
-        raise UsageError(f"cannot read {short_path(path)}: {exc.strerror or exc}", hint=hint) from exc
+        raise _unreadable(path, option, exc) from None
     if len(data) > MAX_INPUT_BYTES:
         raise UsageError(f"{short_path(path)} is larger than {MAX_INPUT_BYTES // 2**20} MiB",
                          hint="send a smaller file")
     return decode_input(data, short_path(path), warnings, binary_hint=binary_hint)
 
 
-def attachment_text(path: Path, warnings: list[str], *, option: str = "-f/--file") -> str:
+def check_file_path(path: Path, option: str = "-f/--file") -> None:
+    """Refuse a path that cannot be a file to read (missing, a directory...) without opening it, so that a bad one
+    is named before a pipe among the others is waited for."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise _unreadable(path, option, exc) from None
+    if stat.S_ISDIR(mode):
+        raise _unreadable(path, option, IsADirectoryError(errno.EISDIR, "Is a directory"))
+
+
+def _unreadable(path: Path, option: str, exc: OSError) -> UsageError:
+    """The error for a file named with option that cannot be opened or read."""
+    if isinstance(exc, FileNotFoundError):
+        return UsageError(f"no such file: {short_path(path)}", hint=f"check the path given to {option}")
+    if isinstance(exc, IsADirectoryError):
+        return UsageError(f"{short_path(path)} is a directory", hint=f"pass a file to {option}")
+    too_long = exc.errno == errno.ENAMETOOLONG
+    hint = f"check the path given to {option}" if too_long else "check the file's permissions"
+    return UsageError(f"cannot read {short_path(path)}: {exc.strerror or exc}", hint=hint)
+
+
+@contextlib.contextmanager
+def _open_noting(path: Path, waiting: Callable[[], None] | None) -> Iterator[BinaryIO | _NotedPipe]:
+    """A reader of path: for a pipe, one that calls waiting once when no writer opens it, or the writer keeps quiet,
+    for STDIN_QUIET_S seconds."""
+    if waiting is None or not stat.S_ISFIFO(path.stat().st_mode):
+        with path.open("rb") as handle:
+            yield handle
+        return
+    once = _Once(waiting)
+    timer = threading.Timer(STDIN_QUIET_S, once)  # opening a pipe waits for its writer
+    timer.daemon = True
+    timer.start()
+    try:
+        handle = path.open("rb")
+    finally:
+        timer.cancel()
+    with handle:
+        yield _NotedPipe.of(handle, once)
+
+
+class _Once:
+    """A callable that calls a function on its first call only."""
+
+    def __init__(self, function: Callable[[], None]) -> None:
+        self._function: Callable[[], None] | None = function
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            function, self._function = self._function, None
+        if function is not None:
+            function()
+
+
+def attachment_text(path: Path, warnings: list[str], *, option: str = "-f/--file",
+                    waiting: Callable[[], None] | None = None) -> str:
     """The text of a file attached to a message (read_file_input), with a warning when it is empty."""
-    text = read_file_input(path, warnings, option=option)
+    text = read_file_input(path, warnings, option=option, waiting=waiting)
     if not text.strip():
         warnings.append(f"{short_path(path)} is empty")
     return text
@@ -178,21 +234,29 @@ def _ready(stream: BinaryIO | int, timeout: float) -> bool:
 
 
 def gather_attachments(files: Sequence[str], stdin: BinaryIO | None, warnings: list[str], *,
-                       stdin_asked: bool = False, waiting: Callable[[], None] | None = None) -> tuple[list[str], bool]:
+                       stdin_asked: bool = False,
+                       waiting: Callable[[str], None] | None = None) -> tuple[list[str], bool]:
     """The texts of the -f files, stdin's where the first "-" stands among them, else last; and whether stdin was
     read.
 
-    A file named "-" is stdin, as is stdin_asked (a prompt of "-"): then stdin is read even from a terminal. The
-    named files are read first, so a bad one is refused before stdin is waited for. waiting is called when piped
-    stdin keeps quiet for a while.
+    A file named "-" is stdin, as is stdin_asked (a prompt of "-"): then stdin is read even from a terminal. Every
+    named file is checked, then read, first, so a bad one is refused before a pipe or stdin is waited for. waiting
+    is called with "stdin" or a file's name when that pipe keeps quiet for a while.
     """
     asked = stdin_asked or STDIN_NAME in files
     named = [option_path(name, "-f/--file") for name in files if name != STDIN_NAME]
-    texts = [attachment_text(path, warnings) for path in named]
-    piped = read_stdin_input(stdin, warnings, asked=asked, waiting=waiting)
+    for path in named:
+        check_file_path(path)
+    texts = [attachment_text(path, warnings, waiting=_naming(waiting, short_path(path))) for path in named]
+    piped = read_stdin_input(stdin, warnings, asked=asked, waiting=_naming(waiting, "stdin"))
     if piped is not None:
         texts.insert(list(files).index(STDIN_NAME) if STDIN_NAME in files else len(texts), piped)
     return texts, piped is not None
+
+
+def _naming(waiting: Callable[[str], None] | None, source: str) -> Callable[[], None] | None:
+    """waiting, to be called with source's name (None stays None)."""
+    return None if waiting is None else lambda: waiting(source)
 
 
 def argument_text(value: str, source: str, warnings: list[str]) -> str:

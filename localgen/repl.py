@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.history import DummyHistory
 from prompt_toolkit.layout.processors import TabsProcessor
 
 from localgen import console
@@ -59,19 +60,22 @@ class Repl:
                  stats: bool = False, prefill_while_typing: bool = True) -> None:
         self.session = session
         self.resumed = resumed
-        self.markdown = markdown
+        # a TERM=dumb terminal (Emacs' shell) shows escapes as text: no live Markdown redraws, and no recalled or
+        # completed lines, which its prompt could not show before they were sent
+        self._escapes = console.takes_escapes(sys.stdout)
+        self.markdown = markdown and self._escapes
         self.show_thinking = show_thinking
         self.stats_after_answers = stats  # chat --stats, /stats on
         self._running = True
         self._leaving = LeaveGuard(session)
         self._typed: str | None = None  # the command as typed (/bye for /exit), for messages
-        self._history, self._history_warning = open_history()
+        self._history, self._history_warning = open_history() if self._escapes else (DummyHistory(), None)
         self._paste = PasteMark()
         self._view: AnswerView | None = None  # the answer being shown, if any
         self._prefill_status: console.PrefillStatus | None = None  # the long prompt's progress line, if any
         self._prompt = PromptSession(
             history=self._history,
-            completer=SlashCompleter(),
+            completer=SlashCompleter() if self._escapes else None,
             complete_while_typing=False,
             key_bindings=key_bindings(self._paste),
             bottom_toolbar=self._toolbar,
@@ -522,7 +526,9 @@ class Repl:
     def _markdown(self, argument: str) -> None:
         """/markdown on|off: render answers as Markdown, or print them exactly as written."""
         switch = _on_or_off(argument, "/markdown")
-        if switch is not None:
+        if switch and not self._escapes:
+            console.say("Markdown needs a terminal that takes escape sequences (TERM=dumb here); answers stay plain")
+        elif switch is not None:
             self.markdown = switch
             console.say(f"answers are shown {'as Markdown' if switch else 'as plain text, exactly as written'}")
 

@@ -782,6 +782,44 @@ def test_a_quiet_pipe_gets_a_note_on_a_terminal_and_its_text_still_counts(monkey
     assert notes == ["waiting", "later"]
 
 
+def test_a_named_pipe_given_with_f_is_waited_for_with_a_note_after_every_file_is_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import inputs
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    # a bad file after the pipe is named at once, rather than after a writer that may never come
+    missing = run_localgen("run", "-f", str(fifo), "-f", str(tmp_path / "missing"), "x", timeout=30)
+    assert missing.returncode == 2 and f"no such file: {tmp_path / 'missing'}" in missing.err, missing.err
+    monkeypatch.setattr(inputs, "STDIN_QUIET_S", 0.2)
+    notes: list[str] = []
+
+    def write_later() -> None:
+        time.sleep(0.6)  # no writer at first: opening the pipe waits, and the note comes meanwhile
+        fifo.write_text("piped words")
+
+    writer = threading.Thread(target=write_later)
+    writer.start()
+    texts, _ = inputs.gather_attachments([str(fifo)], None, [], waiting=notes.append)
+    writer.join()
+    assert texts == ["piped words"] and notes == [str(fifo)]
+
+
+def test_a_byte_order_mark_and_windows_line_ends_do_not_reach_the_model(tmp_path: Path) -> None:
+    plain, windows = tmp_path / "plain.txt", tmp_path / "windows.txt"
+    plain.write_bytes(b"first line\nsecond line\n")
+    windows.write_bytes(b"\xef\xbb\xbffirst line\r\nsecond line\r\n")
+
+    def prompt_tokens(*args: str, stdin: bytes | None = None) -> int:
+        result = run_localgen("run", "--json", "-n", "1", *args, "Summarize.", stdin=stdin)
+        assert result.returncode == 0, result.err
+        return json.loads(result.out)["usage"]["prompt_tokens"]
+
+    expected = prompt_tokens("-f", str(plain))
+    assert prompt_tokens("-f", str(windows)) == expected
+    assert prompt_tokens(stdin=windows.read_bytes()) == expected
+
+
 def test_a_stdin_that_cannot_be_read_is_a_one_line_error(tmp_path: Path) -> None:
     with open(tmp_path / "out.txt", "wb") as write_only:
         result = subprocess.run([sys.executable, "-m", "localgen", "run", "-n", "2", "hi"], stdin=write_only,
