@@ -10,7 +10,7 @@ import typer
 from localgen.cli_options import JsonOpt, confirmed, list_by_default
 from localgen.config import settings
 from localgen.errors import LocalgenError
-from localgen.units import binary_size, counted, human_size, local_minute
+from localgen.units import binary_size, counted, human_size, iso_time, local_minute
 
 if TYPE_CHECKING:
     from localgen.catalog import CachedModel, ListedModel
@@ -118,7 +118,7 @@ def _downloaded_cell(row: ListedModel) -> str:
 def _model_json(model: CachedModel) -> dict[str, object]:
     """A downloaded model as `models list --json` prints it."""
     return {"name": model.name, "repo": model.repo, "quant": model.quant, "size": model.size,
-            "last_used": model.last_used, "path": str(model.path), "source": model.source,
+            "last_used": iso_time(model.last_used), "path": str(model.path), "source": model.source,
             "verified": model.verified, "missing_shards": model.missing_shards}
 
 

@@ -334,10 +334,8 @@ def _write_under_free_name(folder: Path, conversation: Conversation) -> str:
 def load_conversation(name: str, *, shell: bool = False) -> Conversation:
     """Read a saved conversation by name and hold it for this process (shell: for `chat --resume NAME`, where
     /list is not at hand); ConversationBusyError when another chat has it open."""
-    folder = conversations_dir()
-    path = folder / f"{check_name(name)}.json"
-    if not path.is_file():
-        raise MissingConversationError(f"no saved conversation named '{name}'", hint=_missing_hint(shell))
+    folder, path = conversations_dir(), saved_path(name)
+    _refuse_other_than_a_file(path, name, shell)
     newly = hold(folder, name, hint="finish that chat first, or " + (
         "run `localgen chat` for a new conversation" if shell else "/load another (/list shows them)"))
     try:
@@ -356,8 +354,7 @@ def _read_saved(path: Path, shell: bool) -> str:
     try:
         return path.read_text(encoding="utf-8-sig")  # a BOM from a Windows editor is no damage
     except FileNotFoundError:
-        raise MissingConversationError(f"no saved conversation named '{path.stem}'",
-                                       hint=_missing_hint(shell)) from None
+        raise _missing(path.stem, shell) from None
     except UnicodeDecodeError:
         raise DamagedConversationError(f"{path} is not a valid saved conversation (not UTF-8 text)",
                                        hint="it was left untouched; start a new chat or load another",
@@ -369,16 +366,11 @@ def _read_saved(path: Path, shell: bool) -> str:
 def load_or_start(name: str) -> Conversation:
     """The saved conversation NAME or a new one by that name when none is saved, held for this process either way
     (two runs starting the same new conversation: the second is told it is busy, rather than saving elsewhere)."""
-    folder = conversations_dir()
-    path = folder / f"{check_name(name)}.json"
+    folder, path = conversations_dir(), saved_path(name)
     if not os.path.lexists(path):  # a dangling link is there too: never saved over under another name
         hold(folder, name, hint="wait for it to finish, or use another name")
         if not os.path.lexists(path):  # (unless the holder before us finished and saved it meanwhile)
             return Conversation(name=name)
-    if not path.is_file():
-        raise DamagedConversationError(f"{path} is not a saved conversation (not a file)",
-                                       hint="move it away, or use another name", name=name,
-                                       removable=not path.is_dir())
     return load_conversation(name, shell=True)
 
 
@@ -386,6 +378,27 @@ def let_go(conversation: Conversation) -> None:
     """Release this process's hold on a conversation it no longer works on (another chat may open it)."""
     if conversation.on_disk:
         release(conversations_dir(), conversation.name)
+
+
+def saved_path(name: str) -> Path:
+    """The file of the saved conversation NAME (a ConfigError or UsageError for a name that cannot be one)."""
+    return conversations_dir() / f"{check_name(name)}.json"
+
+
+def _missing(name: str, shell: bool) -> MissingConversationError:
+    """The error for a conversation name with nothing saved under it."""
+    return MissingConversationError(f"no saved conversation named '{name}'", hint=_missing_hint(shell))
+
+
+def _refuse_other_than_a_file(path: Path, name: str, shell: bool) -> None:
+    """Refuse a saved conversation's path that holds no file: nothing at all, or a folder, a dangling link, a pipe
+    (named the same way wherever a conversation is read)."""
+    if not os.path.lexists(path):
+        raise _missing(name, shell)
+    if not path.is_file():
+        raise DamagedConversationError(f"{path} is not a saved conversation (not a file)",
+                                       hint="move it away, or use another name", name=name,
+                                       removable=not path.is_dir())
 
 
 def _missing_hint(shell: bool) -> str:
@@ -397,9 +410,8 @@ def _missing_hint(shell: bool) -> str:
 
 def read_conversation(name: str) -> Conversation:
     """A saved conversation as it is on disk, without holding it (to list or show it; a chat may have it open)."""
-    path = conversations_dir() / f"{check_name(name)}.json"
-    if not path.is_file():
-        raise MissingConversationError(f"no saved conversation named '{name}'", hint=_missing_hint(True))
+    path = saved_path(name)
+    _refuse_other_than_a_file(path, name, True)
     conversation = Conversation.from_json(_read_saved(path, True), path)
     conversation.name = name
     return conversation
@@ -408,10 +420,10 @@ def read_conversation(name: str) -> Conversation:
 def saved_paths(names: list[str]) -> list[Path]:
     """The files of saved conversations (a damaged one, a dangling link or a pipe too: all can be deleted), or the
     error for the first name that is none."""
-    paths = [conversations_dir() / f"{check_name(name)}.json" for name in names]
+    paths = [saved_path(name) for name in names]
     for name, path in zip(names, paths, strict=True):
         if not os.path.lexists(path):
-            raise MissingConversationError(f"no saved conversation named '{name}'", hint=_missing_hint(True))
+            raise _missing(name, True)
         if path.is_dir():
             raise LocalgenError(f"{path} is a folder, not a saved conversation", hint="remove it yourself")
     return paths

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from localgen.conversation import ForeignFormatError, list_conversations, read_conversation
 from localgen.errors import LocalgenError
+from localgen.units import iso_time
 
 PREVIEW_CHARS = 60  # of the first message
 
@@ -25,8 +25,7 @@ class Summary:
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready record, the time in ISO 8601 (UTC)."""
-        updated = datetime.fromtimestamp(self.updated, timezone.utc).isoformat(timespec="seconds")
-        record: dict[str, object] = {"name": self.name, "updated": updated, "exchanges": self.exchanges,
+        record: dict[str, object] = {"name": self.name, "updated": iso_time(self.updated), "exchanges": self.exchanges,
                                      "model": self.model, "first_message": self.first_message}
         return record | ({"problem": self.problem} if self.problem else {})
 

@@ -19,6 +19,7 @@ BINARY_SNIFF_BYTES = 64 * 1024  # binary input is told from its first block
 STDIN_QUIET_S = 2.0  # a pipe silent this long gets a note that localgen waits for it
 SHOWN_PATH_CHARS = 120  # longer paths are cut in error messages
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
+FILE_OPTION = "-f/--file"  # the option that attaches files, as messages name it
 BOM = "\ufeff"  # a byte-order mark, which some editors put at the start of a UTF-8 file
 DOCUMENT_HINT = "send text; convert documents to plain text first"
 TEMPLATE_HINT = "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"
@@ -52,7 +53,7 @@ def option_path(text: str, option: str) -> Path:
     return Path(text)
 
 
-def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file",
+def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTION,
                     binary_hint: str = DOCUMENT_HINT, waiting: Callable[[], None] | None = None) -> str:
     """Read a text file named with option, with clear errors for missing, directory or unreadable paths; waiting is
     called once when the file is a pipe that keeps quiet for STDIN_QUIET_S seconds (no writer yet, say)."""
@@ -67,15 +68,15 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = "-f/--file
     return decode_input(data, short_path(path), warnings, binary_hint=binary_hint)
 
 
-def check_file_path(path: Path, option: str = "-f/--file") -> None:
-    """Refuse a path that cannot be a file to read (missing, a directory...) without opening it, so that a bad one
-    is named before a pipe among the others is waited for."""
+def check_file_path(path: Path) -> None:
+    """Refuse a -f path that cannot be a file to read (missing, a directory...) without opening it, so that a bad
+    one is named before a pipe among the others is waited for."""
     try:
         mode = path.stat().st_mode
     except OSError as exc:
-        raise _unreadable(path, option, exc) from None
+        raise _unreadable(path, FILE_OPTION, exc) from None
     if stat.S_ISDIR(mode):
-        raise _unreadable(path, option, IsADirectoryError(errno.EISDIR, "Is a directory"))
+        raise _unreadable(path, FILE_OPTION, IsADirectoryError(errno.EISDIR, "Is a directory"))
 
 
 def _unreadable(path: Path, option: str, exc: OSError) -> UsageError:
@@ -123,7 +124,7 @@ class _Once:
             function()
 
 
-def attachment_text(path: Path, warnings: list[str], *, option: str = "-f/--file",
+def attachment_text(path: Path, warnings: list[str], *, option: str = FILE_OPTION,
                     waiting: Callable[[], None] | None = None) -> str:
     """The text of a file attached to a message (read_file_input), with a warning when it is empty."""
     text = read_file_input(path, warnings, option=option, waiting=waiting)
@@ -244,7 +245,7 @@ def gather_attachments(files: Sequence[str], stdin: BinaryIO | None, warnings: l
     is called with "stdin" or a file's name when that pipe keeps quiet for a while.
     """
     asked = stdin_asked or STDIN_NAME in files
-    named = [option_path(name, "-f/--file") for name in files if name != STDIN_NAME]
+    named = [option_path(name, FILE_OPTION) for name in files if name != STDIN_NAME]
     for path in named:
         check_file_path(path)
     texts = [attachment_text(path, warnings, waiting=_naming(waiting, short_path(path))) for path in named]

@@ -23,7 +23,7 @@ from typing import BinaryIO
 from localgen.errors import LocalgenError
 from localgen.storage import atomic_write_bytes, check_folder
 from localgen.tokens import common_prefix, tokens_array
-from localgen.units import binary_size, counted, local_minute
+from localgen.units import binary_size, counted, iso_time, local_minute
 
 log = logging.getLogger("localgen.promptcache")
 
@@ -304,7 +304,7 @@ def cache_listing() -> dict[str, object]:
     directory = listed_cache_dir()
     entries = list_entries(directory)
     return {"directory": str(directory), "max_bytes": prompt_cache_bytes(), "total_bytes": sum(e.size for e in entries),
-            "entries": [{"file": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": e.last_used}
+            "entries": [{"file": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": iso_time(e.last_used)}
                         for e in entries]}
 
 

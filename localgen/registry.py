@@ -22,8 +22,7 @@ QUANT_PATTERN = re.compile(
     r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|FP16|FP32)(?![A-Za-z0-9])", re.IGNORECASE
 )
 HUB_PREFIXES = ("hf.co/", "huggingface.co/", "https://huggingface.co/", "https://hf.co/")
-_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_REPO_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registry name, and each half of a repo id
 _PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a top-level module: finding it imports nothing
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
@@ -192,7 +191,7 @@ def _check_spec_values(where: str, table: dict[str, object]) -> None:
     """Refuse values that parse but cannot be right: unsafe repo or file names, an empty quant, sizes that are not
     positive, a context size out of range."""
     repo = str(table["repo"])
-    if len(repo.split("/")) != 2 or not all(_REPO_PART.fullmatch(p) and ".." not in p for p in repo.split("/")):
+    if not is_repo_id(repo):
         raise ConfigError(f"{where}.repo {repo!r} is not a Hugging Face repo id", hint='write repo = "ORG/NAME"')
     for key in ("file", "package_file"):
         if key in table:
@@ -432,10 +431,15 @@ def _parse_hub(body: str, raw: str) -> ModelRef:
     return ModelRef(text=raw, repo=repo, quant=quant)
 
 
+def is_repo_id(repo: str) -> bool:
+    """Whether repo is a Hugging Face repo id, ORG/NAME, with safe characters."""
+    parts = repo.split("/")
+    return len(parts) == 2 and all(_NAME_PATTERN.fullmatch(p) and ".." not in p for p in parts)
+
+
 def _check_repo(repo: str, raw: str) -> None:
     """Reject repo ids that are not ORG/NAME with safe characters."""
-    parts = repo.split("/")
-    if len(parts) != 2 or not all(_REPO_PART.fullmatch(p) and ".." not in p for p in parts):
+    if not is_repo_id(repo):
         raise UsageError(f"'{raw}' is not a valid Hugging Face repo reference",
                          hint="write ORG/REPO, ORG/REPO:QUANT or ORG/REPO/FILE.gguf")
 

@@ -475,7 +475,8 @@ class Repl:
         entries = summaries()
         if not entries:
             console.say("no saved conversations")
-        width = max((len(entry.name) for entry in entries), default=0)
+            return
+        width = max(len(entry.name) for entry in entries)
         sizes = [counted(entry.exchanges, "exchange") if not entry.problem else "" for entry in entries]
         size_width = max(map(len, sizes), default=0)
         current = self.session.conversation.name if self.session.conversation.on_disk else None

@@ -135,12 +135,17 @@ class ChatSession:
         attachments change only when the stream starts: one dropped before it starts (Ctrl-C meanwhile) leaves them
         as they were.
         """
-        message = compose_user_message(text, self.attachments)
-        if not message:
+        planned = self._planned(text)
+        if not planned.turns[-1].user:
             raise UsageError("the message is empty", hint="type a question, or /help")
-        planned = replace(self.conversation, turns=[*self.conversation.turns, Turn(user=message)])
         dropped = self._make_room(planned)
         return TurnStart(dropped, planned.context_start), self._answer(question=planned, sends_attachments=True)
+
+    def _planned(self, text: str) -> Conversation:
+        """The conversation with text (after the attached files) as its next message: what ask() sends, and so what
+        prefill_ahead() must compute, token for token."""
+        return replace(self.conversation, turns=[*self.conversation.turns,
+                                                 Turn(user=compose_user_message(text, self.attachments))])
 
     def prefill_ahead(self, text: str, should_stop: Callable[[], bool]) -> None:
         """Compute the prompt of text as the next message (attachments included) into the KV cache before it is
@@ -152,8 +157,7 @@ class ChatSession:
         engine = self.loaded.engine
         if not engine.is_open or should_stop():
             return
-        planned = replace(self.conversation, turns=[*self.conversation.turns,
-                                                    Turn(user=compose_user_message(text, self.attachments))])
+        planned = self._planned(text)
         try:
             planned.fit(self._count, self._budget())
             tokens = self._prompt(planned.messages())[1]

@@ -33,8 +33,8 @@ def human_size(size: int) -> str:
 def binary_size(n: int) -> str:
     """A memory size in binary units: 1.5 GiB."""
     value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if abs(value) < 1024 or unit == "EiB":
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"
@@ -43,6 +43,13 @@ def binary_size(n: int) -> str:
 def counted(count: int, noun: str, plural: str | None = None) -> str:
     """'1 layer', '2 layers', '1 entry', '2 entries': a count and its noun, plural (noun + s by default) unless one."""
     return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
+def iso_time(epoch: float | None) -> str | None:
+    """A time as JSON listings give it: ISO 8601 in UTC, to the second (None stays None)."""
+    from datetime import datetime, timezone
+
+    return None if epoch is None else datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
 
 
 def local_minute(epoch: float) -> str:

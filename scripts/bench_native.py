@@ -98,7 +98,6 @@ def build_llama_bench(version: str, jobs: int, *, shared: bool) -> Path:
 
 def default_threads() -> int:
     """The thread count `localgen` picks by default (physical cores)."""
-    sys.path.insert(0, str(REPO_ROOT))
     from localgen.hardware import physical_cores
 
     return physical_cores()
@@ -320,6 +319,7 @@ def main() -> None:
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--output", type=Path, default=None, help="write the raw figures as JSON here")
     args = parser.parse_args()
+    sys.path.insert(0, str(REPO_ROOT))  # localgen from this checkout, installed or not
     if args.n_prompt < 1 or args.n_gen < 1:
         parser.error("--n-prompt and --n-gen compare both tests: give each at least 1")
     binary = build_llama_bench(installed_version(), args.jobs, shared=True)

@@ -38,7 +38,6 @@ import llama_cpp as lc
 quiet = lc.llama_log_callback(lambda *a: None)
 lc.llama_log_set(quiet, None)
 mp = lc.llama_model_default_params()
-mp.use_extra_bufts = sys.argv[4] == "1"
 model = lc.llama_model_load_from_file(sys.argv[1].encode(), mp)
 cp = lc.llama_context_default_params()
 cp.n_ctx, cp.n_threads, cp.n_threads_batch = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[3])
@@ -100,9 +99,9 @@ def main() -> None:
     sys.path.insert(0, str(REPO_ROOT))
     threads = str(args.threads or default_threads())
     model = str(bundled_model())
-    from localgen.engine import bare_llama_prelude, use_cpu_extra_buffers
+    from localgen.engine import bare_llama_prelude
 
-    repack = "1" if use_cpu_extra_buffers() else "0"  # the bare scripts load weights as localgen does
+    prelude = bare_llama_prelude()  # the bare scripts load weights as localgen does
     localgen = shutil.which("localgen") or None
     base = [localgen] if localgen else [sys.executable, "-m", "localgen"]
     # an installed package has its bytecode cached; let the warm-up runs write it as an install would
@@ -111,9 +110,8 @@ def main() -> None:
         "localgen --help": [*base, "--help"],
         "localgen --version": [*base, "--version"],
         'localgen run -n 1 "hi"': [*base, "run", "-n", "1", "--threads", threads, "hi"],
-        "bare script, Llama (high-level)": [sys.executable, "-c", bare_llama_prelude() + HIGH_LEVEL, model,
-                                            str(args.ctx), threads],
-        "bare script, low-level bindings": [sys.executable, "-c", LOW_LEVEL, model, str(args.ctx), threads, repack],
+        "bare script, Llama (high-level)": [sys.executable, "-c", prelude + HIGH_LEVEL, model, str(args.ctx), threads],
+        "bare script, low-level bindings": [sys.executable, "-c", prelude + LOW_LEVEL, model, str(args.ctx), threads],
     }
     for cmd in commands.values():  # warm the page cache and the bytecode cache once
         measure(cmd, env)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -9,7 +10,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hub_server import hubenv_fixture, loopback_hub_fixture  # noqa: F401  (the loopback Hub fixtures, for every test)
@@ -18,40 +18,24 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Compile localgen's bytecode once, and take Ctrl-C as Python does by default.
+    """Compile localgen's bytecode once, take Ctrl-C as Python does by default, and load weights as localgen does.
 
     The suite starts `python -m localgen` hundreds of times, and where PYTHONDONTWRITEBYTECODE is set (as on CI)
     none of them may cache it, so each compiled every module from source (0.2 s a start, over a minute a run).
     Compiling writes the cache whatever that variable says. A suite started as a background job of a shell without
-    job control has SIGINT ignored, which every child would inherit: the Ctrl-C tests would all fail.
+    job control has SIGINT ignored, which every child would inherit: the Ctrl-C tests would all fail. Tests that
+    load a file with llama-cpp-python's own Llama get localgen's weight buffers (not the AMX ones that crash some
+    machines).
     """
     import compileall
     import signal
 
     compileall.compile_dir(REPO_ROOT / "localgen", quiet=1)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    with contextlib.suppress(ImportError):  # no llama_cpp: the tests that need it are skipped
+        from localgen.engine import bare_llama_prelude
 
-
-def native_llama(path: Path, **kwargs: object) -> Any:
-    """llama-cpp-python's own Llama on path, for tests that check a file against llama.cpp directly, its weights
-    loaded as localgen loads them (not into the AMX buffers whose kernels crash some machines)."""
-    import llama_cpp
-
-    from localgen.engine import use_cpu_extra_buffers
-
-    bindings = llama_cpp.llama_cpp
-    defaults = bindings.llama_model_default_params
-
-    def as_localgen_loads() -> Any:
-        params = defaults()
-        params.use_extra_bufts = use_cpu_extra_buffers()
-        return params
-
-    bindings.llama_model_default_params = as_localgen_loads
-    try:
-        return llama_cpp.Llama(model_path=str(path), **kwargs)
-    finally:
-        bindings.llama_model_default_params = defaults
+        exec(bare_llama_prelude(), {})
 
 
 def bundled_model_file() -> Path:
@@ -63,11 +47,12 @@ def bundled_model_file() -> Path:
 def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Point localgen and the Hugging Face cache at temporary folders for the whole session."""
     home = tmp_path_factory.mktemp("localgen-home")
-    saved = {k: os.environ.get(k) for k in ("LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE")}
+    saved = {k: os.environ.get(k) for k in ("LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE",
+                                            "LOCALGEN_AMX")}
     os.environ["LOCALGEN_HOME"] = str(home / "localgen")
     os.environ["HF_HOME"] = str(home / "hf")
-    os.environ.pop("HF_HUB_CACHE", None)
-    os.environ.pop("HF_HUB_OFFLINE", None)
+    for key in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "LOCALGEN_AMX"):
+        os.environ.pop(key, None)
     from localgen import config
 
     config._settings = None

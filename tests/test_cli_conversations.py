@@ -101,6 +101,19 @@ def test_show_of_a_damaged_file_points_at_rm() -> None:
     assert shown.err.endswith("(hint: it was left untouched; `localgen conversations rm bad` deletes it)\n"), shown.err
 
 
+def test_a_dangling_link_is_named_alike_by_show_run_and_rm() -> None:
+    conversations_dir().mkdir(parents=True)
+    link = conversations_dir() / "gone.json"
+    link.symlink_to(conversations_dir() / "nowhere.json")
+    shown = run_localgen("conversations", "show", "gone")
+    assert shown.returncode == 1 and f"{link} is not a saved conversation (not a file)" in shown.err, shown.err
+    assert "`localgen conversations rm gone` deletes it" in shown.err
+    ran = run_localgen("run", "--conversation", "gone", "-n", "1", "hi")
+    assert ran.returncode == 1 and f"{link} is not a saved conversation (not a file)" in ran.err, ran.err
+    assert run_localgen("conversations", "rm", "gone", "--yes").returncode == 0
+    assert not link.is_symlink()
+
+
 def test_show_prints_the_transcript_and_json_the_saved_record() -> None:
     path = _save("recipe", Turn("How long do eggs boil?", "About **7** minutes."),
                  Turn("And soft?", "Four", interrupted=True), system="Be brief.")

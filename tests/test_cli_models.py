@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,10 @@ def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
     listed = json.loads(localgen(env, "models", "list", "--json").stdout)
     by_source = {m["source"]: m for m in listed}
     assert by_source["bundled"]["name"] == "smollm2-135m"
+    assert by_source["hub"]["last_used"] is None, "never run yet"
+    assert localgen(env, "run", "-m", f"{REPO}:Q4_1", "-n", "1", "hi").returncode == 0
+    used = next(m for m in json.loads(localgen(env, "models", "list", "--json").stdout) if m["source"] == "hub")
+    assert datetime.fromisoformat(used["last_used"]).utcoffset() == timedelta(0), used
     assert by_source["hub"]["quant"] == "Q4_1" and by_source["hub"]["size"] == 98_362_432
     plain = localgen(env, "models")
     assert plain.returncode == 0 and "smollm2-135m" in plain.stdout

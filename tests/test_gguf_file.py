@@ -24,7 +24,7 @@ from localgen.gguf_format import GGML_TYPES
 from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
 from localgen.gguf_reader import read_gguf, read_gguf_bytes
 from localgen.gguf_split import validate_split
-from tests.conftest import native_llama, run_localgen
+from tests.conftest import run_localgen
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -268,14 +268,18 @@ def test_copy_with_metadata_changes_loads_in_llama_cpp(bundled: Path, tmp_path: 
     assert info.tensors == tuple(
         TensorInfo(t.name, t.shape, t.ggml_type, t.offset + info.data_offset - BUNDLED_DATA_OFFSET, t.nbytes)
         for t in read_gguf(bundled).tensors)
-    llm = native_llama(copy, vocab_only=True, verbose=False)
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=str(copy), vocab_only=True, verbose=False)
     assert llm.metadata["tokenizer.chat_template"] == template
     assert llm.metadata["general.name"] == "renamed"
 
 
 @needs_llama
 def test_tiny_model_loads_and_runs_in_llama_cpp(tiny: Path) -> None:
-    llm = native_llama(tiny, n_ctx=64, verbose=False)
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=str(tiny), n_ctx=64, verbose=False)
     assert llm.tokenize(b"the", add_bos=False) == [gb.TINY_VOCAB.index("t"), gb.TINY_VOCAB.index("he")]
     assert llm.tokenize(b" the", add_bos=False) == [gb.TINY_VOCAB.index("\u0120the")]
     out = llm("the", max_tokens=3, temperature=0)
@@ -287,7 +291,9 @@ def test_tiny_sentencepiece_model_reads_and_runs(tiny_spm: Path) -> None:
     info = read_gguf(tiny_spm)
     assert info.metadata["tokenizer.ggml.model"] == "llama"
     assert info.metadata["tokenizer.ggml.tokens"] == ArraySummary(8, len(gb.TINY_SPM_VOCAB))
-    llm = native_llama(tiny_spm, n_ctx=64, verbose=False)
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=str(tiny_spm), n_ctx=64, verbose=False)
     text = "the he \n\t \u03a9 \U0001f600".encode()
     tokens = llm.tokenize(text, add_bos=True, special=True)
     assert tokens[:2] == [1, gb.TINY_SPM_VOCAB.index("\u2581the")]
@@ -625,7 +631,9 @@ def _copy_all(paths: list[Path], directory: Path) -> list[Path]:
 
 @needs_llama
 def test_llama_cpp_loads_the_split_model(shards: list[Path]) -> None:
-    llm = native_llama(shards[0], n_ctx=128, verbose=False)
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=str(shards[0]), n_ctx=128, verbose=False)
     assert llm.n_vocab() == 49152
     out = llm("The capital of France is", max_tokens=4, temperature=0)
     assert "Paris" in out["choices"][0]["text"]

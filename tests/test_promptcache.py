@@ -7,6 +7,7 @@ import json
 import logging
 import os
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from localgen.events import Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.promptcache import HEADER, PromptCache, clear, entry_parts, evict, list_entries, prompt_cache_for
 from localgen.tokens import common_prefix
+from localgen.units import binary_size
 from localgen.verify import file_identity_key
 from tests.conftest import run_localgen
 
@@ -159,6 +161,10 @@ def test_clear_removes_everything(tmp_path: Path) -> None:
     cache.store([1, 2, 3], b"abc")
     cache.store([4, 5, 6], b"def")
     assert clear(tmp_path)[0] == 2 and list_entries(tmp_path) == []
+
+
+def test_a_huge_bound_is_shown_in_the_largest_binary_unit() -> None:
+    assert binary_size(5 * 2**40) == "5.0 TiB" and binary_size(2**63) == "8.0 EiB"
 
 
 @pytest.mark.parametrize(("value", "expected"), [("", config.DEFAULT_PROMPT_CACHE_BYTES), ("1000", 1000),
@@ -321,6 +327,7 @@ def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> N
     assert "1 entry" in listing.err, listing.err
     (entry,) = json.loads(run_localgen("cache", "--json", env=env).out)["entries"]
     assert run_localgen("cache", "list", "--json", env=env).out == run_localgen("cache", "--json", env=env).out
+    assert datetime.fromisoformat(entry["last_used"]).utcoffset() == timedelta(0), "ISO 8601, as conversations'"
     assert entry["tokens"] == json.loads(first.out)["usage"]["prompt_tokens"], "the prompt's KV, not the answer's"
     second = run_localgen("run", *args, "Which box holds most?", env=env)
     uncached = run_localgen("run", *args, "--no-cache", "Which box holds most?", env=env)

@@ -28,28 +28,38 @@ class BackendDevice:
     free_bytes: int
 
 
+_VOID_P, _SIZE_P = ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)
+_SIGNATURES: dict[str, tuple[type | None, list[type]]] = {  # name: (restype, argtypes), from ggml-backend.h
+    "ggml_backend_dev_count": (ctypes.c_size_t, []),
+    "ggml_backend_dev_get": (_VOID_P, [ctypes.c_size_t]),
+    "ggml_backend_dev_name": (ctypes.c_char_p, [_VOID_P]),
+    "ggml_backend_dev_description": (ctypes.c_char_p, [_VOID_P]),
+    "ggml_backend_dev_type": (ctypes.c_int, [_VOID_P]),
+    "ggml_backend_dev_memory": (None, [_VOID_P, _SIZE_P, _SIZE_P]),
+    "ggml_backend_dev_by_type": (_VOID_P, [ctypes.c_int]),
+    "ggml_backend_dev_backend_reg": (_VOID_P, [_VOID_P]),
+    "ggml_backend_reg_get_proc_address": (_VOID_P, [_VOID_P, ctypes.c_char_p]),
+    "ggml_backend_buft_name": (ctypes.c_char_p, [_VOID_P]),
+}
+MAX_EXTRA_BUFTS = 64  # more than ggml-cpu has (AMX, CPU_REPACK, KleidiAI...): a bound on a null-terminated list
+
+
+@lru_cache(maxsize=1)
 def _ggml_device_api() -> ctypes.CDLL | None:
-    """The ggml library with the device calls' signatures declared, or None when it lacks them."""
+    """The ggml library with the calls localgen makes declared, or None when it lacks them."""
     try:
         lib = load_bindings("_ggml").libggml
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            function = getattr(lib, name)
+            function.restype, function.argtypes = restype, argtypes
     except (ImportError, OSError, AttributeError):
         return None
-    try:
-        lib.ggml_backend_dev_count.restype = ctypes.c_size_t
-        lib.ggml_backend_dev_count.argtypes = []
-        lib.ggml_backend_dev_get.restype = ctypes.c_void_p
-        lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
-        for name in ("ggml_backend_dev_name", "ggml_backend_dev_description"):
-            getattr(lib, name).restype = ctypes.c_char_p
-            getattr(lib, name).argtypes = [ctypes.c_void_p]
-        lib.ggml_backend_dev_type.restype = ctypes.c_int
-        lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
-        lib.ggml_backend_dev_memory.restype = None
-        lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
-                                                ctypes.POINTER(ctypes.c_size_t)]
-    except AttributeError:
-        return None
     return lib
+
+
+def _text(value: bytes | None) -> str:
+    """A C string from ggml as text."""
+    return (value or b"").decode("utf-8", errors="replace")
 
 
 def backend_devices() -> tuple[BackendDevice, ...]:
@@ -67,8 +77,8 @@ def backend_devices() -> tuple[BackendDevice, ...]:
         kind = int(lib.ggml_backend_dev_type(dev))
         devices.append(BackendDevice(
             index=index,
-            name=(lib.ggml_backend_dev_name(dev) or b"").decode("utf-8", errors="replace"),
-            description=(lib.ggml_backend_dev_description(dev) or b"").decode("utf-8", errors="replace"),
+            name=_text(lib.ggml_backend_dev_name(dev)),
+            description=_text(lib.ggml_backend_dev_description(dev)),
             kind=DEVICE_KINDS[kind] if 0 <= kind < len(DEVICE_KINDS) else "unknown",
             total_bytes=int(total.value),
             free_bytes=int(free.value),
@@ -83,26 +93,15 @@ def cpu_extra_buffer_types() -> tuple[str, ...]:
     lib = _ggml_device_api()
     if lib is None:
         return ()
-    try:
-        lib.ggml_backend_dev_by_type.restype = ctypes.c_void_p
-        lib.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
-        lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
-        lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
-        lib.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
-        lib.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-        lib.ggml_backend_buft_name.restype = ctypes.c_char_p
-        lib.ggml_backend_buft_name.argtypes = [ctypes.c_void_p]
-    except AttributeError:
-        return ()
     cpu = lib.ggml_backend_dev_by_type(DEVICE_KINDS.index("cpu"))
     reg = lib.ggml_backend_dev_backend_reg(cpu) if cpu else None
     address = lib.ggml_backend_reg_get_proc_address(reg, EXTRA_BUFTS_PROC) if reg else None
     if not address:
         return ()
-    extra_bufts = ctypes.CFUNCTYPE(ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)(address)(cpu)
+    extra_bufts = ctypes.CFUNCTYPE(ctypes.POINTER(_VOID_P), _VOID_P)(address)(cpu)
     names = []
-    for index in range(64):  # a null-terminated array of a few entries
+    for index in range(MAX_EXTRA_BUFTS):
         if not extra_bufts or not extra_bufts[index]:
             break
-        names.append((lib.ggml_backend_buft_name(extra_bufts[index]) or b"").decode("utf-8", errors="replace"))
+        names.append(_text(lib.ggml_backend_buft_name(extra_bufts[index])))
     return tuple(names)

@@ -27,19 +27,19 @@ def use_cpu_extra_buffers() -> bool:
 
 
 UNPACKED_LLAMA_PRELUDE = """
-import llama_cpp.llama_cpp as _bindings
-_defaults = _bindings.llama_model_default_params
+import llama_cpp as _package
+_defaults = _package.llama_cpp.llama_model_default_params
 def _unpacked():
     params = _defaults()
     params.use_extra_bufts = False
     return params
-_bindings.llama_model_default_params = _unpacked
+_package.llama_model_default_params = _package.llama_cpp.llama_model_default_params = _unpacked
 """
 
 
 def bare_llama_prelude() -> str:
-    """Python source for the start of a bare llama-cpp-python script (the benchmarks' and tests'), so that its
-    Llama loads weights as localgen does; empty where they load alike."""
+    """Python source for the start of a bare llama-cpp-python script or process (the benchmarks' and tests'), so
+    that its Llama and llama_model_default_params load weights as localgen does; empty where they load alike."""
     return "" if use_cpu_extra_buffers() else UNPACKED_LLAMA_PRELUDE
 
 
