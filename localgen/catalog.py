@@ -70,6 +70,12 @@ class RemovedModel:
     bytes_freed: int
     kept_shared: tuple[Path, ...]
     dry_run: bool = False
+    repo: str = ""  # the Hub repository the files came from
+
+    @property
+    def described(self) -> str:
+        """The name, with the repository when the name is a registry name (which the bundled copy may share)."""
+        return self.name if self.name.startswith(self.repo) else f"{self.name} from {self.repo}"
 
 
 # ----------------------------------------------------------------------------- last use
@@ -310,7 +316,7 @@ def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: b
                 _unlink(manifest)  # Xet shared-store reference list of a deleted store blob
         _prune(repo_dir)
     return RemovedModel(name=name, paths=tuple(deleted), bytes_freed=freed,
-                        kept_shared=tuple(dict.fromkeys(kept)), dry_run=dry_run)
+                        kept_shared=tuple(dict.fromkeys(kept)), dry_run=dry_run, repo=files[0].repo)
 
 
 def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile]) -> tuple[list[Path], list[Path], int]:

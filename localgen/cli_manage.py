@@ -205,11 +205,11 @@ def models_rm(
     for reference in references:
         plan = remove_model(registry, reference, dry_run=True)
         plans.setdefault(plan.name, (reference, plan))
-    listed = ", ".join(f"{name} ({human_size(plan.bytes_freed)})" for name, (_, plan) in plans.items())
+    listed = ", ".join(f"{plan.described} ({human_size(plan.bytes_freed)})" for _, plan in plans.values())
     if not confirmed(f"remove {listed}", yes=yes, declined="nothing removed"):
         return
     for reference, _ in plans.values():
         removed = remove_model(registry, reference)
         kept = removed.kept_shared
-        console.say(f"removed {removed.name}: freed {human_size(removed.bytes_freed)}"
+        console.say(f"removed {removed.described}: freed {human_size(removed.bytes_freed)}"
                     + (f", kept {counted(len(kept), 'file')} another model uses" if kept else ""))

@@ -124,7 +124,7 @@ def test_models_rm_takes_several_models_and_checks_them_all_first(hub: tuple[Hub
     assert len(json.loads(localgen(env, "models", "list", "--json").stdout)) == 3, "nothing removed"
     removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "org/tiny-GGUF", f"{REPO}:q4_1", "--yes")
     assert removed.returncode == 0, removed.stderr
-    assert removed.stderr.splitlines() == ["removed smollm2-135m: freed 98.4 MB",
+    assert removed.stderr.splitlines() == [f"removed smollm2-135m from {REPO}: freed 98.4 MB",
                                            "removed org/tiny-GGUF:Q8_0: freed 200.0 kB"], removed.stderr
     assert [m["source"] for m in json.loads(localgen(env, "models", "list", "--json").stdout)] == ["bundled"]
 
@@ -321,7 +321,7 @@ def test_models_rm_on_a_terminal_asks_and_removes_only_on_yes(hub: tuple[HubServ
     def answered(answer: str) -> tuple[int, str]:
         child = pexpect.spawn(sys.executable, ["-m", "localgen", "models", "rm", f"{REPO}:Q4_1"], cwd=str(REPO_ROOT),
                               env=env, encoding="utf-8", timeout=60, dimensions=(24, 200))
-        child.expect_exact("remove smollm2-135m (98.4 MB)? [y/N] ")  # the registry name of the download
+        child.expect_exact(f"remove smollm2-135m from {REPO} (98.4 MB)? [y/N] ")  # not the bundled copy
         child.sendline(answer)
         child.expect(pexpect.EOF)
         child.close()
