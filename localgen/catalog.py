@@ -22,7 +22,7 @@ from localgen import hub_cache
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
-from localgen.registry import ModelRef, ModelSpec, Registry, hub_target, normalize_quant, parse_reference
+from localgen.registry import ModelRef, ModelSpec, Registry, hub_target, normalize_quant
 from localgen.storage import atomic_write_bytes
 from localgen.verify import is_verified, path_key
 
@@ -230,7 +230,7 @@ def _display_name(registry: Registry, repo: str, quant: str | None, filename: st
 
 def remove_model(registry: Registry, reference: str, *, dry_run: bool = False) -> RemovedModel:
     """Delete a downloaded model's files from the HF cache, keeping blobs other models still use."""
-    ref = parse_reference(reference)
+    ref = registry.reference(reference)
     if ref.kind == "path":
         _refuse_path(registry, ref)
     repo, quant, pattern, spec = _target(registry, ref)

@@ -228,10 +228,10 @@ class _Target:
 def _target(reference: str | None) -> _Target:
     """Parse a reference the way resolve_model does."""
     from localgen.config import settings
-    from localgen.registry import hub_target, load_registry, parse_reference
+    from localgen.registry import hub_target, load_registry
 
     registry = load_registry(settings().user_registry)
-    ref = parse_reference(reference if reference is not None else registry.default_reference())
+    ref = registry.reference(reference if reference is not None else registry.default_reference())
     if ref.path is not None:
         return _Target(text=ref.text, path=ref.path, repo=None, quant=None, filename=None, default_ctx=None)
     spec = registry.spec_for(ref)

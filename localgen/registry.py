@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,15 @@ class Registry:
         close = difflib.get_close_matches(name.lower(), list(self.models), n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names"
         raise ModelNotFoundError(f"unknown model '{name}'", hint=hint)
+
+    def reference(self, text: str) -> ModelRef:
+        """parse_reference, reading Ollama's NAME:SIZE (qwen2.5:0.5b, llama3.2:1b) as the entry NAME-SIZE where
+        the registry has that entry and no NAME."""
+        ref = parse_reference(text)
+        if ref.name is None or ref.quant is None or ref.name in self.models:
+            return ref
+        tagged = f"{ref.name}-{ref.quant.lower()}"
+        return replace(ref, name=tagged, quant=None) if tagged in self.models else ref
 
     def spec_for(self, ref: ModelRef) -> ModelSpec | None:
         """The entry a reference names (None for a Hub repo or a path); an unknown name that a file here has is

@@ -12,7 +12,7 @@ from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
 from localgen.hub_errors import offer_alternative, offline_hint, with_alternative
 from localgen.inputs import short_path
-from localgen.registry import ModelRef, ModelSpec, Registry, hub_target, load_registry, normalize_quant, parse_reference
+from localgen.registry import ModelRef, ModelSpec, Registry, hub_target, load_registry, normalize_quant
 from localgen.verify import verify_file
 
 
@@ -108,7 +108,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
                   pull: bool = True, force: bool = False) -> ResolvedModel:
     """Resolve a reference (None = the default) to a verified file: cache, bundled, then the Hub."""
     registry = registry or load_registry(settings().user_registry)
-    ref = parse_reference(text if text is not None else registry.default_reference())
+    ref = registry.reference(text if text is not None else registry.default_reference())
     flag = offline is True  # --offline, as opposed to the environment's HF_HUB_OFFLINE / LOCALGEN_OFFLINE
     offline = settings().offline if offline is None else offline
     if ref.path is not None:
@@ -139,7 +139,7 @@ def check_reference(text: str) -> None:
     """Refuse at once a reference that names no model (an unknown registry name, a missing local file), before
     anything slow happens; a Hub reference is checked when it is resolved."""
     registry = load_registry(settings().user_registry)
-    ref = parse_reference(text)
+    ref = registry.reference(text)
     if ref.path is not None:
         _local_file(ref.path)
     else:
@@ -150,7 +150,7 @@ def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
     """A Hub error whose hint also names the copy of the model another tool put in the Hugging Face cache, which
     `-m PATH` can use as it is (exc itself when there is none)."""
     registry = load_registry(settings().user_registry)
-    ref = parse_reference(text if text is not None else registry.default_reference())
+    ref = registry.reference(text if text is not None else registry.default_reference())
     if ref.path is not None:
         return exc
     repo, quant, filename = hub_target(ref, registry.spec_for(ref))

@@ -152,6 +152,17 @@ def test_a_sha256_is_kept_in_lower_case_with_where_it_came_from(tmp_path: Path) 
     assert load_registry().get("smollm2-135m").origin == "[models.smollm2-135m] in built-in models.toml"
 
 
+def test_ollama_s_name_and_size_tag_means_the_entry_of_that_size(tmp_path: Path) -> None:
+    registry = load_registry(tmp_path / "none.toml")
+    ref = registry.reference("qwen2.5:0.5b")
+    assert (ref.name, ref.quant, ref.text) == ("qwen2.5-0.5b", None, "qwen2.5:0.5b")
+    assert registry.reference("llama3.2:1b").name == "llama3.2-1b"
+    assert registry.reference("qwen2.5-0.5b:Q8_0").quant == "Q8_0", "a quant of an entry stays a quant"
+    assert (registry.reference("nosuch:1b").name, registry.reference("nosuch:1b").quant) == ("nosuch", "1B")
+    ran = run_localgen("run", "-m", "smollm2:135m", "--json", "-n", "1", "hi")  # the bundled smollm2-135m
+    assert ran.returncode == 0, ran.err
+
+
 def test_unknown_name_suggests_close_ones() -> None:
     with pytest.raises(ModelNotFoundError) as info:
         load_registry().get("qwen2.5-05b")
