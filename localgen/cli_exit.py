@@ -24,7 +24,13 @@ from localgen.errors import (
     LocalgenError,
     internal_error_text,
 )
-from localgen.other_tools import OTHER_TOOLS_COMMANDS, check_options, mentions_other_tools_options
+from localgen.other_tools import (
+    OTHER_TOOLS_COMMANDS,
+    OTHER_TOOLS_WORDS,
+    SUBCOMMAND_HABITS,
+    check_options,
+    mentions_other_tools_options,
+)
 from localgen.signals import SignalExit, signal_exit_code
 
 OUTPUT_FULL_ERRNOS = DISK_FULL_ERRNOS | {errno.EFBIG}
@@ -68,8 +74,11 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     command = args[0] if args and args[0] in _command_names(app) else ""
     text = str(exc).lower()
     return (_unknown_command_hint(app, args, command, text)
+            or _subcommand_habit_hint(app, args, command, text)
+            or _option_before_command_hint(app, exc, args, command)
             or _extra_argument_hint(app, args, command, text)
             or _ctx_flag_hint(exc, command)
+            or _threads_flag_hint(exc, command)
             or _dash_prompt_hint(args, command, text)
             or _help_hint(app, exc, args, command))
 
@@ -82,9 +91,26 @@ def _unknown_command_hint(app: typer.Typer, args: list[str], command: str, text:
 
 
 def _other_tool_hint(word: str) -> str | None:
-    """For what users of other tools type at the top level (`ls`, `rm`): localgen's command for it."""
+    """For what users of other tools type at the top level (`ls`, `rm`, `serve`): localgen's command or way."""
     command = OTHER_TOOLS_COMMANDS.get(word)
-    return f"use `{command}`" if command else None
+    return f"use `{command}`" if command else OTHER_TOOLS_WORDS.get(word)
+
+
+def _subcommand_habit_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
+    """For `models ls` or `conversations remove`: the group's own name for it."""
+    groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
+    if command not in groups or len(args) < 2 or "no such command" not in text:
+        return None
+    meant = SUBCOMMAND_HABITS.get(args[1])
+    names = {c.name for c in groups[command].registered_commands}
+    return f"use `{shlex.join(['localgen', command, meant, *args[2:]])}`" if meant in names else None
+
+
+def _option_before_command_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:
+    """For `localgen -m NAME "prompt"`: options of `run` go after the command."""
+    if command or not args or not _is_no_such_option(exc) or args[0].partition("=")[0] not in _option_arity(app, "run"):
+        return None
+    return f"options go after the command: `{shlex.join(['localgen', 'run', *args])}`"
 
 
 def _prompt_as_command_hint(app: typer.Typer, word: str) -> str | None:
@@ -131,6 +157,14 @@ def _ctx_flag_hint(exc: Exception, command: str) -> str | None:
     if any(name in message for name in ("'--ctx-size' / '-c'", "Option '-c'")):
         return "-c is --ctx-size; to continue the latest conversation use --continue"
     return None
+
+
+def _threads_flag_hint(exc: Exception, command: str) -> str | None:
+    """For `-t NAME` in `run` or `chat` (llm's template option): it is --threads here."""
+    message = _usage_error_text(exc)
+    if command not in ("run", "chat") or "'--threads' / '-t'" not in message or "integer" not in message:
+        return None
+    return "-t is --threads N; llm's templates are models.toml entries here, each with a system prompt and settings"
 
 
 def _dash_prompt_hint(args: list[str], command: str, text: str) -> str | None:

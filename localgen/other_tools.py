@@ -9,6 +9,12 @@ OTHER_TOOLS_COMMANDS = {  # what users of other tools type at the top level, and
     "remove": "localgen models rm NAME", "show": "localgen models show NAME", "info": "localgen models show NAME",
     "download": "localgen pull NAME", "logs": "localgen conversations", "history": "localgen conversations",
 }
+_NO_SERVER = "localgen has no server: `localgen run` and `localgen chat` load the model in their own process"
+_MODELS_TOML = "models are entries of models.toml: add [models.NAME] to yours (README, Models)"
+OTHER_TOOLS_WORDS = {  # what other tools' users type at the top level that localgen has no command for
+    "serve": _NO_SERVER, "ps": _NO_SERVER, "stop": _NO_SERVER, "create": _MODELS_TOML, "cp": _MODELS_TOML,
+}
+SUBCOMMAND_HABITS = {"ls": "list", "remove": "rm", "delete": "rm", "del": "rm"}  # within `models`, `conversations`
 
 # Options of other tools for `run` and `chat`: the tool, what the option is for there, and localgen's way. Several would
 # otherwise be read as one of localgen's short options with a value stuck to it: -sys as -s ys (a system prompt "ys"),

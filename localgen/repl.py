@@ -34,6 +34,8 @@ from localgen.repl_input import (
     continuation,
     help_lines,
     key_bindings,
+    means_leaving,
+    meant_command,
     message_text,
     one_argument,
     open_history,
@@ -221,6 +223,8 @@ class Repl:
         """Dispatch one input line; one that began with a paste is a message, sent as pasted."""
         text = message_text(line, pasted=pasted)
         command = parse_command(line) if text is None else None
+        if command is None and means_leaving(line, pasted=pasted):
+            command = parse_command("/exit")
         self._leaving.next_input(command.name if command is not None else None)
         if command is None:
             if text and text.strip():
@@ -233,8 +237,10 @@ class Repl:
             return
         handler = self._handlers.get(command.name)
         if handler is None:
+            meant = meant_command(command.name, self._handlers)
             console.error(f"unknown command {command.name}",
-                          hint="/help lists the commands; // at the start sends a message that starts with /")
+                          hint=(f"did you mean {meant}? " if meant else "")
+                          + "/help lists the commands; // at the start sends a message that starts with /")
             return
         if command.argument and command.name in WITHOUT_ARGUMENT:
             console.error(f"{command.name} takes no argument", hint=f"type {command.name} alone; /help lists the rest")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import re
 import shlex
@@ -59,6 +60,11 @@ MIN_HELP_TEXT = 30  # narrower than this beside the commands, a command's text g
 MIN_HELP_WIDTH = 24  # a terminal narrower than this gets one line per command, left to it to break
 COMMANDS = tuple(usage.split()[0] for usage in COMMAND_HELP)
 ALIASES = {"/quit": "/exit", "/bye": "/exit", "/clear": "/reset", "/?": "/help"}  # other tools' names (Ollama's)
+LEAVING_WORDS = frozenset({"exit", "quit"})  # alone on a typed line, they end the chat, as in llm's chat
+SLASH_HABITS = {  # other tools' commands that localgen names otherwise
+    "/retry": "/regen", "/redo": "/regen", "/new": "/reset", "/history": "/list", "/sessions": "/list",
+    "/context": "/stats", "/tokens": "/stats", "/params": "/show parameters", "/models": "/model REF",
+}
 WITHOUT_ARGUMENT = frozenset({usage for usage in COMMAND_HELP if " " not in usage} | set(ALIASES))
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # C0 controls and DEL; tabs and newlines are text
 
@@ -119,6 +125,17 @@ def message_text(line: str, *, pasted: bool) -> str | None:
         return None
     text = unwrap_block(line)
     return text.replace("/", "", 1) if text.lstrip().startswith("//") else text
+
+
+def means_leaving(line: str, *, pasted: bool) -> bool:
+    """Whether a typed line is a bare `exit` or `quit`, which ends the chat rather than going to the model."""
+    return not pasted and line.strip().lower() in LEAVING_WORDS
+
+
+def meant_command(name: str, known: Iterable[str]) -> str | None:
+    """For an unknown slash command: localgen's name for another tool's command, or a close one (a typo)."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return SLASH_HABITS.get(name) or (close[0] if close else None)
 
 
 def typed_message(line: str, *, pasted: bool) -> str | None:

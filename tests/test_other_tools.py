@@ -43,3 +43,22 @@ def test_ollama_s_verbose_is_stats() -> None:
     result = run_localgen("run", "--verbose", "-n", "2", "--temperature", "0", "hi")
     assert result.returncode == 0, result.err
     assert "decode" in result.err and "tok/s" in result.err
+
+
+@pytest.mark.parametrize(("args", "error", "hint"), [
+    (("serve",), "No such command 'serve'.",
+     "localgen has no server: `localgen run` and `localgen chat` load the model in their own process"),
+    (("models", "ls"), "No such command 'ls'. Did you mean 'list'?", "use `localgen models list`"),
+    (("conversations", "remove", "a", "b"), "No such command 'remove'.", "use `localgen conversations rm a b`"),
+    (("-m", "smollm2-135m", "hi there"), "No such option: -m",
+     "options go after the command: `localgen run -m smollm2-135m 'hi there'`"),
+    (("run", "-t", "summarize", "x"), "Invalid value for '--threads' / '-t': 'summarize' is not a valid integer.",
+     "-t is --threads N; llm's templates are models.toml entries here, each with a system prompt and settings"),
+    (("run", "-f", "https://example.com/x.txt", "sum"),
+     "-f/--file reads a local file, not an address: https://example.com/x.txt",
+     'fetch it first: curl -sL https://example.com/x.txt | localgen run "..."'),
+])
+def test_other_tools_words_get_localgen_s_way(args: tuple[str, ...], error: str, hint: str) -> None:
+    result = run_localgen(*args)
+    assert result.returncode == 2 and result.out == ""
+    assert result.err == f"localgen: error: {error} (hint: {hint})\n"

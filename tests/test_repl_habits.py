@@ -109,3 +109,19 @@ def test_help_wraps_each_command_s_text_beside_it(tmp_path: Path) -> None:
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_path: Path) -> None:
+    chat = Chat(tmp_path / "home", "-n", "3")
+    try:
+        assert "did you mean /regen?" in chat.command("/retry", "/help lists the commands")
+        assert "did you mean /help?" in chat.command("/hepl", "/help lists the commands")
+        assert "did you mean" not in chat.command("/frobnicate", "/help lists the commands")
+        chat.child.sendline("exit")  # llm's chat leaves on it; it does not go to the model
+        chat.child.expect(pexpect.EOF)
+        chat.child.close()
+        assert chat.child.exitstatus == 0
+        assert "[stopped at the limit" not in chat.transcript.getvalue()
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
