@@ -14,7 +14,7 @@ from functools import lru_cache, wraps
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from localgen.errors import TemplateError
+from localgen.errors import LocalgenError, TemplateError
 
 if TYPE_CHECKING:
     from jinja2 import Environment, Template
@@ -318,6 +318,23 @@ class PromptFormat:
             raise TemplateError(f"{_one_line(self.model_name)}: the chat template turns the messages into no text",
                                 hint=self.template_hint)
         return text
+
+    def default_system(self) -> str | None:
+        """The system prompt the chat template writes where the messages carry none (SmolLM2's and Qwen's do),
+        else None."""
+        if self.template is None:
+            return None
+        system, user = "\ue000system\ue000", "\ue000user\ue000"  # private-use marks no template writes
+        try:
+            marked = self.render([Message("system", system), Message("user", user)], add_generation_prompt=False)
+            plain = self.render([Message("user", user)], add_generation_prompt=False)
+        except LocalgenError:
+            return None
+        opening, found, rest = marked.partition(system)
+        between = rest.partition(user)[0]  # the system block's end and the user block's start
+        if not found or not plain.startswith(opening) or between + user not in plain:
+            return None
+        return plain[len(opening):plain.index(between + user)].strip() or None
 
     def tokenize(self, engine: Engine, text: str) -> list[int]:
         """Tokenize rendered text (a template's control tokens read as such), adding BOS only when the model wants

@@ -43,7 +43,7 @@ from localgen.repl_input import (
     typed_message,
     without_controls,
 )
-from localgen.repl_show import show, stop_strings_line
+from localgen.repl_show import show, stop_strings_line, system_prompt_line
 from localgen.repl_text import brief, empty_answer_note, exchanges_in_context, gist, room_notice, what_reset_kept
 from localgen.repl_unsaved import LeaveGuard, say_unsaved
 from localgen.session import SETTING_NAMES, ChatSession, UnsavedChangeError
@@ -324,8 +324,7 @@ class Repl:
     def _system(self, argument: str) -> None:
         """/system [TEXT|none]: show the system prompt, set it, or clear it."""
         if not argument:
-            current = self.session.conversation.system
-            console.say(f"system prompt: {current}" if current else "no system prompt (/system TEXT sets one)")
+            console.say(system_prompt_line(self.session))
             return
         clear = argument.lower() == "none"
         self.session.set_system("" if clear else argument)

@@ -26,16 +26,27 @@ def show(session: ChatSession, part: str, settings_text: str) -> None:
         _settings(session, settings_text)
     if wanted == "":
         conversation = session.conversation
-        console.say(f"system: {brief(conversation.system) if conversation.system else '(none)'}")
+        default = None if conversation.system else session.loaded.prompt_format.default_system()
+        console.say(f"system: {brief(conversation.system)}" if conversation.system else
+                    f"system: (none; the chat template adds {brief(default)!r})" if default else "system: (none)")
         console.say(f"conversation: {conversation.name}, {exchanges_in_context(conversation)}")
     elif wanted == "system":
-        console.say(f"system prompt: {session.conversation.system}" if session.conversation.system
-                    else "no system prompt (/system TEXT sets one)")
+        console.say(system_prompt_line(session))
     elif wanted == "template":
         template = session.loaded.prompt_format.template
         console.say(template.rstrip("\n") if template else "no chat template: plain completion")
     elif wanted == "license":
         console.say(f"license: {_license(session)}")
+
+
+def system_prompt_line(session: ChatSession) -> str:
+    """The chat's system prompt in full, or the chat template's own that goes in its place (/show system, /system)."""
+    if session.conversation.system:
+        return f"system prompt: {session.conversation.system}"
+    default = session.loaded.prompt_format.default_system()
+    if default:
+        return f"no system prompt set; the chat template adds its own: {default!r} (/system TEXT replaces it)"
+    return "no system prompt (/system TEXT sets one)"
 
 
 def _model(session: ChatSession) -> None:

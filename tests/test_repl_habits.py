@@ -117,6 +117,8 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
         assert "did you mean /regen?" in chat.command("/retry", "/help lists the commands")
         assert "did you mean /help?" in chat.command("/hepl", "/help lists the commands")
         assert "did you mean" not in chat.command("/frobnicate", "/help lists the commands")
+        shown = chat.command("/show system", "/system TEXT replaces it")  # SmolLM2's template adds one
+        assert "the chat template adds its own: 'You are a helpful AI assistant named SmolLM" in shown, shown
         chat.child.sendline("exit")  # llm's chat leaves on it; it does not go to the model
         chat.child.expect(pexpect.EOF)
         chat.child.close()

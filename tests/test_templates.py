@@ -387,3 +387,16 @@ def test_a_broken_template_from_models_toml_is_blamed_on_its_entry(tmp_path: Pat
     assert result.err.startswith(f"localgen: error: smollm2-135m ([models.smollm2-135m] in {user}): the chat "
                                  "template is not valid Jinja"), result.err
     assert "(hint: fix that entry's template, or remove it to use the model's own, or use --raw)" in result.err
+
+
+GEMMA_LIKE = ("{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n"
+              "{% endfor %}")  # writes no system prompt of its own
+QWEN_LIKE = ("{% if messages[0]['role'] != 'system' %}<|im_start|>system\nYou are Qwen.<|im_end|>\n{% endif %}"
+             "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}")
+
+
+@pytest.mark.parametrize(("template", "expected"), [(QWEN_LIKE, "You are Qwen."), (GEMMA_LIKE, None), (None, None)])
+def test_the_system_prompt_a_template_adds_on_its_own_is_found(template: str | None, expected: str | None) -> None:
+    prompt_format = chat.PromptFormat(template=template, bos_token="<bos>", eos_token="", adds_bos=False,
+                                      model_name="m")
+    assert prompt_format.default_system() == expected
