@@ -242,7 +242,8 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
     prefill = f"{t.prefill_tokens_per_s:.1f} tok/s" if t.prefill_tokens_per_s else "-"  # all of it cached
     line = (f"prompt {usage.prompt_tokens} tok{cached}, TTFT {ttft}, "
             f"prefill {prefill}, generated {usage.completion_tokens} tok, "
-            f"decode {t.decode_tokens_per_s:.1f} tok/s{used}, finish {completion.finish_reason}")
+            f"decode {t.decode_tokens_per_s:.1f} tok/s{used}, finish {completion.finish_reason}"
+            + (f", seed {completion.seed}" if completion.seed is not None else ""))
     extras = []
     if completion.ahead_tokens:
         extras.append(f"{completion.ahead_tokens} prompt tokens computed while you typed")

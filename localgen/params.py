@@ -103,6 +103,15 @@ class SamplingParams:
         _check(self.seed is None or 0 <= self.seed <= MAX_SEED, f"seed {self.seed} is out of range",
                f"use a seed from 0 to {MAX_SEED}, or -1 for a random one")
 
+    def with_drawn_seed(self) -> SamplingParams:
+        """These settings with a seed for random sampling: a random one drawn now when none is set, so that the
+        answer it gives can be reproduced with --seed (greedy sampling needs none)."""
+        if self.seed is not None or self.temperature <= 0:
+            return self
+        import secrets
+
+        return self.with_value("seed", secrets.randbelow(MAX_SEED + 1))
+
     def with_value(self, name: str, value: object) -> SamplingParams:
         """A copy with one field changed (validated)."""
         names = {f.name for f in fields(self)}

@@ -56,3 +56,18 @@ def test_a_filter_that_keeps_only_the_likeliest_token_gives_the_greedy_text(
     assert open_colors != greedy_colors, "sampling hot without a filter must leave the greedy path"
     for seed in ("1", "2"):
         assert _answer(COLORS, *HOT, "--seed", seed, *_filters(**knob)) == greedy_colors, (knob, seed)
+
+
+def test_the_seed_a_random_run_drew_is_reported_and_reproduces_its_answer() -> None:
+    import json
+
+    first = run_localgen("run", POEM, "-n", "20", "--json", *HOT, *_filters())
+    assert first.returncode == 0, first.err
+    record = json.loads(first.out)
+    assert isinstance(record["seed"], int), record
+    again = run_localgen("run", POEM, "-n", "20", "--json", *HOT, *_filters(), "--seed", str(record["seed"]))
+    assert json.loads(again.out)["text"] == record["text"] and json.loads(again.out)["seed"] == record["seed"]
+    stats = run_localgen("run", POEM, "-n", "2", "--stats", "--seed", "7")
+    assert ", seed 7" in stats.err, stats.err
+    greedy = run_localgen("run", POEM, "-n", "2", "--json", "--temperature", "0")
+    assert json.loads(greedy.out)["seed"] is None, "greedy sampling has no seed"

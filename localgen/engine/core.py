@@ -286,6 +286,7 @@ class Engine:
         the generation starts (while the prompt was prepared) stops it before its first token.
         """
         limits = limits or GenerationLimits()
+        sampling = sampling.with_drawn_seed()
         check_draft_mode(draft)
         self._check_open()
         if not prompt:
@@ -310,7 +311,8 @@ class Engine:
             prefill_done = time.perf_counter()
             if self._stop_requested:  # no token: no TTFT, and only the chunks evaluated count as prefilled
                 yield _finished("", "interrupted", len(prompt), reused, len(self._kv) - reused, 0,
-                                started, prefill_done, None, prefill_done, restored=restored, ahead=ahead)
+                                started, prefill_done, None, prefill_done, restored=restored, ahead=ahead,
+                                seed=sampling.seed)
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
             for event in self._decode(chain, limits, ignore_eog, drafter):
@@ -318,7 +320,7 @@ class Engine:
                     finished = _finished(event.text, event.finish, len(prompt), reused, len(prompt) - reused,
                                          event.generated, started, prefill_done, event.first_token_at,
                                          event.last_token_at, drafter.stats() if drafter else None, restored,
-                                         ahead)
+                                         ahead, sampling.seed)
                     if prefix_cache is not None and event.finish != "interrupted":
                         save_prefix(self._kv, prefix_cache, len(prompt), len(prompt) - reused)
                     yield finished
@@ -550,7 +552,7 @@ def _decode_failure(status: int) -> LocalgenError:
 
 def _finished(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
               started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
-              draft: DraftStats | None = None, restored: int = 0, ahead: int = 0) -> Finished:
+              draft: DraftStats | None = None, restored: int = 0, ahead: int = 0, seed: int | None = None) -> Finished:
     """Fold the measurements of one generation into its final event (first_token_at None: no token came)."""
     prefill_s = prefill_done - started
     decode_s = last_token_at - first_token_at if first_token_at is not None else 0.0
@@ -568,4 +570,5 @@ def _finished(text: str, finish: str, n_prompt: int, reused: int, prefilled: int
         draft=draft,
         restored_tokens=restored,
         ahead_tokens=ahead,
+        seed=seed,
     )
