@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from localgen.cli_options import JsonOpt, confirmed, list_by_default
+from localgen.errors import LocalgenError
 from localgen.units import counted, local_minute
 
 if TYPE_CHECKING:
@@ -46,13 +47,20 @@ def conversations_list(json_output: JsonOpt = False) -> None:
 
 @conversations_app.command("show", short_help="Print a saved conversation as Markdown.")
 def conversations_show(
-    name: Annotated[str, typer.Argument(metavar="NAME", help="The conversation to print.")],
+    name: Annotated[str | None, typer.Argument(metavar="[NAME]",
+                                               help="The conversation to print (default: the newest).")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the saved JSON record.")] = False,
 ) -> None:
     """Print a saved conversation as Markdown: system prompt, then each question and answer."""
     from localgen import console
-    from localgen.conversation import DamagedConversationError, read_conversation
+    from localgen.conversation import DamagedConversationError, list_conversations, read_conversation
 
+    if name is None:
+        saved = list_conversations()
+        if not saved:
+            raise LocalgenError("there are no saved conversations",
+                                hint='start one with `localgen chat`, or `localgen run --conversation NAME "..."`')
+        name = saved[0][0]
     try:
         conversation = read_conversation(name)
     except DamagedConversationError as exc:  # the hint of this command, not a chat's

@@ -14,9 +14,15 @@ if TYPE_CHECKING:
 
 
 def read_texts(system: str | None, stop: list[str] | None, warnings: list[str]) -> tuple[str | None, list[str]]:
-    """The --system text and the --stop strings as given (each may name a file to read)."""
-    from localgen.inputs import argument_text
+    """The --system text and the --stop strings as given; a warning when the system prompt is the name of a file
+    (llama-cli's -sysf reads one; -s takes the text)."""
+    import shlex
 
+    from localgen.inputs import argument_text, is_existing_file
+
+    if system and not any(c.isspace() for c in system) and is_existing_file(system):
+        warnings.append(f"the system prompt is the text {system!r}, the name of a file, not what it holds "
+                        f"(for that: -s \"$(cat {shlex.quote(system)})\")")
     return (None if system is None else argument_text(system, "--system", warnings),
             [argument_text(s, "--stop", warnings) for s in stop or ()])
 
@@ -36,9 +42,12 @@ def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None
     from localgen.runner import ModelOptions
 
     given = ctx.params
+    flash_attn = given["flash_attn"]
+    if flash_attn == "auto" and given.get("draft") == "lookup":
+        flash_attn = "on"  # lookup's verified batches round as one-token steps do only in flash attention's kernels
     return ModelOptions(model=model, ctx_size=ctx_size, threads=given["threads"], threads_batch=given["threads_batch"],
                         batch_size=given["batch_size"], ubatch_size=given["ubatch_size"],
-                        flash_attn=given["flash_attn"], kv_type=given["kv_type"], offline=given["offline"] or None,
+                        flash_attn=flash_attn, kv_type=given["kv_type"], offline=given["offline"] or None,
                         gpu_layers=given["gpu_layers"], no_gpu=given["no_gpu"], raw=raw, chat_template=chat_template,
                         chat_template_file=given["chat_template"], min_ctx=min_ctx, floor_ctx=floor_ctx)
 

@@ -81,7 +81,9 @@ StopOpt = Annotated[list[str] | None, typer.Option("--stop", metavar="TEXT", hel
 ThreadsBatchOpt = Annotated[int | None, whole_option(help="Threads for prefill (default: --threads).")]
 BatchSizeOpt = Annotated[int, whole_option(help="Prefill chunk size.")]
 UbatchSizeOpt = Annotated[int, whole_option(help="Physical batch size.")]
-FlashAttnOpt = Annotated[str, typer.Option(metavar="MODE", help="auto, on or off.", callback=_lower)]
+FlashAttnOpt = Annotated[str, typer.Option(
+    metavar="MODE", help="auto (on for a GPU, a quantized KV cache or a context over 8,192; else off), on or off.",
+    callback=_lower)]
 KvTypeOpt = Annotated[str, typer.Option(metavar="TYPE", help="KV cache type: f16, q8_0 or q4_0.", callback=_lower)]
 ChatTemplateOpt = Annotated[str | None, typer.Option(
     "--chat-template", metavar="FILE", help="Jinja chat template file, used instead of the model's.")]

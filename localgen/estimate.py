@@ -296,9 +296,14 @@ def _mask_count(shape: ModelShape) -> int:
 
 
 def estimate_memory(shape: ModelShape, *, n_ctx: int, kv_type: str = "f16", n_gpu_layers: int = 0,
-                    n_ubatch: int = 512, flash_attn: bool = True, swa_full: bool = True,
+                    n_ubatch: int = 512, flash_attn: bool | None = None, swa_full: bool = True,
                     repack_types: frozenset[str] = frozenset()) -> MemoryEstimate:
-    """RAM and VRAM a model needs when loaded with these settings, from its header alone."""
+    """RAM and VRAM a model needs when loaded with these settings, from its header alone (flash_attn None: as
+    --flash-attn auto chooses for them)."""
+    if flash_attn is None:
+        from localgen.params import flash_attention_on
+
+        flash_attn = flash_attention_on("auto", kv_type=kv_type, gpu=n_gpu_layers != 0, n_ctx=n_ctx)
     gpu_count = shape.n_layer + 1 if n_gpu_layers < 0 else min(n_gpu_layers, shape.n_layer + 1)
     gpu_layers = list(range(shape.n_layer - min(gpu_count, shape.n_layer), shape.n_layer))
     cpu_layers = list(range(shape.n_layer - len(gpu_layers)))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from localgen.config import DEFAULT_CONTEXT_CAP, MEMORY_LIMIT_ENV
 from localgen.errors import ContextOverflowError, ContextSizeError, InsufficientMemoryError, UsageError
 from localgen.estimate import CONTEXT_PAD, MemoryEstimate, ModelShape, estimate_memory, padded_context
-from localgen.params import check_context_size, check_gpu_layers, check_kv_type
+from localgen.params import check_context_size, check_gpu_layers, check_kv_type, flash_attention_on
 from localgen.units import binary_size, counted
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class FitRequest:
     gpu_layers: int | None = None  # -1 = all
     no_gpu: bool = False
     kv_type: str = "f16"
-    flash_attn: bool = True
+    flash_attn: str = "auto"  # --flash-attn: on, off, or auto (flash_attention_on decides at each context)
     n_ubatch: int = 512
     min_ctx: int = 0  # a generous context for the prompt and its answer (0 = unknown): the planner aims for it
     floor_ctx: int = 0  # the least context the prompt could need: below it the plan is refused, not lowered
@@ -149,7 +149,7 @@ def _max_gpu_layers(shape: ModelShape, hw: Hardware, n_ctx: int, request: FitReq
     """The most layers (output head counted as one) whose VRAM need fits the budget."""
     def fits(count: int) -> bool:
         est = estimate_memory(shape, n_ctx=n_ctx, kv_type=request.kv_type, n_gpu_layers=count,
-                              n_ubatch=request.n_ubatch, flash_attn=request.flash_attn)
+                              n_ubatch=request.n_ubatch, flash_attn=_flash(request, n_ctx, count))
         return est.vram_bytes <= hw.vram_budget_bytes
 
     low, high = 0, shape.n_layer + 1  # VRAM need grows with the count: bisect for the largest that fits
@@ -171,11 +171,17 @@ def _layers_for(shape: ModelShape, hw: Hardware, n_ctx: int, request: FitRequest
     return _max_gpu_layers(shape, hw, n_ctx, request)
 
 
+def _flash(request: FitRequest, n_ctx: int, gpu_layers: int) -> bool:
+    """Whether the context the request makes at n_ctx, with gpu_layers offloaded, runs flash attention."""
+    return flash_attention_on(request.flash_attn, kv_type=request.kv_type, gpu=gpu_layers != 0, n_ctx=n_ctx)
+
+
 def estimate_at(shape: ModelShape, hw: Hardware, n_ctx: int, request: FitRequest) -> tuple[MemoryEstimate, bool]:
     """The estimate at a context with the GPU layers chosen for it, and whether its RAM part fits."""
     layers = _layers_for(shape, hw, n_ctx, request)
     est = estimate_memory(shape, n_ctx=n_ctx, kv_type=request.kv_type, n_gpu_layers=layers,
-                          n_ubatch=request.n_ubatch, flash_attn=request.flash_attn, repack_types=hw.cpu_repack_types)
+                          n_ubatch=request.n_ubatch, flash_attn=_flash(request, n_ctx, layers),
+                          repack_types=hw.cpu_repack_types)
     return est, est.ram_bytes <= hw.ram_budget_bytes
 
 
@@ -204,7 +210,7 @@ def plan_fit(shape: ModelShape, hw: Hardware, request: FitRequest | None = None,
     return LoadPlan(n_ctx=target, n_gpu_layers=est.n_gpu_layers, n_layers=shape.n_layer, kv_type=request.kv_type,
                     estimate=est, ram_budget_bytes=hw.ram_budget_bytes, vram_budget_bytes=hw.vram_budget_bytes,
                     reasons=tuple(reasons), repack_types=hw.cpu_repack_types, n_ubatch=request.n_ubatch,
-                    flash_attn=request.flash_attn)
+                    flash_attn=_flash(request, target, est.n_gpu_layers))
 
 
 def ignored_requests(request: FitRequest, hw: Hardware) -> list[str]:
@@ -234,6 +240,13 @@ def _fitting_context(shape: ModelShape, hw: Hardware, request: FitRequest, below
     return _largest_context(shape, hw, request, least, padded_context(below) - CONTEXT_PAD)
 
 
+def _fits_with_q8_0(shape: ModelShape, hw: Hardware, request: FitRequest, n_ctx: int, gpu_layers: int) -> bool:
+    """Whether a q8_0 KV cache would fit where the f16 one does not (with the flash attention it needs, the
+    attention scores take less memory too)."""
+    est = estimate_memory(shape, n_ctx=n_ctx, kv_type="q8_0", n_gpu_layers=gpu_layers, n_ubatch=request.n_ubatch)
+    return est.ram_bytes <= hw.ram_budget_bytes
+
+
 def insufficient_memory(shape: ModelShape, hw: Hardware, est: MemoryEstimate, request: FitRequest, n_ctx: int,
                         subject: str | None = None, *, smallest_quant: bool = False) -> InsufficientMemoryError:
     """The error for a model that does not fit even at the smallest context the planner would choose.
@@ -248,10 +261,11 @@ def insufficient_memory(shape: ModelShape, hw: Hardware, est: MemoryEstimate, re
     this_quant = shape.quant or f"these {shape.bits_per_weight:.1f}"
     options = ["a smaller model" if smallest_quant else f"a quant with fewer bits per weight than {this_quant}"]
     kv_could_help = est.ram_bytes - est.kv_bytes < hw.ram_budget_bytes  # not when the rest alone is too big
-    smaller = _fitting_context(shape, hw, request, n_ctx) if kv_could_help else None
+    smaller = _fitting_context(shape, hw, request, n_ctx)  # the KV cache and the attention scores shrink with it
     if smaller is not None:
         options.append(f"a smaller context (--ctx-size {smaller}, the most that fits)")
-    if request.kv_type == "f16" and kv_could_help:
+    if request.kv_type == "f16" and request.flash_attn != "off" and (kv_could_help or _fits_with_q8_0(
+            shape, hw, request, n_ctx, est.n_gpu_layers)):
         options.append("--kv-type q8_0 (halves the KV cache)")
     return InsufficientMemoryError(
         f"{name} needs about {binary_size(est.ram_bytes)} of RAM at a {n_ctx:,}-token context "

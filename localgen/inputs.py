@@ -153,6 +153,14 @@ def refuse_waiting_reads(path: Path) -> None:
         raise UsageError(f"{short_path(path)} is a terminal, not a file", hint="type or paste the text as a message")
 
 
+def is_existing_file(text: str) -> bool:
+    """Whether text names an existing file (False for names no file can have: too long, a NUL in them)."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def short_path(path: Path) -> str:
     """A path for an error message, cut in the middle when very long."""
     text = str(path)

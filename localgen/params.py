@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from localgen.config import (
+    DEFAULT_CONTEXT_CAP,
     DEFAULT_MIN_P,
     DEFAULT_REPEAT_LAST_N,
     DEFAULT_REPEAT_PENALTY,
@@ -169,6 +170,16 @@ class GenerationLimits:
         _check(all(self.stop), "a stop string is empty", "pass non-empty --stop strings")
 
 
+def flash_attention_on(mode: str, *, kv_type: str, gpu: bool, n_ctx: int | None) -> bool:
+    """Whether llama.cpp runs flash attention: as asked with on or off. With auto, where it is needed or pays: a
+    quantized KV cache, layers on a GPU, or a context past DEFAULT_CONTEXT_CAP (a batch's attention scores would
+    take much memory without it); not on the CPU otherwise, where its kernel measured several times slower with a
+    long context already in the cache (README, Performance)."""
+    if mode != "auto":
+        return mode == "on"
+    return kv_type != "f16" or gpu or (n_ctx or 0) > DEFAULT_CONTEXT_CAP
+
+
 @dataclass(frozen=True)
 class LoadOptions:
     """How to load a model: context, threads, batches, offload and KV cache type."""
@@ -196,3 +207,9 @@ class LoadOptions:
         check_kv_type(self.kv_type)
         _check(self.kv_type == "f16" or self.flash_attn != "off",
                f"--kv-type {self.kv_type} needs flash attention", "use --flash-attn on or auto")
+
+    @property
+    def flash_attention(self) -> bool:
+        """Whether this context runs flash attention (flash_attention_on for these options)."""
+        return flash_attention_on(self.flash_attn, kv_type=self.kv_type, gpu=self.n_gpu_layers != 0,
+                                  n_ctx=self.n_ctx)

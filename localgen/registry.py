@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
-from localgen.inputs import expand_user_path
+from localgen.inputs import expand_user_path, is_existing_file
 from localgen.params import CHAT_SETTINGS, check_context_bounds, check_setting, stored_setting
 
 try:
@@ -101,7 +101,7 @@ class Registry:
         try:
             return self.get(ref.name)
         except ModelNotFoundError as exc:
-            if _is_file(ref.text):
+            if is_existing_file(ref.text):
                 raise ModelNotFoundError(exc.message, hint=f"for the file of that name here, use ./{ref.text}; or "
                                                            f"{exc.hint}") from None
             raise
@@ -370,15 +370,7 @@ def _looks_like_path(text: str) -> bool:
     parts = text.split("/")
     if text.lower().endswith(".gguf") and len(parts) < 3:  # ORG/REPO/FILE.gguf is the shortest Hub file
         return True
-    return len(parts) >= 2 and _is_file(text)
-
-
-def _is_file(text: str) -> bool:
-    """True when text names an existing file (False for names no file can have)."""
-    try:
-        return Path(text).is_file()
-    except OSError:
-        return False
+    return len(parts) >= 2 and is_existing_file(text)
 
 
 def hub_target(ref: ModelRef, spec: ModelSpec | None) -> tuple[str, str | None, str | None]:

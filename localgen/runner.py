@@ -93,7 +93,7 @@ def plan_load(options: ModelOptions, resolved: ResolvedModel, header: GGUFInfo,
 def fit_request(options: ModelOptions, *, default_ctx: int | None = None) -> FitRequest:
     """The planner's view of the user's options."""
     return FitRequest(ctx_size=options.ctx_size, gpu_layers=options.gpu_layers, no_gpu=options.no_gpu,
-                      kv_type=options.kv_type, flash_attn=options.flash_attn != "off",
+                      kv_type=options.kv_type, flash_attn=options.flash_attn,
                       n_ubatch=min(options.ubatch_size, options.batch_size), min_ctx=options.min_ctx,
                       floor_ctx=options.floor_ctx,
                       default_ctx=default_ctx)

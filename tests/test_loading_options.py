@@ -12,6 +12,7 @@ from localgen import config
 from localgen.engine import loading
 from localgen.engine.devices import cpu_extra_buffer_types
 from localgen.hardware import cpu_repack_types
+from localgen.params import flash_attention_on
 from tests.conftest import run_localgen
 
 
@@ -69,3 +70,22 @@ def test_the_cpu_backend_names_its_extra_buffer_types() -> None:
         pytest.skip("this CPU has no repacked kernels (no AVX2 nor ARM dot products)")
     names = cpu_extra_buffer_types()
     assert "CPU_REPACK" in names and all(isinstance(name, str) and name for name in names), names
+
+
+@pytest.mark.parametrize(("mode", "kv_type", "gpu", "n_ctx", "expected"), [
+    ("auto", "f16", False, 8192, False),  # the CPU: slower with a context cached (README, Performance)
+    ("auto", "q8_0", False, 8192, True),  # a quantized KV cache needs it
+    ("auto", "f16", True, 8192, True),  # layers on a GPU
+    ("auto", "f16", False, 16384, True),  # the scores of a batch would take much memory without it
+    ("on", "f16", False, 512, True),
+    ("off", "f16", True, 65536, False),
+])
+def test_auto_flash_attention_is_off_on_the_cpu_unless_needed(mode: str, kv_type: str, gpu: bool, n_ctx: int,
+                                                              expected: bool) -> None:
+    assert flash_attention_on(mode, kv_type=kv_type, gpu=gpu, n_ctx=n_ctx) is expected
+
+
+def test_a_default_run_on_the_cpu_builds_no_flash_attention_graph() -> None:
+    context, log = _loaded_context("--ctx-size", "512")
+    assert "flash attention off (auto)" in context
+    assert re.search(r"flash_attn\s+= disabled", log) and "FLASH_ATTN_EXT" not in log

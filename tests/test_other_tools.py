@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import run_localgen
@@ -62,3 +64,13 @@ def test_other_tools_words_get_localgen_s_way(args: tuple[str, ...], error: str,
     result = run_localgen(*args)
     assert result.returncode == 2 and result.out == ""
     assert result.err == f"localgen: error: {error} (hint: {hint})\n"
+
+
+def test_a_system_prompt_that_names_a_file_gets_a_warning(tmp_path: Path) -> None:
+    named = tmp_path / "sys.txt"
+    named.write_text("Be terse.")
+    result = run_localgen("run", "-s", str(named), "-n", "1", "hi")  # llama-cli's -sysf reads it; -s takes text
+    assert result.returncode == 0, result.err
+    assert f"the system prompt is the text '{named}', the name of a file, not what it holds " \
+           f"(for that: -s \"$(cat {named})\")" in result.err, result.err
+    assert "name of a file" not in run_localgen("run", "-s", "Be terse.", "-n", "1", "hi").err

@@ -850,7 +850,7 @@ def test_a_path_or_a_paste_that_starts_with_a_slash_is_a_message(chat: Chat) -> 
     state = chat.wait_for(lambda s: len(s["turns"]) == 3 and s["turns"][2]["answer"] is not None)
     assert state["turns"][2]["user"] == "/bin holds programs.\nSay OK."
     chat.sync()
-    chat.command("/sav", "error: unknown command /sav (hint: /help")
+    chat.command("/sav", "error: unknown command /sav (hint: did you mean /save? /help")
     chat.child.send("/fi")
     chat.child.send("\x1b[200~le /tmp/x\x1b[201~")  # a paste after a typed command is the command's argument
     chat.child.send("\r")

@@ -121,7 +121,9 @@ def always_draft(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def engine(bundled_model: Path) -> Iterator[Engine]:
-    with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2)) as eng:
+    # flash attention on, as `run --draft lookup` loads it: only its kernels round a verified batch as one-token
+    # steps do
+    with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, flash_attn="on")) as eng:
         yield eng
 
 

@@ -339,7 +339,8 @@ class Engine:
     def state_signature(self) -> str:
         """What, besides the model file, a saved KV state depends on (library version, KV layout)."""
         o = self.options
-        return (f"{self.backend_version}; kv {o.kv_type}; flash-attn {o.flash_attn}; gpu {o.n_gpu_layers}; "
+        attention = "on" if o.flash_attention else "off"  # what ran: auto's choice may differ from run to run
+        return (f"{self.backend_version}; kv {o.kv_type}; flash-attn {attention}; gpu {o.n_gpu_layers}; "
                 f"ubatch {self.n_ubatch}")
 
     def save_state(self) -> bytearray:
