@@ -159,6 +159,11 @@ def measure(engine: Engine, config: BenchConfig, progress: Callable[[str], None]
                         reuse_ttft_s=stat(reuse, config.n_prompt), fresh_ttft_s=stat(fresh_ttft, config.n_prompt))
 
 
+def bench_context(n_prompt: int, n_gen: int) -> int:
+    """The context a benchmark loads: room for the prompt and the follow-up turn, or for the generated tokens."""
+    return max(n_prompt + FOLLOW_UP_ROOM, n_gen + 2) + CONTEXT_SLACK  # pp + follow-up; tg from one token
+
+
 def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, threads_batch: int | None,
               batch_size: int | None, ubatch_size: int, flash_attn: str, kv_type: str, offline: bool | None,
               progress: Callable[[str], None]) -> BenchResult:
@@ -169,8 +174,8 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
     from localgen.engine import use_cpu_extra_buffers
     from localgen.runner import ModelOptions, load_model
 
-    prompt_room, gen_room = config.n_prompt + FOLLOW_UP_ROOM, config.n_gen + 2  # pp + follow-up; tg from one token
-    ctx = max(prompt_room, gen_room) + CONTEXT_SLACK
+    ctx = bench_context(config.n_prompt, config.n_gen)
+    prompt_room, gen_room = config.n_prompt + FOLLOW_UP_ROOM, config.n_gen + 2
     options = ModelOptions(model=model, ctx_size=ctx, threads=threads, threads_batch=threads_batch,
                            batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
                            ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline)
@@ -190,7 +195,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
         return BenchResult(
             model=loaded.resolved.display_name, path=str(loaded.resolved.path), backend=engine.backend_version,
             n_threads=o.n_threads, n_threads_batch=o.n_threads_batch, n_batch=engine.n_batch,
-            n_ubatch=engine.n_ubatch, n_ctx=engine.n_ctx, flash_attn=o.flash_attn, kv_type=o.kv_type,
+            n_ubatch=engine.n_ubatch, n_ctx=engine.n_ctx, flash_attn=o.attention_mode, kv_type=o.kv_type,
             n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps, figures=figures,
             repack=use_cpu_extra_buffers())
     finally:

@@ -107,10 +107,18 @@ def _subcommand_habit_hint(app: typer.Typer, args: list[str], command: str, text
 
 
 def _option_before_command_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:
-    """For `localgen -m NAME "prompt"`: options of `run` go after the command."""
-    if command or not args or not _is_no_such_option(exc) or args[0].partition("=")[0] not in _option_arity(app, "run"):
+    """For `localgen --offline chat` or `localgen -m NAME "prompt"`: a command's options go after it (`run`'s when
+    no command follows)."""
+    if command or not args or not _is_no_such_option(exc):
         return None
-    return f"options go after the command: `{shlex.join(['localgen', 'run', *args])}`"
+    later = next((i for i, word in enumerate(args) if word in _command_names(app)), None)
+    if later is not None:
+        moved = [args[later], *args[:later], *args[later + 1:]]
+    elif args[0].partition("=")[0] in _option_arity(app, "run"):
+        moved = ["run", *args]
+    else:
+        return None
+    return f"options go after the command: `{shlex.join(['localgen', *moved])}`"
 
 
 def _prompt_as_command_hint(app: typer.Typer, word: str) -> str | None:

@@ -282,8 +282,12 @@ def fewer_gpu_layers(n_gpu_layers: int, n_layers: int) -> int:
     return current // 2 if current > 1 else 0
 
 
-def replan_gpu_layers(plan: LoadPlan, shape: ModelShape, n_gpu_layers: int, reason: str) -> LoadPlan:
-    """The same plan with another GPU layer count (after llama.cpp refused the first)."""
+def replan_gpu_layers(plan: LoadPlan, shape: ModelShape, n_gpu_layers: int, reason: str, *,
+                      flash_attn: bool | None = None) -> LoadPlan:
+    """The same plan with another GPU layer count (after llama.cpp refused the first); flash_attn: whether the
+    retried context runs flash attention (None: as the plan's)."""
+    flash = plan.flash_attn if flash_attn is None else flash_attn
     est = estimate_memory(shape, n_ctx=plan.n_ctx, kv_type=plan.kv_type, n_gpu_layers=n_gpu_layers,
-                          n_ubatch=plan.n_ubatch, flash_attn=plan.flash_attn, repack_types=plan.repack_types)
-    return replace(plan, n_gpu_layers=est.n_gpu_layers, estimate=est, reasons=(*plan.reasons, reason))
+                          n_ubatch=plan.n_ubatch, flash_attn=flash, repack_types=plan.repack_types)
+    return replace(plan, n_gpu_layers=est.n_gpu_layers, estimate=est, reasons=(*plan.reasons, reason),
+                   flash_attn=flash)

@@ -80,6 +80,8 @@ def check_file_path(path: Path) -> None:
         raise _unreadable(path, FILE_OPTION, exc) from None
     if stat.S_ISDIR(mode):
         raise _unreadable(path, FILE_OPTION, IsADirectoryError(errno.EISDIR, "Is a directory"))
+    if not os.access(path, os.R_OK):
+        raise _unreadable(path, FILE_OPTION, PermissionError(errno.EACCES, "Permission denied"))
 
 
 def _unreadable(path: Path, option: str, exc: OSError) -> UsageError:
@@ -109,6 +111,7 @@ def _open_noting(path: Path, waiting: Callable[[], None] | None) -> Iterator[Bin
         handle = path.open("rb")
     finally:
         timer.cancel()
+        timer.join()  # a note already being said ends before the reading starts
     with handle:
         yield _NotedPipe.of(handle, once)
 

@@ -213,3 +213,9 @@ class LoadOptions:
         """Whether this context runs flash attention (flash_attention_on for these options)."""
         return flash_attention_on(self.flash_attn, kv_type=self.kv_type, gpu=self.n_gpu_layers != 0,
                                   n_ctx=self.n_ctx)
+
+    @property
+    def attention_mode(self) -> str:
+        """Flash attention as logs and reports name it: on or off, and "(auto)" when auto chose it."""
+        chosen = "on" if self.flash_attention else "off"
+        return f"{chosen} (auto)" if self.flash_attn == "auto" else chosen

@@ -325,8 +325,9 @@ def names_a_model(word: str, user_file: Path | None) -> bool:
     if not word or any(c.isspace() for c in word):
         return False
     try:
-        return word.split(":", 1)[0].lower() in load_registry(user_file).models
-    except ConfigError:
+        registry = load_registry(user_file)
+        return registry.reference(word).name in registry.models
+    except (ConfigError, UsageError):
         return False
 
 

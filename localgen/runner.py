@@ -157,7 +157,7 @@ def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: Mo
             reason = f"llama.cpp could not load {before} GPU layers; retried with {fewer}"
             note(reason)
             load_options = replace(load_options, n_gpu_layers=fewer)
-            plan = replan_gpu_layers(plan, shape, fewer, reason)
+            plan = replan_gpu_layers(plan, shape, fewer, reason, flash_attn=load_options.flash_attention)
 
 
 def load_model(options: ModelOptions, *, release: Callable[[], None] | None = None,

@@ -113,10 +113,11 @@ def bundled_model() -> Path:
 def native_flash_attn(args: argparse.Namespace) -> str:
     """llama-bench's -fa for what localgen bench runs with args.flash_attn (auto is localgen's choice, not
     llama.cpp's: off on the CPU for a context this size)."""
+    from localgen.bench import bench_context
     from localgen.params import flash_attention_on
 
     return "on" if flash_attention_on(args.flash_attn, kv_type="f16", gpu=False,
-                                      n_ctx=args.n_prompt + args.n_gen) else "off"
+                                      n_ctx=bench_context(args.n_prompt, args.n_gen)) else "off"
 
 
 def repack_flag() -> str:

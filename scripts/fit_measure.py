@@ -55,8 +55,8 @@ def child(path: Path, n_ctx: int, kv_type: str, flash_attn: str, prefill: int) -
     native.addHandler(_Collect())
     native.propagate = False
     base = _status()
-    engine = Engine(path, LoadOptions(n_ctx=n_ctx, n_threads=2, n_threads_batch=2, kv_type=kv_type,
-                                      flash_attn=flash_attn))
+    options = LoadOptions(n_ctx=n_ctx, n_threads=2, n_threads_batch=2, kv_type=kv_type, flash_attn=flash_attn)
+    engine = Engine(path, options)
     loaded = _status()
     seconds = 0.0
     if prefill:
@@ -76,6 +76,7 @@ def child(path: Path, n_ctx: int, kv_type: str, flash_attn: str, prefill: int) -
                 if match:
                     buffers[name] = buffers.get(name, 0.0) + float(match[1]) * 2**20
     return {"path": str(path), "n_ctx": n_ctx, "kv_type": kv_type, "flash_attn": flash_attn, "prefill": prefill,
+            "flash_attention": options.flash_attention,  # what ran: auto's choice
             "base": base, "loaded": loaded, "after": after, "buffers": buffers, "prefill_s": seconds}
 
 
@@ -109,13 +110,15 @@ def measure(args: argparse.Namespace) -> None:
 def _row(record: dict) -> str:
     """One line comparing the estimate with the measured RSS increase."""
     sys.path.insert(0, str(REPO_ROOT))
+    from localgen.engine import use_cpu_extra_buffers
     from localgen.estimate import estimate_memory, model_shape
     from localgen.gguf_reader import read_gguf
     from localgen.hardware import cpu_repack_types
 
     shape = model_shape(read_gguf(Path(record["path"])))
+    repacked = cpu_repack_types() if use_cpu_extra_buffers() else frozenset()  # as the loader lets llama.cpp
     est = estimate_memory(shape, n_ctx=record["n_ctx"], kv_type=record["kv_type"],
-                          flash_attn=record["flash_attn"] != "off", repack_types=cpu_repack_types())
+                          flash_attn=record["flash_attention"], repack_types=repacked)
     key = "after" if record["prefill"] else "loaded"
     measured = record[key]["VmHWM"] - record["base"]["VmRSS"]
     error = (est.rss_bytes - measured) / measured * 100

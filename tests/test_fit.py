@@ -250,6 +250,10 @@ def test_a_replan_after_a_failed_gpu_load_keeps_the_batch_and_attention_settings
                                                  flash_attn=False, repack_types=plan.repack_types)
     assert replanned.estimate != estimate_memory(bundled_shape, n_ctx=4096, n_gpu_layers=15,
                                                  repack_types=plan.repack_types), "the defaults differ"
+    on_the_cpu = fit.replan_gpu_layers(plan, bundled_shape, 0, "retried with 0", flash_attn=False)
+    assert on_the_cpu.flash_attn is False, "auto's choice for the retried context, which the loader makes too"
+    assert on_the_cpu.estimate == estimate_memory(bundled_shape, n_ctx=4096, n_gpu_layers=0, n_ubatch=128,
+                                                  flash_attn=False, repack_types=plan.repack_types)
 
 
 def test_plan_uses_the_default_context_when_it_fits(bundled_shape: ModelShape) -> None:

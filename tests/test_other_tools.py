@@ -54,6 +54,8 @@ def test_ollama_s_verbose_is_stats() -> None:
     (("conversations", "remove", "a", "b"), "No such command 'remove'.", "use `localgen conversations rm a b`"),
     (("-m", "smollm2-135m", "hi there"), "No such option: -m",
      "options go after the command: `localgen run -m smollm2-135m 'hi there'`"),
+    (("--offline", "chat", "-n", "5"), "No such option: --offline",
+     "options go after the command: `localgen chat --offline -n 5`"),
     (("run", "-t", "summarize", "x"), "Invalid value for '--threads' / '-t': 'summarize' is not a valid integer.",
      "-t is --threads N; llm's templates are models.toml entries here, each with a system prompt and settings"),
     (("run", "-f", "https://example.com/x.txt", "sum"),

@@ -161,6 +161,8 @@ def test_ollama_s_name_and_size_tag_means_the_entry_of_that_size(tmp_path: Path)
     assert (registry.reference("nosuch:1b").name, registry.reference("nosuch:1b").quant) == ("nosuch", "1B")
     ran = run_localgen("run", "-m", "smollm2:135m", "--json", "-n", "1", "hi")  # the bundled smollm2-135m
     assert ran.returncode == 0, ran.err
+    typed = run_localgen("run", "smollm2:135m")  # `ollama run NAME:SIZE`: a model, not a prompt
+    assert typed.returncode == 2 and "'smollm2:135m' is the name of a model, not a prompt" in typed.err, typed.err
 
 
 def test_unknown_name_suggests_close_ones() -> None:

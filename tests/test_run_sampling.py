@@ -69,5 +69,5 @@ def test_the_seed_a_random_run_drew_is_reported_and_reproduces_its_answer() -> N
     assert json.loads(again.out)["text"] == record["text"] and json.loads(again.out)["seed"] == record["seed"]
     stats = run_localgen("run", POEM, "-n", "2", "--stats", "--seed", "7")
     assert ", seed 7" in stats.err, stats.err
-    greedy = run_localgen("run", POEM, "-n", "2", "--json", "--temperature", "0")
-    assert json.loads(greedy.out)["seed"] is None, "greedy sampling has no seed"
+    greedy = run_localgen("run", POEM, "-n", "2", "--json", "--temperature", "0", "--seed", "7")
+    assert json.loads(greedy.out)["seed"] is None, "greedy sampling uses no seed, even one given"

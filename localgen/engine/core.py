@@ -287,6 +287,7 @@ class Engine:
         """
         limits = limits or GenerationLimits()
         sampling = sampling.with_drawn_seed()
+        seed = sampling.seed if sampling.temperature > 0 else None  # greedy sampling uses none
         check_draft_mode(draft)
         self._check_open()
         if not prompt:
@@ -312,7 +313,7 @@ class Engine:
             if self._stop_requested:  # no token: no TTFT, and only the chunks evaluated count as prefilled
                 yield _finished("", "interrupted", len(prompt), reused, len(self._kv) - reused, 0,
                                 started, prefill_done, None, prefill_done, restored=restored, ahead=ahead,
-                                seed=sampling.seed)
+                                seed=seed)
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
             for event in self._decode(chain, limits, ignore_eog, drafter):
@@ -320,7 +321,7 @@ class Engine:
                     finished = _finished(event.text, event.finish, len(prompt), reused, len(prompt) - reused,
                                          event.generated, started, prefill_done, event.first_token_at,
                                          event.last_token_at, drafter.stats() if drafter else None, restored,
-                                         ahead, sampling.seed)
+                                         ahead, seed)
                     if prefix_cache is not None and event.finish != "interrupted":
                         save_prefix(self._kv, prefix_cache, len(prompt), len(prompt) - reused)
                     yield finished

@@ -62,12 +62,6 @@ def load_weights(path: Path, options: LoadOptions, stop: Callable[[], bool]) -> 
     return model
 
 
-def _attention_mode(options: LoadOptions) -> str:
-    """Flash attention as the debug log names it: on or off, and what auto chose."""
-    chosen = "on" if options.flash_attention else "off"
-    return f"{chosen} (auto)" if options.flash_attn == "auto" else chosen
-
-
 def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path) -> lc.llama_context_p:
     """The inference context (KV cache and compute buffers) of a loaded model, or ModelLoadError."""
     params = lc.llama_context_default_params()
@@ -77,7 +71,10 @@ def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path) -> lc
     params.n_seq_max = 1
     params.n_threads = options.n_threads
     params.n_threads_batch = options.n_threads_batch
-    params.flash_attn_type = FLASH_ATTN["on" if options.flash_attention else "off"]
+    # where auto wants it, llama.cpp's own auto still leaves it off on a GPU backend without the kernel
+    chosen = options.flash_attn if options.flash_attn == "auto" and options.flash_attention else \
+        "on" if options.flash_attention else "off"
+    params.flash_attn_type = FLASH_ATTN[chosen]
     params.type_k = KV_TYPES[options.kv_type]
     params.type_v = KV_TYPES[options.kv_type]
     params.no_perf = True
@@ -89,7 +86,7 @@ def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path) -> lc
         )
     log.debug("context: %d tokens, batch %d, ubatch %d, threads %d, threads for batches %d, flash attention %s, "
               "KV type %s", lc.llama_n_ctx(ctx), lc.llama_n_batch(ctx), lc.llama_n_ubatch(ctx),
-              lc.llama_n_threads(ctx), lc.llama_n_threads_batch(ctx), _attention_mode(options), options.kv_type)
+              lc.llama_n_threads(ctx), lc.llama_n_threads_batch(ctx), options.attention_mode, options.kv_type)
     return ctx
 
 
