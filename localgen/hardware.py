@@ -279,9 +279,17 @@ def cpu_repack_types() -> frozenset[str]:
     return frozenset(types)
 
 
+def repacked_weight_types() -> frozenset[str]:
+    """The weight types llama.cpp repacks here as localgen loads models: none where it declines the CPU backend's
+    extra buffer types (engine.use_cpu_extra_buffers)."""
+    from localgen.engine import use_cpu_extra_buffers
+
+    return cpu_repack_types() if use_cpu_extra_buffers() else frozenset()
+
+
 def probe_hardware() -> Hardware:
     """This machine now: RAM (limits honoured), cores, GPU offload support and GPU memory."""
-    from localgen.engine import llama_cpp_version, supports_gpu_offload, use_cpu_extra_buffers
+    from localgen.engine import llama_cpp_version, supports_gpu_offload
 
     offload = supports_gpu_offload()
     gpus = _llama_gpus() if offload else ()
@@ -291,7 +299,7 @@ def probe_hardware() -> Hardware:
     vram_limit = _size_limit(load_settings().vram_limit, VRAM_LIMIT_ENV)
     return Hardware(memory=probe_memory(), cores=physical_cores(), gpu_offload=offload, gpus=gpus,
                     nvidia_gpus=nvidia, llama_version=llama_cpp_version(), vram_limit_bytes=vram_limit,
-                    cpu_repack_types=cpu_repack_types() if use_cpu_extra_buffers() else frozenset())
+                    cpu_repack_types=repacked_weight_types())
 
 
 def cpu_only_warning(hw: Hardware) -> str | None:

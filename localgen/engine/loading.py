@@ -72,9 +72,8 @@ def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path) -> lc
     params.n_threads = options.n_threads
     params.n_threads_batch = options.n_threads_batch
     # where auto wants it, llama.cpp's own auto still leaves it off on a GPU backend without the kernel
-    chosen = options.flash_attn if options.flash_attn == "auto" and options.flash_attention else \
-        "on" if options.flash_attention else "off"
-    params.flash_attn_type = FLASH_ATTN[chosen]
+    wanted = "auto" if options.flash_attn == "auto" else "on"
+    params.flash_attn_type = FLASH_ATTN[wanted if options.flash_attention else "off"]
     params.type_k = KV_TYPES[options.kv_type]
     params.type_v = KV_TYPES[options.kv_type]
     params.no_perf = True
