@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -119,18 +119,24 @@ def _random_prompt(engine: Engine, n: int, rng: random.Random) -> list[int]:
     return tokens
 
 
+def _rounds(config: BenchConfig) -> Iterator[tuple[str, bool]]:
+    """Each repetition's progress label and whether it counts (a warm-up comes first unless turned off)."""
+    if config.warmup:
+        yield "warm-up", False
+    for rep in range(1, config.reps + 1):
+        yield f"rep {rep}/{config.reps}", True
+
+
 def measure(engine: Engine, config: BenchConfig, progress: Callable[[str], None]) -> Measurements:
-    """Run pp, tg, TTFT and KV-reuse measurements on a loaded engine."""
+    """Run pp, tg, TTFT and KV-reuse measurements on a loaded engine: the prefill test's warm-up and repetitions,
+    then the decode test's, as llama-bench runs its tests."""
     rng = random.Random(SEED)
     follow_up = engine.tokenize(FOLLOW_UP_TEXT, add_special=False)
     fresh = ([engine.bos_token] if engine.adds_bos else []) + follow_up
     start = [engine.bos_token] if engine.adds_bos else [rng.randrange(engine.n_vocab)]
     pp, ttft, reuse, fresh_ttft, tg = [], [], [], [], []
-    total = config.reps + (1 if config.warmup else 0)
-    for rep in range(total):
-        label = "warm-up" if config.warmup and rep == 0 else f"rep {rep + (0 if config.warmup else 1)}/{config.reps}"
-        counted_rep = not (config.warmup and rep == 0)
-        if config.n_prompt:
+    if config.n_prompt:
+        for label, counted in _rounds(config):
             progress(f"bench: {label}: pp{config.n_prompt} + follow-up")
             prompt = _random_prompt(engine, config.n_prompt, rng)
             engine.reset()
@@ -138,16 +144,17 @@ def measure(engine: Engine, config: BenchConfig, progress: Callable[[str], None]
             warm = _complete(engine, [*prompt, *follow_up], 1)
             engine.reset()
             alone = _complete(engine, fresh, 1)
-            if counted_rep:
+            if counted:
                 pp.append(cold.timings.prefill_tokens_per_s)
                 ttft.append(_ttft(cold))
                 reuse.append(_ttft(warm))
                 fresh_ttft.append(_ttft(alone))
-        if config.n_gen:
+    if config.n_gen:
+        for label, counted in _rounds(config):
             progress(f"bench: {label}: tg{config.n_gen}")
             engine.reset()
             gen = _complete(engine, start, config.n_gen + 1, ignore_eog=True)
-            if counted_rep:
+            if counted:
                 tg.append(gen.timings.decode_tokens_per_s)
 
     def stat(values: list[float], test_size: int) -> Stat | None:

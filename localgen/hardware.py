@@ -31,22 +31,26 @@ _UNLIMITED = 1 << 60
 
 
 @lru_cache(maxsize=1)
+def _cpuinfo() -> tuple[tuple[str, str], ...]:
+    """/proc/cpuinfo's (key, value) lines, stripped, read once (none where it cannot be read)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ()
+    return tuple((key.strip(), value.strip()) for key, _, value in (line.partition(":") for line in text.splitlines()))
+
+
+@lru_cache(maxsize=1)
 def physical_cores() -> int:
     """The number of physical CPU cores (not hyper-threads) this process may use."""
     allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     cores: set[tuple[str, str]] = set()
-    try:
-        physical_id = core_id = ""
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key == "physical id":
-                physical_id = value.strip()
-            elif key == "core id":
-                core_id = value.strip()
-                cores.add((physical_id, core_id))
-    except OSError:
-        pass
+    physical_id = ""
+    for key, value in _cpuinfo():
+        if key == "physical id":
+            physical_id = value
+        elif key == "core id":
+            cores.add((physical_id, value))
     return max(1, min(len(cores) or allowed, allowed, cgroup_cpus() or allowed))
 
 
@@ -263,12 +267,7 @@ def _llama_gpus() -> tuple[GpuInfo, ...]:
 @lru_cache(maxsize=1)
 def cpu_repack_types() -> frozenset[str]:
     """The weight types llama.cpp's CPU backend repacks on this CPU (from /proc/cpuinfo's feature flags)."""
-    flags: set[str] = set()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("flags", "Features"):
-                flags.update(value.split())
+    flags = {flag for key, value in _cpuinfo() if key in ("flags", "Features") for flag in value.split()}
     types: set[str] = set()
     if "avx2" in flags:
         types |= REPACK_TYPES_X86_AVX2

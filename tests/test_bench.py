@@ -39,6 +39,8 @@ def test_measure_on_the_real_engine(bundled_model: Path) -> None:
     assert figures.ttft_s.mean > 0 and figures.reuse_ttft_s.mean > 0 and figures.fresh_ttft_s.mean > 0
     assert figures.follow_up_tokens > 10
     assert any("warm-up" in line for line in seen) and any("rep 2/2" in line for line in seen)
+    tests = ["pp" if "pp48" in line else "tg" for line in seen if "pp48" in line or "tg6" in line]
+    assert tests == ["pp"] * 3 + ["tg"] * 3  # each test's warm-up and repetitions together, as llama-bench runs them
 
 
 def test_table_names_every_test() -> None:
