@@ -8,6 +8,7 @@ Usage:
   python scripts/bench_features.py batchcost [--depths 200 700]
   python scripts/bench_features.py fullchat [--turns 600] [--ctx 2048]
   python scripts/bench_features.py chatturn [--rounds 5] [--flash-attn auto off] [--typing 0]
+  python scripts/bench_features.py penalties [--rounds 5] [--n 256]
 
 promptcache: per round, `localgen cache clear`, then `localgen run -f doc.txt "q1"` (cold; saves the prefill)
 and `localgen run -f doc.txt "q2"` (restores it), plus `--no-cache "q2"` as a cold reference; TTFT is the
@@ -29,6 +30,10 @@ chatturn: a real chat (ChatSession, as `localgen chat`) whose first question hol
 README, then a follow-up question; beside it, the same follow-up asked in a new conversation (template and
 default system prompt included). TTFT is from ask() to the first text, per --flash-attn setting. With --typing
 N both questions are typed at N keys/s first, as `localgen chat` prefills them (TTFT is then from Enter).
+
+penalties: the cost of sampling one token with the default settings (repeat penalty 1.1 over the last 64
+tokens, top-k, top-p, min-p, temperature) as localgen samples, against llama.cpp's chain with its own penalties
+sampler, after a real answer; and the decode speed of `run`'s default sampling beside greedy.
 """
 
 from __future__ import annotations
@@ -360,6 +365,75 @@ def bench_chatturn(args: argparse.Namespace) -> None:
         loaded.close()
 
 
+def bench_penalties(args: argparse.Namespace) -> None:
+    """Microseconds per sampled token, localgen's penalties against llama.cpp's sampler; default vs greedy decode."""
+    from localgen.chat import Message
+    from localgen.engine.sampling import build_sampler
+    from localgen.events import Finished
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.runner import ModelOptions, load_model, prompt_tokens
+
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    engine = loaded.engine
+    default = SamplingParams(seed=3)
+    prompt = prompt_tokens(loaded, [Message("user", FREE_PROMPT)])
+
+    def decode(sampling: SamplingParams) -> float:
+        engine.reset()
+        events = engine.generate(prompt, sampling, GenerationLimits(max_tokens=args.n), ignore_eog=True)
+        return [e for e in events if isinstance(e, Finished)][-1].timings.decode_tokens_per_s
+
+    decode(default)
+    history = engine.kv_token_list
+    ours, theirs, speeds = [], [], {"default": [], "greedy": []}
+    for _ in range(args.rounds):
+        ours.append(_sampling_cost(engine, history, lambda: build_sampler(engine._vocab, default, history, 0)))
+        theirs.append(_sampling_cost(engine, history, lambda: _llama_cpp_chain(engine, default, history)))
+        speeds["default"].append(decode(default))
+        speeds["greedy"].append(decode(SamplingParams(temperature=0.0, repeat_penalty=1.0)))
+    print(f"\nsampling one token, default settings, {engine.n_vocab:,}-token vocabulary, {args.rounds} rounds "
+          "(median, min-max)")
+    print(f"  localgen (penalties on the window's logits): {spread(ours, 1)} us")
+    print(f"  llama.cpp's chain with its penalties sampler: {spread(theirs, 1)} us")
+    print(f"  decode, {args.n} tokens: default sampling {spread(speeds['default'], 1)} tok/s, "
+          f"greedy {spread(speeds['greedy'], 1)} tok/s")
+    loaded.close()
+
+
+def _llama_cpp_chain(engine, sampling, history: list[int]):
+    """llama.cpp's own chain for these settings, its penalties sampler primed with history (the old way)."""
+    from localgen.engine import lc
+    from localgen.engine.sampling import Sampler
+
+    chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
+    penalties = lc.llama_sampler_init_penalties(engine.n_vocab, sampling.repeat_last_n, sampling.repeat_penalty,
+                                                sampling.frequency_penalty, sampling.presence_penalty)
+    lc.llama_sampler_chain_add(chain, penalties)
+    for token in history[-sampling.repeat_last_n:]:
+        lc.llama_sampler_accept(penalties, token)
+    for sampler in (lc.llama_sampler_init_top_k(sampling.top_k), lc.llama_sampler_init_top_p(sampling.top_p, 1),
+                    lc.llama_sampler_init_min_p(sampling.min_p, 1), lc.llama_sampler_init_temp(sampling.temperature),
+                    lc.llama_sampler_init_dist(sampling.seed)):
+        lc.llama_sampler_chain_add(chain, sampler)
+    return Sampler(chain, None)
+
+
+def _sampling_cost(engine, history: list[int], new_sampler, count: int = 400) -> float:
+    """Microseconds per sample at the logits after history (the sampler primed with its last tokens, and each
+    sampled token accepted, as in a generation)."""
+    engine.reset()
+    list(engine._prefill(history, 0))
+    sampler = new_sampler()
+    try:
+        started = time.perf_counter()
+        for _ in range(count):
+            sampler.sample(engine._ctx, -1)
+        return (time.perf_counter() - started) / count * 1e6
+    finally:
+        sampler.free()
+        engine.reset()
+
+
 def main() -> None:
     """Parse arguments and run one benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -398,8 +472,13 @@ def main() -> None:
                     help="keys/s at which the question is typed, prefilled meanwhile as in chat (0: sent whole)")
     ct.add_argument("--model", default=None)
     ct.add_argument("--threads", type=int, default=None)
+    pe = sub.add_parser("penalties")
+    pe.add_argument("--rounds", type=int, default=5)
+    pe.add_argument("--n", type=int, default=256)
+    pe.add_argument("--model", default=None)
+    pe.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
-    {"promptcache": bench_promptcache, "draft": bench_draft, "batchcost": bench_batchcost,
+    {"penalties": bench_penalties, "promptcache": bench_promptcache, "draft": bench_draft, "batchcost": bench_batchcost,
      "draftbound": bench_draftbound, "fullchat": bench_fullchat,
      "chatturn": bench_chatturn}[args.what](args)
 

@@ -15,7 +15,7 @@ from localgen.engine.kv import KvCache
 from localgen.engine.loading import load_weights, new_context, new_draft_batch
 from localgen.engine.native import lc, llama_cpp_version
 from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
-from localgen.engine.sampling import build_sampler
+from localgen.engine.sampling import Sampler, build_sampler
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import DraftStats, Event, Finished, PrefillProgress, TextChunk, Timings, Usage
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
@@ -294,11 +294,11 @@ class Engine:
             raise UsageError("the prompt is 0 tokens: nothing to answer",
                              hint="give a prompt, or check the chat template (--chat-template)")
         self.check_fits(len(prompt))
-        chain = None
+        sampler = None
         started = time.perf_counter()
         try:
-            with deferred_signals():  # a Ctrl-C lands once the chain is stored, so the finally below frees it
-                chain = build_sampler(self._vocab, self.n_vocab, sampling, prompt, self.n_ctx)  # a bad grammar fails
+            with deferred_signals():  # a Ctrl-C lands once the sampler is stored, so the finally below frees it
+                sampler = build_sampler(self._vocab, sampling, prompt, self.n_ctx)  # a bad grammar fails
             if self._holds_with_logits(prompt):  # prefilled ahead: the first token can be sampled at once
                 restored, reused = 0, len(prompt)
             else:
@@ -316,7 +316,7 @@ class Engine:
                                 seed=seed)
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
-            for event in self._decode(chain, limits, ignore_eog, drafter):
+            for event in self._decode(sampler, limits, ignore_eog, drafter):
                 if isinstance(event, _DecodeResult):
                     finished = _finished(event.text, event.finish, len(prompt), reused, len(prompt) - reused,
                                          event.generated, started, prefill_done, event.first_token_at,
@@ -327,9 +327,12 @@ class Engine:
                     yield finished
                 else:
                     yield event
+        except BaseException:
+            self._kv.logits_current = False  # a signal may have left them penalized part way (Sampler.sample)
+            raise
         finally:
-            if chain is not None:
-                lc.llama_sampler_free(chain)
+            if sampler is not None:
+                sampler.free()
             self._stop_requested = False
             if self._ctx is not None:
                 self._kv.resync()
@@ -452,7 +455,7 @@ class Engine:
             raise _decode_failure(status)
         self._kv.logits_current = True
 
-    def _decode(self, chain: lc.llama_sampler_p, limits: GenerationLimits, ignore_eog: bool,
+    def _decode(self, sampler: Sampler, limits: GenerationLimits, ignore_eog: bool,
                 drafter: PromptLookup | None) -> Iterator[TextChunk | _DecodeResult]:
         """The decode loop: sample, emit text, feed tokens back (drafts verified in one batch), until a stop."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -463,7 +466,7 @@ class Engine:
         parts: list[str] = []
         generated = 0
         finish = ""
-        out = [lc.llama_sampler_sample(chain, self._ctx, -1)]
+        out = [sampler.sample(self._ctx, -1)]
         first_token_at = last_token_at = time.perf_counter()
         while True:
             for index, token in enumerate(out):
@@ -491,10 +494,10 @@ class Engine:
                 finish = "context"
                 break
             if drafter is None:
-                out = self._step(chain, out[-1])
+                out = self._step(sampler, out[-1])
             else:
                 remaining = max_tokens - generated if max_tokens > 0 else DRAFT_MAX + 1
-                out = self._speculative_step(chain, out, drafter, min(remaining, n_ctx - len(kv)) - 1)
+                out = self._speculative_step(sampler, out, drafter, min(remaining, n_ctx - len(kv)) - 1)
             last_token_at = time.perf_counter()
         tail = "" if stops.matched is not None else stops.flush()  # text held back for a stop string that never came
         if tail:
@@ -502,14 +505,14 @@ class Engine:
             yield TextChunk(tail)
         yield _DecodeResult("".join(parts), finish, generated, first_token_at, last_token_at)
 
-    def _step(self, chain: lc.llama_sampler_p, token: int) -> list[int]:
+    def _step(self, sampler: Sampler, token: int) -> list[int]:
         """Feed one token to the model and sample the next."""
         self._one_token[0] = token
         self._decode_batch(self._one_batch)
         self._kv.tokens.append(token)
-        return [lc.llama_sampler_sample(chain, self._ctx, -1)]
+        return [sampler.sample(self._ctx, -1)]
 
-    def _speculative_step(self, chain: lc.llama_sampler_p, out: list[int], drafter: PromptLookup,
+    def _speculative_step(self, sampler: Sampler, out: list[int], drafter: PromptLookup,
                           limit: int) -> list[int]:
         """Feed the last token plus drafted guesses in one batch; return the sampled tokens the model agrees on."""
         drafter.extend(out)
@@ -517,7 +520,7 @@ class Engine:
         drafts = drafter.draft(min(limit, DRAFT_MAX)) if limit > 0 else []
         started = time.perf_counter()
         if not drafts:
-            out = self._step(chain, token)
+            out = self._step(sampler, token)
             drafter.observe(1, time.perf_counter() - started)
             return out
         batch, kv = self._draft_batch, self._kv.tokens
@@ -529,11 +532,11 @@ class Engine:
         self._decode_batch(batch)
         sampled: list[int] = []
         for i, guess in enumerate(drafts):
-            sampled.append(lc.llama_sampler_sample(chain, self._ctx, i))
+            sampled.append(sampler.sample(self._ctx, i))
             if sampled[-1] != guess:
                 break
         else:
-            sampled.append(lc.llama_sampler_sample(chain, self._ctx, len(drafts)))
+            sampled.append(sampler.sample(self._ctx, len(drafts)))
         drafter.observe(len(drafts) + 1, time.perf_counter() - started)
         accepted = len(sampled) - 1
         kv.append(token)
