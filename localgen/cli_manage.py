@@ -10,7 +10,7 @@ import typer
 from localgen.cli_options import JsonOpt, confirmed, list_by_default
 from localgen.config import settings
 from localgen.errors import LocalgenError
-from localgen.units import binary_size, counted, human_size, iso_time, local_minute
+from localgen.units import binary_size, counted, iso_time, local_minute
 
 if TYPE_CHECKING:
     from localgen.catalog import CachedModel, ListedModel
@@ -80,7 +80,7 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     if json_output:
         print(console.json_text([_model_json(m) for m in models], indent=2))
         return
-    rows = [[m.name, m.quant or "-", human_size(m.size), _when(m.last_used), _source(m), str(m.path)] for m in models]
+    rows = [[m.name, m.quant or "-", binary_size(m.size), _when(m.last_used), _source(m), str(m.path)] for m in models]
     console.print_table(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=("PATH",))
 
 
@@ -180,7 +180,7 @@ def models_show(
         ("context length", f"{info.context_length or 0:,}"), ("layers", str(info.block_count)),
         ("embedding size", str(info.embedding_length)),
         ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),
-        ("license", license_), ("file size", f"{human_size(size)} ({size:,} bytes"
+        ("license", license_), ("file size", f"{binary_size(size)} ({size:,} bytes"
                                               + (f", {count})" if expected > 1 else ")")),
         ("sha256" if expected == 1 else "sha256 (first shard)", sha or "not verified yet"),
         ("source", resolved.source), ("path", str(resolved.path)),
@@ -205,11 +205,11 @@ def models_rm(
     for reference in references:
         plan = remove_model(registry, reference, dry_run=True)
         plans.setdefault(plan.name, (reference, plan))
-    listed = ", ".join(f"{plan.described} ({human_size(plan.bytes_freed)})" for _, plan in plans.values())
+    listed = ", ".join(f"{plan.described} ({binary_size(plan.bytes_freed)})" for _, plan in plans.values())
     if not confirmed(f"remove {listed}", yes=yes, declined="nothing removed"):
         return
     for reference, _ in plans.values():
         removed = remove_model(registry, reference)
         kept = removed.kept_shared
-        console.say(f"removed {removed.described}: freed {human_size(removed.bytes_freed)}"
+        console.say(f"removed {removed.described}: freed {binary_size(removed.bytes_freed)}"
                     + (f", kept {counted(len(kept), 'file')} another model uses" if kept else ""))

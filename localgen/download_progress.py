@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from localgen.hub_types import HubFile, HubModel
-from localgen.units import counted, human_size
+from localgen.units import binary_size, counted
 
 POLL_INTERVAL_S = 0.1
 
@@ -62,24 +62,37 @@ class Display:
         """The file matched its checksum (hashed: now, rather than by an earlier record)."""
 
 
+def _size_columns() -> list[Any]:
+    """The bar's bytes done of the total and its speed, in the units of every size localgen prints (binary_size)."""
+    from rich.progress import ProgressColumn, Task
+    from rich.text import Text
+
+    class Done(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            """'12.0 MiB/22.9 MiB'."""
+            total = "?" if task.total is None else binary_size(int(task.total))
+            return Text(f"{binary_size(int(task.completed))}/{total}", style="progress.download")
+
+    class Speed(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            """'8.1 MiB/s'."""
+            speed = task.finished_speed or task.speed
+            return Text("?" if speed is None else f"{binary_size(int(speed))}/s", style="progress.data.speed")
+
+    return [Done(), Speed()]
+
+
 class RichDisplay(Display):
     """A rich progress bar on stderr: one bar per file and an overall bar for split models."""
 
     def __init__(self, model: HubModel, console: Any = None) -> None:
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
         super().__init__(model)
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-            TimeRemainingColumn(), console=console or Console(stderr=True), transient=False)
+            TextColumn("{task.description}"), BarColumn(), *_size_columns(), TimeRemainingColumn(),
+            console=console or Console(stderr=True), transient=False)
         self.overall = None
         if len(model.files) > 1:
             self.overall = self.progress.add_task(f"{model.label} ({len(model.files)} files)", total=model.size)
@@ -233,11 +246,11 @@ def print_summary(model: HubModel, downloaded: int, seconds: float, *, fetched_e
     what = first if len(model.files) == 1 else f"{first} and {counted(len(model.files) - 1, 'more shard')}"
     checks = "sha256 verified" if all(f.sha256 for f in model.files) else "checksums verified"
     if downloaded:
-        line = f"downloaded {model.repo}/{what} ({human_size(model.size)}) in {seconds:.1f} s, {checks}"
+        line = f"downloaded {model.repo}/{what} ({binary_size(model.size)}) in {seconds:.1f} s, {checks}"
     elif fetched_elsewhere:
-        line = f"{model.repo}/{what} ({human_size(model.size)}) downloaded by another process, {checks}"
+        line = f"{model.repo}/{what} ({binary_size(model.size)}) downloaded by another process, {checks}"
     else:
-        line = f"{model.repo}/{what} ({human_size(model.size)}) already in the cache, {checks}"
+        line = f"{model.repo}/{what} ({binary_size(model.size)}) already in the cache, {checks}"
     print(f"localgen: {line}", file=sys.stderr, flush=True)
 
 

@@ -246,7 +246,7 @@ def _check_pin(label: str, actual: str | None, size: int | None, pin: Pin) -> No
 def _check_free_space(model: HubModel, *, force: bool) -> None:
     """Refuse a download that cannot fit on the cache's disk before any byte of it is written (a split model would
     otherwise leave the shards that fitted)."""
-    from localgen.units import human_size
+    from localgen.units import binary_size
 
     cached = [f.size for f in model.files if _is_cached(model, f)]
     needed = sum(f.size for f in model.files) - sum(cached)
@@ -261,7 +261,7 @@ def _check_free_space(model: HubModel, *, force: bool) -> None:
     except OSError:
         return
     if needed > free:
-        raise HubError(f"{model.repo}: the download needs {human_size(needed)}, and {folder} has {human_size(free)} "
+        raise HubError(f"{model.repo}: the download needs {binary_size(needed)}, and {folder} has {binary_size(free)} "
                        "free", hint="free some space (see `localgen models list`), or set HF_HUB_CACHE to a folder "
                                     "on a larger disk")
 

@@ -27,7 +27,7 @@ from localgen.fit import (
 )
 from localgen.hardware import Hardware, probe_hardware
 from localgen.hub_choice import choose_model, is_auxiliary, no_gguf_files, only_auxiliary
-from localgen.units import binary_size, counted, human_size
+from localgen.units import binary_size, counted
 
 if TYPE_CHECKING:
     from localgen.gguf_info import GGUFInfo
@@ -355,7 +355,7 @@ def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest)
     ref = f"{target.repo}:{chosen.quant}" if chosen.quant else f"{target.repo}/{chosen.filenames[0]}"
     count = len(options)
     which = "the only quant, and it fits" if count == 1 else f"the best that fits of {counted(count, 'quant')}"
-    note = f"chose {ref} ({human_size(chosen.file_size)}), {which}: {chosen.plan.describe()}"
+    note = f"chose {ref} ({binary_size(chosen.file_size)}), {which}: {chosen.plan.describe()}"
     return ref, (note,)
 
 

@@ -1,4 +1,5 @@
-"""Byte counts for people: decimal units for file sizes (as download bars show them), binary for memory."""
+"""Byte counts for people: every size localgen prints, files and memory alike, in binary units (MiB, GiB) as llama.cpp
+prints them, through binary_size."""
 
 from __future__ import annotations
 
@@ -20,21 +21,11 @@ def parse_size(text: str, *, name: str, hint: str = "use bytes or a size such as
     return int(float(match[1]) * _BINARY_UNITS[(match[2] or "").lower()])
 
 
-def human_size(size: int) -> str:
-    """A file size in decimal units: 98.4 MB."""
-    value = float(size)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{size} B"
-
-
 def binary_size(n: int) -> str:
-    """A memory size in binary units: 1.5 GiB."""
+    """A size in binary units, as llama.cpp prints them: 93.8 MiB, 1.5 GiB (the one form of sizes in output)."""
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if abs(value) < 1024 or unit == "EiB":
+        if abs(round(value, 1)) < 1024 or unit == "EiB":  # 1,048,575 bytes is 1.0 MiB, not 1024.0 KiB
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"

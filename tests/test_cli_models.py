@@ -109,7 +109,7 @@ def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
     assert refused.returncode == 2 and "--yes" in refused.stderr
     removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
     assert removed.returncode == 0, removed.stderr
-    assert "freed 98.4 MB" in removed.stderr
+    assert "freed 93.8 MiB" in removed.stderr
     after = json.loads(localgen(env, "models", "list", "--json").stdout)
     assert [m["source"] for m in after] == ["bundled"]
 
@@ -124,8 +124,8 @@ def test_models_rm_takes_several_models_and_checks_them_all_first(hub: tuple[Hub
     assert len(json.loads(localgen(env, "models", "list", "--json").stdout)) == 3, "nothing removed"
     removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "org/tiny-GGUF", f"{REPO}:q4_1", "--yes")
     assert removed.returncode == 0, removed.stderr
-    assert removed.stderr.splitlines() == [f"removed smollm2-135m from {REPO}: freed 98.4 MB",
-                                           "removed org/tiny-GGUF:Q8_0: freed 200.0 kB"], removed.stderr
+    assert removed.stderr.splitlines() == [f"removed smollm2-135m from {REPO}: freed 93.8 MiB",
+                                           "removed org/tiny-GGUF:Q8_0: freed 195.3 KiB"], removed.stderr
     assert [m["source"] for m in json.loads(localgen(env, "models", "list", "--json").stdout)] == ["bundled"]
 
 
@@ -321,7 +321,7 @@ def test_models_rm_on_a_terminal_asks_and_removes_only_on_yes(hub: tuple[HubServ
     def answered(answer: str) -> tuple[int, str]:
         child = pexpect.spawn(sys.executable, ["-m", "localgen", "models", "rm", f"{REPO}:Q4_1"], cwd=str(REPO_ROOT),
                               env=env, encoding="utf-8", timeout=60, dimensions=(24, 200))
-        child.expect_exact(f"remove smollm2-135m from {REPO} (98.4 MB)? [y/N] ")  # not the bundled copy
+        child.expect_exact(f"remove smollm2-135m from {REPO} (93.8 MiB)? [y/N] ")  # not the bundled copy
         child.sendline(answer)
         child.expect(pexpect.EOF)
         child.close()
@@ -334,5 +334,5 @@ def test_models_rm_on_a_terminal_asks_and_removes_only_on_yes(hub: tuple[HubServ
     assert code == 0 and "nothing removed" in screen, screen
     assert sources() == ["bundled", "hub"], "kept on no"
     code, screen = answered("y")
-    assert code == 0 and "freed 98.4 MB" in screen, screen
+    assert code == 0 and "freed 93.8 MiB" in screen, screen
     assert sources() == ["bundled"]

@@ -171,7 +171,7 @@ def test_download_default_quant_verifies_and_loads_from_cache_with_zero_requests
     assert paths[0].read_bytes() == repo.files["tiny-Q4_K_M.gguf"]
     assert paths[0].is_relative_to(hubenv.hf_cache / "models--org--tiny-GGUF" / "snapshots" / repo.commit)
     err = capsys.readouterr().err
-    assert "downloaded org/tiny-GGUF/tiny-Q4_K_M.gguf (400.0 kB) in" in err and "sha256 verified" in err
+    assert "downloaded org/tiny-GGUF/tiny-Q4_K_M.gguf (390.6 KiB) in" in err and "sha256 verified" in err
     hubenv.server.requests.clear()
     assert hub_cache.cached_model(REPO, quant=None, filename=None) == paths
     assert hub_cache.cached_model(REPO, quant="q4_k_m", filename=None) == paths
@@ -197,14 +197,14 @@ def test_a_download_the_disk_cannot_hold_is_refused_before_it_starts(hubenv: Hub
     hubenv.server.add_repo(REPO, tiny_files())
     real = shutil.disk_usage
     monkeypatch.setattr(hub.shutil, "disk_usage", lambda path: real(path)._replace(free=100_000))  # a full disk
-    with pytest.raises(HubError, match=r"org/tiny-GGUF: the download needs 400.0 kB, and .* has 100.0 kB free"):
+    with pytest.raises(HubError, match=r"org/tiny-GGUF: the download needs 390\.6 KiB, and .* has 97\.7 KiB free"):
         hub.download_model(REPO, quant=None, filename=None, quiet=True)
     assert hubenv.server.count("GET", "resolve") == 0 and hubenv.blobs(REPO) == []
     monkeypatch.setattr(hub.shutil, "disk_usage", real)  # (undo() would undo hubenv's settings too)
     path = hub.download_model(REPO, quant=None, filename=None, quiet=True)[0]
     monkeypatch.setattr(hub.shutil, "disk_usage", lambda path: real(path)._replace(free=0))
     assert hub.download_model(REPO, quant=None, filename=None, quiet=True) == [path], "a cached file needs no room"
-    with pytest.raises(HubError, match=r"the download needs 400\.0 kB"):  # again, beside the copy it replaces
+    with pytest.raises(HubError, match=r"the download needs 390\.6 KiB"):  # again, beside the copy it replaces
         hub.download_model(REPO, quant=None, filename=None, force=True, quiet=True)
     monkeypatch.setattr(hub.shutil, "disk_usage", lambda path: real(path)._replace(free=400_000))
     assert hub.download_model(REPO, quant=None, filename=None, force=True, quiet=True) == [path]
@@ -244,7 +244,7 @@ def test_split_model_is_downloaded_together(hubenv: HubEnv, tmp_path: Path,
     assert [p.name for p in paths] == [p.name for p in shards]
     assert len({p.parent for p in paths}) == 1
     assert [file_sha256(p) for p in paths] == [file_sha256(s) for s in shards]
-    assert "00001-of-00003.gguf and 2 more shards (98.4 MB)" in capsys.readouterr().err
+    assert "00001-of-00003.gguf and 2 more shards (93.8 MiB)" in capsys.readouterr().err
     assert hub_cache.cached_model(BUNDLED_REPO, quant="Q4_1", filename=None) == paths
 
 
@@ -501,7 +501,7 @@ def test_pull_the_real_bundled_model_then_load_it_with_zero_requests(
     assert result.returncode == 0, result.stderr
     path = Path(json.loads(result.stdout)["paths"][0])
     assert path.name == BUNDLED_NAME and path.stat().st_size == 98_362_432
-    assert f"downloaded {BUNDLED_REPO}/{BUNDLED_NAME} (98.4 MB) in" in result.stderr
+    assert f"downloaded {BUNDLED_REPO}/{BUNDLED_NAME} (93.8 MiB) in" in result.stderr
     assert "sha256 verified" in result.stderr
     assert file_sha256(path) == BUNDLED_SHA
 
@@ -566,8 +566,8 @@ def test_two_concurrent_pulls_end_with_one_good_copy(loopback_hub: HubServer, tm
     assert len(heads) == 2 and len(gets) == 1  # the second pull waited on the lock, then used the file
     assert max(h.at for h in heads) < gets[0].at  # ...and both really ran at the same time
     summaries = sorted(err.strip().splitlines()[-1] for _out, err in results)
-    assert summaries[0].startswith("localgen: downloaded org/tiny-GGUF/big-Q4_K_M.gguf (2.0 MB) in "), summaries
-    assert summaries[1] == ("localgen: org/tiny-GGUF/big-Q4_K_M.gguf (2.0 MB) downloaded by another process, "
+    assert summaries[0].startswith("localgen: downloaded org/tiny-GGUF/big-Q4_K_M.gguf (1.9 MiB) in "), summaries
+    assert summaries[1] == ("localgen: org/tiny-GGUF/big-Q4_K_M.gguf (1.9 MiB) downloaded by another process, "
                             "sha256 verified"), summaries
 
 
@@ -607,8 +607,8 @@ def test_a_pull_waiting_on_another_download_says_so_and_takes_over_when_it_ends(
     os.close(slave)
     seen: list[bytes] = []
     try:
-        waiting = _read_until(master, "1.5/24.0 MB", seen)
-        assert "another download is fetching it" in waiting and "1.5/24.0 MB" in waiting, waiting  # it follows
+        waiting = _read_until(master, "1.4 MiB/22.9 MiB", seen)
+        assert "another download is fetching it" in waiting and "1.4 MiB/22.9 MiB" in waiting, waiting  # it follows
         assert loopback_hub.count("GET", "resolve") == 0
     finally:
         other.release()  # that download ended without the file: this one fetches it itself
@@ -617,10 +617,10 @@ def test_a_pull_waiting_on_another_download_says_so_and_takes_over_when_it_ends(
     os.close(master)
     assert proc.returncode == 0, screen
     assert file_sha256(Path(json.loads(out)["paths"][0])) == repo.sha256("big-Q4_K_M.gguf")
-    assert "downloaded org/tiny-GGUF/big-Q4_K_M.gguf (24.0 MB) in " in screen
+    assert "downloaded org/tiny-GGUF/big-Q4_K_M.gguf (22.9 MiB) in " in screen
     assert loopback_hub.count("GET", "resolve") == 1
-    shown = [float(done) for done in re.findall(r"(\d+\.\d)/24\.0 MB", screen)]
-    assert max(shown) == 24.0, shown  # its own bytes counted from zero, not on top of the other's
+    shown = [float(done) for done in re.findall(r"(\d+\.\d) MiB/22\.9 MiB", screen)]
+    assert max(shown) == 22.9, shown  # its own bytes counted from zero, not on top of the other's
 
 
 def test_progress_bar_is_drawn_on_a_terminal(loopback_hub: HubServer, tmp_path: Path) -> None:
@@ -635,7 +635,7 @@ def test_progress_bar_is_drawn_on_a_terminal(loopback_hub: HubServer, tmp_path: 
     proc.wait(timeout=30)
     os.close(master)
     assert proc.returncode == 0, screen
-    assert "big-Q4_K_M.gguf" in screen and "/24.0 MB" in screen and "MB/s" in screen
+    assert "big-Q4_K_M.gguf" in screen and "/22.9 MiB" in screen and "iB/s" in screen
     assert "\x1b[" in screen  # drawn and redrawn in place
     assert "sha256 verified" in screen
 
