@@ -1,4 +1,5 @@
-"""The models on this machine: list them (bundled, downloaded, and the registry's), remove one, remember last use.
+"""The models on this machine: list them (bundled, your own files, downloaded, and the registry's), remove one, remember
+last use.
 
 Downloaded models live in the Hugging Face cache, where a snapshot entry links to a blob that
 other entries may share (the same file at two commits, two names with the same content, or Xet's
@@ -22,12 +23,22 @@ from localgen import hub_cache
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
-from localgen.registry import ModelRef, ModelSpec, Registry, hub_target, normalize_quant
+from localgen.inputs import is_existing_file
+from localgen.registry import (
+    ModelRef,
+    ModelSpec,
+    Registry,
+    hub_target,
+    normalize_quant,
+    own_file_refusal,
+    quant_of_filename,
+)
 from localgen.storage import atomic_write_bytes
 from localgen.verify import is_verified, path_key
 
 SOURCE_BUNDLED = "bundled"
 SOURCE_HUB = "hub"
+SOURCE_LOCAL = "local"  # a file of the user's own that a models.toml entry names (path =)
 LAST_USED_DIR = "last-used"
 
 
@@ -38,7 +49,7 @@ class CachedModel:
     name: str
     repo: str | None
     quant: str | None
-    size: int
+    size: int | None  # None: a models.toml entry's own file that is not there
     last_used: float | None
     path: Path
     paths: tuple[Path, ...]
@@ -123,9 +134,11 @@ def bundled_file(spec: ModelSpec) -> Path | None:
 
 
 def list_models(registry: Registry) -> list[CachedModel]:
-    """Bundled models first, then every GGUF model in the Hugging Face cache, by name."""
-    bundled = [_bundled_model(spec) for spec in sorted(registry.models.values(), key=lambda s: s.name)]
-    models = [m for m in bundled if m is not None]
+    """Bundled models first, then the files of the user's own that models.toml names (there or not), then every GGUF
+    model in the Hugging Face cache, by name."""
+    specs = sorted(registry.models.values(), key=lambda s: s.name)
+    bundled = [_bundled_model(spec) for spec in specs]
+    models = [m for m in bundled if m is not None] + [_own_file_model(spec) for spec in specs if spec.path]
     return models + sorted(_hub_models(registry), key=lambda m: m.name.lower())
 
 
@@ -141,10 +154,11 @@ def list_all_models(registry: Registry) -> list[ListedModel]:
 
 
 def _downloaded_row(registry: Registry, model: CachedModel) -> ListedModel:
-    """A downloaded model; NAME and NAME:QUANT take the registry entry's context and description."""
+    """A downloaded model (or a file of one's own, there or not); NAME and NAME:QUANT take the registry entry's context
+    and description."""
     spec = registry.models.get(model.name.partition(":")[0])
     return ListedModel(name=model.name, repo=model.repo, quant=model.quant, context=spec.context if spec else None,
-                       description=spec.description if spec else "", downloaded=True, model=model)
+                       description=spec.description if spec else "", downloaded=model.size is not None, model=model)
 
 
 def _registry_row(spec: ModelSpec, by_path: dict[Path, CachedModel]) -> ListedModel:
@@ -164,6 +178,19 @@ def _bundled_model(spec: ModelSpec) -> CachedModel | None:
         name=spec.name, repo=spec.repo, quant=normalize_quant(spec.quant), size=path.stat().st_size,
         last_used=last_used(path), path=path, paths=(path,), source=SOURCE_BUNDLED,
         verified=bool(spec.sha256) and is_verified(path, spec.sha256 or ""))
+
+
+def _own_file_model(spec: ModelSpec) -> CachedModel:
+    """The file of the user's own that an entry names with path, as a CachedModel: its size (every shard's that is
+    there, of a split model), or None when the file is not there."""
+    from localgen.gguf_split import present_shards
+
+    assert spec.path is not None
+    present, missing = present_shards(spec.path) if is_existing_file(str(spec.path)) else ([], [])
+    return CachedModel(name=spec.name, repo=None, quant=quant_of_filename(spec.path.name),
+                       size=sum(path.stat().st_size for path in present) if present else None,
+                       last_used=last_used(spec.path), path=spec.path, paths=tuple(present), source=SOURCE_LOCAL,
+                       verified=False, missing_shards=len(missing))
 
 
 def _hub_groups(*, dangling: bool = False) -> dict[tuple[str, str], list[hub_cache.CachedHubFile]]:
@@ -231,6 +258,9 @@ def _display_name(registry: Registry, repo: str, quant: str | None, filename: st
 def remove_model(registry: Registry, reference: str, *, dry_run: bool = False) -> RemovedModel:
     """Delete a downloaded model's files from the HF cache, keeping blobs other models still use."""
     ref = registry.reference(reference)
+    spec = registry.spec_for(ref)
+    if spec is not None and spec.path is not None:
+        raise own_file_refusal(spec, "delete")
     if ref.kind == "path":
         _refuse_path(registry, ref)
     repo, quant, pattern, spec = _target(registry, ref)

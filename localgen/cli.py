@@ -360,8 +360,10 @@ def pull(
     """
     from localgen.gguf_split import validate_split
     from localgen.hardware import probe_hardware
+    from localgen.resolve import refuse_own_file
     from localgen.runner import ModelOptions, resolve_fitting
 
+    refuse_own_file(reference)  # a models.toml entry's file of one's own is not localgen's to download
     resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), say_note, force=force)
     validate_split(resolved.path)  # checked, every shard, as run would check it
     print(resolved.path.absolute())
@@ -376,6 +378,7 @@ def fit(
     reference: Annotated[str | None, typer.Argument(
         metavar="REF",
         help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address or a .gguf path.")] = None,
+    model: ModelOpt = None,
     ctx: Annotated[int | None, whole_option(
         "--ctx", "--ctx-size", "-c", help="Context size to plan for.")] = None,
     kv_type: KvTypeOpt = "f16",
@@ -390,6 +393,10 @@ def fit(
     from localgen.hardware import cpu_only_warning_once, probe_hardware
     from localgen.quant_choice import fit_report, report_table
 
+    if reference is not None and model is not None and reference != model:
+        raise UsageError(f"fit takes one model, and was given two: {reference} and -m {model}",
+                         hint="name the model once, as REF or with -m")
+    reference = reference if reference is not None else model
     request = FitRequest(ctx_size=ctx, gpu_layers=gpu_layers, no_gpu=no_gpu, kv_type=kv_type)
     hw = probe_hardware()
     report = fit_report(reference, request=request, hw=hw, offline=offline or None)

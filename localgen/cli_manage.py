@@ -80,15 +80,18 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     if json_output:
         print(console.json_text([_model_json(m) for m in models], indent=2))
         return
-    rows = [[m.name, m.quant or "-", binary_size(m.size), _when(m.last_used), _source(m), str(m.path)] for m in models]
+    rows = [[m.name, m.quant or "-", binary_size(m.size) if m.size is not None else "-", _when(m.last_used), _source(m),
+             str(m.path)] for m in models]
     console.print_table(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=("PATH",))
 
 
 def _source(model: CachedModel) -> str:
     """The SOURCE cell: where the file came from, marked when a split model lacks shards (a download stopped part
-    way) or a Hub file is not verified yet."""
+    way), a Hub file is not verified yet, or a models.toml entry's own file is not there."""
     from localgen.catalog import SOURCE_HUB
 
+    if model.size is None:
+        return f"{model.source} (missing)"
     if model.missing_shards:
         return f"{model.source} (incomplete: {counted(model.missing_shards, 'shard')} missing)"
     return f"{model.source} (unverified)" if model.source == SOURCE_HUB and not model.verified else model.source
@@ -109,10 +112,11 @@ def _list_all(registry: Registry, *, json_output: bool) -> None:
 
 
 def _downloaded_cell(row: ListedModel) -> str:
-    """yes, yes (bundled) or no."""
+    """yes, yes (bundled), yes (local) for an entry's own file, no, or no (missing) for one that is not there."""
+    source = row.model.source if row.model is not None else None
     if not row.downloaded:
-        return "no"
-    return "yes (bundled)" if row.model is not None and row.model.source == "bundled" else "yes"
+        return "no (missing)" if source == "local" else "no"
+    return f"yes ({source})" if source in ("bundled", "local") else "yes"
 
 
 def _model_json(model: CachedModel) -> dict[str, object]:

@@ -232,9 +232,10 @@ def _target(reference: str | None) -> _Target:
 
     registry = load_registry(settings().user_registry)
     ref = registry.reference(reference if reference is not None else registry.default_reference())
-    if ref.path is not None:
-        return _Target(text=ref.text, path=ref.path, repo=None, quant=None, filename=None, default_ctx=None)
     spec = registry.spec_for(ref)
+    if ref.path is not None:  # a path, or an entry's own file (spec)
+        return _Target(text=ref.text, path=ref.path, repo=None, quant=None, filename=None,
+                       default_ctx=spec.context if spec is not None else None)
     repo, quant, filename = hub_target(ref, spec)
     return _Target(text=ref.text, path=None, repo=repo, quant=quant, filename=filename,
                    default_ctx=spec.context if spec is not None else None)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
-from localgen.inputs import expand_user_path, is_existing_file
+from localgen.inputs import expand_user_path, is_existing_file, short_path
 from localgen.params import CHAT_SETTINGS, check_context_bounds, check_setting, stored_setting
 
 try:
@@ -32,8 +32,8 @@ class ModelSpec:
     """One registry entry: where a model's GGUF lives and how to run it."""
 
     name: str
-    repo: str
-    quant: str
+    repo: str = ""  # the Hugging Face repo ('' for an entry that names a file of the user's own: path)
+    quant: str = ""  # the default quant of repo
     file: str | None = None
     context: int | None = None
     template: str | None = None
@@ -45,6 +45,7 @@ class ModelSpec:
     package_file: str | None = None
     system: str | None = None  # the system prompt when -s is not given
     settings: tuple[tuple[str, int | float], ...] = ()  # sampling settings when not given (temperature = 0.3)
+    path: Path | None = None  # a local GGUF (its first shard) instead of a repo: absolute, ~ expanded
     source: str = field(default="", compare=False)  # the models.toml that defined the entry, for messages
 
     @property
@@ -88,10 +89,11 @@ class Registry:
         """parse_reference, reading Ollama's NAME:SIZE (qwen2.5:0.5b, llama3.2:1b) as the entry NAME-SIZE where
         the registry has that entry and no NAME."""
         ref = parse_reference(text)
-        if ref.name is None or ref.quant is None or ref.name in self.models:
-            return ref
-        tagged = f"{ref.name}-{ref.quant.lower()}"
-        return replace(ref, name=tagged, quant=None) if tagged in self.models else ref
+        if ref.name is not None and ref.quant is not None and ref.name not in self.models:
+            tagged = f"{ref.name}-{ref.quant.lower()}"
+            ref = replace(ref, name=tagged, quant=None) if tagged in self.models else ref
+        spec = self.models.get(ref.name) if ref.name is not None else None
+        return ref if spec is None or spec.path is None else _own_file(ref, spec)
 
     def spec_for(self, ref: ModelRef) -> ModelSpec | None:
         """The entry a reference names (None for a Hub repo or a path); an unknown name that a file here has is
@@ -107,9 +109,34 @@ class Registry:
             raise
 
 
+def _own_file(ref: ModelRef, spec: ModelSpec) -> ModelRef:
+    """A reference to an entry that names a file of the user's own (path =): the file, as `-m PATH` means it, still
+    known by the entry's name; a quant of it is refused (the file is the one quant there is)."""
+    assert spec.path is not None
+    if ref.quant is not None:
+        raise UsageError(f"'{ref.text}': {spec.name} is the file {short_path(spec.path)} ({spec.origin}), which has "
+                         "no quants to choose from", hint=f"name it without a quant, {spec.name}; for another quant's "
+                                                          "file, add an entry with its path")
+    return replace(ref, path=spec.path)
+
+
+def own_file_refusal(spec: ModelSpec, doing: str) -> UsageError:
+    """The refusal to download or delete (doing) the file an entry names with path: it is the user's own."""
+    assert spec.path is not None
+    if not is_existing_file(str(spec.path)):
+        hint = "put the file there, or fix that entry's path"
+    elif doing == "download":
+        hint = f"it is already here: `localgen run -m {spec.name}` uses it as it is"
+    else:
+        hint = "delete the file yourself if you no longer need it, and the entry with it"
+    return UsageError(f"{spec.name} is your own file {short_path(spec.path)} ({spec.origin}); localgen does not "
+                      f"{doing} it", hint=hint)
+
+
 @dataclass(frozen=True)
 class ModelRef:
-    """A parsed model reference: a registry name, a Hub repo (and file), or a local path."""
+    """A parsed model reference: a registry name, a Hub repo (and file), or a local path (with name: a models.toml
+    entry's own file)."""
 
     text: str
     name: str | None = None
@@ -129,9 +156,10 @@ class ModelRef:
 
 
 _FIELDS = {
-    "repo": str, "quant": str, "file": str, "context": int, "template": str, "license": str,
+    "repo": str, "path": str, "quant": str, "file": str, "context": int, "template": str, "license": str,
     "description": str, "sha256": str, "size": int, "package": str, "package_file": str, "system": str,
 }
+_HUB_KEYS = ("quant", "file", "sha256", "size", "package", "package_file")  # about a repo's files: not for path
 
 
 def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
@@ -157,16 +185,49 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
             example = '"text"' if expected is str else "4096"
             raise ConfigError(f"{source}: [models.{name}].{key} must be {_TYPE_WORDS[expected]}",
                               hint=f"write {key} = {example}")
-    for required in ("repo", "quant"):
-        if required not in table:
-            example = 'repo = "ORG/NAME-GGUF"' if required == "repo" else 'quant = "Q4_K_M"'
-            raise ConfigError(f"{source}: [models.{name}] needs '{required}'", hint=f"add {example}")
-    _check_spec_values(f"{source}: [models.{name}]", table)
-    _check_settings(f"{source}: [models.{name}]", settings)
+    where = f"{source}: [models.{name}]"
+    if "path" in table:
+        _check_path_entry(where, table)
+    elif "repo" not in table:
+        raise ConfigError(f"{where} needs 'repo' (a model on the Hugging Face Hub) or 'path' (a file of your own)",
+                          hint='add repo = "ORG/NAME-GGUF" and quant = "Q4_K_M", or path = "/path/to/model.gguf"')
+    elif "quant" not in table:
+        raise ConfigError(f"{where} needs 'quant'", hint='add quant = "Q4_K_M"')
+    else:
+        _check_spec_values(where, table)
+    _check_settings(where, settings)
     values = {key: value for key, value in table.items() if key not in settings}
     if "sha256" in values:
         values["sha256"] = str(values["sha256"]).lower()
+    if "path" in values:
+        values["path"] = _entry_path(where, str(values["path"]), source)
     return ModelSpec(name=name.lower(), source=str(source), settings=tuple(settings.items()), **values)
+
+
+def _check_path_entry(where: str, table: dict[str, object]) -> None:
+    """An entry for a file of one's own names it with path alone: no repo, nor keys about a repo's files."""
+    if "repo" in table:
+        raise ConfigError(f"{where} has both 'repo' and 'path'",
+                          hint="keep repo (and quant) for a model on the Hugging Face Hub, or path for a file of your "
+                               "own")
+    extra = next((key for key in _HUB_KEYS if key in table), None)
+    if extra is not None:
+        raise ConfigError(f"{where}.{extra} is about a repo's files, and this entry names one file with path",
+                          hint=f"remove {extra}")
+    _check_spec_values(where, table)
+
+
+def _entry_path(where: str, text: str, source: Path | str) -> Path:
+    """An entry's path: ~ expanded, and a relative one taken from the folder of the models.toml that says it."""
+    if not text.strip() or "\x00" in text:
+        raise ConfigError(f"{where}.path {text!r:.80} is not a file path", hint='write path = "/path/to/model.gguf"')
+    try:
+        path = expand_user_path(text)
+    except UsageError as exc:
+        raise ConfigError(f"{where}.path: {exc.message}", hint=exc.hint) from None
+    folder = source.parent if isinstance(source, Path) else Path(str(resources.files("localgen")))
+    joined = folder / path
+    return joined.parent.resolve() / joined.name  # ../models/x.gguf as the folder it means; the file's own name kept
 
 
 def model_defaults(spec: ModelSpec | None) -> tuple[dict[str, int | float | None], str | None]:
@@ -199,8 +260,8 @@ _TYPE_WORDS = {str: "a string", int: "an integer"}
 def _check_spec_values(where: str, table: dict[str, object]) -> None:
     """Refuse values that parse but cannot be right: unsafe repo or file names, an empty quant, sizes that are not
     positive, a context size out of range."""
-    repo = str(table["repo"])
-    if not is_repo_id(repo):
+    repo = str(table.get("repo", ""))
+    if "repo" in table and not is_repo_id(repo):
         raise ConfigError(f"{where}.repo {repo!r} is not a Hugging Face repo id", hint='write repo = "ORG/NAME"')
     for key in ("file", "package_file"):
         if key in table:
@@ -211,7 +272,7 @@ def _check_spec_values(where: str, table: dict[str, object]) -> None:
     if "package" in table and not _PACKAGE.fullmatch(str(table["package"])):
         raise ConfigError(f"{where}.package {str(table['package'])!r:.80} is not the name of a top-level Python "
                           "package", hint='write package = "NAME", the folder name of an installed package')
-    if not str(table["quant"]).strip():
+    if "quant" in table and not str(table["quant"]).strip():
         raise ConfigError(f"{where}.quant is empty", hint='write quant = "Q4_K_M", for example')
     if "size" in table and int(table["size"]) <= 0:  # type: ignore[call-overload]
         raise ConfigError(f"{where}.size must be a positive integer", hint="write the file's size in bytes")
@@ -273,7 +334,7 @@ def _parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str,
 
 def _inherited(table: object, base: dict | None) -> object:
     """A user's table over the built-in one of the same name, when it names the same repo (or none)."""
-    if base is None or not isinstance(table, dict):
+    if base is None or not isinstance(table, dict) or "path" in table:  # a file of one's own replaces the entry
         return table
     if str(table.get("repo", base.get("repo", ""))).lower() != str(base.get("repo", "")).lower():
         return table

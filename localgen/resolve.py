@@ -12,7 +12,15 @@ from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
 from localgen.hub_errors import offer_alternative, offline_hint, with_alternative
 from localgen.inputs import short_path
-from localgen.registry import ModelRef, ModelSpec, Registry, hub_target, load_registry, normalize_quant
+from localgen.registry import (
+    ModelRef,
+    ModelSpec,
+    Registry,
+    hub_target,
+    load_registry,
+    normalize_quant,
+    own_file_refusal,
+)
 from localgen.verify import verify_file
 
 
@@ -32,8 +40,8 @@ class ResolvedModel:
 
     @property
     def short_name(self) -> str:
-        """The display name, a local file by its name alone (for a status line)."""
-        return self.path.name if self.source == "local" else self.display_name
+        """The display name, a local file given by path by its name alone (for a status line)."""
+        return self.path.name if self.source == "local" and self.spec is None else self.display_name
 
     @property
     def context(self) -> int | None:
@@ -111,9 +119,9 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     ref = registry.reference(text if text is not None else registry.default_reference())
     flag = offline is True  # --offline, as opposed to the environment's HF_HUB_OFFLINE / LOCALGEN_OFFLINE
     offline = settings().offline if offline is None else offline
-    if ref.path is not None:
-        return ResolvedModel(ref=ref, path=_local_file(ref.path), spec=None, source="local")
     spec = registry.spec_for(ref)
+    if ref.path is not None:  # a path, or an entry that names a file of the user's own (spec)
+        return ResolvedModel(ref=ref, path=_local_file(ref.path, spec), spec=spec, source="local")
     repo, quant, filename = hub_target(ref, spec)
     pin = _pin(spec, ref)
     if not force:
@@ -140,10 +148,9 @@ def check_reference(text: str) -> None:
     anything slow happens; a Hub reference is checked when it is resolved."""
     registry = load_registry(settings().user_registry)
     ref = registry.reference(text)
+    spec = registry.spec_for(ref)
     if ref.path is not None:
-        _local_file(ref.path)
-    else:
-        registry.spec_for(ref)
+        _local_file(ref.path, spec)
 
 
 def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
@@ -195,7 +202,26 @@ def _refuse_broken_header(path: Path, hint: str) -> None:
         raise ModelNotFoundError(exc.message, hint=f"{hint} to check it against the Hub") from None
 
 
-def _local_file(path: Path) -> Path:
+def refuse_own_file(text: str) -> None:
+    """Refuse to download the file of a models.toml entry that names one of the user's own (path =)."""
+    registry = load_registry(settings().user_registry)
+    spec = registry.spec_for(registry.reference(text))
+    if spec is not None and spec.path is not None:
+        raise own_file_refusal(spec, "download")
+
+
+def _local_file(path: Path, spec: ModelSpec | None = None) -> Path:
+    """Check that a local model path is a readable file; spec is the models.toml entry that names it, if one does."""
+    try:
+        return _readable_file(path)
+    except ModelNotFoundError as exc:
+        if spec is None:
+            raise
+        raise ModelNotFoundError(f"{exc.message} ({spec.origin})", hint="fix that entry's path, or put the file "
+                                                                        "there") from None
+
+
+def _readable_file(path: Path) -> Path:
     """Check that a local model path is a readable file."""
     try:
         mode = path.stat().st_mode  # is_file() and exists() would hide a loop of links as a missing file

@@ -457,9 +457,9 @@ class ChatSession:
 
 def model_reference(resolved: ResolvedModel) -> str:
     """How a conversation names its model: a local file by its absolute path (valid from any folder), any other
-    reference as typed."""
+    reference (a models.toml entry's own file too) as typed."""
     ref = resolved.ref
-    return os.path.abspath(ref.path) if ref.path is not None else ref.text
+    return os.path.abspath(ref.path) if ref.path is not None and ref.name is None else ref.text
 
 
 def _setting_key(name: str) -> str:

@@ -1,0 +1,197 @@
+"""models.toml entries that name a GGUF file of the user's own (path =): parsing, and the real engine and CLI on the
+bundled model through such an entry."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from localgen.errors import ConfigError, UsageError
+from localgen.registry import load_registry
+from tests.conftest import CliResult, run_localgen
+
+GREEDY = ("--temperature", "0", "--seed", "1")
+
+
+def write_registry(home: Path, text: str) -> Path:
+    """A user's models.toml under a localgen home."""
+    path = home / "config" / "models.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def localgen(home: Path, *args: str) -> CliResult:
+    """The CLI with home as LOCALGEN_HOME."""
+    return run_localgen(*args, env={"LOCALGEN_HOME": str(home)})
+
+
+@pytest.fixture
+def own(tmp_path: Path, bundled_model: Path) -> Path:
+    """A localgen home whose models.toml names a copy of the bundled model by a relative path, with settings, and a
+    file that is not there."""
+    models = tmp_path / "models"
+    models.mkdir()
+    os.symlink(bundled_model, models / "mine.Q4_1.gguf")
+    write_registry(tmp_path / "home", '[models.mine]\npath = "../../models/mine.Q4_1.gguf"\ncontext = 2048\n'
+                                      'system = "Answer in French."\ntemperature = 0\nmax_tokens = 6\n'
+                                      'description = "my own copy"\n\n'
+                                      '[models.gone]\npath = "/nowhere/gone.Q8_0.gguf"\n')
+    return tmp_path / "home"
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def test_a_path_is_expanded_and_taken_from_the_folder_of_its_models_toml(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    user = write_registry(tmp_path / "home", '[models.rel]\npath = "models/a.gguf"\n[models.up]\npath = "../b.gguf"\n'
+                                             '[models.tilde]\npath = "~/models/c.gguf"\ncontext = 1024\n'
+                                             '[models.abs]\npath = "/srv/d.gguf"\n')
+    registry = load_registry(user)
+    assert registry.get("rel").path == user.parent / "models" / "a.gguf"
+    assert registry.get("up").path == tmp_path / "home" / "b.gguf"
+    assert registry.get("tilde").path == tmp_path / "me" / "models" / "c.gguf"
+    assert registry.get("tilde").context == 1024 and registry.get("tilde").repo == ""
+    assert registry.get("abs").path == Path("/srv/d.gguf")
+    ref = registry.reference("TILDE")
+    assert (ref.name, ref.path, ref.kind) == ("tilde", tmp_path / "me" / "models" / "c.gguf", "path")
+
+
+@pytest.mark.parametrize(("text", "message", "hint"), [
+    ('[models.x]\nrepo = "a/b"\nquant = "Q4_0"\npath = "x.gguf"\n', "[models.x] has both 'repo' and 'path'",
+     "or path for a file of your own"),
+    ("[models.x]\ncontext = 2048\n", "[models.x] needs 'repo' (a model on the Hugging Face Hub) or 'path' (a file of "
+     "your own)", 'path = "/path/to/model.gguf"'),
+    ('[models.x]\npath = "x.gguf"\nquant = "Q8_0"\n', "[models.x].quant is about a repo's files, and this entry "
+     "names one file with path", "remove quant"),
+    ('[models.x]\npath = "x.gguf"\nsha256 = "' + "a" * 64 + '"\n', "[models.x].sha256 is about a repo's files",
+     "remove sha256"),
+    ('[models.x]\npath = ""\n', "[models.x].path '' is not a file path", "path ="),
+    ("[models.x]\npath = 3\n", "[models.x].path must be a string", "path ="),
+    ('[models.x]\npath = "x.gguf"\ncontext = 5\n', "[models.x].context: context size 5 is out of range", "context"),
+    ('[models.x]\npath = "~nosuchuser-lg/x.gguf"\n', "[models.x].path: cannot expand '~nosuchuser-lg'", "full path"),
+])
+def test_a_path_entry_that_cannot_work_is_refused_naming_the_file(tmp_path: Path, text: str, message: str,
+                                                                   hint: str) -> None:
+    user = write_registry(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_registry(user)
+    assert info.value.message.startswith(f"{user}: {message}") and hint in (info.value.hint or "")
+
+
+def test_a_path_entry_replaces_a_built_in_entry_of_its_name_whole(tmp_path: Path) -> None:
+    user = write_registry(tmp_path, '[models.smollm2-135m]\npath = "mine.gguf"\n')
+    spec = load_registry(user).get("smollm2-135m")
+    assert spec.path == tmp_path / "config" / "mine.gguf"
+    assert (spec.repo, spec.package, spec.sha256, spec.context) == ("", None, None, None)
+
+
+def test_a_quant_of_a_path_entry_is_refused(tmp_path: Path) -> None:
+    registry = load_registry(write_registry(tmp_path, '[models.mine]\npath = "mine.gguf"\n'))
+    with pytest.raises(UsageError) as info:
+        registry.reference("mine:Q8_0")
+    assert "mine is the file" in info.value.message and "which has no quants to choose from" in info.value.message
+    assert "name it without a quant, mine" in (info.value.hint or "")
+
+
+# ----------------------------------------------------------------------------- the CLI, on the real model
+
+
+def test_run_loads_the_entry_s_file_with_its_settings(own: Path, bundled_model: Path) -> None:
+    by_entry = localgen(own, "run", "-m", "mine", "Name a fruit.", "--json")
+    assert by_entry.returncode == 0, by_entry.err
+    record = json.loads(by_entry.out)
+    assert record["model"] == {"name": "mine", "path": str(own.parent / "models" / "mine.Q4_1.gguf")}
+    by_path = run_localgen("run", "-m", str(bundled_model), "Name a fruit.", "--json", "-s", "Answer in French.",
+                           "-n", "6", *GREEDY)
+    assert by_path.returncode == 0, by_path.err
+    assert (record["text"], record["usage"]) == (json.loads(by_path.out)["text"], json.loads(by_path.out)["usage"])
+    assert record["usage"]["completion_tokens"] == 6 and record["seed"] is None, "the entry's max_tokens, greedy"
+
+
+def test_a_conversation_records_the_entry_s_name(own: Path) -> None:
+    result = localgen(own, "run", "-m", "mine", "--conversation", "mine-talk", "-n", "2", "hi")
+    assert result.returncode == 0, result.err
+    saved = json.loads((own / "data" / "conversations" / "mine-talk.json").read_text())
+    assert saved["model"] == "mine", "so a resumed conversation follows the entry, settings and all"
+
+
+def test_a_missing_file_is_an_error_naming_the_entry_at_use(own: Path) -> None:
+    result = localgen(own, "run", "-m", "gone", "hi")
+    assert result.returncode == 1 and result.out == ""
+    assert result.err.strip() == (f"localgen: error: no such model file: /nowhere/gone.Q8_0.gguf ([models.gone] in "
+                                   f"{own / 'config' / 'models.toml'}) (hint: fix that entry's path, or put the file "
+                                   "there)")
+    assert localgen(own, "run", "-m", "mine", "-n", "1", "hi").returncode == 0, "other entries still work"
+
+
+@pytest.mark.parametrize(("args", "message", "hint"), [
+    (("run", "-m", "mine:Q8_0", "hi"), "'mine:Q8_0': mine is the file", "name it without a quant"),
+    (("pull", "mine"), "mine is your own file", "localgen does not download it (hint: it is already here"),
+    (("pull", "gone"), "gone is your own file", "localgen does not download it (hint: put the file there"),
+    (("models", "rm", "mine", "-y"), "mine is your own file", "localgen does not delete it (hint: delete the file "
+                                                              "yourself"),
+])
+def test_localgen_neither_downloads_nor_deletes_a_file_of_one_s_own(own: Path, args: tuple[str, ...], message: str,
+                                                                    hint: str) -> None:
+    result = localgen(own, *args)
+    assert result.returncode == 2, result.err
+    assert message in result.err and hint in result.err and len(result.err.strip().splitlines()) == 1, result.err
+    assert (own.parent / "models" / "mine.Q4_1.gguf").is_file()
+
+
+def test_models_list_shows_the_entry_s_path_and_size_or_that_it_is_missing(own: Path, bundled_model: Path) -> None:
+    listed = localgen(own, "models", "list")
+    assert listed.returncode == 0, listed.err
+    rows = [line.split("\t") for line in listed.out.splitlines()]
+    path = str(own.parent / "models" / "mine.Q4_1.gguf")
+    assert ["mine", "Q4_1", "93.8 MiB", "never", "local", path] in rows
+    assert ["gone", "Q8_0", "-", "never", "local (missing)", "/nowhere/gone.Q8_0.gguf"] in rows
+    by_name = {m["name"]: m for m in json.loads(localgen(own, "models", "list", "--json").out)}
+    assert by_name["mine"] | {"last_used": None} == {
+        "name": "mine", "repo": None, "quant": "Q4_1", "size": bundled_model.stat().st_size, "last_used": None,
+        "path": path, "source": "local", "verified": False, "missing_shards": 0}
+    assert (by_name["gone"]["size"], by_name["gone"]["source"]) == (None, "local")
+    everything = [line.split("\t") for line in localgen(own, "models", "list", "--all").out.splitlines()]
+    assert ["mine", "-", "Q4_1", "2,048", "yes (local)", "my own copy"] in everything
+    assert ["gone", "-", "Q8_0", "-", "no (missing)", ""] in everything
+
+
+def test_fit_plans_the_entry_s_file_at_its_context(own: Path) -> None:
+    by_option = localgen(own, "fit", "-m", "mine", "--json")
+    assert by_option.returncode == 0, by_option.err
+    report = json.loads(by_option.out)
+    assert [option["path"] for option in report["options"]] == [str(own.parent / "models" / "mine.Q4_1.gguf")]
+    assert report["options"][0]["n_ctx"] == 2048 and report["chosen"] == "Q4_1", "the entry's context"
+    by_argument = json.loads(localgen(own, "fit", "mine", "--json").out)["options"]  # the machine's free RAM varies
+    assert [(o["path"], o["n_ctx"], o["total_bytes"]) for o in by_argument] == [
+        (o["path"], o["n_ctx"], o["total_bytes"]) for o in report["options"]]
+    both = localgen(own, "fit", "smollm2-135m", "-m", "mine")
+    assert both.returncode == 2 and "fit takes one model, and was given two" in both.err
+    missing = localgen(own, "fit", "gone")
+    assert missing.returncode == 1 and "no such model file: /nowhere/gone.Q8_0.gguf ([models.gone]" in missing.err
+
+
+def test_a_split_model_s_first_shard_works_as_an_entry(tmp_path: Path, bundled_model: Path) -> None:
+    from gguf_builders import write_split
+
+    shards = write_split(bundled_model, tmp_path, 3)
+    home = tmp_path / "home"
+    write_registry(home, f'[models.parts]\npath = "{shards[0]}"\n')
+    result = localgen(home, "run", "-m", "parts", "-n", "2", *GREEDY, "hi")
+    assert result.returncode == 0 and result.out.strip(), result.err
+    listed = json.loads(localgen(home, "models", "list", "--json").out)
+    parts = next(m for m in listed if m["name"] == "parts")
+    assert parts["size"] == sum(p.stat().st_size for p in shards) and parts["missing_shards"] == 0
+    shards[2].unlink()
+    parts = next(m for m in json.loads(localgen(home, "models", "list", "--json").out) if m["name"] == "parts")
+    assert parts["missing_shards"] == 1
+    assert "local (incomplete: 1 shard missing)" in localgen(home, "models", "list").out
+    broken = localgen(home, "run", "-m", "parts", "hi")
+    assert broken.returncode == 1 and "missing shard 3 of 3" in broken.err
+
