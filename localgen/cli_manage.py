@@ -14,7 +14,7 @@ from localgen.units import binary_size, counted, iso_time, local_minute
 
 if TYPE_CHECKING:
     from localgen.catalog import CachedModel, ListedModel
-    from localgen.registry import Registry
+    from localgen.registry import ModelSpec, Registry
 
 cache_app = typer.Typer(
     rich_markup_mode=None, help="List the on-disk prompt cache (KV state of long prompts); `clear` empties it.",
@@ -175,10 +175,10 @@ def models_show(
             "embedding_size": info.embedding_length, "chat_template": bool(info.chat_template),
             "license": license_, "file_size": size, "shards": expected,
             "missing_shards": len(missing), "sha256": sha, "source": resolved.source,
-            "path": str(resolved.path), "load_plan": plan}, indent=2))
+            "path": str(resolved.path), "load_plan": plan, "entry": _entry_json(spec) if spec else None}, indent=2))
         return
     console.print_fields([
-        ("name", resolved.display_name), ("architecture", info.architecture),
+        ("name", resolved.display_name), *(_entry_fields(spec) if spec else []), ("architecture", info.architecture),
         ("parameters", f"{parameters / 1e6:,.1f} M" + (f" (in {count})" if missing else "")),
         ("quant", info.quant or "unknown"),
         ("context length", f"{info.context_length or 0:,}"), ("layers", str(info.block_count)),
@@ -190,6 +190,30 @@ def models_show(
         ("source", resolved.source), ("path", str(resolved.path)),
         ("load plan", plan),
     ])
+
+
+def _entry_fields(spec: ModelSpec) -> list[tuple[str, str]]:
+    """What a models.toml entry says of its model, as `models show` prints it (the keys it gives)."""
+    from localgen.registry import normalize_quant
+
+    fields = [("description", spec.description)] if spec.description else []
+    if spec.repo:
+        fields += [("repo", spec.repo), ("default quant", normalize_quant(spec.quant))]
+    if spec.context:
+        fields.append(("default context", f"{spec.context:,}"))
+    if spec.system is not None:
+        fields.append(("system prompt", spec.system or "(empty: the chat template leaves out its default)"))
+    if spec.settings:
+        fields.append(("settings", ", ".join(f"{key} = {value}" for key, value in spec.settings)))
+    return [*fields, ("entry", spec.origin)]
+
+
+def _entry_json(spec: ModelSpec) -> dict[str, object]:
+    """A models.toml entry as `models show --json` gives it."""
+    return {"name": spec.name, "repo": spec.repo or None, "quant": spec.quant or None,
+            "path": str(spec.path) if spec.path else None, "context": spec.context, "license": spec.license,
+            "description": spec.description, "system": spec.system, "settings": dict(spec.settings),
+            "defined_in": spec.source}
 
 
 @models_app.command("rm", short_help="Remove downloaded models.")

