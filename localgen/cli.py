@@ -14,7 +14,16 @@ from localgen import __version__
 from localgen.cli_conversations import conversations_app
 from localgen.cli_exit import flush_stdout, run_app
 from localgen.cli_manage import cache_app, models_app
-from localgen.cli_model import conversation_defaults, load_for, model_options, read_texts, say_note
+from localgen.cli_model import (
+    conversation_defaults,
+    load_for,
+    model_options,
+    read_system_file,
+    read_texts,
+    say_note,
+    say_waiting_for,
+    system_file_input,
+)
 from localgen.cli_options import (
     BatchSizeOpt,
     ChatTemplateOpt,
@@ -33,6 +42,7 @@ from localgen.cli_options import (
     RepeatPenaltyOpt,
     SeedOpt,
     StopOpt,
+    SystemFileOpt,
     SystemOpt,
     TemperatureOpt,
     ThreadsBatchOpt,
@@ -102,6 +112,7 @@ def run(
         metavar="PROMPT", help="The instruction; - reads it from stdin. Piped stdin and -f files come first.")] = None,
     model: ModelOpt = None,
     system: SystemOpt = None,
+    system_file: SystemFileOpt = None,
     file: Annotated[list[str] | None, typer.Option(
         "--file", "-f", metavar="FILE", help="Attach a text file (repeatable; - is stdin).")] = None,
     max_tokens: Annotated[int | None, whole_option(
@@ -133,6 +144,8 @@ def run(
         "--raw", help="Plain completion: no chat template (a --system text goes first, then a blank line).")] = False,
     chat_template: ChatTemplateOpt = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the stream.")] = False,
+    print_prompt: Annotated[bool, typer.Option(
+        "--print-prompt", help="Print the prompt the model would be given (template applied) and exit.")] = False,
     continue_latest: Annotated[bool, typer.Option(
         "--continue", help="Continue the latest saved conversation; the exchange is added to it.")] = False,
     conversation_name: Annotated[str | None, typer.Option(
@@ -156,10 +169,17 @@ def run(
 
     from localgen import console
     from localgen.cli_output import finish_output, stream_to_stdout
-    from localgen.cli_run import fresh_answer, gather_user_text, report_after_run
+    from localgen.cli_run import (
+        fresh_answer,
+        fresh_messages,
+        gather_attachments,
+        report_after_run,
+        user_message,
+        write_prompt,
+    )
     from localgen.fit import prompt_context, prompt_floor, text_bytes
-    from localgen.grammar import grammar_for
-    from localgen.inputs import STDIN_NAME, argument_text, read_chat_template
+    from localgen.grammar import constraint_source, grammar_for
+    from localgen.inputs import STDIN_NAME, argument_text, attachment_files, chat_template_file, read_chat_template
     from localgen.params import GenerationLimits, token_budget
     from localgen.registry import model_defaults
     from localgen.resolve import check_reference
@@ -170,8 +190,7 @@ def run(
     stdin_asked = prompt == STDIN_NAME
     prompt = None if stdin_asked or prompt is None else argument_text(prompt, "the prompt", warnings)
     system, stop = read_texts(system, stop, warnings)
-    constraint = grammar_for(grammar, json_schema, warnings)
-    sampling = sampling_from(ctx, constraint)
+    sampling = sampling_from(ctx)
     max_tokens = token_budget(max_tokens)
     limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop))
     check_draft_mode(draft)
@@ -179,31 +198,51 @@ def run(
         raise UsageError("--raw and --chat-template contradict each other",
                          hint="--raw sends the text with no template; drop one of them")
     continuing = check_continuation(continue_latest, conversation_name, raw=raw)
-    template = read_chat_template(chat_template)
+    if print_prompt and continuing:
+        raise UsageError("--print-prompt shows the prompt of a run outside any conversation",
+                         hint="drop --continue/--conversation; `localgen conversations show NAME` shows a saved one")
+    files = attachment_files(file or [])  # every file an option names is checked now, read once the rest is
+    stdin_taken = "the prompt - reads it" if stdin_asked else "-f - reads it" if STDIN_NAME in (file or ()) else None
+    system_input = system_file_input(system, system_file, stdin_taken=stdin_taken)
+    constraint = constraint_source(grammar, json_schema)
+    template_file = chat_template_file(chat_template)
     console.warn_each(warnings)
-    if model is not None:  # all of this is refused before piped stdin is waited for to its end
+    if model is not None:  # all of this is refused before piped stdin, or a pipe an option names, is waited for
         check_reference(model)
     conversation = open_conversation(conversation_name) if continuing else None
     model_given = model
     model, ctx_size = conversation_defaults(model, ctx_size, conversation)
-    options = model_options(ctx, model=model, ctx_size=ctx_size, chat_template=template, raw=raw, min_ctx=0)
-    attachments, user_text = gather_user_text(prompt, file or [], stdin_asked=stdin_asked, model_given=model_given,
-                                              warnings=warnings)
-    prompt_bytes = text_bytes(user_text, system)
-    options = replace(options, min_ctx=prompt_context(prompt_bytes, max_tokens), floor_ctx=prompt_floor(prompt_bytes))
+    options = model_options(ctx, model=model, ctx_size=ctx_size, raw=raw, min_ctx=0)
+    stdin = sys.stdin.buffer if sys.stdin else None
+    if system_input is not None:
+        system = read_system_file(system_input, stdin, warnings)
+        stdin = None if system_input.path is None else stdin  # --system-file - read it
+    sampling = replace(sampling, grammar=grammar_for(constraint, warnings, waiting=say_waiting_for))
+    template = read_chat_template(template_file, waiting=say_waiting_for)
+    console.warn_each(warnings)
+    attachments = gather_attachments(prompt, files, stdin, stdin_asked=stdin_asked, model_given=model_given,
+                                     warnings=warnings)
+    prompt_bytes = text_bytes(*attachments, prompt, system)
+    options = replace(options, chat_template=template, min_ctx=prompt_context(prompt_bytes, max_tokens),
+                      floor_ctx=prompt_floor(prompt_bytes))
     loaded = load_for(ctx, options, conversation)
     try:
         chosen, model_system = model_defaults(loaded.resolved.spec)
         sampling, limits = with_model_settings(ctx, chosen, sampling, limits)
         if system is None and not raw and (conversation is None or not conversation.on_disk):  # not a saved one
             system = model_system
+        user_text = user_message(loaded, prompt, attachments)
         if conversation is not None:
             start = continued_answer(loaded, options, conversation, system, user_text, sampling, limits,
                                      given_settings(ctx), draft=draft, prompt_cache=not no_cache,
                                      hide_thinking=hide_thinking)
         else:
-            start = fresh_answer(loaded, prompt, attachments, system, sampling, limits, raw=raw, draft=draft,
-                                 prompt_cache=not no_cache, hide_thinking=hide_thinking)
+            messages = fresh_messages(loaded, user_text, system, raw=raw)
+            if print_prompt:
+                write_prompt(loaded, messages, json_output=json_output)
+                return
+            start = fresh_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache,
+                                 hide_thinking=hide_thinking)
         output = None if json_output else console.TextOutput(wrap=not no_wrap)
         completion, exit_code, late_error = stream_to_stdout(loaded, start, output)
         saved_in = conversation.name if conversation is not None and late_error is None else None
@@ -223,6 +262,7 @@ def chat(
     ctx: typer.Context,
     model: ModelOpt = None,
     system: SystemOpt = None,
+    system_file: SystemFileOpt = None,
     max_tokens: Annotated[int | None, whole_option(
         "--max-tokens", "-n", help="Longest answer in tokens (-1: no limit, the default).")] = None,
     temperature: TemperatureOpt = DEFAULT_TEMPERATURE,
@@ -263,7 +303,7 @@ def chat(
     from localgen import console
     from localgen.conversation import Conversation, latest_conversation, load_conversation
     from localgen.fit import prompt_context, text_bytes
-    from localgen.inputs import STDIN_NAME, gather_attachments, read_chat_template
+    from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, read_attachments, read_chat_template
     from localgen.params import GenerationLimits, token_budget
     from localgen.registry import model_defaults
     from localgen.repl import Repl
@@ -281,7 +321,13 @@ def chat(
     if STDIN_NAME in (file or ()):
         raise UsageError("chat reads its messages from the terminal, so -f - has no stdin to read",
                          hint='attach files by name; for piped text use `... | localgen run "..."`')
-    attachments = gather_attachments(file or [], None, warnings)[0]  # read before the model loads
+    system_input = system_file_input(system, system_file, stdin_taken="chat reads its messages from the terminal")
+    files = attachment_files(file or [])  # every file an option names is checked, then read before the model loads
+    template_file = chat_template_file(chat_template)
+    if system_input is not None:
+        system = read_system_file(system_input, None, warnings)
+    attachments = read_attachments(files, None, warnings, waiting=say_waiting_for)
+    template = read_chat_template(template_file, waiting=say_waiting_for)
     console.warn_each(warnings)
     sampling = sampling_from(ctx)
     limits = GenerationLimits(max_tokens=token_budget(max_tokens), stop=tuple(stop))
@@ -290,7 +336,7 @@ def chat(
         conversation = load_conversation(resume, shell=True) if resume else latest_conversation(console.warn)
     model, ctx_size = conversation_defaults(model, ctx_size, conversation)
     attached_bytes = text_bytes(*attachments, system) if attachments else 0  # room for the first message's files
-    options = model_options(ctx, model=model, ctx_size=ctx_size, chat_template=read_chat_template(chat_template),
+    options = model_options(ctx, model=model, ctx_size=ctx_size, chat_template=template,
                             min_ctx=prompt_context(attached_bytes, limits.max_tokens))  # never refused: /file none
     repl: Repl | None = None
     with chat_terminal(before_suspend=lambda: repl.pause_view() if repl else None):  # from the load on

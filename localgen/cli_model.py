@@ -2,29 +2,77 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, BinaryIO
 
 import typer
 
 from localgen.cli_options import from_command_line
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from localgen.conversation import Conversation
+    from localgen.inputs import InputFile
     from localgen.runner import LoadedModel, ModelOptions
+
+SYSTEM_FILE_OPTION = "--system-file"
 
 
 def read_texts(system: str | None, stop: list[str] | None, warnings: list[str]) -> tuple[str | None, list[str]]:
     """The --system text and the --stop strings as given; a warning when the system prompt is the name of a file
-    (llama-cli's -sysf reads one; -s takes the text)."""
+    (--system-file reads one; -s takes the text)."""
     import shlex
 
     from localgen.inputs import argument_text, is_existing_file
 
     if system and not any(c.isspace() for c in system) and is_existing_file(system):
         warnings.append(f"the system prompt is the text {system!r}, the name of a file, not what it holds "
-                        f"(for that: -s \"$(cat {shlex.quote(system)})\")")
+                        f"(for that: {SYSTEM_FILE_OPTION} {shlex.quote(system)})")
     return (None if system is None else argument_text(system, "--system", warnings),
             [argument_text(s, "--stop", warnings) for s in stop or ()])
+
+
+def system_file_input(system: str | None, system_file: str | None, *, stdin_taken: str | None) -> InputFile | None:
+    """The --system-file given, checked ("-" is stdin, unless stdin_taken says what else reads it); beside -s, which
+    gives the system prompt too, it is refused."""
+    from localgen.errors import UsageError
+    from localgen.inputs import STDIN_NAME, InputFile
+
+    if system_file is None:
+        return None
+    if system is not None:
+        raise UsageError(f"-s/--system and {SYSTEM_FILE_OPTION} both give the system prompt",
+                         hint=f"give one of them: -s TEXT or {SYSTEM_FILE_OPTION} FILE")
+    if system_file == STDIN_NAME and stdin_taken is not None:
+        raise UsageError(f"{SYSTEM_FILE_OPTION} - cannot read stdin: {stdin_taken}",
+                         hint="give the system prompt's file by name")
+    return InputFile.checked(system_file, SYSTEM_FILE_OPTION, stdin=True)
+
+
+def read_system_file(file: InputFile, stdin: BinaryIO | None, warnings: list[str]) -> str:
+    """The system prompt a --system-file holds (inputs.system_prompt_text), noting a pipe that keeps it waiting."""
+    from localgen.inputs import system_prompt_text
+
+    return system_prompt_text(file.read(stdin, warnings, warn_empty=True, waiting=say_waiting_for))
+
+
+def say_waiting_for(path: Path | None, option: str) -> None:
+    """Tell a person at a terminal that the command waits for a pipe given with option, or for piped stdin (path
+    None), to end: it is read whole before the model is asked."""
+    from localgen import console
+    from localgen.inputs import FILE_OPTION, short_path
+
+    if not sys.stderr.isatty():
+        return
+    if path is not None:
+        console.say(f"localgen: waiting for {short_path(path)} to end (a pipe given with {option}: it is read once its "
+                    "writer closes it)")
+    elif option == FILE_OPTION:
+        console.say("localgen: waiting for stdin to end (it goes to the model with the prompt; "
+                    "</dev/null runs without it)")
+    else:
+        console.say(f"localgen: waiting for stdin to end ({option} - reads it)")
 
 
 def conversation_defaults(model: str | None, ctx_size: int | None,
@@ -35,7 +83,7 @@ def conversation_defaults(model: str | None, ctx_size: int | None,
     return model or conversation.model, ctx_size if ctx_size is not None else conversation.ctx_size
 
 
-def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None, chat_template: str | None,
+def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None, chat_template: str | None = None,
                   min_ctx: int, floor_ctx: int = 0, raw: bool = False) -> ModelOptions:
     """ModelOptions from the command's engine flags, with its --chat-template already read and the context its
     input needs (fit.prompt_context, fit.prompt_floor)."""

@@ -67,6 +67,8 @@ GpuLayersOpt = Annotated[int | None, whole_option(
     "--gpu-layers", "-ngl", help="Layers to offload to the GPU (-1 = all; default: as many as fit).")]
 NoGpuOpt = Annotated[bool, typer.Option("--no-gpu", help="Run on the CPU only.")]
 SystemOpt = Annotated[str | None, typer.Option("--system", "-s", metavar="TEXT", help="System prompt.")]
+SystemFileOpt = Annotated[str | None, typer.Option(
+    "--system-file", "-sysf", metavar="FILE", help="System prompt read from a text file.")]
 TemperatureOpt = Annotated[float, real_option("--temperature", "--temp", help="0 = greedy.")]
 TopKOpt = Annotated[int, whole_option(help="Top-k sampling (0 = off).")]
 TopPOpt = Annotated[float, real_option(help="Nucleus sampling.")]

@@ -1,76 +1,71 @@
-"""The steps of `localgen run`: its input gathered into one message, a new answer's stream, and the notes after it."""
+"""The steps of `localgen run`: its input gathered into one message, a new answer's stream or the prompt printed, and
+the notes after it."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from localgen.errors import UsageError
 
 if TYPE_CHECKING:
+    from localgen.chat import Message
     from localgen.events import Event, Finished
+    from localgen.inputs import InputFile
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import LoadedModel
 
 
-def gather_user_text(prompt: str | None, files: list[str], *, stdin_asked: bool, model_given: str | None,
-                     warnings: list[str]) -> tuple[list[str], str]:
-    """The attachments (-f files and piped stdin) and the message they make with the prompt; their warnings are said
-    here. A prompt that names a model (`ollama run NAME`) with no -m given (model_given), or a message with nothing
-    in it, is refused."""
+def gather_attachments(prompt: str | None, files: list[InputFile], stdin: BinaryIO | None, *, stdin_asked: bool,
+                       model_given: str | None, warnings: list[str]) -> list[str]:
+    """The attachments of the message, -f files and piped stdin (none from stdin None: --system-file - read it);
+    their warnings are said here. A prompt that names a model (`ollama run NAME`) with no -m given (model_given), or
+    a message with nothing in it, is refused."""
     from localgen import console
-    from localgen.chat import compose_user_message
+    from localgen.cli_model import say_waiting_for
     from localgen.config import settings
-    from localgen.inputs import gather_attachments
+    from localgen.inputs import read_attachments
     from localgen.registry import reads_as_a_model
 
-    attachments, _ = gather_attachments(files, sys.stdin.buffer if sys.stdin else None, warnings,
-                                        stdin_asked=stdin_asked, waiting=_say_waiting_for)
+    attachments = read_attachments(files, stdin, warnings, stdin_asked=stdin_asked, waiting=say_waiting_for)
     console.warn_each(warnings)
-    only_prompt = prompt and not any(map(str.strip, attachments))
-    if model_given is None and only_prompt and reads_as_a_model(prompt, settings().user_registry):
+    attached = any(map(str.strip, attachments))
+    if model_given is None and prompt and not attached and reads_as_a_model(prompt, settings().user_registry):
         raise UsageError(f"'{prompt}' is the name of a model, not a prompt",
                          hint=f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}`')
-    user_text = compose_user_message(prompt, attachments)
-    if not user_text:
+    if not attached and not (prompt and prompt.strip()):
         chat_hint = "; `localgen chat` starts a conversation" if sys.stdin is not None and sys.stdin.isatty() else ""
         raise UsageError("nothing to send: the prompt is empty",
                          hint=f'give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in{chat_hint}')
-    return attachments, user_text
+    return attachments
 
 
-def _say_waiting_for(source: str) -> None:
-    """Tell a person at a terminal that the run waits for piped stdin, or a pipe given with -f, to end (it goes to
-    the model first)."""
+def user_message(loaded: LoadedModel, prompt: str | None, attachments: list[str]) -> str:
+    """The message the attachments and the prompt make (chat.compose_user_message): for a model without a chat
+    template, a plain completion, exactly as given."""
+    from localgen.chat import compose_user_message
+
+    return compose_user_message(prompt, attachments, exact=not loaded.prompt_format.is_chat)
+
+
+def fresh_messages(loaded: LoadedModel, user_text: str, system: str | None, *, raw: bool) -> list[Message]:
+    """The messages of a run outside any conversation (a model without a chat template gets them as a plain
+    completion, which is said unless --raw asked for it)."""
     from localgen import console
+    from localgen.chat import Message
 
-    if not sys.stderr.isatty():
-        return
-    if source == "stdin":
-        console.say("localgen: waiting for stdin to end (it goes to the model with the prompt; "
-                    "</dev/null runs without it)")
-    else:
-        console.say(f"localgen: waiting for {source} to end (a pipe given with -f: it goes to the model with the "
-                    "prompt once its writer closes it)")
-
-
-def fresh_answer(loaded: LoadedModel, prompt: str | None, attachments: list[str], system: str | None,
-                 sampling: SamplingParams, limits: GenerationLimits, *, raw: bool, draft: str, prompt_cache: bool,
-                 hide_thinking: bool) -> Callable[[], Iterator[Event]]:
-    """What starts the answer to a message outside any conversation (a model without a chat template gets the text
-    as a plain completion, exactly as given)."""
-    from localgen import console
-    from localgen.chat import Message, compose_user_message
-    from localgen.runner import stream_answer
-    from localgen.thinking import prompt_opens_thinking, without_thinking
-
-    chat = loaded.prompt_format.is_chat
-    user_text = compose_user_message(prompt, attachments, exact=not chat)
-    if not chat and not raw:
+    if not loaded.prompt_format.is_chat and not raw:
         console.say(f"localgen: {loaded.resolved.display_name} has no chat template; "
                     "sending the text as a plain completion")
-    messages = ([Message("system", system)] if system is not None else []) + [Message("user", user_text)]
+    return ([Message("system", system)] if system is not None else []) + [Message("user", user_text)]
+
+
+def fresh_answer(loaded: LoadedModel, messages: list[Message], sampling: SamplingParams, limits: GenerationLimits,
+                 *, draft: str, prompt_cache: bool, hide_thinking: bool) -> Callable[[], Iterator[Event]]:
+    """What starts the answer to messages outside any conversation."""
+    from localgen.runner import stream_answer
+    from localgen.thinking import prompt_opens_thinking, without_thinking
 
     def start() -> Iterator[Event]:
         events = stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=prompt_cache)
@@ -79,6 +74,22 @@ def fresh_answer(loaded: LoadedModel, prompt: str | None, attachments: list[str]
         return without_thinking(events, lambda: prompt_opens_thinking(loaded.prompt_format.render(messages)))
 
     return start
+
+
+def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: bool) -> None:
+    """Print the prompt messages make for the loaded model, as stream_answer gives it to the model (its chat
+    template applied, special tokens as text, the BOS token its tokenizer adds included); with json_output, one
+    object with that text and its token count."""
+    from localgen import console
+
+    text, tokens = loaded.prompt_format.prompt(loaded.engine, messages)
+    bos = loaded.prompt_format.bos_token
+    if tokens[:1] == [loaded.engine.bos_token] and not text.startswith(bos):
+        text = bos + text
+    if json_output:
+        console.write_out(sys.stdout, console.json_text({"prompt": text, "prompt_tokens": len(tokens)}) + "\n")
+    else:
+        console.write_out(sys.stdout, console.terminal_safe(text) if sys.stdout.isatty() else text)
 
 
 def report_after_run(completion: Finished, *, json_output: bool, stats: bool, limit_given: bool = True) -> None:

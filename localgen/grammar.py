@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.errors import UsageError
-from localgen.inputs import STDIN_NAME, option_path, read_file_input, short_path
+from localgen.inputs import STDIN_NAME, InputFile, Waiting, whole_text
 from localgen.params import Grammar
 
 GRAMMAR_HINT = 'give a GBNF grammar, as text or a file, with a root rule, e.g. --grammar \'root ::= "yes" | "no"\''
 SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type": "object"}\''
+_KINDS = {"--grammar": ("a grammar", GRAMMAR_HINT), "--json-schema": ("a JSON schema", SCHEMA_HINT)}  # as named
 MAX_NESTING = 1000  # llama.cpp's recursive-descent grammar parser overflows the C stack near 20,000
 _ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
 _STRING_CHAR = re.compile(r'^char ::= \[\^"\\\\\] \|', re.MULTILINE)  # a JSON string's character, as converted
@@ -25,35 +27,65 @@ IGNORED_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"
                     "dependentSchemas", "patternProperties", "propertyNames")
 
 
-def grammar_for(grammar_file: str | None, json_schema: str | None, warn: list[str]) -> Grammar | None:
-    """The grammar the answer must follow, from --grammar TEXT|FILE or --json-schema TEXT|FILE (None: free text).
+@dataclass(frozen=True)
+class ConstraintSource:
+    """--grammar or --json-schema as given: its text, or its file (checked, and read by grammar_for)."""
+
+    option: str  # "--grammar" or "--json-schema"
+    given: str | InputFile
+
+    def text(self, waiting: Waiting | None) -> str:
+        """The grammar's or schema's text, read from its file (a binary, non-UTF-8 or empty one is refused)."""
+        if isinstance(self.given, str):
+            return self.given
+        what, hint = _KINDS[self.option]
+        return whole_text(self.given, what, hint, waiting=waiting)
+
+
+def constraint_source(grammar: str | None, json_schema: str | None) -> ConstraintSource | None:
+    """What the answer must follow, from --grammar TEXT|FILE or --json-schema TEXT|FILE (None: free text), checked
+    as far as it can be before a file is read: a text as a whole, a file's path (check_file_path)."""
+    if grammar is not None and json_schema is not None:
+        raise UsageError("--grammar and --json-schema contradict each other", hint="give one of them")
+    for option, value, hint in (("--grammar", grammar, GRAMMAR_HINT), ("--json-schema", json_schema, SCHEMA_HINT)):
+        if value is not None and not value.strip():
+            raise UsageError(f"{option} is empty", hint=hint)
+    if grammar is not None and _is_inline(grammar):
+        _refuse_non_utf8(grammar, "--grammar", GRAMMAR_HINT)
+        if not _ROOT_RULE.search(grammar):
+            raise UsageError("the --grammar text has no root rule: the answer starts at `root ::= ...`",
+                             hint=GRAMMAR_HINT)
+        return ConstraintSource("--grammar", grammar)
+    if json_schema is not None and _is_inline_schema(json_schema):
+        _refuse_non_utf8(json_schema, "--json-schema", SCHEMA_HINT)
+        return ConstraintSource("--json-schema", json_schema)
+    for option, value in (("--grammar", grammar), ("--json-schema", json_schema)):
+        if value is not None:
+            _refuse_stdin(value, option)
+            return ConstraintSource(option, InputFile.checked(value, option))
+    return None
+
+
+def grammar_for(source: ConstraintSource | None, warn: list[str], *, waiting: Waiting | None = None) -> Grammar | None:
+    """The grammar the answer must follow (None: free text), its file read now (waiting is told of a quiet pipe).
 
     warn gets what the answer may still get wrong (schema keywords the converter ignores).
     """
-    if grammar_file is not None and json_schema is not None:
-        raise UsageError("--grammar and --json-schema contradict each other", hint="give one of them")
-    for option, value, hint in (("--grammar", grammar_file, GRAMMAR_HINT), ("--json-schema", json_schema, SCHEMA_HINT)):
-        if value is not None and not value.strip():
-            raise UsageError(f"{option} is empty", hint=hint)
-    if grammar_file is not None and _is_inline(grammar_file):
-        _refuse_non_utf8(grammar_file, "--grammar", GRAMMAR_HINT)
-        if not _ROOT_RULE.search(grammar_file):
-            raise UsageError("the --grammar text has no root rule: the answer starts at `root ::= ...`",
-                             hint=GRAMMAR_HINT)
-        return _checked(Grammar(grammar_file, source="--grammar"))
-    if grammar_file is not None:
-        _refuse_stdin(grammar_file, "--grammar", "grammar")
-        path = option_path(grammar_file, "--grammar")
-        return _checked(Grammar(_grammar_file(path), source=f"--grammar {short_path(path)}"))
-    if json_schema is not None:
-        schema = _parsed_schema(_schema_text(json_schema))
-        ignored = sorted(_keywords_in(schema) & set(IGNORED_KEYWORDS))
-        if ignored:
-            them = "them" if len(ignored) > 1 else "it"
-            warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
-                        f"ignores {them}): check the answer")
-        return _checked(Grammar(_converted(schema), source="--json-schema"))
-    return None
+    if source is None:
+        return None
+    text = source.text(waiting)
+    if source.option == "--grammar":
+        file = source.given if isinstance(source.given, InputFile) else None
+        if file is not None and not _ROOT_RULE.search(text):
+            raise UsageError(f"{file.name} has no root rule: the answer starts at `root ::= ...`", hint=GRAMMAR_HINT)
+        return _checked(Grammar(text, source="--grammar" if file is None else f"--grammar {file.name}"))
+    schema = _parsed_schema(text)
+    ignored = sorted(_keywords_in(schema) & set(IGNORED_KEYWORDS))
+    if ignored:
+        them = "them" if len(ignored) > 1 else "it"
+        warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
+                    f"ignores {them}): check the answer")
+    return _checked(Grammar(_converted(schema), source="--json-schema"))
 
 
 def _checked(grammar: Grammar) -> Grammar:
@@ -166,23 +198,10 @@ def _is_inline(value: str) -> bool:
         return True
 
 
-def _grammar_file(path: Path) -> str:
-    """The text of a GBNF grammar file (parsed by llama.cpp when the sampler is built)."""
-    warnings: list[str] = []
-    text = read_file_input(path, warnings, option="--grammar", binary_hint=GRAMMAR_HINT)
-    if warnings or not text.strip():
-        raise UsageError(f"{short_path(path)} is not a grammar ({'not UTF-8' if warnings else 'it is empty'})",
-                         hint=GRAMMAR_HINT)
-    if not _ROOT_RULE.search(text):
-        raise UsageError(f"{short_path(path)} has no root rule: the answer starts at `root ::= ...`", hint=GRAMMAR_HINT)
-    return text
-
-
-def _refuse_stdin(value: str, option: str, what: str) -> None:
+def _refuse_stdin(value: str, option: str) -> None:
     """Refuse '-' as the option's value: stdin may carry the prompt."""
     if value.strip() == STDIN_NAME:
-        raise UsageError(f"{option} does not read stdin (stdin may carry the prompt)",
-                         hint=f"give the {what}'s text or a file")
+        raise UsageError(f"{option} does not read stdin (stdin may carry the prompt)", hint=_KINDS[option][1])
 
 
 def _refuse_non_utf8(text: str, option: str, hint: str) -> None:
@@ -194,18 +213,9 @@ def _refuse_non_utf8(text: str, option: str, hint: str) -> None:
         raise UsageError(f"the {option} text is not UTF-8", hint=hint) from None
 
 
-def _schema_text(value: str) -> str:
-    """--json-schema's value: JSON text as given, or the text of the file it names."""
-    _refuse_stdin(value, "--json-schema", "schema")
-    if value.lstrip().startswith(("{", "[", '"')) or value.strip() in ("true", "false", "null"):
-        _refuse_non_utf8(value, "--json-schema", SCHEMA_HINT)
-        return value
-    warnings: list[str] = []
-    text = read_file_input(option_path(value, "--json-schema"), warnings, option="--json-schema",
-                           binary_hint=SCHEMA_HINT)
-    if warnings:
-        raise UsageError(f"{short_path(Path(value))} is not a JSON schema (not UTF-8)", hint=SCHEMA_HINT)
-    return text
+def _is_inline_schema(value: str) -> bool:
+    """Whether --json-schema's value is JSON text rather than a file name."""
+    return value.lstrip().startswith(("{", "[", '"')) or value.strip() in ("true", "false", "null")
 
 
 def _parsed_schema(text: str) -> dict[str, object]:

@@ -9,6 +9,7 @@ import select
 import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -23,6 +24,8 @@ FILE_OPTION = "-f/--file"  # the option that attaches files, as messages name it
 BOM = "\ufeff"  # a byte-order mark, which some editors put at the start of a UTF-8 file
 DOCUMENT_HINT = "send text; convert documents to plain text first"
 TEMPLATE_HINT = "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"
+
+Waiting = Callable[[Path | None, str], None]  # told that a read waits on a pipe: its path (None: stdin), its option
 
 
 def decode_input(data: bytes, source: str, warnings: list[str], *, binary_hint: str = DOCUMENT_HINT) -> str:
@@ -62,26 +65,23 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTIO
     called once when the file is a pipe that keeps quiet for STDIN_QUIET_S seconds (no writer yet, say)."""
     try:
         with _open_noting(path, waiting) as reader:
-            data = _bounded_read(reader, short_path(path), binary_hint)
+            data = _bounded_read(reader, short_path(path), binary_hint, "send a smaller file")
     except OSError as exc:
         raise _unreadable(path, option, exc) from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise UsageError(f"{short_path(path)} is larger than {MAX_INPUT_BYTES // 2**20} MiB",
-                         hint="send a smaller file")
     return decode_input(data, short_path(path), warnings, binary_hint=binary_hint)
 
 
-def check_file_path(path: Path) -> None:
-    """Refuse a -f path that cannot be a file to read (missing, a directory...) without opening it, so that a bad
-    one is named before a pipe among the others is waited for."""
+def check_file_path(path: Path, option: str = FILE_OPTION) -> None:
+    """Refuse a path given to option that cannot be a file to read (missing, a directory...) without opening it, so
+    that a bad one is named before a pipe among the others is waited for."""
     try:
         mode = path.stat().st_mode
     except OSError as exc:
-        raise _unreadable(path, FILE_OPTION, exc) from None
+        raise _unreadable(path, option, exc) from None
     if stat.S_ISDIR(mode):
-        raise _unreadable(path, FILE_OPTION, IsADirectoryError(errno.EISDIR, "Is a directory"))
+        raise _unreadable(path, option, IsADirectoryError(errno.EISDIR, "Is a directory"))
     if not os.access(path, os.R_OK):
-        raise _unreadable(path, FILE_OPTION, PermissionError(errno.EACCES, "Permission denied"))
+        raise _unreadable(path, option, PermissionError(errno.EACCES, "Permission denied"))
 
 
 def _unreadable(path: Path, option: str, exc: OSError) -> UsageError:
@@ -128,13 +128,63 @@ class _Once:
             function()
 
 
-def attachment_text(path: Path, warnings: list[str], *, option: str = FILE_OPTION,
-                    waiting: Callable[[], None] | None = None) -> str:
-    """The text of a file attached to a message (read_file_input), with a warning when it is empty."""
-    text = read_file_input(path, warnings, option=option, waiting=waiting)
-    if not text.strip():
-        warnings.append(f"{short_path(path)} is empty")
+@dataclass(frozen=True)
+class InputFile:
+    """A file given to an option (-f, --system-file, --grammar...), or stdin where the option reads "-": checked when
+    made (check_file_path) and read later, so that every file a command is given is checked before a pipe among them
+    is waited for."""
+
+    option: str
+    path: Path | None = None  # None: stdin
+
+    @classmethod
+    def checked(cls, name: str, option: str, *, stdin: bool = False) -> InputFile:
+        """The file name given to option, checked; with stdin, "-" stands for standard input."""
+        if stdin and name == STDIN_NAME:
+            return cls(option)
+        path = option_path(name, option)
+        check_file_path(path, option)
+        return cls(option, path)
+
+    @property
+    def name(self) -> str:
+        """The file as messages name it."""
+        return "stdin" if self.path is None else short_path(self.path)
+
+    def read(self, stdin: BinaryIO | None, warnings: list[str], *, binary_hint: str = DOCUMENT_HINT,
+             warn_empty: bool = False, waiting: Waiting | None = None) -> str:
+        """The text of the file (read_file_input), or of stdin (read_stdin_input, even from a terminal); waiting is
+        told when it is a pipe that keeps quiet for STDIN_QUIET_S seconds; with warn_empty, an empty one is warned
+        about."""
+        told = None if waiting is None else lambda: waiting(self.path, self.option)
+        if self.path is None:
+            text = read_stdin_input(stdin, warnings, asked=True, waiting=told) or ""
+        else:
+            text = read_file_input(self.path, warnings, option=self.option, binary_hint=binary_hint, waiting=told)
+        if warn_empty and not text.strip():
+            warnings.append(f"{self.name} is empty")
+        return text
+
+
+def attachment_text(path: Path, warnings: list[str], *, option: str = FILE_OPTION) -> str:
+    """The text of a file attached to a message, with a warning when it is empty."""
+    return InputFile(option, path).read(None, warnings, warn_empty=True)
+
+
+def whole_text(file: InputFile, what: str, hint: str, *, waiting: Waiting | None = None) -> str:
+    """The text of a file an option takes as a whole (a chat template, a grammar, a JSON schema): binary data, bytes
+    that are not UTF-8 and an empty file are refused as not being what ("a grammar"), with hint."""
+    warnings: list[str] = []
+    text = file.read(None, warnings, binary_hint=hint, waiting=waiting)
+    if warnings or not text.strip():
+        raise UsageError(f"{file.name} is not {what} ({'not UTF-8' if warnings else 'it is empty'})", hint=hint)
     return text
+
+
+def system_prompt_text(text: str) -> str:
+    """A system prompt read from a file: Windows line ends (CRLF) as plain newlines, as in attachments, and without
+    the newlines it ends with (as `-s "$(cat FILE)"` gives it)."""
+    return text.replace("\r\n", "\n").rstrip("\n")
 
 
 def refuse_waiting_reads(path: Path) -> None:
@@ -183,12 +233,10 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
         return None
     source = stream if waiting is None or stream.isatty() else _NotedPipe.of(stream, waiting)
     try:
-        data = _bounded_read(source, "stdin", DOCUMENT_HINT)
+        data = _bounded_read(source, "stdin", DOCUMENT_HINT, "send less text")
     except OSError as exc:  # a stdin opened for writing only (0>FILE), say
         raise UsageError(f"cannot read stdin: {exc.strerror or exc}",
                          hint="pipe text in, or give the prompt alone with </dev/null") from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise UsageError(f"stdin is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint="send less text")
     return decode_input(data, "stdin", warnings)
 
 
@@ -228,13 +276,16 @@ class _NotedPipe:
         return b"".join(parts)
 
 
-def _bounded_read(stream: BinaryIO | _NotedPipe, source: str, binary_hint: str) -> bytes:
-    """Up to one byte more than MAX_INPUT_BYTES; binary data is refused from its first block, not after
-    reading the whole bound (/dev/urandom)."""
+def _bounded_read(stream: BinaryIO | _NotedPipe, source: str, binary_hint: str, smaller_hint: str) -> bytes:
+    """All of stream, refused when larger than MAX_INPUT_BYTES (read to one byte more) or binary: binary data is
+    told from its first block, not after reading the whole bound (/dev/urandom)."""
     first = stream.read(BINARY_SNIFF_BYTES)
     if b"\x00" in first:
         raise UsageError(f"{source} looks like binary data (it contains NUL bytes)", hint=binary_hint)
-    return first + (stream.read(MAX_INPUT_BYTES + 1 - len(first)) if len(first) == BINARY_SNIFF_BYTES else b"")
+    data = first + (stream.read(MAX_INPUT_BYTES + 1 - len(first)) if len(first) == BINARY_SNIFF_BYTES else b"")
+    if len(data) > MAX_INPUT_BYTES:
+        raise UsageError(f"{source} is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint=smaller_hint)
+    return data
 
 
 def _ready(stream: BinaryIO | int, timeout: float) -> bool:
@@ -246,30 +297,25 @@ def _ready(stream: BinaryIO | int, timeout: float) -> bool:
         return True
 
 
-def gather_attachments(files: Sequence[str], stdin: BinaryIO | None, warnings: list[str], *,
-                       stdin_asked: bool = False,
-                       waiting: Callable[[str], None] | None = None) -> tuple[list[str], bool]:
-    """The texts of the -f files, stdin's where the first "-" stands among them, else last; and whether stdin was
-    read.
+def attachment_files(names: Sequence[str]) -> list[InputFile]:
+    """The -f files as given, each checked ("-" is stdin)."""
+    return [InputFile.checked(name, FILE_OPTION, stdin=True) for name in names]
 
-    A file named "-" is stdin, as is stdin_asked (a prompt of "-"): then stdin is read even from a terminal. Every
-    named file is checked, then read, first, so a bad one is refused before a pipe or stdin is waited for. waiting
-    is called with "stdin" or a file's name when that pipe keeps quiet for a while.
+
+def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warnings: list[str], *,
+                     stdin_asked: bool = False, waiting: Waiting | None = None) -> list[str]:
+    """The texts of the -f files, stdin's where the first "-" stands among them, else last.
+
+    Stdin is read when it is piped, or asked for (a "-" among the files, or stdin_asked: a prompt of "-"), then even
+    from a terminal. The named files are read first, so that a bad one is refused before stdin is waited for.
     """
-    asked = stdin_asked or STDIN_NAME in files
-    named = [option_path(name, FILE_OPTION) for name in files if name != STDIN_NAME]
-    for path in named:
-        check_file_path(path)
-    texts = [attachment_text(path, warnings, waiting=_naming(waiting, short_path(path))) for path in named]
-    piped = read_stdin_input(stdin, warnings, asked=asked, waiting=_naming(waiting, "stdin"))
+    stdin_at = next((index for index, file in enumerate(files) if file.path is None), None)
+    texts = [file.read(stdin, warnings, warn_empty=True, waiting=waiting) for file in files if file.path is not None]
+    told = None if waiting is None else lambda: waiting(None, FILE_OPTION)
+    piped = read_stdin_input(stdin, warnings, asked=stdin_asked or stdin_at is not None, waiting=told)
     if piped is not None:
-        texts.insert(list(files).index(STDIN_NAME) if STDIN_NAME in files else len(texts), piped)
-    return texts, piped is not None
-
-
-def _naming(waiting: Callable[[str], None] | None, source: str) -> Callable[[], None] | None:
-    """waiting, to be called with source's name (None stays None)."""
-    return None if waiting is None else lambda: waiting(source)
+        texts.insert(len(texts) if stdin_at is None else stdin_at, piped)
+    return texts
 
 
 def argument_text(value: str, source: str, warnings: list[str]) -> str:
@@ -281,14 +327,11 @@ def argument_text(value: str, source: str, warnings: list[str]) -> str:
     return value
 
 
-def read_chat_template(name: str | None) -> str | None:
+def chat_template_file(name: str | None) -> InputFile | None:
+    """The --chat-template file given, checked (None when none was given)."""
+    return None if name is None else InputFile.checked(name, "--chat-template")
+
+
+def read_chat_template(file: InputFile | None, *, waiting: Waiting | None = None) -> str | None:
     """The text of a --chat-template file (a Jinja chat template), or None when none was given."""
-    if name is None:
-        return None
-    path = option_path(name, "--chat-template")
-    warnings: list[str] = []
-    text = read_file_input(path, warnings, option="--chat-template", binary_hint=TEMPLATE_HINT)
-    if warnings or not text.strip():
-        raise UsageError(f"{short_path(path)} is not a chat template ({'not UTF-8' if warnings else 'it is empty'})",
-                         hint=TEMPLATE_HINT)
-    return text
+    return None if file is None else whole_text(file, "a chat template", TEMPLATE_HINT, waiting=waiting)

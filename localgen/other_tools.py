@@ -20,7 +20,7 @@ SUBCOMMAND_HABITS = {"ls": "list", "remove": "rm", "delete": "rm", "del": "rm"} 
 # otherwise be read as one of localgen's short options with a value stuck to it: -sys as -s ys (a system prompt "ys"),
 # -st as -s t, -fa as -f a (a file named a).
 _SYSTEM = "localgen's is -s TEXT, or --system TEXT"
-_SYSTEM_FILE = 'localgen reads it with -s "$(cat FILE)"'
+_SYSTEM_FILE = "localgen's is --system-file FILE, or -sysf FILE"
 _CHAT = "`localgen chat` is localgen's conversation mode"
 _ONE_TURN = "`localgen run` answers one turn and exits"
 _KV = "localgen's is --kv-type f16|q8_0|q4_0, for K and V alike"
@@ -31,7 +31,6 @@ _SETTINGS = "each setting has its own option here: --temperature 0.2, --top-p 0.
 OTHER_TOOLS_OPTIONS = {
     "-sys": ("llama-cli", "a system prompt", _SYSTEM),
     "--system-prompt": ("llama-cli", "a system prompt", _SYSTEM),
-    "-sysf": ("llama-cli", "a system prompt file", _SYSTEM_FILE),
     "--system-prompt-file": ("llama-cli", "a system prompt file", _SYSTEM_FILE),
     "-cnv": ("llama-cli", "conversation mode", _CHAT),
     "--conversation-mode": ("llama-cli", "conversation mode", _CHAT),

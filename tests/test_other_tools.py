@@ -71,8 +71,8 @@ def test_other_tools_words_get_localgen_s_way(args: tuple[str, ...], error: str,
 def test_a_system_prompt_that_names_a_file_gets_a_warning(tmp_path: Path) -> None:
     named = tmp_path / "sys.txt"
     named.write_text("Be terse.")
-    result = run_localgen("run", "-s", str(named), "-n", "1", "hi")  # llama-cli's -sysf reads it; -s takes text
+    result = run_localgen("run", "-s", str(named), "-n", "1", "hi")  # --system-file reads it; -s takes text
     assert result.returncode == 0, result.err
     assert f"the system prompt is the text '{named}', the name of a file, not what it holds " \
-           f"(for that: -s \"$(cat {named})\")" in result.err, result.err
+           f"(for that: --system-file {named})" in result.err, result.err
     assert "name of a file" not in run_localgen("run", "-s", "Be terse.", "-n", "1", "hi").err

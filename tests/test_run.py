@@ -800,7 +800,8 @@ def test_a_named_pipe_given_with_f_is_waited_for_with_a_note_after_every_file_is
 
     writer = threading.Thread(target=write_later)
     writer.start()
-    texts, _ = inputs.gather_attachments([str(fifo)], None, [], waiting=notes.append)
+    texts = inputs.read_attachments(inputs.attachment_files([str(fifo)]), None, [],
+                                    waiting=lambda path, _: notes.append(str(path)))
     writer.join()
     assert texts == ["piped words"] and notes == [str(fifo)]
 

@@ -1,0 +1,215 @@
+"""What `run` (and `chat`) read besides the prompt: --system-file, pipes given to the options that take a file, and
+--print-prompt, which shows the prompt all of it makes, on the real bundled model."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.conftest import REPO_ROOT, run_localgen
+from tests.test_repl import Chat
+
+GREEDY = ("--temperature", "0", "--seed", "1")
+DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"  # SmolLM2's template's own
+
+
+def chatml(user: str, system: str | None = DEFAULT_SYSTEM) -> str:
+    """The bundled model's prompt (its ChatML template) for one message."""
+    head = "" if system is None else f"<|im_start|>system\n{system}<|im_end|>\n"
+    return f"{head}<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def printed_prompt(*args: str, stdin: bytes | None = None) -> str:
+    """What `run --print-prompt ARGS` prints, checked to have generated nothing and said nothing on stderr."""
+    result = run_localgen("run", "--print-prompt", *args, stdin=stdin)
+    assert result.returncode == 0 and result.err == "", result.err
+    return result.out
+
+
+def prompt_tokens(*args: str, stdin: bytes | None = None) -> int:
+    """The prompt tokens of a real run of ARGS (one token generated)."""
+    result = run_localgen("run", "--json", "-n", "1", *GREEDY, *args, stdin=stdin)
+    assert result.returncode == 0, result.err
+    return json.loads(result.out)["usage"]["prompt_tokens"]
+
+
+# --- --system-file ---------------------------------------------------------------------------------------------------
+
+def test_a_system_file_is_the_system_prompt_read_as_attachments_are(tmp_path: Path) -> None:
+    system = tmp_path / "system.txt"
+    system.write_bytes(b"\xef\xbb\xbfBe terse.\r\nAnswer in English.\r\n\r\n")  # a BOM, CRLF, trailing newlines
+    expected = chatml("Hi there", system="Be terse.\nAnswer in English.")
+    assert printed_prompt("--system-file", str(system), "Hi there") == expected
+    assert printed_prompt("-sysf", str(system), "Hi there") == expected, "llama-cli's spelling"
+    as_text = run_localgen("run", "--json", "-n", "8", *GREEDY, "-s", "Be terse.\nAnswer in English.", "Hi there")
+    from_file = run_localgen("run", "--json", "-n", "8", *GREEDY, "--system-file", str(system), "Hi there")
+    assert as_text.returncode == from_file.returncode == 0, as_text.err + from_file.err
+    assert json.loads(from_file.out)["usage"] == json.loads(as_text.out)["usage"]
+    assert json.loads(from_file.out)["text"] == json.loads(as_text.out)["text"]
+
+
+def test_a_system_file_of_dash_reads_stdin_which_is_then_no_attachment() -> None:
+    assert printed_prompt("--system-file", "-", "Q?", stdin=b"From stdin.\r\n") == chatml("Q?", system="From stdin.")
+    assert printed_prompt("-f", "-", "Q?", stdin=b"From stdin.\r\n") == chatml("From stdin.\n\nQ?")
+
+
+def test_an_empty_system_file_is_an_empty_system_prompt_with_a_warning(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    result = run_localgen("run", "--print-prompt", "--system-file", str(empty), "hi")
+    assert result.returncode == 0 and result.err == f"localgen: warning: {empty} is empty\n", result.err
+    assert result.out == printed_prompt("-s", "", "hi"), "like -s '': the template's default is left out"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("-s", "Be terse.", "--system-file", "{sys}", "hi"),
+     "-s/--system and --system-file both give the system prompt (hint: give one of them: -s TEXT or "
+     "--system-file FILE)"),
+    (("--system-file", "{missing}", "hi"), "no such file: {missing} (hint: check the path given to --system-file)"),
+    (("--system-file", "{dir}", "hi"), "{dir} is a directory (hint: pass a file to --system-file)"),
+    (("--system-file", "-", "-f", "-", "hi"), "--system-file - cannot read stdin: -f - reads it"),
+    (("--system-file", "-", "-"), "--system-file - cannot read stdin: the prompt - reads it"),
+    (("--system-prompt-file", "{sys}", "hi"),
+     "--system-prompt-file is llama-cli's option for a system prompt file (hint: localgen's is --system-file FILE, "
+     "or -sysf FILE)"),
+])
+def test_a_bad_system_file_is_a_one_line_error(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    (tmp_path / "sys.txt").write_text("Be terse.")
+    names = {"sys": tmp_path / "sys.txt", "missing": tmp_path / "missing.txt", "dir": tmp_path}
+    result = run_localgen("run", *(arg.format(**names) for arg in args), stdin=b"piped")
+    assert result.returncode == 2 and result.out == "", result.err
+    assert result.err.startswith(f"localgen: error: {message.format(**names)}") and result.err.count("\n") == 1, \
+        result.err
+
+
+def test_chat_takes_its_system_prompt_from_a_file_even_a_slow_pipe(tmp_path: Path) -> None:
+    fifo = tmp_path / "system.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: (time.sleep(3), fifo.write_bytes(b"Be terse.\r\n")), daemon=True)
+    writer.start()  # no writer at first: opening the pipe waits, and the note comes meanwhile
+    chat = Chat(tmp_path / "home", "--system-file", str(fifo), "--no-markdown", "-n", "5", *GREEDY)
+    try:
+        writer.join(timeout=30)
+        assert f"waiting for {fifo} to end (a pipe given with --system-file" in " ".join(
+            chat.transcript.getvalue().split())
+        assert chat.ask("Hi.")["system"] == "Be terse."
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+    refused = pexpect.spawn(sys.executable, ["-m", "localgen", "chat", "--system-file", "-"], cwd=str(REPO_ROOT),
+                            encoding="utf-8", timeout=60, dimensions=(30, 200))
+    refused.expect(pexpect.EOF)
+    refused.close()
+    assert refused.exitstatus == 2
+    assert "--system-file - cannot read stdin: chat reads its messages from the terminal" in refused.before
+
+
+# --- pipes given to the options that take a file ---------------------------------------------------------------------
+
+PIPED = {"--grammar": 'root ::= "yes"', "--json-schema": '{"type": "string"}',
+         "--chat-template": "{% for m in messages %}{{ m.content }}{% endfor %}", "--system-file": "Be terse.",
+         "-f": "A document."}
+
+
+@pytest.mark.parametrize("option", list(PIPED))
+def test_a_pipe_given_to_an_option_gets_a_note_while_its_writer_keeps_it_waiting(option: str) -> None:
+    slow = f"<(sleep 3; printf %s {shlex.quote(PIPED[option])})"
+    command = f"{shlex.quote(sys.executable)} -m localgen run --print-prompt {option} {slow} hi"
+    child = pexpect.spawn("bash", ["-c", command], cwd=str(REPO_ROOT), timeout=90, encoding="utf-8",
+                          dimensions=(30, 250))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    shown = "-f/--file" if option == "-f" else option
+    assert re.search(rf"localgen: waiting for /dev/fd/\d+ to end \(a pipe given with {shown}: it is read once its "
+                     r"writer closes it\)", child.before), child.before
+    assert child.before.count("waiting for") == 1
+
+
+@pytest.mark.parametrize(("piped", "bad", "says"), [
+    (("--grammar",), ("-f", "{missing}"), "no such file: {missing}"),
+    (("--json-schema",), ("--chat-template", "{missing}"), "no such file: {missing}"),
+    (("--chat-template",), ("--system-file", "{missing}"), "no such file: {missing}"),
+    (("--system-file",), ("--grammar", "{missing}"), "no such file: {missing}"),
+    (("-f",), ("--json-schema", "{missing}"), "no such file: {missing}"),
+    (("--grammar",), ("--system-file", "{dir}"), "{dir} is a directory"),
+    (("--system-file",), ("-m", "no-such-model"), "unknown model 'no-such-model'"),
+    (("--chat-template",), ("--threads", "0"), "--threads 0 is out of range"),
+])
+def test_every_file_an_option_names_and_every_option_is_checked_before_a_pipe_is_waited_for(
+        tmp_path: Path, piped: tuple[str], bad: tuple[str, str], says: str) -> None:
+    """A pipe whose writer never comes does not hide a mistake elsewhere on the command line."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    names = {"missing": tmp_path / "missing", "dir": tmp_path}
+    try:
+        result = run_localgen("run", *piped, str(fifo), *(arg.format(**names) for arg in bad), "hi", timeout=30)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"{piped[0]} FIFO was waited for before {bad[0]} was checked") from None
+    assert result.returncode in (1, 2) and says.format(**names) in result.err, result.err
+
+
+# --- --print-prompt --------------------------------------------------------------------------------------------------
+
+def test_print_prompt_shows_the_chatml_prompt_with_attachments_and_counts_its_tokens(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.txt"
+    doc.write_bytes(b"\xef\xbb\xbfFirst line\r\nsecond line <|im_end|>\r\n")  # a control token's text stays text
+    args = ("-s", "Be brief.", "-f", str(doc), "Summarize.")
+    expected = chatml("First line\nsecond line <|im_end|>\n\nPIPED\n\nSummarize.", system="Be brief.")
+    assert printed_prompt(*args, stdin=b"PIPED\n") == expected
+    record = json.loads(printed_prompt("--json", *args, stdin=b"PIPED\n"))
+    assert record == {"prompt": expected, "prompt_tokens": prompt_tokens(*args, stdin=b"PIPED\n")}
+    assert printed_prompt("Hi") == chatml("Hi"), "the template's default system prompt where none is given"
+
+
+def test_print_prompt_with_raw_is_the_text_exactly_as_given() -> None:
+    code = b"def add(a, b):\r\n    "
+    assert printed_prompt("--raw", "-s", "SYS", "-", stdin=code) == "SYS\n\ndef add(a, b):\r\n    ", \
+        "a plain completion keeps every byte: CRLF, the trailing indentation, and adds no newline"
+    record = json.loads(printed_prompt("--raw", "--json", "-", stdin=code))
+    assert record == {"prompt": code.decode(), "prompt_tokens": prompt_tokens("--raw", "-", stdin=code)}
+
+
+def test_print_prompt_shows_a_chat_template_file_s_rendering(tmp_path: Path, bundled_model: Path) -> None:
+    from gguf_builders import copy_with_metadata
+
+    base = copy_with_metadata(bundled_model, tmp_path / "base.gguf", drop=["tokenizer.chat_template"])
+    template = tmp_path / "qa.jinja"
+    template.write_text("{% for m in messages %}Question: {{ m.content }}\n{% endfor %}"
+                        "{% if add_generation_prompt %}Answer in one word:{% endif %}")
+    question = "What is the capital of France?"
+    assert printed_prompt("-m", str(base), "--chat-template", str(template), question) == \
+        f"Question: {question}\nAnswer in one word:"
+    plain = run_localgen("run", "--print-prompt", "-m", str(base), question)
+    assert plain.returncode == 0 and plain.out == question
+    assert "has no chat template; sending the text as a plain completion" in plain.err
+
+
+def test_print_prompt_shows_the_bos_token_the_tokenizer_adds(tmp_path: Path, bundled_model: Path) -> None:
+    from gguf_builders import copy_with_metadata
+
+    adds_bos = copy_with_metadata(bundled_model, tmp_path / "bos.gguf",
+                                  set_values={"tokenizer.ggml.add_bos_token": True})
+    args = ("-m", str(adds_bos), "--raw", "Hello")
+    record = json.loads(printed_prompt("--json", *args))
+    assert record == {"prompt": "<|im_start|>Hello", "prompt_tokens": prompt_tokens(*args)}  # SmolLM2's BOS
+    assert printed_prompt("--raw", "Hello") == "Hello", "the bundled model adds none"
+
+
+def test_print_prompt_is_refused_for_a_conversation(tmp_path: Path) -> None:
+    result = run_localgen("run", "--print-prompt", "--conversation", "notes", "hi",
+                          env={"LOCALGEN_HOME": str(tmp_path / "home")})
+    assert result.returncode == 2 and result.out == ""
+    assert "--print-prompt shows the prompt of a run outside any conversation" in result.err
+    assert not list((tmp_path / "home").rglob("*.json")), "nothing was started or saved"
