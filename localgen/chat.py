@@ -250,9 +250,7 @@ def render_template(source: str, messages: Sequence[Message], *, bos_token: str,
     model_name names where the template came from in errors (the model, or a --chat-template file); hint
     says what to do about one.
     """
-    if len(source) > TEMPLATE_SOURCE_LIMIT_CHARS:
-        raise TemplateError(f"{_one_line(model_name)}: the chat template is {len(source):,} characters long "
-                            f"(limit {TEMPLATE_SOURCE_LIMIT_CHARS:,})", hint=hint)
+    _check_length(source, model_name, hint)
     context = {
         "messages": [m.to_dict() for m in messages],
         "bos_token": bos_token,
@@ -268,6 +266,22 @@ def render_template(source: str, messages: Sequence[Message], *, bos_token: str,
     try:
         return _run_guarded(work, deadline, max_chars)
     except (Exception, _TemplateTimeout) as exc:  # a hostile or broken template must never crash the process
+        raise _failure(exc, model_name, hint) from None
+
+
+def _check_length(source: str, model_name: str, hint: str) -> None:
+    """Refuse a chat template too long to be one."""
+    if len(source) > TEMPLATE_SOURCE_LIMIT_CHARS:
+        raise TemplateError(f"{_one_line(model_name)}: the chat template is {len(source):,} characters long "
+                            f"(limit {TEMPLATE_SOURCE_LIMIT_CHARS:,})", hint=hint)
+
+
+def check_template(source: str, *, model_name: str, hint: str) -> None:
+    """Refuse now a chat template that render_template would refuse for its length or its syntax."""
+    _check_length(source, model_name, hint)
+    try:
+        _run_guarded(lambda: _compile(source), time.monotonic() + TEMPLATE_TIME_LIMIT_S, TEMPLATE_OUTPUT_LIMIT_CHARS)
+    except (Exception, _TemplateTimeout) as exc:
         raise _failure(exc, model_name, hint) from None
 
 

@@ -18,6 +18,7 @@ from localgen.cli_model import (
     conversation_defaults,
     load_for,
     model_options,
+    preflight_for,
     read_system_file,
     read_texts,
     say_note,
@@ -179,11 +180,19 @@ def run(
     )
     from localgen.fit import prompt_context, prompt_floor, text_bytes
     from localgen.grammar import constraint_source, grammar_for
-    from localgen.inputs import STDIN_NAME, argument_text, attachment_files, chat_template_file, read_chat_template
+    from localgen.inputs import (
+        STDIN_NAME,
+        argument_text,
+        attachment_files,
+        chat_template_file,
+        read_chat_template,
+        reads_a_pipe,
+    )
     from localgen.params import GenerationLimits, token_budget
     from localgen.registry import model_defaults
     from localgen.resolve import check_reference
     from localgen.run_conversation import check_continuation, continued_answer, open_conversation
+    from localgen.runner import check_given_template
     from localgen.speculative import check_draft_mode
 
     warnings: list[str] = []
@@ -214,11 +223,15 @@ def run(
     model, ctx_size = conversation_defaults(model, ctx_size, conversation)
     options = model_options(ctx, model=model, ctx_size=ctx_size, raw=raw, min_ctx=0)
     stdin = sys.stdin.buffer if sys.stdin else None
+    named = [*files, *(f for f in (system_input, template_file, constraint and constraint.file) if f is not None)]
+    if reads_a_pipe(named, stdin):  # what loading would refuse is refused before a pipe is waited for too
+        preflight_for(ctx, options, conversation)
     if system_input is not None:
         system = read_system_file(system_input, stdin, warnings)
         stdin = None if system_input.path is None else stdin  # --system-file - read it
     sampling = replace(sampling, grammar=grammar_for(constraint, warnings, waiting=say_waiting_for))
     template = read_chat_template(template_file, waiting=say_waiting_for)
+    check_given_template(replace(options, chat_template=template))
     console.warn_each(warnings)
     attachments = gather_attachments(prompt, files, stdin, stdin_asked=stdin_asked, model_given=model_given,
                                      warnings=warnings)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, BinaryIO
 
 import typer
@@ -103,11 +105,28 @@ def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None
 def load_for(ctx: typer.Context, options: ModelOptions, conversation: Conversation | None) -> LoadedModel:
     """Load the model for a run or chat; a model or a context size that a resumed conversation recorded and that
     cannot be used is named as the conversation's (the user gave no -m or --ctx-size)."""
-    from localgen.errors import ContextOverflowError, ContextSizeError, ModelNotFoundError, UsageError
     from localgen.runner import load_model
 
-    try:
+    with _named_as_the_conversations(ctx, conversation):
         return load_model(options, note=say_note)
+
+
+def preflight_for(ctx: typer.Context, options: ModelOptions, conversation: Conversation | None) -> None:
+    """runner.preflight, its errors worded as load_for's."""
+    from localgen.runner import preflight
+
+    with _named_as_the_conversations(ctx, conversation):
+        preflight(options)
+
+
+@contextmanager
+def _named_as_the_conversations(ctx: typer.Context, conversation: Conversation | None) -> Iterator[None]:
+    """Name a model or context size that cannot be used as a resumed conversation's, when it recorded them and the
+    command line did not give them."""
+    from localgen.errors import ContextOverflowError, ContextSizeError, ModelNotFoundError, UsageError
+
+    try:
+        yield
     except ModelNotFoundError as exc:
         if conversation is None or conversation.model is None or from_command_line(ctx, "model"):
             raise

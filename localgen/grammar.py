@@ -34,6 +34,11 @@ class ConstraintSource:
     option: str  # "--grammar" or "--json-schema"
     given: str | InputFile
 
+    @property
+    def file(self) -> InputFile | None:
+        """Its file (None for a text given whole)."""
+        return self.given if isinstance(self.given, InputFile) else None
+
     def text(self, waiting: Waiting | None) -> str:
         """The grammar's or schema's text, read from its file (a binary, non-UTF-8 or empty one is refused)."""
         if isinstance(self.given, str):
@@ -75,7 +80,7 @@ def grammar_for(source: ConstraintSource | None, warn: list[str], *, waiting: Wa
         return None
     text = source.text(waiting)
     if source.option == "--grammar":
-        file = source.given if isinstance(source.given, InputFile) else None
+        file = source.file
         if file is not None and not _ROOT_RULE.search(text):
             raise UsageError(f"{file.name} has no root rule: the answer starts at `root ::= ...`", hint=GRAMMAR_HINT)
         return _checked(Grammar(text, source="--grammar" if file is None else f"--grammar {file.name}"))

@@ -8,7 +8,7 @@ import os
 import select
 import stat
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -300,6 +300,21 @@ def _ready(stream: BinaryIO | int, timeout: float) -> bool:
 def attachment_files(names: Sequence[str]) -> list[InputFile]:
     """The -f files as given, each checked ("-" is stdin)."""
     return [InputFile.checked(name, FILE_OPTION, stdin=True) for name in names]
+
+
+def reads_a_pipe(files: Iterable[InputFile], stdin: BinaryIO | None) -> bool:
+    """Whether reading piped stdin, or one of these files, may wait on a pipe's writer (a FIFO or a socket)."""
+    def piped(mode: int) -> bool:
+        return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+    with contextlib.suppress(OSError, ValueError):
+        if stdin is not None and not stdin.isatty() and piped(os.fstat(stdin.fileno()).st_mode):
+            return True
+    for file in files:
+        with contextlib.suppress(OSError):
+            if file.path is not None and piped(file.path.stat().st_mode):
+                return True
+    return False
 
 
 def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warnings: list[str], *,

@@ -196,7 +196,8 @@ class LoadOptions:
     def __post_init__(self) -> None:
         check_context_bounds(self.n_ctx)
         for name, value in (("threads", self.n_threads), ("threads-batch", self.n_threads_batch)):
-            _check(1 <= value <= MAX_THREADS, f"--{name} {_num(value)} is out of range", "use 1 to the number of cores")
+            _check(1 <= value <= MAX_THREADS, f"--{name} {_num(value)} is out of range",
+                   f"use 1 to {_num(MAX_THREADS)}; the default, the physical cores, is usually fastest")
         _check(1 <= self.n_batch <= 1 << 16, f"batch size {_num(self.n_batch)} is out of range",
                f"use 1 to {_num(1 << 16)}, e.g. 512")
         _check(1 <= self.n_ubatch <= 1 << 16, f"ubatch size {_num(self.n_ubatch)} is out of range",

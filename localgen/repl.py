@@ -350,7 +350,7 @@ class Repl:
             console.say(f"{key} = {value} (/set {key} VALUE changes it)")
             return
         if len(parts) != 2:
-            console.say(f"usage: /set PARAM VALUE ({', '.join(SETTING_NAMES)})")
+            console.say(f"usage: /set PARAM VALUE ({', '.join(SETTING_NAMES)}), or /set stop TEXT...")
             return
         key, value = self.session.set_value(parts[0], parts[1])
         console.say(f"{key} = {value}" + (" (random)" if key == "seed" and value == "none" else ""))

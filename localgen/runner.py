@@ -7,13 +7,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localgen.chat import Message, PromptFormat
+from localgen.chat import Message, PromptFormat, check_template
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.engine import Engine
 from localgen.errors import HubError, ModelLoadError, ModelNotFoundError, UsageError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape
 from localgen.events import Event
-from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, plan_fit, replan_gpu_layers
+from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, plan_fit, replan_gpu_layers, target_context
 from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, probe_hardware
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.quant_choice import choose_download, resolve_downloaded
@@ -213,10 +213,39 @@ def _prompt_format(engine: Engine, options: ModelOptions, resolved: ResolvedMode
     if options.chat_template is None:
         return PromptFormat.for_engine(engine, override=None, raw=options.raw, model_name=resolved.display_name,
                                        control_tokens=control_tokens)
-    name = options.chat_template_file or "--chat-template"
+    name, hint = _given_template_naming(options)
     return PromptFormat.for_engine(engine, override=options.chat_template, raw=options.raw, model_name=name,
-                                   template_hint=f"fix {name}, or leave out --chat-template to use the model's "
-                                                 "own template, or use --raw", control_tokens=control_tokens)
+                                   template_hint=hint, control_tokens=control_tokens)
+
+
+def _given_template_naming(options: ModelOptions) -> tuple[str, str]:
+    """How errors name a --chat-template template, and what they advise."""
+    name = options.chat_template_file or "--chat-template"
+    return name, f"fix {name}, or leave out --chat-template to use the model's own template, or use --raw"
+
+
+def check_given_template(options: ModelOptions) -> None:
+    """Refuse now a --chat-template that loading would refuse (too long, not valid Jinja)."""
+    if options.chat_template is not None:
+        name, hint = _given_template_naming(options)
+        check_template(options.chat_template, model_name=name, hint=hint)
+
+
+def preflight(options: ModelOptions) -> None:
+    """Refuse now what loading would refuse without a download or the input: a model that is neither here nor to
+    be had offline, a file that is no GGUF (or a broken split), a --ctx-size beyond the model's maximum. A run
+    calls it before it waits for a pipe to end."""
+    from localgen.gguf_split import validate_split
+    from localgen.hub import is_offline
+
+    try:
+        resolved = resolve_downloaded(options.model, offline=options.offline, request=fit_request(options))
+    except ModelNotFoundError:
+        if options.offline or is_offline():
+            raise
+        return  # checked once it is downloaded, after the input is read
+    header, _ = validate_split(resolved.path)
+    target_context(header_shape(header, resolved.path), fit_request(options, default_ctx=resolved.context))
 
 
 def prompt_tokens(loaded: LoadedModel, messages: Sequence[Message]) -> list[int]:

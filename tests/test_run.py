@@ -850,10 +850,27 @@ def test_an_empty_system_prompt_holds_in_a_conversation_as_outside_one() -> None
     (("--kv-type", "q8_0", "--flash-attn", "off"), 2, "needs flash attention"),
     (("-m", "no-such-model"), 1, "unknown model 'no-such-model'"),
     (("-m", "./missing.gguf"), 1, "no such model file"),
+    (("-c", "9000"), 2, "--ctx-size 9,000 is beyond the model's maximum of 8,192"),
+    (("-m", "./README.md"), 1, "README.md: not a GGUF file"),
+    (("--offline", "-m", "qwen2.5-1.5b"), 1, "'qwen2.5-1.5b' is not downloaded and localgen is offline"),
 ])
 def test_bad_loading_options_are_refused_before_piped_stdin_ends(args: tuple[str, ...], code: int, says: str) -> None:
-    """`make 2>&1 | localgen run ...`: a mistake in the options is said at once, not after the whole build."""
-    child = subprocess.Popen([sys.executable, "-m", "localgen", "run", *args, "why?"], stdin=subprocess.PIPE,
+    """`make 2>&1 | localgen run ...`: a mistake in the options, or a model that cannot load, is said at once, not
+    after the whole build."""
+    returncode, stderr = _run_with_stdin_open(*args, "why?")
+    assert returncode == code and says in stderr, args
+
+
+def test_a_chat_template_that_is_not_jinja_is_refused_before_piped_stdin_ends(tmp_path: Path) -> None:
+    template = tmp_path / "broken.jinja"
+    template.write_text("{% for m in messages %}{{ m.content }")
+    returncode, stderr = _run_with_stdin_open("--chat-template", str(template), "why?")
+    assert returncode == 1 and "broken.jinja: the chat template is not valid Jinja" in stderr
+
+
+def _run_with_stdin_open(*args: str) -> tuple[int, str]:
+    """`localgen run ARGS` with a stdin pipe that never ends: its exit code and stderr, once it refused them."""
+    child = subprocess.Popen([sys.executable, "-m", "localgen", "run", *args], stdin=subprocess.PIPE,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO_ROOT, text=True)
     assert child.stdin is not None and child.stderr is not None
     try:
@@ -863,4 +880,4 @@ def test_bad_loading_options_are_refused_before_piped_stdin_ends(args: tuple[str
         raise AssertionError(f"{args} waited for stdin to end") from None
     finally:
         child.stdin.close()
-    assert child.returncode == code and says in child.stderr.read(), args
+    return child.returncode, child.stderr.read()
