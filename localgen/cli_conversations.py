@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -67,23 +68,35 @@ def conversations_show(
         remove = f"`localgen conversations rm {exc.name}` deletes it" if exc.removable else "move that folder away"
         raise DamagedConversationError(exc.message, hint=f"it was left untouched; {remove}",
                                        name=exc.name, removable=exc.removable) from None
-    text = conversation.to_json(touch=False) if json_output else transcript(conversation)
-    if sys.stdout.isatty():  # saved text (answers, attached files) is shown, never obeyed
-        text = console.terminal_safe(text)
+    terminal = sys.stdout.isatty()  # saved text (answers, attached files) is shown, never obeyed
+    if json_output:
+        text = conversation.to_json(touch=False)
+        text = console.terminal_safe(text) if terminal else text
+    else:
+        text = transcript(conversation, terminal=terminal,
+                          dim=terminal and console.takes_escapes(sys.stdout) and not os.environ.get("NO_COLOR"))
     console.write_out(sys.stdout, text)  # a closed pipe ends the command quietly (run_app)
 
 
-def transcript(conversation: Conversation) -> str:
-    """A conversation as Markdown: a heading per message, the answers as the model wrote them."""
+def transcript(conversation: Conversation, *, terminal: bool = False, dim: bool = False) -> str:
+    """A conversation as Markdown: a heading per message, the answers as the model wrote them, each followed by its
+    details in italics (dim: in the terminal's dim style instead); terminal: control characters in the saved text
+    are shown, not obeyed."""
+    from localgen.console import terminal_safe
+    from localgen.conversation_summary import details_line
+
+    shown = terminal_safe if terminal else str
     facts = [f"model {conversation.model or 'not recorded'}", counted(len(conversation.turns), "exchange"),
              f"started {conversation.created}"]
-    parts = [f"# {conversation.name}\n\n{', '.join(facts)}\n"]
+    parts = [shown(f"# {conversation.name}\n\n{', '.join(facts)}\n")]
     if conversation.system:
-        parts.append(f"## system\n\n{conversation.system}\n")
+        parts.append(shown(f"## system\n\n{conversation.system}\n"))
     for turn in conversation.turns:
-        answer = turn.answer or ""
-        mark = "\n\n*(interrupted)*" if turn.interrupted else ""
-        parts.append(f"## user\n\n{turn.user}\n\n## assistant\n\n{answer}{mark}\n")
+        text = shown(f"## user\n\n{turn.user}\n\n## assistant\n\n{turn.answer or ''}")
+        line = details_line(turn)
+        if line:
+            text += f"\n\n\x1b[2m{shown(line)}\x1b[22m" if dim else f"\n\n*{shown(line)}*"
+        parts.append(text + "\n")
     return "\n".join(parts)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import stat
@@ -16,6 +17,7 @@ from localgen.chat import Message
 from localgen.config import settings
 from localgen.conversation_lock import ConversationBusyError, hold, lock_path, release
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
+from localgen.events import Finished
 from localgen.storage import atomic_write_text, check_folder
 
 FORMAT_VERSION = 1
@@ -65,13 +67,42 @@ class DamagedConversationError(LocalgenError):
         self.removable = removable
 
 
+@dataclass(frozen=True)
+class AnswerDetails:
+    """How one answer came about: why it ended (stop, length, context, interrupted, error), its prompt and completion
+    tokens, the seconds from the question to its last token, its decode speed, and the model that gave it (a
+    reference, as Conversation.model); None where not known."""
+
+    finish_reason: str | None = None
+    model: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    duration_s: float | None = None
+    decode_tokens_per_s: float | None = None
+
+    @classmethod
+    def of(cls, finished: Finished, model: str | None) -> AnswerDetails:
+        """The details of a finished generation (no decode speed for an answer of fewer than two tokens)."""
+        timings, usage = finished.timings, finished.usage
+        duration = timings.prefill_s if timings.ttft_s is None else timings.ttft_s + timings.decode_s
+        speed = round(timings.decode_tokens_per_s, 1) if timings.decode_tokens_per_s else None
+        return cls(finished.finish_reason, model, usage.prompt_tokens, usage.completion_tokens, round(duration, 3),
+                   speed)
+
+
+DETAIL_TYPES: dict[str, type] = {"finish_reason": str, "model": str, "prompt_tokens": int, "completion_tokens": int,
+                                 "duration_s": float, "decode_tokens_per_s": float}  # saved beside a turn's answer
+
+
 @dataclass
 class Turn:
-    """One exchange: the user's message and the model's answer (None until answered)."""
+    """One exchange: the user's message and the model's answer (None until answered), and how that answer came about
+    (details: None where not recorded, as in files saved before localgen recorded them)."""
 
     user: str
     answer: str | None = None
     interrupted: bool = False
+    details: AnswerDetails | None = field(default=None, compare=False)  # about the exchange, not part of it
     extra: dict[str, object] = field(default_factory=dict, repr=False)  # fields localgen does not know, kept as read
 
 
@@ -142,8 +173,10 @@ class Conversation:
         """The conversation as readable JSON (touch: updated now, as when saving)."""
         record = {"format": FORMAT_VERSION, **asdict(self)} | ({"updated": _now()} if touch else {})
         del record["on_disk"]
-        record["turns"] = [_with_extra(turn) for turn in record["turns"]]
-        return json.dumps(_with_extra(record), indent=2, ensure_ascii=False) + "\n"
+        record["turns"] = [_with_extra(_with_details(turn)) for turn in record["turns"]]
+        text = json.dumps(_with_extra(record), indent=2, ensure_ascii=False)
+        # lone surrogates (a model's path that is not UTF-8) have no UTF-8: \uXXXX escapes, read back as U+FFFD
+        return _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found[0]):04x}", text) + "\n"
 
     @classmethod
     def from_json(cls, text: str, source: Path) -> Conversation:
@@ -212,14 +245,36 @@ def _turn_from_json(item: object) -> Turn:
     if not isinstance(user, str) or not (answer is None or isinstance(answer, str)) \
             or not isinstance(interrupted, bool):
         raise ValueError("a turn has fields of the wrong type")
-    return Turn(user=user, answer=answer, interrupted=interrupted, extra=_unknown_fields(item, Turn))
+    return Turn(user=user, answer=answer, interrupted=interrupted, details=_details_from_json(item),
+                extra=_unknown_fields(item, Turn, also_known=frozenset(DETAIL_TYPES)))
+
+
+def _details_from_json(item: dict[str, object]) -> AnswerDetails | None:
+    """The details saved beside an answer, checked field by field (None when it has none, as in older files)."""
+    found = {key: item[key] for key in DETAIL_TYPES if item.get(key) is not None}
+    for key, value in found.items():
+        if DETAIL_TYPES[key] is str:
+            if not isinstance(value, str):
+                raise ValueError(f"a turn's '{key}' is not text")
+        elif isinstance(value, bool) or not isinstance(value, int if DETAIL_TYPES[key] is int else (int, float)) \
+                or not math.isfinite(value) or value < 0:
+            raise ValueError(f"a turn's '{key}' is not a {'count' if DETAIL_TYPES[key] is int else 'number'} "
+                             "of at least 0")
+    return AnswerDetails(**found) if found else None  # type: ignore[arg-type]
+
+
+def _with_details(turn: dict[str, object]) -> dict[str, object]:
+    """A turn to save: its known details beside its answer."""
+    details = turn.pop("details") or {}
+    assert isinstance(details, dict)
+    return turn | {key: value for key, value in details.items() if value is not None}
 
 
 def _unknown_fields(record: dict[str, object], kind: type, *, also_known: frozenset[str] = frozenset()
                     ) -> dict[str, object]:
     """The fields of a saved record that kind does not read (added by hand or by a later version), to save back;
     also_known: what else is read from the record."""
-    known = {f.name for f in fields(kind)} - {"extra", "on_disk"} | also_known
+    known = {f.name for f in fields(kind)} - {"extra", "on_disk", "details"} | also_known
     return {key: value for key, value in record.items() if key not in known}
 
 

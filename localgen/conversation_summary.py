@@ -1,14 +1,19 @@
-"""Saved conversations at a glance: each one's size, model and first message, for listings."""
+"""Saved conversations at a glance: each one's size, model and first message, for listings; and each answer's
+details on one line."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
-from localgen.conversation import ForeignFormatError, list_conversations, read_conversation
+from localgen.conversation import ForeignFormatError, Turn, list_conversations, read_conversation
 from localgen.errors import LocalgenError
-from localgen.units import iso_time
+from localgen.units import counted, iso_time
 
 PREVIEW_CHARS = 60  # of the first message
+CUT_SHORT = {"length": "stopped at the token limit", "context": "stopped at the end of the context",
+             "interrupted": "interrupted", "error": "cut short by an error"}  # by finish reason; "stop" is complete
 
 
 @dataclass(frozen=True)
@@ -60,3 +65,42 @@ def _reason(message: str) -> str:
     """The reason in a 'PATH is not a valid saved conversation (REASON)' message, or the whole message."""
     _, found, reason = message.partition(" is not a valid saved conversation (")
     return reason.removesuffix(")") if found else message
+
+
+def cut_short(turn: Turn) -> str | None:
+    """Why a saved answer is not whole ("stopped at the token limit", "interrupted"), or None when it is."""
+    reason = turn.details.finish_reason if turn.details is not None else None
+    if reason in CUT_SHORT:
+        return CUT_SHORT[reason]
+    if reason not in (None, "stop"):  # a reason a later version gave
+        return reason
+    return "interrupted" if turn.interrupted else None
+
+
+def details_line(turn: Turn) -> str | None:
+    """A saved answer's details on one line, as far as they are known: 'smollm2-135m · 212 tokens · 3.1 s · 68 tok/s
+    · stopped at the token limit' (None for a whole answer saved without them)."""
+    details, ending = turn.details, cut_short(turn)
+    if details is None:
+        return f"({ending})" if ending else None
+    parts = [model_name(details.model)] if details.model else []
+    if details.completion_tokens is not None:
+        parts.append(counted(details.completion_tokens, "token"))
+    if details.duration_s is not None:
+        parts.append(_duration(details.duration_s))
+    if details.decode_tokens_per_s:
+        parts.append(f"{details.decode_tokens_per_s:.0f} tok/s")
+    return " · ".join([*parts, *([ending] if ending else [])]) or None
+
+
+def model_name(reference: str) -> str:
+    """A model as a listing names it: a local file by its file name, any other reference as it is."""
+    return Path(reference).name if os.path.isabs(reference) else reference
+
+
+def _duration(seconds: float) -> str:
+    """'0.4 s', '3.1 s', '2 min 5 s'."""
+    if seconds < 59.95:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s"

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from localgen.chat import Message, compose_user_message
-from localgen.conversation import Conversation, Turn, let_go, save_conversation
+from localgen.conversation import AnswerDetails, Conversation, Turn, let_go, save_conversation
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished, TextChunk
@@ -388,7 +388,7 @@ class ChatSession:
         conversation = self.conversation
         before = (list(conversation.turns), conversation.context_start, self.attachments)
         turn = (question or conversation).turns[-1]
-        previous = (turn.answer, turn.interrupted)
+        previous = (turn.answer, turn.interrupted, turn.details)
         parts: list[str] = []
         answered = failed = False
         self.unanswered = False
@@ -397,7 +397,7 @@ class ChatSession:
                 conversation.turns[:], conversation.context_start = question.turns, question.context_start
             if sends_attachments:
                 self.attachments = []
-            turn.answer, turn.interrupted = None, False
+            turn.answer, turn.interrupted, turn.details = None, False, None
             tokens = self._prompt(conversation.messages())[1]
             for event in self.loaded.engine.generate(tokens, self.sampling, self.limits, draft=self.draft,
                                                      prefix_cache=self.prefix_cache):
@@ -406,19 +406,22 @@ class ChatSession:
                     if answered:  # a question dropped unanswered leaves the last answer's figures (/stats)
                         self.last = event
                         turn.answer, turn.interrupted = event.text, event.finish_reason == "interrupted"
+                        turn.details = AnswerDetails.of(event, conversation.model)
                 yield event
                 if isinstance(event, TextChunk):  # shown: a piece stdout could not take (a full disk) was not
                     parts.append(event.text)
-        except BaseException:
+        except BaseException as exc:
             failed = True
             if parts and not answered:  # the user saw this text: it stays, as an interrupted answer
                 turn.answer, turn.interrupted, answered = "".join(parts), True, True
+                reason = "error" if isinstance(exc, Exception) else "interrupted"  # a signal, or the reader left
+                turn.details = AnswerDetails(finish_reason=reason, model=conversation.model)
             raise
         finally:
             self.unanswered = not answered
             if not answered:
                 conversation.turns[:], conversation.context_start, self.attachments = before
-                turn.answer, turn.interrupted = previous
+                turn.answer, turn.interrupted, turn.details = previous
             try:
                 if answered:  # a question without an answer left the conversation as it was (or unborn)
                     self._save()

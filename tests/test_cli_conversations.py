@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -226,3 +227,36 @@ def test_rm_on_a_terminal_asks_and_deletes_only_on_yes(home: Path) -> None:
     assert code == 0 and "deleted walrus" in screen, screen
     assert not path.exists()
     assert "walrus" not in run_localgen("conversations", "list").out
+
+
+
+def test_show_gives_each_answer_s_details_from_a_real_run(home: Path) -> None:
+    made = run_localgen("run", "--conversation", "facts", "-n", "6", "--temperature", "0",
+                        "Tell me about the moon.")
+    assert made.returncode == 0, made.err
+    shown = run_localgen("conversations", "show", "facts")
+    assert shown.returncode == 0, shown.err
+    assert re.search(r"\n\n\*smollm2-135m · 6 tokens · \d+\.\d s · \d+ tok/s · stopped at the token limit\*\n$",
+                     shown.out), shown.out
+    (turn,) = json.loads(run_localgen("conversations", "show", "facts", "--json").out)["turns"]
+    assert turn["finish_reason"] == "length" and turn["model"] == "smollm2-135m" and turn["completion_tokens"] == 6
+    assert turn["prompt_tokens"] > 6 and turn["duration_s"] > 0 and turn["decode_tokens_per_s"] > 0
+    assert turn["interrupted"] is False
+
+
+
+def test_show_on_a_terminal_dims_each_answer_s_details() -> None:
+    import pexpect
+
+    from localgen.conversation import AnswerDetails
+
+    _save("dim", Turn("Say hi.", "Hi!", details=AnswerDetails(finish_reason="stop", model="smollm2-135m",
+                                                              completion_tokens=3, duration_s=0.2,
+                                                              decode_tokens_per_s=70.0)))
+    for env, line in (({}, "\x1b[2msmollm2-135m · 3 tokens · 0.2 s · 70 tok/s\x1b[22m"),
+                      ({"NO_COLOR": "1"}, "*smollm2-135m · 3 tokens · 0.2 s · 70 tok/s*")):
+        child = pexpect.spawn(sys.executable, ["-m", "localgen", "conversations", "show", "dim"], encoding="utf-8",
+                              timeout=60, env={**os.environ, **env}, cwd=str(REPO_ROOT))
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0 and f"Hi!\r\n\r\n{line}\r\n" in child.before, repr(child.before)

@@ -388,3 +388,70 @@ def test_half_of_a_utf16_pair_alone_loads_as_a_replacement_character(tmp_path: P
 def test_an_empty_system_prompt_is_sent_as_one() -> None:
     assert Conversation(name="x", system="", turns=[Turn("hi")]).messages()[0] == Message("system", "")
     assert Conversation(name="x", system=None, turns=[Turn("hi")]).messages()[0].role == "user"
+
+
+def test_each_answer_s_details_are_saved_beside_it_and_older_turns_load_without_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.conversation import AnswerDetails
+
+    _home(tmp_path, monkeypatch)
+    details = AnswerDetails(finish_reason="length", model="smollm2-135m", prompt_tokens=31, completion_tokens=212,
+                            duration_s=3.104, decode_tokens_per_s=68.3)
+    path = save_conversation(Conversation(name="detailed", turns=[Turn("old", "one"), Turn("q", "a", details=details)]))
+    old, new = json.loads(path.read_text())["turns"]
+    assert old == {"user": "old", "answer": "one", "interrupted": False}, "a turn without details saves as before"
+    assert new == {"user": "q", "answer": "a", "interrupted": False, "finish_reason": "length",
+                   "model": "smollm2-135m", "prompt_tokens": 31, "completion_tokens": 212, "duration_s": 3.104,
+                   "decode_tokens_per_s": 68.3}
+    loaded = load_conversation("detailed")
+    assert [t.details for t in loaded.turns] == [None, details] and loaded.turns[1].extra == {}
+    record = json.loads(path.read_text())
+    record["turns"][1] = {"user": "q", "answer": "a", "finish_reason": "stop", "details": "by hand"}
+    path.write_text(json.dumps(record))
+    partial = load_conversation("detailed").turns[1]
+    assert partial.details == AnswerDetails(finish_reason="stop") and partial.extra == {"details": "by hand"}
+
+
+@pytest.mark.parametrize(("field", "value"), [("finish_reason", 3), ("model", ["m"]), ("prompt_tokens", 1.5),
+                                              ("completion_tokens", True), ("duration_s", -1),
+                                              ("decode_tokens_per_s", "fast"), ("duration_s", float("inf"))])
+def test_details_of_the_wrong_kind_make_a_saved_conversation_damaged(field: str, value: object, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    _home(tmp_path, monkeypatch)
+    path = save_conversation(Conversation(name="odd", turns=[Turn("q", "a")]))
+    record = json.loads(path.read_text())
+    record["turns"][0][field] = value
+    path.write_text(json.dumps(record))
+    with pytest.raises(LocalgenError, match=f"a turn's '{field}' is not"):
+        load_conversation("odd")
+
+
+def test_an_answer_s_details_read_as_one_line() -> None:
+    from localgen.conversation import AnswerDetails
+    from localgen.conversation_summary import cut_short, details_line
+
+    full = AnswerDetails(finish_reason="length", model="smollm2-135m", prompt_tokens=31, completion_tokens=212,
+                         duration_s=3.104, decode_tokens_per_s=68.3)
+    assert details_line(Turn("q", "a", details=full)) == \
+        "smollm2-135m · 212 tokens · 3.1 s · 68 tok/s · stopped at the token limit"
+    local = AnswerDetails(finish_reason="stop", model="/models/tiny.gguf", completion_tokens=1, duration_s=125.4)
+    assert details_line(Turn("q", "a", details=local)) == "tiny.gguf · 1 token · 2 min 5 s", "a whole answer"
+    cut = AnswerDetails(finish_reason="error", model="smollm2-135m")
+    assert details_line(Turn("q", "a", True, details=cut)) == "smollm2-135m · cut short by an error"
+    assert details_line(Turn("q", "a", True)) == "(interrupted)" and details_line(Turn("q", "a")) is None
+    assert cut_short(Turn("q", "a", details=AnswerDetails(finish_reason="context"))) == \
+        "stopped at the end of the context"
+    assert cut_short(Turn("q", "a", details=AnswerDetails(finish_reason="refused"))) == "refused", "a later reason"
+
+
+def test_a_model_path_that_is_not_utf8_is_saved_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.conversation import AnswerDetails
+
+    _home(tmp_path, monkeypatch)
+    path = "/models/bad" + b"\xff".decode("utf-8", "surrogateescape") + "name.gguf"
+    conversation = Conversation(name="odd-path", model=path,
+                                turns=[Turn("q", "a", details=AnswerDetails(finish_reason="stop", model=path))])
+    saved = save_conversation(conversation)
+    assert "\\udcff" in saved.read_text(encoding="utf-8")
+    loaded = load_conversation("odd-path")
+    assert loaded.model == loaded.turns[0].details.model == "/models/bad\ufffdname.gguf"
