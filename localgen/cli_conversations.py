@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from localgen.cli_options import JsonOpt, confirmed, list_by_default
-from localgen.errors import LocalgenError
+from localgen.cli_options import JsonOpt, confirmed, list_by_default, whole_number
+from localgen.errors import LocalgenError, UsageError
 from localgen.units import counted, local_minute
 
 if TYPE_CHECKING:
@@ -20,19 +20,26 @@ conversations_app = typer.Typer(
     no_args_is_help=False)
 
 
+LimitOpt = Annotated[int | None, typer.Option(
+    "--limit", "-n", metavar="N", parser=whole_number, help="Only the newest N conversations.")]
+
+
 @conversations_app.callback(invoke_without_command=True)
-def _conversations_default(ctx: typer.Context, json_output: JsonOpt = False) -> None:
+def _conversations_default(ctx: typer.Context, json_output: JsonOpt = False, limit: LimitOpt = None) -> None:
     """List saved conversations (`localgen conversations` = `localgen conversations list`)."""
-    list_by_default(ctx, conversations_list, json_output=json_output)
+    list_by_default(ctx, conversations_list, json_output=json_output, limit=limit)  # type: ignore[arg-type]
 
 
 @conversations_app.command("list", short_help="List saved conversations, newest first.")
-def conversations_list(json_output: JsonOpt = False) -> None:
+def conversations_list(json_output: JsonOpt = False, limit: LimitOpt = None) -> None:
     """List saved conversations, newest first, with their model and first message."""
     from localgen import console
     from localgen.conversation_summary import summaries
 
-    rows = summaries()
+    if limit is not None and limit < 1:
+        raise UsageError(f"-n/--limit {limit} lists nothing: it takes a count of at least 1",
+                         hint="e.g. `localgen conversations -n 5` lists the newest five; without -n, all of them")
+    rows = summaries(limit)
     if json_output:
         print(console.json_text([row.to_dict() for row in rows], indent=2))
         return

@@ -43,10 +43,11 @@ class Summary:
         return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1].rstrip() + "…"
 
 
-def summaries() -> list[Summary]:
-    """Every saved conversation, newest first; one that cannot be read says why."""
+def summaries(limit: int | None = None) -> list[Summary]:
+    """Every saved conversation, newest first (only the newest limit of them, when given); one that cannot be read
+    says why."""
     found = []
-    for name, mtime in list_conversations():
+    for name, mtime in list_conversations()[:limit]:
         try:
             conversation = read_conversation(name)
         except ForeignFormatError as exc:

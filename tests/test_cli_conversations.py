@@ -229,6 +229,26 @@ def test_rm_on_a_terminal_asks_and_deletes_only_on_yes(home: Path) -> None:
     assert "walrus" not in run_localgen("conversations", "list").out
 
 
+def test_list_n_lists_only_the_newest(home: Path) -> None:
+    for age, name in enumerate(["newest", "middle", "oldest"]):
+        path = _save(name, Turn(f"About {name}?", "Yes."))
+        os.utime(path, (1_000_000 - age, 1_000_000 - age))
+    for args in (("conversations", "list", "-n", "2"), ("conversations", "--limit", "2")):
+        listed = run_localgen(*args)
+        assert listed.returncode == 0, listed.err
+        assert [line.split("\t")[0] for line in listed.out.splitlines()] == ["NAME", "newest", "middle"], listed.out
+    records = json.loads(run_localgen("conversations", "list", "--json", "-n", "1").out)
+    assert [r["name"] for r in records] == ["newest"]
+    assert len(run_localgen("conversations", "list", "-n", "9").out.splitlines()) == 4, "more than there are: all"
+    for count in ("0", "-3"):
+        refused = run_localgen("conversations", "list", "-n", count)
+        assert refused.returncode == 2 and refused.out == "", refused.err
+        assert refused.err == (f"localgen: error: -n/--limit {count} lists nothing: it takes a count of at least 1 "
+                               "(hint: e.g. `localgen conversations -n 5` lists the newest five; without -n, all of "
+                               "them)\n")
+    misplaced = run_localgen("conversations", "-n", "2", "show", "newest")
+    assert misplaced.returncode == 2 and "has no --limit option" in misplaced.err, misplaced.err
+
 
 def test_show_gives_each_answer_s_details_from_a_real_run(home: Path) -> None:
     made = run_localgen("run", "--conversation", "facts", "-n", "6", "--temperature", "0",
