@@ -14,6 +14,7 @@ from localgen.conversation import (
     load_or_start,
 )
 from localgen.conversation_lock import ConversationBusyError
+from localgen.conversation_summary import cut_short
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event
 from localgen.params import GenerationLimits, SamplingParams
@@ -86,6 +87,10 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: C
     session = ChatSession(loaded, options, conversation, sampling, limits, draft=draft,
                           prefix_cache=disk_prompt_cache(loaded) if prompt_cache else None, keep_saved_settings=True)
     session.replace_conversation(conversation, overrides)
+    ending = cut_short(conversation.turns[-1]) if conversation.turns and conversation.turns[-1].interrupted else None
+    if ending:  # its text is only what came before it stopped: the model sees that
+        console.say(f"localgen: the last answer in conversation '{conversation.name}' was {ending}; the model sees it "
+                    "as far as it came")
     turn, events = session.ask(text)
     if turn.out_of_context:  # every run plans the context afresh: say each time what the model does not see
         console.say(f"localgen: the model sees {_seen(len(conversation.turns) - turn.out_of_context)} of "

@@ -264,6 +264,28 @@ def test_show_gives_each_answer_s_details_from_a_real_run(home: Path) -> None:
     assert turn["interrupted"] is False
 
 
+def test_an_answer_cut_short_by_a_closed_pipe_is_saved_interrupted_and_said_to_be(home: Path) -> None:
+    """`localgen run --conversation NAME "..." | head -c 5`: the reader goes after five bytes."""
+    proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "--conversation", "story", "--temperature", "0",
+                             "-n", "400", "Write a long story about a robot."], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    seen = proc.stdout.read(5)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141 and err == b"", err.decode()
+    (turn,) = json.loads((conversations_dir() / "story.json").read_text())["turns"]
+    assert turn["interrupted"] is True and turn["finish_reason"] == "interrupted", turn
+    assert turn["answer"].encode().startswith(seen) and 0 < turn["completion_tokens"] < 400
+    shown = run_localgen("conversations", "show", "story")
+    assert re.search(r"\*smollm2-135m · \d+ tokens? · [^*]* · interrupted\*\n$", shown.out), shown.out
+    going_on = run_localgen("run", "--continue", "-n", "2", "--temperature", "0", "Go on.")
+    assert going_on.returncode == 0, going_on.err
+    assert "localgen: the last answer in conversation 'story' was interrupted; the model sees it as far as it " \
+           "came\n" in going_on.err
+    again = run_localgen("run", "--continue", "-n", "2", "--temperature", "0", "And then?")
+    assert again.returncode == 0 and "was interrupted" not in again.err, "a whole answer is not noted"
+
 
 def test_show_on_a_terminal_dims_each_answer_s_details() -> None:
     import pexpect
