@@ -188,6 +188,7 @@ def run(
         read_chat_template,
         reads_a_pipe,
     )
+    from localgen.last_run import kept_as_last_run
     from localgen.params import GenerationLimits, token_budget
     from localgen.registry import model_defaults
     from localgen.resolve import check_reference
@@ -256,6 +257,8 @@ def run(
                 return
             start = fresh_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache,
                                  hide_thinking=hide_thinking)
+            if not raw:  # for a later run --continue
+                start = kept_as_last_run(start, loaded, options, system, user_text, console.warn)
         output = None if json_output else console.TextOutput(wrap=not no_wrap)
         completion, exit_code, late_error = stream_to_stdout(loaded, start, output)
         saved_in = conversation.name if conversation is not None and late_error is None else None

@@ -17,6 +17,7 @@ from localgen.conversation_lock import ConversationBusyError
 from localgen.conversation_summary import cut_short
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event
+from localgen.last_run import take_last_run
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.runner import LoadedModel, ModelOptions, disk_prompt_cache
 from localgen.session import ChatSession
@@ -39,10 +40,11 @@ def check_continuation(continue_latest: bool, name: str | None, *, raw: bool) ->
 
 
 def open_conversation(name: str | None) -> Conversation:
-    """Conversation NAME (started when new), or the newest saved one: never an older one when the newest cannot
-    be continued (in use, damaged). Held for this process either way."""
+    """Conversation NAME (started when new), or the newest: the last plain run (then saved as a conversation) when
+    it is newer than every saved one, else the newest saved one, never an older one when the newest cannot be
+    continued (in use, damaged). Held for this process either way."""
     try:
-        conversation = load_or_start(name) if name else latest_conversation(console.warn, newest_only=True)
+        conversation = load_or_start(name) if name else _newest()
     except ConversationBusyError as exc:  # the hint of a run, not a chat's
         raise ConversationBusyError(exc.message, hint="wait for that one to end (a run is refused, not queued), or "
                                                       "go on with another: --conversation NAME") from None
@@ -54,6 +56,18 @@ def open_conversation(name: str | None) -> Conversation:
     if not conversation.on_disk:
         _warn_if_mistyped(conversation.name)
     return conversation
+
+
+def _newest() -> Conversation:
+    """The last plain run, as a new saved conversation, when it is the newest; else the newest saved conversation."""
+    taken = take_last_run(console.say)
+    if taken is not None:
+        return taken
+    if not list_conversations():
+        raise LocalgenError("there is no saved conversation to continue",
+                            hint='ask something first with `localgen run "..."`, or start a conversation with '
+                                 '`localgen run --conversation NAME "..."` or `localgen chat`')
+    return latest_conversation(console.warn, newest_only=True)
 
 
 def _warn_if_mistyped(name: str) -> None:

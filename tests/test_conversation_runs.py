@@ -1,15 +1,21 @@
-"""What a chat records of each answer, on the real bundled model."""
+"""What chat and run record of each answer, and `run --continue` after a plain run, on the real bundled model."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from localgen import config
-from localgen.conversation import Conversation, conversations_dir, let_go
+from localgen.conversation import Conversation, Turn, conversations_dir, let_go, save_conversation
 from localgen.events import Finished
+from tests.conftest import REPO_ROOT, run_localgen
+
+GREEDY = ("--temperature", "0", "--seed", "1")
 
 
 @pytest.fixture(autouse=True)
@@ -17,6 +23,11 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
     monkeypatch.setattr(config, "_settings", None)
     return tmp_path
+
+
+def last_run_path() -> Path:
+    """Where README says the last plain run is kept."""
+    return config.settings().data_dir / "last-run.json"
 
 
 def _saved() -> dict[str, dict]:
@@ -49,3 +60,149 @@ def test_a_chat_records_each_answer_s_details(bundled_model: Path) -> None:
     saved = _saved()[session.conversation.name]["turns"]
     assert [turn["finish_reason"] for turn in saved] == ["length", "stop"]
     assert saved[0]["completion_tokens"] == 5 and saved[0]["model"] == str(bundled_model)
+
+
+def test_run_continue_goes_on_from_the_last_plain_run() -> None:
+    first = run_localgen("run", "My name is Ada.", "-n", "8", "--json", *GREEDY)
+    assert first.returncode == 0 and first.err == "", first.err
+    kept = json.loads(last_run_path().read_text())
+    assert [(t["user"], t["answer"], t["finish_reason"]) for t in kept["turns"]] == [
+        ("My name is Ada.", json.loads(first.out)["text"], "length")]
+    assert oct(last_run_path().stat().st_mode & 0o777) == "0o600"
+    listed = run_localgen("conversations", "list", "--json")
+    assert json.loads(listed.out) == [], "the last run is no saved conversation"
+    second = run_localgen("run", "--continue", "What is my name?", "-n", "8", "--json", *GREEDY)
+    assert second.returncode == 0, second.err
+    name = json.loads(second.out)["conversation"]
+    assert name == kept["name"] and name.startswith("chat-")
+    assert second.err == f"localgen: continuing the last run, now saved as conversation '{name}'\n"
+    one, two = json.loads(first.out), json.loads(second.out)
+    assert two["usage"]["prompt_tokens"] > one["usage"]["prompt_tokens"] + one["usage"]["completion_tokens"], \
+        "the model sees the first exchange"
+    assert [t["user"] for t in _saved()[name]["turns"]] == ["My name is Ada.", "What is my name?"]
+    assert not last_run_path().exists(), "it is a saved conversation now"
+    third = run_localgen("run", "--continue", "Say it again.", "-n", "4", "--json", *GREEDY)
+    assert third.returncode == 0 and third.err == "" and json.loads(third.out)["conversation"] == name
+
+
+def test_run_continue_takes_whichever_is_newer_the_last_run_or_the_latest_saved_conversation() -> None:
+    assert run_localgen("run", "Name a fruit.", "-n", "3", *GREEDY).returncode == 0
+    assert run_localgen("run", "--conversation", "notes", "Name a tree.", "-n", "3", *GREEDY).returncode == 0
+    older_run = last_run_path().read_bytes()
+    onto_saved = run_localgen("run", "--continue", "Another?", "-n", "3", "--json", *GREEDY)
+    assert onto_saved.returncode == 0 and json.loads(onto_saved.out)["conversation"] == "notes", onto_saved.err
+    assert "last run" not in onto_saved.err and last_run_path().read_bytes() == older_run
+    assert run_localgen("run", "Name a river.", "-n", "3", *GREEDY).returncode == 0
+    onto_run = run_localgen("run", "--continue", "Another?", "-n", "3", "--json", *GREEDY)
+    name = json.loads(onto_run.out)["conversation"]
+    assert name != "notes" and [t["user"] for t in _saved()[name]["turns"]] == ["Name a river.", "Another?"]
+
+
+def test_runs_without_an_answer_or_a_chat_template_leave_the_last_run_as_it_was(tmp_path: Path,
+                                                                                bundled_model: Path) -> None:
+    from gguf_builders import copy_with_metadata
+
+    assert run_localgen("run", "Name a fruit.", "-n", "3", *GREEDY).returncode == 0
+    before = last_run_path().read_bytes()
+    raw = run_localgen("run", "--raw", "Name a tree.", "-n", "3", *GREEDY)
+    base = copy_with_metadata(bundled_model, tmp_path / "base.gguf", drop=["tokenizer.chat_template"])
+    plain_completion = run_localgen("run", "-m", str(base), "The capital of France is", "-n", "3", *GREEDY)
+    failed = run_localgen("run", "-c", "64", "word " * 200, "-n", "3", *GREEDY)  # refused: it does not fit
+    assert raw.returncode == plain_completion.returncode == 0 and failed.returncode != 0, failed.err
+    assert last_run_path().read_bytes() == before
+
+
+def test_a_plain_run_cut_short_is_kept_marked_and_continued_as_such() -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-n", "400", *GREEDY,
+                             "Write a long story about a robot."], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    seen = proc.stdout.read(5)
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 141 and proc.stderr.read() == b""
+    (turn,) = json.loads(last_run_path().read_text())["turns"]
+    assert turn["interrupted"] is True and turn["finish_reason"] == "interrupted"
+    assert turn["answer"].encode().startswith(seen)
+    going_on = run_localgen("run", "--continue", "Go on.", "-n", "2", *GREEDY)
+    assert going_on.returncode == 0, going_on.err
+    (name,) = _saved()
+    assert going_on.err.splitlines()[:2] == [
+        f"localgen: continuing the last run, now saved as conversation '{name}'",
+        f"localgen: the last answer in conversation '{name}' was interrupted; the model sees it as far as it came"]
+
+
+def test_two_runs_continuing_the_last_run_at_once_never_make_two_conversations() -> None:
+    assert run_localgen("run", "Name a fruit.", "-n", "3", *GREEDY).returncode == 0
+    command = [sys.executable, "-m", "localgen", "run", "--continue", "Another?", "-n", "3", *GREEDY]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                              cwd=REPO_ROOT) for _ in range(2)]
+    results = [(proc.wait(timeout=120), proc.stderr.read().decode()) for proc in procs if proc.stderr is not None]
+    (saved,) = _saved().values()
+    answered = [code for code, _ in results if code == 0]
+    assert len(saved["turns"]) == 1 + len(answered) and answered, results
+    for code, err in results:  # the other one waited, then found the conversation in use (or went on after it)
+        assert code == 0 or "is in use by another localgen chat or run" in err, err
+    assert not last_run_path().exists()
+
+
+def test_a_damaged_last_run_is_named_and_left_untouched() -> None:
+    last_run_path().parent.mkdir(parents=True)
+    last_run_path().write_text("{not json")
+    refused = run_localgen("run", "--continue", "Go on.", "-n", "2")
+    assert refused.returncode == 1 and len(refused.err.splitlines()) == 1, refused.err
+    assert refused.err.startswith(f"localgen: error: the last run cannot be continued: {last_run_path()} is not a "
+                                  "valid saved conversation (")
+    assert refused.err.endswith(f"(hint: it was left untouched; delete {last_run_path()} to continue the latest "
+                                "saved conversation instead, or go on with one: --conversation NAME)\n")
+    assert last_run_path().read_text() == "{not json" and not _saved()
+
+
+def test_a_last_run_replaced_while_it_was_being_saved_stays() -> None:
+    from localgen.last_run import _forget
+
+    path = last_run_path()
+    path.parent.mkdir(parents=True)
+    path.write_text("the run that was continued")
+    _forget(path, "the run that was continued")
+    assert not path.exists()
+    path.write_text("a later plain run")
+    _forget(path, "the run that was continued")
+    assert path.read_text() == "a later plain run" and [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_a_last_run_saved_under_a_taken_name_gets_the_next_one() -> None:
+    first = run_localgen("run", "Name a fruit.", "-n", "3", *GREEDY)
+    assert first.returncode == 0, first.err
+    name = json.loads(last_run_path().read_text())["name"]
+    other = Conversation(name=name, turns=[Turn("a", "b")])
+    save_conversation(other)
+    let_go(other)
+    os.utime(conversations_dir() / f"{name}.json", (1, 1))  # older than the last run
+    going_on = run_localgen("run", "--continue", "Another?", "-n", "3", *GREEDY)
+    assert going_on.returncode == 0, going_on.err
+    assert f"now saved as conversation '{name}-2'" in going_on.err
+    assert [t["user"] for t in _saved()[f"{name}-2"]["turns"]] == ["Name a fruit.", "Another?"]
+
+
+def test_a_last_run_another_run_is_saving_is_waited_for_then_refused() -> None:
+    from localgen.conversation_lock import hold, release
+
+    assert run_localgen("run", "Name a fruit.", "-n", "3", *GREEDY).returncode == 0
+    folder = config.settings().data_dir
+    assert hold(folder, "last-run", hint="")  # as a run turning it into a conversation holds it
+    try:
+        refused = run_localgen("run", "--continue", "Another?", "-n", "3", *GREEDY)
+    finally:
+        release(folder, "last-run")
+    assert refused.returncode == 1 and refused.err == (
+        "localgen: error: another localgen run is saving the last run as a conversation (hint: wait for that one "
+        "to end (a run is refused, not queued), or go on with another: --conversation NAME)\n"), refused.err
+    assert last_run_path().is_file() and not _saved()
+
+
+def test_a_plain_run_keeps_the_reasoning_hide_thinking_left_out_as_a_saved_conversation_does() -> None:
+    result = run_localgen("run", "--hide-thinking", "--grammar", 'root ::= "<think>hm</think>Yes"', "--json",
+                          *GREEDY, "Is it?")
+    assert result.returncode == 0 and json.loads(result.out)["text"] == "Yes", result.err
+    (turn,) = json.loads(last_run_path().read_text())["turns"]
+    assert turn["answer"] == "<think>\nhm\n</think>\n\nYes" and turn["finish_reason"] == "stop"

@@ -1,0 +1,185 @@
+"""The last plain `localgen run`: its one exchange kept, unsaved, so that `run --continue` can go on with it (as a
+new saved conversation) when it is newer than every saved conversation."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from localgen.config import settings
+from localgen.conversation import (
+    AnswerDetails,
+    Conversation,
+    DamagedConversationError,
+    ForeignFormatError,
+    Turn,
+    list_conversations,
+    save_conversation,
+)
+from localgen.conversation_lock import ConversationBusyError, hold, release
+from localgen.errors import LocalgenError
+from localgen.events import Event, Finished, TextChunk
+from localgen.storage import atomic_write_text
+
+if TYPE_CHECKING:
+    from localgen.runner import LoadedModel, ModelOptions
+
+LAST_RUN_FILE = "last-run.json"  # in the data folder, beside (not among) the saved conversations
+LOCK_NAME = "last-run"  # held while a run --continue turns the last run into a saved conversation
+LOCK_WAIT_S = 5.0  # that takes milliseconds: another --continue waits for it this long at most
+
+
+def last_run_path() -> Path:
+    """Where the last plain run's exchange is kept."""
+    return settings().data_dir / LAST_RUN_FILE
+
+
+def kept_as_last_run(start: Callable[[], Iterator[Event]], loaded: LoadedModel, options: ModelOptions,
+                     system: str | None, text: str, warn: Callable[[str], None]) -> Callable[[], Iterator[Event]]:
+    """start's answer to text, kept as the last run once it has streamed, replacing the one before (which stays when
+    this one gets no answer: Ctrl-C before any text, an error); an answer cut short is kept as far as it came, marked
+    interrupted. A model without a chat template (a plain completion) keeps nothing. A failure to keep it is warned
+    about: the answer is the user's all the same."""
+    if not loaded.prompt_format.is_chat:
+        return start
+    from localgen.session import model_reference
+
+    def events() -> Iterator[Event]:
+        conversation = Conversation.new(system=system, model=model_reference(loaded.resolved))
+        conversation.ctx_size = options.ctx_size  # as a conversation records -c, for the run that continues it
+        turn = Turn(user=text)
+        parts: list[str] = []
+        try:
+            for event in start():
+                if isinstance(event, Finished) and _answered(event):
+                    turn.answer, turn.interrupted = _whole_answer(event), event.finish_reason == "interrupted"
+                    turn.details = AnswerDetails.of(event, conversation.model)
+                yield event
+                if isinstance(event, TextChunk):
+                    parts.append(event.text)
+        except BaseException as exc:
+            if turn.answer is None and parts:  # the user saw this text: it is kept, as an interrupted answer
+                turn.answer, turn.interrupted = "".join(parts), True
+                reason = "error" if isinstance(exc, Exception) else "interrupted"
+                turn.details = AnswerDetails(finish_reason=reason, model=conversation.model)
+            raise
+        finally:
+            if turn.answer is not None:
+                conversation.turns.append(turn)
+                _keep(conversation, warn)
+
+    return events
+
+
+def _answered(finished: Finished) -> bool:
+    """Whether a generation gave an answer (one that Ctrl-C stopped before any text gave none)."""
+    return bool(finished.text or finished.thinking) or finished.finish_reason != "interrupted"
+
+
+def _whole_answer(finished: Finished) -> str:
+    """The answer as the model gave it: with its <think> reasoning when --hide-thinking took that out."""
+    if finished.thinking is None:
+        return finished.text
+    return f"<think>\n{finished.thinking}\n</think>\n\n{finished.text}"
+
+
+def _keep(conversation: Conversation, warn: Callable[[str], None]) -> None:
+    """Write the last run's record over the one before (atomically); warn when it cannot be written."""
+    try:
+        atomic_write_text(last_run_path(), conversation.to_json())
+    except LocalgenError as exc:
+        warn(f"this run is not kept for `localgen run --continue`: {exc.message}")
+
+
+def take_last_run(say: Callable[[str], None]) -> Conversation | None:
+    """The last plain run as a new saved conversation, held by this process, when it is newer than every saved
+    conversation (said on stderr, with the name it is saved under); None when there is none, or a saved
+    conversation is newer."""
+    path = last_run_path()
+    if not _is_newest(path):  # the folders are checked here, before anything is locked
+        return None
+    with _held():
+        if not _is_newest(path):  # another --continue has just made it a saved conversation
+            return None
+        text = _read(path)
+        try:
+            conversation = Conversation.from_json(text, path)
+        except (DamagedConversationError, ForeignFormatError) as exc:
+            raise LocalgenError(f"the last run cannot be continued: {exc.message}",
+                                hint=f"it was left untouched; delete {path} to continue the latest saved "
+                                     "conversation instead, or go on with one: --conversation NAME") from None
+        save_conversation(conversation)  # a name of its own: chat-YYYYMMDD-HHMMSS from when it ran, or -2, -3...
+    _forget(path, text)
+    say(f"localgen: continuing the last run, now saved as conversation '{conversation.name}'")
+    return conversation
+
+
+def _is_newest(path: Path) -> bool:
+    """Whether the last run's record is there and newer than every saved conversation."""
+    saved = list_conversations()
+    try:
+        kept = path.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}",
+                            hint="check the permissions of its folder") from exc
+    return not saved or kept > saved[0][1]
+
+
+def _read(path: Path) -> str:
+    """The text of the last run's record."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise LocalgenError(f"cannot read {path}, the last run's record: {why}",
+                            hint="delete it to continue the latest saved conversation instead") from exc
+
+
+@contextlib.contextmanager
+def _held() -> Iterator[None]:
+    """Hold the last run for this process while it becomes a saved conversation (two runs continuing it at once
+    would make two): another run waits for that, LOCK_WAIT_S at most."""
+    folder = settings().data_dir
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            newly = hold(folder, LOCK_NAME, hint="")
+            break
+        except ConversationBusyError:
+            if time.monotonic() > deadline:
+                raise ConversationBusyError("another localgen run is saving the last run as a conversation"
+                                            ) from None  # (a run's hint for a busy conversation is added)
+            time.sleep(0.05)
+    try:
+        yield
+    finally:
+        if newly:
+            release(folder, LOCK_NAME)
+
+
+def _forget(path: Path, text: str) -> None:
+    """Remove the last run's record, now a saved conversation, unless a newer plain run has replaced it meanwhile.
+
+    It is moved aside first (atomically): a record written after that is never touched, and one written between
+    the save and the move is moved back. A record left behind (a crash, a folder that refuses) is older than the
+    conversation made of it, so --continue passes it over.
+    """
+    aside = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        os.rename(path, aside)
+    except OSError:
+        return
+    try:
+        if aside.read_text(encoding="utf-8") != text:  # a later plain run's: it stays the last run
+            os.link(aside, path)  # unless a later one still is there already
+    except (OSError, UnicodeDecodeError):
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            aside.unlink()
