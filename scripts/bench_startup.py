@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -83,6 +82,12 @@ def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
+def installed_script() -> Path:
+    """The `localgen` script pip installed beside this interpreter: PATH may find a version manager's shim first
+    (pyenv's is a bash script that adds about 0.1 s), which is not localgen's start-up."""
+    return Path(sys.executable).parent / "localgen"
+
+
 def spread(values: list[float], scale: float = 1.0, digits: int = 3) -> str:
     """Median (min-max)."""
     v = [x * scale for x in values]
@@ -102,8 +107,7 @@ def main() -> None:
     from localgen.engine import bare_llama_prelude
 
     prelude = bare_llama_prelude()  # the bare scripts load weights as localgen does
-    localgen = shutil.which("localgen") or None
-    base = [localgen] if localgen else [sys.executable, "-m", "localgen"]
+    base = [str(installed_script())] if installed_script().is_file() else [sys.executable, "-m", "localgen"]
     # an installed package has its bytecode cached; let the warm-up runs write it as an install would
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"LOCALGEN_OFFLINE": "1"}
     commands = {
