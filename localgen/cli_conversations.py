@@ -27,7 +27,7 @@ LimitOpt = Annotated[int | None, typer.Option(
 @conversations_app.callback(invoke_without_command=True)
 def _conversations_default(ctx: typer.Context, json_output: JsonOpt = False, limit: LimitOpt = None) -> None:
     """List saved conversations (`localgen conversations` = `localgen conversations list`)."""
-    list_by_default(ctx, conversations_list, json_output=json_output, limit=limit)  # type: ignore[arg-type]
+    list_by_default(ctx, conversations_list, json_output=json_output, limit=limit)
 
 
 @conversations_app.command("list", short_help="List saved conversations, newest first.")

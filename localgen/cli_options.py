@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from typer.models import OptionInfo
 
-    from localgen.params import GenerationLimits, Grammar, SamplingParams
+    from localgen.params import GenerationLimits, SamplingParams
 
 
 _WHOLE = re.compile(r"[+-]?[0-9]+")
@@ -91,14 +91,14 @@ ChatTemplateOpt = Annotated[str | None, typer.Option(
     "--chat-template", metavar="FILE", help="Jinja chat template file, used instead of the model's.")]
 
 
-def sampling_from(ctx: typer.Context, grammar: Grammar | None = None) -> SamplingParams:
+def sampling_from(ctx: typer.Context) -> SamplingParams:
     """The sampler settings run or chat was given (options named as SamplingParams' fields; the rest default)."""
     from dataclasses import fields
 
     from localgen.params import SamplingParams
 
     names = [f.name for f in fields(SamplingParams) if f.name != "grammar" and f.name in ctx.params]
-    return SamplingParams(**{name: ctx.params[name] for name in names}, grammar=grammar)
+    return SamplingParams(**{name: ctx.params[name] for name in names})
 
 
 def given_settings(ctx: typer.Context) -> dict[str, str]:
@@ -125,14 +125,14 @@ def with_model_settings(ctx: typer.Context, chosen: Mapping[str, int | float], s
     return with_settings(sampling, limits, {key: value for key, value in chosen.items() if key not in given})
 
 
-def list_by_default(ctx: typer.Context, listing: Callable[..., None], *, json_output: bool, **flags: bool) -> None:
+def list_by_default(ctx: typer.Context, listing: Callable[..., None], *, json_output: bool, **flags: object) -> None:
     """A command group run alone lists (`localgen X` = `localgen X list`, with json_output and the group's other
     flags, by parameter name); given before a subcommand, they are refused, as they would be ignored."""
     if ctx.invoked_subcommand is None:
         listing(json_output=json_output, **flags)
         return
     for param, given in {"json_output": json_output, **flags}.items():
-        if given:
+        if given is not None and given is not False:  # -n 0 was given too
             misplaced_option(ctx, param)
 
 

@@ -29,7 +29,7 @@ OFFLINE_ENVS = ("HF_HUB_OFFLINE", "LOCALGEN_OFFLINE")  # either one set to 1 tur
 
 TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
 FALSE_VALUES = frozenset({"", "0", "false", "no", "off"})
-OWN_FLAG_ENVS = ("LOCALGEN_OFFLINE", "LOCALGEN_DEBUG", "LOCALGEN_AMX")
+OWN_FLAG_ENVS = ("LOCALGEN_OFFLINE", "LOCALGEN_DEBUG", "LOCALGEN_AMX", "LOCALGEN_NO_LAST_RUN")
 
 
 def _env_flag(name: str) -> bool:
@@ -90,6 +90,7 @@ class Settings:
     vram_limit: str | None = None  # LOCALGEN_VRAM_LIMIT as set
     prompt_cache_size: str | None = None  # LOCALGEN_PROMPT_CACHE_BYTES as set (prompt_cache_bytes reads it)
     amx: bool = False  # LOCALGEN_AMX: let llama.cpp use its AMX weight buffers where the CPU has them
+    no_last_run: bool = False  # LOCALGEN_NO_LAST_RUN: a plain run keeps no record for run --continue
 
     @property
     def user_registry(self) -> Path:
@@ -130,6 +131,7 @@ def load_settings() -> Settings:
         vram_limit=os.environ.get(VRAM_LIMIT_ENV, "").strip() or None,
         prompt_cache_size=os.environ.get(PROMPT_CACHE_BYTES_ENV, "").strip() or None,
         amx=_env_flag("LOCALGEN_AMX"),
+        no_last_run=_env_flag("LOCALGEN_NO_LAST_RUN"),
     )
 
 

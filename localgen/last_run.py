@@ -42,8 +42,13 @@ def kept_as_last_run(start: Callable[[], Iterator[Event]], loaded: LoadedModel, 
                      system: str | None, text: str, warn: Callable[[str], None]) -> Callable[[], Iterator[Event]]:
     """start's answer to text, kept as the last run once it has streamed, replacing the one before (which stays when
     this one gets no answer: Ctrl-C before any text, an error); an answer cut short is kept as far as it came, marked
-    interrupted. A model without a chat template (a plain completion) keeps nothing. A failure to keep it is warned
-    about: the answer is the user's all the same."""
+    interrupted. A model without a chat template (a plain completion) keeps nothing, and with LOCALGEN_NO_LAST_RUN
+    set no run does (the one kept before is removed). A failure to keep it is warned about: the answer is the
+    user's all the same."""
+    if settings().no_last_run:
+        with contextlib.suppress(OSError):
+            last_run_path().unlink()
+        return start
     if not loaded.prompt_format.is_chat:
         return start
     from localgen.session import model_reference

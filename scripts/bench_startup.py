@@ -107,7 +107,8 @@ def main() -> None:
     from localgen.engine import bare_llama_prelude
 
     prelude = bare_llama_prelude()  # the bare scripts load weights as localgen does
-    base = [str(installed_script())] if installed_script().is_file() else [sys.executable, "-m", "localgen"]
+    script = installed_script()
+    base = [str(script)] if script.is_file() else [sys.executable, "-m", "localgen"]
     # an installed package has its bytecode cached; let the warm-up runs write it as an install would
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"LOCALGEN_OFFLINE": "1"}
     commands = {

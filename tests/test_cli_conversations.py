@@ -246,6 +246,9 @@ def test_list_n_lists_only_the_newest(home: Path) -> None:
         assert refused.err == (f"localgen: error: -n/--limit {count} lists nothing: it takes a count of at least 1 "
                                "(hint: e.g. `localgen conversations -n 5` lists the newest five; without -n, all of "
                                "them)\n")
+    for count in ("0", "1"):  # before a subcommand it would be ignored: refused, 0 as much as 1
+        misplaced = run_localgen("conversations", "-n", count, "list")
+        assert misplaced.returncode == 2 and misplaced.out == "", (count, misplaced.err)
     misplaced = run_localgen("conversations", "-n", "2", "show", "newest")
     assert misplaced.returncode == 2 and "has no --limit option" in misplaced.err, misplaced.err
 

@@ -85,6 +85,15 @@ def test_run_continue_goes_on_from_the_last_plain_run() -> None:
     assert third.returncode == 0 and third.err == "" and json.loads(third.out)["conversation"] == name
 
 
+def test_localgen_no_last_run_keeps_no_record_and_removes_the_one_kept() -> None:
+    assert run_localgen("run", "A secret.", "-n", "2", *GREEDY).returncode == 0
+    assert last_run_path().exists()
+    quiet = run_localgen("run", "Another secret.", "-n", "2", *GREEDY, env={"LOCALGEN_NO_LAST_RUN": "1"})
+    assert quiet.returncode == 0, quiet.err
+    assert not last_run_path().exists()
+    assert run_localgen("run", "--continue", "hi", "-n", "2", env={"LOCALGEN_NO_LAST_RUN": "1"}).returncode == 1
+
+
 def test_run_continue_takes_whichever_is_newer_the_last_run_or_the_latest_saved_conversation() -> None:
     assert run_localgen("run", "Name a fruit.", "-n", "3", *GREEDY).returncode == 0
     assert run_localgen("run", "--conversation", "notes", "Name a tree.", "-n", "3", *GREEDY).returncode == 0

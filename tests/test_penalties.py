@@ -12,7 +12,7 @@ import pytest
 
 from localgen.chat import Message, PromptFormat
 from localgen.engine import Engine, lc
-from localgen.engine.sampling import RepetitionPenalties
+from localgen.engine.sampling import PENALTY_WINDOW_IN_PYTHON, RepetitionPenalties, build_sampler
 from localgen.events import Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 
@@ -115,7 +115,8 @@ def _reference_tokens(engine: Engine, prompt: list[int], sampling: SamplingParam
     SamplingParams(temperature=0.0, repeat_penalty=1.6, repeat_last_n=16, frequency_penalty=0.3),
     SamplingParams(temperature=1.2, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.3, repeat_last_n=32,
                    presence_penalty=0.4, seed=7),
-], ids=["greedy", "sampled"])
+    SamplingParams(temperature=0.0, repeat_penalty=1.6, repeat_last_n=PENALTY_WINDOW_IN_PYTHON + 1),
+], ids=["greedy", "sampled", "window-for-llama.cpp"])
 def test_generations_match_llama_cpps_penalties_sampler_token_for_token(engine: Engine,
                                                                         sampling: SamplingParams) -> None:
     prompt = _prompt(engine, "List the days of the week, then the months of the year, twice.")
@@ -142,3 +143,14 @@ def test_the_cached_logits_are_left_as_computed(engine: Engine) -> None:
     again = [e for e in engine.generate(prompt, penalized, GenerationLimits(max_tokens=1))
              if isinstance(e, Finished)][-1]
     assert again.text == first.text
+
+
+def test_a_large_window_is_left_to_llama_cpps_sampler(engine: Engine) -> None:
+    """A Python loop over a window's distinct tokens would cost more than llama.cpp's fixed one beyond it."""
+    for last_n, native in ((PENALTY_WINDOW_IN_PYTHON, False), (PENALTY_WINDOW_IN_PYTHON + 1, True), (-1, True)):
+        sampler = build_sampler(engine._vocab, SamplingParams(temperature=0.0, repeat_last_n=last_n), [1, 2], 1024)
+        try:
+            assert (sampler._penalties is None) == native
+            assert lc.llama_sampler_chain_n(sampler.chain) == (2 if native else 1)
+        finally:
+            sampler.free()

@@ -15,6 +15,8 @@ from localgen.errors import UsageError
 from localgen.params import Grammar, SamplingParams
 
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp: draw a random seed
+PENALTY_WINDOW_IN_PYTHON = 512  # RepetitionPenalties for windows up to this; llama.cpp's sampler above (its cost
+# is fixed, about 230 us for 49,152 tokens, while a Python loop over a window's 1,000 distinct tokens costs as much)
 SCHEMA_CONVERTER_HINT = ("llama-cpp-python's converter wrote a grammar llama.cpp rejects: simplify the schema "
                          '(quotes or backslashes in enum values and property names are a known limit)')
 
@@ -94,7 +96,8 @@ class Sampler:
 
 def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Sequence[int], n_ctx: int) -> Sampler:
     """The sampler for these settings, its repetition penalties primed with the prompt's last tokens (all of the
-    context's for repeat_last_n -1, as in llama.cpp).
+    context's for repeat_last_n -1, as in llama.cpp): localgen's RepetitionPenalties for a window up to
+    PENALTY_WINDOW_IN_PYTHON tokens, llama.cpp's penalties sampler for a larger one (the two agree bit for bit).
 
     A grammar comes first in the chain: every later sampler sees only the tokens it allows (end of generation
     included only where the grammar is complete); the penalties, applied before it, change no logit it rejects.
@@ -104,7 +107,7 @@ def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Seq
     penalties = None
     penalized = (sampling.repeat_penalty, sampling.frequency_penalty, sampling.presence_penalty) != (1.0, 0, 0)
     last_n = n_ctx if sampling.repeat_last_n < 0 else sampling.repeat_last_n
-    if penalized and last_n > 0:
+    if penalized and 0 < last_n <= PENALTY_WINDOW_IN_PYTHON:
         penalties = RepetitionPenalties(last_n, sampling.repeat_penalty, sampling.frequency_penalty,
                                         sampling.presence_penalty)
         for token in prompt[-last_n:]:
@@ -114,6 +117,12 @@ def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Seq
     try:
         if sampling.grammar is not None:
             add(chain, _grammar_sampler(vocab, sampling.grammar))  # the chain owns each sampler once added
+        if penalized and last_n > PENALTY_WINDOW_IN_PYTHON:
+            native = lc.llama_sampler_init_penalties(lc.llama_vocab_n_tokens(vocab), last_n, sampling.repeat_penalty,
+                                                     sampling.frequency_penalty, sampling.presence_penalty)
+            add(chain, native)
+            for token in prompt[-last_n:]:
+                lc.llama_sampler_accept(native, token)  # primed alone: the prompt is no text the grammar parses
         if sampling.temperature <= 0:
             add(chain, lc.llama_sampler_init_greedy())
         else:
