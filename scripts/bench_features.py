@@ -403,14 +403,10 @@ def bench_penalties(args: argparse.Namespace) -> None:
 def _llama_cpp_chain(engine, sampling, history: list[int]):
     """llama.cpp's own chain for these settings, its penalties sampler primed with history (the old way)."""
     from localgen.engine import lc
-    from localgen.engine.sampling import Sampler
+    from localgen.engine.sampling import Sampler, native_penalties
 
     chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
-    penalties = lc.llama_sampler_init_penalties(engine.n_vocab, sampling.repeat_last_n, sampling.repeat_penalty,
-                                                sampling.frequency_penalty, sampling.presence_penalty)
-    lc.llama_sampler_chain_add(chain, penalties)
-    for token in history[-sampling.repeat_last_n:]:
-        lc.llama_sampler_accept(penalties, token)
+    lc.llama_sampler_chain_add(chain, native_penalties(engine.n_vocab, sampling, history))
     for sampler in (lc.llama_sampler_init_top_k(sampling.top_k), lc.llama_sampler_init_top_p(sampling.top_p, 1),
                     lc.llama_sampler_init_min_p(sampling.min_p, 1), lc.llama_sampler_init_temp(sampling.temperature),
                     lc.llama_sampler_init_dist(sampling.seed)):

@@ -12,7 +12,7 @@ import pytest
 
 from localgen.chat import Message, PromptFormat
 from localgen.engine import Engine, lc
-from localgen.engine.sampling import PENALTY_WINDOW_IN_PYTHON, RepetitionPenalties, build_sampler
+from localgen.engine.sampling import PENALTY_WINDOW_IN_PYTHON, RepetitionPenalties, build_sampler, native_penalties
 from localgen.events import Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 
@@ -86,11 +86,7 @@ def _prompt(engine: Engine, text: str) -> list[int]:
 def _reference_tokens(engine: Engine, prompt: list[int], sampling: SamplingParams, count: int) -> list[int]:
     """count tokens from llama.cpp's own chain, penalties sampler included, decoding one token at a time."""
     chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
-    penalties = lc.llama_sampler_init_penalties(engine.n_vocab, sampling.repeat_last_n, sampling.repeat_penalty,
-                                                sampling.frequency_penalty, sampling.presence_penalty)
-    lc.llama_sampler_chain_add(chain, penalties)
-    for token in prompt[-sampling.repeat_last_n:]:
-        lc.llama_sampler_accept(penalties, token)
+    lc.llama_sampler_chain_add(chain, native_penalties(engine.n_vocab, sampling, prompt))
     if sampling.temperature > 0:
         lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_temp(sampling.temperature))
         lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_dist(sampling.seed))

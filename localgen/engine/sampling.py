@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections import Counter, deque
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from localgen.engine.native import lc, native_errors
 from localgen.errors import UsageError
@@ -117,12 +118,9 @@ def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Seq
     try:
         if sampling.grammar is not None:
             add(chain, _grammar_sampler(vocab, sampling.grammar))  # the chain owns each sampler once added
-        if penalized and last_n > PENALTY_WINDOW_IN_PYTHON:
-            native = lc.llama_sampler_init_penalties(lc.llama_vocab_n_tokens(vocab), last_n, sampling.repeat_penalty,
-                                                     sampling.frequency_penalty, sampling.presence_penalty)
-            add(chain, native)
-            for token in prompt[-last_n:]:
-                lc.llama_sampler_accept(native, token)  # primed alone: the prompt is no text the grammar parses
+        if penalized and last_n > PENALTY_WINDOW_IN_PYTHON:  # primed alone: the prompt is no text the grammar parses
+            window = replace(sampling, repeat_last_n=last_n)
+            add(chain, native_penalties(lc.llama_vocab_n_tokens(vocab), window, prompt))
         if sampling.temperature <= 0:
             add(chain, lc.llama_sampler_init_greedy())
         else:
@@ -137,6 +135,17 @@ def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Seq
         lc.llama_sampler_free(chain)
         raise
     return Sampler(chain, penalties)
+
+
+def native_penalties(n_vocab: int, sampling: SamplingParams, primed: Sequence[int]) -> lc.llama_sampler_p:
+    """llama.cpp's own penalties sampler for these settings (a window of repeat_last_n tokens, at least 1), primed
+    with the last of primed: what localgen's are checked and measured against."""
+    last_n = max(1, sampling.repeat_last_n)
+    sampler = lc.llama_sampler_init_penalties(n_vocab, last_n, sampling.repeat_penalty, sampling.frequency_penalty,
+                                              sampling.presence_penalty)
+    for token in primed[-last_n:]:
+        lc.llama_sampler_accept(sampler, token)
+    return sampler
 
 
 def _grammar_sampler(vocab: lc.llama_vocab_p, grammar: Grammar) -> lc.llama_sampler_p:
