@@ -227,10 +227,11 @@ def run(
     named = [*files, *(f for f in (system_input, template_file, constraint and constraint.file) if f is not None)]
     if reads_a_pipe(named, stdin):  # what loading would refuse is refused before a pipe is waited for too
         preflight_for(ctx, options, conversation)
+    # a schema or grammar given as text is checked before a --system-file pipe is waited for
+    sampling = replace(sampling, grammar=grammar_for(constraint, warnings, waiting=say_waiting_for))
     if system_input is not None:
         system = read_system_file(system_input, stdin, warnings)
         stdin = None if system_input.path is None else stdin  # --system-file - read it
-    sampling = replace(sampling, grammar=grammar_for(constraint, warnings, waiting=say_waiting_for))
     template = read_chat_template(template_file, waiting=say_waiting_for)
     check_given_template(replace(options, chat_template=template))
     console.warn_each(warnings)

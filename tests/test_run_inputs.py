@@ -146,6 +146,7 @@ def test_a_pipe_given_to_an_option_gets_a_note_while_its_writer_keeps_it_waiting
     (("--grammar",), ("--system-file", "{dir}"), "{dir} is a directory"),
     (("--system-file",), ("-m", "no-such-model"), "unknown model 'no-such-model'"),
     (("--chat-template",), ("--threads", "0"), "--threads 0 is out of range"),
+    (("--system-file",), ("--json-schema", '{{"bad'), "the JSON schema is not valid JSON"),  # {{: format's brace
 ])
 def test_every_file_an_option_names_and_every_option_is_checked_before_a_pipe_is_waited_for(
         tmp_path: Path, piped: tuple[str], bad: tuple[str, str], says: str) -> None:
