@@ -185,7 +185,8 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
     prompt_room, gen_room = config.n_prompt + FOLLOW_UP_ROOM, config.n_gen + 2
     options = ModelOptions(model=model, ctx_size=ctx, threads=threads, threads_batch=threads_batch,
                            batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
-                           ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline)
+                           ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
+                           adapt_threads=False)  # measured at one thread count, as llama-bench measures
     try:
         loaded = load_model(options, note=lambda text: progress(f"bench: {text}"),
                             opening=lambda resolved: progress(f"bench: loading {resolved.display_name}"))

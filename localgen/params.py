@@ -192,6 +192,7 @@ class LoadOptions:
     n_gpu_layers: int = 0
     flash_attn: str = "auto"
     kv_type: str = "f16"
+    adapt_threads: bool = False  # decode with fewer threads while other processes keep the CPUs busy
 
     def __post_init__(self) -> None:
         check_context_bounds(self.n_ctx)

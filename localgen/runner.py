@@ -44,6 +44,7 @@ class ModelOptions:
     floor_ctx: int = 0  # the least context the prompt could need (fit.prompt_floor), 0 when unknown
     chat_template: str | None = None  # a Jinja chat template that replaces the model's and the registry's
     chat_template_file: str | None = None  # the file it came from, for errors
+    adapt_threads: bool = True  # without --threads, fewer while other processes keep the CPUs busy (not in bench)
 
     def __post_init__(self) -> None:
         """Check every loading option now, before anything is resolved or downloaded (same rules as at load)."""
@@ -86,6 +87,7 @@ def plan_load(options: ModelOptions, resolved: ResolvedModel, header: GGUFInfo,
         n_gpu_layers=plan.n_gpu_layers,
         flash_attn=options.flash_attn,
         kv_type=options.kv_type,
+        adapt_threads=options.threads is None and options.adapt_threads,
     )
     return load_options, plan, shape
 

@@ -9,6 +9,7 @@ Usage:
   python scripts/bench_features.py fullchat [--turns 600] [--ctx 2048]
   python scripts/bench_features.py chatturn [--rounds 5] [--flash-attn auto off] [--typing 0]
   python scripts/bench_features.py penalties [--rounds 5] [--n 256]
+  python scripts/bench_features.py busy [--rounds 5] [--n 128] [--burners 1]
 
 promptcache: per round, `localgen cache clear`, then `localgen run -f doc.txt "q1"` (cold; saves the prefill)
 and `localgen run -f doc.txt "q2"` (restores it), plus `--no-cache "q2"` as a cold reference; TTFT is the
@@ -34,6 +35,9 @@ N both questions are typed at N keys/s first, as `localgen chat` prefills them (
 penalties: the cost of sampling one token with the default settings (repeat penalty 1.1 over the last 64
 tokens, top-k, top-p, min-p, temperature) as localgen samples, against llama.cpp's chain with its own penalties
 sampler, after a real answer; and the decode speed of `run`'s default sampling beside greedy.
+
+busy: decode speed of `localgen run` with its default threads (fewer while other processes keep the CPUs busy)
+against fixed `-t` counts, on an idle machine and beside --burners processes that each keep one CPU busy.
 """
 
 from __future__ import annotations
@@ -430,6 +434,41 @@ def _sampling_cost(engine, history: list[int], new_sampler, count: int = 400) ->
         engine.reset()
 
 
+def bench_busy(args: argparse.Namespace) -> None:
+    """Decode tok/s of the default threads against fixed counts, idle and beside busy processes."""
+    from localgen.hardware import physical_cores
+
+    most = physical_cores()
+    home = Path(tempfile.mkdtemp(prefix="localgen-bench-"))
+    env = {**os.environ, "LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1"}
+    common = ("run", "--json", "--no-cache", "-n", str(args.n), "--temperature", "0",
+              "Write a long story about a lighthouse keeper.")
+    variants = {"default": (), **{f"-t {t}": ("-t", str(t)) for t in sorted({most, max(1, most - 1)}, reverse=True)}}
+    for burners in (0, args.burners):
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(burners)]
+        try:
+            time.sleep(0.5 if busy else 0)
+            speeds: dict[str, list[float]] = {name: [] for name in variants}
+            used: list[int] = []
+            for k in range(args.rounds):
+                for name, extra in variants.items():
+                    record = localgen(*common, *extra, env=env)
+                    speeds[name].append(record["timings"]["decode_tokens_per_s"])
+                    if name == "default":
+                        used.append(record["threads"])
+                log(f"{burners} busy, round {k + 1}: " + ", ".join(f"{n} {v[-1]:.1f}" for n, v in speeds.items()))
+        finally:
+            for process in busy:
+                process.kill()
+                process.wait()
+        print(f"\n{burners} busy processes beside it, {most} physical cores, {args.rounds} rounds, decode tok/s "
+              f"(median, min-max)")
+        for name, values in speeds.items():
+            print(f"  {name:8} {spread(values, 1)}")
+        print(f"  default decoded with {sorted(set(used))} threads at the end; ratio default / -t {most} (paired): "
+              f"{spread([d / f for d, f in zip(speeds['default'], speeds[f'-t {most}'], strict=True)])}")
+
+
 def main() -> None:
     """Parse arguments and run one benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -473,10 +512,14 @@ def main() -> None:
     pe.add_argument("--n", type=int, default=256)
     pe.add_argument("--model", default=None)
     pe.add_argument("--threads", type=int, default=None)
+    bz = sub.add_parser("busy")
+    bz.add_argument("--rounds", type=int, default=5)
+    bz.add_argument("--n", type=int, default=128)
+    bz.add_argument("--burners", type=int, default=1)
     args = parser.parse_args()
     {"penalties": bench_penalties, "promptcache": bench_promptcache, "draft": bench_draft, "batchcost": bench_batchcost,
      "draftbound": bench_draftbound, "fullchat": bench_fullchat,
-     "chatturn": bench_chatturn}[args.what](args)
+     "chatturn": bench_chatturn, "busy": bench_busy}[args.what](args)
 
 
 if __name__ == "__main__":

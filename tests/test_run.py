@@ -113,7 +113,8 @@ def test_json_output_fields() -> None:
     result = run_localgen("run", "Hi", "-n", "3", "--json", *GREEDY)
     assert result.returncode == 0, result.err
     record = json.loads(result.out)
-    assert set(record) == {"text", "finish_reason", "usage", "timings", "seed", "model"}
+    assert set(record) == {"text", "finish_reason", "usage", "timings", "seed", "threads", "threads_chosen", "model"}
+    assert 1 <= record["threads"] <= record["threads_chosen"]
     assert set(record["usage"]) == {"prompt_tokens", "cached_tokens", "prompt_cache_tokens", "completion_tokens",
                                     "total_tokens"}
     assert set(record["timings"]) == {"ttft_s", "prefill_s", "prefill_tokens_per_s", "decode_s",

@@ -16,6 +16,7 @@ from localgen.engine.loading import load_weights, new_context, new_draft_batch
 from localgen.engine.native import lc, llama_cpp_version
 from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
 from localgen.engine.sampling import Sampler, build_sampler
+from localgen.engine.threads import ThreadGovernor
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import DraftStats, Event, Finished, PrefillProgress, TextChunk, Timings, Usage
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
@@ -85,6 +86,8 @@ class Engine:
             self._stop_requested = False
             self._ahead_from: int | None = None  # where the prompt computed by prefill_ahead() begins
             self._facts = self._read_facts()
+            self._governor = ThreadGovernor(options.n_threads, self._use_threads) \
+                if options.adapt_threads and options.n_threads > 1 else None
         except BaseException:
             self.close()
             raise
@@ -101,6 +104,16 @@ class Engine:
                 lc.llama_free(ctx)
             if model is not None:
                 lc.llama_model_free(model)
+
+    @property
+    def decode_threads(self) -> int:
+        """The threads decoding now: fewer than chosen at load while other processes keep the CPUs busy."""
+        return self._governor.current if self._governor is not None else self.options.n_threads
+
+    def _use_threads(self, count: int) -> None:
+        """Decode with count threads, and prefill with as many unless --threads-batch set its own count."""
+        o = self.options
+        lc.llama_set_n_threads(self._ctx, count, count if o.n_threads_batch == o.n_threads else o.n_threads_batch)
 
     def _check_open(self) -> None:
         """Refuse to touch native memory after close()."""
@@ -321,7 +334,7 @@ class Engine:
                     finished = _finished(event.text, event.finish, len(prompt), reused, len(prompt) - reused,
                                          event.generated, started, prefill_done, event.first_token_at,
                                          event.last_token_at, drafter.stats() if drafter else None, restored,
-                                         ahead, seed)
+                                         ahead, seed, (self.decode_threads, self.options.n_threads))
                     if prefix_cache is not None and event.finish != "interrupted":
                         save_prefix(self._kv, prefix_cache, len(prompt), len(prompt) - reused)
                     yield finished
@@ -467,6 +480,8 @@ class Engine:
         generated = 0
         finish = ""
         out = [sampler.sample(self._ctx, -1)]
+        if self._governor is not None:
+            self._governor.start()
         first_token_at = last_token_at = time.perf_counter()
         while True:
             for index, token in enumerate(out):
@@ -508,7 +523,12 @@ class Engine:
     def _step(self, sampler: Sampler, token: int) -> list[int]:
         """Feed one token to the model and sample the next."""
         self._one_token[0] = token
-        self._decode_batch(self._one_batch)
+        if self._governor is None:
+            self._decode_batch(self._one_batch)
+        else:
+            began = time.perf_counter()
+            self._decode_batch(self._one_batch)
+            self._governor.step_done(time.perf_counter() - began)
         self._kv.tokens.append(token)
         return [sampler.sample(self._ctx, -1)]
 
@@ -557,7 +577,8 @@ def _decode_failure(status: int) -> LocalgenError:
 
 def _finished(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
               started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
-              draft: DraftStats | None = None, restored: int = 0, ahead: int = 0, seed: int | None = None) -> Finished:
+              draft: DraftStats | None = None, restored: int = 0, ahead: int = 0, seed: int | None = None,
+              threads: tuple[int, int] = (0, 0)) -> Finished:
     """Fold the measurements of one generation into its final event (first_token_at None: no token came)."""
     prefill_s = prefill_done - started
     decode_s = last_token_at - first_token_at if first_token_at is not None else 0.0
@@ -576,4 +597,6 @@ def _finished(text: str, finish: str, n_prompt: int, reused: int, prefilled: int
         restored_tokens=restored,
         ahead_tokens=ahead,
         seed=seed,
+        threads=threads[0],
+        threads_chosen=threads[1],
     )

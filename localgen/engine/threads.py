@@ -1,0 +1,153 @@
+"""Fewer decode threads while other processes keep the CPUs busy, chosen by measuring both counts.
+
+llama.cpp's CPU threads wait for one another, spinning, after every graph node: one thread that the scheduler
+preempts for another process stalls them all. On a 2-core machine beside one busy process, 2 threads decoded
+at 19-20 tok/s and 1 thread at 42-44 tok/s. The governor watches other processes' CPU use (/proc/stat less this
+process's own time) and the decode steps' times; when either says the CPUs are contended it decodes a few
+steps with fewer threads and keeps whichever count was faster, and it tries more again once CPUs are free.
+Thread counts change no output: each row of a matrix product is computed by one thread either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("localgen.engine")
+
+WINDOW_S = 0.2  # a measurement window: at least this long...
+WINDOW_MIN_STEPS = 4  # ...and this many decode steps, or...
+WINDOW_MAX_STEPS = 32  # ...this many steps, whichever comes first
+BUSY_MARGIN = 0.5  # contended: fewer than (threads - this) CPUs' worth of time left free by other processes
+SLOWER = 1.5  # contended too: steps this much slower than the best window of this generation at this count
+FASTER = 0.9  # a tried count is kept when its steps take at most this fraction of the current count's
+FIRST_BACKOFF = 4  # windows to wait after a try that was not faster, doubled after each such try...
+MOST_BACKOFF = 64  # ...up to this many
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """CPU time spent on the CPUs this process may use, by every process (None: not known) and by this one."""
+
+    wall_s: float
+    all_busy_s: float | None
+    own_s: float
+
+
+def cpu_sample(stat: Path = Path("/proc/stat")) -> CpuSample:
+    """A CPU time sample now (Linux's per-CPU counters; elsewhere only this process's own time)."""
+    times = os.times()
+    return CpuSample(wall_s=time.monotonic(), all_busy_s=_busy_seconds(stat), own_s=times.user + times.system)
+
+
+def _busy_seconds(stat: Path) -> float | None:
+    """Busy time (steal included: a hypervisor's other guests contend too) of the CPUs in this process's affinity
+    mask since boot, from /proc/stat; None where it cannot be read."""
+    try:
+        lines = stat.read_text(encoding="ascii").splitlines()
+        allowed = os.sched_getaffinity(0)
+        ticks = 0
+        for line in lines:
+            name, *fields = line.split()
+            if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in allowed:
+                user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+                ticks += user + nice + system + irq + softirq + steal
+        return ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def free_cpus(before: CpuSample, after: CpuSample, n_cpus: int) -> float | None:
+    """CPUs' worth of time other processes left free between two samples (None: not known or too short)."""
+    wall = after.wall_s - before.wall_s
+    if before.all_busy_s is None or after.all_busy_s is None or wall <= 0:
+        return None
+    others = (after.all_busy_s - before.all_busy_s) - (after.own_s - before.own_s)
+    return n_cpus - max(0.0, others) / wall
+
+
+class ThreadGovernor:
+    """Chooses how many threads decode, from 1 to most, by the times of single-token decode steps."""
+
+    def __init__(self, most: int, apply: Callable[[int], None], sample: Callable[[], CpuSample] = cpu_sample,
+                 n_cpus: int | None = None) -> None:
+        self.most = most
+        self.current = most
+        self._apply, self._sample = apply, sample
+        self._n_cpus = n_cpus if n_cpus is not None else _allowed_cpus()
+        self._backoff = {-1: 0, 1: 0}  # windows still to wait before trying fewer (-1) or more (1) threads
+        self._next_backoff = {-1: FIRST_BACKOFF, 1: FIRST_BACKOFF}
+        self.start()
+
+    def start(self) -> None:
+        """Begin a generation: new windows, a new best (the steps' time grows with the context)."""
+        self._steps: list[float] = []
+        self._best: dict[int, float] = {}
+        self._trying: tuple[int, float] | None = None  # the count tried, and the current one's last window median
+        self._skip = 0
+        self._since = self._sample()
+
+    def step_done(self, seconds: float) -> None:
+        """Count one single-token decode step's time; at the end of a window, perhaps try or keep another count."""
+        if self._skip:  # the first step after a change pays for it (the thread team is resized)
+            self._skip -= 1
+            return
+        steps = self._steps
+        steps.append(seconds)
+        if len(steps) < WINDOW_MAX_STEPS and (len(steps) < WINDOW_MIN_STEPS or sum(steps) < WINDOW_S):
+            return
+        median = statistics.median(steps)
+        self._steps = []
+        if self._trying is not None:
+            self._end_try(median)
+            return
+        now = self._sample()
+        free = free_cpus(self._since, now, self._n_cpus)
+        self._since = now
+        n = self.current
+        best = self._best[n] = min(self._best.get(n, median), median)
+        waiting = {direction: wait > 0 for direction, wait in self._backoff.items()}
+        self._backoff = {direction: max(0, wait - 1) for direction, wait in self._backoff.items()}
+        if n > 1 and not waiting[-1] and ((free is not None and free < n - BUSY_MARGIN) or median > SLOWER * best):
+            fewer = n - 1 if free is None else int(free + BUSY_MARGIN)
+            self._try(max(1, min(n - 1, fewer)), median)
+        elif n < self.most and not waiting[1] and (free is None or free >= n + 1 - BUSY_MARGIN):
+            self._try(n + 1, median)
+
+    def _try(self, count: int, current_median: float) -> None:
+        """Decode the next window with count threads."""
+        self._trying = (count, current_median)
+        self._set(count)
+
+    def _end_try(self, tried_median: float) -> None:
+        """Keep the tried count if its window was faster, else go back and wait longer before trying again."""
+        assert self._trying is not None
+        count, current_median = self._trying
+        self._trying = None
+        direction = -1 if count < self.current else 1
+        if tried_median <= FASTER * current_median:
+            log.debug("decode threads %d -> %d: a step took %.1f ms, now %.1f ms", self.current, count,
+                      current_median * 1000, tried_median * 1000)
+            self.current = count
+            self._best[count] = tried_median
+            self._next_backoff = {-1: FIRST_BACKOFF, 1: FIRST_BACKOFF}
+            self._since = self._sample()  # the free CPUs measured from here on are the new count's
+        else:
+            self._set(self.current)
+            self._backoff[direction] = self._next_backoff[direction]
+            self._next_backoff[direction] = min(MOST_BACKOFF, 2 * self._next_backoff[direction])
+
+    def _set(self, count: int) -> None:
+        """Decode with count threads from the next step on."""
+        self._apply(count)
+        self._skip = 1
+
+
+def _allowed_cpus() -> int:
+    """The number of CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

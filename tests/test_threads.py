@@ -1,0 +1,197 @@
+"""Fewer decode threads while other processes keep the CPUs busy: the governor's rules, and the real engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from localgen.console import format_stats
+from localgen.engine.threads import (
+    FIRST_BACKOFF,
+    WINDOW_MAX_STEPS,
+    WINDOW_MIN_STEPS,
+    WINDOW_S,
+    CpuSample,
+    ThreadGovernor,
+    _busy_seconds,
+    free_cpus,
+)
+from localgen.events import Finished, Timings, Usage
+from localgen.gguf_split import validate_split
+from localgen.resolve import resolve_model
+from localgen.runner import ModelOptions, plan_load
+from tests.conftest import REPO_ROOT
+
+PROMPT = "Write a long story about a lighthouse keeper."
+
+
+class Machine:
+    """A fake machine: CPU samples with a chosen number of free CPUs, and the thread counts applied."""
+
+    def __init__(self, n_cpus: int = 2, free: float | None = 2.0) -> None:
+        self.n_cpus, self.free = n_cpus, free
+        self.wall = self.all_busy = self.own = 0.0
+        self.applied: list[int] = []
+        self.changed = False  # a count was applied since the last step
+
+    def sample(self) -> CpuSample:
+        """One second later: others used n_cpus - free CPUs, this process 1.5."""
+        self.wall += 1.0
+        self.own += 1.5
+        self.all_busy += 1.5 + self.n_cpus - (self.free if self.free is not None else self.n_cpus)
+        return CpuSample(self.wall, None if self.free is None else self.all_busy, self.own)
+
+    def governor(self, most: int = 2) -> ThreadGovernor:
+        """A governor of up to most threads on this machine."""
+        return ThreadGovernor(most, self.apply, self.sample, n_cpus=self.n_cpus)
+
+    def apply(self, count: int) -> None:
+        """Record a thread count applied."""
+        self.applied.append(count)
+        self.changed = True
+
+
+def steps(machine: Machine, governor: ThreadGovernor, seconds: float, windows: int = 1) -> None:
+    """Feed whole windows of equal step times, after the uncounted step that follows a change of count."""
+    window: list[float] = []
+    while len(window) < WINDOW_MAX_STEPS and (len(window) < WINDOW_MIN_STEPS or sum(window) < WINDOW_S):
+        window.append(seconds)
+    per_window = len(window)
+    for _ in range(windows):
+        if machine.changed:
+            governor.step_done(seconds)
+            machine.changed = False
+        for _ in range(per_window):
+            governor.step_done(seconds)
+
+
+def test_an_idle_machine_keeps_every_thread() -> None:
+    machine = Machine()
+    governor = machine.governor()
+    steps(machine, governor, 0.012, windows=20)
+    assert (governor.current, machine.applied) == (2, [])
+
+
+def test_busy_cpus_make_it_try_fewer_and_keep_them_when_faster() -> None:
+    machine = Machine(free=1.0)
+    governor = machine.governor()
+    steps(machine, governor, 0.040)  # a window at 2 threads; one CPU's worth is taken: it tries 1
+    assert machine.applied == [1]
+    steps(machine, governor, 0.020)  # faster: kept
+    assert (governor.current, machine.applied) == (1, [1])
+    steps(machine, governor, 0.020, windows=10)  # still busy: no try of 2
+    assert machine.applied == [1]
+
+
+def test_fewer_threads_that_are_not_faster_are_given_up_and_tried_later() -> None:
+    machine = Machine(free=1.0)
+    governor = machine.governor()
+    steps(machine, governor, 0.012)
+    steps(machine, governor, 0.020)  # 1 thread is slower: back to 2
+    assert (governor.current, machine.applied) == (2, [1, 2])
+    steps(machine, governor, 0.012, windows=FIRST_BACKOFF)  # it waits before trying again...
+    assert machine.applied == [1, 2]
+    steps(machine, governor, 0.012)  # ...then tries once more
+    assert machine.applied == [1, 2, 1]
+
+
+def test_steps_that_slow_down_make_it_try_fewer_without_cpu_counters() -> None:
+    machine = Machine(free=None)
+    governor = machine.governor()
+    steps(machine, governor, 0.012, windows=3)
+    assert machine.applied == []
+    steps(machine, governor, 0.030)  # 2.5x slower than its best window: contended
+    steps(machine, governor, 0.015)
+    assert (governor.current, machine.applied) == (1, [1])
+
+
+def test_freed_cpus_bring_the_threads_back() -> None:
+    machine = Machine(free=1.0)
+    governor = machine.governor()
+    steps(machine, governor, 0.040)
+    steps(machine, governor, 0.020)
+    assert governor.current == 1
+    machine.free = 2.0
+    steps(machine, governor, 0.020)  # a window at 1 thread sees two free CPUs: it tries 2
+    steps(machine, governor, 0.012)
+    assert (governor.current, machine.applied) == (2, [1, 2])
+
+
+def test_the_step_after_a_change_is_not_counted() -> None:
+    machine = Machine(free=1.0)
+    governor = machine.governor()
+    steps(machine, governor, 0.040)
+    governor.step_done(5.0)  # resizing the thread team: not a measure of 1 thread
+    machine.changed = False
+    steps(machine, governor, 0.020)
+    assert governor.current == 1
+
+
+def test_free_cpus_leave_out_this_processes_own_time() -> None:
+    before = CpuSample(wall_s=10.0, all_busy_s=100.0, own_s=50.0)
+    after = CpuSample(wall_s=12.0, all_busy_s=104.0, own_s=53.0)  # 4 s busy, 3 of them this process's
+    assert free_cpus(before, after, 2) == pytest.approx(1.5)
+    assert free_cpus(before, CpuSample(12.0, None, 53.0), 2) is None
+
+
+def test_busy_time_counts_the_allowed_cpus_only(tmp_path: Path) -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    stat = tmp_path / "stat"
+    lines = ["cpu  9 9 9 9 9 9 9 9 0 0"]
+    lines += [f"cpu{cpu} 100 10 20 5000 7 1 2 3 0 0" for cpu in allowed]
+    lines += [f"cpu{max(allowed) + 1} 999 999 999 1 1 1 1 1 0 0", "intr 12345", "ctxt 99"]
+    stat.write_text("\n".join(lines) + "\n")
+    ticks = os.sysconf("SC_CLK_TCK")
+    assert _busy_seconds(stat) == pytest.approx(len(allowed) * 136 / ticks)  # idle and iowait are not busy
+    assert _busy_seconds(tmp_path / "missing") is None
+
+
+def test_threads_given_are_never_changed(bundled_model: Path) -> None:
+    resolved = resolve_model(str(bundled_model), offline=True)
+    header, _ = validate_split(resolved.path)
+    given, _, _ = plan_load(ModelOptions(model=str(bundled_model), threads=2), resolved, header)
+    default, _, _ = plan_load(ModelOptions(model=str(bundled_model)), resolved, header)
+    bench, _, _ = plan_load(ModelOptions(model=str(bundled_model), adapt_threads=False), resolved, header)
+    assert (given.adapt_threads, default.adapt_threads, bench.adapt_threads) == (False, True, False)
+
+
+def test_stats_say_when_fewer_threads_decoded() -> None:
+    done = Finished(text="x", finish_reason="length", usage=Usage(3, 0, 2),
+                    timings=Timings(0.1, 0.1, 30.0, 0.1, 10.0), threads=1, threads_chosen=2)
+    assert "decoded with 1 of 2 threads: other processes kept the CPUs busy" in format_stats(done)
+    assert "threads" not in format_stats(Finished(text="x", finish_reason="length", usage=Usage(3, 0, 2),
+                                                  timings=done.timings, threads=2, threads_chosen=2))
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two CPUs to pin to")
+def test_a_busy_cpu_makes_the_real_engine_decode_with_fewer_threads_and_the_same_text(tmp_path: Path) -> None:
+    """`localgen run` on two CPUs, one of which a busy loop keeps busy: it ends with 1 thread, same text."""
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
+    command = [sys.executable, "-m", "localgen", "run", "--json", "--stats", "--no-cache", "-n", "160",
+               "--temperature", "0", PROMPT]
+
+    def run(extra: list[str], cpus: set[int]) -> tuple[dict, str]:
+        proc = subprocess.run(command[:4] + extra + command[4:], capture_output=True, text=True, env=env,
+                              cwd=REPO_ROOT, timeout=300, stdin=subprocess.DEVNULL,
+                              preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout), proc.stderr
+
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                              preexec_fn=lambda: os.sched_setaffinity(0, {first}))
+    try:
+        busy, stats = run([], {first, second})
+    finally:
+        burner.kill()
+        burner.wait()
+    alone, _ = run(["-t", "1"], {first, second})
+    assert (busy["threads_chosen"], busy["threads"]) == (2, 1)
+    assert "decoded with 1 of 2 threads" in stats
+    assert busy["text"] == alone["text"] and busy["usage"]["completion_tokens"] == 160
