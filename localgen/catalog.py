@@ -257,10 +257,10 @@ def _display_name(registry: Registry, repo: str, quant: str | None, filename: st
 
 def remove_model(registry: Registry, reference: str, *, dry_run: bool = False) -> RemovedModel:
     """Delete a downloaded model's files from the HF cache, keeping blobs other models still use."""
+    own = registry.own_file_entry(reference)
+    if own is not None:
+        raise own_file_refusal(own, "delete")
     ref = registry.reference(reference)
-    spec = registry.spec_for(ref)
-    if spec is not None and spec.path is not None:
-        raise own_file_refusal(spec, "delete")
     if ref.kind == "path":
         _refuse_path(registry, ref)
     repo, quant, pattern, spec = _target(registry, ref)
@@ -270,7 +270,9 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False) -
     if not matches:
         bundled_quant = normalize_quant(spec.quant) if spec is not None and spec.quant else None
         if spec is not None and spec.package and bundled_file(spec) is not None and quant in (None, bundled_quant):
-            raise _bundled_not_removable(spec, f"{spec.name} is bundled with the {spec.package} Python package")
+            # nothing of it in the cache (a download of it would go): a model not found, not a usage mistake
+            raise _bundled_not_removable(spec, f"{spec.name} is bundled with the {spec.package} Python package",
+                                         ModelNotFoundError)
         raise ModelNotFoundError(f"{reference} is not in the cache", hint="see `localgen models list`")
     if len(matches) > 1:
         names = ", ".join(sorted(_display_name(registry, repo, quant_of(fs[0].filename), fs[0].filename)
@@ -288,7 +290,7 @@ def _refuse_path(registry: Registry, ref: ModelRef) -> None:
     for spec in registry.models.values():
         bundled = bundled_file(spec)
         if bundled is not None and target == bundled.resolve():
-            raise _bundled_not_removable(spec, f"{ref.text} is the bundled {spec.name} model")
+            raise _bundled_not_removable(spec, f"{ref.text} is the bundled {spec.name} model", UsageError)
     if target is not None:
         for model in _hub_models(registry):  # a path into the Hugging Face cache: its model goes by its name
             if target in {p.resolve() for p in model.paths} or ref.path in model.paths:
@@ -299,9 +301,10 @@ def _refuse_path(registry: Registry, ref: ModelRef) -> None:
                      hint="delete the file yourself if you no longer need it")
 
 
-def _bundled_not_removable(spec: ModelSpec, what: str) -> UsageError:
-    """The refusal to remove a bundled model's file (what names it), with the command that does."""
-    return UsageError(f"{what} and cannot be removed", hint=f"`pip uninstall {spec.distribution}` removes it")
+def _bundled_not_removable(spec: ModelSpec, what: str, kind: type[LocalgenError]) -> LocalgenError:
+    """The refusal to remove a bundled model's file (what names it), with the command that does: a kind of
+    ModelNotFoundError for a name that has nothing in the cache, UsageError for a path (never removed)."""
+    return kind(f"{what} and cannot be removed", hint=f"`pip uninstall {spec.distribution}` removes it")
 
 
 def _target(registry: Registry, ref: ModelRef) -> tuple[str, str | None, str | None, ModelSpec | None]:

@@ -88,12 +88,23 @@ class Registry:
     def reference(self, text: str) -> ModelRef:
         """parse_reference, reading Ollama's NAME:SIZE (qwen2.5:0.5b, llama3.2:1b) as the entry NAME-SIZE where
         the registry has that entry and no NAME."""
-        ref = parse_reference(text)
-        if ref.name is not None and ref.quant is not None and ref.name not in self.models:
-            tagged = f"{ref.name}-{ref.quant.lower()}"
-            ref = replace(ref, name=tagged, quant=None) if tagged in self.models else ref
+        ref = self._with_size_tag(parse_reference(text))
         spec = self.models.get(ref.name) if ref.name is not None else None
         return ref if spec is None or spec.path is None else _own_file(ref, spec)
+
+    def own_file_entry(self, text: str) -> ModelSpec | None:
+        """The entry naming a file of the user's own (path =) that a reference means, with a quant or without one
+        (`mine`, `mine:Q4`): what pull and models rm refuse whole, whatever quant is asked for."""
+        ref = self._with_size_tag(parse_reference(text))
+        spec = self.models.get(ref.name) if ref.name is not None else None
+        return spec if spec is not None and spec.path is not None else None
+
+    def _with_size_tag(self, ref: ModelRef) -> ModelRef:
+        """Ollama's NAME:SIZE as the entry NAME-SIZE, where the registry has that entry and no NAME."""
+        if ref.name is None or ref.quant is None or ref.name in self.models:
+            return ref
+        tagged = f"{ref.name}-{ref.quant.lower()}"
+        return replace(ref, name=tagged, quant=None) if tagged in self.models else ref
 
     def spec_for(self, ref: ModelRef) -> ModelSpec | None:
         """The entry a reference names (None for a Hub repo or a path); an unknown name that a file here has is

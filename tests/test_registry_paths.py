@@ -136,6 +136,8 @@ def test_a_missing_file_is_an_error_naming_the_entry_at_use(own: Path) -> None:
     (("pull", "gone"), "gone is your own file", "localgen does not download it (hint: put the file there"),
     (("models", "rm", "mine", "-y"), "mine is your own file", "localgen does not delete it (hint: delete the file "
                                                               "yourself"),
+    (("models", "rm", "mine:Q4_1", "-y"), "mine is your own file", "localgen does not delete it"),  # quant or none
+    (("pull", "mine:Q8_0"), "mine is your own file", "localgen does not download it"),
 ])
 def test_localgen_neither_downloads_nor_deletes_a_file_of_one_s_own(own: Path, args: tuple[str, ...], message: str,
                                                                     hint: str) -> None:
