@@ -212,7 +212,7 @@ def is_existing_file(text: str) -> bool:
         return False
 
 
-def short_path(path: Path) -> str:
+def short_path(path: Path | str) -> str:
     """A path for an error message, cut in the middle when very long."""
     text = str(path)
     if len(text) <= SHOWN_PATH_CHARS:

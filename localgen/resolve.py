@@ -121,7 +121,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     offline = settings().offline if offline is None else offline
     spec = registry.spec_for(ref)
     if ref.path is not None:  # a path, or an entry that names a file of the user's own (spec)
-        return ResolvedModel(ref=ref, path=_local_file(ref.path, spec), spec=spec, source="local")
+        return ResolvedModel(ref=ref, path=_local_file(ref, spec), spec=spec, source="local")
     repo, quant, filename = hub_target(ref, spec)
     pin = _pin(spec, ref)
     if not force:
@@ -150,7 +150,7 @@ def check_reference(text: str) -> None:
     ref = registry.reference(text)
     spec = registry.spec_for(ref)
     if ref.path is not None:
-        _local_file(ref.path, spec)
+        _local_file(ref, spec)
 
 
 def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
@@ -209,10 +209,12 @@ def refuse_own_file(text: str) -> None:
         raise own_file_refusal(spec, "download")
 
 
-def _local_file(path: Path, spec: ModelSpec | None = None) -> Path:
-    """Check that a local model path is a readable file; spec is the models.toml entry that names it, if one does."""
+def _local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:
+    """Check that a local model path is a readable file; spec is the models.toml entry that names it, if one does
+    (messages name its path, else the path as the user typed it: `./m.gguf`, not `m.gguf`)."""
+    assert ref.path is not None
     try:
-        return _readable_file(path)
+        return _readable_file(ref.path, short_path(ref.path if spec is not None else ref.text))
     except ModelNotFoundError as exc:
         if spec is None:
             raise
@@ -220,18 +222,18 @@ def _local_file(path: Path, spec: ModelSpec | None = None) -> Path:
                                                                         "there") from None
 
 
-def _readable_file(path: Path) -> Path:
-    """Check that a local model path is a readable file."""
+def _readable_file(path: Path, shown: str) -> Path:
+    """Check that a local model path is a readable file (shown: the path as messages give it)."""
     try:
         mode = path.stat().st_mode  # is_file() and exists() would hide a loop of links as a missing file
     except FileNotFoundError:
         mode = None
     except OSError as exc:  # a name too long, a loop of links, a directory that cannot be searched
-        raise ModelNotFoundError(f"cannot use {short_path(path)} as a model file: {exc.strerror or exc}",
+        raise ModelNotFoundError(f"cannot use {shown} as a model file: {exc.strerror or exc}",
                                  hint="check the path") from None
     if mode is None:
-        raise ModelNotFoundError(f"no such model file: {short_path(path)}",
+        raise ModelNotFoundError(f"no such model file: {shown}",
                                  hint="check the path, or pass a registry name")
     if not stat.S_ISREG(mode):
-        raise ModelNotFoundError(f"{short_path(path)} is not a file", hint="pass the path of a .gguf file")
+        raise ModelNotFoundError(f"{shown} is not a file", hint="pass the path of a .gguf file")
     return path

@@ -160,6 +160,8 @@ CASES: dict[str, Case] = {
     "model-path-too-long": Case(("run", "hi", "-m", f"./{'m' * 300}.gguf"), RUNTIME, "file name too long"),
     "model-missing-in-a-folder": Case(("run", "hi", "-m", "nosuchdir/model.gguf"), RUNTIME,
                                       "no such model file: nosuchdir/model.gguf"),
+    "model-missing-here": Case(("run", "hi", "-m", "./nosuch.gguf"), RUNTIME, "no such model file: ./nosuch.gguf"),
+    "model-a-folder-here": Case(("run", "hi", "-m", "./tests/"), RUNTIME, "./tests/ is not a file"),  # as typed
     "model-link-loop": Case(("run", "hi", "-m", "{link_loop}"), RUNTIME, "too many levels of symbolic links"),
     "model-unknown-user": Case(("run", "hi", "-m", "~no-such-user-here/model.gguf"), USAGE, "no such user"),
     # references that try to leave the cache folder
