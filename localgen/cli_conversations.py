@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from localgen.cli_options import JsonOpt, confirmed, list_by_default, whole_number
-from localgen.errors import LocalgenError, UsageError
+from localgen.errors import UsageError
 from localgen.units import counted, local_minute
 
 if TYPE_CHECKING:
@@ -61,16 +61,10 @@ def conversations_show(
 ) -> None:
     """Print a saved conversation as Markdown: system prompt, then each question and answer."""
     from localgen import console
-    from localgen.conversation import DamagedConversationError, list_conversations, read_conversation
+    from localgen.conversation import DamagedConversationError, latest_conversation, read_conversation
 
-    if name is None:
-        saved = list_conversations()
-        if not saved:
-            raise LocalgenError("there are no saved conversations",
-                                hint='start one with `localgen chat`, or `localgen run --conversation NAME "..."`')
-        name = saved[0][0]
-    try:
-        conversation = read_conversation(name)
+    try:  # the newest as `chat --resume` takes it: a damaged one is skipped, with a warning
+        conversation = read_conversation(name) if name is not None else latest_conversation(console.warn, held=False)
     except DamagedConversationError as exc:  # the hint of this command, not a chat's
         remove = f"`localgen conversations rm {exc.name}` deletes it" if exc.removable else "move that folder away"
         raise DamagedConversationError(exc.message, hint=f"it was left untouched; {remove}",

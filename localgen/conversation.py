@@ -523,19 +523,23 @@ def list_conversations() -> list[tuple[str, float]]:
     return sorted(entries, key=lambda e: e[1], reverse=True)
 
 
-def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = False) -> Conversation:
+def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = False, held: bool = True
+                        ) -> Conversation:
     """The most recently saved conversation that no other chat has open, damaged files skipped with a warning
-    (for `chat --resume`); with newest_only, the newest one or the error that keeps it from being continued."""
+    (for `chat --resume`); with newest_only, the newest one or the error that keeps it from being continued; without
+    held, the newest readable one, read as it is on disk and not held (for `conversations show`: a chat may have
+    it open)."""
     entries = list_conversations()
     if not entries:
-        raise LocalgenError("there is no saved conversation to continue",
+        raise LocalgenError("there is no saved conversation to continue" if held else
+                            "there are no saved conversations",
                             hint='start one with `localgen chat`, or `localgen run --conversation NAME "..."`')
     if newest_only:
         return load_conversation(entries[0][0], shell=True)
     busy: ConversationBusyError | None = None
     for name, _ in entries:
         try:
-            return load_conversation(name, shell=True)
+            return load_conversation(name, shell=True) if held else read_conversation(name)
         except ConversationBusyError as exc:  # a running chat saves often, so its conversation is the newest
             busy = busy or exc
         except DamagedConversationError as exc:
@@ -544,4 +548,7 @@ def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = Fals
             warn(f"skipped a conversation: {exc.message}")
     if busy is not None:
         raise busy
+    if not held:
+        raise LocalgenError("no saved conversation can be read", hint="`localgen conversations` lists them, "
+                                                                      "damaged ones marked")
     raise LocalgenError("no saved conversation can be resumed", hint="start a new one with `localgen chat`")

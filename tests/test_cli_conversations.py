@@ -126,6 +126,23 @@ def test_show_without_a_name_prints_the_newest() -> None:
     assert shown.returncode == 0 and shown.out.startswith("# newer\n") and "Cod." in shown.out, shown.out
 
 
+def test_show_without_a_name_skips_a_damaged_newest_as_resume_does() -> None:
+    _save("older", Turn("Name a color.", "Blue."))
+    os.utime(conversations_dir() / "older.json", (1, 1))
+    (conversations_dir() / "broken.json").write_text("{")
+    for args in (("conversations", "show"), ("conversations", "show", "--json")):
+        shown = run_localgen(*args)
+        assert shown.returncode == 0 and "Blue." in shown.out, shown.err
+        assert shown.err == (f"localgen: warning: skipped a damaged conversation: {conversations_dir() / 'broken.json'}"
+                             " is not a valid saved conversation (Expecting property name enclosed in double quotes: "
+                             "line 1 column 2 (char 1))\n"), shown.err
+    (conversations_dir() / "older.json").write_text("[]")
+    none = run_localgen("conversations", "show")
+    assert none.returncode == 1 and none.out == "" and none.err.count("skipped a damaged conversation") == 2
+    assert none.err.endswith("localgen: error: no saved conversation can be read (hint: `localgen conversations` "
+                             "lists them, damaged ones marked)\n"), none.err
+
+
 def test_show_prints_the_transcript_and_json_the_saved_record() -> None:
     path = _save("recipe", Turn("How long do eggs boil?", "About **7** minutes."),
                  Turn("And soft?", "Four", interrupted=True), system="Be brief.")
