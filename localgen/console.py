@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import io
 import os
 import re
 import signal
@@ -153,7 +154,7 @@ def write_out(stream: TextIO, text: str) -> None:
     """Write model output and flush: a closed pipe stays a BrokenPipeError, a closed terminal ends the program as
     its SIGHUP does (SignalExit), any other failure is a LocalgenError."""
     try:
-        stream.write(text)
+        _write_whole(stream, text)
         stream.flush()
     except BrokenPipeError:
         raise
@@ -161,6 +162,20 @@ def write_out(stream: TextIO, text: str) -> None:
         if terminal_hung_up(exc, stream):
             raise SignalExit(signal.SIGHUP) from exc
         raise stdout_error(exc) from exc
+
+
+def _write_whole(stream: TextIO, text: str) -> None:
+    """stream.write(text), where the stream's bytes go straight to its file (`python -u`, PYTHONUNBUFFERED=1) in as
+    many writes as the file takes: there a pipe's reader that leaves part way is met as a BrokenPipeError, where
+    the text layer would drop the rest of a long text without a word (it ignores a short write)."""
+    raw = getattr(stream, "buffer", None)
+    if not isinstance(raw, io.RawIOBase):
+        stream.write(text)
+        return
+    stream.flush()
+    data = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
+    while data:
+        data = data[raw.write(data) or 0:]
 
 
 def terminal_hung_up(exc: OSError, stream: TextIO) -> bool:

@@ -143,6 +143,20 @@ def test_show_without_a_name_skips_a_damaged_newest_as_resume_does() -> None:
                              "lists them, damaged ones marked)\n"), none.err
 
 
+@pytest.mark.parametrize("unbuffered", ["", "1"])  # PYTHONUNBUFFERED=1: Python ignores a short write of stdout's
+@pytest.mark.parametrize("args", [("conversations", "show", "long"), ("conversations", "show", "long", "--json")])
+def test_show_to_a_reader_that_leaves_exits_141_as_run_does(args: tuple[str, ...], unbuffered: str) -> None:
+    _save("long", *[Turn(f"Question {n}?", "An answer that goes on. " * 100) for n in range(100)])  # 240 KB
+    env = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
+    proc = subprocess.Popen([sys.executable, "-m", "localgen", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=REPO_ROOT, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10)
+    proc.stdout.close()  # `| head -c 10`
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141 and err == b"", err.decode()
+
+
 def test_show_prints_the_transcript_and_json_the_saved_record() -> None:
     path = _save("recipe", Turn("How long do eggs boil?", "About **7** minutes."),
                  Turn("And soft?", "Four", interrupted=True), system="Be brief.")
