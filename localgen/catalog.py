@@ -107,6 +107,19 @@ def touch_last_used(path: Path) -> None:
         atomic_write_bytes(marker, os.fsencode(path.resolve()))  # the name may not be UTF-8
 
 
+def loaded_model_files() -> list[Path]:
+    """Every model file (a split model's first shard) whose last use is recorded: each one localgen has loaded."""
+    try:
+        markers = sorted((settings().cache_dir / LAST_USED_DIR).iterdir())
+    except OSError:
+        return []
+    files = []
+    for marker in markers:
+        with contextlib.suppress(OSError):
+            files.append(Path(os.fsdecode(marker.read_bytes())))
+    return files
+
+
 def last_used(path: Path) -> float | None:
     """When a model file was last loaded (epoch seconds), if ever recorded."""
     try:

@@ -117,4 +117,4 @@ def conversations_rm(
     if confirmed(question, yes=yes, declined="nothing deleted"):
         delete_conversations(names)
         for name in names:
-            console.say(f"deleted {name}")
+            console.say(f"localgen: deleted {name}")

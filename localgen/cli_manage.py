@@ -38,9 +38,9 @@ def cache_list(json_output: JsonOpt = False) -> None:
         return
     summary, rows = describe_cache()
     for line in summary:
-        console.say(line)
+        console.say(f"localgen: {line}")
     if rows:
-        console.print_table(["TOKENS", "SIZE", "LAST USED", "FILE"], rows)
+        console.print_table(["TOKENS", "SIZE", "LAST USED", "MODEL", "FILE"], rows)
 
 
 @cache_app.command("clear")
@@ -239,5 +239,5 @@ def models_rm(
     for reference, _ in plans.values():
         removed = remove_model(registry, reference)
         kept = removed.kept_shared
-        console.say(f"removed {removed.described}: freed {binary_size(removed.bytes_freed)}"
+        console.say(f"localgen: removed {removed.described}: freed {binary_size(removed.bytes_freed)}"
                     + (f", kept {counted(len(kept), 'file')} another model uses" if kept else ""))

@@ -41,12 +41,14 @@ MIN_GAIN_TOKENS = 64  # restore only when it saves at least this many tokens of 
 
 @dataclass(frozen=True)
 class CacheEntry:
-    """What `localgen cache` shows about one entry."""
+    """What `localgen cache` shows about one entry: model_key is the identity key of the model file (its first shard)
+    whose state it holds ('' when its header cannot be read)."""
 
     path: Path
     tokens: int
     size: int
     last_used: float
+    model_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -204,7 +206,7 @@ def prompt_cache_for(model_path: Path, state_signature: str) -> PromptCache:
     from localgen.verify import file_identity_key
 
     files = "; ".join(file_identity_key(path) for path in split_shard_paths(model_path))
-    identity = f"{files}; {state_signature}"
+    identity = f"{files}; {state_signature}"  # the first shard's key first: _model_key reads it
     return PromptCache(cache_dir(), identity, max_bytes=prompt_cache_bytes())
 
 
@@ -246,8 +248,27 @@ def list_entries(directory: Path) -> list[CacheEntry]:
                 continue
             entries.append(CacheEntry(path=path, tokens=0, size=st.st_size, last_used=st.st_mtime))
             continue
-        entries.append(CacheEntry(path=path, tokens=len(header.tokens), size=st.st_size, last_used=st.st_mtime))
+        entries.append(CacheEntry(path=path, tokens=len(header.tokens), size=st.st_size, last_used=st.st_mtime,
+                                  model_key=_model_key(header.identity)))
     return sorted(entries, key=lambda e: e.last_used, reverse=True)
+
+
+def _model_key(identity: str) -> str:
+    """The identity key of the model file (the first shard) in an entry's identity (prompt_cache_for's)."""
+    return identity.split("; ", 1)[0]
+
+
+def entry_models() -> dict[str, Path]:
+    """The model files the entries may hold states of, by identity key: every file localgen has loaded that is
+    still as it was (an entry whose file changed or went is never restored, and matches none)."""
+    from localgen.catalog import loaded_model_files
+    from localgen.verify import file_identity_key
+
+    models = {}
+    for path in loaded_model_files():
+        with contextlib.suppress(OSError):
+            models[file_identity_key(path)] = path
+    return models
 
 
 def evict(directory: Path, max_bytes: int) -> int:
@@ -303,14 +324,20 @@ def cache_listing() -> dict[str, object]:
 
     directory = listed_cache_dir()
     entries = list_entries(directory)
+    models = entry_models()
+
+    def model(entry: CacheEntry) -> dict[str, str | None]:
+        path = models.get(entry.model_key)
+        return {"model": path.name if path else None, "model_path": str(path) if path else None}
+
     return {"directory": str(directory), "max_bytes": prompt_cache_bytes(), "total_bytes": sum(e.size for e in entries),
-            "entries": [{"file": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": iso_time(e.last_used)}
-                        for e in entries]}
+            "entries": [{"file": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": iso_time(e.last_used),
+                         **model(e)} for e in entries]}
 
 
 def describe_cache() -> tuple[list[str], list[list[str]]]:
     """The `localgen cache` listing: its summary lines (folder; entries, total size and bound) and a row per entry,
-    newest first (tokens, size, last used, file)."""
+    newest first (tokens, size, last used, model file's name, file)."""
     from localgen.config import PROMPT_CACHE_BYTES_ENV, prompt_cache_bytes
 
     directory = listed_cache_dir()
@@ -323,7 +350,9 @@ def describe_cache() -> tuple[list[str], list[list[str]]]:
     else:
         over = "; over the bound, so the next run drops the least recently used" if total > bound else ""
         state = f"{count}, {binary_size(total)} of {binary_size(bound)}{over}"
-    rows = [[f"{e.tokens:,}", binary_size(e.size), local_minute(e.last_used), e.path.name] for e in entries]
+    models = entry_models()
+    rows = [[f"{e.tokens:,}", binary_size(e.size), local_minute(e.last_used),
+             models[e.model_key].name if e.model_key in models else "unknown", e.path.name] for e in entries]
     return [f"prompt cache: {directory}", state], rows
 
 

@@ -191,7 +191,8 @@ def test_rm_asks_refuses_what_is_open_and_deletes_only_whole_requests() -> None:
     assert bad_name.returncode == 2 and "not a valid conversation name" in bad_name.err and first.exists()
     (conversations_dir() / "broken.json").write_text("{not json")
     deleted = run_localgen("conversations", "rm", "first", "second", "first", "broken", "-y")
-    assert deleted.returncode == 0 and deleted.err == "deleted first\ndeleted second\ndeleted broken\n"
+    assert deleted.returncode == 0
+    assert deleted.err == "localgen: deleted first\nlocalgen: deleted second\nlocalgen: deleted broken\n", deleted.err
     assert not first.exists() and not second.exists() and not (conversations_dir() / "broken.json").exists()
     assert not list((conversations_dir() / ".locks").glob("*.lock")), "their lock files go too"
 

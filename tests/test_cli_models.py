@@ -124,8 +124,8 @@ def test_models_rm_takes_several_models_and_checks_them_all_first(hub: tuple[Hub
     assert len(json.loads(localgen(env, "models", "list", "--json").stdout)) == 3, "nothing removed"
     removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "org/tiny-GGUF", f"{REPO}:q4_1", "--yes")
     assert removed.returncode == 0, removed.stderr
-    assert removed.stderr.splitlines() == [f"removed smollm2-135m from {REPO}: freed 93.8 MiB",
-                                           "removed org/tiny-GGUF:Q8_0: freed 195.3 KiB"], removed.stderr
+    assert removed.stderr.splitlines() == [f"localgen: removed smollm2-135m from {REPO}: freed 93.8 MiB",
+                                           "localgen: removed org/tiny-GGUF:Q8_0: freed 195.3 KiB"], removed.stderr
     assert [m["source"] for m in json.loads(localgen(env, "models", "list", "--json").stdout)] == ["bundled"]
 
 

@@ -6,6 +6,8 @@ import ctypes
 import json
 import logging
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -22,7 +24,7 @@ from localgen.promptcache import HEADER, PromptCache, clear, entry_parts, evict,
 from localgen.tokens import common_prefix
 from localgen.units import binary_size
 from localgen.verify import file_identity_key
-from tests.conftest import run_localgen
+from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
 
 GREEDY = SamplingParams(temperature=0.0)
 DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(40))
@@ -131,11 +133,14 @@ def test_cache_listing_says_when_it_is_off_or_over_its_bound(tmp_path: Path) -> 
     (tmp_path / "home" / "cache").mkdir(parents=True)
     (tmp_path / "home" / "cache" / config.PROMPT_CACHE_DIRNAME).symlink_to(tmp_path)
     off = run_localgen("cache", env={**env, "LOCALGEN_PROMPT_CACHE_BYTES": "0"})
-    assert "1 entry, 4.0 KiB; off (LOCALGEN_PROMPT_CACHE_BYTES=0): runs neither read nor add entries" in off.err
+    assert off.err == (f"localgen: prompt cache: {tmp_path / 'home' / 'cache' / config.PROMPT_CACHE_DIRNAME}\n"
+                       "localgen: 1 entry, 4.0 KiB; off (LOCALGEN_PROMPT_CACHE_BYTES=0): runs neither read nor add "
+                       "entries\n"), off.err
     over = run_localgen("cache", env={**env, "LOCALGEN_PROMPT_CACHE_BYTES": "1000"})
     assert "of 1000 B; over the bound, so the next run drops the least recently used" in over.err, over.err
     header, row = over.out.splitlines()  # a pipe gets the entries as tab-separated columns
-    assert header == "TOKENS\tSIZE\tLAST USED\tFILE" and row.split("\t")[:2] == ["4", "4.0 KiB"]
+    assert header == "TOKENS\tSIZE\tLAST USED\tMODEL\tFILE" and row.split("\t")[:2] == ["4", "4.0 KiB"]
+    assert row.split("\t")[3] == "unknown", "no model file localgen loaded has the identity model-a"
 
 
 def test_find_marks_an_entry_recently_used(tmp_path: Path) -> None:
@@ -181,6 +186,22 @@ def test_bad_size_bound_is_a_config_error(monkeypatch: pytest.MonkeyPatch, value
     monkeypatch.setattr(config, "_settings", None)
     with pytest.raises(ConfigError, match="is not a size"):
         config.prompt_cache_bytes()
+
+
+@pytest.mark.parametrize("args", [("cache",), ("cache", "--json")])
+def test_a_long_listing_to_a_reader_that_leaves_exits_141(tmp_path: Path, args: tuple[str, ...]) -> None:
+    folder = tmp_path / "home" / "cache" / config.PROMPT_CACHE_DIRNAME
+    folder.mkdir(parents=True)
+    for n in range(1500):  # unreadable entries are listed too: 1,500 rows, 300 KB of JSON
+        (folder / f"{n:032x}.lgpc").write_bytes(b"x")
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "localgen", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=REPO_ROOT, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10)
+    proc.stdout.close()  # `| head -c 10`
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and "Traceback" not in err and "error" not in err, err
 
 
 def test_every_shard_of_a_split_model_is_part_of_the_identity(tmp_path: Path) -> None:
@@ -324,8 +345,11 @@ def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> N
     first = run_localgen("run", *args, "How many red boxes are there?", env=env)
     assert first.returncode == 0, first.err
     listing = run_localgen("cache", env=env)
-    assert "1 entry" in listing.err, listing.err
+    assert "localgen: 1 entry" in listing.err, listing.err
+    model = bundled_model_file()
+    assert listing.out.splitlines()[1].split("\t")[3] == model.name, "the entry names the model it holds a state of"
     (entry,) = json.loads(run_localgen("cache", "--json", env=env).out)["entries"]
+    assert (entry["model"], entry["model_path"]) == (model.name, str(model))
     assert run_localgen("cache", "list", "--json", env=env).out == run_localgen("cache", "--json", env=env).out
     assert datetime.fromisoformat(entry["last_used"]).utcoffset() == timedelta(0), "ISO 8601, as conversations'"
     assert entry["tokens"] == json.loads(first.out)["usage"]["prompt_tokens"], "the prompt's KV, not the answer's"
