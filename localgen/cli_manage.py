@@ -9,11 +9,12 @@ import typer
 
 from localgen.cli_options import JsonOpt, confirmed, list_by_default
 from localgen.config import settings
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, ModelNotFoundError
 from localgen.units import binary_size, counted, iso_time, local_minute
 
 if TYPE_CHECKING:
     from localgen.catalog import CachedModel, ListedModel
+    from localgen.hub import Pin
     from localgen.registry import ModelSpec, Registry
 
 cache_app = typer.Typer(
@@ -150,9 +151,17 @@ def models_show(
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import parameter_count, present_shards
     from localgen.quant_choice import plan_summary, resolve_downloaded
+    from localgen.resolve import undownloaded_entry
     from localgen.verify import recorded_sha256
 
-    resolved = resolve_downloaded(reference, offline=None)
+    try:
+        resolved = resolve_downloaded(reference, offline=None)
+    except ModelNotFoundError:
+        entry = None if template else undownloaded_entry(reference)
+        if entry is None:
+            raise
+        _show_undownloaded(reference, *entry, json_output=json_output)
+        return
     info = read_gguf(resolved.path)
     if template:
         if not info.chat_template:
@@ -175,7 +184,8 @@ def models_show(
             "embedding_size": info.embedding_length, "chat_template": bool(info.chat_template),
             "license": license_, "file_size": size, "shards": expected,
             "missing_shards": len(missing), "sha256": sha, "source": resolved.source,
-            "path": str(resolved.path), "load_plan": plan, "entry": _entry_json(spec) if spec else None}, indent=2))
+            "path": str(resolved.path), "load_plan": plan, "downloaded": True,
+            "entry": _entry_json(spec) if spec else None}, indent=2))
         return
     console.print_fields([
         ("name", resolved.display_name), *(_entry_fields(spec) if spec else []), ("architecture", info.architecture),
@@ -189,6 +199,31 @@ def models_show(
         ("sha256" if expected == 1 else "sha256 (first shard)", sha or "not verified yet"),
         ("source", resolved.source), ("path", str(resolved.path)),
         ("load plan", plan),
+    ])
+
+
+def _show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | None, *, json_output: bool) -> None:
+    """`models show` of a registry entry none of whose files is here: what the entry says (pin: what it pins of the
+    file), and how to download it."""
+    import shlex
+
+    from localgen import console
+
+    size, sha = (pin.size, pin.sha256) if pin else (None, None)
+    if json_output:
+        print(console.json_text({
+            "name": spec.name, "architecture": None, "parameters": None, "quant": quant or None,
+            **dict.fromkeys(("context_length", "layers", "embedding_size", "chat_template")), "license": spec.license,
+            "file_size": size, **dict.fromkeys(("shards", "missing_shards")), "sha256": sha,
+            **dict.fromkeys(("source", "path", "load_plan")), "downloaded": False, "entry": _entry_json(spec)},
+            indent=2))
+        return
+    console.print_fields([
+        ("name", spec.name), *_entry_fields(spec), ("quant", quant or "unknown"),
+        *([("license", spec.license)] if spec.license else []),
+        *([("file size", f"{binary_size(size)} ({size:,} bytes)")] if size else []),
+        *([("sha256", sha)] if sha else []),
+        ("downloaded", f"no (`localgen pull {shlex.quote(reference)}` downloads it)"),
     ])
 
 

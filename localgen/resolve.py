@@ -153,6 +153,21 @@ def check_reference(text: str) -> None:
         _local_file(ref, spec)
 
 
+def undownloaded_entry(text: str) -> tuple[ModelSpec, str, hub.Pin | None] | None:
+    """The registry entry a reference names, the quant it asks for and what the entry pins of that file, when no file
+    of it is here at all (not even one another tool downloaded): what `models show` describes from the entry
+    alone; else None."""
+    registry = load_registry(settings().user_registry)
+    ref = registry.reference(text)
+    spec = registry.spec_for(ref)
+    if spec is None or spec.path is not None or ref.kind != "name":
+        return None
+    repo, quant, filename = hub_target(ref, spec)
+    if hub_cache.unverified_file(repo, quant=quant, filename=filename) is not None:
+        return None
+    return spec, normalize_quant(quant or ""), _pin(spec, ref)
+
+
 def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
     """A Hub error whose hint also names the copy of the model another tool put in the Hugging Face cache, which
     `-m PATH` can use as it is (exc itself when there is none)."""

@@ -101,7 +101,8 @@ def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
                    "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"):
         assert needle in shown.stdout, shown.stdout
     facts = json.loads(localgen(env, "models", "show", f"{REPO}:Q4_1", "--json").stdout)
-    assert (facts["parameters"], facts["layers"], facts["quant"]) == (134_515_008, 30, "Q4_1")
+    assert (facts["parameters"], facts["layers"], facts["quant"], facts["downloaded"]) == (134_515_008, 30, "Q4_1",
+                                                                                          True)
     assert facts["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     template = localgen(env, "models", "show", f"{REPO}:Q4_1", "--template")
     assert "<|im_start|>" in template.stdout
@@ -141,6 +142,33 @@ def test_models_rm_exits_1_for_what_is_not_in_the_cache_and_2_for_what_it_never_
     result = localgen(env, "models", "rm", reference, "--yes")
     assert result.returncode == code and message in result.stderr, result.stderr
     assert len(result.stderr.splitlines()) == 1 and bundled_model_file().is_file()
+
+
+def test_models_show_of_an_entry_not_downloaded_gives_what_the_entry_says(hub: tuple[HubServer, dict[str, str]]
+                                                                          ) -> None:
+    server, env = hub
+    config = Path(env["LOCALGEN_HOME"]) / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "models.toml").write_text(f'[models.pinned]\nrepo = "org/pinned-GGUF"\nquant = "Q4_0"\nsize = 1234\n'
+                                        f'sha256 = "{"ab" * 32}"\nsystem = "Be brief."\ntemperature = 0.2\n')
+    shown = localgen(env, "models", "show", "pinned")
+    assert shown.returncode == 0 and shown.stderr == "", shown.stderr
+    assert shown.stdout.splitlines() == [
+        "name:          pinned", "repo:          org/pinned-GGUF", "default quant: Q4_0",
+        "system prompt: Be brief.", "settings:      temperature = 0.2",
+        f"entry:         [models.pinned] in {config / 'models.toml'}", "quant:         Q4_0",
+        "file size:     1.2 KiB (1,234 bytes)", f"sha256:        {'ab' * 32}",
+        "downloaded:    no (`localgen pull pinned` downloads it)"], shown.stdout
+    other = localgen(env, "models", "show", "pinned:q8_0")  # the pins are the default file's
+    assert "quant:         Q8_0" in other.stdout and "sha256" not in other.stdout and "file size" not in other.stdout
+    assert "downloaded:    no (`localgen pull pinned:q8_0` downloads it)" in other.stdout
+    facts = json.loads(localgen(env, "models", "show", "qwen2.5-1.5b", "--json").stdout)
+    assert (facts["name"], facts["quant"], facts["downloaded"], facts["path"], facts["layers"]) == (
+        "qwen2.5-1.5b", "Q4_K_M", False, None, None)
+    assert facts["entry"]["repo"] == "Qwen/Qwen2.5-1.5B-Instruct-GGUF", facts
+    template = localgen(env, "models", "show", "qwen2.5-1.5b", "--template")
+    assert template.returncode == 1 and "localgen pull qwen2.5-1.5b" in template.stderr, "the template is in the file"
+    assert server.requests == [], "models show never downloads"
 
 
 def test_a_file_another_tool_downloaded_is_marked_and_named(hub: tuple[HubServer, dict[str, str]],
