@@ -523,8 +523,8 @@ def list_conversations() -> list[tuple[str, float]]:
     return sorted(entries, key=lambda e: e[1], reverse=True)
 
 
-def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = False, held: bool = True
-                        ) -> Conversation:
+def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = False,
+                        held: bool = True) -> Conversation:
     """The most recently saved conversation that no other chat has open, damaged files skipped with a warning
     (for `chat --resume`); with newest_only, the newest one or the error that keeps it from being continued; without
     held, the newest readable one, read as it is on disk and not held (for `conversations show`: a chat may have

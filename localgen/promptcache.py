@@ -264,7 +264,7 @@ def entry_models() -> dict[str, Path]:
     from localgen.catalog import loaded_model_files
     from localgen.verify import file_identity_key
 
-    models = {}
+    models: dict[str, Path] = {}
     for path in loaded_model_files():
         with contextlib.suppress(OSError):
             models[file_identity_key(path)] = path
