@@ -18,7 +18,6 @@ from localgen.cli_model import (
     conversation_defaults,
     load_for,
     model_options,
-    preflight_for,
     read_system_file,
     read_texts,
     say_note,
@@ -166,112 +165,14 @@ def run(
     offline: OfflineOpt = False,
 ) -> None:
     """Generate an answer to PROMPT (and piped stdin / -f files), streamed to stdout."""
-    from dataclasses import replace
+    from localgen.cli_run_flow import RunRequest, run_command
 
-    from localgen import console
-    from localgen.cli_output import finish_output, stream_to_stdout
-    from localgen.cli_run import (
-        fresh_answer,
-        fresh_messages,
-        gather_attachments,
-        report_after_run,
-        user_message,
-        write_prompt,
-    )
-    from localgen.fit import prompt_context, prompt_floor, text_bytes
-    from localgen.grammar import constraint_source, grammar_for
-    from localgen.inputs import (
-        STDIN_NAME,
-        argument_text,
-        attachment_files,
-        chat_template_file,
-        read_chat_template,
-        reads_a_pipe,
-    )
-    from localgen.last_run import kept_as_last_run
-    from localgen.params import GenerationLimits, token_budget
-    from localgen.registry import model_defaults
-    from localgen.resolve import check_reference
-    from localgen.run_conversation import check_continuation, continued_answer, open_conversation
-    from localgen.runner import check_given_template
-    from localgen.speculative import check_draft_mode
-
-    warnings: list[str] = []
-    stdin_asked = prompt == STDIN_NAME
-    prompt = None if stdin_asked or prompt is None else argument_text(prompt, "the prompt", warnings)
-    system, stop = read_texts(system, stop, warnings)
-    sampling = sampling_from(ctx)
-    max_tokens = token_budget(max_tokens)
-    limits = GenerationLimits(max_tokens=max_tokens, stop=tuple(stop))
-    check_draft_mode(draft)
-    if raw and chat_template is not None:
-        raise UsageError("--raw and --chat-template contradict each other",
-                         hint="--raw sends the text with no template; drop one of them")
-    continuing = check_continuation(continue_latest, conversation_name, raw=raw)
-    if print_prompt and continuing:
-        raise UsageError("--print-prompt shows the prompt of a run outside any conversation",
-                         hint="drop --continue/--conversation; `localgen conversations show NAME` shows a saved one")
-    files = attachment_files(file or [])  # every file an option names is checked now, read once the rest is
-    stdin_taken = "the prompt - reads it" if stdin_asked else "-f - reads it" if STDIN_NAME in (file or ()) else None
-    system_input = system_file_input(system, system_file, stdin_taken=stdin_taken)
-    constraint = constraint_source(grammar, json_schema)
-    template_file = chat_template_file(chat_template)
-    console.warn_each(warnings)
-    if model is not None:  # all of this is refused before piped stdin, or a pipe an option names, is waited for
-        check_reference(model)
-    conversation = open_conversation(conversation_name) if continuing else None
-    model_given = model
-    model, ctx_size = conversation_defaults(model, ctx_size, conversation)
-    options = model_options(ctx, model=model, ctx_size=ctx_size, raw=raw, min_ctx=0)
-    stdin = sys.stdin.buffer if sys.stdin else None
-    named = [*files, *(f for f in (system_input, template_file, constraint and constraint.file) if f is not None)]
-    if reads_a_pipe(named, stdin):  # what loading would refuse is refused before a pipe is waited for too
-        preflight_for(ctx, options, conversation)
-    # a schema or grammar given as text is checked before a --system-file pipe is waited for
-    sampling = replace(sampling, grammar=grammar_for(constraint, warnings, waiting=say_waiting_for))
-    if system_input is not None:
-        system = read_system_file(system_input, stdin, warnings)
-        stdin = None if system_input.path is None else stdin  # --system-file - read it
-    template = read_chat_template(template_file, waiting=say_waiting_for)
-    check_given_template(replace(options, chat_template=template))
-    console.warn_each(warnings)
-    attachments = gather_attachments(prompt, files, stdin, stdin_asked=stdin_asked, model_given=model_given,
-                                     warnings=warnings)
-    prompt_bytes = text_bytes(*attachments, prompt, system)
-    options = replace(options, chat_template=template, min_ctx=prompt_context(prompt_bytes, max_tokens),
-                      floor_ctx=prompt_floor(prompt_bytes))
-    loaded = load_for(ctx, options, conversation)
-    try:
-        chosen, model_system = model_defaults(loaded.resolved.spec)
-        sampling, limits = with_model_settings(ctx, chosen, sampling, limits)
-        if system is None and not raw and (conversation is None or not conversation.on_disk):  # not a saved one
-            system = model_system
-        user_text = user_message(loaded, prompt, attachments)
-        if conversation is not None:
-            start = continued_answer(loaded, options, conversation, system, user_text, sampling, limits,
-                                     given_settings(ctx), draft=draft, prompt_cache=not no_cache,
-                                     hide_thinking=hide_thinking)
-        else:
-            messages = fresh_messages(loaded, user_text, system, raw=raw)
-            if print_prompt:
-                write_prompt(loaded, messages, json_output=json_output)
-                return
-            start = fresh_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=not no_cache,
-                                 hide_thinking=hide_thinking)
-            if not raw:  # for a later run --continue
-                start = kept_as_last_run(start, loaded, options, system, user_text, console.warn)
-        output = None if json_output else console.TextOutput(wrap=not no_wrap)
-        completion, exit_code, late_error = stream_to_stdout(loaded, start, output)
-        saved_in = conversation.name if conversation is not None and late_error is None else None
-        finish_output(loaded, completion, output, saved_in)  # --json names a conversation only once it is saved
-        if late_error is not None:  # the answer is out; now the failure to save it
-            raise late_error
-    finally:
-        loaded.close()
-    report_after_run(completion, json_output=json_output, stats=stats,
-                     limit_given=from_command_line(ctx, "max_tokens"))
-    if exit_code is not None:
-        raise typer.Exit(exit_code)
+    run_command(RunRequest(
+        ctx, prompt=prompt, model=model, system=system, system_file=system_file, files=tuple(file or ()),
+        max_tokens=max_tokens, stop=tuple(stop or ()), json_schema=json_schema, grammar=grammar, ctx_size=ctx_size,
+        raw=raw, chat_template=chat_template, json_output=json_output, print_prompt=print_prompt,
+        continue_latest=continue_latest, conversation_name=conversation_name, stats=stats, no_wrap=no_wrap,
+        hide_thinking=hide_thinking, no_cache=no_cache, draft=draft))
 
 
 @app.command(short_help="Chat with a model in the terminal.")

@@ -1,0 +1,230 @@
+"""`localgen run` from its request to its report, in phases: everything the command line says is checked before
+any pipe is waited for, then the inputs are read, the model loaded, the answer streamed and the notes said."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, BinaryIO
+
+import typer
+
+from localgen.cli_model import load_for, model_options, preflight_for, read_system_file, read_texts, say_waiting_for
+from localgen.errors import UsageError
+
+if TYPE_CHECKING:
+    from localgen.conversation import Conversation
+    from localgen.events import Finished
+    from localgen.grammar import ConstraintSource
+    from localgen.inputs import InputFile
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.runner import LoadedModel, ModelOptions
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What `localgen run` was asked, as the command line gave it (the sampling and loading flags are read from
+    ctx, by name)."""
+
+    ctx: typer.Context
+    prompt: str | None = None
+    model: str | None = None
+    system: str | None = None
+    system_file: str | None = None
+    files: tuple[str, ...] = ()
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    json_schema: str | None = None
+    grammar: str | None = None
+    ctx_size: int | None = None
+    raw: bool = False
+    chat_template: str | None = None
+    json_output: bool = False
+    print_prompt: bool = False
+    continue_latest: bool = False
+    conversation_name: str | None = None
+    stats: bool = False
+    no_wrap: bool = False
+    hide_thinking: bool = False
+    no_cache: bool = False
+    draft: str = "none"
+
+
+@dataclass
+class CheckedRun:
+    """A run checked as far as it can be before a pipe is read: its texts, the files its options name (not read
+    yet), the conversation it continues, and the model options for it."""
+
+    prompt: str | None  # the argument's text; None when there is none, or "-" reads it from stdin (stdin_asked)
+    stdin_asked: bool
+    system: str | None
+    sampling: SamplingParams
+    limits: GenerationLimits
+    files: list[InputFile]
+    system_input: InputFile | None
+    constraint: ConstraintSource | None
+    template_file: InputFile | None
+    conversation: Conversation | None
+    options: ModelOptions
+    stdin: BinaryIO | None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What a run read: the system prompt, the grammar (in sampling), the attachments, and the model options with
+    the chat template and the context they need."""
+
+    system: str | None
+    sampling: SamplingParams
+    attachments: list[str]
+    options: ModelOptions
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How an answer ended, for the notes after it."""
+
+    completion: Finished
+    exit_code: int | None
+
+
+def run_command(request: RunRequest) -> None:
+    """Check, read, load, answer and report: the whole of `localgen run`."""
+    checked = check_run(request)
+    inputs = read_run_inputs(request, checked)
+    loaded = load_for(request.ctx, inputs.options, checked.conversation)
+    try:
+        outcome = answer_run(request, checked, inputs, loaded)
+    finally:
+        loaded.close()
+    if outcome is not None:
+        report_run(request, outcome)
+
+
+def check_run(request: RunRequest) -> CheckedRun:
+    """Everything that can be refused before piped stdin, or a pipe an option names, is waited for: the options,
+    the files they name, the model reference, the conversation continued, and (when a pipe will be read) what
+    loading would refuse."""
+    from localgen import console
+    from localgen.cli_model import conversation_defaults, system_file_input
+    from localgen.cli_options import sampling_from
+    from localgen.grammar import constraint_source
+    from localgen.inputs import STDIN_NAME, argument_text, attachment_files, chat_template_file, reads_a_pipe
+    from localgen.params import GenerationLimits, token_budget
+    from localgen.resolve import check_reference
+    from localgen.run_conversation import check_continuation, open_conversation
+    from localgen.speculative import check_draft_mode
+
+    ctx, warnings = request.ctx, []
+    stdin_asked = request.prompt == STDIN_NAME
+    prompt = None if stdin_asked or request.prompt is None else argument_text(request.prompt, "the prompt", warnings)
+    system, stop = read_texts(request.system, list(request.stop), warnings)
+    sampling = sampling_from(ctx)
+    limits = GenerationLimits(max_tokens=token_budget(request.max_tokens), stop=tuple(stop))
+    check_draft_mode(request.draft)
+    if request.raw and request.chat_template is not None:
+        raise UsageError("--raw and --chat-template contradict each other",
+                         hint="--raw sends the text with no template; drop one of them")
+    continuing = check_continuation(request.continue_latest, request.conversation_name, raw=request.raw)
+    if request.print_prompt and continuing:
+        raise UsageError("--print-prompt shows the prompt of a run outside any conversation",
+                         hint="drop --continue/--conversation; `localgen conversations show NAME` shows a saved one")
+    files = attachment_files(list(request.files))  # every file an option names is checked now, read once the rest is
+    stdin_taken = "the prompt - reads it" if stdin_asked else "-f - reads it" if STDIN_NAME in request.files else None
+    system_input = system_file_input(system, request.system_file, stdin_taken=stdin_taken)
+    constraint = constraint_source(request.grammar, request.json_schema)
+    template_file = chat_template_file(request.chat_template)
+    console.warn_each(warnings)
+    if request.model is not None:  # all of this is refused before piped stdin, or a pipe an option names, is waited for
+        check_reference(request.model)
+    conversation = open_conversation(request.conversation_name) if continuing else None
+    model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
+    options = model_options(ctx, model=model, ctx_size=ctx_size, raw=request.raw, min_ctx=0)
+    stdin = sys.stdin.buffer if sys.stdin else None
+    named = [*files, *(f for f in (system_input, template_file, constraint and constraint.file) if f is not None)]
+    if reads_a_pipe(named, stdin):  # what loading would refuse is refused before a pipe is waited for too
+        preflight_for(ctx, options, conversation)
+    return CheckedRun(prompt=prompt, stdin_asked=stdin_asked, system=system, sampling=sampling, limits=limits,
+                      files=files, system_input=system_input, constraint=constraint, template_file=template_file,
+                      conversation=conversation, options=options, stdin=stdin, warnings=warnings)
+
+
+def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
+    """Read what the run was given to read (the grammar or schema file, --system-file, --chat-template, -f files
+    and piped stdin), each checked as it is read; a message with nothing in it is refused."""
+    from localgen import console
+    from localgen.cli_run import gather_attachments
+    from localgen.fit import prompt_context, prompt_floor, text_bytes
+    from localgen.grammar import grammar_for
+    from localgen.inputs import read_chat_template
+    from localgen.runner import check_given_template
+
+    warnings, stdin, system = checked.warnings, checked.stdin, checked.system
+    # a schema or grammar given as text is checked before a --system-file pipe is waited for
+    sampling = replace(checked.sampling, grammar=grammar_for(checked.constraint, warnings, waiting=say_waiting_for))
+    if checked.system_input is not None:
+        system = read_system_file(checked.system_input, stdin, warnings)
+        stdin = None if checked.system_input.path is None else stdin  # --system-file - read it
+    template = read_chat_template(checked.template_file, waiting=say_waiting_for)
+    check_given_template(replace(checked.options, chat_template=template))
+    console.warn_each(warnings)
+    attachments = gather_attachments(checked.prompt, checked.files, stdin, stdin_asked=checked.stdin_asked,
+                                     model_given=request.model, warnings=warnings)
+    prompt_bytes = text_bytes(*attachments, checked.prompt, system)
+    options = replace(checked.options, chat_template=template,
+                      min_ctx=prompt_context(prompt_bytes, checked.limits.max_tokens),
+                      floor_ctx=prompt_floor(prompt_bytes))
+    return RunInputs(system=system, sampling=sampling, attachments=attachments, options=options)
+
+
+def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, loaded: LoadedModel
+               ) -> RunOutcome | None:
+    """Stream the answer to stdout (or print the prompt: None) with the model's models.toml settings where the
+    command line gave none; the exchange goes into the conversation continued, else is kept as the last run."""
+    from localgen import console
+    from localgen.cli_options import given_settings, with_model_settings
+    from localgen.cli_output import finish_output, stream_to_stdout
+    from localgen.cli_run import fresh_answer, fresh_messages, user_message, write_prompt
+    from localgen.last_run import kept_as_last_run
+    from localgen.registry import model_defaults
+    from localgen.run_conversation import continued_answer
+
+    ctx, conversation, system, options = request.ctx, checked.conversation, inputs.system, inputs.options
+    chosen, model_system = model_defaults(loaded.resolved.spec)
+    sampling, limits = with_model_settings(ctx, chosen, inputs.sampling, checked.limits)
+    if system is None and not request.raw and (conversation is None or not conversation.on_disk):  # not a saved one
+        system = model_system
+    user_text = user_message(loaded, checked.prompt, inputs.attachments)
+    if conversation is not None:
+        start = continued_answer(loaded, options, conversation, system, user_text, sampling, limits,
+                                 given_settings(ctx), draft=request.draft, prompt_cache=not request.no_cache,
+                                 hide_thinking=request.hide_thinking)
+    else:
+        messages = fresh_messages(loaded, user_text, system, raw=request.raw)
+        if request.print_prompt:
+            write_prompt(loaded, messages, json_output=request.json_output)
+            return None
+        start = fresh_answer(loaded, messages, sampling, limits, draft=request.draft,
+                             prompt_cache=not request.no_cache, hide_thinking=request.hide_thinking)
+        if not request.raw:  # for a later run --continue
+            start = kept_as_last_run(start, loaded, options, system, user_text, console.warn)
+    output = None if request.json_output else console.TextOutput(wrap=not request.no_wrap)
+    completion, exit_code, late_error = stream_to_stdout(loaded, start, output)
+    saved_in = conversation.name if conversation is not None and late_error is None else None
+    finish_output(loaded, completion, output, saved_in)  # --json names a conversation only once it is saved
+    if late_error is not None:  # the answer is out; now the failure to save it
+        raise late_error
+    return RunOutcome(completion, exit_code)
+
+
+def report_run(request: RunRequest, outcome: RunOutcome) -> None:
+    """The notes on stderr once the model is closed (cli_run.report_after_run), and the exit code a signal asked
+    for."""
+    from localgen.cli_options import from_command_line
+    from localgen.cli_run import report_after_run
+
+    report_after_run(outcome.completion, json_output=request.json_output, stats=request.stats,
+                     limit_given=from_command_line(request.ctx, "max_tokens"))
+    if outcome.exit_code is not None:
+        raise typer.Exit(outcome.exit_code)
