@@ -14,16 +14,7 @@ from localgen import __version__
 from localgen.cli_conversations import conversations_app
 from localgen.cli_exit import flush_stdout, run_app
 from localgen.cli_manage import cache_app, models_app
-from localgen.cli_model import (
-    conversation_defaults,
-    load_for,
-    model_options,
-    read_system_file,
-    read_texts,
-    say_note,
-    say_waiting_for,
-    system_file_input,
-)
+from localgen.cli_model import say_note
 from localgen.cli_options import (
     BatchSizeOpt,
     ChatTemplateOpt,
@@ -51,10 +42,7 @@ from localgen.cli_options import (
     TopPOpt,
     UbatchSizeOpt,
     from_command_line,
-    given_settings,
-    sampling_from,
     whole_option,
-    with_model_settings,
 )
 from localgen.config import (
     DEFAULT_BATCH_SIZE,
@@ -218,66 +206,13 @@ def chat(
     offline: OfflineOpt = False,
 ) -> None:
     """Chat interactively with a model (history, slash commands, Ctrl-C stops an answer)."""
-    from localgen import console
-    from localgen.conversation import Conversation, latest_conversation, load_conversation
-    from localgen.fit import prompt_context, text_bytes
-    from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, read_attachments, read_chat_template
-    from localgen.params import GenerationLimits, token_budget
-    from localgen.registry import model_defaults
-    from localgen.repl import Repl
-    from localgen.repl_input import chat_terminal
-    from localgen.session import ChatSession
+    from localgen.cli_chat_flow import ChatRequest, chat_command
 
-    if sys.stdin is None or not sys.stdin.isatty():
-        raise UsageError("localgen chat needs a terminal", hint='for pipes and scripts use `localgen run "..."`')
-    if not sys.stdout.isatty():  # the screen would be garbled and the file full of terminal controls
-        raise UsageError("localgen chat needs a terminal on stdout too",
-                         hint="conversations are saved as JSON (/save, `localgen chat --resume`); for a transcript "
-                              'of one answer use `localgen run "..." > FILE`')
-    warnings: list[str] = []
-    system, stop = read_texts(system, stop, warnings)
-    if STDIN_NAME in (file or ()):
-        raise UsageError("chat reads its messages from the terminal, so -f - has no stdin to read",
-                         hint='attach files by name; for piped text use `... | localgen run "..."`')
-    system_input = system_file_input(system, system_file, stdin_taken="chat reads its messages from the terminal")
-    files = attachment_files(file or [])  # every file an option names is checked, then read before the model loads
-    template_file = chat_template_file(chat_template)
-    if system_input is not None:
-        system = read_system_file(system_input, None, warnings)
-    attachments = read_attachments(files, None, warnings, waiting=say_waiting_for)
-    template = read_chat_template(template_file, waiting=say_waiting_for)
-    console.warn_each(warnings)
-    sampling = sampling_from(ctx)
-    limits = GenerationLimits(max_tokens=token_budget(max_tokens), stop=tuple(stop))
-    conversation = None
-    if resume is not None:
-        conversation = load_conversation(resume, shell=True) if resume else latest_conversation(console.warn)
-    model, ctx_size = conversation_defaults(model, ctx_size, conversation)
-    attached_bytes = text_bytes(*attachments, system) if attachments else 0  # room for the first message's files
-    options = model_options(ctx, model=model, ctx_size=ctx_size, chat_template=template,
-                            min_ctx=prompt_context(attached_bytes, limits.max_tokens))  # never refused: /file none
-    repl: Repl | None = None
-    with chat_terminal(before_suspend=lambda: repl.pause_view() if repl else None):  # from the load on
-        loaded = load_for(ctx, options, conversation)
-        session = None
-        try:
-            chosen, model_system = model_defaults(loaded.resolved.spec)
-            sampling, limits = with_model_settings(ctx, chosen, sampling, limits)
-            if conversation is None:  # the session records the model it loaded
-                conversation = Conversation.new(system=model_system if system is None else system, model=None)
-            elif system is not None:
-                conversation.system = system
-            session = ChatSession(loaded, options, conversation, sampling, limits,
-                                  model_settings=chosen, own_settings=given_settings(ctx), model_system=model_system,
-                                  own_system=system is not None)
-            session.attachments = attachments
-            if resume is not None:  # a flag given now wins over the resumed conversation's setting
-                session.replace_conversation(conversation, given_settings(ctx), system_given=system is not None)
-            repl = Repl(session, markdown=not no_markdown, show_thinking=not hide_thinking, resumed=resume is not None,
-                        stats=stats, prefill_while_typing=not no_prefill_while_typing)
-            repl.run()
-        finally:
-            (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
+    chat_command(ChatRequest(
+        ctx, model=model, system=system, system_file=system_file, max_tokens=max_tokens, stop=tuple(stop or ()),
+        ctx_size=ctx_size, markdown=not no_markdown, show_thinking=not hide_thinking, stats=stats,
+        prefill_while_typing=not no_prefill_while_typing, resume=resume, files=tuple(file or ()),
+        chat_template=chat_template))
 
 
 @app.command(short_help="Measure prefill, decode and TTFT, like llama-bench.")

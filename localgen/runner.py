@@ -234,12 +234,15 @@ def check_given_template(options: ModelOptions) -> None:
 
 
 def preflight(options: ModelOptions) -> None:
-    """Refuse now what loading would refuse without a download or the input: a model that is neither here nor to
-    be had offline, a file that is no GGUF (or a broken split), a --ctx-size beyond the model's maximum. A run
-    calls it before it waits for a pipe to end."""
+    """Refuse now what loading would refuse without a download or the input: a model file that is not there, a
+    model that is neither here nor to be had offline, a file that is no GGUF (or a broken split), a --ctx-size
+    beyond the model's maximum. A run or a chat calls it before it waits for a pipe to end."""
     from localgen.gguf_split import validate_split
     from localgen.hub import is_offline
+    from localgen.resolve import check_reference
 
+    if options.model is not None:
+        check_reference(options.model)  # a local file or a models.toml name, whether or not the Hub can be asked
     try:
         resolved = resolve_downloaded(options.model, offline=options.offline, request=fit_request(options))
     except ModelNotFoundError:

@@ -17,7 +17,7 @@ import pexpect
 import pytest
 
 from tests.conftest import REPO_ROOT, run_localgen
-from tests.test_repl import Chat
+from tests.test_repl import Chat, spawn_chat
 
 GREEDY = ("--temperature", "0", "--seed", "1")
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"  # SmolLM2's template's own
@@ -159,6 +159,39 @@ def test_every_file_an_option_names_and_every_option_is_checked_before_a_pipe_is
     except subprocess.TimeoutExpired:
         raise AssertionError(f"{piped[0]} FIFO was waited for before {bad[0]} was checked") from None
     assert result.returncode in (1, 2) and says.format(**names) in result.err, result.err
+
+
+@pytest.mark.parametrize(("piped", "bad", "says"), [
+    (("-f",), ("--resume", "nosuch"), "no saved conversation named 'nosuch'"),
+    (("--system-file",), ("--resume",), "there is no saved conversation to continue"),
+    (("--chat-template",), ("-m", "no-such-model"), "unknown model 'no-such-model'"),
+    (("-f",), ("-m", "./README.md"), "README.md: not a GGUF file"),
+    (("--system-file",), ("-c", "9000"), "--ctx-size 9,000 is beyond the model's maximum of 8,192"),
+    (("-f",), ("--threads", "0"), "--threads 0 is out of range"),
+    (("--chat-template",), ("--temperature", "-1"), "temperature"),
+    (("-f",), ("--resume", "gone"), "conversation 'gone' was using {gone}"),
+])
+def test_chat_checks_everything_before_a_pipe_is_waited_for(tmp_path: Path, piped: tuple[str], bad: tuple[str, ...],
+                                                            says: str) -> None:
+    """As run does: a pipe whose writer never comes does not hide a mistake elsewhere on the command line, a
+    conversation --resume cannot open, or a model that cannot load."""
+    from localgen.conversation import Conversation, Turn
+
+    home, fifo, gone = tmp_path / "home", tmp_path / "fifo", tmp_path / "gone.gguf"
+    os.mkfifo(fifo)
+    saved = home / "data" / "conversations" / "gone.json"
+    saved.parent.mkdir(parents=True)
+    saved.write_text(Conversation(name="gone", model=str(gone), turns=[Turn("a", "b")]).to_json())
+    if bad == ("--resume",):
+        saved.unlink()
+    child = spawn_chat(home, *piped, str(fifo), *bad)
+    try:
+        child.expect(pexpect.EOF, timeout=30)
+    except pexpect.TIMEOUT:
+        raise AssertionError(f"{piped[0]} FIFO was waited for before {' '.join(bad)} was checked") from None
+    finally:
+        child.close(force=True)
+    assert child.exitstatus in (1, 2) and says.format(gone=gone) in " ".join(child.before.split()), child.before
 
 
 # --- --print-prompt --------------------------------------------------------------------------------------------------

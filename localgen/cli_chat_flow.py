@@ -1,0 +1,178 @@
+"""`localgen chat` from its request to the REPL, in phases: everything the command line says is checked before any
+pipe is waited for, then the inputs are read, the model loaded and the chat run on it."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import typer
+
+from localgen.cli_model import load_for, model_options, read_system_file, read_texts, say_waiting_for
+from localgen.errors import UsageError
+
+if TYPE_CHECKING:
+    from localgen.conversation import Conversation
+    from localgen.inputs import InputFile
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.runner import ModelOptions
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What `localgen chat` was asked, as the command line gave it (the sampling and loading flags are read from
+    ctx, by name)."""
+
+    ctx: typer.Context
+    model: str | None = None
+    system: str | None = None
+    system_file: str | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    ctx_size: int | None = None
+    markdown: bool = True
+    show_thinking: bool = True
+    stats: bool = False
+    prefill_while_typing: bool = True
+    resume: str | None = None  # "": the latest conversation
+    files: tuple[str, ...] = ()
+    chat_template: str | None = None
+
+
+@dataclass
+class CheckedChat:
+    """A chat checked as far as it can be before a file is read: its texts, the files its options name (not read
+    yet), its settings, the conversation it resumes and the model options for it."""
+
+    system: str | None
+    files: list[InputFile]
+    system_input: InputFile | None
+    template_file: InputFile | None
+    sampling: SamplingParams
+    limits: GenerationLimits
+    conversation: Conversation | None
+    options: ModelOptions
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChatStart:
+    """What a chat starts with: the system prompt given, the first message's files, and the model options with the
+    chat template and the context those files need."""
+
+    system: str | None
+    attachments: list[str]
+    options: ModelOptions
+
+
+def chat_command(request: ChatRequest) -> None:
+    """Check, read, load and chat: the whole of `localgen chat`."""
+    checked = check_chat(request)
+    start = read_chat_inputs(checked)
+    run_chat(request, checked, start)
+
+
+def check_chat(request: ChatRequest) -> CheckedChat:
+    """Everything that can be refused before a file is read (a pipe given with -f, --system-file or
+    --chat-template may keep it waiting): no terminal, the options, the files they name, the model reference, the
+    conversation resumed, and (when a pipe will be read) what loading would refuse."""
+    from localgen import console
+    from localgen.cli_model import conversation_defaults, preflight_for, system_file_input
+    from localgen.cli_options import sampling_from
+    from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, reads_a_pipe
+    from localgen.params import GenerationLimits, token_budget
+    from localgen.resolve import check_reference
+
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise UsageError("localgen chat needs a terminal", hint='for pipes and scripts use `localgen run "..."`')
+    if not sys.stdout.isatty():  # the screen would be garbled and the file full of terminal controls
+        raise UsageError("localgen chat needs a terminal on stdout too",
+                         hint="conversations are saved as JSON (/save, `localgen chat --resume`); for a transcript "
+                              'of one answer use `localgen run "..." > FILE`')
+    ctx, warnings = request.ctx, []
+    system, stop = read_texts(request.system, list(request.stop), warnings)
+    if STDIN_NAME in request.files:
+        raise UsageError("chat reads its messages from the terminal, so -f - has no stdin to read",
+                         hint='attach files by name; for piped text use `... | localgen run "..."`')
+    system_input = system_file_input(system, request.system_file,
+                                     stdin_taken="chat reads its messages from the terminal")
+    files = attachment_files(list(request.files))  # every file an option names is checked, then read before loading
+    template_file = chat_template_file(request.chat_template)
+    console.warn_each(warnings)
+    sampling = sampling_from(ctx)
+    limits = GenerationLimits(max_tokens=token_budget(request.max_tokens), stop=tuple(stop))
+    if request.model is not None:  # all of this is refused before a pipe an option names is waited for
+        check_reference(request.model)
+    conversation = _resumed(request.resume)
+    model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
+    options = model_options(ctx, model=model, ctx_size=ctx_size, min_ctx=0)
+    if reads_a_pipe([*files, *(f for f in (system_input, template_file) if f is not None)], None):
+        preflight_for(ctx, options, conversation)  # what loading would refuse is refused before a pipe too
+    return CheckedChat(system=system, files=files, system_input=system_input, template_file=template_file,
+                       sampling=sampling, limits=limits, conversation=conversation, options=options,
+                       warnings=warnings)
+
+
+def _resumed(resume: str | None) -> Conversation | None:
+    """The conversation --resume NAME names, or the latest one for --resume alone (""); None without --resume."""
+    from localgen import console
+    from localgen.conversation import latest_conversation, load_conversation
+
+    if resume is None:
+        return None
+    return load_conversation(resume, shell=True) if resume else latest_conversation(console.warn)
+
+
+def read_chat_inputs(checked: CheckedChat) -> ChatStart:
+    """Read --system-file, the -f files and --chat-template (a pipe among them is waited for, with a note), and
+    plan the context with room for the first message's files."""
+    from localgen import console
+    from localgen.fit import prompt_context, text_bytes
+    from localgen.inputs import read_attachments, read_chat_template
+
+    warnings, system = checked.warnings, checked.system
+    if checked.system_input is not None:
+        system = read_system_file(checked.system_input, None, warnings)
+    attachments = read_attachments(checked.files, None, warnings, waiting=say_waiting_for)
+    template = read_chat_template(checked.template_file, waiting=say_waiting_for)
+    console.warn_each(warnings)
+    attached_bytes = text_bytes(*attachments, system) if attachments else 0  # room for the first message's files
+    options = replace(checked.options, chat_template=template,
+                      min_ctx=prompt_context(attached_bytes, checked.limits.max_tokens))  # never refused: /file none
+    return ChatStart(system=system, attachments=attachments, options=options)
+
+
+def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> None:
+    """Load the model and chat on it in the REPL until the user leaves, freeing the model (the one /model loaded
+    last) at the end."""
+    from localgen.cli_options import given_settings, with_model_settings
+    from localgen.conversation import Conversation
+    from localgen.registry import model_defaults
+    from localgen.repl import Repl
+    from localgen.repl_input import chat_terminal
+    from localgen.session import ChatSession
+
+    ctx, system, conversation, resumed = request.ctx, start.system, checked.conversation, request.resume is not None
+    repl: Repl | None = None
+    with chat_terminal(before_suspend=lambda: repl.pause_view() if repl else None):  # from the load on
+        loaded = load_for(ctx, start.options, conversation)
+        session = None
+        try:
+            chosen, model_system = model_defaults(loaded.resolved.spec)
+            sampling, limits = with_model_settings(ctx, chosen, checked.sampling, checked.limits)
+            if conversation is None:  # the session records the model it loaded
+                conversation = Conversation.new(system=model_system if system is None else system, model=None)
+            elif system is not None:
+                conversation.system = system
+            session = ChatSession(loaded, start.options, conversation, sampling, limits,
+                                  model_settings=chosen, own_settings=given_settings(ctx), model_system=model_system,
+                                  own_system=system is not None)
+            session.attachments = start.attachments
+            if resumed:  # a flag given now wins over the resumed conversation's setting
+                session.replace_conversation(conversation, given_settings(ctx), system_given=system is not None)
+            repl = Repl(session, markdown=request.markdown, show_thinking=request.show_thinking, resumed=resumed,
+                        stats=request.stats, prefill_while_typing=request.prefill_while_typing)
+            repl.run()
+        finally:
+            (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
