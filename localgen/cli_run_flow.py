@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from localgen.grammar import ConstraintSource
     from localgen.inputs import InputFile
     from localgen.params import GenerationLimits, SamplingParams
+    from localgen.run_conversation import Continued
     from localgen.runner import LoadedModel, ModelOptions
 
 
@@ -64,10 +65,15 @@ class CheckedRun:
     system_input: InputFile | None
     constraint: ConstraintSource | None
     template_file: InputFile | None
-    conversation: Conversation | None
+    continued: Continued | None
     options: ModelOptions
     stdin: BinaryIO | None
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def conversation(self) -> Conversation | None:
+        """The conversation the run continues, if any."""
+        return None if self.continued is None else self.continued.conversation
 
 
 @dataclass(frozen=True)
@@ -138,7 +144,8 @@ def check_run(request: RunRequest) -> CheckedRun:
     console.warn_each(warnings)
     if request.model is not None:  # all of this is refused before piped stdin, or a pipe an option names, is waited for
         check_reference(request.model)
-    conversation = open_conversation(request.conversation_name) if continuing else None
+    continued = open_conversation(request.conversation_name) if continuing else None
+    conversation = None if continued is None else continued.conversation
     model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
     options = model_options(ctx, model=model, ctx_size=ctx_size, raw=request.raw, min_ctx=0)
     stdin = sys.stdin.buffer if sys.stdin else None
@@ -147,7 +154,7 @@ def check_run(request: RunRequest) -> CheckedRun:
         preflight_for(ctx, options, conversation)
     return CheckedRun(prompt=prompt, stdin_asked=stdin_asked, system=system, sampling=sampling, limits=limits,
                       files=files, system_input=system_input, constraint=constraint, template_file=template_file,
-                      conversation=conversation, options=options, stdin=stdin, warnings=warnings)
+                      continued=continued, options=options, stdin=stdin, warnings=warnings)
 
 
 def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
@@ -190,14 +197,14 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     from localgen.registry import model_defaults
     from localgen.run_conversation import continued_answer
 
-    ctx, conversation, system, options = request.ctx, checked.conversation, inputs.system, inputs.options
+    ctx, continued, system, options = request.ctx, checked.continued, inputs.system, inputs.options
     chosen, model_system = model_defaults(loaded.resolved.spec)
     sampling, limits = with_model_settings(ctx, chosen, inputs.sampling, checked.limits)
-    if system is None and not request.raw and (conversation is None or not conversation.on_disk):  # not a saved one
+    if system is None and not request.raw and (continued is None or continued.is_new):  # not a saved one
         system = model_system
     user_text = user_message(loaded, checked.prompt, inputs.attachments)
-    if conversation is not None:
-        start = continued_answer(loaded, options, conversation, system, user_text, sampling, limits,
+    if continued is not None:
+        start = continued_answer(loaded, options, continued, system, user_text, sampling, limits,
                                  given_settings(ctx), draft=request.draft, prompt_cache=not request.no_cache,
                                  hide_thinking=request.hide_thinking)
     else:
@@ -211,7 +218,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
             start = kept_as_last_run(start, loaded, options, system, user_text, console.warn)
     output = None if request.json_output else console.TextOutput(wrap=not request.no_wrap)
     completion, exit_code, late_error = stream_to_stdout(loaded, start, output)
-    saved_in = conversation.name if conversation is not None and late_error is None else None
+    saved_in = checked.conversation.name if checked.conversation is not None and late_error is None else None
     finish_output(loaded, completion, output, saved_in)  # --json names a conversation only once it is saved
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error

@@ -7,6 +7,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -100,27 +101,44 @@ def _keep(conversation: Conversation, warn: Callable[[str], None]) -> None:
         warn(f"this run is not kept for `localgen run --continue`: {exc.message}")
 
 
-def take_last_run(say: Callable[[str], None]) -> Conversation | None:
-    """The last plain run as a new saved conversation, held by this process, when it is newer than every saved
-    conversation (said on stderr, with the name it is saved under); None when there is none, or a saved
-    conversation is newer."""
+@dataclass(frozen=True)
+class LastRun:
+    """The last plain run's record as read (text) and the conversation it makes, not saved yet."""
+
+    conversation: Conversation
+    text: str
+
+
+def newest_last_run() -> LastRun | None:
+    """The last plain run's record, read and checked, when it is newer than every saved conversation; None when
+    there is none, or a saved conversation is newer. Nothing is saved or held: take_last_run does that once the run
+    is about to answer."""
     path = last_run_path()
-    if not _is_newest(path):  # the folders are checked here, before anything is locked
+    if not _is_newest(path):
         return None
+    text = _read(path)
+    try:
+        conversation = Conversation.from_json(text, path)
+    except (DamagedConversationError, ForeignFormatError) as exc:
+        raise LocalgenError(f"the last run cannot be continued: {exc.message}",
+                            hint=f"it was left untouched; delete {path} to continue the latest saved "
+                                 "conversation instead, or go on with one: --conversation NAME") from None
+    return LastRun(conversation, text)
+
+
+def take_last_run(last_run: LastRun, say: Callable[[str], None]) -> Conversation:
+    """Save the last run newest_last_run read as a new conversation, held by this process (said on stderr, with the
+    name it is saved under), and forget its record; refused when the record has changed since (another run
+    continued it or a newer plain run replaced it), so that two runs never make two conversations of it."""
+    path = last_run_path()
     with _held():
-        if not _is_newest(path):  # another --continue has just made it a saved conversation
-            return None
-        text = _read(path)
-        try:
-            conversation = Conversation.from_json(text, path)
-        except (DamagedConversationError, ForeignFormatError) as exc:
-            raise LocalgenError(f"the last run cannot be continued: {exc.message}",
-                                hint=f"it was left untouched; delete {path} to continue the latest saved "
-                                     "conversation instead, or go on with one: --conversation NAME") from None
-        save_conversation(conversation)  # a name of its own: chat-YYYYMMDD-HHMMSS from when it ran, or -2, -3...
-    _forget(path, text)
-    say(f"localgen: continuing the last run, now saved as conversation '{conversation.name}'")
-    return conversation
+        if not _is_newest(path) or _read(path) != last_run.text:
+            raise LocalgenError("the last run changed while this run was starting: another run continued it or "
+                                "replaced it", hint="run again: --continue then goes on with the newest conversation")
+        save_conversation(last_run.conversation)  # a name of its own: chat-YYYYMMDD-HHMMSS from when it ran, or -2...
+    _forget(path, last_run.text)
+    say(f"localgen: continuing the last run, now saved as conversation '{last_run.conversation.name}'")
+    return last_run.conversation
 
 
 def _is_newest(path: Path) -> bool:

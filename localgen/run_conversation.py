@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 from localgen import console
 from localgen.conversation import (
@@ -17,7 +18,7 @@ from localgen.conversation_lock import ConversationBusyError
 from localgen.conversation_summary import cut_short
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event
-from localgen.last_run import take_last_run
+from localgen.last_run import LastRun, newest_last_run, take_last_run
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.runner import LoadedModel, ModelOptions, disk_prompt_cache
 from localgen.session import ChatSession
@@ -39,15 +40,32 @@ def check_continuation(continue_latest: bool, name: str | None, *, raw: bool) ->
     return continuing
 
 
-def open_conversation(name: str | None) -> Conversation:
-    """Conversation NAME (started when new), or the newest: the last plain run (then saved as a conversation) when
-    it is newer than every saved one, else the newest saved one, never an older one when the newest cannot be
-    continued (in use, damaged). Held for this process either way."""
+@dataclass(frozen=True)
+class Continued:
+    """The conversation a run goes on with; when it is the last plain run's (last_run), it is saved as a
+    conversation only once the run is about to answer, so that a run refused before that leaves no trace."""
+
+    conversation: Conversation
+    last_run: LastRun | None = None
+
+    @property
+    def is_new(self) -> bool:
+        """Whether the run starts this conversation (it then gets the model's system prompt, as a plain run does)."""
+        return not self.conversation.on_disk and self.last_run is None
+
+
+def open_conversation(name: str | None) -> Continued:
+    """Conversation NAME (started when new), held for this process, or the newest: the last plain run when it is
+    newer than every saved conversation (read now, saved by continued_answer), else the newest saved one, held,
+    never an older one when the newest cannot be continued (in use, damaged)."""
     try:
-        conversation = load_or_start(name) if name else _newest()
-    except ConversationBusyError as exc:  # the hint of a run, not a chat's
-        raise ConversationBusyError(exc.message, hint="wait for that one to end (a run is refused, not queued), or "
-                                                      "go on with another: --conversation NAME") from None
+        if name is None:
+            last_run = newest_last_run()
+            if last_run is not None:
+                return Continued(last_run.conversation, last_run)
+        conversation = load_or_start(name) if name else _newest_saved()
+    except ConversationBusyError as exc:
+        raise _busy_for_a_run(exc) from None
     except DamagedConversationError as exc:
         remove = f"move it away or delete it (`localgen conversations rm {exc.name}`)" if exc.removable else \
             "move that folder away"
@@ -55,14 +73,17 @@ def open_conversation(name: str | None) -> Conversation:
                                                          "--conversation NAME", name=exc.name) from None
     if not conversation.on_disk:
         _warn_if_mistyped(conversation.name)
-    return conversation
+    return Continued(conversation)
 
 
-def _newest() -> Conversation:
-    """The last plain run, as a new saved conversation, when it is the newest; else the newest saved conversation."""
-    taken = take_last_run(console.say)
-    if taken is not None:
-        return taken
+def _busy_for_a_run(exc: ConversationBusyError) -> ConversationBusyError:
+    """A busy conversation (or last run) with the hint of a run, not a chat's."""
+    return ConversationBusyError(exc.message, hint="wait for that one to end (a run is refused, not queued), or go on "
+                                                   "with another: --conversation NAME")
+
+
+def _newest_saved() -> Conversation:
+    """The newest saved conversation, held for this process."""
     if not list_conversations():
         raise LocalgenError("there is no saved conversation to continue",
                             hint='ask something first with `localgen run "..."`, or start a conversation with '
@@ -84,15 +105,17 @@ def _warn_if_mistyped(name: str) -> None:
                      f"(--conversation {close[0]} continues it)")
 
 
-def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: Conversation, system: str | None,
+def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Continued, system: str | None,
                      text: str, sampling: SamplingParams, limits: GenerationLimits, overrides: Mapping[str, str], *,
                      draft: str, prompt_cache: bool, hide_thinking: bool = False) -> Callable[[], Iterator[Event]]:
     """What streams the answer to text as the next exchange of a saved conversation (saved with it, as chat does).
 
     The conversation's saved settings apply and overrides (the options given now) win for this run: they are not
     saved. Earlier exchanges the context cannot hold are noted on stderr. hide_thinking takes the
-    <think> reasoning out of what streams (the saved answer keeps it, as a chat's does).
+    <think> reasoning out of what streams (the saved answer keeps it, as a chat's does). The last plain run becomes
+    a saved conversation here, once the question is planned: a run refused before that leaves it as it was.
     """
+    conversation = continued.conversation
     if not loaded.prompt_format.is_chat:
         raise LocalgenError(f"{loaded.resolved.display_name} has no chat template, and a conversation needs one",
                             hint="give it one with --chat-template FILE, or drop --continue/--conversation")
@@ -101,11 +124,16 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, conversation: C
     session = ChatSession(loaded, options, conversation, sampling, limits, draft=draft,
                           prefix_cache=disk_prompt_cache(loaded) if prompt_cache else None, keep_saved_settings=True)
     session.replace_conversation(conversation, overrides)
+    turn, events = session.ask(text)
+    if continued.last_run is not None:
+        try:
+            take_last_run(continued.last_run, console.say)
+        except ConversationBusyError as exc:
+            raise _busy_for_a_run(exc) from None
     ending = cut_short(conversation.turns[-1]) if conversation.turns and conversation.turns[-1].interrupted else None
     if ending:  # its text is only what came before it stopped: the model sees that
         console.say(f"localgen: the last answer in conversation '{conversation.name}' was {ending}; the model sees it "
                     "as far as it came")
-    turn, events = session.ask(text)
     if turn.out_of_context:  # every run plans the context afresh: say each time what the model does not see
         console.say(f"localgen: the model sees {_seen(len(conversation.turns) - turn.out_of_context)} of "
                     f"{counted(len(conversation.turns), 'earlier exchange')} of conversation '{conversation.name}'; "

@@ -150,7 +150,8 @@ def test_two_runs_continuing_the_last_run_at_once_never_make_two_conversations()
     answered = [code for code, _ in results if code == 0]
     assert len(saved["turns"]) == 1 + len(answered) and answered, results
     for code, err in results:  # the other one waited, then found the conversation in use (or went on after it)
-        assert code == 0 or "is in use by another localgen chat or run" in err, err
+        assert code == 0 or "is in use by another localgen chat or run" in err or \
+            "the last run changed while this run was starting: another run continued it" in err, err
     assert not last_run_path().exists()
 
 
@@ -215,3 +216,19 @@ def test_a_plain_run_keeps_the_reasoning_hide_thinking_left_out_as_a_saved_conve
     assert result.returncode == 0 and json.loads(result.out)["text"] == "Yes", result.err
     (turn,) = json.loads(last_run_path().read_text())["turns"]
     assert turn["answer"] == "<think>\nhm\n</think>\n\nYes" and turn["finish_reason"] == "stop"
+
+
+@pytest.mark.parametrize("args", [
+    ("",),  # nothing to send
+    ("-c", "64", "word " * 200),  # a message the context cannot hold
+])
+def test_a_run_continue_refused_before_it_answers_leaves_the_last_run_and_the_conversations_as_they_were(
+        args: tuple[str, ...]) -> None:
+    assert run_localgen("run", "Name a fruit.", "-n", "3", *GREEDY).returncode == 0
+    before = last_run_path().read_bytes()
+    refused = run_localgen("run", "--continue", "-n", "3", *GREEDY, *args)
+    assert refused.returncode != 0 and "continuing the last run" not in refused.err, refused.err
+    assert last_run_path().read_bytes() == before and not _saved()
+    assert run_localgen("run", "--continue", "Another?", "-n", "3", *GREEDY).returncode == 0, "it is continued later"
+    (saved,) = _saved().values()
+    assert [turn["user"] for turn in saved["turns"]] == ["Name a fruit.", "Another?"]
