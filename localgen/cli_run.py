@@ -62,13 +62,17 @@ def fresh_messages(loaded: LoadedModel, user_text: str, system: str | None, *, r
 
 
 def fresh_answer(loaded: LoadedModel, messages: list[Message], sampling: SamplingParams, limits: GenerationLimits,
-                 *, draft: str, prompt_cache: bool, hide_thinking: bool) -> Callable[[], Iterator[Event]]:
-    """What starts the answer to messages outside any conversation."""
+                 *, draft: str, prompt_cache: bool, hide_thinking: bool,
+                 keep: Callable[[Iterator[Event]], Iterator[Event]] | None = None) -> Callable[[], Iterator[Event]]:
+    """What starts the answer to messages outside any conversation; keep, when given, gets the model's own stream
+    (last_run.last_run_keeper), before hide_thinking takes the <think> reasoning out of it."""
     from localgen.runner import stream_answer
     from localgen.thinking import prompt_opens_thinking, without_thinking
 
     def start() -> Iterator[Event]:
         events = stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=prompt_cache)
+        if keep is not None:
+            events = keep(events)
         if not hide_thinking:
             return events
         return without_thinking(events, lambda: prompt_opens_thinking(loaded.prompt_format.render(messages)))

@@ -193,7 +193,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     from localgen.cli_options import given_settings, with_model_settings
     from localgen.cli_output import finish_output, stream_to_stdout
     from localgen.cli_run import fresh_answer, fresh_messages, user_message, write_prompt
-    from localgen.last_run import kept_as_last_run
+    from localgen.last_run import last_run_keeper
     from localgen.registry import model_defaults
     from localgen.run_conversation import continued_answer
 
@@ -212,10 +212,9 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
         if request.print_prompt:
             write_prompt(loaded, messages, json_output=request.json_output)
             return None
+        keep = None if request.raw else last_run_keeper(loaded, options, system, user_text, console.warn)
         start = fresh_answer(loaded, messages, sampling, limits, draft=request.draft,
-                             prompt_cache=not request.no_cache, hide_thinking=request.hide_thinking)
-        if not request.raw:  # for a later run --continue
-            start = kept_as_last_run(start, loaded, options, system, user_text, console.warn)
+                             prompt_cache=not request.no_cache, hide_thinking=request.hide_thinking, keep=keep)
     output = None if request.json_output else console.TextOutput(wrap=not request.no_wrap)
     completion, exit_code, late_error = stream_to_stdout(loaded, start, output)
     saved_in = checked.conversation.name if checked.conversation is not None and late_error is None else None

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from localgen.config import settings
 from localgen.conversation import (
-    AnswerDetails,
     Conversation,
     DamagedConversationError,
     ForeignFormatError,
@@ -23,7 +22,7 @@ from localgen.conversation import (
 )
 from localgen.conversation_lock import ConversationBusyError, hold, release
 from localgen.errors import LocalgenError
-from localgen.events import Event, Finished, TextChunk
+from localgen.events import Event
 from localgen.storage import atomic_write_text
 
 if TYPE_CHECKING:
@@ -39,58 +38,34 @@ def last_run_path() -> Path:
     return settings().data_dir / LAST_RUN_FILE
 
 
-def kept_as_last_run(start: Callable[[], Iterator[Event]], loaded: LoadedModel, options: ModelOptions,
-                     system: str | None, text: str, warn: Callable[[str], None]) -> Callable[[], Iterator[Event]]:
-    """start's answer to text, kept as the last run once it has streamed, replacing the one before (which stays when
-    this one gets no answer: Ctrl-C before any text, an error); an answer cut short is kept as far as it came, marked
-    interrupted. A model without a chat template (a plain completion) keeps nothing, and with LOCALGEN_NO_LAST_RUN
-    set no run does (the one kept before is removed). A failure to keep it is warned about: the answer is the
-    user's all the same."""
+def last_run_keeper(loaded: LoadedModel, options: ModelOptions, system: str | None, text: str,
+                    warn: Callable[[str], None]) -> Callable[[Iterator[Event]], Iterator[Event]] | None:
+    """What keeps the answer to text as the last run, from the model's own stream (its exact text, reasoning
+    included), once it has streamed, replacing the one before (which stays when this one gets no answer: Ctrl-C
+    before any text, an error); an answer cut short is kept as far as it came, marked interrupted. None when nothing
+    is kept: for a model without a chat template (a plain completion), or with LOCALGEN_NO_LAST_RUN set (the record
+    kept before is removed now). A failure to keep it is warned about: the answer is the user's all the same."""
     if settings().no_last_run:
         with contextlib.suppress(OSError):
             last_run_path().unlink()
-        return start
+        return None
     if not loaded.prompt_format.is_chat:
-        return start
+        return None
+    from localgen.answer_record import recorded
     from localgen.session import model_reference
 
-    def events() -> Iterator[Event]:
+    def kept(events: Iterator[Event]) -> Iterator[Event]:
         conversation = Conversation.new(system=system, model=model_reference(loaded.resolved))
         conversation.ctx_size = options.ctx_size  # as a conversation records -c, for the run that continues it
         turn = Turn(user=text)
-        parts: list[str] = []
         try:
-            for event in start():
-                if isinstance(event, Finished) and _answered(event):
-                    turn.answer, turn.interrupted = _whole_answer(event), event.finish_reason == "interrupted"
-                    turn.details = AnswerDetails.of(event, conversation.model)
-                yield event
-                if isinstance(event, TextChunk):
-                    parts.append(event.text)
-        except BaseException as exc:
-            if turn.answer is None and parts:  # the user saw this text: it is kept, as an interrupted answer
-                turn.answer, turn.interrupted = "".join(parts), True
-                reason = "error" if isinstance(exc, Exception) else "interrupted"
-                turn.details = AnswerDetails(finish_reason=reason, model=conversation.model)
-            raise
+            yield from recorded(events, turn, conversation.model)
         finally:
             if turn.answer is not None:
                 conversation.turns.append(turn)
                 _keep(conversation, warn)
 
-    return events
-
-
-def _answered(finished: Finished) -> bool:
-    """Whether a generation gave an answer (one that Ctrl-C stopped before any text gave none)."""
-    return bool(finished.text or finished.thinking) or finished.finish_reason != "interrupted"
-
-
-def _whole_answer(finished: Finished) -> str:
-    """The answer as the model gave it: with its <think> reasoning when --hide-thinking took that out."""
-    if finished.thinking is None:
-        return finished.text
-    return f"<think>\n{finished.thinking}\n</think>\n\n{finished.text}"
+    return kept
 
 
 def _keep(conversation: Conversation, warn: Callable[[str], None]) -> None:

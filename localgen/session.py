@@ -8,11 +8,12 @@ from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from localgen.answer_record import recorded
 from localgen.chat import Message, compose_user_message
-from localgen.conversation import AnswerDetails, Conversation, Turn, let_go, save_conversation
+from localgen.conversation import Conversation, Turn, let_go, save_conversation
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
-from localgen.events import Event, Finished, TextChunk
+from localgen.events import Event, Finished
 from localgen.params import (
     CHAT_SETTINGS,
     SETTINGS_THAT_MAY_BE_NONE,
@@ -389,8 +390,7 @@ class ChatSession:
         before = (list(conversation.turns), conversation.context_start, self.attachments)
         turn = (question or conversation).turns[-1]
         previous = (turn.answer, turn.interrupted, turn.details)
-        parts: list[str] = []
-        answered = failed = False
+        failed = False
         self.unanswered = False
         try:
             if question is not None:
@@ -399,25 +399,14 @@ class ChatSession:
                 self.attachments = []
             turn.answer, turn.interrupted, turn.details = None, False, None
             tokens = self._prompt(conversation.messages())[1]
-            for event in self.loaded.engine.generate(tokens, self.sampling, self.limits, draft=self.draft,
-                                                     prefix_cache=self.prefix_cache):
-                if isinstance(event, Finished):
-                    answered = bool(event.text) or event.finish_reason != "interrupted"
-                    if answered:  # a question dropped unanswered leaves the last answer's figures (/stats)
-                        self.last = event
-                        turn.answer, turn.interrupted = event.text, event.finish_reason == "interrupted"
-                        turn.details = AnswerDetails.of(event, conversation.model)
-                yield event
-                if isinstance(event, TextChunk):  # shown: a piece stdout could not take (a full disk) was not
-                    parts.append(event.text)
-        except BaseException as exc:
+            stream = self.loaded.engine.generate(tokens, self.sampling, self.limits, draft=self.draft,
+                                                 prefix_cache=self.prefix_cache)
+            yield from recorded(stream, turn, conversation.model, answered=self._keep_figures)
+        except BaseException:
             failed = True
-            if parts and not answered:  # the user saw this text: it stays, as an interrupted answer
-                turn.answer, turn.interrupted, answered = "".join(parts), True, True
-                reason = "error" if isinstance(exc, Exception) else "interrupted"  # a signal, or the reader left
-                turn.details = AnswerDetails(finish_reason=reason, model=conversation.model)
             raise
         finally:
+            answered = turn.answer is not None
             self.unanswered = not answered
             if not answered:
                 conversation.turns[:], conversation.context_start, self.attachments = before
@@ -429,6 +418,10 @@ class ChatSession:
                 if not failed:
                     raise
                 # the error already on its way out is the one to report; the next change saves again
+
+    def _keep_figures(self, finished: Finished) -> None:
+        """Keep an answer's figures for /stats (a question dropped unanswered leaves the last answer's)."""
+        self.last = finished
 
     def save(self, name: str | None = None) -> Path:
         """Save the conversation with the current settings (name: save as, and go on under that name)."""

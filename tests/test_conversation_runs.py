@@ -210,12 +210,15 @@ def test_a_last_run_another_run_is_saving_is_waited_for_then_refused() -> None:
     assert last_run_path().is_file() and not _saved()
 
 
-def test_a_plain_run_keeps_the_reasoning_hide_thinking_left_out_as_a_saved_conversation_does() -> None:
-    result = run_localgen("run", "--hide-thinking", "--grammar", 'root ::= "<think>hm</think>Yes"', "--json",
-                          *GREEDY, "Is it?")
+def test_a_plain_run_keeps_the_model_s_exact_text_with_the_reasoning_hide_thinking_left_out() -> None:
+    args = ("--hide-thinking", "--grammar", 'root ::= "<think>hm</think>Yes"', "--json", *GREEDY, "Is it?")
+    result = run_localgen("run", *args)
     assert result.returncode == 0 and json.loads(result.out)["text"] == "Yes", result.err
     (turn,) = json.loads(last_run_path().read_text())["turns"]
-    assert turn["answer"] == "<think>\nhm\n</think>\n\nYes" and turn["finish_reason"] == "stop"
+    assert turn["answer"] == "<think>hm</think>Yes" and turn["finish_reason"] == "stop"
+    saved = run_localgen("run", "--conversation", "exact", *args)
+    assert saved.returncode == 0 and json.loads(saved.out)["text"] == "Yes", saved.err
+    assert _saved()["exact"]["turns"][0]["answer"] == turn["answer"], "as a saved conversation keeps it"
 
 
 @pytest.mark.parametrize("args", [
