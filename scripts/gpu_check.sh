@@ -73,11 +73,11 @@ import re
 import subprocess
 import sys
 
+from localgen.catalog import builtin_bundled_file
 from localgen.engine import backend_devices, supports_gpu_offload
 from localgen.estimate import estimate_memory, read_shape
 from localgen.fit import plan_fit
 from localgen.hardware import probe_hardware
-from tests.conftest import bundled_model_file
 
 PROMPT = "Count from 1 to 300, separated by commas."
 OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
@@ -105,7 +105,7 @@ assert gpus, f"llama.cpp lists no GPU device: {backend_devices()}"
 for d in gpus:
     print(f"device {d.name}: {d.description}, {d.free_bytes / 2**30:.1f} of {d.total_bytes / 2**30:.1f} GiB free")
 
-shape = read_shape(bundled_model_file())
+shape = read_shape(builtin_bundled_file())
 plan = plan_fit(shape, probe_hardware())
 print("plan:", plan.describe())
 assert plan.where == "gpu", f"the plan does not offload everything: {plan.describe()} {plan.reasons}"

