@@ -86,6 +86,11 @@ def takes_escapes(stream: TextIO) -> bool:
     return _is_terminal(stream) and os.environ.get("TERM") != "dumb"
 
 
+def shows_escapes_as_text(stream: TextIO) -> bool:
+    """True when stream is a terminal that shows escape sequences as text (TERM=dumb: Emacs' shell)."""
+    return _is_terminal(stream) and os.environ.get("TERM") == "dumb"
+
+
 def word_wrap_for(stream: TextIO) -> WordWrap | None:
     """A word wrapper when stream is a terminal; None for pipes and files, which get the text as it is."""
     return WordWrap(terminal_width(stream)) if _is_terminal(stream) else None

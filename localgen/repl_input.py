@@ -16,12 +16,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from prompt_toolkit.application import create_app_session
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import is_searching
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
+from prompt_toolkit.output.vt100 import Vt100_Output
 
 from localgen import console
 from localgen.config import settings
@@ -332,6 +334,25 @@ def continuation(width: int, _line_number: int, is_soft_wrap: bool) -> str:
     return " " * width if is_soft_wrap else "... ".rjust(width)
 
 
+class PlainTextOutput(Vt100_Output):
+    """prompt_toolkit's terminal output less every escape sequence (cursor shape and visibility, colours, moves),
+    for a terminal that shows them as text: the prompt and the keys typed still show."""
+
+    def write_raw(self, data: str) -> None:
+        """Leave out an escape sequence (prompt_toolkit writes text with write())."""
+
+
+@contextlib.contextmanager
+def plain_prompts_on_a_dumb_terminal() -> Iterator[None]:
+    """On a terminal that shows escape sequences as text (TERM=dumb: Emacs' shell), prompt_toolkit's prompts write
+    plain text: its prompt for such terminals is plain, but setting it up shows the cursor with escape sequences."""
+    if not console.shows_escapes_as_text(sys.stdout):
+        yield
+        return
+    with create_app_session(output=PlainTextOutput.from_pty(sys.stdout, term="dumb")):
+        yield
+
+
 @contextlib.contextmanager
 def terminal_modes_kept(fd: int | None = None) -> Iterator[None]:
     """Put the terminal's modes (echo, line editing) back as they were on the way out, however the way out goes.
@@ -361,7 +382,7 @@ def chat_terminal(before_suspend: Callable[[], None]) -> Iterator[None]:
     """The terminal for a whole chat, its model load included: keys typed ahead wait unechoed for the prompt
     (Ctrl-D too), and the modes found at start come back at the end, however it ends (main() turns SIGTERM and
     SIGHUP into SignalExit)."""
-    with terminal_modes_kept(), keys_not_echoed(before_suspend=before_suspend):
+    with terminal_modes_kept(), keys_not_echoed(before_suspend=before_suspend), plain_prompts_on_a_dumb_terminal():
         yield
 
 
