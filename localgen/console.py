@@ -213,6 +213,11 @@ def json_text(data: object, *, indent: int | None = None) -> str:
     return without_surrogates(json.dumps(data, indent=indent, ensure_ascii=False))
 
 
+def status_width() -> int:
+    """Columns of the terminal that status lines go to (stderr); 0 when it is not a terminal."""
+    return terminal_width(sys.stderr)()
+
+
 def say(message: str) -> None:
     """A status line on stderr, its lines broken between words on a terminal (best effort: a stderr that cannot be
     written must not fail the command)."""

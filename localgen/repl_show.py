@@ -7,6 +7,7 @@ from localgen import console
 from localgen.errors import LocalgenError, UsageError
 from localgen.repl_text import brief, exchanges_in_context
 from localgen.session import ChatSession
+from localgen.shorten import shorten_path
 
 SHOW_PARTS = ("info", "settings", "system", "template", "license")
 _ALSO = {"parameters": "settings"}  # Ollama's name
@@ -54,7 +55,8 @@ def _model(session: ChatSession) -> None:
     loaded = session.loaded
     opts = loaded.engine.options
     console.say(f"model: {loaded.resolved.display_name} ({loaded.resolved.source})")
-    console.say(f"path: {loaded.resolved.path}")
+    width, path = console.status_width(), str(loaded.resolved.path)
+    console.say(f"path: {shorten_path(path, width - len('path: ')) if width else path}")
     console.say(f"context: {loaded.engine.n_ctx:,} tokens (trained {loaded.engine.n_ctx_train:,}); "
                 f"GPU layers: {opts.n_gpu_layers}; threads: {opts.n_threads}; KV type: {opts.kv_type}")
     if loaded.plan is not None:

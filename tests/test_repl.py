@@ -27,20 +27,21 @@ QUIET = 0.2  # seconds without output after the prompt: the screen has settled
 LONG_QUESTION = "Write a very long story about a dragon who loves books."
 
 
-def _env(home: Path, *, cpr: bool = False) -> dict[str, str]:
+def _env(home: Path, *, cpr: bool = False, columns: int = 100) -> dict[str, str]:
     """The environment of a chat under test: its data in home, a fixed terminal size; cpr: prompt-toolkit asks
     where the cursor is (the test answers), as it must to draw the bottom toolbar."""
     env = {**os.environ, "LOCALGEN_HOME": str(home), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
-           "COLUMNS": "100", "LINES": "30"}
+           "COLUMNS": str(columns), "LINES": "30"}
     if cpr:
         del env["PROMPT_TOOLKIT_NO_CPR"]
     return env
 
 
-def spawn_chat(home: Path, *args: str, cwd: Path = REPO_ROOT, cpr: bool = False) -> pexpect.spawn:
-    """Start `localgen chat ARGS` in a pty, with its data in home."""
-    return pexpect.spawn(sys.executable, ["-m", "localgen", "chat", *args], cwd=str(cwd), env=_env(home, cpr=cpr),
-                         encoding="utf-8", codec_errors="replace", timeout=TIMEOUT, dimensions=(30, 100))
+def spawn_chat(home: Path, *args: str, cwd: Path = REPO_ROOT, cpr: bool = False, columns: int = 100) -> pexpect.spawn:
+    """Start `localgen chat ARGS` in a pty of 30 rows and the given columns, with its data in home."""
+    return pexpect.spawn(sys.executable, ["-m", "localgen", "chat", *args], cwd=str(cwd),
+                         env=_env(home, cpr=cpr, columns=columns), encoding="utf-8", codec_errors="replace",
+                         timeout=TIMEOUT, dimensions=(30, columns))
 
 
 def spawn_in_shell(home: Path, *args: str) -> pexpect.spawn:
@@ -57,9 +58,10 @@ class Chat:
     """A running `localgen chat` in a pty, with helpers to wait on its autosaved conversation."""
 
     def __init__(self, home: Path, *args: str, cwd: Path = REPO_ROOT, in_shell: bool = False,
-                 cpr: bool = False) -> None:
+                 cpr: bool = False, columns: int = 100) -> None:
         self.home = home
-        self.child = spawn_in_shell(home, *args) if in_shell else spawn_chat(home, *args, cwd=cwd, cpr=cpr)
+        self.child = (spawn_in_shell(home, *args) if in_shell else
+                      spawn_chat(home, *args, cwd=cwd, cpr=cpr, columns=columns))
         self.transcript = io.StringIO()
         self.child.logfile_read = self.transcript
         self.sync()
@@ -380,6 +382,22 @@ def test_save_load_and_resume(home: Path) -> None:
     named = Chat(home, "--resume", "fruity", "--no-markdown")
     named.command("/show", "conversation: fruity, 2 exchange")
     assert named.quit() == 0
+
+
+def test_list_and_show_fit_a_narrow_terminal(home: Path) -> None:
+    """A row of /list and /show's path never wrap at the terminal's edge: the first message ends in … (and
+    "(this chat)" gives way to the * that also says it), the path's middle folders become …."""
+    chat = Chat(home, "--no-markdown", "-n", "1", columns=60)
+    chat.ask("Tell me everything about the long history of the lighthouse keepers of the northern coast.")
+    chat.command("/list", "1 exchange")
+    chat.command("/show info", "plan:")
+    screen = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", chat.transcript.getvalue()).replace("\r", "")
+    listed = screen.rpartition("/list")[2].partition("/show info")[0]
+    row = next(line for line in listed.split("\n") if "1 exchange" in line)
+    assert re.fullmatch(r" \*chat-\S+  \d{4}-\d\d-\d\d \d\d:\d\d  1 exchange  Tell…", row), listed  # 60 columns
+    path = next(line for line in screen.rpartition("/show info")[2].split("\n") if line.startswith("path:"))
+    assert len(path) <= 60 and "/…/" in path and path.endswith("/SmolLM2-135M-Instruct.Q4_1.gguf"), path
+    assert chat.quit() == 0
 
 
 def test_a_double_slash_sends_a_message_that_starts_with_a_slash(chat: Chat) -> None:
