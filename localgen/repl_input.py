@@ -120,13 +120,14 @@ def unwrap_block(text: str) -> str:
 
 def message_text(line: str, *, pasted: bool) -> str | None:
     """The message a line sends, or None when it is a command: a line that began with a paste is sent as pasted;
-    a \"\"\" block is sent without its quotes; // at the start sends a message that starts with /."""
+    a \"\"\" block is sent without its quotes; // at the start sends a message that starts with / (// alone, a
+    word with another slash, is sent as it is, as a path is)."""
     if pasted:
         return line
     if parse_command(line) is not None:
         return None
     text = unwrap_block(line)
-    return text.replace("/", "", 1) if text.lstrip().startswith("//") else text
+    return text.replace("/", "", 1) if text.lstrip().startswith("//") and text.strip() != "//" else text
 
 
 def means_leaving(line: str, *, pasted: bool) -> bool:

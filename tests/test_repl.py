@@ -403,6 +403,7 @@ def test_list_and_show_fit_a_narrow_terminal(home: Path) -> None:
 def test_a_double_slash_sends_a_message_that_starts_with_a_slash(chat: Chat) -> None:
     state = chat.ask("//tmp is a folder name. Say OK.")
     assert state["turns"][-1]["user"] == "/tmp is a folder name. Say OK."
+    assert chat.ask("//")["turns"][-1]["user"] == "//", "nothing follows the escape: sent as typed, as a path is"
 
 
 def test_history_persists_across_runs(home: Path) -> None:
