@@ -864,10 +864,10 @@ def test_a_path_or_a_paste_that_starts_with_a_slash_is_a_message(chat: Chat) -> 
     assert state["turns"][-1]["user"] == "/etc/hosts is what? Say OK."
     state = chat.ask("/tmp.txt is a file. Say OK.")
     assert state["turns"][-1]["user"] == "/tmp.txt is a file. Say OK."
-    chat.child.send("\x1b[200~/bin holds programs.\nSay OK.\x1b[201~")  # a bracketed paste
+    chat.child.send("\x1b[200~/bin holds programs.\nSay OK.\n\x1b[201~")  # a bracketed paste of whole lines
     chat.child.send("\r")
     state = chat.wait_for(lambda s: len(s["turns"]) == 3 and s["turns"][2]["answer"] is not None)
-    assert state["turns"][2]["user"] == "/bin holds programs.\nSay OK."
+    assert state["turns"][2]["user"] == "/bin holds programs.\nSay OK.", "as pasted, less the newline at its end"
     chat.sync()
     chat.command("/sav", "error: unknown command /sav (hint: did you mean /save? /help")
     chat.child.send("/fi")
