@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 from hub_server import hubenv_fixture, loopback_hub_fixture  # noqa: F401  (the loopback Hub fixtures, for every test)
 
-from localgen.catalog import builtin_bundled_file as bundled_model_file  # the bundled model's GGUF, for every test
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -26,7 +24,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     Compiling writes the cache whatever that variable says. A suite started as a background job of a shell without
     job control has SIGINT ignored, which every child would inherit: the Ctrl-C tests would all fail. Tests that
     load a file with llama-cpp-python's own Llama get localgen's weight buffers (not the AMX ones that crash some
-    machines).
+    machines), and llama.cpp's log goes to localgen's debug log, as in localgen itself.
     """
     import compileall
     import signal
@@ -34,9 +32,20 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     compileall.compile_dir(REPO_ROOT / "localgen", quiet=1)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     with contextlib.suppress(ImportError):  # no llama_cpp: the tests that need it are skipped
+        import llama_cpp  # noqa: F401  (its package, which some tests use, sets a logger that prints everything)
+
         from localgen.engine import bare_llama_prelude
+        from localgen.engine.native import route_native_log
 
         exec(bare_llama_prelude(), {})
+        route_native_log()  # llama.cpp's log goes where localgen sends it, as in a localgen process
+
+
+def bundled_model_file() -> Path:
+    """The bundled model's GGUF, by localgen's own lookup (imported when first asked, after the session's set-up)."""
+    from localgen.catalog import builtin_bundled_file
+
+    return builtin_bundled_file()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -69,7 +69,13 @@ def native_errors() -> Iterator[list[str]]:
         _error_collectors.remove(lines)
 
 
-lc.llama_log_set(_route_native_log, ctypes.c_void_p(0))
+def route_native_log() -> None:
+    """Send llama.cpp's log to _route_native_log (done on import; again after llama_cpp's own package, imported
+    by a bare llama-cpp-python script, has put its printing logger in place)."""
+    lc.llama_log_set(_route_native_log, ctypes.c_void_p(0))
+
+
+route_native_log()
 
 
 def supports_gpu_offload() -> bool:
