@@ -40,10 +40,15 @@ def _cpuinfo() -> tuple[tuple[str, str], ...]:
     return tuple((key.strip(), value.strip()) for key, _, value in (line.partition(":") for line in text.splitlines()))
 
 
+def allowed_cpus() -> int:
+    """The number of CPUs (hyper-threads included) this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 @lru_cache(maxsize=1)
 def physical_cores() -> int:
     """The number of physical CPU cores (not hyper-threads) this process may use."""
-    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    allowed = allowed_cpus()
     cores: set[tuple[str, str]] = set()
     physical_id = ""
     for key, value in _cpuinfo():

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from localgen.hardware import allowed_cpus
+
 log = logging.getLogger("localgen.engine")
 
 WINDOW_S = 0.2  # a measurement window: at least this long...
@@ -79,7 +81,7 @@ class ThreadGovernor:
         self.most = most
         self.current = most
         self._apply, self._sample = apply, sample
-        self._n_cpus = n_cpus if n_cpus is not None else _allowed_cpus()
+        self._n_cpus = n_cpus if n_cpus is not None else allowed_cpus()
         self._backoff = {-1: 0, 1: 0}  # windows still to wait before trying fewer (-1) or more (1) threads
         self._next_backoff = {-1: FIRST_BACKOFF, 1: FIRST_BACKOFF}
         self.start()
@@ -146,8 +148,3 @@ class ThreadGovernor:
         """Decode with count threads from the next step on."""
         self._apply(count)
         self._skip = 1
-
-
-def _allowed_cpus() -> int:
-    """The number of CPUs this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
