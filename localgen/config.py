@@ -37,6 +37,12 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in TRUE_VALUES
 
 
+def _env_choice(name: str) -> bool | None:
+    """True or False when an environment variable is set to either; None when it is unset or empty."""
+    value = os.environ.get(name, "").strip().lower()
+    return None if not value else value in TRUE_VALUES
+
+
 FOLDER_ENVS = ("LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE")
 
 
@@ -89,7 +95,7 @@ class Settings:
     memory_limit: str | None = None  # LOCALGEN_MEMORY_LIMIT as set (hardware.parse_size reads it)
     vram_limit: str | None = None  # LOCALGEN_VRAM_LIMIT as set
     prompt_cache_size: str | None = None  # LOCALGEN_PROMPT_CACHE_BYTES as set (prompt_cache_bytes reads it)
-    amx: bool = False  # LOCALGEN_AMX: let llama.cpp use its AMX weight buffers where the CPU has them
+    amx: bool | None = None  # LOCALGEN_AMX: 1 uses llama.cpp's AMX weight buffers, 0 not; unset: where they work
     no_last_run: bool = False  # LOCALGEN_NO_LAST_RUN: a plain run keeps no record for run --continue
 
     @property
@@ -130,7 +136,7 @@ def load_settings() -> Settings:
         memory_limit=os.environ.get(MEMORY_LIMIT_ENV, "").strip() or None,
         vram_limit=os.environ.get(VRAM_LIMIT_ENV, "").strip() or None,
         prompt_cache_size=os.environ.get(PROMPT_CACHE_BYTES_ENV, "").strip() or None,
-        amx=_env_flag("LOCALGEN_AMX"),
+        amx=_env_choice("LOCALGEN_AMX"),
         no_last_run=_env_flag("LOCALGEN_NO_LAST_RUN"),
     )
 

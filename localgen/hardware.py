@@ -284,11 +284,16 @@ def cpu_repack_types() -> frozenset[str]:
 
 
 def repacked_weight_types() -> frozenset[str]:
-    """The weight types llama.cpp repacks here as localgen loads models: none where it declines the CPU backend's
-    extra buffer types (engine.use_cpu_extra_buffers)."""
+    """The weight types llama.cpp repacks here as localgen loads models: its AMX kernels' too where it uses AMX
+    buffers, none where it declines the CPU backend's extra buffer types (engine.use_cpu_extra_buffers)."""
     from localgen.engine import use_cpu_extra_buffers
+    from localgen.engine.amx import AMX_BUFFER_TYPE, AMX_WEIGHT_TYPES
+    from localgen.engine.devices import cpu_extra_buffer_types
 
-    return cpu_repack_types() if use_cpu_extra_buffers() else frozenset()
+    if not use_cpu_extra_buffers():
+        return frozenset()
+    amx = AMX_WEIGHT_TYPES if AMX_BUFFER_TYPE in cpu_extra_buffer_types() else frozenset()
+    return cpu_repack_types() | amx
 
 
 def probe_hardware() -> Hardware:

@@ -4,7 +4,8 @@
 Usage: python scripts/bench_native.py [--model PATH] [--threads N] [--reps R] [--rounds K] [--build-only]
 
 It downloads the sdist of the installed llama-cpp-python version (pip download, no install), builds only the
-`llama-bench` target of its vendored llama.cpp with CMake (Release, CPU, no curl) twice, as llama.cpp builds by
+`llama-bench` target of its vendored llama.cpp with CMake (Release, CPU, no curl, and the AMX tile-configuration
+fix that rebuild_llama_cpp.py builds llama-cpp-python with) twice, as llama.cpp builds by
 default (shared libraries, the way llama-cpp-python ships the same code) and as one static binary, caches them
 under .bench/ (git-ignored), then runs both native `llama-bench` builds, `localgen bench` and llama-cpp-python's
 high-level `Llama.generate` alternately, K rounds each, and prints medians, spreads and the ratios to native
@@ -29,6 +30,8 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from rebuild_llama_cpp import FIX_HEADER, tile_fix_cmake_args
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = REPO_ROOT / ".bench"
@@ -74,8 +77,8 @@ def build_llama_bench(version: str, jobs: int, *, shared: bool) -> Path:
     shared: llama.cpp's default build, with libllama and libggml as shared libraries, as llama-cpp-python ships
     them (the binary stays in its build folder, next to its libraries); else one static binary.
     """
-    build = BENCH_DIR / f"build-{version}{'-shared' if shared else ''}"
-    binary = build / "bin" / "llama-bench" if shared else BENCH_DIR / f"llama-bench-{version}"
+    build = BENCH_DIR / f"build-{version}{'-shared' if shared else ''}-tilefix"
+    binary = build / "bin" / "llama-bench" if shared else BENCH_DIR / f"llama-bench-{version}-tilefix"
     if binary.is_file():
         return binary
     source = fetch_sdist(version)
@@ -83,7 +86,8 @@ def build_llama_bench(version: str, jobs: int, *, shared: bool) -> Path:
     subprocess.run(["cmake", "-S", str(source), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                     "-DLLAMA_CURL=OFF", "-DGGML_CUDA=OFF", "-DGGML_METAL=OFF", "-DGGML_VULKAN=OFF",
                     f"-DBUILD_SHARED_LIBS={'ON' if shared else 'OFF'}", "-DLLAMA_BUILD_TESTS=OFF",
-                    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TOOLS=ON"], check=True)
+                    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TOOLS=ON",
+                    *tile_fix_cmake_args(FIX_HEADER)], check=True)
     log(f"building llama-bench ({'shared' if shared else 'static'}) with {jobs} jobs (this takes minutes)")
     started = time.perf_counter()
     subprocess.run(["cmake", "--build", str(build), "--config", "Release", "--target", "llama-bench",
@@ -114,8 +118,8 @@ def native_flash_attn(args: argparse.Namespace) -> str:
 
 
 def repack_flag() -> str:
-    """1 when localgen lets llama.cpp repack weights on this machine, else 0 (where its AMX buffers would crash):
-    every tool measured loads the weights alike."""
+    """1 when localgen lets llama.cpp repack weights on this machine, else 0 (where its AMX kernels fail with the
+    installed build): every tool measured loads the weights alike."""
     from localgen.engine import use_cpu_extra_buffers
 
     return "1" if use_cpu_extra_buffers() else "0"

@@ -200,7 +200,8 @@ def test_estimate_is_close_to_measured_rss_of_the_bundled_model(bundled_shape: M
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads(proc.stdout.strip().splitlines()[-1])
     measured = record["after"]["VmHWM"] - record["base"]["VmRSS"]
-    estimate = estimate_memory(bundled_shape, n_ctx=2048, flash_attn=True, repack_types=hardware.cpu_repack_types())
+    estimate = estimate_memory(bundled_shape, n_ctx=2048, flash_attn=True,
+                               repack_types=hardware.repacked_weight_types())
     assert estimate.kv_bytes == pytest.approx(record["buffers"]["kv"])
     assert abs(estimate.rss_bytes - measured) / measured < 0.25, (estimate, measured)
 

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from localgen.engine.amx import AMX_BUFFER_TYPE, amx_works
 from localgen.engine.devices import cpu_extra_buffer_types
 from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc
 from localgen.errors import ModelLoadError
@@ -15,15 +16,16 @@ from localgen.speculative import DRAFT_MAX
 
 log = logging.getLogger("localgen.engine")
 
-AMX_BUFFER_TYPE = "AMX"  # ggml-cpu's buffer type for Intel AMX's repacked weights
-
 
 def use_cpu_extra_buffers() -> bool:
-    """Whether llama.cpp may repack weights into the CPU backend's extra buffer types: not when AMX is among them,
-    whose matrix kernels crash llama.cpp on some machines (llama.cpp issue 20824), unless LOCALGEN_AMX=1."""
+    """Whether llama.cpp may repack weights into the CPU backend's extra buffer types: where AMX is among them, only
+    when its kernels work with this build (engine.amx), or as LOCALGEN_AMX says."""
     from localgen.config import settings
 
-    return settings().amx or AMX_BUFFER_TYPE not in cpu_extra_buffer_types()
+    forced = settings().amx
+    if AMX_BUFFER_TYPE not in cpu_extra_buffer_types():
+        return True
+    return amx_works() if forced is None else forced
 
 
 UNPACKED_LLAMA_PRELUDE = """
@@ -49,7 +51,7 @@ def load_weights(path: Path, options: LoadOptions, stop: Callable[[], bool]) -> 
     params.n_gpu_layers = options.n_gpu_layers
     params.use_extra_bufts = use_cpu_extra_buffers()
     if not params.use_extra_bufts:
-        log.debug("weights stay unpacked: llama.cpp's AMX buffers crash on some machines (LOCALGEN_AMX=1 uses them)")
+        log.debug("weights stay unpacked: llama.cpp's AMX kernels fail with this build (LOCALGEN_AMX=1 uses them)")
     params.progress_callback = progress = lc.llama_progress_callback(lambda _done, _data: not stop())
     model = lc.llama_model_load_from_file(os.fsencode(path), params) or None
     del progress  # kept alive until here: llama.cpp calls it during the load
