@@ -94,6 +94,11 @@ def test_the_verdict_follows_how_the_child_ended(monkeypatch: pytest.MonkeyPatch
     assert amx.probe(tmp_path / "model.gguf", "key") == amx.Verdict("key", works, detail)
 
 
+def test_a_child_killed_by_another_signal_gives_no_verdict(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(amx, "PROBE_SCRIPT", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    assert amx.probe(tmp_path / "model.gguf", "key") == amx.Verdict("key", False, "could not run")
+
+
 def test_a_probe_that_runs_too_long_counts_as_not_working(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(amx, "PROBE_SCRIPT", "import time; time.sleep(30)")
     monkeypatch.setattr(amx, "PROBE_TIMEOUT_S", 0.5)

@@ -3,8 +3,9 @@
 Built by GCC 12, llama.cpp's AMX matrix kernels load a tile configuration of stale stack bytes (the compiler's
 `_tile_loadconfig` declares an 8-byte operand, so the stores that fill the rest of the 64-byte configuration are
 dropped) and the first batch of two tokens or more dies of a general protection fault. Other builds work, and
-there AMX decodes several times faster. A child process that loads the bundled model into AMX buffers and decodes a
-batch tells the two apart; its verdict is kept, keyed by the CPU library file, the kernel and the CPU.
+there AMX prefills about 3 and decodes about 2 times as fast (README: Intel AMX). A child process that loads the
+bundled model into AMX buffers and decodes a batch tells the two apart; its verdict is kept, keyed by the CPU
+library file, the kernel and the CPU.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -27,6 +29,8 @@ PROBE_TIMEOUT_S = 120.0
 PROBE_BATCH = 8  # tokens decoded at once: AMX's tile kernels take every batch of two or more
 PROBE_OK, PROBE_NO_AMX_BUFFER = 0, 3  # the child's exit codes besides a crash
 CRASHED = "the child died of signal"  # how a crash's verdict begins
+NO_VERDICT = "could not run"  # a probe stopped from outside or not started: not kept
+CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT})
 CRASH_NOTE = ("localgen: llama.cpp's AMX kernels crash with this build of llama-cpp-python, so AMX stays off; "
               "python scripts/rebuild_llama_cpp.py rebuilds it with the fix (README: Intel AMX)")
 
@@ -115,7 +119,7 @@ def amx_works() -> bool:
         from localgen.console import say
 
         say(CRASH_NOTE)  # once: the verdict is kept
-    if verdict.detail != "could not run":
+    if verdict.detail != NO_VERDICT:
         write_verdict(kept_file, verdict)
     return verdict.works
 
@@ -132,20 +136,27 @@ def _probe_model() -> Path | None:
 
 
 def probe(model: Path, key: str) -> Verdict:
-    """Load model into AMX buffers and decode a batch in a child process; the verdict from how it ended."""
+    """Load model into AMX buffers and decode a batch in a child process; the verdict from how it ended.
+
+    The child has a session of its own, so a Ctrl-C at the terminal stops only localgen (and with it the probe,
+    whose verdict is then not kept); a child killed by another signal than a crash's gives no verdict either.
+    """
     try:
-        child = subprocess.run([sys.executable, "-c", PROBE_SCRIPT, os.fsdecode(model)],
+        child = subprocess.run([sys.executable, "-c", PROBE_SCRIPT, os.fsdecode(model)], start_new_session=True,
                                stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
         log.debug("AMX probe could not run: %s", error)
-        return Verdict(key, False, "could not run")
+        return Verdict(key, False, NO_VERDICT)
     code = child.returncode
     if code == PROBE_OK:
         return Verdict(key, True, "a batch decoded in AMX buffers")
     if code == PROBE_NO_AMX_BUFFER:
         return Verdict(key, False, "the model loaded without AMX buffers")
-    if code < 0:
+    if code < 0 and -code in CRASH_SIGNALS:
         return Verdict(key, False, f"{CRASHED} {-code} in a batch decoded in AMX buffers")
+    if code < 0:
+        log.debug("AMX probe was stopped by signal %d", -code)
+        return Verdict(key, False, NO_VERDICT)
     return Verdict(key, False, f"the child exited with {code}")
 
 
