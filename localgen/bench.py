@@ -89,7 +89,7 @@ class BenchResult:
     n_gen: int
     reps: int
     figures: Measurements
-    repack: bool = True  # weights may go to the CPU backend's repacked buffers (not where its AMX ones crash)
+    repack: bool = True  # weights may go to the CPU backend's repacked buffers (not where AMX fails with this build)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict."""
