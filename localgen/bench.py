@@ -82,7 +82,7 @@ class BenchResult:
     n_threads_batch: int
     n_batch: int
     n_ubatch: int
-    n_ctx: int
+    n_ctx: int  # the prefill test's context (the decode test's when -p 0)
     flash_attn: str
     kv_type: str
     n_prompt: int
@@ -90,6 +90,7 @@ class BenchResult:
     reps: int
     figures: Measurements
     repack: bool = True  # weights may go to the CPU backend's repacked buffers (not where AMX fails with this build)
+    n_ctx_decode: int | None = None  # the decode test's context (None when -n 0)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -127,87 +128,129 @@ def _rounds(config: BenchConfig) -> Iterator[tuple[str, bool]]:
         yield f"rep {rep}/{config.reps}", True
 
 
-def measure(engine: Engine, config: BenchConfig, progress: Callable[[str], None]) -> Measurements:
-    """Run pp, tg, TTFT and KV-reuse measurements on a loaded engine: the prefill test's warm-up and repetitions,
-    then the decode test's, as llama-bench runs its tests."""
+@dataclass(frozen=True)
+class PrefillFigures:
+    """The prefill test's samples: prefill speed, cold TTFT, and the follow-up turn's TTFT with and without the
+    prompt in the KV cache."""
+
+    follow_up_tokens: int
+    prefill_tps: list[float]
+    ttft_s: list[float]
+    reuse_ttft_s: list[float]
+    fresh_ttft_s: list[float]
+
+
+def measure_prefill(engine: Engine, config: BenchConfig, progress: Callable[[str], None]) -> PrefillFigures:
+    """The prefill test: its warm-up and repetitions, each a cold prompt, a follow-up turn after it and the same
+    turn in a new conversation."""
     rng = random.Random(SEED)
     follow_up = engine.tokenize(FOLLOW_UP_TEXT, add_special=False)
     fresh = ([engine.bos_token] if engine.adds_bos else []) + follow_up
-    start = [engine.bos_token] if engine.adds_bos else [rng.randrange(engine.n_vocab)]
-    pp, ttft, reuse, fresh_ttft, tg = [], [], [], [], []
-    if config.n_prompt:
-        for label, counted in _rounds(config):
-            progress(f"bench: {label}: pp{config.n_prompt} + follow-up")
-            prompt = _random_prompt(engine, config.n_prompt, rng)
-            engine.reset()
-            cold = _complete(engine, prompt, 1)
-            warm = _complete(engine, [*prompt, *follow_up], 1)
-            engine.reset()
-            alone = _complete(engine, fresh, 1)
-            if counted:
-                pp.append(cold.timings.prefill_tokens_per_s)
-                ttft.append(_ttft(cold))
-                reuse.append(_ttft(warm))
-                fresh_ttft.append(_ttft(alone))
-    if config.n_gen:
-        for label, counted in _rounds(config):
-            progress(f"bench: {label}: tg{config.n_gen}")
-            engine.reset()
-            gen = _complete(engine, start, config.n_gen + 1, ignore_eog=True)
-            if counted:
-                tg.append(gen.timings.decode_tokens_per_s)
+    figures = PrefillFigures(len(follow_up), [], [], [], [])
+    for label, counted in _rounds(config):
+        progress(f"bench: {label}: pp{config.n_prompt} + follow-up")
+        prompt = _random_prompt(engine, config.n_prompt, rng)
+        engine.reset()
+        cold = _complete(engine, prompt, 1)
+        warm = _complete(engine, [*prompt, *follow_up], 1)
+        engine.reset()
+        alone = _complete(engine, fresh, 1)
+        if counted:
+            figures.prefill_tps.append(cold.timings.prefill_tokens_per_s)
+            figures.ttft_s.append(_ttft(cold))
+            figures.reuse_ttft_s.append(_ttft(warm))
+            figures.fresh_ttft_s.append(_ttft(alone))
+    return figures
 
-    def stat(values: list[float], test_size: int) -> Stat | None:
-        """The figures of a test, None when it was skipped (size 0)."""
-        return Stat.of(values) if test_size else None
 
-    return Measurements(follow_up_tokens=len(follow_up), prefill_tps=stat(pp, config.n_prompt),
-                        decode_tps=stat(tg, config.n_gen), ttft_s=stat(ttft, config.n_prompt),
-                        reuse_ttft_s=stat(reuse, config.n_prompt), fresh_ttft_s=stat(fresh_ttft, config.n_prompt))
+def measure_decode(engine: Engine, config: BenchConfig, progress: Callable[[str], None]) -> list[float]:
+    """The decode test: its warm-up and repetitions, each n_gen tokens generated from one, end of text ignored."""
+    start = [engine.bos_token] if engine.adds_bos else [random.Random(SEED).randrange(engine.n_vocab)]
+    speeds = []
+    for label, counted in _rounds(config):
+        progress(f"bench: {label}: tg{config.n_gen}")
+        engine.reset()
+        gen = _complete(engine, start, config.n_gen + 1, ignore_eog=True)
+        if counted:
+            speeds.append(gen.timings.decode_tokens_per_s)
+    return speeds
+
+
+def measurements(prefill: PrefillFigures | None, decode: list[float] | None) -> Measurements:
+    """The figures of the tests run (None for one skipped with -p 0 or -n 0)."""
+    decode_tps = Stat.of(decode) if decode else None
+    if prefill is None:
+        return Measurements(0, None, decode_tps, None, None, None)
+    return Measurements(follow_up_tokens=prefill.follow_up_tokens, prefill_tps=Stat.of(prefill.prefill_tps),
+                        decode_tps=decode_tps, ttft_s=Stat.of(prefill.ttft_s),
+                        reuse_ttft_s=Stat.of(prefill.reuse_ttft_s), fresh_ttft_s=Stat.of(prefill.fresh_ttft_s))
+
+
+def prefill_context(n_prompt: int) -> int:
+    """The prefill test's context: room for the prompt and the follow-up turn."""
+    return n_prompt + FOLLOW_UP_ROOM + CONTEXT_SLACK
+
+
+def decode_context(n_gen: int) -> int:
+    """The decode test's context: room for the tokens it generates from one, sized for the test as llama-bench
+    sizes its tg test's (a larger context costs decode speed even while empty)."""
+    return n_gen + 2 + CONTEXT_SLACK
 
 
 def bench_context(n_prompt: int, n_gen: int) -> int:
-    """The context a benchmark loads: room for the prompt and the follow-up turn, or for the generated tokens."""
-    return max(n_prompt + FOLLOW_UP_ROOM, n_gen + 2) + CONTEXT_SLACK  # pp + follow-up; tg from one token
+    """The context of a benchmark's first test (the one with the larger context)."""
+    return max(prefill_context(n_prompt) if n_prompt else 0, decode_context(n_gen) if n_gen else 0)
 
 
 def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, threads_batch: int | None,
               batch_size: int | None, ubatch_size: int, flash_attn: str, kv_type: str, offline: bool | None,
               progress: Callable[[str], None]) -> BenchResult:
-    """Load a model the way `run` does and benchmark it.
+    """Load a model the way `run` does and benchmark it: each test in a context of its own size, as llama-bench
+    runs them, the one with the larger context first (so a size beyond the model is refused before any test).
 
     batch_size is None when no --batch-size was given (the default is used, and a cap on it is not worth a note).
     """
     from localgen.engine import use_cpu_extra_buffers
     from localgen.runner import ModelOptions, load_model
 
-    ctx = bench_context(config.n_prompt, config.n_gen)
-    prompt_room, gen_room = config.n_prompt + FOLLOW_UP_ROOM, config.n_gen + 2
-    options = ModelOptions(model=model, ctx_size=ctx, threads=threads, threads_batch=threads_batch,
-                           batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
-                           ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
-                           adapt_threads=False)  # measured at one thread count, as llama-bench measures
-    try:
-        loaded = load_model(options, note=lambda text: progress(f"bench: {text}"),
-                            opening=lambda resolved: progress(f"bench: loading {resolved.display_name}"))
-    except ContextSizeError as exc:
-        raise UsageError(f"-p {config.n_prompt:,} and -n {config.n_gen:,} need a context of {ctx:,} tokens, beyond "
-                         f"the model's maximum of {exc.maximum:,}",
-                         hint=f"use a smaller {'-p' if prompt_room >= gen_room else '-n'}") from exc
-    try:
-        engine = loaded.engine
-        if batch_size is not None and engine.n_batch < batch_size:  # a --batch-size given, and capped
-            progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, this run's context (-p and -n)")
-        figures = measure(engine, config, progress)
-        o = engine.options
-        return BenchResult(
-            model=loaded.resolved.display_name, path=str(loaded.resolved.path), backend=engine.backend_version,
-            n_threads=o.n_threads, n_threads_batch=o.n_threads_batch, n_batch=engine.n_batch,
-            n_ubatch=engine.n_ubatch, n_ctx=engine.n_ctx, flash_attn=o.attention_mode, kv_type=o.kv_type,
-            n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps, figures=figures,
-            repack=use_cpu_extra_buffers())
-    finally:
-        loaded.close()
+    tests = [(ctx, name, flag, size) for ctx, name, flag, size in (
+        (prefill_context(config.n_prompt), "prefill", "-p", config.n_prompt),
+        (decode_context(config.n_gen), "decode", "-n", config.n_gen)) if size]
+    tests.sort(key=lambda test: -test[0])
+    prefill: PrefillFigures | None = None
+    decode: list[float] | None = None
+    setup: dict[str, object] = {}  # the prefill test's engine's, else the decode test's
+    decode_ctx: int | None = None
+    for ctx, name, flag, size in tests:
+        options = ModelOptions(model=model, ctx_size=ctx, threads=threads, threads_batch=threads_batch,
+                               batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
+                               ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
+                               adapt_threads=False)  # measured at one thread count, as llama-bench measures
+        try:
+            loaded = load_model(options, note=lambda text: progress(f"bench: {text}"),
+                                opening=lambda resolved: progress(f"bench: loading {resolved.display_name}"))
+        except ContextSizeError as exc:
+            raise UsageError(f"{flag} {size:,} needs a context of {ctx:,} tokens, beyond the model's maximum of "
+                             f"{exc.maximum:,}", hint=f"use a smaller {flag}") from exc
+        try:
+            engine = loaded.engine
+            if name == "prefill":
+                if batch_size is not None and engine.n_batch < batch_size:  # a --batch-size given, and capped
+                    progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, the prefill test's "
+                             "context")
+                prefill = measure_prefill(engine, config, progress)
+            else:
+                decode, decode_ctx = measure_decode(engine, config, progress), engine.n_ctx
+            o = engine.options
+            if name == "prefill" or not setup:
+                setup = dict(model=loaded.resolved.display_name, path=str(loaded.resolved.path),
+                             backend=engine.backend_version, n_threads=o.n_threads, n_threads_batch=o.n_threads_batch,
+                             n_batch=engine.n_batch, n_ubatch=engine.n_ubatch, n_ctx=engine.n_ctx,
+                             flash_attn=o.attention_mode, kv_type=o.kv_type)
+        finally:
+            loaded.close()
+    return BenchResult(**setup, n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps,
+                       figures=measurements(prefill, decode), repack=use_cpu_extra_buffers(), n_ctx_decode=decode_ctx)
 
 
 def format_result(result: BenchResult) -> str:
@@ -231,7 +274,7 @@ def format_result(result: BenchResult) -> str:
     ]
     rows = [(test, what, shown(stat)) for test, what, stat, shown in measured if stat is not None]  # 0 skips a test
     width = [max(len(row[i]) for row in rows) for i in range(3)]
-    capped = f" (this run's context of {r.n_ctx:,}, for -p and -n)" if r.n_batch >= r.n_ctx else ""
+    capped = f" (the context of {r.n_ctx:,})" if r.n_batch >= r.n_ctx else ""
     head = (f"model {r.model} ({r.path})\n{r.backend}, threads {r.n_threads}/{r.n_threads_batch}, "
             f"batch {r.n_batch}, ubatch {r.n_ubatch}{capped}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
             f"{'' if r.repack else 'repack off, '}reps {r.reps}\n")

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from localgen.bench import BenchConfig, BenchResult, Measurements, Stat, format_result, measure
+from localgen.bench import (
+    BenchConfig,
+    BenchResult,
+    Measurements,
+    Stat,
+    format_result,
+    measure_decode,
+    measure_prefill,
+    measurements,
+)
 from localgen.config import DEFAULT_BATCH_SIZE
 from localgen.console import format_stats
 from localgen.engine import Engine, use_cpu_extra_buffers
@@ -32,8 +41,10 @@ def test_config_rejects_nonsense(values: dict[str, int]) -> None:
 
 def test_measure_on_the_real_engine(bundled_model: Path) -> None:
     seen: list[str] = []
+    config = BenchConfig(n_prompt=48, n_gen=6, reps=2)
     with Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2, n_batch=64)) as engine:
-        figures = measure(engine, BenchConfig(n_prompt=48, n_gen=6, reps=2), seen.append)
+        prefill = measure_prefill(engine, config, seen.append)
+        figures = measurements(prefill, measure_decode(engine, config, seen.append))
     assert len(figures.prefill_tps.samples) == len(figures.decode_tps.samples) == 2
     assert figures.prefill_tps.mean > 0 and figures.decode_tps.mean > 0
     assert figures.ttft_s.mean > 0 and figures.reuse_ttft_s.mean > 0 and figures.fresh_ttft_s.mean > 0
@@ -56,7 +67,7 @@ def test_table_names_every_test() -> None:
     assert "batch 512, ubatch 512, flash-attn" in table and "repack" not in table
     assert "kv f16, repack off, reps 2" in format_result(replace(result, repack=False))
     capped = format_result(replace(result, n_batch=352, n_ubatch=352, n_ctx=352))
-    assert "batch 352, ubatch 352 (this run's context of 352, for -p and -n), flash-attn" in capped
+    assert "batch 352, ubatch 352 (the context of 352), flash-attn" in capped
     assert json.loads(json.dumps(result.to_dict()))["figures"]["decode_tps"]["mean"] == 105.0
 
 
@@ -79,6 +90,7 @@ def test_cli_bench_json() -> None:
     assert record["n_prompt"] == 32 and record["n_gen"] == 4 and record["reps"] == 1
     assert record["repack"] is use_cpu_extra_buffers()
     assert record["figures"]["decode_tps"]["mean"] > 0
+    assert (record["n_ctx"], record["n_ctx_decode"]) == (32 + 128 + 64, 4 + 2 + 64), "each test in a context its size"
     assert "bench: loading smollm2-135m" in result.err, "progress goes to stderr"
     assert "--batch-size" not in result.err and record["n_batch"] < 512, "the default batch size is not the user's"
     given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", "1024")
@@ -118,10 +130,10 @@ def test_a_prompt_beyond_the_model_is_refused_before_loading() -> None:
     assert result.returncode == 2 and "Traceback" not in result.err
     assert result.err.count("\n") == 1, "one line: no progress about a model that will not be loaded"
     last = result.err.strip()
-    assert last == ("localgen: error: -p 100,000 and -n 16 need a context of 100,192 tokens, beyond the model's "
+    assert last == ("localgen: error: -p 100,000 needs a context of 100,192 tokens, beyond the model's "
                     "maximum of 8,192 (hint: use a smaller -p)")
     result = run_localgen("bench", "-p", "16", "-n", "9000", "-r", "1")
-    assert result.err.strip() == ("localgen: error: -p 16 and -n 9,000 need a context of 9,066 tokens, beyond the "
+    assert result.err.strip() == ("localgen: error: -n 9,000 needs a context of 9,066 tokens, beyond the "
                                   "model's maximum of 8,192 (hint: use a smaller -n)")
 
 
