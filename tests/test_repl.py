@@ -17,6 +17,7 @@ import pexpect
 import pytest
 from hub_server import HubServer, server_env
 
+from localgen.engine.core import AHEAD_CHUNK
 from localgen.repl_input import SlashCommand, parse_command, without_controls
 from tests.conftest import REPO_ROOT, run_localgen
 
@@ -486,7 +487,8 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
     assert state["turns"][0]["user"].count("The secret code is 4711.") == 1
     _, cached, ahead = _stats(chat)
     if prefill_while_typing:
-        assert cached >= ahead >= 256, "the file went into the KV cache before the question was sent"
+        # at least one of its chunks, however busy the machine (the whole file takes about 3 s on an idle one)
+        assert cached >= ahead >= AHEAD_CHUNK, "the file went into the KV cache before the question was sent"
     else:
         assert "reading the prompt: 512/" in chat.transcript.getvalue(), "a long prompt shows its progress"
         assert cached == ahead == 0
