@@ -108,6 +108,7 @@ def amx_works() -> bool:
     kept_file = settings().cache_dir / PROBE_FILE
     kept = read_verdict(kept_file)
     if kept is not None and kept.key == key:
+        log.debug("AMX probe, kept in %s: %s", kept_file, kept.detail)
         return kept.works
     model = _probe_model()
     if model is None:

@@ -51,7 +51,7 @@ def load_weights(path: Path, options: LoadOptions, stop: Callable[[], bool]) -> 
     params.n_gpu_layers = options.n_gpu_layers
     params.use_extra_bufts = use_cpu_extra_buffers()
     if not params.use_extra_bufts:
-        log.debug("weights stay unpacked: llama.cpp's AMX kernels fail with this build (LOCALGEN_AMX=1 uses them)")
+        log.debug("weights stay unpacked: AMX buffers are off (LOCALGEN_AMX=0, or the probe found them failing)")
     params.progress_callback = progress = lc.llama_progress_callback(lambda _done, _data: not stop())
     model = lc.llama_model_load_from_file(os.fsencode(path), params) or None
     del progress  # kept alive until here: llama.cpp calls it during the load
