@@ -160,6 +160,6 @@ def confirmed(action: str, *, yes: bool, declined: str) -> bool:
     if sys.stdin is not None and sys.stdin.isatty():
         if console.confirm(f"{action}?"):
             return True
-        console.say(declined)
+        console.say(f"localgen: {declined}")
         return False
     raise UsageError(f"{action} needs confirmation", hint="pass --yes when not on a terminal")

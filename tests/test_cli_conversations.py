@@ -253,7 +253,7 @@ def test_rm_on_a_terminal_asks_and_deletes_only_on_yes(home: Path) -> None:
     question = "delete 1 conversation (walrus)? [y/N] "
     for answer in ("n", "", "maybe"):  # no, the default, anything else
         code, screen = _answered_on_a_terminal(("conversations", "rm", "walrus"), question, answer)
-        assert code == 0 and "nothing deleted" in screen, screen
+        assert code == 0 and "localgen: nothing deleted" in screen, screen
         assert path.is_file(), f"kept on {answer!r}"
     code, screen = _answered_on_a_terminal(("conversations", "rm", "walrus"), question, "y")
     assert code == 0 and "deleted walrus" in screen, screen

@@ -373,7 +373,7 @@ def test_models_rm_on_a_terminal_asks_and_removes_only_on_yes(hub: tuple[HubServ
         return [m["source"] for m in json.loads(localgen(env, "models", "list", "--json").stdout)]
 
     code, screen = answered("n")
-    assert code == 0 and "nothing removed" in screen, screen
+    assert code == 0 and "localgen: nothing removed" in screen, screen
     assert sources() == ["bundled", "hub"], "kept on no"
     code, screen = answered("y")
     assert code == 0 and "freed 93.8 MiB" in screen, screen
