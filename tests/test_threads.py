@@ -195,3 +195,71 @@ def test_a_busy_cpu_makes_the_real_engine_decode_with_fewer_threads_and_the_same
     assert (busy["threads_chosen"], busy["threads"]) == (2, 1)
     assert "decoded with 1 of 2 threads" in stats
     assert busy["text"] == alone["text"] and busy["usage"]["completion_tokens"] == 160
+
+
+def test_a_prefill_starts_with_the_threads_the_free_cpus_allow() -> None:
+    """Before a prompt's prefill, the CPU time other processes took since the last sample (the load, the user's
+    typing) sets the count: fewer where they kept a CPU busy, every thread again once they left them free."""
+    machine = Machine(free=1.0)
+    governor = machine.governor()
+    governor.before_prefill()
+    assert (governor.current, machine.applied) == (1, [1])
+    governor.before_prefill()
+    assert machine.applied == [1], "still busy: no change"
+    machine.free = 2.0
+    governor.before_prefill()
+    assert (governor.current, machine.applied) == (2, [1, 2])
+
+
+def test_a_prefill_after_too_short_a_window_or_without_cpu_counters_keeps_the_count() -> None:
+    machine = Machine(free=1.0)
+    governor = machine.governor()
+    machine.wall -= 0.9  # the next sample comes 0.1 s after the last one
+    governor.before_prefill()
+    assert (governor.current, machine.applied) == (2, [])
+    blind = Machine(free=None)
+    blind_governor = blind.governor()
+    blind_governor.before_prefill()
+    assert (blind_governor.current, blind.applied) == (2, [])
+
+
+def test_the_first_prefill_measures_from_a_sample_before_the_load() -> None:
+    machine = Machine(free=1.0)
+    before_load = machine.sample()
+    governor = ThreadGovernor(2, machine.apply, machine.sample, n_cpus=2, since=before_load)
+    machine.wall -= 0.9  # the prefill comes 0.1 s after the governor's own first sample: too short a window alone
+    governor.before_prefill()
+    assert (governor.current, machine.applied) == (1, [1])
+
+
+PREFILL_AFTER_A_WAIT = """
+import logging, sys, time
+logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(name)s: %(message)s")
+from localgen.catalog import builtin_bundled_file
+from localgen.engine import Engine
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+engine = Engine(builtin_bundled_file(), LoadOptions(n_ctx=512, n_threads=2, n_threads_batch=2, adapt_threads=True))
+time.sleep(0.5)  # the user typing, while another process keeps a CPU busy
+prompt = engine.tokenize("A line of plain text. " * 40, add_special=False)
+list(engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=2)))
+print(engine.decode_threads)
+"""
+
+
+def test_the_real_engine_prefills_with_fewer_threads_after_a_busy_wait(tmp_path: Path) -> None:
+    """An Engine on two CPUs, one of which a busy loop keeps busy while the prompt is awaited, prefills it with
+    one thread (the two decode steps after it give no window of their own)."""
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                              preexec_fn=lambda: os.sched_setaffinity(0, {first}))
+    try:
+        proc = subprocess.run([sys.executable, "-c", PREFILL_AFTER_A_WAIT], capture_output=True, text=True,
+                              cwd=REPO_ROOT, timeout=300, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "LOCALGEN_HOME": str(tmp_path)},
+                              preexec_fn=lambda: os.sched_setaffinity(0, {first, second}))
+    finally:
+        burner.kill()
+        burner.wait()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "localgen.engine: prefill threads 2 -> 1" in proc.stderr, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "1"

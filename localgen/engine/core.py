@@ -16,7 +16,7 @@ from localgen.engine.loading import load_weights, new_context, new_draft_batch
 from localgen.engine.native import lc, llama_cpp_version
 from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
 from localgen.engine.sampling import Sampler, build_sampler
-from localgen.engine.threads import ThreadGovernor
+from localgen.engine.threads import ThreadGovernor, cpu_sample
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import DraftStats, Event, Finished, PrefillProgress, TextChunk, Timings, Usage
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
@@ -68,6 +68,8 @@ class Engine:
         self._model: lc.llama_model_p | None = None
         self._ctx: lc.llama_context_p | None = None
         self._draft_batch: lc.llama_batch | None = None
+        adapt = options.adapt_threads and options.n_threads > 1
+        before_load = cpu_sample() if adapt else None  # the load's time tells the first prefill how busy CPUs are
         try:  # a failure or a Ctrl-C part way frees what was allocated (a model can hold gigabytes)
             with deferred_signals() as deferred:  # Ctrl-C lands once each pointer is stored, so it can be freed
                 self._model = load_weights(path, options, stop=deferred.pending)
@@ -86,8 +88,8 @@ class Engine:
             self._stop_requested = False
             self._ahead_from: int | None = None  # where the prompt computed by prefill_ahead() begins
             self._facts = self._read_facts()
-            self._governor = ThreadGovernor(options.n_threads, self._use_threads) \
-                if options.adapt_threads and options.n_threads > 1 else None
+            self._governor = ThreadGovernor(options.n_threads, self._use_threads, since=before_load) \
+                if adapt else None
         except BaseException:
             self.close()
             raise
@@ -321,6 +323,8 @@ class Engine:
                 restored = min(restored, reused)
             ahead = 0 if self._ahead_from is None else max(0, reused - self._ahead_from)
             self._ahead_from = None
+            if self._governor is not None and len(prompt) - reused > 1:
+                self._governor.before_prefill()
             yield from self._prefill(prompt, reused)
             prefill_done = time.perf_counter()
             if self._stop_requested:  # no token: no TTFT, and only the chunks evaluated count as prefilled

@@ -4,7 +4,8 @@ llama.cpp's CPU threads wait for one another, spinning, after every graph node: 
 preempts for another process stalls them all. On a 2-core machine beside one busy process, 2 threads decoded
 at 19-20 tok/s and 1 thread at 42-44 tok/s. The governor watches other processes' CPU use (/proc/stat less this
 process's own time) and the decode steps' times; when either says the CPUs are contended it decodes a few
-steps with fewer threads and keeps whichever count was faster, and it tries more again once CPUs are free.
+steps with fewer threads and keeps whichever count was faster, and it tries more again once CPUs are free. A
+prompt's prefill starts with the count that the CPU time left free since the last sample allows.
 Thread counts change no output: each row of a matrix product is computed by one thread either way.
 """
 
@@ -77,7 +78,8 @@ class ThreadGovernor:
     """Chooses how many threads decode, from 1 to most, by the times of single-token decode steps."""
 
     def __init__(self, most: int, apply: Callable[[int], None], sample: Callable[[], CpuSample] = cpu_sample,
-                 n_cpus: int | None = None) -> None:
+                 n_cpus: int | None = None, since: CpuSample | None = None) -> None:
+        """since: a sample taken earlier (before the model's load), from which the first prefill measures."""
         self.most = most
         self.current = most
         self._apply, self._sample = apply, sample
@@ -85,6 +87,8 @@ class ThreadGovernor:
         self._backoff = {-1: 0, 1: 0}  # windows still to wait before trying fewer (-1) or more (1) threads
         self._next_backoff = {-1: FIRST_BACKOFF, 1: FIRST_BACKOFF}
         self.start()
+        if since is not None:
+            self._since = since
 
     def start(self) -> None:
         """Begin a generation: new windows, a new best (the steps' time grows with the context)."""
@@ -93,6 +97,22 @@ class ThreadGovernor:
         self._trying: tuple[int, float] | None = None  # the count tried, and the current one's last window median
         self._skip = 0
         self._since = self._sample()
+
+    def before_prefill(self) -> None:
+        """Before a prompt is prefilled: the CPU time other processes took since the last sample (the model's load,
+        the user's typing, the end of the last answer) sets the count the prefill starts with, fewer threads where
+        they kept the CPUs busy and every one where they left them free. A prefill gives no single-token steps to
+        time, so the decode windows that follow judge the count as before."""
+        now = self._sample()
+        since, self._since = self._since, now
+        free = free_cpus(since, now, self._n_cpus) if now.wall_s - since.wall_s >= WINDOW_S else None
+        if free is None:
+            return
+        fitting = max(1, min(self.most, int(free + BUSY_MARGIN)))
+        if fitting != self.current:
+            log.debug("prefill threads %d -> %d: other processes left %.1f CPUs free", self.current, fitting, free)
+            self.current = fitting
+            self._set(fitting)
 
     def step_done(self, seconds: float) -> None:
         """Count one single-token decode step's time; at the end of a window, perhaps try or keep another count."""
