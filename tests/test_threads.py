@@ -263,3 +263,13 @@ def test_the_real_engine_prefills_with_fewer_threads_after_a_busy_wait(tmp_path:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "localgen.engine: prefill threads 2 -> 1" in proc.stderr, proc.stderr[-2000:]
     assert proc.stdout.strip() == "1"
+
+
+def test_the_first_engine_measures_from_the_engine_s_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.engine import threads
+
+    imported = CpuSample(1.0, 2.0, 3.0)
+    monkeypatch.setattr(threads, "_at_import", [imported])
+    assert threads.load_started() is imported
+    later = threads.load_started()
+    assert later is not imported and later.wall_s > imported.wall_s

@@ -16,7 +16,7 @@ from localgen.engine.loading import load_weights, new_context, new_draft_batch
 from localgen.engine.native import lc, llama_cpp_version
 from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
 from localgen.engine.sampling import Sampler, build_sampler
-from localgen.engine.threads import ThreadGovernor, cpu_sample
+from localgen.engine.threads import ThreadGovernor, load_started
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import DraftStats, Event, Finished, PrefillProgress, TextChunk, Timings, Usage
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
@@ -69,7 +69,7 @@ class Engine:
         self._ctx: lc.llama_context_p | None = None
         self._draft_batch: lc.llama_batch | None = None
         adapt = options.adapt_threads and options.n_threads > 1
-        before_load = cpu_sample() if adapt else None  # the load's time tells the first prefill how busy CPUs are
+        before_load = load_started() if adapt else None  # the load's time tells the first prefill how busy CPUs are
         try:  # a failure or a Ctrl-C part way frees what was allocated (a model can hold gigabytes)
             with deferred_signals() as deferred:  # Ctrl-C lands once each pointer is stored, so it can be freed
                 self._model = load_weights(path, options, stop=deferred.pending)

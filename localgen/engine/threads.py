@@ -65,6 +65,15 @@ def _busy_seconds(stat: Path) -> float | None:
         return None
 
 
+_at_import: list[CpuSample] = [cpu_sample()]  # the engine's import, early in a command: the first load's window
+
+
+def load_started() -> CpuSample:
+    """The sample a new Engine's first prefill measures from: the engine's import for the process's first Engine
+    (the command's model resolution and checks count as well as the load), a sample now for later ones."""
+    return _at_import.pop() if _at_import else cpu_sample()
+
+
 def free_cpus(before: CpuSample, after: CpuSample, n_cpus: int) -> float | None:
     """CPUs' worth of time other processes left free between two samples (None: not known or too short)."""
     wall = after.wall_s - before.wall_s
