@@ -43,9 +43,11 @@ class CpuSample:
 
 
 def cpu_sample(stat: Path = Path("/proc/stat")) -> CpuSample:
-    """A CPU time sample now (Linux's per-CPU counters; elsewhere only this process's own time)."""
+    """A CPU time sample now (Linux's per-CPU counters; elsewhere only this process's own time). Own time counts
+    the child processes waited for (the AMX probe's) as this process's."""
     times = os.times()
-    return CpuSample(wall_s=time.monotonic(), all_busy_s=_busy_seconds(stat), own_s=times.user + times.system)
+    own = times.user + times.system + times.children_user + times.children_system
+    return CpuSample(wall_s=time.monotonic(), all_busy_s=_busy_seconds(stat), own_s=own)
 
 
 def _busy_seconds(stat: Path) -> float | None:
