@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shlex
 import shutil
 import subprocess
@@ -32,20 +33,27 @@ def verdict() -> amx.Verdict:
     return amx.probe(bundled_model_file(), "key")
 
 
-def test_the_probe_s_verdict_is_what_a_run_with_amx_buffers_meets(verdict: amx.Verdict) -> None:
+def test_the_probe_s_verdict_is_what_a_run_with_amx_buffers_meets(verdict: amx.Verdict, tmp_path: Path) -> None:
     """Where the probe finds AMX working, a run in AMX buffers answers; where it finds a crash, such a run crashes
     too; without AMX on this CPU, the probe's model loads without AMX buffers."""
     if amx.AMX_BUFFER_TYPE not in cpu_extra_buffer_types():
         assert verdict == amx.Verdict("key", False, "the model loaded without AMX buffers")
         return
-    result = run_localgen("run", "-n", "4", "--temperature", "0", "Why is the sky blue?",
-                          env={"LOCALGEN_AMX": "1", "LOCALGEN_DEBUG": "1"})
+    result = subprocess.run([sys.executable, "-m", "localgen", "run", "-n", "4", "--temperature", "0",
+                             "Why is the sky blue?"], capture_output=True, text=True, timeout=120, check=False,
+                            env={**os.environ, "LOCALGEN_AMX": "1", "LOCALGEN_DEBUG": "1"}, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, preexec_fn=_no_core_file)
     if verdict.works:
-        assert result.returncode == 0, result.err[-2000:]
-        assert "AMX model buffer size" in result.err
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "AMX model buffer size" in result.stderr
     else:
         assert verdict.detail.startswith(amx.CRASHED), verdict
-        assert result.returncode < 0, (result.returncode, result.err[-2000:])
+        assert result.returncode < 0, (result.returncode, result.stderr[-2000:])
+
+
+def _no_core_file() -> None:
+    """In a child about to crash on purpose: no core file."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def _needs_working_amx(verdict: amx.Verdict) -> None:
