@@ -40,6 +40,11 @@ def _cpuinfo() -> tuple[tuple[str, str], ...]:
     return tuple((key.strip(), value.strip()) for key, _, value in (line.partition(":") for line in text.splitlines()))
 
 
+def cpu_model_name() -> str:
+    """The CPU's model name from /proc/cpuinfo ("" where there is none)."""
+    return next((value for key, value in _cpuinfo() if key == "model name"), "")
+
+
 def allowed_cpus() -> int:
     """The number of CPUs (hyper-threads included) this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

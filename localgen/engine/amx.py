@@ -81,17 +81,10 @@ def cpu_library() -> Path | None:
 
 def verdict_key(library: Path) -> str:
     """What the verdict depends on: the library build, the kernel that grants AMX state, and the CPU."""
+    from localgen.hardware import cpu_model_name
+
     info = library.stat()
-    return "|".join((str(library), str(info.st_size), str(info.st_mtime_ns), os.uname().release, _cpu_model()))
-
-
-def _cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo ("" where there is none)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
-            return next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "")
-    except OSError:
-        return ""
+    return "|".join((str(library), str(info.st_size), str(info.st_mtime_ns), os.uname().release, cpu_model_name()))
 
 
 @lru_cache(maxsize=1)
