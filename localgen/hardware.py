@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from localgen.config import MEMORY_LIMIT_ENV, VRAM_LIMIT_ENV, load_settings
@@ -108,7 +108,12 @@ class Hardware:
     nvidia_gpus: tuple[GpuInfo, ...] = ()  # what nvidia-smi sees, whatever the build
     llama_version: str = ""
     vram_limit_bytes: int | None = None
-    cpu_repack_types: frozenset[str] = frozenset()  # weight types ggml-cpu repacks on this CPU
+
+    @cached_property
+    def cpu_repack_types(self) -> frozenset[str]:
+        """The weight types llama.cpp repacks here (repacked_weight_types), asked when a plan first needs them: the
+        AMX probe this may run comes after a command's cheaper checks of its model file."""
+        return repacked_weight_types()
 
     @property
     def can_offload(self) -> bool:
@@ -312,8 +317,7 @@ def probe_hardware() -> Hardware:
         gpus = nvidia
     vram_limit = _size_limit(load_settings().vram_limit, VRAM_LIMIT_ENV)
     return Hardware(memory=probe_memory(), cores=physical_cores(), gpu_offload=offload, gpus=gpus,
-                    nvidia_gpus=nvidia, llama_version=llama_cpp_version(), vram_limit_bytes=vram_limit,
-                    cpu_repack_types=repacked_weight_types())
+                    nvidia_gpus=nvidia, llama_version=llama_cpp_version(), vram_limit_bytes=vram_limit)
 
 
 def cpu_only_warning(hw: Hardware) -> str | None:

@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 
 from localgen import config
-from localgen.engine import amx, loading
+from localgen.engine import amx, devices, loading
 from localgen.engine.devices import cpu_extra_buffer_types
+from localgen.errors import LocalgenError
 from localgen.estimate import estimate_memory, read_shape
-from localgen.hardware import cpu_repack_types
+from localgen.hardware import cpu_repack_types, probe_hardware
+from localgen.runner import ModelOptions, load_model
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
 
 CRASH_SCRIPT = "import os, resource, signal\nresource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n" \
@@ -275,3 +277,18 @@ def test_a_crash_found_is_said_once_with_the_way_to_the_fix(probing: list[str], 
     amx.amx_works.cache_clear()
     assert amx.amx_works() is False
     assert capsys.readouterr().err == ""
+
+
+def test_a_model_file_that_is_no_gguf_is_refused_before_the_probe_runs(
+        probing: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The probe (a second or so, once per build) waits for the memory plan, after the model file's own checks."""
+    monkeypatch.delenv("LOCALGEN_AMX", raising=False)
+    monkeypatch.setattr(config, "_settings", None)
+    monkeypatch.setattr(loading, "cpu_extra_buffer_types", lambda: (amx.AMX_BUFFER_TYPE, "CPU_REPACK"))
+    monkeypatch.setattr(devices, "cpu_extra_buffer_types", lambda: (amx.AMX_BUFFER_TYPE, "CPU_REPACK"))
+    notes = tmp_path / "notes.gguf"
+    notes.write_text("# notes\n")
+    with pytest.raises(LocalgenError, match="not a GGUF file"):
+        load_model(ModelOptions(model=str(notes), offline=True))
+    assert probing == []
+    assert probe_hardware().cpu_repack_types >= amx.AMX_WEIGHT_TYPES and len(probing) == 1
