@@ -90,6 +90,7 @@ class BenchResult:
     reps: int
     figures: Measurements
     repack: bool = True  # weights may go to the CPU backend's repacked buffers (not where AMX fails with this build)
+    repack_off: str = ""  # why they may not: "LOCALGEN_AMX=0", or "AMX fails with this build"
     n_ctx_decode: int | None = None  # the decode test's context (None when -n 0)
 
     def to_dict(self) -> dict[str, object]:
@@ -210,7 +211,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
 
     batch_size is None when no --batch-size was given (the default is used, and a cap on it is not worth a note).
     """
-    from localgen.engine import use_cpu_extra_buffers
+    from localgen.engine.loading import extra_buffers_declined
     from localgen.runner import ModelOptions, load_model
 
     tests = [(ctx, name, flag, size) for ctx, name, flag, size in (
@@ -249,8 +250,10 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
                              flash_attn=o.attention_mode, kv_type=o.kv_type)
         finally:
             loaded.close()
+    declined = extra_buffers_declined()
     return BenchResult(**setup, n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps,
-                       figures=measurements(prefill, decode), repack=use_cpu_extra_buffers(), n_ctx_decode=decode_ctx)
+                       figures=measurements(prefill, decode), repack=not declined, repack_off=declined,
+                       n_ctx_decode=decode_ctx)
 
 
 def format_result(result: BenchResult) -> str:
@@ -277,7 +280,7 @@ def format_result(result: BenchResult) -> str:
     capped = f" (the context of {r.n_ctx:,})" if r.n_batch >= r.n_ctx else ""
     head = (f"model {r.model} ({r.path})\n{r.backend}, threads {r.n_threads}/{r.n_threads_batch}, "
             f"batch {r.n_batch}, ubatch {r.n_ubatch}{capped}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
-            f"{'' if r.repack else 'repack off, '}reps {r.reps}\n")
+            f"{'' if r.repack else f'repack off ({r.repack_off}), '}reps {r.reps}\n")
     lines = [f"| {'test':<{width[0]}} | {'what':<{width[1]}} | {'result':>{width[2]}} |",
              f"|{'-' * (width[0] + 2)}|{'-' * (width[1] + 2)}|{'-' * (width[2] + 1)}:|"]
     lines += [f"| {a:<{width[0]}} | {b:<{width[1]}} | {c:>{width[2]}} |" for a, b, c in rows]

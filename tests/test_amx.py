@@ -180,17 +180,17 @@ def test_a_probe_that_could_not_run_is_not_kept(probing: list[str], monkeypatch:
     assert not _kept_file().exists()
 
 
-@pytest.mark.parametrize(("offered", "amx_env", "probed", "expected"), [
-    ((), "", None, True),
-    (("CPU_REPACK",), "", None, True),
-    (("AMX", "CPU_REPACK"), "", False, False),
-    (("AMX", "CPU_REPACK"), "", True, True),
-    (("AMX", "CPU_REPACK"), "1", None, True),
-    (("AMX", "CPU_REPACK"), "0", None, False),
+@pytest.mark.parametrize(("offered", "amx_env", "probed", "expected", "declined"), [
+    ((), "", None, True, ""),
+    (("CPU_REPACK",), "", None, True, ""),
+    (("AMX", "CPU_REPACK"), "", False, False, "AMX fails with this build"),
+    (("AMX", "CPU_REPACK"), "", True, True, ""),
+    (("AMX", "CPU_REPACK"), "1", None, True, ""),
+    (("AMX", "CPU_REPACK"), "0", None, False, "LOCALGEN_AMX=0"),
 ])
 def test_extra_buffers_follow_the_probe_unless_localgen_amx_is_set(
         monkeypatch: pytest.MonkeyPatch, offered: tuple[str, ...], amx_env: str, probed: bool | None,
-        expected: bool) -> None:
+        expected: bool, declined: str) -> None:
     calls: list[bool] = []
 
     def amx_works() -> bool:
@@ -203,6 +203,7 @@ def test_extra_buffers_follow_the_probe_unless_localgen_amx_is_set(
     monkeypatch.setenv("LOCALGEN_AMX", amx_env)
     monkeypatch.setattr(config, "_settings", None)
     assert loading.use_cpu_extra_buffers() is expected
+    assert loading.extra_buffers_declined() == declined  # what `localgen bench`'s header says
     assert bool(calls) is (probed is not None)
     monkeypatch.setattr(config, "_settings", None)
 

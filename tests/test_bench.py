@@ -65,7 +65,8 @@ def test_table_names_every_test() -> None:
     for needle in ("pp512", "tg128", "105.00 ± 7.07 tok/s", "ttft +29 after pp512", "500.0 ± 0.0 ms"):
         assert needle in table
     assert "batch 512, ubatch 512, flash-attn" in table and "repack" not in table
-    assert "kv f16, repack off, reps 2" in format_result(replace(result, repack=False))
+    declined = replace(result, repack=False, repack_off="AMX fails with this build")
+    assert "kv f16, repack off (AMX fails with this build), reps 2" in format_result(declined)
     capped = format_result(replace(result, n_batch=352, n_ubatch=352, n_ctx=352))
     assert "batch 352, ubatch 352 (the context of 352), flash-attn" in capped
     assert json.loads(json.dumps(result.to_dict()))["figures"]["decode_tps"]["mean"] == 105.0
@@ -89,6 +90,7 @@ def test_cli_bench_json() -> None:
     record = json.loads(result.out)
     assert record["n_prompt"] == 32 and record["n_gen"] == 4 and record["reps"] == 1
     assert record["repack"] is use_cpu_extra_buffers()
+    assert record["repack_off"] == ("" if record["repack"] else "LOCALGEN_AMX=0"), "the suite runs with AMX off"
     assert record["figures"]["decode_tps"]["mean"] > 0
     assert (record["n_ctx"], record["n_ctx_decode"]) == (32 + 128 + 64, 4 + 2 + 64), "each test in a context its size"
     assert "bench: loading smollm2-135m" in result.err, "progress goes to stderr"

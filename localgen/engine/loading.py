@@ -28,6 +28,15 @@ def use_cpu_extra_buffers() -> bool:
     return amx_works() if forced is None else forced
 
 
+def extra_buffers_declined() -> str:
+    """Why the CPU backend's extra buffer types are declined, in a few words ("" where they are used)."""
+    from localgen.config import settings
+
+    if use_cpu_extra_buffers():
+        return ""
+    return "LOCALGEN_AMX=0" if settings().amx is False else "AMX fails with this build"
+
+
 UNPACKED_LLAMA_PRELUDE = """
 import llama_cpp as _package
 _defaults = _package.llama_cpp.llama_model_default_params
