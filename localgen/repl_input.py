@@ -32,6 +32,7 @@ from localgen.errors import LocalgenError, UsageError
 from localgen.registry import load_registry
 from localgen.repl_show import SHOW_PARTS
 from localgen.session import SETTING_NAMES
+from localgen.signals import ENDING_SIGNALS, DeferredSignals, SignalExit, restore_handlers
 
 PROMPT = ">>> "
 BLOCK_QUOTE = '"""'
@@ -435,8 +436,11 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, saved)
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until `fg` (or `bg`)
+        ending = stopped_until_continued()
         signal.signal(signal.SIGTSTP, suspend)
+        if ending is not None:  # SIGTERM, or SIGHUP from a closed terminal, while stopped: no modes to put back
+            end_after_suspend(ending)
+            return
         with contextlib.suppress(OSError):
             if os.tcgetpgrp(fd) != os.getpgrp():  # `bg`: the terminal is the shell's (setting it would stop us)
                 return
@@ -454,6 +458,34 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         bracketed_paste(False)
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+
+def stopped_until_continued() -> int | None:
+    """Stop this process (SIGTSTP) until it is continued; return the SIGTERM or SIGHUP that came meanwhile, held
+    back rather than raised here (a shell that closes sends a stopped job SIGHUP, then SIGCONT)."""
+    held = DeferredSignals()
+    previous = {sig: signal.signal(sig, held.record) for sig in ENDING_SIGNALS
+                if signal.getsignal(sig) is not signal.SIG_IGN}
+    try:
+        os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until `fg` (or `bg`)
+        held.pending()  # a Python call: the handlers of signals that came while stopped have run by its return
+    finally:
+        restore_handlers(previous)
+    return held.received[0] if held.received else None
+
+
+def end_after_suspend(signum: int) -> None:
+    """End the chat for a signal held while it was stopped. At the prompt, Ctrl-Z runs in one of prompt-toolkit's
+    tasks, where an exception raised would end only that task (and with the terminal gone, the chat would wait on
+    it for good): the prompt is made to raise SignalExit instead. Elsewhere the signal's own handler gets it."""
+    from prompt_toolkit.application import get_app_or_none
+
+    app = get_app_or_none()
+    if app is not None and app.is_running and not app.is_done:
+        with contextlib.suppress(Exception):  # already ending
+            app.exit(exception=SignalExit(signum))
+            return
+    signal.raise_signal(signum)
 
 
 def help_lines(width: int) -> list[str]:

@@ -776,6 +776,54 @@ def test_ctrl_z_suspends_the_chat_and_fg_brings_the_prompt_back(home: Path) -> N
     chat.child.expect(pexpect.EOF)
 
 
+@pytest.mark.parametrize(("signal_name", "code"), [("TERM", 143), ("HUP", 129)])
+def test_a_chat_stopped_at_its_prompt_ends_cleanly_on_a_signal_when_continued(home: Path, signal_name: str,
+                                                                             code: int) -> None:
+    """SIGTERM or SIGHUP sent to a chat stopped with Ctrl-Z ends it when it is continued, with the signal's code
+    and no traceback (it came while prompt-toolkit ran Ctrl-Z in a task of its own, which would have swallowed it)."""
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "4", in_shell=True)
+    chat.child.sendcontrol("z")
+    chat.child.expect("Stopped", timeout=20)
+    chat.child.expect_exact("$ ")
+    chat.child.sendline(f"kill -{signal_name} %1; fg")
+    chat.child.expect_exact("$ ")
+    chat.child.sendline("echo status=$?")
+    chat.child.expect(r"status=(\d+)")
+    assert int(chat.child.match.group(1)) == code
+    assert "Traceback" not in chat.transcript.getvalue() and "never retrieved" not in chat.transcript.getvalue()
+    chat.child.sendline("exit")
+    chat.child.expect(pexpect.EOF)
+
+
+def _running(pid: int) -> bool:
+    """Whether the process is there and not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_a_chat_stopped_at_its_prompt_ends_when_its_terminal_closes(home: Path) -> None:
+    """Closing the terminal of a chat stopped with Ctrl-Z (the shell sends it SIGHUP, then SIGCONT) ends the chat:
+    it does not wait on a terminal that is gone, holding its model and its conversation's lock."""
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "4", in_shell=True)
+    chat.ask("Say hi.")
+    chat.child.sendcontrol("z")
+    chat.child.expect("Stopped", timeout=20)
+    chat.child.expect_exact("$ ")
+    chat.child.sendline("jobs -p")
+    chat.child.expect(r"(\d+)\r?\n")
+    pid = int(chat.child.match.group(1))
+    chat.child.close(force=True)
+    deadline = time.monotonic() + 30
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    ended = not _running(pid)
+    if not ended:
+        os.kill(pid, signal.SIGKILL)
+    assert ended, "the stopped chat went on after its terminal closed"
+
+
 def test_ctrl_z_while_a_long_prompt_is_read_erases_its_progress_line(home: Path) -> None:
     chat = Chat(home, "--no-markdown", "-n", "5", "--batch-size", "64", "--no-prefill-while-typing", in_shell=True)
     try:
