@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from localgen.chat import Message, PromptFormat, check_template
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.engine import Engine
-from localgen.errors import HubError, ModelLoadError, ModelNotFoundError, UsageError
+from localgen.errors import HubError, LocalgenError, ModelLoadError, ModelNotFoundError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape
 from localgen.events import Event
 from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, plan_fit, replan_gpu_layers, target_context
@@ -119,9 +119,9 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
         found = resolve_model(options.model, offline=options.offline, pull=False)  # unknown or missing: as usual
         if found.source == "local":
             return found  # a file of one's own: nothing to download again
-        raise UsageError("--force downloads the model again, which needs the network, and localgen is offline",
-                         hint=f"{leave_offline(options.offline)} to download it again, or drop --force to use the "
-                              f"{'bundled' if found.source == 'bundled' else 'cached'} copy")
+        raise LocalgenError("--force downloads the model again, which needs the network, and localgen is offline",
+                            hint=f"{leave_offline(options.offline)} to download it again, or drop --force to use the "
+                                 f"{'bundled' if found.source == 'bundled' else 'cached'} copy")
     if not force:
         try:
             return resolve_downloaded(options.model, offline=options.offline, hw=hw, request=fit_request(options))
