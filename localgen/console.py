@@ -386,7 +386,13 @@ def confirm(question: str) -> bool:
     """Ask a yes/no question on the terminal (no means no)."""
     sys.stderr.write(f"{question} [y/N] ")
     sys.stderr.flush()
-    answer = sys.stdin.readline().strip().lower()
-    return answer in ("y", "yes")
+    line = ""
+    try:
+        line = sys.stdin.readline()
+    finally:
+        if not line.endswith("\n"):  # Ctrl-D or Ctrl-C: what comes next starts on a line of its own
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+    return line.strip().lower() in ("y", "yes")
 
 

@@ -232,17 +232,20 @@ def test_an_answer_stdout_could_not_take_is_not_saved(home: Path) -> None:
 
 
 def _answered_on_a_terminal(args: tuple[str, ...], question: str, answer: str) -> tuple[int, str]:
-    """Run `localgen ARGS` with stdin and stdout on a pty, wait for its question and type answer, Enter; the exit
-    status and everything the terminal showed."""
+    """Run `localgen ARGS` with stdin and stdout on a pty, wait for its question and type answer, then Enter (or
+    the key, for "^C" and "^D"); the exit status (or 128 + the signal) and everything the terminal showed after it."""
     import pexpect
 
     child = pexpect.spawn(sys.executable, ["-m", "localgen", *args], cwd=str(REPO_ROOT), encoding="utf-8",
                           timeout=60, dimensions=(24, 200))
     child.expect_exact(question)
-    child.sendline(answer)
+    if answer in ("^C", "^D"):
+        child.sendcontrol(answer[1].lower())
+    else:
+        child.sendline(answer)
     child.expect(pexpect.EOF)
     child.close()
-    return child.exitstatus, child.before
+    return child.exitstatus if child.exitstatus is not None else 128 + child.signalstatus, child.before
 
 
 def test_rm_on_a_terminal_asks_and_deletes_only_on_yes(home: Path) -> None:
@@ -255,6 +258,11 @@ def test_rm_on_a_terminal_asks_and_deletes_only_on_yes(home: Path) -> None:
         code, screen = _answered_on_a_terminal(("conversations", "rm", "walrus"), question, answer)
         assert code == 0 and "localgen: nothing deleted" in screen, screen
         assert path.is_file(), f"kept on {answer!r}"
+    code, screen = _answered_on_a_terminal(("conversations", "rm", "walrus"), question, "^D")
+    assert code == 0 and screen.lstrip(" ^D").startswith("\r\nlocalgen: nothing deleted"), "on a line of its own"
+    code, screen = _answered_on_a_terminal(("conversations", "rm", "walrus"), question, "^C")
+    assert code == 130 and screen.lstrip(" ^C").startswith("\r\n"), "the shell's prompt comes on a line of its own"
+    assert path.is_file()
     code, screen = _answered_on_a_terminal(("conversations", "rm", "walrus"), question, "y")
     assert code == 0 and "deleted walrus" in screen, screen
     assert not path.exists()
