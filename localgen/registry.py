@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -369,6 +370,9 @@ def load_registry(user_file: Path | None = None) -> Registry:
     builtin = _toml(builtin_registry_text(), "built-in models.toml")
     models, defaults = _parse_registry(builtin, "built-in models.toml")
     default = defaults.get("model")
+    if user_file is not None and user_file.is_symlink() and not user_file.exists():
+        raise ConfigError(f"{user_file}: a link to {os.readlink(user_file)}, which is not there",
+                          hint="point the link at your models.toml, or remove it")
     if user_file is not None and user_file.exists() and not user_file.is_file():
         raise ConfigError(f"{user_file}: not a file", hint="models.toml must be a TOML file; remove or rename this")
     if user_file is not None and user_file.is_file():

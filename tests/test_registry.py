@@ -93,6 +93,19 @@ def test_a_models_toml_that_is_not_a_file_is_an_error(tmp_path: Path) -> None:
         load_registry(folder)
 
 
+def test_a_models_toml_link_to_nothing_is_an_error_not_an_empty_file(tmp_path: Path) -> None:
+    """A dotfiles link whose target moved would otherwise drop the user's models without a word."""
+    link = tmp_path / "models.toml"
+    link.symlink_to(tmp_path / "dotfiles" / "models.toml")
+    with pytest.raises(ConfigError, match=r"a link to .*dotfiles/models\.toml, which is not there"):
+        load_registry(link)
+    config = tmp_path / "home" / "config"
+    config.mkdir(parents=True)
+    (config / "models.toml").symlink_to(tmp_path / "dotfiles" / "models.toml")
+    result = run_localgen("models", env={"LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1"})
+    assert result.returncode == 1 and "which is not there (hint: point the link at your models.toml" in result.err
+
+
 @pytest.mark.parametrize("text", ['[models.x]\nrepo = "a/b"\n', "not toml [[[", '[models.x]\nrepo = 3\nquant="Q4_0"\n',
                                   '[models.x]\nrepo = "a/b"\nquant = "Q4_0"\nbogus = 1\n',
                                   "[defaults]\ntemperature = \"hot\"\n", "[defaults]\ncolour = 1\n",
