@@ -225,11 +225,13 @@ def refuse_own_file(text: str) -> None:
 
 
 def _local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:
-    """Check that a local model path is a readable file; spec is the models.toml entry that names it, if one does
-    (messages name its path, else the path as the user typed it: `./m.gguf`, not `m.gguf`)."""
+    """Check that a local model path is a readable file, and return it absolute (`--json`, a saved conversation and
+    the prompt cache name it from any folder); spec is the models.toml entry that names it, if one does (messages
+    name its path, else the path as the user typed it: `./m.gguf`, not `m.gguf`)."""
     assert ref.path is not None
     try:
-        return _readable_file(ref.path, short_path(ref.path if spec is not None else ref.text))
+        path = _readable_file(ref.path, short_path(ref.path if spec is not None else ref.text))
+        return path.parent.resolve() / path.name  # the folder's real path; a link to the file keeps its own name
     except ModelNotFoundError as exc:
         if spec is None:
             raise

@@ -125,6 +125,14 @@ def test_json_output_fields() -> None:
     assert result.out.count("\n") == 1
 
 
+def test_json_names_a_model_given_by_a_relative_path_by_its_absolute_path() -> None:
+    bundled = bundled_model_file()
+    relative = os.path.relpath(bundled, REPO_ROOT)  # run_localgen runs in the checkout
+    result = run_localgen("run", "-m", relative, "Hi", "-n", "1", "--json", *GREEDY)
+    assert result.returncode == 0, result.err
+    assert json.loads(result.out)["model"] == {"name": relative, "path": str(bundled)}
+
+
 COPY_TEXT = ("Copy this text: The old lighthouse keeper climbed the stairs every night, lit the lamp, and watched the "
              "ships pass by the rocky coast.")
 
