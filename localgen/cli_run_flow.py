@@ -136,6 +136,11 @@ def check_run(request: RunRequest) -> CheckedRun:
     if request.print_prompt and continuing:
         raise UsageError("--print-prompt shows the prompt of a run outside any conversation",
                          hint="drop --continue/--conversation; `localgen conversations show NAME` shows a saved one")
+    if request.files.count(STDIN_NAME) + stdin_asked > 1:
+        raise UsageError("-f - is given twice, but stdin is read once" if not stdin_asked else
+                         "-f - and the prompt - both read stdin, which is read once",
+                         hint="give -f - once" if not stdin_asked else
+                         "drop one: -f - attaches stdin before the prompt; a prompt of - is stdin itself")
     files = attachment_files(list(request.files))  # every file an option names is checked now, read once the rest is
     stdin_taken = "the prompt - reads it" if stdin_asked else "-f - reads it" if STDIN_NAME in request.files else None
     system_input = system_file_input(system, request.system_file, stdin_taken=stdin_taken)

@@ -92,6 +92,17 @@ def test_a_bad_system_file_is_a_one_line_error(tmp_path: Path, args: tuple[str, 
         result.err
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (("-f", "-", "-f", "-", "hi"), "-f - is given twice, but stdin is read once (hint: give -f - once)"),
+    (("-f", "-", "-"), "-f - and the prompt - both read stdin, which is read once (hint: drop one: -f - attaches "
+                       "stdin before the prompt; a prompt of - is stdin itself)"),
+])
+def test_stdin_asked_for_twice_is_a_one_line_error(args: tuple[str, ...], message: str) -> None:
+    result = run_localgen("run", "--print-prompt", *args, stdin=b"piped")
+    assert result.returncode == 2 and result.out == "", result.err
+    assert result.err == f"localgen: error: {message}\n"
+
+
 def test_chat_takes_its_system_prompt_from_a_file_even_a_slow_pipe(tmp_path: Path) -> None:
     fifo = tmp_path / "system.fifo"
     os.mkfifo(fifo)
