@@ -68,8 +68,8 @@ def say_waiting_for(path: Path | None, option: str) -> None:
     if not sys.stderr.isatty():
         return
     if path is not None:
-        console.say(f"localgen: waiting for {short_path(path)} to end (a pipe given with {option}: it is read once its "
-                    "writer closes it)")
+        console.say(f"localgen: waiting for {short_path(path)} (a pipe given with {option}: it is read once a writer "
+                    "has opened it and closed it)")
     elif option == FILE_OPTION:
         console.say("localgen: waiting for stdin to end (it goes to the model with the prompt; "
                     "</dev/null runs without it)")

@@ -111,8 +111,8 @@ def test_chat_takes_its_system_prompt_from_a_file_even_a_slow_pipe(tmp_path: Pat
     chat = Chat(tmp_path / "home", "--system-file", str(fifo), "--no-markdown", "-n", "5", *GREEDY)
     try:
         writer.join(timeout=30)
-        assert f"waiting for {fifo} to end (a pipe given with --system-file" in " ".join(
-            chat.transcript.getvalue().split())
+        shown = " ".join(chat.transcript.getvalue().split())
+        assert f"waiting for {fifo} (a pipe given with --system-file: it is read once a writer has opened it" in shown
         assert chat.ask("Hi.")["system"] == "Be terse."
         assert chat.quit() == 0
     finally:
@@ -143,8 +143,8 @@ def test_a_pipe_given_to_an_option_gets_a_note_while_its_writer_keeps_it_waiting
     child.close()
     assert child.exitstatus == 0, child.before
     shown = "-f/--file" if option == "-f" else option
-    assert re.search(rf"localgen: waiting for /dev/fd/\d+ to end \(a pipe given with {shown}: it is read once its "
-                     r"writer closes it\)", child.before), child.before
+    assert re.search(rf"localgen: waiting for /dev/fd/\d+ \(a pipe given with {shown}: it is read once a writer "
+                     r"has opened it and closed it\)", child.before), child.before
     assert child.before.count("waiting for") == 1
 
 
