@@ -80,6 +80,8 @@ def check_file_path(path: Path, option: str = FILE_OPTION) -> None:
         raise _unreadable(path, option, exc) from None
     if stat.S_ISDIR(mode):
         raise _unreadable(path, option, IsADirectoryError(errno.EISDIR, "Is a directory"))
+    if stat.S_ISSOCK(mode):  # opening one fails with "No such device or address"
+        raise UsageError(f"{short_path(path)} is a socket, not a file", hint=f"pass a file or a pipe to {option}")
     if not os.access(path, os.R_OK):
         raise _unreadable(path, option, PermissionError(errno.EACCES, "Permission denied"))
 
@@ -90,8 +92,12 @@ def _unreadable(path: Path, option: str, exc: OSError) -> UsageError:
         return UsageError(f"no such file: {short_path(path)}", hint=f"check the path given to {option}")
     if isinstance(exc, IsADirectoryError):
         return UsageError(f"{short_path(path)} is a directory", hint=f"pass a file to {option}")
-    too_long = exc.errno == errno.ENAMETOOLONG
-    hint = f"check the path given to {option}" if too_long else "check the file's permissions"
+    if exc.errno == errno.ENAMETOOLONG:
+        hint = f"check the path given to {option}"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        hint = "check the file's permissions"
+    else:  # a device that cannot be read (/dev/tty without a terminal, /proc/self/mem)
+        hint = f"pass a file or a pipe to {option}"
     return UsageError(f"cannot read {short_path(path)}: {exc.strerror or exc}", hint=hint)
 
 

@@ -92,6 +92,19 @@ def test_a_bad_system_file_is_a_one_line_error(tmp_path: Path, args: tuple[str, 
         result.err
 
 
+def test_a_socket_or_a_device_that_cannot_be_read_is_named_with_a_hint_that_fits(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp_path / "sock"))
+        result = run_localgen("run", "-f", str(tmp_path / "sock"), "hi")
+    assert result.returncode == 2 and result.err == (f"localgen: error: {tmp_path / 'sock'} is a socket, not a file "
+                                                     "(hint: pass a file or a pipe to -f/--file)\n")
+    result = run_localgen("run", "-f", "/proc/self/mem", "hi")
+    assert result.returncode == 2 and result.err == ("localgen: error: cannot read /proc/self/mem: Input/output error "
+                                                     "(hint: pass a file or a pipe to -f/--file)\n")
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("-f", "-", "-f", "-", "hi"), "-f - is given twice, but stdin is read once (hint: give -f - once)"),
     (("-f", "-", "-"), "-f - and the prompt - both read stdin, which is read once (hint: drop one: -f - attaches "
