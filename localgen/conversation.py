@@ -18,7 +18,7 @@ from localgen.config import settings
 from localgen.conversation_lock import ConversationBusyError, hold, lock_path, release
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Finished
-from localgen.storage import atomic_write_text, check_folder
+from localgen.storage import atomic_write_text, check_folder, make_folder
 
 FORMAT_VERSION = 1
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -327,11 +327,7 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
     new name ("save as") must not belong to another conversation, and the old name is let go.
     """
     folder = conversations_dir()
-    try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        raise LocalgenError(f"could not create {folder}: {exc.strerror or exc}",
-                            hint="check free disk space and permissions") from exc
+    make_folder(folder, mode=0o700)
     if name is not None and check_name(name) != conversation.name:
         path = folder / f"{name}.json"
         taken = UsageError(f"a conversation named '{name}' already exists",

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from localgen.errors import LocalgenError
+from localgen.storage import make_folder
 
 try:
     import fcntl
@@ -70,9 +71,9 @@ def hold(folder: Path, name: str, hint: str) -> bool:
 
 def _open_lock_file(folder: Path, path: Path) -> int:
     """A descriptor of the lock file at path, made (with its private folders) when missing."""
+    make_folder(folder, mode=0o700)  # the conversations' own folder is private too
+    make_folder(path.parent, mode=0o700)
     try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # the conversations' own folder is private too
-        path.parent.mkdir(exist_ok=True, mode=0o700)
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise LocalgenError(f"could not create {path}: {exc.strerror or exc}",

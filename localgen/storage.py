@@ -39,6 +39,10 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
             tmp_name = None
         _fsync_directory(path.parent)
     except OSError as exc:
+        blocker = file_in_the_way(path.parent)
+        if blocker is not None:
+            raise LocalgenError(f"could not write {path}: {blocker} is a file, where a folder should be",
+                                hint="move that file out of the way") from exc
         if isinstance(exc, FileExistsError) and not replace:
             raise
         if path.is_dir() and not path.is_symlink():
@@ -53,6 +57,29 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
         if tmp_name is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
+
+
+def file_in_the_way(folder: Path) -> Path | None:
+    """The file (or dangling link) that stands where folder, or a folder above it, should be; None where none does."""
+    for candidate in (folder, *folder.parents):
+        if candidate.is_dir():
+            return None
+        if candidate.exists() or candidate.is_symlink():
+            return candidate
+    return None
+
+
+def make_folder(folder: Path, *, mode: int = 0o777) -> None:
+    """Make a folder and those above it, with a clear error where a file stands in the way."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=mode)
+    except OSError as exc:
+        blocker = file_in_the_way(folder)
+        if blocker is not None:
+            raise LocalgenError(f"could not create {folder}: {blocker} is a file, where a folder should be",
+                                hint="move that file out of the way") from exc
+        raise LocalgenError(f"could not create {folder}: {exc.strerror or exc}",
+                            hint="check free disk space and permissions") from exc
 
 
 def _claim_name(tmp_name: str, path: Path, mode: int) -> bool:

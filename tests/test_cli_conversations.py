@@ -50,6 +50,21 @@ def test_a_file_where_a_folder_belongs_is_named_not_listed_as_empty(home: Path, 
         assert "is not a folder (or is under a file)" in result.err and "Traceback" not in result.err, result.err
 
 
+@pytest.mark.parametrize("blocked", ["data/conversations", "data"])
+def test_a_file_where_a_folder_belongs_is_named_by_a_run_that_writes_there(home: Path, blocked: str) -> None:
+    """A run that saves a conversation, or keeps itself for --continue, names the file in the way, not the error
+    a folder's creation met ("File exists", "Not a directory") with a hint about disk space."""
+    path = home / blocked
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("not a folder")
+    saved = run_localgen("run", "--conversation", "q", "-n", "1", "hi")
+    assert saved.returncode == 1 and saved.err.endswith(f"{path} is a file, where a folder should be (hint: move that "
+                                                        "file out of the way)\n"), saved.err
+    if blocked == "data":
+        kept = run_localgen("run", "-n", "1", "hi")
+        assert kept.returncode == 0 and f"last-run.json: {path} is a file, where a folder should be" in kept.err
+
+
 def test_the_listing_shows_each_conversation_s_size_model_and_first_message() -> None:
     long_question = "Summarize this report about the harbour, the market and the library in three lines please."
     _save("report", Turn(long_question, "Done."), Turn("Shorter?", "Yes."))
