@@ -151,17 +151,20 @@ def models_show(
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import parameter_count, present_shards
     from localgen.quant_choice import plan_summary, resolve_downloaded
-    from localgen.resolve import undownloaded_entry
+    from localgen.resolve import undownloaded_entry, unverified_copy
     from localgen.verify import recorded_sha256
 
     try:
         resolved = resolve_downloaded(reference, offline=None)
     except ModelNotFoundError:
-        entry = None if template else undownloaded_entry(reference)
-        if entry is None:
+        unverified = unverified_copy(reference)  # another tool's download: its header can be read all the same
+        entry = None if template or unverified is not None else undownloaded_entry(reference)
+        if unverified is None and entry is None:
             raise
-        _show_undownloaded(reference, *entry, json_output=json_output)
-        return
+        if unverified is None:
+            _show_undownloaded(reference, *entry, json_output=json_output)
+            return
+        resolved = unverified
     info = read_gguf(resolved.path)
     if template:
         if not info.chat_template:

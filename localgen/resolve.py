@@ -153,6 +153,19 @@ def check_reference(text: str) -> None:
         _local_file(ref, spec)
 
 
+def unverified_copy(text: str) -> ResolvedModel | None:
+    """The file of a Hub reference that another tool downloaded into the Hugging Face cache, which localgen has not
+    verified (`models show` reads its header, as it would a file given by path), or None."""
+    registry = load_registry(settings().user_registry)
+    ref = registry.reference(text)
+    spec = registry.spec_for(ref)
+    if ref.path is not None or (spec is not None and spec.path is not None):
+        return None
+    repo, quant, filename = hub_target(ref, spec)
+    path = hub_cache.unverified_file(repo, quant=quant, filename=filename)
+    return None if path is None else ResolvedModel(ref=ref, path=path, spec=spec, source="hub (unverified)")
+
+
 def undownloaded_entry(text: str) -> tuple[ModelSpec, str, hub.Pin | None] | None:
     """The registry entry a reference names, the quant it asks for and what the entry pins of that file, when no file
     of it is here at all (not even one another tool downloaded): what `models show` describes from the entry

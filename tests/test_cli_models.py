@@ -184,12 +184,15 @@ def test_a_file_another_tool_downloaded_is_marked_and_named(hub: tuple[HubServer
     (snapshot / "Foo-Q4_K_M.gguf").symlink_to("../../blobs/b")
     listed = localgen(env, "models", "list")
     assert "(unverified)" in listed.stdout, listed.stdout
-    for args in (("models", "show", "bartowski/Foo-GGUF:Q4_K_M"),
-                 ("run", "--offline", "-m", "bartowski/Foo-GGUF", "hi")):
-        refused = localgen(env, *args)
-        assert refused.returncode == 1
-        assert "is in the Hugging Face cache but localgen has not verified it" in refused.stderr, refused.stderr
-        assert f"-m {snapshot / 'Foo-Q4_K_M.gguf'}" in refused.stderr
+    refused = localgen(env, "run", "--offline", "-m", "bartowski/Foo-GGUF", "hi")
+    assert refused.returncode == 1
+    assert "is in the Hugging Face cache but localgen has not verified it" in refused.stderr, refused.stderr
+    assert f"-m {snapshot / 'Foo-Q4_K_M.gguf'}" in refused.stderr
+    shown = localgen(env, "models", "show", "bartowski/Foo-GGUF:Q4_K_M", "--json")  # a header read: no check needed
+    assert shown.returncode == 0, shown.stderr
+    record = json.loads(shown.stdout)
+    assert (record["source"], record["sha256"], record["path"]) == ("hub (unverified)", None,
+                                                                    str(snapshot / "Foo-Q4_K_M.gguf"))
     unreachable = localgen({**env, "HF_ENDPOINT": "http://127.0.0.1:9"}, "run", "-m", "bartowski/Foo-GGUF", "hi")
     assert unreachable.returncode == 1 and "cannot reach" in unreachable.stderr, unreachable.stderr
     assert f"-m {snapshot / 'Foo-Q4_K_M.gguf'} uses it as it is" in unreachable.stderr
