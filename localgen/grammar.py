@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -10,21 +9,15 @@ from pathlib import Path
 
 from localgen.errors import UsageError
 from localgen.inputs import STDIN_NAME, InputFile, Waiting, whole_text
+from localgen.json_schema import MAX_COUNT, SCHEMA_HINT, schema_grammar
 from localgen.params import Grammar
 
 GRAMMAR_HINT = 'give a GBNF grammar, as text or a file, with a root rule, e.g. --grammar \'root ::= "yes" | "no"\''
-SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type": "object"}\''
 _KINDS = {"--grammar": ("a grammar", GRAMMAR_HINT), "--json-schema": ("a JSON schema", SCHEMA_HINT)}  # as named
 MAX_NESTING = 1000  # llama.cpp's recursive-descent grammar parser overflows the C stack near 20,000
 _ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
-_STRING_CHAR = re.compile(r'^char ::= \[\^"\\\\\] \|', re.MULTILINE)  # a JSON string's character, as converted
-_ANY_VALUE = {"type": ["string", "number", "integer", "boolean", "object", "array", "null"]}  # the schema {}
-_JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a number", float: "a number",
-               type(None): "null"}
-# Keywords llama-cpp-python's converter does not turn into grammar: the answer may break them.
-IGNORED_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties",
-                    "maxProperties", "uniqueItems", "contains", "not", "if", "then", "else", "dependentRequired",
-                    "dependentSchemas", "patternProperties", "propertyNames")
+_REPETITION = re.compile(r"\{\s*(\d+)\s*(?:(,)\s*(\d*)\s*)?\}")  # {m}, {m,} or {m,n}, outside literals
+MAX_CODE_POINT = 0x10FFFF
 
 
 @dataclass(frozen=True)
@@ -84,17 +77,12 @@ def grammar_for(source: ConstraintSource | None, warn: list[str], *, waiting: Wa
         if file is not None and not _ROOT_RULE.search(text):
             raise UsageError(f"{file.name} has no root rule: the answer starts at `root ::= ...`", hint=GRAMMAR_HINT)
         return _checked(Grammar(text, source="--grammar" if file is None else f"--grammar {file.name}"))
-    schema = _parsed_schema(text)
-    ignored = sorted(_keywords_in(schema) & set(IGNORED_KEYWORDS))
-    if ignored:
-        them = "them" if len(ignored) > 1 else "it"
-        warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
-                    f"ignores {them}): check the answer")
-    return _checked(Grammar(_converted(schema), source="--json-schema"))
+    return _checked(Grammar(schema_grammar(text, warn), source="--json-schema"))
 
 
 def _checked(grammar: Grammar) -> Grammar:
-    """Refuse what llama.cpp would crash on rather than report: a NUL character, parentheses nested too deep."""
+    """Refuse what llama.cpp would crash on (or exhaust memory on) rather than report: a NUL character, parentheses
+    nested too deep, a repetition it cannot count, a character class that matches no character."""
     if asks_for_nul(grammar.text):
         raise UsageError(f"{grammar.source}: the grammar asks for a NUL character, which no token can give",
                          hint="remove the NUL (\\x00) from the grammar or schema")
@@ -102,7 +90,78 @@ def _checked(grammar: Grammar) -> Grammar:
     if depth > MAX_NESTING:
         raise UsageError(f"{grammar.source}: the grammar nests parentheses {depth:,} deep, beyond {MAX_NESTING:,}",
                          hint="split the nesting into named rules")
+    problem = unclosed_problem(grammar.text) or repetition_problem(grammar.text) or class_problem(grammar.text)
+    if problem:
+        raise UsageError(f"{grammar.source}: {problem[0]}", hint=problem[1])
     return grammar
+
+
+def unclosed_problem(text: str) -> tuple[str, str] | None:
+    """A parenthesis left open at the end of GBNF text, and a hint (None: all closed): llama.cpp's parser reports
+    it as "expecting ')' at", naming no place."""
+    opened = sum(1 if body == "(" else -1 if body == ")" else 0 for kind, body in _pieces(text) if not kind)
+    if opened <= 0:
+        return None
+    return (f"the grammar does not parse: {opened:,} parenthes{'es' if opened > 1 else 'is'} still open at its end",
+            "close each ( with a )")
+
+
+def repetition_problem(text: str) -> tuple[str, str] | None:
+    """What is wrong with a {m,n} repetition in GBNF text, and a hint (None: nothing): a minimum above its maximum
+    (llama.cpp's parser then allocates until memory runs out), or a count over MAX_COUNT (refused, or as a maximum
+    silently dropped)."""
+    for match in _REPETITION.finditer(_outside_literals(text)):
+        low, comma, high = match.groups()
+        if not comma:
+            high = low
+        if high and int(low) > int(high):
+            return (f"the repetition {match.group(0)} has its minimum above its maximum",
+                    "give the smaller count first, e.g. {1,2}")
+        if max(int(low), int(high or 0)) > MAX_COUNT:
+            return (f"the repetition {match.group(0)} counts beyond {MAX_COUNT:,}, llama.cpp's limit",
+                    f"use counts up to {MAX_COUNT:,}, or * and + for no limit")
+    return None
+
+
+def class_problem(text: str) -> tuple[str, str] | None:
+    """What makes a character class in GBNF text match no character, and a hint (None: nothing): a reversed range
+    ([z-a]), which llama.cpp aborts on once the answer gets there, or a negated class that leaves out every
+    character."""
+    for kind, body in _pieces(text):
+        if kind != "[":
+            continue
+        ranges = _class_ranges(_characters(body.removeprefix("^")))
+        reversed_range = next(((low, high) for low, high in ranges if low > high), None)
+        if reversed_range:
+            low, high = reversed_range
+            return (f"the character class [{body}] has a range from U+{low:04X} down to U+{high:04X}, which "
+                    "matches no character", "write each range low to high, e.g. [a-z]")
+        if body.startswith("^") and _covers_every_character(ranges):
+            return (f"the character class [{body}] leaves out every character, so the answer cannot go on",
+                    "leave some characters out of the [^...]")
+    return None
+
+
+def _covers_every_character(ranges: list[tuple[int, int]]) -> bool:
+    """Whether (low, high) ranges hold every character a token can give (U+0001 to U+10FFFF)."""
+    reached = 0  # every code point up to here is covered (NUL needs no cover: no token gives it)
+    for low, high in sorted(ranges):
+        if low > reached + 1:
+            return False
+        reached = max(reached, high)
+    return reached >= MAX_CODE_POINT
+
+
+def _outside_literals(text: str) -> str:
+    """GBNF text with its literals, classes and comments left out (each literal or class a space)."""
+    return "".join(body if not kind else " " for kind, body in _pieces(text))
+
+
+def worded_parse_error(reason: str) -> str:
+    """llama.cpp's parse error in full words: "expecting ')' at" with nothing after ends the grammar."""
+    if reason.rstrip().endswith(" at"):
+        return reason.rstrip() + " the end of the grammar"
+    return reason
 
 
 def nesting_depth(text: str) -> int:
@@ -221,74 +280,3 @@ def _refuse_non_utf8(text: str, option: str, hint: str) -> None:
 def _is_inline_schema(value: str) -> bool:
     """Whether --json-schema's value is JSON text rather than a file name."""
     return value.lstrip().startswith(("{", "[", '"')) or value.strip() in ("true", "false", "null")
-
-
-def _parsed_schema(text: str) -> dict[str, object]:
-    """The schema as a JSON object, or a UsageError saying what is wrong with it."""
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"the JSON schema is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})",
-                         hint=SCHEMA_HINT) from None
-    except RecursionError:
-        raise UsageError("the JSON schema nests too deep to read", hint="flatten it, or use $defs") from None
-    if not isinstance(parsed, dict):
-        raise UsageError(f"a JSON schema is an object, not {_JSON_KINDS.get(type(parsed), 'that')}", hint=SCHEMA_HINT)
-    return parsed
-
-
-def _keywords_in(schema: object) -> set[str]:
-    """Every key used anywhere in a schema (property names included: a rare false alarm at worst)."""
-    keys: set[str] = set()
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            keys.update(str(key) for key in node)
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return keys
-
-
-def _converted(schema: dict[str, object]) -> str:
-    """The GBNF grammar of the JSON values a schema allows (llama-cpp-python's converter, as llama.cpp's own)."""
-    from localgen.engine.native import load_bindings
-
-    converter = load_bindings("llama_grammar")  # pure Python; the package's __init__ would reset llama.cpp's log
-    try:
-        grammar = converter.json_schema_to_gbnf(json.dumps(_any_items_spelled_out(schema)))
-    except RecursionError:
-        raise UsageError("the JSON schema nests too deep to convert", hint="flatten it, or use $defs") from None
-    except Exception as exc:  # the converter asserts and raises on what it does not support
-        raise UsageError(f"cannot turn the JSON schema into a grammar: {_converter_problem(exc)}",
-                         hint="use the common keywords: type, properties, required, items, enum, "
-                              "minLength/maxLength, local $ref") from None
-    # The converter lets a string hold raw control characters (a newline), which no JSON parser accepts; llama.cpp's
-    # own converter excludes them. (No token gives a NUL, so \x01 on is enough, and the NUL check stays simple.)
-    return _STRING_CHAR.sub(lambda _: r'char ::= [^"\\\x01-\x1F] |', grammar)
-
-
-def _any_items_spelled_out(node: object) -> object:
-    """The schema with `"items": {}` or `"items": true` (any value) spelled as every type: the converter reads an
-    empty items as missing and fails."""
-    if isinstance(node, dict):
-        return {key: _ANY_VALUE if key == "items" and (value == {} or value is True) else _any_items_spelled_out(value)
-                for key, value in node.items()}
-    if isinstance(node, list):
-        return [_any_items_spelled_out(item) for item in node]
-    return node
-
-
-def _converter_problem(exc: Exception) -> str:
-    """The converter's complaint in the user's terms."""
-    text = str(exc)
-    if "allow-fetch" in text or "allow_fetch" in text:
-        return "a $ref to a remote schema (localgen does not fetch schemas)"
-    if isinstance(exc, KeyError) and ("#" in text or "/" in text):  # the converter looks refs up in a dict
-        return f"a $ref that does not resolve: {text}"
-    if isinstance(exc, KeyError):
-        return f"the converter looked for {text} and found none"
-    if text.startswith("Error resolving ref "):  # the converter names the schema "stdin", whatever its source
-        return f"a $ref that does not resolve: {text.split()[3].removeprefix('stdin').rstrip(':')}"
-    return text or type(exc).__name__

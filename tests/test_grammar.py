@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,10 @@ def test_hide_thinking_in_a_new_conversation_checks_the_prompt_being_answered(tm
     ('root ::= root "a" | "a"\n', "the grammar does not parse: unsupported grammar, left recursion detected"),
     ("root ::= [\\x00]\n", "the grammar asks for a NUL character, which no token can give"),  # llama.cpp aborted
     ("root ::= " + "(" * 20_000 + '"a"' + ")" * 20_000 + "\n", "nests parentheses 20,000 deep"),  # a segfault
+    ('root ::= "a" [z-a]\n', "the character class [z-a] has a range from U+007A down to U+0061"),  # SIGABRT
+    ('root ::= "a" [^\\x01-\\x7F\\x80-\\U0010FFFF]\n', "leaves out every character"),  # SIGABRT
+    ('root ::= "a"{0,100000}\n', "the repetition {0,100000} counts beyond 2,000"),  # llama.cpp made it "a"*
+    ('root ::= ("a"\n', "the grammar does not parse: 1 parenthesis still open at its end"),  # "expecting ')' at"
 ])
 def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message: str) -> None:
     path = tmp_path / "bad.gbnf"
@@ -138,14 +143,24 @@ def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message:
     (("--json-schema", "no-such-schema.json"), "no such file: no-such-schema.json"),
     (("--json-schema", '{"type": "string", "pattern": "^a{1,2,3}$"}'),
      "cannot turn the JSON schema into a grammar: AssertionError"),  # the converter's bare assert
-    (("--json-schema", '{"enum": ["\\u0000"]}'), "--json-schema: the grammar asks for a NUL character"),
-    (("--json-schema", '{"enum": ["a\\"b"]}'), "the grammar made from the JSON schema does not parse"),
     (("--json-schema", "[" * 50_000 + "]" * 50_000), "the JSON schema nests too deep to read"),
     (("--json-schema", "true"), "a JSON schema is an object, not true or false"),
     (("--json-schema", '{"$ref": "https://example.com/s.json"}'), "a $ref to a remote schema"),
     (("--json-schema", '{"$ref": "#/defs/none"}'), "a $ref that does not resolve: #/defs/none ("),  # not "stdin#"
     (("--json-schema", '{"type": "array", "items": []}'), "grammar: the converter looked for 'prefixItems' and found"),
     (("--json-schema", "-"), "--json-schema does not read stdin"),
+    (("--json-schema", '{"type": "string", "pattern": "^[z-a]$"}'), "pattern ^[z-a]$ is not a valid regular"),
+    (("--json-schema", '{"type": "string", "pattern": "^((((a$"}'), "pattern ^((((a$ is not a valid regular"),
+    (("--json-schema", '{"type": "string", "pattern": "^a{3,1}$"}'), "(min repeat greater than max repeat)"),
+    (("--json-schema", '{"type": "string", "pattern": "^a{0,100000}$"}'), "repeats {0,100000}, beyond 2,000"),
+    (("--json-schema", '{"type": "string", "pattern": "^a\\\\s$"}'), "pattern ^a\\s$: its \\s is not supported"),
+    (("--json-schema", '{"type": "string", "pattern": "^[\\"]$"}'), 'has " in a character class'),
+    (("--json-schema", '{"type": "string", "minLength": 5, "maxLength": 3}'), "minLength 5 is above its maxLength 3"),
+    (("--json-schema", '{"type": "array", "minItems": 2, "maxItems": 1}'), "minItems 2 is above its maxItems 1"),
+    (("--json-schema", '{"type": "string", "maxLength": 1000000000}'), "maxLength 1,000,000,000 is beyond what"),
+    (("--json-schema", '{"type": "string", "maxLength": 1500}'), "minLength 0 and maxLength 1,500 are more than"),
+    (("--json-schema", '{"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}}'),
+     "the JSON schema's $ref #/$defs/a is a cycle: #/$defs/a -> #/$defs/a"),
     (("--grammar", "-"), "--grammar does not read stdin"),
     (("--json-schema", '{"const": "caf\udce9"}'), "the --json-schema text is not UTF-8"),  # a Latin-1 byte
     (("--grammar", 'root ::= "caf\udce9"'), "the --grammar text is not UTF-8"),
@@ -214,3 +229,169 @@ def test_a_json_schema_is_an_object(tmp_path: Path) -> None:
 
 def test_a_grammar_is_no_chat_setting() -> None:
     assert "grammar" not in CHAT_SETTINGS and SamplingParams().grammar is None
+
+
+def test_a_repetition_whose_minimum_is_above_its_maximum_is_refused_before_llama_cpp_allocates() -> None:
+    """llama.cpp's parser allocated rules until the OOM killer came (23 GB): run here under a 4 GB cap."""
+    import resource
+    import subprocess
+    import sys
+
+    def capped() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    proc = subprocess.run([sys.executable, "-m", "localgen", "run", "-n", "3", "--grammar", 'root ::= "a"{2,1}', "x"],
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=60, preexec_fn=capped)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "--grammar: the repetition {2,1} has its minimum above its maximum" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("grammar", "problem"), [
+    ('root ::= "a"{2,1}', "the repetition {2,1} has its minimum above its maximum"),
+    ('root ::= [a-z]{ 3 , 2 }', "the repetition { 3 , 2 } has its minimum above its maximum"),
+    ('root ::= "a"{2001}', "the repetition {2001} counts beyond 2,000"),
+    ('root ::= "a"{0,2001}', "the repetition {0,2001} counts beyond 2,000"),
+    ('root ::= "a"{2001,}', "the repetition {2001,} counts beyond 2,000"),
+    ('root ::= "a"{2000} "b"{0,2000} "c"{5,} ("d"{1000}){1000}', None),  # each parsed in a second or less
+    ('root ::= "{2,1}" [{] # {2,1}', None),  # in a literal, a class, a comment
+])
+def test_repetition_problems(grammar: str, problem: str | None) -> None:
+    from localgen.grammar import repetition_problem
+
+    found = repetition_problem(grammar)
+    assert (found and found[0]) == problem if problem is None else found and found[0].startswith(problem), found
+
+
+@pytest.mark.parametrize(("grammar", "problem"), [
+    ("root ::= [z-a]", "has a range from U+007A down to U+0061"),
+    ("root ::= [a-cz-a]", "has a range from U+007A down to U+0061"),
+    ("root ::= [^\\x00-\\U0010FFFF]", "leaves out every character"),
+    ("root ::= [^\\x01-\\x7F\\x80-\\U0010FFFF]", "leaves out every character"),  # NUL needs no cover
+    ("root ::= [a-z]", None),
+    ("root ::= [^\\x01-\\x7E\\x80-\\U0010FFFF]", None),  # \x7F is left
+    ("root ::= [a-]", None),  # a - at the end is itself
+    ('root ::= [\\]-a] "[z-a]"', None),  # ] (0x5D) to a (0x61); a literal is no class
+])
+def test_class_problems(grammar: str, problem: str | None) -> None:
+    from localgen.grammar import class_problem
+
+    found = class_problem(grammar)
+    assert (found and problem in found[0]) if problem else found is None, found
+
+
+def test_a_parse_error_that_names_no_place_says_the_end() -> None:
+    from localgen.grammar import worded_parse_error
+
+    assert worded_parse_error("expecting ')' at") == "expecting ')' at the end of the grammar"
+    assert worded_parse_error("expecting name at x") == "expecting name at x"
+
+
+VALUES = {"x\\y": "x\\y", "path": "C:\\temp", "tab": "tab\there", "quote": 'say "hi"', "lines": "a\nb\r\n",
+          "control": "bell\x07", "unicode": "café ✓ 😀", 'k"e\\y\t': 1}
+
+
+def test_const_values_and_property_names_are_answered_as_their_exact_json() -> None:
+    """Backslashes became escapes ("C:\\temp" a TAB), a TAB was written raw, a quote did not parse."""
+    schema = {"type": "object", "properties": {name: {"const": value} for name, value in VALUES.items()},
+              "required": list(VALUES)}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "Fill it in.", "-n", "200", *GREEDY)
+    assert result.returncode == 0, result.err
+    assert json.loads(result.out) == VALUES
+
+
+def test_enum_values_are_answered_exactly() -> None:
+    result = run_localgen("run", "--json-schema", json.dumps({"enum": ["a\\b", 'q"'], "type": "string"}),
+                          "Pick one.", "-n", "20", *GREEDY)
+    assert result.returncode == 0 and json.loads(result.out) in ("a\\b", 'q"'), result.out
+
+
+@pytest.mark.parametrize(("question", "expected"), [("Is the sky blue? Answer code yes or no.", "yes"),
+                                                    ("Say no.", "no")])
+def test_a_pattern_s_top_level_alternation_stays_inside_the_string(question: str, expected: str) -> None:
+    """^yes|no$ gave { "code" : no" }: the string's quotes bound to one side of the |."""
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^yes|no$"}},
+              "required": ["code"]}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), question, "-n", "20", *GREEDY)
+    assert result.returncode == 0 and json.loads(result.out) == {"code": expected}, result.out
+
+
+def test_max_items_without_items_is_enforced() -> None:
+    result = run_localgen("run", "--json-schema", '{"type": "array", "maxItems": 3}', "List ten numbers.",
+                          "-n", "80", *GREEDY)
+    assert result.returncode == 0, result.err
+    answer = json.loads(result.out)
+    assert isinstance(answer, list) and len(answer) <= 3
+
+
+def test_a_pattern_with_digit_escapes_works() -> None:
+    """\\d was refused as "unknown escape at \\d"."""
+    schema = {"type": "string", "pattern": "^\\d{3}-\\w\\.$"}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "A code.", "-n", "20", *GREEDY)
+    assert result.returncode == 0, result.err
+    assert re.fullmatch(r"\d{3}-\w\.", json.loads(result.out)), result.out
+
+
+def test_required_names_missing_from_properties_are_warned_about() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b", "c"]}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "Numbers.", "-n", "30", *GREEDY)
+    assert result.returncode == 0 and result.err.startswith(
+        "localgen: warning: the JSON schema requires b, c but does not list them in properties"), result.err
+
+
+@pytest.mark.parametrize(("pattern", "matching", "not_matching"), [
+    ("^yes|no$", ["yes", "no"], ["yesno", "yes|no"]),
+    ("^\\d+\\.\\d$", ["12.5"], ["a.5", "125"]),
+    ("^[^a]$", ["b"], ["a", '"', "\\"]),  # a quote or backslash would need an escape in the JSON text
+    ('^say "\\\\"$', ['say "\\"'], ["say \"\""]),
+])
+def test_converted_patterns_match_the_json_text_of_what_the_regex_matches(
+        pattern: str, matching: list[str], not_matching: list[str]) -> None:
+    from localgen.json_schema import schema_grammar
+
+    grammar = schema_grammar(json.dumps({"type": "string", "pattern": pattern}), [])
+    for value in matching:
+        assert _gbnf_accepts(grammar, json.dumps(value)), (value, grammar)
+    for value in not_matching:
+        assert not _gbnf_accepts(grammar, json.dumps(value)), (value, grammar)
+
+
+def _gbnf_accepts(grammar: str, text: str) -> bool:
+    """Whether a converted grammar (rules of literals, classes, groups, | and quantifiers) matches text whole,
+    checked by turning each rule into a Python regex."""
+    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
+
+    def regex(name: str, depth: int = 0) -> str:
+        body = rules[name]
+        out, i = [], 0
+        while i < len(body):
+            char = body[i]
+            if char == '"':
+                j = i + 1
+                while body[j] != '"':
+                    j += 2 if body[j] == "\\" else 1
+                out.append(re.escape(_decoded(body[i + 1:j])))
+                i = j + 1
+            elif char == "[":
+                j = i + 1
+                while body[j] != "]":
+                    j += 2 if body[j] == "\\" else 1
+                out.append(body[i:j + 1])
+                i = j + 1
+            elif char.isalpha():
+                j = i
+                while j < len(body) and (body[j].isalnum() or body[j] == "-"):
+                    j += 1
+                out.append(f"(?:{regex(body[i:j], depth + 1)})")
+                i = j
+            else:
+                out.append("" if char == " " else char)
+                i += 1
+        return "".join(out).replace("(", "(?:").replace("(?:?:", "(?:")
+
+    return re.fullmatch(regex("root"), text + " ") is not None or re.fullmatch(regex("root"), text) is not None
+
+
+def _decoded(body: str) -> str:
+    """A GBNF literal's body as its text."""
+    return body.encode("latin-1", "backslashreplace").decode("unicode_escape")

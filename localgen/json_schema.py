@@ -1,0 +1,316 @@
+"""--json-schema: a JSON schema checked, prepared and turned into GBNF by llama-cpp-python's converter."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from localgen.errors import UsageError
+
+SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type": "object"}\''
+CONVERTER_HINT = ("use the common keywords: type, properties, required, items, enum, minLength/maxLength, "
+                  "local $ref")
+MAX_COUNT = 2000  # llama.cpp's MAX_REPETITION_THRESHOLD: a larger count is refused, or (a maximum) silently dropped
+MAX_SPAN = 1000  # the converter nests a maximum's optional items (max - min) deep: grammar.MAX_NESTING
+_STRING_CHAR = re.compile(r'^char ::= \[\^"\\\\\] \|', re.MULTILINE)  # a JSON string's character, as converted
+_DOT = re.compile(r"^dot ::= \[\^\\x0A\\x0D\]$", re.MULTILINE)  # a pattern's `.`, as converted
+_NOT_IN_JSON_STRING = r"\x22\x5C\x01-\x1F"  # what a JSON string holds only escaped: ", \ and control characters
+_ANY_VALUE = {"type": ["string", "number", "integer", "boolean", "object", "array", "null"]}  # the schema {}
+_JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a number", float: "a number",
+               type(None): "null"}
+# Keywords llama-cpp-python's converter does not turn into grammar: the answer may break them.
+IGNORED_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties",
+                    "maxProperties", "uniqueItems", "contains", "not", "if", "then", "else", "dependentRequired",
+                    "dependentSchemas", "patternProperties", "propertyNames")
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")  # name: schema
+_SCHEMA_LISTS = ("prefixItems", "allOf", "anyOf", "oneOf")
+_SCHEMA_VALUES = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+_BOUNDS = (("minLength", "maxLength"), ("minItems", "maxItems"))
+_CLASS_ESCAPES = {"d": "0-9", "w": "0-9A-Za-z_"}  # a pattern's \d and \w, as a character class's body
+_ESCAPES = {"d": "[0-9]", "D": "[^0-9]", "w": "[0-9A-Za-z_]", "W": "[^0-9A-Za-z_]"}
+_JSON_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"'}  # escapes of these
+
+
+def schema_grammar(text: str, warn: list[str]) -> str:
+    """The GBNF grammar of the JSON values the schema in text allows; warn gets what the answer may still break."""
+    schema = parsed_schema(text)
+    ignored = sorted(_keywords_in(schema) & set(IGNORED_KEYWORDS))
+    if ignored:
+        them = "them" if len(ignored) > 1 else "it"
+        warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
+                    f"ignores {them}): check the answer")
+    unlisted: list[str] = []
+    prepared = _prepared(schema, unlisted)
+    if unlisted:
+        warn.append(f"the JSON schema requires {', '.join(unlisted)} but does not list "
+                    f"{'them' if len(unlisted) > 1 else 'it'} in properties, so the answer may leave "
+                    f"{'them' if len(unlisted) > 1 else 'it'} out: add {'them' if len(unlisted) > 1 else 'it'} "
+                    "to properties")
+    _refuse_ref_cycle(prepared)
+    return _converted(prepared)
+
+
+def parsed_schema(text: str) -> dict[str, Any]:
+    """The schema as a JSON object, or a UsageError saying what is wrong with it."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"the JSON schema is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})",
+                         hint=SCHEMA_HINT) from None
+    except RecursionError:
+        raise UsageError("the JSON schema nests too deep to read", hint="flatten it, or use $defs") from None
+    if not isinstance(parsed, dict):
+        raise UsageError(f"a JSON schema is an object, not {_JSON_KINDS.get(type(parsed), 'that')}", hint=SCHEMA_HINT)
+    return parsed
+
+
+def _keywords_in(schema: object) -> set[str]:
+    """Every key used anywhere in a schema (property names included: a rare false alarm at worst)."""
+    keys: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            keys.update(str(key) for key in node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return keys
+
+
+def _prepared(node: object, unlisted: list[str]) -> object:
+    """A schema as the converter handles it, its subschemas too: bounds checked, patterns translated, any items
+    spelled out; unlisted gets the required names missing from properties."""
+    if not isinstance(node, dict):
+        return node
+    schema = dict(node)
+    _check_bounds(schema)
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            schema[key] = {name: _prepared(sub, unlisted) for name, sub in value.items()}
+        elif (key in _SCHEMA_LISTS and isinstance(value, list)) or key in _SCHEMA_VALUES:
+            schema[key] = [_prepared(sub, unlisted) for sub in value] if isinstance(value, list) else \
+                _prepared(value, unlisted)
+    if schema.get("items") == {} or schema.get("items") is True or (
+            schema.get("type") == "array" and "items" not in schema and "prefixItems" not in schema
+            and ("minItems" in schema or "maxItems" in schema)):
+        schema["items"] = _ANY_VALUE  # the converter reads an empty or missing items as none: no bounds kept
+    if isinstance(schema.get("pattern"), str):
+        schema["pattern"] = converter_pattern(schema["pattern"])
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    unlisted.extend(str(name) for name in required if name not in properties and str(name) not in unlisted)
+    return schema
+
+
+def _check_bounds(schema: dict[str, Any]) -> None:
+    """Refuse a count the grammar cannot hold (over MAX_COUNT) and a minimum above its maximum."""
+    for low_key, high_key in _BOUNDS:
+        for key in (low_key, high_key):
+            count = schema.get(key)
+            if isinstance(count, int) and not isinstance(count, bool) and not 0 <= count <= MAX_COUNT:
+                raise UsageError(f"the JSON schema's {key} {count:,} is beyond what a grammar can count "
+                                 f"(0 to {MAX_COUNT:,})", hint=f"use a {key} of {MAX_COUNT:,} or less")
+        low, high = schema.get(low_key, 0), schema.get(high_key)
+        if isinstance(low, int) and isinstance(high, int) and low > high:
+            raise UsageError(f"the JSON schema's {low_key} {low:,} is above its {high_key} {high:,}: no value "
+                             "can follow it", hint=f"make {low_key} at most {high_key}")
+        if isinstance(low, int) and isinstance(high, int) and high - low > MAX_SPAN:
+            raise UsageError(f"the JSON schema's {low_key} {low:,} and {high_key} {high:,} are more than "
+                             f"{MAX_SPAN:,} apart, which its grammar cannot nest",
+                             hint=f"narrow them, or drop {high_key}")
+
+
+def converter_pattern(pattern: str) -> str:
+    """A schema's pattern as the converter reads it and a JSON string can hold: checked with Python's re, its body
+    grouped (^yes|no$ is ^(yes|no)$), \\d and \\w spelled as classes, other escapes as JSON text or \\xNN."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"the JSON schema's pattern {pattern} is not a valid regular expression ({exc.msg})",
+                         hint="check its parentheses, brackets and {m,n} counts") from None
+    _check_counts(pattern)
+    if not (pattern.startswith("^") and pattern.endswith("$")) or pattern.endswith("\\$"):
+        return pattern  # the converter says it needs both anchors
+    return "^(" + "".join(_translated(pattern, pattern[1:-1])) + ")$"
+
+
+def _check_counts(pattern: str) -> None:
+    """Refuse a {m,n} count in a pattern over MAX_COUNT (the converter would spell it out that many times)."""
+    for match in re.finditer(r"(?<!\\)\{(\d*),?(\d*)\}", pattern):
+        low, high = (int(number) if number else None for number in match.groups())
+        if max(low or 0, high or 0) > MAX_COUNT:
+            raise UsageError(f"the JSON schema's pattern repeats {match.group(0)}, beyond {MAX_COUNT:,} times",
+                             hint=f"use counts of {MAX_COUNT:,} or less")
+        if high is not None and high - (low or 0) > MAX_SPAN:
+            raise UsageError(f"the JSON schema's pattern repeats {match.group(0)}: counts more than {MAX_SPAN:,} "
+                             "apart, which its grammar cannot nest", hint="narrow them, or leave the maximum out")
+
+
+def _translated(pattern: str, body: str) -> list[str]:
+    """The pattern's body, piece by piece, in the converter's terms (see converter_pattern)."""
+    pieces: list[str] = []
+    i, class_from, negated = 0, -1, False  # class_from: where the open class's characters start (-1: none open)
+    while i < len(body):
+        char = body[i]
+        if char == "\\" and i + 1 < len(body):
+            pieces.append(_class_escape(pattern, body[i + 1]) if class_from >= 0 else _escape(pattern, body[i + 1]))
+            i += 2
+            continue
+        if class_from >= 0 and char == "]" and i > class_from:  # a ] first in its class is one of its characters
+            pieces.append(_NOT_IN_JSON_STRING + "]" if negated else "]")
+            class_from = -1
+        elif class_from < 0 and char == "[":
+            negated = body[i + 1:i + 2] == "^"
+            class_from = i + 1 + negated
+            pieces.append(body[i:class_from])
+            i = class_from
+            continue
+        elif char == '"' or ord(char) < 0x20:
+            if class_from >= 0:
+                raise _unmatchable(pattern, char if char == '"' else f"\\x{ord(char):02X}")
+            pieces.append(f"({_json_text(char)})")
+        else:
+            pieces.append(char)
+        i += 1
+    return pieces
+
+
+def _json_text(char: str) -> str:
+    """A quote, backslash or control character as the pattern text from which the converter matches its JSON
+    escape: the escape's backslashes doubled (the converter keeps an escaped backslash as GBNF's)."""
+    return json.dumps(char)[1:-1].replace("\\", "\\\\")
+
+
+def _escape(pattern: str, char: str) -> str:
+    """An escape outside a character class, in the converter's terms."""
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    if char in _JSON_ESCAPES:
+        return f"({_json_text(_JSON_ESCAPES[char])})"
+    if not char.isalnum():
+        return f"[\\x{ord(char):02X}]"
+    raise _unsupported(pattern, char)
+
+
+def _class_escape(pattern: str, char: str) -> str:
+    """An escape inside a character class, in the converter's terms."""
+    if char in _CLASS_ESCAPES:
+        return _CLASS_ESCAPES[char]
+    if char in _JSON_ESCAPES:
+        raise _unmatchable(pattern, "\\" + char)
+    if not char.isalnum():
+        return f"\\x{ord(char):02X}"
+    raise _unsupported(pattern, char)
+
+
+def _unsupported(pattern: str, char: str) -> UsageError:
+    """The error for an escape the translation does not know (\\s, \\b, \\1...)."""
+    return UsageError(f"the JSON schema's pattern {pattern}: its \\{char} is not supported",
+                      hint="spell the characters out, e.g. [ ] for a space, [0-9] for a digit")
+
+
+def _unmatchable(pattern: str, what: str) -> UsageError:
+    """The error for a character a JSON string writes as two (", \\ or a control character) in a class."""
+    return UsageError(f"the JSON schema's pattern {pattern} has {what} in a character class: a JSON string "
+                      "writes it as two characters", hint='use an alternation instead, e.g. (a|")')
+
+
+def _refuse_ref_cycle(schema: dict[str, Any]) -> None:
+    """Refuse local $refs that lead round to themselves through nothing but $refs (no value could ever start)."""
+    for ref in _local_refs(schema):
+        seen, target = [ref], _target(schema, ref)
+        while isinstance(target, dict) and isinstance(target.get("$ref"), str):
+            if target["$ref"] in seen:
+                raise UsageError(f"the JSON schema's $ref {ref} is a cycle: {' -> '.join([*seen, target['$ref']])}",
+                                 hint="let one of them describe a value, not only refer on")
+            seen.append(target["$ref"])
+            target = _target(schema, target["$ref"])
+
+
+def _local_refs(node: object) -> set[str]:
+    """Every local $ref (#/...) in a schema."""
+    refs: set[str] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("$ref"), str) and item["$ref"].startswith("#/"):
+                refs.add(item["$ref"])
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return refs
+
+
+def _target(schema: object, ref: str) -> object:
+    """What a local $ref points at (None: nothing)."""
+    if not ref.startswith("#/"):
+        return None
+    for part in ref[2:].split("/"):
+        if not isinstance(schema, dict) or part not in schema:
+            return None
+        schema = schema[part]
+    return schema
+
+
+def _converted(schema: dict[str, Any]) -> str:
+    """The GBNF grammar of the JSON values a schema allows (llama-cpp-python's converter, as llama.cpp's own)."""
+    from localgen.engine.native import load_bindings
+
+    module = load_bindings("llama_grammar")  # pure Python; the package's __init__ would reset llama.cpp's log
+    try:
+        converter = _exact_converter(module)
+        converter.visit(converter.resolve_refs(schema, "stdin"), "")
+        grammar = converter.format_grammar()
+    except RecursionError:
+        raise UsageError("the JSON schema nests too deep to convert", hint="flatten it, or use $defs") from None
+    except Exception as exc:  # the converter asserts and raises on what it does not support
+        raise UsageError(f"cannot turn the JSON schema into a grammar: {_converter_problem(exc)}",
+                         hint=CONVERTER_HINT) from None
+    # The converter lets a string hold raw control characters (a newline), and a pattern's . a raw quote, which no
+    # JSON parser accepts; llama.cpp's own converter excludes them. (No token gives a NUL, so \x01 on is enough.)
+    grammar = _STRING_CHAR.sub(lambda _: r'char ::= [^"\\\x01-\x1F] |', grammar)
+    return _DOT.sub(lambda _: f"dot ::= [^\\x0A\\x0D{_NOT_IN_JSON_STRING}]", grammar)
+
+
+def _exact_converter(module: Any) -> Any:
+    """llama-cpp-python's SchemaConverter, its literals (const, enum, property names) in exact JSON text."""
+
+    class ExactConverter(module.SchemaConverter):  # type: ignore[name-defined,misc]
+        """The converter escaped only \\r, \\n and " in a literal: a value's backslash escape was read by GBNF."""
+
+        def _format_literal(self, literal: str) -> str:
+            """literal as a GBNF string literal that matches exactly its text."""
+            return '"' + "".join(_gbnf_char(char) for char in literal) + '"'
+
+        def resolve_refs(self, schema: Any, url: str) -> Any:
+            """The converter's, the root's siblings of a $ref ($defs) included: it left them unresolved."""
+            if isinstance(schema, dict) and "$ref" in schema and len(schema) > 1:
+                rest = super().resolve_refs({k: v for k, v in schema.items() if k != "$ref"}, url)
+                return super().resolve_refs({**rest, "$ref": schema["$ref"]}, url)
+            return super().resolve_refs(schema, url)
+
+    return ExactConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+
+
+def _gbnf_char(char: str) -> str:
+    """One character in a GBNF string literal: a quote and a backslash escaped, a control character as \\xNN."""
+    if char in '"\\':
+        return "\\" + char
+    return f"\\x{ord(char):02X}" if ord(char) < 0x20 or ord(char) == 0x7F else char
+
+
+def _converter_problem(exc: Exception) -> str:
+    """The converter's complaint in the user's terms."""
+    text = str(exc)
+    if "allow-fetch" in text or "allow_fetch" in text:
+        return "a $ref to a remote schema (localgen does not fetch schemas)"
+    if isinstance(exc, KeyError) and ("#" in text or "/" in text):  # the converter looks refs up in a dict
+        return f"a $ref that does not resolve: {text}"
+    if isinstance(exc, KeyError):
+        return f"the converter looked for {text} and found none"
+    if text.startswith("Error resolving ref "):  # the converter names the schema "stdin", whatever its source
+        return f"a $ref that does not resolve: {text.split()[3].removeprefix('stdin').rstrip(':')}"
+    return text or type(exc).__name__
