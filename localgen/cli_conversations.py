@@ -92,6 +92,8 @@ def transcript(conversation: Conversation, *, terminal: bool = False, dim: bool 
     parts = [shown(f"# {conversation.name}\n\n{', '.join(facts)}\n")]
     if conversation.system:
         parts.append(shown(f"## system\n\n{conversation.system}\n"))
+    elif conversation.system == "":  # an empty system prompt, not none: the template's own is left out
+        parts.append("## system\n\n*(empty: the template's default is left out)*\n")
     for turn in conversation.turns:
         text = shown(f"## user\n\n{turn.user}\n\n## assistant\n\n{turn.answer or ''}")
         line = details_line(turn)

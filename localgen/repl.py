@@ -43,7 +43,7 @@ from localgen.repl_input import (
     typed_message,
     without_controls,
 )
-from localgen.repl_show import show, stop_strings_line, system_prompt_line
+from localgen.repl_show import EMPTY_SYSTEM, show, stop_strings_line, system_prompt_line
 from localgen.repl_text import brief, empty_answer_note, exchanges_in_context, gist, room_notice, what_reset_kept
 from localgen.repl_unsaved import LeaveGuard, say_unsaved
 from localgen.session import SETTING_NAMES, ChatSession, UnsavedChangeError
@@ -324,13 +324,19 @@ class Repl:
             console.say(line)
 
     def _system(self, argument: str) -> None:
-        """/system [TEXT|none]: show the system prompt, set it, or clear it."""
+        """/system [TEXT|none|""]: show the system prompt, set it, clear it, or make it empty."""
         if not argument:
             console.say(system_prompt_line(self.session))
             return
-        clear = argument.lower() == "none"
-        self.session.set_system("" if clear else argument)
-        console.say("system prompt cleared" if clear else "system prompt set")
+        if argument.lower() == "none":
+            self.session.set_system(None)
+            console.say("system prompt cleared")
+        elif argument.strip() in ('""', "''"):  # as -s "" gives: an empty one, not the template's own
+            self.session.set_system("")
+            console.say(f"system prompt set: {EMPTY_SYSTEM}")
+        else:
+            self.session.set_system(argument)
+            console.say("system prompt set")
 
     def _set(self, argument: str) -> None:
         """/set PARAM VALUE: change a setting (PARAM alone shows it; Ollama's spellings too)."""
@@ -553,7 +559,9 @@ class Repl:
 
 
 def _system_prompt_text(system: str | None) -> str:
-    """The system prompt as a summary names it: briefly quoted, or its absence."""
+    """The system prompt as a summary names it: briefly quoted, empty, or its absence."""
+    if system == "":
+        return "an empty system prompt (the template's default is left out)"
     return f"system prompt {brief(system)!r}" if system else "no system prompt"
 
 

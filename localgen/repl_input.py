@@ -38,7 +38,7 @@ PROMPT = ">>> "
 BLOCK_QUOTE = '"""'
 COMMAND_HELP = {
     "/help": "show this help",
-    "/system [TEXT|none]": "show the system prompt, set it to TEXT, or clear it (none)",
+    "/system [TEXT|none]": "show the system prompt, set it to TEXT, clear it (none), or make it empty (\"\")",
     "/set PARAM VALUE": f"change a setting ({', '.join(SETTING_NAMES)}; or by its option name: temp, top-p, n; "
                         "Ollama's /set parameter and num_predict work too); /set stop TEXT... for stop strings",
     "/show [PART]": "model, settings, context size, GPU layers, path; or one part: info, settings (parameters), "

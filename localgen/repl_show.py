@@ -10,6 +10,7 @@ from localgen.session import ChatSession
 from localgen.shorten import shorten_path
 
 SHOW_PARTS = ("info", "settings", "system", "template", "license")
+EMPTY_SYSTEM = "(empty: the template's default is left out)"  # system "": the model gets an empty system prompt
 _ALSO = {"parameters": "settings"}  # Ollama's name
 
 
@@ -27,8 +28,9 @@ def show(session: ChatSession, part: str, settings_text: str) -> None:
         _settings(session, settings_text)
     if wanted == "":
         conversation = session.conversation
-        default = None if conversation.system else session.loaded.prompt_format.default_system()
+        default = None if conversation.system is not None else session.loaded.prompt_format.default_system()
         console.say(f"system: {brief(conversation.system)}" if conversation.system else
+                    f"system: {EMPTY_SYSTEM}" if conversation.system == "" else
                     f"system: (none; the chat template adds {brief(default)!r})" if default else "system: (none)")
         console.say(f"conversation: {conversation.name}, {exchanges_in_context(conversation)}")
     elif wanted == "system":
@@ -44,6 +46,8 @@ def system_prompt_line(session: ChatSession) -> str:
     """The chat's system prompt in full, or the chat template's own that goes in its place (/show system, /system)."""
     if session.conversation.system:
         return f"system prompt: {session.conversation.system}"
+    if session.conversation.system == "":
+        return f"system prompt: {EMPTY_SYSTEM} (/system none lets the template add its own)"
     default = session.loaded.prompt_format.default_system()
     if default:
         return f"no system prompt set; the chat template adds its own: {default!r} (/system TEXT replaces it)"

@@ -197,13 +197,14 @@ class ChatSession:
         self.unsaved = False
         return previous
 
-    def set_system(self, text: str) -> None:
-        """Replace the system prompt (one that leaves no room for a message in the context is refused)."""
+    def set_system(self, text: str | None) -> None:
+        """Replace the system prompt ("": an empty one; None: none, the template's own) (one that leaves no room for
+        a message in the context is refused)."""
         problem = self.system_prompt_problem(text)
         if problem is not None:
             raise UsageError(problem, hint="shorten it, or start the chat with a larger --ctx-size if the model "
                                            "allows one (/show tells)")
-        self.conversation.system = text or None
+        self.conversation.system = text
         self.own_system = True
         with contextlib.suppress(LocalgenError):  # no model, or a template that refuses: the next message says why
             self._replan_context()  # the whole prompt is new: what fits beside this system prompt, as /show says

@@ -217,6 +217,15 @@ def test_other_tools_names_for_the_history_point_here() -> None:
     assert result.returncode == 2 and result.err.endswith("(hint: use `localgen conversations`)\n")
 
 
+def test_show_tells_an_empty_system_prompt_from_none() -> None:
+    _save("empty", Turn("Hi", "Hello."), system="")
+    _save("none", Turn("Hi", "Hello."))
+    empty, none = run_localgen("conversations", "show", "empty"), run_localgen("conversations", "show", "none")
+    assert empty.returncode == 0 and none.returncode == 0, (empty.err, none.err)
+    assert "## system\n\n*(empty: the template's default is left out)*\n\n## user\n\nHi\n" in empty.out, empty.out
+    assert "## system" not in none.out, none.out
+
+
 def test_show_on_a_terminal_shows_control_characters_instead_of_obeying_them() -> None:
     import sys
 

@@ -644,6 +644,29 @@ def test_system_alone_shows_the_prompt_and_none_clears_it(chat: Chat) -> None:
     assert chat.quit() == 0
 
 
+def test_an_empty_system_prompt_is_shown_as_empty_and_set_with_quotes(home: Path) -> None:
+    """-s "" and /system "" give the model an empty system prompt: never said to be the template's own."""
+    empty = "system prompt: (empty: the template's default is left out)"
+    chat = Chat(home, "-s", "", "--temperature", "0", "--no-markdown", "-n", "5")
+    chat.command("/system", empty)
+    chat.command("/show", "system: (empty: the template's default is left out)")
+    chat.ask("Name a color.")
+    assert chat.conversation()["system"] == ""
+    assert "adds its own" not in chat.transcript.getvalue()
+    assert chat.quit() == 0
+    resumed = Chat(home, "--resume", "--no-markdown")
+    resumed.command("/show system", empty)
+    banner = " ".join(resumed.transcript.getvalue().split())
+    assert "an empty system prompt (the template's default is left out)" in banner, banner
+    resumed.command("/system none", "system prompt cleared")
+    resumed.command("/system", "the chat template adds its own")
+    resumed.command("/system ''", "system prompt set: (empty: the template's default is left out)")
+    resumed.command('/system ""', "system prompt set: (empty")
+    resumed.command("/system", empty)
+    assert resumed.conversation()["system"] == ""
+    assert resumed.quit() == 0
+
+
 def test_resume_names_the_latest_conversation_even_when_it_is_empty(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20")
     chat.ask("Name a color.")
