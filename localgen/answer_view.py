@@ -160,6 +160,7 @@ def _markdown_class() -> Any:
       joined when printed (_Continued), so the terminal wraps it softly and it copies as one line.
     - Table cells fold instead of ending in "…".
     - Ordered lists keep the period after the number ("1." rather than rich's "1").
+    - A single newline breaks the line, as in chat UIs (a poem keeps its lines), where CommonMark joins the lines.
     """
     global _MARKDOWN_CLASS, _SOFT_WRAP
     if _MARKDOWN_CLASS is not None:
@@ -222,10 +223,20 @@ def _markdown_class() -> Any:
         def __init__(self, markup: str) -> None:
             super().__init__("", code_theme=CODE_THEME, hyperlinks=False)
             self.markup = markup
-            self.parsed = parser.parse(markup)
+            self.parsed = _with_line_breaks(parser.parse(markup))
 
     _MARKDOWN_CLASS = FaithfulMarkdown
     return _MARKDOWN_CLASS
+
+
+def _with_line_breaks(tokens: list[Any]) -> list[Any]:
+    """The parsed tokens with each soft line break (a single newline in a paragraph, list item, quote or heading)
+    made a hard one, as chat UIs show an answer's lines; code and tables have none, so they keep theirs."""
+    for token in tokens:
+        for child in token.children or ():
+            if child.type == "softbreak":
+                child.type, child.tag = "hardbreak", "br"
+    return tokens
 
 
 def _folded(line: Any, width: int) -> list[Any]:

@@ -598,6 +598,31 @@ def test_markdown_answer_is_rendered(home: Path) -> None:
     assert chat.quit() == 0
 
 
+POEM = ("A poem, one line per verse:\n\nRoses are red,\nviolets are blue,\nsugar is sweet.\n\n- a list item\n  "
+        "that goes on\n- b\n\n> a quote\n> of two lines\n\n| x | y |\n|---|---|\n| 1 | 2 |\n\n```\ncode\nmore\n```\n")
+
+
+@pytest.mark.parametrize("step", [1, 7, 500])
+def test_markdown_keeps_an_answer_s_single_newlines_as_line_breaks(step: int) -> None:
+    """A single newline breaks the line, as chat UIs show it (CommonMark would join a poem into one paragraph);
+    lists, quotes, tables and code stay as they were."""
+    from rich.console import Console
+
+    from localgen.answer_view import AnswerView
+
+    stream = io.StringIO()
+    view = AnswerView(markdown=True, show_thinking=False, stream=stream)
+    view._console = Console(file=stream, width=60, height=40, highlight=False)  # no escapes: the text alone
+    for start in range(0, len(POEM), step):
+        view.answer(POEM[start:start + step])
+    view.close()
+    lines = [line.rstrip() for line in stream.getvalue().splitlines()]
+    assert lines[2:5] == ["Roses are red,", "violets are blue,", "sugar is sweet."], lines
+    assert lines[6:9] == [" • a list item", "   that goes on", " • b"], lines
+    assert lines[10:12] == ["▌ a quote", "▌ of two lines"], lines
+    assert " 1  2" in lines and lines[-2:] == ["code", "more"], lines
+
+
 def test_markdown_off_prints_answers_exactly_as_written(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "-n", "60")
     chat.command("/markdown maybe", "usage: /markdown on|off")
