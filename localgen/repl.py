@@ -44,17 +44,23 @@ from localgen.repl_input import (
     without_controls,
 )
 from localgen.repl_show import EMPTY_SYSTEM, show, stop_strings_line, system_prompt_line
-from localgen.repl_text import brief, empty_answer_note, exchanges_in_context, gist, room_notice, what_reset_kept
+from localgen.repl_text import (
+    brief,
+    empty_answer_note,
+    exchanges_in_context,
+    gist,
+    list_rows,
+    room_notice,
+    what_reset_kept,
+)
 from localgen.repl_unsaved import LeaveGuard, say_unsaved
 from localgen.session import SETTING_NAMES, ChatSession, UnsavedChangeError
-from localgen.shorten import shorten_end
 from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
-from localgen.units import counted, local_minute
-from localgen.wordwrap import display_width, terminal_width
+from localgen.units import counted
+from localgen.wordwrap import terminal_width
 
 TAB_STOP = 8  # as terminals show tabs
-LIST_MESSAGE_MIN = 12  # columns of a first message that /list keeps before it drops "(this chat)"
 
 
 class Repl:
@@ -489,21 +495,9 @@ class Repl:
         if not entries:
             console.say("no saved conversations")
             return
-        width = max(len(entry.name) for entry in entries)
-        sizes = [counted(entry.exchanges, "exchange") if not entry.problem else "" for entry in entries]
-        size_width = max(map(len, sizes), default=0)
         current = self.session.conversation.name if self.session.conversation.on_disk else None
-        columns = console.status_width()
-        for entry, size in zip(entries, sizes, strict=True):
-            mark, note = ("*", "  (this chat)") if entry.name == current else (" ", "")
-            row = console.one_line(f" {mark}{entry.name:<{width}}  {local_minute(entry.updated)}  "
-                                   f"{size:<{size_width}}  ")
-            described = console.one_line(entry.described)
-            if columns:  # rows fit the terminal: the first message gives way, and the note when * must say it alone
-                room = columns - display_width(row)
-                note = note if room - display_width(note) >= min(LIST_MESSAGE_MIN, display_width(described)) else ""
-                described = shorten_end(described, room - display_width(note))
-            console.say(f"{row}{described}".rstrip() + note)
+        for row in list_rows(entries, current, console.status_width()):
+            console.say(row)
 
     def _model(self, argument: str) -> None:
         """/model REF: switch model, keeping the conversation (alone: name the model in use)."""

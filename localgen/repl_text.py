@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from localgen import console
 from localgen.conversation import Conversation
 from localgen.events import Finished
 from localgen.session import TurnStart
-from localgen.units import counted
+from localgen.shorten import shorten_end
+from localgen.units import counted, local_minute
+from localgen.wordwrap import display_width
+
+if TYPE_CHECKING:
+    from localgen.conversation_summary import Summary
+
+LIST_MESSAGE_MIN = 12  # columns of a first message that /list keeps before it drops "(this chat)"
+LIST_MESSAGE_SHORTEST = 5  # columns of a first message ("Tell…") below which /list drops the date, then the size
+THIS_CHAT = "  (this chat)"
 
 
 def brief(text: str, limit: int = 80) -> str:
@@ -53,3 +65,41 @@ def what_reset_kept(previous: Conversation, *, unsaved: bool = False) -> str:
     if previous.on_disk:
         return f"{previous.name} stays saved"
     return "the previous one had nothing to save" if not previous.turns else "the previous one was not saved"
+
+
+def list_rows(entries: list[Summary], current: str | None, columns: int) -> list[str]:
+    """/list's rows, one a conversation, marking current's with * and (this chat); in columns > 0 each row fits on
+    one line: the date goes first, then the exchange count, where the first message would keep too few columns."""
+    described = [console.one_line(entry.described) for entry in entries]
+    wanted = min(LIST_MESSAGE_SHORTEST, max(map(display_width, described), default=0))
+    heads: list[str] = []
+    for with_date, with_size in ((True, True), (False, True), (False, False)):
+        heads = _list_heads(entries, current, with_date=with_date, with_size=with_size)
+        if not columns or columns - max(map(display_width, heads)) >= wanted:
+            break
+    return [_list_row(head, text, THIS_CHAT if entry.name == current else "", columns)
+            for entry, head, text in zip(entries, heads, described, strict=True)]
+
+
+def _list_heads(entries: list[Summary], current: str | None, *, with_date: bool, with_size: bool) -> list[str]:
+    """The columns of /list's rows before the first message, aligned: mark and name, then date and size if wanted."""
+    width = max(len(entry.name) for entry in entries)
+    sizes = [counted(entry.exchanges, "exchange") if with_size and not entry.problem else "" for entry in entries]
+    size_width = max(map(len, sizes), default=0)
+    heads = []
+    for entry, size in zip(entries, sizes, strict=True):
+        head = f" {'*' if entry.name == current else ' '}{entry.name:<{width}}  "
+        head += f"{local_minute(entry.updated)}  " if with_date else ""
+        head += f"{size:<{size_width}}  " if size_width else ""
+        heads.append(console.one_line(head))
+    return heads
+
+
+def _list_row(head: str, described: str, note: str, columns: int) -> str:
+    """One /list row: in columns > 0, the first message is cut to what is left, and the note dropped when the *
+    must say it alone."""
+    if columns:
+        room = columns - display_width(head)
+        note = note if room - display_width(note) >= min(LIST_MESSAGE_MIN, display_width(described)) else ""
+        described = shorten_end(described, room - display_width(note))
+    return f"{head}{described}".rstrip() + note

@@ -401,6 +401,45 @@ def test_list_and_show_fit_a_narrow_terminal(home: Path) -> None:
     assert chat.quit() == 0
 
 
+def test_list_rows_stay_on_one_line_below_56_columns(home: Path) -> None:
+    """Where the date leaves the first message too little room (50 columns), it goes; then the exchange count (40
+    columns); the first message is cut with … to what is left."""
+    chat = Chat(home, "--no-markdown", "-n", "1", columns=50)
+    chat.ask("Tell me everything about the long history of the lighthouse keepers of the northern coast.")
+    assert _listed_rows(chat) == [f" *{chat.conversation()['name']}  1 exchange  Tell me every…"]
+    assert chat.quit() == 0
+    narrower = Chat(home, "--resume", "--no-markdown", columns=40)
+    assert _listed_rows(narrower) == [f" *{narrower.conversation()['name']}  Tell me everyth…"]
+    assert narrower.quit() == 0
+
+
+def test_list_rows_give_way_in_order_date_then_size() -> None:
+    from localgen.conversation_summary import Summary
+    from localgen.repl_text import list_rows
+
+    long = Summary("chat-20260101-120000", 0.0, 12, "m", "Tell me everything about the lighthouse keepers.")
+    short = Summary("notes", 0.0, 1, "m", "Hi")
+    damaged = Summary("broken", 0.0, problem="not JSON")
+    entries = [long, short, damaged]
+    wide = list_rows(entries, "notes", 0)  # not a terminal: every column, the message as saved
+    assert wide[0].endswith("  12 exchanges  Tell me everything about the lighthouse keepers."), wide
+    assert wide[1].endswith("  1 exchange    Hi  (this chat)"), wide
+    for columns, has_date, has_size in ((100, True, True), (64, True, True), (56, False, True), (40, False, False)):
+        rows = list_rows(entries, "notes", columns)
+        assert all(len(row) <= columns for row in rows), (columns, rows)
+        assert all(bool(re.search(r"\d\d:\d\d", row)) == has_date for row in rows), (columns, rows)
+        assert ("12 exchanges" in rows[0]) == has_size and rows[0].endswith("…"), (columns, rows)
+        assert rows[1].startswith(" *notes") and rows[2].startswith("  broken") and "(dam" in rows[2], (columns, rows)
+
+
+def _listed_rows(chat: Chat) -> list[str]:
+    """The rows /list prints, as the terminal shows them."""
+    start = len(chat.transcript.getvalue())
+    chat.command("/list", "chat-")
+    screen = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", chat.transcript.getvalue()[start:]).replace("\r", "")
+    return [line for line in screen.split("\n")[1:] if line.strip() and PROMPT not in line]
+
+
 def test_a_double_slash_sends_a_message_that_starts_with_a_slash(chat: Chat) -> None:
     state = chat.ask("//tmp is a folder name. Say OK.")
     assert state["turns"][-1]["user"] == "/tmp is a folder name. Say OK."
