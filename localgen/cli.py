@@ -326,7 +326,9 @@ def _configure_logging() -> None:
 
 
 def _resume_without_value(argv: list[str]) -> list[str]:
-    """Let chat's `--resume` (or `--continue`) go without a value: alone it means `--resume=` (the latest)."""
+    """Let chat's `--resume` (or `--continue`) go without a value: alone it means the latest (RESUME_LATEST)."""
+    from localgen.cli_chat_flow import RESUME_LATEST
+
     result = list(argv)
     command = next((token for token in result if not token.startswith("-")), None)
     if command != "chat":
@@ -335,7 +337,7 @@ def _resume_without_value(argv: list[str]) -> list[str]:
         if token == "--":
             break
         if token in ("--resume", "--continue") and (index + 1 == len(result) or result[index + 1].startswith("-")):
-            result[index] = f"{token}="
+            result[index] = f"{token}={RESUME_LATEST}"
     return result
 
 

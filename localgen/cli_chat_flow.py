@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from localgen.runner import ModelOptions
 
 
+RESUME_LATEST = "\0"  # --resume without a value: the latest conversation (an argument never holds a NUL)
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """What `localgen chat` was asked, as the command line gave it (the sampling and loading flags are read from
@@ -35,7 +38,7 @@ class ChatRequest:
     show_thinking: bool = True
     stats: bool = False
     prefill_while_typing: bool = True
-    resume: str | None = None  # "": the latest conversation
+    resume: str | None = None  # RESUME_LATEST: the latest conversation
     files: tuple[str, ...] = ()
     chat_template: str | None = None
 
@@ -115,13 +118,20 @@ def check_chat(request: ChatRequest) -> CheckedChat:
 
 
 def _resumed(resume: str | None) -> Conversation | None:
-    """The conversation --resume NAME names, or the latest one for --resume alone (""); None without --resume."""
+    """The conversation --resume NAME names, or the latest one for --resume alone (RESUME_LATEST); None without
+    --resume."""
     from localgen import console
     from localgen.conversation import latest_conversation, load_conversation
 
     if resume is None:
         return None
-    return load_conversation(resume, shell=True) if resume else latest_conversation(console.warn)
+    if resume == RESUME_LATEST:
+        return latest_conversation(console.warn)
+    if not resume:  # --resume "$NAME" with NAME unset: never the newest in its place
+        raise UsageError("the name given to --resume is empty",
+                         hint="give a saved conversation's name (`localgen conversations` lists them), or --resume "
+                              "alone for the newest")
+    return load_conversation(resume, shell=True)
 
 
 def read_chat_inputs(checked: CheckedChat) -> ChatStart:

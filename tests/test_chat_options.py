@@ -25,13 +25,14 @@ def test_chat_takes_stop_strings_and_the_loading_knobs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("argv", "expected"), [
-    (["chat", "--resume"], ["chat", "--resume="]),
-    (["chat", "--resume", "-n", "5"], ["chat", "--resume=", "-n", "5"]),
+    (["chat", "--resume"], ["chat", "--resume=\0"]),
+    (["chat", "--resume", "-n", "5"], ["chat", "--resume=\0", "-n", "5"]),
+    (["chat", "--resume", ""], ["chat", "--resume", ""]),  # an empty name is refused, never the latest
     (["chat", "--resume", "notes"], ["chat", "--resume", "notes"]),
     (["run", "--resume"], ["run", "--resume"]),
     (["run", "--", "--resume"], ["run", "--", "--resume"]),
     (["chat", "--", "--resume"], ["chat", "--", "--resume"]),
-    (["chat", "--continue"], ["chat", "--continue="]),  # llm's name for it
+    (["chat", "--continue"], ["chat", "--continue=\0"]),  # llm's name for it
     (["chat", "--continue", "notes"], ["chat", "--continue", "notes"]),
     (["run", "--continue", "hi"], ["run", "--continue", "hi"]),
 ])

@@ -778,6 +778,22 @@ def test_resume_of_an_unknown_name_says_where_the_saved_conversations_are(home: 
     assert "conversations" in output and "localgen chat --resume" in output
 
 
+def test_resume_of_an_empty_name_is_refused_not_taken_for_the_newest(home: Path) -> None:
+    chat = Chat(home, "--no-markdown", "-n", "1")
+    name = chat.ask("Name a color.")["name"]
+    assert chat.quit() == 0
+    for args in (("--resume", ""), ("--continue=",), ("--resume", "", "-n", "5")):  # --resume "$NAME", NAME unset
+        child = spawn_chat(home, *args)
+        child.expect(pexpect.EOF)
+        child.close()
+        output = " ".join(child.before.split())
+        assert child.exitstatus == 2 and "localgen: error: the name given to --resume is empty" in output, output
+        assert "(hint: give a saved conversation's name" in output and "resumed" not in output, output
+    alone = Chat(home, "--resume", "-n", "5")  # a value left out still means the newest
+    assert f"resumed {name}:" in alone.transcript.getvalue()
+    assert alone.quit() == 0
+
+
 def test_a_full_context_moves_old_exchanges_out_of_it_and_the_file_keeps_them(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "8", "--ctx-size", "512")
     for number in range(1, 9):
