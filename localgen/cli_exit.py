@@ -139,6 +139,39 @@ def _extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: 
     return _run_extra_argument_hint(app, args) if command == "run" else None
 
 
+def _chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[str, str] | None:
+    """For `localgen chat hello` (or `chat MODEL hello`): chat takes no prompt, and `run` gives one answer (None for
+    other errors, and for a model alone where -m goes, which _extra_argument_hint explains)."""
+    if not args or args[0] != "chat" or "unexpected extra argument" not in text:
+        return None
+    words = _words_given(args[1:], _option_arity(app, "chat"))
+    model = _model_name_given(args[1:])
+    if model is not None:
+        words = words[1:]
+    if not words:
+        return None
+    prompt = " ".join(words)
+    quoted = shlex.quote(prompt) if shlex.quote(prompt) != prompt else f"'{prompt}'"
+    ask = " ".join(["localgen run", *(["-m", shlex.quote(model)] if model else []),
+                    *(["--"] if prompt.startswith("-") else []), quoted])
+    return "chat takes no prompt argument: type your messages at its >>> prompt", f"for one answer, use `{ask}`"
+
+
+def _words_given(args: list[str], takes_value: dict[str, bool]) -> list[str]:
+    """The words of a command line that are neither options nor their values (all of them after --)."""
+    words, i = [], 0
+    while i < len(args):
+        if args[i] == "--":
+            return words + args[i + 1:]
+        name, eq, _ = args[i].partition("=")
+        if not args[i].startswith("-") or args[i] == "-":
+            words.append(args[i])
+        elif takes_value.get(name) and not eq:
+            i += 1
+        i += 1
+    return words
+
+
 def _model_first_hint(command: str, model: str, rest: list[str]) -> str:
     """For `run MODEL PROMPT` (as in Ollama): the model after -m, and the words of one prompt quoted as one."""
     if rest and not any(arg.startswith("-") for arg in rest):  # the words of one prompt
@@ -269,7 +302,9 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
             if help_context is not None:
                 typer.echo(help_context.get_help())
             return EXIT_OK
-        console.error(_usage_error_text(exc), hint=_usage_hint(app, exc, args))
+        message, hint = _chat_prompt_error(app, args, str(exc).lower()) or (_usage_error_text(exc),
+                                                                              _usage_hint(app, exc, args))
+        console.error(message, hint=hint)
         return EXIT_USAGE
     except LocalgenError as exc:
         if settings().debug:

@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 import pexpect
+import pytest
 
+from tests.conftest import run_localgen
 from tests.test_repl import REPO_ROOT, TIMEOUT, Chat, _env
 
 
@@ -135,3 +137,16 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+@pytest.mark.parametrize(("args", "ask"), [
+    (("hello",), "localgen run 'hello'"),
+    (("-n", "5", "why", "is the sky blue"), "localgen run 'why is the sky blue'"),
+    (("smollm2-135m", "Say hi."), "localgen run -m smollm2-135m 'Say hi.'"),  # Ollama's `run MODEL PROMPT`
+    (("--", "-v means"), "localgen run -- '-v means'"),
+])
+def test_chat_with_a_prompt_says_it_takes_none_and_points_at_run(args: tuple[str, ...], ask: str) -> None:
+    result = run_localgen("chat", *args)
+    assert result.returncode == 2 and result.out == "", result.err
+    assert result.err == ("localgen: error: chat takes no prompt argument: type your messages at its >>> prompt "
+                          f"(hint: for one answer, use `{ask}`)\n"), result.err
