@@ -419,6 +419,10 @@ def load_or_start(name: str) -> Conversation:
     (two runs starting the same new conversation: the second is told it is busy, rather than saving elsewhere)."""
     folder, path = conversations_dir(), saved_path(name)
     if not os.path.lexists(path):  # a dangling link is there too: never saved over under another name
+        named = _named_by_its_file(name)
+        if named is not None:  # `--conversation review.json`: review, never a new "review.json" beside it
+            raise UsageError(f"'{name}' is the file name of the saved conversation '{named}'",
+                             hint=f"use its name: --conversation {named} continues it")
         hold(folder, name, hint="wait for it to finish, or use another name")
         if not os.path.lexists(path):  # (unless the holder before us finished and saved it meanwhile)
             return Conversation(name=name)
@@ -437,8 +441,22 @@ def saved_path(name: str) -> Path:
 
 
 def _missing(name: str, shell: bool) -> MissingConversationError:
-    """The error for a conversation name with nothing saved under it."""
-    return MissingConversationError(f"no saved conversation named '{name}'", hint=_missing_hint(shell))
+    """The error for a conversation name with nothing saved under it (one given as its file's name is told so)."""
+    named = _named_by_its_file(name)
+    hint = f"that is the file name of the saved conversation '{named}': use its name, {named}" if named else \
+        _missing_hint(shell)
+    return MissingConversationError(f"no saved conversation named '{name}'", hint=hint)
+
+
+def _named_by_its_file(name: str) -> str | None:
+    """The saved conversation whose file name `name` is (`review.json` for review), or None."""
+    stem = name[:-len(".json")] if name.lower().endswith(".json") else ""
+    if not NAME_PATTERN.fullmatch(stem):
+        return None
+    with contextlib.suppress(OSError, LocalgenError):
+        if saved_path(stem).is_file():
+            return stem
+    return None
 
 
 def _refuse_other_than_a_file(path: Path, name: str, shell: bool) -> None:

@@ -226,6 +226,21 @@ def test_show_tells_an_empty_system_prompt_from_none() -> None:
     assert "## system" not in none.out, none.out
 
 
+def test_a_conversation_named_by_its_file_name_is_refused_with_its_name() -> None:
+    """`review.json` for the saved review: never a new conversation "review.json" beside it."""
+    _save("review", Turn("Hi", "Hello."))
+    run = run_localgen("run", "--conversation", "review.json", "-n", "2", "hi")
+    assert run.returncode == 2 and run.out == "", run.err
+    assert run.err == ("localgen: error: 'review.json' is the file name of the saved conversation 'review' "
+                       "(hint: use its name: --conversation review continues it)\n"), run.err
+    assert sorted(p.name for p in conversations_dir().iterdir() if p.suffix == ".json") == ["review.json"]
+    shown = run_localgen("conversations", "show", "review.json")
+    assert shown.returncode == 1 and "no saved conversation named 'review.json'" in shown.err, shown.err
+    assert "(hint: that is the file name of the saved conversation 'review': use its name, review)" in shown.err
+    other = run_localgen("conversations", "show", "other.json")  # no saved "other": the usual hint
+    assert "`localgen conversations` lists the saved ones" in other.err, other.err
+
+
 def test_show_on_a_terminal_shows_control_characters_instead_of_obeying_them() -> None:
     import sys
 
