@@ -604,6 +604,21 @@ def test_chat_f_attaches_files_to_the_first_message(home: Path, tmp_path: Path) 
         assert child.exitstatus == 2 and message in " ".join(child.before.split())
 
 
+def test_chat_f_attaches_a_file_given_twice_once_as_file_does(home: Path, tmp_path: Path) -> None:
+    doc, same, other = tmp_path / "f1.txt", tmp_path / "copy.txt", tmp_path / "f2.txt"
+    doc.write_text("The secret code is 4711.\n")
+    same.write_text("The secret code is 4711.\n")
+    other.write_text("The door is blue.\n")
+    chat = Chat(home, "--no-markdown", "-n", "2", "-f", str(doc), "-f", str(other), "-f", str(doc), "-f", str(same))
+    shown = " ".join(chat.transcript.getvalue().split())
+    assert shown.count("is attached already, or a file with the same text is: it is attached once") == 2, shown
+    assert f"localgen: warning: {doc} is attached already" in shown and f"warning: {same} is attached" in shown
+    assert "2 files attached to your first message" in shown, shown
+    state = chat.ask("What is the secret code?")
+    assert state["turns"][0]["user"] == "The secret code is 4711.\n\nThe door is blue.\n\nWhat is the secret code?"
+    assert chat.quit() == 0
+
+
 def test_chat_f_makes_room_in_the_context_for_its_files_as_run_does(home: Path, tmp_path: Path) -> None:
     (home / "config").mkdir(parents=True, exist_ok=True)
     (home / "config" / "models.toml").write_text("[models.smollm2-135m]\ncontext = 1024\n")
