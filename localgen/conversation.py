@@ -195,12 +195,13 @@ class Conversation:
             settings_ = _stored_settings(data.get("settings") or {})
             if not all(v is None or isinstance(v, str) for v in (system, model)):
                 raise ValueError("'system' and 'model' must be text")
+            if model is not None and not model.strip():  # a model is recorded by name or path, or not at all
+                raise ValueError("'model' is empty")
             _check_settings(settings_)
             start, ctx_size = data.get("context_start", 0), data.get("ctx_size")
             if not isinstance(start, int) or isinstance(start, bool) or start < 0:
                 raise ValueError("'context_start' is not a turn index")
-            if ctx_size is not None and (not isinstance(ctx_size, int) or isinstance(ctx_size, bool) or ctx_size < 1):
-                raise ValueError("'ctx_size' is not a context size")
+            _check_ctx_size(ctx_size)
             return cls(name=check_name(str(data["name"])), system=system, turns=turns, model=model,
                        settings=settings_, context_start=min(start, max(len(turns) - 1, 0)), ctx_size=ctx_size,
                        created=str(data.get("created", _now())), updated=str(data.get("updated", _now())),
@@ -301,6 +302,19 @@ def _stored_settings(saved: object) -> object:
     from localgen.params import stored_setting
 
     return {k: stored_setting(k, v) for k, v in saved.items()} if isinstance(saved, dict) else saved
+
+
+def _check_ctx_size(ctx_size: object) -> None:
+    """A saved 'ctx_size' is absent (the model's default) or one that --ctx-size takes."""
+    from localgen.params import MAX_CONTEXT_LIMIT, MIN_CONTEXT
+
+    if ctx_size is None:
+        return
+    if not isinstance(ctx_size, int) or isinstance(ctx_size, bool):
+        raise ValueError("'ctx_size' is not a context size")
+    if not MIN_CONTEXT <= ctx_size <= MAX_CONTEXT_LIMIT:
+        raise ValueError(f"'ctx_size' is not a context size: {ctx_size:,} is outside {MIN_CONTEXT}.."
+                         f"{MAX_CONTEXT_LIMIT:,} tokens")
 
 
 def _check_settings(saved: object) -> None:

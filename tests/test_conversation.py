@@ -250,7 +250,7 @@ def test_a_missing_conversation_s_hint_fits_where_it_was_asked_for(tmp_path: Pat
     assert "/list" not in hint and "`localgen conversations` lists the saved ones" in hint
 
 
-@pytest.mark.parametrize("size", [0, -5, "512", True, 512.0])
+@pytest.mark.parametrize("size", [0, -5, 5, 10_000_001, "512", True, 512.0])
 def test_a_saved_ctx_size_that_is_not_a_context_size_is_refused(size: object, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     _home(tmp_path, monkeypatch)
@@ -259,6 +259,15 @@ def test_a_saved_ctx_size_that_is_not_a_context_size_is_refused(size: object, tm
     path.write_text(json.dumps({**json.loads(path.read_text()), "ctx_size": size}))
     with pytest.raises(LocalgenError, match="'ctx_size' is not a context size"):
         load_conversation("sized")
+
+
+@pytest.mark.parametrize("model", ["", "  "])
+def test_a_saved_model_that_is_empty_is_refused(model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _home(tmp_path, monkeypatch)
+    path = save_conversation(Conversation(name="modelled", turns=[Turn("a", "b")], model="smollm2-135m"))
+    path.write_text(json.dumps({**json.loads(path.read_text()), "model": model}))
+    with pytest.raises(LocalgenError, match=r"modelled.json is not a valid saved conversation \('model' is empty\)"):
+        load_conversation("modelled")
 
 
 def test_a_completed_command_is_followed_by_a_space_and_file_paths_complete(tmp_path: Path) -> None:

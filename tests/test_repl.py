@@ -822,6 +822,27 @@ def test_resume_of_a_conversation_s_file_name_points_at_its_name(home: Path) -> 
     assert "that is the file name of the saved conversation 'review': use its name, review" in output, output
 
 
+@pytest.mark.parametrize(("field", "value", "reason"), [
+    ("model", "", "('model' is empty)"),
+    ("ctx_size", 5, "('ctx_size' is not a context size: 5 is outside 16..10,000,000 tokens)"),
+])
+def test_resume_of_a_hand_edited_conversation_names_the_file_and_the_field(home: Path, field: str, value: object,
+                                                                           reason: str) -> None:
+    """Not "empty model reference" nor a --ctx-size the user never gave: the saved file is what is wrong."""
+    chat = Chat(home, "--no-markdown", "-n", "1")
+    chat.ask("Name a color.")
+    chat.command("/save edited", "saved to")
+    assert chat.quit() == 0
+    path = home / "data" / "conversations" / "edited.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), field: value}))
+    child = spawn_chat(home, "--resume", "edited")
+    child.expect(pexpect.EOF)
+    child.close()
+    output = " ".join(child.before.split())
+    assert child.exitstatus == 1, output
+    assert f"localgen: error: {path} is not a valid saved conversation {reason}" in output, output
+
+
 def test_a_full_context_moves_old_exchanges_out_of_it_and_the_file_keeps_them(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "8", "--ctx-size", "512")
     for number in range(1, 9):
