@@ -128,6 +128,7 @@ def test_hide_thinking_in_a_new_conversation_checks_the_prompt_being_answered(tm
     ('root ::= "a" [^\\x01-\\x7F\\x80-\\U0010FFFF]\n', "leaves out every character"),  # SIGABRT
     ('root ::= "a"{0,100000}\n', "the repetition {0,100000} counts beyond 2,000"),  # llama.cpp made it "a"*
     ('root ::= ("a"\n', "the grammar does not parse: 1 parenthesis still open at its end"),  # "expecting ')' at"
+    ('root ::= "a"{2', "the grammar does not parse: expecting ',' at the end of the grammar"),  # llama.cpp: "at"
 ])
 def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message: str) -> None:
     path = tmp_path / "bad.gbnf"

@@ -13,13 +13,13 @@ from dataclasses import replace
 
 from localgen.engine.native import lc, native_errors
 from localgen.errors import UsageError
+from localgen.grammar import worded_parse_error
 from localgen.params import Grammar, SamplingParams
 
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp: draw a random seed
 PENALTY_WINDOW_IN_PYTHON = 512  # RepetitionPenalties for windows up to this; llama.cpp's sampler above (its cost
 # is fixed, about 230 us for 49,152 tokens, while a Python loop over a window's 1,000 distinct tokens costs as much)
-SCHEMA_CONVERTER_HINT = ("llama-cpp-python's converter wrote a grammar llama.cpp rejects: simplify the schema "
-                         '(quotes or backslashes in enum values and property names are a known limit)')
+SCHEMA_CONVERTER_HINT = "the grammar written for this schema is one llama.cpp rejects: simplify the schema"
 
 
 class RepetitionPenalties:
@@ -156,7 +156,8 @@ def _grammar_sampler(vocab: lc.llama_vocab_p, grammar: Grammar) -> lc.llama_samp
     if not sampler:
         text = b"".join(printed).decode("utf-8", "replace")
         lines = [line.strip() for line in [*text.splitlines(), *logged] if line.strip()]
-        reason = lines[0].removeprefix("parse: ").removeprefix("error parsing grammar: ") if lines else ""
+        reason = worded_parse_error(lines[0].removeprefix("parse: ").removeprefix("error parsing grammar: ")
+                                    if lines else "")
         from_schema = grammar.source == "--json-schema"
         what = "the grammar made from the JSON schema" if from_schema else f"{grammar.source}: the grammar"
         raise UsageError(f"{what} does not parse{': ' + reason[:200] if reason else ''}",
