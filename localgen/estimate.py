@@ -9,7 +9,8 @@ Calibrated against measured RSS by scripts/fit_measure.py.
               from the mapping. Those pages are clean page cache the kernel can drop, so the plan counts every
               weight once (ram_bytes) and reports the stale pages apart (reclaimable_bytes; rss_bytes = both).
     KV cache  cells x sum over layers of kv_heads(l) x (key_length + value_length) x bytes per element
-              (f16 2, q8_0 34/32, q4_0 18/32); cells = n_ctx rounded up to 256. A sliding-window layer holds
+              (f16 2, q8_0 34/32, q4_0 18/32); cells = allocated_context(n_ctx): n_ctx rounded up to 256, and
+              without flash attention from 1,024 up an odd multiple of 256 (one 256 more). A sliding-window layer holds
               min(cells, window + n_ubatch) cells, but only when llama.cpp's swa_full is off (the engine keeps
               llama.cpp's default, on, so the plan counts every layer in full).
     compute   llama.cpp's compute buffer for one physical batch of n_ub tokens (4-byte floats):
@@ -265,6 +266,20 @@ def padded_context(n_ctx: int) -> int:
     return -(-n_ctx // CONTEXT_PAD) * CONTEXT_PAD
 
 
+def allocated_context(n_ctx: int, *, flash_attn: bool) -> int:
+    """The cells the engine asks llama.cpp for: n_ctx padded, and without flash attention from 1,024 cells up an
+    odd multiple of CONTEXT_PAD.
+
+    Without flash attention llama.cpp stores the V cache transposed, one row per dimension as long as the context;
+    rows an even multiple of 512 bytes apart fall into a few of the CPU caches' sets, and decode measured 4-9%
+    slower in contexts of 1,024 to 16,384 cells than in ones 256 cells larger (README, Performance).
+    """
+    cells = padded_context(n_ctx)
+    if not flash_attn and cells >= 4 * CONTEXT_PAD and cells // CONTEXT_PAD % 2 == 0:
+        cells += CONTEXT_PAD
+    return cells
+
+
 def kv_cache_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16", *, layers: Sequence[int] | None = None,
                    n_ubatch: int = 512, swa_full: bool = True) -> int:
     """KV cache bytes for some layers (all by default) at a context size."""
@@ -304,19 +319,20 @@ def estimate_memory(shape: ModelShape, *, n_ctx: int, kv_type: str = "f16", n_gp
         from localgen.params import flash_attention_on
 
         flash_attn = flash_attention_on("auto", kv_type=kv_type, gpu=n_gpu_layers != 0, n_ctx=n_ctx)
+    cells = allocated_context(n_ctx, flash_attn=flash_attn)
     gpu_count = shape.n_layer + 1 if n_gpu_layers < 0 else min(n_gpu_layers, shape.n_layer + 1)
     gpu_layers = list(range(shape.n_layer - min(gpu_count, shape.n_layer), shape.n_layer))
     cpu_layers = list(range(shape.n_layer - len(gpu_layers)))
     output_on_gpu = gpu_count > shape.n_layer
-    logits, ffn, attention = compute_terms(shape, n_ctx, n_ubatch=n_ubatch, flash_attn=flash_attn)
+    logits, ffn, attention = compute_terms(shape, cells, n_ubatch=n_ubatch, flash_attn=flash_attn)
     compute = max(logits, ffn, attention)
     activations = max(ffn, attention)
-    masks = _mask_count(shape) * padded_context(n_ctx) * min(n_ubatch, padded_context(n_ctx)) * 2
+    masks = _mask_count(shape) * cells * min(n_ubatch, cells) * 2
     # without flash attention ggml-cpu also converts the attention scores to f16 for the product with V
-    conversion = padded_context(n_ctx) * min(n_ubatch, padded_context(n_ctx)) * shape.n_head * 2
+    conversion = cells * min(n_ubatch, cells) * shape.n_head * 2
     resident = activations + (masks if flash_attn else conversion) + shape.n_vocab * FLOAT_BYTES
-    kv_gpu = kv_cache_bytes(shape, n_ctx, kv_type, layers=gpu_layers, n_ubatch=n_ubatch, swa_full=swa_full)
-    kv_cpu = kv_cache_bytes(shape, n_ctx, kv_type, layers=cpu_layers, n_ubatch=n_ubatch, swa_full=swa_full)
+    kv_gpu = kv_cache_bytes(shape, cells, kv_type, layers=gpu_layers, n_ubatch=n_ubatch, swa_full=swa_full)
+    kv_cpu = kv_cache_bytes(shape, cells, kv_type, layers=cpu_layers, n_ubatch=n_ubatch, swa_full=swa_full)
     overhead = (OVERHEAD_FIXED_BYTES + OVERHEAD_PER_TOKEN_BYTES * shape.n_vocab
                 + OVERHEAD_PER_MERGE_BYTES * shape.n_merges)
     weights_gpu = sum(shape.layer_bytes[i] for i in gpu_layers) + (shape.output_bytes if output_on_gpu else 0)

@@ -10,6 +10,7 @@ Usage:
   python scripts/bench_features.py chatturn [--rounds 5] [--flash-attn auto off] [--typing 0]
   python scripts/bench_features.py penalties [--rounds 5] [--n 256]
   python scripts/bench_features.py busy [--rounds 5] [--n 128] [--burners 1]
+  python scripts/bench_features.py cells [--rounds 8] [--ctx 2048 4096 8192]
 
 promptcache: per round, `localgen cache clear`, then `localgen run -f doc.txt "q1"` (cold; saves the prefill)
 and `localgen run -f doc.txt "q2"` (restores it), plus `--no-cache "q2"` as a cold reference; TTFT is the
@@ -38,6 +39,10 @@ sampler, after a real answer; and the decode speed of `run`'s default sampling b
 
 busy: decode speed of `localgen run` with its default threads (fewer while other processes keep the CPUs busy)
 against fixed `-t` counts, on an idle machine and beside --burners processes that each keep one CPU busy.
+
+cells: decode speed of 128 tokens from an empty cache without flash attention (--flash-attn auto on the CPU), in
+a context of exactly n_ctx cells and in one of the cells localgen allocates (allocated_context), for each --ctx,
+all contexts in one process and the rounds alternating.
 """
 
 from __future__ import annotations
@@ -469,6 +474,50 @@ def bench_busy(args: argparse.Namespace) -> None:
               f"{spread([d / f for d, f in zip(speeds['default'], speeds[f'-t {most}'], strict=True)])}")
 
 
+def bench_cells(args: argparse.Namespace) -> None:
+    """Decode tok/s in contexts of n_ctx cells against the cells localgen allocates, without flash attention."""
+    from localgen.engine.loading import load_weights
+    from localgen.engine.native import FLASH_ATTN, lc
+    from localgen.estimate import allocated_context
+    from localgen.params import LoadOptions
+    from localgen.runner import ModelOptions, load_model
+
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    path, threads = loaded.resolved.path, loaded.engine.options.n_threads
+    loaded.close()
+    model = load_weights(path, LoadOptions(n_ctx=256, n_threads=threads, n_threads_batch=threads), lambda: False)
+    contexts = {}
+    for n_ctx in args.ctx:
+        for cells in sorted({n_ctx, allocated_context(n_ctx, flash_attn=False)}):
+            params = lc.llama_context_default_params()
+            params.n_ctx, params.n_threads, params.n_threads_batch = cells, threads, threads
+            params.flash_attn_type, params.no_perf = FLASH_ATTN["off"], True
+            contexts[cells] = lc.llama_init_from_model(model, params)
+    token = (lc.llama_token * 1)()
+    speeds: dict[int, list[float]] = {cells: [] for cells in contexts}
+    for k in range(args.rounds):
+        for cells, ctx in contexts.items():
+            lc.llama_memory_clear(lc.llama_get_memory(ctx), True)
+            started = time.perf_counter()
+            for i in range(args.n):
+                token[0] = 100 + i
+                lc.llama_decode(ctx, lc.llama_batch_get_one(token, 1))
+            speeds[cells].append(args.n / (time.perf_counter() - started))
+        log(f"round {k + 1}: " + ", ".join(f"{cells} {v[-1]:.1f}" for cells, v in speeds.items()))
+    for ctx in contexts.values():
+        lc.llama_free(ctx)
+    lc.llama_model_free(model)
+    print(f"\ndecode of {args.n} tokens without flash attention, {threads} threads, {args.rounds} rounds: tok/s "
+          f"(median, min-max)")
+    for n_ctx in args.ctx:
+        chosen = allocated_context(n_ctx, flash_attn=False)
+        line = f"  --ctx-size {n_ctx:>6}: {n_ctx} cells {spread(speeds[n_ctx], 1)}"
+        if chosen != n_ctx:
+            ratios = [a / b for a, b in zip(speeds[chosen], speeds[n_ctx], strict=True)]
+            line += f"; {chosen} cells (localgen) {spread(speeds[chosen], 1)}; ratio (paired) {spread(ratios)}"
+        print(line)
+
+
 def main() -> None:
     """Parse arguments and run one benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -516,10 +565,16 @@ def main() -> None:
     bz.add_argument("--rounds", type=int, default=5)
     bz.add_argument("--n", type=int, default=128)
     bz.add_argument("--burners", type=int, default=1)
+    ce = sub.add_parser("cells")
+    ce.add_argument("--rounds", type=int, default=8)
+    ce.add_argument("--n", type=int, default=128)
+    ce.add_argument("--ctx", type=int, nargs="+", default=[2048, 4096, 8192])
+    ce.add_argument("--model", default=None)
+    ce.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     {"penalties": bench_penalties, "promptcache": bench_promptcache, "draft": bench_draft, "batchcost": bench_batchcost,
      "draftbound": bench_draftbound, "fullchat": bench_fullchat,
-     "chatturn": bench_chatturn, "busy": bench_busy}[args.what](args)
+     "chatturn": bench_chatturn, "busy": bench_busy, "cells": bench_cells}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -257,6 +257,15 @@ def test_an_empty_prompt_and_a_closed_engine_are_errors(bundled_model: Path) -> 
         small.tokenize("hi", add_special=False)
 
 
+def test_a_context_without_flash_attention_is_allocated_an_odd_number_of_pads_and_used_as_asked(
+        engine: Engine) -> None:
+    """V's transposed rows lie an odd multiple of 512 bytes apart (allocated_context); the room stays as asked."""
+    assert (engine.n_ctx, lc.llama_n_ctx(engine._ctx)) == (2048, 2304)
+    engine.check_fits(2047)
+    with pytest.raises(LocalgenError, match="the context holds 2,048"):
+        engine.check_fits(2048)
+
+
 def test_context_end_stops_generation(bundled_model: Path) -> None:
     with Engine(bundled_model, LoadOptions(n_ctx=48, n_threads=2, n_threads_batch=2)) as small:
         _, done, _ = _collect(small.generate(_prompt(small, "Write a long essay."), GREEDY))

@@ -28,17 +28,19 @@ def test_batch_sizes_threads_and_context_size_are_what_llama_cpp_holds() -> None
     context, log = _loaded_context("--ctx-size", "1536", "--batch-size", "128", "--ubatch-size", "64",
                                    "--threads", "1", "--threads-batch", "2", "--kv-type", "q8_0",
                                    "--flash-attn", "on")
-    assert context == ("1536 tokens, batch 128, ubatch 64, threads 1, threads for batches 2, flash attention on, "
-                       "KV type q8_0")
+    assert context == ("1536 tokens (1536 cells), batch 128, ubatch 64, threads 1, threads for batches 2, "
+                       "flash attention on, KV type q8_0")
     assert re.search(r"n_ubatch\s+= 64\b", log) and re.search(r"n_batch\s+= 128\b", log)
     assert re.search(r"K \(q8_0\).*V \(q8_0\)", log), "llama.cpp's KV cache is not q8_0"
 
 
-@pytest.mark.parametrize(("mode", "fused"), [("on", True), ("off", False)])
-def test_flash_attention_on_and_off_build_different_graphs(mode: str, fused: bool) -> None:
-    _, log = _loaded_context("--flash-attn", mode, "--ctx-size", "512")
+@pytest.mark.parametrize(("mode", "fused", "cells"), [("on", True, 1024), ("off", False, 1280)])
+def test_flash_attention_on_and_off_build_different_graphs(mode: str, fused: bool, cells: int) -> None:
+    """Without flash attention the context gets an odd multiple of 256 cells (allocated_context), as asked with it."""
+    context, log = _loaded_context("--flash-attn", mode, "--ctx-size", "1024")
     assert re.search(r"flash_attn\s+= (enabled|disabled)", log).group(1) == ("enabled" if fused else "disabled")
     assert ("FLASH_ATTN_EXT" in log) is fused
+    assert context.startswith(f"1024 tokens ({cells} cells)") and re.search(rf"n_ctx\s+= {cells}\b", log), context
 
 
 def test_weights_go_to_amx_buffers_only_where_localgen_uses_them() -> None:
