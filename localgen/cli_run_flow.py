@@ -127,7 +127,8 @@ def check_run(request: RunRequest) -> CheckedRun:
     prompt = None if stdin_asked or request.prompt is None else argument_text(request.prompt, "the prompt", warnings)
     system, stop = read_texts(request.system, list(request.stop), warnings)
     sampling = sampling_from(ctx)
-    limits = GenerationLimits(max_tokens=token_budget(request.max_tokens), stop=tuple(stop))
+    limits = GenerationLimits(max_tokens=token_budget(request.max_tokens), stop=tuple(stop),
+                              stops_in_answer_only=request.hide_thinking)
     check_draft_mode(request.draft)
     if request.raw and request.chat_template is not None:
         raise UsageError("--raw and --chat-template contradict each other",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from localgen.config import (
     DEFAULT_CONTEXT_CAP,
@@ -140,7 +140,7 @@ def with_settings(sampling: SamplingParams, limits: GenerationLimits,
     """Sampling settings and limits with these chat settings applied (max_tokens goes to the limits)."""
     for key, value in values.items():
         if key == "max_tokens":
-            limits = GenerationLimits(max_tokens=token_budget(value), stop=limits.stop)  # type: ignore[arg-type]
+            limits = replace(limits, max_tokens=token_budget(value))  # type: ignore[arg-type]
         else:
             sampling = sampling.with_value(key, value)
     return sampling, limits
@@ -162,6 +162,7 @@ class GenerationLimits:
 
     max_tokens: int | None = None
     stop: tuple[str, ...] = ()
+    stops_in_answer_only: bool = False  # not inside <think> reasoning (--hide-thinking hides it)
 
     def __post_init__(self) -> None:
         _check(self.max_tokens is None or 1 <= self.max_tokens <= MAX_TOKENS_LIMIT,

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from localgen.events import Event, Finished, TextChunk
-from localgen.stopping import partial_suffix
+from localgen.stopping import StopMatcher, partial_suffix
 
 OPEN_TAG = "<think>"
 CLOSE_TAG = "</think>"
@@ -45,6 +45,56 @@ class ThinkingSplitter:
         held back is a tag that never finished, and is dropped)."""
         held, self._held = self._held, ""
         return [(self.inside, held)] if held and not cut else []
+
+
+class AnswerStops:
+    """Stop strings matched in the answer only: a <think> block that the prompt opens, or that the answer opens
+    with, passes unmatched (for --hide-thinking, where a stop inside the hidden reasoning leaves no answer)."""
+
+    def __init__(self, stops: tuple[str, ...], *, inside: bool) -> None:
+        self._matcher = StopMatcher(stops)
+        self._state = "inside" if inside else "start"  # start: not known yet whether the answer opens with <think>;
+        # then inside the reasoning, after it (its blank lines), or in the answer
+        self._held = ""  # at the start: text that may yet be <think>; inside: the last characters passed on
+
+    @property
+    def matched(self) -> str | None:
+        """The stop string found, once found."""
+        return self._matcher.matched
+
+    def feed(self, text: str) -> str:
+        """Add streamed text; return what is now safe to emit (the reasoning at once, the answer before a stop)."""
+        out = ""
+        while text:
+            if self._state == "answer":
+                return out + self._matcher.feed(text)
+            if self._state == "after":  # the blank lines after </think>, which the answer shown leaves out
+                rest = text.lstrip()
+                out, text = out + text[: len(text) - len(rest)], rest
+                self._state = "answer" if rest else "after"
+                continue
+            if self._state == "start":
+                head = (self._held + text).lstrip()
+                if not head.startswith(OPEN_TAG) and OPEN_TAG.startswith(head):
+                    self._held += text  # whitespace, or the start of <think>
+                    return out
+                text, self._held = self._held + text, ""
+                self._state = "inside" if head.startswith(OPEN_TAG) else "answer"
+                continue
+            seen = self._held + text
+            end = seen.find(CLOSE_TAG)
+            if end < 0:
+                self._held = seen[-(len(CLOSE_TAG) - 1):]
+                return out + text
+            cut = end + len(CLOSE_TAG) - len(self._held)
+            out, text, self._held, self._state = out + text[:cut], text[cut:], "", "after"
+        return out
+
+    def flush(self) -> str:
+        """Release held-back text at the end of the stream."""
+        held = self._held if self._state == "start" else ""
+        self._held = ""
+        return held + self._matcher.flush()
 
 
 def prompt_opens_thinking(prompt_text: str) -> bool:

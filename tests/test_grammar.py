@@ -104,6 +104,14 @@ def test_hide_thinking_leaves_the_reasoning_out_of_stdout_and_keeps_it_in_json()
     assert "the answer ended inside its <think> reasoning, which --hide-thinking left out" in cut.err
 
 
+def test_with_hide_thinking_a_stop_string_is_matched_in_the_answer_only() -> None:
+    grammar = 'root ::= "<think>\\nStep one.\\n\\nStep two.\\n</think>\\n\\nThe answer is 42.\\n\\nMore text."'
+    hidden = run_localgen("run", "--hide-thinking", "--stop", "\n\n", "-n", "80", "--grammar", grammar, "q", *GREEDY)
+    assert hidden.returncode == 0 and hidden.out == "The answer is 42.\n", (hidden.out, hidden.err)
+    shown = run_localgen("run", "--stop", "\n\n", "-n", "80", "--grammar", grammar, "q", *GREEDY)
+    assert shown.out == "<think>\nStep one.\n", "shown, the reasoning is part of the text a stop ends"
+
+
 
 def test_hide_thinking_in_a_new_conversation_checks_the_prompt_being_answered(tmp_path: Path) -> None:
     template = tmp_path / "first.jinja"  # reads messages[0], as Qwen3's does: an empty conversation fails it

@@ -38,3 +38,32 @@ def test_held_text_is_not_emitted_early() -> None:
     assert matcher.feed("abc ST") == "abc "
     assert matcher.feed("O") == ""
     assert matcher.feed("x") == "STOx"
+
+
+REASONED = "<think>\nStep one.\n\nStep two.\n</think>\n\nThe answer is 42.\n\nMore text."
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 100])
+@pytest.mark.parametrize(("text", "inside", "expected"), [
+    (REASONED, False, "<think>\nStep one.\n\nStep two.\n</think>\n\nThe answer is 42."),
+    (REASONED.removeprefix("<think>"), True, "\nStep one.\n\nStep two.\n</think>\n\nThe answer is 42."),
+    ("  The answer.\n\nMore", False, "  The answer."),  # no reasoning: matched from the start
+    ("<b>bold</b>\n\nMore", False, "<b>bold</b>"),  # a tag that is no <think>
+])
+def test_answer_stops_pass_the_reasoning_and_its_blank_lines(size: int, text: str, inside: bool,
+                                                              expected: str) -> None:
+    from localgen.thinking import AnswerStops
+
+    matcher, out = AnswerStops(("\n\n",), inside=inside), ""
+    for start in range(0, len(text), size):
+        out += matcher.feed(text[start:start + size])
+        if matcher.matched:
+            break
+    assert (out, matcher.matched) == (expected, "\n\n")
+
+
+def test_answer_stops_release_a_start_that_never_became_a_tag() -> None:
+    from localgen.thinking import AnswerStops
+
+    matcher = AnswerStops(("STOP",), inside=False)
+    assert matcher.feed("  <th") == "" and matcher.flush() == "  <th" and matcher.matched is None

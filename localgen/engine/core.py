@@ -23,11 +23,13 @@ from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.signals import deferred_signals
 from localgen.speculative import DRAFT_MAX, PromptLookup, check_draft_mode
 from localgen.stopping import StopMatcher
+from localgen.thinking import AnswerStops, prompt_opens_thinking
 
 log = logging.getLogger("localgen.engine")
 
 PIECE_BUFFER_BYTES = 256
 AHEAD_CHUNK = 128  # prefill_ahead's largest batch: what Enter on other text throws away, at most
+PROMPT_TAIL_TOKENS = 8  # enough of a prompt's end to tell whether its template opened a <think> block
 ABORTED = 2  # llama_decode's status when the abort callback stopped it (the aborted ubatch leaves the KV cache)
 
 
@@ -476,10 +478,11 @@ class Engine:
                 drafter: PromptLookup | None) -> Iterator[TextChunk | _DecodeResult]:
         """The decode loop: sample, emit text, feed tokens back (drafts verified in one batch), until a stop."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        stops = StopMatcher(limits.stop)
         max_tokens = limits.max_tokens if limits.max_tokens is not None else -1
         n_ctx = self.n_ctx
         vocab, kv, piece, is_eog = self._vocab, self._kv.tokens, self._piece, lc.llama_vocab_is_eog
+        stops = AnswerStops(limits.stop, inside=prompt_opens_thinking(self.detokenize(kv[-PROMPT_TAIL_TOKENS:]))) \
+            if limits.stops_in_answer_only and limits.stop else StopMatcher(limits.stop)
         parts: list[str] = []
         generated = 0
         finish = ""
