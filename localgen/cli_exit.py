@@ -151,10 +151,23 @@ def _chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[st
     if not words:
         return None
     prompt = " ".join(words)
+    if len(words) == 1 and model is None and _is_saved_conversation(prompt):
+        return (f"chat takes no prompt argument, and '{prompt}' is a saved conversation",
+                f"to continue it, use `localgen chat --resume {shlex.quote(prompt)}`")
     quoted = shlex.quote(prompt) if shlex.quote(prompt) != prompt else f"'{prompt}'"
     ask = " ".join(["localgen run", *(["-m", shlex.quote(model)] if model else []),
                     *(["--"] if prompt.startswith("-") else []), quoted])
     return "chat takes no prompt argument: type your messages at its >>> prompt", f"for one answer, use `{ask}`"
+
+
+def _is_saved_conversation(name: str) -> bool:
+    """Whether a saved conversation goes by this name (False for a name that cannot be one)."""
+    from localgen.conversation import saved_path
+
+    try:
+        return saved_path(name).is_file()
+    except LocalgenError:
+        return False
 
 
 def _words_given(args: list[str], takes_value: dict[str, bool]) -> list[str]:

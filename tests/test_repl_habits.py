@@ -150,3 +150,14 @@ def test_chat_with_a_prompt_says_it_takes_none_and_points_at_run(args: tuple[str
     assert result.returncode == 2 and result.out == "", result.err
     assert result.err == ("localgen: error: chat takes no prompt argument: type your messages at its >>> prompt "
                           f"(hint: for one answer, use `{ask}`)\n"), result.err
+
+
+def test_chat_given_a_saved_conversation_s_name_points_at_resume(tmp_path: Path) -> None:
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    saved = run_localgen("run", "--conversation", "notes", "-n", "2", "--temperature", "0", "hi", env=env)
+    assert saved.returncode == 0, saved.err
+    result = run_localgen("chat", "notes", env=env)
+    assert result.returncode == 2 and result.err == (
+        "localgen: error: chat takes no prompt argument, and 'notes' is a saved conversation "
+        "(hint: to continue it, use `localgen chat --resume notes`)\n"), result.err
+    assert "localgen run 'other'" in run_localgen("chat", "other", env=env).err, "no conversation by that name"
