@@ -117,6 +117,9 @@ def _check_bounds(schema: dict[str, Any]) -> None:
             raise UsageError(f"the JSON schema's {low_key} {low:,} is above its {high_key} {high:,}: no value "
                              "can follow it", hint=f"make {low_key} at most {high_key}")
         if isinstance(low, int) and isinstance(high, int) and high - low > MAX_SPAN:
+            if low_key not in schema:
+                raise UsageError(f"the JSON schema's {high_key} {high:,} is more than {MAX_SPAN:,}, which its grammar "
+                                 "cannot nest", hint=f"make {high_key} {MAX_SPAN:,} or less, or drop it")
             raise UsageError(f"the JSON schema's {low_key} {low:,} and {high_key} {high:,} are more than "
                              f"{MAX_SPAN:,} apart, which its grammar cannot nest",
                              hint=f"narrow them, or drop {high_key}")
