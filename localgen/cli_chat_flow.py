@@ -108,6 +108,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     if request.model is not None:  # all of this is refused before a pipe an option names is waited for
         check_reference(request.model)
     conversation = _resumed(request.resume)
+    _warn_if_unsaveable()
     model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
     options = model_options(ctx, model=model, ctx_size=ctx_size, min_ctx=0)
     if reads_a_pipe([*files, *(f for f in (system_input, template_file) if f is not None)], None):
@@ -132,6 +133,18 @@ def _resumed(resume: str | None) -> Conversation | None:
                          hint="give a saved conversation's name (`localgen conversations` lists them), or --resume "
                               "alone for the newest")
     return load_conversation(resume, shell=True)
+
+
+def _warn_if_unsaveable() -> None:
+    """Say at the start, not at the first save, that a file stands where the conversations folder should be."""
+    from localgen import console
+    from localgen.conversation import conversations_dir
+    from localgen.storage import file_in_the_way
+
+    blocker = file_in_the_way(conversations_dir())
+    if blocker is not None:
+        console.warn(f"this chat cannot be saved: {blocker} is a file, where a folder should be (move that file out "
+                     "of the way)")
 
 
 def _once_each(texts: list[str], files: list[InputFile], warnings: list[str]) -> list[str]:

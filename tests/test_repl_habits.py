@@ -161,3 +161,17 @@ def test_chat_given_a_saved_conversation_s_name_points_at_resume(tmp_path: Path)
         "localgen: error: chat takes no prompt argument, and 'notes' is a saved conversation "
         "(hint: to continue it, use `localgen chat --resume notes`)\n"), result.err
     assert "localgen run 'other'" in run_localgen("chat", "other", env=env).err, "no conversation by that name"
+
+
+def test_a_chat_says_at_its_start_that_a_file_stands_where_its_conversations_go(tmp_path: Path) -> None:
+    blocker = tmp_path / "data" / "conversations"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("not a folder")
+    chat = Chat(tmp_path, "--no-markdown", "-n", "4")
+    try:
+        before_prompt = " ".join(chat.transcript.getvalue().split())  # as wrapped to the terminal's width
+        assert (f"this chat cannot be saved: {blocker} is a file, where a folder should be (move that file out "
+                "of the way)") in before_prompt, before_prompt
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
