@@ -43,10 +43,9 @@ def schema_grammar(text: str, warn: list[str]) -> str:
     unlisted: list[str] = []
     prepared = _prepared(schema, unlisted)
     if unlisted:
-        warn.append(f"the JSON schema requires {', '.join(unlisted)} but does not list "
-                    f"{'them' if len(unlisted) > 1 else 'it'} in properties, so the answer may leave "
-                    f"{'them' if len(unlisted) > 1 else 'it'} out: add {'them' if len(unlisted) > 1 else 'it'} "
-                    "to properties")
+        them = "them" if len(unlisted) > 1 else "it"
+        warn.append(f"the JSON schema requires {', '.join(unlisted)} but does not list {them} in properties, so the "
+                    f"answer may leave {them} out: add {them} to properties")
     _refuse_ref_cycle(prepared)
     return _converted(prepared)
 
