@@ -241,16 +241,20 @@ def cached_gguf_files(*, dangling: bool = False) -> list[CachedHubFile]:
     return found
 
 
-def unverified_file(repo: str, *, quant: str | None, filename: str | None) -> Path | None:
+def unverified_file(repo: str, *, quant: str | None, filename: str | None,
+                    incomplete: bool = False) -> Path | None:
     """A GGUF file of repo in the local cache that localgen has not verified (another tool downloaded it).
 
     It matches the exact filename when one is given, else the quant when one is given, else any file; the
-    first shard of a split model stands for it.
+    first shard of a split model stands for it (incomplete: a verified first shard too, when other shards are
+    missing, as a pull that stopped part way leaves it).
     """
     from localgen.registry import normalize_quant
 
     for f in cached_gguf_files():
-        if f.repo.lower() != repo.lower() or f.verified or (shard_of(f.filename)[0] or 1) != 1:
+        if f.repo.lower() != repo.lower() or (shard_of(f.filename)[0] or 1) != 1:
+            continue
+        if f.verified and not (incomplete and _shards_missing(f.path)):
             continue
         if filename is not None and f.filename != filename:
             continue
@@ -258,6 +262,13 @@ def unverified_file(repo: str, *, quant: str | None, filename: str | None) -> Pa
             continue
         return f.path
     return None
+
+
+def _shards_missing(first_shard: Path) -> bool:
+    """True when some shard of a split model is not on disk."""
+    from localgen.gguf_split import present_shards
+
+    return bool(present_shards(first_shard)[1])
 
 
 def blob_of(pointer: Path) -> Path:

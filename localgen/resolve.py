@@ -155,15 +155,25 @@ def check_reference(text: str) -> None:
 
 def unverified_copy(text: str) -> ResolvedModel | None:
     """The file of a Hub reference that another tool downloaded into the Hugging Face cache, which localgen has not
-    verified (`models show` reads its header, as it would a file given by path), or None."""
+    verified, or the first shard of a split model with shards missing (`models show` reads its header, as it would a
+    file given by path), or None."""
     registry = load_registry(settings().user_registry)
     ref = registry.reference(text)
     spec = registry.spec_for(ref)
     if ref.path is not None or (spec is not None and spec.path is not None):
         return None
     repo, quant, filename = hub_target(ref, spec)
-    path = hub_cache.unverified_file(repo, quant=quant, filename=filename)
-    return None if path is None else ResolvedModel(ref=ref, path=path, spec=spec, source="hub (unverified)")
+    path = hub_cache.unverified_file(repo, quant=quant, filename=filename, incomplete=True)
+    return None if path is None else ResolvedModel(ref=ref, path=path, spec=spec, source=_copy_source(path))
+
+
+def _copy_source(path: Path) -> str:
+    """The source `models list` gives a copy localgen cannot use yet: incomplete (shards missing) or unverified."""
+    from localgen.gguf_split import present_shards
+    from localgen.units import counted
+
+    missing = len(present_shards(path)[1])
+    return f"hub (incomplete: {counted(missing, 'shard')} missing)" if missing else "hub (unverified)"
 
 
 def undownloaded_entry(text: str) -> tuple[ModelSpec, str, hub.Pin | None] | None:

@@ -202,6 +202,21 @@ def test_a_file_another_tool_downloaded_is_marked_and_named(hub: tuple[HubServer
     assert server.requests == []
 
 
+def test_a_split_model_whose_pull_stopped_part_way_is_shown_as_incomplete(hub: tuple[HubServer, dict[str, str]]
+                                                                           ) -> None:
+    server, env = hub
+    shards = ["m-Q4_0-00001-of-00002.gguf", "m-Q4_0-00002-of-00002.gguf"]
+    server.add_repo("org/split-GGUF", {name: make_gguf_bytes(name, 50_000) for name in shards})
+    server.corrupt.add(("org/split-GGUF", shards[1]))  # the first shard is verified, the second deleted
+    assert localgen(env, "pull", "org/split-GGUF:Q4_0").returncode == 1
+    listed = json.loads(localgen(env, "models", "--json").stdout)
+    assert [(m["name"], m["missing_shards"]) for m in listed if m["source"] == "hub"] == [("org/split-GGUF:Q4_0", 1)]
+    shown = localgen({**env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "org/split-GGUF:Q4_0")
+    assert shown.returncode == 0, shown.stderr
+    assert "source:               hub (incomplete: 1 shard missing)" in shown.stdout, shown.stdout
+    assert "1 of 2 shards" in shown.stdout
+
+
 def test_unknown_name_suggests_close_ones(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
     result = localgen(env, "pull", "smollm2-135")
