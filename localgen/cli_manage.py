@@ -186,7 +186,7 @@ def models_show(
             "quant": info.quant, "context_length": info.context_length, "layers": info.block_count,
             "embedding_size": info.embedding_length, "chat_template": bool(info.chat_template),
             "license": license_, "file_size": size, "shards": expected,
-            "missing_shards": len(missing), "sha256": sha, "source": resolved.source,
+            "missing_shards": len(missing), "sha256": sha, "source": _shown_source(resolved.source),
             "path": str(resolved.path), "load_plan": plan, "downloaded": True,
             "entry": _entry_json(spec) if spec else None}, indent=2))
         return
@@ -200,9 +200,16 @@ def models_show(
         ("license", license_), ("file size", f"{binary_size(size)} ({size:,} bytes"
                                               + (f", {count})" if expected > 1 else ")")),
         ("sha256" if expected == 1 else "sha256 (first shard)", sha or "not verified yet"),
-        ("source", resolved.source), ("path", str(resolved.path)),
+        ("source", _shown_source(resolved.source)), ("path", str(resolved.path)),
         ("load plan", plan),
     ])
+
+
+def _shown_source(source: str) -> str:
+    """Where a shown model comes from, in `models list`'s words: a verified download is `hub`."""
+    from localgen.catalog import SOURCE_HUB
+
+    return SOURCE_HUB if source == "cache" else source
 
 
 def _show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | None, *, json_output: bool) -> None:

@@ -98,11 +98,12 @@ def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
     assert shown.returncode == 0, shown.stderr
     for needle in ("architecture:   llama", "parameters:     134.5 M", "quant:          Q4_1",
                    "context length: 8,192", "layers:         30", "embedding size: 576",
-                   "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"):
+                   "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", "source:         hub\n"):
         assert needle in shown.stdout, shown.stdout
     facts = json.loads(localgen(env, "models", "show", f"{REPO}:Q4_1", "--json").stdout)
     assert (facts["parameters"], facts["layers"], facts["quant"], facts["downloaded"]) == (134_515_008, 30, "Q4_1",
                                                                                           True)
+    assert facts["source"] == by_source["hub"]["source"], "the source models list gives"
     assert facts["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     template = localgen(env, "models", "show", f"{REPO}:Q4_1", "--template")
     assert "<|im_start|>" in template.stdout
