@@ -217,6 +217,8 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
             downloaded += f.size if source == "downloaded" else 0
             fetched_elsewhere |= source == "elsewhere"
             paths.append(path)
+    if len(paths) > 1:
+        _check_shards_agree(paths)
     if not quiet:
         download_progress.print_summary(model, downloaded, time.monotonic() - started,
                                         fetched_elsewhere=fetched_elsewhere)
@@ -378,6 +380,20 @@ def _check_usable(path: Path, f: HubFile) -> None:
     except GGUFError as exc:
         forget_verified(path)
         raise GGUFError(exc.message, hint=f"the file matches the Hub's checksum, so {HUB_COPY_HINT}") from None
+
+
+def _check_shards_agree(paths: list[Path]) -> None:
+    """The shards of a split model must agree with each other, as llama.cpp needs; shards that do not stay
+    unverified."""
+    from localgen.gguf_cursor import HUB_COPY_HINT
+    from localgen.gguf_split import validate_split
+
+    try:
+        validate_split(paths[0])
+    except GGUFError as exc:
+        for path in paths:
+            forget_verified(path)
+        raise GGUFError(exc.message, hint=f"the shards match the Hub's checksums, so {HUB_COPY_HINT}") from None
 
 
 class _HubLogNote(logging.Handler):

@@ -469,12 +469,14 @@ def hubenv_fixture(loopback_hub: HubServer, tmp_path: Path, monkeypatch: pytest.
                   localgen_home=Path(env["LOCALGEN_HOME"]), env=child_env(loopback_hub, tmp_path))
 
 
-def make_gguf_bytes(tag: str, size: int = 64 * 1024) -> bytes:
+def make_gguf_bytes(tag: str, size: int = 64 * 1024, *, shard: tuple[int, int] | None = None) -> bytes:
     """A small GGUF file that passes localgen's header checks (no tensors, general.architecture = llama), padded to
-    size with bytes unique per tag."""
+    size with bytes unique per tag; shard (number, count) adds the split metadata of that shard of a split model."""
     key, value = b"general.architecture", b"llama"
-    header = (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key
-              + struct.pack("<IQ", 8, len(value)) + value)  # one key/value pair of type string (8)
+    pairs = struct.pack("<Q", len(key)) + key + struct.pack("<IQ", 8, len(value)) + value  # a string (8)
+    for name, number in ((b"split.no", shard[0] - 1), (b"split.count", shard[1])) if shard else ():
+        pairs += struct.pack("<Q", len(name)) + name + struct.pack("<IH", 2, number)  # a uint16 (2)
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 3 if shard else 1) + pairs
     seed = hashlib.sha256(tag.encode()).digest()
     body = (seed * (size // len(seed) + 1))[: max(size - len(header), 0)]
     return header + body

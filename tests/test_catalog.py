@@ -32,8 +32,8 @@ def serve_tiny(env: HubEnv) -> None:
     """Three quants and a split model in one repo, and a repo whose file names carry no quant."""
     env.server.add_repo(REPO, {
         "tiny-Q4_K_M.gguf": make_gguf_bytes("q4km", 300_000), "tiny-Q8_0.gguf": make_gguf_bytes("q8", 200_000),
-        "Q4_0/tiny-Q4_0-00001-of-00002.gguf": make_gguf_bytes("s1", 50_000),
-        "Q4_0/tiny-Q4_0-00002-of-00002.gguf": make_gguf_bytes("s2", 70_000), "README.md": b"hi"})
+        "Q4_0/tiny-Q4_0-00001-of-00002.gguf": make_gguf_bytes("s1", 50_000, shard=(1, 2)),
+        "Q4_0/tiny-Q4_0-00002-of-00002.gguf": make_gguf_bytes("s2", 70_000, shard=(2, 2)), "README.md": b"hi"})
     env.server.add_repo("org/plain", {"model.gguf": make_gguf_bytes("plain", 10_000)})
 
 

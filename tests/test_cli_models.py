@@ -207,7 +207,8 @@ def test_a_split_model_whose_pull_stopped_part_way_is_shown_as_incomplete(hub: t
                                                                            ) -> None:
     server, env = hub
     shards = ["m-Q4_0-00001-of-00002.gguf", "m-Q4_0-00002-of-00002.gguf"]
-    server.add_repo("org/split-GGUF", {name: make_gguf_bytes(name, 50_000) for name in shards})
+    server.add_repo("org/split-GGUF", {name: make_gguf_bytes(name, 50_000, shard=(number, 2))
+                                       for number, name in enumerate(shards, start=1)})
     server.corrupt.add(("org/split-GGUF", shards[1]))  # the first shard is verified, the second deleted
     assert localgen(env, "pull", "org/split-GGUF:Q4_0").returncode == 1
     listed = json.loads(localgen(env, "models", "--json").stdout)

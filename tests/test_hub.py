@@ -250,6 +250,18 @@ def test_split_model_is_downloaded_together(hubenv: HubEnv, tmp_path: Path,
     assert hub_cache.cached_model(BUNDLED_REPO, quant="Q4_1", filename=None) == paths
 
 
+def test_split_shards_that_disagree_stay_unverified(hubenv: HubEnv) -> None:
+    from localgen.errors import GGUFError
+
+    shards = ["m-Q4_K_M-00001-of-00002.gguf", "m-Q4_K_M-00002-of-00002.gguf"]  # headers without split metadata
+    hubenv.server.add_repo(REPO, {name: make_gguf_bytes(name) for name in shards})
+    with pytest.raises(GGUFError, match="the file name says 1 of 2") as info:
+        hub.download_model(REPO, quant=None, filename=None, quiet=True)
+    assert "match the Hub's checksums" in (info.value.hint or "") and "will not help" in (info.value.hint or "")
+    assert hub_cache.cached_model(REPO, quant=None, filename=None) is None, "nothing unverified is loaded"
+    assert not any(f.verified for f in hub_cache.cached_gguf_files())
+
+
 def test_sha256_mismatch_deletes_the_download_and_raises(hubenv: HubEnv) -> None:
     hubenv.server.add_repo(REPO, tiny_files())
     hubenv.server.corrupt.add((REPO, "tiny-Q4_K_M.gguf"))
