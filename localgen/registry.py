@@ -488,7 +488,7 @@ def _without_web_view(body: str) -> str:
     path = unquote(body.split("#", 1)[0].split("?", 1)[0]).rstrip("/")
     parts = path.split("/")
     if len(parts) < 4 or parts[2] not in ("blob", "resolve", "tree"):
-        return body
+        return path  # the repo's page (or a file named in it), as the address bar has it
     if parts[3] != "main":
         raise UsageError(f"'{parts[3]}' is a revision of {'/'.join(parts[:2])}: localgen downloads from main",
                          hint=f"use {'/'.join(parts[:2] + parts[4:])}, which is main's")

@@ -201,6 +201,9 @@ def test_unknown_name_suggests_close_ones() -> None:
         ("hf.co/org/repo/tree/main", "repo", "org/repo", None, None, None),
         ("https://huggingface.co/org/repo/resolve/main/my%20m-Q8_0.gguf?download=true", "file", "org/repo", "Q8_0",
          "my m-Q8_0.gguf", None),
+        ("https://huggingface.co/org/repo/", "repo", "org/repo", None, None, None),  # the repo's page, pasted
+        ("https://huggingface.co/org/repo?show_file_info=m-Q8_0.gguf", "repo", "org/repo", None, None, None),
+        ("https://hf.co/org/repo#files", "repo", "org/repo", None, None, None),
     ],
 )
 def test_reference_forms(text: str, kind: str, repo: str | None, quant: str | None, filename: str | None,
