@@ -194,8 +194,8 @@ def models_show(
         ("name", resolved.display_name), *(_entry_fields(spec) if spec else []), ("architecture", info.architecture),
         ("parameters", f"{parameters / 1e6:,.1f} M" + (f" (in {count})" if missing else "")),
         ("quant", info.quant or "unknown"),
-        ("context length", f"{info.context_length or 0:,}"), ("layers", str(info.block_count)),
-        ("embedding size", str(info.embedding_length)),
+        ("context length", _count(info.context_length)), ("layers", _count(info.block_count)),
+        ("embedding size", _count(info.embedding_length)),
         ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),
         ("license", license_), ("file size", f"{binary_size(size)} ({size:,} bytes"
                                               + (f", {count})" if expected > 1 else ")")),
@@ -203,6 +203,11 @@ def models_show(
         ("source", _shown_source(resolved.source)), ("path", str(resolved.path)),
         ("load plan", plan),
     ])
+
+
+def _count(value: int | None) -> str:
+    """A count from a GGUF header as `models show` prints it: `unknown` where the header does not give it."""
+    return f"{value:,}" if value else "unknown"
 
 
 def _shown_source(source: str) -> str:

@@ -219,6 +219,21 @@ def test_a_split_model_whose_pull_stopped_part_way_is_shown_as_incomplete(hub: t
     assert "1 of 2 shards" in shown.stdout
 
 
+def test_models_show_says_unknown_for_what_the_header_does_not_give(hub: tuple[HubServer, dict[str, str]],
+                                                                    tmp_path: Path) -> None:
+    from gguf_builders import copy_with_metadata
+
+    _, env = hub
+    model = tmp_path / "bare.gguf"
+    copy_with_metadata(bundled_model_file(), model,
+                       drop=["llama.block_count", "llama.embedding_length", "llama.context_length"])
+    shown = localgen({**env, "LOCALGEN_OFFLINE": "1"}, "models", "show", str(model))
+    assert shown.returncode == 0, shown.stderr
+    for needle in ("context length: unknown", "layers:         unknown", "embedding size: unknown"):
+        assert needle in shown.stdout, shown.stdout
+    assert "None" not in shown.stdout
+
+
 def test_unknown_name_suggests_close_ones(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
     result = localgen(env, "pull", "smollm2-135")
