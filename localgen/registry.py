@@ -190,7 +190,8 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
         if key in settings:
             continue
         if expected is None:
-            hint = (f'quote names that contain dots: [models."{name}.{key}..."]' if isinstance(value, dict)
+            hint = (f'quote names that contain dots: [models."{_dotted_name(name, key, value)}"]'
+                    if isinstance(value, dict)
                     else f"known keys: {', '.join(_FIELDS)}, and the settings {', '.join(CHAT_SETTINGS)}")
             raise ConfigError(f"{source}: [models.{name}] has unknown key '{key}'", hint=hint)
         if not isinstance(value, expected) or isinstance(value, bool):
@@ -214,6 +215,18 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
     if "path" in values:
         values["path"] = _entry_path(where, str(values["path"]), source)
     return ModelSpec(name=name.lower(), source=str(source), settings=tuple(settings.items()), **values)
+
+
+def _dotted_name(name: str, key: str, table: dict[str, Any]) -> str:
+    """The name an unquoted [models.A.B.C] meant, whose dots TOML read as tables nested in each other: A.B.C."""
+    parts = [name, key]
+    while len(table) == 1:
+        ((inner, nested),) = table.items()
+        if not isinstance(nested, dict) or inner in _FIELDS or inner in CHAT_SETTINGS:
+            break
+        parts.append(inner)
+        table = nested
+    return ".".join(parts)
 
 
 def _check_path_entry(where: str, table: dict[str, object]) -> None:

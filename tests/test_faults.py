@@ -454,6 +454,14 @@ def test_damaged_user_registry_is_an_error_naming_the_file(damage: str, tmp_path
     assert "\n" not in info.value.message and len(info.value.message) < 300
 
 
+def test_a_name_with_dots_left_unquoted_gets_the_whole_name_quoted_in_the_hint(tmp_path: Path) -> None:
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "models.toml").write_bytes(b"[models.qwen2.5-0.5b]\ncontext = 1024\n")
+    result = run_localgen("models", "list", env={"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"})
+    assert result.returncode == 1
+    assert "(hint: quote names that contain dots: [models.\"qwen2.5-0.5b\"])" in result.err, result.err
+
+
 def test_an_unknown_default_model_fails_only_where_the_default_is_used(tmp_path: Path) -> None:
     (tmp_path / "config").mkdir()
     path = tmp_path / "config" / "models.toml"
