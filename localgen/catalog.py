@@ -183,7 +183,8 @@ def _downloaded_row(registry: Registry, model: CachedModel) -> ListedModel:
     and description."""
     spec = registry.models.get(model.name.partition(":")[0])
     return ListedModel(name=model.name, repo=model.repo, quant=model.quant, context=spec.context if spec else None,
-                       description=spec.description if spec else "", downloaded=model.size is not None, model=model)
+                       description=spec.description if spec else "",
+                       downloaded=model.size is not None and not model.missing_shards, model=model)
 
 
 def _registry_row(spec: ModelSpec, by_path: dict[Path, CachedModel]) -> ListedModel:

@@ -113,8 +113,11 @@ def _list_all(registry: Registry, *, json_output: bool) -> None:
 
 
 def _downloaded_cell(row: ListedModel) -> str:
-    """yes, yes (bundled), yes (local) for an entry's own file, no, or no (missing) for one that is not there."""
+    """yes, yes (bundled), yes (local) for an entry's own file, no, no (missing) for one that is not there, or
+    no (incomplete: ...) for a split model with shards missing."""
     source = row.model.source if row.model is not None else None
+    if row.model is not None and row.model.missing_shards:
+        return f"no (incomplete: {counted(row.model.missing_shards, 'shard')} missing)"
     if not row.downloaded:
         return "no (missing)" if source == "local" else "no"
     return f"yes ({source})" if source in ("bundled", "local") else "yes"

@@ -217,6 +217,11 @@ def test_a_split_model_whose_pull_stopped_part_way_is_shown_as_incomplete(hub: t
     assert shown.returncode == 0, shown.stderr
     assert "source:               hub (incomplete: 1 shard missing)" in shown.stdout, shown.stdout
     assert "1 of 2 shards" in shown.stdout
+    every = localgen(env, "models", "list", "--all")
+    row = "org/split-GGUF:Q4_0\torg/split-GGUF\tQ4_0\t-\tno (incomplete: 1 shard missing)"
+    assert row in every.stdout, every.stdout
+    rows = json.loads(localgen(env, "models", "list", "--all", "--json").stdout)
+    assert [row["downloaded"] for row in rows if row["name"] == "org/split-GGUF:Q4_0"] == [False]
 
 
 def test_models_show_says_unknown_for_what_the_header_does_not_give(hub: tuple[HubServer, dict[str, str]],
