@@ -234,6 +234,9 @@ def _help_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) 
     groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
     if command in groups and len(args) > 1 and args[1] in {c.name for c in groups[command].registered_commands}:
         command = f"{command} {args[1]}"
+    typed = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
+    if typed in ("-y", "--yes"):  # models rm and conversations rm take it
+        return f"`localgen {command}` asks no question, so it takes no {typed}"
     close = _close_options(exc)
     guess = f"did you mean {' or '.join(close)}? " if close else ""
     return f"{guess}see `localgen {command} --help`".replace("  ", " ")
