@@ -274,7 +274,7 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
         extras.append(f"{completion.ahead_tokens} prompt tokens computed while you typed")
     if completion.restored_tokens:
         extras.append(f"prompt cache: {completion.restored_tokens} tokens restored from disk")
-    if completion.threads < completion.threads_chosen:
+    if completion.threads < completion.threads_chosen and usage.completion_tokens:  # none decoded: nothing to say
         extras.append(f"decoded with {completion.threads} of {completion.threads_chosen} threads: other processes "
                       "kept the CPUs busy")
     if completion.draft is not None:

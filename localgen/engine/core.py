@@ -332,7 +332,7 @@ class Engine:
             if self._stop_requested:  # no token: no TTFT, and only the chunks evaluated count as prefilled
                 yield _finished("", "interrupted", len(prompt), reused, len(self._kv) - reused, 0,
                                 started, prefill_done, None, prefill_done, restored=restored, ahead=ahead,
-                                seed=seed)
+                                seed=seed, threads=(self.decode_threads, self.options.n_threads))
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
             for event in self._decode(sampler, limits, ignore_eog, drafter):
