@@ -196,6 +196,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     """Stream the answer to stdout (or print the prompt: None) with the model's models.toml settings where the
     command line gave none; the exchange goes into the conversation continued, else is kept as the last run."""
     from localgen import console
+    from localgen.answer_record import gave_an_answer
     from localgen.cli_options import given_settings, with_model_settings
     from localgen.cli_output import finish_output, stream_to_stdout
     from localgen.cli_run import fresh_answer, fresh_messages, user_message, write_prompt
@@ -223,8 +224,10 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
                              prompt_cache=not request.no_cache, hide_thinking=request.hide_thinking, keep=keep)
     output = None if request.json_output else console.TextOutput(wrap=not request.no_wrap)
     completion, exit_code, late_error = stream_to_stdout(loaded, start, output)
-    saved_in = checked.conversation.name if checked.conversation is not None and late_error is None else None
-    finish_output(loaded, completion, output, saved_in)  # --json names a conversation only once it is saved
+    conversation = checked.conversation  # --json names it once the exchange is saved in it (no answer: never)
+    saved_in = conversation.name if conversation is not None and late_error is None and gave_an_answer(completion) \
+        else None
+    finish_output(loaded, completion, output, saved_in)
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error
     return RunOutcome(completion, exit_code)

@@ -235,3 +235,23 @@ def test_a_run_continue_refused_before_it_answers_leaves_the_last_run_and_the_co
     assert run_localgen("run", "--continue", "Another?", "-n", "3", *GREEDY).returncode == 0, "it is continued later"
     (saved,) = _saved().values()
     assert [turn["user"] for turn in saved["turns"]] == ["Name a fruit.", "Another?"]
+
+
+@pytest.mark.parametrize("args", [("--conversation", "fresh"), ("--continue",)])
+def test_json_names_no_conversation_when_ctrl_c_left_the_exchange_unsaved(args: tuple[str, ...]) -> None:
+    """README: --json's `conversation` is left out when the exchange was not saved (Ctrl-C before any text)."""
+    import pexpect
+
+    assert run_localgen("run", "--conversation", "kept", "Name a fruit.", "-n", "3", *GREEDY).returncode == 0
+    before = _saved()
+    child = pexpect.spawn(sys.executable, ["-m", "localgen", "run", *args, "--json", "--batch-size", "32",
+                                           "Summarize: " + "river stone cloud " * 600],
+                          cwd=str(REPO_ROOT), encoding="utf-8", timeout=120, dimensions=(24, 200))
+    child.expect_exact("reading the prompt")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    record = json.loads(child.before[child.before.index('{"text"'):].splitlines()[0])  # after the progress line
+    assert child.exitstatus == 130 and record["finish_reason"] == "interrupted" and record["text"] == ""
+    assert "conversation" not in record, "no exchange went into a saved conversation"
+    assert _saved() == before
