@@ -237,8 +237,8 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
             engine = loaded.engine
             if name == "prefill":
                 if batch_size is not None and engine.n_batch < batch_size:  # a --batch-size given, and capped
-                    progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, the prefill test's "
-                             "context")
+                    progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, the cells llama.cpp "
+                             f"allocates for the prefill test's context of {engine.n_ctx:,} tokens")
                 prefill = measure_prefill(engine, config, progress)
             else:
                 decode, decode_ctx = measure_decode(engine, config, progress), engine.n_ctx

@@ -101,6 +101,7 @@ def test_cli_bench_json() -> None:
     assert "--batch-size" not in result.err and record["n_batch"] < 512, "the default batch size is not the user's"
     given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", "1024")
     assert given.returncode == 0 and f"--batch-size 1024 is capped at {record['n_batch']}" in given.err
+    assert f"the prefill test's context of {record['n_ctx']} tokens" in given.err, "the context the header names"
 
 
 def test_an_explicit_batch_size_equal_to_the_default_still_gets_the_note() -> None:
