@@ -304,7 +304,7 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
     from localgen import console
 
     try:
-        if args and args[0] in ("run", "chat") and mentions_other_tools_options(args[1:]):
+        if args and mentions_other_tools_options(args[0], args[1:]):
             check_options(args[0], args[1:], _option_arity(app, args[0]))
         result = app(args=args, prog_name="localgen", standalone_mode=False)
         return result if isinstance(result, int) else EXIT_OK

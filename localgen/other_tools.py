@@ -59,27 +59,45 @@ OTHER_TOOLS_OPTIONS = {
 }
 
 
+# llama-bench's options that `localgen bench` spells otherwise or has not; several would otherwise be read as one of
+# its short options with a value stuck to it: -ngl as -n gl, -mmp as -m mp (a model named mp).
+LLAMA_BENCH_OPTIONS = {
+    "-fa": ("llama-bench", "flash attention", "localgen's is --flash-attn auto|on|off"),
+    "-ub": ("llama-bench", "the physical batch size", "localgen's is --ubatch-size N"),
+    "-b": ("llama-bench", "the batch size", "localgen's is --batch-size N"),
+    "-ctk": ("llama-bench", "the K cache type", _KV),
+    "-ctv": ("llama-bench", "the V cache type", _KV),
+    "-ngl": ("llama-bench", "GPU layers", "localgen bench offloads as many layers as fit, as run does by default"),
+    "-mmp": ("llama-bench", "memory-mapping the model", "localgen bench has no such setting: drop it"),
+    "-o": ("llama-bench", "an output format", "localgen's is --json; the default is a table"),
+    "-d": ("llama-bench", "a context depth", "localgen bench's follow-up TTFT test measures a turn after -p tokens"),
+    "-pg": ("llama-bench", "a prompt and generation test", "localgen bench measures prefill (-p), decode (-n), TTFT"),
+}
+OPTIONS_OF_OTHER_TOOLS = {"run": OTHER_TOOLS_OPTIONS, "chat": OTHER_TOOLS_OPTIONS, "bench": LLAMA_BENCH_OPTIONS}
+
 # Where chat's way differs from run's.
 _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the prompt at chat's >>> prompt",
             "-cnv": "`localgen chat` is a conversation already: drop it",
             "--conversation-mode": "`localgen chat` is a conversation already: drop it"}
 
 
-def mentions_other_tools_options(args: list[str]) -> bool:
-    """Whether any argument is spelt as another tool's option (a cheap test before the careful one)."""
-    return any(word.partition("=")[0] in OTHER_TOOLS_OPTIONS for word in args)
+def mentions_other_tools_options(command: str, args: list[str]) -> bool:
+    """Whether any argument of command is spelt as another tool's option (a cheap test before the careful one)."""
+    options = OPTIONS_OF_OTHER_TOOLS.get(command, {})
+    return any(word.partition("=")[0] in options for word in args)
 
 
 def check_options(command: str, args: list[str], takes_value: dict[str, bool]) -> None:
-    """Refuse another tool's option among the arguments of `run` or `chat` (command) before --, unless it is an
-    option's value."""
+    """Refuse another tool's option among the arguments of `run`, `chat` or `bench` (command) before --, unless it is
+    an option's value."""
+    options = OPTIONS_OF_OTHER_TOOLS[command]
     expects_value = False
     for word in args:
         if word == "--" and not expects_value:
             return
         name = word.partition("=")[0]
-        if not expects_value and name in OTHER_TOOLS_OPTIONS and name not in takes_value:
-            tool, purpose, instead = OTHER_TOOLS_OPTIONS[name]
+        if not expects_value and name in options and name not in takes_value:
+            tool, purpose, instead = options[name]
             hint = _IN_CHAT.get(name, instead) if command == "chat" else instead
             raise UsageError(f"{name} is {tool}'s option for {purpose}", hint=hint)
         expects_value = not expects_value and takes_value.get(word, False)

@@ -26,6 +26,14 @@ from tests.conftest import run_localgen
      "localgen's are --json-schema SCHEMA or --grammar GBNF for the answer, and --json for a record of the run"),
     (("run", "-n", "5", "-r", "User:", "hi"), "-r is llama-cli's option for a reverse prompt",
      "localgen's is --stop TEXT"),
+    (("bench", "-ngl", "0"), "-ngl is llama-bench's option for GPU layers",  # click alone reads -ngl as -n gl
+     "localgen bench offloads as many layers as fit, as run does by default"),
+    (("bench", "-mmp", "0"), "-mmp is llama-bench's option for memory-mapping the model",  # -m mp: a model "mp"
+     "localgen bench has no such setting: drop it"),
+    (("bench", "-p", "16", "-fa", "1"), "-fa is llama-bench's option for flash attention",
+     "localgen's is --flash-attn auto|on|off"),
+    (("bench", "-o", "json"), "-o is llama-bench's option for an output format",
+     "localgen's is --json; the default is a table"),
 ])
 def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, ...], error: str, hint: str) -> None:
     result = run_localgen(*args)
