@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from localgen import console
+from localgen.config import settings
 from localgen.conversation import (
     Conversation,
     DamagedConversationError,
@@ -85,10 +86,16 @@ def _busy_for_a_run(exc: ConversationBusyError) -> ConversationBusyError:
 def _newest_saved() -> Conversation:
     """The newest saved conversation, held for this process."""
     if not list_conversations():
-        raise LocalgenError("there is no saved conversation to continue",
-                            hint='ask something first with `localgen run "..."`, or start a conversation with '
-                                 '`localgen run --conversation NAME "..."` or `localgen chat`')
+        raise LocalgenError("there is no saved conversation to continue", hint=_nothing_to_continue_hint())
     return latest_conversation(console.warn, newest_only=True)
+
+
+def _nothing_to_continue_hint() -> str:
+    """How to get something --continue can take (a plain run keeps nothing with LOCALGEN_NO_LAST_RUN set)."""
+    start = 'start a conversation with `localgen run --conversation NAME "..."` or `localgen chat`'
+    if settings().no_last_run:
+        return f"LOCALGEN_NO_LAST_RUN keeps no plain run to continue: {start}"
+    return f'ask something first with `localgen run "..."`, or {start}'
 
 
 def _warn_if_mistyped(name: str) -> None:

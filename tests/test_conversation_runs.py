@@ -91,7 +91,10 @@ def test_localgen_no_last_run_keeps_no_record_and_removes_the_one_kept() -> None
     quiet = run_localgen("run", "Another secret.", "-n", "2", *GREEDY, env={"LOCALGEN_NO_LAST_RUN": "1"})
     assert quiet.returncode == 0, quiet.err
     assert not last_run_path().exists()
-    assert run_localgen("run", "--continue", "hi", "-n", "2", env={"LOCALGEN_NO_LAST_RUN": "1"}).returncode == 1
+    refused = run_localgen("run", "--continue", "hi", "-n", "2", env={"LOCALGEN_NO_LAST_RUN": "1"})
+    assert refused.returncode == 1 and "LOCALGEN_NO_LAST_RUN keeps no plain run to continue" in refused.err, \
+        "the hint does not send the user to a plain run that would keep nothing"
+    assert "ask something first" not in refused.err
 
 
 def test_run_continue_takes_whichever_is_newer_the_last_run_or_the_latest_saved_conversation() -> None:
