@@ -62,11 +62,7 @@ OTHER_TOOLS_OPTIONS = {
 # llama-bench's options that `localgen bench` spells otherwise or has not; several would otherwise be read as one of
 # its short options with a value stuck to it: -ngl as -n gl, -mmp as -m mp (a model named mp).
 LLAMA_BENCH_OPTIONS = {
-    "-fa": ("llama-bench", "flash attention", "localgen's is --flash-attn auto|on|off"),
-    "-ub": ("llama-bench", "the physical batch size", "localgen's is --ubatch-size N"),
-    "-b": ("llama-bench", "the batch size", "localgen's is --batch-size N"),
-    "-ctk": ("llama-bench", "the K cache type", _KV),
-    "-ctv": ("llama-bench", "the V cache type", _KV),
+    **{name: ("llama-bench", *OTHER_TOOLS_OPTIONS[name][1:]) for name in ("-fa", "-ub", "-b", "-ctk", "-ctv")},
     "-ngl": ("llama-bench", "GPU layers", "localgen bench offloads as many layers as fit, as run does by default"),
     "-mmp": ("llama-bench", "memory-mapping the model", "localgen bench has no such setting: drop it"),
     "-o": ("llama-bench", "an output format", "localgen's is --json; the default is a table"),
