@@ -10,7 +10,8 @@ def main() -> None:
     """Load the CLI with Ctrl-C only noted, then run it; Ctrl-C before the CLI handles it exits 130, no traceback."""
     # not signals.deferred_signals: importing it (threading) would come before the handler, widening the window
     noted: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, _frame: noted.append(signum))
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # a background job's: Ctrl-C stays ignored
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if ignored else lambda signum, _frame: noted.append(signum))
     try:
         from localgen import console  # noqa: F401 (the CLI's first import)
         from localgen.cli import main as run_cli

@@ -188,6 +188,33 @@ def test_ctrl_c_while_the_cli_starts_exits_130_without_a_traceback(tmp_path: Pat
     assert not odd, odd  # (its stderr in full, which the whole list's repr would cut)
 
 
+CTRL_C_WHILE_THE_CLI_LOADS = """
+import importlib.abc, signal, sys
+
+class CtrlCOnImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "localgen.console":  # the launcher's first import of the CLI
+            signal.raise_signal(signal.SIGINT)
+
+sys.meta_path.insert(0, CtrlCOnImport())
+if sys.argv.pop(1) == "ignored":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+from localgen.launcher import main
+main()
+"""
+
+
+@pytest.mark.parametrize(("disposition", "code"), [("default", 130), ("ignored", 0)])
+def test_ctrl_c_while_the_cli_loads_exits_130_unless_ignored(tmp_path: Path, disposition: str, code: int) -> None:
+    """The same moment every time: a Ctrl-C as the launcher imports the CLI; a background job's stays ignored."""
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", CTRL_C_WHILE_THE_CLI_LOADS, disposition, "--version"], env=env,
+                          cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr
+    assert ("localgen" in done.stdout) == (code == 0)
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_a_signal_mid_download_leaves_no_partial_file(loopback_hub: HubServer, tmp_path: Path, signum: int,
                                                        code: int) -> None:
