@@ -122,7 +122,7 @@ def _resumed(resume: str | None) -> Conversation | None:
     """The conversation --resume NAME names, or the latest one for --resume alone (RESUME_LATEST); None without
     --resume."""
     from localgen import console
-    from localgen.conversation import latest_conversation, load_conversation
+    from localgen.conversation_store import latest_conversation, load_conversation
 
     if resume is None:
         return None
@@ -138,7 +138,7 @@ def _resumed(resume: str | None) -> Conversation | None:
 def _warn_if_unsaveable() -> None:
     """Say at the start, not at the first save, that a file stands where the conversations folder should be."""
     from localgen import console
-    from localgen.conversation import conversations_dir
+    from localgen.conversation_store import conversations_dir
     from localgen.storage import file_in_the_way
 
     blocker = file_in_the_way(conversations_dir())

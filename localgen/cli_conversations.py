@@ -61,7 +61,8 @@ def conversations_show(
 ) -> None:
     """Print a saved conversation as Markdown: system prompt, then each question and answer."""
     from localgen import console
-    from localgen.conversation import DamagedConversationError, latest_conversation, read_conversation
+    from localgen.conversation import DamagedConversationError
+    from localgen.conversation_store import latest_conversation, read_conversation
 
     try:  # the newest as `chat --resume` takes it: a damaged one is skipped, with a warning
         conversation = read_conversation(name) if name is not None else latest_conversation(console.warn, held=False)
@@ -111,7 +112,7 @@ def conversations_rm(
 ) -> None:
     """Delete saved conversations (never one that a chat or a run has open)."""
     from localgen import console
-    from localgen.conversation import delete_conversations, saved_paths
+    from localgen.conversation_store import delete_conversations, saved_paths
 
     names = list(dict.fromkeys(names))
     saved_paths(names)  # every name is a saved conversation before anything is asked or deleted

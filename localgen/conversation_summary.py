@@ -7,7 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from localgen.conversation import ForeignFormatError, Turn, list_conversations, read_conversation
+from localgen.conversation import ForeignFormatError, Turn
+from localgen.conversation_store import list_conversations, read_conversation
 from localgen.errors import LocalgenError
 from localgen.units import counted, iso_time
 

@@ -12,15 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localgen.config import settings
-from localgen.conversation import (
-    Conversation,
-    DamagedConversationError,
-    ForeignFormatError,
-    Turn,
-    list_conversations,
-    save_conversation,
-)
+from localgen.conversation import Conversation, DamagedConversationError, ForeignFormatError, Turn
 from localgen.conversation_lock import ConversationBusyError, hold, release
+from localgen.conversation_store import list_conversations, save_conversation
 from localgen.errors import LocalgenError
 from localgen.events import Event
 from localgen.storage import atomic_write_text

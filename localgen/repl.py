@@ -17,7 +17,7 @@ from prompt_toolkit.layout.processors import TabsProcessor
 from localgen import console
 from localgen.answer_view import AnswerView
 from localgen.config import settings
-from localgen.conversation import MissingConversationError, let_go, load_conversation
+from localgen.conversation_store import MissingConversationError, let_go, load_conversation
 from localgen.errors import LocalgenError, UsageError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
 from localgen.inputs import argument_text, attachment_text, expand_user_path, option_path, refuse_waiting_reads

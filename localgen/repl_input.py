@@ -27,7 +27,7 @@ from prompt_toolkit.output.vt100 import Vt100_Output
 
 from localgen import console
 from localgen.config import settings
-from localgen.conversation import list_conversations
+from localgen.conversation_store import list_conversations
 from localgen.errors import LocalgenError, UsageError
 from localgen.registry import load_registry
 from localgen.repl_show import SHOW_PARTS

@@ -7,15 +7,9 @@ from dataclasses import dataclass
 
 from localgen import console
 from localgen.config import settings
-from localgen.conversation import (
-    Conversation,
-    DamagedConversationError,
-    check_name,
-    latest_conversation,
-    list_conversations,
-    load_or_start,
-)
+from localgen.conversation import Conversation, DamagedConversationError, check_name
 from localgen.conversation_lock import ConversationBusyError
+from localgen.conversation_store import latest_conversation, list_conversations, load_or_start
 from localgen.conversation_summary import cut_short
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from localgen.answer_record import recorded
 from localgen.chat import Message, compose_user_message
-from localgen.conversation import Conversation, Turn, let_go, save_conversation
+from localgen.conversation import Conversation, Turn
+from localgen.conversation_store import let_go, save_conversation
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished

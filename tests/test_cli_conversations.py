@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from localgen import config
-from localgen.conversation import Conversation, Turn, conversations_dir, let_go, save_conversation
+from localgen.conversation import Conversation, Turn
 from localgen.conversation_lock import hold, release
+from localgen.conversation_store import conversations_dir, let_go, save_conversation
 from tests.conftest import REPO_ROOT, run_localgen
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from localgen.chat import Message
-from localgen.conversation import Conversation, Turn, load_conversation, save_conversation
+from localgen.conversation import Conversation, Turn
+from localgen.conversation_store import load_conversation, save_conversation
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import TextChunk
 from localgen.repl_input import SlashCommand, block_is_open, continuation, parse_command, unwrap_block
@@ -320,7 +321,7 @@ def test_a_name_that_starts_with_a_dot_is_refused_with_a_hint_that_says_why() ->
 
 def test_save_as_over_something_that_is_no_file_does_not_offer_to_load_it(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from localgen.conversation import conversations_dir
+    from localgen.conversation_store import conversations_dir
 
     _home(tmp_path, monkeypatch)
     (conversations_dir() / "dir.json").mkdir(parents=True)
@@ -341,7 +342,7 @@ def test_a_hand_edited_file_with_a_bom_or_a_minus_one_limit_loads(tmp_path: Path
 
 def test_the_conversations_folder_is_private_from_a_run_s_first_lock(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from localgen.conversation import conversations_dir, load_or_start
+    from localgen.conversation_store import conversations_dir, load_or_start
 
     _home(tmp_path, monkeypatch)
     load_or_start("first")  # holds the name (its lock) before anything is saved

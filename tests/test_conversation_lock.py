@@ -11,16 +11,15 @@ from pathlib import Path
 import pytest
 
 from localgen import config
-from localgen.conversation import (
-    Conversation,
-    Turn,
+from localgen.conversation import Conversation, Turn
+from localgen.conversation_lock import ConversationBusyError
+from localgen.conversation_store import (
     conversations_dir,
     latest_conversation,
     let_go,
     load_conversation,
     save_conversation,
 )
-from localgen.conversation_lock import ConversationBusyError
 from localgen.errors import LocalgenError
 
 HOLDER = """

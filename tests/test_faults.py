@@ -25,7 +25,8 @@ import pexpect
 import pytest
 
 from localgen import config, storage
-from localgen.conversation import Conversation, Turn, load_conversation, save_conversation
+from localgen.conversation import Conversation, Turn
+from localgen.conversation_store import load_conversation, save_conversation
 from localgen.errors import ConfigError, LocalgenError
 from localgen.promptcache import PromptCache
 from localgen.registry import load_registry

@@ -532,8 +532,8 @@ def test_a_load_that_fails_after_the_weights_are_in_frees_them(bundled_model: Pa
 
 
 def test_a_conversation_that_cannot_be_continued_leaves_the_chat_as_it_was(session: ChatSession) -> None:
-    from localgen.conversation import conversations_dir, load_conversation, save_conversation
     from localgen.conversation_lock import _held, lock_path, release
+    from localgen.conversation_store import conversations_dir, load_conversation, save_conversation
 
     save_conversation(Conversation(name="other", turns=[Turn("q", "a")], settings={"top_k": 5}))
     release(conversations_dir(), "other")  # as if another chat had saved it and ended
@@ -548,7 +548,7 @@ def test_a_conversation_that_cannot_be_continued_leaves_the_chat_as_it_was(sessi
 
 def test_a_first_question_without_an_answer_saves_no_conversation(session: ChatSession,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from localgen.conversation import conversations_dir
+    from localgen.conversation_store import conversations_dir
 
     def broken(*_: object) -> tuple[str, list[int]]:
         raise TemplateError("the chat template failed", hint="fix it")
@@ -562,7 +562,7 @@ def test_a_first_question_without_an_answer_saves_no_conversation(session: ChatS
 
 
 def test_a_chat_that_only_changed_settings_is_saved_with_its_first_exchange(session: ChatSession) -> None:
-    from localgen.conversation import conversations_dir
+    from localgen.conversation_store import conversations_dir
 
     session.conversation = Conversation(name="settings-first")
     session.autosave = True
@@ -687,7 +687,7 @@ def test_a_chat_s_save_keeps_settings_it_does_not_know(session: ChatSession, tmp
 def test_a_change_a_save_missed_is_kept_said_and_saved_with_the_next(session: ChatSession, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from localgen import config
-    from localgen.conversation import conversations_dir
+    from localgen.conversation_store import conversations_dir
 
     monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
     monkeypatch.setattr(config, "_settings", None)

@@ -1,0 +1,283 @@
+"""Saved conversations on disk: where they live, saving, loading (held for this process), listing and deleting."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from localgen.config import settings
+from localgen.conversation import (
+    NAME_PATTERN,
+    Conversation,
+    DamagedConversationError,
+    ForeignFormatError,
+    check_name,
+)
+from localgen.conversation_lock import ConversationBusyError, hold, lock_path, release
+from localgen.errors import LocalgenError, UsageError
+from localgen.storage import atomic_write_text, check_folder, make_folder
+
+MAX_NAME_SUFFIX = 1000  # NAME-2 ... NAME-1000 are tried before a first save gives up
+
+
+def conversations_dir() -> Path:
+    """Where saved conversations live."""
+    return settings().data_dir / "conversations"
+
+
+class MissingConversationError(LocalgenError):
+    """No saved conversation has the name asked for."""
+
+
+def save_conversation(conversation: Conversation, name: str | None = None) -> Path:
+    """Write the conversation atomically (mode 0600); return its path.
+
+    A conversation overwrites only its own file, which this process holds (see conversation_lock) from its first
+    save or its load until the process ends or the chat moves to another conversation. Its first save takes the
+    first free name among NAME, NAME-2, NAME-3, ... (two chats started in the same second get different files); a
+    new name ("save as") must not belong to another conversation, and the old name is let go.
+    """
+    folder = conversations_dir()
+    make_folder(folder, mode=0o700)
+    if name is not None and check_name(name) != conversation.name:
+        path = folder / f"{name}.json"
+        taken = UsageError(f"a conversation named '{name}' already exists",
+                           hint=f"choose another name, or /load {name} to continue it") if path.is_file() else \
+            UsageError(f"{path} is in the way of a conversation named '{name}' (not a file)",
+                       hint="choose another name, or move it away")
+        newly = hold(folder, name, hint="choose another name")
+        try:
+            atomic_write_text(folder / f"{name}.json", replace(conversation, name=name).to_json(), replace=False)
+        except BaseException as exc:
+            if newly:
+                release(folder, name)
+            if isinstance(exc, FileExistsError):
+                raise taken from None
+            raise
+        if conversation.on_disk:
+            release(folder, conversation.name)
+        conversation.name, conversation.on_disk = name, True
+    elif conversation.on_disk:
+        hold(folder, conversation.name, hint="finish that chat first, or /save NAME to go on under another name")
+        atomic_write_text(folder / f"{conversation.name}.json", conversation.to_json())
+    else:
+        conversation.name = _write_under_free_name(folder, conversation)
+        conversation.on_disk = True
+    return folder / f"{conversation.name}.json"
+
+
+def _write_under_free_name(folder: Path, conversation: Conversation) -> str:
+    """Write a new conversation under its name, or the first free NAME-2, NAME-3, ...; return the name used.
+
+    A name is held before its file is written, so no other chat can open the new file before this one holds it.
+    """
+    base = conversation.name
+    for number in range(1, MAX_NAME_SUFFIX + 1):
+        candidate = base if number == 1 else f"{base}-{number}"
+        conversation.name = candidate  # the file records its own name
+        try:
+            hold(folder, candidate, hint="")
+        except ConversationBusyError:
+            continue
+        try:
+            atomic_write_text(folder / f"{candidate}.json", conversation.to_json(), replace=False)
+            return candidate
+        except FileExistsError:
+            release(folder, candidate)
+            continue
+        except BaseException:
+            release(folder, candidate)
+            raise
+    conversation.name = base
+    raise LocalgenError(f"could not find a free name for conversation '{base}' in {folder}",
+                        hint="use /save NAME with a new name")
+
+
+def load_conversation(name: str, *, shell: bool = False) -> Conversation:
+    """Read a saved conversation by name and hold it for this process (shell: for `chat --resume NAME`, where
+    /list is not at hand); ConversationBusyError when another chat has it open."""
+    folder, path = conversations_dir(), saved_path(name)
+    _refuse_other_than_a_file(path, name, shell)
+    newly = hold(folder, name, hint="finish that chat first, or " + (
+        "run `localgen chat` for a new conversation" if shell else "/load another (/list shows them)"))
+    try:
+        conversation = Conversation.from_json(_read_saved(path, shell), path)
+    except BaseException:
+        if newly:
+            release(folder, name)
+        raise
+    conversation.name = name  # saves go back to this file, whatever name the file claims
+    conversation.on_disk = True
+    return conversation
+
+
+def _read_saved(path: Path, shell: bool) -> str:
+    """The text of a saved conversation file."""
+    try:
+        return path.read_text(encoding="utf-8-sig")  # a BOM from a Windows editor is no damage
+    except FileNotFoundError:
+        raise _missing(path.stem, shell) from None
+    except UnicodeDecodeError:
+        raise DamagedConversationError(f"{path} is not a valid saved conversation (not UTF-8 text)",
+                                       hint="it was left untouched; start a new chat or load another",
+                                       name=path.stem) from None
+    except OSError as exc:
+        raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def load_or_start(name: str) -> Conversation:
+    """The saved conversation NAME or a new one by that name when none is saved, held for this process either way
+    (two runs starting the same new conversation: the second is told it is busy, rather than saving elsewhere)."""
+    folder, path = conversations_dir(), saved_path(name)
+    if not os.path.lexists(path):  # a dangling link is there too: never saved over under another name
+        named = _named_by_its_file(name)
+        if named is not None:  # `--conversation review.json`: review, never a new "review.json" beside it
+            raise UsageError(f"'{name}' is the file name of the saved conversation '{named}'",
+                             hint=f"use its name: --conversation {named} continues it")
+        hold(folder, name, hint="wait for it to finish, or use another name")
+        if not os.path.lexists(path):  # (unless the holder before us finished and saved it meanwhile)
+            return Conversation(name=name)
+    return load_conversation(name, shell=True)
+
+
+def let_go(conversation: Conversation) -> None:
+    """Release this process's hold on a conversation it no longer works on (another chat may open it)."""
+    if conversation.on_disk:
+        release(conversations_dir(), conversation.name)
+
+
+def saved_path(name: str) -> Path:
+    """The file of the saved conversation NAME (a ConfigError or UsageError for a name that cannot be one)."""
+    return conversations_dir() / f"{check_name(name)}.json"
+
+
+def _missing(name: str, shell: bool) -> MissingConversationError:
+    """The error for a conversation name with nothing saved under it (one given as its file's name is told so)."""
+    named = _named_by_its_file(name)
+    hint = f"that is the file name of the saved conversation '{named}': use its name, {named}" if named else \
+        _missing_hint(shell)
+    return MissingConversationError(f"no saved conversation named '{name}'", hint=hint)
+
+
+def _named_by_its_file(name: str) -> str | None:
+    """The saved conversation whose file name `name` is (`review.json` for review), or None."""
+    stem = name[:-len(".json")] if name.lower().endswith(".json") else ""
+    if not NAME_PATTERN.fullmatch(stem):
+        return None
+    with contextlib.suppress(OSError, LocalgenError):
+        if saved_path(stem).is_file():
+            return stem
+    return None
+
+
+def _refuse_other_than_a_file(path: Path, name: str, shell: bool) -> None:
+    """Refuse a saved conversation's path that holds no file: nothing at all, or a folder, a dangling link, a pipe
+    (named the same way wherever a conversation is read)."""
+    if not os.path.lexists(path):
+        raise _missing(name, shell)
+    if not path.is_file():
+        raise DamagedConversationError(f"{path} is not a saved conversation (not a file)",
+                                       hint="move it away, or use another name", name=name,
+                                       removable=not path.is_dir())
+
+
+def _missing_hint(shell: bool) -> str:
+    """Where to find the saved conversations' names, from the shell or inside a chat."""
+    if shell:
+        return "`localgen conversations` lists the saved ones; `localgen chat --resume` reopens the latest"
+    return "/list shows the saved conversations"
+
+
+def read_conversation(name: str) -> Conversation:
+    """A saved conversation as it is on disk, without holding it (to list or show it; a chat may have it open)."""
+    path = saved_path(name)
+    _refuse_other_than_a_file(path, name, True)
+    conversation = Conversation.from_json(_read_saved(path, True), path)
+    conversation.name = name
+    return conversation
+
+
+def saved_paths(names: list[str]) -> list[Path]:
+    """The files of saved conversations (a damaged one, a dangling link or a pipe too: all can be deleted), or the
+    error for the first name that is none."""
+    paths = [saved_path(name) for name in names]
+    for name, path in zip(names, paths, strict=True):
+        if not os.path.lexists(path):
+            raise _missing(name, True)
+        if path.is_dir():
+            raise LocalgenError(f"{path} is a folder, not a saved conversation", hint="remove it yourself")
+    return paths
+
+
+def delete_conversations(names: list[str]) -> None:
+    """Delete saved conversations, all or none: ConversationBusyError, before any is deleted, when a chat or a run
+    has one of them open."""
+    folder = conversations_dir()
+    paths = saved_paths(names)
+    held: list[str] = []
+    try:
+        for name in names:
+            if hold(folder, name, hint="finish that chat or run first"):
+                held.append(name)
+        for name, path in zip(names, paths, strict=True):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                raise LocalgenError(f"could not delete {path}: {exc.strerror or exc}",
+                                    hint="check the permissions of its folder") from exc
+            with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
+                lock_path(folder, name).unlink()
+    finally:
+        for name in held:
+            release(folder, name)
+
+
+def list_conversations() -> list[tuple[str, float]]:
+    """Saved conversation names with their modification times, newest first."""
+    folder = conversations_dir()
+    check_folder(folder, "saved conversations")
+    if not folder.is_dir():
+        return []
+    entries = []
+    for path in folder.glob("*.json"):
+        if NAME_PATTERN.fullmatch(path.stem):
+            with contextlib.suppress(FileNotFoundError):  # deleted since the listing: not there any more
+                info = path.stat()
+                if stat.S_ISREG(info.st_mode):
+                    entries.append((path.stem, info.st_mtime))
+    return sorted(entries, key=lambda e: e[1], reverse=True)
+
+
+def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = False,
+                        held: bool = True) -> Conversation:
+    """The most recently saved conversation that no other chat has open, damaged files skipped with a warning
+    (for `chat --resume`); with newest_only, the newest one or the error that keeps it from being continued; without
+    held, the newest readable one, read as it is on disk and not held (for `conversations show`: a chat may have
+    it open)."""
+    entries = list_conversations()
+    if not entries:
+        raise LocalgenError("there is no saved conversation to continue" if held else
+                            "there are no saved conversations",
+                            hint='start one with `localgen chat`, or `localgen run --conversation NAME "..."`')
+    if newest_only:
+        return load_conversation(entries[0][0], shell=True)
+    busy: ConversationBusyError | None = None
+    for name, _ in entries:
+        try:
+            return load_conversation(name, shell=True) if held else read_conversation(name)
+        except ConversationBusyError as exc:  # a running chat saves often, so its conversation is the newest
+            busy = busy or exc
+        except DamagedConversationError as exc:
+            warn(f"skipped a damaged conversation: {exc.message}")
+        except ForeignFormatError as exc:
+            warn(f"skipped a conversation: {exc.message}")
+    if busy is not None:
+        raise busy
+    if not held:
+        raise LocalgenError("no saved conversation can be read", hint="`localgen conversations` lists them, "
+                                                                      "damaged ones marked")
+    raise LocalgenError("no saved conversation can be resumed", hint="start a new one with `localgen chat`")
