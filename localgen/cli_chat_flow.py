@@ -186,7 +186,7 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> No
     from localgen.conversation import Conversation
     from localgen.registry import model_defaults
     from localgen.repl import Repl
-    from localgen.repl_input import chat_terminal
+    from localgen.repl_terminal import chat_terminal
     from localgen.session import ChatSession
 
     ctx, system, conversation, resumed = request.ctx, start.system, checked.conversation, request.resume is not None

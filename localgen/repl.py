@@ -30,7 +30,6 @@ from localgen.repl_input import (
     PasteMark,
     SafeFileHistory,
     SlashCompleter,
-    bracketed_paste,
     continuation,
     help_lines,
     key_bindings,
@@ -44,6 +43,7 @@ from localgen.repl_input import (
     without_controls,
 )
 from localgen.repl_show import EMPTY_SYSTEM, show, stop_strings_line, system_prompt_line
+from localgen.repl_terminal import bracketed_paste
 from localgen.repl_text import (
     brief,
     empty_answer_note,

@@ -1,38 +1,30 @@
-"""What the chat prompt reads: slash commands and their completion, keys, \"\"\" blocks, history, and echo."""
+"""What the chat prompt reads: slash commands and their completion, keys, \"\"\" blocks, history, /help."""
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import os
 import re
 import shlex
-import signal
 import stat
-import sys
 import textwrap
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from prompt_toolkit.application import create_app_session
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import is_searching
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
-from prompt_toolkit.output.vt100 import Vt100_Output
 
-from localgen import console
 from localgen.config import settings
 from localgen.conversation_store import list_conversations
 from localgen.errors import LocalgenError, UsageError
 from localgen.registry import load_registry
 from localgen.repl_show import SHOW_PARTS
 from localgen.session import SETTING_NAMES
-from localgen.signals import ENDING_SIGNALS, DeferredSignals, SignalExit, restore_handlers
 
 PROMPT = ">>> "
 BLOCK_QUOTE = '"""'
@@ -334,158 +326,6 @@ def open_history() -> tuple[History, str | None]:
 def continuation(width: int, _line_number: int, is_soft_wrap: bool) -> str:
     """The prompt of a continued line: '... ' after a newline, blank where a long line merely wraps."""
     return " " * width if is_soft_wrap else "... ".rjust(width)
-
-
-class PlainTextOutput(Vt100_Output):
-    """prompt_toolkit's terminal output less every escape sequence (cursor shape and visibility, colours, moves),
-    for a terminal that shows them as text: the prompt and the keys typed still show."""
-
-    def write_raw(self, data: str) -> None:
-        """Leave out an escape sequence (prompt_toolkit writes text with write())."""
-
-
-@contextlib.contextmanager
-def plain_prompts_on_a_dumb_terminal() -> Iterator[None]:
-    """On a terminal that shows escape sequences as text (TERM=dumb: Emacs' shell), prompt_toolkit's prompts write
-    plain text: its prompt for such terminals is plain, but setting it up shows the cursor with escape sequences."""
-    if not console.shows_escapes_as_text(sys.stdout):
-        yield
-        return
-    with create_app_session(output=PlainTextOutput.from_pty(sys.stdout, term="dumb")):
-        yield
-
-
-@contextlib.contextmanager
-def terminal_modes_kept(fd: int | None = None) -> Iterator[None]:
-    """Put the terminal's modes (echo, line editing) back as they were on the way out, however the way out goes.
-
-    prompt_toolkit restores them itself, except when a signal's exception lands inside its own clean-up.
-    """
-    try:
-        import termios
-    except ImportError:  # not a Unix terminal
-        yield
-        return
-    try:
-        fd = sys.stdin.fileno() if fd is None else fd
-        saved = termios.tcgetattr(fd)
-    except (AttributeError, ValueError, OSError, termios.error):  # stdin is not a terminal
-        yield
-        return
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError, termios.error):
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
-
-
-@contextlib.contextmanager
-def chat_terminal(before_suspend: Callable[[], None]) -> Iterator[None]:
-    """The terminal for a whole chat, its model load included: keys typed ahead wait unechoed for the prompt
-    (Ctrl-D too), and the modes found at start come back at the end, however it ends (main() turns SIGTERM and
-    SIGHUP into SignalExit)."""
-    with terminal_modes_kept(), keys_not_echoed(before_suspend=before_suspend), plain_prompts_on_a_dumb_terminal():
-        yield
-
-
-def bracketed_paste(on: bool) -> None:
-    """Ask the terminal on stdout to mark pasted text (xterm's mode 2004), or to stop marking it."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):  # a terminal gone: nothing to tell
-        if console.takes_escapes(sys.stdout):
-            sys.stdout.write("\x1b[?2004h" if on else "\x1b[?2004l")
-            sys.stdout.flush()
-
-
-@contextlib.contextmanager
-def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterator[None]:
-    """Outside the prompt (prompt-toolkit puts back the modes it found), the terminal echoes no keys (nor ^C):
-    echoed text would shift an answer's live region, leaving a stale copy of its lines. Keys typed ahead stay
-    buffered for the next prompt, Ctrl-C included, and Ctrl-D too: out of line mode, it is a key for the prompt
-    rather than an end of input the terminal consumes, even typed just as a command ends.
-
-    Bracketed paste stays on, so a paste typed ahead reaches the next prompt as one paste, its newlines in one
-    message, rather than as lines each sent by its Enter (prompt-toolkit turns it off as each prompt ends: the
-    REPL calls bracketed_paste(True) again).
-
-    Ctrl-Z calls before_suspend (to clear what is drawn live), gives the shell its terminal modes back and
-    stops; `fg` turns echo off again and the answer goes on (after `bg`, a download or an answer goes on in the
-    background with the shell's modes, and the next prompt waits for `fg`).
-    """
-    try:
-        import termios
-    except ImportError:  # not a Unix terminal
-        yield
-        return
-    try:
-        fd = sys.stdin.fileno()
-        saved = termios.tcgetattr(fd)
-        quiet = list(saved)
-        quiet[3] = (quiet[3] & ~(termios.ECHO | termios.ECHOCTL | termios.ICANON)) | termios.NOFLSH  # keeps keys
-        quiet[6] = list(quiet[6])
-        quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
-        termios.tcsetattr(fd, termios.TCSANOW, quiet)
-        bracketed_paste(True)
-    except (AttributeError, ValueError, OSError, termios.error):  # stdin is not a terminal
-        yield
-        return
-
-    def suspend(_signum: int, _frame: object) -> None:
-        with contextlib.suppress(Exception):  # drawing may fail; stopping must not
-            before_suspend()
-        bracketed_paste(False)
-        with contextlib.suppress(OSError, termios.error):
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
-        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
-        ending = stopped_until_continued()
-        signal.signal(signal.SIGTSTP, suspend)
-        if ending is not None:  # SIGTERM, or SIGHUP from a closed terminal, while stopped: no modes to put back
-            end_after_suspend(ending)
-            return
-        with contextlib.suppress(OSError):
-            if os.tcgetpgrp(fd) != os.getpgrp():  # `bg`: the terminal is the shell's (setting it would stop us)
-                return
-        with contextlib.suppress(OSError, termios.error):
-            termios.tcsetattr(fd, termios.TCSANOW, quiet)
-        bracketed_paste(True)
-
-    on_main_thread = threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGTSTP")
-    previous = signal.signal(signal.SIGTSTP, suspend) if on_main_thread else None
-    try:
-        yield
-    finally:
-        if on_main_thread:
-            signal.signal(signal.SIGTSTP, signal.SIG_DFL if previous is None else previous)
-        bracketed_paste(False)
-        with contextlib.suppress(OSError, termios.error):
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
-
-
-def stopped_until_continued() -> int | None:
-    """Stop this process (SIGTSTP) until it is continued; return the SIGTERM or SIGHUP that came meanwhile, held
-    back rather than raised here (a shell that closes sends a stopped job SIGHUP, then SIGCONT)."""
-    held = DeferredSignals()
-    previous = {sig: signal.signal(sig, held.record) for sig in ENDING_SIGNALS
-                if signal.getsignal(sig) is not signal.SIG_IGN}
-    try:
-        os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until `fg` (or `bg`)
-        held.pending()  # a Python call: the handlers of signals that came while stopped have run by its return
-    finally:
-        restore_handlers(previous)
-    return held.received[0] if held.received else None
-
-
-def end_after_suspend(signum: int) -> None:
-    """End the chat for a signal held while it was stopped. At the prompt, Ctrl-Z runs in one of prompt-toolkit's
-    tasks, where an exception raised would end only that task (and with the terminal gone, the chat would wait on
-    it for good): the prompt is made to raise SignalExit instead. Elsewhere the signal's own handler gets it."""
-    from prompt_toolkit.application import get_app_or_none
-
-    app = get_app_or_none()
-    if app is not None and app.is_running and not app.is_done:
-        with contextlib.suppress(Exception):  # already ending
-            app.exit(exception=SignalExit(signum))
-            return
-    signal.raise_signal(signum)
 
 
 def help_lines(width: int) -> list[str]:

@@ -262,7 +262,7 @@ def test_sighup_ignored_by_nohup_stays_ignored() -> None:
 def test_the_chat_puts_the_terminal_modes_back_however_it_ends() -> None:
     import tty
 
-    from localgen.repl_input import terminal_modes_kept
+    from localgen.repl_terminal import terminal_modes_kept
 
     main, secondary = os.openpty()
     try:
