@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from localgen.errors import HubError
 from localgen.gguf_split import split_name_parts
-from localgen.hub_types import HubFile
+from localgen.hub_types import HubFile, NotInRepoError
 from localgen.registry import normalize_quant, quant_of_filename
 
 # Without an explicit quant: the first of these the repo has. 4-5 bit k-quants are the usual
@@ -28,15 +28,15 @@ _AUXILIARY = re.compile(r"(?:^|[-_.])mmproj(?:[-_.]|$)|^imatrix", re.IGNORECASE)
 
 def no_gguf_files(repo: str) -> HubError:
     """The error for a repo that holds no GGUF file."""
-    return HubError(f"no GGUF files in {repo}",
-                    hint="localgen runs GGUF models; look for a repo whose name ends in -GGUF")
+    return NotInRepoError(f"no GGUF files in {repo}",
+                          hint="localgen runs GGUF models; look for a repo whose name ends in -GGUF", key="repo")
 
 
 def only_auxiliary(repo: str, files: Sequence[HubFile]) -> HubError:
     """The error for a repo whose GGUF files are all projectors or imatrix files."""
     names = ", ".join(f.filename for f in files[:4]) + (", ..." if len(files) > 4 else "")
-    return HubError(f"{repo} holds no language model, only projector or imatrix files ({names})",
-                    hint="these go with a model in another repository: pass that one")
+    return NotInRepoError(f"{repo} holds no language model, only projector or imatrix files ({names})",
+                          hint="these go with a model in another repository: pass that one", key="repo")
 
 
 def choose_model(files: list[HubFile], *, quant: str | None, filename: str | None,
@@ -56,8 +56,9 @@ def choose_model(files: list[HubFile], *, quant: str | None, filename: str | Non
         matches = [g for g in candidates if g[0].quant == wanted]
         if not matches:
             listed = ", ".join(available) if available else "none (no file name carries a quant tag)"
-            raise HubError(f"{repo} has no {wanted} file",
-                           hint=f"quants in this repo: {listed}; choose one with {repo}:QUANT")
+            raise NotInRepoError(f"{repo} has no {wanted} file",
+                                 hint=f"quants in this repo: {listed}; choose one with {repo}:QUANT", key="quant",
+                                 choices=f"quants in this repo: {listed}")
         return _check_complete(_pick(matches), repo)
     for tag in (*QUANT_PREFERENCE, *sorted(set(available) - set(QUANT_PREFERENCE))):
         matches = [g for g in candidates if g[0].quant == tag]
@@ -131,7 +132,8 @@ def _match_filename(groups: list[tuple[HubFile, ...]], filename: str, repo: str)
         if matches:
             return matches
     names = ", ".join(g[0].filename for g in groups[:8])
-    raise HubError(f"{repo} has no file {filename!r}", hint=f"GGUF files in this repo: {names}")
+    raise NotInRepoError(f"{repo} has no file {filename!r}", hint=f"GGUF files in this repo: {names}", key="file",
+                         choices=f"GGUF files in this repo: {names}")
 
 
 def shard_of(filename: str) -> tuple[int | None, int | None]:

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from localgen.config import settings
 from localgen.errors import DISK_FULL_ERRNOS, HubError, LocalgenError
 from localgen.hub_cache import hub_cache_dir, hub_endpoint
+from localgen.hub_types import NotInRepoError, RepoNotFoundError
+
+if TYPE_CHECKING:
+    from localgen.registry import ModelRef, ModelSpec
 
 # Exception class names (httpx, httpx2, requests, urllib3) for a connection lost mid-response.
 _DROPPED = {"RemoteProtocolError", "ReadError", "ChunkedEncodingError", "IncompleteRead", "ProtocolError"}
@@ -35,6 +42,47 @@ def with_alternative(hint: str | None, repo: str) -> str | None:
     if way is None or (hint is not None and way in hint):
         return hint
     return f"{way}, or {hint}" if hint else way
+
+
+@contextmanager
+def blamed_on_entry(spec: ModelSpec | None, ref: ModelRef) -> Iterator[None]:
+    """Within this block, a Hub error that comes of what a user's models.toml entry says (a misspelt repo, a quant or
+    file the repo lacks) names that entry and says to fix it there."""
+    try:
+        yield
+    except HubError as exc:
+        raise entry_error(exc, spec, ref) from exc
+
+
+def entry_error(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> HubError:
+    """The Hub error exc, naming the user's models.toml entry whose repo, quant or file it comes of (exc itself when
+    it comes of none: a quant typed on the command line, a built-in entry, the network)."""
+    key = _blamed_key(exc, spec, ref)
+    if spec is None or key is None:
+        return exc
+    if isinstance(exc, RepoNotFoundError):
+        hint = f"fix that entry's repo (check the spelling: ORG/REPO); for a private repo, {_LOGIN}"
+    elif isinstance(exc, NotInRepoError) and exc.choices:
+        hint = f"fix that entry's {key} ({exc.choices})"
+    else:
+        hint = f"fix that entry's {key}" + (f"; {exc.hint}" if exc.hint else "")
+    message = f"{exc.message} (the {key} of {spec.origin})"
+    if isinstance(exc, NotInRepoError):
+        return NotInRepoError(message, hint, key=exc.key, choices=exc.choices)
+    return type(exc)(message, hint)
+
+
+def _blamed_key(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> str | None:
+    """Which key of a user's entry a Hub error comes of: repo, quant or file; None when of none of them."""
+    if spec is None or not spec.repo or not spec.from_user_file:
+        return None
+    if isinstance(exc, RepoNotFoundError):
+        return "repo"
+    if not isinstance(exc, NotInRepoError):
+        return None
+    if exc.key == "repo" or (exc.key == "quant" and ref.quant is None):
+        return exc.key
+    return "file" if exc.key == "file" and ref.quant is None and ref.filename is None and spec.file else None
 
 
 def offline_error(repo: str, quant: str | None, filename: str | None, reference: str | None) -> HubError:
@@ -152,8 +200,8 @@ def _hf_error(err: BaseException, status: int | None, *, repo: str, filename: st
                         hint=f"request access at {hub_endpoint().rstrip('/')}/{repo}, then {_LOGIN}")
     if isinstance(err, _hf_kind("RepositoryNotFoundError")):
         private = " (or it is private)" if status in (401, 403) else ""
-        return HubError(f"repository {repo} not found on the Hugging Face Hub{private}",
-                        hint=f"check the spelling (ORG/REPO); for a private repo, {_LOGIN}")
+        return RepoNotFoundError(f"repository {repo} not found on the Hugging Face Hub{private}",
+                                 hint=f"check the spelling (ORG/REPO); for a private repo, {_LOGIN}")
     if isinstance(err, _hf_kind("RevisionNotFoundError")):
         return HubError(f"{repo}: the revision localgen asked for no longer exists",
                         hint="the repository changed; run the command again")

@@ -4,6 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from localgen.errors import HubError
+
+
+class RepoNotFoundError(HubError):
+    """No repository of that name on the Hub (or a private one this user cannot see)."""
+
+
+class NotInRepoError(HubError):
+    """A repository that lacks what was asked of it: key is 'quant', 'file', or 'repo' (no GGUF model at all);
+    choices: what it has instead ('quants in this repo: Q4_K_M, Q8_0'), for hints."""
+
+    def __init__(self, message: str, hint: str | None = None, *, key: str, choices: str = "") -> None:
+        super().__init__(message, hint)
+        self.key = key
+        self.choices = choices
+
 
 @dataclass(frozen=True)
 class HubFile:

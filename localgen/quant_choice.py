@@ -32,6 +32,7 @@ from localgen.units import binary_size, counted
 if TYPE_CHECKING:
     from localgen.gguf_info import GGUFInfo
     from localgen.hub_types import HubFile
+    from localgen.registry import ModelRef, ModelSpec
     from localgen.resolve import ResolvedModel
 
 HEADER_READ_BYTES = 4 * 2**20  # first range read of a Hub file's header; grown x4 up to HEADER_READ_MAX_BYTES
@@ -223,6 +224,8 @@ class _Target:
     quant: str | None
     filename: str | None
     default_ctx: int | None
+    ref: ModelRef
+    spec: ModelSpec | None  # the registry entry named, if one is
 
 
 def _target(reference: str | None) -> _Target:
@@ -235,10 +238,10 @@ def _target(reference: str | None) -> _Target:
     spec = registry.spec_for(ref)
     if ref.path is not None:  # a path, or an entry's own file (spec)
         return _Target(text=ref.text, path=ref.path, repo=None, quant=None, filename=None,
-                       default_ctx=spec.context if spec is not None else None)
+                       default_ctx=spec.context if spec is not None else None, ref=ref, spec=spec)
     repo, quant, filename = hub_target(ref, spec)
     return _Target(text=ref.text, path=None, repo=repo, quant=quant, filename=filename,
-                   default_ctx=spec.context if spec is not None else None)
+                   default_ctx=spec.context if spec is not None else None, ref=ref, spec=spec)
 
 
 def _named_index(options: Sequence[FitOption], files: Sequence[HubFile], target: _Target) -> int | None:
@@ -251,10 +254,18 @@ def _named_index(options: Sequence[FitOption], files: Sequence[HubFile], target:
 def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | None = None,
                offline: bool | None = None) -> FitReport:
     """Estimate and plan every quant of a reference's repo (or its one local file) and mark the one to use."""
+    from localgen.hub_errors import blamed_on_entry
+
+    target = _target(reference)
+    with blamed_on_entry(target.spec, target.ref):
+        return _fit_report(reference, target, request=request, hw=hw or probe_hardware(), offline=offline)
+
+
+def _fit_report(reference: str | None, target: _Target, *, request: FitRequest, hw: Hardware,
+                offline: bool | None) -> FitReport:
+    """fit_report of a parsed reference."""
     from localgen import hub
 
-    hw = hw or probe_hardware()
-    target = _target(reference)
     request = replace(request, default_ctx=target.default_ctx)
     text = target.text
     notes = ignored_requests(request, hw)
@@ -328,12 +339,21 @@ def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest)
 
     Returns the reference to download and notes for the user; raises InsufficientMemoryError when nothing fits.
     """
-    from localgen import hub
+    from localgen.hub_errors import blamed_on_entry
 
     target = _target(reference)
     if target.repo is None:
         return reference, ()
-    request = replace(request, default_ctx=target.default_ctx)
+    with blamed_on_entry(target.spec, target.ref):
+        return _choose_download(reference, target, hw=hw, request=replace(request, default_ctx=target.default_ctx))
+
+
+def _choose_download(reference: str | None, target: _Target, *, hw: Hardware,
+                     request: FitRequest) -> tuple[str | None, tuple[str, ...]]:
+    """choose_download of a parsed reference to a Hub repo."""
+    from localgen import hub
+
+    assert target.repo is not None
     if target.quant or target.filename:
         model = hub.find_model(target.repo, quant=target.quant, filename=target.filename)
         try:

@@ -26,6 +26,7 @@ HUB_PREFIXES = ("hf.co/", "huggingface.co/", "https://huggingface.co/", "https:/
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registry name, and each half of a repo id
 _PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a top-level module: finding it imports nothing
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+BUILTIN_SOURCE = "built-in models.toml"  # the source of the entries shipped with localgen
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,11 @@ class ModelSpec:
     def origin(self) -> str:
         """Where the entry is defined, for messages: [models.NAME] in FILE."""
         return f"[models.{self.name}] in {self.source or 'models.toml'}"
+
+    @property
+    def from_user_file(self) -> bool:
+        """Whether a user's models.toml defines the entry (or changes a built-in one): the user can fix it there."""
+        return bool(self.source) and self.source != BUILTIN_SOURCE
 
     @property
     def distribution(self) -> str:
@@ -204,10 +210,8 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
     elif "repo" not in table:
         raise ConfigError(f"{where} needs 'repo' (a model on the Hugging Face Hub) or 'path' (a file of your own)",
                           hint='add repo = "ORG/NAME-GGUF" and quant = "Q4_K_M", or path = "/path/to/model.gguf"')
-    elif "quant" not in table:
-        raise ConfigError(f"{where} needs 'quant'", hint='add quant = "Q4_K_M"')
     else:
-        _check_spec_values(where, table)
+        _check_repo_entry(where, table)
     _check_settings(where, settings)
     values = {key: value for key, value in table.items() if key not in settings}
     if "sha256" in values:
@@ -239,6 +243,17 @@ def _check_path_entry(where: str, table: dict[str, object]) -> None:
     if extra is not None:
         raise ConfigError(f"{where}.{extra} is about a repo's files, and this entry names one file with path",
                           hint=f"remove {extra}")
+    _check_spec_values(where, table)
+
+
+def _check_repo_entry(where: str, table: dict[str, object]) -> None:
+    """An entry for a model on the Hub: a repo id first (a misspelt one matters more than a key left out), then a
+    quant, then the other values."""
+    repo = str(table["repo"])
+    if not is_repo_id(repo):
+        raise ConfigError(f"{where}.repo {repo!r:.80} is not a Hugging Face repo id", hint='write repo = "ORG/NAME"')
+    if "quant" not in table:
+        raise ConfigError(f"{where} needs 'quant'", hint='add quant = "Q4_K_M"')
     _check_spec_values(where, table)
 
 
@@ -283,11 +298,8 @@ _TYPE_WORDS = {str: "a string", int: "an integer"}
 
 
 def _check_spec_values(where: str, table: dict[str, object]) -> None:
-    """Refuse values that parse but cannot be right: unsafe repo or file names, an empty quant, sizes that are not
+    """Refuse values that parse but cannot be right: unsafe file names, an empty quant, sizes that are not
     positive, a context size out of range."""
-    repo = str(table.get("repo", ""))
-    if "repo" in table and not is_repo_id(repo):
-        raise ConfigError(f"{where}.repo {repo!r} is not a Hugging Face repo id", hint='write repo = "ORG/NAME"')
     for key in ("file", "package_file"):
         if key in table:
             try:
@@ -380,8 +392,8 @@ def builtin_registry_text() -> str:
 
 def load_registry(user_file: Path | None = None) -> Registry:
     """The built-in registry extended (and overridden by name) by the user's file."""
-    builtin = _toml(builtin_registry_text(), "built-in models.toml")
-    models, defaults = _parse_registry(builtin, "built-in models.toml")
+    builtin = _toml(builtin_registry_text(), BUILTIN_SOURCE)
+    models, defaults = _parse_registry(builtin, BUILTIN_SOURCE)
     default = defaults.get("model")
     if user_file is not None and user_file.is_symlink() and not user_file.exists():
         raise ConfigError(f"{user_file}: a link to {os.readlink(user_file)}, which is not there",

@@ -10,7 +10,7 @@ from localgen import console, hub, hub_cache
 from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
-from localgen.hub_errors import offer_alternative, offline_hint, with_alternative
+from localgen.hub_errors import blamed_on_entry, offer_alternative, offline_hint, with_alternative
 from localgen.inputs import short_path
 from localgen.registry import (
     ModelRef,
@@ -139,7 +139,8 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     if offline or not pull:
         _refuse_missing(ref.text, repo, hub_cache.unverified_file(repo, quant=quant, filename=filename),
                         offline=offline, flag=flag)
-    paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text, pin=pin)
+    with blamed_on_entry(spec, ref):
+        paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text, pin=pin)
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")
 
 

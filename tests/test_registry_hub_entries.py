@@ -1,0 +1,84 @@
+"""A user's models.toml entry for a Hub model: what its repo, quant and file say goes wrong is blamed on the entry."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hub_server import HubEnv, make_gguf_bytes
+
+from localgen.errors import ConfigError, HubError
+from localgen.registry import load_registry
+from localgen.resolve import resolve_model
+from tests.conftest import REPO_ROOT
+
+TINY_REPO = "test/Tiny-GGUF"
+TINY_FILES = {"tiny-Q4_K_M.gguf": make_gguf_bytes("q4"), "tiny-Q8_0.gguf": make_gguf_bytes("q8")}
+
+
+def localgen(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+
+
+def user_registry(home: Path, text: str) -> Path:
+    """Write the user's models.toml under a localgen home."""
+    path = home / "config" / "models.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The one error line a failed command printed."""
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.stderr.strip().splitlines()[-1]
+
+
+def test_a_misspelt_repo_names_the_entry_in_every_command(hubenv: HubEnv) -> None:
+    registry = user_registry(hubenv.localgen_home, '[models.mine]\nrepo = "test/Tyny-GGUF"\nquant = "Q4_K_M"\n')
+    for args in (("pull", "mine"), ("run", "-m", "mine", "hi"), ("fit", "mine")):
+        line = _error_line(localgen(hubenv.env, *args))
+        assert line.startswith("localgen: error: repository test/Tyny-GGUF not found on the Hugging Face Hub "
+                               f"(the repo of [models.mine] in {registry}) (hint: fix that entry's repo"), (args, line)
+
+
+def test_a_quant_the_repo_lacks_names_the_entry_and_the_quants_there_are(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(TINY_REPO, TINY_FILES)
+    registry = user_registry(hubenv.localgen_home, f'[models.mine]\nrepo = "{TINY_REPO}"\nquant = "Q5_K_M"\n')
+    for args in (("pull", "mine"), ("fit", "mine")):
+        line = _error_line(localgen(hubenv.env, *args))
+        assert line == (f"localgen: error: {TINY_REPO} has no Q5_K_M file (the quant of [models.mine] in {registry}) "
+                        "(hint: fix that entry's quant (quants in this repo: Q4_K_M, Q8_0))"), (args, line)
+
+
+def test_a_quant_typed_on_the_command_line_is_not_blamed_on_the_entry(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(TINY_REPO, TINY_FILES)
+    user = user_registry(hubenv.localgen_home, f'[models.mine]\nrepo = "{TINY_REPO}"\nquant = "Q4_K_M"\n')
+    with pytest.raises(HubError) as info:
+        resolve_model("mine:Q6_K", registry=load_registry(user))
+    assert info.value.message == f"{TINY_REPO} has no Q6_K file"
+
+
+def test_a_file_the_repo_lacks_names_the_entry(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(TINY_REPO, TINY_FILES)
+    user = user_registry(hubenv.localgen_home,
+                         f'[models.mine]\nrepo = "{TINY_REPO}"\nquant = "Q4_K_M"\nfile = "tiny-q4.gguf"\n')
+    with pytest.raises(HubError) as info:
+        resolve_model("mine", registry=load_registry(user))
+    assert info.value.message == f"{TINY_REPO} has no file 'tiny-q4.gguf' (the file of [models.mine] in {user})"
+    assert info.value.hint == "fix that entry's file (GGUF files in this repo: tiny-Q4_K_M.gguf, tiny-Q8_0.gguf)"
+
+
+def test_a_malformed_repo_is_reported_before_a_missing_quant(tmp_path: Path) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text('[models.mine]\nrepo = "not a repo"\n')
+    with pytest.raises(ConfigError, match=r"\[models\.mine\]\.repo 'not a repo' is not a Hugging Face repo id"):
+        load_registry(user)
+    user.write_text('[models.mine]\nrepo = "me/Mine-GGUF"\n')
+    with pytest.raises(ConfigError, match=r"\[models\.mine\] needs 'quant'"):
+        load_registry(user)
