@@ -23,7 +23,6 @@ from localgen import hub_cache
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
-from localgen.inputs import is_existing_file
 from localgen.registry import (
     ModelRef,
     ModelSpec,
@@ -31,6 +30,7 @@ from localgen.registry import (
     hub_target,
     load_registry,
     normalize_quant,
+    own_file_problem,
     own_file_refusal,
     quant_of_filename,
 )
@@ -58,6 +58,7 @@ class CachedModel:
     verified: bool
     revision: str | None = None
     missing_shards: int = 0  # a split model whose download stopped part way
+    problem: str | None = None  # why a models.toml entry's own file cannot be used: missing, not a file, unreadable
 
 
 @dataclass(frozen=True)
@@ -208,15 +209,16 @@ def _bundled_model(spec: ModelSpec) -> CachedModel | None:
 
 def _own_file_model(spec: ModelSpec) -> CachedModel:
     """The file of the user's own that an entry names with path, as a CachedModel: its size (every shard's that is
-    there, of a split model), or None when the file is not there."""
+    there, of a split model), or None and the problem when it is not a file there."""
     from localgen.gguf_split import present_shards
 
     assert spec.path is not None
-    present, missing = present_shards(spec.path) if is_existing_file(str(spec.path)) else ([], [])
+    problem = own_file_problem(spec.path)
+    present, missing = present_shards(spec.path) if problem is None else ([], [])
     return CachedModel(name=spec.name, repo=None, quant=quant_of_filename(spec.path.name),
                        size=sum(path.stat().st_size for path in present) if present else None,
                        last_used=last_used(spec.path), path=spec.path, paths=tuple(present), source=SOURCE_LOCAL,
-                       verified=False, missing_shards=len(missing))
+                       verified=False, missing_shards=len(missing), problem=problem)
 
 
 def _hub_groups(*, dangling: bool = False) -> dict[tuple[str, str], list[hub_cache.CachedHubFile]]:

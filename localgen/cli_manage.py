@@ -88,11 +88,11 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
 
 def _source(model: CachedModel) -> str:
     """The SOURCE cell: where the file came from, marked when a split model lacks shards (a download stopped part
-    way), a Hub file is not verified yet, or a models.toml entry's own file is not there."""
+    way), a Hub file is not verified yet, or a models.toml entry's own file is not there (or is not a file)."""
     from localgen.catalog import SOURCE_HUB
 
     if model.size is None:
-        return f"{model.source} (missing)"
+        return f"{model.source} ({model.problem or 'missing'})"
     if model.missing_shards:
         return f"{model.source} (incomplete: {counted(model.missing_shards, 'shard')} missing)"
     return f"{model.source} (unverified)" if model.source == SOURCE_HUB and not model.verified else model.source
@@ -113,13 +113,13 @@ def _list_all(registry: Registry, *, json_output: bool) -> None:
 
 
 def _downloaded_cell(row: ListedModel) -> str:
-    """yes, yes (bundled), yes (local) for an entry's own file, no, no (missing) for one that is not there, or
-    no (incomplete: ...) for a split model with shards missing."""
+    """yes, yes (bundled), yes (local) for an entry's own file, no, no (missing) for one that is not there (or
+    no (not a file), no (unreadable)), or no (incomplete: ...) for a split model with shards missing."""
     source = row.model.source if row.model is not None else None
     if row.model is not None and row.model.missing_shards:
         return f"no (incomplete: {counted(row.model.missing_shards, 'shard')} missing)"
     if not row.downloaded:
-        return "no (missing)" if source == "local" else "no"
+        return f"no ({row.model.problem or 'missing'})" if row.model is not None and source == "local" else "no"
     return f"yes ({source})" if source in ("bundled", "local") else "yes"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import stat
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -138,11 +139,26 @@ def _own_file(ref: ModelRef, spec: ModelSpec) -> ModelRef:
     return replace(ref, path=spec.path)
 
 
+def own_file_problem(path: Path) -> str | None:
+    """Why an entry's own file cannot be used, in a word or two ('missing', 'not a file', 'unreadable'), or None when
+    it is a file: what `models list` shows, as `run` would refuse it."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "missing"
+    except (OSError, ValueError):  # a loop of links, a folder that cannot be searched, a name too long
+        return "unreadable"
+    return None if stat.S_ISREG(mode) else "not a file"
+
+
 def own_file_refusal(spec: ModelSpec, doing: str) -> UsageError:
     """The refusal to download or delete (doing) the file an entry names with path: it is the user's own."""
     assert spec.path is not None
-    if not is_existing_file(str(spec.path)):
+    problem = own_file_problem(spec.path)
+    if problem == "missing":
         hint = "put the file there, or fix that entry's path"
+    elif problem is not None:
+        hint = f"fix that entry's path: {short_path(spec.path)} is {problem}"
     elif doing == "download":
         hint = f"it is already here: `localgen run -m {spec.name}` uses it as it is"
     else:

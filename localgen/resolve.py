@@ -19,6 +19,7 @@ from localgen.registry import (
     hub_target,
     load_registry,
     normalize_quant,
+    own_file_problem,
     own_file_refusal,
 )
 from localgen.verify import verify_file
@@ -259,8 +260,9 @@ def _local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:
     except ModelNotFoundError as exc:
         if spec is None:
             raise
-        raise ModelNotFoundError(f"{exc.message} ({spec.origin})", hint="fix that entry's path, or put the file "
-                                                                        "there") from None
+        there = own_file_problem(ref.path) == "missing"
+        raise ModelNotFoundError(f"{exc.message} ({spec.origin})",
+                                 hint="fix that entry's path" + (", or put the file there" if there else "")) from None
 
 
 def _readable_file(path: Path, shown: str) -> Path:

@@ -164,6 +164,20 @@ def test_models_list_shows_the_entry_s_path_and_size_or_that_it_is_missing(own: 
     assert ["gone", "-", "Q8_0", "-", "no (missing)", ""] in everything
 
 
+def test_a_folder_as_an_entry_s_path_is_listed_and_refused_as_not_a_file(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    registry = write_registry(home, f'[models.folder]\npath = "{tmp_path}"\n')
+    rows = [line.split("\t") for line in localgen(home, "models", "list").out.splitlines()]
+    assert ["folder", "-", "-", "never", "local (not a file)", str(tmp_path)] in rows, "there, and not missing"
+    everything = [line.split("\t") for line in localgen(home, "models", "list", "--all").out.splitlines()]
+    assert ["folder", "-", "-", "-", "no (not a file)", ""] in everything
+    ran = localgen(home, "run", "-m", "folder", "hi")
+    assert ran.returncode == 1 and ran.err.strip() == (f"localgen: error: {tmp_path} is not a file ([models.folder] in "
+                                                       f"{registry}) (hint: fix that entry's path)")
+    pulled = localgen(home, "pull", "folder")
+    assert pulled.returncode == 2 and f"(hint: fix that entry's path: {tmp_path} is not a file)" in pulled.err
+
+
 def test_fit_plans_the_entry_s_file_at_its_context(own: Path) -> None:
     by_option = localgen(own, "fit", "-m", "mine", "--json")
     assert by_option.returncode == 0, by_option.err
