@@ -455,7 +455,7 @@ def reads_as_a_model(word: str, user_file: Path | None) -> bool:
         return False
     lower = word.lower()
     hub_repo = lower.count("/") == 1 and "gguf" in lower and not lower.startswith(("/", "."))
-    return lower.endswith(".gguf") or lower.startswith(HUB_PREFIXES) or hub_repo or names_a_model(word, user_file)
+    return lower.endswith(".gguf") or lower.startswith(hub_prefixes()) or hub_repo or names_a_model(word, user_file)
 
 
 def normalize_quant(quant: str) -> str:
@@ -509,9 +509,13 @@ def parse_reference(text: str) -> ModelRef:
                                                        "(`localgen models list --all`)")
     if _looks_like_path(raw):
         return ModelRef(text=raw, path=expand_user_path(raw))
-    for prefix in HUB_PREFIXES:
+    for prefix in hub_prefixes():
         if raw.lower().startswith(prefix):
-            return _parse_hub(_without_web_view(raw[len(prefix):]), raw)
+            return _parse_hub(_without_web_view(raw[len(prefix):], raw), raw)
+    if raw.lower().startswith(("http://", "https://")):
+        raise UsageError(f"'{raw}' is not an address on the Hugging Face Hub ({_endpoint()})",
+                         hint="localgen downloads models from the Hub: give ORG/REPO or its huggingface.co address; "
+                              "a .gguf from elsewhere, download it yourself and pass its path")
     if "/" in raw:
         return _parse_hub(raw, raw)
     name, quant = _split_quant(raw)
@@ -521,13 +525,34 @@ def parse_reference(text: str) -> ModelRef:
     return ModelRef(text=raw, name=name.lower(), quant=quant)
 
 
-def _without_web_view(body: str) -> str:
+def _endpoint() -> str:
+    """The Hub localgen downloads from: HF_ENDPOINT (a mirror), else huggingface.co (as huggingface_hub reads it)."""
+    return os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co"
+
+
+def hub_prefixes() -> tuple[str, ...]:
+    """The beginnings of a Hub address, in lower case: huggingface.co's and hf.co's, and those of the HF_ENDPOINT
+    mirror that localgen downloads from (with its scheme or without)."""
+    endpoint = _endpoint().lower()
+    if "://" not in endpoint:
+        return HUB_PREFIXES
+    return (*HUB_PREFIXES, f"{endpoint}/", f"{endpoint.split('://', 1)[1]}/")
+
+
+_NOT_MODELS = {"datasets": "a dataset", "spaces": "a Space (an app)"}  # Hub addresses of what is no model repo
+
+
+def _without_web_view(body: str, raw: str) -> str:
     """A Hub page's address as a reference: ORG/REPO/blob/main/FILE (or resolve/, tree/; a query, a fragment and
-    %-escapes as a browser gives them) is ORG/REPO/FILE."""
+    %-escapes as a browser gives them) is ORG/REPO/FILE. A dataset's or a Space's address is refused as what it is."""
     from urllib.parse import unquote
 
     path = unquote(body.split("#", 1)[0].split("?", 1)[0]).rstrip("/")
     parts = path.split("/")
+    if parts[0].lower() in _NOT_MODELS and len(parts) >= 3:
+        raise UsageError(f"'{raw}' is {_NOT_MODELS[parts[0].lower()]} on the Hugging Face Hub, not a model",
+                         hint="localgen runs GGUF models: give a model repo as ORG/REPO or "
+                              "https://huggingface.co/ORG/REPO")
     if len(parts) < 4 or parts[2] not in ("blob", "resolve", "tree"):
         return path  # the repo's page (or a file named in it), as the address bar has it
     if parts[3] != "main":

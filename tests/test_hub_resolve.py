@@ -245,3 +245,18 @@ def test_a_local_file_is_named_by_its_file_name_in_status_lines(tmp_path: Path) 
     assert local.short_name == "model.Q4_K_M.gguf" and local.display_name == str(path)
     hub = ResolvedModel(ref=parse_reference("org/Repo-GGUF:Q8_0"), path=path, spec=None, source="cache")
     assert hub.short_name == hub.display_name == "org/Repo-GGUF:Q8_0"
+
+
+# ----------------------------------------------------------------------------- addresses on the HF_ENDPOINT mirror
+
+
+def test_a_file_s_address_on_the_mirror_downloads_it(hubenv: HubEnv) -> None:
+    data = make_gguf_bytes("tiny")
+    hubenv.server.add_repo(TINY_REPO, {TINY_FILE: data})
+    pulled = localgen(hubenv.env, "pull", f"{hubenv.server.url}/{TINY_REPO}/blob/main/{TINY_FILE}?download=true")
+    assert pulled.returncode == 0, pulled.stderr
+    assert Path(pulled.stdout.strip()).read_bytes() == data
+    elsewhere = localgen(hubenv.env, "pull", f"https://example.invalid/{TINY_REPO}")
+    assert elsewhere.returncode == 2 and "is not an address on the Hugging Face Hub" in elsewhere.stderr
+    dataset = localgen(hubenv.env, "pull", f"{hubenv.server.url}/datasets/{TINY_REPO}")
+    assert dataset.returncode == 2 and "is a dataset on the Hugging Face Hub, not a model" in dataset.stderr

@@ -218,6 +218,33 @@ def test_a_page_of_another_revision_is_refused_with_main_s_reference() -> None:
     assert info.value.hint == "use org/repo/m-Q8_0.gguf, which is main's"
 
 
+@pytest.mark.parametrize(("text", "what"), [
+    ("https://huggingface.co/datasets/org/data", "a dataset"),
+    ("hf.co/datasets/org/data/blob/main/x.gguf", "a dataset"),
+    ("https://huggingface.co/spaces/org/app", "a Space (an app)")])
+def test_a_dataset_s_or_a_space_s_address_is_refused_as_what_it_is(text: str, what: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_reference(text)
+    assert info.value.message == f"'{text}' is {what} on the Hugging Face Hub, not a model"
+    assert info.value.hint == "localgen runs GGUF models: give a model repo as ORG/REPO or " \
+                              "https://huggingface.co/ORG/REPO"
+
+
+def test_an_address_on_the_hf_endpoint_mirror_is_a_hub_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", "https://Mirror.example/hf/")
+    ref = parse_reference("https://mirror.example/hf/org/repo/blob/main/m-Q8_0.gguf")
+    assert (ref.repo, ref.filename, ref.quant) == ("org/repo", "m-Q8_0.gguf", "Q8_0")
+    assert parse_reference("mirror.example/hf/org/repo:q4_0").repo == "org/repo"
+    assert parse_reference("https://huggingface.co/org/repo").repo == "org/repo", "huggingface.co's still"
+    assert reads_as_a_model("https://mirror.example/hf/org/repo", None)
+    with pytest.raises(UsageError, match=r"'https://other\.example/org/repo' is not an address on the Hugging Face "
+                                         r"Hub \(https://Mirror\.example/hf\)"):
+        parse_reference("https://other.example/org/repo")
+    monkeypatch.delenv("HF_ENDPOINT")
+    with pytest.raises(UsageError, match=r"is not an address on the Hugging Face Hub \(https://huggingface\.co\)"):
+        parse_reference("https://mirror.example/hf/org/repo")
+
+
 def test_local_paths(tmp_path: Path) -> None:
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
