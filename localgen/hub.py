@@ -200,7 +200,7 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
         return paths
     first = model.files[0]
     if pin is not None:  # known from the listing: refuse before downloading anything
-        _check_pin(f"{first.repo}/{first.filename}", first.sha256, first.size, pin)
+        check_pin(f"{first.repo}/{first.filename}", first.sha256, first.size, pin)
     for partial in orphaned_partials(model.repo):
         with contextlib.suppress(OSError):
             partial.unlink()
@@ -228,12 +228,12 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
 def check_pinned_file(path: Path, pin: Pin | None) -> None:
     """A verified file's size and recorded sha256 (hashed only when there is no record) must be the ones pinned."""
     if pin is not None:
-        _check_pin(str(path), None, path.stat().st_size, pin)  # the size first: it needs no hashing
+        check_pin(str(path), None, path.stat().st_size, pin)  # the size first: it needs no hashing
         if pin.sha256:
-            _check_pin(str(path), recorded_sha256(path) or sha256_file(path), None, pin)
+            check_pin(str(path), recorded_sha256(path) or sha256_file(path), None, pin)
 
 
-def _check_pin(label: str, actual: str | None, size: int | None, pin: Pin) -> None:
+def check_pin(label: str, actual: str | None, size: int | None, pin: Pin) -> None:
     """Raise when a file's size or sha256 (None: not known) is not the one its registry entry pins."""
     if size is not None and pin.size is not None and size != pin.size:
         raise LocalgenError(f"{label} does not match the size of {pin.origin} (the file's is {size:,} bytes, the "
@@ -331,7 +331,7 @@ def _verify(path: Path, f: HubFile, display: Display, pin: Pin | None) -> None:
         return
     actual = _checksum(path, f, display)
     if pin is not None:
-        _check_pin(f"{f.repo}/{f.filename}", actual, path.stat().st_size, pin)
+        check_pin(f"{f.repo}/{f.filename}", actual, path.stat().st_size, pin)
     _check_usable(path, f)
     try:
         record_verified(path, actual)

@@ -278,7 +278,8 @@ def _fit_report(reference: str | None, target: _Target, *, request: FitRequest, 
             options = hub_options(target.repo, hw, request, files=files)
             if target.quant or target.filename:
                 index = _named_index(options, files, target)
-                notes.extend(_named_refusal(options, index, text, hw, request))
+                options, refused = _pin_refusal(options, index, files, target)
+                notes.extend([refused] if refused else _named_refusal(options, index, text, hw, request))
             else:
                 index = choose_option(options, request)
                 notes.extend(_repo_refusal(options, target.repo, hw, request))
@@ -295,6 +296,27 @@ def _fit_report(reference: str | None, target: _Target, *, request: FitRequest, 
     option = local_option(resolved.path, hw, request, label=target.quant or resolved.ref.quant)
     notes.extend(_named_refusal([option], 0, text, hw, request))
     return FitReport(text, target.repo, hw, request, (option,), _marked([option], 0), tuple(notes))
+
+
+def _pin_refusal(options: list[FitOption], index: int | None, files: Sequence[HubFile],
+                 target: _Target) -> tuple[list[FitOption], str | None]:
+    """The options, the named one marked as refused when the Hub's file is not the one its registry entry pins (its
+    sha256 or size, as a run refuses it before downloading), and that refusal as a note (None when none)."""
+    from localgen import hub
+    from localgen.resolve import entry_pin
+
+    pin = entry_pin(target.spec, target.ref)
+    if pin is None or index is None:
+        return options, None
+    option = options[index]
+    first = next(f for f in files if f.filename == option.filenames[0])
+    try:
+        hub.check_pin(f"{first.repo}/{first.filename}", first.sha256, first.size, pin)
+    except LocalgenError as exc:
+        name = target.spec.name if target.spec is not None else target.text
+        refused = replace(option, plan=None, problem=f"not the file [models.{name}] pins")
+        return [*options[:index], refused, *options[index + 1:]], _refusal_note(exc)
+    return options, None
 
 
 def _marked(options: Sequence[FitOption], index: int | None) -> int | None:
@@ -323,7 +345,7 @@ def _repo_refusal(options: Sequence[FitOption], repo: str, hw: Hardware, request
     return [_refusal_note(_too_big_repo(repo, smallest, hw, request))]
 
 
-def _refusal_note(refusal: InsufficientMemoryError, *, lead: str = "") -> str:
+def _refusal_note(refusal: LocalgenError, *, lead: str = "") -> str:
     """A refusal, its hint (what would help) included, as one note line."""
     return f"{lead}{refusal.message}" + (f"; {refusal.hint}" if refusal.hint else "")
 

@@ -60,7 +60,7 @@ def _is_default_file(spec: ModelSpec | None, ref: ModelRef) -> bool:
     return ref.quant is None or (spec.file is None and normalize_quant(ref.quant) == normalize_quant(spec.quant))
 
 
-def _pin(spec: ModelSpec | None, ref: ModelRef) -> hub.Pin | None:
+def entry_pin(spec: ModelSpec | None, ref: ModelRef) -> hub.Pin | None:
     """The sha256 and size a registry entry expects of the file a reference names, if it names the default one."""
     if spec is None or not (spec.sha256 or spec.size) or not _is_default_file(spec, ref):
         return None
@@ -124,7 +124,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     if ref.path is not None:  # a path, or an entry that names a file of the user's own (spec)
         return ResolvedModel(ref=ref, path=_local_file(ref, spec), spec=spec, source="local")
     repo, quant, filename = hub_target(ref, spec)
-    pin = _pin(spec, ref)
+    pin = entry_pin(spec, ref)
     if not force:
         cached = hub_cache.cached_model(repo, quant=quant, filename=filename)
         refused = _refused_by_pin(cached[0], pin) if cached else None
@@ -190,7 +190,7 @@ def undownloaded_entry(text: str) -> tuple[ModelSpec, str, hub.Pin | None] | Non
     repo, quant, filename = hub_target(ref, spec)
     if hub_cache.unverified_file(repo, quant=quant, filename=filename) is not None:
         return None
-    return spec, normalize_quant(quant or ""), _pin(spec, ref)
+    return spec, normalize_quant(quant or ""), entry_pin(spec, ref)
 
 
 def with_unverified_copy(exc: HubError, text: str | None) -> HubError:

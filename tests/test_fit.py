@@ -742,3 +742,25 @@ def test_a_repo_of_projectors_only_is_refused_by_fit_and_pull_alike(hubenv: HubE
         assert result.returncode == 1 and result.out == "", result.err
         assert result.err.splitlines() == [message], result.err
     assert hubenv.server.count("GET", "resolve") == 0  # nothing downloaded
+
+
+@pytest.mark.parametrize(("line", "refusal"), [
+    ('sha256 = "' + "ab" * 32 + '"', "does not match the sha256 of [models.pinned] in "),
+    ("size = 5", "does not match the size of [models.pinned] in ")])
+def test_fit_marks_no_file_that_its_entry_pins_otherwise_as_run_refuses_it(hubenv: HubEnv, quant_files: dict[str, Path],
+                                                                           line: str, refusal: str) -> None:
+    _serve(hubenv, quant_files)
+    registry = hubenv.localgen_home / "config" / "models.toml"
+    registry.parent.mkdir(parents=True)
+    registry.write_text(f'[models.pinned]\nrepo = "{REPO}"\nquant = "Q5_0"\n{line}\n')
+    run = run_localgen("run", "-m", "pinned", "hi", "-n", "1", env=hubenv.env)
+    assert run.returncode == 1 and refusal in run.err, run.err
+    table = run_localgen("fit", "pinned", env=hubenv.env)
+    assert table.returncode == 0, table.err
+    rows = {row.split("\t")[0]: row.split("\t")[5:] for row in table.out.splitlines()[1:]}
+    assert rows["Q5_0"] == ["no", "not the file [models.pinned] pins"] and rows["Q8_0"][0] == "RAM"
+    assert "would use" not in table.err and f"{refusal}{registry}" in table.err
+    report = json.loads(run_localgen("fit", "pinned", "--json", env=hubenv.env).out)
+    assert report["chosen"] is None and any(refusal in note for note in report["notes"])
+    assert json.loads(run_localgen("fit", "pinned:Q8_0", "--json", env=hubenv.env).out)["chosen"] == "Q8_0"
+    assert hubenv.blobs(REPO) == []
