@@ -13,6 +13,7 @@ Choosing among a repo's quants is quant_choice.py's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -186,8 +187,9 @@ def estimate_at(shape: ModelShape, hw: Hardware, n_ctx: int, request: FitRequest
 
 
 def plan_fit(shape: ModelShape, hw: Hardware, request: FitRequest | None = None, *,
-             label: str | None = None) -> LoadPlan:
-    """The load plan for a model on this hardware, or InsufficientMemoryError (naming it label) when it cannot fit."""
+             label: str | None = None, smaller_quants: Sequence[str] | None = None) -> LoadPlan:
+    """The load plan for a model on this hardware, or InsufficientMemoryError (naming it label) when it cannot fit;
+    smaller_quants: the repo's quants with smaller files, nearest first, for the hint (None: the repo is not known)."""
     request = request or FitRequest()
     target = target_context(shape, request)
     floor = target if request.ctx_size is not None else min(target, max(MIN_AUTO_CONTEXT, request.floor_ctx))
@@ -196,7 +198,7 @@ def plan_fit(shape: ModelShape, hw: Hardware, request: FitRequest | None = None,
     if not fits:
         low_est, low_fits = estimate_at(shape, hw, floor, request)
         if not low_fits:
-            raise insufficient_memory(shape, hw, low_est, request, floor, subject=label)
+            raise insufficient_memory(shape, hw, low_est, request, floor, subject=label, smaller_quants=smaller_quants)
         best = _largest_context(shape, hw, request, floor, target)
         est = estimate_at(shape, hw, best, request)[0]
         reasons.append(f"context lowered from {target:,} to {best:,} tokens to fit "
@@ -248,18 +250,19 @@ def _fits_with_q8_0(shape: ModelShape, hw: Hardware, request: FitRequest, n_ctx:
 
 
 def insufficient_memory(shape: ModelShape, hw: Hardware, est: MemoryEstimate, request: FitRequest, n_ctx: int,
-                        subject: str | None = None, *, smallest_quant: bool = False) -> InsufficientMemoryError:
+                        subject: str | None = None, *, smallest_quant: bool = False,
+                        smaller_quants: Sequence[str] | None = None) -> InsufficientMemoryError:
     """The error for a model that does not fit even at the smallest context the planner would choose.
 
     smallest_quant: it is already the smallest quant there is, so the hint offers a smaller model instead.
+    smaller_quants: the quants of its repo with smaller files, nearest first (None: not known), named in the hint.
     """
     name = subject or shape.name or "the model"
     where = (f"{binary_size(hw.ram_budget_bytes)} of usable RAM ({hw.memory.source}: "
              f"{binary_size(hw.memory.available_bytes)} available)")
     if hw.can_offload and est.vram_bytes:
         where += f" and {binary_size(hw.vram_budget_bytes)} of free VRAM"
-    this_quant = shape.quant or f"these {shape.bits_per_weight:.1f}"
-    options = ["a smaller model" if smallest_quant else f"a quant with fewer bits per weight than {this_quant}"]
+    options = [_fewer_bits(shape, () if smallest_quant else smaller_quants)]
     kv_could_help = est.ram_bytes - est.kv_bytes < hw.ram_budget_bytes  # not when the rest alone is too big
     smaller = _fitting_context(shape, hw, request, n_ctx)  # the KV cache and the attention scores shrink with it
     if smaller is not None:
@@ -274,6 +277,19 @@ def insufficient_memory(shape: ModelShape, hw: Hardware, est: MemoryEstimate, re
         hint="try " + ", or ".join(options) + f" ({MEMORY_LIMIT_ENV} overrides the RAM figure)",
         needed_bytes=est.ram_bytes, usable_bytes=hw.ram_budget_bytes, n_ctx=n_ctx,
         short=f"needs {binary_size(est.ram_bytes)} RAM at {n_ctx:,} ctx")
+
+
+def _fewer_bits(shape: ModelShape, smaller_quants: Sequence[str] | None) -> str:
+    """The hint's first option: a smaller quant, named when the repo's quants are known, else a smaller model when it
+    has none."""
+    this_quant = shape.quant or f"these {shape.bits_per_weight:.1f}"
+    if smaller_quants is None:
+        return f"a quant with fewer bits per weight than {this_quant}"
+    if not smaller_quants:
+        return "a smaller model"
+    names = list(smaller_quants[:3])
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    return f"a quant with fewer bits per weight than {this_quant} ({listed})"
 
 
 def fewer_gpu_layers(n_gpu_layers: int, n_layers: int) -> int:

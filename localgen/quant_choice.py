@@ -279,7 +279,8 @@ def _fit_report(reference: str | None, target: _Target, *, request: FitRequest, 
             if target.quant or target.filename:
                 index = _named_index(options, files, target)
                 options, refused = _pin_refusal(options, index, files, target)
-                notes.extend([refused] if refused else _named_refusal(options, index, text, hw, request))
+                notes.extend([refused] if refused else _named_refusal(options, index, text, hw, request,
+                                                                      known=True))
             else:
                 index = choose_option(options, request)
                 notes.extend(_repo_refusal(options, target.repo, hw, request))
@@ -325,16 +326,23 @@ def _marked(options: Sequence[FitOption], index: int | None) -> int | None:
 
 
 def _named_refusal(options: Sequence[FitOption], index: int | None, subject: str, hw: Hardware,
-                   request: FitRequest) -> list[str]:
-    """Run's refusal of the named quant or file (subject: the reference) as a note, when it does not fit."""
+                   request: FitRequest, *, known: bool = False) -> list[str]:
+    """Run's refusal of the named quant or file (subject: the reference) as a note, when it does not fit; known: the
+    options are all the repo's quants (its hint names the smaller ones)."""
     option = options[index] if index is not None else None
     if option is None or option.plan is not None or option.shape is None:
         return []
+    smaller = _smaller_quants([(o.label, o.file_size) for o in options], option.file_size) if known else None
     try:
-        plan_fit(option.shape, hw, request, label=subject)
+        plan_fit(option.shape, hw, request, label=subject, smaller_quants=smaller)
     except InsufficientMemoryError as exc:
         return [_refusal_note(exc, lead="" if any(o.plan for o in options) else "nothing fits here: ")]
     return []
+
+
+def _smaller_quants(sizes: Sequence[tuple[str, int]], size: int) -> tuple[str, ...]:
+    """The quants (labels) of a repo whose files are smaller than size, the nearest first."""
+    return tuple(label for label, other in sorted(sizes, key=lambda pair: -pair[1]) if other < size)
 
 
 def _repo_refusal(options: Sequence[FitOption], repo: str, hw: Hardware, request: FitRequest) -> list[str]:
@@ -361,12 +369,13 @@ def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest)
 
     Returns the reference to download and notes for the user; raises InsufficientMemoryError when nothing fits.
     """
+    from localgen.hub import one_listing_per_repo
     from localgen.hub_errors import blamed_on_entry
 
     target = _target(reference)
     if target.repo is None:
         return reference, ()
-    with blamed_on_entry(target.spec, target.ref):
+    with blamed_on_entry(target.spec, target.ref), one_listing_per_repo():
         return _choose_download(reference, target, hw=hw, request=replace(request, default_ctx=target.default_ctx))
 
 
@@ -384,7 +393,9 @@ def _choose_download(reference: str | None, target: _Target, *, hw: Hardware,
             raise  # a header this file cannot be loaded with: the download would be refused after the fact
         except LocalgenError:
             return reference, ()  # no header to judge by: the load after the download will tell
-        plan_fit(shape, hw, request, label=model.label)
+        groups = _groups(hub.list_gguf_files(target.repo), target.repo)  # the listing find_model fetched
+        sizes = [(g[0].quant or g[0].filename, sum(f.size for f in g)) for g in groups]
+        plan_fit(shape, hw, request, label=model.label, smaller_quants=_smaller_quants(sizes, model.size))
         return reference, ()
     options = hub_options(target.repo, hw, request)
     index = choose_option(options, request)

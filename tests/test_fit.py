@@ -764,3 +764,17 @@ def test_fit_marks_no_file_that_its_entry_pins_otherwise_as_run_refuses_it(huben
     assert report["chosen"] is None and any(refusal in note for note in report["notes"])
     assert json.loads(run_localgen("fit", "pinned:Q8_0", "--json", env=hubenv.env).out)["chosen"] == "Q8_0"
     assert hubenv.blobs(REPO) == []
+
+
+def test_the_hint_names_only_smaller_quants_the_repo_has(hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
+    _serve(hubenv, quant_files)
+    tiny = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(_too_small_for(quant_files, "Q4_0"))}
+    for quant, smaller in (("Q8_0", "a quant with fewer bits per weight than Q8_0 (Q5_0 or Q4_0)"),
+                           ("Q4_0", "a smaller model")):
+        run = run_localgen("run", "-m", f"{REPO}:{quant}", "hi", "-n", "1", env=tiny)
+        assert run.returncode == 1, run.err
+        assert _refusal(run.err)[1].startswith(f"try {smaller}, or "), run.err
+        table = run_localgen("fit", f"{REPO}:{quant}", env=tiny)
+        assert f"; try {smaller}, or " in table.err, table.err
+    assert "fewer bits per weight than Q4_0" not in table.err
+    assert hubenv.server.count("GET", "/api/models/") == 4, "run lists the repo once, as fit does"
