@@ -16,7 +16,7 @@ import os
 import shlex
 import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from localgen import hub_cache
@@ -84,6 +84,8 @@ class RemovedModel:
     kept_shared: tuple[Path, ...]
     dry_run: bool = False
     repo: str = ""  # the Hub repository the files came from
+    entries: tuple[Path, ...] = ()  # its snapshot entries (links to the data), in every snapshot
+    shared_later: tuple[str, ...] = ()  # the models removed later in the same command that its kept data goes with
 
     @property
     def described(self) -> str:
@@ -283,8 +285,20 @@ def _display_name(registry: Registry, repo: str, quant: str | None, filename: st
 # ----------------------------------------------------------------------------- removal
 
 
-def remove_model(registry: Registry, reference: str, *, dry_run: bool = False) -> RemovedModel:
-    """Delete a downloaded model's files from the HF cache, keeping blobs other models still use."""
+@dataclass(frozen=True)
+class Removals:
+    """What the models removed before and after one in the same command (`models rm A B`) take: the paths the ones
+    before delete, and the snapshot entries of the ones after, by the name of their model."""
+
+    gone: frozenset[Path] = frozenset()
+    later: tuple[tuple[Path, str], ...] = ()
+
+
+def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
+                 others: Removals = Removals()) -> RemovedModel:
+    """Delete a downloaded model's files from the HF cache, keeping blobs other models still use (others: what the
+    models removed with it in the same command take, so that data shared with one removed later goes with that one,
+    and a dry run does not count what one removed before deletes)."""
     own = registry.own_file_entry(reference)
     if own is not None:
         raise own_file_refusal(own, "delete")
@@ -309,7 +323,7 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False) -
                          hint="name one of them, e.g. ORG/REPO:QUANT or ORG/REPO/FILE.gguf")
     files = matches[0]
     name = _display_name(registry, files[0].repo, quant_of(files[0].filename), files[0].filename)
-    return _remove_files(name, files, dry_run=dry_run)
+    return _remove_files(name, files, dry_run=dry_run, others=others)
 
 
 def _refuse_path(registry: Registry, ref: ModelRef) -> None:
@@ -319,14 +333,26 @@ def _refuse_path(registry: Registry, ref: ModelRef) -> None:
         bundled = bundled_file(spec)
         if bundled is not None and target == bundled.resolve():
             raise _bundled_not_removable(spec, f"{ref.text} is the bundled {spec.name} model", UsageError)
-    if target is not None:
-        for model in _hub_models(registry):  # a path into the Hugging Face cache: its model goes by its name
-            if target in {p.resolve() for p in model.paths} or ref.path in model.paths:
-                raise UsageError(f"{ref.text} is a file of the cached model {model.name}",
-                                 hint=f"remove the whole model (every shard, and its blobs): localgen models rm "
-                                      f"{shlex.quote(model.name)}")
+    model = _cached_model_of(registry, ref.path) if ref.path is not None else None
+    if model is not None:  # a path into the Hugging Face cache (in any snapshot): its model goes by its name
+        raise UsageError(f"{ref.text} is a file of the cached model {model}",
+                         hint=f"remove the whole model (every shard, and its blobs): localgen models rm "
+                              f"{shlex.quote(model)}")
     raise UsageError(f"{ref.text} is a file path; localgen only removes models it downloaded",
                      hint="delete the file yourself if you no longer need it")
+
+
+def _cached_model_of(registry: Registry, path: Path) -> str | None:
+    """The name of the cached model a path is a file of, in the newest snapshot or an older one (None: of none)."""
+    try:
+        target = path.resolve()
+    except (OSError, RuntimeError):
+        return None
+    for (repo, _key), files in _hub_groups(dangling=True).items():
+        for f in files:
+            if path == f.path or target == f.path.resolve() or target == f.path.parent.resolve() / f.path.name:
+                return _display_name(registry, repo, quant_of(f.filename), f.filename)
+    return None
 
 
 def _bundled_not_removable(spec: ModelSpec, what: str, kind: type[LocalgenError]) -> LocalgenError:
@@ -365,57 +391,80 @@ def _snapshot_entries(root: Path) -> Iterable[Path]:
                     yield Path(dirpath) / name
 
 
-def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: bool) -> RemovedModel:
+def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: bool,
+                  others: Removals) -> RemovedModel:
     """Delete the snapshot entries of these files in every snapshot, then the blobs nobody else uses."""
     repo_dir = hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo)
-    deleted, kept, freed = _removal_plan(repo_dir, files)
+    plan = _removal_plan(repo_dir, files, others)
     if not dry_run:
-        for path in reversed(deleted):  # the data before the links to it: a failure leaves a model rm can retry
+        for path in reversed(plan.deleted):  # the data before the links to it: a failure leaves a model rm can retry
             _unlink(path)
             manifest = path.with_name(path.name + ".refs")
             if path.parent.parent.name == "blobs" and manifest.is_file():
                 _unlink(manifest)  # Xet shared-store reference list of a deleted store blob
         _prune(repo_dir)
-    return RemovedModel(name=name, paths=tuple(deleted), bytes_freed=freed,
-                        kept_shared=tuple(dict.fromkeys(kept)), dry_run=dry_run, repo=files[0].repo)
+    return RemovedModel(name=name, paths=tuple(plan.deleted), bytes_freed=plan.freed,
+                        kept_shared=tuple(dict.fromkeys(plan.kept)), dry_run=dry_run, repo=files[0].repo,
+                        entries=tuple(plan.entries), shared_later=tuple(dict.fromkeys(plan.shared_later)))
 
 
-def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile]) -> tuple[list[Path], list[Path], int]:
-    """What removing these files deletes (links first, then the data they lead to), the blobs kept because another
-    model uses them, and the bytes freed."""
+@dataclass
+class _Plan:
+    """What removing a model's files does: the paths deleted (links first, then the data they lead to), the data
+    kept because a model that stays uses it, the models removed later in the command that data kept goes with, its
+    snapshot entries and the bytes freed."""
+
+    entries: list[Path]
+    deleted: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
+    shared_later: list[str] = field(default_factory=list)
+    freed: int = 0
+
+
+def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals: Removals) -> _Plan:
+    """What removing these files deletes, keeps and frees, with what others removed in the same command take."""
     filenames = {f.filename for f in files}
-    targets = [repo_dir / "snapshots" / s.name / n
-               for s in sorted((repo_dir / "snapshots").glob("*")) for n in sorted(filenames)
-               if os.path.lexists(repo_dir / "snapshots" / s.name / n)]
-    target_set = set(targets)
-    others = [p for p in _snapshot_entries(hub_cache.hub_cache_dir()) if p not in target_set]
-    kept_blobs = {hub_cache.blob_of(p) for p in others if p.is_symlink()}
-    kept_real = {Path(os.path.realpath(p)) for p in others}
-    deleted: list[Path] = []
-    kept: list[Path] = []
-    freed = 0
+    plan = _Plan(entries=[repo_dir / "snapshots" / s.name / n
+                          for s in sorted((repo_dir / "snapshots").glob("*")) for n in sorted(filenames)
+                          if os.path.lexists(repo_dir / "snapshots" / s.name / n)])
+    users = _data_users(set(plan.entries) | removals.gone)
+    later = dict(removals.later)
     for partial in hub_cache.orphaned_partials(files[0].repo):  # a killed download's part: no one will resume it
         with contextlib.suppress(OSError):
-            freed += partial.stat().st_size
-            deleted.append(partial)
-    for target in targets:
-        chain = [target]
-        if target.is_symlink():
-            blob = hub_cache.blob_of(target)
+            if partial not in removals.gone:
+                plan.freed += partial.stat().st_size
+                plan.deleted.append(partial)
+    for entry in plan.entries:
+        chain = [entry]
+        if entry.is_symlink():
+            blob = hub_cache.blob_of(entry)
             real = Path(os.path.realpath(blob))
-            if blob in kept_blobs or real in kept_real:
-                kept.append(real)
+            sharing = users.get(blob, set()) | users.get(real, set())
+            if sharing and all(other in later for other in sharing):
+                plan.shared_later += [name for other, name in removals.later if other in sharing]  # in order
+            elif sharing:
+                plan.kept.append(real)
             else:
-                chain.append(blob)
-                if blob.is_symlink() and real != blob:
-                    chain.append(real)
+                chain += [blob, real] if blob.is_symlink() and real != blob else [blob]
         for path in chain:
-            if path in deleted or not os.path.lexists(path):
+            if path in plan.deleted or path in removals.gone or not os.path.lexists(path):
                 continue
             if not path.is_symlink():
-                freed += path.stat().st_size
-            deleted.append(path)
-    return deleted, kept, freed
+                plan.freed += path.stat().st_size
+            plan.deleted.append(path)
+    return plan
+
+
+def _data_users(going: set[Path]) -> dict[Path, set[Path]]:
+    """The snapshot entries outside going that lead to each blob (and to each real file behind a link)."""
+    users: dict[Path, set[Path]] = {}
+    for entry in _snapshot_entries(hub_cache.hub_cache_dir()):
+        if entry in going:
+            continue
+        if entry.is_symlink():
+            users.setdefault(hub_cache.blob_of(entry), set()).add(entry)
+        users.setdefault(Path(os.path.realpath(entry)), set()).add(entry)
+    return users
 
 
 def _unlink(path: Path) -> None:

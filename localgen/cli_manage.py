@@ -13,7 +13,7 @@ from localgen.errors import LocalgenError, ModelNotFoundError
 from localgen.units import binary_size, counted, iso_time, local_minute
 
 if TYPE_CHECKING:
-    from localgen.catalog import CachedModel, ListedModel
+    from localgen.catalog import CachedModel, ListedModel, Removals, RemovedModel
     from localgen.hub import Pin
     from localgen.registry import ModelSpec, Registry
 
@@ -277,7 +277,7 @@ def models_rm(
 ) -> None:
     """Remove downloaded models' files (never files another cached model still uses)."""
     from localgen import console
-    from localgen.catalog import RemovedModel, remove_model
+    from localgen.catalog import remove_model
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
@@ -286,11 +286,29 @@ def models_rm(
     for reference in references:
         plan = remove_model(registry, reference, dry_run=True)
         plans.setdefault(plan.name, (reference, plan))
-    listed = ", ".join(f"{plan.described} ({binary_size(plan.bytes_freed)})" for _, plan in plans.values())
+    ordered = [(reference, _removals(list(plans.values()), index)) for index, (reference, _) in
+               enumerate(plans.values())]
+    shares = [remove_model(registry, reference, dry_run=True, others=others) for reference, others in ordered]
+    listed = ", ".join(f"{plan.described} ({binary_size(plan.bytes_freed)})" for plan in shares)
     if not confirmed(f"remove {listed}", yes=yes, declined="nothing removed"):
         return
-    for reference, _ in plans.values():
-        removed = remove_model(registry, reference)
-        kept = removed.kept_shared
-        console.say(f"localgen: removed {removed.described}: freed {binary_size(removed.bytes_freed)}"
-                    + (f", kept {counted(len(kept), 'file')} another model uses" if kept else ""))
+    for reference, others in ordered:
+        console.say(_removed_line(remove_model(registry, reference, others=others)))
+
+
+def _removals(plans: list[tuple[str, RemovedModel]], index: int) -> Removals:
+    """What the models removed before and after the one at index take (from their dry runs)."""
+    from localgen.catalog import Removals
+
+    gone = frozenset(path for _, plan in plans[:index] for path in plan.paths)
+    later = tuple((entry, plan.described) for _, plan in plans[index + 1:] for entry in plan.entries)
+    return Removals(gone=gone, later=later)
+
+
+def _removed_line(removed: RemovedModel) -> str:
+    """What `models rm` says of a model it removed: the space freed, and the data it kept for others."""
+    kept, later = removed.kept_shared, removed.shared_later
+    line = f"localgen: removed {removed.described}: freed {binary_size(removed.bytes_freed)}"
+    if later:
+        line += f" (the data it shares with {' and '.join(later)} goes with {'them' if len(later) > 1 else 'it'})"
+    return line + (f", kept {counted(len(kept), 'file')} another model uses" if kept else "")

@@ -212,6 +212,45 @@ def test_remove_of_a_path_into_the_cache_names_the_model_to_remove(hubenv: HubEn
     assert not first.exists() and not second.exists()
 
 
+def test_remove_of_a_path_into_an_older_snapshot_names_the_model_to_remove(hubenv: HubEnv) -> None:
+    repo = hubenv.server.add_repo(REPO, {"tiny-Q8_0.gguf": make_gguf_bytes("old", 50_000)})
+    old = pull(REPO)[0]
+    repo.commit, repo.files["tiny-Q8_0.gguf"] = "f" * 40, make_gguf_bytes("new", 60_000)
+    repo._sha.clear()
+    new = pull(REPO)[0]
+    assert old.resolve() != new.resolve() and catalog.list_models(load_registry())[-1].path == new
+    for path in (old, old.resolve()):
+        with pytest.raises(UsageError) as info:
+            catalog.remove_model(load_registry(), str(path))
+        assert info.value.message == f"{path} is a file of the cached model org/tiny-GGUF:Q8_0"
+    assert catalog.remove_model(load_registry(), "org/tiny-GGUF:Q8_0").bytes_freed == 110_000, "both snapshots"
+
+
+def test_models_rm_of_two_models_that_share_a_blob_counts_it_once_with_the_last(hubenv: HubEnv) -> None:
+    from tests.conftest import run_localgen
+
+    same = make_gguf_bytes("twin", 80_000)
+    hubenv.server.add_repo(REPO, {"twin-Q8_0.gguf": same, "twin-F16.gguf": same, "other-Q4_0.gguf": same})
+    for quant in ("Q8_0", "F16", "Q4_0"):
+        pull(REPO, quant)
+    asked = run_localgen("models", "rm", f"{REPO}:Q8_0", f"{REPO}:F16", env=hubenv.env)  # no terminal, no --yes
+    assert asked.returncode == 2 and f"{REPO}:Q8_0 (0 B), {REPO}:F16 (0 B)" in asked.err, "Q4_0 keeps the data"
+    removed = run_localgen("models", "rm", f"{REPO}:Q8_0", f"{REPO}:F16", "-y", env=hubenv.env)
+    assert removed.returncode == 0, removed.err
+    assert removed.err.splitlines() == [
+        f"localgen: removed {REPO}:{quant}: freed 0 B, kept 1 file another model uses" for quant in ("Q8_0", "F16")]
+    for quant in ("Q8_0", "F16"):
+        pull(REPO, quant)
+    asked = run_localgen("models", "rm", f"{REPO}:Q8_0", f"{REPO}:F16", f"{REPO}:Q4_0", env=hubenv.env)
+    assert f"{REPO}:Q8_0 (0 B), {REPO}:F16 (0 B), {REPO}:Q4_0 (78.1 KiB)" in asked.err, asked.err
+    removed = run_localgen("models", "rm", f"{REPO}:Q8_0", f"{REPO}:F16", f"{REPO}:Q4_0", "-y", env=hubenv.env)
+    assert removed.err.splitlines() == [
+        f"localgen: removed {REPO}:Q8_0: freed 0 B (the data it shares with {REPO}:F16 and {REPO}:Q4_0 goes with them)",
+        f"localgen: removed {REPO}:F16: freed 0 B (the data it shares with {REPO}:Q4_0 goes with it)",
+        f"localgen: removed {REPO}:Q4_0: freed 78.1 KiB"], removed.err
+    assert not (hubenv.hf_cache / "models--org--tiny-GGUF").exists()
+
+
 def test_remove_unknown_and_ambiguous_references(hubenv: HubEnv) -> None:
     serve_tiny(hubenv)
     pull(REPO)
