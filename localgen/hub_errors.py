@@ -74,15 +74,15 @@ def entry_error(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> HubErro
 
 def _blamed_key(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> str | None:
     """Which key of a user's entry a Hub error comes of: repo, quant or file; None when of none of them."""
-    if spec is None or not spec.repo or not spec.from_user_file:
+    if spec is None or not spec.repo:
         return None
-    if isinstance(exc, RepoNotFoundError):
-        return "repo"
-    if not isinstance(exc, NotInRepoError):
+    if isinstance(exc, RepoNotFoundError) or (isinstance(exc, NotInRepoError) and exc.key == "repo"):
+        key = "repo"
+    elif isinstance(exc, NotInRepoError) and ref.quant is None and ref.filename is None:
+        key = exc.key  # the quant or file the entry gives, not one typed on the command line
+    else:
         return None
-    if exc.key == "repo" or (exc.key == "quant" and ref.quant is None):
-        return exc.key
-    return "file" if exc.key == "file" and ref.quant is None and ref.filename is None and spec.file else None
+    return key if spec.user_gives(key) else None
 
 
 def offline_error(repo: str, quant: str | None, filename: str | None, reference: str | None) -> HubError:

@@ -50,16 +50,16 @@ class ModelSpec:
     settings: tuple[tuple[str, int | float], ...] = ()  # sampling settings when not given (temperature = 0.3)
     path: Path | None = None  # a local GGUF (its first shard) instead of a repo: absolute, ~ expanded
     source: str = field(default="", compare=False)  # the models.toml that defined the entry, for messages
+    given: frozenset[str] = field(default=frozenset(), compare=False)  # the keys source gives (not the built-in's)
 
     @property
     def origin(self) -> str:
         """Where the entry is defined, for messages: [models.NAME] in FILE."""
         return f"[models.{self.name}] in {self.source or 'models.toml'}"
 
-    @property
-    def from_user_file(self) -> bool:
-        """Whether a user's models.toml defines the entry (or changes a built-in one): the user can fix it there."""
-        return bool(self.source) and self.source != BUILTIN_SOURCE
+    def user_gives(self, key: str) -> bool:
+        """Whether a user's models.toml gives the entry's key (repo, quant...): the user can fix it there."""
+        return bool(self.source) and self.source != BUILTIN_SOURCE and key in self.given
 
     @property
     def distribution(self) -> str:
@@ -196,8 +196,9 @@ _FIELDS = {
 _HUB_KEYS = ("quant", "file", "sha256", "size", "package", "package_file")  # about a repo's files: not for path
 
 
-def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
-    """Build a ModelSpec from one [models.NAME] table, checking field names and types."""
+def _spec_from_table(name: str, table: object, source: Path | str, given: frozenset[str] | None = None) -> ModelSpec:
+    """Build a ModelSpec from one [models.NAME] table, checking field names and types (given: the keys the file
+    itself gives, when the table has a built-in entry's under them; else all)."""
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [models.{name}] must be a table", hint=f'write [models.{name}] and its keys')
     if not _NAME_PATTERN.fullmatch(name):
@@ -234,7 +235,8 @@ def _spec_from_table(name: str, table: object, source: Path | str) -> ModelSpec:
         values["sha256"] = str(values["sha256"]).lower()
     if "path" in values:
         values["path"] = _entry_path(where, str(values["path"]), source)
-    return ModelSpec(name=name.lower(), source=str(source), settings=tuple(settings.items()), **values)
+    return ModelSpec(name=name.lower(), source=str(source), settings=tuple(settings.items()),
+                     given=frozenset(table) if given is None else given, **values)
 
 
 def _dotted_name(name: str, key: str, table: dict[str, Any]) -> str:
@@ -370,7 +372,9 @@ def _parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str,
             first = next(other for other in models if other.lower() == name.lower())
             raise ConfigError(f"{source}: [models.{first}] and [models.{name}] are the same name (names ignore case)",
                               hint="remove or rename one of them")
-        specs[name.lower()] = _spec_from_table(name, _inherited(table, (inherit or {}).get(name.lower())), source)
+        given = frozenset(table) if isinstance(table, dict) else frozenset()
+        specs[name.lower()] = _spec_from_table(name, _inherited(table, (inherit or {}).get(name.lower())), source,
+                                               given)
     defaults = data.get("defaults", {})
     default = defaults.get("model") if isinstance(defaults, dict) else None
     if not isinstance(defaults, dict) or not isinstance(default, (str, type(None))):

@@ -82,3 +82,16 @@ def test_a_malformed_repo_is_reported_before_a_missing_quant(tmp_path: Path) -> 
     user.write_text('[models.mine]\nrepo = "me/Mine-GGUF"\n')
     with pytest.raises(ConfigError, match=r"\[models\.mine\] needs 'quant'"):
         load_registry(user)
+
+
+def test_only_what_a_user_s_entry_gives_is_blamed_on_it_not_a_built_in_entry_s_keys(hubenv: HubEnv) -> None:
+    repo = load_registry().get("qwen2.5-0.5b").repo
+    user = user_registry(hubenv.localgen_home, '[models."qwen2.5-0.5b"]\ncontext = 2048\n')  # the built-in repo
+    with pytest.raises(HubError) as info:
+        resolve_model("qwen2.5-0.5b", registry=load_registry(user))
+    assert info.value.message == f"repository {repo} not found on the Hugging Face Hub", "not the user's to fix there"
+    hubenv.server.add_repo(repo, {"qwen-Q4_K_M.gguf": make_gguf_bytes("q")})
+    user = user_registry(hubenv.localgen_home, '[models."qwen2.5-0.5b"]\nquant = "Q5_0"\n')
+    with pytest.raises(HubError) as info:
+        resolve_model("qwen2.5-0.5b", registry=load_registry(user))
+    assert info.value.message == f"{repo} has no Q5_0 file (the quant of [models.qwen2.5-0.5b] in {user})"
