@@ -454,12 +454,16 @@ def names_a_model(word: str, user_file: Path | None) -> bool:
 
 def reads_as_a_model(word: str, user_file: Path | None) -> bool:
     """Whether a prompt of one word is rather a model (`run MODEL` alone): a registry name, a .gguf file, or a Hub
-    repo of GGUF files (hf.co/ORG/REPO, or ORG/REPO with GGUF in its name; "TCP/IP" stays a prompt)."""
+    repo of GGUF files (hf.co/ORG/REPO, or ORG/REPO with GGUF in its name; "TCP/IP" stays a prompt). A Hub address
+    that is no model's (a dataset's) raises parse_reference's UsageError: it is no prompt either."""
     if not word or any(c.isspace() for c in word):
         return False
     lower = word.lower()
+    if lower.startswith(hub_prefixes()):
+        parse_reference(word)
+        return True
     hub_repo = lower.count("/") == 1 and "gguf" in lower and not lower.startswith(("/", "."))
-    return lower.endswith(".gguf") or lower.startswith(hub_prefixes()) or hub_repo or names_a_model(word, user_file)
+    return lower.endswith(".gguf") or hub_repo or names_a_model(word, user_file)
 
 
 def normalize_quant(quant: str) -> str:

@@ -228,6 +228,8 @@ def test_a_dataset_s_or_a_space_s_address_is_refused_as_what_it_is(text: str, wh
     assert info.value.message == f"'{text}' is {what} on the Hugging Face Hub, not a model"
     assert info.value.hint == "localgen runs GGUF models: give a model repo as ORG/REPO or " \
                               "https://huggingface.co/ORG/REPO"
+    with pytest.raises(UsageError, match="not a model"):  # `localgen run ADDRESS` alone: not a prompt, nor a model
+        reads_as_a_model(text, None)
 
 
 def test_an_address_on_the_hf_endpoint_mirror_is_a_hub_reference(monkeypatch: pytest.MonkeyPatch) -> None:
