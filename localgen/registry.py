@@ -544,7 +544,9 @@ def hub_prefixes() -> tuple[str, ...]:
     endpoint = _endpoint().lower()
     if "://" not in endpoint:
         return HUB_PREFIXES
-    return (*HUB_PREFIXES, f"{endpoint}/", f"{endpoint.split('://', 1)[1]}/")
+    bare = endpoint.split("://", 1)[1]
+    host = bare.split("/", 1)[0]  # without its scheme only a host no ORG can be: a dot or a port in it
+    return (*HUB_PREFIXES, f"{endpoint}/", *([f"{bare}/"] if "." in host or ":" in host else []))
 
 
 _NOT_MODELS = {"datasets": "a dataset", "spaces": "a Space (an app)"}  # Hub addresses of what is no model repo

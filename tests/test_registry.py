@@ -242,6 +242,9 @@ def test_an_address_on_the_hf_endpoint_mirror_is_a_hub_reference(monkeypatch: py
     with pytest.raises(UsageError, match=r"'https://other\.example/org/repo' is not an address on the Hugging Face "
                                          r"Hub \(https://Mirror\.example/hf\)"):
         parse_reference("https://other.example/org/repo")
+    monkeypatch.setenv("HF_ENDPOINT", "http://mirror")  # a host name without a dot: without http://, an ORG
+    assert parse_reference("mirror/model-GGUF").repo == "mirror/model-GGUF"
+    assert parse_reference("http://mirror/org/repo").repo == "org/repo"
     monkeypatch.delenv("HF_ENDPOINT")
     with pytest.raises(UsageError, match=r"is not an address on the Hugging Face Hub \(https://huggingface\.co\)"):
         parse_reference("https://mirror.example/hf/org/repo")
