@@ -269,10 +269,23 @@ def _check_repo_entry(where: str, table: dict[str, object]) -> None:
     quant, then the other values."""
     repo = str(table["repo"])
     if not is_repo_id(repo):
-        raise ConfigError(f"{where}.repo {repo!r:.80} is not a Hugging Face repo id", hint='write repo = "ORG/NAME"')
+        raise ConfigError(f"{where}.repo {repo!r:.80} is not a Hugging Face repo id", hint=_repo_hint(repo))
     if "quant" not in table:
         raise ConfigError(f"{where} needs 'quant'", hint='add quant = "Q4_K_M"')
     _check_spec_values(where, table)
+
+
+def _repo_hint(text: str) -> str:
+    """How to write an entry's repo that is not ORG/NAME: the repo id of the address or reference given (with its
+    quant or file as keys of their own), else the form."""
+    try:
+        ref = parse_reference(text)
+    except (UsageError, ValueError):
+        ref = None
+    if ref is None or ref.repo is None:
+        return 'write repo = "ORG/NAME"'
+    extra = f' and file = "{ref.filename}"' if ref.filename else f' and quant = "{ref.quant}"' if ref.quant else ""
+    return f'write repo = "{ref.repo}"{extra}'
 
 
 def _entry_path(where: str, text: str, source: Path | str) -> Path:

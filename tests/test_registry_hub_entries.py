@@ -95,3 +95,16 @@ def test_only_what_a_user_s_entry_gives_is_blamed_on_it_not_a_built_in_entry_s_k
     with pytest.raises(HubError) as info:
         resolve_model("qwen2.5-0.5b", registry=load_registry(user))
     assert info.value.message == f"{repo} has no Q5_0 file (the quant of [models.qwen2.5-0.5b] in {user})"
+
+
+@pytest.mark.parametrize(("repo", "hint"), [
+    ("https://huggingface.co/org/Model-GGUF", 'write repo = "org/Model-GGUF"'),
+    ("org/Model-GGUF:q4_k_m", 'write repo = "org/Model-GGUF" and quant = "Q4_K_M"'),
+    ("hf.co/org/Model-GGUF/blob/main/m-Q8_0.gguf", 'write repo = "org/Model-GGUF" and file = "m-Q8_0.gguf"'),
+    ("not a repo", 'write repo = "ORG/NAME"')])
+def test_a_repo_given_as_an_address_or_reference_is_told_its_repo_id(tmp_path: Path, repo: str, hint: str) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text(f'[models.mine]\nrepo = "{repo}"\nquant = "Q4_0"\n')
+    with pytest.raises(ConfigError, match="is not a Hugging Face repo id") as info:
+        load_registry(user)
+    assert info.value.hint == hint
