@@ -47,8 +47,9 @@ def git_blob_id_and_sha256(path: Path) -> tuple[str, str]:
 
 
 def path_key(path: Path) -> str:
-    """A file-name-safe key for a file's resolved path (for markers kept about it); any bytes may name the file."""
-    return hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:32]
+    """A file-name-safe key for a file's resolved path (for markers kept about it); any bytes may name the file, and
+    a loop of links has a key too (Path.resolve would raise)."""
+    return hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest()[:32]
 
 
 def _marker_path(path: Path) -> Path:

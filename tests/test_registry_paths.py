@@ -178,6 +178,19 @@ def test_a_folder_as_an_entry_s_path_is_listed_and_refused_as_not_a_file(tmp_pat
     assert pulled.returncode == 2 and f"(hint: fix that entry's path: {tmp_path} is not a file)" in pulled.err
 
 
+def test_a_loop_of_links_as_an_entry_s_path_is_listed_as_unreadable(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.gguf"
+    loop.symlink_to(loop)
+    home = tmp_path / "home"
+    write_registry(home, f'[models.loop]\npath = "{loop}"\n')
+    listed = localgen(home, "models", "list")
+    assert listed.returncode == 0, listed.err
+    assert ["loop", "-", "-", "never", "local (unreadable)", str(loop)] in [row.split("\t") for row in
+                                                                           listed.out.splitlines()]
+    ran = localgen(home, "run", "-m", "loop", "hi")
+    assert ran.returncode == 1 and "cannot use" in ran.err and "(hint: fix that entry's path)" in ran.err
+
+
 def test_fit_plans_the_entry_s_file_at_its_context(own: Path) -> None:
     by_option = localgen(own, "fit", "-m", "mine", "--json")
     assert by_option.returncode == 0, by_option.err
