@@ -16,6 +16,7 @@ from localgen.cli_exit import flush_stdout, run_app
 from localgen.cli_manage import cache_app, models_app
 from localgen.cli_model import say_note
 from localgen.cli_options import (
+    RESUME_LATEST,
     BatchSizeOpt,
     ChatTemplateOpt,
     CtxOpt,
@@ -326,9 +327,9 @@ def _configure_logging() -> None:
 
 
 def _resume_without_value(argv: list[str]) -> list[str]:
-    """Let chat's `--resume` (or `--continue`) go without a value: alone it means the latest (RESUME_LATEST)."""
-    from localgen.cli_chat_flow import RESUME_LATEST
+    """Let chat's `--resume` (or `--continue`) go without a value: alone it means the latest (RESUME_LATEST).
 
+    Nothing is imported here: a Ctrl-C in a module's making (wrapped in a RuntimeError) would come before run_app."""
     result = list(argv)
     command = next((token for token in result if not token.startswith("-")), None)
     if command != "chat":

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from localgen.cli_model import load_for, model_options, read_system_file, read_texts, say_waiting_for
+from localgen.cli_options import RESUME_LATEST
 from localgen.errors import UsageError
 
 if TYPE_CHECKING:
@@ -17,9 +18,6 @@ if TYPE_CHECKING:
     from localgen.inputs import InputFile
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions
-
-
-RESUME_LATEST = "\0"  # --resume without a value: the latest conversation (an argument never holds a NUL)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from localgen.params import GenerationLimits, SamplingParams
 
 
+RESUME_LATEST = "\0"  # chat's --resume without a value: the latest conversation (an argument never holds a NUL)
+
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _REAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(e[+-]?[0-9]+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE)
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,24 @@ def _signalled_app(*signals: int) -> typer.Typer:
 def test_the_same_signal_twice_exits_with_its_own_code(signum: int, code: int) -> None:
     assert run_app(_signalled_app(signum, signum), []) == code
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+@pytest.mark.parametrize(("interrupt", "code"), [(KeyboardInterrupt, 130), (lambda: SignalExit(signal.SIGTERM), 143)])
+def test_a_signal_that_lands_as_a_class_is_made_exits_as_the_signal_not_as_an_internal_error(
+        interrupt: Callable[[], BaseException], code: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """Python 3.11 wraps an exception from a descriptor's __set_name__ (a dataclass field's) in a RuntimeError."""
+    app = typer.Typer()
+
+    class Landing:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise interrupt()
+
+    @app.command()
+    def work() -> None:
+        type("Made", (), {"field": Landing()})  # as a lazily imported module's dataclass is made
+
+    assert run_app(app, []) == code
+    assert "internal error" not in capsys.readouterr().err
 
 
 def test_exit_on_signals_raises_signal_exit_and_restores_the_handlers() -> None:
