@@ -396,7 +396,7 @@ def bench_penalties(args: argparse.Namespace) -> None:
     history = engine.kv_token_list
     ours, theirs, speeds = [], [], {"default": [], "greedy": []}
     for _ in range(args.rounds):
-        ours.append(_sampling_cost(engine, history, lambda: build_sampler(engine._vocab, default, history, 0)))
+        ours.append(_sampling_cost(engine, history, lambda: build_sampler(engine._vocab.pointer, default, history, 0)))
         theirs.append(_sampling_cost(engine, history, lambda: _llama_cpp_chain(engine, default, history)))
         speeds["default"].append(decode(default))
         speeds["greedy"].append(decode(SamplingParams(temperature=0.0, repeat_penalty=1.0)))

@@ -278,7 +278,7 @@ def test_multibyte_text_is_never_split(engine: Engine) -> None:
     tokens = engine.tokenize(text, add_special=False)
     assert len(tokens) > len(text.split())  # the emoji and kana need several byte tokens
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    pieces = [decoder.decode(engine._piece(t)) for t in tokens]
+    pieces = [decoder.decode(engine._vocab.piece(t)) for t in tokens]
     assert "".join(pieces) == text
     assert all("\ufffd" not in p for p in pieces)
 

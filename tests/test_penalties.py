@@ -144,7 +144,8 @@ def test_the_cached_logits_are_left_as_computed(engine: Engine) -> None:
 def test_a_large_window_is_left_to_llama_cpps_sampler(engine: Engine) -> None:
     """A Python loop over a window's distinct tokens would cost more than llama.cpp's fixed one beyond it."""
     for last_n, native in ((PENALTY_WINDOW_IN_PYTHON, False), (PENALTY_WINDOW_IN_PYTHON + 1, True), (-1, True)):
-        sampler = build_sampler(engine._vocab, SamplingParams(temperature=0.0, repeat_last_n=last_n), [1, 2], 1024)
+        sampling = SamplingParams(temperature=0.0, repeat_last_n=last_n)
+        sampler = build_sampler(engine._vocab.pointer, sampling, [1, 2], 1024)
         try:
             assert (sampler._penalties is None) == native
             assert lc.llama_sampler_chain_n(sampler.chain) == (2 if native else 1)

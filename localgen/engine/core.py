@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import codecs
-import ctypes
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -17,6 +16,7 @@ from localgen.engine.native import lc, llama_cpp_version
 from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
 from localgen.engine.sampling import Sampler, build_sampler
 from localgen.engine.threads import ThreadGovernor, load_started
+from localgen.engine.vocab import Vocab
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import DraftStats, Event, Finished, PrefillProgress, TextChunk, Timings, Usage
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
@@ -27,7 +27,6 @@ from localgen.thinking import AnswerStops, prompt_opens_thinking
 
 log = logging.getLogger("localgen.engine")
 
-PIECE_BUFFER_BYTES = 256
 AHEAD_CHUNK = 128  # prefill_ahead's largest batch: what Enter on other text throws away, at most
 PROMPT_TAIL_TOKENS = 8  # enough of a prompt's end to tell whether its template opened a <think> block
 ABORTED = 2  # llama_decode's status when the abort callback stopped it (the aborted ubatch leaves the KV cache)
@@ -81,10 +80,8 @@ class Engine:
                     self._draft_batch = new_draft_batch()
             if deferred.pending():  # the handler in place did not raise (it only asked to stop): stop here
                 raise KeyboardInterrupt
-            self._vocab = lc.llama_model_get_vocab(self._model)
+            self._vocab = Vocab(lc.llama_model_get_vocab(self._model))
             self._kv = KvCache(self._ctx)
-            self._pieces: dict[int, bytes] = {}
-            self._piece_buf = ctypes.create_string_buffer(PIECE_BUFFER_BYTES)
             self._one_token = (lc.llama_token * 1)()
             self._one_batch = lc.llama_batch_get_one(self._one_token, 1)
             self._stop_requested = False
@@ -136,16 +133,17 @@ class Engine:
         """What the loaded model and context are, read once: none of it changes, and all of it stays
         readable after close() (a chat shows it while no model is loaded)."""
         template = lc.llama_model_chat_template(self._model, None)
+        vocab = self._vocab
         return _ModelFacts(
             n_ctx=min(self.options.n_ctx, int(lc.llama_n_ctx(self._ctx))),
             n_batch=int(lc.llama_n_batch(self._ctx)),
             n_ubatch=int(lc.llama_n_ubatch(self._ctx)),
-            n_vocab=int(lc.llama_vocab_n_tokens(self._vocab)),
+            n_vocab=vocab.n_tokens,
             n_ctx_train=int(lc.llama_model_n_ctx_train(self._model)),
-            bos_token=int(lc.llama_vocab_bos(self._vocab)),
-            bos_text=self.token_text(lc.llama_vocab_bos(self._vocab)),
-            eos_text=self.token_text(lc.llama_vocab_eos(self._vocab)),
-            adds_bos=bool(lc.llama_vocab_get_add_bos(self._vocab)),
+            bos_token=int(lc.llama_vocab_bos(vocab.pointer)),
+            bos_text=vocab.token_text(lc.llama_vocab_bos(vocab.pointer)),
+            eos_text=vocab.token_text(lc.llama_vocab_eos(vocab.pointer)),
+            adds_bos=bool(lc.llama_vocab_get_add_bos(vocab.pointer)),
             chat_template=template.decode("utf-8", errors="replace") if template else None,
             rolls_back=not (lc.llama_model_is_recurrent(self._model) or lc.llama_model_is_hybrid(self._model)),
         )
@@ -184,21 +182,6 @@ class Engine:
         """The model's own Jinja chat template, if it has one."""
         return self._facts.chat_template
 
-    def token_text(self, token: int) -> str:
-        """The text of a (special) token, e.g. the BOS token's '<s>'."""
-        if token < 0:
-            return ""
-        self._check_open()
-        return self._piece(token, special=True).decode("utf-8", errors="replace")
-
-    def control_among(self, candidates: Sequence[tuple[int, str]]) -> frozenset[str]:
-        """The texts of the candidate (id, text) tokens that the loaded vocabulary treats as control tokens."""
-        self._check_open()
-        special = lc.LLAMA_TOKEN_ATTR_CONTROL | lc.LLAMA_TOKEN_ATTR_UNKNOWN
-        n_vocab = self.n_vocab
-        return frozenset(text for token, text in candidates
-                         if 0 <= token < n_vocab and lc.llama_vocab_get_attr(self._vocab, token) & special)
-
     @property
     def bos_token(self) -> int:
         """The BOS token id (-1 when the model has none)."""
@@ -234,36 +217,23 @@ class Engine:
     def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
         """Turn text into token ids (special tokens such as <|im_start|> parsed when asked)."""
         self._check_open()
-        data = text.encode("utf-8")
-        capacity = len(data) + 8
-        tokens = (lc.llama_token * capacity)()
-        count = lc.llama_tokenize(self._vocab, data, len(data), tokens, capacity, add_special, parse_special)
-        if count < 0:
-            capacity = -count
-            tokens = (lc.llama_token * capacity)()
-            count = lc.llama_tokenize(self._vocab, data, len(data), tokens, capacity, add_special,
-                                      parse_special)
-        return list(tokens[:count])
-
-    def _piece(self, token: int, *, special: bool = False) -> bytes:
-        """The bytes a token decodes to (cached per token)."""
-        key = token if not special else -token - 1
-        piece = self._pieces.get(key)
-        if piece is None:
-            n = lc.llama_token_to_piece(self._vocab, token, self._piece_buf, PIECE_BUFFER_BYTES, 0, special)
-            if n < 0:
-                buf = ctypes.create_string_buffer(-n)
-                n = lc.llama_token_to_piece(self._vocab, token, buf, -n, 0, special)
-                piece = buf.raw[:n]
-            else:
-                piece = self._piece_buf.raw[:n]
-            self._pieces[key] = piece
-        return piece
+        return self._vocab.tokenize(text, add_special=add_special, parse_special=parse_special)
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         """Turn token ids back into text (not used per token while decoding)."""
         self._check_open()
-        return b"".join(self._piece(t) for t in tokens).decode("utf-8", errors="replace")
+        return self._vocab.detokenize(tokens)
+
+    def token_text(self, token: int) -> str:
+        """The text of a (special) token, e.g. the BOS token's '<s>' ('' for no token, even after close())."""
+        if token >= 0:
+            self._check_open()
+        return self._vocab.token_text(token)
+
+    def control_among(self, candidates: Sequence[tuple[int, str]]) -> frozenset[str]:
+        """The texts of the candidate (id, text) tokens that the loaded vocabulary treats as control tokens."""
+        self._check_open()
+        return self._vocab.control_among(candidates)
 
     # --- generation ----------------------------------------------------------------------------
 
@@ -315,7 +285,7 @@ class Engine:
         started = time.perf_counter()
         try:
             with deferred_signals():  # a Ctrl-C lands once the sampler is stored, so the finally below frees it
-                sampler = build_sampler(self._vocab, sampling, prompt, self.n_ctx)  # a bad grammar fails
+                sampler = build_sampler(self._vocab.pointer, sampling, prompt, self.n_ctx)  # a bad grammar fails
             if self._holds_with_logits(prompt):  # prefilled ahead: the first token can be sampled at once
                 restored, reused = 0, len(prompt)
             else:
@@ -480,7 +450,7 @@ class Engine:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         max_tokens = limits.max_tokens if limits.max_tokens is not None else -1
         n_ctx = self.n_ctx
-        vocab, kv, piece, is_eog = self._vocab, self._kv.tokens, self._piece, lc.llama_vocab_is_eog
+        vocab, kv, piece, is_eog = self._vocab.pointer, self._kv.tokens, self._vocab.piece, lc.llama_vocab_is_eog
         stops = AnswerStops(limits.stop, inside=prompt_opens_thinking(self.detokenize(kv[-PROMPT_TAIL_TOKENS:]))) \
             if limits.stops_in_answer_only and limits.stop else StopMatcher(limits.stop)
         parts: list[str] = []
