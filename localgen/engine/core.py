@@ -14,11 +14,12 @@ from localgen.engine.kv import KvCache
 from localgen.engine.loading import load_weights, new_context, new_draft_batch
 from localgen.engine.native import lc, llama_cpp_version
 from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
+from localgen.engine.results import DecodeResult, decode_failure, finished_event
 from localgen.engine.sampling import Sampler, build_sampler
 from localgen.engine.threads import ThreadGovernor, load_started
 from localgen.engine.vocab import Vocab
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
-from localgen.events import DraftStats, Event, Finished, PrefillProgress, TextChunk, Timings, Usage
+from localgen.events import Event, PrefillProgress, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.signals import deferred_signals
 from localgen.speculative import DRAFT_MAX, PromptLookup, check_draft_mode
@@ -47,17 +48,6 @@ class _ModelFacts:
     adds_bos: bool
     chat_template: str | None
     rolls_back: bool  # the KV memory can drop a tail of tokens (not so for recurrent and hybrid models)
-
-
-@dataclass(frozen=True)
-class _DecodeResult:
-    """The decode loop's result, folded into a Finished by generate()."""
-
-    text: str
-    finish: str
-    generated: int
-    first_token_at: float
-    last_token_at: float
 
 
 class Engine:
@@ -300,17 +290,18 @@ class Engine:
             yield from self._prefill(prompt, reused)
             prefill_done = time.perf_counter()
             if self._stop_requested:  # no token: no TTFT, and only the chunks evaluated count as prefilled
-                yield _finished("", "interrupted", len(prompt), reused, len(self._kv) - reused, 0,
-                                started, prefill_done, None, prefill_done, restored=restored, ahead=ahead,
-                                seed=seed, threads=(self.decode_threads, self.options.n_threads))
+                yield finished_event("", "interrupted", len(prompt), reused, len(self._kv) - reused, 0,
+                                     started, prefill_done, None, prefill_done, restored=restored, ahead=ahead,
+                                     seed=seed, threads=(self.decode_threads, self.options.n_threads))
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
             for event in self._decode(sampler, limits, ignore_eog, drafter):
-                if isinstance(event, _DecodeResult):
-                    finished = _finished(event.text, event.finish, len(prompt), reused, len(prompt) - reused,
-                                         event.generated, started, prefill_done, event.first_token_at,
-                                         event.last_token_at, drafter.stats() if drafter else None, restored,
-                                         ahead, seed, (self.decode_threads, self.options.n_threads))
+                if isinstance(event, DecodeResult):
+                    finished = finished_event(event.text, event.finish, len(prompt), reused,
+                                              len(prompt) - reused, event.generated, started, prefill_done,
+                                              event.first_token_at, event.last_token_at,
+                                              drafter.stats() if drafter else None, restored, ahead, seed,
+                                              (self.decode_threads, self.options.n_threads))
                     if prefix_cache is not None and event.finish != "interrupted":
                         save_prefix(self._kv, prefix_cache, len(prompt), len(prompt) - reused)
                     yield finished
@@ -407,7 +398,7 @@ class Engine:
                 if status == ABORTED and self._stop_requested:
                     break
                 if status != 0:
-                    raise _decode_failure(status)
+                    raise decode_failure(status)
                 yield PrefillProgress(done=end - start, total=total - start)
 
     def _chunks(self, start: int, total: int, most: int | None = None) -> Iterator[tuple[int, int]]:
@@ -441,11 +432,11 @@ class Engine:
         self._kv.logits_current = False
         status = lc.llama_decode(self._ctx, batch)
         if status != 0:
-            raise _decode_failure(status)
+            raise decode_failure(status)
         self._kv.logits_current = True
 
     def _decode(self, sampler: Sampler, limits: GenerationLimits, ignore_eog: bool,
-                drafter: PromptLookup | None) -> Iterator[TextChunk | _DecodeResult]:
+                drafter: PromptLookup | None) -> Iterator[TextChunk | DecodeResult]:
         """The decode loop: sample, emit text, feed tokens back (drafts verified in one batch), until a stop."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         max_tokens = limits.max_tokens if limits.max_tokens is not None else -1
@@ -495,7 +486,7 @@ class Engine:
         if tail:
             parts.append(tail)
             yield TextChunk(tail)
-        yield _DecodeResult("".join(parts), finish, generated, first_token_at, last_token_at)
+        yield DecodeResult("".join(parts), finish, generated, first_token_at, last_token_at)
 
     def _step(self, sampler: Sampler, token: int) -> list[int]:
         """Feed one token to the model and sample the next."""
@@ -545,35 +536,3 @@ class Engine:
         drafter.record(len(drafts), accepted)
         return sampled
 
-
-def _decode_failure(status: int) -> LocalgenError:
-    """The error for a llama_decode that failed."""
-    return LocalgenError(f"llama.cpp failed to evaluate the batch (llama_decode returned {status})",
-                         hint="the context may be full; try a larger --ctx-size")
-
-
-def _finished(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
-              started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
-              draft: DraftStats | None = None, restored: int = 0, ahead: int = 0, seed: int | None = None,
-              threads: tuple[int, int] = (0, 0)) -> Finished:
-    """Fold the measurements of one generation into its final event (first_token_at None: no token came)."""
-    prefill_s = prefill_done - started
-    decode_s = last_token_at - first_token_at if first_token_at is not None else 0.0
-    return Finished(
-        text=text,
-        finish_reason=finish,
-        usage=Usage(prompt_tokens=n_prompt, cached_tokens=reused, completion_tokens=generated),
-        timings=Timings(
-            ttft_s=first_token_at - started if first_token_at is not None else None,
-            prefill_s=prefill_s,
-            prefill_tokens_per_s=prefilled / prefill_s if prefill_s > 0 else 0.0,
-            decode_s=decode_s,
-            decode_tokens_per_s=(generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0,
-        ),
-        draft=draft,
-        restored_tokens=restored,
-        ahead_tokens=ahead,
-        seed=seed,
-        threads=threads[0],
-        threads_chosen=threads[1],
-    )

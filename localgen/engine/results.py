@@ -1,0 +1,52 @@
+"""How a generation ends: the decode loop's result, the Finished event it folds into, a failed llama_decode's error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from localgen.errors import LocalgenError
+from localgen.events import DraftStats, Finished, Timings, Usage
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """The decode loop's result, folded into a Finished by Engine.generate()."""
+
+    text: str
+    finish: str
+    generated: int
+    first_token_at: float
+    last_token_at: float
+
+
+def decode_failure(status: int) -> LocalgenError:
+    """The error for a llama_decode that failed."""
+    return LocalgenError(f"llama.cpp failed to evaluate the batch (llama_decode returned {status})",
+                         hint="the context may be full; try a larger --ctx-size")
+
+
+def finished_event(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
+                   started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
+                   draft: DraftStats | None = None, restored: int = 0, ahead: int = 0, seed: int | None = None,
+                   threads: tuple[int, int] = (0, 0)) -> Finished:
+    """Fold the measurements of one generation into its final event (first_token_at None: no token came)."""
+    prefill_s = prefill_done - started
+    decode_s = last_token_at - first_token_at if first_token_at is not None else 0.0
+    return Finished(
+        text=text,
+        finish_reason=finish,
+        usage=Usage(prompt_tokens=n_prompt, cached_tokens=reused, completion_tokens=generated),
+        timings=Timings(
+            ttft_s=first_token_at - started if first_token_at is not None else None,
+            prefill_s=prefill_s,
+            prefill_tokens_per_s=prefilled / prefill_s if prefill_s > 0 else 0.0,
+            decode_s=decode_s,
+            decode_tokens_per_s=(generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0,
+        ),
+        draft=draft,
+        restored_tokens=restored,
+        ahead_tokens=ahead,
+        seed=seed,
+        threads=threads[0],
+        threads_chosen=threads[1],
+    )
