@@ -14,6 +14,7 @@ import pytest
 
 from localgen.chat import Message, PromptFormat
 from localgen.engine import Engine, lc
+from localgen.engine.core import chunk_bounds
 from localgen.engine.prefix import restore_point
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Finished, PrefillProgress, TextChunk
@@ -293,13 +294,15 @@ def test_multibyte_generation_streams_whole_characters(engine: Engine) -> None:
 def test_prefill_chunks_are_aligned_to_the_physical_batch(bundled_model: Path) -> None:
     options = LoadOptions(n_ctx=512, n_threads=2, n_threads_batch=2, n_batch=64, n_ubatch=32)
     with Engine(bundled_model, options) as small:
-        assert list(small._chunks(0, 150)) == [(0, 64), (64, 128), (128, 150)]
-        assert list(small._chunks(40, 150)) == [(40, 64), (64, 128), (128, 150)]
-        assert list(small._chunks(10, 20)) == [(10, 20)]
+        sizes = small.n_ubatch, small.n_batch
+        assert list(chunk_bounds(0, 150, *sizes)) == [(0, 64), (64, 128), (128, 150)]
+        assert list(chunk_bounds(40, 150, *sizes)) == [(40, 64), (64, 128), (128, 150)]
+        assert list(chunk_bounds(10, 20, *sizes)) == [(10, 20)]
         assert restore_point(60, 64, small.n_ubatch, saved=60) == 60  # a batch under FA_TILE_Q queries: no adjustment
     with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2)) as big:
         assert big.n_ubatch == 512
-        assert list(big._chunks(100, 700, most=128)) == [  # prefill ahead: smaller, still aligned
+        ahead = chunk_bounds(100, 700, big.n_ubatch, big.n_batch, most=128)
+        assert list(ahead) == [  # prefill ahead: smaller, still aligned
             (100, 128), (128, 256), (256, 384), (384, 512), (512, 640), (640, 700)]
     assert restore_point(400, 420, 512, saved=400) == 420 - 64  # a cold prefill runs 0..420 through the tiled kernel
     assert restore_point(300, 420, 512, saved=300) == 300

@@ -365,7 +365,7 @@ class Engine:
         self._ahead_from = common if self._ahead_from is None else min(self._ahead_from, common)
         try:
             with StopBetweenNodes(self._ctx, should_stop) as stopper:
-                for begin, end in self._chunks(common, len(prompt), most=AHEAD_CHUNK):
+                for begin, end in chunk_bounds(common, len(prompt), self.n_ubatch, self.n_batch, most=AHEAD_CHUNK):
                     if should_stop():
                         break
                     status = self._evaluate(prompt[begin:end])
@@ -390,7 +390,7 @@ class Engine:
         (Ctrl-C) ends the chunk being computed too, between graph nodes, where the backend allows."""
         total = len(prompt)
         with StopBetweenNodes(self._ctx, lambda: self._stop_requested) as stopper:
-            for begin, end in self._chunks(start, total):
+            for begin, end in chunk_bounds(start, total, self.n_ubatch, self.n_batch):
                 if self._stop_requested:
                     break
                 status = self._evaluate(prompt[begin:end])
@@ -400,20 +400,6 @@ class Engine:
                 if status != 0:
                     raise decode_failure(status)
                 yield PrefillProgress(done=end - start, total=total - start)
-
-    def _chunks(self, start: int, total: int, most: int | None = None) -> Iterator[tuple[int, int]]:
-        """Chunk bounds aligned to the physical batch size, so a position lands in the same ubatch wherever
-        prefill starts (a prefix reused from the KV cache or restored from disk changes no numerics); most:
-        chunks of about this many tokens at most, in steps that divide the physical batch."""
-        unit = self.n_ubatch
-        while most is not None and unit > most and unit % 2 == 0:
-            unit //= 2
-        step = unit if most is not None else max(unit, self.n_batch - self.n_batch % unit)
-        begin = start
-        while begin < total:
-            end = min(total, begin + (unit - begin % unit if begin % unit else step))
-            yield begin, end
-            begin = end
 
     def _evaluate(self, chunk: Sequence[int]) -> int:
         """Evaluate prompt tokens after those cached, adding them to the KV cache's list when that succeeds;
@@ -536,3 +522,19 @@ class Engine:
         drafter.record(len(drafts), accepted)
         return sampled
 
+
+def chunk_bounds(start: int, total: int, n_ubatch: int, n_batch: int, most: int | None = None
+                 ) -> Iterator[tuple[int, int]]:
+    """Prefill chunk bounds from start to total aligned to the physical batch size, so a position lands in the
+    same ubatch wherever prefill starts (a prefix reused from the KV cache or restored from disk changes no
+    numerics); chunks of up to n_batch, or with most, of about this many tokens at most, in steps that divide
+    the physical batch."""
+    unit = n_ubatch
+    while most is not None and unit > most and unit % 2 == 0:
+        unit //= 2
+    step = unit if most is not None else max(unit, n_batch - n_batch % unit)
+    begin = start
+    while begin < total:
+        end = min(total, begin + (unit - begin % unit if begin % unit else step))
+        yield begin, end
+        begin = end
