@@ -60,45 +60,49 @@ def option_path(text: str, option: str) -> Path:
 
 
 def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTION,
-                    binary_hint: str = DOCUMENT_HINT, waiting: Callable[[], None] | None = None) -> str:
-    """Read a text file named with option, with clear errors for missing, directory or unreadable paths; waiting is
-    called once when the file is a pipe that keeps quiet for STDIN_QUIET_S seconds (no writer yet, say)."""
+                    binary_hint: str = DOCUMENT_HINT, waiting: Callable[[], None] | None = None,
+                    shown: str | None = None) -> str:
+    """Read a text file named with option, with clear errors for missing, directory or unreadable paths, naming it
+    as shown (the path as typed; else path); waiting is called once when the file is a pipe that keeps quiet for
+    STDIN_QUIET_S seconds (no writer yet, say)."""
+    name = short_path(shown or path)
     try:
         with _open_noting(path, waiting) as reader:
-            data = _bounded_read(reader, short_path(path), binary_hint, "send a smaller file")
+            data = _bounded_read(reader, name, binary_hint, "send a smaller file")
     except OSError as exc:
-        raise _unreadable(path, option, exc) from None
-    return decode_input(data, short_path(path), warnings, binary_hint=binary_hint)
+        raise _unreadable(name, option, exc) from None
+    return decode_input(data, name, warnings, binary_hint=binary_hint)
 
 
-def check_file_path(path: Path, option: str = FILE_OPTION) -> None:
+def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None = None) -> None:
     """Refuse a path given to option that cannot be a file to read (missing, a directory...) without opening it, so
-    that a bad one is named before a pipe among the others is waited for."""
+    that a bad one is named (as shown, the path as typed; else path) before a pipe among the others is waited for."""
+    name = short_path(shown or path)
     try:
         mode = path.stat().st_mode
     except OSError as exc:
-        raise _unreadable(path, option, exc) from None
+        raise _unreadable(name, option, exc) from None
     if stat.S_ISDIR(mode):
-        raise _unreadable(path, option, IsADirectoryError(errno.EISDIR, "Is a directory"))
+        raise _unreadable(name, option, IsADirectoryError(errno.EISDIR, "Is a directory"))
     if stat.S_ISSOCK(mode):  # opening one fails with "No such device or address"
-        raise UsageError(f"{short_path(path)} is a socket, not a file", hint=f"pass a file or a pipe to {option}")
+        raise UsageError(f"{name} is a socket, not a file", hint=f"pass a file or a pipe to {option}")
     if not os.access(path, os.R_OK):
-        raise _unreadable(path, option, PermissionError(errno.EACCES, "Permission denied"))
+        raise _unreadable(name, option, PermissionError(errno.EACCES, "Permission denied"))
 
 
-def _unreadable(path: Path, option: str, exc: OSError) -> UsageError:
-    """The error for a file named with option that cannot be opened or read."""
+def _unreadable(name: str, option: str, exc: OSError) -> UsageError:
+    """The error for a file named with option that cannot be opened or read, called name in it."""
     if isinstance(exc, FileNotFoundError):
-        return UsageError(f"no such file: {short_path(path)}", hint=f"check the path given to {option}")
+        return UsageError(f"no such file: {name}", hint=f"check the path given to {option}")
     if isinstance(exc, IsADirectoryError):
-        return UsageError(f"{short_path(path)} is a directory", hint=f"pass a file to {option}")
+        return UsageError(f"{name} is a directory", hint=f"pass a file to {option}")
     if exc.errno == errno.ENAMETOOLONG:
         hint = f"check the path given to {option}"
     elif exc.errno in (errno.EACCES, errno.EPERM):
         hint = "check the file's permissions"
     else:  # a device that cannot be read (/dev/tty without a terminal, /proc/self/mem)
         hint = f"pass a file or a pipe to {option}"
-    return UsageError(f"cannot read {short_path(path)}: {exc.strerror or exc}", hint=hint)
+    return UsageError(f"cannot read {name}: {exc.strerror or exc}", hint=hint)
 
 
 @contextlib.contextmanager
@@ -142,6 +146,7 @@ class InputFile:
 
     option: str
     path: Path | None = None  # None: stdin
+    typed: str | None = None  # the path as the user typed it, as messages name it (Path drops a leading ./)
 
     @classmethod
     def checked(cls, name: str, option: str, *, stdin: bool = False) -> InputFile:
@@ -149,13 +154,13 @@ class InputFile:
         if stdin and name == STDIN_NAME:
             return cls(option)
         path = option_path(name, option)
-        check_file_path(path, option)
-        return cls(option, path)
+        check_file_path(path, option, shown=name)
+        return cls(option, path, name)
 
     @property
     def name(self) -> str:
-        """The file as messages name it."""
-        return "stdin" if self.path is None else short_path(self.path)
+        """The file as messages name it: as typed."""
+        return "stdin" if self.path is None else short_path(self.typed or self.path)
 
     def read(self, stdin: BinaryIO | None, warnings: list[str], *, binary_hint: str = DOCUMENT_HINT,
              warn_empty: bool = False, waiting: Waiting | None = None) -> str:
@@ -166,10 +171,16 @@ class InputFile:
         if self.path is None:
             text = read_stdin_input(stdin, warnings, asked=True, waiting=told) or ""
         else:
-            text = read_file_input(self.path, warnings, option=self.option, binary_hint=binary_hint, waiting=told)
+            text = read_file_input(self.path, warnings, option=self.option, binary_hint=binary_hint, waiting=told,
+                                   shown=self.typed)
         if warn_empty and not text.strip():
-            warnings.append(f"{self.name} is empty")
+            warnings.append(f"{self.name} {emptiness(text)}")
         return text
+
+
+def emptiness(text: str) -> str:
+    """How a text with nothing to read in it is empty: "is empty", or "holds only whitespace"."""
+    return "is empty" if not text else "holds only whitespace"
 
 
 def attachment_text(path: Path, warnings: list[str], *, option: str = FILE_OPTION) -> str:
@@ -183,7 +194,8 @@ def whole_text(file: InputFile, what: str, hint: str, *, waiting: Waiting | None
     warnings: list[str] = []
     text = file.read(None, warnings, binary_hint=hint, waiting=waiting)
     if warnings or not text.strip():
-        raise UsageError(f"{file.name} is not {what} ({'not UTF-8' if warnings else 'it is empty'})", hint=hint)
+        raise UsageError(f"{file.name} is not {what} ({'not UTF-8' if warnings else f'it {emptiness(text)}'})",
+                         hint=hint)
     return text
 
 

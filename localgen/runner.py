@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -10,7 +12,7 @@ from typing import TYPE_CHECKING
 from localgen.chat import Message, PromptFormat, check_template
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.engine import Engine
-from localgen.errors import HubError, LocalgenError, ModelLoadError, ModelNotFoundError
+from localgen.errors import GGUFError, HubError, LocalgenError, ModelLoadError, ModelNotFoundError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape
 from localgen.events import Event
 from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, plan_fit, replan_gpu_layers, target_context
@@ -181,8 +183,9 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     if warning:
         note(f"warning: {warning}")
     freed = hw if held is None else hw.after_freeing(held.private_ram_bytes, held.vram_bytes)
-    resolved = resolve_fitting(options, freed, note)
-    header, _ = validate_split(resolved.path)  # every shard is checked in Python before llama.cpp opens it
+    with named_as_typed(options.model):
+        resolved = resolve_fitting(options, freed, note)
+        header, _ = validate_split(resolved.path)  # every shard is checked in Python before llama.cpp opens it
     if release is not None:
         release()
         hw = probe_hardware()
@@ -244,13 +247,32 @@ def preflight(options: ModelOptions) -> None:
     if options.model is not None:
         check_reference(options.model)  # a local file or a models.toml name, whether or not the Hub can be asked
     try:
-        resolved = resolve_downloaded(options.model, offline=options.offline, request=fit_request(options))
+        with named_as_typed(options.model):
+            resolved = resolve_downloaded(options.model, offline=options.offline, request=fit_request(options))
     except ModelNotFoundError:
         if options.offline or is_offline():
             raise
         return  # checked once it is downloaded, after the input is read
-    header, _ = validate_split(resolved.path)
+    with named_as_typed(options.model):
+        header, _ = validate_split(resolved.path)
     target_context(header_shape(header, resolved.path), fit_request(options, default_ctx=resolved.context))
+
+
+@contextlib.contextmanager
+def named_as_typed(model: str | None) -> Iterator[None]:
+    """Name a local model file given by path as typed in the header errors met within (they name the file alone:
+    `-m ./notes/README.md` is not 'README.md: not a GGUF file')."""
+    from localgen.inputs import short_path
+
+    try:
+        yield
+    except GGUFError as exc:
+        name = None if model is None else os.path.basename(model)
+        if not model or model == name or not exc.message.startswith(f"{name}: ") \
+                or not os.path.isfile(os.path.expanduser(model)):
+            raise
+        raise type(exc)(f"{short_path(model)}{exc.message[len(name):]}", hint=exc.hint,
+                        exit_code=exc.exit_code) from exc
 
 
 def prompt_tokens(loaded: LoadedModel, messages: Sequence[Message]) -> list[int]:

@@ -65,10 +65,31 @@ def test_a_system_file_of_dash_reads_stdin_which_is_then_no_attachment() -> None
 
 def test_an_empty_system_file_is_an_empty_system_prompt_with_a_warning(tmp_path: Path) -> None:
     empty = tmp_path / "empty.txt"
-    empty.write_text("\n")
+    empty.write_text("")
     result = run_localgen("run", "--print-prompt", "--system-file", str(empty), "hi")
     assert result.returncode == 0 and result.err == f"localgen: warning: {empty} is empty\n", result.err
     assert result.out == printed_prompt("-s", "", "hi"), "like -s '': the template's default is left out"
+
+
+@pytest.mark.parametrize("option", ["--system-file", "-f"])
+def test_a_file_of_whitespace_is_warned_about_as_such_not_as_empty(tmp_path: Path, option: str) -> None:
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n\n")
+    result = run_localgen("run", "--print-prompt", option, str(blank), "hi")
+    assert result.returncode == 0 and result.err == f"localgen: warning: {blank} holds only whitespace\n", result.err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("-f", "./no-such-file.txt"), "no such file: ./no-such-file.txt (hint: check the path given to -f/--file)"),
+    (("--grammar", "./no-such.gbnf"), "no such file: ./no-such.gbnf (hint: check the path given to --grammar)"),
+    (("--system-file", "./localgen"), "./localgen is a directory (hint: pass a file to --system-file)"),
+    (("-m", "./README.md"), "./README.md: not a GGUF file"),
+])
+def test_errors_name_a_path_as_it_was_typed(args: tuple[str, ...], message: str) -> None:
+    for stdin in (None, b"piped"):  # checked as the run goes, or all before the pipe is read
+        result = run_localgen("run", *args, "hi", stdin=stdin)
+        assert result.returncode in (1, 2) and result.out == "", result.err
+        assert result.err.startswith(f"localgen: error: {message}") and result.err.count("\n") == 1, result.err
 
 
 @pytest.mark.parametrize(("args", "message"), [
