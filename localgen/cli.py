@@ -42,6 +42,7 @@ from localgen.cli_options import (
     TopKOpt,
     TopPOpt,
     UbatchSizeOpt,
+    bench_size_option,
     from_command_line,
     whole_option,
 )
@@ -220,10 +221,10 @@ def chat(
 def bench(
     ctx: typer.Context,
     model: ModelOpt = None,
-    n_prompt: Annotated[int, whole_option(
+    n_prompt: Annotated[int, bench_size_option(
         "--n-prompt", "-p", help="Prompt tokens for the prefill test (0 skips it).")] = 512,
-    n_gen: Annotated[int, whole_option("--n-gen", "-n", help="Tokens for the decode test (0 skips it).")] = 128,
-    reps: Annotated[int, whole_option("--repetitions", "-r", help="Repetitions of each test.")] = 5,
+    n_gen: Annotated[int, bench_size_option("--n-gen", "-n", help="Tokens for the decode test (0 skips it).")] = 128,
+    reps: Annotated[int, bench_size_option("--repetitions", "-r", help="Repetitions of each test.")] = 5,
     threads: ThreadsOpt = None,
     threads_batch: ThreadsBatchOpt = None,
     batch_size: BatchSizeOpt = DEFAULT_BATCH_SIZE,

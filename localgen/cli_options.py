@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 RESUME_LATEST = "\0"  # chat's --resume without a value: the latest conversation (an argument never holds a NUL)
 
 _WHOLE = re.compile(r"[+-]?[0-9]+")
+_BENCH_LIST = re.compile(r"[0-9]+(\s*,\s*[0-9]+)+")  # llama-bench's -p 512,1024
+_BENCH_RANGE = re.compile(r"([0-9]+)-([0-9]+)(?:([+*])([0-9]+))?")  # and its -p 128-512+128 (or *2: doubling)
 _REAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(e[+-]?[0-9]+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE)
 
 
@@ -36,6 +38,39 @@ def _ascii(value: object, pattern: re.Pattern[str], kind: str) -> str:
 def whole_option(*names: str, help: str) -> OptionInfo:
     """An integer option whose value is typed in ASCII digits."""
     return typer.Option(*names, help=help, parser=whole_number, metavar="INTEGER")
+
+
+def bench_size_option(*names: str, help: str) -> OptionInfo:
+    """A whole-number option of `bench` that llama-bench takes as a list or a range (-p 512,1024): refused as one
+    with a way to measure each value."""
+    def parse(value: str | int) -> int:
+        """The value, refused when it is a llama-bench list or range."""
+        values = None if isinstance(value, int) else _bench_values(value.strip())
+        if values is not None:
+            raise UsageError(f"{'/'.join(sorted(names, key=len))} takes one value, not a list or range as "
+                             f"llama-bench's does ({value.strip()})",
+                             hint=f"run localgen bench once per value: for n in {values}; do localgen bench "
+                                  f"{names[-1]} $n; done")
+        return whole_number(value)
+
+    return typer.Option(*names, help=help, parser=parse, metavar="INTEGER")
+
+
+def _bench_values(text: str) -> str | None:
+    """The values of a llama-bench list or range as a shell's for loop lists them (None: text is neither)."""
+    if _BENCH_LIST.fullmatch(text):
+        return " ".join(part.strip() for part in text.split(","))
+    matched = _BENCH_RANGE.fullmatch(text)
+    if matched is None:
+        return None
+    first, last, how, step = matched.groups()
+    if how == "*" and int(step) > 1 and int(first) > 0:
+        values, value = [], int(first)
+        while value <= int(last):
+            values.append(str(value))
+            value *= int(step)
+        return " ".join(values)
+    return f"$(seq {first} {step if how == '+' else 1} {last})"
 
 
 def real_option(*names: str, help: str) -> OptionInfo:

@@ -132,6 +132,23 @@ def test_cli_bench_rejects_bad_counts() -> None:
     assert result.returncode == 2 and "repetitions" in result.err
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (("-p", "512,1024"), "-p/--n-prompt takes one value, not a list or range as llama-bench's does (512,1024) "
+                         "(hint: run localgen bench once per value: for n in 512 1024; do localgen bench -p $n; done)"),
+    (("--n-gen", "64-256*2"), "-n/--n-gen takes one value, not a list or range as llama-bench's does (64-256*2) "
+                              "(hint: run localgen bench once per value: for n in 64 128 256; do localgen bench -n $n; "
+                              "done)"),
+    (("-p", "128-512+128"), "(hint: run localgen bench once per value: for n in $(seq 128 128 512); do localgen bench "
+                            "-p $n; done)"),
+])
+def test_llama_bench_s_lists_of_sizes_are_refused_with_a_loop_that_runs_each(args: tuple[str, ...],
+                                                                             message: str) -> None:
+    result = run_localgen("bench", *args)
+    assert result.returncode == 2 and result.out == "", result.err
+    assert result.err.startswith("localgen: error: ") and result.err.endswith(f"{message}\n"), result.err
+    assert result.err.count("\n") == 1, result.err
+
+
 def test_a_prompt_beyond_the_model_is_refused_before_loading() -> None:
     result = run_localgen("bench", "-p", "100000", "-n", "16", "-r", "1")
     assert result.returncode == 2 and "Traceback" not in result.err
