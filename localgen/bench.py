@@ -277,7 +277,7 @@ def format_result(result: BenchResult) -> str:
     ]
     rows = [(test, what, shown(stat)) for test, what, stat, shown in measured if stat is not None]  # 0 skips a test
     width = [max(len(row[i]) for row in rows) for i in range(3)]
-    capped = f" (the context of {r.n_ctx:,})" if r.n_batch >= r.n_ctx else ""
+    capped = _batch_cap(r)
     head = (f"model {r.model} ({r.path})\n{r.backend}, threads {r.n_threads}/{r.n_threads_batch}, "
             f"batch {r.n_batch}, ubatch {r.n_ubatch}{capped}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
             f"{'' if r.repack else f'repack off ({r.repack_off}), '}reps {r.reps}\n")
@@ -287,3 +287,11 @@ def format_result(result: BenchResult) -> str:
     return head + "\n".join(lines)
 
 
+
+
+def _batch_cap(result: BenchResult) -> str:
+    """What the header adds after the batch sizes when the context caps them (llama.cpp allocates a context's
+    cells in blocks, so a 208-token context caps them at its 256 cells)."""
+    if result.n_batch > result.n_ctx:
+        return f" (capped at the {result.n_batch:,} cells llama.cpp allocates for the {result.n_ctx:,}-token context)"
+    return f" (capped at the {result.n_ctx:,}-token context)" if result.n_batch == result.n_ctx else ""
