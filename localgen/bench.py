@@ -15,6 +15,7 @@ from localgen.params import GenerationLimits, SamplingParams
 
 if TYPE_CHECKING:
     from localgen.engine import Engine
+    from localgen.runner import LoadedModel
 
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 FOLLOW_UP_TEXT = ("Thanks. Now answer a follow-up question in one short paragraph: what are the three most "
@@ -92,6 +93,7 @@ class BenchResult:
     repack: bool = True  # weights may go to the CPU backend's repacked buffers (not where AMX fails with this build)
     repack_off: str = ""  # why they may not: "LOCALGEN_AMX=0", or "AMX fails with this build"
     n_ctx_decode: int | None = None  # the decode test's context (None when -n 0)
+    interrupted: bool = False  # Ctrl-C stopped it: the figures are of the repetitions that finished
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -141,13 +143,19 @@ class PrefillFigures:
     fresh_ttft_s: list[float]
 
 
-def measure_prefill(engine: Engine, config: BenchConfig, progress: Callable[[str], None]) -> PrefillFigures:
+def prefill_figures(engine: Engine) -> PrefillFigures:
+    """The prefill test's figures before its first repetition: none yet."""
+    return PrefillFigures(len(engine.tokenize(FOLLOW_UP_TEXT, add_special=False)), [], [], [], [])
+
+
+def measure_prefill(engine: Engine, config: BenchConfig, progress: Callable[[str], None],
+                    figures: PrefillFigures | None = None) -> PrefillFigures:
     """The prefill test: its warm-up and repetitions, each a cold prompt, a follow-up turn after it and the same
-    turn in a new conversation."""
+    turn in a new conversation; each repetition's samples go into figures as it ends (kept when Ctrl-C stops it)."""
     rng = random.Random(SEED)
     follow_up = engine.tokenize(FOLLOW_UP_TEXT, add_special=False)
     fresh = ([engine.bos_token] if engine.adds_bos else []) + follow_up
-    figures = PrefillFigures(len(follow_up), [], [], [], [])
+    figures = figures or prefill_figures(engine)
     for label, counted in _rounds(config):
         progress(f"bench: {label}: pp{config.n_prompt} + follow-up")
         prompt = _random_prompt(engine, config.n_prompt, rng)
@@ -164,10 +172,12 @@ def measure_prefill(engine: Engine, config: BenchConfig, progress: Callable[[str
     return figures
 
 
-def measure_decode(engine: Engine, config: BenchConfig, progress: Callable[[str], None]) -> list[float]:
-    """The decode test: its warm-up and repetitions, each n_gen tokens generated from one, end of text ignored."""
+def measure_decode(engine: Engine, config: BenchConfig, progress: Callable[[str], None],
+                   speeds: list[float] | None = None) -> list[float]:
+    """The decode test: its warm-up and repetitions, each n_gen tokens generated from one, end of text ignored; each
+    repetition's speed goes into speeds as it ends (kept when Ctrl-C stops it)."""
     start = [engine.bos_token] if engine.adds_bos else [random.Random(SEED).randrange(engine.n_vocab)]
-    speeds = []
+    speeds = [] if speeds is None else speeds
     for label, counted in _rounds(config):
         progress(f"bench: {label}: tg{config.n_gen}")
         engine.reset()
@@ -178,13 +188,19 @@ def measure_decode(engine: Engine, config: BenchConfig, progress: Callable[[str]
 
 
 def measurements(prefill: PrefillFigures | None, decode: list[float] | None) -> Measurements:
-    """The figures of the tests run (None for one skipped with -p 0 or -n 0)."""
+    """The figures of the tests run (None for one skipped with -p 0 or -n 0, or stopped before a repetition
+    ended)."""
     decode_tps = Stat.of(decode) if decode else None
-    if prefill is None:
+    if prefill is None or not prefill.prefill_tps:
         return Measurements(0, None, decode_tps, None, None, None)
     return Measurements(follow_up_tokens=prefill.follow_up_tokens, prefill_tps=Stat.of(prefill.prefill_tps),
                         decode_tps=decode_tps, ttft_s=Stat.of(prefill.ttft_s),
                         reuse_ttft_s=Stat.of(prefill.reuse_ttft_s), fresh_ttft_s=Stat.of(prefill.fresh_ttft_s))
+
+
+def measured_any(figures: Measurements) -> bool:
+    """Whether a repetition of either test ended (Ctrl-C may stop a benchmark before one does)."""
+    return figures.prefill_tps is not None or figures.decode_tps is not None
 
 
 def prefill_context(n_prompt: int) -> int:
@@ -210,50 +226,93 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
     runs them, the one with the larger context first (so a size beyond the model is refused before any test).
 
     batch_size is None when no --batch-size was given (the default is used, and a cap on it is not worth a note).
+    Ctrl-C ends it with the repetitions that finished (interrupted set), or BenchInterrupted when none did.
     """
     from localgen.engine.loading import extra_buffers_declined
-    from localgen.runner import ModelOptions, load_model
 
     tests = [(ctx, name, flag, size) for ctx, name, flag, size in (
         (prefill_context(config.n_prompt), "prefill", "-p", config.n_prompt),
         (decode_context(config.n_gen), "decode", "-n", config.n_gen)) if size]
     tests.sort(key=lambda test: -test[0])
+    run = _BenchRun()
+    load = _bench_loader(model=model, threads=threads, threads_batch=threads_batch, batch_size=batch_size,
+                         ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
+                         progress=progress)
+    interrupted = False
+    try:
+        for ctx, name, flag, size in tests:
+            run.measure(load(ctx, flag, size), name, config, batch_size, progress)
+    except KeyboardInterrupt:
+        interrupted = True
+    figures = measurements(run.prefill, run.decode)
+    if interrupted and not measured_any(figures):
+        raise BenchInterrupted
+    declined = extra_buffers_declined()
+    assert run.setup is not None, "a test that measured something was loaded"
+    return BenchResult(**run.setup, n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps,
+                       figures=figures, repack=not declined, repack_off=declined, n_ctx_decode=run.decode_ctx,
+                       interrupted=interrupted)
+
+
+class BenchInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a benchmark before any repetition of its tests ended: there is nothing to report."""
+
+
+@dataclass
+class _BenchRun:
+    """What a benchmark has measured so far, and the setup it reports (the prefill test's engine's, else the decode
+    test's)."""
+
     prefill: PrefillFigures | None = None
     decode: list[float] | None = None
-    setup: dict[str, object] = {}  # the prefill test's engine's, else the decode test's
     decode_ctx: int | None = None
-    for ctx, name, flag, size in tests:
+    setup: dict[str, object] | None = None
+
+    def measure(self, loaded: LoadedModel, name: str, config: BenchConfig, batch_size: int | None,
+                progress: Callable[[str], None]) -> None:
+        """Run one test on the model loaded for it, and close it."""
+        try:
+            engine = loaded.engine
+            o = engine.options
+            if name == "prefill" or self.setup is None:  # known before a repetition, for one Ctrl-C may stop
+                self.setup = dict(model=loaded.resolved.display_name, path=str(loaded.resolved.path),
+                                  backend=engine.backend_version, n_threads=o.n_threads,
+                                  n_threads_batch=o.n_threads_batch, n_batch=engine.n_batch, n_ubatch=engine.n_ubatch,
+                                  n_ctx=engine.n_ctx, flash_attn=o.attention_mode, kv_type=o.kv_type)
+            if name == "prefill":
+                if batch_size is not None and engine.n_batch < batch_size:  # a --batch-size given, and capped
+                    progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, the cells llama.cpp "
+                             f"allocates for the prefill test's context of {engine.n_ctx:,} tokens")
+                self.prefill = prefill_figures(engine)
+                measure_prefill(engine, config, progress, self.prefill)
+            else:
+                self.decode, self.decode_ctx = [], engine.n_ctx
+                measure_decode(engine, config, progress, self.decode)
+        finally:
+            loaded.close()
+
+
+def _bench_loader(*, model: str | None, threads: int | None, threads_batch: int | None, batch_size: int | None,
+                  ubatch_size: int, flash_attn: str, kv_type: str, offline: bool | None,
+                  progress: Callable[[str], None]) -> Callable[[int, str, int], LoadedModel]:
+    """How each test loads the model: in a context of the test's size (flag and size name the test in the error
+    for a context beyond the model)."""
+    from localgen.runner import ModelOptions, load_model
+
+    def load(ctx: int, flag: str, size: int) -> LoadedModel:
+        """The model loaded in a context of ctx tokens."""
         options = ModelOptions(model=model, ctx_size=ctx, threads=threads, threads_batch=threads_batch,
                                batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
                                ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
                                adapt_threads=False)  # measured at one thread count, as llama-bench measures
         try:
-            loaded = load_model(options, note=lambda text: progress(f"bench: {text}"),
-                                opening=lambda resolved: progress(f"bench: loading {resolved.display_name}"))
+            return load_model(options, note=lambda text: progress(f"bench: {text}"),
+                              opening=lambda resolved: progress(f"bench: loading {resolved.display_name}"))
         except ContextSizeError as exc:
             raise UsageError(f"{flag} {size:,} needs a context of {ctx:,} tokens, beyond the model's maximum of "
                              f"{exc.maximum:,}", hint=f"use a smaller {flag}") from exc
-        try:
-            engine = loaded.engine
-            if name == "prefill":
-                if batch_size is not None and engine.n_batch < batch_size:  # a --batch-size given, and capped
-                    progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, the cells llama.cpp "
-                             f"allocates for the prefill test's context of {engine.n_ctx:,} tokens")
-                prefill = measure_prefill(engine, config, progress)
-            else:
-                decode, decode_ctx = measure_decode(engine, config, progress), engine.n_ctx
-            o = engine.options
-            if name == "prefill" or not setup:
-                setup = dict(model=loaded.resolved.display_name, path=str(loaded.resolved.path),
-                             backend=engine.backend_version, n_threads=o.n_threads, n_threads_batch=o.n_threads_batch,
-                             n_batch=engine.n_batch, n_ubatch=engine.n_ubatch, n_ctx=engine.n_ctx,
-                             flash_attn=o.attention_mode, kv_type=o.kv_type)
-        finally:
-            loaded.close()
-    declined = extra_buffers_declined()
-    return BenchResult(**setup, n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps,
-                       figures=measurements(prefill, decode), repack=not declined, repack_off=declined,
-                       n_ctx_decode=decode_ctx)
+
+    return load
 
 
 def format_result(result: BenchResult) -> str:
@@ -267,26 +326,27 @@ def format_result(result: BenchResult) -> str:
         """A time in milliseconds."""
         return f"{stat.mean * 1000:.1f} ± {stat.stdev * 1000:.1f} ms"
 
+    prefill, decode = r.n_prompt > 0, r.n_gen > 0
     measured = [
-        (f"pp{r.n_prompt}", "prefill", f.prefill_tps, rate),
-        (f"tg{r.n_gen}", "decode", f.decode_tps, rate),
-        (f"ttft pp{r.n_prompt}", "time to first token, cold", f.ttft_s, millis),
+        (f"pp{r.n_prompt}", "prefill", f.prefill_tps, rate, prefill),
+        (f"tg{r.n_gen}", "decode", f.decode_tps, rate, decode),
+        (f"ttft pp{r.n_prompt}", "time to first token, cold", f.ttft_s, millis, False),  # None with pp's
         (f"ttft +{f.follow_up_tokens} after pp{r.n_prompt}", "follow-up turn, prompt in KV cache", f.reuse_ttft_s,
-         millis),
-        (f"ttft +{f.follow_up_tokens} fresh", "same message, new conversation", f.fresh_ttft_s, millis),
+         millis, False),
+        (f"ttft +{f.follow_up_tokens} fresh", "same message, new conversation", f.fresh_ttft_s, millis, False),
     ]
-    rows = [(test, what, shown(stat)) for test, what, stat, shown in measured if stat is not None]  # 0 skips a test
+    rows = [(test, what, _shown_figure(stat, shown, r)) for test, what, stat, shown, asked in measured
+            if stat is not None or (asked and r.interrupted)]  # 0 skips a test
     width = [max(len(row[i]) for row in rows) for i in range(3)]
     capped = _batch_cap(r)
+    stopped = "\ninterrupted (Ctrl-C): the figures are of the repetitions that finished" if r.interrupted else ""
     head = (f"model {r.model} ({r.path})\n{r.backend}, threads {r.n_threads}/{r.n_threads_batch}, "
             f"batch {r.n_batch}, ubatch {r.n_ubatch}{capped}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
-            f"{'' if r.repack else f'repack off ({r.repack_off}), '}reps {r.reps}\n")
+            f"{'' if r.repack else f'repack off ({r.repack_off}), '}reps {r.reps}{stopped}\n")
     lines = [f"| {'test':<{width[0]}} | {'what':<{width[1]}} | {'result':>{width[2]}} |",
              f"|{'-' * (width[0] + 2)}|{'-' * (width[1] + 2)}|{'-' * (width[2] + 1)}:|"]
     lines += [f"| {a:<{width[0]}} | {b:<{width[1]}} | {c:>{width[2]}} |" for a, b, c in rows]
     return head + "\n".join(lines)
-
-
 
 
 def _batch_cap(result: BenchResult) -> str:
@@ -295,3 +355,12 @@ def _batch_cap(result: BenchResult) -> str:
     if result.n_batch > result.n_ctx:
         return f" (capped at the {result.n_batch:,} cells llama.cpp allocates for the {result.n_ctx:,}-token context)"
     return f" (capped at the {result.n_ctx:,}-token context)" if result.n_batch == result.n_ctx else ""
+
+
+def _shown_figure(stat: Stat | None, shown: Callable[[Stat], str], result: BenchResult) -> str:
+    """A figure as the table shows it: with the repetitions it is of when Ctrl-C stopped the test short of them."""
+    if stat is None:
+        return "not measured"
+    if len(stat.samples) < result.reps:
+        return f"{shown(stat)} ({len(stat.samples)} of {result.reps} reps)"
+    return shown(stat)

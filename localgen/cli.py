@@ -59,6 +59,7 @@ from localgen.config import (
     settings,
 )
 from localgen.errors import (
+    EXIT_INTERRUPTED,
     EXIT_USAGE,
     UsageError,
 )
@@ -236,14 +237,20 @@ def bench(
 ) -> None:
     """Measure prefill and decode speed, TTFT and KV-reuse TTFT (like llama-bench's pp and tg tests)."""
     from localgen import console
-    from localgen.bench import BenchConfig, format_result, run_bench
+    from localgen.bench import BenchConfig, BenchInterrupted, format_result, run_bench
 
     config = BenchConfig(n_prompt=n_prompt, n_gen=n_gen, reps=reps)
-    result = run_bench(model=model, config=config, threads=threads, threads_batch=threads_batch,
-                       batch_size=batch_size if from_command_line(ctx, "batch_size") else None,
-                       ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
-                       offline=offline or None, progress=console.say)
+    try:
+        result = run_bench(model=model, config=config, threads=threads, threads_batch=threads_batch,
+                           batch_size=batch_size if from_command_line(ctx, "batch_size") else None,
+                           ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
+                           offline=offline or None, progress=console.say)
+    except BenchInterrupted:
+        console.say("localgen: interrupted before any repetition finished: nothing was measured")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     print(console.json_text(result.to_dict()) if json_output else format_result(result))
+    if result.interrupted:
+        raise typer.Exit(EXIT_INTERRUPTED)
 
 
 app.add_typer(cache_app, name="cache", short_help="List or clear the on-disk prompt cache.")

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
+import signal
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +28,7 @@ from localgen.engine import Engine, use_cpu_extra_buffers
 from localgen.errors import UsageError
 from localgen.events import DraftStats, Finished, Timings, Usage
 from localgen.params import LoadOptions
-from tests.conftest import run_localgen
+from tests.conftest import REPO_ROOT, run_localgen
 
 
 def test_stat_summarizes_samples() -> None:
@@ -72,6 +76,52 @@ def test_table_names_every_test() -> None:
     padded = format_result(replace(result, n_batch=256, n_ubatch=256, n_ctx=208))
     assert "batch 256, ubatch 256 (capped at the 256 cells llama.cpp allocates for the 208-token context)," in padded
     assert json.loads(json.dumps(result.to_dict()))["figures"]["decode_tps"]["mean"] == 105.0
+
+
+def test_an_interrupted_table_says_so_and_what_each_figure_is_of() -> None:
+    figures = Measurements(follow_up_tokens=29, prefill_tps=Stat.of([100.0]), decode_tps=None,
+                           ttft_s=Stat.of([0.5]), reuse_ttft_s=Stat.of([0.05]), fresh_ttft_s=Stat.of([0.04]))
+    result = BenchResult(model="m", path="/m.gguf", backend="llama-cpp-python x", n_threads=2, n_threads_batch=2,
+                         n_batch=512, n_ubatch=512, n_ctx=1024, flash_attn="auto", kv_type="f16", n_prompt=512,
+                         n_gen=128, reps=3, figures=figures, interrupted=True)
+    table = format_result(result)
+    assert "\ninterrupted (Ctrl-C): the figures are of the repetitions that finished\n" in table
+    assert "| 100.00 ± 0.00 tok/s (1 of 3 reps) |" in table and "500.0 ± 0.0 ms (1 of 3 reps) |" in table
+    assert re.search(r"\| tg128 +\| decode +\| +not measured \|", table), table
+    assert "reps)" not in format_result(replace(result, reps=1, interrupted=False)), "every repetition finished"
+
+
+def _bench_interrupted_at(progress: str, *args: str) -> tuple[int, str, str]:
+    """Run `localgen bench ARGS`, Ctrl-C once its progress on stderr says progress; its exit code, stdout, stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "localgen", "bench", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=REPO_ROOT)
+    said = ""
+    try:
+        while progress not in said:
+            line = proc.stderr.readline() if proc.stderr else ""
+            assert line, f"bench ended before {progress!r}: {said}"
+            said += line
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    return proc.returncode, out, said + err
+
+
+def test_ctrl_c_during_bench_prints_what_was_measured_and_exits_130() -> None:
+    code, out, err = _bench_interrupted_at("rep 2/3: pp16", "-p", "16", "-n", "4", "-r", "3")
+    assert code == 130 and "Traceback" not in err, err
+    assert out.startswith("model smollm2-135m (") and "interrupted (Ctrl-C)" in out, out
+    assert re.search(r"\| pp16 +\| prefill +\| +[0-9.]+ ± 0\.00 tok/s \(1 of 3 reps\) \|", out), out
+    assert re.search(r"\| tg4 +\| decode +\| +not measured \|", out), out
+
+
+def test_ctrl_c_before_a_repetition_ends_says_nothing_was_measured() -> None:
+    code, out, err = _bench_interrupted_at("warm-up: pp16", "-p", "16", "-n", "4", "-r", "3")
+    assert code == 130 and "Traceback" not in err, err
+    assert err.endswith("localgen: interrupted before any repetition finished: nothing was measured\n"), err
+    assert out == "", out
 
 
 def test_stats_name_the_prompt_cache_and_the_drafts() -> None:
