@@ -221,11 +221,12 @@ def bench_context(n_prompt: int, n_gen: int) -> int:
 
 def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, threads_batch: int | None,
               batch_size: int | None, ubatch_size: int, flash_attn: str, kv_type: str, offline: bool | None,
-              progress: Callable[[str], None]) -> BenchResult:
+              progress: Callable[[str], None], started: Callable[[str, str], None] | None = None) -> BenchResult:
     """Load a model the way `run` does and benchmark it: each test in a context of its own size, as llama-bench
     runs them, the one with the larger context first (so a size beyond the model is refused before any test).
 
     batch_size is None when no --batch-size was given (the default is used, and a cap on it is not worth a note).
+    started hears the model's name and path once it is loaded, before the first test (the table's first line).
     Ctrl-C ends it with the repetitions that finished (interrupted set), or BenchInterrupted when none did.
     """
     from localgen.engine.loading import extra_buffers_declined
@@ -234,7 +235,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
         (prefill_context(config.n_prompt), "prefill", "-p", config.n_prompt),
         (decode_context(config.n_gen), "decode", "-n", config.n_gen)) if size]
     tests.sort(key=lambda test: -test[0])
-    run = _BenchRun()
+    run = _BenchRun(started)
     load = _bench_loader(model=model, threads=threads, threads_batch=threads_batch, batch_size=batch_size,
                          ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
                          progress=progress)
@@ -263,6 +264,7 @@ class _BenchRun:
     """What a benchmark has measured so far, and the setup it reports (the prefill test's engine's, else the decode
     test's)."""
 
+    started: Callable[[str, str], None] | None = None  # told the model's name and path at the first load
     prefill: PrefillFigures | None = None
     decode: list[float] | None = None
     decode_ctx: int | None = None
@@ -274,6 +276,8 @@ class _BenchRun:
         try:
             engine = loaded.engine
             o = engine.options
+            if self.setup is None and self.started is not None:
+                self.started(loaded.resolved.display_name, str(loaded.resolved.path))
             if name == "prefill" or self.setup is None:  # known before a repetition, for one Ctrl-C may stop
                 self.setup = dict(model=loaded.resolved.display_name, path=str(loaded.resolved.path),
                                   backend=engine.backend_version, n_threads=o.n_threads,
@@ -315,8 +319,14 @@ def _bench_loader(*, model: str | None, threads: int | None, threads_batch: int 
     return load
 
 
-def format_result(result: BenchResult) -> str:
-    """A llama-bench-like table of the result."""
+def model_line(model: str, path: str) -> str:
+    """The table's first line: the model measured."""
+    return f"model {model} ({path})"
+
+
+def format_result(result: BenchResult, *, first_line: bool = True) -> str:
+    """A llama-bench-like table of the result (without its first line, model_line, when that was printed when the
+    model was loaded)."""
     r, f = result, result.figures
     def rate(stat: Stat) -> str:
         """A speed, as llama-bench shows it."""
@@ -340,7 +350,8 @@ def format_result(result: BenchResult) -> str:
     width = [max(len(row[i]) for row in rows) for i in range(3)]
     capped = _batch_cap(r)
     stopped = "\ninterrupted (Ctrl-C): the figures are of the repetitions that finished" if r.interrupted else ""
-    head = (f"model {r.model} ({r.path})\n{r.backend}, threads {r.n_threads}/{r.n_threads_batch}, "
+    head = (f"{model_line(r.model, r.path)}\n" if first_line else "") + (
+            f"{r.backend}, threads {r.n_threads}/{r.n_threads_batch}, "
             f"batch {r.n_batch}, ubatch {r.n_ubatch}{capped}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
             f"{'' if r.repack else f'repack off ({r.repack_off}), '}reps {r.reps}{stopped}\n")
     lines = [f"| {'test':<{width[0]}} | {'what':<{width[1]}} | {'result':>{width[2]}} |",

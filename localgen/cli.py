@@ -237,18 +237,22 @@ def bench(
 ) -> None:
     """Measure prefill and decode speed, TTFT and KV-reuse TTFT (like llama-bench's pp and tg tests)."""
     from localgen import console
-    from localgen.bench import BenchConfig, BenchInterrupted, format_result, run_bench
+    from localgen.bench import BenchConfig, BenchInterrupted, format_result, model_line, run_bench
+
+    def started(name: str, path: str) -> None:
+        """The table's first line, printed before the first test: a stdout that cannot be written fails now."""
+        print(model_line(name, path), flush=True)
 
     config = BenchConfig(n_prompt=n_prompt, n_gen=n_gen, reps=reps)
     try:
         result = run_bench(model=model, config=config, threads=threads, threads_batch=threads_batch,
                            batch_size=batch_size if from_command_line(ctx, "batch_size") else None,
                            ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
-                           offline=offline or None, progress=console.say)
+                           offline=offline or None, progress=console.say, started=None if json_output else started)
     except BenchInterrupted:
         console.say("localgen: interrupted before any repetition finished: nothing was measured")
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    print(console.json_text(result.to_dict()) if json_output else format_result(result))
+    print(console.json_text(result.to_dict()) if json_output else format_result(result, first_line=False))
     if result.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
 

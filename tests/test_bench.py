@@ -84,7 +84,8 @@ def test_an_interrupted_table_says_so_and_what_each_figure_is_of() -> None:
     result = BenchResult(model="m", path="/m.gguf", backend="llama-cpp-python x", n_threads=2, n_threads_batch=2,
                          n_batch=512, n_ubatch=512, n_ctx=1024, flash_attn="auto", kv_type="f16", n_prompt=512,
                          n_gen=128, reps=3, figures=figures, interrupted=True)
-    table = format_result(result)
+    table = format_result(result, first_line=False)
+    assert not table.startswith("model ")
     assert "\ninterrupted (Ctrl-C): the figures are of the repetitions that finished\n" in table
     assert "| 100.00 ± 0.00 tok/s (1 of 3 reps) |" in table and "500.0 ± 0.0 ms (1 of 3 reps) |" in table
     assert re.search(r"\| tg128 +\| decode +\| +not measured \|", table), table
@@ -121,7 +122,18 @@ def test_ctrl_c_before_a_repetition_ends_says_nothing_was_measured() -> None:
     code, out, err = _bench_interrupted_at("warm-up: pp16", "-p", "16", "-n", "4", "-r", "3")
     assert code == 130 and "Traceback" not in err, err
     assert err.endswith("localgen: interrupted before any repetition finished: nothing was measured\n"), err
-    assert out == "", out
+    assert out.count("\n") == 1 and out.startswith("model smollm2-135m ("), "only the line printed once it loaded"
+
+
+def test_a_stdout_that_cannot_be_written_fails_before_the_benchmark() -> None:
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run([sys.executable, "-m", "localgen", "bench", "-p", "16", "-n", "4", "-r", "1"],
+                              stdout=full, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                              cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.endswith(
+        "localgen: error: cannot write to stdout: No space left on device (hint: free some space or send the output "
+        "elsewhere)\n"), proc.stderr
+    assert "warm-up" not in proc.stderr, "no test runs for a table that cannot be printed"
 
 
 def test_stats_name_the_prompt_cache_and_the_drafts() -> None:
