@@ -95,13 +95,28 @@ def transcript(conversation: Conversation, *, terminal: bool = False, dim: bool 
         parts.append(shown(f"## system\n\n{conversation.system}\n"))
     elif conversation.system == "":  # an empty system prompt, not none: the template's own is left out
         parts.append("## system\n\n*(empty: the template's default is left out)*\n")
+    def aside(note: str) -> str:
+        """A note about the saved text, set apart from it: dim, or in italics."""
+        return f"\x1b[2m{shown(note)}\x1b[22m" if dim else f"*{shown(note)}*"
+
     for turn in conversation.turns:
-        text = shown(f"## user\n\n{turn.user}\n\n## assistant\n\n{turn.answer or ''}")
+        blank = blank_answer(turn.answer)
+        answer = aside(blank) if blank else shown(turn.answer or "")
+        text = shown(f"## user\n\n{turn.user}\n\n## assistant\n\n") + answer
         line = details_line(turn)
         if line:
-            text += f"\n\n\x1b[2m{shown(line)}\x1b[22m" if dim else f"\n\n*{shown(line)}*"
+            text += f"\n\n{aside(line)}"
         parts.append(text + "\n")
     return "\n".join(parts)
+
+
+def blank_answer(answer: str | None) -> str | None:
+    """What a transcript shows for an answer with no text to show ("(empty answer)"), or None for one with text."""
+    if answer is None:
+        return "(no answer)"
+    if not answer:
+        return "(empty answer)"
+    return None if answer.strip() else "(an answer of whitespace only)"
 
 
 @conversations_app.command("rm", short_help="Delete saved conversations.")

@@ -385,3 +385,22 @@ def test_show_on_a_terminal_dims_each_answer_s_details() -> None:
         child.expect(pexpect.EOF)
         child.close()
         assert child.exitstatus == 0 and f"Hi!\r\n\r\n{line}\r\n" in child.before, repr(child.before)
+
+
+def test_show_marks_an_answer_with_no_text_instead_of_leaving_a_blank() -> None:
+    import pexpect
+
+    _save("blank", Turn("Say nothing.", ""), Turn("Say spaces.", " \n "), Turn("Hi", "Hello."))
+    shown = run_localgen("conversations", "show", "blank")
+    assert shown.returncode == 0, shown.err
+    assert ("## user\n\nSay nothing.\n\n## assistant\n\n*(empty answer)*\n\n## user\n\nSay spaces.\n\n## assistant\n\n"
+            "*(an answer of whitespace only)*\n\n## user\n\nHi\n\n## assistant\n\nHello.\n") in shown.out, shown.out
+    assert json.loads(run_localgen("conversations", "show", "blank", "--json").out)["turns"][1]["answer"] == " \n ", \
+        "the record keeps the text as saved"
+    child = pexpect.spawn(sys.executable, ["-m", "localgen", "conversations", "show", "blank"], encoding="utf-8",
+                          timeout=60, env={k: v for k, v in os.environ.items() if k != "NO_COLOR"},
+                          cwd=str(REPO_ROOT))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0 and "## assistant\r\n\r\n\x1b[2m(empty answer)\x1b[22m\r\n" in child.before, \
+        repr(child.before)
