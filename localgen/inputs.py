@@ -346,6 +346,8 @@ def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warning
     texts = [file.read(stdin, warnings, warn_empty=True, waiting=waiting) for file in files if file.path is not None]
     told = None if waiting is None else lambda: waiting(None, FILE_OPTION)
     piped = read_stdin_input(stdin, warnings, asked=stdin_asked or stdin_at is not None, waiting=told)
+    if piped is not None and stdin_at is not None and not piped.strip():  # -f - attaches it, as a file: warned alike
+        warnings.append(f"stdin (-f -) {emptiness(piped)}")
     if piped is not None:
         texts.insert(len(texts) if stdin_at is None else stdin_at, piped)
     return texts

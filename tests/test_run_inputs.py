@@ -79,6 +79,14 @@ def test_a_file_of_whitespace_is_warned_about_as_such_not_as_empty(tmp_path: Pat
     assert result.returncode == 0 and result.err == f"localgen: warning: {blank} holds only whitespace\n", result.err
 
 
+@pytest.mark.parametrize(("stdin", "warning"), [(None, "is empty"), (b"\n \n", "holds only whitespace")])
+def test_stdin_attached_with_f_dash_is_warned_about_when_empty_as_a_file_is(stdin: bytes | None,
+                                                                            warning: str) -> None:
+    result = run_localgen("run", "--print-prompt", "-f", "-", "hi", stdin=stdin)
+    assert result.returncode == 0 and result.err == f"localgen: warning: stdin (-f -) {warning}\n", result.err
+    assert run_localgen("run", "--print-prompt", "hi", stdin=b"").err == "", "stdin not asked for: no warning"
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("-f", "./no-such-file.txt"), "no such file: ./no-such-file.txt (hint: check the path given to -f/--file)"),
     (("--grammar", "./no-such.gbnf"), "no such file: ./no-such.gbnf (hint: check the path given to --grammar)"),
