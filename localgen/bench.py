@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import signal
 import statistics
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -12,6 +13,7 @@ from localgen.config import DEFAULT_BATCH_SIZE
 from localgen.errors import ContextSizeError, LocalgenError, UsageError
 from localgen.events import Event, Finished
 from localgen.params import GenerationLimits, SamplingParams
+from localgen.signals import SignalExit
 
 if TYPE_CHECKING:
     from localgen.engine import Engine
@@ -93,11 +95,18 @@ class BenchResult:
     repack: bool = True  # weights may go to the CPU backend's repacked buffers (not where AMX fails with this build)
     repack_off: str = ""  # why they may not: "LOCALGEN_AMX=0", or "AMX fails with this build"
     n_ctx_decode: int | None = None  # the decode test's context (None when -n 0)
-    interrupted: bool = False  # Ctrl-C stopped it: the figures are of the repetitions that finished
+    stopped_by: int = 0  # the signal that stopped it (SIGINT: Ctrl-C): the figures are of the repetitions that ended
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether a signal stopped it before every repetition ended."""
+        return self.stopped_by != 0
 
     def to_dict(self) -> dict[str, object]:
-        """A JSON-ready dict."""
-        return asdict(self)
+        """A JSON-ready dict ("interrupted" says whether a signal stopped it)."""
+        record = asdict(self)
+        del record["stopped_by"]
+        return record | {"interrupted": self.interrupted}
 
 
 def _complete(engine: Engine, prompt: Sequence[int], max_tokens: int, *, ignore_eog: bool = False) -> Finished:
@@ -227,7 +236,8 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
 
     batch_size is None when no --batch-size was given (the default is used, and a cap on it is not worth a note).
     started hears the model's name and path once it is loaded, before the first test (the table's first line).
-    Ctrl-C ends it with the repetitions that finished (interrupted set), or BenchInterrupted when none did.
+    Ctrl-C, SIGTERM or SIGHUP ends it with the repetitions that finished (stopped_by set); when none did, Ctrl-C
+    raises BenchInterrupted and the others their SignalExit.
     """
     from localgen.engine.loading import extra_buffers_declined
 
@@ -239,24 +249,32 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
     load = _bench_loader(model=model, threads=threads, threads_batch=threads_batch, batch_size=batch_size,
                          ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
                          progress=progress)
-    interrupted = False
+    stopped_by, ending = 0, None
     try:
         for ctx, name, flag, size in tests:
             run.measure(load(ctx, flag, size), name, config, batch_size, progress)
     except KeyboardInterrupt:
-        interrupted = True
+        stopped_by = signal.SIGINT
+    except SignalExit as exc:  # SIGTERM or SIGHUP
+        stopped_by, ending = exc.signum, exc
     figures = measurements(run.prefill, run.decode)
-    if interrupted and not measured_any(figures):
-        raise BenchInterrupted
+    if stopped_by and not measured_any(figures):
+        if ending is not None:  # ends the program, as before any benchmark
+            raise ending
+        raise BenchInterrupted(stopped_by)
     declined = extra_buffers_declined()
     assert run.setup is not None, "a test that measured something was loaded"
     return BenchResult(**run.setup, n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps,
                        figures=figures, repack=not declined, repack_off=declined, n_ctx_decode=run.decode_ctx,
-                       interrupted=interrupted)
+                       stopped_by=stopped_by)
 
 
-class BenchInterrupted(KeyboardInterrupt):
+class BenchInterrupted(Exception):
     """Ctrl-C stopped a benchmark before any repetition of its tests ended: there is nothing to report."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 @dataclass
@@ -349,7 +367,8 @@ def format_result(result: BenchResult, *, first_line: bool = True) -> str:
             if stat is not None or (asked and r.interrupted)]  # 0 skips a test
     width = [max(len(row[i]) for row in rows) for i in range(3)]
     capped = _batch_cap(r)
-    stopped = "\ninterrupted (Ctrl-C): the figures are of the repetitions that finished" if r.interrupted else ""
+    stopped = f"\ninterrupted ({stopped_by(r.stopped_by)}): the figures are of the repetitions that finished" \
+        if r.interrupted else ""
     head = (f"{model_line(r.model, r.path)}\n" if first_line else "") + (
             f"{r.backend}, threads {r.n_threads}/{r.n_threads_batch}, "
             f"batch {r.n_batch}, ubatch {r.n_ubatch}{capped}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
@@ -358,6 +377,11 @@ def format_result(result: BenchResult, *, first_line: bool = True) -> str:
              f"|{'-' * (width[0] + 2)}|{'-' * (width[1] + 2)}|{'-' * (width[2] + 1)}:|"]
     lines += [f"| {a:<{width[0]}} | {b:<{width[1]}} | {c:>{width[2]}} |" for a, b, c in rows]
     return head + "\n".join(lines)
+
+
+def stopped_by(signum: int) -> str:
+    """The signal that stopped a benchmark, as people name it: Ctrl-C, SIGTERM, SIGHUP."""
+    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
 def _batch_cap(result: BenchResult) -> str:

@@ -59,7 +59,6 @@ from localgen.config import (
     settings,
 )
 from localgen.errors import (
-    EXIT_INTERRUPTED,
     EXIT_USAGE,
     UsageError,
 )
@@ -238,6 +237,7 @@ def bench(
     """Measure prefill and decode speed, TTFT and KV-reuse TTFT (like llama-bench's pp and tg tests)."""
     from localgen import console
     from localgen.bench import BenchConfig, BenchInterrupted, format_result, model_line, run_bench
+    from localgen.signals import signal_exit_code
 
     def started(name: str, path: str) -> None:
         """The table's first line, printed before the first test: a stdout that cannot be written fails now."""
@@ -249,12 +249,12 @@ def bench(
                            batch_size=batch_size if from_command_line(ctx, "batch_size") else None,
                            ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                            offline=offline or None, progress=console.say, started=None if json_output else started)
-    except BenchInterrupted:
+    except BenchInterrupted as stopped:
         console.say("localgen: interrupted before any repetition finished: nothing was measured")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise typer.Exit(signal_exit_code(stopped.signum)) from None
     print(console.json_text(result.to_dict()) if json_output else format_result(result, first_line=False))
     if result.interrupted:
-        raise typer.Exit(EXIT_INTERRUPTED)
+        raise typer.Exit(signal_exit_code(result.stopped_by))
 
 
 app.add_typer(cache_app, name="cache", short_help="List or clear the on-disk prompt cache.")

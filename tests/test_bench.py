@@ -83,17 +83,19 @@ def test_an_interrupted_table_says_so_and_what_each_figure_is_of() -> None:
                            ttft_s=Stat.of([0.5]), reuse_ttft_s=Stat.of([0.05]), fresh_ttft_s=Stat.of([0.04]))
     result = BenchResult(model="m", path="/m.gguf", backend="llama-cpp-python x", n_threads=2, n_threads_batch=2,
                          n_batch=512, n_ubatch=512, n_ctx=1024, flash_attn="auto", kv_type="f16", n_prompt=512,
-                         n_gen=128, reps=3, figures=figures, interrupted=True)
+                         n_gen=128, reps=3, figures=figures, stopped_by=signal.SIGINT)
     table = format_result(result, first_line=False)
     assert not table.startswith("model ")
     assert "\ninterrupted (Ctrl-C): the figures are of the repetitions that finished\n" in table
     assert "| 100.00 ± 0.00 tok/s (1 of 3 reps) |" in table and "500.0 ± 0.0 ms (1 of 3 reps) |" in table
     assert re.search(r"\| tg128 +\| decode +\| +not measured \|", table), table
-    assert "reps)" not in format_result(replace(result, reps=1, interrupted=False)), "every repetition finished"
+    assert "reps)" not in format_result(replace(result, reps=1, stopped_by=0)), "every repetition finished"
+    assert "\ninterrupted (SIGTERM): the figures" in format_result(replace(result, stopped_by=signal.SIGTERM))
 
 
-def _bench_interrupted_at(progress: str, *args: str) -> tuple[int, str, str]:
-    """Run `localgen bench ARGS`, Ctrl-C once its progress on stderr says progress; its exit code, stdout, stderr."""
+def _bench_interrupted_at(progress: str, *args: str, signum: int = signal.SIGINT) -> tuple[int, str, str]:
+    """Run `localgen bench ARGS`, Ctrl-C (or signum) once its progress on stderr says progress; its exit code, stdout,
+    stderr."""
     proc = subprocess.Popen([sys.executable, "-m", "localgen", "bench", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=REPO_ROOT)
     said = ""
@@ -102,7 +104,7 @@ def _bench_interrupted_at(progress: str, *args: str) -> tuple[int, str, str]:
             line = proc.stderr.readline() if proc.stderr else ""
             assert line, f"bench ended before {progress!r}: {said}"
             said += line
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
@@ -116,6 +118,16 @@ def test_ctrl_c_during_bench_prints_what_was_measured_and_exits_130() -> None:
     assert out.startswith("model smollm2-135m (") and "interrupted (Ctrl-C)" in out, out
     assert re.search(r"\| pp16 +\| prefill +\| +[0-9.]+ ± 0\.00 tok/s \(1 of 3 reps\) \|", out), out
     assert re.search(r"\| tg4 +\| decode +\| +not measured \|", out), out
+
+
+def test_sigterm_during_bench_gives_the_json_of_what_was_measured_and_exits_143() -> None:
+    code, out, err = _bench_interrupted_at("rep 2/2: tg4", "-p", "16", "-n", "4", "-r", "2", "--json",
+                                           signum=signal.SIGTERM)
+    assert code == 143 and "Traceback" not in err, err
+    record = json.loads(out)
+    assert record["interrupted"] is True and "stopped_by" not in record
+    figures = record["figures"]
+    assert len(figures["prefill_tps"]["samples"]) == 2 and len(figures["decode_tps"]["samples"]) == 1, figures
 
 
 def test_ctrl_c_before_a_repetition_ends_says_nothing_was_measured() -> None:
