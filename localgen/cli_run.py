@@ -29,6 +29,8 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     from localgen.registry import reads_as_a_model
 
     attachments = read_attachments(files, stdin, warnings, stdin_asked=stdin_asked, waiting=say_waiting_for)
+    names = [file.name for file in files] + ["stdin"] * (len(attachments) - len(files))  # piped stdin comes last
+    attachments = once_each(attachments, names, warnings)
     console.warn_each(warnings)
     attached = any(map(str.strip, attachments))
     if model_given is None and prompt and not attached and reads_as_a_model(prompt, settings().user_registry):
@@ -39,6 +41,18 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
         raise UsageError("nothing to send: the prompt is empty",
                          hint=f'give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in{chat_hint}')
     return attachments
+
+
+def once_each(texts: list[str], names: list[str], warnings: list[str]) -> list[str]:
+    """The attachments' texts less a repeated one (-f a.txt -f a.txt), with a warning, as chat -f and /file attach a
+    text once; names are their files' (an empty one is warned about already, and adds nothing)."""
+    kept: list[str] = []
+    for name, text in zip(names, texts, strict=True):
+        if text.strip() and text in kept:
+            warnings.append(f"{name} is attached already, or a file with the same text is: it is attached once")
+        else:
+            kept.append(text)
+    return kept
 
 
 def user_message(loaded: LoadedModel, prompt: str | None, attachments: list[str]) -> str:

@@ -79,6 +79,21 @@ def test_a_file_of_whitespace_is_warned_about_as_such_not_as_empty(tmp_path: Pat
     assert result.returncode == 0 and result.err == f"localgen: warning: {blank} holds only whitespace\n", result.err
 
 
+def test_a_text_attached_twice_is_attached_once_with_a_warning_as_in_chat(tmp_path: Path) -> None:
+    notes, copy = tmp_path / "notes.txt", tmp_path / "copy.txt"
+    notes.write_text("Eggs boil in 7 minutes.\n")
+    copy.write_text("Eggs boil in 7 minutes.\n")
+    result = run_localgen("run", "--print-prompt", "-f", str(notes), "-f", str(notes), "-f", str(copy), "-f", "-",
+                          "When?", stdin=b"Eggs boil in 7 minutes.\n")
+    assert result.returncode == 0, result.err
+    assert result.out == chatml("Eggs boil in 7 minutes.\n\nWhen?")
+    said = "is attached already, or a file with the same text is: it is attached once"
+    assert result.err == f"localgen: warning: {notes} {said}\nlocalgen: warning: {copy} {said}\n" \
+                         f"localgen: warning: stdin {said}\n", result.err
+    other = run_localgen("run", "--print-prompt", "-f", str(notes), "When?", stdin=b"Tea takes 3.\n")
+    assert other.err == "" and other.out == chatml("Eggs boil in 7 minutes.\n\nTea takes 3.\n\nWhen?"), other.err
+
+
 @pytest.mark.parametrize(("stdin", "warning"), [(None, "is empty"), (b"\n \n", "holds only whitespace")])
 def test_stdin_attached_with_f_dash_is_warned_about_when_empty_as_a_file_is(stdin: bytes | None,
                                                                             warning: str) -> None:
