@@ -273,11 +273,12 @@ def pull(
     from localgen.gguf_split import validate_split
     from localgen.hardware import probe_hardware
     from localgen.resolve import refuse_own_file
-    from localgen.runner import ModelOptions, resolve_fitting
+    from localgen.runner import ModelOptions, named_as_typed, resolve_fitting
 
     refuse_own_file(reference)  # a models.toml entry's file of one's own is not localgen's to download
-    resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), say_note, force=force)
-    validate_split(resolved.path)  # checked, every shard, as run would check it
+    with named_as_typed(reference):
+        resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), say_note, force=force)
+        validate_split(resolved.path)  # checked, every shard, as run would check it
     print(resolved.path.absolute())
 
 
@@ -304,6 +305,7 @@ def fit(
     from localgen.fit import FitRequest
     from localgen.hardware import cpu_only_warning_once, probe_hardware
     from localgen.quant_choice import fit_report, report_table
+    from localgen.runner import named_as_typed
 
     if reference is not None and model is not None and reference != model:
         raise UsageError(f"fit takes one model, and was given two: {reference} and -m {model}",
@@ -311,7 +313,8 @@ def fit(
     reference = reference if reference is not None else model
     request = FitRequest(ctx_size=ctx, gpu_layers=gpu_layers, no_gpu=no_gpu, kv_type=kv_type)
     hw = probe_hardware()
-    report = fit_report(reference, request=request, hw=hw, offline=offline or None)
+    with named_as_typed(reference):
+        report = fit_report(reference, request=request, hw=hw, offline=offline or None)
     if json_output:
         print(console.json_text(report.to_dict(), indent=2))
         return

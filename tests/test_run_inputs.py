@@ -94,6 +94,14 @@ def test_a_text_attached_twice_is_attached_once_with_a_warning_as_in_chat(tmp_pa
     assert other.err == "" and other.out == chatml("Eggs boil in 7 minutes.\n\nTea takes 3.\n\nWhen?"), other.err
 
 
+@pytest.mark.parametrize("command", [("fit",), ("pull",), ("bench", "-m")])
+def test_other_commands_name_a_model_file_as_typed_too(command: tuple[str, ...]) -> None:
+    result = run_localgen(*command, "./README.md")
+    assert result.returncode == 1 and result.out == "", result.err
+    assert result.err.startswith("localgen: error: ./README.md: not a GGUF file") and result.err.count("\n") == 1, \
+        result.err
+
+
 @pytest.mark.parametrize(("stdin", "warning"), [(None, "is empty"), (b"\n \n", "holds only whitespace")])
 def test_stdin_attached_with_f_dash_is_warned_about_when_empty_as_a_file_is(stdin: bytes | None,
                                                                             warning: str) -> None:
