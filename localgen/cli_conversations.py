@@ -91,13 +91,17 @@ def transcript(conversation: Conversation, *, terminal: bool = False, dim: bool 
     facts = [f"model {conversation.model or 'not recorded'}", counted(len(conversation.turns), "exchange"),
              f"started {conversation.created}"]
     parts = [shown(f"# {conversation.name}\n\n{', '.join(facts)}\n")]
-    if conversation.system:
-        parts.append(shown(f"## system\n\n{conversation.system}\n"))
-    elif conversation.system == "":  # an empty system prompt, not none: the template's own is left out
-        parts.append("## system\n\n*(empty: the template's default is left out)*\n")
+
     def aside(note: str) -> str:
         """A note about the saved text, set apart from it: dim, or in italics."""
         return f"\x1b[2m{shown(note)}\x1b[22m" if dim else f"*{shown(note)}*"
+
+    if conversation.system and conversation.system.strip():
+        parts.append(shown(f"## system\n\n{conversation.system}\n"))
+    elif conversation.system:  # given, and sent as it is, but with nothing to show
+        parts.append(f"## system\n\n{aside('(whitespace only)')}\n")
+    elif conversation.system == "":  # an empty system prompt, not none: the template's own is left out
+        parts.append("## system\n\n*(empty: the template's default is left out)*\n")
 
     for turn in conversation.turns:
         blank = blank_answer(turn.answer)

@@ -11,6 +11,7 @@ from localgen.shorten import shorten_path
 
 SHOW_PARTS = ("info", "settings", "system", "template", "license")
 EMPTY_SYSTEM = "(empty: the template's default is left out)"  # system "": the model gets an empty system prompt
+BLANK_SYSTEM = "(whitespace only)"  # a system prompt of spaces or newlines (a --system-file of them): sent as it is
 _ALSO = {"parameters": "settings"}  # Ollama's name
 
 
@@ -29,7 +30,7 @@ def show(session: ChatSession, part: str, settings_text: str) -> None:
     if wanted == "":
         conversation = session.conversation
         default = None if conversation.system is not None else session.loaded.prompt_format.default_system()
-        console.say(f"system: {brief(conversation.system)}" if conversation.system else
+        console.say(f"system: {brief(conversation.system) or BLANK_SYSTEM}" if conversation.system else
                     f"system: {EMPTY_SYSTEM}" if conversation.system == "" else
                     f"system: (none; the chat template adds {brief(default)!r})" if default else "system: (none)")
         console.say(f"conversation: {conversation.name}, {exchanges_in_context(conversation)}")
@@ -45,7 +46,7 @@ def show(session: ChatSession, part: str, settings_text: str) -> None:
 def system_prompt_line(session: ChatSession) -> str:
     """The chat's system prompt in full, or the chat template's own that goes in its place (/show system, /system)."""
     if session.conversation.system:
-        return f"system prompt: {session.conversation.system}"
+        return f"system prompt: {session.conversation.system if session.conversation.system.strip() else BLANK_SYSTEM}"
     if session.conversation.system == "":
         return f"system prompt: {EMPTY_SYSTEM} (/system none lets the template add its own)"
     default = session.loaded.prompt_format.default_system()

@@ -390,9 +390,10 @@ def test_show_on_a_terminal_dims_each_answer_s_details() -> None:
 def test_show_marks_an_answer_with_no_text_instead_of_leaving_a_blank() -> None:
     import pexpect
 
-    _save("blank", Turn("Say nothing.", ""), Turn("Say spaces.", " \n "), Turn("Hi", "Hello."))
+    _save("blank", Turn("Say nothing.", ""), Turn("Say spaces.", " \n "), Turn("Hi", "Hello."), system="\n\n  ")
     shown = run_localgen("conversations", "show", "blank")
     assert shown.returncode == 0, shown.err
+    assert "## system\n\n*(whitespace only)*\n\n## user" in shown.out, shown.out
     assert ("## user\n\nSay nothing.\n\n## assistant\n\n*(empty answer)*\n\n## user\n\nSay spaces.\n\n## assistant\n\n"
             "*(an answer of whitespace only)*\n\n## user\n\nHi\n\n## assistant\n\nHello.\n") in shown.out, shown.out
     assert json.loads(run_localgen("conversations", "show", "blank", "--json").out)["turns"][1]["answer"] == " \n ", \

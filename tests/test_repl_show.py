@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -53,3 +54,25 @@ def test_show_names_a_downloaded_model_s_source_as_models_list_does(hub_env: dic
     sources = {model["name"]: model["source"] for model in json.loads(listed.stdout)}
     assert sources == {"smollm2-135m": "hub"}, "the registry's entry, downloaded"
     assert _show_info(hub_env, f"{REPO}:Q4_1") == f"model: {REPO}:Q4_1 (hub)"
+
+
+def test_show_says_a_system_prompt_of_whitespace_is_so_not_a_blank(tmp_path: Path) -> None:
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n\n")
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path / "home"), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
+           "COLUMNS": "200", "LINES": "30"}
+    chat = pexpect.spawn(sys.executable, ["-m", "localgen", "chat", "--system-file", str(blank)], cwd=str(REPO_ROOT),
+                         timeout=90, env=env, encoding="utf-8", codec_errors="replace", dimensions=(30, 200))
+    try:
+        chat.expect_exact(">>>")
+        chat.sendline("/show")
+        chat.expect(r"system: [^\r\n]*\r\n", timeout=20)
+        shown = chat.after.strip()
+        chat.sendline("/show system")
+        chat.expect(r"system prompt: [^\r\n]*\r\n", timeout=20)
+        whole = chat.after.strip()
+        chat.sendline("/exit")
+        chat.expect(pexpect.EOF)
+    finally:
+        chat.close(force=True)
+    assert (shown, whole) == ("system: (whitespace only)", "system prompt: (whitespace only)")
