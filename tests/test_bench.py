@@ -161,6 +161,9 @@ def test_stats_name_the_prompt_cache_and_the_drafts() -> None:
     unread = replace(busy, finish_reason="interrupted", usage=Usage(10, 0, 0))  # Ctrl-C while the prompt was read
     assert len(format_stats(unread).splitlines()) == 1, "no token was decoded, with any number of threads"
     all_cached = replace(done, timings=replace(timings, prefill_tokens_per_s=0.0))  # computed while typing
+    one = replace(busy, usage=Usage(10, 0, 1), timings=replace(timings, decode_s=0.0, decode_tokens_per_s=0.0))
+    assert "generated 1 tok, decode -, finish stop" in format_stats(one), "a token from the prompt's logits: no decode"
+    assert "threads" not in format_stats(one), "nothing decoded, with any number of threads"
     assert "TTFT 100 ms, prefill -, generated" in format_stats(all_cached)
 
 
