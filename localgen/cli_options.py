@@ -120,6 +120,13 @@ StopOpt = Annotated[list[str] | None, typer.Option("--stop", metavar="TEXT", hel
 ThreadsBatchOpt = Annotated[int | None, whole_option(help="Threads for prefill (default: --threads).")]
 BatchSizeOpt = Annotated[int, whole_option(help="Prefill chunk size.")]
 UbatchSizeOpt = Annotated[int, whole_option(help="Physical batch size.")]
+# bench's, which llama-bench takes as lists (-t 4,8): refused as one, with a loop that runs each
+BenchThreadsOpt = Annotated[int | None, bench_size_option(
+    "--threads", "-t", help="CPU threads (default: physical cores).")]
+BenchThreadsBatchOpt = Annotated[int | None, bench_size_option(
+    "--threads-batch", help="Threads for prefill (default: --threads).")]
+BenchBatchSizeOpt = Annotated[int, bench_size_option("--batch-size", help="Prefill chunk size.")]
+BenchUbatchSizeOpt = Annotated[int, bench_size_option("--ubatch-size", help="Physical batch size.")]
 FlashAttnOpt = Annotated[str, typer.Option(
     metavar="MODE", help="auto (on for a GPU, a quantized KV cache or a context over 8,192; else off), on or off.",
     callback=_lower)]

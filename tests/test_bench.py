@@ -219,6 +219,11 @@ def test_cli_bench_rejects_bad_counts() -> None:
                               "done)"),
     (("-p", "128-512+128"), "(hint: run localgen bench once per value: for n in $(seq 128 128 512); do localgen bench "
                             "-p $n; done)"),
+    (("-t", "2,4"), "-t/--threads takes one value, not a list or range as llama-bench's does (2,4) (hint: run localgen "
+                    "bench once per value: for n in 2 4; do localgen bench -t $n; done)"),
+    (("--batch-size", "256,512"), "--batch-size takes one value, not a list or range as llama-bench's does (256,512) "
+                                  "(hint: run localgen bench once per value: for n in 256 512; do localgen bench "
+                                  "--batch-size $n; done)"),
 ])
 def test_llama_bench_s_lists_of_sizes_are_refused_with_a_loop_that_runs_each(args: tuple[str, ...],
                                                                              message: str) -> None:
