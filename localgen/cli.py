@@ -276,8 +276,9 @@ def pull(
     """
     from localgen.gguf_split import validate_split
     from localgen.hardware import probe_hardware
+    from localgen.inputs import named_as_typed
     from localgen.resolve import refuse_own_file
-    from localgen.runner import ModelOptions, named_as_typed, resolve_fitting
+    from localgen.runner import ModelOptions, resolve_fitting
 
     refuse_own_file(reference)  # a models.toml entry's file of one's own is not localgen's to download
     with named_as_typed(reference):
@@ -308,8 +309,8 @@ def fit(
     from localgen import console
     from localgen.fit import FitRequest
     from localgen.hardware import cpu_only_warning_once, probe_hardware
+    from localgen.inputs import named_as_typed
     from localgen.quant_choice import fit_report, report_table
-    from localgen.runner import named_as_typed
 
     if reference is not None and model is not None and reference != model:
         raise UsageError(f"fit takes one model, and was given two: {reference} and -m {model}",

@@ -153,6 +153,7 @@ def models_show(
     from localgen import console
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import parameter_count, present_shards
+    from localgen.inputs import named_as_typed
     from localgen.quant_choice import plan_summary, resolve_downloaded
     from localgen.resolve import undownloaded_entry, unverified_copy
     from localgen.verify import recorded_sha256
@@ -168,7 +169,8 @@ def models_show(
             _show_undownloaded(reference, *entry, json_output=json_output)
             return
         resolved = unverified
-    info = read_gguf(resolved.path)
+    with named_as_typed(reference):
+        info = read_gguf(resolved.path)
     if template:
         if not info.chat_template:
             raise LocalgenError(f"{resolved.display_name} has no chat template", hint="it runs as plain completion")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from localgen.errors import UsageError
+from localgen.errors import GGUFError, UsageError
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
 BINARY_SNIFF_BYTES = 64 * 1024  # binary input is told from its first block
@@ -370,3 +370,18 @@ def chat_template_file(name: str | None) -> InputFile | None:
 def read_chat_template(file: InputFile | None, *, waiting: Waiting | None = None) -> str | None:
     """The text of a --chat-template file (a Jinja chat template), or None when none was given."""
     return None if file is None else whole_text(file, "a chat template", TEMPLATE_HINT, waiting=waiting)
+
+
+@contextlib.contextmanager
+def named_as_typed(model: str | None) -> Iterator[None]:
+    """Name a local model file given by path as typed in the header errors met within (they name the file alone:
+    `-m ./notes/README.md` is not 'README.md: not a GGUF file')."""
+    try:
+        yield
+    except GGUFError as exc:
+        name = None if model is None else os.path.basename(model)
+        if not model or model == name or not exc.message.startswith(f"{name}: ") \
+                or not os.path.isfile(os.path.expanduser(model)):
+            raise
+        raise type(exc)(f"{short_path(model)}{exc.message[len(name):]}", hint=exc.hint,
+                        exit_code=exc.exit_code) from exc

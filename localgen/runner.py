@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -12,11 +10,12 @@ from typing import TYPE_CHECKING
 from localgen.chat import Message, PromptFormat, check_template
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.engine import Engine
-from localgen.errors import GGUFError, HubError, LocalgenError, ModelLoadError, ModelNotFoundError
+from localgen.errors import HubError, LocalgenError, ModelLoadError, ModelNotFoundError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape
 from localgen.events import Event
 from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, plan_fit, replan_gpu_layers, target_context
 from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, probe_hardware
+from localgen.inputs import named_as_typed
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.quant_choice import choose_download, resolve_downloaded
 from localgen.resolve import ResolvedModel, resolve_model, with_unverified_copy
@@ -256,23 +255,6 @@ def preflight(options: ModelOptions) -> None:
     with named_as_typed(options.model):
         header, _ = validate_split(resolved.path)
     target_context(header_shape(header, resolved.path), fit_request(options, default_ctx=resolved.context))
-
-
-@contextlib.contextmanager
-def named_as_typed(model: str | None) -> Iterator[None]:
-    """Name a local model file given by path as typed in the header errors met within (they name the file alone:
-    `-m ./notes/README.md` is not 'README.md: not a GGUF file')."""
-    from localgen.inputs import short_path
-
-    try:
-        yield
-    except GGUFError as exc:
-        name = None if model is None else os.path.basename(model)
-        if not model or model == name or not exc.message.startswith(f"{name}: ") \
-                or not os.path.isfile(os.path.expanduser(model)):
-            raise
-        raise type(exc)(f"{short_path(model)}{exc.message[len(name):]}", hint=exc.hint,
-                        exit_code=exc.exit_code) from exc
 
 
 def prompt_tokens(loaded: LoadedModel, messages: Sequence[Message]) -> list[int]:

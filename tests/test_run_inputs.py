@@ -94,7 +94,7 @@ def test_a_text_attached_twice_is_attached_once_with_a_warning_as_in_chat(tmp_pa
     assert other.err == "" and other.out == chatml("Eggs boil in 7 minutes.\n\nTea takes 3.\n\nWhen?"), other.err
 
 
-@pytest.mark.parametrize("command", [("fit",), ("pull",), ("bench", "-m")])
+@pytest.mark.parametrize("command", [("fit",), ("pull",), ("bench", "-m"), ("models", "show")])
 def test_other_commands_name_a_model_file_as_typed_too(command: tuple[str, ...]) -> None:
     result = run_localgen(*command, "./README.md")
     assert result.returncode == 1 and result.out == "", result.err
