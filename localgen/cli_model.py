@@ -12,7 +12,6 @@ import typer
 from localgen.cli_options import from_command_line
 
 if TYPE_CHECKING:
-    from pathlib import Path
 
     from localgen.conversation import Conversation
     from localgen.inputs import InputFile
@@ -59,16 +58,16 @@ def read_system_file(file: InputFile, stdin: BinaryIO | None, warnings: list[str
     return system_prompt_text(file.read(stdin, warnings, warn_empty=True, waiting=say_waiting_for))
 
 
-def say_waiting_for(path: Path | None, option: str) -> None:
-    """Tell a person at a terminal that the command waits for a pipe given with option, or for piped stdin (path
-    None), to end: it is read whole before the model is asked."""
+def say_waiting_for(name: str | None, option: str) -> None:
+    """Tell a person at a terminal that the command waits for a pipe given with option (name: as messages name it),
+    or for piped stdin (name None), to end: it is read whole before the model is asked."""
     from localgen import console
-    from localgen.inputs import FILE_OPTION, short_path
+    from localgen.inputs import FILE_OPTION
 
     if not sys.stderr.isatty():
         return
-    if path is not None:
-        console.say(f"localgen: waiting for {short_path(path)} (a pipe given with {option}: it is read once a writer "
+    if name is not None:
+        console.say(f"localgen: waiting for {name} (a pipe given with {option}: it is read once a writer "
                     "has opened it and closed it)")
     elif option == FILE_OPTION:
         console.say("localgen: waiting for stdin to end (it goes to the model with the prompt; "

@@ -25,7 +25,7 @@ BOM = "\ufeff"  # a byte-order mark, which some editors put at the start of a UT
 DOCUMENT_HINT = "send text; convert documents to plain text first"
 TEMPLATE_HINT = "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"
 
-Waiting = Callable[[Path | None, str], None]  # told that a read waits on a pipe: its path (None: stdin), its option
+Waiting = Callable[[str | None, str], None]  # told that a read waits on a pipe: its name as typed (None: stdin), option
 
 
 def decode_input(data: bytes, source: str, warnings: list[str], *, binary_hint: str = DOCUMENT_HINT) -> str:
@@ -167,7 +167,7 @@ class InputFile:
         """The text of the file (read_file_input), or of stdin (read_stdin_input, even from a terminal); waiting is
         told when it is a pipe that keeps quiet for STDIN_QUIET_S seconds; with warn_empty, an empty one is warned
         about."""
-        told = None if waiting is None else lambda: waiting(self.path, self.option)
+        told = None if waiting is None else lambda: waiting(None if self.path is None else self.name, self.option)
         if self.path is None:
             text = read_stdin_input(stdin, warnings, asked=True, waiting=told) or ""
         else:

@@ -323,3 +323,17 @@ def test_print_prompt_is_refused_for_a_conversation(tmp_path: Path) -> None:
     assert result.returncode == 2 and result.out == ""
     assert "--print-prompt shows the prompt of a run outside any conversation" in result.err
     assert not list((tmp_path / "home").rglob("*.json")), "nothing was started or saved"
+
+
+def test_the_note_about_waiting_for_a_pipe_names_it_as_typed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.inputs import STDIN_QUIET_S, InputFile
+
+    os.mkfifo(tmp_path / "system.fifo")
+    monkeypatch.chdir(tmp_path)
+    writer = threading.Thread(target=lambda: (time.sleep(STDIN_QUIET_S + 0.5),
+                                              (tmp_path / "system.fifo").write_bytes(b"Be terse.")), daemon=True)
+    writer.start()
+    told: list[tuple[str | None, str]] = []
+    text = InputFile.checked("./system.fifo", "--system-file").read(None, [], waiting=lambda *said: told.append(said))
+    writer.join(timeout=30)
+    assert text == "Be terse." and told == [("./system.fifo", "--system-file")]
