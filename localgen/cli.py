@@ -141,7 +141,8 @@ def run(
     print_prompt: Annotated[bool, typer.Option(
         "--print-prompt", help="Print the prompt the model would be given (template applied) and exit.")] = False,
     continue_latest: Annotated[bool, typer.Option(
-        "--continue", help="Continue the latest saved conversation; the exchange is added to it.")] = False,
+        "--continue", help="Continue the newest conversation (the last plain run, or the latest saved one); the "
+        "exchange is added to it.")] = False,
     conversation_name: Annotated[str | None, typer.Option(
         "--conversation", metavar="NAME", help="Continue conversation NAME (or start it); the exchange is saved in it.")
     ] = None,

@@ -1,4 +1,5 @@
-"""Paths, environment settings and defaults: the environment is read here and only here."""
+"""Paths, environment settings and defaults: localgen's settings are read from the environment here and only here
+(the terminal's conventions TERM and NO_COLOR are read where output is written, HF_ENDPOINT where Hub addresses are)."""
 
 from __future__ import annotations
 
