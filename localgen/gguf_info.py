@@ -96,12 +96,6 @@ class GGUFInfo:
         return self._arch_int("attention.head_count")
 
     @property
-    def head_count_kv(self) -> int | None:
-        """The number of key/value heads (largest over layers), defaulting to head_count."""
-        value = self._arch_int("attention.head_count_kv")
-        return value if value is not None else self.head_count
-
-    @property
     def key_length(self) -> int | None:
         """The per-head key size, defaulting to embedding_length / head_count."""
         value = self._arch_int("attention.key_length")
@@ -150,11 +144,6 @@ class GGUFInfo:
     def parameter_count(self) -> int:
         """The number of parameters in this file (sum of tensor element counts)."""
         return sum(tensor.n_elements for tensor in self.tensors)
-
-    @property
-    def tensor_bytes(self) -> int:
-        """The bytes of tensor data in this file."""
-        return sum(tensor.nbytes for tensor in self.tensors)
 
     @property
     def split_count(self) -> int:

@@ -204,7 +204,7 @@ def test_sliding_window_layers_hold_the_window_when_swa_full_is_off(bundled_shap
 
 def test_weights_split_into_layers_and_the_rest(bundled_shape: ModelShape) -> None:
     info = read_gguf(bundled_model_file())
-    assert bundled_shape.weights_bytes == info.tensor_bytes
+    assert bundled_shape.weights_bytes == sum(t.nbytes for t in info.tensors)
     assert len(bundled_shape.layer_bytes) == bundled_shape.n_layer == 30
     assert bundled_shape.tied_output and bundled_shape.output_bytes > 0
     assert 4 < bundled_shape.bits_per_weight < 6

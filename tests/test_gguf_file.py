@@ -99,7 +99,6 @@ def test_bundled_model_reads_with_the_right_properties(bundled: Path) -> None:
     assert info.block_count == 30
     assert info.embedding_length == 576
     assert info.head_count == 9
-    assert info.head_count_kv == 3
     assert info.key_length == info.value_length == 64
     assert info.sliding_window is None
     assert info.chat_template is not None and "im_start" in info.chat_template
@@ -114,7 +113,7 @@ def test_bundled_model_reads_with_the_right_properties(bundled: Path) -> None:
     assert info.metadata["tokenizer.ggml.eos_token_id"] == 2
     last = info.tensors[-1]
     assert last.offset + last.nbytes == info.file_size
-    assert info.tensor_bytes == sum(t.nbytes for t in info.tensors) < info.file_size
+    assert sum(t.nbytes for t in info.tensors) < info.file_size
     embd = info.tensors[0]
     q8_bytes = 576 * 49152 // 32 * 34
     assert embd == TensorInfo("token_embd.weight", (576, 49152), 8, BUNDLED_DATA_OFFSET, q8_bytes)
@@ -172,7 +171,7 @@ def _timed(action: Callable[[], object]) -> float:
 def test_tiny_model_reads(tiny: Path) -> None:
     info = read_gguf(tiny)
     assert info.architecture == "llama"
-    assert (info.block_count, info.embedding_length, info.head_count, info.head_count_kv) == (2, 64, 4, 2)
+    assert (info.block_count, info.embedding_length, info.head_count) == (2, 64, 4)
     assert info.key_length == 16
     assert info.quant == "Q8_0"
     assert info.metadata["tokenizer.ggml.tokens"] == tuple(gb.TINY_VOCAB)
