@@ -70,33 +70,28 @@ class HeaderCursor:
         if len(self.buf) < end:
             raise self.truncated(f"truncated: the file shrank while being read ({len(self.buf):,} bytes)")
 
+    def _unpack(self, layout: struct.Struct, what: str) -> int:
+        """Read one integer of a precompiled little-endian layout."""
+        self.need(self.off + layout.size, what)
+        value: int = layout.unpack_from(self.buf, self.off)[0]
+        self.off += layout.size
+        return value
+
     def u32(self, what: str) -> int:
         """Read a little-endian uint32."""
-        self.need(self.off + 4, what)
-        value = _U32.unpack_from(self.buf, self.off)[0]
-        self.off += 4
-        return value
+        return self._unpack(_U32, what)
 
     def u64(self, what: str) -> int:
         """Read a little-endian uint64."""
-        self.need(self.off + 8, what)
-        value = _U64.unpack_from(self.buf, self.off)[0]
-        self.off += 8
-        return value
+        return self._unpack(_U64, what)
 
     def i32(self, what: str) -> int:
         """Read a little-endian int32."""
-        self.need(self.off + 4, what)
-        value = _I32.unpack_from(self.buf, self.off)[0]
-        self.off += 4
-        return value
+        return self._unpack(_I32, what)
 
     def i64(self, what: str) -> int:
         """Read a little-endian int64."""
-        self.need(self.off + 8, what)
-        value = _I64.unpack_from(self.buf, self.off)[0]
-        self.off += 8
-        return value
+        return self._unpack(_I64, what)
 
     def scalar(self, code: str, size: int, what: str) -> object:
         """Read one little-endian value of struct code (size bytes)."""
