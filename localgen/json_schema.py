@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from localgen.errors import UsageError
@@ -66,16 +67,19 @@ def parsed_schema(text: str) -> dict[str, Any]:
 
 def _keywords_in(schema: object) -> set[str]:
     """Every key used anywhere in a schema (property names included: a rare false alarm at worst)."""
-    keys: set[str] = set()
+    return {str(key) for node in _objects_in(schema) for key in node}
+
+
+def _objects_in(schema: object) -> Iterator[dict[Any, Any]]:
+    """Every object (dict) anywhere in a schema, the schema itself included."""
     stack = [schema]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            keys.update(str(key) for key in node)
+            yield node
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
-    return keys
 
 
 def _prepared(node: object, unlisted: list[str]) -> object:
@@ -233,17 +237,8 @@ def _refuse_ref_cycle(schema: dict[str, Any]) -> None:
 
 def _local_refs(node: object) -> set[str]:
     """Every local $ref (#/...) in a schema."""
-    refs: set[str] = set()
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if isinstance(item.get("$ref"), str) and item["$ref"].startswith("#/"):
-                refs.add(item["$ref"])
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return refs
+    return {item["$ref"] for item in _objects_in(node)
+            if isinstance(item.get("$ref"), str) and item["$ref"].startswith("#/")}
 
 
 def _target(schema: object, ref: str) -> object:
