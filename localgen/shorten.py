@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from localgen.wordwrap import display_width
 
 ELLIPSIS = "…"
@@ -13,13 +15,7 @@ def shorten_end(text: str, width: int) -> str:
         return text
     if width < 1:
         return ""
-    kept, used = [], 0
-    for char in text:
-        used += display_width(char)
-        if used > width - 1:
-            break
-        kept.append(char)
-    return "".join(kept).rstrip() + ELLIPSIS
+    return "".join(_fitting(text, width - 1)).rstrip() + ELLIPSIS
 
 
 def shorten_path(path: str, width: int) -> str:
@@ -51,10 +47,15 @@ def _shorten_start(text: str, width: int) -> str:
     """text in at most width columns: an ellipsis and its end ('' below 1 column)."""
     if width < 1:
         return ""
+    return ELLIPSIS + "".join(reversed(_fitting(reversed(text), width - 1)))
+
+
+def _fitting(chars: Iterable[str], room: int) -> list[str]:
+    """The leading chars that fit in room columns."""
     kept, used = [], 0
-    for char in reversed(text):
+    for char in chars:
         used += display_width(char)
-        if used > width - 1:
+        if used > room:
             break
         kept.append(char)
-    return ELLIPSIS + "".join(reversed(kept))
+    return kept
