@@ -78,6 +78,14 @@ def bundled_model() -> Path:
     return bundled_model_file()
 
 
+def user_registry(home: Path, text: str) -> Path:
+    """Write the user's models.toml under a localgen home."""
+    path = home / "config" / "models.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
 @dataclass(frozen=True)
 class CliResult:
     """What a localgen subprocess did."""

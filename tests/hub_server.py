@@ -398,6 +398,12 @@ def run_python(code: str, env: dict[str, str], timeout: float = 60) -> subproces
                           timeout=timeout, cwd=REPO_ROOT)
 
 
+def run_cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run `python -m localgen ARGS` in a subprocess with this whole environment (stdin /dev/null, text output)."""
+    return subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+
+
 @dataclass
 class HubEnv:
     """What an in-process test gets: the server, the caches, and the env for subprocesses."""

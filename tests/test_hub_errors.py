@@ -17,6 +17,7 @@ from hub_server import (
     HubServer,
     child_env,
     make_gguf_bytes,
+    run_cli,
     run_python,
 )
 
@@ -149,8 +150,7 @@ def test_a_cache_folder_that_cannot_be_written_says_where_and_what_to_set() -> N
 
 def _cli_error(env: dict[str, str], *args: str) -> str:
     """The stderr of a localgen command that fails with exit code 1."""
-    result = subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
-                            timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    result = run_cli(env, *args)
     assert result.returncode == 1, result.stderr
     return result.stderr
 

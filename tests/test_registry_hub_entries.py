@@ -3,33 +3,18 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from hub_server import HubEnv, make_gguf_bytes
+from hub_server import HubEnv, make_gguf_bytes, run_cli
 
 from localgen.errors import ConfigError, HubError
 from localgen.registry import load_registry
 from localgen.resolve import resolve_model
-from tests.conftest import REPO_ROOT
+from tests.conftest import user_registry
 
 TINY_REPO = "test/Tiny-GGUF"
 TINY_FILES = {"tiny-Q4_K_M.gguf": make_gguf_bytes("q4"), "tiny-Q8_0.gguf": make_gguf_bytes("q8")}
-
-
-def localgen(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the CLI in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
-
-
-def user_registry(home: Path, text: str) -> Path:
-    """Write the user's models.toml under a localgen home."""
-    path = home / "config" / "models.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 def _error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -42,7 +27,7 @@ def _error_line(result: subprocess.CompletedProcess[str]) -> str:
 def test_a_misspelt_repo_names_the_entry_in_every_command(hubenv: HubEnv) -> None:
     registry = user_registry(hubenv.localgen_home, '[models.mine]\nrepo = "test/Tyny-GGUF"\nquant = "Q4_K_M"\n')
     for args in (("pull", "mine"), ("run", "-m", "mine", "hi"), ("fit", "mine")):
-        line = _error_line(localgen(hubenv.env, *args))
+        line = _error_line(run_cli(hubenv.env, *args))
         assert line.startswith("localgen: error: repository test/Tyny-GGUF not found on the Hugging Face Hub "
                                f"(the repo of [models.mine] in {registry}) (hint: fix that entry's repo"), (args, line)
 
@@ -51,7 +36,7 @@ def test_a_quant_the_repo_lacks_names_the_entry_and_the_quants_there_are(hubenv:
     hubenv.server.add_repo(TINY_REPO, TINY_FILES)
     registry = user_registry(hubenv.localgen_home, f'[models.mine]\nrepo = "{TINY_REPO}"\nquant = "Q5_K_M"\n')
     for args in (("pull", "mine"), ("fit", "mine")):
-        line = _error_line(localgen(hubenv.env, *args))
+        line = _error_line(run_cli(hubenv.env, *args))
         assert line == (f"localgen: error: {TINY_REPO} has no Q5_K_M file (the quant of [models.mine] in {registry}) "
                         "(hint: fix that entry's quant (quants in this repo: Q4_K_M, Q8_0))"), (args, line)
 

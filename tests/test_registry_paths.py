@@ -11,17 +11,9 @@ import pytest
 
 from localgen.errors import ConfigError, UsageError
 from localgen.registry import load_registry
-from tests.conftest import CliResult, run_localgen
+from tests.conftest import CliResult, run_localgen, user_registry
 
 GREEDY = ("--temperature", "0", "--seed", "1")
-
-
-def write_registry(home: Path, text: str) -> Path:
-    """A user's models.toml under a localgen home."""
-    path = home / "config" / "models.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 def localgen(home: Path, *args: str) -> CliResult:
@@ -36,10 +28,10 @@ def own(tmp_path: Path, bundled_model: Path) -> Path:
     models = tmp_path / "models"
     models.mkdir()
     os.symlink(bundled_model, models / "mine.Q4_1.gguf")
-    write_registry(tmp_path / "home", '[models.mine]\npath = "../../models/mine.Q4_1.gguf"\ncontext = 2048\n'
-                                      'system = "Answer in French."\ntemperature = 0\nmax_tokens = 6\n'
-                                      'description = "my own copy"\n\n'
-                                      '[models.gone]\npath = "/nowhere/gone.Q8_0.gguf"\n')
+    user_registry(tmp_path / "home", '[models.mine]\npath = "../../models/mine.Q4_1.gguf"\ncontext = 2048\n'
+                                     'system = "Answer in French."\ntemperature = 0\nmax_tokens = 6\n'
+                                     'description = "my own copy"\n\n'
+                                     '[models.gone]\npath = "/nowhere/gone.Q8_0.gguf"\n')
     return tmp_path / "home"
 
 
@@ -49,9 +41,9 @@ def own(tmp_path: Path, bundled_model: Path) -> Path:
 def test_a_path_is_expanded_and_taken_from_the_folder_of_its_models_toml(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "me"))
-    user = write_registry(tmp_path / "home", '[models.rel]\npath = "models/a.gguf"\n[models.up]\npath = "../b.gguf"\n'
-                                             '[models.tilde]\npath = "~/models/c.gguf"\ncontext = 1024\n'
-                                             '[models.abs]\npath = "/srv/d.gguf"\n')
+    user = user_registry(tmp_path / "home", '[models.rel]\npath = "models/a.gguf"\n[models.up]\npath = "../b.gguf"\n'
+                                            '[models.tilde]\npath = "~/models/c.gguf"\ncontext = 1024\n'
+                                            '[models.abs]\npath = "/srv/d.gguf"\n')
     registry = load_registry(user)
     assert registry.get("rel").path == user.parent / "models" / "a.gguf"
     assert registry.get("up").path == tmp_path / "home" / "b.gguf"
@@ -78,21 +70,21 @@ def test_a_path_is_expanded_and_taken_from_the_folder_of_its_models_toml(tmp_pat
 ])
 def test_a_path_entry_that_cannot_work_is_refused_naming_the_file(tmp_path: Path, text: str, message: str,
                                                                    hint: str) -> None:
-    user = write_registry(tmp_path, text)
+    user = user_registry(tmp_path, text)
     with pytest.raises(ConfigError) as info:
         load_registry(user)
     assert info.value.message.startswith(f"{user}: {message}") and hint in (info.value.hint or "")
 
 
 def test_a_path_entry_replaces_a_built_in_entry_of_its_name_whole(tmp_path: Path) -> None:
-    user = write_registry(tmp_path, '[models.smollm2-135m]\npath = "mine.gguf"\n')
+    user = user_registry(tmp_path, '[models.smollm2-135m]\npath = "mine.gguf"\n')
     spec = load_registry(user).get("smollm2-135m")
     assert spec.path == tmp_path / "config" / "mine.gguf"
     assert (spec.repo, spec.package, spec.sha256, spec.context) == ("", None, None, None)
 
 
 def test_a_quant_of_a_path_entry_is_refused(tmp_path: Path) -> None:
-    registry = load_registry(write_registry(tmp_path, '[models.mine]\npath = "mine.gguf"\n'))
+    registry = load_registry(user_registry(tmp_path, '[models.mine]\npath = "mine.gguf"\n'))
     with pytest.raises(UsageError) as info:
         registry.reference("mine:Q8_0")
     assert "mine is the file" in info.value.message and "which has no quants to choose from" in info.value.message
@@ -166,7 +158,7 @@ def test_models_list_shows_the_entry_s_path_and_size_or_that_it_is_missing(own: 
 
 def test_a_folder_as_an_entry_s_path_is_listed_and_refused_as_not_a_file(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    registry = write_registry(home, f'[models.folder]\npath = "{tmp_path}"\n')
+    registry = user_registry(home, f'[models.folder]\npath = "{tmp_path}"\n')
     rows = [line.split("\t") for line in localgen(home, "models", "list").out.splitlines()]
     assert ["folder", "-", "-", "never", "local (not a file)", str(tmp_path)] in rows, "there, and not missing"
     everything = [line.split("\t") for line in localgen(home, "models", "list", "--all").out.splitlines()]
@@ -182,7 +174,7 @@ def test_a_loop_of_links_as_an_entry_s_path_is_listed_as_unreadable(tmp_path: Pa
     loop = tmp_path / "loop.gguf"
     loop.symlink_to(loop)
     home = tmp_path / "home"
-    write_registry(home, f'[models.loop]\npath = "{loop}"\n')
+    user_registry(home, f'[models.loop]\npath = "{loop}"\n')
     listed = localgen(home, "models", "list")
     assert listed.returncode == 0, listed.err
     assert ["loop", "-", "-", "never", "local (unreadable)", str(loop)] in [row.split("\t") for row in
@@ -211,7 +203,7 @@ def test_a_split_model_s_first_shard_works_as_an_entry(tmp_path: Path, bundled_m
 
     shards = write_split(bundled_model, tmp_path, 3)
     home = tmp_path / "home"
-    write_registry(home, f'[models.parts]\npath = "{shards[0]}"\n')
+    user_registry(home, f'[models.parts]\npath = "{shards[0]}"\n')
     result = localgen(home, "run", "-m", "parts", "-n", "2", *GREEDY, "hi")
     assert result.returncode == 0 and result.out.strip(), result.err
     listed = json.loads(localgen(home, "models", "list", "--json").out)
@@ -248,7 +240,7 @@ def test_models_show_gives_the_entry_s_facts_with_the_file_s(own: Path) -> None:
 
 
 def test_models_show_of_a_built_in_entry_offline_gives_the_registry_s_facts(tmp_path: Path) -> None:
-    write_registry(tmp_path, '[models.smollm2-135m]\nsystem = ""\ntop_k = 5\n')
+    user_registry(tmp_path, '[models.smollm2-135m]\nsystem = ""\ntop_k = 5\n')
     shown = run_localgen("models", "show", "smollm2-135m", env={"LOCALGEN_HOME": str(tmp_path),
                                                                 "LOCALGEN_OFFLINE": "1"})
     assert shown.returncode == 0, shown.err
