@@ -31,6 +31,7 @@ SLOWER = 1.5  # contended too: steps this much slower than the best window of th
 FASTER = 0.9  # a tried count is kept when its steps take at most this fraction of the current count's
 FIRST_BACKOFF = 4  # windows to wait after a try that was not faster, doubled after each such try...
 MOST_BACKOFF = 64  # ...up to this many
+PROC_STAT = Path("/proc/stat")  # Linux's per-CPU time counters
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,12 @@ class CpuSample:
     own_s: float
 
 
-def cpu_sample(stat: Path = Path("/proc/stat")) -> CpuSample:
+def cpu_sample() -> CpuSample:
     """A CPU time sample now (Linux's per-CPU counters; elsewhere only this process's own time). Own time counts
     the child processes waited for (the AMX probe's) as this process's."""
     times = os.times()
     own = times.user + times.system + times.children_user + times.children_system
-    return CpuSample(wall_s=time.monotonic(), all_busy_s=_busy_seconds(stat), own_s=own)
+    return CpuSample(wall_s=time.monotonic(), all_busy_s=_busy_seconds(PROC_STAT), own_s=own)
 
 
 def _busy_seconds(stat: Path) -> float | None:
