@@ -484,13 +484,6 @@ def nested_array_value(depth: int = 2) -> bytes:
     return inner
 
 
-def with_tensors(src: Path, dst: Path, keep: Iterable[str]) -> Path:
-    """src with only the named tensors kept (metadata unchanged)."""
-    layout = read_layout(src)
-    names = set(keep)
-    return _rewrite(layout, dst, set_values={}, tensors=[t for t in layout.tensors if t.name in names])
-
-
 def tensors_renamed(layout: Layout, mapping: Mapping[str, str]) -> list[RawTensor]:
     """layout's tensors with some names changed."""
     return [replace(t, name=mapping.get(t.name, t.name)) for t in layout.tensors]
