@@ -9,9 +9,13 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hub_server import hubenv_fixture, loopback_hub_fixture  # noqa: F401  (the loopback Hub fixtures, for every test)
+
+if TYPE_CHECKING:
+    from localgen.engine import Engine
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,6 +88,14 @@ def user_registry(home: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+def chat_prompt(engine: Engine, text: str) -> list[int]:
+    """The tokens of one user message in the model's chat template."""
+    from localgen.chat import Message, PromptFormat
+
+    fmt = PromptFormat.for_engine(engine, override=None, raw=False, model_name="smollm2")
+    return fmt.tokenize(engine, fmt.render([Message("user", text)]))
 
 
 @dataclass(frozen=True)

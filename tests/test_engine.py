@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from localgen.chat import Message, PromptFormat
 from localgen.engine import Engine, lc
 from localgen.engine.core import chunk_bounds
 from localgen.engine.prefix import restore_point
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Finished, PrefillProgress, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from tests.conftest import chat_prompt
 
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 
@@ -27,11 +27,6 @@ GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 def engine(bundled_model: Path) -> Iterator[Engine]:
     with Engine(bundled_model, LoadOptions(n_ctx=2048, n_threads=2, n_threads_batch=2, n_batch=64)) as eng:
         yield eng
-
-
-def _prompt(engine: Engine, text: str) -> list[int]:
-    fmt = PromptFormat.for_engine(engine, override=None, raw=False, model_name="smollm2")
-    return fmt.tokenize(engine, fmt.render([Message("user", text)]))
 
 
 def _collect(events: Iterator) -> tuple[list[str], Finished, list[PrefillProgress]]:
@@ -48,7 +43,7 @@ def _collect(events: Iterator) -> tuple[list[str], Finished, list[PrefillProgres
 
 
 def test_chunks_fold_into_the_completion_text(engine: Engine) -> None:
-    chunks, done, _ = _collect(engine.generate(_prompt(engine, "What is 2+2?"), GREEDY,
+    chunks, done, _ = _collect(engine.generate(chat_prompt(engine, "What is 2+2?"), GREEDY,
                                                GenerationLimits(max_tokens=20)))
     assert "".join(chunks) == done.text and done.text
     assert done.usage.completion_tokens <= 20
@@ -57,7 +52,7 @@ def test_chunks_fold_into_the_completion_text(engine: Engine) -> None:
 
 def test_prefill_is_chunked_and_reports_progress(engine: Engine) -> None:
     engine.reset()
-    prompt = _prompt(engine, "word " * 300)
+    prompt = chat_prompt(engine, "word " * 300)
     _, done, progress = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=1)))
     assert len(progress) >= len(prompt) // 64
     assert progress[-1].done == progress[-1].total == len(prompt)
@@ -65,7 +60,7 @@ def test_prefill_is_chunked_and_reports_progress(engine: Engine) -> None:
 
 
 def test_stop_string_split_across_tokens(engine: Engine) -> None:
-    prompt = _prompt(engine, "Write two sentences about the ocean.")
+    prompt = chat_prompt(engine, "Write two sentences about the ocean.")
     chunks, full, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=60)))
     # a stop string made of the end of one chunk and the start of the next
     index = next(i for i in range(3, len(chunks) - 1) if len(chunks[i]) >= 3 and len(chunks[i + 1]) >= 3)
@@ -78,14 +73,14 @@ def test_stop_string_split_across_tokens(engine: Engine) -> None:
 
 
 def test_max_tokens_gives_length(engine: Engine) -> None:
-    _, done, _ = _collect(engine.generate(_prompt(engine, "Tell a story."), GREEDY,
+    _, done, _ = _collect(engine.generate(chat_prompt(engine, "Tell a story."), GREEDY,
                                           GenerationLimits(max_tokens=4)))
     assert done.finish_reason == "length" and done.usage.completion_tokens == 4
 
 
 def test_kv_prefix_is_reused_on_the_next_turn(engine: Engine) -> None:
     engine.reset()
-    first = _prompt(engine, "Tell me about cats. " * 20)
+    first = chat_prompt(engine, "Tell me about cats. " * 20)
     _, done1, _ = _collect(engine.generate(first, GREEDY, GenerationLimits(max_tokens=8)))
     assert done1.usage.cached_tokens == 0
     second = [*first, *engine.tokenize(" And dogs?", add_special=False)]
@@ -95,7 +90,7 @@ def test_kv_prefix_is_reused_on_the_next_turn(engine: Engine) -> None:
 
 
 def test_same_prompt_twice_gives_same_greedy_text_with_cache(engine: Engine) -> None:
-    prompt = _prompt(engine, "Name a fruit.")
+    prompt = chat_prompt(engine, "Name a fruit.")
     engine.reset()
     _, cold, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=16)))
     _, warm, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=16)))
@@ -106,7 +101,7 @@ def test_same_prompt_twice_gives_same_greedy_text_with_cache(engine: Engine) -> 
 def test_memory_that_cannot_drop_a_tail_is_cleared_and_recomputed(engine: Engine,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Recurrent and hybrid models refuse llama_memory_seq_rm on a tail: the engine must start over, not drift."""
-    first = _prompt(engine, "Tell me about cats.")
+    first = chat_prompt(engine, "Tell me about cats.")
     second = [*first, *engine.tokenize(" And dogs?", add_special=False)]
     engine.reset()
     _, fresh, _ = _collect(engine.generate(second, GREEDY, GenerationLimits(max_tokens=12)))
@@ -133,7 +128,7 @@ class _StopAfter:
 
 
 def test_a_prompt_prefilled_ahead_starts_at_once_with_the_same_text(engine: Engine) -> None:
-    prompt = _prompt(engine, "Tell me about the moon in two sentences.")
+    prompt = chat_prompt(engine, "Tell me about the moon in two sentences.")
     engine.reset()
     _, plain, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=16)))
     engine.reset()
@@ -147,8 +142,8 @@ def test_a_prompt_prefilled_ahead_starts_at_once_with_the_same_text(engine: Engi
 
 
 def test_prefill_ahead_keeps_the_shared_prefix_and_never_uses_stale_logits(engine: Engine) -> None:
-    longer = _prompt(engine, "List three colors and say why you like each of them.")
-    shorter = _prompt(engine, "List three colors.")
+    longer = chat_prompt(engine, "List three colors and say why you like each of them.")
+    shorter = chat_prompt(engine, "List three colors.")
     engine.reset()
     _, plain, _ = _collect(engine.generate(shorter, GREEDY, GenerationLimits(max_tokens=12)))
     engine.reset()
@@ -180,7 +175,7 @@ def test_prefill_ahead_keeps_the_shared_prefix_and_never_uses_stale_logits(engin
 def test_a_prefill_ahead_stopped_part_way_leaves_a_consistent_cache(bundled_model: Path) -> None:
     options = LoadOptions(n_ctx=2048, n_threads=2, n_threads_batch=2, n_batch=64, n_ubatch=64)
     with Engine(bundled_model, options) as small_batches:
-        prompt = _prompt(small_batches, "Tell me about cats. " * 30)
+        prompt = chat_prompt(small_batches, "Tell me about cats. " * 30)
         _, plain, _ = _collect(small_batches.generate(prompt, GREEDY, GenerationLimits(max_tokens=8)))
         small_batches.reset()
         one_batch = _StopAfter()
@@ -201,12 +196,12 @@ def test_prefill_ahead_does_nothing_for_memory_that_cannot_roll_back(engine: Eng
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     engine.reset()
     monkeypatch.setattr(engine, "_facts", dataclasses.replace(engine._facts, rolls_back=False))
-    assert engine.prefill_ahead(_prompt(engine, "Hello there."), _StopAfter()) == 0 == engine.kv_tokens
+    assert engine.prefill_ahead(chat_prompt(engine, "Hello there."), _StopAfter()) == 0 == engine.kv_tokens
 
 
 def test_lookup_drafting_is_off_for_memory_that_cannot_roll_back(engine: Engine,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    prompt = _prompt(engine, "Repeat: the cat sat on the mat, the cat sat on the mat.")
+    prompt = chat_prompt(engine, "Repeat: the cat sat on the mat, the cat sat on the mat.")
     engine.reset()
     _, on, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=8), draft="lookup"))
     assert on.draft is not None
@@ -217,7 +212,7 @@ def test_lookup_drafting_is_off_for_memory_that_cannot_roll_back(engine: Engine,
 
 
 def test_interrupt_keeps_kv_consistent(engine: Engine) -> None:
-    prompt = _prompt(engine, "Write a long story about a ship.")
+    prompt = chat_prompt(engine, "Write a long story about a ship.")
     stream = engine.generate(prompt, SamplingParams(seed=5), GenerationLimits(max_tokens=500))
     seen = 0
     for event in stream:
@@ -230,7 +225,7 @@ def test_interrupt_keeps_kv_consistent(engine: Engine) -> None:
             assert event.usage.completion_tokens < 20
     assert engine.kv_tokens <= len(prompt) + 20
     assert engine.kv_tokens == lc.llama_memory_seq_pos_max(lc.llama_get_memory(engine._ctx), 0) + 1
-    question = _prompt(engine, "What is 2+2?")
+    question = chat_prompt(engine, "What is 2+2?")
     _, after, _ = _collect(engine.generate(question, GREEDY, GenerationLimits(max_tokens=10)))
     assert after.text and after.finish_reason in {"stop", "length"}
     engine.reset()
@@ -239,7 +234,7 @@ def test_interrupt_keeps_kv_consistent(engine: Engine) -> None:
 
 
 def test_a_stop_requested_before_the_generation_starts_stops_it(engine: Engine) -> None:
-    prompt = _prompt(engine, "Tell a story.")
+    prompt = chat_prompt(engine, "Tell a story.")
     engine.request_stop()  # as Ctrl-C does while the prompt is still being rendered and tokenized
     _, stopped, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=20)))
     assert stopped.finish_reason == "interrupted" and stopped.usage.completion_tokens == 0
@@ -269,7 +264,7 @@ def test_a_context_without_flash_attention_is_allocated_an_odd_number_of_pads_an
 
 def test_context_end_stops_generation(bundled_model: Path) -> None:
     with Engine(bundled_model, LoadOptions(n_ctx=48, n_threads=2, n_threads_batch=2)) as small:
-        _, done, _ = _collect(small.generate(_prompt(small, "Write a long essay."), GREEDY))
+        _, done, _ = _collect(small.generate(chat_prompt(small, "Write a long essay."), GREEDY))
         assert done.finish_reason == "context"
         assert done.usage.prompt_tokens + done.usage.completion_tokens >= 48
 
@@ -285,7 +280,7 @@ def test_multibyte_text_is_never_split(engine: Engine) -> None:
 
 
 def test_multibyte_generation_streams_whole_characters(engine: Engine) -> None:
-    prompt = _prompt(engine, "Repeat exactly: 日本語 🎉🎉🎉 café")
+    prompt = chat_prompt(engine, "Repeat exactly: 日本語 🎉🎉🎉 café")
     chunks, done, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=40)))
     assert any(ord(c) > 127 for c in done.text), done.text
     assert all("\ufffd" not in c for c in chunks)
@@ -318,7 +313,7 @@ def test_prefill_chunks_are_aligned_to_the_physical_batch(bundled_model: Path) -
 
 
 def test_ignore_eog_decodes_the_full_budget(engine: Engine) -> None:
-    prompt = _prompt(engine, "Say OK.")
+    prompt = chat_prompt(engine, "Say OK.")
     _, done, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=40)))
     assert done.finish_reason == "stop" and done.usage.completion_tokens < 40
     budget = done.usage.completion_tokens + 5
@@ -429,7 +424,7 @@ def _signal_soon(handler: Callable[[int, object], None]) -> threading.Timer:
 def test_a_stop_asked_for_mid_chunk_ends_the_chunk(one_chunk_engine: Engine) -> None:
     """Ctrl-C while a long prompt is read acts between graph nodes, not after the whole chunk (seconds on CPU)."""
     engine = one_chunk_engine
-    prompt = _prompt(engine, "Tell me about cats. " * 300)
+    prompt = chat_prompt(engine, "Tell me about cats. " * 300)
     engine.reset()
     timer = _signal_soon(lambda _signum, _frame: engine.request_stop())
     try:
@@ -442,7 +437,7 @@ def test_a_stop_asked_for_mid_chunk_ends_the_chunk(one_chunk_engine: Engine) -> 
         "--json names the thread counts of a run stopped while its prompt was read"
     assert engine.kv_tokens == 0 == lc.llama_memory_seq_pos_max(lc.llama_get_memory(engine._ctx), 0) + 1, \
         "the chunk was stopped part way and dropped, not finished"
-    short = _prompt(engine, "What is 2+2?")
+    short = chat_prompt(engine, "What is 2+2?")
     _, after, _ = _collect(engine.generate(short, GREEDY, GenerationLimits(max_tokens=8)))
     engine.reset()
     _, fresh, _ = _collect(engine.generate(short, GREEDY, GenerationLimits(max_tokens=8)))
@@ -461,12 +456,12 @@ def test_a_signal_handler_that_raises_mid_chunk_raises_from_generate(one_chunk_e
     timer = _signal_soon(raise_interrupt)
     try:
         with pytest.raises(KeyboardInterrupt):
-            _collect(engine.generate(_prompt(engine, "Tell me about dogs. " * 300), GREEDY,
+            _collect(engine.generate(chat_prompt(engine, "Tell me about dogs. " * 300), GREEDY,
                                      GenerationLimits(max_tokens=4)))
     finally:
         timer.join()
         signal.signal(signal.SIGUSR1, signal.SIG_DFL)
     assert capfd.readouterr().err == "", "nothing printed by ctypes"
     assert engine.kv_tokens == 0
-    _, done, _ = _collect(engine.generate(_prompt(engine, "What is 2+2?"), GREEDY, GenerationLimits(max_tokens=4)))
+    _, done, _ = _collect(engine.generate(chat_prompt(engine, "What is 2+2?"), GREEDY, GenerationLimits(max_tokens=4)))
     assert done.finish_reason != "interrupted", "the stop request ended with the generation it was meant for"

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from localgen.chat import Message, PromptFormat
 from localgen.engine import Engine, lc
 from localgen.engine.sampling import PENALTY_WINDOW_IN_PYTHON, RepetitionPenalties, build_sampler, native_penalties
 from localgen.events import Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from tests.conftest import chat_prompt
 
 VOCAB = 500
 SETTINGS = [  # (repeat_last_n, repeat, frequency, presence)
@@ -78,11 +78,6 @@ def engine(bundled_model: Path) -> Iterator[Engine]:
         yield eng
 
 
-def _prompt(engine: Engine, text: str) -> list[int]:
-    fmt = PromptFormat.for_engine(engine, override=None, raw=False, model_name="smollm2")
-    return fmt.tokenize(engine, fmt.render([Message("user", text)]))
-
-
 def _reference_tokens(engine: Engine, prompt: list[int], sampling: SamplingParams, count: int) -> list[int]:
     """count tokens from llama.cpp's own chain, penalties sampler included, decoding one token at a time."""
     chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
@@ -115,7 +110,7 @@ def _reference_tokens(engine: Engine, prompt: list[int], sampling: SamplingParam
 ], ids=["greedy", "sampled", "window-for-llama.cpp"])
 def test_generations_match_llama_cpps_penalties_sampler_token_for_token(engine: Engine,
                                                                         sampling: SamplingParams) -> None:
-    prompt = _prompt(engine, "List the days of the week, then the months of the year, twice.")
+    prompt = chat_prompt(engine, "List the days of the week, then the months of the year, twice.")
     expected = _reference_tokens(engine, prompt, sampling, 48)
     engine.reset()
     done = [e for e in engine.generate(prompt, sampling, GenerationLimits(max_tokens=48), ignore_eog=True)
@@ -126,7 +121,7 @@ def test_generations_match_llama_cpps_penalties_sampler_token_for_token(engine: 
 
 
 def test_the_cached_logits_are_left_as_computed(engine: Engine) -> None:
-    prompt = _prompt(engine, "Say hello hello hello.")
+    prompt = chat_prompt(engine, "Say hello hello hello.")
     engine.reset()
     assert engine.prefill_ahead(prompt, lambda: False) == len(prompt)
     logits = lc.llama_get_logits_ith(engine._ctx, -1)

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from localgen import config
-from localgen.chat import Message, PromptFormat
 from localgen.engine import Engine, lc
 from localgen.errors import ConfigError
 from localgen.events import Finished
@@ -24,7 +23,7 @@ from localgen.promptcache import HEADER, PromptCache, clear, entry_parts, evict,
 from localgen.tokens import common_prefix
 from localgen.units import binary_size
 from localgen.verify import file_identity_key
-from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
+from tests.conftest import REPO_ROOT, bundled_model_file, chat_prompt, run_localgen
 
 GREEDY = SamplingParams(temperature=0.0)
 DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(40))
@@ -229,8 +228,8 @@ def engine(bundled_model: Path) -> Iterator[Engine]:
 
 
 def _prompt(engine: Engine, question: str) -> list[int]:
-    fmt = PromptFormat.for_engine(engine, override=None, raw=False, model_name="smollm2")
-    return fmt.tokenize(engine, fmt.render([Message("user", f"{DOC}\n\n{question}")]))
+    """A question about DOC, DOC first."""
+    return chat_prompt(engine, f"{DOC}\n\n{question}")
 
 
 def _answer(engine: Engine, prompt: list[int], cache: PromptCache | None) -> Finished:
@@ -310,21 +309,16 @@ def test_memory_that_cannot_drop_a_tail_neither_stores_nor_restores(engine: Engi
     assert int(lc.llama_memory_seq_pos_max(engine._kv.memory, 0)) + 1 == len(engine.kv_token_list)
 
 
-def _short_prompt(engine: Engine, question: str) -> list[int]:
-    fmt = PromptFormat.for_engine(engine, override=None, raw=False, model_name="smollm2")
-    return fmt.tokenize(engine, fmt.render([Message("user", question)]))
-
-
 def test_mismatched_state_is_rejected_cleanly(engine: Engine) -> None:
     engine.reset()
     assert not engine.load_state([1, 2, 3], bytearray(b"not a llama.cpp state"))
     assert engine.kv_tokens == 0
-    done = _answer(engine, _short_prompt(engine, "Count to three."), None)
+    done = _answer(engine, chat_prompt(engine, "Count to three."), None)
     assert done.text
 
 
 def test_state_round_trip_in_memory(engine: Engine) -> None:
-    prompt = _short_prompt(engine, "Which colour is the sky?")
+    prompt = chat_prompt(engine, "Which colour is the sky?")
     cold = _answer(engine, prompt, None)
     tokens, state = engine.kv_token_list, engine.save_state()
     engine.reset()

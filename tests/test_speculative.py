@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from localgen.chat import Message, PromptFormat
 from localgen.engine import Engine
 from localgen.engine import core as engine_core
 from localgen.errors import UsageError
 from localgen.events import Finished, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.speculative import DRAFT_MAX, BatchCost, PromptLookup, expected_tokens
+from tests.conftest import chat_prompt
 
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 # Short enough that prompt + answer stay under 256 KV cells: there llama.cpp's one-query and few-query
@@ -127,11 +127,6 @@ def engine(bundled_model: Path) -> Iterator[Engine]:
         yield eng
 
 
-def _prompt(engine: Engine, text: str) -> list[int]:
-    fmt = PromptFormat.for_engine(engine, override=None, raw=False, model_name="smollm2")
-    return fmt.tokenize(engine, fmt.render([Message("user", text)]))
-
-
 def _run(engine: Engine, prompt: list[int], sampling: SamplingParams, limits: GenerationLimits,
          draft: str) -> tuple[Finished, list[str], list[int]]:
     engine.reset()
@@ -149,7 +144,7 @@ def _run(engine: Engine, prompt: list[int], sampling: SamplingParams, limits: Ge
 @pytest.mark.parametrize("sampling", [GREEDY, SamplingParams(temperature=0.0), SamplingParams(seed=7)],
                          ids=["greedy", "greedy-penalty", "sampled"])
 def test_lookup_output_equals_plain_decoding(engine: Engine, sampling: SamplingParams) -> None:
-    prompt = _prompt(engine, f"Repeat this sentence exactly, twice:\n\n{COPY_TEXT}")
+    prompt = chat_prompt(engine, f"Repeat this sentence exactly, twice:\n\n{COPY_TEXT}")
     limits = GenerationLimits(max_tokens=80)
     plain, _, plain_kv = _run(engine, prompt, sampling, limits, "none")
     fast, fast_chunks, fast_kv = _run(engine, prompt, sampling, limits, "lookup")
@@ -168,7 +163,7 @@ def test_lookup_is_exact_past_256_cells_with_a_quantized_kv_cache(bundled_model:
     # one kernel for every batch size, so greedy lookup is exact by construction (as README states).
     long_text = " ".join([COPY_TEXT] * 11)
     with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, kv_type="q8_0")) as eng:
-        prompt = _prompt(eng, f"Repeat this text exactly:\n\n{long_text}")
+        prompt = chat_prompt(eng, f"Repeat this text exactly:\n\n{long_text}")
         assert len(prompt) > 256
         limits = GenerationLimits(max_tokens=160)
         plain, _, plain_kv = _run(eng, prompt, GREEDY, limits, "none")
@@ -178,7 +173,7 @@ def test_lookup_is_exact_past_256_cells_with_a_quantized_kv_cache(bundled_model:
 
 
 def test_limits_and_stops_cut_inside_an_accepted_draft(engine: Engine) -> None:
-    prompt = _prompt(engine, f"Repeat this sentence exactly, twice:\n\n{COPY_TEXT}")
+    prompt = chat_prompt(engine, f"Repeat this sentence exactly, twice:\n\n{COPY_TEXT}")
     full, _, _ = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=60), "none")
     length = full.usage.completion_tokens
     assert length > 12, full.text
@@ -197,4 +192,4 @@ def test_limits_and_stops_cut_inside_an_accepted_draft(engine: Engine) -> None:
 
 def test_unknown_draft_mode_is_a_usage_error(engine: Engine) -> None:
     with pytest.raises(UsageError):
-        list(engine.generate(_prompt(engine, "hi"), GREEDY, draft="medusa"))
+        list(engine.generate(chat_prompt(engine, "hi"), GREEDY, draft="medusa"))
