@@ -86,14 +86,10 @@ class PromptLookup:
     (BatchCost); where no length beats plain decoding, nothing is drafted, and the guesses still score.
     """
 
-    def __init__(self, tokens: Sequence[int], *, ngram_max: int = NGRAM_MAX, ngram_min: int = NGRAM_MIN,
-                 draft_max: int = DRAFT_MAX, fixed_length: int | None = None) -> None:
+    def __init__(self, tokens: Sequence[int], *, fixed_length: int | None = None) -> None:
         self._history: list[int] = []
         self._fixed_length = fixed_length  # draft this many whenever something matches (no cost model)
         self._index: dict[tuple[int, ...], int] = {}
-        self._ngram_max = ngram_max
-        self._ngram_min = ngram_min
-        self._draft_max = draft_max
         self._guesses = [list(prior) for prior in PRIOR_GUESSES]  # decayed (right, wrong) per run bucket
         self._run = 0  # tokens in a row the lookup guessed
         self._guess: list[int] = []
@@ -109,7 +105,7 @@ class PromptLookup:
         history, index = self._history, self._index
         for token in tokens:
             end = len(history)
-            for n in range(self._ngram_min, self._ngram_max + 1):
+            for n in range(NGRAM_MIN, NGRAM_MAX + 1):
                 if end >= n:
                     index[tuple(history[end - n:end])] = end  # this n-gram is followed by position `end`
             history.append(token)
@@ -130,7 +126,7 @@ class PromptLookup:
     def _match(self, limit: int) -> list[int]:
         """What followed the latest earlier occurrence of the longest matching suffix n-gram."""
         history = self._history
-        for n in range(self._ngram_max, self._ngram_min - 1, -1):
+        for n in range(NGRAM_MAX, NGRAM_MIN - 1, -1):
             start = self._index.get(tuple(history[-n:])) if len(history) >= n else None
             if start is not None:
                 return history[start:start + limit]
@@ -148,7 +144,7 @@ class PromptLookup:
 
     def draft(self, limit: int) -> list[int]:
         """Up to `limit` tokens that may come next (empty when nothing matches or drafting would not pay)."""
-        match = self._match(min(limit, self._draft_max)) if limit > 0 else []
+        match = self._match(min(limit, DRAFT_MAX)) if limit > 0 else []
         self._guess = match
         self._guess_bucket = self._bucket()
         if not match:
