@@ -82,6 +82,16 @@ def bundled_model() -> Path:
     return bundled_model_file()
 
 
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A localgen home of this test's own: LOCALGEN_HOME is tmp_path, the settings read again."""
+    from localgen import config
+
+    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(config, "_settings", None)
+    return tmp_path
+
+
 def user_registry(home: Path, text: str) -> Path:
     """Write the user's models.toml under a localgen home."""
     path = home / "config" / "models.toml"

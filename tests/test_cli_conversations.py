@@ -11,18 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from localgen import config
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_lock import hold, release
 from localgen.conversation_store import conversations_dir, let_go, save_conversation
 from tests.conftest import REPO_ROOT, run_localgen
 
-
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
-    monkeypatch.setattr(config, "_settings", None)
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
 
 
 def _save(name: str, *turns: Turn, system: str | None = None) -> Path:

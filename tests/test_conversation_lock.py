@@ -6,11 +6,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
-from localgen import config
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_lock import ConversationBusyError
 from localgen.conversation_store import (
@@ -48,10 +46,7 @@ def another_process(name: str) -> Iterator[str]:
         child.wait(timeout=30)
 
 
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
-    monkeypatch.setattr(config, "_settings", None)
+pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
 
 
 def test_a_conversation_open_in_another_process_is_refused_with_its_process_id() -> None:

@@ -19,11 +19,7 @@ from tests.conftest import REPO_ROOT, run_localgen
 GREEDY = ("--temperature", "0", "--seed", "1")
 
 
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
-    monkeypatch.setattr(config, "_settings", None)
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
 
 
 def last_run_path() -> Path:
