@@ -145,30 +145,18 @@ def _warn_if_unsaveable() -> None:
                      "of the way)")
 
 
-def _once_each(texts: list[str], files: list[InputFile], warnings: list[str]) -> list[str]:
-    """The -f files' texts (stdin is never one: a chat reads a terminal) less a repeated one, with a warning, as
-    /file attaches a text once."""
-    kept: list[str] = []
-    for file, text in zip(files, texts, strict=True):
-        if text in kept:
-            warnings.append(f"{file.name} is attached already, or a file with the same text is: it is attached once")
-        else:
-            kept.append(text)
-    return kept
-
-
 def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     """Read --system-file, the -f files and --chat-template (a pipe among them is waited for, with a note), and
     plan the context with room for the first message's files."""
     from localgen import console
     from localgen.fit import prompt_context, text_bytes
-    from localgen.inputs import read_attachments, read_chat_template
+    from localgen.inputs import once_each, read_attachments, read_chat_template
 
     warnings, system = checked.warnings, checked.system
     if checked.system_input is not None:
         system = read_system_file(checked.system_input, None, warnings)
-    attachments = _once_each(read_attachments(checked.files, None, warnings, waiting=say_waiting_for),
-                             checked.files, warnings)
+    attachments = once_each(read_attachments(checked.files, None, warnings, waiting=say_waiting_for),
+                            [file.name for file in checked.files], warnings)
     template = read_chat_template(checked.template_file, waiting=say_waiting_for)
     console.warn_each(warnings)
     attached_bytes = text_bytes(*attachments, system) if attachments else 0  # room for the first message's files

@@ -25,7 +25,7 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     from localgen import console
     from localgen.cli_model import say_waiting_for
     from localgen.config import settings
-    from localgen.inputs import read_attachments
+    from localgen.inputs import once_each, read_attachments
     from localgen.registry import reads_as_a_model
 
     attachments = read_attachments(files, stdin, warnings, stdin_asked=stdin_asked, waiting=say_waiting_for)
@@ -41,18 +41,6 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
         raise UsageError("nothing to send: the prompt is empty",
                          hint=f'give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in{chat_hint}')
     return attachments
-
-
-def once_each(texts: list[str], names: list[str], warnings: list[str]) -> list[str]:
-    """The attachments' texts less a repeated one (-f a.txt -f a.txt), with a warning, as chat -f and /file attach a
-    text once; names are their files' (an empty one is warned about already, and adds nothing)."""
-    kept: list[str] = []
-    for name, text in zip(names, texts, strict=True):
-        if text.strip() and text in kept:
-            warnings.append(f"{name} is attached already, or a file with the same text is: it is attached once")
-        else:
-            kept.append(text)
-    return kept
 
 
 def user_message(loaded: LoadedModel, prompt: str | None, attachments: list[str]) -> str:

@@ -385,3 +385,15 @@ def named_as_typed(model: str | None) -> Iterator[None]:
             raise
         raise type(exc)(f"{short_path(model)}{exc.message[len(name):]}", hint=exc.hint,
                         exit_code=exc.exit_code) from exc
+
+
+def once_each(texts: list[str], names: list[str], warnings: list[str]) -> list[str]:
+    """The attachments' texts less a repeated one (-f a.txt -f a.txt), with a warning: run -f, chat -f and /file attach
+    a text once; names are their files' (an empty one is warned about already, and adds nothing)."""
+    kept: list[str] = []
+    for name, text in zip(names, texts, strict=True):
+        if text.strip() and text in kept:
+            warnings.append(f"{name} is attached already, or a file with the same text is: it is attached once")
+        else:
+            kept.append(text)
+    return kept
