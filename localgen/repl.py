@@ -532,14 +532,22 @@ class Repl:
             console.warn(f"{problem}: /system TEXT sets a shorter one, /system none removes it")
 
     def _thinking(self, argument: str) -> None:
-        """/thinking on|off: show or hide the model's reasoning."""
+        """/thinking [on|off]: show or hide the model's reasoning (alone: say which)."""
+        if not argument:
+            console.say("reasoning is shown (/thinking off hides it)" if self.show_thinking
+                        else "reasoning is hidden (/thinking on shows it)")
+            return
         switch = _on_or_off(argument, "/thinking")
         if switch is not None:
             self.show_thinking = switch
             console.say(f"reasoning is {'shown' if switch else 'hidden'}")
 
     def _markdown(self, argument: str) -> None:
-        """/markdown on|off: render answers as Markdown, or print them exactly as written."""
+        """/markdown [on|off]: render answers as Markdown, or print them exactly as written (alone: say which)."""
+        if not argument:
+            console.say("answers are shown as Markdown (/markdown off prints them exactly as written)" if self.markdown
+                        else "answers are shown as plain text, exactly as written (/markdown on renders Markdown)")
+            return
         switch = _on_or_off(argument, "/markdown")
         if switch and not self._escapes:
             console.say("Markdown needs a terminal that takes escape sequences (TERM=dumb here); answers stay plain")

@@ -45,8 +45,8 @@ COMMAND_HELP = {
     "/load NAME": "continue a saved conversation",
     "/list": "list saved conversations",
     "/model REF": "switch model, keeping the conversation",
-    "/thinking on|off": "show or hide the model's reasoning",
-    "/markdown on|off": "render answers as Markdown, or print them exactly as written",
+    "/thinking [on|off]": "show or hide the model's reasoning (alone: say which)",
+    "/markdown [on|off]": "render answers as Markdown, or print them exactly as written (alone: say which)",
     "/exit": "quit (or Ctrl-D)",
 }
 KEYS_HELP = ('Alt-Enter or Esc Enter: newline; """ opens and closes a multi-line block; Ctrl-C stops an answer; '

@@ -688,6 +688,20 @@ def test_markdown_off_prints_answers_exactly_as_written(home: Path) -> None:
     assert chat.quit() == 0
 
 
+def test_thinking_and_markdown_alone_say_which_is_in_use(home: Path) -> None:
+    """As /system, /set NAME and /model alone show what is in use, rather than a usage line."""
+    chat = Chat(home, "--hide-thinking", "-n", "5")
+    chat.command("/markdown", "answers are shown as Markdown (/markdown off prints them exactly as written)")
+    chat.command("/markdown off", "as plain text")
+    chat.command("/markdown", "answers are shown as plain text, exactly as written (/markdown on renders Markdown)")
+    chat.command("/thinking", "reasoning is hidden (/thinking on shows it)")
+    chat.command("/thinking on", "reasoning is shown")
+    chat.command("/thinking", "reasoning is shown (/thinking off hides it)")
+    chat.command("/thinking maybe", "usage: /thinking on|off")
+    assert "/thinking [on|off]" in chat.command("/help", "/exit")
+    assert chat.quit() == 0
+
+
 def test_resume_finds_a_model_given_by_a_relative_path_from_any_folder(home: Path, tmp_path: Path,
                                                                        bundled_model: Path) -> None:
     folder = tmp_path / "a folder"
@@ -775,7 +789,7 @@ def test_ollama_s_spellings_of_chat_commands_work(chat: Chat) -> None:
     chat.command("/set parameter num_predict 12", "max_tokens = 12")
     chat.command("/set system Answer in one word.", "system prompt set")
     chat.command("/set num_ctx 4096", "the context size is set when the chat starts")
-    chat.command("/?", "/markdown on|off")
+    chat.command("/?", "/markdown [on|off]")
     chat.command("/set verbose", "stats after every answer")
     chat.ask("Name a fruit.")
     assert "tok/s" in chat.transcript.getvalue().rpartition("Name a fruit.")[2], "stats follow the answer"
