@@ -334,14 +334,15 @@ class Repl:
         if not argument:
             console.say(system_prompt_line(self.session))
             return
-        if argument.lower() == "none":
+        text = _unquoted(argument)
+        if argument.lower() == "none":  # "none" quoted is the text none
             self.session.set_system(None)
             console.say("system prompt cleared")
-        elif argument.strip() in ('""', "''"):  # as -s "" gives: an empty one, not the template's own
+        elif not text:  # "" or '', as -s "" gives: an empty one, not the template's own
             self.session.set_system("")
             console.say(f"system prompt set: {EMPTY_SYSTEM}")
         else:
-            self.session.set_system(argument)
+            self.session.set_system(text)
             console.say("system prompt set")
 
     def _set(self, argument: str) -> None:
@@ -565,6 +566,16 @@ def _system_prompt_text(system: str | None) -> str:
     if system == "":
         return "an empty system prompt (the template's default is left out)"
     return f"system prompt {brief(system)!r}" if system else "no system prompt"
+
+
+def _unquoted(text: str) -> str:
+    """Text without the quotes around it when it is one quoted string ("Be brief." as -s takes it from a shell);
+    other text as it is (quotes inside it, or only at one end, are its own)."""
+    stripped = text.strip()
+    quote = stripped[:1]
+    if quote in ("'", '"') and len(stripped) >= 2 and stripped.endswith(quote) and quote not in stripped[1:-1]:
+        return stripped[1:-1]
+    return text
 
 
 def _on_or_off(argument: str, command: str) -> bool | None:

@@ -737,6 +737,20 @@ def test_system_alone_shows_the_prompt_and_none_clears_it(chat: Chat) -> None:
     assert chat.quit() == 0
 
 
+def test_a_quoted_system_prompt_is_set_without_its_quotes(chat: Chat) -> None:
+    """/system "TEXT" sets TEXT, as -s "TEXT" does from a shell (and /system "" an empty one); quotes that do not
+    wrap the whole text are the text's own."""
+    chat.command('/system "Answer in French."', "system prompt set")
+    chat.command("/system", "system prompt: Answer in French.\r\n")
+    chat.command("""/set system 'Say "hi" first.'""", "system prompt set")
+    chat.command("/show system", 'system prompt: Say "hi" first.\r\n')
+    chat.command('/system "none"', "system prompt set")  # the word, quoted, is a prompt; none alone clears it
+    chat.command("/system", "system prompt: none\r\n")
+    chat.command('/system "Hi," she said.', "system prompt set")
+    chat.command("/system", 'system prompt: "Hi," she said.\r\n')
+    assert chat.quit() == 0
+
+
 def test_an_empty_system_prompt_is_shown_as_empty_and_set_with_quotes(home: Path) -> None:
     """-s "" and /system "" give the model an empty system prompt: never said to be the template's own."""
     empty = "system prompt: (empty: the template's default is left out)"
