@@ -453,7 +453,7 @@ class Repl:
 
     def _save(self, argument: str) -> None:
         """/save [NAME]: save the conversation."""
-        path = self.session.save(argument or None)
+        path = self.session.save(one_argument(argument, "/save NAME") if argument else None)  # quoted as /load's
         console.say(f"saved to {path}")
 
     def _load(self, argument: str) -> None:
@@ -461,19 +461,20 @@ class Repl:
         if not argument:
             console.say("usage: /load NAME (see /list)")
             return
+        name = one_argument(argument, "/load NAME")  # quoted, as the name /model and the path /file take
         try:
-            conversation = load_conversation(argument)  # a name that cannot be loaded is refused before anything else
+            conversation = load_conversation(name)  # a name that cannot be loaded is refused before anything else
         except (MissingConversationError, UsageError) as exc:  # no such conversation, or not a name one can have
-            if not reads_as_a_model(argument, settings().user_registry):
+            if not name or not reads_as_a_model(name, settings().user_registry):
                 raise
-            raise type(exc)(exc.message, hint=f"{argument} is a model: /model {argument} switches to it") from None
+            raise type(exc)(exc.message, hint=f"{name} is a model: /model {name} switches to it") from None
         if not self._leaving.may_leave("/load", self._typed):
             if conversation.name != self.session.conversation.name:
                 let_go(conversation)
             return
         saved_with = conversation.model
         self.session.replace_conversation(conversation)
-        console.say(f"loaded {argument}: {self._conversation_summary()}")
+        console.say(f"loaded {name}: {self._conversation_summary()}")
         if saved_with and saved_with != conversation.model:
             console.say(f"it was saved with {saved_with} and goes on with {conversation.model} "
                         f"(/model {saved_with} to switch)")

@@ -385,6 +385,18 @@ def test_save_load_and_resume(home: Path) -> None:
     assert named.quit() == 0
 
 
+def test_save_and_load_take_a_quoted_name_as_file_and_model_take_theirs(chat: Chat) -> None:
+    chat.ask("Name a color.")
+    chat.command('/save "my-notes"', "my-notes.json")
+    assert (chat.home / "data" / "conversations" / "my-notes.json").exists()
+    chat.command("/save ''", "'' is not a valid conversation name")  # not a save under the current name
+    chat.command("/save 'my", "unbalanced quote in /save NAME")
+    chat.command("/reset", "(my-notes stays saved)")
+    chat.command("/load 'my-notes'", "loaded my-notes: 1 exchange")
+    chat.command_words('/load "smollm2-135m"', "smollm2-135m is a model: /model smollm2-135m switches to it")
+    assert chat.quit() == 0
+
+
 def test_list_and_show_fit_a_narrow_terminal(home: Path) -> None:
     """A row of /list and /show's path never wrap at the terminal's edge: the first message ends in … (and
     "(this chat)" gives way to the * that also says it), the path's middle folders become …."""
