@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -49,7 +50,8 @@ class AnswerView:
     def __init__(self, *, markdown: bool, show_thinking: bool, stream: TextIO | None = None) -> None:
         from rich.console import Console
 
-        self._console = Console(file=stream or sys.stdout, highlight=False, soft_wrap=False)
+        file = stream or sys.stdout
+        self._console = Console(file=file, highlight=False, soft_wrap=False, _environ=_sized_by_the_terminal(file))
         self._wrap = word_wrap_for(self._console.file)  # plain answers on a terminal
         self._markdown = markdown
         self._show_thinking = show_thinking
@@ -140,6 +142,17 @@ class AnswerView:
         self._thinking_open = False
         if note:
             self._console.print(f"[{note}]", style="dim", markup=False)
+
+
+def _sized_by_the_terminal(stream: TextIO) -> dict[str, str] | None:
+    """The environment rich sizes its console by: for a terminal, without COLUMNS and LINES (which a shell may export
+    as the size at its start), so that rich asks the terminal, as WordWrap and the status lines do, and an answer
+    follows a resize; None (the environment as it is) for a pipe or a file."""
+    try:
+        terminal = stream.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    return {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")} if terminal else None
 
 
 def _markdown(text: str) -> Any:

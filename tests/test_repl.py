@@ -689,6 +689,21 @@ def test_markdown_keeps_an_answer_s_single_newlines_as_line_breaks(step: int) ->
     assert " 1  2" in lines and lines[-2:] == ["code", "more"], lines
 
 
+def test_a_markdown_answer_and_its_note_follow_a_resized_terminal(home: Path) -> None:
+    """The shell exported COLUMNS=100 as the chat started; the terminal is then made 40 columns wide: an answer
+    rendered as Markdown, and the note after it, are laid out for 40 columns, as plain answers and messages are."""
+    chat = Chat(home, "--temperature", "0", "-n", "60")
+    chat.child.setwinsize(30, 40)
+    chat.sync()
+    mark = len(chat.transcript.getvalue())
+    chat.ask("Describe the sea at length.")  # its line fits in 40 columns
+    printed = chat.transcript.getvalue()[mark:].rpartition("\x1b[2K")[2]  # after the live region's last erase
+    rows = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", printed).rpartition(PROMPT)[0].replace("\r", "").split("\n")
+    assert rows[-3:] == ["[stopped at the limit of 60 tokens (/set", "max_tokens)]", ""], rows
+    assert len(rows) > 3 and max(map(len, rows)) <= 40, rows
+    assert chat.quit() == 0
+
+
 def test_markdown_off_prints_answers_exactly_as_written(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "-n", "60")
     chat.command("/markdown maybe", "usage: /markdown on|off")
