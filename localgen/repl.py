@@ -40,6 +40,7 @@ from localgen.repl_input import (
     open_history,
     parse_command,
     typed_message,
+    unwrap_block,
     without_controls,
 )
 from localgen.repl_show import EMPTY_SYSTEM, show, stop_strings_line, system_prompt_line
@@ -334,7 +335,7 @@ class Repl:
         if not argument:
             console.say(system_prompt_line(self.session))
             return
-        text = _unquoted(argument)
+        text = _unquoted(unwrap_block(argument))  # a triple-quoted block, as Ollama's /set system takes
         if argument.lower() == "none":  # "none" quoted is the text none
             self.session.set_system(None)
             console.say("system prompt cleared")

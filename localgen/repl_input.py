@@ -148,6 +148,20 @@ def block_is_open(text: str) -> bool:
     return stripped.startswith(BLOCK_QUOTE) and (len(stripped) < 6 or not stripped.endswith(BLOCK_QUOTE))
 
 
+BLOCK_COMMANDS = frozenset({"/system", "/set"})  # take a triple-quoted block, as Ollama's /set system does
+
+
+def command_block_is_open(text: str) -> bool:
+    """True while /system or /set has opened a \"\"\" block in its argument (/set system \"\"\") but not closed
+    it."""
+    command = parse_command(text)
+    if command is None or command.name not in BLOCK_COMMANDS or BLOCK_QUOTE not in command.argument:
+        return False
+    if command.name == "/set" and command.argument.split(maxsplit=1)[0].lower() != "system":
+        return False
+    return not command.argument.partition(BLOCK_QUOTE)[2].rstrip().endswith(BLOCK_QUOTE)
+
+
 ARGUMENT_WORDS = {"/show": SHOW_PARTS, "/stats": ("on", "off"), "/thinking": ("on", "off"),
                   "/markdown": ("on", "off")}  # the words these commands take
 
@@ -242,7 +256,7 @@ def key_bindings(paste: PasteMark) -> KeyBindings:
     @bindings.add("enter", filter=~is_searching)
     def _enter(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
-        if block_is_open(buffer.text):
+        if block_is_open(buffer.text) or command_block_is_open(buffer.text):
             buffer.insert_text("\n")
         else:
             buffer.validate_and_handle()

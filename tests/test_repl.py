@@ -778,6 +778,20 @@ def test_a_quoted_system_prompt_is_set_without_its_quotes(chat: Chat) -> None:
     assert chat.quit() == 0
 
 
+def test_a_system_prompt_of_several_lines_goes_in_a_triple_quoted_block_as_in_ollama(chat: Chat) -> None:
+    """/set system \"\"\" (Ollama's way) and /system \"\"\" open a block that Enter continues: its lines are the
+    prompt, and none of them goes to the model as a message."""
+    for line in ('/set system """', "You are a pirate.", "Say arr."):
+        chat.child.sendline(line)
+        chat.child.expect_exact("...")  # the block goes on
+    chat.command('"""', "system prompt set")
+    chat.command("/show system", "system prompt: You are a pirate.")
+    chat.command('/system """Be brief."""', "system prompt set")
+    chat.command("/system", "system prompt: Be brief.\r\n")
+    chat.command("/show", "0 exchanges")
+    assert chat.quit() == 0
+
+
 def test_an_empty_system_prompt_is_shown_as_empty_and_set_with_quotes(home: Path) -> None:
     """-s "" and /system "" give the model an empty system prompt: never said to be the template's own."""
     empty = "system prompt: (empty: the template's default is left out)"
