@@ -261,26 +261,26 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
     context, when given, is (tokens in the KV cache, context size).
     """
     usage, t = completion.usage, completion.timings
-    cached = f" ({usage.cached_tokens} cached)" if usage.cached_tokens else ""
+    cached = f" ({usage.cached_tokens:,} cached)" if usage.cached_tokens else ""
     used = f", context {context[0]:,}/{context[1]:,}" if context else ""
     ttft = "-" if t.ttft_s is None else f"{t.ttft_s * 1000:.0f} ms"
     prefill = f"{t.prefill_tokens_per_s:.1f} tok/s" if t.prefill_tokens_per_s else "-"  # all of it cached
     decode = f"{t.decode_tokens_per_s:.1f} tok/s" if t.decode_tokens_per_s else "-"  # the first token is prefill's
-    line = (f"prompt {usage.prompt_tokens} tok{cached}, TTFT {ttft}, "
-            f"prefill {prefill}, generated {usage.completion_tokens} tok, "
+    line = (f"prompt {usage.prompt_tokens:,} tok{cached}, TTFT {ttft}, "
+            f"prefill {prefill}, generated {usage.completion_tokens:,} tok, "
             f"decode {decode}{used}, finish {completion.finish_reason}"
             + (f", seed {completion.seed}" if completion.seed is not None else ""))
     extras = []
     if completion.ahead_tokens:
-        extras.append(f"{completion.ahead_tokens} prompt tokens computed while you typed")
+        extras.append(f"{completion.ahead_tokens:,} prompt tokens computed while you typed")
     if completion.restored_tokens:
-        extras.append(f"prompt cache: {completion.restored_tokens} tokens restored from disk")
+        extras.append(f"prompt cache: {completion.restored_tokens:,} tokens restored from disk")
     if completion.threads < completion.threads_chosen and usage.completion_tokens > 1:  # none decoded: nothing to say
         extras.append(f"decoded with {completion.threads} of {completion.threads_chosen} threads: other processes "
                       "kept the CPUs busy")
     if completion.draft is not None:
         d = completion.draft
-        extras.append(f"draft lookup: {d.accepted}/{d.drafted} drafted tokens accepted ({d.acceptance:.0%}) "
+        extras.append(f"draft lookup: {d.accepted:,}/{d.drafted:,} drafted tokens accepted ({d.acceptance:.0%}) "
                       f"in {counted(d.batches, 'batch', 'batches')}")
     return "\n".join([line, "; ".join(extras)] if extras else [line])
 

@@ -165,6 +165,12 @@ def test_stats_name_the_prompt_cache_and_the_drafts() -> None:
     assert "generated 1 tok, decode -, finish stop" in format_stats(one), "a token from the prompt's logits: no decode"
     assert "threads" not in format_stats(one), "nothing decoded, with any number of threads"
     assert "TTFT 100 ms, prefill -, generated" in format_stats(all_cached)
+    long = replace(done, usage=Usage(6037, 6000, 1200), ahead_tokens=1024, restored_tokens=4096,
+                   draft=DraftStats(drafted=1500, accepted=1100, batches=300))
+    assert "prompt 6,037 tok (6,000 cached)" in format_stats(long) and "generated 1,200 tok" in format_stats(long), \
+        "thousands separated, as the context's figures are"
+    assert "1,024 prompt tokens computed" in format_stats(long) and "4,096 tokens restored" in format_stats(long)
+    assert "1,100/1,500 drafted" in format_stats(long)
 
 
 def test_cli_bench_json() -> None:

@@ -175,13 +175,13 @@ def _type_slowly(chat: Chat, text: str) -> None:
 def _stats(chat: Chat) -> tuple[int, int, int]:
     """/stats: the last answer's prompt tokens, how many were cached, and how many were computed while typing."""
     chat.child.sendline("/stats")
-    chat.child.expect(r"prompt (\d+) tok( \((\d+) cached\))?, TTFT")
-    prompt, cached = int(chat.child.match[1]), int(chat.child.match[3] or 0)
+    chat.child.expect(r"prompt ([\d,]+) tok( \(([\d,]+) cached\))?, TTFT")
+    prompt, cached = int(chat.child.match[1].replace(",", "")), int((chat.child.match[3] or "0").replace(",", ""))
     chat.child.expect(r"finish \w+\r?\n")
-    found = chat.child.expect([r"(\d+) prompt tokens computed while you typed", PROMPT], timeout=10)
+    found = chat.child.expect([r"([\d,]+) prompt tokens computed while you typed", PROMPT], timeout=10)
     if found == 1:  # no such line: the prompt is back
         return prompt, cached, 0
-    ahead = int(chat.child.match[1])
+    ahead = int(chat.child.match[1].replace(",", ""))
     chat.sync()
     return prompt, cached, ahead
 
@@ -1394,7 +1394,7 @@ def test_stats_flag_shows_the_figures_after_every_answer(home: Path) -> None:
     chat.ask("Write a long story about a dragon.")
     chat.ask("Name a color.")
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", chat.transcript.getvalue()[mark:])
-    line = (r"prompt (\d+) tok( \(\d+ cached\))?, TTFT \d+ ms, prefill ([\d.]+ tok/s|-), generated 3 tok, "
+    line = (r"prompt ([\d,]+) tok( \([\d,]+ cached\))?, TTFT \d+ ms, prefill ([\d.]+ tok/s|-), generated 3 tok, "
             r"decode [\d.]+ tok/s, context ([\d,]+)/([\d,]+), finish length")
     found = re.findall(line.replace(" ", r"\s+"), shown)  # the line wraps at the terminal's width
     assert len(found) == 2, shown
