@@ -183,9 +183,9 @@ def emptiness(text: str) -> str:
     return "is empty" if not text else "holds only whitespace"
 
 
-def attachment_text(path: Path, warnings: list[str], *, option: str = FILE_OPTION) -> str:
-    """The text of a file attached to a message, with a warning when it is empty."""
-    return InputFile(option, path).read(None, warnings, warn_empty=True)
+def attachment_text(path: Path, warnings: list[str], *, option: str = FILE_OPTION, typed: str | None = None) -> str:
+    """The text of a file attached to a message (named as typed), with a warning when it is empty."""
+    return InputFile(option, path, typed).read(None, warnings, warn_empty=True)
 
 
 def whole_text(file: InputFile, what: str, hint: str, *, waiting: Waiting | None = None) -> str:
@@ -205,9 +205,9 @@ def system_prompt_text(text: str) -> str:
     return text.replace("\r\n", "\n").rstrip("\n")
 
 
-def refuse_waiting_reads(path: Path) -> None:
-    """Refuse a terminal or a pipe, whose reading would wait on keys or a writer (the chat's /file: its terminal
-    is out of line mode, so not even Ctrl-D would end it). Anything else is left for read_file_input to judge."""
+def refuse_waiting_reads(path: Path, typed: str | None = None) -> None:
+    """Refuse a terminal or a pipe (named as typed), whose reading would wait on keys or a writer (the chat's /file:
+    its terminal is out of line mode, so not even Ctrl-D would end it). Anything else is left for read_file_input."""
     try:  # opened without waiting (a pipe's writer, a terminal's carrier) and without becoming our terminal
         fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
     except (OSError, ValueError):
@@ -217,9 +217,10 @@ def refuse_waiting_reads(path: Path) -> None:
     finally:
         os.close(fd)
     if pipe:
-        raise UsageError(f"{short_path(path)} is a pipe, not a file", hint="attach a file, or paste the text")
+        raise UsageError(f"{short_path(typed or path)} is a pipe, not a file", hint="attach a file, or paste the text")
     if terminal:
-        raise UsageError(f"{short_path(path)} is a terminal, not a file", hint="type or paste the text as a message")
+        raise UsageError(f"{short_path(typed or path)} is a terminal, not a file",
+                         hint="type or paste the text as a message")
 
 
 def is_existing_file(text: str) -> bool:

@@ -20,7 +20,14 @@ from localgen.config import settings
 from localgen.conversation_store import MissingConversationError, let_go, load_conversation
 from localgen.errors import LocalgenError, UsageError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
-from localgen.inputs import argument_text, attachment_text, expand_user_path, option_path, refuse_waiting_reads
+from localgen.inputs import (
+    argument_text,
+    attachment_text,
+    expand_user_path,
+    option_path,
+    refuse_waiting_reads,
+    short_path,
+)
 from localgen.prefill_ahead import PrefillWhileTyping
 from localgen.registry import reads_as_a_model
 from localgen.repl_input import (
@@ -441,16 +448,16 @@ class Repl:
         typed = one_argument(argument, "/file PATH")
         option_path(typed, "/file")  # an empty name is refused, not read as the current folder
         path = expand_user_path(typed)
-        refuse_waiting_reads(path)
+        refuse_waiting_reads(path, typed)
         warnings: list[str] = []
-        text = attachment_text(path, warnings, option="/file")
+        text = attachment_text(path, warnings, option="/file", typed=typed)
         console.warn_each(warnings)
         if text in self.session.attachments:
-            console.say(f"{path} is attached already, or a file with the same text is "
+            console.say(f"{short_path(typed)} is attached already, or a file with the same text is "
                         "(/file none drops the attached files)")
             return
         self.session.attachments.append(text)
-        console.say(f"attached {path} ({len(text):,} characters) to the next message")
+        console.say(f"attached {short_path(typed)} ({len(text):,} characters) to the next message")
 
     def _save(self, argument: str) -> None:
         """/save [NAME]: save the conversation."""

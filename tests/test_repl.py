@@ -631,6 +631,16 @@ def test_chat_f_attaches_a_file_given_twice_once_as_file_does(home: Path, tmp_pa
     assert chat.quit() == 0
 
 
+def test_file_names_a_path_as_it_was_typed(home: Path, tmp_path: Path) -> None:
+    (tmp_path / "note.txt").write_text("The secret code is 4711.\n")
+    chat = Chat(home, "--no-markdown", "-n", "2", cwd=tmp_path)
+    chat.command("/file ./note.txt", "attached ./note.txt (25 characters)")
+    chat.command("/file ./note.txt", "./note.txt is attached already")
+    chat.command("/file ./missing.txt", "no such file: ./missing.txt")
+    chat.command("/file /dev/tty", "/dev/tty is a terminal, not a file")
+    assert chat.quit() == 0
+
+
 def test_chat_f_makes_room_in_the_context_for_its_files_as_run_does(home: Path, tmp_path: Path) -> None:
     (home / "config").mkdir(parents=True, exist_ok=True)
     (home / "config" / "models.toml").write_text("[models.smollm2-135m]\ncontext = 1024\n")
