@@ -23,16 +23,14 @@ from localgen import hub_cache
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
+from localgen.references import ModelRef, normalize_quant, quant_of_filename
 from localgen.registry import (
-    ModelRef,
     ModelSpec,
     Registry,
     hub_target,
     load_registry,
-    normalize_quant,
     own_file_problem,
     own_file_refusal,
-    quant_of_filename,
 )
 from localgen.storage import atomic_write_bytes
 from localgen.verify import is_verified, path_key

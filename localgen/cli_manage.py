@@ -249,7 +249,7 @@ def _show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | N
 
 def _entry_fields(spec: ModelSpec) -> list[tuple[str, str]]:
     """What a models.toml entry says of its model, as `models show` prints it (the keys it gives)."""
-    from localgen.registry import normalize_quant
+    from localgen.references import normalize_quant
 
     fields = [("description", spec.description)] if spec.description else []
     if spec.repo:

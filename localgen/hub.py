@@ -40,7 +40,7 @@ from localgen.hub_cache import (
 from localgen.hub_choice import choose_model, quant_of, shard_of
 from localgen.hub_errors import map_hub_error, offline_error
 from localgen.hub_types import HubFile, HubListing, HubModel
-from localgen.registry import check_safe_filename
+from localgen.references import check_safe_filename
 from localgen.verify import (
     forget_verified,
     git_blob_id_and_sha256,

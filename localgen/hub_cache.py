@@ -23,7 +23,7 @@ from localgen.config import settings
 from localgen.errors import LocalgenError
 from localgen.hub_choice import choose_model, quant_of, shard_of
 from localgen.hub_types import HubFile, HubListing
-from localgen.registry import check_safe_filename
+from localgen.references import check_safe_filename
 from localgen.storage import atomic_write_text
 from localgen.verify import is_verified, recorded_sha256
 
@@ -249,7 +249,7 @@ def unverified_file(repo: str, *, quant: str | None, filename: str | None,
     first shard of a split model stands for it (incomplete: a verified first shard too, when other shards are
     missing, as a pull that stopped part way leaves it).
     """
-    from localgen.registry import normalize_quant
+    from localgen.references import normalize_quant
 
     for f in cached_gguf_files():
         if f.repo.lower() != repo.lower() or (shard_of(f.filename)[0] or 1) != 1:

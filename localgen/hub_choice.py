@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from localgen.errors import HubError
 from localgen.gguf_split import split_name_parts
 from localgen.hub_types import HubFile, NotInRepoError
-from localgen.registry import normalize_quant, quant_of_filename
+from localgen.references import normalize_quant, quant_of_filename
 
 # Without an explicit quant: the first of these the repo has. 4-5 bit k-quants are the usual
 # size/quality sweet spot; then the older 4/5-bit formats, then bigger (better, slower) quants,

@@ -15,7 +15,8 @@ from localgen.hub_cache import hub_cache_dir, hub_endpoint
 from localgen.hub_types import NotInRepoError, RepoNotFoundError
 
 if TYPE_CHECKING:
-    from localgen.registry import ModelRef, ModelSpec
+    from localgen.references import ModelRef
+    from localgen.registry import ModelSpec
 
 # Exception class names (httpx, httpx2, requests, urllib3) for a connection lost mid-response.
 _DROPPED = {"RemoteProtocolError", "ReadError", "ChunkedEncodingError", "IncompleteRead", "ProtocolError"}

@@ -32,7 +32,8 @@ from localgen.units import binary_size, counted
 if TYPE_CHECKING:
     from localgen.gguf_info import GGUFInfo
     from localgen.hub_types import HubFile
-    from localgen.registry import ModelRef, ModelSpec
+    from localgen.references import ModelRef
+    from localgen.registry import ModelSpec
     from localgen.resolve import ResolvedModel
 
 HEADER_READ_BYTES = 4 * 2**20  # first range read of a Hub file's header; grown x4 up to HEADER_READ_MAX_BYTES

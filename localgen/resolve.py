@@ -12,13 +12,12 @@ from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
 from localgen.hub_errors import blamed_on_entry, offer_alternative, offline_hint, with_alternative
 from localgen.inputs import short_path
+from localgen.references import ModelRef, normalize_quant
 from localgen.registry import (
-    ModelRef,
     ModelSpec,
     Registry,
     hub_target,
     load_registry,
-    normalize_quant,
     own_file_problem,
     own_file_refusal,
 )

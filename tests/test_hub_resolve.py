@@ -222,7 +222,7 @@ def test_a_cached_copy_the_pin_refuses_falls_back_to_the_intact_bundled_file(
 
 
 def test_a_local_file_is_named_by_its_file_name_in_status_lines(tmp_path: Path) -> None:
-    from localgen.registry import parse_reference
+    from localgen.references import parse_reference
     from localgen.resolve import ResolvedModel
 
     path = tmp_path / "deep" / "folder" / "model.Q4_K_M.gguf"

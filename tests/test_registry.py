@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
-from localgen.registry import load_registry, parse_reference, quant_of_filename, reads_as_a_model
+from localgen.references import parse_reference, quant_of_filename
+from localgen.registry import load_registry, reads_as_a_model
 from tests.conftest import run_localgen
 
 STARTER = ["qwen2.5-0.5b", "qwen2.5-7b", "llama3.2-1b", "llama3.2-3b", "gemma3-1b", "gemma3-4b",

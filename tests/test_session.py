@@ -413,7 +413,7 @@ def test_a_local_model_is_recorded_by_its_absolute_path(bundled_model: Path, tmp
 @pytest.mark.parametrize("reference", ["smollm2-135m", "smollm2-135m:q8_0", "Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M",
                                        "hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF"])
 def test_registry_and_hub_references_are_recorded_as_typed(reference: str) -> None:
-    from localgen.registry import parse_reference
+    from localgen.references import parse_reference
     from localgen.resolve import ResolvedModel
     from localgen.session import model_reference
 

@@ -1,0 +1,172 @@
+"""The parser for model references a user types: a registry name, a Hub repo, address or file, or a local path."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from localgen.errors import UsageError
+from localgen.inputs import expand_user_path, is_existing_file
+
+QUANT_PATTERN = re.compile(
+    r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|FP16|FP32)(?![A-Za-z0-9])", re.IGNORECASE
+)
+HUB_PREFIXES = ("hf.co/", "huggingface.co/", "https://huggingface.co/", "https://hf.co/")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registry name, and each half of a repo id
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A parsed model reference: a registry name, a Hub repo (and file), or a local path (with name: a models.toml
+    entry's own file)."""
+
+    text: str
+    name: str | None = None
+    repo: str | None = None
+    filename: str | None = None
+    quant: str | None = None
+    path: Path | None = None
+
+    @property
+    def kind(self) -> str:
+        """One of 'path', 'file', 'repo' or 'name'."""
+        if self.path is not None:
+            return "path"
+        if self.filename is not None:
+            return "file"
+        return "repo" if self.repo is not None else "name"
+
+
+def normalize_quant(quant: str) -> str:
+    """Quant tags compare case-insensitively: q4_k_m is Q4_K_M."""
+    return quant.strip().upper()
+
+
+def quant_of_filename(filename: str) -> str | None:
+    """The quant tag a GGUF file name carries (the last one), if any."""
+    found = QUANT_PATTERN.findall(Path(filename).name)
+    return normalize_quant(found[-1]) if found else None
+
+
+def _split_quant(text: str) -> tuple[str, str | None]:
+    """Split 'thing:QUANT' into ('thing', 'QUANT')."""
+    base, sep, quant = text.rpartition(":")
+    if not sep:
+        return text, None
+    if not quant:
+        raise UsageError(f"model reference '{text}' has an empty quant after ':'",
+                         hint="write NAME:QUANT, e.g. qwen2.5-1.5b:Q8_0")
+    return base, normalize_quant(quant)
+
+
+def _looks_like_path(text: str) -> bool:
+    """True for references that mean a file on disk: an explicit path, NAME.gguf or DIR/NAME.gguf, or an existing
+    file with a directory part. A bare name is the registry's even where a file of that name is about."""
+    if text.startswith(("/", "./", "../", "~")):
+        return True
+    parts = text.split("/")
+    if text.lower().endswith(".gguf") and len(parts) < 3:  # ORG/REPO/FILE.gguf is the shortest Hub file
+        return True
+    return len(parts) >= 2 and is_existing_file(text)
+
+
+
+
+def parse_reference(text: str) -> ModelRef:
+    """Parse any accepted model reference; raise UsageError for malformed ones."""
+    raw = text.strip()
+    if not raw:
+        raise UsageError("empty model reference", hint="name a model: NAME, ORG/REPO[:QUANT] or path/to/model.gguf "
+                                                       "(`localgen models list --all`)")
+    if _looks_like_path(raw):
+        return ModelRef(text=raw, path=expand_user_path(raw))
+    for prefix in hub_prefixes():
+        if raw.lower().startswith(prefix):
+            return _parse_hub(_without_web_view(raw[len(prefix):], raw), raw)
+    if raw.lower().startswith(("http://", "https://")):
+        raise UsageError(f"'{raw}' is not an address on the Hugging Face Hub ({_endpoint()})",
+                         hint="localgen downloads models from the Hub: give ORG/REPO or its huggingface.co address; "
+                              "a .gguf from elsewhere, download it yourself and pass its path")
+    if "/" in raw:
+        return _parse_hub(raw, raw)
+    name, quant = _split_quant(raw)
+    if not NAME_PATTERN.fullmatch(name):
+        raise UsageError(f"'{raw}' is not a model name, repo or path",
+                         hint="see `localgen models list --all` for names")
+    return ModelRef(text=raw, name=name.lower(), quant=quant)
+
+
+def _endpoint() -> str:
+    """The Hub localgen downloads from: HF_ENDPOINT (a mirror), else huggingface.co (as huggingface_hub reads it)."""
+    return os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co"
+
+
+def hub_prefixes() -> tuple[str, ...]:
+    """The beginnings of a Hub address, in lower case: huggingface.co's and hf.co's, and those of the HF_ENDPOINT
+    mirror that localgen downloads from (with its scheme or without)."""
+    endpoint = _endpoint().lower()
+    if "://" not in endpoint:
+        return HUB_PREFIXES
+    bare = endpoint.split("://", 1)[1]
+    host = bare.split("/", 1)[0]  # without its scheme only a host no ORG can be: a dot or a port in it
+    return (*HUB_PREFIXES, f"{endpoint}/", *([f"{bare}/"] if "." in host or ":" in host else []))
+
+
+_NOT_MODELS = {"datasets": "a dataset", "spaces": "a Space (an app)"}  # Hub addresses of what is no model repo
+
+
+def _without_web_view(body: str, raw: str) -> str:
+    """A Hub page's address as a reference: ORG/REPO/blob/main/FILE (or resolve/, tree/; a query, a fragment and
+    %-escapes as a browser gives them) is ORG/REPO/FILE. A dataset's or a Space's address is refused as what it is."""
+    from urllib.parse import unquote
+
+    path = unquote(body.split("#", 1)[0].split("?", 1)[0]).rstrip("/")
+    parts = path.split("/")
+    if parts[0].lower() in _NOT_MODELS and len(parts) >= 3:
+        raise UsageError(f"'{raw}' is {_NOT_MODELS[parts[0].lower()]} on the Hugging Face Hub, not a model",
+                         hint="localgen runs GGUF models: give a model repo as ORG/REPO or "
+                              "https://huggingface.co/ORG/REPO")
+    if len(parts) < 4 or parts[2] not in ("blob", "resolve", "tree"):
+        return path  # the repo's page (or a file named in it), as the address bar has it
+    if parts[3] != "main":
+        raise UsageError(f"'{parts[3]}' is a revision of {'/'.join(parts[:2])}: localgen downloads from main",
+                         hint=f"use {'/'.join(parts[:2] + parts[4:])}, which is main's")
+    return "/".join(parts[:2] + parts[4:])
+
+
+def _parse_hub(body: str, raw: str) -> ModelRef:
+    """Parse ORG/REPO[:QUANT] or ORG/REPO/FILE.gguf."""
+    parts = body.split("/")
+    if len(parts) >= 3 and parts[-1].lower().endswith(".gguf"):
+        repo = "/".join(parts[:2])
+        filename = "/".join(parts[2:])
+        _check_repo(repo, raw)
+        check_safe_filename(filename)
+        return ModelRef(text=raw, repo=repo, filename=filename, quant=quant_of_filename(filename))
+    repo, quant = _split_quant(body)
+    _check_repo(repo, raw)
+    return ModelRef(text=raw, repo=repo, quant=quant)
+
+
+def is_repo_id(repo: str) -> bool:
+    """Whether repo is a Hugging Face repo id, ORG/NAME, with safe characters."""
+    parts = repo.split("/")
+    return len(parts) == 2 and all(NAME_PATTERN.fullmatch(p) and ".." not in p for p in parts)
+
+
+def _check_repo(repo: str, raw: str) -> None:
+    """Reject repo ids that are not ORG/NAME with safe characters."""
+    if not is_repo_id(repo):
+        raise UsageError(f"'{raw}' is not a valid Hugging Face repo reference",
+                         hint="write ORG/REPO, ORG/REPO:QUANT or ORG/REPO/FILE.gguf")
+
+
+def check_safe_filename(filename: str) -> None:
+    """Reject file names that could escape a directory: '..', absolute paths, backslashes."""
+    parts = filename.split("/")
+    if (filename.startswith("/") or "\\" in filename or any(p in ("", ".", "..") for p in parts)
+            or ":" in filename or "\x00" in filename):
+        raise UsageError(f"unsafe file name '{filename}'",
+                         hint="file names must be relative paths inside the repository")
