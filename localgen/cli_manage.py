@@ -191,7 +191,7 @@ def models_show(
             "quant": info.quant, "context_length": info.context_length, "layers": info.block_count,
             "embedding_size": info.embedding_length, "chat_template": bool(info.chat_template),
             "license": license_, "file_size": size, "shards": expected,
-            "missing_shards": len(missing), "sha256": sha, "source": _shown_source(resolved.source),
+            "missing_shards": len(missing), "sha256": sha, "source": resolved.shown_source,
             "path": str(resolved.path), "load_plan": plan, "downloaded": True,
             "entry": _entry_json(spec) if spec else None}, indent=2))
         return
@@ -205,7 +205,7 @@ def models_show(
         ("license", license_), ("file size", f"{binary_size(size)} ({size:,} bytes"
                                               + (f", {count})" if expected > 1 else ")")),
         ("sha256" if expected == 1 else "sha256 (first shard)", sha or "not verified yet"),
-        ("source", _shown_source(resolved.source)), ("path", str(resolved.path)),
+        ("source", resolved.shown_source), ("path", str(resolved.path)),
         ("load plan", plan),
     ])
 
@@ -213,13 +213,6 @@ def models_show(
 def _count(value: int | None) -> str:
     """A count from a GGUF header as `models show` prints it: `unknown` where the header does not give it."""
     return f"{value:,}" if value else "unknown"
-
-
-def _shown_source(source: str) -> str:
-    """Where a shown model comes from, in `models list`'s words: a verified download is `hub`."""
-    from localgen.catalog import SOURCE_HUB
-
-    return SOURCE_HUB if source == "cache" else source
 
 
 def _show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | None, *, json_output: bool) -> None:

@@ -59,21 +59,13 @@ def _model(session: ChatSession) -> None:
     """The model, its file, context, GPU layers, threads, KV type and memory plan."""
     loaded = session.loaded
     opts = loaded.engine.options
-    console.say(f"model: {loaded.resolved.display_name} ({shown_source(loaded.resolved.source)})")
+    console.say(f"model: {loaded.resolved.display_name} ({loaded.resolved.shown_source})")
     width, path = console.status_width(), str(loaded.resolved.path)
     console.say(f"path: {shorten_path(path, width - len('path: ')) if width else path}")
     console.say(f"context: {loaded.engine.n_ctx:,} tokens (trained {loaded.engine.n_ctx_train:,}); "
                 f"GPU layers: {opts.n_gpu_layers}; threads: {opts.n_threads}; KV type: {opts.kv_type}")
     if loaded.plan is not None:
         console.say(f"plan: {loaded.plan.describe()}")
-
-
-def shown_source(source: str) -> str:
-    """Where the model comes from, in `models list`'s and `models show`'s words: a verified download, just made
-    or found in the cache, is `hub`."""
-    from localgen.catalog import SOURCE_HUB
-
-    return SOURCE_HUB if source == "cache" else source
 
 
 def _settings(session: ChatSession, settings_text: str) -> None:

@@ -48,6 +48,12 @@ class ResolvedModel:
         """The registry's default context for this model, if any."""
         return self.spec.context if self.spec is not None else None
 
+    @property
+    def shown_source(self) -> str:
+        """Where the model comes from, in `models list`'s words: a verified download, just made or found in the
+        cache, is `hub`."""
+        return "hub" if self.source == "cache" else self.source
+
 
 _DAMAGED: set[Path] = set()  # bundled files that failed their check in this process (warned about once)
 
