@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import subprocess
 import sys
@@ -46,6 +47,38 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
         exec(bare_llama_prelude(), {})
         route_native_log()  # llama.cpp's log goes where localgen sends it, as in a localgen process
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declare the serial mark."""
+    config.addinivalue_line("markers", "serial: timing-sensitive or CPU-bound: runs while no other test runs")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Under pytest-xdist, a test marked serial runs alone (its set-up and tear-down too), the others side by side.
+
+    Every test holds a lock file shared by the workers, a serial one exclusively: a test that times keys against an
+    answer or a signal against a prompt, or one that keeps both CPUs busy with llama.cpp's threads (which spin
+    while they wait for each other, so a busy CPU stalls them all), gets the machine to itself.
+    """
+    lock = _worker_lock(item.config)
+    if lock is None:
+        yield
+        return
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX if item.get_closest_marker("serial") else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+
+
+def _worker_lock(config: pytest.Config) -> Path | None:
+    """The lock file the workers of this pytest-xdist run share (in the run's temporary folder); None without xdist."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return None
+    return config._tmp_path_factory.getbasetemp().parent / "one-at-a-time.lock"  # type: ignore[attr-defined]
 
 
 def bundled_model_file() -> Path:

@@ -25,6 +25,8 @@ from localgen.hardware import cpu_repack_types, probe_hardware
 from localgen.runner import ModelOptions, load_model
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
 
+pytestmark = pytest.mark.serial  # its probe children and AMX runs are timed (conftest: serial)
+
 CRASH_SCRIPT = "import os, resource, signal\nresource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n" \
                "os.kill(os.getpid(), signal.SIGSEGV)\n"
 

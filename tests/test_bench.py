@@ -30,6 +30,8 @@ from localgen.events import DraftStats, Finished, Timings, Usage
 from localgen.params import LoadOptions
 from tests.conftest import REPO_ROOT, run_localgen
 
+pytestmark = pytest.mark.serial  # it times llama.cpp's threads (conftest: serial)
+
 
 def test_stat_summarizes_samples() -> None:
     stat = Stat.of([1.0, 2.0, 3.0])

@@ -20,6 +20,8 @@ from localgen.events import Finished, PrefillProgress, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from tests.conftest import chat_prompt
 
+pytestmark = pytest.mark.serial  # llama.cpp's threads in this process, stops timed against chunks (conftest: serial)
+
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 
 

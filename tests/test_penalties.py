@@ -16,6 +16,8 @@ from localgen.events import Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from tests.conftest import chat_prompt
 
+pytestmark = pytest.mark.serial  # llama.cpp's threads in this process, twice over (conftest: serial)
+
 VOCAB = 500
 SETTINGS = [  # (repeat_last_n, repeat, frequency, presence)
     (64, 1.1, 0.0, 0.0),

@@ -15,6 +15,8 @@ from localgen import prefill_ahead
 from localgen.prefill_ahead import SETTLE_WAIT_S, PrefillWhileTyping
 from localgen.repl_input import message_text, typed_message
 
+pytestmark = pytest.mark.serial  # it times typing against prefill (conftest: serial)
+
 
 class SlowPrefill:
     """A prefill that takes until released (or stopped), recording what it was given and how it ended."""

@@ -25,6 +25,8 @@ from localgen.units import binary_size
 from localgen.verify import file_identity_key
 from tests.conftest import REPO_ROOT, bundled_model_file, chat_prompt, run_localgen
 
+pytestmark = pytest.mark.serial  # llama.cpp's threads in this process, and long prefills (conftest: serial)
+
 GREEDY = SamplingParams(temperature=0.0)
 DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(40))
 

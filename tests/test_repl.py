@@ -207,6 +207,7 @@ def test_question_gets_an_answer_and_ctrl_d_exits_zero(chat: Chat) -> None:
     assert chat.quit() == 0
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_ctrl_c_stops_the_answer_and_the_next_question_is_answered(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "400")  # where Ctrl-C lands varies: bound the next
     chat.start_long_answer()
@@ -225,6 +226,7 @@ def test_ctrl_c_stops_the_answer_and_the_next_question_is_answered(home: Path) -
     assert chat.quit() == 0
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_sigterm_mid_answer_keeps_it_restores_echo_and_exits_143(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown")
     chat.start_long_answer()
@@ -245,6 +247,7 @@ def test_sigterm_or_sighup_at_the_prompt_exits_cleanly(chat: Chat, signum: int, 
     assert "Traceback" not in chat.transcript.getvalue()
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_closing_the_terminal_mid_answer_keeps_it_and_exits_129(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown")
     chat.start_long_answer()
@@ -285,6 +288,7 @@ def test_an_empty_answer_says_so(home: Path) -> None:
     assert chat.quit() == 0
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_ctrl_d_typed_during_an_answer_quits_once_it_is_done(home: Path) -> None:
     """Keys typed while an answer streams wait for the next prompt; in line mode the terminal would consume Ctrl-D
     as an end of input instead."""
@@ -309,6 +313,7 @@ def test_ctrl_d_typed_just_as_a_command_ends_quits_at_once(home: Path) -> None:
     assert chat.child.exitstatus == 0
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_keys_typed_while_the_model_downloads_are_not_echoed_and_ctrl_d_waits_for_the_prompt(
         loopback_hub: HubServer, tmp_path: Path, bundled_model: Path) -> None:
     """From the download and load on, the terminal is out of line mode: keys typed then are not echoed, and a Ctrl-D
@@ -517,6 +522,7 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
     assert chat.quit() == 0
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 @pytest.mark.parametrize("prefill_while_typing", [True, False])
 def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, prefill_while_typing: bool) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "30",
@@ -525,7 +531,8 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
     filler = "\n".join(f"Line {i}: nothing to see in the {i * 7 % 13}th crate." for i in range(60))
     doc.write_text(f"The secret code is 4711.\n{filler}\n")  # over one 512-token prefill chunk
     chat.command(f"/file {doc}", "attached")
-    chat.command(f"/file {doc}", "is attached already")  # once is enough
+    chat.child.sendline(f"/file {doc}")  # once is enough (the message may wrap inside a long path's line)
+    chat.child.expect(r"is\s+attached\s+already")
     copy = tmp_path / "copy.txt"
     copy.write_text(doc.read_text())
     chat.child.sendline(f"/file {copy}")  # the same text twice adds nothing
@@ -992,6 +999,7 @@ def test_esc_enter_in_reverse_search_accepts_the_match_and_sends_it(chat: Chat) 
     assert state["turns"][1]["user"] == "Tell me one word about pirates."
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_ctrl_z_suspends_the_chat_and_fg_brings_the_prompt_back(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20", in_shell=True)
     chat.child.sendcontrol("z")
@@ -1007,6 +1015,7 @@ def test_ctrl_z_suspends_the_chat_and_fg_brings_the_prompt_back(home: Path) -> N
     chat.child.expect(pexpect.EOF)
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 @pytest.mark.parametrize(("signal_name", "code"), [("TERM", 143), ("HUP", 129)])
 def test_a_chat_stopped_at_its_prompt_ends_cleanly_on_a_signal_when_continued(home: Path, signal_name: str,
                                                                              code: int) -> None:
@@ -1034,6 +1043,7 @@ def _running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_a_chat_stopped_at_its_prompt_ends_when_its_terminal_closes(home: Path) -> None:
     """Closing the terminal of a chat stopped with Ctrl-Z (the shell sends it SIGHUP, then SIGCONT) ends the chat:
     it does not wait on a terminal that is gone, holding its model and its conversation's lock."""
@@ -1055,6 +1065,7 @@ def test_a_chat_stopped_at_its_prompt_ends_when_its_terminal_closes(home: Path) 
     assert ended, "the stopped chat went on after its terminal closed"
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_ctrl_z_while_a_long_prompt_is_read_erases_its_progress_line(home: Path) -> None:
     chat = Chat(home, "--no-markdown", "-n", "5", "--batch-size", "64", "--no-prefill-while-typing", in_shell=True)
     try:
@@ -1072,6 +1083,7 @@ def test_ctrl_z_while_a_long_prompt_is_read_erases_its_progress_line(home: Path)
         chat.child.terminate(force=True)
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_ctrl_z_during_an_answer_and_fg_keep_keys_unechoed(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "-n", "250", in_shell=True)
     try:
@@ -1093,6 +1105,7 @@ def test_ctrl_z_during_an_answer_and_fg_keep_keys_unechoed(home: Path) -> None:
         chat.child.terminate(force=True)
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_keys_typed_during_an_answer_survive_ctrl_c(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "400")
     try:
@@ -1233,6 +1246,7 @@ def test_control_characters_are_dropped_and_named() -> None:
     assert without_controls("plain") == ("plain", [])
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_a_message_typed_slowly_is_prefilled_before_enter(chat: Chat) -> None:
     chat.ask("What is the capital of France?")
     _type_slowly(chat, "And the capital of Italy?")
@@ -1244,6 +1258,7 @@ def test_a_message_typed_slowly_is_prefilled_before_enter(chat: Chat) -> None:
     assert chat.quit() == 0
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_prefill_while_typing_can_be_turned_off(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20", "--no-prefill-while-typing")
     _type_slowly(chat, "Name a color.")
@@ -1289,6 +1304,7 @@ def test_changes_a_save_missed_are_saved_before_the_chat_ends_or_left_only_when_
     assert [t["user"] for t in json.loads(path.read_text())["turns"]] == ["Name a color."]
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_a_chat_ended_by_a_signal_says_which_changes_it_could_not_save(home: Path) -> None:
     chat, _ = _chat_with_an_unsaved_change(home)
     assert chat.killed(signal.SIGTERM)[0] == 143

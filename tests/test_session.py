@@ -27,6 +27,8 @@ from localgen.runner import ModelOptions, load_model
 from localgen.session import ChatSession, UnsavedChangeError
 from tests import gguf_builders as gb
 
+pytestmark = pytest.mark.serial  # llama.cpp's threads in this process (conftest: serial)
+
 
 def _session(model: Path, ctx_size: int | None) -> ChatSession:
     options = ModelOptions(model=str(model), ctx_size=ctx_size, threads=2)

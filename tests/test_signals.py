@@ -26,6 +26,8 @@ from localgen.cli_exit import run_app
 from localgen.signals import SignalExit, StopOnSignal, exit_on_signals
 from tests.conftest import REPO_ROOT
 
+pytestmark = pytest.mark.serial  # signals timed against start-up (conftest: serial)
+
 
 def _signal_self(signum: int = signal.SIGUSR1) -> None:
     os.kill(os.getpid(), signum)

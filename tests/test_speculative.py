@@ -16,6 +16,8 @@ from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.speculative import DRAFT_MAX, BatchCost, PromptLookup, expected_tokens
 from tests.conftest import chat_prompt
 
+pytestmark = pytest.mark.serial  # llama.cpp's threads in this process (conftest: serial)
+
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 # Short enough that prompt + answer stay under 256 KV cells: there llama.cpp's one-query and few-query
 # flash-attention kernels round identically, so plain and speculative decoding must agree bit for bit.

@@ -27,6 +27,8 @@ from localgen.resolve import resolve_model
 from localgen.runner import ModelOptions, plan_load
 from tests.conftest import REPO_ROOT
 
+pytestmark = pytest.mark.serial  # it measures how busy the CPUs are (conftest: serial)
+
 PROMPT = "Write a long story about a lighthouse keeper."
 
 
