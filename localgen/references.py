@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,8 +98,10 @@ def parse_reference(text: str) -> ModelRef:
 
 
 def _endpoint() -> str:
-    """The Hub localgen downloads from: HF_ENDPOINT (a mirror), else huggingface.co (as huggingface_hub reads it)."""
-    return os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co"
+    """The Hub localgen downloads from (HF_ENDPOINT, a mirror, else huggingface.co), as huggingface_hub has it."""
+    from localgen.hub_cache import hub_endpoint  # imported here: parsing a reference loads no Hub client
+
+    return hub_endpoint()
 
 
 def hub_prefixes() -> tuple[str, ...]:

@@ -234,7 +234,10 @@ def test_a_dataset_s_or_a_space_s_address_is_refused_as_what_it_is(text: str, wh
 
 
 def test_an_address_on_the_hf_endpoint_mirror_is_a_hub_reference(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_ENDPOINT", "https://Mirror.example/hf/")
+    from huggingface_hub import constants
+
+    # the Hub that downloads go to, as huggingface_hub read HF_ENDPOINT at its import: one place says it
+    monkeypatch.setattr(constants, "ENDPOINT", "https://Mirror.example/hf")
     ref = parse_reference("https://mirror.example/hf/org/repo/blob/main/m-Q8_0.gguf")
     assert (ref.repo, ref.filename, ref.quant) == ("org/repo", "m-Q8_0.gguf", "Q8_0")
     assert parse_reference("mirror.example/hf/org/repo:q4_0").repo == "org/repo"
@@ -243,10 +246,10 @@ def test_an_address_on_the_hf_endpoint_mirror_is_a_hub_reference(monkeypatch: py
     with pytest.raises(UsageError, match=r"'https://other\.example/org/repo' is not an address on the Hugging Face "
                                          r"Hub \(https://Mirror\.example/hf\)"):
         parse_reference("https://other.example/org/repo")
-    monkeypatch.setenv("HF_ENDPOINT", "http://mirror")  # a host name without a dot: without http://, an ORG
+    monkeypatch.setattr(constants, "ENDPOINT", "http://mirror")  # a host name without a dot: without http://, an ORG
     assert parse_reference("mirror/model-GGUF").repo == "mirror/model-GGUF"
     assert parse_reference("http://mirror/org/repo").repo == "org/repo"
-    monkeypatch.delenv("HF_ENDPOINT")
+    monkeypatch.setattr(constants, "ENDPOINT", "https://huggingface.co")
     with pytest.raises(UsageError, match=r"is not an address on the Hugging Face Hub \(https://huggingface\.co\)"):
         parse_reference("https://mirror.example/hf/org/repo")
 
