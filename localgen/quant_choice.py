@@ -280,8 +280,10 @@ def _fit_report(reference: str | None, target: _Target, *, request: FitRequest, 
             if target.quant or target.filename:
                 index = _named_index(options, files, target)
                 options, refused = _pin_refusal(options, index, files, target)
+                smaller = _smaller_quants([(o.label, o.file_size) for o in options],
+                                          options[index].file_size) if index is not None else None
                 notes.extend([refused] if refused else _named_refusal(options, index, text, hw, request,
-                                                                      known=True))
+                                                                      smaller=smaller))
             else:
                 index = choose_option(options, request)
                 notes.extend(_repo_refusal(options, target.repo, hw, request))
@@ -296,7 +298,7 @@ def _fit_report(reference: str | None, target: _Target, *, request: FitRequest, 
             raise survey_error from None  # not downloaded either: the Hub's error is the one to fix
         raise
     option = local_option(resolved.path, hw, request, label=target.quant or resolved.ref.quant)
-    notes.extend(_named_refusal([option], 0, text, hw, request))
+    notes.extend(_named_refusal([option], 0, text, hw, request, smaller=listed_smaller_quants(resolved)))
     return FitReport(text, target.repo, hw, request, (option,), _marked([option], 0), tuple(notes))
 
 
@@ -327,13 +329,12 @@ def _marked(options: Sequence[FitOption], index: int | None) -> int | None:
 
 
 def _named_refusal(options: Sequence[FitOption], index: int | None, subject: str, hw: Hardware,
-                   request: FitRequest, *, known: bool = False) -> list[str]:
-    """Run's refusal of the named quant or file (subject: the reference) as a note, when it does not fit; known: the
-    options are all the repo's quants (its hint names the smaller ones)."""
+                   request: FitRequest, *, smaller: Sequence[str] | None = None) -> list[str]:
+    """Run's refusal of the named quant or file (subject: the reference) as a note, when it does not fit; smaller:
+    the repo's quants with smaller files, nearest first, for its hint (None: not known)."""
     option = options[index] if index is not None else None
     if option is None or option.plan is not None or option.shape is None:
         return []
-    smaller = _smaller_quants([(o.label, o.file_size) for o in options], option.file_size) if known else None
     try:
         plan_fit(option.shape, hw, request, label=subject, smaller_quants=smaller)
     except InsufficientMemoryError as exc:
@@ -344,6 +345,35 @@ def _named_refusal(options: Sequence[FitOption], index: int | None, subject: str
 def _smaller_quants(sizes: Sequence[tuple[str, int]], size: int) -> tuple[str, ...]:
     """The quants (labels) of a repo whose files are smaller than size, the nearest first."""
     return tuple(label for label, other in sorted(sizes, key=lambda pair: -pair[1]) if other < size)
+
+
+def listed_smaller_quants(resolved: ResolvedModel) -> tuple[str, ...] | None:
+    """The quants of a downloaded model's repo with smaller files than its own, nearest first, as localgen last
+    listed the repo (no network); None when that is not known (a file of one's own, a repo never listed)."""
+    from localgen import hub_cache
+
+    repo = resolved.spec.repo if resolved.spec is not None else resolved.ref.repo
+    listing = hub_cache.cached_listing(repo) if repo is not None else None
+    if not listing:
+        return None
+    groups = _groups(listing, repo)
+    own = next((g for g in groups if Path(g[0].filename).name == resolved.path.name), None)
+    if own is None:
+        return None
+    sizes = [(g[0].quant or g[0].filename, sum(f.size for f in g)) for g in groups]
+    return _smaller_quants(sizes, sum(f.size for f in own))
+
+
+def plan_resolved(resolved: ResolvedModel, shape: ModelShape, hw: Hardware, request: FitRequest) -> LoadPlan:
+    """plan_fit for a model about to load; when it does not fit, the hint names the smaller quants of its repo as
+    localgen last listed it."""
+    try:
+        return plan_fit(shape, hw, request, label=resolved.display_name)
+    except InsufficientMemoryError:
+        smaller = listed_smaller_quants(resolved)
+        if smaller is None:
+            raise
+    return plan_fit(shape, hw, request, label=resolved.display_name, smaller_quants=smaller)  # refused, naming them
 
 
 def _repo_refusal(options: Sequence[FitOption], repo: str, hw: Hardware, request: FitRequest) -> list[str]:

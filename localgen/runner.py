@@ -13,11 +13,11 @@ from localgen.engine import Engine
 from localgen.errors import HubError, LocalgenError, ModelLoadError, ModelNotFoundError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape
 from localgen.events import Event
-from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, plan_fit, replan_gpu_layers, target_context
+from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, replan_gpu_layers, target_context
 from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, probe_hardware
 from localgen.inputs import named_as_typed
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-from localgen.quant_choice import choose_download, resolve_downloaded
+from localgen.quant_choice import choose_download, plan_resolved, resolve_downloaded
 from localgen.resolve import ResolvedModel, resolve_model, with_unverified_copy
 
 if TYPE_CHECKING:
@@ -76,8 +76,7 @@ def plan_load(options: ModelOptions, resolved: ResolvedModel, header: GGUFInfo,
               hw: Hardware | None = None) -> tuple[LoadOptions, LoadPlan, ModelShape]:
     """Choose context, GPU layers, KV type and threads for a model on this machine (fit.plan_fit)."""
     shape = header_shape(header, resolved.path)
-    plan = plan_fit(shape, hw or probe_hardware(), fit_request(options, default_ctx=resolved.context),
-                    label=resolved.display_name)
+    plan = plan_resolved(resolved, shape, hw or probe_hardware(), fit_request(options, default_ctx=resolved.context))
     threads = options.threads if options.threads is not None else physical_cores()
     load_options = LoadOptions(
         n_ctx=plan.n_ctx,

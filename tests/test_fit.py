@@ -777,3 +777,18 @@ def test_the_hint_names_only_smaller_quants_the_repo_has(hubenv: HubEnv, quant_f
         assert f"; try {smaller}, or " in table.err, table.err
     assert "fewer bits per weight than Q4_0" not in table.err
     assert hubenv.server.count("GET", "/api/models/") == 4, "run lists the repo once, as fit does"
+
+
+def test_a_downloaded_quant_that_does_not_fit_names_the_smaller_quants_of_its_repo(
+        hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
+    _serve(hubenv, quant_files)
+    assert run_localgen("pull", f"{REPO}:Q8_0", env=hubenv.env).returncode == 0
+    hubenv.server.requests.clear()
+    tiny = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(_too_small_for(quant_files, "Q4_0"))}
+    smaller = "try a quant with fewer bits per weight than Q8_0 (Q5_0 or Q4_0), or "
+    for offline in ((), ("--offline",)):  # the repo as localgen last listed it: no request
+        run = run_localgen("run", *offline, "-m", f"{REPO}:Q8_0", "hi", "-n", "1", env=tiny)
+        assert run.returncode == 1 and _refusal(run.err)[1].startswith(smaller), run.err
+    table = run_localgen("fit", "--offline", f"{REPO}:Q8_0", env=tiny)
+    assert table.returncode == 0 and f"; {smaller}" in table.err, table.err
+    assert hubenv.server.requests == []
