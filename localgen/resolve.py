@@ -143,8 +143,10 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
         if refused is not None:  # no intact bundled copy to fall back on
             raise refused
     if offline or not pull:
-        _refuse_missing(ref.text, repo, hub_cache.unverified_file(repo, quant=quant, filename=filename),
-                        offline=offline, flag=flag)
+        unverified = hub_cache.unverified_file(repo, quant=quant, filename=filename)
+        if offline and unverified is None:
+            _refuse_unlisted(ref, spec, repo, quant, filename, flag=flag)
+        _refuse_missing(ref.text, repo, unverified, offline=offline, flag=flag)
     with blamed_on_entry(spec, ref):
         paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text, pin=pin)
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")
@@ -235,6 +237,30 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
     raise ModelNotFoundError(
         f"model '{reference}' is in the Hugging Face cache but localgen has not verified it{where}",
         hint=f"{hint} to check it against the Hub, or use the file as it is: -m {unverified}")
+
+
+def _refuse_unlisted(ref: ModelRef, spec: ModelSpec | None, repo: str, quant: str | None, filename: str | None, *,
+                     flag: bool) -> None:
+    """Offline, a quant or file that the repo lacked when localgen last listed it is said to be missing from it (not
+    merely not downloaded); the Hub, which may have it since, is asked again only with the network."""
+    from localgen.hub_choice import choose_model
+    from localgen.hub_errors import entry_error
+    from localgen.hub_types import NotInRepoError
+
+    listing = hub_cache.load_listing(repo)
+    if listing is None:
+        return
+    try:
+        choose_model(list(listing.files), quant=quant, filename=filename, repo=repo)
+    except NotInRepoError as exc:
+        lacking = entry_error(exc, spec, ref)
+        what = {"quant": f"no {normalize_quant(quant or '')} file", "file": f"no file {filename!r}"}.get(
+            exc.key, "no GGUF model")
+        blame = lacking.message[len(exc.message):]  # the models.toml entry it comes of, if any
+        again = f"to check the repo again, {offline_hint(ref.text, flag=flag)}"
+        raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {repo} had {what} when localgen last "
+                                 f"listed it{blame}", hint=f"{lacking.hint}; {again}" if lacking.hint else again
+                                 ) from None
 
 
 def _refuse_broken_header(path: Path, hint: str) -> None:

@@ -93,3 +93,26 @@ def test_a_repo_given_as_an_address_or_reference_is_told_its_repo_id(tmp_path: P
     with pytest.raises(ConfigError, match="is not a Hugging Face repo id") as info:
         load_registry(user)
     assert info.value.hint == hint
+
+
+def test_offline_a_quant_the_repo_lacked_when_last_listed_is_said_so_not_just_not_downloaded(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(TINY_REPO, TINY_FILES)
+    registry = user_registry(hubenv.localgen_home, f'[models.mine]\nrepo = "{TINY_REPO}"\nquant = "Q5_K_M"\n'
+                                                   f'[models.never]\nrepo = "test/Never-GGUF"\nquant = "Q4_K_M"\n')
+    assert run_cli(hubenv.env, "pull", f"{TINY_REPO}:Q8_0").returncode == 0  # localgen lists the repo
+    hubenv.server.requests.clear()
+    lacking = (f"localgen: error: model 'mine' is not downloaded, and {TINY_REPO} had no Q5_K_M file when localgen "
+               f"last listed it (the quant of [models.mine] in {registry}) (hint: fix that entry's quant (quants in "
+               "this repo: Q4_K_M, Q8_0); to check the repo again, ")
+    line = _error_line(run_cli(hubenv.env, "run", "--offline", "-m", "mine", "hi"))
+    assert line == f"{lacking}drop --offline, then run `localgen pull mine`)", line
+    line = _error_line(run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "fit", "mine"))
+    assert line.startswith(lacking) and line.endswith("unset it, then run the command again)"), line
+    typed = _error_line(run_cli(hubenv.env, "run", "--offline", "-m", f"{TINY_REPO}/tiny-Q6_K.gguf", "hi"))
+    assert typed.startswith(f"localgen: error: model '{TINY_REPO}/tiny-Q6_K.gguf' is not downloaded, and {TINY_REPO} "
+                            "had no file 'tiny-Q6_K.gguf' when localgen last listed it (hint: GGUF files in this "
+                            "repo: tiny-Q4_K_M.gguf, tiny-Q8_0.gguf; to check the repo again, drop --offline"), typed
+    never = _error_line(run_cli(hubenv.env, "run", "--offline", "-m", "never", "hi"))  # a repo never listed
+    assert never == ("localgen: error: model 'never' is not downloaded and localgen is offline "
+                     "(hint: drop --offline, then run `localgen pull never`)"), never
+    assert hubenv.server.requests == []
