@@ -233,16 +233,17 @@ def check_pinned_file(path: Path, pin: Pin | None) -> None:
             check_pin(str(path), recorded_sha256(path) or sha256_file(path), None, pin)
 
 
-def check_pin(label: str, actual: str | None, size: int | None, pin: Pin) -> None:
-    """Raise when a file's size or sha256 (None: not known) is not the one its registry entry pins."""
+def check_pin(label: str, actual: str | None, size: int | None, pin: Pin, *, changed: str = "the repository") -> None:
+    """Raise when a file's size or sha256 (None: not known) is not the one its registry entry pins (changed: what
+    may have changed instead, for the hint)."""
     if size is not None and pin.size is not None and size != pin.size:
         raise LocalgenError(f"{label} does not match the size of {pin.origin} (the file's is {size:,} bytes, the "
                             f"entry's {pin.size:,})",
-                            hint="the repository changed, or that size is wrong: fix it or remove the line")
+                            hint=f"{changed} changed, or that size is wrong: fix it or remove the line")
     if actual is not None and pin.sha256 and actual.lower() != pin.sha256.lower():
         raise LocalgenError(f"{label} does not match the sha256 of {pin.origin} (the file's is {actual[:12]}…, "
                             f"the entry's {pin.sha256[:12]}…)",
-                            hint="the repository changed, or that sha256 is wrong: fix it or remove the line")
+                            hint=f"{changed} changed, or that sha256 is wrong: fix it or remove the line")
 
 
 def _check_free_space(model: HubModel, *, force: bool) -> None:

@@ -174,7 +174,7 @@ _FIELDS = {
     "repo": str, "path": str, "quant": str, "file": str, "context": int, "template": str, "license": str,
     "description": str, "sha256": str, "size": int, "package": str, "package_file": str, "system": str,
 }
-_HUB_KEYS = ("quant", "file", "sha256", "size", "package", "package_file")  # about a repo's files: not for path
+_HUB_KEYS = ("quant", "file", "package", "package_file")  # about a repo's files: not for path (sha256, size pin either)
 
 
 def _spec_from_table(name: str, table: object, source: Path | str, given: frozenset[str] | None = None) -> ModelSpec:

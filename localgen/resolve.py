@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from localgen.registry import (
     own_file_problem,
     own_file_refusal,
 )
-from localgen.verify import verify_file
+from localgen.verify import is_verified, record_verified, sha256_file, verify_file
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,10 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     offline = settings().offline if offline is None else offline
     spec = registry.spec_for(ref)
     if ref.path is not None:  # a path, or an entry that names a file of the user's own (spec)
-        return ResolvedModel(ref=ref, path=_local_file(ref, spec), spec=spec, source="local")
+        path = _local_file(ref, spec)
+        if spec is not None:
+            _check_own_pin(path, spec)
+        return ResolvedModel(ref=ref, path=path, spec=spec, source="local")
     repo, quant, filename = hub_target(ref, spec)
     pin = entry_pin(spec, ref)
     if not force:
@@ -294,6 +298,20 @@ def _local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:
         there = own_file_problem(ref.path) == "missing"
         raise ModelNotFoundError(f"{exc.message} ({spec.origin})",
                                  hint="fix that entry's path" + (", or put the file there" if there else "")) from None
+
+
+def _check_own_pin(path: Path, spec: ModelSpec) -> None:
+    """A file of one's own (path =) must have the size and sha256 its entry pins, if it pins them, as a download
+    must; it is hashed once per version of the file (a marker remembers it)."""
+    if not (spec.sha256 or spec.size):
+        return
+    pin = hub.Pin(sha256=spec.sha256, size=spec.size, origin=spec.origin)
+    label = short_path(path)
+    hub.check_pin(label, None, path.stat().st_size, pin, changed="the file")  # the size first: it needs no hashing
+    if spec.sha256 and not is_verified(path, spec.sha256):
+        hub.check_pin(label, sha256_file(path), None, pin, changed="the file")
+        with contextlib.suppress(LocalgenError):  # a missing marker only costs a rehash next time
+            record_verified(path, spec.sha256)
 
 
 def _readable_file(path: Path, shown: str) -> Path:

@@ -61,8 +61,9 @@ def test_a_path_is_expanded_and_taken_from_the_folder_of_its_models_toml(tmp_pat
      "your own)", 'path = "/path/to/model.gguf"'),
     ('[models.x]\npath = "x.gguf"\nquant = "Q8_0"\n', "[models.x].quant is about a repo's files, and this entry "
      "names one file with path", "remove quant"),
-    ('[models.x]\npath = "x.gguf"\nsha256 = "' + "a" * 64 + '"\n', "[models.x].sha256 is about a repo's files",
-     "remove sha256"),
+    ('[models.x]\npath = "x.gguf"\npackage = "pkg"\n', "[models.x].package is about a repo's files", "remove package"),
+    ('[models.x]\npath = "x.gguf"\nsha256 = "abc"\n', "[models.x].sha256 must be 64 hexadecimal digits", "sha256sum"),
+    ('[models.x]\npath = "x.gguf"\nsize = 0\n', "[models.x].size must be a positive integer", "in bytes"),
     ('[models.x]\npath = ""\n', "[models.x].path '' is not a file path", "path ="),
     ("[models.x]\npath = 3\n", "[models.x].path must be a string", "path ="),
     ('[models.x]\npath = "x.gguf"\ncontext = 5\n', "[models.x].context: context size 5 is out of range", "context"),
@@ -215,6 +216,28 @@ def test_a_split_model_s_first_shard_works_as_an_entry(tmp_path: Path, bundled_m
     assert "local (incomplete: 1 shard missing)" in localgen(home, "models", "list").out
     broken = localgen(home, "run", "-m", "parts", "hi")
     assert broken.returncode == 1 and "missing shard 3 of 3" in broken.err
+
+
+BUNDLED_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+BUNDLED_SIZE = 98362432
+
+
+def test_an_entry_s_sha256_and_size_pin_its_file_as_they_pin_a_download(tmp_path: Path, bundled_model: Path) -> None:
+    home = tmp_path / "home"
+    registry = user_registry(home, f'[models.pinned]\npath = "{bundled_model}"\nsha256 = "{BUNDLED_SHA256.upper()}"\n'
+                                   f'size = {BUNDLED_SIZE}\n[models.other]\npath = "{bundled_model}"\n'
+                                   f'sha256 = "{"ab" * 32}"\n[models.short]\npath = "{bundled_model}"\nsize = 5\n')
+    ran = localgen(home, "run", "-m", "pinned", "-n", "2", *GREEDY, "hi")
+    assert ran.returncode == 0 and ran.out.strip(), ran.err
+    shown = dict(line.split(": ", 1) for line in localgen(home, "models", "show", "pinned").out.splitlines())
+    assert shown["sha256"].strip() == BUNDLED_SHA256, "verified once, and remembered"
+    for name, key, theirs in (("other", "sha256", f"the file's is {BUNDLED_SHA256[:12]}…, the entry's abababababab…"),
+                              ("short", "size", f"the file's is {BUNDLED_SIZE:,} bytes, the entry's 5")):
+        refused = localgen(home, "run", "-m", name, "hi")
+        assert refused.returncode == 1 and refused.out == ""
+        assert refused.err == (f"localgen: error: {bundled_model} does not match the {key} of [models.{name}] in "
+                               f"{registry} ({theirs}) (hint: the file changed, or that {key} is wrong: fix it or "
+                               "remove the line)\n"), refused.err
 
 
 # ----------------------------------------------------------------------------- models show: the entry's facts
