@@ -13,6 +13,7 @@ QUANT_PATTERN = re.compile(
     r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|FP16|FP32)(?![A-Za-z0-9])", re.IGNORECASE
 )
 HUB_PREFIXES = ("hf.co/", "huggingface.co/", "https://huggingface.co/", "https://hf.co/")
+DEFAULT_TAG = "latest"  # Ollama's tag for a model's default version: here, the default quant
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registry name, and each half of a repo id
 
 
@@ -50,14 +51,14 @@ def quant_of_filename(filename: str) -> str | None:
 
 
 def _split_quant(text: str) -> tuple[str, str | None]:
-    """Split 'thing:QUANT' into ('thing', 'QUANT')."""
+    """Split 'thing:QUANT' into ('thing', 'QUANT'); Ollama's 'thing:latest' is the thing's default quant."""
     base, sep, quant = text.rpartition(":")
     if not sep:
         return text, None
     if not quant:
         raise UsageError(f"model reference '{text}' has an empty quant after ':'",
                          hint="write NAME:QUANT, e.g. qwen2.5-1.5b:Q8_0")
-    return base, normalize_quant(quant)
+    return base, None if quant.strip().lower() == DEFAULT_TAG else normalize_quant(quant)
 
 
 def _looks_like_path(text: str) -> bool:

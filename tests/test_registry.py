@@ -205,6 +205,8 @@ def test_unknown_name_suggests_close_ones() -> None:
         ("https://huggingface.co/org/repo/", "repo", "org/repo", None, None, None),  # the repo's page, pasted
         ("https://huggingface.co/org/repo?show_file_info=m-Q8_0.gguf", "repo", "org/repo", None, None, None),
         ("https://hf.co/org/repo#files", "repo", "org/repo", None, None, None),
+        ("smollm2-135m:latest", "name", None, None, None, "smollm2-135m"),  # Ollama's tag: the default quant
+        ("hf.co/org/repo:Latest", "repo", "org/repo", None, None, None),
     ],
 )
 def test_reference_forms(text: str, kind: str, repo: str | None, quant: str | None, filename: str | None,
