@@ -46,7 +46,7 @@ def choose_model(files: list[HubFile], *, quant: str | None, filename: str | Non
         raise no_gguf_files(repo)
     groups = _group_shards(files)
     if filename:
-        return _check_complete(_pick(_match_filename(groups, filename, repo)), repo)
+        return _check_complete(_pick(_narrowed(_match_filename(groups, filename, repo), quant)), repo)
     candidates = [g for g in groups if not is_auxiliary(g[0])]
     if not candidates:
         raise only_auxiliary(repo, files)
@@ -115,6 +115,14 @@ def _quants(groups: list[tuple[HubFile, ...]]) -> list[str]:
 def _pick(groups: list[tuple[HubFile, ...]]) -> tuple[HubFile, ...]:
     """Among equally good groups: top-level over folders, single files over splits, shortest name."""
     return min(groups, key=lambda g: ("/" in g[0].filename, len(g), len(g[0].filename), g[0].filename))
+
+
+def _narrowed(groups: list[tuple[HubFile, ...]], quant: str | None) -> list[tuple[HubFile, ...]]:
+    """Among the files a glob matches: models over projector and imatrix files, and those of the quant asked for
+    (an entry's quant beside its file glob), where there are any."""
+    models = [g for g in groups if not is_auxiliary(g[0])] or groups
+    wanted = [g for g in models if quant and g[0].quant == normalize_quant(quant)]
+    return wanted or models
 
 
 def _match_filename(groups: list[tuple[HubFile, ...]], filename: str, repo: str) -> list[tuple[HubFile, ...]]:

@@ -106,6 +106,14 @@ def test_choose_by_quant_is_case_insensitive_and_by_filename() -> None:
     assert "Model.Q8_0.gguf" in (info.value.hint or "")
 
 
+def test_a_glob_that_matches_several_files_takes_a_model_of_the_quant_asked_for() -> None:
+    files = [hf("mmproj-f16.gguf"), hf("m-F16.gguf"), hf("m-Q8_0.gguf"), hf("m-Q4_K_M.gguf")]
+    assert names(choose_model(files, quant="q8_0", filename="*.gguf", repo="o/r")) == ["m-Q8_0.gguf"]
+    assert names(choose_model(files, quant=None, filename="*f16*", repo="o/r")) == ["m-F16.gguf"], "not the projector"
+    assert names(choose_model(files, quant="Q5_K_M", filename="m-*", repo="o/r")) == ["m-F16.gguf"], "as named"
+    assert names(choose_model(files, quant="Q8_0", filename="mmproj*", repo="o/r")) == ["mmproj-f16.gguf"]
+
+
 def test_choose_groups_split_shards_in_order() -> None:
     files = [hf("Q4_K_M/big-Q4_K_M-00002-of-00003.gguf"), hf("Q4_K_M/big-Q4_K_M-00001-of-00003.gguf"),
              hf("Q4_K_M/big-Q4_K_M-00003-of-00003.gguf"), hf("big-Q8_0.gguf")]
