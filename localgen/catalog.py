@@ -315,10 +315,9 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
                                          ModelNotFoundError)
         raise ModelNotFoundError(f"{reference} is not in the cache", hint="see `localgen models list`")
     if len(matches) > 1:
-        names = ", ".join(sorted(_display_name(registry, repo, quant_of(fs[0].filename), fs[0].filename)
-                                 for fs in matches))
-        raise UsageError(f"several cached models match {reference}: {names}",
-                         hint="name one of them, e.g. ORG/REPO:QUANT or ORG/REPO/FILE.gguf")
+        names = sorted(_display_name(registry, repo, quant_of(fs[0].filename), fs[0].filename) for fs in matches)
+        raise UsageError(f"several cached models match {reference}: {', '.join(names)}",
+                         hint=f"name the one to remove, or each: `{shlex.join(['localgen', 'models', 'rm', *names])}`")
     files = matches[0]
     name = _display_name(registry, files[0].repo, quant_of(files[0].filename), files[0].filename)
     return _remove_files(name, files, dry_run=dry_run, others=others)

@@ -262,6 +262,8 @@ def test_remove_unknown_and_ambiguous_references(hubenv: HubEnv) -> None:
     with pytest.raises(UsageError, match="several cached models match org/tiny-GGUF") as info:
         catalog.remove_model(load_registry(), "org/tiny-GGUF")
     assert "org/tiny-GGUF:Q4_K_M" in info.value.message and "org/tiny-GGUF:Q8_0" in info.value.message
+    assert info.value.hint == "name the one to remove, or each: `localgen models rm org/tiny-GGUF:Q4_K_M " \
+                              "org/tiny-GGUF:Q8_0`"
 
 
 def test_list_all_adds_the_registry_entries_that_are_not_downloaded(hubenv: HubEnv) -> None:
