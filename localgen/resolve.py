@@ -12,7 +12,7 @@ from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
 from localgen.hub_errors import blamed_on_entry, offer_alternative, offline_hint, with_alternative
-from localgen.inputs import short_path
+from localgen.inputs import is_existing_file, short_path
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import (
     ModelSpec,
@@ -314,6 +314,14 @@ def _check_own_pin(path: Path, spec: ModelSpec) -> None:
             record_verified(path, spec.sha256)
 
 
+def _missing_file_hint(path: Path, shown: str) -> str:
+    """What to check for a model file that is not there: the name with .gguf added, where that file is."""
+    with_suffix = path.with_name(f"{path.name}.gguf")
+    if not path.name.lower().endswith(".gguf") and is_existing_file(str(with_suffix)):
+        return f"did you mean {shown}.gguf?"
+    return "check the path, or pass a registry name"
+
+
 def _readable_file(path: Path, shown: str) -> Path:
     """Check that a local model path is a readable file (shown: the path as messages give it)."""
     try:
@@ -324,8 +332,7 @@ def _readable_file(path: Path, shown: str) -> Path:
         raise ModelNotFoundError(f"cannot use {shown} as a model file: {exc.strerror or exc}",
                                  hint="check the path") from None
     if mode is None:
-        raise ModelNotFoundError(f"no such model file: {shown}",
-                                 hint="check the path, or pass a registry name")
+        raise ModelNotFoundError(f"no such model file: {shown}", hint=_missing_file_hint(path, shown))
     if not stat.S_ISREG(mode):
         raise ModelNotFoundError(f"{shown} is not a file", hint="pass the path of a .gguf file")
     return path

@@ -331,3 +331,13 @@ def test_an_entry_s_minus_one_seed_or_token_limit_is_none(tmp_path: Path, monkey
 ])
 def test_a_one_word_prompt_that_reads_as_a_model(word: str, model: bool) -> None:
     assert reads_as_a_model(word, None) is model
+
+
+def test_a_model_path_without_its_gguf_suffix_is_told_the_file_that_is_there(tmp_path: Path) -> None:
+    (tmp_path / "m.Q8_0.gguf").write_bytes(b"GGUF")
+    result = run_localgen("run", "-m", str(tmp_path / "m.Q8_0"), "hi")
+    assert result.returncode == 1
+    assert result.err == f"localgen: error: no such model file: {tmp_path}/m.Q8_0 (hint: did you mean " \
+                         f"{tmp_path}/m.Q8_0.gguf?)\n", result.err
+    elsewhere = run_localgen("run", "-m", str(tmp_path / "other"), "hi")
+    assert elsewhere.err.endswith("(hint: check the path, or pass a registry name)\n"), elsewhere.err
