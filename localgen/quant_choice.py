@@ -299,7 +299,18 @@ def _fit_report(reference: str | None, target: _Target, *, request: FitRequest, 
         raise
     option = local_option(resolved.path, hw, request, label=target.quant or resolved.ref.quant)
     notes.extend(_named_refusal([option], 0, text, hw, request, smaller=listed_smaller_quants(resolved)))
-    return FitReport(text, target.repo, hw, request, (option,), _marked([option], 0), tuple(notes))
+    options = _with_other_downloads(option, target, hw, request)
+    index = next(i for i, o in enumerate(options) if o.path == option.path)
+    return FitReport(text, target.repo, hw, request, tuple(options), _marked(options, index), tuple(notes))
+
+
+def _with_other_downloads(option: FitOption, target: _Target, hw: Hardware, request: FitRequest) -> list[FitOption]:
+    """For a repo named without a quant: the downloaded quant a run would use, and the repo's other downloaded quants
+    beside it, smallest first (the one option alone otherwise)."""
+    if target.repo is None or target.quant or target.filename or option.path is None:
+        return [option]
+    others = [o for o in cached_options(target.repo, hw, request) if o.path != option.path]
+    return sorted([option, *others], key=lambda o: o.file_size)
 
 
 def _pin_refusal(options: list[FitOption], index: int | None, files: Sequence[HubFile],
@@ -462,25 +473,33 @@ def resolve_downloaded(reference: str | None, *, offline: bool | None, hw: Hardw
 def choose_cached(reference: str | None, *, hw: Hardware, request: FitRequest) -> str | None:
     """For a repo named without a quant: the best already downloaded quant that fits, as ORG/REPO:QUANT (no
     network); None when there is none."""
-    from localgen import hub_cache
 
     target = _target(reference)
     if target.repo is None or target.quant or target.filename:
         return None
     request = replace(request, default_ctx=target.default_ctx)
-    options = []
-    for group in _groups(hub_cache.cached_listing(target.repo) or [], target.repo):
-        first = group[0]
-        paths = hub_cache.cached_model(target.repo, quant=first.quant, filename=None if first.quant else first.filename)
-        if paths:
-            shape = header_shape(_read_local(paths[0]), paths[0])
-            options.append(evaluate(first.quant or first.filename, first.quant, tuple(f.filename for f in group),
-                                    shape.file_size, shape, hw, request, path=paths[0]))
+    options = cached_options(target.repo, hw, request)
     index = choose_option(options, request)
     if index is None:
         return None
     chosen = options[index]
     return f"{target.repo}:{chosen.quant}" if chosen.quant else f"{target.repo}/{chosen.filenames[0]}"
+
+
+def cached_options(repo: str, hw: Hardware, request: FitRequest) -> list[FitOption]:
+    """Every downloaded quant of a repo (verified, as localgen last listed the repo) with its estimate and plan, from
+    the local files' headers (no network)."""
+    from localgen import hub_cache
+
+    options = []
+    for group in _groups(hub_cache.cached_listing(repo) or [], repo):
+        first = group[0]
+        paths = hub_cache.cached_model(repo, quant=first.quant, filename=None if first.quant else first.filename)
+        if paths:
+            shape = header_shape(_read_local(paths[0]), paths[0])
+            options.append(evaluate(first.quant or first.filename, first.quant, tuple(f.filename for f in group),
+                                    shape.file_size, shape, hw, request, path=paths[0]))
+    return options
 
 
 def _read_local(path: Path) -> GGUFInfo:

@@ -792,3 +792,20 @@ def test_a_downloaded_quant_that_does_not_fit_names_the_smaller_quants_of_its_re
     table = run_localgen("fit", "--offline", f"{REPO}:Q8_0", env=tiny)
     assert table.returncode == 0 and f"; {smaller}" in table.err, table.err
     assert hubenv.server.requests == []
+
+
+def test_fit_offline_of_a_repo_shows_each_downloaded_quant_and_marks_the_one_run_uses(
+        hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
+    _serve(hubenv, quant_files)
+    for quant in ("Q8_0", "F16"):
+        assert run_localgen("pull", f"{REPO}:{quant}", env=hubenv.env).returncode == 0
+    hubenv.server.requests.clear()
+    table = run_localgen("fit", "--offline", REPO, env=hubenv.env)
+    assert table.returncode == 0, table.err
+    assert [row.split("\t")[0] for row in table.out.splitlines()[1:]] == ["Q8_0", "F16"], table.out
+    assert "localgen: Q8_0 is the quant localgen would use here" in table.err
+    report = json.loads(run_localgen("fit", "--offline", REPO, "--json", env=hubenv.env).out)
+    assert [o["label"] for o in report["options"]] == ["Q8_0", "F16"] and report["chosen"] == "Q8_0"
+    named = run_localgen("fit", "--offline", f"{REPO}:F16", env=hubenv.env)
+    assert [row.split("\t")[0] for row in named.out.splitlines()[1:]] == ["F16"], "a quant named: that one alone"
+    assert hubenv.server.requests == []
