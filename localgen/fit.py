@@ -234,7 +234,7 @@ def _largest_context(shape: ModelShape, hw: Hardware, request: FitRequest, floor
     return max(low * CONTEXT_PAD, floor)
 
 
-def _fitting_context(shape: ModelShape, hw: Hardware, request: FitRequest, below: int) -> int | None:
+def fitting_context(shape: ModelShape, hw: Hardware, request: FitRequest, below: int) -> int | None:
     """The largest context under `below` (a multiple of 256, holding at least the prompt) that fits, if any."""
     least = padded_context(max(request.floor_ctx, 1))
     if least >= below or not estimate_at(shape, hw, least, request)[1]:
@@ -264,7 +264,7 @@ def insufficient_memory(shape: ModelShape, hw: Hardware, est: MemoryEstimate, re
         where += f" and {binary_size(hw.vram_budget_bytes)} of free VRAM"
     options = [_fewer_bits(shape, () if smallest_quant else smaller_quants)]
     kv_could_help = est.ram_bytes - est.kv_bytes < hw.ram_budget_bytes  # not when the rest alone is too big
-    smaller = _fitting_context(shape, hw, request, n_ctx)  # the KV cache and the attention scores shrink with it
+    smaller = fitting_context(shape, hw, request, n_ctx)  # the KV cache and the attention scores shrink with it
     if smaller is not None:
         options.append(f"a smaller context (--ctx-size {smaller}, the most that fits)")
     if request.kv_type == "f16" and request.flash_attn != "off" and (kv_could_help or _fits_with_q8_0(

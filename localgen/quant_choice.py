@@ -20,6 +20,7 @@ from localgen.fit import (
     FitRequest,
     LoadPlan,
     estimate_at,
+    fitting_context,
     ignored_requests,
     insufficient_memory,
     plan_fit,
@@ -437,7 +438,10 @@ def _choose_download(reference: str | None, target: _Target, *, hw: Hardware,
             return reference, ()  # no header to judge by: the load after the download will tell
         groups = _groups(hub.list_gguf_files(target.repo), target.repo)  # the listing find_model fetched
         sizes = [(g[0].quant or g[0].filename, sum(f.size for f in g)) for g in groups]
-        plan_fit(shape, hw, request, label=model.label, smaller_quants=_smaller_quants(sizes, model.size))
+        try:
+            plan_fit(shape, hw, request, label=model.label, smaller_quants=_smaller_quants(sizes, model.size))
+        except InsufficientMemoryError as exc:
+            return reference, (_pulled_at_a_smaller_context(exc, shape, hw, request, model.label),)
         return reference, ()
     options = hub_options(target.repo, hw, request)
     index = choose_option(options, request)
@@ -453,6 +457,19 @@ def _choose_download(reference: str | None, target: _Target, *, hw: Hardware,
     which = "the only quant, and it fits" if count == 1 else f"the best that fits of {counted(count, 'quant')}"
     note = f"chose {ref} ({binary_size(chosen.file_size)}), {which}: {chosen.plan.describe()}"
     return ref, (note,)
+
+
+def _pulled_at_a_smaller_context(refusal: InsufficientMemoryError, shape: ModelShape, hw: Hardware,
+                                 request: FitRequest, label: str) -> str:
+    """`pull` of a named quant that fits only at a smaller context than a run takes by default: the note that says
+    which to run it at (a run would be refused; a pull only downloads). Anything else re-raises the refusal."""
+    from localgen.hub_errors import running_command
+
+    most = fitting_context(shape, hw, request, refusal.n_ctx) if running_command() == "pull" else None
+    if most is None:
+        raise refusal
+    return (f"{label} fits here only at a context of {most:,} tokens or less (it needs "
+            f"{binary_size(refusal.needed_bytes)} at {refusal.n_ctx:,}): run it with --ctx-size {most}")
 
 
 def resolve_downloaded(reference: str | None, *, offline: bool | None, hw: Hardware | None = None,

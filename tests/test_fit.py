@@ -809,3 +809,25 @@ def test_fit_offline_of_a_repo_shows_each_downloaded_quant_and_marks_the_one_run
     named = run_localgen("fit", "--offline", f"{REPO}:F16", env=hubenv.env)
     assert [row.split("\t")[0] for row in named.out.splitlines()[1:]] == ["F16"], "a quant named: that one alone"
     assert hubenv.server.requests == []
+
+
+def test_pull_downloads_a_named_quant_that_fits_only_at_a_smaller_context_and_says_which(
+        hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
+    _serve(hubenv, quant_files)
+    shape = read_shape(quant_files["Q8_0"])
+    need = {n: estimate_memory(shape, n_ctx=n).ram_bytes for n in (1024, fit.MIN_AUTO_CONTEXT)}
+    between = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(int(sum(need.values()) / 2 / hardware.RAM_USABLE_FRACTION))}
+    run = run_localgen("run", "-m", f"{REPO}:Q8_0", "hi", "-n", "1", env=between)
+    assert run.returncode == 1 and "or a smaller context (--ctx-size " in run.err, "a run at 2,048 tokens: refused"
+    assert hubenv.blobs(REPO) == []
+    pulled = run_localgen("pull", f"{REPO}:Q8_0", env=between)  # a pull only downloads: --ctx-size is run's
+    assert pulled.returncode == 0 and pulled.out.strip().endswith("fit-Q8_0.gguf"), pulled.err
+    most = re.search(r"fits here only at a context of ([\d,]+) tokens or less \(it needs [\d.]+ MiB at 2,048\): run "
+                     r"it with --ctx-size (\d+)\n", pulled.err)
+    assert most is not None and int(most[2]) == int(most[1].replace(",", "")) >= 1024, pulled.err
+    ran = run_localgen("run", "-m", f"{REPO}:Q8_0", "hi", "-n", "1", "--ctx-size", most[2], env=between)
+    assert ran.returncode == 0, ran.err
+    tiny = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(int(estimate_memory(read_shape(quant_files["F16"]), n_ctx=256)
+                                                           .ram_bytes * 0.9 / hardware.RAM_USABLE_FRACTION))}
+    refused = run_localgen("pull", f"{REPO}:F16", env=tiny)  # no context fits: it could never run here
+    assert refused.returncode == 1 and "needs about" in refused.err and "--ctx-size" not in refused.err, refused.err
