@@ -447,9 +447,12 @@ def _choose_download(reference: str | None, target: _Target, *, hw: Hardware,
     index = choose_option(options, request)
     if index is None:
         smallest = _smallest(options)
-        if smallest is None:
+        if smallest is None or smallest.shape is None:
             return reference, ()
-        raise _too_big_repo(target.repo, smallest, hw, request)
+        ref = f"{target.repo}:{smallest.quant}" if smallest.quant else f"{target.repo}/{smallest.filenames[0]}"
+        note = _pulled_at_a_smaller_context(_too_big_repo(target.repo, smallest, hw, request), smallest.shape, hw,
+                                            request, ref)
+        return ref, (f"chose the smallest quant, as none fits at the context a run takes by default: {note}",)
     chosen = options[index]
     assert chosen.plan is not None
     ref = f"{target.repo}:{chosen.quant}" if chosen.quant else f"{target.repo}/{chosen.filenames[0]}"

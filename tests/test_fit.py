@@ -831,3 +831,18 @@ def test_pull_downloads_a_named_quant_that_fits_only_at_a_smaller_context_and_sa
                                                            .ram_bytes * 0.9 / hardware.RAM_USABLE_FRACTION))}
     refused = run_localgen("pull", f"{REPO}:F16", env=tiny)  # no context fits: it could never run here
     assert refused.returncode == 1 and "needs about" in refused.err and "--ctx-size" not in refused.err, refused.err
+
+
+def test_pull_of_a_repo_none_of_whose_quants_fits_at_the_default_context_takes_the_smallest(
+        hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
+    _serve(hubenv, quant_files)
+    shape = read_shape(quant_files["Q4_0"])
+    need = {n: estimate_memory(shape, n_ctx=n).ram_bytes for n in (1024, fit.MIN_AUTO_CONTEXT)}
+    between = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(int(sum(need.values()) / 2 / hardware.RAM_USABLE_FRACTION))}
+    pulled = run_localgen("pull", REPO, env=between)
+    assert pulled.returncode == 0 and pulled.out.strip().endswith("fit-Q4_0.gguf"), pulled.err
+    assert re.search(r"chose the smallest quant, as none fits at the context a run takes by default: org/fit-GGUF:"
+                     r"Q4_0 fits here only at a context of [\d,]+ tokens or less \(it needs [\d.]+ MiB at 2,048\): "
+                     r"run it with --ctx-size \d+\n", pulled.err), pulled.err
+    run = run_localgen("run", "-m", REPO, "hi", env=between)
+    assert run.returncode == 1 and "try a smaller model, or a smaller context" in run.err, run.err
