@@ -311,7 +311,7 @@ def fit(
     from localgen.fit import FitRequest
     from localgen.hardware import cpu_only_warning_once, probe_hardware
     from localgen.inputs import named_as_typed
-    from localgen.quant_choice import fit_report, report_table
+    from localgen.quant_report import fit_report, report_table
 
     if reference is not None and model is not None and reference != model:
         raise UsageError(f"fit takes one model, and was given two: {reference} and -m {model}",

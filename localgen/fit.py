@@ -8,7 +8,7 @@ plan_fit, from the model's shape (estimate.py) and the machine (hardware.py):
     tokens the prompt could take (prompt_floor). KV type: f16 unless asked. --gpu-layers, --no-gpu, --ctx-size
     and --kv-type override the choices; a model that does not fit raises InsufficientMemoryError before any
     download or load.
-Choosing among a repo's quants is quant_choice.py's.
+Choosing among a repo's quants is quant_choice.py's; `localgen fit`'s report of them, quant_report.py's.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Headers are read with HTTP range requests (hub_range.read_header_bytes). When a repo is named without a quant
 (choose_option): among the quants that fit, the full context first, then everything on the GPU, then the most bits
-per weight up to Q8_0's (F16/BF16/F32 only when no quantized file fits). Also `localgen fit`'s report and table,
-and `localgen models show`'s one-line plan.
+per weight up to Q8_0's (F16/BF16/F32 only when no quantized file fits). Also `localgen models show`'s one-line
+plan; `localgen fit`'s report of the options is quant_report.py's.
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ from localgen.fit import (
     LoadPlan,
     estimate_at,
     fitting_context,
-    ignored_requests,
     insufficient_memory,
     plan_fit,
     target_context,
 )
 from localgen.hardware import Hardware, probe_hardware
-from localgen.hub_choice import choose_model, is_auxiliary, no_gguf_files, only_auxiliary
+from localgen.hub_choice import choose_model, is_auxiliary, only_auxiliary
 from localgen.units import binary_size, counted
 
 if TYPE_CHECKING:
@@ -196,28 +195,7 @@ def local_option(path: Path, hw: Hardware, request: FitRequest, *, label: str | 
 
 
 @dataclass(frozen=True)
-class FitReport:
-    """`localgen fit`: the candidates for a reference on this hardware, and the one a run would use."""
-
-    reference: str
-    repo: str | None
-    hardware: Hardware
-    request: FitRequest
-    options: tuple[FitOption, ...]
-    chosen: int | None
-    notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, object]:
-        """A JSON-ready description."""
-        return {"reference": self.reference, "repo": self.repo, "hardware": self.hardware.to_dict(),
-                "ctx_size": self.request.ctx_size, "kv_type": self.request.kv_type,
-                "options": [o.to_dict() | {"chosen": i == self.chosen} for i, o in enumerate(self.options)],
-                "chosen": self.options[self.chosen].label if self.chosen is not None else None,
-                "notes": list(self.notes)}
-
-
-@dataclass(frozen=True)
-class _Target:
+class Target:
     """Where a reference points: a local path, or a Hub repo with the quant or file named (if any)."""
 
     text: str  # the reference as given, or the default model's name
@@ -230,7 +208,7 @@ class _Target:
     spec: ModelSpec | None  # the registry entry named, if one is
 
 
-def _target(reference: str | None) -> _Target:
+def model_target(reference: str | None) -> Target:
     """Parse a reference the way resolve_model does."""
     from localgen.config import settings
     from localgen.registry import hub_target, load_registry
@@ -239,122 +217,14 @@ def _target(reference: str | None) -> _Target:
     ref = registry.reference(reference if reference is not None else registry.default_reference())
     spec = registry.spec_for(ref)
     if ref.path is not None:  # a path, or an entry's own file (spec)
-        return _Target(text=ref.text, path=ref.path, repo=None, quant=None, filename=None,
+        return Target(text=ref.text, path=ref.path, repo=None, quant=None, filename=None,
                        default_ctx=spec.context if spec is not None else None, ref=ref, spec=spec)
     repo, quant, filename = hub_target(ref, spec)
-    return _Target(text=ref.text, path=None, repo=repo, quant=quant, filename=filename,
+    return Target(text=ref.text, path=None, repo=repo, quant=quant, filename=filename,
                    default_ctx=spec.context if spec is not None else None, ref=ref, spec=spec)
 
 
-def _named_index(options: Sequence[FitOption], files: Sequence[HubFile], target: _Target) -> int | None:
-    """The option a named quant or file points at."""
-    assert target.repo is not None
-    group = choose_model(list(files), quant=target.quant, filename=target.filename, repo=target.repo)
-    return next((i for i, o in enumerate(options) if o.filenames[0] == group[0].filename), None)
-
-
-def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | None = None,
-               offline: bool | None = None) -> FitReport:
-    """Estimate and plan every quant of a reference's repo (or its one local file) and mark the one to use."""
-    from localgen.hub_errors import blamed_on_entry
-
-    target = _target(reference)
-    with blamed_on_entry(target.spec, target.ref):
-        return _fit_report(reference, target, request=request, hw=hw or probe_hardware(), offline=offline)
-
-
-def _fit_report(reference: str | None, target: _Target, *, request: FitRequest, hw: Hardware,
-                offline: bool | None) -> FitReport:
-    """fit_report of a parsed reference."""
-    from localgen import hub
-
-    request = replace(request, default_ctx=target.default_ctx)
-    text = target.text
-    notes = ignored_requests(request, hw)
-    survey_error: LocalgenError | None = None
-    if target.path is None and target.repo is not None and not (offline or hub.is_offline()):
-        try:
-            files = hub.list_gguf_files(target.repo)
-            if not files:
-                raise no_gguf_files(target.repo)
-            options = hub_options(target.repo, hw, request, files=files)
-            if target.quant or target.filename:
-                index = _named_index(options, files, target)
-                options, refused = _pin_refusal(options, index, files, target)
-                smaller = _smaller_quants([(o.label, o.file_size) for o in options],
-                                          options[index].file_size) if index is not None else None
-                notes.extend([refused] if refused else _named_refusal(options, index, text, hw, request,
-                                                                      smaller=smaller))
-            else:
-                index = choose_option(options, request)
-                notes.extend(_repo_refusal(options, target.repo, hw, request))
-            return FitReport(text, target.repo, hw, request, tuple(options), _marked(options, index), tuple(notes))
-        except LocalgenError as exc:
-            survey_error = exc
-            notes.append(f"showing the local copy only: {exc.message} (--offline skips asking the Hub)")
-    try:
-        resolved = resolve_downloaded(reference, offline=offline, hw=hw, request=request)
-    except ModelNotFoundError:
-        if survey_error is not None:
-            raise survey_error from None  # not downloaded either: the Hub's error is the one to fix
-        raise
-    option = local_option(resolved.path, hw, request, label=target.quant or resolved.ref.quant)
-    notes.extend(_named_refusal([option], 0, text, hw, request, smaller=listed_smaller_quants(resolved)))
-    options = _with_other_downloads(option, target, hw, request)
-    index = next(i for i, o in enumerate(options) if o.path == option.path)
-    return FitReport(text, target.repo, hw, request, tuple(options), _marked(options, index), tuple(notes))
-
-
-def _with_other_downloads(option: FitOption, target: _Target, hw: Hardware, request: FitRequest) -> list[FitOption]:
-    """For a repo named without a quant: the downloaded quant a run would use, and the repo's other downloaded quants
-    beside it, smallest first (the one option alone otherwise)."""
-    if target.repo is None or target.quant or target.filename or option.path is None:
-        return [option]
-    others = [o for o in cached_options(target.repo, hw, request) if o.path != option.path]
-    return sorted([option, *others], key=lambda o: o.file_size)
-
-
-def _pin_refusal(options: list[FitOption], index: int | None, files: Sequence[HubFile],
-                 target: _Target) -> tuple[list[FitOption], str | None]:
-    """The options, the named one marked as refused when the Hub's file is not the one its registry entry pins (its
-    sha256 or size, as a run refuses it before downloading), and that refusal as a note (None when none)."""
-    from localgen import hub
-    from localgen.resolve import entry_pin
-
-    pin = entry_pin(target.spec, target.ref)
-    if pin is None or index is None:
-        return options, None
-    option = options[index]
-    first = next(f for f in files if f.filename == option.filenames[0])
-    try:
-        hub.check_pin(f"{first.repo}/{first.filename}", first.sha256, first.size, pin)
-    except LocalgenError as exc:
-        name = target.spec.name if target.spec is not None else target.text
-        refused = replace(option, plan=None, problem=f"not the file [models.{name}] pins")
-        return [*options[:index], refused, *options[index + 1:]], _refusal_note(exc)
-    return options, None
-
-
-def _marked(options: Sequence[FitOption], index: int | None) -> int | None:
-    """The option to mark as the one a run would use: only one that fits (a run refuses the others)."""
-    return index if index is not None and options[index].plan is not None else None
-
-
-def _named_refusal(options: Sequence[FitOption], index: int | None, subject: str, hw: Hardware,
-                   request: FitRequest, *, smaller: Sequence[str] | None = None) -> list[str]:
-    """Run's refusal of the named quant or file (subject: the reference) as a note, when it does not fit; smaller:
-    the repo's quants with smaller files, nearest first, for its hint (None: not known)."""
-    option = options[index] if index is not None else None
-    if option is None or option.plan is not None or option.shape is None:
-        return []
-    try:
-        plan_fit(option.shape, hw, request, label=subject, smaller_quants=smaller)
-    except InsufficientMemoryError as exc:
-        return [_refusal_note(exc, lead="" if any(o.plan for o in options) else "nothing fits here: ")]
-    return []
-
-
-def _smaller_quants(sizes: Sequence[tuple[str, int]], size: int) -> tuple[str, ...]:
+def smaller_quants(sizes: Sequence[tuple[str, int]], size: int) -> tuple[str, ...]:
     """The quants (labels) of a repo whose files are smaller than size, the nearest first."""
     return tuple(label for label, other in sorted(sizes, key=lambda pair: -pair[1]) if other < size)
 
@@ -373,7 +243,7 @@ def listed_smaller_quants(resolved: ResolvedModel) -> tuple[str, ...] | None:
     if own is None:
         return None
     sizes = [(g[0].quant or g[0].filename, sum(f.size for f in g)) for g in groups]
-    return _smaller_quants(sizes, sum(f.size for f in own))
+    return smaller_quants(sizes, sum(f.size for f in own))
 
 
 def plan_resolved(resolved: ResolvedModel, shape: ModelShape, hw: Hardware, request: FitRequest) -> LoadPlan:
@@ -388,20 +258,7 @@ def plan_resolved(resolved: ResolvedModel, shape: ModelShape, hw: Hardware, requ
     return plan_fit(shape, hw, request, label=resolved.display_name, smaller_quants=smaller)  # refused, naming them
 
 
-def _repo_refusal(options: Sequence[FitOption], repo: str, hw: Hardware, request: FitRequest) -> list[str]:
-    """Run's refusal of a repo named without a quant ('no quant of ORG/REPO fits') as a note, when none fits."""
-    smallest = _smallest(options)
-    if smallest is None or any(o.plan for o in options):
-        return []
-    return [_refusal_note(_too_big_repo(repo, smallest, hw, request))]
-
-
-def _refusal_note(refusal: LocalgenError, *, lead: str = "") -> str:
-    """A refusal, its hint (what would help) included, as one note line."""
-    return f"{lead}{refusal.message}" + (f"; {refusal.hint}" if refusal.hint else "")
-
-
-def _smallest(options: Sequence[FitOption]) -> FitOption | None:
+def smallest_option(options: Sequence[FitOption]) -> FitOption | None:
     """The option that needs the least RAM, among those whose header could be read."""
     readable = [o for o in options if o.estimate is not None and o.shape is not None]
     return min(readable, key=lambda o: o.estimate.ram_bytes if o.estimate else 0) if readable else None
@@ -415,14 +272,14 @@ def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest)
     from localgen.hub import one_listing_per_repo
     from localgen.hub_errors import blamed_on_entry
 
-    target = _target(reference)
+    target = model_target(reference)
     if target.repo is None:
         return reference, ()
     with blamed_on_entry(target.spec, target.ref), one_listing_per_repo():
         return _choose_download(reference, target, hw=hw, request=replace(request, default_ctx=target.default_ctx))
 
 
-def _choose_download(reference: str | None, target: _Target, *, hw: Hardware,
+def _choose_download(reference: str | None, target: Target, *, hw: Hardware,
                      request: FitRequest) -> tuple[str | None, tuple[str, ...]]:
     """choose_download of a parsed reference to a Hub repo."""
     from localgen import hub
@@ -439,18 +296,18 @@ def _choose_download(reference: str | None, target: _Target, *, hw: Hardware,
         groups = _groups(hub.list_gguf_files(target.repo), target.repo)  # the listing find_model fetched
         sizes = [(g[0].quant or g[0].filename, sum(f.size for f in g)) for g in groups]
         try:
-            plan_fit(shape, hw, request, label=model.label, smaller_quants=_smaller_quants(sizes, model.size))
+            plan_fit(shape, hw, request, label=model.label, smaller_quants=smaller_quants(sizes, model.size))
         except InsufficientMemoryError as exc:
             return reference, (_pulled_at_a_smaller_context(exc, shape, hw, request, model.label),)
         return reference, ()
     options = hub_options(target.repo, hw, request)
     index = choose_option(options, request)
     if index is None:
-        smallest = _smallest(options)
+        smallest = smallest_option(options)
         if smallest is None or smallest.shape is None:
             return reference, ()
         ref = f"{target.repo}:{smallest.quant}" if smallest.quant else f"{target.repo}/{smallest.filenames[0]}"
-        note = _pulled_at_a_smaller_context(_too_big_repo(target.repo, smallest, hw, request), smallest.shape, hw,
+        note = _pulled_at_a_smaller_context(too_big_repo(target.repo, smallest, hw, request), smallest.shape, hw,
                                             request, ref)
         return ref, (f"chose the smallest quant, as none fits at the context a run takes by default: {note}",)
     chosen = options[index]
@@ -494,7 +351,7 @@ def choose_cached(reference: str | None, *, hw: Hardware, request: FitRequest) -
     """For a repo named without a quant: the best already downloaded quant that fits, as ORG/REPO:QUANT (no
     network); None when there is none."""
 
-    target = _target(reference)
+    target = model_target(reference)
     if target.repo is None or target.quant or target.filename:
         return None
     request = replace(request, default_ctx=target.default_ctx)
@@ -529,7 +386,7 @@ def _read_local(path: Path) -> GGUFInfo:
     return read_gguf(path)
 
 
-def _too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitRequest) -> InsufficientMemoryError:
+def too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitRequest) -> InsufficientMemoryError:
     """The error when not even a repo's smallest quant fits."""
     assert smallest.shape is not None
     n_ctx = min(target_context(smallest.shape, request), MIN_AUTO_CONTEXT)
@@ -537,24 +394,6 @@ def _too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitRequ
     return insufficient_memory(smallest.shape, hw, est, request, n_ctx,
                                subject=f"no quant of {repo} fits: even the smallest, {repo}:{smallest.label},",
                                smallest_quant=True)
-
-
-def report_table(report: FitReport) -> tuple[str, list[str], list[list[str]]]:
-    """A title line, headers and rows for `localgen fit` (report.chosen is the index of the chosen row)."""
-    hw = report.hardware
-    gpus = ", ".join(f"{g.name} ({binary_size(g.free_bytes)} free)" for g in hw.gpus) or (
-        "none usable (CPU-only llama.cpp build)" if hw.nvidia_gpus else "none")
-    title = (f"{report.reference}: RAM {binary_size(hw.ram_budget_bytes)} usable of "
-             f"{binary_size(hw.memory.available_bytes)} available ({hw.memory.source}); GPU: {gpus}")
-    headers = ["QUANT", "FILE", "WEIGHTS", "KV", "TOTAL", "FITS", "PLAN"]
-    rows = []
-    for option in report.options:
-        e = option.estimate
-        kv = f"{binary_size(e.kv_bytes)} @ {e.n_ctx:,}" if e else "-"  # the plan's context, or the refused one
-        plan = option.plan.describe() if option.plan else (option.problem or "-")
-        rows.append([option.label, binary_size(option.file_size), binary_size(e.weights_bytes) if e else "-", kv,
-                     binary_size(e.total_bytes) if e else "-", option.fits_in, plan])
-    return title, headers, rows
 
 
 def plan_summary(path: Path, *, default_ctx: int | None = None, hw: Hardware | None = None) -> str:
