@@ -1,37 +1,22 @@
-"""The models on this machine: list them (bundled, your own files, downloaded, and the registry's), remove one, remember
-last use.
-
-Downloaded models live in the Hugging Face cache, where a snapshot entry links to a blob that
-other entries may share (the same file at two commits, two names with the same content, or Xet's
-cache-wide shared blob store). Removing a model deletes its snapshot entries and only the blobs
-that nothing else in the cache still links to. No network, no printing: frozen results only.
+"""The models on this machine: list them (bundled, your own files, downloaded, and the registry's), and remember last
+use. Downloaded models live in the Hugging Face cache; removing one is model_removal.py's. No network, no printing:
+frozen results only.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import importlib.util
 import os
-import shlex
-import shutil
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from localgen import hub_cache
 from localgen.config import settings
-from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
+from localgen.errors import LocalgenError, ModelNotFoundError
 from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
-from localgen.references import ModelRef, normalize_quant, quant_of_filename
-from localgen.registry import (
-    ModelSpec,
-    Registry,
-    hub_target,
-    load_registry,
-    own_file_problem,
-    own_file_refusal,
-)
+from localgen.references import normalize_quant, quant_of_filename
+from localgen.registry import ModelSpec, Registry, load_registry, own_file_problem
 from localgen.storage import atomic_write_bytes
 from localgen.verify import is_verified, path_key
 
@@ -70,25 +55,6 @@ class ListedModel:
     description: str
     downloaded: bool
     model: CachedModel | None = None
-
-
-@dataclass(frozen=True)
-class RemovedModel:
-    """What removing a model deleted (or would delete, for a dry run)."""
-
-    name: str
-    paths: tuple[Path, ...]
-    bytes_freed: int
-    kept_shared: tuple[Path, ...]
-    dry_run: bool = False
-    repo: str = ""  # the Hub repository the files came from
-    entries: tuple[Path, ...] = ()  # its snapshot entries (links to the data), in every snapshot
-    shared_later: tuple[str, ...] = ()  # the models removed later in the same command that its kept data goes with
-
-    @property
-    def described(self) -> str:
-        """The name, with the repository when the name is a registry name (which the bundled copy may share)."""
-        return self.name if self.name.startswith(self.repo) else f"{self.name} from {self.repo}"
 
 
 # ----------------------------------------------------------------------------- last use
@@ -221,7 +187,7 @@ def _own_file_model(spec: ModelSpec) -> CachedModel:
                        verified=False, missing_shards=len(missing), problem=problem)
 
 
-def _hub_groups(*, dangling: bool = False) -> dict[tuple[str, str], list[hub_cache.CachedHubFile]]:
+def hub_groups(*, dangling: bool = False) -> dict[tuple[str, str], list[hub_cache.CachedHubFile]]:
     """Cached GGUF files grouped by (repo, model): one file, or all shards of a split (dangling: as
     cached_gguf_files takes it)."""
     groups: dict[tuple[str, str], list[hub_cache.CachedHubFile]] = {}
@@ -233,7 +199,7 @@ def _hub_groups(*, dangling: bool = False) -> dict[tuple[str, str], list[hub_cac
 def _hub_models(registry: Registry) -> list[CachedModel]:
     """One CachedModel per model in the HF cache (the newest snapshot when several hold it)."""
     models = []
-    for (repo, _key), files in _hub_groups().items():
+    for (repo, _key), files in hub_groups().items():
         by_revision: dict[str, list[hub_cache.CachedHubFile]] = {}
         for f in files:
             by_revision.setdefault(f.revision, []).append(f)
@@ -241,7 +207,7 @@ def _hub_models(registry: Registry) -> list[CachedModel]:
         newest.sort(key=lambda f: shard_of(f.filename)[0] or 0)
         quant = quant_of(newest[0].filename)
         models.append(CachedModel(
-            name=_display_name(registry, repo, quant, newest[0].filename),
+            name=display_name(registry, repo, quant, newest[0].filename),
             repo=repo, quant=quant, size=sum(f.size for f in newest),
             last_used=last_used(newest[0].path), path=newest[0].path,
             paths=tuple(f.path for f in newest), source=SOURCE_HUB,
@@ -256,7 +222,7 @@ def _missing_shards(files: list[hub_cache.CachedHubFile]) -> int:
     return 0 if count is None else max(0, count - len(files))
 
 
-def _display_name(registry: Registry, repo: str, quant: str | None, filename: str) -> str:
+def display_name(registry: Registry, repo: str, quant: str | None, filename: str) -> str:
     """The shortest reference that selects this file: a registry name, ORG/REPO:QUANT, or ORG/REPO/FILE."""
     files = hub_cache.cached_listing(repo) or []
 
@@ -278,211 +244,3 @@ def _display_name(registry: Registry, repo: str, quant: str | None, filename: st
     if quant and picks(quant, None):
         return f"{repo}:{quant}"
     return f"{repo}/{filename}"
-
-
-# ----------------------------------------------------------------------------- removal
-
-
-@dataclass(frozen=True)
-class Removals:
-    """What the models removed before and after one in the same command (`models rm A B`) take: the paths the ones
-    before delete, and the snapshot entries of the ones after, by the name of their model."""
-
-    gone: frozenset[Path] = frozenset()
-    later: tuple[tuple[Path, str], ...] = ()
-
-
-def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
-                 others: Removals = Removals()) -> RemovedModel:
-    """Delete a downloaded model's files from the HF cache, keeping blobs other models still use (others: what the
-    models removed with it in the same command take, so that data shared with one removed later goes with that one,
-    and a dry run does not count what one removed before deletes)."""
-    own = registry.own_file_entry(reference)
-    if own is not None:
-        raise own_file_refusal(own, "delete")
-    ref = registry.reference(reference)
-    if ref.kind == "path":
-        _refuse_path(registry, ref)
-    repo, quant, pattern, spec = _target(registry, ref)
-    groups = [fs for (r, _k), fs in _hub_groups(dangling=True).items()  # data deleted by hand: its links go too
-              if r.lower() == repo.lower()]
-    matches = [fs for fs in groups if _group_matches(fs, quant, pattern)]
-    if not matches:
-        bundled_quant = normalize_quant(spec.quant) if spec is not None and spec.quant else None
-        if spec is not None and spec.package and bundled_file(spec) is not None and quant in (None, bundled_quant):
-            # nothing of it in the cache (a download of it would go): a model not found, not a usage mistake
-            raise _bundled_not_removable(spec, f"{spec.name} is bundled with the {spec.package} Python package",
-                                         ModelNotFoundError)
-        raise ModelNotFoundError(f"{reference} is not in the cache", hint="see `localgen models list`")
-    if len(matches) > 1:
-        names = sorted(_display_name(registry, repo, quant_of(fs[0].filename), fs[0].filename) for fs in matches)
-        raise UsageError(f"several cached models match {reference}: {', '.join(names)}",
-                         hint=f"name the one to remove, or each: `{shlex.join(['localgen', 'models', 'rm', *names])}`")
-    files = matches[0]
-    name = _display_name(registry, files[0].repo, quant_of(files[0].filename), files[0].filename)
-    return _remove_files(name, files, dry_run=dry_run, others=others)
-
-
-def _refuse_path(registry: Registry, ref: ModelRef) -> None:
-    """A file path is never removed: the bundled file gets its own message."""
-    target = ref.path.resolve() if ref.path else None
-    for spec in registry.models.values():
-        bundled = bundled_file(spec)
-        if bundled is not None and target == bundled.resolve():
-            raise _bundled_not_removable(spec, f"{ref.text} is the bundled {spec.name} model", UsageError)
-    model = _cached_model_of(registry, ref.path) if ref.path is not None else None
-    if model is not None:  # a path into the Hugging Face cache (in any snapshot): its model goes by its name
-        raise UsageError(f"{ref.text} is a file of the cached model {model}",
-                         hint=f"remove the whole model (every shard, and its blobs): localgen models rm "
-                              f"{shlex.quote(model)}")
-    raise UsageError(f"{ref.text} is a file path; localgen only removes models it downloaded",
-                     hint="delete the file yourself if you no longer need it")
-
-
-def _cached_model_of(registry: Registry, path: Path) -> str | None:
-    """The name of the cached model a path is a file of, in the newest snapshot or an older one (None: of none)."""
-    try:
-        target = path.resolve()
-    except (OSError, RuntimeError):
-        return None
-    for (repo, _key), files in _hub_groups(dangling=True).items():
-        for f in files:
-            if path == f.path or target == f.path.resolve() or target == f.path.parent.resolve() / f.path.name:
-                return _display_name(registry, repo, quant_of(f.filename), f.filename)
-    return None
-
-
-def _bundled_not_removable(spec: ModelSpec, what: str, kind: type[LocalgenError]) -> LocalgenError:
-    """The refusal to remove a bundled model's file (what names it), with the command that does: a kind of
-    ModelNotFoundError for a name that has nothing in the cache, UsageError for a path (never removed)."""
-    return kind(f"{what} and cannot be removed", hint=f"`pip uninstall {spec.distribution}` removes it")
-
-
-def _target(registry: Registry, ref: ModelRef) -> tuple[str, str | None, str | None, ModelSpec | None]:
-    """(repo, quant, file name or glob, registry spec) for a reference to a Hub model."""
-    spec = registry.spec_for(ref)
-    repo, quant, filename = hub_target(ref, spec)
-    return repo, normalize_quant(quant) if quant else None, filename, spec
-
-
-def _group_matches(files: list[hub_cache.CachedHubFile], quant: str | None, pattern: str | None) -> bool:
-    """True when a cached model is the one a quant or file name selects (neither: any model)."""
-    if pattern:
-        low = pattern.lower()
-        if "/" in low:  # a path inside the repo: only that path
-            return any(f.filename.lower() == low or fnmatch.fnmatch(f.filename.lower(), low) for f in files)
-        base_names = (f.filename.rsplit("/", 1)[-1].lower() for f in files)
-        return any(base == low or fnmatch.fnmatch(base, low) for base in base_names)
-    if quant:
-        return quant_of(files[0].filename) == normalize_quant(quant)
-    return True
-
-
-def _snapshot_entries(root: Path) -> Iterable[Path]:
-    """Every file or link under every repo's snapshots folder in the HF cache."""
-    for repo_dir in root.glob("*--*"):
-        snapshots = repo_dir / "snapshots"
-        if snapshots.is_dir():
-            for dirpath, _dirs, names in os.walk(snapshots):
-                for name in names:
-                    yield Path(dirpath) / name
-
-
-def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: bool,
-                  others: Removals) -> RemovedModel:
-    """Delete the snapshot entries of these files in every snapshot, then the blobs nobody else uses."""
-    repo_dir = hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo)
-    plan = _removal_plan(repo_dir, files, others)
-    if not dry_run:
-        for path in reversed(plan.deleted):  # the data before the links to it: a failure leaves a model rm can retry
-            _unlink(path)
-            manifest = path.with_name(path.name + ".refs")
-            if path.parent.parent.name == "blobs" and manifest.is_file():
-                _unlink(manifest)  # Xet shared-store reference list of a deleted store blob
-        _prune(repo_dir)
-    return RemovedModel(name=name, paths=tuple(plan.deleted), bytes_freed=plan.freed,
-                        kept_shared=tuple(dict.fromkeys(plan.kept)), dry_run=dry_run, repo=files[0].repo,
-                        entries=tuple(plan.entries), shared_later=tuple(dict.fromkeys(plan.shared_later)))
-
-
-@dataclass
-class _Plan:
-    """What removing a model's files does: the paths deleted (links first, then the data they lead to), the data
-    kept because a model that stays uses it, the models removed later in the command that data kept goes with, its
-    snapshot entries and the bytes freed."""
-
-    entries: list[Path]
-    deleted: list[Path] = field(default_factory=list)
-    kept: list[Path] = field(default_factory=list)
-    shared_later: list[str] = field(default_factory=list)
-    freed: int = 0
-
-
-def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals: Removals) -> _Plan:
-    """What removing these files deletes, keeps and frees, with what others removed in the same command take."""
-    filenames = {f.filename for f in files}
-    plan = _Plan(entries=[repo_dir / "snapshots" / s.name / n
-                          for s in sorted((repo_dir / "snapshots").glob("*")) for n in sorted(filenames)
-                          if os.path.lexists(repo_dir / "snapshots" / s.name / n)])
-    users = _data_users(set(plan.entries) | removals.gone)
-    later = dict(removals.later)
-    for partial in hub_cache.orphaned_partials(files[0].repo):  # a killed download's part: no one will resume it
-        with contextlib.suppress(OSError):
-            if partial not in removals.gone:
-                plan.freed += partial.stat().st_size
-                plan.deleted.append(partial)
-    for entry in plan.entries:
-        chain = [entry]
-        if entry.is_symlink():
-            blob = hub_cache.blob_of(entry)
-            real = Path(os.path.realpath(blob))
-            sharing = users.get(blob, set()) | users.get(real, set())
-            if sharing and all(other in later for other in sharing):
-                plan.shared_later += [name for other, name in removals.later if other in sharing]  # in order
-            elif sharing:
-                plan.kept.append(real)
-            else:
-                chain += [blob, real] if blob.is_symlink() and real != blob else [blob]
-        for path in chain:
-            if path in plan.deleted or path in removals.gone or not os.path.lexists(path):
-                continue
-            if not path.is_symlink():
-                plan.freed += path.stat().st_size
-            plan.deleted.append(path)
-    return plan
-
-
-def _data_users(going: set[Path]) -> dict[Path, set[Path]]:
-    """The snapshot entries outside going that lead to each blob (and to each real file behind a link)."""
-    users: dict[Path, set[Path]] = {}
-    for entry in _snapshot_entries(hub_cache.hub_cache_dir()):
-        if entry in going:
-            continue
-        if entry.is_symlink():
-            users.setdefault(hub_cache.blob_of(entry), set()).add(entry)
-        users.setdefault(Path(os.path.realpath(entry)), set()).add(entry)
-    return users
-
-
-def _unlink(path: Path) -> None:
-    """Delete one file of a cached model; a file already gone is fine, any other failure is the user's to fix."""
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise LocalgenError(f"could not delete {path}: {exc.strerror or exc}",
-                            hint="check the permissions of the Hugging Face cache folder, then run the command again"
-                            ) from exc
-
-
-def _prune(repo_dir: Path) -> None:
-    """Remove empty snapshot folders; remove the repo folder once it holds no files at all."""
-    snapshots = repo_dir / "snapshots"
-    for dirpath, _dirs, _names in sorted(os.walk(snapshots), key=lambda t: len(t[0]), reverse=True):
-        with contextlib.suppress(OSError):
-            Path(dirpath).rmdir()  # only succeeds when empty
-    blobs = repo_dir / "blobs"
-    has_blobs = blobs.is_dir() and any(blobs.iterdir())
-    if not snapshots.exists() and not has_blobs:
-        shutil.rmtree(repo_dir, ignore_errors=True)

