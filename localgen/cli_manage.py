@@ -216,9 +216,10 @@ def _count(value: int | None) -> str:
     return f"{value:,}" if value else "unknown"
 
 
-def _show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | None, *, json_output: bool) -> None:
+def _show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | None, lacking: str | None, *,
+                       json_output: bool) -> None:
     """`models show` of a registry entry none of whose files is here: what the entry says (pin: what it pins of the
-    file), and how to download it."""
+    file), and how to download it, or what the repo lacked of it when localgen last listed it."""
     import shlex
 
     from localgen import console
@@ -237,7 +238,7 @@ def _show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | N
         *([("license", spec.license)] if spec.license else []),
         *([("file size", f"{binary_size(size)} ({size:,} bytes)")] if size else []),
         *([("sha256", sha)] if sha else []),
-        ("downloaded", f"no (`localgen pull {shlex.quote(reference)}` downloads it)"),
+        ("downloaded", f"no ({lacking or f'`localgen pull {shlex.quote(reference)}` downloads it'})"),
     ])
 
 

@@ -189,10 +189,10 @@ def _copy_source(path: Path) -> str:
     return f"hub (incomplete: {counted(missing, 'shard')} missing)" if missing else "hub (unverified)"
 
 
-def undownloaded_entry(text: str) -> tuple[ModelSpec, str, hub.Pin | None] | None:
-    """The registry entry a reference names, the quant it asks for and what the entry pins of that file, when no file
-    of it is here at all (not even one another tool downloaded): what `models show` describes from the entry
-    alone; else None."""
+def undownloaded_entry(text: str) -> tuple[ModelSpec, str, hub.Pin | None, str | None] | None:
+    """The registry entry a reference names, the quant it asks for, what the entry pins of that file and what the
+    repo lacked of it when localgen last listed it (None: nothing), when no file of it is here at all (not even one
+    another tool downloaded): what `models show` describes from the entry alone; else None."""
     registry = load_registry(settings().user_registry)
     ref = registry.reference(text)
     spec = registry.spec_for(ref)
@@ -201,7 +201,8 @@ def undownloaded_entry(text: str) -> tuple[ModelSpec, str, hub.Pin | None] | Non
     repo, quant, filename = hub_target(ref, spec)
     if hub_cache.unverified_file(repo, quant=quant, filename=filename) is not None:
         return None
-    return spec, normalize_quant(quant or ""), entry_pin(spec, ref)
+    lack = _listed_lack(repo, quant, filename)
+    return spec, normalize_quant(quant or ""), entry_pin(spec, ref), lack[1] if lack else None
 
 
 def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
@@ -247,24 +248,35 @@ def _refuse_unlisted(ref: ModelRef, spec: ModelSpec | None, repo: str, quant: st
                      flag: bool) -> None:
     """Offline, a quant or file that the repo lacked when localgen last listed it is said to be missing from it (not
     merely not downloaded); the Hub, which may have it since, is asked again only with the network."""
-    from localgen.hub_choice import choose_model
     from localgen.hub_errors import entry_error
+
+    lack = _listed_lack(repo, quant, filename)
+    if lack is None:
+        return
+    exc, what = lack
+    lacking = entry_error(exc, spec, ref)
+    blame = lacking.message[len(exc.message):]  # the models.toml entry it comes of, if any
+    again = f"to check the repo again, {offline_hint(ref.text, flag=flag)}"
+    raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {what}{blame}",
+                             hint=f"{lacking.hint}; {again}" if lacking.hint else again) from None
+
+
+def _listed_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubError, str] | None:
+    """The quant or file a repo lacked when localgen last listed it (the error choosing it raises, and that said
+    of the listing), or None: it had it, or localgen never listed the repo."""
+    from localgen.hub_choice import choose_model
     from localgen.hub_types import NotInRepoError
 
     listing = hub_cache.load_listing(repo)
     if listing is None:
-        return
+        return None
     try:
         choose_model(list(listing.files), quant=quant, filename=filename, repo=repo)
     except NotInRepoError as exc:
-        lacking = entry_error(exc, spec, ref)
         what = {"quant": f"no {normalize_quant(quant or '')} file", "file": f"no file {filename!r}"}.get(
             exc.key, "no GGUF model")
-        blame = lacking.message[len(exc.message):]  # the models.toml entry it comes of, if any
-        again = f"to check the repo again, {offline_hint(ref.text, flag=flag)}"
-        raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {repo} had {what} when localgen last "
-                                 f"listed it{blame}", hint=f"{lacking.hint}; {again}" if lacking.hint else again
-                                 ) from None
+        return exc, f"{repo} had {what} when localgen last listed it"
+    return None
 
 
 def _refuse_broken_header(path: Path, hint: str) -> None:

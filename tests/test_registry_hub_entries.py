@@ -112,6 +112,11 @@ def test_offline_a_quant_the_repo_lacked_when_last_listed_is_said_so_not_just_no
     assert typed.startswith(f"localgen: error: model '{TINY_REPO}/tiny-Q6_K.gguf' is not downloaded, and {TINY_REPO} "
                             "had no file 'tiny-Q6_K.gguf' when localgen last listed it (hint: GGUF files in this "
                             "repo: tiny-Q4_K_M.gguf, tiny-Q8_0.gguf; to check the repo again, drop --offline"), typed
+    shown = run_cli(hubenv.env, "models", "show", "mine")
+    assert shown.returncode == 0 and shown.stdout.splitlines()[-1].split(None, 1) == [
+        "downloaded:", f"no ({TINY_REPO} had no Q5_K_M file when localgen last listed it)"], shown.stdout
+    assert run_cli(hubenv.env, "models", "show", "never").stdout.splitlines()[-1].split(None, 1) == [
+        "downloaded:", "no (`localgen pull never` downloads it)"]
     never = _error_line(run_cli(hubenv.env, "run", "--offline", "-m", "never", "hi"))  # a repo never listed
     assert never == ("localgen: error: model 'never' is not downloaded and localgen is offline "
                      "(hint: drop --offline, then run `localgen pull never`)"), never
