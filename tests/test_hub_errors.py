@@ -229,3 +229,16 @@ def test_a_listing_that_is_not_the_hub_s_says_something_else_answered(loopback_h
     assert f"error: the reply from {loopback_hub.url} for org/page-GGUF is not the Hugging Face Hub's" in err, err
     assert "(hint: a proxy or a network login page may be answering instead" in err
     assert "JSONDecodeError" not in err
+
+
+@pytest.mark.parametrize(("endpoint", "error"), [
+    ("", "HF_ENDPOINT is set but empty, so localgen has no address for the Hugging Face Hub (hint: unset HF_ENDPOINT "
+         "for huggingface.co, or set it to your mirror's https:// address)"),
+    ("hf-mirror.example", "HF_ENDPOINT 'hf-mirror.example' is not a web address: it needs http:// or https:// (hint: "
+                          "set HF_ENDPOINT=https://hf-mirror.example, or unset it for huggingface.co)")])
+def test_an_hf_endpoint_that_is_no_web_address_is_said_to_be_so(loopback_hub: HubServer, tmp_path: Path,
+                                                                endpoint: str, error: str) -> None:
+    env = child_env(loopback_hub, tmp_path, HF_ENDPOINT=endpoint)
+    for args in (("pull", "org/nope-GGUF"), ("run", "-m", "org/nope-GGUF:Q4_0", "hi")):
+        assert _cli_error(env, *args).strip().splitlines()[-1] == f"localgen: error: {error}"
+    assert loopback_hub.requests == []
