@@ -416,10 +416,10 @@ def load_registry(user_file: Path | None = None) -> Registry:
         raise ConfigError(f"{user_file}: not a file", hint="models.toml must be a TOML file; remove or rename this")
     if user_file is not None and user_file.is_file():
         try:
-            text = user_file.read_text(encoding="utf-8")
+            text = user_file.read_text(encoding="utf-8-sig")  # a byte order mark, as Windows editors write it
         except UnicodeDecodeError as exc:
-            raise ConfigError(f"{user_file}: not UTF-8 text (byte {exc.start})", hint="fix or remove the file") \
-                from None
+            raise ConfigError(f"{user_file}: not UTF-8 text (byte {exc.start})",
+                              hint="save it as UTF-8 in your editor, or remove it") from None
         except OSError as exc:
             raise ConfigError(f"{user_file}: cannot be read ({exc.strerror or exc})",
                               hint="check the file's permissions") from exc

@@ -341,3 +341,13 @@ def test_a_model_path_without_its_gguf_suffix_is_told_the_file_that_is_there(tmp
                          f"{tmp_path}/m.Q8_0.gguf?)\n", result.err
     elsewhere = run_localgen("run", "-m", str(tmp_path / "other"), "hi")
     assert elsewhere.err.endswith("(hint: check the path, or pass a registry name)\n"), elsewhere.err
+
+
+def test_a_models_toml_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    user = tmp_path / "models.toml"
+    user.write_bytes(b'\xef\xbb\xbf[models.mine]\r\nrepo = "org/Mine-GGUF"\r\nquant = "Q4_0"\r\n')  # Notepad's UTF-8
+    assert load_registry(user).get("mine").repo == "org/Mine-GGUF"
+    user.write_bytes('[models.mine]\nrepo = "org/Mine-GGUF"\n'.encode("utf-16"))
+    with pytest.raises(ConfigError, match="not UTF-8 text") as info:
+        load_registry(user)
+    assert info.value.hint == "save it as UTF-8 in your editor, or remove it"
