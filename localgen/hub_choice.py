@@ -27,9 +27,28 @@ _AUXILIARY = re.compile(r"(?:^|[-_.])mmproj(?:[-_.]|$)|^imatrix", re.IGNORECASE)
 
 
 def no_gguf_files(repo: str) -> HubError:
-    """The error for a repo that holds no GGUF file."""
-    return NotInRepoError(f"no GGUF files in {repo}",
-                          hint="localgen runs GGUF models; look for a repo whose name ends in -GGUF", key="repo")
+    """The error for a repo that holds no GGUF file (the original weights, say), naming the registry's entry for its
+    GGUF conversion where the registry has one."""
+    entry = _gguf_entry_of(repo)
+    found = f": the registry's {entry[0]} is its GGUF conversion ({entry[1]}); use that name" if entry else \
+        "; look for a repo whose name ends in -GGUF"
+    return NotInRepoError(f"no GGUF files in {repo}", hint=f"localgen runs GGUF models{found}", key="repo")
+
+
+def _gguf_entry_of(repo: str) -> tuple[str, str] | None:
+    """The registry entry (name, repo) whose repo is ORG/NAME's GGUF conversion (NAME-GGUF, or ORG_NAME-GGUF as
+    bartowski names them), if any."""
+    from localgen.config import settings
+    from localgen.errors import LocalgenError
+    from localgen.registry import load_registry
+
+    org, _, name = repo.lower().partition("/")
+    wanted = {f"{name}-gguf", f"{org}_{name}-gguf"}
+    try:
+        specs = sorted(load_registry(settings().user_registry).models.values(), key=lambda s: s.name)
+    except LocalgenError:
+        return None
+    return next(((s.name, s.repo) for s in specs if s.repo and s.repo.lower().partition("/")[2] in wanted), None)
 
 
 def only_auxiliary(repo: str, files: Sequence[HubFile]) -> HubError:

@@ -421,3 +421,19 @@ def test_a_hub_address_or_file_where_the_prompt_goes_is_put_after_dash_m(model: 
     assert result.err.endswith(f"(hint: the model goes after -m: `localgen run -m {model} 'Say hi.'`)\n"), result.err
     chat = run_localgen("chat", model)
     assert chat.err.endswith(f"(hint: the model goes after -m: `localgen chat -m {model}`)\n"), chat.err
+
+
+def test_a_repo_of_original_weights_is_told_the_registry_s_gguf_conversion(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo("meta-llama/Llama-3.2-1B-Instruct", {"model.safetensors": b"weights", "README.md": b"# x\n"})
+    server.add_repo("org/Plain", {"model.safetensors": b"weights"})
+    for args in (("pull", "meta-llama/Llama-3.2-1B-Instruct"), ("run", "-m", "hf.co/meta-llama/Llama-3.2-1B-Instruct",
+                                                                "hi")):
+        result = run_cli(env, *args)
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines()[-1] == (
+            "localgen: error: no GGUF files in meta-llama/Llama-3.2-1B-Instruct (hint: localgen runs GGUF models: the "
+            "registry's llama3.2-1b is its GGUF conversion (bartowski/Llama-3.2-1B-Instruct-GGUF); use that name)")
+    plain = run_cli(env, "pull", "org/Plain")
+    assert plain.stderr.strip().endswith("(hint: localgen runs GGUF models; look for a repo whose name ends in -GGUF)")
