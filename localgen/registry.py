@@ -21,6 +21,7 @@ from localgen.references import (
     hub_prefixes,
     is_repo_id,
     parse_reference,
+    quant_of_filename,
 )
 
 try:
@@ -30,6 +31,8 @@ except ModuleNotFoundError:  # Python 3.10
 
 _PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a top-level module: finding it imports nothing
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+_CHAT_TAG_WORDS = {"instruct", "chat", "it"}  # the words of an Ollama tag for a chat model: qwen2.5:7b-instruct
+_OLLAMA_QUANTS = {"FP16": "F16", "FP32": "F32"}  # its tags' names for the quants GGUF files are named by
 BUILTIN_SOURCE = "built-in models.toml"  # the source of the entries shipped with localgen
 
 
@@ -111,11 +114,18 @@ class Registry:
         return spec if spec is not None and spec.path is not None else None
 
     def _with_size_tag(self, ref: ModelRef) -> ModelRef:
-        """Ollama's NAME:SIZE as the entry NAME-SIZE, where the registry has that entry and no NAME."""
+        """Ollama's NAME:SIZE as the entry NAME-SIZE, where the registry has that entry and no NAME; its longer tags
+        of the chat model too (NAME:SIZE-instruct-q4_K_M: that entry at the quant the tag ends with, else its default;
+        a base model's tag, -base or -text, is no entry's)."""
         if ref.name is None or ref.quant is None or ref.name in self.models:
             return ref
-        tagged = f"{ref.name}-{ref.quant.lower()}"
-        return replace(ref, name=tagged, quant=None) if tagged in self.models else ref
+        size, _, rest = ref.quant.lower().partition("-")
+        tagged = f"{ref.name}-{size}"
+        quant = quant_of_filename(rest) if rest else None
+        words = set((rest.removesuffix(quant.lower()) if quant else rest).split("-")) - {""}
+        if tagged not in self.models or not words <= _CHAT_TAG_WORDS:
+            return ref
+        return replace(ref, name=tagged, quant=_OLLAMA_QUANTS.get(quant or "", quant))
 
     def spec_for(self, ref: ModelRef) -> ModelSpec | None:
         """The entry a reference names (None for a Hub repo or a path); an unknown name that a file here has is

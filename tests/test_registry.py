@@ -173,6 +173,12 @@ def test_ollama_s_name_and_size_tag_means_the_entry_of_that_size(tmp_path: Path)
     assert registry.reference("llama3.2:1b").name == "llama3.2-1b"
     assert registry.reference("qwen2.5-0.5b:Q8_0").quant == "Q8_0", "a quant of an entry stays a quant"
     assert (registry.reference("nosuch:1b").name, registry.reference("nosuch:1b").quant) == ("nosuch", "1B")
+    for tag, name, quant in (("llama3.2:3b-instruct-q4_K_M", "llama3.2-3b", "Q4_K_M"),  # Ollama's longer tags
+                             ("qwen2.5:0.5b-instruct", "qwen2.5-0.5b", None),
+                             ("gemma3:4b-it-q8_0", "gemma3-4b", "Q8_0"),
+                             ("qwen2.5:7b-instruct-fp16", "qwen2.5-7b", "F16"),
+                             ("qwen2.5-coder:7b-base-q8_0", "qwen2.5-coder", "7B-BASE-Q8_0")):  # a base model: none
+        assert (registry.reference(tag).name, registry.reference(tag).quant) == (name, quant), tag
     ran = run_localgen("run", "-m", "smollm2:135m", "--json", "-n", "1", "hi")  # the bundled smollm2-135m
     assert ran.returncode == 0, ran.err
     typed = run_localgen("run", "smollm2:135m")  # `ollama run NAME:SIZE`: a model, not a prompt
