@@ -81,8 +81,9 @@ def grammar_for(source: ConstraintSource | None, warn: list[str], *, waiting: Wa
 
 
 def _checked(grammar: Grammar) -> Grammar:
-    """Refuse what llama.cpp would crash on (or exhaust memory on) rather than report: a NUL character, parentheses
-    nested too deep, a repetition it cannot count, a character class that matches no character."""
+    """Refuse what llama.cpp would crash on (or exhaust memory on, or take minutes a token on) rather than report: a
+    NUL character, parentheses nested too deep, a repetition it cannot count, a character class that matches no
+    character, a long run of optional items that can each take the same character."""
     if asks_for_nul(grammar.text):
         raise UsageError(f"{grammar.source}: the grammar asks for a NUL character, which no token can give",
                          hint="remove the NUL (\\x00) from the grammar or schema")
@@ -90,10 +91,24 @@ def _checked(grammar: Grammar) -> Grammar:
     if depth > MAX_NESTING:
         raise UsageError(f"{grammar.source}: the grammar nests parentheses {depth:,} deep, beyond {MAX_NESTING:,}",
                          hint="split the nesting into named rules")
-    problem = unclosed_problem(grammar.text) or repetition_problem(grammar.text) or class_problem(grammar.text)
+    problem = unclosed_problem(grammar.text) or repetition_problem(grammar.text) or class_problem(grammar.text) \
+        or optional_run_problem(grammar.text)
     if problem:
         raise UsageError(f"{grammar.source}: {problem[0]}", hint=problem[1])
     return grammar
+
+
+def optional_run_problem(text: str) -> tuple[str, str] | None:
+    """Too many optional items in a row that can each take the same character, and a hint (None: few enough):
+    llama.cpp's sampler tries every way of spreading each token over them, minutes a token for ("a"?){200}."""
+    from localgen.grammar_cost import MAX_RUN, RUN_HINT, longest_optional_run
+
+    run = longest_optional_run(text)
+    if run is None or run.size <= MAX_RUN:
+        return None
+    return (f"rule {run.rule} has {run.size:,} optional items in a row that can each begin with {run.char!r}, "
+            f"beyond {MAX_RUN}: llama.cpp would try every way of spreading each token over them, which can take "
+            "minutes a token", RUN_HINT)
 
 
 def unclosed_problem(text: str) -> tuple[str, str] | None:

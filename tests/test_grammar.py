@@ -406,3 +406,55 @@ def _gbnf_accepts(grammar: str, text: str) -> bool:
 def _decoded(body: str) -> str:
     """A GBNF literal's body as its text."""
     return body.encode("latin-1", "backslashreplace").decode("unicode_escape")
+
+
+def test_a_long_run_of_optional_items_is_refused_before_llama_cpp_spends_minutes_a_token(tmp_path: Path) -> None:
+    """llama.cpp took 37 s to sample the first token of ("a"?){200}, and more for each longer run."""
+    path = tmp_path / "many.gbnf"
+    path.write_text('root ::= ("a"?){200}\n')
+    result = run_localgen("run", "--grammar", str(path), "-n", "3", "hi", timeout=20)
+    assert result.returncode == 2, result.err
+    assert result.err.startswith(f"localgen: error: --grammar {path}: rule root has 200 optional items in a row that "
+                                 "can each begin with 'a', beyond 16") and len(result.err.strip().splitlines()) == 1
+    assert '"a"{0,200} rather than ("a"?){200}' in result.err
+    shorter = run_localgen("run", "--grammar", 'root ::= ("a"?){16} "."', "-n", "20", "--json", *GREEDY, "Say a.")
+    assert shorter.returncode == 0, shorter.err
+    assert re.fullmatch(r"a{0,16}\.?", json.loads(shorter.out)["text"]), shorter.out
+
+
+def _optional_properties(count: int) -> str:
+    """The grammar the converter writes for an object of count optional string properties."""
+    from localgen.json_schema import schema_grammar
+
+    return schema_grammar(json.dumps({"type": "object", "properties": {f"p{i}": {"type": "string"}
+                                                                       for i in range(count)}}), [])
+
+
+@pytest.mark.parametrize(("grammar", "run"), [
+    ('root ::= ("a"?){17}', (17, "a")),
+    ('root ::= ("a"?){0,200}', (200, "a")),  # llama.cpp nests each optional copy in the one before
+    ('root ::= "x" ([a-z]?){40} "y"', (40, "a")),  # 49 s a token
+    ('root ::= ("ab"?){30}', (30, "a")),
+    ('root ::= ("a"? "b"?){20}', (20, "a")),
+    ("root ::= o o o o o o o o o o o o o o o o o o\no ::= [^\"]?", (18, "!")),  # the first printable one
+    ('root ::= "a"{0,200}', None),  # the same language, one item
+    ('root ::= ("a"?){16}', None),
+    ('root ::= [a-z ]{3,20} ([a-z]+ " "?){0,30} (" "? [a-z])*', None),
+    ('root ::= "{2,1}" [(] # ("a"?){200}', None),  # a literal, a class, a comment
+    (_optional_properties(150), None),  # 150 optional items begin with ',', but each goes on its own way
+])
+def test_optional_run_problems(grammar: str, run: tuple[int, str] | None) -> None:
+    from localgen.grammar import optional_run_problem
+
+    found = optional_run_problem(grammar)
+    expected = run and f"rule root has {run[0]} optional items in a row that can each begin with {run[1]!r}"
+    assert (found and found[0].startswith(expected)) if run else found is None, found
+
+
+def test_llama_cpp_s_own_grammars_have_no_long_optional_run() -> None:
+    import llama_cpp.llama_grammar as grammars
+
+    from localgen.grammar import optional_run_problem
+
+    texts = [getattr(grammars, name) for name in dir(grammars) if name.endswith("_GBNF")]
+    assert len(texts) >= 5 and not any(map(optional_run_problem, texts))
