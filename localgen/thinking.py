@@ -48,14 +48,19 @@ class ThinkingSplitter:
 
 
 class AnswerStops:
-    """Stop strings matched in the answer only: a <think> block that the prompt opens, or that the answer opens
-    with, passes unmatched (for --hide-thinking, where a stop inside the hidden reasoning leaves no answer)."""
+    """Stop strings matched in the answer only, never inside a <think> block: one the prompt opens, one the answer
+    opens with, or one later in the answer (for --hide-thinking, which leaves every block out of the answer shown).
+
+    A stop string is matched within a stretch of answer text: one split by a <think> block is not.
+    """
 
     def __init__(self, stops: tuple[str, ...], *, inside: bool) -> None:
         self._matcher = StopMatcher(stops)
         self._state = "inside" if inside else "start"  # start: not known yet whether the answer opens with <think>;
-        # then inside the reasoning, after it (its blank lines), or in the answer
-        self._held = ""  # at the start: text that may yet be <think>; inside: the last characters passed on
+        # then inside a block, after it (its blank lines, before any answer), or in the answer
+        self._held = ""  # at the start or in the answer: text that may yet be <think>; inside: the last characters
+        # passed on
+        self._answered = False  # answer text (not blank) has been passed on
 
     @property
     def matched(self) -> str | None:
@@ -67,7 +72,11 @@ class AnswerStops:
         out = ""
         while text:
             if self._state == "answer":
-                return out + self._matcher.feed(text)
+                passed, text = self._feed_answer(text)
+                out += passed
+                if self.matched is not None:
+                    return out
+                continue
             if self._state == "after":  # the blank lines after </think>, which the answer shown leaves out
                 rest = text.lstrip()
                 out, text = out + text[: len(text) - len(rest)], rest
@@ -87,14 +96,31 @@ class AnswerStops:
                 self._held = seen[-(len(CLOSE_TAG) - 1):]
                 return out + text
             cut = end + len(CLOSE_TAG) - len(self._held)
-            out, text, self._held, self._state = out + text[:cut], text[cut:], "", "after"
+            out, text, self._held = out + text[:cut], text[cut:], ""
+            self._state = "answer" if self._answered else "after"
         return out
 
+    def _feed_answer(self, text: str) -> tuple[str, str]:
+        """Answer text matched up to a <think> that opens a block (passed on with it, what is held back for a stop
+        string released); returns what is safe to emit, and the text after the <think>."""
+        seen = self._held + text
+        opens = seen.find(OPEN_TAG)
+        answer = seen if opens < 0 else seen[:opens]
+        keep = partial_suffix(answer, OPEN_TAG) if opens < 0 else 0
+        answer, self._held = answer[: len(answer) - keep], answer[len(answer) - keep:]
+        self._answered = self._answered or bool(answer.strip())
+        passed = self._matcher.feed(answer)
+        if opens < 0 or self.matched is not None:
+            return passed, ""
+        self._state = "inside"
+        return passed + self._matcher.flush() + OPEN_TAG, seen[opens + len(OPEN_TAG):]
+
     def flush(self) -> str:
-        """Release held-back text at the end of the stream."""
-        held = self._held if self._state == "start" else ""
+        """Release held-back text at the end of the stream (a start of <think> that never finished is answer)."""
+        held = self._held if self._state in ("start", "answer") else ""
         self._held = ""
-        return held + self._matcher.flush()
+        passed = self._matcher.feed(held) if held else ""
+        return passed if self.matched is not None else passed + self._matcher.flush()
 
 
 def prompt_opens_thinking(prompt_text: str) -> bool:

@@ -112,6 +112,15 @@ def test_with_hide_thinking_a_stop_string_is_matched_in_the_answer_only() -> Non
     assert shown.out == "<think>\nStep one.\n", "shown, the reasoning is part of the text a stop ends"
 
 
+def test_with_hide_thinking_a_stop_string_is_not_matched_in_a_later_think_block() -> None:
+    """A block later in the answer was matched like answer text: the answer ended inside it, its reasoning cut."""
+    grammar = 'root ::= "Intro. <think>\\nA\\n\\nB\\n</think> Answer.\\n\\nMore."'
+    hidden = run_localgen("run", "--hide-thinking", "--stop", "\n\n", "-n", "80", "--json", "--grammar", grammar, "q",
+                          *GREEDY)
+    record = json.loads(hidden.out)
+    assert (record["text"], record["thinking"], record["finish_reason"]) == ("Intro.  Answer.", "A\n\nB", "stop")
+
+
 
 def test_hide_thinking_in_a_new_conversation_checks_the_prompt_being_answered(tmp_path: Path) -> None:
     template = tmp_path / "first.jinja"  # reads messages[0], as Qwen3's does: an empty conversation fails it
