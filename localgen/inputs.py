@@ -29,15 +29,29 @@ Waiting = Callable[[str | None, str], None]  # told that a read waits on a pipe:
 
 
 def decode_input(data: bytes, source: str, warnings: list[str], *, binary_hint: str = DOCUMENT_HINT) -> str:
-    """Decode input bytes as UTF-8 without a leading byte-order mark; binary data is refused, invalid UTF-8 is
-    replaced with a warning."""
-    if b"\x00" in data:
+    """Decode input bytes as UTF-8, or as UTF-16 or UTF-32 where a byte-order mark says so (Windows' "Unicode"
+    text), without the mark; binary data is refused, undecodable bytes are replaced with a warning."""
+    encoding = wide_encoding(data)
+    if b"\x00" in data and encoding is None:
         raise UsageError(f"{source} looks like binary data (it contains NUL bytes)", hint=binary_hint)
     try:
-        return data.decode("utf-8").removeprefix(BOM)
+        text = data.decode(encoding or "utf-8")
     except UnicodeDecodeError:
-        warnings.append(f"{source} is not valid UTF-8; undecodable bytes were replaced with U+FFFD")
-        return data.decode("utf-8", errors="replace").removeprefix(BOM)
+        warnings.append(f"{source} is not valid {(encoding or 'utf-8').upper()}; undecodable bytes were replaced "
+                        "with U+FFFD")
+        text = data.decode(encoding or "utf-8", errors="replace")
+    if "\x00" in text:  # a NUL character in UTF-16 text
+        raise UsageError(f"{source} looks like binary data (it contains NUL characters)", hint=binary_hint)
+    return text.removeprefix(BOM)
+
+
+_WIDE_MARKS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"), (b"\xff\xfe", "utf-16"),
+               (b"\xfe\xff", "utf-16"))  # UTF-32's marks first: UTF-16 LE's is the start of one
+
+
+def wide_encoding(data: bytes) -> str | None:
+    """"utf-16" or "utf-32" when data starts with its byte-order mark (which no UTF-8 text does), else None."""
+    return next((encoding for mark, encoding in _WIDE_MARKS if data.startswith(mark)), None)
 
 
 def expand_user_path(text: str) -> Path:
@@ -299,7 +313,7 @@ def _bounded_read(stream: BinaryIO | _NotedPipe, source: str, binary_hint: str, 
     """All of stream, refused when larger than MAX_INPUT_BYTES (read to one byte more) or binary: binary data is
     told from its first block, not after reading the whole bound (/dev/urandom)."""
     first = stream.read(BINARY_SNIFF_BYTES)
-    if b"\x00" in first:
+    if b"\x00" in first and wide_encoding(first) is None:
         raise UsageError(f"{source} looks like binary data (it contains NUL bytes)", hint=binary_hint)
     data = first + (stream.read(MAX_INPUT_BYTES + 1 - len(first)) if len(first) == BINARY_SNIFF_BYTES else b"")
     if len(data) > MAX_INPUT_BYTES:

@@ -115,7 +115,7 @@ CASES: dict[str, Case] = {
     "whitespace-only": Case(("run", "  \t "), USAGE, "the prompt is empty", stdin=b"\n\n  \n"),
     "binary-stdin": Case(("run", "Summarize."), USAGE, "stdin looks like binary data",
                          stdin=b"\x7fELF\x02\x01\x00\x00"),
-    "utf16-stdin": Case(("run", "Summarize."), USAGE, "binary data", stdin="hello".encode("utf-16")),
+    "utf16-stdin-without-mark": Case(("run", "Summarize."), USAGE, "binary data", stdin="hello".encode("utf-16-le")),
     "binary-file": Case(("run", "hi", "-f", "{binary_file}"), USAGE, "looks like binary data"),
     "prompt-larger-than-context": Case(("run", "Summarize.", "-c", "64", "-m", "{bundled}"), RUNTIME,
                                        "tokens but the context holds 64",

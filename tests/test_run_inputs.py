@@ -110,6 +110,22 @@ def test_stdin_attached_with_f_dash_is_warned_about_when_empty_as_a_file_is(stdi
     assert run_localgen("run", "--print-prompt", "hi", stdin=b"").err == "", "stdin not asked for: no warning"
 
 
+def test_utf_16_and_utf_32_text_with_its_byte_order_mark_is_read_as_text(tmp_path: Path) -> None:
+    """Windows' "Unicode" text files were refused as binary data (their ASCII letters have NUL bytes)."""
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes("Café at 3.\r\n".encode("utf-32"))
+    piped = "Tea at 4 ☕".encode("utf-16")
+    assert printed_prompt("-f", str(notes), "When?", stdin=piped) == chatml("Café at 3.\n\nTea at 4 ☕\n\nWhen?")
+    big_endian = printed_prompt("-", stdin=b"\xfe\xff" + "Hi there".encode("utf-16-be"))
+    assert big_endian == chatml("Hi there")
+    nul = run_localgen("run", "--print-prompt", "-", stdin="a\x00b".encode("utf-16"))
+    assert nul.returncode == 2 and nul.err.startswith("localgen: error: stdin looks like binary data (it contains "
+                                                      "NUL characters)"), nul.err
+    odd = run_localgen("run", "--print-prompt", "-", stdin=b"\xff\xfeh\x00i")  # a byte left over
+    assert odd.returncode == 0 and chatml("h\ufffd") in odd.out, odd.out
+    assert odd.err == "localgen: warning: stdin is not valid UTF-16; undecodable bytes were replaced with U+FFFD\n"
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("-f", "./no-such-file.txt"), "no such file: ./no-such-file.txt (hint: check the path given to -f/--file)"),
     (("--grammar", "./no-such.gbnf"), "no such file: ./no-such.gbnf (hint: check the path given to --grammar)"),
