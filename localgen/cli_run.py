@@ -37,10 +37,19 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
         raise UsageError(f"'{prompt}' is the name of a model, not a prompt",
                          hint=f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}`')
     if not attached and not (prompt and prompt.strip()):
-        chat_hint = "; `localgen chat` starts a conversation" if sys.stdin is not None and sys.stdin.isatty() else ""
-        raise UsageError("nothing to send: the prompt is empty",
-                         hint=f'give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in{chat_hint}')
+        raise nothing_to_send(stdin_read=len(names) > len(files))
     return attachments
+
+
+def nothing_to_send(*, stdin_read: bool) -> UsageError:
+    """The error for a message with nothing in it; stdin_read: stdin was read, and had nothing in it either (the
+    command piped in failed, say)."""
+    if stdin_read:
+        return UsageError("nothing to send: the prompt is empty, and so is stdin",
+                          hint='check what feeds stdin, or give a prompt, e.g. localgen run "Why is the sky blue?"')
+    chat_hint = "; `localgen chat` starts a conversation" if sys.stdin is not None and sys.stdin.isatty() else ""
+    return UsageError("nothing to send: the prompt is empty",
+                      hint=f'give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in{chat_hint}')
 
 
 def user_message(loaded: LoadedModel, prompt: str | None, attachments: list[str]) -> str:

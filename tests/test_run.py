@@ -165,8 +165,13 @@ def test_stats_line_on_stderr_only() -> None:
 def test_empty_prompt_is_a_usage_error(stdin: bytes | None) -> None:
     result = run_localgen("run", stdin=stdin)
     assert result.returncode == 2
-    assert "prompt is empty" in result.err
+    assert "prompt is empty, and so is stdin (hint: check what feeds stdin" in result.err, "read: /dev/null, a pipe"
     assert "Traceback" not in result.err
+
+
+def test_an_empty_prompt_with_stdin_unread_does_not_blame_stdin() -> None:
+    result = run_localgen("run", "", "--system-file", "-", stdin=b"Be brief.")  # --system-file - read stdin
+    assert result.returncode == 2 and "localgen: error: nothing to send: the prompt is empty (hint:" in result.err
 
 
 def test_prompt_longer_than_context_is_refused_with_both_counts() -> None:
