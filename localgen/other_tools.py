@@ -22,6 +22,11 @@ SUBCOMMAND_HABITS = {"ls": "list", "remove": "rm", "delete": "rm", "del": "rm"} 
 _SYSTEM = "localgen's is -s TEXT, or --system TEXT"
 _SYSTEM_FILE = "localgen's is --system-file FILE, or -sysf FILE"
 _CHAT = "`localgen chat` is localgen's conversation mode"
+_MULTILINE = "`localgen chat` takes several lines by paste, or Alt+Enter for a new line"
+_SPECIAL = "localgen prints the answer's text; --print-prompt shows the prompt, its special tokens included"
+_ONE_GPU = "localgen leaves the GPUs' share to llama.cpp's default; --gpu-layers N or --no-gpu set the offload: drop it"
+_PLAIN = "localgen prints the answer as plain text: drop it"
+_TEMPLATE = "localgen uses the model's own chat template; --chat-template FILE gives another"
 _ONE_TURN = "`localgen run` answers one turn and exits"
 _KV = "localgen's is --kv-type f16|q8_0|q4_0, for K and V alike"
 _PROMPT = 'the prompt is the argument: localgen run "PROMPT"'
@@ -56,6 +61,29 @@ OTHER_TOOLS_OPTIONS = {
                  "localgen's are --json-schema SCHEMA or --grammar GBNF for the answer, and --json for a record of "
                  "the run"),
     "--keepalive": ("Ollama", "the server's keep-alive", "localgen loads the model in its own process: drop it"),
+    "-i": ("llama-cli", "interactive mode", _CHAT),
+    "--interactive": ("llama-cli", "interactive mode", _CHAT),
+    "-if": ("llama-cli", "interactive mode", _CHAT),
+    "--interactive-first": ("llama-cli", "interactive mode", _CHAT),
+    "-mli": ("llama-cli", "multi-line input", _MULTILINE),  # -m li: a model named li
+    "--multiline-input": ("llama-cli", "multi-line input", _MULTILINE),
+    "-sp": ("llama-cli", "special tokens in the output", _SPECIAL),  # -s p: a system prompt "p"
+    "--special": ("llama-cli", "special tokens in the output", _SPECIAL),
+    "-sm": ("llama-cli", "the split mode across GPUs", _ONE_GPU),  # -s m: a system prompt "m"
+    "--split-mode": ("llama-cli", "the split mode across GPUs", _ONE_GPU),
+    "-mg": ("llama-cli", "the main GPU", _ONE_GPU),  # -m g: a model named g
+    "--main-gpu": ("llama-cli", "the main GPU", _ONE_GPU),
+    "-ts": ("llama-cli", "the tensor split across GPUs", _ONE_GPU),  # -t s
+    "--tensor-split": ("llama-cli", "the tensor split across GPUs", _ONE_GPU),
+    "-co": ("llama-cli", "colored output", _PLAIN),  # -c o
+    "--color": ("llama-cli", "colored output", _PLAIN),
+    "-cml": ("llama-cli", "the ChatML template", _TEMPLATE),  # -c ml
+    "--chatml": ("llama-cli", "the ChatML template", _TEMPLATE),
+    "--verbose-prompt": ("llama-cli", "printing the prompt", "localgen's is --print-prompt, which prints it alone"),
+    "--no-stream": ("llm", "printing the answer whole", "localgen streams it; --json prints it whole, in a record"),
+    "--cid": ("llm", "the conversation to continue", "localgen's is --conversation NAME; --continue takes the latest"),
+    "--save": ("llm", "saving a template", "llm's templates are models.toml entries here, each with a system prompt "
+               "and settings"),
 }
 
 
@@ -74,7 +102,11 @@ OPTIONS_OF_OTHER_TOOLS = {"run": OTHER_TOOLS_OPTIONS, "chat": OTHER_TOOLS_OPTION
 # Where chat's way differs from run's.
 _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the prompt at chat's >>> prompt",
             "-cnv": "`localgen chat` is a conversation already: drop it",
-            "--conversation-mode": "`localgen chat` is a conversation already: drop it"}
+            "--conversation-mode": "`localgen chat` is a conversation already: drop it",
+            **dict.fromkeys(("-i", "--interactive", "-if", "--interactive-first"),
+                            "`localgen chat` is interactive already: drop it"),
+            "--no-stream": "chat streams each answer: drop it",
+            "--cid": "localgen's is chat --resume NAME; --resume alone takes the latest"}
 
 
 def mentions_other_tools_options(command: str, args: list[str]) -> bool:

@@ -34,6 +34,27 @@ from tests.conftest import run_localgen
      "localgen's is --flash-attn auto|on|off"),
     (("bench", "-o", "json"), "-o is llama-bench's option for an output format",
      "localgen's is --json; the default is a table"),
+    # click alone read each of these as a short option with a value stuck to it, and -sp ran with a system prompt "p"
+    (("run", "-sp", "hi"), "-sp is llama-cli's option for special tokens in the output",
+     "localgen prints the answer's text; --print-prompt shows the prompt, its special tokens included"),
+    (("run", "-sm", "row", "hi"), "-sm is llama-cli's option for the split mode across GPUs",
+     "localgen leaves the GPUs' share to llama.cpp's default; --gpu-layers N or --no-gpu set the offload: drop it"),
+    (("run", "-mli", "hi"), "-mli is llama-cli's option for multi-line input",  # -m li: "unknown model 'li'"
+     "`localgen chat` takes several lines by paste, or Alt+Enter for a new line"),
+    (("run", "-co", "hi"), "-co is llama-cli's option for colored output",
+     "localgen prints the answer as plain text: drop it"),
+    (("run", "-cml", "hi"), "-cml is llama-cli's option for the ChatML template",
+     "localgen uses the model's own chat template; --chat-template FILE gives another"),
+    (("run", "-i", "hi"), "-i is llama-cli's option for interactive mode",
+     "`localgen chat` is localgen's conversation mode"),
+    (("chat", "-if"), "-if is llama-cli's option for interactive mode",
+     "`localgen chat` is interactive already: drop it"),
+    (("run", "--no-stream", "hi"), "--no-stream is llm's option for printing the answer whole",
+     "localgen streams it; --json prints it whole, in a record"),
+    (("run", "--cid", "01j", "hi"), "--cid is llm's option for the conversation to continue",
+     "localgen's is --conversation NAME; --continue takes the latest"),
+    (("chat", "--cid", "01j"), "--cid is llm's option for the conversation to continue",
+     "localgen's is chat --resume NAME; --resume alone takes the latest"),
 ])
 def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, ...], error: str, hint: str) -> None:
     result = run_localgen(*args)
@@ -41,7 +62,8 @@ def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, .
     assert result.err == f"localgen: error: {error} (hint: {hint})\n"
 
 
-@pytest.mark.parametrize("args", [("run", "-s", "-sys", "-n", "2", "hi"), ("run", "-n", "2", "--", "-p is a flag"),
+@pytest.mark.parametrize("args", [("run", "-s", "-sys", "-n", "2", "hi"), ("run", "-s", "-sp", "-n", "2", "hi"),
+                                  ("run", "-n", "2", "--", "-p is a flag"),
                                   ("run", "-n", "2", "--stop", "--", "--", "-p")])  # --stop's value, then the end
 def test_the_same_words_as_a_value_or_after_double_dash_are_text(args: tuple[str, ...]) -> None:
     result = run_localgen(*args[:1], "--temperature", "0", *args[1:])  # greedy: sampled, 2 tokens can be blank
