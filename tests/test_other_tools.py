@@ -106,3 +106,13 @@ def test_a_system_prompt_that_names_a_file_gets_a_warning(tmp_path: Path) -> Non
     assert f"the system prompt is the text '{named}', the name of a file, not what it holds " \
            f"(for that: --system-file {named})" in result.err, result.err
     assert "name of a file" not in run_localgen("run", "-s", "Be terse.", "-n", "1", "hi").err
+
+
+@pytest.mark.parametrize("seed", ["42", "-1"])
+def test_a_system_prompt_that_is_a_number_gets_a_warning_naming_seed(seed: str) -> None:
+    """llama-cli's -s is its seed: `-s 42` ran with the system prompt "42", and said nothing."""
+    result = run_localgen("run", "-s", seed, "--print-prompt", "hi")
+    assert result.returncode == 0 and f"<|im_start|>system\n{seed}<|im_end|>" in result.out, result.err
+    assert result.err == f"localgen: warning: the system prompt is the text '{seed}': -s is --system here, not " \
+                         f"llama-cli's seed (for that: --seed {seed})\n"
+    assert run_localgen("run", "-s", "Count to 42", "--print-prompt", "hi").err == ""
