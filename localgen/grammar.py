@@ -114,7 +114,7 @@ def optional_run_problem(text: str) -> tuple[str, str] | None:
 def unclosed_problem(text: str) -> tuple[str, str] | None:
     """A parenthesis left open at the end of GBNF text, and a hint (None: all closed): llama.cpp's parser reports
     it as "expecting ')' at", naming no place."""
-    opened = sum(1 if body == "(" else -1 if body == ")" else 0 for kind, body in _pieces(text) if not kind)
+    opened = sum(1 if body == "(" else -1 if body == ")" else 0 for kind, body in gbnf_pieces(text) if not kind)
     if opened <= 0:
         return None
     return (f"the grammar does not parse: {opened:,} parenthes{'es' if opened > 1 else 'is'} still open at its end",
@@ -142,10 +142,10 @@ def class_problem(text: str) -> tuple[str, str] | None:
     """What makes a character class in GBNF text match no character, and a hint (None: nothing): a reversed range
     ([z-a]), which llama.cpp aborts on once the answer gets there, or a negated class that leaves out every
     character."""
-    for kind, body in _pieces(text):
+    for kind, body in gbnf_pieces(text):
         if kind != "[":
             continue
-        ranges = _class_ranges(_characters(body.removeprefix("^")))
+        ranges = class_ranges(gbnf_characters(body.removeprefix("^")))
         reversed_range = next(((low, high) for low, high in ranges if low > high), None)
         if reversed_range:
             low, high = reversed_range
@@ -169,7 +169,7 @@ def _covers_every_character(ranges: list[tuple[int, int]]) -> bool:
 
 def _outside_literals(text: str) -> str:
     """GBNF text with its literals, classes and comments left out (each literal or class a space)."""
-    return "".join(body if not kind else " " for kind, body in _pieces(text))
+    return "".join(body if not kind else " " for kind, body in gbnf_pieces(text))
 
 
 def worded_parse_error(reason: str) -> str:
@@ -182,7 +182,7 @@ def worded_parse_error(reason: str) -> str:
 def nesting_depth(text: str) -> int:
     """The deepest nesting of parentheses in GBNF text, outside string literals, character classes and comments."""
     depth = deepest = 0
-    for kind, body in _pieces(text):
+    for kind, body in gbnf_pieces(text):
         if not kind and body == "(":
             depth += 1
             deepest = max(deepest, depth)
@@ -200,17 +200,17 @@ def asks_for_nul(text: str) -> bool:
     """
     if "\x00" in text:
         return True
-    for kind, body in _pieces(text):
-        if kind == '"' and any(value == 0 for value, _ in _characters(body)):
+    for kind, body in gbnf_pieces(text):
+        if kind == '"' and any(value == 0 for value, _ in gbnf_characters(body)):
             return True
         if kind == "[" and not body.startswith("^"):
-            ranges = _class_ranges(_characters(body))
+            ranges = class_ranges(gbnf_characters(body))
             if ranges and all(high == 0 for _, high in ranges):
                 return True
     return False
 
 
-def _pieces(text: str) -> Iterator[tuple[str, str]]:
+def gbnf_pieces(text: str) -> Iterator[tuple[str, str]]:
     """GBNF text as pieces: ('"', a string literal's body), ('[', a character class's body) or ('', any other
     character); comments are left out."""
     i, end = 0, len(text)
@@ -234,7 +234,7 @@ _ESCAPED = {"t": 9, "n": 10, "r": 13}
 _HEX_DIGITS = {"x": 2, "u": 4, "U": 8}
 
 
-def _characters(body: str) -> list[tuple[int, bool]]:
+def gbnf_characters(body: str) -> list[tuple[int, bool]]:
     """The code points of a literal's or class's body, escapes decoded; True marks an unescaped '-'."""
     found, i = [], 0
     while i < len(body):
@@ -253,7 +253,7 @@ def _characters(body: str) -> list[tuple[int, bool]]:
     return found
 
 
-def _class_ranges(characters: list[tuple[int, bool]]) -> list[tuple[int, int]]:
+def class_ranges(characters: list[tuple[int, bool]]) -> list[tuple[int, int]]:
     """A character class's (low, high) ranges from its decoded characters: a-z is one range, x is (x, x)."""
     ranges, i = [], 0
     while i < len(characters):

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from localgen.grammar import MAX_CODE_POINT, _characters, _class_ranges, _pieces
+from localgen.grammar import MAX_CODE_POINT, class_ranges, gbnf_characters, gbnf_pieces
 
 MAX_RUN = 16  # ([^"]?){16} costs llama.cpp about a second per token on SmolLM2's vocabulary; {24}, half a minute
 RUN_HINT = ('write a run of optional items as one bounded repetition: "a"{0,200} rather than ("a"?){200} '
@@ -72,7 +72,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     """GBNF text as tokens: ('"', a literal's body), ('[', a class's body), ('word', a name), or the symbol itself."""
     tokens: list[tuple[str, str]] = []
     plain: list[str] = []
-    for kind, body in [*_pieces(text), ("end", "")]:
+    for kind, body in [*gbnf_pieces(text), ("end", "")]:
         if not kind:
             plain.append(body)
             continue
@@ -121,7 +121,7 @@ def _element(tokens: list[tuple[str, str]], at: int) -> tuple[Node, int]:
     """One element at at, with the repetitions after it."""
     kind, body = tokens[at]
     if kind == '"':
-        characters = _characters(body)
+        characters = gbnf_characters(body)
         node: Node = ("lit", ((characters[0][0],) * 2,) if characters else None)
     elif kind == "[":
         node = ("cls", _class_key(body))
@@ -153,7 +153,7 @@ def _counts(symbol: str) -> tuple[int, int | None]:
 
 def _class_key(body: str) -> Key:
     """The characters a class matches, as ranges (a negated class's complement, NUL left out)."""
-    ranges = sorted(_class_ranges(_characters(body.removeprefix("^"))))
+    ranges = sorted(class_ranges(gbnf_characters(body.removeprefix("^"))))
     if not body.startswith("^"):
         return tuple(ranges)
     left, low = [], 1
