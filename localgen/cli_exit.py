@@ -25,6 +25,7 @@ from localgen.errors import (
     internal_error_text,
 )
 from localgen.other_tools import (
+    GROUP_COMMAND_HABITS,
     OTHER_TOOLS_COMMANDS,
     OTHER_TOOLS_WORDS,
     SUBCOMMAND_HABITS,
@@ -97,10 +98,13 @@ def _other_tool_hint(word: str) -> str | None:
 
 
 def _subcommand_habit_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
-    """For `models ls` or `conversations remove`: the group's own name for it."""
+    """For `models ls` or `conversations remove`: the group's own name for it; for `models pull`, the command."""
     groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
     if command not in groups or len(args) < 2 or "no such command" not in text:
         return None
+    top = GROUP_COMMAND_HABITS.get((command, args[1]))
+    if top is not None:
+        return f"use `{shlex.join(['localgen', top, *args[2:]])}`"
     meant = SUBCOMMAND_HABITS.get(args[1])
     names = {c.name for c in groups[command].registered_commands}
     return f"use `{shlex.join(['localgen', command, meant, *args[2:]])}`" if meant in names else None

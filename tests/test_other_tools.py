@@ -82,6 +82,8 @@ def test_ollama_s_verbose_is_stats() -> None:
      "localgen has no server: `localgen run` and `localgen chat` load the model in their own process"),
     (("models", "ls"), "No such command 'ls'. Did you mean 'list'?", "use `localgen models list`"),
     (("conversations", "remove", "a", "b"), "No such command 'remove'.", "use `localgen conversations rm a b`"),
+    (("models", "pull", "smollm2"), "No such command 'pull'.", "use `localgen pull smollm2`"),
+    (("models", "info", "smollm2"), "No such command 'info'.", "use `localgen models show smollm2`"),
     (("-m", "smollm2-135m", "hi there"), "No such option: -m",
      "options go after the command: `localgen run -m smollm2-135m 'hi there'`"),
     (("--offline", "chat", "-n", "5"), "No such option: --offline",
