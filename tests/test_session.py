@@ -480,14 +480,9 @@ def test_a_system_prompt_that_leaves_no_room_for_a_message_is_refused(session: C
     assert session.conversation.system == "You are a pirate."
 
 
-def test_save_as_writes_the_settings_in_use(session: ChatSession, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_save_as_writes_the_settings_in_use(session: ChatSession, home: Path) -> None:
     import json
 
-    from localgen import config
-
-    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
-    monkeypatch.setattr(config, "_settings", None)
     session.replace_conversation(Conversation(name="orig", settings={"temperature": 0.0}), {"temperature": "0.3"})
     path = session.save("copy")
     assert json.loads(path.read_text())["settings"]["temperature"] == 0.3
@@ -672,27 +667,18 @@ def test_a_loaded_conversation_does_not_take_the_settings_set_for_the_one_before
     assert session.sampling.top_k == 3 and session.sampling.temperature == 0.0
 
 
-def test_a_chat_s_save_keeps_settings_it_does_not_know(session: ChatSession, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_chat_s_save_keeps_settings_it_does_not_know(session: ChatSession, home: Path) -> None:
     import json
 
-    from localgen import config
-
-    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
-    monkeypatch.setattr(config, "_settings", None)
     session.replace_conversation(Conversation(name="later", turns=[Turn("q", "a")],
                                               settings={"temperature": 0.5, "mirostat": 2}))
     saved = json.loads(session.save().read_text())["settings"]
     assert saved["mirostat"] == 2 and saved["temperature"] == 0.5
 
 
-def test_a_change_a_save_missed_is_kept_said_and_saved_with_the_next(session: ChatSession, tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from localgen import config
+def test_a_change_a_save_missed_is_kept_said_and_saved_with_the_next(session: ChatSession, home: Path) -> None:
     from localgen.conversation_store import conversations_dir
 
-    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
-    monkeypatch.setattr(config, "_settings", None)
     session.autosave = True
     _answer(session.ask("Say yes.")[1])
     path = conversations_dir() / f"{session.conversation.name}.json"
