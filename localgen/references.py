@@ -72,8 +72,6 @@ def _looks_like_path(text: str) -> bool:
     return len(parts) >= 2 and is_existing_file(text)
 
 
-
-
 def parse_reference(text: str) -> ModelRef:
     """Parse any accepted model reference; raise UsageError for malformed ones."""
     raw = text.strip()
@@ -90,7 +88,7 @@ def parse_reference(text: str) -> ModelRef:
                          hint="localgen downloads models from the Hub: give ORG/REPO or its huggingface.co address; "
                               "a .gguf from elsewhere, download it yourself and pass its path")
     if "/" in raw:
-        return _parse_hub(raw, raw)
+        return _parse_hub(raw.rstrip("/"), raw)  # ORG/REPO/ as an address's path may end
     name, quant = _split_quant(raw)
     if not NAME_PATTERN.fullmatch(name):
         raise UsageError(f"'{raw}' is not a model name, repo or path",

@@ -213,6 +213,7 @@ def test_unknown_name_suggests_close_ones() -> None:
         ("https://hf.co/org/repo#files", "repo", "org/repo", None, None, None),
         ("smollm2-135m:latest", "name", None, None, None, "smollm2-135m"),  # Ollama's tag: the default quant
         ("hf.co/org/repo:Latest", "repo", "org/repo", None, None, None),
+        ("org/repo/", "repo", "org/repo", None, None, None),  # as an address's path may end
     ],
 )
 def test_reference_forms(text: str, kind: str, repo: str | None, quant: str | None, filename: str | None,
