@@ -451,7 +451,12 @@ class Repl:
         refuse_waiting_reads(path, typed)
         warnings: list[str] = []
         text = attachment_text(path, warnings, option="/file", typed=typed)
+        empty = not text.strip()
+        if empty:  # its warning (the last) says so: a file that adds nothing is not counted as attached
+            warnings[-1] += ", so it is not attached"
         console.warn_each(warnings)
+        if empty:
+            return
         if text in self.session.attachments:
             console.say(f"{short_path(typed)} is attached already, or a file with the same text is "
                         "(/file none drops the attached files)")
