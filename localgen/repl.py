@@ -253,7 +253,7 @@ class Repl:
             return
         handler = self._handlers.get(command.name)
         if handler is None:
-            meant = meant_command(command.name, self._handlers)
+            meant = meant_command(command, self._handlers)
             console.error(f"unknown command {command.name}",
                           hint=(f"did you mean {meant}? " if meant else "")
                           + "/help lists the commands; // at the start sends a message that starts with /")

@@ -59,6 +59,7 @@ LEAVING_WORDS = frozenset({"exit", "quit"})  # alone on a typed line, they end t
 SLASH_HABITS = {  # other tools' commands that localgen names otherwise
     "/retry": "/regen", "/redo": "/regen", "/new": "/reset", "/history": "/list", "/sessions": "/list",
     "/context": "/stats", "/tokens": "/stats", "/params": "/show parameters", "/models": "/model REF",
+    "/stop": "/set stop TEXT", "/read": "/file PATH",
 }
 WITHOUT_ARGUMENT = frozenset({usage for usage in COMMAND_HELP if " " not in usage} | set(ALIASES))
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # C0 controls and DEL; tabs and newlines are text
@@ -128,10 +129,15 @@ def means_leaving(line: str, *, pasted: bool) -> bool:
     return not pasted and line.strip().lower() in LEAVING_WORDS
 
 
-def meant_command(name: str, known: Iterable[str]) -> str | None:
-    """For an unknown slash command: localgen's name for another tool's command, or a close one (a typo)."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
-    return SLASH_HABITS.get(name) or (close[0] if close else None)
+def meant_command(command: SlashCommand, known: Iterable[str]) -> str | None:
+    """For an unknown slash command: localgen's command for another tool's (with the argument typed in place of
+    what it takes: /stop ### is /set stop ###), or a close one (a typo)."""
+    habit = SLASH_HABITS.get(command.name)
+    if habit is not None:
+        head, _, takes = habit.rpartition(" ")
+        return f"{head} {command.argument}" if command.argument and takes.isupper() else habit
+    close = difflib.get_close_matches(command.name, list(known), n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def typed_message(line: str, *, pasted: bool) -> str | None:
