@@ -53,6 +53,7 @@ KEYS_HELP = ('Alt-Enter or Esc Enter: newline; """ opens and closes a multi-line
              "Ctrl-R searches history; Ctrl-Z suspends. Ollama's /bye, /clear and /? work too")
 MIN_HELP_TEXT = 30  # narrower than this beside the commands, a command's text goes under it
 MIN_HELP_WIDTH = 24  # a terminal narrower than this gets one line per command, left to it to break
+NARROW_HELP_INDENT = "    "  # a command's text under it, on a terminal too narrow to have it beside
 COMMANDS = tuple(usage.split()[0] for usage in COMMAND_HELP)
 ALIASES = {"/quit": "/exit", "/bye": "/exit", "/clear": "/reset", "/?": "/help"}  # other tools' names (Ollama's)
 LEAVING_WORDS = frozenset({"exit", "quit"})  # alone on a typed line, they end the chat, as in llm's chat
@@ -354,7 +355,10 @@ def help_lines(width: int) -> list[str]:
     width = width if width >= MIN_HELP_WIDTH else 0
 
     def wrapped(text: str, first: str, rest: str) -> list[str]:
-        return textwrap.wrap(text, width - 1, initial_indent=first, subsequent_indent=rest) if width else [first + text]
+        if not width:
+            return [first + text]
+        return textwrap.wrap(text, width - 1, initial_indent=first, subsequent_indent=rest,
+                             break_long_words=False, break_on_hyphens=False)  # frequency_penalty, and top-p, whole
 
     column = max(len(usage) for usage in COMMAND_HELP) + 4
     lines = []
@@ -362,6 +366,6 @@ def help_lines(width: int) -> list[str]:
         if not width or width - column >= MIN_HELP_TEXT:
             lines += wrapped(text, f"  {usage:<{column - 4}}  ", " " * column)
         else:
-            lines += [f"  {usage}", *wrapped(text, " " * 6, " " * 6)]
+            lines += [f"  {usage}", *wrapped(text, NARROW_HELP_INDENT, NARROW_HELP_INDENT)]
     return lines + wrapped(KEYS_HELP, "  ", "  ")
 
