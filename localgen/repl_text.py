@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 LIST_MESSAGE_MIN = 12  # columns of a first message that /list keeps before it drops "(this chat)"
 LIST_MESSAGE_SHORTEST = 5  # columns of a first message ("Tell…") below which /list drops the date, then the size
 THIS_CHAT = "  (this chat)"
+LIST_HEAD_MARGIN = 4  # columns of a /list row's head besides the name: a space, the mark, two spaces after it
 
 
 def brief(text: str, limit: int = 80) -> str:
@@ -72,23 +73,27 @@ def list_rows(entries: list[Summary], current: str | None, columns: int) -> list
     one line: the date goes first, then the exchange count, where the first message would keep too few columns."""
     described = [console.one_line(entry.described) for entry in entries]
     wanted = min(LIST_MESSAGE_SHORTEST, max(map(display_width, described), default=0))
+    names = [entry.name if not columns else shorten_end(entry.name, max(1, columns - LIST_HEAD_MARGIN - wanted))
+             for entry in entries]  # a name too wide for the terminal alone is cut, rather than wrapped
     heads: list[str] = []
     for with_date, with_size in ((True, True), (False, True), (False, False)):
-        heads = _list_heads(entries, current, with_date=with_date, with_size=with_size)
+        heads = _list_heads(entries, names, current, with_date=with_date, with_size=with_size)
         if not columns or columns - max(map(display_width, heads)) >= wanted:
             break
     return [_list_row(head, text, THIS_CHAT if entry.name == current else "", columns)
             for entry, head, text in zip(entries, heads, described, strict=True)]
 
 
-def _list_heads(entries: list[Summary], current: str | None, *, with_date: bool, with_size: bool) -> list[str]:
-    """The columns of /list's rows before the first message, aligned: mark and name, then date and size if wanted."""
-    width = max(len(entry.name) for entry in entries)
+def _list_heads(entries: list[Summary], names: list[str], current: str | None, *, with_date: bool,
+                with_size: bool) -> list[str]:
+    """The columns of /list's rows before the first message, aligned: mark and name (as shown: names), then date and
+    size if wanted."""
+    width = max(map(display_width, names))
     sizes = [counted(entry.exchanges, "exchange") if with_size and not entry.problem else "" for entry in entries]
     size_width = max(map(len, sizes), default=0)
     heads = []
-    for entry, size in zip(entries, sizes, strict=True):
-        head = f" {'*' if entry.name == current else ' '}{entry.name:<{width}}  "
+    for entry, name, size in zip(entries, names, sizes, strict=True):
+        head = f" {'*' if entry.name == current else ' '}{name}{' ' * (width - display_width(name))}  "
         head += f"{local_minute(entry.updated)}  " if with_date else ""
         head += f"{size:<{size_width}}  " if size_width else ""
         heads.append(console.one_line(head))

@@ -1,4 +1,4 @@
-"""The chat's slash commands at their edges: an empty /file, and /help on a narrow terminal."""
+"""The chat's slash commands at their edges: an empty /file, a long name in /list, /help on a narrow terminal."""
 
 from __future__ import annotations
 
@@ -6,8 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from localgen.conversation_summary import Summary
 from localgen.repl_input import help_lines
-from tests.test_repl import Chat
+from localgen.repl_text import list_rows
+from tests.test_repl import Chat, _listed_rows
+
+LONG_NAME = "a-conversation-whose-name-is-wider-than-the-terminal-it-is-listed-on"
 
 
 def test_an_empty_file_is_not_attached_and_the_next_message_is_sent_alone(tmp_path: Path) -> None:
@@ -26,6 +30,30 @@ def test_an_empty_file_is_not_attached_and_the_next_message_is_sent_alone(tmp_pa
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_list_cuts_a_name_wider_than_the_terminal_instead_of_wrapping_it(tmp_path: Path) -> None:
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "2", columns=40)
+    try:
+        chat.ask("Say hi.")
+        chat.command_words(f"/save {LONG_NAME}", "saved to")
+        rows = _listed_rows(chat)  # the copy /save made, and the conversation autosaved before it
+        assert len(rows) == 2 and rows[0].startswith(" *a-conversation-whose-name-") and "…  Say" in rows[0], rows
+        assert all(len(row) <= 40 for row in rows), rows
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+@pytest.mark.parametrize("columns", [20, 24, 40, 60])
+def test_list_rows_of_a_long_name_fit_the_terminal_and_keep_the_message_s_start(columns: int) -> None:
+    entries = [Summary(LONG_NAME, 0.0, 3, "m", "Tell me about lighthouses."), Summary("notes", 0.0, 1, "m", "Hi")]
+    rows = list_rows(entries, "notes", columns)
+    assert all(len(row) <= columns for row in rows), rows
+    assert rows[0].startswith("  a-") and "…  Tell" in rows[0], rows
+    assert rows[1].startswith(" *notes ") and rows[1].endswith("Hi"), rows
+    assert list_rows(entries, "notes", 0)[0].startswith(f"  {LONG_NAME}  "), "not a terminal: the name whole"
 
 
 @pytest.mark.parametrize("columns", [24, 25, 30, 40, 80])
