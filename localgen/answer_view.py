@@ -60,10 +60,20 @@ class AnswerView:
         self._live = None
         self._drawn_at = 0.0  # when the live region was last drawn
         self._thinking_open = False
+        self._reasoning_hidden = False  # reasoning came, and was hidden
+        self._answered = False  # answer text came (more than whitespace)
+
+    @property
+    def shows_nothing_but_hidden_reasoning(self) -> bool:
+        """True when all the model said so far is reasoning that was hidden: the screen shows nothing of it."""
+        return self._reasoning_hidden and not self._answered
 
     def thinking(self, text: str) -> None:
         """Reasoning text: dimmed, or hidden."""
-        if not self._show_thinking or not text:
+        if not self._show_thinking:
+            self._reasoning_hidden = self._reasoning_hidden or bool(text.strip())
+            return
+        if not text:
             return
         text = terminal_safe(text) if self._console.is_terminal else text
         self._thinking_open = True
@@ -74,6 +84,7 @@ class AnswerView:
         """Answer text: rendered as Markdown block by block, or printed as it comes."""
         if not text:
             return
+        self._answered = self._answered or bool(text.strip())
         text = terminal_safe(text) if self._console.is_terminal else text
         if self._thinking_open:
             self._console.print()

@@ -53,8 +53,8 @@ from localgen.repl_input import (
 from localgen.repl_show import EMPTY_SYSTEM, show, stop_strings_line, system_prompt_line
 from localgen.repl_terminal import bracketed_paste
 from localgen.repl_text import (
+    answer_note,
     brief,
-    empty_answer_note,
     exchanges_in_context,
     gist,
     list_rows,
@@ -322,7 +322,9 @@ class Repl:
         finally:
             self._view = self._prefill_status = None
             events.close()
-            view.close(None if done is None else console.finish_note(done, chat=True) or empty_answer_note(done))
+            view.close(None if done is None else answer_note(
+                done, hidden_reasoning=view.shows_nothing_but_hidden_reasoning,
+                still_reasoning=splitter is not None and splitter.inside))
 
     def _opens_thinking(self) -> bool:
         """True when this model's generation prompt opens a reasoning block itself."""

@@ -27,6 +27,22 @@ def brief(text: str, limit: int = 80) -> str:
     return line if len(line) <= limit else f"{line[:limit - 1]}… ({len(text):,} characters)"
 
 
+SHOWS_REASONING = "/thinking on shows its reasoning"
+
+
+def answer_note(done: Finished, *, hidden_reasoning: bool = False, still_reasoning: bool = False) -> str | None:
+    """The note after an answer: why it stopped early, or that it was empty; hidden_reasoning: the model said
+    nothing but reasoning, which /thinking off hid (still_reasoning: it ended inside it), so the note says so."""
+    stopped = console.finish_note(done, chat=True)
+    if not hidden_reasoning:
+        return stopped or empty_answer_note(done)
+    if still_reasoning:
+        return f"{stopped or 'the answer ended'} while the model was still reasoning ({SHOWS_REASONING})"
+    if stopped:
+        return f"{stopped} after the model's reasoning, before its answer ({SHOWS_REASONING})"
+    return f"the model gave no answer after its reasoning ({SHOWS_REASONING}; /regen asks again)"
+
+
 def empty_answer_note(done: Finished) -> str | None:
     """A note for an answer that ended before any text, which would otherwise show as nothing at all."""
     return "the model gave an empty answer (/regen asks again)" if not done.text.strip() else None

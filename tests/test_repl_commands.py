@@ -1,15 +1,18 @@
-"""The chat's slash commands at their edges: an empty /file, a long name in /list, /help on a narrow terminal."""
+"""The chat's slash commands at their edges: an empty /file, a name wider than /list's terminal, /help on a narrow
+terminal, and the note of an answer whose reasoning /thinking off hid."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from localgen.conversation_summary import Summary
+from localgen.events import Finished, Timings, Usage
 from localgen.repl_input import help_lines
-from localgen.repl_text import list_rows
-from tests.test_repl import Chat, _listed_rows
+from localgen.repl_text import answer_note, list_rows
+from tests.test_repl import Chat, _listed_rows, _reasoning_chat
 
 LONG_NAME = "a-conversation-whose-name-is-wider-than-the-terminal-it-is-listed-on"
 
@@ -63,3 +66,37 @@ def test_help_on_a_narrow_terminal_breaks_lines_only_between_words(columns: int)
     words = " ".join(lines).split()
     assert "frequency_penalty," in words and "top-p," in words and "Alt-Enter" in words, "no word is broken"
     assert not any(line.strip()[:1] in ",;)" for line in lines), "no line starts with a comma"
+
+
+def test_an_answer_cut_off_in_hidden_reasoning_says_so(tmp_path: Path) -> None:
+    chat = _reasoning_chat(tmp_path / "home", tmp_path, "--hide-thinking", "--no-markdown", "-n", "3")
+    try:
+        mark = len(chat.transcript.getvalue())
+        chat.ask("What is 3+3?")
+        shown = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", chat.transcript.getvalue()[mark:]).split())
+        assert ("[stopped at the limit of 3 tokens (/set max_tokens) while the model was still reasoning "
+                "(/thinking on shows its reasoning)]") in shown, shown
+        assert "Three" not in shown, "the reasoning stays hidden"
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def _done(text: str, reason: str) -> Finished:
+    """A finished answer of text, stopped for reason."""
+    return Finished(text, reason, Usage(5, 0, 3), Timings(0.1, 0.1, 10.0, 0.1, 10.0))
+
+
+@pytest.mark.parametrize(("reason", "still", "note"), [
+    ("interrupted", True, "interrupted while the model was still reasoning (/thinking on shows its reasoning)"),
+    ("stop", True, "the answer ended while the model was still reasoning (/thinking on shows its reasoning)"),
+    ("interrupted", False, "interrupted after the model's reasoning, before its answer (/thinking on shows its "
+                           "reasoning)"),
+    ("stop", False, "the model gave no answer after its reasoning (/thinking on shows its reasoning; /regen asks "
+                    "again)"),
+])
+def test_the_note_of_an_answer_that_showed_nothing_but_hidden_reasoning(reason: str, still: bool, note: str) -> None:
+    assert answer_note(_done("Let me see", reason), hidden_reasoning=True, still_reasoning=still) == note
+    assert answer_note(_done("Six.", reason)) == ("interrupted" if reason == "interrupted" else None)
+    assert answer_note(_done(" ", "stop")) == "the model gave an empty answer (/regen asks again)"
