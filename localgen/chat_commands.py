@@ -1,0 +1,80 @@
+"""The chat's slash commands: which handler each name runs, and running one as typed (an unknown name, or an
+argument to a command that takes none, is told so)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from localgen import console
+from localgen.chat_commands_conversation import (
+    file_command,
+    list_command,
+    load_command,
+    model_command,
+    regen_command,
+    reset_command,
+    save_command,
+    undo_command,
+)
+from localgen.chat_commands_settings import (
+    markdown_command,
+    set_command,
+    settings_text,
+    stats_command,
+    system_command,
+    thinking_command,
+)
+from localgen.repl_input import ALIASES, WITHOUT_ARGUMENT, SlashCommand, help_lines, meant_command
+from localgen.repl_show import show
+from localgen.repl_state import ChatState
+from localgen.repl_unsaved import say_unsaved
+from localgen.wordwrap import terminal_width
+
+Handler = Callable[[ChatState, str], None]
+
+
+def help_command(_state: ChatState, _: str) -> None:
+    """/help: list the commands and the keys."""
+    for line in help_lines(terminal_width(sys.stderr)()):
+        console.say(line)
+
+
+def show_command(state: ChatState, argument: str) -> None:
+    """/show [PART]: what this chat runs with (the model, settings, system prompt, template or license)."""
+    show(state.session, argument.strip(), settings_text(state.session))
+
+
+def exit_command(state: ChatState, _: str) -> None:
+    """/exit: end the chat."""
+    state.running = not state.leaving.may_leave("/exit", state.typed)
+
+
+HANDLERS: dict[str, Handler] = {
+    "/help": help_command, "/system": system_command, "/set": set_command, "/show": show_command,
+    "/stats": stats_command, "/reset": reset_command, "/undo": undo_command, "/regen": regen_command,
+    "/file": file_command, "/save": save_command, "/load": load_command, "/list": list_command,
+    "/model": model_command, "/thinking": thinking_command, "/markdown": markdown_command, "/exit": exit_command,
+}
+HANDLERS |= {alias: HANDLERS[name] for alias, name in ALIASES.items()}  # Ollama's /bye, /clear and /?
+
+
+def run_command(state: ChatState, command: SlashCommand) -> None:
+    """Run a slash command, or say why it cannot run; then say why a change it made is not saved, if it is not."""
+    handler = HANDLERS.get(command.name)
+    if handler is None:
+        meant = meant_command(command, HANDLERS)
+        console.error(f"unknown command {command.name}",
+                      hint=(f"did you mean {meant}? " if meant else "")
+                      + "/help lists the commands; // at the start sends a message that starts with /")
+        return
+    if command.argument and command.name in WITHOUT_ARGUMENT:
+        console.error(f"{command.name} takes no argument", hint=f"type {command.name} alone; /help lists the rest")
+        return
+    state.typed = command.name
+    try:
+        handler(state, command.argument)
+    finally:  # a change the command made and said, then why it is not saved
+        error, state.session.save_error = state.session.save_error, None
+        if error is not None:
+            say_unsaved(error)

@@ -1,0 +1,164 @@
+"""The chat's commands for its conversation and model: /reset, /undo, /regen, /file, /save, /load, /list and
+/model."""
+
+from __future__ import annotations
+
+from localgen import console
+from localgen.chat_commands_settings import settings_text
+from localgen.config import settings
+from localgen.conversation_store import MissingConversationError, let_go, load_conversation
+from localgen.errors import UsageError
+from localgen.inputs import attachment_text, expand_user_path, option_path, refuse_waiting_reads, short_path
+from localgen.registry import reads_as_a_model
+from localgen.repl_input import one_argument
+from localgen.repl_state import ChatState
+from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, what_reset_kept
+from localgen.session import ChatSession
+from localgen.units import counted
+
+
+def reset_command(state: ChatState, _: str) -> None:
+    """/reset: start a new conversation, keeping the system prompt."""
+    session = state.session
+    if not state.leaving.may_leave("/reset", state.typed):
+        return
+    attached, unsaved = len(session.attachments), session.unsaved
+    previous = session.reset()
+    dropped = f"; dropped {counted(attached, 'attached file')}" if attached else ""
+    kept = what_reset_kept(previous, unsaved=unsaved)
+    console.say(f"new conversation {session.conversation.name} ({kept}{dropped})")
+
+
+def undo_command(state: ChatState, _: str) -> None:
+    """/undo: drop the last exchange."""
+    turn = state.session.undo()
+    console.say(f"dropped: {gist(turn.user)!r}")
+
+
+def regen_command(state: ChatState, _: str) -> None:
+    """/regen: answer the last question again."""
+    state.show_answer(*state.session.regenerate())
+
+
+def file_command(state: ChatState, argument: str) -> None:
+    """/file PATH|none: attach a file's text to the next message, or drop the attached files."""
+    session = state.session
+    if not argument:
+        console.say("usage: /file PATH, or /file none to drop the attached files")
+        return
+    if argument == "none":  # a file named none: /file ./none
+        attached = session.attachments
+        console.say(f"dropped {counted(len(attached), 'attached file')}" if attached else "no files are attached")
+        session.attachments = []
+        return
+    typed = one_argument(argument, "/file PATH")
+    option_path(typed, "/file")  # an empty name is refused, not read as the current folder
+    path = expand_user_path(typed)
+    refuse_waiting_reads(path, typed)
+    warnings: list[str] = []
+    text = attachment_text(path, warnings, option="/file", typed=typed)
+    empty = not text.strip()
+    if empty:  # its warning (the last) says so: a file that adds nothing is not counted as attached
+        warnings[-1] += ", so it is not attached"
+    console.warn_each(warnings)
+    if empty:
+        return
+    if text in session.attachments:
+        console.say(f"{short_path(typed)} is attached already, or a file with the same text is "
+                    "(/file none drops the attached files)")
+        return
+    session.attachments.append(text)
+    console.say(f"attached {short_path(typed)} ({len(text):,} characters) to the next message")
+
+
+def save_command(state: ChatState, argument: str) -> None:
+    """/save [NAME]: save the conversation."""
+    path = state.session.save(one_argument(argument, "/save NAME") if argument else None)  # quoted as /load's
+    console.say(f"saved to {path}")
+
+
+def load_command(state: ChatState, argument: str) -> None:
+    """/load NAME: continue a saved conversation."""
+    session = state.session
+    if not argument:
+        console.say("usage: /load NAME (see /list)")
+        return
+    name = one_argument(argument, "/load NAME")  # quoted, as the name /model and the path /file take
+    try:
+        conversation = load_conversation(name)  # a name that cannot be loaded is refused before anything else
+    except (MissingConversationError, UsageError) as exc:  # no such conversation, or not a name one can have
+        if not name or not reads_as_a_model(name, settings().user_registry):
+            raise
+        raise type(exc)(exc.message, hint=f"{name} is a model: /model {name} switches to it") from None
+    if not state.leaving.may_leave("/load", state.typed):
+        if conversation.name != session.conversation.name:
+            let_go(conversation)
+        return
+    saved_with = conversation.model
+    session.replace_conversation(conversation)
+    console.say(f"loaded {name}: {conversation_summary(session)}")
+    if saved_with and saved_with != conversation.model:
+        console.say(f"it was saved with {saved_with} and goes on with {conversation.model} "
+                    f"(/model {saved_with} to switch)")
+
+
+def list_command(state: ChatState, _: str) -> None:
+    """/list: list the saved conversations, marking this chat's."""
+    from localgen.conversation_summary import summaries
+
+    entries = summaries()
+    if not entries:
+        console.say("no saved conversations")
+        return
+    conversation = state.session.conversation
+    current = conversation.name if conversation.on_disk else None
+    for row in list_rows(entries, current, console.status_width()):
+        console.say(row)
+
+
+def model_command(state: ChatState, argument: str) -> None:
+    """/model REF: switch model, keeping the conversation (alone: name the model in use)."""
+    session = state.session
+    if not argument:
+        now = session.loaded
+        using = f"using {now.resolved.display_name}; " if now.engine.is_open else ""
+        console.say(f"{using}/model REF switches (a name, NAME:QUANT, ORG/REPO or a .gguf path)")
+        return
+    reference = one_argument(argument, "/model REF")
+    before, system = session.settings(), session.conversation.system
+    n_ctx, seen = session.loaded.engine.n_ctx, len(session.conversation.in_context())
+    try:
+        loaded = session.switch_model(reference, note=console.say)
+    except KeyboardInterrupt:
+        now = session.loaded
+        console.say(f"[interrupted: still using {now.resolved.display_name}]" if now.engine.is_open else
+                    "[interrupted: no model is loaded (/model NAME loads one)]")
+        return
+    changed = [f"{key}={session.value_of(key)[1]}" for key, value in session.settings().items()
+               if before[key] != value]
+    conversation = session.conversation
+    if conversation.system != system:
+        changed.append(_system_prompt_text(conversation.system))
+    if loaded.engine.n_ctx != n_ctx:
+        changed.append(f"context {loaded.engine.n_ctx:,} tokens")
+    console.say(f"now using {loaded.resolved.display_name}"
+                + (f" (changed with it: {', '.join(changed)})" if changed else ""))
+    if len(conversation.in_context()) < seen:
+        console.say(f"[the conversation: {exchanges_in_context(conversation)}]")
+    problem = session.system_prompt_problem(conversation.system)
+    if problem is not None:  # the model is loaded all the same: the prompt is what must change
+        console.warn(f"{problem}: /system TEXT sets a shorter one, /system none removes it")
+
+
+def conversation_summary(session: ChatSession) -> str:
+    """Exchanges, system prompt and settings of the current conversation, for /load and --resume."""
+    conversation = session.conversation
+    system = _system_prompt_text(conversation.system)
+    return f"{exchanges_in_context(conversation)}, {system}; settings: {settings_text(session)}"
+
+
+def _system_prompt_text(system: str | None) -> str:
+    """The system prompt as a summary names it: briefly quoted, empty, or its absence."""
+    if system == "":
+        return "an empty system prompt (the template's default is left out)"
+    return f"system prompt {brief(system)!r}" if system else "no system prompt"

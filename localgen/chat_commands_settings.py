@@ -1,0 +1,148 @@
+"""The chat's commands for what it runs with: /system, /set (and /set stop), /stats, /thinking and /markdown."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import replace
+
+from localgen import console
+from localgen.errors import UsageError
+from localgen.repl_input import unwrap_block
+from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_line
+from localgen.repl_state import ChatState
+from localgen.session import SETTING_NAMES, ChatSession
+
+
+def system_command(state: ChatState, argument: str) -> None:
+    """/system [TEXT|none|""]: show the system prompt, set it, clear it, or make it empty."""
+    session = state.session
+    if not argument:
+        console.say(system_prompt_line(session))
+        return
+    text = _unquoted(unwrap_block(argument))  # a triple-quoted block, as Ollama's /set system takes
+    if argument.lower() == "none":  # "none" quoted is the text none
+        session.set_system(None)
+        console.say("system prompt cleared")
+    elif not text:  # "" or '', as -s "" gives: an empty one, not the template's own
+        session.set_system("")
+        console.say(f"system prompt set: {EMPTY_SYSTEM}")
+    else:
+        session.set_system(text)
+        console.say("system prompt set")
+
+
+def set_command(state: ChatState, argument: str) -> None:
+    """/set PARAM VALUE: change a setting (PARAM alone shows it; Ollama's spellings too)."""
+    word, _, rest = argument.partition(" ")
+    ollama = {"parameter": lambda: set_command(state, rest.strip()),
+              "system": lambda: system_command(state, rest.strip()),
+              "verbose": lambda: stats_command(state, "on"), "quiet": lambda: stats_command(state, "off")}
+    if word.lower() == "stop":  # /set stop TEXT..., as Ollama's /set parameter stop (for this chat, as --stop)
+        _set_stop(state.session, rest.strip())
+        return
+    if word.lower() in ollama:  # Ollama's spellings: /set parameter NAME VALUE, /set system TEXT, /set verbose
+        if word.lower() in ("verbose", "quiet") and rest.strip():
+            console.say(f"usage: /set {word.lower()}")
+        else:
+            ollama[word.lower()]()
+        return
+    parts = argument.split(None, 1)
+    if len(parts) == 1:  # /set temp: the current value
+        key, value = state.session.value_of(parts[0])
+        console.say(f"{key} = {value} (/set {key} VALUE changes it)")
+        return
+    if len(parts) != 2:
+        console.say(f"usage: /set PARAM VALUE ({', '.join(SETTING_NAMES)}), or /set stop TEXT...")
+        return
+    key, value = state.session.set_value(parts[0], parts[1])
+    console.say(f"{key} = {value}" + (" (random)" if key == "seed" and value == "none" else ""))
+
+
+def _set_stop(session: ChatSession, argument: str) -> None:
+    """/set stop TEXT...: this chat's stop strings (quoted as in a shell, backslashes kept; none clears them;
+    alone: shows them)."""
+    if not argument:
+        console.say(stop_strings_line(session.limits.stop))
+        return
+    lexer = shlex.shlex(argument, posix=True)
+    lexer.whitespace_split, lexer.escape = True, ""  # "\n" stays as typed, as --stop takes it from a shell
+    try:
+        words = [] if argument.lower() == "none" else list(lexer)
+    except ValueError as exc:
+        raise UsageError(f"/set stop: {exc}", hint='quote each one whole: /set stop "User says:" "###"') from None
+    if "" in words:
+        raise UsageError("/set stop: a stop string is empty", hint="give each stop string some text")
+    session.limits = replace(session.limits, stop=tuple(words))
+    console.say(stop_strings_line(session.limits.stop) if words else "stop strings cleared")
+
+
+def stats_command(state: ChatState, argument: str) -> None:
+    """/stats [on|off]: the last answer's figures, or turn them on or off after every answer."""
+    if argument:
+        switch = _on_or_off(argument, "/stats")
+        if switch is not None:
+            state.stats_after_answers = switch
+            console.say(f"stats {'after every answer' if switch else 'on request (/stats)'}")
+        return
+    say_stats(state.session)
+
+
+def say_stats(session: ChatSession) -> None:
+    """The last answer's figures, with the context the conversation uses (/stats, and after every answer)."""
+    last = session.last
+    if last is None:
+        console.say("no answer yet")
+        return
+    used = session.context_used()
+    context = None if used is None else (used, session.loaded.engine.n_ctx)
+    console.say(console.format_stats(last, context=context))
+
+
+def thinking_command(state: ChatState, argument: str) -> None:
+    """/thinking [on|off]: show or hide the model's reasoning (alone: say which)."""
+    if not argument:
+        console.say("reasoning is shown (/thinking off hides it)" if state.show_thinking
+                    else "reasoning is hidden (/thinking on shows it)")
+        return
+    switch = _on_or_off(argument, "/thinking")
+    if switch is not None:
+        state.show_thinking = switch
+        console.say(f"reasoning is {'shown' if switch else 'hidden'}")
+
+
+def markdown_command(state: ChatState, argument: str) -> None:
+    """/markdown [on|off]: render answers as Markdown, or print them exactly as written (alone: say which)."""
+    if not argument:
+        console.say("answers are shown as Markdown (/markdown off prints them exactly as written)" if state.markdown
+                    else "answers are shown as plain text, exactly as written (/markdown on renders Markdown)")
+        return
+    switch = _on_or_off(argument, "/markdown")
+    if switch and not state.escapes:
+        console.say("Markdown needs a terminal that takes escape sequences (TERM=dumb here); answers stay plain")
+    elif switch is not None:
+        state.markdown = switch
+        console.say(f"answers are shown {'as Markdown' if switch else 'as plain text, exactly as written'}")
+
+
+def settings_text(session: ChatSession) -> str:
+    """The sampling settings as 'name=value, ...' (unset ones as none)."""
+    return ", ".join(f"{k}={'none' if v is None else v}" for k, v in session.settings().items())
+
+
+def _unquoted(text: str) -> str:
+    """Text without the quotes around it when it is one quoted string ("Be brief." as -s takes it from a shell);
+    other text as it is (quotes inside it, or only at one end, are its own)."""
+    stripped = text.strip()
+    quote = stripped[:1]
+    if quote in ("'", '"') and len(stripped) >= 2 and stripped.endswith(quote) and quote not in stripped[1:-1]:
+        return stripped[1:-1]
+    return text
+
+
+def _on_or_off(argument: str, command: str) -> bool | None:
+    """A switch command's argument as True (on) or False (off); None, after printing the usage, for anything else."""
+    switch = argument.lower()
+    if switch not in ("on", "off"):
+        console.say(f"usage: {command} on|off")
+        return None
+    return switch == "on"

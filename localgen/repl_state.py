@@ -1,0 +1,27 @@
+"""What a chat's slash commands act on: its session, how its answers are shown, and whether it goes on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+
+from localgen.events import Event
+from localgen.repl_unsaved import LeaveGuard
+from localgen.session import ChatSession, TurnStart
+
+ShowAnswer = Callable[[TurnStart, Generator[Event, None, None]], None]
+
+
+@dataclass
+class ChatState:
+    """A chat's state that its commands read and change (the REPL reads it back for each answer and line)."""
+
+    session: ChatSession
+    leaving: LeaveGuard
+    show_answer: ShowAnswer  # streams an answer's events (/regen's), as a message's are
+    escapes: bool  # the terminal takes escape sequences (not TERM=dumb): Markdown can be drawn live
+    markdown: bool
+    show_thinking: bool
+    stats_after_answers: bool = False  # chat --stats, /stats on
+    running: bool = True  # False once /exit (or Ctrl-D) ends the chat
+    typed: str | None = None  # the command as typed (/bye for /exit), for messages
