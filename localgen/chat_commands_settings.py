@@ -66,6 +66,7 @@ def _set_stop(session: ChatSession, argument: str) -> None:
         return
     lexer = shlex.shlex(argument, posix=True)
     lexer.whitespace_split, lexer.escape = True, ""  # "\n" stays as typed, as --stop takes it from a shell
+    lexer.commenters = ""  # a # is text (/set stop ###), not the start of a comment
     try:
         words = [] if argument.lower() == "none" else list(lexer)
     except ValueError as exc:

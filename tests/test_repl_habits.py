@@ -100,6 +100,7 @@ def test_set_stop_changes_this_chat_s_stop_strings(tmp_path: Path) -> None:
         assert "no stop strings" in chat.command("/set stop", "sets them")
         assert "No closing quotation" in chat.command('/set stop "oops', "whole")
         assert "a stop string is empty" in chat.command("/set stop ''", "some text")
+        assert "stop strings (this chat): '###', 'a#b'" in chat.command("/set stop ### a#b", "'a#b'")  # no comment
         shown = chat.command(r"/set stop \n\n", r"'\\n\\n'")  # backslashes kept, as typed
         assert r"stop strings (this chat): '\\n\\n'" in shown
         assert chat.quit() == 0
