@@ -38,7 +38,7 @@ from localgen.repl_input import (
 )
 from localgen.repl_state import ChatState
 from localgen.repl_terminal import bracketed_paste
-from localgen.repl_text import answer_note, room_notice
+from localgen.repl_text import answer_note, room_notice, toolbar_line
 from localgen.repl_unsaved import LeaveGuard, say_unsaved
 from localgen.session import ChatSession, TurnStart, UnsavedChangeError
 from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal
@@ -81,16 +81,20 @@ class Repl:
         self._prompt.default_buffer.on_text_changed += self._text_changed
 
     def _toolbar(self) -> str:
-        """Model, context used by the conversation / size, attached files, last decode speed."""
+        """Model, context used by the conversation / size, attached files, last decode speed; on a narrow terminal,
+        the context and the attached files before the rest."""
         engine = self.session.loaded.engine
+        columns = self._prompt.output.get_size().columns
         if not engine.is_open:
-            return " no model loaded │ /model NAME │ /help"
+            return toolbar_line([("no model loaded", 0), ("/model NAME", 1), ("/help", 2)], columns)
         speed = self.session.last.timings.decode_tokens_per_s if self.session.last else 0.0
-        attached = f"{counted(len(self.session.attachments), 'file')} attached │ " if self.session.attachments else ""
+        files = len(self.session.attachments)
+        attached = [(f"{counted(files, 'file')} attached", 0)] if files else []
         used = self.session.context_used()
         rate = f"{speed:.1f}" if speed else "–"  # no answer yet, or one stopped before a second token
-        return (f" {self.session.loaded.resolved.short_name} │ {'?' if used is None else f'{used:,}'}/"
-                f"{engine.n_ctx:,} tokens │ {attached}{rate} tok/s │ /help")
+        return toolbar_line([(self.session.loaded.resolved.short_name, 2),
+                             (f"{'?' if used is None else f'{used:,}'}/{engine.n_ctx:,} tokens", 1), *attached,
+                             (f"{rate} tok/s", 3), ("/help", 4)], columns)
 
     def run(self) -> None:
         """The read-eval-print loop, until /exit or Ctrl-D; run it inside chat_terminal()."""

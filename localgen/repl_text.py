@@ -84,6 +84,20 @@ def what_reset_kept(previous: Conversation, *, unsaved: bool = False) -> str:
     return "the previous one had nothing to save" if not previous.turns else "the previous one was not saved"
 
 
+def toolbar_line(parts: list[tuple[str, int]], columns: int) -> str:
+    """The bottom toolbar's parts (text, rank: 0 the most wanted) in columns (0: as they are): the parts ranked
+    last are left out first, rather than the terminal cutting the line wherever it ends."""
+    kept = list(parts)
+    while columns and len(kept) > 1 and display_width(_toolbar(kept)) > columns:
+        kept.remove(max(kept, key=lambda part: part[1]))
+    return shorten_end(_toolbar(kept), columns) if columns else _toolbar(kept)
+
+
+def _toolbar(parts: list[tuple[str, int]]) -> str:
+    """Toolbar parts joined as the toolbar shows them."""
+    return " " + " │ ".join(text for text, _ in parts)
+
+
 def list_rows(entries: list[Summary], current: str | None, columns: int) -> list[str]:
     """/list's rows, one a conversation, marking current's with * and (this chat); in columns > 0 each row fits on
     one line: the date goes first, then the exchange count, where the first message would keep too few columns."""

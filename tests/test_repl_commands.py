@@ -1,5 +1,5 @@
-"""The chat's slash commands at their edges: an empty /file, a name wider than /list's terminal, /help on a narrow
-terminal, and the note of an answer whose reasoning /thinking off hid."""
+"""The chat's slash commands at their edges: an empty /file, a name wider than /list's terminal, /help and the
+toolbar on a narrow terminal, and the note of an answer whose reasoning /thinking off hid."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from localgen.conversation_summary import Summary
 from localgen.events import Finished, Timings, Usage
 from localgen.repl_input import help_lines
-from localgen.repl_text import answer_note, list_rows
+from localgen.repl_text import answer_note, list_rows, toolbar_line
 from tests.test_repl import Chat, _listed_rows, _reasoning_chat
 
 LONG_NAME = "a-conversation-whose-name-is-wider-than-the-terminal-it-is-listed-on"
@@ -100,3 +100,25 @@ def test_the_note_of_an_answer_that_showed_nothing_but_hidden_reasoning(reason: 
     assert answer_note(_done("Let me see", reason), hidden_reasoning=True, still_reasoning=still) == note
     assert answer_note(_done("Six.", reason)) == ("interrupted" if reason == "interrupted" else None)
     assert answer_note(_done(" ", "stop")) == "the model gave an empty answer (/regen asks again)"
+
+
+def test_the_toolbar_of_a_narrow_terminal_keeps_the_attached_files_and_the_context(tmp_path: Path) -> None:
+    (tmp_path / "note.txt").write_text("The code is 4711.\n")
+    chat = Chat(tmp_path / "home", "-n", "2", "--no-prefill-while-typing", cwd=tmp_path, cpr=True, columns=40)
+    try:
+        chat.command("/file note.txt", "attached")
+        assert re.search(r" 0/[\d,]+ tokens │ 1 file attached", chat.transcript.getvalue()), chat.transcript.getvalue()
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def test_toolbar_parts_ranked_last_give_way_first() -> None:
+    parts = [("smollm2-135m", 2), ("0/8,192 tokens", 1), ("1 file attached", 0), ("– tok/s", 3), ("/help", 4)]
+    assert toolbar_line(parts, 0) == " smollm2-135m │ 0/8,192 tokens │ 1 file attached │ – tok/s │ /help"
+    assert toolbar_line(parts, 100) == toolbar_line(parts, 0)
+    assert toolbar_line(parts, 60) == " smollm2-135m │ 0/8,192 tokens │ 1 file attached │ – tok/s"
+    assert toolbar_line(parts, 40) == " 0/8,192 tokens │ 1 file attached"
+    assert toolbar_line(parts, 20) == " 1 file attached"
+    assert toolbar_line(parts, 10) == " 1 file a…"
