@@ -37,6 +37,9 @@ def set_command(state: ChatState, argument: str) -> None:
     ollama = {"parameter": lambda: set_command(state, rest.strip()),
               "system": lambda: system_command(state, rest.strip()),
               "verbose": lambda: stats_command(state, "on"), "quiet": lambda: stats_command(state, "off")}
+    if word.lower() in ("think", "nothink"):  # Ollama's switch of a model's reasoning
+        raise UsageError(f"/set {word.lower()} is Ollama's: localgen does not turn a model's reasoning on or off",
+                         hint="/thinking off hides the reasoning, /thinking on shows it")
     if word.lower() == "stop":  # /set stop TEXT..., as Ollama's /set parameter stop (for this chat, as --stop)
         _set_stop(state.session, rest.strip())
         return

@@ -133,6 +133,9 @@ def means_leaving(line: str, *, pasted: bool) -> bool:
 def meant_command(command: SlashCommand, known: Iterable[str]) -> str | None:
     """For an unknown slash command: localgen's command for another tool's (with the argument typed in place of
     what it takes: /stop ### is /set stop ###), or a close one (a typo)."""
+    if command.name == "/" and command.argument:  # a space after the slash: / help
+        spaced = "/" + command.argument.split()[0].lower()
+        return spaced if spaced in known else None
     habit = SLASH_HABITS.get(command.name)
     if habit is not None:
         head, _, takes = habit.rpartition(" ")
