@@ -12,6 +12,8 @@ from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_li
 from localgen.repl_state import ChatState
 from localgen.session import SETTING_NAMES, ChatSession
 
+UNSET_MEANS = {"seed": "random", "max_tokens": "no limit"}  # what /set says a setting of none does
+
 
 def system_command(state: ChatState, argument: str) -> None:
     """/system [TEXT|none|""]: show the system prompt, set it, clear it, or make it empty."""
@@ -58,7 +60,7 @@ def set_command(state: ChatState, argument: str) -> None:
         console.say(f"usage: /set PARAM VALUE ({', '.join(SETTING_NAMES)}), or /set stop TEXT...")
         return
     key, value = state.session.set_value(parts[0], parts[1])
-    console.say(f"{key} = {value}" + (" (random)" if key == "seed" and value == "none" else ""))
+    console.say(f"{key} = {value}" + (f" ({UNSET_MEANS[key]})" if value == "none" and key in UNSET_MEANS else ""))
 
 
 def _set_stop(session: ChatSession, argument: str) -> None:
