@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 LIST_MESSAGE_MIN = 12  # columns of a first message that /list keeps before it drops "(this chat)"
 LIST_MESSAGE_SHORTEST = 5  # columns of a first message ("Tell…") below which /list drops the date, then the size
 THIS_CHAT = "  (this chat)"
-LIST_HEAD_MARGIN = 4  # columns of a /list row's head besides the name: a space, the mark, two spaces after it
+LIST_NAME_KEPT = 20  # columns of a name that /list keeps before it drops the date (a new chat's name takes 20)
 
 
 def brief(text: str, limit: int = 80) -> str:
@@ -100,15 +100,21 @@ def _toolbar(parts: list[tuple[str, int]]) -> str:
 
 def list_rows(entries: list[Summary], current: str | None, columns: int) -> list[str]:
     """/list's rows, one a conversation, marking current's with * and (this chat); in columns > 0 each row fits on
-    one line: the date goes first, then the exchange count, where the first message would keep too few columns."""
+    one line: where the first message would keep too few columns, names longer than LIST_NAME_KEPT are cut first,
+    then the date goes, then the exchange count, then names are cut further."""
     described = [console.one_line(entry.described) for entry in entries]
     wanted = min(LIST_MESSAGE_SHORTEST, max(map(display_width, described), default=0))
-    names = [entry.name if not columns else shorten_end(entry.name, max(1, columns - LIST_HEAD_MARGIN - wanted))
-             for entry in entries]  # a name too wide for the terminal alone is cut, rather than wrapped
+    full = [entry.name for entry in entries]
     heads: list[str] = []
     for with_date, with_size in ((True, True), (False, True), (False, False)):
-        heads = _list_heads(entries, names, current, with_date=with_date, with_size=with_size)
-        if not columns or columns - max(map(display_width, heads)) >= wanted:
+        heads = _list_heads(entries, full, current, with_date=with_date, with_size=with_size)
+        over = max(map(display_width, heads)) - (columns - wanted)  # columns the heads take from the message
+        if not columns or over <= 0:
+            break
+        room = max(map(display_width, full)) - over  # the widest name that leaves the message its columns
+        if room >= LIST_NAME_KEPT or not with_size:
+            names = [shorten_end(name, max(1, room)) for name in full]
+            heads = _list_heads(entries, names, current, with_date=with_date, with_size=with_size)
             break
     return [_list_row(head, text, THIS_CHAT if entry.name == current else "", columns)
             for entry, head, text in zip(entries, heads, described, strict=True)]

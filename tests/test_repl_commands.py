@@ -49,12 +49,13 @@ def test_list_cuts_a_name_wider_than_the_terminal_instead_of_wrapping_it(tmp_pat
             chat.child.terminate(force=True)
 
 
-@pytest.mark.parametrize("columns", [20, 24, 40, 60])
-def test_list_rows_of_a_long_name_fit_the_terminal_and_keep_the_message_s_start(columns: int) -> None:
+@pytest.mark.parametrize(("columns", "size"), [(20, False), (24, False), (40, False), (60, True), (80, True)])
+def test_list_rows_of_a_long_name_fit_the_terminal_and_keep_the_message_s_start(columns: int, size: bool) -> None:
     entries = [Summary(LONG_NAME, 0.0, 3, "m", "Tell me about lighthouses."), Summary("notes", 0.0, 1, "m", "Hi")]
     rows = list_rows(entries, "notes", columns)
     assert all(len(row) <= columns for row in rows), rows
-    assert rows[0].startswith("  a-") and "…  Tell" in rows[0], rows
+    assert rows[0].startswith("  a-") and "…  " in rows[0] and "  Tell" in rows[0], rows
+    assert ("3 exchanges" in rows[0]) == size, "the long name is cut before the exchange count goes"
     assert rows[1].startswith(" *notes ") and rows[1].endswith("Hi"), rows
     assert list_rows(entries, "notes", 0)[0].startswith(f"  {LONG_NAME}  "), "not a terminal: the name whole"
 
