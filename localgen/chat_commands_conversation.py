@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import glob
+import os
+
 from localgen import console
 from localgen.chat_commands_settings import settings_text
 from localgen.config import settings
@@ -52,16 +55,8 @@ def file_command(state: ChatState, argument: str) -> None:
         session.attachments = []
         return
     typed = one_argument(argument, "/file PATH")
-    option_path(typed, "/file")  # an empty name is refused, not read as the current folder
-    path = expand_user_path(typed)
-    refuse_waiting_reads(path, typed)
-    warnings: list[str] = []
-    text = attachment_text(path, warnings, option="/file", typed=typed)
-    empty = not text.strip()
-    if empty:  # its warning (the last) says so: a file that adds nothing is not counted as attached
-        warnings[-1] += ", so it is not attached"
-    console.warn_each(warnings)
-    if empty:
+    text = _file_text(typed)
+    if text is None:
         return
     if text in session.attachments:
         console.say(f"{short_path(typed)} is attached already, or a file with the same text is "
@@ -69,6 +64,40 @@ def file_command(state: ChatState, argument: str) -> None:
         return
     session.attachments.append(text)
     console.say(f"attached {short_path(typed)} ({len(text):,} characters) to the next message")
+
+
+def _file_text(typed: str) -> str | None:
+    """The text of the file /file names (as typed), or None, after a warning, when it has none to attach; a name
+    that is a shell's several files (/file a.txt b.txt, /file *.txt) is refused with how to attach them."""
+    option_path(typed, "/file")  # an empty name is refused, not read as the current folder
+    path = expand_user_path(typed)
+    several = [] if os.path.lexists(path) else _several_files(typed)
+    if several:
+        raise UsageError(f"no such file: {typed}", hint=_one_at_a_time(several))
+    refuse_waiting_reads(path, typed)
+    warnings: list[str] = []
+    text = attachment_text(path, warnings, option="/file", typed=typed)
+    empty = not text.strip()
+    if empty:  # its warning (the last) says so: a file that adds nothing is not counted as attached
+        warnings[-1] += ", so it is not attached"
+    console.warn_each(warnings)
+    return None if empty else text
+
+
+def _several_files(typed: str) -> list[str]:
+    """The files (two at most) that a /file argument naming no file names as a shell reads it: its words, when each
+    is a file, or what it matches as a pattern."""
+    words = typed.split()
+    if any(char in typed for char in "*?["):
+        return sorted(filter(os.path.isfile, glob.glob(os.path.expanduser(typed))))[:2]
+    return words if len(words) > 1 and all(os.path.isfile(os.path.expanduser(word)) for word in words) else []
+
+
+def _one_at_a_time(files: list[str]) -> str:
+    """How to attach the files a /file argument meant, one command each."""
+    if len(files) == 1:
+        return f"/file takes no pattern: /file {files[0]}"
+    return f"/file attaches one file at a time: /file {files[0]}, then /file {files[1]}"
 
 
 def save_command(state: ChatState, argument: str) -> None:

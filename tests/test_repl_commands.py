@@ -35,6 +35,24 @@ def test_an_empty_file_is_not_attached_and_the_next_message_is_sent_alone(tmp_pa
             chat.child.terminate(force=True)
 
 
+def test_file_given_a_shell_s_several_files_says_to_attach_one_at_a_time(tmp_path: Path) -> None:
+    for name in ("a.txt", "b.txt", "c.md"):
+        (tmp_path / name).write_text(f"The file {name}.\n")
+    chat = Chat(tmp_path / "home", "-n", "2", cwd=tmp_path)
+    try:
+        words = " ".join(chat.command_words("/file a.txt b.txt", "then /file b.txt)").split())
+        assert "no such file: a.txt b.txt (hint: /file attaches one file at a time: /file a.txt, then /file b.txt)" \
+            in words, words
+        chat.command_words("/file *.txt", "/file attaches one file at a time: /file a.txt, then /file b.txt)")
+        chat.command_words("/file *.md", "no such file: *.md (hint: /file takes no pattern: /file c.md)")
+        assert "check the path" in chat.command_words("/file a.txt nosuch", "check the path given to /file")
+        assert "no files are attached" in chat.command("/file none", "attached")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 def test_list_cuts_a_name_wider_than_the_terminal_instead_of_wrapping_it(tmp_path: Path) -> None:
     chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "2", columns=40)
     try:
