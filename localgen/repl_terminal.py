@@ -119,6 +119,9 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         ending = stopped_until_continued()
         signal.signal(signal.SIGTSTP, suspend)
         if ending is not None:  # SIGTERM, or SIGHUP from a closed terminal, while stopped: no modes to put back
+            # ended in the background (kill -HUP %1 continues it there): setting the terminal's modes on the way out
+            # must not stop it again, waiting on `fg` (Stopped (tty output))
+            signal.signal(signal.SIGTTOU, signal.SIG_IGN)
             end_after_suspend(ending)
             return
         with contextlib.suppress(OSError):
