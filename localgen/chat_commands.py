@@ -25,6 +25,7 @@ from localgen.chat_commands_settings import (
     system_command,
     thinking_command,
 )
+from localgen.errors import UsageError
 from localgen.repl_input import ALIASES, WITHOUT_ARGUMENT, SlashCommand, help_lines, meant_command
 from localgen.repl_show import show
 from localgen.repl_state import ChatState
@@ -34,9 +35,11 @@ from localgen.wordwrap import terminal_width
 Handler = Callable[[ChatState, str], None]
 
 
-def help_command(_state: ChatState, _: str) -> None:
-    """/help: list the commands and the keys."""
-    for line in help_lines(terminal_width(sys.stderr)()):
+def help_command(_state: ChatState, argument: str) -> None:
+    """/help [shortcuts]: list the commands and the keys, or the keys alone."""
+    if argument and argument.lower() not in ("shortcuts", "keys"):
+        raise UsageError(f"/help has no topic '{argument}'", hint="/help alone, or /help shortcuts for the keys")
+    for line in help_lines(terminal_width(sys.stderr)(), commands=not argument):
         console.say(line)
 
 

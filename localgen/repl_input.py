@@ -29,7 +29,7 @@ from localgen.session import SETTING_NAMES
 PROMPT = ">>> "
 BLOCK_QUOTE = '"""'
 COMMAND_HELP = {
-    "/help": "show this help",
+    "/help [shortcuts]": "show this help (shortcuts: only the keys, as Ollama's /? shortcuts)",
     "/system [TEXT|none]": "show the system prompt, set it to TEXT, clear it (none), or make it empty (\"\")",
     "/set PARAM VALUE": f"change a setting ({', '.join(SETTING_NAMES)}; or by its option name: temp, top-p, n; "
                         "Ollama's /set parameter and num_predict work too); /set stop TEXT... for stop strings",
@@ -62,7 +62,8 @@ SLASH_HABITS = {  # other tools' commands that localgen names otherwise
     "/context": "/stats", "/tokens": "/stats", "/params": "/show parameters", "/models": "/model REF",
     "/stop": "/set stop TEXT", "/read": "/file PATH",
 }
-WITHOUT_ARGUMENT = frozenset({usage for usage in COMMAND_HELP if " " not in usage} | set(ALIASES))
+WITHOUT_ARGUMENT = frozenset({usage for usage in COMMAND_HELP if " " not in usage})
+WITHOUT_ARGUMENT |= {alias for alias, name in ALIASES.items() if name in WITHOUT_ARGUMENT}  # /bye, /clear
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # C0 controls and DEL; tabs and newlines are text
 
 
@@ -172,7 +173,7 @@ def command_block_is_open(text: str) -> bool:
     return not command.argument.partition(BLOCK_QUOTE)[2].rstrip().endswith(BLOCK_QUOTE)
 
 
-ARGUMENT_WORDS = {"/show": SHOW_PARTS, "/stats": ("on", "off"), "/thinking": ("on", "off"),
+ARGUMENT_WORDS = {"/help": ("shortcuts",), "/show": SHOW_PARTS, "/stats": ("on", "off"), "/thinking": ("on", "off"),
                   "/markdown": ("on", "off")}  # the words these commands take
 
 
@@ -352,23 +353,25 @@ def continuation(width: int, _line_number: int, is_soft_wrap: bool) -> str:
     return " " * width if is_soft_wrap else "... ".rjust(width)
 
 
-def help_lines(width: int) -> list[str]:
+def help_lines(width: int, *, commands: bool = True) -> list[str]:
     """/help's lines for a terminal this wide (0: no terminal, one line each): each command's text wrapped beside
-    it with a hanging indent, or under it when the terminal is too narrow for that."""
+    it with a hanging indent, or under it when the terminal is too narrow for that; then the keys (alone, without
+    commands)."""
     width = width if width >= MIN_HELP_WIDTH else 0
-
-    def wrapped(text: str, first: str, rest: str) -> list[str]:
-        if not width:
-            return [first + text]
-        return textwrap.wrap(text, width - 1, initial_indent=first, subsequent_indent=rest,
-                             break_long_words=False, break_on_hyphens=False)  # frequency_penalty, and top-p, whole
-
     column = max(len(usage) for usage in COMMAND_HELP) + 4
     lines = []
-    for usage, text in COMMAND_HELP.items():
+    for usage, text in COMMAND_HELP.items() if commands else ():
         if not width or width - column >= MIN_HELP_TEXT:
-            lines += wrapped(text, f"  {usage:<{column - 4}}  ", " " * column)
+            lines += _wrapped(text, width, f"  {usage:<{column - 4}}  ", " " * column)
         else:
-            lines += [f"  {usage}", *wrapped(text, NARROW_HELP_INDENT, NARROW_HELP_INDENT)]
-    return lines + wrapped(KEYS_HELP, "  ", "  ")
+            lines += [f"  {usage}", *_wrapped(text, width, NARROW_HELP_INDENT, NARROW_HELP_INDENT)]
+    return lines + _wrapped(KEYS_HELP, width, "  ", "  ")
+
+
+def _wrapped(text: str, width: int, first: str, rest: str) -> list[str]:
+    """Help text wrapped between words to width (0: on one line), its first line and the rest indented so."""
+    if not width:
+        return [first + text]
+    return textwrap.wrap(text, width - 1, initial_indent=first, subsequent_indent=rest,
+                         break_long_words=False, break_on_hyphens=False)  # frequency_penalty, and top-p, whole
 

@@ -131,6 +131,9 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
         assert "did you mean /set stop ###?" in chat.command_words("/stop ###", "/help lists the commands")
         assert "did you mean /file notes.txt?" in chat.command_words("/read notes.txt", "/help lists the commands")
         assert "did you mean /help?" in chat.command_words("/ help", "/help lists the commands")
+        keys = chat.command("/? shortcuts", "/? work too")  # Ollama's: the keys alone
+        assert "Ctrl-R searches history" in " ".join(keys.split()) and "/system" not in keys, keys
+        assert "/help has no topic 'bogus'" in chat.command("/help bogus", "for the keys)")
         assert "max_tokens = none (no limit)" in chat.command("/set n -1", "limit)"), "as -n -1 means"
         nothink = " ".join(chat.command_words("/set nothink", "/thinking on shows it").split())
         assert "/set nothink is Ollama's: localgen does not turn a model's reasoning on or off" in nothink, nothink
