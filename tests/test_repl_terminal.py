@@ -10,6 +10,8 @@ import pytest
 
 from tests.test_repl import Chat
 
+pytestmark = pytest.mark.serial  # Ctrl-Z and signals timed against a shell's job control (conftest: serial)
+
 
 @pytest.mark.parametrize(("signal_name", "code"), [("TERM", 143), ("HUP", 129)])
 def test_a_chat_stopped_at_its_prompt_ends_on_a_signal_without_fg(tmp_path: Path, signal_name: str,
