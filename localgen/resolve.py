@@ -276,6 +276,8 @@ def _listed_lack(repo: str, quant: str | None, filename: str | None) -> tuple[Hu
         what = {"quant": f"no {normalize_quant(quant or '')} file", "file": f"no file {filename!r}"}.get(
             exc.key, "no GGUF model")
         return exc, f"{repo} had {what} when localgen last listed it"
+    except HubError:  # the listing says something else (an incomplete split quant): not about what it lacks
+        return None
     return None
 
 

@@ -121,3 +121,14 @@ def test_offline_a_quant_the_repo_lacked_when_last_listed_is_said_so_not_just_no
     assert never == ("localgen: error: model 'never' is not downloaded and localgen is offline "
                      "(hint: drop --offline, then run `localgen pull never`)"), never
     assert hubenv.server.requests == []
+
+
+def test_a_listing_whose_quant_is_incomplete_is_not_said_to_lack_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import resolve
+    from localgen.hub_types import HubFile, HubListing
+
+    shard = HubFile(repo="o/r-GGUF", filename="m-Q4_K_M-00001-of-00002.gguf", size=10, sha256=None, quant="Q4_K_M",
+                    shard_index=1, shard_count=2)
+    monkeypatch.setattr(resolve.hub_cache, "load_listing", lambda repo: HubListing(repo, "main", (shard,)))
+    assert resolve._listed_lack("o/r-GGUF", "Q4_K_M", None) is None, "the Hub's answer decides, not the old listing"
+    assert resolve._listed_lack("o/r-GGUF", "Q8_0", None)[1] == "o/r-GGUF had no Q8_0 file when localgen last listed it"
