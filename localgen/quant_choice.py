@@ -8,6 +8,7 @@ plan; `localgen fit`'s report of the options is quant_report.py's.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,6 +42,8 @@ HEADER_READ_MAX_BYTES = 256 * 2**20
 # Most quantized first: auto choice of a quant never takes more bits per weight than Q8_0 unless nothing else
 # fits the bill (unquantized weights decode slowly for little gain).
 MAX_AUTO_BITS_PER_WEIGHT = 8.6
+
+log = logging.getLogger("localgen.models")
 
 
 @dataclass(frozen=True)
@@ -365,17 +368,23 @@ def choose_cached(reference: str | None, *, hw: Hardware, request: FitRequest) -
 
 def cached_options(repo: str, hw: Hardware, request: FitRequest) -> list[FitOption]:
     """Every downloaded quant of a repo (verified, as localgen last listed the repo) with its estimate and plan, from
-    the local files' headers (no network)."""
+    the local files' headers (no network); one whose header cannot be read is left out (a run names it when asked
+    for it)."""
     from localgen import hub_cache
 
     options = []
     for group in _groups(hub_cache.cached_listing(repo) or [], repo):
         first = group[0]
         paths = hub_cache.cached_model(repo, quant=first.quant, filename=None if first.quant else first.filename)
-        if paths:
+        if not paths:
+            continue
+        try:
             shape = header_shape(_read_local(paths[0]), paths[0])
-            options.append(evaluate(first.quant or first.filename, first.quant, tuple(f.filename for f in group),
-                                    shape.file_size, shape, hw, request, path=paths[0]))
+        except LocalgenError as exc:
+            log.debug("leaving out %s: %s", paths[0], exc.message)
+            continue
+        options.append(evaluate(first.quant or first.filename, first.quant, tuple(f.filename for f in group),
+                                shape.file_size, shape, hw, request, path=paths[0]))
     return options
 
 
