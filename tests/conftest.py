@@ -59,26 +59,32 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Under pytest-xdist, a test marked serial runs alone (its set-up and tear-down too), the others side by side.
 
     Every test holds a lock file shared by the workers, a serial one exclusively: a test that times keys against an
-    answer or a signal against a prompt, or one that keeps both CPUs busy with llama.cpp's threads (which spin
-    while they wait for each other, so a busy CPU stalls them all), gets the machine to itself.
+    answer or a signal against a prompt, or one that keeps the CPUs busy with llama.cpp's threads (which spin while
+    they wait for each other, so a busy CPU stalls them all), gets the machine to itself. A gate taken first, and
+    held by a serial test until it has the lock, keeps new tests from starting meanwhile (Linux grants a shared lock
+    while an exclusive one waits, so with many workers a serial test could wait until nearly the end).
     """
-    lock = _worker_lock(item.config)
-    if lock is None:
+    folder = _workers_folder(item.config)
+    if folder is None:
         yield
         return
-    with lock.open("a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX if item.get_closest_marker("serial") else fcntl.LOCK_SH)
+    with (folder / "gate.lock").open("a") as gate, (folder / "one-at-a-time.lock").open("a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if item.get_closest_marker("serial") else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
         try:
             yield
         finally:
-            fcntl.flock(held, fcntl.LOCK_UN)
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _worker_lock(config: pytest.Config) -> Path | None:
-    """The lock file the workers of this pytest-xdist run share (in the run's temporary folder); None without xdist."""
+def _workers_folder(config: pytest.Config) -> Path | None:
+    """The folder the workers of this pytest-xdist run share (the run's temporary folder); None without xdist."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
         return None
-    return config._tmp_path_factory.getbasetemp().parent / "one-at-a-time.lock"  # type: ignore[attr-defined]
+    return config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
 
 
 def bundled_model_file() -> Path:
