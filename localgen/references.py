@@ -98,7 +98,7 @@ def parse_reference(text: str) -> ModelRef:
 
 def _endpoint() -> str:
     """The Hub localgen downloads from (HF_ENDPOINT, a mirror, else huggingface.co), as huggingface_hub has it."""
-    from localgen.hub_cache import hub_endpoint  # imported here: parsing a reference loads no Hub client
+    from localgen.hub_cache import hub_endpoint  # here: only huggingface_hub.constants (~1 ms), no Hub client
 
     return hub_endpoint()
 

@@ -26,8 +26,10 @@ def _serve(hubenv: HubEnv, path: Path) -> None:
 
 
 def _ranges(hubenv: HubEnv, name: str) -> list[str | None]:
-    """The Range headers of the GETs of name, in order."""
-    return [r.range for r in hubenv.server.answered() if r.method == "GET" and r.path.endswith(name)]
+    """The Range headers of the GETs of name, in the order asked: each header read is larger than the one before
+    (the server logs a request as it ends, and on a busy machine a read may end after the larger one that follows)."""
+    ranges = [r.range for r in hubenv.server.answered() if r.method == "GET" and r.path.endswith(name)]
+    return sorted(ranges, key=lambda r: float("inf") if r is None else int(r.rpartition("-")[2]))
 
 
 def _first_read_is_the_header(path: Path, monkeypatch: pytest.MonkeyPatch, *, layout_of: Path | None = None) -> int:
