@@ -283,7 +283,8 @@ def pull(
 
     refuse_own_file(reference)  # a models.toml entry's file of one's own is not localgen's to download
     with named_as_typed(reference):
-        resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), say_note, force=force)
+        resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), say_note, force=force,
+                                   download_only=True)
         validate_split(resolved.path)  # checked, every shard, as run would check it
     print(resolved.path.absolute())
 

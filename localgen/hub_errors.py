@@ -116,11 +116,6 @@ def leave_offline(flag: bool) -> str:
 _running_command: str | None = None  # the localgen command running now (`pull`, `run`), set by the CLI
 
 
-def running_command() -> str | None:
-    """The localgen command running now, as the CLI set it (None outside the CLI)."""
-    return _running_command
-
-
 def set_running_command(name: str | None) -> None:
     """Record which localgen command is running, so that hints can name what to do next."""
     global _running_command

@@ -267,10 +267,13 @@ def smallest_option(options: Sequence[FitOption]) -> FitOption | None:
     return min(readable, key=lambda o: o.estimate.ram_bytes if o.estimate else 0) if readable else None
 
 
-def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest) -> tuple[str | None, tuple[str, ...]]:
+def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest,
+                    download_only: bool = False) -> tuple[str | None, tuple[str, ...]]:
     """Before a download: check the named model fits (or pick the best quant that fits) from Hub headers.
 
     Returns the reference to download and notes for the user; raises InsufficientMemoryError when nothing fits.
+    download_only (`pull`): a model that fits only at a smaller context than a run takes by default is let through,
+    with a note naming the context to run it at, as nothing is loaded now.
     """
     from localgen.hub import one_listing_per_repo
     from localgen.hub_errors import blamed_on_entry
@@ -279,11 +282,12 @@ def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest)
     if target.repo is None:
         return reference, ()
     with blamed_on_entry(target.spec, target.ref), one_listing_per_repo():
-        return _choose_download(reference, target, hw=hw, request=replace(request, default_ctx=target.default_ctx))
+        return _choose_download(reference, target, hw=hw, request=replace(request, default_ctx=target.default_ctx),
+                                download_only=download_only)
 
 
-def _choose_download(reference: str | None, target: Target, *, hw: Hardware,
-                     request: FitRequest) -> tuple[str | None, tuple[str, ...]]:
+def _choose_download(reference: str | None, target: Target, *, hw: Hardware, request: FitRequest,
+                     download_only: bool) -> tuple[str | None, tuple[str, ...]]:
     """choose_download of a parsed reference to a Hub repo."""
     from localgen import hub
 
@@ -301,7 +305,7 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware,
         try:
             plan_fit(shape, hw, request, label=model.label, smaller_quants=smaller_quants(sizes, model.size))
         except InsufficientMemoryError as exc:
-            return reference, (_pulled_at_a_smaller_context(exc, shape, hw, request, model.label),)
+            return reference, (_pulled_at_a_smaller_context(exc, shape, hw, request, model.label, download_only),)
         return reference, ()
     options = hub_options(target.repo, hw, request)
     index = choose_option(options, request)
@@ -311,7 +315,7 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware,
             return reference, ()
         ref = f"{target.repo}:{smallest.quant}" if smallest.quant else f"{target.repo}/{smallest.filenames[0]}"
         note = _pulled_at_a_smaller_context(too_big_repo(target.repo, smallest, hw, request), smallest.shape, hw,
-                                            request, ref)
+                                            request, ref, download_only)
         return ref, (f"chose the smallest quant, as none fits at the context a run takes by default: {note}",)
     chosen = options[index]
     assert chosen.plan is not None
@@ -323,12 +327,11 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware,
 
 
 def _pulled_at_a_smaller_context(refusal: InsufficientMemoryError, shape: ModelShape, hw: Hardware,
-                                 request: FitRequest, label: str) -> str:
-    """`pull` of a named quant that fits only at a smaller context than a run takes by default: the note that says
-    which to run it at (a run would be refused; a pull only downloads). Anything else re-raises the refusal."""
-    from localgen.hub_errors import running_command
-
-    most = fitting_context(shape, hw, request, refusal.n_ctx) if running_command() == "pull" else None
+                                 request: FitRequest, label: str, download_only: bool) -> str:
+    """A download only (`pull`) of a quant that fits only at a smaller context than a run takes by default: the note
+    that says which to run it at (a run would be refused). A download to run, or no context that fits, re-raises the
+    refusal."""
+    most = fitting_context(shape, hw, request, refusal.n_ctx) if download_only else None
     if most is None:
         raise refusal
     return (f"{label} fits here only at a context of {most:,} tokens or less (it needs "

@@ -106,10 +106,11 @@ def ignore_note(_: str) -> None:
 
 
 def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], None] = ignore_note, *,
-                    force: bool = False) -> ResolvedModel:
+                    force: bool = False, download_only: bool = False) -> ResolvedModel:
     """Resolve a reference; before any download, check it fits (or choose the best quant that does, and note it).
 
-    force downloads again even when a copy is cached (for `pull --force`).
+    force downloads again even when a copy is cached (for `pull --force`); download_only (for `pull`) lets through a
+    model that fits only at a smaller context than a run takes by default, noting which.
     """
     from localgen.hub import is_offline, one_listing_per_repo
 
@@ -130,7 +131,8 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
                 raise
     try:
         with one_listing_per_repo():
-            reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options))
+            reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options),
+                                                download_only=download_only)
             for text in chosen:  # said now, before the download starts
                 note(text)
             return resolve_model(reference, offline=options.offline, force=force)

@@ -20,7 +20,7 @@ from hub_server import (
     run_cli,
 )
 
-from localgen import config, fit, hardware, quant_choice, runner, units
+from localgen import config, fit, hardware, hub_errors, quant_choice, runner, units
 from localgen.conversation import Conversation
 from localgen.errors import ConfigError, InsufficientMemoryError, LocalgenError, ModelLoadError
 from localgen.estimate import (
@@ -499,6 +499,23 @@ def test_choose_download_picks_or_refuses_before_downloading(hubenv: HubEnv, qua
     assert "a smaller model" in (smallest.value.hint or "") and "quant" not in (smallest.value.hint or "")
     with pytest.raises(InsufficientMemoryError, match="needs about"):
         choose_download(f"{REPO}:F16", hw=machine(_too_small_for(quant_files, "F16")), request=FitRequest())
+    assert hubenv.blobs(REPO) == []
+
+
+def test_choose_download_lets_a_quant_that_fits_only_at_a_smaller_context_through_only_for_a_download(
+        hubenv: HubEnv, quant_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    _serve(hubenv, quant_files)
+    shape = read_shape(quant_files["Q8_0"])
+    need = {n: estimate_memory(shape, n_ctx=n).ram_bytes for n in (1024, fit.MIN_AUTO_CONTEXT)}
+    between = machine(int(sum(need.values()) / 2 / hardware.RAM_USABLE_FRACTION))
+    monkeypatch.setattr(hub_errors, "_running_command", "pull")  # what the CLI records has no say in the library
+    with pytest.raises(InsufficientMemoryError) as refused:
+        choose_download(f"{REPO}:Q8_0", hw=between, request=FitRequest())  # to run it: refused at 2,048 tokens
+    assert "a smaller context (--ctx-size " in (refused.value.hint or ""), refused.value.hint
+    reference, notes = choose_download(f"{REPO}:Q8_0", hw=between, request=FitRequest(), download_only=True)
+    assert reference == f"{REPO}:Q8_0" and len(notes) == 1, notes
+    assert re.fullmatch(re.escape(f"{REPO}:Q8_0") + r" fits here only at a context of [\d,]+ tokens or less \(it needs "
+                        r"[\d.]+ MiB at 2,048\): run it with --ctx-size \d+", notes[0]), notes
     assert hubenv.blobs(REPO) == []
 
 
