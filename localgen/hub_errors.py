@@ -67,10 +67,22 @@ def entry_error(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> HubErro
         hint = f"fix that entry's {key} ({exc.choices})"
     else:
         hint = f"fix that entry's {key}" + (f"; {exc.hint}" if exc.hint else "")
-    message = f"{exc.message} (the {key} of {spec.origin})"
+    message = f"{exc.message}{_blame(key, spec)}"
     if isinstance(exc, NotInRepoError):
         return NotInRepoError(message, hint, key=exc.key, choices=exc.choices)
     return type(exc)(message, hint)
+
+
+def entry_blame(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> str:
+    """What entry_error adds to exc's message: the user's models.toml entry it comes of, ` (the quant of [models.NAME]
+    in FILE)`; empty when it comes of none."""
+    key = _blamed_key(exc, spec, ref)
+    return _blame(key, spec) if spec is not None and key is not None else ""
+
+
+def _blame(key: str, spec: ModelSpec) -> str:
+    """The words that name the key of an entry that a Hub error comes of."""
+    return f" (the {key} of {spec.origin})"
 
 
 def _blamed_key(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> str | None:

@@ -248,16 +248,15 @@ def _refuse_unlisted(ref: ModelRef, spec: ModelSpec | None, repo: str, quant: st
                      flag: bool) -> None:
     """Offline, a quant or file that the repo lacked when localgen last listed it is said to be missing from it (not
     merely not downloaded); the Hub, which may have it since, is asked again only with the network."""
-    from localgen.hub_errors import entry_error
+    from localgen.hub_errors import entry_blame, entry_error
 
     lack = _listed_lack(repo, quant, filename)
     if lack is None:
         return
     exc, what = lack
     lacking = entry_error(exc, spec, ref)
-    blame = lacking.message[len(exc.message):]  # the models.toml entry it comes of, if any
     again = f"to check the repo again, {offline_hint(ref.text, flag=flag)}"
-    raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {what}{blame}",
+    raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {what}{entry_blame(exc, spec, ref)}",
                              hint=f"{lacking.hint}; {again}" if lacking.hint else again) from None
 
 

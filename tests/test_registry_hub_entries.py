@@ -132,3 +132,20 @@ def test_a_listing_whose_quant_is_incomplete_is_not_said_to_lack_it(monkeypatch:
     monkeypatch.setattr(resolve.hub_cache, "load_listing", lambda repo: HubListing(repo, "main", (shard,)))
     assert resolve._listed_lack("o/r-GGUF", "Q4_K_M", None) is None, "the Hub's answer decides, not the old listing"
     assert resolve._listed_lack("o/r-GGUF", "Q8_0", None)[1] == "o/r-GGUF had no Q8_0 file when localgen last listed it"
+
+
+def test_entry_blame_is_what_entry_error_adds_to_the_message(tmp_path: Path) -> None:
+    from localgen.hub_errors import entry_blame, entry_error
+    from localgen.hub_types import NotInRepoError
+
+    user = tmp_path / "models.toml"
+    user.write_text(f'[models.mine]\nrepo = "{TINY_REPO}"\nquant = "Q5_K_M"\n')
+    registry = load_registry(user)
+    lacks = NotInRepoError(f"{TINY_REPO} has no Q5_K_M file", key="quant", choices="quants in this repo: Q8_0")
+    ref = registry.reference("mine")
+    blame = entry_blame(lacks, registry.spec_for(ref), ref)
+    assert blame == f" (the quant of [models.mine] in {user})"
+    assert entry_error(lacks, registry.spec_for(ref), ref).message == lacks.message + blame
+    typed = registry.reference("mine:Q6_K")  # a quant typed on the command line is not the entry's
+    assert entry_blame(lacks, registry.spec_for(typed), typed) == ""
+    assert entry_error(lacks, registry.spec_for(typed), typed) is lacks
