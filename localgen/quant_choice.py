@@ -232,6 +232,11 @@ def smaller_quants(sizes: Sequence[tuple[str, int]], size: int) -> tuple[str, ..
     return tuple(label for label, other in sorted(sizes, key=lambda pair: -pair[1]) if other < size)
 
 
+def _sizes(groups: Sequence[tuple[HubFile, ...]]) -> list[tuple[str, int]]:
+    """Each file group's label (its quant, or its file name when it has none) and the size of all its files."""
+    return [(g[0].quant or g[0].filename, sum(f.size for f in g)) for g in groups]
+
+
 def listed_smaller_quants(resolved: ResolvedModel) -> tuple[str, ...] | None:
     """The quants of a downloaded model's repo with smaller files than its own, nearest first, as localgen last
     listed the repo (no network); None when that is not known (a file of one's own, a repo never listed)."""
@@ -245,8 +250,7 @@ def listed_smaller_quants(resolved: ResolvedModel) -> tuple[str, ...] | None:
     own = next((g for g in groups if Path(g[0].filename).name == resolved.path.name), None)
     if own is None:
         return None
-    sizes = [(g[0].quant or g[0].filename, sum(f.size for f in g)) for g in groups]
-    return smaller_quants(sizes, sum(f.size for f in own))
+    return smaller_quants(_sizes(groups), sum(f.size for f in own))
 
 
 def plan_resolved(resolved: ResolvedModel, shape: ModelShape, hw: Hardware, request: FitRequest) -> LoadPlan:
@@ -265,6 +269,11 @@ def smallest_option(options: Sequence[FitOption]) -> FitOption | None:
     """The option that needs the least RAM, among those whose header could be read."""
     readable = [o for o in options if o.estimate is not None and o.shape is not None]
     return min(readable, key=lambda o: o.estimate.ram_bytes if o.estimate else 0) if readable else None
+
+
+def _option_reference(repo: str, option: FitOption) -> str:
+    """The reference that names a repo's option: ORG/REPO:QUANT, or ORG/REPO/FILE when it has no quant tag."""
+    return f"{repo}:{option.quant}" if option.quant else f"{repo}/{option.filenames[0]}"
 
 
 def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest,
@@ -301,9 +310,8 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
         except LocalgenError:
             return reference, ()  # no header to judge by: the load after the download will tell
         groups = _groups(hub.list_gguf_files(target.repo), target.repo)  # the listing find_model fetched
-        sizes = [(g[0].quant or g[0].filename, sum(f.size for f in g)) for g in groups]
         try:
-            plan_fit(shape, hw, request, label=model.label, smaller_quants=smaller_quants(sizes, model.size))
+            plan_fit(shape, hw, request, label=model.label, smaller_quants=smaller_quants(_sizes(groups), model.size))
         except InsufficientMemoryError as exc:
             return reference, (_pulled_at_a_smaller_context(exc, shape, hw, request, model.label, download_only),)
         return reference, ()
@@ -311,15 +319,16 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
     index = choose_option(options, request)
     if index is None:
         smallest = smallest_option(options)
-        if smallest is None or smallest.shape is None:
+        if smallest is None:
             return reference, ()
-        ref = f"{target.repo}:{smallest.quant}" if smallest.quant else f"{target.repo}/{smallest.filenames[0]}"
+        assert smallest.shape is not None  # smallest_option takes only options whose header was read
+        ref = _option_reference(target.repo, smallest)
         note = _pulled_at_a_smaller_context(too_big_repo(target.repo, smallest, hw, request), smallest.shape, hw,
                                             request, ref, download_only)
         return ref, (f"chose the smallest quant, as none fits at the context a run takes by default: {note}",)
     chosen = options[index]
     assert chosen.plan is not None
-    ref = f"{target.repo}:{chosen.quant}" if chosen.quant else f"{target.repo}/{chosen.filenames[0]}"
+    ref = _option_reference(target.repo, chosen)
     count = len(options)
     which = "the only quant, and it fits" if count == 1 else f"the best that fits of {counted(count, 'quant')}"
     note = f"chose {ref} ({binary_size(chosen.file_size)}), {which}: {chosen.plan.describe()}"
@@ -365,8 +374,7 @@ def choose_cached(reference: str | None, *, hw: Hardware, request: FitRequest) -
     index = choose_option(options, request)
     if index is None:
         return None
-    chosen = options[index]
-    return f"{target.repo}:{chosen.quant}" if chosen.quant else f"{target.repo}/{chosen.filenames[0]}"
+    return _option_reference(target.repo, options[index])
 
 
 def cached_options(repo: str, hw: Hardware, request: FitRequest) -> list[FitOption]:
