@@ -225,12 +225,22 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     return paths
 
 
-def check_pinned_file(path: Path, pin: Pin | None) -> None:
-    """A verified file's size and recorded sha256 (hashed only when there is no record) must be the ones pinned."""
-    if pin is not None:
-        check_pin(str(path), None, path.stat().st_size, pin)  # the size first: it needs no hashing
-        if pin.sha256:
-            check_pin(str(path), recorded_sha256(path) or sha256_file(path), None, pin)
+def check_pinned_file(path: Path, pin: Pin | None, *, label: str | None = None, changed: str = "the repository",
+                      remember: bool = False) -> None:
+    """A file's size and sha256 (hashed only when no marker records it) must be the ones pinned (label: the file's
+    name in messages; changed: check_pin's). remember: once hashed, a match is recorded so that this version of the
+    file is not hashed again (for a file of one's own: a download's record also says its header was checked)."""
+    if pin is None:
+        return
+    label = label or str(path)
+    check_pin(label, None, path.stat().st_size, pin, changed=changed)  # the size first: it needs no hashing
+    if not pin.sha256:
+        return
+    recorded = recorded_sha256(path)
+    check_pin(label, recorded or sha256_file(path), None, pin, changed=changed)
+    if remember and recorded is None:
+        with contextlib.suppress(LocalgenError):  # a missing record only costs a rehash next time
+            record_verified(path, pin.sha256)
 
 
 def check_pin(label: str, actual: str | None, size: int | None, pin: Pin, *, changed: str = "the repository") -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from localgen.registry import (
     own_file_problem,
     own_file_refusal,
 )
-from localgen.verify import is_verified, record_verified, sha256_file, verify_file
+from localgen.verify import verify_file
 
 
 @dataclass(frozen=True)
@@ -316,15 +315,8 @@ def _local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:
 def _check_own_pin(path: Path, spec: ModelSpec) -> None:
     """A file of one's own (path =) must have the size and sha256 its entry pins, if it pins them, as a download
     must; it is hashed once per version of the file (a marker remembers it)."""
-    if not (spec.sha256 or spec.size):
-        return
-    pin = hub.Pin(sha256=spec.sha256, size=spec.size, origin=spec.origin)
-    label = short_path(path)
-    hub.check_pin(label, None, path.stat().st_size, pin, changed="the file")  # the size first: it needs no hashing
-    if spec.sha256 and not is_verified(path, spec.sha256):
-        hub.check_pin(label, sha256_file(path), None, pin, changed="the file")
-        with contextlib.suppress(LocalgenError):  # a missing marker only costs a rehash next time
-            record_verified(path, spec.sha256)
+    pin = hub.Pin(sha256=spec.sha256, size=spec.size, origin=spec.origin) if spec.sha256 or spec.size else None
+    hub.check_pinned_file(path, pin, label=short_path(path), changed="the file", remember=True)
 
 
 def _missing_file_hint(path: Path, shown: str) -> str:
