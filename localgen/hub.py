@@ -113,9 +113,9 @@ def _fetch_listing(repo: str) -> HubListing:
 
 def _request_listing(repo: str) -> HubListing:
     """The repo's GGUF files and revision, from one metadata request."""
-    from huggingface_hub import HfApi
-
     try:
+        from huggingface_hub import HfApi  # its HTTP stack reads HF_ENDPOINT as it is imported, and may refuse it
+
         with _quiet_hub_logs(repo):
             info = HfApi().model_info(repo, files_metadata=True, timeout=METADATA_TIMEOUT_S)
     except Exception as exc:

@@ -209,8 +209,10 @@ def _where(repo: str, filename: str | None) -> str:
 
 def _endpoint_error(names: set[str]) -> HubError | None:
     """The error for an HF_ENDPOINT that is no web address (empty, or a host without http:// or https://) when the
-    HTTP client refuses the address made of it, else None."""
+    HTTP client refuses the address made of it, or one with spaces around it when a Hub request fails; else None."""
     endpoint = hub_endpoint().strip()
+    if endpoint and endpoint != hub_endpoint():
+        return _spaced_endpoint_error(endpoint)
     if not names & _BAD_ADDRESS or endpoint.lower().startswith(("http://", "https://")):
         return None
     if not endpoint:
@@ -218,6 +220,15 @@ def _endpoint_error(names: set[str]) -> HubError | None:
                         hint="unset HF_ENDPOINT for huggingface.co, or set it to your mirror's https:// address")
     return HubError(f"HF_ENDPOINT {endpoint!r} is not a web address: it needs http:// or https://",
                     hint=f"set HF_ENDPOINT=https://{endpoint}, or unset it for huggingface.co")
+
+
+def _spaced_endpoint_error(endpoint: str) -> HubError:
+    """The error for an HF_ENDPOINT with spaces around its address: huggingface_hub keeps them in every address it
+    makes of it (a leading one makes it no web address, a trailing one a wrong host or path)."""
+    fixed = endpoint if endpoint.lower().startswith(("http://", "https://")) else f"https://{endpoint}"
+    return HubError(f"HF_ENDPOINT {hub_endpoint()!r} has spaces around the address, and huggingface_hub keeps them "
+                    "in every Hub address",
+                    hint=f"set HF_ENDPOINT={fixed} (without the spaces), or unset it for huggingface.co")
 
 
 def _hf_error(err: BaseException, status: int | None, *, repo: str, filename: str | None) -> HubError | None:

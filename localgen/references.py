@@ -84,7 +84,7 @@ def parse_reference(text: str) -> ModelRef:
         if raw.lower().startswith(prefix):
             return _parse_hub(_without_web_view(raw[len(prefix):], raw), raw)
     if raw.lower().startswith(("http://", "https://")):
-        raise UsageError(f"'{raw}' is not an address on the Hugging Face Hub ({_endpoint()})",
+        raise UsageError(f"'{raw}' is not an address on the Hugging Face Hub ({_hub_named()})",
                          hint="localgen downloads models from the Hub: give ORG/REPO or its huggingface.co address; "
                               "a .gguf from elsewhere, download it yourself and pass its path")
     if "/" in raw:
@@ -97,10 +97,17 @@ def parse_reference(text: str) -> ModelRef:
 
 
 def _endpoint() -> str:
-    """The Hub localgen downloads from (HF_ENDPOINT, a mirror, else huggingface.co), as huggingface_hub has it."""
+    """The Hub localgen downloads from (HF_ENDPOINT, a mirror, else huggingface.co), as huggingface_hub has it but for
+    spaces around it (the Hub's refusal of those names them) and a slash at its end."""
     from localgen.hub_cache import hub_endpoint  # here: only huggingface_hub.constants (~1 ms), no Hub client
 
-    return hub_endpoint()
+    return hub_endpoint().strip().rstrip("/")
+
+
+def _hub_named() -> str:
+    """The Hub as a refusal of another site's address names it: HF_ENDPOINT's, or huggingface.co's when that is empty
+    (only huggingface.co's addresses are taken then)."""
+    return _endpoint() or "https://huggingface.co; HF_ENDPOINT is set but empty"
 
 
 def hub_prefixes() -> tuple[str, ...]:

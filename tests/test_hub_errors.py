@@ -242,3 +242,16 @@ def test_an_hf_endpoint_that_is_no_web_address_is_said_to_be_so(loopback_hub: Hu
     for args in (("pull", "org/nope-GGUF"), ("run", "-m", "org/nope-GGUF:Q4_0", "hi")):
         assert _cli_error(env, *args).strip().splitlines()[-1] == f"localgen: error: {error}"
     assert loopback_hub.requests == []
+
+
+@pytest.mark.parametrize("spaced", [" {url}/ ", "{url} ", " {url}"])
+def test_an_hf_endpoint_with_spaces_around_it_is_said_to_have_them(loopback_hub: HubServer, tmp_path: Path,
+                                                                   spaced: str) -> None:
+    endpoint = spaced.format(url=loopback_hub.url)
+    env = child_env(loopback_hub, tmp_path, HF_ENDPOINT=endpoint)
+    error = (f"localgen: error: HF_ENDPOINT {endpoint!r} has spaces around the address, and huggingface_hub keeps "
+             f"them in every Hub address (hint: set HF_ENDPOINT={endpoint.strip()} (without the spaces), or unset it "
+             "for huggingface.co)")
+    for args in (("pull", "org/nope-GGUF"), ("run", "-m", f"{loopback_hub.url}/org/nope-GGUF", "hi"),
+                 ("fit", "org/nope-GGUF:Q4_0")):  # the mirror's own address is taken as one, spaces or none
+        assert _cli_error(env, *args).strip().splitlines()[-1] == error, args

@@ -235,6 +235,28 @@ def test_a_local_file_is_named_by_its_file_name_in_status_lines(tmp_path: Path) 
 # ----------------------------------------------------------------------------- addresses on the HF_ENDPOINT mirror
 
 
+def test_another_site_s_address_names_the_hub_when_hf_endpoint_is_empty_or_spaced(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    from localgen.errors import UsageError
+    from localgen.references import parse_reference
+
+    monkeypatch.setattr(constants, "ENDPOINT", "")  # HF_ENDPOINT= (huggingface_hub keeps it empty)
+    with pytest.raises(UsageError) as refused:
+        parse_reference("https://example.com/x.gguf")
+    assert refused.value.message == ("'https://example.com/x.gguf' is not an address on the Hugging Face Hub "
+                                     "(https://huggingface.co; HF_ENDPOINT is set but empty)")
+    assert parse_reference("https://huggingface.co/org/x-GGUF").repo == "org/x-GGUF"
+    monkeypatch.setattr(constants, "ENDPOINT", " https://hf-mirror.example/ ")  # the Hub's refusal names the spaces
+    assert parse_reference("https://hf-mirror.example/org/x-GGUF:Q4_0").repo == "org/x-GGUF"
+    assert parse_reference("hf-mirror.example/org/x-GGUF").repo == "org/x-GGUF"
+    with pytest.raises(UsageError) as refused:
+        parse_reference("https://example.com/x.gguf")
+    assert refused.value.message.endswith("is not an address on the Hugging Face Hub (https://hf-mirror.example)")
+
+
+
 def test_a_file_s_address_on_the_mirror_downloads_it(hubenv: HubEnv) -> None:
     data = make_gguf_bytes("tiny")
     hubenv.server.add_repo(TINY_REPO, {TINY_FILE: data})
