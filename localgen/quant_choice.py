@@ -411,9 +411,9 @@ def too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitReque
     assert smallest.shape is not None
     n_ctx = min(target_context(smallest.shape, request), MIN_AUTO_CONTEXT)
     est = estimate_at(smallest.shape, hw, n_ctx, request)[0]
+    named = _option_reference(repo, smallest)  # ORG/REPO/FILE where the file has no quant in its name
     return insufficient_memory(smallest.shape, hw, est, request, n_ctx,
-                               subject=f"no quant of {repo} fits: even the smallest, {repo}:{smallest.label},",
-                               smallest_quant=True)
+                               subject=f"no quant of {repo} fits: even the smallest, {named},", smallest_quant=True)
 
 
 def plan_summary(path: Path, *, default_ctx: int | None = None, hw: Hardware | None = None) -> str:

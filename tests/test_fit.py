@@ -497,6 +497,9 @@ def test_choose_download_picks_or_refuses_before_downloading(hubenv: HubEnv, qua
     with pytest.raises(InsufficientMemoryError, match=f"no quant of {REPO} fits") as smallest:
         choose_download(REPO, hw=machine(20 * MIB), request=FitRequest())
     assert "a smaller model" in (smallest.value.hint or "") and "quant" not in (smallest.value.hint or "")
+    hubenv.server.add_repo("org/plain-GGUF", {"model.gguf": quant_files["Q4_0"]})  # no quant in its name
+    with pytest.raises(InsufficientMemoryError, match=r"even the smallest, org/plain-GGUF/model\.gguf, needs"):
+        choose_download("org/plain-GGUF", hw=machine(20 * MIB), request=FitRequest())
     with pytest.raises(InsufficientMemoryError, match="needs about"):
         choose_download(f"{REPO}:F16", hw=machine(_too_small_for(quant_files, "F16")), request=FitRequest())
     assert hubenv.blobs(REPO) == []
