@@ -272,7 +272,7 @@ def allocated_context(n_ctx: int, *, flash_attn: bool) -> int:
 
     Without flash attention llama.cpp stores the V cache transposed, one row per dimension as long as the context;
     rows an even multiple of 512 bytes apart fall into a few of the CPU caches' sets, and decode measured 4-9%
-    slower in contexts of 1,024 to 16,384 cells than in ones 256 cells larger (README, Performance).
+    slower in contexts of 1,024 to 16,384 cells than in ones 256 cells larger (scripts/README.md: the V cache's rows).
     """
     cells = padded_context(n_ctx)
     if not flash_attn and cells >= 4 * CONTEXT_PAD and cells // CONTEXT_PAD % 2 == 0:
