@@ -25,7 +25,7 @@ from localgen.hardware import cpu_repack_types, probe_hardware
 from localgen.runner import ModelOptions, load_model
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
 
-pytestmark = pytest.mark.serial  # its probe children and AMX runs are timed (conftest: serial)
+# The tests that start a probe child or run in AMX buffers run alone (serial): both are timed (conftest).
 
 CRASH_SCRIPT = "import os, resource, signal\nresource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n" \
                "os.kill(os.getpid(), signal.SIGSEGV)\n"
@@ -37,6 +37,7 @@ def verdict() -> amx.Verdict:
     return amx.probe(bundled_model_file(), "key")
 
 
+@pytest.mark.serial
 def test_the_probe_s_verdict_is_what_a_run_with_amx_buffers_meets(verdict: amx.Verdict, tmp_path: Path) -> None:
     """Where the probe finds AMX working, a run in AMX buffers answers; where it finds a crash, such a run crashes
     too; without AMX on this CPU, the probe's model loads without AMX buffers."""
@@ -65,6 +66,7 @@ def _needs_working_amx(verdict: amx.Verdict) -> None:
         pytest.skip(f"llama.cpp's AMX kernels do not work with this build here ({verdict.detail})")
 
 
+@pytest.mark.serial
 def test_in_amx_buffers_the_prompt_cache_and_a_continued_run_answer(verdict: amx.Verdict, tmp_path: Path) -> None:
     """The paths that reuse a KV state (a cached document's prefix, a conversation continued) run in AMX buffers."""
     _needs_working_amx(verdict)
@@ -79,6 +81,7 @@ def test_in_amx_buffers_the_prompt_cache_and_a_continued_run_answer(verdict: amx
     assert continued.returncode == 0 and continued.out.strip(), continued.err[-2000:]
 
 
+@pytest.mark.serial
 def test_in_amx_buffers_the_memory_estimate_counts_the_weights_copy(verdict: amx.Verdict) -> None:
     """AMX buffers hold a copy of the weights its kernels take: the estimate counts it, as measured."""
     _needs_working_amx(verdict)
@@ -100,17 +103,20 @@ def test_in_amx_buffers_the_memory_estimate_counts_the_weights_copy(verdict: amx
     ("raise SystemExit(1)", False, "the child exited with 1"),
     (CRASH_SCRIPT, False, "the child died of signal 11 in a batch decoded in AMX buffers"),
 ])
+@pytest.mark.serial
 def test_the_verdict_follows_how_the_child_ended(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, script: str,
                                                   works: bool, detail: str) -> None:
     monkeypatch.setattr(amx, "PROBE_SCRIPT", script)
     assert amx.probe(tmp_path / "model.gguf", "key") == amx.Verdict("key", works, detail)
 
 
+@pytest.mark.serial
 def test_a_child_killed_by_another_signal_gives_no_verdict(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(amx, "PROBE_SCRIPT", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
     assert amx.probe(tmp_path / "model.gguf", "key") == amx.Verdict("key", False, "could not run")
 
 
+@pytest.mark.serial
 def test_a_probe_that_runs_too_long_counts_as_not_working(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(amx, "PROBE_SCRIPT", "import time; time.sleep(30)")
     monkeypatch.setattr(amx, "PROBE_TIMEOUT_S", 0.5)

@@ -30,7 +30,7 @@ from localgen.events import DraftStats, Finished, Timings, Usage
 from localgen.params import LoadOptions
 from tests.conftest import REPO_ROOT, run_localgen
 
-pytestmark = pytest.mark.serial  # it times llama.cpp's threads (conftest: serial)
+# A test that runs a benchmark runs alone (serial): llama.cpp's threads spin, so a busy CPU stalls them.
 
 
 def test_stat_summarizes_samples() -> None:
@@ -45,6 +45,7 @@ def test_config_rejects_nonsense(values: dict[str, int]) -> None:
         BenchConfig(**values)
 
 
+@pytest.mark.serial
 def test_measure_on_the_real_engine(bundled_model: Path) -> None:
     seen: list[str] = []
     config = BenchConfig(n_prompt=48, n_gen=6, reps=2)
@@ -114,6 +115,7 @@ def _bench_interrupted_at(progress: str, *args: str, signum: int = signal.SIGINT
     return proc.returncode, out, said + err
 
 
+@pytest.mark.serial
 def test_ctrl_c_during_bench_prints_what_was_measured_and_exits_130() -> None:
     code, out, err = _bench_interrupted_at("rep 2/3: pp16", "-p", "16", "-n", "4", "-r", "3")
     assert code == 130 and "Traceback" not in err, err
@@ -122,6 +124,7 @@ def test_ctrl_c_during_bench_prints_what_was_measured_and_exits_130() -> None:
     assert re.search(r"\| tg4 +\| decode +\| +not measured \|", out), out
 
 
+@pytest.mark.serial
 def test_sigterm_during_bench_gives_the_json_of_what_was_measured_and_exits_143() -> None:
     code, out, err = _bench_interrupted_at("rep 2/2: tg4", "-p", "16", "-n", "4", "-r", "2", "--json",
                                            signum=signal.SIGTERM)
@@ -132,6 +135,7 @@ def test_sigterm_during_bench_gives_the_json_of_what_was_measured_and_exits_143(
     assert len(figures["prefill_tps"]["samples"]) == 2 and len(figures["decode_tps"]["samples"]) == 1, figures
 
 
+@pytest.mark.serial
 def test_ctrl_c_before_a_repetition_ends_says_nothing_was_measured() -> None:
     code, out, err = _bench_interrupted_at("warm-up: pp16", "-p", "16", "-n", "4", "-r", "3")
     assert code == 130 and "Traceback" not in err, err
@@ -175,6 +179,7 @@ def test_stats_name_the_prompt_cache_and_the_drafts() -> None:
     assert "1,100/1,500 drafted" in format_stats(long)
 
 
+@pytest.mark.serial
 def test_cli_bench_json() -> None:
     result = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json")
     assert result.returncode == 0, result.err
@@ -191,6 +196,7 @@ def test_cli_bench_json() -> None:
     assert f"the prefill test's context of {record['n_ctx']} tokens" in given.err, "the context the header names"
 
 
+@pytest.mark.serial
 def test_an_explicit_batch_size_equal_to_the_default_still_gets_the_note() -> None:
     given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", str(DEFAULT_BATCH_SIZE))
     assert given.returncode == 0, given.err
@@ -199,6 +205,7 @@ def test_an_explicit_batch_size_equal_to_the_default_still_gets_the_note() -> No
     assert f"--batch-size {DEFAULT_BATCH_SIZE} is capped at {n_batch}" in given.err, "given, even if the default"
 
 
+@pytest.mark.serial
 def test_zero_skips_a_test_as_in_llama_bench() -> None:
     decode_only = run_localgen("bench", "-p", "0", "-n", "4", "-r", "1", "--json")
     assert decode_only.returncode == 0, decode_only.err

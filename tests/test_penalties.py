@@ -16,7 +16,8 @@ from localgen.events import Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from tests.conftest import chat_prompt
 
-pytestmark = pytest.mark.serial  # llama.cpp's threads in this process, twice over (conftest: serial)
+# The tests of the real engine in this process run alone (serial): llama.cpp's threads spin, so a busy CPU
+# stalls them (conftest).
 
 VOCAB = 500
 SETTINGS = [  # (repeat_last_n, repeat, frequency, presence)
@@ -110,6 +111,7 @@ def _reference_tokens(engine: Engine, prompt: list[int], sampling: SamplingParam
                    presence_penalty=0.4, seed=7),
     SamplingParams(temperature=0.0, repeat_penalty=1.6, repeat_last_n=PENALTY_WINDOW_IN_PYTHON + 1),
 ], ids=["greedy", "sampled", "window-for-llama.cpp"])
+@pytest.mark.serial
 def test_generations_match_llama_cpps_penalties_sampler_token_for_token(engine: Engine,
                                                                         sampling: SamplingParams) -> None:
     prompt = chat_prompt(engine, "List the days of the week, then the months of the year, twice.")
@@ -122,6 +124,7 @@ def test_generations_match_llama_cpps_penalties_sampler_token_for_token(engine: 
     assert got == expected[:len(got)] and len(got) == 47  # the last token sampled is not decoded
 
 
+@pytest.mark.serial
 def test_the_cached_logits_are_left_as_computed(engine: Engine) -> None:
     prompt = chat_prompt(engine, "Say hello hello hello.")
     engine.reset()
@@ -138,6 +141,7 @@ def test_the_cached_logits_are_left_as_computed(engine: Engine) -> None:
     assert again.text == first.text
 
 
+@pytest.mark.serial
 def test_a_large_window_is_left_to_llama_cpps_sampler(engine: Engine) -> None:
     """A Python loop over a window's distinct tokens would cost more than llama.cpp's fixed one beyond it."""
     for last_n, native in ((PENALTY_WINDOW_IN_PYTHON, False), (PENALTY_WINDOW_IN_PYTHON + 1, True), (-1, True)):

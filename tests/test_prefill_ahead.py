@@ -15,7 +15,7 @@ from localgen import prefill_ahead
 from localgen.prefill_ahead import SETTLE_WAIT_S, PrefillWhileTyping
 from localgen.repl_input import message_text, typed_message
 
-pytestmark = pytest.mark.serial  # it times typing against prefill (conftest: serial)
+# The tests that time typing against a prefill run alone (serial, conftest).
 
 
 class SlowPrefill:
@@ -52,6 +52,7 @@ def _wait(condition: Callable[[], bool]) -> None:
         time.sleep(0.001)
 
 
+@pytest.mark.serial
 def test_enter_on_the_text_being_prefilled_waits_for_it(prefill: SlowPrefill) -> None:
     ahead = PrefillWhileTyping(prefill)
     ahead.arm("Hello")
@@ -62,6 +63,7 @@ def test_enter_on_the_text_being_prefilled_waits_for_it(prefill: SlowPrefill) ->
     ahead.close()
 
 
+@pytest.mark.serial
 def test_enter_waits_only_a_moment_for_a_long_prefill_of_its_text(prefill: SlowPrefill) -> None:
     ahead = PrefillWhileTyping(prefill)
     ahead.arm("A long file")
@@ -73,6 +75,7 @@ def test_enter_waits_only_a_moment_for_a_long_prefill_of_its_text(prefill: SlowP
     ahead.close()
 
 
+@pytest.mark.serial
 def test_ctrl_c_while_enter_waits_stops_the_prefill_and_drops_the_line(prefill: SlowPrefill,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prefill_ahead, "SETTLE_WAIT_S", 60.0)  # Ctrl-C comes first, however slow the machine
@@ -85,6 +88,7 @@ def test_ctrl_c_while_enter_waits_stops_the_prefill_and_drops_the_line(prefill: 
     ahead.close()
 
 
+@pytest.mark.serial
 def test_enter_on_other_text_abandons_the_prefill_and_the_text_waiting(prefill: SlowPrefill) -> None:
     ahead = PrefillWhileTyping(prefill)
     ahead.arm("Hel")
@@ -96,6 +100,7 @@ def test_enter_on_other_text_abandons_the_prefill_and_the_text_waiting(prefill: 
     assert prefill.started == ["Hel"], "text typed before Enter is never prefilled after it"
 
 
+@pytest.mark.serial
 def test_nothing_is_prefilled_outside_the_prompt_or_for_a_command(prefill: SlowPrefill) -> None:
     ahead = PrefillWhileTyping(prefill)
     ahead.typed("before the prompt")
@@ -110,6 +115,7 @@ def test_nothing_is_prefilled_outside_the_prompt_or_for_a_command(prefill: SlowP
     assert prefill.started == [""]
 
 
+@pytest.mark.serial
 def test_the_latest_text_is_prefilled_next_and_close_stops_the_worker(prefill: SlowPrefill) -> None:
     ahead = PrefillWhileTyping(prefill)
     ahead.arm("a")
@@ -128,6 +134,7 @@ def test_the_latest_text_is_prefilled_next_and_close_stops_the_worker(prefill: S
     assert len(prefill.started) == 3
 
 
+@pytest.mark.serial
 def test_the_worker_ends_when_it_has_nothing_to_prefill(prefill: SlowPrefill) -> None:
     """An idle worker kept llama.cpp's OpenMP thread team alive, and the answer decoded beside it at half speed."""
     ahead = PrefillWhileTyping(prefill)

@@ -25,7 +25,8 @@ from localgen.units import binary_size
 from localgen.verify import file_identity_key
 from tests.conftest import REPO_ROOT, bundled_model_file, chat_prompt, run_localgen
 
-pytestmark = pytest.mark.serial  # llama.cpp's threads in this process, and long prefills (conftest: serial)
+# The tests of the real engine in this process run alone (serial): llama.cpp's threads spin, so a busy CPU
+# stalls them (conftest).
 
 GREEDY = SamplingParams(temperature=0.0)
 DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(40))
@@ -240,6 +241,7 @@ def _answer(engine: Engine, prompt: list[int], cache: PromptCache | None) -> Fin
     return [e for e in events if isinstance(e, Finished)][-1]
 
 
+@pytest.mark.serial
 def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path: Path) -> None:
     cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30)
     first, second = _prompt(engine, "How many red boxes are there?"), _prompt(engine, "Which box holds most?")
@@ -255,6 +257,7 @@ def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path:
     assert again.text == cold.text and len(list_entries(tmp_path)) == 1
 
 
+@pytest.mark.serial
 def test_an_answer_stopped_before_its_first_token_still_counts_what_was_restored(engine: Engine,
                                                                                 tmp_path: Path) -> None:
     cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30)
@@ -272,6 +275,7 @@ def test_an_answer_stopped_before_its_first_token_still_counts_what_was_restored
     (2 * 128 + 100, 2 * 128 + 10), (2 * 128 + 100, 2 * 128 + 70),  # the saved tail under / over FA_TILE_Q
     (3 * 128 + 14, 3 * 128 + 14),  # the same prompt again: its last token alone would take the one-query kernel
 ])
+@pytest.mark.serial
 def test_a_restored_prefix_gives_the_cold_logits_bit_for_bit(bundled_model: Path, tmp_path: Path, length: int,
                                                              saved: int) -> None:
     """Rows a saved prompt computed in a small last batch are recomputed when a cold prefill batches them larger,
@@ -295,6 +299,7 @@ def test_a_restored_prefix_gives_the_cold_logits_bit_for_bit(bundled_model: Path
         assert warm.restored_tokens > 0 and restored == cold
 
 
+@pytest.mark.serial
 def test_memory_that_cannot_drop_a_tail_neither_stores_nor_restores(engine: Engine, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Recurrent and hybrid models refuse to drop a KV tail: no entry may hold an answer, no restore may drift."""
@@ -311,6 +316,7 @@ def test_memory_that_cannot_drop_a_tail_neither_stores_nor_restores(engine: Engi
     assert int(lc.llama_memory_seq_pos_max(engine._kv.memory, 0)) + 1 == len(engine.kv_token_list)
 
 
+@pytest.mark.serial
 def test_mismatched_state_is_rejected_cleanly(engine: Engine) -> None:
     engine.reset()
     assert not engine.load_state([1, 2, 3], bytearray(b"not a llama.cpp state"))
@@ -319,6 +325,7 @@ def test_mismatched_state_is_rejected_cleanly(engine: Engine) -> None:
     assert done.text
 
 
+@pytest.mark.serial
 def test_state_round_trip_in_memory(engine: Engine) -> None:
     prompt = chat_prompt(engine, "Which colour is the sky?")
     cold = _answer(engine, prompt, None)

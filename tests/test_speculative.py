@@ -16,7 +16,8 @@ from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.speculative import DRAFT_MAX, BatchCost, PromptLookup, expected_tokens
 from tests.conftest import chat_prompt
 
-pytestmark = pytest.mark.serial  # llama.cpp's threads in this process (conftest: serial)
+# The tests of the real engine in this process run alone (serial): llama.cpp's threads spin, so a busy CPU
+# stalls them (conftest).
 
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 # Short enough that prompt + answer stay under 256 KV cells: there llama.cpp's one-query and few-query
@@ -145,6 +146,7 @@ def _run(engine: Engine, prompt: list[int], sampling: SamplingParams, limits: Ge
 
 @pytest.mark.parametrize("sampling", [GREEDY, SamplingParams(temperature=0.0), SamplingParams(seed=7)],
                          ids=["greedy", "greedy-penalty", "sampled"])
+@pytest.mark.serial
 def test_lookup_output_equals_plain_decoding(engine: Engine, sampling: SamplingParams) -> None:
     prompt = chat_prompt(engine, f"Repeat this sentence exactly, twice:\n\n{COPY_TEXT}")
     limits = GenerationLimits(max_tokens=80)
@@ -159,6 +161,7 @@ def test_lookup_output_equals_plain_decoding(engine: Engine, sampling: SamplingP
         assert fast.draft.accepted > 10, fast.draft
 
 
+@pytest.mark.serial
 def test_lookup_is_exact_past_256_cells_with_a_quantized_kv_cache(bundled_model: Path) -> None:
     # Past 256 KV cells, llama.cpp's CPU attention splits a one-query batch's f16 KV across threads and rounds
     # differently from a verified batch, so f16 output may (not must) diverge at a near-tie; a q8_0 cache has
@@ -174,6 +177,7 @@ def test_lookup_is_exact_past_256_cells_with_a_quantized_kv_cache(bundled_model:
     assert fast.draft is not None and fast.draft.accepted > 20, fast.draft
 
 
+@pytest.mark.serial
 def test_limits_and_stops_cut_inside_an_accepted_draft(engine: Engine) -> None:
     prompt = chat_prompt(engine, f"Repeat this sentence exactly, twice:\n\n{COPY_TEXT}")
     full, _, _ = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=60), "none")
@@ -192,6 +196,7 @@ def test_limits_and_stops_cut_inside_an_accepted_draft(engine: Engine) -> None:
     assert fast.text == plain.text and fast.finish_reason == "stop" and fast_kv == plain_kv
 
 
+@pytest.mark.serial
 def test_unknown_draft_mode_is_a_usage_error(engine: Engine) -> None:
     with pytest.raises(UsageError):
         list(engine.generate(chat_prompt(engine, "hi"), GREEDY, draft="medusa"))
