@@ -27,6 +27,7 @@ from localgen.errors import GGUFError, HubError, LocalgenError
 from localgen.hub_cache import (
     cached_model,
     cached_spelling,
+    check_endpoint,
     discard_cached_file,
     download_running,
     hub_cache_dir,
@@ -113,6 +114,7 @@ def _fetch_listing(repo: str) -> HubListing:
 
 def _request_listing(repo: str) -> HubListing:
     """The repo's GGUF files and revision, from one metadata request."""
+    check_endpoint()
     try:
         from huggingface_hub import HfApi  # its HTTP stack reads HF_ENDPOINT as it is imported, and may refuse it
 
@@ -308,6 +310,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
                  cached: bool) -> tuple[Path, Source]:
     """hf_hub_download one file at the model's commit, with progress (following another download of it while
     waiting on its lock); errors become HubError."""
+    check_endpoint()
     from huggingface_hub import hf_hub_download
 
     kwargs: dict[str, Any] = {"repo_id": model.repo, "filename": f.filename, "revision": model.revision,

@@ -18,9 +18,10 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import ModuleType
 
 from localgen.config import settings
-from localgen.errors import LocalgenError
+from localgen.errors import HubError, LocalgenError
 from localgen.hub_choice import choose_model, quant_of, shard_of
 from localgen.hub_types import HubFile, HubListing
 from localgen.references import check_safe_filename
@@ -47,16 +48,78 @@ class CachedHubFile:
 
 def hub_cache_dir() -> Path:
     """The Hugging Face hub cache directory (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/...)."""
-    from huggingface_hub import constants  # cheap: no HTTP stack
-
-    return Path(constants.HF_HUB_CACHE).expanduser().resolve()
+    return Path(_hf_constants().HF_HUB_CACHE).expanduser().resolve()
 
 
 def hub_endpoint() -> str:
     """The Hub URL in use (HF_ENDPOINT or https://huggingface.co)."""
-    from huggingface_hub import constants
+    return str(_hf_constants().ENDPOINT)
 
-    return str(constants.ENDPOINT)
+
+def _hf_constants() -> ModuleType:
+    """huggingface_hub's settings (cheap: no HTTP stack), read from the environment as it is imported; an HF_ENDPOINT
+    whose host it cannot parse (an unclosed [IPv6 address) fails that import, refused here as HF_ENDPOINT's fault."""
+    try:
+        from huggingface_hub import constants
+    except ValueError as exc:
+        error = endpoint_error(os.environ.get("HF_ENDPOINT", "").rstrip("/"))
+        if error is None:
+            raise
+        raise error from exc
+    return constants
+
+
+def check_endpoint() -> None:
+    """Refuse an HF_ENDPOINT that can be no Hub address before huggingface_hub is asked anything (its HTTP stack may
+    refuse the address as it is imported, with an error that names no variable)."""
+    error = endpoint_error(hub_endpoint())
+    if error is not None:
+        raise error
+
+
+def endpoint_error(endpoint: str) -> HubError | None:
+    """The error for an HF_ENDPOINT (as huggingface_hub reads it) that is no web address (empty, spaces around it, no
+    http:// or https://, no host, a bad port); None when it is one."""
+    address = endpoint.strip()
+    if address != endpoint:
+        return _spaced_endpoint_error(endpoint, address)
+    if not address:
+        return HubError("HF_ENDPOINT is set but empty, so localgen has no address for the Hugging Face Hub",
+                        hint="unset HF_ENDPOINT for huggingface.co, or set it to your mirror's https:// address")
+    if address.lower() in ("http:", "https:") or address.lower().startswith(("http://", "https://")):
+        return _web_address_error(address)
+    return HubError(f"HF_ENDPOINT {address!r} is not a web address: it needs http:// or https://",
+                    hint=f"set HF_ENDPOINT=https://{address}, or unset it for huggingface.co")
+
+
+def _web_address_error(address: str) -> HubError | None:
+    """The error for an http:// or https:// HF_ENDPOINT whose host or port is unusable; None when both are usable."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(address)
+        parts.port  # noqa: B018 - read for the ValueError of a port that is no number or out of range
+    except ValueError as exc:
+        problem: str | None = ("has a port that is not a number from 0 to 65535" if "Port" in str(exc)
+                               else "has a malformed host")
+    else:
+        problem = ("has no host name" if not parts.hostname
+                   else "has a space in it" if any(c.isspace() for c in address) else None)
+    if problem is None:
+        return None
+    return HubError(f"HF_ENDPOINT {address!r} {problem}",
+                    hint="set HF_ENDPOINT to your mirror's address (https://HOST or https://HOST:PORT), or unset it "
+                         "for huggingface.co")
+
+
+def _spaced_endpoint_error(endpoint: str, address: str) -> HubError:
+    """The error for an HF_ENDPOINT with spaces around its address (address: without them): huggingface_hub keeps
+    them in every address it makes of it (a leading one makes it no web address, a trailing one a wrong host or
+    path)."""
+    fixed = address if address.lower().startswith(("http://", "https://")) else f"https://{address}"
+    return HubError(f"HF_ENDPOINT {endpoint!r} has spaces around the address, and huggingface_hub keeps them "
+                    "in every Hub address",
+                    hint=f"set HF_ENDPOINT={fixed} (without the spaces), or unset it for huggingface.co")
 
 
 def repo_folder(repo: str) -> str:

@@ -182,8 +182,7 @@ def _hub_error(exc: BaseException, *, repo: str, filename: str | None) -> Localg
     where = _where(repo, filename)
     for err in _chain(exc):
         status = _status_of(err)
-        error = (_endpoint_error(_class_names(err))
-                 or _hf_error(err, status, repo=repo, filename=filename)
+        error = (_hf_error(err, status, repo=repo, filename=filename)
                  or _http_status_error(status, repo=repo, where=where)
                  or _network_error(err, _class_names(err), repo=repo, filename=filename)
                  or _filesystem_error(err, where=where))
@@ -205,30 +204,6 @@ def _hf_kind(name: str) -> tuple[type, ...]:
 def _where(repo: str, filename: str | None) -> str:
     """What a Hub error names: the repo's file, or the repo."""
     return f"{repo}/{filename}" if filename else repo
-
-
-def _endpoint_error(names: set[str]) -> HubError | None:
-    """The error for an HF_ENDPOINT that is no web address (empty, or a host without http:// or https://) when the
-    HTTP client refuses the address made of it, or one with spaces around it when a Hub request fails; else None."""
-    endpoint = hub_endpoint().strip()
-    if endpoint and endpoint != hub_endpoint():
-        return _spaced_endpoint_error(endpoint)
-    if not names & _BAD_ADDRESS or endpoint.lower().startswith(("http://", "https://")):
-        return None
-    if not endpoint:
-        return HubError("HF_ENDPOINT is set but empty, so localgen has no address for the Hugging Face Hub",
-                        hint="unset HF_ENDPOINT for huggingface.co, or set it to your mirror's https:// address")
-    return HubError(f"HF_ENDPOINT {endpoint!r} is not a web address: it needs http:// or https://",
-                    hint=f"set HF_ENDPOINT=https://{endpoint}, or unset it for huggingface.co")
-
-
-def _spaced_endpoint_error(endpoint: str) -> HubError:
-    """The error for an HF_ENDPOINT with spaces around its address: huggingface_hub keeps them in every address it
-    makes of it (a leading one makes it no web address, a trailing one a wrong host or path)."""
-    fixed = endpoint if endpoint.lower().startswith(("http://", "https://")) else f"https://{endpoint}"
-    return HubError(f"HF_ENDPOINT {hub_endpoint()!r} has spaces around the address, and huggingface_hub keeps them "
-                    "in every Hub address",
-                    hint=f"set HF_ENDPOINT={fixed} (without the spaces), or unset it for huggingface.co")
 
 
 def _hf_error(err: BaseException, status: int | None, *, repo: str, filename: str | None) -> HubError | None:
@@ -264,9 +239,6 @@ def _http_status_error(status: int | None, *, repo: str, where: str) -> HubError
     if status is not None and status >= 400:
         return HubError(f"the Hugging Face Hub refused the request for {where} (HTTP {status})")
     return None
-
-
-_BAD_ADDRESS = {"UnsupportedProtocol", "InvalidURL", "MissingSchema", "InvalidSchema", "LocalProtocolError"}
 
 
 def _network_error(err: BaseException, names: set[str], *, repo: str, filename: str | None) -> HubError | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from localgen.hub import is_offline
-from localgen.hub_cache import hub_endpoint
+from localgen.hub_cache import check_endpoint, hub_endpoint
 from localgen.hub_errors import map_hub_error, offline_error
 
 HEADER_READ_TIMEOUT_S = 30.0
@@ -16,6 +16,7 @@ def read_header_bytes(repo: str, filename: str, n_bytes: int, *, revision: str |
     """The first n_bytes of a file on the Hub: nothing is downloaded or cached."""
     if is_offline():
         raise offline_error(repo, None, filename, None)
+    check_endpoint()
     from huggingface_hub import hf_hub_url
     from huggingface_hub.utils import build_hf_headers, get_session
 

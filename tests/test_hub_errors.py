@@ -235,7 +235,14 @@ def test_a_listing_that_is_not_the_hub_s_says_something_else_answered(loopback_h
     ("", "HF_ENDPOINT is set but empty, so localgen has no address for the Hugging Face Hub (hint: unset HF_ENDPOINT "
          "for huggingface.co, or set it to your mirror's https:// address)"),
     ("hf-mirror.example", "HF_ENDPOINT 'hf-mirror.example' is not a web address: it needs http:// or https:// (hint: "
-                          "set HF_ENDPOINT=https://hf-mirror.example, or unset it for huggingface.co)")])
+                          "set HF_ENDPOINT=https://hf-mirror.example, or unset it for huggingface.co)"),
+    *[(endpoint, f"HF_ENDPOINT {shown!r} {problem} (hint: set HF_ENDPOINT to your mirror's address (https://HOST or "
+                 "https://HOST:PORT), or unset it for huggingface.co)") for endpoint, shown, problem in [
+        ("http://127.0.0.1:abc", "http://127.0.0.1:abc", "has a port that is not a number from 0 to 65535"),
+        ("http://127.0.0.1:99999", "http://127.0.0.1:99999", "has a port that is not a number from 0 to 65535"),
+        ("http://[::1", "http://[::1", "has a malformed host"),  # huggingface_hub's settings fail to import
+        ("http://", "http:", "has no host name"),  # huggingface_hub takes the slashes off its end
+        ("https://hf mirror.example", "https://hf mirror.example", "has a space in it")]]])
 def test_an_hf_endpoint_that_is_no_web_address_is_said_to_be_so(loopback_hub: HubServer, tmp_path: Path,
                                                                 endpoint: str, error: str) -> None:
     env = child_env(loopback_hub, tmp_path, HF_ENDPOINT=endpoint)
