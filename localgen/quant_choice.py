@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localgen.errors import GGUFError, InsufficientMemoryError, LocalgenError, ModelNotFoundError
+from localgen.errors import GGUFError, InsufficientMemoryError, LocalgenError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape, model_shape, read_shape
 from localgen.fit import (
     MIN_AUTO_CONTEXT,
@@ -271,7 +271,7 @@ def smallest_option(options: Sequence[FitOption]) -> FitOption | None:
     return min(readable, key=lambda o: o.estimate.ram_bytes if o.estimate else 0) if readable else None
 
 
-def _option_reference(repo: str, option: FitOption) -> str:
+def option_reference(repo: str, option: FitOption) -> str:
     """The reference that names a repo's option: ORG/REPO:QUANT, or ORG/REPO/FILE when it has no quant tag."""
     return f"{repo}:{option.quant}" if option.quant else f"{repo}/{option.filenames[0]}"
 
@@ -322,13 +322,13 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
         if smallest is None:
             return reference, ()
         assert smallest.shape is not None  # smallest_option takes only options whose header was read
-        ref = _option_reference(target.repo, smallest)
+        ref = option_reference(target.repo, smallest)
         note = _pulled_at_a_smaller_context(too_big_repo(target.repo, smallest, hw, request), smallest.shape, hw,
                                             request, ref, download_only)
         return ref, (f"chose the smallest quant, as none fits at the context a run takes by default: {note}",)
     chosen = options[index]
     assert chosen.plan is not None
-    ref = _option_reference(target.repo, chosen)
+    ref = option_reference(target.repo, chosen)
     count = len(options)
     which = "the only quant, and it fits" if count == 1 else f"the best that fits of {counted(count, 'quant')}"
     note = f"chose {ref} ({binary_size(chosen.file_size)}), {which}: {chosen.plan.describe()}"
@@ -349,32 +349,31 @@ def _pulled_at_a_smaller_context(refusal: InsufficientMemoryError, shape: ModelS
 
 def resolve_downloaded(reference: str | None, *, offline: bool | None, hw: Hardware | None = None,
                        request: FitRequest | None = None) -> ResolvedModel:
-    """A reference resolved with no download: its own file if that is here, else, for a repo named without a quant,
-    the best downloaded quant that fits (ModelNotFoundError when there is none)."""
+    """A reference resolved with no download: for a repo named without a quant, the best downloaded quant that fits
+    (the one `fit` marks), else its own file if that is here (ModelNotFoundError when there is none)."""
     from localgen.resolve import resolve_model
 
-    try:
-        return resolve_model(reference, offline=offline, pull=False)
-    except ModelNotFoundError:
-        cached = choose_cached(reference, hw=hw or probe_hardware(), request=request or FitRequest())
-        if cached is None:
-            raise
-        return resolve_model(cached, offline=offline, pull=False)
+    cached = choose_cached(reference, hw=hw, request=request or FitRequest())
+    return resolve_model(cached or reference, offline=offline, pull=False)
 
 
-def choose_cached(reference: str | None, *, hw: Hardware, request: FitRequest) -> str | None:
+def choose_cached(reference: str | None, *, hw: Hardware | None, request: FitRequest) -> str | None:
     """For a repo named without a quant: the best already downloaded quant that fits, as ORG/REPO:QUANT (no
-    network); None when there is none."""
-
+    network); None when there is none, or when the reference names a quant, a file or a path."""
     target = model_target(reference)
+    best = best_cached(target, hw=hw, request=request)
+    return option_reference(target.repo, best) if best is not None and target.repo is not None else None
+
+
+def best_cached(target: Target, *, hw: Hardware | None, request: FitRequest) -> FitOption | None:
+    """For a repo named without a quant: its best downloaded quant that fits here (the one a run uses, ranked as a
+    download is chosen); None when none fits or the target names a quant, a file or a path."""
     if target.repo is None or target.quant or target.filename:
         return None
     request = replace(request, default_ctx=target.default_ctx)
-    options = cached_options(target.repo, hw, request)
+    options = cached_options(target.repo, hw or probe_hardware(), request)
     index = choose_option(options, request)
-    if index is None:
-        return None
-    return _option_reference(target.repo, options[index])
+    return options[index] if index is not None else None
 
 
 def cached_options(repo: str, hw: Hardware, request: FitRequest) -> list[FitOption]:
@@ -411,7 +410,7 @@ def too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitReque
     assert smallest.shape is not None
     n_ctx = min(target_context(smallest.shape, request), MIN_AUTO_CONTEXT)
     est = estimate_at(smallest.shape, hw, n_ctx, request)[0]
-    named = _option_reference(repo, smallest)  # ORG/REPO/FILE where the file has no quant in its name
+    named = option_reference(repo, smallest)  # ORG/REPO/FILE where the file has no quant in its name
     return insufficient_memory(smallest.shape, hw, est, request, n_ctx,
                                subject=f"no quant of {repo} fits: even the smallest, {named},", smallest_quant=True)
 

@@ -14,12 +14,14 @@ from localgen.hub_choice import choose_model, no_gguf_files
 from localgen.quant_choice import (
     FitOption,
     Target,
+    best_cached,
     cached_options,
     choose_option,
     hub_options,
     listed_smaller_quants,
     local_option,
     model_target,
+    option_reference,
     resolve_downloaded,
     smaller_quants,
     smallest_option,
@@ -92,8 +94,8 @@ def _fit_report(reference: str | None, target: Target, *, request: FitRequest, h
                 notes.extend([refused] if refused else _named_refusal(options, index, text, hw, request,
                                                                       smaller=smaller))
             else:
-                index = choose_option(options, request)
-                notes.extend(_repo_refusal(options, target.repo, hw, request))
+                index, better = _run_choice(options, target, hw, request)
+                notes.extend(_repo_refusal(options, target.repo, hw, request) + better)
             return FitReport(text, target.repo, hw, request, tuple(options), _marked(options, index), tuple(notes))
         except LocalgenError as exc:
             survey_error = exc
@@ -109,6 +111,22 @@ def _fit_report(reference: str | None, target: Target, *, request: FitRequest, h
     options = _with_other_downloads(option, target, hw, request)
     index = next(i for i, o in enumerate(options) if o.path == option.path)
     return FitReport(text, target.repo, hw, request, tuple(options), _marked(options, index), tuple(notes))
+
+
+def _run_choice(options: Sequence[FitOption], target: Target, hw: Hardware,
+                request: FitRequest) -> tuple[int | None, list[str]]:
+    """For a repo named without a quant: the option a run uses (its best downloaded quant that fits, else the best
+    that fits on the Hub, which it would download), and a note when a better fit is on the Hub but not downloaded."""
+    best = choose_option(options, request)
+    downloaded = best_cached(target, hw=hw, request=request)
+    index = next((i for i, o in enumerate(options) if downloaded is not None and o.filenames == downloaded.filenames),
+                 None)
+    if index is None or best is None or best == index:
+        return best if index is None else index, []
+    assert target.repo is not None
+    better = option_reference(target.repo, options[best])
+    return index, [f"a run uses the downloaded {options[index].label}, not {better}, the best that fits here "
+                   f"(`localgen pull {better}` for runs to use that one)"]
 
 
 def _with_other_downloads(option: FitOption, target: Target, hw: Hardware, request: FitRequest) -> list[FitOption]:

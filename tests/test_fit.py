@@ -840,6 +840,38 @@ def test_fit_offline_of_a_repo_shows_each_downloaded_quant_and_marks_the_one_run
     assert hubenv.server.requests == []
 
 
+def _run_file(env: dict[str, str], *args: str) -> str:
+    """The file name of the model a run of the repo named without a quant answered with."""
+    run = run_localgen("run", *args, "-m", REPO, "hi", "-n", "1", "--json", env=env)
+    assert run.returncode == 0, run.err
+    return Path(json.loads(run.out)["model"]["path"]).name
+
+
+def _fit_chosen(env: dict[str, str], *args: str) -> str:
+    """The quant fit marks for the repo named without a quant, and its notes."""
+    table = run_localgen("fit", *args, REPO, "--json", env=env)
+    assert table.returncode == 0, table.err
+    report = json.loads(table.out)
+    return f"{report['chosen']} {' '.join(report['notes'])}"
+
+
+def test_run_of_a_repo_uses_the_best_downloaded_quant_that_fits_as_fit_marks_it(
+        hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
+    _serve(hubenv, quant_files)
+    assert run_localgen("pull", f"{REPO}:Q4_0", env=hubenv.env).returncode == 0  # the repo's default quant
+    better = f"{REPO}:Q8_0, the best that fits here (`localgen pull {REPO}:Q8_0` for runs to use that one)"
+    assert _fit_chosen(hubenv.env) == f"Q4_0 a run uses the downloaded Q4_0, not {better}"
+    assert _run_file(hubenv.env) == "fit-Q4_0.gguf"
+    assert run_localgen("pull", f"{REPO}:Q8_0", env=hubenv.env).returncode == 0  # the best that fits, pulled too
+    for offline in ((), ("--offline",)):
+        assert _fit_chosen(hubenv.env, *offline) == "Q8_0 "
+        assert _run_file(hubenv.env, *offline) == "fit-Q8_0.gguf", "not the default quant, as fit marks"
+    tight = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(_limit_between(quant_files, "Q4_0", "Q5_0"))}
+    for offline in ((), ("--offline",)):  # Q8_0 fits only at a smaller context: the full one first
+        assert _fit_chosen(tight, *offline) == "Q4_0 "
+        assert _run_file(tight, *offline) == "fit-Q4_0.gguf"
+
+
 def test_pull_downloads_a_named_quant_that_fits_only_at_a_smaller_context_and_says_which(
         hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
     _serve(hubenv, quant_files)
