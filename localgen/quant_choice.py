@@ -358,22 +358,17 @@ def resolve_downloaded(reference: str | None, *, offline: bool | None, hw: Hardw
 
 
 def choose_cached(reference: str | None, *, hw: Hardware | None, request: FitRequest) -> str | None:
-    """For a repo named without a quant: the best already downloaded quant that fits, as ORG/REPO:QUANT (no
-    network); None when there is none, or when the reference names a quant, a file or a path."""
+    """For a repo named without a quant: the best already downloaded quant that fits, ranked as a download is chosen,
+    as ORG/REPO:QUANT (no network); None when there is none, or when the reference names a quant, a file or a path."""
     target = model_target(reference)
-    best = best_cached(target, hw=hw, request=request)
-    return option_reference(target.repo, best) if best is not None and target.repo is not None else None
-
-
-def best_cached(target: Target, *, hw: Hardware | None, request: FitRequest) -> FitOption | None:
-    """For a repo named without a quant: its best downloaded quant that fits here (the one a run uses, ranked as a
-    download is chosen); None when none fits or the target names a quant, a file or a path."""
     if target.repo is None or target.quant or target.filename:
         return None
     request = replace(request, default_ctx=target.default_ctx)
     options = cached_options(target.repo, hw or probe_hardware(), request)
     index = choose_option(options, request)
-    return options[index] if index is not None else None
+    if index is None:
+        return None
+    return option_reference(target.repo, options[index])
 
 
 def cached_options(repo: str, hw: Hardware, request: FitRequest) -> list[FitOption]:

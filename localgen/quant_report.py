@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localgen.errors import InsufficientMemoryError, LocalgenError, ModelNotFoundError
@@ -14,7 +15,6 @@ from localgen.hub_choice import choose_model, no_gguf_files
 from localgen.quant_choice import (
     FitOption,
     Target,
-    best_cached,
     cached_options,
     choose_option,
     hub_options,
@@ -94,7 +94,7 @@ def _fit_report(reference: str | None, target: Target, *, request: FitRequest, h
                 notes.extend([refused] if refused else _named_refusal(options, index, text, hw, request,
                                                                       smaller=smaller))
             else:
-                index, better = _run_choice(options, target, hw, request)
+                index, better = _run_choice(options, reference, target, hw, request)
                 notes.extend(_repo_refusal(options, target.repo, hw, request) + better)
             return FitReport(text, target.repo, hw, request, tuple(options), _marked(options, index), tuple(notes))
         except LocalgenError as exc:
@@ -113,20 +113,25 @@ def _fit_report(reference: str | None, target: Target, *, request: FitRequest, h
     return FitReport(text, target.repo, hw, request, tuple(options), _marked(options, index), tuple(notes))
 
 
-def _run_choice(options: Sequence[FitOption], target: Target, hw: Hardware,
+def _run_choice(options: Sequence[FitOption], reference: str | None, target: Target, hw: Hardware,
                 request: FitRequest) -> tuple[int | None, list[str]]:
-    """For a repo named without a quant: the option a run uses (its best downloaded quant that fits, else the best
+    """For a repo named without a quant: the option a run uses (the downloaded quant it resolves to, else the best
     that fits on the Hub, which it would download), and a note when a better fit is on the Hub but not downloaded."""
     best = choose_option(options, request)
-    downloaded = best_cached(target, hw=hw, request=request)
-    index = next((i for i, o in enumerate(options) if downloaded is not None and o.filenames == downloaded.filenames),
-                 None)
+    try:
+        used = resolve_downloaded(reference, offline=None, hw=hw, request=request).path.name
+    except ModelNotFoundError:
+        return best, []
+    index = next((i for i, o in enumerate(options) if Path(o.filenames[0]).name == used), None)
     if index is None or best is None or best == index:
         return best if index is None else index, []
     assert target.repo is not None
     better = option_reference(target.repo, options[best])
-    return index, [f"a run uses the downloaded {options[index].label}, not {better}, the best that fits here "
-                   f"(`localgen pull {better}` for runs to use that one)"]
+    if options[index].plan is None:
+        said = f"a run takes the downloaded {options[index].label}, which does not fit here; {better} fits"
+    else:
+        said = f"a run uses the downloaded {options[index].label}; {better} fits better here"
+    return index, [f"{said} (`localgen pull {better}` for runs to use it)"]
 
 
 def _with_other_downloads(option: FitOption, target: Target, hw: Hardware, request: FitRequest) -> list[FitOption]:

@@ -859,8 +859,8 @@ def test_run_of_a_repo_uses_the_best_downloaded_quant_that_fits_as_fit_marks_it(
         hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
     _serve(hubenv, quant_files)
     assert run_localgen("pull", f"{REPO}:Q4_0", env=hubenv.env).returncode == 0  # the repo's default quant
-    better = f"{REPO}:Q8_0, the best that fits here (`localgen pull {REPO}:Q8_0` for runs to use that one)"
-    assert _fit_chosen(hubenv.env) == f"Q4_0 a run uses the downloaded Q4_0, not {better}"
+    better = f"{REPO}:Q8_0 fits better here (`localgen pull {REPO}:Q8_0` for runs to use it)"
+    assert _fit_chosen(hubenv.env) == f"Q4_0 a run uses the downloaded Q4_0; {better}"
     assert _run_file(hubenv.env) == "fit-Q4_0.gguf"
     assert run_localgen("pull", f"{REPO}:Q8_0", env=hubenv.env).returncode == 0  # the best that fits, pulled too
     for offline in ((), ("--offline",)):
@@ -870,6 +870,21 @@ def test_run_of_a_repo_uses_the_best_downloaded_quant_that_fits_as_fit_marks_it(
     for offline in ((), ("--offline",)):  # Q8_0 fits only at a smaller context: the full one first
         assert _fit_chosen(tight, *offline) == "Q4_0 "
         assert _run_file(tight, *offline) == "fit-Q4_0.gguf"
+
+
+def test_fit_marks_no_quant_when_run_takes_a_downloaded_default_that_does_not_fit(
+        hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
+    repo = "org/named-GGUF"  # its default quant (by name) is the larger file
+    hubenv.server.add_repo(repo, {"m-Q4_K_M.gguf": quant_files["Q8_0"], "m-Q3_K_M.gguf": quant_files["Q4_0"]})
+    assert run_localgen("pull", f"{repo}:Q4_K_M", env=hubenv.env).returncode == 0
+    tight = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(_too_small_for(quant_files, "Q8_0"))}
+    run = run_localgen("run", "-m", repo, "hi", "-n", "1", env=tight)
+    assert run.returncode == 1 and "try a quant with fewer bits per weight than Q8_0 (Q3_K_M)" in run.err, run.err
+    table = run_localgen("fit", repo, "--json", env=tight)
+    report = json.loads(table.out)
+    assert report["chosen"] is None, "run is refused: no quant is marked"
+    assert (f"a run takes the downloaded Q4_K_M, which does not fit here; {repo}:Q3_K_M fits (`localgen pull "
+            f"{repo}:Q3_K_M` for runs to use it)") in report["notes"]
 
 
 def test_pull_downloads_a_named_quant_that_fits_only_at_a_smaller_context_and_says_which(
