@@ -4,7 +4,8 @@ This module, hub_range.py and hub_errors.py are the only ones that talk to the H
 inside functions so that importing localgen (and `localgen --help`) stays fast. Where files and localgen's records
 of them live, and finding a model there without the network, is hub_cache.py's; choosing a model's files is
 hub_choice.py's; mapping Hub errors to HubError is hub_errors.py's; the progress bar and the summary line a download
-shows are download_progress.py's.
+shows are download_progress.py's; checking a downloaded file (checksums, a registry entry's pins, the GGUF header) is
+hub_verify.py's.
 """
 
 from __future__ import annotations
@@ -17,40 +18,29 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from localgen import console, download_progress
 from localgen.config import settings
-from localgen.errors import GGUFError, HubError, LocalgenError
+from localgen.errors import HubError, LocalgenError
 from localgen.hub_cache import (
     cached_model,
     cached_spelling,
     check_endpoint,
-    discard_cached_file,
     download_running,
     hub_cache_dir,
     hub_endpoint,
     orphaned_partials,
     pointer_path,
-    record_sha256,
     repo_folder,
     save_listing,
 )
 from localgen.hub_choice import choose_model, quant_of, shard_of
 from localgen.hub_errors import map_hub_error, offline_error
 from localgen.hub_types import HubFile, HubListing, HubModel
+from localgen.hub_verify import Pin, check_pin, check_pinned_file, check_shards_agree, verify_download
 from localgen.references import check_safe_filename
-from localgen.verify import (
-    forget_verified,
-    git_blob_id_and_sha256,
-    is_verified,
-    reading,
-    record_verified,
-    recorded_sha256,
-    sha256_file,
-)
 
 if TYPE_CHECKING:
     from localgen.download_progress import Display
@@ -60,16 +50,6 @@ _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _RESUMING = "Trying to resume download"  # what huggingface_hub logs when it resumes a dropped download
-
-
-@dataclass(frozen=True)
-class Pin:
-    """The sha256 and size a registry entry expects of its default file (either may be unset), and where that entry
-    is (for messages)."""
-
-    sha256: str | None
-    origin: str  # [models.NAME] in FILE
-    size: int | None = None
 
 
 def is_offline() -> bool:
@@ -220,42 +200,11 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
             fetched_elsewhere |= source == "elsewhere"
             paths.append(path)
     if len(paths) > 1:
-        _check_shards_agree(paths)
+        check_shards_agree(paths)
     if not quiet:
         download_progress.print_summary(model, downloaded, time.monotonic() - started,
                                         fetched_elsewhere=fetched_elsewhere)
     return paths
-
-
-def check_pinned_file(path: Path, pin: Pin | None, *, label: str | None = None, changed: str = "the repository",
-                      remember: bool = False) -> None:
-    """A file's size and sha256 (hashed only when no marker records it) must be the ones pinned (label: the file's
-    name in messages; changed: check_pin's). remember: once hashed, a match is recorded so that this version of the
-    file is not hashed again (for a file of one's own: a download's record also says its header was checked)."""
-    if pin is None:
-        return
-    label = label or str(path)
-    check_pin(label, None, path.stat().st_size, pin, changed=changed)  # the size first: it needs no hashing
-    if not pin.sha256:
-        return
-    recorded = recorded_sha256(path)
-    check_pin(label, recorded or sha256_file(path), None, pin, changed=changed)
-    if remember and recorded is None:
-        with contextlib.suppress(LocalgenError):  # a missing record only costs a rehash next time
-            record_verified(path, pin.sha256)
-
-
-def check_pin(label: str, actual: str | None, size: int | None, pin: Pin, *, changed: str = "the repository") -> None:
-    """Raise when a file's size or sha256 (None: not known) is not the one its registry entry pins (changed: what
-    may have changed instead, for the hint)."""
-    if size is not None and pin.size is not None and size != pin.size:
-        raise LocalgenError(f"{label} does not match the size of {pin.origin} (the file's is {size:,} bytes, the "
-                            f"entry's {pin.size:,})",
-                            hint=f"{changed} changed, or that size is wrong: fix it or remove the line")
-    if actual is not None and pin.sha256 and actual.lower() != pin.sha256.lower():
-        raise LocalgenError(f"{label} does not match the sha256 of {pin.origin} (the file's is {actual[:12]}…, "
-                            f"the entry's {pin.sha256[:12]}…)",
-                            hint=f"{changed} changed, or that sha256 is wrong: fix it or remove the line")
 
 
 def _check_free_space(model: HubModel, *, force: bool) -> None:
@@ -297,12 +246,12 @@ def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display,
     cached = not force and _is_cached(model, f)
     path, source = _hf_download(model, f, force=force, display=display, cached=cached)
     try:
-        _verify(path, f, display, pin)
+        verify_download(path, f, display, pin)
     except HubError:
         if not cached:
             raise
         path, source = _hf_download(model, f, force=False, display=display, cached=False)
-        _verify(path, f, display, pin)
+        verify_download(path, f, display, pin)
     return path, source
 
 
@@ -335,79 +284,6 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
     if cached or (bar is not None and not bar.opened and not (waiting or partial.seen)):
         return path, "cached"  # or linked from huggingface_hub's shared store of blobs
     return path, "elsewhere" if bar is not None and not bar.opened else "downloaded"
-
-
-def _verify(path: Path, f: HubFile, display: Display, pin: Pin | None) -> None:
-    """Check the checksum, the sha256 the registry pins and the GGUF header; record the file as verified if all pass."""
-    if f.sha256 and is_verified(path, f.sha256):
-        _check_usable(path, f)  # a record from before the header was checked too
-        display.verified(f, hashed=False)
-        return
-    actual = _checksum(path, f, display)
-    if pin is not None:
-        check_pin(f"{f.repo}/{f.filename}", actual, path.stat().st_size, pin)
-    _check_usable(path, f)
-    try:
-        record_verified(path, actual)
-    except LocalgenError as exc:  # the model is fine; only an offline run, which needs the record, refuses it
-        console.warn(f"{f.repo}/{f.filename} is verified, but the record of it could not be written "
-                     f"({exc.message}): offline runs will refuse it until a pull can write one")
-    display.verified(f, hashed=True)
-    if not f.sha256:
-        record_sha256(f.repo, f.filename, actual)
-
-
-def _checksum(path: Path, f: HubFile, display: Display) -> str:
-    """Check size and sha256 (or git blob id) against the listing, deleting a file that differs; its sha256."""
-    with reading(path):
-        actual_size = path.stat().st_size
-    if actual_size != f.size:
-        discard_cached_file(path)
-        raise HubError(f"{f.repo}/{f.filename}: downloaded {actual_size:,} bytes, expected {f.size:,}; "
-                       "the file was deleted", hint="run the command again to download it afresh")
-    display.verifying(f)
-    if f.sha256:
-        kind, expected = "sha256", f.sha256
-        got = actual = sha256_file(path)
-    elif f.blob_id:
-        kind, expected = "git blob id", f.blob_id
-        got, actual = git_blob_id_and_sha256(path)
-    else:
-        raise HubError(f"{f.repo}/{f.filename}: the Hub gave no checksum, so the file cannot be verified",
-                       hint="localgen only loads verified downloads; use a local path to load it anyway")
-    if got != expected:
-        discard_cached_file(path)
-        raise HubError(f"{f.repo}/{f.filename}: {kind} mismatch (got {got[:12]}…, expected {expected[:12]}…); "
-                       "the corrupt download was deleted",
-                       hint="run the command again; if it fails again, the Hub mirror or a proxy "
-                            f"({hub_endpoint()}) is serving bad data")
-    return actual
-
-
-def _check_usable(path: Path, f: HubFile) -> None:
-    """The file's GGUF header must be one llama.cpp can load; a file whose header is not stays unverified."""
-    from localgen.gguf_cursor import HUB_COPY_HINT
-    from localgen.gguf_reader import read_gguf
-
-    try:
-        read_gguf(path, require_architecture=(f.shard_index or 1) == 1)
-    except GGUFError as exc:
-        forget_verified(path)
-        raise GGUFError(exc.message, hint=f"the file matches the Hub's checksum, so {HUB_COPY_HINT}") from None
-
-
-def _check_shards_agree(paths: list[Path]) -> None:
-    """The shards of a split model must agree with each other, as llama.cpp needs; shards that do not stay
-    unverified."""
-    from localgen.gguf_cursor import HUB_COPY_HINT
-    from localgen.gguf_split import validate_split
-
-    try:
-        validate_split(paths[0])
-    except GGUFError as exc:
-        for path in paths:
-            forget_verified(path)
-        raise GGUFError(exc.message, hint=f"the shards match the Hub's checksums, so {HUB_COPY_HINT}") from None
 
 
 class _HubLogNote(logging.Handler):

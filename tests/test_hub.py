@@ -670,7 +670,8 @@ def test_importing_hub_and_catalog_stays_light() -> None:
     assert result.stdout.strip() == "[]", result.stderr
 
 
-HUB_MODULES = ("hub", "hub_types", "hub_cache", "hub_range", "hub_errors", "hub_choice", "download_progress", "verify")
+HUB_MODULES = ("hub", "hub_types", "hub_cache", "hub_range", "hub_errors", "hub_choice", "hub_verify",
+               "download_progress", "verify")
 
 
 def _localgen_imports(module: str) -> set[str]:

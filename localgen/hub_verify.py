@@ -1,0 +1,141 @@
+"""Checking a downloaded file: its size and checksum against the Hub's listing, the size and sha256 a registry entry
+pins, and a GGUF header llama.cpp can load (the shards of a split model agreeing with each other); a file that passes
+is recorded as verified."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from localgen import console
+from localgen.errors import GGUFError, HubError, LocalgenError
+from localgen.hub_cache import discard_cached_file, hub_endpoint, record_sha256
+from localgen.verify import (
+    forget_verified,
+    git_blob_id_and_sha256,
+    is_verified,
+    reading,
+    record_verified,
+    recorded_sha256,
+    sha256_file,
+)
+
+if TYPE_CHECKING:
+    from localgen.download_progress import Display
+    from localgen.hub_types import HubFile
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The sha256 and size a registry entry expects of its default file (either may be unset), and where that entry
+    is (for messages)."""
+
+    sha256: str | None
+    origin: str  # [models.NAME] in FILE
+    size: int | None = None
+
+
+def check_pinned_file(path: Path, pin: Pin | None, *, label: str | None = None, changed: str = "the repository",
+                      remember: bool = False) -> None:
+    """A file's size and sha256 (hashed only when no marker records it) must be the ones pinned (label: the file's
+    name in messages; changed: check_pin's). remember: once hashed, a match is recorded so that this version of the
+    file is not hashed again (for a file of one's own: a download's record also says its header was checked)."""
+    if pin is None:
+        return
+    label = label or str(path)
+    check_pin(label, None, path.stat().st_size, pin, changed=changed)  # the size first: it needs no hashing
+    if not pin.sha256:
+        return
+    recorded = recorded_sha256(path)
+    check_pin(label, recorded or sha256_file(path), None, pin, changed=changed)
+    if remember and recorded is None:
+        with contextlib.suppress(LocalgenError):  # a missing record only costs a rehash next time
+            record_verified(path, pin.sha256)
+
+
+def check_pin(label: str, actual: str | None, size: int | None, pin: Pin, *, changed: str = "the repository") -> None:
+    """Raise when a file's size or sha256 (None: not known) is not the one its registry entry pins (changed: what
+    may have changed instead, for the hint)."""
+    if size is not None and pin.size is not None and size != pin.size:
+        raise LocalgenError(f"{label} does not match the size of {pin.origin} (the file's is {size:,} bytes, the "
+                            f"entry's {pin.size:,})",
+                            hint=f"{changed} changed, or that size is wrong: fix it or remove the line")
+    if actual is not None and pin.sha256 and actual.lower() != pin.sha256.lower():
+        raise LocalgenError(f"{label} does not match the sha256 of {pin.origin} (the file's is {actual[:12]}…, "
+                            f"the entry's {pin.sha256[:12]}…)",
+                            hint=f"{changed} changed, or that sha256 is wrong: fix it or remove the line")
+
+
+def verify_download(path: Path, f: HubFile, display: Display, pin: Pin | None) -> None:
+    """Check the checksum, the sha256 the registry pins and the GGUF header; record the file as verified if all pass."""
+    if f.sha256 and is_verified(path, f.sha256):
+        _check_usable(path, f)  # a record from before the header was checked too
+        display.verified(f, hashed=False)
+        return
+    actual = _checksum(path, f, display)
+    if pin is not None:
+        check_pin(f"{f.repo}/{f.filename}", actual, path.stat().st_size, pin)
+    _check_usable(path, f)
+    try:
+        record_verified(path, actual)
+    except LocalgenError as exc:  # the model is fine; only an offline run, which needs the record, refuses it
+        console.warn(f"{f.repo}/{f.filename} is verified, but the record of it could not be written "
+                     f"({exc.message}): offline runs will refuse it until a pull can write one")
+    display.verified(f, hashed=True)
+    if not f.sha256:
+        record_sha256(f.repo, f.filename, actual)
+
+
+def _checksum(path: Path, f: HubFile, display: Display) -> str:
+    """Check size and sha256 (or git blob id) against the listing, deleting a file that differs; its sha256."""
+    with reading(path):
+        actual_size = path.stat().st_size
+    if actual_size != f.size:
+        discard_cached_file(path)
+        raise HubError(f"{f.repo}/{f.filename}: downloaded {actual_size:,} bytes, expected {f.size:,}; "
+                       "the file was deleted", hint="run the command again to download it afresh")
+    display.verifying(f)
+    if f.sha256:
+        kind, expected = "sha256", f.sha256
+        got = actual = sha256_file(path)
+    elif f.blob_id:
+        kind, expected = "git blob id", f.blob_id
+        got, actual = git_blob_id_and_sha256(path)
+    else:
+        raise HubError(f"{f.repo}/{f.filename}: the Hub gave no checksum, so the file cannot be verified",
+                       hint="localgen only loads verified downloads; use a local path to load it anyway")
+    if got != expected:
+        discard_cached_file(path)
+        raise HubError(f"{f.repo}/{f.filename}: {kind} mismatch (got {got[:12]}…, expected {expected[:12]}…); "
+                       "the corrupt download was deleted",
+                       hint="run the command again; if it fails again, the Hub mirror or a proxy "
+                            f"({hub_endpoint()}) is serving bad data")
+    return actual
+
+
+def _check_usable(path: Path, f: HubFile) -> None:
+    """The file's GGUF header must be one llama.cpp can load; a file whose header is not stays unverified."""
+    from localgen.gguf_cursor import HUB_COPY_HINT
+    from localgen.gguf_reader import read_gguf
+
+    try:
+        read_gguf(path, require_architecture=(f.shard_index or 1) == 1)
+    except GGUFError as exc:
+        forget_verified(path)
+        raise GGUFError(exc.message, hint=f"the file matches the Hub's checksum, so {HUB_COPY_HINT}") from None
+
+
+def check_shards_agree(paths: list[Path]) -> None:
+    """The shards of a split model must agree with each other, as llama.cpp needs; shards that do not stay
+    unverified."""
+    from localgen.gguf_cursor import HUB_COPY_HINT
+    from localgen.gguf_split import validate_split
+
+    try:
+        validate_split(paths[0])
+    except GGUFError as exc:
+        for path in paths:
+            forget_verified(path)
+        raise GGUFError(exc.message, hint=f"the shards match the Hub's checksums, so {HUB_COPY_HINT}") from None
