@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -336,6 +337,9 @@ def _readable_file(path: Path, shown: str) -> Path:
     except OSError as exc:  # a name too long, a loop of links, a directory that cannot be searched
         raise ModelNotFoundError(f"cannot use {shown} as a model file: {exc.strerror or exc}",
                                  hint="check the path") from None
+    if mode is None and path.is_symlink():
+        raise ModelNotFoundError(f"{shown} is a link to {os.readlink(path)}, which is not there",
+                                 hint="point the link at the model's .gguf file, or pass the file's own path")
     if mode is None:
         raise ModelNotFoundError(f"no such model file: {shown}", hint=_missing_file_hint(path, shown))
     if not stat.S_ISREG(mode):

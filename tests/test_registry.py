@@ -350,6 +350,15 @@ def test_a_model_path_without_its_gguf_suffix_is_told_the_file_that_is_there(tmp
     assert elsewhere.err.endswith("(hint: check the path, or pass a registry name)\n"), elsewhere.err
 
 
+def test_a_model_path_that_is_a_link_to_nothing_names_where_it_points(tmp_path: Path) -> None:
+    (tmp_path / "m.gguf").symlink_to(tmp_path / "moved" / "m.gguf")
+    for args in (("run", "-m", str(tmp_path / "m.gguf"), "hi"), ("models", "show", str(tmp_path / "m.gguf"))):
+        result = run_localgen(*args)
+        assert result.returncode == 1
+        assert result.err == (f"localgen: error: {tmp_path}/m.gguf is a link to {tmp_path}/moved/m.gguf, which is not "
+                              "there (hint: point the link at the model's .gguf file, or pass the file's own path)\n")
+
+
 def test_a_models_toml_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     user = tmp_path / "models.toml"
     user.write_bytes(b'\xef\xbb\xbf[models.mine]\r\nrepo = "org/Mine-GGUF"\r\nquant = "Q4_0"\r\n')  # Notepad's UTF-8
