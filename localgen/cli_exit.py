@@ -78,6 +78,7 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
             or _subcommand_habit_hint(app, args, command, text)
             or _option_before_command_hint(app, exc, args, command)
             or _extra_argument_hint(app, args, command, text)
+            or _file_argument_hint(app, args, command, text)
             or _ctx_flag_hint(exc, command)
             or _threads_flag_hint(exc, command)
             or _dash_prompt_hint(args, command, text)
@@ -172,6 +173,35 @@ def _is_saved_conversation(name: str) -> bool:
         return saved_path(name).is_file()
     except LocalgenError:
         return False
+
+
+def _file_argument_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
+    """For `pull ORG/REPO FILE` (as `huggingface-cli download` takes it) or `pull ORG/REPO QUANT`, or fit's: the file
+    or quant goes in the reference, ORG/REPO/FILE or ORG/REPO:QUANT."""
+    from localgen.references import parse_reference, quant_of_filename
+
+    if command not in ("pull", "fit") or "unexpected extra argument" not in text:
+        return None
+    words = _words_given(args[1:], _option_arity(app, command))
+    if len(words) < 2:
+        return None
+    try:
+        ref = parse_reference(words[0])
+    except (LocalgenError, ValueError):
+        return None
+    extra = words[1]
+    if ref.repo is None or ref.quant or ref.filename:
+        return None
+    if extra.lower().endswith(".gguf"):
+        kind, named = "file", f"{words[0]}/{extra}"
+    elif quant_of_filename(extra) == extra.upper():
+        kind, named = "quant", f"{words[0]}:{extra}"
+    else:
+        return None
+    said = f"`{shlex.join(['localgen', command, named, *[arg for arg in args[1:] if arg not in words]])}`"
+    if len(words) > 2:
+        return f"one model at a time, its file or quant in the reference: {said}"
+    return f"the {kind} goes in the reference: {said}"
 
 
 def _words_given(args: list[str], takes_value: dict[str, bool]) -> list[str]:

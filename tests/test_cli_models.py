@@ -437,3 +437,18 @@ def test_a_repo_of_original_weights_is_told_the_registry_s_gguf_conversion(
             "registry's llama3.2-1b is its GGUF conversion (bartowski/Llama-3.2-1B-Instruct-GGUF); use that name)")
     plain = run_cli(env, "pull", "org/Plain")
     assert plain.stderr.strip().endswith("(hint: localgen runs GGUF models; look for a repo whose name ends in -GGUF)")
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (("pull", "org/M-GGUF", "m-Q8_0.gguf"), "the file goes in the reference: `localgen pull org/M-GGUF/m-Q8_0.gguf`"),
+    (("pull", "org/M-GGUF", "q8_0", "--force"),
+     "the quant goes in the reference: `localgen pull org/M-GGUF:q8_0 --force`"),
+    (("fit", "hf.co/org/M-GGUF", "Q8_0"), "the quant goes in the reference: `localgen fit hf.co/org/M-GGUF:Q8_0`"),
+    (("pull", "org/M-GGUF", "a.gguf", "b.gguf"),
+     "one model at a time, its file or quant in the reference: `localgen pull org/M-GGUF/a.gguf`"),
+    (("pull", "org/M-GGUF", "hello"), "see `localgen pull --help`"),
+])
+def test_a_file_or_quant_given_after_the_repo_is_told_to_go_in_the_reference(args: tuple[str, ...], hint: str) -> None:
+    result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
+    assert result.returncode == 2
+    assert result.err.strip().endswith(f"(hint: {hint})"), result.err
