@@ -235,7 +235,7 @@ def _http_status_error(status: int | None, *, repo: str, where: str) -> HubError
                         hint="wait a minute and try again, or log in to get a higher limit")
     if status is not None and status >= 500:
         return HubError(f"the Hugging Face Hub returned a server error (HTTP {status}) for {where}",
-                        hint=f"the Hub may be down; try again later ({_WITHOUT_NETWORK})")
+                        hint=f"the Hub may be down: try again later; {_WITHOUT_NETWORK}")
     if status is not None and status >= 400:
         return HubError(f"the Hugging Face Hub refused the request for {where} (HTTP {status})")
     return None

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hub_server import (
@@ -49,6 +50,15 @@ def test_a_full_disk_is_found_behind_the_error_that_wraps_it() -> None:
     except RuntimeError as exc:
         error = map_hub_error(exc, repo="org/r", filename="m.gguf")
     assert error.message.startswith("no space left on the disk")
+
+
+def test_a_server_error_says_what_still_works_without_brackets_in_brackets() -> None:
+    unavailable = Exception("Service Unavailable")
+    unavailable.response = SimpleNamespace(status_code=503)  # type: ignore[attr-defined]  # as HTTP errors carry it
+    error = map_hub_error(unavailable, repo="org/r", filename="m.gguf")
+    assert error.message == "the Hugging Face Hub returned a server error (HTTP 503) for org/r/m.gguf"
+    assert error.hint == ("the Hub may be down: try again later; models already downloaded work without the network "
+                          "(`localgen models list` shows them)")
 
 
 def test_other_os_errors_are_not_called_a_full_disk() -> None:
