@@ -3,6 +3,7 @@ checks (names, keys, types and values)."""
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -220,8 +221,39 @@ def read_toml(text: str, source: Path | str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        twice = _given_twice(str(exc), text) if isinstance(exc, tomllib.TOMLDecodeError) else None
+        if twice is not None:
+            raise ConfigError(f"{source}: {twice[0]}", hint=twice[1]) from exc
         reason = exc if isinstance(exc, tomllib.TOMLDecodeError) else "nested too deeply"
         raise ConfigError(f"{source}: not valid TOML ({reason})", hint="fix or remove the file") from exc
+
+
+_TABLE_TWICE = re.compile(r"Cannot declare (\(.*\)) twice \(at line (\d+)")
+_KEY_TWICE = re.compile(r"Cannot overwrite a value \(at line (\d+)")
+
+
+def _given_twice(reason: str, text: str) -> tuple[str, str] | None:
+    """A TOML error for a table or a key given twice (an entry pasted in again, say) as a message naming the table
+    as the file writes it, or the key, and a hint; None for other errors."""
+    table = _TABLE_TWICE.match(reason)
+    if table is not None:
+        try:
+            keys = ast.literal_eval(table[1])
+        except (ValueError, SyntaxError):
+            return None
+        if not isinstance(keys, tuple) or not all(isinstance(key, str) for key in keys):
+            return None
+        name = ".".join(key if NAME_PATTERN.fullmatch(key) and "." not in key else f'"{key}"' for key in keys)
+        return (f"[{name}] appears twice (again at line {table[2]})",
+                f"keep one [{name}] table, with every key it needs")
+    key = _KEY_TWICE.match(reason)
+    if key is None:
+        return None
+    lines = text.splitlines()
+    number = int(key[1])
+    name = lines[number - 1].partition("=")[0].strip() if 0 < number <= len(lines) else ""
+    named = f"{name[:40]!r} " if name else "a key "
+    return f"line {number} sets {named}again, in a table that already has it", "keep one of the two lines"
 
 
 def parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str, dict] | None = None,

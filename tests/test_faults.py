@@ -422,6 +422,12 @@ def test_new_history_is_created_private_and_a_directory_is_not_used(tmp_path: Pa
 
 REGISTRY_DAMAGE = {
     "syntax": (b"[models.x\nrepo = 1", "not valid TOML"),
+    "table-twice": (b"[models.x]\nrepo='a/b'\n\n[models.x]\nquant='Q4_0'\n",
+                    "[models.x] appears twice (again at line 4)"),
+    "dotted-table-twice": (b"[models.\"q2.5\"]\n[models.\"q2.5\"]\n",
+                           '[models."q2.5"] appears twice (again at line 2)'),
+    "key-twice": (b"[models.x]\nrepo='a/b'\nrepo = 'c/d'\n",
+                  "line 3 sets 'repo' again, in a table that already has it"),
     "binary": (bytes(range(256)) * 4, "not UTF-8"),
     "latin-1": ("[models.caf\xe9]\nrepo='a/b'\nquant='Q4_0'\n".encode("latin-1"), "not UTF-8"),
     "deep-nesting": (b"x = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "not valid TOML"),
@@ -453,6 +459,16 @@ def test_damaged_user_registry_is_an_error_naming_the_file(damage: str, tmp_path
     assert info.value.message.startswith(f"{path}: "), info.value.message
     assert needle in info.value.message
     assert "\n" not in info.value.message and len(info.value.message) < 300
+
+
+def test_an_entry_pasted_in_twice_is_named_with_the_line_and_what_to_keep(tmp_path: Path) -> None:
+    (tmp_path / "config").mkdir()
+    toml = tmp_path / "config" / "models.toml"
+    toml.write_bytes(b"[models.mine]\nrepo = 'org/m-GGUF'\nquant = 'Q4_0'\n\n[models.mine]\ncontext = 2048\n")
+    result = run_localgen("models", "list", env={"LOCALGEN_HOME": str(tmp_path)})
+    assert result.returncode == 1
+    assert result.err == (f"localgen: error: {toml}: [models.mine] appears twice (again at line 5) (hint: keep one "
+                          "[models.mine] table, with every key it needs)\n")
 
 
 def test_a_name_with_dots_left_unquoted_gets_the_whole_name_quoted_in_the_hint(tmp_path: Path) -> None:
