@@ -125,7 +125,7 @@ def load_command(state: ChatState, argument: str) -> None:
         return
     saved_with = conversation.model
     session.replace_conversation(conversation)
-    console.say(f"loaded {name}: {conversation_summary(session)}")
+    console.say(f"loaded {conversation.name}: {conversation_summary(session)}")
     if saved_with and saved_with != conversation.model:
         console.say(f"it was saved with {saved_with} and goes on with {conversation.model} "
                     f"(/model {saved_with} to switch)")

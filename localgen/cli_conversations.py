@@ -131,9 +131,9 @@ def conversations_rm(
 ) -> None:
     """Delete saved conversations (never one that a chat or a run has open)."""
     from localgen import console
-    from localgen.conversation_store import delete_conversations, saved_paths
+    from localgen.conversation_store import delete_conversations, given_name, saved_paths
 
-    names = list(dict.fromkeys(names))
+    names = list(dict.fromkeys(given_name(name) for name in names))  # notes.json: notes
     saved_paths(names)  # every name is a saved conversation before anything is asked or deleted
     question = f"delete {counted(len(names), 'conversation')} ({', '.join(names)})"
     if confirmed(question, yes=yes, declined="nothing deleted"):

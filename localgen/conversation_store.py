@@ -39,11 +39,13 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
     A conversation overwrites only its own file, which this process holds (see conversation_lock) from its first
     save or its load until the process ends or the chat moves to another conversation. Its first save takes the
     first free name among NAME, NAME-2, NAME-3, ... (two chats started in the same second get different files); a
-    new name ("save as") must not belong to another conversation, and the old name is let go.
+    new name ("save as", as typed: see given_name) must not belong to another conversation, and the old name is
+    let go.
     """
+    name = None if name is None else given_name(name)
     folder = conversations_dir()
     make_folder(folder, mode=0o700)
-    if name is not None and check_name(name) != conversation.name:
+    if name is not None and name != conversation.name:
         path = folder / f"{name}.json"
         taken = UsageError(f"a conversation named '{name}' already exists",
                            hint=f"choose another name, or /load {name} to continue it") if path.is_file() else \
@@ -100,6 +102,7 @@ def _write_under_free_name(folder: Path, conversation: Conversation) -> str:
 def load_conversation(name: str, *, shell: bool = False) -> Conversation:
     """Read a saved conversation by name and hold it for this process (shell: for `chat --resume NAME`, where
     /list is not at hand); ConversationBusyError when another chat has it open."""
+    name = given_name(name)
     folder, path = conversations_dir(), saved_path(name)
     _refuse_other_than_a_file(path, name, shell)
     newly = hold(folder, name, hint="finish that chat first, or " + (
@@ -132,12 +135,9 @@ def _read_saved(path: Path, shell: bool) -> str:
 def load_or_start(name: str) -> Conversation:
     """The saved conversation NAME or a new one by that name when none is saved, held for this process either way
     (two runs starting the same new conversation: the second is told it is busy, rather than saving elsewhere)."""
+    name = given_name(name)
     folder, path = conversations_dir(), saved_path(name)
     if not os.path.lexists(path):  # a dangling link is there too: never saved over under another name
-        named = _named_by_its_file(name)
-        if named is not None:  # `--conversation review.json`: review, never a new "review.json" beside it
-            raise UsageError(f"'{name}' is the file name of the saved conversation '{named}'",
-                             hint=f"use its name: --conversation {named} continues it")
         hold(folder, name, hint="wait for it to finish, or use another name")
         if not os.path.lexists(path):  # (unless the holder before us finished and saved it meanwhile)
             return Conversation(name=name)
@@ -150,28 +150,27 @@ def let_go(conversation: Conversation) -> None:
         release(conversations_dir(), conversation.name)
 
 
+def given_name(name: str) -> str:
+    """The conversation a name typed by the user means: its file's name, NAME.json, means NAME (as new names too),
+    unless a conversation is itself named NAME.json (saved by an earlier localgen); a name that cannot be one is
+    refused (UsageError)."""
+    stem = name[:-len(".json")] if name.lower().endswith(".json") else ""
+    if not NAME_PATTERN.fullmatch(stem):
+        return check_name(name)
+    with contextlib.suppress(OSError, LocalgenError):
+        if NAME_PATTERN.fullmatch(name) and os.path.lexists(saved_path(name)):
+            return name
+    return stem
+
+
 def saved_path(name: str) -> Path:
     """The file of the saved conversation NAME (a ConfigError or UsageError for a name that cannot be one)."""
     return conversations_dir() / f"{check_name(name)}.json"
 
 
 def _missing(name: str, shell: bool) -> MissingConversationError:
-    """The error for a conversation name with nothing saved under it (one given as its file's name is told so)."""
-    named = _named_by_its_file(name)
-    hint = f"that is the file name of the saved conversation '{named}': use its name, {named}" if named else \
-        _missing_hint(shell)
-    return MissingConversationError(f"no saved conversation named '{name}'", hint=hint)
-
-
-def _named_by_its_file(name: str) -> str | None:
-    """The saved conversation whose file name `name` is (`review.json` for review), or None."""
-    stem = name[:-len(".json")] if name.lower().endswith(".json") else ""
-    if not NAME_PATTERN.fullmatch(stem):
-        return None
-    with contextlib.suppress(OSError, LocalgenError):
-        if saved_path(stem).is_file():
-            return stem
-    return None
+    """The error for a conversation name with nothing saved under it."""
+    return MissingConversationError(f"no saved conversation named '{name}'", hint=_missing_hint(shell))
 
 
 def _refuse_other_than_a_file(path: Path, name: str, shell: bool) -> None:
@@ -194,6 +193,7 @@ def _missing_hint(shell: bool) -> str:
 
 def read_conversation(name: str) -> Conversation:
     """A saved conversation as it is on disk, without holding it (to list or show it; a chat may have it open)."""
+    name = given_name(name)
     path = saved_path(name)
     _refuse_other_than_a_file(path, name, True)
     conversation = Conversation.from_json(_read_saved(path, True), path)

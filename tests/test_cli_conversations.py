@@ -221,19 +221,41 @@ def test_show_tells_an_empty_system_prompt_from_none() -> None:
     assert "## system" not in none.out, none.out
 
 
-def test_a_conversation_named_by_its_file_name_is_refused_with_its_name() -> None:
-    """`review.json` for the saved review: never a new conversation "review.json" beside it."""
+def test_a_conversation_s_file_name_means_the_conversation_everywhere() -> None:
+    """`review.json` is the saved review, for run, show and rm alike, and a new `notes.json` is notes: never a
+    conversation "review.json" (its file review.json.json) beside it."""
     _save("review", Turn("Hi", "Hello."))
     run = run_localgen("run", "--conversation", "review.json", "-n", "2", "hi")
-    assert run.returncode == 2 and run.out == "", run.err
-    assert run.err == ("localgen: error: 'review.json' is the file name of the saved conversation 'review' "
-                       "(hint: use its name: --conversation review continues it)\n"), run.err
-    assert sorted(p.name for p in conversations_dir().iterdir() if p.suffix == ".json") == ["review.json"]
+    assert run.returncode == 0, run.err
+    new = run_localgen("run", "--conversation", "Notes.JSON", "-n", "2", "hi")
+    assert new.returncode == 0, new.err
+    assert sorted(p.name for p in conversations_dir().iterdir() if p.suffix == ".json") == ["Notes.json",
+                                                                                             "review.json"]
     shown = run_localgen("conversations", "show", "review.json")
-    assert shown.returncode == 1 and "no saved conversation named 'review.json'" in shown.err, shown.err
-    assert "(hint: that is the file name of the saved conversation 'review': use its name, review)" in shown.err
+    assert shown.returncode == 0 and shown.out.startswith("# review\n\nmodel smollm2-135m, 2 exchanges"), shown.out
     other = run_localgen("conversations", "show", "other.json")  # no saved "other": the usual hint
-    assert "`localgen conversations` lists the saved ones" in other.err, other.err
+    assert other.err == ("localgen: error: no saved conversation named 'other' (hint: `localgen conversations` "
+                         "lists the saved ones; `localgen chat --resume` reopens the latest)\n"), other.err
+    removed = run_localgen("conversations", "rm", "-y", "review.json", "review")
+    assert removed.returncode == 0 and removed.err == "localgen: deleted review\n", removed.err
+    assert not (conversations_dir() / "review.json").exists()
+
+
+def test_a_conversation_named_with_json_by_an_earlier_version_is_still_reached_by_its_name() -> None:
+    """A conversation literally named notes.json (file notes.json.json) is that name's, and its file's name too;
+    notes.json reaches the plain notes only when there is no such conversation."""
+    _save("notes.json", Turn("Old", "Kept."))
+    _save("notes", Turn("New", "Plain."))
+    for typed in ("notes.json", "notes.json.json"):
+        shown = run_localgen("conversations", "show", typed)
+        assert shown.returncode == 0 and "## user\n\nOld\n" in shown.out, (typed, shown.err)
+    run = run_localgen("run", "--conversation", "notes.json", "-n", "1", "again")
+    assert run.returncode == 0, run.err
+    assert len(json.loads((conversations_dir() / "notes.json.json").read_text())["turns"]) == 2
+    assert len(json.loads((conversations_dir() / "notes.json").read_text())["turns"]) == 1
+    assert run_localgen("conversations", "rm", "-y", "notes.json").err == "localgen: deleted notes.json\n"
+    shown = run_localgen("conversations", "show", "notes.json")  # now the plain notes
+    assert shown.returncode == 0 and "## user\n\nNew\n" in shown.out, shown.err
 
 
 def test_show_on_a_terminal_shows_control_characters_instead_of_obeying_them() -> None:
