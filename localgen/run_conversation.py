@@ -120,6 +120,7 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
     if not loaded.prompt_format.is_chat:
         raise LocalgenError(f"{loaded.resolved.display_name} has no chat template, and a conversation needs one",
                             hint="give it one with --chat-template FILE, or drop --continue/--conversation")
+    system_note = _system_change(continued, system)
     if system is not None:
         conversation.system = system
     session = ChatSession(loaded, options, conversation, sampling, limits, draft=draft,
@@ -131,6 +132,8 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
             take_last_run(continued.last_run, console.say)
         except ConversationBusyError as exc:
             raise _busy_for_a_run(exc) from None
+    if system_note:  # the run goes ahead: its -s is saved with the conversation, as chat's /system is
+        console.say(system_note)
     ending = cut_short(conversation.turns[-1]) if conversation.turns and conversation.turns[-1].interrupted else None
     if ending:  # its text is only what came before it stopped: the model sees that
         console.say(f"localgen: the last answer in conversation '{conversation.name}' was {ending}; the model sees it "
@@ -142,6 +145,18 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
     if hide_thinking:
         events = without_thinking(events, lambda: prompt_opens_thinking(session.prompt_text()))
     return lambda: events
+
+
+def _system_change(continued: Continued, system: str | None) -> str | None:
+    """What to say when -s replaces the system prompt a conversation already had, or None."""
+    from localgen.repl_text import brief
+
+    before = continued.conversation.system
+    if system is None or continued.is_new or system == before:
+        return None
+    now = "an empty system prompt" if system == "" else f"system prompt {brief(system)!r}"
+    was = "none" if before is None else "an empty one" if before == "" else repr(brief(before))
+    return f"localgen: conversation '{continued.conversation.name}' now has {now} instead of {was}"
 
 
 def _seen(count: int) -> str:

@@ -255,3 +255,21 @@ def test_json_names_no_conversation_when_ctrl_c_left_the_exchange_unsaved(args: 
     assert child.exitstatus == 130 and record["finish_reason"] == "interrupted" and record["text"] == ""
     assert "conversation" not in record, "no exchange went into a saved conversation"
     assert _saved() == before
+
+
+def test_a_run_s_system_prompt_replacing_a_conversation_s_says_so_once() -> None:
+    """-s on a saved conversation with another system prompt replaces it, as chat's /system does, and says so; the
+    same prompt again, or a new conversation's, is said nothing of."""
+    first = run_localgen("run", "--conversation", "pirate", "-s", "You are a pirate.", "-n", "1", *GREEDY, "Hi")
+    assert first.returncode == 0 and "system prompt" not in first.err, first.err
+    same = run_localgen("run", "--conversation", "pirate", "-s", "You are a pirate.", "-n", "1", *GREEDY, "Hi")
+    assert same.returncode == 0 and "system prompt" not in same.err, same.err
+    changed = run_localgen("run", "--conversation", "pirate", "-s", "You are a cat.", "-n", "1", *GREEDY, "Hi")
+    assert changed.returncode == 0, changed.err
+    assert ("localgen: conversation 'pirate' now has system prompt 'You are a cat.' instead of 'You are a pirate.'\n"
+            in changed.err), changed.err
+    assert _saved()["pirate"]["system"] == "You are a cat."
+    emptied = run_localgen("run", "--conversation", "pirate", "-s", "", "-n", "1", *GREEDY, "Hi")
+    assert "now has an empty system prompt instead of 'You are a cat.'\n" in emptied.err, emptied.err
+    kept = run_localgen("run", "--conversation", "pirate", "-n", "1", *GREEDY, "Hi")  # no -s: kept, said nothing of
+    assert kept.returncode == 0 and "system prompt" not in kept.err and _saved()["pirate"]["system"] == ""
