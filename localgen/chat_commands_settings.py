@@ -6,11 +6,12 @@ import shlex
 from dataclasses import replace
 
 from localgen import console
+from localgen.chat_settings import SETTING_NAMES
 from localgen.errors import UsageError
 from localgen.repl_input import unwrap_block
 from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_line
 from localgen.repl_state import ChatState
-from localgen.session import SETTING_NAMES, ChatSession
+from localgen.session import ChatSession
 
 UNSET_MEANS = {"seed": "random", "max_tokens": "no limit"}  # what /set says a setting of none does
 

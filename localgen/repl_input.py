@@ -19,12 +19,12 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
 
+from localgen.chat_settings import SETTING_NAMES
 from localgen.config import settings
 from localgen.conversation_store import list_conversations
 from localgen.errors import LocalgenError, UsageError
 from localgen.registry import load_registry
 from localgen.repl_show import SHOW_PARTS
-from localgen.session import SETTING_NAMES
 
 PROMPT = ">>> "
 BLOCK_QUOTE = '"""'

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from localgen.answer_record import recorded
 from localgen.chat import Message, compose_user_message
+from localgen.chat_settings import SETTING_NAMES, parse_setting, setting_key
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import let_go, save_conversation
 from localgen.engine.prefix import PrefixCache
@@ -28,9 +29,6 @@ from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 
 DEFAULT_ANSWER_RESERVE = 512
 RENDERS_KEPT = 3  # rendered prompts kept: the conversation's, the next question's, and one being typed
-SETTING_NAMES = tuple(CHAT_SETTINGS)
-SETTING_ALIASES = {"temp": "temperature", "n": "max_tokens",  # the command line's other names (--temp, -n)
-                   "num_predict": "max_tokens"}  # and Ollama's
 
 
 @dataclass(frozen=True)
@@ -88,14 +86,14 @@ class ChatSession:
 
     def value_of(self, name: str) -> tuple[str, str]:
         """A setting's canonical name and its value as text (none when unset)."""
-        key = _setting_key(name)
+        key = setting_key(name)
         stored = self.settings()[key]
         return key, "none" if stored is None else str(stored)
 
     def _apply_setting(self, name: str, raw: str) -> str:
         """Change one sampling setting from text, without saving; return its canonical name."""
-        key = _setting_key(name)
-        value = _parse_setting(key, raw)
+        key = setting_key(name)
+        value = parse_setting(key, raw)
         try:
             if key == "max_tokens":
                 self.limits = replace(self.limits, max_tokens=value)  # type: ignore[arg-type]
@@ -458,32 +456,3 @@ def model_reference(resolved: ResolvedModel) -> str:
     reference (a models.toml entry's own file too) as typed."""
     ref = resolved.ref
     return os.path.abspath(ref.path) if ref.path is not None and ref.name is None else ref.text
-
-
-def _setting_key(name: str) -> str:
-    """A setting's canonical name: it goes by its name, or as on the command line (temp, --top-p, -n)."""
-    key = name.lstrip("-").replace("-", "_").lower()
-    key = SETTING_ALIASES.get(key, key)
-    if key in ("num_ctx", "ctx_size", "c"):
-        raise UsageError("the context size is set when the chat starts",
-                         hint="start it with -c N (--ctx-size); /show tells the current size")
-    if key not in SETTING_NAMES:
-        raise UsageError(f"unknown setting '{name}'", hint=f"settings: {', '.join(SETTING_NAMES)}")
-    return key
-
-
-def _parse_setting(key: str, raw: str) -> int | float | None:
-    """Parse a /set value for a setting, as the right type."""
-    kind = CHAT_SETTINGS[key]
-    text = raw.strip().lower()
-    if key == "seed" and text in ("none", "random"):
-        return None
-    if key == "max_tokens" and text in ("none", "off", "-1"):
-        return None
-    try:
-        if not raw.isascii() or "_" in raw:  # int() and float() read other scripts' digits and 1_0 as 10
-            raise ValueError(raw)
-        return kind(raw)
-    except ValueError:
-        raise UsageError(f"'{raw}' is not a valid value for {key}",
-                         hint=f"e.g. /set {key} {'0.7' if kind is float else '40'}") from None

@@ -1,0 +1,40 @@
+"""How a chat reads a setting typed by name and value (/set, a run's or a resumed conversation's options): the
+settings' names, the command line's and Ollama's names for them, and their values as text."""
+
+from __future__ import annotations
+
+from localgen.errors import UsageError
+from localgen.params import CHAT_SETTINGS
+
+SETTING_NAMES = tuple(CHAT_SETTINGS)
+SETTING_ALIASES = {"temp": "temperature", "n": "max_tokens",  # the command line's other names (--temp, -n)
+                   "num_predict": "max_tokens"}  # and Ollama's
+
+
+def setting_key(name: str) -> str:
+    """A setting's canonical name: it goes by its name, or as on the command line (temp, --top-p, -n)."""
+    key = name.lstrip("-").replace("-", "_").lower()
+    key = SETTING_ALIASES.get(key, key)
+    if key in ("num_ctx", "ctx_size", "c"):
+        raise UsageError("the context size is set when the chat starts",
+                         hint="start it with -c N (--ctx-size); /show tells the current size")
+    if key not in SETTING_NAMES:
+        raise UsageError(f"unknown setting '{name}'", hint=f"settings: {', '.join(SETTING_NAMES)}")
+    return key
+
+
+def parse_setting(key: str, raw: str) -> int | float | None:
+    """Parse a /set value for a setting, as the right type."""
+    kind = CHAT_SETTINGS[key]
+    text = raw.strip().lower()
+    if key == "seed" and text in ("none", "random"):
+        return None
+    if key == "max_tokens" and text in ("none", "off", "-1"):
+        return None
+    try:
+        if not raw.isascii() or "_" in raw:  # int() and float() read other scripts' digits and 1_0 as 10
+            raise ValueError(raw)
+        return kind(raw)
+    except ValueError:
+        raise UsageError(f"'{raw}' is not a valid value for {key}",
+                         hint=f"e.g. /set {key} {'0.7' if kind is float else '40'}") from None
