@@ -254,10 +254,10 @@ def list_conversations() -> list[tuple[str, float]]:
 
 def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = False,
                         held: bool = True) -> Conversation:
-    """The most recently saved conversation that no other chat has open, damaged files skipped with a warning
-    (for `chat --resume`); with newest_only, the newest one or the error that keeps it from being continued; without
-    held, the newest readable one, read as it is on disk and not held (for `conversations show`: a chat may have
-    it open)."""
+    """The most recently saved conversation that no other chat has open, those skipped (damaged, in use) each with
+    a warning (for `chat --resume`); with newest_only, the newest one or the error that keeps it from being
+    continued; without held, the newest readable one, read as it is on disk and not held (for `conversations show`:
+    a chat may have it open)."""
     entries = list_conversations()
     if not entries:
         raise LocalgenError("there is no saved conversation to continue" if held else
@@ -265,18 +265,22 @@ def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = Fals
                             hint='start one with `localgen chat`, or `localgen run --conversation NAME "..."`')
     if newest_only:
         return load_conversation(entries[0][0], shell=True)
-    busy: ConversationBusyError | None = None
+    busy: list[ConversationBusyError] = []
     for name, _ in entries:
         try:
-            return load_conversation(name, shell=True) if held else read_conversation(name)
+            found = load_conversation(name, shell=True) if held else read_conversation(name)
         except ConversationBusyError as exc:  # a running chat saves often, so its conversation is the newest
-            busy = busy or exc
+            busy.append(exc)
         except DamagedConversationError as exc:
             warn(f"skipped a damaged conversation: {exc.message}")
         except ForeignFormatError as exc:
             warn(f"skipped a conversation: {exc.message}")
-    if busy is not None:
-        raise busy
+        else:
+            for skipped in busy:  # said once an older one is taken instead (none taken: the first is the error)
+                warn(f"skipped a conversation in use: {skipped.message}")
+            return found
+    if busy:
+        raise busy[0]
     if not held:
         raise LocalgenError("no saved conversation can be read", hint="`localgen conversations` lists them, "
                                                                       "damaged ones marked")

@@ -115,14 +115,20 @@ def test_resume_without_a_name_skips_the_conversations_other_chats_have_open() -
         let_go(conversation)
     with another_process("newer") as got:
         assert got == "held"
-        assert latest_conversation(print).name == "older"
+        warnings: list[str] = []
+        assert latest_conversation(warnings.append).name == "older"
+        assert len(warnings) == 1 and warnings[0].startswith(
+            "skipped a conversation in use: conversation 'newer' is in use by another localgen chat or run (process "
+        ), warnings
         with another_process("older") as also:
             assert also == "ConversationBusyError", "this process holds it now"
     let_go(load_conversation("older"))
     with another_process("older") as first, another_process("newer") as second:
         assert first == second == "held"
+        warnings = []
         with pytest.raises(ConversationBusyError, match="'newer' is in use"):
-            latest_conversation(print)
+            latest_conversation(warnings.append)
+        assert warnings == [], "the error says it: no warning besides"
 
 
 def test_resume_without_a_name_skips_damaged_files_with_a_warning() -> None:
