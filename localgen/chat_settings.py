@@ -9,6 +9,9 @@ from localgen.params import CHAT_SETTINGS
 SETTING_NAMES = tuple(CHAT_SETTINGS)
 SETTING_ALIASES = {"temp": "temperature", "n": "max_tokens",  # the command line's other names (--temp, -n)
                    "num_predict": "max_tokens"}  # and Ollama's
+EXAMPLES = {"temperature": "0.7", "top_k": "40", "top_p": "0.9", "min_p": "0.05", "repeat_penalty": "1.1",
+            "repeat_last_n": "64", "presence_penalty": "0.5", "frequency_penalty": "0.5", "max_tokens": "512",
+            "seed": "42"}  # a typical value of each, for the hint of one that is not a number
 
 
 def setting_key(name: str) -> str:
@@ -24,9 +27,10 @@ def setting_key(name: str) -> str:
 
 
 def parse_setting(key: str, raw: str) -> int | float | None:
-    """Parse a /set value for a setting, as the right type."""
+    """Parse a /set value for a setting, as the right type (quoted too: /set temperature "0.7")."""
     kind = CHAT_SETTINGS[key]
-    text = raw.strip().lower()
+    raw = _unquoted(raw.strip())
+    text = raw.lower()
     if key == "seed" and text in ("none", "random"):
         return None
     if key == "max_tokens" and text in ("none", "off", "-1"):
@@ -37,4 +41,11 @@ def parse_setting(key: str, raw: str) -> int | float | None:
         return kind(raw)
     except ValueError:
         raise UsageError(f"'{raw}' is not a valid value for {key}",
-                         hint=f"e.g. /set {key} {'0.7' if kind is float else '40'}") from None
+                         hint=f"e.g. /set {key} {EXAMPLES[key]}") from None
+
+
+def _unquoted(text: str) -> str:
+    """A value without the quotes around it ("0.7" or '0.7')."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1].strip()
+    return text
