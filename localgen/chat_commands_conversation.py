@@ -127,8 +127,12 @@ def load_command(state: ChatState, argument: str) -> None:
     session.replace_conversation(conversation)
     console.say(f"loaded {conversation.name}: {conversation_summary(session)}")
     if saved_with and saved_with != conversation.model:
-        console.say(f"it was saved with {saved_with} and goes on with {conversation.model} "
-                    f"(/model {saved_with} to switch)")
+        if os.path.isabs(saved_with) and not os.path.exists(saved_with):  # a file moved or deleted since
+            console.say(f"it was saved with {saved_with}, which is no longer there, and goes on with "
+                        f"{conversation.model}")
+        else:
+            console.say(f"it was saved with {saved_with} and goes on with {conversation.model} "
+                        f"(/model {saved_with} to switch)")
 
 
 def list_command(state: ChatState, _: str) -> None:

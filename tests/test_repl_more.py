@@ -3,6 +3,7 @@ files', and what a chat says about its conversation."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.test_repl import Chat
@@ -33,3 +34,23 @@ def test_save_load_and_resume_take_a_file_name_as_the_conversation_s(tmp_path: P
         assert resumed.quit() == 0
     finally:
         _stop(resumed)
+
+
+def test_load_of_a_conversation_whose_model_file_is_gone_offers_no_switch_to_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    folder = home / "data" / "conversations"
+    folder.mkdir(parents=True)
+    gone = tmp_path / "moved-away.gguf"
+    for name, model in (("gone", str(gone)), ("named", "smollm2-135m-other")):
+        record = {"format": 1, "name": name, "model": model, "turns": [{"user": "Hi", "answer": "Hello."}]}
+        (folder / f"{name}.json").write_text(json.dumps(record))
+    chat = Chat(home, "--no-markdown", "-n", "1")
+    try:
+        chat.command_words("/load gone", "loaded gone:")
+        said = " ".join(chat.transcript.getvalue().split())
+        assert f"it was saved with {gone}, which is no longer there, and goes on with smollm2-135m" in said, said
+        assert "/model" not in said.rpartition("/load gone")[2], said
+        chat.command_words("/load named", "(/model smollm2-135m-other to switch)")
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
