@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
@@ -27,10 +28,21 @@ def _now() -> str:
 def check_name(name: str) -> str:
     """A conversation name that is safe as a file name."""
     if not NAME_PATTERN.fullmatch(name):
+        like = suggested_name(name)
         raise UsageError(f"'{name}' is not a valid conversation name",
                          hint="start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-' "
-                              "(up to 100 characters)")
+                              "(up to 100 characters)" + (f", e.g. {like}" if like else ""))
     return name
+
+
+def suggested_name(name: str) -> str | None:
+    """A valid name close to one that is not ('my notes': my-notes, 'café': cafe), or None (a path, or nothing
+    of it is left)."""
+    if "/" in name or "\\" in name:  # a path: what to name it is the user's to say
+        return None
+    letters = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    like = re.sub(r"[^A-Za-z0-9._-]+", "-", letters).lstrip("._-")[:100].rstrip("-")
+    return like if like and like != name and NAME_PATTERN.fullmatch(like) else None
 
 
 class ForeignFormatError(LocalgenError):

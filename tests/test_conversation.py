@@ -319,6 +319,20 @@ def test_a_name_that_starts_with_a_dot_is_refused_with_a_hint_that_says_why() ->
     assert check_name("notes.v2-final_1") == "notes.v2-final_1"
 
 
+@pytest.mark.parametrize(("typed", "like"), [("my notes", "my-notes"), ("café", "cafe"),
+                                             ("Q&A: round 2!", "Q-A-round-2"), ("../notes", None), ("a/b", None),
+                                             ("日本語", None), ("  ", None)])
+def test_a_name_that_is_not_valid_gets_a_valid_one_close_to_it_as_its_example(typed: str, like: str | None) -> None:
+    from localgen.conversation import check_name
+
+    with pytest.raises(UsageError) as info:
+        check_name(typed)
+    hint = info.value.hint or ""
+    assert hint.endswith(f"(up to 100 characters), e.g. {like}" if like else "(up to 100 characters)"), hint
+    if like:
+        assert check_name(like) == like
+
+
 def test_save_as_over_something_that_is_no_file_does_not_offer_to_load_it(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from localgen.conversation_store import conversations_dir
