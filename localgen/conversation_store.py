@@ -46,11 +46,6 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
     folder = conversations_dir()
     make_folder(folder, mode=0o700)
     if name is not None and name != conversation.name:
-        path = folder / f"{name}.json"
-        taken = UsageError(f"a conversation named '{name}' already exists",
-                           hint=f"choose another name, or /load {name} to continue it") if path.is_file() else \
-            UsageError(f"{path} is in the way of a conversation named '{name}' (not a file)",
-                       hint="choose another name, or move it away")
         newly = hold(folder, name, hint="choose another name")
         try:
             atomic_write_text(folder / f"{name}.json", replace(conversation, name=name).to_json(), replace=False)
@@ -58,7 +53,7 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
             if newly:
                 release(folder, name)
             if isinstance(exc, FileExistsError):
-                raise taken from None
+                raise _taken(folder / f"{name}.json", name) from None
             raise
         if conversation.on_disk:
             release(folder, conversation.name)
@@ -70,6 +65,22 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
         conversation.name = _write_under_free_name(folder, conversation)
         conversation.on_disk = True
     return folder / f"{conversation.name}.json"
+
+
+def _taken(path: Path, name: str) -> UsageError:
+    """The error for a save as NAME where something is saved already: a conversation to /load, or a file that is
+    none (damaged, another version's, not a file) to move away or delete."""
+    if not path.is_file():
+        return UsageError(f"{path} is in the way of a conversation named '{name}' (not a file)",
+                          hint="choose another name, or move it away")
+    try:
+        Conversation.from_json(_read_saved(path, False), path)
+    except LocalgenError:
+        return UsageError(f"a conversation named '{name}' already exists, and cannot be read",
+                          hint=f"choose another name (/list says what is wrong with it; `localgen conversations rm "
+                               f"{name}` deletes it)")
+    return UsageError(f"a conversation named '{name}' already exists",
+                      hint=f"choose another name, or /load {name} to continue it")
 
 
 def _write_under_free_name(folder: Path, conversation: Conversation) -> str:

@@ -171,6 +171,24 @@ def test_save_as_never_overwrites_another_conversation(tmp_path: Path, monkeypat
     assert len(load_conversation("renamed").turns) == 2
 
 
+def test_save_as_the_name_of_a_damaged_file_does_not_offer_to_load_it(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.conversation_store import conversations_dir
+
+    _home(tmp_path, monkeypatch)
+    mine = Conversation(name="mine", turns=[Turn("q", "a")])
+    save_conversation(mine)
+    (conversations_dir() / "broken.json").write_text('{"turns": [')
+    with pytest.raises(UsageError, match="'broken' already exists, and cannot be read") as info:
+        save_conversation(mine, "broken")
+    assert info.value.hint == ("choose another name (/list says what is wrong with it; `localgen conversations rm "
+                               "broken` deletes it)")
+    assert (conversations_dir() / "broken.json").read_text() == '{"turns": [' and mine.name == "mine"
+    with pytest.raises(UsageError) as readable:
+        save_conversation(Conversation(name="other", turns=[Turn("q", "a")]), "mine")
+    assert readable.value.hint == "choose another name, or /load mine to continue it"
+
+
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
