@@ -167,10 +167,10 @@ def _chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[st
 
 def _is_saved_conversation(name: str) -> bool:
     """Whether a saved conversation goes by this name (False for a name that cannot be one)."""
-    from localgen.conversation_store import saved_path
+    from localgen.conversation_store import given_name, saved_path
 
     try:
-        return saved_path(name).is_file()
+        return saved_path(given_name(name)).is_file()  # review.json: review, as --resume takes it
     except LocalgenError:
         return False
 

@@ -236,6 +236,9 @@ def test_a_conversation_s_file_name_means_the_conversation_everywhere() -> None:
     other = run_localgen("conversations", "show", "other.json")  # no saved "other": the usual hint
     assert other.err == ("localgen: error: no saved conversation named 'other' (hint: `localgen conversations` "
                          "lists the saved ones; `localgen chat --resume` reopens the latest)\n"), other.err
+    chat = run_localgen("chat", "review.json")  # a prompt argument: the conversation's --resume is the hint
+    assert chat.err == ("localgen: error: chat takes no prompt argument, and 'review.json' is a saved conversation "
+                        "(hint: to continue it, use `localgen chat --resume review.json`)\n"), chat.err
     removed = run_localgen("conversations", "rm", "-y", "review.json", "review")
     assert removed.returncode == 0 and removed.err == "localgen: deleted review\n", removed.err
     assert not (conversations_dir() / "review.json").exists()
