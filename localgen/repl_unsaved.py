@@ -40,8 +40,9 @@ class LeaveGuard:
             console.error(exc.message, exc.hint)
         self._warned = action
         said = typed if typed and ALIASES.get(typed, typed) == action else action
-        console.say(f"the latest changes to {self.session.conversation.name} are not saved; {said} again leaves "
-                    "without them (they are saved then if the problem is fixed)")
+        console.say(f"the latest changes to {self.session.conversation.name} are not saved; /save NAME saves them "
+                    f"under another name, {said} again leaves without them (they are saved then if the problem is "
+                    "fixed)")
         return False
 
     def last_save(self) -> None:

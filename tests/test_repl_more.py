@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.test_repl import Chat
+import pexpect
+
+from tests.test_repl import Chat, _chat_with_an_unsaved_change
 
 
 def _stop(chat: Chat) -> None:
@@ -52,5 +54,21 @@ def test_load_of_a_conversation_whose_model_file_is_gone_offers_no_switch_to_it(
         assert "/model" not in said.rpartition("/load gone")[2], said
         chat.command_words("/load named", "(/model smollm2-135m-other to switch)")
         assert chat.quit() == 0
+    finally:
+        _stop(chat)
+
+
+def test_changes_a_save_missed_can_be_saved_under_another_name_before_leaving(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    chat, blocked = _chat_with_an_unsaved_change(home)
+    try:
+        chat.command_words("/exit", "/save NAME saves them under another name, /exit again leaves without them")
+        chat.command_words("/save kept", "saved to")
+        chat.child.sendline("/exit")  # nothing unsaved now: it ends at once
+        chat.child.expect(pexpect.EOF, timeout=30)
+        chat.child.close()
+        assert chat.child.exitstatus == 0 and blocked.is_dir()
+        kept = json.loads((home / "data" / "conversations" / "kept.json").read_text())
+        assert [turn["user"] for turn in kept["turns"]] == ["Name a color.", "Name a fruit."]
     finally:
         _stop(chat)
