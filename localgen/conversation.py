@@ -175,13 +175,18 @@ class Conversation:
         return _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found[0]):04x}", text) + "\n"
 
     @classmethod
-    def from_json(cls, text: str, source: Path) -> Conversation:
-        """Parse a saved conversation, refusing anything malformed."""
+    def from_json(cls, text: str, source: Path, *, name: str | None = None) -> Conversation:
+        """Parse a saved conversation, refusing anything malformed (name: the one it goes by, its file's, whatever
+        valid name it records; without it, the recorded one)."""
         try:
+            if not text.strip():
+                raise ValueError("the file is empty")
             data = _without_lone_surrogates(json.loads(text))
             _check_format(data, source)
-            if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION:
-                raise ValueError("unknown format")
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            if data.get("format") != FORMAT_VERSION:
+                raise ValueError("no 'format'" if "format" not in data else "unknown format")
             if not isinstance(data["turns"], list):
                 raise ValueError("'turns' is not a list")
             turns = [_turn_from_json(t) for t in data["turns"]]
@@ -198,14 +203,17 @@ class Conversation:
             if not isinstance(start, int) or isinstance(start, bool) or start < 0:
                 raise ValueError("'context_start' is not a turn index")
             _check_ctx_size(ctx_size)
-            return cls(name=check_name(str(data["name"])), system=system, turns=turns, model=model,
+            recorded = check_name(str(data["name"]))  # one no conversation can have: by hand, or worse
+            return cls(name=recorded if name is None else name, system=system, turns=turns, model=model,
                        settings=settings_, context_start=min(start, max(len(turns) - 1, 0)), ctx_size=ctx_size,
                        created=str(data.get("created", _now())), updated=str(data.get("updated", _now())),
                        extra=_unknown_fields(data, cls, also_known=frozenset({"format"})))
         except ForeignFormatError:
             raise
         except (ValueError, KeyError, TypeError, RecursionError, LocalgenError) as exc:
-            raise DamagedConversationError(f"{source} is not a valid saved conversation ({exc})",
+            reason = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) else \
+                "nested too deeply" if isinstance(exc, RecursionError) else exc
+            raise DamagedConversationError(f"{source} is not a valid saved conversation ({reason})",
                                            hint="it was left untouched; start a new chat or load another",
                                            name=source.stem) from exc
 
@@ -238,6 +246,8 @@ def _turn_from_json(item: object) -> Turn:
     """One saved exchange, checked field by field."""
     if not isinstance(item, dict):
         raise ValueError("a turn is not an object")
+    if "user" not in item:
+        raise ValueError("a turn has no 'user'")
     user, answer, interrupted = item["user"], item.get("answer"), item.get("interrupted", False)
     if not isinstance(user, str) or not (answer is None or isinstance(answer, str)) \
             or not isinstance(interrupted, bool):

@@ -74,7 +74,7 @@ def _taken(path: Path, name: str) -> UsageError:
         return UsageError(f"{path} is in the way of a conversation named '{name}' (not a file)",
                           hint="choose another name, or move it away")
     try:
-        Conversation.from_json(_read_saved(path, False), path)
+        Conversation.from_json(_read_saved(path, False), path, name=name)
     except LocalgenError:
         return UsageError(f"a conversation named '{name}' already exists, and cannot be read",
                           hint=f"choose another name (/list says what is wrong with it; `localgen conversations rm "
@@ -119,12 +119,11 @@ def load_conversation(name: str, *, shell: bool = False) -> Conversation:
     newly = hold(folder, name, hint="finish that chat first, or " + (
         "run `localgen chat` for a new conversation" if shell else "/load another (/list shows them)"))
     try:
-        conversation = Conversation.from_json(_read_saved(path, shell), path)
+        conversation = Conversation.from_json(_read_saved(path, shell), path, name=name)  # saves go back there
     except BaseException:
         if newly:
             release(folder, name)
         raise
-    conversation.name = name  # saves go back to this file, whatever name the file claims
     conversation.on_disk = True
     return conversation
 
@@ -207,9 +206,7 @@ def read_conversation(name: str) -> Conversation:
     name = given_name(name)
     path = saved_path(name)
     _refuse_other_than_a_file(path, name, True)
-    conversation = Conversation.from_json(_read_saved(path, True), path)
-    conversation.name = name
-    return conversation
+    return Conversation.from_json(_read_saved(path, True), path, name=name)
 
 
 def saved_paths(names: list[str]) -> list[Path]:

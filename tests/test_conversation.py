@@ -133,6 +133,24 @@ def test_a_saved_context_start_that_is_not_a_turn_index_is_refused(start: object
     assert load_conversation("bad").context_start == 1, "past the end: the last exchange stays in context"
 
 
+@pytest.mark.parametrize(("text", "reason"), [
+    ("", "the file is empty"), ("\n  \n", "the file is empty"), ("[]", "not a JSON object"),
+    ('{"name": "a", "turns": []}', "no 'format'"), ('{"format": "1", "name": "a", "turns": []}', "unknown format"),
+    ('{"format": 1, "name": "a"}', "no 'turns'"), ('{"format": 1, "turns": [{"answer": "x"}]}', "a turn has no 'user'"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"), ('{"format": 1, "turns": []}', "no 'name'"),
+])
+def test_a_damaged_file_says_what_is_wrong_with_it_in_words(text: str, reason: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.conversation_store import conversations_dir, read_conversation
+
+    _home(tmp_path, monkeypatch)
+    conversations_dir().mkdir(parents=True)
+    (conversations_dir() / "hand.json").write_text(text)
+    with pytest.raises(LocalgenError) as info:
+        read_conversation("hand")
+    assert info.value.message.endswith(f"hand.json is not a valid saved conversation ({reason})"), info.value.message
+
+
 def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from localgen import config
 
