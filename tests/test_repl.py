@@ -895,19 +895,6 @@ def test_resume_of_an_empty_name_is_refused_not_taken_for_the_newest(home: Path)
     assert alone.quit() == 0
 
 
-def test_resume_of_a_conversation_s_file_name_points_at_its_name(home: Path) -> None:
-    chat = Chat(home, "--no-markdown", "-n", "1")
-    chat.ask("Name a color.")
-    chat.command("/save review", "saved to")
-    assert chat.quit() == 0
-    child = spawn_chat(home, "--resume", "review.json")
-    child.expect(pexpect.EOF)
-    child.close()
-    output = " ".join(child.before.split())
-    assert child.exitstatus == 1 and "no saved conversation named 'review.json'" in output, output
-    assert "that is the file name of the saved conversation 'review': use its name, review" in output, output
-
-
 @pytest.mark.parametrize(("field", "value", "reason"), [
     ("model", "", "('model' is empty)"),
     ("ctx_size", 5, "('ctx_size' is not a context size: 5 is outside 16..10,000,000 tokens)"),
