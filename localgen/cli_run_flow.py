@@ -108,6 +108,16 @@ def run_command(request: RunRequest) -> None:
         report_run(request, outcome)
 
 
+def hidden_tag_stops(stops: list[str]) -> list[str]:
+    """A warning for each --stop string that spells <think> or </think>: --hide-thinking matches stop strings in the
+    answer shown, which has those tags left out, so such a string never matches."""
+    from localgen.thinking import CLOSE_TAG, OPEN_TAG
+
+    return [f"--stop {stop!r} never matches with --hide-thinking: stop strings are matched in the answer, which has "
+            f"its {OPEN_TAG}…{CLOSE_TAG} reasoning left out (without --hide-thinking it stops at the tag)"
+            for stop in stops if OPEN_TAG in stop or CLOSE_TAG in stop]
+
+
 def check_run(request: RunRequest) -> CheckedRun:
     """Everything that can be refused before piped stdin, or a pipe an option names, is waited for: the options,
     the files they name, the model reference, the conversation continued, and (when a pipe will be read) what
@@ -126,6 +136,8 @@ def check_run(request: RunRequest) -> CheckedRun:
     stdin_asked = request.prompt == STDIN_NAME
     prompt = None if stdin_asked or request.prompt is None else argument_text(request.prompt, "the prompt", warnings)
     system, stop = read_texts(request.system, list(request.stop), warnings)
+    if request.hide_thinking:
+        warnings += hidden_tag_stops(stop)
     sampling = sampling_from(ctx)
     limits = GenerationLimits(max_tokens=token_budget(request.max_tokens), stop=tuple(stop),
                               stops_in_answer_only=request.hide_thinking)

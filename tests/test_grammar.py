@@ -122,6 +122,18 @@ def test_with_hide_thinking_a_stop_string_is_not_matched_in_a_later_think_block(
 
 
 
+def test_with_hide_thinking_a_stop_string_spelling_a_think_tag_is_said_never_to_match() -> None:
+    """--stop '<think>' silently never matched with --hide-thinking, which takes the tags out of the answer."""
+    grammar = 'root ::= "Intro. <think>A</think> Answer."'
+    hidden = run_localgen("run", "--hide-thinking", "--stop", "<think>", "--stop", "</think> A", "--stop", "think",
+                          "-n", "40", "--grammar", grammar, "q", *GREEDY)
+    assert hidden.returncode == 0 and hidden.out == "Intro.  Answer.\n", hidden.out
+    warned = [line for line in hidden.err.splitlines() if "never matches with --hide-thinking" in line]
+    assert [line.split("'")[1] for line in warned] == ["<think>", "</think> A"], hidden.err
+    shown = run_localgen("run", "--stop", "<think>", "-n", "40", "--grammar", grammar, "q", *GREEDY)
+    assert shown.out == "Intro. \n" and shown.err == "", "shown, the tag is text a stop string ends"
+
+
 def test_hide_thinking_in_a_new_conversation_checks_the_prompt_being_answered(tmp_path: Path) -> None:
     template = tmp_path / "first.jinja"  # reads messages[0], as Qwen3's does: an empty conversation fails it
     template.write_text("{{ messages[0].role }}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
