@@ -131,11 +131,13 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen.resolve import check_reference
     from localgen.run_conversation import check_continuation, open_conversation
     from localgen.speculative import check_draft_mode
+    from localgen.stopping import typed_escape_warnings
 
     ctx, warnings = request.ctx, []
     stdin_asked = request.prompt == STDIN_NAME
     prompt = None if stdin_asked or request.prompt is None else argument_text(request.prompt, "the prompt", warnings)
     system, stop = read_texts(request.system, list(request.stop), warnings)
+    warnings += typed_escape_warnings(stop)
     if request.hide_thinking:
         warnings += hidden_tag_stops(stop)
     sampling = sampling_from(ctx)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+ESCAPES = {"\\n": "a newline", "\\t": "a tab", "\\r": "a carriage return"}
+
 
 def partial_suffix(text: str, word: str, *, longer_than: int = 0) -> int:
     """Length of the longest suffix of text, over longer_than, that is a proper prefix of word; else 0."""
@@ -9,6 +11,23 @@ def partial_suffix(text: str, word: str, *, longer_than: int = 0) -> int:
         if text.endswith(word[:size]):
             return size
     return 0
+
+
+def typed_escape_warnings(stops: list[str]) -> list[str]:
+    """A warning for each stop string holding a typed escape (a backslash and n, t or r): llama-cli reads '\\n' in
+    its reverse prompts as a newline; localgen takes a stop string as typed, so such a string rarely matches."""
+    import shlex
+
+    warnings = []
+    for stop in stops:
+        typed = [(escape, name) for escape, name in ESCAPES.items() if escape in stop]
+        if typed:
+            escape, name = typed[0]
+            meant = "$'" + stop.replace("'", "\\'") + "'"
+            warnings.append(f"--stop {shlex.quote(stop)} holds {escape} as a backslash and a letter, not {name}: "
+                            f"stop strings are taken as typed (in bash or zsh, --stop {meant} turns {escape} into "
+                            f"{name})")
+    return warnings
 
 
 class StopMatcher:

@@ -182,6 +182,18 @@ def test_prompt_longer_than_context_is_refused_with_both_counts() -> None:
     assert result.stdout == b""
 
 
+def test_run_warns_of_a_typed_escape_in_a_stop_string() -> None:
+    """llama-cli reads --reverse-prompt '\\n' as a newline; here it is the two characters typed, said so."""
+    answer = ("--grammar", 'root ::= "apple\\\\nbanana\\ncherry"', *GREEDY, "Fruits?")  # a backslash-n, then a newline
+    typed = run_localgen("run", "--stop", "\\n", *answer)
+    assert typed.returncode == 0 and typed.out == "apple\n", "stopped at the backslash and the n"
+    assert typed.err.splitlines() == ["localgen: warning: --stop '\\n' holds \\n as a backslash and a letter, not a "
+                                      "newline: stop strings are taken as typed (in bash or zsh, --stop $'\\n' turns "
+                                      "\\n into a newline)"], typed.err
+    newline = run_localgen("run", "--stop", "\n", *answer)
+    assert newline.returncode == 0 and newline.out == "apple\\nbanana\n" and newline.err == "", newline.err
+
+
 def test_output_stopped_by_context_end_is_flagged() -> None:
     result = run_localgen("run", "Write a very long essay about the history of Rome.", "--ctx-size", "48",
                           *GREEDY)

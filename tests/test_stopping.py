@@ -97,3 +97,22 @@ def test_answer_stops_match_a_start_of_think_that_never_finished() -> None:
 
     matcher = AnswerStops(("<th",), inside=False)
     assert matcher.feed("Yes <th") == "Yes " and matcher.flush() == "" and matcher.matched == "<th"
+
+
+@pytest.mark.parametrize(("stop", "warned"), [
+    ("\\n", "--stop '\\n' holds \\n as a backslash and a letter, not a newline"),
+    ("Q:\\t", "--stop 'Q:\\t' holds \\t as a backslash and a letter, not a tab"),
+    ("\n", None),  # a newline, as $'\n' gives
+    ("a\\b", None),
+    ("User:", None),
+])
+def test_a_stop_string_with_a_typed_escape_is_warned_about(stop: str, warned: str | None) -> None:
+    """llama-cli reads --reverse-prompt '\\n' as a newline; here it was two characters that never matched, silently."""
+    from localgen.stopping import typed_escape_warnings
+
+    found = typed_escape_warnings([stop])
+    if warned is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0].startswith(warned) and "--stop $'" in found[0], found
+
