@@ -35,6 +35,8 @@ _PROMPT = 'the prompt is the argument: localgen run "PROMPT"'
 _STOP = "localgen's is --stop TEXT"
 _ESCAPES = "the shell writes escapes: localgen run $'one\\ntwo'"
 _SETTINGS = "each setting has its own option here: --temperature 0.2, --top-p 0.9, ..."
+_USAGE = "localgen's is --stats, token counts and speeds on stderr; --json has them too"
+_EXTRACT = "localgen prints the whole answer: ask the model for the code alone, or cut it out of stdout"
 OTHER_TOOLS_OPTIONS = {
     "-sys": ("llama-cli", "a system prompt", _SYSTEM),
     "--system-prompt": ("llama-cli", "a system prompt", _SYSTEM),
@@ -86,6 +88,21 @@ OTHER_TOOLS_OPTIONS = {
     "--cid": ("llm", "the conversation to continue", "localgen's is --conversation NAME; --continue takes the latest"),
     "--save": ("llm", "saving a template", "llm's templates are models.toml entries here, each with a system prompt "
                "and settings"),
+    "-u": ("llm", "token usage", _USAGE),
+    "--usage": ("llm", "token usage", _USAGE),
+    "-x": ("llm", "the first code block", _EXTRACT),
+    "--extract": ("llm", "the first code block", _EXTRACT),
+    "--xl": ("llm", "the last code block", _EXTRACT),
+    "--extract-last": ("llm", "the last code block", _EXTRACT),
+    "--sf": ("llm", "a system prompt fragment", _SYSTEM_FILE),
+    "--system-fragment": ("llm", "a system prompt fragment", _SYSTEM_FILE),
+    "--key": ("llm", "an API key", "localgen runs the model on this machine and needs no key: drop it"),
+    "--think": ("Ollama", "turning a model's thinking on or off",
+                "localgen shows the <think> reasoning a model writes; --hide-thinking leaves it out"),
+}
+_RUN_ONLY = {  # where chat has no like
+    "--no-log": ("llm", "not logging the exchange",
+                 "a plain run keeps only its own exchange, for --continue; LOCALGEN_NO_LAST_RUN=1 keeps none"),
 }
 
 
@@ -99,7 +116,8 @@ LLAMA_BENCH_OPTIONS = {
     "-d": ("llama-bench", "a context depth", "localgen bench's follow-up TTFT test measures a turn after -p tokens"),
     "-pg": ("llama-bench", "a prompt and generation test", "localgen bench measures prefill (-p), decode (-n), TTFT"),
 }
-OPTIONS_OF_OTHER_TOOLS = {"run": OTHER_TOOLS_OPTIONS, "chat": OTHER_TOOLS_OPTIONS, "bench": LLAMA_BENCH_OPTIONS}
+OPTIONS_OF_OTHER_TOOLS = {"run": {**OTHER_TOOLS_OPTIONS, **_RUN_ONLY}, "chat": OTHER_TOOLS_OPTIONS,
+                          "bench": LLAMA_BENCH_OPTIONS}
 
 # Where chat's way differs from run's.
 _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the prompt at chat's >>> prompt",

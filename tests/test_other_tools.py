@@ -55,6 +55,17 @@ from tests.conftest import run_localgen
      "localgen's is --conversation NAME; --continue takes the latest"),
     (("chat", "--cid", "01j"), "--cid is llm's option for the conversation to continue",
      "localgen's is chat --resume NAME; --resume alone takes the latest"),
+    # each was `No such option` with no way named
+    (("run", "-u", "hi"), "-u is llm's option for token usage",
+     "localgen's is --stats, token counts and speeds on stderr; --json has them too"),
+    (("run", "-x", "hi"), "-x is llm's option for the first code block",
+     "localgen prints the whole answer: ask the model for the code alone, or cut it out of stdout"),
+    (("run", "--sf", "reviewer", "hi"), "--sf is llm's option for a system prompt fragment",
+     "localgen's is --system-file FILE, or -sysf FILE"),
+    (("run", "--no-log", "hi"), "--no-log is llm's option for not logging the exchange",
+     "a plain run keeps only its own exchange, for --continue; LOCALGEN_NO_LAST_RUN=1 keeps none"),
+    (("chat", "--think=false"), "--think is Ollama's option for turning a model's thinking on or off",
+     "localgen shows the <think> reasoning a model writes; --hide-thinking leaves it out"),
 ])
 def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, ...], error: str, hint: str) -> None:
     result = run_localgen(*args)
