@@ -263,9 +263,9 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
     usage, t = completion.usage, completion.timings
     cached = f" ({usage.cached_tokens:,} cached)" if usage.cached_tokens else ""
     used = f", context {context[0]:,}/{context[1]:,}" if context else ""
-    ttft = "-" if t.ttft_s is None else f"{t.ttft_s * 1000:.0f} ms"
-    prefill = f"{t.prefill_tokens_per_s:.1f} tok/s" if t.prefill_tokens_per_s else "-"  # all of it cached
-    decode = f"{t.decode_tokens_per_s:.1f} tok/s" if t.decode_tokens_per_s else "-"  # the first token is prefill's
+    ttft = "-" if t.ttft_s is None else f"{t.ttft_s * 1000:,.0f} ms"
+    prefill = f"{t.prefill_tokens_per_s:,.1f} tok/s" if t.prefill_tokens_per_s else "-"  # all of it cached
+    decode = f"{t.decode_tokens_per_s:,.1f} tok/s" if t.decode_tokens_per_s else "-"  # the first token is prefill's
     line = (f"prompt {usage.prompt_tokens:,} tok{cached}, TTFT {ttft}, "
             f"prefill {prefill}, generated {usage.completion_tokens:,} tok, "
             f"decode {decode}{used}, finish {completion.finish_reason}"

@@ -415,3 +415,15 @@ def test_messages_break_between_words_on_a_terminal_and_stay_whole_on_a_pipe(
     monkeypatch.undo()
     error(message, hint)
     assert capsys.readouterr().err == f"localgen: error: {message} (hint: {hint})\n"
+
+
+def test_stats_write_large_figures_with_thousands_separators() -> None:
+    """A 16-second TTFT read `TTFT 15925 ms` beside `prompt 2,065 tok`, and a GPU's prefill `12345.6 tok/s`."""
+    from localgen.console import format_stats
+    from localgen.events import Finished, Timings, Usage
+
+    timings = Timings(ttft_s=15.925, prefill_s=15.9, prefill_tokens_per_s=12345.6, decode_s=1.0,
+                      decode_tokens_per_s=1234.5)
+    line = format_stats(Finished(text="x", finish_reason="length", usage=Usage(2065, 0, 3), timings=timings))
+    assert line.startswith("prompt 2,065 tok, TTFT 15,925 ms, prefill 12,345.6 tok/s, generated 3 tok, "
+                           "decode 1,234.5 tok/s, finish length"), line

@@ -1407,8 +1407,8 @@ def test_stats_flag_shows_the_figures_after_every_answer(home: Path) -> None:
     chat.ask("Write a long story about a dragon.")
     chat.ask("Name a color.")
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", chat.transcript.getvalue()[mark:])
-    line = (r"prompt ([\d,]+) tok( \([\d,]+ cached\))?, TTFT \d+ ms, prefill ([\d.]+ tok/s|-), generated 3 tok, "
-            r"decode [\d.]+ tok/s, context ([\d,]+)/([\d,]+), finish length")
+    line = (r"prompt ([\d,]+) tok( \([\d,]+ cached\))?, TTFT [\d,]+ ms, prefill ([\d,.]+ tok/s|-), generated 3 tok, "
+            r"decode [\d,.]+ tok/s, context ([\d,]+)/([\d,]+), finish length")
     found = re.findall(line.replace(" ", r"\s+"), shown)  # the line wraps at the terminal's width
     assert len(found) == 2, shown
     first, second = found
