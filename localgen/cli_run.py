@@ -38,7 +38,19 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
                          hint=f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}`')
     if not attached and not (prompt and prompt.strip()):
         raise nothing_to_send(stdin_read=len(names) > len(files))
+    if prompt and prompt_names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
+        import shlex
+
+        console.warn(f"the prompt is the text {prompt!r}, the name of a file, not what it holds "
+                     f"(for that: -f {shlex.quote(prompt)})")
     return attachments
+
+
+def prompt_names_a_file(prompt: str) -> bool:
+    """Whether the prompt is just the name of an existing file (`localgen run notes.md`, meant as -f notes.md)."""
+    from localgen.inputs import is_existing_file
+
+    return not any(c.isspace() for c in prompt) and is_existing_file(prompt)
 
 
 def nothing_to_send(*, stdin_read: bool) -> UsageError:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_localgen
+from tests.conftest import bundled_model_file, run_localgen
 
 
 @pytest.mark.parametrize(("args", "error", "hint"), [
@@ -119,6 +119,20 @@ def test_a_system_prompt_that_names_a_file_gets_a_warning(tmp_path: Path) -> Non
     assert f"the system prompt is the text '{named}', the name of a file, not what it holds " \
            f"(for that: --system-file {named})" in result.err, result.err
     assert "name of a file" not in run_localgen("run", "-s", "Be terse.", "-n", "1", "hi").err
+
+
+def test_a_prompt_that_names_a_file_gets_a_warning(tmp_path: Path) -> None:
+    """`localgen run notes.md` (llama-cli's -f, or a habit of tools that read a named file) sent the name alone."""
+    named = tmp_path / "notes.md"
+    named.write_text("Ship v2 on Friday.")
+    result = run_localgen("run", "--print-prompt", str(named))
+    assert result.returncode == 0 and f"user\n{named}<|im_end|>" in result.out, "the text is sent, as typed"
+    assert result.err == (f"localgen: warning: the prompt is the text '{named}', the name of a file, not what it holds "
+                          f"(for that: -f {named})\n"), result.err
+    for prompt in (f"Summarize {named}", "notes.md"):  # a sentence; a name with no such file here
+        assert run_localgen("run", "--print-prompt", prompt).err == ""
+    model = run_localgen("run", "--print-prompt", str(bundled_model_file()), stdin=b"x")
+    assert "name of a file" not in model.err, "a model's file is no attachment meant"
 
 
 @pytest.mark.parametrize("seed", ["42", "-1"])
