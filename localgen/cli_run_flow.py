@@ -137,6 +137,8 @@ def check_run(request: RunRequest) -> CheckedRun:
     stdin_asked = request.prompt == STDIN_NAME
     prompt = None if stdin_asked or request.prompt is None else argument_text(request.prompt, "the prompt", warnings)
     system, stop = read_texts(request.system, list(request.stop), warnings)
+    if system == STDIN_NAME:  # as -f - and a prompt of - read stdin
+        warnings.append(f"the system prompt is the text '{STDIN_NAME}', not stdin (for that: --system-file -)")
     warnings += typed_escape_warnings(stop)
     if request.hide_thinking:
         warnings += hidden_tag_stops(stop)

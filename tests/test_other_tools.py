@@ -121,6 +121,16 @@ def test_a_system_prompt_that_names_a_file_gets_a_warning(tmp_path: Path) -> Non
     assert "name of a file" not in run_localgen("run", "-s", "Be terse.", "-n", "1", "hi").err
 
 
+def test_a_system_prompt_of_a_dash_gets_a_warning_naming_system_file() -> None:
+    """-f - and a prompt of - read stdin; -s - sent a system prompt of '-' and attached stdin, silently."""
+    result = run_localgen("run", "--print-prompt", "-s", "-", "hi", stdin=b"Be brief.")
+    assert result.returncode == 0 and result.out.startswith("<|im_start|>system\n-<|im_end|>"), result.out
+    assert result.err == ("localgen: warning: the system prompt is the text '-', not stdin "
+                          "(for that: --system-file -)\n"), result.err
+    read = run_localgen("run", "--print-prompt", "--system-file", "-", "hi", stdin=b"Be brief.")
+    assert read.out.startswith("<|im_start|>system\nBe brief.<|im_end|>") and read.err == "", read.err
+
+
 def test_a_prompt_that_names_a_file_gets_a_warning(tmp_path: Path) -> None:
     """`localgen run notes.md` (llama-cli's -f, or a habit of tools that read a named file) sent the name alone."""
     named = tmp_path / "notes.md"
