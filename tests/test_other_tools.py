@@ -92,6 +92,9 @@ def test_ollama_s_verbose_is_stats() -> None:
     (("serve",), "No such command 'serve'.",
      "localgen has no server: `localgen run` and `localgen chat` load the model in their own process"),
     (("models", "ls"), "No such command 'ls'. Did you mean 'list'?", "use `localgen models list`"),
+    # Ollama's `help`: a hint to ask the model `help`; `version`: click's guess, `conversations`, alone
+    (("help",), "No such command 'help'.", "use `localgen --help`"),
+    (("version",), "No such command 'version'. Did you mean 'conversations'?", "use `localgen --version`"),
     (("conversations", "remove", "a", "b"), "No such command 'remove'.", "use `localgen conversations rm a b`"),
     (("models", "pull", "smollm2"), "No such command 'pull'.", "use `localgen pull smollm2`"),
     (("models", "info", "smollm2"), "No such command 'info'.", "use `localgen models show smollm2`"),
