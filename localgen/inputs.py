@@ -89,13 +89,17 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTIO
 
 
 def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None = None) -> None:
-    """Refuse a path given to option that cannot be a file to read (missing, a directory...) without opening it, so
-    that a bad one is named (as shown, the path as typed; else path) before a pipe among the others is waited for."""
+    """Refuse a path given to option that cannot be a file to read (missing, a directory, a file over the size
+    bound...) without opening it, so that a bad one is named (as shown, the path as typed; else path) before a pipe
+    among the others is waited for."""
     name = short_path(shown or path)
     try:
-        mode = path.stat().st_mode
+        status = path.stat()
     except OSError as exc:
         raise _unreadable(name, option, exc) from None
+    mode = status.st_mode
+    if stat.S_ISREG(mode) and status.st_size > MAX_INPUT_BYTES:  # read, it was refused after 256 MiB of it
+        raise UsageError(f"{name} is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint="send a smaller file")
     if stat.S_ISDIR(mode):
         raise _unreadable(name, option, IsADirectoryError(errno.EISDIR, "Is a directory"))
     if stat.S_ISSOCK(mode):  # opening one fails with "No such device or address"

@@ -353,3 +353,15 @@ def test_the_note_about_waiting_for_a_pipe_names_it_as_typed(tmp_path: Path, mon
     text = InputFile.checked("./system.fifo", "--system-file").read(None, [], waiting=lambda *said: told.append(said))
     writer.join(timeout=30)
     assert text == "Be terse." and told == [("./system.fifo", "--system-file")]
+
+
+def test_a_file_over_the_size_bound_is_refused_before_a_pipe_is_waited_for(tmp_path: Path) -> None:
+    """It was read, and refused 256 MiB in, once the pipe before it had ended: here, never."""
+    fifo = tmp_path / "slow"  # <(slow_cmd), no writer yet
+    os.mkfifo(fifo)
+    big = tmp_path / "big.txt"
+    with big.open("wb") as handle:
+        handle.truncate(257 * 2**20)  # sparse: no disk used
+    result = run_localgen("run", "-f", str(fifo), "-f", str(big), "hi", timeout=20)
+    assert result.returncode == 2 and result.out == ""
+    assert result.err == f"localgen: error: {big} is larger than 256 MiB (hint: send a smaller file)\n", result.err
