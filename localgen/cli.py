@@ -364,6 +364,13 @@ def _resume_without_value(argv: list[str]) -> list[str]:
     return result
 
 
+def _help_as_option(argv: list[str]) -> list[str]:
+    """`localgen help [COMMAND ...]`, as git and Ollama take it, is `localgen [COMMAND ...] --help`."""
+    if argv[:1] != ["help"]:
+        return list(argv)
+    return [*argv[1:], "--help"]
+
+
 def _unfailing_stdout() -> None:
     """Model text goes to a pipe or file as UTF-8 whatever the locale says, and to a terminal that cannot show a
     character as '?' instead of an error."""
@@ -389,5 +396,5 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_USAGE)
     _unfailing_stdout()
     with exit_on_signals():  # SIGTERM or SIGHUP while downloading or loading: cleanups run, partial files go
-        code = run_app(app, _resume_without_value(sys.argv[1:] if argv is None else argv))
+        code = run_app(app, _resume_without_value(_help_as_option(sys.argv[1:] if argv is None else argv)))
     sys.exit(flush_stdout(code))

@@ -8,7 +8,7 @@ OTHER_TOOLS_COMMANDS = {  # what users of other tools type at the top level, and
     "list": "localgen models list", "ls": "localgen models list", "rm": "localgen models rm NAME",
     "remove": "localgen models rm NAME", "show": "localgen models show NAME", "info": "localgen models show NAME",
     "download": "localgen pull NAME", "logs": "localgen conversations", "history": "localgen conversations",
-    "help": "localgen --help", "version": "localgen --version",
+    "version": "localgen --version",
 }
 _NO_SERVER = "localgen has no server: `localgen run` and `localgen chat` load the model in their own process"
 _MODELS_TOML = "models are entries of models.toml: add [models.NAME] to yours (README, Models)"

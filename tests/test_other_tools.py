@@ -82,6 +82,23 @@ def test_the_same_words_as_a_value_or_after_double_dash_are_text(args: tuple[str
     assert result.out.strip()
 
 
+@pytest.mark.parametrize(("args", "same_as"), [
+    (("help",), ("--help",)),
+    (("help", "run"), ("run", "--help")),
+    (("help", "models", "list"), ("models", "list", "--help")),
+])
+def test_help_before_a_command_shows_its_help_as_git_and_ollama_do(args: tuple[str, ...],
+                                                                    same_as: tuple[str, ...]) -> None:
+    result, expected = run_localgen(*args), run_localgen(*same_as)
+    assert result.returncode == 0 and result.err == "", result.err
+    assert result.out == expected.out and result.out.startswith("Usage: localgen"), result.out
+
+
+def test_help_of_a_command_that_is_not_there_is_refused() -> None:
+    result = run_localgen("help", "serve")
+    assert result.returncode == 2 and "No such command 'serve'." in result.err, result.err
+
+
 def test_ollama_s_verbose_is_stats() -> None:
     result = run_localgen("run", "--verbose", "-n", "2", "--temperature", "0", "hi")
     assert result.returncode == 0, result.err
@@ -92,8 +109,7 @@ def test_ollama_s_verbose_is_stats() -> None:
     (("serve",), "No such command 'serve'.",
      "localgen has no server: `localgen run` and `localgen chat` load the model in their own process"),
     (("models", "ls"), "No such command 'ls'. Did you mean 'list'?", "use `localgen models list`"),
-    # Ollama's `help`: a hint to ask the model `help`; `version`: click's guess, `conversations`, alone
-    (("help",), "No such command 'help'.", "use `localgen --help`"),
+    # Ollama's `version`: click's guess, `conversations`, alone
     (("version",), "No such command 'version'. Did you mean 'conversations'?", "use `localgen --version`"),
     (("conversations", "remove", "a", "b"), "No such command 'remove'.", "use `localgen conversations rm a b`"),
     (("models", "pull", "smollm2"), "No such command 'pull'.", "use `localgen pull smollm2`"),
