@@ -22,11 +22,13 @@ SYSTEM_FILE_OPTION = "--system-file"
 
 def read_texts(system: str | None, stop: list[str] | None, warnings: list[str]) -> tuple[str | None, list[str]]:
     """The --system text and the --stop strings as given; a warning when the system prompt is the name of a file
-    (--system-file reads one; -s takes the text), or a number (llama-cli's -s is its seed)."""
+    (--system-file reads one; -s takes the text), or a number (llama-cli's -s is its seed), and for each stop string
+    holding a typed escape."""
     import re
     import shlex
 
     from localgen.inputs import argument_text, is_existing_file
+    from localgen.stopping import typed_escape_warnings
 
     if system and not any(c.isspace() for c in system) and is_existing_file(system):
         warnings.append(f"the system prompt is the text {system!r}, the name of a file, not what it holds "
@@ -34,8 +36,10 @@ def read_texts(system: str | None, stop: list[str] | None, warnings: list[str]) 
     elif system and re.fullmatch(r"\s*-?[0-9]+\s*", system):  # llama-cli's -s is its seed
         warnings.append(f"the system prompt is the text {system!r}: -s is --system here, not llama-cli's seed "
                         f"(for that: --seed {system.strip()})")
-    return (None if system is None else argument_text(system, "--system", warnings),
-            [argument_text(s, "--stop", warnings) for s in stop or ()])
+    text = None if system is None else argument_text(system, "--system", warnings)
+    stops = [argument_text(s, "--stop", warnings) for s in stop or ()]
+    warnings += typed_escape_warnings(stops)
+    return text, stops
 
 
 def system_file_input(system: str | None, system_file: str | None, *, stdin_taken: str | None) -> InputFile | None:

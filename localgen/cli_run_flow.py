@@ -131,7 +131,6 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen.resolve import check_reference
     from localgen.run_conversation import check_continuation, open_conversation
     from localgen.speculative import check_draft_mode
-    from localgen.stopping import typed_escape_warnings
 
     ctx, warnings = request.ctx, []
     stdin_asked = request.prompt == STDIN_NAME
@@ -139,7 +138,6 @@ def check_run(request: RunRequest) -> CheckedRun:
     system, stop = read_texts(request.system, list(request.stop), warnings)
     if system == STDIN_NAME:  # as -f - and a prompt of - read stdin
         warnings.append(f"the system prompt is the text '{STDIN_NAME}', not stdin (for that: --system-file -)")
-    warnings += typed_escape_warnings(stop)
     if request.hide_thinking:
         warnings += hidden_tag_stops(stop)
     sampling = sampling_from(ctx)

@@ -24,6 +24,18 @@ def test_chat_takes_stop_strings_and_the_loading_knobs(tmp_path: Path) -> None:
             chat.child.terminate(force=True)
 
 
+def test_chat_warns_of_a_typed_escape_in_a_stop_string(tmp_path: Path) -> None:
+    """As run does: llama-cli reads --reverse-prompt '\\n' as a newline, localgen takes it as typed."""
+    chat = Chat(tmp_path / "home", "--no-markdown", "-n", "1", "--stop", "\\n")
+    try:
+        said = " ".join(chat.transcript.getvalue().split())
+        assert "localgen: warning: --stop '\\n' holds \\n as a backslash and a letter, not a newline" in said, said
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 @pytest.mark.parametrize(("argv", "expected"), [
     (["chat", "--resume"], ["chat", "--resume=\0"]),
     (["chat", "--resume", "-n", "5"], ["chat", "--resume=\0", "-n", "5"]),
