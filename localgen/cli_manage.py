@@ -66,9 +66,9 @@ def _models_default(ctx: typer.Context, json_output: JsonOpt = False, all_models
     list_by_default(ctx, models_list, json_output=json_output, all_models=all_models)
 
 
-@models_app.command("list", short_help="List the bundled and downloaded models.")
+@models_app.command("list", short_help="List the bundled, your own and downloaded models.")
 def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> None:
-    """List models on this machine: bundled and downloaded (--all adds the registry's other models)."""
+    """List models on this machine: bundled, your own (models.toml's path =) and downloaded; --all adds the rest."""
     from localgen.catalog import list_models
     from localgen.registry import load_registry
 
