@@ -368,7 +368,10 @@ def _help_as_option(argv: list[str]) -> list[str]:
     """`localgen help [COMMAND ...]`, as git and Ollama take it, is `localgen [COMMAND ...] --help`."""
     if argv[:1] != ["help"]:
         return list(argv)
-    return [*argv[1:], "--help"]
+    words = list(argv)
+    while words[:1] == ["help"]:
+        words.pop(0)
+    return [*words, "--help"]
 
 
 def _unfailing_stdout() -> None:

@@ -84,6 +84,7 @@ def test_the_same_words_as_a_value_or_after_double_dash_are_text(args: tuple[str
 
 @pytest.mark.parametrize(("args", "same_as"), [
     (("help",), ("--help",)),
+    (("help", "help"), ("--help",)),
     (("help", "run"), ("run", "--help")),
     (("help", "models", "list"), ("models", "list", "--help")),
 ])
