@@ -15,13 +15,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
 from localgen.config import settings
-from localgen.errors import HubError, LocalgenError
+from localgen.errors import ConfigError, HubError, LocalgenError
 from localgen.hub_choice import choose_model, quant_of, shard_of
 from localgen.hub_types import HubFile, HubListing
 from localgen.references import check_safe_filename
@@ -57,14 +58,17 @@ def hub_endpoint() -> str:
 
 
 def _hf_constants() -> ModuleType:
-    """huggingface_hub's settings (cheap: no HTTP stack), read from the environment as it is imported; an HF_ENDPOINT
-    whose host it cannot parse (an unclosed [IPv6 address) fails that import, refused here as HF_ENDPOINT's fault."""
+    """huggingface_hub's settings (cheap: no HTTP stack), read from the environment as it is imported; a value it
+    cannot parse fails that import: an HF_ENDPOINT whose host it cannot parse (an unclosed [IPv6 address) is refused
+    as HF_ENDPOINT's fault, any other (HF_HUB_ETAG_TIMEOUT=abc) as the HF_* settings'."""
     try:
         from huggingface_hub import constants
     except ValueError as exc:
-        error = endpoint_error(os.environ.get("HF_ENDPOINT", "").rstrip("/"))
+        endpoint = os.environ.get("HF_ENDPOINT")
+        error = endpoint_error(endpoint.rstrip("/")) if endpoint is not None else None
         if error is None:
-            raise
+            error = ConfigError(f"huggingface_hub could not read its settings from the environment: {exc}",
+                                hint="check the HF_* environment variables (`env | grep ^HF_` lists them)")
         raise error from exc
     return constants
 
@@ -88,8 +92,16 @@ def endpoint_error(endpoint: str) -> HubError | None:
                         hint="unset HF_ENDPOINT for huggingface.co, or set it to your mirror's https:// address")
     if address.lower() in ("http:", "https:") or address.lower().startswith(("http://", "https://")):
         return _web_address_error(address)
+    rest = _without_scheme(address) or "HOST"
     return HubError(f"HF_ENDPOINT {address!r} is not a web address: it needs http:// or https://",
-                    hint=f"set HF_ENDPOINT=https://{address}, or unset it for huggingface.co")
+                    hint=f"set HF_ENDPOINT=https://{rest}, or unset it for huggingface.co")
+
+
+def _without_scheme(address: str) -> str:
+    """The address without another scheme (ftp://host: host; ftp:, as ftp:// is left once its slashes go: empty)."""
+    if "://" in address:
+        return address.split("://", 1)[1]
+    return "" if re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*:", address) else address
 
 
 def _web_address_error(address: str) -> HubError | None:
@@ -98,12 +110,13 @@ def _web_address_error(address: str) -> HubError | None:
 
     try:
         parts = urlsplit(address)
-        parts.port  # noqa: B018 - read for the ValueError of a port that is no number or out of range
+        port = parts.port  # a ValueError for a port that is no number or out of range
     except ValueError as exc:
-        problem: str | None = ("has a port that is not a number from 0 to 65535" if "Port" in str(exc)
+        problem: str | None = ("has a port that is not a number from 1 to 65535" if "Port" in str(exc)
                                else "has a malformed host")
     else:
-        problem = ("has no host name" if not parts.hostname
+        problem = ("has a port that is not a number from 1 to 65535" if port == 0
+                   else "has no host name" if not parts.hostname
                    else "has a space in it" if any(c.isspace() for c in address) else None)
     if problem is None:
         return None

@@ -246,10 +246,14 @@ def test_a_listing_that_is_not_the_hub_s_says_something_else_answered(loopback_h
          "for huggingface.co, or set it to your mirror's https:// address)"),
     ("hf-mirror.example", "HF_ENDPOINT 'hf-mirror.example' is not a web address: it needs http:// or https:// (hint: "
                           "set HF_ENDPOINT=https://hf-mirror.example, or unset it for huggingface.co)"),
+    ("ftp://hf-mirror.example", "HF_ENDPOINT 'ftp://hf-mirror.example' is not a web address: it needs http:// or "
+                                "https:// (hint: set HF_ENDPOINT=https://hf-mirror.example, or unset it for "
+                                "huggingface.co)"),  # another scheme's address: its scheme is not kept
     *[(endpoint, f"HF_ENDPOINT {shown!r} {problem} (hint: set HF_ENDPOINT to your mirror's address (https://HOST or "
                  "https://HOST:PORT), or unset it for huggingface.co)") for endpoint, shown, problem in [
-        ("http://127.0.0.1:abc", "http://127.0.0.1:abc", "has a port that is not a number from 0 to 65535"),
-        ("http://127.0.0.1:99999", "http://127.0.0.1:99999", "has a port that is not a number from 0 to 65535"),
+        ("http://127.0.0.1:abc", "http://127.0.0.1:abc", "has a port that is not a number from 1 to 65535"),
+        ("http://127.0.0.1:99999", "http://127.0.0.1:99999", "has a port that is not a number from 1 to 65535"),
+        ("http://127.0.0.1:0", "http://127.0.0.1:0", "has a port that is not a number from 1 to 65535"),
         ("http://[::1", "http://[::1", "has a malformed host"),  # huggingface_hub's settings fail to import
         ("http://", "http:", "has no host name"),  # huggingface_hub takes the slashes off its end
         ("https://hf mirror.example", "https://hf mirror.example", "has a space in it")]]])
@@ -259,6 +263,18 @@ def test_an_hf_endpoint_that_is_no_web_address_is_said_to_be_so(loopback_hub: Hu
     for args in (("pull", "org/nope-GGUF"), ("run", "-m", "org/nope-GGUF:Q4_0", "hi")):
         assert _cli_error(env, *args).strip().splitlines()[-1] == f"localgen: error: {error}"
     assert loopback_hub.requests == []
+
+
+@pytest.mark.parametrize("endpoint_set", [False, True])
+def test_an_hf_setting_huggingface_hub_cannot_read_is_not_blamed_on_hf_endpoint(loopback_hub: HubServer,
+                                                                                tmp_path: Path,
+                                                                                endpoint_set: bool) -> None:
+    env = child_env(loopback_hub, tmp_path, HF_HUB_ETAG_TIMEOUT="abc", LOCALGEN_OFFLINE="1")
+    if not endpoint_set:
+        del env["HF_ENDPOINT"]
+    assert _cli_error(env, "models", "list").strip().splitlines()[-1] == (
+        "localgen: error: huggingface_hub could not read its settings from the environment: invalid literal for "
+        "int() with base 10: 'abc' (hint: check the HF_* environment variables (`env | grep ^HF_` lists them))")
 
 
 @pytest.mark.parametrize("spaced", [" {url}/ ", "{url} ", " {url}"])
