@@ -4,14 +4,11 @@ settings' names, the command line's and Ollama's names for them, and their value
 from __future__ import annotations
 
 from localgen.errors import UsageError
-from localgen.params import CHAT_SETTINGS
+from localgen.params import CHAT_SETTINGS, SETTING_EXAMPLES
 
 SETTING_NAMES = tuple(CHAT_SETTINGS)
 SETTING_ALIASES = {"temp": "temperature", "n": "max_tokens",  # the command line's other names (--temp, -n)
                    "num_predict": "max_tokens"}  # and Ollama's
-EXAMPLES = {"temperature": "0.7", "top_k": "40", "top_p": "0.9", "min_p": "0.05", "repeat_penalty": "1.1",
-            "repeat_last_n": "64", "presence_penalty": "0.5", "frequency_penalty": "0.5", "max_tokens": "512",
-            "seed": "42"}  # a typical value of each, for the hint of one that is not a number
 
 
 def setting_key(name: str) -> str:
@@ -41,7 +38,7 @@ def parse_setting(key: str, raw: str) -> int | float | None:
         return kind(raw)
     except ValueError:
         raise UsageError(f"'{raw}' is not a valid value for {key}",
-                         hint=f"e.g. /set {key} {EXAMPLES[key]}") from None
+                         hint=f"e.g. /set {key} {SETTING_EXAMPLES[key]}") from None
 
 
 def _unquoted(text: str) -> str:

@@ -125,6 +125,9 @@ CHAT_SETTINGS: dict[str, type[int] | type[float]] = {  # what /set changes and a
     "temperature": float, "top_k": int, "top_p": float, "min_p": float, "repeat_penalty": float,
     "repeat_last_n": int, "presence_penalty": float, "frequency_penalty": float, "max_tokens": int, "seed": int,
 }
+SETTING_EXAMPLES = {"temperature": "0.7", "top_k": "40", "top_p": "0.9", "min_p": "0.05", "repeat_penalty": "1.1",
+                    "repeat_last_n": "64", "presence_penalty": "0.5", "frequency_penalty": "0.5", "max_tokens": "512",
+                    "seed": "42"}  # a typical value of each: the hint for one that is no number
 
 
 def check_setting(key: str, value: object) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from localgen.errors import ConfigError, UsageError
 from localgen.inputs import expand_user_path
-from localgen.params import CHAT_SETTINGS, check_context_bounds, check_setting
+from localgen.params import CHAT_SETTINGS, SETTING_EXAMPLES, check_context_bounds, check_setting
 from localgen.references import NAME_PATTERN, check_safe_filename, is_repo_id, parse_reference
 
 try:
@@ -180,7 +180,7 @@ def _check_settings(where: str, settings: dict[str, object]) -> None:
         kind = CHAT_SETTINGS[key]
         if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
             raise ConfigError(f"{where}.{key} must be {'a number' if kind is float else 'an integer'}",
-                              hint=f"write {key} = {'0.7' if kind is float else '40'}")
+                              hint=f"write {key} = {SETTING_EXAMPLES[key]}")
         try:
             check_setting(key, value)
         except UsageError as exc:

@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from localgen.chat_settings import EXAMPLES, SETTING_NAMES, parse_setting
+from localgen.chat_settings import SETTING_NAMES, parse_setting
 from localgen.errors import UsageError
+from localgen.params import SETTING_EXAMPLES as EXAMPLES
 from localgen.params import GenerationLimits, SamplingParams
 
 

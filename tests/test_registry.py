@@ -78,6 +78,20 @@ def test_an_entry_s_settings_are_checked_as_the_command_line_s(tmp_path: Path, l
     assert info.value.message == f"{user}: {message}" and info.value.hint
 
 
+@pytest.mark.parametrize(("text", "message", "hint"), [
+    ('[models.smollm2-135m]\nmin_p = "low"\n', "[models.smollm2-135m].min_p must be a number", "write min_p = 0.05"),
+    ("[defaults]\nseed = 1.5\n", "[defaults].seed must be an integer", "write seed = 42"),
+    ("[defaults]\nrepeat_penalty = true\n", "[defaults].repeat_penalty must be a number", "write repeat_penalty = 1.1"),
+])
+def test_a_setting_of_the_wrong_type_is_hinted_a_typical_value_of_that_setting(tmp_path: Path, text: str,
+                                                                              message: str, hint: str) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_registry(user)
+    assert (info.value.message, info.value.hint) == (f"{user}: {message}", hint)
+
+
 def test_defaults_may_give_a_system_prompt_and_settings_for_every_model(tmp_path: Path) -> None:
     user = tmp_path / "models.toml"
     user.write_text('[defaults]\nsystem = "Be terse."\ntemperature = 0.2\nseed = 7\n')
