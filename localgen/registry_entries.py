@@ -243,17 +243,45 @@ def _given_twice(reason: str, text: str) -> tuple[str, str] | None:
             return None
         if not isinstance(keys, tuple) or not all(isinstance(key, str) for key in keys):
             return None
-        name = ".".join(key if NAME_PATTERN.fullmatch(key) and "." not in key else f'"{key}"' for key in keys)
+        name = _table_name(keys)
         return (f"[{name}] appears twice (again at line {table[2]})",
                 f"keep one [{name}] table, with every key it needs")
     key = _KEY_TWICE.match(reason)
     if key is None:
         return None
-    lines = text.splitlines()
+    lines = text.split("\n")  # TOML's lines: a string may hold U+2028 or U+0085, which splitlines() splits at
     number = int(key[1])
-    name = lines[number - 1].partition("=")[0].strip() if 0 < number <= len(lines) else ""
+    line = lines[number - 1].strip() if 0 < number <= len(lines) else ""
+    keys = _header_keys(line)
+    if keys:
+        return (f"line {number} makes [{_table_name(keys)}] a table, but {keys[-1]!r} already has a value in "
+                f"[{_table_name(keys[:-1])}]" if len(keys) > 1 else f"line {number} makes [{keys[0]}] a table, but "
+                f"{keys[0]!r} already has a value",
+                f"keep one of the two: the {keys[-1]!r} value or the [{_table_name(keys)}] table")
+    name = line.partition("=")[0].strip()
     named = f"{name[:40]!r} " if name else "a key "
     return f"line {number} sets {named}again, in a table that already has it", "keep one of the two lines"
+
+
+def _table_name(keys: tuple[str, ...] | list[str]) -> str:
+    """A table's name as a models.toml writes it: its keys joined by dots, quoted where they must be."""
+    return ".".join(key if NAME_PATTERN.fullmatch(key) and "." not in key else f'"{key}"' for key in keys)
+
+
+def _header_keys(line: str) -> list[str]:
+    """The keys a table header line ([a.b] or [[a.b]]) names; empty when the line is no table header."""
+    if not line.startswith("["):
+        return []
+    try:
+        node: object = tomllib.loads(line)
+    except tomllib.TOMLDecodeError:
+        return []
+    keys: list[str] = []
+    while isinstance(node, dict) and len(node) == 1:
+        key, node = next(iter(node.items()))
+        keys.append(key)
+        node = node[-1] if isinstance(node, list) and node else node
+    return keys
 
 
 def parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str, dict] | None = None,

@@ -428,6 +428,11 @@ REGISTRY_DAMAGE = {
                            '[models."q2.5"] appears twice (again at line 2)'),
     "key-twice": (b"[models.x]\nrepo='a/b'\nrepo = 'c/d'\n",
                   "line 3 sets 'repo' again, in a table that already has it"),
+    "key-twice-after-line-separators": (  # in a string, TOML's lines are not split at U+2028, U+2029 or U+0085
+        "[models.x]\ndescription = 'a\u2028b\u2029c\u0085d'\nrepo='a/b'\nquant='Q4_0'\nrepo = 'c/d'\n".encode(),
+        "line 5 sets 'repo' again, in a table that already has it"),
+    "table-over-key": (b"[models.x]\nrepo='a/b'\n[models.x.repo]\nquant='Q4_0'\n",
+                       "line 3 makes [models.x.repo] a table, but 'repo' already has a value in [models.x]"),
     "binary": (bytes(range(256)) * 4, "not UTF-8"),
     "latin-1": ("[models.caf\xe9]\nrepo='a/b'\nquant='Q4_0'\n".encode("latin-1"), "not UTF-8"),
     "deep-nesting": (b"x = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "not valid TOML"),
