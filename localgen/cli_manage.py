@@ -14,7 +14,7 @@ from localgen.units import binary_size, counted, iso_time, local_minute
 
 if TYPE_CHECKING:
     from localgen.catalog import CachedModel, ListedModel
-    from localgen.hub import Pin
+    from localgen.hub_verify import Pin
     from localgen.model_removal import Removals, RemovedModel
     from localgen.registry import ModelSpec, Registry
 

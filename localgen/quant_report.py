@@ -147,7 +147,7 @@ def _pin_refusal(options: list[FitOption], index: int | None, files: Sequence[Hu
                  target: Target) -> tuple[list[FitOption], str | None]:
     """The options, the named one marked as refused when the Hub's file is not the one its registry entry pins (its
     sha256 or size, as a run refuses it before downloading), and that refusal as a note (None when none)."""
-    from localgen import hub
+    from localgen.hub_verify import check_pin
     from localgen.resolve import entry_pin
 
     pin = entry_pin(target.spec, target.ref)
@@ -156,7 +156,7 @@ def _pin_refusal(options: list[FitOption], index: int | None, files: Sequence[Hu
     option = options[index]
     first = next(f for f in files if f.filename == option.filenames[0])
     try:
-        hub.check_pin(f"{first.repo}/{first.filename}", first.sha256, first.size, pin)
+        check_pin(f"{first.repo}/{first.filename}", first.sha256, first.size, pin)
     except LocalgenError as exc:
         name = target.spec.name if target.spec is not None else target.text
         refused = replace(option, plan=None, problem=f"not the file [models.{name}] pins")

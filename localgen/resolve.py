@@ -12,6 +12,7 @@ from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
 from localgen.hub_errors import blamed_on_entry, offer_alternative, offline_hint, with_alternative
+from localgen.hub_verify import Pin, check_pinned_file
 from localgen.inputs import is_existing_file, short_path
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import (
@@ -66,11 +67,11 @@ def _is_default_file(spec: ModelSpec | None, ref: ModelRef) -> bool:
     return ref.quant is None or (spec.file is None and normalize_quant(ref.quant) == normalize_quant(spec.quant))
 
 
-def entry_pin(spec: ModelSpec | None, ref: ModelRef) -> hub.Pin | None:
+def entry_pin(spec: ModelSpec | None, ref: ModelRef) -> Pin | None:
     """The sha256 and size a registry entry expects of the file a reference names, if it names the default one."""
     if spec is None or not (spec.sha256 or spec.size) or not _is_default_file(spec, ref):
         return None
-    return hub.Pin(sha256=spec.sha256, size=spec.size, origin=spec.origin)
+    return Pin(sha256=spec.sha256, size=spec.size, origin=spec.origin)
 
 
 def _bundled(spec: ModelSpec | None, ref: ModelRef, *, offline: bool) -> Path | None:
@@ -189,7 +190,7 @@ def _copy_source(path: Path) -> str:
     return f"hub (incomplete: {counted(missing, 'shard')} missing)" if missing else "hub (unverified)"
 
 
-def undownloaded_entry(text: str) -> tuple[ModelSpec, str, hub.Pin | None, str | None] | None:
+def undownloaded_entry(text: str) -> tuple[ModelSpec, str, Pin | None, str | None] | None:
     """The registry entry a reference names, the quant it asks for, what the entry pins of that file and what the
     repo lacked of it when localgen last listed it (None: nothing), when no file of it is here at all (not even one
     another tool downloaded): what `models show` describes from the entry alone; else None."""
@@ -221,10 +222,10 @@ def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
                                       f"-m {unverified} uses it as it is")
 
 
-def _refused_by_pin(path: Path, pin: hub.Pin | None) -> LocalgenError | None:
+def _refused_by_pin(path: Path, pin: Pin | None) -> LocalgenError | None:
     """Why a cached copy is not the file its registry entry pins, or None."""
     try:
-        hub.check_pinned_file(path, pin)
+        check_pinned_file(path, pin)
     except LocalgenError as exc:
         return exc
     return None
@@ -316,8 +317,8 @@ def _local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:
 def _check_own_pin(path: Path, spec: ModelSpec) -> None:
     """A file of one's own (path =) must have the size and sha256 its entry pins, if it pins them, as a download
     must; it is hashed once per version of the file (a marker remembers it)."""
-    pin = hub.Pin(sha256=spec.sha256, size=spec.size, origin=spec.origin) if spec.sha256 or spec.size else None
-    hub.check_pinned_file(path, pin, label=short_path(path), changed="the file", remember=True)
+    pin = Pin(sha256=spec.sha256, size=spec.size, origin=spec.origin) if spec.sha256 or spec.size else None
+    check_pinned_file(path, pin, label=short_path(path), changed="the file", remember=True)
 
 
 def _missing_file_hint(path: Path, shown: str) -> str:
