@@ -393,11 +393,22 @@ def cached_options(repo: str, hw: Hardware, request: FitRequest) -> list[FitOpti
     return options
 
 
+_HEADERS: dict[tuple[str, int, int, int], GGUFInfo] = {}  # by file identity: a run chooses a quant twice
+
+
 def _read_local(path: Path) -> GGUFInfo:
-    """A local file's validated header."""
+    """A local file's validated header, read once a process while the file stays the same (path, inode, size,
+    modification time)."""
     from localgen.gguf_reader import read_gguf
 
-    return read_gguf(path)
+    try:
+        stat = path.stat()
+    except OSError:
+        return read_gguf(path)  # its own error names the file
+    key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key not in _HEADERS:
+        _HEADERS[key] = read_gguf(path)
+    return _HEADERS[key]
 
 
 def too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitRequest) -> InsufficientMemoryError:

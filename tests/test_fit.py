@@ -682,6 +682,34 @@ def test_fit_shows_kv_and_total_at_the_context_its_plan_uses() -> None:
     assert option["problem"].startswith(f"needs {binary_size(option['ram_bytes'])} RAM")
 
 
+def test_a_run_of_a_repo_reads_each_downloaded_quant_s_header_once(quant_files: dict[str, Path], tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import gguf_reader, hub_cache
+    from localgen.hub_types import HubFile
+
+    copies = {quant: tmp_path / path.name for quant, path in quant_files.items()}
+    for quant, copy in copies.items():
+        copy.write_bytes(quant_files[quant].read_bytes())
+    listing = [HubFile(repo=REPO, filename=copy.name, size=copy.stat().st_size, sha256=None, quant=quant,
+                       shard_index=None, shard_count=None) for quant, copy in copies.items()]
+    monkeypatch.setattr(hub_cache, "cached_listing", lambda repo: listing)
+    monkeypatch.setattr(hub_cache, "cached_model", lambda repo, *, quant, filename: [copies[quant]])
+    hw = machine(int(_limit_between(quant_files, "Q4_0", "Q5_0")))
+    reads: list[Path] = []
+
+    def counted_read(path: Path) -> object:
+        reads.append(path)
+        return read_gguf(path)
+
+    monkeypatch.setattr(gguf_reader, "read_gguf", counted_read)
+    chosen = [choose_cached(REPO, hw=hw, request=FitRequest()) for _ in range(2)]  # a run's preflight, then its resolve
+    assert chosen == [f"{REPO}:Q4_0"] * 2
+    assert sorted(reads) == sorted(copies.values())
+    copies["Q8_0"].write_bytes(copies["Q8_0"].read_bytes() + b"\0")  # a file changed on disk is read again
+    choose_cached(REPO, hw=hw, request=FitRequest())
+    assert reads[len(copies):] == [copies["Q8_0"]]
+
+
 def test_fit_and_run_against_the_hub(hubenv: HubEnv, quant_files: dict[str, Path],
                                      capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     _serve(hubenv, quant_files)
