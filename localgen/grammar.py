@@ -60,7 +60,7 @@ def constraint_source(grammar: str | None, json_schema: str | None) -> Constrain
     for option, value in (("--grammar", grammar), ("--json-schema", json_schema)):
         if value is not None:
             _refuse_stdin(value, option)
-            return ConstraintSource(option, InputFile.checked(value, option))
+            return ConstraintSource(option, InputFile.checked(value, option, binary_hint=_KINDS[option][1]))
     return None
 
 

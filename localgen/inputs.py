@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NoReturn
 
 from localgen.errors import GGUFError, UsageError
 
@@ -32,8 +32,7 @@ def decode_input(data: bytes, source: str, warnings: list[str], *, binary_hint: 
     """Decode input bytes as UTF-8, or as UTF-16 or UTF-32 where a byte-order mark says so (Windows' "Unicode"
     text), without the mark; binary data is refused, undecodable bytes are replaced with a warning."""
     encoding = wide_encoding(data)
-    if b"\x00" in data and encoding is None:
-        raise UsageError(f"{source} looks like binary data (it contains NUL bytes)", hint=binary_hint)
+    refuse_binary(data, source, binary_hint)
     try:
         text = data.decode(encoding or "utf-8")
     except UnicodeDecodeError:
@@ -47,6 +46,12 @@ def decode_input(data: bytes, source: str, warnings: list[str], *, binary_hint: 
 
 _WIDE_MARKS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"), (b"\xff\xfe", "utf-16"),
                (b"\xfe\xff", "utf-16"))  # UTF-32's marks first: UTF-16 LE's is the start of one
+
+
+def refuse_binary(data: bytes, source: str, hint: str) -> None:
+    """Refuse data with a NUL byte in it, unless a UTF-16 or UTF-32 byte-order mark starts it, as binary data."""
+    if b"\x00" in data and wide_encoding(data) is None:
+        raise UsageError(f"{source} looks like binary data (it contains NUL bytes)", hint=hint)
 
 
 def wide_encoding(data: bytes) -> str | None:
@@ -88,10 +93,11 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTIO
     return decode_input(data, name, warnings, binary_hint=binary_hint)
 
 
-def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None = None) -> None:
+def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None = None,
+                    binary_hint: str = DOCUMENT_HINT) -> None:
     """Refuse a path given to option that cannot be a file to read (missing, a directory, a file over the size
-    bound...) without opening it, so that a bad one is named (as shown, the path as typed; else path) before a pipe
-    among the others is waited for."""
+    bound...) without reading it (but for an oversized file's first block), so that a bad one is named (as shown, the
+    path as typed; else path) before a pipe among the others is waited for."""
     name = short_path(shown or path)
     try:
         status = path.stat()
@@ -99,13 +105,24 @@ def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None 
         raise _unreadable(name, option, exc) from None
     mode = status.st_mode
     if stat.S_ISREG(mode) and status.st_size > MAX_INPUT_BYTES:  # read, it was refused after 256 MiB of it
-        raise UsageError(f"{name} is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint="send a smaller file")
+        _refuse_oversized(path, name, option, binary_hint)
     if stat.S_ISDIR(mode):
         raise _unreadable(name, option, IsADirectoryError(errno.EISDIR, "Is a directory"))
     if stat.S_ISSOCK(mode):  # opening one fails with "No such device or address"
         raise UsageError(f"{name} is a socket, not a file", hint=f"pass a file or a pipe to {option}")
     if not os.access(path, os.R_OK):
         raise _unreadable(name, option, PermissionError(errno.EACCES, "Permission denied"))
+
+
+def _refuse_oversized(path: Path, name: str, option: str, binary_hint: str) -> NoReturn:
+    """Refuse a regular file over MAX_INPUT_BYTES: as binary data where its first block says so (a model, a video),
+    as reading it would, else by its size (opening a regular file does not wait)."""
+    try:
+        with path.open("rb") as handle:
+            refuse_binary(handle.read(BINARY_SNIFF_BYTES), name, binary_hint)
+    except OSError as exc:
+        raise _unreadable(name, option, exc) from None
+    raise UsageError(f"{name} is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint="send a smaller file")
 
 
 def _unreadable(name: str, option: str, exc: OSError) -> UsageError:
@@ -167,12 +184,13 @@ class InputFile:
     typed: str | None = None  # the path as the user typed it, as messages name it (Path drops a leading ./)
 
     @classmethod
-    def checked(cls, name: str, option: str, *, stdin: bool = False) -> InputFile:
-        """The file name given to option, checked; with stdin, "-" stands for standard input."""
+    def checked(cls, name: str, option: str, *, stdin: bool = False, binary_hint: str = DOCUMENT_HINT) -> InputFile:
+        """The file name given to option, checked (binary_hint: the hint for a binary one); with stdin, "-" stands for
+        standard input."""
         if stdin and name == STDIN_NAME:
             return cls(option)
         path = option_path(name, option)
-        check_file_path(path, option, shown=name)
+        check_file_path(path, option, shown=name, binary_hint=binary_hint)
         return cls(option, path, name)
 
     @property
@@ -317,8 +335,7 @@ def _bounded_read(stream: BinaryIO | _NotedPipe, source: str, binary_hint: str, 
     """All of stream, refused when larger than MAX_INPUT_BYTES (read to one byte more) or binary: binary data is
     told from its first block, not after reading the whole bound (/dev/urandom)."""
     first = stream.read(BINARY_SNIFF_BYTES)
-    if b"\x00" in first and wide_encoding(first) is None:
-        raise UsageError(f"{source} looks like binary data (it contains NUL bytes)", hint=binary_hint)
+    refuse_binary(first, source, binary_hint)
     data = first + (stream.read(MAX_INPUT_BYTES + 1 - len(first)) if len(first) == BINARY_SNIFF_BYTES else b"")
     if len(data) > MAX_INPUT_BYTES:
         raise UsageError(f"{source} is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint=smaller_hint)
@@ -383,7 +400,7 @@ def argument_text(value: str, source: str, warnings: list[str]) -> str:
 
 def chat_template_file(name: str | None) -> InputFile | None:
     """The --chat-template file given, checked (None when none was given)."""
-    return None if name is None else InputFile.checked(name, "--chat-template")
+    return None if name is None else InputFile.checked(name, "--chat-template", binary_hint=TEMPLATE_HINT)
 
 
 def read_chat_template(file: InputFile | None, *, waiting: Waiting | None = None) -> str | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from localgen.inputs import BINARY_SNIFF_BYTES
 from tests.conftest import REPO_ROOT, run_localgen
 from tests.test_repl import Chat, spawn_chat
 
@@ -361,7 +362,37 @@ def test_a_file_over_the_size_bound_is_refused_before_a_pipe_is_waited_for(tmp_p
     os.mkfifo(fifo)
     big = tmp_path / "big.txt"
     with big.open("wb") as handle:
+        handle.write(b"text " * (BINARY_SNIFF_BYTES // 5 + 1))  # text as far as it is looked at, then NULs
         handle.truncate(257 * 2**20)  # sparse: no disk used
     result = run_localgen("run", "-f", str(fifo), "-f", str(big), "hi", timeout=20)
     assert result.returncode == 2 and result.out == ""
+    assert result.err == f"localgen: error: {big} is larger than 256 MiB (hint: send a smaller file)\n", result.err
+
+
+@pytest.mark.parametrize(("option", "hint"), [
+    ("-f", "send text; convert documents to plain text first"),
+    ("--chat-template", "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"),
+    ("--grammar", "give a GBNF grammar, as text or a file, with a root rule, e.g. "
+                  "--grammar 'root ::= \"yes\" | \"no\"'"),
+])
+def test_an_oversized_binary_file_is_refused_as_binary_data(tmp_path: Path, option: str, hint: str) -> None:
+    """A model or a video over the size bound was refused by its size, as if a smaller one would do."""
+    big = tmp_path / "model.gguf"
+    with big.open("wb") as handle:
+        handle.write(b"GGUF\x03\x00\x00\x00" + b"text " * 100)
+        handle.truncate(300 * 2**20)  # sparse: no disk used
+    result = run_localgen("run", option, str(big), "hi", timeout=20)
+    assert result.returncode == 2 and result.out == ""
+    assert result.err == (f"localgen: error: {big} looks like binary data (it contains NUL bytes) (hint: {hint})\n"), \
+        result.err
+
+
+def test_an_oversized_text_file_that_starts_as_utf16_is_refused_by_its_size(tmp_path: Path) -> None:
+    """Its NUL bytes are a UTF-16 text's, not binary data's."""
+    big = tmp_path / "big.txt"
+    with big.open("wb") as handle:
+        handle.write("\ufeffhello".encode("utf-16-le"))
+        handle.truncate(300 * 2**20)
+    result = run_localgen("run", "-f", str(big), "hi", timeout=20)
+    assert result.returncode == 2
     assert result.err == f"localgen: error: {big} is larger than 256 MiB (hint: send a smaller file)\n", result.err
