@@ -121,13 +121,17 @@ OPTIONS_OF_OTHER_TOOLS = {"run": {**OTHER_TOOLS_OPTIONS, **_RUN_ONLY}, "chat": O
                           "bench": LLAMA_BENCH_OPTIONS}
 
 # Where chat's way differs from run's.
+_CHAT_USAGE = "localgen's is chat --stats, token counts and speeds after every answer (/stats in the chat)"
+_CHAT_EXTRACT = 'chat shows code blocks as written, to copy; to extract one, pipe the answer of localgen run "..."'
 _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the prompt at chat's >>> prompt",
             "-cnv": "`localgen chat` is a conversation already: drop it",
             "--conversation-mode": "`localgen chat` is a conversation already: drop it",
             **dict.fromkeys(("-i", "--interactive", "-if", "--interactive-first"),
                             "`localgen chat` is interactive already: drop it"),
             "--no-stream": "chat streams each answer: drop it",
-            "--cid": "localgen's is chat --resume NAME; --resume alone takes the latest"}
+            "--cid": "localgen's is chat --resume NAME; --resume alone takes the latest",
+            **dict.fromkeys(("-u", "--usage"), _CHAT_USAGE),
+            **dict.fromkeys(("-x", "--extract", "--xl", "--extract-last"), _CHAT_EXTRACT)}
 
 
 def mentions_other_tools_options(command: str, args: list[str]) -> bool:

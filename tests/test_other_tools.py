@@ -60,6 +60,10 @@ from tests.conftest import bundled_model_file, run_localgen
      "localgen's is --stats, token counts and speeds on stderr; --json has them too"),
     (("run", "-x", "hi"), "-x is llm's option for the first code block",
      "localgen prints the whole answer: ask the model for the code alone, or cut it out of stdout"),
+    (("chat", "-u"), "-u is llm's option for token usage",  # chat has no --json, and needs a terminal
+     "localgen's is chat --stats, token counts and speeds after every answer (/stats in the chat)"),
+    (("chat", "--xl"), "--xl is llm's option for the last code block",
+     'chat shows code blocks as written, to copy; to extract one, pipe the answer of localgen run "..."'),
     (("run", "--sf", "reviewer", "hi"), "--sf is llm's option for a system prompt fragment",
      "localgen's is --system-file FILE, or -sysf FILE"),
     (("run", "--no-log", "hi"), "--no-log is llm's option for not logging the exchange",
