@@ -11,6 +11,7 @@ from pathlib import Path
 
 from localgen.config import settings
 from localgen.conversation import (
+    FORMAT_VERSION,
     NAME_PATTERN,
     Conversation,
     DamagedConversationError,
@@ -68,13 +69,17 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
 
 
 def _taken(path: Path, name: str) -> UsageError:
-    """The error for a save as NAME where something is saved already: a conversation to /load, or a file that is
-    none (damaged, another version's, not a file) to move away or delete."""
+    """The error for a save as NAME where something is saved already: a conversation to /load, another version's
+    to leave as it is, or a file that is none (damaged, not a file) to move away or delete."""
     if not path.is_file():
         return UsageError(f"{path} is in the way of a conversation named '{name}' (not a file)",
                           hint="choose another name, or move it away")
     try:
         Conversation.from_json(_read_saved(path, False), path, name=name)
+    except ForeignFormatError as exc:
+        newer = "a newer" if exc.format_version > FORMAT_VERSION else "another"
+        return UsageError(f"a conversation named '{name}' already exists, saved by {newer} localgen version (format "
+                          f"{exc.format_version})", hint="it is left as it is for that version; choose another name")
     except LocalgenError:
         return UsageError(f"a conversation named '{name}' already exists, and cannot be read",
                           hint=f"choose another name (/list says what is wrong with it; `localgen conversations rm "

@@ -207,6 +207,24 @@ def test_save_as_the_name_of_a_damaged_file_does_not_offer_to_load_it(tmp_path: 
     assert readable.value.hint == "choose another name, or /load mine to continue it"
 
 
+def test_save_as_the_name_of_a_newer_format_s_conversation_leaves_it_to_that_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It was called unreadable, with `conversations rm` to delete it: another localgen's conversation is kept."""
+    from localgen.conversation_store import conversations_dir
+
+    _home(tmp_path, monkeypatch)
+    mine = Conversation(name="mine", turns=[Turn("q", "a")])
+    save_conversation(mine)
+    newer = '{"format": 99, "name": "future", "turns": []}'
+    (conversations_dir() / "future.json").write_text(newer)
+    with pytest.raises(UsageError) as info:
+        save_conversation(mine, "future")
+    assert info.value.message == ("a conversation named 'future' already exists, saved by a newer localgen version "
+                                  "(format 99)")
+    assert info.value.hint == "it is left as it is for that version; choose another name"
+    assert (conversations_dir() / "future.json").read_text() == newer and mine.name == "mine"
+
+
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
