@@ -120,7 +120,7 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
     if not loaded.prompt_format.is_chat:
         raise LocalgenError(f"{loaded.resolved.display_name} has no chat template, and a conversation needs one",
                             hint="give it one with --chat-template FILE, or drop --continue/--conversation")
-    system_note = _system_change(continued, system)
+    system_note = _system_change(continued, system, loaded.prompt_format.default_system)
     if system is not None:
         conversation.system = system
     session = ChatSession(loaded, options, conversation, sampling, limits, draft=draft,
@@ -147,15 +147,19 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
     return lambda: events
 
 
-def _system_change(continued: Continued, system: str | None) -> str | None:
-    """What to say when -s replaces the system prompt a conversation already had, or None."""
+def _system_change(continued: Continued, system: str | None, template_default: Callable[[], str | None]) -> str | None:
+    """What to say when -s replaces the system prompt a conversation already had (where it had none, the one its chat
+    template writes: template_default's), or None."""
     from localgen.repl_text import brief
 
     before = continued.conversation.system
     if system is None or continued.is_new or system == before:
         return None
     now = "an empty system prompt" if system == "" else f"system prompt {brief(system)!r}"
-    was = "none" if before is None else "an empty one" if before == "" else repr(brief(before))
+    if before is None:
+        was = "the model's default" if template_default() else "none"
+    else:
+        was = "an empty one" if before == "" else repr(brief(before))
     return f"localgen: conversation '{continued.conversation.name}' now has {now} instead of {was}"
 
 

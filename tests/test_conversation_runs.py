@@ -257,9 +257,10 @@ def test_json_names_no_conversation_when_ctrl_c_left_the_exchange_unsaved(args: 
     assert _saved() == before
 
 
-def test_a_run_s_system_prompt_replacing_a_conversation_s_says_so_once() -> None:
+def test_a_run_s_system_prompt_replacing_a_conversation_s_says_so_once(tmp_path: Path) -> None:
     """-s on a saved conversation with another system prompt replaces it, as chat's /system does, and says so; the
-    same prompt again, or a new conversation's, is said nothing of."""
+    same prompt again, or a new conversation's, is said nothing of. One saved without a system prompt ran with its
+    chat template's default, where the template has one."""
     first = run_localgen("run", "--conversation", "pirate", "-s", "You are a pirate.", "-n", "1", *GREEDY, "Hi")
     assert first.returncode == 0 and "system prompt" not in first.err, first.err
     same = run_localgen("run", "--conversation", "pirate", "-s", "You are a pirate.", "-n", "1", *GREEDY, "Hi")
@@ -273,3 +274,16 @@ def test_a_run_s_system_prompt_replacing_a_conversation_s_says_so_once() -> None
     assert "now has an empty system prompt instead of 'You are a cat.'\n" in emptied.err, emptied.err
     kept = run_localgen("run", "--conversation", "pirate", "-n", "1", *GREEDY, "Hi")  # no -s: kept, said nothing of
     assert kept.returncode == 0 and "system prompt" not in kept.err and _saved()["pirate"]["system"] == ""
+    plain = run_localgen("run", "--conversation", "plain", "-n", "1", *GREEDY, "Hi")  # none: the template's default
+    assert plain.returncode == 0 and _saved()["plain"]["system"] is None, plain.err
+    given = run_localgen("run", "--conversation", "plain", "-s", "You are a cat.", "-n", "1", *GREEDY, "Hi")
+    assert ("localgen: conversation 'plain' now has system prompt 'You are a cat.' instead of the model's default\n"
+            in given.err), given.err
+    template = tmp_path / "bare.jinja"  # ChatML with no system prompt of its own
+    template.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    bare = ("run", "--conversation", "bare", "--chat-template", str(template), "-n", "1", *GREEDY)
+    assert run_localgen(*bare, "Hi").returncode == 0
+    given = run_localgen(*bare, "-s", "You are a cat.", "Hi")
+    assert "localgen: conversation 'bare' now has system prompt 'You are a cat.' instead of none\n" in given.err, \
+        given.err
