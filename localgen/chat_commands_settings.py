@@ -12,6 +12,7 @@ from localgen.repl_input import unwrap_block
 from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_line
 from localgen.repl_state import ChatState
 from localgen.session import ChatSession
+from localgen.stopping import typed_escape_warnings
 
 UNSET_MEANS = {"seed": "random", "max_tokens": "no limit"}  # what /set says a setting of none does
 
@@ -81,6 +82,7 @@ def _set_stop(session: ChatSession, argument: str) -> None:
         raise UsageError("/set stop: a stop string is empty", hint="give each stop string some text")
     session.limits = replace(session.limits, stop=tuple(words))
     console.say(stop_strings_line(session.limits.stop) if words else "stop strings cleared")
+    console.warn_each(typed_escape_warnings(words, in_chat=True))
 
 
 def stats_command(state: ChatState, argument: str) -> None:

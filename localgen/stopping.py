@@ -13,9 +13,10 @@ def partial_suffix(text: str, word: str, *, longer_than: int = 0) -> int:
     return 0
 
 
-def typed_escape_warnings(stops: list[str]) -> list[str]:
+def typed_escape_warnings(stops: list[str], *, in_chat: bool = False) -> list[str]:
     """A warning for each stop string holding a typed escape (a backslash and n, t or r): llama-cli reads '\\n' in
-    its reverse prompts as a newline; localgen takes a stop string as typed, so such a string rarely matches."""
+    its reverse prompts as a newline; localgen takes a stop string as typed, so such a string rarely matches. in_chat:
+    for chat's /set stop rather than --stop."""
     import shlex
 
     warnings = []
@@ -23,11 +24,18 @@ def typed_escape_warnings(stops: list[str]) -> list[str]:
         typed = [(escape, name) for escape, name in ESCAPES.items() if escape in stop]
         if typed:
             escape, name = typed[0]
-            meant = "$'" + stop.replace("'", "\\'") + "'"
-            warnings.append(f"--stop {shlex.quote(stop)} holds {escape} as a backslash and a letter, not {name}: "
-                            f"stop strings are taken as typed (in bash or zsh, --stop {meant} turns {escape} into "
-                            f"{name})")
+            warnings.append(f"{'/set stop' if in_chat else '--stop'} {shlex.quote(stop)} holds {escape} as a backslash "
+                            f"and a letter, not {name}: stop strings are taken as typed "
+                            f"({_escape_ways(stop, escape, name, in_chat=in_chat)})")
     return warnings
+
+
+def _escape_ways(stop: str, escape: str, name: str, *, in_chat: bool) -> str:
+    """How to give the stop string with the character its typed escape stands for: a shell's $'...' (for chat, on
+    its command line), or in the chat, Alt+Enter for a newline."""
+    meant = "$'" + stop.replace("'", "\\'") + "'"
+    shell = f"in bash or zsh, {'localgen chat ' if in_chat else ''}--stop {meant} turns {escape} into {name}"
+    return f"Alt+Enter between quotes types a newline here; {shell}" if in_chat and escape == "\\n" else shell
 
 
 class StopMatcher:
