@@ -25,14 +25,12 @@ def read_texts(system: str | None, stop: list[str] | None, warnings: list[str]) 
     (--system-file reads one; -s takes the text), or a number (llama-cli's -s is its seed), and for each stop string
     holding a typed escape."""
     import re
-    import shlex
 
-    from localgen.inputs import argument_text, is_existing_file
+    from localgen.inputs import argument_text, file_name_warning, names_a_file
     from localgen.stopping import typed_escape_warnings
 
-    if system and not any(c.isspace() for c in system) and is_existing_file(system):
-        warnings.append(f"the system prompt is the text {system!r}, the name of a file, not what it holds "
-                        f"(for that: {SYSTEM_FILE_OPTION} {shlex.quote(system)})")
+    if system and names_a_file(system):
+        warnings.append(file_name_warning("the system prompt", system, SYSTEM_FILE_OPTION))
     elif system and re.fullmatch(r"\s*-?[0-9]+\s*", system):  # llama-cli's -s is its seed
         warnings.append(f"the system prompt is the text {system!r}: -s is --system here, not llama-cli's seed "
                         f"(for that: --seed {system.strip()})")

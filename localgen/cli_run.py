@@ -25,7 +25,7 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     from localgen import console
     from localgen.cli_model import say_waiting_for
     from localgen.config import settings
-    from localgen.inputs import once_each, read_attachments
+    from localgen.inputs import file_name_warning, names_a_file, once_each, read_attachments
     from localgen.registry import reads_as_a_model
 
     attachments = read_attachments(files, stdin, warnings, stdin_asked=stdin_asked, waiting=say_waiting_for)
@@ -38,19 +38,9 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
                          hint=f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}`')
     if not attached and not (prompt and prompt.strip()):
         raise nothing_to_send(stdin_read=len(names) > len(files))
-    if prompt and prompt_names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
-        import shlex
-
-        console.warn(f"the prompt is the text {prompt!r}, the name of a file, not what it holds "
-                     f"(for that: -f {shlex.quote(prompt)})")
+    if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
+        console.warn(file_name_warning("the prompt", prompt, "-f"))
     return attachments
-
-
-def prompt_names_a_file(prompt: str) -> bool:
-    """Whether the prompt is just the name of an existing file (`localgen run notes.md`, meant as -f notes.md)."""
-    from localgen.inputs import is_existing_file
-
-    return not any(c.isspace() for c in prompt) and is_existing_file(prompt)
 
 
 def nothing_to_send(*, stdin_read: bool) -> UsageError:

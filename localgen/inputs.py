@@ -267,6 +267,20 @@ def is_existing_file(text: str) -> bool:
         return False
 
 
+def names_a_file(text: str) -> bool:
+    """Whether a text given as such (a prompt, a system prompt) is just the name of an existing file, meant to be read
+    (`localgen run notes.md`, meant as -f notes.md)."""
+    return not any(c.isspace() for c in text) and is_existing_file(text)
+
+
+def file_name_warning(what: str, text: str, option: str) -> str:
+    """The warning for a text (what: "the prompt") that names a file (names_a_file), with the option that reads it."""
+    import shlex
+
+    return (f"{what} is the text {text!r}, the name of a file, not what it holds "
+            f"(for that: {option} {shlex.quote(text)})")
+
+
 def short_path(path: Path | str) -> str:
     """A path for an error message, cut in the middle when very long."""
     text = str(path)
