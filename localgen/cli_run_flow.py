@@ -108,16 +108,6 @@ def run_command(request: RunRequest) -> None:
         report_run(request, outcome)
 
 
-def hidden_tag_stops(stops: list[str]) -> list[str]:
-    """A warning for each --stop string that spells <think> or </think>: --hide-thinking matches stop strings in the
-    answer shown, which has those tags left out, so such a string never matches."""
-    from localgen.thinking import CLOSE_TAG, OPEN_TAG
-
-    return [f"--stop {stop!r} never matches with --hide-thinking: stop strings are matched in the answer, which has "
-            f"its {OPEN_TAG}…{CLOSE_TAG} reasoning left out (without --hide-thinking it stops at the tag)"
-            for stop in stops if OPEN_TAG in stop or CLOSE_TAG in stop]
-
-
 def check_run(request: RunRequest) -> CheckedRun:
     """Everything that can be refused before piped stdin, or a pipe an option names, is waited for: the options,
     the files they name, the model reference, the conversation continued, and (when a pipe will be read) what
@@ -139,6 +129,8 @@ def check_run(request: RunRequest) -> CheckedRun:
     if system == STDIN_NAME:  # as -f - and a prompt of - read stdin
         warnings.append(f"the system prompt is the text '{STDIN_NAME}', not stdin (for that: --system-file -)")
     if request.hide_thinking:
+        from localgen.stopping import hidden_tag_stops
+
         warnings += hidden_tag_stops(stop)
     sampling = sampling_from(ctx)
     limits = GenerationLimits(max_tokens=token_budget(request.max_tokens), stop=tuple(stop),

@@ -1,4 +1,5 @@
-"""Incremental stop-string matching over streamed text, without rescanning the output."""
+"""Stop strings: warnings about ones that cannot match as meant, and incremental matching over streamed text, without
+rescanning the output."""
 
 from __future__ import annotations
 
@@ -36,6 +37,16 @@ def _escape_ways(stop: str, escape: str, name: str, *, in_chat: bool) -> str:
     meant = "$'" + stop.replace("'", "\\'") + "'"
     shell = f"in bash or zsh, {'localgen chat ' if in_chat else ''}--stop {meant} turns {escape} into {name}"
     return f"Alt+Enter between quotes types a newline here; {shell}" if in_chat and escape == "\\n" else shell
+
+
+def hidden_tag_stops(stops: list[str]) -> list[str]:
+    """A warning for each --stop string that spells <think> or </think>: --hide-thinking matches stop strings in the
+    answer shown, which has those tags left out, so such a string never matches."""
+    from localgen.thinking import CLOSE_TAG, OPEN_TAG  # thinking imports this module
+
+    return [f"--stop {stop!r} never matches with --hide-thinking: stop strings are matched in the answer, which has "
+            f"its {OPEN_TAG}…{CLOSE_TAG} reasoning left out (without --hide-thinking it stops at the tag)"
+            for stop in stops if OPEN_TAG in stop or CLOSE_TAG in stop]
 
 
 class StopMatcher:
