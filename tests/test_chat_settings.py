@@ -34,4 +34,7 @@ def test_the_hint_of_a_value_that_is_no_number_gives_one_that_setting_takes(key:
         GenerationLimits(max_tokens=value)  # type: ignore[arg-type]
     else:
         SamplingParams(**{key: value})  # in range: no UsageError
+
+
+def test_the_min_p_example_is_a_typical_min_p() -> None:
     assert parse_setting("min_p", EXAMPLES["min_p"]) <= 0.1, "a typical min-p, not a top-p's"
