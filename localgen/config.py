@@ -25,6 +25,7 @@ PROMPT_CACHE_BYTES_ENV = "LOCALGEN_PROMPT_CACHE_BYTES"
 USER_REGISTRY_FILE = "models.toml"
 MEMORY_LIMIT_ENV = "LOCALGEN_MEMORY_LIMIT"  # caps the RAM the load planner counts on (bytes or a size: 4GiB)
 VRAM_LIMIT_ENV = "LOCALGEN_VRAM_LIMIT"  # caps the VRAM budget the same way
+LEAST_LIMIT_BYTES = 2**20  # a RAM or VRAM limit below this (LOCALGEN_MEMORY_LIMIT=8, meaning 8GiB) holds no model
 OFFLINE_ENVS = ("HF_HUB_OFFLINE", "LOCALGEN_OFFLINE")  # either one set to 1 turns the network off
 
 
@@ -60,7 +61,6 @@ def check_environment() -> None:
     """A ConfigError for variables set to what they cannot mean, checked as a command starts; an empty folder
     variable is removed, so that it counts as unset (huggingface_hub would read HF_HOME="" as the current folder)."""
     from localgen.errors import ConfigError
-    from localgen.units import parse_size
 
     for name in OWN_FLAG_ENVS:
         value = os.environ.get(name, "")
@@ -78,9 +78,24 @@ def check_environment() -> None:
             raise ConfigError(f"{name}={folder} {where}",
                               hint="point it at a directory (it is created if missing), or unset it")
     prompt_cache_bytes()  # the sizes are read late (after a load, at a run's end): a typo is heard of now
-    for name, value in ((MEMORY_LIMIT_ENV, settings().memory_limit), (VRAM_LIMIT_ENV, settings().vram_limit)):
-        if value:
-            parse_size(value, name=name)
+    size_limit(settings().memory_limit, MEMORY_LIMIT_ENV)
+    size_limit(settings().vram_limit, VRAM_LIMIT_ENV)
+
+
+def size_limit(value: str | None, name: str) -> int | None:
+    """A RAM or VRAM limit in bytes as set in the variable name (None when unset), or a ConfigError: one too small to
+    hold any model (8 meant as 8GiB reads as 8 bytes) is refused; LOCALGEN_VRAM_LIMIT=0 keeps models off the GPU."""
+    from localgen.errors import ConfigError
+    from localgen.units import binary_size, counted, parse_size
+
+    if not value:
+        return None
+    limit = parse_size(value, name=name)
+    if limit < LEAST_LIMIT_BYTES and not (limit == 0 and name == VRAM_LIMIT_ENV):
+        amount = counted(limit, "byte") if limit < 1024 else binary_size(limit)
+        raise ConfigError(f"{name}={value} is {amount}, too little to hold any model",
+                          hint=f"a plain number counts bytes: give the unit, as in {name}=8GiB")
+    return limit
 
 
 @dataclass(frozen=True)
@@ -93,7 +108,7 @@ class Settings:
     debug: bool
     offline: bool
     offline_envs: tuple[str, ...] = ()  # the variables of OFFLINE_ENVS that turned offline mode on
-    memory_limit: str | None = None  # LOCALGEN_MEMORY_LIMIT as set (hardware.parse_size reads it)
+    memory_limit: str | None = None  # LOCALGEN_MEMORY_LIMIT as set (size_limit reads it)
     vram_limit: str | None = None  # LOCALGEN_VRAM_LIMIT as set
     prompt_cache_size: str | None = None  # LOCALGEN_PROMPT_CACHE_BYTES as set (prompt_cache_bytes reads it)
     amx: bool | None = None  # LOCALGEN_AMX: 1 uses llama.cpp's AMX weight buffers, 0 not; unset: where they work

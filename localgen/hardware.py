@@ -3,7 +3,7 @@
 RAM from /proc/meminfo, capped by the cgroup (v2 memory.max, v1 memory.limit_in_bytes) and by LOCALGEN_MEMORY_LIMIT
 (bytes or a size such as 4GiB, to simulate a smaller machine). GPUs from llama.cpp's ggml backend devices
 (engine.backend_devices), else from `nvidia-smi`; LOCALGEN_VRAM_LIMIT caps the VRAM budget the same way. The two
-limits are read by config.load_settings() and parsed here (units.parse_size).
+limits are read by config.load_settings() and parsed by config.size_limit.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-from localgen.config import MEMORY_LIMIT_ENV, VRAM_LIMIT_ENV, load_settings
-from localgen.units import parse_size
+from localgen.config import MEMORY_LIMIT_ENV, VRAM_LIMIT_ENV, load_settings, size_limit
 
 RAM_USABLE_FRACTION = 0.9
 VRAM_RESERVE_FRACTION = 0.05
@@ -156,11 +155,6 @@ class Hardware:
                 "cpu_repack_types": sorted(self.cpu_repack_types)}
 
 
-def _size_limit(value: str | None, name: str) -> int | None:
-    """A size limit as set (name: its environment variable, for errors), or None when unset."""
-    return parse_size(value, name=name) if value else None
-
-
 def _meminfo() -> tuple[int, int]:
     """(MemTotal, MemAvailable) in bytes from /proc/meminfo (0, 0 when unreadable)."""
     values: dict[str, int] = {}
@@ -240,7 +234,7 @@ def probe_memory() -> MemoryInfo:
     if cgroup is not None and cgroup[0] < total:
         total, available, source = cgroup[0], min(available, cgroup[1]), "cgroup"
     # load_settings(), not the cached settings(): a probe reports the limit as it is set now
-    limit = _size_limit(load_settings().memory_limit, MEMORY_LIMIT_ENV)
+    limit = size_limit(load_settings().memory_limit, MEMORY_LIMIT_ENV)
     if limit is not None and limit < total:  # a limit only lowers the figures
         total, available, source = limit, min(available, limit), MEMORY_LIMIT_ENV
     return MemoryInfo(total_bytes=total, available_bytes=available, source=source)
@@ -315,7 +309,7 @@ def probe_hardware() -> Hardware:
     nvidia = nvidia_smi_gpus() if not offload or not gpus else ()
     if offload and not gpus:
         gpus = nvidia
-    vram_limit = _size_limit(load_settings().vram_limit, VRAM_LIMIT_ENV)
+    vram_limit = size_limit(load_settings().vram_limit, VRAM_LIMIT_ENV)
     return Hardware(memory=probe_memory(), cores=physical_cores(), gpu_offload=offload, gpus=gpus,
                     nvidia_gpus=nvidia, llama_version=llama_cpp_version(), vram_limit_bytes=vram_limit)
 
