@@ -258,9 +258,58 @@ def _given_twice(reason: str, text: str) -> tuple[str, str] | None:
                 f"[{_table_name(keys[:-1])}]" if len(keys) > 1 else f"line {number} makes [{keys[0]}] a table, but "
                 f"{keys[0]!r} already has a value",
                 f"keep one of the two: the {keys[-1]!r} value or the [{_table_name(keys)}] table")
+    over = _value_under_dotted_key(lines, number)
+    if over is not None:
+        return over
     name = line.partition("=")[0].strip()
     named = f"{name[:40]!r} " if name else "a key "
     return f"line {number} sets {named}again, in a table that already has it", "keep one of the two lines"
+
+
+def _value_under_dotted_key(lines: list[str], number: int) -> tuple[str, str] | None:
+    """For a dotted key (a.b = 2) whose line fails because a key before its last part already holds a value (a = 1):
+    the message naming that key and a hint; None where that is not the cause."""
+    keys = _line_keys(lines[number - 1])
+    if len(keys) < 2:
+        return None
+    table: list[str] = []
+    for earlier in reversed(lines[:number - 1]):  # the table the line is in: the nearest header above it
+        if earlier.strip().startswith("["):
+            table = _header_keys(earlier.strip())
+            break
+    try:
+        node: object = tomllib.loads("\n".join(lines[:number - 1]))
+    except tomllib.TOMLDecodeError:
+        return None
+    for key in table:
+        node = node.get(key) if isinstance(node, dict) else None
+        node = node[-1] if isinstance(node, list) and node else node
+    for depth, key in enumerate(keys[:-1], 1):
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+        if not isinstance(node, dict | list):
+            value, dotted = _table_name(keys[:depth]), _table_name(keys)
+            where = f" in [{_table_name(table)}]" if table else ""
+            return (f"line {number} sets {dotted} as if {value!r} were a table, but {value!r} already has a "
+                    f"value{where}", f"keep one of the two: the {value!r} value or the {dotted} key")
+    return None
+
+
+def _line_keys(line: str) -> list[str]:
+    """The keys a key = value line sets (a.b = 2 sets 'a', 'b'); empty when the line is no such line."""
+    name, equals, _ = line.partition("=")
+    if not equals or name.strip().startswith("["):
+        return []
+    try:
+        node: object = tomllib.loads(f"{name} = 0")
+    except tomllib.TOMLDecodeError:
+        return []
+    keys: list[str] = []
+    while isinstance(node, dict) and len(node) == 1:
+        key, node = next(iter(node.items()))
+        keys.append(key)
+    return keys
 
 
 def _table_name(keys: tuple[str, ...] | list[str]) -> str:

@@ -433,6 +433,12 @@ REGISTRY_DAMAGE = {
         "line 5 sets 'repo' again, in a table that already has it"),
     "table-over-key": (b"[models.x]\nrepo='a/b'\n[models.x.repo]\nquant='Q4_0'\n",
                        "line 3 makes [models.x.repo] a table, but 'repo' already has a value in [models.x]"),
+    "dotted-key-over-value": (b"[models.x]\nrepo='a/b'\nrepo.quant = 'Q4_0'\n",
+                              "line 3 sets repo.quant as if 'repo' were a table, but 'repo' already has a value in "
+                              "[models.x]"),
+    "dotted-key-over-top-level-value": (b"models = 1\nmodels.x.repo = 'a/b'\n",
+                                        "line 2 sets models.x.repo as if 'models' were a table, but 'models' already "
+                                        "has a value"),
     "binary": (bytes(range(256)) * 4, "not UTF-8"),
     "latin-1": ("[models.caf\xe9]\nrepo='a/b'\nquant='Q4_0'\n".encode("latin-1"), "not UTF-8"),
     "deep-nesting": (b"x = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "not valid TOML"),
