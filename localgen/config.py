@@ -93,7 +93,7 @@ def size_limit(value: str | None, name: str) -> int | None:
     limit = parse_size(value, name=name)
     if limit < LEAST_LIMIT_BYTES and not (limit == 0 and name == VRAM_LIMIT_ENV):
         amount = counted(limit, "byte") if limit < 1024 else binary_size(limit)
-        raise ConfigError(f"{name}={value} is {amount}, too little to hold any model",
+        raise ConfigError(f"{name}={value!r} is {amount}, too little to hold any model",
                           hint=f"a plain number counts bytes: give the unit, as in {name}=8GiB")
     return limit
 

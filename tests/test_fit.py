@@ -121,17 +121,17 @@ def test_a_limit_too_small_to_hold_a_model_is_refused_naming_its_variable(monkey
     """LOCALGEN_MEMORY_LIMIT=1 (8 meant as 8GiB, say) is one byte: refused, not read as a machine with 0 B of RAM."""
     for value, amount in (("1", "1 byte"), ("512", "512 bytes"), ("100KiB", "100.0 KiB"), ("0", "0 bytes")):
         monkeypatch.setenv(config.MEMORY_LIMIT_ENV, value)
-        with pytest.raises(ConfigError, match=f"^{config.MEMORY_LIMIT_ENV}={value} is {amount}, too little") as info:
+        with pytest.raises(ConfigError, match=f"^{config.MEMORY_LIMIT_ENV}='{value}' is {amount}, too little") as info:
             hardware.probe_memory()
         assert info.value.hint == f"a plain number counts bytes: give the unit, as in {config.MEMORY_LIMIT_ENV}=8GiB"
     monkeypatch.setenv(config.MEMORY_LIMIT_ENV, "1MiB")
     assert hardware.probe_memory().total_bytes == MIB
     assert config.size_limit("0", config.VRAM_LIMIT_ENV) == 0
-    with pytest.raises(ConfigError, match=f"^{config.VRAM_LIMIT_ENV}=6 is 6 bytes"):
+    with pytest.raises(ConfigError, match=f"^{config.VRAM_LIMIT_ENV}='6' is 6 bytes"):
         config.size_limit("6", config.VRAM_LIMIT_ENV)
     result = run_localgen("fit", str(bundled_model_file()), env={config.MEMORY_LIMIT_ENV: "1"})
     assert result.returncode == 1 and result.out == ""
-    assert result.err == (f"localgen: error: {config.MEMORY_LIMIT_ENV}=1 is 1 byte, too little to hold any model "
+    assert result.err == (f"localgen: error: {config.MEMORY_LIMIT_ENV}='1' is 1 byte, too little to hold any model "
                           f"(hint: a plain number counts bytes: give the unit, as in {config.MEMORY_LIMIT_ENV}=8GiB)\n")
 
 
