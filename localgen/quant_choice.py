@@ -131,10 +131,11 @@ def _on_the_hub(exc: GGUFError, repo: str) -> GGUFError:
     return GGUFError(f"{repo}/{exc.message} (the Hub's copy)", hint=HUB_COPY_HINT if exc.hint == HINT else exc.hint)
 
 
-def hub_shape(repo: str, files: Sequence[HubFile], *, revision: str | None = None) -> ModelShape:
-    """The shape of a Hub model (one file, or the shards of a split model) from its first file's header."""
+def hub_shape(files: Sequence[HubFile], *, revision: str | None = None) -> ModelShape:
+    """The shape of a Hub model (one file, or the shards of a split model) from its first file's header, read under
+    the repo's spelling in the listing (the cache's, where a copy is downloaded), not the one typed."""
     first = files[0]
-    info = remote_header(repo, first.filename, first.size, revision=revision)
+    info = remote_header(first.repo, first.filename, first.size, revision=revision)
     others = sum(f.size for f in files[1:])
     return model_shape(info, file_size=first.size + others, shard_bytes=others)
 
@@ -174,7 +175,7 @@ def hub_options(repo: str, hw: Hardware, request: FitRequest, *,
         label = first.quant or first.filename
         names, size = tuple(f.filename for f in group), sum(f.size for f in group)
         try:
-            shape = hub_shape(repo, group)
+            shape = hub_shape(group)
         except LocalgenError as exc:
             options.append(FitOption(label=label, quant=first.quant, filenames=names, file_size=size,
                                      problem=f"header not readable: {exc.message}"))
@@ -304,7 +305,7 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
     if target.quant or target.filename:
         model = hub.find_model(target.repo, quant=target.quant, filename=target.filename)
         try:
-            shape = hub_shape(target.repo, model.files, revision=model.revision)
+            shape = hub_shape(model.files, revision=model.revision)
         except GGUFError:
             raise  # a header this file cannot be loaded with: the download would be refused after the fact
         except LocalgenError:

@@ -127,6 +127,12 @@ class HubServer:
         self.repos[repo] = HubRepo(files=dict(files), **kwargs)  # type: ignore[arg-type]
         return self.repos[repo]
 
+    def spelled(self, repo: str) -> str:
+        """The repo as it was added, whatever the case it is asked in: the Hub's repo ids ignore case."""
+        if repo in self.repos or repo in self.status:
+            return repo
+        return next((name for name in (*self.repos, *self.status) if name.lower() == repo.lower()), repo)
+
     def count(self, method: str | None = None, contains: str = "") -> int:
         """How many requests matched, once the ones being answered are logged (a client can have read a whole
         response before the handler thread logs it)."""
@@ -252,7 +258,7 @@ def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
 
         def _repo_info(self, rest: str, query: dict[str, list[str]]) -> int:
             parts = rest.split("/")
-            repo = "/".join(parts[:2])
+            repo = server.spelled("/".join(parts[:2]))
             overridden = self._override(repo)
             if overridden:
                 return overridden
@@ -284,6 +290,7 @@ def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
 
         def _resolve(self, rest: str, body: bool) -> int:
             repo_part, _, tail = rest.partition("/resolve/")
+            repo_part = server.spelled(repo_part)
             overridden = self._override(repo_part)
             if overridden:
                 return overridden

@@ -473,6 +473,23 @@ def test_the_best_quant_that_fits_is_chosen_from_range_read_headers(hubenv: HubE
     assert hubenv.blobs(REPO) == []  # nothing downloaded
 
 
+def test_a_repo_typed_in_another_case_reads_headers_as_its_downloaded_copy_is_spelled(
+        hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
+    """The Hub ignores a repo id's case and the cache keeps the first spelling: fit ORG/REPO in another case lists and
+    reads the headers under that spelling, as a download would, not under the one typed."""
+    from localgen import hub
+
+    _serve(hubenv, quant_files)
+    hub.download_model(REPO, quant="Q4_0", filename=None, quiet=True)
+    hubenv.server.requests.clear()
+    options = hub_options(REPO.upper(), machine(), FitRequest())
+    assert [o.label for o in options] == ["Q4_0", "Q5_0", "Q8_0", "F16"] and all(o.plan for o in options)
+    ref, _ = choose_download(REPO.swapcase(), hw=machine(), request=FitRequest())
+    assert ref == f"{REPO.swapcase()}:Q8_0"
+    paths = [r.path for r in hubenv.server.answered()]
+    assert paths and all(p.startswith((f"/api/models/{REPO}", f"/{REPO}/resolve/")) for p in paths), paths
+
+
 def test_a_repo_whose_only_model_lacks_shards_on_the_hub_says_so(hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
     hubenv.server.add_repo("org/half-GGUF", {"half-Q8_0-00001-of-00002.gguf": quant_files["Q8_0"]})
     with pytest.raises(LocalgenError, match=r"incomplete on the Hub \(missing shards 2 of 2\)"):
