@@ -4,12 +4,14 @@ checks (names, keys, types and values)."""
 from __future__ import annotations
 
 import ast
+import difflib
 import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from localgen.chat_settings import SETTING_ALIASES
 from localgen.errors import ConfigError, UsageError
 from localgen.inputs import expand_user_path
 from localgen.params import CHAT_SETTINGS, SETTING_EXAMPLES, check_context_bounds, check_setting
@@ -67,6 +69,9 @@ _FIELDS = {
     "description": str, "sha256": str, "size": int, "package": str, "package_file": str, "system": str,
 }
 _HUB_KEYS = ("quant", "file", "package", "package_file")  # about a repo's files: not for path (sha256, size pin either)
+_KEY_ALIASES = {**SETTING_ALIASES, "num_ctx": "context", "n_ctx": "context", "ctx": "context", "ctx_size": "context",
+                "context_length": "context", "context_size": "context", "quantization": "quant", "filename": "file",
+                "system_prompt": "system", "model": "repo"}  # other tools' names (Ollama's, llama-cli's)
 
 
 def _spec_from_table(name: str, table: object, source: Path | str, given: frozenset[str] | None = None) -> ModelSpec:
@@ -88,7 +93,8 @@ def _spec_from_table(name: str, table: object, source: Path | str, given: frozen
         if expected is None:
             hint = (f'quote names that contain dots: [models."{_dotted_name(name, key, value)}"]'
                     if isinstance(value, dict)
-                    else f"known keys: {', '.join(_FIELDS)}, and the settings {', '.join(CHAT_SETTINGS)}")
+                    else _meant(key, (*_FIELDS, *CHAT_SETTINGS)) + f"known keys: {', '.join(_FIELDS)}, and the "
+                    f"settings {', '.join(CHAT_SETTINGS)}")
             raise ConfigError(f"{source}: [models.{name}] has unknown key '{key}'", hint=hint)
         if not isinstance(value, expected) or isinstance(value, bool):
             example = '"text"' if expected is str else "4096"
@@ -214,6 +220,14 @@ def _check_spec_values(where: str, table: dict[str, object]) -> None:
     if "sha256" in table and not _SHA256.fullmatch(str(table["sha256"])):
         raise ConfigError(f"{where}.sha256 must be 64 hexadecimal digits, not {str(table['sha256'])!r:.80}",
                           hint="write the file's full sha256 (`sha256sum FILE` prints it), or remove the line")
+
+
+def _meant(key: str, known: tuple[str, ...]) -> str:
+    """'did you mean KEY? ' for an unknown key that another tool's name for a known one (num_ctx, temp) or a slip of
+    the keyboard (temprature) stands for; '' when none is near."""
+    alias = _KEY_ALIASES.get(key.lower().replace("-", "_"))
+    close = [alias] if alias in known else difflib.get_close_matches(key.lower(), known, n=1, cutoff=0.7)
+    return f"did you mean {close[0]}? " if close else ""
 
 
 def read_toml(text: str, source: Path | str) -> dict[str, Any]:
@@ -365,7 +379,8 @@ def parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str, 
     unknown = sorted(set(defaults) - {"model", "system", *CHAT_SETTINGS})
     if unknown:
         raise ConfigError(f"{source}: [defaults] has unknown key '{unknown[0]}'",
-                          hint=f"[defaults] takes model, system and the settings {', '.join(CHAT_SETTINGS)}")
+                          hint=_meant(unknown[0], ("model", "system", *CHAT_SETTINGS))
+                          + f"[defaults] takes model, system and the settings {', '.join(CHAT_SETTINGS)}")
     if not isinstance(defaults.get("system", ""), str):
         raise ConfigError(f"{source}: [defaults].system must be a string", hint='write system = "text"')
     _check_settings(f"{source}: [defaults]", {key: value for key, value in defaults.items() if key in CHAT_SETTINGS})

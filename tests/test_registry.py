@@ -381,3 +381,24 @@ def test_a_models_toml_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match="not UTF-8 text") as info:
         load_registry(user)
     assert info.value.hint == "save it as UTF-8 in your editor, or remove it"
+
+
+@pytest.mark.parametrize(("table", "key", "meant"), [
+    ("[models.x]\nrepo = 'a/b'\nquant = 'Q4_0'\n", "num_ctx = 4096", "context"),  # Ollama's name
+    ("[models.x]\nrepo = 'a/b'\nquant = 'Q4_0'\n", "ctx = 4096", "context"),
+    ("[models.x]\nrepo = 'a/b'\nquant = 'Q4_0'\n", "temp = 0.5", "temperature"),  # llama-cli's
+    ("[models.x]\nrepo = 'a/b'\n", "qaunt = 'Q4_0'", "quant"),  # a slip of the keyboard
+    ("[defaults]\n", "temprature = 0.5", "temperature"),
+    ("[defaults]\n", "num_predict = 50", "max_tokens"),
+])
+def test_an_unknown_models_toml_key_names_the_key_it_stands_for(tmp_path: Path, table: str, key: str,
+                                                                  meant: str) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text(table + key + "\n")
+    with pytest.raises(ConfigError, match=f"has unknown key '{key.split()[0]}'") as info:
+        load_registry(path)
+    assert info.value.hint.startswith(f"did you mean {meant}? "), info.value.hint
+    path.write_text(table + "color = 'red'\n")
+    with pytest.raises(ConfigError) as info:
+        load_registry(path)
+    assert "did you mean" not in info.value.hint
