@@ -14,7 +14,8 @@ from localgen.errors import ConfigError, ModelNotFoundError, UsageError
 from localgen.inputs import is_existing_file, short_path
 from localgen.params import CHAT_SETTINGS, stored_setting
 from localgen.references import ModelRef, hub_prefixes, parse_reference, quant_of_filename
-from localgen.registry_entries import BUILTIN_SOURCE, ModelSpec, parse_registry, read_toml
+from localgen.registry_entries import BUILTIN_SOURCE, ModelSpec, parse_registry
+from localgen.registry_toml import read_toml
 
 _CHAT_TAG_WORDS = {"instruct", "chat", "it"}  # the words of an Ollama tag for a chat model: qwen2.5:7b-instruct
 _OLLAMA_QUANTS = {"FP16": "F16", "FP32": "F32"}  # its tags' names for the quants GGUF files are named by

@@ -3,7 +3,6 @@ checks (names, keys, types and values)."""
 
 from __future__ import annotations
 
-import ast
 import difflib
 import re
 from dataclasses import dataclass, field
@@ -16,11 +15,6 @@ from localgen.errors import ConfigError, UsageError
 from localgen.inputs import expand_user_path
 from localgen.params import CHAT_SETTINGS, SETTING_EXAMPLES, check_context_bounds, check_setting
 from localgen.references import NAME_PATTERN, check_safe_filename, is_repo_id, parse_reference
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 _PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a top-level module: finding it imports nothing
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
@@ -228,123 +222,6 @@ def _meant(key: str, known: tuple[str, ...]) -> str:
     alias = _KEY_ALIASES.get(key.lower().replace("-", "_"))
     close = [alias] if alias in known else difflib.get_close_matches(key.lower(), known, n=1, cutoff=0.7)
     return f"did you mean {close[0]}? " if close else ""
-
-
-def read_toml(text: str, source: Path | str) -> dict[str, Any]:
-    """One models.toml text as data, or a ConfigError naming the file."""
-    try:
-        return tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError) as exc:
-        twice = _given_twice(str(exc), text) if isinstance(exc, tomllib.TOMLDecodeError) else None
-        if twice is not None:
-            raise ConfigError(f"{source}: {twice[0]}", hint=twice[1]) from exc
-        reason = exc if isinstance(exc, tomllib.TOMLDecodeError) else "nested too deeply"
-        raise ConfigError(f"{source}: not valid TOML ({reason})", hint="fix or remove the file") from exc
-
-
-_TABLE_TWICE = re.compile(r"Cannot declare (\(.*\)) twice \(at line (\d+)")
-_KEY_TWICE = re.compile(r"Cannot overwrite a value \(at line (\d+)")
-
-
-def _given_twice(reason: str, text: str) -> tuple[str, str] | None:
-    """A TOML error for a table or a key given twice (an entry pasted in again, say) as a message naming the table
-    as the file writes it, or the key, and a hint; None for other errors."""
-    table = _TABLE_TWICE.match(reason)
-    if table is not None:
-        try:
-            keys = ast.literal_eval(table[1])
-        except (ValueError, SyntaxError):
-            return None
-        if not isinstance(keys, tuple) or not all(isinstance(key, str) for key in keys):
-            return None
-        name = _table_name(keys)
-        return (f"[{name}] appears twice (again at line {table[2]})",
-                f"keep one [{name}] table, with every key it needs")
-    key = _KEY_TWICE.match(reason)
-    if key is None:
-        return None
-    lines = text.split("\n")  # TOML's lines: a string may hold U+2028 or U+0085, which splitlines() splits at
-    number = int(key[1])
-    line = lines[number - 1].strip() if 0 < number <= len(lines) else ""
-    keys = _header_keys(line)
-    if keys:
-        return (f"line {number} makes [{_table_name(keys)}] a table, but {keys[-1]!r} already has a value in "
-                f"[{_table_name(keys[:-1])}]" if len(keys) > 1 else f"line {number} makes [{keys[0]}] a table, but "
-                f"{keys[0]!r} already has a value",
-                f"keep one of the two: the {keys[-1]!r} value or the [{_table_name(keys)}] table")
-    over = _value_under_dotted_key(lines, number)
-    if over is not None:
-        return over
-    name = line.partition("=")[0].strip()
-    named = f"{name[:40]!r} " if name else "a key "
-    return f"line {number} sets {named}again, in a table that already has it", "keep one of the two lines"
-
-
-def _value_under_dotted_key(lines: list[str], number: int) -> tuple[str, str] | None:
-    """For a dotted key (a.b = 2) whose line fails because a key before its last part already holds a value (a = 1):
-    the message naming that key and a hint; None where that is not the cause."""
-    keys = _line_keys(lines[number - 1])
-    if len(keys) < 2:
-        return None
-    table: list[str] = []
-    for earlier in reversed(lines[:number - 1]):  # the table the line is in: the nearest header above it
-        if earlier.strip().startswith("["):
-            table = _header_keys(earlier.strip())
-            break
-    try:
-        node: object = tomllib.loads("\n".join(lines[:number - 1]))
-    except tomllib.TOMLDecodeError:
-        return None
-    for key in table:
-        node = node.get(key) if isinstance(node, dict) else None
-        node = node[-1] if isinstance(node, list) and node else node
-    for depth, key in enumerate(keys[:-1], 1):
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-        if not isinstance(node, dict | list):
-            value, dotted = _table_name(keys[:depth]), _table_name(keys)
-            where = f" in [{_table_name(table)}]" if table else ""
-            return (f"line {number} sets {dotted} as if {value!r} were a table, but {value!r} already has a "
-                    f"value{where}", f"keep one of the two: the {value!r} value or the {dotted} key")
-    return None
-
-
-def _line_keys(line: str) -> list[str]:
-    """The keys a key = value line sets (a.b = 2 sets 'a', 'b'); empty when the line is no such line."""
-    name, equals, _ = line.partition("=")
-    if not equals or name.strip().startswith("["):
-        return []
-    try:
-        node: object = tomllib.loads(f"{name} = 0")
-    except tomllib.TOMLDecodeError:
-        return []
-    keys: list[str] = []
-    while isinstance(node, dict) and len(node) == 1:
-        key, node = next(iter(node.items()))
-        keys.append(key)
-    return keys
-
-
-def _table_name(keys: tuple[str, ...] | list[str]) -> str:
-    """A table's name as a models.toml writes it: its keys joined by dots, quoted where they must be."""
-    return ".".join(key if NAME_PATTERN.fullmatch(key) and "." not in key else f'"{key}"' for key in keys)
-
-
-def _header_keys(line: str) -> list[str]:
-    """The keys a table header line ([a.b] or [[a.b]]) names; empty when the line is no table header."""
-    if not line.startswith("["):
-        return []
-    try:
-        node: object = tomllib.loads(line)
-    except tomllib.TOMLDecodeError:
-        return []
-    keys: list[str] = []
-    while isinstance(node, dict) and len(node) == 1:
-        key, node = next(iter(node.items()))
-        keys.append(key)
-        node = node[-1] if isinstance(node, list) and node else node
-    return keys
 
 
 def parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str, dict] | None = None,
