@@ -29,28 +29,21 @@ def read_toml(text: str, source: Path | str) -> dict[str, Any]:
         raise ConfigError(f"{source}: not valid TOML ({reason})", hint="fix or remove the file") from exc
 
 
-_TABLE_TWICE = re.compile(r"Cannot declare (\(.*\)) twice \(at line (\d+)")
+_TABLE = re.compile(r"Cannot (declare|redefine namespace|mutate immutable namespace) (\(.*\))(?: twice)? "
+                    r"\(at line (\d+)")
 _KEY_TWICE = re.compile(r"Cannot overwrite a value \(at line (\d+)")
 
 
 def _given_twice(reason: str, text: str) -> tuple[str, str] | None:
     """A TOML error for a table or a key given twice (an entry pasted in again, say) as a message naming the table
     as the file writes it, or the key, and a hint; None for other errors."""
-    table = _TABLE_TWICE.match(reason)
+    lines = text.split("\n")  # TOML's lines: a string may hold U+2028 or U+0085, which splitlines() splits at
+    table = _TABLE.match(reason)
     if table is not None:
-        try:
-            keys = ast.literal_eval(table[1])
-        except (ValueError, SyntaxError):
-            return None
-        if not isinstance(keys, tuple) or not all(isinstance(key, str) for key in keys):
-            return None
-        name = _table_name(keys)
-        return (f"[{name}] appears twice (again at line {table[2]})",
-                f"keep one [{name}] table, with every key it needs")
+        return _table_given_twice(table[1], table[2], int(table[3]), lines)
     key = _KEY_TWICE.match(reason)
     if key is None:
         return None
-    lines = text.split("\n")  # TOML's lines: a string may hold U+2028 or U+0085, which splitlines() splits at
     number = int(key[1])
     line = lines[number - 1].strip() if 0 < number <= len(lines) else ""
     keys = _header_keys(line)
@@ -65,6 +58,29 @@ def _given_twice(reason: str, text: str) -> tuple[str, str] | None:
     name = line.partition("=")[0].strip()
     named = f"{name[:40]!r} " if name else "a key "
     return f"line {number} sets {named}again, in a table that already has it", "keep one of the two lines"
+
+
+def _table_given_twice(what: str, names: str, number: int, lines: list[str]) -> tuple[str, str] | None:
+    """The message and hint for a table given again at line number: by a second [header], by a header over keys the
+    lines above gave it (x.repo = ... or x = {...}), by a dotted key into a table with its own header, or by a key
+    added to an inline table."""
+    try:
+        keys = ast.literal_eval(names)
+    except (ValueError, SyntaxError):
+        return None
+    if not isinstance(keys, tuple) or not keys or not all(isinstance(key, str) for key in keys):
+        return None
+    name = _table_name(keys)
+    if what == "mutate immutable namespace":
+        return (f"line {number} adds a key to {name}, an inline table {{...}} above, which takes none after it",
+                f"put the key inside the braces of {keys[-1]} = {{...}}, or make it a [{name}] table")
+    if what == "redefine namespace":
+        return (f"line {number} adds a key to [{name}] with a dotted key, but [{name}] has a table of its own above",
+                f"write the key under the [{name}] line, without the {keys[-1]}. before it")
+    if any(_header_keys(line.strip()) == list(keys) for line in lines[:number - 1]):
+        return (f"[{name}] appears twice (again at line {number})", f"keep one [{name}] table, with every key it needs")
+    return (f"line {number} opens [{name}], but lines above already give it keys (dotted keys, or an inline table "
+            f"{{...}}, that hold it)", f"give [{name}]'s keys in one place: under the [{name}] line, or above")
 
 
 def _value_under_dotted_key(lines: list[str], number: int) -> tuple[str, str] | None:

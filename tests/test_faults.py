@@ -439,6 +439,13 @@ REGISTRY_DAMAGE = {
     "dotted-key-over-top-level-value": (b"models = 1\nmodels.x.repo = 'a/b'\n",
                                         "line 2 sets models.x.repo as if 'models' were a table, but 'models' already "
                                         "has a value"),
+    "table-over-dotted-keys": (b"[models]\nx.repo = 'a/b'\n[models.x]\nquant = 'Q4_0'\n",
+                               "line 3 opens [models.x], but lines above already give it keys"),
+    "dotted-key-into-a-table": (b"[models.x]\nrepo = 'a/b'\n[models]\nx.quant = 'Q4_0'\n",
+                                "line 4 adds a key to [models.x] with a dotted key, but [models.x] has a table of its "
+                                "own above"),
+    "key-added-to-an-inline-table": (b"[models]\nx = {repo = 'a/b'}\nx.quant = 'Q4_0'\n",
+                                     "line 3 adds a key to models.x, an inline table {...} above, which takes none"),
     "binary": (bytes(range(256)) * 4, "not UTF-8"),
     "latin-1": ("[models.caf\xe9]\nrepo='a/b'\nquant='Q4_0'\n".encode("latin-1"), "not UTF-8"),
     "deep-nesting": (b"x = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "not valid TOML"),
