@@ -274,7 +274,8 @@ def insufficient_memory(shape: ModelShape, hw: Hardware, est: MemoryEstimate, re
         f"{name} needs about {binary_size(est.ram_bytes)} of RAM at a {n_ctx:,}-token context "
         f"(weights {binary_size(est.weights_bytes)}, KV cache {binary_size(est.kv_bytes)}), "
         f"but this machine has {where}",
-        hint="try " + ", or ".join(options) + f" ({MEMORY_LIMIT_ENV} overrides the RAM figure)",
+        hint="try " + ", or ".join(options) + (f", or raise or unset {MEMORY_LIMIT_ENV}, which sets the RAM figure"
+                                               if hw.memory.source == MEMORY_LIMIT_ENV else ""),
         needed_bytes=est.ram_bytes, usable_bytes=hw.ram_budget_bytes, n_ctx=n_ctx,
         short=f"needs {binary_size(est.ram_bytes)} RAM at {n_ctx:,} ctx")
 

@@ -349,6 +349,18 @@ def test_a_model_that_cannot_fit_is_refused_with_need_available_and_options(bund
                         FitRequest(ctx_size=offered)).n_ctx == offered
 
 
+def test_the_refusal_names_the_memory_limit_only_where_it_set_the_ram_figure(bundled_shape: ModelShape) -> None:
+    """LOCALGEN_MEMORY_LIMIT only lowers the RAM figure: the hint names it where it did, not as a way to more."""
+    small = machine(100 * MIB)
+    for source, named in (("system", False), ("cgroup", False), (config.MEMORY_LIMIT_ENV, True)):
+        hw = replace(small, memory=replace(small.memory, source=source))
+        with pytest.raises(InsufficientMemoryError) as caught:
+            fit.plan_fit(bundled_shape, hw)
+        assert (config.MEMORY_LIMIT_ENV in (caught.value.hint or "")) is named, caught.value.hint
+    assert (caught.value.hint or "").endswith(f", or raise or unset {config.MEMORY_LIMIT_ENV}, which sets the RAM "
+                                              "figure")
+
+
 def test_an_explicit_context_is_kept_or_refused(bundled_shape: ModelShape) -> None:
     assert fit.plan_fit(bundled_shape, machine(), FitRequest(ctx_size=1000)).n_ctx == 1000
     fits_2048 = estimate_memory(bundled_shape, n_ctx=2048).ram_bytes
