@@ -142,18 +142,20 @@ def repo_folder(repo: str) -> str:
 
 def cached_spelling(repo: str) -> str:
     """The repo as the cache already spells it (Hub repo ids ignore case: Org/Model is org/model), or as given
-    when the cache has no folder for it, so that no second copy is made and an offline run finds the first."""
+    when the cache has no folder for it, so that no second copy is made and an offline run finds the first. Where
+    another tool made a second folder in another case, the one localgen downloaded into (and listed) wins."""
     root = hub_cache_dir()
-    if (root / repo_folder(repo)).is_dir():
-        return repo
-    wanted = repo_folder(repo).lower()
+    exact = repo_folder(repo)
+    wanted = exact.lower()
     try:
-        folder = min((p.name for p in root.iterdir() if p.name.lower() == wanted and p.is_dir()), default=None)
+        folders = sorted(p.name for p in root.iterdir() if p.name.lower() == wanted and p.is_dir())
     except OSError:
         return repo
-    if folder is None:
+    listed = [folder for folder in folders if (settings().cache_dir / "hub" / f"{folder}.json").is_file()]
+    choices = listed or folders
+    if not choices or exact in choices:
         return repo
-    org, name = folder.removeprefix("models--").split("--", 1)
+    org, name = choices[0].removeprefix("models--").split("--", 1)
     return f"{org}/{name}"
 
 

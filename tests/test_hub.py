@@ -228,6 +228,22 @@ def test_a_repo_spelled_in_another_case_is_the_cached_one(hubenv: HubEnv) -> Non
     assert hub_cache.cached_spelling("other/repo") == "other/repo"
 
 
+def test_a_folder_another_tool_made_in_another_case_does_not_hide_localgen_s_download(hubenv: HubEnv) -> None:
+    """The cache's folders keep case: another tool's download of ORG/Tiny-gguf's README makes a second folder, and
+    ORG/Tiny-gguf typed so still finds localgen's copy, offline too, and downloads no second one."""
+    hubenv.server.add_repo(REPO, tiny_files())
+    paths = hub.download_model(REPO, quant=None, filename=None, quiet=True)
+    other = hubenv.hf_cache / "models--ORG--Tiny-gguf" / "snapshots" / ("0" * 40)
+    other.mkdir(parents=True)
+    (other / "README.md").write_text("# tiny\n")
+    assert hub_cache.cached_spelling("ORG/Tiny-gguf") == REPO
+    assert hub_cache.cached_model("ORG/Tiny-gguf", quant=None, filename=None) == paths, "found offline"
+    hubenv.server.requests.clear()
+    assert hub.download_model("ORG/Tiny-gguf", quant=None, filename=None, quiet=True) == paths, "no second copy"
+    assert hubenv.server.requests and all(f"/{REPO}" in r.path for r in hubenv.server.requests)
+    assert hub_cache.cached_spelling("org/other") == "org/other"
+
+
 def test_download_by_filename_and_force(hubenv: HubEnv) -> None:
     hubenv.server.add_repo(REPO, tiny_files())
     path = hub.download_model(REPO, quant=None, filename="tiny-Q8_0.gguf", quiet=True)[0]
