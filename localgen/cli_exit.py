@@ -3,16 +3,15 @@ full or a broken pipe."""
 
 from __future__ import annotations
 
-import difflib
 import errno
 import logging
 import os
-import shlex
 import signal
 import sys
 
 import typer
 
+from localgen.cli_usage import option_arity, usage_error
 from localgen.config import settings
 from localgen.errors import (
     DISK_FULL_ERRNOS,
@@ -24,18 +23,10 @@ from localgen.errors import (
     LocalgenError,
     internal_error_text,
 )
-from localgen.other_tools import (
-    GROUP_COMMAND_HABITS,
-    OTHER_TOOLS_COMMANDS,
-    OTHER_TOOLS_WORDS,
-    SUBCOMMAND_HABITS,
-    check_options,
-    mentions_other_tools_options,
-)
+from localgen.other_tools import check_options, mentions_other_tools_options
 from localgen.signals import SignalExit, signal_exit_code
 
 OUTPUT_FULL_ERRNOS = DISK_FULL_ERRNOS | {errno.EFBIG}
-SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their dashes (click's 0.6 counts the dashes)
 
 
 def silence_stdout() -> None:
@@ -45,303 +36,13 @@ def silence_stdout() -> None:
     os.close(devnull)
 
 
-def _is_no_such_option(exc: Exception) -> bool:
-    """Whether a usage error is an unknown option (click's NoSuchOption, or the copy typer ships)."""
-    return type(exc).__name__ == "NoSuchOption"
-
-
-def _usage_error_text(exc: Exception) -> str:
-    """A one-line version of a command-line usage error."""
-    if _is_no_such_option(exc):  # without click's suggestions, which count the dashes as alike
-        return f"No such option: {getattr(exc, 'option_name', '')}"
-    format_message = getattr(exc, "format_message", None)
-    message = format_message() if callable(format_message) else str(exc)
-    return " ".join(message.split())
-
-
-def _close_options(exc: Exception) -> list[str]:
-    """For an unknown option, the options whose names (dashes aside) are really close to it or start with it."""
-    if not _is_no_such_option(exc):
-        return []
-    typed = str(getattr(exc, "option_name", "")).lstrip("-")
-    names = {option.lstrip("-"): option for option in getattr(exc, "possibilities", None) or ()}
-    close = difflib.get_close_matches(typed, list(names), n=3, cutoff=SUGGESTION_CUTOFF)
-    starts = [name for name in names if len(typed) >= 2 and name.startswith(typed) and name not in close]
-    return [names[name] for name in [*close, *starts][:3]]
-
-
-def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
-    """What to do about a usage error: quote a prompt that was split into words, else read the help."""
-    command = args[0] if args and args[0] in _command_names(app) else ""
-    text = str(exc).lower()
-    return (_unknown_command_hint(app, args, command, text)
-            or _subcommand_habit_hint(app, args, command, text)
-            or _option_before_command_hint(app, exc, args, command)
-            or _extra_argument_hint(app, args, command, text)
-            or _file_argument_hint(app, args, command, text)
-            or _ctx_flag_hint(exc, command)
-            or _threads_flag_hint(exc, command)
-            or _dash_prompt_hint(args, command, text)
-            or _help_hint(app, exc, args, command))
-
-
-def _unknown_command_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
-    """For a first word that is no command: localgen's command for another tool's word, or `run` for a prompt."""
-    if command or not args or "no such command" not in text:
-        return None
-    return _other_tool_hint(args[0]) or _prompt_as_command_hint(app, args[0])
-
-
-def _other_tool_hint(word: str) -> str | None:
-    """For what users of other tools type at the top level (`ls`, `rm`, `serve`): localgen's command or way."""
-    command = OTHER_TOOLS_COMMANDS.get(word)
-    return f"use `{command}`" if command else OTHER_TOOLS_WORDS.get(word)
-
-
-def _subcommand_habit_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
-    """For `models ls` or `conversations remove`: the group's own name for it; for `models pull`, the command."""
-    groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
-    if command not in groups or len(args) < 2 or "no such command" not in text:
-        return None
-    top = GROUP_COMMAND_HABITS.get((command, args[1]))
-    if top is not None:
-        return f"use `{shlex.join(['localgen', top, *args[2:]])}`"
-    meant = SUBCOMMAND_HABITS.get(args[1])
-    names = {c.name for c in groups[command].registered_commands}
-    return f"use `{shlex.join(['localgen', command, meant, *args[2:]])}`" if meant in names else None
-
-
-def _option_before_command_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:
-    """For `localgen --offline chat` or `localgen -m NAME "prompt"`: a command's options go after it (`run`'s when
-    no command follows)."""
-    if command or not args or not _is_no_such_option(exc):
-        return None
-    later = next((i for i, word in enumerate(args) if word in _command_names(app)), None)
-    if later is not None:
-        moved = [args[later], *args[:later], *args[later + 1:]]
-    elif args[0].partition("=")[0] in _option_arity(app, "run"):
-        moved = ["run", *args]
-    else:
-        return None
-    return f"options go after the command: `{shlex.join(['localgen', *moved])}`"
-
-
-def _prompt_as_command_hint(app: typer.Typer, word: str) -> str | None:
-    """For a prompt typed where the command goes: `localgen run PROMPT`."""
-    if not _reads_as_prompt(app, word):
-        return None
-    ask = f"localgen run {shlex.quote(word)}"
-    return f"to ask the model, use `{ask}`" if " " in word else f"see `localgen --help`; to ask the model: {ask}"
-
-
-def _extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
-    """For words left over by `run` or `chat`: a model named before the prompt, else (run) how to fix the prompt."""
-    if command not in ("run", "chat") or "unexpected extra argument" not in text:
-        return None
-    model = _model_name_given(args[1:])
-    if model is not None:
-        return _model_first_hint(command, model, args[2:])
-    return _run_extra_argument_hint(app, args) if command == "run" else None
-
-
-def _chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[str, str] | None:
-    """For `localgen chat hello` (or `chat MODEL hello`): chat takes no prompt, and `run` gives one answer (None for
-    other errors, and for a model alone where -m goes, which _extra_argument_hint explains)."""
-    if not args or args[0] != "chat" or "unexpected extra argument" not in text:
-        return None
-    words = _words_given(args[1:], _option_arity(app, "chat"))
-    model = _model_name_given(args[1:])
-    if model is not None:
-        words = words[1:]
-    if not words:
-        return None
-    prompt = " ".join(words)
-    if len(words) == 1 and model is None and _is_saved_conversation(prompt):
-        return (f"chat takes no prompt argument, and '{prompt}' is a saved conversation",
-                f"to continue it, use `localgen chat --resume {shlex.quote(prompt)}`")
-    quoted = shlex.quote(prompt) if shlex.quote(prompt) != prompt else f"'{prompt}'"
-    ask = " ".join(["localgen run", *(["-m", shlex.quote(model)] if model else []),
-                    *(["--"] if prompt.startswith("-") else []), quoted])
-    return "chat takes no prompt argument: type your messages at its >>> prompt", f"for one answer, use `{ask}`"
-
-
-def _is_saved_conversation(name: str) -> bool:
-    """Whether a saved conversation goes by this name (False for a name that cannot be one)."""
-    from localgen.conversation_store import given_name, saved_path
-
-    try:
-        return saved_path(given_name(name)).is_file()  # review.json: review, as --resume takes it
-    except LocalgenError:
-        return False
-
-
-def _file_argument_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
-    """For `pull ORG/REPO FILE` (as `huggingface-cli download` takes it) or `pull ORG/REPO QUANT`, or fit's: the file
-    or quant goes in the reference, ORG/REPO/FILE or ORG/REPO:QUANT."""
-    from localgen.references import parse_reference, quant_of_filename
-
-    if command not in ("pull", "fit") or "unexpected extra argument" not in text:
-        return None
-    words = _words_given(args[1:], _option_arity(app, command))
-    if len(words) < 2:
-        return None
-    try:
-        ref = parse_reference(words[0])
-    except (LocalgenError, ValueError):
-        return None
-    extra = words[1]
-    if ref.repo is None or ref.quant or ref.filename:
-        return None
-    if extra.lower().endswith(".gguf"):
-        kind, named = "file", f"{words[0]}/{extra}"
-    elif quant_of_filename(extra) == extra.upper():
-        kind, named = "quant", f"{words[0]}:{extra}"
-    else:
-        return None
-    said = f"`{shlex.join(['localgen', command, named, *[arg for arg in args[1:] if arg not in words]])}`"
-    if len(words) > 2:
-        return f"one model at a time, its file or quant in the reference: {said}"
-    return f"the {kind} goes in the reference: {said}"
-
-
-def _words_given(args: list[str], takes_value: dict[str, bool]) -> list[str]:
-    """The words of a command line that are neither options nor their values (all of them after --)."""
-    words, i = [], 0
-    while i < len(args):
-        if args[i] == "--":
-            return words + args[i + 1:]
-        name, eq, _ = args[i].partition("=")
-        if not args[i].startswith("-") or args[i] == "-":
-            words.append(args[i])
-        elif takes_value.get(name) and not eq:
-            i += 1
-        i += 1
-    return words
-
-
-def _model_first_hint(command: str, model: str, rest: list[str]) -> str:
-    """For `run MODEL PROMPT` (as in Ollama): the model after -m, and the words of one prompt quoted as one."""
-    if rest and not any(arg.startswith("-") for arg in rest):  # the words of one prompt
-        rest = [" ".join(rest)]
-    return f"the model goes after -m: `{shlex.join(['localgen', command, '-m', model, *rest])}`"
-
-
-def _run_extra_argument_hint(app: typer.Typer, args: list[str]) -> str:
-    """For `run` with words left over: stdin after the prompt, options after --, else quote the prompt."""
-    from localgen.inputs import STDIN_NAME
-
-    if STDIN_NAME in args[1:]:
-        prompt = next((arg for arg in reversed(args[1:]) if not arg.startswith("-")), "PROMPT")
-        return f"stdin comes before the prompt with -f -: `{shlex.join(['localgen', 'run', '-f', '-', prompt])}`"
-    hint = _after_double_dash_hint(app, args) if "--" in args[1:-1] else None
-    return hint or 'quote the prompt: localgen run "several words"'
-
-
-def _ctx_flag_hint(exc: Exception, command: str) -> str | None:
-    """For -c in `run` or `chat`: it is --ctx-size here, not continue."""
-    if command not in ("run", "chat"):
-        return None
-    message = _usage_error_text(exc)
-    if any(name in message for name in ("'--ctx-size' / '-c'", "Option '-c'")):
-        return "-c is --ctx-size; to continue the latest conversation use --continue"
-    return None
-
-
-def _threads_flag_hint(exc: Exception, command: str) -> str | None:
-    """For `-t NAME` in `run` or `chat` (llm's template option): it is --threads here."""
-    message = _usage_error_text(exc)
-    if command not in ("run", "chat") or "'--threads' / '-t'" not in message or "integer" not in message:
-        return None
-    return "-t is --threads N; llm's templates are models.toml entries here, each with a system prompt and settings"
-
-
-def _dash_prompt_hint(args: list[str], command: str, text: str) -> str | None:
-    """For a `run` prompt that starts with "-" (read as an unknown option): put it after --."""
-    prompt = args[-1] if args else ""
-    if command != "run" or "no such option" not in text or " " not in prompt:
-        return None
-    return f'a prompt that starts with "-" goes after --: `{shlex.join(["localgen", "run", "--", prompt])}`'
-
-
-def _help_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str:
-    """Read the help of the command (or subcommand) given, led by the options close to an unknown one."""
-    groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
-    if command in groups and len(args) > 1 and args[1] in {c.name for c in groups[command].registered_commands}:
-        command = f"{command} {args[1]}"
-    typed = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
-    if typed in ("-y", "--yes"):  # models rm and conversations rm take it
-        return f"`localgen {command}` asks no question, so it takes no {typed}"
-    close = _close_options(exc)
-    guess = f"did you mean {' or '.join(close)}? " if close else ""
-    return f"{guess}see `localgen {command} --help`".replace("  ", " ")
-
-
-def _after_double_dash_hint(app: typer.Typer, args: list[str]) -> str | None:
-    """For `run [OPTIONS] -- PROMPT WORDS [OPTIONS]`: the prompt's words quoted as one, and options given after --
-    (which reads them as words) moved before it; None when what comes before -- is not options alone."""
-    ends = args.index("--")
-    before, after = args[1:ends], args[ends + 1:]
-    takes_value = _option_arity(app, "run")
-    if not _all_options(before, takes_value):
-        return None
-    split = next(k for k in range(1, len(after) + 1) if _all_options(after[k:], takes_value))
-    prompt, options = " ".join(after[:split]), after[split:]
-    fixed = shlex.join(["localgen", "run", *before, *options, "--", prompt])
-    return f"options go before --, which ends them: `{fixed}`" if options else f"quote the prompt: `{fixed}`"
-
-
-def _option_arity(app: typer.Typer, command: str) -> dict[str, bool]:
-    """Each option name of a command, and whether it takes a value."""
-    group = typer.main.get_command(app)
-    params = group.commands[command].params if hasattr(group, "commands") else []  # type: ignore[attr-defined]
-    return {name: not (param.is_flag or param.count) for param in params if hasattr(param, "is_flag")
-            for name in (*param.opts, *param.secondary_opts)}
-
-
-def _all_options(words: list[str], takes_value: dict[str, bool]) -> bool:
-    """Whether words are known options, each with its value when it takes one (--opt VALUE or --opt=VALUE)."""
-    i = 0
-    while i < len(words):
-        name, eq, _ = words[i].partition("=")
-        if name not in takes_value:
-            return False
-        i += 2 if takes_value[name] and not eq else 1
-    return i == len(words)
-
-
-def _reads_as_prompt(app: typer.Typer, word: str) -> bool:
-    """Whether an unknown command looks like a prompt rather than a misspelt command name."""
-    return not word.startswith("-") and (any(c.isspace() for c in word)
-                                         or not difflib.get_close_matches(word, _command_names(app), cutoff=0.6))
-
-
-def _model_name_given(args: list[str]) -> str | None:
-    """The first word after the command when it names a model (`run MODEL "prompt"`, as in Ollama): a registry
-    name, a .gguf file, an ORG/REPO or a Hub address (hf.co/ORG/REPO, https://huggingface.co/ORG/REPO)."""
-    from localgen.references import hub_prefixes
-    from localgen.registry import names_a_model
-
-    word = args[0] if args and not args[0].startswith("-") else ""
-    hub_repo = word.count("/") == 1 and not any(c.isspace() for c in word) and not word.startswith("/")
-    hub_address = word.lower().startswith(hub_prefixes()) and not any(c.isspace() for c in word)
-    if word.lower().endswith(".gguf") or hub_repo or hub_address or names_a_model(word, settings().user_registry):
-        return word
-    return None
-
-
-def _command_names(app: typer.Typer) -> set[str]:
-    """The names of the top-level commands and command groups."""
-    names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
-    return names | {g.name for g in app.registered_groups if g.name}
-
-
 def run_app(app: typer.Typer, args: list[str]) -> int:
     """Run the Typer app; the exit code for every way it can end."""
     from localgen import console
 
     try:
         if args and mentions_other_tools_options(args[0], args[1:]):
-            check_options(args[0], args[1:], _option_arity(app, args[0]))
+            check_options(args[0], args[1:], option_arity(app, args[0]))
         result = app(args=args, prog_name="localgen", standalone_mode=False)
         return result if isinstance(result, int) else EXIT_OK
     except typer.Exit as exc:
@@ -354,8 +55,7 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
             if help_context is not None:
                 typer.echo(help_context.get_help())
             return EXIT_OK
-        message, hint = _chat_prompt_error(app, args, str(exc).lower()) or (_usage_error_text(exc),
-                                                                              _usage_hint(app, exc, args))
+        message, hint = usage_error(app, exc, args)
         console.error(message, hint=hint)
         return EXIT_USAGE
     except LocalgenError as exc:
