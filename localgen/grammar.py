@@ -18,6 +18,7 @@ MAX_NESTING = 1000  # llama.cpp's recursive-descent grammar parser overflows the
 _ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
 _REPETITION = re.compile(r"\{\s*(\d+)\s*(?:(,)\s*(\d*)\s*)?\}")  # {m}, {m,} or {m,n}, outside literals
 MAX_CODE_POINT = 0x10FFFF
+_NEEDS_VOCABULARY = "no vocab to parse token"  # llama.cpp's parser, given no vocabulary, at <token>
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,24 @@ def _checked(grammar: Grammar) -> Grammar:
         or optional_run_problem(grammar.text)
     if problem:
         raise UsageError(f"{grammar.source}: {problem[0]}", hint=problem[1])
+    _refuse_unparsed(grammar)
     return grammar
+
+
+def _refuse_unparsed(grammar: Grammar) -> None:
+    """Refuse a grammar llama.cpp's parser rejects now, before piped stdin is waited for and a model loaded: its
+    parser, given no vocabulary, parses as with one save a token named by its text (<|im_end|>), which it cannot
+    look up; such a grammar is left to the model's own check."""
+    from localgen.engine.native import lc
+    from localgen.engine.sampling import _grammar_sampler
+
+    try:
+        sampler = _grammar_sampler(None, grammar)
+    except UsageError as exc:
+        if _NEEDS_VOCABULARY in exc.message:
+            return
+        raise
+    lc.llama_sampler_free(sampler)
 
 
 def optional_run_problem(text: str) -> tuple[str, str] | None:

@@ -894,6 +894,27 @@ def test_a_chat_template_that_is_not_jinja_is_refused_before_piped_stdin_ends(tm
     assert returncode == 1 and "broken.jinja: the chat template is not valid Jinja" in stderr
 
 
+@pytest.mark.parametrize(("grammar", "says"), [
+    ("root ::= undefined-rule", "--grammar: the grammar does not parse: Undefined rule identifier 'undefined-rule'"),
+    ('root ::= root "a" | "a"', "--grammar: the grammar does not parse: unsupported grammar, left recursion"),
+    ('root ::= "a" )', "--grammar: the grammar does not parse: expecting newline or end at )"),
+])
+def test_a_grammar_llama_cpp_cannot_parse_is_refused_before_piped_stdin_ends(grammar: str, says: str) -> None:
+    """llama.cpp's parser needs no vocabulary for these: the mistake is said at once, not after the whole pipe."""
+    returncode, stderr = _run_with_stdin_open("--grammar", grammar, "why?")
+    assert returncode == 2 and says in stderr and len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_a_grammar_naming_a_token_by_its_text_is_not_refused_early() -> None:
+    """<|im_start|> is looked up in the model's vocabulary, so the grammar is parsed once the model is loaded."""
+    from localgen.grammar import ConstraintSource, grammar_for
+
+    grammar = 'root ::= <|im_start|> "yes"'
+    assert grammar_for(ConstraintSource("--grammar", grammar), []) is not None
+    result = run_localgen("run", "--grammar", grammar, "Say yes.", "-n", "4", "--temperature", "0")
+    assert result.returncode == 0 and result.out.strip() == "yes", result.err
+
+
 def _run_with_stdin_open(*args: str) -> tuple[int, str]:
     """`localgen run ARGS` with a stdin pipe that never ends: its exit code and stderr, once it refused them."""
     child = subprocess.Popen([sys.executable, "-m", "localgen", "run", *args], stdin=subprocess.PIPE,
