@@ -193,7 +193,11 @@ def terminal_hung_up(exc: OSError, stream: TextIO) -> bool:
 
 
 def stdout_error(exc: OSError) -> LocalgenError:
-    """The error for output that cannot be written (a full disk, an I/O error)."""
+    """The error for output that cannot be written (a full disk, a file at its size limit, an I/O error)."""
+    if exc.errno == errno.EFBIG:
+        return LocalgenError(f"cannot write to stdout: {exc.strerror or exc}",
+                             hint="the file it goes to has reached a size limit (`ulimit -f`, or the file system's: "
+                                  "4 GiB on FAT32): send the output elsewhere")
     return LocalgenError(f"cannot write to stdout: {exc.strerror or exc}",
                          hint="free some space or send the output elsewhere")
 

@@ -237,6 +237,24 @@ def test_a_full_or_closed_stdout_is_a_one_line_error(command: tuple[str, ...]) -
     assert closed.returncode == 2 and "stdout is closed" in closed.stderr.decode()
 
 
+def test_stdout_to_a_file_at_its_size_limit_names_the_limit_not_a_full_disk(tmp_path: Path) -> None:
+    """`ulimit -f` (or FAT32's 4 GiB) stops the file, with EFBIG: freeing disk space would not help."""
+    import resource
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    with open(tmp_path / "answer.txt", "wb") as out:
+        proc = subprocess.run([sys.executable, "-m", "localgen", "run", "Write a long story.", "-n", "80",
+                               "--temperature", "0", "--no-cache"], stdout=out, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT, preexec_fn=limited,
+                              env={**os.environ, "LOCALGEN_HOME": str(tmp_path / "home")})
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "localgen: error: cannot write to stdout: File too large (hint: the file it goes " \
+        "to has reached a size limit (`ulimit -f`" in err, err
+    assert "free some space" not in err and (tmp_path / "answer.txt").stat().st_size == 64
+
+
 @pytest.mark.parametrize("args", [("-",), ("-f", "-", "hi")])
 def test_a_dash_with_stdin_closed_is_a_one_line_error(args: tuple[str, ...]) -> None:
     closed = subprocess.run([sys.executable, "-m", "localgen", "run", *args], capture_output=True, timeout=120,
