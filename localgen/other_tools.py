@@ -38,6 +38,8 @@ _ESCAPES = "the shell writes escapes: localgen run $'one\\ntwo'"
 _SETTINGS = "each setting has its own option here: --temperature 0.2, --top-p 0.9, ..."
 _USAGE = "localgen's is --stats, token counts and speeds on stderr; --json has them too"
 _EXTRACT = "localgen prints the whole answer: ask the model for the code alone, or cut it out of stdout"
+_TEXT_ONLY = "localgen's models read text: -f FILE attaches a text file"
+_SCHEMA = "localgen's is --json-schema SCHEMA, its JSON text or a file"
 OTHER_TOOLS_OPTIONS = {
     "-sys": ("llama-cli", "a system prompt", _SYSTEM),
     "--system-prompt": ("llama-cli", "a system prompt", _SYSTEM),
@@ -58,6 +60,7 @@ OTHER_TOOLS_OPTIONS = {
     "-r": ("llama-cli", "a reverse prompt", _STOP),
     "--reverse-prompt": ("llama-cli", "a reverse prompt", _STOP),
     "--n-predict": ("llama-cli", "a token limit", "localgen's is -n N, or --max-tokens N"),
+    "--predict": ("llama-cli", "a token limit", "localgen's is -n N, or --max-tokens N"),
     "-e": ("llama-cli", "escape processing", _ESCAPES),
     "--escape": ("llama-cli", "escape processing", _ESCAPES),
     "-o": ("llm", "model settings", _SETTINGS),
@@ -98,10 +101,17 @@ OTHER_TOOLS_OPTIONS = {
     "--sf": ("llm", "a system prompt fragment", _SYSTEM_FILE),
     "--system-fragment": ("llm", "a system prompt fragment", _SYSTEM_FILE),
     "--key": ("llm", "an API key", "localgen runs the model on this machine and needs no key: drop it"),
+    **dict.fromkeys(("-a", "--attachment", "--at", "--attachment-type"), ("llm", "an attachment (an image, audio)",
+                                                                           _TEXT_ONLY)),
+    "--fragment": ("llm", "a fragment", "localgen's is -f FILE, a text file attached before the prompt"),
     "--think": ("Ollama", "turning a model's thinking on or off",
                 "localgen shows the <think> reasoning a model writes; --hide-thinking leaves it out"),
 }
 _RUN_ONLY = {  # where chat has no like
+    "--schema": ("llm", "a JSON schema", _SCHEMA),
+    "-j": ("llama-cli", "a JSON schema", _SCHEMA),
+    "-jf": ("llama-cli", "a JSON schema file", _SCHEMA),
+    "--json-schema-file": ("llama-cli", "a JSON schema file", _SCHEMA),
     "--no-log": ("llm", "not logging the exchange",
                  "a plain run keeps only its own exchange, for --continue; LOCALGEN_NO_LAST_RUN=1 keeps none"),
 }

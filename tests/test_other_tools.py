@@ -70,6 +70,16 @@ from tests.conftest import bundled_model_file, run_localgen
      "a plain run keeps only its own exchange, for --continue; LOCALGEN_NO_LAST_RUN=1 keeps none"),
     (("chat", "--think=false"), "--think is Ollama's option for turning a model's thinking on or off",
      "localgen shows the <think> reasoning a model writes; --hide-thinking leaves it out"),
+    (("run", "--schema", '{"type": "object"}', "hi"), "--schema is llm's option for a JSON schema",
+     "localgen's is --json-schema SCHEMA, its JSON text or a file"),
+    (("run", "-jf", "person.json", "hi"), "-jf is llama-cli's option for a JSON schema file",
+     "localgen's is --json-schema SCHEMA, its JSON text or a file"),
+    (("run", "--predict", "5", "hi"), "--predict is llama-cli's option for a token limit",
+     "localgen's is -n N, or --max-tokens N"),
+    (("chat", "-a", "photo.jpg"), "-a is llm's option for an attachment (an image, audio)",
+     "localgen's models read text: -f FILE attaches a text file"),
+    (("run", "--fragment", "notes.md", "hi"), "--fragment is llm's option for a fragment",
+     "localgen's is -f FILE, a text file attached before the prompt"),
 ])
 def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, ...], error: str, hint: str) -> None:
     result = run_localgen(*args)
