@@ -93,7 +93,7 @@ def _checked(grammar: Grammar) -> Grammar:
         raise UsageError(f"{grammar.source}: the grammar nests parentheses {depth:,} deep, beyond {MAX_NESTING:,}",
                          hint="split the nesting into named rules")
     problem = unclosed_problem(grammar.text) or repetition_problem(grammar.text) or class_problem(grammar.text) \
-        or optional_run_problem(grammar.text)
+        or excluded_token_problem(grammar.text) or optional_run_problem(grammar.text)
     if problem:
         raise UsageError(f"{grammar.source}: {problem[0]}", hint=problem[1])
     _refuse_unparsed(grammar)
@@ -105,15 +105,25 @@ def _refuse_unparsed(grammar: Grammar) -> None:
     parser, given no vocabulary, parses as with one save a token named by its text (<|im_end|>), which it cannot
     look up; such a grammar is left to the model's own check."""
     from localgen.engine.native import lc
-    from localgen.engine.sampling import _grammar_sampler
+    from localgen.engine.sampling import grammar_sampler
 
     try:
-        sampler = _grammar_sampler(None, grammar)
+        sampler = grammar_sampler(None, grammar)
     except UsageError as exc:
         if _NEEDS_VOCABULARY in exc.message:
             return
         raise
     lc.llama_sampler_free(sampler)
+
+
+def excluded_token_problem(text: str) -> tuple[str, str] | None:
+    """A token excluded by name (!<|im_end|>), and a hint (None: none is): llama.cpp's sampler lets a token that
+    begins with the text before it through such a rule, then aborts the process when it takes that token."""
+    excluded = next((body for kind, body in gbnf_pieces(text) if kind == "!<"), None)
+    if excluded is None:
+        return None
+    return (f"the grammar excludes the token <{excluded}> by name (!<...>), which llama.cpp's sampler cannot "
+            "follow: it ends the process", "leave characters out with a class instead, e.g. [^\\n]")
 
 
 def optional_run_problem(text: str) -> tuple[str, str] | None:
@@ -197,6 +207,12 @@ def worded_parse_error(reason: str) -> str:
     return reason
 
 
+def token_references(text: str) -> list[str]:
+    """The bodies of the tokens GBNF text names, as llama.cpp reads them: '|im_end|' for <|im_end|>, '[5]' for
+    <[5]>."""
+    return [body for kind, body in gbnf_pieces(text) if kind == "<"]
+
+
 def nesting_depth(text: str) -> int:
     """The deepest nesting of parentheses in GBNF text, outside string literals, character classes and comments."""
     depth = deepest = 0
@@ -229,14 +245,20 @@ def asks_for_nul(text: str) -> bool:
 
 
 def gbnf_pieces(text: str) -> Iterator[tuple[str, str]]:
-    """GBNF text as pieces: ('"', a string literal's body), ('[', a character class's body) or ('', any other
-    character); comments are left out."""
+    """GBNF text as pieces: ('"', a string literal's body), ('[', a character class's body), ('<' or '!<', a token
+    reference's body, as in <|im_end|> or !<[5]>) or ('', any other character); comments are left out."""
     i, end = 0, len(text)
     while i < end:
         char = text[i]
         if char == "#":
             newline = text.find("\n", i)
             i = end if newline < 0 else newline
+        elif char == "<" or text.startswith("!<", i):
+            start = i + (1 if char == "<" else 2)
+            closing = text.find(">", start)
+            j = end if closing < 0 else closing
+            yield text[i:start], text[start:j]
+            i = j + 1
         elif char in "\"[":
             closing, j = '"' if char == '"' else "]", i + 1
             while j < end and text[j] != closing:

@@ -158,6 +158,10 @@ def test_hide_thinking_in_a_new_conversation_checks_the_prompt_being_answered(tm
     ('root ::= "a"{0,100000}\n', "the repetition {0,100000} counts beyond 2,000"),  # llama.cpp made it "a"*
     ('root ::= ("a"\n', "the grammar does not parse: 1 parenthesis still open at its end"),  # "expecting ')' at"
     ('root ::= "a"{2', "the grammar does not parse: expecting ',' at the end of the grammar"),  # llama.cpp: "at"
+    ('root ::= "yes" <|im_end|>\n', "names the token <|im_end|>, which ends the answer"),  # SIGABRT, a backtrace
+    ("root ::= <[0]>\n", "names the token <[0]>, which ends the answer"),  # <|endoftext|>: SIGABRT
+    ("root ::= <[999999]>\n", "names the token <[999999]>, beyond the model's 49,152 tokens"),  # SIGABRT
+    ('root ::= "a" !<[5]> "b"\n', "excludes the token <[5]> by name (!<...>)"),  # std::terminate on "al"
 ])
 def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message: str) -> None:
     path = tmp_path / "bad.gbnf"
@@ -210,6 +214,15 @@ def test_schema_keywords_the_converter_ignores_are_named_in_a_warning() -> None:
                           "-n", "12", *GREEDY)
     assert result.returncode == 0 and isinstance(json.loads(result.out), int)
     assert result.err.startswith("localgen: warning: the JSON schema's maximum, minimum cannot be enforced")
+
+
+def test_token_references_are_read_outside_literals_classes_and_comments() -> None:
+    from localgen.grammar import excluded_token_problem, token_references
+
+    text = 'root ::= "<a>" [<>] <|im_start|> x # <b>\nx ::= <[5]> "!<c>" !<d>'
+    assert token_references(text) == ["|im_start|", "[5]"]
+    assert excluded_token_problem(text) is not None and "<d>" in excluded_token_problem(text)[0]
+    assert excluded_token_problem('root ::= "!<d>" [!<] # !<e>') is None
 
 
 def test_nesting_depth_skips_literals_classes_and_comments() -> None:

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from localgen.engine.native import lc, native_errors
 from localgen.errors import UsageError
-from localgen.grammar import worded_parse_error
+from localgen.grammar import token_references, worded_parse_error
 from localgen.params import Grammar, SamplingParams
 
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp: draw a random seed
@@ -117,7 +117,7 @@ def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Seq
     add = lc.llama_sampler_chain_add
     try:
         if sampling.grammar is not None:
-            add(chain, _grammar_sampler(vocab, sampling.grammar))  # the chain owns each sampler once added
+            add(chain, grammar_sampler(vocab, sampling.grammar))  # the chain owns each sampler once added
         if penalized and last_n > PENALTY_WINDOW_IN_PYTHON:  # primed alone: the prompt is no text the grammar parses
             window = replace(sampling, repeat_last_n=last_n)
             add(chain, native_penalties(lc.llama_vocab_n_tokens(vocab), window, prompt))
@@ -148,9 +148,14 @@ def native_penalties(n_vocab: int, sampling: SamplingParams, primed: Sequence[in
     return sampler
 
 
-def _grammar_sampler(vocab: lc.llama_vocab_p, grammar: Grammar) -> lc.llama_sampler_p:
+def grammar_sampler(vocab: lc.llama_vocab_p | None, grammar: Grammar) -> lc.llama_sampler_p:
     """llama.cpp's grammar sampler for GBNF text with a `root` rule; a UsageError with llama.cpp's reason when it
-    cannot parse it (the parser prints some reasons on stderr and logs others)."""
+    cannot parse it (the parser prints some reasons on stderr and logs others), or names a token it cannot give.
+
+    Without a vocabulary (None) the grammar is only parsed, and a token named by its text cannot be.
+    """
+    if vocab is not None:
+        _refuse_tokens_never_given(vocab, grammar)
     with native_errors() as logged, _captured_stderr() as printed:
         sampler = lc.llama_sampler_init_grammar(vocab, grammar.text.encode("utf-8"), b"root")
     if not sampler:
@@ -164,6 +169,44 @@ def _grammar_sampler(vocab: lc.llama_vocab_p, grammar: Grammar) -> lc.llama_samp
                          hint=SCHEMA_CONVERTER_HINT if from_schema else
                          'check its GBNF syntax; it needs a root rule, e.g. root ::= "yes" | "no"')
     return sampler
+
+
+def _refuse_tokens_never_given(vocab: lc.llama_vocab_p, grammar: Grammar) -> None:
+    """Refuse a grammar that names a token the sampler can never give: one beyond the vocabulary, one that ends
+    the answer, or one with no text. Where such a token is all the grammar allows, llama.cpp aborts the process."""
+    n_vocab = lc.llama_vocab_n_tokens(vocab)
+    for body in token_references(grammar.text):
+        token = _token_named(vocab, body)
+        if token is None:
+            continue  # not one token: llama.cpp's parser says so
+        if token >= n_vocab:
+            reason = f"beyond the model's {n_vocab:,} tokens"
+        elif lc.llama_vocab_is_eog(vocab, token):
+            reason = "which ends the answer, as the grammar's end does"
+        elif not _gives_text(vocab, token):
+            reason = "which gives no text"
+        else:
+            continue
+        raise UsageError(f"{grammar.source}: the grammar names the token <{body}>, {reason}, so the answer could "
+                         "not go on there", hint="end the root rule there instead: the answer may end wherever "
+                         "the grammar is complete" if "ends" in reason else "name a token of the model's text")
+
+
+def _token_named(vocab: lc.llama_vocab_p, body: str) -> int | None:
+    """The id a token reference's body names, as llama.cpp reads it ([5] is id 5); None if it is not one token."""
+    if body.startswith("[") and body.endswith("]") and body[1:-1].isdigit():
+        return int(body[1:-1])
+    data = f"<{body}>".encode()
+    tokens = (lc.llama_token * 2)()
+    count = lc.llama_tokenize(vocab, data, len(data), tokens, 2, False, True)
+    return tokens[0] if count == 1 else None
+
+
+def _gives_text(vocab: lc.llama_vocab_p, token: int) -> bool:
+    """Whether a token has text as the grammar sampler sees it (special tokens spelled out); a negative count is
+    text longer than the buffer."""
+    buffer = ctypes.create_string_buffer(8)
+    return lc.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, True) != 0
 
 
 @contextlib.contextmanager
