@@ -77,12 +77,15 @@ def _unknown_command_hint(app: typer.Typer, args: list[str], command: str, text:
     """For a first word that is no command: localgen's command for another tool's word, or `run` for a prompt."""
     if command or not args or "no such command" not in text:
         return None
-    return _other_tool_hint(args[0]) or _prompt_as_command_hint(app, args[0])
+    return _other_tool_hint(args[0], args[1:]) or _prompt_as_command_hint(app, args[0])
 
 
-def _other_tool_hint(word: str) -> str | None:
-    """For what users of other tools type at the top level (`ls`, `rm`, `serve`): localgen's command or way."""
+def _other_tool_hint(word: str, rest: list[str]) -> str | None:
+    """For what users of other tools type at the top level (`ls`, `rm foo`, `serve`): localgen's command, with the
+    names given in place of NAME, or its way."""
     command = OTHER_TOOLS_COMMANDS.get(word)
+    if command and command.endswith(" NAME") and rest:
+        command = shlex.join([*command.removesuffix(" NAME").split(), *rest])
     return f"use `{command}`" if command else OTHER_TOOLS_WORDS.get(word)
 
 

@@ -353,12 +353,14 @@ def test_a_misspelt_option_gets_only_close_suggestions(args: tuple[str, ...], hi
     assert result.err == f"localgen: error: No such option: {args[1]} (hint: {hint})\n"
 
 
-@pytest.mark.parametrize(("command", "hint"), [("list", "localgen models list"), ("rm", "localgen models rm NAME"),
-                                              ("show", "localgen models show NAME")])
-def test_other_tools_commands_point_to_localgens(command: str, hint: str) -> None:
-    result = run_localgen(command, "x")
+@pytest.mark.parametrize(("args", "hint"), [(("list", "x"), "localgen models list"),
+                                           (("rm", "x"), "localgen models rm x"), (("rm",), "localgen models rm NAME"),
+                                           (("show", "my model"), "localgen models show 'my model'"),
+                                           (("download", "org/repo"), "localgen pull org/repo")])
+def test_other_tools_commands_point_to_localgens(args: tuple[str, ...], hint: str) -> None:
+    result = run_localgen(*args)
     assert result.returncode == 2
-    assert result.err == f"localgen: error: No such command '{command}'. (hint: use `{hint}`)\n"
+    assert result.err == f"localgen: error: No such command '{args[0]}'. (hint: use `{hint}`)\n"
 
 
 @pytest.mark.parametrize(("args", "hint"), [
