@@ -195,14 +195,19 @@ def misplaced_option(ctx: typer.Context, param: str = "json_output") -> None:
 
 
 def confirmed(action: str, *, yes: bool, declined: str) -> bool:
-    """Whether to go ahead with action ("remove X"): --yes, or the answer on a terminal (declined is said on a no);
-    without a terminal, --yes is needed."""
+    """Whether to go ahead with action ("remove X"): --yes, or the answer on a terminal (declined is said on a no,
+    and on a Ctrl-C, which then ends the command as a Ctrl-C does); without a terminal, --yes is needed."""
     from localgen import console
 
     if yes:
         return True
     if sys.stdin is not None and sys.stdin.isatty():
-        if console.confirm(f"{action}?"):
+        try:
+            agreed = console.confirm(f"{action}?")
+        except KeyboardInterrupt:
+            console.say(f"localgen: {declined}")
+            raise typer.Abort from None  # exit 130, with nothing more said
+        if agreed:
             return True
         console.say(f"localgen: {declined}")
         return False
