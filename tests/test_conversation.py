@@ -375,7 +375,8 @@ def test_a_name_that_starts_with_a_dot_is_refused_with_a_hint_that_says_why() ->
 
 @pytest.mark.parametrize(("typed", "like"), [("my notes", "my-notes"), ("café", "cafe"),
                                              ("Q&A: round 2!", "Q-A-round-2"), ("../notes", None), ("a/b", None),
-                                             ("日本語", None), ("  ", None)])
+                                             ("日本語", "notes"), ("  ", "notes"), (".json", "notes"),
+                                             ("my notes.JSON", "my-notes"), (".notes.json", "notes")])
 def test_a_name_that_is_not_valid_gets_a_valid_one_close_to_it_as_its_example(typed: str, like: str | None) -> None:
     from localgen.conversation import check_name
 
