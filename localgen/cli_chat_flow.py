@@ -170,6 +170,7 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> No
     last) at the end."""
     from localgen.cli_options import given_settings, with_model_settings
     from localgen.conversation import Conversation
+    from localgen.conversation_summary import system_change
     from localgen.registry import model_defaults
     from localgen.repl import Repl
     from localgen.repl_terminal import chat_terminal
@@ -183,9 +184,12 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> No
         try:
             chosen, model_system = model_defaults(loaded.resolved.spec)
             sampling, limits = with_model_settings(ctx, chosen, checked.sampling, checked.limits)
+            system_note = None
             if conversation is None:  # the session records the model it loaded
                 conversation = Conversation.new(system=model_system if system is None else system, model=None)
-            elif system is not None:
+            elif system is not None:  # said as run --conversation -s says it
+                system_note = system_change(conversation.name, conversation.system, system,
+                                            loaded.prompt_format.default_system)
                 conversation.system = system
             session = ChatSession(loaded, start.options, conversation, sampling, limits,
                                   model_settings=chosen, own_settings=given_settings(ctx), model_system=model_system,
@@ -194,7 +198,8 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> No
             if resumed:  # a flag given now wins over the resumed conversation's setting
                 session.replace_conversation(conversation, given_settings(ctx), system_given=system is not None)
             repl = Repl(session, markdown=request.markdown, show_thinking=request.show_thinking, resumed=resumed,
-                        stats=request.stats, prefill_while_typing=request.prefill_while_typing)
+                        stats=request.stats, prefill_while_typing=request.prefill_while_typing,
+                        system_note=system_note)
             repl.run()
         finally:
             (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model

@@ -52,9 +52,10 @@ class Repl:
     """Reads lines, runs slash commands, streams answers; nothing typed can crash it."""
 
     def __init__(self, session: ChatSession, *, markdown: bool, show_thinking: bool, resumed: bool = False,
-                 stats: bool = False, prefill_while_typing: bool = True) -> None:
+                 stats: bool = False, prefill_while_typing: bool = True, system_note: str | None = None) -> None:
         self.session = session
         self.resumed = resumed
+        self._system_note = system_note  # -s replacing a resumed conversation's system prompt
         # a TERM=dumb terminal (Emacs' shell) shows escapes as text: no live Markdown redraws, and no recalled or
         # completed lines, which its prompt could not show before they were sent
         self._escapes = console.takes_escapes(sys.stdout)
@@ -107,6 +108,8 @@ class Repl:
             console.warn(self._history_warning)
         if self.resumed:
             console.say(f"resumed {self.session.conversation.name}: {conversation_summary(self.session)}")
+        if self._system_note:
+            console.say(self._system_note)
         if self.session.attachments:
             which = "next" if self.resumed else "first"
             console.say(f"{counted(len(self.session.attachments), 'file')} attached to your {which} message "

@@ -10,7 +10,7 @@ from localgen.config import settings
 from localgen.conversation import Conversation, DamagedConversationError, check_name
 from localgen.conversation_lock import ConversationBusyError
 from localgen.conversation_store import latest_conversation, list_conversations, load_or_start
-from localgen.conversation_summary import cut_short
+from localgen.conversation_summary import cut_short, system_change
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event
 from localgen.last_run import LastRun, newest_last_run, take_last_run
@@ -148,19 +148,10 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
 
 
 def _system_change(continued: Continued, system: str | None, template_default: Callable[[], str | None]) -> str | None:
-    """What to say when -s replaces the system prompt a conversation already had (where it had none, the one its chat
-    template writes: template_default's), or None."""
-    from localgen.repl_text import brief
-
-    before = continued.conversation.system
-    if system is None or continued.is_new or system == before:
+    """What to say when -s replaces the system prompt a conversation already had, or None."""
+    if system is None or continued.is_new:
         return None
-    now = "an empty system prompt" if system == "" else f"system prompt {brief(system)!r}"
-    if before is None:
-        was = "the model's default" if template_default() else "none"
-    else:
-        was = "an empty one" if before == "" else repr(brief(before))
-    return f"localgen: conversation '{continued.conversation.name}' now has {now} instead of {was}"
+    return system_change(continued.conversation.name, continued.conversation.system, system, template_default)
 
 
 def _seen(count: int) -> str:

@@ -72,3 +72,24 @@ def test_changes_a_save_missed_can_be_saved_under_another_name_before_leaving(tm
         assert [turn["user"] for turn in kept["turns"]] == ["Name a color.", "Name a fruit."]
     finally:
         _stop(chat)
+
+
+def test_resume_with_another_system_prompt_says_which_one_it_replaces(tmp_path: Path) -> None:
+    """chat --resume NAME -s X says, as run --conversation NAME -s X does, which system prompt X replaces; the same
+    one again is said nothing of."""
+    home = tmp_path / "home"
+    folder = home / "data" / "conversations"
+    folder.mkdir(parents=True)
+    record = {"format": 1, "name": "pirate", "system": "You are a pirate.",
+              "turns": [{"user": "Hi", "answer": "Ahoy."}]}
+    (folder / "pirate.json").write_text(json.dumps(record))
+    for system, note in (("You are a cat.", "localgen: conversation 'pirate' now has system prompt 'You are a cat.' "
+                                            "instead of 'You are a pirate.'"), ("You are a pirate.", None)):
+        chat = Chat(home, "--resume", "pirate", "-s", system, "--no-markdown", "-n", "1")
+        try:
+            said = " ".join(chat.transcript.getvalue().split())
+            assert f"resumed pirate: 1 exchange, system prompt {system!r}" in said, said
+            assert (note in said) if note else "instead of" not in said, said
+            assert chat.quit() == 0
+        finally:
+            _stop(chat)
