@@ -16,6 +16,7 @@ from localgen.conversation_store import let_go, save_conversation
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished
+from localgen.model_switch import load_instead
 from localgen.params import (
     CHAT_SETTINGS,
     SETTINGS_THAT_MAY_BE_NONE,
@@ -25,7 +26,7 @@ from localgen.params import (
 )
 from localgen.registry import model_defaults
 from localgen.resolve import ResolvedModel
-from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
+from localgen.runner import LoadedModel, ModelOptions, ignore_note
 
 DEFAULT_ANSWER_RESERVE = 512
 RENDERS_KEPT = 3  # rendered prompts kept: the conversation's, the next question's, and one being typed
@@ -223,31 +224,11 @@ class ChatSession:
         return f"the system prompt takes {size:,} tokens, and the context leaves {budget:,} for the whole conversation"
 
     def switch_model(self, reference: str, note: Callable[[str], None] = ignore_note) -> LoadedModel:
-        """Load another model and keep the conversation (a --chat-template belonged to the first model); its
-        models.toml settings and system prompt apply where the user chose none.
-
-        note gets what loading chose or changed (the quant for ORG/REPO, a lowered context), as it happens.
-
-        The current model is freed before the new one is planned and loaded, so the plan sees its memory (the
-        quant for ORG/REPO without one is chosen before that, counting the current model's memory as free). If the
-        load fails, the current model is loaded again and the error is raised; a signal that ends the program
-        (SignalExit) is raised at once.
-        """
+        """Load another model in place of this one (see load_instead) and keep the conversation (a --chat-template
+        belonged to the first model); its models.toml settings and system prompt apply where the user chose none.
+        note gets what loading chose or changed, as it happens."""
         options = replace(self.options, model=reference, chat_template=None)
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            released = True  # first: a signal during close() must still lead to the reload
-            self.loaded.close()
-
-        try:
-            held = self.loaded.plan.estimate if self.loaded.plan and self.loaded.engine.is_open else None
-            new = load_model(options, release=release, held=held, note=note)
-        except BaseException as exc:
-            if released and not isinstance(exc, SystemExit):  # a SIGTERM ends the chat now, without a reload
-                self._reload(exc)
-            raise
+        new = load_instead(self.loaded, self.options, options, reloaded=self._reloaded, note=note)
         self.loaded, self.options = new, options
         self._use_model_defaults(*model_defaults(new.resolved.spec))
         self._record_model()
@@ -255,18 +236,9 @@ class ChatSession:
         self._save(command=True)
         return new
 
-    def _reload(self, cause: BaseException) -> None:
-        """Load the current model again after a failed switch; say so when even that fails (the session then
-        has no model: questions are refused until /model loads one)."""
-        try:
-            self.loaded = load_model(self.options)
-        except SystemExit:
-            raise
-        except BaseException as exc:
-            what = cause.message if isinstance(cause, LocalgenError) else type(cause).__name__
-            why = exc.message if isinstance(exc, LocalgenError) else type(exc).__name__
-            raise LocalgenError(f"{what}; then reloading {self.options.model or 'the default model'} failed too "
-                                f"({why}): no model is loaded", hint="/model NAME loads one") from cause
+    def _reloaded(self, loaded: LoadedModel) -> None:
+        """Go on with the model loaded again after a failed switch."""
+        self.loaded = loaded
 
     def replace_conversation(self, conversation: Conversation, overrides: Mapping[str, str] | None = None, *,
                              system_given: bool = False) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from localgen import model_switch
 from localgen import session as session_module
 from localgen.conversation import Conversation, Turn
 from localgen.engine import lc
@@ -183,7 +184,7 @@ def test_when_even_the_reload_fails_the_session_has_no_model_and_says_so(session
             release()
         raise ModelLoadError("llama.cpp could not load it")
 
-    monkeypatch.setattr(session_module, "load_model", failing)
+    monkeypatch.setattr(model_switch, "load_model", failing)
     with pytest.raises(LocalgenError, match=r"failed too .*no model is loaded"):
         session.switch_model("other-model")
     engine = session.loaded.engine
@@ -208,7 +209,7 @@ def test_sigterm_during_a_model_switch_ends_it_without_a_reload(session: ChatSes
             raise SignalExit(15)
         raise ModelLoadError("llama.cpp could not load it")
 
-    monkeypatch.setattr(session_module, "load_model", loading)
+    monkeypatch.setattr(model_switch, "load_model", loading)
     with pytest.raises(SignalExit):
         session.switch_model("other-model")
     assert len(calls) == (1 if during == "switch" else 2)
