@@ -184,7 +184,7 @@ class Conversation:
         try:
             if not text.strip():
                 raise ValueError("the file is empty")
-            data = _without_lone_surrogates(json.loads(text))
+            data = _without_lone_surrogates(_parsed(text))
             _check_format(data, source)
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
@@ -219,6 +219,19 @@ class Conversation:
             raise DamagedConversationError(f"{source} is not a valid saved conversation ({reason})",
                                            hint="it was left untouched; start a new chat or load another",
                                            name=source.stem) from exc
+
+
+def _parsed(text: str) -> object:
+    """The JSON value of a saved file's text; a ValueError that says in words where and why it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.pos >= len(text.rstrip()):  # a save cut short (a full disk, a copy stopped), or a bracket left out
+            raise ValueError("its JSON ends before it is complete") from None
+        if "\0" in text:
+            raise ValueError("it holds NUL bytes: binary data, not JSON") from None
+        raise ValueError(f"not JSON at line {exc.lineno}, column {exc.colno}: {exc.msg[0].lower()}{exc.msg[1:]}") \
+            from None
 
 
 def _check_format(data: object, source: Path) -> None:

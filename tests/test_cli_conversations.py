@@ -72,8 +72,8 @@ def test_the_listing_shows_each_conversation_s_size_model_and_first_message() ->
     by_name = {row[0]: row for row in rows[1:]}
     assert by_name["report"][2:] == ["2", "smollm2-135m", long_question[:59].rstrip() + "…"]
     assert by_name["greeting"][2:] == ["1", "smollm2-135m", "Hi there friend"]
-    assert by_name["broken"][2] == "-" and by_name["broken"][4] == "(damaged: Expecting property name enclosed in " \
-        "double quotes: line 1 column 2 (char 1))"
+    assert by_name["broken"][2] == "-" and by_name["broken"][4] == "(damaged: not JSON at line 1, column 2: " \
+        "expecting property name enclosed in double quotes)"
     records = {r["name"]: r for r in json.loads(run_localgen("conversations", "--json").out)}
     assert records["report"]["exchanges"] == 2 and records["report"]["first_message"] == long_question
     assert records["report"]["updated"].endswith("+00:00") and "problem" in records["broken"]
@@ -144,8 +144,7 @@ def test_show_without_a_name_skips_a_damaged_newest_as_resume_does() -> None:
         shown = run_localgen(*args)
         assert shown.returncode == 0 and "Blue." in shown.out, shown.err
         assert shown.err == (f"localgen: warning: skipped a damaged conversation: {conversations_dir() / 'broken.json'}"
-                             " is not a valid saved conversation (Expecting property name enclosed in double quotes: "
-                             "line 1 column 2 (char 1))\n"), shown.err
+                             " is not a valid saved conversation (its JSON ends before it is complete)\n"), shown.err
     (conversations_dir() / "older.json").write_text("[]")
     none = run_localgen("conversations", "show")
     assert none.returncode == 1 and none.out == "" and none.err.count("skipped a damaged conversation") == 2

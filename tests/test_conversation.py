@@ -138,6 +138,9 @@ def test_a_saved_context_start_that_is_not_a_turn_index_is_refused(start: object
     ('{"name": "a", "turns": []}', "no 'format'"), ('{"format": "1", "name": "a", "turns": []}', "unknown format"),
     ('{"format": 1, "name": "a"}', "no 'turns'"), ('{"format": 1, "turns": [{"answer": "x"}]}', "a turn has no 'user'"),
     ("[" * 100_000 + "]" * 100_000, "nested too deeply"), ('{"format": 1, "turns": []}', "no 'name'"),
+    ('{"format": 1, "name": "a", "turns": [\n', "its JSON ends before it is complete"),
+    ("\0\1\0 data", "it holds NUL bytes: binary data, not JSON"),
+    ('{"format": 1,\n "name": a}', "not JSON at line 2, column 10: expecting value"),
 ])
 def test_a_damaged_file_says_what_is_wrong_with_it_in_words(text: str, reason: str, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
