@@ -120,6 +120,7 @@ def _resumed(resume: str | None) -> Conversation | None:
     """The conversation --resume NAME names, or the latest one for --resume alone (RESUME_LATEST); None without
     --resume."""
     from localgen import console
+    from localgen.conversation import DamagedConversationError
     from localgen.conversation_store import latest_conversation, load_conversation
 
     if resume is None:
@@ -130,7 +131,10 @@ def _resumed(resume: str | None) -> Conversation | None:
         raise UsageError("the name given to --resume is empty",
                          hint="give a saved conversation's name (`localgen conversations` lists them), or --resume "
                               "alone for the newest")
-    return load_conversation(resume, shell=True)
+    try:
+        return load_conversation(resume, shell=True)
+    except DamagedConversationError as exc:  # the hint of a command line, not of /load's
+        raise exc.left_untouched("--resume NAME") from None
 
 
 def _warn_if_unsaveable() -> None:

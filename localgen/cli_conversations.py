@@ -67,9 +67,7 @@ def conversations_show(
     try:  # the newest as `chat --resume` takes it: a damaged one is skipped, with a warning
         conversation = read_conversation(name) if name is not None else latest_conversation(console.warn, held=False)
     except DamagedConversationError as exc:  # the hint of this command, not a chat's
-        remove = f"`localgen conversations rm {exc.name}` deletes it" if exc.removable else "move that folder away"
-        raise DamagedConversationError(exc.message, hint=f"it was left untouched; {remove}",
-                                       name=exc.name, removable=exc.removable) from None
+        raise exc.left_untouched() from None
     terminal = sys.stdout.isatty()  # saved text (answers, attached files) is shown, never obeyed
     if json_output:
         text = conversation.to_json(touch=False)

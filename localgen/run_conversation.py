@@ -62,10 +62,7 @@ def open_conversation(name: str | None) -> Continued:
     except ConversationBusyError as exc:
         raise _busy_for_a_run(exc) from None
     except DamagedConversationError as exc:
-        remove = f"move it away or delete it (`localgen conversations rm {exc.name}`)" if exc.removable else \
-            "move that folder away"
-        raise DamagedConversationError(exc.message, hint=f"it was left untouched: {remove}, or go on with another: "
-                                                         "--conversation NAME", name=exc.name) from None
+        raise exc.left_untouched("--conversation NAME") from None
     if not conversation.on_disk:
         _warn_if_mistyped(conversation.name)
     return Continued(conversation)

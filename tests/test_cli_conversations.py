@@ -110,7 +110,7 @@ def test_show_of_a_damaged_file_points_at_rm() -> None:
     (conversations_dir() / "bad.json").write_text("{")
     shown = run_localgen("conversations", "show", "bad")
     assert shown.returncode == 1 and shown.out == ""
-    assert shown.err.endswith("(hint: it was left untouched; `localgen conversations rm bad` deletes it)\n"), shown.err
+    assert shown.err.endswith("(hint: it was left untouched: `localgen conversations rm bad` deletes it)\n"), shown.err
 
 
 def test_a_dangling_link_is_named_alike_by_show_run_and_rm() -> None:
