@@ -8,13 +8,22 @@ from dataclasses import replace
 from localgen import console
 from localgen.chat_settings import SETTING_NAMES
 from localgen.errors import UsageError
-from localgen.repl_input import unwrap_block
+from localgen.repl_input import history_path, unwrap_block
 from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_line
 from localgen.repl_state import ChatState
 from localgen.session import ChatSession
 from localgen.stopping import typed_escape_warnings
 
 UNSET_MEANS = {"seed": "random", "max_tokens": "no limit"}  # what /set says a setting of none does
+OLLAMA_SWITCHES = {  # Ollama's /set WORD and /set noWORD that localgen has no switch for: what it does, and the way
+    "think": ("does not turn a model's reasoning on or off",
+              "/thinking off hides the reasoning, /thinking on shows it"),
+    "format": ("does not make a chat's answers JSON", 'localgen run --json-schema SCHEMA "..." answers in JSON that '
+                                                     "follows a schema"),
+    "wordwrap": ("always breaks a chat's lines between words at the window's edge",
+                 "localgen run --no-wrap keeps the model's lines whole"),
+    "history": ("always keeps the input history", "it is {history}: a link from it to /dev/null keeps none"),
+}
 
 
 def system_command(state: ChatState, argument: str) -> None:
@@ -41,9 +50,11 @@ def set_command(state: ChatState, argument: str) -> None:
     ollama = {"parameter": lambda: set_command(state, rest.strip()),
               "system": lambda: system_command(state, rest.strip()),
               "verbose": lambda: stats_command(state, "on"), "quiet": lambda: stats_command(state, "off")}
-    if word.lower() in ("think", "nothink"):  # Ollama's switch of a model's reasoning
-        raise UsageError(f"/set {word.lower()} is Ollama's: localgen does not turn a model's reasoning on or off",
-                         hint="/thinking off hides the reasoning, /thinking on shows it")
+    switch = word.lower().removeprefix("no")
+    if switch in OLLAMA_SWITCHES:  # Ollama's /set nothink, /set format json, /set nowordwrap
+        does, way = OLLAMA_SWITCHES[switch]
+        raise UsageError(f"/set {word.lower()} is Ollama's: localgen {does}",
+                         hint=way.format(history=history_path()))
     if word.lower() == "stop":  # /set stop TEXT..., as Ollama's /set parameter stop (for this chat, as --stop)
         _set_stop(state.session, rest.strip())
         return

@@ -323,9 +323,14 @@ def history_damage(path: Path) -> str | None:
     return None
 
 
+def history_path() -> Path:
+    """The file of the chat's input history."""
+    return settings().data_dir / "history"
+
+
 def open_history() -> tuple[History, str | None]:
     """The persistent input history (created private), and a warning when the file had to be set aside."""
-    path = settings().data_dir / "history"
+    path = history_path()
     warning = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

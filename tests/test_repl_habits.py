@@ -164,6 +164,11 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
         assert "max_tokens = none (no limit)" in chat.command("/set n -1", "limit)"), "as -n -1 means"
         nothink = " ".join(chat.command_words("/set nothink", "/thinking on shows it").split())
         assert "/set nothink is Ollama's: localgen does not turn a model's reasoning on or off" in nothink, nothink
+        for typed, said in (("/set format json", "localgen run --json-schema SCHEMA"),
+                            ("/set nowordwrap", "localgen run --no-wrap keeps the model's lines whole"),
+                            ("/set nohistory", "a link from it to /dev/null keeps none")):
+            answer = " ".join(chat.command_words(typed, said).split())
+            assert f"{typed.split()[1]} is Ollama's: localgen " in answer and "unknown setting" not in answer, answer
         assert "did you mean" not in chat.command("/frobnicate", "/help lists the commands")
         shown = chat.command("/show system", "/system TEXT replaces it")  # SmolLM2's template adds one
         assert "the chat template adds its own: 'You are a helpful AI assistant named SmolLM" in shown, shown
