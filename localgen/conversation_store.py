@@ -226,9 +226,10 @@ def saved_paths(names: list[str]) -> list[Path]:
     return paths
 
 
-def delete_conversations(names: list[str]) -> None:
+def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda: True) -> bool:
     """Delete saved conversations, all or none: ConversationBusyError, before any is deleted, when a chat or a run
-    has one of them open."""
+    has one of them open; confirm is asked once none is (they are held meanwhile), and False from it (returned)
+    deletes none."""
     folder = conversations_dir()
     paths = saved_paths(names)
     held: list[str] = []
@@ -236,6 +237,8 @@ def delete_conversations(names: list[str]) -> None:
         for name in names:
             if hold(folder, name, hint="finish that chat or run first"):
                 held.append(name)
+        if not confirm():
+            return False
         for name, path in zip(names, paths, strict=True):
             try:
                 path.unlink(missing_ok=True)
@@ -247,6 +250,7 @@ def delete_conversations(names: list[str]) -> None:
     finally:
         for name in held:
             release(folder, name)
+    return True
 
 
 def list_conversations() -> list[tuple[str, float]]:

@@ -327,6 +327,22 @@ def test_rm_on_a_terminal_asks_and_deletes_only_on_yes(home: Path) -> None:
     assert "walrus" not in run_localgen("conversations", "list").out
 
 
+def test_rm_on_a_terminal_says_a_conversation_is_in_use_before_asking(home: Path) -> None:
+    import pexpect
+
+    path = _save("walrus", Turn("a", "b"))
+    assert hold(conversations_dir(), "walrus", hint="")
+    try:
+        child = pexpect.spawn(sys.executable, ["-m", "localgen", "conversations", "rm", "walrus"], cwd=str(REPO_ROOT),
+                              encoding="utf-8", timeout=60, dimensions=(24, 200))
+        child.expect(pexpect.EOF)
+        child.close()
+    finally:
+        release(conversations_dir(), "walrus")
+    assert child.exitstatus == 1 and "in use by another localgen chat or run" in child.before, child.before
+    assert "[y/N]" not in child.before and path.exists(), "no question whose yes could not be done"
+
+
 def test_list_n_lists_only_the_newest(home: Path) -> None:
     for age, name in enumerate(["newest", "middle", "oldest"]):
         path = _save(name, Turn(f"About {name}?", "Yes."))
