@@ -26,7 +26,7 @@ from localgen.chat_commands_settings import (
     thinking_command,
 )
 from localgen.errors import UsageError
-from localgen.repl_input import ALIASES, WITHOUT_ARGUMENT, SlashCommand, help_lines, meant_command
+from localgen.repl_input import ALIASES, WITHOUT_ARGUMENT, SlashCommand, help_lines, help_topic, meant_command
 from localgen.repl_show import show
 from localgen.repl_state import ChatState
 from localgen.repl_unsaved import say_unsaved
@@ -36,10 +36,14 @@ Handler = Callable[[ChatState, str], None]
 
 
 def help_command(_state: ChatState, argument: str) -> None:
-    """/help [shortcuts]: list the commands and the keys, or the keys alone."""
-    if argument and argument.lower() not in ("shortcuts", "keys"):
-        raise UsageError(f"/help has no topic '{argument}'", hint="/help alone, or /help shortcuts for the keys")
-    for line in help_lines(terminal_width(sys.stderr)(), commands=not argument):
+    """/help [COMMAND|shortcuts]: list the commands and the keys, one command, or the keys alone."""
+    keys = argument.lower() in ("shortcuts", "keys")
+    topic = help_topic(argument) if argument and not keys else None
+    if argument and not keys and topic is None:
+        raise UsageError(f"/help has no topic '{argument}'",
+                         hint="/help alone, /help COMMAND for one command (/help save), or /help shortcuts for "
+                              "the keys")
+    for line in help_lines(terminal_width(sys.stderr)(), commands=not keys, only=topic):
         console.say(line)
 
 

@@ -29,7 +29,8 @@ from localgen.repl_show import SHOW_PARTS
 PROMPT = ">>> "
 BLOCK_QUOTE = '"""'
 COMMAND_HELP = {
-    "/help [shortcuts]": "show this help (shortcuts: only the keys, as Ollama's /? shortcuts)",
+    "/help [COMMAND]": "show this help (COMMAND: only its own, as /help save; shortcuts: only the keys, as "
+                       "Ollama's /? shortcuts)",
     "/system [TEXT|none]": "show the system prompt, set it to TEXT, clear it (none), or make it empty (\"\")",
     "/set PARAM VALUE": f"change a setting ({', '.join(SETTING_NAMES)}; or by its option name: temp, top-p, n; "
                         "Ollama's /set parameter and num_predict work too); /set stop TEXT... for stop strings",
@@ -358,19 +359,28 @@ def continuation(width: int, _line_number: int, is_soft_wrap: bool) -> str:
     return " " * width if is_soft_wrap else "... ".rjust(width)
 
 
-def help_lines(width: int, *, commands: bool = True) -> list[str]:
+def help_lines(width: int, *, commands: bool = True, only: str | None = None) -> list[str]:
     """/help's lines for a terminal this wide (0: no terminal, one line each): each command's text wrapped beside
     it with a hanging indent, or under it when the terminal is too narrow for that; then the keys (alone, without
-    commands)."""
+    commands); only: that command's lines alone (/help save)."""
     width = width if width >= MIN_HELP_WIDTH else 0
     column = max(len(usage) for usage in COMMAND_HELP) + 4
     lines = []
     for usage, text in COMMAND_HELP.items() if commands else ():
+        if only is not None and usage.split()[0] != only:
+            continue
         if not width or width - column >= MIN_HELP_TEXT:
             lines += _wrapped(text, width, f"  {usage:<{column - 4}}  ", " " * column)
         else:
             lines += [f"  {usage}", *_wrapped(text, width, NARROW_HELP_INDENT, NARROW_HELP_INDENT)]
-    return lines + _wrapped(KEYS_HELP, width, "  ", "  ")
+    return lines if only is not None else lines + _wrapped(KEYS_HELP, width, "  ", "  ")
+
+
+def help_topic(argument: str) -> str | None:
+    """The command /help ARGUMENT asks about (/help save, /help /bye: /exit), or None for no command."""
+    name = "/" + argument.strip().lower().removeprefix("/")
+    name = ALIASES.get(name, name)
+    return name if name in COMMANDS else None
 
 
 def _wrapped(text: str, width: int, first: str, rest: str) -> list[str]:

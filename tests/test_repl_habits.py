@@ -160,7 +160,10 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
         assert "did you mean /help?" in chat.command_words("/ help", "/help lists the commands")
         keys = chat.command("/? shortcuts", "/? work too")  # Ollama's: the keys alone
         assert "Ctrl-R searches history" in " ".join(keys.split()) and "/system" not in keys, keys
-        assert "/help has no topic 'bogus'" in chat.command("/help bogus", "for the keys)")
+        assert "/help has no topic 'bogus'" in chat.command_words("/help bogus", "for the keys)")
+        one = chat.command_words("/help save", "autosaved after every answer)")
+        assert "/save [NAME]" in one and "/load" not in one and "Ctrl-R" not in one, one
+        assert "quit (or Ctrl-D)" in chat.command_words("/help /bye", "(or Ctrl-D)"), "an alias's own command"
         assert "max_tokens = none (no limit)" in chat.command("/set n -1", "limit)"), "as -n -1 means"
         nothink = " ".join(chat.command_words("/set nothink", "/thinking on shows it").split())
         assert "/set nothink is Ollama's: localgen does not turn a model's reasoning on or off" in nothink, nothink
