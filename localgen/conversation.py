@@ -68,7 +68,8 @@ class DamagedConversationError(LocalgenError):
     def left_untouched(self, other: str | None = None) -> DamagedConversationError:
         """This error with a command line's hint: how to delete what is there, and (other) how to go on with
         another conversation."""
-        remove = f"`localgen conversations rm {self.name}` deletes it" if self.removable else "move that folder away"
+        remove = f"move it away or delete it (`localgen conversations rm {self.name}`)" if self.removable else \
+            "move that folder away"
         hint = f"it was left untouched: {remove}" + (f", or go on with another: {other}" if other else "")
         return DamagedConversationError(self.message, hint=hint, name=self.name, removable=self.removable)
 

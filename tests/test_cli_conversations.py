@@ -110,7 +110,8 @@ def test_show_of_a_damaged_file_points_at_rm() -> None:
     (conversations_dir() / "bad.json").write_text("{")
     shown = run_localgen("conversations", "show", "bad")
     assert shown.returncode == 1 and shown.out == ""
-    assert shown.err.endswith("(hint: it was left untouched: `localgen conversations rm bad` deletes it)\n"), shown.err
+    assert shown.err.endswith("(hint: it was left untouched: move it away or delete it (`localgen conversations rm "
+                              "bad`))\n"), shown.err
 
 
 def test_a_dangling_link_is_named_alike_by_show_run_and_rm() -> None:
@@ -119,7 +120,7 @@ def test_a_dangling_link_is_named_alike_by_show_run_and_rm() -> None:
     link.symlink_to(conversations_dir() / "nowhere.json")
     shown = run_localgen("conversations", "show", "gone")
     assert shown.returncode == 1 and f"{link} is not a saved conversation (not a file)" in shown.err, shown.err
-    assert "`localgen conversations rm gone` deletes it" in shown.err
+    assert "(`localgen conversations rm gone`)" in shown.err
     ran = run_localgen("run", "--conversation", "gone", "-n", "1", "hi")
     assert ran.returncode == 1 and f"{link} is not a saved conversation (not a file)" in ran.err, ran.err
     assert run_localgen("conversations", "rm", "gone", "--yes").returncode == 0

@@ -914,8 +914,8 @@ def test_resume_of_a_hand_edited_conversation_names_the_file_and_the_field(home:
     output = " ".join(child.before.split())
     assert child.exitstatus == 1, output
     assert f"localgen: error: {path} is not a valid saved conversation {reason}" in output, output
-    assert output.endswith("(hint: it was left untouched: `localgen conversations rm edited` deletes it, or go on "
-                           "with another: --resume NAME)"), "a command line's hint, not /load's"
+    assert output.endswith("(hint: it was left untouched: move it away or delete it (`localgen conversations rm "
+                           "edited`), or go on with another: --resume NAME)"), "a command line's hint, not /load's"
 
 
 def test_a_full_context_moves_old_exchanges_out_of_it_and_the_file_keeps_them(home: Path) -> None:
