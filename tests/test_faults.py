@@ -728,3 +728,18 @@ def test_a_full_disk_names_the_file_it_could_not_write(filename: str | None, mes
 
     assert run_app(app, []) == 1
     assert capsys.readouterr().err.startswith(message)
+
+
+def test_an_abort_inside_llama_cpp_is_one_line_on_stderr_and_nothing_on_stdout() -> None:
+    """ggml_abort, as llama.cpp calls it on a bug it cannot recover from, attached gdb for a backtrace printed on
+    stdout among the answer; localgen's process says it in one line on stderr instead."""
+    script = ("import ctypes\nfrom localgen.engine.native import lc\nprint('answer', flush=True)\n"
+              "abort = lc._lib.ggml_abort\nabort.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]\n"
+              "abort(b'llama-grammar.cpp', 1455, b'fatal error')\n")
+    env = {k: v for k, v in os.environ.items() if k != "GGML_NO_BACKTRACE"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env,
+                            cwd=Path(__file__).resolve().parent.parent)
+    assert result.returncode == -signal.SIGABRT
+    assert result.stdout == "answer\n"
+    assert result.stderr == ("localgen: internal error: llama.cpp stopped the process (llama-grammar.cpp:1455: fatal "
+                             "error) (hint: run again with LOCALGEN_DEBUG=1 for llama.cpp's log, and report it)\n")

@@ -7,6 +7,7 @@ import ctypes
 import importlib
 import importlib.util
 import logging
+import os
 import sys
 import types
 from collections.abc import Iterator
@@ -76,6 +77,31 @@ def route_native_log() -> None:
 
 
 route_native_log()
+
+
+_ABORT_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_char_p)
+
+
+@_ABORT_CALLBACK
+def _say_native_abort(message: bytes) -> None:
+    """What llama.cpp says as it aborts the process, as one line of localgen's (in place of its debugger's backtrace,
+    which it printed on stdout among the answer)."""
+    where = message.decode("utf-8", errors="replace").strip()
+    os.write(2, f"localgen: internal error: llama.cpp stopped the process ({where}) (hint: run again with "
+                f"LOCALGEN_DEBUG=1 for llama.cpp's log, and report it)\n".encode())
+
+
+def quiet_native_aborts() -> None:
+    """Where llama.cpp aborts the process (a bug it cannot recover from), say so in one line on stderr: no debugger
+    attached to print a backtrace (GGML_NO_BACKTRACE, set unless the user set it), nothing written to stdout."""
+    os.environ.setdefault("GGML_NO_BACKTRACE", "1")
+    with contextlib.suppress(AttributeError):  # a build without ggml's abort callback keeps its own message
+        lc._lib.ggml_set_abort_callback.restype = ctypes.c_void_p
+        lc._lib.ggml_set_abort_callback.argtypes = [_ABORT_CALLBACK]
+        lc._lib.ggml_set_abort_callback(_say_native_abort)
+
+
+quiet_native_aborts()
 
 
 def supports_gpu_offload() -> bool:
