@@ -84,10 +84,11 @@ def transcript(conversation: Conversation, *, terminal: bool = False, dim: bool 
     are shown, not obeyed."""
     from localgen.console import terminal_safe
     from localgen.conversation_summary import details_line
+    from localgen.units import local_minute_of
 
     shown = terminal_safe if terminal else str
     facts = [f"model {conversation.model or 'not recorded'}", counted(len(conversation.turns), "exchange"),
-             f"started {conversation.created}"]
+             f"started {local_minute_of(conversation.created)}"]
     parts = [shown(f"# {conversation.name}\n\n{', '.join(facts)}\n")]
 
     def aside(note: str) -> str:

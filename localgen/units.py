@@ -48,3 +48,14 @@ def local_minute(epoch: float) -> str:
     import time
 
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch))
+
+
+def local_minute_of(iso: str) -> str:
+    """An ISO 8601 time as saved (UTC) shown as listings show times (local_minute); as it is if it is not one."""
+    from datetime import datetime, timezone
+
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    return local_minute((moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp())

@@ -180,6 +180,11 @@ def test_show_prints_the_transcript_and_json_the_saved_record() -> None:
     assert record == json.loads(path.read_text()), "the record as saved, its time included"
     missing = run_localgen("conversations", "show", "nope")
     assert missing.returncode == 1 and "no saved conversation named 'nope'" in missing.err
+    saved = json.loads(path.read_text())
+    saved["created"] = "2026-01-02T23:30:00+00:00"
+    path.write_text(json.dumps(saved))
+    tokyo = run_localgen("conversations", "show", "recipe", env={"TZ": "JST-9"})
+    assert ", started 2026-01-03 08:30\n" in tokyo.out, "local time, as the listing shows times, not UTC's ISO text"
     assert "`localgen conversations` lists the saved ones" in missing.err
 
 
