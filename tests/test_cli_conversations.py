@@ -55,6 +55,10 @@ def test_a_file_where_a_folder_belongs_is_named_by_a_run_that_writes_there(home:
     saved = run_localgen("run", "--conversation", "q", "-n", "1", "hi")
     assert saved.returncode == 1 and saved.err.endswith(f"{path} is a file, where a folder should be (hint: move that "
                                                         "file out of the way)\n"), saved.err
+    shown = run_localgen("conversations", "show", "q")  # as chat's /load and --resume read it
+    assert shown.returncode == 1 and shown.err == (f"localgen: error: no saved conversation named 'q': {path} is a "
+                                                   "file, where the conversations folder should be (hint: move that "
+                                                   "file out of the way)\n"), shown.err
     if blocked == "data":
         kept = run_localgen("run", "-n", "1", "hi")
         assert kept.returncode == 0 and f"last-run.json: {path} is a file, where a folder should be" in kept.err
