@@ -92,8 +92,9 @@ def _checked(grammar: Grammar) -> Grammar:
     if depth > MAX_NESTING:
         raise UsageError(f"{grammar.source}: the grammar nests parentheses {depth:,} deep, beyond {MAX_NESTING:,}",
                          hint="split the nesting into named rules")
-    problem = unclosed_problem(grammar.text) or repetition_problem(grammar.text) or class_problem(grammar.text) \
-        or excluded_token_problem(grammar.text) or optional_run_problem(grammar.text)
+    checks = (unclosed_problem, repetition_problem, class_problem, code_point_problem, excluded_token_problem,
+              optional_run_problem)
+    problem = next((found for check in checks if (found := check(grammar.text))), None)
     if problem:
         raise UsageError(f"{grammar.source}: {problem[0]}", hint=problem[1])
     _refuse_unparsed(grammar)
@@ -163,6 +164,18 @@ def repetition_problem(text: str) -> tuple[str, str] | None:
         if max(int(low), int(high or 0)) > MAX_COUNT:
             return (f"the repetition {match.group(0)} counts beyond {MAX_COUNT:,}, llama.cpp's limit",
                     f"use counts up to {MAX_COUNT:,}, or * and + for no limit")
+    return None
+
+
+def code_point_problem(text: str) -> tuple[str, str] | None:
+    """A character beyond Unicode's last (U+10FFFF) in a literal or class, and a hint (None: none is): no text holds
+    one, and llama.cpp's sampler lets broken UTF-8 through in its place."""
+    for kind, body in gbnf_pieces(text):
+        if kind in ('"', "["):
+            beyond = next((value for value, _ in gbnf_characters(body) if value > MAX_CODE_POINT), None)
+            if beyond is not None:
+                return (f"the grammar asks for U+{beyond:X}, beyond Unicode's last character U+10FFFF, which no "
+                        "text holds", "write characters up to \\U0010FFFF")
     return None
 
 

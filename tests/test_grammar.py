@@ -162,6 +162,8 @@ def test_hide_thinking_in_a_new_conversation_checks_the_prompt_being_answered(tm
     ("root ::= <[0]>\n", "names the token <[0]>, which ends the answer"),  # <|endoftext|>: SIGABRT
     ("root ::= <[999999]>\n", "names the token <[999999]>, beyond the model's 49,152 tokens"),  # SIGABRT
     ('root ::= "a" !<[5]> "b"\n', "excludes the token <[5]> by name (!<...>)"),  # std::terminate on "al"
+    ('root ::= "a" [\\U00110000]\n', "asks for U+110000, beyond Unicode's last character U+10FFFF"),  # broken UTF-8
+    ('root ::= "\\U00110000"\n', "asks for U+110000, beyond Unicode's last character"),
 ])
 def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message: str) -> None:
     path = tmp_path / "bad.gbnf"
