@@ -24,7 +24,8 @@ def hub(tmp_path: Path) -> tuple[HubServer, dict[str, str]]:
     server.stop()
 
 
-@pytest.mark.parametrize("reference", [f"{REPO}:q4_1", f"hf.co/{REPO}:Q4_1", f"{REPO}/{FILE}", "smollm2-135m:Q4_1"])
+@pytest.mark.parametrize("reference", [f"{REPO}:q4_1", f"hf.co/{REPO}:Q4_1", f"{REPO}/{FILE}", "smollm2-135m:Q4_1",
+                                       f"hf://{REPO}:Q4_1"])
 def test_pull_prints_the_verified_path(hub: tuple[HubServer, dict[str, str]], reference: str) -> None:
     server, env = hub
     result = run_cli(env, "pull", reference, "--force")

@@ -228,6 +228,8 @@ def test_unknown_name_suggests_close_ones() -> None:
         ("smollm2-135m:latest", "name", None, None, None, "smollm2-135m"),  # Ollama's tag: the default quant
         ("hf.co/org/repo:Latest", "repo", "org/repo", None, None, None),
         ("org/repo/", "repo", "org/repo", None, None, None),  # as an address's path may end
+        ("hf://org/repo:Q4_0", "repo", "org/repo", "Q4_0", None, None),  # huggingface_hub's file-system form
+        ("HF://org/repo/m-Q8_0.gguf", "file", "org/repo", "Q8_0", "m-Q8_0.gguf", None),
     ],
 )
 def test_reference_forms(text: str, kind: str, repo: str | None, quant: str | None, filename: str | None,
