@@ -126,6 +126,9 @@ def load_command(state: ChatState, argument: str) -> None:
     saved_with = conversation.model
     session.replace_conversation(conversation)
     console.say(f"loaded {conversation.name}: {conversation_summary(session)}")
+    if session.attachments:  # /file's files are for the next message, in whichever conversation it is
+        console.say(f"your next message still takes {counted(len(session.attachments), 'attached file')} "
+                    "(/file none drops them)")
     if saved_with and saved_with != conversation.model:
         if os.path.isabs(saved_with) and not os.path.exists(saved_with):  # a file moved or deleted since
             console.say(f"it was saved with {saved_with}, which is no longer there, and goes on with "

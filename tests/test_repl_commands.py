@@ -53,6 +53,21 @@ def test_file_given_a_shell_s_several_files_says_to_attach_one_at_a_time(tmp_pat
             chat.child.terminate(force=True)
 
 
+def test_load_says_that_files_attached_before_it_go_with_the_next_message(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("The file a.txt.\n")
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "2", cwd=tmp_path)
+    try:
+        chat.ask("Say hi.")
+        chat.command_words("/save first", "saved to")
+        chat.command_words("/file a.txt", "to the next message")
+        chat.command_words("/load first", "your next message still takes 1 attached file (/file none drops them)")
+        assert chat.ask("Say hi again.")["turns"][-1]["user"].startswith("The file a.txt.")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 def test_list_cuts_a_name_wider_than_the_terminal_instead_of_wrapping_it(tmp_path: Path) -> None:
     chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "2", columns=40)
     try:
