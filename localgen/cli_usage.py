@@ -4,6 +4,7 @@ a prompt split into words, an option in the wrong place, a close option name).""
 from __future__ import annotations
 
 import difflib
+import itertools
 import shlex
 
 import typer
@@ -82,10 +83,11 @@ def _unknown_command_hint(app: typer.Typer, args: list[str], command: str, text:
 
 def _other_tool_hint(word: str, rest: list[str]) -> str | None:
     """For what users of other tools type at the top level (`ls`, `rm foo`, `serve`): localgen's command, with the
-    names given in place of NAME, or its way."""
+    names given before any option (the other tool's, not localgen's) in place of NAME, or its way."""
     command = OTHER_TOOLS_COMMANDS.get(word)
-    if command and command.endswith(" NAME") and rest:
-        command = shlex.join([*command.removesuffix(" NAME").split(), *rest])
+    names = list(itertools.takewhile(lambda word: not word.startswith("-"), rest))  # not the other tool's options
+    if command and command.endswith(" NAME") and names:
+        command = shlex.join([*command.removesuffix(" NAME").split(), *names])
     return f"use `{command}`" if command else OTHER_TOOLS_WORDS.get(word)
 
 

@@ -356,7 +356,10 @@ def test_a_misspelt_option_gets_only_close_suggestions(args: tuple[str, ...], hi
 @pytest.mark.parametrize(("args", "hint"), [(("list", "x"), "localgen models list"),
                                            (("rm", "x"), "localgen models rm x"), (("rm",), "localgen models rm NAME"),
                                            (("show", "my model"), "localgen models show 'my model'"),
-                                           (("download", "org/repo"), "localgen pull org/repo")])
+                                           (("download", "org/repo"), "localgen pull org/repo"),
+                                           (("rm", "-f", "x"), "localgen models rm NAME"),
+                                           (("show", "x", "--modelfile"), "localgen models show x"),
+                                           (("download", "org/repo", "--local-dir", "d"), "localgen pull org/repo")])
 def test_other_tools_commands_point_to_localgens(args: tuple[str, ...], hint: str) -> None:
     result = run_localgen(*args)
     assert result.returncode == 2
