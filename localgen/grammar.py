@@ -18,7 +18,7 @@ MAX_NESTING = 1000  # llama.cpp's recursive-descent grammar parser overflows the
 _ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
 _REPETITION = re.compile(r"\{\s*(\d+)\s*(?:(,)\s*(\d*)\s*)?\}")  # {m}, {m,} or {m,n}, outside literals
 MAX_CODE_POINT = 0x10FFFF
-_NEEDS_VOCABULARY = "no vocab to parse token"  # llama.cpp's parser, given no vocabulary, at <token>
+_TOKEN_ID = re.compile(r"\[[0-9]+\]")  # a token named by its id, <[5]>, which llama.cpp parses without a vocabulary
 
 
 @dataclass(frozen=True)
@@ -105,16 +105,12 @@ def _refuse_unparsed(grammar: Grammar) -> None:
     """Refuse a grammar llama.cpp's parser rejects now, before piped stdin is waited for and a model loaded: its
     parser, given no vocabulary, parses as with one save a token named by its text (<|im_end|>), which it cannot
     look up; such a grammar is left to the model's own check."""
+    if any(token_id(body) is None for body in token_references(grammar.text)):
+        return
     from localgen.engine.native import lc
     from localgen.engine.sampling import grammar_sampler
 
-    try:
-        sampler = grammar_sampler(None, grammar)
-    except UsageError as exc:
-        if _NEEDS_VOCABULARY in exc.message:
-            return
-        raise
-    lc.llama_sampler_free(sampler)
+    lc.llama_sampler_free(grammar_sampler(None, grammar))
 
 
 def excluded_token_problem(text: str) -> tuple[str, str] | None:
@@ -224,6 +220,11 @@ def token_references(text: str) -> list[str]:
     """The bodies of the tokens GBNF text names, as llama.cpp reads them: '|im_end|' for <|im_end|>, '[5]' for
     <[5]>."""
     return [body for kind, body in gbnf_pieces(text) if kind == "<"]
+
+
+def token_id(body: str) -> int | None:
+    """The id a token reference's body names by number ('[5]' for <[5]>); None for a token named by its text."""
+    return int(body[1:-1]) if _TOKEN_ID.fullmatch(body) else None
 
 
 def nesting_depth(text: str) -> int:

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from localgen.engine.native import lc, native_errors
 from localgen.errors import UsageError
-from localgen.grammar import token_references, worded_parse_error
+from localgen.grammar import token_id, token_references, worded_parse_error
 from localgen.params import Grammar, SamplingParams
 
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp: draw a random seed
@@ -194,8 +194,9 @@ def _refuse_tokens_never_given(vocab: lc.llama_vocab_p, grammar: Grammar) -> Non
 
 def _token_named(vocab: lc.llama_vocab_p, body: str) -> int | None:
     """The id a token reference's body names, as llama.cpp reads it ([5] is id 5); None if it is not one token."""
-    if body.startswith("[") and body.endswith("]") and body[1:-1].isdigit():
-        return int(body[1:-1])
+    numbered = token_id(body)
+    if numbered is not None:
+        return numbered
     data = f"<{body}>".encode()
     tokens = (lc.llama_token * 2)()
     count = lc.llama_tokenize(vocab, data, len(data), tokens, 2, False, True)
