@@ -107,11 +107,13 @@ OTHER_TOOLS_OPTIONS = {
     "--think": ("Ollama", "turning a model's thinking on or off",
                 "localgen shows the <think> reasoning a model writes; --hide-thinking leaves it out"),
 }
-_RUN_ONLY = {  # where chat has no like
+OTHER_TOOLS_OPTIONS |= {  # chat has no like: its hint says so (_IN_CHAT)
     "--schema": ("llm", "a JSON schema", _SCHEMA),
     "-j": ("llama-cli", "a JSON schema", _SCHEMA),
     "-jf": ("llama-cli", "a JSON schema file", _SCHEMA),
     "--json-schema-file": ("llama-cli", "a JSON schema file", _SCHEMA),
+}
+_RUN_ONLY = {  # where chat has no like
     "--no-log": ("llm", "not logging the exchange",
                  "a plain run keeps only its own exchange, for --continue; LOCALGEN_NO_LAST_RUN=1 keeps none"),
 }
@@ -141,7 +143,10 @@ _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the 
             "--no-stream": "chat streams each answer: drop it",
             "--cid": "localgen's is chat --resume NAME; --resume alone takes the latest",
             **dict.fromkeys(("-u", "--usage"), _CHAT_USAGE),
-            **dict.fromkeys(("-x", "--extract", "--xl", "--extract-last"), _CHAT_EXTRACT)}
+            **dict.fromkeys(("-x", "--extract", "--xl", "--extract-last"), _CHAT_EXTRACT),
+            **dict.fromkeys(("--schema", "-j", "-jf", "--json-schema-file"),
+                            "chat answers in free text; localgen run --json-schema SCHEMA answers in JSON that follows "
+                            "it")}
 
 
 def mentions_other_tools_options(command: str, args: list[str]) -> bool:

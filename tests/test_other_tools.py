@@ -64,6 +64,10 @@ from tests.conftest import bundled_model_file, run_localgen
      "localgen's is chat --stats, token counts and speeds after every answer (/stats in the chat)"),
     (("chat", "--xl"), "--xl is llm's option for the last code block",
      'chat shows code blocks as written, to copy; to extract one, pipe the answer of localgen run "..."'),
+    (("chat", "-jf", "s.json"), "-jf is llama-cli's option for a JSON schema file",  # not "No such option: -j"
+     "chat answers in free text; localgen run --json-schema SCHEMA answers in JSON that follows it"),
+    (("chat", "--schema", "{}"), "--schema is llm's option for a JSON schema",
+     "chat answers in free text; localgen run --json-schema SCHEMA answers in JSON that follows it"),
     (("run", "--sf", "reviewer", "hi"), "--sf is llm's option for a system prompt fragment",
      "localgen's is --system-file FILE, or -sysf FILE"),
     (("run", "--no-log", "hi"), "--no-log is llm's option for not logging the exchange",
