@@ -45,16 +45,10 @@ def _given_twice(reason: str, text: str) -> tuple[str, str] | None:
     if key is None:
         return None
     number = int(key[1])
-    line = lines[number - 1].strip() if 0 < number <= len(lines) else ""
-    keys = _header_keys(line)
-    if keys:
-        return (f"line {number} makes [{_table_name(keys)}] a table, but {keys[-1]!r} already has a value in "
-                f"[{_table_name(keys[:-1])}]" if len(keys) > 1 else f"line {number} makes [{keys[0]}] a table, but "
-                f"{keys[0]!r} already has a value",
-                f"keep one of the two: the {keys[-1]!r} value or the [{_table_name(keys)}] table")
-    over = _value_under_dotted_key(lines, number)
+    over = _over_a_value(lines, number)
     if over is not None:
         return over
+    line = lines[number - 1].strip() if 0 < number <= len(lines) else ""
     name = line.partition("=")[0].strip()
     named = f"{name[:40]!r} " if name else "a key "
     return f"line {number} sets {named}again, in a table that already has it", "keep one of the two lines"
@@ -62,14 +56,17 @@ def _given_twice(reason: str, text: str) -> tuple[str, str] | None:
 
 def _table_given_twice(what: str, names: str, number: int, lines: list[str]) -> tuple[str, str] | None:
     """The message and hint for a table given again at line number: by a second [header], by a header over keys the
-    lines above gave it (x.repo = ... or x = {...}), by a dotted key into a table with its own header, or by a key
-    added to an inline table."""
+    lines above gave it (x.repo = ... or x = {...}), by a dotted key into a table with its own header, by a key
+    added to an inline table, or by either over an array."""
     try:
         keys = ast.literal_eval(names)
     except (ValueError, SyntaxError):
         return None
     if not isinstance(keys, tuple) or not keys or not all(isinstance(key, str) for key in keys):
         return None
+    over = _over_a_value(lines, number)  # an array is a value: stop = [...] then stop.x = 1, or [models.x.stop]
+    if over is not None:
+        return over
     name = _table_name(keys)
     if what == "mutate immutable namespace":
         return (f"line {number} adds a key to {name}, an inline table {{...}} above, which takes none after it",
@@ -83,34 +80,58 @@ def _table_given_twice(what: str, names: str, number: int, lines: list[str]) -> 
             f"{{...}}, that hold it)", f"give [{name}]'s keys in one place: under the [{name}] line, or above")
 
 
-def _value_under_dotted_key(lines: list[str], number: int) -> tuple[str, str] | None:
-    """For a dotted key (a.b = 2) whose line fails because a key before its last part already holds a value (a = 1):
-    the message naming that key and a hint; None where that is not the cause."""
-    keys = _line_keys(lines[number - 1])
-    if len(keys) < 2:
+def _over_a_value(lines: list[str], number: int) -> tuple[str, str] | None:
+    """For a [header] or a dotted key (a.b = 2) whose line fails because a key on its way already holds a value
+    (a = 1, or an array a = [...]): the message naming that key and the table it is in, and a hint; None where that
+    is not the cause."""
+    line = lines[number - 1].strip() if 0 < number <= len(lines) else ""
+    header = _header_keys(line)
+    table = [] if header else _table_above(lines, number)
+    dotted = [] if header else _line_keys(line)
+    keys = header or table + dotted
+    path = header or keys[:-1]  # the keys that must be tables: a plain key (a = 1) adds none to its table's
+    if len(path) <= len(table):
         return None
-    table: list[str] = []
-    for earlier in reversed(lines[:number - 1]):  # the table the line is in: the nearest header above it
-        if earlier.strip().startswith("["):
-            table = _header_keys(earlier.strip())
-            break
     try:
-        node: object = tomllib.loads("\n".join(lines[:number - 1]))
+        data = tomllib.loads("\n".join(lines[:number - 1]))
     except tomllib.TOMLDecodeError:
         return None
-    for key in table:
-        node = node.get(key) if isinstance(node, dict) else None
-        node = node[-1] if isinstance(node, list) and node else node
-    for depth, key in enumerate(keys[:-1], 1):
+    arrays_of_tables = {tuple(_header_keys(earlier.strip())) for earlier in lines[:number - 1]
+                        if earlier.strip().startswith("[[")}
+    node: object = data
+    for depth, key in enumerate(path, 1):
         if not isinstance(node, dict) or key not in node:
             return None
         node = node[key]
-        if not isinstance(node, dict | list):
-            value, dotted = _table_name(keys[:depth]), _table_name(keys)
-            where = f" in [{_table_name(table)}]" if table else ""
-            return (f"line {number} sets {dotted} as if {value!r} were a table, but {value!r} already has a "
-                    f"value{where}", f"keep one of the two: the {value!r} value or the {dotted} key")
+        if isinstance(node, list) and node and tuple(path[:depth]) in arrays_of_tables:
+            node = node[-1]
+        elif not isinstance(node, dict):
+            return _value_in_the_way(number, keys, depth, None if header else table, isinstance(node, list))
     return None
+
+
+def _value_in_the_way(number: int, keys: list[str], depth: int, table: list[str] | None,
+                      array: bool) -> tuple[str, str]:
+    """The message and hint for line number's header (table None) or dotted key (in table), whose key at depth
+    already holds a value, or an array."""
+    held, what = ("is an array", "array") if array else ("already has a value", "value")
+    if table is None:
+        value, name = keys[depth - 1], _table_name(keys)
+        where = f" in [{_table_name(keys[:depth - 1])}]" if depth > 1 else ""
+        return (f"line {number} makes [{name}] a table, but {value!r} {held}{where}",
+                f"keep one of the two: the {value!r} {what} or the [{name}] table")
+    value, dotted = _table_name(keys[len(table):depth]), _table_name(keys[len(table):])
+    where = f" in [{_table_name(table)}]" if table else ""
+    return (f"line {number} sets {dotted} as if {value!r} were a table, but {value!r} {held}{where}",
+            f"keep one of the two: the {value!r} {what} or the {dotted} key")
+
+
+def _table_above(lines: list[str], number: int) -> list[str]:
+    """The keys of the table line number is in: the nearest header above it (none at the top of the file)."""
+    for earlier in reversed(lines[:number - 1]):
+        if earlier.strip().startswith("["):
+            return _header_keys(earlier.strip())
+    return []
 
 
 def _line_keys(line: str) -> list[str]:
@@ -118,15 +139,7 @@ def _line_keys(line: str) -> list[str]:
     name, equals, _ = line.partition("=")
     if not equals or name.strip().startswith("["):
         return []
-    try:
-        node: object = tomllib.loads(f"{name} = 0")
-    except tomllib.TOMLDecodeError:
-        return []
-    keys: list[str] = []
-    while isinstance(node, dict) and len(node) == 1:
-        key, node = next(iter(node.items()))
-        keys.append(key)
-    return keys
+    return _path_of(f"{name} = 0")
 
 
 def _table_name(keys: tuple[str, ...] | list[str]) -> str:
@@ -136,10 +149,14 @@ def _table_name(keys: tuple[str, ...] | list[str]) -> str:
 
 def _header_keys(line: str) -> list[str]:
     """The keys a table header line ([a.b] or [[a.b]]) names; empty when the line is no table header."""
-    if not line.startswith("["):
-        return []
+    return _path_of(line) if line.startswith("[") else []
+
+
+def _path_of(text: str) -> list[str]:
+    """The keys down the one path a TOML text of one header or one key gives (the last table of an array of
+    tables); empty when it is not TOML."""
     try:
-        node: object = tomllib.loads(line)
+        node: object = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return []
     keys: list[str] = []

@@ -446,6 +446,12 @@ REGISTRY_DAMAGE = {
                                 "own above"),
     "key-added-to-an-inline-table": (b"[models]\nx = {repo = 'a/b'}\nx.quant = 'Q4_0'\n",
                                      "line 3 adds a key to models.x, an inline table {...} above, which takes none"),
+    "dotted-key-into-an-array": (b"[models.x]\nrepo='a/b'\nstop=['x']\nstop.y = 1\n",
+                                 "line 4 sets stop.y as if 'stop' were a table, but 'stop' is an array in [models.x]"),
+    "table-into-an-array": (b"[models.x]\nrepo='a/b'\nstop=['x']\n[models.x.stop]\n",
+                            "line 4 makes [models.x.stop] a table, but 'stop' is an array in [models.x]"),
+    "table-under-a-key": (b"[models.x]\nrepo='a/b'\n[models.x.repo.y]\n",
+                          "line 3 makes [models.x.repo.y] a table, but 'repo' already has a value in [models.x]"),
     "binary": (bytes(range(256)) * 4, "not UTF-8"),
     "latin-1": ("[models.caf\xe9]\nrepo='a/b'\nquant='Q4_0'\n".encode("latin-1"), "not UTF-8"),
     "deep-nesting": (b"x = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "not valid TOML"),
@@ -487,6 +493,23 @@ def test_an_entry_pasted_in_twice_is_named_with_the_line_and_what_to_keep(tmp_pa
     assert result.returncode == 1
     assert result.err == (f"localgen: error: {toml}: [models.mine] appears twice (again at line 5) (hint: keep one "
                           "[models.mine] table, with every key it needs)\n")
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (b"[models.x]\nrepo='a/b'\nstop=['x']\nstop.y = 1\n",
+     "line 4 sets stop.y as if 'stop' were a table, but 'stop' is an array in [models.x] (hint: keep one of the two: "
+     "the 'stop' array or the stop.y key)"),
+    (b"[models.x]\nrepo='a/b'\n[models.x.repo.y]\n",
+     "line 3 makes [models.x.repo.y] a table, but 'repo' already has a value in [models.x] (hint: keep one of the "
+     "two: the 'repo' value or the [models.x.repo.y] table)"),
+], ids=["key-into-an-array", "table-under-a-key"])
+def test_a_key_or_table_under_a_value_names_the_key_that_holds_it(content: bytes, said: str, tmp_path: Path) -> None:
+    (tmp_path / "config").mkdir()
+    toml = tmp_path / "config" / "models.toml"
+    toml.write_bytes(content)
+    result = run_localgen("models", "list", env={"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"})
+    assert result.returncode == 1
+    assert result.err == f"localgen: error: {toml}: {said}\n"
 
 
 def test_a_name_with_dots_left_unquoted_gets_the_whole_name_quoted_in_the_hint(tmp_path: Path) -> None:
