@@ -93,8 +93,11 @@ def size_limit(value: str | None, name: str) -> int | None:
     limit = parse_size(value, name=name)
     if limit < LEAST_LIMIT_BYTES and not (limit == 0 and name == VRAM_LIMIT_ENV):
         amount = counted(limit, "byte") if limit < 1024 else binary_size(limit)
+        bare = value.strip().isdigit()  # no unit: 8 meant as 8GiB
+        off_gpu = f", or {name}=0 to keep models off the GPU" if name == VRAM_LIMIT_ENV else ""
         raise ConfigError(f"{name}={value!r} is {amount}, too little to hold any model",
-                          hint=f"a plain number counts bytes: give the unit, as in {name}=8GiB")
+                          hint=f"{'a plain number counts bytes: give the unit' if bare else 'give 1 MiB or more'}, "
+                               f"as in {name}=8GiB{off_gpu}")
     return limit
 
 

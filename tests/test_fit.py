@@ -119,11 +119,16 @@ def test_memory_limit_env_caps_total_and_available(monkeypatch: pytest.MonkeyPat
 
 def test_a_limit_too_small_to_hold_a_model_is_refused_naming_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     """LOCALGEN_MEMORY_LIMIT=1 (8 meant as 8GiB, say) is one byte: refused, not read as a machine with 0 B of RAM."""
-    for value, amount in (("1", "1 byte"), ("512", "512 bytes"), ("100KiB", "100.0 KiB"), ("0", "0 bytes")):
+    for value, amount in (("1", "1 byte"), ("512", "512 bytes"), ("64", "64 bytes"), ("0", "0 bytes")):
         monkeypatch.setenv(config.MEMORY_LIMIT_ENV, value)
         with pytest.raises(ConfigError, match=f"^{config.MEMORY_LIMIT_ENV}='{value}' is {amount}, too little") as info:
             hardware.probe_memory()
         assert info.value.hint == f"a plain number counts bytes: give the unit, as in {config.MEMORY_LIMIT_ENV}=8GiB"
+    for value, amount in (("100KiB", "100.0 KiB"), ("512KiB", "512.0 KiB"), ("0.5MiB", "512.0 KiB"), ("8b", "8 bytes")):
+        monkeypatch.setenv(config.MEMORY_LIMIT_ENV, value)  # a unit was given: no word of plain numbers
+        with pytest.raises(ConfigError, match=f"^{config.MEMORY_LIMIT_ENV}='{value}' is {amount}, too little") as info:
+            hardware.probe_memory()
+        assert info.value.hint == f"give 1 MiB or more, as in {config.MEMORY_LIMIT_ENV}=8GiB"
     monkeypatch.setenv(config.MEMORY_LIMIT_ENV, "1MiB")
     assert hardware.probe_memory().total_bytes == MIB
     assert config.size_limit("0", config.VRAM_LIMIT_ENV) == 0
@@ -133,6 +138,19 @@ def test_a_limit_too_small_to_hold_a_model_is_refused_naming_its_variable(monkey
     assert result.returncode == 1 and result.out == ""
     assert result.err == (f"localgen: error: {config.MEMORY_LIMIT_ENV}='1' is 1 byte, too little to hold any model "
                           f"(hint: a plain number counts bytes: give the unit, as in {config.MEMORY_LIMIT_ENV}=8GiB)\n")
+
+
+def test_a_vram_limit_too_small_is_hinted_that_0_keeps_models_off_the_gpu() -> None:
+    """LOCALGEN_VRAM_LIMIT=100 is refused; its hint names =0 too, the way to keep models on the CPU."""
+    name = config.VRAM_LIMIT_ENV
+    with pytest.raises(ConfigError) as info:
+        config.size_limit("512KiB", name)
+    assert info.value.hint == f"give 1 MiB or more, as in {name}=8GiB, or {name}=0 to keep models off the GPU"
+    result = run_localgen("fit", str(bundled_model_file()), env={name: "100"})
+    assert result.returncode == 1 and result.out == ""
+    assert result.err == (f"localgen: error: {name}='100' is 100 bytes, too little to hold any model (hint: a plain "
+                          f"number counts bytes: give the unit, as in {name}=8GiB, or {name}=0 to keep models off the "
+                          "GPU)\n")
 
 
 @pytest.mark.parametrize("version", [1, 2])
