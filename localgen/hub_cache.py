@@ -146,12 +146,14 @@ def cached_spelling(repo: str) -> str:
     another tool made a second folder in another case, the one localgen downloaded into (and listed) wins."""
     root = hub_cache_dir()
     exact = repo_folder(repo)
+    if _listing_file(exact).is_file() and (root / exact).is_dir():  # localgen's own download, as typed: it wins
+        return repo
     wanted = exact.lower()
     try:
         folders = sorted(p.name for p in root.iterdir() if p.name.lower() == wanted and p.is_dir())
     except OSError:
         return repo
-    listed = [folder for folder in folders if (settings().cache_dir / "hub" / f"{folder}.json").is_file()]
+    listed = [folder for folder in folders if _listing_file(folder).is_file()]
     choices = listed or folders
     if not choices or exact in choices:
         return repo
@@ -195,7 +197,12 @@ def pointer_path(repo: str, revision: str, filename: str) -> Path:
 
 def _listing_path(repo: str) -> Path:
     """Where localgen keeps its last listing of a repo (under the spelling the cache already uses)."""
-    return settings().cache_dir / "hub" / f"{repo_folder(cached_spelling(repo))}.json"
+    return _listing_file(repo_folder(cached_spelling(repo)))
+
+
+def _listing_file(folder: str) -> Path:
+    """Where localgen keeps its last listing of the repo whose cache folder is named folder (models--ORG--NAME)."""
+    return settings().cache_dir / "hub" / f"{folder}.json"
 
 
 def save_listing(listing: HubListing) -> None:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -242,6 +243,27 @@ def test_a_folder_another_tool_made_in_another_case_does_not_hide_localgen_s_dow
     assert hub.download_model("ORG/Tiny-gguf", quant=None, filename=None, quiet=True) == paths, "no second copy"
     assert hubenv.server.requests and all(f"/{REPO}" in r.path for r in hubenv.server.requests)
     assert hub_cache.cached_spelling("org/other") == "org/other"
+
+
+def test_a_repo_localgen_downloaded_is_found_without_listing_the_whole_cache(hubenv: HubEnv,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache folder may hold hundreds of repos: one localgen downloaded and listed, typed as it is spelled, is
+    found at once; only another spelling looks through the folder for the one that holds it."""
+    hubenv.server.add_repo(REPO, tiny_files())
+    paths = hub.download_model(REPO, quant=None, filename=None, quiet=True)
+    listed: list[Path] = []
+    iterdir = Path.iterdir
+
+    def counting(self: Path) -> Iterator[Path]:
+        listed.append(self)
+        return iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", counting)
+    assert hub_cache.cached_spelling(REPO) == REPO
+    assert hub_cache.cached_model(REPO, quant=None, filename=None) == paths
+    assert hub_cache.hub_cache_dir() not in listed
+    assert hub_cache.cached_spelling(REPO.upper()) == REPO
+    assert hub_cache.hub_cache_dir() in listed
 
 
 def test_download_by_filename_and_force(hubenv: HubEnv) -> None:
