@@ -234,12 +234,19 @@ def _parsed(text: str) -> object:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        if exc.pos >= len(text.rstrip()):  # a save cut short (a full disk, a copy stopped), or a bracket left out
-            raise ValueError("its JSON ends before it is complete") from None
-        if "\0" in text:
+        if "\0" in text and exc.pos < len(text.rstrip()):
             raise ValueError("it holds NUL bytes: binary data, not JSON") from None
-        raise ValueError(f"not JSON at line {exc.lineno}, column {exc.colno}: {exc.msg[0].lower()}{exc.msg[1:]}") \
-            from None
+        if _ends_early(text, exc):  # a save cut short (a full disk, a copy stopped), or a bracket left out
+            raise ValueError("its JSON ends before it is complete") from None
+        what = exc.msg.removesuffix(" at").removesuffix(" starting")  # Python's "Invalid control character at"
+        raise ValueError(f"not JSON at line {exc.lineno}, column {exc.colno}: {what[0].lower()}{what[1:]}") from None
+
+
+def _ends_early(text: str, exc: json.JSONDecodeError) -> bool:
+    """Whether JSON text fails only for ending too soon: at its end, in a string never closed, or in a value cut off
+    with nothing after it (tru, 1., \\u12)."""
+    rest = text[exc.pos:].rstrip()
+    return not rest or exc.msg.startswith("Unterminated string") or not re.search(r'[\s{}\[\],:"]', rest)
 
 
 def _check_format(data: object, source: Path) -> None:

@@ -141,6 +141,11 @@ def test_a_saved_context_start_that_is_not_a_turn_index_is_refused(start: object
     ('{"format": 1, "name": "a", "turns": [\n', "its JSON ends before it is complete"),
     ("\0\1\0 data", "it holds NUL bytes: binary data, not JSON"),
     ('{"format": 1,\n "name": a}', "not JSON at line 2, column 10: expecting value"),
+    ('{\n  "format": 1,\n  "name": "a",\n  "turns": [{"user": "How long do eg', "its JSON ends before it is complete"),
+    ('{"format": 1, "name": "a", "turns": [{"user": "a", "interrupted": fal', "its JSON ends before it is complete"),
+    ('{"format": 1, "name": "a", "turns": [{"user": "a", "answer": "caf\\u00', "its JSON ends before it is complete"),
+    ('{"format": 1,\n "name": "a\tb"}', "not JSON at line 2, column 12: invalid control character"),
+    ('{"format": 1,\n "name": "a\\qb"}', "not JSON at line 2, column 12: invalid \\escape"),
 ])
 def test_a_damaged_file_says_what_is_wrong_with_it_in_words(text: str, reason: str, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
