@@ -36,13 +36,15 @@ Handler = Callable[[ChatState, str], None]
 
 
 def help_command(_state: ChatState, argument: str) -> None:
-    """/help [COMMAND|shortcuts]: list the commands and the keys, one command, or the keys alone."""
+    """/help [COMMAND]: list the commands and the keys, one command alone, or (shortcuts) the keys alone."""
     keys = argument.lower() in ("shortcuts", "keys")
     topic = help_topic(argument) if argument and not keys else None
     if argument and not keys and topic is None:
+        typed = SlashCommand("/" + argument.lower().removeprefix("/"), "")
+        meant = meant_command(typed, [*HANDLERS, "/shortcuts"])  # /help sav: save, /help retry: regen
         raise UsageError(f"/help has no topic '{argument}'",
-                         hint="/help alone, /help COMMAND for one command (/help save), or /help shortcuts for "
-                              "the keys")
+                         hint=(f"did you mean /help {meant.split()[0].removeprefix('/')}? " if meant else "")
+                         + "/help alone, /help COMMAND for one command (/help save), or /help shortcuts for the keys")
     for line in help_lines(terminal_width(sys.stderr)(), commands=not keys, only=topic):
         console.say(line)
 

@@ -160,7 +160,11 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
         assert "did you mean /help?" in chat.command_words("/ help", "/help lists the commands")
         keys = chat.command("/? shortcuts", "/? work too")  # Ollama's: the keys alone
         assert "Ctrl-R searches history" in " ".join(keys.split()) and "/system" not in keys, keys
-        assert "/help has no topic 'bogus'" in chat.command_words("/help bogus", "for the keys)")
+        bogus = chat.command_words("/help bogus", "for the keys)")
+        assert "/help has no topic 'bogus'" in bogus and "did you mean" not in bogus, bogus
+        for typed, meant in (("/help sav", "/help save"), ("/help retry", "/help regen"),
+                             ("/? shortcut", "/help shortcuts")):
+            assert f"did you mean {meant}?" in " ".join(chat.command_words(typed, "for the keys)").split()), typed
         one = chat.command_words("/help save", "autosaved after every answer)")
         assert "/save [NAME]" in one and "/load" not in one and "Ctrl-R" not in one, one
         assert "quit (or Ctrl-D)" in chat.command_words("/help /bye", "(or Ctrl-D)"), "an alias's own command"
