@@ -22,7 +22,8 @@ OLLAMA_SWITCHES = {  # Ollama's /set WORD and /set noWORD that localgen has no s
                                                      "follows a schema"),
     "wordwrap": ("always breaks a chat's lines between words at the window's edge",
                  "localgen run --no-wrap keeps the model's lines whole"),
-    "history": ("always keeps the input history", "it is {history}: a link from it to /dev/null keeps none"),
+    "history": ("always keeps the input history",
+                "`ln -sf /dev/null {history}` keeps none, in place of the history kept so far"),
 }
 
 
@@ -54,7 +55,7 @@ def set_command(state: ChatState, argument: str) -> None:
     if switch in OLLAMA_SWITCHES:  # Ollama's /set nothink, /set format json, /set nowordwrap
         does, way = OLLAMA_SWITCHES[switch]
         raise UsageError(f"/set {word.lower()} is Ollama's: localgen {does}",
-                         hint=way.format(history=history_path()))
+                         hint=way.format(history=shlex.quote(str(history_path()))))
     if word.lower() == "stop":  # /set stop TEXT..., as Ollama's /set parameter stop (for this chat, as --stop)
         _set_stop(state.session, rest.strip())
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shlex
 import sys
 from pathlib import Path
 
@@ -150,7 +151,7 @@ def test_help_wraps_each_command_s_text_beside_it(tmp_path: Path) -> None:
 
 
 def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_path: Path) -> None:
-    chat = Chat(tmp_path / "home", "-n", "3")
+    chat = Chat(tmp_path / "my home", "-n", "3")
     try:
         assert "did you mean /regen?" in chat.command("/retry", "/help lists the commands")
         assert "did you mean /help?" in chat.command("/hepl", "/help lists the commands")
@@ -173,9 +174,11 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
         assert "/set nothink is Ollama's: localgen does not turn a model's reasoning on or off" in nothink, nothink
         for typed, said in (("/set format json", "localgen run --json-schema SCHEMA"),
                             ("/set nowordwrap", "localgen run --no-wrap keeps the model's lines whole"),
-                            ("/set nohistory", "a link from it to /dev/null keeps none")):
+                            ("/set nohistory", "keeps none, in place of the history kept so far")):
             answer = " ".join(chat.command_words(typed, said).split())
             assert f"{typed.split()[1]} is Ollama's: localgen " in answer and "unknown setting" not in answer, answer
+        history = shlex.quote(str(tmp_path / "my home" / "data" / "history"))
+        assert f"`ln -sf /dev/null {history}` keeps none" in answer, "the command to type, its path quoted"
         assert "did you mean" not in chat.command("/frobnicate", "/help lists the commands")
         shown = chat.command("/show system", "/system TEXT replaces it")  # SmolLM2's template adds one
         assert "the chat template adds its own: 'You are a helpful AI assistant named SmolLM" in shown, shown
