@@ -29,8 +29,7 @@ def _now() -> str:
 def check_name(name: str) -> str:
     """A conversation name that is safe as a file name."""
     if not NAME_PATTERN.fullmatch(name):
-        path = "/" in name or "\\" in name  # what to name it is the user's to say
-        like = None if path else suggested_name(name) or _EXAMPLE_NAME
+        like = suggested_name(name)
         raise UsageError(f"'{name}' is not a valid conversation name",
                          hint="start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-' "
                               "(up to 100 characters)" + (f", e.g. {like}" if like else ""))
@@ -38,14 +37,15 @@ def check_name(name: str) -> str:
 
 
 def suggested_name(name: str) -> str | None:
-    """A valid name close to one that is not ('my notes': my-notes, 'café': cafe, 'my notes.json': my-notes), or
-    None (a path, or nothing of it is left: '.json', '日本語')."""
-    if "/" in name or "\\" in name:  # a path: what to name it is the user's to say
+    """A valid name close to one that is not ('my notes': my-notes, 'café': cafe, 'my notes.json': my-notes), an
+    example where nothing of it is left ('.json', '日本語': notes), or None for a path (what to name it is the
+    user's to say)."""
+    if "/" in name or "\\" in name:
         return None
     name = name[:-len(".json")] if name.lower().endswith(".json") else name  # its file's name means it
     letters = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
     like = re.sub(r"[^A-Za-z0-9._-]+", "-", letters).lstrip("._-")[:100].rstrip("-")
-    return like if like and like != name and NAME_PATTERN.fullmatch(like) else None
+    return like if like and like != name and NAME_PATTERN.fullmatch(like) else _EXAMPLE_NAME
 
 
 class ForeignFormatError(LocalgenError):

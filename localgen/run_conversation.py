@@ -117,7 +117,8 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
     if not loaded.prompt_format.is_chat:
         raise LocalgenError(f"{loaded.resolved.display_name} has no chat template, and a conversation needs one",
                             hint="give it one with --chat-template FILE, or drop --continue/--conversation")
-    system_note = _system_change(continued, system, loaded.prompt_format.default_system)
+    system_note = None if system is None or continued.is_new else \
+        system_change(conversation.name, conversation.system, system, loaded.prompt_format.default_system)
     if system is not None:
         conversation.system = system
     session = ChatSession(loaded, options, conversation, sampling, limits, draft=draft,
@@ -142,13 +143,6 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
     if hide_thinking:
         events = without_thinking(events, lambda: prompt_opens_thinking(session.prompt_text()))
     return lambda: events
-
-
-def _system_change(continued: Continued, system: str | None, template_default: Callable[[], str | None]) -> str | None:
-    """What to say when -s replaces the system prompt a conversation already had, or None."""
-    if system is None or continued.is_new:
-        return None
-    return system_change(continued.conversation.name, continued.conversation.system, system, template_default)
 
 
 def _seen(count: int) -> str:
