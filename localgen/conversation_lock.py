@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 from pathlib import Path
 
 from localgen.errors import LocalgenError
@@ -17,6 +18,7 @@ except ImportError:  # Windows: no advisory locks, conversations are not guarded
 
 LOCKS_FOLDER = ".locks"
 LOCK_TRIES = 5  # a lock file deleted under us is made again this many times at most
+_COMMAND = re.compile(r"[a-z][a-z -]{0,39}")  # a holder's command as its lock file records it (conversations rm)
 
 log = logging.getLogger("localgen.conversation")
 
@@ -24,7 +26,8 @@ _held: dict[Path, int] = {}  # lock file -> open descriptor, for the conversatio
 
 
 class ConversationBusyError(LocalgenError):
-    """Another process (a chat, or a run continuing it) holds this conversation."""
+    """Another process (a chat, a run continuing it, or `conversations rm` asking before it deletes it) holds this
+    conversation."""
 
 
 def lock_path(folder: Path, name: str) -> Path:
@@ -32,10 +35,11 @@ def lock_path(folder: Path, name: str) -> Path:
     return folder / LOCKS_FOLDER / f"{name}.lock"
 
 
-def hold(folder: Path, name: str, hint: str) -> bool:
+def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     """Hold conversation name for this process; return False when it already did (or the file system has no locks).
 
-    ConversationBusyError (with hint) when another process holds it.
+    ConversationBusyError when another process holds it: with hint where that is a chat or a run, named where it
+    recorded its command (by: this one's, where it is neither, as `conversations rm`, whose question may wait).
 
     The lock is released by release(), or by the system when the process ends, however it ends.
     """
@@ -47,9 +51,12 @@ def hold(folder: Path, name: str, hint: str) -> bool:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            owner = _read_owner(fd)
+            owner, command = _read_owner(fd)
             os.close(fd)
             who = f" (process {owner})" if owner else ""
+            if command:
+                raise ConversationBusyError(f"conversation '{name}' is in use by `localgen {command}`{who}",
+                                            hint=f"end that `localgen {command}` first, then try again") from None
             raise ConversationBusyError(f"conversation '{name}' is in use by another localgen chat or run{who}",
                                         hint=hint) from None
         except OSError as exc:  # a file system without locks (ENOLCK, EOPNOTSUPP): chats go unguarded there
@@ -65,7 +72,7 @@ def hold(folder: Path, name: str, hint: str) -> bool:
     _held[path] = fd
     with contextlib.suppress(OSError):  # the owner's pid only makes the busy message nicer (a full disk may refuse it)
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, f"{os.getpid()}{f' {by}' if by else ''}\n".encode())
     return True
 
 
@@ -99,8 +106,10 @@ def release(folder: Path, name: str) -> None:
         os.close(fd)  # closing the descriptor releases the lock
 
 
-def _read_owner(fd: int) -> str:
-    """The process id the holder wrote into the lock file, or '' when unreadable."""
+def _read_owner(fd: int) -> tuple[str, str | None]:
+    """The process id the holder wrote into the lock file ('' when unreadable), and its command where it wrote one
+    (None for a chat or a run)."""
     with contextlib.suppress(OSError, ValueError):
-        return str(int(os.pread(fd, 32, 0).decode("ascii").strip()))
-    return ""
+        pid, _, command = os.pread(fd, 80, 0).decode("ascii").strip().partition(" ")
+        return str(int(pid)), command if _COMMAND.fullmatch(command) else None
+    return "", None

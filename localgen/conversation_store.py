@@ -240,7 +240,7 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
     held: list[str] = []
     try:
         for name in names:
-            if hold(folder, name, hint="finish that chat or run first"):
+            if hold(folder, name, hint="finish that chat or run first", by="conversations rm"):
                 held.append(name)
         if not confirm():
             return False

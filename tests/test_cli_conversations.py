@@ -353,6 +353,29 @@ def test_rm_on_a_terminal_says_a_conversation_is_in_use_before_asking(home: Path
     assert "[y/N]" not in child.before and path.exists(), "no question whose yes could not be done"
 
 
+def test_a_conversation_rm_asks_about_is_said_to_be_in_use_by_that_rm_not_by_a_chat_or_run(home: Path) -> None:
+    import pexpect
+
+    path = _save("walrus", Turn("a", "b"))
+    asking = pexpect.spawn(sys.executable, ["-m", "localgen", "conversations", "rm", "walrus"], cwd=str(REPO_ROOT),
+                           encoding="utf-8", timeout=60, dimensions=(24, 200))
+    try:
+        asking.expect_exact("delete 1 conversation (walrus)? [y/N] ")
+        run = run_localgen("run", "--conversation", "walrus", "-n", "3", "hi")
+        second = run_localgen("conversations", "rm", "walrus", "-y")
+        asking.sendline("n")
+        asking.expect(pexpect.EOF)
+    finally:
+        asking.close(force=True)
+    busy = f"conversation 'walrus' is in use by `localgen conversations rm` (process {asking.pid})"
+    assert run.returncode == 1 and busy in run.err and "chat or run" not in run.err, run.err
+    assert second.returncode == 1 and busy in second.err, second.err
+    assert "(hint: end that `localgen conversations rm` first, then try again)" in second.err, second.err
+    assert len(json.loads(path.read_text())["turns"]) == 1, "kept on a no, the run refused"
+    again = run_localgen("run", "--conversation", "walrus", "-n", "3", "hi")
+    assert again.returncode == 0, again.err
+
+
 def test_list_n_lists_only_the_newest(home: Path) -> None:
     for age, name in enumerate(["newest", "middle", "oldest"]):
         path = _save(name, Turn(f"About {name}?", "Yes."))
