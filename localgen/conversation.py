@@ -245,6 +245,8 @@ def _parsed(text: str) -> object:
 def _ends_early(text: str, exc: json.JSONDecodeError) -> bool:
     """Whether JSON text fails only for ending too soon: at its end, in a string never closed, or in a value cut off
     with nothing after it (tru, 1., \\u12)."""
+    if exc.msg.startswith("Extra data"):  # a whole value, then more: not cut short
+        return False
     rest = text[exc.pos:].rstrip()
     return not rest or exc.msg.startswith("Unterminated string") or not re.search(r'[\s{}\[\],:"]', rest)
 

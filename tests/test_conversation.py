@@ -139,6 +139,7 @@ def test_a_saved_context_start_that_is_not_a_turn_index_is_refused(start: object
     ('{"format": 1, "name": "a"}', "no 'turns'"), ('{"format": 1, "turns": [{"answer": "x"}]}', "a turn has no 'user'"),
     ("[" * 100_000 + "]" * 100_000, "nested too deeply"), ('{"format": 1, "turns": []}', "no 'name'"),
     ('{"format": 1, "name": "a", "turns": [\n', "its JSON ends before it is complete"),
+    ('{"format": 1, "name": "a"}x', "not JSON at line 1, column 27: extra data"),  # a whole value, then more
     ("\0\1\0 data", "it holds NUL bytes: binary data, not JSON"),
     ('{"format": 1,\n "name": a}', "not JSON at line 2, column 10: expecting value"),
     ('{\n  "format": 1,\n  "name": "a",\n  "turns": [{"user": "How long do eg', "its JSON ends before it is complete"),
