@@ -15,6 +15,7 @@ from localgen.other_tools import (
     GROUP_COMMAND_HABITS,
     OTHER_TOOLS_COMMANDS,
     OTHER_TOOLS_WORDS,
+    SEVERAL_NAMES,
     SUBCOMMAND_HABITS,
 )
 
@@ -83,11 +84,15 @@ def _unknown_command_hint(app: typer.Typer, args: list[str], command: str, text:
 
 def _other_tool_hint(word: str, rest: list[str]) -> str | None:
     """For what users of other tools type at the top level (`ls`, `rm foo`, `serve`): localgen's command, with the
-    names given before any option (the other tool's, not localgen's) in place of NAME, or its way."""
+    names given before any option (the other tool's, not localgen's) in place of NAME, as many as it takes, or its
+    way."""
     command = OTHER_TOOLS_COMMANDS.get(word)
-    names = list(itertools.takewhile(lambda word: not word.startswith("-"), rest))  # not the other tool's options
+    names = list(itertools.takewhile(lambda arg: not arg.startswith("-"), rest))  # not the other tool's options
+    if word == "download" and len(names) == 2:  # huggingface-cli's REPO FILE: one reference
+        names = ["/".join(names)]
     if command and command.endswith(" NAME") and names:
-        command = shlex.join([*command.removesuffix(" NAME").split(), *names])
+        kept = names if word in SEVERAL_NAMES else names[:1]
+        command = shlex.join([*command.removesuffix(" NAME").split(), *kept])
     return f"use `{command}`" if command else OTHER_TOOLS_WORDS.get(word)
 
 

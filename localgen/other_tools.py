@@ -10,6 +10,7 @@ OTHER_TOOLS_COMMANDS = {  # what users of other tools type at the top level, and
     "download": "localgen pull NAME", "logs": "localgen conversations", "history": "localgen conversations",
     "version": "localgen --version",
 }
+SEVERAL_NAMES = {"rm", "remove"}  # of those, the commands whose localgen command takes several names
 _NO_SERVER = "localgen has no server: `localgen run` and `localgen chat` load the model in their own process"
 _MODELS_TOML = "models are entries of models.toml: add [models.NAME] to yours (README, Models)"
 OTHER_TOOLS_WORDS = {  # what other tools' users type at the top level that localgen has no command for
@@ -106,9 +107,7 @@ OTHER_TOOLS_OPTIONS = {
     "--fragment": ("llm", "a fragment", "localgen's is -f FILE, a text file attached before the prompt"),
     "--think": ("Ollama", "turning a model's thinking on or off",
                 "localgen shows the <think> reasoning a model writes; --hide-thinking leaves it out"),
-}
-OTHER_TOOLS_OPTIONS |= {  # chat has no like: its hint says so (_IN_CHAT)
-    "--schema": ("llm", "a JSON schema", _SCHEMA),
+    "--schema": ("llm", "a JSON schema", _SCHEMA),  # chat has no like: its hint says so (_IN_CHAT)
     "-j": ("llama-cli", "a JSON schema", _SCHEMA),
     "-jf": ("llama-cli", "a JSON schema file", _SCHEMA),
     "--json-schema-file": ("llama-cli", "a JSON schema file", _SCHEMA),

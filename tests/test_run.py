@@ -359,7 +359,10 @@ def test_a_misspelt_option_gets_only_close_suggestions(args: tuple[str, ...], hi
                                            (("download", "org/repo"), "localgen pull org/repo"),
                                            (("rm", "-f", "x"), "localgen models rm NAME"),
                                            (("show", "x", "--modelfile"), "localgen models show x"),
-                                           (("download", "org/repo", "--local-dir", "d"), "localgen pull org/repo")])
+                                           (("download", "org/repo", "--local-dir", "d"), "localgen pull org/repo"),
+                                           (("download", "org/repo", "m.gguf"), "localgen pull org/repo/m.gguf"),
+                                           (("show", "a", "b"), "localgen models show a"),
+                                           (("rm", "a", "b"), "localgen models rm a b")])
 def test_other_tools_commands_point_to_localgens(args: tuple[str, ...], hint: str) -> None:
     result = run_localgen(*args)
     assert result.returncode == 2
