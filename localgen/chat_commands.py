@@ -40,8 +40,8 @@ def help_command(_state: ChatState, argument: str) -> None:
     keys = argument.lower() in ("shortcuts", "keys")
     topic = help_topic(argument) if argument and not keys else None
     if argument and not keys and topic is None:
-        typed = SlashCommand("/" + argument.lower().removeprefix("/"), "")
-        meant = meant_command(typed, [*HANDLERS, "/shortcuts"])  # /help sav: save, /help retry: regen
+        typed = SlashCommand("/" + argument.split()[0].lower().removeprefix("/"), "")  # /help set stop: /set
+        meant = meant_command(typed, [*HANDLERS, "/shortcuts", "/keys"])  # /help sav: save, /help retry: regen
         raise UsageError(f"/help has no topic '{argument}'",
                          hint=(f"did you mean /help {meant.split()[0].removeprefix('/')}? " if meant else "")
                          + "/help alone, /help COMMAND for one command (/help save), or /help shortcuts for the keys")

@@ -95,9 +95,10 @@ def size_limit(value: str | None, name: str) -> int | None:
         amount = counted(limit, "byte") if limit < 1024 else binary_size(limit)
         bare = value.strip().isdigit()  # no unit: 8 meant as 8GiB
         off_gpu = f", or {name}=0 to keep models off the GPU" if name == VRAM_LIMIT_ENV else ""
+        advice = ("unset it for no limit, or give a size" if limit == 0 else
+                  "a plain number counts bytes: give the unit" if bare else "give 1 MiB or more")
         raise ConfigError(f"{name}={value!r} is {amount}, too little to hold any model",
-                          hint=f"{'a plain number counts bytes: give the unit' if bare else 'give 1 MiB or more'}, "
-                               f"as in {name}=8GiB{off_gpu}")
+                          hint=f"{advice}, as in {name}=8GiB{off_gpu}")
     return limit
 
 

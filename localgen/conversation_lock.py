@@ -56,7 +56,8 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
             who = f" (process {owner})" if owner else ""
             if command:
                 raise ConversationBusyError(f"conversation '{name}' is in use by `localgen {command}`{who}",
-                                            hint=f"end that `localgen {command}` first, then try again") from None
+                                            hint=f"answer that `localgen {command}`'s question (or press Ctrl-C "
+                                                 "there) first, then try again") from None
             raise ConversationBusyError(f"conversation '{name}' is in use by another localgen chat or run{who}",
                                         hint=hint) from None
         except OSError as exc:  # a file system without locks (ENOLCK, EOPNOTSUPP): chats go unguarded there

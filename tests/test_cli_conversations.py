@@ -370,7 +370,8 @@ def test_a_conversation_rm_asks_about_is_said_to_be_in_use_by_that_rm_not_by_a_c
     busy = f"conversation 'walrus' is in use by `localgen conversations rm` (process {asking.pid})"
     assert run.returncode == 1 and busy in run.err and "chat or run" not in run.err, run.err
     assert second.returncode == 1 and busy in second.err, second.err
-    assert "(hint: end that `localgen conversations rm` first, then try again)" in second.err, second.err
+    assert "(hint: answer that `localgen conversations rm`'s question (or press Ctrl-C there) first, then try " \
+           "again)" in second.err, second.err
     assert len(json.loads(path.read_text())["turns"]) == 1, "kept on a no, the run refused"
     again = run_localgen("run", "--conversation", "walrus", "-n", "3", "hi")
     assert again.returncode == 0, again.err

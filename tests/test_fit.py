@@ -119,11 +119,15 @@ def test_memory_limit_env_caps_total_and_available(monkeypatch: pytest.MonkeyPat
 
 def test_a_limit_too_small_to_hold_a_model_is_refused_naming_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     """LOCALGEN_MEMORY_LIMIT=1 (8 meant as 8GiB, say) is one byte: refused, not read as a machine with 0 B of RAM."""
-    for value, amount in (("1", "1 byte"), ("512", "512 bytes"), ("64", "64 bytes"), ("0", "0 bytes")):
+    for value, amount in (("1", "1 byte"), ("512", "512 bytes"), ("64", "64 bytes")):
         monkeypatch.setenv(config.MEMORY_LIMIT_ENV, value)
         with pytest.raises(ConfigError, match=f"^{config.MEMORY_LIMIT_ENV}='{value}' is {amount}, too little") as info:
             hardware.probe_memory()
         assert info.value.hint == f"a plain number counts bytes: give the unit, as in {config.MEMORY_LIMIT_ENV}=8GiB"
+    monkeypatch.setenv(config.MEMORY_LIMIT_ENV, "0")  # no unit would help: 0 is often meant as no limit
+    with pytest.raises(ConfigError, match=f"^{config.MEMORY_LIMIT_ENV}='0' is 0 bytes, too little") as info:
+        hardware.probe_memory()
+    assert info.value.hint == f"unset it for no limit, or give a size, as in {config.MEMORY_LIMIT_ENV}=8GiB"
     for value, amount in (("100KiB", "100.0 KiB"), ("512KiB", "512.0 KiB"), ("0.5MiB", "512.0 KiB"), ("8b", "8 bytes")):
         monkeypatch.setenv(config.MEMORY_LIMIT_ENV, value)  # a unit was given: no word of plain numbers
         with pytest.raises(ConfigError, match=f"^{config.MEMORY_LIMIT_ENV}='{value}' is {amount}, too little") as info:

@@ -164,7 +164,8 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
         bogus = chat.command_words("/help bogus", "for the keys)")
         assert "/help has no topic 'bogus'" in bogus and "did you mean" not in bogus, bogus
         for typed, meant in (("/help sav", "/help save"), ("/help retry", "/help regen"),
-                             ("/? shortcut", "/help shortcuts")):
+                             ("/? shortcut", "/help shortcuts"), ("/help key", "/help keys"),
+                             ("/help set stop", "/help set")):
             assert f"did you mean {meant}?" in " ".join(chat.command_words(typed, "for the keys)").split()), typed
         one = chat.command_words("/help save", "autosaved after every answer)")
         assert "/save [NAME]" in one and "/load" not in one and "Ctrl-R" not in one, one
