@@ -24,7 +24,16 @@ SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their das
 
 def usage_error(app: typer.Typer, exc: Exception, args: list[str]) -> tuple[str, str]:
     """The one-line message and the hint for a usage error of the command line args."""
-    return _chat_prompt_error(app, args, str(exc).lower()) or (_usage_error_text(exc), _usage_hint(app, exc, args))
+    return _chat_prompt_error(app, args, str(exc).lower()) or (_as_typed(_usage_error_text(exc), exc, args),
+                                                               _usage_hint(app, exc, args))
+
+
+def _as_typed(message: str, exc: Exception, args: list[str]) -> str:
+    """An unknown short option named as typed: click names -j of -jf (its first letter, unknown), which no one typed."""
+    name = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
+    typed = next((arg for arg in args if len(name) == 2 and arg.startswith(name) and not arg.startswith("--")
+                  and "=" not in arg), name)
+    return message.replace(f"No such option: {name}", f"No such option: {typed}", 1) if typed != name else message
 
 
 def option_arity(app: typer.Typer, command: str) -> dict[str, bool]:

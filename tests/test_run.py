@@ -353,6 +353,14 @@ def test_a_misspelt_option_gets_only_close_suggestions(args: tuple[str, ...], hi
     assert result.err == f"localgen: error: No such option: {args[1]} (hint: {hint})\n"
 
 
+@pytest.mark.parametrize(("args", "typed"), [(("fit", "-jf", "s.json", "x"), "-jf"),
+                                            (("models", "list", "-xyz"), "-xyz"), (("run", "-z", "hi"), "-z")])
+def test_an_unknown_short_option_is_named_as_typed(args: tuple[str, ...], typed: str) -> None:
+    """click names the first unknown letter of -jf, -j, which no one typed."""
+    result = run_localgen(*args)
+    assert result.returncode == 2 and result.err.startswith(f"localgen: error: No such option: {typed} ("), result.err
+
+
 @pytest.mark.parametrize(("args", "hint"), [(("list", "x"), "localgen models list"),
                                            (("rm", "x"), "localgen models rm x"), (("rm",), "localgen models rm NAME"),
                                            (("show", "my model"), "localgen models show 'my model'"),
