@@ -179,17 +179,18 @@ def _refuse_tokens_never_given(vocab: lc.llama_vocab_p, grammar: Grammar) -> Non
         token = _token_named(vocab, body)
         if token is None:
             continue  # not one token: llama.cpp's parser says so
+        other_token = "name a token of the model's text"
         if token >= n_vocab:
-            reason = f"beyond the model's {n_vocab:,} tokens"
+            reason, hint = f"beyond the model's {n_vocab:,} tokens", other_token
         elif lc.llama_vocab_is_eog(vocab, token):
             reason = "which ends the answer, as the grammar's end does"
+            hint = "end the root rule there instead: the answer may end wherever the grammar is complete"
         elif not _gives_text(vocab, token):
-            reason = "which gives no text"
+            reason, hint = "which gives no text", other_token
         else:
             continue
         raise UsageError(f"{grammar.source}: the grammar names the token <{body}>, {reason}, so the answer could "
-                         "not go on there", hint="end the root rule there instead: the answer may end wherever "
-                         "the grammar is complete" if "ends" in reason else "name a token of the model's text")
+                         "not go on there", hint=hint)
 
 
 def _token_named(vocab: lc.llama_vocab_p, body: str) -> int | None:
