@@ -326,6 +326,7 @@ def _bench_loader(*, model: str | None, threads: int | None, threads_batch: int 
         options = ModelOptions(model=model, ctx_size=ctx, threads=threads, threads_batch=threads_batch,
                                batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
                                ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
+                               min_ctx=ctx,  # the KV cache whole from the start, as llama-bench's
                                adapt_threads=False)  # measured at one thread count, as llama-bench measures
         try:
             return load_model(options, note=lambda text: progress(f"bench: {text}"),

@@ -197,6 +197,7 @@ class LoadOptions:
     flash_attn: str = "auto"
     kv_type: str = "f16"
     adapt_threads: bool = False  # decode with fewer threads while other processes keep the CPUs busy
+    expected_tokens: int = 0  # what the first prompt and its answer are expected to take (0 = unknown)
 
     def __post_init__(self) -> None:
         check_context_bounds(self.n_ctx)

@@ -88,6 +88,7 @@ def plan_load(options: ModelOptions, resolved: ResolvedModel, header: GGUFInfo,
         flash_attn=options.flash_attn,
         kv_type=options.kv_type,
         adapt_threads=options.threads is None and options.adapt_threads,
+        expected_tokens=options.min_ctx,
     )
     return load_options, plan, shape
 

@@ -18,7 +18,8 @@ from localgen.engine.results import DecodeResult, decode_failure, finished_event
 from localgen.engine.sampling import Sampler, build_sampler
 from localgen.engine.threads import ThreadGovernor, load_started
 from localgen.engine.vocab import Vocab
-from localgen.errors import ContextOverflowError, LocalgenError, UsageError
+from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
+from localgen.estimate import allocated_context
 from localgen.events import Event, PrefillProgress, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.signals import deferred_signals
@@ -31,6 +32,7 @@ log = logging.getLogger("localgen.engine")
 AHEAD_CHUNK = 128  # prefill_ahead's largest batch: what Enter on other text throws away, at most
 PROMPT_TAIL_TOKENS = 8  # enough of a prompt's end to tell whether its template opened a <think> block
 ABORTED = 2  # llama_decode's status when the abort callback stopped it (the aborted ubatch leaves the KV cache)
+FIRST_TOKENS = 2048  # a KV cache starts this large unless more is expected; it takes the whole context when needed
 
 
 @dataclass(frozen=True)
@@ -59,13 +61,15 @@ class Engine:
         self._model: lc.llama_model_p | None = None
         self._ctx: lc.llama_context_p | None = None
         self._draft_batch: lc.llama_batch | None = None
+        self._full_cells = allocated_context(options.n_ctx, flash_attn=options.flash_attention)
+        self._cells = self._first_cells()
         adapt = options.adapt_threads and options.n_threads > 1
         before_load = load_started() if adapt else None  # the load's time tells the first prefill how busy CPUs are
         try:  # a failure or a Ctrl-C part way frees what was allocated (a model can hold gigabytes)
             with deferred_signals() as deferred:  # Ctrl-C lands once each pointer is stored, so it can be freed
                 self._model = load_weights(path, options, stop=deferred.pending)
                 if not deferred.pending():
-                    self._ctx = new_context(self._model, options, path)
+                    self._ctx = new_context(self._model, options, path, self._cells)
                 if not deferred.pending():
                     self._draft_batch = new_draft_batch()
             if deferred.pending():  # the handler in place did not raise (it only asked to stop): stop here
@@ -82,6 +86,44 @@ class Engine:
         except BaseException:
             self.close()
             raise
+
+    def _first_cells(self) -> int:
+        """The cells the KV cache starts with: FIRST_TOKENS' worth, or the whole context where more is expected.
+
+        Allocating a KV cache writes all of it (llama.cpp clears it), in time and memory in proportion to its cells:
+        a short prompt and answer need not wait for a long context's. _make_room() moves to the whole context when
+        a prompt or an answer needs more: one move at most, so it never holds more than a small cache's copy on top
+        of the whole context's memory, which the fit planned for.
+        """
+        o = self.options
+        first = allocated_context(max(FIRST_TOKENS, o.expected_tokens), flash_attn=o.flash_attention)
+        return first if first < self._full_cells else self._full_cells
+
+    def _make_room(self, tokens: int) -> None:
+        """Let the KV cache hold this many tokens: a context started small moves, with the tokens it holds, into
+        one of the whole context's size (the last logits are not kept: the caller evaluates a token next)."""
+        if tokens <= self._cells or self._cells >= self._full_cells:
+            return
+        with deferred_signals():  # the context is replaced and its state moved before a Ctrl-C lands
+            state = self._kv.save_state() if len(self._kv) else bytearray()
+            old, self._ctx = self._ctx, None
+            lc.llama_free(old)
+            try:
+                self._ctx = new_context(self._model, self.options, self.path, self._full_cells)
+            except ModelLoadError:
+                self._ctx = new_context(self._model, self.options, self.path, self._cells)  # its memory was just freed
+                self._kv.move_to(self._ctx, state)
+                raise ContextOverflowError(
+                    f"the context could not grow past {self._cells:,} tokens: llama.cpp could not allocate "
+                    f"{self.n_ctx:,}", hint=f"give a smaller --ctx-size (it is {self.n_ctx:,})") from None
+            self._cells = self._full_cells
+            moved = self._kv.move_to(self._ctx, state)
+        log.debug("the KV cache grew to %d cells for %d tokens", self._cells, tokens)
+        if self._governor is not None:
+            self._use_threads(self._governor.current)
+        if not moved:
+            raise LocalgenError("llama.cpp could not move the KV cache into the larger context",
+                                hint="run with LOCALGEN_DEBUG=1 for llama.cpp's log")
 
     def close(self) -> None:
         """Free the context and the model (what of them exists). Each pointer is dropped before its memory is
@@ -125,7 +167,8 @@ class Engine:
         template = lc.llama_model_chat_template(self._model, None)
         vocab = self._vocab
         return _ModelFacts(
-            n_ctx=min(self.options.n_ctx, int(lc.llama_n_ctx(self._ctx))),
+            n_ctx=min(self.options.n_ctx, int(lc.llama_n_ctx(self._ctx)) if self._cells == self._full_cells else
+                      self.options.n_ctx),
             n_batch=int(lc.llama_n_batch(self._ctx)),
             n_ubatch=int(lc.llama_n_ubatch(self._ctx)),
             n_vocab=vocab.n_tokens,
@@ -276,6 +319,7 @@ class Engine:
         try:
             with deferred_signals():  # a Ctrl-C lands once the sampler is stored, so the finally below frees it
                 sampler = build_sampler(self._vocab.pointer, sampling, prompt, self.n_ctx)  # a bad grammar fails
+            self._make_room(len(prompt) + 1)
             if self._holds_with_logits(prompt):  # prefilled ahead: the first token can be sampled at once
                 restored, reused = 0, len(prompt)
             else:
@@ -335,6 +379,7 @@ class Engine:
     def load_state(self, tokens: Sequence[int], data: bytearray) -> bool:
         """Replace the KV cache with a saved state of these tokens; False (and an empty cache) if it fails."""
         self._check_open()
+        self._make_room(len(tokens) + 1)
         return self._kv.load_state(tokens, data, self.n_ctx)
 
     @property
@@ -357,6 +402,7 @@ class Engine:
         self._check_open()
         if not prompt or len(prompt) >= self.n_ctx or not self._facts.rolls_back:
             return 0
+        self._make_room(len(prompt) + 1)
         if self._holds_with_logits(prompt):
             return len(prompt)
         common = min(self._kv.common_prefix(prompt), len(prompt) - 1)
@@ -462,6 +508,8 @@ class Engine:
             if len(kv) >= n_ctx:
                 finish = "context"
                 break
+            if len(kv) + DRAFT_MAX + 1 > self._cells:
+                self._make_room(len(kv) + DRAFT_MAX + 1)
             if drafter is None:
                 out = self._step(sampler, out[-1])
             else:

@@ -83,6 +83,21 @@ class KvCache:
         del data[written:]
         return data
 
+    def move_to(self, ctx: lc.llama_context_p, state: bytearray) -> bool:
+        """Use another context, putting into it the saved state of the tokens held (the same list object, which
+        the decode loop holds); False, and an empty cache, when llama.cpp refuses the state."""
+        self._ctx, self.memory = ctx, lc.llama_get_memory(ctx)
+        self.logits_current = False
+        if not self.tokens:
+            return True
+        loaded = lc.llama_state_seq_set_data(ctx, (ctypes.c_uint8 * len(state)).from_buffer(state), len(state), 0)
+        if loaded and self.held() == len(self.tokens):
+            return True
+        log.debug("KV state rejected by llama.cpp in the new context (loaded %s bytes)", loaded)
+        lc.llama_memory_clear(self.memory, True)
+        self.tokens.clear()
+        return False
+
     def load_state(self, tokens: Sequence[int], data: bytearray, n_ctx: int) -> bool:
         """Replace the cache with a saved state of these tokens; False (and an empty cache) if it fails."""
         self.clear()

@@ -11,7 +11,6 @@ from localgen.engine.amx import AMX_BUFFER_TYPE, amx_works
 from localgen.engine.devices import cpu_extra_buffer_types
 from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc
 from localgen.errors import ModelLoadError
-from localgen.estimate import allocated_context
 from localgen.params import LoadOptions
 from localgen.speculative import DRAFT_MAX
 
@@ -74,10 +73,11 @@ def load_weights(path: Path, options: LoadOptions, stop: Callable[[], bool]) -> 
     return model
 
 
-def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path) -> lc.llama_context_p:
-    """The inference context (KV cache and compute buffers) of a loaded model, or ModelLoadError."""
+def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path, cells: int) -> lc.llama_context_p:
+    """The inference context (a KV cache of this many cells, and compute buffers) of a loaded model, or
+    ModelLoadError."""
     params = lc.llama_context_default_params()
-    params.n_ctx = allocated_context(options.n_ctx, flash_attn=options.flash_attention)  # the engine keeps n_ctx
+    params.n_ctx = cells  # the engine keeps n_ctx
     params.n_batch = options.n_batch
     params.n_ubatch = min(options.n_ubatch, options.n_batch)
     params.n_seq_max = 1
@@ -95,7 +95,7 @@ def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path) -> lc
             f"could not create a context of {options.n_ctx} tokens for {path.name}",
             hint="try a smaller --ctx-size, or --kv-type q8_0 with --flash-attn on",
         )
-    log.debug("context: %d tokens (%d cells), batch %d, ubatch %d, threads %d, threads for batches %d, "
+    log.debug("context: %d tokens (%d cells allocated), batch %d, ubatch %d, threads %d, threads for batches %d, "
               "flash attention %s, KV type %s", options.n_ctx, lc.llama_n_ctx(ctx), lc.llama_n_batch(ctx),
               lc.llama_n_ubatch(ctx), lc.llama_n_threads(ctx), lc.llama_n_threads_batch(ctx), options.attention_mode,
               options.kv_type)
