@@ -95,7 +95,7 @@ def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path, cells
             f"could not create a context of {options.n_ctx} tokens for {path.name}",
             hint="try a smaller --ctx-size, or --kv-type q8_0 with --flash-attn on",
         )
-    log.debug("context: %d tokens (%d cells allocated), batch %d, ubatch %d, threads %d, threads for batches %d, "
+    log.debug("context: %d tokens (%d cells), batch %d, ubatch %d, threads %d, threads for batches %d, "
               "flash attention %s, KV type %s", options.n_ctx, lc.llama_n_ctx(ctx), lc.llama_n_batch(ctx),
               lc.llama_n_ubatch(ctx), lc.llama_n_threads(ctx), lc.llama_n_threads_batch(ctx), options.attention_mode,
               options.kv_type)
