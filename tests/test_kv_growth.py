@@ -1,0 +1,67 @@
+"""The KV cache starts small and moves into the whole context when a prompt or an answer needs it (Engine), on the
+real bundled model: the cells llama.cpp holds, the tokens kept, the greedy text unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from localgen.engine import Engine, core, lc
+from localgen.errors import ContextOverflowError, ModelLoadError
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from tests.conftest import chat_prompt
+from tests.test_engine import _collect
+
+GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
+
+
+def _growing_engine(path: Path, monkeypatch: pytest.MonkeyPatch, *, expected: int = 0) -> Engine:
+    """An engine whose 512-token context starts with a KV cache of 256 cells, unless more is expected."""
+    monkeypatch.setattr(core, "FIRST_TOKENS", 64)
+    return Engine(path, LoadOptions(n_ctx=512, n_threads=2, n_threads_batch=2, n_batch=64, expected_tokens=expected))
+
+
+@pytest.mark.parametrize("outgrown_by", ["answer", "prompt", "prompt prefilled ahead"])
+def test_a_kv_cache_started_small_grows_once_keeping_its_tokens_and_the_greedy_text(
+        bundled_model: Path, monkeypatch: pytest.MonkeyPatch, outgrown_by: str) -> None:
+    """Allocating a context's KV cache writes all of it: a short prompt does not wait for a long context's. The
+    cache moves into the whole context when an answer or a prompt needs more, and nothing it computed changes."""
+    question = "word " * (150 if outgrown_by == "answer" else 300) + "Count them."
+    limits = GenerationLimits(max_tokens=120 if outgrown_by == "answer" else 8)
+    texts, cells = [], []
+    for expected in (0, 512):
+        with _growing_engine(bundled_model, monkeypatch, expected=expected) as eng:
+            cells.append(lc.llama_n_ctx(eng._ctx))
+            prompt = chat_prompt(eng, question)
+            if outgrown_by == "prompt prefilled ahead":
+                assert eng.prefill_ahead(prompt, lambda: False) == len(prompt)
+            _, done, _ = _collect(eng.generate(prompt, GREEDY, limits, ignore_eog=True))
+            cells.append(lc.llama_n_ctx(eng._ctx))
+            follow_up = eng.kv_token_list[:-2]
+            _, again, _ = _collect(eng.generate(follow_up, GREEDY, GenerationLimits(max_tokens=8)))
+            texts.append((done.text, again.text))
+            assert eng.n_ctx == 512
+            assert again.usage.cached_tokens == len(follow_up) - 1  # the moved cache is reused
+    assert cells == [256, 512, 512, 512]
+    assert texts[0] == texts[1]
+
+
+def test_a_kv_cache_that_cannot_grow_says_so_and_keeps_what_it_held(bundled_model: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    with _growing_engine(bundled_model, monkeypatch) as eng:
+        prompt = chat_prompt(eng, "Hello there.")
+        _, first, _ = _collect(eng.generate(prompt, GREEDY, GenerationLimits(max_tokens=4)))
+        real = core.new_context
+
+        def short_of_memory(model: object, options: LoadOptions, path: Path, cells: int) -> object:
+            if cells > 256:
+                raise ModelLoadError("could not create a context")
+            return real(model, options, path, cells)
+
+        monkeypatch.setattr(core, "new_context", short_of_memory)
+        with pytest.raises(ContextOverflowError, match=r"could not grow past 256 tokens.*allocate 512"):
+            _collect(eng.generate(chat_prompt(eng, "word " * 300), GREEDY, GenerationLimits(max_tokens=4)))
+        assert lc.llama_n_ctx(eng._ctx) == 256
+        _, again, _ = _collect(eng.generate(prompt, GREEDY, GenerationLimits(max_tokens=4)))
+        assert again.text == first.text
