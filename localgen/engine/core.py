@@ -95,9 +95,9 @@ class Engine:
         a prompt or an answer needs more: one move at most, so it never holds more than a small cache's copy on top
         of the whole context's memory, which the fit planned for.
         """
-        o = self.options
-        first = allocated_context(max(FIRST_TOKENS, o.expected_tokens), flash_attn=o.flash_attention)
-        return first if first < self._full_cells else self._full_cells
+        if self.options.expected_tokens > FIRST_TOKENS:
+            return self._full_cells
+        return min(allocated_context(FIRST_TOKENS, flash_attn=self.options.flash_attention), self._full_cells)
 
     def _make_room(self, tokens: int) -> None:
         """Let the KV cache hold this many tokens: a context started small moves, with the tokens it holds, into
