@@ -17,9 +17,10 @@ GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 
 
 def _growing_engine(path: Path, monkeypatch: pytest.MonkeyPatch, *, expected: int = 0) -> Engine:
-    """An engine whose 512-token context starts with a KV cache of 256 cells, unless more is expected."""
+    """An engine whose 512-token context starts with a KV cache of 256 cells, unless more is expected (one thread:
+    llama.cpp's threads spin while they wait for each other, which stalls them beside other tests' processes)."""
     monkeypatch.setattr(core, "FIRST_TOKENS", 64)
-    return Engine(path, LoadOptions(n_ctx=512, n_threads=2, n_threads_batch=2, n_batch=64, expected_tokens=expected))
+    return Engine(path, LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1, n_batch=64, expected_tokens=expected))
 
 
 @pytest.mark.parametrize("outgrown_by", ["answer", "prompt", "prompt prefilled ahead"])
