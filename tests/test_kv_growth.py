@@ -20,24 +20,31 @@ def _growing_engine(path: Path, monkeypatch: pytest.MonkeyPatch, *, expected: in
     """An engine whose 512-token context starts with a KV cache of 256 cells, unless more is expected (one thread:
     llama.cpp's threads spin while they wait for each other, which stalls them beside other tests' processes)."""
     monkeypatch.setattr(core, "FIRST_TOKENS", 64)
-    return Engine(path, LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1, n_batch=64, expected_tokens=expected))
+    return Engine(path, LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1, n_batch=64, n_ubatch=64,
+                                    expected_tokens=expected))
 
 
-@pytest.mark.parametrize("outgrown_by", ["answer", "prompt", "prompt prefilled ahead"])
+@pytest.mark.parametrize("outgrown_by", ["answer", "prompt", "prompt prefilled ahead", "a turn's prompt"])
 def test_a_kv_cache_started_small_grows_once_keeping_its_tokens_and_the_greedy_text(
         bundled_model: Path, monkeypatch: pytest.MonkeyPatch, outgrown_by: str) -> None:
     """Allocating a context's KV cache writes all of it: a short prompt does not wait for a long context's. The
     cache moves into the whole context when an answer or a prompt needs more, and nothing it computed changes."""
-    question = "word " * (150 if outgrown_by == "answer" else 300) + "Count them."
+    question = "word " * {"answer": 150, "a turn's prompt": 0}.get(outgrown_by, 300) + "Count them."
     limits = GenerationLimits(max_tokens=120 if outgrown_by == "answer" else 8)
     texts, cells = [], []
     for expected in (0, 512):
         with _growing_engine(bundled_model, monkeypatch, expected=expected) as eng:
             cells.append(lc.llama_n_ctx(eng._ctx))
             prompt = chat_prompt(eng, question)
+            if outgrown_by == "a turn's prompt":  # the cache holds a first turn as the second's prompt outgrows it
+                _collect(eng.generate(prompt, GREEDY, limits))
+                held = eng.kv_token_list
+                prompt = held + eng.tokenize("word " * 250, add_special=False)
             if outgrown_by == "prompt prefilled ahead":
                 assert eng.prefill_ahead(prompt, lambda: False) == len(prompt)
             _, done, _ = _collect(eng.generate(prompt, GREEDY, limits, ignore_eog=True))
+            if outgrown_by == "a turn's prompt":
+                assert done.usage.cached_tokens == len(held)  # the first turn moved with the cache
             cells.append(lc.llama_n_ctx(eng._ctx))
             follow_up = eng.kv_token_list[:-2]
             _, again, _ = _collect(eng.generate(follow_up, GREEDY, GenerationLimits(max_tokens=8)))
@@ -61,8 +68,29 @@ def test_a_kv_cache_that_cannot_grow_says_so_and_keeps_what_it_held(bundled_mode
             return real(model, options, path, cells)
 
         monkeypatch.setattr(core, "new_context", short_of_memory)
+        held = eng.kv_token_list
         with pytest.raises(ContextOverflowError, match=r"could not grow past 256 tokens.*allocate 512"):
-            _collect(eng.generate(chat_prompt(eng, "word " * 300), GREEDY, GenerationLimits(max_tokens=4)))
-        assert lc.llama_n_ctx(eng._ctx) == 256
+            _collect(eng.generate([*held, *eng.tokenize("word " * 300, add_special=False)], GREEDY))
+        assert lc.llama_n_ctx(eng._ctx) == 256 and eng.kv_token_list == held
         _, again, _ = _collect(eng.generate(prompt, GREEDY, GenerationLimits(max_tokens=4)))
-        assert again.text == first.text
+        assert again.text == first.text and again.usage.cached_tokens == len(prompt) - 1
+
+
+def test_a_context_that_cannot_be_made_again_unloads_the_model(bundled_model: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    with _growing_engine(bundled_model, monkeypatch) as eng:
+        def no_memory(model: object, options: LoadOptions, path: Path, cells: int) -> object:
+            raise ModelLoadError("could not create a context")
+
+        monkeypatch.setattr(core, "new_context", no_memory)
+        with pytest.raises(ModelLoadError, match="no memory is left for the model's context: the model was unloaded"):
+            _collect(eng.generate(chat_prompt(eng, "word " * 300), GREEDY))
+        assert not eng.is_open
+
+
+def test_batches_larger_than_the_first_room_get_the_whole_context_at_once(bundled_model: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama.cpp caps a context's batches at its size: one started small would prefill in smaller batches."""
+    monkeypatch.setattr(core, "FIRST_TOKENS", 64)
+    with Engine(bundled_model, LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1)) as eng:
+        assert (lc.llama_n_ctx(eng._ctx), eng.n_batch, eng.n_ubatch) == (512, 512, 512)

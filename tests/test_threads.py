@@ -134,6 +134,21 @@ def test_the_step_after_a_change_is_not_counted() -> None:
     assert governor.current == 1
 
 
+def test_a_new_context_gets_the_count_in_use_again_a_trial_s_included() -> None:
+    """A context that replaces another (the KV cache grew) starts with the load's count: the one in use is applied
+    again, and the step after it, which resizes the thread team, is not counted."""
+    machine = Machine(free=1.0)
+    governor = machine.governor()
+    governor.reapply()
+    assert machine.applied == [2]
+    steps(machine, governor, 0.040)  # busy: it tries 1 thread
+    assert machine.applied == [2, 1]
+    governor.reapply()  # mid-trial: the trial's count
+    assert machine.applied == [2, 1, 1]
+    steps(machine, governor, 0.020)  # the trial is judged on its own steps: faster, kept
+    assert (governor.current, machine.applied) == (1, [2, 1, 1])
+
+
 def test_free_cpus_leave_out_this_processes_own_time() -> None:
     before = CpuSample(wall_s=10.0, all_busy_s=100.0, own_s=50.0)
     after = CpuSample(wall_s=12.0, all_busy_s=104.0, own_s=53.0)  # 4 s busy, 3 of them this process's

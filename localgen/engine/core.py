@@ -95,9 +95,11 @@ class Engine:
         a prompt or an answer needs more: one move at most, so it never holds more than a small cache's copy on top
         of the whole context's memory, which the fit planned for.
         """
-        if self.options.expected_tokens > FIRST_TOKENS:
+        o = self.options
+        first = allocated_context(FIRST_TOKENS, flash_attn=o.flash_attention)
+        if o.expected_tokens > FIRST_TOKENS or max(o.n_batch, o.n_ubatch) > first:  # llama.cpp caps batches at it
             return self._full_cells
-        return min(allocated_context(FIRST_TOKENS, flash_attn=self.options.flash_attention), self._full_cells)
+        return min(first, self._full_cells)
 
     def _make_room(self, tokens: int) -> None:
         """Let the KV cache hold this many tokens: a context started small moves, with the tokens it holds, into
@@ -111,7 +113,12 @@ class Engine:
             try:
                 self._ctx = new_context(self._model, self.options, self.path, self._full_cells)
             except ModelLoadError:
-                self._ctx = new_context(self._model, self.options, self.path, self._cells)  # its memory was just freed
+                try:
+                    self._ctx = new_context(self._model, self.options, self.path, self._cells)  # its memory was freed
+                except ModelLoadError:
+                    self.close()
+                    raise ModelLoadError("no memory is left for the model's context: the model was unloaded",
+                                         hint=f"give a smaller --ctx-size (it is {self.n_ctx:,})") from None
                 self._kv.move_to(self._ctx, state)
                 raise ContextOverflowError(
                     f"the context could not grow past {self._cells:,} tokens: llama.cpp could not allocate "
@@ -120,7 +127,7 @@ class Engine:
             moved = self._kv.move_to(self._ctx, state)
         log.debug("the KV cache grew to %d cells for %d tokens", self._cells, tokens)
         if self._governor is not None:
-            self._use_threads(self._governor.current)
+            self._governor.reapply()
         if not moved:
             raise LocalgenError("llama.cpp could not move the KV cache into the larger context",
                                 hint="run with LOCALGEN_DEBUG=1 for llama.cpp's log")
@@ -166,9 +173,9 @@ class Engine:
         readable after close() (a chat shows it while no model is loaded)."""
         template = lc.llama_model_chat_template(self._model, None)
         vocab = self._vocab
+        allocated = int(lc.llama_n_ctx(self._ctx)) if self._cells == self._full_cells else self.options.n_ctx
         return _ModelFacts(
-            n_ctx=min(self.options.n_ctx, int(lc.llama_n_ctx(self._ctx)) if self._cells == self._full_cells else
-                      self.options.n_ctx),
+            n_ctx=min(self.options.n_ctx, allocated),
             n_batch=int(lc.llama_n_batch(self._ctx)),
             n_ubatch=int(lc.llama_n_ubatch(self._ctx)),
             n_vocab=vocab.n_tokens,
@@ -379,7 +386,9 @@ class Engine:
     def load_state(self, tokens: Sequence[int], data: bytearray) -> bool:
         """Replace the KV cache with a saved state of these tokens; False (and an empty cache) if it fails."""
         self._check_open()
-        self._make_room(len(tokens) + 1)
+        self._kv.clear()  # nothing held to move
+        if len(tokens) <= self.n_ctx:
+            self._make_room(len(tokens) + 1)
         return self._kv.load_state(tokens, data, self.n_ctx)
 
     @property
@@ -508,7 +517,7 @@ class Engine:
             if len(kv) >= n_ctx:
                 finish = "context"
                 break
-            if len(kv) + DRAFT_MAX + 1 > self._cells:
+            if len(kv) + DRAFT_MAX + 1 > self._cells:  # room for a verify batch, drafting or not
                 self._make_room(len(kv) + DRAFT_MAX + 1)
             if drafter is None:
                 out = self._step(sampler, out[-1])

@@ -176,6 +176,10 @@ class ThreadGovernor:
             self._backoff[direction] = self._next_backoff[direction]
             self._next_backoff[direction] = min(MOST_BACKOFF, 2 * self._next_backoff[direction])
 
+    def reapply(self) -> None:
+        """Apply the count in use (a trial's, while one runs) again: a new context starts with the load's count."""
+        self._set(self._trying[0] if self._trying is not None else self.current)
+
     def _set(self, count: int) -> None:
         """Decode with count threads from the next step on."""
         self._apply(count)
