@@ -3,6 +3,7 @@ real bundled model: the cells llama.cpp holds, the tokens kept, the greedy text 
 
 from __future__ import annotations
 
+import resource
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,14 @@ def test_batches_larger_than_the_first_room_get_the_whole_context_at_once(bundle
     monkeypatch.setattr(core, "FIRST_TOKENS", 64)
     with Engine(bundled_model, LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1)) as eng:
         assert (lc.llama_n_ctx(eng._ctx), eng.n_batch, eng.n_ubatch) == (512, 512, 512)
+
+
+def test_under_an_address_space_limit_the_whole_context_is_allocated_at_load(bundled_model: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under `ulimit -v`, allocations can fail (llama.cpp refuses the context, or even aborts building its graph):
+    that shows when the model loads, not part way through an answer."""
+    real = resource.getrlimit
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1 << 40, resource.RLIM_INFINITY)
+                        if which == resource.RLIMIT_AS else real(which))
+    with _growing_engine(bundled_model, monkeypatch) as eng:
+        assert lc.llama_n_ctx(eng._ctx) == 512

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import logging
+import resource
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -99,6 +100,8 @@ class Engine:
         first = allocated_context(FIRST_TOKENS, flash_attn=o.flash_attention)
         if o.expected_tokens > FIRST_TOKENS or max(o.n_batch, o.n_ubatch) > first:  # llama.cpp caps batches at it
             return self._full_cells
+        if resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY:
+            return self._full_cells  # `ulimit -v`: running short shows at load, not part way through an answer
         return min(first, self._full_cells)
 
     def _make_room(self, tokens: int) -> None:
