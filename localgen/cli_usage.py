@@ -28,6 +28,23 @@ def usage_error(app: typer.Typer, exc: Exception, args: list[str]) -> tuple[str,
                                                                _usage_hint(app, exc, args))
 
 
+def help_cluster_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
+    """For short options run together after -h (llama-cli's -hf REPO, a prompt "-hello"), which click reads as -h and
+    more: the help on stdout, exit 0, as if the command had run. The one-line message and the hint, or None."""
+    command = args[0] if args and args[0] in _command_names(app) else ""
+    takes_value = option_arity(app, command) if command else {}
+    expects_value = False
+    for word in args[1 if command else 0:]:
+        if word == "--" and not expects_value:
+            return None
+        if not expects_value and word.startswith("-h") and len(word) > 2:
+            name = f"localgen {_command_with_subcommand(app, args, command)}".strip()
+            hint = _dash_prompt_hint(args, command, "no such option") or f"-h alone is --help: see `{name} --help`"
+            return f"No such option: {word}", hint
+        expects_value = not expects_value and takes_value.get(word, False)
+    return None
+
+
 def _as_typed(message: str, exc: Exception, args: list[str]) -> str:
     """An unknown short option named as typed: click names -j of -jf (its first letter, unknown), which no one typed."""
     name = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
@@ -272,15 +289,21 @@ def _dash_prompt_hint(args: list[str], command: str, text: str) -> str | None:
 
 def _help_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str:
     """Read the help of the command (or subcommand) given, led by the options close to an unknown one."""
-    groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
-    if command in groups and len(args) > 1 and args[1] in {c.name for c in groups[command].registered_commands}:
-        command = f"{command} {args[1]}"
+    command = _command_with_subcommand(app, args, command)
     typed = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
     if typed in ("-y", "--yes"):  # models rm and conversations rm take it
         return f"`localgen {command}` asks no question, so it takes no {typed}"
     close = _close_options(exc)
     guess = f"did you mean {' or '.join(close)}? " if close else ""
     return f"{guess}see `localgen {command} --help`".replace("  ", " ")
+
+
+def _command_with_subcommand(app: typer.Typer, args: list[str], command: str) -> str:
+    """The command typed, with its subcommand where it is a group (`models rm`)."""
+    groups = {g.name: g.typer_instance for g in app.registered_groups if g.name and g.typer_instance}
+    if command in groups and len(args) > 1 and args[1] in {c.name for c in groups[command].registered_commands}:
+        return f"{command} {args[1]}"
+    return command
 
 
 def _after_double_dash_hint(app: typer.Typer, args: list[str]) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from localgen.errors import UsageError
 
 OTHER_TOOLS_COMMANDS = {  # what users of other tools type at the top level, and localgen's command for it
@@ -41,6 +43,8 @@ _USAGE = "localgen's is --stats, token counts and speeds on stderr; --json has t
 _EXTRACT = "localgen prints the whole answer: ask the model for the code alone, or cut it out of stdout"
 _TEXT_ONLY = "localgen's models read text: -f FILE attaches a text file"
 _SCHEMA = "localgen's is --json-schema SCHEMA, its JSON text or a file"
+_HF_REPO = "localgen's is -m ORG/REPO[:QUANT]"
+_HF_FILE = "localgen's is -m ORG/REPO/FILE.gguf"
 OTHER_TOOLS_OPTIONS = {
     "-sys": ("llama-cli", "a system prompt", _SYSTEM),
     "--system-prompt": ("llama-cli", "a system prompt", _SYSTEM),
@@ -111,7 +115,12 @@ OTHER_TOOLS_OPTIONS = {
     "-j": ("llama-cli", "a JSON schema", _SCHEMA),
     "-jf": ("llama-cli", "a JSON schema file", _SCHEMA),
     "--json-schema-file": ("llama-cli", "a JSON schema file", _SCHEMA),
+    **dict.fromkeys(("-hf", "-hfr", "--hf-repo"), ("llama-cli", "a Hugging Face repo", _HF_REPO)),  # -h -f: help
+    **dict.fromkeys(("-hff", "--hf-file"), ("llama-cli", "a file of a Hugging Face repo", _HF_FILE)),
+    **dict.fromkeys(("-hft", "--hf-token"), ("llama-cli", "a Hugging Face token",
+                                             "localgen reads HF_TOKEN, or the token `hf auth login` saved")),
 }
+HUB_REPO_OPTIONS = {"-hf", "-hfr", "--hf-repo"}  # their value is what -m takes
 _RUN_ONLY = {  # where chat has no like
     "--no-log": ("llm", "not logging the exchange",
                  "a plain run keeps only its own exchange, for --continue; LOCALGEN_NO_LAST_RUN=1 keeps none"),
@@ -159,12 +168,23 @@ def check_options(command: str, args: list[str], takes_value: dict[str, bool]) -
     an option's value."""
     options = OPTIONS_OF_OTHER_TOOLS[command]
     expects_value = False
-    for word in args:
+    for index, word in enumerate(args):
         if word == "--" and not expects_value:
             return
         name = word.partition("=")[0]
         if not expects_value and name in options and name not in takes_value:
             tool, purpose, instead = options[name]
             hint = _IN_CHAT.get(name, instead) if command == "chat" else instead
-            raise UsageError(f"{name} is {tool}'s option for {purpose}", hint=hint)
+            raise UsageError(f"{name} is {tool}'s option for {purpose}", hint=_with_repo(hint, args[index:]))
         expects_value = not expects_value and takes_value.get(word, False)
+
+
+def _with_repo(hint: str, words: list[str]) -> str:
+    """For llama-cli's -hf REPO[:QUANT] (words[0], then the rest): localgen's -m with that reference, where the option
+    has its value."""
+    name, eq, value = words[0].partition("=")
+    if name not in HUB_REPO_OPTIONS:
+        return hint
+    if not eq:
+        value = words[1] if len(words) > 1 and not words[1].startswith("-") else ""
+    return f"localgen's is -m {shlex.quote(value)}" if value else hint

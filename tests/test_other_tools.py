@@ -84,6 +84,11 @@ from tests.conftest import bundled_model_file, run_localgen
      "localgen's models read text: -f FILE attaches a text file"),
     (("run", "--fragment", "notes.md", "hi"), "--fragment is llm's option for a fragment",
      "localgen's is -f FILE, a text file attached before the prompt"),
+    # click read -hf as -h -f: the help on stdout, exit 0, as if it had answered
+    (("run", "-n", "5", "-hf", "ggml-org/gemma-3-1b-it-GGUF:Q4_K_M", "hi"), "-hf is llama-cli's option for a Hugging "
+     "Face repo", "localgen's is -m ggml-org/gemma-3-1b-it-GGUF:Q4_K_M"),
+    (("chat", "-hff", "x.gguf"), "-hff is llama-cli's option for a file of a Hugging Face repo",
+     "localgen's is -m ORG/REPO/FILE.gguf"),
 ])
 def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, ...], error: str, hint: str) -> None:
     result = run_localgen(*args)
@@ -139,6 +144,10 @@ def test_ollama_s_verbose_is_stats() -> None:
      "options go after the command: `localgen chat --offline -n 5`"),
     (("run", "-t", "summarize", "x"), "Invalid value for '--threads' / '-t': 'summarize' is not a valid integer.",
      "-t is --threads N; llm's templates are models.toml entries here, each with a system prompt and settings"),
+    (("run", "-hi"), "No such option: -hi", "-h alone is --help: see `localgen run --help`"),  # was the help, exit 0
+    (("models", "rm", "-hy", "x"), "No such option: -hy", "-h alone is --help: see `localgen models rm --help`"),
+    (("run", "-hello there"), "No such option: -hello there",  # was No such option: -e
+     "a prompt that starts with \"-\" goes after --: `localgen run -- '-hello there'`"),
     (("run", "-f", "https://example.com/x.txt", "sum"),
      "-f/--file reads a local file, not an address: https://example.com/x.txt",
      'fetch it first: curl -sL https://example.com/x.txt | localgen run "..."'),
