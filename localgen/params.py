@@ -40,8 +40,10 @@ def _num(value: object) -> str:
 
 def check_context_size(n_ctx: int) -> None:
     """A context holds at least 16 tokens (its upper bound is the model's, checked where the model is known)."""
+    own = " (for llama-cli's -c 0, the model's own size: give that size, or leave -c out for localgen's choice)" \
+        if n_ctx == 0 else ""
     _check(n_ctx >= MIN_CONTEXT, f"context size {_num(n_ctx)} is out of range",
-           f"use --ctx-size of at least {MIN_CONTEXT} tokens, e.g. 4096")
+           f"use --ctx-size of at least {MIN_CONTEXT} tokens, e.g. 4096{own}")
 
 
 def check_context_bounds(n_ctx: int) -> None:

@@ -66,7 +66,9 @@ CASES: dict[str, Case] = {
     "n-not-a-number": Case(("run", "hi", "-n", "ten"), USAGE, "is not a valid int"),
     "n-float": Case(("run", "hi", "-n", "1e3"), USAGE, "is not a valid int"),
     # --ctx-size
-    "ctx-zero": Case(("run", "hi", "--ctx-size", "0"), USAGE, "context size 0 is out of range"),
+    "ctx-zero": Case(("run", "hi", "--ctx-size", "0"), USAGE,
+                     "context size 0 is out of range (hint: use --ctx-size of at least 16 tokens, e.g. 4096 (for "
+                     "llama-cli's -c 0, the model's own size: give that size, or leave -c out for localgen's choice))"),
     "ctx-negative": Case(("run", "hi", "--ctx-size", "-5"), USAGE, "context size -5 is out of range"),
     "ctx-below-16": Case(("run", "hi", "-c", "15"), USAGE, "context size 15 is out of range"),
     "ctx-beyond-model": Case(("run", "hi", "--ctx-size", "100000"), USAGE, "beyond the model's maximum of 8,192"),
