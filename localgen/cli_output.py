@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterator
 
@@ -41,6 +42,8 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
                     completion = event
         except LocalgenError as exc:
             if completion is None:
+                if output is not None and not pipe_closed:
+                    _end_before_error(output)
                 raise
             late = exc
     if pipe_closed:
@@ -48,6 +51,13 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
         raise typer.Exit(EXIT_BROKEN_PIPE)
     assert completion is not None
     return completion, signals.exit_code, late
+
+
+def _end_before_error(output: TextOutput) -> None:
+    """End the text shown of an answer that an error cut short (its last word, held for the line's wrap, and a
+    newline), so that the error's line starts on its own: the answer as far as it came is the user's."""
+    with contextlib.suppress(OSError):  # a reader that left, or a full disk: the error is what is said
+        output.finish()
 
 
 def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput | None,

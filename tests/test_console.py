@@ -427,3 +427,22 @@ def test_stats_write_large_figures_with_thousands_separators() -> None:
     line = format_stats(Finished(text="x", finish_reason="length", usage=Usage(2065, 0, 3), timings=timings))
     assert line.startswith("prompt 2,065 tok, TTFT 15,925 ms, prefill 12,345.6 tok/s, generated 3 tok, "
                            "decode 1,234.5 tok/s, finish length"), line
+
+
+def test_an_error_part_way_through_an_answer_ends_its_text_before_the_error_line() -> None:
+    """The held last word was lost, and the error went on the answer's last line, on a terminal."""
+    from types import SimpleNamespace
+
+    from localgen.cli_output import stream_to_stdout
+    from localgen.errors import LocalgenError
+    from localgen.events import TextChunk
+
+    def answer():
+        yield TextChunk("Rivers carry water to the sea")
+        raise LocalgenError("llama.cpp failed to evaluate the batch")
+
+    engine = SimpleNamespace(request_stop=lambda: None, clear_stop=lambda: None)
+    for stream in (_Terminal(), io.StringIO()):
+        with pytest.raises(LocalgenError):
+            stream_to_stdout(SimpleNamespace(engine=engine), answer, TextOutput(stream))
+        assert stream.getvalue() == "Rivers carry water to the sea\n"
