@@ -36,6 +36,7 @@ from localgen.cli_options import (
     PresencePenaltyOpt,
     RepeatLastNOpt,
     RepeatPenaltyOpt,
+    RunFlashAttnOpt,
     SeedOpt,
     StopOpt,
     SystemFileOpt,
@@ -132,7 +133,7 @@ def run(
     threads_batch: ThreadsBatchOpt = None,
     batch_size: BatchSizeOpt = DEFAULT_BATCH_SIZE,
     ubatch_size: UbatchSizeOpt = DEFAULT_UBATCH_SIZE,
-    flash_attn: FlashAttnOpt = "auto",
+    flash_attn: RunFlashAttnOpt = "auto",
     kv_type: KvTypeOpt = "f16",
     raw: Annotated[bool, typer.Option(
         "--raw", help="Plain completion: no chat template (a --system text goes first, then a blank line).")] = False,

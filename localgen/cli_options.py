@@ -130,6 +130,9 @@ BenchUbatchSizeOpt = Annotated[int, bench_size_option("--ubatch-size", help="Phy
 FlashAttnOpt = Annotated[str, typer.Option(
     metavar="MODE", help="auto (on for a GPU, a quantized KV cache or a context over 8,192; else off), on or off.",
     callback=_lower)]
+RunFlashAttnOpt = Annotated[str, typer.Option(  # run's auto also turns it on for --draft lookup
+    metavar="MODE", help="auto (on for a GPU, a quantized KV cache, a context over 8,192 or --draft lookup; else off), "
+    "on or off.", callback=_lower)]
 KvTypeOpt = Annotated[str, typer.Option(metavar="TYPE", help="KV cache type: f16, q8_0 or q4_0.", callback=_lower)]
 ChatTemplateOpt = Annotated[str | None, typer.Option(
     "--chat-template", metavar="FILE", help="Jinja chat template file, used instead of the model's.")]

@@ -116,6 +116,8 @@ def test_help_before_a_command_shows_its_help_as_git_and_ollama_do(args: tuple[s
     result, expected = run_localgen(*args), run_localgen(*same_as)
     assert result.returncode == 0 and result.err == "", result.err
     assert result.out == expected.out and result.out.startswith("Usage: localgen"), result.out
+    if args == ("help", "run"):  # run's auto also turns flash attention on for --draft lookup; chat has no --draft
+        assert "a context over 8,192 or --draft lookup; else off" in " ".join(result.out.split()), result.out
 
 
 def test_help_of_a_command_that_is_not_there_is_refused() -> None:
