@@ -18,6 +18,8 @@ _STRING_CHAR = re.compile(r'^char ::= \[\^"\\\\\] \|', re.MULTILINE)  # a JSON s
 _DOT = re.compile(r"^dot ::= \[\^\\x0A\\x0D\]$", re.MULTILINE)  # a pattern's `.`, as converted
 _NOT_IN_JSON_STRING = r"\x22\x5C\x01-\x1F"  # what a JSON string holds only escaped: ", \ and control characters
 _ANY_VALUE = {"type": ["string", "number", "integer", "boolean", "object", "array", "null"]}  # the schema {}
+_OTHER_TYPE_NAMES = {"int": "integer", "float": "number", "double": "number", "str": "string", "text": "string",
+                     "bool": "boolean", "list": "array", "dict": "object", "none": "null"}  # Python's, and others'
 _JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a number", float: "a number",
                type(None): "null"}
 # Keywords llama-cpp-python's converter does not turn into grammar: the answer may break them.
@@ -88,6 +90,7 @@ def _prepared(node: object, unlisted: list[str]) -> object:
     if not isinstance(node, dict):
         return node
     schema = dict(node)
+    _check_type(schema.get("type"))
     _check_bounds(schema)
     for key, value in schema.items():
         if key in _SCHEMA_MAPS and isinstance(value, dict):
@@ -105,6 +108,21 @@ def _prepared(node: object, unlisted: list[str]) -> object:
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
     unlisted.extend(str(name) for name in required if name not in properties and str(name) not in unlisted)
     return schema
+
+
+def _check_type(given: object) -> None:
+    """Refuse a `type` that names no JSON type (int, Object), with the one meant, where the converter said only
+    "Unrecognized schema"."""
+    import difflib
+
+    types = _ANY_VALUE["type"]
+    for name in given if isinstance(given, list) else [] if given is None else [given]:
+        if name in types:
+            continue
+        meant = _OTHER_TYPE_NAMES.get(str(name).lower()) or next(
+            iter(difflib.get_close_matches(str(name).lower(), types, n=1)), None)
+        raise UsageError(f"the JSON schema's type {json.dumps(name)} is not a JSON type",
+                         hint=f'use "{meant}"' if meant else f"use one of {', '.join(types)}")
 
 
 def _check_bounds(schema: dict[str, Any]) -> None:

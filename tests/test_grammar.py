@@ -175,7 +175,10 @@ def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message:
 
 @pytest.mark.parametrize(("args", "message"), [
     (("--json-schema", '{"type":'), "the JSON schema is not valid JSON (Expecting value at line 1, column 9)"),
-    (("--json-schema", '{"type": "foo"}'), "cannot turn the JSON schema into a grammar: Unrecognized schema"),
+    (("--json-schema", '{"type": "foo"}'), "the JSON schema's type \"foo\" is not a JSON type (hint: use one of "
+     "string, number, integer, boolean, object, array, null)"),  # was the converter's "Unrecognized schema: {...}"
+    (("--json-schema", '{"type": "object", "properties": {"n": {"type": "int"}}}'),
+     "the JSON schema's type \"int\" is not a JSON type (hint: use \"integer\")"),
     (("--json-schema", "no-such-schema.json"), "no such file: no-such-schema.json"),
     (("--json-schema", '{"type": "string", "pattern": "^a{1,2,3}$"}'),
      "cannot turn the JSON schema into a grammar: AssertionError"),  # the converter's bare assert
