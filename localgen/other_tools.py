@@ -117,6 +117,12 @@ OTHER_TOOLS_OPTIONS = {
     "--json-schema-file": ("llama-cli", "a JSON schema file", _SCHEMA),
     **dict.fromkeys(("-hf", "-hfr", "--hf-repo"), ("llama-cli", "a Hugging Face repo", _HF_REPO)),  # -h -f: help
     **dict.fromkeys(("-hff", "--hf-file"), ("llama-cli", "a file of a Hugging Face repo", _HF_FILE)),
+    "--no-display-prompt": ("llama-cli", "leaving the prompt out of the output",
+                            "localgen never prints the prompt: stdout is the answer alone; drop it"),
+    "--log-disable": ("llama-cli", "turning its log off",
+                      "localgen prints no log (LOCALGEN_DEBUG=1 shows llama.cpp's): drop it"),
+    "--ignore-eos": ("llama-cli", "generating past the model's end of the answer",
+                     "localgen ends the answer where the model does; `localgen bench -n N` measures decoding N tokens"),
     **dict.fromkeys(("-hft", "--hf-token"), ("llama-cli", "a Hugging Face token",
                                              "localgen reads HF_TOKEN, or the token `hf auth login` saved")),
 }

@@ -87,6 +87,9 @@ from tests.conftest import bundled_model_file, run_localgen
     # click read -hf as -h -f: the help on stdout, exit 0, as if it had answered
     (("run", "-n", "5", "-hf", "ggml-org/gemma-3-1b-it-GGUF:Q4_K_M", "hi"), "-hf is llama-cli's option for a Hugging "
      "Face repo", "localgen's is -m ggml-org/gemma-3-1b-it-GGUF:Q4_K_M"),
+    (("run", "-n", "128", "--no-display-prompt", "--log-disable", "hi"),  # a llama-cli script's habits
+     "--no-display-prompt is llama-cli's option for leaving the prompt out of the output",
+     "localgen never prints the prompt: stdout is the answer alone; drop it"),
     (("chat", "-hff", "x.gguf"), "-hff is llama-cli's option for a file of a Hugging Face repo",
      "localgen's is -m ORG/REPO/FILE.gguf"),
 ])
