@@ -43,6 +43,34 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     return attachments
 
 
+def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> None:
+    """Refuse a file given to read, or stdin, that is the file stdout goes to, which the shell's > emptied before
+    localgen could read it (`localgen run -f notes.md "Fix it." > notes.md`): the answer would come without it."""
+    import contextlib
+    import fcntl
+    import os
+    import stat
+
+    try:
+        out = os.fstat(sys.stdout.fileno())
+        appends = fcntl.fcntl(sys.stdout.fileno(), fcntl.F_GETFL) & os.O_APPEND  # >> keeps the file
+    except (OSError, ValueError, AttributeError):
+        return
+    if not stat.S_ISREG(out.st_mode) or out.st_size or appends:
+        return
+    inputs = [(file.name, file.path.stat) for file in files if file.path is not None]
+    if stdin is not None:
+        inputs.append(("stdin", lambda: os.fstat(stdin.fileno())))
+    for name, status in inputs:
+        with contextlib.suppress(OSError, ValueError):
+            if os.path.samestat(status(), out):
+                shown = "the file stdin reads" if name == "stdin" else name
+                raise UsageError(f"{shown} is also where stdout goes, so the shell emptied it for the answer (>) "
+                                 "before localgen could read it",
+                                 hint=f"send the answer to another file{'' if name == 'stdin' else f' (> {name}.new)'}"
+                                      ", then restore the text that was in it from a copy")
+
+
 def nothing_to_send(*, stdin_read: bool) -> UsageError:
     """The error for a message with nothing in it; stdin_read: stdin was read, and had nothing in it either (the
     command piped in failed, say)."""

@@ -115,6 +115,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen import console
     from localgen.cli_model import conversation_defaults, system_file_input
     from localgen.cli_options import sampling_from
+    from localgen.cli_run import refuse_emptied_by_stdout
     from localgen.grammar import constraint_source
     from localgen.inputs import STDIN_NAME, argument_text, attachment_files, chat_template_file, reads_a_pipe
     from localgen.params import GenerationLimits, token_budget
@@ -162,6 +163,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     options = model_options(ctx, model=model, ctx_size=ctx_size, raw=request.raw, min_ctx=0)
     stdin = sys.stdin.buffer if sys.stdin else None
     named = [*files, *(f for f in (system_input, template_file, constraint and constraint.file) if f is not None)]
+    refuse_emptied_by_stdout(named, stdin)
     if reads_a_pipe(named, stdin):  # what loading would refuse is refused before a pipe is waited for too
         preflight_for(ctx, options, conversation)
     return CheckedRun(prompt=prompt, stdin_asked=stdin_asked, system=system, sampling=sampling, limits=limits,

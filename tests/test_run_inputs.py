@@ -396,3 +396,23 @@ def test_an_oversized_text_file_that_starts_as_utf16_is_refused_by_its_size(tmp_
     result = run_localgen("run", "-f", str(big), "hi", timeout=20)
     assert result.returncode == 2
     assert result.err == f"localgen: error: {big} is larger than 256 MiB (hint: send a smaller file)\n", result.err
+
+
+def test_a_file_the_shell_emptied_for_stdout_is_refused_not_sent_empty(tmp_path: Path) -> None:
+    """`run -f notes.md "..." > notes.md`: the shell empties notes.md before the run; it answered without the file."""
+    notes = tmp_path / "notes.md"
+    run = f"{shlex.quote(sys.executable)} -m localgen run"
+    for redirect, named in (("-f notes.md 'Fix it.' > notes.md", "notes.md"),
+                            ("'Fix it.' < notes.md > notes.md", "the file stdin reads")):
+        notes.write_text("The meeting is on Friday.\n")
+        proc = subprocess.run(["bash", "-c", f"{run} {redirect}"], capture_output=True, text=True, cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=120)
+        assert proc.returncode == 2 and notes.read_text() == "", proc.stderr
+        assert proc.stderr.startswith(f"localgen: error: {named} is also where stdout goes, so the shell emptied it "
+                                      "for the answer (>) before localgen could read it (hint: send the answer to "
+                                      "another file"), proc.stderr
+    notes.write_text("The meeting is on Friday.\n")
+    kept = subprocess.run(["bash", "-c", f"{run} --print-prompt -f notes.md 'Fix it.' >> notes.md"], text=True,
+                          capture_output=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                          timeout=120)
+    assert kept.returncode == 0 and "user\nThe meeting is on Friday." in notes.read_text(), "a >> keeps the file"
