@@ -135,6 +135,12 @@ def target_context(shape: ModelShape, request: FitRequest) -> int:
     return target
 
 
+def least_context(target: int, request: FitRequest) -> int:
+    """The smallest context a plan aiming at target settles for: the one asked for, else MIN_AUTO_CONTEXT or the
+    fewest tokens the prompt could take."""
+    return target if request.ctx_size is not None else min(target, max(MIN_AUTO_CONTEXT, request.floor_ctx))
+
+
 def _check_prompt_can_fit(floor_ctx: int, n_ctx: int, *, asked: bool, most: int | None = None) -> None:
     """Refuse, before any download or tokenization, a prompt that cannot fit however it tokenizes (most: the
     model's own maximum, when a larger --ctx-size could help)."""
@@ -192,7 +198,7 @@ def plan_fit(shape: ModelShape, hw: Hardware, request: FitRequest | None = None,
     smaller_quants: the repo's quants with smaller files, nearest first, for the hint (None: the repo is not known)."""
     request = request or FitRequest()
     target = target_context(shape, request)
-    floor = target if request.ctx_size is not None else min(target, max(MIN_AUTO_CONTEXT, request.floor_ctx))
+    floor = least_context(target, request)
     est, fits = estimate_at(shape, hw, target, request)
     reasons: list[str] = []
     if not fits:

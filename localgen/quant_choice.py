@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 from localgen.errors import GGUFError, InsufficientMemoryError, LocalgenError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape, model_shape, read_shape
 from localgen.fit import (
-    MIN_AUTO_CONTEXT,
     FitRequest,
     LoadPlan,
     estimate_at,
     fitting_context,
     insufficient_memory,
+    least_context,
     plan_fit,
     target_context,
 )
@@ -415,7 +415,7 @@ def _read_local(path: Path) -> GGUFInfo:
 def too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitRequest) -> InsufficientMemoryError:
     """The error when not even a repo's smallest quant fits."""
     assert smallest.shape is not None
-    n_ctx = min(target_context(smallest.shape, request), MIN_AUTO_CONTEXT)
+    n_ctx = least_context(target_context(smallest.shape, request), request)  # where plan_fit refused it
     est = estimate_at(smallest.shape, hw, n_ctx, request)[0]
     named = option_reference(repo, smallest)  # ORG/REPO/FILE where the file has no quant in its name
     return insufficient_memory(smallest.shape, hw, est, request, n_ctx,

@@ -571,6 +571,12 @@ def test_choose_download_picks_or_refuses_before_downloading(hubenv: HubEnv, qua
         choose_download("org/plain-GGUF", hw=machine(20 * MIB), request=FitRequest())
     with pytest.raises(InsufficientMemoryError, match="needs about"):
         choose_download(f"{REPO}:F16", hw=machine(_too_small_for(quant_files, "F16")), request=FitRequest())
+    short = machine(_limit_between(quant_files, "Q4_0", "Q4_0", n_ctx=4096))  # Q4_0 fits at 4,096, not 8,192
+    with pytest.raises(InsufficientMemoryError, match=r"smallest, \S+:Q4_0, needs about [\d.]+ MiB of RAM at a 8,192-"
+                       ) as asked:  # -c 8192: refused at the context asked for, not at the 2,048 it fits at
+        choose_download(REPO, hw=short, request=FitRequest(ctx_size=8192))
+    most = re.search(r"--ctx-size (\d+), the most that fits", asked.value.hint or "")
+    assert most and fit.MIN_AUTO_CONTEXT < int(most[1]) < 8192, asked.value.hint
     assert hubenv.blobs(REPO) == []
 
 
