@@ -275,6 +275,7 @@ def pull(
     """Download a model from the Hugging Face Hub, verify it, and print its local path.
 
     A registry name without a quant gets its default quant; ORG/REPO gets the best quant that fits, as for `run`.
+    A model already downloaded is checked against the Hub, and downloaded again where the Hub's copy changed.
     """
     from localgen.gguf_split import validate_split
     from localgen.hardware import probe_hardware

@@ -157,6 +157,23 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")
 
 
+def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedModel:
+    """For `pull` of a downloaded Hub model: the Hub's current copy of the same quant or file (one listing request;
+    a file changed on the Hub is downloaded, one that did not is kept), or, with a warning, the downloaded copy when
+    the Hub cannot be asked or its copy is refused."""
+    repo, quant, filename = hub_target(found.ref, found.spec)
+    if found.source != "cache" or offline or settings().offline or (quant is None and filename is None) or \
+            entry_pin(found.spec, found.ref) is not None:
+        return found  # ORG/REPO alone names no one quant (a run takes a downloaded one); a pinned file is the one
+    try:
+        with blamed_on_entry(found.spec, found.ref):
+            paths = hub.download_model(repo, quant=quant, filename=filename, reference=found.ref.text)
+    except HubError as exc:
+        console.warn(f"kept the downloaded copy of {found.display_name}, not checked against the Hub: {exc.message}")
+        return found
+    return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub")
+
+
 def check_reference(text: str) -> None:
     """Refuse at once a reference that names no model (an unknown registry name, a missing local file), before
     anything slow happens; a Hub reference is checked when it is resolved."""

@@ -18,7 +18,7 @@ from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, p
 from localgen.inputs import named_as_typed
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.quant_choice import choose_download, plan_resolved, resolve_downloaded
-from localgen.resolve import ResolvedModel, resolve_model, with_unverified_copy
+from localgen.resolve import ResolvedModel, refreshed, resolve_model, with_unverified_copy
 
 if TYPE_CHECKING:
     from localgen.gguf_info import GGUFInfo
@@ -126,10 +126,12 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
                                  f"{'bundled' if found.source == 'bundled' else 'cached'} copy")
     if not force:
         try:
-            return resolve_downloaded(options.model, offline=options.offline, hw=hw, request=fit_request(options))
+            found = resolve_downloaded(options.model, offline=options.offline, hw=hw, request=fit_request(options))
         except ModelNotFoundError:
             if options.offline or is_offline():
                 raise
+        else:  # pull brings a downloaded model up to date with the Hub; a run uses it as it is
+            return refreshed(found, offline=options.offline) if download_only else found
     try:
         with one_listing_per_repo():
             reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options),

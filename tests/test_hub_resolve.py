@@ -267,3 +267,42 @@ def test_a_file_s_address_on_the_mirror_downloads_it(hubenv: HubEnv) -> None:
     assert elsewhere.returncode == 2 and "is not an address on the Hugging Face Hub" in elsewhere.stderr
     dataset = run_cli(hubenv.env, "pull", f"{hubenv.server.url}/datasets/{TINY_REPO}")
     assert dataset.returncode == 2 and "is a dataset on the Hugging Face Hub, not a model" in dataset.stderr
+
+
+def test_pull_of_a_downloaded_model_brings_it_up_to_date_with_the_hub(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """As ollama pull does: a file re-uploaded to the Hub is downloaded again, one that did not change is kept (one
+    listing request), and a Hub that cannot be asked keeps the downloaded copy with a warning; a run never asks."""
+    from localgen.hardware import probe_hardware
+    from localgen.runner import ModelOptions, resolve_fitting
+
+    def pull(model: str, **kwargs: bool) -> Path:
+        return resolve_fitting(ModelOptions(model=model), probe_hardware(), download_only=True, **kwargs).path
+
+    files: dict[str, bytes | Path] = {TINY_FILE: make_gguf_bytes("old"), "tiny-Q8_0.gguf": make_gguf_bytes("q8")}
+    hubenv.server.add_repo(TINY_REPO, files)
+    old = pull(f"{TINY_REPO}:Q4_K_M")
+    hubenv.server.requests.clear()
+    assert pull(f"{TINY_REPO}:Q4_K_M") == old and hubenv.server.count("GET", "/resolve/") == 0
+    assert hubenv.server.count("GET", "/api/models/") == 1
+    assert "already in the cache, sha256 verified" in capsys.readouterr().err
+    new = make_gguf_bytes("re-uploaded")
+    hubenv.server.add_repo(TINY_REPO, {**files, TINY_FILE: new})  # a new commit
+    hubenv.server.requests.clear()
+    assert resolve_fitting(ModelOptions(model=TINY_REPO), probe_hardware()).path == old  # a run: no request
+    assert hubenv.server.requests == []
+    pulled = pull(TINY_REPO)  # the quant downloaded, as ORG/REPO alone takes it
+    assert pulled != old and pulled.read_bytes() == new and old.read_bytes() == make_gguf_bytes("old")
+    assert f"downloaded {TINY_REPO}/{TINY_FILE}" in capsys.readouterr().err
+    assert resolve_fitting(ModelOptions(model=f"{TINY_REPO}:Q4_K_M"), probe_hardware()).path == pulled
+    _tiny_registry(hubenv.localgen_home, file_sha256(new))  # an entry pinning the file it has: nothing to ask
+    hubenv.server.add_repo(TINY_REPO, {**files, TINY_FILE: make_gguf_bytes("newer")})
+    hubenv.server.requests.clear()
+    assert pull("tiny") == pulled and hubenv.server.requests == []
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    assert pull(f"{TINY_REPO}:Q4_K_M") == pulled
+    assert "warning: kept the downloaded copy of test/Tiny-GGUF:Q4_K_M, not checked against the Hub: cannot reach" \
+        in capsys.readouterr().err
