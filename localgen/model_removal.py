@@ -212,6 +212,28 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
     return plan
 
 
+def remove_replaced(old: list[Path], new: list[Path]) -> int:
+    """After a pull downloaded a newer copy of a model (new, in another snapshot): delete the old copy's snapshot
+    entries, and the data only they lead to; the bytes freed."""
+    going = {p for p in old if p not in new and os.path.lexists(p)}
+    users = _data_users(going)
+    freed = 0
+    for entry in sorted(going):
+        chain = [entry]
+        if entry.is_symlink():
+            blob = hub_cache.blob_of(entry)
+            real = Path(os.path.realpath(blob))
+            if not (users.get(blob) or users.get(real)):
+                chain += [blob, real] if blob.is_symlink() and real != blob else [blob]
+        for path in reversed(chain):  # the data before the links to it, as models rm does
+            if os.path.lexists(path):
+                freed += 0 if path.is_symlink() else path.stat().st_size
+                _unlink(path)
+    if going:
+        _prune(next(p for p in min(going).parents if p.name == "snapshots").parent)
+    return freed
+
+
 def _data_users(going: set[Path]) -> dict[Path, set[Path]]:
     """The snapshot entries outside going that lead to each blob (and to each real file behind a link)."""
     users: dict[Path, set[Path]] = {}

@@ -171,7 +171,29 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
     except HubError as exc:
         console.warn(f"kept the downloaded copy of {found.display_name}, not checked against the Hub: {exc.message}")
         return found
+    _remove_replaced(found.path, paths)
     return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub")
+
+
+def _remove_replaced(first: Path, paths: list[Path]) -> None:
+    """Delete the copy of a model (first: its first file) that a pull replaced with paths, at a newer commit, and say
+    what that freed."""
+    from localgen.model_removal import remove_replaced
+    from localgen.units import binary_size
+
+    def snapshot(path: Path) -> Path | None:
+        return next((p for p in path.parents if p.parent.name == "snapshots"), None)
+
+    old, new = snapshot(first), snapshot(paths[0])
+    if old is None or new is None or old == new:
+        return
+    try:
+        freed = remove_replaced([old / p.relative_to(new) for p in paths], paths)
+    except LocalgenError as exc:
+        console.warn(f"the copy the new one replaces is still in the cache: {exc.message}")
+        return
+    if freed:
+        console.say(f"localgen: removed the copy it replaces (commit {old.name[:12]}): freed {binary_size(freed)}")
 
 
 def check_reference(text: str) -> None:

@@ -282,6 +282,7 @@ def test_pull_of_a_downloaded_model_brings_it_up_to_date_with_the_hub(hubenv: Hu
     files: dict[str, bytes | Path] = {TINY_FILE: make_gguf_bytes("old"), "tiny-Q8_0.gguf": make_gguf_bytes("q8")}
     hubenv.server.add_repo(TINY_REPO, files)
     old = pull(f"{TINY_REPO}:Q4_K_M")
+    q8 = hub.download_model(TINY_REPO, quant="Q8_0", filename=None, quiet=True)[0]  # in the same snapshot: it stays
     hubenv.server.requests.clear()
     assert pull(f"{TINY_REPO}:Q4_K_M") == old and hubenv.server.count("GET", "/resolve/") == 0
     assert hubenv.server.count("GET", "/api/models/") == 1
@@ -291,9 +292,13 @@ def test_pull_of_a_downloaded_model_brings_it_up_to_date_with_the_hub(hubenv: Hu
     hubenv.server.requests.clear()
     assert resolve_fitting(ModelOptions(model=TINY_REPO), probe_hardware()).path == old  # a run: no request
     assert hubenv.server.requests == []
-    pulled = pull(TINY_REPO)  # the quant downloaded, as ORG/REPO alone takes it
-    assert pulled != old and pulled.read_bytes() == new and old.read_bytes() == make_gguf_bytes("old")
-    assert f"downloaded {TINY_REPO}/{TINY_FILE}" in capsys.readouterr().err
+    blobs = hubenv.blobs(TINY_REPO)
+    pulled = pull(TINY_REPO)  # the quant downloaded first, as ORG/REPO alone takes it
+    assert pulled != old and pulled.read_bytes() == new
+    err = capsys.readouterr().err
+    assert f"downloaded {TINY_REPO}/{TINY_FILE}" in err and "removed the copy it replaces" in err
+    assert not os.path.lexists(old) and q8.read_bytes() == files["tiny-Q8_0.gguf"]  # only the replaced file goes
+    assert len(hubenv.blobs(TINY_REPO)) == len(blobs) and pulled.resolve() in hubenv.blobs(TINY_REPO)
     assert resolve_fitting(ModelOptions(model=f"{TINY_REPO}:Q4_K_M"), probe_hardware()).path == pulled
     _tiny_registry(hubenv.localgen_home, file_sha256(new))  # an entry pinning the file it has: nothing to ask
     hubenv.server.add_repo(TINY_REPO, {**files, TINY_FILE: make_gguf_bytes("newer")})
