@@ -277,7 +277,7 @@ def insufficient_memory(shape: ModelShape, hw: Hardware, est: MemoryEstimate, re
             shape, hw, request, n_ctx, est.n_gpu_layers)):
         options.append("--kv-type q8_0 (halves the KV cache)")
     return InsufficientMemoryError(
-        f"{name} needs about {binary_size(est.ram_bytes)} of RAM at a {n_ctx:,}-token context "
+        f"{name} needs about {binary_size(est.ram_bytes)} of RAM at a context of {n_ctx:,} tokens "
         f"(weights {binary_size(est.weights_bytes)}, KV cache {binary_size(est.kv_bytes)}), "
         f"but this machine has {where}",
         hint="try " + ", or ".join(options) + (f", or raise or unset {MEMORY_LIMIT_ENV}, which sets the RAM figure"

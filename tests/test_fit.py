@@ -345,7 +345,7 @@ def test_plan_aims_for_the_prompt_estimate_and_refuses_only_below_its_floor(bund
     plan = fit.plan_fit(bundled_shape, hw, FitRequest(min_ctx=5000, floor_ctx=3100))
     # 4,096 tokens get 4,352 cells without flash attention (allocated_context): 4,352 tokens take no more
     assert 3100 <= plan.n_ctx <= 4352 and "context lowered" in plan.reasons[0], "the generous estimate is a target"
-    with pytest.raises(InsufficientMemoryError, match="5,000-token context") as caught:
+    with pytest.raises(InsufficientMemoryError, match="at a context of 5,000 tokens") as caught:
         fit.plan_fit(bundled_shape, hw, FitRequest(min_ctx=6000, floor_ctx=5000))
     assert "--ctx-size" not in (caught.value.hint or ""), "no smaller context can hold the prompt"
 
@@ -355,7 +355,7 @@ def test_a_model_that_cannot_fit_is_refused_with_need_available_and_options(bund
         fit.plan_fit(bundled_shape, machine(100 * MIB), label="smollm2-135m")
     error = caught.value
     assert error.message.startswith("smollm2-135m needs about")
-    assert "2,048-token context" in error.message and "90.0 MiB of usable RAM" in error.message
+    assert "at a context of 2,048 tokens" in error.message and "90.0 MiB of usable RAM" in error.message
     assert "a quant with fewer bits per weight than Q4_1" in (error.hint or "")
     assert "--ctx-size" not in (error.hint or "") and "--kv-type" not in (error.hint or ""), \
         "the weights alone exceed the budget: a smaller KV cache cannot help"
@@ -386,7 +386,7 @@ def test_the_refusal_names_the_memory_limit_only_where_it_set_the_ram_figure(bun
 def test_an_explicit_context_is_kept_or_refused(bundled_shape: ModelShape) -> None:
     assert fit.plan_fit(bundled_shape, machine(), FitRequest(ctx_size=1000)).n_ctx == 1000
     fits_2048 = estimate_memory(bundled_shape, n_ctx=2048).ram_bytes
-    with pytest.raises(InsufficientMemoryError, match="8,192-token"):
+    with pytest.raises(InsufficientMemoryError, match="at a context of 8,192 tokens"):
         fit.plan_fit(bundled_shape, machine(int(fits_2048 / hardware.RAM_USABLE_FRACTION)), FitRequest(ctx_size=8192))
 
 
@@ -572,8 +572,8 @@ def test_choose_download_picks_or_refuses_before_downloading(hubenv: HubEnv, qua
     with pytest.raises(InsufficientMemoryError, match="needs about"):
         choose_download(f"{REPO}:F16", hw=machine(_too_small_for(quant_files, "F16")), request=FitRequest())
     short = machine(_limit_between(quant_files, "Q4_0", "Q4_0", n_ctx=4096))  # Q4_0 fits at 4,096, not 8,192
-    with pytest.raises(InsufficientMemoryError, match=r"smallest, \S+:Q4_0, needs about [\d.]+ MiB of RAM at a 8,192-"
-                       ) as asked:  # -c 8192: refused at the context asked for, not at the 2,048 it fits at
+    asked_for = r"smallest, \S+:Q4_0, needs about [\d.]+ MiB of RAM at a context of 8,192 tokens"
+    with pytest.raises(InsufficientMemoryError, match=asked_for) as asked:  # not at the 2,048 it fits at
         choose_download(REPO, hw=short, request=FitRequest(ctx_size=8192))
     most = re.search(r"--ctx-size (\d+), the most that fits", asked.value.hint or "")
     assert most and fit.MIN_AUTO_CONTEXT < int(most[1]) < 8192, asked.value.hint
