@@ -245,7 +245,10 @@ def print_summary(model: HubModel, downloaded: int, seconds: float, *, fetched_e
     first = model.files[0].filename
     what = first if len(model.files) == 1 else f"{first} and {counted(len(model.files) - 1, 'more shard')}"
     checks = "sha256 verified" if all(f.sha256 for f in model.files) else "checksums verified"
-    if downloaded:
+    if downloaded and downloaded < model.size:  # the shards an earlier download left out, say
+        line = (f"downloaded {model.repo}/{what}: {binary_size(downloaded)} of {binary_size(model.size)} in "
+                f"{seconds:.1f} s, the rest already in the cache, {checks}")
+    elif downloaded:
         line = f"downloaded {model.repo}/{what} ({binary_size(model.size)}) in {seconds:.1f} s, {checks}"
     elif fetched_elsewhere:
         line = f"{model.repo}/{what} ({binary_size(model.size)}) downloaded by another process, {checks}"
