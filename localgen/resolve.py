@@ -151,7 +151,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
         unverified = hub_cache.unverified_file(repo, quant=quant, filename=filename)
         if offline and unverified is None:
             _refuse_unlisted(ref, spec, repo, quant, filename, flag=flag)
-        _refuse_missing(ref.text, repo, unverified, offline=offline, flag=flag)
+        _refuse_missing(ref.text, repo, unverified, offline=offline, flag=flag, quant=quant, filename=filename)
     with blamed_on_entry(spec, ref):
         paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text, pin=pin)
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")
@@ -270,7 +270,8 @@ def _refused_by_pin(path: Path, pin: Pin | None) -> LocalgenError | None:
     return None
 
 
-def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offline: bool, flag: bool) -> None:
+def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offline: bool, flag: bool,
+                    quant: str | None, filename: str | None) -> None:
     """Raise the error for a model that is not downloaded, or that another tool downloaded unverified."""
     where = " and localgen is offline" if offline else ""
     hint = offline_hint(reference, flag=flag) if offline else f"run `localgen pull {reference}`"
@@ -278,10 +279,22 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
     if unverified is not None and offline:
         _refuse_broken_header(unverified, hint)
     if unverified is None:
-        raise ModelNotFoundError(f"model '{reference}' is not downloaded{where}", hint=hint)
+        raise ModelNotFoundError(f"model '{reference}' is {_downloaded_part(repo, quant, filename)}{where}", hint=hint)
     raise ModelNotFoundError(
         f"model '{reference}' is in the Hugging Face cache but localgen has not verified it{where}",
         hint=f"{hint} to check it against the Hub, or use the file as it is: -m {unverified}")
+
+
+def _downloaded_part(repo: str, quant: str | None, filename: str | None) -> str:
+    """'not downloaded', or, for a split model a pull stopped part way, how much of it is missing."""
+    from localgen.gguf_split import present_shards
+    from localgen.units import counted
+
+    first = hub_cache.unverified_file(repo, quant=quant, filename=filename, incomplete=True)
+    present, missing = present_shards(first) if first is not None else ([], [])
+    if not missing:
+        return "not downloaded"
+    return f"downloaded only in part ({counted(len(missing), 'shard')} of {len(present) + len(missing)} missing)"
 
 
 def _refuse_unlisted(ref: ModelRef, spec: ModelSpec | None, repo: str, quant: str | None, filename: str | None, *,
