@@ -1,4 +1,4 @@
-"""`models rm`: delete a downloaded model's files from the Hugging Face cache.
+"""`models rm`: delete a downloaded model's files from the Hugging Face cache (and the copy a pull replaced).
 
 A snapshot entry links to a blob that other entries may share (the same file at two commits, two names with the same
 content, or Xet's cache-wide shared blob store). Removing a model deletes its snapshot entries and only the blobs
