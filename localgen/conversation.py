@@ -14,6 +14,7 @@ from pathlib import Path
 from localgen.chat import Message
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Finished
+from localgen.units import iso_time
 
 FORMAT_VERSION = 1
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -217,7 +218,7 @@ class Conversation:
             recorded = check_name(str(data["name"]))  # one no conversation can have: by hand, or worse
             return cls(name=recorded if name is None else name, system=system, turns=turns, model=model,
                        settings=settings_, context_start=min(start, max(len(turns) - 1, 0)), ctx_size=ctx_size,
-                       created=str(data.get("created", _now())), updated=str(data.get("updated", _now())),
+                       **_times(data, source),
                        extra=_unknown_fields(data, cls, also_known=frozenset({"format"})))
         except ForeignFormatError:
             raise
@@ -227,6 +228,17 @@ class Conversation:
             raise DamagedConversationError(f"{source} is not a valid saved conversation ({reason})",
                                            hint="it was left untouched; start a new chat or load another",
                                            name=source.stem) from exc
+
+
+def _times(data: dict, source: Path) -> dict[str, str]:
+    """When a saved conversation started and was last saved; where its file does not say, the latest time known
+    for it (its recorded update, else the file's own time), never the time it was read."""
+    try:
+        written = iso_time(source.stat().st_mtime) or _now()
+    except OSError:
+        written = _now()
+    updated = str(data.get("updated", written))
+    return {"created": str(data.get("created", updated)), "updated": updated}
 
 
 def _parsed(text: str) -> object:

@@ -543,3 +543,18 @@ def test_a_model_path_that_is_not_utf8_is_saved_not_a_crash(tmp_path: Path, monk
     assert "\\udcff" in saved.read_text(encoding="utf-8")
     loaded = load_conversation("odd-path")
     assert loaded.model == loaded.turns[0].details.model == "/models/bad\ufffdname.gguf"
+
+
+@pytest.mark.parametrize("kept", [{}, {"updated": "2026-03-04T05:06:07+00:00"}])
+def test_a_file_without_its_start_time_gives_the_latest_time_known_not_the_time_it_is_read(
+        kept: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    _home(tmp_path, monkeypatch)
+    path = save_conversation(Conversation(name="by-hand", turns=[Turn("a", "b")]))
+    record = {key: value for key, value in json.loads(path.read_text()).items() if key not in ("created", "updated")}
+    path.write_text(json.dumps(record | kept))
+    os.utime(path, (1767225600, 1767225600))  # 2026-01-01 00:00 UTC
+    loaded = load_conversation("by-hand")
+    latest = kept.get("updated", "2026-01-01T00:00:00+00:00")
+    assert (loaded.created, loaded.updated) == (latest, latest)
