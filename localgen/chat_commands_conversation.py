@@ -34,8 +34,12 @@ def reset_command(state: ChatState, _: str) -> None:
 
 def undo_command(state: ChatState, _: str) -> None:
     """/undo: drop the last exchange."""
+    conversation = state.session.conversation
+    saved = conversation.on_disk
     turn = state.session.undo()
-    console.say(f"dropped: {gist(turn.user)!r}")
+    unsaved = f" ({conversation.name} had no other exchange and is no longer saved)" if saved and not \
+        conversation.on_disk else ""
+    console.say(f"dropped: {gist(turn.user)!r}{unsaved}")
 
 
 def regen_command(state: ChatState, _: str) -> None:

@@ -307,3 +307,17 @@ def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = Fals
         raise LocalgenError("no saved conversation can be read", hint="`localgen conversations` lists them, "
                                                                       "damaged ones marked")
     raise LocalgenError("no saved conversation can be resumed", hint="start a new one with `localgen chat`")
+
+
+def unsave(conversation: Conversation) -> None:
+    """Delete the file of a conversation this process saved, and let it go: it is unsaved again, as before its first
+    save (where the file cannot be deleted, it stays saved)."""
+    folder = conversations_dir()
+    try:
+        (folder / f"{conversation.name}.json").unlink(missing_ok=True)
+    except OSError:
+        return
+    with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
+        lock_path(folder, conversation.name).unlink()
+    let_go(conversation)
+    conversation.on_disk = False

@@ -12,7 +12,7 @@ from localgen.answer_record import recorded
 from localgen.chat import Message, compose_user_message
 from localgen.chat_settings import SETTING_NAMES, parse_setting, setting_key
 from localgen.conversation import Conversation, Turn
-from localgen.conversation_store import let_go, save_conversation
+from localgen.conversation_store import let_go, save_conversation, unsave
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished
@@ -73,6 +73,7 @@ class ChatSession:
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
         self.unsaved = False  # the last change could not be saved: the file is behind the conversation
         self.save_error: UnsavedChangeError | None = None  # why a command's change could not be saved, to say
+        self._autosaved: Conversation | None = None  # the conversation whose file autosave made, never /saved
         self._rendered: list[tuple[LoadedModel, list[Message], str, list[int]]] = []  # the latest prompts made
         self._record_model()
 
@@ -183,6 +184,8 @@ class ChatSession:
         conversation = self.conversation
         turn = conversation.turns.pop()
         conversation.context_start = min(conversation.context_start, max(len(conversation.turns) - 1, 0))
+        if not conversation.turns and conversation is self._autosaved:
+            unsave(conversation)  # a chat's own conversation left empty is unsaved again, as before it began
         self._save(command=True)
         return turn
 
@@ -401,7 +404,7 @@ class ChatSession:
             kept = {key: value for key, value in self.conversation.settings.items() if key not in CHAT_SETTINGS}
             self.conversation.settings = kept | self.settings()
         path = save_conversation(self.conversation, name)
-        self.unsaved = False
+        self.unsaved, self._autosaved = False, None
         return path
 
     def _save(self, *, command: bool = False) -> None:
@@ -413,8 +416,10 @@ class ChatSession:
         if not (self.autosave and (self.conversation.turns or self.conversation.on_disk)):
             self.unsaved = False  # nothing to save (a first exchange undone before it was ever written)
             return
+        autosaved = self._autosaved if self.conversation.on_disk else self.conversation  # (save() forgets it)
         try:
             self.save()
+            self._autosaved = autosaved
         except LocalgenError as exc:
             self.unsaved = True
             error = UnsavedChangeError(exc.message, hint=exc.hint)

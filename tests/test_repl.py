@@ -553,7 +553,7 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
     dropped = chat.command("/undo", "What is the secret code?'")
     assert "dropped: 'The secret code is 4711." in dropped, "a long message shows its start and its end"
     chat.command(f"/file {doc}", "attached")
-    chat.command("/reset", "; dropped 1 attached file)")  # not sent silently without it
+    chat.command_words("/reset", "nothing to save; dropped 1 attached file)")  # not sent silently without it
     assert chat.quit() == 0
 
 
@@ -832,14 +832,18 @@ def test_an_empty_system_prompt_is_shown_as_empty_and_set_with_quotes(home: Path
     assert resumed.quit() == 0
 
 
-def test_resume_names_the_latest_conversation_even_when_it_is_empty(home: Path) -> None:
+def test_undo_of_a_new_chat_s_only_exchange_unsaves_it_and_resume_names_a_saved_one_left_empty(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20")
     chat.ask("Name a color.")
-    chat.command("/undo", "dropped")
     name = chat.conversation()["name"]
+    chat.command_words("/undo", f"({name} had no other exchange and is no longer saved)")
+    assert chat.conversation() == {"turns": []}, "as before its first exchange: nothing to list or resume"
+    chat.ask("Name a fruit.")
+    chat.command("/save kept", "saved to")
+    chat.command("/undo", "dropped")  # saved by name: kept, empty
     assert chat.quit() == 0
     resumed = Chat(home, "--resume", "--no-markdown")
-    assert f"resumed {name}: 0 exchanges" in resumed.transcript.getvalue()
+    assert "resumed kept: 0 exchanges" in resumed.transcript.getvalue()
     assert resumed.quit() == 0
 
 

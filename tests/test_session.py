@@ -571,7 +571,26 @@ def test_a_chat_that_only_changed_settings_is_saved_with_its_first_exchange(sess
     saved = json.loads((conversations_dir() / "settings-first.json").read_text())
     assert saved["settings"]["temperature"] == 0.0 and saved["system"] == "Be brief."
     session.undo()
-    assert json.loads((conversations_dir() / "settings-first.json").read_text())["turns"] == [], "on disk: saved"
+    assert not (conversations_dir() / "settings-first.json").exists(), "its only exchange undone: unsaved again"
+    assert not (conversations_dir() / ".locks" / "settings-first.lock").exists()
+    _answer(session.ask("Name a bird.")[1])
+    saved = json.loads((conversations_dir() / "settings-first.json").read_text())
+    assert [turn["user"] for turn in saved["turns"]] == ["Name a bird."] and saved["system"] == "Be brief."
+
+
+def test_a_conversation_saved_by_command_or_loaded_stays_saved_when_its_only_exchange_is_undone(
+        session: ChatSession, home: Path) -> None:
+    from localgen.conversation_store import conversations_dir, load_conversation, save_conversation
+
+    session.autosave = True
+    _answer(session.ask("Name an animal.")[1])
+    path = session.save()  # /save: the user's to keep
+    session.undo()
+    assert json.loads(path.read_text())["turns"] == []
+    save_conversation(Conversation(name="from-run", turns=[Turn("q", "a")]))
+    session.replace_conversation(load_conversation("from-run"))
+    session.undo()
+    assert json.loads((conversations_dir() / "from-run.json").read_text())["turns"] == []
 
 
 def _never() -> bool:
@@ -681,6 +700,7 @@ def test_a_change_a_save_missed_is_kept_said_and_saved_with_the_next(session: Ch
     from localgen.conversation_store import conversations_dir
 
     session.autosave = True
+    session.conversation.turns.append(Turn("Say no.", "No."))
     _answer(session.ask("Say yes.")[1])
     path = conversations_dir() / f"{session.conversation.name}.json"
     path.unlink()
@@ -690,7 +710,7 @@ def test_a_change_a_save_missed_is_kept_said_and_saved_with_the_next(session: Ch
     assert "a folder is in its place" in session.save_error.message
     path.rmdir()
     session.undo()
-    assert not session.unsaved and path.is_file() and session.conversation.turns == []
+    assert not session.unsaved and path.is_file() and [t.user for t in session.conversation.turns] == ["Say no."]
 
 
 def test_a_first_exchange_never_written_then_undone_leaves_nothing_unsaved(session: ChatSession,
