@@ -8,7 +8,7 @@ from localgen import console
 from localgen.conversation import Conversation
 from localgen.events import Finished
 from localgen.session import TurnStart
-from localgen.shorten import shorten_end
+from localgen.shorten import shorten_end, shorten_middle
 from localgen.units import counted, local_minute
 from localgen.wordwrap import display_width
 
@@ -101,7 +101,7 @@ def _toolbar(parts: list[tuple[str, int]]) -> str:
 def list_rows(entries: list[Summary], current: str | None, columns: int) -> list[str]:
     """/list's rows, one a conversation, marking current's with * and (this chat); in columns > 0 each row fits on
     one line: where the first message would keep too few columns, names longer than LIST_NAME_KEPT are cut first,
-    then the date goes, then the exchange count, then names are cut further."""
+    then the date goes, then the exchange count, then names are cut further (in their middle)."""
     described = [console.one_line(entry.described) for entry in entries]
     wanted = min(LIST_MESSAGE_SHORTEST, max(map(display_width, described), default=0))
     full = [entry.name for entry in entries]
@@ -113,7 +113,7 @@ def list_rows(entries: list[Summary], current: str | None, columns: int) -> list
             break
         room = max(map(display_width, full)) - over  # the widest name that leaves the message its columns
         if room >= LIST_NAME_KEPT or not with_size:
-            names = [shorten_end(name, max(1, room)) for name in full]
+            names = [shorten_middle(name, max(1, room)) for name in full]  # their ends tell them apart
             heads = _list_heads(entries, names, current, with_date=with_date, with_size=with_size)
             break
     return [_list_row(head, text, THIS_CHAT if entry.name == current else "", columns)

@@ -1,4 +1,5 @@
-"""Text shortened to a terminal's width, the cut marked with an ellipsis: a row's last column, a path's middle."""
+"""Text shortened to a terminal's width, the cut marked with an ellipsis: a row's last column, a name's or a path's
+middle."""
 
 from __future__ import annotations
 
@@ -16,6 +17,17 @@ def shorten_end(text: str, width: int) -> str:
     if width < 1:
         return ""
     return "".join(_fitting(text, width - 1)).rstrip() + ELLIPSIS
+
+
+def shorten_middle(text: str, width: int) -> str:
+    """text in at most width columns: as it is when it fits, else its start, an ellipsis and its end, the end given
+    the larger half (names alike but for their ends stay told apart; '' below 1 column)."""
+    if display_width(text) <= width:
+        return text
+    if width < 1:
+        return ""
+    end = _fitting(reversed(text), width // 2)
+    return "".join(_fitting(text, width - 1 - sum(map(display_width, end)))) + ELLIPSIS + "".join(reversed(end))
 
 
 def shorten_path(path: str, width: int) -> str:

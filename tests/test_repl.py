@@ -447,6 +447,9 @@ def test_list_rows_give_way_in_order_date_then_size() -> None:
         assert all(bool(re.search(r"\d\d:\d\d", row)) == has_date for row in rows), (columns, rows)
         assert ("12 exchanges" in rows[0]) == has_size and rows[0].endswith("…"), (columns, rows)
         assert rows[1].startswith(" *notes") and rows[2].startswith("  broken") and "(dam" in rows[2], (columns, rows)
+    alike = [Summary(f"chat-20260101-12000{n}", 0.0, 1, "m", "Hi") for n in range(3)]
+    rows = list_rows(alike, None, 16)
+    assert len(set(rows)) == 3 and rows[0] == "  chat…20000  Hi", rows
 
 
 def _listed_rows(chat: Chat) -> list[str]:

