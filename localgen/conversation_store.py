@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import stat
 from collections.abc import Callable
@@ -190,7 +191,18 @@ def _missing(name: str, shell: bool) -> MissingConversationError:
     if blocker is not None:
         return MissingConversationError(f"no saved conversation named '{name}': {blocker} is a file, where the "
                                         "conversations folder should be", hint="move that file out of the way")
-    return MissingConversationError(f"no saved conversation named '{name}'", hint=_missing_hint(shell))
+    close = _close_names(name)
+    hint = f"did you mean {' or '.join(close)}?" if close else _missing_hint(shell)
+    return MissingConversationError(f"no saved conversation named '{name}'", hint=hint)
+
+
+def _close_names(name: str) -> list[str]:
+    """Saved conversations named like name (another case first, then a slip or two), at most three."""
+    with contextlib.suppress(OSError, LocalgenError):  # no list to look in: no suggestion
+        names = [saved for saved, _ in list_conversations()]
+        same = [saved for saved in names if saved.lower() == name.lower()]
+        return list(dict.fromkeys(same + difflib.get_close_matches(name, names, n=3, cutoff=0.75)))[:3]
+    return []
 
 
 def _refuse_other_than_a_file(path: Path, name: str, shell: bool) -> None:

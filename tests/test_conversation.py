@@ -312,6 +312,15 @@ def test_a_missing_conversation_s_hint_fits_where_it_was_asked_for(tmp_path: Pat
         load_conversation("gone", shell=True)
     hint = at_shell.value.hint or ""
     assert "/list" not in hint and "`localgen conversations` lists the saved ones" in hint
+    for name in ("notes", "chat-20261203-164821"):
+        save_conversation(Conversation(name=name, turns=[Turn("a", "b")]))
+    for typed, meant in (("Notes", "notes"), ("nots", "notes"), ("chat-20261203-16482", "chat-20261203-164821")):
+        with pytest.raises(LocalgenError) as slip:  # another case, a slip, a digit left out: the name meant
+            load_conversation(typed, shell=True)
+        assert slip.value.hint == f"did you mean {meant}?", typed
+    with pytest.raises(LocalgenError) as unlike:
+        load_conversation("gone")
+    assert unlike.value.hint == "/list shows the saved conversations"
 
 
 @pytest.mark.parametrize("size", [0, -5, 5, 10_000_001, "512", True, 512.0])
