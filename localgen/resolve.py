@@ -161,9 +161,10 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
     """For `pull` of a downloaded Hub model: the Hub's current copy of the same quant or file (one listing request;
     a file changed on the Hub is downloaded, one that did not is kept), or, with a warning, the downloaded copy when
     the Hub cannot be asked or its copy is refused."""
+    if found.source != "cache" or offline or settings().offline:
+        return found  # a local file or the bundled model is the one
     repo, quant, filename = hub_target(found.ref, found.spec)
-    if found.source != "cache" or offline or settings().offline or (quant is None and filename is None) or \
-            entry_pin(found.spec, found.ref) is not None:
+    if (quant is None and filename is None) or entry_pin(found.spec, found.ref) is not None:
         return found  # ORG/REPO alone names no one quant (a run takes a downloaded one); a pinned file is the one
     try:
         with blamed_on_entry(found.spec, found.ref):
