@@ -202,7 +202,7 @@ def time_batches(engine, depth: int, rounds: int) -> dict[int, float]:
                 batch.pos[i] = depth + i
             batch.n_tokens = b
             started = time.perf_counter()
-            engine._decode_batch(batch)
+            engine._kv.decode(batch)
             times[b].append(time.perf_counter() - started)
             engine._kv.truncate(depth)
     engine.reset()

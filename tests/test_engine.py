@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from localgen.engine import Engine, lc
-from localgen.engine.core import chunk_bounds
+from localgen.engine.chunks import chunk_bounds
 from localgen.engine.prefix import restore_point
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Finished, PrefillProgress, TextChunk
@@ -323,7 +323,7 @@ def test_ignore_eog_decodes_the_full_budget(engine: Engine) -> None:
     assert forced.finish_reason == "length" and forced.usage.completion_tokens == budget
 
 
-@pytest.mark.parametrize("fails_in", ["new_draft_batch", "_read_facts"])
+@pytest.mark.parametrize("fails_in", ["new_draft_batch", "read_facts"])
 def test_a_load_that_fails_or_is_interrupted_part_way_frees_what_it_allocated(
         bundled_model: Path, monkeypatch: pytest.MonkeyPatch, fails_in: str) -> None:
     from localgen.engine import core
@@ -333,10 +333,10 @@ def test_a_load_that_fails_or_is_interrupted_part_way_frees_what_it_allocated(
         native = getattr(lc, name)
         monkeypatch.setattr(lc, name, lambda handle, name=name, native=native: (freed.append(name), native(handle)))
 
-    def interrupted(*_: object) -> object:
+    def interrupted(*_: object, **__: object) -> object:
         raise KeyboardInterrupt  # what was allocated before this step stays allocated
 
-    monkeypatch.setattr(*((core, fails_in) if fails_in == "new_draft_batch" else (Engine, fails_in)), interrupted)
+    monkeypatch.setattr(core, fails_in, interrupted)
     with pytest.raises(KeyboardInterrupt):
         Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2))
     expected = ["llama_free", "llama_model_free"] if fails_in == "new_draft_batch" else \

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from localgen.engine import Engine, core, lc
+from localgen.engine import Engine, core, growth, lc
 from localgen.errors import ContextOverflowError, ModelLoadError
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from tests.conftest import chat_prompt
@@ -20,7 +20,7 @@ GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 def _growing_engine(path: Path, monkeypatch: pytest.MonkeyPatch, *, expected: int = 0) -> Engine:
     """An engine whose 512-token context starts with a KV cache of 256 cells, unless more is expected (one thread:
     llama.cpp's threads spin while they wait for each other, which stalls them beside other tests' processes)."""
-    monkeypatch.setattr(core, "FIRST_TOKENS", 64)
+    monkeypatch.setattr(growth, "FIRST_TOKENS", 64)
     return Engine(path, LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1, n_batch=64, n_ubatch=64,
                                     expected_tokens=expected))
 
@@ -92,7 +92,7 @@ def test_a_context_that_cannot_be_made_again_unloads_the_model(bundled_model: Pa
 def test_batches_larger_than_the_first_room_get_the_whole_context_at_once(bundled_model: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """llama.cpp caps a context's batches at its size: one started small would prefill in smaller batches."""
-    monkeypatch.setattr(core, "FIRST_TOKENS", 64)
+    monkeypatch.setattr(growth, "FIRST_TOKENS", 64)
     with Engine(bundled_model, LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1)) as eng:
         assert (lc.llama_n_ctx(eng._ctx), eng.n_batch, eng.n_ubatch) == (512, 512, 512)
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import codecs
 import logging
-import resource
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.engine.abort import StopBetweenNodes
+from localgen.engine.chunks import AHEAD_CHUNK, chunk_bounds
+from localgen.engine.facts import read_facts
+from localgen.engine.growth import first_cells
 from localgen.engine.kv import KvCache
 from localgen.engine.loading import load_weights, new_context, new_draft_batch
 from localgen.engine.native import lc, llama_cpp_version
@@ -30,27 +31,8 @@ from localgen.thinking import AnswerStops, prompt_opens_thinking
 
 log = logging.getLogger("localgen.engine")
 
-AHEAD_CHUNK = 128  # prefill_ahead's largest batch: what Enter on other text throws away, at most
 PROMPT_TAIL_TOKENS = 8  # enough of a prompt's end to tell whether its template opened a <think> block
 ABORTED = 2  # llama_decode's status when the abort callback stopped it (the aborted ubatch leaves the KV cache)
-FIRST_TOKENS = 2048  # a KV cache starts this large unless more is expected; it takes the whole context when needed
-
-
-@dataclass(frozen=True)
-class _ModelFacts:
-    """The loaded model's and context's fixed figures (see Engine's properties)."""
-
-    n_ctx: int
-    n_batch: int
-    n_ubatch: int
-    n_vocab: int
-    n_ctx_train: int
-    bos_token: int
-    bos_text: str
-    eos_text: str
-    adds_bos: bool
-    chat_template: str | None
-    rolls_back: bool  # the KV memory can drop a tail of tokens (not so for recurrent and hybrid models)
 
 
 class Engine:
@@ -63,7 +45,7 @@ class Engine:
         self._ctx: lc.llama_context_p | None = None
         self._draft_batch: lc.llama_batch | None = None
         self._full_cells = allocated_context(options.n_ctx, flash_attn=options.flash_attention)
-        self._cells = self._first_cells()
+        self._cells = first_cells(options, self._full_cells)
         adapt = options.adapt_threads and options.n_threads > 1
         before_load = load_started() if adapt else None  # the load's time tells the first prefill how busy CPUs are
         try:  # a failure or a Ctrl-C part way frees what was allocated (a model can hold gigabytes)
@@ -81,28 +63,13 @@ class Engine:
             self._one_batch = lc.llama_batch_get_one(self._one_token, 1)
             self._stop_requested = False
             self._ahead_from: int | None = None  # where the prompt computed by prefill_ahead() begins
-            self._facts = self._read_facts()
+            self._facts = read_facts(self._model, self._ctx, self._vocab, options.n_ctx,
+                                     whole=self._cells == self._full_cells)
             self._governor = ThreadGovernor(options.n_threads, self._use_threads, since=before_load) \
                 if adapt else None
         except BaseException:
             self.close()
             raise
-
-    def _first_cells(self) -> int:
-        """The cells the KV cache starts with: FIRST_TOKENS' worth, or the whole context where more is expected.
-
-        Allocating a KV cache writes all of it (llama.cpp clears it), in time and memory in proportion to its cells:
-        a short prompt and answer need not wait for a long context's. _make_room() moves to the whole context when
-        a prompt or an answer needs more: one move at most, so it never holds more than a small cache's copy on top
-        of the whole context's memory, which the fit planned for.
-        """
-        o = self.options
-        first = allocated_context(FIRST_TOKENS, flash_attn=o.flash_attention)
-        if o.expected_tokens > FIRST_TOKENS or max(o.n_batch, o.n_ubatch) > first:  # llama.cpp caps batches at it
-            return self._full_cells
-        if resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY:
-            return self._full_cells  # `ulimit -v`: running short shows at load, not part way through an answer
-        return min(first, self._full_cells)
 
     def _make_room(self, tokens: int) -> None:
         """Let the KV cache hold this many tokens: a context started small moves, with the tokens it holds, into
@@ -170,26 +137,6 @@ class Engine:
         self.close()
 
     # --- model facts ---------------------------------------------------------------------------
-
-    def _read_facts(self) -> _ModelFacts:
-        """What the loaded model and context are, read once: none of it changes, and all of it stays
-        readable after close() (a chat shows it while no model is loaded)."""
-        template = lc.llama_model_chat_template(self._model, None)
-        vocab = self._vocab
-        allocated = int(lc.llama_n_ctx(self._ctx)) if self._cells == self._full_cells else self.options.n_ctx
-        return _ModelFacts(
-            n_ctx=min(self.options.n_ctx, allocated),
-            n_batch=int(lc.llama_n_batch(self._ctx)),
-            n_ubatch=int(lc.llama_n_ubatch(self._ctx)),
-            n_vocab=vocab.n_tokens,
-            n_ctx_train=int(lc.llama_model_n_ctx_train(self._model)),
-            bos_token=int(lc.llama_vocab_bos(vocab.pointer)),
-            bos_text=vocab.token_text(lc.llama_vocab_bos(vocab.pointer)),
-            eos_text=vocab.token_text(lc.llama_vocab_eos(vocab.pointer)),
-            adds_bos=bool(lc.llama_vocab_get_add_bos(vocab.pointer)),
-            chat_template=template.decode("utf-8", errors="replace") if template else None,
-            rolls_back=not (lc.llama_model_is_recurrent(self._model) or lc.llama_model_is_hybrid(self._model)),
-        )
 
     @property
     def n_ctx(self) -> int:
@@ -296,14 +243,7 @@ class Engine:
 
     def check_fits(self, n_prompt: int) -> None:
         """Raise ContextOverflowError when a prompt leaves no room to generate."""
-        if n_prompt + 1 > self.n_ctx:
-            at_most = self.n_ctx_train > 0 and (self.n_ctx >= self.n_ctx_train or n_prompt + 1 > self.n_ctx_train)
-            raise ContextOverflowError(
-                f"the prompt is {n_prompt:,} tokens but the context holds {self.n_ctx:,}"
-                + (", which leaves no room for an answer" if n_prompt <= self.n_ctx else ""),
-                hint=f"shorten the input: {self.n_ctx_train:,} tokens is the most this model takes" if at_most else
-                f"raise --ctx-size (the model was trained for {self.n_ctx_train:,}) or shorten the input",
-            )
+        self._facts.check_fits(n_prompt)
 
     def generate(self, prompt: Sequence[int], sampling: SamplingParams, limits: GenerationLimits | None = None,
                  *, draft: str = "none", prefix_cache: PrefixCache | None = None,
@@ -426,7 +366,7 @@ class Engine:
                 for begin, end in chunk_bounds(common, len(prompt), self.n_ubatch, self.n_batch, most=AHEAD_CHUNK):
                     if should_stop():
                         break
-                    status = self._evaluate(prompt[begin:end])
+                    status = self._kv.evaluate(prompt[begin:end])
                     stopper.raise_caught()
                     if status != 0:
                         if status != ABORTED:
@@ -451,33 +391,13 @@ class Engine:
             for begin, end in chunk_bounds(start, total, self.n_ubatch, self.n_batch):
                 if self._stop_requested:
                     break
-                status = self._evaluate(prompt[begin:end])
+                status = self._kv.evaluate(prompt[begin:end])
                 stopper.raise_caught()
                 if status == ABORTED and self._stop_requested:
                     break
                 if status != 0:
                     raise decode_failure(status)
                 yield PrefillProgress(done=end - start, total=total - start)
-
-    def _evaluate(self, chunk: Sequence[int]) -> int:
-        """Evaluate prompt tokens after those cached, adding them to the KV cache's list when that succeeds;
-        return llama_decode's status."""
-        array = (lc.llama_token * len(chunk))(*chunk)
-        self._kv.logits_current = False
-        status = lc.llama_decode(self._ctx, lc.llama_batch_get_one(array, len(chunk)))
-        if status == 0:
-            self._kv.tokens.extend(chunk)
-            self._kv.logits_current = True
-        return status
-
-    def _decode_batch(self, batch: lc.llama_batch) -> None:
-        """Run llama_decode and turn failures into errors; on success the logits are the batch's last token's,
-        and the caller adds its tokens to the KV cache's list."""
-        self._kv.logits_current = False
-        status = lc.llama_decode(self._ctx, batch)
-        if status != 0:
-            raise decode_failure(status)
-        self._kv.logits_current = True
 
     def _decode(self, sampler: Sampler, limits: GenerationLimits, ignore_eog: bool,
                 drafter: PromptLookup | None) -> Iterator[TextChunk | DecodeResult]:
@@ -538,10 +458,10 @@ class Engine:
         """Feed one token to the model and sample the next."""
         self._one_token[0] = token
         if self._governor is None:
-            self._decode_batch(self._one_batch)
+            self._kv.decode(self._one_batch)
         else:
             began = time.perf_counter()
-            self._decode_batch(self._one_batch)
+            self._kv.decode(self._one_batch)
             self._governor.step_done(time.perf_counter() - began)
         self._kv.tokens.append(token)
         return [sampler.sample(self._ctx, -1)]
@@ -557,44 +477,8 @@ class Engine:
             out = self._step(sampler, token)
             drafter.observe(1, time.perf_counter() - started)
             return out
-        batch, kv = self._draft_batch, self._kv.tokens
-        base = len(kv)
-        for i, t in enumerate((token, *drafts)):
-            batch.token[i] = t
-            batch.pos[i] = base + i
-        batch.n_tokens = len(drafts) + 1
-        self._decode_batch(batch)
-        sampled: list[int] = []
-        for i, guess in enumerate(drafts):
-            sampled.append(sampler.sample(self._ctx, i))
-            if sampled[-1] != guess:
-                break
-        else:
-            sampled.append(sampler.sample(self._ctx, len(drafts)))
+        sampled = self._kv.verify(self._draft_batch, sampler, token, drafts)
         drafter.observe(len(drafts) + 1, time.perf_counter() - started)
-        accepted = len(sampled) - 1
-        kv.append(token)
-        kv.extend(drafts[:accepted])
-        self._kv.logits_current = accepted == len(drafts)
-        if accepted < len(drafts) and not lc.llama_memory_seq_rm(self._kv.memory, 0, len(kv), -1):
-            raise LocalgenError("llama.cpp could not drop rejected draft tokens from the KV cache",
-                                hint="run without --draft lookup")
-        drafter.record(len(drafts), accepted)
+        drafter.record(len(drafts), len(sampled) - 1)
         return sampled
 
-
-def chunk_bounds(start: int, total: int, n_ubatch: int, n_batch: int, most: int | None = None
-                 ) -> Iterator[tuple[int, int]]:
-    """Prefill chunk bounds from start to total aligned to the physical batch size, so a position lands in the
-    same ubatch wherever prefill starts (a prefix reused from the KV cache or restored from disk changes no
-    numerics); chunks of up to n_batch, or with most, of about this many tokens at most, in steps that divide
-    the physical batch."""
-    unit = n_ubatch
-    while most is not None and unit > most and unit % 2 == 0:
-        unit //= 2
-    step = unit if most is not None else max(unit, n_batch - n_batch % unit)
-    begin = start
-    while begin < total:
-        end = min(total, begin + (unit - begin % unit if begin % unit else step))
-        yield begin, end
-        begin = end

@@ -5,9 +5,15 @@ from __future__ import annotations
 import ctypes
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from localgen.engine.native import lc
+from localgen.engine.results import decode_failure
+from localgen.errors import LocalgenError
 from localgen.tokens import common_prefix
+
+if TYPE_CHECKING:
+    from localgen.engine.sampling import Sampler
 
 log = logging.getLogger("localgen.engine")
 
@@ -74,6 +80,51 @@ class KvCache:
     def held(self) -> int:
         """How many positions llama.cpp's memory holds for the sequence."""
         return int(lc.llama_memory_seq_pos_max(self.memory, 0)) + 1
+
+    def evaluate(self, chunk: Sequence[int]) -> int:
+        """Evaluate prompt tokens after those held, adding them to the list when that succeeds; return
+        llama_decode's status."""
+        array = (lc.llama_token * len(chunk))(*chunk)
+        self.logits_current = False
+        status = lc.llama_decode(self._ctx, lc.llama_batch_get_one(array, len(chunk)))
+        if status == 0:
+            self.tokens.extend(chunk)
+            self.logits_current = True
+        return status
+
+    def decode(self, batch: lc.llama_batch) -> None:
+        """Run llama_decode and turn failures into errors; on success the logits are the batch's last token's,
+        and the caller adds its tokens to the list."""
+        self.logits_current = False
+        status = lc.llama_decode(self._ctx, batch)
+        if status != 0:
+            raise decode_failure(status)
+        self.logits_current = True
+
+    def verify(self, batch: lc.llama_batch, sampler: Sampler, token: int, drafts: Sequence[int]) -> list[int]:
+        """Feed token and the drafted guesses after it in one batch; return the tokens sampled at their positions
+        up to the first that differs from its guess (or one past the last guess), keeping only the agreed ones."""
+        base = len(self.tokens)
+        for i, t in enumerate((token, *drafts)):
+            batch.token[i] = t
+            batch.pos[i] = base + i
+        batch.n_tokens = len(drafts) + 1
+        self.decode(batch)
+        sampled: list[int] = []
+        for i, guess in enumerate(drafts):
+            sampled.append(sampler.sample(self._ctx, i))
+            if sampled[-1] != guess:
+                break
+        else:
+            sampled.append(sampler.sample(self._ctx, len(drafts)))
+        accepted = len(sampled) - 1
+        self.tokens.append(token)
+        self.tokens.extend(drafts[:accepted])
+        self.logits_current = accepted == len(drafts)
+        if accepted < len(drafts) and not lc.llama_memory_seq_rm(self.memory, 0, len(self.tokens), -1):
+            raise LocalgenError("llama.cpp could not drop rejected draft tokens from the KV cache",
+                                hint="run without --draft lookup")
+        return sampled
 
     def save_state(self) -> bytearray:
         """The state of the cached tokens as bytes."""
