@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,14 +184,102 @@ class CliResult:
 
 def run_localgen(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
                  timeout: float = 120) -> CliResult:
-    """Run `python -m localgen ARGS` in a subprocess, stdin from bytes (or /dev/null)."""
+    """Run `python -m localgen ARGS` in a subprocess, stdin from bytes (or /dev/null): forked by tests/zygote.py
+    where the environment leaves what an interpreter reads as it starts as it was, started afresh otherwise."""
+    global _zygote
+    full_env = {**os.environ, **(env or {})}
+    if FORK_CHILDREN and _zygote_lock.acquire(blocking=False):  # a second run at once (another thread's): afresh
+        try:
+            if _zygote is None or _zygote.process.poll() is not None:
+                _zygote = _Zygote()
+            if _zygote.takes(full_env):
+                return _zygote.run(args, stdin, full_env, timeout)
+        finally:
+            _zygote_lock.release()
     proc = subprocess.run(
         [sys.executable, "-m", "localgen", *args],
         input=stdin,
         stdin=None if stdin is not None else subprocess.DEVNULL,
         capture_output=True,
-        env={**os.environ, **(env or {})},
+        env=full_env,
         timeout=timeout,
         cwd=REPO_ROOT,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+FORK_CHILDREN = os.environ.get("LOCALGEN_TEST_FORK", "1") != "0"  # LOCALGEN_TEST_FORK=0: every child afresh
+_WORKER_ENV = dict(os.environ)  # as the test worker started
+STARTUP_ENVS = ("PYTHON", "LC_", "LANG", "HOME", "TYPER_")  # read as an interpreter or a module it imports starts
+
+
+class _Zygote:
+    """tests/zygote.py, started by a test worker when it first runs localgen, with the worker's environment."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.env = _WORKER_ENV  # not a test's: one that changed HOME would leave the zygote to it
+        self.process = subprocess.Popen([sys.executable, str(Path(__file__).with_name("zygote.py")),
+                                         str(theirs.fileno())], pass_fds=[theirs.fileno()], cwd=REPO_ROOT, env=self.env,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        theirs.close()
+        self.sock = ours
+
+    def takes(self, env: dict[str, str]) -> bool:
+        """True when env leaves what is read as an interpreter starts as the zygote had it."""
+        return all(env.get(key) == self.env.get(key) for key in env.keys() | self.env.keys()
+                   if key.startswith(STARTUP_ENVS))
+
+    def run(self, args: tuple[str, ...], stdin: bytes | None, env: dict[str, str], timeout: float) -> CliResult:
+        """Run localgen in a forked child, as subprocess.run with captured output would."""
+        child_in, feed = os.pipe() if stdin is not None else (os.open(os.devnull, os.O_RDONLY), -1)
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        request = {"args": list(args), "env": env, "cwd": str(REPO_ROOT), "cpus": sorted(os.sched_getaffinity(0))}
+        try:
+            socket.send_fds(self.sock, [json.dumps(request).encode()], [child_in, out_write, err_write])
+        finally:
+            for fd in (child_in, out_write, err_write):
+                os.close(fd)
+        pid = self._reply()["pid"]
+        outputs: dict[int, bytes] = {}
+        workers = [threading.Thread(target=_read_all, args=(fd, outputs)) for fd in (out_read, err_read)]
+        if feed >= 0:
+            workers.append(threading.Thread(target=_write_all, args=(feed, stdin)))
+        for worker in workers:
+            worker.start()
+        deadline = time.monotonic() + timeout
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+        timed_out = any(worker.is_alive() for worker in workers)
+        if timed_out:
+            os.kill(pid, signal.SIGKILL)
+            for worker in workers:
+                worker.join()
+        returncode = self._reply()["returncode"]
+        if timed_out:
+            raise subprocess.TimeoutExpired(["localgen", *args], timeout, outputs[out_read], outputs[err_read])
+        return CliResult(returncode, outputs[out_read], outputs[err_read])
+
+    def _reply(self) -> dict:
+        """The zygote's next reply."""
+        message = self.sock.recv(1 << 16)
+        if not message:
+            raise RuntimeError(f"tests/zygote.py ended (exit status {self.process.wait()})")
+        return json.loads(message)
+
+
+_zygote: _Zygote | None = None
+_zygote_lock = threading.Lock()  # one request at a time: the replies come in order
+
+
+def _read_all(fd: int, into: dict[int, bytes]) -> None:
+    """Read a pipe to its end, then close it."""
+    with open(fd, "rb") as pipe:
+        into[fd] = pipe.read()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write data into a pipe and close it (a child that stops reading early is not an error)."""
+    with contextlib.suppress(BrokenPipeError), open(fd, "wb") as pipe:
+        pipe.write(data)

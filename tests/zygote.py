@@ -1,0 +1,92 @@
+"""Start `python -m localgen` children by fork from a process whose interpreter is up and whose imports are done,
+so that a test's CLI run skips that part of a start (run by conftest: the suite starts localgen a thousand times).
+
+What is imported ahead does the same whatever a child's environment: localgen's command line, runner and engine
+(the engine's import sets one environment variable, set again in each child), their third-party and standard
+modules; not huggingface_hub, which reads its settings from the environment as it is imported (a child imports it
+when it needs it). Each child then sets up as a fresh `python -m localgen` would be: its own environment, folder,
+standard streams and CPUs, localgen's __main__ run as -m runs it, and the interpreter's own exit. Over a Unix
+socket: a request (JSON) with the child's three standard streams as passed descriptors; the replies are the
+child's pid, then its exit status.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+import runpy
+import socket
+import sys
+import time
+import types
+
+AHEAD = (
+    "typer", "jinja2", "markupsafe", "certifi", "shellingham", "annotated_doc", "typing_extensions",
+    "ctypes", "dataclasses", "datetime", "decimal", "difflib", "fractions", "hashlib", "hmac", "inspect",
+    "ipaddress", "json", "logging", "lzma", "bz2", "pathlib", "pickle", "platform", "random", "secrets",
+    "selectors", "shlex", "shutil", "signal", "statistics", "subprocess", "tempfile", "textwrap", "threading",
+    "tomllib", "unicodedata", "urllib.parse", "uuid", "zipfile",
+    "localgen.cli", "localgen.cli_run", "localgen.runner", "localgen.engine",
+)
+
+
+def serve(sock: socket.socket) -> tuple[dict, list[int]]:
+    """Fork a child for each request and report its pid and exit status; return, in a child, its request."""
+    while True:
+        message, fds, _flags, _address = socket.recv_fds(sock, 1 << 20, 3)
+        if not message:
+            sys.exit(0)  # the test worker is gone
+        request = json.loads(message)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            return request, fds
+        for fd in fds:
+            os.close(fd)
+        sock.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        _, status = os.waitpid(pid, 0)
+        sock.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+
+
+def become_localgen(request: dict, fds: list[int]) -> None:
+    """Set this forked process up as `python -m localgen ARGS` started fresh would be, and run localgen."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    os.closerange(3, max(int(name) for name in os.listdir("/proc/self/fd")) + 1)  # as subprocess's close_fds
+    sys.stdin, sys.stdout, sys.stderr = (_standard_stream(fd, old) for fd, old in enumerate(
+        (sys.stdin, sys.stdout, sys.stderr)))
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    time.tzset()
+    quiet_native_aborts()  # what importing localgen.engine.native does to the environment, done again in this one
+    os.sched_setaffinity(0, request["cpus"])
+    sys.argv = ["-m", *request["args"]]
+    sys.path[0] = request["cwd"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    runpy._run_module_as_main("localgen", alter_argv=True)  # type: ignore[attr-defined]  (what -m runs)
+
+
+def _standard_stream(fd: int, old: io.TextIOWrapper) -> io.TextIOWrapper:
+    """A standard stream over fd made as the interpreter makes it at its start (its stream objects know whether
+    their file can seek, and the zygote's were made over /dev/null), in the encoding the zygote's has."""
+    buffer = open(fd, "wb" if fd else "rb", closefd=False)  # noqa: SIM115 (a standard stream stays open)
+    buffer.raw.name = f"<{('stdin', 'stdout', 'stderr')[fd]}>"
+    stream = io.TextIOWrapper(buffer, encoding=old.encoding, errors=old.errors, newline="\n",
+                              line_buffering=fd == 2 or buffer.raw.isatty())
+    stream.mode = "w" if fd else "r"
+    return stream
+
+
+if __name__ == "__main__":
+    for name in AHEAD:
+        importlib.import_module(name)
+    if "huggingface_hub" in sys.modules:  # its settings would be the zygote's environment's in every child
+        sys.exit("tests/zygote.py: importing localgen ahead imported huggingface_hub; import less ahead")
+    from localgen.engine.native import quiet_native_aborts
+    become_localgen(*serve(socket.socket(fileno=int(sys.argv[1]))))
