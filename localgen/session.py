@@ -16,6 +16,7 @@ from localgen.conversation_store import let_go, save_conversation, unsave
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished
+from localgen.held_tokens import with_held_tokens
 from localgen.model_switch import load_instead
 from localgen.params import (
     CHAT_SETTINGS,
@@ -166,7 +167,7 @@ class ChatSession:
         except LocalgenError:
             return
         if not should_stop():  # rendering a long conversation takes a while: it may be too late now
-            engine.prefill_ahead(tokens, should_stop)
+            engine.prefill_ahead(with_held_tokens(engine, tokens), should_stop)
 
     def regenerate(self) -> tuple[TurnStart, Generator[Event, None, None]]:
         """Answer the last question again (the old answer stays if the new one fails before it starts), making
@@ -373,7 +374,7 @@ class ChatSession:
             if sends_attachments:
                 self.attachments = []
             turn.answer, turn.interrupted, turn.details = None, False, None
-            tokens = self._prompt(conversation.messages())[1]
+            tokens = with_held_tokens(self.loaded.engine, self._prompt(conversation.messages())[1])
             stream = self.loaded.engine.generate(tokens, self.sampling, self.limits, draft=self.draft,
                                                  prefix_cache=self.prefix_cache)
             yield from recorded(stream, turn, conversation.model, answered=self._keep_figures)

@@ -13,7 +13,7 @@ import pytest
 from localgen import model_switch
 from localgen import session as session_module
 from localgen.conversation import Conversation, Turn
-from localgen.engine import lc
+from localgen.engine import Engine, lc
 from localgen.errors import (
     ContextOverflowError,
     LocalgenError,
@@ -510,7 +510,6 @@ def test_a_message_too_long_even_alone_is_refused_with_what_helps_here(chat: Cha
 def test_a_load_that_fails_after_the_weights_are_in_frees_them(bundled_model: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     from localgen import runner
-    from localgen.engine.core import Engine
 
     opened: list[Engine] = []
     original_init = Engine.__init__
@@ -725,3 +724,70 @@ def test_a_first_exchange_never_written_then_undone_leaves_nothing_unsaved(sessi
     assert session.unsaved
     session.undo()  # nothing is left to save
     assert not session.unsaved
+
+
+def _hold(engine: Engine, tokens: list[int]) -> None:
+    """Make the KV cache hold exactly tokens, as after a turn whose answer the model gave as those tokens (a
+    generation of one token computes the prompt and never feeds its token back)."""
+    _answer(engine.generate(tokens, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=1)))
+    assert engine.kv_token_list == tokens
+
+
+def _spelled(engine: Engine, text: str) -> list[int]:
+    """Text as tokens of one character each: tokens a model may give, but no tokenizer gives back for the text."""
+    spelled = [token for char in text for token in engine.tokenize(char, add_special=False, parse_special=False)]
+    assert spelled != engine.tokenize(text, add_special=False, parse_special=False)
+    return spelled
+
+
+def _text(engine: Engine, tokens: list[int]) -> str:
+    return "".join(engine.token_text(token) for token in tokens)
+
+
+@pytest.mark.parametrize("typed_ahead", [False, True])
+def test_the_next_turn_reuses_an_answer_as_the_model_gave_its_tokens(session: ChatSession, typed_ahead: bool) -> None:
+    engine = session.loaded.engine
+    first = _answer(session.ask("Who travels in time?")[1])
+    answer = "The time traveler does, twice."
+    held = engine.kv_token_list[:first.usage.prompt_tokens] + _spelled(engine, answer)
+    _hold(engine, held)
+    session.conversation.turns[-1].answer = answer
+    if typed_ahead:
+        session.prefill_ahead("Why?", _never)
+    done = _answer(session.ask("Why?")[1])
+    # the cache held all but the answer's end, '<|im_end|>', which the template writes after it, and what follows
+    assert done.usage.cached_tokens - done.ahead_tokens == len(held)
+    prompt = engine.kv_token_list[:done.usage.prompt_tokens]
+    assert prompt[:len(held)] == held
+    assert _text(engine, prompt) == session.prompt_text(session.conversation.messages()[:-1]), "the rendered text"
+
+
+def test_an_answer_that_tokenizes_back_leaves_the_next_prompt_and_its_greedy_answer_as_they_were(
+        session: ChatSession) -> None:
+    engine, fmt = session.loaded.engine, session.loaded.prompt_format
+    _answer(session.ask("Name a color.")[1])
+    held = engine.kv_token_list
+    second = _answer(session.ask("Name another one.")[1])
+    rendered = fmt.prompt(engine, session.conversation.messages()[:-1])[1]
+    assert rendered[:len(held)] == held, "the first answer's tokens are the ones its text gives"
+    assert engine.kv_token_list[:second.usage.prompt_tokens] == rendered
+    engine.reset()
+    assert _answer(engine.generate(rendered, session.sampling, session.limits)).text == second.text
+
+
+def test_an_answer_s_reasoning_that_the_template_drops_is_computed_again_not_reused(session: ChatSession) -> None:
+    engine = session.loaded.engine
+    fmt = session.loaded.prompt_format
+    dropping = fmt.template.replace("message['content']", "message['content'].split('</think>')[-1]")
+    assert dropping != fmt.template
+    session.loaded = dataclasses.replace(session.loaded, prompt_format=dataclasses.replace(fmt, template=dropping))
+    first = _answer(session.ask("Capital of France?")[1])
+    answer = "<think>It is Paris.</think>Paris."
+    held = engine.kv_token_list[:first.usage.prompt_tokens] + _spelled(engine, answer)
+    _hold(engine, held)
+    session.conversation.turns[-1].answer = answer
+    done = _answer(session.ask("And of Spain?")[1])
+    assert done.usage.cached_tokens == first.usage.prompt_tokens, "the cache is cut where the reasoning began"
+    prompt = engine.kv_token_list[:done.usage.prompt_tokens]
+    assert _text(engine, prompt) == session.prompt_text(session.conversation.messages()[:-1])
+    assert "It is Paris" not in session.prompt_text()
