@@ -760,6 +760,10 @@ def test_the_next_turn_reuses_an_answer_as_the_model_gave_its_tokens(session: Ch
     prompt = engine.kv_token_list[:done.usage.prompt_tokens]
     assert prompt[:len(held)] == held
     assert _text(engine, prompt) == session.prompt_text(session.conversation.messages()[:-1]), "the rendered text"
+    again = _answer(session.regenerate()[1])
+    assert again.usage.cached_tokens == again.usage.prompt_tokens - 1 and again.text == done.text
+    session.undo()
+    assert _answer(session.ask("When?")[1]).usage.cached_tokens > len(held), "the first answer stays in the cache"
 
 
 def test_an_answer_that_tokenizes_back_leaves_the_next_prompt_and_its_greedy_answer_as_they_were(
