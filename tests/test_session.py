@@ -23,6 +23,7 @@ from localgen.errors import (
     UsageError,
 )
 from localgen.events import Event, Finished, PrefillProgress, TextChunk
+from localgen.held_tokens import with_held_tokens
 from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
 from localgen.runner import ModelOptions, load_model
 from localgen.session import ChatSession, UnsavedChangeError
@@ -795,3 +796,16 @@ def test_an_answer_s_reasoning_that_the_template_drops_is_computed_again_not_reu
     prompt = engine.kv_token_list[:done.usage.prompt_tokens]
     assert _text(engine, prompt) == session.prompt_text(session.conversation.messages()[:-1])
     assert "It is Paris" not in session.prompt_text()
+
+
+def test_characters_an_answer_spells_over_several_tokens_are_kept_as_the_model_gave_them(
+        session: ChatSession) -> None:
+    engine = session.loaded.engine
+    opening = engine.tokenize("<|im_start|>assistant\n", add_special=False)
+    answer = "Un café ☕ et 日本."
+    spelled = _spelled(engine, answer)
+    assert len(spelled) > len(answer), "some characters take more than one token"
+    _hold(engine, opening + spelled)
+    prompt = opening + engine.tokenize(answer + "<|im_end|>\n<|im_start|>user\n", add_special=False)
+    ending = engine.tokenize("<|im_end|>\n<|im_start|>user\n", add_special=False)
+    assert with_held_tokens(engine, prompt) == opening + spelled + ending
