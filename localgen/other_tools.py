@@ -45,6 +45,7 @@ _TEXT_ONLY = "localgen's models read text: -f FILE attaches a text file"
 _SCHEMA = "localgen's is --json-schema SCHEMA, its JSON text or a file"
 _HF_REPO = "localgen's is -m ORG/REPO[:QUANT]"
 _HF_FILE = "localgen's is -m ORG/REPO/FILE.gguf"
+_ONE_SEQUENCE = "localgen runs one sequence, its prompt in batches of --batch-size N: drop it"
 OTHER_TOOLS_OPTIONS = {
     "-sys": ("llama-cli", "a system prompt", _SYSTEM),
     "--system-prompt": ("llama-cli", "a system prompt", _SYSTEM),
@@ -123,6 +124,9 @@ OTHER_TOOLS_OPTIONS = {
                       "localgen prints no log (LOCALGEN_DEBUG=1 shows llama.cpp's): drop it"),
     "--ignore-eos": ("llama-cli", "generating past the model's end of the answer",
                      "localgen ends the answer where the model does; `localgen bench -n N` measures decoding N tokens"),
+    **dict.fromkeys(("-np", "--parallel"), ("llama-cli", "parallel sequences", _ONE_SEQUENCE)),  # -n p: a token limit
+    **dict.fromkeys(("-cb", "--cont-batching", "-nocb", "--no-cont-batching"),  # -c b: a context size
+                    ("llama-cli", "continuous batching", _ONE_SEQUENCE)),
     **dict.fromkeys(("-hft", "--hf-token"), ("llama-cli", "a Hugging Face token",
                                              "localgen reads HF_TOKEN, or the token `hf auth login` saved")),
 }

@@ -90,6 +90,8 @@ from tests.conftest import bundled_model_file, run_localgen
     (("run", "-n", "128", "--no-display-prompt", "--log-disable", "hi"),  # a llama-cli script's habits
      "--no-display-prompt is llama-cli's option for leaving the prompt out of the output",
      "localgen never prints the prompt: stdout is the answer alone; drop it"),
+    (("run", "-n", "64", "-np", "4", "-cb", "hi"), "-np is llama-cli's option for parallel sequences",  # -n p
+     "localgen runs one sequence, its prompt in batches of --batch-size N: drop it"),
     (("chat", "-hff", "x.gguf"), "-hff is llama-cli's option for a file of a Hugging Face repo",
      "localgen's is -m ORG/REPO/FILE.gguf"),
 ])
@@ -97,6 +99,27 @@ def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, .
     result = run_localgen(*args)
     assert result.returncode == 2 and result.out == ""
     assert result.err == f"localgen: error: {error} (hint: {hint})\n"
+
+
+@pytest.mark.parametrize(("command", "args", "error"), [
+    ("run", ["-cb", "hi"], "-cb is llama-cli's option for continuous batching"),  # click read it as -c b
+    ("chat", ["--parallel=2"], "--parallel is llama-cli's option for parallel sequences"),
+    ("run", ["-nocb", "-n", "5", "hi"], "-nocb is llama-cli's option for continuous batching"),
+    ("run", ["-s", "-np", "hi"], None),  # a system prompt "-np"
+])
+def test_another_tool_s_option_is_told_from_a_value_in_process(command: str, args: list[str],
+                                                               error: str | None) -> None:
+    from localgen.cli import app
+    from localgen.cli_usage import option_arity
+    from localgen.errors import UsageError
+    from localgen.other_tools import check_options
+
+    if error is None:
+        check_options(command, args, option_arity(app, command))
+        return
+    with pytest.raises(UsageError) as refused:
+        check_options(command, args, option_arity(app, command))
+    assert refused.value.message == error and refused.value.exit_code == 2
 
 
 @pytest.mark.parametrize("args", [("run", "-s", "-sys", "-n", "2", "hi"), ("run", "-s", "-sp", "-n", "2", "hi"),
