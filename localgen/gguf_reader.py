@@ -15,6 +15,7 @@ from types import MappingProxyType
 from localgen import gguf_checks
 from localgen.errors import GGUFError
 from localgen.gguf_cursor import HINT, HeaderCursor
+from localgen.gguf_foreign import FOREIGN_HEAD_BYTES, describe_foreign
 from localgen.gguf_format import (
     DEFAULT_ALIGNMENT,
     GGML_TYPES,
@@ -149,25 +150,14 @@ def _tokens_of_types(vocabulary: _Vocabulary, kinds: tuple[int, ...]) -> list[tu
             if kind in kinds and i < len(tokens) and tokens[i]]
 
 
-def _describe_foreign(head: bytes) -> str:
-    """A short guess at what a non-GGUF file is, from its first bytes."""
-    stripped = head.lstrip()
-    if head[:4] in (b"lmgg", b"fmgg", b"tjgg"):
-        return "an old GGML/GGJT model, not GGUF; convert it with llama.cpp's tools"
-    if stripped.startswith(b"version https://git-lfs"):
-        return "a Git LFS pointer file, not the model itself"
-    if stripped[:1] in (b"<", b"{", b"["):
-        return "text (an HTML or JSON error page?), not a GGUF model"
-    return f"not a GGUF file (magic {head[:4]!r}, expected b'GGUF')"
-
-
 def _parse_header(p: HeaderCursor) -> tuple[int, int, int]:
     """Magic, version and the two counts, each checked."""
     if p.size == 0:
         raise p.fail("empty file (0 bytes)")
-    p.need(min(p.size, 64), "header")
+    p.need(min(p.size, FOREIGN_HEAD_BYTES), "header")
     if p.buf[:4] != GGUF_MAGIC:
-        raise p.fail(_describe_foreign(p.buf[:64]))
+        problem, hint = describe_foreign(p.buf[:FOREIGN_HEAD_BYTES])
+        raise GGUFError(f"{p.label}: {problem}", hint=hint)
     p.off = 4
     version = p.u32("version")
     if version not in SUPPORTED_VERSIONS:

@@ -19,7 +19,7 @@ import pytest
 
 from localgen.errors import GGUFError, LocalgenError, ModelNotFoundError
 from localgen.gguf_checks import KNOWN_ARCHITECTURES
-from localgen.gguf_cursor import GGUFTruncatedError
+from localgen.gguf_cursor import HINT, GGUFTruncatedError
 from localgen.gguf_format import GGML_TYPES
 from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
 from localgen.gguf_reader import read_gguf, read_gguf_bytes
@@ -489,6 +489,37 @@ def test_broken_file_gives_a_clear_gguf_error(source: str, build: Builder, words
         assert word in error.message, error.message
     assert isinstance(error, LocalgenError)
     assert isinstance(error, GGUFTruncatedError) == ("truncated" in error.message), error.message
+
+
+_SAFETENSORS_HEADER = b'{"__metadata__": {"format": "pt"}}'
+_CONVERT = "convert it to GGUF with llama.cpp's convert_hf_to_gguf.py, or find a GGUF repo of the model on Hugging Face"
+
+
+@pytest.mark.parametrize(("head", "problem", "hint"), [
+    (b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1", "text: 'root:x:0:0:root:/root:/b…'",
+     "check the path: localgen loads GGUF model files (.gguf)"),
+    (b"# Notes\r\n\tship\x1bv2", "it starts '# No', where a GGUF file starts 'GGUF'", HINT),  # no raw escape
+    (b"\x7fELF\x02\x01\x01" + bytes(60), "it starts with the bytes 7f 45 4c 46, where a GGUF file starts 'GGUF'",
+     HINT),
+    (struct.pack("<Q", len(_SAFETENSORS_HEADER)) + _SAFETENSORS_HEADER, "a safetensors model", _CONVERT),
+    (b"PK\x03\x04" + bytes(60), "a zip archive, as a PyTorch checkpoint is", _CONVERT),
+    (b"\x80\x02\x8a\nl\xfc\x9cF\xf9 j\xa8P", "a Python pickle, as an older PyTorch checkpoint is", _CONVERT),
+    (b"\n<!doctype html>\n<html lang=en><head><title>Hugging Face", "an HTML page: '<!doctype html> <html la…'",
+     "the download saved a web page, not the model: localgen downloads ORG/REPO/FILE.gguf itself"),
+    (b"version https://git-lfs.github.com/spec/v1\noid sha256:0\nsize 9", "a Git LFS pointer, not the model itself",
+     "the clone holds the pointer, not the model: localgen downloads ORG/REPO/FILE.gguf itself, or `git lfs pull` "
+     "fetches it"),
+    (("a" + "é" * 40).encode(), "text: 'a" + "é" * 23 + "…'", None),  # its 64th byte cuts an é
+    (b"\n \n\t\n", "text: blank", None),
+])
+def test_a_file_of_another_kind_is_named_for_what_it_is(head: bytes, problem: str, hint: str | None,
+                                                        tmp_path: Path) -> None:
+    """Not 'magic b'root', expected b'GGUF'': what the file is, where its first bytes tell, and what to do."""
+    path = tmp_path / "model.gguf"
+    path.write_bytes(head)
+    error = _error(path)
+    assert error.message == f"model.gguf: not a GGUF file ({problem})"
+    assert hint is None or error.hint == hint, error.hint
 
 
 def test_a_zeroed_version_is_not_called_big_endian(tiny: Path, tmp_path: Path) -> None:

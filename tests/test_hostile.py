@@ -154,7 +154,8 @@ CASES: dict[str, Case] = {
     "model-directory": Case(("run", "hi", "-m", "{dir}"), RUNTIME, "is not a file"),
     "model-text-file": Case(("run", "hi", "-m", "{text_file}"), RUNTIME, "not a GGUF file"),
     "model-empty-file": Case(("run", "hi", "-m", "{empty_file}"), RUNTIME, "empty file"),
-    "model-etc-passwd": Case(("run", "hi", "-m", "/etc/passwd"), RUNTIME, "not a GGUF file"),
+    "model-etc-passwd": Case(("run", "hi", "-m", "/etc/passwd"), RUNTIME,  # its start, not b'root'
+                             "/etc/passwd: not a GGUF file (text: 'root:"),
     "model-truncated-1k": Case(("run", "hi", "-m", "{truncated_1k}"), RUNTIME, "truncated"),
     "model-truncated-1m": Case(("run", "hi", "-m", "{truncated_1m}"), RUNTIME, "truncated"),
     "model-empty-reference": Case(("run", "hi", "-m", ""), USAGE, "empty model reference"),
