@@ -24,8 +24,9 @@ SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their das
 
 def usage_error(app: typer.Typer, exc: Exception, args: list[str]) -> tuple[str, str]:
     """The one-line message and the hint for a usage error of the command line args."""
-    return _chat_prompt_error(app, args, str(exc).lower()) or (_as_typed(_usage_error_text(exc), exc, args),
-                                                               _usage_hint(app, exc, args))
+    text = str(exc).lower()
+    return (_ollama_address_error(app, args, text) or _chat_prompt_error(app, args, text)
+            or (_as_typed(_usage_error_text(exc), exc, args), _usage_hint(app, exc, args)))
 
 
 def help_cluster_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
@@ -166,6 +167,23 @@ def _extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: 
     if model is not None:
         return _model_first_hint(command, model, args[2:])
     return _run_extra_argument_hint(app, args) if command == "run" else None
+
+
+def _ollama_address_error(app: typer.Typer, args: list[str], text: str) -> tuple[str, str] | None:
+    """For `run ollama.com/library/NAME "prompt"` (or chat's): Ollama's address of a model, refused as such."""
+    from localgen.references import ollama_model
+    from localgen.registry import load_registry
+
+    if not args or args[0] not in ("run", "chat") or "unexpected extra argument" not in text:
+        return None
+    words = _words_given(args[1:], option_arity(app, args[0]))
+    if not words or ollama_model(words[0]) is None:
+        return None
+    try:
+        load_registry(settings().user_registry).reference(words[0])
+    except LocalgenError as exc:
+        return exc.message, exc.hint or ""
+    return None
 
 
 def _chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[str, str] | None:

@@ -13,8 +13,19 @@ QUANT_PATTERN = re.compile(
     r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|FP16|FP32)(?![A-Za-z0-9])", re.IGNORECASE
 )
 HUB_PREFIXES = ("hf.co/", "huggingface.co/", "https://huggingface.co/", "https://hf.co/", "hf://")
+OLLAMA_HOSTS = ("ollama.com", "www.ollama.com", "registry.ollama.ai")  # addresses of Ollama's registry
+OLLAMA_HUB_HINT = "find the model's GGUF repo on Hugging Face and give it as ORG/REPO[:QUANT]"
 DEFAULT_TAG = "latest"  # Ollama's tag for a model's default version: here, the default quant
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registry name, and each half of a repo id
+
+
+class OllamaAddressError(UsageError):
+    """An address of a model in Ollama's registry, which localgen does not read; model is its NAME[:TAG]."""
+
+    def __init__(self, text: str, model: str) -> None:
+        super().__init__(f"'{text}' is a model of Ollama's registry, which localgen does not read",
+                         hint=OLLAMA_HUB_HINT)
+        self.model = model
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,9 @@ def parse_reference(text: str) -> ModelRef:
                                                        "(`localgen models list --all`)")
     if _looks_like_path(raw):
         return ModelRef(text=raw, path=expand_user_path(raw))
+    ollama = ollama_model(raw)
+    if ollama is not None:
+        raise OllamaAddressError(raw, ollama)
     for prefix in hub_prefixes():
         if raw.lower().startswith(prefix):
             return _parse_hub(_without_web_view(raw[len(prefix):], raw), raw)
@@ -94,6 +108,18 @@ def parse_reference(text: str) -> ModelRef:
         raise UsageError(f"'{raw}' is not a model name, repo or path",
                          hint="see `localgen models list --all` for names")
     return ModelRef(text=raw, name=name.lower(), quant=quant)
+
+
+def ollama_model(text: str) -> str | None:
+    """The model an address of Ollama's registry names, as `ollama run` takes it: NAME[:TAG] of
+    ollama.com/library/NAME[:TAG] (registry.ollama.ai's too, a scheme before it or none), USER/NAME[:TAG] of a user's;
+    None for anything else."""
+    body = re.sub(r"^https?://", "", text.strip(), flags=re.IGNORECASE)
+    host, _, path = body.partition("/")
+    parts = [part for part in path.split("?", 1)[0].split("#", 1)[0].split("/") if part]
+    if host.lower() not in OLLAMA_HOSTS or not parts:
+        return None
+    return parts[1] if parts[0] == "library" and len(parts) > 1 else "/".join(parts[:2])
 
 
 def _endpoint() -> str:

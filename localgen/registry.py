@@ -13,7 +13,15 @@ from pathlib import Path
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
 from localgen.inputs import is_existing_file, short_path
 from localgen.params import CHAT_SETTINGS, stored_setting
-from localgen.references import ModelRef, hub_prefixes, parse_reference, quant_of_filename
+from localgen.references import (
+    OLLAMA_HUB_HINT,
+    ModelRef,
+    OllamaAddressError,
+    hub_prefixes,
+    ollama_model,
+    parse_reference,
+    quant_of_filename,
+)
 from localgen.registry_entries import BUILTIN_SOURCE, ModelSpec, parse_registry
 from localgen.registry_toml import read_toml
 
@@ -50,14 +58,39 @@ class Registry:
     def reference(self, text: str) -> ModelRef:
         """parse_reference, reading Ollama's NAME:SIZE (qwen2.5:0.5b, llama3.2:1b) as the entry NAME-SIZE where
         the registry has that entry and no NAME."""
-        ref = self._with_size_tag(parse_reference(text))
+        ref = self._parse(text)
         spec = self.models.get(ref.name) if ref.name is not None else None
         return ref if spec is None or spec.path is None else _own_file(ref, spec)
+
+    def _parse(self, text: str) -> ModelRef:
+        """parse_reference with Ollama's NAME:SIZE read as the entry NAME-SIZE, and Ollama's address of a model
+        refused with this registry's name for it."""
+        try:
+            return self._with_size_tag(parse_reference(text))
+        except OllamaAddressError as exc:
+            raise UsageError(exc.message, hint=self._ollama_hint(exc.model)) from None
+
+    def _ollama_hint(self, model: str) -> str:
+        """For Ollama's NAME[:TAG]: the entries of the registry that are that model (NAME-SIZE for NAME alone), else
+        where to find its GGUF files."""
+        try:
+            ref = self._with_size_tag(parse_reference(model)) if "/" not in model else None
+        except UsageError:
+            ref = None
+        if ref is None or ref.name is None:
+            return OLLAMA_HUB_HINT
+        if ref.name in self.models:
+            names = [f"{ref.name}:{ref.quant}" if ref.quant else ref.name]
+        else:  # NAME alone, as Ollama's default size: each size of it
+            names = [] if ref.quant else sorted(name for name in self.models if name.startswith(f"{ref.name}-"))
+        if not names:
+            return OLLAMA_HUB_HINT
+        return f"localgen's name for it is {' or '.join(names)} (`localgen models list`)"
 
     def own_file_entry(self, text: str) -> ModelSpec | None:
         """The entry naming a file of the user's own (path =) that a reference means, with a quant or without one
         (`mine`, `mine:Q4`): what pull and models rm refuse whole, whatever quant is asked for."""
-        ref = self._with_size_tag(parse_reference(text))
+        ref = self._parse(text)
         spec = self.models.get(ref.name) if ref.name is not None else None
         return spec if spec is not None and spec.path is not None else None
 
@@ -193,6 +226,8 @@ def reads_as_a_model(word: str, user_file: Path | None) -> bool:
     if not word or any(c.isspace() for c in word):
         return False
     lower = word.lower()
+    if ollama_model(word) is not None:  # Ollama's address of a model: refused as such
+        load_registry(user_file).reference(word)
     if lower.startswith(hub_prefixes()):
         parse_reference(word)
         return True

@@ -258,6 +258,32 @@ def test_a_dataset_s_or_a_space_s_address_is_refused_as_what_it_is(text: str, wh
         reads_as_a_model(text, None)
 
 
+_ON_THE_HUB = "find the model's GGUF repo on Hugging Face and give it as ORG/REPO[:QUANT]"
+
+
+@pytest.mark.parametrize(("text", "hint"), [
+    ("ollama.com/library/llama3.2", "localgen's name for it is llama3.2-1b or llama3.2-3b (`localgen models list`)"),
+    ("https://ollama.com/library/llama3.2:1b", "localgen's name for it is llama3.2-1b (`localgen models list`)"),
+    ("registry.ollama.ai/library/llama3.2:3b-instruct-q8_0",
+     "localgen's name for it is llama3.2-3b:Q8_0 (`localgen models list`)"),
+    ("ollama.com/library/smollm2:135m/", "localgen's name for it is smollm2-135m (`localgen models list`)"),
+    ("ollama.com/library/qwen2.5:72b", _ON_THE_HUB),  # no entry of that size
+    ("https://ollama.com/huihui_ai/qwen3-abliterated:8b", _ON_THE_HUB),  # a user's model
+])
+def test_an_address_of_ollama_s_registry_is_refused_with_localgen_s_name(text: str, hint: str,
+                                                                         tmp_path: Path) -> None:
+    """It was 'not a valid Hugging Face repo reference' (or no Hub address), and as a one-word prompt, sent."""
+    message = f"'{text}' is a model of Ollama's registry, which localgen does not read"
+    with pytest.raises(UsageError) as refused:
+        load_registry(tmp_path / "none.toml").reference(text)
+    assert (refused.value.message, refused.value.hint, refused.value.exit_code) == (message, hint, 2)
+    with pytest.raises(UsageError, match="Ollama's registry") as parsed:
+        parse_reference(text)
+    assert parsed.value.hint == _ON_THE_HUB, "with no registry at hand, the Hub"
+    with pytest.raises(UsageError, match="Ollama's registry"):  # `localgen run ADDRESS` alone: no prompt
+        reads_as_a_model(text, None)
+
+
 def test_an_address_on_the_hf_endpoint_mirror_is_a_hub_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     from huggingface_hub import constants
 

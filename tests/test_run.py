@@ -402,6 +402,8 @@ def test_other_tools_commands_point_to_localgens(args: tuple[str, ...], hint: st
     (("run", "smollm2-135m"), 'ask it with `localgen run -m smollm2-135m "..."`, or chat with '
                               "`localgen chat -m smollm2-135m`"),
     (("run", "./m.gguf"), 'ask it with `localgen run -m ./m.gguf "..."`, or chat with `localgen chat -m ./m.gguf`'),
+    (("run", "ollama.com/library/llama3.2:1b", "hi"),  # was: quote the prompt
+     "localgen's name for it is llama3.2-1b (`localgen models list`)"),
     (("run", "hf.co/org/model"), 'ask it with `localgen run -m hf.co/org/model "..."`, or chat with '
                                  "`localgen chat -m hf.co/org/model`"),
 ])
