@@ -127,6 +127,14 @@ OTHER_TOOLS_OPTIONS = {
     **dict.fromkeys(("-np", "--parallel"), ("llama-cli", "parallel sequences", _ONE_SEQUENCE)),  # -n p: a token limit
     **dict.fromkeys(("-cb", "--cont-batching", "-nocb", "--no-cont-batching"),  # -c b: a context size
                     ("llama-cli", "continuous batching", _ONE_SEQUENCE)),
+    **dict.fromkeys(("-mm", "--mmproj", "-mu", "--mmproj-url"),  # -m m: a model named m
+                    ("llama-cli", "a multimodal projector", _TEXT_ONLY)),
+    "--image": ("llama-cli", "an image", _TEXT_ONLY),
+    **dict.fromkeys(("-md", "--model-draft"), ("llama-cli", "a draft model",  # -m d: a model named d
+                                               "localgen drafts from the prompt with --draft lookup, no second model")),
+    **dict.fromkeys(("-nkvo", "--no-kv-offload"), ("llama-cli", "keeping the KV cache off the GPU",  # -n kvo
+                                                   "localgen keeps it on the GPU with the offloaded layers, as "
+                                                   "llama.cpp does; --gpu-layers N or --no-gpu set the offload")),
     **dict.fromkeys(("-hft", "--hf-token"), ("llama-cli", "a Hugging Face token",
                                              "localgen reads HF_TOKEN, or the token `hf auth login` saved")),
 }

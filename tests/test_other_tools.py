@@ -92,6 +92,8 @@ from tests.conftest import bundled_model_file, run_localgen
      "localgen never prints the prompt: stdout is the answer alone; drop it"),
     (("run", "-n", "64", "-np", "4", "-cb", "hi"), "-np is llama-cli's option for parallel sequences",  # -n p
      "localgen runs one sequence, its prompt in batches of --batch-size N: drop it"),
+    (("run", "-mm", "mmproj.gguf", "hi"), "-mm is llama-cli's option for a multimodal projector",  # -m m
+     "localgen's models read text: -f FILE attaches a text file"),
     (("chat", "-hff", "x.gguf"), "-hff is llama-cli's option for a file of a Hugging Face repo",
      "localgen's is -m ORG/REPO/FILE.gguf"),
 ])
@@ -106,6 +108,9 @@ def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, .
     ("chat", ["--parallel=2"], "--parallel is llama-cli's option for parallel sequences"),
     ("run", ["-nocb", "-n", "5", "hi"], "-nocb is llama-cli's option for continuous batching"),
     ("run", ["-s", "-np", "hi"], None),  # a system prompt "-np"
+    ("run", ["-md", "draft.gguf", "hi"], "-md is llama-cli's option for a draft model"),  # click read it as -m d
+    ("run", ["-nkvo", "hi"], "-nkvo is llama-cli's option for keeping the KV cache off the GPU"),  # as -n kvo
+    ("chat", ["--image=cat.png"], "--image is llama-cli's option for an image"),
 ])
 def test_another_tool_s_option_is_told_from_a_value_in_process(command: str, args: list[str],
                                                                error: str | None) -> None:
