@@ -14,6 +14,8 @@ QUANT_PATTERN = re.compile(
 )
 HUB_PREFIXES = ("hf.co/", "huggingface.co/", "https://huggingface.co/", "https://hf.co/", "hf://")
 OLLAMA_HOSTS = ("ollama.com", "www.ollama.com", "registry.ollama.ai")  # addresses of Ollama's registry
+OLLAMA_PAGES = frozenset({"blog", "docs", "download", "models", "pricing", "public", "search", "settings", "signin",
+                          "signup"})  # ollama.com's pages, named where a user's models would be
 OLLAMA_HUB_HINT = "find the model's GGUF repo on Hugging Face and give it as ORG/REPO[:QUANT]"
 DEFAULT_TAG = "latest"  # Ollama's tag for a model's default version: here, the default quant
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registry name, and each half of a repo id
@@ -117,9 +119,9 @@ def ollama_model(text: str) -> str | None:
     body = re.sub(r"^https?://", "", text.strip(), flags=re.IGNORECASE)
     host, _, path = body.partition("/")
     parts = [part for part in path.split("?", 1)[0].split("#", 1)[0].split("/") if part]
-    if host.lower() not in OLLAMA_HOSTS or not parts:
-        return None
-    return parts[1] if parts[0] == "library" and len(parts) > 1 else "/".join(parts[:2])
+    if host.lower() not in OLLAMA_HOSTS or len(parts) != 2 or parts[0].lower() in OLLAMA_PAGES:
+        return None  # the site's own pages: ollama.com/library, /download, /search...
+    return parts[1] if parts[0] == "library" else "/".join(parts)
 
 
 def _endpoint() -> str:

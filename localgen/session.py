@@ -167,7 +167,7 @@ class ChatSession:
         except LocalgenError:
             return
         if not should_stop():  # rendering a long conversation takes a while: it may be too late now
-            engine.prefill_ahead(with_held_tokens(engine, tokens), should_stop)
+            engine.prefill_ahead(self._with_held_tokens(tokens), should_stop)
 
     def regenerate(self) -> tuple[TurnStart, Generator[Event, None, None]]:
         """Answer the last question again (the old answer stays if the new one fails before it starts), making
@@ -347,6 +347,13 @@ class ChatSession:
         self._rendered = [(loaded, list(messages), text, tokens), *kept[:RENDERS_KEPT - 1]]
         return text, tokens
 
+    def _with_held_tokens(self, tokens: list[int]) -> list[int]:
+        """tokens with the KV cache's own where they spell the same text (held_tokens), unless that takes more than
+        the budget planned with the rendered tokens (a model's tokens can outnumber its text's), leaving the answer
+        less room than it was promised or none."""
+        kept = with_held_tokens(self.loaded.engine, tokens)
+        return kept if len(kept) <= max(len(tokens), self._budget()) else tokens
+
     def _count(self, messages: list[Message]) -> int:
         """Tokens a conversation takes once rendered."""
         return len(self._prompt(messages)[1])
@@ -374,7 +381,7 @@ class ChatSession:
             if sends_attachments:
                 self.attachments = []
             turn.answer, turn.interrupted, turn.details = None, False, None
-            tokens = with_held_tokens(self.loaded.engine, self._prompt(conversation.messages())[1])
+            tokens = self._with_held_tokens(self._prompt(conversation.messages())[1])
             stream = self.loaded.engine.generate(tokens, self.sampling, self.limits, draft=self.draft,
                                                  prefix_cache=self.prefix_cache)
             yield from recorded(stream, turn, conversation.model, answered=self._keep_figures)

@@ -193,7 +193,12 @@ def run_localgen(*args: str, stdin: bytes | None = None, env: dict[str, str] | N
             if _zygote is None or _zygote.process.poll() is not None:
                 _zygote = _Zygote()
             if _zygote.takes(full_env):
-                return _zygote.run(args, stdin, full_env, timeout)
+                try:
+                    return _zygote.run(args, stdin, full_env, timeout)
+                except BaseException:  # its replies may be out of step now: the next run starts another
+                    _zygote.process.kill()
+                    _zygote = None
+                    raise
         finally:
             _zygote_lock.release()
     proc = subprocess.run(
@@ -210,7 +215,8 @@ def run_localgen(*args: str, stdin: bytes | None = None, env: dict[str, str] | N
 
 FORK_CHILDREN = os.environ.get("LOCALGEN_TEST_FORK", "1") != "0"  # LOCALGEN_TEST_FORK=0: every child afresh
 _WORKER_ENV = dict(os.environ)  # as the test worker started
-STARTUP_ENVS = ("PYTHON", "LC_", "LANG", "HOME", "TYPER_")  # read as an interpreter or a module it imports starts
+STARTUP_ENVS = ("PYTHON", "LC_", "LANG", "HOME", "TYPER_",  # read as an interpreter or a module it imports starts,
+                "OMP_", "GOMP_", "LD_", "GLIBC_", "MALLOC_")  # or as llama.cpp's C libraries load
 
 
 class _Zygote:
@@ -241,6 +247,7 @@ class _Zygote:
         finally:
             for fd in (child_in, out_write, err_write):
                 os.close(fd)
+        self.sock.settimeout(10)
         pid = self._reply()["pid"]
         outputs: dict[int, bytes] = {}
         workers = [threading.Thread(target=_read_all, args=(fd, outputs)) for fd in (out_read, err_read)]
@@ -253,9 +260,11 @@ class _Zygote:
             worker.join(max(0.0, deadline - time.monotonic()))
         timed_out = any(worker.is_alive() for worker in workers)
         if timed_out:
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.kill(pid, signal.SIGKILL)
             for worker in workers:
                 worker.join()
+        self.sock.settimeout(max(1.0, deadline - time.monotonic()) + 10)
         returncode = self._reply()["returncode"]
         if timed_out:
             raise subprocess.TimeoutExpired(["localgen", *args], timeout, outputs[out_read], outputs[err_read])

@@ -111,6 +111,7 @@ def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, .
     ("run", ["-md", "draft.gguf", "hi"], "-md is llama-cli's option for a draft model"),  # click read it as -m d
     ("run", ["-nkvo", "hi"], "-nkvo is llama-cli's option for keeping the KV cache off the GPU"),  # as -n kvo
     ("chat", ["--image=cat.png"], "--image is llama-cli's option for an image"),
+    ("bench", ["-nkvo", "1"], "-nkvo is llama-bench's option for keeping the KV cache off the GPU"),  # as -n kvo
 ])
 def test_another_tool_s_option_is_told_from_a_value_in_process(command: str, args: list[str],
                                                                error: str | None) -> None:

@@ -284,6 +284,14 @@ def test_an_address_of_ollama_s_registry_is_refused_with_localgen_s_name(text: s
         reads_as_a_model(text, None)
 
 
+@pytest.mark.parametrize("text", ["ollama.com/library", "https://ollama.com/download", "ollama.com/search/llama",
+                                  "https://ollama.com/library/llama3.2/blobs/abc"])
+def test_a_page_of_ollama_s_site_is_no_model_of_its_registry(text: str) -> None:
+    from localgen.references import ollama_model
+
+    assert ollama_model(text) is None
+
+
 def test_an_address_on_the_hf_endpoint_mirror_is_a_hub_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     from huggingface_hub import constants
 

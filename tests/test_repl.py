@@ -17,7 +17,7 @@ import pexpect
 import pytest
 from hub_server import HubServer, server_env
 
-from localgen.engine.core import AHEAD_CHUNK
+from localgen.engine.chunks import AHEAD_CHUNK
 from localgen.repl_input import SlashCommand, parse_command, without_controls
 from tests.conftest import REPO_ROOT, run_localgen
 

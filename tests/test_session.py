@@ -767,6 +767,24 @@ def test_the_next_turn_reuses_an_answer_as_the_model_gave_its_tokens(session: Ch
     assert _answer(session.ask("When?")[1]).usage.cached_tokens > len(held), "the first answer stays in the cache"
 
 
+def test_an_answer_kept_as_the_model_s_tokens_never_takes_the_room_the_budget_left_for_the_next_answer(
+        bundled_model: Path) -> None:
+    chat = _session(bundled_model, 256)  # 8 tokens kept for the answer: the budget is 248
+    try:
+        engine = chat.loaded.engine
+        first = _answer(chat.ask("Who travels in time?")[1])
+        answer = "The time traveler does. " * 9
+        held = engine.kv_token_list[:first.usage.prompt_tokens] + _spelled(engine, answer)
+        assert 248 < len(held) < 256
+        assert first.usage.prompt_tokens + len(engine.tokenize(answer, add_special=False)) + 16 < 248
+        _hold(engine, held)
+        chat.conversation.turns[-1].answer = answer
+        done = _answer(chat.ask("Why?")[1])  # the model's tokens would leave no room: the rendered ones are sent
+        assert done.usage.prompt_tokens <= 248 and done.text
+    finally:
+        chat.loaded.close()
+
+
 def test_an_answer_that_tokenizes_back_leaves_the_next_prompt_and_its_greedy_answer_as_they_were(
         session: ChatSession) -> None:
     engine, fmt = session.loaded.engine, session.loaded.prompt_format

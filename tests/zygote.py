@@ -7,7 +7,9 @@ modules; not huggingface_hub, which reads its settings from the environment as i
 when it needs it). Each child then sets up as a fresh `python -m localgen` would be: its own environment, folder,
 standard streams and CPUs, localgen's __main__ run as -m runs it, and the interpreter's own exit. Over a Unix
 socket: a request (JSON) with the child's three standard streams as passed descriptors; the replies are the
-child's pid, then its exit status.
+child's pid, then its exit status. What a child cannot have of its own is the zygote's, as the worker had it when
+the zygote started: its limits (ulimit) and umask, its string hash seed, what the C libraries read from the
+environment as they load (conftest starts such a run afresh); a traceback shows this file's frames first.
 """
 
 from __future__ import annotations
@@ -75,10 +77,12 @@ def become_localgen(request: dict, fds: list[int]) -> None:
 def _standard_stream(fd: int, old: io.TextIOWrapper) -> io.TextIOWrapper:
     """A standard stream over fd made as the interpreter makes it at its start (its stream objects know whether
     their file can seek, and the zygote's were made over /dev/null), in the encoding the zygote's has."""
-    buffer = open(fd, "wb" if fd else "rb", closefd=False)  # noqa: SIM115 (a standard stream stays open)
-    buffer.raw.name = f"<{('stdin', 'stdout', 'stderr')[fd]}>"
-    stream = io.TextIOWrapper(buffer, encoding=old.encoding, errors=old.errors, newline="\n",
-                              line_buffering=fd == 2 or buffer.raw.isatty())
+    unbuffered = fd > 0 and old.write_through  # python -u, PYTHONUNBUFFERED: the zygote's own were made so
+    buffer = open(fd, "wb" if fd else "rb", buffering=0 if unbuffered else -1, closefd=False)  # noqa: SIM115
+    raw = buffer if unbuffered else buffer.raw
+    raw.name = f"<{('stdin', 'stdout', 'stderr')[fd]}>"
+    stream = io.TextIOWrapper(buffer, encoding=old.encoding, errors=old.errors, newline="\n", write_through=unbuffered,
+                              line_buffering=not unbuffered and (fd == 2 or raw.isatty()))
     stream.mode = "w" if fd else "r"
     return stream
 
