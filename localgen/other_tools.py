@@ -46,6 +46,7 @@ _SCHEMA = "localgen's is --json-schema SCHEMA, its JSON text or a file"
 _HF_REPO = "localgen's is -m ORG/REPO[:QUANT]"
 _HF_FILE = "localgen's is -m ORG/REPO/FILE.gguf"
 _ONE_SEQUENCE = "localgen runs one sequence, its prompt in batches of --batch-size N: drop it"
+_NO_DRAFT_MODEL = "localgen drafts from the prompt with --draft lookup, no second model"
 OTHER_TOOLS_OPTIONS = {
     "-sys": ("llama-cli", "a system prompt", _SYSTEM),
     "--system-prompt": ("llama-cli", "a system prompt", _SYSTEM),
@@ -130,8 +131,17 @@ OTHER_TOOLS_OPTIONS = {
     **dict.fromkeys(("-mm", "--mmproj", "-mu", "--mmproj-url"),  # -m m: a model named m
                     ("llama-cli", "a multimodal projector", _TEXT_ONLY)),
     "--image": ("llama-cli", "an image", _TEXT_ONLY),
-    **dict.fromkeys(("-md", "--model-draft"), ("llama-cli", "a draft model",  # -m d: a model named d
-                                               "localgen drafts from the prompt with --draft lookup, no second model")),
+    **dict.fromkeys(("-md", "--model-draft"), ("llama-cli", "a draft model", _NO_DRAFT_MODEL)),  # -m d: a model "d"
+    **dict.fromkeys(("-cd", "--ctx-size-draft"), ("llama-cli", "the draft model's context", _NO_DRAFT_MODEL)),  # -c d
+    **dict.fromkeys(("-td", "--threads-draft", "-tbd", "--threads-batch-draft"),  # -t d, -t bd: a thread count
+                    ("llama-cli", "the draft model's threads", _NO_DRAFT_MODEL)),
+    **dict.fromkeys(("-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"),  # -n gld: a token limit
+                    ("llama-cli", "the draft model's GPU layers", _NO_DRAFT_MODEL)),
+    **dict.fromkeys(("-cmoe", "--cpu-moe", "-ncmoe", "--n-cpu-moe"),  # -c moe, -n cmoe
+                    ("llama-cli", "keeping a mixture of experts' weights on the CPU",
+                     "localgen offloads whole layers: --gpu-layers N sets how many, --no-gpu none")),
+    **dict.fromkeys(("-nr", "--no-repack"), ("llama-cli", "leaving the weights unrepacked",  # -n r: a token limit
+                                             "localgen lets llama.cpp repack them for the CPU where it can: drop it")),
     **dict.fromkeys(("-nkvo", "--no-kv-offload"), ("llama-cli", "keeping the KV cache off the GPU",  # -n kvo
                                                    "localgen keeps it on the GPU with the offloaded layers, as "
                                                    "llama.cpp does; --gpu-layers N or --no-gpu set the offload")),

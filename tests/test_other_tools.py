@@ -112,6 +112,12 @@ def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, .
     ("run", ["-nkvo", "hi"], "-nkvo is llama-cli's option for keeping the KV cache off the GPU"),  # as -n kvo
     ("chat", ["--image=cat.png"], "--image is llama-cli's option for an image"),
     ("bench", ["-nkvo", "1"], "-nkvo is llama-bench's option for keeping the KV cache off the GPU"),  # as -n kvo
+    ("run", ["-cd", "4096", "hi"], "-cd is llama-cli's option for the draft model's context"),  # as -c d
+    ("run", ["-td", "2", "hi"], "-td is llama-cli's option for the draft model's threads"),  # as -t d
+    ("chat", ["-ngld", "99"], "-ngld is llama-cli's option for the draft model's GPU layers"),  # as -n gld
+    ("run", ["-ncmoe", "8", "hi"], "-ncmoe is llama-cli's option for keeping a mixture of experts' weights on the CPU"),
+    ("run", ["-cmoe", "hi"], "-cmoe is llama-cli's option for keeping a mixture of experts' weights on the CPU"),
+    ("run", ["-nr", "hi"], "-nr is llama-cli's option for leaving the weights unrepacked"),  # as -n r
 ])
 def test_another_tool_s_option_is_told_from_a_value_in_process(command: str, args: list[str],
                                                                error: str | None) -> None:
