@@ -1,0 +1,106 @@
+"""What Engine shows of its loaded model: the fixed figures read at load, and the vocabulary as text and ids."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from localgen.engine.facts import ModelFacts
+from localgen.engine.native import lc, llama_cpp_version
+from localgen.engine.vocab import Vocab
+from localgen.errors import LocalgenError
+
+
+class LoadedModel:
+    """Engine's base: its model's figures and tokens, read through the facts and vocabulary Engine loads."""
+
+    _model: lc.llama_model_p | None
+    _ctx: lc.llama_context_p | None
+    _facts: ModelFacts
+    _vocab: Vocab
+
+    def _check_open(self) -> None:
+        """Refuse to touch native memory after close()."""
+        if not self.is_open:
+            raise LocalgenError("no model is loaded", hint="load one again (/model NAME in chat)")
+
+    @property
+    def n_ctx(self) -> int:
+        """The usable context size: what was asked for, within what llama.cpp allocated."""
+        return self._facts.n_ctx
+
+    @property
+    def n_batch(self) -> int:
+        """The prefill chunk size llama.cpp accepts (it caps n_batch at the context size)."""
+        return self._facts.n_batch
+
+    @property
+    def n_ubatch(self) -> int:
+        """The physical batch size: how many tokens one graph evaluation takes."""
+        return self._facts.n_ubatch
+
+    @property
+    def n_vocab(self) -> int:
+        """The number of tokens in the vocabulary."""
+        return self._facts.n_vocab
+
+    @property
+    def n_ctx_train(self) -> int:
+        """The context length the model was trained with."""
+        return self._facts.n_ctx_train
+
+    def chat_template(self) -> str | None:
+        """The model's own Jinja chat template, if it has one."""
+        return self._facts.chat_template
+
+    @property
+    def bos_token(self) -> int:
+        """The BOS token id (-1 when the model has none)."""
+        return self._facts.bos_token
+
+    @property
+    def backend_version(self) -> str:
+        """The llama.cpp binding's name and version."""
+        return f"llama-cpp-python {llama_cpp_version()}"
+
+    @property
+    def bos_text(self) -> str:
+        """The BOS token as text ('' when the model has none)."""
+        return self._facts.bos_text
+
+    @property
+    def eos_text(self) -> str:
+        """The EOS token as text ('' when the model has none)."""
+        return self._facts.eos_text
+
+    @property
+    def adds_bos(self) -> bool:
+        """True when the model expects a BOS token at the start of a prompt."""
+        return self._facts.adds_bos
+
+    @property
+    def is_open(self) -> bool:
+        """False once close() has freed the model."""
+        return self._ctx is not None and self._model is not None
+
+    # --- tokens --------------------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
+        """Turn text into token ids (special tokens such as <|im_start|> parsed when asked)."""
+        self._check_open()
+        return self._vocab.tokenize(text, add_special=add_special, parse_special=parse_special)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        """Turn token ids back into text (not used per token while decoding)."""
+        self._check_open()
+        return self._vocab.detokenize(tokens)
+
+    def token_text(self, token: int) -> str:
+        """The text of a (special) token, e.g. the BOS token's '<s>' ('' for no token, even after close())."""
+        if token >= 0:
+            self._check_open()
+        return self._vocab.token_text(token)
+
+    def control_among(self, candidates: Sequence[tuple[int, str]]) -> frozenset[str]:
+        """The texts of the candidate (id, text) tokens that the loaded vocabulary treats as control tokens."""
+        self._check_open()
+        return self._vocab.control_among(candidates)
