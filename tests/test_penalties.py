@@ -16,8 +16,8 @@ from localgen.events import Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from tests.conftest import chat_prompt
 
-# The tests of the real engine in this process run alone (serial): llama.cpp's threads spin, so a busy CPU
-# stalls them (conftest).
+# The real engine in this process runs on one thread: llama.cpp's threads spin while they wait for one another,
+# so two of them beside another worker's test would stall (conftest: serial); one keeps pace beside it.
 
 VOCAB = 500
 SETTINGS = [  # (repeat_last_n, repeat, frequency, presence)
@@ -77,7 +77,7 @@ def test_penalties_equal_llama_cpp_bit_for_bit_and_are_undone(last_n: int, repea
 
 @pytest.fixture(scope="module")
 def engine(bundled_model: Path) -> Iterator[Engine]:
-    with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2)) as eng:
+    with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1)) as eng:
         yield eng
 
 
@@ -111,7 +111,6 @@ def _reference_tokens(engine: Engine, prompt: list[int], sampling: SamplingParam
                    presence_penalty=0.4, seed=7),
     SamplingParams(temperature=0.0, repeat_penalty=1.6, repeat_last_n=PENALTY_WINDOW_IN_PYTHON + 1),
 ], ids=["greedy", "sampled", "window-for-llama.cpp"])
-@pytest.mark.serial
 def test_generations_match_llama_cpps_penalties_sampler_token_for_token(engine: Engine,
                                                                         sampling: SamplingParams) -> None:
     prompt = chat_prompt(engine, "List the days of the week, then the months of the year, twice.")
@@ -124,7 +123,6 @@ def test_generations_match_llama_cpps_penalties_sampler_token_for_token(engine: 
     assert got == expected[:len(got)] and len(got) == 47  # the last token sampled is not decoded
 
 
-@pytest.mark.serial
 def test_the_cached_logits_are_left_as_computed(engine: Engine) -> None:
     prompt = chat_prompt(engine, "Say hello hello hello.")
     engine.reset()
@@ -141,7 +139,6 @@ def test_the_cached_logits_are_left_as_computed(engine: Engine) -> None:
     assert again.text == first.text
 
 
-@pytest.mark.serial
 def test_a_large_window_is_left_to_llama_cpps_sampler(engine: Engine) -> None:
     """A Python loop over a window's distinct tokens would cost more than llama.cpp's fixed one beyond it."""
     for last_n, native in ((PENALTY_WINDOW_IN_PYTHON, False), (PENALTY_WINDOW_IN_PYTHON + 1, True), (-1, True)):

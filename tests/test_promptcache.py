@@ -25,8 +25,8 @@ from localgen.units import binary_size
 from localgen.verify import file_identity_key
 from tests.conftest import REPO_ROOT, bundled_model_file, chat_prompt, run_localgen
 
-# The tests of the real engine in this process run alone (serial): llama.cpp's threads spin, so a busy CPU
-# stalls them (conftest).
+# The real engine in this process runs on one thread: llama.cpp's threads spin while they wait for one another,
+# so two of them beside another worker's test would stall (conftest: serial); one keeps pace beside it.
 
 GREEDY = SamplingParams(temperature=0.0)
 DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(40))
@@ -226,7 +226,7 @@ def test_every_shard_of_a_split_model_is_part_of_the_identity(tmp_path: Path) ->
 
 @pytest.fixture(scope="module")
 def engine(bundled_model: Path) -> Iterator[Engine]:
-    with Engine(bundled_model, LoadOptions(n_ctx=2048, n_threads=2, n_threads_batch=2)) as eng:
+    with Engine(bundled_model, LoadOptions(n_ctx=2048, n_threads=1, n_threads_batch=1)) as eng:
         yield eng
 
 
@@ -241,7 +241,6 @@ def _answer(engine: Engine, prompt: list[int], cache: PromptCache | None) -> Fin
     return [e for e in events if isinstance(e, Finished)][-1]
 
 
-@pytest.mark.serial
 def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path: Path) -> None:
     cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30)
     first, second = _prompt(engine, "How many red boxes are there?"), _prompt(engine, "Which box holds most?")
@@ -257,7 +256,6 @@ def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path:
     assert again.text == cold.text and len(list_entries(tmp_path)) == 1
 
 
-@pytest.mark.serial
 def test_an_answer_stopped_before_its_first_token_still_counts_what_was_restored(engine: Engine,
                                                                                 tmp_path: Path) -> None:
     cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30)
@@ -275,12 +273,11 @@ def test_an_answer_stopped_before_its_first_token_still_counts_what_was_restored
     (2 * 128 + 100, 2 * 128 + 10), (2 * 128 + 100, 2 * 128 + 70),  # the saved tail under / over FA_TILE_Q
     (3 * 128 + 14, 3 * 128 + 14),  # the same prompt again: its last token alone would take the one-query kernel
 ])
-@pytest.mark.serial
 def test_a_restored_prefix_gives_the_cold_logits_bit_for_bit(bundled_model: Path, tmp_path: Path, length: int,
                                                              saved: int) -> None:
     """Rows a saved prompt computed in a small last batch are recomputed when a cold prefill batches them larger,
     and the rows recomputed after a restore take the kernel they took cold."""
-    options = LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, n_batch=128, n_ubatch=128, flash_attn="on")
+    options = LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1, n_batch=128, n_ubatch=128, flash_attn="on")
     with Engine(bundled_model, options) as eng:
         words = eng.tokenize(" ".join(f"item {i} is {i * 7 % 13} and" for i in range(120)), add_special=False)
         prompt = words[:length]
@@ -299,7 +296,6 @@ def test_a_restored_prefix_gives_the_cold_logits_bit_for_bit(bundled_model: Path
         assert warm.restored_tokens > 0 and restored == cold
 
 
-@pytest.mark.serial
 def test_memory_that_cannot_drop_a_tail_neither_stores_nor_restores(engine: Engine, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Recurrent and hybrid models refuse to drop a KV tail: no entry may hold an answer, no restore may drift."""
@@ -316,7 +312,6 @@ def test_memory_that_cannot_drop_a_tail_neither_stores_nor_restores(engine: Engi
     assert int(lc.llama_memory_seq_pos_max(engine._kv.memory, 0)) + 1 == len(engine.kv_token_list)
 
 
-@pytest.mark.serial
 def test_mismatched_state_is_rejected_cleanly(engine: Engine) -> None:
     engine.reset()
     assert not engine.load_state([1, 2, 3], bytearray(b"not a llama.cpp state"))
@@ -325,7 +320,6 @@ def test_mismatched_state_is_rejected_cleanly(engine: Engine) -> None:
     assert done.text
 
 
-@pytest.mark.serial
 def test_state_round_trip_in_memory(engine: Engine) -> None:
     prompt = chat_prompt(engine, "Which colour is the sky?")
     cold = _answer(engine, prompt, None)

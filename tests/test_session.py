@@ -29,11 +29,9 @@ from localgen.runner import ModelOptions, load_model
 from localgen.session import ChatSession, UnsavedChangeError
 from tests import gguf_builders as gb
 
-pytestmark = pytest.mark.serial  # llama.cpp's threads in this process (conftest: serial)
-
 
 def _session(model: Path, ctx_size: int | None) -> ChatSession:
-    options = ModelOptions(model=str(model), ctx_size=ctx_size, threads=2)
+    options = ModelOptions(model=str(model), ctx_size=ctx_size, threads=1)
     return ChatSession(load_model(options), options, Conversation.new(system=None, model=str(model)),
                        SamplingParams(temperature=0.0), GenerationLimits(max_tokens=8), autosave=False)
 
@@ -525,7 +523,7 @@ def test_a_load_that_fails_after_the_weights_are_in_frees_them(bundled_model: Pa
     monkeypatch.setattr(Engine, "__init__", recording_init)
     monkeypatch.setattr(runner, "_prompt_format", broken)
     with pytest.raises(TemplateError):
-        load_model(ModelOptions(model=str(bundled_model), ctx_size=512, threads=2))
+        load_model(ModelOptions(model=str(bundled_model), ctx_size=512, threads=1))
     assert len(opened) == 1 and not opened[0].is_open, "the engine opened for the failed load is closed"
 
 

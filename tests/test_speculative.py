@@ -16,8 +16,8 @@ from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.speculative import DRAFT_MAX, BatchCost, PromptLookup, expected_tokens
 from tests.conftest import chat_prompt
 
-# The tests of the real engine in this process run alone (serial): llama.cpp's threads spin, so a busy CPU
-# stalls them (conftest).
+# The real engine in this process runs on one thread: llama.cpp's threads spin while they wait for one another,
+# so two of them beside another worker's test would stall (conftest: serial); one keeps pace beside it.
 
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 # Short enough that prompt + answer stay under 256 KV cells: there llama.cpp's one-query and few-query
@@ -126,7 +126,7 @@ def always_draft(monkeypatch: pytest.MonkeyPatch) -> None:
 def engine(bundled_model: Path) -> Iterator[Engine]:
     # flash attention on, as `run --draft lookup` loads it: only its kernels round a verified batch as one-token
     # steps do
-    with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, flash_attn="on")) as eng:
+    with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1, flash_attn="on")) as eng:
         yield eng
 
 
@@ -146,7 +146,6 @@ def _run(engine: Engine, prompt: list[int], sampling: SamplingParams, limits: Ge
 
 @pytest.mark.parametrize("sampling", [GREEDY, SamplingParams(temperature=0.0), SamplingParams(seed=7)],
                          ids=["greedy", "greedy-penalty", "sampled"])
-@pytest.mark.serial
 def test_lookup_output_equals_plain_decoding(engine: Engine, sampling: SamplingParams) -> None:
     prompt = chat_prompt(engine, f"Repeat this sentence exactly, twice:\n\n{COPY_TEXT}")
     limits = GenerationLimits(max_tokens=80)
@@ -161,13 +160,12 @@ def test_lookup_output_equals_plain_decoding(engine: Engine, sampling: SamplingP
         assert fast.draft.accepted > 10, fast.draft
 
 
-@pytest.mark.serial
 def test_lookup_is_exact_past_256_cells_with_a_quantized_kv_cache(bundled_model: Path) -> None:
     # Past 256 KV cells, llama.cpp's CPU attention splits a one-query batch's f16 KV across threads and rounds
     # differently from a verified batch, so f16 output may (not must) diverge at a near-tie; a q8_0 cache has
     # one kernel for every batch size, so greedy lookup is exact by construction (as README states).
     long_text = " ".join([COPY_TEXT] * 11)
-    with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, kv_type="q8_0")) as eng:
+    with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1, kv_type="q8_0")) as eng:
         prompt = chat_prompt(eng, f"Repeat this text exactly:\n\n{long_text}")
         assert len(prompt) > 256
         limits = GenerationLimits(max_tokens=160)
@@ -177,7 +175,6 @@ def test_lookup_is_exact_past_256_cells_with_a_quantized_kv_cache(bundled_model:
     assert fast.draft is not None and fast.draft.accepted > 20, fast.draft
 
 
-@pytest.mark.serial
 def test_limits_and_stops_cut_inside_an_accepted_draft(engine: Engine) -> None:
     prompt = chat_prompt(engine, f"Repeat this sentence exactly, twice:\n\n{COPY_TEXT}")
     full, _, _ = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=60), "none")
@@ -196,7 +193,6 @@ def test_limits_and_stops_cut_inside_an_accepted_draft(engine: Engine) -> None:
     assert fast.text == plain.text and fast.finish_reason == "stop" and fast_kv == plain_kv
 
 
-@pytest.mark.serial
 def test_unknown_draft_mode_is_a_usage_error(engine: Engine) -> None:
     with pytest.raises(UsageError):
         list(engine.generate(chat_prompt(engine, "hi"), GREEDY, draft="medusa"))
