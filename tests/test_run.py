@@ -156,7 +156,7 @@ def test_draft_lookup_reports_accepted_drafts_and_keeps_the_greedy_text() -> Non
 def test_stats_line_on_stderr_only() -> None:
     result = run_localgen("run", "Hi", "-n", "8", "--stats", *GREEDY)
     assert result.returncode == 0
-    assert re.search(r"prompt \d+ tok.*TTFT \d+ ms.*prefill [\d.]+ tok/s.*generated \d+ tok.*decode [\d.]+ tok/s",
+    assert re.search(r"prompt \d+ tok.*TTFT [\d,]+ ms.*prefill [\d.,]+ tok/s.*generated \d+ tok.*decode [\d.,]+ tok/s",
                      result.err), result.err
     assert "tok/s" not in result.out
 
