@@ -8,16 +8,20 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import pexpect
 import pytest
+from forked_pty import ForkedPty, ForkedSpawn
 from hub_server import hubenv_fixture, loopback_hub_fixture  # noqa: F401  (the loopback Hub fixtures, for every test)
 
 if TYPE_CHECKING:
@@ -186,21 +190,10 @@ def run_localgen(*args: str, stdin: bytes | None = None, env: dict[str, str] | N
                  timeout: float = 120) -> CliResult:
     """Run `python -m localgen ARGS` in a subprocess, stdin from bytes (or /dev/null): forked by tests/zygote.py
     where the environment leaves what an interpreter reads as it starts as it was, started afresh otherwise."""
-    global _zygote
     full_env = {**os.environ, **(env or {})}
-    if FORK_CHILDREN and _zygote_lock.acquire(blocking=False):  # a second run at once (another thread's): afresh
-        try:
-            if _zygote is None or _zygote.process.poll() is not None:
-                _zygote = _Zygote()
-            if _zygote.takes(full_env):
-                try:
-                    return _zygote.run(args, stdin, full_env, timeout)
-                except BaseException:  # its replies may be out of step now: the next run starts another
-                    _zygote.process.kill()
-                    _zygote = None
-                    raise
-        finally:
-            _zygote_lock.release()
+    with _free_zygote(full_env) as zygote:
+        if zygote is not None:
+            return zygote.run(args, stdin, full_env, timeout)
     proc = subprocess.run(
         [sys.executable, "-m", "localgen", *args],
         input=stdin,
@@ -211,6 +204,42 @@ def run_localgen(*args: str, stdin: bytes | None = None, env: dict[str, str] | N
         cwd=REPO_ROOT,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def spawn_localgen(*args: str, env: dict[str, str], cwd: Path = REPO_ROOT, **options: Any) -> pexpect.spawn:
+    """pexpect.spawn of `python -m localgen ARGS` in a pty (options: pexpect.spawn's), its child forked by
+    tests/zygote.py as run_localgen's are (in a session of its own, the pty its controlling terminal), started
+    afresh otherwise."""
+    command = [sys.executable, "-m", "localgen", *args]
+    with _free_zygote(env) as zygote:
+        if zygote is not None:
+            return ForkedSpawn(zygote.spawn_pty, command[0], command[1:], env=env, cwd=str(cwd), **options)
+    return pexpect.spawn(command[0], command[1:], env=env, cwd=str(cwd), **options)
+
+
+@contextlib.contextmanager
+def _free_zygote(env: dict[str, str]) -> Iterator[_Zygote | None]:
+    """This worker's zygote (started when first needed) where it takes env and no other thread is using it, else
+    None (a second run at once, another thread's, starts afresh). An exception while it is in use discards it: its
+    replies may be out of step, and the next run starts another."""
+    global _zygote
+    if not FORK_CHILDREN or not _zygote_lock.acquire(blocking=False):
+        yield None
+        return
+    try:
+        if _zygote is None or _zygote.process.poll() is not None:
+            _zygote = _Zygote()
+        if not _zygote.takes(env):
+            yield None
+            return
+        try:
+            yield _zygote
+        except BaseException:
+            _zygote.process.kill()
+            _zygote = None
+            raise
+    finally:
+        _zygote_lock.release()
 
 
 FORK_CHILDREN = os.environ.get("LOCALGEN_TEST_FORK", "1") != "0"  # LOCALGEN_TEST_FORK=0: every child afresh
@@ -269,6 +298,27 @@ class _Zygote:
         if timed_out:
             raise subprocess.TimeoutExpired(["localgen", *args], timeout, outputs[out_read], outputs[err_read])
         return CliResult(returncode, outputs[out_read], outputs[err_read])
+
+    def spawn_pty(self, args: list[str | bytes], *, env: dict[str, str], cwd: str,
+                  dimensions: tuple[int, int] | None = None, echo: bool = True,
+                  preexec_fn: Callable[[], None] | None = None) -> ForkedPty:
+        """Fork `python -m localgen ARGS` in a new pty of dimensions (rows, columns), for pexpect (ForkedSpawn):
+        its pid and, once it ends, its wait status come over a socket of its own from a watcher process."""
+        args = [os.fsdecode(arg) for arg in args]  # pexpect gives them as bytes
+        if args[1:3] != ["-m", "localgen"] or not echo or preexec_fn is not None:
+            raise ValueError(f"the zygote starts localgen alone, echoing, with nothing run before it: not {args}")
+        master, slave = os.openpty()
+        if dimensions is not None:
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *dimensions, 0, 0))
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        request = {"args": args[3:], "env": env, "cwd": cwd, "cpus": sorted(os.sched_getaffinity(0)), "pty": True}
+        try:
+            socket.send_fds(self.sock, [json.dumps(request).encode()], [slave, theirs.fileno()])
+        finally:
+            os.close(slave)
+            theirs.close()
+        ours.settimeout(10)
+        return ForkedPty(json.loads(ours.recv(1 << 16))["pid"], master, ours)
 
     def _reply(self) -> dict:
         """The zygote's next reply."""

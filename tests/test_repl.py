@@ -19,7 +19,7 @@ from hub_server import HubServer, server_env
 
 from localgen.engine.chunks import AHEAD_CHUNK
 from localgen.repl_input import SlashCommand, parse_command, without_controls
-from tests.conftest import REPO_ROOT, run_localgen
+from tests.conftest import REPO_ROOT, run_localgen, spawn_localgen
 
 PROMPT = ">>>"
 CURSOR_REQUEST = "\x1b[6n"
@@ -40,9 +40,8 @@ def _env(home: Path, *, cpr: bool = False, columns: int = 100) -> dict[str, str]
 
 def spawn_chat(home: Path, *args: str, cwd: Path = REPO_ROOT, cpr: bool = False, columns: int = 100) -> pexpect.spawn:
     """Start `localgen chat ARGS` in a pty of 30 rows and the given columns, with its data in home."""
-    return pexpect.spawn(sys.executable, ["-m", "localgen", "chat", *args], cwd=str(cwd),
-                         env=_env(home, cpr=cpr, columns=columns), encoding="utf-8", codec_errors="replace",
-                         timeout=TIMEOUT, dimensions=(30, columns))
+    return spawn_localgen("chat", *args, cwd=cwd, env=_env(home, cpr=cpr, columns=columns), encoding="utf-8",
+                          codec_errors="replace", timeout=TIMEOUT, dimensions=(30, columns))
 
 
 def spawn_in_shell(home: Path, *args: str) -> pexpect.spawn:

@@ -14,6 +14,7 @@ environment as they load (conftest starts such a run afresh); a traceback shows 
 
 from __future__ import annotations
 
+import fcntl
 import importlib
 import io
 import json
@@ -21,6 +22,7 @@ import os
 import runpy
 import socket
 import sys
+import termios
 import time
 import types
 
@@ -30,7 +32,7 @@ AHEAD = (
     "ipaddress", "json", "logging", "lzma", "bz2", "pathlib", "pickle", "platform", "random", "secrets",
     "selectors", "shlex", "shutil", "signal", "statistics", "subprocess", "tempfile", "textwrap", "threading",
     "tomllib", "unicodedata", "urllib.parse", "uuid", "zipfile",
-    "localgen.cli", "localgen.cli_run", "localgen.runner", "localgen.engine",
+    "localgen.cli", "localgen.cli_run", "localgen.runner", "localgen.engine", "localgen.cli_chat_flow", "localgen.repl",
 )
 
 
@@ -46,7 +48,14 @@ def serve(sock: socket.socket) -> tuple[dict, list[int]]:
         pid = os.fork()
         if pid == 0:
             sock.close()
+            if request.get("pty"):
+                _watch(fds.pop())
             return request, fds
+        if request.get("pty"):  # its watcher reports to the test; this first fork ends at once
+            for fd in fds:
+                os.close(fd)
+            os.waitpid(pid, 0)
+            continue
         for fd in fds:
             os.close(fd)
         sock.sendall(json.dumps({"pid": pid}).encode() + b"\n")
@@ -54,8 +63,31 @@ def serve(sock: socket.socket) -> tuple[dict, list[int]]:
         sock.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
 
 
+def _watch(reply_fd: int) -> None:
+    """In a pty request's fork: fork again (the zygote waits for the first fork alone), fork the child, and, as its
+    parent, send its pid and then its wait status (the test's pexpect cannot wait for it); return in the child."""
+    if os.fork():
+        os._exit(0)
+    reply = socket.socket(fileno=reply_fd)
+    child = os.fork()
+    if child == 0:
+        reply.close()
+        return
+    os.closerange(0, reply_fd)  # the pty and the standard streams are the child's alone
+    os.closerange(reply_fd + 1, max(int(name) for name in os.listdir("/proc/self/fd")) + 1)
+    reply.sendall(json.dumps({"pid": child}).encode())
+    _, status = os.waitpid(child, 0)
+    reply.sendall(json.dumps({"status": status}).encode())
+    os._exit(0)
+
+
 def become_localgen(request: dict, fds: list[int]) -> None:
-    """Set this forked process up as `python -m localgen ARGS` started fresh would be, and run localgen."""
+    """Set this forked process up as `python -m localgen ARGS` started fresh would be, and run localgen (in a pty:
+    as the leader of a session of its own whose controlling terminal the pty is)."""
+    if request.get("pty"):
+        os.setsid()
+        fcntl.ioctl(fds[0], termios.TIOCSCTTY, 0)
+        fds = fds * 3
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     os.closerange(3, max(int(name) for name in os.listdir("/proc/self/fd")) + 1)  # as subprocess's close_fds
