@@ -26,6 +26,7 @@ CURSOR_REQUEST = "\x1b[6n"
 TIMEOUT = 90
 QUIET = 0.2  # seconds without output after the prompt: the screen has settled
 LONG_QUESTION = "Write a very long story about a dragon who loves books."
+PREFILL_STATUS = re.compile(r"reading(?: the prompt)?: [\d,]+/[\d,]+(?: tokens)? \(\d+%\)")  # no answer yet
 
 
 def _env(home: Path, *, cpr: bool = False, columns: int = 100) -> dict[str, str]:
@@ -120,7 +121,7 @@ class Chat:
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:
             self.child.expect([pexpect.TIMEOUT, "zzz"], timeout=0.2)
-            tail = self.transcript.getvalue().rpartition(LONG_QUESTION)[2]
+            tail = PREFILL_STATUS.sub("", self.transcript.getvalue().rpartition(LONG_QUESTION)[2])
             if sum(c.isalpha() for c in tail) > 40:
                 return
         raise AssertionError(f"no answer on the screen; screen: {self.child.before!r}")
