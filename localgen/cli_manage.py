@@ -156,7 +156,7 @@ def models_show(
     from localgen.gguf_split import parameter_count, present_shards
     from localgen.inputs import named_as_typed
     from localgen.quant_choice import plan_summary, resolve_downloaded
-    from localgen.resolve import undownloaded_entry, unverified_copy
+    from localgen.resolve import refuse_lacking, undownloaded_entry, unverified_copy
     from localgen.verify import recorded_sha256
 
     try:
@@ -165,6 +165,7 @@ def models_show(
         unverified = unverified_copy(reference)  # another tool's download: its header can be read all the same
         entry = None if template or unverified is not None else undownloaded_entry(reference)
         if unverified is None and entry is None:
+            refuse_lacking(reference)  # before the error's `localgen pull`: the quant or file must be in the repo
             raise
         if unverified is None:
             _show_undownloaded(reference, *entry, json_output=json_output)

@@ -11,7 +11,7 @@ from hub_server import HubEnv, make_gguf_bytes, run_cli
 from localgen.errors import ConfigError, HubError
 from localgen.registry import load_registry
 from localgen.resolve import resolve_model
-from tests.conftest import user_registry
+from tests.conftest import run_localgen, user_registry
 
 TINY_REPO = "test/Tiny-GGUF"
 TINY_FILES = {"tiny-Q4_K_M.gguf": make_gguf_bytes("q4"), "tiny-Q8_0.gguf": make_gguf_bytes("q8")}
@@ -112,7 +112,7 @@ def test_offline_a_quant_the_repo_lacked_when_last_listed_is_said_so_not_just_no
     assert typed.startswith(f"localgen: error: model '{TINY_REPO}/tiny-Q6_K.gguf' is not downloaded, and {TINY_REPO} "
                             "had no file 'tiny-Q6_K.gguf' when localgen last listed it (hint: GGUF files in this "
                             "repo: tiny-Q4_K_M.gguf, tiny-Q8_0.gguf; to check the repo again, drop --offline"), typed
-    shown = run_cli(hubenv.env, "models", "show", "mine")
+    shown = run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "mine")
     assert shown.returncode == 0 and shown.stdout.splitlines()[-1].split(None, 1) == [
         "downloaded:", f"no ({TINY_REPO} had no Q5_K_M file when localgen last listed it)"], shown.stdout
     assert run_cli(hubenv.env, "models", "show", "never").stdout.splitlines()[-1].split(None, 1) == [
@@ -121,6 +121,32 @@ def test_offline_a_quant_the_repo_lacked_when_last_listed_is_said_so_not_just_no
     assert never == ("localgen: error: model 'never' is not downloaded and localgen is offline "
                      "(hint: drop --offline, then run `localgen pull never`)"), never
     assert hubenv.server.requests == []
+
+
+def test_online_a_quant_the_repo_lacked_when_last_listed_is_asked_of_the_hub_before_a_pull_is_suggested(
+        hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(TINY_REPO, TINY_FILES)
+    user_registry(hubenv.localgen_home, f'[models.mine]\nrepo = "{TINY_REPO}"\nquant = "Q6_K"\n')
+    assert run_localgen("pull", f"{TINY_REPO}:Q8_0", env=hubenv.env).returncode == 0  # listed: no Q6_K
+    hubenv.server.requests.clear()
+
+    def show(reference: str, **env: str) -> tuple[int, str]:
+        shown = run_localgen("models", "show", reference, env={**hubenv.env, **env})
+        assert "Traceback" not in shown.err, shown.err
+        return shown.returncode, shown.out.splitlines()[-1] if shown.returncode == 0 else shown.err.strip()
+
+    assert show(f"{TINY_REPO}:Q6_K") == (1, f"localgen: error: model '{TINY_REPO}:Q6_K' is not downloaded, and "
+                                            f"{TINY_REPO} has no Q6_K file (hint: quants in this repo: Q4_K_M, Q8_0; "
+                                            f"choose one with {TINY_REPO}:QUANT)")
+    assert show("mine") == (0, f"downloaded:    no ({TINY_REPO} has no Q6_K file)")
+    assert show(f"{TINY_REPO}:Q4_K_M") == (1, f"localgen: error: model '{TINY_REPO}:Q4_K_M' is not downloaded "
+                                              f"(hint: run `localgen pull {TINY_REPO}:Q4_K_M`)")
+    assert hubenv.server.count("GET", "/api/models/") == 2, "asked only where the listing lacked the quant"
+    hubenv.server.repos[TINY_REPO].files["tiny-Q6_K.gguf"] = make_gguf_bytes("q6")  # the repo gains it
+    assert show(f"{TINY_REPO}:Q6_K") == (1, f"localgen: error: model '{TINY_REPO}:Q6_K' is not downloaded "
+                                            f"(hint: run `localgen pull {TINY_REPO}:Q6_K`)")
+    assert show("mine", LOCALGEN_OFFLINE="1") == (0, "downloaded:    no (`localgen pull mine` downloads it)"), \
+        "the listing the Hub gave is kept"
 
 
 def test_a_listing_whose_quant_is_incomplete_is_not_said_to_lack_it(monkeypatch: pytest.MonkeyPatch) -> None:
