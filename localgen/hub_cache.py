@@ -7,7 +7,8 @@ under its cache directory:
   written whenever the repo is listed, so the same quant is chosen offline (a file of an older commit, verified
   against that commit's listing, keeps its verification marker, so it stays usable when the repo moves on);
 - verification markers (verify.py), so a verified file is never rehashed.
-A model counts as cached only when every file is present and verified against that listing.
+A model counts as cached only when every file is present and verified against that listing (where the listing was
+deleted, against the sha256 its verification marker keeps).
 """
 
 from __future__ import annotations
@@ -232,9 +233,34 @@ def load_listing(repo: str) -> HubListing | None:
 
 
 def cached_listing(repo: str) -> list[HubFile] | None:
-    """The repo's GGUF files as localgen last listed them, if ever."""
-    listing = load_listing(repo)
+    """The repo's GGUF files as localgen last listed them, if ever (where that listing is gone, the files it verified
+    in the cache: _verified_listing)."""
+    listing = load_listing(repo) or _verified_listing(repo)
     return list(listing.files) if listing else None
+
+
+def _verified_listing(repo: str) -> HubListing | None:
+    """Where localgen's listing of a repo is gone (deleted by hand) but files it verified are in the cache (their
+    markers keep their sha256): a listing of those files alone, each from the newest snapshot holding it verified, at
+    the newest snapshot's commit, so they are found as `models list` lists them; None when there are none. It is
+    never saved, nor taken for what the repo lacks."""
+    snapshots = hub_cache_dir() / repo_folder(repo) / "snapshots"
+    try:
+        folders = sorted((p for p in snapshots.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return None
+    files: dict[str, HubFile] = {}
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            filename = path.relative_to(folder).as_posix()
+            if path.suffix.lower() != ".gguf" or filename in files or not path.is_file():
+                continue
+            sha = recorded_sha256(path)
+            if sha is not None:
+                index, count = shard_of(filename)
+                files[filename] = HubFile(repo=repo, filename=filename, size=path.stat().st_size, sha256=sha,
+                                          quant=quant_of(filename), shard_index=index, shard_count=count)
+    return HubListing(repo=repo, revision=folders[0].name, files=tuple(files.values())) if files else None
 
 
 def record_sha256(repo: str, filename: str, sha256: str) -> None:
@@ -252,7 +278,7 @@ def record_sha256(repo: str, filename: str, sha256: str) -> None:
 def cached_model(repo: str, *, quant: str | None, filename: str | None) -> list[Path] | None:
     """The model's files from the local cache if all are present and verified."""
     repo = cached_spelling(repo)
-    listing = load_listing(repo)
+    listing = load_listing(repo) or _verified_listing(repo)
     if listing is None:
         return None
     try:

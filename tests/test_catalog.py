@@ -327,3 +327,26 @@ def test_a_file_is_listed_under_the_entry_that_picks_it_before_another_entry_s_n
                "b-tiny": ModelSpec(name="b-tiny", repo=REPO, quant="Q8_0")}
     reg = Registry(models={**builtin.models, **entries}, default_model=builtin.default_model)
     assert list(hub_models(reg)) == ["b-tiny"], "not a-tiny:Q8_0"
+
+
+def test_a_download_whose_listing_was_deleted_is_run_as_it_is_listed(hubenv: HubEnv) -> None:
+    from localgen.quant_choice import resolve_downloaded
+    from localgen.resolve import resolve_model
+
+    serve_tiny(hubenv)
+    q8, split, plain = pull(REPO, "Q8_0"), pull(REPO, "Q4_0"), pull("org/plain")
+    listed = sorted(hub_models(registry()))
+    for listing in (hubenv.localgen_home / "cache" / "hub").glob("*.json"):
+        listing.unlink()  # localgen's listings only: the files and their verification markers stay
+    assert sorted(hub_models(registry())) == listed == ["org/plain/model.gguf", "tiny:Q4_0", "tiny:Q8_0"]
+    hubenv.server.down = True
+    for reference, paths in ((f"{REPO}:Q8_0", q8), ("tiny:Q4_0", split), ("org/plain", plain)):
+        assert resolve_model(reference, offline=True, registry=registry()).path == paths[0], reference
+    assert resolve_downloaded(REPO, offline=True).path in (q8[0], split[0])
+    with pytest.raises(ModelNotFoundError, match="is not downloaded and localgen is offline"):
+        resolve_model("tiny", offline=True, registry=registry())  # not said to be missing from the repo
+    another_tool = q8[0].with_name("tiny-Q4_K_M.gguf")
+    another_tool.write_bytes(make_gguf_bytes("q4km", 300_000))  # no marker: not verified
+    with pytest.raises(ModelNotFoundError, match="localgen has not verified it"):
+        resolve_model("tiny", offline=True, registry=registry())
+    assert hubenv.server.requests[-1].path.endswith("model.gguf"), "nothing asked after the last pull"
