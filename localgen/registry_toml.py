@@ -56,8 +56,8 @@ def _given_twice(reason: str, text: str) -> tuple[str, str] | None:
 
 def _table_given_twice(what: str, names: str, number: int, lines: list[str]) -> tuple[str, str] | None:
     """The message and hint for a table given again at line number: by a second [header], by a header over keys the
-    lines above gave it (x.repo = ... or x = {...}), by a dotted key into a table with its own header, by a key
-    added to an inline table, or by either over an array."""
+    lines above gave it (x.repo = ... or x = {...}, the first such line named), by a dotted key into a table with its
+    own header, by a key added to an inline table, or by either over an array."""
     try:
         keys = ast.literal_eval(names)
     except (ValueError, SyntaxError):
@@ -74,10 +74,20 @@ def _table_given_twice(what: str, names: str, number: int, lines: list[str]) -> 
     if what == "redefine namespace":
         return (f"line {number} adds a key to [{name}] with a dotted key, but [{name}] has a table of its own above",
                 f"write the key under the [{name}] line, without the {keys[-1]}. before it")
-    if any(_header_keys(line.strip()) == list(keys) for line in lines[:number - 1]):
+    if any(_header_keys(line.strip()) == list(keys) and _statement(lines, index)
+           for index, line in enumerate(lines[:number - 1])):
         return (f"[{name}] appears twice (again at line {number})", f"keep one [{name}] table, with every key it needs")
-    return (f"line {number} opens [{name}], but lines above already give it keys (dotted keys, or an inline table "
-            f"{{...}}, that hold it)", f"give [{name}]'s keys in one place: under the [{name}] line, or above")
+    giver = _giver_above(lines, number, list(keys))
+    if giver is None:
+        return (f"line {number} opens [{name}], but lines above already give it keys (dotted keys, or an inline "
+                f"table {{...}}, that hold it)",
+                f"give [{name}]'s keys in one place: under the [{name}] line, or above")
+    at, held, inline = giver
+    if inline:
+        return _header_over_inline(number, list(keys), at, held)
+    dotted = _table_name(held[len(_table_above(lines, at)):])
+    return (f"line {number} opens [{name}], but lines above already give it keys (line {at}: the dotted key "
+            f"{dotted})", f"give [{name}]'s keys in one place: under the [{name}] line, or as dotted keys above")
 
 
 def _over_a_value(lines: list[str], number: int) -> tuple[str, str] | None:
@@ -96,8 +106,8 @@ def _over_a_value(lines: list[str], number: int) -> tuple[str, str] | None:
         data = tomllib.loads("\n".join(lines[:number - 1]))
     except tomllib.TOMLDecodeError:
         return None
-    arrays_of_tables = {tuple(_header_keys(earlier.strip())) for earlier in lines[:number - 1]
-                        if earlier.strip().startswith("[[")}
+    arrays_of_tables = {tuple(_header_keys(earlier.strip())) for index, earlier in enumerate(lines[:number - 1])
+                        if earlier.strip().startswith("[[") and _statement(lines, index)}
     node: object = data
     for depth, key in enumerate(path, 1):
         if not isinstance(node, dict) or key not in node:
@@ -126,12 +136,52 @@ def _value_in_the_way(number: int, keys: list[str], depth: int, table: list[str]
             f"keep one of the two: the {value!r} {what} or the {dotted} key")
 
 
+def _header_over_inline(number: int, keys: list[str], at: int, held: list[str]) -> tuple[str, str]:
+    """The message and hint for line number's header [keys], which line at gave already, or a table held in it, as
+    an inline table (held: its keys)."""
+    name, value = _table_name(keys), held[-1]
+    if held == keys:
+        return (f"line {number} opens [{name}], but line {at} already gives it as an inline table: {value} = {{...}}",
+                f"give [{name}]'s keys in one place: inside the braces of {value} = {{...}}, "
+                f"or under the [{name}] line")
+    where = f" in [{_table_name(held[:-1])}]" if len(held) > 1 else ""
+    return (f"line {number} opens [{name}], but line {at} makes {value!r}{where} an inline table {{...}}, which takes "
+            "no table after it", f"put {keys[len(held)]} = {{...}} inside the braces of {value} = {{...}}, or make "
+                                 f"{value!r} a [{_table_name(held)}] table")
+
+
+def _giver_above(lines: list[str], number: int, keys: list[str]) -> tuple[int, list[str], bool] | None:
+    """The first line above line number that gives the table keys, or a table that holds it, as an inline table
+    (a = {...}: its keys, and True), or gives it a key with a dotted key (a.b = 1: its keys, and False); None when
+    there is none."""
+    for index, line in enumerate(lines[:number - 1]):
+        table, dotted = _table_above(lines, index + 1), _line_keys(line.strip())
+        held = table + dotted
+        inline = line.partition("=")[2].strip().startswith("{")
+        gives = held == keys[:len(held)] if inline else len(held) > len(keys) and held[:len(keys)] == keys
+        if dotted and gives and _statement(lines, index):
+            return index + 1, held, inline
+    return None
+
+
 def _table_above(lines: list[str], number: int) -> list[str]:
-    """The keys of the table line number is in: the nearest header above it (none at the top of the file)."""
-    for earlier in reversed(lines[:number - 1]):
-        if earlier.strip().startswith("["):
-            return _header_keys(earlier.strip())
+    """The keys of the table line number is in: the nearest header above it (none at the top of the file), not a
+    line of a multi-line array or string that starts with [."""
+    for index in range(number - 2, -1, -1):
+        keys = _header_keys(lines[index].strip())
+        if keys and _statement(lines, index):
+            return keys
     return []
+
+
+def _statement(lines: list[str], index: int) -> bool:
+    """True when the line at index (from 0) is one of its own, not a line inside a multi-line array or string: the
+    text up to its end is TOML (the text above a line TOML fails at is)."""
+    try:
+        tomllib.loads("\n".join(lines[:index + 1]))
+    except tomllib.TOMLDecodeError:
+        return False
+    return True
 
 
 def _line_keys(line: str) -> list[str]:

@@ -92,6 +92,35 @@ def test_a_setting_of_the_wrong_type_is_hinted_a_typical_value_of_that_setting(t
     assert (info.value.message, info.value.hint) == (f"{user}: {message}", hint)
 
 
+@pytest.mark.parametrize(("text", "message", "hint"), [
+    ('[models.x]\nrepo = "a/b"\nstop = {a = 1}\n\n[models.x.stop.y]\n',
+     "line 5 opens [models.x.stop.y], but line 3 makes 'stop' in [models.x] an inline table {...}, which takes no "
+     "table after it", "put y = {...} inside the braces of stop = {...}, or make 'stop' a [models.x.stop] table"),
+    ('[models.x]\nstop = {a = 1}\n[models.x.stop]\n',
+     "line 3 opens [models.x.stop], but line 2 already gives it as an inline table: stop = {...}",
+     "give [models.x.stop]'s keys in one place: inside the braces of stop = {...}, or under the [models.x.stop] line"),
+    ('[models]\nx.stop.a = 1\n[models.x]\n',
+     "line 3 opens [models.x], but lines above already give it keys (line 2: the dotted key x.stop.a)",
+     "give [models.x]'s keys in one place: under the [models.x] line, or as dotted keys above"),
+    ('[models.x]\nstop = "a"\ntags = [\n  ["q"],\n]\nstop.b = 1\n',  # ["q"], is no table header
+     "line 6 sets stop.b as if 'stop' were a table, but 'stop' already has a value in [models.x]",
+     "keep one of the two: the 'stop' value or the stop.b key"),
+    ('[models.x]\nstop = [\n  ["a"],\n]\nstop.b = 1\n',
+     "line 5 sets stop.b as if 'stop' were a table, but 'stop' is an array in [models.x]",
+     "keep one of the two: the 'stop' array or the stop.b key"),
+    ('[models]\nx.repo = "a/b"\nx.stop = [\n["models"]\n]\n[models.x]\n',  # ["models"] is no second [models]
+     "line 6 opens [models.x], but lines above already give it keys (line 2: the dotted key x.repo)",
+     "give [models.x]'s keys in one place: under the [models.x] line, or as dotted keys above"),
+])
+def test_a_table_given_twice_names_the_line_and_key_that_gave_it(tmp_path: Path, text: str, message: str,
+                                                                 hint: str) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_registry(user)
+    assert (info.value.message, info.value.hint) == (f"{user}: {message}", hint)
+
+
 def test_defaults_may_give_a_system_prompt_and_settings_for_every_model(tmp_path: Path) -> None:
     user = tmp_path / "models.toml"
     user.write_text('[defaults]\nsystem = "Be terse."\ntemperature = 0.2\nseed = 7\n')
