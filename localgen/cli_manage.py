@@ -56,7 +56,8 @@ def cache_clear() -> None:
     console.say(f"localgen: removed {entries} ({binary_size(size)})")
 
 
-models_app = typer.Typer(rich_markup_mode=None, help="List, inspect and remove models.", no_args_is_help=False)
+models_app = typer.Typer(rich_markup_mode=None, help="List, inspect and remove models; show or set the default.",
+                         no_args_is_help=False)
 AllOpt = Annotated[bool, typer.Option("--all", help="Also list the registry's models that are not downloaded.")]
 
 
@@ -265,6 +266,24 @@ def _entry_json(spec: ModelSpec) -> dict[str, object]:
             "path": str(spec.path) if spec.path else None, "context": spec.context, "license": spec.license,
             "description": spec.description, "system": spec.system, "settings": dict(spec.settings),
             "defined_in": spec.source}
+
+
+@models_app.command("default", short_help="Print the model used without -m, or set it.")
+def models_default(
+    name: Annotated[str | None, typer.Argument(metavar="[NAME]", help="A models.toml entry to make the default.")]
+    = None,
+) -> None:
+    """Print the model run and chat use without -m; with NAME, make that entry it ([defaults] model in your
+    models.toml)."""
+    from localgen import console
+    from localgen.registry import load_registry, set_default_model
+
+    user_file = settings().user_registry
+    if name is None:
+        print(load_registry(user_file).default_reference())
+        return
+    chosen = set_default_model(name, user_file)
+    console.say(f"localgen: the default model is now {chosen} ([defaults] model in {user_file})")
 
 
 @models_app.command("rm", short_help="Remove downloaded models.")

@@ -43,7 +43,8 @@ class Registry:
         """The default model's name; a user default that names no model is an error naming its file."""
         if self.default_source is not None and self.default_model not in self.models:
             raise ConfigError(f"{self.default_source}: [defaults] model '{self.default_model}' is not in the "
-                              "registry", hint="name a model from `localgen models list --all`, or remove the line")
+                              "registry", hint="name a model from `localgen models list --all` "
+                                               "(`localgen models default NAME` sets it), or remove the line")
         return self.default_model
 
     def get(self, name: str) -> ModelSpec:
@@ -182,20 +183,8 @@ def load_registry(user_file: Path | None = None) -> Registry:
     builtin = read_toml(builtin_registry_text(), BUILTIN_SOURCE)
     models, defaults = parse_registry(builtin, BUILTIN_SOURCE)
     default = defaults.get("model")
-    if user_file is not None and user_file.is_symlink() and not user_file.exists():
-        raise ConfigError(f"{user_file}: a link to {os.readlink(user_file)}, which is not there",
-                          hint="point the link at your models.toml, or remove it")
-    if user_file is not None and user_file.exists() and not user_file.is_file():
-        raise ConfigError(f"{user_file}: not a file", hint="models.toml must be a TOML file; remove or rename this")
-    if user_file is not None and user_file.is_file():
-        try:
-            text = user_file.read_text(encoding="utf-8-sig")  # a byte order mark, as Windows editors write it
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{user_file}: not UTF-8 text (byte {exc.start})",
-                              hint="save it as UTF-8 in your editor, or remove it") from None
-        except OSError as exc:
-            raise ConfigError(f"{user_file}: cannot be read ({exc.strerror or exc})",
-                              hint="check the file's permissions") from exc
+    text = _user_text(user_file) if user_file is not None else None
+    if user_file is not None and text is not None:
         tables = {name.lower(): table for name, table in builtin.get("models", {}).items()}
         user_models, user_defaults = parse_registry(read_toml(text, user_file), user_file, inherit=tables)
         models = {**models, **user_models}
@@ -206,6 +195,47 @@ def load_registry(user_file: Path | None = None) -> Registry:
                             default_source=user_file, **shared)
         return Registry(models=models, default_model=(default or "").lower(), **shared)
     return Registry(models=models, default_model=(default or "").lower())
+
+
+def _user_text(user_file: Path) -> str | None:
+    """The text of the user's models.toml; None when there is none (a link to nothing, or no file, is an error)."""
+    if user_file.is_symlink() and not user_file.exists():
+        raise ConfigError(f"{user_file}: a link to {os.readlink(user_file)}, which is not there",
+                          hint="point the link at your models.toml, or remove it")
+    if user_file.exists() and not user_file.is_file():
+        raise ConfigError(f"{user_file}: not a file", hint="models.toml must be a TOML file; remove or rename this")
+    if not user_file.is_file():
+        return None
+    try:
+        return user_file.read_text(encoding="utf-8-sig")  # a byte order mark, as Windows editors write it
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{user_file}: not UTF-8 text (byte {exc.start})",
+                          hint="save it as UTF-8 in your editor, or remove it") from None
+    except OSError as exc:
+        raise ConfigError(f"{user_file}: cannot be read ({exc.strerror or exc})",
+                          hint="check the file's permissions") from exc
+
+
+def set_default_model(text: str, user_file: Path) -> str:
+    """Make the registry entry text names the model used without -m: `[defaults] model` in the user's models.toml
+    (made where there is none; a link is followed), the rest of the file kept as it was; the entry's name."""
+    from localgen.registry_toml import with_default_model
+    from localgen.storage import atomic_write_text
+
+    registry = load_registry(user_file)
+    ref = registry.reference(text)
+    if ref.name is None or ref.quant is not None:
+        raise UsageError(f"the default model is a models.toml entry, and '{text}' is "
+                         f"{'a quant of one' if ref.name is not None else 'no entry'}",
+                         hint=f"add an entry for it to {user_file} ([models.NAME] with its repo and quant, or its "
+                              "path), then make NAME the default")
+    name = registry.get(ref.name).name
+    current = _user_text(user_file)
+    changed = with_default_model(current or "", name, user_file)
+    target = user_file.resolve()
+    mode = target.stat().st_mode & 0o777 if current is not None else 0o644
+    atomic_write_text(target, changed, mode=mode)
+    return name
 
 
 def names_a_model(word: str, user_file: Path | None) -> bool:

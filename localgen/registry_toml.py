@@ -1,9 +1,11 @@
 """models.toml's text as data: TOML read with tomllib, and its errors about a table or key given twice, or a key
-under a value, said with the line and the table or key, as the file writes them."""
+under a value, said with the line and the table or key, as the file writes them; and the one change localgen makes
+to the text, `[defaults] model`."""
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -215,3 +217,39 @@ def _path_of(text: str) -> list[str]:
         keys.append(key)
         node = node[-1] if isinstance(node, list) and node else node
     return keys
+
+
+def with_default_model(text: str, name: str, source: Path | str) -> str:
+    """models.toml's text with `[defaults] model` set to name: its line rewritten, else one added under [defaults],
+    else a [defaults] table added at the end; the rest of the file as it was. A ConfigError where the file gives
+    [defaults] another way (defaults = {...}, dotted keys), which would take an editor to change."""
+    data = read_toml(text, source)
+    lines = text.split("\n")
+    header = model = None
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("[[") or not _statement(lines, index):
+            continue
+        if _header_keys(stripped) == ["defaults"]:
+            header = index
+        elif _line_keys(stripped) == ["model"] and _table_above(lines, index + 1) == ["defaults"]:
+            model = index
+    setting = f"model = {json.dumps(name)}"
+    if model is not None:
+        lines[model] = lines[model][:len(lines[model]) - len(lines[model].lstrip())] + setting
+    elif header is not None:
+        lines.insert(header + 1, setting)
+    else:
+        lines = [*text.rstrip("\n").split("\n"), "", "[defaults]", setting, ""] if text.strip() else [
+            "[defaults]", setting, ""]
+    changed = "\n".join(lines)
+    defaults = data.get("defaults", {})
+    try:
+        done = isinstance(defaults, dict) and tomllib.loads(changed) == {**data, "defaults": {**defaults,
+                                                                                             "model": name}}
+    except tomllib.TOMLDecodeError:
+        done = False
+    if not done:
+        raise ConfigError(f"{source}: [defaults] is given in a way localgen cannot change",
+                          hint=f"set model = {json.dumps(name)} under [defaults] in that file by hand")
+    return changed

@@ -305,7 +305,8 @@ def test_a_bad_default_model_points_at_the_registry_names(hub: tuple[HubServer, 
     (config / "models.toml").write_text('[defaults]\nmodel = "nopez"\n')
     result = run_cli(env, "run", "hi")
     assert result.returncode == 1
-    assert "name a model from `localgen models list --all`, or remove the line" in result.stderr
+    assert ("name a model from `localgen models list --all` (`localgen models default NAME` sets it), or remove the "
+            "line") in result.stderr
 
 
 def test_a_repo_named_without_a_quant_finds_the_downloaded_one_everywhere(

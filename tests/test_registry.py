@@ -121,6 +121,63 @@ def test_a_table_given_twice_names_the_line_and_key_that_gave_it(tmp_path: Path,
     assert (info.value.message, info.value.hint) == (f"{user}: {message}", hint)
 
 
+@pytest.mark.parametrize(("text", "written"), [
+    ("", '[defaults]\nmodel = "qwen2.5-0.5b"\n'),
+    ("# mine\n[models.mine]\nrepo = 'a/b-GGUF'\nquant = 'Q4_0'",
+     "# mine\n[models.mine]\nrepo = 'a/b-GGUF'\nquant = 'Q4_0'\n\n[defaults]\nmodel = \"qwen2.5-0.5b\"\n"),
+    ("[defaults] # all models\ntemperature = 0.3\n[models.x]\npath = 'x.gguf'\n",
+     "[defaults] # all models\nmodel = \"qwen2.5-0.5b\"\ntemperature = 0.3\n[models.x]\npath = 'x.gguf'\n"),
+    ("[defaults]\n  model = 'llama3.2-1b'\nseed = 1\n", "[defaults]\n  model = \"qwen2.5-0.5b\"\nseed = 1\n"),
+    ('[models.x]\npath = "x.gguf"\ndescription = """\n[defaults]\n"""\n',  # a string's line, no [defaults]
+     '[models.x]\npath = "x.gguf"\ndescription = """\n[defaults]\n"""\n\n[defaults]\nmodel = "qwen2.5-0.5b"\n'),
+])
+def test_models_default_sets_the_default_and_keeps_the_rest_of_the_file(tmp_path: Path, text: str,
+                                                                        written: str) -> None:
+    from localgen.registry import set_default_model
+
+    user = tmp_path / "models.toml"
+    if text:
+        user.write_text(text)
+    assert set_default_model("qwen2.5:0.5b", user) == "qwen2.5-0.5b"  # Ollama's name for it too
+    assert user.read_text() == written
+    assert load_registry(user).default_reference() == "qwen2.5-0.5b"
+
+
+@pytest.mark.parametrize(("text", "name", "error"), [
+    ("defaults = {seed = 1}\n", "qwen2.5-0.5b", "[defaults] is given in a way localgen cannot change"),
+    ("defaults.seed = 1\n", "qwen2.5-0.5b", "[defaults] is given in a way localgen cannot change"),
+    ("", "qwen2.5-0.5b:q8_0", "the default model is a models.toml entry, and 'qwen2.5-0.5b:q8_0' is a quant of one"),
+    ("", "org/m-GGUF", "the default model is a models.toml entry, and 'org/m-GGUF' is no entry"),
+    ("", "qwen2.5-0.5", "unknown model 'qwen2.5-0.5'"),
+])
+def test_models_default_refuses_what_it_cannot_set_and_leaves_the_file(tmp_path: Path, text: str, name: str,
+                                                                       error: str) -> None:
+    from localgen.registry import set_default_model
+
+    user = tmp_path / "models.toml"
+    user.write_text(text)
+    with pytest.raises((ConfigError, UsageError, ModelNotFoundError)) as info:
+        set_default_model(name, user)
+    assert error in info.value.message and info.value.hint
+    assert user.read_text() == text
+
+
+def test_models_default_prints_and_sets_the_model_run_takes_without_m(tmp_path: Path) -> None:
+    env = {"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
+    assert run_localgen("models", "default", env=env).out == "smollm2-135m\n"
+    (tmp_path / "dotfiles").mkdir()
+    (tmp_path / "dotfiles" / "models.toml").write_text("[defaults]\nmodel = 'nope'\n")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "models.toml").symlink_to(tmp_path / "dotfiles" / "models.toml")
+    assert "`localgen models default NAME` sets it" in run_localgen("models", "default", env=env).err
+    set_ = run_localgen("models", "default", "Llama3.2-1B", env=env)
+    user = tmp_path / "config" / "models.toml"
+    assert (set_.returncode, set_.out, set_.err) == (0, "", "localgen: the default model is now llama3.2-1b "
+                                                            f"([defaults] model in {user})\n")
+    assert (tmp_path / "config" / "models.toml").is_symlink(), "the link to the dotfiles is kept"
+    assert run_localgen("models", "default", env=env).out == "llama3.2-1b\n"
+
+
 def test_defaults_may_give_a_system_prompt_and_settings_for_every_model(tmp_path: Path) -> None:
     user = tmp_path / "models.toml"
     user.write_text('[defaults]\nsystem = "Be terse."\ntemperature = 0.2\nseed = 7\n')
