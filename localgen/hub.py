@@ -31,6 +31,7 @@ from localgen.hub_cache import (
     download_running,
     hub_cache_dir,
     hub_endpoint,
+    listed_blobs,
     orphaned_partials,
     pointer_path,
     repo_folder,
@@ -38,6 +39,7 @@ from localgen.hub_cache import (
 )
 from localgen.hub_choice import choose_model, quant_of, shard_of
 from localgen.hub_errors import map_hub_error, offline_error
+from localgen.hub_resume import fetch_blob, partial_size
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.hub_verify import Pin, check_pin, check_pinned_file, check_shards_agree, verify_download
 from localgen.references import check_safe_filename
@@ -183,7 +185,8 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     first = model.files[0]
     if pin is not None:  # known from the listing: refuse before downloading anything
         check_pin(f"{first.repo}/{first.filename}", first.sha256, first.size, pin)
-    for partial in orphaned_partials(model.repo):
+    resumable = listed_blobs(model.repo) | {blob for f in model.files if (blob := f.sha256 or f.blob_id)}
+    for partial in orphaned_partials(model.repo, keep=resumable):
         with contextlib.suppress(OSError):
             partial.unlink()
     _check_free_space(model, force=force)
@@ -213,7 +216,9 @@ def _check_free_space(model: HubModel, *, force: bool) -> None:
     from localgen.units import binary_size
 
     cached = [f.size for f in model.files if _is_cached(model, f)]
-    needed = sum(f.size for f in model.files) - sum(cached)
+    kept = 0 if force else sum(partial_size(model.repo, blob) for f in model.files  # a resumed download's part
+                               if not _is_cached(model, f) and (blob := f.sha256 or f.blob_id))
+    needed = sum(f.size for f in model.files) - sum(cached) - kept
     if force and cached:  # a file downloaded again replaces its copy once complete: one at a time
         needed += max(cached)
     folder = hub_cache_dir()
@@ -275,15 +280,32 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
         _quiet_hf_bars()
     watch = contextlib.nullcontext(download_progress.PartialCopies()) if cached else (
         download_progress.poll_incomplete(hub_cache_dir() / repo_folder(model.repo) / "blobs", blob, display))
+    fetched: bool | None = None  # whether localgen fetched the blob itself (None: huggingface_hub did, or had it)
     try:
         with watch as partial, _quiet_hub_logs(f"{model.repo}/{f.filename}"):
+            if not cached and blob is not None:
+                fetched = fetch_blob(model.repo, model.revision, f, blob, force=force, display=display)
+                kwargs["force_download"] = False  # the blob is there: huggingface_hub links it into the snapshot
             path = Path(hf_hub_download(**kwargs))
     except Exception as exc:
-        raise map_hub_error(exc, repo=model.repo, filename=f.filename) from exc
+        raise _kept_part_said(map_hub_error(exc, repo=model.repo, filename=f.filename), model.repo, blob) from exc
     display.end_file()
+    if fetched is not None:
+        return path, "downloaded" if fetched else "elsewhere"
     if cached or (bar is not None and not bar.opened and not (waiting or partial.seen)):
         return path, "cached"  # or linked from huggingface_hub's shared store of blobs
     return path, "elsewhere" if bar is not None and not bar.opened else "downloaded"
+
+
+def _kept_part_said(error: LocalgenError, repo: str, blob: str | None) -> LocalgenError:
+    """A download's error, its hint saying that the part received is kept for the next pull to resume."""
+    kept = partial_size(repo, blob) if blob else 0
+    if kept:
+        from localgen.units import binary_size
+
+        note = f"the {binary_size(kept)} received are kept: the next pull resumes from there"
+        error.hint = f"{error.hint}; {note}" if error.hint else note
+    return error
 
 
 class _HubLogNote(logging.Handler):

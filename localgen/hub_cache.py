@@ -18,6 +18,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -162,12 +163,28 @@ def cached_spelling(repo: str) -> str:
     return f"{org}/{name}"
 
 
-def orphaned_partials(repo: str) -> list[Path]:
-    """A repo's partial downloads (*.incomplete) that no running download holds: left by a killed process, never
-    resumed (each download writes its own), so only disk space lost until deleted (none where that cannot be told)."""
+def orphaned_partials(repo: str, keep: Collection[str] = ()) -> list[Path]:
+    """A repo's partial downloads that no running download holds and no pull will resume: huggingface_hub's own
+    (ETAG.RANDOM.incomplete, left by a killed process: each download writes its own), and localgen's resumable
+    ETAG.incomplete where the etag is not in keep (the blobs of files the repo still has: a stale etag is never
+    resumed). None where a running download cannot be told."""
     folder = hub_cache_dir() / repo_folder(repo)
-    return [partial for partial in sorted((folder / "blobs").glob("*.incomplete"))
-            if download_running(repo, partial.name.split(".", 1)[0]) is False]
+    found = []
+    for partial in sorted((folder / "blobs").glob("*.incomplete")):
+        etag = partial.name.split(".", 1)[0]
+        if partial.name.count(".") == 1 and etag in keep:
+            continue
+        if download_running(repo, etag) is False:
+            found.append(partial)
+    return found
+
+
+def listed_blobs(repo: str, *, leaving: Collection[str] = ()) -> set[str]:
+    """The blob names (sha256, or git blob id outside LFS) of the files localgen last listed in a repo, but for
+    the files named in leaving."""
+    listing = load_listing(repo)
+    files = listing.files if listing else ()
+    return {etag for f in files if f.filename not in leaving and (etag := f.sha256 or f.blob_id)}
 
 
 def download_running(repo: str, blob: str) -> bool | None:

@@ -250,7 +250,7 @@ def _network_error(err: BaseException, names: set[str], *, repo: str, filename: 
     if names & _DROPPED:
         doing = f"downloading {where}" if filename else f"reading the file list of {repo}"
         return HubError(f"the connection to the Hugging Face Hub dropped while {doing}",
-                        hint="run the command again; nothing partial was kept as a finished file")
+                        hint="run the command again")
     if "JSONDecodeError" in names:
         return HubError(f"the reply from {hub_endpoint()} for {where} is not the Hugging Face Hub's",
                         hint="a proxy or a network login page may be answering instead; check the network and "

@@ -186,7 +186,8 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
                           if os.path.lexists(repo_dir / "snapshots" / s.name / n)])
     users = _data_users(set(plan.entries) | removals.gone)
     later = dict(removals.later)
-    for partial in hub_cache.orphaned_partials(files[0].repo):  # a killed download's part: no one will resume it
+    resumable = hub_cache.listed_blobs(files[0].repo, leaving=filenames)  # other files' parts, a pull resumes
+    for partial in hub_cache.orphaned_partials(files[0].repo, keep=resumable):  # a killed download's, or these files'
         with contextlib.suppress(OSError):
             if partial not in removals.gone:
                 plan.freed += partial.stat().st_size

@@ -4,7 +4,8 @@ It serves what huggingface_hub's client really calls:
 - GET /api/models/{org}/{name}[/revision/{rev}]: repo info; with ?blobs=true the siblings carry
   size, blobId and lfs {sha256, size, pointerSize} (HfApi.model_info(files_metadata=True)).
 - HEAD and GET /{org}/{name}/resolve/{rev}/{path}: the file, with X-Repo-Commit, ETag,
-  X-Linked-Etag and X-Linked-Size (LFS files), Content-Length, and Range requests (206); no redirects.
+  X-Linked-Etag and X-Linked-Size (LFS files), Content-Length, and Range requests (206, or 200 where told to
+  ignore them); no redirects.
 
 Per test it can serve corrupted bytes, drop the connection after N bytes, answer with a status
 (404 repo, 401 gated, 500...), list extra (hostile) file names, slow down, and it logs every request.
@@ -106,6 +107,7 @@ class HubServer:
         self.bytes_per_s: float | None = None                  # throttle file bodies
         self.chunk_size = CHUNK                                # bytes per write of a file body
         self.hold_body_until_heads = 0                         # GETs wait until this many HEADs came
+        self.ignore_range = False                              # answer a Range request with the whole file (200)
         self.bytes_sent: dict[tuple[str, str], int] = {}
         self.down = False
         self.listing_page: bytes | None = None                 # an HTML page instead of the repo info (a proxy's)
@@ -312,7 +314,7 @@ def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
                 headers["X-Linked-Size"] = str(size)
             start, end, status = 0, size - 1, 200
             match = _RANGE.match(self.headers.get("Range") or "")
-            if match and body:
+            if match and body and not server.ignore_range:
                 start = int(match[1]) if match[1] else max(size - int(match[2] or 0), 0)
                 end = min(int(match[2]), size - 1) if match[1] and match[2] else size - 1
                 if start >= size:

