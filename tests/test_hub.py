@@ -587,29 +587,34 @@ def test_offline_and_not_cached_in_a_fresh_process(loopback_hub: HubServer, tmp_
     assert loopback_hub.requests == []
 
 
-def test_ctrl_c_mid_download_leaves_no_partial_file(loopback_hub: HubServer, tmp_path: Path) -> None:
-    repo = loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 3_000_000)})
-    loopback_hub.chunk_size = 32 * 1024
-    loopback_hub.bytes_per_s = 1_000_000
+def test_ctrl_c_mid_download_keeps_the_part_received_which_the_next_pull_resumes(loopback_hub: HubServer,
+                                                                                 tmp_path: Path) -> None:
+    repo = loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 12_000_000)})
+    loopback_hub.bytes_per_s = 6_000_000  # huggingface_hub writes in 10 MiB pieces: Ctrl-C after the first
     env = child_env(loopback_hub, tmp_path)
     proc = subprocess.Popen([sys.executable, "-c", download_code(REPO)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
-    while loopback_hub.bytes_sent.get((REPO, "big-Q4_K_M.gguf"), 0) < 500_000 and time.monotonic() < deadline:
+    while loopback_hub.bytes_sent.get((REPO, "big-Q4_K_M.gguf"), 0) < 11_000_000 and time.monotonic() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=20)
     assert proc.returncode != 0 and "KeyboardInterrupt" in err
-    assert loopback_hub.bytes_sent[(REPO, "big-Q4_K_M.gguf")] < 3_000_000
-    cache = tmp_path / "hf" / "hub"
-    repo_dir = cache / "models--org--tiny-GGUF"
-    assert not list(cache.rglob("*.incomplete"))
-    assert not (repo_dir / "blobs" / repo.sha256("big-Q4_K_M.gguf")).exists()
+    assert loopback_hub.bytes_sent[(REPO, "big-Q4_K_M.gguf")] < 12_000_000
+    repo_dir = tmp_path / "hf" / "hub" / "models--org--tiny-GGUF"
+    blob = repo_dir / "blobs" / repo.sha256("big-Q4_K_M.gguf")
+    assert [p.name for p in (repo_dir / "blobs").iterdir()] == [f"{blob.name}.incomplete"]
+    assert (repo_dir / "blobs" / f"{blob.name}.incomplete").stat().st_size == 10 * 2**20
     assert not list((repo_dir / "snapshots").rglob("*.gguf"))
-    loopback_hub.bytes_per_s = None
+    loopback_hub.bytes_per_s, loopback_hub.bytes_sent = None, {}
     again = run_python(download_code(REPO), env)
     assert again.returncode == 0, again.stderr
     assert file_sha256(Path(json.loads(again.stdout)["paths"][0])) == repo.sha256("big-Q4_K_M.gguf")
+    assert "resuming org/tiny-GGUF/big-Q4_K_M.gguf at 10.0 MiB of 11.4 MiB" in again.stderr
+    assert [r.range for r in loopback_hub.answered() if r.method == "GET" and "resolve" in r.path][-1] == \
+        f"bytes={10 * 2**20}-"
+    assert loopback_hub.bytes_sent[(REPO, "big-Q4_K_M.gguf")] == 12_000_000 - 10 * 2**20
+    assert not list(tmp_path.rglob("*.incomplete"))
 
 
 def test_two_concurrent_pulls_end_with_one_good_copy(loopback_hub: HubServer, tmp_path: Path) -> None:
