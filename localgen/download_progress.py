@@ -37,8 +37,8 @@ class Display:
     def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False) -> None:
         """A file starts (cached: it is already on disk; waiting: another download is fetching it)."""
 
-    def transfer_started(self) -> None:
-        """This process started fetching the current file's bytes itself."""
+    def transfer_started(self, done: int = 0) -> None:
+        """This process started fetching the current file's bytes itself (done: those it resumes after)."""
 
     def follow(self, n: int) -> None:
         """A partial copy of the current file has n bytes (another download's, or this one's without tqdm_class)."""
@@ -121,12 +121,13 @@ class RichDisplay(Display):
             self.task = self.progress.add_task(description, total=file.size, completed=self.file_done)
             self._sync_overall()
 
-    def transfer_started(self) -> None:
-        """Count this process's bytes from zero, without the note that another download was fetching the file."""
+    def transfer_started(self, done: int = 0) -> None:
+        """Count this process's bytes from done (a resumed download's), without the note that another download was
+        fetching the file; the speed counts the bytes that arrive from now on only."""
         with self.lock:
             self.own_transfer = True
-            self.file_done = 0
-            self.progress.update(self.task, description=self.file_name, completed=0)
+            self.file_done = done
+            self.progress.reset(self.task, description=self.file_name, completed=done)
             self._sync_overall()
 
     def follow(self, n: int) -> None:
@@ -191,11 +192,9 @@ def tqdm_adapter(display: Display) -> type:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             type(self).opened = True
-            display.transfer_started()
             self.n = int(kwargs.get("initial") or 0)
             self._total = kwargs.get("total")
-            if self.n:
-                display.set_completed(self.n)
+            display.transfer_started(self.n)
 
         @property
         def total(self) -> int | None:

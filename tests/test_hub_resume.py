@@ -90,3 +90,28 @@ def test_a_server_that_ignores_range_sends_the_whole_file_which_replaces_the_par
     assert [(r.range, r.status) for r in _gets(hubenv)] == [("bytes=300000-", 200)]
     err = capsys.readouterr().err
     assert f"sent the whole of {REPO}/{NAME} rather than the rest; downloading it from the start" in err, err
+
+
+def test_the_bar_of_a_resumed_download_starts_at_the_part_kept_without_counting_it_as_speed() -> None:
+    import io
+    import time
+
+    from rich.console import Console
+
+    from localgen import download_progress
+    from localgen.hub_types import HubFile, HubModel
+
+    f = HubFile(repo=REPO, filename=NAME, size=SIZE, sha256="0" * 64, quant="Q4_K_M", shard_index=None,
+                shard_count=None)
+    display = download_progress.RichDisplay(HubModel(repo=REPO, quant="Q4_K_M", files=(f,), revision="main"),
+                                            console=Console(file=io.StringIO()))
+    with display:
+        display.begin_file(f, cached=False)
+        display.follow(400_000)  # the partial file's size, as poll_incomplete sees it before the transfer starts
+        bar = download_progress.tqdm_adapter(display)(total=SIZE, initial=400_000)
+        bar.update(1000)
+        time.sleep(0.05)
+        bar.update(1000)
+        task = display.progress.tasks[0]
+        assert task.completed == 402_000 and task.total == SIZE
+        assert task.speed is not None and task.speed < 1_000_000, "only the 1000 bytes received count"
