@@ -33,8 +33,12 @@ def _gets(hubenv: HubEnv) -> list:
     return [r for r in hubenv.server.answered() if r.method == "GET" and r.path.endswith(NAME)]
 
 
-def test_a_pull_cut_part_way_resumes_with_a_range_request_for_the_rest(hubenv: HubEnv,
+def test_a_pull_cut_part_way_resumes_with_a_range_request_for_the_rest(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    from localgen.units import binary_size
+
     sha = _serve(hubenv)
     hubenv.server.abort_after[(REPO, NAME)] = 400_000
     hubenv.server.down_after_abort = True  # huggingface_hub's own retry of the dropped connection fails too
@@ -47,6 +51,11 @@ def test_a_pull_cut_part_way_resumes_with_a_range_request_for_the_rest(hubenv: H
     assert hub_cache.cached_model(REPO, quant="Q4_K_M", filename=None) is None, "a partial file is no model"
     assert hub_cache.cached_gguf_files() == []
     hubenv.server.down, hubenv.server.bytes_sent = False, {}
+    real = shutil.disk_usage
+    monkeypatch.setattr(hub.shutil, "disk_usage", lambda path: real(path)._replace(free=SIZE - kept - 1))
+    with pytest.raises(HubError, match=rf"the download needs {binary_size(SIZE - kept)}, and "):  # the rest only
+        hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    monkeypatch.setattr(hub.shutil, "disk_usage", lambda path: real(path)._replace(free=SIZE - kept))
     capsys.readouterr()
     path = hub.download_model(REPO, quant="Q4_K_M", filename=None)[0]
     assert file_sha256(path) == sha and not partial.exists()
