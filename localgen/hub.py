@@ -1,7 +1,8 @@
 """Hugging Face Hub downloads: list a repo's GGUF files, choose a model, download it into the cache and verify it.
 
-This module, hub_range.py and hub_errors.py are the only ones that talk to the Hub; they import huggingface_hub
-inside functions so that importing localgen (and `localgen --help`) stays fast. Where files and localgen's records
+This module, hub_range.py, hub_resume.py and hub_errors.py are the only ones that talk to the Hub; they import
+huggingface_hub inside functions so that importing localgen (and `localgen --help`) stays fast. A file's bytes are
+fetched by hub_resume.py, which resumes a download stopped part way; where files and localgen's records
 of them live, and finding a model there without the network, is hub_cache.py's; choosing a model's files is
 hub_choice.py's; mapping Hub errors to HubError is hub_errors.py's; the progress bar and the summary line a download
 shows are download_progress.py's; checking a downloaded file (checksums, a registry entry's pins, the GGUF header) is
