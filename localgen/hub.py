@@ -199,8 +199,9 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     paths: list[Path] = []
     with display:
         for f in model.files:
-            path, source = _fetch_file(model, f, force=force, display=display, pin=pin if f is first else None)
-            downloaded += f.size if source == "downloaded" else 0
+            path, source, received = _fetch_file(model, f, force=force, display=display,
+                                                 pin=pin if f is first else None)
+            downloaded += received
             fetched_elsewhere |= source == "elsewhere"
             paths.append(path)
     if len(paths) > 1:
@@ -247,24 +248,25 @@ Source = Literal["cached", "downloaded", "elsewhere"]  # where a file came from:
 
 
 def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display,
-                pin: Pin | None) -> tuple[Path, Source]:
+                pin: Pin | None) -> tuple[Path, Source, int]:
     """One file: download unless cached, then verify; a cached copy that fails is fetched again once."""
     cached = not force and _is_cached(model, f)
-    path, source = _hf_download(model, f, force=force, display=display, cached=cached)
+    path, source, received = _hf_download(model, f, force=force, display=display, cached=cached)
     try:
         verify_download(path, f, display, pin)
     except HubError:
         if not cached:
             raise
-        path, source = _hf_download(model, f, force=False, display=display, cached=False)
+        path, source, received = _hf_download(model, f, force=False, display=display, cached=False)
         verify_download(path, f, display, pin)
-    return path, source
+    return path, source, received
 
 
 def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
-                 cached: bool) -> tuple[Path, Source]:
-    """hf_hub_download one file at the model's commit, with progress (following another download of it while
-    waiting on its lock); errors become HubError."""
+                 cached: bool) -> tuple[Path, Source, int]:
+    """Download one file at the model's commit (hub_resume.py) and have hf_hub_download link it into the snapshot,
+    with progress (following another download of it while waiting on its lock); errors become HubError. Where it came
+    from, and the bytes received."""
     check_endpoint()
     from huggingface_hub import hf_hub_download
 
@@ -281,21 +283,22 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
         _quiet_hf_bars()
     watch = contextlib.nullcontext(download_progress.PartialCopies()) if cached else (
         download_progress.poll_incomplete(hub_cache_dir() / repo_folder(model.repo) / "blobs", blob, display))
-    fetched: bool | None = None  # whether localgen fetched the blob itself (None: huggingface_hub did, or had it)
+    own = not cached and blob is not None  # localgen fetches the blob itself (resumably), huggingface_hub links it
+    received: int | None = None  # the bytes it fetched (None: another download fetched them while this one waited)
     try:
         with watch as partial, _quiet_hub_logs(f"{model.repo}/{f.filename}"):
-            if not cached and blob is not None:
-                fetched = fetch_blob(model.repo, model.revision, f, blob, force=force, display=display)
+            if own:
+                received = fetch_blob(model.repo, model.revision, f, blob, force=force, display=display)
                 kwargs["force_download"] = False  # the blob is there: huggingface_hub links it into the snapshot
             path = Path(hf_hub_download(**kwargs))
     except Exception as exc:
         raise _kept_part_said(map_hub_error(exc, repo=model.repo, filename=f.filename), model.repo, blob) from exc
     display.end_file()
-    if fetched is not None:
-        return path, "downloaded" if fetched else "elsewhere"
+    if own:
+        return (path, "elsewhere", 0) if received is None else (path, "downloaded", received)
     if cached or (bar is not None and not bar.opened and not (waiting or partial.seen)):
-        return path, "cached"  # or linked from huggingface_hub's shared store of blobs
-    return path, "elsewhere" if bar is not None and not bar.opened else "downloaded"
+        return path, "cached", 0  # or linked from huggingface_hub's shared store of blobs
+    return (path, "elsewhere", 0) if bar is not None and not bar.opened else (path, "downloaded", f.size)
 
 
 def _kept_part_said(error: LocalgenError, repo: str, blob: str | None) -> LocalgenError:

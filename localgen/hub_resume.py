@@ -37,9 +37,10 @@ def partial_size(repo: str, etag: str) -> int:
         return 0
 
 
-def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display) -> bool:
+def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display) -> int | None:
     """Download a file into blobs/etag, continuing the partial copy an earlier download left (force: from the start);
-    False when the blob was there once the lock was taken (another download finished it while this one waited)."""
+    the bytes received now, or None when the blob was there once the lock was taken (another download finished it
+    while this one waited)."""
     from huggingface_hub.utils import WeakFileLock
 
     blobs = hub_cache_dir() / repo_folder(repo) / "blobs"
@@ -48,18 +49,18 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
     blobs.mkdir(parents=True, exist_ok=True)
     with WeakFileLock(lock):
         if (blobs / etag).is_file() and not force:
-            return False
+            return None
         partial = partial_path(repo, etag)
         try:
             with _opened(partial, fresh=force, size=f.size) as handle:
-                _get(repo, revision, f, handle, display)
+                received = _get(repo, revision, f, handle, display)
         except BaseException:
             with contextlib.suppress(OSError):
                 if partial.stat().st_size == 0:
                     partial.unlink()  # nothing received: nothing to resume
             raise
         os.replace(partial, blobs / etag)
-    return True
+    return received
 
 
 @contextlib.contextmanager
@@ -73,9 +74,10 @@ def _opened(partial: Path, *, fresh: bool, size: int) -> Iterator[BinaryIO]:
         yield handle
 
 
-def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Display) -> None:
+def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Display) -> int:
     """GET the rest of the file (a Range request from handle's position) and append it; huggingface_hub's http_get
-    retries a dropped connection from where it stopped, and starts over where the server sends the whole file."""
+    retries a dropped connection from where it stopped, and starts over where the server sends the whole file. The
+    bytes received."""
     from huggingface_hub import hf_hub_url
     from huggingface_hub.file_download import http_get
     from huggingface_hub.utils import build_hf_headers
@@ -86,19 +88,23 @@ def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Displa
         console.say(f"localgen: resuming {what} at {binary_size(done)} of {binary_size(f.size)}")
     kwargs: dict[str, Any] = {"resume_size": done, "headers": build_hf_headers(), "expected_size": f.size,
                               "displayed_filename": f.name}
+    restarted: list[bool] = []
     if "tqdm_class" in inspect.signature(http_get).parameters:  # else hub.py follows the partial file's size
-        kwargs["tqdm_class"] = _bar(display, done, what)
+        kwargs["tqdm_class"] = _bar(display, done, what, restarted)
     url = hf_hub_url(repo, f.filename, revision=revision, endpoint=hub_endpoint())
     http_get(url, handle, **kwargs)
+    return f.size if restarted else f.size - done
 
 
-def _bar(display: Display, resumed: int, what: str) -> type:
-    """download_progress's tqdm adapter, which says when the server sent the whole file rather than the rest."""
+def _bar(display: Display, resumed: int, what: str, restarted: list[bool]) -> type:
+    """download_progress's tqdm adapter, which says (and notes in restarted) when the server sent the whole file
+    rather than the rest."""
     base: Any = download_progress.tqdm_adapter(display)
 
     class Bar(base):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             if resumed and not kwargs.get("initial"):
+                restarted.append(True)
                 console.say(console.one_line(f"localgen: {hub_endpoint()} sent the whole of {what} rather than the "
                                              "rest; downloading it from the start"))
             super().__init__(*args, **kwargs)

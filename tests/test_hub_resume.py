@@ -65,7 +65,8 @@ def test_a_pull_cut_part_way_resumes_with_a_range_request_for_the_rest(hubenv: H
     assert hubenv.server.bytes_sent[(REPO, NAME)] == SIZE - kept
     err = capsys.readouterr().err
     assert f"localgen: resuming {REPO}/{NAME} at {kept / 1024:.1f} KiB of 976.6 KiB" in err, err
-    assert "sha256 verified" in err
+    assert f"localgen: downloaded {REPO}/{NAME}: {binary_size(SIZE - kept)} of 976.6 KiB in " in err, err
+    assert "s, the rest already in the cache, sha256 verified" in err
 
 
 @pytest.mark.parametrize("case", ["stale etag", "longer than the file", "--force"])
