@@ -34,13 +34,14 @@ from localgen.hub_cache import (
     hub_endpoint,
     listed_blobs,
     orphaned_partials,
+    partial_size,
     pointer_path,
     repo_folder,
     save_listing,
 )
 from localgen.hub_choice import choose_model, quant_of, shard_of
 from localgen.hub_errors import map_hub_error, offline_error
-from localgen.hub_resume import fetch_blob, partial_size
+from localgen.hub_resume import fetch_blob
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.hub_verify import Pin, check_pin, check_pinned_file, check_shards_agree, verify_download
 from localgen.references import check_safe_filename

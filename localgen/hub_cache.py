@@ -187,6 +187,20 @@ def listed_blobs(repo: str, *, leaving: Collection[str] = ()) -> set[str]:
     return {etag for f in files if f.filename not in leaving and (etag := f.sha256 or f.blob_id)}
 
 
+def partial_path(repo: str, blob: str) -> Path:
+    """Where a download of a blob keeps the bytes received so far, for the next one to resume (the name huggingface_hub
+    < 1.0 resumed from too)."""
+    return hub_cache_dir() / repo_folder(repo) / "blobs" / f"{blob}.incomplete"
+
+
+def partial_size(repo: str, blob: str) -> int:
+    """The bytes of a blob a download has kept so far (0: none)."""
+    try:
+        return partial_path(repo, blob).stat().st_size
+    except OSError:
+        return 0
+
+
 def download_running(repo: str, blob: str) -> bool | None:
     """Whether a download of this blob (its sha256 or git blob id) holds huggingface_hub's lock on it now; None on
     systems without flock, where that cannot be told."""

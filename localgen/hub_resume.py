@@ -14,28 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from localgen import console, download_progress
-from localgen.hub_cache import hub_cache_dir, hub_endpoint, repo_folder
+from localgen.hub_cache import hub_cache_dir, hub_endpoint, partial_path, repo_folder
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
     from localgen.download_progress import Display
     from localgen.hub_types import HubFile
-
-PARTIAL_SUFFIX = ".incomplete"  # blobs/ETAG.incomplete: the name huggingface_hub < 1.0 resumed from too
-
-
-def partial_path(repo: str, etag: str) -> Path:
-    """Where a download of the blob etag keeps the bytes received so far."""
-    return hub_cache_dir() / repo_folder(repo) / "blobs" / f"{etag}{PARTIAL_SUFFIX}"
-
-
-def partial_size(repo: str, etag: str) -> int:
-    """The bytes of the blob a download has kept so far (0: none)."""
-    try:
-        return partial_path(repo, etag).stat().st_size
-    except OSError:
-        return 0
-
 
 def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display) -> int | None:
     """Download a file into blobs/etag, continuing the partial copy an earlier download left (force: from the start);

@@ -19,7 +19,7 @@ from pathlib import Path
 from localgen import hub_cache
 from localgen.catalog import bundled_file, display_name, hub_groups
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
-from localgen.hub_choice import quant_of
+from localgen.hub_choice import choose_model, quant_of
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import ModelSpec, Registry, hub_target, own_file_refusal
 
@@ -67,6 +67,8 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
     groups = [fs for (r, _k), fs in hub_groups(dangling=True).items()  # data deleted by hand: its links go too
               if r.lower() == repo.lower()]
     matches = [fs for fs in groups if _group_matches(fs, quant, pattern)]
+    if not matches and (parts := _kept_parts(registry, repo, quant, pattern, dry_run=dry_run)) is not None:
+        return parts
     if not matches:
         bundled_quant = normalize_quant(spec.quant) if spec is not None and spec.quant else None
         if spec is not None and spec.package and bundled_file(spec) is not None and quant in (None, bundled_quant):
@@ -81,6 +83,32 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
     files = matches[0]
     name = display_name(registry, files[0].repo, quant_of(files[0].filename), files[0].filename)
     return _remove_files(name, files, dry_run=dry_run, others=others)
+
+
+def _kept_parts(registry: Registry, repo: str, quant: str | None, pattern: str | None, *,
+                dry_run: bool) -> RemovedModel | None:
+    """Delete what a pull of a model that stopped part way kept for the next one to resume (its files' ETAG.incomplete,
+    as localgen last listed the repo); None when it kept nothing."""
+    repo = hub_cache.cached_spelling(repo)
+    listing = hub_cache.load_listing(repo)
+    try:
+        files = choose_model(list(listing.files), quant=quant, filename=pattern, repo=repo) if listing else []
+    except LocalgenError:
+        return None
+    parts = []
+    for f in files:
+        blob = f.sha256 or f.blob_id
+        if blob and hub_cache.partial_path(repo, blob).is_file() and hub_cache.download_running(repo, blob) is False:
+            parts.append(hub_cache.partial_path(repo, blob))
+    if not parts:
+        return None
+    freed = sum(part.stat().st_size for part in parts)
+    if not dry_run:
+        for part in parts:
+            _unlink(part)
+    name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
+    return RemovedModel(name=f"{name} (downloaded in part)", paths=tuple(parts), bytes_freed=freed, kept_shared=(),
+                        dry_run=dry_run, repo=repo)
 
 
 def _refuse_path(registry: Registry, ref: ModelRef) -> None:

@@ -125,3 +125,25 @@ def test_the_bar_of_a_resumed_download_starts_at_the_part_kept_without_counting_
         task = display.progress.tasks[0]
         assert task.completed == 402_000 and task.total == SIZE
         assert task.speed is not None and task.speed < 1_000_000, "only the 1000 bytes received count"
+
+
+def test_models_rm_of_a_model_a_pull_downloaded_in_part_deletes_the_part(hubenv: HubEnv) -> None:
+    from localgen.config import settings
+    from localgen.errors import ModelNotFoundError
+    from localgen.model_removal import remove_model
+    from localgen.registry import load_registry
+
+    sha = _serve(hubenv)
+    hub.find_model(REPO, quant="Q4_K_M", filename=None)  # the listing a pull saves before it downloads
+    part = hubenv.hf_cache / "models--org--tiny-GGUF" / "blobs" / f"{sha}.incomplete"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(b"\0" * 300_000)
+    registry = load_registry(settings().user_registry)
+    with pytest.raises(ModelNotFoundError, match="is not in the cache"):
+        remove_model(registry, f"{REPO}:Q8_0")  # another quant: its part is not this one
+    planned = remove_model(registry, f"{REPO}:q4_k_m", dry_run=True)
+    assert planned.paths == (part,) and planned.bytes_freed == 300_000 and part.exists()
+    removed = remove_model(registry, f"{REPO}:Q4_K_M")
+    assert removed.described == f"{REPO}:Q4_K_M (downloaded in part)" and not part.exists()
+    with pytest.raises(ModelNotFoundError, match="is not in the cache"):
+        remove_model(registry, f"{REPO}:Q4_K_M")
