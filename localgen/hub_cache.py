@@ -167,12 +167,13 @@ def orphaned_partials(repo: str, keep: Collection[str] = ()) -> list[Path]:
     """A repo's partial downloads that no running download holds and no pull will resume: huggingface_hub's own
     (ETAG.RANDOM.incomplete, left by a killed process: each download writes its own), and localgen's resumable
     ETAG.incomplete where the etag is not in keep (the blobs of files the repo still has: a stale etag is never
-    resumed). None where a running download cannot be told."""
+    resumed) or the blob is complete (a pull --force stopped part way). None where a running download cannot be
+    told."""
     folder = hub_cache_dir() / repo_folder(repo)
     found = []
     for partial in sorted((folder / "blobs").glob("*.incomplete")):
         etag = partial.name.split(".", 1)[0]
-        if partial.name.count(".") == 1 and etag in keep:
+        if partial.name.count(".") == 1 and etag in keep and not (folder / "blobs" / etag).exists():
             continue
         if download_running(repo, etag) is False:
             found.append(partial)

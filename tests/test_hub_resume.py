@@ -67,6 +67,9 @@ def test_a_pull_cut_part_way_resumes_with_a_range_request_for_the_rest(hubenv: H
     assert f"localgen: resuming {REPO}/{NAME} at {kept / 1024:.1f} KiB of 976.6 KiB" in err, err
     assert f"localgen: downloaded {REPO}/{NAME}: {binary_size(SIZE - kept)} of 976.6 KiB in " in err, err
     assert "s, the rest already in the cache, sha256 verified" in err
+    partial.write_bytes(b"\0" * 1000)  # as a pull --force stopped part way leaves it: the file is complete
+    assert hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True) == [path]
+    assert not partial.exists()
 
 
 @pytest.mark.parametrize("case", ["stale etag", "longer than the file", "--force"])
