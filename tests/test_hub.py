@@ -716,7 +716,7 @@ def test_importing_hub_and_catalog_stays_light() -> None:
     assert result.stdout.strip() == "[]", result.stderr
 
 
-HUB_MODULES = ("hub", "hub_types", "hub_cache", "hub_range", "hub_errors", "hub_choice", "hub_verify",
+HUB_MODULES = ("hub", "hub_types", "hub_cache", "hub_range", "hub_resume", "hub_errors", "hub_choice", "hub_verify",
                "download_progress", "verify")
 
 
