@@ -45,6 +45,7 @@ from localgen.hub_resume import fetch_blob
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.hub_verify import Pin, check_pin, check_pinned_file, check_shards_agree, verify_download
 from localgen.references import check_safe_filename
+from localgen.units import binary_size
 
 if TYPE_CHECKING:
     from localgen.download_progress import Display
@@ -216,8 +217,6 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
 def _check_free_space(model: HubModel, *, force: bool) -> None:
     """Refuse a download that cannot fit on the cache's disk before any byte of it is written (a split model would
     otherwise leave the shards that fitted)."""
-    from localgen.units import binary_size
-
     cached = [f.size for f in model.files if _is_cached(model, f)]
     kept = 0 if force else sum(partial_size(model.repo, blob) for f in model.files  # a resumed download's part
                                if not _is_cached(model, f) and (blob := f.sha256 or f.blob_id))
@@ -294,6 +293,11 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
             path = Path(hf_hub_download(**kwargs))
     except Exception as exc:
         raise _kept_part_said(map_hub_error(exc, repo=model.repo, filename=f.filename), model.repo, blob) from exc
+    except BaseException:  # Ctrl-C, or a signal that ends localgen
+        if own and (kept := partial_size(model.repo, blob or "")):
+            console.say(f"localgen: the download of {model.repo}/{f.filename} stopped; the {binary_size(kept)} "
+                        "received are kept, and the next pull resumes from there")
+        raise
     display.end_file()
     if own:
         return (path, "elsewhere", 0) if received is None else (path, "downloaded", received)
@@ -306,8 +310,6 @@ def _kept_part_said(error: LocalgenError, repo: str, blob: str | None) -> Localg
     """A download's error, its hint saying that the part received is kept for the next pull to resume."""
     kept = partial_size(repo, blob) if blob else 0
     if kept:
-        from localgen.units import binary_size
-
         note = f"the {binary_size(kept)} received are kept: the next pull resumes from there"
         error.hint = f"{error.hint}; {note}" if error.hint else note
     return error

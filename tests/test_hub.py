@@ -600,6 +600,8 @@ def test_ctrl_c_mid_download_keeps_the_part_received_which_the_next_pull_resumes
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=20)
     assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    assert ("localgen: the download of org/tiny-GGUF/big-Q4_K_M.gguf stopped; the 10.0 MiB received are kept, and "
+            "the next pull resumes from there") in err, err
     assert loopback_hub.bytes_sent[(REPO, "big-Q4_K_M.gguf")] < 12_000_000
     repo_dir = tmp_path / "hf" / "hub" / "models--org--tiny-GGUF"
     blob = repo_dir / "blobs" / repo.sha256("big-Q4_K_M.gguf")
