@@ -290,7 +290,11 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
             if own:
                 received = fetch_blob(model.repo, model.revision, f, blob, force=force, display=display)
                 kwargs["force_download"] = False  # the blob is there: huggingface_hub links it into the snapshot
+                if received is not None:
+                    _unlink_copy(pointer_path(model.repo, model.revision, f.filename))
             path = Path(hf_hub_download(**kwargs))
+            if own and received is not None and not path.is_symlink():  # copied: the blob need not stay beside it
+                (hub_cache_dir() / repo_folder(model.repo) / "blobs" / (blob or "")).unlink(missing_ok=True)
     except Exception as exc:
         raise _kept_part_said(map_hub_error(exc, repo=model.repo, filename=f.filename), model.repo, blob) from exc
     except BaseException:  # Ctrl-C, or a signal that ends localgen
@@ -304,6 +308,13 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
     if cached or (bar is not None and not bar.opened and not (waiting or partial.seen)):
         return path, "cached", 0  # or linked from huggingface_hub's shared store of blobs
     return (path, "elsewhere", 0) if bar is not None and not bar.opened else (path, "downloaded", f.size)
+
+
+def _unlink_copy(pointer: Path) -> None:
+    """Delete a snapshot entry that is a copy of an older download (where the cache cannot hold symlinks), for
+    huggingface_hub to put the new one in its place; a link to the blob stays (the blob itself was replaced)."""
+    if pointer.is_file() and not pointer.is_symlink():
+        pointer.unlink()
 
 
 def _kept_part_said(error: LocalgenError, repo: str, blob: str | None) -> LocalgenError:

@@ -150,3 +150,17 @@ def test_models_rm_of_a_model_a_pull_downloaded_in_part_deletes_the_part(hubenv:
     assert removed.described == f"{REPO}:Q4_K_M (downloaded in part)" and not part.exists()
     with pytest.raises(ModelNotFoundError, match="is not in the cache"):
         remove_model(registry, f"{REPO}:Q4_K_M")
+
+
+def test_where_the_cache_cannot_hold_symlinks_a_download_is_one_copy_and_force_replaces_it(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_SYMLINKS", True)  # as on Windows without developer mode
+    sha = _serve(hubenv)
+    path = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)[0]
+    assert not path.is_symlink() and file_sha256(path) == sha
+    assert hubenv.blobs(REPO) == [], "the file is in the snapshot only, as huggingface_hub moves a new blob there"
+    path.write_bytes(b"\0" * SIZE)  # a damaged copy, which pull --force replaces
+    assert hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True, force=True) == [path]
+    assert file_sha256(path) == sha and hubenv.blobs(REPO) == []
