@@ -283,27 +283,27 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
         _quiet_hf_bars()
     watch = contextlib.nullcontext(download_progress.PartialCopies()) if cached else (
         download_progress.poll_incomplete(hub_cache_dir() / repo_folder(model.repo) / "blobs", blob, display))
-    own = not cached and blob is not None  # localgen fetches the blob itself (resumably), huggingface_hub links it
+    own = None if cached else blob  # the blob localgen fetches itself (resumably), which huggingface_hub links
     received: int | None = None  # the bytes it fetched (None: another download fetched them while this one waited)
     try:
         with watch as partial, _quiet_hub_logs(f"{model.repo}/{f.filename}"):
-            if own:
-                received = fetch_blob(model.repo, model.revision, f, blob, force=force, display=display)
+            if own is not None:
+                received = fetch_blob(model.repo, model.revision, f, own, force=force, display=display)
                 kwargs["force_download"] = False  # the blob is there: huggingface_hub links it into the snapshot
                 if received is not None:
                     _unlink_copy(pointer_path(model.repo, model.revision, f.filename))
             path = Path(hf_hub_download(**kwargs))
-            if own and received is not None and not path.is_symlink():  # copied: the blob need not stay beside it
-                (hub_cache_dir() / repo_folder(model.repo) / "blobs" / (blob or "")).unlink(missing_ok=True)
+            if own is not None and received is not None and not path.is_symlink():  # copied: no need for the blob
+                (hub_cache_dir() / repo_folder(model.repo) / "blobs" / own).unlink(missing_ok=True)
     except Exception as exc:
         raise _kept_part_said(map_hub_error(exc, repo=model.repo, filename=f.filename), model.repo, blob) from exc
     except BaseException:  # Ctrl-C, or a signal that ends localgen
-        if own and (kept := partial_size(model.repo, blob or "")):
+        if own is not None and (kept := partial_size(model.repo, own)):
             console.say(f"localgen: the download of {model.repo}/{f.filename} stopped; the {binary_size(kept)} "
                         "received are kept, and the next pull resumes from there")
         raise
     display.end_file()
-    if own:
+    if own is not None:
         return (path, "elsewhere", 0) if received is None else (path, "downloaded", received)
     if cached or (bar is not None and not bar.opened and not (waiting or partial.seen)):
         return path, "cached", 0  # or linked from huggingface_hub's shared store of blobs

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from localgen.download_progress import Display
     from localgen.hub_types import HubFile
 
+
 def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display) -> int | None:
     """Download a file into blobs/etag, continuing the partial copy an earlier download left (force: from the start);
     the bytes received now, or None when the blob was there once the lock was taken (another download finished it
