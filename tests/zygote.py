@@ -7,11 +7,12 @@ modules; not huggingface_hub, which reads its settings from the environment as i
 when it needs it). Each child then sets up as a fresh `python -m localgen` would be: its own environment, folder,
 standard streams and CPUs, localgen's __main__ run as -m runs it, and the interpreter's own exit. Over a Unix
 socket: a request (JSON) with the child's three standard streams as passed descriptors; the replies are the
-child's pid, then its exit status. A chat for a pty test gets the pty's end as its three streams and its controlling
-terminal, in a session of its own; a watcher forked for it (the zygote goes on serving meanwhile) is its parent
-and sends its pid and wait status over a socket the request passed (tests/forked_pty.py reads them for pexpect). What a child cannot have of its own is the zygote's, as the worker had it when
-the zygote started: its limits (ulimit) and umask, its string hash seed, what the C libraries read from the
-environment as they load (conftest starts such a run afresh); a traceback shows this file's frames first.
+child's pid, then its exit status. A chat for a pty test gets the pty's end as its three streams and its
+controlling terminal, in a session of its own; a watcher forked for it (the zygote goes on serving meanwhile) is
+its parent and sends its pid and wait status over a socket the request passed (tests/forked_pty.py reads them for
+pexpect). What a child cannot have of its own is the zygote's, as the worker had it when the zygote started: its
+limits (ulimit) and umask, its string hash seed, what the C libraries read from the environment as they load
+(conftest starts such a run afresh); a traceback shows this file's frames first.
 """
 
 from __future__ import annotations
