@@ -41,7 +41,7 @@ from localgen.hub_cache import (
 )
 from localgen.hub_choice import choose_model, quant_of, shard_of
 from localgen.hub_errors import map_hub_error, offline_error
-from localgen.hub_resume import fetch_blob
+from localgen.hub_resume import fetch_blob, resumable
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.hub_verify import Pin, check_pin, check_pinned_file, check_shards_agree, verify_download
 from localgen.references import check_safe_filename
@@ -283,7 +283,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
         _quiet_hf_bars()
     watch = contextlib.nullcontext(download_progress.PartialCopies()) if cached else (
         download_progress.poll_incomplete(hub_cache_dir() / repo_folder(model.repo) / "blobs", blob, display))
-    own = None if cached else blob  # the blob localgen fetches itself (resumably), which huggingface_hub links
+    own = None if cached or not resumable(f) else blob  # the blob localgen fetches itself, which huggingface_hub links
     received: int | None = None  # the bytes it fetched (None: another download fetched them while this one waited)
     try:
         with watch as partial, _quiet_hub_logs(f"{model.repo}/{f.filename}"):

@@ -22,6 +22,14 @@ if TYPE_CHECKING:
     from localgen.hub_types import HubFile
 
 
+def resumable(f: HubFile) -> bool:
+    """True when localgen fetches the file itself, resumably, over plain HTTP: the Hub serves no file over
+    huggingface_hub's MAX_HTTP_DOWNLOAD_SIZE (50 GB) so, which hf_hub_download fetches through Xet instead."""
+    from huggingface_hub import constants
+
+    return f.size <= constants.MAX_HTTP_DOWNLOAD_SIZE
+
+
 def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display) -> int | None:
     """Download a file into blobs/etag, continuing the partial copy an earlier download left (force: from the start);
     the bytes received now, or None when the blob was there once the lock was taken (another download finished it

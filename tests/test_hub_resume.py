@@ -164,3 +164,23 @@ def test_where_the_cache_cannot_hold_symlinks_a_download_is_one_copy_and_force_r
     path.write_bytes(b"\0" * SIZE)  # a damaged copy, which pull --force replaces
     assert hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True, force=True) == [path]
     assert file_sha256(path) == sha and hubenv.blobs(REPO) == []
+
+
+def test_a_file_over_the_hub_s_plain_http_limit_is_left_to_huggingface_hub_s_own_download(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Hub serves files over 50 GB through Xet alone: hf_hub_download fetches those (not resumably)."""
+    from huggingface_hub import constants
+
+    from localgen.hub_resume import resumable
+    from localgen.hub_types import HubFile
+
+    assert resumable(HubFile(REPO, NAME, 49 * 10**9, None, "Q4_K_M", None, None))
+    assert not resumable(HubFile(REPO, NAME, 51 * 10**9, None, "Q4_K_M", None, None))
+    sha = _serve(hubenv)
+    monkeypatch.setattr(constants, "MAX_HTTP_DOWNLOAD_SIZE", SIZE - 1)  # as a 50 GB file is to the real Hub
+    fetched: list[str] = []
+    monkeypatch.setattr(hub, "fetch_blob", lambda repo, *args, **kwargs: fetched.append(repo))
+    with pytest.raises(HubError, match="too large to be downloaded using the regular download method"):
+        hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)  # the loopback Hub serves no Xet
+    assert not (hubenv.hf_cache / "models--org--tiny-GGUF" / "blobs" / f"{sha}.incomplete").exists()
+    assert fetched == [] and all(request.range is None for request in _gets(hubenv))
