@@ -47,6 +47,9 @@ _HF_REPO = "localgen's is -m ORG/REPO[:QUANT]"
 _HF_FILE = "localgen's is -m ORG/REPO/FILE.gguf"
 _ONE_SEQUENCE = "localgen runs one sequence, its prompt in batches of --batch-size N: drop it"
 _NO_DRAFT_MODEL = "localgen drafts from the prompt with --draft lookup, no second model"
+_MMAP = "localgen memory-maps the model file, as llama.cpp does by default, and leaves its pages to the OS: drop it"
+_NO_MIROSTAT = "localgen has no Mirostat: --temperature, --top-k, --top-p and --min-p set how it samples"
+_NO_LORA = "localgen loads no LoRA adapter: merge it into the model with llama.cpp's llama-export-lora, then run that"
 OTHER_TOOLS_OPTIONS = {
     "-sys": ("llama-cli", "a system prompt", _SYSTEM),
     "--system-prompt": ("llama-cli", "a system prompt", _SYSTEM),
@@ -147,6 +150,19 @@ OTHER_TOOLS_OPTIONS = {
                                                    "llama.cpp does; --gpu-layers N or --no-gpu set the offload")),
     **dict.fromkeys(("-hft", "--hf-token"), ("llama-cli", "a Hugging Face token",
                                              "localgen reads HF_TOKEN, or the token `hf auth login` saved")),
+    "--mlock": ("llama-cli", "locking the model in RAM", _MMAP),
+    **dict.fromkeys(("--mmap", "--no-mmap"), ("llama-cli", "memory-mapping the model", _MMAP)),
+    "--numa": ("llama-cli", "NUMA placement",
+               "localgen has no NUMA setting: run it under numactl (numactl --interleave=all localgen run ...)"),
+    **dict.fromkeys(("-dev", "--device"), ("llama-cli", "the devices to run on",
+                                           "localgen uses the GPUs llama.cpp finds, as its default does: --no-gpu "
+                                           "keeps to the CPU, CUDA_VISIBLE_DEVICES=N picks a CUDA GPU")),
+    "--jinja": ("llama-cli", "Jinja chat templates",
+                "localgen always renders the model's own chat template with Jinja (--chat-template FILE gives "
+                "another): drop it"),
+    **dict.fromkeys(("--mirostat", "--mirostat-lr", "--mirostat-ent"), ("llama-cli", "Mirostat sampling",
+                                                                       _NO_MIROSTAT)),
+    **dict.fromkeys(("--lora", "--lora-scaled"), ("llama-cli", "a LoRA adapter", _NO_LORA)),
 }
 HUB_REPO_OPTIONS = {"-hf", "-hfr", "--hf-repo"}  # their value is what -m takes
 _RUN_ONLY = {  # where chat has no like

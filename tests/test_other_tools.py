@@ -96,6 +96,22 @@ from tests.conftest import bundled_model_file, run_localgen
      "localgen's models read text: -f FILE attaches a text file"),
     (("chat", "-hff", "x.gguf"), "-hff is llama-cli's option for a file of a Hugging Face repo",
      "localgen's is -m ORG/REPO/FILE.gguf"),
+    # each was `No such option` with no way named
+    (("run", "--mlock", "hi"), "--mlock is llama-cli's option for locking the model in RAM",
+     "localgen memory-maps the model file, as llama.cpp does by default, and leaves its pages to the OS: drop it"),
+    (("chat", "--no-mmap"), "--no-mmap is llama-cli's option for memory-mapping the model",
+     "localgen memory-maps the model file, as llama.cpp does by default, and leaves its pages to the OS: drop it"),
+    (("run", "--numa", "distribute", "hi"), "--numa is llama-cli's option for NUMA placement",
+     "localgen has no NUMA setting: run it under numactl (numactl --interleave=all localgen run ...)"),
+    (("run", "-dev", "CUDA0", "hi"), "-dev is llama-cli's option for the devices to run on",
+     "localgen uses the GPUs llama.cpp finds, as its default does: --no-gpu keeps to the CPU, CUDA_VISIBLE_DEVICES=N "
+     "picks a CUDA GPU"),
+    (("run", "--jinja", "hi"), "--jinja is llama-cli's option for Jinja chat templates",
+     "localgen always renders the model's own chat template with Jinja (--chat-template FILE gives another): drop it"),
+    (("run", "--mirostat", "2", "hi"), "--mirostat is llama-cli's option for Mirostat sampling",
+     "localgen has no Mirostat: --temperature, --top-k, --top-p and --min-p set how it samples"),
+    (("run", "--lora-scaled", "a.gguf", "0.5", "hi"), "--lora-scaled is llama-cli's option for a LoRA adapter",
+     "localgen loads no LoRA adapter: merge it into the model with llama.cpp's llama-export-lora, then run that"),
 ])
 def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, ...], error: str, hint: str) -> None:
     result = run_localgen(*args)
@@ -118,6 +134,13 @@ def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, .
     ("run", ["-ncmoe", "8", "hi"], "-ncmoe is llama-cli's option for keeping a mixture of experts' weights on the CPU"),
     ("run", ["-cmoe", "hi"], "-cmoe is llama-cli's option for keeping a mixture of experts' weights on the CPU"),
     ("run", ["-nr", "hi"], "-nr is llama-cli's option for leaving the weights unrepacked"),  # as -n r
+    ("chat", ["--jinja"], "--jinja is llama-cli's option for Jinja chat templates"),
+    ("run", ["--device=none", "hi"], "--device is llama-cli's option for the devices to run on"),
+    ("run", ["--mirostat-lr", "0.1", "--mirostat-ent", "5", "hi"], "--mirostat-lr is llama-cli's option for Mirostat "
+     "sampling"),
+    ("chat", ["--lora", "a.gguf"], "--lora is llama-cli's option for a LoRA adapter"),
+    ("run", ["--mmap", "hi"], "--mmap is llama-cli's option for memory-mapping the model"),
+    ("run", ["-s", "--mlock", "hi"], None),  # a system prompt "--mlock"
 ])
 def test_another_tool_s_option_is_told_from_a_value_in_process(command: str, args: list[str],
                                                                error: str | None) -> None:
