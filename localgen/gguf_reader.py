@@ -43,6 +43,7 @@ from localgen.gguf_format import (
     value_type_name,
 )
 from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
+from localgen.units import counted
 
 CONTROL_TOKEN_TYPES = (2, 3)  # llama.cpp's token types UNKNOWN and CONTROL: special only when parsed as such
 USER_DEFINED_TOKEN_TYPE = 4  # always read as one token; llama.cpp turns a few (<end_of_turn>, ...) into CONTROL
@@ -50,6 +51,8 @@ USER_DEFINED_TOKEN_TYPE = 4  # always read as one token; llama.cpp turns a few (
 # Minimum bytes one metadata entry and one tensor-info entry can occupy (for count sanity checks).
 _MIN_KV_BYTES = 8 + 1 + 4 + 1
 _MIN_TENSOR_INFO_BYTES = 8 + 1 + 4 + 8 + 4 + 8
+HEADER_MIN_BYTES = 4 + 4 + 8 + 8  # magic, version, tensor count, metadata count
+EMPTY_FILE_HINT = "an interrupted download or copy, or `touch`, leaves an empty file: download or copy the model again"
 
 _RawTensor = tuple[str, tuple[int, ...], int, int, int]  # name, shape, ggml type, relative offset, nbytes
 
@@ -67,6 +70,8 @@ def read_gguf(path: Path, *, check_tensors: bool = True, require_architecture: b
     path = Path(path)
     label = path.name or str(path)
     size = _check_regular_file(path, label)
+    if size == 0:
+        raise GGUFError(f"{label}: empty file (0 bytes)", hint=EMPTY_FILE_HINT)
     with _only_gguf_errors(label), path.open("rb") as handle:
         return _parse(HeaderCursor(handle, size, label), path, check_tensors=check_tensors,
                       require_architecture=require_architecture)
@@ -155,6 +160,9 @@ def _parse_header(p: HeaderCursor) -> tuple[int, int, int]:
     if p.size == 0:
         raise p.fail("empty file (0 bytes)")
     p.need(min(p.size, FOREIGN_HEAD_BYTES), "header")
+    if p.size < len(GGUF_MAGIC) and GGUF_MAGIC.startswith(p.buf):  # GGU: cut short, no text file
+        raise p.truncated(f"truncated: {counted(p.size, 'byte')}, the start of a GGUF header, which takes "
+                          f"{HEADER_MIN_BYTES} at least")
     if p.buf[:4] != GGUF_MAGIC:
         problem, hint = describe_foreign(p.buf[:FOREIGN_HEAD_BYTES])
         raise GGUFError(f"{p.label}: {problem}", hint=hint)

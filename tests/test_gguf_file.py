@@ -197,7 +197,7 @@ def test_header_bytes_read_like_the_file(bundled: Path) -> None:
 
 def test_header_bytes_cut_short_are_truncated_and_other_problems_are_not(bundled: Path, tmp_path: Path) -> None:
     head = bundled.read_bytes()[:BUNDLED_DATA_OFFSET]
-    for cut in (20, 1024, 1 << 20, BUNDLED_DATA_OFFSET - 1):
+    for cut in (3, 20, 1024, 1 << 20, BUNDLED_DATA_OFFSET - 1):  # 3: 'GGU', no text file
         with pytest.raises(GGUFTruncatedError) as caught:
             read_gguf_bytes(head[:cut], "sub/model.gguf")
         assert caught.value.message.startswith("model.gguf: ") and caught.value.hint
@@ -313,7 +313,10 @@ Builder = Callable[[Path, Path], object]
 # (case id, source model, builder(src, dst), words the message must contain)
 BROKEN: list[tuple[str, str, Builder, tuple[str, ...]]] = [
     ("empty", "tiny", lambda s, d: d.write_bytes(b""), ("empty",)),
-    ("three-bytes", "tiny", lambda s, d: d.write_bytes(b"GGU"), ("not a GGUF",)),
+    ("three-bytes", "tiny", lambda s, d: d.write_bytes(b"GGU"),  # was 'not a GGUF file (text: 'GGU')'
+     ("truncated: 3 bytes, the start of a GGUF header, which takes 24 at least",)),
+    ("one-byte", "tiny", lambda s, d: d.write_bytes(b"G"), ("truncated: 1 byte, the start of a GGUF header",)),
+    ("four-bytes-not-gguf", "tiny", lambda s, d: d.write_bytes(b"GGUX"), ("not a GGUF file (text: 'GGUX')",)),
     ("truncated-1KB", "bundled", lambda s, d: gb.truncated_copy(s, d, keep_bytes=1024), ("truncated",)),
     ("truncated-1MB", "bundled", lambda s, d: gb.truncated_copy(s, d, keep_bytes=1 << 20), ("truncated",)),
     ("truncated-99%", "bundled", lambda s, d: gb.truncated_copy(s, d, keep_bytes=gb.BUNDLED_SIZE * 99 // 100),

@@ -153,7 +153,9 @@ CASES: dict[str, Case] = {
     "model-missing-path": Case(("run", "hi", "-m", "/nonexistent/model.gguf"), RUNTIME, "no such model file"),
     "model-directory": Case(("run", "hi", "-m", "{dir}"), RUNTIME, "is not a file"),
     "model-text-file": Case(("run", "hi", "-m", "{text_file}"), RUNTIME, "not a GGUF file"),
-    "model-empty-file": Case(("run", "hi", "-m", "{empty_file}"), RUNTIME, "empty file"),
+    "model-empty-file": Case(("run", "hi", "-m", "{empty_file}"), RUNTIME,
+                              "empty file (0 bytes) (hint: an interrupted download or copy, or `touch`, leaves an "
+                              "empty file: download or copy the model again)"),
     "model-etc-passwd": Case(("run", "hi", "-m", "/etc/passwd"), RUNTIME,  # its start, not b'root'
                              "/etc/passwd: not a GGUF file (text: 'root:"),
     "model-truncated-1k": Case(("run", "hi", "-m", "{truncated_1k}"), RUNTIME, "truncated"),
