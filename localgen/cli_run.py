@@ -124,10 +124,11 @@ def fresh_answer(loaded: LoadedModel, messages: list[Message], sampling: Samplin
 def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: bool) -> None:
     """Print the prompt messages make for the loaded model, as stream_answer gives it to the model (its chat
     template applied, special tokens as text, the BOS token its tokenizer adds included); with json_output, one
-    object with that text and its token count."""
+    object with that text and its token count. A prompt the context cannot hold is refused, as the run would be."""
     from localgen import console
 
     text, tokens = loaded.prompt_format.prompt(loaded.engine, messages)
+    loaded.engine.check_fits(len(tokens))
     bos = loaded.prompt_format.bos_token
     if tokens[:1] == [loaded.engine.bos_token] and not text.startswith(bos):
         text = bos + text
