@@ -149,6 +149,8 @@ def run(
     ] = None,
     stats: Annotated[bool, typer.Option("--stats", "--verbose", help="Print speed and token counts on stderr.")
                      ] = False,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Nothing on stderr but errors: no notes, warnings or progress.")] = False,
     no_wrap: Annotated[bool, typer.Option(
         "--no-wrap", "--nowordwrap", help="On a terminal, keep the model's lines whole (no word wrap).")] = False,
     hide_thinking: Annotated[bool, typer.Option(
@@ -167,8 +169,8 @@ def run(
         ctx, prompt=prompt, model=model, system=system, system_file=system_file, files=tuple(file or ()),
         max_tokens=max_tokens, stop=tuple(stop or ()), json_schema=json_schema, grammar=grammar, ctx_size=ctx_size,
         raw=raw, chat_template=chat_template, json_output=json_output, print_prompt=print_prompt,
-        continue_latest=continue_latest, conversation_name=conversation_name, stats=stats, no_wrap=no_wrap,
-        hide_thinking=hide_thinking, no_cache=no_cache, draft=draft))
+        continue_latest=continue_latest, conversation_name=conversation_name, stats=stats, quiet=quiet,
+        no_wrap=no_wrap, hide_thinking=hide_thinking, no_cache=no_cache, draft=draft))
 
 
 @app.command(short_help="Chat with a model in the terminal.")

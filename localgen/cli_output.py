@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 
@@ -76,3 +77,19 @@ def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput 
     except BrokenPipeError:
         silence_stdout()
         raise typer.Exit(EXIT_BROKEN_PIPE) from None
+
+
+@contextlib.contextmanager
+def stderr_quieted(quiet: bool) -> Iterator[None]:
+    """With run's -q/--quiet, nothing reaches stderr while it lasts (notes, warnings, progress): an error is said
+    once it is over, on the stderr there was."""
+    if not quiet:
+        yield
+        return
+    kept = sys.stderr
+    with open(os.devnull, "w") as devnull:
+        sys.stderr = devnull
+        try:
+            yield
+        finally:
+            sys.stderr = kept

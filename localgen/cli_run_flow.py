@@ -45,6 +45,7 @@ class RunRequest:
     continue_latest: bool = False
     conversation_name: str | None = None
     stats: bool = False
+    quiet: bool = False
     no_wrap: bool = False
     hide_thinking: bool = False
     no_cache: bool = False
@@ -96,16 +97,22 @@ class RunOutcome:
 
 
 def run_command(request: RunRequest) -> None:
-    """Check, read, load, answer and report: the whole of `localgen run`."""
-    checked = check_run(request)
-    inputs = read_run_inputs(request, checked)
-    loaded = load_for(request.ctx, inputs.options, checked.conversation)
-    try:
-        outcome = answer_run(request, checked, inputs, loaded)
-    finally:
-        loaded.close()
-    if outcome is not None:
-        report_run(request, outcome)
+    """Check, read, load, answer and report: the whole of `localgen run` (-q: with stderr kept for its error)."""
+    from localgen.cli_output import stderr_quieted
+
+    if request.quiet and request.stats:
+        raise UsageError("-q/--quiet and --stats contradict each other",
+                         hint="--quiet keeps stderr to errors, where --stats prints speeds and counts: drop one")
+    with stderr_quieted(request.quiet):
+        checked = check_run(request)
+        inputs = read_run_inputs(request, checked)
+        loaded = load_for(request.ctx, inputs.options, checked.conversation)
+        try:
+            outcome = answer_run(request, checked, inputs, loaded)
+        finally:
+            loaded.close()
+        if outcome is not None:
+            report_run(request, outcome)
 
 
 def check_run(request: RunRequest) -> CheckedRun:

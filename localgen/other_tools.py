@@ -47,6 +47,7 @@ _HF_REPO = "localgen's is -m ORG/REPO[:QUANT]"
 _HF_FILE = "localgen's is -m ORG/REPO/FILE.gguf"
 _ONE_SEQUENCE = "localgen runs one sequence, its prompt in batches of --batch-size N: drop it"
 _NO_DRAFT_MODEL = "localgen drafts from the prompt with --draft lookup, no second model"
+_NO_LOG = "localgen prints no log (LOCALGEN_DEBUG=1 shows llama.cpp's)"
 _MMAP = "localgen memory-maps the model file, as llama.cpp does by default, and leaves its pages to the OS: drop it"
 _NO_MIROSTAT = "localgen has no Mirostat: --temperature, --top-k, --top-p and --min-p set how it samples"
 _NO_LORA = "localgen loads no LoRA adapter: merge it into the model with llama.cpp's llama-export-lora, then run that"
@@ -124,8 +125,7 @@ OTHER_TOOLS_OPTIONS = {
     **dict.fromkeys(("-hff", "--hf-file"), ("llama-cli", "a file of a Hugging Face repo", _HF_FILE)),
     "--no-display-prompt": ("llama-cli", "leaving the prompt out of the output",
                             "localgen never prints the prompt: stdout is the answer alone; drop it"),
-    "--log-disable": ("llama-cli", "turning its log off",
-                      "localgen prints no log (LOCALGEN_DEBUG=1 shows llama.cpp's): drop it"),
+    "--log-disable": ("llama-cli", "turning its log off", _NO_LOG + "; -q leaves stderr to errors alone"),
     "--ignore-eos": ("llama-cli", "generating past the model's end of the answer",
                      "localgen ends the answer where the model does; `localgen bench -n N` measures decoding N tokens"),
     **dict.fromkeys(("-np", "--parallel"), ("llama-cli", "parallel sequences", _ONE_SEQUENCE)),  # -n p: a token limit
@@ -194,6 +194,7 @@ _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the 
             **dict.fromkeys(("-i", "--interactive", "-if", "--interactive-first"),
                             "`localgen chat` is interactive already: drop it"),
             "--no-stream": "chat streams each answer: drop it",
+            "--log-disable": _NO_LOG + ": drop it",
             "--cid": "localgen's is chat --resume NAME; --resume alone takes the latest",
             **dict.fromkeys(("-u", "--usage"), _CHAT_USAGE),
             **dict.fromkeys(("-x", "--extract", "--xl", "--extract-last"), _CHAT_EXTRACT),

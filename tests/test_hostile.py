@@ -156,6 +156,8 @@ CASES: dict[str, Case] = {
     "model-empty-file": Case(("run", "hi", "-m", "{empty_file}"), RUNTIME,
                               "empty file (0 bytes) (hint: an interrupted download or copy, or `touch`, leaves an "
                               "empty file: download or copy the model again)"),
+    "model-empty-file-quiet": Case(("run", "-q", "hi", "-m", "{empty_file}"), RUNTIME, "empty file"),  # -q: errors
+    "quiet-with-stats": Case(("run", "-q", "--stats", "hi"), USAGE, "-q/--quiet and --stats contradict each other"),
     "model-etc-passwd": Case(("run", "hi", "-m", "/etc/passwd"), RUNTIME,  # its start, not b'root'
                              "/etc/passwd: not a GGUF file (text: 'root:"),
     "model-truncated-1k": Case(("run", "hi", "-m", "{truncated_1k}"), RUNTIME, "truncated"),

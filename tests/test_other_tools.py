@@ -97,6 +97,10 @@ from tests.conftest import bundled_model_file, run_localgen
     (("chat", "-hff", "x.gguf"), "-hff is llama-cli's option for a file of a Hugging Face repo",
      "localgen's is -m ORG/REPO/FILE.gguf"),
     # each was `No such option` with no way named
+    (("run", "--log-disable", "hi"), "--log-disable is llama-cli's option for turning its log off",
+     "localgen prints no log (LOCALGEN_DEBUG=1 shows llama.cpp's); -q leaves stderr to errors alone"),
+    (("chat", "--log-disable"), "--log-disable is llama-cli's option for turning its log off",  # chat has no -q
+     "localgen prints no log (LOCALGEN_DEBUG=1 shows llama.cpp's): drop it"),
     (("run", "--mlock", "hi"), "--mlock is llama-cli's option for locking the model in RAM",
      "localgen memory-maps the model file, as llama.cpp does by default, and leaves its pages to the OS: drop it"),
     (("chat", "--no-mmap"), "--no-mmap is llama-cli's option for memory-mapping the model",

@@ -501,6 +501,8 @@ def test_model_without_chat_template_runs_as_plain_completion(tmp_path: Path, bu
     assert result.returncode == 0, result.err
     assert "no chat template" in result.err and "plain completion" in result.err
     assert result.out.strip()
+    quiet = run_localgen("run", "-q", "-m", str(base), "The capital of France is", "-n", "8", *GREEDY)
+    assert quiet.returncode == 0 and quiet.out == result.out and quiet.err == "", "-q: no note of either on a pipe"
     chat_result = run_localgen("run", "The capital of France is", "-n", "8", "--json", *GREEDY)
     raw_result = run_localgen("run", "The capital of France is", "-n", "8", "--json", "--raw", *GREEDY)
     assert json.loads(raw_result.out)["usage"]["prompt_tokens"] < json.loads(chat_result.out)["usage"]["prompt_tokens"]
@@ -899,6 +901,18 @@ def test_the_waiting_note_shows_in_a_terminal() -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_quiet_leaves_a_terminal_s_stderr_to_errors() -> None:
+    """-q: no note of the wait for stdin, of -s 42 or of the -n limit on the terminal (stdout goes elsewhere)."""
+    import pexpect
+
+    run = f"{sys.executable} -m localgen run -q -n 2 -s 42 --temperature 0 hi"
+    child = pexpect.spawn("bash", ["-c", f"sleep 1 | {run} > /dev/null"], cwd=str(REPO_ROOT), timeout=60,
+                          encoding="utf-8")
+    shown = child.read()
+    child.close()
+    assert child.exitstatus == 0 and shown == "", shown
 
 
 def test_an_empty_system_prompt_holds_in_a_conversation_as_outside_one() -> None:
