@@ -200,9 +200,11 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     attachments = gather_attachments(checked.prompt, checked.files, stdin, stdin_asked=checked.stdin_asked,
                                      model_given=request.model, warnings=warnings)
     prompt_bytes = text_bytes(*attachments, checked.prompt, system)
+    conversation = checked.conversation  # the context is sized for the whole prompt, its earlier exchanges too
+    whole_bytes = prompt_bytes + (0 if conversation is None else text_bytes(*conversation.texts()))
     options = replace(checked.options, chat_template=template,
-                      min_ctx=prompt_context(prompt_bytes, checked.limits.max_tokens),
-                      floor_ctx=prompt_floor(prompt_bytes))
+                      min_ctx=prompt_context(whole_bytes, checked.limits.max_tokens),
+                      floor_ctx=prompt_floor(prompt_bytes))  # earlier exchanges can leave the context; it cannot
     return RunInputs(system=system, sampling=sampling, attachments=attachments, options=options)
 
 

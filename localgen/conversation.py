@@ -144,6 +144,11 @@ class Conversation:
                 result.append(Message("assistant", turn.answer))
         return result
 
+    def texts(self) -> list[str]:
+        """Its system prompt and the texts of every exchange, those out of the context too (a larger context than
+        the last one brings them back)."""
+        return [message.content for message in self.messages(self.turns)]
+
     def in_context(self) -> list[Turn]:
         """The exchanges the model sees: those from context_start on, and always the last one (earlier ones stay
         saved, out of context)."""

@@ -14,7 +14,7 @@ from localgen import config
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import conversations_dir, let_go, save_conversation
 from localgen.events import Finished
-from tests.conftest import REPO_ROOT, run_localgen
+from tests.conftest import REPO_ROOT, run_localgen, user_registry
 
 GREEDY = ("--temperature", "0", "--seed", "1")
 
@@ -80,6 +80,19 @@ def test_run_continue_goes_on_from_the_last_plain_run() -> None:
     assert not last_run_path().exists(), "it is a saved conversation now"
     third = run_localgen("run", "--continue", "Say it again.", "-n", "4", "--json", *GREEDY)
     assert third.returncode == 0 and third.err == "" and json.loads(third.out)["conversation"] == name
+
+
+def test_run_continue_sizes_the_context_for_the_whole_conversation_not_the_new_message_alone(home: Path) -> None:
+    """A default context (models.toml's) too small for the conversation is raised for it, as a plain run's is for
+    its prompt, up to the model's own: the model sees the earlier exchange."""
+    user_registry(home, "[models.smollm2-135m]\ncontext = 256\n")
+    earlier = Conversation.new(system=None, model="smollm2-135m")
+    earlier.turns.append(Turn("Repeat after me: " + "river stone cloud " * 100, "river stone cloud " * 100))
+    last_run_path().parent.mkdir(parents=True)
+    last_run_path().write_text(earlier.to_json())
+    going_on = run_localgen("run", "--continue", "And?", "-n", "2", "--json", *GREEDY)
+    assert going_on.returncode == 0 and "the model sees" not in going_on.err, going_on.err
+    assert json.loads(going_on.out)["usage"]["prompt_tokens"] > 600, "the earlier exchange is in the prompt"
 
 
 def test_localgen_no_last_run_keeps_no_record_and_removes_the_one_kept() -> None:
