@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import BinaryIO, NoReturn
 
 from localgen.errors import GGUFError, UsageError
+from localgen.other_tools import check_template_name
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
 BINARY_SNIFF_BYTES = 64 * 1024  # binary input is told from its first block
@@ -413,7 +414,9 @@ def argument_text(value: str, source: str, warnings: list[str]) -> str:
 
 
 def chat_template_file(name: str | None) -> InputFile | None:
-    """The --chat-template file given, checked (None when none was given)."""
+    """The --chat-template file given, checked (None when none was given; llama-cli's template names are told)."""
+    if name is not None:
+        check_template_name(name)
     return None if name is None else InputFile.checked(name, "--chat-template", binary_hint=TEMPLATE_HINT)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from localgen.errors import UsageError
@@ -234,3 +235,14 @@ def _with_repo(hint: str, words: list[str]) -> str:
     if not eq:
         value = words[1] if len(words) > 1 and not words[1].startswith("-") else ""
     return f"localgen's is -m {shlex.quote(value)}" if value else hint
+
+
+def check_template_name(value: str) -> None:
+    """Refuse a --chat-template value that names no file and reads as a built-in template's name (chatml, llama3),
+    which llama-cli's --chat-template takes, where localgen's takes a Jinja file."""
+    if not value or value[0] in "-~" or "/" in value or os.path.splitext(value)[1] or os.path.lexists(value):
+        return
+    raise UsageError(f"no such file: {value}; localgen's --chat-template takes a Jinja template file, where "
+                     "llama-cli's takes a built-in template's name",
+                     hint="leave it out to use the chat template in the model's GGUF, or pass a file that holds "
+                          "another's Jinja text, such as the chat_template of a model's tokenizer_config.json")

@@ -215,6 +215,12 @@ def test_ollama_s_verbose_is_stats() -> None:
     (("models", "rm", "-hy", "x"), "No such option: -hy", "-h alone is --help: see `localgen models rm --help`"),
     (("run", "-hello there"), "No such option: -hello there",  # was No such option: -e
      "a prompt that starts with \"-\" goes after --: `localgen run -- '-hello there'`"),
+    (("run", "--chat-template", "chatml", "hi"),  # was no such file alone; a path (./chatml, x.jinja) stays that
+     "no such file: chatml; localgen's --chat-template takes a Jinja template file, where llama-cli's takes a built-in "
+     "template's name", "leave it out to use the chat template in the model's GGUF, or pass a file that holds "
+     "another's Jinja text, such as the chat_template of a model's tokenizer_config.json"),
+    (("run", "--chat-template", "llama3.jinja", "hi"), "no such file: llama3.jinja",
+     "check the path given to --chat-template"),
     (("run", "-f", "https://example.com/x.txt", "sum"),
      "-f/--file reads a local file, not an address: https://example.com/x.txt",
      'fetch it first: curl -sL https://example.com/x.txt | localgen run "..."'),
