@@ -250,24 +250,37 @@ def test_a_run_continue_refused_before_it_answers_leaves_the_last_run_and_the_co
     assert [turn["user"] for turn in saved["turns"]] == ["Name a fruit.", "Another?"]
 
 
-@pytest.mark.parametrize("args", [("--conversation", "fresh"), ("--continue",)])
-def test_json_names_no_conversation_when_ctrl_c_left_the_exchange_unsaved(args: tuple[str, ...]) -> None:
-    """README: --json's `conversation` is left out when the exchange was not saved (Ctrl-C before any text)."""
+@pytest.mark.parametrize(("args", "plain_run_last"), [
+    (("--conversation", "fresh"), False), (("--continue",), False),
+    (("--continue",), True),  # the last run, saved as a conversation before the prefill: it stays so, as it was
+])
+def test_json_names_no_conversation_when_ctrl_c_left_the_exchange_unsaved(args: tuple[str, ...],
+                                                                          plain_run_last: bool) -> None:
+    """README: --json's `conversation` is left out when the exchange was not saved (Ctrl-C before any text); the
+    question is dropped, as a chat drops it, and what the conversation held stays."""
     import pexpect
 
     assert run_localgen("run", "--conversation", "kept", "Name a fruit.", "-n", "3", *GREEDY).returncode == 0
+    if plain_run_last:
+        assert run_localgen("run", "Name a river.", "-n", "3", *GREEDY).returncode == 0
+        (turn,) = json.loads(last_run_path().read_text())["turns"]
     before = _saved()
     child = pexpect.spawn(sys.executable, ["-m", "localgen", "run", *args, "--json", "--batch-size", "32",
                                            "Summarize: " + "river stone cloud " * 600],
                           cwd=str(REPO_ROOT), encoding="utf-8", timeout=120, dimensions=(24, 200))
     child.expect_exact("reading the prompt")
+    started = child.before
     child.sendintr()
     child.expect(pexpect.EOF)
     child.close()
     record = json.loads(child.before[child.before.index('{"text"'):].splitlines()[0])  # after the progress line
     assert child.exitstatus == 130 and record["finish_reason"] == "interrupted" and record["text"] == ""
     assert "conversation" not in record, "no exchange went into a saved conversation"
-    assert _saved() == before
+    if plain_run_last:  # stderr named it: the last run is that conversation now, with its one exchange
+        (name,) = set(_saved()) - set(before)
+        assert f"continuing the last run, now saved as conversation '{name}'" in started
+        assert _saved().pop(name)["turns"] == [turn] and not last_run_path().exists()
+    assert {key: _saved()[key] for key in before} == before
 
 
 def test_a_run_s_system_prompt_replacing_a_conversation_s_says_so_once(tmp_path: Path) -> None:
