@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from localgen.config import settings
 from localgen.conversation import Conversation, DamagedConversationError, ForeignFormatError, Turn
 from localgen.conversation_lock import ConversationBusyError, hold, release
-from localgen.conversation_store import list_conversations, save_conversation
+from localgen.conversation_store import latest_conversation, list_conversations, save_conversation
 from localgen.errors import LocalgenError
 from localgen.events import Event
 from localgen.storage import atomic_write_text
@@ -108,6 +108,14 @@ def take_last_run(last_run: LastRun, say: Callable[[str], None]) -> Conversation
     _forget(path, last_run.text)
     say(f"localgen: continuing the last run, now saved as conversation '{last_run.conversation.name}'")
     return last_run.conversation
+
+
+def latest_to_resume(warn: Callable[[str], None], say: Callable[[str], None]) -> Conversation:
+    """What `chat --resume` alone reopens, as `run --continue` goes on with it: the last plain run when it is newer
+    than every saved conversation, saved now as a conversation held by this process (said), else the latest saved
+    conversation (conversation_store.latest_conversation, which warns of those it passes over)."""
+    last_run = newest_last_run()
+    return latest_conversation(warn) if last_run is None else take_last_run(last_run, say)
 
 
 def _is_newest(path: Path) -> bool:

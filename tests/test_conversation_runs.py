@@ -95,6 +95,29 @@ def test_run_continue_sizes_the_context_for_the_whole_conversation_not_the_new_m
     assert json.loads(going_on.out)["usage"]["prompt_tokens"] > 600, "the earlier exchange is in the prompt"
 
 
+def test_the_latest_to_resume_is_the_last_run_when_it_is_newer_as_for_run_continue() -> None:
+    """`llm chat -c` continues the latest conversation, plain prompts included: so does what chat --resume alone
+    takes, the last run saved as a conversation (said), else the latest saved one."""
+    from localgen.last_run import latest_to_resume
+
+    saved = Conversation(name="older", turns=[Turn("a", "b")])
+    save_conversation(saved)
+    let_go(saved)
+    os.utime(conversations_dir() / "older.json", (1, 1))
+    last_run = Conversation.new(system="Be brief.", model="smollm2-135m")
+    last_run.turns.append(Turn("Name a fruit.", "Apple."))
+    last_run_path().write_text(last_run.to_json())
+    said: list[str] = []
+    taken = latest_to_resume(print, said.append)
+    let_go(taken)
+    assert (taken.name, taken.system, taken.turns, taken.on_disk) == (last_run.name, "Be brief.", last_run.turns, True)
+    assert said == [f"localgen: continuing the last run, now saved as conversation '{last_run.name}'"]
+    assert not last_run_path().exists() and set(_saved()) == {"older", last_run.name}
+    again = latest_to_resume(print, said.append)
+    let_go(again)
+    assert again.name == last_run.name and len(said) == 1, "then the latest saved conversation"
+
+
 def test_localgen_no_last_run_keeps_no_record_and_removes_the_one_kept() -> None:
     assert run_localgen("run", "A secret.", "-n", "2", *GREEDY).returncode == 0
     assert last_run_path().exists()
