@@ -117,16 +117,17 @@ def check_chat(request: ChatRequest) -> CheckedChat:
 
 
 def _resumed(resume: str | None) -> Conversation | None:
-    """The conversation --resume NAME names, or the latest one for --resume alone (RESUME_LATEST); None without
-    --resume."""
+    """The conversation --resume NAME names, or for --resume alone (RESUME_LATEST) the latest one, the last plain
+    run's when it is newer (saved as a conversation now, as run --continue takes it); None without --resume."""
     from localgen import console
     from localgen.conversation import DamagedConversationError
-    from localgen.conversation_store import latest_conversation, load_conversation
+    from localgen.conversation_store import load_conversation
+    from localgen.last_run import latest_to_resume
 
     if resume is None:
         return None
     if resume == RESUME_LATEST:
-        return latest_conversation(console.warn)
+        return latest_to_resume(console.warn, console.say)
     if not resume:  # --resume "$NAME" with NAME unset: never the newest in its place
         raise UsageError("the name given to --resume is empty",
                          hint="give a saved conversation's name (`localgen conversations` lists them), or --resume "
@@ -151,7 +152,7 @@ def _warn_if_unsaveable() -> None:
 
 def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     """Read --system-file, the -f files and --chat-template (a pipe among them is waited for, with a note), and
-    plan the context with room for the first message's files."""
+    plan the context with room for the first message's files and the resumed conversation."""
     from localgen import console
     from localgen.fit import prompt_context, text_bytes
     from localgen.inputs import once_each, read_attachments, read_chat_template
@@ -164,8 +165,10 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     template = read_chat_template(checked.template_file, waiting=say_waiting_for)
     console.warn_each(warnings)
     attached_bytes = text_bytes(*attachments, system) if attachments else 0  # room for the first message's files
+    conversation = checked.conversation  # and for the resumed conversation's exchanges, as run --continue has
+    whole_bytes = attached_bytes + (0 if conversation is None else text_bytes(*conversation.texts()))
     options = replace(checked.options, chat_template=template,
-                      min_ctx=prompt_context(attached_bytes, checked.limits.max_tokens))  # never refused: /file none
+                      min_ctx=prompt_context(whole_bytes, checked.limits.max_tokens))  # never refused: /file none
     return ChatStart(system=system, attachments=attachments, options=options)
 
 

@@ -4,10 +4,12 @@ files', and what a chat says about its conversation."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pexpect
 
+from tests.conftest import run_localgen, user_registry
 from tests.test_repl import Chat, _chat_with_an_unsaved_change
 
 
@@ -93,3 +95,28 @@ def test_resume_with_another_system_prompt_says_which_one_it_replaces(tmp_path: 
             assert chat.quit() == 0
         finally:
             _stop(chat)
+
+
+def test_resume_alone_goes_on_from_the_last_plain_run_in_a_context_that_holds_it(tmp_path: Path) -> None:
+    """`chat --resume` continues the last plain run when it is newer than every saved conversation, as run
+    --continue does, with a context sized for the whole conversation (models.toml's small default raised for it)."""
+    home = tmp_path / "home"
+    user_registry(home, "[models.smollm2-135m]\ncontext = 256\n")
+    long_prompt = "Repeat after me: " + "river stone cloud " * 100
+    first = run_localgen("run", long_prompt, "-n", "2", "--temperature", "0", env={"LOCALGEN_HOME": str(home)})
+    assert first.returncode == 0, first.err
+    chat = Chat(home, "--resume", "--no-markdown", "-n", "1", "--temperature", "0")
+    try:
+        said = " ".join(chat.transcript.getvalue().split())
+        name = re.search(r"continuing the last run, now saved as conversation '(chat-[\d-]+)'", said)
+        assert name is not None, said
+        assert f"resumed {name[1]}: 1 exchange" in said, said
+        shown = chat.command("/show info", "plan:")
+        context = int(re.search(r"context: ([\d,]+) tokens", shown)[1].replace(",", ""))
+        assert context > 512, shown
+        state = chat.ask("And?")
+        assert "left the model's context" not in chat.transcript.getvalue()
+        assert state["name"] == name[1] and state["turns"][-1]["prompt_tokens"] > 300, state["turns"][-1]
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
