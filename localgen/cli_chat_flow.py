@@ -65,6 +65,7 @@ class ChatStart:
     system: str | None
     attachments: list[str]
     options: ModelOptions
+    texts: tuple[str | None, ...] = ()  # what the context was sized for: the files, the resumed conversation
 
 
 def chat_command(request: ChatRequest) -> None:
@@ -164,20 +165,21 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
                             [file.name for file in checked.files], warnings)
     template = read_chat_template(checked.template_file, waiting=say_waiting_for)
     console.warn_each(warnings)
-    attached_bytes = text_bytes(*attachments, system) if attachments else 0  # room for the first message's files
-    conversation = checked.conversation  # and for the resumed conversation's exchanges, as run --continue has
-    whole_bytes = attached_bytes + (0 if conversation is None else text_bytes(*conversation.texts()))
-    options = replace(checked.options, chat_template=template,
-                      min_ctx=prompt_context(whole_bytes, checked.limits.max_tokens))  # never refused: /file none
-    return ChatStart(system=system, attachments=attachments, options=options)
+    conversation = checked.conversation  # room for the first message's files and the resumed conversation
+    texts = (*((*attachments, system) if attachments else ()), *(conversation.texts() if conversation else ()))
+    options = replace(checked.options, chat_template=template,  # never refused: /file none
+                      min_ctx=prompt_context(text_bytes(*texts), checked.limits.max_tokens))
+    return ChatStart(system=system, attachments=attachments, options=options, texts=texts)
 
 
 def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> None:
     """Load the model and chat on it in the REPL until the user leaves, freeing the model (the one /model loaded
     last) at the end."""
+    from localgen import console
     from localgen.cli_options import given_settings, with_model_settings
     from localgen.conversation import Conversation
     from localgen.conversation_summary import system_change
+    from localgen.prompt_room import with_room_for_the_prompt
     from localgen.registry import model_defaults
     from localgen.repl import Repl
     from localgen.repl_terminal import chat_terminal
@@ -186,7 +188,9 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> No
     ctx, system, conversation, resumed = request.ctx, start.system, checked.conversation, request.resume is not None
     repl: Repl | None = None
     with chat_terminal(before_suspend=lambda: repl.pause_view() if repl else None):  # from the load on
-        loaded = load_for(ctx, start.options, conversation)
+        loaded, options = with_room_for_the_prompt(load_for(ctx, start.options, conversation), start.options,
+                                                   start.texts, checked.limits.max_tokens,
+                                                   lambda wider: load_for(ctx, wider, conversation), console.say)
         session = None
         try:
             chosen, model_system = model_defaults(loaded.resolved.spec)
@@ -198,7 +202,7 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> No
                 system_note = system_change(conversation.name, conversation.system, system,
                                             loaded.prompt_format.default_system)
                 conversation.system = system
-            session = ChatSession(loaded, start.options, conversation, sampling, limits,
+            session = ChatSession(loaded, options, conversation, sampling, limits,
                                   model_settings=chosen, own_settings=given_settings(ctx), model_system=model_system,
                                   own_system=system is not None)
             session.attachments = start.attachments

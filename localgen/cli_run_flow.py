@@ -86,6 +86,7 @@ class RunInputs:
     sampling: SamplingParams
     attachments: list[str]
     options: ModelOptions
+    texts: tuple[str | None, ...] = ()  # what the prompt is made of, the earlier exchanges too, for its size
 
 
 @dataclass(frozen=True)
@@ -107,12 +108,26 @@ def run_command(request: RunRequest) -> None:
         checked = check_run(request)
         inputs = read_run_inputs(request, checked)
         loaded = load_for(request.ctx, inputs.options, checked.conversation)
+        loaded, inputs = _with_room_for_the_prompt(request, checked, inputs, loaded)
         try:
             outcome = answer_run(request, checked, inputs, loaded)
         finally:
             loaded.close()
         if outcome is not None:
             report_run(request, outcome)
+
+
+def _with_room_for_the_prompt(request: RunRequest, checked: CheckedRun, inputs: RunInputs, loaded: LoadedModel
+                              ) -> tuple[LoadedModel, RunInputs]:
+    """The model loaded again with a context that holds the prompt, where it takes more tokens than its size
+    suggested (prompt_room.py), else as it was."""
+    from localgen import console
+    from localgen.prompt_room import with_room_for_the_prompt
+
+    loaded, options = with_room_for_the_prompt(
+        loaded, inputs.options, inputs.texts, checked.limits.max_tokens,
+        lambda wider: load_for(request.ctx, wider, checked.conversation), console.say)
+    return loaded, replace(inputs, options=options)
 
 
 def check_run(request: RunRequest) -> CheckedRun:
@@ -201,11 +216,11 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
                                      model_given=request.model, warnings=warnings)
     prompt_bytes = text_bytes(*attachments, checked.prompt, system)
     conversation = checked.conversation  # the context is sized for the whole prompt, its earlier exchanges too
-    whole_bytes = prompt_bytes + (0 if conversation is None else text_bytes(*conversation.texts()))
+    texts = (*attachments, checked.prompt, system, *(() if conversation is None else conversation.texts()))
     options = replace(checked.options, chat_template=template,
-                      min_ctx=prompt_context(whole_bytes, checked.limits.max_tokens),
+                      min_ctx=prompt_context(text_bytes(*texts), checked.limits.max_tokens),
                       floor_ctx=prompt_floor(prompt_bytes))  # earlier exchanges can leave the context; it cannot
-    return RunInputs(system=system, sampling=sampling, attachments=attachments, options=options)
+    return RunInputs(system=system, sampling=sampling, attachments=attachments, options=options, texts=texts)
 
 
 def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, loaded: LoadedModel

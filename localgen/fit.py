@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 MIN_AUTO_CONTEXT = 2048  # the planner never shrinks the context below this on its own
 MAX_BYTES_PER_TOKEN = 16  # no common tokenizer averages this many bytes a token, even on indented code
+BYTES_PER_TOKEN_GUESS = 3  # prose takes fewer tokens, numbers more (many tokenizers spend a token on each digit)
+ANSWER_ROOM = 512  # the tokens a context keeps for an answer when -n does not say
+TEMPLATE_ROOM = 64  # the tokens a chat template adds around counted texts (role markers, its own system prompt)
 
 
 @dataclass(frozen=True)
@@ -108,10 +111,22 @@ def text_bytes(*texts: str | None) -> int:
 
 
 def prompt_context(prompt_bytes: int, answer_tokens: int | None = None) -> int:
-    """A generous context for a prompt of this many UTF-8 bytes (about 3 bytes a token) plus the answer."""
+    """A generous context for a prompt of this many UTF-8 bytes (about 3 bytes a token: a guess, which text of
+    digits outgrows, prompt_room.py then counts) plus the answer."""
     if prompt_bytes <= 0:
         return 0
-    return prompt_bytes // 3 + (answer_tokens or 512)
+    return guessed_tokens(prompt_bytes) + (answer_tokens or ANSWER_ROOM)
+
+
+def guessed_tokens(prompt_bytes: int) -> int:
+    """The tokens a prompt of this many UTF-8 bytes is guessed to take, before a tokenizer counts them."""
+    return prompt_bytes // BYTES_PER_TOKEN_GUESS
+
+
+def counted_context(prompt_tokens: int, answer_tokens: int | None = None) -> int:
+    """The context for a prompt whose texts the model's tokenizer counted: room for them, the chat template's own
+    tokens and the answer."""
+    return prompt_tokens + TEMPLATE_ROOM + (answer_tokens or ANSWER_ROOM)
 
 
 def prompt_floor(prompt_bytes: int) -> int:

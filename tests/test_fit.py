@@ -39,7 +39,7 @@ from localgen.quant_choice import choose_cached, choose_download, choose_option,
 from localgen.runner import ModelOptions, load_model
 from localgen.session import ChatSession
 from localgen.units import binary_size, parse_size
-from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
+from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, user_registry
 
 MIB = 2**20
 GIB = 2**30
@@ -692,6 +692,31 @@ def test_a_prompt_that_fits_is_not_refused_for_its_generous_estimate(tmp_path: P
     result = run_localgen("run", "-f", str(doc), "hi", "-n", "3", "--temperature", "0", "--json", env=env)
     assert result.returncode == 0, result.err
     assert json.loads(result.out)["usage"]["prompt_tokens"] < 2304
+
+
+def test_a_prompt_of_digits_gets_a_context_that_holds_its_tokens_where_the_model_and_memory_can(home: Path) -> None:
+    """A token a digit outgrows the guess of 3 bytes a token: once the model counts them, a context that holds them
+    is loaded (said), where the model was trained for it and memory allows; else the prompt is refused as before."""
+    user_registry(home, "[models.smollm2-135m]\ncontext = 2048\n")
+    numbers = home / "numbers.txt"
+    numbers.write_text("".join(f"{n * 7919 % 10000:04}\n" for n in range(1500)))  # about 7,400 tokens
+    asked = ("run", "-f", str(numbers), "Add them up.", "-n", "4", "--print-prompt", "--json")
+    held = run_localgen(*asked)
+    assert held.returncode == 0, held.err
+    tokens = json.loads(held.out)["prompt_tokens"]
+    wider = re.fullmatch(r"localgen: the input takes [\d,]+ tokens, .* loading the model again with a context of "
+                         r"([\d,]+)\n", held.err)
+    assert wider is not None and 7000 < tokens < int(wider[1].replace(",", "")) <= 8192, held.err
+    shape = read_shape(bundled_model_file())
+    between = (estimate_memory(shape, n_ctx=2560).ram_bytes + estimate_memory(shape, n_ctx=4096).ram_bytes) / 2
+    short = run_localgen(*asked, env={config.MEMORY_LIMIT_ENV: str(int(between / hardware.RAM_USABLE_FRACTION))})
+    assert short.returncode == 1 and "again" not in short.err, short.err
+    assert f"the prompt is {tokens:,} tokens but the context holds 2,560" in short.err
+    numbers.write_text("".join(f"{n * 7919 % 10000:04}\n" for n in range(1800)))  # past the model's 8,192
+    beyond = run_localgen(*asked)
+    assert beyond.returncode == 1 and "again" not in beyond.err, beyond.err
+    assert "but the context holds 3,072 (hint: shorten the input: 8,192 tokens is the most this model takes)" in \
+        beyond.err
 
 
 def localgen_main(*args: str) -> int:
