@@ -99,24 +99,28 @@ def test_resume_with_another_system_prompt_says_which_one_it_replaces(tmp_path: 
 
 def test_resume_alone_goes_on_from_the_last_plain_run_in_a_context_that_holds_it(tmp_path: Path) -> None:
     """`chat --resume` continues the last plain run when it is newer than every saved conversation, as run
-    --continue does, with a context sized for the whole conversation (models.toml's small default raised for it)."""
+    --continue does, with a context sized for the whole conversation (models.toml's small default raised for it);
+    numbers, which take more tokens than their size suggests, get the model loaded again with a context that holds
+    them, in the run and in the chat."""
     home = tmp_path / "home"
     user_registry(home, "[models.smollm2-135m]\ncontext = 256\n")
-    long_prompt = "Repeat after me: " + "river stone cloud " * 100
-    first = run_localgen("run", long_prompt, "-n", "2", "--temperature", "0", env={"LOCALGEN_HOME": str(home)})
-    assert first.returncode == 0, first.err
-    chat = Chat(home, "--resume", "--no-markdown", "-n", "1", "--temperature", "0")
-    try:
-        said = " ".join(chat.transcript.getvalue().split())
-        name = re.search(r"continuing the last run, now saved as conversation '(chat-[\d-]+)'", said)
-        assert name is not None, said
-        assert f"resumed {name[1]}: 1 exchange" in said, said
-        shown = chat.command("/show info", "plan:")
-        context = int(re.search(r"context: ([\d,]+) tokens", shown)[1].replace(",", ""))
-        assert context > 512, shown
-        state = chat.ask("And?")
-        assert "left the model's context" not in chat.transcript.getvalue()
-        assert state["name"] == name[1] and state["turns"][-1]["prompt_tokens"] > 300, state["turns"][-1]
-        assert chat.quit() == 0
-    finally:
-        _stop(chat)
+    numbers = " ".join(str(n * 37 % 1000) for n in range(200))  # about 790 tokens in 790 bytes
+    for prompt, tokens in (("Repeat after me: " + "river stone cloud " * 100, 300), (f"Repeat: {numbers}", 780)):
+        first = run_localgen("run", prompt, "-n", "2", "--temperature", "0", env={"LOCALGEN_HOME": str(home)})
+        assert first.returncode == 0 and ("loading the model again" in first.err) == (tokens > 300), first.err
+        chat = Chat(home, "--resume", "--no-markdown", "-n", "1", "--temperature", "0")
+        try:
+            said = " ".join(chat.transcript.getvalue().split())
+            name = re.search(r"continuing the last run, now saved as conversation '(chat-[\d-]+)'", said)
+            assert name is not None, said
+            assert f"resumed {name[1]}: 1 exchange" in said, said
+            assert ("loading the model again" in said) == (tokens > 300), said
+            shown = chat.command("/show info", "plan:")
+            context = int(re.search(r"context: ([\d,]+) tokens", shown)[1].replace(",", ""))
+            assert context > tokens + 200, shown
+            state = chat.ask("And?")
+            assert "left the model's context" not in chat.transcript.getvalue()
+            assert state["name"] == name[1] and state["turns"][-1]["prompt_tokens"] > tokens, state["turns"][-1]
+            assert chat.quit() == 0
+        finally:
+            _stop(chat)
