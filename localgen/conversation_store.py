@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import json
 import os
 import stat
 from collections.abc import Callable
@@ -67,6 +68,20 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
         conversation.name = _write_under_free_name(folder, conversation)
         conversation.on_disk = True
     return folder / f"{conversation.name}.json"
+
+
+def holds_as_is(conversation: Conversation) -> bool:
+    """Whether the conversation's own file already holds it as it is, its time of update aside (a change undone
+    after a save failed: nothing is left to save)."""
+    path = conversations_dir() / f"{conversation.name}.json"
+    if not conversation.on_disk or not path.is_file():
+        return False
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError):
+        return False
+    now = json.loads(conversation.to_json(touch=False))
+    return isinstance(saved, dict) and saved | {"updated": None} == now | {"updated": None}
 
 
 def _taken(path: Path, name: str) -> UsageError:

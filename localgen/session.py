@@ -12,7 +12,7 @@ from localgen.answer_record import recorded
 from localgen.chat import Message, compose_user_message
 from localgen.chat_settings import SETTING_NAMES, parse_setting, setting_key
 from localgen.conversation import Conversation, Turn
-from localgen.conversation_store import let_go, save_conversation, unsave
+from localgen.conversation_store import holds_as_is, let_go, save_conversation, unsave
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished
@@ -419,8 +419,8 @@ class ChatSession:
         """Autosave the conversation after every change, from its first exchange (a chat that only changed its
         settings is not a conversation to resume or continue; the settings are saved with the first exchange).
 
-        A save that fails leaves the change made and marks the conversation unsaved: UnsavedChangeError is raised,
-        or for a command (which then says what it did) kept in save_error."""
+        A save that fails leaves the change made and (unless its file holds it already) marks the conversation
+        unsaved: UnsavedChangeError is raised, or for a command (which then says what it did) kept in save_error."""
         if not (self.autosave and (self.conversation.turns or self.conversation.on_disk)):
             self.unsaved = False  # nothing to save (a first exchange undone before it was ever written)
             return
@@ -429,6 +429,9 @@ class ChatSession:
             self.save()
             self._autosaved = autosaved
         except LocalgenError as exc:
+            if holds_as_is(self.conversation):  # the change was undone: the file is not behind the conversation
+                self.unsaved, self._autosaved = False, autosaved
+                return
             self.unsaved = True
             error = UnsavedChangeError(exc.message, hint=exc.hint)
             if not command:

@@ -711,6 +711,30 @@ def test_a_change_a_save_missed_is_kept_said_and_saved_with_the_next(session: Ch
     assert not session.unsaved and path.is_file() and [t.user for t in session.conversation.turns] == ["Say no."]
 
 
+def test_a_change_a_save_missed_then_undone_leaves_nothing_unsaved_and_ctrl_d_leaves_at_once(
+        session: ChatSession, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import conversation_store
+    from localgen.repl_unsaved import LeaveGuard
+
+    session.autosave = True
+    _answer(session.ask("Say yes.")[1])
+    saved = (conversation_store.conversations_dir() / f"{session.conversation.name}.json").read_text()
+
+    def read_only(path: Path, text: str, **_: object) -> None:
+        raise LocalgenError(f"could not write {path}: Permission denied")
+
+    monkeypatch.setattr(conversation_store, "atomic_write_text", read_only)  # the folder made read-only
+    with pytest.raises(UnsavedChangeError):
+        _answer(session.ask("Say no.")[1])
+    assert session.unsaved and not LeaveGuard(session).may_leave("Ctrl-D"), "warned first"
+    session.undo()  # back to what the file holds
+    assert not session.unsaved and session.save_error is None
+    assert LeaveGuard(session).may_leave("Ctrl-D"), "nothing unsaved: it leaves at once"
+    session.set_value("top_k", "5")  # a change the file does not hold
+    assert session.unsaved and isinstance(session.save_error, UnsavedChangeError)
+    assert (conversation_store.conversations_dir() / f"{session.conversation.name}.json").read_text() == saved
+
+
 def test_a_first_exchange_never_written_then_undone_leaves_nothing_unsaved(session: ChatSession,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     def full_disk(conversation: Conversation, name: str | None = None) -> Path:
