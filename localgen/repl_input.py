@@ -249,7 +249,7 @@ class PasteMark:
 
 
 def key_bindings(paste: PasteMark) -> KeyBindings:
-    """Enter sends (or continues an open \"\"\" block); Alt-Enter / Esc Enter insert a newline; paste notes a paste
+    """Enter sends (or continues a typed \"\"\" block); Alt-Enter / Esc Enter insert a newline; paste notes a paste
     that begins the line. During a history search (Ctrl-R), prompt-toolkit's own keys apply: Enter accepts the match.
     """
     bindings = KeyBindings()
@@ -268,7 +268,8 @@ def key_bindings(paste: PasteMark) -> KeyBindings:
     @bindings.add("enter", filter=~is_searching)
     def _enter(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
-        if block_is_open(buffer.text) or command_block_is_open(buffer.text):
+        opened = block_is_open(buffer.text) or command_block_is_open(buffer.text)
+        if opened and not paste.began(buffer.text):  # a paste's """ is its text, not a block to continue
             buffer.insert_text("\n")
         else:
             buffer.validate_and_handle()

@@ -1159,13 +1159,18 @@ def test_a_path_or_a_paste_that_starts_with_a_slash_is_a_message(chat: Chat) -> 
     state = chat.wait_for(lambda s: len(s["turns"]) == 3 and s["turns"][2]["answer"] is not None)
     assert state["turns"][2]["user"] == "/bin holds programs.\nSay OK.", "as pasted, less the newline at its end"
     chat.sync()
+    chat.child.send('\x1b[200~"""\nSay OK.\x1b[201~')  # a paste's """ opens no block: Enter sends it as pasted
+    chat.child.send("\r")
+    state = chat.wait_for(lambda s: len(s["turns"]) == 4 and s["turns"][3]["answer"] is not None)
+    assert state["turns"][3]["user"] == '"""\nSay OK.'
+    chat.sync()
     chat.command("/sav", "error: unknown command /sav (hint: did you mean /save? /help")
     chat.child.send("/fi")
     chat.child.send("\x1b[200~le /tmp/x\x1b[201~")  # a paste after a typed command is the command's argument
     chat.child.send("\r")
     chat.child.expect_exact("no such file")
     chat.sync()
-    assert len(chat.conversation()["turns"]) == 3
+    assert len(chat.conversation()["turns"]) == 4
 
 
 def test_pasted_tabs_show_as_space_and_are_sent_as_tabs(chat: Chat) -> None:
