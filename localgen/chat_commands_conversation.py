@@ -11,7 +11,7 @@ from localgen.chat_commands_settings import settings_text
 from localgen.config import settings
 from localgen.conversation_store import MissingConversationError, let_go, load_conversation
 from localgen.errors import UsageError
-from localgen.inputs import attachment_text, expand_user_path, option_path, refuse_waiting_reads, short_path
+from localgen.inputs import attachment_text, expand_user_path, option_path, refuse_special_file, short_path
 from localgen.registry import reads_as_a_model
 from localgen.repl_input import one_argument
 from localgen.repl_state import ChatState
@@ -78,7 +78,7 @@ def _file_text(typed: str) -> str | None:
     several = [] if os.path.lexists(path) else _several_files(typed)
     if several:
         raise UsageError(f"no such file: {typed}", hint=_one_at_a_time(several))
-    refuse_waiting_reads(path, typed)
+    refuse_special_file(path, typed)
     warnings: list[str] = []
     text = attachment_text(path, warnings, option="/file", typed=typed)
     empty = not text.strip()

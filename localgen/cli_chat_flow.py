@@ -82,7 +82,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     from localgen import console
     from localgen.cli_model import conversation_defaults, preflight_for, system_file_input
     from localgen.cli_options import sampling_from
-    from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, reads_a_pipe
+    from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, reads_a_pipe, refuse_special_file
     from localgen.params import GenerationLimits, token_budget
     from localgen.resolve import check_reference
 
@@ -100,6 +100,8 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     system_input = system_file_input(system, request.system_file,
                                      stdin_taken="chat reads its messages from the terminal")
     files = attachment_files(list(request.files))  # every file an option names is checked, then read before loading
+    for path, typed in ((file.path, file.typed) for file in files if file.path is not None):
+        refuse_special_file(path, typed, pipes=True)  # as /file does, but a pipe (<(cmd)) is waited for, with a note
     template_file = chat_template_file(request.chat_template)
     console.warn_each(warnings)
     sampling = sampling_from(ctx)

@@ -7,6 +7,7 @@ import errno
 import os
 import select
 import stat
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -242,22 +243,24 @@ def system_prompt_text(text: str) -> str:
     return text.replace("\r\n", "\n").rstrip("\n")
 
 
-def refuse_waiting_reads(path: Path, typed: str | None = None) -> None:
-    """Refuse a terminal or a pipe (named as typed), whose reading would wait on keys or a writer (the chat's /file:
-    its terminal is out of line mode, so not even Ctrl-D would end it). Anything else is left for read_file_input."""
-    try:  # opened without waiting (a pipe's writer, a terminal's carrier) and without becoming our terminal
-        fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+def refuse_special_file(path: Path, typed: str | None = None, *, pipes: bool = False) -> None:
+    """Refuse, by its type and unopened, a path (named as typed) that is no file to attach: a device (a terminal, or
+    /dev/kmsg, waits on input; /dev/null holds none), a socket, or unless pipes, a pipe (waits on its writer).
+    Anything else is left for read_file_input. (Linux's terminals: ttyN and ttySN, /dev/tty, ptys.)"""
+    try:
+        status = path.stat()
     except (OSError, ValueError):
         return
-    try:
-        pipe, terminal = stat.S_ISFIFO(os.fstat(fd).st_mode), os.isatty(fd)
-    finally:
-        os.close(fd)
-    if pipe:
-        raise UsageError(f"{short_path(typed or path)} is a pipe, not a file", hint="attach a file, or paste the text")
-    if terminal:
-        raise UsageError(f"{short_path(typed or path)} is a terminal, not a file",
-                         hint="type or paste the text as a message")
+    mode, kind, hint = status.st_mode, "a device", "attach a file, or paste the text"
+    if stat.S_ISCHR(mode) and sys.platform == "linux" and os.major(status.st_rdev) in {4, 5, *range(136, 144)}:
+        kind, hint = "a terminal", "type or paste the text as a message"
+    elif stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        if pipes and stat.S_ISFIFO(mode):
+            return
+        kind = "a pipe" if stat.S_ISFIFO(mode) else "a socket"
+    elif not (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)):
+        return
+    raise UsageError(f"{short_path(typed or path)} is {kind}, not a file", hint=hint)
 
 
 def is_existing_file(text: str) -> bool:

@@ -370,22 +370,32 @@ def test_run_without_a_prompt_on_a_terminal_points_to_chat() -> None:
     assert result.stderr.decode().rstrip().endswith("or pipe text in; `localgen chat` starts a conversation)")
 
 
-def test_a_pipe_or_a_terminal_is_refused_where_reading_it_would_wait(tmp_path: Path) -> None:
+def test_a_pipe_a_terminal_or_a_device_is_refused_by_its_type_where_reading_it_would_wait(tmp_path: Path) -> None:
     import pty
+    import socket
 
     from localgen.errors import UsageError
-    from localgen.inputs import refuse_waiting_reads
+    from localgen.inputs import refuse_special_file
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     with pytest.raises(UsageError, match="fifo is a pipe, not a file"):
-        refuse_waiting_reads(fifo)  # without blocking on a writer
+        refuse_special_file(fifo)  # without blocking on a writer
+    refuse_special_file(fifo, pipes=True)  # chat -f <(cmd): waited for
     leader, follower = pty.openpty()
     try:
         with pytest.raises(UsageError, match="is a terminal, not a file"):
-            refuse_waiting_reads(Path(os.ttyname(follower)))
+            refuse_special_file(Path(os.ttyname(follower)))
     finally:
         os.close(leader)
         os.close(follower)
-    for plain in (Path("/dev/null"), tmp_path / "missing", tmp_path):
-        refuse_waiting_reads(plain)  # left for read_file_input to judge
+    with pytest.raises(UsageError, match="/dev/null is a device, not a file") as refused:
+        refuse_special_file(Path("/dev/null"), pipes=True)  # as /dev/kmsg, whose reading waits for news
+    assert refused.value.hint == "attach a file, or paste the text"
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(tmp_path / "sock"))
+        with pytest.raises(UsageError, match="sock is a socket, not a file"):
+            refuse_special_file(tmp_path / "sock", pipes=True)
+    (tmp_path / "plain.txt").write_text("text")
+    for plain in (tmp_path / "plain.txt", tmp_path / "missing", tmp_path):
+        refuse_special_file(plain)  # left for read_file_input to judge

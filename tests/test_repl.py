@@ -517,7 +517,7 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
     chat.command("/file ~no-such-user-here/x.txt", "no such user")
     chat.command("/file ''", "the file name given to /file is empty")
     chat.command("/file /dev/tty", "/dev/tty is a terminal, not a file")  # not a hang
-    chat.command("/file /dev/null", "warning: /dev/null is empty")
+    chat.command("/file /dev/null", "/dev/null is a device, not a file (hint: attach a file, or paste the text)")
     chat.command("/load ../../etc/passwd", "not a valid conversation name")
     chat.command("/thinking maybe", "usage: /thinking")
     chat.command("/help", "/regen")
@@ -619,7 +619,8 @@ def test_chat_f_attaches_files_to_the_first_message(home: Path, tmp_path: Path) 
     assert chat.ask("Thanks.")["turns"][1]["user"] == "Thanks.", "only the first message"
     assert chat.quit() == 0
     for args, message in ((("-f", str(tmp_path / "missing.txt")), "no such file"),
-                          (("-f", "-"), "chat reads its messages from the terminal, so -f - has no stdin")):
+                          (("-f", "-"), "chat reads its messages from the terminal, so -f - has no stdin"),
+                          (("-f", "/dev/tty"), "/dev/tty is a terminal, not a file")):  # not read until Ctrl-D
         child = spawn_chat(home, *args)
         child.expect(pexpect.EOF)
         child.close()
