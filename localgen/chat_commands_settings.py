@@ -12,7 +12,7 @@ from localgen.repl_input import history_path, unwrap_block
 from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_line
 from localgen.repl_state import ChatState
 from localgen.session import ChatSession
-from localgen.stopping import typed_escape_warnings
+from localgen.stopping import escapes_read
 
 UNSET_MEANS = {"seed": "random", "max_tokens": "no limit"}  # what /set says a setting of none does
 OLLAMA_SWITCHES = {  # Ollama's /set WORD and /set noWORD that localgen has no switch for: what it does, and the way
@@ -78,23 +78,22 @@ def set_command(state: ChatState, argument: str) -> None:
 
 
 def _set_stop(session: ChatSession, argument: str) -> None:
-    """/set stop TEXT...: this chat's stop strings (quoted as in a shell, backslashes kept; none clears them;
-    alone: shows them)."""
+    """/set stop TEXT...: this chat's stop strings (quoted as in a shell, with \\n, \\t, \\r and \\\\ read as escapes;
+    none clears them; alone: shows them)."""
     if not argument:
         console.say(stop_strings_line(session.limits.stop))
         return
     lexer = shlex.shlex(argument, posix=True)
-    lexer.whitespace_split, lexer.escape = True, ""  # "\n" stays as typed, as --stop takes it from a shell
+    lexer.whitespace_split, lexer.escape = True, ""  # backslashes reach escapes_read as typed, quoted or not
     lexer.commenters = ""  # a # is text (/set stop ###), not the start of a comment
     try:
-        words = [] if argument.lower() == "none" else list(lexer)
+        words = [] if argument.lower() == "none" else [escapes_read(word) for word in lexer]
     except ValueError as exc:
         raise UsageError(f"/set stop: {exc}", hint='quote each one whole: /set stop "User says:" "###"') from None
     if "" in words:
         raise UsageError("/set stop: a stop string is empty", hint="give each stop string some text")
     session.limits = replace(session.limits, stop=tuple(words))
     console.say(stop_strings_line(session.limits.stop) if words else "stop strings cleared")
-    console.warn_each(typed_escape_warnings(words, in_chat=True))
 
 
 def stats_command(state: ChatState, argument: str) -> None:

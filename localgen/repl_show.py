@@ -76,7 +76,7 @@ def _settings(session: ChatSession, settings_text: str) -> None:
 
 
 def stop_strings_line(stops: tuple[str, ...]) -> str:
-    """This chat's stop strings, or how to set some."""
+    """This chat's stop strings (escaped as /set stop reads them: '\\t'), or how to set some."""
     if not stops:
         return 'no stop strings (/set stop TEXT sets them; quote one with spaces: "User says:")'
     return f"stop strings (this chat): {', '.join(map(repr, stops))}"

@@ -3,7 +3,16 @@ rescanning the output."""
 
 from __future__ import annotations
 
+import re
+
 ESCAPES = {"\\n": "a newline", "\\t": "a tab", "\\r": "a carriage return"}
+READ_ESCAPES = {"\\n": "\n", "\\t": "\t", "\\r": "\r", "\\\\": "\\"}  # chat's /set stop reads these
+
+
+def escapes_read(text: str) -> str:
+    """A stop string typed in the chat (/set stop) with \\n, \\t, \\r and \\\\ read as what they stand for (any other
+    backslash is kept)."""
+    return re.sub(r"\\[ntr\\]", lambda found: READ_ESCAPES[found[0]], text)
 
 
 def partial_suffix(text: str, word: str, *, longer_than: int = 0) -> int:
@@ -14,10 +23,9 @@ def partial_suffix(text: str, word: str, *, longer_than: int = 0) -> int:
     return 0
 
 
-def typed_escape_warnings(stops: list[str], *, in_chat: bool = False) -> list[str]:
-    """A warning for each stop string holding a typed escape (a backslash and n, t or r): llama-cli reads '\\n' in
-    its reverse prompts as a newline; localgen takes a stop string as typed, so such a string rarely matches. in_chat:
-    for chat's /set stop rather than --stop."""
+def typed_escape_warnings(stops: list[str]) -> list[str]:
+    """A warning for each --stop string holding a typed escape (a backslash and n, t or r): llama-cli reads '\\n' in
+    its reverse prompts as a newline; localgen takes --stop as the shell gives it, so such a string rarely matches."""
     import shlex
 
     warnings = []
@@ -25,18 +33,10 @@ def typed_escape_warnings(stops: list[str], *, in_chat: bool = False) -> list[st
         typed = [(escape, name) for escape, name in ESCAPES.items() if escape in stop]
         if typed:
             escape, name = typed[0]
-            warnings.append(f"{'/set stop' if in_chat else '--stop'} {shlex.quote(stop)} holds {escape} as a backslash "
-                            f"and a letter, not {name}: stop strings are taken as typed "
-                            f"({_escape_ways(stop, escape, name, in_chat=in_chat)})")
+            meant = "$'" + stop.replace("'", "\\'") + "'"
+            warnings.append(f"--stop {shlex.quote(stop)} holds {escape} as a backslash and a letter, not {name}: stop "
+                            f"strings are taken as typed (in bash or zsh, --stop {meant} turns {escape} into {name})")
     return warnings
-
-
-def _escape_ways(stop: str, escape: str, name: str, *, in_chat: bool) -> str:
-    """How to give the stop string with the character its typed escape stands for: a shell's $'...' (for chat, on
-    its command line), or in the chat, Alt+Enter for a newline."""
-    meant = "$'" + stop.replace("'", "\\'") + "'"
-    shell = f"in bash or zsh, {'localgen chat ' if in_chat else ''}--stop {meant} turns {escape} into {name}"
-    return f"Alt+Enter between quotes types a newline here; {shell}" if in_chat and escape == "\\n" else shell
 
 
 def hidden_tag_stops(stops: list[str]) -> list[str]:

@@ -102,7 +102,7 @@ def test_set_stop_changes_this_chat_s_stop_strings(tmp_path: Path) -> None:
         assert "No closing quotation" in chat.command('/set stop "oops', "whole")
         assert "a stop string is empty" in chat.command("/set stop ''", "some text")
         assert "stop strings (this chat): '###', 'a#b'" in chat.command("/set stop ### a#b", "'a#b'")  # no comment
-        shown = chat.command(r"/set stop \n\n", r"'\\n\\n'")  # backslashes kept, as typed
+        shown = chat.command(r"/set stop \\n\\n", r"'\\n\\n'")  # a backslash typed as \\, as it is shown
         assert r"stop strings (this chat): '\\n\\n'" in shown
         assert chat.quit() == 0
     finally:
@@ -110,27 +110,22 @@ def test_set_stop_changes_this_chat_s_stop_strings(tmp_path: Path) -> None:
             chat.child.terminate(force=True)
 
 
-def test_set_stop_warns_of_a_typed_escape_with_chat_s_ways_to_a_newline(tmp_path: Path) -> None:
-    """/set stop \\n kept a backslash and an n without a word: the stop string rarely matches. Alt+Enter between quotes
-    types the newline itself."""
+def test_set_stop_reads_escapes_and_shows_them_as_it_reads_them(tmp_path: Path) -> None:
+    """/set stop reads \\n, \\t, \\r and \\\\ (which --stop gets from a shell's $'...'), quoted or not; Alt+Enter
+    between quotes types the newline itself."""
     chat = Chat(tmp_path / "home", "-n", "3")
     try:
-        chat.child.sendline(r"/set stop \n")
-        chat.expect_words(r"localgen: warning: /set stop '\n' holds \n as a backslash and a letter, not a newline: "
-                          "stop strings are taken as typed (Alt+Enter between quotes types a newline here; in bash or "
-                          r"zsh, localgen chat --stop $'\n' turns \n into a newline)")
-        chat.sync()
         mark = len(chat.transcript.getvalue())
+        chat.child.sendline(r"/set stop \n 'Q:\t' \r\n a\\tb \d")
+        chat.expect_words(r"stop strings (this chat): '\n', 'Q:\t', '\r\n', 'a\\tb', '\\d'")
+        chat.sync()
+        chat.command_words("/show settings", r"stop strings (this chat): '\n', 'Q:\t', '\r\n', 'a\\tb', '\\d'")
         chat.child.send('/set stop "')
         chat.child.send("\x1b\r")  # Esc Enter (Alt+Enter) inserts a newline
         chat.child.sendline('"')
         chat.child.expect_exact("stop strings (this chat): '\\n'")  # a newline, as repr shows it
         chat.sync()
-        assert "warning" not in chat.transcript.getvalue()[mark:], "the newline typed in is warned of nothing"
-        chat.child.sendline(r"/set stop Q:\t")
-        chat.expect_words(r"/set stop 'Q:\t' holds \t as a backslash and a letter, not a tab: stop strings are taken "
-                          r"as typed (in bash or zsh, localgen chat --stop $'Q:\t' turns \t into a tab)")
-        chat.sync()
+        assert "warning" not in chat.transcript.getvalue()[mark:], "what was typed is what is meant"
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():

@@ -116,3 +116,10 @@ def test_a_stop_string_with_a_typed_escape_is_warned_about(stop: str, warned: st
     else:
         assert len(found) == 1 and found[0].startswith(warned) and "--stop $'" in found[0], found
 
+
+
+def test_chat_s_set_stop_reads_escapes_and_keeps_any_other_backslash() -> None:
+    from localgen.stopping import escapes_read
+
+    assert escapes_read(r"\n Q:\t \r\n") == "\n Q:\t \r\n"
+    assert escapes_read(r"a\\tb \d \\\n \x") == "a\\tb \\d \\\n \\x"  # \\ is one backslash; \d and \x stay
