@@ -41,7 +41,7 @@ from localgen.hub_cache import (
 )
 from localgen.hub_choice import choose_model, quant_of, shard_of
 from localgen.hub_errors import map_hub_error, offline_error
-from localgen.hub_resume import fetch_blob, resumable
+from localgen.hub_resume import PartClaim, fetch_blob, resumable
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.hub_verify import Pin, check_pin, check_pinned_file, check_shards_agree, verify_download
 from localgen.references import check_safe_filename
@@ -218,8 +218,9 @@ def _check_free_space(model: HubModel, *, force: bool) -> None:
     """Refuse a download that cannot fit on the cache's disk before any byte of it is written (a split model would
     otherwise leave the shards that fitted)."""
     cached = [f.size for f in model.files if _is_cached(model, f)]
-    kept = 0 if force else sum(partial_size(model.repo, blob) for f in model.files  # a resumed download's part
-                               if not _is_cached(model, f) and (blob := f.sha256 or f.blob_id))
+    kept = 0 if force else sum(part for f in model.files  # a resumed download's part (one longer starts over)
+                               if not _is_cached(model, f) and (blob := f.sha256 or f.blob_id)
+                               and (part := partial_size(model.repo, blob)) <= f.size)
     needed = sum(f.size for f in model.files) - sum(cached) - kept
     if force and cached:  # a file downloaded again replaces its copy once complete: one at a time
         needed += max(cached)
@@ -284,11 +285,12 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
     watch = contextlib.nullcontext(download_progress.PartialCopies()) if cached else (
         download_progress.poll_incomplete(hub_cache_dir() / repo_folder(model.repo) / "blobs", blob, display))
     own = None if cached or not resumable(f) else blob  # the blob localgen fetches itself, which huggingface_hub links
+    claim = PartClaim()
     received: int | None = None  # the bytes it fetched (None: another download fetched them while this one waited)
     try:
         with watch as partial, _quiet_hub_logs(f"{model.repo}/{f.filename}"):
             if own is not None:
-                received = fetch_blob(model.repo, model.revision, f, own, force=force, display=display)
+                received = fetch_blob(model.repo, model.revision, f, own, force=force, display=display, claim=claim)
                 kwargs["force_download"] = False  # the blob is there: huggingface_hub links it into the snapshot
                 if received is not None:
                     _unlink_copy(pointer_path(model.repo, model.revision, f.filename))
@@ -296,9 +298,10 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
             if own is not None and received is not None and not path.is_symlink():  # copied: no need for the blob
                 (hub_cache_dir() / repo_folder(model.repo) / "blobs" / own).unlink(missing_ok=True)
     except Exception as exc:
-        raise _kept_part_said(map_hub_error(exc, repo=model.repo, filename=f.filename), model.repo, blob) from exc
+        ours = blob if claim.writing else None  # a part another pull is writing is not this one's to speak of
+        raise _kept_part_said(map_hub_error(exc, repo=model.repo, filename=f.filename), model.repo, ours) from exc
     except BaseException:  # Ctrl-C, or a signal that ends localgen
-        if own is not None and (kept := partial_size(model.repo, own)):
+        if own is not None and claim.writing and (kept := partial_size(model.repo, own)):
             console.say(f"localgen: the download of {model.repo}/{f.filename} stopped; the {binary_size(kept)} "
                         "received are kept, and the next pull resumes from there")
         raise

@@ -10,6 +10,7 @@ import contextlib
 import inspect
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -30,10 +31,18 @@ def resumable(f: HubFile) -> bool:
     return f.size <= constants.MAX_HTTP_DOWNLOAD_SIZE
 
 
-def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display) -> int | None:
+@dataclass
+class PartClaim:
+    """Whether this download holds the blob's lock and writes its partial copy (not one waiting on another's)."""
+
+    writing: bool = False
+
+
+def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display,
+               claim: PartClaim) -> int | None:
     """Download a file into blobs/etag, continuing the partial copy an earlier download left (force: from the start);
     the bytes received now, or None when the blob was there once the lock was taken (another download finished it
-    while this one waited)."""
+    while this one waited). claim.writing says, should it stop, whether the partial copy is this download's."""
     from huggingface_hub.utils import WeakFileLock
 
     blobs = hub_cache_dir() / repo_folder(repo) / "blobs"
@@ -43,6 +52,7 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
     with WeakFileLock(lock):
         if (blobs / etag).is_file() and not force:
             return None
+        claim.writing = True
         partial = partial_path(repo, etag)
         try:
             with _opened(partial, fresh=force, size=f.size) as handle:
@@ -59,8 +69,8 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
 @contextlib.contextmanager
 def _opened(partial: Path, *, fresh: bool, size: int) -> Iterator[BinaryIO]:
     """The partial copy, opened for writing at its end (emptied first when fresh, or when longer than the file)."""
-    fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o666)
-    with os.fdopen(fd, "r+b") as handle:
+    partial.touch()
+    with partial.open("r+b") as handle:  # by its path: huggingface_hub may hand handle.name to another downloader
         if fresh or handle.seek(0, os.SEEK_END) > size:
             handle.seek(0)
             handle.truncate()

@@ -184,3 +184,29 @@ def test_a_file_over_the_hub_s_plain_http_limit_is_left_to_huggingface_hub_s_own
         hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)  # the loopback Hub serves no Xet
     assert not (hubenv.hf_cache / "models--org--tiny-GGUF" / "blobs" / f"{sha}.incomplete").exists()
     assert fetched == [] and all(request.range is None for request in _gets(hubenv))
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, OSError])
+def test_a_pull_stopped_while_another_writes_the_part_does_not_call_it_its_own(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        stop: type[BaseException]) -> None:
+    """Ctrl-C (or an error) while waiting on the lock of a pull that writes the part: that part is the other's."""
+    import huggingface_hub.utils
+
+    sha = _serve(hubenv)
+    partial = hubenv.hf_cache / "models--org--tiny-GGUF" / "blobs" / f"{sha}.incomplete"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(b"\0" * 65536)  # what the other pull has received so far
+    real = huggingface_hub.utils.WeakFileLock
+
+    def waited(path: object, *args: object, **kwargs: object) -> object:
+        if str(path).endswith(f"{sha}.lock"):
+            raise stop("stopped while another pull holds the lock")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(huggingface_hub.utils, "WeakFileLock", waited)
+    with pytest.raises((KeyboardInterrupt, HubError)) as info:
+        hub.download_model(REPO, quant="Q4_K_M", filename=None)
+    said = capsys.readouterr().err + str(getattr(info.value, "hint", ""))
+    assert "received are kept" not in said, said
+    assert partial.stat().st_size == 65536
