@@ -78,10 +78,10 @@ class LastRun:
     text: str
 
 
-def newest_last_run() -> LastRun | None:
+def newest_last_run(named: str = "--conversation NAME") -> LastRun | None:
     """The last plain run's record, read and checked, when it is newer than every saved conversation; None when
-    there is none, or a saved conversation is newer. Nothing is saved or held: take_last_run does that once the run
-    is about to answer."""
+    there is none, or a saved conversation is newer (named: the option that names a saved one, for a hint). Nothing
+    is saved or held: take_last_run does that once the run is about to answer."""
     path = last_run_path()
     if not _is_newest(path):
         return None
@@ -91,11 +91,11 @@ def newest_last_run() -> LastRun | None:
     except (DamagedConversationError, ForeignFormatError) as exc:
         raise LocalgenError(f"the last run cannot be continued: {exc.message}",
                             hint=f"it was left untouched; delete {path} to continue the latest saved "
-                                 "conversation instead, or go on with one: --conversation NAME") from None
+                                 f"conversation instead, or go on with one: {named}") from None
     return LastRun(conversation, text)
 
 
-def take_last_run(last_run: LastRun, say: Callable[[str], None]) -> Conversation:
+def take_last_run(last_run: LastRun, say: Callable[[str], None], again: str = "run again: --continue") -> Conversation:
     """Save the last run newest_last_run read as a new conversation, held by this process (said on stderr, with the
     name it is saved under), and forget its record; refused when the record has changed since (another run
     continued it or a newer plain run replaced it), so that two runs never make two conversations of it."""
@@ -103,7 +103,7 @@ def take_last_run(last_run: LastRun, say: Callable[[str], None]) -> Conversation
     with _held():
         if not _is_newest(path) or _read(path) != last_run.text:
             raise LocalgenError("the last run changed while this run was starting: another run continued it or "
-                                "replaced it", hint="run again: --continue then goes on with the newest conversation")
+                                "replaced it", hint=f"{again} then goes on with the newest conversation")
         save_conversation(last_run.conversation)  # a name of its own: chat-YYYYMMDD-HHMMSS from when it ran, or -2...
     _forget(path, last_run.text)
     say(f"localgen: continuing the last run, now saved as conversation '{last_run.conversation.name}'")
@@ -114,8 +114,10 @@ def latest_to_resume(warn: Callable[[str], None], say: Callable[[str], None]) ->
     """What `chat --resume` alone reopens, as `run --continue` goes on with it: the last plain run when it is newer
     than every saved conversation, saved now as a conversation held by this process (said), else the latest saved
     conversation (conversation_store.latest_conversation, which warns of those it passes over)."""
-    last_run = newest_last_run()
-    return latest_conversation(warn) if last_run is None else take_last_run(last_run, say)
+    last_run = newest_last_run(named="--resume NAME")
+    if last_run is None:
+        return latest_conversation(warn)
+    return take_last_run(last_run, say, again="start again: --resume")
 
 
 def _is_newest(path: Path) -> bool:

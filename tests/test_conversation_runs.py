@@ -201,6 +201,12 @@ def test_a_damaged_last_run_is_named_and_left_untouched() -> None:
     assert refused.err.endswith(f"(hint: it was left untouched; delete {last_run_path()} to continue the latest "
                                 "saved conversation instead, or go on with one: --conversation NAME)\n")
     assert last_run_path().read_text() == "{not json" and not _saved()
+    from localgen.errors import LocalgenError
+    from localgen.last_run import latest_to_resume
+
+    with pytest.raises(LocalgenError) as chat_refused:  # chat --resume alone: its own option in the hint
+        latest_to_resume(print, print)
+    assert (chat_refused.value.hint or "").endswith("or go on with one: --resume NAME"), chat_refused.value.hint
 
 
 def test_a_last_run_replaced_while_it_was_being_saved_stays() -> None:
