@@ -236,7 +236,8 @@ def with_default_model(text: str, name: str, source: Path | str) -> str:
             model = index
     setting = f"model = {json.dumps(name)}"
     if model is not None:
-        lines[model] = lines[model][:len(lines[model]) - len(lines[model].lstrip())] + setting
+        line = lines[model]
+        lines[model] = line[:len(line) - len(line.lstrip())] + setting + _trailing_comment(line)
     elif header is not None:
         lines.insert(header + 1, setting)
     else:
@@ -253,3 +254,16 @@ def with_default_model(text: str, name: str, source: Path | str) -> str:
         raise ConfigError(f"{source}: [defaults] is given in a way localgen cannot change",
                           hint=f"set model = {json.dumps(name)} under [defaults] in that file by hand")
     return changed
+
+
+def _trailing_comment(line: str) -> str:
+    """The comment that ends a `key = value` line, with the spaces before it ('' where there is none): the first #
+    whose text before it reads as the line's value alone."""
+    for at in (index for index, char in enumerate(line) if char == "#"):
+        try:
+            tomllib.loads(line[:at])
+        except tomllib.TOMLDecodeError:
+            continue
+        before = line[:at].rstrip()
+        return line[len(before):]
+    return ""

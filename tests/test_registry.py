@@ -128,6 +128,8 @@ def test_a_table_given_twice_names_the_line_and_key_that_gave_it(tmp_path: Path,
     ("[defaults] # all models\ntemperature = 0.3\n[models.x]\npath = 'x.gguf'\n",
      "[defaults] # all models\nmodel = \"qwen2.5-0.5b\"\ntemperature = 0.3\n[models.x]\npath = 'x.gguf'\n"),
     ("[defaults]\n  model = 'llama3.2-1b'\nseed = 1\n", "[defaults]\n  model = \"qwen2.5-0.5b\"\nseed = 1\n"),
+    ("[defaults]\nmodel = 'gemma3-1b#2'  # pick\n", "[defaults]\nmodel = \"qwen2.5-0.5b\"  # pick\n"),
+    ("[defaults]\r\nmodel = 'x'\r\nseed = 1\r\n", '[defaults]\r\nmodel = "qwen2.5-0.5b"\r\nseed = 1\r\n'),
     ('[models.x]\npath = "x.gguf"\ndescription = """\n[defaults]\n"""\n',  # a string's line, no [defaults]
      '[models.x]\npath = "x.gguf"\ndescription = """\n[defaults]\n"""\n\n[defaults]\nmodel = "qwen2.5-0.5b"\n'),
 ])
@@ -139,7 +141,7 @@ def test_models_default_sets_the_default_and_keeps_the_rest_of_the_file(tmp_path
     if text:
         user.write_text(text)
     assert set_default_model("qwen2.5:0.5b", user) == "qwen2.5-0.5b"  # Ollama's name for it too
-    assert user.read_text() == written
+    assert user.read_bytes().decode() == written  # its line ends as they were
     assert load_registry(user).default_reference() == "qwen2.5-0.5b"
 
 
