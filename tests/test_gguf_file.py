@@ -10,7 +10,6 @@ import struct
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -155,17 +154,25 @@ def test_known_architectures_come_from_the_vendored_llama_cpp() -> None:
     assert len(KNOWN_ARCHITECTURES) == 152  # 154 names in LLM_ARCH_NAMES, less clip and (unknown)
 
 
-def test_reading_the_bundled_model_is_fast(bundled: Path) -> None:
+def test_reading_the_bundled_model_reads_its_header_alone_in_bounded_work(bundled: Path) -> None:
+    """read_gguf reads the metadata, vocabulary and tensor infos (2 MiB of the 94 MiB file), not the weights, in about
+    160,000 Python calls (~20 ms on the reference machine): counted, where a clock on a loaded machine is not."""
+    import cProfile
+    import pstats
+
     read_gguf(bundled)
-    best = min(_timed(lambda: read_gguf(bundled)) for _ in range(5))
-    assert best < 0.1, f"read_gguf took {best * 1000:.1f} ms"  # ~20 ms on the reference machine
+    before = _bytes_read()
+    read_gguf(bundled)
+    assert _bytes_read() - before < 4 << 20
+    profile = cProfile.Profile()
+    profile.runcall(read_gguf, bundled)
+    assert pstats.Stats(profile).total_calls < 320_000  # type: ignore[attr-defined]
 
 
-def _timed(action: Callable[[], object]) -> float:
-    """Seconds one call of action takes."""
-    start = time.perf_counter()
-    action()
-    return time.perf_counter() - start
+def _bytes_read() -> int:
+    """The bytes this process has read from files and pipes (Linux's /proc/self/io rchar)."""
+    line = next(line for line in Path("/proc/self/io").read_text().splitlines() if line.startswith("rchar:"))
+    return int(line.split()[1])
 
 
 def test_tiny_model_reads(tiny: Path) -> None:
