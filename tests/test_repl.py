@@ -25,6 +25,10 @@ PROMPT = ">>>"
 CURSOR_REQUEST = "\x1b[6n"
 TIMEOUT = 90
 QUIET = 0.2  # seconds without output after the prompt: the screen has settled
+DRAWN = "\x1b[?25h"  # the cursor shown again: the end of each of prompt-toolkit's drawings of the screen
+# A prompt as prompt-toolkit starts it: bracketed paste turned on, the cursor hidden, the prompt the first text drawn
+PROMPT_DRAWN = re.compile(r"\x1b\[\?2004h(?:\x1b\[\?1l)?\x1b\[\?25l(?:\x1b\[[\d;?]*[A-Za-z])*" + re.escape(PROMPT)
+                          + ".*?" + re.escape(DRAWN), re.DOTALL)
 LONG_QUESTION = "Write a very long story about a dragon who loves books."
 PREFILL_STATUS = re.compile(r"reading(?: the prompt)?: [\d,]+/[\d,]+(?: tokens)? \(\d+%\)")  # no answer yet
 
@@ -68,8 +72,18 @@ class Chat:
         self.sync()
 
     def sync(self) -> None:
-        """Wait for the prompt, then let the screen go quiet (prompt-toolkit redraws it while typing); a cursor
-        position request on the way is answered (the cursor is on the first row)."""
+        """Wait until a new prompt is drawn whole; a cursor position request on the way is answered (the cursor is
+        on the first row), and the prompt then drawn again, with its bottom toolbar, is waited for too."""
+        answered = False
+        while self.child.expect([PROMPT_DRAWN, re.escape(CURSOR_REQUEST)]) == 1:
+            self.child.send("\x1b[1;1R")
+            answered = True
+        if answered:
+            self.child.expect_exact(DRAWN)
+
+    def settle(self) -> None:
+        """Wait for the prompt, then let the screen go quiet: where the prompt is drawn again with no new prompt
+        (a search accepted), or keys typed ahead of it are drawn after it."""
         waiting = True
         while True:
             try:
@@ -982,7 +996,7 @@ def _search_history_for_pirates(chat: Chat) -> None:
 def test_enter_in_reverse_search_accepts_the_match_and_enter_again_sends_it(chat: Chat) -> None:
     _search_history_for_pirates(chat)
     chat.child.send("\r")  # accepts the match into the line, as prompt-toolkit does: nothing is sent yet
-    chat.sync()
+    chat.settle()
     assert len(chat.conversation()["turns"]) == 1
     chat.child.send("\r")
     state = chat.wait_for(lambda s: len(s["turns"]) == 2 and s["turns"][1]["answer"] is not None, timeout=20)
@@ -1093,7 +1107,7 @@ def test_ctrl_z_during_an_answer_and_fg_keep_keys_unechoed(home: Path) -> None:
         time.sleep(0.5)
         chat.child.send("TYPED")
         chat.wait_for(lambda s: s["turns"] and s["turns"][-1]["answer"] is not None)
-        chat.sync()
+        chat.settle()
         after_fg = chat.transcript.getvalue().rpartition("localgen chat")[2]
         answer_part = after_fg.rpartition(PROMPT)[0]
         assert "TYPED" not in answer_part, "keys typed after fg are not echoed into the answer"
@@ -1111,7 +1125,7 @@ def test_keys_typed_during_an_answer_survive_ctrl_c(home: Path) -> None:
         time.sleep(0.3)
         chat.child.sendcontrol("c")
         chat.wait_for(lambda s: s["turns"] and s["turns"][-1]["interrupted"])
-        chat.sync()
+        chat.settle()
         assert "kept ahead" in chat.transcript.getvalue().rpartition(PROMPT)[2]
     finally:
         chat.child.terminate(force=True)
@@ -1133,7 +1147,7 @@ def test_a_paste_typed_during_an_answer_stays_one_message(home: Path) -> None:
     assert not chat.conversation()["turns"], "the terminal is asked to mark pastes while the answer streams"
     chat.child.send("\x1b[200~First line.\rSecond line.\x1b[201~")  # as a terminal sends a marked paste
     chat.wait_for(lambda s: s["turns"] and s["turns"][0]["answer"] is not None)
-    chat.sync()
+    chat.settle()
     assert len(chat.conversation()["turns"]) == 1, "the paste waits at the prompt"
     chat.child.send("\r")
     state = chat.wait_for(lambda s: len(s["turns"]) == 2 and s["turns"][1]["answer"] is not None)
