@@ -207,7 +207,7 @@ def home(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def chat(home: Path) -> Iterator[Chat]:
-    session = Chat(home, "--temperature", "0", "--no-markdown", "-n", "60")
+    session = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10")  # no test reads past its first words
     yield session
     if session.child.isalive():
         session.child.terminate(force=True)
@@ -378,7 +378,7 @@ def test_undo_regen_reset_and_set(chat: Chat) -> None:
 
 
 def test_save_load_and_resume(home: Path) -> None:
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "30")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10")
     chat.ask("Remember the word pineapple.")
     chat.command("/set temperature 0.3", "temperature = 0.3")
     chat.command("/save fruity", "saved to")
@@ -542,7 +542,7 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
 @pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 @pytest.mark.parametrize("prefill_while_typing", [True, False])
 def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, prefill_while_typing: bool) -> None:
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "30",
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10",
                 *([] if prefill_while_typing else ["--no-prefill-while-typing"]))
     doc = tmp_path / "note.txt"
     filler = "\n".join(f"Line {i}: nothing to see in the {i * 7 % 13}th crate." for i in range(60))
@@ -727,14 +727,14 @@ def test_markdown_keeps_an_answer_s_single_newlines_as_line_breaks(step: int) ->
 def test_a_markdown_answer_and_its_note_follow_a_resized_terminal(home: Path) -> None:
     """The shell exported COLUMNS=100 as the chat started; the terminal is then made 40 columns wide: an answer
     rendered as Markdown, and the note after it, are laid out for 40 columns, as plain answers and messages are."""
-    chat = Chat(home, "--temperature", "0", "-n", "60")
+    chat = Chat(home, "--temperature", "0", "-n", "20")
     chat.child.setwinsize(30, 40)
     chat.sync()
     mark = len(chat.transcript.getvalue())
     chat.ask("Describe the sea at length.")  # its line fits in 40 columns
     printed = chat.transcript.getvalue()[mark:].rpartition("\x1b[2K")[2]  # after the live region's last erase
     rows = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", printed).rpartition(PROMPT)[0].replace("\r", "").split("\n")
-    assert rows[-3:] == ["[stopped at the limit of 60 tokens (/set", "max_tokens)]", ""], rows
+    assert rows[-3:] == ["[stopped at the limit of 20 tokens (/set", "max_tokens)]", ""], rows
     assert len(rows) > 3 and max(map(len, rows)) <= 40, rows
     assert chat.quit() == 0
 
@@ -851,7 +851,7 @@ def test_an_empty_system_prompt_is_shown_as_empty_and_set_with_quotes(home: Path
 
 
 def test_undo_of_a_new_chat_s_only_exchange_unsaves_it_and_resume_names_a_saved_one_left_empty(home: Path) -> None:
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "8")
     chat.ask("Name a color.")
     name = chat.conversation()["name"]
     chat.command_words("/undo", f"({name} had no other exchange and is no longer saved)")
@@ -1012,7 +1012,7 @@ def test_esc_enter_in_reverse_search_accepts_the_match_and_sends_it(chat: Chat) 
 
 @pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_ctrl_z_suspends_the_chat_and_fg_brings_the_prompt_back(home: Path) -> None:
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20", in_shell=True)
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", in_shell=True)
     chat.child.sendcontrol("z")
     chat.child.expect("Stopped", timeout=20)
     chat.child.expect_exact("$ ")
@@ -1294,7 +1294,7 @@ def test_undo_quotes_the_dropped_message_whole_or_by_its_start_and_end() -> None
 
 def _chat_with_an_unsaved_change(home: Path) -> tuple[Chat, Path]:
     """A chat whose second exchange could not be saved (a folder stands where its file was); the file's path."""
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "8")
     chat.ask("Name a color.")
     path = next((chat.home / "data" / "conversations").glob("*.json"))
     path.unlink()
