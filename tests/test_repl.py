@@ -545,8 +545,8 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10",
                 *([] if prefill_while_typing else ["--no-prefill-while-typing"]))
     doc = tmp_path / "note.txt"
-    filler = "\n".join(f"Line {i}: nothing to see in the {i * 7 % 13}th crate." for i in range(60))
-    doc.write_text(f"The secret code is 4711.\n{filler}\n")  # over one 512-token prefill chunk
+    filler = "\n".join(f"Line {i}: nothing to see in the {i * 7 % 13}th crate." for i in range(40))
+    doc.write_text(f"The secret code is 4711.\n{filler}\n")  # over one 512-token prefill chunk (690 tokens)
     chat.command(f"/file {doc}", "attached")
     chat.child.sendline(f"/file {doc}")  # once is enough (the message may wrap inside a long path's line)
     chat.child.expect(r"is\s+attached\s+already")
@@ -941,9 +941,9 @@ def test_resume_of_a_hand_edited_conversation_names_the_file_and_the_field(home:
 
 
 def test_a_full_context_moves_old_exchanges_out_of_it_and_the_file_keeps_them(home: Path) -> None:
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "8", "--ctx-size", "512")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "8", "--ctx-size", "256")
     for number in range(1, 9):
-        state = chat.ask(f"Question {number}: " + "tell me about the sea and its waves " * 12)
+        state = chat.ask(f"Question {number}: " + "tell me about the sea and its waves " * 6)
         if state.get("context_start"):
             break
     assert "left the model's context to make room; the saved conversation keeps them" in chat.transcript.getvalue()
