@@ -1,0 +1,39 @@
+"""Input bytes as text: UTF-8, or UTF-16 or UTF-32 where a byte-order mark says so; binary data refused."""
+
+from __future__ import annotations
+
+from localgen.errors import UsageError
+
+BOM = "\ufeff"  # a byte-order mark, which some editors put at the start of a UTF-8 file
+DOCUMENT_HINT = "send text; convert documents to plain text first"
+
+
+def decode_input(data: bytes, source: str, warnings: list[str], *, binary_hint: str = DOCUMENT_HINT) -> str:
+    """Decode input bytes as UTF-8, or as UTF-16 or UTF-32 where a byte-order mark says so (Windows' "Unicode"
+    text), without the mark; binary data is refused, undecodable bytes are replaced with a warning."""
+    encoding = wide_encoding(data)
+    refuse_binary(data, source, binary_hint)
+    try:
+        text = data.decode(encoding or "utf-8")
+    except UnicodeDecodeError:
+        warnings.append(f"{source} is not valid {(encoding or 'utf-8').upper()}; undecodable bytes were replaced "
+                        "with U+FFFD")
+        text = data.decode(encoding or "utf-8", errors="replace")
+    if "\x00" in text:  # a NUL character in UTF-16 text
+        raise UsageError(f"{source} looks like binary data (it contains NUL characters)", hint=binary_hint)
+    return text.removeprefix(BOM)
+
+
+_WIDE_MARKS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"), (b"\xff\xfe", "utf-16"),
+               (b"\xfe\xff", "utf-16"))  # UTF-32's marks first: UTF-16 LE's is the start of one
+
+
+def refuse_binary(data: bytes, source: str, hint: str) -> None:
+    """Refuse data with a NUL byte in it, unless a UTF-16 or UTF-32 byte-order mark starts it, as binary data."""
+    if b"\x00" in data and wide_encoding(data) is None:
+        raise UsageError(f"{source} looks like binary data (it contains NUL bytes)", hint=hint)
+
+
+def wide_encoding(data: bytes) -> str | None:
+    """"utf-16" or "utf-32" when data starts with its byte-order mark (which no UTF-8 text does), else None."""
+    return next((encoding for mark, encoding in _WIDE_MARKS if data.startswith(mark)), None)
