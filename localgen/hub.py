@@ -26,6 +26,7 @@ from localgen import console, download_progress
 from localgen.config import settings
 from localgen.errors import HubError, LocalgenError
 from localgen.hub_cache import (
+    blobs_dir,
     cached_model,
     cached_spelling,
     check_endpoint,
@@ -36,7 +37,6 @@ from localgen.hub_cache import (
     orphaned_partials,
     partial_size,
     pointer_path,
-    repo_folder,
     save_listing,
 )
 from localgen.hub_choice import choose_model, quant_of, shard_of
@@ -241,7 +241,7 @@ def _check_free_space(model: HubModel, *, force: bool) -> None:
 def _is_cached(model: HubModel, f: HubFile) -> bool:
     """Whether a file of the model is in the cache already (its snapshot pointer or its blob)."""
     etag = f.sha256 or f.blob_id
-    blob = hub_cache_dir() / repo_folder(model.repo) / "blobs" / etag if etag else None
+    blob = blobs_dir(model.repo) / etag if etag else None
     return pointer_path(model.repo, model.revision, f.filename).is_file() or (blob is not None and blob.is_file())
 
 
@@ -283,7 +283,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
     else:
         _quiet_hf_bars()
     watch = contextlib.nullcontext(download_progress.PartialCopies()) if cached else (
-        download_progress.poll_incomplete(hub_cache_dir() / repo_folder(model.repo) / "blobs", blob, display))
+        download_progress.poll_incomplete(blobs_dir(model.repo), blob, display))
     own = None if cached or not resumable(f) else blob  # the blob localgen fetches itself, which huggingface_hub links
     claim = PartClaim()
     received: int | None = None  # the bytes it fetched (None: another download fetched them while this one waited)
@@ -296,7 +296,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
                     _unlink_copy(pointer_path(model.repo, model.revision, f.filename))
             path = Path(hf_hub_download(**kwargs))
             if own is not None and received is not None and not path.is_symlink():  # copied: no need for the blob
-                (hub_cache_dir() / repo_folder(model.repo) / "blobs" / own).unlink(missing_ok=True)
+                (blobs_dir(model.repo) / own).unlink(missing_ok=True)
     except Exception as exc:
         ours = blob if claim.writing else None  # a part another pull is writing is not this one's to speak of
         raise _kept_part_said(map_hub_error(exc, repo=model.repo, filename=f.filename), model.repo, ours) from exc

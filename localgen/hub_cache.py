@@ -169,11 +169,11 @@ def orphaned_partials(repo: str, keep: Collection[str] = ()) -> list[Path]:
     ETAG.incomplete where the etag is not in keep (the blobs of files the repo still has: a stale etag is never
     resumed) or the blob is complete (a pull --force stopped part way). None where a running download cannot be
     told."""
-    folder = hub_cache_dir() / repo_folder(repo)
+    blobs = blobs_dir(repo)
     found = []
-    for partial in sorted((folder / "blobs").glob("*.incomplete")):
+    for partial in sorted(blobs.glob("*.incomplete")):
         etag = partial.name.split(".", 1)[0]
-        if partial.name.count(".") == 1 and etag in keep and not (folder / "blobs" / etag).exists():
+        if partial.name.count(".") == 1 and etag in keep and not (blobs / etag).exists():
             continue
         if download_running(repo, etag) is False:
             found.append(partial)
@@ -188,10 +188,20 @@ def listed_blobs(repo: str, *, leaving: Collection[str] = ()) -> set[str]:
     return {etag for f in files if f.filename not in leaving and (etag := f.sha256 or f.blob_id)}
 
 
+def blobs_dir(repo: str) -> Path:
+    """The folder of a repo's blobs in the Hugging Face cache: each file's bytes, named by its etag."""
+    return hub_cache_dir() / repo_folder(repo) / "blobs"
+
+
+def blob_lock_path(repo: str, blob: str) -> Path:
+    """huggingface_hub's lock file for the download of one of a repo's blobs."""
+    return hub_cache_dir() / ".locks" / repo_folder(repo) / f"{blob}.lock"
+
+
 def partial_path(repo: str, blob: str) -> Path:
     """Where a download of a blob keeps the bytes received so far, for the next one to resume (the name huggingface_hub
     < 1.0 resumed from too)."""
-    return hub_cache_dir() / repo_folder(repo) / "blobs" / f"{blob}.incomplete"
+    return blobs_dir(repo) / f"{blob}.incomplete"
 
 
 def partial_size(repo: str, blob: str) -> int:
@@ -209,7 +219,7 @@ def download_running(repo: str, blob: str) -> bool | None:
         import fcntl
     except ImportError:
         return None
-    lock = hub_cache_dir() / ".locks" / repo_folder(repo) / f"{blob}.lock"  # huggingface_hub's lock per blob
+    lock = blob_lock_path(repo, blob)
     try:
         with open(lock, "rb") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # released on close

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from localgen import console, download_progress
-from localgen.hub_cache import hub_cache_dir, hub_endpoint, partial_path, repo_folder
+from localgen.hub_cache import blob_lock_path, blobs_dir, hub_endpoint, partial_path
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 
 
 def resumable(f: HubFile) -> bool:
-    """True when localgen fetches the file itself, resumably, over plain HTTP: the Hub serves no file over
-    huggingface_hub's MAX_HTTP_DOWNLOAD_SIZE (50 GB) so, which hf_hub_download fetches through Xet instead."""
+    """True when localgen fetches the file itself, resumably, over plain HTTP: huggingface_hub's own plain download
+    refuses a file over its MAX_HTTP_DOWNLOAD_SIZE (50 GB: not served so, it says), which hf_hub_download fetches
+    through Xet instead."""
     from huggingface_hub import constants
 
     return f.size <= constants.MAX_HTTP_DOWNLOAD_SIZE
@@ -45,8 +46,7 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
     while this one waited). claim.writing says, should it stop, whether the partial copy is this download's."""
     from huggingface_hub.utils import WeakFileLock
 
-    blobs = hub_cache_dir() / repo_folder(repo) / "blobs"
-    lock = hub_cache_dir() / ".locks" / repo_folder(repo) / f"{etag}.lock"  # huggingface_hub's lock on the blob
+    blobs, lock = blobs_dir(repo), blob_lock_path(repo, etag)
     lock.parent.mkdir(parents=True, exist_ok=True)
     blobs.mkdir(parents=True, exist_ok=True)
     with WeakFileLock(lock):
