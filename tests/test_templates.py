@@ -195,7 +195,8 @@ def _assert_clean_failure(template: str, tmp_path: Path) -> TemplateError:
     assert message.startswith("evil-model: the chat template "), message
     assert "\n" not in message and "\x1b" not in message and len(message) < 400
     assert "`template` override" in (info.value.hint or "")
-    assert elapsed < chat.TEMPLATE_TIME_LIMIT_S + 1.5, f"{elapsed:.1f} s"
+    # unbounded, an explosion runs for minutes; a loaded machine took 2.2 s over a limit of 0.5 s
+    assert elapsed < chat.TEMPLATE_TIME_LIMIT_S + 5, f"{elapsed:.1f} s"
     assert not marker.exists()
     return info.value
 
