@@ -29,7 +29,8 @@ from tests.conftest import REPO_ROOT, bundled_model_file, chat_prompt, run_local
 # so two of them beside another worker's test would stall (conftest: serial); one keeps pace beside it.
 
 GREEDY = SamplingParams(temperature=0.0)
-DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(40))
+DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(24))
+# 307 tokens: over the prompt cache's 256 new tokens worth an entry, and over two of the engine fixture's batches
 
 
 def _cache(tmp_path: Path, *, identity: str = "model-a", max_bytes: int = 1 << 20) -> PromptCache:
@@ -226,7 +227,8 @@ def test_every_shard_of_a_split_model_is_part_of_the_identity(tmp_path: Path) ->
 
 @pytest.fixture(scope="module")
 def engine(bundled_model: Path) -> Iterator[Engine]:
-    with Engine(bundled_model, LoadOptions(n_ctx=2048, n_threads=1, n_threads_batch=1)) as eng:
+    options = LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1, n_batch=128, n_ubatch=128)
+    with Engine(bundled_model, options) as eng:
         yield eng
 
 
@@ -299,17 +301,18 @@ def test_a_restored_prefix_gives_the_cold_logits_bit_for_bit(bundled_model: Path
 def test_memory_that_cannot_drop_a_tail_neither_stores_nor_restores(engine: Engine, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Recurrent and hybrid models refuse to drop a KV tail: no entry may hold an answer, no restore may drift."""
-    first, second = _prompt(engine, "How many red boxes are there?"), _prompt(engine, "Which box holds most?")
+    first, second = chat_prompt(engine, "How many red boxes are there?"), chat_prompt(engine, "Which box is red?")
     cold = _answer(engine, second, None)
-    _answer(engine, first, PromptCache(tmp_path / "normal", "smollm2", max_bytes=1 << 30))
+    _answer(engine, first, _cache(tmp_path / "normal", identity="smollm2"))
     monkeypatch.setattr(lc, "llama_memory_seq_rm", lambda *args: False)
-    refused = PromptCache(tmp_path / "refused", "smollm2", max_bytes=1 << 30)
-    _answer(engine, first, refused)
+    _answer(engine, first, _cache(tmp_path / "refused", identity="smollm2"))
     assert list_entries(tmp_path / "refused") == [], "the answer could not be dropped, so nothing is stored"
-    warm = _answer(engine, second, PromptCache(tmp_path / "normal", "smollm2", max_bytes=1 << 30))
+    warm = _answer(engine, second, _cache(tmp_path / "normal", identity="smollm2"))
     assert warm.restored_tokens == 0 and warm.text == cold.text
     monkeypatch.undo()
     assert int(lc.llama_memory_seq_pos_max(engine._kv.memory, 0)) + 1 == len(engine.kv_token_list)
+    restored = _answer(engine, second, _cache(tmp_path / "normal", identity="smollm2"))
+    assert restored.restored_tokens > 0 and restored.text == cold.text, "a memory that drops a tail restores"
 
 
 def test_mismatched_state_is_rejected_cleanly(engine: Engine) -> None:
@@ -353,7 +356,7 @@ def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> N
     second = run_localgen("run", *args, "Which box holds most?", env=env)
     uncached = run_localgen("run", *args, "--no-cache", "Which box holds most?", env=env)
     record, reference = json.loads(second.out), json.loads(uncached.out)
-    assert record["usage"]["prompt_cache_tokens"] > 300
+    assert record["usage"]["prompt_cache_tokens"] > 250
     assert reference["usage"]["prompt_cache_tokens"] == 0, "the same keys every time"
     assert record["text"] == reference["text"]
     cleared = run_localgen("cache", "clear", env=env)
