@@ -34,7 +34,7 @@ from localgen.repl_input import SafeFileHistory, history_damage, open_history
 from localgen.signals import SignalExit
 from localgen.storage import atomic_write_bytes
 from localgen.verify import is_verified, verify_file
-from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
+from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, spawn_localgen
 
 DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(24))
 # (about 330 tokens: over the 256 new tokens that make a prefill worth caching, and quick to prefill)
@@ -588,8 +588,7 @@ def _quiet(child: pexpect.spawn) -> None:
 def _chat(home: Path, *args: str) -> pexpect.spawn:
     env = {**os.environ, "LOCALGEN_HOME": str(home), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
            "COLUMNS": "200", "LINES": "30"}
-    return pexpect.spawn(sys.executable, ["-m", "localgen", "chat", *args], cwd=str(REPO_ROOT), env=env,
-                         encoding="utf-8", timeout=90, dimensions=(30, 200))
+    return spawn_localgen("chat", *args, env=env, encoding="utf-8", timeout=90, dimensions=(30, 200))
 
 
 # --- how things are written --------------------------------------------------------------------------------

@@ -335,9 +335,8 @@ def test_keys_typed_while_the_model_downloads_are_not_echoed_and_ctrl_d_waits_fo
     loopback_hub.add_repo("org/slow-GGUF", {"slow-Q4_1.gguf": bundled_model})
     loopback_hub.delay_s = 0.5  # before each of the Hub's answers
     env = {**_env(tmp_path / "home"), **server_env(loopback_hub, tmp_path)}
-    child = pexpect.spawn(sys.executable, ["-m", "localgen", "chat", "-m", "org/slow-GGUF", "--no-markdown"],
-                          cwd=str(REPO_ROOT), env=env, encoding="utf-8", codec_errors="replace", timeout=TIMEOUT,
-                          dimensions=(30, 100))
+    child = spawn_localgen("chat", "-m", "org/slow-GGUF", "--no-markdown", env=env, encoding="utf-8",
+                           codec_errors="replace", timeout=TIMEOUT, dimensions=(30, 100))
     deadline = time.monotonic() + TIMEOUT
     while loopback_hub.in_flight == 0 and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import io
 import shlex
-import sys
 from pathlib import Path
 
 import pexpect
 import pytest
 
-from tests.conftest import run_localgen
-from tests.test_repl import REPO_ROOT, TIMEOUT, Chat, _env
+from tests.conftest import run_localgen, spawn_localgen
+from tests.test_repl import TIMEOUT, Chat, _env
 
 
 def test_show_gives_one_part_as_ollama_s_show_does(tmp_path: Path) -> None:
@@ -38,8 +37,8 @@ def test_a_dumb_terminal_gets_no_escapes_nor_lines_it_cannot_show(tmp_path: Path
     """Emacs' shell (TERM=dumb) shows escapes as text, and its prompt cannot show a line recalled with Up or
     completed with Tab before Enter sends it: not one escape sequence (no bracketed paste, nor prompt_toolkit's
     cursor shape and visibility), no history, no completion, plain answers, errors and listings."""
-    child = pexpect.spawn(sys.executable, ["-m", "localgen", "chat", "-n", "3"], cwd=str(REPO_ROOT),
-                          env={**_env(tmp_path / "home"), "TERM": "dumb"}, encoding="utf-8", timeout=TIMEOUT)
+    child = spawn_localgen("chat", "-n", "3", env={**_env(tmp_path / "home"), "TERM": "dumb"}, encoding="utf-8",
+                           timeout=TIMEOUT)
     child.logfile_read = transcript = io.StringIO()
     try:
         child.expect_exact(">>>")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from localgen.errors import UsageError
-from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
+from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, spawn_localgen
 
 FOX = b"The quick brown fox jumps over the lazy dog.\n"
 GREEDY = ("--temperature", "0", "--seed", "1")
@@ -583,19 +583,18 @@ def test_closing_the_terminal_mid_answer_exits_129_like_its_sighup(tmp_path: Pat
 
 
 def test_a_long_prompt_shows_progress_on_a_terminal_then_erases_it(tmp_path: Path) -> None:
-    import pexpect
     import pyte
 
     doc = tmp_path / "records.txt"
-    doc.write_text(_records(300))
-    args = ["run", "-f", str(doc), "-n", "3", "--temperature", "0", "--batch-size", "256", "--no-cache",
+    doc.write_text(_records(100))  # about 190 tokens: three chunks of 64
+    args = ["run", "-f", str(doc), "-n", "3", "--temperature", "0", "--batch-size", "64", "--no-cache",
             "Which record mentions the mill?"]
-    child = pexpect.spawn(sys.executable, ["-m", "localgen", *args], cwd=str(REPO_ROOT), encoding="utf-8",
-                          env={**os.environ, "TERM": "xterm"}, timeout=120, dimensions=(24, 100))
+    child = spawn_localgen(*args, env={**os.environ, "TERM": "xterm"}, encoding="utf-8", timeout=120,
+                           dimensions=(24, 100))
     raw = child.read()
     child.close()
     assert child.exitstatus == 0, raw
-    assert re.search(r"reading the prompt: 256/[\d,]+ tokens \(\d+%\)", raw), raw
+    assert re.search(r"reading the prompt: 64/[\d,]+ tokens \(\d+%\)", raw), raw
     screen = pyte.Screen(100, 24)
     pyte.Stream(screen).feed(raw)
     shown = "\n".join(screen.display)

@@ -17,7 +17,7 @@ import pexpect
 import pytest
 
 from localgen.inputs import BINARY_SNIFF_BYTES
-from tests.conftest import REPO_ROOT, run_localgen
+from tests.conftest import REPO_ROOT, run_localgen, spawn_localgen
 from tests.test_repl import Chat, spawn_chat
 
 GREEDY = ("--temperature", "0", "--seed", "1")
@@ -200,8 +200,8 @@ def test_chat_takes_its_system_prompt_from_a_file_even_a_slow_pipe(tmp_path: Pat
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
-    refused = pexpect.spawn(sys.executable, ["-m", "localgen", "chat", "--system-file", "-"], cwd=str(REPO_ROOT),
-                            encoding="utf-8", timeout=60, dimensions=(30, 200))
+    refused = spawn_localgen("chat", "--system-file", "-", env=dict(os.environ), encoding="utf-8", timeout=60,
+                             dimensions=(30, 200))
     refused.expect(pexpect.EOF)
     refused.close()
     assert refused.exitstatus == 2
