@@ -168,7 +168,7 @@ def test_lookup_is_exact_past_256_cells_with_a_quantized_kv_cache(bundled_model:
     with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1, kv_type="q8_0")) as eng:
         prompt = chat_prompt(eng, f"Repeat this text exactly:\n\n{long_text}")
         assert len(prompt) > 256
-        limits = GenerationLimits(max_tokens=160)
+        limits = GenerationLimits(max_tokens=64)
         plain, _, plain_kv = _run(eng, prompt, GREEDY, limits, "none")
         fast, _, fast_kv = _run(eng, prompt, GREEDY, limits, "lookup")
     assert fast.text == plain.text and fast_kv == plain_kv
