@@ -12,7 +12,7 @@ from localgen.repl_input import history_path, unwrap_block
 from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_line
 from localgen.repl_state import ChatState
 from localgen.session import ChatSession
-from localgen.stopping import escapes_read
+from localgen.stopping import words_read
 
 UNSET_MEANS = {"seed": "random", "max_tokens": "no limit"}  # what /set says a setting of none does
 OLLAMA_SWITCHES = {  # Ollama's /set WORD and /set noWORD that localgen has no switch for: what it does, and the way
@@ -78,16 +78,13 @@ def set_command(state: ChatState, argument: str) -> None:
 
 
 def _set_stop(session: ChatSession, argument: str) -> None:
-    """/set stop TEXT...: this chat's stop strings (quoted as in a shell, with \\n, \\t, \\r and \\\\ read as escapes;
-    none clears them; alone: shows them)."""
+    """/set stop TEXT...: this chat's stop strings (quoted as in a shell, with their escapes read as /show writes
+    them: stopping.words_read; none clears them; alone: shows them)."""
     if not argument:
         console.say(stop_strings_line(session.limits.stop))
         return
-    lexer = shlex.shlex(argument, posix=True)
-    lexer.whitespace_split, lexer.escape = True, ""  # backslashes reach escapes_read as typed, quoted or not
-    lexer.commenters = ""  # a # is text (/set stop ###), not the start of a comment
     try:
-        words = [] if argument.lower() == "none" else [escapes_read(word) for word in lexer]
+        words = [] if argument.lower() == "none" else words_read(argument)
     except ValueError as exc:
         raise UsageError(f"/set stop: {exc}", hint='quote each one whole: /set stop "User says:" "###"') from None
     if "" in words:

@@ -8,6 +8,7 @@ from localgen.errors import LocalgenError, UsageError
 from localgen.repl_text import brief, exchanges_in_context
 from localgen.session import ChatSession
 from localgen.shorten import shorten_path
+from localgen.stopping import escaped
 
 SHOW_PARTS = ("info", "settings", "system", "template", "license")
 EMPTY_SYSTEM = "(empty: the template's default is left out)"  # system "": the model gets an empty system prompt
@@ -76,10 +77,10 @@ def _settings(session: ChatSession, settings_text: str) -> None:
 
 
 def stop_strings_line(stops: tuple[str, ...]) -> str:
-    """This chat's stop strings (escaped as /set stop reads them: '\\t'), or how to set some."""
+    """This chat's stop strings, each written as /set stop reads it back ('\\t', "it's"), or how to set some."""
     if not stops:
         return 'no stop strings (/set stop TEXT sets them; quote one with spaces: "User says:")'
-    return f"stop strings (this chat): {', '.join(map(repr, stops))}"
+    return f"stop strings (this chat): {', '.join(map(escaped, stops))}"
 
 
 def _license(session: ChatSession) -> str:

@@ -4,15 +4,76 @@ rescanning the output."""
 from __future__ import annotations
 
 import re
+import sys
 
 ESCAPES = {"\\n": "a newline", "\\t": "a tab", "\\r": "a carriage return"}
-READ_ESCAPES = {"\\n": "\n", "\\t": "\t", "\\r": "\r", "\\\\": "\\"}  # chat's /set stop reads these
+# chat's /set stop reads these, and /show writes a stop string with them (a quote escaped inside its own quotes)
+READ_ESCAPES = {"\\n": "\n", "\\t": "\t", "\\r": "\r", "\\\\": "\\", "\\'": "'", '\\"': '"'}
+_WRITTEN = {char: escape for escape, char in READ_ESCAPES.items() if char not in "'\""}
+_READ = re.compile(r"""\\(?:[ntr\\'"]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})""")
+_CODES = {"x": 2, "u": 4, "U": 8}  # \xHH, \uHHHH, \UHHHHHHHH: any other character, by its code (as Python writes it)
 
 
 def escapes_read(text: str) -> str:
-    """A stop string typed in the chat (/set stop) with \\n, \\t, \\r and \\\\ read as what they stand for (any other
-    backslash is kept)."""
-    return re.sub(r"\\[ntr\\]", lambda found: READ_ESCAPES[found[0]], text)
+    """A stop string typed in the chat (/set stop) with its escapes read as what they stand for: \\n, \\t, \\r,
+    \\\\, \\' and \\", and a character by its code, \\x1b (any other backslash is kept)."""
+    return re.sub(_READ, _escape_read, text)
+
+
+def _escape_read(found: re.Match[str]) -> str:
+    """The character one escape stands for (a code beyond Unicode's: the escape as typed)."""
+    escape = found[0]
+    if escape in READ_ESCAPES:
+        return READ_ESCAPES[escape]
+    code = int(escape[2:], 16)
+    return chr(code) if code <= sys.maxunicode else escape
+
+
+def escaped(text: str) -> str:
+    """A stop string as /set stop reads it back (escapes_read), quoted: backslashes, the quote and every character
+    that does not print (\\n, \\t, ESC as \\x1b) escaped; in single quotes unless it holds one and no double quote
+    (as Python writes a string)."""
+    quote = '"' if "'" in text and '"' not in text else "'"
+    return quote + "".join(_escaped_char(char, quote) for char in text) + quote
+
+
+def _escaped_char(char: str, quote: str) -> str:
+    """One character of a quoted stop string, escaped where it must be."""
+    if char == quote:
+        return "\\" + char
+    if char in _WRITTEN:
+        return _WRITTEN[char]
+    if char.isprintable():
+        return char
+    code = ord(char)
+    letter = "x" if code < 0x100 else "u" if code < 0x10000 else "U"
+    return f"\\{letter}{code:0{_CODES[letter]}x}"
+
+
+def words_read(argument: str) -> list[str]:
+    """The stop strings /set stop's argument gives: words split at spaces, quoted as in a shell ('User says:'),
+    each with its escapes read (escapes_read), a quote escaped inside its own quotes (\\'); a ValueError for a
+    quote left open."""
+    words: list[str] = []
+    typed, quote, at, started = "", "", 0, False
+    while at < len(argument):
+        char = argument[at]
+        pair = argument[at:at + 2]
+        if char == "\\" and len(pair) == 2 and (quote or not pair[1].isspace()):
+            typed, at, started = typed + pair, at + 2, True  # read with the rest by escapes_read
+            continue
+        if char == quote or (not quote and char in "'\""):
+            quote = "" if quote else char
+            started = True
+        elif quote or not char.isspace():
+            typed, started = typed + char, True
+        elif started:
+            words.append(escapes_read(typed))
+            typed, started = "", False
+        at += 1
+    if quote:
+        raise ValueError("No closing quotation")
+    return [*words, escapes_read(typed)] if started else words
 
 
 def partial_suffix(text: str, word: str, *, longer_than: int = 0) -> int:

@@ -1,16 +1,20 @@
 """The chat's slash commands at their edges: an empty /file, a name wider than /list's terminal, /help and the
-toolbar on a narrow terminal, and the note of an answer whose reasoning /thinking off hid."""
+toolbar on a narrow terminal, the note of an answer whose reasoning /thinking off hid, and the stop strings /show
+writes as /set stop reads them."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from localgen.conversation_summary import Summary
 from localgen.events import Finished, Timings, Usage
+from localgen.params import GenerationLimits
 from localgen.repl_input import help_lines
+from localgen.repl_show import stop_strings_line
 from localgen.repl_text import answer_note, list_rows, toolbar_line
 from tests.test_repl import Chat, _listed_rows, _reasoning_chat
 
@@ -158,3 +162,24 @@ def test_toolbar_parts_ranked_last_give_way_first() -> None:
     assert toolbar_line(parts, 40) == " 0/8,192 tokens │ 1 file attached"
     assert toolbar_line(parts, 20) == " 1 file attached"
     assert toolbar_line(parts, 10) == " 1 file a…"
+
+
+AWKWARD_STOPS = ["it's", 'say "hi"', """it's "both\"""", "a\\b", "\\n is no newline", "C:\\", "\n\nUser:", "\t|\r",
+                 "\x1b[0m", "\x00", "\x7f", "\u2028", "\u200b", "\xa0", "für", "終わり", "🛑", " both ends ", "'", '"',
+                 "\\'", "#", "\\x41"]
+
+
+@pytest.mark.parametrize("stop", AWKWARD_STOPS)
+def test_show_writes_each_stop_string_as_set_stop_reads_it_back(stop: str, capsys: pytest.CaptureFixture[str]
+                                                                 ) -> None:
+    """Both quotes, backslashes, control characters (ESC), Unicode and spaces at the ends: /show's line, typed
+    after /set stop, sets the same string again, alone or among others."""
+    from localgen.chat_commands_settings import _set_stop
+
+    shown = stop_strings_line((stop,)).removeprefix("stop strings (this chat): ")
+    session = SimpleNamespace(limits=GenerationLimits())
+    _set_stop(session, shown)  # type: ignore[arg-type]
+    assert session.limits.stop == (stop,), shown
+    _set_stop(session, f"### {shown} {shown}")  # type: ignore[arg-type]
+    assert session.limits.stop == ("###", stop, stop), shown
+    assert capsys.readouterr().err.splitlines()[-1] == f"stop strings (this chat): '###', {shown}, {shown}"
