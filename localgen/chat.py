@@ -409,9 +409,13 @@ def _defused_pattern(tokens: frozenset[str], mark: str) -> re.Pattern[str]:
     return re.compile(f"({'|'.join(defused)})")
 
 
+_LEADING_BLANK_LINES = re.compile(r"\A(?:[^\S\n]*\n)+")  # lines of nothing but spaces
+
+
 def compose_user_message(instruction: str | None, attachments: Sequence[str], *, exact: bool = False) -> str:
     """Attachments (files, then stdin) first, then the instruction, separated by blank lines; CRLF line ends become
-    LF.
+    LF. The instruction goes as typed, but for its blank lines before and its whitespace after: pasted code keeps the
+    indentation of its first line, as Ollama keeps it.
 
     exact keeps every part byte for byte (a plain completion: a trailing newline or space is part of the text),
     adding only the newlines a blank line between two parts still needs.
@@ -419,7 +423,7 @@ def compose_user_message(instruction: str | None, attachments: Sequence[str], *,
     if not exact:  # Windows line ends become \n, as a text-mode read makes them
         parts = [a.replace("\r\n", "\n").strip("\n") for a in attachments if a.strip()]
         if instruction and instruction.strip():
-            parts.append(instruction.strip())
+            parts.append(_LEADING_BLANK_LINES.sub("", instruction.rstrip()))
         return "\n\n".join(parts)
     text = ""
     for part in [*attachments, instruction or ""]:

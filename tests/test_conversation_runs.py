@@ -59,6 +59,28 @@ def test_a_chat_records_each_answer_s_details(bundled_model: Path) -> None:
     assert saved[0]["completion_tokens"] == 5 and saved[0]["model"] == str(bundled_model)
 
 
+@pytest.mark.parametrize(("typed", "sent"), [
+    ("    def f():\n        return 1\n", "    def f():\n        return 1"),  # pasted code, its last newline too
+    ("\n  \n\tindented\n\n", "\tindented"),  # blank lines before it go, as the newline after it
+    ("  Why? \t", "  Why?"),
+])
+def test_a_message_reaches_the_prompt_as_typed_but_for_the_blank_lines_and_spaces_around_it(
+        bundled_model: Path, typed: str, sent: str) -> None:
+    """Ollama sends a message as typed: the indentation of its first line is kept (in chat and run alike, which
+    compose it so), in the saved message and in the prompt the model's own template makes of it."""
+    from localgen.chat import Message, PromptFormat, compose_user_message
+    from localgen.gguf_reader import read_gguf
+    from localgen.repl_input import message_text
+
+    template = read_gguf(bundled_model).metadata["tokenizer.chat_template"]
+    prompt_format = PromptFormat(template=template, bos_token="", eos_token="", adds_bos=False, model_name="SmolLM2")
+    message = compose_user_message(message_text(typed, pasted=True), [])
+    assert message == sent
+    assert f"<|im_start|>user\n{sent}<|im_end|>\n<|im_start|>assistant\n" in prompt_format.render(
+        [Message("user", message)])
+    assert compose_user_message(typed, ["notes\n"]) == f"notes\n\n{sent}", "after an attached file too"
+
+
 def test_run_continue_goes_on_from_the_last_plain_run() -> None:
     first = run_localgen("run", "My name is Ada.", "-n", "8", "--json", *GREEDY)
     assert first.returncode == 0 and first.err == "", first.err
