@@ -80,7 +80,7 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
     except OSError as exc:
         return _os_error_code(exc)
     except Exception as exc:  # never a traceback for users; LOCALGEN_DEBUG=1 shows it
-        interrupt = _interrupt_behind(exc)
+        interrupt = interrupt_behind(exc)
         if isinstance(interrupt, SignalExit):
             logging.getLogger("localgen").debug("an error raised from a signal", exc_info=exc)
             return signal_exit_code(interrupt.signum)
@@ -91,7 +91,7 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
         return _internal_error(exc)
 
 
-def _interrupt_behind(exc: BaseException) -> BaseException | None:
+def interrupt_behind(exc: BaseException) -> BaseException | None:
     """The Ctrl-C (KeyboardInterrupt) or ending signal (SignalExit) an exception was raised from, if any: Python 3.11
     wraps one that lands in a class's making (a dataclass field's __set_name__) in a RuntimeError."""
     seen: set[int] = set()

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 import typer
 
 from localgen import console
-from localgen.cli_exit import silence_stdout
+from localgen.cli_exit import interrupt_behind, silence_stdout
 from localgen.console import PrefillStatus, TextOutput, without_prefill_progress
-from localgen.errors import EXIT_BROKEN_PIPE, LocalgenError
+from localgen.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, LocalgenError
 from localgen.events import Event, Finished, TextChunk
 from localgen.runner import LoadedModel
 from localgen.signals import StopOnSignal
@@ -82,7 +82,8 @@ def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput 
 @contextlib.contextmanager
 def stderr_quieted(quiet: bool) -> Iterator[None]:
     """With run's -q/--quiet, nothing reaches stderr while it lasts (notes, warnings, progress): an error is said
-    once it is over, on the stderr there was."""
+    once it is over, on the stderr there was; a Ctrl-C (while the model loads, or stdin is read) is said by the exit
+    code alone, as one that cuts the answer short is."""
     if not quiet:
         yield
         return
@@ -91,5 +92,9 @@ def stderr_quieted(quiet: bool) -> Iterator[None]:
         sys.stderr = devnull
         try:
             yield
+        except BaseException as exc:  # Python 3.11 wraps a Ctrl-C as a class is made (an import) in a RuntimeError
+            if isinstance(interrupt_behind(exc), KeyboardInterrupt):
+                raise typer.Exit(EXIT_INTERRUPTED) from None
+            raise
         finally:
             sys.stderr = kept

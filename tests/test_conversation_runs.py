@@ -301,6 +301,38 @@ def test_a_run_continue_refused_before_it_answers_leaves_the_last_run_and_the_co
     assert [turn["user"] for turn in saved["turns"]] == ["Name a fruit.", "Another?"]
 
 
+CTRL_C_AS_THE_MODEL_LOADS = """
+import signal, sys
+from localgen import runner
+from localgen.cli import main
+
+class CtrlC:
+    def __set_name__(self, owner, name):
+        signal.raise_signal(signal.SIGINT)
+
+loading = runner.load_model
+def interrupted(*args, **kwargs):
+    type("Made", (), {"field": CtrlC()})  # as a class is made (importing the engine), wrapped in a RuntimeError
+    return loading(*args, **kwargs)
+runner.load_model = interrupted
+main(sys.argv[1:])
+"""
+
+
+def test_ctrl_c_while_run_q_continue_loads_says_nothing_and_leaves_the_last_run() -> None:
+    """-q leaves stderr to errors: a Ctrl-C while the model loads is said by the exit code alone, as one that cuts
+    the answer short is, also where Python 3.11 wraps it in a RuntimeError (it lands as a class is made, as when
+    the engine is imported); the last run is taken only once the run answers."""
+    last_run = Conversation.new(system=None, model="smollm2-135m")
+    last_run.turns.append(Turn("Name a fruit.", "Apple."))
+    last_run_path().parent.mkdir(parents=True)
+    last_run_path().write_text(kept := last_run.to_json())
+    child = subprocess.run([sys.executable, "-c", CTRL_C_AS_THE_MODEL_LOADS, "run", "-q", "--continue", "And?"],
+                           capture_output=True, stdin=subprocess.DEVNULL, cwd=REPO_ROOT, timeout=120)
+    assert (child.returncode, child.stdout, child.stderr) == (130, b"", b""), child.stderr
+    assert last_run_path().read_text() == kept and not _saved()
+
+
 @pytest.mark.parametrize(("args", "plain_run_last"), [
     (("--conversation", "fresh"), False), (("--continue",), False),
     (("--continue",), True),  # the last run, saved as a conversation before the prefill: it stays so, as it was
