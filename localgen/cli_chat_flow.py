@@ -16,6 +16,7 @@ from localgen.errors import UsageError
 if TYPE_CHECKING:
     from localgen.conversation import Conversation
     from localgen.inputs import InputFile
+    from localgen.last_run import Continued
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions
 
@@ -52,9 +53,14 @@ class CheckedChat:
     template_file: InputFile | None
     sampling: SamplingParams
     limits: GenerationLimits
-    conversation: Conversation | None
+    continued: Continued | None
     options: ModelOptions
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def conversation(self) -> Conversation | None:
+        """The conversation the chat resumes, if any (the last plain run's: not saved before the chat starts)."""
+        return None if self.continued is None else self.continued.conversation
 
 
 @dataclass(frozen=True)
@@ -108,35 +114,36 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     limits = GenerationLimits(max_tokens=token_budget(request.max_tokens), stop=tuple(stop))
     if request.model is not None:  # all of this is refused before a pipe an option names is waited for
         check_reference(request.model)
-    conversation = _resumed(request.resume)
+    continued = _resumed(request.resume)
+    conversation = None if continued is None else continued.conversation
     _warn_if_unsaveable()
     model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
     options = model_options(ctx, model=model, ctx_size=ctx_size, min_ctx=0)
     if reads_a_pipe([*files, *(f for f in (system_input, template_file) if f is not None)], None):
         preflight_for(ctx, options, conversation)  # what loading would refuse is refused before a pipe too
     return CheckedChat(system=system, files=files, system_input=system_input, template_file=template_file,
-                       sampling=sampling, limits=limits, conversation=conversation, options=options,
-                       warnings=warnings)
+                       sampling=sampling, limits=limits, continued=continued, options=options, warnings=warnings)
 
 
-def _resumed(resume: str | None) -> Conversation | None:
+def _resumed(resume: str | None) -> Continued | None:
     """The conversation --resume NAME names, or for --resume alone (RESUME_LATEST) the latest one, the last plain
-    run's when it is newer (saved as a conversation now, as run --continue takes it); None without --resume."""
+    run's when it is newer (saved as a conversation once the chat starts, as run --continue saves it once it
+    answers); None without --resume."""
     from localgen import console
     from localgen.conversation import DamagedConversationError
     from localgen.conversation_store import load_conversation
-    from localgen.last_run import latest_to_resume
+    from localgen.last_run import Continued, latest_to_resume
 
     if resume is None:
         return None
     if resume == RESUME_LATEST:
-        return latest_to_resume(console.warn, console.say)
+        return latest_to_resume(console.warn)
     if not resume:  # --resume "$NAME" with NAME unset: never the newest in its place
         raise UsageError("the name given to --resume is empty",
                          hint="give a saved conversation's name (`localgen conversations` lists them), or --resume "
                               "alone for the newest")
     try:
-        return load_conversation(resume, shell=True)
+        return Continued(load_conversation(resume, shell=True))
     except DamagedConversationError as exc:  # the hint of a command line, not of /load's
         raise exc.left_untouched("--resume NAME") from None
 
@@ -181,6 +188,7 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> No
     from localgen.cli_options import given_settings, with_model_settings
     from localgen.conversation import Conversation
     from localgen.conversation_summary import system_change
+    from localgen.last_run import take_last_run
     from localgen.prompt_room import with_room_for_the_prompt
     from localgen.registry import model_defaults
     from localgen.repl import Repl
@@ -213,6 +221,8 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> No
             repl = Repl(session, markdown=request.markdown, show_thinking=request.show_thinking, resumed=resumed,
                         stats=request.stats, prefill_while_typing=request.prefill_while_typing,
                         system_note=system_note)
+            if checked.continued is not None and checked.continued.last_run is not None:  # the chat starts: saved now
+                take_last_run(checked.continued.last_run, console.say, again="start again: --resume", this="chat")
             repl.run()
         finally:
             (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model

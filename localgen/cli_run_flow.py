@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from localgen.events import Finished
     from localgen.grammar import ConstraintSource
     from localgen.inputs import InputFile
+    from localgen.last_run import Continued
     from localgen.params import GenerationLimits, SamplingParams
-    from localgen.run_conversation import Continued
     from localgen.runner import LoadedModel, ModelOptions
 
 

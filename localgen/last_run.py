@@ -95,14 +95,31 @@ def newest_last_run(named: str = "--conversation NAME") -> LastRun | None:
     return LastRun(conversation, text)
 
 
-def take_last_run(last_run: LastRun, say: Callable[[str], None], again: str = "run again: --continue") -> Conversation:
+@dataclass(frozen=True)
+class Continued:
+    """The conversation a run or a chat goes on with; when it is the last plain run's (last_run), it is saved as a
+    conversation only once the run is about to answer, or the chat has started, so that one refused before that
+    leaves no trace."""
+
+    conversation: Conversation
+    last_run: LastRun | None = None
+
+    @property
+    def is_new(self) -> bool:
+        """Whether the run starts this conversation (it then gets the model's system prompt, as a plain run does)."""
+        return not self.conversation.on_disk and self.last_run is None
+
+
+def take_last_run(last_run: LastRun, say: Callable[[str], None], again: str = "run again: --continue",
+                  this: str = "run") -> Conversation:
     """Save the last run newest_last_run read as a new conversation, held by this process (said on stderr, with the
     name it is saved under), and forget its record; refused when the record has changed since (another run
-    continued it or a newer plain run replaced it), so that two runs never make two conversations of it."""
+    continued it or a newer plain run replaced it), so that two runs never make two conversations of it (this: the
+    run or chat starting, as the error names it)."""
     path = last_run_path()
     with _held():
         if not _is_newest(path) or _read(path) != last_run.text:
-            raise LocalgenError("the last run changed while this run was starting: another run continued it or "
+            raise LocalgenError(f"the last run changed while this {this} was starting: another run continued it or "
                                 "replaced it", hint=f"{again} then goes on with the newest conversation")
         save_conversation(last_run.conversation)  # a name of its own: chat-YYYYMMDD-HHMMSS from when it ran, or -2...
     _forget(path, last_run.text)
@@ -110,14 +127,14 @@ def take_last_run(last_run: LastRun, say: Callable[[str], None], again: str = "r
     return last_run.conversation
 
 
-def latest_to_resume(warn: Callable[[str], None], say: Callable[[str], None]) -> Conversation:
+def latest_to_resume(warn: Callable[[str], None]) -> Continued:
     """What `chat --resume` alone reopens, as `run --continue` goes on with it: the last plain run when it is newer
-    than every saved conversation, saved now as a conversation held by this process (said), else the latest saved
-    conversation (conversation_store.latest_conversation, which warns of those it passes over)."""
+    than every saved conversation (read now; take_last_run saves it once the chat has started), else the latest
+    saved conversation, held (conversation_store.latest_conversation, which warns of those it passes over)."""
     last_run = newest_last_run(named="--resume NAME")
     if last_run is None:
-        return latest_conversation(warn)
-    return take_last_run(last_run, say, again="start again: --resume")
+        return Continued(latest_conversation(warn))
+    return Continued(last_run.conversation, last_run)
 
 
 def _is_newest(path: Path) -> bool:

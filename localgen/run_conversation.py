@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 
 from localgen import console
 from localgen.config import settings
@@ -13,7 +12,7 @@ from localgen.conversation_store import latest_conversation, list_conversations,
 from localgen.conversation_summary import cut_short, system_change
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event
-from localgen.last_run import LastRun, newest_last_run, take_last_run
+from localgen.last_run import Continued, newest_last_run, take_last_run
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.runner import LoadedModel, ModelOptions, disk_prompt_cache
 from localgen.session import ChatSession
@@ -33,20 +32,6 @@ def check_continuation(continue_latest: bool, name: str | None, *, raw: bool) ->
     if name is not None:
         check_name(name)
     return continuing
-
-
-@dataclass(frozen=True)
-class Continued:
-    """The conversation a run goes on with; when it is the last plain run's (last_run), it is saved as a
-    conversation only once the run is about to answer, so that a run refused before that leaves no trace."""
-
-    conversation: Conversation
-    last_run: LastRun | None = None
-
-    @property
-    def is_new(self) -> bool:
-        """Whether the run starts this conversation (it then gets the model's system prompt, as a plain run does)."""
-        return not self.conversation.on_disk and self.last_run is None
 
 
 def open_conversation(name: str | None) -> Continued:

@@ -119,8 +119,8 @@ def test_run_continue_sizes_the_context_for_the_whole_conversation_not_the_new_m
 
 def test_the_latest_to_resume_is_the_last_run_when_it_is_newer_as_for_run_continue() -> None:
     """`llm chat -c` continues the latest conversation, plain prompts included: so does what chat --resume alone
-    takes, the last run saved as a conversation (said), else the latest saved one."""
-    from localgen.last_run import latest_to_resume
+    takes, the last run (saved as a conversation once the chat starts, said), else the latest saved one."""
+    from localgen.last_run import latest_to_resume, take_last_run
 
     saved = Conversation(name="older", turns=[Turn("a", "b")])
     save_conversation(saved)
@@ -130,14 +130,39 @@ def test_the_latest_to_resume_is_the_last_run_when_it_is_newer_as_for_run_contin
     last_run.turns.append(Turn("Name a fruit.", "Apple."))
     last_run_path().write_text(last_run.to_json())
     said: list[str] = []
-    taken = latest_to_resume(print, said.append)
-    let_go(taken)
-    assert (taken.name, taken.system, taken.turns, taken.on_disk) == (last_run.name, "Be brief.", last_run.turns, True)
+    taken = latest_to_resume(print)
+    assert taken.last_run is not None and taken.conversation.name == last_run.name and not taken.conversation.on_disk
+    assert last_run_path().exists() and set(_saved()) == {"older"}, "nothing saved before the chat starts"
+    started = take_last_run(taken.last_run, said.append, this="chat")
+    let_go(started)
+    assert (started.name, started.system, started.turns, started.on_disk) == (last_run.name, "Be brief.",
+                                                                             last_run.turns, True)
     assert said == [f"localgen: continuing the last run, now saved as conversation '{last_run.name}'"]
     assert not last_run_path().exists() and set(_saved()) == {"older", last_run.name}
-    again = latest_to_resume(print, said.append)
-    let_go(again)
-    assert again.name == last_run.name and len(said) == 1, "then the latest saved conversation"
+    again = latest_to_resume(print)
+    let_go(again.conversation)
+    assert again.conversation.name == last_run.name and again.last_run is None, "then the latest saved conversation"
+
+
+def test_chat_resume_refused_as_its_model_loads_leaves_the_last_run_as_it_was(home: Path) -> None:
+    """As run --continue saves the last run once it answers, chat --resume saves it once the chat starts: a chat
+    whose model cannot load (an empty file, which the last run names) leaves no conversation never chatted in."""
+    import pexpect
+
+    from tests.test_repl import spawn_chat
+
+    empty = home / "interrupted.gguf"
+    empty.write_bytes(b"")
+    last_run = Conversation.new(system=None, model=str(empty))
+    last_run.turns.append(Turn("Name a fruit.", "Apple."))
+    last_run_path().parent.mkdir(parents=True)
+    last_run_path().write_text(kept := last_run.to_json())
+    child = spawn_chat(home, "--resume")
+    child.expect(pexpect.EOF)
+    child.close()
+    said = " ".join(child.before.split())
+    assert child.exitstatus == 1 and "empty" in said and "continuing the last run" not in said, said
+    assert last_run_path().read_text() == kept and not _saved()
 
 
 def test_localgen_no_last_run_keeps_no_record_and_removes_the_one_kept() -> None:
@@ -227,7 +252,7 @@ def test_a_damaged_last_run_is_named_and_left_untouched() -> None:
     from localgen.last_run import latest_to_resume
 
     with pytest.raises(LocalgenError) as chat_refused:  # chat --resume alone: its own option in the hint
-        latest_to_resume(print, print)
+        latest_to_resume(print)
     assert (chat_refused.value.hint or "").endswith("or go on with one: --resume NAME"), chat_refused.value.hint
 
 
