@@ -16,6 +16,7 @@ from localgen.params import GenerationLimits
 from localgen.repl_input import help_lines
 from localgen.repl_show import stop_strings_line
 from localgen.repl_text import answer_note, list_rows, toolbar_line
+from localgen.stopping import escaped
 from tests.test_repl import Chat, _listed_rows, _reasoning_chat
 
 LONG_NAME = "a-conversation-whose-name-is-wider-than-the-terminal-it-is-listed-on"
@@ -172,14 +173,15 @@ AWKWARD_STOPS = ["it's", 'say "hi"', """it's "both\"""", "a\\b", "\\n is no newl
 @pytest.mark.parametrize("stop", AWKWARD_STOPS)
 def test_show_writes_each_stop_string_as_set_stop_reads_it_back(stop: str, capsys: pytest.CaptureFixture[str]
                                                                  ) -> None:
-    """Both quotes, backslashes, control characters (ESC), Unicode and spaces at the ends: /show's line, typed
-    after /set stop, sets the same string again, alone or among others."""
+    """Both quotes, backslashes, control characters (ESC), Unicode and spaces at the ends: what /show lists, typed
+    after /set stop, sets the same strings again, one or several (its commas part them)."""
     from localgen.chat_commands_settings import _set_stop
 
-    shown = stop_strings_line((stop,)).removeprefix("stop strings (this chat): ")
     session = SimpleNamespace(limits=GenerationLimits())
-    _set_stop(session, shown)  # type: ignore[arg-type]
-    assert session.limits.stop == (stop,), shown
-    _set_stop(session, f"### {shown} {shown}")  # type: ignore[arg-type]
-    assert session.limits.stop == ("###", stop, stop), shown
-    assert capsys.readouterr().err.splitlines()[-1] == f"stop strings (this chat): '###', {shown}, {shown}"
+    for stops in ((stop,), ("###", stop, stop)):
+        listed = stop_strings_line(stops).removeprefix("stop strings (this chat): ")
+        _set_stop(session, listed)  # type: ignore[arg-type]
+        assert session.limits.stop == stops, listed
+        assert capsys.readouterr().err == f"stop strings (this chat): {listed}\n"
+    _set_stop(session, f"### {escaped(stop)}")  # type: ignore[arg-type]
+    assert session.limits.stop == ("###", stop), "spaces part them too"
