@@ -1,7 +1,8 @@
 """Download progress: a bar per file on stderr while hub.py downloads, and the one-line summary after.
 
-hub.py drives a Display (begin_file, advance, end_file, verifying, verified); huggingface_hub reports bytes through
-tqdm_adapter's class, or, when it cannot take one, poll_incomplete watches the growing *.incomplete blob.
+hub.py drives a Display (begin_file, advance, end_file, verifying, verified); huggingface_hub reports the bytes this
+process receives through tqdm_adapter's class, and poll_incomplete follows another download's growing *.incomplete blob
+while this one waits on its lock.
 rich is imported here, lazily, for RichDisplay: console.py owns rich, but services such as hub.py must not import
 console.py (DESIGN.md's dependency direction), so the bar stays here until the CLI hands hub.py a display.
 """
@@ -41,7 +42,7 @@ class Display:
         """This process started fetching the current file's bytes itself (done: those it resumes after)."""
 
     def follow(self, n: int) -> None:
-        """A partial copy of the current file has n bytes (another download's, or this one's without tqdm_class)."""
+        """A partial copy of the current file has n bytes (another download's, or the part this one resumes)."""
 
     def advance(self, n: int) -> None:
         """n more bytes of the current file arrived (may be negative when a download restarts)."""
@@ -274,8 +275,8 @@ class PartialCopies:
 
 @contextlib.contextmanager
 def poll_incomplete(blobs: Path, etag: str | None, display: Display) -> Iterator[PartialCopies]:
-    """Follow the growing *.incomplete copies of a file on the display (this download's, for huggingface_hub
-    without tqdm_class; another's while this one waits on its lock) until the block ends."""
+    """Follow the growing *.incomplete copies of a file on the display until the block ends: another download's
+    while this one waits on its lock (once this one fetches bytes itself, tqdm_adapter's class counts them)."""
     stop = threading.Event()
     found = PartialCopies()
 

@@ -126,11 +126,8 @@ def _hub_file(repo: str, sibling: Any) -> HubFile:
         raise HubError(f"{repo}: the Hub listed an unsafe file name {filename!r}; refusing the repo",
                        hint="file names must be relative paths without '..', absolute parts or "
                             "backslashes; check HF_ENDPOINT if you use a mirror") from exc
-    lfs = getattr(sibling, "lfs", None)
-    sha = size = None
-    if lfs is not None:
-        sha = getattr(lfs, "sha256", None) or (lfs.get("sha256") if isinstance(lfs, dict) else None)
-        size = getattr(lfs, "size", None) or (lfs.get("size") if isinstance(lfs, dict) else None)
+    lfs = getattr(sibling, "lfs", None)  # a BlobLfsInfo, for a file kept in LFS
+    sha, size = getattr(lfs, "sha256", None), getattr(lfs, "size", None)
     size = size if size is not None else getattr(sibling, "size", None)
     blob_id = getattr(sibling, "blob_id", None)
     if sha is not None and not (isinstance(sha, str) and _SHA256_HEX.fullmatch(sha.lower())):
@@ -271,17 +268,12 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
     check_endpoint()
     from huggingface_hub import hf_hub_download
 
+    bar = download_progress.tqdm_adapter(display)
     kwargs: dict[str, Any] = {"repo_id": model.repo, "filename": f.filename, "revision": model.revision,
-                              "cache_dir": str(hub_cache_dir()), "force_download": force}
+                              "cache_dir": str(hub_cache_dir()), "force_download": force, "tqdm_class": bar}
     blob = f.sha256 or f.blob_id
     waiting = not cached and blob is not None and download_running(model.repo, blob) is True
     display.begin_file(f, cached=cached, waiting=waiting)
-    use_tqdm = _supports_tqdm_class()
-    bar = download_progress.tqdm_adapter(display) if use_tqdm else None
-    if bar is not None:
-        kwargs["tqdm_class"] = bar
-    else:
-        _quiet_hf_bars()
     watch = contextlib.nullcontext(download_progress.PartialCopies()) if cached else (
         download_progress.poll_incomplete(blobs_dir(model.repo), blob, display))
     own = None if cached or not resumable(f) else blob  # the blob localgen fetches itself, which huggingface_hub links
@@ -308,9 +300,9 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
     display.end_file()
     if own is not None:
         return (path, "elsewhere", 0) if received is None else (path, "downloaded", received)
-    if cached or (bar is not None and not bar.opened and not (waiting or partial.seen)):
+    if cached or not (bar.opened or waiting or partial.seen):
         return path, "cached", 0  # or linked from huggingface_hub's shared store of blobs
-    return (path, "elsewhere", 0) if bar is not None and not bar.opened else (path, "downloaded", f.size)
+    return (path, "downloaded", f.size) if bar.opened else (path, "elsewhere", 0)
 
 
 def _unlink_copy(pointer: Path) -> None:
@@ -362,22 +354,3 @@ def _quiet_hub_logs(what: str) -> Iterator[None]:
     finally:
         logger.handlers, logger.propagate = saved
 
-
-def _supports_tqdm_class() -> bool:
-    """True when hf_hub_download takes a tqdm_class (newer huggingface_hub versions)."""
-    import inspect
-
-    from huggingface_hub import hf_hub_download
-
-    try:
-        return "tqdm_class" in inspect.signature(hf_hub_download).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _quiet_hf_bars() -> None:
-    """Turn off huggingface_hub's own tqdm bars: localgen draws its own."""
-    with contextlib.suppress(ImportError, AttributeError):
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()

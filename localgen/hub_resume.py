@@ -7,7 +7,6 @@ downloads (hub.py). huggingface_hub's lock on the blob keeps two downloads from 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -89,13 +88,10 @@ def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Displa
     what = f"{repo}/{f.filename}"
     if done:
         console.say(f"localgen: resuming {what} at {binary_size(done)} of {binary_size(f.size)}")
-    kwargs: dict[str, Any] = {"resume_size": done, "headers": build_hf_headers(), "expected_size": f.size,
-                              "displayed_filename": f.name}
     restarted: list[bool] = []
-    if "tqdm_class" in inspect.signature(http_get).parameters:  # else hub.py follows the partial file's size
-        kwargs["tqdm_class"] = _bar(display, done, what, restarted)
     url = hf_hub_url(repo, f.filename, revision=revision, endpoint=hub_endpoint())
-    http_get(url, handle, **kwargs)
+    http_get(url, handle, resume_size=done, headers=build_hf_headers(), expected_size=f.size,
+             displayed_filename=f.name, tqdm_class=_bar(display, done, what, restarted))
     return f.size if restarted else f.size - done
 
 

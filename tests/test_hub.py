@@ -512,9 +512,7 @@ def test_connection_refused_and_timeout(hubenv: HubEnv, monkeypatch: pytest.Monk
     assert closed in info.value.message and "`localgen models list` shows them" in (info.value.hint or "")
 
 
-@pytest.mark.parametrize("tqdm_class", [True, False], ids=["tqdm_class", "polling"])
-def test_progress_reports_bytes_while_downloading(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch,
-                                                  tqdm_class: bool) -> None:
+def test_progress_reports_bytes_while_downloading(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
 
     class Recorder(download_progress.RichDisplay):
@@ -526,9 +524,6 @@ def test_progress_reports_bytes_while_downloading(hubenv: HubEnv, monkeypatch: p
             seen.append(self.file_done + n)
             super().advance(n)
 
-    if tqdm_class and not hub._supports_tqdm_class():
-        pytest.skip("this huggingface_hub has no tqdm_class")
-    monkeypatch.setattr(hub, "_supports_tqdm_class", lambda: tqdm_class)
     monkeypatch.setattr(download_progress, "RichDisplay", Recorder)
     # huggingface_hub reads and writes in 10 MiB pieces: a 24 MB file shows two steps on the way.
     hubenv.server.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 24_000_000)})
