@@ -70,8 +70,6 @@ def read_gguf(path: Path, *, check_tensors: bool = True, require_architecture: b
     path = Path(path)
     label = path.name or str(path)
     size = _check_regular_file(path, label)
-    if size == 0:
-        raise GGUFError(f"{label}: empty file (0 bytes)", hint=EMPTY_FILE_HINT)
     with _only_gguf_errors(label), path.open("rb") as handle:
         return _parse(HeaderCursor(handle, size, label), path, check_tensors=check_tensors,
                       require_architecture=require_architecture)
@@ -157,8 +155,8 @@ def _tokens_of_types(vocabulary: _Vocabulary, kinds: tuple[int, ...]) -> list[tu
 
 def _parse_header(p: HeaderCursor) -> tuple[int, int, int]:
     """Magic, version and the two counts, each checked."""
-    if p.size == 0:
-        raise p.fail("empty file (0 bytes)")
+    if p.file_size == 0:  # where only a prefix was read, no bytes of it is a short read
+        raise GGUFError(f"{p.label}: empty file (0 bytes)", hint=EMPTY_FILE_HINT)
     p.need(min(p.size, FOREIGN_HEAD_BYTES), "header")
     if p.size < len(GGUF_MAGIC) and GGUF_MAGIC.startswith(p.buf):  # GGU: cut short, no text file
         raise p.truncated(f"truncated: {counted(p.size, 'byte')}, the start of a GGUF header, which takes "

@@ -21,7 +21,7 @@ from localgen.gguf_checks import KNOWN_ARCHITECTURES
 from localgen.gguf_cursor import HINT, GGUFTruncatedError
 from localgen.gguf_format import GGML_TYPES
 from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
-from localgen.gguf_reader import read_gguf, read_gguf_bytes
+from localgen.gguf_reader import EMPTY_FILE_HINT, read_gguf, read_gguf_bytes
 from localgen.gguf_split import validate_split
 from tests.conftest import bundled_model_file, run_localgen
 
@@ -236,6 +236,11 @@ def test_header_bytes_with_the_file_size_tell_a_corrupt_count_from_a_short_read(
         read_gguf_bytes(tiny.read_bytes()[:cut], "model.gguf", file_size=size)
     header = tiny.read_bytes()[:gb.read_layout(tiny).data_offset]
     assert read_gguf_bytes(header, "model.gguf", file_size=size).file_size == size
+    with pytest.raises(GGUFTruncatedError, match="truncated: 0 bytes"):  # none read yet of a file that has some
+        read_gguf_bytes(b"", "model.gguf", file_size=size)
+    with pytest.raises(GGUFError, match=r"^model.gguf: empty file \(0 bytes\)$") as caught:
+        read_gguf_bytes(b"", "model.gguf")  # as the Hub lists a file of 0 bytes, or as read_gguf finds one
+    assert type(caught.value) is GGUFError and caught.value.hint == EMPTY_FILE_HINT
 
 
 def test_a_count_past_the_header_limit_fails_where_it_is_read(tiny: Path, tmp_path: Path,
