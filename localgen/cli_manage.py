@@ -13,9 +13,12 @@ from localgen.errors import LocalgenError, ModelNotFoundError
 from localgen.units import binary_size, counted, iso_time, local_minute
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from localgen.catalog import CachedModel, ListedModel
     from localgen.hub_verify import Pin
     from localgen.model_removal import Removals, RemovedModel
+    from localgen.partial_downloads import PartialDownload
     from localgen.registry import ModelSpec, Registry
 
 cache_app = typer.Typer(
@@ -69,23 +72,75 @@ def _models_default(ctx: typer.Context, json_output: JsonOpt = False, all_models
 
 @models_app.command("list", short_help="List the bundled, your own and downloaded models.")
 def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> None:
-    """List models on this machine: bundled, your own (models.toml's path =) and downloaded; --all adds the rest."""
-    from localgen.catalog import list_models
+    """List models on this machine: bundled, your own (models.toml's path =) and downloaded, the default starred, and
+    those a stopped pull kept a part of; --all adds the rest."""
+    from localgen import console
+    from localgen.catalog import SOURCE_HUB, list_models
+    from localgen.partial_downloads import partial_downloads
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
+    default, parts = _default_name(registry), partial_downloads(registry)
     if all_models:
-        _list_all(registry, json_output=json_output)
+        _list_all(registry, default, parts, json_output=json_output)
         return
-    from localgen import console
-
     models = list_models(registry)
+    marked = _default_index(models, default)
+    hub_names = {m.name for m in models if m.source == SOURCE_HUB}
+    part_of = {p.name: p for p in parts}
+    alone = [p for p in parts if p.name not in hub_names]  # one with shards here is listed already
     if json_output:
-        print(console.json_text([_model_json(m) for m in models], indent=2))
+        print(console.json_text([
+            *(_model_json(m, default=index == marked, part=part_of.get(m.name) if m.source == SOURCE_HUB else None)
+              for index, m in enumerate(models)),
+            *(_part_json(p) for p in alone)], indent=2))
         return
     rows = [[m.name, m.quant or "-", binary_size(m.size) if m.size is not None else "-", _when(m.last_used), _source(m),
              str(m.path)] for m in models]
-    console.print_table(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=("PATH",))
+    rows += [[p.name, p.quant or "-", _part_size(p), "-", _part_source(p), str(p.parts[0])] for p in alone]
+    console.print_table(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=("PATH",),
+                        marked=marked)
+    for part in parts:
+        console.say(_part_note(part))
+
+
+def _default_name(registry: Registry) -> str | None:
+    """The name of the registry entry run and chat use without -m (None: a [defaults] model that names none)."""
+    try:
+        return registry.default_reference()
+    except LocalgenError:
+        return None
+
+
+def _default_index(models: Sequence[CachedModel | None], name: str | None) -> int | None:
+    """Where the file run and chat load without -m is among models (None: a row of none): of those named as the
+    default entry, a verified download first, then the bundled copy or the entry's own file, as they take it."""
+    from localgen.catalog import SOURCE_HUB
+
+    usable = {index: model.source != SOURCE_HUB for index, model in enumerate(models)
+              if model is not None and model.name == name and model.size is not None and not model.missing_shards
+              and (model.verified or model.source != SOURCE_HUB)}
+    return min(usable, key=lambda index: (usable[index], index), default=None)
+
+
+def _part_size(part: PartialDownload) -> str:
+    """The SIZE cell of a model downloaded in part: '40.0 MiB of 90.0 MiB'."""
+    return f"{binary_size(part.kept)} of {binary_size(part.size)}"
+
+
+def _part_source(part: PartialDownload) -> str:
+    """The SOURCE cell of a model downloaded in part."""
+    return "hub (downloading)" if part.running else "hub (partly downloaded)"
+
+
+def _part_note(part: PartialDownload) -> str:
+    """What `models list` says of a model downloaded in part: how much is kept, and the pull that resumes it."""
+    import shlex
+
+    if part.running:
+        return f"localgen: {part.name} is being downloaded: {_part_size(part)} so far"
+    return (f"localgen: a pull of {part.name} stopped part way: {_part_size(part)} are kept; "
+            f"`localgen pull {shlex.quote(part.name)}` resumes it")
 
 
 def _source(model: CachedModel) -> str:
@@ -100,24 +155,38 @@ def _source(model: CachedModel) -> str:
     return f"{model.source} (unverified)" if model.source == SOURCE_HUB and not model.verified else model.source
 
 
-def _list_all(registry: Registry, *, json_output: bool) -> None:
-    """Print every downloaded model and every registry entry, each marked downloaded or not."""
+def _list_all(registry: Registry, default: str | None, parts: list[PartialDownload], *, json_output: bool) -> None:
+    """Print every downloaded model and every registry entry, each marked downloaded or not (the default starred),
+    and the models a stopped pull kept a part of."""
     from localgen import console
-    from localgen.catalog import list_all_models
+    from localgen.catalog import ListedModel, list_all_models
 
     rows = list_all_models(registry)
+    listed = {r.name for r in rows if r.model is None or r.model.source == "hub"}
+    rows += [ListedModel(name=p.name, repo=p.repo, quant=p.quant, context=None, description="", downloaded=False)
+             for p in parts if p.name not in listed]
+    part_of = {p.name: p for p in parts}
+    kept = [part_of.get(r.name) if not r.downloaded and (r.model is None or r.model.source == "hub") else None
+            for r in rows]
+    marked = _default_index([r.model for r in rows], default)
+    if marked is None:  # not here: its registry row
+        marked = next((index for index, r in enumerate(rows) if r.name == default and r.model is None), None)
     if json_output:
-        print(console.json_text([_listed_json(r) for r in rows], indent=2))
+        print(console.json_text([_listed_json(r, default=index == marked, part=part)
+                                 for index, (r, part) in enumerate(zip(rows, kept, strict=True))], indent=2))
         return
     console.print_table(["NAME", "REPO", "QUANT", "CONTEXT", "DOWNLOADED", "DESCRIPTION"], [
-        [r.name, r.repo or "-", r.quant or "-", f"{r.context:,}" if r.context else "-", _downloaded_cell(r),
-         r.description] for r in rows], squeeze=("REPO", "DESCRIPTION"))
+        [r.name, r.repo or "-", r.quant or "-", f"{r.context:,}" if r.context else "-", _downloaded_cell(r, part),
+         r.description] for r, part in zip(rows, kept, strict=True)], squeeze=("REPO", "DESCRIPTION"), marked=marked)
 
 
-def _downloaded_cell(row: ListedModel) -> str:
+def _downloaded_cell(row: ListedModel, part: PartialDownload | None) -> str:
     """yes, yes (bundled), yes (local) for an entry's own file, no, no (missing) for one that is not there (or
-    no (not a file), no (unreadable)), or no (incomplete: ...) for a split model with shards missing."""
+    no (not a file), no (unreadable)), no (partly downloaded: ...) for one a pull kept a part of, or no (incomplete:
+    ...) for a split model with shards missing."""
     source = row.model.source if row.model is not None else None
+    if part is not None:
+        return f"no (partly downloaded: {_part_size(part)})"
     if row.model is not None and row.model.missing_shards:
         return f"no (incomplete: {counted(row.model.missing_shards, 'shard')} missing)"
     if not row.downloaded:
@@ -125,18 +194,37 @@ def _downloaded_cell(row: ListedModel) -> str:
     return f"yes ({source})" if source in ("bundled", "local") else "yes"
 
 
-def _model_json(model: CachedModel) -> dict[str, object]:
-    """A downloaded model as `models list --json` prints it."""
+def _model_json(model: CachedModel, *, default: bool = False, part: PartialDownload | None = None) -> dict[str, object]:
+    """A downloaded model as `models list --json` prints it (part: what a stopped pull kept of it besides)."""
     return {"name": model.name, "repo": model.repo, "quant": model.quant, "size": model.size,
             "last_used": iso_time(model.last_used), "path": str(model.path), "source": model.source,
-            "verified": model.verified, "missing_shards": model.missing_shards}
+            "verified": model.verified, "missing_shards": model.missing_shards, "default": default,
+            "partial": _partial_json(part)}
 
 
-def _listed_json(row: ListedModel) -> dict[str, object]:
+def _part_json(part: PartialDownload) -> dict[str, object]:
+    """A model downloaded in part as `models list --json` prints it: size is what is on disk of it."""
+    return {"name": part.name, "repo": part.repo, "quant": part.quant, "size": part.kept, "last_used": None,
+            "path": str(part.parts[0]), "source": "hub", "verified": False, "missing_shards": part.missing_shards,
+            "default": False, "partial": _partial_json(part)}
+
+
+def _partial_json(part: PartialDownload | None) -> dict[str, object] | None:
+    """What a stopped pull kept of a model, and the command that resumes it (None: nothing)."""
+    import shlex
+
+    if part is None:
+        return None
+    return {"kept": part.kept, "size": part.size, "running": part.running,
+            "resume": f"localgen pull {shlex.quote(part.name)}", "parts": [str(path) for path in part.parts]}
+
+
+def _listed_json(row: ListedModel, *, default: bool = False, part: PartialDownload | None = None) -> dict[str, object]:
     """A `models list --all --json` entry: the `models list --json` keys (null when not downloaded) and more."""
     files = _model_json(row.model) if row.model is not None else {"verified": False, "missing_shards": 0}
     return {"name": row.name, "repo": row.repo, "quant": row.quant,
             **{key: files.get(key) for key in ("size", "last_used", "path", "source", "verified", "missing_shards")},
+            "default": default, "partial": _partial_json(part),
             "context": row.context, "description": row.description, "downloaded": row.downloaded}
 
 

@@ -214,9 +214,9 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
 def _check_free_space(model: HubModel, *, force: bool) -> None:
     """Refuse a download that cannot fit on the cache's disk before any byte of it is written (a split model would
     otherwise leave the shards that fitted)."""
-    cached = [f.size for f in model.files if _is_cached(model, f)]
+    cached = [f.size for f in model.files if is_cached(model, f)]
     kept = 0 if force else sum(part for f in model.files  # a resumed download's part (one longer starts over)
-                               if not _is_cached(model, f) and (blob := f.sha256 or f.blob_id)
+                               if not is_cached(model, f) and (blob := f.sha256 or f.blob_id)
                                and (part := partial_size(model.repo, blob)) <= f.size)
     needed = sum(f.size for f in model.files) - sum(cached) - kept
     if force and cached:  # a file downloaded again replaces its copy once complete: one at a time
@@ -235,7 +235,7 @@ def _check_free_space(model: HubModel, *, force: bool) -> None:
                                     "on a larger disk")
 
 
-def _is_cached(model: HubModel, f: HubFile) -> bool:
+def is_cached(model: HubModel, f: HubFile) -> bool:
     """Whether a file of the model is in the cache already (its snapshot pointer or its blob)."""
     etag = f.sha256 or f.blob_id
     blob = blobs_dir(model.repo) / etag if etag else None
@@ -248,7 +248,7 @@ Source = Literal["cached", "downloaded", "elsewhere"]  # where a file came from:
 def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display,
                 pin: Pin | None) -> tuple[Path, Source, int]:
     """One file: download unless cached, then verify; a cached copy that fails is fetched again once."""
-    cached = not force and _is_cached(model, f)
+    cached = not force and is_cached(model, f)
     path, source, received = _hf_download(model, f, force=force, display=display, cached=cached)
     try:
         verify_download(path, f, display, pin)

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
+from hub_server import HubEnv, HubServer, child_env, make_gguf_bytes, run_cli
 
 from localgen.quant_choice import HEADER_READ_BYTES
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
@@ -94,6 +94,7 @@ def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
     listed = json.loads(run_cli(env, "models", "list", "--json").stdout)
     by_source = {m["source"]: m for m in listed}
     assert by_source["bundled"]["name"] == "smollm2-135m"
+    assert by_source["hub"]["default"] and not by_source["bundled"]["default"], "run takes the download first"
     assert by_source["hub"]["last_used"] is None, "never run yet"
     assert run_cli(env, "run", "-m", f"{REPO}:Q4_1", "-n", "1", "hi").returncode == 0
     used = next(m for m in json.loads(run_cli(env, "models", "list", "--json").stdout) if m["source"] == "hub")
@@ -120,7 +121,7 @@ def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
     assert removed.returncode == 0, removed.stderr
     assert "freed 93.8 MiB" in removed.stderr
     after = json.loads(run_cli(env, "models", "list", "--json").stdout)
-    assert [m["source"] for m in after] == ["bundled"]
+    assert [(m["source"], m["default"]) for m in after] == [("bundled", True)]
 
 
 def test_models_rm_takes_several_models_and_checks_them_all_first(hub: tuple[HubServer, dict[str, str]]) -> None:
@@ -287,9 +288,24 @@ def test_models_list_all_json_keeps_the_list_keys(hub: tuple[HubServer, dict[str
     qwen = next(m for m in everything if m["name"] == "qwen2.5-1.5b")
     assert qwen == {"name": "qwen2.5-1.5b", "repo": "Qwen/Qwen2.5-1.5B-Instruct-GGUF", "quant": "Q4_K_M",
                     "size": None, "last_used": None, "path": None, "source": None, "verified": False,
-                    "missing_shards": 0, "context": 32768, "description": "Qwen2.5 1.5B Instruct", "downloaded": False}
+                    "missing_shards": 0, "default": False, "partial": None, "context": 32768,
+                    "description": "Qwen2.5 1.5B Instruct", "downloaded": False}
+    assert [m["name"] for m in everything if m["default"]] == ["smollm2-135m"]
+    assert next(m for m in everything if m["default"])["source"] == "hub", "the download, which run takes first"
     assert {m["name"] for m in everything} >= {"qwen2.5-0.5b", "gemma3-1b", "mistral-7b"}
     assert json.loads(run_cli(env, "models", "--all", "--json").stdout) == everything
+
+
+def test_a_default_not_downloaded_is_starred_in_the_registry_s_list_alone(hubenv: HubEnv,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from localgen.cli_manage import models_default, models_list
+
+    models_default("qwen2.5-1.5b")
+    capsys.readouterr()
+    models_list(json_output=True)
+    assert [m["default"] for m in json.loads(capsys.readouterr().out)] == [False], "bundled: not the default"
+    models_list(all_models=True, json_output=True)
+    assert [m["name"] for m in json.loads(capsys.readouterr().out) if m["default"]] == ["qwen2.5-1.5b"]
 
 
 def test_models_all_before_a_subcommand_is_refused(hub: tuple[HubServer, dict[str, str]]) -> None:

@@ -3,10 +3,15 @@ Hub for the rest only (a Range request); a stale partial file is discarded, a se
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import pytest
 from hub_server import HubEnv, file_sha256, make_gguf_bytes
 
 from localgen import hub, hub_cache
+from localgen.cli_manage import models_list
 from localgen.errors import HubError
 
 REPO = "org/tiny-GGUF"
@@ -50,6 +55,7 @@ def test_a_pull_cut_part_way_resumes_with_a_range_request_for_the_rest(hubenv: H
     assert "received are kept: the next pull resumes from there" in (info.value.hint or "")
     assert hub_cache.cached_model(REPO, quant="Q4_K_M", filename=None) is None, "a partial file is no model"
     assert hub_cache.cached_gguf_files() == []
+    _check_listed_as_partly_downloaded(partial, kept, capsys)
     hubenv.server.down, hubenv.server.bytes_sent = False, {}
     real = shutil.disk_usage
     monkeypatch.setattr(hub.shutil, "disk_usage", lambda path: real(path)._replace(free=SIZE - kept - 1))
@@ -67,9 +73,68 @@ def test_a_pull_cut_part_way_resumes_with_a_range_request_for_the_rest(hubenv: H
     assert f"localgen: resuming {REPO}/{NAME} at {kept / 1024:.1f} KiB of 976.6 KiB" in err, err
     assert f"localgen: downloaded {REPO}/{NAME}: {binary_size(SIZE - kept)} of 976.6 KiB in " in err, err
     assert "s, the rest already in the cache, sha256 verified" in err
+    models_list(json_output=True)
+    assert [m["partial"] for m in json.loads(capsys.readouterr().out)] == [None, None], "downloaded whole"
     partial.write_bytes(b"\0" * 1000)  # as a pull --force stopped part way leaves it: the file is complete
     assert hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True) == [path]
     assert not partial.exists()
+
+
+def _check_listed_as_partly_downloaded(partial: Path, kept: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """`models list` shows the model a pull kept a part of, how much, and the pull that resumes it, as no download."""
+    from localgen.units import binary_size
+
+    capsys.readouterr()
+    models_list(json_output=True)
+    listed = json.loads(capsys.readouterr().out)
+    assert [m["source"] for m in listed] == ["bundled", "hub"] and listed[0]["default"], listed
+    assert listed[1] == {"name": f"{REPO}:Q4_K_M", "repo": REPO, "quant": "Q4_K_M", "size": kept, "last_used": None,
+                         "path": str(partial), "source": "hub", "verified": False, "missing_shards": 0,
+                         "default": False, "partial": {"kept": kept, "size": SIZE, "running": False,
+                                                       "resume": f"localgen pull {REPO}:Q4_K_M",
+                                                       "parts": [str(partial)]}}, listed
+    models_list()
+    table, notes = capsys.readouterr()
+    shown = f"{binary_size(kept)} of 976.6 KiB"
+    assert f"{REPO}:Q4_K_M\tQ4_K_M\t{shown}\t-\thub (partly downloaded)\t{partial}\n" in table, table
+    assert notes == f"localgen: a pull of {REPO}:Q4_K_M stopped part way: {shown} are kept; `localgen pull " \
+                    f"{REPO}:Q4_K_M` resumes it\n"
+    models_list(all_models=True)
+    assert f"{REPO}:Q4_K_M\t{REPO}\tQ4_K_M\t-\tno (partly downloaded: {shown})\t\n" in capsys.readouterr().out
+    with pytest.MonkeyPatch.context() as patch:  # on a terminal, the default is starred
+        patch.setattr(sys.stdout, "isatty", lambda: True)
+        models_list()
+    screen = capsys.readouterr().out
+    assert screen.count("*") == 1 and "*smollm2-135m" in screen and f" {REPO}:Q4_K_M" in screen, screen
+
+
+def test_a_split_model_cut_in_its_second_shard_is_listed_once_with_what_is_kept(
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    import fcntl
+
+    from localgen.units import binary_size
+
+    shards = [f"split-Q4_0-0000{n}-of-00002.gguf" for n in (1, 2)]
+    repo = hubenv.server.add_repo("org/split-GGUF", {name: make_gguf_bytes(name, SIZE, shard=(n, 2))
+                                                     for n, name in enumerate(shards, start=1)})
+    hubenv.server.abort_after[("org/split-GGUF", shards[1])] = 400_000
+    hubenv.server.down_after_abort = True
+    with pytest.raises(HubError):
+        hub.download_model("org/split-GGUF", quant="Q4_0", filename=None, quiet=True)
+    part = hubenv.hf_cache / "models--org--split-GGUF" / "blobs" / f"{repo.sha256(shards[1])}.incomplete"
+    kept = SIZE + part.stat().st_size
+    capsys.readouterr()
+    models_list(json_output=True)
+    listed = [m for m in json.loads(capsys.readouterr().out) if m["source"] == "hub"]
+    assert [(m["name"], m["size"], m["missing_shards"], m["partial"]["kept"]) for m in listed] == [
+        ("org/split-GGUF:Q4_0", SIZE, 1, kept)], listed
+    models_list(all_models=True)
+    assert "org/split-GGUF:Q4_0\torg/split-GGUF\tQ4_0\t-\tno (partly downloaded: " in capsys.readouterr().out
+    with open(hub_cache.blob_lock_path("org/split-GGUF", repo.sha256(shards[1])), "wb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a pull is writing the part now
+        models_list()
+    assert capsys.readouterr().err == f"localgen: org/split-GGUF:Q4_0 is being downloaded: {binary_size(kept)} of " \
+                                      f"{binary_size(2 * SIZE)} so far\n"
 
 
 @pytest.mark.parametrize("case", ["stale etag", "longer than the file", "--force"])

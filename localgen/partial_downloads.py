@@ -1,0 +1,92 @@
+"""Models a pull downloaded in part: the parts it kept in the Hugging Face cache (blobs/ETAG.incomplete, see
+hub_resume.py) for the next pull to resume, found with no network. A part is never a downloaded model: `models list`
+shows it as such, with the pull that resumes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from localgen import hub_cache
+from localgen.catalog import bundled_file, display_name
+from localgen.hub_choice import shard_group_key, shard_of
+from localgen.hub_types import HubFile, HubListing, HubModel
+from localgen.registry import Registry
+
+
+@dataclass(frozen=True)
+class PartialDownload:
+    """A model of which a stopped (or running) pull kept a part: what of it is on disk, and where."""
+
+    name: str  # the reference that `localgen pull` resumes it by
+    repo: str
+    quant: str | None
+    kept: int  # its bytes on disk: its complete files and the parts
+    size: int  # its size once downloaded
+    parts: tuple[Path, ...]
+    missing_shards: int  # of a split model, the shards not complete (0 for a whole one)
+    running: bool  # a pull is writing a part of it now
+
+
+def partial_downloads(registry: Registry) -> list[PartialDownload]:
+    """Every model of which a pull kept a part to resume, as localgen last listed its repo, by name."""
+    found = []
+    for repo in _repos_with_parts():
+        listing = hub_cache.load_listing(repo)
+        if listing is None:  # no pull of it listed the repo here: not a part localgen resumes
+            continue
+        models: dict[str, list[HubFile]] = {}
+        for f in listing.files:
+            models.setdefault(shard_group_key(f.filename), []).append(f)
+        for files in models.values():
+            files.sort(key=lambda f: shard_of(f.filename)[0] or 0)
+            partial = _partial(registry, repo, listing, files)
+            if partial is not None:
+                found.append(partial)
+    return sorted(found, key=lambda p: p.name.lower())
+
+
+def _repos_with_parts() -> list[str]:
+    """The repos in the cache whose blobs folder holds a resumable part (ETAG.incomplete)."""
+    try:
+        folders = sorted(p for p in hub_cache.hub_cache_dir().iterdir() if p.name.startswith("models--"))
+    except OSError:
+        return []
+    repos = []
+    for folder in folders:
+        parts = folder.name.split("--")
+        if len(parts) == 3 and any(p.name.count(".") == 1 for p in (folder / "blobs").glob("*.incomplete")):
+            repos.append(f"{parts[1]}/{parts[2]}")
+    return repos
+
+
+def _partial(registry: Registry, repo: str, listing: HubListing, files: list[HubFile]) -> PartialDownload | None:
+    """The model of these files (one, or a split model's shards) when a part of one is kept in repo's folder; None
+    when none is, or the file it is a part of is complete (a part a pull --force left, which the next pull deletes)."""
+    from localgen.hub import is_cached
+
+    model = HubModel(repo=repo, quant=files[0].quant, files=tuple(files), revision=listing.revision)
+    parts: list[Path] = []
+    kept, complete, running = 0, 0, False
+    for f in files:
+        blob = f.sha256 or f.blob_id
+        if is_cached(model, f):
+            kept, complete = kept + f.size, complete + 1
+        elif blob and 0 < (size := hub_cache.partial_size(model.repo, blob)) <= f.size:  # a longer one starts over
+            parts.append(hub_cache.partial_path(model.repo, blob))
+            kept += size
+            running |= hub_cache.download_running(model.repo, blob) is True
+    if not parts:
+        return None
+    return PartialDownload(name=_pull_reference(registry, model.repo, model.quant, files[0].filename), repo=model.repo,
+                           quant=model.quant, kept=kept, size=model.size, parts=tuple(parts),
+                           missing_shards=len(files) - complete if len(files) > 1 else 0, running=running)
+
+
+def _pull_reference(registry: Registry, repo: str, quant: str | None, filename: str) -> str:
+    """The name `models list` gives the model, unless that entry ships a bundled copy, which `pull NAME` takes for
+    the model: ORG/REPO/FILE then."""
+    name = display_name(registry, repo, quant, filename)
+    spec = registry.models.get(name)
+    return f"{repo}/{filename}" if spec is not None and bundled_file(spec) is not None else name
