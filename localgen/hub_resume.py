@@ -97,15 +97,26 @@ def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Displa
 
 def _bar(display: Display, resumed: int, what: str, restarted: list[bool]) -> type:
     """download_progress's tqdm adapter, which says (and notes in restarted) when the server sent the whole file
-    rather than the rest."""
+    rather than the rest: to the first request (a bar opened at 0), or to a retry after a dropped connection (the bar
+    set back by what it had counted)."""
     base: Any = download_progress.tqdm_adapter(display)
+
+    def starting_over() -> None:
+        if not restarted:
+            restarted.append(True)
+            console.say(console.one_line(f"localgen: {hub_endpoint()} sent the whole of {what} rather than the rest; "
+                                         "downloading it from the start"))
 
     class Bar(base):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             if resumed and not kwargs.get("initial"):
-                restarted.append(True)
-                console.say(console.one_line(f"localgen: {hub_endpoint()} sent the whole of {what} rather than the "
-                                             "rest; downloading it from the start"))
+                starting_over()
             super().__init__(*args, **kwargs)
+
+        def update(self, n: float | None = 1) -> None:
+            """n more bytes, or fewer (n < 0) where http_get starts over."""
+            if (n or 0) < 0:
+                starting_over()
+            super().update(n)
 
     return Bar

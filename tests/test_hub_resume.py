@@ -156,18 +156,29 @@ def test_a_partial_file_that_cannot_be_resumed_is_started_over(hubenv: HubEnv, c
     assert not stale.exists() and not mine.exists() and other.exists()
 
 
+@pytest.mark.parametrize("when", ["at once", "after a drop"])
 def test_a_server_that_ignores_range_sends_the_whole_file_which_replaces_the_partial_one(
-        hubenv: HubEnv, capsys: pytest.CaptureFixture[str]) -> None:
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], when: str) -> None:
+    from huggingface_hub import file_download
+
     sha = _serve(hubenv)
-    hubenv.server.ignore_range = True
     blobs = hubenv.hf_cache / "models--org--tiny-GGUF" / "blobs"
     blobs.mkdir(parents=True)
-    (blobs / f"{sha}.incomplete").write_bytes(b"\xaa" * 300_000)  # bytes that are no part of the file: all replaced
-    path = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)[0]
+    if when == "at once":
+        hubenv.server.ignore_range = True
+        (blobs / f"{sha}.incomplete").write_bytes(b"\xaa" * 300_000)  # bytes that are no part of the file: replaced
+    else:  # the rest is asked for and comes (206) until the connection drops; the retry gets the whole file
+        (blobs / f"{sha}.incomplete").write_bytes(hubenv.server.repos[REPO].files[NAME][:300_000])
+        hubenv.server.abort_after[(REPO, NAME)] = 600_000
+        monkeypatch.setattr(file_download.time, "sleep", lambda _: setattr(hubenv.server, "ignore_range", True))
+    path = hub.download_model(REPO, quant="Q4_K_M", filename=None)[0]
     assert file_sha256(path) == sha
-    assert [(r.range, r.status) for r in _gets(hubenv)] == [("bytes=300000-", 200)]
+    statuses = [(r.range, r.status) for r in _gets(hubenv)]
+    assert statuses == [("bytes=300000-", 200)] if when == "at once" else statuses[0] == ("bytes=300000-", 206)
+    assert statuses[-1][1] == 200 and statuses[-1][0] is not None
     err = capsys.readouterr().err
     assert f"sent the whole of {REPO}/{NAME} rather than the rest; downloading it from the start" in err, err
+    assert f"localgen: downloaded {REPO}/{NAME} (976.6 KiB) in " in err, "all of it received now"
 
 
 def test_the_bar_of_a_resumed_download_starts_at_the_part_kept_without_counting_it_as_speed() -> None:
