@@ -242,10 +242,11 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     if system is None and not request.raw and (continued is None or continued.is_new):  # not a saved one
         system = model_system
     user_text = user_message(loaded, checked.prompt, inputs.attachments)
+    notes: list[str] = []  # what saving the exchange did that must be said, once the answer is out
     if continued is not None:
         start = continued_answer(loaded, options, continued, system, user_text, sampling, limits,
                                  given_settings(ctx), draft=request.draft, prompt_cache=not request.no_cache,
-                                 hide_thinking=request.hide_thinking)
+                                 hide_thinking=request.hide_thinking, notes=notes)
     else:
         messages = fresh_messages(loaded, user_text, system, raw=request.raw)
         if request.print_prompt:
@@ -260,6 +261,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     saved_in = conversation.name if conversation is not None and late_error is None and gave_an_answer(completion) \
         else None
     finish_output(loaded, completion, output, saved_in)
+    console.warn_each(notes)
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error
     return RunOutcome(completion, exit_code)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import hashlib
 import json
 import os
 import stat
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from localgen import console
 from localgen.config import settings
 from localgen.conversation import (
     FORMAT_VERSION,
@@ -26,6 +28,8 @@ from localgen.storage import atomic_write_text, check_folder, file_in_the_way, m
 
 MAX_NAME_SUFFIX = 1000  # NAME-2 ... NAME-1000 are tried before a first save gives up
 
+_as_left: dict[Path, str] = {}  # a conversation file this process holds -> the sha256 of what it last read or wrote
+
 
 def conversations_dir() -> Path:
     """Where saved conversations live."""
@@ -36,14 +40,17 @@ class MissingConversationError(LocalgenError):
     """No saved conversation has the name asked for."""
 
 
-def save_conversation(conversation: Conversation, name: str | None = None) -> Path:
+def save_conversation(conversation: Conversation, name: str | None = None, *,
+                      warn: Callable[[str], None] = console.warn) -> Path:
     """Write the conversation atomically (mode 0600); return its path.
 
     A conversation overwrites only its own file, which this process holds (see conversation_lock) from its first
-    save or its load until the process ends or the chat moves to another conversation. Its first save takes the
-    first free name among NAME, NAME-2, NAME-3, ... (two chats started in the same second get different files); a
-    new name ("save as", as typed: see given_name) must not belong to another conversation, and the old name is
-    let go.
+    save or its load until the process ends or the chat moves to another conversation, and only as this process
+    left it: a file changed since by another program (an editor) is kept, and the conversation is saved under the
+    first free NAME-2, NAME-3, ... instead; a file deleted meanwhile is written again; either is said (warn). Its
+    first save takes the first free name among NAME, NAME-2, NAME-3, ... (two chats started in the same second get
+    different files); a new name ("save as", as typed: see given_name) must not belong to another conversation, and
+    the old name is let go.
     """
     name = None if name is None else given_name(name)
     folder = conversations_dir()
@@ -51,7 +58,7 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
     if name is not None and name != conversation.name:
         newly = hold(folder, name, hint="choose another name")
         try:
-            atomic_write_text(folder / f"{name}.json", replace(conversation, name=name).to_json(), replace=False)
+            _write(folder / f"{name}.json", replace(conversation, name=name), replace=False)
         except BaseException as exc:
             if newly:
                 release(folder, name)
@@ -59,15 +66,65 @@ def save_conversation(conversation: Conversation, name: str | None = None) -> Pa
                 raise _taken(folder / f"{name}.json", name) from None
             raise
         if conversation.on_disk:
-            release(folder, conversation.name)
+            let_go(conversation)
         conversation.name, conversation.on_disk = name, True
     elif conversation.on_disk:
         hold(folder, conversation.name, hint="finish that chat first, or /save NAME to go on under another name")
-        atomic_write_text(folder / f"{conversation.name}.json", conversation.to_json())
+        path = folder / f"{conversation.name}.json"
+        change = _change_by_hand(path)
+        if change == "changed":
+            _save_aside(folder, conversation, warn)
+        else:
+            _write(path, conversation)
+            if change == "deleted":
+                warn(f"{path} was deleted since localgen last read or saved it: this conversation is saved there "
+                     "again")
     else:
         conversation.name = _write_under_free_name(folder, conversation)
         conversation.on_disk = True
     return folder / f"{conversation.name}.json"
+
+
+def _write(path: Path, conversation: Conversation, *, replace: bool = True) -> None:
+    """Write a conversation's file (replace=False: never over one there), and remember what it holds."""
+    text = conversation.to_json()
+    atomic_write_text(path, text, replace=replace)
+    _as_left[path] = _digest(text.encode("utf-8"))
+
+
+def _digest(data: bytes) -> str:
+    """What tells one version of a file from another."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _change_by_hand(path: Path) -> str | None:
+    """How another program changed the file of a conversation this process holds since this process last read or
+    wrote it: "changed" (edited, replaced, unreadable, a link or a pipe), "deleted", or None (as left, not known, or
+    a folder, which no write replaces)."""
+    known = _as_left.get(path)
+    if known is None:
+        return None
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):  # a pipe is never read (it would wait); a folder fails the write, as before
+            return None if stat.S_ISDIR(mode) else "changed"
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return "changed" if os.path.lexists(path) else "deleted"  # a dangling link is someone's too
+    except OSError:
+        return "changed"
+    return None if _digest(data) == known else "changed"
+
+
+def _save_aside(folder: Path, conversation: Conversation, warn: Callable[[str], None]) -> None:
+    """Save a conversation whose file another program changed under the first free NAME-2, NAME-3, ..., which it
+    goes on with, leaving that file as it is (and its name to be loaded again)."""
+    path = folder / f"{conversation.name}.json"
+    old = replace(conversation)
+    conversation.name = _write_under_free_name(folder, conversation, first=2)
+    let_go(old)
+    warn(f"{path} changed since localgen last read or saved it: it is kept as it is, and this conversation is saved "
+         f"as '{conversation.name}' instead ({folder / f'{conversation.name}.json'})")
 
 
 def holds_as_is(conversation: Conversation) -> bool:
@@ -91,7 +148,7 @@ def _taken(path: Path, name: str) -> UsageError:
         return UsageError(f"{path} is in the way of a conversation named '{name}' (not a file)",
                           hint="choose another name, or move it away")
     try:
-        Conversation.from_json(_read_saved(path, False), path, name=name)
+        Conversation.from_json(_text(_read_saved(path, False), path), path, name=name)
     except ForeignFormatError as exc:
         newer = "a newer" if exc.format_version > FORMAT_VERSION else "another"
         return UsageError(f"a conversation named '{name}' already exists, saved by {newer} localgen version (format "
@@ -104,28 +161,33 @@ def _taken(path: Path, name: str) -> UsageError:
                       hint=f"choose another name, or /load {name} to continue it")
 
 
-def _write_under_free_name(folder: Path, conversation: Conversation) -> str:
-    """Write a new conversation under its name, or the first free NAME-2, NAME-3, ...; return the name used.
+def _write_under_free_name(folder: Path, conversation: Conversation, *, first: int = 1) -> str:
+    """Write a new conversation under its name (first 1), or the first free NAME-2, NAME-3, ...; return the name
+    used (on failure, the conversation keeps its name).
 
     A name is held before its file is written, so no other chat can open the new file before this one holds it.
     """
     base = conversation.name
-    for number in range(1, MAX_NAME_SUFFIX + 1):
-        candidate = base if number == 1 else f"{base}-{number}"
-        conversation.name = candidate  # the file records its own name
-        try:
-            hold(folder, candidate, hint="")
-        except ConversationBusyError:
-            continue
-        try:
-            atomic_write_text(folder / f"{candidate}.json", conversation.to_json(), replace=False)
-            return candidate
-        except FileExistsError:
-            release(folder, candidate)
-            continue
-        except BaseException:
-            release(folder, candidate)
-            raise
+    try:
+        for number in range(first, MAX_NAME_SUFFIX + 1):
+            candidate = base if number == 1 else f"{base}-{number}"
+            conversation.name = candidate  # the file records its own name
+            try:
+                hold(folder, candidate, hint="")
+            except ConversationBusyError:
+                continue
+            try:
+                _write(folder / f"{candidate}.json", conversation, replace=False)
+                return candidate
+            except FileExistsError:
+                release(folder, candidate)
+                continue
+            except BaseException:
+                release(folder, candidate)
+                raise
+    except BaseException:
+        conversation.name = base
+        raise
     conversation.name = base
     raise LocalgenError(f"could not find a free name for conversation '{base}' in {folder}",
                         hint="use /save NAME with a new name")
@@ -140,27 +202,35 @@ def load_conversation(name: str, *, shell: bool = False) -> Conversation:
     newly = hold(folder, name, hint="finish that chat first, or " + (
         "run `localgen chat` for a new conversation" if shell else "/load another (/list shows them)"))
     try:
-        conversation = Conversation.from_json(_read_saved(path, shell), path, name=name)  # saves go back there
+        data = _read_saved(path, shell)
+        conversation = Conversation.from_json(_text(data, path), path, name=name)  # saves go back there
     except BaseException:
         if newly:
             release(folder, name)
         raise
     conversation.on_disk = True
+    _as_left[path] = _digest(data)
     return conversation
 
 
-def _read_saved(path: Path, shell: bool) -> str:
-    """The text of a saved conversation file."""
+def _read_saved(path: Path, shell: bool) -> bytes:
+    """What a saved conversation file holds."""
     try:
-        return path.read_text(encoding="utf-8-sig")  # a BOM from a Windows editor is no damage
+        return path.read_bytes()
     except FileNotFoundError:
         raise _missing(path.stem, shell) from None
+    except OSError as exc:
+        raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def _text(data: bytes, path: Path) -> str:
+    """A saved conversation file's text (a BOM from a Windows editor is no damage)."""
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise DamagedConversationError(f"{path} is not a valid saved conversation (not UTF-8 text)",
                                        hint="it was left untouched; start a new chat or load another",
                                        name=path.stem) from None
-    except OSError as exc:
-        raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def load_or_start(name: str) -> Conversation:
@@ -178,7 +248,9 @@ def load_or_start(name: str) -> Conversation:
 def let_go(conversation: Conversation) -> None:
     """Release this process's hold on a conversation it no longer works on (another chat may open it)."""
     if conversation.on_disk:
-        release(conversations_dir(), conversation.name)
+        folder = conversations_dir()
+        release(folder, conversation.name)
+        _as_left.pop(folder / f"{conversation.name}.json", None)
 
 
 def given_name(name: str) -> str:
@@ -243,7 +315,7 @@ def read_conversation(name: str) -> Conversation:
     name = given_name(name)
     path = saved_path(name)
     _refuse_other_than_a_file(path, name, True)
-    return Conversation.from_json(_read_saved(path, True), path, name=name)
+    return Conversation.from_json(_text(_read_saved(path, True), path), path, name=name)
 
 
 def saved_paths(names: list[str]) -> list[Path]:
@@ -336,15 +408,19 @@ def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = Fals
     raise LocalgenError("no saved conversation can be resumed", hint="start a new one with `localgen chat`")
 
 
-def unsave(conversation: Conversation) -> None:
+def unsave(conversation: Conversation, warn: Callable[[str], None] = console.warn) -> None:
     """Delete the file of a conversation this process saved, and let it go: it is unsaved again, as before its first
-    save (where the file cannot be deleted, it stays saved)."""
+    save (where the file cannot be deleted, it stays saved; one another program changed since is kept, and said)."""
     folder = conversations_dir()
-    try:
-        (folder / f"{conversation.name}.json").unlink(missing_ok=True)
-    except OSError:
-        return
-    with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
-        lock_path(folder, conversation.name).unlink()
+    path = folder / f"{conversation.name}.json"
+    if _change_by_hand(path) == "changed":
+        warn(f"{path} changed since localgen last read or saved it: it is kept as it is")
+    else:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            return
+        with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
+            lock_path(folder, conversation.name).unlink()
     let_go(conversation)
     conversation.on_disk = False

@@ -117,6 +117,7 @@ class Repl:
         try:
             while self.state.running:
                 self._step()
+                console.warn_each(self.session.save_notes)  # once the answer or the command is said
         finally:
             if self._ahead is not None:
                 self._ahead.close()

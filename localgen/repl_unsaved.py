@@ -48,12 +48,13 @@ class LeaveGuard:
     def last_save(self) -> None:
         """As the chat ends however it ends (a signal, a lost terminal): save changes a save missed, or say they are
         lost (unless the user chose to leave them)."""
-        if not self.session.unsaved or self._left:
-            return
-        try:
-            self.session.save()
-        except LocalgenError as exc:
-            console.error(f"the latest changes to {self.session.conversation.name} were not saved: {exc.message}")
+        if self.session.unsaved and not self._left:
+            try:
+                self.session.save()
+            except LocalgenError as exc:
+                console.error(f"the latest changes to {self.session.conversation.name} were not saved: "
+                              f"{exc.message}")
+        console.warn_each(self.session.save_notes)
 
 
 def say_unsaved(error: UnsavedChangeError) -> None:

@@ -74,6 +74,7 @@ class ChatSession:
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
         self.unsaved = False  # the last change could not be saved: the file is behind the conversation
         self.save_error: UnsavedChangeError | None = None  # why a command's change could not be saved, to say
+        self.save_notes: list[str] = []  # what saves did that the user must hear of (a file changed by hand kept)
         self._autosaved: Conversation | None = None  # the conversation whose file autosave made, never /saved
         self._rendered: list[tuple[LoadedModel, list[Message], str, list[int]]] = []  # the latest prompts made
         self._record_model()
@@ -186,7 +187,7 @@ class ChatSession:
         turn = conversation.turns.pop()
         conversation.context_start = min(conversation.context_start, max(len(conversation.turns) - 1, 0))
         if not conversation.turns and conversation is self._autosaved:
-            unsave(conversation)  # a chat's own conversation left empty is unsaved again, as before it began
+            unsave(conversation, self.save_notes.append)  # a chat's own one left empty is unsaved, as before it began
         self._save(command=True)
         return turn
 
@@ -411,7 +412,7 @@ class ChatSession:
         if not self.keep_saved_settings:  # settings a later version saved are kept
             kept = {key: value for key, value in self.conversation.settings.items() if key not in CHAT_SETTINGS}
             self.conversation.settings = kept | self.settings()
-        path = save_conversation(self.conversation, name)
+        path = save_conversation(self.conversation, name, warn=self.save_notes.append)
         self.unsaved, self._autosaved = False, None
         return path
 

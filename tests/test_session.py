@@ -346,7 +346,7 @@ def test_resuming_applies_saved_settings_then_flags_without_writing(session: Cha
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Resuming must not rewrite the file once per setting (a full disk would stop the chat from starting)."""
     writes: list[str] = []
-    monkeypatch.setattr(session_module, "save_conversation", lambda conv, name=None: writes.append(conv.name))
+    monkeypatch.setattr(session_module, "save_conversation", lambda conv, name=None, **_: writes.append(conv.name))
     session.autosave = True
     saved = Conversation(name="old", turns=[Turn("q", "a")], settings={"temperature": 0.3, "top_k": 5})
     session.replace_conversation(saved, {"top_k": "7"})
@@ -737,7 +737,7 @@ def test_a_change_a_save_missed_then_undone_leaves_nothing_unsaved_and_ctrl_d_le
 
 def test_a_first_exchange_never_written_then_undone_leaves_nothing_unsaved(session: ChatSession,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    def full_disk(conversation: Conversation, name: str | None = None) -> Path:
+    def full_disk(conversation: Conversation, name: str | None = None, **_: object) -> Path:
         raise LocalgenError("could not write it: No space left on device")
 
     monkeypatch.setattr(session_module, "save_conversation", full_disk)
