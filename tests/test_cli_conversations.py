@@ -14,7 +14,7 @@ import pytest
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_lock import hold, release
 from localgen.conversation_store import conversations_dir, let_go, save_conversation
-from tests.conftest import REPO_ROOT, run_localgen
+from tests.conftest import REPO_ROOT, run_localgen, spawn_localgen
 
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
 
@@ -271,13 +271,10 @@ def test_a_conversation_named_with_json_by_an_earlier_version_is_still_reached_b
 
 
 def test_show_on_a_terminal_shows_control_characters_instead_of_obeying_them() -> None:
-    import sys
-
     import pexpect
 
     _save("colours", Turn("Say red.", "\x1b[31mred\x1b[0m\rover"))
-    child = pexpect.spawn(sys.executable, ["-m", "localgen", "conversations", "show", "colours"], encoding="utf-8",
-                          timeout=60)
+    child = spawn_localgen("conversations", "show", "colours", env={**os.environ}, encoding="utf-8", timeout=60)
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0 and "^[[31mred^[[0mover" in child.before
@@ -304,8 +301,7 @@ def _answered_on_a_terminal(args: tuple[str, ...], question: str, answer: str) -
     the key, for "^C" and "^D"); the exit status (or 128 + the signal) and everything the terminal showed after it."""
     import pexpect
 
-    child = pexpect.spawn(sys.executable, ["-m", "localgen", *args], cwd=str(REPO_ROOT), encoding="utf-8",
-                          timeout=60, dimensions=(24, 200))
+    child = spawn_localgen(*args, env={**os.environ}, encoding="utf-8", timeout=60, dimensions=(24, 200))
     child.expect_exact(question)
     if answer in ("^C", "^D"):
         child.sendcontrol(answer[1].lower())
@@ -343,8 +339,8 @@ def test_rm_on_a_terminal_says_a_conversation_is_in_use_before_asking(home: Path
     path = _save("walrus", Turn("a", "b"))
     assert hold(conversations_dir(), "walrus", hint="")
     try:
-        child = pexpect.spawn(sys.executable, ["-m", "localgen", "conversations", "rm", "walrus"], cwd=str(REPO_ROOT),
-                              encoding="utf-8", timeout=60, dimensions=(24, 200))
+        child = spawn_localgen("conversations", "rm", "walrus", env={**os.environ}, encoding="utf-8", timeout=60,
+                               dimensions=(24, 200))
         child.expect(pexpect.EOF)
         child.close()
     finally:
@@ -357,8 +353,8 @@ def test_a_conversation_rm_asks_about_is_said_to_be_in_use_by_that_rm_not_by_a_c
     import pexpect
 
     path = _save("walrus", Turn("a", "b"))
-    asking = pexpect.spawn(sys.executable, ["-m", "localgen", "conversations", "rm", "walrus"], cwd=str(REPO_ROOT),
-                           encoding="utf-8", timeout=60, dimensions=(24, 200))
+    asking = spawn_localgen("conversations", "rm", "walrus", env={**os.environ}, encoding="utf-8", timeout=60,
+                            dimensions=(24, 200))
     try:
         asking.expect_exact("delete 1 conversation (walrus)? [y/N] ")
         run = run_localgen("run", "--conversation", "walrus", "-n", "3", "hi")
@@ -448,8 +444,8 @@ def test_show_on_a_terminal_dims_each_answer_s_details() -> None:
                                                               decode_tokens_per_s=70.0)))
     for env, line in (({}, "\x1b[2msmollm2-135m · 3 tokens · 0.2 s · 70 tok/s\x1b[22m"),
                       ({"NO_COLOR": "1"}, "*smollm2-135m · 3 tokens · 0.2 s · 70 tok/s*")):
-        child = pexpect.spawn(sys.executable, ["-m", "localgen", "conversations", "show", "dim"], encoding="utf-8",
-                              timeout=60, env={**os.environ, **env}, cwd=str(REPO_ROOT))
+        child = spawn_localgen("conversations", "show", "dim", env={**os.environ, **env}, encoding="utf-8",
+                               timeout=60)
         child.expect(pexpect.EOF)
         child.close()
         assert child.exitstatus == 0 and f"Hi!\r\n\r\n{line}\r\n" in child.before, repr(child.before)
@@ -466,9 +462,8 @@ def test_show_marks_an_answer_with_no_text_instead_of_leaving_a_blank() -> None:
             "*(an answer of whitespace only)*\n\n## user\n\nHi\n\n## assistant\n\nHello.\n") in shown.out, shown.out
     assert json.loads(run_localgen("conversations", "show", "blank", "--json").out)["turns"][1]["answer"] == " \n ", \
         "the record keeps the text as saved"
-    child = pexpect.spawn(sys.executable, ["-m", "localgen", "conversations", "show", "blank"], encoding="utf-8",
-                          timeout=60, env={k: v for k, v in os.environ.items() if k != "NO_COLOR"},
-                          cwd=str(REPO_ROOT))
+    colour = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}
+    child = spawn_localgen("conversations", "show", "blank", env=colour, encoding="utf-8", timeout=60)
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0 and "## assistant\r\n\r\n\x1b[2m(empty answer)\x1b[22m\r\n" in child.before, \

@@ -14,7 +14,7 @@ from localgen import config
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import conversations_dir, let_go, save_conversation
 from localgen.events import Finished
-from tests.conftest import REPO_ROOT, run_localgen, user_registry
+from tests.conftest import REPO_ROOT, run_localgen, spawn_localgen, user_registry
 
 GREEDY = ("--temperature", "0", "--seed", "1")
 
@@ -373,9 +373,8 @@ def test_json_names_no_conversation_when_ctrl_c_left_the_exchange_unsaved(args: 
         assert run_localgen("run", "Name a river.", "-n", "3", *GREEDY).returncode == 0
         (turn,) = json.loads(last_run_path().read_text())["turns"]
     before = _saved()
-    child = pexpect.spawn(sys.executable, ["-m", "localgen", "run", *args, "--json", "--batch-size", "32",
-                                           "Summarize: " + "river stone cloud " * 600],
-                          cwd=str(REPO_ROOT), encoding="utf-8", timeout=120, dimensions=(24, 200))
+    child = spawn_localgen("run", *args, "--json", "--batch-size", "32", "Summarize: " + "river stone cloud " * 600,
+                           env={**os.environ}, encoding="utf-8", timeout=120, dimensions=(24, 200))
     child.expect_exact("reading the prompt")
     started = child.before
     child.sendintr()

