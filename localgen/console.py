@@ -389,10 +389,10 @@ def print_fields(fields: list[tuple[str, str]]) -> None:
 
 def confirm(question: str) -> bool:
     """Ask a yes/no question on the terminal (no means no)."""
-    sys.stderr.write(f"{question} [y/N] ")
-    sys.stderr.flush()
     line = ""
-    try:
+    try:  # a Ctrl-C typed as soon as the question shows may land before the read starts
+        sys.stderr.write(f"{question} [y/N] ")
+        sys.stderr.flush()
         line = sys.stdin.readline()
     finally:
         if not line.endswith("\n"):  # Ctrl-D or Ctrl-C: what comes next starts on a line of its own
