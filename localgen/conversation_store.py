@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import hashlib
 import json
 import os
 import stat
@@ -22,13 +21,12 @@ from localgen.conversation import (
     ForeignFormatError,
     check_name,
 )
+from localgen.conversation_edits import change_by_hand, forget, remember
 from localgen.conversation_lock import ConversationBusyError, hold, lock_path, release
 from localgen.errors import LocalgenError, UsageError
 from localgen.storage import atomic_write_text, check_folder, file_in_the_way, make_folder
 
 MAX_NAME_SUFFIX = 1000  # NAME-2 ... NAME-1000 are tried before a first save gives up
-
-_as_left: dict[Path, str] = {}  # a conversation file this process holds -> the sha256 of what it last read or wrote
 
 
 def conversations_dir() -> Path:
@@ -71,7 +69,7 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
     elif conversation.on_disk:
         hold(folder, conversation.name, hint="finish that chat first, or /save NAME to go on under another name")
         path = folder / f"{conversation.name}.json"
-        change = _change_by_hand(path)
+        change = change_by_hand(path)
         if change == "changed":
             _save_aside(folder, conversation, warn)
         else:
@@ -89,31 +87,7 @@ def _write(path: Path, conversation: Conversation, *, replace: bool = True) -> N
     """Write a conversation's file (replace=False: never over one there), and remember what it holds."""
     text = conversation.to_json()
     atomic_write_text(path, text, replace=replace)
-    _as_left[path] = _digest(text.encode("utf-8"))
-
-
-def _digest(data: bytes) -> str:
-    """What tells one version of a file from another."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def _change_by_hand(path: Path) -> str | None:
-    """How another program changed the file of a conversation this process holds since this process last read or
-    wrote it: "changed" (edited, replaced, unreadable, a link or a pipe), "deleted", or None (as left, not known, or
-    a folder, which no write replaces)."""
-    known = _as_left.get(path)
-    if known is None:
-        return None
-    try:
-        mode = os.stat(path).st_mode
-        if not stat.S_ISREG(mode):  # a pipe is never read (it would wait); a folder fails the write, as before
-            return None if stat.S_ISDIR(mode) else "changed"
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return "changed" if os.path.lexists(path) else "deleted"  # a dangling link is someone's too
-    except OSError:
-        return "changed"
-    return None if _digest(data) == known else "changed"
+    remember(path, text.encode("utf-8"))
 
 
 def _save_aside(folder: Path, conversation: Conversation, warn: Callable[[str], None]) -> None:
@@ -209,7 +183,7 @@ def load_conversation(name: str, *, shell: bool = False) -> Conversation:
             release(folder, name)
         raise
     conversation.on_disk = True
-    _as_left[path] = _digest(data)
+    remember(path, data)
     return conversation
 
 
@@ -250,7 +224,7 @@ def let_go(conversation: Conversation) -> None:
     if conversation.on_disk:
         folder = conversations_dir()
         release(folder, conversation.name)
-        _as_left.pop(folder / f"{conversation.name}.json", None)
+        forget(folder / f"{conversation.name}.json")
 
 
 def given_name(name: str) -> str:
@@ -413,7 +387,7 @@ def unsave(conversation: Conversation, warn: Callable[[str], None] = console.war
     save (where the file cannot be deleted, it stays saved; one another program changed since is kept, and said)."""
     folder = conversations_dir()
     path = folder / f"{conversation.name}.json"
-    if _change_by_hand(path) == "changed":
+    if change_by_hand(path) == "changed":
         warn(f"{path} changed since localgen last read or saved it: it is kept as it is")
     else:
         try:
