@@ -1,5 +1,6 @@
 """Changes another program (an editor) makes to the file of a conversation this process holds: what the file held
-when this process last read or wrote it, and how it differs now."""
+when the conversation, as this process has it, was last read from it or written to it, and how it differs now (a
+second reading that the chat does not take up, a /load turned down, leaves the chat's own conversation as it was)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,12 @@ import os
 import stat
 from pathlib import Path
 
-_as_left: dict[Path, str] = {}  # a conversation file this process holds -> the sha256 of what it last read or wrote
+from localgen.conversation import Conversation
 
 
-def remember(path: Path, data: bytes) -> None:
-    """Note what a conversation file holds as this process has just read or written it."""
-    _as_left[path] = _digest(data)
-
-
-def forget(path: Path) -> None:
-    """Stop following a conversation file this process lets go."""
-    _as_left.pop(path, None)
+def remember(conversation: Conversation, data: bytes) -> None:
+    """Note what a conversation's file holds as the conversation has just been read from it or written to it."""
+    conversation.as_left = _digest(data)
 
 
 def _digest(data: bytes) -> str:
@@ -26,11 +22,11 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def change_by_hand(path: Path) -> str | None:
-    """How another program changed the file of a conversation this process holds since this process last read or
-    wrote it: "changed" (edited, replaced, unreadable, a link or a pipe), "deleted", or None (as left, not known, or
-    a folder, which no write replaces)."""
-    known = _as_left.get(path)
+def change_by_hand(conversation: Conversation, path: Path) -> str | None:
+    """How another program changed the file (path) of a conversation this process holds since the conversation was
+    last read from it or written to it: "changed" (edited, replaced, unreadable, a link or a pipe), "deleted", or
+    None (as left, not known, or a folder, which no write replaces)."""
+    known = conversation.as_left
     if known is None:
         return None
     try:

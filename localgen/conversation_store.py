@@ -21,7 +21,7 @@ from localgen.conversation import (
     ForeignFormatError,
     check_name,
 )
-from localgen.conversation_edits import change_by_hand, forget, remember
+from localgen.conversation_edits import change_by_hand, remember
 from localgen.conversation_lock import ConversationBusyError, hold, lock_path, release
 from localgen.errors import LocalgenError, UsageError
 from localgen.storage import atomic_write_text, check_folder, file_in_the_way, make_folder
@@ -55,8 +55,9 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
     make_folder(folder, mode=0o700)
     if name is not None and name != conversation.name:
         newly = hold(folder, name, hint="choose another name")
+        renamed = replace(conversation, name=name)
         try:
-            _write(folder / f"{name}.json", replace(conversation, name=name), replace=False)
+            _write(folder / f"{name}.json", renamed, replace=False)
         except BaseException as exc:
             if newly:
                 release(folder, name)
@@ -65,11 +66,11 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
             raise
         if conversation.on_disk:
             let_go(conversation)
-        conversation.name, conversation.on_disk = name, True
+        conversation.name, conversation.on_disk, conversation.as_left = name, True, renamed.as_left
     elif conversation.on_disk:
         hold(folder, conversation.name, hint="finish that chat first, or /save NAME to go on under another name")
         path = folder / f"{conversation.name}.json"
-        change = change_by_hand(path)
+        change = change_by_hand(conversation, path)
         if change == "changed":
             _save_aside(folder, conversation, warn)
         else:
@@ -87,7 +88,7 @@ def _write(path: Path, conversation: Conversation, *, replace: bool = True) -> N
     """Write a conversation's file (replace=False: never over one there), and remember what it holds."""
     text = conversation.to_json()
     atomic_write_text(path, text, replace=replace)
-    remember(path, text.encode("utf-8"))
+    remember(conversation, text.encode("utf-8"))
 
 
 def _save_aside(folder: Path, conversation: Conversation, warn: Callable[[str], None]) -> None:
@@ -183,7 +184,7 @@ def load_conversation(name: str, *, shell: bool = False) -> Conversation:
             release(folder, name)
         raise
     conversation.on_disk = True
-    remember(path, data)
+    remember(conversation, data)
     return conversation
 
 
@@ -224,7 +225,6 @@ def let_go(conversation: Conversation) -> None:
     if conversation.on_disk:
         folder = conversations_dir()
         release(folder, conversation.name)
-        forget(folder / f"{conversation.name}.json")
 
 
 def given_name(name: str) -> str:
@@ -387,7 +387,7 @@ def unsave(conversation: Conversation, warn: Callable[[str], None] = console.war
     save (where the file cannot be deleted, it stays saved; one another program changed since is kept, and said)."""
     folder = conversations_dir()
     path = folder / f"{conversation.name}.json"
-    if change_by_hand(path) == "changed":
+    if change_by_hand(conversation, path) == "changed":
         warn(f"{path} changed since localgen last read or saved it: it is kept as it is")
     else:
         try:

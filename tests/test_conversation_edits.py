@@ -174,3 +174,39 @@ def test_a_chat_keeps_an_edit_made_between_two_turns_and_says_where_it_goes_on(h
     assert json.loads(path.read_text()) == record
     aside = json.loads(path.with_name(f"{path.stem}-2.json").read_text())
     assert [turn["user"] for turn in aside["turns"]] == ["Hi", "Bye"] and aside["turns"][1]["answer"] is not None
+
+
+def test_a_load_of_the_chat_s_own_conversation_turned_down_keeps_an_edit_made_before_it(
+        bundled_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/load of the chat's own name, turned down while a change is unsaved, reads the file but does not take it up:
+    a hand edit made just before is still kept at the next save."""
+    from localgen import conversation_store
+    from localgen.chat_commands_conversation import load_command
+    from localgen.repl_state import ChatState
+    from localgen.repl_unsaved import LeaveGuard
+    from tests.test_session import _session
+
+    session = _session(bundled_model, 1024)
+    try:
+        session.autosave = True
+        session.conversation.turns.append(Turn("q", "a"))
+        path = session.save()
+        written = conversation_store.atomic_write_text
+
+        def read_only(path: Path, text: str, **_: object) -> None:
+            raise LocalgenError(f"could not write {path}: Permission denied")
+
+        monkeypatch.setattr(conversation_store, "atomic_write_text", read_only)
+        session.set_value("top_k", "5")  # a change the save missed
+        path.write_text(edited := path.read_text().replace('"a"', '"edited by hand"'))
+        state = ChatState(session, LeaveGuard(session), show_answer=lambda *_: None, escapes=False, markdown=False,
+                          show_thinking=False)
+        load_command(state, path.stem)
+        assert session.unsaved and session.conversation.turns[0].answer == "a", "turned down: the chat goes on"
+        monkeypatch.setattr(conversation_store, "atomic_write_text", written)
+        session.save()
+        assert path.read_text() == edited and session.conversation.name == f"{path.stem}-2"
+        assert read_conversation(f"{path.stem}-2").settings["top_k"] == 5
+    finally:
+        let_go(session.conversation)
+        session.loaded.close()
