@@ -71,8 +71,7 @@ def _table_given_twice(what: str, names: str, number: int, lines: list[str]) -> 
         return over
     name = _table_name(keys)
     if what == "mutate immutable namespace":
-        return (f"line {number} adds a key to {name}, an inline table {{...}} above, which takes none after it",
-                f"put the key inside the braces of {keys[-1]} = {{...}}, or make it a [{name}] table")
+        return _key_into_inline(number, list(keys), _giver_above(lines, number, list(keys)))
     if what == "redefine namespace":
         return (f"line {number} adds a key to [{name}] with a dotted key, but [{name}] has a table of its own above",
                 f"write the key under the [{name}] line, without the {keys[-1]}. before it")
@@ -150,6 +149,19 @@ def _header_over_inline(number: int, keys: list[str], at: int, held: list[str]) 
     return (f"line {number} opens [{name}], but line {at} makes {value!r}{where} an inline table {{...}}, which takes "
             "no table after it", f"put {keys[len(held)]} = {{...}} inside the braces of {value} = {{...}}, or make "
                                  f"{value!r} a [{_table_name(held)}] table")
+
+
+def _key_into_inline(number: int, keys: list[str], giver: tuple[int, list[str], bool] | None) -> tuple[str, str]:
+    """The message and hint for line number's dotted key into the table keys, which an inline table above gave
+    (giver: its line and keys, as _giver_above finds them)."""
+    name = _table_name(keys)
+    hint = f"put the key inside the braces of {keys[-1]} = {{...}}, or make it a [{name}] table"
+    if giver is None or not giver[2]:
+        return f"line {number} adds a key to {name}, an inline table {{...}} above, which takes none after it", hint
+    at, held, _ = giver
+    how = "as an inline table" if held == keys else "inside an inline table"
+    return (f"line {number} adds a key to {name}, but line {at} gives it {how}: {held[-1]} = {{...}}, which takes "
+            "no key after it", hint)
 
 
 def _giver_above(lines: list[str], number: int, keys: list[str]) -> tuple[int, list[str], bool] | None:
