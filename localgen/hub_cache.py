@@ -199,8 +199,7 @@ def blob_lock_path(repo: str, blob: str) -> Path:
 
 
 def partial_path(repo: str, blob: str) -> Path:
-    """Where a download of a blob keeps the bytes received so far, for the next one to resume (the name huggingface_hub
-    < 1.0 resumed from too)."""
+    """Where a download of a blob keeps the bytes received so far, for the next one to resume."""
     return blobs_dir(repo) / f"{blob}.incomplete"
 
 

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from localgen.references import ModelRef
     from localgen.registry import ModelSpec
 
-# Exception class names (httpx, httpx2, requests, urllib3) for a connection lost mid-response.
-_DROPPED = {"RemoteProtocolError", "ReadError", "ChunkedEncodingError", "IncompleteRead", "ProtocolError"}
+# Exception class names (httpx2, as huggingface_hub 2.x raises them) for a connection lost mid-response.
+_DROPPED = {"RemoteProtocolError", "ReadError", "ProtocolError"}
 # True of every command: a downloaded model is found in the cache before the Hub is asked for anything.
 _WITHOUT_NETWORK = "models already downloaded work without the network (`localgen models list` shows them)"
 # How to get at a gated or private repo; what to check when the Hub cannot be reached.
@@ -158,7 +158,7 @@ def _in_hub_cache(filename: object) -> bool:
 
 
 def _class_names(exc: BaseException) -> set[str]:
-    """Class names along an exception's MRO (requests, httpx and httpx2 differ by module only)."""
+    """Class names along an exception's MRO (httpx and httpx2 differ by module only)."""
     return {cls.__name__ for cls in type(exc).__mro__}
 
 

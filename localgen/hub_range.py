@@ -9,7 +9,6 @@ from localgen.hub_cache import check_endpoint, hub_endpoint
 from localgen.hub_errors import map_hub_error, offline_error
 
 HEADER_READ_TIMEOUT_S = 30.0
-READ_CHUNK_BYTES = 8 * 1024 * 1024  # what requests (huggingface_hub < 1.0) reads at a time
 
 
 def read_header_bytes(repo: str, filename: str, n_bytes: int, *, revision: str | None = None) -> bytes:
@@ -33,22 +32,12 @@ def _read_prefix(session: Any, url: str, headers: dict[str, str], n_bytes: int) 
     from huggingface_hub.utils import hf_raise_for_status
 
     data = bytearray()
-    if hasattr(session, "stream"):  # httpx (huggingface_hub >= 1.0)
-        with session.stream("GET", url, headers=headers, follow_redirects=True,
-                            timeout=HEADER_READ_TIMEOUT_S) as response:
-            if response.status_code >= 400:
-                response.read()
-                hf_raise_for_status(response)
-            for chunk in response.iter_bytes():
-                data += chunk
-                if len(data) >= n_bytes:
-                    break
-    else:  # requests (huggingface_hub < 1.0)
-        with session.get(url, headers=headers, stream=True, allow_redirects=True,
-                         timeout=HEADER_READ_TIMEOUT_S) as response:
+    with session.stream("GET", url, headers=headers, follow_redirects=True, timeout=HEADER_READ_TIMEOUT_S) as response:
+        if response.status_code >= 400:
+            response.read()
             hf_raise_for_status(response)
-            for chunk in response.iter_content(chunk_size=READ_CHUNK_BYTES):
-                data += chunk
-                if len(data) >= n_bytes:
-                    break
+        for chunk in response.iter_bytes():
+            data += chunk
+            if len(data) >= n_bytes:
+                break
     return bytes(data[:n_bytes])

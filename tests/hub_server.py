@@ -462,10 +462,6 @@ def hubenv_fixture(loopback_hub: HubServer, tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(constants, "ENDPOINT", loopback_hub.url)
     template = loopback_hub.url + "/{repo_id}/resolve/{revision}/{filename}"
     monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
-    from huggingface_hub import file_download
-
-    if hasattr(file_download, "HUGGINGFACE_CO_URL_TEMPLATE"):  # huggingface_hub < 1.0 copies it at import
-        monkeypatch.setattr(file_download, "HUGGINGFACE_CO_URL_TEMPLATE", template)
     monkeypatch.setattr(constants, "HF_HOME", env["HF_HOME"])
     monkeypatch.setattr(constants, "HF_HUB_CACHE", env["HF_HUB_CACHE"])
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
