@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from localgen.catalog import CachedModel, ListedModel
+    from localgen.default_model import DefaultRow
     from localgen.hub_verify import Pin
     from localgen.model_removal import Removals, RemovedModel
     from localgen.partial_downloads import PartialDownload
@@ -76,11 +77,12 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     those a stopped pull kept a part of; --all adds the rest."""
     from localgen import console
     from localgen.catalog import SOURCE_HUB, list_models
+    from localgen.default_model import default_in_listing
     from localgen.partial_downloads import partial_downloads
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
-    default, parts = _default_name(registry), partial_downloads(registry)
+    default, parts = default_in_listing(registry), partial_downloads(registry)
     if all_models:
         _list_all(registry, default, parts, json_output=json_output)
         return
@@ -104,21 +106,16 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
         console.say(_part_note(part))
 
 
-def _default_name(registry: Registry) -> str | None:
-    """The name of the registry entry run and chat use without -m (None: a [defaults] model that names none)."""
-    try:
-        return registry.default_reference()
-    except LocalgenError:
-        return None
-
-
-def _default_index(models: Sequence[CachedModel | None], name: str | None) -> int | None:
-    """Where the file run and chat load without -m is among models (None: a row of none): of those named as the
-    default entry, a verified download first, then the bundled copy or the entry's own file, as they take it."""
+def _default_index(models: Sequence[CachedModel | None], default: DefaultRow) -> int | None:
+    """Where the file run and chat load without -m is among models (None: a row of none): the row of its file, or,
+    where the default is an entry's name, of those named so a verified download first, then the bundled copy or the
+    entry's own file, as they take it."""
     from localgen.catalog import SOURCE_HUB
 
+    name, file = default
     usable = {index: model.source != SOURCE_HUB for index, model in enumerate(models)
-              if model is not None and model.name == name and model.size is not None and not model.missing_shards
+              if model is not None and (model.name == name or (file is not None and model.path == file))
+              and model.size is not None and not model.missing_shards
               and (model.verified or model.source != SOURCE_HUB)}
     return min(usable, key=lambda index: (usable[index], index), default=None)
 
@@ -155,7 +152,7 @@ def _source(model: CachedModel) -> str:
     return f"{model.source} (unverified)" if model.source == SOURCE_HUB and not model.verified else model.source
 
 
-def _list_all(registry: Registry, default: str | None, parts: list[PartialDownload], *, json_output: bool) -> None:
+def _list_all(registry: Registry, default: DefaultRow, parts: list[PartialDownload], *, json_output: bool) -> None:
     """Print every downloaded model and every registry entry, each marked downloaded or not (the default starred),
     and the models a stopped pull kept a part of."""
     from localgen import console
@@ -170,7 +167,7 @@ def _list_all(registry: Registry, default: str | None, parts: list[PartialDownlo
             for r in rows]
     marked = _default_index([r.model for r in rows], default)
     if marked is None:  # not here: its registry row
-        marked = next((index for index, r in enumerate(rows) if r.name == default and r.model is None), None)
+        marked = next((index for index, r in enumerate(rows) if r.name == default[0] and r.model is None), None)
     if json_output:
         print(console.json_text([_listed_json(r, default=index == marked, part=part)
                                  for index, (r, part) in enumerate(zip(rows, kept, strict=True))], indent=2))
@@ -358,20 +355,27 @@ def _entry_json(spec: ModelSpec) -> dict[str, object]:
 
 @models_app.command("default", short_help="Print the model used without -m, or set it.")
 def models_default(
-    name: Annotated[str | None, typer.Argument(metavar="[NAME]", help="A models.toml entry to make the default.")]
+    name: Annotated[str | None, typer.Argument(metavar="[REF]", help="The model to make the default, as -m takes it: "
+                                               "a registry name, ORG/REPO[:QUANT], ORG/REPO/FILE or a .gguf path.")]
     = None,
 ) -> None:
-    """Print the model run and chat use without -m; with NAME, make that entry it ([defaults] model in your
+    """Print the model run and chat use without -m; with REF, make that model it ([defaults] model in your
     models.toml)."""
+    import shlex
+
     from localgen import console
-    from localgen.registry import load_registry, set_default_model
+    from localgen.default_model import set_default_model
+    from localgen.registry import load_registry
 
     user_file = settings().user_registry
     if name is None:
         print(load_registry(user_file).default_reference())
         return
-    chosen = set_default_model(name, user_file)
+    chosen, here = set_default_model(name, user_file)
     console.say(f"localgen: the default model is now {chosen} ([defaults] model in {user_file})")
+    if not here:
+        console.say(f"localgen: {chosen} is not downloaded yet: `localgen pull {shlex.quote(chosen)}` downloads it "
+                    "now, else the first run or chat does")
 
 
 @models_app.command("rm", short_help="Remove downloaded models.")

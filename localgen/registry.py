@@ -34,18 +34,33 @@ class Registry:
     """All known model specs, by name, and the default model's name."""
 
     models: dict[str, ModelSpec]
-    default_model: str
+    default_model: str  # as the file gives it: a name, a Hub reference or a file's path, as -m takes them
     default_source: Path | None = None  # the user file that named default_model, when one did
     default_system: str | None = None  # [defaults] system: for any model whose entry gives none
     default_settings: tuple[tuple[str, int | float], ...] = ()  # [defaults] temperature = 0.3, ...
 
     def default_reference(self) -> str:
-        """The default model's name; a user default that names no model is an error naming its file."""
-        if self.default_source is not None and self.default_model not in self.models:
-            raise ConfigError(f"{self.default_source}: [defaults] model '{self.default_model}' is not in the "
-                              "registry", hint="name a model from `localgen models list --all` "
-                                               "(`localgen models default NAME` sets it), or remove the line")
-        return self.default_model
+        """The default model as -m takes it: an entry's name (NAME:QUANT for a quant of it), a Hub reference, or a
+        file's path (a relative one taken from the folder of the models.toml that gives it); a user default that
+        names no model is an error naming its file."""
+        source, text = self.default_source, self.default_model
+        if source is None:
+            return text
+        fix = "(`localgen models default REF` sets it), or remove the line"
+        try:
+            ref = self.reference(text)
+        except UsageError as exc:
+            raise ConfigError(f"{source}: [defaults] model: {exc.message}",
+                              hint=f"{exc.hint}; {fix}" if exc.hint else fix) from None
+        if ref.name is not None:
+            if ref.name not in self.models:
+                raise ConfigError(f"{source}: [defaults] model '{text}' is not in the registry",
+                                  hint=f"name a model from `localgen models list --all` {fix}")
+            return f"{ref.name}:{ref.quant}" if ref.quant else ref.name
+        if ref.path is None:
+            return ref.text
+        joined = source.parent / ref.path  # as an entry's path =: ../models/x.gguf as the folder it means
+        return str(joined.parent.resolve() / joined.name)
 
     def get(self, name: str) -> ModelSpec:
         """The spec named name, or an error suggesting close names."""
@@ -183,7 +198,7 @@ def load_registry(user_file: Path | None = None) -> Registry:
     builtin = read_toml(builtin_registry_text(), BUILTIN_SOURCE)
     models, defaults = parse_registry(builtin, BUILTIN_SOURCE)
     default = defaults.get("model")
-    text = _user_text(user_file) if user_file is not None else None
+    text = user_file_text(user_file) if user_file is not None else None
     if user_file is not None and text is not None:
         tables = {name.lower(): table for name, table in builtin.get("models", {}).items()}
         user_models, user_defaults = parse_registry(read_toml(text, user_file), user_file, inherit=tables)
@@ -191,13 +206,13 @@ def load_registry(user_file: Path | None = None) -> Registry:
         settings = tuple((key, value) for key, value in user_defaults.items() if key in CHAT_SETTINGS)
         shared = {"default_system": user_defaults.get("system"), "default_settings": settings}
         if "model" in user_defaults:  # checked when the default is used, so other commands keep working
-            return Registry(models=models, default_model=str(user_defaults["model"]).lower(),
+            return Registry(models=models, default_model=str(user_defaults["model"]).strip(),
                             default_source=user_file, **shared)
         return Registry(models=models, default_model=(default or "").lower(), **shared)
     return Registry(models=models, default_model=(default or "").lower())
 
 
-def _user_text(user_file: Path) -> str | None:
+def user_file_text(user_file: Path) -> str | None:
     """The text of the user's models.toml; None when there is none (a link to nothing, or no file, is an error)."""
     if user_file.is_symlink() and not user_file.exists():
         raise ConfigError(f"{user_file}: a link to {os.readlink(user_file)}, which is not there",
@@ -214,30 +229,6 @@ def _user_text(user_file: Path) -> str | None:
     except OSError as exc:
         raise ConfigError(f"{user_file}: cannot be read ({exc.strerror or exc})",
                           hint="check the file's permissions") from exc
-
-
-def set_default_model(text: str, user_file: Path) -> str:
-    """Make the registry entry text names the model used without -m: `[defaults] model` in the user's models.toml
-    (made where there is none; a link is followed), the rest of the file kept as it was; the entry's name."""
-    from localgen.registry_toml import with_default_model
-    from localgen.storage import atomic_write_text
-
-    registry = load_registry(user_file)
-    ref = registry.reference(text)
-    if ref.name is None or ref.quant is not None:
-        raise UsageError(f"the default model is a models.toml entry, and '{text}' is "
-                         f"{'a quant of one' if ref.name is not None else 'no entry'}",
-                         hint=f"add an entry for it to {user_file} ([models.NAME] with its repo and quant, or its "
-                              "path), then make NAME the default")
-    name = registry.get(ref.name).name
-    current = _user_text(user_file)
-    changed = with_default_model(current or "", name, user_file)
-    target = user_file.resolve()
-    if current is not None and b"\r\n" in target.read_bytes():  # read with its line ends made \n: written back
-        changed = changed.replace("\n", "\r\n")
-    mode = target.stat().st_mode & 0o777 if current is not None else 0o644
-    atomic_write_text(target, changed, mode=mode)
-    return name
 
 
 def names_a_model(word: str, user_file: Path | None) -> bool:

@@ -129,7 +129,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     offline = settings().offline if offline is None else offline
     spec = registry.spec_for(ref)
     if ref.path is not None:  # a path, or an entry that names a file of the user's own (spec)
-        path = _local_file(ref, spec)
+        path = local_file(ref, spec)
         if spec is not None:
             _check_own_pin(path, spec)
         return ResolvedModel(ref=ref, path=path, spec=spec, source="local")
@@ -204,7 +204,7 @@ def check_reference(text: str) -> None:
     ref = registry.reference(text)
     spec = registry.spec_for(ref)
     if ref.path is not None:
-        _local_file(ref, spec)
+        local_file(ref, spec)
 
 
 def unverified_copy(text: str) -> ResolvedModel | None:
@@ -388,7 +388,7 @@ def refuse_own_file(text: str) -> None:
         raise own_file_refusal(spec, "download")
 
 
-def _local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:
+def local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:
     """Check that a local model path is a readable file, and return it absolute (`--json`, a saved conversation and
     the prompt cache name it from any folder); spec is the models.toml entry that names it, if one does (messages
     name its path, else the path as the user typed it: `./m.gguf`, not `m.gguf`)."""

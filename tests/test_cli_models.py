@@ -308,6 +308,23 @@ def test_a_default_not_downloaded_is_starred_in_the_registry_s_list_alone(hubenv
     assert [m["name"] for m in json.loads(capsys.readouterr().out) if m["default"]] == ["qwen2.5-1.5b"]
 
 
+def test_a_default_given_as_a_hub_model_is_starred_by_its_file(hubenv: HubEnv,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from localgen import hub
+    from localgen.cli_manage import models_default, models_list
+
+    hubenv.server.add_repo("org/tiny-GGUF", {"tiny-Q4_0.gguf": make_gguf_bytes("a"),
+                                             "tiny-Q8_0.gguf": make_gguf_bytes("b")})
+    models_default("hf.co/org/tiny-GGUF:q8_0")
+    assert "org/tiny-GGUF:q8_0 is not downloaded yet: `localgen pull hf.co/org/tiny-GGUF:q8_0`" in \
+           capsys.readouterr().err
+    for quant in ("Q4_0", "Q8_0"):
+        hub.download_model("org/tiny-GGUF", quant=quant, filename=None, quiet=True)
+    models_list(json_output=True)
+    assert [(m["name"], m["quant"]) for m in json.loads(capsys.readouterr().out) if m["default"]] == [
+        ("org/tiny-GGUF:Q8_0", "Q8_0")]
+
+
 def test_models_all_before_a_subcommand_is_refused(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
     before = run_cli(env, "models", "--all", "list")
@@ -334,7 +351,7 @@ def test_a_bad_default_model_points_at_the_registry_names(hub: tuple[HubServer, 
     (config / "models.toml").write_text('[defaults]\nmodel = "nopez"\n')
     result = run_cli(env, "run", "hi")
     assert result.returncode == 1
-    assert ("name a model from `localgen models list --all` (`localgen models default NAME` sets it), or remove the "
+    assert ("name a model from `localgen models list --all` (`localgen models default REF` sets it), or remove the "
             "line") in result.stderr
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
 from localgen.references import parse_reference, quant_of_filename
 from localgen.registry import load_registry, reads_as_a_model
-from tests.conftest import run_localgen
+from tests.conftest import bundled_model_file, run_localgen
 
 STARTER = ["qwen2.5-0.5b", "qwen2.5-7b", "llama3.2-1b", "llama3.2-3b", "gemma3-1b", "gemma3-4b",
            "phi3.5-mini", "phi4-mini", "mistral-7b", "deepseek-r1-1.5b", "qwen2.5-coder-1.5b"]
@@ -141,12 +142,12 @@ def test_a_table_given_twice_names_the_line_and_key_that_gave_it(tmp_path: Path,
 ])
 def test_models_default_sets_the_default_and_keeps_the_rest_of_the_file(tmp_path: Path, text: str,
                                                                         written: str) -> None:
-    from localgen.registry import set_default_model
+    from localgen.default_model import set_default_model
 
     user = tmp_path / "models.toml"
     if text:
         user.write_text(text)
-    assert set_default_model("qwen2.5:0.5b", user) == "qwen2.5-0.5b"  # Ollama's name for it too
+    assert set_default_model("qwen2.5:0.5b", user) == ("qwen2.5-0.5b", False)  # Ollama's name for it too
     assert user.read_bytes().decode() == written  # its line ends as they were
     assert load_registry(user).default_reference() == "qwen2.5-0.5b"
 
@@ -154,13 +155,19 @@ def test_models_default_sets_the_default_and_keeps_the_rest_of_the_file(tmp_path
 @pytest.mark.parametrize(("text", "name", "error"), [
     ("defaults = {seed = 1}\n", "qwen2.5-0.5b", "[defaults] is given in a way localgen cannot change"),
     ("defaults.seed = 1\n", "qwen2.5-0.5b", "[defaults] is given in a way localgen cannot change"),
-    ("", "qwen2.5-0.5b:q8_0", "the default model is a models.toml entry, and 'qwen2.5-0.5b:q8_0' is a quant of one"),
-    ("", "org/m-GGUF", "the default model is a models.toml entry, and 'org/m-GGUF' is no entry"),
     ("", "qwen2.5-0.5", "unknown model 'qwen2.5-0.5'"),
+    ("", "./none.gguf", "no such model file: ./none.gguf"),
+    ("", "none.gguf", "no such model file: none.gguf"),
+    ("", "https://example.com/m.gguf", "'https://example.com/m.gguf' is not an address on the Hugging Face Hub"),
+    ("", "org/m-GGUF:", "model reference 'org/m-GGUF:' has an empty quant after ':'"),
+    ("[models.mine]\npath = 'mine.gguf'\n", "mine:Q8_0", "mine.gguf ([models.mine] in "),
 ])
-def test_models_default_refuses_what_it_cannot_set_and_leaves_the_file(tmp_path: Path, text: str, name: str,
-                                                                       error: str) -> None:
-    from localgen.registry import set_default_model
+def test_models_default_refuses_what_m_refuses_and_leaves_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   text: str, name: str, error: str) -> None:
+    from localgen.default_model import set_default_model
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.gguf").write_bytes(b"GGUF")
 
     user = tmp_path / "models.toml"
     user.write_text(text)
@@ -170,6 +177,43 @@ def test_models_default_refuses_what_it_cannot_set_and_leaves_the_file(tmp_path:
     assert user.read_text() == text
 
 
+@pytest.mark.parametrize(("name", "written"), [
+    ("org/M-GGUF:q4_k_m", "org/M-GGUF:q4_k_m"),  # as -m takes it: the Hub's repo ids ignore case
+    ("hf.co/org/M-GGUF/m.Q4_0.gguf", "hf.co/org/M-GGUF/m.Q4_0.gguf"),
+    ("qwen2.5-0.5b:q8_0", "qwen2.5-0.5b:Q8_0"),
+    ("Qwen2.5:0.5B", "qwen2.5-0.5b"),
+    ("here/m.gguf", "{tmp}/here/m.gguf"),  # absolute: run takes it from any folder
+    ("mine", "mine"),  # an entry for a file of one's own
+])
+def test_models_default_takes_any_model_m_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
+                                                written: str) -> None:
+    from localgen.default_model import set_default_model
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / "m.gguf").write_bytes(b"GGUF")
+    user = tmp_path / "config" / "models.toml"
+    user.parent.mkdir()
+    user.write_text(f"[models.mine]\npath = '{tmp_path}/here/m.gguf'\n")
+    written = written.format(tmp=tmp_path)
+    assert set_default_model(name, user)[0] == written
+    monkeypatch.chdir(user.parent)  # the same model from any folder
+    assert load_registry(user).default_reference() == written
+
+
+def test_a_default_model_s_relative_path_is_taken_from_the_folder_of_its_models_toml(tmp_path: Path) -> None:
+    user = tmp_path / "config" / "models.toml"
+    user.parent.mkdir()
+    user.write_text("[defaults]\nmodel = '../models/m.gguf'\n")
+    assert load_registry(user).default_reference() == str(tmp_path / "models" / "m.gguf")
+    user.write_text("[defaults]\nmodel = 'http://example.com/m.gguf'\n")
+    with pytest.raises(ConfigError) as info:
+        load_registry(user).default_reference()
+    assert info.value.message == (f"{user}: [defaults] model: 'http://example.com/m.gguf' is not an address on the "
+                                  "Hugging Face Hub (https://huggingface.co)")
+    assert info.value.hint and info.value.hint.endswith("(`localgen models default REF` sets it), or remove the line")
+
+
 def test_models_default_prints_and_sets_the_model_run_takes_without_m(tmp_path: Path) -> None:
     env = {"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
     assert run_localgen("models", "default", env=env).out == "smollm2-135m\n"
@@ -177,13 +221,19 @@ def test_models_default_prints_and_sets_the_model_run_takes_without_m(tmp_path: 
     (tmp_path / "dotfiles" / "models.toml").write_text("[defaults]\nmodel = 'nope'\n")
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "models.toml").symlink_to(tmp_path / "dotfiles" / "models.toml")
-    assert "`localgen models default NAME` sets it" in run_localgen("models", "default", env=env).err
+    assert "`localgen models default REF` sets it" in run_localgen("models", "default", env=env).err
     set_ = run_localgen("models", "default", "Llama3.2-1B", env=env)
     user = tmp_path / "config" / "models.toml"
     assert (set_.returncode, set_.out, set_.err) == (0, "", "localgen: the default model is now llama3.2-1b "
-                                                            f"([defaults] model in {user})\n")
+                                                            f"([defaults] model in {user})\nlocalgen: llama3.2-1b is "
+                                                            "not downloaded yet: `localgen pull llama3.2-1b` downloads "
+                                                            "it now, else the first run or chat does\n")
     assert (tmp_path / "config" / "models.toml").is_symlink(), "the link to the dotfiles is kept"
     assert run_localgen("models", "default", env=env).out == "llama3.2-1b\n"
+    (tmp_path / "mine.gguf").symlink_to(bundled_model_file())  # a file run knows by no other name
+    assert run_localgen("models", "default", str(tmp_path / "mine.gguf"), env=env).returncode == 0
+    ran = run_localgen("run", "-n", "1", "--json", "hi", env=env)
+    assert ran.returncode == 0 and json.loads(ran.out)["model"]["path"] == str(tmp_path / "mine.gguf"), ran.err
 
 
 def test_defaults_may_give_a_system_prompt_and_settings_for_every_model(tmp_path: Path) -> None:

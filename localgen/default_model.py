@@ -1,0 +1,68 @@
+"""The model run and chat use without -m: `[defaults] model` in the user's models.toml, any model -m takes (a registry
+name, ORG/REPO[:QUANT], ORG/REPO/FILE, a file's path), as `localgen models default REF` sets it, and its file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from localgen.errors import LocalgenError
+from localgen.registry import Registry, hub_target, load_registry, user_file_text
+
+DefaultRow = tuple[str | None, Path | None]  # how `models list` finds the default: an entry's name, or its file
+
+
+def default_setting(text: str, registry: Registry) -> tuple[str, bool]:
+    """What `[defaults] model` says for a model as -m names it, and whether its file is here: an entry by its name
+    (NAME:QUANT for a quant of it), a file by its absolute path, a Hub model as typed; what -m refuses before anything
+    slow (a malformed reference, an unknown name, a file that is not there) is refused with -m's error."""
+    from localgen.catalog import bundled_file
+    from localgen.hub_cache import cached_model
+    from localgen.resolve import local_file
+
+    ref = registry.reference(text)
+    spec = registry.spec_for(ref)
+    if ref.path is not None:
+        path = local_file(ref, spec)
+        return (spec.name if spec is not None else str(path)), True
+    setting = ref.text if spec is None else f"{spec.name}:{ref.quant}" if ref.quant else spec.name
+    if spec is not None and ref.quant is None and bundled_file(spec) is not None:
+        return setting, True
+    repo, quant, filename = hub_target(ref, spec)
+    return setting, cached_model(repo, quant=quant, filename=filename) is not None
+
+
+def set_default_model(text: str, user_file: Path) -> tuple[str, bool]:
+    """Make the model text names (as -m takes it) the one used without -m: `[defaults] model` in the user's
+    models.toml (made where there is none; a link is followed), the rest of the file kept as it was; what it says,
+    and whether the model's file is here."""
+    from localgen.registry_toml import with_default_model
+    from localgen.storage import atomic_write_text
+
+    setting, here = default_setting(text, load_registry(user_file))
+    current = user_file_text(user_file)
+    changed = with_default_model(current or "", setting, user_file)
+    target = user_file.resolve()
+    if current is not None and b"\r\n" in target.read_bytes():  # read with its line ends made \n: written back
+        changed = changed.replace("\n", "\r\n")
+    mode = target.stat().st_mode & 0o777 if current is not None else 0o644
+    atomic_write_text(target, changed, mode=mode)
+    return setting, here
+
+
+def default_in_listing(registry: Registry) -> DefaultRow:
+    """How `models list` finds the model run and chat use without -m among its rows: by the entry's name where the
+    default is an entry's name alone, else by its file, found without the network ((None, None): not here, or a
+    [defaults] model that names no model)."""
+    from localgen.hub_cache import cached_model
+
+    try:
+        ref = registry.reference(registry.default_reference())
+        if ref.name is not None and ref.quant is None:
+            return ref.name, None
+        if ref.path is not None:
+            return None, ref.path
+        repo, quant, filename = hub_target(ref, registry.spec_for(ref))
+        paths = cached_model(repo, quant=quant, filename=filename)
+    except LocalgenError:
+        return None, None
+    return None, paths[0] if paths else None
