@@ -40,7 +40,7 @@ from localgen.hub_cache import (
     save_listing,
 )
 from localgen.hub_choice import choose_model, quant_of, shard_of
-from localgen.hub_errors import map_hub_error, offline_error
+from localgen.hub_errors import map_hub_error, offline_error, timed_out
 from localgen.hub_resume import PartClaim, fetch_blob, resumable
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.hub_verify import Pin, check_pin, check_pinned_file, check_shards_agree, verify_download
@@ -50,7 +50,6 @@ from localgen.units import binary_size
 if TYPE_CHECKING:
     from localgen.download_progress import Display
 
-METADATA_TIMEOUT_S = 20.0
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -71,17 +70,36 @@ def list_gguf_files(repo: str) -> list[HubFile]:
 
 
 _listings: dict[str, HubListing] | None = None  # within one_listing_per_repo(): the listings already fetched
+_stalls: list[HubError] = []  # within it: a request to the Hub that timed out, which the next ones fail with at once
 
 
 @contextlib.contextmanager
 def one_listing_per_repo() -> Iterator[None]:
-    """Within this block, a repo is listed once: choosing a quant and downloading it see the same revision."""
-    global _listings
-    outer, _listings = _listings, {} if _listings is None else _listings
+    """Within this block, a repo is listed once: choosing a quant and downloading it see the same revision; and a Hub
+    that did not answer in time is not waited for again (a stalled server fails a pull in one timeout, not in one
+    for each header read and then the download)."""
+    global _listings, _stalls
+    outer = _listings, _stalls
+    if _listings is None:
+        _listings, _stalls = {}, []
     try:
         yield
     finally:
-        _listings = outer
+        _listings, _stalls = outer
+
+
+def hub_request_error(exc: BaseException, *, repo: str, filename: str | None = None) -> LocalgenError:
+    """map_hub_error, a timeout remembered within one_listing_per_repo() for the requests after it."""
+    error = map_hub_error(exc, repo=repo, filename=filename)
+    if _listings is not None and not _stalls and isinstance(error, HubError) and timed_out(exc):
+        _stalls.append(error)
+    return error
+
+
+def check_not_stalled() -> None:
+    """Within one_listing_per_repo(), fail at once where a request before this one timed out."""
+    if _stalls:
+        raise HubError(_stalls[0].message, hint=_stalls[0].hint)
 
 
 def _fetch_listing(repo: str) -> HubListing:
@@ -91,6 +109,7 @@ def _fetch_listing(repo: str) -> HubListing:
     repo = cached_spelling(repo)  # one listing (and one request) whatever the case it was typed in
     if _listings is not None and repo in _listings:
         return _listings[repo]
+    check_not_stalled()
     listing = _request_listing(repo)
     if _listings is not None:
         _listings[repo] = listing
@@ -101,12 +120,12 @@ def _request_listing(repo: str) -> HubListing:
     """The repo's GGUF files and revision, from one metadata request."""
     check_endpoint()
     try:
-        from huggingface_hub import HfApi  # its HTTP stack reads HF_ENDPOINT as it is imported, and may refuse it
+        from huggingface_hub import HfApi, constants  # its HTTP stack reads HF_ENDPOINT as it is imported
 
-        with _quiet_hub_logs(repo):
-            info = HfApi().model_info(repo, files_metadata=True, timeout=METADATA_TIMEOUT_S)
+        with _quiet_hub_logs(repo):  # a listing is metadata: it waits as long as huggingface_hub's HEAD requests
+            info = HfApi().model_info(repo, files_metadata=True, timeout=constants.HF_HUB_ETAG_TIMEOUT)
     except Exception as exc:
-        raise map_hub_error(exc, repo=repo) from exc
+        raise hub_request_error(exc, repo=repo) from exc
     revision = getattr(info, "sha", None) or "main"
     if revision != "main" and not _COMMIT.fullmatch(revision):
         raise HubError(f"the Hub returned an invalid commit id for {repo}: {revision[:60]!r}",
@@ -266,6 +285,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
     with progress (following another download of it while waiting on its lock); errors become HubError. Where it came
     from, and the bytes received."""
     check_endpoint()
+    check_not_stalled()
     from huggingface_hub import hf_hub_download
 
     bar = download_progress.tqdm_adapter(display)
@@ -291,7 +311,8 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
                 (blobs_dir(model.repo) / own).unlink(missing_ok=True)
     except Exception as exc:
         ours = blob if claim.writing else None  # a part another pull is writing is not this one's to speak of
-        raise _kept_part_said(map_hub_error(exc, repo=model.repo, filename=f.filename), model.repo, ours) from exc
+        raise _kept_part_said(hub_request_error(exc, repo=model.repo, filename=f.filename), model.repo,
+                              ours) from exc
     except BaseException:  # Ctrl-C, or a signal that ends localgen
         if own is not None and claim.writing and (kept := partial_size(model.repo, own)):
             console.say(f"localgen: the download of {model.repo}/{f.filename} stopped; the {binary_size(kept)} "

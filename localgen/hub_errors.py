@@ -244,9 +244,11 @@ def _http_status_error(status: int | None, *, repo: str, where: str) -> HubError
 def _network_error(err: BaseException, names: set[str], *, repo: str, filename: str | None) -> HubError | None:
     """The error for a network failure (timeout, dropped connection, a reply not the Hub's, no route), else None."""
     where = _where(repo, filename)
-    if isinstance(err, TimeoutError) or any("Timeout" in n for n in names):
-        return HubError(f"timed out talking to the Hugging Face Hub ({hub_endpoint()}) for {where}",
-                        hint=_NET_HINT)
+    if _is_timeout(err, names):
+        setting, seconds = _timeout_setting(err, filename)
+        return HubError(f"timed out talking to the Hugging Face Hub ({hub_endpoint()}) for {where}: no answer in "
+                        f"{seconds:g} s", hint=f"a slow network or server may need longer: raise {setting} (seconds); "
+                                               f"{_NET_HINT}")
     if names & _DROPPED:
         doing = f"downloading {where}" if filename else f"reading the file list of {repo}"
         return HubError(f"the connection to the Hugging Face Hub dropped while {doing}",
@@ -258,6 +260,30 @@ def _network_error(err: BaseException, names: set[str], *, repo: str, filename: 
     if isinstance(err, ConnectionError) or names & {"ConnectError", "ConnectionError", "NetworkError", "ProxyError"}:
         return _unreachable_error(f"for {where}")
     return None
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether a request to the Hub failed for want of an answer in time (its timeout, or a connect timeout)."""
+    return any(_is_timeout(err, _class_names(err)) for err in _chain(exc))
+
+
+def _is_timeout(err: BaseException, names: set[str]) -> bool:
+    """Whether one exception of a chain is a timeout (names: its class names)."""
+    return isinstance(err, TimeoutError) or any("Timeout" in n for n in names)
+
+
+def _timeout_setting(err: BaseException, filename: str | None) -> tuple[str, float]:
+    """The huggingface_hub setting that bounds the request that timed out, and its value: a file's bytes (a GET of
+    it) wait HF_HUB_DOWNLOAD_TIMEOUT, a listing or a file's metadata (HEAD) HF_HUB_ETAG_TIMEOUT."""
+    from huggingface_hub import constants
+
+    try:
+        method = getattr(getattr(err, "request", None), "method", None)
+    except RuntimeError:  # httpx's error raised without its request
+        method = None
+    if filename and method == "GET":
+        return "HF_HUB_DOWNLOAD_TIMEOUT", constants.HF_HUB_DOWNLOAD_TIMEOUT
+    return "HF_HUB_ETAG_TIMEOUT", constants.HF_HUB_ETAG_TIMEOUT
 
 
 def _unreachable_error(detail: str) -> HubError:

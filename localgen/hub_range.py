@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from localgen.hub import is_offline
+from localgen.hub import check_not_stalled, hub_request_error, is_offline
 from localgen.hub_cache import check_endpoint, hub_endpoint
-from localgen.hub_errors import map_hub_error, offline_error
-
-HEADER_READ_TIMEOUT_S = 30.0
+from localgen.hub_errors import offline_error
 
 
 def read_header_bytes(repo: str, filename: str, n_bytes: int, *, revision: str | None = None) -> bytes:
@@ -16,6 +14,7 @@ def read_header_bytes(repo: str, filename: str, n_bytes: int, *, revision: str |
     if is_offline():
         raise offline_error(repo, None, filename, None)
     check_endpoint()
+    check_not_stalled()
     from huggingface_hub import hf_hub_url
     from huggingface_hub.utils import build_hf_headers, get_session
 
@@ -24,15 +23,17 @@ def read_header_bytes(repo: str, filename: str, n_bytes: int, *, revision: str |
     try:
         return _read_prefix(get_session(), url, headers, n_bytes)
     except Exception as exc:
-        raise map_hub_error(exc, repo=repo, filename=filename) from exc
+        raise hub_request_error(exc, repo=repo, filename=filename) from exc
 
 
 def _read_prefix(session: Any, url: str, headers: dict[str, str], n_bytes: int) -> bytes:
     """Stream a GET and stop after n_bytes (a server that ignores Range is not read to the end)."""
+    from huggingface_hub import constants
     from huggingface_hub.utils import hf_raise_for_status
 
     data = bytearray()
-    with session.stream("GET", url, headers=headers, follow_redirects=True, timeout=HEADER_READ_TIMEOUT_S) as response:
+    timeout = constants.HF_HUB_DOWNLOAD_TIMEOUT  # a file's bytes, as a download waits for them
+    with session.stream("GET", url, headers=headers, follow_redirects=True, timeout=timeout) as response:
         if response.status_code >= 400:
             response.read()
             hf_raise_for_status(response)

@@ -104,6 +104,8 @@ class HubServer:
         self.aborts_left = 1                                   # how many GETs are dropped
         self.down_after_abort = False                          # after a drop, answer 503 to everything
         self.delay_s = 0.0                                     # before every response
+        self.delay_only = ""                                   # ... or only those whose path holds this text
+        self.delayed = 0                                       # how many requests the delay held
         self.bytes_per_s: float | None = None                  # throttle file bodies
         self.chunk_size = CHUNK                                # bytes per write of a file body
         self.hold_body_until_heads = 0                         # GETs wait until this many HEADs came
@@ -230,7 +232,9 @@ def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
             path = unquote(url.path)
             status = 200
             try:
-                if server.delay_s:
+                if server.delay_s and server.delay_only in path:
+                    with server._lock:
+                        server.delayed += 1
                     time.sleep(server.delay_s)
                 if server.down:
                     status = 503

@@ -21,6 +21,7 @@ from hub_server import (
     child_env,
     file_sha256,
     make_gguf_bytes,
+    run_cli,
     run_python,
 )
 
@@ -491,9 +492,11 @@ def test_connection_refused_and_timeout(hubenv: HubEnv, monkeypatch: pytest.Monk
 
     hubenv.server.add_repo(REPO, tiny_files())
     hubenv.server.delay_s = 1.0
-    monkeypatch.setattr(hub, "METADATA_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", 0.2)  # HF_HUB_ETAG_TIMEOUT=... as huggingface_hub reads it
     with pytest.raises(HubError, match="timed out talking to the Hugging Face Hub") as info:
         hub.list_gguf_files(REPO)
+    assert info.value.message.endswith(f"for {REPO}: no answer in 0.2 s")
+    assert (info.value.hint or "").startswith("a slow network or server may need longer: raise HF_HUB_ETAG_TIMEOUT")
     assert "models already downloaded work without the network" in (info.value.hint or "")
     assert "run --offline" not in (info.value.hint or "")  # not `run`'s flag from any command
     with socket.socket() as sock:
@@ -503,6 +506,16 @@ def test_connection_refused_and_timeout(hubenv: HubEnv, monkeypatch: pytest.Monk
     with pytest.raises(HubError, match="cannot reach the Hugging Face Hub") as info:
         hub.list_gguf_files(REPO)
     assert closed in info.value.message and "`localgen models list` shows them" in (info.value.hint or "")
+
+
+def test_a_stalled_hub_fails_a_pull_in_one_timeout(loopback_hub: HubServer, tmp_path: Path) -> None:
+    loopback_hub.add_repo(REPO, tiny_files())
+    loopback_hub.delay_s, loopback_hub.delay_only = 3.0, "/resolve/"  # the listing is answered, no file
+    result = run_cli(child_env(loopback_hub, tmp_path, HF_HUB_DOWNLOAD_TIMEOUT="1"), "pull", REPO)
+    assert loopback_hub.delayed == 1, "the first header read waited: not the others, nor the download"
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "tiny-Q8_0.gguf: no answer in 1 s (hint: a slow network or server may need longer: raise " \
+           "HF_HUB_DOWNLOAD_TIMEOUT (seconds);" in result.stderr
 
 
 def test_progress_reports_bytes_while_downloading(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
