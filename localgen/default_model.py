@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, UsageError
+from localgen.inputs import short_path
 from localgen.registry import Registry, hub_target, load_registry, user_file_text
 
 DefaultRow = tuple[str | None, Path | None]  # how `models list` finds the default: an entry's name, or its file
@@ -23,12 +24,24 @@ def default_setting(text: str, registry: Registry) -> tuple[str, bool]:
     spec = registry.spec_for(ref)
     if ref.path is not None:
         path = local_file(ref, spec)
+        if spec is None and not _utf8(str(path)):
+            raise UsageError(f"{short_path(path)} cannot be the default model: models.toml holds UTF-8 text, and "
+                             "this path is not", hint="rename the file (or its folder), or pass it with -m")
         return (spec.name if spec is not None else str(path)), True
     setting = ref.text if spec is None else f"{spec.name}:{ref.quant}" if ref.quant else spec.name
     if spec is not None and ref.quant is None and bundled_file(spec) is not None:
         return setting, True
     repo, quant, filename = hub_target(ref, spec)
     return setting, cached_model(repo, quant=quant, filename=filename) is not None
+
+
+def _utf8(text: str) -> bool:
+    """Whether a path's text is UTF-8 (a name of undecodable bytes is not, which a TOML file cannot hold)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def set_default_model(text: str, user_file: Path) -> tuple[str, bool]:

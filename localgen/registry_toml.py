@@ -246,7 +246,7 @@ def with_default_model(text: str, name: str, source: Path | str) -> str:
             header = index
         elif _line_keys(stripped) == ["model"] and _table_above(lines, index + 1) == ["defaults"]:
             model = index
-    setting = f"model = {json.dumps(name)}"
+    setting = f"model = {json.dumps(name, ensure_ascii=False)}"  # as typed: TOML takes no JSON \ud83d surrogates
     if model is not None:
         line = lines[model]
         lines[model] = line[:len(line) - len(line.lstrip())] + setting + _trailing_comment(line)
@@ -264,7 +264,7 @@ def with_default_model(text: str, name: str, source: Path | str) -> str:
         done = False
     if not done:
         raise ConfigError(f"{source}: [defaults] is given in a way localgen cannot change",
-                          hint=f"set model = {json.dumps(name)} under [defaults] in that file by hand")
+                          hint=f"set {setting} under [defaults] in that file by hand")
     return changed
 
 

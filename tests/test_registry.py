@@ -201,6 +201,23 @@ def test_models_default_takes_any_model_m_takes(tmp_path: Path, monkeypatch: pyt
     assert load_registry(user).default_reference() == written
 
 
+def test_a_default_model_s_path_is_written_as_utf_8_and_one_that_is_not_is_refused(tmp_path: Path) -> None:
+    from localgen.default_model import set_default_model
+
+    user = tmp_path / "models.toml"
+    user.write_text("# mine\n")
+    (tmp_path / "é😀.gguf").write_bytes(b"GGUF")  # an astral character: TOML takes no JSON surrogate pair for it
+    assert set_default_model(str(tmp_path / "é😀.gguf"), user)[0] == str(tmp_path / "é😀.gguf")
+    assert f'model = "{tmp_path}/é😀.gguf"' in user.read_text(encoding="utf-8")
+    undecodable = tmp_path / "m\udcff.gguf"  # the byte 0xFF, as Python names it
+    undecodable.write_bytes(b"GGUF")
+    before = user.read_bytes()
+    with pytest.raises(UsageError, match=r"cannot be the default model: models\.toml holds UTF-8 text, and this path "
+                                         r"is not"):
+        set_default_model(str(undecodable), user)
+    assert user.read_bytes() == before
+
+
 def test_a_default_model_s_relative_path_is_taken_from_the_folder_of_its_models_toml(tmp_path: Path) -> None:
     user = tmp_path / "config" / "models.toml"
     user.parent.mkdir()
