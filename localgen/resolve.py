@@ -129,7 +129,14 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     offline = settings().offline if offline is None else offline
     spec = registry.spec_for(ref)
     if ref.path is not None:  # a path, or an entry that names a file of the user's own (spec)
-        path = local_file(ref, spec)
+        try:
+            path = local_file(ref, spec)
+        except ModelNotFoundError as exc:
+            if text is not None or spec is not None or registry.default_source is None:
+                raise
+            raise ModelNotFoundError(f"{exc.message} ([defaults] model in {registry.default_source})",
+                                     hint="put the file back, or make another model the default with `localgen "
+                                          "models default REF`") from None
         if spec is not None:
             _check_own_pin(path, spec)
         return ResolvedModel(ref=ref, path=path, spec=spec, source="local")

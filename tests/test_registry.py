@@ -219,10 +219,17 @@ def test_a_default_model_s_path_is_written_as_utf_8_and_one_that_is_not_is_refus
 
 
 def test_a_default_model_s_relative_path_is_taken_from_the_folder_of_its_models_toml(tmp_path: Path) -> None:
+    from localgen.resolve import resolve_model
+
     user = tmp_path / "config" / "models.toml"
     user.parent.mkdir()
     user.write_text("[defaults]\nmodel = '../models/m.gguf'\n")
     assert load_registry(user).default_reference() == str(tmp_path / "models" / "m.gguf")
+    with pytest.raises(ModelNotFoundError) as missing:  # run without -m: the file is not there
+        resolve_model(None, registry=load_registry(user))
+    assert missing.value.message == f"no such model file: {tmp_path}/models/m.gguf ([defaults] model in {user})"
+    assert missing.value.hint == ("put the file back, or make another model the default with `localgen models default "
+                                  "REF`")
     user.write_text("[defaults]\nmodel = 'http://example.com/m.gguf'\n")
     with pytest.raises(ConfigError) as info:
         load_registry(user).default_reference()
