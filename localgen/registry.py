@@ -51,7 +51,7 @@ class Registry:
             ref = self.reference(text)
         except UsageError as exc:
             raise ConfigError(f"{source}: [defaults] model: {exc.message}",
-                              hint=f"{exc.hint}; {fix}" if exc.hint else fix) from None
+                              hint=f"{exc.hint} {fix}" if exc.hint else f"fix it {fix}") from None
         if ref.name is not None:
             if ref.name not in self.models:
                 raise ConfigError(f"{source}: [defaults] model '{text}' is not in the registry",
