@@ -126,12 +126,25 @@ def builtin_bundled_file() -> Path:
 
 
 def list_models(registry: Registry) -> list[CachedModel]:
-    """Bundled models first, then the files of the user's own that models.toml names (there or not), then every GGUF
-    model in the Hugging Face cache, by name."""
+    """Bundled models first, then the files of the user's own that models.toml names (there or not: its entries', and
+    its [defaults] model's where that is a path), then every GGUF model in the Hugging Face cache, by name."""
     specs = sorted(registry.models.values(), key=lambda s: s.name)
     bundled = [_bundled_model(spec) for spec in specs]
-    models = [m for m in bundled if m is not None] + [_own_file_model(spec) for spec in specs if spec.path]
+    models = [m for m in bundled if m is not None] + [_own_file_model(spec.name, spec.path) for spec in specs
+                                                      if spec.path]
+    default = _default_path(registry)
+    if default is not None and all(m.path != default for m in models):
+        models.append(_own_file_model(str(default), default))
     return models + sorted(_hub_models(registry), key=lambda m: m.name.lower())
+
+
+def _default_path(registry: Registry) -> Path | None:
+    """The file a [defaults] model given as a path names (None: it names a model, or is not given or not valid)."""
+    try:
+        ref = registry.reference(registry.default_reference())
+    except LocalgenError:
+        return None
+    return ref.path if ref.name is None else None
 
 
 def list_all_models(registry: Registry) -> list[ListedModel]:
@@ -173,17 +186,16 @@ def _bundled_model(spec: ModelSpec) -> CachedModel | None:
         verified=bool(spec.sha256) and is_verified(path, spec.sha256 or ""))
 
 
-def _own_file_model(spec: ModelSpec) -> CachedModel:
-    """The file of the user's own that an entry names with path, as a CachedModel: its size (every shard's that is
-    there, of a split model), or None and the problem when it is not a file there."""
+def _own_file_model(name: str, path: Path) -> CachedModel:
+    """A file of the user's own that models.toml names (an entry's path, the default model's), as a CachedModel: its
+    size (every shard's that is there, of a split model), or None and the problem when it is not a file there."""
     from localgen.gguf_split import present_shards
 
-    assert spec.path is not None
-    problem = own_file_problem(spec.path)
-    present, missing = present_shards(spec.path) if problem is None else ([], [])
-    return CachedModel(name=spec.name, repo=None, quant=quant_of_filename(spec.path.name),
-                       size=sum(path.stat().st_size for path in present) if present else None,
-                       last_used=last_used(spec.path), path=spec.path, paths=tuple(present), source=SOURCE_LOCAL,
+    problem = own_file_problem(path)
+    present, missing = present_shards(path) if problem is None else ([], [])
+    return CachedModel(name=name, repo=None, quant=quant_of_filename(path.name),
+                       size=sum(shard.stat().st_size for shard in present) if present else None,
+                       last_used=last_used(path), path=path, paths=tuple(present), source=SOURCE_LOCAL,
                        verified=False, missing_shards=len(missing), problem=problem)
 
 

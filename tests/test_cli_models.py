@@ -325,6 +325,22 @@ def test_a_default_given_as_a_hub_model_is_starred_by_its_file(hubenv: HubEnv,
         ("org/tiny-GGUF:Q8_0", "Q8_0")]
 
 
+def test_a_default_given_as_a_path_is_listed_as_a_file_of_one_s_own(hubenv: HubEnv, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from localgen.cli_manage import models_default, models_list
+
+    mine = tmp_path / "mine.gguf"
+    mine.symlink_to(bundled_model_file())
+    models_default(str(mine))
+    models_list(json_output=True)
+    listed = [(m["name"], m["source"], m["default"]) for m in json.loads(capsys.readouterr().out)]
+    assert listed == [("smollm2-135m", "bundled", False), (str(mine), "local", True)]
+    mine.unlink()
+    models_list(all_models=True, json_output=True)
+    gone = next(m for m in json.loads(capsys.readouterr().out) if m["name"] == str(mine))
+    assert (gone["source"], gone["size"], gone["downloaded"], gone["default"]) == ("local", None, False, False)
+
+
 def test_models_all_before_a_subcommand_is_refused(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
     before = run_cli(env, "models", "--all", "list")
