@@ -155,13 +155,12 @@ def _key_into_inline(number: int, keys: list[str], giver: tuple[int, list[str], 
     """The message and hint for line number's dotted key into the table keys, which an inline table above gave
     (giver: its line and keys, as _giver_above finds them)."""
     name = _table_name(keys)
+    message = f"line {number} adds a key to {name}, an inline table {{...}} above, which takes none after it"
     hint = f"put the key inside the braces of {keys[-1]} = {{...}}, or make it a [{name}] table"
     if giver is None or not giver[2]:
-        return f"line {number} adds a key to {name}, an inline table {{...}} above, which takes none after it", hint
+        return message, hint
     at, held, _ = giver
-    how = "as an inline table" if held == keys else "inside an inline table"
-    return (f"line {number} adds a key to {name}, but line {at} gives it {how}: {held[-1]} = {{...}}, which takes "
-            "no key after it", hint)
+    return f"{message} (line {at}: {held[-1]} = {{...}}{'' if held == keys else ', which holds it'})", hint
 
 
 def _giver_above(lines: list[str], number: int, keys: list[str]) -> tuple[int, list[str], bool] | None:

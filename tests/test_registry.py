@@ -101,11 +101,12 @@ def test_a_setting_of_the_wrong_type_is_hinted_a_typical_value_of_that_setting(t
      "line 3 opens [models.x.stop], but line 2 already gives it as an inline table: stop = {...}",
      "give [models.x.stop]'s keys in one place: inside the braces of stop = {...}, or under the [models.x.stop] line"),
     ('[models.x]\nstop = {a = 1}\n\nstop.b = 1\n',
-     "line 4 adds a key to models.x.stop, but line 2 gives it as an inline table: stop = {...}, which takes no key "
-     "after it", "put the key inside the braces of stop = {...}, or make it a [models.x.stop] table"),
+     "line 4 adds a key to models.x.stop, an inline table {...} above, which takes none after it (line 2: "
+     "stop = {...})",
+     "put the key inside the braces of stop = {...}, or make it a [models.x.stop] table"),
     ('[models]\nx = {stop = {a = 1}}\nx.stop.b = 1\n',
-     "line 3 adds a key to models.x.stop, but line 2 gives it inside an inline table: x = {...}, which takes no key "
-     "after it", "put the key inside the braces of stop = {...}, or make it a [models.x.stop] table"),
+     "line 3 adds a key to models.x.stop, an inline table {...} above, which takes none after it (line 2: x = {...}, "
+     "which holds it)", "put the key inside the braces of stop = {...}, or make it a [models.x.stop] table"),
     ('[models]\nx.stop.a = 1\n[models.x]\n',
      "line 3 opens [models.x], but lines above already give it keys (line 2: the dotted key x.stop.a)",
      "give [models.x]'s keys in one place: under the [models.x] line, or as dotted keys above"),
