@@ -431,11 +431,12 @@ _ON_THE_HUB = "find the model's GGUF repo on Hugging Face and give it as ORG/REP
 
 
 @pytest.mark.parametrize(("text", "hint"), [
-    ("ollama.com/library/llama3.2", "localgen's name for it is llama3.2-1b or llama3.2-3b (`localgen models list --all` lists them all)"),
-    ("https://ollama.com/library/llama3.2:1b", "localgen's name for it is llama3.2-1b (`localgen models list --all` lists them all)"),
+    ("ollama.com/library/llama3.2",
+     "localgen's name for it is llama3.2-1b or llama3.2-3b (`localgen models list --all`)"),
+    ("https://ollama.com/library/llama3.2:1b", "localgen's name for it is llama3.2-1b (`localgen models list --all`)"),
     ("registry.ollama.ai/library/llama3.2:3b-instruct-q8_0",
-     "localgen's name for it is llama3.2-3b:Q8_0 (`localgen models list --all` lists them all)"),
-    ("ollama.com/library/smollm2:135m/", "localgen's name for it is smollm2-135m (`localgen models list --all` lists them all)"),
+     "localgen's name for it is llama3.2-3b:Q8_0 (`localgen models list --all`)"),
+    ("ollama.com/library/smollm2:135m/", "localgen's name for it is smollm2-135m (`localgen models list --all`)"),
     ("ollama.com/library/qwen2.5:72b", _ON_THE_HUB),  # no entry of that size
     ("https://ollama.com/huihui_ai/qwen3-abliterated:8b", _ON_THE_HUB),  # a user's model
 ])

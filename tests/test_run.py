@@ -403,7 +403,7 @@ def test_other_tools_commands_point_to_localgens(args: tuple[str, ...], hint: st
                               "`localgen chat -m smollm2-135m`"),
     (("run", "./m.gguf"), 'ask it with `localgen run -m ./m.gguf "..."`, or chat with `localgen chat -m ./m.gguf`'),
     (("run", "ollama.com/library/llama3.2:1b", "hi"),  # was: quote the prompt
-     "localgen's name for it is llama3.2-1b (`localgen models list --all` lists them all)"),
+     "localgen's name for it is llama3.2-1b (`localgen models list --all`)"),
     (("run", "hf.co/org/model"), 'ask it with `localgen run -m hf.co/org/model "..."`, or chat with '
                                  "`localgen chat -m hf.co/org/model`"),
 ])
