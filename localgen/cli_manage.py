@@ -240,9 +240,10 @@ def models_show(
     from localgen import console
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import parameter_count, present_shards
+    from localgen.hub_lack import refuse_lacking
     from localgen.inputs import named_as_typed
     from localgen.quant_choice import plan_summary, resolve_downloaded
-    from localgen.resolve import refuse_lacking, undownloaded_entry, unverified_copy
+    from localgen.resolve import undownloaded_entry, unverified_copy
     from localgen.verify import recorded_sha256
 
     try:

@@ -124,6 +124,13 @@ def is_auxiliary(file: HubFile) -> bool:
     return _AUXILIARY.search(file.name) is not None
 
 
+def model_labels(files: Sequence[HubFile]) -> list[str]:
+    """What a repo's GGUF files hold, as a listing names it: its quant tags in preference order, then the file names
+    of its untagged models (projectors and imatrix files left out)."""
+    groups = _group_shards([f for f in files if not is_auxiliary(f)])
+    return [*_quants(groups), *(g[0].filename for g in groups if not g[0].quant)]
+
+
 def _quants(groups: list[tuple[HubFile, ...]]) -> list[str]:
     """The distinct quant tags of some groups, in preference order."""
     tags = {g[0].quant for g in groups if g[0].quant}

@@ -12,6 +12,7 @@ from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
 from localgen.hub_errors import blamed_on_entry, offer_alternative, offline_hint, with_alternative
+from localgen.hub_lack import known_lack, listed_lack
 from localgen.hub_verify import Pin, check_pinned_file
 from localgen.inputs import is_existing_file, short_path
 from localgen.references import ModelRef, normalize_quant
@@ -249,27 +250,8 @@ def undownloaded_entry(text: str) -> tuple[ModelSpec, str, Pin | None, str | Non
     repo, quant, filename = hub_target(ref, spec)
     if hub_cache.unverified_file(repo, quant=quant, filename=filename) is not None:
         return None
-    lack = _known_lack(repo, quant, filename)
+    lack = known_lack(repo, quant, filename)
     return spec, normalize_quant(quant or ""), entry_pin(spec, ref), lack[1] if lack else None
-
-
-def refuse_lacking(text: str) -> None:
-    """Online, for `models show` of a Hub model not downloaded: refuse a quant or file its repo lacked when localgen
-    last listed it and lacks still (the Hub asked again), with what the repo has, before `localgen pull` is
-    suggested (offline, resolve_model says what the listing said)."""
-    from localgen.hub_errors import entry_blame, entry_error
-
-    registry = load_registry(settings().user_registry)
-    ref = registry.reference(text)
-    spec = registry.spec_for(ref)
-    if ref.path is not None or settings().offline:
-        return
-    repo, quant, filename = hub_target(ref, spec)
-    lack = _known_lack(repo, quant, filename)
-    if lack is not None:
-        exc, what = lack
-        raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {what}{entry_blame(exc, spec, ref)}",
-                                 hint=entry_error(exc, spec, ref).hint) from None
 
 
 def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
@@ -330,7 +312,7 @@ def _refuse_unlisted(ref: ModelRef, spec: ModelSpec | None, repo: str, quant: st
     merely not downloaded); the Hub, which may have it since, is asked again only with the network."""
     from localgen.hub_errors import entry_blame, entry_error
 
-    lack = _listed_lack(repo, quant, filename)
+    lack = listed_lack(repo, quant, filename)
     if lack is None:
         return
     exc, what = lack
@@ -338,44 +320,6 @@ def _refuse_unlisted(ref: ModelRef, spec: ModelSpec | None, repo: str, quant: st
     again = f"to check the repo again, {offline_hint(ref.text, flag=flag)}"
     raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {what}{entry_blame(exc, spec, ref)}",
                              hint=f"{lacking.hint}; {again}" if lacking.hint else again) from None
-
-
-def _known_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubError, str] | None:
-    """What a repo lacks of the quant or file asked for (as _listed_lack gives it): as localgen last listed the repo,
-    and, online, where that listing lacked it, as the Hub lists it now (one request; the new listing is kept, so a
-    quant added since is found); None when it has it, or localgen never listed the repo."""
-    from localgen.hub_types import NotInRepoError, RepoNotFoundError
-
-    lack = _listed_lack(repo, quant, filename)
-    if lack is None or settings().offline:
-        return lack
-    try:
-        hub.find_model(repo, quant=quant, filename=filename)
-    except (NotInRepoError, RepoNotFoundError) as exc:
-        return exc, exc.message
-    except HubError:
-        return lack  # the Hub cannot be asked now: as localgen last listed it
-    return None
-
-
-def _listed_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubError, str] | None:
-    """The quant or file a repo lacked when localgen last listed it (the error choosing it raises, and that said
-    of the listing), or None: it had it, or localgen never listed the repo."""
-    from localgen.hub_choice import choose_model
-    from localgen.hub_types import NotInRepoError
-
-    listing = hub_cache.load_listing(repo)
-    if listing is None:
-        return None
-    try:
-        choose_model(list(listing.files), quant=quant, filename=filename, repo=repo)
-    except NotInRepoError as exc:
-        what = {"quant": f"no {normalize_quant(quant or '')} file", "file": f"no file {filename!r}"}.get(
-            exc.key, "no GGUF model")
-        return exc, f"{repo} had {what} when localgen last listed it"
-    except HubError:  # the listing says something else (an incomplete split quant): not about what it lacks
-        return None
-    return None
 
 
 def _refuse_broken_header(path: Path, hint: str) -> None:

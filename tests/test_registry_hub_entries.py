@@ -147,17 +147,32 @@ def test_online_a_quant_the_repo_lacked_when_last_listed_is_asked_of_the_hub_bef
                                             f"(hint: run `localgen pull {TINY_REPO}:Q6_K`)")
     assert show("mine", LOCALGEN_OFFLINE="1") == (0, "downloaded:    no (`localgen pull mine` downloads it)"), \
         "the listing the Hub gave is kept"
+    other = "test/Other-GGUF"  # a repo localgen never listed: offline, said so; online, the Hub is asked
+    hubenv.server.add_repo(other, {"other-Q4_K_M.gguf": make_gguf_bytes("q4"), "other-F16.gguf": make_gguf_bytes("")})
+    assert show(other, LOCALGEN_OFFLINE="1") == (1, f"localgen: error: model '{other}' is not downloaded, and localgen "
+                                                    f"has never listed {other} (hint: offline mode comes from "
+                                                    "LOCALGEN_OFFLINE in the environment: unset it, then `localgen "
+                                                    f"models show {other}` lists what the repo has)")
+    hubenv.server.requests.clear()
+    assert show(other) == (1, f"localgen: error: model '{other}' is not downloaded; {other} has Q4_K_M, F16 (hint: "
+                              f"`localgen pull {other}` downloads the quant that fits best here; "
+                              f"`localgen fit {other}` compares them)")
+    kept = show(f"{other}:Q6_K", LOCALGEN_OFFLINE="1")[1]
+    assert f"{other} had no Q6_K file when localgen last listed it (hint: quants in this repo: Q4_K_M, F16" in kept
+    assert hubenv.server.count("GET", "/api/models/") == 1, "the listing the Hub gave is kept"
+    assert show("test/Gone-GGUF")[1].startswith("localgen: error: model 'test/Gone-GGUF' is not downloaded, and "
+                                                 "repository test/Gone-GGUF not found"), "not `localgen pull` to run"
 
 
 def test_a_listing_whose_quant_is_incomplete_is_not_said_to_lack_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from localgen import resolve
+    from localgen import hub_lack
     from localgen.hub_types import HubFile, HubListing
 
     shard = HubFile(repo="o/r-GGUF", filename="m-Q4_K_M-00001-of-00002.gguf", size=10, sha256=None, quant="Q4_K_M",
                     shard_index=1, shard_count=2)
-    monkeypatch.setattr(resolve.hub_cache, "load_listing", lambda repo: HubListing(repo, "main", (shard,)))
-    assert resolve._listed_lack("o/r-GGUF", "Q4_K_M", None) is None, "the Hub's answer decides, not the old listing"
-    assert resolve._listed_lack("o/r-GGUF", "Q8_0", None)[1] == "o/r-GGUF had no Q8_0 file when localgen last listed it"
+    monkeypatch.setattr(hub_lack.hub_cache, "load_listing", lambda repo: HubListing(repo, "main", (shard,)))
+    assert hub_lack.listed_lack("o/r-GGUF", "Q4_K_M", None) is None, "the Hub's answer decides, not the old listing"
+    assert hub_lack.listed_lack("o/r-GGUF", "Q8_0", None)[1] == "o/r-GGUF had no Q8_0 file when localgen last listed it"
 
 
 def test_entry_blame_is_what_entry_error_adds_to_the_message(tmp_path: Path) -> None:

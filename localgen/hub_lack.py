@@ -1,0 +1,95 @@
+"""What a Hub repo has, or lacks, of a model that is not downloaded: as localgen last listed it, or as the Hub lists
+it now."""
+
+from __future__ import annotations
+
+import shlex
+
+from localgen import hub, hub_cache
+from localgen.config import settings
+from localgen.errors import HubError, ModelNotFoundError
+from localgen.references import normalize_quant
+from localgen.registry import hub_target, load_registry
+
+
+def refuse_lacking(text: str) -> None:
+    """For `models show` of a Hub model not downloaded, before `localgen pull` is suggested: online, refuse a quant or
+    file its repo lacked when localgen last listed it and lacks still (the Hub asked again), and ask the Hub for a
+    repo never listed, saying what it has (or lacks); offline, say a repo was never listed and how to list it."""
+    from localgen.hub_errors import entry_blame, entry_error, leave_offline
+
+    registry = load_registry(settings().user_registry)
+    ref = registry.reference(text)
+    spec = registry.spec_for(ref)
+    if ref.path is not None:
+        return
+    repo, quant, filename = hub_target(ref, spec)
+    never_listed = ref.kind != "name" and hub_cache.load_listing(repo) is None
+    if never_listed and settings().offline:
+        raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and localgen has never listed {repo}",
+                                 hint=f"{leave_offline(False)}, then `localgen models show {shlex.quote(ref.text)}` "
+                                      "lists what the repo has")
+    if settings().offline:
+        return
+    lack = _hub_lack(repo, quant, filename) if never_listed else known_lack(repo, quant, filename)
+    if lack is not None:
+        exc, what = lack
+        raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {what}{entry_blame(exc, spec, ref)}",
+                                 hint=entry_error(exc, spec, ref).hint) from None
+    listing = hub_cache.load_listing(repo)
+    if ref.kind == "repo" and quant is None and listing is not None:
+        from localgen.hub_choice import model_labels
+
+        reference = shlex.quote(ref.text)
+        raise ModelNotFoundError(
+            f"model '{ref.text}' is not downloaded; {repo} has {', '.join(model_labels(listing.files))}",
+            hint=f"`localgen pull {reference}` downloads the quant that fits best here; `localgen fit {reference}` "
+                 "compares them")
+
+
+def _hub_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubError, str] | None:
+    """What the Hub says a repo lacks of the quant or file asked for (one request; the listing is kept), or why it
+    could not be asked; None when it has it."""
+    try:
+        hub.find_model(repo, quant=quant, filename=filename)
+    except HubError as exc:
+        return exc, exc.message
+    return None
+
+
+def known_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubError, str] | None:
+    """What a repo lacks of the quant or file asked for (as listed_lack gives it): as localgen last listed the repo,
+    and, online, where that listing lacked it, as the Hub lists it now (one request; the new listing is kept, so a
+    quant added since is found); None when it has it, or localgen never listed the repo."""
+    from localgen.hub_types import NotInRepoError, RepoNotFoundError
+
+    lack = listed_lack(repo, quant, filename)
+    if lack is None or settings().offline:
+        return lack
+    try:
+        hub.find_model(repo, quant=quant, filename=filename)
+    except (NotInRepoError, RepoNotFoundError) as exc:
+        return exc, exc.message
+    except HubError:
+        return lack  # the Hub cannot be asked now: as localgen last listed it
+    return None
+
+
+def listed_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubError, str] | None:
+    """The quant or file a repo lacked when localgen last listed it (the error choosing it raises, and that said
+    of the listing), or None: it had it, or localgen never listed the repo."""
+    from localgen.hub_choice import choose_model
+    from localgen.hub_types import NotInRepoError
+
+    listing = hub_cache.load_listing(repo)
+    if listing is None:
+        return None
+    try:
+        choose_model(list(listing.files), quant=quant, filename=filename, repo=repo)
+    except NotInRepoError as exc:
+        what = {"quant": f"no {normalize_quant(quant or '')} file", "file": f"no file {filename!r}"}.get(
+            exc.key, "no GGUF model")
+        return exc, f"{repo} had {what} when localgen last listed it"
+    except HubError:  # the listing says something else (an incomplete split quant): not about what it lacks
+        return None
+    return None
