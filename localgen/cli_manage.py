@@ -232,32 +232,37 @@ def _when(epoch: float | None) -> str:
 
 @models_app.command("show", short_help="Describe a model from its GGUF header.")
 def models_show(
-    reference: Annotated[str, typer.Argument(metavar="REF", help="A model reference.")],
+    reference: Annotated[str | None, typer.Argument(
+        metavar="[REF]", help="A model reference; without one, the default model.")] = None,
     template: Annotated[bool, typer.Option("--template", help="Print the chat template.")] = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Describe a model from its GGUF header (no weights are loaded)."""
+    """Describe a model from its GGUF header (no weights are loaded); without REF, the default model."""
     from localgen import console
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import parameter_count, present_shards
     from localgen.hub_lack import refuse_lacking
     from localgen.inputs import named_as_typed
     from localgen.quant_choice import plan_summary, resolve_downloaded
+    from localgen.registry import load_registry
     from localgen.resolve import undownloaded_entry, unverified_copy
     from localgen.verify import recorded_sha256
 
+    text = reference if reference is not None else load_registry(settings().user_registry).default_reference()
     try:
         resolved = resolve_downloaded(reference, offline=None)
     except ModelNotFoundError:
-        unverified = unverified_copy(reference)  # another tool's download: its header can be read all the same
-        entry = None if template or unverified is not None else undownloaded_entry(reference)
+        unverified = unverified_copy(text)  # another tool's download: its header can be read all the same
+        entry = None if template or unverified is not None else undownloaded_entry(text)
         if unverified is None and entry is None:
-            refuse_lacking(reference)  # before the error's `localgen pull`: the quant or file must be in the repo
+            refuse_lacking(text)  # before the error's `localgen pull`: the quant or file must be in the repo
             raise
         if unverified is None:
-            _show_undownloaded(reference, *entry, json_output=json_output)
+            _say_default(reference, text)
+            _show_undownloaded(text, *entry, json_output=json_output)
             return
         resolved = unverified
+    _say_default(reference, text)
     with named_as_typed(reference):
         info = read_gguf(resolved.path)
     if template:
@@ -297,6 +302,14 @@ def models_show(
         ("source", resolved.shown_source), ("path", str(resolved.path)),
         ("load plan", plan),
     ])
+
+
+def _say_default(reference: str | None, text: str) -> None:
+    """Where no REF was given, say which model is the default one shown."""
+    from localgen import console
+
+    if reference is None:
+        console.say(f"localgen: showing the default model, {text} (`localgen models default REF` sets another)")
 
 
 def _count(value: int | None) -> str:

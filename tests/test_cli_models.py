@@ -298,7 +298,7 @@ def test_models_list_all_json_keeps_the_list_keys(hub: tuple[HubServer, dict[str
 
 def test_a_default_not_downloaded_is_starred_in_the_registry_s_list_alone(hubenv: HubEnv,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from localgen.cli_manage import models_default, models_list
+    from localgen.cli_manage import models_default, models_list, models_show
 
     models_default("qwen2.5-1.5b")
     capsys.readouterr()
@@ -306,6 +306,10 @@ def test_a_default_not_downloaded_is_starred_in_the_registry_s_list_alone(hubenv
     assert [m["default"] for m in json.loads(capsys.readouterr().out)] == [False], "bundled: not the default"
     models_list(all_models=True, json_output=True)
     assert [m["name"] for m in json.loads(capsys.readouterr().out) if m["default"]] == ["qwen2.5-1.5b"]
+    models_show()  # no REF: the default, as fit takes it
+    shown = capsys.readouterr()
+    assert shown.err == ("localgen: showing the default model, qwen2.5-1.5b (`localgen models default REF` sets "
+                         "another)\n") and "downloaded:      no (`localgen pull qwen2.5-1.5b`" in shown.out, shown
 
 
 def test_a_default_given_as_a_hub_model_is_starred_by_its_file(hubenv: HubEnv,
@@ -327,7 +331,7 @@ def test_a_default_given_as_a_hub_model_is_starred_by_its_file(hubenv: HubEnv,
 
 def test_a_default_given_as_a_path_is_listed_as_a_file_of_one_s_own(hubenv: HubEnv, tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from localgen.cli_manage import models_default, models_list
+    from localgen.cli_manage import models_default, models_list, models_show
 
     mine = tmp_path / "mine.gguf"
     mine.symlink_to(bundled_model_file())
@@ -335,6 +339,8 @@ def test_a_default_given_as_a_path_is_listed_as_a_file_of_one_s_own(hubenv: HubE
     models_list(json_output=True)
     listed = [(m["name"], m["source"], m["default"]) for m in json.loads(capsys.readouterr().out)]
     assert listed == [("smollm2-135m", "bundled", False), (str(mine), "local", True)]
+    models_show(json_output=True)
+    assert json.loads(capsys.readouterr().out)["path"] == str(mine)
     mine.unlink()
     models_list(all_models=True, json_output=True)
     gone = next(m for m in json.loads(capsys.readouterr().out) if m["name"] == str(mine))
