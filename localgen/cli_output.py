@@ -82,8 +82,8 @@ def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput 
 @contextlib.contextmanager
 def stderr_quieted(quiet: bool) -> Iterator[None]:
     """With run's -q/--quiet, nothing reaches stderr while it lasts (notes, warnings, progress): an error is said
-    once it is over, on the stderr there was; a Ctrl-C (while the model loads, or stdin is read) is said by the exit
-    code alone, as one that cuts the answer short is."""
+    once it is over, on the stderr there was (one raised while a Ctrl-C was handled too); a Ctrl-C (while the model
+    loads, or stdin is read) is said by the exit code alone, as one that cuts the answer short is."""
     if not quiet:
         yield
         return
@@ -93,7 +93,7 @@ def stderr_quieted(quiet: bool) -> Iterator[None]:
         try:
             yield
         except BaseException as exc:  # Python 3.11 wraps a Ctrl-C as a class is made (an import) in a RuntimeError
-            if isinstance(interrupt_behind(exc), KeyboardInterrupt):
+            if not isinstance(exc, LocalgenError) and isinstance(interrupt_behind(exc), KeyboardInterrupt):
                 raise typer.Exit(EXIT_INTERRUPTED) from None
             raise
         finally:

@@ -446,3 +446,31 @@ def test_an_error_part_way_through_an_answer_ends_its_text_before_the_error_line
         with pytest.raises(LocalgenError):
             stream_to_stdout(SimpleNamespace(engine=engine), answer, TextOutput(stream))
         assert stream.getvalue() == "Rivers carry water to the sea\n"
+
+
+def test_run_q_says_nothing_of_a_ctrl_c_but_keeps_an_error_raised_while_one_was_handled() -> None:
+    """-q: a Ctrl-C, bare or wrapped as Python 3.11 wraps one in a class's making, ends with exit 130 alone; an error
+    raised while a Ctrl-C was being handled is an error, said as one."""
+    import typer
+
+    from localgen.cli_output import stderr_quieted
+    from localgen.errors import LocalgenError
+
+    def wrapped() -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__") from exc
+
+    def error_meanwhile() -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise LocalgenError("could not save the conversation") from None
+
+    for body in (wrapped, lambda: (_ for _ in ()).throw(KeyboardInterrupt)):
+        with pytest.raises(typer.Exit) as ended, stderr_quieted(True):
+            body()
+        assert ended.value.exit_code == 130
+    with pytest.raises(LocalgenError, match="could not save"), stderr_quieted(True):
+        error_meanwhile()
