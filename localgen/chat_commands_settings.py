@@ -86,7 +86,8 @@ def _set_stop(session: ChatSession, argument: str) -> None:
     try:
         words = [] if argument.lower() == "none" else words_read(argument)
     except ValueError as exc:
-        raise UsageError(f"/set stop: {exc}", hint='quote each one whole: /set stop "User says:" "###"') from None
+        raise UsageError(f"/set stop: {exc}", hint='quote each one whole: /set stop "User says:" "###" (a backslash '
+                                                   "as \\\\, as /show writes it: 'C:\\\\')") from None
     if "" in words:
         raise UsageError("/set stop: a stop string is empty", hint="give each stop string some text")
     session.limits = replace(session.limits, stop=tuple(words))

@@ -185,3 +185,16 @@ def test_show_writes_each_stop_string_as_set_stop_reads_it_back(stop: str, capsy
         assert capsys.readouterr().err == f"stop strings (this chat): {listed}\n"
     _set_stop(session, f"### {escaped(stop)}")  # type: ignore[arg-type]
     assert session.limits.stop == ("###", stop), "spaces part them too"
+
+
+def test_set_stop_with_a_quote_left_open_by_a_backslash_says_how_to_write_one() -> None:
+    """'C:\\' reads its backslash as escaping the quote, as /show writes quotes: the hint says how /show writes one."""
+    from localgen.chat_commands_settings import _set_stop
+    from localgen.errors import UsageError
+
+    session = SimpleNamespace(limits=GenerationLimits())
+    with pytest.raises(UsageError) as refused:
+        _set_stop(session, "'C:\\'")  # type: ignore[arg-type]
+    assert "No closing quotation" in refused.value.message and "'C:\\\\'" in (refused.value.hint or "")
+    _set_stop(session, "'C:\\\\'")  # type: ignore[arg-type]
+    assert session.limits.stop == ("C:\\",)
