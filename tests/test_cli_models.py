@@ -312,6 +312,27 @@ def test_a_default_not_downloaded_is_starred_in_the_registry_s_list_alone(hubenv
                          "another)\n") and "downloaded:      no (`localgen pull qwen2.5-1.5b`" in shown.out, shown
 
 
+def test_a_default_entry_whose_own_file_is_missing_is_starred_in_the_registry_s_list_alone(
+        hubenv: HubEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from localgen.cli_manage import models_list
+
+    config = hubenv.localgen_home / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "models.toml").write_text(
+        f'[defaults]\nmodel = "mine"\n[models.mine]\npath = "{tmp_path / "gone.gguf"}"\n')
+    models_list(json_output=True)
+    assert [(m["name"], m["default"]) for m in json.loads(capsys.readouterr().out)] == [
+        ("smollm2-135m", False), ("mine", False)], "nothing run can load"
+    models_list(all_models=True, json_output=True)
+    assert [(m["name"], m["source"]) for m in json.loads(capsys.readouterr().out) if m["default"]] == [
+        ("mine", "local")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.stdout, "isatty", lambda: True)
+        models_list(all_models=True)
+    screen = capsys.readouterr().out
+    assert screen.count("*") == 1 and "*mine" in screen and "no (missing)" in screen, screen
+
+
 def test_a_default_given_as_a_hub_model_is_starred_by_its_file(hubenv: HubEnv,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     from localgen import hub
