@@ -97,13 +97,22 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
               for index, m in enumerate(models)),
             *(_part_json(p) for p in alone)], indent=2))
         return
-    rows = [[m.name, m.quant or "-", binary_size(m.size) if m.size is not None else "-", _when(m.last_used), _source(m),
-             str(m.path)] for m in models]
+    rows = [_model_row(m, part_of.get(m.name) if m.source == SOURCE_HUB else None) for m in models]
     rows += [[p.name, p.quant or "-", _part_size(p), "-", _part_source(p), str(p.parts[0])] for p in alone]
     console.print_table(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=("PATH",),
                         marked=marked)
     for part in parts:
         console.say(_part_note(part))
+
+
+def _model_row(model: CachedModel, part: PartialDownload | None) -> list[str]:
+    """A model's `models list` row; one a pull kept a part of besides (a split model's shard) shows as the partial
+    rows do, with what is kept of the whole."""
+    if part is not None:
+        return [model.name, model.quant or "-", _part_size(part), _when(model.last_used), _part_source(part),
+                str(model.path)]
+    return [model.name, model.quant or "-", binary_size(model.size) if model.size is not None else "-",
+            _when(model.last_used), _source(model), str(model.path)]
 
 
 def _default_index(models: Sequence[CachedModel | None], default: DefaultRow) -> int | None:

@@ -128,6 +128,10 @@ def test_a_split_model_cut_in_its_second_shard_is_listed_once_with_what_is_kept(
     listed = [m for m in json.loads(capsys.readouterr().out) if m["source"] == "hub"]
     assert [(m["name"], m["size"], m["missing_shards"], m["partial"]["kept"]) for m in listed] == [
         ("org/split-GGUF:Q4_0", SIZE, 1, kept)], listed
+    models_list()  # its row, as a part alone's, says what is kept of the whole
+    table = capsys.readouterr().out
+    assert f"org/split-GGUF:Q4_0\tQ4_0\t{binary_size(kept)} of {binary_size(2 * SIZE)}\tnever\t" \
+           f"hub (partly downloaded)\t{listed[0]['path']}\n" in table, table
     models_list(all_models=True)
     assert "org/split-GGUF:Q4_0\torg/split-GGUF\tQ4_0\t-\tno (partly downloaded: " in capsys.readouterr().out
     with open(hub_cache.blob_lock_path("org/split-GGUF", repo.sha256(shards[1])), "wb") as held:
