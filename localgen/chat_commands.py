@@ -29,7 +29,6 @@ from localgen.errors import UsageError
 from localgen.repl_input import ALIASES, WITHOUT_ARGUMENT, SlashCommand, help_lines, help_topic, meant_command
 from localgen.repl_show import show
 from localgen.repl_state import ChatState
-from localgen.repl_unsaved import say_unsaved
 from localgen.wordwrap import terminal_width
 
 Handler = Callable[[ChatState, str], None]
@@ -86,4 +85,4 @@ def run_command(state: ChatState, command: SlashCommand) -> None:
     finally:  # a change the command made and said, then why it is not saved
         error, state.session.save_error = state.session.save_error, None
         if error is not None:
-            say_unsaved(error)
+            state.leaving.say_unsaved(error)

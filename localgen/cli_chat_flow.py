@@ -56,6 +56,7 @@ class CheckedChat:
     continued: Continued | None
     options: ModelOptions
     warnings: list[str] = field(default_factory=list)
+    unsaveable: bool = False  # the start said this chat cannot be saved: its saves fail quietly
 
     @property
     def conversation(self) -> Conversation | None:
@@ -116,13 +117,14 @@ def check_chat(request: ChatRequest) -> CheckedChat:
         check_reference(request.model)
     continued = _resumed(request.resume)
     conversation = None if continued is None else continued.conversation
-    _warn_if_unsaveable()
+    unsaveable = _warn_if_unsaveable()
     model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
     options = model_options(ctx, model=model, ctx_size=ctx_size, min_ctx=0)
     if reads_a_pipe([*files, *(f for f in (system_input, template_file) if f is not None)], None):
         preflight_for(ctx, options, conversation)  # what loading would refuse is refused before a pipe too
     return CheckedChat(system=system, files=files, system_input=system_input, template_file=template_file,
-                       sampling=sampling, limits=limits, continued=continued, options=options, warnings=warnings)
+                       sampling=sampling, limits=limits, continued=continued, options=options, warnings=warnings,
+                       unsaveable=unsaveable)
 
 
 def _resumed(resume: str | None) -> Continued | None:
@@ -148,16 +150,25 @@ def _resumed(resume: str | None) -> Continued | None:
         raise exc.left_untouched("--resume NAME") from None
 
 
-def _warn_if_unsaveable() -> None:
-    """Say at the start, not at the first save, that a file stands where the conversations folder should be."""
+def _warn_if_unsaveable() -> bool:
+    """Say at the start, not at the first save, that the conversations folder cannot be made (a file stands in its
+    way, a read-only or virtual file system); whether it said so."""
     from localgen import console
     from localgen.conversation_store import conversations_dir
-    from localgen.storage import file_in_the_way
+    from localgen.errors import LocalgenError
+    from localgen.storage import file_in_the_way, make_folder
 
     blocker = file_in_the_way(conversations_dir())
     if blocker is not None:
         console.warn(f"this chat cannot be saved: {blocker} is a file, where a folder should be (move that file out "
                      "of the way)")
+        return True
+    try:
+        make_folder(conversations_dir(), mode=0o700)  # made now, private, as the first answer would make it
+    except LocalgenError as exc:
+        console.warn(f"this chat cannot be saved: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+        return True
+    return False
 
 
 def read_chat_inputs(checked: CheckedChat) -> ChatStart:
@@ -220,7 +231,7 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> No
                 session.replace_conversation(conversation, given_settings(ctx), system_given=system is not None)
             repl = Repl(session, markdown=request.markdown, show_thinking=request.show_thinking, resumed=resumed,
                         stats=request.stats, prefill_while_typing=request.prefill_while_typing,
-                        system_note=system_note)
+                        system_note=system_note, unsaveable=checked.unsaveable)
             if checked.continued is not None and checked.continued.last_run is not None:  # the chat starts: saved now
                 take_last_run(checked.continued.last_run, console.say, again="start again: --resume", this="chat")
             repl.run()

@@ -39,7 +39,7 @@ from localgen.repl_input import (
 from localgen.repl_state import ChatState
 from localgen.repl_terminal import bracketed_paste
 from localgen.repl_text import answer_note, room_notice, toolbar_line
-from localgen.repl_unsaved import LeaveGuard, say_unsaved
+from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession, TurnStart, UnsavedChangeError
 from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
@@ -52,14 +52,16 @@ class Repl:
     """Reads lines, runs slash commands, streams answers; nothing typed can crash it."""
 
     def __init__(self, session: ChatSession, *, markdown: bool, show_thinking: bool, resumed: bool = False,
-                 stats: bool = False, prefill_while_typing: bool = True, system_note: str | None = None) -> None:
+                 stats: bool = False, prefill_while_typing: bool = True, system_note: str | None = None,
+                 unsaveable: bool = False) -> None:
         self.session = session
         self.resumed = resumed
         self._system_note = system_note  # -s replacing a resumed conversation's system prompt
         # a TERM=dumb terminal (Emacs' shell) shows escapes as text: no live Markdown redraws, and no recalled or
         # completed lines, which its prompt could not show before they were sent
         self._escapes = console.takes_escapes(sys.stdout)
-        self.state = ChatState(session, LeaveGuard(session), self._show_answer, escapes=self._escapes,
+        leaving = LeaveGuard(session, unsaveable=unsaveable)  # unsaveable: the start said the chat cannot be saved
+        self.state = ChatState(session, leaving, self._show_answer, escapes=self._escapes,
                                markdown=markdown and self._escapes, show_thinking=show_thinking,
                                stats_after_answers=stats)
         self._history, self._history_warning = open_history() if self._escapes else (DummyHistory(), None)
@@ -137,7 +139,7 @@ class Repl:
         except KeyboardInterrupt:  # Ctrl-C outside an answer (e.g. while /model loads)
             console.say("[interrupted]")
         except UnsavedChangeError as exc:
-            say_unsaved(exc)
+            self.state.leaving.say_unsaved(exc)
         except LocalgenError as exc:
             console.error(exc.message, exc.hint)
         except Exception as exc:  # nothing typed at the prompt may end the session

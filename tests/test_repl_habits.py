@@ -211,7 +211,8 @@ def test_chat_given_a_saved_conversation_s_name_points_at_resume(tmp_path: Path)
     assert "localgen run 'other'" in run_localgen("chat", "other", env=env).err, "no conversation by that name"
 
 
-def test_a_chat_says_at_its_start_that_a_file_stands_where_its_conversations_go(tmp_path: Path) -> None:
+def test_a_chat_says_once_at_its_start_that_a_file_stands_where_its_conversations_go_and_quits_at_once(
+        tmp_path: Path) -> None:
     blocker = tmp_path / "data" / "conversations"
     blocker.parent.mkdir(parents=True)
     blocker.write_text("not a folder")
@@ -220,6 +221,31 @@ def test_a_chat_says_at_its_start_that_a_file_stands_where_its_conversations_go(
         before_prompt = " ".join(chat.transcript.getvalue().split())  # as wrapped to the terminal's width
         assert (f"this chat cannot be saved: {blocker} is a file, where a folder should be (move that file out "
                 "of the way)") in before_prompt, before_prompt
+        chat.child.sendline("Say hi.")
+        chat.sync()  # answered, and not saved: said once, at the start, not after each answer
+        chat.child.sendcontrol("d")  # nothing it could save holds it: the first Ctrl-D quits
+        chat.child.expect(pexpect.EOF, timeout=TIMEOUT)
+        chat.child.close()
+        after = chat.transcript.getvalue().partition("Say hi.")[2]
+        assert chat.child.exitstatus == 0 and "could not" not in after and "not saved" not in after, after
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="a folder that cannot be made: one in /proc")
+def test_a_chat_says_at_its_start_that_its_conversations_folder_cannot_be_made(
+        home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from localgen import config
+    from localgen.cli_chat_flow import _warn_if_unsaveable
+
+    monkeypatch.setenv("LOCALGEN_HOME", "/proc/localgen-home")  # no folder can be made in /proc, even by root
+    monkeypatch.setattr(config, "_settings", None)
+    assert _warn_if_unsaveable()
+    assert capsys.readouterr().err == (
+        "localgen: warning: this chat cannot be saved: could not create /proc/localgen-home/data/conversations: No "
+        "such file or directory (check free disk space and permissions)\n")
+    monkeypatch.setenv("LOCALGEN_HOME", str(home))
+    monkeypatch.setattr(config, "_settings", None)
+    assert not _warn_if_unsaveable()
+    assert (home / "data" / "conversations").stat().st_mode & 0o777 == 0o700, "made private, as a first answer would"
