@@ -46,6 +46,7 @@ from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 from localgen.units import counted
 
 TAB_STOP = 8  # as terminals show tabs
+LEAVING_HINT = "Ctrl-D or /exit to quit"  # said for a Ctrl-C at an empty prompt
 
 
 class Repl:
@@ -147,16 +148,18 @@ class Repl:
             console.error(internal_error_text(exc), hint="the conversation is kept; LOCALGEN_DEBUG=1 shows details")
 
     def _read_line(self) -> str | None:
-        """Read one line, prefilling it while it is typed; None for Ctrl-C or Ctrl-D (which ends the chat) at the
-        prompt, KeyboardInterrupt for Ctrl-C just after Enter. Once this returns, the engine is the chat's alone."""
+        """Read one line, prefilling it while it is typed; None for Ctrl-C (on an empty line, after saying how to
+        quit) or Ctrl-D (which ends the chat) at the prompt, KeyboardInterrupt for Ctrl-C just after Enter. Once this
+        returns, the engine is the chat's alone."""
         self._paste.clear()
         if self._ahead is not None:
             self._ahead.arm()
         line: str | None = None
         try:
             line = self._prompt.prompt(PROMPT)
-        except KeyboardInterrupt:
-            pass
+        except KeyboardInterrupt:  # it clears a line with text; on an empty one, it says how to leave (as Ollama)
+            if not self._prompt.default_buffer.text.strip():
+                console.say(LEAVING_HINT)
         except EOFError:
             self.state.running = not self.state.leaving.may_leave("Ctrl-D")
         finally:

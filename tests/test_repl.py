@@ -276,12 +276,16 @@ def test_closing_the_terminal_mid_answer_keeps_it_and_exits_129(home: Path) -> N
     assert turns[0]["answer"].strip()
 
 
-def test_ctrl_c_at_the_prompt_clears_the_line(chat: Chat) -> None:
+def test_ctrl_c_at_the_prompt_clears_the_line_and_on_an_empty_one_says_how_to_quit(chat: Chat) -> None:
+    chat.child.sendintr()
+    chat.expect_words("Ctrl-D or /exit to quit")  # as Ollama says how to leave
+    chat.sync()
     chat.child.send("half typed")
     chat.child.sendintr()
     chat.sync()
     state = chat.ask("Say hi.")
     assert state["turns"][0]["user"] == "Say hi."
+    assert chat.transcript.getvalue().count("/exit to quit") == 1, "a line with text is only cleared"
 
 
 def test_ctrl_c_in_the_same_read_as_enter_drops_the_line(chat: Chat) -> None:
