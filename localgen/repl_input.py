@@ -65,6 +65,9 @@ SLASH_HABITS = {  # other tools' commands that localgen names otherwise
 }
 WITHOUT_ARGUMENT = frozenset({usage for usage in COMMAND_HELP if " " not in usage})
 WITHOUT_ARGUMENT |= {alias for alias, name in ALIASES.items() if name in WITHOUT_ARGUMENT}  # /bye, /clear
+# a backslash before a blank or a character a shell reads specially, as drag-and-drop and Tab in a shell escape
+# them; a backslash before anything else stays (a quoted argument keeps every one)
+_SHELL_ESCAPE = re.compile(r"\\([\s!\"#$&'()*,;<=>?[\\\]^`{|}~])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # C0 controls and DEL; tabs and newlines are text
 
 
@@ -77,9 +80,10 @@ class SlashCommand:
 
 
 def one_argument(argument: str, usage: str) -> str:
-    """A slash command's one argument, its quotes taken off when it is quoted (a path with spaces)."""
+    """A slash command's one argument (a path or a name), its quotes taken off when it is quoted (a path with
+    spaces), or else the backslashes a shell would take off (my\\ notes.txt, as a terminal pastes a dropped file)."""
     if argument[0] not in "'\"":
-        return argument
+        return _SHELL_ESCAPE.sub(r"\1", argument)
     try:
         words = shlex.split(argument)
     except ValueError:

@@ -416,6 +416,9 @@ def test_save_and_load_take_a_quoted_name_as_file_and_model_take_theirs(chat: Ch
     chat.command("/reset", "(my-notes stays saved)")
     chat.command("/load 'my-notes'", "loaded my-notes: 1 exchange")
     chat.command_words('/load "smollm2-135m"', "smollm2-135m is a model: /model smollm2-135m switches to it")
+    dropped = chat.home / "my notes (1).txt"  # as a terminal pastes a file dropped on it: a shell's backslashes
+    dropped.write_text("A note.\n")
+    chat.command_words("/file " + re.sub(r"([ ()])", r"\\\1", str(dropped)), "(8 characters) to the next message")
     assert chat.quit() == 0
 
 

@@ -13,7 +13,7 @@ import pytest
 from localgen.conversation_summary import Summary
 from localgen.events import Finished, Timings, Usage
 from localgen.params import GenerationLimits
-from localgen.repl_input import help_lines
+from localgen.repl_input import help_lines, one_argument
 from localgen.repl_show import stop_strings_line
 from localgen.repl_text import answer_note, list_rows, toolbar_line
 from localgen.stopping import escaped
@@ -198,3 +198,14 @@ def test_set_stop_with_a_quote_left_open_by_a_backslash_says_how_to_write_one() 
     assert "No closing quotation" in refused.value.message and "'C:\\\\'" in (refused.value.hint or "")
     _set_stop(session, "'C:\\\\'")  # type: ignore[arg-type]
     assert session.limits.stop == ("C:\\",)
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    (r"/tmp/my\ notes\ \(1\).txt", "/tmp/my notes (1).txt"),  # a file dropped on a terminal, as it pastes it
+    (r"~/a\&b\'s\\c", "~/a&b's\\c"),
+    (r"C:\Users\me.txt", r"C:\Users\me.txt"),  # a backslash before anything else stays
+    ("'/tmp/my notes.txt'", "/tmp/my notes.txt"),
+    (r"'/tmp/my\ notes.txt'", r"/tmp/my\ notes.txt"),  # quoted: every backslash stays, as in a shell
+])
+def test_a_path_or_name_takes_a_shell_s_quotes_or_backslashes(typed: str, meant: str) -> None:
+    assert one_argument(typed, "/file PATH") == meant
