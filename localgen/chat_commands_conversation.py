@@ -35,10 +35,10 @@ def reset_command(state: ChatState, _: str) -> None:
 def undo_command(state: ChatState, _: str) -> None:
     """/undo: drop the last exchange."""
     conversation = state.session.conversation
-    saved = conversation.on_disk
+    saved, name = conversation.on_disk, conversation.name
     turn = state.session.undo()
-    unsaved = f" ({conversation.name} had no other exchange and is no longer saved)" if saved and not \
-        conversation.on_disk else ""
+    deleted = saved and not conversation.on_disk and conversation.name == name  # (renamed: its file was kept, said)
+    unsaved = f" ({name} had no other exchange and is no longer saved)" if deleted else ""
     console.say(f"dropped: {gist(turn.user)!r}{unsaved}")
 
 

@@ -17,7 +17,8 @@ from localgen.events import Finished
 from localgen.units import iso_time
 
 FORMAT_VERSION = 1
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+MAX_NAME_LENGTH = 100
+NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_LENGTH - 1}}}$")
 _EXAMPLE_NAME = "notes"  # the example a name gets when nothing of it makes one
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -33,8 +34,15 @@ def check_name(name: str) -> str:
         like = suggested_name(name)
         raise UsageError(f"'{name}' is not a valid conversation name",
                          hint="start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-' "
-                              "(up to 100 characters)" + (f", e.g. {like}" if like else ""))
+                              f"(up to {MAX_NAME_LENGTH} characters)" + (f", e.g. {like}" if like else ""))
     return name
+
+
+def numbered_name(name: str, number: int) -> str:
+    """NAME-NUMBER (NAME-2 for a second conversation named NAME), NAME shortened as far as it takes to stay a valid
+    name."""
+    suffix = f"-{number}"
+    return name[:MAX_NAME_LENGTH - len(suffix)] + suffix
 
 
 def suggested_name(name: str) -> str | None:
@@ -45,7 +53,7 @@ def suggested_name(name: str) -> str | None:
         return None
     name = name[:-len(".json")] if name.lower().endswith(".json") else name  # its file's name means it
     letters = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
-    like = re.sub(r"[^A-Za-z0-9._-]+", "-", letters).lstrip("._-")[:100].rstrip("-")
+    like = re.sub(r"[^A-Za-z0-9._-]+", "-", letters).lstrip("._-")[:MAX_NAME_LENGTH].rstrip("-")
     return like if like and like != name and NAME_PATTERN.fullmatch(like) else _EXAMPLE_NAME
 
 

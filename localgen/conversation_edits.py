@@ -30,12 +30,12 @@ def change_by_hand(conversation: Conversation, path: Path) -> str | None:
     if known is None:
         return None
     try:
-        mode = os.stat(path).st_mode
+        mode = os.lstat(path).st_mode  # a link is someone's, whatever it points to: never replaced by a write
         if not stat.S_ISREG(mode):  # a pipe is never read (it would wait); a folder fails the write, as before
             return None if stat.S_ISDIR(mode) else "changed"
         data = path.read_bytes()
     except FileNotFoundError:
-        return "changed" if os.path.lexists(path) else "deleted"  # a dangling link is someone's too
+        return "changed" if os.path.lexists(path) else "deleted"  # (or replaced by a dangling link since)
     except OSError:
         return "changed"
     return None if _digest(data) == known else "changed"

@@ -98,6 +98,11 @@ def _still_named(fd: int, path: Path) -> bool:
     return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
+def holds(folder: Path, name: str) -> bool:
+    """Whether this process holds conversation name."""
+    return lock_path(folder, name) in _held
+
+
 def release(folder: Path, name: str) -> None:
     """Let other processes open conversation name (a no-op when this process does not hold it)."""
     fd = _held.pop(lock_path(folder, name), None)

@@ -20,9 +20,10 @@ from localgen.conversation import (
     DamagedConversationError,
     ForeignFormatError,
     check_name,
+    numbered_name,
 )
 from localgen.conversation_edits import change_by_hand, remember
-from localgen.conversation_lock import ConversationBusyError, hold, lock_path, release
+from localgen.conversation_lock import ConversationBusyError, hold, holds, lock_path, release
 from localgen.errors import LocalgenError, UsageError
 from localgen.storage import atomic_write_text, check_folder, file_in_the_way, make_folder
 
@@ -44,11 +45,11 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
 
     A conversation overwrites only its own file, which this process holds (see conversation_lock) from its first
     save or its load until the process ends or the chat moves to another conversation, and only as this process
-    left it: a file changed since by another program (an editor) is kept, and the conversation is saved under the
-    first free NAME-2, NAME-3, ... instead; a file deleted meanwhile is written again; either is said (warn). Its
-    first save takes the first free name among NAME, NAME-2, NAME-3, ... (two chats started in the same second get
-    different files); a new name ("save as", as typed: see given_name) must not belong to another conversation, and
-    the old name is let go.
+    left it: a file changed since by another program (an editor, a link put there) is kept, and the conversation is
+    saved under the first free NAME-2, NAME-3, ... instead; a file deleted meanwhile is written again; either is
+    said (warn). Its first save takes the first free name among NAME, NAME-2, NAME-3, ... (two chats started in the
+    same second get different files; one held by its name since load_or_start says so); a new name ("save as", as
+    typed: see given_name) must not belong to another conversation, and the old name is let go.
     """
     name = None if name is None else given_name(name)
     folder = conversations_dir()
@@ -79,8 +80,13 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
                 warn(f"{path} was deleted since localgen last read or saved it: this conversation is saved there "
                      "again")
     else:
+        asked, held = conversation.name, holds(folder, conversation.name)
         conversation.name = _write_under_free_name(folder, conversation)
         conversation.on_disk = True
+        if held and conversation.name != asked:  # its file was made by another program since load_or_start
+            warn(f"{folder / f'{asked}.json'} was made by another program after this conversation began: it is kept "
+                 f"as it is, and this conversation is saved as '{conversation.name}' instead "
+                 f"({folder / f'{conversation.name}.json'})")
     return folder / f"{conversation.name}.json"
 
 
@@ -98,8 +104,16 @@ def _save_aside(folder: Path, conversation: Conversation, warn: Callable[[str], 
     old = replace(conversation)
     conversation.name = _write_under_free_name(folder, conversation, first=2)
     let_go(old)
-    warn(f"{path} changed since localgen last read or saved it: it is kept as it is, and this conversation is saved "
-         f"as '{conversation.name}' instead ({folder / f'{conversation.name}.json'})")
+    warn(f"{_changed(path)}: it is kept as it is, and this conversation is saved as '{conversation.name}' instead "
+         f"({folder / f'{conversation.name}.json'})")
+
+
+def _changed(path: Path) -> str:
+    """How a conversation's file another program changed is said (a link put there: no file is written through
+    one)."""
+    if path.is_symlink():
+        return f"{path} is a link, which localgen does not write through"
+    return f"{path} changed since localgen last read or saved it"
 
 
 def holds_as_is(conversation: Conversation) -> bool:
@@ -145,7 +159,7 @@ def _write_under_free_name(folder: Path, conversation: Conversation, *, first: i
     base = conversation.name
     try:
         for number in range(first, MAX_NAME_SUFFIX + 1):
-            candidate = base if number == 1 else f"{base}-{number}"
+            candidate = base if number == 1 else numbered_name(base, number)
             conversation.name = candidate  # the file records its own name
             try:
                 hold(folder, candidate, hint="")
@@ -384,12 +398,16 @@ def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = Fals
 
 def unsave(conversation: Conversation, warn: Callable[[str], None] = console.warn) -> None:
     """Delete the file of a conversation this process saved, and let it go: it is unsaved again, as before its first
-    save (where the file cannot be deleted, it stays saved; one another program changed since is kept, and said)."""
+    save (where the file cannot be deleted, it stays saved; one another program changed since is kept, and the
+    conversation, renamed to the first free NAME-2, NAME-3, ..., is saved there from its next change: both said)."""
     folder = conversations_dir()
     path = folder / f"{conversation.name}.json"
     if change_by_hand(conversation, path) == "changed":
-        warn(f"{path} changed since localgen last read or saved it: it is kept as it is")
+        name = _unused_name(folder, conversation.name)
+        warn(f"{_changed(path)}: it is kept as it is, and this conversation is saved as '{name}' from its next "
+             "exchange")
     else:
+        name = conversation.name
         try:
             path.unlink(missing_ok=True)
         except OSError:
@@ -397,4 +415,14 @@ def unsave(conversation: Conversation, warn: Callable[[str], None] = console.war
         with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
             lock_path(folder, conversation.name).unlink()
     let_go(conversation)
-    conversation.on_disk = False
+    conversation.name, conversation.on_disk = name, False
+
+
+def _unused_name(folder: Path, base: str) -> str:
+    """The first NAME-2, NAME-3, ... that has no file (its first save takes the next free one where another chat
+    took it meanwhile)."""
+    for number in range(2, MAX_NAME_SUFFIX + 1):
+        candidate = numbered_name(base, number)
+        if not os.path.lexists(folder / f"{candidate}.json"):
+            return candidate
+    return numbered_name(base, 2)  # none free: its first save looks further

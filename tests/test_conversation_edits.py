@@ -11,7 +11,16 @@ import pytest
 
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_lock import lock_path
-from localgen.conversation_store import let_go, load_conversation, read_conversation, save_conversation, unsave
+from localgen.conversation_store import (
+    let_go,
+    list_conversations,
+    load_conversation,
+    load_or_start,
+    read_conversation,
+    save_conversation,
+    saved_path,
+    unsave,
+)
 from localgen.errors import LocalgenError
 
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
@@ -98,19 +107,28 @@ def test_a_file_deleted_while_open_is_written_again_and_said_to_be() -> None:
     let_go(mine)
 
 
-@pytest.mark.parametrize("replaced_by", ["dangling link", "link elsewhere", "pipe"])
+@pytest.mark.parametrize("replaced_by", ["dangling link", "link elsewhere", "link to the same text",
+                                         "link to a folder", "pipe"])
 def test_a_file_replaced_by_something_else_is_left_there(replaced_by: str) -> None:
     notes: list[str] = []
     mine = Conversation(name="odd", turns=[Turn("q", "a")])
     path = save_conversation(mine, warn=notes.append)
-    path.unlink()
     elsewhere = path.parent.parent / "elsewhere.json"
     elsewhere.write_text("{}")
-    {"dangling link": lambda: path.symlink_to("nowhere.json"), "link elsewhere": lambda: path.symlink_to(elsewhere),
-     "pipe": lambda: os.mkfifo(path)}[replaced_by]()
+    if replaced_by == "link to the same text":  # a file moved to a synced folder, linked back: still someone's
+        path.replace(elsewhere)
+    else:
+        path.unlink()
+    (folder := path.parent.parent / "folder").mkdir()
+    {"pipe": lambda: os.mkfifo(path), "dangling link": lambda: path.symlink_to("nowhere.json"),
+     "link to a folder": lambda: path.symlink_to(folder)}.get(replaced_by, lambda: path.symlink_to(elsewhere))()
+    there = elsewhere.read_text()
     mine.turns.append(Turn("q2", "a2"))
     assert save_conversation(mine, warn=notes.append).name == "odd-2.json" and _users("odd-2") == ["q", "q2"]
-    assert len(notes) == 1 and os.path.lexists(path) and elsewhere.read_text() == "{}"
+    assert len(notes) == 1 and os.path.lexists(path) and elsewhere.read_text() == there
+    assert path.is_symlink() == ("link" in replaced_by) and list(folder.iterdir()) == []
+    if "link" in replaced_by:
+        assert notes[0].startswith(f"{path} is a link, which localgen does not write through: it is kept as it is")
     let_go(mine)
 
 
@@ -121,13 +139,85 @@ def test_undo_to_nothing_keeps_a_file_edited_meanwhile() -> None:
     path = save_conversation(mine)
     path.write_text(edited := path.read_text().replace('"a"', '"mine now"'))
     mine.turns.pop()
+    path.with_name("undone-2.json").write_text("{}")  # taken (by a conversation of another localgen version)
     unsave(mine, notes.append)
-    assert path.read_text() == edited and not mine.on_disk and _free(path)
-    assert notes == [f"{path} changed since localgen last read or saved it: it is kept as it is"]
+    assert path.read_text() == edited and not mine.on_disk and _free(path) and mine.name == "undone-3"
+    assert notes == [f"{path} changed since localgen last read or saved it: it is kept as it is, and this "
+                     "conversation is saved as 'undone-3' from its next exchange"]
+    mine.turns.append(Turn("q2", "a2"))
+    assert save_conversation(mine, warn=notes.append).name == "undone-3.json" and len(notes) == 1
+    assert path.read_text() == edited
+    let_go(mine)
     ours = Conversation(name="undone-too", turns=[Turn("q", "a")])
     path = save_conversation(ours)
     unsave(ours, notes.append)
-    assert not path.exists() and len(notes) == 1
+    assert not path.exists() and len(notes) == 1 and ours.name == "undone-too"
+
+
+def test_undo_of_the_only_exchange_says_where_the_chat_goes_on_when_its_file_was_edited(
+        bundled_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """/undo that leaves the chat's own conversation empty says it is no longer saved only where its file was
+    deleted; one edited by hand is kept, and the note says where the chat is saved from its next exchange."""
+    from localgen.chat_commands_conversation import undo_command
+    from localgen.repl_state import ChatState
+    from localgen.repl_unsaved import LeaveGuard
+    from tests.test_session import _session
+
+    session = _session(bundled_model, 1024)
+    try:
+        session.autosave = True
+        state = ChatState(session, LeaveGuard(session), show_answer=lambda *_: None, escapes=False, markdown=False,
+                          show_thinking=False)
+        for edited in (False, True):
+            session.conversation.turns.append(Turn("q", "a"))
+            session.set_value("top_k", "5")  # autosaved: the chat's own file
+            name = session.conversation.name
+            path = saved_path(name)
+            if edited:
+                path.write_text(path.read_text().replace('"a"', '"edited"'))
+            undo_command(state, "")
+            said = capsys.readouterr().err
+            assert ("no longer saved" in said) != edited and path.exists() == edited
+        assert session.save_notes == [f"{path} changed since localgen last read or saved it: it is kept as it is, "
+                                      f"and this conversation is saved as '{name}-2' from its next exchange"]
+        assert session.conversation.name == f"{name}-2" and not session.conversation.on_disk
+    finally:
+        let_go(session.conversation)
+        session.loaded.close()
+
+
+def test_a_name_of_100_characters_goes_on_under_a_shortened_one_that_can_be_loaded() -> None:
+    notes: list[str] = []
+    mine = Conversation(name="a" * 100, turns=[Turn("q", "a")])
+    path = save_conversation(mine)
+    for number in (2, 3):  # NAME-2, then that one edited too: a shorter NAME-3 (the first 98 characters + "-2" is it)
+        path.write_text(path.read_text().replace('"q"', '"edited"'))
+        mine.turns.append(Turn("q", "a"))
+        path = save_conversation(mine, warn=notes.append)
+        assert mine.name == "a" * 98 + f"-{number}" and path.name == f"{mine.name}.json"
+    let_go(mine)
+    assert len(load_conversation(mine.name).turns) == 3 and mine.name in dict(list_conversations())
+    assert len(notes) == 2
+    let_go(mine)
+
+
+def test_a_file_another_program_makes_before_a_run_s_first_save_is_kept_and_said() -> None:
+    """`run --conversation NAME` of a new NAME holds it from the start; a NAME.json another program writes before
+    its first save is kept, the run's exchange saved as NAME-2, and that said."""
+    notes: list[str] = []
+    mine = load_or_start("fresh")
+    path = saved_path("fresh")
+    path.write_text(theirs := '{"not": "mine"}')
+    mine.turns.append(Turn("q", "a"))
+    aside = save_conversation(mine, warn=notes.append)
+    assert path.read_text() == theirs and aside == path.with_name("fresh-2.json") and _users("fresh-2") == ["q"]
+    assert notes == [f"{path} was made by another program after this conversation began: it is kept as it is, and "
+                     f"this conversation is saved as 'fresh-2' instead ({aside})"]
+    assert _free(path), "the other program's file is let go"
+    let_go(mine)
+    two = Conversation(name="fresh", turns=[Turn("q", "a")])  # a chat started the same second as another: silent
+    assert save_conversation(two, warn=notes.append).name == "fresh-3.json" and len(notes) == 1
+    let_go(two)
 
 
 def test_a_save_aside_that_fails_keeps_the_name_and_the_hold(monkeypatch: pytest.MonkeyPatch) -> None:
