@@ -37,7 +37,7 @@ from localgen.repl_input import (
     without_controls,
 )
 from localgen.repl_state import ChatState
-from localgen.repl_terminal import bracketed_paste
+from localgen.repl_terminal import bracketed_paste, signals_end_the_prompt
 from localgen.repl_text import answer_note, room_notice, toolbar_line
 from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession, TurnStart, UnsavedChangeError
@@ -156,7 +156,8 @@ class Repl:
             self._ahead.arm()
         line: str | None = None
         try:
-            line = self._prompt.prompt(PROMPT)
+            with signals_end_the_prompt(self._prompt.app):  # not raised inside prompt-toolkit's tasks
+                line = self._prompt.prompt(PROMPT)
         except KeyboardInterrupt:  # it clears a line with text; on an empty one, it says how to leave (as Ollama)
             if not self._prompt.default_buffer.text.strip():
                 console.say(LEAVING_HINT)

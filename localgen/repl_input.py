@@ -293,8 +293,9 @@ class SafeFileHistory(FileHistory):
         """The saved lines, or none (noted once) when the file cannot be read."""
         try:
             return list(super().load_history_strings())
-        except OSError as exc:
-            self._note(f"cannot read the input history {self.filename!s}: {exc.strerror or exc}")
+        except Exception as exc:  # raised in prompt-toolkit's task, it would put a traceback on the screen
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or repr(exc)
+            self._note(f"cannot read the input history {self.filename!s}: {reason}")
             return []
 
     def append_string(self, string: str) -> None:
@@ -342,9 +343,12 @@ def open_history() -> tuple[History, str | None]:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not path.exists():
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-        mode = path.stat().st_mode
+        status = path.stat()
+        mode = status.st_mode
         if stat.S_ISDIR(mode):
             return InMemoryHistory(), f"{path} is a directory; input history is not saved this session"
+        if not stat.S_ISREG(mode) and not os.path.samestat(status, os.stat(os.devnull)):  # a FIFO would never end
+            return InMemoryHistory(), f"{path} is not a regular file; input history is not saved this session"
         if stat.S_ISREG(mode):  # (a symlink to /dev/null, a common way to turn history off, is left alone)
             if mode & 0o077:
                 os.chmod(path, 0o600)

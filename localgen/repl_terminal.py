@@ -8,8 +8,9 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
-from prompt_toolkit.application import create_app_session
+from prompt_toolkit.application import Application, create_app_session
 from prompt_toolkit.output.vt100 import Vt100_Output
 
 from localgen import console
@@ -169,3 +170,37 @@ def end_after_suspend(signum: int) -> None:
             app.exit(exception=SignalExit(signum))
             return
     signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def signals_end_the_prompt(app: Application[Any]) -> Iterator[None]:
+    """While the prompt reads a line, SIGTERM and SIGHUP end it by making it raise SignalExit, as it ends on Ctrl-D.
+
+    Their own handlers raise SignalExit where the signal lands: inside one of prompt-toolkit's tasks (the one
+    loading the input history at each prompt, say), the exception would end only that task, with a traceback on the
+    screen. Outside prompt-toolkit's event loop, they raise it at once, as before, and so does the same signal sent
+    again (a prompt stuck in a task never takes the first); one that came too late for the prompt to take it is
+    raised as the prompt returns.
+    """
+    held = DeferredSignals()
+
+    def end_prompt(signum: int) -> None:
+        if app.future is not None and not app.future.done():
+            app.exit(exception=SignalExit(signum))
+
+    def handler(signum: int, _frame: object) -> None:
+        loop = app.loop
+        if loop is None or signum in held.received:  # a second one: the prompt may be stuck
+            raise SignalExit(signum)
+        held.record(signum, None)
+        loop.call_soon_threadsafe(end_prompt, signum)
+
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, handler) for sig in ENDING_SIGNALS
+                if on_main_thread and signal.getsignal(sig) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        restore_handlers(previous)
+        if held.received:
+            raise SignalExit(held.received[0])

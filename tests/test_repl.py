@@ -501,6 +501,23 @@ def test_history_persists_across_runs(home: Path) -> None:
     assert oct(history.stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_as_the_prompt_loads_a_long_history_ends_the_chat_without_a_traceback(home: Path, signum: int,
+                                                                                      code: int) -> None:
+    """prompt-toolkit reads the history in a task just after it draws the prompt: a signal landing there put
+    'Loading history failed' and its traceback on the screen, then waited for Enter."""
+    history = home / "data" / "history"
+    history.parent.mkdir(parents=True)
+    history.write_text("".join(f"\n# 2024-01-01 10:00:00\n+line {n}\n" for n in range(200_000)))
+    history.chmod(0o600)
+    chat = Chat(home, "--no-markdown", "-n", "4")
+    time.sleep(0.1)  # the history is being read: it takes prompt-toolkit some 0.4 s
+    assert chat.killed(signum)[0] == code
+    screen = chat.transcript.getvalue()
+    for said in ("Traceback", "Loading history failed", "Unhandled exception", "Press ENTER"):
+        assert said not in screen, screen[-3000:]
+
+
 def test_bytes_that_are_not_utf8_become_replacement_characters(chat: Chat) -> None:
     os.write(chat.child.child_fd, b"Say caf\xe9.\r")  # what a Latin-1 terminal sends for an accented letter
     state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None)
