@@ -252,16 +252,18 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
         if request.print_prompt:
             write_prompt(loaded, messages, json_output=request.json_output)
             return None
-        keep = None if request.raw else last_run_keeper(loaded, options, system, user_text, console.warn)
+        keep = None if request.raw else last_run_keeper(loaded, options, system, user_text, notes.append)
         start = fresh_answer(loaded, messages, sampling, limits, draft=request.draft,
                              prompt_cache=not request.no_cache, hide_thinking=request.hide_thinking, keep=keep)
     output = None if request.json_output else console.TextOutput(wrap=not request.no_wrap)
-    completion, exit_code, late_error = stream_to_stdout(loaded, start, output)
-    conversation = checked.conversation  # --json names it once the exchange is saved in it (no answer: never)
-    saved_in = conversation.name if conversation is not None and late_error is None and gave_an_answer(completion) \
-        else None
-    finish_output(loaded, completion, output, saved_in)
-    console.warn_each(notes)
+    try:
+        completion, exit_code, late_error = stream_to_stdout(loaded, start, output)
+        conversation = checked.conversation  # --json names it once the exchange is saved in it (no answer: never)
+        saved_in = conversation.name if conversation is not None and late_error is None \
+            and gave_an_answer(completion) else None
+        finish_output(loaded, completion, output, saved_in)
+    finally:  # after the whole answer and its newline, which the writer holds back while it streams
+        console.warn_each(notes)
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error
     return RunOutcome(completion, exit_code)
