@@ -156,12 +156,12 @@ def _warn_if_unsaveable() -> bool:
     from localgen import console
     from localgen.conversation_store import conversations_dir
     from localgen.errors import LocalgenError
-    from localgen.storage import file_in_the_way, make_folder
+    from localgen.storage import file_in_the_way, in_the_way, make_folder
 
     blocker = file_in_the_way(conversations_dir())
     if blocker is not None:
-        console.warn(f"this chat cannot be saved: {blocker} is a file, where a folder should be (move that file out "
-                     "of the way)")
+        what, hint = in_the_way(blocker)
+        console.warn(f"this chat cannot be saved: {what} ({hint})")
         return True
     try:
         make_folder(conversations_dir(), mode=0o700)  # made now, private, as the first answer would make it

@@ -67,7 +67,8 @@ def _keep(conversation: Conversation, warn: Callable[[str], None]) -> None:
     try:
         atomic_write_text(last_run_path(), conversation.to_json())
     except LocalgenError as exc:
-        warn(f"this run is not kept for `localgen run --continue`: {exc.message}")
+        hint = f" ({exc.hint})" if exc.hint else ""
+        warn(f"this run is not kept for `localgen run --continue`: {exc.message}{hint}")
 
 
 @dataclass(frozen=True)

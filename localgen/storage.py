@@ -41,8 +41,8 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
     except OSError as exc:
         blocker = file_in_the_way(path.parent)
         if blocker is not None:
-            raise LocalgenError(f"could not write {path}: {blocker} is a file, where a folder should be",
-                                hint="move that file out of the way") from exc
+            what, hint = in_the_way(blocker)
+            raise LocalgenError(f"could not write {path}: {what}", hint=hint) from exc
         if isinstance(exc, FileExistsError) and not replace:
             raise
         if path.is_dir() and not path.is_symlink():
@@ -69,6 +69,15 @@ def file_in_the_way(folder: Path) -> Path | None:
     return None
 
 
+def in_the_way(blocker: Path) -> tuple[str, str]:
+    """What file_in_the_way found, said (a file, or a link to something not there), and the hint that clears it."""
+    with contextlib.suppress(OSError):
+        if blocker.is_symlink() and not blocker.exists():
+            return (f"{blocker} is a link to {os.readlink(blocker)}, which is not there",
+                    "point the link at a folder that is there, or remove it")
+    return f"{blocker} is a file, where a folder should be", "move that file out of the way"
+
+
 def make_folder(folder: Path, *, mode: int = 0o777) -> None:
     """Make a folder and those above it, with a clear error where a file stands in the way."""
     try:
@@ -76,8 +85,8 @@ def make_folder(folder: Path, *, mode: int = 0o777) -> None:
     except OSError as exc:
         blocker = file_in_the_way(folder)
         if blocker is not None:
-            raise LocalgenError(f"could not create {folder}: {blocker} is a file, where a folder should be",
-                                hint="move that file out of the way") from exc
+            what, hint = in_the_way(blocker)
+            raise LocalgenError(f"could not create {folder}: {what}", hint=hint) from exc
         raise LocalgenError(f"could not create {folder}: {exc.strerror or exc}",
                             hint="check free disk space and permissions") from exc
 

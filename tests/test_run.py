@@ -585,14 +585,18 @@ def test_closing_the_terminal_mid_answer_exits_129_like_its_sighup(tmp_path: Pat
 def test_a_run_that_cannot_be_kept_says_so_after_the_whole_answer(tmp_path: Path) -> None:
     """On one stream (a terminal, as 2>&1), the warning that the run is not kept for --continue follows the answer's
     last word and its newline, which the writer holds back while the answer streams."""
-    (tmp_path / "data").write_text("a file where the data folder should be")
+    (tmp_path / "data").symlink_to(tmp_path / "unmounted")  # a link to a folder not there, named as such
     child = spawn_localgen("run", "-n", "6", *GREEDY, "hi", env={**os.environ, "LOCALGEN_HOME": str(tmp_path),
-                                                                 "TERM": "dumb"}, encoding="utf-8", timeout=120)
+                                                                 "TERM": "dumb"}, encoding="utf-8", timeout=120,
+                           dimensions=(24, 400))
     raw = child.read()
     child.close()
     assert child.exitstatus == 0, raw
-    answer, warned, _ = raw.partition("localgen: warning: this run is not kept for `localgen run --continue`")
+    answer, warned, rest = raw.partition("localgen: warning: this run is not kept for `localgen run --continue`")
     assert warned and answer.strip() and answer.endswith("\r\n"), raw
+    assert rest.startswith(f": could not write {tmp_path}/data/last-run.json: {tmp_path}/data is a link to "
+                           f"{tmp_path}/unmounted, which is not there (point the link at a folder that is "
+                           "there, or remove it)\r\n"), raw
 
 
 def test_a_long_prompt_shows_progress_on_a_terminal_then_erases_it(tmp_path: Path) -> None:
