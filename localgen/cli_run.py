@@ -138,9 +138,11 @@ def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: b
         console.write_out(sys.stdout, console.terminal_safe(text) if sys.stdout.isatty() else text)
 
 
-def report_after_run(completion: Finished, *, json_output: bool, stats: bool, limit_given: bool = True) -> None:
+def report_after_run(completion: Finished, *, json_output: bool, stats: bool, limit_given: bool = True,
+                     stops: bool = False) -> None:
     """The notes on stderr once the answer is out: why it stopped early (a token limit named by where it came from:
-    -n, or else a saved conversation's or models.toml's max_tokens), reasoning left out, and --stats."""
+    -n, or else a saved conversation's or models.toml's max_tokens), an empty answer and why (stops: --stop gave
+    stop strings), reasoning left out, and --stats."""
     from localgen import console
 
     source = "-n/--max-tokens" if limit_given else "max_tokens of the conversation or models.toml; -n overrides it"
@@ -150,5 +152,19 @@ def report_after_run(completion: Finished, *, json_output: bool, stats: bool, li
     all_hidden = completion.thinking is not None and completion.usage.completion_tokens and not completion.text
     if all_hidden and not json_output:
         console.say("localgen: the answer ended inside its <think> reasoning, which --hide-thinking left out")
+    empty = None if json_output or all_hidden else empty_answer_note(completion, stops=stops)  # --json: its "text"
+    if empty:
+        console.say(f"localgen: {empty}")
     if stats:
         console.say(console.format_stats(completion))
+
+
+def empty_answer_note(completion: Finished, *, stops: bool) -> str | None:
+    """Why an answer that ended by itself has no text (stdout shows nothing), or None where it has some (stops:
+    stop strings were given, which end it as the model's end of answer does)."""
+    if completion.finish_reason != "stop" or completion.text.strip():
+        return None
+    what = "empty" if not completion.text else "blank (whitespace only)"
+    why = ("a stop string (--stop) matched before any text, or the model ended it there" if stops else
+           "the model ended it before any text")
+    return f"the answer is {what}: {why}"

@@ -95,6 +95,7 @@ class RunOutcome:
 
     completion: Finished
     exit_code: int | None
+    stops: bool = False  # stop strings ended it as the model's end of answer does
 
 
 def run_command(request: RunRequest) -> None:
@@ -266,7 +267,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
         console.warn_each(notes)
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error
-    return RunOutcome(completion, exit_code)
+    return RunOutcome(completion, exit_code, stops=bool(limits.stop))
 
 
 def report_run(request: RunRequest, outcome: RunOutcome) -> None:
@@ -276,6 +277,6 @@ def report_run(request: RunRequest, outcome: RunOutcome) -> None:
     from localgen.cli_run import report_after_run
 
     report_after_run(outcome.completion, json_output=request.json_output, stats=request.stats,
-                     limit_given=from_command_line(request.ctx, "max_tokens"))
+                     limit_given=from_command_line(request.ctx, "max_tokens"), stops=outcome.stops)
     if outcome.exit_code is not None:
         raise typer.Exit(outcome.exit_code)

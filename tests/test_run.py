@@ -109,6 +109,16 @@ def test_stop_string_ends_output_before_it() -> None:
     assert stopped.out == full[: full.index("5")].rstrip("\n") + "\n"
 
 
+@pytest.mark.parametrize(("args", "why"), [
+    (("--stop", "Hello"), "a stop string (--stop) matched before any text, or the model ended it there"),
+    (("--grammar", 'root ::= ""'), "the model ended it before any text"),
+])
+def test_an_empty_answer_is_said_on_stderr(args: tuple[str, ...], why: str) -> None:
+    """stdout stays empty, as the answer is; stderr says so and why, where it said nothing at all."""
+    result = run_localgen("run", "hi", "-n", "20", *args, *GREEDY)
+    assert (result.returncode, result.out, result.err) == (0, "", f"localgen: the answer is empty: {why}\n")
+
+
 def test_json_output_fields() -> None:
     result = run_localgen("run", "Hi", "-n", "3", "--json", *GREEDY)
     assert result.returncode == 0, result.err
