@@ -3,6 +3,7 @@ the notes after it."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, BinaryIO
@@ -28,6 +29,8 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     from localgen.inputs import file_name_warning, names_a_file, once_each, read_attachments
     from localgen.registry import reads_as_a_model
 
+    if stdin_asked or any(file.path is None for file in files):
+        say_reading_a_terminal(stdin, "the prompt" if stdin_asked else "the text -f - attaches")
     attachments = read_attachments(files, stdin, warnings, stdin_asked=stdin_asked, waiting=say_waiting_for)
     names = [file.name for file in files] + ["stdin"] * (len(attachments) - len(files))  # piped stdin comes last
     attachments = once_each(attachments, names, warnings)
@@ -43,10 +46,18 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     return attachments
 
 
+def say_reading_a_terminal(stdin: BinaryIO | None, what: str) -> None:
+    """Tell the person at the terminal that a "-" reads what from it, until Ctrl-D (a silent wait looks hung)."""
+    from localgen import console
+
+    with contextlib.suppress(OSError, ValueError):
+        if stdin is not None and stdin.isatty():
+            console.say(f"localgen: reading {what} from the terminal; Ctrl-D at the start of a line ends it")
+
+
 def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> None:
     """Refuse a file given to read, or stdin, that is the file stdout goes to, which the shell's > emptied before
     localgen could read it (`localgen run -f notes.md "Fix it." > notes.md`): the answer would come without it."""
-    import contextlib
     import fcntl
     import os
     import stat

@@ -198,7 +198,7 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     """Read what the run was given to read (the grammar or schema file, --system-file, --chat-template, -f files
     and piped stdin), each checked as it is read; a message with nothing in it is refused."""
     from localgen import console
-    from localgen.cli_run import gather_attachments
+    from localgen.cli_run import gather_attachments, say_reading_a_terminal
     from localgen.fit import prompt_context, prompt_floor, text_bytes
     from localgen.grammar import grammar_for
     from localgen.inputs import read_chat_template
@@ -208,6 +208,8 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     # a schema or grammar given as text is checked before a --system-file pipe is waited for
     sampling = replace(checked.sampling, grammar=grammar_for(checked.constraint, warnings, waiting=say_waiting_for))
     if checked.system_input is not None:
+        if checked.system_input.path is None:
+            say_reading_a_terminal(stdin, "the system prompt (--system-file -)")
         system = read_system_file(checked.system_input, stdin, warnings)
         stdin = None if checked.system_input.path is None else stdin  # --system-file - read it
     template = read_chat_template(checked.template_file, waiting=say_waiting_for)

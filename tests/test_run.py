@@ -292,7 +292,9 @@ def test_output_is_utf8_on_a_pipe_whatever_the_locale(tmp_path: Path) -> None:
 def test_a_dash_reads_the_prompt_or_a_file_from_stdin() -> None:
     text = b"Name the capital of France."
     plain = json.loads(run_localgen("run", "--json", "-n", "8", *GREEDY, stdin=text).out)
-    dash = json.loads(run_localgen("run", "-", "--json", "-n", "8", *GREEDY, stdin=text).out)
+    piped = run_localgen("run", "-", "--json", "-n", "8", *GREEDY, stdin=text)
+    assert piped.err == "", "a pipe is read with no note: the note is for a terminal"
+    dash = json.loads(piped.out)
     assert dash["usage"]["prompt_tokens"] == plain["usage"]["prompt_tokens"] and dash["text"] == plain["text"]
     as_file = run_localgen("run", "-f", "-", "Answer in one word.", "--json", "-n", "8", *GREEDY, stdin=text)
     assert as_file.returncode == 0, as_file.err

@@ -208,6 +208,23 @@ def test_chat_takes_its_system_prompt_from_a_file_even_a_slow_pipe(tmp_path: Pat
     assert "--system-file - cannot read stdin: chat reads its messages from the terminal" in refused.before
 
 
+@pytest.mark.parametrize(("args", "what"), [
+    (("-",), "the prompt"),
+    (("-f", "-", "Summarize it."), "the text -f - attaches"),
+    (("--system-file", "-", "hi"), "the system prompt (--system-file -)"),
+])
+def test_a_dash_reading_a_terminal_says_so_and_how_to_end_it(args: tuple[str, ...], what: str) -> None:
+    """`localgen run -` at a terminal waits for what is typed there: a note says so, where it waited silently."""
+    child = spawn_localgen("run", "--print-prompt", *args, env=dict(os.environ), encoding="utf-8", timeout=60,
+                           dimensions=(30, 200))
+    child.expect_exact(f"localgen: reading {what} from the terminal; Ctrl-D at the start of a line ends it")
+    child.sendline("Typed at the terminal.")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0 and "Typed at the terminal." in child.before, child.before
+
+
 # --- pipes given to the options that take a file ---------------------------------------------------------------------
 
 PIPED = {"--grammar": 'root ::= "yes"', "--json-schema": '{"type": "string"}',
