@@ -16,6 +16,7 @@ from localgen.cli_exit import flush_stdout, run_app
 from localgen.cli_manage import cache_app, models_app
 from localgen.cli_model import say_note
 from localgen.cli_options import (
+    CTX_NAMES,
     RESUME_LATEST,
     BatchSizeOpt,
     BenchBatchSizeOpt,
@@ -303,8 +304,7 @@ def fit(
         metavar="REF",
         help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address or a .gguf path.")] = None,
     model: ModelOpt = None,
-    ctx: Annotated[int | None, whole_option(
-        "--ctx", "--ctx-size", "-c", help="Context size to plan for.")] = None,
+    ctx: Annotated[int | None, whole_option(*CTX_NAMES, help="Context size to plan for.")] = None,
     kv_type: KvTypeOpt = "f16",
     gpu_layers: GpuLayersOpt = None,
     no_gpu: NoGpuOpt = False,

@@ -96,7 +96,8 @@ def _lower(value: str) -> str:
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", "-m", metavar="REF",
     help="Registry name, ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address, or a .gguf path.")]
-CtxOpt = Annotated[int | None, whole_option("--ctx-size", "-c", help="Context size in tokens.")]
+CTX_NAMES = ("--ctx-size", "-c", "--ctx")  # run, chat and fit alike (fit's README example types --ctx)
+CtxOpt = Annotated[int | None, whole_option(*CTX_NAMES, help="Context size in tokens.")]
 ThreadsOpt = Annotated[int | None, whole_option("--threads", "-t", help="CPU threads (default: physical cores).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]

@@ -77,10 +77,16 @@ def _usage_error_text(exc: Exception) -> str:
 
 
 def _close_options(exc: Exception) -> list[str]:
-    """For an unknown option, the options whose names (dashes aside) are really close to it or start with it."""
+    """For an unknown option, the options whose names (dashes aside) are the same (--n for -n), really close to it
+    or start with it."""
     if not _is_no_such_option(exc):
         return []
     typed = str(getattr(exc, "option_name", "")).lstrip("-")
+    command = getattr(getattr(exc, "ctx", None), "command", None)
+    same = [option for param in getattr(command, "params", ()) for option in getattr(param, "opts", ())
+            if option.lstrip("-") == typed]  # click's possibilities leave out the short options
+    if same:
+        return same[:1]
     names = {option.lstrip("-"): option for option in getattr(exc, "possibilities", None) or ()}
     close = difflib.get_close_matches(typed, list(names), n=3, cutoff=SUGGESTION_CUTOFF)
     starts = [name for name in names if len(typed) >= 2 and name.startswith(typed) and name not in close]

@@ -205,7 +205,7 @@ def test_run_warns_of_a_typed_escape_in_a_stop_string() -> None:
 
 
 def test_output_stopped_by_context_end_is_flagged() -> None:
-    result = run_localgen("run", "Write a very long essay about the history of Rome.", "--ctx-size", "48",
+    result = run_localgen("run", "Write a very long essay about the history of Rome.", "--ctx", "48",  # as fit's
                           *GREEDY)
     assert result.returncode == 0, result.err
     assert "end of the context" in result.err
@@ -340,6 +340,7 @@ def test_sigint_or_sigterm_prints_partial_output_and_exits_with_its_code(signum:
         (("run", "hi", "--continue", "--raw"), "no conversation to continue", 2),
         (("run", "hi", "--continue", "--conversation", "a"), "contradict each other", 2),
         (("run", "hi", "--conversation", "no/such"), "not a valid conversation name", 2),
+        (("chat", "--ctx", "lots"), "invalid value for '--ctx-size' / '-c' / '--ctx'", 2),  # fit's name for it too
     ],
 )
 def test_bad_input_gets_one_line_error(args: tuple[str, ...], needle: str, code: int) -> None:
@@ -357,6 +358,7 @@ def test_bad_input_gets_one_line_error(args: tuple[str, ...], needle: str, code:
         (("chat", "--modle", "x"), "did you mean --model? see `localgen chat --help`"),
         (("chat", "--kv", "q8_0"), "did you mean --kv-type? see `localgen chat --help`"),  # a prefix
         (("run", "--bogus", "hi"), "see `localgen run --help`"),  # click offered --no-gpu for this one
+        (("run", "--n", "5", "hi"), "did you mean -n? see `localgen run --help`"),  # click offers long options only
     ],
 )
 def test_a_misspelt_option_gets_only_close_suggestions(args: tuple[str, ...], hint: str) -> None:
