@@ -332,8 +332,10 @@ def _bench_loader(*, model: str | None, threads: int | None, threads_batch: int 
             return load_model(options, note=lambda text: progress(f"bench: {text}"),
                               opening=lambda resolved: progress(f"bench: loading {resolved.display_name}"))
         except ContextSizeError as exc:
+            largest = exc.maximum - (ctx - size)  # the test's context is its size and room the same for each size
             raise UsageError(f"{flag} {size:,} needs a context of {ctx:,} tokens, beyond the model's maximum of "
-                             f"{exc.maximum:,}", hint=f"use a smaller {flag}") from exc
+                             f"{exc.maximum:,}", hint=f"use {flag} {largest} or less" if largest > 0 else
+                             f"this model's context is too small for the {flag} test") from exc
 
     return load
 

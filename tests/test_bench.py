@@ -254,10 +254,10 @@ def test_a_prompt_beyond_the_model_is_refused_before_loading() -> None:
     assert result.err.count("\n") == 1, "one line: no progress about a model that will not be loaded"
     last = result.err.strip()
     assert last == ("localgen: error: -p 100,000 needs a context of 100,192 tokens, beyond the model's "
-                    "maximum of 8,192 (hint: use a smaller -p)")
+                    "maximum of 8,192 (hint: use -p 8000 or less)")
     result = run_localgen("bench", "-p", "16", "-n", "9000", "-r", "1")
     assert result.err.strip() == ("localgen: error: -n 9,000 needs a context of 9,066 tokens, beyond the "
-                                  "model's maximum of 8,192 (hint: use a smaller -n)")
+                                  "model's maximum of 8,192 (hint: use -n 8126 or less)")
 
 
 def test_an_unknown_model_is_one_error_line() -> None:
