@@ -11,7 +11,6 @@ ESCAPES = {"\\n": "a newline", "\\t": "a tab", "\\r": "a carriage return"}
 READ_ESCAPES = {"\\n": "\n", "\\t": "\t", "\\r": "\r", "\\\\": "\\", "\\'": "'", '\\"': '"'}
 _WRITTEN = {char: escape for escape, char in READ_ESCAPES.items() if char not in "'\""}
 _READ = re.compile(r"""\\(?:[ntr\\'"]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})""")
-_LISTED = re.compile(r",(?:\s|$)")  # a comma ending a word, as /show's list of stop strings has it
 _CODES = {"x": 2, "u": 4, "U": 8}  # \xHH, \uHHHH, \UHHHHHHHH: any other character, by its code (as Python writes it)
 
 
@@ -52,9 +51,9 @@ def _escaped_char(char: str, quote: str) -> str:
 
 
 def words_read(argument: str) -> list[str]:
-    """The stop strings /set stop's argument gives: words split at spaces, quoted as in a shell ('User says:'),
-    each with its escapes read (escapes_read), a quote escaped inside its own quotes (\\'); a comma just after a
-    closing quote parts two, as /show lists them ('###', 'User:'); a ValueError for a quote left open."""
+    """The stop strings /set stop's argument gives: words split at spaces or commas (as /show lists them: '###',
+    'User:'), quoted as in a shell ('User says:', 'a,b'), each with its escapes read (escapes_read), a quote escaped
+    inside its own quotes (\\'); a ValueError for a quote left open."""
     words: list[str] = []
     typed, quote, at, started = "", "", 0, False
     while at < len(argument):
@@ -64,11 +63,9 @@ def words_read(argument: str) -> list[str]:
             typed, at, started = typed + pair, at + 2, True  # read with the rest by escapes_read
             continue
         if char == quote or (not quote and char in "'\""):
-            if quote and _LISTED.match(argument, at + 1):
-                at += 1  # the comma goes as a space would
             quote = "" if quote else char
             started = True
-        elif quote or not char.isspace():
+        elif quote or not (char.isspace() or char == ","):
             typed, started = typed + char, True
         elif started:
             words.append(escapes_read(typed))

@@ -167,7 +167,7 @@ def test_toolbar_parts_ranked_last_give_way_first() -> None:
 
 AWKWARD_STOPS = ["it's", 'say "hi"', """it's "both\"""", "a\\b", "\\n is no newline", "C:\\", "\n\nUser:", "\t|\r",
                  "\x1b[0m", "\x00", "\x7f", "\u2028", "\u200b", "\xa0", "für", "終わり", "🛑", " both ends ", "'", '"',
-                 "\\'", "#", "\\x41"]
+                 "\\'", "#", "\\x41", ",", "a, b", "x,"]
 
 
 @pytest.mark.parametrize("stop", AWKWARD_STOPS)

@@ -123,3 +123,22 @@ def test_chat_s_set_stop_reads_escapes_and_keeps_any_other_backslash() -> None:
 
     assert escapes_read(r"\n Q:\t \r\n") == "\n Q:\t \r\n"
     assert escapes_read(r"a\\tb \d \\\n \x") == "a\\tb \\d \\\n \\x"  # \\ is one backslash; \d and \x stay
+
+
+@pytest.mark.parametrize(("typed", "stops"), [
+    ("'###' , 'User:'", ["###", "User:"]),  # a space before the comma
+    ("'###','User:'", ["###", "User:"]),
+    ("x, y", ["x", "y"]),  # unquoted
+    ("x,y ,z", ["x", "y", "z"]),
+    ("### , User:", ["###", "User:"]),
+    ("'a, b' 'c,d'", ["a, b", "c,d"]),  # a comma in quotes stays
+    ("',' x", [",", "x"]),
+    (",", []),  # a lone comma is no stop string
+    ("x ,, y,", ["x", "y"]),
+])
+def test_set_stop_parts_stop_strings_at_commas_between_words(typed: str, stops: list[str]) -> None:
+    """A comma outside quotes parts two stop strings, as a space does, wherever it stands; /set stop '###' , 'User:'
+    set ',' as a stop string, and /set stop x, y set 'x,'."""
+    from localgen.stopping import words_read
+
+    assert words_read(typed) == stops
