@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from localgen.cli_usage import help_cluster_error, option_arity, usage_error
+from localgen.cli_usage import help_cluster_error, one_dash_error, option_arity, usage_error
 from localgen.config import settings
 from localgen.errors import (
     DISK_FULL_ERRNOS,
@@ -43,7 +43,7 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
     try:
         if args and mentions_other_tools_options(args[0], args[1:]):
             check_options(args[0], args[1:], option_arity(app, args[0]))
-        cluster = help_cluster_error(app, args)
+        cluster = help_cluster_error(app, args) or one_dash_error(app, args)
         if cluster is not None:
             console.error(*cluster)
             return EXIT_USAGE

@@ -6,6 +6,8 @@ from __future__ import annotations
 import difflib
 import itertools
 import shlex
+from collections.abc import Iterable
+from typing import Any
 
 import typer
 
@@ -46,6 +48,38 @@ def help_cluster_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | N
     return None
 
 
+def one_dash_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
+    """For a long option's name typed with one dash (-temp, -seed), which click reads as a short option with a value
+    stuck to it (-t emp, -s eed) or as unknown letters (-json): no such option, and the name meant (--temp). The
+    one-line message and the hint, or None."""
+    names, command = _typed_command(app, args)
+    takes_value = _arity(command.params)
+    expects_value = False
+    for word in args[len(names):]:
+        if word == "--" and not expects_value:
+            return None
+        typed = word.partition("=")[0]
+        if not expects_value and typed[:1] == "-" and typed[1:2] not in ("-", "") and typed not in takes_value:
+            meant = [name for name in _alike_options(typed, command.params) if name.startswith("--")]
+            if meant:
+                help_command = shlex.join(["localgen", *names, "--help"])
+                return f"No such option: {typed}", f"did you mean {meant[0]}? see `{help_command}`"
+        expects_value = not expects_value and takes_value.get(word, False)
+    return None
+
+
+def _typed_command(app: typer.Typer, args: list[str]) -> tuple[list[str], Any]:
+    """The click command args name (a group's subcommand too: models rm), and the words that name it."""
+    command: Any = typer.main.get_command(app)
+    names: list[str] = []
+    for word in args:
+        subcommand = getattr(command, "commands", {}).get(word)
+        if subcommand is None:
+            break
+        command, names = subcommand, [*names, word]
+    return names, command
+
+
 def _as_typed(message: str, exc: Exception, args: list[str]) -> str:
     """An unknown short option named as typed: click names -j of -jf (its first letter, unknown), which no one typed."""
     name = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
@@ -57,7 +91,11 @@ def _as_typed(message: str, exc: Exception, args: list[str]) -> str:
 def option_arity(app: typer.Typer, command: str) -> dict[str, bool]:
     """Each option name of a command, and whether it takes a value."""
     group = typer.main.get_command(app)
-    params = group.commands[command].params if hasattr(group, "commands") else []  # type: ignore[attr-defined]
+    return _arity(group.commands[command].params if hasattr(group, "commands") else [])  # type: ignore[attr-defined]
+
+
+def _arity(params: Iterable[Any]) -> dict[str, bool]:
+    """Each option name of these click parameters, and whether it takes a value."""
     return {name: not (param.is_flag or param.count) for param in params if hasattr(param, "is_flag")
             for name in (*param.opts, *param.secondary_opts)}
 
@@ -81,16 +119,22 @@ def _close_options(exc: Exception) -> list[str]:
     or start with it."""
     if not _is_no_such_option(exc):
         return []
-    typed = str(getattr(exc, "option_name", "")).lstrip("-")
+    typed = str(getattr(exc, "option_name", ""))
     command = getattr(getattr(exc, "ctx", None), "command", None)
-    same = [option for param in getattr(command, "params", ()) for option in getattr(param, "opts", ())
-            if option.lstrip("-") == typed]  # click's possibilities leave out the short options
+    same = _alike_options(typed, getattr(command, "params", ()))  # click's possibilities leave out the short options
     if same:
         return same[:1]
+    typed = typed.lstrip("-")
     names = {option.lstrip("-"): option for option in getattr(exc, "possibilities", None) or ()}
     close = difflib.get_close_matches(typed, list(names), n=3, cutoff=SUGGESTION_CUTOFF)
     starts = [name for name in names if len(typed) >= 2 and name.startswith(typed) and name not in close]
     return [names[name] for name in [*close, *starts][:3]]
+
+
+def _alike_options(typed: str, params: Iterable[Any]) -> list[str]:
+    """The options named as typed but for their dashes: -n for --n, --seed for -seed."""
+    return [option for param in params for option in getattr(param, "opts", ())
+            if option.lstrip("-") == typed.lstrip("-") and option != typed]
 
 
 def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:

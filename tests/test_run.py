@@ -359,12 +359,34 @@ def test_bad_input_gets_one_line_error(args: tuple[str, ...], needle: str, code:
         (("chat", "--kv", "q8_0"), "did you mean --kv-type? see `localgen chat --help`"),  # a prefix
         (("run", "--bogus", "hi"), "see `localgen run --help`"),  # click offered --no-gpu for this one
         (("run", "--n", "5", "hi"), "did you mean -n? see `localgen run --help`"),  # click offers long options only
+        (("run", "-temp", "0", "hi"), "did you mean --temp? see `localgen run --help`"),  # was read as -t emp
     ],
 )
 def test_a_misspelt_option_gets_only_close_suggestions(args: tuple[str, ...], hint: str) -> None:
     result = run_localgen(*args)
     assert result.returncode == 2
     assert result.err == f"localgen: error: No such option: {args[1]} (hint: {hint})\n"
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (("run", "-seed", "1"), ("No such option: -seed", "did you mean --seed? see `localgen run --help`")),  # -s eed
+    (("chat", "-n", "5", "-temperature=0"), ("No such option: -temperature",
+                                             "did you mean --temperature? see `localgen chat --help`")),
+    (("bench", "-repetitions", "2"), ("No such option: -repetitions",
+                                      "did you mean --repetitions? see `localgen bench --help`")),
+    (("models", "list", "-all"), ("No such option: -all", "did you mean --all? see `localgen models list --help`")),
+    (("run", "-n5", "-t2", "-json", "hi"), ("No such option: -json", "did you mean --json? see `localgen run --help`")),
+    (("run", "-n5", "-t2", "-ngl", "0", "-sysf", "s.txt", "hi"), None),  # short options, values attached or not
+    (("run", "-s", "-seed", "hi"), None),  # a system prompt "-seed"
+    (("run", "--", "-seed"), None),  # a prompt
+])
+def test_a_long_option_typed_with_one_dash_is_told_its_name(args: tuple[str, ...],
+                                                            error: tuple[str, str] | None) -> None:
+    """click read -temp as -t emp (--threads emp) and -seed 1 as -s eed (a system prompt, and a prompt "1")."""
+    from localgen.cli import app
+    from localgen.cli_usage import one_dash_error
+
+    assert one_dash_error(app, list(args)) == error
 
 
 @pytest.mark.parametrize(("args", "typed"), [(("fit", "-jf", "s.json", "x"), "-jf"),
