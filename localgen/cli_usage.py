@@ -21,6 +21,7 @@ from localgen.other_tools import (
     SUBCOMMAND_HABITS,
 )
 
+CTX_OPTIONS = ("--ctx", "--ctx-size", "-c")  # the context size's names in run, chat and fit
 SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their dashes (click's 0.6 counts the dashes)
 
 
@@ -146,7 +147,7 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
             or _option_before_command_hint(app, exc, args, command)
             or _extra_argument_hint(app, args, command, text)
             or _file_argument_hint(app, args, command, text)
-            or _ctx_flag_hint(exc, command)
+            or _ctx_flag_hint(exc, args, command)
             or _threads_flag_hint(exc, command)
             or _dash_prompt_hint(args, command, text)
             or _help_hint(app, exc, args, command))
@@ -329,14 +330,25 @@ def _run_extra_argument_hint(app: typer.Typer, args: list[str]) -> str:
     return hint or 'quote the prompt: localgen run "several words"'
 
 
-def _ctx_flag_hint(exc: Exception, command: str) -> str | None:
-    """For -c in `run` or `chat`: it is --ctx-size here, not continue."""
-    if command not in ("run", "chat"):
-        return None
+def _ctx_flag_hint(exc: Exception, args: list[str], command: str) -> str | None:
+    """For the context size's option without a number: -c in `run` or `chat` is --ctx-size here, not continue; --ctx
+    and --ctx-size take a number of tokens."""
     message = _usage_error_text(exc)
-    if any(name in message for name in ("'--ctx-size' / '-c'", "Option '-c'")):
+    if command not in ("run", "chat", "fit") or not any(f"'{name}'" in message for name in CTX_OPTIONS):
+        return None
+    typed = _option_typed(args, CTX_OPTIONS)
+    if typed == "-c" and command in ("run", "chat"):
         return "-c is --ctx-size; to continue the latest conversation use --continue"
-    return None
+    return f"{typed} takes the context size, a number of tokens: {typed} 4096"
+
+
+def _option_typed(args: list[str], names: tuple[str, ...]) -> str:
+    """Which of an option's names was typed last before -- (-c5 as -c, --ctx=5 as --ctx); its first if none was."""
+    typed = names[0]
+    for word in itertools.takewhile(lambda word: word != "--", args):
+        name = word.partition("=")[0] if word.startswith("--") else word[:2]
+        typed = name if name in names else typed
+    return typed
 
 
 def _threads_flag_hint(exc: Exception, command: str) -> str | None:

@@ -421,6 +421,7 @@ def test_other_tools_commands_point_to_localgens(args: tuple[str, ...], hint: st
     (("chat", "smollm2-135m:Q4_1"), "the model goes after -m: `localgen chat -m smollm2-135m:Q4_1`"),
     (("run", "-c", "hi"), "-c is --ctx-size; to continue the latest conversation use --continue"),
     (("run", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue"),
+    (("run", "--ctx", "abc", "hi"), "--ctx takes the context size, a number of tokens: --ctx 4096"),  # not -c's hint
     (("chat", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue"),
     (("run", "-x is a flag"), 'a prompt that starts with "-" goes after --: `localgen run -- \'-x is a flag\'`'),
     (("run", "Say", "hi."), 'quote the prompt: localgen run "several words"'),
@@ -446,6 +447,23 @@ def test_other_tools_commands_point_to_localgens(args: tuple[str, ...], hint: st
 def test_habits_from_other_tools_get_a_hint_that_fits(args: tuple[str, ...], hint: str) -> None:
     result = run_localgen(*args)
     assert result.returncode == 2 and result.err.endswith(f"(hint: {hint})\n"), result.err
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (("run", "--ctx-size", "abc", "hi"), "--ctx-size takes the context size, a number of tokens: --ctx-size 4096"),
+    (("chat", "--ctx=abc"), "--ctx takes the context size, a number of tokens: --ctx 4096"),
+    (("chat", "-c", "8", "--ctx"), "--ctx takes the context size, a number of tokens: --ctx 4096"),  # the last typed
+    (("fit", "-c", "abc"), "-c takes the context size, a number of tokens: -c 4096"),  # fit has no --continue
+    (("chat", "-cabc"), "-c is --ctx-size; to continue the latest conversation use --continue"),
+])
+def test_the_context_size_s_option_without_a_number_gets_the_hint_for_the_name_typed(
+        args: tuple[str, ...], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--ctx abc got -c's hint, about --continue."""
+    from localgen.cli import app
+    from localgen.cli_exit import run_app
+
+    assert run_app(app, list(args)) == 2
+    assert capsys.readouterr().err.endswith(f"(hint: {hint})\n")
 
 
 def test_llama_cpp_spellings_of_gpu_layers_and_no_limit_work(tmp_path: Path) -> None:
