@@ -25,7 +25,7 @@ from localgen.conversation import (
 from localgen.conversation_edits import change_by_hand, remember
 from localgen.conversation_lock import ConversationBusyError, hold, holds, lock_path, release
 from localgen.errors import LocalgenError, UsageError
-from localgen.storage import atomic_write_text, check_folder, file_in_the_way, make_folder
+from localgen.storage import atomic_write_text, check_folder, file_in_the_way, in_the_way, make_folder
 
 MAX_NAME_SUFFIX = 1000  # NAME-2 ... NAME-1000 are tried before a first save gives up
 
@@ -260,12 +260,12 @@ def saved_path(name: str) -> Path:
 
 
 def _missing(name: str, shell: bool) -> MissingConversationError:
-    """The error for a conversation name with nothing saved under it (and why, where a file stands in the place of
-    the conversations folder)."""
+    """The error for a conversation name with nothing saved under it (and why, where a file or a link to something
+    not there stands in the place of the conversations folder)."""
     blocker = file_in_the_way(conversations_dir())
     if blocker is not None:
-        return MissingConversationError(f"no saved conversation named '{name}': {blocker} is a file, where the "
-                                        "conversations folder should be", hint="move that file out of the way")
+        what, hint = in_the_way(blocker, "the conversations folder")
+        return MissingConversationError(f"no saved conversation named '{name}': {what}", hint=hint)
     close = _close_names(name)
     hint = f"did you mean {' or '.join(close)}?" if close else _missing_hint(shell)
     return MissingConversationError(f"no saved conversation named '{name}'", hint=hint)

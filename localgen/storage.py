@@ -69,13 +69,14 @@ def file_in_the_way(folder: Path) -> Path | None:
     return None
 
 
-def in_the_way(blocker: Path) -> tuple[str, str]:
-    """What file_in_the_way found, said (a file, or a link to something not there), and the hint that clears it."""
+def in_the_way(blocker: Path, folder: str = "a folder") -> tuple[str, str]:
+    """What file_in_the_way found, said (a file where folder should be, or a link to something not there), and the
+    hint that clears it."""
     with contextlib.suppress(OSError):
         if blocker.is_symlink() and not blocker.exists():
             return (f"{blocker} is a link to {os.readlink(blocker)}, which is not there",
                     "point the link at a folder that is there, or remove it")
-    return f"{blocker} is a file, where a folder should be", "move that file out of the way"
+    return f"{blocker} is a file, where {folder} should be", "move that file out of the way"
 
 
 def make_folder(folder: Path, *, mode: int = 0o777) -> None:
@@ -147,15 +148,19 @@ def atomic_write_text(path: Path, text: str, *, mode: int = 0o600, replace: bool
 
 
 def check_folder(path: Path, keeps: str) -> None:
-    """Raise a LocalgenError when path, or a folder above it, is a file, or when it cannot be read: a listing of it
-    would look empty.
+    """Raise a LocalgenError when path, or a folder above it, is a file or a link to something not there, or when it
+    cannot be read: a listing of it would look empty.
 
     A folder that does not exist yet is fine; keeps names what the folder holds ("saved conversations").
     """
     try:
         is_folder = stat.S_ISDIR(path.stat().st_mode)
     except FileNotFoundError:
-        return  # not there yet: nothing to list
+        blocker = file_in_the_way(path)  # a link to a folder not there, in its place or above it
+        if blocker is None:
+            return  # not there yet: nothing to list
+        what, hint = in_the_way(blocker)
+        raise LocalgenError(f"{path} cannot hold {keeps}: {what}", hint=hint) from None
     except NotADirectoryError:
         is_folder = False
     except PermissionError:  # a folder above it may not be entered

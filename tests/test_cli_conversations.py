@@ -64,6 +64,27 @@ def test_a_file_where_a_folder_belongs_is_named_by_a_run_that_writes_there(home:
         assert kept.returncode == 0 and f"last-run.json: {path} is a file, where a folder should be" in kept.err
 
 
+def test_a_dangling_link_in_place_of_the_data_folder_is_named_not_listed_as_empty(home: Path) -> None:
+    """A data folder linked to a place not there (an unmounted disk) was listed as no saved conversations, exit 0,
+    and a conversation asked for by name was said to be missing under "a file"."""
+    from localgen.conversation_store import list_conversations, read_conversation
+    from localgen.errors import LocalgenError
+
+    data = home / "data"
+    data.symlink_to(home / "unmounted")
+    link = f"{data} is a link to {home}/unmounted, which is not there"
+    hint = "point the link at a folder that is there, or remove it"
+    listed = run_localgen("conversations")
+    assert listed.returncode == 1 and listed.err == (f"localgen: error: {data}/conversations cannot hold saved "
+                                                     f"conversations: {link} (hint: {hint})\n"), listed.err
+    with pytest.raises(LocalgenError) as latest:  # chat --resume, run --continue
+        list_conversations()
+    assert latest.value.message == f"{data}/conversations cannot hold saved conversations: {link}"
+    with pytest.raises(LocalgenError) as named:  # chat --resume NAME, conversations show NAME
+        read_conversation("q")
+    assert (named.value.message, named.value.hint) == (f"no saved conversation named 'q': {link}", hint)
+
+
 def test_the_listing_shows_each_conversation_s_size_model_and_first_message() -> None:
     long_question = "Summarize this report about the harbour, the market and the library in three lines please."
     _save("report", Turn(long_question, "Done."), Turn("Shorter?", "Yes."))
