@@ -123,6 +123,7 @@ def _standard_stream(fd: int, old: io.TextIOWrapper) -> io.TextIOWrapper:
 
 
 if __name__ == "__main__":
+    sys.path[0] = os.getcwd()  # the checkout it was started in (as -m has it), not tests/: its localgen, not another
     for name in AHEAD:
         importlib.import_module(name)
     if "huggingface_hub" in sys.modules:  # its settings would be the zygote's environment's in every child
