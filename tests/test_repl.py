@@ -562,8 +562,10 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
     assert chat.quit() == 0
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
-@pytest.mark.parametrize("prefill_while_typing", [True, False])
+@pytest.mark.parametrize("prefill_while_typing", [
+    pytest.param(True, marks=pytest.mark.serial),  # timed against the typing of a question (conftest: serial)
+    False,
+])
 def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, prefill_while_typing: bool) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10",
                 *([] if prefill_while_typing else ["--no-prefill-while-typing"]))
@@ -1297,7 +1299,6 @@ def test_a_message_typed_slowly_is_prefilled_before_enter(chat: Chat) -> None:
     assert chat.quit() == 0
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_prefill_while_typing_can_be_turned_off(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "20", "--no-prefill-while-typing")
     _type_slowly(chat, "Name a color.")
