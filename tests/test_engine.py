@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from localgen.engine import Engine, lc
-from localgen.engine.chunks import chunk_bounds
+from localgen.engine.chunks import chunk_bounds, resume_point
 from localgen.engine.prefix import restore_point
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Finished, PrefillProgress, TextChunk
@@ -92,12 +92,62 @@ def test_kv_prefix_is_reused_on_the_next_turn(engine: Engine) -> None:
 
 
 def test_same_prompt_twice_gives_same_greedy_text_with_cache(engine: Engine) -> None:
-    prompt = chat_prompt(engine, "Name a fruit.")
+    """As /regen at temperature 0: its last token computed again alone gave other logits than a cold prefill's,
+    and with this prompt another answer."""
+    prompt = chat_prompt(engine, "Write the word 'hello' in Chinese, Japanese and Korean characters only.")
+    engine.reset()
+    _, cold, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=12)))
+    _, warm, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=12)))
+    assert warm.text == cold.text
+    assert warm.usage.cached_tokens == len(prompt) - 2  # the last token alone would take other kernels than cold
+
+
+def test_a_character_cut_short_by_the_token_limit_ends_the_answer_as_u_fffd(engine: Engine) -> None:
+    """The bytes of a character split across tokens, when the answer stops between them, show as U+FFFD (as bad
+    bytes do mid-answer), where they were dropped."""
+    prompt = chat_prompt(engine, "Write the word 'hello' in Chinese, Japanese and Korean characters only.")
+    greedy = SamplingParams(temperature=0.0)  # with the default repeat penalty: a list of characters, not the words
+    engine.reset()
+    _collect(engine.generate(prompt, greedy, GenerationLimits(max_tokens=24)))
+    answer = engine.kv_token_list[len(prompt):]
+    pieces = [engine._vocab.piece(token) for token in answer]
+    cut = next(n for n in range(1, len(pieces)) if b"".join(pieces[:n]).decode("utf-8", "replace").endswith("\ufffd"))
+    chunks, done, _ = _collect(engine.generate(prompt, greedy, GenerationLimits(max_tokens=cut)))
+    assert done.text == "".join(chunks) == b"".join(pieces[:cut]).decode("utf-8", "replace")
+    assert done.text.endswith("\ufffd") and done.finish_reason == "length"
+
+
+def test_a_message_prefilled_ahead_a_token_at_a_time_gives_the_cold_answer(engine: Engine) -> None:
+    """Typed slowly, a message is prefilled a token or two at a time: the answer is the one it gets pasted."""
+    prompt = chat_prompt(engine, "Write the word 'hello' in Chinese, Japanese and Korean characters only.")
     engine.reset()
     _, cold, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=16)))
-    _, warm, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=16)))
-    assert warm.usage.cached_tokens == len(prompt) - 1
-    assert warm.text == cold.text
+    engine.reset()
+    for typed in range(2, len(prompt) - 5):  # the chat template's end comes with Enter
+        assert engine.prefill_ahead(prompt[:typed], _StopAfter()) == typed
+    _, typed_slowly, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=16)))
+    assert typed_slowly.usage.cached_tokens == len(prompt) - 6
+    assert typed_slowly.text == cold.text
+
+
+@pytest.mark.parametrize("most", [None, 4])
+def test_no_prefill_resumed_anywhere_computes_a_token_alone_that_a_cold_prefill_computes_with_others(
+        most: int | None) -> None:
+    """llama.cpp computes a batch of one token by other kernels than a batch of several (chunks.resume_point)."""
+    n_ubatch, n_batch = 8, 16
+    for total in range(1, 40):
+        cold = list(chunk_bounds(0, total, n_ubatch, n_batch, most))
+        assert all(end - begin > 1 or begin % n_ubatch == 0 for begin, end in cold)
+        for held in range(total):
+            start = resume_point(held, total, n_ubatch, n_batch, most)
+            assert held - 1 <= start <= held
+            chunks = list(chunk_bounds(start, total, n_ubatch, n_batch, most))
+            assert chunks[0][0] == start and chunks[-1][1] == total
+            assert all(end - begin <= n_batch for begin, end in chunks)
+            physical = [(at, min(end, at + n_ubatch)) for begin, end in chunks for at in range(begin, end, n_ubatch)]
+            for begin, end in physical:  # as llama.cpp splits each chunk
+                assert begin // n_ubatch == (end - 1) // n_ubatch, "aligned as a cold prefill's"
+                assert end - begin > 1 or (begin % n_ubatch == 0 and end == total), (held, total, chunks)
 
 
 def test_memory_that_cannot_drop_a_tail_is_cleared_and_recomputed(engine: Engine,
@@ -160,12 +210,12 @@ def test_prefill_ahead_keeps_the_shared_prefix_and_never_uses_stale_logits(engin
     engine.reset()
     engine.prefill_ahead(longer, _StopAfter())
     _, cut, _ = _collect(engine.generate(part, GREEDY, GenerationLimits(max_tokens=8)))
-    assert cut.usage.cached_tokens == len(part) - 1, "the last prompt token is evaluated again for its logits"
+    assert cut.usage.cached_tokens == len(part) - 2, "the last prompt token is evaluated again, not alone"
     assert cut.text == cold.text
     engine.prefill_ahead(longer, _StopAfter())
     engine._kv.truncate(len(part))  # the cache holds exactly part now, with the logits of longer's last token
     _, stale, _ = _collect(engine.generate(part, GREEDY, GenerationLimits(max_tokens=8)))
-    assert stale.usage.cached_tokens == len(part) - 1 and stale.text == cold.text
+    assert stale.usage.cached_tokens == len(part) - 2 and stale.text == cold.text
     engine.reset()
     engine.prefill_ahead(longer, _StopAfter())
     assert engine.prefill_ahead(part, _StopAfter()) == len(part) == engine.kv_tokens

@@ -51,7 +51,7 @@ def test_a_kv_cache_started_small_grows_once_keeping_its_tokens_and_the_greedy_t
             _, again, _ = _collect(eng.generate(follow_up, GREEDY, GenerationLimits(max_tokens=8)))
             texts.append((done.text, again.text))
             assert eng.n_ctx == 512
-            assert again.usage.cached_tokens == len(follow_up) - 1  # the moved cache is reused
+            assert again.usage.cached_tokens == len(follow_up) - 2  # the moved cache is reused (chunks.resume_point)
     assert cells == [256, 512, 512, 512]
     assert texts[0] == texts[1]
 
@@ -74,7 +74,7 @@ def test_a_kv_cache_that_cannot_grow_says_so_and_keeps_what_it_held(bundled_mode
             _collect(eng.generate([*held, *eng.tokenize("word " * 300, add_special=False)], GREEDY))
         assert lc.llama_n_ctx(eng._ctx) == 256 and eng.kv_token_list == held
         _, again, _ = _collect(eng.generate(prompt, GREEDY, GenerationLimits(max_tokens=4)))
-        assert again.text == first.text and again.usage.cached_tokens == len(prompt) - 1
+        assert again.text == first.text and again.usage.cached_tokens == len(prompt) - 2
 
 
 def test_a_context_that_cannot_be_made_again_unloads_the_model(bundled_model: Path,

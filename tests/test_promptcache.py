@@ -271,6 +271,24 @@ def test_an_answer_stopped_before_its_first_token_still_counts_what_was_restored
     assert stopped.restored_tokens > len(first) - 100 and stopped.to_dict()["usage"]["prompt_cache_tokens"] > 0
 
 
+def test_an_entry_longer_than_a_context_started_small_is_restored(engine: Engine, bundled_model: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A short prompt starts its KV cache small (engine.growth); a saved prompt it begins is longer than that: the
+    cache grows to take it, where the entry failed to load and the whole prompt was prefilled cold."""
+    from localgen.engine import growth
+
+    cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30, min_new_tokens=1, min_gain_tokens=1)
+    long = engine.tokenize(DOC, add_special=False)[:300]
+    _answer(engine, long, cache)
+    monkeypatch.setattr(growth, "FIRST_TOKENS", 64)
+    with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1, n_batch=128, n_ubatch=128,
+                                           expected_tokens=0)) as small:
+        assert lc.llama_n_ctx(small._ctx) < len(long)
+        short = [*long[:200], *small.tokenize(" and a new ending", add_special=False)]
+        done = _answer(small, short, cache)
+    assert done.restored_tokens >= 128 and done.usage.cached_tokens == done.restored_tokens
+
+
 @pytest.mark.parametrize(("length", "saved"), [
     (2 * 128 + 100, 2 * 128 + 10), (2 * 128 + 100, 2 * 128 + 70),  # the saved tail under / over FA_TILE_Q
     (3 * 128 + 14, 3 * 128 + 14),  # the same prompt again: its last token alone would take the one-query kernel
@@ -331,7 +349,7 @@ def test_state_round_trip_in_memory(engine: Engine) -> None:
     assert engine.load_state(tokens, state) and engine.kv_tokens == len(tokens)
     events = engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=24))
     warm = [e for e in events if isinstance(e, Finished)][-1]
-    assert warm.text == cold.text and warm.usage.cached_tokens == len(prompt) - 1
+    assert warm.text == cold.text and warm.usage.cached_tokens == len(prompt) - 2
 
 
 # --- the CLI ----------------------------------------------------------------------------------

@@ -186,8 +186,9 @@ class Engine(LoadedModel):
                 restored, reused = 0, len(prompt)
             else:
                 restored = 0 if prefix_cache is None else \
-                    restore_prefix(self._kv, prompt, prefix_cache, n_ctx=self.n_ctx, n_ubatch=self.n_ubatch)
-                reused = self._kv.reuse(prompt)
+                    restore_prefix(self._kv, prompt, prefix_cache, n_ctx=self.n_ctx, n_ubatch=self.n_ubatch,
+                                   make_room=self._make_room)
+                reused = self._kv.reuse(prompt, self.n_ubatch, self.n_batch)
                 restored = min(restored, reused)
             ahead = 0 if self._ahead_from is None else max(0, reused - self._ahead_from)
             self._ahead_from = None
@@ -269,9 +270,7 @@ class Engine(LoadedModel):
         self._make_room(len(prompt) + 1)
         if self._holds_with_logits(prompt):
             return len(prompt)
-        common = min(self._kv.common_prefix(prompt), len(prompt) - 1)
-        if common < len(self._kv):
-            common = self._kv.truncate(common)
+        common = self._kv.reuse(prompt, self.n_ubatch, self.n_batch, most=AHEAD_CHUNK)
         self._ahead_from = common if self._ahead_from is None else min(self._ahead_from, common)
         try:
             with StopBetweenNodes(self._ctx, should_stop) as stopper:
@@ -360,7 +359,11 @@ class Engine(LoadedModel):
                 remaining = max_tokens - generated if max_tokens > 0 else DRAFT_MAX + 1
                 out = self._speculative_step(sampler, out, drafter, min(remaining, n_ctx - len(kv)) - 1)
             last_token_at = time.perf_counter()
-        tail = "" if stops.matched is not None else stops.flush()  # text held back for a stop string that never came
+        tail = ""
+        if stops.matched is None:  # a character cut short by the end shows as U+FFFD, as bad bytes do
+            tail = stops.feed(decoder.decode(b"", final=True))
+        if stops.matched is None:
+            tail += stops.flush()  # text held back for a stop string that never came
         if tail:
             parts.append(tail)
             yield TextChunk(tail)

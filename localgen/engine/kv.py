@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from localgen.engine.chunks import resume_point
 from localgen.engine.native import lc
 from localgen.engine.results import decode_failure
 from localgen.errors import LocalgenError
@@ -40,9 +41,11 @@ class KvCache:
         """How many leading prompt tokens the cache already holds."""
         return common_prefix(self.tokens, prompt)
 
-    def reuse(self, prompt: Sequence[int]) -> int:
-        """Keep the cached tokens shared with prompt, drop the rest; return how many were kept."""
+    def reuse(self, prompt: Sequence[int], n_ubatch: int, n_batch: int, most: int | None = None) -> int:
+        """Keep the cached tokens shared with prompt where the rest prefills as cold (chunks.resume_point), drop
+        the others; return how many were kept."""
         common = min(self.common_prefix(prompt), len(prompt) - 1)  # the last prompt token must be evaluated
+        common = resume_point(common, len(prompt), n_ubatch, n_batch, most)
         if common < len(self.tokens):
             common = self.truncate(common)
         return common

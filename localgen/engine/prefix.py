@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from localgen.engine.kv import KvCache
-from localgen.errors import LocalgenError
+from localgen.errors import ContextOverflowError, LocalgenError
 
 log = logging.getLogger("localgen.engine")
 
@@ -42,14 +42,23 @@ class PrefixCache(Protocol):
         ...
 
 
-def restore_prefix(kv: KvCache, prompt: Sequence[int], cache: PrefixCache, *, n_ctx: int, n_ubatch: int) -> int:
-    """Load the longest cached prefix of prompt when it beats what kv already holds; return the tokens kept."""
+def restore_prefix(kv: KvCache, prompt: Sequence[int], cache: PrefixCache, *, n_ctx: int, n_ubatch: int,
+                   make_room: Callable[[int], None]) -> int:
+    """Load the longest cached prefix of prompt when it beats what kv already holds (make_room lets the KV cache
+    hold as many tokens as the saved state, which may be longer than prompt); return the tokens kept."""
     try:
         entry = cache.find(prompt, better_than=kv.common_prefix(prompt))
     except LocalgenError as exc:
         log.debug("prompt cache lookup failed: %s", exc.message)
         return 0
-    if entry is None or not kv.load_state(entry.tokens, entry.state, n_ctx):
+    if entry is None:
+        return 0
+    try:
+        make_room(min(len(entry.tokens) + 1, n_ctx))
+    except ContextOverflowError as exc:  # the context stays as it was, holding what it held
+        log.debug("no room to restore a prompt cache entry of %d tokens: %s", len(entry.tokens), exc.message)
+        return 0
+    if not kv.load_state(entry.tokens, entry.state, n_ctx):
         return 0
     keep = restore_point(min(kv.common_prefix(prompt), len(prompt) - 1), len(prompt), n_ubatch,
                          saved=len(entry.tokens))
