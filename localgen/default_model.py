@@ -3,9 +3,10 @@ name, ORG/REPO[:QUANT], ORG/REPO/FILE, a file's path), as `localgen models defau
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
-from localgen.errors import LocalgenError, UsageError
+from localgen.errors import GGUFError, LocalgenError, UsageError
 from localgen.inputs import short_path
 from localgen.registry import Registry, hub_target, load_registry, user_file_text
 
@@ -15,9 +16,12 @@ DefaultRow = tuple[str | None, Path | None]  # how `models list` finds the defau
 def default_setting(text: str, registry: Registry) -> tuple[str, bool]:
     """What `[defaults] model` says for a model as -m names it, and whether its file is here: an entry by its name
     (NAME:QUANT for a quant of it), a file by its absolute path, a Hub model as typed; what -m refuses before anything
-    slow (a malformed reference, an unknown name, a file that is not there) is refused with -m's error."""
+    slow (a malformed reference, an unknown name, a file that is not there or is no GGUF model) is refused with -m's
+    error."""
     from localgen.catalog import bundled_file
+    from localgen.gguf_split import validate_split
     from localgen.hub_cache import cached_model
+    from localgen.inputs import named_as_typed
     from localgen.resolve import local_file
 
     ref = registry.reference(text)
@@ -27,6 +31,8 @@ def default_setting(text: str, registry: Registry) -> tuple[str, bool]:
         if spec is None and not _utf8(str(path)):
             raise UsageError(f"{short_path(path)} cannot be the default model: models.toml holds UTF-8 text, and "
                              "this path is not", hint="rename the file (or its folder), or pass it with -m")
+        with named_as_typed(text):
+            validate_split(path)  # the header check -m makes: a file that is no GGUF model is no default
         return (spec.name if spec is not None else str(path)), True
     setting = ref.text if spec is None else f"{spec.name}:{ref.quant}" if ref.quant else spec.name
     if spec is not None and ref.quant is None and bundled_file(spec) is not None:
@@ -60,6 +66,24 @@ def set_default_model(text: str, user_file: Path) -> tuple[str, bool]:
     mode = target.stat().st_mode & 0o777 if current is not None else 0o644
     atomic_write_text(target, changed, mode=mode)
     return setting, here
+
+
+def blamed_on_default(exc: GGUFError) -> GGUFError:
+    """A header error met loading the default model, naming the file as `[defaults] model` gives it and saying that
+    setting is where it came from (exc itself where no models.toml sets the default)."""
+    from localgen.config import settings
+
+    registry = load_registry(settings().user_registry)
+    if registry.default_source is None:
+        return exc
+    message = exc.message
+    with contextlib.suppress(LocalgenError):
+        ref = registry.reference(registry.default_reference())
+        if ref.path is not None and message.startswith(f"{ref.path.name}: "):
+            message = f"{short_path(ref.path)}{message[len(ref.path.name):]}"
+    change = "make another model the default with `localgen models default REF`"
+    return type(exc)(f"{message} ([defaults] model in {registry.default_source})",
+                     hint=f"{exc.hint}; or {change}" if exc.hint else change, exit_code=exc.exit_code)
 
 
 def default_in_listing(registry: Registry) -> DefaultRow:

@@ -399,10 +399,15 @@ def read_chat_template(file: InputFile | None, *, waiting: Waiting | None = None
 @contextlib.contextmanager
 def named_as_typed(model: str | None) -> Iterator[None]:
     """Name a local model file given by path as typed in the header errors met within (they name the file alone:
-    `-m ./notes/README.md` is not 'README.md: not a GGUF file')."""
+    `-m ./notes/README.md` is not 'README.md: not a GGUF file'); without a model, the default's errors say which
+    setting gives it."""
     try:
         yield
     except GGUFError as exc:
+        if model is None:
+            from localgen.default_model import blamed_on_default
+
+            raise blamed_on_default(exc) from exc
         name = None if model is None else os.path.basename(model)
         if not model or model == name or not exc.message.startswith(f"{name}: ") \
                 or not os.path.isfile(os.path.expanduser(model)):

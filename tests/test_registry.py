@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from localgen.errors import ConfigError, ModelNotFoundError, UsageError
+from localgen.errors import ConfigError, GGUFError, ModelNotFoundError, UsageError
 from localgen.hub_cache import hub_endpoint
 from localgen.references import parse_reference, quant_of_filename
 from localgen.registry import load_registry, reads_as_a_model
-from tests.conftest import bundled_model_file, run_localgen
+from tests.conftest import bundled_model_file, run_localgen, user_registry
 
 STARTER = ["qwen2.5-0.5b", "qwen2.5-7b", "llama3.2-1b", "llama3.2-3b", "gemma3-1b", "gemma3-4b",
            "phi3.5-mini", "phi4-mini", "mistral-7b", "deepseek-r1-1.5b", "qwen2.5-coder-1.5b"]
@@ -193,7 +193,7 @@ def test_models_default_takes_any_model_m_takes(tmp_path: Path, monkeypatch: pyt
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "here").mkdir()
-    (tmp_path / "here" / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "here" / "m.gguf").symlink_to(bundled_model_file())
     user = tmp_path / "config" / "models.toml"
     user.parent.mkdir()
     user.write_text(f"[models.mine]\npath = '{tmp_path}/here/m.gguf'\n")
@@ -208,7 +208,8 @@ def test_a_default_model_s_path_is_written_as_utf_8_and_one_that_is_not_is_refus
 
     user = tmp_path / "models.toml"
     user.write_text("# mine\n")
-    (tmp_path / "é😀.gguf").write_bytes(b"GGUF")  # an astral character: TOML takes no JSON surrogate pair for it
+    # an astral character: TOML takes no JSON surrogate pair for it
+    (tmp_path / "é😀.gguf").symlink_to(bundled_model_file())
     assert set_default_model(str(tmp_path / "é😀.gguf"), user)[0] == str(tmp_path / "é😀.gguf")
     assert f'model = "{tmp_path}/é😀.gguf"' in user.read_text(encoding="utf-8")
     undecodable = tmp_path / "m\udcff.gguf"  # the byte 0xFF, as Python names it
@@ -218,6 +219,26 @@ def test_a_default_model_s_path_is_written_as_utf_8_and_one_that_is_not_is_refus
                                          r"is not"):
         set_default_model(str(undecodable), user)
     assert user.read_bytes() == before
+
+
+def test_models_default_refuses_a_file_that_is_no_gguf_model_and_a_default_that_is_one_names_its_setting(
+        home: Path) -> None:
+    from localgen.default_model import set_default_model
+    from localgen.runner import ModelOptions, preflight
+
+    user = user_registry(home, "# mine\n")
+    notes = home / "notes.txt"
+    notes.write_text("root:x:0:0:root\n")
+    with pytest.raises(GGUFError, match=rf"^{notes}: not a GGUF file \(text: "):
+        set_default_model(str(notes), user)
+    assert user.read_text() == "# mine\n"
+    user.write_text(f"[defaults]\nmodel = '{notes}'\n")  # set by hand: run without -m names the setting
+    with pytest.raises(GGUFError) as info:
+        preflight(ModelOptions())
+    assert info.value.message.startswith(f"{notes}: not a GGUF file (text: ")
+    assert info.value.message.endswith(f"([defaults] model in {user})")
+    assert info.value.hint and info.value.hint.endswith("make another model the default with `localgen models "
+                                                        "default REF`")
 
 
 def test_a_default_model_s_relative_path_is_taken_from_the_folder_of_its_models_toml(tmp_path: Path) -> None:
