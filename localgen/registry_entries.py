@@ -224,6 +224,14 @@ def _meant(key: str, known: tuple[str, ...]) -> str:
     return f"did you mean {close[0]}? " if close else ""
 
 
+def _defaults_meant(key: str) -> str:
+    """What an unknown [defaults] key may have meant: _meant's guess, or, for a context size (num_ctx, context), where
+    one is set instead."""
+    if _KEY_ALIASES.get(key.lower().replace("-", "_"), key.lower()) == "context":
+        return "the context size is set per model ([models.NAME] context = N) or with --ctx/-c; "
+    return _meant(key, ("model", "system", *CHAT_SETTINGS))
+
+
 def parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str, dict] | None = None,
                     ) -> tuple[dict[str, ModelSpec], dict[str, Any]]:
     """Parse one models.toml's data into specs and its [defaults] (the default model's name, a system prompt and
@@ -256,7 +264,7 @@ def parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str, 
     unknown = sorted(set(defaults) - {"model", "system", *CHAT_SETTINGS})
     if unknown:
         raise ConfigError(f"{source}: [defaults] has unknown key '{unknown[0]}'",
-                          hint=_meant(unknown[0], ("model", "system", *CHAT_SETTINGS))
+                          hint=_defaults_meant(unknown[0])
                           + f"[defaults] takes model, system and the settings {', '.join(CHAT_SETTINGS)}")
     if not isinstance(defaults.get("system", ""), str):
         raise ConfigError(f"{source}: [defaults].system must be a string", hint='write system = "text"')

@@ -630,3 +630,13 @@ def test_an_unknown_models_toml_key_names_the_key_it_stands_for(tmp_path: Path, 
     with pytest.raises(ConfigError) as info:
         load_registry(path)
     assert "did you mean" not in info.value.hint
+
+
+@pytest.mark.parametrize("key", ["num_ctx", "context", "ctx-size"])
+def test_a_context_size_in_defaults_is_told_where_a_context_size_is_set(tmp_path: Path, key: str) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text(f"[defaults]\n{key} = 4096\n")
+    with pytest.raises(ConfigError, match=f"\\[defaults\\] has unknown key '{key}'") as info:
+        load_registry(path)
+    assert info.value.hint.startswith("the context size is set per model ([models.NAME] context = N) or with "
+                                      "--ctx/-c; [defaults] takes model, system and the settings "), info.value.hint
