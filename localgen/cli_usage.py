@@ -182,9 +182,13 @@ def _subcommand_habit_hint(app: typer.Typer, args: list[str], command: str, text
     top = GROUP_COMMAND_HABITS.get((command, args[1]))
     if top is not None:
         return f"use `{shlex.join(['localgen', top, *args[2:]])}`"
-    meant = SUBCOMMAND_HABITS.get(args[1])
     names = {c.name for c in groups[command].registered_commands}
-    return f"use `{shlex.join(['localgen', command, meant, *args[2:]])}`" if meant in names else None
+    meant = next((name for name in SUBCOMMAND_HABITS.get(args[1], ()) if name in names), None)
+    if meant is None:
+        return None
+    takes_words = any(param.param_type_name == "argument" for param in _typed_command(app, [command, meant])[1].params)
+    rest = [word for word in args[2:] if takes_words or word.startswith("-")]  # `cache rm X`: clear takes no X
+    return f"use `{shlex.join(['localgen', command, meant, *rest])}`"
 
 
 def _option_before_command_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:

@@ -19,8 +19,12 @@ _MODELS_TOML = "models are entries of models.toml: add [models.NAME] to yours (R
 OTHER_TOOLS_WORDS = {  # what other tools' users type at the top level that localgen has no command for
     "serve": _NO_SERVER, "ps": _NO_SERVER, "stop": _NO_SERVER, "create": _MODELS_TOML, "cp": _MODELS_TOML,
 }
-SUBCOMMAND_HABITS = {"ls": "list", "remove": "rm", "delete": "rm", "del": "rm", "info": "show", "inspect": "show"}
-# ^ within `models` and `conversations`; below, a group's words for a top-level command: `models pull NAME`
+_REMOVAL = ("rm", "clear")  # `models rm NAME`, `conversations rm NAME`; `cache clear`, which takes no name
+SUBCOMMAND_HABITS = {"ls": ("list",), "remove": _REMOVAL, "delete": _REMOVAL, "del": _REMOVAL, "rm": _REMOVAL,
+                     "purge": ("clear",), "prune": ("clear",), "clean": ("clear",), "info": ("show",),
+                     "inspect": ("show",)}
+# ^ within a group (`models`, `conversations`, `cache`): its own names for a word, the first it has meant; below, a
+# group's words for a top-level command: `models pull NAME`
 GROUP_COMMAND_HABITS = {("models", "pull"): "pull", ("models", "download"): "pull"}
 
 # Options of other tools for `run` and `chat`: the tool, what the option is for there, and localgen's way. Several would

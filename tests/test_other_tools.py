@@ -231,6 +231,23 @@ def test_other_tools_words_get_localgen_s_way(args: tuple[str, ...], error: str,
     assert result.err == f"localgen: error: {error} (hint: {hint})\n"
 
 
+@pytest.mark.parametrize(("args", "hint"), [
+    (("cache", "rm"), "use `localgen cache clear`"),
+    (("cache", "delete", "x"), "use `localgen cache clear`"),  # clear takes no name: it deletes every entry
+    (("cache", "purge"), "use `localgen cache clear`"),
+    (("cache", "prune"), "use `localgen cache clear`"),
+    (("conversations", "delete", "a"), "use `localgen conversations rm a`"),
+])
+def test_a_group_s_command_typed_by_another_name_is_told_its_own_in_process(capsys: pytest.CaptureFixture[str],
+                                                                             args: tuple[str, ...], hint: str) -> None:
+    from localgen import cli
+
+    with pytest.raises(SystemExit) as info:
+        cli.main(list(args))
+    assert info.value.code == 2
+    assert capsys.readouterr().err == f"localgen: error: No such command '{args[1]}'. (hint: {hint})\n"
+
+
 def test_a_system_prompt_that_names_a_file_gets_a_warning(tmp_path: Path) -> None:
     named = tmp_path / "sys.txt"
     named.write_text("Be terse.")
