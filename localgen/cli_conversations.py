@@ -134,8 +134,8 @@ def conversations_rm(
 
     names = list(dict.fromkeys(given_name(name) for name in names))  # notes.json: notes
     saved_paths(names)  # every name is a saved conversation before anything is asked or deleted
-    question = f"delete {counted(len(names), 'conversation')} ({', '.join(names)})"
+    listed = f"{counted(len(names), 'conversation')} ({', '.join(names)})"
     # asked once none is in use (a chat or a run with one open is said first), and held from then until deleted
-    if delete_conversations(names, lambda: confirmed(question, yes=yes, declined="nothing deleted")):
+    if delete_conversations(names, lambda: confirmed("delete", listed, yes=yes, declined="nothing deleted")):
         for name in names:
             console.say(f"localgen: deleted {name}")

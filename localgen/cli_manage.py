@@ -422,7 +422,7 @@ def models_rm(
                enumerate(plans.values())]
     shares = [remove_model(registry, reference, dry_run=True, others=others) for reference, others in ordered]
     listed = ", ".join(f"{plan.described} ({binary_size(plan.bytes_freed)})" for plan in shares)
-    if not confirmed(f"remove {listed}", yes=yes, declined="nothing removed"):
+    if not confirmed("remove", listed, yes=yes, declined="nothing removed"):
         return
     for reference, others in ordered:
         console.say(_removed_line(remove_model(registry, reference, others=others)))

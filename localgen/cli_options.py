@@ -198,16 +198,16 @@ def misplaced_option(ctx: typer.Context, param: str = "json_output") -> None:
     raise UsageError(f"`{where}` has no {option} option", hint=f"drop {option}")
 
 
-def confirmed(action: str, *, yes: bool, declined: str) -> bool:
-    """Whether to go ahead with action ("remove X"): --yes, or the answer on a terminal (declined is said on a no,
-    and on a Ctrl-C, which then ends the command as a Ctrl-C does); without a terminal, --yes is needed."""
+def confirmed(verb: str, what: str, *, yes: bool, declined: str) -> bool:
+    """Whether to verb ("remove", "delete") what: --yes, or the answer on a terminal (declined is said on a no, and on
+    a Ctrl-C, which then ends the command as a Ctrl-C does); without a terminal, --yes is needed."""
     from localgen import console
 
     if yes:
         return True
     if sys.stdin is not None and sys.stdin.isatty():
         try:
-            agreed = console.confirm(f"{action}?")
+            agreed = console.confirm(f"{verb} {what}?")
         except KeyboardInterrupt:
             console.say(f"localgen: {declined}")
             raise typer.Abort from None  # exit 130, with nothing more said
@@ -215,4 +215,6 @@ def confirmed(action: str, *, yes: bool, declined: str) -> bool:
             return True
         console.say(f"localgen: {declined}")
         return False
-    raise UsageError(f"{action} needs confirmation", hint="pass --yes when not on a terminal")
+    doing = f"{verb.removesuffix('e')}ing"  # remove: removing, delete: deleting
+    raise UsageError(f"{doing} {what} needs confirmation", hint="pass --yes (or -y) to go ahead where no terminal "
+                                                               "can ask")

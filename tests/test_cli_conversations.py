@@ -213,10 +213,30 @@ def test_show_prints_the_transcript_and_json_the_saved_record() -> None:
     assert "`localgen conversations` lists the saved ones" in missing.err
 
 
+@pytest.mark.parametrize(("verb", "what", "message"), [
+    ("delete", "2 conversations (a, b)", "deleting 2 conversations (a, b) needs confirmation"),  # conversations rm
+    ("remove", "org/M-GGUF Q4_0 (1.0 MiB)", "removing org/M-GGUF Q4_0 (1.0 MiB) needs confirmation"),  # models rm
+])
+def test_a_removal_without_a_terminal_to_ask_says_what_needs_confirmation(monkeypatch: pytest.MonkeyPatch, verb: str,
+                                                                         what: str, message: str) -> None:
+    import io
+
+    from localgen.cli_options import confirmed
+    from localgen.errors import UsageError
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert confirmed(verb, what, yes=True, declined="nothing done")
+    with pytest.raises(UsageError) as info:
+        confirmed(verb, what, yes=False, declined="nothing done")
+    assert (info.value.message, info.value.hint) == (message, "pass --yes (or -y) to go ahead where no terminal can "
+                                                              "ask")
+
+
 def test_rm_asks_refuses_what_is_open_and_deletes_only_whole_requests() -> None:
     first, second = _save("first", Turn("a", "b")), _save("second", Turn("c", "d"))
     unconfirmed = run_localgen("conversations", "rm", "first")
-    assert unconfirmed.returncode == 2 and "needs confirmation" in unconfirmed.err and first.exists()
+    assert unconfirmed.returncode == 2 and first.exists()
+    assert "deleting 1 conversation (first) needs confirmation (hint: pass --yes (or -y)" in unconfirmed.err
     partly_unknown = run_localgen("conversations", "rm", "first", "nope", "--yes")
     assert partly_unknown.returncode == 1 and "no saved conversation named 'nope'" in partly_unknown.err
     assert first.exists(), "nothing is deleted when one name is wrong"
