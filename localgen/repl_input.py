@@ -25,6 +25,7 @@ from localgen.conversation_store import list_conversations
 from localgen.errors import LocalgenError, UsageError
 from localgen.registry import load_registry
 from localgen.repl_show import SHOW_PARTS
+from localgen.storage import file_in_the_way, in_the_way
 
 PROMPT = ">>> "
 BLOCK_QUOTE = '"""'
@@ -359,7 +360,9 @@ def open_history() -> tuple[History, str | None]:
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
                 warning = f"the input history {path} is damaged ({damage}); moved it to {aside} and started anew"
     except OSError as exc:
-        return InMemoryHistory(), f"cannot use the input history {path}: {exc.strerror or exc}; not saving it"
+        blocker = file_in_the_way(path.parent)  # a file where the data folder goes: said as the chat's start says it
+        reason = in_the_way(blocker)[0] if blocker is not None else exc.strerror or exc
+        return InMemoryHistory(), f"cannot use the input history {path}: {reason}; not saving it"
     return SafeFileHistory(path), warning
 
 

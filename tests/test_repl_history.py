@@ -96,6 +96,17 @@ def test_a_history_that_is_no_file_is_not_read(kind: str, home: Path) -> None:
     assert _read_a_line(history) == "hi"
 
 
+def test_a_file_where_the_data_folder_goes_is_named_as_such_by_the_history_warning(home: Path) -> None:
+    """The chat's start says the data folder is a file; the history's warning said mkdir's 'File exists'."""
+    data = history_path().parent
+    data.parent.mkdir(parents=True, exist_ok=True)
+    data.touch()
+    history, warning = open_history()
+    assert not isinstance(history, FileHistory)
+    assert warning == (f"cannot use the input history {data}/history: {data} is a file, where a folder should be; "
+                       "not saving it")
+
+
 def test_a_link_to_dev_null_still_keeps_no_history(home: Path) -> None:
     """`ln -sf /dev/null history`, as /set nohistory says: read and written as a file, silently."""
     path = history_path()
