@@ -7,18 +7,22 @@ import re
 
 from localgen.errors import ConfigError
 
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])i?b?|b)?\s*", re.IGNORECASE | re.ASCII)
-_BINARY_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?)(b?)|b)?\s*", re.IGNORECASE | re.ASCII)
+_UNIT_POWERS = {"k": 1, "m": 2, "g": 3, "t": 4}
 
 
 def parse_size(text: str, *, name: str, hint: str = "use bytes or a size such as 4GiB or 512MiB") -> int:
-    """Bytes from '4GiB', '512MiB', '4G', '1.5g' or a plain byte count (binary units); name is the setting."""
+    """Bytes from a plain byte count or a size with a unit: binary '4GiB', '512MiB', '4Gi' and a letter alone ('4G',
+    '1.5g'), decimal '4GB', '500MB', '1.5kB' (1 GB is 10**9 bytes); name is the setting."""
     match = _SIZE.fullmatch(text)
     if match is None:
         raise ConfigError(f"{name}={text!r} is not a size", hint=hint)
     if "." in match[1] and not match[2]:
         raise ConfigError(f"{name}={text!r} is not a whole number of bytes", hint=hint)
-    return int(float(match[1]) * _BINARY_UNITS[(match[2] or "").lower()])
+    if not match[2]:
+        return int(match[1])
+    decimal = match[4] and not match[3]  # GB, not GiB, Gi or G
+    return int(float(match[1]) * (1000 if decimal else 1024) ** _UNIT_POWERS[match[2].lower()])
 
 
 def binary_size(n: int) -> str:

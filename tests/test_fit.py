@@ -87,10 +87,13 @@ def quant_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 # ----------------------------------------------------------------------------- hardware probe
 
 
-def test_parse_size_accepts_bytes_and_binary_units() -> None:
+def test_parse_size_accepts_bytes_and_binary_and_decimal_units() -> None:
     assert parse_size("4GiB", name="X") == 4 * GIB
     assert parse_size("512MiB", name="X") == 512 * MIB
-    assert parse_size("1.5g", name="X") == int(1.5 * GIB)
+    assert parse_size("1.5g", name="X") == int(1.5 * GIB)  # a letter alone is binary
+    assert parse_size("1GB", name="X") == 10**9 and parse_size("1.5 GB", name="X") == 1_500_000_000  # decimal
+    assert [parse_size(f"2{unit}", name="X") for unit in ("kB", "KB", "MB", "TB", "KiB", "TiB")] == [
+        2000, 2000, 2 * 10**6, 2 * 10**12, 2 * 1024, 2 * 2**40]
     assert parse_size("1000", name="X") == 1000
     with pytest.raises(ConfigError, match="not a size"):
         parse_size("lots", name="X")
