@@ -66,6 +66,7 @@ def file_command(state: ChatState, argument: str) -> None:
         console.say(f"{short_path(typed)} is attached already, or a file with the same text is "
                     "(/file none drops the attached files)")
         return
+    session.check_attachment(text, short_path(typed))
     session.attachments.append(text)
     console.say(f"attached {short_path(typed)} ({len(text):,} characters) to the next message")
 

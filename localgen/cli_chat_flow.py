@@ -173,9 +173,10 @@ def _warn_if_unsaveable() -> bool:
 
 def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     """Read --system-file, the -f files and --chat-template (a pipe among them is waited for, with a note), and
-    plan the context with room for the first message's files and the resumed conversation."""
+    plan the context with room for the first message's files and the resumed conversation (files that no context of
+    the model could hold, however they tokenize, are refused when it loads, before its weights are read)."""
     from localgen import console
-    from localgen.fit import prompt_context, text_bytes
+    from localgen.fit import prompt_context, prompt_floor, text_bytes
     from localgen.inputs import once_each, read_attachments, read_chat_template
 
     warnings, system = checked.warnings, checked.system
@@ -187,8 +188,9 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     console.warn_each(warnings)
     conversation = checked.conversation  # room for the first message's files and the resumed conversation
     texts = (*((*attachments, system) if attachments else ()), *(conversation.texts() if conversation else ()))
-    options = replace(checked.options, chat_template=template,  # never refused: /file none
-                      min_ctx=prompt_context(text_bytes(*texts), checked.limits.max_tokens))
+    options = replace(checked.options, chat_template=template,
+                      min_ctx=prompt_context(text_bytes(*texts), checked.limits.max_tokens),
+                      floor_ctx=prompt_floor(text_bytes(*attachments, system)))  # refused as run refuses it
     return ChatStart(system=system, attachments=attachments, options=options, texts=texts)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from localgen.chat import Message
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Finished
+from localgen.fit import fewest_tokens, text_bytes
 from localgen.units import iso_time
 
 FORMAT_VERSION = 1
@@ -169,9 +170,13 @@ class Conversation:
         Nothing is deleted: earlier exchanges stay in the conversation (and its file), out of the model's context.
         When it must move, context_start moves far enough at once to bring the prompt down to about half the budget,
         so that the turns after it extend the same prompt and reuse the KV cache instead of shifting it every turn.
-        When the last exchange cannot fit even alone, nothing changes and ContextOverflowError is raised.
+        When the last exchange cannot fit even alone, nothing changes and ContextOverflowError is raised: at once,
+        before anything is counted, where its size alone shows it (fewest_tokens_alone).
         """
         start = max(0, min(self.context_start, len(self.turns) - 1))  # the last turn is always in context
+        least = self.fewest_tokens_alone()
+        if least > budget:  # a tokenizer would spend seconds on a long text to say so
+            raise self._overflow(f"at least {least:,}", budget)
 
         def tokens_from(first: int) -> int:
             return count_tokens(self.messages(self.turns[first:]))
@@ -182,14 +187,22 @@ class Conversation:
         last = len(self.turns) - 1
         alone = tokens_from(last)
         if alone > budget:
-            needs = ("this message and the system prompt need", "them") if self.system else ("this message needs", "it")
-            raise ContextOverflowError(
-                f"{needs[0]} {alone:,} tokens but only {budget:,} are free for {needs[1]} in the context",
-            )  # the chat session adds the help that applies there (ChatSession._make_room)
+            raise self._overflow(f"{alone:,}", budget)
         limit = budget // 2 if alone <= budget // 2 else budget
         first = _first_at_most(tokens_from, start + 1, last, limit)
         self.context_start = first
         return first - start
+
+    def fewest_tokens_alone(self) -> int:
+        """The fewest tokens the last exchange and the system prompt can take however they tokenize (by their size,
+        as run bounds its prompt: fit.fewest_tokens)."""
+        return fewest_tokens(text_bytes(*(message.content for message in self.messages(self.turns[-1:]))))
+
+    def _overflow(self, tokens: str, budget: int) -> ContextOverflowError:
+        """The error for a last exchange that needs tokens (a count, or a bound) where budget are free."""
+        needs = ("this message and the system prompt need", "them") if self.system else ("this message needs", "it")
+        return ContextOverflowError(  # the chat session adds the help that applies there (ChatSession._make_room)
+            f"{needs[0]} {tokens} tokens but only {budget:,} are free for {needs[1]} in the context")
 
     def to_json(self, *, touch: bool = True) -> str:
         """The conversation as readable JSON (touch: updated now, as when saving)."""

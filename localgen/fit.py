@@ -129,9 +129,15 @@ def counted_context(prompt_tokens: int, answer_tokens: int | None = None) -> int
     return prompt_tokens + TEMPLATE_ROOM + (answer_tokens or ANSWER_ROOM)
 
 
+def fewest_tokens(prompt_bytes: int) -> int:
+    """The fewest tokens a text of this many UTF-8 bytes can take however it tokenizes (MAX_BYTES_PER_TOKEN each):
+    a text that cannot fit even so is refused by its size, before a tokenizer spends seconds on it."""
+    return prompt_bytes // MAX_BYTES_PER_TOKEN
+
+
 def prompt_floor(prompt_bytes: int) -> int:
-    """The fewest tokens a prompt of this many UTF-8 bytes can take (MAX_BYTES_PER_TOKEN each), plus an answer."""
-    return prompt_bytes // MAX_BYTES_PER_TOKEN + 1 if prompt_bytes > 0 else 0
+    """The fewest tokens a prompt of this many UTF-8 bytes can take (fewest_tokens), plus an answer."""
+    return fewest_tokens(prompt_bytes) + 1 if prompt_bytes > 0 else 0
 
 
 def target_context(shape: ModelShape, request: FitRequest) -> int:

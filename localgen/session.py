@@ -145,11 +145,27 @@ class ChatSession:
         dropped = self._make_room(planned)
         return TurnStart(dropped, planned.context_start), self._answer(question=planned, sends_attachments=True)
 
-    def _planned(self, text: str) -> Conversation:
-        """The conversation with text (after the attached files) as its next message: what ask() sends, and so what
-        prefill_ahead() must compute, token for token."""
-        return replace(self.conversation, turns=[*self.conversation.turns,
-                                                 Turn(user=compose_user_message(text, self.attachments))])
+    def _planned(self, text: str, attachments: list[str] | None = None) -> Conversation:
+        """The conversation with text (after the attached files, or those given) as its next message: what ask()
+        sends, and so what prefill_ahead() must compute, token for token."""
+        files = self.attachments if attachments is None else attachments
+        return replace(self.conversation,
+                       turns=[*self.conversation.turns, Turn(user=compose_user_message(text, files))])
+
+    def check_attachment(self, text: str, name: str) -> None:
+        """Refuse a file's text (name: as the user typed it) that, beside the files attached already, leaves the
+        next message too long for the context however it tokenizes: by its size, at once, as run refuses a prompt
+        that no context of the model holds."""
+        least, budget = self._planned("", [*self.attachments, text]).fewest_tokens_alone(), self._budget()
+        if least <= budget:
+            return
+        helps = ["split it and attach a part at a time"]
+        if self.attachments:
+            helps.append("/file none drops the files attached already")
+        larger = self._larger_context_help()
+        raise ContextOverflowError(f"{name} is too long to attach: with it the next message needs at least "
+                                   f"{least:,} tokens but only {budget:,} are free in the context",
+                                   hint="; ".join([*helps, *([larger] if larger else [])]))
 
     def prefill_ahead(self, text: str, should_stop: Callable[[], bool]) -> None:
         """Compute the prompt of text as the next message (attachments included) into the KV cache before it is
@@ -306,11 +322,15 @@ class ChatSession:
             helps = ["shorten the message" + (" or the system prompt" if planned.system else "")]
             if self.attachments:
                 helps.append("/file none drops the attached files, which stay for the next message")
-            engine = self.loaded.engine
-            if engine.n_ctx < engine.n_ctx_train:
-                helps.append(f"a larger --ctx-size (up to {engine.n_ctx_train:,} for this model; it is "
-                             f"{engine.n_ctx:,} now)")
-            raise ContextOverflowError(exc.message, hint="; ".join(helps)) from None
+            larger = self._larger_context_help()
+            raise ContextOverflowError(exc.message, hint="; ".join([*helps, *([larger] if larger else [])])) from None
+
+    def _larger_context_help(self) -> str | None:
+        """The help a message too long for the context gets where the model allows a larger one, else None."""
+        engine = self.loaded.engine
+        if engine.n_ctx < engine.n_ctx_train:
+            return f"a larger --ctx-size (up to {engine.n_ctx_train:,} for this model; it is {engine.n_ctx:,} now)"
+        return None
 
     def _budget(self) -> int:
         """Tokens a prompt may use, keeping room for the answer."""

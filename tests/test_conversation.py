@@ -84,6 +84,16 @@ def test_a_message_that_can_never_fit_is_an_error_not_truncation() -> None:
     assert conv.turns[0].user == "x" * 500
 
 
+def test_a_message_whose_size_alone_cannot_fit_is_refused_before_it_is_counted() -> None:
+    def never(_: list[Message]) -> int:
+        raise AssertionError("counted a message that cannot fit")
+
+    conv = Conversation(name="c", turns=[Turn("a", "b"), Turn("x" * 3200)])
+    with pytest.raises(ContextOverflowError, match="this message needs at least 200 tokens but only 100 are free"):
+        conv.fit(never, budget=100)  # 16 bytes a token at the most
+    assert conv.context_start == 0
+
+
 def test_a_message_that_can_never_fit_moves_no_earlier_exchange_out() -> None:
     conv = Conversation(name="c", system="S", turns=[Turn("a" * 20, "b" * 20), Turn("c" * 20, "d" * 20),
                                                      Turn("x" * 500)])

@@ -666,6 +666,17 @@ def test_chat_f_attaches_files_to_the_first_message(home: Path, tmp_path: Path) 
         assert child.exitstatus == 2 and message in " ".join(child.before.split())
 
 
+def test_chat_f_refuses_a_file_no_context_holds_by_its_size_before_it_loads_as_run_does(home: Path,
+                                                                                       tmp_path: Path) -> None:
+    doc = tmp_path / "long.txt"
+    doc.write_text("x " * 3_000)  # 6,000 bytes: at least 375 tokens, however they tokenize
+    child = spawn_chat(home, "--ctx-size", "256", "-f", str(doc))
+    assert child.expect([pexpect.EOF, PROMPT]) == 0, "refused, not chatting"
+    child.close()
+    assert child.exitstatus == 1 and "the prompt is too long for --ctx-size 256: it takes at least 375 tokens" \
+        in " ".join(child.before.split())
+
+
 def test_chat_f_attaches_a_file_given_twice_once_as_file_does(home: Path, tmp_path: Path) -> None:
     doc, same, other = tmp_path / "f1.txt", tmp_path / "copy.txt", tmp_path / "f2.txt"
     doc.write_text("The secret code is 4711.\n")

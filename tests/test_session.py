@@ -620,6 +620,37 @@ def test_prefill_ahead_leaves_a_message_too_long_to_ask_and_changes_nothing(chat
     assert start_turn.dropped > 0 and done.usage.cached_tokens == done.usage.prompt_tokens
 
 
+def test_a_message_too_long_by_its_size_is_refused_unrendered_ahead_and_on_enter(
+        chat: ChatSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    def never(*_: object) -> typing.NoReturn:
+        raise AssertionError("rendered and tokenized a message that cannot fit")
+
+    chat.attachments = ["x " * 10_000]  # 20,000 bytes: at least 1,250 tokens, however they tokenize
+    monkeypatch.setattr(chat, "_prompt", never)
+    chat.prefill_ahead("Sum it.", _never)
+    with pytest.raises(ContextOverflowError, match="this message needs at least 1,250 tokens but only 504 are free"):
+        chat.ask("Sum it.")
+    assert chat.attachments and not chat.conversation.turns
+
+
+def test_file_refuses_a_file_too_long_for_the_context_by_its_size_and_the_chat_goes_on(
+        chat: ChatSession, tmp_path: Path) -> None:
+    from localgen.chat_commands_conversation import file_command
+    from localgen.repl_state import ChatState
+    from localgen.repl_unsaved import LeaveGuard
+
+    state = ChatState(chat, LeaveGuard(chat), show_answer=lambda *_: None, escapes=False, markdown=False,
+                      show_thinking=False)
+    chat.attachments = ["A note."]
+    (tmp_path / "big.txt").write_text("x " * 10_000)
+    with pytest.raises(ContextOverflowError) as refused:
+        file_command(state, str(tmp_path / "big.txt"))
+    assert refused.value.message == (f"{tmp_path / 'big.txt'} is too long to attach: with it the next message needs "
+                                     "at least 1,250 tokens but only 504 are free in the context")
+    assert refused.value.hint is not None and "/file none drops the files attached already" in refused.value.hint
+    assert chat.attachments == ["A note."]
+
+
 def test_regen_leaves_files_attached_for_the_next_message(session: ChatSession) -> None:
     first = _answer(session.ask("Name a color.")[1]).text
     session.attachments = ["A note about the sea."]
