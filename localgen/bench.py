@@ -116,11 +116,12 @@ def _complete(engine: Engine, prompt: Sequence[int], max_tokens: int, *, ignore_
     return [e for e in events if isinstance(e, Finished)][-1]
 
 
-def _ttft(done: Finished) -> float:
-    """A measured generation's time to first token (every benchmark generation yields one)."""
-    if done.timings.ttft_s is None:
-        raise LocalgenError("a benchmark generation stopped before its first token", hint="run the benchmark again")
-    return done.timings.ttft_s
+def _measured(figure: float | None) -> float:
+    """A figure of a benchmark generation (each has one: its prompt is new, and it decodes past its first token)."""
+    if figure is None:
+        raise LocalgenError("a benchmark generation stopped before it could be measured",
+                            hint="run the benchmark again")
+    return figure
 
 
 def _random_prompt(engine: Engine, n: int, rng: random.Random) -> list[int]:
@@ -174,10 +175,10 @@ def measure_prefill(engine: Engine, config: BenchConfig, progress: Callable[[str
         engine.reset()
         alone = _complete(engine, fresh, 1)
         if counted:
-            figures.prefill_tps.append(cold.timings.prefill_tokens_per_s)
-            figures.ttft_s.append(_ttft(cold))
-            figures.reuse_ttft_s.append(_ttft(warm))
-            figures.fresh_ttft_s.append(_ttft(alone))
+            figures.prefill_tps.append(_measured(cold.timings.prefill_tokens_per_s))
+            figures.ttft_s.append(_measured(cold.timings.ttft_s))
+            figures.reuse_ttft_s.append(_measured(warm.timings.ttft_s))
+            figures.fresh_ttft_s.append(_measured(alone.timings.ttft_s))
     return figures
 
 
@@ -192,7 +193,7 @@ def measure_decode(engine: Engine, config: BenchConfig, progress: Callable[[str]
         engine.reset()
         gen = _complete(engine, start, config.n_gen + 1, ignore_eog=True)
         if counted:
-            speeds.append(gen.timings.decode_tokens_per_s)
+            speeds.append(_measured(gen.timings.decode_tokens_per_s))
     return speeds
 
 

@@ -284,7 +284,8 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
                       "kept the CPUs busy")
     if completion.draft is not None:
         d = completion.draft
-        extras.append(f"draft lookup: {d.accepted:,}/{d.drafted:,} drafted tokens accepted ({d.acceptance:.0%}) "
+        rate = "" if d.acceptance is None else f" ({d.acceptance:.0%})"
+        extras.append(f"draft lookup: {d.accepted:,}/{d.drafted:,} drafted tokens accepted{rate} "
                       f"in {counted(d.batches, 'batch', 'batches')}")
     return "\n".join([line, "; ".join(extras)] if extras else [line])
 

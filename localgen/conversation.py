@@ -101,7 +101,7 @@ class AnswerDetails:
     def of(cls, finished: Finished, model: str | None) -> AnswerDetails:
         """The details of a finished generation (no decode speed for an answer of fewer than two tokens)."""
         timings, usage = finished.timings, finished.usage
-        duration = timings.prefill_s if timings.ttft_s is None else timings.ttft_s + timings.decode_s
+        duration = timings.prefill_s if timings.ttft_s is None else timings.ttft_s + (timings.decode_s or 0.0)
         speed = round(timings.decode_tokens_per_s, 1) if timings.decode_tokens_per_s else None
         return cls(finished.finish_reason, model, usage.prompt_tokens, usage.completion_tokens, round(duration, 3),
                    speed)

@@ -36,13 +36,14 @@ class Usage:
 
 @dataclass(frozen=True)
 class Timings:
-    """Time to first token (None when no token came), prefill and decode speed of one generation."""
+    """Time to first token, prefill and decode speed of one generation (None where there was nothing to measure: no
+    token came, the prompt was all in the cache, or the prompt's pass gave the only token)."""
 
     ttft_s: float | None
     prefill_s: float
-    prefill_tokens_per_s: float
-    decode_s: float
-    decode_tokens_per_s: float
+    prefill_tokens_per_s: float | None
+    decode_s: float | None
+    decode_tokens_per_s: float | None
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,9 @@ class DraftStats:
     batches: int
 
     @property
-    def acceptance(self) -> float:
-        """The fraction of drafted tokens the model accepted (0 when none were drafted)."""
-        return self.accepted / self.drafted if self.drafted else 0.0
+    def acceptance(self) -> float | None:
+        """The fraction of drafted tokens the model accepted (None when none were drafted)."""
+        return self.accepted / self.drafted if self.drafted else None
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ class Finished:
         if self.thinking is not None:
             record["thinking"] = self.thinking
         if self.draft is not None:
-            record["draft"] = asdict(self.draft) | {"acceptance": round(self.draft.acceptance, 4)}
+            acceptance = self.draft.acceptance
+            record["draft"] = asdict(self.draft) | {"acceptance": None if acceptance is None else round(acceptance, 4)}
         return record
 
 

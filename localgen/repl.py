@@ -91,7 +91,7 @@ class Repl:
         columns = self._prompt.output.get_size().columns
         if not engine.is_open:
             return toolbar_line([("no model loaded", 0), ("/model NAME", 1), ("/help", 2)], columns)
-        speed = self.session.last.timings.decode_tokens_per_s if self.session.last else 0.0
+        speed = self.session.last.timings.decode_tokens_per_s if self.session.last else None
         files = len(self.session.attachments)
         attached = [(f"{counted(files, 'file')} attached", 0)] if files else []
         used = self.session.context_used()

@@ -172,7 +172,7 @@ def bench_draft(args: argparse.Namespace) -> None:
                 speeds[mode].append(done.timings.decode_tokens_per_s)
                 texts[mode] = done.text
                 if done.draft is not None:
-                    acceptance.append(done.draft.acceptance)
+                    acceptance.append(done.draft.acceptance or 0.0)
                     log(f"{task} round {k + 1}: {done.usage.completion_tokens} tokens, lookup "
                         f"{done.timings.decode_tokens_per_s:.1f} tok/s, accepted {done.draft.accepted}/"
                         f"{done.draft.drafted}")

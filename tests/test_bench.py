@@ -166,8 +166,8 @@ def test_stats_name_the_prompt_cache_and_the_drafts() -> None:
     assert "decoded with 1 of 2 threads" in format_stats(busy)
     unread = replace(busy, finish_reason="interrupted", usage=Usage(10, 0, 0))  # Ctrl-C while the prompt was read
     assert len(format_stats(unread).splitlines()) == 1, "no token was decoded, with any number of threads"
-    all_cached = replace(done, timings=replace(timings, prefill_tokens_per_s=0.0))  # computed while typing
-    one = replace(busy, usage=Usage(10, 0, 1), timings=replace(timings, decode_s=0.0, decode_tokens_per_s=0.0))
+    all_cached = replace(done, timings=replace(timings, prefill_tokens_per_s=None))  # computed while typing
+    one = replace(busy, usage=Usage(10, 0, 1), timings=replace(timings, decode_s=None, decode_tokens_per_s=None))
     assert "generated 1 tok, decode -, finish stop" in format_stats(one), "a token from the prompt's logits: no decode"
     assert "threads" not in format_stats(one), "nothing decoded, with any number of threads"
     assert "TTFT 100 ms, prefill -, generated" in format_stats(all_cached)
@@ -177,6 +177,8 @@ def test_stats_name_the_prompt_cache_and_the_drafts() -> None:
         "thousands separated, as the context's figures are"
     assert "1,024 prompt tokens computed" in format_stats(long) and "4,096 tokens restored" in format_stats(long)
     assert "1,100/1,500 drafted" in format_stats(long)
+    undrafted = replace(done, draft=DraftStats(drafted=0, accepted=0, batches=0))
+    assert "draft lookup: 0/0 drafted tokens accepted in 0 batches" in format_stats(undrafted), "no rate of nothing"
 
 
 @pytest.mark.serial

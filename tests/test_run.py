@@ -135,6 +135,21 @@ def test_json_output_fields() -> None:
     assert result.out.count("\n") == 1
 
 
+def test_json_gives_null_for_a_speed_with_nothing_to_measure() -> None:
+    from localgen.engine.results import finished_event
+    from localgen.events import DraftStats
+
+    one_token = finished_event("Hi", "length", n_prompt=31, reused=31, prefilled=0, generated=1, started=0.0,
+                               prefill_done=0.0, first_token_at=0.2, last_token_at=0.2,
+                               draft=DraftStats(drafted=0, accepted=0, batches=0)).to_dict()
+    assert one_token["timings"] == {"ttft_s": 0.2, "prefill_s": 0.0, "prefill_tokens_per_s": None, "decode_s": None,
+                                    "decode_tokens_per_s": None}, "all of the prompt cached, one token: no speed"
+    assert one_token["draft"] == {"drafted": 0, "accepted": 0, "batches": 0, "acceptance": None}
+    none = finished_event("", "interrupted", n_prompt=31, reused=0, prefilled=0, generated=0, started=0.0,
+                          prefill_done=0.1, first_token_at=None, last_token_at=0.1).to_dict()
+    assert none["timings"]["ttft_s"] is none["timings"]["decode_s"] is none["timings"]["decode_tokens_per_s"] is None
+
+
 def test_json_names_a_model_given_by_a_relative_path_by_its_absolute_path() -> None:
     bundled = bundled_model_file()
     relative = os.path.relpath(bundled, REPO_ROOT)  # run_localgen runs in the checkout

@@ -29,9 +29,10 @@ def finished_event(text: str, finish: str, n_prompt: int, reused: int, prefilled
                    started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
                    draft: DraftStats | None = None, restored: int = 0, ahead: int = 0, seed: int | None = None,
                    threads: tuple[int, int] = (0, 0)) -> Finished:
-    """Fold the measurements of one generation into its final event (first_token_at None: no token came)."""
+    """Fold the measurements of one generation into its final event (first_token_at None: no token came); a speed
+    with nothing to measure is None."""
     prefill_s = prefill_done - started
-    decode_s = last_token_at - first_token_at if first_token_at is not None else 0.0
+    decode_s = last_token_at - first_token_at if first_token_at is not None and generated > 1 else None
     return Finished(
         text=text,
         finish_reason=finish,
@@ -39,9 +40,9 @@ def finished_event(text: str, finish: str, n_prompt: int, reused: int, prefilled
         timings=Timings(
             ttft_s=first_token_at - started if first_token_at is not None else None,
             prefill_s=prefill_s,
-            prefill_tokens_per_s=prefilled / prefill_s if prefill_s > 0 else 0.0,
+            prefill_tokens_per_s=prefilled / prefill_s if prefilled and prefill_s > 0 else None,
             decode_s=decode_s,
-            decode_tokens_per_s=(generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0,
+            decode_tokens_per_s=(generated - 1) / decode_s if decode_s else None,
         ),
         draft=draft,
         restored_tokens=restored,
