@@ -85,7 +85,7 @@ class BenchResult:
     n_threads_batch: int
     n_batch: int
     n_ubatch: int
-    n_ctx: int  # the prefill test's context (the decode test's when -p 0)
+    n_ctx: int | None  # the prefill test's context (None when -p 0)
     flash_attn: str
     kv_type: str
     n_prompt: int
@@ -96,6 +96,14 @@ class BenchResult:
     repack_off: str = ""  # why they may not: "LOCALGEN_AMX=0", or "AMX fails with this build"
     n_ctx_decode: int | None = None  # the decode test's context (None when -n 0)
     stopped_by: int = 0  # the signal that stopped it (SIGINT: Ctrl-C): the figures are of the repetitions that ended
+
+    @property
+    def setup_ctx(self) -> int:
+        """The context of the test whose engine the setup (its batch sizes) is of: the prefill test's, else the
+        decode test's."""
+        n_ctx = self.n_ctx if self.n_ctx is not None else self.n_ctx_decode
+        assert n_ctx is not None, "a test that measured something was loaded"
+        return n_ctx
 
     @property
     def interrupted(self) -> bool:
@@ -301,7 +309,8 @@ class _BenchRun:
                 self.setup = dict(model=loaded.resolved.display_name, path=str(loaded.resolved.path),
                                   backend=engine.backend_version, n_threads=o.n_threads,
                                   n_threads_batch=o.n_threads_batch, n_batch=engine.n_batch, n_ubatch=engine.n_ubatch,
-                                  n_ctx=engine.n_ctx, flash_attn=o.attention_mode, kv_type=o.kv_type)
+                                  n_ctx=engine.n_ctx if name == "prefill" else None, flash_attn=o.attention_mode,
+                                  kv_type=o.kv_type)
             if name == "prefill":
                 if batch_size is not None and engine.n_batch < batch_size:  # a --batch-size given, and capped
                     progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, the cells llama.cpp "
@@ -391,9 +400,10 @@ def stopped_by(signum: int) -> str:
 def _batch_cap(result: BenchResult) -> str:
     """What the header adds after the batch sizes when the context caps them (llama.cpp allocates a context's
     cells in blocks, so a 208-token context caps them at its 256 cells)."""
-    if result.n_batch > result.n_ctx:
-        return f" (capped at the {result.n_batch:,} cells llama.cpp allocates for the {result.n_ctx:,}-token context)"
-    return f" (capped at the {result.n_ctx:,}-token context)" if result.n_batch == result.n_ctx else ""
+    n_ctx = result.setup_ctx
+    if result.n_batch > n_ctx:
+        return f" (capped at the {result.n_batch:,} cells llama.cpp allocates for the {n_ctx:,}-token context)"
+    return f" (capped at the {n_ctx:,}-token context)" if result.n_batch == n_ctx else ""
 
 
 def _shown_figure(stat: Stat | None, shown: Callable[[Stat], str], result: BenchResult) -> str:

@@ -78,6 +78,8 @@ def test_table_names_every_test() -> None:
     assert "batch 352, ubatch 352 (capped at the 352-token context), flash-attn" in capped
     padded = format_result(replace(result, n_batch=256, n_ubatch=256, n_ctx=208))
     assert "batch 256, ubatch 256 (capped at the 256 cells llama.cpp allocates for the 208-token context)," in padded
+    decode_only = format_result(replace(result, n_batch=256, n_ubatch=256, n_ctx=None, n_ctx_decode=70, n_prompt=0))
+    assert "ubatch 256 (capped at the 256 cells llama.cpp allocates for the 70-token context)," in decode_only
     assert json.loads(json.dumps(result.to_dict()))["figures"]["decode_tps"]["mean"] == 105.0
 
 
@@ -211,7 +213,9 @@ def test_an_explicit_batch_size_equal_to_the_default_still_gets_the_note() -> No
 def test_zero_skips_a_test_as_in_llama_bench() -> None:
     decode_only = run_localgen("bench", "-p", "0", "-n", "4", "-r", "1", "--json")
     assert decode_only.returncode == 0, decode_only.err
-    figures = json.loads(decode_only.out)["figures"]
+    record = json.loads(decode_only.out)
+    assert (record["n_ctx"], record["n_ctx_decode"]) == (None, 4 + 2 + 64), "n_ctx is the prefill test's"
+    figures = record["figures"]
     assert [key for key, value in figures.items() if value is None] == [
         "prefill_tps", "ttft_s", "reuse_ttft_s", "fresh_ttft_s"]
     assert len(figures["decode_tps"]["samples"]) == 1 and figures["decode_tps"]["mean"] > 0
