@@ -380,11 +380,13 @@ def format_result(result: BenchResult, *, first_line: bool = True) -> str:
             if stat is not None or (asked and r.interrupted)]  # 0 skips a test
     width = [max(len(row[i]) for row in rows) for i in range(3)]
     capped = _batch_cap(r)
+    batches = f"batch {r.n_batch}, ubatch {r.n_ubatch} (both {capped})" if capped and r.n_ubatch == r.n_batch else \
+        f"batch {r.n_batch}{f' ({capped})' if capped else ''}, ubatch {r.n_ubatch}"
     stopped = f"\ninterrupted ({stopped_by(r.stopped_by)}): the figures are of the repetitions that finished" \
         if r.interrupted else ""
     head = (f"{model_line(r.model, r.path)}\n" if first_line else "") + (
             f"{r.backend}, threads {r.n_threads}/{r.n_threads_batch}, "
-            f"batch {r.n_batch}, ubatch {r.n_ubatch}{capped}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
+            f"{batches}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
             f"{'' if r.repack else f'repack off ({r.repack_off}), '}reps {r.reps}{stopped}\n")
     lines = [f"| {'test':<{width[0]}} | {'what':<{width[1]}} | {'result':>{width[2]}} |",
              f"|{'-' * (width[0] + 2)}|{'-' * (width[1] + 2)}|{'-' * (width[2] + 1)}:|"]
@@ -398,12 +400,13 @@ def stopped_by(signum: int) -> str:
 
 
 def _batch_cap(result: BenchResult) -> str:
-    """What the header adds after the batch sizes when the context caps them (llama.cpp allocates a context's
-    cells in blocks, so a 208-token context caps them at its 256 cells)."""
+    """What the header says of the batch size, and of the ubatch size when it is the same, where the context caps
+    them ("" where it does not): llama.cpp allocates a context's cells in blocks, so a 208-token context caps them at
+    its 256 cells, and the ubatch size at the batch size."""
     n_ctx = result.setup_ctx
     if result.n_batch > n_ctx:
-        return f" (capped at the {result.n_batch:,} cells llama.cpp allocates for the {n_ctx:,}-token context)"
-    return f" (capped at the {n_ctx:,}-token context)" if result.n_batch == n_ctx else ""
+        return f"capped at the {result.n_batch:,} cells llama.cpp allocates for the {n_ctx:,}-token context"
+    return f"capped at the {n_ctx:,}-token context" if result.n_batch == n_ctx else ""
 
 
 def _shown_figure(stat: Stat | None, shown: Callable[[Stat], str], result: BenchResult) -> str:

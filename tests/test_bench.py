@@ -75,11 +75,15 @@ def test_table_names_every_test() -> None:
     declined = replace(result, repack=False, repack_off="AMX fails with this build")
     assert "kv f16, repack off (AMX fails with this build), reps 2" in format_result(declined)
     capped = format_result(replace(result, n_batch=352, n_ubatch=352, n_ctx=352))
-    assert "batch 352, ubatch 352 (capped at the 352-token context), flash-attn" in capped
+    assert "batch 352, ubatch 352 (both capped at the 352-token context), flash-attn" in capped
     padded = format_result(replace(result, n_batch=256, n_ubatch=256, n_ctx=208))
-    assert "batch 256, ubatch 256 (capped at the 256 cells llama.cpp allocates for the 208-token context)," in padded
+    assert "batch 256, ubatch 256 (both capped at the 256 cells llama.cpp allocates for the 208-token context)," \
+        in padded
+    batch_only = format_result(replace(result, n_batch=256, n_ubatch=1, n_ctx=208))
+    assert "batch 256 (capped at the 256 cells llama.cpp allocates for the 208-token context), ubatch 1, " \
+        "flash-attn" in batch_only, "the note goes with what was capped"
     decode_only = format_result(replace(result, n_batch=256, n_ubatch=256, n_ctx=None, n_ctx_decode=70, n_prompt=0))
-    assert "ubatch 256 (capped at the 256 cells llama.cpp allocates for the 70-token context)," in decode_only
+    assert "ubatch 256 (both capped at the 256 cells llama.cpp allocates for the 70-token context)," in decode_only
     assert json.loads(json.dumps(result.to_dict()))["figures"]["decode_tps"]["mean"] == 105.0
 
 
