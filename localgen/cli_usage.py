@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import re
 import shlex
 from collections.abc import Iterable
 from typing import Any
@@ -22,14 +23,20 @@ from localgen.other_tools import (
 )
 
 CTX_OPTIONS = ("--ctx", "--ctx-size", "-c")  # the context size's names in run, chat and fit
+CLICK_GUESS = re.compile(r"\. Did you mean '[^']*'\?$")  # what click adds to No such command 'X'
 SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their dashes (click's 0.6 counts the dashes)
 
 
 def usage_error(app: typer.Typer, exc: Exception, args: list[str]) -> tuple[str, str]:
     """The one-line message and the hint for a usage error of the command line args."""
     text = str(exc).lower()
-    return (_ollama_address_error(app, args, text) or _chat_prompt_error(app, args, text)
-            or (_as_typed(_usage_error_text(exc), exc, args), _usage_hint(app, exc, args)))
+    special = _ollama_address_error(app, args, text) or _chat_prompt_error(app, args, text)
+    if special is not None:
+        return special
+    message, hint = _as_typed(_usage_error_text(exc), exc, args), _usage_hint(app, exc, args)
+    if hint.startswith("use `"):  # the command meant, named: click's closest name (delete: default) goes
+        message = CLICK_GUESS.sub(".", message)
+    return message, hint
 
 
 def help_cluster_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:

@@ -199,9 +199,9 @@ def test_ollama_s_verbose_is_stats() -> None:
 @pytest.mark.parametrize(("args", "error", "hint"), [
     (("serve",), "No such command 'serve'.",
      "localgen has no server: `localgen run` and `localgen chat` load the model in their own process"),
-    (("models", "ls"), "No such command 'ls'. Did you mean 'list'?", "use `localgen models list`"),
-    # Ollama's `version`: click's guess, `conversations`, alone
-    (("version",), "No such command 'version'. Did you mean 'conversations'?", "use `localgen --version`"),
+    (("models", "ls"), "No such command 'ls'.", "use `localgen models list`"),
+    # Ollama's `version`: localgen's way, not also click's guess (Did you mean 'conversations'?)
+    (("version",), "No such command 'version'.", "use `localgen --version`"),
     (("conversations", "remove", "a", "b"), "No such command 'remove'.", "use `localgen conversations rm a b`"),
     (("models", "pull", "smollm2"), "No such command 'pull'.", "use `localgen pull smollm2`"),
     (("models", "info", "smollm2"), "No such command 'info'.", "use `localgen models show smollm2`"),
@@ -237,6 +237,8 @@ def test_other_tools_words_get_localgen_s_way(args: tuple[str, ...], error: str,
     (("cache", "purge"), "use `localgen cache clear`"),
     (("cache", "prune"), "use `localgen cache clear`"),
     (("conversations", "delete", "a"), "use `localgen conversations rm a`"),
+    (("models", "delete", "foo"), "use `localgen models rm foo`"),  # not also click's guess: Did you mean 'default'?
+    (("models", "ls"), "use `localgen models list`"),
 ])
 def test_a_group_s_command_typed_by_another_name_is_told_its_own_in_process(capsys: pytest.CaptureFixture[str],
                                                                              args: tuple[str, ...], hint: str) -> None:
