@@ -16,6 +16,7 @@ from localgen.conversation_store import holds_as_is, let_go, save_conversation, 
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished
+from localgen.fit import fewest_tokens, text_bytes
 from localgen.held_tokens import with_held_tokens
 from localgen.model_switch import load_instead
 from localgen.params import (
@@ -235,11 +236,14 @@ class ChatSession:
         """Why a system prompt leaves no room for a message in this model's context, or None when it leaves some."""
         if not text:
             return None
+        budget, least = self._budget(), fewest_tokens(text_bytes(text))
+        if least >= budget:  # by its size alone, before a tokenizer spends seconds on a long text to say so
+            return f"the system prompt takes at least {least:,} tokens, and the context leaves {budget:,} for the " \
+                   "whole conversation"
         try:
             size = self._count([Message("system", text)])
         except LocalgenError:  # a template that refuses a system prompt alone: the first message will say why
             return None
-        budget = self._budget()
         if size < budget:
             return None
         return f"the system prompt takes {size:,} tokens, and the context leaves {budget:,} for the whole conversation"

@@ -480,6 +480,17 @@ def test_a_system_prompt_that_leaves_no_room_for_a_message_is_refused(session: C
     assert session.conversation.system == "You are a pirate."
 
 
+def test_a_system_prompt_too_long_by_its_size_is_refused_untokenized(session: ChatSession,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    def never(*_: object) -> typing.NoReturn:
+        raise AssertionError("tokenized a system prompt that cannot fit")
+
+    monkeypatch.setattr(session, "_count", never)
+    with pytest.raises(UsageError, match=r"the system prompt takes at least 1,250 tokens, and the context leaves"):
+        session.set_system("x " * 10_000)  # 20,000 bytes: at least 1,250 tokens, however they tokenize
+    assert session.conversation.system is None
+
+
 def test_save_as_writes_the_settings_in_use(session: ChatSession, home: Path) -> None:
     import json
 
