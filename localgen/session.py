@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Generator, Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from localgen.answer_record import recorded
 from localgen.chat import Message, compose_user_message
-from localgen.chat_settings import SETTING_NAMES, parse_setting, setting_key
+from localgen.chat_settings import SETTING_NAMES
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import holds_as_is, let_go, save_conversation, unsave
 from localgen.engine.prefix import PrefixCache
@@ -29,6 +29,7 @@ from localgen.params import (
 from localgen.registry import model_defaults
 from localgen.resolve import ResolvedModel
 from localgen.runner import LoadedModel, ModelOptions, ignore_note
+from localgen.session_settings import SessionSettings
 
 DEFAULT_ANSWER_RESERVE = 512
 RENDERS_KEPT = 3  # rendered prompts kept: the conversation's, the next question's, and one being typed
@@ -47,7 +48,7 @@ class UnsavedChangeError(LocalgenError):
     """An autosave that failed: the change stays in the session, which is marked unsaved."""
 
 
-class ChatSession:
+class ChatSession(SessionSettings):
     """A model and a conversation; each turn prefills only what the KV cache does not hold."""
 
     def __init__(self, loaded: LoadedModel, options: ModelOptions, conversation: Conversation,
@@ -55,19 +56,14 @@ class ChatSession:
                  prefix_cache: PrefixCache | None = None, keep_saved_settings: bool = False,
                  model_settings: Mapping[str, int | float | None] | None = None, own_settings: Iterable[str] = (),
                  model_system: str | None = None, own_system: bool = False) -> None:
+        super().__init__(sampling, limits, model_settings, own_settings)
         self.loaded = loaded
         self.options = options
         self.conversation = conversation
-        self.sampling = sampling
-        self.limits = limits
         self.autosave = autosave
         self.draft = draft  # speculative decoding, as run's --draft
         self.prefix_cache = prefix_cache  # the on-disk prompt cache (run's; a chat keeps its KV cache in memory)
         self.keep_saved_settings = keep_saved_settings  # a run's options hold for that run only, unsaved
-        self.model_settings = dict(model_settings or {})  # what models.toml gives the loaded model
-        self.own_settings = set(own_settings)  # chosen by flags, /set or a resumed chat: /model keeps them
-        self._flags = set(own_settings)  # the settings the command line chose
-        self._start_settings = self.settings()  # before any conversation's: what /load starts from
         self.model_system = model_system  # the system prompt models.toml gives the loaded model
         self.own_system = own_system  # the system prompt was chosen (-s, /system, a resumed chat's): /model keeps it
         self.attachments: list[str] = []
@@ -89,47 +85,13 @@ class ChatSession:
         self._save(command=True)
         return self.value_of(key)
 
-    def value_of(self, name: str) -> tuple[str, str]:
-        """A setting's canonical name and its value as text (none when unset)."""
-        key = setting_key(name)
-        stored = self.settings()[key]
-        return key, "none" if stored is None else str(stored)
-
-    def _apply_setting(self, name: str, raw: str) -> str:
-        """Change one sampling setting from text, without saving; return its canonical name."""
-        key = setting_key(name)
-        value = parse_setting(key, raw)
-        try:
-            if key == "max_tokens":
-                self.limits = replace(self.limits, max_tokens=value)  # type: ignore[arg-type]
-            else:
-                self.sampling = self.sampling.with_value(key, value)
-        except UsageError as exc:
-            raise UsageError(exc.message, hint=f"{exc.hint or 'see /show'}: /set {key} VALUE") from None
-        return key
-
-    def settings(self) -> dict[str, object]:
-        """The current sampling settings as plain data (what /show prints and a save keeps)."""
-        sampling = {key: value for key, value in asdict(self.sampling).items() if key in CHAT_SETTINGS}
-        return {**sampling, "max_tokens": self.limits.max_tokens}
-
-    def default_settings(self) -> dict[str, object]:
-        """The settings a chat with this model has when the user chooses none: models.toml's over the built-in."""
-        built_in = {key: value for key, value in asdict(SamplingParams()).items() if key in CHAT_SETTINGS}
-        return {**built_in, "max_tokens": None, **self.model_settings}
-
     def _use_model_defaults(self, chosen: Mapping[str, int | float | None], system: str | None) -> None:
         """Take a new model's models.toml settings where the user chose none (one only the previous model's entry
         gave goes back to its built-in value), and its system prompt unless the user chose one."""
         if not self.own_system:
             self.conversation.system = system
         self.model_system = system
-        given_by_a_model = set(self.model_settings) | set(chosen)
-        keys = given_by_a_model - self.own_settings
-        self.model_settings = dict(chosen)
-        defaults = self.default_settings()
-        self.sampling, self.limits = with_settings(self.sampling, self.limits, {key: defaults[key] for key in keys})
-        self._start_settings |= {key: defaults[key] for key in given_by_a_model - self._flags}
+        self._take_model_settings(chosen)
 
     # --- turns ---------------------------------------------------------------------------------
 

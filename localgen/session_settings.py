@@ -1,0 +1,62 @@
+"""A chat's sampling settings: the values in use, which the user chose, and the defaults models.toml gives."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, replace
+
+from localgen.chat_settings import parse_setting, setting_key
+from localgen.errors import UsageError
+from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams, with_settings
+
+
+class SessionSettings:
+    """The sampling settings of a chat session (ChatSession builds on it): what /set, /show and a save use."""
+
+    def __init__(self, sampling: SamplingParams, limits: GenerationLimits,
+                 model_settings: Mapping[str, int | float | None] | None, own_settings: Iterable[str]) -> None:
+        self.sampling = sampling
+        self.limits = limits
+        self.model_settings = dict(model_settings or {})  # what models.toml gives the loaded model
+        self.own_settings = set(own_settings)  # chosen by flags, /set or a resumed chat: /model keeps them
+        self._flags = set(own_settings)  # the settings the command line chose
+        self._start_settings = self.settings()  # before any conversation's: what /load starts from
+
+    def value_of(self, name: str) -> tuple[str, str]:
+        """A setting's canonical name and its value as text (none when unset)."""
+        key = setting_key(name)
+        stored = self.settings()[key]
+        return key, "none" if stored is None else str(stored)
+
+    def _apply_setting(self, name: str, raw: str) -> str:
+        """Change one sampling setting from text, without saving; return its canonical name."""
+        key = setting_key(name)
+        value = parse_setting(key, raw)
+        try:
+            if key == "max_tokens":
+                self.limits = replace(self.limits, max_tokens=value)  # type: ignore[arg-type]
+            else:
+                self.sampling = self.sampling.with_value(key, value)
+        except UsageError as exc:
+            raise UsageError(exc.message, hint=f"{exc.hint or 'see /show'}: /set {key} VALUE") from None
+        return key
+
+    def settings(self) -> dict[str, object]:
+        """The current sampling settings as plain data (what /show prints and a save keeps)."""
+        sampling = {key: value for key, value in asdict(self.sampling).items() if key in CHAT_SETTINGS}
+        return {**sampling, "max_tokens": self.limits.max_tokens}
+
+    def default_settings(self) -> dict[str, object]:
+        """The settings a chat with this model has when the user chooses none: models.toml's over the built-in."""
+        built_in = {key: value for key, value in asdict(SamplingParams()).items() if key in CHAT_SETTINGS}
+        return {**built_in, "max_tokens": None, **self.model_settings}
+
+    def _take_model_settings(self, chosen: Mapping[str, int | float | None]) -> None:
+        """Take a new model's models.toml settings where the user chose none (one only the previous model's entry
+        gave goes back to its built-in value)."""
+        given_by_a_model = set(self.model_settings) | set(chosen)
+        keys = given_by_a_model - self.own_settings
+        self.model_settings = dict(chosen)
+        defaults = self.default_settings()
+        self.sampling, self.limits = with_settings(self.sampling, self.limits, {key: defaults[key] for key in keys})
+        self._start_settings |= {key: defaults[key] for key in given_by_a_model - self._flags}
