@@ -7,7 +7,7 @@ import difflib
 import itertools
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import typer
@@ -44,15 +44,11 @@ def help_cluster_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | N
     more: the help on stdout, exit 0, as if the command had run. The one-line message and the hint, or None."""
     command = args[0] if args and args[0] in _command_names(app) else ""
     takes_value = option_arity(app, command) if command else {}
-    expects_value = False
-    for word in args[1 if command else 0:]:
-        if word == "--" and not expects_value:
-            return None
-        if not expects_value and word.startswith("-h") and len(word) > 2:
+    for word in _not_values(args[1 if command else 0:], takes_value):
+        if word.startswith("-h") and len(word) > 2:
             name = f"localgen {_command_with_subcommand(app, args, command)}".strip()
             hint = _dash_prompt_hint(args, command, "no such option") or f"-h alone is --help: see `{name} --help`"
             return f"No such option: {word}", hint
-        expects_value = not expects_value and takes_value.get(word, False)
     return None
 
 
@@ -62,18 +58,25 @@ def one_dash_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
     one-line message and the hint, or None."""
     names, command = _typed_command(app, args)
     takes_value = _arity(command.params)
-    expects_value = False
-    for word in args[len(names):]:
-        if word == "--" and not expects_value:
-            return None
+    for word in _not_values(args[len(names):], takes_value):
         typed = word.partition("=")[0]
-        if not expects_value and typed[:1] == "-" and typed[1:2] not in ("-", "") and typed not in takes_value:
+        if typed[:1] == "-" and typed[1:2] not in ("-", "") and typed not in takes_value:
             meant = [name for name in _alike_options(typed, command.params) if name.startswith("--")]
             if meant:
                 help_command = shlex.join(["localgen", *names, "--help"])
                 return f"No such option: {typed}", f"did you mean {meant[0]}? see `{help_command}`"
-        expects_value = not expects_value and takes_value.get(word, False)
     return None
+
+
+def _not_values(args: list[str], takes_value: dict[str, bool]) -> Iterator[str]:
+    """The words of a command line before the -- that ends its options, but for option values (-s -c: a prompt)."""
+    expects_value = False
+    for word in args:
+        if word == "--" and not expects_value:
+            return
+        if not expects_value:
+            yield word
+        expects_value = not expects_value and takes_value.get(word, False)
 
 
 def _typed_command(app: typer.Typer, args: list[str]) -> tuple[list[str], Any]:
@@ -154,7 +157,7 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
             or _option_before_command_hint(app, exc, args, command)
             or _extra_argument_hint(app, args, command, text)
             or _file_argument_hint(app, args, command, text)
-            or _ctx_flag_hint(exc, args, command)
+            or _ctx_flag_hint(app, exc, args, command)
             or _threads_flag_hint(exc, command)
             or _dash_prompt_hint(args, command, text)
             or _help_hint(app, exc, args, command))
@@ -341,25 +344,22 @@ def _run_extra_argument_hint(app: typer.Typer, args: list[str]) -> str:
     return hint or 'quote the prompt: localgen run "several words"'
 
 
-def _ctx_flag_hint(exc: Exception, args: list[str], command: str) -> str | None:
+def _ctx_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:
     """For the context size's option without a number: -c in `run` or `chat` is --ctx-size here, not continue; --ctx
     and --ctx-size take a number of tokens."""
     message = _usage_error_text(exc)
     if command not in ("run", "chat", "fit") or not any(f"'{name}'" in message for name in CTX_OPTIONS):
         return None
-    typed = _option_typed(args, CTX_OPTIONS)
+    typed = _option_typed(args[1:], CTX_OPTIONS, option_arity(app, command))
     if typed == "-c" and command in ("run", "chat"):
         return "-c is --ctx-size; to continue the latest conversation use --continue"
     return f"{typed} takes the context size, a number of tokens: {typed} 4096"
 
 
-def _option_typed(args: list[str], names: tuple[str, ...]) -> str:
-    """Which of an option's names was typed last before -- (-c5 as -c, --ctx=5 as --ctx); its first if none was."""
-    typed = names[0]
-    for word in itertools.takewhile(lambda word: word != "--", args):
-        name = word.partition("=")[0] if word.startswith("--") else word[:2]
-        typed = name if name in names else typed
-    return typed
+def _option_typed(args: list[str], names: tuple[str, ...], takes_value: dict[str, bool]) -> str:
+    """Which of an option's names was typed last (-c5 as -c, --ctx=5 as --ctx), values aside; its first if none was."""
+    typed = [word.partition("=")[0] if word.startswith("--") else word[:2] for word in _not_values(args, takes_value)]
+    return next((name for name in reversed(typed) if name in names), names[0])
 
 
 def _threads_flag_hint(exc: Exception, command: str) -> str | None:
