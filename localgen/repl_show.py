@@ -79,7 +79,7 @@ def _settings(session: ChatSession, settings_text: str) -> None:
 def stop_strings_line(stops: tuple[str, ...]) -> str:
     """This chat's stop strings, each written as /set stop reads it back ('\\t', "it's"), or how to set some."""
     if not stops:
-        return 'no stop strings (/set stop TEXT sets them; quote one with spaces: "User says:")'
+        return 'no stop strings (/set stop TEXT sets them; quote one with spaces or commas: "User says:")'
     return f"stop strings (this chat): {', '.join(map(escaped, stops))}"
 
 

@@ -8,15 +8,16 @@ import sys
 
 ESCAPES = {"\\n": "a newline", "\\t": "a tab", "\\r": "a carriage return"}
 # chat's /set stop reads these, and /show writes a stop string with them (a quote escaped inside its own quotes)
-READ_ESCAPES = {"\\n": "\n", "\\t": "\t", "\\r": "\r", "\\\\": "\\", "\\'": "'", '\\"': '"'}
-_WRITTEN = {char: escape for escape, char in READ_ESCAPES.items() if char not in "'\""}
-_READ = re.compile(r"""\\(?:[ntr\\'"]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})""")
+READ_ESCAPES = {"\\n": "\n", "\\t": "\t", "\\r": "\r", "\\\\": "\\", "\\'": "'", '\\"': '"', "\\,": ","}
+_WRITTEN = {char: escape for escape, char in READ_ESCAPES.items() if char not in "'\","}  # those go in quotes
+_READ = re.compile(r"""\\(?:[ntr\\'",]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})""")
 _CODES = {"x": 2, "u": 4, "U": 8}  # \xHH, \uHHHH, \UHHHHHHHH: any other character, by its code (as Python writes it)
 
 
 def escapes_read(text: str) -> str:
     """A stop string typed in the chat (/set stop) with its escapes read as what they stand for: \\n, \\t, \\r,
-    \\\\, \\' and \\", and a character by its code, \\x1b (any other backslash is kept)."""
+    \\\\, \\', \\" and \\, (a comma that parts no stop strings), and a character by its code, \\x1b (any other
+    backslash is kept)."""
     return re.sub(_READ, _escape_read, text)
 
 
@@ -52,8 +53,8 @@ def _escaped_char(char: str, quote: str) -> str:
 
 def words_read(argument: str) -> list[str]:
     """The stop strings /set stop's argument gives: words split at spaces or commas (as /show lists them: '###',
-    'User:'), quoted as in a shell ('User says:', 'a,b'), each with its escapes read (escapes_read), a quote escaped
-    inside its own quotes (\\'); a ValueError for a quote left open."""
+    'User:'), quoted as in a shell ('User says:', 'a,b'), each with its escapes read (escapes_read: a\\,b is one), a
+    quote escaped inside its own quotes (\\'); a ValueError for a quote left open."""
     words: list[str] = []
     typed, quote, at, started = "", "", 0, False
     while at < len(argument):

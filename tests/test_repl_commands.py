@@ -187,6 +187,21 @@ def test_show_writes_each_stop_string_as_set_stop_reads_it_back(stop: str, capsy
     assert session.limits.stop == ("###", stop), "spaces part them too"
 
 
+def test_set_stop_keeps_a_comma_quoted_or_after_a_backslash_as_the_empty_list_says(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """/show's line for no stop strings says to quote one with commas too (a comma between words parts them), and
+    a\\,b is one stop string with a comma, where it was a backslash and a comma."""
+    from localgen.chat_commands_settings import _set_stop
+
+    assert "quote one with spaces or commas" in stop_strings_line(())
+    session = SimpleNamespace(limits=GenerationLimits())
+    _set_stop(session, r"a\,b 'c, d' e,f \\,")  # type: ignore[arg-type]
+    assert session.limits.stop == ("a,b", "c, d", "e", "f", "\\")
+    listed = capsys.readouterr().err.removeprefix("stop strings (this chat): ").rstrip("\n")
+    _set_stop(session, listed)  # type: ignore[arg-type]
+    assert session.limits.stop == ("a,b", "c, d", "e", "f", "\\"), listed
+
+
 def test_set_stop_with_a_quote_left_open_by_a_backslash_says_how_to_write_one() -> None:
     """'C:\\' reads its backslash as escaping the quote, as /show writes quotes: the hint says how /show writes one."""
     from localgen.chat_commands_settings import _set_stop
