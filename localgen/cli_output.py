@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import typer
 
@@ -80,21 +81,31 @@ def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput 
 
 
 @contextlib.contextmanager
-def stderr_quieted(quiet: bool) -> Iterator[None]:
-    """With run's -q/--quiet, nothing reaches stderr while it lasts (notes, warnings, progress): an error is said
-    once it is over, on the stderr there was (one raised while a Ctrl-C was handled too); a Ctrl-C (while the model
-    loads, or stdin is read) is said by the exit code alone, as one that cuts the answer short is."""
+def stderr_quieted(quiet: bool) -> Iterator[Callable[[str], None]]:
+    """With run's -q/--quiet, nothing reaches stderr while it lasts (notes, warnings, progress) but the warnings
+    given to the function it yields (where a saved conversation's data went): an error is said once it is over, on
+    the stderr there was (one raised while a Ctrl-C was handled too); a Ctrl-C (while the model loads, or stdin is
+    read) is said by the exit code alone, as one that cuts the answer short is."""
     if not quiet:
-        yield
+        yield console.warn
         return
     kept = sys.stderr
     with open(os.devnull, "w") as devnull:
         sys.stderr = devnull
         try:
-            yield
+            yield lambda message: _warn_on(kept, message)
         except BaseException as exc:  # Python 3.11 wraps a Ctrl-C as a class is made (an import) in a RuntimeError
             if not isinstance(exc, LocalgenError) and isinstance(interrupt_behind(exc), KeyboardInterrupt):
                 raise typer.Exit(EXIT_INTERRUPTED) from None
             raise
         finally:
             sys.stderr = kept
+
+
+def _warn_on(stream: Any, message: str) -> None:
+    """A warning on this stream rather than on the stderr of now (a quieted one)."""
+    quieted, sys.stderr = sys.stderr, stream
+    try:
+        console.warn(message)
+    finally:
+        sys.stderr = quieted

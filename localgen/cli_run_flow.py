@@ -13,6 +13,8 @@ from localgen.cli_model import load_for, model_options, preflight_for, read_syst
 from localgen.errors import UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from localgen.conversation import Conversation
     from localgen.events import Finished
     from localgen.grammar import ConstraintSource
@@ -105,13 +107,13 @@ def run_command(request: RunRequest) -> None:
     if request.quiet and request.stats:
         raise UsageError("-q/--quiet and --stats contradict each other",
                          hint="--quiet keeps stderr to errors, where --stats prints speeds and counts: drop one")
-    with stderr_quieted(request.quiet):
+    with stderr_quieted(request.quiet) as warn_past_quiet:
         checked = check_run(request)
         inputs = read_run_inputs(request, checked)
         loaded = load_for(request.ctx, inputs.options, checked.conversation)
         loaded, inputs = _with_room_for_the_prompt(request, checked, inputs, loaded)
         try:
-            outcome = answer_run(request, checked, inputs, loaded)
+            outcome = answer_run(request, checked, inputs, loaded, warn_past_quiet)
         finally:
             loaded.close()
         if outcome is not None:
@@ -226,10 +228,11 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     return RunInputs(system=system, sampling=sampling, attachments=attachments, options=options, texts=texts)
 
 
-def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, loaded: LoadedModel
-               ) -> RunOutcome | None:
+def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, loaded: LoadedModel,
+               warn_past_quiet: Callable[[str], None]) -> RunOutcome | None:
     """Stream the answer to stdout (or print the prompt: None) with the model's models.toml settings where the
-    command line gave none; the exchange goes into the conversation continued, else is kept as the last run."""
+    command line gave none; the exchange goes into the conversation continued (where its save went is said past
+    -q: warn_past_quiet), else is kept as the last run."""
     from localgen import console
     from localgen.answer_record import gave_an_answer
     from localgen.cli_options import given_settings, with_model_settings
@@ -266,7 +269,8 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
             and gave_an_answer(completion) else None
         finish_output(loaded, completion, output, saved_in)
     finally:  # after the whole answer and its newline, which the writer holds back while it streams
-        console.warn_each(notes)
+        for note in notes:
+            (console.warn if continued is None else warn_past_quiet)(note)
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error
     return RunOutcome(completion, exit_code, stops=bool(limits.stop))

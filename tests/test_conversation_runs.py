@@ -420,3 +420,27 @@ def test_a_run_s_system_prompt_replacing_a_conversation_s_says_so_once(tmp_path:
     given = run_localgen(*bare, "-s", "You are a cat.", "Hi")
     assert "localgen: conversation 'bare' now has system prompt 'You are a cat.' instead of none\n" in given.err, \
         given.err
+
+
+def test_a_quiet_run_still_says_its_exchange_went_to_another_conversation() -> None:
+    """-q keeps notes and warnings off stderr, but not that `--conversation notes` was saved as notes-2 (its file
+    was changed by another program meanwhile): the user asked for notes, and their exchange is elsewhere."""
+    import time
+
+    mine = Conversation(name="notes", turns=[Turn("Hi.", "Hello.")])
+    path = save_conversation(mine)
+    let_go(mine)
+    proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-q", "--conversation", "notes", "-n", "2",
+                             *GREEDY, "-f", "-", "Go on."], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=REPO_ROOT)
+    lock = conversations_dir() / ".locks" / "notes.lock"
+    deadline = time.monotonic() + 60
+    while not (lock.is_file() and lock.read_text().startswith(str(proc.pid))) and time.monotonic() < deadline:
+        time.sleep(0.02)  # until the run holds the conversation, then waits for stdin
+    path.write_text(theirs := path.read_text().replace("Hello.", "Hello there."))
+    _, err = proc.communicate(b"Some text.", timeout=120)
+    assert proc.returncode == 0, err.decode()
+    assert err.decode() == (f"localgen: warning: {path} changed since localgen last read or saved it: it is kept as "
+                            "it is, and this conversation is saved as 'notes-2' instead "
+                            f"({path.with_name('notes-2.json')})\n")
+    assert path.read_text() == theirs and len(_saved()["notes-2"]["turns"]) == 2
