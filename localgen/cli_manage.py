@@ -175,8 +175,9 @@ def _list_all(registry: Registry, default: DefaultRow, parts: list[PartialDownlo
     kept = [part_of.get(r.name) if not r.downloaded and (r.model is None or r.model.source == "hub") else None
             for r in rows]
     marked = _default_index([r.model for r in rows], default)
-    if marked is None:  # not here (or its own file missing, its shards incomplete): its registry row
-        marked = next((index for index, r in enumerate(rows) if r.name == default[0] and not r.downloaded), None)
+    if marked is None:  # not here (or its own file missing, its shards incomplete): its registry row, or its file's
+        marked = next((index for index, r in enumerate(rows) if not r.downloaded and (
+            r.name == default[0] or (r.model is not None and r.model.path == default[1]))), None)
     if json_output:
         print(console.json_text([_listed_json(r, default=index == marked, part=part)
                                  for index, (r, part) in enumerate(zip(rows, kept, strict=True))], indent=2))

@@ -362,10 +362,15 @@ def test_a_default_given_as_a_path_is_listed_as_a_file_of_one_s_own(hubenv: HubE
     assert listed == [("smollm2-135m", "bundled", False), (str(mine), "local", True)]
     models_show(json_output=True)
     assert json.loads(capsys.readouterr().out)["path"] == str(mine)
-    mine.unlink()
+    mine.unlink()  # --all stars it, its row saying its file is missing, as it does an entry's own file (above)
     models_list(all_models=True, json_output=True)
     gone = next(m for m in json.loads(capsys.readouterr().out) if m["name"] == str(mine))
-    assert (gone["source"], gone["size"], gone["downloaded"], gone["default"]) == ("local", None, False, False)
+    assert (gone["source"], gone["size"], gone["downloaded"], gone["default"]) == ("local", None, False, True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.stdout, "isatty", lambda: True)
+        models_list(all_models=True)
+    screen = capsys.readouterr().out
+    assert screen.count("*") == 1 and f"*{mine}" in screen and "no (missing)" in screen, screen
 
 
 def test_models_all_before_a_subcommand_is_refused(hub: tuple[HubServer, dict[str, str]]) -> None:
