@@ -227,8 +227,10 @@ def _partial_json(part: PartialDownload | None) -> dict[str, object] | None:
 
 
 def _listed_json(row: ListedModel, *, default: bool = False, part: PartialDownload | None = None) -> dict[str, object]:
-    """A `models list --all --json` entry: the `models list --json` keys (null when not downloaded) and more."""
-    files = _model_json(row.model) if row.model is not None else {"verified": False, "missing_shards": 0}
+    """A `models list --all --json` entry: the `models list --json` keys (a part's as `models list --json` gives them,
+    null when nothing is downloaded) and more."""
+    files = _model_json(row.model) if row.model is not None else _part_json(part) if part is not None else \
+        {"verified": False, "missing_shards": 0}
     return {"name": row.name, "repo": row.repo, "quant": row.quant,
             **{key: files.get(key) for key in ("size", "last_used", "path", "source", "verified", "missing_shards")},
             "default": default, "partial": _partial_json(part),

@@ -101,6 +101,9 @@ def _check_listed_as_partly_downloaded(partial: Path, kept: int, capsys: pytest.
                     f"{REPO}:Q4_K_M` resumes it\n"
     models_list(all_models=True)
     assert f"{REPO}:Q4_K_M\t{REPO}\tQ4_K_M\t-\tno (partly downloaded: {shown})\t\n" in capsys.readouterr().out
+    models_list(all_models=True, json_output=True)  # what is known of it, as models list --json gives it
+    (part,) = [m for m in json.loads(capsys.readouterr().out) if m["name"] == f"{REPO}:Q4_K_M"]
+    assert part == listed[1] | {"context": None, "description": "", "downloaded": False}, part
     with pytest.MonkeyPatch.context() as patch:  # on a terminal, the default is starred
         patch.setattr(sys.stdout, "isatty", lambda: True)
         models_list()
