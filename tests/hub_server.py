@@ -451,18 +451,22 @@ def loopback_hub_fixture() -> Iterator[HubServer]:
 
 @pytest.fixture(name="hubenv")
 def hubenv_fixture(loopback_hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HubEnv:
-    """Point this process's huggingface_hub and localgen at the loopback Hub and temporary caches.
+    """Point this process's huggingface_hub and localgen at the loopback Hub and temporary caches (see point_at)."""
+    return point_at(loopback_hub, tmp_path, monkeypatch)
 
-    huggingface_hub reads its environment once at import, so the constants it uses at call time
-    are patched too (and restored after the test).
-    """
+
+def point_at(loopback_hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HubEnv:
+    """Point this process's huggingface_hub and localgen at the loopback Hub and temporary caches until monkeypatch
+    is undone. huggingface_hub reads its environment once at import (and some of its modules copy its constants), so
+    it is imported first, under the environment there was, and the constants it uses at call time are patched."""
+    import huggingface_hub.utils  # noqa: F401  (its modules' copies of constants: HF_HUB_CACHE, ENDPOINT, ...)
+    from huggingface_hub import constants
+
     for key in _CLEARED:
         monkeypatch.delenv(key, raising=False)
     env = server_env(loopback_hub, tmp_path)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    from huggingface_hub import constants
-
     monkeypatch.setattr(constants, "ENDPOINT", loopback_hub.url)
     template = loopback_hub.url + "/{repo_id}/resolve/{revision}/{filename}"
     monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)

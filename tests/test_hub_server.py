@@ -1,0 +1,40 @@
+"""The loopback Hub's fixtures leave the process as they found it: huggingface_hub's constants (and the copies its
+modules take of them as they are imported) point back at its own address and caches once a test is over."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from hub_server import _CLEARED, REPO_ROOT, run_python
+
+AFTER_A_TEST = """
+import json
+from pathlib import Path
+
+import pytest
+from hub_server import HubServer, point_at
+
+with HubServer() as server, pytest.MonkeyPatch.context() as patch:  # as the hubenv fixture, the first Hub test
+    point_at(server, Path({tmp!r}), patch)
+    from huggingface_hub import constants
+    assert constants.ENDPOINT == server.url
+from huggingface_hub import constants
+from huggingface_hub.utils import _cache_manager
+print(json.dumps([constants.ENDPOINT, constants.HUGGINGFACE_CO_URL_TEMPLATE, constants.HF_HUB_CACHE,
+                  _cache_manager.HF_HUB_CACHE]))
+"""
+
+
+def test_the_first_hub_test_of_a_process_leaves_huggingface_hub_pointing_at_its_own_hub(tmp_path: Path) -> None:
+    """huggingface_hub was first imported under the loopback's environment, so undoing the test's patches restored
+    the loopback's address and caches: every later test of the worker talked to a server that was gone."""
+    cache = tmp_path / "own" / "hub"
+    env = {key: value for key, value in os.environ.items() if key not in _CLEARED and not key.startswith("HF_")}
+    env |= {"HF_HUB_CACHE": str(cache), "PYTHONPATH": f"{REPO_ROOT / 'tests'}{os.pathsep}{REPO_ROOT}"}
+    result = run_python(AFTER_A_TEST.format(tmp=str(tmp_path / "test")), env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == ["https://huggingface.co",
+                                         "https://huggingface.co/{repo_id}/resolve/{revision}/{filename}",
+                                         str(cache), str(cache)]
