@@ -71,14 +71,11 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
     elif conversation.on_disk:
         hold(folder, conversation.name, hint="finish that chat first, or /save NAME to go on under another name")
         path = folder / f"{conversation.name}.json"
-        change = change_by_hand(conversation, path)
+        change = _write_unless_changed(path, conversation)
         if change == "changed":
             _save_aside(folder, conversation, warn)
-        else:
-            _write(path, conversation)
-            if change == "deleted":
-                warn(f"{path} was deleted since localgen last read or saved it: this conversation is saved there "
-                     "again")
+        elif change == "deleted":
+            warn(f"{path} was deleted since localgen last read or saved it: this conversation is saved there again")
     else:
         asked, held = conversation.name, holds(folder, conversation.name)
         conversation.name = _write_under_free_name(folder, conversation)
@@ -90,11 +87,28 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
     return folder / f"{conversation.name}.json"
 
 
-def _write(path: Path, conversation: Conversation, *, replace: bool = True) -> None:
-    """Write a conversation's file (replace=False: never over one there), and remember what it holds."""
+def _write(path: Path, conversation: Conversation, *, replace: bool = True,
+           replace_if: Callable[[], bool] | None = None) -> None:
+    """Write a conversation's file (replace=False: never over one there; replace_if: see atomic_write_bytes), and
+    remember what it holds."""
     text = conversation.to_json()
-    atomic_write_text(path, text, replace=replace)
-    remember(conversation, text.encode("utf-8"))
+    if atomic_write_text(path, text, replace=replace, replace_if=replace_if):
+        remember(conversation, text.encode("utf-8"))
+
+
+def _write_unless_changed(path: Path, conversation: Conversation) -> str | None:
+    """Write a conversation over its file, unless another program changed that file since (change_by_hand): asked
+    once the new text is written beside it and synced, as it is about to take the file's place (the conversation
+    lock keeps other localgen processes out; this leaves another program the least time to write in between). How
+    the file was changed: "changed" (nothing written), "deleted" (written again), or None."""
+    change: list[str | None] = []
+
+    def unchanged() -> bool:
+        change.append(change_by_hand(conversation, path))
+        return change[0] != "changed"
+
+    _write(path, conversation, replace_if=unchanged)
+    return change[0]
 
 
 def _save_aside(folder: Path, conversation: Conversation, warn: Callable[[str], None]) -> None:

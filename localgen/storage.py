@@ -8,6 +8,7 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from localgen.errors import LocalgenError
@@ -16,11 +17,15 @@ LINKS_UNSUPPORTED = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, err
 
 
 def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[bytes | bytearray | memoryview, ...],
-                       *, mode: int = 0o600, replace: bool = True) -> None:
-    """Write data to path through a temp file, fsync and rename (private to the user unless mode says otherwise).
+                       *, mode: int = 0o600, replace: bool = True, replace_if: Callable[[], bool] | None = None
+                       ) -> bool:
+    """Write data to path through a temp file, fsync and rename (private to the user unless mode says otherwise);
+    return whether it was written.
 
     data may be a tuple of parts, written one after the other (no joined copy of a large buffer is made).
     replace=False never overwrites: FileExistsError is raised when path exists, and nothing is written.
+    replace_if, asked once the temp file is complete and synced, just before it takes path's place: False leaves
+    path as it is (the check is as close to the rename as it can be).
     """
     tmp_name: str | None = None
     try:
@@ -32,12 +37,15 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
                 tmp.write(part)
             tmp.flush()
             os.fsync(tmp.fileno())
+        if replace_if is not None and not replace_if():
+            return False
         if replace:
             os.replace(tmp_name, path)
             tmp_name = None
         elif _claim_name(tmp_name, path, mode):  # the temp file was renamed to path
             tmp_name = None
         _fsync_directory(path.parent)
+        return True
     except OSError as exc:
         blocker = file_in_the_way(path.parent)
         if blocker is not None:
@@ -142,9 +150,11 @@ def _fsync_directory(directory: Path) -> None:
             os.close(fd)
 
 
-def atomic_write_text(path: Path, text: str, *, mode: int = 0o600, replace: bool = True) -> None:
-    """Write UTF-8 text to path atomically (replace=False: never over an existing file)."""
-    atomic_write_bytes(path, text.encode("utf-8"), mode=mode, replace=replace)
+def atomic_write_text(path: Path, text: str, *, mode: int = 0o600, replace: bool = True,
+                      replace_if: Callable[[], bool] | None = None) -> bool:
+    """Write UTF-8 text to path atomically (replace=False: never over an existing file; replace_if: see
+    atomic_write_bytes); return whether it was written."""
+    return atomic_write_bytes(path, text.encode("utf-8"), mode=mode, replace=replace, replace_if=replace_if)
 
 
 def check_folder(path: Path, keeps: str) -> None:

@@ -107,6 +107,30 @@ def test_a_file_deleted_while_open_is_written_again_and_said_to_be() -> None:
     let_go(mine)
 
 
+def test_an_edit_saved_while_the_new_text_is_being_written_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file is checked once the new text is written beside it and synced, as it is about to replace the file:
+    an editor's save that lands while the new text is written (here, as it is synced) is kept, where it was checked
+    before the write began and the rename then put the chat's text over that edit."""
+    notes: list[str] = []
+    mine = Conversation(name="racing", turns=[Turn("q", "a")])
+    path = save_conversation(mine, warn=notes.append)
+    edited, real_fsync = path.read_text().replace('"a"', '"theirs"'), os.fsync
+
+    def fsync_as_an_editor_saves(fd: int) -> None:  # another program saves while the chat's text is synced
+        real_fsync(fd)
+        if path.read_text() != edited:
+            path.write_text(edited)
+
+    mine.turns.append(Turn("q2", "a2"))
+    monkeypatch.setattr(os, "fsync", fsync_as_an_editor_saves)
+    aside = save_conversation(mine, warn=notes.append)
+    assert path.read_text() == edited and aside.name == "racing-2.json" and _users("racing-2") == ["q", "q2"]
+    assert notes == [f"{path} changed since localgen last read or saved it: it is kept as it is, and this "
+                     f"conversation is saved as 'racing-2' instead ({aside})"]
+    assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == [], "no temp file is left"
+    let_go(mine)
+
+
 @pytest.mark.parametrize("replaced_by", ["dangling link", "link elsewhere", "link to the same text",
                                          "link to a folder", "pipe"])
 def test_a_file_replaced_by_something_else_is_left_there(replaced_by: str) -> None:
