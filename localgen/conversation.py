@@ -138,6 +138,7 @@ class Conversation:
     ctx_size: int | None = None  # the --ctx-size the chat was given (None: the model's default), for --resume
     on_disk: bool = field(default=False, repr=False)  # its file is ours to overwrite (saved or loaded)
     as_left: str | None = field(default=None, repr=False, compare=False)  # its file as it last read or wrote it
+    link_target: Path | None = field(default=None, repr=False, compare=False)  # a link's file: saves go there
     extra: dict[str, object] = field(default_factory=dict, repr=False)  # fields localgen does not know, kept as read
 
     @classmethod
@@ -207,7 +208,7 @@ class Conversation:
     def to_json(self, *, touch: bool = True) -> str:
         """The conversation as readable JSON (touch: updated now, as when saving)."""
         record = {"format": FORMAT_VERSION, **asdict(self)} | ({"updated": _now()} if touch else {})
-        del record["on_disk"], record["as_left"]
+        del record["on_disk"], record["as_left"], record["link_target"]
         record["turns"] = [_with_extra(_with_details(turn)) for turn in record["turns"]]
         text = json.dumps(_with_extra(record), indent=2, ensure_ascii=False)
         # lone surrogates (a model's path that is not UTF-8) have no UTF-8: \uXXXX escapes, read back as U+FFFD
@@ -353,7 +354,7 @@ def _unknown_fields(record: dict[str, object], kind: type, *, also_known: frozen
                     ) -> dict[str, object]:
     """The fields of a saved record that kind does not read (added by hand or by a later version), to save back;
     also_known: what else is read from the record."""
-    known = {f.name for f in fields(kind)} - {"extra", "on_disk", "as_left", "details"} | also_known
+    known = {f.name for f in fields(kind)} - {"extra", "on_disk", "as_left", "link_target", "details"} | also_known
     return {key: value for key, value in record.items() if key not in known}
 
 

@@ -22,7 +22,7 @@ from localgen.conversation import (
     check_name,
     numbered_name,
 )
-from localgen.conversation_edits import change_by_hand, remember
+from localgen.conversation_edits import change_by_hand, change_said, remember
 from localgen.conversation_lock import ConversationBusyError, hold, holds, lock_path, release
 from localgen.errors import LocalgenError, UsageError
 from localgen.storage import atomic_write_text, check_folder, file_in_the_way, in_the_way, make_folder
@@ -67,7 +67,8 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
             raise
         if conversation.on_disk:
             let_go(conversation)
-        conversation.name, conversation.on_disk, conversation.as_left = name, True, renamed.as_left
+        conversation.name, conversation.on_disk = name, True
+        conversation.as_left, conversation.link_target = renamed.as_left, renamed.link_target
     elif conversation.on_disk:
         hold(folder, conversation.name, hint="finish that chat first, or /save NAME to go on under another name")
         path = folder / f"{conversation.name}.json"
@@ -75,7 +76,8 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
         if change == "changed":
             _save_aside(folder, conversation, warn)
         elif change == "deleted":
-            warn(f"{path} was deleted since localgen last read or saved it: this conversation is saved there again")
+            warn(f"{conversation.link_target or path} was deleted since localgen last read or saved it: this "
+                 "conversation is saved there again")
     else:
         asked, held = conversation.name, holds(folder, conversation.name)
         conversation.name = _write_under_free_name(folder, conversation)
@@ -88,46 +90,43 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
 
 
 def _write(path: Path, conversation: Conversation, *, replace: bool = True,
-           replace_if: Callable[[], bool] | None = None) -> None:
-    """Write a conversation's file (replace=False: never over one there; replace_if: see atomic_write_bytes), and
-    remember what it holds."""
+           replace_if: Callable[[], bool] | None = None, through_link: bool = False) -> None:
+    """Write a conversation's file (replace=False: never over one there; replace_if: see atomic_write_bytes;
+    through_link: path is the file a link in the conversation's place points to, its mode kept), and remember what
+    it holds."""
     text = conversation.to_json()
-    if atomic_write_text(path, text, replace=replace, replace_if=replace_if):
-        remember(conversation, text.encode("utf-8"))
+    mode = 0o600
+    with contextlib.suppress(OSError):  # (a file not there is made private)
+        mode = stat.S_IMODE(path.stat().st_mode) if through_link else mode
+    if atomic_write_text(path, text, mode=mode, replace=replace, replace_if=replace_if):
+        remember(conversation, text.encode("utf-8"), path if through_link else None)
 
 
 def _write_unless_changed(path: Path, conversation: Conversation) -> str | None:
-    """Write a conversation over its file, unless another program changed that file since (change_by_hand): asked
-    once the new text is written beside it and synced, as it is about to take the file's place (the conversation
-    lock keeps other localgen processes out; this leaves another program the least time to write in between). How
-    the file was changed: "changed" (nothing written), "deleted" (written again), or None."""
+    """Write a conversation over its file (where it was read through a link, over the file the link points to),
+    unless another program changed that file since (change_by_hand): asked once the new text is written beside it
+    and synced, as it is about to take the file's place (the conversation lock keeps other localgen processes out;
+    this leaves another program the least time to write in between). How the file was changed: "changed" (nothing
+    written), "deleted" (written again), or None."""
     change: list[str | None] = []
 
     def unchanged() -> bool:
         change.append(change_by_hand(conversation, path))
         return change[0] != "changed"
 
-    _write(path, conversation, replace_if=unchanged)
+    target = conversation.link_target
+    _write(target or path, conversation, replace_if=unchanged, through_link=target is not None)
     return change[0]
 
 
 def _save_aside(folder: Path, conversation: Conversation, warn: Callable[[str], None]) -> None:
     """Save a conversation whose file another program changed under the first free NAME-2, NAME-3, ..., which it
     goes on with, leaving that file as it is (and its name to be loaded again)."""
-    path = folder / f"{conversation.name}.json"
-    old = replace(conversation)
+    said, old = change_said(conversation, folder / f"{conversation.name}.json"), replace(conversation)
     conversation.name = _write_under_free_name(folder, conversation, first=2)
     let_go(old)
-    warn(f"{_changed(path)}: it is kept as it is, and this conversation is saved as '{conversation.name}' instead "
+    warn(f"{said}: it is kept as it is, and this conversation is saved as '{conversation.name}' instead "
          f"({folder / f'{conversation.name}.json'})")
-
-
-def _changed(path: Path) -> str:
-    """How a conversation's file another program changed is said (a link put there: no file is written through
-    one)."""
-    if path.is_symlink():
-        return f"{path} is a link, which localgen does not write through"
-    return f"{path} changed since localgen last read or saved it"
 
 
 def holds_as_is(conversation: Conversation) -> bool:
@@ -212,7 +211,7 @@ def load_conversation(name: str, *, shell: bool = False) -> Conversation:
             release(folder, name)
         raise
     conversation.on_disk = True
-    remember(conversation, data)
+    remember(conversation, data, path.resolve() if path.is_symlink() else None)  # saves write through such a link
     return conversation
 
 
@@ -418,8 +417,8 @@ def unsave(conversation: Conversation, warn: Callable[[str], None] = console.war
     path = folder / f"{conversation.name}.json"
     if change_by_hand(conversation, path) == "changed":
         name = _unused_name(folder, conversation.name)
-        warn(f"{_changed(path)}: it is kept as it is, and this conversation is saved as '{name}' from its next "
-             "exchange")
+        warn(f"{change_said(conversation, path)}: it is kept as it is, and this conversation is saved as '{name}' "
+             "from its next exchange")
     else:
         name = conversation.name
         try:

@@ -152,8 +152,50 @@ def test_a_file_replaced_by_something_else_is_left_there(replaced_by: str) -> No
     assert len(notes) == 1 and os.path.lexists(path) and elsewhere.read_text() == there
     assert path.is_symlink() == ("link" in replaced_by) and list(folder.iterdir()) == []
     if "link" in replaced_by:
-        assert notes[0].startswith(f"{path} is a link, which localgen does not write through: it is kept as it is")
+        assert notes[0].startswith(f"{path} was replaced by a link since localgen last read or saved it: it is kept "
+                                   "as it is")
     let_go(mine)
+
+
+def test_a_conversation_read_through_a_link_is_saved_through_it_while_it_points_there() -> None:
+    """A conversation file kept elsewhere (a synced folder) and linked into the conversations folder is saved to the
+    file the link points to, as long as it does and no other program changed that file, where each save went to a
+    new NAME-2 beside the link; its mode is kept."""
+    notes: list[str] = []
+    first = Conversation(name="synced", turns=[Turn("q", "a")])
+    path = save_conversation(first)
+    let_go(first)
+    (kept := path.parent.parent / "sync" / "synced.json").parent.mkdir()
+    path.replace(kept)
+    kept.chmod(0o640)
+    path.symlink_to(kept)
+    mine = load_conversation("synced")
+    mine.turns.append(Turn("q2", "a2"))
+    assert save_conversation(mine, warn=notes.append) == path and notes == []
+    assert path.is_symlink() and _users("synced") == ["q", "q2"] and oct(kept.stat().st_mode & 0o777) == "0o640"
+    assert sorted(p.name for p in path.parent.glob("*.json")) == ["synced.json"]
+    kept.unlink()  # its file deleted: written there again, said
+    mine.turns.append(Turn("q3", "a3"))
+    save_conversation(mine, warn=notes.append)
+    assert path.is_symlink() and _users("synced") == ["q", "q2", "q3"]
+    assert notes == [f"{kept} was deleted since localgen last read or saved it: this conversation is saved there "
+                     "again"]
+    kept.write_text(edited := kept.read_text().replace('"a3"', '"theirs"'))  # edited by hand: kept, saved aside
+    mine.turns.append(Turn("q4", "a4"))
+    save_conversation(mine, warn=notes.append)
+    assert kept.read_text() == edited and mine.name == "synced-2" and _users("synced-2")[-1] == "q4"
+    assert notes[1].startswith(f"{kept} (which {path} links to) changed since localgen last read or saved it: it "
+                               "is kept as it is, and this conversation is saved as 'synced-2' instead")
+    let_go(mine)
+    other = load_conversation("synced")  # the link pointed elsewhere since: that file is left alone too
+    path.unlink()
+    path.symlink_to(elsewhere := kept.with_name("elsewhere.json"))
+    elsewhere.write_text(theirs := kept.read_text())
+    other.turns.append(Turn("q5", "a5"))
+    save_conversation(other, warn=notes.append)
+    assert elsewhere.read_text() == theirs == kept.read_text() == edited and other.name == "synced-3"
+    assert notes[2].startswith(f"{path} links to another file since localgen last read or saved it: it is kept")
+    let_go(other)
 
 
 def test_undo_to_nothing_keeps_a_file_edited_meanwhile() -> None:

@@ -444,3 +444,18 @@ def test_a_quiet_run_still_says_its_exchange_went_to_another_conversation() -> N
                             "it is, and this conversation is saved as 'notes-2' instead "
                             f"({path.with_name('notes-2.json')})\n")
     assert path.read_text() == theirs and len(_saved()["notes-2"]["turns"]) == 2
+
+
+def test_a_run_continues_a_conversation_linked_into_the_folder_in_the_file_the_link_points_to(tmp_path: Path) -> None:
+    """`run --conversation notes` where notes.json is a link to a file kept elsewhere: the exchange goes into that
+    file, where each run saved a new notes-2, notes-3, ... beside the link."""
+    mine = Conversation(name="notes", turns=[Turn("Hi.", "Hello.")])
+    path = save_conversation(mine)
+    let_go(mine)
+    path.replace(kept := tmp_path / "notes.json")
+    path.symlink_to(kept)
+    going_on = run_localgen("run", "--conversation", "notes", "-n", "2", *GREEDY, "Go on.")
+    assert going_on.returncode == 0 and going_on.err == "localgen: stopped at the limit of 2 tokens " \
+                                                        "(-n/--max-tokens)\n", going_on.err
+    assert path.is_symlink() and list(_saved()) == ["notes"]
+    assert [turn["user"] for turn in json.loads(kept.read_text())["turns"]] == ["Hi.", "Go on."]
