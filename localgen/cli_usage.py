@@ -7,11 +7,20 @@ import difflib
 import itertools
 import re
 import shlex
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import typer
 
+from localgen.cli_args import (
+    all_options,
+    arity,
+    command_names,
+    not_values,
+    option_arity,
+    typed_command,
+    words_given,
+)
 from localgen.config import settings
 from localgen.errors import LocalgenError
 from localgen.other_tools import (
@@ -42,9 +51,9 @@ def usage_error(app: typer.Typer, exc: Exception, args: list[str]) -> tuple[str,
 def help_cluster_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
     """For short options run together after -h (llama-cli's -hf REPO, a prompt "-hello"), which click reads as -h and
     more: the help on stdout, exit 0, as if the command had run. The one-line message and the hint, or None."""
-    command = args[0] if args and args[0] in _command_names(app) else ""
+    command = args[0] if args and args[0] in command_names(app) else ""
     takes_value = option_arity(app, command) if command else {}
-    for word in _not_values(args[1 if command else 0:], takes_value):
+    for word in not_values(args[1 if command else 0:], takes_value):
         if word.startswith("-h") and len(word) > 2:
             name = f"localgen {_command_with_subcommand(app, args, command)}".strip()
             hint = _dash_prompt_hint(args, command, "no such option") or f"-h alone is --help: see `{name} --help`"
@@ -56,9 +65,9 @@ def one_dash_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
     """For a long option's name typed with one dash (-temp, -seed), which click reads as a short option with a value
     stuck to it (-t emp, -s eed) or as unknown letters (-json): no such option, and the name meant (--temp). The
     one-line message and the hint, or None."""
-    names, command = _typed_command(app, args)
-    takes_value = _arity(command.params)
-    for word in _not_values(args[len(names):], takes_value):
+    names, command = typed_command(app, args)
+    takes_value = arity(command.params)
+    for word in not_values(args[len(names):], takes_value):
         typed = word.partition("=")[0]
         if typed[:1] == "-" and typed[1:2] not in ("-", "") and typed not in takes_value:
             meant = [name for name in _alike_options(typed, command.params) if name.startswith("--")]
@@ -68,47 +77,12 @@ def one_dash_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
     return None
 
 
-def _not_values(args: list[str], takes_value: dict[str, bool]) -> Iterator[str]:
-    """The words of a command line before the -- that ends its options, but for option values (-s -c: a prompt)."""
-    expects_value = False
-    for word in args:
-        if word == "--" and not expects_value:
-            return
-        if not expects_value:
-            yield word
-        expects_value = not expects_value and takes_value.get(word, False)
-
-
-def _typed_command(app: typer.Typer, args: list[str]) -> tuple[list[str], Any]:
-    """The click command args name (a group's subcommand too: models rm), and the words that name it."""
-    command: Any = typer.main.get_command(app)
-    names: list[str] = []
-    for word in args:
-        subcommand = getattr(command, "commands", {}).get(word)
-        if subcommand is None:
-            break
-        command, names = subcommand, [*names, word]
-    return names, command
-
-
 def _as_typed(message: str, exc: Exception, args: list[str]) -> str:
     """An unknown short option named as typed: click names -j of -jf (its first letter, unknown), which no one typed."""
     name = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
     typed = next((arg for arg in args if len(name) == 2 and arg.startswith(name) and not arg.startswith("--")
                   and "=" not in arg), name)
     return message.replace(f"No such option: {name}", f"No such option: {typed}", 1) if typed != name else message
-
-
-def option_arity(app: typer.Typer, command: str) -> dict[str, bool]:
-    """Each option name of a command, and whether it takes a value."""
-    group = typer.main.get_command(app)
-    return _arity(group.commands[command].params if hasattr(group, "commands") else [])  # type: ignore[attr-defined]
-
-
-def _arity(params: Iterable[Any]) -> dict[str, bool]:
-    """Each option name of these click parameters, and whether it takes a value."""
-    return {name: not (param.is_flag or param.count) for param in params if hasattr(param, "is_flag")
-            for name in (*param.opts, *param.secondary_opts)}
 
 
 def _is_no_such_option(exc: Exception) -> bool:
@@ -150,7 +124,7 @@ def _alike_options(typed: str, params: Iterable[Any]) -> list[str]:
 
 def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     """What to do about a usage error: quote a prompt that was split into words, else read the help."""
-    command = args[0] if args and args[0] in _command_names(app) else ""
+    command = args[0] if args and args[0] in command_names(app) else ""
     text = str(exc).lower()
     return (_unknown_command_hint(app, args, command, text)
             or _subcommand_habit_hint(app, args, command, text)
@@ -196,7 +170,7 @@ def _subcommand_habit_hint(app: typer.Typer, args: list[str], command: str, text
     meant = next((name for name in SUBCOMMAND_HABITS.get(args[1], ()) if name in names), None)
     if meant is None:
         return None
-    takes_words = any(param.param_type_name == "argument" for param in _typed_command(app, [command, meant])[1].params)
+    takes_words = any(param.param_type_name == "argument" for param in typed_command(app, [command, meant])[1].params)
     rest = [word for word in args[2:] if takes_words or word.startswith("-")]  # `cache rm X`: clear takes no X
     return f"use `{shlex.join(['localgen', command, meant, *rest])}`"
 
@@ -206,7 +180,7 @@ def _option_before_command_hint(app: typer.Typer, exc: Exception, args: list[str
     no command follows)."""
     if command or not args or not _is_no_such_option(exc):
         return None
-    later = next((i for i, word in enumerate(args) if word in _command_names(app)), None)
+    later = next((i for i, word in enumerate(args) if word in command_names(app)), None)
     if later is not None:
         moved = [args[later], *args[:later], *args[later + 1:]]
     elif args[0].partition("=")[0] in option_arity(app, "run"):
@@ -241,7 +215,7 @@ def _ollama_address_error(app: typer.Typer, args: list[str], text: str) -> tuple
 
     if not args or args[0] not in ("run", "chat") or "unexpected extra argument" not in text:
         return None
-    words = _words_given(args[1:], option_arity(app, args[0]))
+    words = words_given(args[1:], option_arity(app, args[0]))
     if not words or ollama_model(words[0]) is None:
         return None
     try:
@@ -256,7 +230,7 @@ def _chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[st
     other errors, and for a model alone where -m goes, which _extra_argument_hint explains)."""
     if not args or args[0] != "chat" or "unexpected extra argument" not in text:
         return None
-    words = _words_given(args[1:], option_arity(app, "chat"))
+    words = words_given(args[1:], option_arity(app, "chat"))
     model = _model_name_given(args[1:])
     if model is not None:
         words = words[1:]
@@ -289,7 +263,7 @@ def _file_argument_hint(app: typer.Typer, args: list[str], command: str, text: s
 
     if command not in ("pull", "fit") or "unexpected extra argument" not in text:
         return None
-    words = _words_given(args[1:], option_arity(app, command))
+    words = words_given(args[1:], option_arity(app, command))
     if len(words) < 2:
         return None
     try:
@@ -309,21 +283,6 @@ def _file_argument_hint(app: typer.Typer, args: list[str], command: str, text: s
     if len(words) > 2:
         return f"one model at a time, its file or quant in the reference: {said}"
     return f"the {kind} goes in the reference: {said}"
-
-
-def _words_given(args: list[str], takes_value: dict[str, bool]) -> list[str]:
-    """The words of a command line that are neither options nor their values (all of them after --)."""
-    words, i = [], 0
-    while i < len(args):
-        if args[i] == "--":
-            return words + args[i + 1:]
-        name, eq, _ = args[i].partition("=")
-        if not args[i].startswith("-") or args[i] == "-":
-            words.append(args[i])
-        elif takes_value.get(name) and not eq:
-            i += 1
-        i += 1
-    return words
 
 
 def _model_first_hint(command: str, model: str, rest: list[str]) -> str:
@@ -358,7 +317,7 @@ def _ctx_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: s
 
 def _option_typed(args: list[str], names: tuple[str, ...], takes_value: dict[str, bool]) -> str:
     """Which of an option's names was typed last (-c5 as -c, --ctx=5 as --ctx), values aside; its first if none was."""
-    typed = [word.partition("=")[0] if word.startswith("--") else word[:2] for word in _not_values(args, takes_value)]
+    typed = [word.partition("=")[0] if word.startswith("--") else word[:2] for word in not_values(args, takes_value)]
     return next((name for name in reversed(typed) if name in names), names[0])
 
 
@@ -403,29 +362,18 @@ def _after_double_dash_hint(app: typer.Typer, args: list[str]) -> str | None:
     ends = args.index("--")
     before, after = args[1:ends], args[ends + 1:]
     takes_value = option_arity(app, "run")
-    if not _all_options(before, takes_value):
+    if not all_options(before, takes_value):
         return None
-    split = next(k for k in range(1, len(after) + 1) if _all_options(after[k:], takes_value))
+    split = next(k for k in range(1, len(after) + 1) if all_options(after[k:], takes_value))
     prompt, options = " ".join(after[:split]), after[split:]
     fixed = shlex.join(["localgen", "run", *before, *options, "--", prompt])
     return f"options go before --, which ends them: `{fixed}`" if options else f"quote the prompt: `{fixed}`"
 
 
-def _all_options(words: list[str], takes_value: dict[str, bool]) -> bool:
-    """Whether words are known options, each with its value when it takes one (--opt VALUE or --opt=VALUE)."""
-    i = 0
-    while i < len(words):
-        name, eq, _ = words[i].partition("=")
-        if name not in takes_value:
-            return False
-        i += 2 if takes_value[name] and not eq else 1
-    return i == len(words)
-
-
 def _reads_as_prompt(app: typer.Typer, word: str) -> bool:
     """Whether an unknown command looks like a prompt rather than a misspelt command name."""
     return not word.startswith("-") and (any(c.isspace() for c in word)
-                                         or not difflib.get_close_matches(word, _command_names(app), cutoff=0.6))
+                                         or not difflib.get_close_matches(word, command_names(app), cutoff=0.6))
 
 
 def _model_name_given(args: list[str]) -> str | None:
@@ -441,8 +389,3 @@ def _model_name_given(args: list[str]) -> str | None:
         return word
     return None
 
-
-def _command_names(app: typer.Typer) -> set[str]:
-    """The names of the top-level commands and command groups."""
-    names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
-    return names | {g.name for g in app.registered_groups if g.name}

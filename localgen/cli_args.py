@@ -1,0 +1,84 @@
+"""How the words of a command line read, for the hints of its usage errors: which are options, which are their
+values, which are arguments (a prompt, a model's name), and which command they are given to."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Literal
+
+import typer
+
+Part = Literal["option", "value", "word", "end", "after"]  # an option's name, its value, an argument, --, after --
+
+
+def read_words(args: list[str], takes_value: dict[str, bool]) -> Iterator[tuple[str, Part]]:
+    """Each word of a command line (after the command's name) with what it is there: an option (--temp, --temp=0),
+    an option's value (-s -c: a system prompt), an argument (- too: stdin), the -- that ends the options, or a word
+    after it (an argument, whatever it looks like)."""
+    expects_value = False
+    for index, word in enumerate(args):
+        if expects_value:
+            expects_value = False
+            yield word, "value"
+        elif word == "--":
+            yield word, "end"
+            yield from ((after, "after") for after in args[index + 1:])
+            return
+        elif word.startswith("-") and word != "-":
+            expects_value = takes_value.get(word, False)  # --temp=0 and -n8 hold their value
+            yield word, "option"
+        else:
+            yield word, "word"
+
+
+def not_values(args: list[str], takes_value: dict[str, bool]) -> Iterator[str]:
+    """The words of a command line before the -- that ends its options, but for option values (-s -c: a prompt)."""
+    return (word for word, part in read_words(args, takes_value) if part in ("option", "word"))
+
+
+def words_given(args: list[str], takes_value: dict[str, bool]) -> list[str]:
+    """The words of a command line that are neither options nor their values (all of them after --)."""
+    return [word for word, part in read_words(args, takes_value) if part in ("word", "after")]
+
+
+def options_given(args: list[str], takes_value: dict[str, bool]) -> list[str]:
+    """The options of a command line before --, each with its value, in the order typed."""
+    return [word for word, part in read_words(args, takes_value) if part in ("option", "value")]
+
+
+def all_options(words: list[str], takes_value: dict[str, bool]) -> bool:
+    """Whether words are known options, each with its value when it takes one (--opt VALUE or --opt=VALUE)."""
+    parts = list(read_words(words, takes_value))
+    known = all(part == "value" or (part == "option" and word.partition("=")[0] in takes_value)
+                for word, part in parts)
+    return known and not (parts and parts[-1][1] == "option" and takes_value.get(parts[-1][0], False))
+
+
+def option_arity(app: typer.Typer, command: str) -> dict[str, bool]:
+    """Each option name of a command, and whether it takes a value."""
+    group = typer.main.get_command(app)
+    return arity(group.commands[command].params if hasattr(group, "commands") else [])  # type: ignore[attr-defined]
+
+
+def arity(params: Iterable[Any]) -> dict[str, bool]:
+    """Each option name of these click parameters, and whether it takes a value."""
+    return {name: not (param.is_flag or param.count) for param in params if hasattr(param, "is_flag")
+            for name in (*param.opts, *param.secondary_opts)}
+
+
+def typed_command(app: typer.Typer, args: list[str]) -> tuple[list[str], Any]:
+    """The click command args name (a group's subcommand too: models rm), and the words that name it."""
+    command: Any = typer.main.get_command(app)
+    names: list[str] = []
+    for word in args:
+        subcommand = getattr(command, "commands", {}).get(word)
+        if subcommand is None:
+            break
+        command, names = subcommand, [*names, word]
+    return names, command
+
+
+def command_names(app: typer.Typer) -> set[str]:
+    """The names of the top-level commands and command groups."""
+    names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
+    return names | {g.name for g in app.registered_groups if g.name}
