@@ -18,6 +18,7 @@ from localgen.cli_args import (
     command_names,
     not_values,
     option_arity,
+    options_given,
     typed_command,
     words_given,
 )
@@ -202,10 +203,12 @@ def _extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: 
     """For words left over by `run` or `chat`: a model named before the prompt, else (run) how to fix the prompt."""
     if command not in ("run", "chat") or "unexpected extra argument" not in text:
         return None
-    model = _model_name_given(args[1:])
-    if model is not None:
-        return _model_first_hint(command, model, args[2:])
-    return _run_extra_argument_hint(app, args) if command == "run" else None
+    takes_value = option_arity(app, command)
+    options, words = options_given(args[1:], takes_value), words_given(args[1:], takes_value)
+    model = _model_name_given(words)
+    if model is not None and not any(word.partition("=")[0] in ("-m", "--model") for word in options):
+        return _model_first_hint(command, model, options, words[1:])
+    return _run_extra_argument_hint(app, args, options, words) if command == "run" else None
 
 
 def _ollama_address_error(app: typer.Typer, args: list[str], text: str) -> tuple[str, str] | None:
@@ -231,7 +234,7 @@ def _chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[st
     if not args or args[0] != "chat" or "unexpected extra argument" not in text:
         return None
     words = words_given(args[1:], option_arity(app, "chat"))
-    model = _model_name_given(args[1:])
+    model = _model_name_given(words)
     if model is not None:
         words = words[1:]
     if not words:
@@ -285,22 +288,32 @@ def _file_argument_hint(app: typer.Typer, args: list[str], command: str, text: s
     return f"the {kind} goes in the reference: {said}"
 
 
-def _model_first_hint(command: str, model: str, rest: list[str]) -> str:
-    """For `run MODEL PROMPT` (as in Ollama): the model after -m, and the words of one prompt quoted as one."""
-    if rest and not any(arg.startswith("-") for arg in rest):  # the words of one prompt
-        rest = [" ".join(rest)]
-    return f"the model goes after -m: `{shlex.join(['localgen', command, '-m', model, *rest])}`"
+def _model_first_hint(command: str, model: str, options: list[str], rest: list[str]) -> str:
+    """For `run MODEL PROMPT` (as in Ollama): the model after -m, the options kept, and the words of one prompt quoted
+    as one."""
+    return f"the model goes after -m: `{_suggested(command, ['-m', model, *options], rest)}`"
 
 
-def _run_extra_argument_hint(app: typer.Typer, args: list[str]) -> str:
-    """For `run` with words left over: stdin after the prompt, options after --, else quote the prompt."""
+def _run_extra_argument_hint(app: typer.Typer, args: list[str], options: list[str], words: list[str]) -> str:
+    """For `run` with words left over: stdin after the prompt, options after --, else quote the prompt (the options
+    kept, each with its value)."""
     from localgen.inputs import STDIN_NAME
 
-    if STDIN_NAME in args[1:]:
-        prompt = next((arg for arg in reversed(args[1:]) if not arg.startswith("-")), "PROMPT")
-        return f"stdin comes before the prompt with -f -: `{shlex.join(['localgen', 'run', '-f', '-', prompt])}`"
+    prompt = [word for word in words if word != STDIN_NAME]
+    if STDIN_NAME in words and prompt:
+        return f"stdin comes before the prompt with -f -: `{_suggested('run', ['-f', '-', *options], prompt)}`"
     hint = _after_double_dash_hint(app, args) if "--" in args[1:-1] else None
+    if hint is None and options:
+        hint = f"quote the prompt: `{_suggested('run', options, words)}`"
     return hint or 'quote the prompt: localgen run "several words"'
+
+
+def _suggested(command: str, options: list[str], prompt_words: list[str]) -> str:
+    """The command line a hint suggests: localgen COMMAND OPTIONS PROMPT, the prompt's words quoted as one (after --
+    where it starts with -), shell-quoted."""
+    prompt = " ".join(prompt_words)
+    return shlex.join(["localgen", command, *options, *(["--"] if prompt.startswith("-") else []),
+                       *([prompt] if prompt_words else [])])
 
 
 def _ctx_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:
@@ -376,16 +389,15 @@ def _reads_as_prompt(app: typer.Typer, word: str) -> bool:
                                          or not difflib.get_close_matches(word, command_names(app), cutoff=0.6))
 
 
-def _model_name_given(args: list[str]) -> str | None:
-    """The first word after the command when it names a model (`run MODEL "prompt"`, as in Ollama): a registry
-    name, a .gguf file, an ORG/REPO or a Hub address (hf.co/ORG/REPO, https://huggingface.co/ORG/REPO)."""
+def _model_name_given(words: list[str]) -> str | None:
+    """The first argument given (options and their values aside) when it names a model (`run MODEL "prompt"`, as in
+    Ollama): a registry name, a .gguf file, an ORG/REPO or a Hub address (hf.co/ORG/REPO, https://huggingface.co/...)."""
     from localgen.references import hub_prefixes
     from localgen.registry import names_a_model
 
-    word = args[0] if args and not args[0].startswith("-") else ""
+    word = words[0] if words and not words[0].startswith("-") else ""
     hub_repo = word.count("/") == 1 and not any(c.isspace() for c in word) and not word.startswith("/")
     hub_address = word.lower().startswith(hub_prefixes()) and not any(c.isspace() for c in word)
     if word.lower().endswith(".gguf") or hub_repo or hub_address or names_a_model(word, settings().user_registry):
         return word
     return None
-

@@ -1,0 +1,64 @@
+"""The hints of command-line usage errors: a command they suggest runs as meant (its options kept, the prompt whole)."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+import typer
+
+from localgen.cli import app, main
+
+
+def _usage(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    """The message and the hint of the usage error `localgen ARGS` gets (exit code 2)."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("localgen: error: ") and err.endswith(")\n") and err.count("\n") == 1, err
+    message, _, hint = err.removeprefix("localgen: error: ").rstrip("\n").partition(" (hint: ")
+    return message, hint[:-1]
+
+
+def _parsed(command_line: str) -> dict[str, object]:
+    """The parameters the real command line parser gives a suggested `localgen COMMAND ...` (no usage error)."""
+    words = shlex.split(command_line)
+    assert words[0] == "localgen", command_line
+    command = typer.main.get_command(app).commands[words[1]]  # type: ignore[attr-defined]
+    return command.make_context(words[1], words[2:]).params
+
+
+@pytest.mark.parametrize(("args", "hint", "meant"), [
+    (["run", "-f", "-", "summarize", "this"], "quote the prompt: `localgen run -f - 'summarize this'`",
+     {"prompt": "summarize this", "file": ("-",)}),  # was: stdin comes before the prompt: `localgen run -f - this`
+    (["run", "-", "explain", "--temperature", "0"],
+     "stdin comes before the prompt with -f -: `localgen run -f - --temperature 0 explain`",
+     {"prompt": "explain", "file": ("-",), "temperature": 0.0}),  # was: `localgen run -f - 0`
+    (["run", "-", "x", "-n", "8"], "stdin comes before the prompt with -f -: `localgen run -f - -n 8 x`",
+     {"prompt": "x", "file": ("-",), "max_tokens": 8}),  # was: `localgen run -f - 8`
+    (["run", "-s", "-", "hi", "there"], "quote the prompt: `localgen run -s - 'hi there'`",
+     {"prompt": "hi there", "system": "-", "file": ()}),  # was: `localgen run -f - there`
+    (["run", "-n", "3", "-", "--", "-v", "means"],
+     "stdin comes before the prompt with -f -: `localgen run -f - -n 3 -- '-v means'`",
+     {"prompt": "-v means", "file": ("-",), "max_tokens": 3}),
+    (["run", "--temperature", "0", "smollm2-135m", "hi"],
+     "the model goes after -m: `localgen run -m smollm2-135m --temperature 0 hi`",
+     {"prompt": "hi", "model": "smollm2-135m", "temperature": 0.0}),  # was: quote the prompt
+    (["run", "--temperature=0", "--system", "be brief", "smollm2-135m", "Say", "hi."],
+     "the model goes after -m: `localgen run -m smollm2-135m --temperature=0 --system 'be brief' 'Say hi.'`",
+     {"prompt": "Say hi.", "model": "smollm2-135m", "system": "be brief", "temperature": 0.0}),
+    (["run", "-n", "5", "./link.gguf", "hi"], "the model goes after -m: `localgen run -m ./link.gguf -n 5 hi`",
+     {"prompt": "hi", "model": "./link.gguf", "max_tokens": 5}),
+    (["run", "-m", "smollm2-135m", "smollm2-135m", "hi"],  # -m given already: the words are the prompt's
+     "quote the prompt: `localgen run -m smollm2-135m 'smollm2-135m hi'`",
+     {"prompt": "smollm2-135m hi", "model": "smollm2-135m"}),
+    (["chat", "-n", "5", "smollm2-135m"], "the model goes after -m: `localgen chat -m smollm2-135m -n 5`",
+     {"model": "smollm2-135m", "max_tokens": 5}),  # was: chat takes no prompt; `localgen run smollm2-135m`
+])
+def test_a_suggested_command_keeps_every_option_with_its_value_and_runs_with_the_prompt_meant(
+        args: list[str], hint: str, meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
+    assert _usage(args, capsys)[1] == hint
+    params = _parsed(hint.split("`")[1])
+    assert {key: params[key] for key in meant} == meant, params
