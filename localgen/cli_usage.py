@@ -43,10 +43,12 @@ def usage_error(app: typer.Typer, exc: Exception, args: list[str]) -> tuple[str,
     special = _ollama_address_error(app, args, text) or _chat_prompt_error(app, args, text)
     if special is not None:
         return special
-    message, hint = _as_typed(_usage_error_text(exc), exc, args), _usage_hint(app, exc, args)
-    if hint.startswith("use `"):  # the command meant, named: click's closest name (delete: default) goes
-        message = CLICK_GUESS.sub(".", message)
-    return message, hint
+    command = args[0] if args and args[0] in command_names(app) else ""
+    message = _as_typed(_usage_error_text(exc), exc, args)
+    own = _unknown_command_hint(app, args, command, text) or _subcommand_habit_hint(app, args, command, text)
+    if own is not None:  # localgen's way for the command typed: click's closest name (create: chat) would contradict it
+        return CLICK_GUESS.sub(".", message), own
+    return message, _usage_hint(app, exc, args)
 
 
 def help_cluster_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
@@ -127,9 +129,7 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     """What to do about a usage error: quote a prompt that was split into words, else read the help."""
     command = args[0] if args and args[0] in command_names(app) else ""
     text = str(exc).lower()
-    return (_unknown_command_hint(app, args, command, text)
-            or _subcommand_habit_hint(app, args, command, text)
-            or _option_before_command_hint(app, exc, args, command)
+    return (_option_before_command_hint(app, exc, args, command)
             or _extra_argument_hint(app, args, command, text)
             or _file_argument_hint(app, args, command, text)
             or _ctx_flag_hint(app, exc, args, command)

@@ -1,4 +1,5 @@
-"""The hints of command-line usage errors: a command they suggest runs as meant (its options kept, the prompt whole)."""
+"""The hints of command-line usage errors: a command they suggest runs as meant (its options kept, the prompt whole),
+and localgen's own way for a command typed is not contradicted by click's closest name."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 import typer
 
 from localgen.cli import app, main
+from localgen.other_tools import GROUP_COMMAND_HABITS, OTHER_TOOLS_COMMANDS, OTHER_TOOLS_WORDS, SUBCOMMAND_HABITS
 
 
 def _usage(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
@@ -62,3 +64,37 @@ def test_a_suggested_command_keeps_every_option_with_its_value_and_runs_with_the
     assert _usage(args, capsys)[1] == hint
     params = _parsed(hint.split("`")[1])
     assert {key: params[key] for key in meant} == meant, params
+
+
+def _subcommands(group: str) -> set[str]:
+    """The names of a command group's commands."""
+    return set(typer.main.get_command(app).commands[group].commands)  # type: ignore[attr-defined]
+
+
+def _commands_named(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    """The usage error of a command typed by a name localgen has no command for."""
+    message, hint = _usage(args, capsys)
+    assert message.startswith(f"No such command '{args[-1]}'."), message
+    return message, hint
+
+
+@pytest.mark.parametrize("word", sorted({*OTHER_TOOLS_COMMANDS, *OTHER_TOOLS_WORDS}))
+def test_another_tool_s_command_gets_localgen_s_way_without_click_s_closest_name(
+        word: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`localgen create` said: Did you mean 'chat'? (hint: models are entries of models.toml ...)."""
+    message, hint = _commands_named([word], capsys)
+    assert message == f"No such command '{word}'." and hint and "--help" not in hint, (message, hint)
+
+
+@pytest.mark.parametrize("args", [[group, word] for group in ("models", "conversations", "cache")
+                                  for word in SUBCOMMAND_HABITS if word not in _subcommands(group)]
+                         + [list(key) for key in GROUP_COMMAND_HABITS])
+def test_a_group_s_command_by_another_tool_s_name_has_no_closest_name_beside_localgen_s_way(
+        args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    message, hint = _commands_named(args, capsys)
+    if hint.startswith("use `"):
+        assert message == f"No such command '{args[-1]}'.", (message, hint)
+
+
+def test_a_misspelt_command_keeps_click_s_closest_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _usage(["modles"], capsys) == ("No such command 'modles'. Did you mean 'models'?", "see `localgen --help`")
