@@ -73,6 +73,7 @@ app = typer.Typer(
     name="localgen",
     rich_markup_mode=None,  # click's plain help: rich's panels cost a tenth of a second at every --help
     help="Chat with and generate text from local LLMs.",
+    epilog="`localgen help COMMAND` (or `localgen COMMAND --help`) shows a command's options.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -139,10 +139,12 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
 
 
 def _unknown_command_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
-    """For a first word that is no command: localgen's command for another tool's word, or `run` for a prompt."""
+    """For a first word that is no command: localgen's command for another tool's word, or `run` for a prompt (not
+    where help was asked for it: `localgen help WORD`)."""
     if command or not args or "no such command" not in text:
         return None
-    return _other_tool_hint(args[0], args[1:]) or _prompt_as_command_hint(app, args[0])
+    asks_help = any(word in ("-h", "--help") for word in args)
+    return _other_tool_hint(args[0], args[1:]) or (None if asks_help else _prompt_as_command_hint(app, args[0]))
 
 
 def _other_tool_hint(word: str, rest: list[str]) -> str | None:

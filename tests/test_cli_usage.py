@@ -9,6 +9,7 @@ import pytest
 import typer
 
 from localgen.cli import app, main
+from localgen.cli_exit import run_app
 from localgen.other_tools import GROUP_COMMAND_HABITS, OTHER_TOOLS_COMMANDS, OTHER_TOOLS_WORDS, SUBCOMMAND_HABITS
 
 
@@ -96,5 +97,17 @@ def test_a_group_s_command_by_another_tool_s_name_has_no_closest_name_beside_loc
         assert message == f"No such command '{args[-1]}'.", (message, hint)
 
 
-def test_a_misspelt_command_keeps_click_s_closest_name(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_misspelt_command_keeps_click_s_closest_name_and_help_names_the_commands_alone(
+        capsys: pytest.CaptureFixture[str]) -> None:
     assert _usage(["modles"], capsys) == ("No such command 'modles'. Did you mean 'models'?", "see `localgen --help`")
+    assert _usage(["help", "cht"], capsys) == ("No such command 'cht'. Did you mean 'chat'?",
+                                               "see `localgen --help`")
+    assert _usage(["help", "nope"], capsys) == ("No such command 'nope'.", "see `localgen --help`")  # not: run nope
+    assert _usage(["nope"], capsys)[1] == "see `localgen --help`; to ask the model: localgen run nope"
+    assert _usage(["help", "ls"], capsys)[1] == "use `localgen models list`"
+
+
+def test_help_says_how_to_see_a_command_s_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_app(app, ["--help"]) == 0
+    assert "`localgen help COMMAND` (or `localgen COMMAND --help`) shows a command's options." in \
+        " ".join(capsys.readouterr().out.split())
