@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from localgen.errors import UsageError
 from localgen.params import CHAT_SETTINGS, SETTING_EXAMPLES
+from localgen.slips import did_you_mean
 
 SETTING_NAMES = tuple(CHAT_SETTINGS)
 SETTING_ALIASES = {"temp": "temperature", "n": "max_tokens",  # the command line's other names (--temp, -n)
@@ -19,7 +20,8 @@ def setting_key(name: str) -> str:
         raise UsageError("the context size is set when the chat starts",
                          hint="start it with -c N (--ctx-size); /show tells the current size")
     if key not in SETTING_NAMES:
-        raise UsageError(f"unknown setting '{name}'", hint=f"settings: {', '.join(SETTING_NAMES)}")
+        raise UsageError(f"unknown setting '{name}'", hint=f"{did_you_mean(key, SETTING_NAMES)}settings: "
+                                                             f"{', '.join(SETTING_NAMES)}")
     return key
 
 

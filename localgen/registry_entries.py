@@ -3,7 +3,6 @@ checks (names, keys, types and values)."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -15,6 +14,7 @@ from localgen.errors import ConfigError, UsageError
 from localgen.inputs import expand_user_path
 from localgen.params import CHAT_SETTINGS, SETTING_EXAMPLES, check_context_bounds, check_setting
 from localgen.references import NAME_PATTERN, check_safe_filename, is_repo_id, parse_reference
+from localgen.slips import did_you_mean
 
 _PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a top-level module: finding it imports nothing
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
@@ -87,8 +87,8 @@ def _spec_from_table(name: str, table: object, source: Path | str, given: frozen
         if expected is None:
             hint = (f'quote names that contain dots: [models."{_dotted_name(name, key, value)}"]'
                     if isinstance(value, dict)
-                    else _meant(key, (*_FIELDS, *CHAT_SETTINGS)) + f"known keys: {', '.join(_FIELDS)}, and the "
-                    f"settings {', '.join(CHAT_SETTINGS)}")
+                    else did_you_mean(key, (*_FIELDS, *CHAT_SETTINGS), _KEY_ALIASES)
+                    + f"known keys: {', '.join(_FIELDS)}, and the settings {', '.join(CHAT_SETTINGS)}")
             raise ConfigError(f"{source}: [models.{name}] has unknown key '{key}'", hint=hint)
         if not isinstance(value, expected) or isinstance(value, bool):
             example = '"text"' if expected is str else "4096"
@@ -216,20 +216,12 @@ def _check_spec_values(where: str, table: dict[str, object]) -> None:
                           hint="write the file's full sha256 (`sha256sum FILE` prints it), or remove the line")
 
 
-def _meant(key: str, known: tuple[str, ...]) -> str:
-    """'did you mean KEY? ' for an unknown key that another tool's name for a known one (num_ctx, temp) or a slip of
-    the keyboard (temprature) stands for; '' when none is near."""
-    alias = _KEY_ALIASES.get(key.lower().replace("-", "_"))
-    close = [alias] if alias in known else difflib.get_close_matches(key.lower(), known, n=1, cutoff=0.7)
-    return f"did you mean {close[0]}? " if close else ""
-
-
 def _defaults_meant(key: str) -> str:
-    """What an unknown [defaults] key may have meant: _meant's guess, or, for a context size (num_ctx, context), where
-    one is set instead."""
+    """What an unknown [defaults] key may have meant: did_you_mean's guess, or, for a context size (num_ctx, context),
+    where one is set instead."""
     if _KEY_ALIASES.get(key.lower().replace("-", "_"), key.lower()) == "context":
         return "the context size is set per model ([models.NAME] context = N) or with --ctx/-c; "
-    return _meant(key, ("model", "system", *CHAT_SETTINGS))
+    return did_you_mean(key, ("model", "system", *CHAT_SETTINGS), _KEY_ALIASES)
 
 
 def parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str, dict] | None = None,

@@ -224,3 +224,20 @@ def test_set_stop_with_a_quote_left_open_by_a_backslash_says_how_to_write_one() 
 ])
 def test_a_path_or_name_takes_a_shell_s_quotes_or_backslashes(typed: str, meant: str) -> None:
     assert one_argument(typed, "/file PATH") == meant
+
+
+def test_set_of_a_setting_typed_with_a_slip_names_the_setting_meant_as_models_toml_does(tmp_path: Path) -> None:
+    """/set temprature 0.5 listed the settings alone, where /hepl got /help and models.toml's temprature its name."""
+    chat = Chat(tmp_path / "home", "-n", "2")
+    try:
+        said = " ".join(chat.command_words("/set temprature 0.5", "settings: temperature,").split())
+        assert "unknown setting 'temprature' (hint: did you mean temperature? settings: temperature," in said, said
+        said = " ".join(chat.command_words("/set top_pp", "settings: temperature,").split())
+        assert "(hint: did you mean top_p? settings:" in said, said
+        said = " ".join(chat.command_words("/set colour 1", "settings: temperature,").split())
+        assert "did you mean" not in said, said
+        chat.command_words("/set temperature 0.5", "temperature = 0.5")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
