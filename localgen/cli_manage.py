@@ -17,10 +17,9 @@ if TYPE_CHECKING:
 
     from localgen.catalog import CachedModel, ListedModel
     from localgen.default_model import DefaultRow
-    from localgen.hub_verify import Pin
     from localgen.model_removal import Removals, RemovedModel
     from localgen.partial_downloads import PartialDownload
-    from localgen.registry import ModelSpec, Registry
+    from localgen.registry import Registry
 
 cache_app = typer.Typer(
     rich_markup_mode=None, help="List the on-disk prompt cache (KV state of long prompts); `clear` empties it.",
@@ -251,6 +250,7 @@ def models_show(
 ) -> None:
     """Describe a model from its GGUF header (no weights are loaded); without REF, the default model."""
     from localgen import console
+    from localgen.cli_model_fields import entry_fields, entry_json, show_undownloaded
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import parameter_count, present_shards
     from localgen.hub_lack import refuse_lacking
@@ -271,7 +271,7 @@ def models_show(
             raise
         if unverified is None:
             _say_default(reference, text)
-            _show_undownloaded(text, *entry, json_output=json_output)
+            show_undownloaded(text, *entry, json_output=json_output)
             return
         resolved = unverified
     _say_default(reference, text)
@@ -299,10 +299,11 @@ def models_show(
             "license": license_, "file_size": size, "shards": expected,
             "missing_shards": len(missing), "sha256": sha, "source": resolved.shown_source,
             "path": str(resolved.path), "load_plan": plan, "downloaded": True,
-            "entry": _entry_json(spec) if spec else None}, indent=2))
+            "entry": entry_json(spec) if spec else None}, indent=2))
         return
     console.print_fields([
-        ("name", resolved.display_name), *(_entry_fields(spec) if spec else []), ("architecture", info.architecture),
+        ("name", resolved.display_name), *(entry_fields(spec) if spec else []),
+        ("architecture", info.architecture),
         ("parameters", f"{parameters / 1e6:,.1f} M" + (f" (in {count})" if missing else "")),
         ("quant", info.quant or "unknown"),
         ("context length", _count(info.context_length)), ("layers", _count(info.block_count)),
@@ -327,56 +328,6 @@ def _say_default(reference: str | None, text: str) -> None:
 def _count(value: int | None) -> str:
     """A count from a GGUF header as `models show` prints it: `unknown` where the header does not give it."""
     return f"{value:,}" if value else "unknown"
-
-
-def _show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | None, lacking: str | None, *,
-                       json_output: bool) -> None:
-    """`models show` of a registry entry none of whose files is here: what the entry says (pin: what it pins of the
-    file), and how to download it, or what the repo lacked of it when localgen last listed it."""
-    import shlex
-
-    from localgen import console
-
-    size, sha = (pin.size, pin.sha256) if pin else (None, None)
-    if json_output:
-        print(console.json_text({
-            "name": spec.name, "architecture": None, "parameters": None, "quant": quant or None,
-            **dict.fromkeys(("context_length", "layers", "embedding_size", "chat_template")), "license": spec.license,
-            "file_size": size, **dict.fromkeys(("shards", "missing_shards")), "sha256": sha,
-            **dict.fromkeys(("source", "path", "load_plan")), "downloaded": False, "entry": _entry_json(spec)},
-            indent=2))
-        return
-    console.print_fields([
-        ("name", spec.name), *_entry_fields(spec), ("quant", quant or "unknown"),
-        *([("license", spec.license)] if spec.license else []),
-        *([("file size", f"{binary_size(size)} ({size:,} bytes)")] if size else []),
-        *([("sha256", sha)] if sha else []),
-        ("downloaded", f"no ({lacking or f'`localgen pull {shlex.quote(reference)}` downloads it'})"),
-    ])
-
-
-def _entry_fields(spec: ModelSpec) -> list[tuple[str, str]]:
-    """What a models.toml entry says of its model, as `models show` prints it (the keys it gives)."""
-    from localgen.references import normalize_quant
-
-    fields = [("description", spec.description)] if spec.description else []
-    if spec.repo:
-        fields += [("repo", spec.repo), ("default quant", normalize_quant(spec.quant))]
-    if spec.context:
-        fields.append(("default context", f"{spec.context:,}"))
-    if spec.system is not None:
-        fields.append(("system prompt", spec.system or "(empty: the chat template leaves out its default)"))
-    if spec.settings:
-        fields.append(("settings", ", ".join(f"{key} = {value}" for key, value in spec.settings)))
-    return [*fields, ("entry", spec.origin)]
-
-
-def _entry_json(spec: ModelSpec) -> dict[str, object]:
-    """A models.toml entry as `models show --json` gives it."""
-    return {"name": spec.name, "repo": spec.repo or None, "quant": spec.quant or None,
-            "path": str(spec.path) if spec.path else None, "context": spec.context, "license": spec.license,
-            "description": spec.description, "system": spec.system, "settings": dict(spec.settings),
-            "defined_in": spec.source}
 
 
 @models_app.command("default", short_help="Print the model used without -m, or set it.")

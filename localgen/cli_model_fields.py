@@ -1,0 +1,62 @@
+"""What `localgen models show` prints of a models.toml entry: its keys, and, for an entry none of whose files is here,
+what it says of the file and how to download it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from localgen.units import binary_size
+
+if TYPE_CHECKING:
+    from localgen.hub_verify import Pin
+    from localgen.registry import ModelSpec
+
+
+def show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | None, lacking: str | None, *,
+                      json_output: bool) -> None:
+    """`models show` of a registry entry none of whose files is here: what the entry says (pin: what it pins of the
+    file), and how to download it, or what the repo lacked of it when localgen last listed it."""
+    import shlex
+
+    from localgen import console
+
+    size, sha = (pin.size, pin.sha256) if pin else (None, None)
+    if json_output:
+        print(console.json_text({
+            "name": spec.name, "architecture": None, "parameters": None, "quant": quant or None,
+            **dict.fromkeys(("context_length", "layers", "embedding_size", "chat_template")), "license": spec.license,
+            "file_size": size, **dict.fromkeys(("shards", "missing_shards")), "sha256": sha,
+            **dict.fromkeys(("source", "path", "load_plan")), "downloaded": False, "entry": entry_json(spec)},
+            indent=2))
+        return
+    console.print_fields([
+        ("name", spec.name), *entry_fields(spec), ("quant", quant or "unknown"),
+        *([("license", spec.license)] if spec.license else []),
+        *([("file size", f"{binary_size(size)} ({size:,} bytes)")] if size else []),
+        *([("sha256", sha)] if sha else []),
+        ("downloaded", f"no ({lacking or f'`localgen pull {shlex.quote(reference)}` downloads it'})"),
+    ])
+
+
+def entry_fields(spec: ModelSpec) -> list[tuple[str, str]]:
+    """What a models.toml entry says of its model, as `models show` prints it (the keys it gives)."""
+    from localgen.references import normalize_quant
+
+    fields = [("description", spec.description)] if spec.description else []
+    if spec.repo:
+        fields += [("repo", spec.repo), ("default quant", normalize_quant(spec.quant))]
+    if spec.context:
+        fields.append(("default context", f"{spec.context:,}"))
+    if spec.system is not None:
+        fields.append(("system prompt", spec.system or "(empty: the chat template leaves out its default)"))
+    if spec.settings:
+        fields.append(("settings", ", ".join(f"{key} = {value}" for key, value in spec.settings)))
+    return [*fields, ("entry", spec.origin)]
+
+
+def entry_json(spec: ModelSpec) -> dict[str, object]:
+    """A models.toml entry as `models show --json` gives it."""
+    return {"name": spec.name, "repo": spec.repo or None, "quant": spec.quant or None,
+            "path": str(spec.path) if spec.path else None, "context": spec.context, "license": spec.license,
+            "description": spec.description, "system": spec.system, "settings": dict(spec.settings),
+            "defined_in": spec.source}
