@@ -302,7 +302,7 @@ def models_show(
             "entry": entry_json(spec) if spec else None}, indent=2))
         return
     console.print_fields([
-        ("name", resolved.display_name), *(entry_fields(spec) if spec else []),
+        ("name", resolved.display_name), *(entry_fields(spec, info.context_length) if spec else []),
         ("architecture", info.architecture),
         ("parameters", f"{parameters / 1e6:,.1f} M" + (f" (in {count})" if missing else "")),
         ("quant", info.quant or "unknown"),

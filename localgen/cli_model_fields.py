@@ -38,15 +38,17 @@ def show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | No
     ])
 
 
-def entry_fields(spec: ModelSpec) -> list[tuple[str, str]]:
-    """What a models.toml entry says of its model, as `models show` prints it (the keys it gives)."""
+def entry_fields(spec: ModelSpec, maximum: int | None = None) -> list[tuple[str, str]]:
+    """What a models.toml entry says of its model, as `models show` prints it (the keys it gives; a context beyond
+    the model's maximum, when its file is here, said to be capped)."""
     from localgen.references import normalize_quant
 
     fields = [("description", spec.description)] if spec.description else []
     if spec.repo:
         fields += [("repo", spec.repo), ("default quant", normalize_quant(spec.quant))]
     if spec.context:
-        fields.append(("default context", f"{spec.context:,}"))
+        capped = f" (capped at the model's maximum of {maximum:,})" if spec.context_beyond(maximum) else ""
+        fields.append(("default context", f"{spec.context:,}{capped}"))
     if spec.system is not None:
         fields.append(("system prompt", spec.system or "(empty: the chat template leaves out its default)"))
     if spec.settings:

@@ -256,7 +256,11 @@ def listed_smaller_quants(resolved: ResolvedModel) -> tuple[str, ...] | None:
 
 def plan_resolved(resolved: ResolvedModel, shape: ModelShape, hw: Hardware, request: FitRequest) -> LoadPlan:
     """plan_fit for a model about to load; when it does not fit, the hint names the smaller quants of its repo as
-    localgen last listed it."""
+    localgen last listed it; warns of a models.toml entry's context beyond the model's maximum, where it is used."""
+    from localgen.registry_entries import warn_context_beyond
+
+    if request.ctx_size is None:
+        warn_context_beyond(resolved.spec, shape.context_length)
     try:
         return plan_fit(shape, hw, request, label=resolved.display_name)
     except InsufficientMemoryError:

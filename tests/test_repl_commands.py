@@ -241,3 +241,18 @@ def test_set_of_a_setting_typed_with_a_slip_names_the_setting_meant_as_models_to
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_chat_with_an_entry_whose_context_is_beyond_its_model_s_maximum_warns_of_it(tmp_path: Path) -> None:
+    from tests.conftest import bundled_model_file, user_registry
+
+    registry = user_registry(tmp_path / "home", f'[models.mine]\npath = "{bundled_model_file()}"\ncontext = 100000\n')
+    chat = Chat(tmp_path / "home", "-m", "mine", "-n", "2", columns=300)
+    try:
+        assert chat.transcript.getvalue().count(
+            f"localgen: warning: [models.mine] in {registry}: context = 100,000 is beyond the model's maximum of "
+            "8,192, so it is capped at 8,192; write context = 8192 or less there") == 1, chat.transcript.getvalue()
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
