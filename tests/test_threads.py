@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -11,18 +12,22 @@ from pathlib import Path
 import pytest
 
 from localgen.console import format_stats
+from localgen.engine import Engine, core, lc
 from localgen.engine.threads import (
     FIRST_BACKOFF,
+    SPLIT_ATTENTION_FROM,
     WINDOW_MAX_STEPS,
     WINDOW_MIN_STEPS,
     WINDOW_S,
     CpuSample,
     ThreadGovernor,
     _busy_seconds,
+    count_matters_from,
     free_cpus,
 )
 from localgen.events import Finished, Timings, Usage
 from localgen.gguf_split import validate_split
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.resolve import resolve_model
 from localgen.runner import ModelOptions, plan_load
 from tests.conftest import REPO_ROOT
@@ -48,14 +53,22 @@ class Machine:
         self.all_busy += 1.5 + self.n_cpus - (self.free if self.free is not None else self.n_cpus)
         return CpuSample(self.wall, None if self.free is None else self.all_busy, self.own)
 
-    def governor(self, most: int = 2) -> ThreadGovernor:
+    def governor(self, most: int = 2, exact_from: int | None = None) -> ThreadGovernor:
         """A governor of up to most threads on this machine."""
-        return ThreadGovernor(most, self.apply, self.sample, n_cpus=self.n_cpus)
+        return ThreadGovernor(most, self.apply, self.sample, n_cpus=self.n_cpus, exact_from=exact_from)
 
     def apply(self, count: int) -> None:
         """Record a thread count applied."""
         self.applied.append(count)
         self.changed = True
+
+
+def busy_machine_governs(monkeypatch: pytest.MonkeyPatch) -> Machine:
+    """Engines made from here on govern their threads on this machine, whose other processes take one of two CPUs."""
+    machine = Machine(free=1.0)
+    monkeypatch.setattr(core, "ThreadGovernor", functools.partial(ThreadGovernor, sample=machine.sample, n_cpus=2))
+    monkeypatch.setattr(core, "load_started", machine.sample)
+    return machine
 
 
 def steps(machine: Machine, governor: ThreadGovernor, seconds: float, windows: int = 1) -> None:
@@ -147,6 +160,74 @@ def test_a_new_context_gets_the_count_in_use_again_a_trial_s_included() -> None:
     assert machine.applied == [2, 1, 1]
     steps(machine, governor, 0.020)  # the trial is judged on its own steps: faster, kept
     assert (governor.current, machine.applied) == (1, [2, 1, 1])
+
+
+def test_where_the_count_changes_flash_attention_s_sums_every_thread_decodes() -> None:
+    """Past that position a one-token batch gets every thread, a trial under way included, and no count is tried
+    until the next prefill or generation; before it, and where the count changes nothing, the governor works."""
+    machine = Machine(free=1.0)
+    governor = machine.governor(exact_from=256)
+    steps(machine, governor, 0.040)
+    steps(machine, governor, 0.020)
+    governor.one_token_at(255)
+    assert (governor.current, machine.applied) == (1, [1])
+    governor.one_token_at(256)
+    assert (governor.current, machine.applied) == (2, [1, 2])
+    steps(machine, governor, 0.040, windows=10)  # busy and slow: no trial
+    assert machine.applied == [1, 2]
+    governor.before_prefill()  # a prompt's batches of several tokens may take fewer threads again
+    assert (governor.current, machine.applied) == (1, [1, 2, 1])
+    trying = machine.governor(exact_from=256)
+    steps(machine, trying, 0.040)  # a trial of 1 thread under way
+    trying.one_token_at(300)
+    assert (trying.current, machine.applied[-2:]) == (2, [1, 2])
+    unaffected = machine.governor(exact_from=None)
+    unaffected.one_token_at(5000)
+    steps(machine, unaffected, 0.040)
+    assert machine.applied[-1:] == [1]
+    assert count_matters_from(True, "f16") == SPLIT_ATTENTION_FROM
+    assert count_matters_from(False, "f16") is count_matters_from(True, "q8_0") is None
+
+
+def _greedy_text(engine: Engine, prompt: list[int]) -> str:
+    """Eight tokens decoded greedily, end-of-generation tokens included."""
+    events = engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=8), ignore_eog=True)
+    return next(event.text for event in events if isinstance(event, Finished))
+
+
+def test_a_busy_cpu_leaves_the_output_of_flash_attention_as_every_thread_computes_it(
+        bundled_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama.cpp's flash attention over an f16 KV cache splits a one-token batch's keys among the threads from
+    SPLIT_ATTENTION_FROM tokens on: decode steps there, and a prompt's last batch of one token, run with every
+    thread, so that a busy CPU changes no output; batches of several tokens and steps before it take fewer."""
+    machine = busy_machine_governs(monkeypatch)
+    options = LoadOptions(n_ctx=512, n_threads=2, n_threads_batch=2, n_batch=256, n_ubatch=256, flash_attn="on",
+                          adapt_threads=True)
+    batches: list[tuple[int, int, int]] = []  # (tokens, first position, threads) of each llama_decode
+    with Engine(bundled_model, options) as engine:
+        prompt = engine.tokenize("Tell me about cats and why they sleep so much. " * 40, add_special=True)
+        saved = {}
+        for held in (SPLIT_ATTENTION_FROM - 1, SPLIT_ATTENTION_FROM - 8):
+            engine.prefill_ahead(prompt[:held], lambda: False)
+            saved[held] = (engine.kv_token_list, engine.save_state())
+        real_decode = lc.llama_decode
+
+        def decode(ctx: object, batch: lc.llama_batch) -> int:
+            batches.append((batch.n_tokens, engine.kv_tokens, lc.llama_n_threads(ctx)))
+            return real_decode(ctx, batch)
+
+        monkeypatch.setattr(lc, "llama_decode", decode)
+        for held in saved:  # the prompt's last batch is one token past the position / steps start before it
+            texts = []
+            for free in (2.0, 1.0):
+                machine.free = free
+                assert engine.load_state(*saved[held])
+                batches.clear()
+                texts.append(_greedy_text(engine, prompt[:held + 2]))
+            split = [threads for tokens, at, threads in batches if tokens == 1 and at >= SPLIT_ATTENTION_FROM]
+            rest = [threads for tokens, at, threads in batches if tokens > 1 or at < SPLIT_ATTENTION_FROM]
+            assert split and set(split) == {2} and rest and set(rest) == {1}, batches
+            assert texts[0] == texts[1]
 
 
 def test_free_cpus_leave_out_this_processes_own_time() -> None:

@@ -19,7 +19,7 @@ from localgen.engine.native import lc
 from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
 from localgen.engine.results import DecodeResult, decode_failure, finished_event
 from localgen.engine.sampling import Sampler, build_sampler
-from localgen.engine.threads import ThreadGovernor, load_started
+from localgen.engine.threads import ThreadGovernor, count_matters_from, load_started
 from localgen.engine.vocab import Vocab
 from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
 from localgen.estimate import allocated_context
@@ -66,8 +66,9 @@ class Engine(LoadedModel):
             self._ahead_from: int | None = None  # where the prompt computed by prefill_ahead() begins
             self._facts = read_facts(self._model, self._ctx, self._vocab, options.n_ctx,
                                      whole=self._cells == self._full_cells)
-            self._governor = ThreadGovernor(options.n_threads, self._use_threads, since=before_load) \
-                if adapt else None
+            exact_from = count_matters_from(options.flash_attention, options.kv_type)
+            self._governor = ThreadGovernor(options.n_threads, self._use_threads, since=before_load,
+                                            exact_from=exact_from) if adapt else None
         except BaseException:
             self.close()
             raise
@@ -277,6 +278,7 @@ class Engine(LoadedModel):
                 for begin, end in chunk_bounds(common, len(prompt), self.n_ubatch, self.n_batch, most=AHEAD_CHUNK):
                     if should_stop():
                         break
+                    self._before_chunk(begin, end)
                     status = self._kv.evaluate(prompt[begin:end])
                     stopper.raise_caught()
                     if status != 0:
@@ -302,6 +304,7 @@ class Engine(LoadedModel):
             for begin, end in chunk_bounds(start, total, self.n_ubatch, self.n_batch):
                 if self._stop_requested:
                     break
+                self._before_chunk(begin, end)
                 status = self._kv.evaluate(prompt[begin:end])
                 stopper.raise_caught()
                 if status == ABORTED and self._stop_requested:
@@ -309,6 +312,12 @@ class Engine(LoadedModel):
                 if status != 0:
                     raise decode_failure(status)
                 yield PrefillProgress(done=end - start, total=total - start)
+
+    def _before_chunk(self, begin: int, end: int) -> None:
+        """Tell the thread governor of a prompt chunk whose last physical batch is one token (llama.cpp cuts a
+        chunk into n_ubatch tokens from its start)."""
+        if self._governor is not None and (self.n_ubatch == 1 or (end - begin) % self.n_ubatch == 1):
+            self._governor.one_token_at(end - 1)
 
     def _decode(self, sampler: Sampler, limits: GenerationLimits, ignore_eog: bool,
                 drafter: PromptLookup | None) -> Iterator[TextChunk | DecodeResult]:
@@ -375,6 +384,7 @@ class Engine(LoadedModel):
         if self._governor is None:
             self._kv.decode(self._one_batch)
         else:
+            self._governor.one_token_at(len(self._kv))
             began = time.perf_counter()
             self._kv.decode(self._one_batch)
             self._governor.step_done(time.perf_counter() - began)

@@ -6,7 +6,12 @@ at 19-20 tok/s and 1 thread at 42-44 tok/s. The governor watches other processes
 process's own time) and the decode steps' times; when either says the CPUs are contended it decodes a few
 steps with fewer threads and keeps whichever count was faster, and it tries more again once CPUs are free. A
 prompt's prefill starts with the count that the CPU time left free since the last sample allows.
-Thread counts change no output: each row of a matrix product is computed by one thread either way.
+
+A count changes no output where each value is summed by one thread, whatever the count: matrix products, a
+prompt's attention, attention without flash attention, and flash attention over a quantized KV cache. llama.cpp's
+CPU flash attention over an f16 KV cache splits the cached keys of a one-token batch among the threads once it
+reads 512 of them (the tokens held, rounded up to 256), and adds the parts up in an order the count sets: there
+the governor decodes with every thread, so that its choice changes no output either.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ FASTER = 0.9  # a tried count is kept when its steps take at most this fraction 
 FIRST_BACKOFF = 4  # windows to wait after a try that was not faster, doubled after each such try...
 MOST_BACKOFF = 64  # ...up to this many
 PROC_STAT = Path("/proc/stat")  # Linux's per-CPU time counters
+SPLIT_ATTENTION_FROM = 256  # a one-token batch at this position or later reads 512 keys: see the module's docstring
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,11 @@ def load_started() -> CpuSample:
     return _at_import.pop() if _at_import else cpu_sample()
 
 
+def count_matters_from(flash_attention: bool, kv_type: str) -> int | None:
+    """The position from which a one-token batch's output depends on the thread count (None: from none)."""
+    return SPLIT_ATTENTION_FROM if flash_attention and kv_type == "f16" else None
+
+
 def free_cpus(before: CpuSample, after: CpuSample, n_cpus: int) -> float | None:
     """CPUs' worth of time other processes left free between two samples (None: not known or too short)."""
     wall = after.wall_s - before.wall_s
@@ -90,9 +101,11 @@ class ThreadGovernor:
     """Chooses how many threads decode, from 1 to most, by the times of single-token decode steps."""
 
     def __init__(self, most: int, apply: Callable[[int], None], sample: Callable[[], CpuSample] = cpu_sample,
-                 n_cpus: int | None = None, since: CpuSample | None = None) -> None:
-        """since: a sample taken earlier (before the model's load), from which the first prefill measures."""
+                 n_cpus: int | None = None, since: CpuSample | None = None, exact_from: int | None = None) -> None:
+        """since: a sample taken earlier (before the model's load), from which the first prefill measures;
+        exact_from: the position from which a one-token batch's output depends on the count (count_matters_from)."""
         self.most = most
+        self._exact_from = exact_from
         self.current = most
         self._apply, self._sample = apply, sample
         self._n_cpus = n_cpus if n_cpus is not None else allowed_cpus()
@@ -108,6 +121,7 @@ class ThreadGovernor:
         self._best: dict[int, float] = {}
         self._trying: tuple[int, float] | None = None  # the count tried, and the current one's last window median
         self._skip = 0
+        self._held = False  # every thread decodes, the count mattering (one_token_at)
         self._since = self._sample()
 
     def before_prefill(self) -> None:
@@ -115,6 +129,7 @@ class ThreadGovernor:
         the user's typing, the end of the last answer) sets the count the prefill starts with, fewer threads where
         they kept the CPUs busy and every one where they left them free. A prefill gives no single-token steps to
         time, so the decode windows that follow judge the count as before."""
+        self._held = False
         now = self._sample()
         since, self._since = self._since, now
         free = free_cpus(since, now, self._n_cpus) if now.wall_s - since.wall_s >= WINDOW_S else None
@@ -128,6 +143,8 @@ class ThreadGovernor:
 
     def step_done(self, seconds: float) -> None:
         """Count one single-token decode step's time; at the end of a window, perhaps try or keep another count."""
+        if self._held:
+            return
         if self._skip:  # the first step after a change pays for it (the thread team is resized)
             self._skip -= 1
             return
@@ -175,6 +192,18 @@ class ThreadGovernor:
             self._set(self.current)
             self._backoff[direction] = self._next_backoff[direction]
             self._next_backoff[direction] = min(MOST_BACKOFF, 2 * self._next_backoff[direction])
+
+    def one_token_at(self, position: int) -> None:
+        """Before a one-token batch at this position (a decode step, a prompt's last batch): where the count changes
+        its output, decode with every thread, trying no other count until the next prefill or generation."""
+        if self._held or self._exact_from is None or position < self._exact_from:
+            return
+        applied = self._trying[0] if self._trying is not None else self.current
+        self._held, self._trying, self._steps, self.current = True, None, [], self.most
+        if applied != self.most:
+            log.debug("decode threads %d -> %d: from %d tokens on, the count changes flash attention's sums",
+                      applied, self.most, position)
+            self._set(self.most)
 
     def reapply(self) -> None:
         """Apply the count in use (a trial's, while one runs) again: a new context starts with the load's count."""
