@@ -13,16 +13,18 @@ from localgen.errors import ContextOverflowError, ModelLoadError
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from tests.conftest import chat_prompt
 from tests.test_engine import _collect
+from tests.test_threads import busy_machine_governs
 
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 
 
-def _growing_engine(path: Path, monkeypatch: pytest.MonkeyPatch, *, expected: int = 0) -> Engine:
+def _growing_engine(path: Path, monkeypatch: pytest.MonkeyPatch, *, expected: int = 0, threads: int = 1,
+                    adapt: bool = False) -> Engine:
     """An engine whose 512-token context starts with a KV cache of 256 cells, unless more is expected (one thread:
     llama.cpp's threads spin while they wait for each other, which stalls them beside other tests' processes)."""
     monkeypatch.setattr(growth, "FIRST_TOKENS", 64)
-    return Engine(path, LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1, n_batch=64, n_ubatch=64,
-                                    expected_tokens=expected))
+    return Engine(path, LoadOptions(n_ctx=512, n_threads=threads, n_threads_batch=threads, n_batch=64, n_ubatch=64,
+                                    expected_tokens=expected, adapt_threads=adapt))
 
 
 @pytest.mark.parametrize("outgrown_by", ["answer", "prompt", "prompt prefilled ahead", "a turn's prompt"])
@@ -56,25 +58,45 @@ def test_a_kv_cache_started_small_grows_once_keeping_its_tokens_and_the_greedy_t
     assert texts[0] == texts[1]
 
 
+def _short_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama.cpp cannot allocate a context of more than 256 cells from here on."""
+    real = core.new_context
+
+    def short_of_memory(model: object, options: LoadOptions, path: Path, cells: int) -> object:
+        if cells > 256:
+            raise ModelLoadError("could not create a context")
+        return real(model, options, path, cells)
+
+    monkeypatch.setattr(core, "new_context", short_of_memory)
+
+
 def test_a_kv_cache_that_cannot_grow_says_so_and_keeps_what_it_held(bundled_model: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     with _growing_engine(bundled_model, monkeypatch) as eng:
         prompt = chat_prompt(eng, "Hello there.")
         _, first, _ = _collect(eng.generate(prompt, GREEDY, GenerationLimits(max_tokens=4)))
-        real = core.new_context
-
-        def short_of_memory(model: object, options: LoadOptions, path: Path, cells: int) -> object:
-            if cells > 256:
-                raise ModelLoadError("could not create a context")
-            return real(model, options, path, cells)
-
-        monkeypatch.setattr(core, "new_context", short_of_memory)
+        _short_of_memory(monkeypatch)
         held = eng.kv_token_list
         with pytest.raises(ContextOverflowError, match=r"could not grow past 256 tokens.*allocate 512"):
             _collect(eng.generate([*held, *eng.tokenize("word " * 300, add_special=False)], GREEDY))
         assert lc.llama_n_ctx(eng._ctx) == 256 and eng.kv_token_list == held
         _, again, _ = _collect(eng.generate(prompt, GREEDY, GenerationLimits(max_tokens=4)))
         assert again.text == first.text and again.usage.cached_tokens == len(prompt) - 2
+
+
+def test_a_kv_cache_that_cannot_grow_keeps_decoding_with_the_threads_the_busy_cpus_allow(
+        bundled_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The context made again at the small size starts with the load's thread count: the governor's is applied."""
+    busy_machine_governs(monkeypatch)
+    with _growing_engine(bundled_model, monkeypatch, threads=2, adapt=True) as eng:
+        prompt = chat_prompt(eng, "Hello there.")
+        _collect(eng.generate(prompt, GREEDY, GenerationLimits(max_tokens=2)))
+        assert eng.decode_threads == 1 == lc.llama_n_threads(eng._ctx)
+        _short_of_memory(monkeypatch)
+        with pytest.raises(ContextOverflowError):
+            _collect(eng.generate([*eng.kv_token_list, *eng.tokenize("word " * 300, add_special=False)], GREEDY))
+        assert lc.llama_n_ctx(eng._ctx) == 256
+        assert (lc.llama_n_threads(eng._ctx), lc.llama_n_threads_batch(eng._ctx)) == (1, 1) == (eng.decode_threads,) * 2
 
 
 def test_a_context_that_cannot_be_made_again_unloads_the_model(bundled_model: Path,

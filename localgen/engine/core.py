@@ -95,11 +95,12 @@ class Engine(LoadedModel):
                 raise ContextOverflowError(
                     f"the context could not grow past {self._cells:,} tokens: llama.cpp could not allocate "
                     f"{self.n_ctx:,}", hint=f"give a smaller --ctx-size (it is {self.n_ctx:,})") from None
+            finally:
+                if self._governor is not None and self._ctx is not None:  # a new context has the load's count
+                    self._governor.reapply()
             self._cells = self._full_cells
             moved = self._kv.move_to(self._ctx, state)
         log.debug("the KV cache grew to %d cells for %d tokens", self._cells, tokens)
-        if self._governor is not None:
-            self._governor.reapply()
         if not moved:
             raise LocalgenError("llama.cpp could not move the KV cache into the larger context",
                                 hint="run with LOCALGEN_DEBUG=1 for llama.cpp's log")
