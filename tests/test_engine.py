@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from localgen.engine import Engine, lc
+from localgen.engine import Engine, core, lc
 from localgen.engine.chunks import chunk_bounds, resume_point
 from localgen.engine.prefix import restore_point
 from localgen.errors import LocalgenError, UsageError
@@ -242,6 +242,34 @@ def test_a_prefill_ahead_stopped_part_way_leaves_a_consistent_cache(bundled_mode
         _, done, _ = _collect(small_batches.generate(prompt, GREEDY, GenerationLimits(max_tokens=8)))
         assert done.usage.cached_tokens == done.ahead_tokens == 128
         assert done.text == plain.text
+
+
+def test_a_prompt_stopped_part_way_through_a_chunk_keeps_the_physical_batches_it_finished(
+        bundled_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while a chunk of several physical batches is read: llama.cpp drops only the batch it stopped in, and
+    the batches finished stay in the KV cache and its token list, for the next turn to reuse."""
+    options = LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1, n_batch=64, n_ubatch=16)
+    with Engine(bundled_model, options) as eng:
+        prompt = chat_prompt(eng, "Tell me about cats. " * 12)
+        assert len(prompt) > 64, "the first chunk is four physical batches"
+        _, plain, _ = _collect(eng.generate(prompt, GREEDY, GenerationLimits(max_tokens=4)))
+        stop = _StopAfter()
+        real = core.StopBetweenNodes
+
+        def stopping(ctx: lc.llama_context_p, should_stop: Callable[[], bool]) -> object:
+            return real(ctx, lambda: (stop() and eng.request_stop()) or should_stop())
+
+        monkeypatch.setattr(core, "StopBetweenNodes", stopping)
+        eng.reset()
+        _collect(eng.generate(prompt[:16], GREEDY, GenerationLimits(max_tokens=1)))
+        eng.reset()
+        stop.limit, stop.polls = 2 * stop.polls + stop.polls // 2, 0  # polled between graph nodes: in batch 3
+        _, stopped, _ = _collect(eng.generate(prompt, GREEDY, GenerationLimits(max_tokens=4)))
+        assert stopped.finish_reason == "interrupted"
+        assert eng.kv_tokens == 32 == lc.llama_memory_seq_pos_max(lc.llama_get_memory(eng._ctx), 0) + 1
+        stop.limit = None
+        _, again, _ = _collect(eng.generate(prompt, GREEDY, GenerationLimits(max_tokens=4)))
+        assert again.usage.cached_tokens == 32 and again.text == plain.text
 
 
 def test_prefill_ahead_does_nothing_for_memory_that_cannot_roll_back(engine: Engine,

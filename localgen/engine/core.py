@@ -59,13 +59,13 @@ class Engine(LoadedModel):
             if deferred.pending():  # the handler in place did not raise (it only asked to stop): stop here
                 raise KeyboardInterrupt
             self._vocab = Vocab(lc.llama_model_get_vocab(self._model))
-            self._kv = KvCache(self._ctx)
+            self._facts = read_facts(self._model, self._ctx, self._vocab, options.n_ctx,
+                                     whole=self._cells == self._full_cells)
+            self._kv = KvCache(self._ctx, rolls_back=self._facts.rolls_back)
             self._one_token = (lc.llama_token * 1)()
             self._one_batch = lc.llama_batch_get_one(self._one_token, 1)
             self._stop_requested = False
             self._ahead_from: int | None = None  # where the prompt computed by prefill_ahead() begins
-            self._facts = read_facts(self._model, self._ctx, self._vocab, options.n_ctx,
-                                     whole=self._cells == self._full_cells)
             exact_from = count_matters_from(options.flash_attention, options.kv_type)
             self._governor = ThreadGovernor(options.n_threads, self._use_threads, since=before_load,
                                             exact_from=exact_from) if adapt else None

@@ -22,8 +22,10 @@ log = logging.getLogger("localgen.engine")
 class KvCache:
     """llama.cpp's KV memory for sequence 0 and the list of tokens it holds, which every change keeps equal."""
 
-    def __init__(self, ctx: lc.llama_context_p) -> None:
+    def __init__(self, ctx: lc.llama_context_p, *, rolls_back: bool) -> None:
+        """rolls_back: the memory can drop a tail of tokens (ModelFacts.rolls_back)."""
         self._ctx = ctx
+        self._rolls_back = rolls_back
         self.memory = lc.llama_get_memory(ctx)
         self.tokens: list[int] = []  # the decode loop appends to it directly
         self.logits_current = False  # the context's last logits are those of the last token held (see Engine)
@@ -85,14 +87,19 @@ class KvCache:
         return int(lc.llama_memory_seq_pos_max(self.memory, 0)) + 1
 
     def evaluate(self, chunk: Sequence[int]) -> int:
-        """Evaluate prompt tokens after those held, adding them to the list when that succeeds; return
-        llama_decode's status."""
+        """Evaluate prompt tokens after those held, adding them to the list when that succeeds, and where it fails
+        or is stopped, those of the physical batches it finished (llama.cpp drops only the batch it was in, from
+        memory that can drop a tail); return llama_decode's status."""
         array = (lc.llama_token * len(chunk))(*chunk)
         self.logits_current = False
         status = lc.llama_decode(self._ctx, lc.llama_batch_get_one(array, len(chunk)))
         if status == 0:
             self.tokens.extend(chunk)
             self.logits_current = True
+        elif self._rolls_back:
+            done = self.held() - len(self.tokens)
+            if 0 < done < len(chunk):
+                self.tokens.extend(chunk[:done])
         return status
 
     def decode(self, batch: lc.llama_batch) -> None:
