@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import gc
 import os
 import signal
 import threading
@@ -14,6 +15,7 @@ import pytest
 
 from localgen.engine import Engine, core, lc
 from localgen.engine.chunks import chunk_bounds, resume_point
+from localgen.engine.kv import KvCache
 from localgen.engine.prefix import restore_point
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Finished, PrefillProgress, TextChunk
@@ -311,6 +313,46 @@ def test_interrupt_keeps_kv_consistent(engine: Engine) -> None:
     engine.reset()
     _, fresh, _ = _collect(engine.generate(question, GREEDY, GenerationLimits(max_tokens=10)))
     assert after.text == fresh.text
+
+
+def _left_for_the_collector(engine: Engine, prompt: list[int]) -> None:
+    """Start a generation, take its first text, and drop it in a reference cycle, which only gc collects."""
+    left = engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=50))
+    assert any(isinstance(event, TextChunk) for event in left)
+    cycle: list[object] = [left]
+    cycle.append(cycle)
+
+
+def test_a_generation_left_unfinished_and_collected_during_another_leaves_that_one_alone(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its clean-up ran as gc collected it: it withdrew the running generation's stop request (Ctrl-C), and
+    collected between a decode step's llama_decode and the token's record, it dropped the token from the cache."""
+    prompt = chat_prompt(engine, "Write a long story about a ship.")
+    engine.reset()
+    _, fresh, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=8)))
+    gc.disable()
+    try:
+        _left_for_the_collector(engine, prompt)
+        running = engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=8))
+        assert any(isinstance(event, TextChunk) for event in running)
+        engine.request_stop()
+        assert gc.collect()
+        _, stopped, _ = _collect(running)
+        assert stopped.finish_reason == "interrupted" and stopped.usage.completion_tokens == 1
+        _left_for_the_collector(engine, prompt)
+        real_decode = KvCache.decode
+        collected: list[int] = []
+
+        def decode_then_collect(kv: KvCache, batch: lc.llama_batch) -> None:
+            real_decode(kv, batch)
+            if not collected:
+                collected.append(gc.collect())
+
+        monkeypatch.setattr(KvCache, "decode", decode_then_collect)
+        _, done, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=8)))
+    finally:
+        gc.enable()
+    assert collected[0] and done.text == fresh.text
 
 
 def test_a_stop_requested_before_the_generation_starts_stops_it(engine: Engine) -> None:

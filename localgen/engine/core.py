@@ -65,6 +65,7 @@ class Engine(LoadedModel):
             self._one_token = (lc.llama_token * 1)()
             self._one_batch = lc.llama_batch_get_one(self._one_token, 1)
             self._stop_requested = False
+            self._last_use: object | None = None  # the generation that used the engine last (see generate())
             self._ahead_from: int | None = None  # where the prompt computed by prefill_ahead() begins
             exact_from = count_matters_from(options.flash_attention, options.kv_type)
             self._governor = ThreadGovernor(options.n_threads, self._use_threads, since=before_load,
@@ -152,6 +153,7 @@ class Engine(LoadedModel):
     def reset(self) -> None:
         """Forget the KV cache."""
         self._check_open()
+        self._last_use = None
         self._kv.clear()
         self._ahead_from = None
 
@@ -167,7 +169,8 @@ class Engine(LoadedModel):
         draft="lookup" turns on speculative decoding by prompt lookup; prefix_cache restores and saves
         the KV state of long prompts across processes (after a save, the KV cache keeps only the prompt);
         ignore_eog keeps decoding past end-of-generation tokens (for benchmarks). A stop requested before
-        the generation starts (while the prompt was prepared) stops it before its first token.
+        the generation starts (while the prompt was prepared) stops it before its first token. A generation
+        left unfinished and collected once the engine has had another use leaves the engine's state alone.
         """
         limits = limits or GenerationLimits()
         sampling = sampling.with_drawn_seed()
@@ -180,6 +183,7 @@ class Engine(LoadedModel):
         self.check_fits(len(prompt))
         sampler = None
         started = time.perf_counter()
+        self._last_use = this = object()
         try:
             with deferred_signals():  # a Ctrl-C lands once the sampler is stored, so the finally below frees it
                 sampler = build_sampler(self._vocab.pointer, sampling, prompt, self.n_ctx)  # a bad grammar fails
@@ -217,14 +221,17 @@ class Engine(LoadedModel):
                 else:
                     yield event
         except BaseException:
-            self._kv.logits_current = False  # a signal may have left them penalized part way (Sampler.sample)
+            if self._last_use is this:
+                self._kv.logits_current = False  # a signal may have left them penalized part way (Sampler.sample)
             raise
         finally:
             if sampler is not None:
                 sampler.free()
-            self._stop_requested = False
-            if self._ctx is not None:
-                self._kv.resync()
+            if self._last_use is this:  # not another generation's stop request, nor its KV cache part way
+                self._last_use = None
+                self._stop_requested = False
+                if self._ctx is not None:
+                    self._kv.resync()
 
     # --- KV state: save and restore ------------------------------------------------------------
 
@@ -244,6 +251,7 @@ class Engine(LoadedModel):
     def load_state(self, tokens: Sequence[int], data: bytearray) -> bool:
         """Replace the KV cache with a saved state of these tokens; False (and an empty cache) if it fails."""
         self._check_open()
+        self._last_use = None
         self._kv.clear()  # nothing held to move
         if len(tokens) <= self.n_ctx:
             self._make_room(len(tokens) + 1)
@@ -267,6 +275,7 @@ class Engine(LoadedModel):
         time: the caller stops this before calling anything else.
         """
         self._check_open()
+        self._last_use = None
         if not prompt or len(prompt) >= self.n_ctx or not self._facts.rolls_back:
             return 0
         self._make_room(len(prompt) + 1)
