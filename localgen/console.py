@@ -223,10 +223,10 @@ def status_width() -> int:
 
 
 def say(message: str) -> None:
-    """A status line on stderr, its lines broken between words on a terminal (best effort: a stderr that cannot be
-    written must not fail the command)."""
+    """A status line on stderr, its lines broken between words on a terminal, never inside a command it names
+    (best effort: a stderr that cannot be written must not fail the command)."""
     try:
-        wrap = WordWrap(terminal_width(sys.stderr), wide_breaks=False)  # a path stays whole
+        wrap = WordWrap(terminal_width(sys.stderr), wide_breaks=False, keep_whole=True)  # a path, a command whole
         sys.stderr.write(wrap.feed(without_surrogates(message)) + wrap.flush() + "\n")
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):  # full, closed or missing stderr

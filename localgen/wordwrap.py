@@ -50,12 +50,14 @@ class WordWrap:
     A word that grows wider than the line is placed at once and then streams as it comes, left for the terminal
     to fold (a URL, minified code). No break comes before a character that joins the previous one (an accent, an
     emoji's modifier). Spaces at a break are dropped; indentation at the start of a line is kept. width() is
-    asked at every feed, so a resized terminal is followed.
+    asked at every feed, so a resized terminal is followed. With keep_whole (messages, fed whole), each span
+    whole_spans finds in the text fed is one word: a command they name is never broken across lines.
     """
 
-    def __init__(self, width: Callable[[], int], *, wide_breaks: bool = True) -> None:
+    def __init__(self, width: Callable[[], int], *, wide_breaks: bool = True, keep_whole: bool = False) -> None:
         self._width = width
         self._wide_breaks = wide_breaks
+        self._keep_whole = keep_whole
         self._column = 0
         self._spaces = ""
         self._word = ""
@@ -67,9 +69,15 @@ class WordWrap:
         """The part of text (and of what was held back) that can be shown now."""
         width = self._width()
         out: list[str] = []
-        for char in text:
+        glued = _spaces_within(text, whole_spans(text)) if self._keep_whole else set()
+        for index, char in enumerate(text):
             joined, self._joined = self._joined or joins_previous(char), char == ZERO_WIDTH_JOINER
-            if joined and not (self._word or self._spaces) and char != "\n":
+            if index in glued and self._folding:
+                out.append(char)
+                self._advance(display_width(char), width)
+            elif index in glued:
+                self._grow(char, width, out)
+            elif joined and not (self._word or self._spaces) and char != "\n":
                 out.append(char)  # onto the character already placed
             elif char == "\n":
                 out.append(self._place(width))
@@ -87,12 +95,16 @@ class WordWrap:
                 self._word, self._word_width = char, 2
                 out.append(self._place(width))
             else:
-                self._word += char
-                self._word_width += display_width(char)
-                if width > 0 and self._word_width > width:
-                    out.append(self._place(width))
-                    self._folding = True
+                self._grow(char, width, out)
         return "".join(out)
+
+    def _grow(self, char: str, width: int, out: list[str]) -> None:
+        """Add char to the word held back; once the word is wider than the line, place it (it then streams)."""
+        self._word += char
+        self._word_width += display_width(char)
+        if width > 0 and self._word_width > width:
+            out.append(self._place(width))
+            self._folding = True
 
     def flush(self) -> str:
         """Everything still held back (at the end of the stream)."""
@@ -124,3 +136,60 @@ class WordWrap:
         for char in self._spaces:
             column += TAB_STOP - column % TAB_STOP if char == "\t" else 1
         return column - self._column
+
+
+COMMANDS = ("run", "chat", "bench", "pull", "fit", "cache", "models", "conversations")  # localgen's commands
+_QUOTES = "'\"`"
+_CLAUSE_ENDS = (", ", "; ", ")", " (", " or ", " and ", "\n")
+
+
+def whole_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) stretches of a message that no line may break inside: a `backticked` command, and one named
+    bare (localgen run "Why?") up to the end of its clause (quoted prose, a name or a system prompt, may break)."""
+    spans: list[tuple[int, int]] = []
+    index = 0
+    while index < len(text):
+        end = (_quoted_end(text, index) if text[index] == "`" else 0) or _command_end(text, index)
+        if end:
+            spans.append((index, end))
+            index = end
+        else:
+            index += 1
+    return spans
+
+
+def _starts_word(text: str, index: int) -> bool:
+    """Whether text[index] begins a word (the text's start, or after a space or an opening bracket)."""
+    return index == 0 or text[index - 1] in " \t([{=`"
+
+
+def _quoted_end(text: str, index: int) -> int:
+    """The end of the quoted span opening at index: past its closing quote, which ends a word (0: none opens)."""
+    quote = text[index]
+    if quote not in _QUOTES or not (quote == "`" or _starts_word(text, index)):
+        return 0
+    close = index
+    while True:
+        close = text.find(quote, close + 1)
+        if close < 0 or "\n" in text[index:close]:
+            return 0
+        if quote == "`" or close + 1 == len(text) or not text[close + 1].isalnum():
+            return close + 1
+
+
+def _command_end(text: str, index: int) -> int:
+    """The end of the localgen command named bare at index (its clause's end: a comma, a bracket, 'or'), or 0."""
+    first, _, rest = text[index:index + 40].partition(" ")
+    if first != "localgen" or not _starts_word(text, index) or rest.split(" ", 1)[0] not in COMMANDS:
+        return 0
+    at = index + len("localgen ")
+    while at < len(text):
+        if text.startswith(_CLAUSE_ENDS, at):
+            return at
+        at = max(at + 1, _quoted_end(text, at))
+    return at
+
+
+def _spaces_within(text: str, spans: list[tuple[int, int]]) -> set[int]:
+    """The positions of the spaces inside spans."""
+    return {i for start, end in spans for i in range(start, end) if text[i] in " \t"}

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+import os
 
+import pexpect
 import pytest
 
 from localgen.console import TextOutput
-from localgen.wordwrap import WordWrap, display_width
+from localgen.wordwrap import WordWrap, display_width, whole_spans
+from tests.conftest import spawn_localgen
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the band plays a long and winding tune.\n\n"
         "    indented code stays indented\nSupercalifragilisticexpialidocious-is-one-very-long-word-indeed ok")
@@ -93,3 +96,42 @@ def test_a_message_shown_at_once_keeps_east_asian_words_whole() -> None:
     message = "no such file: /home/user/ドキュメント/報告書.txt"
     wrap = WordWrap(lambda: 30, wide_breaks=False)
     assert wrap.feed(message) + wrap.flush() == "no such file:\n/home/user/ドキュメント/報告書.txt"  # whole
+
+
+HINTS = [
+    ("localgen: error: No such command 'why is the sky blue'. (hint: to ask the model, use "
+     "`localgen run 'why is the sky blue'`)", "`localgen run 'why is the sky blue'`"),
+    ('localgen: error: nothing to send: the prompt is empty, and so is stdin (hint: check what feeds stdin, or give '
+     'a prompt, e.g. localgen run "Why is the sky blue?")', 'localgen run "Why is the sky blue?")'),
+    ("localgen: error: the model is busy (hint: remove the whole model: localgen models rm smollm2-135m, then pull "
+     "it again)", "localgen models rm smollm2-135m,"),
+]
+
+
+@pytest.mark.parametrize("width", range(40, 131, 5))
+@pytest.mark.parametrize(("message", "command"), HINTS)
+def test_a_message_never_breaks_inside_a_command_it_names(message: str, command: str, width: int) -> None:
+    """A hint's command moves whole to the next line, so it copies whole (prose around it still breaks)."""
+    wrap = WordWrap(lambda: width, wide_breaks=False, keep_whole=True)
+    lines = (wrap.feed(message) + wrap.flush()).splitlines()
+    assert " ".join(lines) == message and all(display_width(line) <= width for line in lines), lines
+    assert any(command in line for line in lines), lines
+
+
+def test_the_spans_kept_whole_are_backticked_or_a_localgen_command() -> None:
+    text = ("the user's file 'my notes.txt' and `cache clear --yes`; e.g. localgen run -n 4 'a, b (c)' \"d, e\", "
+            "or localgen chat or run (pid 4); localgen runs GGUF models")
+    assert [text[a:b] for a, b in whole_spans(text)] == [
+        "`cache clear --yes`", "localgen run -n 4 'a, b (c)' \"d, e\"", "localgen chat"], "quoted prose may break"
+    assert whole_spans("it's `unclosed and don't") == [], "a backtick alone opens nothing"
+
+
+@pytest.mark.parametrize("columns", [100, 110])
+def test_an_error_on_a_terminal_keeps_its_hints_command_on_one_line(columns: int) -> None:
+    child = spawn_localgen("why is the sky blue", env={**os.environ}, encoding="utf-8", timeout=60,
+                           dimensions=(24, columns))
+    child.expect(pexpect.EOF)
+    child.close()
+    lines = child.before.replace("\r\n", "\n").splitlines()
+    assert child.exitstatus == 2 and any("`localgen run 'why is the sky blue'`" in line for line in lines), lines
+    assert all(len(line) <= columns for line in lines), lines
