@@ -49,10 +49,16 @@ def allowed_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may keep busy: those it may run on, fewer where a cgroup quota allows fewer."""
+    allowed = allowed_cpus()
+    return max(1, min(allowed, cgroup_cpus() or allowed))
+
+
 @lru_cache(maxsize=1)
 def physical_cores() -> int:
     """The number of physical CPU cores (not hyper-threads) this process may use."""
-    allowed = allowed_cpus()
+    allowed = usable_cpus()
     cores: set[tuple[str, str]] = set()
     physical_id = ""
     for key, value in _cpuinfo():
@@ -60,7 +66,7 @@ def physical_cores() -> int:
             physical_id = value
         elif key == "core id":
             cores.add((physical_id, value))
-    return max(1, min(len(cores) or allowed, allowed, cgroup_cpus() or allowed))
+    return max(1, min(len(cores) or allowed, allowed))
 
 
 def cgroup_cpus(root: Path = Path("/sys/fs/cgroup")) -> int | None:

@@ -14,11 +14,12 @@ from localgen.errors import HubError, LocalgenError, ModelLoadError, ModelNotFou
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape
 from localgen.events import Event
 from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, replan_gpu_layers, target_context
-from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, probe_hardware
+from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, probe_hardware, usable_cpus
 from localgen.inputs import named_as_typed
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.quant_choice import choose_download, plan_resolved, resolve_downloaded
 from localgen.resolve import ResolvedModel, refreshed, resolve_model, with_unverified_copy
+from localgen.units import counted
 
 if TYPE_CHECKING:
     from localgen.gguf_info import GGUFInfo
@@ -102,6 +103,28 @@ def fit_request(options: ModelOptions, *, default_ctx: int | None = None) -> Fit
                       default_ctx=default_ctx)
 
 
+_threads_warned: set[str] = set()
+
+
+def threads_warning_once(options: ModelOptions) -> str | None:
+    """The first time in this process that --threads or --threads-batch asks for more threads than the CPUs this
+    process may use, a warning that says so (llama.cpp's threads then wait for one another); else None."""
+    cpus = usable_cpus()
+    asked = (("--threads", options.threads), ("--threads-batch", options.threads_batch))
+    over = [(flag, value) for flag, value in asked if value is not None and value > cpus]
+    if not over:
+        return None
+    given = " and ".join(f"{flag} {value}" for flag, value in over)
+    flags = " and ".join(flag for flag, _ in over)
+    message = (f"{given} {'is' if len(over) == 1 else 'are'} more than the {counted(cpus, 'CPU')} this process may "
+               f"use; llama.cpp's threads wait for one another, so this is much slower (leave {flags} out to let "
+               "localgen choose)")
+    if message in _threads_warned:
+        return None
+    _threads_warned.add(message)
+    return message
+
+
 def ignore_note(_: str) -> None:
     """A note nobody reads."""
 
@@ -182,9 +205,9 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     from localgen.gguf_split import validate_split
 
     hw = probe_hardware()
-    warning = cpu_only_warning_once(hw)
-    if warning:
-        note(f"warning: {warning}")
+    for warning in (cpu_only_warning_once(hw), threads_warning_once(options)):
+        if warning:
+            note(f"warning: {warning}")
     freed = hw if held is None else hw.after_freeing(held.private_ram_bytes, held.vram_bytes)
     with named_as_typed(options.model):
         resolved = resolve_fitting(options, freed, note)

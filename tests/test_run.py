@@ -1067,3 +1067,19 @@ def _run_with_stdin_open(*args: str) -> tuple[int, str]:
     finally:
         child.stdin.close()
     return child.returncode, child.stderr.read()
+
+
+def test_more_threads_than_cpus_are_kept_with_one_warning() -> None:
+    """llama.cpp's threads spin waiting for one another: more of them than CPUs decode many times slower."""
+    from localgen.hardware import usable_cpus
+
+    many, cpus = str(usable_cpus() + 1), usable_cpus()
+    result = run_localgen("run", "--threads", many, "-n", "1", *GREEDY, "--json", "hi")
+    assert result.returncode == 0 and json.loads(result.out)["threads_chosen"] == int(many), result.err
+    assert result.err == (f"localgen: warning: --threads {many} is more than the {cpus} CPU{'s' if cpus > 1 else ''} "
+                          f"this process may use; llama.cpp's threads wait for one another, so this is much slower "
+                          "(leave --threads out to let localgen choose)\n"), result.err
+    both = run_localgen("run", "--threads", many, "--threads-batch", many, "-n", "1", *GREEDY, "hi")
+    assert both.err.count("warning") == 1 and f"--threads {many} and --threads-batch {many} are more" in both.err
+    assert run_localgen("run", "--threads", many, "-q", "-n", "1", *GREEDY, "hi").err == "", "-q: errors only"
+    assert run_localgen("run", "--threads", str(cpus), "-n", "1", *GREEDY, "--json", "hi").err == ""
