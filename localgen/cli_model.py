@@ -64,12 +64,16 @@ def read_system_file(file: InputFile, stdin: BinaryIO | None, warnings: list[str
     return system_prompt_text(file.read(stdin, warnings, warn_empty=True, waiting=say_waiting_for))
 
 
-def say_waiting_for(name: str | None, option: str) -> None:
+def say_waiting_for(name: str | None, option: str, *, terminal: bool = False) -> None:
     """Tell a person at a terminal that the command waits for a pipe given with option (name: as messages name it),
-    or for piped stdin (name None), to end: it is read whole before the model is asked."""
+    or for piped stdin (name None), to end: it is read whole before the model is asked; or (terminal) that the file
+    named is a terminal, read until Ctrl-D."""
     from localgen import console
     from localgen.inputs import FILE_OPTION
 
+    if terminal:
+        say_reading_the_terminal(f"the text -f {name} attaches" if option == FILE_OPTION else f"{name} ({option})")
+        return
     if not sys.stderr.isatty():
         return
     if name is not None:
@@ -80,6 +84,13 @@ def say_waiting_for(name: str | None, option: str) -> None:
                     "</dev/null runs without it)")
     else:
         console.say(f"localgen: waiting for stdin to end ({option} - reads it)")
+
+
+def say_reading_the_terminal(what: str) -> None:
+    """Tell the person at the terminal that what is read from it, until Ctrl-D (a silent wait looks hung)."""
+    from localgen import console
+
+    console.say(f"localgen: reading {what} from the terminal; Ctrl-D at the start of a line ends it")
 
 
 def conversation_defaults(model: str | None, ctx_size: int | None,

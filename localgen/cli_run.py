@@ -48,11 +48,11 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
 
 def say_reading_a_terminal(stdin: BinaryIO | None, what: str) -> None:
     """Tell the person at the terminal that a "-" reads what from it, until Ctrl-D (a silent wait looks hung)."""
-    from localgen import console
+    from localgen.cli_model import say_reading_the_terminal
 
     with contextlib.suppress(OSError, ValueError):
         if stdin is not None and stdin.isatty():
-            console.say(f"localgen: reading {what} from the terminal; Ctrl-D at the start of a line ends it")
+            say_reading_the_terminal(what)
 
 
 def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> None:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, NoReturn
+from typing import BinaryIO, NoReturn, Protocol
 
 from localgen.errors import GGUFError, UsageError
 from localgen.input_text import DOCUMENT_HINT, decode_input, refuse_binary
@@ -26,7 +26,13 @@ STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
 FILE_OPTION = "-f/--file"  # the option that attaches files, as messages name it
 TEMPLATE_HINT = "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"
 
-Waiting = Callable[[str | None, str], None]  # told that a read waits on a pipe: its name as typed (None: stdin), option
+
+
+class Waiting(Protocol):
+    """Told that a read waits: on a pipe, or (terminal) on what is typed at a terminal given as a file."""
+
+    def __call__(self, name: str | None, option: str, *, terminal: bool = False) -> None:
+        """name: the file as typed (None: stdin); option: the option that gave it."""
 
 
 def expand_user_path(text: str) -> Path:
@@ -50,13 +56,13 @@ def option_path(text: str, option: str) -> Path:
 
 def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTION,
                     binary_hint: str = DOCUMENT_HINT, waiting: Callable[[], None] | None = None,
-                    shown: str | None = None) -> str:
+                    shown: str | None = None, terminal: Callable[[], None] | None = None) -> str:
     """Read a text file named with option, with clear errors for missing, directory or unreadable paths, naming it
     as shown (the path as typed; else path); waiting is called once when the file is a pipe that keeps quiet for
-    STDIN_QUIET_S seconds (no writer yet, say)."""
+    STDIN_QUIET_S seconds (no writer yet, say), terminal before a terminal (/dev/tty) is read."""
     name = short_path(shown or path)
     try:
-        with _open_noting(path, waiting) as reader:
+        with _open_noting(path, waiting, terminal) as reader:
             data = _bounded_read(reader, name, binary_hint, "send a smaller file")
     except OSError as exc:
         raise _unreadable(name, option, exc) from None
@@ -111,11 +117,14 @@ def _unreadable(name: str, option: str, exc: OSError) -> UsageError:
 
 
 @contextlib.contextmanager
-def _open_noting(path: Path, waiting: Callable[[], None] | None) -> Iterator[BinaryIO | _NotedPipe]:
+def _open_noting(path: Path, waiting: Callable[[], None] | None,
+                 terminal: Callable[[], None] | None = None) -> Iterator[BinaryIO | _NotedPipe]:
     """A reader of path: for a pipe, one that calls waiting once when no writer opens it, or the writer keeps quiet,
-    for STDIN_QUIET_S seconds."""
+    for STDIN_QUIET_S seconds; for a terminal, one that calls terminal first (it waits for what is typed)."""
     if waiting is None or not stat.S_ISFIFO(path.stat().st_mode):
         with path.open("rb") as handle:
+            if terminal is not None and handle.isatty():
+                terminal()
             yield handle
         return
     once = _Once(waiting)
@@ -171,14 +180,15 @@ class InputFile:
     def read(self, stdin: BinaryIO | None, warnings: list[str], *, binary_hint: str = DOCUMENT_HINT,
              warn_empty: bool = False, waiting: Waiting | None = None) -> str:
         """The text of the file (read_file_input), or of stdin (read_stdin_input, even from a terminal); waiting is
-        told when it is a pipe that keeps quiet for STDIN_QUIET_S seconds; with warn_empty, an empty one is warned
-        about."""
+        told when it is a pipe that keeps quiet for STDIN_QUIET_S seconds, or a terminal given by name (/dev/tty);
+        with warn_empty, an empty one is warned about."""
         told = None if waiting is None else lambda: waiting(None if self.path is None else self.name, self.option)
         if self.path is None:
             text = read_stdin_input(stdin, warnings, asked=True, waiting=told) or ""
         else:
+            typed = None if waiting is None else lambda: waiting(self.name, self.option, terminal=True)
             text = read_file_input(self.path, warnings, option=self.option, binary_hint=binary_hint, waiting=told,
-                                   shown=self.typed)
+                                   shown=self.typed, terminal=typed)
         if warn_empty and not text.strip():
             warnings.append(f"{self.name} {emptiness(text)}")
         return text

@@ -212,9 +212,13 @@ def test_chat_takes_its_system_prompt_from_a_file_even_a_slow_pipe(tmp_path: Pat
     (("-",), "the prompt"),
     (("-f", "-", "Summarize it."), "the text -f - attaches"),
     (("--system-file", "-", "hi"), "the system prompt (--system-file -)"),
+    (("-f", "/dev/stdin", "Summarize it."), "the text -f /dev/stdin attaches"),
+    (("-f", "/dev/tty", "Summarize it."), "the text -f /dev/tty attaches"),
+    (("--system-file", "/dev/tty", "hi"), "/dev/tty (--system-file)"),
 ])
 def test_a_dash_reading_a_terminal_says_so_and_how_to_end_it(args: tuple[str, ...], what: str) -> None:
-    """`localgen run -` at a terminal waits for what is typed there: a note says so, where it waited silently."""
+    """`localgen run -` at a terminal waits for what is typed there: a note says so, where it waited silently (and so
+    for a file given by name that is the terminal)."""
     child = spawn_localgen("run", "--print-prompt", *args, env=dict(os.environ), encoding="utf-8", timeout=60,
                            dimensions=(30, 200))
     child.expect_exact(f"localgen: reading {what} from the terminal; Ctrl-D at the start of a line ends it")
