@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -30,10 +31,12 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
     engine = loaded.engine
     completion: Finished | None = None
     late: LocalgenError | None = None
-    pipe_closed = False
+    pipe_closed = texted = False
+    status = PrefillStatus(sys.stderr)
     with StopOnSignal(engine.request_stop, reset=engine.clear_stop) as signals:  # prompt preparation included
         try:
-            for event in without_prefill_progress(start(), PrefillStatus(sys.stderr)):
+            for event in without_prefill_progress(start(), status):
+                texted = texted or isinstance(event, TextChunk)
                 if isinstance(event, TextChunk) and output is not None and not pipe_closed:
                     try:
                         output.write(event.text)
@@ -52,6 +55,9 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
         silence_stdout()
         raise typer.Exit(EXIT_BROKEN_PIPE)
     assert completion is not None
+    line_ended = (output is not None and output.ends_a_terminal_line) or (status.erased and not texted)
+    if signals.signal == signal.SIGINT and not line_ended:  # the progress line erased, or the answer's newline
+        console.end_interrupted_line()
     return completion, signals.exit_code, late
 
 

@@ -52,6 +52,12 @@ class TextOutput:
         self._pending_newlines = text[len(body):]
         self._wrote_any = True
 
+    @property
+    def ends_a_terminal_line(self) -> bool:
+        """Whether finish() ends a line on a terminal: text was shown there (a ^C echoed after it is followed by
+        the newline)."""
+        return self._terminal and self._wrote_any
+
     def finish(self) -> None:
         """End the output with one newline (none when nothing was written)."""
         if self._wrote_any:
@@ -99,8 +105,9 @@ def word_wrap_for(stream: TextIO) -> WordWrap | None:
 class PrefillStatus:
     """A transient line on a terminal while a long prompt is read ("reading the prompt: 1,024/2,676 tokens").
 
-    It appears only once a first chunk is done and more remain (short prompts show nothing), and is erased
-    before the answer's first text. Pipes and files get nothing.
+    It appears while some of the prompt is still to be read (runner.generate says 0/N at once for a prompt of
+    several chunks; one chunk shows nothing), and is erased before the answer's first text (erased: it has been).
+    Pipes and files get nothing.
     """
 
     def __init__(self, stream: TextIO) -> None:
@@ -109,6 +116,7 @@ class PrefillStatus:
         self._style = ("", "") if os.environ.get("NO_COLOR") else ("\x1b[2m", "\x1b[0m")
         self._width = terminal_width(stream)
         self._shown = False
+        self.erased = False
 
     def update(self, progress: PrefillProgress) -> None:
         """Show how far prefill has come (or erase the line once it is done)."""
@@ -130,6 +138,7 @@ class PrefillStatus:
         if self._shown:
             self._write("\r\x1b[2K")
             self._shown = False
+            self.erased = True
 
     def _write(self, text: str) -> None:
         """Write to the terminal; a status line that cannot be written is not worth an error."""
@@ -153,6 +162,13 @@ def without_prefill_progress(events: Iterable[Event], status: PrefillStatus) -> 
                 yield event
     finally:
         status.clear()
+
+
+def end_interrupted_line() -> None:
+    """After a Ctrl-C that nothing followed on the terminal: end the line its ^C echo is on, so that the shell's
+    prompt starts a line of its own (not on a pipe or a file, which saw no ^C)."""
+    if _is_terminal(sys.stderr):
+        say("")
 
 
 def write_out(stream: TextIO, text: str) -> None:

@@ -684,6 +684,7 @@ def test_a_long_prompt_shows_progress_on_a_terminal_then_erases_it(tmp_path: Pat
     raw = child.read()
     child.close()
     assert child.exitstatus == 0, raw
+    assert re.search(r"reading the prompt: 0/[\d,]+ tokens \(0%\)", raw), "shown at once, not after a first chunk"
     assert re.search(r"reading the prompt: 64/[\d,]+ tokens \(\d+%\)", raw), raw
     screen = pyte.Screen(100, 24)
     pyte.Stream(screen).feed(raw)
@@ -1083,3 +1084,21 @@ def test_more_threads_than_cpus_are_kept_with_one_warning() -> None:
     assert both.err.count("warning") == 1 and f"--threads {many} and --threads-batch {many} are more" in both.err
     assert run_localgen("run", "--threads", many, "-q", "-n", "1", *GREEDY, "hi").err == "", "-q: errors only"
     assert run_localgen("run", "--threads", str(cpus), "-n", "1", *GREEDY, "--json", "hi").err == ""
+
+
+def test_a_ctrl_c_that_nothing_follows_on_the_terminal_ends_its_line(tmp_path: Path) -> None:
+    """The answer goes to a file: the terminal shows the ^C alone, and the shell's prompt must not follow it on its
+    line (as a Ctrl-C while the prompt is read in one chunk, or while the model loads)."""
+    import pexpect
+
+    out = tmp_path / "answer.txt"
+    run = f"{sys.executable} -m localgen run -n 2000 --temperature 0 'Count from 1 to 1000.' > {out}"
+    child = pexpect.spawn("bash", ["-c", run], cwd=str(REPO_ROOT), timeout=60, encoding="utf-8")
+    deadline = time.monotonic() + 50
+    while not (out.exists() and out.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child.sendintr()
+    shown = child.read()
+    child.close()
+    assert child.exitstatus == 130 and out.read_text().endswith("\n"), shown
+    assert shown == "^C\r\n", "the ^C echo's line is ended"
