@@ -14,6 +14,7 @@ from localgen.cli_options import from_command_line
 if TYPE_CHECKING:
 
     from localgen.conversation import Conversation
+    from localgen.input_text import TextBound
     from localgen.inputs import InputFile
     from localgen.runner import LoadedModel, ModelOptions
 
@@ -26,7 +27,8 @@ def read_texts(system: str | None, stop: list[str] | None, warnings: list[str]) 
     holding a typed escape."""
     import re
 
-    from localgen.inputs import argument_text, file_name_warning, names_a_file
+    from localgen.input_text import argument_text
+    from localgen.inputs import file_name_warning, names_a_file
     from localgen.stopping import typed_escape_warnings
 
     if system and names_a_file(system):
@@ -127,12 +129,21 @@ def load_for(ctx: typer.Context, options: ModelOptions, conversation: Conversati
         return load_model(options, note=say_note)
 
 
-def preflight_for(ctx: typer.Context, options: ModelOptions, conversation: Conversation | None) -> None:
-    """runner.preflight, its errors worded as load_for's."""
+def preflight_for(ctx: typer.Context, options: ModelOptions, conversation: Conversation | None) -> TextBound | None:
+    """runner.preflight, its errors worded as load_for's (its bound's too)."""
+    from dataclasses import replace
+
     from localgen.runner import preflight
 
     with _named_as_the_conversations(ctx, conversation):
-        preflight(options)
+        bound = preflight(options)
+
+    def refuse(size: int) -> None:
+        assert bound is not None
+        with _named_as_the_conversations(ctx, conversation):
+            bound.refuse(size)
+
+    return None if bound is None else replace(bound, refuse=refuse)
 
 
 @contextmanager

@@ -13,16 +13,17 @@ from localgen.errors import UsageError
 if TYPE_CHECKING:
     from localgen.chat import Message
     from localgen.events import Event, Finished
+    from localgen.input_text import TextBound
     from localgen.inputs import InputFile
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import LoadedModel
 
 
 def gather_attachments(prompt: str | None, files: list[InputFile], stdin: BinaryIO | None, *, stdin_asked: bool,
-                       model_given: str | None, warnings: list[str]) -> list[str]:
+                       model_given: str | None, warnings: list[str], bound: TextBound | None = None) -> list[str]:
     """The attachments of the message, -f files and piped stdin (none from stdin None: --system-file - read it);
     their warnings are said here. A prompt that names a model (`ollama run NAME`) with no -m given (model_given), or
-    a message with nothing in it, is refused."""
+    a message with nothing in it, is refused; so is one too long for the model, as its size shows it (bound)."""
     from localgen import console
     from localgen.cli_model import say_waiting_for
     from localgen.config import settings
@@ -31,7 +32,8 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
 
     if stdin_asked or any(file.path is None for file in files):
         say_reading_a_terminal(stdin, "the prompt" if stdin_asked else "the text -f - attaches")
-    attachments = read_attachments(files, stdin, warnings, stdin_asked=stdin_asked, waiting=say_waiting_for)
+    attachments = read_attachments(files, stdin, warnings, stdin_asked=stdin_asked, waiting=say_waiting_for,
+                                   bound=bound)
     names = [file.name for file in files] + ["stdin"] * (len(attachments) - len(files))  # piped stdin comes last
     attachments = once_each(attachments, names, warnings)
     console.warn_each(warnings)

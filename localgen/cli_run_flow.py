@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from localgen.conversation import Conversation
     from localgen.events import Finished
     from localgen.grammar import ConstraintSource
+    from localgen.input_text import TextBound
     from localgen.inputs import InputFile
     from localgen.last_run import Continued
     from localgen.params import GenerationLimits, SamplingParams
@@ -72,6 +73,7 @@ class CheckedRun:
     options: ModelOptions
     stdin: BinaryIO | None
     warnings: list[str] = field(default_factory=list)
+    bound: TextBound | None = None  # the prompt's text that the model's context cannot hold (runner.preflight)
 
     @property
     def conversation(self) -> Conversation | None:
@@ -142,7 +144,8 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen.cli_options import sampling_from
     from localgen.cli_run import refuse_emptied_by_stdout
     from localgen.grammar import constraint_source
-    from localgen.inputs import STDIN_NAME, argument_text, attachment_files, chat_template_file, reads_a_pipe
+    from localgen.input_text import argument_text
+    from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, reads_a_pipe
     from localgen.params import GenerationLimits, token_budget
     from localgen.resolve import check_reference
     from localgen.run_conversation import check_continuation, open_conversation
@@ -189,11 +192,12 @@ def check_run(request: RunRequest) -> CheckedRun:
     stdin = sys.stdin.buffer if sys.stdin else None
     named = [*files, *(f for f in (system_input, template_file, constraint and constraint.file) if f is not None)]
     refuse_emptied_by_stdout(named, stdin)
-    if reads_a_pipe(named, stdin):  # what loading would refuse is refused before a pipe is waited for too
-        preflight_for(ctx, options, conversation)
+    # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as
+    # soon as its size shows it
+    bound = preflight_for(ctx, options, conversation) if reads_a_pipe(named, stdin) else None
     return CheckedRun(prompt=prompt, stdin_asked=stdin_asked, system=system, sampling=sampling, limits=limits,
                       files=files, system_input=system_input, constraint=constraint, template_file=template_file,
-                      continued=continued, options=options, stdin=stdin, warnings=warnings)
+                      continued=continued, options=options, stdin=stdin, warnings=warnings, bound=bound)
 
 
 def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
@@ -217,8 +221,9 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     template = read_chat_template(checked.template_file, waiting=say_waiting_for)
     check_given_template(replace(checked.options, chat_template=template))
     console.warn_each(warnings)
+    bound = checked.bound and checked.bound.beside(checked.prompt, system)
     attachments = gather_attachments(checked.prompt, checked.files, stdin, stdin_asked=checked.stdin_asked,
-                                     model_given=request.model, warnings=warnings)
+                                     model_given=request.model, warnings=warnings, bound=bound)
     prompt_bytes = text_bytes(*attachments, checked.prompt, system)
     conversation = checked.conversation  # the context is sized for the whole prompt, its earlier exchanges too
     texts = (*attachments, checked.prompt, system, *(() if conversation is None else conversation.texts()))

@@ -140,6 +140,17 @@ def prompt_floor(prompt_bytes: int) -> int:
     return fewest_tokens(prompt_bytes) + 1 if prompt_bytes > 0 else 0
 
 
+def refused_bytes(n_ctx: int) -> int:
+    """UTF-8 bytes of prompt text that take more tokens than a context of n_ctx holds, however they tokenize
+    (fewest_tokens past n_ctx): a read may stop there, the text refused."""
+    return (n_ctx + 1) * MAX_BYTES_PER_TOKEN
+
+
+def prompt_limit(shape: ModelShape, request: FitRequest) -> int:
+    """The context a prompt's floor is checked against (target_context): the one asked for, else the model's own."""
+    return request.ctx_size if request.ctx_size is not None else shape.context_length or DEFAULT_CONTEXT_CAP
+
+
 def target_context(shape: ModelShape, request: FitRequest) -> int:
     """The context to aim for: asked (within what the model was trained for), else the trained context capped by
     the registry and the default cap."""
@@ -147,9 +158,9 @@ def target_context(shape: ModelShape, request: FitRequest) -> int:
     if request.ctx_size is not None:
         if shape.context_length and request.ctx_size > shape.context_length:
             raise ContextSizeError(request.ctx_size, shape.context_length)
-        _check_prompt_can_fit(request.floor_ctx, request.ctx_size, asked=True, most=shape.context_length)
+        _check_prompt_can_fit(request.floor_ctx, prompt_limit(shape, request), asked=True, most=shape.context_length)
         return request.ctx_size
-    _check_prompt_can_fit(request.floor_ctx, trained, asked=False)
+    _check_prompt_can_fit(request.floor_ctx, prompt_limit(shape, request), asked=False)
     target = min(c for c in (trained, request.default_ctx, DEFAULT_CONTEXT_CAP) if c)
     if request.min_ctx > target:
         target = min(padded_context(request.min_ctx), trained)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
 from localgen.errors import UsageError
 
 BOM = "\ufeff"  # a byte-order mark, which some editors put at the start of a UTF-8 file
@@ -24,6 +27,15 @@ def decode_input(data: bytes, source: str, warnings: list[str], *, binary_hint: 
     return text.removeprefix(BOM)
 
 
+def argument_text(value: str, source: str, warnings: list[str]) -> str:
+    """A command-line argument as text: bytes that were not UTF-8 become U+FFFD, with a warning."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # Python keeps undecodable argv bytes as lone surrogates
+        return decode_input(value.encode("utf-8", "surrogateescape"), source, warnings)
+    return value
+
+
 _WIDE_MARKS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"), (b"\xff\xfe", "utf-16"),
                (b"\xfe\xff", "utf-16"))  # UTF-32's marks first: UTF-16 LE's is the start of one
 
@@ -37,3 +49,27 @@ def refuse_binary(data: bytes, source: str, hint: str) -> None:
 def wide_encoding(data: bytes) -> str | None:
     """"utf-16" or "utf-32" when data starts with its byte-order mark (which no UTF-8 text does), else None."""
     return next((encoding for mark, encoding in _WIDE_MARKS if data.startswith(mark)), None)
+
+
+@dataclass(frozen=True)
+class TextBound:
+    """How much text a read may gather: text of refused_at UTF-8 bytes or more, counted with what came before it
+    (counted), cannot be used, and refuse(bytes) raises the error that says so, before the rest is read."""
+
+    refused_at: int
+    refuse: Callable[[int], object]
+    counted: int = 0
+
+    def beside(self, *texts: str | None) -> TextBound:
+        """The bound for what is read next, texts counted with what came before."""
+        return replace(self, counted=self.counted + sum(len(text.encode()) for text in texts if text))
+
+    def check(self, data: bytes) -> int:
+        """Refuse data whose text certainly reaches the bound (its bytes as decode_input's text would count them, a
+        character cut at the end left out); else the size of data at which to check again (as large again)."""
+        if len(data) + self.counted >= self.refused_at:
+            text = data.decode(wide_encoding(data) or "utf-8", errors="ignore").removeprefix(BOM)
+            size = len(text.encode()) + self.counted
+            if size >= self.refused_at:
+                self.refuse(size)
+        return max(2 * len(data), self.refused_at - self.counted)

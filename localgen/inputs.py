@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import BinaryIO, NoReturn, Protocol
 
 from localgen.errors import GGUFError, UsageError
-from localgen.input_text import DOCUMENT_HINT, decode_input, refuse_binary
+from localgen.input_text import DOCUMENT_HINT, TextBound, decode_input, refuse_binary
 from localgen.other_tools import check_template_name
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
@@ -56,14 +56,16 @@ def option_path(text: str, option: str) -> Path:
 
 def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTION,
                     binary_hint: str = DOCUMENT_HINT, waiting: Callable[[], None] | None = None,
-                    shown: str | None = None, terminal: Callable[[], None] | None = None) -> str:
+                    shown: str | None = None, terminal: Callable[[], None] | None = None,
+                    bound: TextBound | None = None) -> str:
     """Read a text file named with option, with clear errors for missing, directory or unreadable paths, naming it
     as shown (the path as typed; else path); waiting is called once when the file is a pipe that keeps quiet for
-    STDIN_QUIET_S seconds (no writer yet, say), terminal before a terminal (/dev/tty) is read."""
+    STDIN_QUIET_S seconds (no writer yet, say), terminal before a terminal (/dev/tty) is read; bound stops the
+    read of a text too long for its use (_bounded_read)."""
     name = short_path(shown or path)
     try:
         with _open_noting(path, waiting, terminal) as reader:
-            data = _bounded_read(reader, name, binary_hint, "send a smaller file")
+            data = _bounded_read(reader, name, binary_hint, "send a smaller file", bound)
     except OSError as exc:
         raise _unreadable(name, option, exc) from None
     return decode_input(data, name, warnings, binary_hint=binary_hint)
@@ -178,17 +180,17 @@ class InputFile:
         return "stdin" if self.path is None else short_path(self.typed or self.path)
 
     def read(self, stdin: BinaryIO | None, warnings: list[str], *, binary_hint: str = DOCUMENT_HINT,
-             warn_empty: bool = False, waiting: Waiting | None = None) -> str:
+             warn_empty: bool = False, waiting: Waiting | None = None, bound: TextBound | None = None) -> str:
         """The text of the file (read_file_input), or of stdin (read_stdin_input, even from a terminal); waiting is
         told when it is a pipe that keeps quiet for STDIN_QUIET_S seconds, or a terminal given by name (/dev/tty);
-        with warn_empty, an empty one is warned about."""
+        with warn_empty, an empty one is warned about; bound stops the read of a text too long for its use."""
         told = None if waiting is None else lambda: waiting(None if self.path is None else self.name, self.option)
         if self.path is None:
-            text = read_stdin_input(stdin, warnings, asked=True, waiting=told) or ""
+            text = read_stdin_input(stdin, warnings, asked=True, waiting=told, bound=bound) or ""
         else:
             typed = None if waiting is None else lambda: waiting(self.name, self.option, terminal=True)
             text = read_file_input(self.path, warnings, option=self.option, binary_hint=binary_hint, waiting=told,
-                                   shown=self.typed, terminal=typed)
+                                   shown=self.typed, terminal=typed, bound=bound)
         if warn_empty and not text.strip():
             warnings.append(f"{self.name} {emptiness(text)}")
         return text
@@ -273,10 +275,11 @@ def short_path(path: Path | str) -> str:
 
 
 def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: bool = False,
-                     waiting: Callable[[], None] | None = None) -> str | None:
+                     waiting: Callable[[], None] | None = None, bound: TextBound | None = None) -> str | None:
     """Piped stdin as text, or None when stdin is a terminal (unless asked for with "-") or absent.
 
-    waiting is called when a pipe has sent nothing for a while (`sleep 60 | localgen run ...` would look hung).
+    waiting is called when a pipe has sent nothing for a while (`sleep 60 | localgen run ...` would look hung);
+    bound stops the read of a text too long for its use (_bounded_read).
     """
     if stream is None and asked:
         raise UsageError("stdin is closed, so '-' has nothing to read", hint="pipe text in, or drop the '-'")
@@ -284,7 +287,7 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
         return None
     source = stream if waiting is None or stream.isatty() else _NotedPipe.of(stream, waiting)
     try:
-        data = _bounded_read(source, "stdin", DOCUMENT_HINT, "send less text")
+        data = _bounded_read(source, "stdin", DOCUMENT_HINT, "send less text", bound)
     except OSError as exc:  # a stdin opened for writing only (0>FILE), say
         raise UsageError(f"cannot read stdin: {exc.strerror or exc}",
                          hint="pipe text in, or give the prompt alone with </dev/null") from None
@@ -327,12 +330,24 @@ class _NotedPipe:
         return b"".join(parts)
 
 
-def _bounded_read(stream: BinaryIO | _NotedPipe, source: str, binary_hint: str, smaller_hint: str) -> bytes:
+def _bounded_read(stream: BinaryIO | _NotedPipe, source: str, binary_hint: str, smaller_hint: str,
+                  bound: TextBound | None = None) -> bytes:
     """All of stream, refused when larger than MAX_INPUT_BYTES (read to one byte more) or binary: binary data is
-    told from its first block, not after reading the whole bound (/dev/urandom)."""
-    first = stream.read(BINARY_SNIFF_BYTES)
-    refuse_binary(first, source, binary_hint)
-    data = first + (stream.read(MAX_INPUT_BYTES + 1 - len(first)) if len(first) == BINARY_SNIFF_BYTES else b"")
+    told from its first block, not after reading the whole bound (/dev/urandom); with bound, also once its text
+    is certainly too long for where it goes (`yes |`), as soon as that many bytes are read."""
+    data = stream.read(BINARY_SNIFF_BYTES)
+    refuse_binary(data, source, binary_hint)
+    parts, size = [data], len(data)
+    check_at = MAX_INPUT_BYTES + 1 if bound is None else bound.check(data)
+    while BINARY_SNIFF_BYTES <= size <= MAX_INPUT_BYTES:  # a shorter first block was all there was
+        wanted = min(check_at, MAX_INPUT_BYTES + 1) - size
+        parts.append(stream.read(wanted))
+        size += len(parts[-1])
+        if len(parts[-1]) < wanted:  # the end of the stream
+            break
+        if bound is not None and size >= check_at:
+            check_at = bound.check(b"".join(parts))
+    data = b"".join(parts)  # no copy of a single part
     if len(data) > MAX_INPUT_BYTES:
         raise UsageError(f"{source} is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint=smaller_hint)
     return data
@@ -368,30 +383,26 @@ def reads_a_pipe(files: Iterable[InputFile], stdin: BinaryIO | None) -> bool:
 
 
 def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warnings: list[str], *,
-                     stdin_asked: bool = False, waiting: Waiting | None = None) -> list[str]:
+                     stdin_asked: bool = False, waiting: Waiting | None = None,
+                     bound: TextBound | None = None) -> list[str]:
     """The texts of the -f files, stdin's where the first "-" stands among them, else last.
 
     Stdin is read when it is piped, or asked for (a "-" among the files, or stdin_asked: a prompt of "-"), then even
-    from a terminal. The named files are read first, so that a bad one is refused before stdin is waited for.
+    from a terminal. The named files are read first, so that a bad one is refused before stdin is waited for. bound
+    refuses their texts together as they are read, once they are certainly too long for the model.
     """
     stdin_at = next((index for index, file in enumerate(files) if file.path is None), None)
-    texts = [file.read(stdin, warnings, warn_empty=True, waiting=waiting) for file in files if file.path is not None]
+    texts: list[str] = []
+    for file in (file for file in files if file.path is not None):
+        texts.append(file.read(stdin, warnings, warn_empty=True, waiting=waiting, bound=bound and bound.beside(*texts)))
     told = None if waiting is None else lambda: waiting(None, FILE_OPTION)
-    piped = read_stdin_input(stdin, warnings, asked=stdin_asked or stdin_at is not None, waiting=told)
+    piped = read_stdin_input(stdin, warnings, asked=stdin_asked or stdin_at is not None, waiting=told,
+                             bound=bound and bound.beside(*texts))
     if piped is not None and stdin_at is not None and not piped.strip():  # -f - attaches it, as a file: warned alike
         warnings.append(f"stdin (-f -) {emptiness(piped)}")
     if piped is not None:
         texts.insert(len(texts) if stdin_at is None else stdin_at, piped)
     return texts
-
-
-def argument_text(value: str, source: str, warnings: list[str]) -> str:
-    """A command-line argument as text: bytes that were not UTF-8 become U+FFFD, with a warning."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # Python keeps undecodable argv bytes as lone surrogates
-        return decode_input(value.encode("utf-8", "surrogateescape"), source, warnings)
-    return value
 
 
 def chat_template_file(name: str | None) -> InputFile | None:

@@ -20,7 +20,7 @@ from localgen.chat_commands_conversation import conversation_summary
 from localgen.chat_commands_settings import say_stats
 from localgen.errors import LocalgenError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
-from localgen.inputs import argument_text
+from localgen.input_text import argument_text
 from localgen.prefill_ahead import PrefillWhileTyping
 from localgen.repl_input import (
     PROMPT,

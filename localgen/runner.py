@@ -13,8 +13,18 @@ from localgen.engine import Engine
 from localgen.errors import HubError, LocalgenError, ModelLoadError, ModelNotFoundError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape
 from localgen.events import Event, PrefillProgress
-from localgen.fit import FitRequest, LoadPlan, fewer_gpu_layers, replan_gpu_layers, target_context
+from localgen.fit import (
+    FitRequest,
+    LoadPlan,
+    fewer_gpu_layers,
+    prompt_floor,
+    prompt_limit,
+    refused_bytes,
+    replan_gpu_layers,
+    target_context,
+)
 from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, probe_hardware, usable_cpus
+from localgen.input_text import TextBound
 from localgen.inputs import named_as_typed
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.quant_choice import choose_download, plan_resolved, resolve_downloaded
@@ -263,10 +273,11 @@ def check_given_template(options: ModelOptions) -> None:
         check_template(options.chat_template, model_name=name, hint=hint)
 
 
-def preflight(options: ModelOptions) -> None:
+def preflight(options: ModelOptions) -> TextBound | None:
     """Refuse now what loading would refuse without a download or the input: a model file that is not there, a
     model that is neither here nor to be had offline, a file that is no GGUF (or a broken split), a --ctx-size
-    beyond the model's maximum. A run or a chat calls it before it waits for a pipe to end."""
+    beyond the model's maximum. A run or a chat calls it before it waits for a pipe to end. Returns the bound on
+    the prompt's text that loading would refuse (by its size: fit.prompt_floor), where the model is here."""
     from localgen.gguf_split import validate_split
     from localgen.hub import is_offline
     from localgen.resolve import check_reference
@@ -279,10 +290,13 @@ def preflight(options: ModelOptions) -> None:
     except ModelNotFoundError:
         if options.offline or is_offline():
             raise
-        return  # checked once it is downloaded, after the input is read
+        return None  # checked once it is downloaded, after the input is read
     with named_as_typed(options.model):
         header, _ = validate_split(resolved.path)
-    target_context(header_shape(header, resolved.path), fit_request(options, default_ctx=resolved.context))
+    shape, request = header_shape(header, resolved.path), fit_request(options, default_ctx=resolved.context)
+    target_context(shape, request)
+    return TextBound(refused_bytes(prompt_limit(shape, request)),
+                     lambda size: target_context(shape, replace(request, floor_ctx=prompt_floor(size))))
 
 
 def prompt_tokens(loaded: LoadedModel, messages: Sequence[Message]) -> list[int]:

@@ -1102,3 +1102,45 @@ def test_a_ctrl_c_that_nothing_follows_on_the_terminal_ends_its_line(tmp_path: P
     child.close()
     assert child.exitstatus == 130 and out.read_text().endswith("\n"), shown
     assert shown == "^C\r\n", "the ^C echo's line is ended"
+
+
+def test_a_pipe_too_long_for_the_model_is_refused_once_its_size_shows_it(tmp_path: Path) -> None:
+    """`yes | localgen run x` was read to 256 MiB before it was refused; a text that takes more tokens than the
+    model's context however it tokenizes is refused as soon as that much of it is read."""
+    import pexpect
+
+    too_long = ("localgen: error: the prompt is too long for the model's maximum of 8,192 tokens: it takes at least "
+                "8,193 tokens")
+    for command in (f"yes | {sys.executable} -m localgen run -n 1 x",
+                    f"{sys.executable} -m localgen run -n 1 -f <(yes) x"):
+        shown = pexpect.run(f"bash -c {json.dumps(command)}", cwd=str(REPO_ROOT), timeout=60, encoding="utf-8",
+                            env={**os.environ})
+        assert " ".join(shown.split()).startswith(too_long), shown
+    fits = run_localgen("run", "--print-prompt", "--json", "x", stdin=b"-" * 120_000)  # read past its first block
+    assert fits.returncode == 0 and json.loads(fits.out)["prompt"].count("-") == 120_000, fits.err
+
+
+def test_a_size_bound_stops_a_read_only_where_its_text_is_certainly_too_long() -> None:
+    """UTF-16 or UTF-32 text takes more bytes to send than its text counts: it is counted decoded."""
+    import io
+
+    from localgen import inputs
+    from localgen.input_text import TextBound
+
+    def refuse(size: int) -> None:
+        raise UsageError(f"{size} bytes")
+
+    bound = TextBound(100_000, refuse)
+    stream = io.BytesIO(b"word " * 2_000_000)
+    with pytest.raises(UsageError, match=r"^131072 bytes$"):  # the first check past the bound
+        inputs._bounded_read(stream, "stdin", "", "", bound)
+    assert stream.tell() == 131_072, "the other 9.9 MB were left unread"
+    with pytest.raises(UsageError, match=r"^100000 bytes$"):
+        inputs._bounded_read(io.BytesIO(b"x" * 100_000), "stdin", "", "", bound.beside("y" * 34_464))
+    wide = ("word " * 20_000).encode("utf-32")  # 400,004 bytes sent, 100,000 of text
+    assert inputs._bounded_read(io.BytesIO(wide), "stdin", "", "", bound.beside("y")) == wide, "read whole: the check" \
+        " of the whole prompt, once it is read, refuses it"
+    stream = io.BytesIO(wide * 4)
+    with pytest.raises(UsageError, match=r"^1\d{5} bytes$"):
+        inputs._bounded_read(stream, "stdin", "", "", bound)
+    assert stream.tell() < len(wide * 4), "refused once the text decoded so far reached the bound"
