@@ -71,7 +71,7 @@ class Repl:
         self._prefill_status: console.PrefillStatus | None = None  # the long prompt's progress line, if any
         self._prompt = PromptSession(
             history=self._history,
-            completer=SlashCompleter() if self._escapes else None,
+            completer=SlashCompleter(self._offline) if self._escapes else None,
             complete_while_typing=False,
             key_bindings=key_bindings(self._paste),
             bottom_toolbar=self._toolbar,
@@ -83,6 +83,12 @@ class Repl:
         )
         self._ahead = PrefillWhileTyping(session.prefill_ahead) if prefill_while_typing else None
         self._prompt.default_buffer.on_text_changed += self._text_changed
+
+    def _offline(self) -> bool:
+        """Whether the network is off for this chat (chat --offline, LOCALGEN_OFFLINE=1, HF_HUB_OFFLINE=1)."""
+        from localgen.hub import is_offline
+
+        return bool(self.session.options.offline) or is_offline()
 
     def _toolbar(self) -> str:
         """Model, context used by the conversation / size, attached files, last decode speed; on a narrow terminal,

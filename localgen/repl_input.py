@@ -8,7 +8,7 @@ import re
 import shlex
 import stat
 import textwrap
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,11 +185,15 @@ ARGUMENT_WORDS = {"/help": ("shortcuts",), "/show": SHOW_PARTS, "/stats": ("on",
 
 class SlashCompleter(Completer):
     """Completes slash command names, file paths after /file, setting names after /set, saved conversations after
-    /load, registry names or paths after /model, and the words of /show, /stats, /thinking and /markdown."""
+    /load, model names or paths after /model, and the words of /show, /stats, /thinking and /markdown.
 
-    def __init__(self) -> None:
+    After /model: the downloaded models and, unless offline() (where only they can load), the registry's others,
+    the downloaded ones marked so.
+    """
+
+    def __init__(self, offline: Callable[[], bool] = lambda: settings().offline) -> None:
         self._paths = PathCompleter(expanduser=True)
-        self._model_names: list[str] | None = None  # read from the registry at the first Tab after /model
+        self._offline = offline
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
         """Command names after a leading slash; then what the command takes."""
@@ -201,7 +205,10 @@ class SlashCompleter(Completer):
         elif text.startswith("/load ") and " " not in text[len("/load "):]:
             yield from _words(_saved_names(), text[len("/load "):])
         elif text.startswith("/model ") and " " not in text[len("/model "):]:
-            yield from _words(self._models(), text[len("/model "):])
+            offline, models = self._offline(), _models()
+            meta = {} if offline else {name: "downloaded" for name, downloaded in models if downloaded}
+            yield from _words([name for name, downloaded in models if downloaded or not offline],
+                              text[len("/model "):], meta=meta)
         elif text.startswith("/set ") and " " not in text[len("/set "):]:
             typed = text[len("/set "):]  # a setting's name, or its option name (--top-p completes to top_p)
             yield from _words((*SETTING_NAMES, "stop"), typed, typed.lstrip("-").replace("-", "_"))
@@ -211,14 +218,17 @@ class SlashCompleter(Completer):
         elif text.startswith("/") and " " not in text:
             yield from _words(COMMANDS, text)
 
-    def _models(self) -> list[str]:
-        """The registry's model names (a broken models.toml completes nothing: /model says what is wrong)."""
-        if self._model_names is None:
-            try:
-                self._model_names = sorted(load_registry(settings().user_registry).models)
-            except LocalgenError:
-                self._model_names = []
-        return self._model_names
+
+
+def _models() -> list[tuple[str, bool]]:
+    """The models `models list --all` lists, by name, and whether each is downloaded (a broken models.toml completes
+    nothing: /model says what is wrong)."""
+    from localgen.catalog import list_all_models
+
+    try:
+        return sorted((row.name, row.downloaded) for row in list_all_models(load_registry(settings().user_registry)))
+    except LocalgenError:
+        return []
 
 
 def _saved_names() -> list[str]:
@@ -229,13 +239,14 @@ def _saved_names() -> list[str]:
         return []
 
 
-def _words(words: Iterable[str], typed: str, key: str | None = None) -> Iterator[Completion]:
+def _words(words: Iterable[str], typed: str, key: str | None = None, *,
+           meta: Mapping[str, str] | None = None) -> Iterator[Completion]:
     """The words that start with what was typed (or with key, its normal form), each replacing it, with the space
-    that follows it."""
+    that follows it (and its meta, shown beside it in the menu)."""
     prefix = (typed if key is None else key).lower()
     for word in words:
         if word.startswith(prefix):
-            yield Completion(f"{word} ", start_position=-len(typed), display=word)
+            yield Completion(f"{word} ", start_position=-len(typed), display=word, display_meta=(meta or {}).get(word))
 
 
 class PasteMark:

@@ -1504,3 +1504,33 @@ def test_tab_completes_a_saved_conversation_after_load_and_a_path_after_file(hom
     assert state["name"] == "zebra-notes" and len(state["turns"]) == 2, "the completed name was loaded"
     assert state["turns"][1]["user"] == "Quokkas live on Rottnest Island.\n\nWhere do they live?"
     assert chat.quit() == 0
+
+
+def test_tab_after_model_offers_only_downloaded_models_offline(home: Path) -> None:
+    """Offline, a registry model that is not downloaded cannot load: /model's Tab leaves it out (online it is
+    offered, and the downloaded ones are marked so)."""
+    chat = Chat(home, "--offline", "--temperature", "0", "--no-markdown", "-n", "5")
+    chat.child.send("/model ")
+    chat.child.send("\t")
+    chat.child.expect_exact("smollm2-135m")  # the one model here: Tab writes it whole
+    chat.child.send("\r")
+    chat.expect_words("now using smollm2-135m")
+    chat.sync()
+    assert "gemma3" not in chat.transcript.getvalue() and "deepseek" not in chat.transcript.getvalue()
+    assert chat.quit() == 0
+
+
+def test_model_completion_marks_downloaded_models_online_and_offers_only_them_offline(home: Path) -> None:
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from localgen.repl_input import SlashCompleter
+
+    def complete(offline: bool, text: str = "/model ") -> dict[str, str]:
+        found = SlashCompleter(lambda: offline).get_completions(Document(text), CompleteEvent())
+        return {c.text: c.display_meta_text for c in found}
+
+    assert complete(True) == {"smollm2-135m ": ""}
+    online = complete(False)
+    assert online["smollm2-135m "] == "downloaded" and online["gemma3-4b "] == "" and "deepseek-r1-7b " in online
+    assert complete(True, "/model gem") == {} and complete(False, "/model gem").keys() == {"gemma3-1b ", "gemma3-4b "}
