@@ -176,7 +176,7 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     plan the context with room for the first message's files and the resumed conversation (files that no context of
     the model could hold, however they tokenize, are refused when it loads, before its weights are read)."""
     from localgen import console
-    from localgen.fit import prompt_context, prompt_floor, text_bytes
+    from localgen.fit import prompt_context, text_bytes
     from localgen.inputs import once_each, read_attachments, read_chat_template
 
     warnings, system = checked.warnings, checked.system
@@ -190,7 +190,7 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     texts = (*((*attachments, system) if attachments else ()), *(conversation.texts() if conversation else ()))
     options = replace(checked.options, chat_template=template,
                       min_ctx=prompt_context(text_bytes(*texts), checked.limits.max_tokens),
-                      floor_ctx=prompt_floor(text_bytes(*attachments, system)))  # refused as run refuses it
+                      floor_bytes=text_bytes(*attachments, system))  # refused as run refuses it
     return ChatStart(system=system, attachments=attachments, options=options, texts=texts)
 
 

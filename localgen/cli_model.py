@@ -104,9 +104,9 @@ def conversation_defaults(model: str | None, ctx_size: int | None,
 
 
 def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None, chat_template: str | None = None,
-                  min_ctx: int, floor_ctx: int = 0, raw: bool = False) -> ModelOptions:
+                  min_ctx: int, floor_bytes: int = 0, raw: bool = False) -> ModelOptions:
     """ModelOptions from the command's engine flags, with its --chat-template already read and the context its
-    input needs (fit.prompt_context, fit.prompt_floor)."""
+    input needs (fit.prompt_context, and floor_bytes: the bytes of the texts it needs a context for at least)."""
     from localgen.runner import ModelOptions
 
     given = ctx.params
@@ -117,7 +117,7 @@ def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None
                         batch_size=given["batch_size"], ubatch_size=given["ubatch_size"],
                         flash_attn=flash_attn, kv_type=given["kv_type"], offline=given["offline"] or None,
                         gpu_layers=given["gpu_layers"], no_gpu=given["no_gpu"], raw=raw, chat_template=chat_template,
-                        chat_template_file=given["chat_template"], min_ctx=min_ctx, floor_ctx=floor_ctx)
+                        chat_template_file=given["chat_template"], min_ctx=min_ctx, floor_bytes=floor_bytes)
 
 
 def load_for(ctx: typer.Context, options: ModelOptions, conversation: Conversation | None) -> LoadedModel:

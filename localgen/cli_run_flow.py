@@ -205,7 +205,7 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     and piped stdin), each checked as it is read; a message with nothing in it is refused."""
     from localgen import console
     from localgen.cli_run import gather_attachments, say_reading_a_terminal
-    from localgen.fit import prompt_context, prompt_floor, text_bytes
+    from localgen.fit import prompt_context, text_bytes
     from localgen.grammar import grammar_for
     from localgen.inputs import read_chat_template
     from localgen.runner import check_given_template
@@ -229,7 +229,7 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     texts = (*attachments, checked.prompt, system, *(() if conversation is None else conversation.texts()))
     options = replace(checked.options, chat_template=template,
                       min_ctx=prompt_context(text_bytes(*texts), checked.limits.max_tokens),
-                      floor_ctx=prompt_floor(prompt_bytes))  # earlier exchanges can leave the context; it cannot
+                      floor_bytes=prompt_bytes)  # earlier exchanges can leave the context; it cannot
     return RunInputs(system=system, sampling=sampling, attachments=attachments, options=options, texts=texts)
 
 

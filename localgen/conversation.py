@@ -165,8 +165,9 @@ class Conversation:
         saved, out of context)."""
         return self.turns[min(self.context_start, max(len(self.turns) - 1, 0)):]
 
-    def fit(self, count_tokens: Callable[[list[Message]], int], budget: int) -> int:
-        """Make the prompt fit budget tokens by moving context_start past old exchanges; return how many left.
+    def fit(self, count_tokens: Callable[[list[Message]], int], budget: int, longest_token: int) -> int:
+        """Make the prompt fit budget tokens by moving context_start past old exchanges; return how many left
+        (longest_token: the bytes of the vocabulary's longest token, for fit.fewest_tokens).
 
         Nothing is deleted: earlier exchanges stay in the conversation (and its file), out of the model's context.
         When it must move, context_start moves far enough at once to bring the prompt down to about half the budget,
@@ -175,7 +176,7 @@ class Conversation:
         before anything is counted, where its size alone shows it (fewest_tokens_alone).
         """
         start = max(0, min(self.context_start, len(self.turns) - 1))  # the last turn is always in context
-        least = self.fewest_tokens_alone()
+        least = self.fewest_tokens_alone(longest_token)
         if least > budget:  # a tokenizer would spend seconds on a long text to say so
             raise self._overflow(f"at least {least:,}", budget)
 
@@ -194,10 +195,11 @@ class Conversation:
         self.context_start = first
         return first - start
 
-    def fewest_tokens_alone(self) -> int:
+    def fewest_tokens_alone(self, longest_token: int) -> int:
         """The fewest tokens the last exchange and the system prompt can take however they tokenize (by their size,
         as run bounds its prompt: fit.fewest_tokens)."""
-        return fewest_tokens(text_bytes(*(message.content for message in self.messages(self.turns[-1:]))))
+        return fewest_tokens(text_bytes(*(message.content for message in self.messages(self.turns[-1:]))),
+                             longest_token)
 
     def _overflow(self, tokens: str, budget: int) -> ContextOverflowError:
         """The error for a last exchange that needs tokens (a count, or a bound) where budget are free."""

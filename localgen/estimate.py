@@ -89,6 +89,7 @@ class ModelShape:
     slots: tuple[WeightSlot, ...] = ()  # the first file's tensors, in file order
     quant: str | None = None
     name: str | None = None
+    longest_token: int = 0  # bytes of the vocabulary's longest token as stored (fit.fewest_tokens)
 
     @property
     def weights_bytes(self) -> int:
@@ -192,7 +193,7 @@ def model_shape(info: GGUFInfo, *, file_size: int | None = None, shard_bytes: in
         other_bytes=other, output_bytes=output, parameter_count=params,
         file_size=file_size if file_size is not None else info.file_size, tied_output=tied,
         n_merges=_array_length(info.metadata.get("tokenizer.ggml.merges")), slots=_slots(info, n_layer),
-        quant=info.quant, name=info.name)
+        quant=info.quant, name=info.name, longest_token=info.longest_token)
 
 
 def _slots(info: GGUFInfo, n_layer: int) -> tuple[WeightSlot, ...]:

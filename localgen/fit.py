@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from localgen.hardware import Hardware
 
 MIN_AUTO_CONTEXT = 2048  # the planner never shrinks the context below this on its own
-MAX_BYTES_PER_TOKEN = 16  # no common tokenizer averages this many bytes a token, even on indented code
+UNKNOWN_LONGEST_TOKEN = 1024  # bytes a token may hold where the vocabulary was not read (fewest_tokens)
 BYTES_PER_TOKEN_GUESS = 3  # prose takes fewer tokens, numbers more (many tokenizers spend a token on each digit)
 ANSWER_ROOM = 512  # the tokens a context keeps for an answer when -n does not say
 TEMPLATE_ROOM = 64  # the tokens a chat template adds around counted texts (role markers, its own system prompt)
@@ -90,8 +90,13 @@ class FitRequest:
     flash_attn: str = "auto"  # --flash-attn: on, off, or auto (flash_attention_on decides at each context)
     n_ubatch: int = 512
     min_ctx: int = 0  # a generous context for the prompt and its answer (0 = unknown): the planner aims for it
-    floor_ctx: int = 0  # the least context the prompt could need: below it the plan is refused, not lowered
+    floor_bytes: int = 0  # UTF-8 bytes of the prompt's texts: the context they need at least (floor_ctx) is
+    # refused below, not lowered
     default_ctx: int | None = None  # the registry's context for the model
+
+    def floor_ctx(self, shape: ModelShape) -> int:
+        """The least context the prompt could need in this model: prompt_floor of its bytes."""
+        return prompt_floor(self.floor_bytes, shape.longest_token)
 
     def __post_init__(self) -> None:
         """Check what was asked, with the same rules as LoadOptions."""
@@ -129,21 +134,28 @@ def counted_context(prompt_tokens: int, answer_tokens: int | None = None) -> int
     return prompt_tokens + TEMPLATE_ROOM + (answer_tokens or ANSWER_ROOM)
 
 
-def fewest_tokens(prompt_bytes: int) -> int:
-    """The fewest tokens a text of this many UTF-8 bytes can take however it tokenizes (MAX_BYTES_PER_TOKEN each):
-    a text that cannot fit even so is refused by its size, before a tokenizer spends seconds on it."""
-    return prompt_bytes // MAX_BYTES_PER_TOKEN
+def fewest_tokens(prompt_bytes: int, longest_token: int) -> int:
+    """The fewest tokens a text of this many UTF-8 bytes can take however it tokenizes, no token holding more bytes
+    than the vocabulary's longest as stored (longest_token; UNKNOWN_LONGEST_TOKEN where 0): a text that cannot fit
+    even so is refused by its size, before a tokenizer spends seconds on it."""
+    return prompt_bytes // _most_bytes(longest_token)
 
 
-def prompt_floor(prompt_bytes: int) -> int:
+def _most_bytes(longest_token: int) -> int:
+    """The most bytes of text one token can stand for: a vocabulary's token stores each byte it stands for in one
+    byte or more (a byte-level BPE's space as two bytes, Ġ; SentencePiece's as three, ▁; a byte token as <0x0A>)."""
+    return longest_token if longest_token > 0 else UNKNOWN_LONGEST_TOKEN
+
+
+def prompt_floor(prompt_bytes: int, longest_token: int) -> int:
     """The fewest tokens a prompt of this many UTF-8 bytes can take (fewest_tokens), plus an answer."""
-    return fewest_tokens(prompt_bytes) + 1 if prompt_bytes > 0 else 0
+    return fewest_tokens(prompt_bytes, longest_token) + 1 if prompt_bytes > 0 else 0
 
 
-def refused_bytes(n_ctx: int) -> int:
+def refused_bytes(n_ctx: int, longest_token: int) -> int:
     """UTF-8 bytes of prompt text that take more tokens than a context of n_ctx holds, however they tokenize
     (fewest_tokens past n_ctx): a read may stop there, the text refused."""
-    return (n_ctx + 1) * MAX_BYTES_PER_TOKEN
+    return (n_ctx + 1) * _most_bytes(longest_token)
 
 
 def prompt_limit(shape: ModelShape, request: FitRequest) -> int:
@@ -158,19 +170,20 @@ def target_context(shape: ModelShape, request: FitRequest) -> int:
     if request.ctx_size is not None:
         if shape.context_length and request.ctx_size > shape.context_length:
             raise ContextSizeError(request.ctx_size, shape.context_length)
-        _check_prompt_can_fit(request.floor_ctx, prompt_limit(shape, request), asked=True, most=shape.context_length)
+        floor, limit = request.floor_ctx(shape), prompt_limit(shape, request)
+        _check_prompt_can_fit(floor, limit, asked=True, most=shape.context_length)
         return request.ctx_size
-    _check_prompt_can_fit(request.floor_ctx, prompt_limit(shape, request), asked=False)
+    _check_prompt_can_fit(request.floor_ctx(shape), prompt_limit(shape, request), asked=False)
     target = min(c for c in (trained, request.default_ctx, DEFAULT_CONTEXT_CAP) if c)
     if request.min_ctx > target:
         target = min(padded_context(request.min_ctx), trained)
     return target
 
 
-def least_context(target: int, request: FitRequest) -> int:
+def least_context(target: int, request: FitRequest, shape: ModelShape) -> int:
     """The smallest context a plan aiming at target settles for: the one asked for, else MIN_AUTO_CONTEXT or the
     fewest tokens the prompt could take."""
-    return target if request.ctx_size is not None else min(target, max(MIN_AUTO_CONTEXT, request.floor_ctx))
+    return target if request.ctx_size is not None else min(target, max(MIN_AUTO_CONTEXT, request.floor_ctx(shape)))
 
 
 def _check_prompt_can_fit(floor_ctx: int, n_ctx: int, *, asked: bool, most: int | None = None) -> None:
@@ -230,7 +243,7 @@ def plan_fit(shape: ModelShape, hw: Hardware, request: FitRequest | None = None,
     smaller_quants: the repo's quants with smaller files, nearest first, for the hint (None: the repo is not known)."""
     request = request or FitRequest()
     target = target_context(shape, request)
-    floor = least_context(target, request)
+    floor = least_context(target, request, shape)
     est, fits = estimate_at(shape, hw, target, request)
     reasons: list[str] = []
     if not fits:
@@ -274,7 +287,7 @@ def _largest_context(shape: ModelShape, hw: Hardware, request: FitRequest, floor
 
 def fitting_context(shape: ModelShape, hw: Hardware, request: FitRequest, below: int) -> int | None:
     """The largest context under `below` (a multiple of 256, holding at least the prompt) that fits, if any."""
-    least = padded_context(max(request.floor_ctx, 1))
+    least = padded_context(max(request.floor_ctx(shape), 1))
     if least >= below or not estimate_at(shape, hw, least, request)[1]:
         return None
     return _largest_context(shape, hw, request, least, padded_context(below) - CONTEXT_PAD)

@@ -54,6 +54,7 @@ class GGUFInfo:
     tensors: tuple[TensorInfo, ...]
     control_tokens: frozenset[str] = frozenset()  # texts of the tokenizer's control tokens (<|im_end|>, ...)
     user_defined_tokens: tuple[tuple[int, str], ...] = ()  # (id, text): llama.cpp may make some control at load
+    longest_token: int = 0  # bytes of the vocabulary's longest token as stored (0: no vocabulary read)
 
     def _arch_key(self, suffix: str) -> object:
         """The value of '{architecture}.{suffix}', or None."""

@@ -136,7 +136,8 @@ def _parse(p: HeaderCursor, path: Path, *, check_tensors: bool, require_architec
     return GGUFInfo(path=path, file_size=p.file_size, version=version, alignment=alignment,
                     data_offset=data_offset, metadata=MappingProxyType(metadata), tensors=tuple(tensors),
                     control_tokens=frozenset(text for _, text in _tokens_of_types(vocabulary, CONTROL_TOKEN_TYPES)),
-                    user_defined_tokens=tuple(_tokens_of_types(vocabulary, (USER_DEFINED_TOKEN_TYPE,))))
+                    user_defined_tokens=tuple(_tokens_of_types(vocabulary, (USER_DEFINED_TOKEN_TYPE,))),
+                    longest_token=max(map(len, vocabulary.tokens or ()), default=0))
 
 
 def _tokens_of_types(vocabulary: _Vocabulary, kinds: tuple[int, ...]) -> list[tuple[int, str]]:

@@ -419,7 +419,7 @@ def _read_local(path: Path) -> GGUFInfo:
 def too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitRequest) -> InsufficientMemoryError:
     """The error when not even a repo's smallest quant fits."""
     assert smallest.shape is not None
-    n_ctx = least_context(target_context(smallest.shape, request), request)  # where plan_fit refused it
+    n_ctx = least_context(target_context(smallest.shape, request), request, smallest.shape)  # where plan_fit refused it
     est = estimate_at(smallest.shape, hw, n_ctx, request)[0]
     named = option_reference(repo, smallest)  # ORG/REPO/FILE where the file has no quant in its name
     return insufficient_memory(smallest.shape, hw, est, request, n_ctx,

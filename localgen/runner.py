@@ -17,7 +17,6 @@ from localgen.fit import (
     FitRequest,
     LoadPlan,
     fewer_gpu_layers,
-    prompt_floor,
     prompt_limit,
     refused_bytes,
     replan_gpu_layers,
@@ -54,7 +53,7 @@ class ModelOptions:
     raw: bool = False
     no_gpu: bool = False
     min_ctx: int = 0  # a generous context for the prompt (fit.prompt_context), 0 when unknown
-    floor_ctx: int = 0  # the least context the prompt could need (fit.prompt_floor), 0 when unknown
+    floor_bytes: int = 0  # UTF-8 bytes of the prompt's texts, which need a context of fit.prompt_floor at least
     chat_template: str | None = None  # a Jinja chat template that replaces the model's and the registry's
     chat_template_file: str | None = None  # the file it came from, for errors
     adapt_threads: bool = True  # without --threads, fewer while other processes keep the CPUs busy (not in bench)
@@ -78,6 +77,7 @@ class LoadedModel:
     engine: Engine
     prompt_format: PromptFormat
     plan: LoadPlan | None = None  # the memory plan used: plan.describe(), plan.n_gpu_layers, plan.n_ctx, ...
+    longest_token: int = 0  # bytes of its vocabulary's longest token as stored (fit.fewest_tokens)
 
     def close(self) -> None:
         """Free the engine."""
@@ -110,7 +110,7 @@ def fit_request(options: ModelOptions, *, default_ctx: int | None = None) -> Fit
     return FitRequest(ctx_size=options.ctx_size, gpu_layers=options.gpu_layers, no_gpu=options.no_gpu,
                       kv_type=options.kv_type, flash_attn=options.flash_attn,
                       n_ubatch=min(options.ubatch_size, options.batch_size), min_ctx=options.min_ctx,
-                      floor_ctx=options.floor_ctx,
+                      floor_bytes=options.floor_bytes,
                       default_ctx=default_ctx)
 
 
@@ -239,7 +239,8 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
         engine.close()
         raise
     touch_last_used(resolved.path)
-    return LoadedModel(resolved=resolved, engine=engine, prompt_format=prompt_format, plan=plan)
+    return LoadedModel(resolved=resolved, engine=engine, prompt_format=prompt_format, plan=plan,
+                       longest_token=shape.longest_token)
 
 
 def _prompt_format(engine: Engine, options: ModelOptions, resolved: ResolvedModel,
@@ -277,7 +278,7 @@ def preflight(options: ModelOptions) -> TextBound | None:
     """Refuse now what loading would refuse without a download or the input: a model file that is not there, a
     model that is neither here nor to be had offline, a file that is no GGUF (or a broken split), a --ctx-size
     beyond the model's maximum. A run or a chat calls it before it waits for a pipe to end. Returns the bound on
-    the prompt's text that loading would refuse (by its size: fit.prompt_floor), where the model is here."""
+    the prompt's text that loading would refuse (by its size: fit.refused_bytes), where the model is here."""
     from localgen.gguf_split import validate_split
     from localgen.hub import is_offline
     from localgen.resolve import check_reference
@@ -295,8 +296,8 @@ def preflight(options: ModelOptions) -> TextBound | None:
         header, _ = validate_split(resolved.path)
     shape, request = header_shape(header, resolved.path), fit_request(options, default_ctx=resolved.context)
     target_context(shape, request)
-    return TextBound(refused_bytes(prompt_limit(shape, request)),
-                     lambda size: target_context(shape, replace(request, floor_ctx=prompt_floor(size))))
+    return TextBound(refused_bytes(prompt_limit(shape, request), shape.longest_token),
+                     lambda size: target_context(shape, replace(request, floor_bytes=size)))
 
 
 def prompt_tokens(loaded: LoadedModel, messages: Sequence[Message]) -> list[int]:

@@ -119,7 +119,8 @@ class ChatSession(SessionSettings):
         """Refuse a file's text (name: as the user typed it) that, beside the files attached already, leaves the
         next message too long for the context however it tokenizes: by its size, at once, as run refuses a prompt
         that no context of the model holds."""
-        least, budget = self._planned("", [*self.attachments, text]).fewest_tokens_alone(), self._budget()
+        planned = self._planned("", [*self.attachments, text])
+        least, budget = planned.fewest_tokens_alone(self.loaded.longest_token), self._budget()
         if least <= budget:
             return
         helps = ["split it and attach a part at a time"]
@@ -142,7 +143,7 @@ class ChatSession(SessionSettings):
             return
         planned = self._planned(text)
         try:
-            planned.fit(self._count, self._budget())
+            planned.fit(self._count, self._budget(), self.loaded.longest_token)
             tokens = self._prompt(planned.messages())[1]
         except LocalgenError:
             return
@@ -198,7 +199,7 @@ class ChatSession(SessionSettings):
         """Why a system prompt leaves no room for a message in this model's context, or None when it leaves some."""
         if not text:
             return None
-        budget, least = self._budget(), fewest_tokens(text_bytes(text))
+        budget, least = self._budget(), fewest_tokens(text_bytes(text), self.loaded.longest_token)
         if least >= budget:  # by its size alone, before a tokenizer spends seconds on a long text to say so
             return f"the system prompt takes at least {least:,} tokens, and the context leaves {budget:,} for the " \
                    "whole conversation"
@@ -268,7 +269,7 @@ class ChatSession(SessionSettings):
         conversation.context_start = 0
         if conversation.turns:
             try:
-                conversation.fit(self._count, self._budget())
+                conversation.fit(self._count, self._budget(), self.loaded.longest_token)
             except ContextOverflowError:  # the last exchange alone is too long: the next question says so
                 conversation.context_start = len(conversation.turns) - 1
 
@@ -283,7 +284,7 @@ class ChatSession(SessionSettings):
         """Fit a planned conversation to the context (see Conversation.fit); a last exchange too long even alone
         is refused with what can help here: attached files to drop, a larger context the model allows."""
         try:
-            return planned.fit(self._count, self._budget())
+            return planned.fit(self._count, self._budget(), self.loaded.longest_token)
         except ContextOverflowError as exc:
             helps = ["shorten the message" + (" or the system prompt" if planned.system else "")]
             if self.attachments:

@@ -24,7 +24,7 @@ def _count(messages: list[Message]) -> int:
 def test_old_exchanges_leave_the_context_but_stay_in_the_conversation() -> None:
     conv = Conversation(name="c", system="S" * 10,
                         turns=[Turn("a" * 30, "b" * 30), Turn("c" * 30, "d" * 30), Turn("new" * 5)])
-    dropped = conv.fit(_count, budget=100)
+    dropped = conv.fit(_count, budget=100, longest_token=16)
     assert dropped == 2 and conv.context_start == 2, "down to half the budget: only the new question fits in 50"
     assert [t.user[0] for t in conv.turns] == ["a", "c", "n"], "nothing is deleted"
     assert conv.messages() == [Message("system", "S" * 10), Message("user", "new" * 5)]
@@ -33,21 +33,21 @@ def test_old_exchanges_leave_the_context_but_stay_in_the_conversation() -> None:
 def test_the_context_moves_once_to_half_the_budget_so_later_turns_extend_the_same_prompt() -> None:
     conv = Conversation(name="c", turns=[Turn("q" * 5, "a" * 5) for _ in range(30)])
     conv.turns.append(Turn("x" * 5))
-    assert conv.fit(_count, budget=200) > 0
+    assert conv.fit(_count, budget=200, longest_token=16) > 0
     assert 40 < _count(conv.messages()) <= 100
     kept = conv.messages()
     drops = []
     for _ in range(5):  # the next turns fit after the kept ones: their prompts extend it (the KV cache holds it)
         conv.turns[-1].answer = "a" * 5
         conv.turns.append(Turn("y" * 5))
-        drops.append(conv.fit(_count, budget=200))
+        drops.append(conv.fit(_count, budget=200, longest_token=16))
         assert conv.messages()[:len(kept)] == kept
     assert drops == [0] * 5
 
 
 def test_a_message_over_half_the_budget_keeps_what_fits_beside_it() -> None:
     conv = Conversation(name="c", turns=[Turn("a" * 15, "b" * 15), Turn("c" * 5, "d" * 5), Turn("x" * 70)])
-    assert conv.fit(_count, budget=100) == 1
+    assert conv.fit(_count, budget=100, longest_token=16) == 1
     assert [t.user[0] for t in conv.in_context()] == ["c", "x"]
 
 
@@ -59,7 +59,7 @@ def test_making_room_in_a_long_conversation_renders_it_a_few_times_not_once_per_
         return _count(messages)
 
     conv = Conversation(name="c", turns=[Turn("q" * 50, "a" * 50) for _ in range(2000)] + [Turn("new")])
-    assert conv.fit(counting, budget=1000) > 1900
+    assert conv.fit(counting, budget=1000, longest_token=16) > 1900
     assert len(calls) <= 15, f"{len(calls)} renders"
     assert len(conv.turns) == 2001
 
@@ -67,7 +67,7 @@ def test_making_room_in_a_long_conversation_renders_it_a_few_times_not_once_per_
 def test_a_context_start_past_the_end_after_undo_is_clamped() -> None:
     conv = Conversation(name="c", turns=[Turn("a", "b")], context_start=5)
     conv.turns.append(Turn("new"))
-    assert conv.fit(_count, budget=100) == 0 and conv.context_start == 1
+    assert conv.fit(_count, budget=100, longest_token=16) == 0 and conv.context_start == 1
     assert conv.messages() == [Message("user", "new")]
 
 
@@ -80,7 +80,7 @@ def test_the_last_exchange_stays_in_context_when_undo_removed_the_ones_after_con
 def test_a_message_that_can_never_fit_is_an_error_not_truncation() -> None:
     conv = Conversation(name="c", system="S", turns=[Turn("x" * 500)])
     with pytest.raises(ContextOverflowError, match="this message and the system prompt need 501 tokens"):
-        conv.fit(_count, budget=100)
+        conv.fit(_count, budget=100, longest_token=16)
     assert conv.turns[0].user == "x" * 500
 
 
@@ -90,7 +90,7 @@ def test_a_message_whose_size_alone_cannot_fit_is_refused_before_it_is_counted()
 
     conv = Conversation(name="c", turns=[Turn("a", "b"), Turn("x" * 3200)])
     with pytest.raises(ContextOverflowError, match="this message needs at least 200 tokens but only 100 are free"):
-        conv.fit(never, budget=100)  # 16 bytes a token at the most
+        conv.fit(never, budget=100, longest_token=16)  # 16 bytes a token at the most (longest_token)
     assert conv.context_start == 0
 
 
@@ -98,7 +98,7 @@ def test_a_message_that_can_never_fit_moves_no_earlier_exchange_out() -> None:
     conv = Conversation(name="c", system="S", turns=[Turn("a" * 20, "b" * 20), Turn("c" * 20, "d" * 20),
                                                      Turn("x" * 500)])
     with pytest.raises(ContextOverflowError, match="this message and the system prompt need 501 tokens"):
-        conv.fit(_count, budget=100)
+        conv.fit(_count, budget=100, longest_token=16)
     assert [t.user[0] for t in conv.turns] == ["a", "c", "x"] and conv.context_start == 0
 
 

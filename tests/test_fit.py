@@ -345,11 +345,11 @@ def test_plan_lowers_the_context_to_fit_and_says_so(bundled_shape: ModelShape) -
 def test_plan_aims_for_the_prompt_estimate_and_refuses_only_below_its_floor(bundled_shape: ModelShape) -> None:
     assert fit.plan_fit(bundled_shape, machine(), FitRequest(default_ctx=2048, min_ctx=5000)).n_ctx == 5120
     hw = machine(int(estimate_memory(bundled_shape, n_ctx=4096).ram_bytes / hardware.RAM_USABLE_FRACTION))
-    plan = fit.plan_fit(bundled_shape, hw, FitRequest(min_ctx=5000, floor_ctx=3100))
+    plan = fit.plan_fit(bundled_shape, hw, FitRequest(min_ctx=5000, floor_bytes=3099 * bundled_shape.longest_token))
     # 4,096 tokens get 4,352 cells without flash attention (allocated_context): 4,352 tokens take no more
     assert 3100 <= plan.n_ctx <= 4352 and "context lowered" in plan.reasons[0], "the generous estimate is a target"
     with pytest.raises(InsufficientMemoryError, match="at a context of 5,000 tokens") as caught:
-        fit.plan_fit(bundled_shape, hw, FitRequest(min_ctx=6000, floor_ctx=5000))
+        fit.plan_fit(bundled_shape, hw, FitRequest(min_ctx=6000, floor_bytes=4999 * bundled_shape.longest_token))
     assert "--ctx-size" not in (caught.value.hint or ""), "no smaller context can hold the prompt"
 
 

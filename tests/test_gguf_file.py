@@ -133,6 +133,13 @@ def test_tensor_table_agrees_with_the_gguf_package(bundled: Path) -> None:
         assert mine.n_elements == int(theirs.n_elements)
 
 
+def test_the_longest_token_agrees_with_the_gguf_package(bundled: Path) -> None:
+    """The bytes of the vocabulary's longest token as stored, which bound the bytes of text one token stands for."""
+    gguf = pytest.importorskip("gguf")
+    field = gguf.GGUFReader(str(bundled)).fields["tokenizer.ggml.tokens"]
+    assert read_gguf(bundled).longest_token == max(len(field.parts[index]) for index in field.data) == 162
+
+
 def test_ggml_type_sizes_agree_with_the_gguf_package() -> None:
     gguf = pytest.importorskip("gguf")
     checked = 0

@@ -1120,6 +1120,15 @@ def test_a_pipe_too_long_for_the_model_is_refused_once_its_size_shows_it(tmp_pat
     assert fits.returncode == 0 and json.loads(fits.out)["prompt"].count("-") == 120_000, fits.err
 
 
+def test_text_denser_than_common_text_is_bounded_by_the_vocabulary_s_longest_token() -> None:
+    """140,000 dashes take some 2,200 tokens (the bundled model's vocabulary has tokens of 64 dashes and of 80
+    spaces): the size bound, which refused them as taking at least 8,750 tokens at 16 bytes a token, allows for the
+    longest token the model has."""
+    dense = run_localgen("run", "--print-prompt", "--json", "x", stdin=b"-" * 140_000)
+    assert dense.returncode == 0, dense.err
+    assert json.loads(dense.out)["prompt_tokens"] < 8_192
+
+
 def test_a_size_bound_stops_a_read_only_where_its_text_is_certainly_too_long() -> None:
     """UTF-16 or UTF-32 text takes more bytes to send than its text counts: it is counted decoded."""
     import io
