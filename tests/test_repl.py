@@ -669,11 +669,11 @@ def test_chat_f_attaches_files_to_the_first_message(home: Path, tmp_path: Path) 
 def test_chat_f_refuses_a_file_no_context_holds_by_its_size_before_it_loads_as_run_does(home: Path,
                                                                                        tmp_path: Path) -> None:
     doc = tmp_path / "long.txt"
-    doc.write_text("x " * 3_000)  # 6,000 bytes: at least 375 tokens, however they tokenize
+    doc.write_text("x " * 30_000)  # 60,000 bytes: at least 370 tokens, however they tokenize (162 bytes at most)
     child = spawn_chat(home, "--ctx-size", "256", "-f", str(doc))
     assert child.expect([pexpect.EOF, PROMPT]) == 0, "refused, not chatting"
     child.close()
-    assert child.exitstatus == 1 and "the prompt is too long for --ctx-size 256: it takes at least 375 tokens" \
+    assert child.exitstatus == 1 and "the prompt is too long for --ctx-size 256: it takes at least 370 tokens" \
         in " ".join(child.before.split())
 
 

@@ -486,8 +486,8 @@ def test_a_system_prompt_too_long_by_its_size_is_refused_untokenized(session: Ch
         raise AssertionError("tokenized a system prompt that cannot fit")
 
     monkeypatch.setattr(session, "_count", never)
-    with pytest.raises(UsageError, match=r"the system prompt takes at least 1,250 tokens, and the context leaves"):
-        session.set_system("x " * 10_000)  # 20,000 bytes: at least 1,250 tokens, however they tokenize
+    with pytest.raises(UsageError, match=r"the system prompt takes at least 1,234 tokens, and the context leaves"):
+        session.set_system("x " * 100_000)  # 200,000 bytes: at least 1,234 tokens, however they tokenize
     assert session.conversation.system is None
 
 
@@ -636,10 +636,10 @@ def test_a_message_too_long_by_its_size_is_refused_unrendered_ahead_and_on_enter
     def never(*_: object) -> typing.NoReturn:
         raise AssertionError("rendered and tokenized a message that cannot fit")
 
-    chat.attachments = ["x " * 10_000]  # 20,000 bytes: at least 1,250 tokens, however they tokenize
+    chat.attachments = ["x " * 100_000]  # 200,000 bytes: at least 1,234 tokens, however they tokenize
     monkeypatch.setattr(chat, "_prompt", never)
     chat.prefill_ahead("Sum it.", _never)
-    with pytest.raises(ContextOverflowError, match="this message needs at least 1,250 tokens but only 504 are free"):
+    with pytest.raises(ContextOverflowError, match="this message needs at least 1,234 tokens but only 504 are free"):
         chat.ask("Sum it.")
     assert chat.attachments and not chat.conversation.turns
 
@@ -653,11 +653,11 @@ def test_file_refuses_a_file_too_long_for_the_context_by_its_size_and_the_chat_g
     state = ChatState(chat, LeaveGuard(chat), show_answer=lambda *_: None, escapes=False, markdown=False,
                       show_thinking=False)
     chat.attachments = ["A note."]
-    (tmp_path / "big.txt").write_text("x " * 10_000)
+    (tmp_path / "big.txt").write_text("x " * 100_000)
     with pytest.raises(ContextOverflowError) as refused:
         file_command(state, str(tmp_path / "big.txt"))
     assert refused.value.message == (f"{tmp_path / 'big.txt'} is too long to attach: with it the next message needs "
-                                     "at least 1,250 tokens but only 504 are free in the context")
+                                     "at least 1,234 tokens but only 504 are free in the context")
     assert refused.value.hint is not None and "/file none drops the files attached already" in refused.value.hint
     assert chat.attachments == ["A note."]
 
