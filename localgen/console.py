@@ -105,7 +105,7 @@ def word_wrap_for(stream: TextIO) -> WordWrap | None:
 class PrefillStatus:
     """A transient line on a terminal while a long prompt is read ("reading the prompt: 1,024/2,676 tokens").
 
-    It appears while some of the prompt is still to be read (runner.generate says 0/N at once for a prompt of
+    It appears while some of the prompt is still to be read (the engine says 0/N at once for a prompt of
     several chunks; one chunk shows nothing), and is erased before the answer's first text (erased: it has been).
     Pipes and files get nothing.
     """

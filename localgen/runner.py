@@ -12,7 +12,7 @@ from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.engine import Engine
 from localgen.errors import HubError, LocalgenError, ModelLoadError, ModelNotFoundError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape
-from localgen.events import Event, PrefillProgress
+from localgen.events import Event
 from localgen.fit import (
     FitRequest,
     LoadPlan,
@@ -31,7 +31,6 @@ from localgen.resolve import ResolvedModel, refreshed, resolve_model, with_unver
 from localgen.units import counted
 
 if TYPE_CHECKING:
-    from localgen.engine.prefix import PrefixCache
     from localgen.gguf_info import GGUFInfo
     from localgen.promptcache import PromptCache
 
@@ -311,35 +310,7 @@ def stream_answer(loaded: LoadedModel, messages: Sequence[Message], sampling: Sa
                   limits: GenerationLimits, *, draft: str = "none", prompt_cache: bool = False) -> Iterator[Event]:
     """Stream the model's answer to a conversation (optionally drafting by prompt lookup, using the prompt cache)."""
     cache = disk_prompt_cache(loaded) if prompt_cache else None
-    return generate(loaded.engine, prompt_tokens(loaded, messages), sampling, limits, draft=draft, prefix_cache=cache)
-
-
-def generate(engine: Engine, prompt: list[int], sampling: SamplingParams, limits: GenerationLimits, *,
-             draft: str = "none", prefix_cache: PrefixCache | None = None) -> Iterator[Event]:
-    """engine.generate's events, where a prompt that takes several chunks to read says so at once (0/N), not after
-    its first chunk (seconds for a large model); its progress counts those N tokens throughout, those the prompt
-    cache restores among them."""
-    pending = _prefill_size(engine, prompt)
-    events = engine.generate(prompt, sampling, limits, draft=draft, prefix_cache=prefix_cache)
-    if pending is None:
-        yield from events
-        return
-    yield PrefillProgress(0, pending)
-    for event in events:
-        if isinstance(event, PrefillProgress):
-            event = PrefillProgress(min(pending, max(0, pending - (event.total - event.done))), pending)
-        yield event
-
-
-def _prefill_size(engine: Engine, prompt: list[int]) -> int | None:
-    """The prompt tokens the KV cache lacks, where prefill takes more than one chunk to read them (else None)."""
-    from localgen.engine.chunks import chunk_bounds, resume_point
-    from localgen.tokens import common_prefix
-
-    held = min(common_prefix(engine.kv_token_list, prompt), len(prompt) - 1)
-    held = resume_point(held, len(prompt), engine.n_ubatch, engine.n_batch)
-    chunks = chunk_bounds(held, len(prompt), engine.n_ubatch, engine.n_batch)
-    return len(prompt) - held if next(chunks, None) and next(chunks, None) else None
+    return loaded.engine.generate(prompt_tokens(loaded, messages), sampling, limits, draft=draft, prefix_cache=cache)
 
 
 def disk_prompt_cache(loaded: LoadedModel) -> PromptCache | None:

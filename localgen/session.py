@@ -28,7 +28,7 @@ from localgen.params import (
 )
 from localgen.registry import model_defaults
 from localgen.resolve import ResolvedModel
-from localgen.runner import LoadedModel, ModelOptions, generate, ignore_note
+from localgen.runner import LoadedModel, ModelOptions, ignore_note
 from localgen.session_settings import SessionSettings
 
 DEFAULT_ANSWER_RESERVE = 512
@@ -370,8 +370,8 @@ class ChatSession(SessionSettings):
                 self.attachments = []
             turn.answer, turn.interrupted, turn.details = None, False, None
             tokens = self._with_held_tokens(self._prompt(conversation.messages())[1])
-            stream = generate(self.loaded.engine, tokens, self.sampling, self.limits, draft=self.draft,
-                              prefix_cache=self.prefix_cache)
+            stream = self.loaded.engine.generate(tokens, self.sampling, self.limits, draft=self.draft,
+                                                 prefix_cache=self.prefix_cache)
             yield from recorded(stream, turn, conversation.model, answered=self._keep_figures)
         except BaseException:
             failed = True

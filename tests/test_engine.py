@@ -59,6 +59,7 @@ def test_prefill_is_chunked_and_reports_progress(engine: Engine) -> None:
     prompt = chat_prompt(engine, "word " * 300)
     _, done, progress = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=1)))
     assert len(progress) >= len(prompt) // 64
+    assert (progress[0].done, progress[0].total) == (0, len(prompt)), "a prompt of several chunks says so at once"
     assert progress[-1].done == progress[-1].total == len(prompt)
     assert done.usage.cached_tokens == 0
 

@@ -307,11 +307,15 @@ class Engine(LoadedModel):
     # --- prefill and decode --------------------------------------------------------------------
 
     def _prefill(self, prompt: Sequence[int], start: int) -> Iterator[PrefillProgress]:
-        """Evaluate prompt[start:] in chunks of up to n_batch, reporting progress between chunks; a stop request
-        (Ctrl-C) ends the chunk being computed too, between graph nodes, where the backend allows."""
+        """Evaluate prompt[start:] in chunks of up to n_batch, reporting progress before the first of several
+        chunks (0 done: a long prompt says so at once) and after each; a stop request (Ctrl-C) ends the chunk being
+        computed too, between graph nodes, where the backend allows."""
         total = len(prompt)
+        chunks = list(chunk_bounds(start, total, self.n_ubatch, self.n_batch))
+        if len(chunks) > 1:
+            yield PrefillProgress(done=0, total=total - start)
         with StopBetweenNodes(self._ctx, lambda: self._stop_requested) as stopper:
-            for begin, end in chunk_bounds(start, total, self.n_ubatch, self.n_batch):
+            for begin, end in chunks:
                 if self._stop_requested:
                     break
                 self._before_chunk(begin, end)
