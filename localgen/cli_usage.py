@@ -305,7 +305,7 @@ def _run_extra_argument_hint(app: typer.Typer, args: list[str], options: list[st
     if STDIN_NAME in words and prompt:
         return f"stdin comes before the prompt with -f -: `{_suggested('run', ['-f', '-', *options], prompt)}`"
     hint = _after_double_dash_hint(app, args) if "--" in args[1:-1] else None
-    if hint is None and options:
+    if hint is None and (options or words):
         hint = f"quote the prompt: `{_suggested('run', options, words)}`"
     return hint or 'quote the prompt: localgen run "several words"'
 

@@ -439,13 +439,13 @@ def test_other_tools_commands_point_to_localgens(args: tuple[str, ...], hint: st
     (("run", "--ctx", "abc", "hi"), "--ctx takes the context size, a number of tokens: --ctx 4096"),  # not -c's hint
     (("chat", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue"),
     (("run", "-x is a flag"), 'a prompt that starts with "-" goes after --: `localgen run -- \'-x is a flag\'`'),
-    (("run", "Say", "hi."), 'quote the prompt: localgen run "several words"'),
+    (("run", "Say", "hi."), "quote the prompt: `localgen run 'Say hi.'`"),
     (("run", "--", "-v means", "-n", "3"), "options go before --, which ends them: `localgen run -n 3 -- '-v means'`"),
     (("run", "-n", "3", "--", "-v", "means"), "quote the prompt: `localgen run -n 3 -- '-v means'`"),
     (("run", "--", "-v", "means", "--stats", "-n", "3"),
      "options go before --, which ends them: `localgen run --stats -n 3 -- '-v means'`"),
     (("run", "--", "compute", "-5", "+", "3"), "quote the prompt: `localgen run -- 'compute -5 + 3'`"),
-    (("run", "hello", "--", "world"), 'quote the prompt: localgen run "several words"'),
+    (("run", "hello", "--", "world"), "quote the prompt: `localgen run 'hello world'`"),
     (("run", "-", "Summarize this."), "stdin comes before the prompt with -f -: "
                                       "`localgen run -f - 'Summarize this.'`"),
     (("run", "smollm2-135m", "Say", "hi."), "the model goes after -m: `localgen run -m smollm2-135m 'Say hi.'`"),
