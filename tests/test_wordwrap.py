@@ -9,7 +9,7 @@ import pexpect
 import pytest
 
 from localgen.console import TextOutput
-from localgen.wordwrap import WordWrap, display_width, whole_spans
+from localgen.wordwrap import COMMANDS, WordWrap, display_width, whole_spans
 from tests.conftest import spawn_localgen
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the band plays a long and winding tune.\n\n"
@@ -135,3 +135,11 @@ def test_an_error_on_a_terminal_keeps_its_hints_command_on_one_line(columns: int
     lines = child.before.replace("\r\n", "\n").splitlines()
     assert child.exitstatus == 2 and any("`localgen run 'why is the sky blue'`" in line for line in lines), lines
     assert all(len(line) <= columns for line in lines), lines
+
+
+def test_the_commands_a_message_keeps_whole_are_localgen_s_own() -> None:
+    """wordwrap names localgen's commands without importing the CLI (it wraps every message): the same ones."""
+    from localgen.cli import app
+    from localgen.cli_args import command_names
+
+    assert set(COMMANDS) == command_names(app)
