@@ -1,0 +1,158 @@
+"""GPU offload checks on the bundled SmolLM2-135M, run by scripts/gpu_check.sh with a CUDA build of llama-cpp-python.
+
+Each check prints PASS or FAIL and the figures it measured; the exit status is 1 when any check failed. Checks:
+llama.cpp lists the GPU; the automatic plan offloads every layer, and llama.cpp says it did; decode is faster on the
+GPU than with --no-gpu; a low LOCALGEN_VRAM_LIMIT gives a partial offload that localgen explains, and 0 none; VRAM
+that another process holds gives a partial offload too (when PyTorch is there to hold it). It also prints the
+estimate against llama.cpp's own buffer sizes, and `localgen fit`, `models show` and `bench` on the GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+
+from localgen.catalog import builtin_bundled_file
+from localgen.engine import backend_devices, supports_gpu_offload
+from localgen.estimate import estimate_memory, read_shape
+from localgen.fit import plan_fit
+from localgen.hardware import VRAM_RESERVE_FRACTION, VRAM_RESERVE_MIN_BYTES, probe_hardware
+
+PROMPT = "Count from 1 to 300, separated by commas."
+OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+GPU_BUFFER = re.compile(r"CUDA\d+ (model|KV|compute) buffer size =\s*([\d.]+) MiB")
+MIB = 2**20
+failures: list[str] = []
+
+
+def check(name: str, passed: bool, detail: str) -> None:
+    """Print a check's result; remember a failure."""
+    print(f"{'PASS' if passed else 'FAIL'}: {name}: {detail}", flush=True)
+    if not passed:
+        failures.append(name)
+
+
+def localgen(*args: str, timeout: int = 300, **env: str) -> subprocess.CompletedProcess[str]:
+    """`localgen ARGS` with llama.cpp's log on stderr."""
+    return subprocess.run([sys.executable, "-m", "localgen", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "LOCALGEN_DEBUG": "1", **env}, stdin=subprocess.DEVNULL)
+
+
+def run(*args: str, **env: str) -> tuple[dict, str]:
+    """`localgen run --json` of PROMPT: the JSON record ({} when it failed) and stderr."""
+    proc = localgen("run", PROMPT, "--json", "-n", "256", "--temperature", "0", *args, **env)
+    if proc.returncode != 0:
+        print(f"localgen run {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+        return {}, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
+def offloaded(stderr: str) -> tuple[int, int]:
+    """(offloaded, total) layers from llama.cpp's log ((0, 0) when it does not say)."""
+    match = OFFLOADED.search(stderr)
+    return (int(match[1]), int(match[2])) if match else (0, 0)
+
+
+def gpu_buffers_mib(stderr: str) -> float:
+    """The GPU buffers llama.cpp's log names (weights, KV cache, compute), in MiB."""
+    return sum(float(size) for _, size in GPU_BUFFER.findall(stderr))
+
+
+def decode_speed(record: dict) -> float:
+    """Decode tok/s of a `run --json` record (0 for a failed run)."""
+    return float(record.get("timings", {}).get("decode_tokens_per_s") or 0)
+
+
+def show(title: str, *args: str, **env: str) -> None:
+    """Print what a localgen command says (its stdout and the last of its stderr)."""
+    proc = localgen(*args, **{"LOCALGEN_DEBUG": "0", **env})
+    print(f"\n-- localgen {' '.join(args)} (exit {proc.returncode}){f' {title}' if title else ''}\n{proc.stdout}"
+          f"{proc.stderr[-1500:] if proc.returncode else ''}", flush=True)
+
+
+def with_vram_held(leave_bytes: int, then: Callable[[], None]) -> None:
+    """Run then() while a PyTorch process holds all the GPU's free memory but leave_bytes."""
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, torch\n"
+        "free, _ = torch.cuda.mem_get_info()\n"
+        "held = [torch.empty(free - int(sys.argv[1]) - 2**30, dtype=torch.uint8, device='cuda')]\n"
+        "free, _ = torch.cuda.mem_get_info()\n"
+        "held.append(torch.empty(max(free - int(sys.argv[1]), 0), dtype=torch.uint8, device='cuda'))\n"
+        "print(torch.cuda.mem_get_info()[0], flush=True)\n"
+        "sys.stdin.read()\n"), str(leave_bytes)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        print(f"a PyTorch process holds the GPU's memory: {int(holder.stdout.readline()) / MIB:,.0f} MiB left free")
+        then()
+    finally:
+        holder.communicate("", timeout=60)
+
+
+def main() -> int:
+    """Run every check; 0 when all pass."""
+    check("offload support", supports_gpu_offload(), "llama_supports_gpu_offload() is true")
+    gpus = [d for d in backend_devices() if d.kind == "gpu"]
+    check("GPU device", bool(gpus), "; ".join(f"{d.name}: {d.description}, {d.free_bytes / 2**30:.1f} of "
+                                             f"{d.total_bytes / 2**30:.1f} GiB free" for d in gpus) or "none listed")
+    shape = read_shape(builtin_bundled_file())
+    plan = plan_fit(shape, probe_hardware())
+    check("automatic plan", plan.where == "gpu", plan.describe())
+
+    auto, log = run()
+    done, total = offloaded(log)
+    check("every layer offloaded", bool(total) and done == total,
+          f"llama.cpp: offloaded {done}/{total} layers; decode {decode_speed(auto):.1f} tok/s")
+    measured = gpu_buffers_mib(log)
+    estimate = estimate_memory(shape, n_ctx=plan.n_ctx, n_gpu_layers=-1).vram_bytes / MIB
+    print(f"VRAM at context {plan.n_ctx:,}: estimate {estimate:.1f} MiB, llama.cpp's GPU buffers {measured:.1f} MiB "
+          f"({(estimate - measured) / measured:+.1%})" if measured else "llama.cpp's log names no GPU buffer")
+
+    gpu, _ = run("--gpu-layers", "-1")
+    cpu, log = run("--no-gpu")
+    check("--no-gpu keeps every layer on the CPU", offloaded(log)[0] == 0 and bool(cpu),
+          f"llama.cpp: offloaded {offloaded(log)[0]} layers")
+    gpu_tps, cpu_tps = decode_speed(gpu), decode_speed(cpu)
+    check("decode faster on the GPU", gpu_tps > cpu_tps,
+          f"GPU {gpu_tps:.1f} tok/s, CPU {cpu_tps:.1f} tok/s ({gpu_tps / max(cpu_tps, 1e-9):.1f}x); greedy text "
+          f"{'the same' if gpu.get('text') == cpu.get('text') else 'different'} on both")
+
+    everything = estimate_memory(shape, n_ctx=plan.n_ctx, n_gpu_layers=-1).vram_bytes
+    limit = everything // 2
+    _, log = run(LOCALGEN_VRAM_LIMIT=str(limit))
+    done, total = offloaded(log)
+    check("partial offload under LOCALGEN_VRAM_LIMIT", 0 < done < total and "layers fit in" in log,
+          f"{limit / MIB:.0f} MiB: offloaded {done}/{total} layers; "
+          f"{'localgen says why' if 'layers fit in' in log else 'localgen does not say why'}")
+    _, log = run(LOCALGEN_VRAM_LIMIT="0")
+    check("LOCALGEN_VRAM_LIMIT=0 keeps the model off the GPU", offloaded(log)[0] == 0,
+          f"offloaded {offloaded(log)[0]} layers")
+
+    try:
+        import torch  # noqa: F401  (only to hold VRAM as another program would)
+    except ImportError:
+        print("SKIP: VRAM held by another process (no PyTorch here to hold it)")
+    else:
+        gpu = gpus[0] if gpus else None
+        reserve = max(int(gpu.total_bytes * VRAM_RESERVE_FRACTION), VRAM_RESERVE_MIN_BYTES) if gpu else 0
+
+        def partial_from_free_memory() -> None:
+            _, log = run()
+            done, total = offloaded(log)
+            check("partial offload where another process holds the VRAM", 0 < done < total,
+                  f"offloaded {done}/{total} layers; {' '.join(line for line in log.splitlines() if 'fit in' in line)}")
+
+        with_vram_held(reserve + everything // 2, partial_from_free_memory)
+
+    show("", "fit", "smollm2-135m")
+    show("", "models", "show", "smollm2-135m")
+    show("(GPU)", "bench", "-r", "3")
+    show("(CPU: LOCALGEN_VRAM_LIMIT=0)", "bench", "-r", "3", LOCALGEN_VRAM_LIMIT="0")
+    print(f"\n{'all GPU checks passed' if not failures else 'FAILED: ' + ', '.join(failures)}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
