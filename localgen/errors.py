@@ -49,6 +49,10 @@ class ModelLoadError(LocalgenError):
     """llama.cpp could not load a model file."""
 
 
+class EngineLibraryError(LocalgenError):
+    """llama-cpp-python, or the llama.cpp library it ships, that cannot be loaded (a broken or mismatched install)."""
+
+
 class InsufficientMemoryError(ModelLoadError):
     """A model that cannot fit in this machine's memory (said before downloading or loading it)."""
 

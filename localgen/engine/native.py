@@ -13,6 +13,8 @@ import types
 from collections.abc import Iterator
 from functools import lru_cache
 
+from localgen.errors import EngineLibraryError
+
 
 def load_bindings(submodule: str) -> types.ModuleType:
     """Import llama_cpp.<submodule> without running llama_cpp/__init__.py.
@@ -34,7 +36,50 @@ def load_bindings(submodule: str) -> types.ModuleType:
             del sys.modules["llama_cpp"]
 
 
-lc = load_bindings("llama_cpp")
+def engine_library_error(exc: BaseException) -> EngineLibraryError:
+    """What to say where llama-cpp-python or its llama.cpp library would not load: the loader's reason, and a fix."""
+    if isinstance(exc, ImportError):
+        return EngineLibraryError(f"llama-cpp-python cannot be imported: {exc}",
+                                  hint=f"install it (a C/C++ compiler and CMake build it): pip install "
+                                       f"'{_required_llama_cpp()}'")
+    reinstall = f"pip install --force-reinstall --no-cache-dir {_installed_requirement()}"
+    reason = str(exc)
+    if "libcuda.so" in reason:
+        hint = ("this llama-cpp-python is a CUDA build, which needs the NVIDIA driver (libcuda.so.1), not found "
+                f"here: install the driver, or the CPU build: {reinstall}")
+    elif any(name in reason for name in ("libcudart", "libcublas")):
+        hint = ("this llama-cpp-python is a CUDA build, which needs the CUDA runtime libraries, not found here: "
+                f"install the CUDA toolkit's runtime, or the CPU build: {reinstall}")
+    else:
+        hint = f"reinstall llama-cpp-python: {reinstall}"
+    return EngineLibraryError(f"llama.cpp's library could not be loaded: {reason}", hint=hint)
+
+
+def _required_llama_cpp() -> str:
+    """The llama-cpp-python requirement localgen was installed with (its metadata), or the bare name."""
+    from importlib import metadata
+
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        for requirement in metadata.requires("localgen") or ():
+            if requirement.startswith("llama-cpp-python"):
+                return requirement.split(";")[0].replace(" ", "")
+    return "llama-cpp-python"
+
+
+def _installed_requirement() -> str:
+    """llama-cpp-python pinned to the installed version, read from its metadata (its code may not load)."""
+    from importlib import metadata
+
+    try:
+        return f"llama-cpp-python=={metadata.version('llama-cpp-python')}"
+    except metadata.PackageNotFoundError:
+        return "llama-cpp-python"
+
+
+try:
+    lc = load_bindings("llama_cpp")
+except (ImportError, OSError, RuntimeError) as exc:  # no package, or its library missing, or one it needs
+    raise engine_library_error(exc) from exc
 
 native_log = logging.getLogger("localgen.llama")
 
