@@ -95,6 +95,8 @@ class BenchResult:
     repack: bool = True  # weights may go to the CPU backend's repacked buffers (not where AMX fails with this build)
     repack_off: str = ""  # why they may not: "LOCALGEN_AMX=0", or "AMX fails with this build"
     n_ctx_decode: int | None = None  # the decode test's context (None when -n 0)
+    n_gpu_layers: int = 0  # llama.cpp's count (the output head is one), as the load plan placed the model
+    placement: str = "CPU only"  # the same in words: LoadPlan.placement
     stopped_by: int = 0  # the signal that stopped it (SIGINT: Ctrl-C): the figures are of the repetitions that ended
 
     @property
@@ -239,7 +241,8 @@ def bench_context(n_prompt: int, n_gen: int) -> int:
 
 def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, threads_batch: int | None,
               batch_size: int | None, ubatch_size: int, flash_attn: str, kv_type: str, offline: bool | None,
-              progress: Callable[[str], None], started: Callable[[str, str], None] | None = None) -> BenchResult:
+              progress: Callable[[str], None], started: Callable[[str, str], None] | None = None,
+              gpu_layers: int | None = None, no_gpu: bool = False) -> BenchResult:
     """Load a model the way `run` does and benchmark it: each test in a context of its own size, as llama-bench
     runs them, the one with the larger context first (so a size beyond the model is refused before any test).
 
@@ -257,7 +260,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
     run = _BenchRun(started)
     load = _bench_loader(model=model, threads=threads, threads_batch=threads_batch, batch_size=batch_size,
                          ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
-                         progress=progress)
+                         gpu_layers=gpu_layers, no_gpu=no_gpu, progress=progress)
     stopped_by, ending = 0, None
     try:
         for ctx, name, flag, size in tests:
@@ -311,6 +314,8 @@ class _BenchRun:
                                   n_threads_batch=o.n_threads_batch, n_batch=engine.n_batch, n_ubatch=engine.n_ubatch,
                                   n_ctx=engine.n_ctx if name == "prefill" else None, flash_attn=o.attention_mode,
                                   kv_type=o.kv_type)
+                if loaded.plan is not None:
+                    self.setup |= dict(n_gpu_layers=loaded.plan.n_gpu_layers, placement=loaded.plan.placement)
             if name == "prefill":
                 if batch_size is not None and engine.n_batch < batch_size:  # a --batch-size given, and capped
                     progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, the cells llama.cpp "
@@ -325,8 +330,8 @@ class _BenchRun:
 
 
 def _bench_loader(*, model: str | None, threads: int | None, threads_batch: int | None, batch_size: int | None,
-                  ubatch_size: int, flash_attn: str, kv_type: str, offline: bool | None,
-                  progress: Callable[[str], None]) -> Callable[[int, str, int], LoadedModel]:
+                  ubatch_size: int, flash_attn: str, kv_type: str, offline: bool | None, gpu_layers: int | None,
+                  no_gpu: bool, progress: Callable[[str], None]) -> Callable[[int, str, int], LoadedModel]:
     """How each test loads the model: in a context of the test's size (flag and size name the test in the error
     for a context beyond the model)."""
     from localgen.runner import ModelOptions, load_model
@@ -336,6 +341,7 @@ def _bench_loader(*, model: str | None, threads: int | None, threads_batch: int 
         options = ModelOptions(model=model, ctx_size=ctx, threads=threads, threads_batch=threads_batch,
                                batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
                                ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
+                               gpu_layers=gpu_layers, no_gpu=no_gpu,
                                min_ctx=ctx,  # the KV cache whole from the start, as llama-bench's
                                adapt_threads=False)  # measured at one thread count, as llama-bench measures
         try:
@@ -385,7 +391,7 @@ def format_result(result: BenchResult, *, first_line: bool = True) -> str:
     stopped = f"\ninterrupted ({stopped_by(r.stopped_by)}): the figures are of the repetitions that finished" \
         if r.interrupted else ""
     head = (f"{model_line(r.model, r.path)}\n" if first_line else "") + (
-            f"{r.backend}, threads {r.n_threads}/{r.n_threads_batch}, "
+            f"{r.backend}, {r.placement}, threads {r.n_threads}/{r.n_threads_batch}, "
             f"{batches}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
             f"{'' if r.repack else f'repack off ({r.repack_off}), '}reps {r.reps}{stopped}\n")
     lines = [f"| {'test':<{width[0]}} | {'what':<{width[1]}} | {'result':>{width[2]}} |",

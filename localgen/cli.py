@@ -241,6 +241,8 @@ def bench(
     ubatch_size: BenchUbatchSizeOpt = DEFAULT_UBATCH_SIZE,
     flash_attn: FlashAttnOpt = "auto",
     kv_type: KvTypeOpt = "f16",
+    gpu_layers: GpuLayersOpt = None,
+    no_gpu: NoGpuOpt = False,
     json_output: JsonOpt = False,
     offline: OfflineOpt = False,
 ) -> None:
@@ -258,7 +260,8 @@ def bench(
         result = run_bench(model=model, config=config, threads=threads, threads_batch=threads_batch,
                            batch_size=batch_size if from_command_line(ctx, "batch_size") else None,
                            ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
-                           offline=offline or None, progress=console.say, started=None if json_output else started)
+                           offline=offline or None, gpu_layers=gpu_layers, no_gpu=no_gpu, progress=console.say,
+                           started=None if json_output else started)
     except BenchInterrupted as stopped:
         console.say("localgen: interrupted before any repetition finished: nothing was measured")
         raise typer.Exit(signal_exit_code(stopped.signum)) from None

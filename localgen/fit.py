@@ -61,12 +61,16 @@ class LoadPlan:
         """Where the model fits, for tables: VRAM, VRAM+RAM or RAM."""
         return {"gpu": "VRAM", "split": "VRAM+RAM", "cpu": "RAM"}[self.where]
 
+    @property
+    def placement(self) -> str:
+        """Where the layers go: 'all 30 layers on the GPU', '13/30 layers on the GPU' or 'CPU only'."""
+        return {"gpu": f"all {counted(self.n_layers, 'layer')} on the GPU",
+                "split": f"{min(self.n_gpu_layers, self.n_layers)}/{counted(self.n_layers, 'layer')} on the GPU",
+                "cpu": "CPU only"}[self.where]
+
     def describe(self) -> str:
-        """One line: 'context 8,192, KV f16, 13/31 layers on the GPU'."""
-        layers = {"gpu": f"all {counted(self.n_layers, 'layer')} on the GPU",
-                  "split": f"{min(self.n_gpu_layers, self.n_layers)}/{counted(self.n_layers, 'layer')} on the GPU",
-                  "cpu": "CPU only"}[self.where]
-        return f"context {self.n_ctx:,}, KV {self.kv_type}, {layers}"
+        """One line: 'context 8,192, KV f16, 13/30 layers on the GPU'."""
+        return f"context {self.n_ctx:,}, KV {self.kv_type}, {self.placement}"
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready description."""

@@ -72,6 +72,9 @@ def test_table_names_every_test() -> None:
     for needle in ("pp512", "tg128", "105.00 ± 7.07 tok/s", "ttft +29 after pp512", "500.0 ± 0.0 ms"):
         assert needle in table
     assert "batch 512, ubatch 512, flash-attn" in table and "repack" not in table
+    assert "llama-cpp-python x, CPU only, threads 2/2," in table
+    offloaded = format_result(replace(result, n_gpu_layers=31, placement="all 30 layers on the GPU"))
+    assert "llama-cpp-python x, all 30 layers on the GPU, threads 2/2," in offloaded
     declined = replace(result, repack=False, repack_off="AMX fails with this build")
     assert "kv f16, repack off (AMX fails with this build), reps 2" in format_result(declined)
     capped = format_result(replace(result, n_batch=352, n_ubatch=352, n_ctx=352))
@@ -199,8 +202,10 @@ def test_cli_bench_json() -> None:
     assert (record["n_ctx"], record["n_ctx_decode"]) == (32 + 128 + 64, 4 + 2 + 64), "each test in a context its size"
     assert "bench: loading smollm2-135m" in result.err, "progress goes to stderr"
     assert "--batch-size" not in result.err and record["n_batch"] < 512, "the default batch size is not the user's"
-    given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", "1024")
+    assert (record["n_gpu_layers"], record["placement"]) == (0, "CPU only"), "this build is CPU-only"
+    given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", "1024", "--no-gpu")
     assert given.returncode == 0 and f"--batch-size 1024 is capped at {record['n_batch']}" in given.err
+    assert json.loads(given.out)["placement"] == "CPU only"
     assert f"the prefill test's context of {record['n_ctx']} tokens" in given.err, "the context the header names"
 
 

@@ -403,10 +403,12 @@ def test_gpu_layers_all_some_or_none(bundled_shape: ModelShape) -> None:
     assert all_plan.where == "gpu" and all_plan.n_gpu_layers == 31 and all_plan.n_ctx == 8192
     some = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu(reserve + everything // 2),)))
     assert some.where == "split" and 0 < some.n_gpu_layers < 30
+    assert all_plan.placement == "all 30 layers on the GPU"
+    assert some.placement == f"{some.n_gpu_layers}/30 layers on the GPU"
     assert some.estimate.vram_bytes <= some.vram_budget_bytes
     assert "layers fit in" in " ".join(some.reasons)
     none = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu(reserve + MIB),)))
-    assert none.n_gpu_layers == 0
+    assert none.n_gpu_layers == 0 and none.placement == "CPU only"
     limited = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu(8 * GIB),), vram_limit=everything // 2))
     assert limited.where == "split"
     assert fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu(8 * GIB),)), FitRequest(no_gpu=True)).where \
