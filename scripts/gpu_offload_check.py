@@ -148,8 +148,8 @@ def main() -> int:
 
     show("", "fit", "smollm2-135m")
     show("", "models", "show", "smollm2-135m")
-    show("(GPU)", "bench", "-r", "3")
-    show("(CPU: LOCALGEN_VRAM_LIMIT=0)", "bench", "-r", "3", LOCALGEN_VRAM_LIMIT="0")
+    show("", "bench", "-r", "3")
+    show("(CPU)", "bench", "-r", "3", "--no-gpu")
     print(f"\n{'all GPU checks passed' if not failures else 'FAILED: ' + ', '.join(failures)}")
     return 1 if failures else 0
 
