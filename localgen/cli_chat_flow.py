@@ -15,6 +15,7 @@ from localgen.errors import UsageError
 
 if TYPE_CHECKING:
     from localgen.conversation import Conversation
+    from localgen.input_text import TextBound
     from localgen.inputs import InputFile
     from localgen.last_run import Continued
     from localgen.params import GenerationLimits, SamplingParams
@@ -57,6 +58,7 @@ class CheckedChat:
     options: ModelOptions
     warnings: list[str] = field(default_factory=list)
     unsaveable: bool = False  # the start said this chat cannot be saved: its saves fail quietly
+    bound: TextBound | None = None  # the files' text that the model's context cannot hold (runner.preflight)
 
     @property
     def conversation(self) -> Conversation | None:
@@ -120,11 +122,14 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     unsaveable = _warn_if_unsaveable()
     model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
     options = model_options(ctx, model=model, ctx_size=ctx_size, min_ctx=0)
+    # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as
+    # soon as its size shows it
+    bound = None
     if reads_a_pipe([*files, *(f for f in (system_input, template_file) if f is not None)], None):
-        preflight_for(ctx, options, conversation)  # what loading would refuse is refused before a pipe too
+        bound = preflight_for(ctx, options, conversation)
     return CheckedChat(system=system, files=files, system_input=system_input, template_file=template_file,
                        sampling=sampling, limits=limits, continued=continued, options=options, warnings=warnings,
-                       unsaveable=unsaveable)
+                       unsaveable=unsaveable, bound=bound)
 
 
 def _resumed(resume: str | None) -> Continued | None:
@@ -182,7 +187,8 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     warnings, system = checked.warnings, checked.system
     if checked.system_input is not None:
         system = read_system_file(checked.system_input, None, warnings)
-    attachments = once_each(read_attachments(checked.files, None, warnings, waiting=say_waiting_for),
+    bound = checked.bound and checked.bound.beside(system)
+    attachments = once_each(read_attachments(checked.files, None, warnings, waiting=say_waiting_for, bound=bound),
                             [file.name for file in checked.files], warnings)
     template = read_chat_template(checked.template_file, waiting=say_waiting_for)
     console.warn_each(warnings)

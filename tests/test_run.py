@@ -1112,7 +1112,8 @@ def test_a_pipe_too_long_for_the_model_is_refused_once_its_size_shows_it(tmp_pat
     too_long = ("localgen: error: the prompt is too long for the model's maximum of 8,192 tokens: it takes at least "
                 "8,193 tokens")
     for command in (f"yes | {sys.executable} -m localgen run -n 1 x",
-                    f"{sys.executable} -m localgen run -n 1 -f <(yes) x"):
+                    f"{sys.executable} -m localgen run -n 1 -f <(yes) x",
+                    f"{sys.executable} -m localgen chat -n 1 -f <(yes)"):  # a chat's files as a run's
         shown = pexpect.run(f"bash -c {json.dumps(command)}", cwd=str(REPO_ROOT), timeout=60, encoding="utf-8",
                             env={**os.environ})
         assert " ".join(shown.split()).startswith(too_long), shown
