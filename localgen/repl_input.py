@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shlex
@@ -25,6 +24,7 @@ from localgen.conversation_store import list_conversations
 from localgen.errors import LocalgenError, UsageError
 from localgen.registry import load_registry
 from localgen.repl_show import SHOW_PARTS
+from localgen.slips import meant_name
 from localgen.storage import file_in_the_way, in_the_way
 
 PROMPT = ">>> "
@@ -147,8 +147,7 @@ def meant_command(command: SlashCommand, known: Iterable[str]) -> str | None:
     if habit is not None:
         head, _, takes = habit.rpartition(" ")
         return f"{head} {command.argument}" if command.argument and takes.isupper() else habit
-    close = difflib.get_close_matches(command.name, list(known), n=1, cutoff=0.75)
-    return close[0] if close else None
+    return meant_name(command.name, known)
 
 
 def typed_message(line: str, *, pasted: bool) -> str | None:
