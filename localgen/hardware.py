@@ -329,13 +329,8 @@ def cpu_only_warning(hw: Hardware) -> str | None:
             f"reinstall it with CUDA: {REINSTALL_COMMAND.format(hw.llama_version or '0.3.36')}")
 
 
-_warned: set[str] = set()
-
-
 def cpu_only_warning_once(hw: Hardware) -> str | None:
     """cpu_only_warning the first time it applies in this process, then None."""
-    message = cpu_only_warning(hw)
-    if message is None or message in _warned:
-        return None
-    _warned.add(message)
-    return message
+    from localgen.once import first_time
+
+    return first_time(cpu_only_warning(hw))

@@ -62,21 +62,18 @@ class ModelSpec:
         return (self.package or "").replace("_", "-")
 
 
-_WARNED_CONTEXT: set[tuple[str, int]] = set()  # entries whose context beyond the model's maximum was warned of
-
-
 def warn_context_beyond(spec: ModelSpec | None, maximum: int | None) -> None:
     """Warn, once in a process, that a user's models.toml entry gives a context beyond its model's maximum, which a
     load caps at that maximum (as it would refuse --ctx-size beyond it)."""
     if spec is None or not spec.context_beyond(maximum) or not spec.user_gives("context"):
         return
-    if (spec.origin, spec.context or 0) in _WARNED_CONTEXT:
-        return
     from localgen import console
+    from localgen.once import first_time
 
-    _WARNED_CONTEXT.add((spec.origin, spec.context or 0))
-    console.warn(f"{spec.origin}: context = {spec.context:,} is beyond the model's maximum of {maximum:,}, so it is "
-                 f"capped at {maximum:,}; write context = {maximum} or less there")
+    message = first_time(f"{spec.origin}: context = {spec.context:,} is beyond the model's maximum of {maximum:,}, "
+                         f"so it is capped at {maximum:,}; write context = {maximum} or less there")
+    if message is not None:
+        console.warn(message)
 
 
 _FIELDS = {

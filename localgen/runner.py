@@ -25,6 +25,7 @@ from localgen.fit import (
 from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, probe_hardware, usable_cpus
 from localgen.input_text import TextBound
 from localgen.inputs import named_as_typed
+from localgen.once import first_time
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.quant_choice import choose_download, plan_resolved, resolve_downloaded
 from localgen.resolve import ResolvedModel, refreshed, resolve_model, with_unverified_copy
@@ -113,9 +114,6 @@ def fit_request(options: ModelOptions, *, default_ctx: int | None = None) -> Fit
                       default_ctx=default_ctx)
 
 
-_threads_warned: set[str] = set()
-
-
 def threads_warning_once(options: ModelOptions) -> str | None:
     """The first time in this process that --threads or --threads-batch asks for more threads than the CPUs this
     process may use, a warning that says so (llama.cpp's threads then wait for one another); else None."""
@@ -126,13 +124,9 @@ def threads_warning_once(options: ModelOptions) -> str | None:
         return None
     given = " and ".join(f"{flag} {value}" for flag, value in over)
     flags = " and ".join(flag for flag, _ in over)
-    message = (f"{given} {'is' if len(over) == 1 else 'are'} more than the {counted(cpus, 'CPU')} this process may "
-               f"use; llama.cpp's threads wait for one another, so this is much slower (leave {flags} out to let "
-               "localgen choose)")
-    if message in _threads_warned:
-        return None
-    _threads_warned.add(message)
-    return message
+    return first_time(f"{given} {'is' if len(over) == 1 else 'are'} more than the {counted(cpus, 'CPU')} this "
+                      f"process may use; llama.cpp's threads wait for one another, so this is much slower (leave "
+                      f"{flags} out to let localgen choose)")
 
 
 def ignore_note(_: str) -> None:

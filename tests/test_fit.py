@@ -20,7 +20,7 @@ from hub_server import (
     run_cli,
 )
 
-from localgen import config, fit, hardware, hub_errors, quant_choice, runner, units
+from localgen import config, fit, hardware, hub_errors, once, quant_choice, runner, units
 from localgen.conversation import Conversation
 from localgen.errors import ConfigError, InsufficientMemoryError, LocalgenError, ModelLoadError
 from localgen.estimate import (
@@ -204,7 +204,7 @@ def test_backend_devices_come_from_ggml() -> None:
 
 
 def test_cpu_only_build_with_nvidia_gpu_warns_once_with_the_reinstall_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hardware, "_warned", set())
+    monkeypatch.setattr(once, "_SAID", set())
     h200 = GpuInfo(name="NVIDIA H200", total_bytes=140 * GIB, free_bytes=139 * GIB, source="nvidia-smi")
     cpu_only = machine(nvidia=(h200,))
     message = hardware.cpu_only_warning_once(cpu_only)
