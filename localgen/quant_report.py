@@ -96,6 +96,7 @@ def _fit_report(reference: str | None, target: Target, *, request: FitRequest, h
             else:
                 index, better = _run_choice(options, reference, target, hw, request)
                 notes.extend(_repo_refusal(options, target.repo, hw, request) + better)
+            notes.extend(_entry_context_notes(target, options, request))
             return FitReport(text, target.repo, hw, request, tuple(options), _marked(options, index), tuple(notes))
         except LocalgenError as exc:
             survey_error = exc
@@ -110,7 +111,18 @@ def _fit_report(reference: str | None, target: Target, *, request: FitRequest, h
     notes.extend(_named_refusal([option], 0, text, hw, request, smaller=listed_smaller_quants(resolved)))
     options = _with_other_downloads(option, target, hw, request)
     index = next(i for i, o in enumerate(options) if o.path == option.path)
+    notes.extend(_entry_context_notes(target, options, request))
     return FitReport(text, target.repo, hw, request, tuple(options), _marked(options, index), tuple(notes))
+
+
+def _entry_context_notes(target: Target, options: Sequence[FitOption], request: FitRequest) -> list[str]:
+    """The note a run's warning would give where the models.toml entry's context is beyond the model's maximum
+    (read from the first header at hand), and no --ctx asked for another."""
+    from localgen.registry_entries import context_beyond_note
+
+    maximum = next((o.shape.context_length for o in options if o.shape is not None), None)
+    note = None if request.ctx_size is not None else context_beyond_note(target.spec, maximum)
+    return [note] if note else []
 
 
 def _run_choice(options: Sequence[FitOption], reference: str | None, target: Target, hw: Hardware,

@@ -62,16 +62,21 @@ class ModelSpec:
         return (self.package or "").replace("_", "-")
 
 
-def warn_context_beyond(spec: ModelSpec | None, maximum: int | None) -> None:
-    """Warn, once in a process, that a user's models.toml entry gives a context beyond its model's maximum, which a
-    load caps at that maximum (as it would refuse --ctx-size beyond it)."""
+def context_beyond_note(spec: ModelSpec | None, maximum: int | None) -> str | None:
+    """What to say of a user's models.toml entry whose context is beyond its model's maximum, which a load caps at
+    that maximum (as it would refuse --ctx-size beyond it); None where it is not."""
     if spec is None or not spec.context_beyond(maximum) or not spec.user_gives("context"):
-        return
+        return None
+    return (f"{spec.origin}: context = {spec.context:,} is beyond the model's maximum of {maximum:,}, so it is "
+            f"capped at {maximum:,}; write context = {maximum} or less there")
+
+
+def warn_context_beyond(spec: ModelSpec | None, maximum: int | None) -> None:
+    """Warn, once in a process, of a models.toml entry's context beyond its model's maximum (context_beyond_note)."""
     from localgen import console
     from localgen.once import first_time
 
-    message = first_time(f"{spec.origin}: context = {spec.context:,} is beyond the model's maximum of {maximum:,}, "
-                         f"so it is capped at {maximum:,}; write context = {maximum} or less there")
+    message = first_time(context_beyond_note(spec, maximum))
     if message is not None:
         console.warn(message)
 

@@ -294,6 +294,9 @@ def test_an_entry_s_context_beyond_its_model_s_maximum_is_said_to_be_capped(tmp_
     assert ran.returncode == 0 and ran.out and ran.err.count(warning) == 1, ran.err
     given = localgen(home, "run", "-m", "mine", "--ctx-size", "2048", "-n", "1", *GREEDY, "hi")
     assert given.returncode == 0 and "warning" not in given.err, "the entry's context is not used"
+    fitted = localgen(home, "fit", "mine")
+    assert fitted.returncode == 0 and warning.replace("warning: ", "") in fitted.err, fitted.err
+    assert "capped" not in localgen(home, "fit", "mine", "--ctx", "2048").err, "--ctx is planned for, not the entry's"
     user_registry(home, f'[models.mine]\npath = "{bundled_model}"\ncontext = 8192\n')
     assert "warning" not in localgen(home, "run", "-m", "mine", "-n", "1", *GREEDY, "hi").err
     assert "default context: 8,192\n" in localgen(home, "models", "show", "mine").out
