@@ -102,6 +102,8 @@ def stderr_quieted(quiet: bool) -> Iterator[Callable[[str], None]]:
             yield lambda message: _warn_on(kept, message)
         except BaseException as exc:  # Python 3.11 wraps a Ctrl-C as a class is made (an import) in a RuntimeError
             if not isinstance(exc, LocalgenError) and isinstance(interrupt_behind(exc), KeyboardInterrupt):
+                sys.stderr = kept
+                console.end_interrupted_line()
                 raise typer.Exit(EXIT_INTERRUPTED) from None
             raise
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
@@ -166,9 +167,13 @@ def without_prefill_progress(events: Iterable[Event], status: PrefillStatus) -> 
 
 def end_interrupted_line() -> None:
     """After a Ctrl-C that nothing followed on the terminal: end the line its ^C echo is on, so that the shell's
-    prompt starts a line of its own (not on a pipe or a file, which saw no ^C)."""
-    if _is_terminal(sys.stderr):
-        say("")
+    prompt starts a line of its own (not on a pipe or a file, which saw no ^C); on the process's own stderr where
+    run -q has set sys.stderr aside, as it ends no line of its own."""
+    terminal = next((s for s in (sys.stderr, sys.__stderr__) if s is not None and _is_terminal(s)), None)
+    if terminal is not None:
+        with contextlib.suppress(OSError, ValueError):
+            terminal.write("\n")
+            terminal.flush()
 
 
 def write_out(stream: TextIO, text: str) -> None:

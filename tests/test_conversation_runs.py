@@ -358,6 +358,17 @@ def test_ctrl_c_while_run_q_continue_loads_says_nothing_and_leaves_the_last_run(
     assert last_run_path().read_text() == kept and not _saved()
 
 
+def test_ctrl_c_while_run_q_loads_on_a_terminal_ends_the_line_of_its_echo() -> None:
+    """-q says nothing, but the ^C the terminal echoed is not left for the shell's prompt to follow on its line."""
+    import pexpect
+
+    child = pexpect.spawn(sys.executable, ["-c", CTRL_C_AS_THE_MODEL_LOADS, "run", "-q", "hi"], cwd=str(REPO_ROOT),
+                          timeout=120, encoding="utf-8")
+    shown = child.read()
+    child.close()
+    assert (child.exitstatus, shown) == (130, "\r\n"), shown
+
+
 @pytest.mark.parametrize(("args", "plain_run_last"), [
     (("--conversation", "fresh"), False), (("--continue",), False),
     (("--continue",), True),  # the last run, saved as a conversation before the prefill: it stays so, as it was

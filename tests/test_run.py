@@ -1086,13 +1086,15 @@ def test_more_threads_than_cpus_are_kept_with_one_warning() -> None:
     assert run_localgen("run", "--threads", str(cpus), "-n", "1", *GREEDY, "--json", "hi").err == ""
 
 
-def test_a_ctrl_c_that_nothing_follows_on_the_terminal_ends_its_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("quiet", [(), ("-q",)])
+def test_a_ctrl_c_that_nothing_follows_on_the_terminal_ends_its_line(tmp_path: Path, quiet: tuple[str, ...]) -> None:
     """The answer goes to a file: the terminal shows the ^C alone, and the shell's prompt must not follow it on its
-    line (as a Ctrl-C while the prompt is read in one chunk, or while the model loads)."""
+    line (as a Ctrl-C while the prompt is read in one chunk, or while the model loads); with -q too, which says
+    nothing on stderr but keeps the terminal's lines whole."""
     import pexpect
 
     out = tmp_path / "answer.txt"
-    run = f"{sys.executable} -m localgen run -n 2000 --temperature 0 'Count from 1 to 1000.' > {out}"
+    run = f"{sys.executable} -m localgen run {' '.join(quiet)} -n 2000 --temperature 0 'Count from 1 to 1000.' > {out}"
     child = pexpect.spawn("bash", ["-c", run], cwd=str(REPO_ROOT), timeout=60, encoding="utf-8")
     deadline = time.monotonic() + 50
     while not (out.exists() and out.stat().st_size) and time.monotonic() < deadline:
