@@ -177,11 +177,10 @@ _RUN_ONLY = {  # where chat has no like
 
 
 # llama-bench's options that `localgen bench` spells otherwise or has not; several would otherwise be read as one of
-# its short options with a value stuck to it: -ngl as -n gl, -mmp as -m mp (a model named mp).
+# its short options with a value stuck to it: -mmp as -m mp (a model named mp). -ngl is bench's own, as run's.
 LLAMA_BENCH_OPTIONS = {
     **{name: ("llama-bench", *OTHER_TOOLS_OPTIONS[name][1:])
        for name in ("-fa", "-ub", "-b", "-ctk", "-ctv", "-nkvo", "--no-kv-offload")},
-    "-ngl": ("llama-bench", "GPU layers", "localgen bench offloads as many layers as fit, as run does by default"),
     "-mmp": ("llama-bench", "memory-mapping the model", "localgen bench has no such setting: drop it"),
     "-o": ("llama-bench", "an output format", "localgen's is --json; the default is a table"),
     "-d": ("llama-bench", "a context depth", "localgen bench's follow-up TTFT test measures a turn after -p tokens"),

@@ -203,7 +203,7 @@ def test_cli_bench_json() -> None:
     assert "bench: loading smollm2-135m" in result.err, "progress goes to stderr"
     assert "--batch-size" not in result.err and record["n_batch"] < 512, "the default batch size is not the user's"
     assert (record["n_gpu_layers"], record["placement"]) == (0, "CPU only"), "this build is CPU-only"
-    given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", "1024", "--no-gpu")
+    given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", "1024", "-ngl", "0")
     assert given.returncode == 0 and f"--batch-size 1024 is capped at {record['n_batch']}" in given.err
     assert json.loads(given.out)["placement"] == "CPU only"
     assert f"the prefill test's context of {record['n_ctx']} tokens" in given.err, "the context the header names"
@@ -211,7 +211,8 @@ def test_cli_bench_json() -> None:
 
 @pytest.mark.serial
 def test_an_explicit_batch_size_equal_to_the_default_still_gets_the_note() -> None:
-    given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", str(DEFAULT_BATCH_SIZE))
+    given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", str(DEFAULT_BATCH_SIZE),
+                         "--no-gpu")
     assert given.returncode == 0, given.err
     n_batch = json.loads(given.out)["n_batch"]
     assert n_batch < DEFAULT_BATCH_SIZE

@@ -26,8 +26,6 @@ from tests.conftest import bundled_model_file, run_localgen
      "localgen's are --json-schema SCHEMA or --grammar GBNF for the answer, and --json for a record of the run"),
     (("run", "-n", "5", "-r", "User:", "hi"), "-r is llama-cli's option for a reverse prompt",
      "localgen's is --stop TEXT"),
-    (("bench", "-ngl", "0"), "-ngl is llama-bench's option for GPU layers",  # click alone reads -ngl as -n gl
-     "localgen bench offloads as many layers as fit, as run does by default"),
     (("bench", "-mmp", "0"), "-mmp is llama-bench's option for memory-mapping the model",  # -m mp: a model "mp"
      "localgen bench has no such setting: drop it"),
     (("bench", "-p", "16", "-fa", "1"), "-fa is llama-bench's option for flash attention",
