@@ -178,8 +178,9 @@ def _warn_if_unsaveable() -> bool:
 
 def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     """Read --system-file, the -f files and --chat-template (a pipe among them is waited for, with a note), and
-    plan the context with room for the first message's files and the resumed conversation (files that no context of
-    the model could hold, however they tokenize, are refused when it loads, before its weights are read)."""
+    plan the context with room for the first message's files and the resumed conversation. Files that no context of
+    the model could hold, however they tokenize, are refused: a pipe among them as soon as that much of it is read
+    (the bound check_chat got), the others when the model loads, before its weights are read."""
     from localgen import console
     from localgen.fit import prompt_context, text_bytes
     from localgen.inputs import once_each, read_attachments, read_chat_template

@@ -101,8 +101,9 @@ CtxOpt = Annotated[int | None, whole_option(*CTX_NAMES, help="Context size in to
 ThreadsOpt = Annotated[int | None, whole_option("--threads", "-t", help="CPU threads (default: physical cores).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
-GpuLayersOpt = Annotated[int | None, whole_option(
-    "--gpu-layers", "-ngl", help="Layers to offload to the GPU (-1 = all; default: as many as fit).")]
+GPU_LAYERS_NAMES = ("--gpu-layers", "-ngl")
+GPU_LAYERS_HELP = "Layers to offload to the GPU (-1 = all; default: as many as fit)."
+GpuLayersOpt = Annotated[int | None, whole_option(*GPU_LAYERS_NAMES, help=GPU_LAYERS_HELP)]
 NoGpuOpt = Annotated[bool, typer.Option("--no-gpu", help="Run on the CPU only.")]
 SystemOpt = Annotated[str | None, typer.Option("--system", "-s", metavar="TEXT", help="System prompt.")]
 SystemFileOpt = Annotated[str | None, typer.Option(
@@ -128,6 +129,7 @@ BenchThreadsBatchOpt = Annotated[int | None, bench_size_option(
     "--threads-batch", help="Threads for prefill (default: --threads).")]
 BenchBatchSizeOpt = Annotated[int, bench_size_option("--batch-size", help="Prefill chunk size.")]
 BenchUbatchSizeOpt = Annotated[int, bench_size_option("--ubatch-size", help="Physical batch size.")]
+BenchGpuLayersOpt = Annotated[int | None, bench_size_option(*GPU_LAYERS_NAMES, help=GPU_LAYERS_HELP)]
 FlashAttnOpt = Annotated[str, typer.Option(
     metavar="MODE", help="auto (on for a GPU, a quantized KV cache or a context over 8,192; else off), on or off.",
     callback=_lower)]

@@ -63,9 +63,12 @@ class LoadPlan:
 
     @property
     def placement(self) -> str:
-        """Where the layers go: 'all 30 layers on the GPU', '13/30 layers on the GPU' or 'CPU only'."""
+        """Where the layers go: 'all 30 layers on the GPU', '13/30 layers on the GPU' or 'CPU only' (llama.cpp counts
+        the output layer as one more: 30 of 31 leaves it on the CPU)."""
+        if self.where == "split" and self.n_gpu_layers >= self.n_layers:  # all but the output layer
+            return f"all {counted(self.n_layers, 'layer')} on the GPU but the output layer"
         return {"gpu": f"all {counted(self.n_layers, 'layer')} on the GPU",
-                "split": f"{min(self.n_gpu_layers, self.n_layers)}/{counted(self.n_layers, 'layer')} on the GPU",
+                "split": f"{self.n_gpu_layers}/{counted(self.n_layers, 'layer')} on the GPU",
                 "cpu": "CPU only"}[self.where]
 
     def describe(self) -> str:

@@ -17,6 +17,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from localgen.config import MEMORY_LIMIT_ENV, VRAM_LIMIT_ENV, load_settings, size_limit
+from localgen.llama_install import installed_version, reinstall_command
 
 RAM_USABLE_FRACTION = 0.9
 VRAM_RESERVE_FRACTION = 0.05
@@ -25,7 +26,6 @@ VRAM_RESERVE_MIN_BYTES = 256 * 2**20
 REPACK_TYPES_X86_AVX2 = frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"})
 REPACK_TYPES_X86_AVX512 = frozenset({"Q2_K"})
 REPACK_TYPES_ARM_DOTPROD = frozenset({"Q4_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "Q8_0", "MXFP4"})
-REINSTALL_COMMAND = 'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python=={}'
 _UNLIMITED = 1 << 60
 
 
@@ -326,7 +326,7 @@ def cpu_only_warning(hw: Hardware) -> str | None:
         return None
     names = ", ".join(sorted({g.name for g in hw.nvidia_gpus}))
     return (f"this llama-cpp-python build is CPU-only but an NVIDIA GPU is present ({names}); for GPU offload "
-            f"reinstall it with CUDA: {REINSTALL_COMMAND.format(hw.llama_version or '0.3.36')}")
+            f"reinstall it with CUDA: {reinstall_command(hw.llama_version or installed_version(), cuda=True)}")
 
 
 def cpu_only_warning_once(hw: Hardware) -> str | None:

@@ -15,15 +15,22 @@
 #
 # Needs: nvidia-smi, the CUDA toolkit (nvcc), cmake >= 3.24, a C++ compiler. The build takes several minutes
 # (one GPU architecture: CUDA_ARCH, default "native"). Offline, set PIP_NO_INDEX=1 and PIP_NO_BUILD_ISOLATION=0
-# (with scikit-build-core installed). Exit status 0 when every check passes.
+# (pip reads a "no-" option's variable the other way round: 0 turns build isolation off; scikit-build-core, CMake
+# and ninja must then be installed). Exit status 0 when every check passes.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 BUILD_ONLY=0
-if [ "${1:-}" = --build-only ]; then
-    BUILD_ONLY=1
-    shift
+VENV=.venv-gpu
+for arg in "$@"; do
+    case "$arg" in
+        --build-only) BUILD_ONLY=1 ;;
+        -*) printf 'usage: %s [--build-only] [VENV_DIR]\n' "$0" >&2; exit 2 ;;
+        *) VENV=$(realpath -m "$arg") ;;  # from where the script was started, before the cd below
+    esac
+done
+if [ -n "${LLAMA_CPP_SDIST:-}" ]; then
+    LLAMA_CPP_SDIST=$(realpath -m "$LLAMA_CPP_SDIST")
 fi
-VENV=${1:-.venv-gpu}
+cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 FAILED=0
 
@@ -42,7 +49,11 @@ echo "nvcc: $(nvcc --version 2>/dev/null | tail -n 2 | head -n 1 || echo none); 
 VERSION=$("$PYTHON" -c "import importlib.metadata as m; print(m.version('llama-cpp-python'))" 2>/dev/null || echo 0.3.36)
 
 say "1. the CPU-only warning, with PYTHON's llama-cpp-python"
-if "$PYTHON" -c "import llama_cpp" 2>/dev/null; then
+if ! "$PYTHON" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llama_cpp') is None)"; then
+    echo "SKIP: $PYTHON has no llama-cpp-python"
+elif ! loaded=$("$PYTHON" -c "import llama_cpp" 2>&1); then
+    echo "SKIP: $PYTHON's llama-cpp-python does not load: $(printf '%s' "$loaded" | tail -n 1)"
+else
     "$PYTHON" - <<'EOF' || FAILED=1
 from localgen.hardware import cpu_only_warning, probe_hardware
 
@@ -57,8 +68,6 @@ else:
     assert warning and 'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall' in warning, warning
     print("PASS: CPU-only warning:", warning)
 EOF
-else
-    echo "SKIP: $PYTHON has no llama-cpp-python"
 fi
 
 say "2. llama-cpp-python $VERSION with CUDA in $VENV"
@@ -68,13 +77,18 @@ if [ -z "$SDIST" ] && [ -f ".bench/sdist/llama_cpp_python-$VERSION.tar.gz" ]; th
     SDIST=".bench/sdist/llama_cpp_python-$VERSION.tar.gz"
 fi
 if [ ! -x "$VENV/bin/python" ]; then
-    # --without-pip: PYTHON's pip installs into it (--python), so a Python without ensurepip will do
-    "$PYTHON" -m venv --system-site-packages --without-pip "$VENV"
+    # without ensurepip (some Pythons lack it), a venv without pip, which PYTHON's pip installs into (--python)
+    "$PYTHON" -m venv --system-site-packages "$VENV" 2>/dev/null ||
+        "$PYTHON" -m venv --system-site-packages --without-pip --clear "$VENV"
     # a virtual environment's --system-site-packages are its base Python's: add PYTHON's own, and their .pth files
     "$PYTHON" -c "import site, sysconfig; print(f'import site; site.addsitedir({sysconfig.get_paths()[\"purelib\"]!r})')" \
         > "$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_localgen_parent.pth"
 fi
-PIP=("$PYTHON" -m pip --python "$VENV/bin/python")
+if "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    PIP=("$VENV/bin/python" -m pip)
+else
+    PIP=("$PYTHON" -m pip --python "$VENV/bin/python")  # pip 22.3 or later
+fi
 if ! "$VENV/bin/python" -c "import llama_cpp, sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)" \
         2>/dev/null || [ "${REBUILD:-0}" = 1 ]; then
     # LLAVA_BUILD=OFF: localgen does not use llama-cpp-python's multimodal library, and the build is shorter

@@ -9,9 +9,11 @@ estimate against llama.cpp's own buffer sizes, and `localgen fit`, `models show`
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,7 +22,7 @@ from localgen.catalog import builtin_bundled_file
 from localgen.engine import backend_devices, supports_gpu_offload
 from localgen.estimate import estimate_memory, read_shape
 from localgen.fit import plan_fit
-from localgen.hardware import VRAM_RESERVE_FRACTION, VRAM_RESERVE_MIN_BYTES, probe_hardware
+from localgen.hardware import probe_hardware
 
 PROMPT = "Count from 1 to 300, separated by commas."
 OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
@@ -74,21 +76,56 @@ def show(title: str, *args: str, **env: str) -> None:
           f"{proc.stderr[-1500:] if proc.returncode else ''}", flush=True)
 
 
-def with_vram_held(leave_bytes: int, then: Callable[[], None]) -> None:
-    """Run then() while a PyTorch process holds all the GPU's free memory but leave_bytes."""
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, torch\n"
-        "free, _ = torch.cuda.mem_get_info()\n"
-        "held = [torch.empty(free - int(sys.argv[1]) - 2**30, dtype=torch.uint8, device='cuda')]\n"
-        "free, _ = torch.cuda.mem_get_info()\n"
-        "held.append(torch.empty(max(free - int(sys.argv[1]), 0), dtype=torch.uint8, device='cuda'))\n"
-        "print(torch.cuda.mem_get_info()[0], flush=True)\n"
-        "sys.stdin.read()\n"), str(leave_bytes)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+HOLDER = """
+import sys
+import torch
+
+held = []
+print(torch.cuda.mem_get_info()[0], flush=True)
+for line in sys.stdin:
+    more = torch.cuda.mem_get_info()[0] - int(line)
+    if more > 0:
+        held.append(torch.empty(more, dtype=torch.uint8, device="cuda"))
+    print(torch.cuda.mem_get_info()[0], flush=True)
+"""
+ONE_GPU = {"CUDA_VISIBLE_DEVICES": "0"}  # the holder fills the first GPU: localgen sees that one alone
+
+
+def _reply(holder: subprocess.Popen[str], timeout: float = 120) -> int | None:
+    """The holder's next line, the GPU's free bytes as it sees them; None where it failed or said nothing in time."""
+    assert holder.stdout is not None
+    ready, _, _ = select.select([holder.stdout], [], [], timeout)
+    line = holder.stdout.readline() if ready else ""
+    return int(line) if line.strip().isdigit() else None
+
+
+def _vram_budget() -> int | None:
+    """The VRAM budget localgen plans with on the first GPU now (`fit --json`), None where fit failed."""
+    proc = localgen("fit", "smollm2-135m", "--json", LOCALGEN_DEBUG="0", **ONE_GPU)
+    return json.loads(proc.stdout)["hardware"]["vram_budget"] if proc.returncode == 0 else None
+
+
+def with_vram_held(budget: int, then: Callable[[], None]) -> None:
+    """Run then() while a PyTorch process holds the first GPU's memory but what leaves localgen a VRAM budget of
+    about budget bytes (what localgen's own CUDA context and reserve take is measured first, with fit)."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, **ONE_GPU})
     try:
-        print(f"a PyTorch process holds the GPU's memory: {int(holder.stdout.readline()) / MIB:,.0f} MiB left free")
+        free, before = _reply(holder), _vram_budget()
+        if free is None or before is None:
+            check("partial offload where another process holds the VRAM", False,
+                  f"PyTorch could not hold the GPU's memory (free: {free}, localgen's budget: {before})")
+            return
+        assert holder.stdin is not None
+        holder.stdin.write(f"{budget + free - before}\n")  # localgen sees less free than the holder, by that much
+        holder.stdin.flush()
+        left, after = _reply(holder), _vram_budget()
+        print(f"a PyTorch process holds the GPU's memory: {(left or 0) / MIB:,.0f} MiB left free, localgen's VRAM "
+              f"budget {(after or 0) / MIB:,.0f} MiB (aimed at {budget / MIB:,.0f})")
         then()
     finally:
-        holder.communicate("", timeout=60)
+        holder.kill()
+        holder.wait(timeout=60)
 
 
 def main() -> int:
@@ -106,9 +143,10 @@ def main() -> int:
     check("every layer offloaded", bool(total) and done == total,
           f"llama.cpp: offloaded {done}/{total} layers; decode {decode_speed(auto):.1f} tok/s")
     measured = gpu_buffers_mib(log)
-    estimate = estimate_memory(shape, n_ctx=plan.n_ctx, n_gpu_layers=-1).vram_bytes / MIB
-    print(f"VRAM at context {plan.n_ctx:,}: estimate {estimate:.1f} MiB, llama.cpp's GPU buffers {measured:.1f} MiB "
-          f"({(estimate - measured) / measured:+.1%})" if measured else "llama.cpp's log names no GPU buffer")
+    everything = estimate_memory(shape, n_ctx=plan.n_ctx, n_gpu_layers=-1).vram_bytes
+    print(f"VRAM at context {plan.n_ctx:,}: estimate {everything / MIB:.1f} MiB, llama.cpp's GPU buffers "
+          f"{measured:.1f} MiB ({(everything / MIB - measured) / measured:+.1%})" if measured
+          else "llama.cpp's log names no GPU buffer")
 
     gpu, _ = run("--gpu-layers", "-1")
     cpu, log = run("--no-gpu")
@@ -119,7 +157,6 @@ def main() -> int:
           f"GPU {gpu_tps:.1f} tok/s, CPU {cpu_tps:.1f} tok/s ({gpu_tps / max(cpu_tps, 1e-9):.1f}x); greedy text "
           f"{'the same' if gpu.get('text') == cpu.get('text') else 'different'} on both")
 
-    everything = estimate_memory(shape, n_ctx=plan.n_ctx, n_gpu_layers=-1).vram_bytes
     limit = everything // 2
     _, log = run(LOCALGEN_VRAM_LIMIT=str(limit))
     done, total = offloaded(log)
@@ -130,21 +167,16 @@ def main() -> int:
     check("LOCALGEN_VRAM_LIMIT=0 keeps the model off the GPU", offloaded(log)[0] == 0,
           f"offloaded {offloaded(log)[0]} layers")
 
-    try:
-        import torch  # noqa: F401  (only to hold VRAM as another program would)
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:
         print("SKIP: VRAM held by another process (no PyTorch here to hold it)")
     else:
-        gpu = gpus[0] if gpus else None
-        reserve = max(int(gpu.total_bytes * VRAM_RESERVE_FRACTION), VRAM_RESERVE_MIN_BYTES) if gpu else 0
-
         def partial_from_free_memory() -> None:
-            _, log = run()
+            _, log = run(**ONE_GPU)
             done, total = offloaded(log)
             check("partial offload where another process holds the VRAM", 0 < done < total,
                   f"offloaded {done}/{total} layers; {' '.join(line for line in log.splitlines() if 'fit in' in line)}")
 
-        with_vram_held(reserve + everything // 2, partial_from_free_memory)
+        with_vram_held(everything // 2, partial_from_free_memory)
 
     show("", "fit", "smollm2-135m")
     show("", "models", "show", "smollm2-135m")

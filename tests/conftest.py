@@ -245,7 +245,8 @@ def _free_zygote(env: dict[str, str]) -> Iterator[_Zygote | None]:
 FORK_CHILDREN = os.environ.get("LOCALGEN_TEST_FORK", "1") != "0"  # LOCALGEN_TEST_FORK=0: every child afresh
 _WORKER_ENV = dict(os.environ)  # as the test worker started
 STARTUP_ENVS = ("PYTHON", "LC_", "LANG", "HOME", "TYPER_",  # read as an interpreter or a module it imports starts,
-                "OMP_", "GOMP_", "LD_", "GLIBC_", "MALLOC_")  # or as llama.cpp's C libraries load
+                "OMP_", "GOMP_", "LD_", "GLIBC_", "MALLOC_",  # or as llama.cpp's C libraries load,
+                "LLAMA_CPP_")  # or as llama-cpp-python finds them
 
 
 class _Zygote:

@@ -24,7 +24,7 @@ from localgen.bench import (
 )
 from localgen.config import DEFAULT_BATCH_SIZE
 from localgen.console import format_stats
-from localgen.engine import Engine, use_cpu_extra_buffers
+from localgen.engine import Engine, supports_gpu_offload, use_cpu_extra_buffers
 from localgen.errors import UsageError
 from localgen.events import DraftStats, Finished, Timings, Usage
 from localgen.params import LoadOptions
@@ -202,10 +202,16 @@ def test_cli_bench_json() -> None:
     assert (record["n_ctx"], record["n_ctx_decode"]) == (32 + 128 + 64, 4 + 2 + 64), "each test in a context its size"
     assert "bench: loading smollm2-135m" in result.err, "progress goes to stderr"
     assert "--batch-size" not in result.err and record["n_batch"] < 512, "the default batch size is not the user's"
-    assert (record["n_gpu_layers"], record["placement"]) == (0, "CPU only"), "this build is CPU-only"
-    given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", "1024", "-ngl", "0")
+    offloads = supports_gpu_offload()
+    assert (record["n_gpu_layers"] == 0) != offloads and (record["placement"] == "CPU only") != offloads
+    given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json", "--batch-size", "1024", "-ngl", "3")
     assert given.returncode == 0 and f"--batch-size 1024 is capped at {record['n_batch']}" in given.err
-    assert json.loads(given.out)["placement"] == "CPU only"
+    placed = json.loads(given.out)
+    if offloads:
+        assert (placed["n_gpu_layers"], placed["placement"]) == (3, "3/30 layers on the GPU"), placed
+    else:  # -ngl reaches the plan, which says it cannot be done
+        assert "bench: this llama.cpp build cannot offload to a GPU: --gpu-layers ignored" in given.err
+        assert placed["placement"] == "CPU only"
     assert f"the prefill test's context of {record['n_ctx']} tokens" in given.err, "the context the header names"
 
 
@@ -255,6 +261,8 @@ def test_cli_bench_rejects_bad_counts() -> None:
     (("--batch-size", "256,512"), "--batch-size takes one value, not a list or range as llama-bench's does (256,512) "
                                   "(hint: run localgen bench once per value: for n in 256 512; do localgen bench "
                                   "--batch-size $n; done)"),
+    (("-ngl", "0,99"), "-ngl/--gpu-layers takes one value, not a list or range as llama-bench's does (0,99) (hint: "
+                       "run localgen bench once per value: for n in 0 99; do localgen bench -ngl $n; done)"),
 ])
 def test_llama_bench_s_lists_of_sizes_are_refused_with_a_loop_that_runs_each(args: tuple[str, ...],
                                                                              message: str) -> None:

@@ -409,6 +409,8 @@ def test_gpu_layers_all_some_or_none(bundled_shape: ModelShape) -> None:
     assert "layers fit in" in " ".join(some.reasons)
     none = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu(reserve + MIB),)))
     assert none.n_gpu_layers == 0 and none.placement == "CPU only"
+    all_but_output = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu(8 * GIB),)), FitRequest(gpu_layers=30))
+    assert all_but_output.placement == "all 30 layers on the GPU but the output layer", "not 30/30"
     limited = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu(8 * GIB),), vram_limit=everything // 2))
     assert limited.where == "split"
     assert fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu(8 * GIB),)), FitRequest(no_gpu=True)).where \

@@ -8,12 +8,13 @@ import importlib
 import importlib.util
 import logging
 import os
+import re
 import sys
 import types
 from collections.abc import Iterator
-from functools import lru_cache
 
 from localgen.errors import EngineLibraryError
+from localgen.llama_install import installed_version, reinstall_command
 
 
 def load_bindings(submodule: str) -> types.ModuleType:
@@ -38,20 +39,27 @@ def load_bindings(submodule: str) -> types.ModuleType:
 
 def engine_library_error(exc: BaseException) -> EngineLibraryError:
     """What to say where llama-cpp-python or its llama.cpp library would not load: the loader's reason, and a fix."""
+    version = installed_version()
     if isinstance(exc, ImportError):
-        return EngineLibraryError(f"llama-cpp-python cannot be imported: {exc}",
-                                  hint=f"install it (a C/C++ compiler and CMake build it): pip install "
-                                       f"'{_required_llama_cpp()}'")
-    reinstall = f"pip install --force-reinstall --no-cache-dir {_installed_requirement()}"
+        if exc.name in ("llama_cpp", "llama_cpp.llama_cpp"):
+            hint = f"install it (a C/C++ compiler and CMake build it): pip install '{_required_llama_cpp()}'"
+        else:  # installed, but a module it needs is not
+            hint = f"install {exc.name or 'what it needs'}, or llama-cpp-python again: " + reinstall_command(
+                version, cuda=None)
+        return EngineLibraryError(f"llama-cpp-python cannot be imported: {exc}", hint=hint)
     reason = str(exc)
-    if "libcuda.so" in reason:
-        hint = ("this llama-cpp-python is a CUDA build, which needs the NVIDIA driver (libcuda.so.1), not found "
-                f"here: install the driver, or the CPU build: {reinstall}")
+    folder = os.environ.get("LLAMA_CPP_LIB_PATH")
+    if folder:
+        hint = (f"LLAMA_CPP_LIB_PATH={folder} tells llama-cpp-python where its libraries are: unset it, or point it "
+                f"at a build of llama-cpp-python {version or 'as installed'}'s own")
+    elif "libcuda.so" in reason or re.search(r"undefined symbol: cu[A-Z]", reason):  # the driver's API
+        hint = ("this llama-cpp-python is a CUDA build, which needs the NVIDIA driver (libcuda.so.1), missing here "
+                f"or too old for it: install the driver, or the CPU build: {reinstall_command(version, cuda=False)}")
     elif any(name in reason for name in ("libcudart", "libcublas")):
         hint = ("this llama-cpp-python is a CUDA build, which needs the CUDA runtime libraries, not found here: "
-                f"install the CUDA toolkit's runtime, or the CPU build: {reinstall}")
+                f"install the CUDA toolkit's runtime, or the CPU build: {reinstall_command(version, cuda=False)}")
     else:
-        hint = f"reinstall llama-cpp-python: {reinstall}"
+        hint = f"reinstall llama-cpp-python: {reinstall_command(version, cuda=None)}"
     return EngineLibraryError(f"llama.cpp's library could not be loaded: {reason}", hint=hint)
 
 
@@ -66,19 +74,22 @@ def _required_llama_cpp() -> str:
     return "llama-cpp-python"
 
 
-def _installed_requirement() -> str:
-    """llama-cpp-python pinned to the installed version, read from its metadata (its code may not load)."""
-    from importlib import metadata
-
-    try:
-        return f"llama-cpp-python=={metadata.version('llama-cpp-python')}"
-    except metadata.PackageNotFoundError:
-        return "llama-cpp-python"
+def _not_loadable(exc: BaseException) -> bool:
+    """Whether an exception from importing the bindings says the package or its library cannot load (a missing
+    package or module, a library missing or one it needs, a library of another version that lacks a function),
+    not a Ctrl-C that Python 3.11 wraps in a RuntimeError or another failure."""
+    if isinstance(exc, (ImportError, OSError)):
+        return True
+    if isinstance(exc, AttributeError):  # ctypes binding a function the library does not have
+        return "undefined symbol" in str(exc)
+    return isinstance(exc, RuntimeError) and str(exc).startswith("Failed to load shared library")
 
 
 try:
     lc = load_bindings("llama_cpp")
-except (ImportError, OSError, RuntimeError) as exc:  # no package, or its library missing, or one it needs
+except (ImportError, OSError, RuntimeError, AttributeError) as exc:
+    if not _not_loadable(exc):
+        raise
     raise engine_library_error(exc) from exc
 
 native_log = logging.getLogger("localgen.llama")
@@ -154,21 +165,6 @@ def supports_gpu_offload() -> bool:
     return bool(lc.llama_supports_gpu_offload())
 
 
-@lru_cache(maxsize=1)
 def llama_cpp_version() -> str:
-    """The installed llama-cpp-python version (for reinstall hints): the package's __version__ line, read rather
-    than imported (see load_bindings) and before a metadata scan, which costs tens of milliseconds a run."""
-    import re
-    from pathlib import Path
-
-    with contextlib.suppress(OSError, TypeError):
-        init = Path(str(lc.__file__)).with_name("__init__.py").read_text(encoding="utf-8")
-        found = re.search(r"""^__version__\s*=\s*["']([^"']+)["']""", init, re.MULTILINE)
-        if found:
-            return found.group(1)
-    from importlib import metadata
-
-    try:
-        return metadata.version("llama_cpp_python")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    """The installed llama-cpp-python version (for reinstall hints and --stats), 'unknown' where it cannot be read."""
+    return installed_version() or "unknown"
