@@ -87,7 +87,7 @@ def _not_loadable(exc: BaseException) -> bool:
 
 try:
     lc = load_bindings("llama_cpp")
-except (ImportError, OSError, RuntimeError, AttributeError) as exc:
+except Exception as exc:
     if not _not_loadable(exc):
         raise
     raise engine_library_error(exc) from exc
