@@ -187,7 +187,7 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
 
     warnings, system = checked.warnings, checked.system
     if checked.system_input is not None:
-        system = read_system_file(checked.system_input, None, warnings)
+        system = read_system_file(checked.system_input, None, warnings, bound=checked.bound)
     bound = checked.bound and checked.bound.beside(system)
     attachments = once_each(read_attachments(checked.files, None, warnings, waiting=say_waiting_for, bound=bound),
                             [file.name for file in checked.files], warnings)

@@ -59,11 +59,13 @@ def system_file_input(system: str | None, system_file: str | None, *, stdin_take
     return InputFile.checked(system_file, SYSTEM_FILE_OPTION, stdin=True)
 
 
-def read_system_file(file: InputFile, stdin: BinaryIO | None, warnings: list[str]) -> str:
-    """The system prompt a --system-file holds (inputs.system_prompt_text), noting a pipe that keeps it waiting."""
+def read_system_file(file: InputFile, stdin: BinaryIO | None, warnings: list[str],
+                     bound: TextBound | None = None) -> str:
+    """The system prompt a --system-file holds (inputs.system_prompt_text), noting a pipe that keeps it waiting;
+    bound refuses it as soon as it is certainly too long for the model (a pipe's, runner.preflight)."""
     from localgen.inputs import system_prompt_text
 
-    return system_prompt_text(file.read(stdin, warnings, warn_empty=True, waiting=say_waiting_for))
+    return system_prompt_text(file.read(stdin, warnings, warn_empty=True, waiting=say_waiting_for, bound=bound))
 
 
 def say_waiting_for(name: str | None, option: str, *, terminal: bool = False) -> None:

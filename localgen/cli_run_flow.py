@@ -216,7 +216,8 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     if checked.system_input is not None:
         if checked.system_input.path is None:
             say_reading_a_terminal(stdin, "the system prompt (--system-file -)")
-        system = read_system_file(checked.system_input, stdin, warnings)
+        system = read_system_file(checked.system_input, stdin, warnings,
+                                  bound=checked.bound and checked.bound.beside(checked.prompt))
         stdin = None if checked.system_input.path is None else stdin  # --system-file - read it
     template = read_chat_template(checked.template_file, waiting=say_waiting_for)
     check_given_template(replace(checked.options, chat_template=template))

@@ -1115,7 +1115,9 @@ def test_a_pipe_too_long_for_the_model_is_refused_once_its_size_shows_it(tmp_pat
                 "8,193 tokens")
     for command in (f"yes | {sys.executable} -m localgen run -n 1 x",
                     f"{sys.executable} -m localgen run -n 1 -f <(yes) x",
-                    f"{sys.executable} -m localgen chat -n 1 -f <(yes)"):  # a chat's files as a run's
+                    f"{sys.executable} -m localgen chat -n 1 -f <(yes)",  # a chat's files as a run's
+                    f"{sys.executable} -m localgen run -n 1 --system-file <(yes) x",  # and a system prompt's
+                    f"{sys.executable} -m localgen chat -n 1 --system-file <(yes)"):
         shown = pexpect.run(f"bash -c {json.dumps(command)}", cwd=str(REPO_ROOT), timeout=60, encoding="utf-8",
                             env={**os.environ})
         assert " ".join(shown.split()).startswith(too_long), shown
