@@ -18,6 +18,7 @@ limits (ulimit) and umask, its string hash seed, what the C libraries read from 
 from __future__ import annotations
 
 import fcntl
+import gc
 import importlib
 import io
 import json
@@ -129,4 +130,5 @@ if __name__ == "__main__":
     if "huggingface_hub" in sys.modules:  # its settings would be the zygote's environment's in every child
         sys.exit("tests/zygote.py: importing localgen ahead imported huggingface_hub; import less ahead")
     from localgen.engine.native import quiet_native_aborts
+    gc.freeze()  # the imports' objects: a child's collections, its exit's above all, pass them over, copying no page
     become_localgen(*serve(socket.socket(fileno=int(sys.argv[1]))))
