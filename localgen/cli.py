@@ -12,7 +12,7 @@ import typer
 
 from localgen import __version__
 from localgen.cli_conversations import conversations_app
-from localgen.cli_exit import flush_stdout, run_app
+from localgen.cli_exit import InterruptEndsLine, flush_stdout, run_app
 from localgen.cli_manage import cache_app, models_app
 from localgen.cli_model import say_note
 from localgen.cli_options import (
@@ -72,6 +72,7 @@ from localgen.errors import (
 
 app = typer.Typer(
     name="localgen",
+    cls=InterruptEndsLine,
     rich_markup_mode=None,  # click's plain help: rich's panels cost a tenth of a second at every --help
     help="Chat with and generate text from local LLMs.",
     epilog="`localgen help COMMAND` (or `localgen COMMAND --help`) shows a command's options.",

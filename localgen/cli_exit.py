@@ -10,6 +10,7 @@ import signal
 import sys
 
 import typer
+from typer.core import TyperGroup
 
 from localgen.cli_usage import help_cluster_error, one_dash_error, option_arity, usage_error
 from localgen.config import settings
@@ -36,6 +37,22 @@ def silence_stdout() -> None:
     os.close(devnull)
 
 
+class InterruptEndsLine(TyperGroup):
+    """localgen's command group: a Ctrl-C that ends a command ends the line of its ^C echo on the terminal, before
+    Typer turns it into a silent Exit(130) (while a prompt is read from the terminal, a pipe waited for, a model
+    loaded)."""
+
+    def invoke(self, ctx: typer.Context) -> object:
+        """Run the command; end the terminal's line on a Ctrl-C that ends it."""
+        from localgen import console
+
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            console.end_interrupted_line()
+            raise
+
+
 def run_app(app: typer.Typer, args: list[str]) -> int:
     """Run the Typer app; the exit code for every way it can end."""
     from localgen import console
@@ -50,6 +67,8 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
         result = app(args=args, prog_name="localgen", standalone_mode=False)
         return result if isinstance(result, int) else EXIT_OK
     except typer.Exit as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # a Ctrl-C that Typer turned into Exit(130)
+            console.end_interrupted_line()
         return exc.exit_code
     except typer.Abort:
         return EXIT_INTERRUPTED

@@ -229,6 +229,22 @@ def test_a_dash_reading_a_terminal_says_so_and_how_to_end_it(args: tuple[str, ..
     assert child.exitstatus == 0 and "Typed at the terminal." in child.before, child.before
 
 
+
+@pytest.mark.parametrize("command", [("run", "-"), ("run", "-q", "-"), ("chat", "--system-file", "/dev/tty")])
+def test_ctrl_c_while_the_terminal_is_read_ends_the_line_of_its_echo(command: tuple[str, ...]) -> None:
+    """README: a Ctrl-C leaves the terminal on a fresh line for the shell's prompt, -q too; Typer turned a Ctrl-C
+    while the prompt was typed into a silent exit 130, after `abc^C` with no line ended."""
+    child = spawn_localgen(*command, env=dict(os.environ), encoding="utf-8", timeout=60, dimensions=(30, 200))
+    if "-q" not in command:
+        child.expect_exact("Ctrl-D at the start of a line ends it")
+    time.sleep(0.3)  # the terminal is being read: the note comes just before
+    child.send("abc")
+    child.expect_exact("abc")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130 and child.before.endswith("^C\r\n"), repr(child.before)
+
 # --- pipes given to the options that take a file ---------------------------------------------------------------------
 
 PIPED = {"--grammar": 'root ::= "yes"', "--json-schema": '{"type": "string"}',
