@@ -96,7 +96,8 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     from localgen.resolve import check_reference
 
     if sys.stdin is None or not sys.stdin.isatty():
-        raise UsageError("localgen chat needs a terminal", hint='for pipes and scripts use `localgen run "..."`')
+        raise UsageError("localgen chat needs a terminal", hint='for pipes and scripts use `localgen run "..."`, '
+                         'and `localgen run --conversation NAME "..."` for one exchange after another')
     if not sys.stdout.isatty():  # the screen would be garbled and the file full of terminal controls
         raise UsageError("localgen chat needs a terminal on stdout too",
                          hint="conversations are saved as JSON (/save, `localgen chat --resume`); for a transcript "

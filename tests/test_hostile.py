@@ -364,6 +364,14 @@ def test_chat_with_stdout_piped_is_refused() -> None:
     assert result.stderr.decode().startswith("localgen: error: localgen chat needs a terminal on stdout too")
 
 
+def test_chat_with_stdin_piped_points_to_run_and_its_conversations() -> None:
+    """`printf 'hi\\n/exit\\n' | localgen chat`: a script's exchanges are run's, one after another in a conversation."""
+    result = run_localgen("chat", stdin=b"hi\n/exit\n")
+    assert result.returncode == USAGE and result.out == ""
+    assert result.err == ("localgen: error: localgen chat needs a terminal (hint: for pipes and scripts use `localgen "
+                          'run "..."`, and `localgen run --conversation NAME "..."` for one exchange after another)\n')
+
+
 def test_run_without_a_prompt_on_a_terminal_points_to_chat() -> None:
     result = _with_a_terminal_on_stdin("run")
     assert result.returncode == USAGE
