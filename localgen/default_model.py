@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from localgen.errors import GGUFError, LocalgenError, UsageError
 from localgen.inputs import short_path
 from localgen.registry import Registry, hub_target, load_registry, user_file_text
+
+if TYPE_CHECKING:
+    from localgen.references import ModelRef
 
 DefaultRow = tuple[str | None, Path | None]  # how `models list` finds the default: an entry's name, or its file
 
@@ -18,9 +22,7 @@ def default_setting(text: str, registry: Registry) -> tuple[str, bool]:
     (NAME:QUANT for a quant of it), a file by its absolute path, a Hub model as typed; what -m refuses before anything
     slow (a malformed reference, an unknown name, a file that is not there or is no GGUF model) is refused with -m's
     error."""
-    from localgen.catalog import bundled_file
     from localgen.gguf_split import validate_split
-    from localgen.hub_cache import cached_model
     from localgen.inputs import named_as_typed
     from localgen.resolve import local_file
 
@@ -35,10 +37,7 @@ def default_setting(text: str, registry: Registry) -> tuple[str, bool]:
             validate_split(path)  # the header check -m makes: a file that is no GGUF model is no default
         return (spec.name if spec is not None else str(path)), True
     setting = ref.text if spec is None else f"{spec.name}:{ref.quant}" if ref.quant else spec.name
-    if spec is not None and ref.quant is None and bundled_file(spec) is not None:
-        return setting, True
-    repo, quant, filename = hub_target(ref, spec)
-    return setting, cached_model(repo, quant=quant, filename=filename) is not None
+    return setting, _here(registry, ref) is not None
 
 
 def _utf8(text: str) -> bool:
@@ -90,16 +89,27 @@ def default_in_listing(registry: Registry) -> DefaultRow:
     """How `models list` finds the model run and chat use without -m among its rows: by the entry's name where the
     default is an entry's name alone, else by its file, found without the network ((None, None): not here, or a
     [defaults] model that names no model)."""
-    from localgen.hub_cache import cached_model
-
     try:
         ref = registry.reference(registry.default_reference())
         if ref.name is not None and ref.quant is None:
             return ref.name, None
         if ref.path is not None:
             return None, ref.path
-        repo, quant, filename = hub_target(ref, registry.spec_for(ref))
-        paths = cached_model(repo, quant=quant, filename=filename)
+        return None, _here(registry, ref)
     except LocalgenError:
         return None, None
-    return None, paths[0] if paths else None
+
+
+def _here(registry: Registry, ref: ModelRef) -> Path | None:
+    """The file of a model named by a registry name or a Hub reference that a run takes without a download (not
+    checked yet), found without the network: a verified download, else the bundled copy it names; None when
+    neither is here."""
+    from localgen.catalog import bundled_file
+    from localgen.hub_cache import cached_model
+    from localgen.resolve import bundled_entry
+
+    spec = registry.spec_for(ref)
+    repo, quant, filename = hub_target(ref, spec)
+    paths = cached_model(repo, quant=quant, filename=filename)
+    entry = bundled_entry(registry, ref, spec) if not paths else None
+    return paths[0] if paths else bundled_file(entry) if entry is not None else None

@@ -75,6 +75,17 @@ def entry_pin(spec: ModelSpec | None, ref: ModelRef) -> Pin | None:
     return Pin(sha256=spec.sha256, size=spec.size, origin=spec.origin)
 
 
+def bundled_entry(registry: Registry, ref: ModelRef, spec: ModelSpec | None) -> ModelSpec | None:
+    """The registry entry whose packaged file (installed, not checked yet) a reference names: the entry it names, at
+    its default quant or none; or, for ORG/REPO[:QUANT] (not ORG/REPO/FILE, which goes to the Hub), an entry of that
+    repo at its default quant or none; else None."""
+    if spec is None and ref.repo is not None:
+        candidates = [s for _, s in sorted(registry.models.items()) if s.repo.lower() == ref.repo.lower()]
+    else:
+        candidates = [spec] if spec is not None else []
+    return next((s for s in candidates if _is_default_file(s, ref) and bundled_file(s) is not None), None)
+
+
 def _bundled(spec: ModelSpec | None, ref: ModelRef, *, offline: bool) -> Path | None:
     """The verified packaged file for a registry entry's default file, if installed and intact.
 
@@ -148,7 +159,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
         refused = _refused_by_pin(cached[0], pin) if cached else None
         if cached and refused is None:
             return ResolvedModel(ref=ref, path=cached[0], spec=spec, source="cache")
-        bundled = _bundled(spec, ref, offline=offline)
+        bundled = _bundled(bundled_entry(registry, ref, spec), ref, offline=offline)
         if bundled is not None:
             if refused is not None:
                 console.warn(f"passing over the cached copy: {refused.message}")

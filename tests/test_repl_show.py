@@ -46,7 +46,7 @@ def _show_info(env: dict[str, str], model: str) -> str:
 
 
 def test_show_names_a_downloaded_model_s_source_as_models_list_does(hub_env: dict[str, str]) -> None:
-    pulled = subprocess.run([sys.executable, "-m", "localgen", "pull", f"{REPO}:Q4_1"], env=hub_env, cwd=REPO_ROOT,
+    pulled = subprocess.run([sys.executable, "-m", "localgen", "pull", f"{REPO}/{FILE}"], env=hub_env, cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert pulled.returncode == 0, pulled.stderr
     listed = subprocess.run([sys.executable, "-m", "localgen", "models", "list", "--json"], env=hub_env,
