@@ -188,15 +188,29 @@ def _bundled_model(spec: ModelSpec) -> CachedModel | None:
 
 def _own_file_model(name: str, path: Path) -> CachedModel:
     """A file of the user's own that models.toml names (an entry's path, the default model's), as a CachedModel: its
-    size (every shard's that is there, of a split model), or None and the problem when it is not a file there."""
+    size (every shard's that is there, of a split model) and the quant its header gives, or None and the problem
+    when it is not a file there (and the quant its name gives)."""
     from localgen.gguf_split import present_shards
 
     problem = own_file_problem(path)
     present, missing = present_shards(path) if problem is None else ([], [])
-    return CachedModel(name=name, repo=None, quant=quant_of_filename(path.name),
+    quant = _header_quant(path) if problem is None else quant_of_filename(path.name)
+    return CachedModel(name=name, repo=None, quant=quant,
                        size=sum(shard.stat().st_size for shard in present) if present else None,
                        last_used=last_used(path), path=path, paths=tuple(present), source=SOURCE_LOCAL,
                        verified=False, missing_shards=len(missing), problem=problem)
+
+
+def _header_quant(path: Path) -> str | None:
+    """The quant a local GGUF file's header gives, as `models show` reads it; None for a file that is no readable
+    GGUF model."""
+    from localgen.errors import GGUFError
+    from localgen.gguf_reader import read_gguf
+
+    try:
+        return read_gguf(path).quant
+    except GGUFError:
+        return None
 
 
 def hub_groups(*, dangling: bool = False) -> dict[tuple[str, str], list[hub_cache.CachedHubFile]]:

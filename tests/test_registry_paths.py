@@ -157,6 +157,28 @@ def test_models_list_shows_the_entry_s_path_and_size_or_that_it_is_missing(own: 
     assert ["gone", "-", "Q8_0", "-", "no (missing)", ""] in everything
 
 
+def test_models_list_gives_an_own_file_s_quant_from_its_header_as_models_show_does(tmp_path: Path,
+                                                                                 bundled_model: Path) -> None:
+    """A name that tells no quant (m.gguf) is no matter: the header does, for an entry's file and a default given as a
+    path alike; a file that is no GGUF model gets none (its name's quant is not the file's), and no error."""
+    home = tmp_path / "home"
+    config = user_registry(home, '[defaults]\nmodel = "./d.gguf"\n[models.x]\npath = "m.gguf"\n'
+                                 '[models.junk]\npath = "junk.Q8_0.gguf"\n').parent
+    (config / "m.gguf").symlink_to(bundled_model)
+    (config / "d.gguf").symlink_to(bundled_model)
+    (config / "junk.Q8_0.gguf").write_bytes(b"not a model")
+    listed = localgen(home, "models", "list")
+    assert listed.returncode == 0 and listed.err == "", listed.err
+    rows = [line.split("\t") for line in listed.out.splitlines()]
+    assert ["x", "Q4_1", "93.8 MiB", "never", "local", str(config / "m.gguf")] in rows
+    assert ["junk", "-", "11 B", "never", "local", str(config / "junk.Q8_0.gguf")] in rows
+    quants = {m["name"]: m["quant"] for m in json.loads(localgen(home, "models", "list", "--json").out)}
+    assert quants == {"smollm2-135m": "Q4_1", "x": "Q4_1", "junk": None, str(config / "d.gguf"): "Q4_1"}
+    everything = [line.split("\t") for line in localgen(home, "models", "list", "--all").out.splitlines()]
+    assert ["x", "-", "Q4_1", "-", "yes (local)", ""] in everything
+    assert json.loads(localgen(home, "models", "show", "x", "--json").out)["quant"] == "Q4_1"
+
+
 def test_a_folder_as_an_entry_s_path_is_listed_and_refused_as_not_a_file(tmp_path: Path) -> None:
     home = tmp_path / "home"
     registry = user_registry(home, f'[models.folder]\npath = "{tmp_path}"\n')
