@@ -79,19 +79,27 @@ def set_command(state: ChatState, argument: str) -> None:
 
 def _set_stop(session: ChatSession, argument: str) -> None:
     """/set stop TEXT...: this chat's stop strings (quoted as in a shell, with their escapes read as /show writes
-    them: stopping.words_read; none clears them; alone: shows them)."""
+    them: stopping.words_read; none clears them; alone: shows them; commas alone, which name none, are refused)."""
     if not argument:
         console.say(stop_strings_line(session.limits.stop))
         return
+    if argument.lower() == "none":
+        session.limits = replace(session.limits, stop=())
+        console.say("stop strings cleared")
+        return
     try:
-        words = [] if argument.lower() == "none" else words_read(argument)
+        words = words_read(argument)
     except ValueError as exc:
         raise UsageError(f"/set stop: {exc}", hint='quote each one whole: /set stop "User says:" "###" (a backslash '
                                                    "as \\\\, as /show writes it: 'C:\\\\')") from None
+    if not words:  # ',' or ', ,': separators only, which name no stop string (none clears them)
+        raise UsageError("/set stop: no stop string was given (commas and spaces only part them)",
+                         hint='/set stop none clears them; a comma itself is one quoted or escaped: /set stop "," '
+                              "or /set stop \\,")
     if "" in words:
         raise UsageError("/set stop: a stop string is empty", hint="give each stop string some text")
     session.limits = replace(session.limits, stop=tuple(words))
-    console.say(stop_strings_line(session.limits.stop) if words else "stop strings cleared")
+    console.say(stop_strings_line(session.limits.stop))
 
 
 def stats_command(state: ChatState, argument: str) -> None:

@@ -109,6 +109,27 @@ def test_set_stop_changes_this_chat_s_stop_strings(tmp_path: Path) -> None:
             chat.child.terminate(force=True)
 
 
+def test_set_stop_with_commas_alone_is_refused_and_keeps_the_stop_strings(tmp_path: Path) -> None:
+    """/set stop , names no stop string: refused with the ways to clear them or stop at a comma, not taken for none."""
+    chat = Chat(tmp_path / "home", "--no-markdown", "--stop", "###")
+    try:
+        for value in (",", ", ,", " , ,, "):
+            chat.child.sendline(f"/set stop {value}")
+            chat.child.expect([r"stop strings cleared", r"\\,\)"])  # what it said before, or the hint's end
+            said = " ".join((chat.child.before + chat.child.after).split())
+            chat.sync()
+            assert "/set stop: no stop string was given (commas and spaces only part them)" in said, said
+            assert '/set stop none clears them; a comma itself is one quoted or escaped: /set stop "," or' in said
+            assert "stop strings (this chat): '###'" in chat.command("/set stop", "'###'"), "kept as they were"
+        assert "stop strings (this chat): ','" in chat.command('/set stop ","', "','")
+        assert "stop strings cleared" in chat.command("/set stop none", "cleared")
+        assert "no stop strings" in chat.command("/set stop", "sets them")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 def test_set_stop_reads_escapes_and_shows_them_as_it_reads_them(tmp_path: Path) -> None:
     """/set stop reads \\n, \\t, \\r and \\\\ (which --stop gets from a shell's $'...'), quoted or not; Alt+Enter
     between quotes types the newline itself."""
