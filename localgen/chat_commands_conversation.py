@@ -186,9 +186,9 @@ def model_command(state: ChatState, argument: str) -> None:
                 + (f" (changed with it: {', '.join(changed)})" if changed else ""))
     if len(conversation.in_context()) < seen:
         console.say(f"[the conversation: {exchanges_in_context(conversation)}]")
-    problem = session.system_prompt_problem(conversation.system)
-    if problem is not None:  # the model is loaded all the same: the prompt is what must change
-        console.warn(f"{problem}: /system TEXT sets a shorter one, /system none removes it")
+    warning = session.no_room_warning()  # the model is loaded all the same: the prompt is what must change
+    if warning is not None:
+        console.warn(warning)
 
 
 def conversation_summary(session: ChatSession) -> str:

@@ -119,6 +119,9 @@ class Repl:
             console.say(f"resumed {self.session.conversation.name}: {conversation_summary(self.session)}")
         if self._system_note:
             console.say(self._system_note)
+        no_room = self.session.no_room_warning()  # before anything is typed, as /model says it
+        if no_room is not None:
+            console.warn(no_room)
         if self.session.attachments:
             which = "next" if self.resumed else "first"
             console.say(f"{counted(len(self.session.attachments), 'file')} attached to your {which} message "

@@ -16,7 +16,6 @@ from localgen.conversation_store import holds_as_is, let_go, save_conversation, 
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished
-from localgen.fit import fewest_tokens, text_bytes
 from localgen.held_tokens import with_held_tokens
 from localgen.model_switch import load_instead
 from localgen.params import (
@@ -29,9 +28,9 @@ from localgen.params import (
 from localgen.registry import model_defaults
 from localgen.resolve import ResolvedModel
 from localgen.runner import LoadedModel, ModelOptions, ignore_note
+from localgen.session_room import ContextRoom
 from localgen.session_settings import SessionSettings
 
-DEFAULT_ANSWER_RESERVE = 512
 RENDERS_KEPT = 3  # rendered prompts kept: the conversation's, the next question's, and one being typed
 
 
@@ -48,7 +47,7 @@ class UnsavedChangeError(LocalgenError):
     """An autosave that failed: the change stays in the session, which is marked unsaved."""
 
 
-class ChatSession(SessionSettings):
+class ChatSession(SessionSettings, ContextRoom):
     """A model and a conversation; each turn prefills only what the KV cache does not hold."""
 
     def __init__(self, loaded: LoadedModel, options: ModelOptions, conversation: Conversation,
@@ -185,31 +184,14 @@ class ChatSession(SessionSettings):
     def set_system(self, text: str | None) -> None:
         """Replace the system prompt ("": an empty one; None: none, the template's own) (one that leaves no room for
         a message in the context is refused)."""
-        problem = self.system_prompt_problem(text)
-        if problem is not None:
-            raise UsageError(problem, hint="shorten it, or start the chat with a larger --ctx-size if the model "
-                                           "allows one (/show tells)")
+        no_room = self._no_room(text)
+        if no_room is not None:
+            raise UsageError(*no_room)
         self.conversation.system = text
         self.own_system = True
         with contextlib.suppress(LocalgenError):  # no model, or a template that refuses: the next message says why
             self._replan_context()  # the whole prompt is new: what fits beside this system prompt, as /show says
         self._save(command=True)
-
-    def system_prompt_problem(self, text: str | None) -> str | None:
-        """Why a system prompt leaves no room for a message in this model's context, or None when it leaves some."""
-        if not text:
-            return None
-        budget, least = self._budget(), fewest_tokens(text_bytes(text), self.loaded.longest_token)
-        if least >= budget:  # by its size alone, before a tokenizer spends seconds on a long text to say so
-            return f"the system prompt takes at least {least:,} tokens, and the context leaves {budget:,} for the " \
-                   "whole conversation"
-        try:
-            size = self._count([Message("system", text)])
-        except LocalgenError:  # a template that refuses a system prompt alone: the first message will say why
-            return None
-        if size < budget:
-            return None
-        return f"the system prompt takes {size:,} tokens, and the context leaves {budget:,} for the whole conversation"
 
     def switch_model(self, reference: str, note: Callable[[str], None] = ignore_note) -> LoadedModel:
         """Load another model in place of this one (see load_instead) and keep the conversation (a --chat-template
@@ -282,28 +264,19 @@ class ChatSession(SessionSettings):
 
     def _make_room(self, planned: Conversation) -> int:
         """Fit a planned conversation to the context (see Conversation.fit); a last exchange too long even alone
-        is refused with what can help here: attached files to drop, a larger context the model allows."""
+        is refused with what can help here: attached files to drop, a larger context the model allows; where the
+        system prompt (or the template's own) leaves no room for any message, that is what is said."""
         try:
             return planned.fit(self._count, self._budget(), self.loaded.longest_token)
         except ContextOverflowError as exc:
+            no_room = self._no_room_overflow(planned)
+            if no_room is not None:
+                raise no_room from None
             helps = ["shorten the message" + (" or the system prompt" if planned.system else "")]
             if self.attachments:
                 helps.append("/file none drops the attached files, which stay for the next message")
             larger = self._larger_context_help()
             raise ContextOverflowError(exc.message, hint="; ".join([*helps, *([larger] if larger else [])])) from None
-
-    def _larger_context_help(self) -> str | None:
-        """The help a message too long for the context gets where the model allows a larger one, else None."""
-        engine = self.loaded.engine
-        if engine.n_ctx < engine.n_ctx_train:
-            return f"a larger --ctx-size (up to {engine.n_ctx_train:,} for this model; it is {engine.n_ctx:,} now)"
-        return None
-
-    def _budget(self) -> int:
-        """Tokens a prompt may use, keeping room for the answer."""
-        n_ctx = self.loaded.engine.n_ctx
-        reserve = min(self.limits.max_tokens or DEFAULT_ANSWER_RESERVE, n_ctx // 4)
-        return n_ctx - reserve
 
     def context_used(self) -> int | None:
         """Tokens the conversation takes in the model's context as the next turn starts (the KV cache may still hold

@@ -648,6 +648,24 @@ def test_model_takes_the_new_entry_s_settings_and_keeps_the_ones_chosen(home: Pa
     assert chat.quit() == 0
 
 
+def test_a_context_too_small_for_the_template_s_own_system_prompt_is_said_as_the_chat_starts(home: Path) -> None:
+    """chat -c 16: SmolLM2's template adds a system prompt of its own that leaves no room for a message. The chat
+    says so before anything is typed, as /model does, and a message then is not blamed for the room it takes."""
+    chat = Chat(home, "-c", "16", "--no-markdown")
+    try:
+        started = " ".join(chat.transcript.getvalue().split())
+        assert re.search(r"localgen: warning: the chat template's own system prompt with its markup takes \d+ tokens, "
+                         r"and the context leaves 12 for the whole conversation, so no message fits: --ctx-size \d+ "
+                         r"or more \(up to 8,192 for this model; it is 16 now\)", started), started
+        said = " ".join(chat.command_words("hi", "16 now))").split())
+        assert "error: this message takes 1 token, but the chat template's own system prompt with its markup takes" \
+            in said, said
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 def test_chat_f_attaches_files_to_the_first_message(home: Path, tmp_path: Path) -> None:
     doc = tmp_path / "note.txt"
     doc.write_text("The secret code is 4711.\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import typing
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from localgen import model_switch
 from localgen import session as session_module
+from localgen.chat import Message
 from localgen.conversation import Conversation, Turn
 from localgen.engine import Engine, lc
 from localgen.errors import (
@@ -473,7 +475,8 @@ def test_a_new_system_prompt_moves_the_context_at_once(session: ChatSession) -> 
 
 
 def test_a_system_prompt_that_leaves_no_room_for_a_message_is_refused(session: ChatSession) -> None:
-    with pytest.raises(UsageError, match=r"the system prompt takes [\d,]+ tokens, and the context leaves"):
+    with pytest.raises(UsageError, match=r"the system prompt with the chat template's markup takes [\d,]+ tokens, "
+                                         "and the context leaves"):
         session.set_system("You are a pirate who speaks only in rhymes. " * 120)
     assert session.conversation.system is None
     session.set_system("You are a pirate.")
@@ -482,13 +485,57 @@ def test_a_system_prompt_that_leaves_no_room_for_a_message_is_refused(session: C
 
 def test_a_system_prompt_too_long_by_its_size_is_refused_untokenized(session: ChatSession,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    def never(*_: object) -> typing.NoReturn:
-        raise AssertionError("tokenized a system prompt that cannot fit")
+    count = session._count
 
-    monkeypatch.setattr(session, "_count", never)
+    def never_it(messages: list[Message]) -> int:  # the other system prompts the hint weighs are counted
+        if any(len(message.content) > 1000 for message in messages):
+            raise AssertionError("tokenized a system prompt that cannot fit")
+        return count(messages)
+
+    monkeypatch.setattr(session, "_count", never_it)
     with pytest.raises(UsageError, match=r"the system prompt takes at least 1,234 tokens, and the context leaves"):
         session.set_system("x " * 100_000)  # 200,000 bytes: at least 1,234 tokens, however they tokenize
     assert session.conversation.system is None
+
+
+def test_a_context_too_small_for_the_template_s_own_system_prompt_says_so_with_the_ctx_size_that_holds_it(
+        bundled_model: Path) -> None:
+    """-c 16: SmolLM2's template adds a system prompt of its own that leaves no room for a message. The chat is told
+    so (no_room_warning) and a message is not blamed for it; the --ctx-size hinted is the smallest that holds it."""
+    tiny = _session(bundled_model, 16)
+    try:
+        with pytest.raises(ContextOverflowError) as refused:
+            tiny.ask("hi")
+        assert re.fullmatch(r"this message takes 1 token, but the chat template's own system prompt with its markup "
+                            r"takes \d+ tokens, and the context leaves 12 for the whole conversation",
+                            refused.value.message), refused.value.message
+        hinted = re.fullmatch(r"--ctx-size (\d+) or more \(up to 8,192 for this model; it is 16 now\)",
+                              refused.value.hint or "")
+        assert hinted, refused.value.hint
+        warning = tiny.no_room_warning() or ""
+        assert re.fullmatch(r"the chat template's own system prompt with its markup takes \d+ tokens, and the "
+                            r"context leaves 12 for the whole conversation, so no message fits: --ctx-size \d+ or "
+                            r"more \(up to 8,192 for this model; it is 16 now\)", warning), warning
+        for text, part in ((None, "the chat template's own system prompt with its markup"),
+                           ("", "the chat template's markup"),
+                           ("Be brief.", "the system prompt with the chat template's markup")):
+            with pytest.raises(UsageError, match=re.escape(part) + r" takes \d+ tokens"):
+                tiny.set_system(text)
+        assert tiny.conversation.system is None and not tiny.own_system
+    finally:
+        tiny.loaded.close()
+    for size in (int(hinted[1]) - 1, int(hinted[1])):
+        sized = _session(bundled_model, size)
+        try:
+            if size < int(hinted[1]):
+                assert sized.no_room_warning() is not None
+                with pytest.raises(ContextOverflowError, match="this message takes 1 token"):
+                    sized.ask("hi")
+            else:
+                assert sized.no_room_warning() is None
+                assert _answer(sized.ask("hi")[1]).text
+        finally:
+            sized.loaded.close()
 
 
 def test_save_as_writes_the_settings_in_use(session: ChatSession, home: Path) -> None:

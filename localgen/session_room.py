@@ -1,0 +1,136 @@
+"""The room a chat's context leaves: for the conversation beside the answer, for a message beside the system prompt
+(the user's, or the chat template's own), and the help a prompt that does not fit gets."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from localgen.chat import Message
+from localgen.errors import ContextOverflowError, LocalgenError
+from localgen.fit import fewest_tokens, text_bytes
+from localgen.units import counted
+
+if TYPE_CHECKING:
+    from localgen.conversation import Conversation
+    from localgen.params import GenerationLimits
+    from localgen.runner import LoadedModel
+
+DEFAULT_ANSWER_RESERVE = 512
+
+
+class ContextRoom:
+    """What the context of a chat session's model has room for (ChatSession builds on it)."""
+
+    loaded: LoadedModel
+    limits: GenerationLimits
+    conversation: Conversation
+
+    def _count(self, messages: list[Message]) -> int:
+        """Tokens a conversation takes once rendered (ChatSession's)."""
+        raise NotImplementedError
+
+    def _budget(self) -> int:
+        """Tokens a prompt may use, keeping room for the answer."""
+        return self._budget_at(self.loaded.engine.n_ctx)
+
+    def _budget_at(self, n_ctx: int) -> int:
+        """Tokens a prompt may use in a context of n_ctx, keeping room for the answer."""
+        return n_ctx - min(self.limits.max_tokens or DEFAULT_ANSWER_RESERVE, n_ctx // 4)
+
+    def _larger_context_help(self, prompt_tokens: int | None = None) -> str | None:
+        """The help a prompt too long for the context gets where the model allows a larger one (the --ctx-size that
+        holds prompt_tokens, where they are counted and one does), else None."""
+        engine = self.loaded.engine
+        if engine.n_ctx >= engine.n_ctx_train:
+            return None
+        now = f"up to {engine.n_ctx_train:,} for this model; it is {engine.n_ctx:,} now"
+        if prompt_tokens is None:
+            return f"a larger --ctx-size ({now})"
+        needed = next(n for n in itertools.count(prompt_tokens) if self._budget_at(n) >= prompt_tokens)
+        return f"--ctx-size {needed} or more ({now})" if needed <= engine.n_ctx_train else None
+
+    def _system_room(self, text: str | None) -> tuple[str, int | None] | None:
+        """Why the system prompt text (None: the chat template's own, where it has one) leaves no room for a message
+        in this model's context, with the tokens it takes beside an empty message (None where its size alone rules
+        it out); None when it leaves some."""
+        budget = self._budget()
+        if text:  # by its size alone, before a tokenizer spends seconds on a long text to say so
+            least = fewest_tokens(text_bytes(text), self.loaded.longest_token)
+            if least >= budget:
+                return f"the system prompt takes at least {least:,} tokens, and the context leaves {budget:,} for " \
+                       "the whole conversation", None
+        fixed = self._fixed_tokens(text)
+        if fixed is None or fixed < budget:
+            return None
+        return f"{self._fixed_part(text)} takes {fixed:,} tokens, and the context leaves {budget:,} for the whole " \
+               "conversation", fixed
+
+    def _fixed_tokens(self, text: str | None) -> int | None:
+        """Tokens a prompt takes before its message's text: the system prompt text (None: the template's own) and
+        the chat template's markup around an empty message; None where the template refuses them (the message says
+        why)."""
+        try:
+            return self._count([*([] if text is None else [Message("system", text)]), Message("user", "")])
+        except LocalgenError:
+            return None
+
+    def _fixed_part(self, text: str | None) -> str:
+        """What takes the tokens _fixed_tokens counts, in words."""
+        markup = self.loaded.prompt_format.is_chat
+        if text:
+            return "the system prompt" + (" with the chat template's markup" if markup else "")
+        if text is None and self.loaded.prompt_format.default_system():
+            return "the chat template's own system prompt with its markup"
+        return "the chat template's markup"
+
+    def _room_helps(self, text: str | None, prompt_tokens: int | None) -> list[str]:
+        """What makes room for a message where the system prompt text (None: the template's own) leaves none: the
+        /system commands that give one that leaves some, and the --ctx-size that holds prompt_tokens (None: not
+        counted)."""
+        budget = self._budget()
+
+        def leaves_room(other: str | None) -> bool:
+            fixed = self._fixed_tokens(other)
+            return fixed is not None and fixed < budget
+
+        helps = []
+        if text != "" and (leaves_room(None) or leaves_room("")):
+            other = "/system none removes it" if text and leaves_room(None) else '/system "" sets an empty one'
+            helps.append(f"/system TEXT sets a shorter one, {other}")
+        larger = self._larger_context_help(prompt_tokens)
+        return [*helps, *([larger] if larger else [])]
+
+    def _no_room(self, text: str | None) -> tuple[str, str | None] | None:
+        """Why the system prompt text (None: the template's own) leaves no room for a message, and the hint for a
+        one-token message (/system refuses it so); None when it leaves some."""
+        room = self._system_room(text)
+        if room is None:
+            return None
+        problem, fixed = room
+        helps = self._room_helps(text, None if fixed is None else fixed + 1)
+        return problem, "; ".join(helps) if helps else None
+
+    def no_room_warning(self) -> str | None:
+        """The warning for a conversation whose system prompt (or the template's own) leaves no room for a message
+        in the context, said as the chat starts and after /model (the model is loaded: the prompt is what must
+        change); None when a message fits."""
+        no_room = self._no_room(self.conversation.system)
+        if no_room is None:
+            return None
+        problem, hint = no_room
+        return f"{problem}, so no message fits" + (f": {hint}" if hint else "")
+
+    def _no_room_overflow(self, planned: Conversation) -> ContextOverflowError | None:
+        """The error for a planned conversation's last message that does not fit because the system prompt (or the
+        template's own) leaves no room for any: the tokens each takes, not the message blamed alone; None where no
+        such prompt is to blame, or the message is too long by its size alone (fit refused it uncounted)."""
+        if planned.fewest_tokens_alone(self.loaded.longest_token) > self._budget():
+            return None
+        room = self._system_room(planned.system)
+        if room is None or room[1] is None:
+            return None
+        (problem, fixed), whole = room, self._count(planned.messages(planned.turns[-1:]))  # as fit counted it
+        helps = self._room_helps(planned.system, whole)
+        return ContextOverflowError(f"this message takes {counted(max(whole - fixed, 1), 'token')}, but {problem}",
+                                    hint="; ".join(helps) if helps else None)
