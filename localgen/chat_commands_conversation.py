@@ -17,6 +17,7 @@ from localgen.repl_input import one_argument
 from localgen.repl_state import ChatState
 from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, what_reset_kept
 from localgen.session import ChatSession
+from localgen.stopping import escaped
 from localgen.units import counted
 
 
@@ -166,7 +167,7 @@ def model_command(state: ChatState, argument: str) -> None:
         console.say(f"{using}/model REF switches (a name, NAME:QUANT, ORG/REPO or a .gguf path)")
         return
     reference = one_argument(argument, "/model REF")
-    before, system = session.settings(), session.conversation.system
+    before, system, stops = session.settings(), session.conversation.system, session.limits.stop
     n_ctx, seen = session.loaded.engine.n_ctx, len(session.conversation.in_context())
     try:
         loaded = session.switch_model(reference, note=console.say)
@@ -180,6 +181,9 @@ def model_command(state: ChatState, argument: str) -> None:
     conversation = session.conversation
     if conversation.system != system:
         changed.append(_system_prompt_text(conversation.system))
+    if session.limits.stop != stops:
+        now_stops = session.limits.stop
+        changed.append(f"stop strings {', '.join(map(escaped, now_stops))}" if now_stops else "no stop strings")
     if loaded.engine.n_ctx != n_ctx:
         changed.append(f"context {loaded.engine.n_ctx:,} tokens")
     console.say(f"now using {loaded.resolved.display_name}"

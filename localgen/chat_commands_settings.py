@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import replace
 
 from localgen import console
 from localgen.chat_settings import SETTING_NAMES
@@ -81,10 +80,10 @@ def _set_stop(session: ChatSession, argument: str) -> None:
     """/set stop TEXT...: this chat's stop strings (quoted as in a shell, with their escapes read as /show writes
     them: stopping.words_read; none clears them; alone: shows them; commas alone, which name none, are refused)."""
     if not argument:
-        console.say(stop_strings_line(session.limits.stop))
+        console.say(stop_strings_line(session.limits.stop, from_models_toml=not session.own_stop))
         return
     if argument.lower() == "none":
-        session.limits = replace(session.limits, stop=())
+        session.set_stop(())
         console.say("stop strings cleared")
         return
     try:
@@ -98,7 +97,7 @@ def _set_stop(session: ChatSession, argument: str) -> None:
                               "or /set stop \\,")
     if "" in words:
         raise UsageError("/set stop: a stop string is empty", hint="give each stop string some text")
-    session.limits = replace(session.limits, stop=tuple(words))
+    session.set_stop(tuple(words))
     console.say(stop_strings_line(session.limits.stop))
 
 

@@ -206,7 +206,7 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> No
     """Load the model and chat on it in the REPL until the user leaves, freeing the model (the one /model loaded
     last) at the end."""
     from localgen import console
-    from localgen.cli_options import given_settings, with_model_settings
+    from localgen.cli_options import from_command_line, given_settings, with_model_settings
     from localgen.conversation import Conversation
     from localgen.conversation_summary import system_change
     from localgen.last_run import take_last_run
@@ -224,8 +224,9 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> No
                                                    lambda wider: load_for(ctx, wider, conversation), console.say)
         session = None
         try:
-            chosen, model_system = model_defaults(loaded.resolved.spec)
-            sampling, limits = with_model_settings(ctx, chosen, checked.sampling, checked.limits)
+            defaults = model_defaults(loaded.resolved.spec)
+            model_system = defaults.system
+            sampling, limits = with_model_settings(ctx, defaults, checked.sampling, checked.limits)
             system_note = None
             if conversation is None:  # the session records the model it loaded
                 conversation = Conversation.new(system=model_system if system is None else system, model=None)
@@ -234,8 +235,9 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> No
                                             loaded.prompt_format.default_system)
                 conversation.system = system
             session = ChatSession(loaded, options, conversation, sampling, limits,
-                                  model_settings=chosen, own_settings=given_settings(ctx), model_system=model_system,
-                                  own_system=system is not None)
+                                  model_settings=defaults.settings, own_settings=given_settings(ctx),
+                                  model_system=model_system, own_system=system is not None, model_stop=defaults.stop,
+                                  own_stop=from_command_line(ctx, "stop"))
             session.attachments = start.attachments
             if resumed:  # a flag given now wins over the resumed conversation's setting
                 session.replace_conversation(conversation, given_settings(ctx), system_given=system is not None)

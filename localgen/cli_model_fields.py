@@ -42,6 +42,7 @@ def entry_fields(spec: ModelSpec, maximum: int | None = None) -> list[tuple[str,
     """What a models.toml entry says of its model, as `models show` prints it (the keys it gives; a context beyond
     the model's maximum, when its file is here, said to be capped)."""
     from localgen.references import normalize_quant
+    from localgen.stopping import escaped
 
     fields = [("description", spec.description)] if spec.description else []
     if spec.repo:
@@ -53,6 +54,8 @@ def entry_fields(spec: ModelSpec, maximum: int | None = None) -> list[tuple[str,
         fields.append(("system prompt", spec.system or "(empty: the chat template leaves out its default)"))
     if spec.settings:
         fields.append(("settings", ", ".join(f"{key} = {value}" for key, value in spec.settings)))
+    if spec.stop is not None:
+        fields.append(("stop strings", ", ".join(map(escaped, spec.stop)) or "none ([defaults]' are not used)"))
     return [*fields, ("entry", spec.origin)]
 
 
@@ -61,4 +64,4 @@ def entry_json(spec: ModelSpec) -> dict[str, object]:
     return {"name": spec.name, "repo": spec.repo or None, "quant": spec.quant or None,
             "path": str(spec.path) if spec.path else None, "context": spec.context, "license": spec.license,
             "description": spec.description, "system": spec.system, "settings": dict(spec.settings),
-            "defined_in": spec.source}
+            "stop": None if spec.stop is None else list(spec.stop), "defined_in": spec.source}

@@ -11,11 +11,12 @@ import typer
 from localgen.errors import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
     from typer.models import OptionInfo
 
     from localgen.params import GenerationLimits, SamplingParams
+    from localgen.registry import ModelDefaults
 
 
 RESUME_LATEST = "\0"  # chat's --resume without a value: the latest conversation (an argument never holds a NUL)
@@ -165,14 +166,19 @@ def from_command_line(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name == "COMMANDLINE"
 
 
-def with_model_settings(ctx: typer.Context, chosen: Mapping[str, int | float], sampling: SamplingParams,
+def with_model_settings(ctx: typer.Context, defaults: ModelDefaults, sampling: SamplingParams,
                         limits: GenerationLimits) -> tuple[SamplingParams, GenerationLimits]:
-    """The settings with the ones models.toml chose for the model (registry.model_defaults) where the command line
-    gave none."""
+    """The settings and stop strings with the ones models.toml chose for the model (registry.model_defaults) where
+    the command line gave none (--stop: its own stop strings in place of all of models.toml's)."""
+    from dataclasses import replace
+
     from localgen.params import with_settings
 
     given = given_settings(ctx)
-    return with_settings(sampling, limits, {key: value for key, value in chosen.items() if key not in given})
+    if not from_command_line(ctx, "stop"):
+        limits = replace(limits, stop=defaults.stop)
+    return with_settings(sampling, limits, {key: value for key, value in defaults.settings.items()
+                                            if key not in given})
 
 
 def list_by_default(ctx: typer.Context, listing: Callable[..., None], *, json_output: bool, **flags: object) -> None:

@@ -152,10 +152,10 @@ def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: b
 
 
 def report_after_run(completion: Finished, *, json_output: bool, stats: bool, limit_given: bool = True,
-                     stops: bool = False) -> None:
+                     stops: str | None = None) -> None:
     """The notes on stderr once the answer is out: why it stopped early (a token limit named by where it came from:
-    -n, or else a saved conversation's or models.toml's max_tokens), an empty answer and why (stops: --stop gave
-    stop strings), reasoning left out, and --stats."""
+    -n, or else a saved conversation's or models.toml's max_tokens), an empty answer and why (stops: where the stop
+    strings came from, --stop or models.toml), reasoning left out, and --stats."""
     from localgen import console
 
     source = "-n/--max-tokens" if limit_given else "max_tokens of the conversation or models.toml; -n overrides it"
@@ -172,12 +172,12 @@ def report_after_run(completion: Finished, *, json_output: bool, stats: bool, li
         console.say(console.format_stats(completion))
 
 
-def empty_answer_note(completion: Finished, *, stops: bool) -> str | None:
+def empty_answer_note(completion: Finished, *, stops: str | None) -> str | None:
     """Why an answer that ended by itself has no text (stdout shows nothing), or None where it has some (stops:
-    stop strings were given, which end it as the model's end of answer does)."""
+    where the stop strings, which end it as the model's end of answer does, came from; None: there were none)."""
     if completion.finish_reason != "stop" or completion.text.strip():
         return None
     what = "empty" if not completion.text else "blank (whitespace only)"
-    why = ("a stop string (--stop) matched before any text, or the model ended it there" if stops else
+    why = (f"a stop string ({stops}) matched before any text, or the model ended it there" if stops else
            "the model ended it before any text")
     return f"the answer is {what}: {why}"

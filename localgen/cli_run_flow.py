@@ -99,7 +99,7 @@ class RunOutcome:
 
     completion: Finished
     exit_code: int | None
-    stops: bool = False  # stop strings ended it as the model's end of answer does
+    stops: str | None = None  # where the stop strings that end it as the model's end of answer does came from
 
 
 def run_command(request: RunRequest) -> None:
@@ -249,10 +249,10 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     from localgen.run_conversation import continued_answer
 
     ctx, continued, system, options = request.ctx, checked.continued, inputs.system, inputs.options
-    chosen, model_system = model_defaults(loaded.resolved.spec)
-    sampling, limits = with_model_settings(ctx, chosen, inputs.sampling, checked.limits)
+    defaults = model_defaults(loaded.resolved.spec)
+    sampling, limits = with_model_settings(ctx, defaults, inputs.sampling, checked.limits)
     if system is None and not request.raw and (continued is None or continued.is_new):  # not a saved one
-        system = model_system
+        system = defaults.system
     user_text = user_message(loaded, checked.prompt, inputs.attachments)
     notes: list[str] = []  # what saving the exchange did that must be said, once the answer is out
     if continued is not None:
@@ -279,7 +279,8 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
             (console.warn if continued is None else warn_past_quiet)(note)
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error
-    return RunOutcome(completion, exit_code, stops=bool(limits.stop))
+    stops = None if not limits.stop else "--stop" if request.stop else "stop in models.toml"
+    return RunOutcome(completion, exit_code, stops=stops)
 
 
 def report_run(request: RunRequest, outcome: RunOutcome) -> None:

@@ -173,7 +173,12 @@ class GenerationLimits:
         _check(self.max_tokens is None or 1 <= self.max_tokens <= MAX_TOKENS_LIMIT,
                f"max tokens {_num(self.max_tokens)} is out of range",
                f"use 1 to {MAX_TOKENS_LIMIT:,} tokens, or -1 for no limit")
-        _check(all(self.stop), "a stop string is empty", "pass non-empty --stop strings")
+        check_stop_strings(self.stop)
+
+
+def check_stop_strings(stops: tuple[str, ...]) -> None:
+    """Stop strings have some text each (--stop, /set stop and models.toml's stop alike)."""
+    _check(all(stops), "a stop string is empty", "pass non-empty --stop strings")
 
 
 def flash_attention_on(mode: str, *, kv_type: str, gpu: bool, n_ctx: int | None) -> bool:

@@ -9,6 +9,7 @@ import stat
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
 
 from localgen.errors import ConfigError, ModelNotFoundError, UsageError
 from localgen.inputs import is_existing_file, short_path
@@ -22,7 +23,7 @@ from localgen.references import (
     parse_reference,
     quant_of_filename,
 )
-from localgen.registry_entries import BUILTIN_SOURCE, ModelSpec, parse_registry
+from localgen.registry_entries import BUILTIN_SOURCE, STOP_KEY, ModelSpec, parse_registry
 from localgen.registry_toml import read_toml
 
 _CHAT_TAG_WORDS = {"instruct", "chat", "it"}  # the words of an Ollama tag for a chat model: qwen2.5:7b-instruct
@@ -38,6 +39,7 @@ class Registry:
     default_source: Path | None = None  # the user file that named default_model, when one did
     default_system: str | None = None  # [defaults] system: for any model whose entry gives none
     default_settings: tuple[tuple[str, int | float], ...] = ()  # [defaults] temperature = 0.3, ...
+    default_stop: tuple[str, ...] = ()  # [defaults] stop = ["###"]: for any model whose entry gives none
 
     def default_reference(self) -> str:
         """The default model as -m takes it: an entry's name (NAME:QUANT for a quant of it), a Hub reference, or a
@@ -177,15 +179,24 @@ def own_file_refusal(spec: ModelSpec, doing: str) -> UsageError:
                       f"{doing} it", hint=hint)
 
 
-def model_defaults(spec: ModelSpec | None) -> tuple[dict[str, int | float | None], str | None]:
-    """The sampling settings and system prompt models.toml gives a model (its entry's over [defaults]'), read now;
-    spec is None for a model given by path or repo."""
+class ModelDefaults(NamedTuple):
+    """What models.toml gives a model for a run or chat where the command line gives nothing."""
+
+    settings: dict[str, int | float | None]  # sampling settings and max_tokens (-1 read as none)
+    system: str | None  # the system prompt
+    stop: tuple[str, ...]  # stop strings
+
+
+def model_defaults(spec: ModelSpec | None) -> ModelDefaults:
+    """The sampling settings, system prompt and stop strings models.toml gives a model (its entry's over
+    [defaults]'), read now; spec is None for a model given by path or repo."""
     from localgen.config import settings
 
     registry = load_registry(settings().user_registry)
     system = spec.system if spec is not None and spec.system is not None else registry.default_system
+    stop = spec.stop if spec is not None and spec.stop is not None else registry.default_stop
     chosen = dict(registry.default_settings) | dict(spec.settings if spec is not None else ())
-    return {key: stored_setting(key, value) for key, value in chosen.items()}, system
+    return ModelDefaults({key: stored_setting(key, value) for key, value in chosen.items()}, system, stop)
 
 
 def builtin_registry_text() -> str:
@@ -204,7 +215,8 @@ def load_registry(user_file: Path | None = None) -> Registry:
         user_models, user_defaults = parse_registry(read_toml(text, user_file), user_file, inherit=tables)
         models = {**models, **user_models}
         settings = tuple((key, value) for key, value in user_defaults.items() if key in CHAT_SETTINGS)
-        shared = {"default_system": user_defaults.get("system"), "default_settings": settings}
+        shared = {"default_system": user_defaults.get("system"), "default_settings": settings,
+                  "default_stop": user_defaults.get(STOP_KEY, ())}
         if "model" in user_defaults:  # checked when the default is used, so other commands keep working
             return Registry(models=models, default_model=str(user_defaults["model"]).strip(),
                             default_source=user_file, **shared)

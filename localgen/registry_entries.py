@@ -12,7 +12,7 @@ from typing import Any
 from localgen.chat_settings import SETTING_ALIASES
 from localgen.errors import ConfigError, UsageError
 from localgen.inputs import expand_user_path
-from localgen.params import CHAT_SETTINGS, SETTING_EXAMPLES, check_context_bounds, check_setting
+from localgen.params import CHAT_SETTINGS, SETTING_EXAMPLES, check_context_bounds, check_setting, check_stop_strings
 from localgen.references import NAME_PATTERN, check_safe_filename, is_repo_id, parse_reference
 from localgen.slips import did_you_mean
 
@@ -39,6 +39,7 @@ class ModelSpec:
     package_file: str | None = None
     system: str | None = None  # the system prompt when -s is not given
     settings: tuple[tuple[str, int | float], ...] = ()  # sampling settings when not given (temperature = 0.3)
+    stop: tuple[str, ...] | None = None  # stop strings when --stop is not given (None: [defaults]'; (): none)
     path: Path | None = None  # a local GGUF (its first shard) instead of a repo: absolute, ~ expanded
     source: str = field(default="", compare=False)  # the models.toml that defined the entry, for messages
     given: frozenset[str] = field(default=frozenset(), compare=False)  # the keys source gives (not the built-in's)
@@ -85,10 +86,12 @@ _FIELDS = {
     "repo": str, "path": str, "quant": str, "file": str, "context": int, "template": str, "license": str,
     "description": str, "sha256": str, "size": int, "package": str, "package_file": str, "system": str,
 }
+STOP_KEY = "stop"  # stop strings, as Ollama's PARAMETER stop: a list of strings (or one), not a setting /set takes
 _HUB_KEYS = ("quant", "file", "package", "package_file")  # about a repo's files: not for path (sha256, size pin either)
 _KEY_ALIASES = {**SETTING_ALIASES, "num_ctx": "context", "n_ctx": "context", "ctx": "context", "ctx_size": "context",
                 "context_length": "context", "context_size": "context", "quantization": "quant", "filename": "file",
-                "system_prompt": "system", "model": "repo"}  # other tools' names (Ollama's, llama-cli's)
+                "system_prompt": "system", "model": "repo", "reverse_prompt": "stop", "stop_sequences": "stop",
+                "stops": "stop"}  # other tools' names (Ollama's, llama-cli's, the APIs')
 
 
 def _spec_from_table(name: str, table: object, source: Path | str, given: frozenset[str] | None = None) -> ModelSpec:
@@ -105,13 +108,13 @@ def _spec_from_table(name: str, table: object, source: Path | str, given: frozen
     settings = {key: value for key, value in table.items() if key in CHAT_SETTINGS}
     for key, value in table.items():
         expected = _FIELDS.get(key)
-        if key in settings:
+        if key in settings or key == STOP_KEY:
             continue
         if expected is None:
             hint = (f'quote names that contain dots: [models."{_dotted_name(name, key, value)}"]'
                     if isinstance(value, dict)
-                    else did_you_mean(key, (*_FIELDS, *CHAT_SETTINGS), _KEY_ALIASES)
-                    + f"known keys: {', '.join(_FIELDS)}, and the settings {', '.join(CHAT_SETTINGS)}")
+                    else did_you_mean(key, (*_FIELDS, STOP_KEY, *CHAT_SETTINGS), _KEY_ALIASES)
+                    + f"known keys: {', '.join(_FIELDS)}, {STOP_KEY}, and the settings {', '.join(CHAT_SETTINGS)}")
             raise ConfigError(f"{source}: [models.{name}] has unknown key '{key}'", hint=hint)
         if not isinstance(value, expected) or isinstance(value, bool):
             example = '"text"' if expected is str else "4096"
@@ -127,6 +130,8 @@ def _spec_from_table(name: str, table: object, source: Path | str, given: frozen
         _check_repo_entry(where, table)
     _check_settings(where, settings)
     values = {key: value for key, value in table.items() if key not in settings}
+    if STOP_KEY in values:
+        values[STOP_KEY] = stop_strings(where, values[STOP_KEY])
     if "sha256" in values:
         values["sha256"] = str(values["sha256"]).lower()
     if "path" in values:
@@ -140,7 +145,7 @@ def _dotted_name(name: str, key: str, table: dict[str, Any]) -> str:
     parts = [name, key]
     while len(table) == 1:
         ((inner, nested),) = table.items()
-        if not isinstance(nested, dict) or inner in _FIELDS or inner in CHAT_SETTINGS:
+        if not isinstance(nested, dict) or inner in _FIELDS or inner == STOP_KEY or inner in CHAT_SETTINGS:
             break
         parts.append(inner)
         table = nested
@@ -210,6 +215,21 @@ def _check_settings(where: str, settings: dict[str, object]) -> None:
             raise ConfigError(f"{where}.{key}: {exc.message}", hint=exc.hint) from None
 
 
+def stop_strings(where: str, value: object) -> tuple[str, ...]:
+    """An entry's or [defaults]' stop: an array of strings, each with some text, as --stop takes them (one string
+    alone is one stop string, as Ollama's PARAMETER stop and the OpenAI API's stop take it; [] is none)."""
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list) or not all(isinstance(stop, str) for stop in stops):
+        raise ConfigError(f"{where}.{STOP_KEY} must be a string or an array of strings",
+                          hint=f'write {STOP_KEY} = ["<|im_end|>", "###"]')
+    try:
+        check_stop_strings(tuple(stops))
+    except UsageError as exc:
+        raise ConfigError(f"{where}.{STOP_KEY}: {exc.message}",
+                          hint=f'give each stop string some text, or {STOP_KEY} = [] for none') from None
+    return tuple(stops)
+
+
 _TYPE_WORDS = {str: "a string", int: "an integer"}
 
 
@@ -244,13 +264,13 @@ def _defaults_meant(key: str) -> str:
     where one is set instead."""
     if _KEY_ALIASES.get(key.lower().replace("-", "_"), key.lower()) == "context":
         return "the context size is set per model ([models.NAME] context = N) or with --ctx/-c; "
-    return did_you_mean(key, ("model", "system", *CHAT_SETTINGS), _KEY_ALIASES)
+    return did_you_mean(key, ("model", "system", STOP_KEY, *CHAT_SETTINGS), _KEY_ALIASES)
 
 
 def parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str, dict] | None = None,
                     ) -> tuple[dict[str, ModelSpec], dict[str, Any]]:
-    """Parse one models.toml's data into specs and its [defaults] (the default model's name, a system prompt and
-    sampling settings for every model).
+    """Parse one models.toml's data into specs and its [defaults] (the default model's name, a system prompt, stop
+    strings (read as a tuple) and sampling settings for every model).
 
     An entry named as one in inherit (the built-in tables) that keeps its repo changes only the keys it gives (a
     smaller context, another quant), so the bundled copy and the checksum stay; with another repo it replaces it.
@@ -276,14 +296,16 @@ def parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str, 
     default = defaults.get("model") if isinstance(defaults, dict) else None
     if not isinstance(defaults, dict) or not isinstance(default, (str, type(None))):
         raise ConfigError(f"{source}: [defaults] model must be a model name", hint='write model = "NAME"')
-    unknown = sorted(set(defaults) - {"model", "system", *CHAT_SETTINGS})
+    unknown = sorted(set(defaults) - {"model", "system", STOP_KEY, *CHAT_SETTINGS})
     if unknown:
         raise ConfigError(f"{source}: [defaults] has unknown key '{unknown[0]}'",
                           hint=_defaults_meant(unknown[0])
-                          + f"[defaults] takes model, system and the settings {', '.join(CHAT_SETTINGS)}")
+                          + f"[defaults] takes model, system, {STOP_KEY} and the settings {', '.join(CHAT_SETTINGS)}")
     if not isinstance(defaults.get("system", ""), str):
         raise ConfigError(f"{source}: [defaults].system must be a string", hint='write system = "text"')
     _check_settings(f"{source}: [defaults]", {key: value for key, value in defaults.items() if key in CHAT_SETTINGS})
+    if STOP_KEY in defaults:
+        defaults = {**defaults, STOP_KEY: stop_strings(f"{source}: [defaults]", defaults[STOP_KEY])}
     return specs, defaults
 
 

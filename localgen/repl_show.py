@@ -72,15 +72,17 @@ def _model(session: ChatSession) -> None:
 def _settings(session: ChatSession, settings_text: str) -> None:
     """The sampling settings, and this chat's stop strings."""
     console.say(f"settings: {settings_text}")
-    if session.limits.stop:  # --stop or /set stop: for this chat, not kept with the conversation
-        console.say(stop_strings_line(session.limits.stop))
+    if session.limits.stop:  # --stop, /set stop or models.toml's: for this chat, not kept with the conversation
+        console.say(stop_strings_line(session.limits.stop, from_models_toml=not session.own_stop))
 
 
-def stop_strings_line(stops: tuple[str, ...]) -> str:
-    """This chat's stop strings, each written as /set stop reads it back ('\\t', "it's"), or how to set some."""
+def stop_strings_line(stops: tuple[str, ...], *, from_models_toml: bool = False) -> str:
+    """This chat's stop strings, each written as /set stop reads it back ('\\t', "it's"), and whether models.toml
+    gave them; or how to set some."""
     if not stops:
         return 'no stop strings (/set stop TEXT sets them; quote one with spaces or commas: "User says:")'
-    return f"stop strings (this chat): {', '.join(map(escaped, stops))}"
+    source = "this chat, from models.toml" if from_models_toml else "this chat"
+    return f"stop strings ({source}): {', '.join(map(escaped, stops))}"
 
 
 def _license(session: ChatSession) -> str:

@@ -54,8 +54,9 @@ class ChatSession(SessionSettings, ContextRoom):
                  sampling: SamplingParams, limits: GenerationLimits, *, autosave: bool = True, draft: str = "none",
                  prefix_cache: PrefixCache | None = None, keep_saved_settings: bool = False,
                  model_settings: Mapping[str, int | float | None] | None = None, own_settings: Iterable[str] = (),
-                 model_system: str | None = None, own_system: bool = False) -> None:
-        super().__init__(sampling, limits, model_settings, own_settings)
+                 model_system: str | None = None, own_system: bool = False, model_stop: tuple[str, ...] = (),
+                 own_stop: bool = False) -> None:
+        super().__init__(sampling, limits, model_settings, own_settings, model_stop=model_stop, own_stop=own_stop)
         self.loaded = loaded
         self.options = options
         self.conversation = conversation
@@ -84,13 +85,15 @@ class ChatSession(SessionSettings, ContextRoom):
         self._save(command=True)
         return self.value_of(key)
 
-    def _use_model_defaults(self, chosen: Mapping[str, int | float | None], system: str | None) -> None:
+    def _use_model_defaults(self, chosen: Mapping[str, int | float | None], system: str | None,
+                            stop: tuple[str, ...]) -> None:
         """Take a new model's models.toml settings where the user chose none (one only the previous model's entry
-        gave goes back to its built-in value), and its system prompt unless the user chose one."""
+        gave goes back to its built-in value), and its system prompt and stop strings unless the user chose them."""
         if not self.own_system:
             self.conversation.system = system
         self.model_system = system
         self._take_model_settings(chosen)
+        self._take_model_stop(stop)
 
     # --- turns ---------------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""A chat's sampling settings: the values in use, which the user chose, and the defaults models.toml gives."""
+"""A chat's sampling settings and stop strings: the values in use, which the user chose, and the defaults models.toml
+gives."""
 
 from __future__ import annotations
 
@@ -11,14 +12,18 @@ from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams, wit
 
 
 class SessionSettings:
-    """The sampling settings of a chat session (ChatSession builds on it): what /set, /show and a save use."""
+    """The sampling settings and stop strings of a chat session (ChatSession builds on it): what /set, /show and a
+    save use (the stop strings are for the chat, not saved)."""
 
     def __init__(self, sampling: SamplingParams, limits: GenerationLimits,
-                 model_settings: Mapping[str, int | float | None] | None, own_settings: Iterable[str]) -> None:
+                 model_settings: Mapping[str, int | float | None] | None, own_settings: Iterable[str], *,
+                 model_stop: tuple[str, ...] = (), own_stop: bool = False) -> None:
         self.sampling = sampling
         self.limits = limits
         self.model_settings = dict(model_settings or {})  # what models.toml gives the loaded model
         self.own_settings = set(own_settings)  # chosen by flags, /set or a resumed chat: /model keeps them
+        self.model_stop = model_stop  # the stop strings models.toml gives the loaded model
+        self.own_stop = own_stop  # the stop strings were chosen (--stop, /set stop): /model keeps them
         self._flags = set(own_settings)  # the settings the command line chose
         self._start_settings = self.settings()  # before any conversation's: what /load starts from
 
@@ -60,3 +65,14 @@ class SessionSettings:
         defaults = self.default_settings()
         self.sampling, self.limits = with_settings(self.sampling, self.limits, {key: defaults[key] for key in keys})
         self._start_settings |= {key: defaults[key] for key in given_by_a_model - self._flags}
+
+    def set_stop(self, stops: tuple[str, ...]) -> None:
+        """Use these stop strings (/set stop; () clears them), kept when /model switches."""
+        self.limits = replace(self.limits, stop=stops)
+        self.own_stop = True
+
+    def _take_model_stop(self, stop: tuple[str, ...]) -> None:
+        """Take a new model's models.toml stop strings unless the user chose some (or none)."""
+        self.model_stop = stop
+        if not self.own_stop:
+            self.limits = replace(self.limits, stop=stop)

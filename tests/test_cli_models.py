@@ -160,12 +160,14 @@ def test_models_show_of_an_entry_not_downloaded_gives_what_the_entry_says(hub: t
     config = Path(env["LOCALGEN_HOME"]) / "config"
     config.mkdir(parents=True, exist_ok=True)
     (config / "models.toml").write_text(f'[models.pinned]\nrepo = "org/pinned-GGUF"\nquant = "Q4_0"\nsize = 1234\n'
-                                        f'sha256 = "{"ab" * 32}"\nsystem = "Be brief."\ntemperature = 0.2\n')
+                                        f'sha256 = "{"ab" * 32}"\nsystem = "Be brief."\ntemperature = 0.2\n'
+                                        'stop = ["<|im_end|>", "\\n\\nUser:"]\n\n'
+                                        '[models.bare]\nrepo = "org/bare-GGUF"\nquant = "Q4_0"\nstop = []\n')
     shown = run_cli(env, "models", "show", "pinned")
     assert shown.returncode == 0 and shown.stderr == "", shown.stderr
     assert shown.stdout.splitlines() == [
         "name:          pinned", "repo:          org/pinned-GGUF", "default quant: Q4_0",
-        "system prompt: Be brief.", "settings:      temperature = 0.2",
+        "system prompt: Be brief.", "settings:      temperature = 0.2", "stop strings:  '<|im_end|>', '\\n\\nUser:'",
         f"entry:         [models.pinned] in {config / 'models.toml'}", "quant:         Q4_0",
         "file size:     1.2 KiB (1,234 bytes)", f"sha256:        {'ab' * 32}",
         "downloaded:    no (`localgen pull pinned` downloads it)"], shown.stdout
@@ -175,7 +177,11 @@ def test_models_show_of_an_entry_not_downloaded_gives_what_the_entry_says(hub: t
     facts = json.loads(run_cli(env, "models", "show", "qwen2.5-1.5b", "--json").stdout)
     assert (facts["name"], facts["quant"], facts["downloaded"], facts["path"], facts["layers"]) == (
         "qwen2.5-1.5b", "Q4_K_M", False, None, None)
-    assert facts["entry"]["repo"] == "Qwen/Qwen2.5-1.5B-Instruct-GGUF", facts
+    assert facts["entry"]["repo"] == "Qwen/Qwen2.5-1.5B-Instruct-GGUF" and facts["entry"]["stop"] is None, facts
+    bare = run_cli(env, "models", "show", "bare").stdout
+    assert "stop strings:  none ([defaults]' are not used)" in bare, bare
+    pinned = json.loads(run_cli(env, "models", "show", "pinned", "--json").stdout)["entry"]
+    assert (pinned["settings"], pinned["stop"]) == ({"temperature": 0.2}, ["<|im_end|>", "\n\nUser:"]), pinned
     template = run_cli(env, "models", "show", "qwen2.5-1.5b", "--template")
     assert template.returncode == 1 and "localgen pull qwen2.5-1.5b" in template.stderr, "the template is in the file"
     assert server.requests == [], "models show never downloads"

@@ -66,6 +66,11 @@ def test_an_entry_may_give_a_system_prompt_and_sampling_settings(tmp_path: Path)
     ("temperature = 500", "[models.smollm2-135m].temperature: temperature 500 is out of range"),
     ("max_tokens = 0", "[models.smollm2-135m].max_tokens: max tokens 0 is out of range"),
     ("system = 3", "[models.smollm2-135m].system must be a string"),
+    ('stop = ["###", ""]', "[models.smollm2-135m].stop: a stop string is empty"),
+    ('stop = ""', "[models.smollm2-135m].stop: a stop string is empty"),
+    ('stop = ["###", 3]', "[models.smollm2-135m].stop must be a string or an array of strings"),
+    ("stop = true", "[models.smollm2-135m].stop must be a string or an array of strings"),
+    ('stop = {text = "###"}', "[models.smollm2-135m].stop must be a string or an array of strings"),
     ("context = 5", "[models.smollm2-135m].context: context size 5 is out of range"),
     ("context = 100000000000000000000",
      "[models.smollm2-135m].context: context size 100,000,000,000,000,000,000 is out of range"),
@@ -281,6 +286,41 @@ def test_models_default_prints_and_sets_the_model_run_takes_without_m(tmp_path: 
     assert run_localgen("models", "default", str(tmp_path / "mine.gguf"), env=env).returncode == 0
     ran = run_localgen("run", "-n", "1", "--json", "hi", env=env)
     assert ran.returncode == 0 and json.loads(ran.out)["model"]["path"] == str(tmp_path / "mine.gguf"), ran.err
+
+
+def test_an_entry_and_defaults_may_give_stop_strings_as_ollama_s_parameter_stop(home: Path) -> None:
+    """stop = [...] in an entry or [defaults] (one string alone is one stop string); an entry's win over [defaults]',
+    and an entry's stop = [] is none, [defaults]' left out."""
+    from localgen.registry import model_defaults
+
+    user = user_registry(home, '[defaults]\nstop = "###"\n\n'
+                         '[models.smollm2-135m]\nstop = ["<|im_end|>", "\\n\\nUser:"]\n'
+                         '[models.plain]\nrepo = "org/plain-GGUF"\nquant = "Q4_0"\n'
+                         '[models.none]\nrepo = "org/none-GGUF"\nquant = "Q4_0"\nstop = []\n')
+    registry = load_registry(user)
+    assert registry.default_stop == ("###",)
+    assert registry.get("smollm2-135m").stop == ("<|im_end|>", "\n\nUser:") and registry.get("plain").stop is None
+    assert model_defaults(registry.get("smollm2-135m")).stop == ("<|im_end|>", "\n\nUser:")
+    assert model_defaults(registry.get("plain")).stop == ("###",), "[defaults]' for an entry that gives none"
+    assert model_defaults(registry.get("none")).stop == (), "an entry's [] is none"
+    assert model_defaults(None).stop == ("###",), "a model given by path"
+    user.write_text('[defaults]\nstop = ["", "x"]\n')
+    with pytest.raises(ConfigError) as info:
+        load_registry(user)
+    assert info.value.message == f"{user}: [defaults].stop: a stop string is empty"
+    assert info.value.hint == "give each stop string some text, or stop = [] for none"
+
+
+@pytest.mark.parametrize(("text", "known"), [
+    ('[models.x]\nrepo = "a/b"\nquant = "Q4_0"\nstops = ["###"]\n', "package_file, system, stop, and the settings"),
+    ('[defaults]\nreverse_prompt = "###"\n', "[defaults] takes model, system, stop and the settings"),
+])
+def test_an_unknown_key_s_hint_names_stop_among_the_known_keys(tmp_path: Path, text: str, known: str) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_registry(user)
+    assert (info.value.hint or "").startswith("did you mean stop? ") and known in (info.value.hint or "")
 
 
 def test_defaults_may_give_a_system_prompt_and_settings_for_every_model(tmp_path: Path) -> None:
@@ -638,5 +678,6 @@ def test_a_context_size_in_defaults_is_told_where_a_context_size_is_set(tmp_path
     path.write_text(f"[defaults]\n{key} = 4096\n")
     with pytest.raises(ConfigError, match=f"\\[defaults\\] has unknown key '{key}'") as info:
         load_registry(path)
-    assert info.value.hint.startswith("the context size is set per model ([models.NAME] context = N) or with "
-                                      "--ctx/-c; [defaults] takes model, system and the settings "), info.value.hint
+    hint = info.value.hint
+    assert hint.startswith("the context size is set per model ([models.NAME] context = N) or with --ctx/-c; "
+                           "[defaults] takes model, system, stop and the settings "), hint

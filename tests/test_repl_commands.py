@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from localgen.conversation_summary import Summary
 from localgen.events import Finished, Timings, Usage
-from localgen.params import GenerationLimits
+from localgen.params import GenerationLimits, SamplingParams
 from localgen.repl_input import help_lines, one_argument
 from localgen.repl_show import stop_strings_line
 from localgen.repl_text import answer_note, list_rows, toolbar_line
+from localgen.session_settings import SessionSettings
 from localgen.stopping import escaped
 from tests.test_repl import Chat, _listed_rows, _reasoning_chat
 
@@ -165,6 +165,11 @@ def test_toolbar_parts_ranked_last_give_way_first() -> None:
     assert toolbar_line(parts, 10) == " 1 file a…"
 
 
+def _settings() -> SessionSettings:
+    """A chat's settings with no model: what /set stop changes."""
+    return SessionSettings(SamplingParams(), GenerationLimits(), None, ())
+
+
 AWKWARD_STOPS = ["it's", 'say "hi"', """it's "both\"""", "a\\b", "\\n is no newline", "C:\\", "\n\nUser:", "\t|\r",
                  "\x1b[0m", "\x00", "\x7f", "\u2028", "\u200b", "\xa0", "für", "終わり", "🛑", " both ends ", "'", '"',
                  "\\'", "#", "\\x41", ",", "a, b", "x,"]
@@ -177,7 +182,7 @@ def test_show_writes_each_stop_string_as_set_stop_reads_it_back(stop: str, capsy
     after /set stop, sets the same strings again, one or several (its commas part them)."""
     from localgen.chat_commands_settings import _set_stop
 
-    session = SimpleNamespace(limits=GenerationLimits())
+    session = _settings()
     for stops in ((stop,), ("###", stop, stop)):
         listed = stop_strings_line(stops).removeprefix("stop strings (this chat): ")
         _set_stop(session, listed)  # type: ignore[arg-type]
@@ -194,7 +199,7 @@ def test_set_stop_keeps_a_comma_quoted_or_after_a_backslash_as_the_empty_list_sa
     from localgen.chat_commands_settings import _set_stop
 
     assert "quote one with spaces or commas" in stop_strings_line(())
-    session = SimpleNamespace(limits=GenerationLimits())
+    session = _settings()
     _set_stop(session, r"a\,b 'c, d' e,f \\,")  # type: ignore[arg-type]
     assert session.limits.stop == ("a,b", "c, d", "e", "f", "\\")
     listed = capsys.readouterr().err.removeprefix("stop strings (this chat): ").rstrip("\n")
@@ -207,7 +212,7 @@ def test_set_stop_with_a_quote_left_open_by_a_backslash_says_how_to_write_one() 
     from localgen.chat_commands_settings import _set_stop
     from localgen.errors import UsageError
 
-    session = SimpleNamespace(limits=GenerationLimits())
+    session = _settings()
     with pytest.raises(UsageError) as refused:
         _set_stop(session, "'C:\\'")  # type: ignore[arg-type]
     assert "No closing quotation" in refused.value.message and "'C:\\\\'" in (refused.value.hint or "")

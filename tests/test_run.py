@@ -548,6 +548,36 @@ def test_a_model_entry_s_system_prompt_and_settings_apply_unless_given(tmp_path:
     assert by_path["usage"]["prompt_tokens"] == by_entry["usage"]["prompt_tokens"], "[defaults]' system prompt"
 
 
+def test_stop_strings_in_models_toml_end_the_answer_unless_stop_is_given(tmp_path: Path) -> None:
+    """An entry's stop (or [defaults]') ends the answer before it, as --stop does; --stop given replaces them, an
+    entry's win over [defaults]' ([] for none), and an empty answer names where its stop strings came from."""
+    env = {"LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1"}
+    registry = tmp_path / "home" / "config" / "models.toml"
+    registry.parent.mkdir(parents=True)
+
+    def answer(*args: str, toml: str = "") -> str:
+        registry.write_text(toml)
+        result = run_localgen("run", "Name a fruit.", "-n", "40", *GREEDY, *args, env=env)
+        assert result.returncode == 0, result.err
+        return result.out
+
+    def cut(at: str) -> str:
+        return full[:full.index(at)].rstrip("\n") + "\n"
+
+    full = answer()
+    assert 0 < full.index("versatile") < full.index("Banana"), full  # "The most iconic and versatile fruit is ..."
+    entry = '[models.smollm2-135m]\nstop = ["Banana", "Durian"]\n'
+    assert answer(toml=entry) == cut("Banana")
+    assert answer("--stop", "versatile", toml=entry) == cut("versatile"), "--stop wins"
+    assert answer(toml='[defaults]\nstop = "versatile"\n') == cut("versatile")
+    assert answer(toml=f'[defaults]\nstop = "versatile"\n\n{entry}') == cut("Banana"), "the entry's win"
+    assert answer(toml='[defaults]\nstop = "versatile"\n[models.smollm2-135m]\nstop = []\n') == full
+    registry.write_text('[models.smollm2-135m]\nstop = "The"\n')  # the answer's start
+    empty = run_localgen("run", "Name a fruit.", "-n", "40", *GREEDY, env=env)
+    assert (empty.out, empty.err) == ("", "localgen: the answer is empty: a stop string (stop in models.toml) "
+                                          "matched before any text, or the model ended it there\n")
+
+
 def test_mode_and_type_names_are_case_insensitive() -> None:
     result = run_localgen("run", "hi", "-n", "2", "--flash-attn", "ON", "--kv-type", "Q8_0", "--json", *GREEDY)
     assert result.returncode == 0, result.err
