@@ -205,10 +205,10 @@ def _header_quant(path: Path) -> str | None:
     """The quant a local GGUF file's header gives, as `models show` reads it; None for a file that is no readable
     GGUF model."""
     from localgen.errors import GGUFError
-    from localgen.gguf_reader import read_gguf
+    from localgen.quant_choice import read_local_header
 
     try:
-        return read_gguf(path).quant
+        return read_local_header(path).quant  # read once a process: chat's /model completion lists models often
     except GGUFError:
         return None
 

@@ -142,6 +142,9 @@ def load_command(state: ChatState, argument: str) -> None:
         else:
             console.say(f"it was saved with {saved_with} and goes on with {conversation.model} "
                         f"(/model {saved_with} to switch)")
+    warning = session.no_room_warning()  # its system prompt may leave no room in this model's context
+    if warning is not None:
+        console.warn(warning)
 
 
 def list_command(state: ChatState, _: str) -> None:

@@ -39,7 +39,7 @@ def silence_stdout() -> None:
 
 class InterruptEndsLine(TyperGroup):
     """localgen's command group: a Ctrl-C that ends a command ends the line of its ^C echo on the terminal, before
-    Typer turns it into a silent Exit(130) (while a prompt is read from the terminal, a pipe waited for, a model
+    Typer turns it into a silent exit 130 (while a prompt is read from the terminal, a pipe waited for, a model
     loaded)."""
 
     def invoke(self, ctx: typer.Context) -> object:
@@ -50,6 +50,10 @@ class InterruptEndsLine(TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             console.end_interrupted_line()
+            raise
+        except Exception as exc:  # Python 3.11 wraps a Ctrl-C as a class is made (an import) in a RuntimeError
+            if isinstance(interrupt_behind(exc), KeyboardInterrupt):
+                console.end_interrupted_line()
             raise
 
 
@@ -67,8 +71,6 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
         result = app(args=args, prog_name="localgen", standalone_mode=False)
         return result if isinstance(result, int) else EXIT_OK
     except typer.Exit as exc:
-        if isinstance(exc.__cause__, KeyboardInterrupt):  # a Ctrl-C that Typer turned into Exit(130)
-            console.end_interrupted_line()
         return exc.exit_code
     except typer.Abort:
         return EXIT_INTERRUPTED
@@ -87,7 +89,7 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
         console.error(exc.message, exc.hint)
         return exc.exit_code
     except KeyboardInterrupt:
-        console.say("")
+        console.end_interrupted_line()
         return EXIT_INTERRUPTED
     except SignalExit as exc:  # SIGTERM or SIGHUP, after the cleanups ran
         return signal_exit_code(exc.signum)
@@ -105,7 +107,7 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
             return signal_exit_code(interrupt.signum)
         if interrupt is not None:
             logging.getLogger("localgen").debug("an error raised from a Ctrl-C", exc_info=exc)
-            console.say("")
+            console.end_interrupted_line()
             return EXIT_INTERRUPTED
         return _internal_error(exc)
 

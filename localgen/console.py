@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from localgen.errors import LocalgenError
 from localgen.events import Event, Finished, PrefillProgress
-from localgen.signals import SignalExit
+from localgen.signals import SignalExit, interrupt_line_ended, interrupt_line_is_ended
 from localgen.units import counted
 from localgen.wordwrap import WordWrap, terminal_width
 
@@ -166,10 +166,14 @@ def without_prefill_progress(events: Iterable[Event], status: PrefillStatus) -> 
 
 
 def end_interrupted_line() -> None:
-    """After a Ctrl-C that nothing followed on the terminal: end the line its ^C echo is on, so that the shell's
-    prompt starts a line of its own (not on a pipe or a file, which saw no ^C); on the process's own stderr where
-    run -q has set sys.stderr aside, as it ends no line of its own."""
-    terminal = next((s for s in (sys.stderr, sys.__stderr__) if s is not None and _is_terminal(s)), None)
+    """After a Ctrl-C that nothing followed on the terminal: end the line its ^C echo is on, once, so that the
+    shell's prompt starts a line of its own (not on a pipe or a file, which saw no ^C); on the process's own stderr
+    where run -q has set sys.stderr aside, as it ends no line of its own, or on stdout where only it is the
+    terminal. Nothing where what the Ctrl-C stopped ended the line itself (signals.interrupt_line_ended)."""
+    if interrupt_line_is_ended():
+        return
+    interrupt_line_ended()
+    terminal = next((s for s in (sys.stderr, sys.__stderr__, sys.stdout) if s is not None and _is_terminal(s)), None)
     if terminal is not None:
         with contextlib.suppress(OSError, ValueError):
             terminal.write("\n")

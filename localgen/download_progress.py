@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from localgen.hub_types import HubFile, HubModel
+from localgen.signals import interrupt_line_ended
 from localgen.units import binary_size, counted
 
 POLL_INTERVAL_S = 0.1
@@ -108,8 +109,10 @@ class RichDisplay(Display):
         self.progress.start()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.progress.stop()
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self.progress.stop()  # on a terminal: drawn once more, over a Ctrl-C's ^C, and its line ended
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt) and self.progress.console.is_terminal:
+            interrupt_line_ended()
 
     def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False) -> None:
         """Add the file's bar, full when cached."""

@@ -389,7 +389,7 @@ def cached_options(repo: str, hw: Hardware, request: FitRequest) -> list[FitOpti
         if not paths:
             continue
         try:
-            shape = header_shape(_read_local(paths[0]), paths[0])
+            shape = header_shape(read_local_header(paths[0]), paths[0])
         except LocalgenError as exc:
             log.debug("leaving out %s: %s", paths[0], exc.message)
             continue
@@ -401,7 +401,7 @@ def cached_options(repo: str, hw: Hardware, request: FitRequest) -> list[FitOpti
 _HEADERS: dict[tuple[str, int, int, int], GGUFInfo] = {}  # by file identity: a run chooses a quant twice
 
 
-def _read_local(path: Path) -> GGUFInfo:
+def read_local_header(path: Path) -> GGUFInfo:
     """A local file's validated header, read once a process while the file stays the same (path, inode, size,
     modification time)."""
     from localgen.gguf_reader import read_gguf

@@ -14,7 +14,7 @@ from prompt_toolkit.application import Application, create_app_session
 from prompt_toolkit.output.vt100 import Vt100_Output
 
 from localgen import console
-from localgen.signals import ENDING_SIGNALS, DeferredSignals, SignalExit, restore_handlers
+from localgen.signals import ENDING_SIGNALS, DeferredSignals, SignalExit, interrupt_line_ended, restore_handlers
 
 
 class PlainTextOutput(Vt100_Output):
@@ -136,6 +136,9 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
     previous = signal.signal(signal.SIGTSTP, suspend) if on_main_thread else None
     try:
         yield
+    except KeyboardInterrupt:  # one that ends the chat (as its model loads) was not echoed: no ^C line to end
+        interrupt_line_ended()
+        raise
     finally:
         if on_main_thread:
             signal.signal(signal.SIGTSTP, signal.SIG_DFL if previous is None else previous)

@@ -77,13 +77,19 @@ def entry_pin(spec: ModelSpec | None, ref: ModelRef) -> Pin | None:
 
 def bundled_entry(registry: Registry, ref: ModelRef, spec: ModelSpec | None) -> ModelSpec | None:
     """The registry entry whose packaged file (installed, not checked yet) a reference names: the entry it names, at
-    its default quant or none; or, for ORG/REPO[:QUANT] (not ORG/REPO/FILE, which goes to the Hub), an entry of that
-    repo at its default quant or none; else None."""
-    if spec is None and ref.repo is not None:
-        candidates = [s for _, s in sorted(registry.models.items()) if s.repo.lower() == ref.repo.lower()]
-    else:
-        candidates = [spec] if spec is not None else []
-    return next((s for s in candidates if _is_default_file(s, ref) and bundled_file(s) is not None), None)
+    its default quant or none; else the entry with a packaged file whose repo and quant the reference (ORG/REPO,
+    ORG/REPO:QUANT, or an entry of your own at that repo and quant) points at, its quant or none; else None.
+    ORG/REPO/FILE, and an entry that names a file, go to the Hub."""
+    if spec is not None and bundled_file(spec) is not None:
+        return spec if _is_default_file(spec, ref) else None
+    if (spec is None and ref.repo is None) or (spec is not None and not spec.repo):  # a path, an own file's entry
+        return None
+    repo, quant, filename = hub_target(ref, spec)
+    if filename is not None:
+        return None
+    return next((s for _, s in sorted(registry.models.items())
+                 if s.repo.lower() == repo.lower() and s.file is None and bundled_file(s) is not None
+                 and (quant is None or normalize_quant(quant) == normalize_quant(s.quant))), None)
 
 
 def _bundled(spec: ModelSpec | None, ref: ModelRef, *, offline: bool) -> Path | None:

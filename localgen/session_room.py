@@ -58,13 +58,13 @@ class ContextRoom:
         if text:  # by its size alone, before a tokenizer spends seconds on a long text to say so
             least = fewest_tokens(text_bytes(text), self.loaded.longest_token)
             if least >= budget:
-                return f"the system prompt takes at least {least:,} tokens, and the context leaves {budget:,} for " \
-                       "the whole conversation", None
+                return f"the system prompt takes at least {counted(least, 'token')}, and the context leaves " \
+                       f"{budget:,} for the whole conversation", None
         fixed = self._fixed_tokens(text)
         if fixed is None or fixed < budget:
             return None
-        return f"{self._fixed_part(text)} takes {fixed:,} tokens, and the context leaves {budget:,} for the whole " \
-               "conversation", fixed
+        return f"{self._fixed_part(text)} takes {counted(fixed, 'token')}, and the context leaves {budget:,} for the " \
+               "whole conversation", fixed
 
     def _fixed_tokens(self, text: str | None) -> int | None:
         """Tokens a prompt takes before its message's text: the system prompt text (None: the template's own) and

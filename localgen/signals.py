@@ -12,6 +12,21 @@ from typing import NoReturn
 ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
+_interrupt_line_ended = False  # the terminal's line a Ctrl-C's ^C echo is on was ended, or no ^C was echoed
+
+
+def interrupt_line_ended() -> None:
+    """Note that the terminal is on a fresh line after a Ctrl-C: what it stopped ended its line itself (a download's
+    progress bars, drawn again over the ^C), or no ^C was echoed (the chat's terminal, echo off), or it was ended."""
+    global _interrupt_line_ended
+    _interrupt_line_ended = True
+
+
+def interrupt_line_is_ended() -> bool:
+    """True once interrupt_line_ended said so: console.end_interrupted_line then adds no line end."""
+    return _interrupt_line_ended
+
+
 def signal_exit_code(signum: int) -> int:
     """The exit code of a process ended by a signal: 128 + its number (130 for SIGINT, 143 for SIGTERM)."""
     return 128 + signum

@@ -257,6 +257,23 @@ def test_offline_the_bundled_model_s_repo_runs_pulls_shows_and_fits_as_the_bundl
     assert hubenv.server.requests == []
 
 
+def test_an_entry_of_your_own_at_the_bundled_model_s_repo_and_quant_runs_the_bundled_file(hubenv: HubEnv) -> None:
+    """An entry of your own that names the bundled model's repo and quant (in any case) takes the bundled file, as
+    the repo named as the Hub's does, its own settings with it; one at another quant goes to the Hub."""
+    user_registry(hubenv.localgen_home, f'[models.smol]\nrepo = "{BUNDLED_REPO.lower()}"\nquant = "q4_1"\n'
+                                        f'system = "Answer in French."\n[models.smol8]\nrepo = "{BUNDLED_REPO}"\n'
+                                        'quant = "Q8_0"\n')
+    env, bundled = {**hubenv.env, "HF_HUB_OFFLINE": "1"}, str(bundled_model_file())
+    for text in ("smol", "smol8:Q4_1"):
+        pulled = run_cli(env, "pull", text)
+        assert (pulled.returncode, pulled.stdout.strip()) == (0, bundled), pulled.stderr
+    shown = run_cli(env, "run", "-m", "smol", "--print-prompt", "hi")
+    assert shown.returncode == 0 and "Answer in French." in shown.stdout, shown.stderr
+    other = run_cli(env, "run", "-m", "smol8", "hi")
+    assert other.returncode == 1 and "model 'smol8' is not downloaded and localgen is offline" in other.stderr
+    assert hubenv.server.requests == []
+
+
 def test_a_local_file_is_named_by_its_file_name_in_status_lines(tmp_path: Path) -> None:
     from localgen.references import parse_reference
     from localgen.resolve import ResolvedModel

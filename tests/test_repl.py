@@ -666,6 +666,25 @@ def test_a_context_too_small_for_the_template_s_own_system_prompt_is_said_as_the
             chat.child.terminate(force=True)
 
 
+def test_loading_a_conversation_whose_system_prompt_leaves_no_room_says_so(home: Path) -> None:
+    """/load of a conversation saved with a system prompt this chat's context cannot hold beside a message warns, as
+    the chat's start and /model do."""
+    first = Chat(home, "--no-markdown", "-s", "You answer questions about rivers. " * 8)
+    first.command("/save rivers", "saved to")
+    assert first.quit() == 0
+    chat = Chat(home, "-c", "64", "--no-markdown")
+    try:
+        chat.command_words("/load rivers", "loaded rivers")
+        chat.command_words("/show info", "plan:")
+        said = " ".join(chat.transcript.getvalue().split())
+        assert re.search(r"localgen: warning: the system prompt with the chat template's markup takes \d+ tokens, and "
+                         r"the context leaves 48 for the whole conversation, so no message fits", said), said
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 def test_chat_f_attaches_files_to_the_first_message(home: Path, tmp_path: Path) -> None:
     doc = tmp_path / "note.txt"
     doc.write_text("The secret code is 4711.\n")

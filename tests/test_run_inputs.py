@@ -229,7 +229,6 @@ def test_a_dash_reading_a_terminal_says_so_and_how_to_end_it(args: tuple[str, ..
     assert child.exitstatus == 0 and "Typed at the terminal." in child.before, child.before
 
 
-
 @pytest.mark.parametrize("command", [("run", "-"), ("run", "-q", "-"), ("chat", "--system-file", "/dev/tty")])
 def test_ctrl_c_while_the_terminal_is_read_ends_the_line_of_its_echo(command: tuple[str, ...]) -> None:
     """README: a Ctrl-C leaves the terminal on a fresh line for the shell's prompt, -q too; Typer turned a Ctrl-C
@@ -244,6 +243,7 @@ def test_ctrl_c_while_the_terminal_is_read_ends_the_line_of_its_echo(command: tu
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 130 and child.before.endswith("^C\r\n"), repr(child.before)
+
 
 # --- pipes given to the options that take a file ---------------------------------------------------------------------
 
@@ -457,3 +457,52 @@ def test_a_file_the_shell_emptied_for_stdout_is_refused_not_sent_empty(tmp_path:
                           capture_output=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
                           timeout=120)
     assert kept.returncode == 0 and "user\nThe meeting is on Friday." in notes.read_text(), "a >> keeps the file"
+
+
+CTRL_C_AS_IT_LOADS = """
+import signal, sys
+import localgen.cli_chat_flow, localgen.cli_model
+from localgen.cli import main
+
+def interrupted(*args, **kwargs):
+    signal.raise_signal(signal.SIGINT)
+
+localgen.cli_model.load_for = localgen.cli_chat_flow.load_for = interrupted
+main(sys.argv[1:])
+"""
+
+DOWNLOAD_CTRL_C = """
+import signal, sys
+from localgen import console
+from localgen.download_progress import open_display
+from localgen.hub_types import HubFile, HubModel
+
+file = HubFile("acme/m-GGUF", "m.Q4_0.gguf", 1000, None, "Q4_0", None, None)
+try:
+    with open_display(HubModel("acme/m-GGUF", "Q4_0", (file,), "main"), show=True) as display:
+        display.begin_file(file, cached=False)
+        signal.raise_signal(signal.SIGINT)
+except KeyboardInterrupt:
+    console.end_interrupted_line()
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize(("script", "args", "shown"), [
+    pytest.param(CTRL_C_AS_IT_LOADS, ["chat"], "", id="chat"),  # its terminal echoes no ^C from the load on
+    pytest.param(CTRL_C_AS_IT_LOADS, ["run", "hi", "2>/dev/null"], "\r\n", id="run-stderr-a-file"),
+    pytest.param(DOWNLOAD_CTRL_C, [], "-:--:--\r\n", id="download"),  # the bars' own line end, and no other
+])
+def test_a_ctrl_c_ends_the_terminal_s_line_once_and_only_where_it_is_open(script: str, args: list[str],
+                                                                          shown: str) -> None:
+    """A Ctrl-C that ends localgen leaves the terminal on a fresh line, adding no empty one: none where the chat's
+    terminal echoed no ^C, none after a download's progress bars, which end their line as they stop; with stderr a
+    file, on stdout (the terminal)."""
+    command = " ".join([shlex.quote(sys.executable), "-c", shlex.quote(script), *args])
+    child = pexpect.spawn("bash", ["-c", command], cwd=str(REPO_ROOT), timeout=60, encoding="utf-8",
+                          dimensions=(30, 200))
+    child.expect(pexpect.EOF)
+    child.close()
+    printed = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", child.before)  # the bars' and the chat's escapes
+    assert child.exitstatus == 130 and printed.endswith(shown), repr(child.before)
+    assert printed == shown if len(shown) <= 2 else not printed.endswith("\r\n\r\n"), repr(child.before)

@@ -12,7 +12,9 @@ controlling terminal, in a session of its own; a watcher forked for it (the zygo
 its parent and sends its pid and wait status over a socket the request passed (tests/forked_pty.py reads them for
 pexpect). What a child cannot have of its own is the zygote's, as the worker had it when the zygote started: its
 limits (ulimit) and umask, its string hash seed, what the C libraries read from the environment as they load
-(conftest starts such a run afresh); a traceback shows this file's frames first.
+(conftest starts such a run afresh); a traceback shows this file's frames first. The zygote's own objects are frozen
+out of the garbage collector before it serves (gc.freeze): a child's collections, and its exit's above all, would touch
+each of them and so copy every page of the zygote's memory (a child's `--version` took twice as long).
 """
 
 from __future__ import annotations
