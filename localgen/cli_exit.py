@@ -114,14 +114,15 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
 
 def interrupt_behind(exc: BaseException) -> BaseException | None:
     """The Ctrl-C (KeyboardInterrupt) or ending signal (SignalExit) an exception was raised from, if any: Python 3.11
-    wraps one that lands in a class's making (a dataclass field's __set_name__) in a RuntimeError."""
+    wraps one that lands in a class's making (a dataclass field's __set_name__) in a RuntimeError. One raised
+    `from None` while a Ctrl-C was handled (typer.Abort, once a confirmation said what it declined) stands alone."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         if isinstance(current, (KeyboardInterrupt, SignalExit)):
             return current
         seen.add(id(current))
-        current = current.__cause__ or current.__context__
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     return None
 
 
