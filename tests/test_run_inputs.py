@@ -360,8 +360,9 @@ def test_print_prompt_shows_a_chat_template_file_s_rendering(tmp_path: Path, bun
     assert "has no chat template; sending the text as a plain completion" in plain.err
     over = run_localgen("run", "--print-prompt", "-m", str(base), "-c", "64", question * 10)  # past the estimate
     assert over.returncode == 1 and over.out == "", "refused as the run would be, not printed as if it fit"
-    assert re.search(r"^localgen: error: the prompt is \d+ tokens but the context holds 64 \(hint: raise --ctx-size",
-                     over.err.splitlines()[-1]), over.err
+    said = re.search(r"^localgen: error: the prompt is (\d+) tokens but the context holds 64 \(hint: raise --ctx-size "
+                     r"past (\d+) \(the model was trained for", over.err.splitlines()[-1])
+    assert said is not None and said[1] == said[2], over.err
 
 
 def test_print_prompt_shows_the_bos_token_the_tokenizer_adds(tmp_path: Path, bundled_model: Path) -> None:

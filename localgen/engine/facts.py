@@ -33,7 +33,8 @@ class ModelFacts:
                 f"the prompt is {n_prompt:,} tokens but the context holds {self.n_ctx:,}"
                 + (", which leaves no room for an answer" if n_prompt <= self.n_ctx else ""),
                 hint=f"shorten the input: {self.n_ctx_train:,} tokens is the most this model takes" if at_most else
-                f"raise --ctx-size (the model was trained for {self.n_ctx_train:,}) or shorten the input",
+                f"raise --ctx-size past {n_prompt:,} (the model was trained for {self.n_ctx_train:,}) or shorten the "
+                "input",
             )
 
 
