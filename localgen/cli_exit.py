@@ -48,10 +48,7 @@ class InterruptEndsLine(TyperGroup):
 
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:
-            console.end_interrupted_line()
-            raise
-        except Exception as exc:  # Python 3.11 wraps a Ctrl-C as a class is made (an import) in a RuntimeError
+        except BaseException as exc:  # a Ctrl-C, or one Python 3.11 wrapped in a RuntimeError as a class was made
             if isinstance(interrupt_behind(exc), KeyboardInterrupt):
                 console.end_interrupted_line()
             raise

@@ -13,6 +13,7 @@ from localgen.registry import Registry, hub_target, load_registry, user_file_tex
 
 if TYPE_CHECKING:
     from localgen.references import ModelRef
+    from localgen.registry import ModelSpec
 
 DefaultRow = tuple[str | None, Path | None]  # how `models list` finds the default: an entry's name, or its file
 
@@ -37,7 +38,7 @@ def default_setting(text: str, registry: Registry) -> tuple[str, bool]:
             validate_split(path)  # the header check -m makes: a file that is no GGUF model is no default
         return (spec.name if spec is not None else str(path)), True
     setting = ref.text if spec is None else f"{spec.name}:{ref.quant}" if ref.quant else spec.name
-    return setting, _here(registry, ref) is not None
+    return setting, _here(registry, ref, spec) is not None
 
 
 def _utf8(text: str) -> bool:
@@ -95,20 +96,19 @@ def default_in_listing(registry: Registry) -> DefaultRow:
             return ref.name, None
         if ref.path is not None:
             return None, ref.path
-        return None, _here(registry, ref)
+        return None, _here(registry, ref, registry.spec_for(ref))
     except LocalgenError:
         return None, None
 
 
-def _here(registry: Registry, ref: ModelRef) -> Path | None:
-    """The file of a model named by a registry name or a Hub reference that a run takes without a download (not
-    checked yet), found without the network: a verified download, else the bundled copy it names; None when
-    neither is here."""
+def _here(registry: Registry, ref: ModelRef, spec: ModelSpec | None) -> Path | None:
+    """The file a run takes without a download (not checked yet) for a reference to a registry entry (spec) or a Hub
+    model, found without the network: a verified download, else the bundled copy it names; None when neither is
+    here."""
     from localgen.catalog import bundled_file
     from localgen.hub_cache import cached_model
     from localgen.resolve import bundled_entry
 
-    spec = registry.spec_for(ref)
     repo, quant, filename = hub_target(ref, spec)
     paths = cached_model(repo, quant=quant, filename=filename)
     entry = bundled_entry(registry, ref, spec) if not paths else None
