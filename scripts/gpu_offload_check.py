@@ -27,6 +27,7 @@ from localgen.hardware import probe_hardware
 PROMPT = "Count from 1 to 300, separated by commas."
 OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 GPU_BUFFER = re.compile(r"CUDA\d+ (model|KV|compute) buffer size =\s*([\d.]+) MiB")
+CONTEXT = re.compile(r"llama_context: n_ctx\s+=\s*(\d+)")
 MIB = 2**20
 failures: list[str] = []
 
@@ -62,6 +63,12 @@ def offloaded(stderr: str) -> tuple[int, int]:
 def gpu_buffers_mib(stderr: str) -> float:
     """The GPU buffers llama.cpp's log names (weights, KV cache, compute), in MiB."""
     return sum(float(size) for _, size in GPU_BUFFER.findall(stderr))
+
+
+def context_made(stderr: str) -> int | None:
+    """The context size llama.cpp made, from its log (None when it does not say)."""
+    match = CONTEXT.search(stderr)
+    return int(match[1]) if match else None
 
 
 def decode_speed(record: dict) -> float:
@@ -142,10 +149,12 @@ def main() -> int:
     done, total = offloaded(log)
     check("every layer offloaded", bool(total) and done == total,
           f"llama.cpp: offloaded {done}/{total} layers; decode {decode_speed(auto):.1f} tok/s")
-    measured = gpu_buffers_mib(log)
     everything = estimate_memory(shape, n_ctx=plan.n_ctx, n_gpu_layers=-1).vram_bytes
-    print(f"VRAM at context {plan.n_ctx:,}: estimate {everything / MIB:.1f} MiB, llama.cpp's GPU buffers "
-          f"{measured:.1f} MiB ({(everything / MIB - measured) / measured:+.1%})" if measured
+    # run makes the context its prompt and -n need, not the plan's: the estimate is compared at that one
+    measured, n_ctx = gpu_buffers_mib(log), context_made(log) or plan.n_ctx
+    estimated = estimate_memory(shape, n_ctx=n_ctx, n_gpu_layers=-1).vram_bytes / MIB
+    print(f"VRAM at context {n_ctx:,}: estimate {estimated:.1f} MiB, llama.cpp's GPU buffers "
+          f"{measured:.1f} MiB ({(estimated - measured) / measured:+.1%})" if measured
           else "llama.cpp's log names no GPU buffer")
 
     gpu, _ = run("--gpu-layers", "-1")
