@@ -178,7 +178,8 @@ class GenerationLimits:
 
 def check_stop_strings(stops: tuple[str, ...]) -> None:
     """Stop strings have some text each (--stop, /set stop and models.toml's stop alike)."""
-    _check(all(stops), "a stop string is empty", "pass non-empty --stop strings")
+    _check(all(stops), "a stop string is empty",
+           "pass non-empty --stop strings; --stop '' alone turns them all off")
 
 
 def flash_attention_on(mode: str, *, kv_type: str, gpu: bool, n_ctx: int | None) -> bool:

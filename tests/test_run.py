@@ -549,8 +549,9 @@ def test_a_model_entry_s_system_prompt_and_settings_apply_unless_given(tmp_path:
 
 
 def test_stop_strings_in_models_toml_end_the_answer_unless_stop_is_given(tmp_path: Path) -> None:
-    """An entry's stop (or [defaults]') ends the answer before it, as --stop does; --stop given replaces them, an
-    entry's win over [defaults]' ([] for none), and an empty answer names where its stop strings came from."""
+    """An entry's stop (or [defaults]') ends the answer before it, as --stop does; --stop given replaces them (--stop
+    '' alone with none), an entry's win over [defaults]' ([] for none), and an empty answer names where its stop
+    strings came from."""
     env = {"LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1"}
     registry = tmp_path / "home" / "config" / "models.toml"
     registry.parent.mkdir(parents=True)
@@ -569,6 +570,7 @@ def test_stop_strings_in_models_toml_end_the_answer_unless_stop_is_given(tmp_pat
     entry = '[models.smollm2-135m]\nstop = ["Banana", "Durian"]\n'
     assert answer(toml=entry) == cut("Banana")
     assert answer("--stop", "versatile", toml=entry) == cut("versatile"), "--stop wins"
+    assert answer("--stop", "", toml=entry) == full, "--stop '' alone is none"
     assert answer(toml='[defaults]\nstop = "versatile"\n') == cut("versatile")
     assert answer(toml=f'[defaults]\nstop = "versatile"\n\n{entry}') == cut("Banana"), "the entry's win"
     assert answer(toml='[defaults]\nstop = "versatile"\n[models.smollm2-135m]\nstop = []\n') == full
