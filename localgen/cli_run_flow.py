@@ -241,7 +241,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     -q: warn_past_quiet), else is kept as the last run."""
     from localgen import console
     from localgen.answer_record import gave_an_answer
-    from localgen.cli_options import given_settings, with_model_settings
+    from localgen.cli_options import from_command_line, given_settings, with_model_settings
     from localgen.cli_output import finish_output, stream_to_stdout
     from localgen.cli_run import fresh_answer, fresh_messages, user_message, write_prompt
     from localgen.last_run import last_run_keeper
@@ -258,7 +258,8 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     if continued is not None:
         start = continued_answer(loaded, options, continued, system, user_text, sampling, limits,
                                  given_settings(ctx), draft=request.draft, prompt_cache=not request.no_cache,
-                                 hide_thinking=request.hide_thinking, notes=notes)
+                                 stop_given=from_command_line(ctx, "stop"), hide_thinking=request.hide_thinking,
+                                 notes=notes)
     else:
         messages = fresh_messages(loaded, user_text, system, raw=request.raw)
         if request.print_prompt:

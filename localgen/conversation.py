@@ -399,11 +399,15 @@ def _check_ctx_size(ctx_size: object) -> None:
 
 
 def _check_settings(saved: object) -> None:
-    """Saved sampling settings must be ones a chat could have used."""
-    from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
+    """Saved sampling settings and stop strings must be ones a chat could have used."""
+    from localgen.params import CHAT_SETTINGS, STOP_SETTING, GenerationLimits, SamplingParams, check_stop_strings
 
     if not isinstance(saved, dict):
         raise ValueError("'settings' is not an object")
+    stops = saved.get(STOP_SETTING, [])
+    if not isinstance(stops, list) or not all(isinstance(stop, str) for stop in stops):
+        raise ValueError(f"setting '{STOP_SETTING}' is not a list of stop strings")
+    check_stop_strings(tuple(stops))  # UsageError (a LocalgenError) for an empty one
     values = {k: v for k, v in saved.items() if k in CHAT_SETTINGS and v is not None}
     for key, value in values.items():
         whole = CHAT_SETTINGS[key] is int

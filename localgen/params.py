@@ -151,6 +151,9 @@ def with_settings(sampling: SamplingParams, limits: GenerationLimits,
     return sampling, limits
 
 
+STOP_SETTING = "stop"  # a saved conversation's stop strings, beside its CHAT_SETTINGS
+
+
 def stored_setting(key: str, value: int | float | None) -> int | float | None:
     """A chat setting as a session keeps it: -1 for seed or max_tokens is none (a random seed, no token limit)."""
     return None if key in SETTINGS_THAT_MAY_BE_NONE and value == -1 else value

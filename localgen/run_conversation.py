@@ -90,15 +90,16 @@ def _warn_if_mistyped(name: str) -> None:
 
 def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Continued, system: str | None,
                      text: str, sampling: SamplingParams, limits: GenerationLimits, overrides: Mapping[str, str], *,
-                     draft: str, prompt_cache: bool, hide_thinking: bool = False,
+                     draft: str, prompt_cache: bool, stop_given: bool = False, hide_thinking: bool = False,
                      notes: list[str] | None = None) -> Callable[[], Iterator[Event]]:
     """What streams the answer to text as the next exchange of a saved conversation (saved with it, as chat does).
 
-    The conversation's saved settings apply and overrides (the options given now) win for this run: they are not
-    saved. Earlier exchanges the context cannot hold are noted on stderr. hide_thinking takes the
-    <think> reasoning out of what streams (the saved answer keeps it, as a chat's does). The last plain run becomes
-    a saved conversation here, once the question is planned: a run refused before that leaves it as it was. What
-    the save did that must be said (a file changed by hand, kept) goes into notes, to say once the answer is out.
+    The conversation's saved settings and stop strings apply and overrides (the options given now; stop_given:
+    --stop's strings, in limits) win for this run: they are not saved. Earlier exchanges the context cannot hold
+    are noted on stderr. hide_thinking takes the <think> reasoning out of what streams (the saved answer keeps it,
+    as a chat's does). The last plain run becomes a saved conversation here, once the question is planned: a run
+    refused before that leaves it as it was. What the save did that must be said (a file changed by hand, kept)
+    goes into notes, to say once the answer is out.
     """
     conversation = continued.conversation
     if not loaded.prompt_format.is_chat:
@@ -109,7 +110,8 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
     if system is not None:
         conversation.system = system
     session = ChatSession(loaded, options, conversation, sampling, limits, draft=draft,
-                          prefix_cache=disk_prompt_cache(loaded) if prompt_cache else None, keep_saved_settings=True)
+                          prefix_cache=disk_prompt_cache(loaded) if prompt_cache else None, keep_saved_settings=True,
+                          own_stop=stop_given)
     if notes is not None:
         session.save_notes = notes
     session.replace_conversation(conversation, overrides)

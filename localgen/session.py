@@ -21,6 +21,7 @@ from localgen.model_switch import load_instead
 from localgen.params import (
     CHAT_SETTINGS,
     SETTINGS_THAT_MAY_BE_NONE,
+    STOP_SETTING,
     GenerationLimits,
     SamplingParams,
     with_settings,
@@ -223,7 +224,7 @@ class ChatSession(SessionSettings, ContextRoom):
         previous conversation and settings, and lets the new one go. system_given: the conversation's system prompt
         was given now (-s), so /model keeps it, as it keeps one that no models.toml default gives.
         """
-        previous = (self.conversation, self.sampling, self.limits, self.own_settings, self.own_system)
+        previous = (self.conversation, self.sampling, self.limits, self.own_settings, self.own_system, self.own_stop)
         self.conversation = conversation
         try:
             self._record_model()
@@ -236,10 +237,11 @@ class ChatSession(SessionSettings, ContextRoom):
             defaults = self.default_settings()  # a saved value no default gives was chosen
             self.own_settings = {key for key, value in self.settings().items() if value != defaults[key]}
             self.own_settings |= set(overrides or {})
+            self._take_saved_stop(conversation.settings.get(STOP_SETTING))
             self.own_system = system_given or conversation.system != self.model_system
             self._replan_context()
         except BaseException:  # a bad flag, a failing template: the chat goes on with the conversation it had
-            self.conversation, self.sampling, self.limits, self.own_settings, self.own_system = previous
+            self.conversation, self.sampling, self.limits, self.own_settings, self.own_system, self.own_stop = previous
             if conversation.name != previous[0].name:
                 let_go(conversation)
             raise
@@ -373,8 +375,9 @@ class ChatSession(SessionSettings, ContextRoom):
     def save(self, name: str | None = None) -> Path:
         """Save the conversation with the current settings (name: save as, and go on under that name)."""
         if not self.keep_saved_settings:  # settings a later version saved are kept
-            kept = {key: value for key, value in self.conversation.settings.items() if key not in CHAT_SETTINGS}
-            self.conversation.settings = kept | self.settings()
+            kept = {key: value for key, value in self.conversation.settings.items()
+                    if key not in CHAT_SETTINGS and key != STOP_SETTING}
+            self.conversation.settings = kept | self.settings() | self.saved_stop()
         path = save_conversation(self.conversation, name, warn=self.save_notes.append)
         self.unsaved, self._autosaved = False, None
         return path

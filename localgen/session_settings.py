@@ -8,12 +8,12 @@ from dataclasses import asdict, replace
 
 from localgen.chat_settings import parse_setting, setting_key
 from localgen.errors import UsageError
-from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams, with_settings
+from localgen.params import CHAT_SETTINGS, STOP_SETTING, GenerationLimits, SamplingParams, with_settings
 
 
 class SessionSettings:
     """The sampling settings and stop strings of a chat session (ChatSession builds on it): what /set, /show and a
-    save use (the stop strings are for the chat, not saved)."""
+    save use (stop strings the user chose are saved too, models.toml's not)."""
 
     def __init__(self, sampling: SamplingParams, limits: GenerationLimits,
                  model_settings: Mapping[str, int | float | None] | None, own_settings: Iterable[str], *,
@@ -23,7 +23,9 @@ class SessionSettings:
         self.model_settings = dict(model_settings or {})  # what models.toml gives the loaded model
         self.own_settings = set(own_settings)  # chosen by flags, /set or a resumed chat: /model keeps them
         self.model_stop = model_stop  # the stop strings models.toml gives the loaded model
-        self.own_stop = own_stop  # the stop strings were chosen (--stop, /set stop): /model keeps them
+        self.own_stop = own_stop  # chosen (--stop, /set stop, a resumed chat's): /model keeps them
+        self._stop_flag = own_stop  # --stop was given: a resumed conversation's saved stop strings give way to it
+        self._start_stop = limits.stop  # before any conversation's: --stop's, else models.toml's
         self._flags = set(own_settings)  # the settings the command line chose
         self._start_settings = self.settings()  # before any conversation's: what /load starts from
 
@@ -74,5 +76,19 @@ class SessionSettings:
     def _take_model_stop(self, stop: tuple[str, ...]) -> None:
         """Take a new model's models.toml stop strings unless the user chose some (or none)."""
         self.model_stop = stop
+        if not self._stop_flag:
+            self._start_stop = stop
         if not self.own_stop:
             self.limits = replace(self.limits, stop=stop)
+
+    def _take_saved_stop(self, saved: object) -> None:
+        """A resumed or loaded conversation's stop strings: --stop's if given, else those it saved (a list), else
+        models.toml's (not the previous conversation's /set stop)."""
+        if self._stop_flag or not isinstance(saved, list):
+            self.limits, self.own_stop = replace(self.limits, stop=self._start_stop), self._stop_flag
+        else:
+            self.limits, self.own_stop = replace(self.limits, stop=tuple(saved)), True
+
+    def saved_stop(self) -> dict[str, list[str]]:
+        """What a save keeps of the stop strings: those the user chose (none too), not models.toml's."""
+        return {STOP_SETTING: list(self.limits.stop)} if self.own_stop else {}

@@ -157,6 +157,11 @@ def test_a_saved_context_start_that_is_not_a_turn_index_is_refused(start: object
     ('{"format": 1, "name": "a", "turns": [{"user": "a", "answer": "caf\\u00', "its JSON ends before it is complete"),
     ('{"format": 1,\n "name": "a\tb"}', "not JSON at line 2, column 12: invalid control character"),
     ('{"format": 1,\n "name": "a\\qb"}', "not JSON at line 2, column 12: invalid \\escape"),
+    ('{"format": 1, "name": "a", "turns": [], "settings": {"stop": "###"}}', "setting 'stop' is not a list of "
+                                                                            "stop strings"),
+    ('{"format": 1, "name": "a", "turns": [], "settings": {"stop": ["#", 3]}}', "setting 'stop' is not a list of "
+                                                                              "stop strings"),
+    ('{"format": 1, "name": "a", "turns": [], "settings": {"stop": ["#", ""]}}', "a stop string is empty"),
 ])
 def test_a_damaged_file_says_what_is_wrong_with_it_in_words(text: str, reason: str, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:

@@ -433,6 +433,25 @@ def test_a_run_s_system_prompt_replacing_a_conversation_s_says_so_once(tmp_path:
         given.err
 
 
+def test_a_run_takes_the_stop_strings_a_conversation_saved_unless_stop_is_given() -> None:
+    """As a resumed chat does; --stop given holds for that run alone (--stop '' for none) and is not saved."""
+    for name in ("saved", "given", "none"):
+        conversation = Conversation(name=name, settings={"stop": ["versatile"]})
+        save_conversation(conversation)
+        let_go(conversation)  # as a chat that saved it and ended
+
+    def answer(name: str, *args: str) -> str:
+        result = run_localgen("run", "--conversation", name, "-n", "40", *GREEDY, *args, "Name a fruit.")
+        assert result.returncode == 0, result.err
+        return result.out
+
+    full = answer("none", "--stop", "")
+    assert full.startswith("The most iconic and versatile fruit is") and "Banana" in full, full
+    assert answer("saved") == full[:full.index("versatile")] + "\n"
+    assert answer("given", "--stop", "Banana") == full[:full.index("Banana")] + "\n"
+    assert all(saved["settings"] == {"stop": ["versatile"]} for saved in _saved().values())
+
+
 def test_a_quiet_run_still_says_its_exchange_went_to_another_conversation() -> None:
     """-q keeps notes and warnings off stderr, but not that `--conversation notes` was saved as notes-2 (its file
     was changed by another program meanwhile): the user asked for notes, and their exchange is elsewhere."""

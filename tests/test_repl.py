@@ -384,6 +384,7 @@ def test_save_load_and_resume(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10")
     chat.ask("Remember the word pineapple.")
     chat.command("/set temperature 0.3", "temperature = 0.3")
+    chat.command("/set stop '###'", "'###'")
     chat.command("/save fruity", "saved to")
     assert (home / "data" / "conversations" / "fruity.json").exists()
     assert oct((home / "data" / "conversations" / "fruity.json").stat().st_mode & 0o777) == "0o600"
@@ -399,6 +400,7 @@ def test_save_load_and_resume(home: Path) -> None:
     assert "resumed fruity: 1 exchange," in resumed.transcript.getvalue()
     shown = resumed.command("/show", "conversation: fruity, 1 exchange")
     assert "temperature=0.9" in shown and "max_tokens=20" in shown, "flags given now win over the saved settings"
+    assert "stop strings (this chat): '###'" in shown, "the stop strings the chat chose were saved with it"
     state = resumed.ask("What word did I ask you to remember?")
     assert len(state["turns"]) == 2
     assert resumed.quit() == 0

@@ -546,6 +546,28 @@ def test_save_as_writes_the_settings_in_use(session: ChatSession, home: Path) ->
     assert json.loads(path.read_text())["settings"]["temperature"] == 0.3
 
 
+def test_stop_strings_the_chat_chose_are_saved_and_come_back_and_models_toml_s_are_not(session: ChatSession,
+                                                                                        home: Path) -> None:
+    session.model_stop = session._start_stop = ("<from models.toml>",)  # as a chat without --stop starts
+    session.replace_conversation(Conversation(name="plain"))
+    assert session.limits.stop == ("<from models.toml>",) and not session.own_stop
+    assert "stop" not in json.loads(session.save().read_text())["settings"], "models.toml's apply afresh"
+    session.set_stop(("###", "User:"))
+    assert json.loads(session.save("chosen").read_text())["settings"]["stop"] == ["###", "User:"]
+    session.set_stop(())
+    assert json.loads(session.save("none").read_text())["settings"]["stop"] == [], "none chosen is saved too"
+    session.replace_conversation(Conversation(name="other", settings={"stop": ["END"]}))
+    assert (session.limits.stop, session.own_stop) == (("END",), True)
+    session.replace_conversation(Conversation(name="plain"))
+    assert (session.limits.stop, session.own_stop) == (("<from models.toml>",), False), "not the last one's"
+    with pytest.raises(LocalgenError):  # an unusable saved conversation leaves the chat's as they were
+        session.replace_conversation(Conversation(name="bad", settings={"stop": ["END"], "top_k": -5}))
+    assert (session.limits.stop, session.own_stop) == (("<from models.toml>",), False)
+    session._stop_flag, session._start_stop = True, ("--stop",)  # as a chat given --stop starts
+    session.replace_conversation(Conversation(name="other", settings={"stop": ["END"]}))
+    assert (session.limits.stop, session.own_stop) == (("--stop",), True), "--stop given now wins"
+
+
 def test_a_message_too_long_even_alone_is_refused_with_what_helps_here(chat: ChatSession, bundled_model: Path) -> None:
     long = "word " * 700
     with pytest.raises(ContextOverflowError, match="tokens but only") as refused:
