@@ -199,10 +199,11 @@ def model_command(state: ChatState, argument: str) -> None:
 
 
 def conversation_summary(session: ChatSession) -> str:
-    """Exchanges, system prompt and settings of the current conversation, for /load and --resume."""
-    conversation = session.conversation
+    """Exchanges, system prompt, settings and stop strings of the current conversation, for /load and --resume."""
+    conversation, stops = session.conversation, session.limits.stop
     system = _system_prompt_text(conversation.system)
-    return f"{exchanges_in_context(conversation)}, {system}; settings: {settings_text(session)}"
+    return (f"{exchanges_in_context(conversation)}, {system}; settings: {settings_text(session)}"
+            + (f"; stop strings {', '.join(map(escaped, stops))}" if stops else ""))
 
 
 def _system_prompt_text(system: str | None) -> str:

@@ -391,6 +391,7 @@ def test_save_load_and_resume(home: Path) -> None:
     chat.command("/reset", "new conversation")
     chat.command("/load fruity", "1 exchange")  # waits for the prompt after the whole summary line
     assert "temperature=0.3" in chat.transcript.getvalue().rpartition("/load fruity")[2]
+    assert "; stop strings '###'" in chat.transcript.getvalue().rpartition("/load fruity")[2]
     listed = chat.command("/list", "(this chat)")
     assert re.search(r"\*fruity +\d{4}-\d\d-\d\d \d\d:\d\d  1 exchange  Remember the word pineapple\.  \(this chat\)",
                      listed), listed
