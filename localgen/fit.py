@@ -1,13 +1,12 @@
 """The load plan: GPU layers, context and KV type chosen so a model fits this machine, or a clear refusal.
 
 plan_fit, from the model's shape (estimate.py) and the machine (hardware.py):
-    GPU layers: all if they fit in the VRAM budget (free VRAM less VRAM_RESERVE_FRACTION of the total and at
-    least VRAM_RESERVE_MIN_BYTES), else the most that fit, else 0. Context: the model's training context capped
-    by the registry's context and DEFAULT_CONTEXT_CAP (config; raised to what the prompt needs), then lowered in
-    steps of 256 to what fits in RAM_USABLE_FRACTION of available RAM, never below MIN_AUTO_CONTEXT or the fewest
-    tokens the prompt could take (prompt_floor). KV type: f16 unless asked. --gpu-layers, --no-gpu, --ctx-size
-    and --kv-type override the choices; a model that does not fit raises InsufficientMemoryError before any
-    download or load.
+    GPU layers: all if they fit in the VRAM budget (free VRAM less hardware.vram_reserve_bytes), else the most that
+    fit, else 0. Context: the model's training context capped by the registry's context and DEFAULT_CONTEXT_CAP
+    (config; raised to what the prompt needs), then lowered in steps of 256 to what fits in RAM_USABLE_FRACTION of
+    available RAM, never below MIN_AUTO_CONTEXT or the fewest tokens the prompt could take (prompt_floor). KV type:
+    f16 unless asked. --gpu-layers, --no-gpu, --ctx-size and --kv-type override the choices; a model that does not
+    fit raises InsufficientMemoryError before any download or load.
 Choosing among a repo's quants is quant_choice.py's; `localgen fit`'s report of them, quant_report.py's.
 """
 

@@ -22,6 +22,7 @@ from localgen.llama_install import installed_version, reinstall_command
 RAM_USABLE_FRACTION = 0.9
 VRAM_RESERVE_FRACTION = 0.05
 VRAM_RESERVE_MIN_BYTES = 256 * 2**20
+VRAM_RESERVE_MAX_BYTES = 2**30  # llama.cpp's own fit margin (llama_params_fit): 5% of an H200 would be 7 GiB
 # Weight types ggml-cpu repacks into interleaved copies (ggml_repack_get_optimal_repack_type, 0.3.36).
 REPACK_TYPES_X86_AVX2 = frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"})
 REPACK_TYPES_X86_AVX512 = frozenset({"Q2_K"})
@@ -82,7 +83,14 @@ def cgroup_cpus(root: Path = Path("/sys/fs/cgroup")) -> int | None:
     return best
 
 
+def vram_reserve_bytes(total_bytes: int) -> int:
+    """The free VRAM a plan leaves on a GPU for the CUDA context and what else may start: VRAM_RESERVE_FRACTION of
+    its memory, within VRAM_RESERVE_MIN_BYTES and VRAM_RESERVE_MAX_BYTES."""
+    return min(max(int(total_bytes * VRAM_RESERVE_FRACTION), VRAM_RESERVE_MIN_BYTES), VRAM_RESERVE_MAX_BYTES)
+
+
 @dataclass(frozen=True)
+
 class MemoryInfo:
     """RAM this process may use: total and available bytes, and what limited them."""
 
@@ -130,8 +138,7 @@ class Hardware:
         """Free VRAM usable for a model: each GPU's free memory less a reserve, capped by LOCALGEN_VRAM_LIMIT."""
         if not self.can_offload:
             return 0
-        budget = sum(max(g.free_bytes - max(int(g.total_bytes * VRAM_RESERVE_FRACTION), VRAM_RESERVE_MIN_BYTES), 0)
-                     for g in self.gpus)
+        budget = sum(max(g.free_bytes - vram_reserve_bytes(g.total_bytes), 0) for g in self.gpus)
         return budget if self.vram_limit_bytes is None else min(budget, self.vram_limit_bytes)
 
     def after_freeing(self, ram_bytes: int, vram_bytes: int) -> Hardware:

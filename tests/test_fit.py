@@ -393,11 +393,19 @@ def test_an_explicit_context_is_kept_or_refused(bundled_shape: ModelShape) -> No
         fit.plan_fit(bundled_shape, machine(int(fits_2048 / hardware.RAM_USABLE_FRACTION)), FitRequest(ctx_size=8192))
 
 
+def test_the_vram_reserve_is_5_percent_within_256_mib_and_1_gib() -> None:
+    assert hardware.vram_reserve_bytes(8 * GIB) == int(8 * GIB * 0.05)
+    assert hardware.vram_reserve_bytes(2 * GIB) == 256 * 2**20
+    assert hardware.vram_reserve_bytes(141 * GIB) == GIB, "not 7 GiB of an H200 left unused"
+    h200 = machine(offload=True, gpus=(GpuInfo(name="H200", total_bytes=141 * GIB, free_bytes=141 * GIB),))
+    assert h200.vram_budget_bytes == 140 * GIB
+
+
 def test_gpu_layers_all_some_or_none(bundled_shape: ModelShape) -> None:
     def gpu(free: int) -> GpuInfo:
         return GpuInfo(name="Test GPU", total_bytes=8 * GIB, free_bytes=free)
 
-    reserve = max(int(8 * GIB * hardware.VRAM_RESERVE_FRACTION), hardware.VRAM_RESERVE_MIN_BYTES)
+    reserve = hardware.vram_reserve_bytes(8 * GIB)
     everything = estimate_memory(bundled_shape, n_ctx=8192, n_gpu_layers=-1).vram_bytes
     all_plan = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu(8 * GIB),)))
     assert all_plan.where == "gpu" and all_plan.n_gpu_layers == 31 and all_plan.n_ctx == 8192
@@ -612,7 +620,7 @@ def test_counts_in_choices_and_reasons_agree_with_their_nouns(hubenv: HubEnv, qu
     only = choose_download("org/one-GGUF", hw=machine(), request=FitRequest())[1][0]
     assert "the only quant, and it fits:" in only and "1 quants" not in only
     one_layer = estimate_memory(bundled_shape, n_ctx=8192, n_gpu_layers=1).vram_bytes
-    reserve = max(int(8 * GIB * hardware.VRAM_RESERVE_FRACTION), hardware.VRAM_RESERVE_MIN_BYTES)
+    reserve = hardware.vram_reserve_bytes(8 * GIB)
     gpu = GpuInfo(name="Test GPU", total_bytes=8 * GIB, free_bytes=reserve + one_layer)
     plan = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(gpu,)))
     assert plan.n_gpu_layers == 1 and "1 of 30 layers fits in" in plan.reasons[0]
