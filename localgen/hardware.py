@@ -90,7 +90,6 @@ def vram_reserve_bytes(total_bytes: int) -> int:
 
 
 @dataclass(frozen=True)
-
 class MemoryInfo:
     """RAM this process may use: total and available bytes, and what limited them."""
 
