@@ -183,7 +183,11 @@ class Conversation:
         def tokens_from(first: int) -> int:
             return count_tokens(self.messages(self.turns[first:]))
 
-        if tokens_from(start) <= budget:
+        def fewest_from(first: int) -> int:  # by size alone: a long history is not tokenized where it cannot fit
+            return fewest_tokens(sizes[first], longest_token)
+
+        sizes = self._suffix_bytes()
+        if fewest_from(start) <= budget and tokens_from(start) <= budget:
             self.context_start = start
             return 0
         last = len(self.turns) - 1
@@ -191,9 +195,19 @@ class Conversation:
         if alone > budget:
             raise self._overflow(f"{alone:,}", budget)
         limit = budget // 2 if alone <= budget // 2 else budget
-        first = _first_at_most(tokens_from, start + 1, last, limit)
+        low = start + 1
+        while low < last and fewest_from(low) > limit:
+            low += 1
+        first = _first_at_most(tokens_from, low, last, limit)
         self.context_start = first
         return first - start
+
+    def _suffix_bytes(self) -> list[int]:
+        """For each turn, the UTF-8 bytes of the messages from it to the end, the system prompt's included."""
+        sizes = [text_bytes(self.system)]
+        for turn in reversed(self.turns):
+            sizes.append(sizes[-1] + text_bytes(turn.user, turn.answer))
+        return sizes[::-1]
 
     def fewest_tokens_alone(self, longest_token: int) -> int:
         """The fewest tokens the last exchange and the system prompt can take however they tokenize (by their size,

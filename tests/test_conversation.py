@@ -64,6 +64,19 @@ def test_making_room_in_a_long_conversation_renders_it_a_few_times_not_once_per_
     assert len(conv.turns) == 2001
 
 
+def test_a_long_history_is_not_tokenized_where_its_size_alone_shows_it_cannot_fit() -> None:
+    counted: list[int] = []
+
+    def counting(messages: list[Message]) -> int:
+        counted.append(_count(messages))
+        return counted[-1]
+
+    conv = Conversation(name="c", turns=[Turn("q" * 50, "a" * 50) for _ in range(3000)] + [Turn("new")])
+    assert conv.fit(counting, budget=1000, longest_token=16) > 2900
+    assert max(counted) <= 16 * 1000, "nothing over the budget's bytes at 16 a token (300,000 were)"
+    assert _count(conv.messages()) <= 500
+
+
 def test_a_context_start_past_the_end_after_undo_is_clamped() -> None:
     conv = Conversation(name="c", turns=[Turn("a", "b")], context_start=5)
     conv.turns.append(Turn("new"))
