@@ -75,14 +75,16 @@ def _nothing_to_continue_hint() -> str:
 
 
 def _warn_if_mistyped(name: str) -> None:
-    """A new conversation whose name is close to a saved one's may be a typo for it: say so (it starts anyway)."""
+    """A new conversation whose name is close to a saved one's (or the same but for case, which a case-insensitive
+    file system takes for it) may be a typo for it: say so (it starts anyway)."""
     import difflib
 
     try:
         saved = [saved_name for saved_name, _ in list_conversations()]
     except LocalgenError:  # an unreadable folder: the save will say what is wrong
         return
-    close = difflib.get_close_matches(name, saved, n=1, cutoff=0.8)
+    same_but_case = [saved_name for saved_name in saved if saved_name.casefold() == name.casefold()]
+    close = same_but_case or difflib.get_close_matches(name, saved, n=1, cutoff=0.8)
     if close:
         console.warn(f"starting a new conversation '{name}'; a saved one is named '{close[0]}' "
                      f"(--conversation {close[0]} continues it)")

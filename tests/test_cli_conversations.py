@@ -127,7 +127,12 @@ def test_a_new_conversation_named_like_a_saved_one_is_noted_as_a_possible_typo()
                                "'review' (--conversation review continues it)\n"), typo.err
     other = run_localgen("run", "--conversation", "groceries", "-n", "2", "--temperature", "0", "hi")
     assert other.returncode == 0 and "warning" not in other.err, other.err
-    assert sorted(p.stem for p in conversations_dir().glob("*.json")) == ["groceries", "reveiw", "review"]
+    _save("a1", Turn("Look at this.", "Looks fine."))  # too short for a close match, the same but for case
+    cased = run_localgen("run", "--conversation", "A1", "-n", "2", "--temperature", "0", "hi")
+    assert cased.err.startswith("localgen: warning: starting a new conversation 'A1'; a saved one is named 'a1' "
+                                "(--conversation a1 continues it)\n"), cased.err
+    assert sorted(p.stem for p in conversations_dir().glob("*.json")) == ["A1", "a1", "groceries", "reveiw",
+                                                                          "review"]
 
 
 def test_show_of_a_damaged_file_points_at_rm() -> None:
