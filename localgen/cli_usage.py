@@ -207,9 +207,12 @@ def _extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: 
         return None
     takes_value = option_arity(app, command)
     options, words = options_given(args[1:], takes_value), words_given(args[1:], takes_value)
-    model = _model_name_given(words)
-    if model is not None and not any(word.partition("=")[0] in ("-m", "--model") for word in options):
-        return _model_first_hint(command, model, options, words[1:])
+    model, last = _model_name_given(words), _model_name_last(words)
+    if not any(word.partition("=")[0] in ("-m", "--model") for word in options):
+        if model is not None:
+            return _model_first_hint(command, model, options, words[1:])
+        if last is not None:
+            return _model_first_hint(command, last, options, words[:-1])
     return _run_extra_argument_hint(app, args, options, words) if command == "run" else None
 
 
@@ -389,6 +392,14 @@ def _reads_as_prompt(app: typer.Typer, word: str) -> bool:
     """Whether an unknown command looks like a prompt rather than a misspelt command name."""
     return not word.startswith("-") and (any(c.isspace() for c in word)
                                          or not difflib.get_close_matches(word, command_names(app), cutoff=0.6))
+
+
+def _model_name_last(words: list[str]) -> str | None:
+    """The last of several words when it plainly names a model (`run "prompt" MODEL`): a registry name, a .gguf
+    file, a Hub address or an ORG/REPO with GGUF in its name (a word such as and/or is the prompt's)."""
+    last = words[-1] if len(words) > 1 else ""
+    model = _model_name_given([last])
+    return model if model is not None and (model.count("/") != 1 or "gguf" in model.lower()) else None
 
 
 def _model_name_given(words: list[str]) -> str | None:

@@ -57,6 +57,12 @@ def _parsed(command_line: str) -> dict[str, object]:
     (["run", "-m", "smollm2-135m", "smollm2-135m", "hi"],  # -m given already: the words are the prompt's
      "quote the prompt: `localgen run -m smollm2-135m 'smollm2-135m hi'`",
      {"prompt": "smollm2-135m hi", "model": "smollm2-135m"}),
+    (["run", "summarize this", "smollm2-135m"], "the model goes after -m: `localgen run -m smollm2-135m 'summarize "
+     "this'`", {"prompt": "summarize this", "model": "smollm2-135m"}),  # Ollama's order turned: was quote the prompt
+    (["run", "-n", "5", "hi", "./link.gguf"], "the model goes after -m: `localgen run -m ./link.gguf -n 5 hi`",
+     {"prompt": "hi", "model": "./link.gguf", "max_tokens": 5}),
+    (["run", "compare", "and/or"], "quote the prompt: `localgen run 'compare and/or'`",  # a word, not ORG/REPO
+     {"prompt": "compare and/or"}),
     (["chat", "-n", "5", "smollm2-135m"], "the model goes after -m: `localgen chat -m smollm2-135m -n 5`",
      {"model": "smollm2-135m", "max_tokens": 5}),  # was: chat takes no prompt; `localgen run smollm2-135m`
 ])
