@@ -244,6 +244,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     from localgen.cli_options import from_command_line, given_settings, with_model_settings
     from localgen.cli_output import finish_output, stream_to_stdout
     from localgen.cli_run import fresh_answer, fresh_messages, user_message, write_prompt
+    from localgen.conversation_store import SavedInPlaceNote
     from localgen.last_run import last_run_keeper
     from localgen.registry import model_defaults
     from localgen.run_conversation import continued_answer
@@ -276,8 +277,8 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
             and gave_an_answer(completion) else None
         finish_output(loaded, completion, output, saved_in)
     finally:  # after the whole answer and its newline, which the writer holds back while it streams
-        for note in notes:
-            (console.warn if continued is None else warn_past_quiet)(note)
+        for note in notes:  # -q says one only where the exchange was saved elsewhere than asked
+            (console.warn if continued is None or isinstance(note, SavedInPlaceNote) else warn_past_quiet)(note)
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error
     stops = None if not limits.stop else "--stop" if request.stop else "stop in models.toml"

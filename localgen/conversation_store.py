@@ -35,6 +35,11 @@ def conversations_dir() -> Path:
     return settings().data_dir / "conversations"
 
 
+class SavedInPlaceNote(str):
+    """A save's note on a conversation saved where it was asked all the same (run -q says it not: only one saved
+    elsewhere than asked is said past -q)."""
+
+
 class MissingConversationError(LocalgenError):
     """No saved conversation has the name asked for."""
 
@@ -76,8 +81,8 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
         if change == "changed":
             _save_aside(folder, conversation, warn)
         elif change == "deleted":
-            warn(f"{conversation.link_target or path} was deleted since localgen last read or saved it: this "
-                 "conversation is saved there again")
+            warn(SavedInPlaceNote(f"{conversation.link_target or path} was deleted since localgen last read or saved "
+                                  "it: this conversation is saved there again"))
     else:
         asked, held = conversation.name, holds(folder, conversation.name)
         conversation.name = _write_under_free_name(folder, conversation)

@@ -454,7 +454,8 @@ def test_a_run_takes_the_stop_strings_a_conversation_saved_unless_stop_is_given(
 
 def test_a_quiet_run_still_says_its_exchange_went_to_another_conversation() -> None:
     """-q keeps notes and warnings off stderr, but not that `--conversation notes` was saved as notes-2 (its file
-    was changed by another program meanwhile): the user asked for notes, and their exchange is elsewhere."""
+    was changed by another program meanwhile): the user asked for notes, and their exchange is elsewhere. One saved
+    again where it was deleted meanwhile is where it was asked: said nothing of."""
     import time
 
     mine = Conversation(name="notes", turns=[Turn("Hi.", "Hello.")])
@@ -474,6 +475,16 @@ def test_a_quiet_run_still_says_its_exchange_went_to_another_conversation() -> N
                             "it is, and this conversation is saved as 'notes-2' instead "
                             f"({path.with_name('notes-2.json')})\n")
     assert path.read_text() == theirs and len(_saved()["notes-2"]["turns"]) == 2
+    proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-q", "--conversation", "notes", "-n", "2",
+                             *GREEDY, "-f", "-", "Go on."], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=REPO_ROOT)
+    deadline = time.monotonic() + 60
+    while not (lock.is_file() and lock.read_text().startswith(str(proc.pid))) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    path.unlink()  # deleted meanwhile: saved where asked all the same, which -q says nothing of
+    _, err = proc.communicate(b"Some text.", timeout=120)
+    assert (proc.returncode, err.decode()) == (0, "")
+    assert len(_saved()["notes"]["turns"]) == 2
 
 
 def test_a_run_continues_a_conversation_linked_into_the_folder_in_the_file_the_link_points_to(tmp_path: Path) -> None:
