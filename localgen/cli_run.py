@@ -38,14 +38,22 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     attachments = once_each(attachments, names, warnings)
     console.warn_each(warnings)
     attached = any(map(str.strip, attachments))
-    if model_given is None and prompt and not attached and reads_as_a_model(prompt, settings().user_registry):
+    if model_given is None and prompt and not attached and reads_as_a_model(prompt, settings().user_registry) \
+            and not _given_after_double_dash(prompt):
         raise UsageError(f"'{prompt}' is the name of a model, not a prompt",
-                         hint=f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}`')
+                         hint=f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}` '
+                              f"(`localgen run -- {prompt}` sends the name itself)")
     if not attached and not (prompt and prompt.strip()):
         raise nothing_to_send(stdin_read=len(names) > len(files))
     if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
         console.warn(file_name_warning("the prompt", prompt, "-f"))
     return attachments
+
+
+def _given_after_double_dash(prompt: str) -> bool:
+    """Whether the command line gave the prompt after --, which makes any word a prompt (`localgen run -- NAME`)."""
+    args = sys.argv[1:]
+    return "--" in args and prompt in args[args.index("--") + 1:]
 
 
 def say_reading_a_terminal(stdin: BinaryIO | None, what: str) -> None:

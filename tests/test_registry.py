@@ -428,6 +428,9 @@ def test_ollama_s_name_and_size_tag_means_the_entry_of_that_size(tmp_path: Path)
     assert ran.returncode == 0, ran.err
     typed = run_localgen("run", "smollm2:135m")  # `ollama run NAME:SIZE`: a model, not a prompt
     assert typed.returncode == 2 and "'smollm2:135m' is the name of a model, not a prompt" in typed.err, typed.err
+    assert "(`localgen run -- smollm2:135m` sends the name itself)" in typed.err, typed.err
+    literal = run_localgen("run", "-n", "1", "--json", "--", "smollm2:135m")  # after --, any word is a prompt
+    assert literal.returncode == 0 and json.loads(literal.out)["usage"]["completion_tokens"] == 1, literal.err
 
 
 def test_unknown_name_suggests_close_ones() -> None:
