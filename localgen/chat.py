@@ -333,6 +333,15 @@ class PromptFormat:
                                 hint=self.template_hint)
         return text
 
+    def left_out_warning(self, text: str, messages: Sequence[Message]) -> str | None:
+        """A warning when the rendered prompt text lacks the text of the last user message (stripped, not empty): the
+        chat template left it out, and the model does not see it; else None."""
+        last = next((m.content.strip() for m in reversed(messages) if m.role == "user"), "")
+        if self.template is None or not last or last in text:
+            return None
+        return (f"{_one_line(self.model_name)}: the chat template left the message out of the prompt: the model does "
+                f"not see it ({self.template_hint})")
+
     def default_system(self) -> str | None:
         """The system prompt the chat template writes where the messages carry none (SmolLM2's and Qwen's do),
         else None."""

@@ -147,9 +147,9 @@ def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: b
     template applied, special tokens as text, the BOS token its tokenizer adds included); with json_output, one
     object with that text and its token count. A prompt the context cannot hold is refused, as the run would be."""
     from localgen import console
+    from localgen.runner import checked_prompt
 
-    text, tokens = loaded.prompt_format.prompt(loaded.engine, messages)
-    loaded.engine.check_fits(len(tokens))
+    text, tokens = checked_prompt(loaded, messages)
     bos = loaded.prompt_format.bos_token
     if tokens[:1] == [loaded.engine.bos_token] and not text.startswith(bos):
         text = bos + text

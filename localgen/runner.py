@@ -293,18 +293,31 @@ def preflight(options: ModelOptions) -> TextBound | None:
                      lambda size: target_context(shape, replace(request, floor_bytes=size)))
 
 
-def prompt_tokens(loaded: LoadedModel, messages: Sequence[Message]) -> list[int]:
-    """Render and tokenize messages for the loaded model, refusing prompts that cannot fit."""
-    tokens = loaded.prompt_format.prompt(loaded.engine, messages)[1]
+def checked_prompt(loaded: LoadedModel, messages: Sequence[Message]) -> tuple[str, list[int]]:
+    """Render and tokenize messages for the loaded model, refusing prompts that cannot fit, and warning (once) where
+    the chat template left the message out."""
+    text, tokens = loaded.prompt_format.prompt(loaded.engine, messages)
     loaded.engine.check_fits(len(tokens))
-    return tokens
+    warn_if_left_out(loaded, text, messages)
+    return text, tokens
+
+
+def warn_if_left_out(loaded: LoadedModel, text: str, messages: Sequence[Message]) -> None:
+    """Warn, the first time in this process, where the chat template left the last user message out of text, the
+    prompt it rendered from messages."""
+    warning = first_time(loaded.prompt_format.left_out_warning(text, messages))
+    if warning is not None:
+        from localgen import console
+
+        console.warn(warning)
 
 
 def stream_answer(loaded: LoadedModel, messages: Sequence[Message], sampling: SamplingParams,
                   limits: GenerationLimits, *, draft: str = "none", prompt_cache: bool = False) -> Iterator[Event]:
     """Stream the model's answer to a conversation (optionally drafting by prompt lookup, using the prompt cache)."""
     cache = disk_prompt_cache(loaded) if prompt_cache else None
-    return loaded.engine.generate(prompt_tokens(loaded, messages), sampling, limits, draft=draft, prefix_cache=cache)
+    tokens = checked_prompt(loaded, messages)[1]
+    return loaded.engine.generate(tokens, sampling, limits, draft=draft, prefix_cache=cache)
 
 
 def disk_prompt_cache(loaded: LoadedModel) -> PromptCache | None:

@@ -28,7 +28,7 @@ from localgen.params import (
 )
 from localgen.registry import model_defaults
 from localgen.resolve import ResolvedModel
-from localgen.runner import LoadedModel, ModelOptions, ignore_note
+from localgen.runner import LoadedModel, ModelOptions, ignore_note, warn_if_left_out
 from localgen.session_room import ContextRoom
 from localgen.session_settings import SessionSettings
 
@@ -347,7 +347,10 @@ class ChatSession(SessionSettings, ContextRoom):
             if sends_attachments:
                 self.attachments = []
             turn.answer, turn.interrupted, turn.details = None, False, None
-            tokens = self._with_held_tokens(self._prompt(conversation.messages())[1])
+            messages = conversation.messages()
+            text, tokens = self._prompt(messages)
+            warn_if_left_out(self.loaded, text, messages)
+            tokens = self._with_held_tokens(tokens)
             stream = self.loaded.engine.generate(tokens, self.sampling, self.limits, draft=self.draft,
                                                  prefix_cache=self.prefix_cache)
             yield from recorded(stream, turn, conversation.model, answered=self._keep_figures)

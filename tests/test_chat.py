@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from localgen.chat import Message, compose_user_message, render_template
+from localgen.chat import Message, PromptFormat, compose_user_message, render_template
 from localgen.errors import TemplateError
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -39,6 +39,24 @@ def test_broken_or_hostile_templates_give_template_errors(template: str, needle:
         _render(template)
     assert needle in info.value.message and "test-model" in info.value.message
     assert "template" in (info.value.hint or "")
+
+
+def test_a_template_that_leaves_the_last_user_message_out_is_told() -> None:
+    def warning(template: str | None, *messages: Message) -> str | None:
+        fmt = PromptFormat(template=template, bos_token="", eos_token="", adds_bos=False, model_name="qa.jinja",
+                           template_hint="fix qa.jinja")
+        return fmt.left_out_warning(fmt.render(list(messages)), messages)
+
+    last_only = "{{ messages[-1]['content'] | trim }}"
+    assert warning(CHATML, Message("user", "hi")) is None
+    assert warning(last_only, Message("user", "  hi\n")) is None, "the text, stripped, is what must be there"
+    assert warning(last_only, Message("user", "dropped"), Message("assistant", "ok"), Message("user", "hi")) is None
+    assert warning("{{ messages[0]['content'] }}", Message("user", " ")) is None, "nothing to leave out"
+    assert warning(None, Message("user", "hi")) is None, "a plain completion has no template"
+    said = warning("You are a calculator.", Message("system", "Be brief."), Message("user", "What is 2+2?"))
+    assert said == ("qa.jinja: the chat template left the message out of the prompt: the model does not see it "
+                    "(fix qa.jinja)")
+    assert warning("{{ messages[0]['content'] }}", Message("user", "first"), Message("user", "second")) == said
 
 
 def test_attachments_come_before_the_instruction() -> None:

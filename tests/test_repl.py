@@ -306,6 +306,17 @@ def test_an_empty_answer_says_so(home: Path) -> None:
     assert chat.quit() == 0
 
 
+def test_a_chat_template_that_leaves_the_message_out_is_warned_about_once(home: Path, tmp_path: Path) -> None:
+    template = tmp_path / "fixed.jinja"
+    template.write_text("You are a calculator.{% if add_generation_prompt %} Answer:{% endif %}")
+    chat = Chat(home, "--chat-template", str(template), "--no-markdown", "-n", "3")
+    chat.ask("What is 2+2?")
+    chat.ask("What is 3+3?")
+    shown = re.sub(r"\s+", " ", chat.transcript.getvalue())
+    assert shown.count("the chat template left the message out of the prompt: the model does not see it") == 1, shown
+    assert chat.quit() == 0
+
+
 @pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_ctrl_d_typed_during_an_answer_quits_once_it_is_done(home: Path) -> None:
     """Keys typed while an answer streams wait for the next prompt; in line mode the terminal would consume Ctrl-D

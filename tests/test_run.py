@@ -641,6 +641,25 @@ def test_chat_template_file_gives_a_local_model_a_template(tmp_path: Path, bundl
     assert "the chat template turns the messages into no text" in empty.err
 
 
+def test_a_chat_template_that_leaves_the_message_out_is_warned_about(tmp_path: Path, home: Path) -> None:
+    template = tmp_path / "fixed.jinja"
+    template.write_text("You are a calculator.{% if add_generation_prompt %} Answer:{% endif %}")
+    printed = run_localgen("run", "--chat-template", str(template), "--print-prompt", "What is 2+2?")
+    assert printed.returncode == 0, printed.err
+    assert printed.out == "You are a calculator. Answer:", "a warning, not a refusal: the template may mean it"
+    warning = f"{template}: the chat template left the message out of the prompt: the model does not see it"
+    assert printed.err.count(warning) == 1 and f"(fix {template}," in printed.err, printed.err
+    saved = run_localgen("run", "--chat-template", str(template), "--conversation", "calc", "What is 2+2?", "-n", "2")
+    assert saved.returncode == 0 and saved.err.count(warning) == 1, saved.err
+    template.write_text("{% for m in messages %}Q: {{ m.content | trim | upper }}{% endfor %}")
+    rewritten = run_localgen("run", "--chat-template", str(template), "--print-prompt", "  What is 2+2?  ")
+    assert rewritten.returncode == 0 and "WHAT IS 2+2?" in rewritten.out
+    assert "left the message out" in rewritten.err, "upper-casing loses the text the model is asked"
+    template.write_text("{% for m in messages %}Q: {{ m.content | trim }}\n{% endfor %}")
+    trimmed = run_localgen("run", "--chat-template", str(template), "--print-prompt", "-s", "Be brief.", "\n hi \n")
+    assert trimmed.returncode == 0 and trimmed.err == "", "a template that trims the message keeps its text"
+
+
 def test_an_empty_attachment_is_warned_about(tmp_path: Path) -> None:
     empty = tmp_path / "empty.txt"
     empty.write_text("")
