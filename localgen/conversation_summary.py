@@ -20,13 +20,13 @@ CUT_SHORT = {"length": "stopped at the token limit", "context": "stopped at the 
 
 @dataclass(frozen=True)
 class Summary:
-    """One saved conversation as a listing shows it (problem: why it cannot be read; the rest is then empty)."""
+    """One saved conversation as a listing shows it (problem: why it cannot be read; what it holds is then None)."""
 
     name: str
     updated: float  # the file's modification time
-    exchanges: int = 0
+    exchanges: int | None = None
     model: str | None = None
-    first_message: str = ""
+    first_message: str | None = None
     problem: str | None = None
     foreign: bool = False  # saved in another format by another localgen version: kept, not damaged
 
@@ -41,7 +41,7 @@ class Summary:
         """The first message on one line, cut with … past PREVIEW_CHARS (or what keeps the file from being read)."""
         if self.problem:
             return f"({self.problem})" if self.foreign else f"(damaged: {self.problem})"
-        line = " ".join(self.first_message.split())
+        line = " ".join((self.first_message or "").split())
         return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1].rstrip() + "…"
 
 

@@ -125,7 +125,8 @@ def _list_heads(entries: list[Summary], names: list[str], current: str | None, *
     """The columns of /list's rows before the first message, aligned: mark and name (as shown: names), then date and
     size if wanted."""
     width = max(map(display_width, names))
-    sizes = [counted(entry.exchanges, "exchange") if with_size and not entry.problem else "" for entry in entries]
+    sizes = [counted(entry.exchanges, "exchange") if with_size and entry.exchanges is not None else ""
+             for entry in entries]
     size_width = max(map(len, sizes), default=0)
     heads = []
     for entry, name, size in zip(entries, names, sizes, strict=True):

@@ -102,6 +102,9 @@ def test_the_listing_shows_each_conversation_s_size_model_and_first_message() ->
     records = {r["name"]: r for r in json.loads(run_localgen("conversations", "--json").out)}
     assert records["report"]["exchanges"] == 2 and records["report"]["first_message"] == long_question
     assert records["report"]["updated"].endswith("+00:00") and "problem" in records["broken"]
+    assert [records["broken"][key] for key in ("exchanges", "model", "first_message")] == [None, None, None], \
+        "what a damaged file holds is unknown, not 0 exchanges and an empty first message"
+    assert json.loads(run_localgen("conversations", "list", "--json").out) == list(records.values())
 
 
 def test_another_format_version_is_kept_not_called_damaged_and_never_offered_for_removal() -> None:
