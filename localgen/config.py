@@ -6,6 +6,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from localgen.errors import ConfigError
 
 APP_NAME = "localgen"
 
@@ -25,7 +29,8 @@ PROMPT_CACHE_BYTES_ENV = "LOCALGEN_PROMPT_CACHE_BYTES"
 USER_REGISTRY_FILE = "models.toml"
 MEMORY_LIMIT_ENV = "LOCALGEN_MEMORY_LIMIT"  # caps the RAM the load planner counts on (bytes or a size: 4GiB)
 VRAM_LIMIT_ENV = "LOCALGEN_VRAM_LIMIT"  # caps the VRAM budget the same way
-LEAST_LIMIT_BYTES = 2**20  # a RAM or VRAM limit below this (LOCALGEN_MEMORY_LIMIT=8, meaning 8GiB) holds no model
+LEAST_LIMIT_BYTES = 2**20  # a RAM or VRAM limit or a prompt cache bound below this (=8, meaning 8GiB) holds nothing
+MOST_PROMPT_CACHE_BYTES = 2**50  # 1 PiB: a larger prompt cache bound is more than a disk holds, so a typo
 OFFLINE_ENVS = ("HF_HUB_OFFLINE", "LOCALGEN_OFFLINE")  # either one set to 1 turns the network off
 
 
@@ -85,21 +90,31 @@ def check_environment() -> None:
 def size_limit(value: str | None, name: str) -> int | None:
     """A RAM or VRAM limit in bytes as set in the variable name (None when unset), or a ConfigError: one too small to
     hold any model (8 meant as 8GiB reads as 8 bytes) is refused; LOCALGEN_VRAM_LIMIT=0 keeps models off the GPU."""
-    from localgen.errors import ConfigError
-    from localgen.units import binary_size, counted, parse_size
+    from localgen.units import parse_size
 
     if not value:
         return None
     limit = parse_size(value, name=name)
     if limit < LEAST_LIMIT_BYTES and not (limit == 0 and name == VRAM_LIMIT_ENV):
-        amount = counted(limit, "byte") if limit < 1024 else binary_size(limit)
-        bare = value.strip().isdigit()  # no unit: 8 meant as 8GiB
         off_gpu = f", or {name}=0 to keep models off the GPU" if name == VRAM_LIMIT_ENV else ""
-        advice = ("unset it for no limit, or give a size" if limit == 0 else
-                  "a plain number counts bytes: give the unit" if bare else "give 1 MiB or more")
-        raise ConfigError(f"{name}={value!r} is {amount}, too little to hold any model",
-                          hint=f"{advice}, as in {name}=8GiB{off_gpu}")
+        raise _too_small(value, limit, name, "any model", example="8GiB", also=off_gpu,
+                         zero_advice="unset it for no limit, or give a size")
     return limit
+
+
+def _too_small(value: str, size: int, name: str, what: str, *, example: str, also: str = "",
+               zero_advice: str = "") -> ConfigError:
+    """The error for a size setting below LEAST_LIMIT_BYTES, too little to hold what, hinting at the unit a bare
+    number lacks (8 meant as 8GiB reads as 8 bytes)."""
+    from localgen.errors import ConfigError
+    from localgen.units import binary_size, counted
+
+    amount = counted(size, "byte") if size < 1024 else binary_size(size)
+    bare = value.strip().isdigit()
+    advice = (zero_advice if size == 0 else
+              "a plain number counts bytes: give the unit" if bare else "give 1 MiB or more")
+    return ConfigError(f"{name}={value!r} is {amount}, too little to hold {what}",
+                       hint=f"{advice}, as in {name}={example}{also}")
 
 
 @dataclass(frozen=True)
@@ -173,11 +188,19 @@ def settings() -> Settings:
 
 
 def prompt_cache_bytes() -> int:
-    """The prompt cache's size bound: LOCALGEN_PROMPT_CACHE_BYTES (e.g. 500M, 4G; 0 disables it) or the default."""
-    from localgen.units import parse_size
+    """The prompt cache's size bound: LOCALGEN_PROMPT_CACHE_BYTES (e.g. 500M, 4G; 0 disables it) or the default; a
+    ConfigError for a bound under 1 MiB but 0, or over MOST_PROMPT_CACHE_BYTES."""
+    from localgen.errors import ConfigError
+    from localgen.units import binary_size, parse_size
 
-    raw = settings().prompt_cache_size
+    raw, name = settings().prompt_cache_size, PROMPT_CACHE_BYTES_ENV
     if raw is None:
         return DEFAULT_PROMPT_CACHE_BYTES
-    return parse_size(raw, name=PROMPT_CACHE_BYTES_ENV,
-                      hint="use bytes or a size such as 512MiB or 4GiB; 0 turns the prompt cache off")
+    off = "; 0 turns the prompt cache off"
+    bound = parse_size(raw, name=name, hint=f"use bytes or a size such as 512MiB or 4GiB{off}")
+    if 0 < bound < LEAST_LIMIT_BYTES:
+        raise _too_small(raw, bound, name, "a prompt's state", example="4GiB", also=off)
+    if bound > MOST_PROMPT_CACHE_BYTES:
+        raise ConfigError(f"{name}={raw!r} is over {binary_size(MOST_PROMPT_CACHE_BYTES)}, more than a disk holds",
+                          hint=f"give a size such as {name}=64GiB{off}")
+    return bound

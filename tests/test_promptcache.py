@@ -131,18 +131,18 @@ def test_a_lowered_bound_evicts_before_reading(tmp_path: Path) -> None:
 
 
 def test_cache_listing_says_when_it_is_off_or_over_its_bound(tmp_path: Path) -> None:
-    _cache(tmp_path).store([1, 2, 3, 4], b"x" * 4000)
+    _cache(tmp_path, max_bytes=2 << 20).store([1, 2, 3, 4], b"x" * (2**20 + 2**17))
     env = {"LOCALGEN_HOME": str(tmp_path / "home")}
     (tmp_path / "home" / "cache").mkdir(parents=True)
     (tmp_path / "home" / "cache" / config.PROMPT_CACHE_DIRNAME).symlink_to(tmp_path)
     off = run_localgen("cache", env={**env, "LOCALGEN_PROMPT_CACHE_BYTES": "0"})
     assert off.err == (f"localgen: prompt cache: {tmp_path / 'home' / 'cache' / config.PROMPT_CACHE_DIRNAME}\n"
-                       "localgen: 1 entry, 4.0 KiB; off (LOCALGEN_PROMPT_CACHE_BYTES=0): runs neither read nor add "
+                       "localgen: 1 entry, 1.1 MiB; off (LOCALGEN_PROMPT_CACHE_BYTES=0): runs neither read nor add "
                        "entries\n"), off.err
-    over = run_localgen("cache", env={**env, "LOCALGEN_PROMPT_CACHE_BYTES": "1000"})
-    assert "of 1000 B; over the bound, so the next run drops the least recently used" in over.err, over.err
+    over = run_localgen("cache", env={**env, "LOCALGEN_PROMPT_CACHE_BYTES": "1MiB"})
+    assert "of 1.0 MiB; over the bound, so the next run drops the least recently used" in over.err, over.err
     header, row = over.out.splitlines()  # a pipe gets the entries as tab-separated columns
-    assert header == "TOKENS\tSIZE\tLAST USED\tMODEL\tFILE" and row.split("\t")[:2] == ["4", "4.0 KiB"]
+    assert header == "TOKENS\tSIZE\tLAST USED\tMODEL\tFILE" and row.split("\t")[:2] == ["4", "1.1 MiB"]
     assert row.split("\t")[3] == "unknown", "no model file localgen loaded has the identity model-a"
 
 
@@ -175,8 +175,9 @@ def test_a_huge_bound_is_shown_in_the_largest_binary_unit() -> None:
     assert binary_size(5 * 2**40) == "5.0 TiB" and binary_size(2**63) == "8.0 EiB"
 
 
-@pytest.mark.parametrize(("value", "expected"), [("", config.DEFAULT_PROMPT_CACHE_BYTES), ("1000", 1000),
-                                                 ("500M", 500 * 2**20), ("4GiB", 4 * 2**30), ("0", 0)])
+@pytest.mark.parametrize(("value", "expected"), [("", config.DEFAULT_PROMPT_CACHE_BYTES), ("1048576", 2**20),
+                                                 ("500M", 500 * 2**20), ("4GiB", 4 * 2**30), ("0", 0),
+                                                 ("1024TiB", 2**50)])
 def test_size_bound_from_the_environment(monkeypatch: pytest.MonkeyPatch, value: str, expected: int) -> None:
     monkeypatch.setenv(config.PROMPT_CACHE_BYTES_ENV, value)
     monkeypatch.setattr(config, "_settings", None)  # the environment is read once per process
@@ -189,6 +190,23 @@ def test_bad_size_bound_is_a_config_error(monkeypatch: pytest.MonkeyPatch, value
     monkeypatch.setattr(config, "_settings", None)
     with pytest.raises(ConfigError, match="is not a size"):
         config.prompt_cache_bytes()
+
+
+@pytest.mark.parametrize(("value", "error"), [
+    ("1", "'1' is 1 byte, too little to hold a prompt's state (hint: a plain number counts bytes: give the unit, as in "
+          "LOCALGEN_PROMPT_CACHE_BYTES=4GiB; 0 turns the prompt cache off)"),
+    ("512k", "'512k' is 512.0 KiB, too little to hold a prompt's state (hint: give 1 MiB or more, as in "
+             "LOCALGEN_PROMPT_CACHE_BYTES=4GiB; 0 turns the prompt cache off)"),
+    ("99999999999999999999999999", "'99999999999999999999999999' is over 1.0 PiB, more than a disk holds (hint: give "
+                                   "a size such as LOCALGEN_PROMPT_CACHE_BYTES=64GiB; 0 turns the prompt cache off)"),
+    ("1025T", "'1025T' is over 1.0 PiB, more than a disk holds")])
+def test_a_size_bound_that_holds_nothing_or_more_than_a_disk_is_refused(monkeypatch: pytest.MonkeyPatch, value: str,
+                                                                         error: str) -> None:
+    monkeypatch.setenv(config.PROMPT_CACHE_BYTES_ENV, value)
+    monkeypatch.setattr(config, "_settings", None)
+    with pytest.raises(ConfigError) as info:
+        config.prompt_cache_bytes()
+    assert f"{info.value.message} (hint: {info.value.hint})".startswith(f"{config.PROMPT_CACHE_BYTES_ENV}={error}")
 
 
 @pytest.mark.parametrize("args", [("cache",), ("cache", "--json")])

@@ -893,6 +893,10 @@ def test_a_bad_prompt_cache_bound_is_refused_before_the_model_loads() -> None:
     assert result.returncode == 1 and result.out == "", result.err
     assert result.err == "localgen: error: LOCALGEN_PROMPT_CACHE_BYTES='banana' is not a size (hint: use bytes or a " \
                          "size such as 512MiB or 4GiB; 0 turns the prompt cache off)\n"
+    tiny = run_localgen("run", "--no-cache", "-n", "1", "hi", env={"LOCALGEN_PROMPT_CACHE_BYTES": "1"})
+    assert tiny.returncode == 1 and tiny.out == "", tiny.err
+    assert tiny.err.startswith("localgen: error: LOCALGEN_PROMPT_CACHE_BYTES='1' is 1 byte, too little to hold a "
+                               "prompt's state (hint:") and len(tiny.err.splitlines()) == 1, tiny.err
 
 
 def test_a_conversation_s_problems_are_named_as_its_own(tmp_path: Path) -> None:
