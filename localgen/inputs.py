@@ -420,11 +420,16 @@ def read_chat_template(file: InputFile | None, *, waiting: Waiting | None = None
 @contextlib.contextmanager
 def named_as_typed(model: str | None) -> Iterator[None]:
     """Name a local model file given by path as typed in the header errors met within (they name the file alone:
-    `-m ./notes/README.md` is not 'README.md: not a GGUF file'); without a model, the default's errors say which
-    setting gives it."""
+    `-m ./notes/README.md` is not 'README.md: not a GGUF file'), and a models.toml entry's own file (path =) by its
+    path and the entry; without a model, the default's errors say which setting gives it."""
     try:
         yield
     except GGUFError as exc:
+        from localgen.registry import blamed_on_entry, own_file_entry_for
+
+        entry = own_file_entry_for(model)
+        if entry is not None:
+            raise blamed_on_entry(exc, entry) from exc
         if model is None:
             from localgen.default_model import blamed_on_default
 

@@ -123,6 +123,21 @@ def test_a_missing_file_is_an_error_naming_the_entry_at_use(own: Path) -> None:
     assert localgen(own, "run", "-m", "mine", "-n", "1", "hi").returncode == 0, "other entries still work"
 
 
+@pytest.mark.parametrize("args", [("run", "-m", "text", "hi"), ("fit", "text"), ("models", "show", "text"),
+                                  ("models", "default", "text"), ("run", "hi")])
+def test_a_file_that_is_no_gguf_is_an_error_naming_its_path_and_the_entry(tmp_path: Path,
+                                                                          args: tuple[str, ...]) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    home = tmp_path / "home"
+    registry = user_registry(home, '[defaults]\nmodel = "text"\n\n[models.text]\npath = "../../notes/passwd"\n')
+    result = localgen(home, *args)
+    assert result.returncode == 1 and result.out == "", result.err
+    assert result.err.strip().splitlines()[-1] == (
+        f"localgen: error: {tmp_path / 'notes' / 'passwd'}: not a GGUF file (text: 'root:x:0:0:root:/root:/b…') "
+        f"([models.text] in {registry}) (hint: check the path: localgen loads GGUF model files (.gguf))")
+
+
 @pytest.mark.parametrize(("args", "message", "hint"), [
     (("run", "-m", "mine:Q8_0", "hi"), "'mine:Q8_0': mine is the file", "name it without a quant"),
     (("pull", "mine"), "mine is your own file", "localgen does not download it (hint: it is already here"),
