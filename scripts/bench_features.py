@@ -154,13 +154,13 @@ def bench_draft(args: argparse.Namespace) -> None:
     from localgen.chat import Message
     from localgen.events import Finished
     from localgen.params import GenerationLimits, SamplingParams
-    from localgen.runner import ModelOptions, load_model, prompt_tokens
+    from localgen.runner import ModelOptions, checked_prompt, load_model
 
     loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True, kv_type=args.kv_type))
     engine = loaded.engine
     sampling = SamplingParams(temperature=0.0) if args.sampling == "greedy" else SamplingParams(seed=11)
     for task, text in DRAFT_TASKS.items():
-        prompt = prompt_tokens(loaded, [Message("user", text)])
+        prompt = checked_prompt(loaded, [Message("user", text)])[1]
         speeds: dict[str, list[float]] = {"none": [], "lookup": []}
         ratios, acceptance, same = [], [], []
         for k in range(args.rounds):
@@ -255,13 +255,13 @@ def bench_draftbound(args: argparse.Namespace) -> None:
     """The most any prompt-lookup drafter could gain on each task, from its greedy output and timed batches."""
     from localgen.chat import Message
     from localgen.params import GenerationLimits, SamplingParams
-    from localgen.runner import ModelOptions, load_model, prompt_tokens
+    from localgen.runner import ModelOptions, checked_prompt, load_model
     from localgen.speculative import DRAFT_MAX
 
     loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
     engine = loaded.engine
     for task, text in DRAFT_TASKS.items():
-        prompt = prompt_tokens(loaded, [Message("user", text)])
+        prompt = checked_prompt(loaded, [Message("user", text)])[1]
         engine.reset()
         list(engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=args.n)))
         output = engine.kv_token_list[len(prompt):]
@@ -380,12 +380,12 @@ def bench_penalties(args: argparse.Namespace) -> None:
     from localgen.engine.sampling import build_sampler
     from localgen.events import Finished
     from localgen.params import GenerationLimits, SamplingParams
-    from localgen.runner import ModelOptions, load_model, prompt_tokens
+    from localgen.runner import ModelOptions, checked_prompt, load_model
 
     loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
     engine = loaded.engine
     default = SamplingParams(seed=3)
-    prompt = prompt_tokens(loaded, [Message("user", FREE_PROMPT)])
+    prompt = checked_prompt(loaded, [Message("user", FREE_PROMPT)])[1]
 
     def decode(sampling: SamplingParams) -> float:
         engine.reset()
