@@ -82,7 +82,8 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
     """Outside the prompt (prompt-toolkit puts back the modes it found), the terminal echoes no keys (nor ^C):
     echoed text would shift an answer's live region, leaving a stale copy of its lines. Keys typed ahead stay
     buffered for the next prompt, Ctrl-C included, and Ctrl-D too: out of line mode, it is a key for the prompt
-    rather than an end of input the terminal consumes, even typed just as a command ends.
+    rather than an end of input the terminal consumes, even typed just as a command ends. Enter stays a carriage
+    return (no ICRNL), so Alt-Enter typed ahead is a newline in the message, as at the prompt.
 
     Bracketed paste stays on, so a paste typed ahead reaches the next prompt as one paste, its newlines in one
     message, rather than as lines each sent by its Enter (prompt-toolkit turns it off as each prompt ends: the
@@ -101,6 +102,7 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         fd = sys.stdin.fileno()
         saved = termios.tcgetattr(fd)
         quiet = list(saved)
+        quiet[0] &= ~termios.ICRNL  # Enter typed ahead stays CR: Esc then LF would be no Alt-Enter at the prompt
         quiet[3] = (quiet[3] & ~(termios.ECHO | termios.ECHOCTL | termios.ICANON)) | termios.NOFLSH  # keeps keys
         quiet[6] = list(quiet[6])
         quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0

@@ -1243,6 +1243,27 @@ def test_a_paste_typed_during_an_answer_stays_one_message(home: Path) -> None:
     assert chat.quit() == 0
 
 
+def test_alt_enter_typed_during_an_answer_is_a_newline_at_the_next_prompt(home: Path) -> None:
+    """Keys typed ahead wait as typed: Enter stays a carriage return (the terminal's ICRNL would make it a line
+    feed, and Esc then line feed is no Alt-Enter), so Alt-Enter typed during an answer is a newline in one message,
+    not the end of one message and the start of another."""
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "100")
+    mark = len(chat.transcript.getvalue())
+    chat.child.sendline(LONG_QUESTION)
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:  # until the answer is under way: the prompt has put the modes back
+        chat.child.expect([pexpect.TIMEOUT, "zzz"], timeout=0.02)
+        sent = chat.transcript.getvalue()[mark:]
+        if sent.rfind("\x1b[?2004h") > sent.find("\x1b[?2004l") >= 0:
+            break
+    assert not chat.conversation()["turns"], "typed while the answer streams"
+    chat.child.send("Fix this code:\x1b\rprint(1)\r")
+    state = chat.wait_for(lambda s: len(s["turns"]) == 2 and s["turns"][1]["answer"] is not None)
+    assert state["turns"][1]["user"] == "Fix this code:\nprint(1)"
+    chat.sync()
+    assert chat.quit() == 0
+
+
 def test_control_characters_never_reach_a_message(chat: Chat) -> None:
     chat.child.send("Say\x11\x1a hi.\r")  # Ctrl-Q Ctrl-Z: a quoted insert of ^Z
     state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None)
