@@ -140,7 +140,7 @@ class WordWrap:
 
 COMMANDS = ("run", "chat", "bench", "pull", "fit", "cache", "models", "conversations")  # localgen's commands
 _QUOTES = "'\"`"
-_CLAUSE_ENDS = (", ", "; ", ")", " (", " or ", " and ", "\n")
+_CLAUSE_ENDS = (", ", "; ", ": ", ")", " (", " or ", " and ", "\n")
 
 
 def whole_spans(text: str) -> list[tuple[int, int]]:

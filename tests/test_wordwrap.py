@@ -124,6 +124,12 @@ def test_the_spans_kept_whole_are_backticked_or_a_localgen_command() -> None:
     assert [text[a:b] for a, b in whole_spans(text)] == [
         "`cache clear --yes`", "localgen run -n 4 'a, b (c)' \"d, e\"", "localgen chat"], "quoted prose may break"
     assert whole_spans("it's `unclosed and don't") == [], "a backtick alone opens nothing"
+    welcome = "localgen chat with smollm2-135m: /help for commands"
+    assert [welcome[a:b] for a, b in whole_spans(welcome)] == ["localgen chat with smollm2-135m"], "': ' ends it"
+    for width in (35, 40, 45):  # the chat's welcome line breaks between words at the terminal's width
+        wrap = WordWrap(lambda width=width: width, wide_breaks=False, keep_whole=True)
+        lines = (wrap.feed(welcome + ", Ctrl-D to quit, Alt-Enter for a newline") + wrap.flush()).splitlines()
+        assert all(display_width(line) <= width for line in lines), lines
 
 
 @pytest.mark.parametrize("columns", [100, 110])
