@@ -185,6 +185,7 @@ def _markdown_class() -> Any:
     - Table cells fold instead of ending in "…".
     - Ordered lists keep the period after the number ("1." rather than rich's "1").
     - A single newline breaks the line, as in chat UIs (a poem keeps its lines), where CommonMark joins the lines.
+    - An answer that opens with a list starts on its first line (rich puts a blank line before it).
     """
     global _MARKDOWN_CLASS, _SOFT_WRAP
     if _MARKDOWN_CLASS is not None:
@@ -248,6 +249,15 @@ def _markdown_class() -> Any:
             super().__init__("", code_theme=CODE_THEME, hyperlinks=False)
             self.markup = markup
             self.parsed = _with_line_breaks(parser.parse(markup))
+
+        def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+            """rich's rendering without the blank line it puts before a list that opens the text."""
+            pieces = super().__rich_console__(console, options)
+            for piece in pieces:
+                if not (isinstance(piece, Segment) and piece.text == "\n"):
+                    yield piece
+                    break
+            yield from pieces
 
     _MARKDOWN_CLASS = FaithfulMarkdown
     return _MARKDOWN_CLASS

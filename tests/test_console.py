@@ -132,6 +132,15 @@ def test_streamed_markdown_ends_up_as_the_whole_answer_rendered_at_once(step: in
     assert streamed == _rendered_at_once(DOCUMENT)
 
 
+@pytest.mark.parametrize("step", [1, 50])
+def test_an_answer_that_opens_with_a_list_starts_on_its_first_line(step: int) -> None:
+    for document in ("1. Banana\n2. Apple\n\nBoth are fruit.", "- red\n- green"):
+        streamed = _streamed(document, step)
+        assert streamed[0].strip() in ("1. Banana", "• red"), streamed[:3]  # no blank line before it
+        assert streamed == _rendered_at_once(document)
+    assert _streamed("Two:\n\n- red\n- green", step)[:3] == ["Two:", "", " • red"], "a list after text is spaced"
+
+
 FAITHFUL = ("Wrap the rows in a <table> element and each cell in <td>.\n\nDeclare std::vector<int> v; first.\n\n"
             '<div class="card">\n  <p>Hello</p>\n</div>\n\nSee [the docs](https://example.com/docs).\n\n'
             "1. first\n2. second\n\n```python\ndef f(x):\n    return x * 2\n```\n")
