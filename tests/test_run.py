@@ -452,12 +452,14 @@ def test_other_tools_commands_point_to_localgens(args: tuple[str, ...], hint: st
     (("run", "./m.gguf", "hi"), "the model goes after -m: `localgen run -m ./m.gguf hi`"),
     (("run", "org/Some-GGUF", "hi"), "the model goes after -m: `localgen run -m org/Some-GGUF hi`"),
     (("run", "smollm2-135m"), 'ask it with `localgen run -m smollm2-135m "..."`, or chat with '
-                              "`localgen chat -m smollm2-135m`"),
-    (("run", "./m.gguf"), 'ask it with `localgen run -m ./m.gguf "..."`, or chat with `localgen chat -m ./m.gguf`'),
+                              "`localgen chat -m smollm2-135m` (`localgen run -- smollm2-135m` sends the name itself)"),
+    (("run", "./m.gguf"), 'ask it with `localgen run -m ./m.gguf "..."`, or chat with `localgen chat -m ./m.gguf` '
+                          "(`localgen run -- ./m.gguf` sends the name itself)"),
     (("run", "ollama.com/library/llama3.2:1b", "hi"),  # was: quote the prompt
      "localgen's name for it is llama3.2-1b (`localgen models list --all`)"),
     (("run", "hf.co/org/model"), 'ask it with `localgen run -m hf.co/org/model "..."`, or chat with '
-                                 "`localgen chat -m hf.co/org/model`"),
+                                 "`localgen chat -m hf.co/org/model` (`localgen run -- hf.co/org/model` sends the name "
+                                 "itself)"),
 ])
 def test_habits_from_other_tools_get_a_hint_that_fits(args: tuple[str, ...], hint: str) -> None:
     result = run_localgen(*args)
