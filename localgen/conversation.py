@@ -66,6 +66,16 @@ class ForeignFormatError(LocalgenError):
         self.format_version = format_version
 
 
+class MessageTooLongError(ContextOverflowError):
+    """A last exchange too long for the context even alone; tokens: what its prompt takes, counted, or (counted
+    False) at least so many by its size."""
+
+    def __init__(self, message: str, *, tokens: int, counted: bool) -> None:
+        super().__init__(message)
+        self.tokens = tokens
+        self.counted = counted
+
+
 class DamagedConversationError(LocalgenError):
     """A saved conversation file that cannot be read back (not JSON, wrong shape, not UTF-8); name is its own, and
     removable says whether `conversations rm` deletes what is there (a folder it does not)."""
@@ -172,13 +182,13 @@ class Conversation:
         Nothing is deleted: earlier exchanges stay in the conversation (and its file), out of the model's context.
         When it must move, context_start moves far enough at once to bring the prompt down to about half the budget,
         so that the turns after it extend the same prompt and reuse the KV cache instead of shifting it every turn.
-        When the last exchange cannot fit even alone, nothing changes and ContextOverflowError is raised: at once,
+        When the last exchange cannot fit even alone, nothing changes and MessageTooLongError is raised: at once,
         before anything is counted, where its size alone shows it (fewest_tokens_alone).
         """
         start = max(0, min(self.context_start, len(self.turns) - 1))  # the last turn is always in context
         least = self.fewest_tokens_alone(longest_token)
         if least > budget:  # a tokenizer would spend seconds on a long text to say so
-            raise self._overflow(f"at least {least:,}", budget)
+            raise self._overflow(least, budget, counted=False)
 
         def tokens_from(first: int) -> int:
             return count_tokens(self.messages(self.turns[first:]))
@@ -193,7 +203,7 @@ class Conversation:
         last = len(self.turns) - 1
         alone = tokens_from(last)
         if alone > budget:
-            raise self._overflow(f"{alone:,}", budget)
+            raise self._overflow(alone, budget, counted=True)
         limit = budget // 2 if alone <= budget // 2 else budget
         low = start + 1
         while low < last and fewest_from(low) > limit:
@@ -215,11 +225,12 @@ class Conversation:
         return fewest_tokens(text_bytes(*(message.content for message in self.messages(self.turns[-1:]))),
                              longest_token)
 
-    def _overflow(self, tokens: str, budget: int) -> ContextOverflowError:
-        """The error for a last exchange that needs tokens (a count, or a bound) where budget are free."""
+    def _overflow(self, tokens: int, budget: int, *, counted: bool) -> MessageTooLongError:
+        """The error for a last exchange that needs tokens (counted, or at least so many) where budget are free."""
         needs = ("this message and the system prompt need", "them") if self.system else ("this message needs", "it")
-        return ContextOverflowError(  # the chat session adds the help that applies there (ChatSession._make_room)
-            f"{needs[0]} {tokens} tokens but only {budget:,} are free for {needs[1]} in the context")
+        return MessageTooLongError(  # the chat session adds the help that applies there (ChatSession._make_room)
+            f"{needs[0]} {'' if counted else 'at least '}{tokens:,} tokens but only {budget:,} are free for "
+            f"{needs[1]} in the context", tokens=tokens, counted=counted)
 
     def to_json(self, *, touch: bool = True) -> str:
         """The conversation as readable JSON (touch: updated now, as when saving)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from localgen.answer_record import recorded
 from localgen.chat import Message, compose_user_message
 from localgen.chat_settings import SETTING_NAMES
-from localgen.conversation import Conversation, Turn
+from localgen.conversation import Conversation, MessageTooLongError, Turn
 from localgen.conversation_store import holds_as_is, let_go, save_conversation, unsave
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
@@ -129,7 +129,7 @@ class ChatSession(SessionSettings, ContextRoom):
         helps = ["split it and attach a part at a time"]
         if self.attachments:
             helps.append("/file none drops the files attached already")
-        larger = self._larger_context_help()
+        larger = self._larger_context_help(least, counted=False)
         raise ContextOverflowError(f"{name} is too long to attach: with it the next message needs at least "
                                    f"{least:,} tokens but only {budget:,} are free in the context",
                                    hint="; ".join([*helps, *([larger] if larger else [])]))
@@ -269,18 +269,18 @@ class ChatSession(SessionSettings, ContextRoom):
 
     def _make_room(self, planned: Conversation) -> int:
         """Fit a planned conversation to the context (see Conversation.fit); a last exchange too long even alone
-        is refused with what can help here: attached files to drop, a larger context the model allows; where the
-        system prompt (or the template's own) leaves no room for any message, that is what is said."""
+        is refused with what can help here: attached files to drop, a larger context the model allows that holds it;
+        where the system prompt (or the template's own) leaves no room for any message, that is what is said."""
         try:
             return planned.fit(self._count, self._budget(), self.loaded.longest_token)
-        except ContextOverflowError as exc:
+        except MessageTooLongError as exc:
             no_room = self._no_room_overflow(planned)
             if no_room is not None:
                 raise no_room from None
             helps = ["shorten the message" + (" or the system prompt" if planned.system else "")]
             if self.attachments:
                 helps.append("/file none drops the attached files, which stay for the next message")
-            larger = self._larger_context_help()
+            larger = self._larger_context_help(exc.tokens, counted=exc.counted)
             raise ContextOverflowError(exc.message, hint="; ".join([*helps, *([larger] if larger else [])])) from None
 
     def context_used(self) -> int | None:

@@ -38,17 +38,19 @@ class ContextRoom:
         """Tokens a prompt may use in a context of n_ctx, keeping room for the answer."""
         return n_ctx - min(self.limits.max_tokens or DEFAULT_ANSWER_RESERVE, n_ctx // 4)
 
-    def _larger_context_help(self, prompt_tokens: int | None = None) -> str | None:
-        """The help a prompt too long for the context gets where the model allows a larger one (the --ctx-size that
-        holds prompt_tokens, where they are counted and one does), else None."""
+    def _larger_context_help(self, prompt_tokens: int | None, *, counted: bool = True) -> str | None:
+        """The help a prompt too long for the context gets where the model allows a larger one that may hold it (the
+        --ctx-size that does, where its prompt_tokens are counted), else None; prompt_tokens: counted, or (counted
+        False) at least so many, or None where not known."""
         engine = self.loaded.engine
-        if engine.n_ctx >= engine.n_ctx_train:
-            return None
-        now = f"up to {engine.n_ctx_train:,} for this model; it is {engine.n_ctx:,} now"
-        if prompt_tokens is None:
+        most = engine.n_ctx_train
+        if engine.n_ctx >= most or (prompt_tokens is not None and self._budget_at(most) < prompt_tokens):
+            return None  # not even the model's largest context holds it: no use suggesting one
+        now = f"up to {most:,} for this model; it is {engine.n_ctx:,} now"
+        if prompt_tokens is None or not counted:
             return f"a larger --ctx-size ({now})"
         needed = next(n for n in itertools.count(prompt_tokens) if self._budget_at(n) >= prompt_tokens)
-        return f"--ctx-size {needed} or more ({now})" if needed <= engine.n_ctx_train else None
+        return f"--ctx-size {needed} or more ({now})"
 
     def _system_room(self, text: str | None) -> tuple[str, int | None] | None:
         """Why the system prompt text (None: the chat template's own, where it has one) leaves no room for a message

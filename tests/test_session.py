@@ -572,7 +572,15 @@ def test_a_message_too_long_even_alone_is_refused_with_what_helps_here(chat: Cha
     long = "word " * 700
     with pytest.raises(ContextOverflowError, match="tokens but only") as refused:
         chat.ask(long)
+    assert refused.value.hint == "shorten the message; --ctx-size 738 or more (up to 8,192 for this model; it is 512 " \
+                                 "now)", "counted: the size that holds it"
+    with pytest.raises(ContextOverflowError, match="needs at least 617 tokens") as refused:  # by its size: uncounted
+        chat.ask("x " * 50_000)
     assert refused.value.hint == "shorten the message; a larger --ctx-size (up to 8,192 for this model; it is 512 now)"
+    for too_long in ("1234567890" * 900, "x " * 700_000):  # 9,000 tokens (a digit each), or at least 8,642 by size
+        with pytest.raises(ContextOverflowError, match="tokens but only 504") as refused:
+            chat.ask(too_long)
+        assert refused.value.hint == "shorten the message", "not even the model's largest context (8,184 free) holds it"
     chat.attachments.append("a file")
     with pytest.raises(ContextOverflowError) as refused:
         chat.ask(long)
@@ -728,6 +736,11 @@ def test_file_refuses_a_file_too_long_for_the_context_by_its_size_and_the_chat_g
     assert refused.value.message == (f"{tmp_path / 'big.txt'} is too long to attach: with it the next message needs "
                                      "at least 1,234 tokens but only 504 are free in the context")
     assert refused.value.hint is not None and "/file none drops the files attached already" in refused.value.hint
+    assert refused.value.hint.endswith("; a larger --ctx-size (up to 8,192 for this model; it is 512 now)")
+    (tmp_path / "huge.txt").write_text("x " * 700_000)  # at least 8,642 tokens: more than 8,192 leave free
+    with pytest.raises(ContextOverflowError) as refused:
+        file_command(state, str(tmp_path / "huge.txt"))
+    assert refused.value.hint == "split it and attach a part at a time; /file none drops the files attached already"
     assert chat.attachments == ["A note."]
 
 
