@@ -6,7 +6,7 @@ import shlex
 
 from localgen import console
 from localgen.chat_settings import SETTING_NAMES
-from localgen.errors import UsageError
+from localgen.errors import UnbalancedQuoteError, UsageError
 from localgen.repl_input import history_path, unwrap_block
 from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_line
 from localgen.repl_state import ChatState
@@ -88,9 +88,9 @@ def _set_stop(session: ChatSession, argument: str) -> None:
         return
     try:
         words = words_read(argument)
-    except ValueError as exc:
-        raise UsageError(f"/set stop: {exc}", hint='quote each one whole: /set stop "User says:" "###" (a backslash '
-                                                   "as \\\\, as /show writes it: 'C:\\\\')") from None
+    except ValueError:  # said as /file, /load and /model say it
+        raise UnbalancedQuoteError("/set stop TEXT...",
+                                   more=" (a backslash as \\\\, as /show writes it: 'C:\\\\')") from None
     if not words:  # ',' or ', ,': separators only, which name no stop string (none clears them)
         raise UsageError("/set stop: no stop string was given (commas and spaces only part them)",
                          hint='/set stop none clears them; a comma itself is one quoted or escaped: /set stop "," '

@@ -41,6 +41,14 @@ class ContextSizeError(UsageError):
         self.maximum = maximum
 
 
+class UnbalancedQuoteError(UsageError):
+    """A slash command's argument with a quote left open (usage: the command as /help writes it; more: what the hint
+    adds for that command)."""
+
+    def __init__(self, usage: str, more: str = "") -> None:
+        super().__init__(f"unbalanced quote in {usage}", hint="close the quote, or drop the quotes" + more)
+
+
 class ModelNotFoundError(LocalgenError):
     """A model reference that resolves to nothing."""
 

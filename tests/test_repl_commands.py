@@ -215,7 +215,11 @@ def test_set_stop_with_a_quote_left_open_by_a_backslash_says_how_to_write_one() 
     session = _settings()
     with pytest.raises(UsageError) as refused:
         _set_stop(session, "'C:\\'")  # type: ignore[arg-type]
-    assert "No closing quotation" in refused.value.message and "'C:\\\\'" in (refused.value.hint or "")
+    with pytest.raises(UsageError) as other:
+        one_argument("'my", "/save NAME")
+    assert (refused.value.message, other.value.message) == ("unbalanced quote in /set stop TEXT...",
+                                                            "unbalanced quote in /save NAME"), "said as the others"
+    assert refused.value.hint == f"{other.value.hint} (a backslash as \\\\, as /show writes it: 'C:\\\\')"
     _set_stop(session, "'C:\\\\'")  # type: ignore[arg-type]
     assert session.limits.stop == ("C:\\",)
 

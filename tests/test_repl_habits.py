@@ -98,7 +98,7 @@ def test_set_stop_changes_this_chat_s_stop_strings(tmp_path: Path) -> None:
         assert "stop strings (this chat): 'e'" in chat.command("/show settings", "'User:'")
         assert "stop strings cleared" in chat.command("/set stop none", "cleared")
         assert "no stop strings" in chat.command("/set stop", "sets them")
-        assert "No closing quotation" in chat.command('/set stop "oops', "whole")
+        assert "unbalanced quote in /set stop TEXT..." in chat.command('/set stop "oops', "close the quote")
         assert "a stop string is empty" in chat.command("/set stop ''", "some text")
         assert "stop strings (this chat): '###', 'a#b'" in chat.command("/set stop ### a#b", "'a#b'")  # no comment
         shown = chat.command(r"/set stop \\n\\n", r"'\\n\\n'")  # a backslash typed as \\, as it is shown
