@@ -9,7 +9,7 @@ import os
 from localgen import console
 from localgen.chat_commands_settings import settings_text
 from localgen.config import settings
-from localgen.conversation_store import MissingConversationError, let_go, load_conversation
+from localgen.conversation_store import MissingConversationError, let_go, load_conversation, name_like_saved
 from localgen.errors import UsageError
 from localgen.inputs import attachment_text, expand_user_path, option_path, refuse_special_file, short_path
 from localgen.registry import reads_as_a_model
@@ -107,9 +107,16 @@ def _one_at_a_time(files: list[str]) -> str:
 
 
 def save_command(state: ChatState, argument: str) -> None:
-    """/save [NAME]: save the conversation."""
+    """/save [NAME]: save the conversation; a new NAME the same but for case as a saved one's is warned about (a
+    case-insensitive file system takes them for one file)."""
+    conversation = state.session.conversation
+    before = conversation.name
     path = state.session.save(one_argument(argument, "/save NAME") if argument else None)  # quoted as /load's
     console.say(f"saved to {path}")
+    like = name_like_saved(conversation.name, close=False) if argument and conversation.name != before else None
+    if like:
+        console.warn(f"saved as a new conversation '{conversation.name}'; a saved one is named '{like}' (/load {like} "
+                     "continues it)")
 
 
 def load_command(state: ChatState, argument: str) -> None:

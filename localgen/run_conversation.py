@@ -8,7 +8,7 @@ from localgen import console
 from localgen.config import settings
 from localgen.conversation import Conversation, DamagedConversationError, check_name
 from localgen.conversation_lock import ConversationBusyError
-from localgen.conversation_store import latest_conversation, list_conversations, load_or_start
+from localgen.conversation_store import latest_conversation, list_conversations, load_or_start, name_like_saved
 from localgen.conversation_summary import cut_short, system_change
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event
@@ -75,19 +75,12 @@ def _nothing_to_continue_hint() -> str:
 
 
 def _warn_if_mistyped(name: str) -> None:
-    """A new conversation whose name is close to a saved one's (or the same but for case, which a case-insensitive
-    file system takes for it) may be a typo for it: say so (it starts anyway)."""
-    import difflib
-
-    try:
-        saved = [saved_name for saved_name, _ in list_conversations()]
-    except LocalgenError:  # an unreadable folder: the save will say what is wrong
-        return
-    same_but_case = [saved_name for saved_name in saved if saved_name.casefold() == name.casefold()]
-    close = same_but_case or difflib.get_close_matches(name, saved, n=1, cutoff=0.8)
-    if close:
-        console.warn(f"starting a new conversation '{name}'; a saved one is named '{close[0]}' "
-                     f"(--conversation {close[0]} continues it)")
+    """A new conversation whose name is close to a saved one's (or the same but for case) may be a typo for it: say
+    so (it starts anyway)."""
+    like = name_like_saved(name)
+    if like:
+        console.warn(f"starting a new conversation '{name}'; a saved one is named '{like}' (--conversation {like} "
+                     "continues it)")
 
 
 def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Continued, system: str | None,

@@ -433,7 +433,11 @@ def test_save_and_load_take_a_quoted_name_as_file_and_model_take_theirs(chat: Ch
     dropped = chat.home / "my notes (1).txt"  # as a terminal pastes a file dropped on it: a shell's backslashes
     dropped.write_text("A note.\n")
     chat.command_words("/file " + re.sub(r"([ ()])", r"\\\1", str(dropped)), "(8 characters) to the next message")
+    cased = chat.command_words("/save MY-NOTES", "(/load my-notes continues it)")  # one file where case is not kept
+    assert "warning: saved as a new conversation 'MY-NOTES'; a saved one is named 'my-notes'" in cased, cased
+    assert "warning" not in chat.command("/save", "MY-NOTES.json"), "said once, as the name changes"
     assert chat.quit() == 0
+    assert {path.stem for path in (chat.home / "data" / "conversations").glob("*.json")} >= {"MY-NOTES", "my-notes"}
 
 
 def test_list_and_show_fit_a_narrow_terminal(home: Path) -> None:
