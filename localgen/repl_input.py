@@ -21,7 +21,7 @@ from prompt_toolkit.keys import Keys
 from localgen.chat_settings import SETTING_NAMES
 from localgen.config import settings
 from localgen.conversation_store import list_conversations
-from localgen.errors import LocalgenError, UsageError
+from localgen.errors import LocalgenError, UnbalancedQuoteError, UsageError
 from localgen.registry import load_registry
 from localgen.repl_show import SHOW_PARTS
 from localgen.slips import meant_name
@@ -88,7 +88,7 @@ def one_argument(argument: str, usage: str) -> str:
     try:
         words = shlex.split(argument)
     except ValueError:
-        raise UsageError(f"unbalanced quote in {usage}", hint="close the quote, or drop the quotes") from None
+        raise UnbalancedQuoteError(usage) from None
     if len(words) != 1:
         raise UsageError(f"{usage} takes one argument", hint="quote the whole of it, or drop the quotes")
     return words[0]
@@ -178,13 +178,14 @@ def command_block_is_open(text: str) -> bool:
     return not command.argument.partition(BLOCK_QUOTE)[2].rstrip().endswith(BLOCK_QUOTE)
 
 
-ARGUMENT_WORDS = {"/help": ("shortcuts",), "/show": SHOW_PARTS, "/stats": ("on", "off"), "/thinking": ("on", "off"),
-                  "/markdown": ("on", "off")}  # the words these commands take
+ARGUMENT_WORDS = {"/help": ("shortcuts", *(name[1:] for name in COMMANDS)), "/show": SHOW_PARTS,
+                  "/stats": ("on", "off"), "/thinking": ("on", "off"), "/markdown": ("on", "off")}  # words they take
 
 
 class SlashCompleter(Completer):
     """Completes slash command names, file paths after /file, setting names after /set, saved conversations after
-    /load, model names or paths after /model, and the words of /show, /stats, /thinking and /markdown.
+    /load, model names or paths after /model, and the words of /help (shortcuts and the command names), /show, /stats,
+    /thinking and /markdown.
 
     After /model: the downloaded models and, unless offline() (where only they can load), the registry's others,
     the downloaded ones marked so.
