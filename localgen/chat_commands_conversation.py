@@ -9,7 +9,8 @@ import os
 from localgen import console
 from localgen.chat_commands_settings import settings_text
 from localgen.config import settings
-from localgen.conversation_store import MissingConversationError, let_go, load_conversation, name_like_saved
+from localgen.conversation_store import MissingConversationError, let_go, load_conversation
+from localgen.conversation_summary import name_like_saved
 from localgen.errors import UsageError
 from localgen.inputs import attachment_text, expand_user_path, option_path, refuse_special_file, short_path
 from localgen.registry import reads_as_a_model

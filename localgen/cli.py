@@ -288,7 +288,7 @@ def pull(
     """
     from localgen.gguf_split import validate_split
     from localgen.hardware import probe_hardware
-    from localgen.inputs import named_as_typed
+    from localgen.model_file_errors import named_as_typed
     from localgen.resolve import refuse_own_file
     from localgen.runner import ModelOptions, resolve_fitting
 
@@ -321,7 +321,7 @@ def fit(
     from localgen import console
     from localgen.fit import FitRequest
     from localgen.hardware import cpu_only_warning_once, probe_hardware
-    from localgen.inputs import named_as_typed
+    from localgen.model_file_errors import named_as_typed
     from localgen.quant_report import fit_report, report_table
 
     if reference is not None and model is not None and reference != model:

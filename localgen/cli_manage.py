@@ -254,7 +254,7 @@ def models_show(
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import parameter_count, present_shards
     from localgen.hub_lack import refuse_lacking
-    from localgen.inputs import named_as_typed
+    from localgen.model_file_errors import named_as_typed
     from localgen.quant_choice import plan_summary, resolve_downloaded
     from localgen.registry import load_registry
     from localgen.resolve import undownloaded_entry, unverified_copy

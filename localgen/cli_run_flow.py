@@ -244,7 +244,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     from localgen.cli_options import from_command_line, given_settings, with_model_settings
     from localgen.cli_output import finish_output, stream_to_stdout
     from localgen.cli_run import fresh_answer, fresh_messages, user_message, write_prompt
-    from localgen.conversation_store import SavedInPlaceNote
+    from localgen.conversation_edits import SavedInPlaceNote
     from localgen.last_run import last_run_keeper
     from localgen.registry import model_defaults
     from localgen.run_conversation import continued_answer

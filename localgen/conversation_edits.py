@@ -63,3 +63,8 @@ def change_said(conversation: Conversation, path: Path) -> str:
     if pointed != target:
         return f"{path} links to another file since localgen last read or saved it"
     return f"{target} (which {path} links to) changed since localgen last read or saved it"
+
+
+class SavedInPlaceNote(str):
+    """A save's note on a conversation saved where it was asked all the same (run -q says it not: only one saved
+    elsewhere than asked is said past -q)."""

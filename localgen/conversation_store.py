@@ -22,7 +22,7 @@ from localgen.conversation import (
     check_name,
     numbered_name,
 )
-from localgen.conversation_edits import change_by_hand, change_said, remember
+from localgen.conversation_edits import SavedInPlaceNote, change_by_hand, change_said, remember
 from localgen.conversation_lock import ConversationBusyError, hold, holds, lock_path, release
 from localgen.errors import LocalgenError, UsageError
 from localgen.storage import atomic_write_text, check_folder, file_in_the_way, in_the_way, make_folder
@@ -33,11 +33,6 @@ MAX_NAME_SUFFIX = 1000  # NAME-2 ... NAME-1000 are tried before a first save giv
 def conversations_dir() -> Path:
     """Where saved conversations live."""
     return settings().data_dir / "conversations"
-
-
-class SavedInPlaceNote(str):
-    """A save's note on a conversation saved where it was asked all the same (run -q says it not: only one saved
-    elsewhere than asked is said past -q)."""
 
 
 class MissingConversationError(LocalgenError):
@@ -361,19 +356,6 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
         for name in held:
             release(folder, name)
     return True
-
-
-def name_like_saved(name: str, *, close: bool = True) -> str | None:
-    """The saved conversation, other than name, that a new conversation named name may be meant as: one named the
-    same but for case (which a case-insensitive file system takes for it) or (close) a slip away; None where none
-    is, or the folder cannot be listed (the save says what is wrong)."""
-    try:
-        saved = [saved_name for saved_name, _ in list_conversations() if saved_name != name]
-    except LocalgenError:
-        return None
-    same_but_case = [saved_name for saved_name in saved if saved_name.casefold() == name.casefold()]
-    like = same_but_case or (difflib.get_close_matches(name, saved, n=1, cutoff=0.8) if close else [])
-    return like[0] if like else None
 
 
 def list_conversations() -> list[tuple[str, float]]:

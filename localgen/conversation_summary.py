@@ -3,6 +3,7 @@ details on one line."""
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -122,3 +123,16 @@ def system_change(name: str, before: str | None, now: str, template_default: Cal
     else:
         was = "an empty one" if before == "" else repr(brief(before))
     return f"localgen: conversation '{name}' now has {given} instead of {was}"
+
+
+def name_like_saved(name: str, *, close: bool = True) -> str | None:
+    """The saved conversation, other than name, that a new conversation named name may be meant as: one named the
+    same but for case (which a case-insensitive file system takes for it) or (close) a slip away; None where none
+    is, or the folder cannot be listed (the save says what is wrong)."""
+    try:
+        saved = [saved_name for saved_name, _ in list_conversations() if saved_name != name]
+    except LocalgenError:
+        return None
+    same_but_case = [saved_name for saved_name in saved if saved_name.casefold() == name.casefold()]
+    like = same_but_case or (difflib.get_close_matches(name, saved, n=1, cutoff=0.8) if close else [])
+    return like[0] if like else None

@@ -24,7 +24,7 @@ def default_setting(text: str, registry: Registry) -> tuple[str, bool]:
     slow (a malformed reference, an unknown name, a file that is not there or is no GGUF model) is refused with -m's
     error."""
     from localgen.gguf_split import validate_split
-    from localgen.inputs import named_as_typed
+    from localgen.model_file_errors import named_as_typed
     from localgen.resolve import local_file
 
     ref = registry.reference(text)

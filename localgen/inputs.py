@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NoReturn, Protocol
 
-from localgen.errors import GGUFError, UsageError
+from localgen.errors import UsageError
 from localgen.input_text import DOCUMENT_HINT, TextBound, decode_input, refuse_binary
 from localgen.other_tools import check_template_name
 
@@ -415,31 +415,6 @@ def chat_template_file(name: str | None) -> InputFile | None:
 def read_chat_template(file: InputFile | None, *, waiting: Waiting | None = None) -> str | None:
     """The text of a --chat-template file (a Jinja chat template), or None when none was given."""
     return None if file is None else whole_text(file, "a chat template", TEMPLATE_HINT, waiting=waiting)
-
-
-@contextlib.contextmanager
-def named_as_typed(model: str | None) -> Iterator[None]:
-    """Name a local model file given by path as typed in the header errors met within (they name the file alone:
-    `-m ./notes/README.md` is not 'README.md: not a GGUF file'), and a models.toml entry's own file (path =) by its
-    path and the entry; without a model, the default's errors say which setting gives it."""
-    try:
-        yield
-    except GGUFError as exc:
-        from localgen.registry import blamed_on_entry, own_file_entry_for
-
-        entry = own_file_entry_for(model)
-        if entry is not None:
-            raise blamed_on_entry(exc, entry) from exc
-        if model is None:
-            from localgen.default_model import blamed_on_default
-
-            raise blamed_on_default(exc) from exc
-        name = None if model is None else os.path.basename(model)
-        if not model or model == name or not exc.message.startswith(f"{name}: ") \
-                or not os.path.isfile(os.path.expanduser(model)):
-            raise
-        raise type(exc)(f"{short_path(model)}{exc.message[len(name):]}", hint=exc.hint,
-                        exit_code=exc.exit_code) from exc
 
 
 def once_each(texts: list[str], names: list[str], warnings: list[str]) -> list[str]:

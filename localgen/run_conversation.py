@@ -8,8 +8,8 @@ from localgen import console
 from localgen.config import settings
 from localgen.conversation import Conversation, DamagedConversationError, check_name
 from localgen.conversation_lock import ConversationBusyError
-from localgen.conversation_store import latest_conversation, list_conversations, load_or_start, name_like_saved
-from localgen.conversation_summary import cut_short, system_change
+from localgen.conversation_store import latest_conversation, list_conversations, load_or_start
+from localgen.conversation_summary import cut_short, name_like_saved, system_change
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event
 from localgen.last_run import Continued, newest_last_run, take_last_run

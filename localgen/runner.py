@@ -24,7 +24,7 @@ from localgen.fit import (
 )
 from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, probe_hardware, usable_cpus
 from localgen.input_text import TextBound
-from localgen.inputs import named_as_typed
+from localgen.model_file_errors import named_as_typed
 from localgen.once import first_time
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.quant_choice import choose_download, plan_resolved, resolve_downloaded
