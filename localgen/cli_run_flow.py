@@ -257,7 +257,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     user_text = user_message(loaded, checked.prompt, inputs.attachments)
     notes: list[str] = []  # what saving the exchange did that must be said, once the answer is out
     if continued is not None:
-        start = continued_answer(loaded, options, continued, system, user_text, sampling, limits,
+        start, stops = continued_answer(loaded, options, continued, system, user_text, sampling, limits,
                                  given_settings(ctx), draft=request.draft, prompt_cache=not request.no_cache,
                                  stop_given=from_command_line(ctx, "stop"), hide_thinking=request.hide_thinking,
                                  notes=notes)
@@ -267,6 +267,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
             write_prompt(loaded, messages, json_output=request.json_output)
             return None
         keep = None if request.raw else last_run_keeper(loaded, options, system, user_text, notes.append)
+        stops = None if not limits.stop else "--stop" if request.stop else "stop in models.toml"
         start = fresh_answer(loaded, messages, sampling, limits, draft=request.draft,
                              prompt_cache=not request.no_cache, hide_thinking=request.hide_thinking, keep=keep)
     output = None if request.json_output else console.TextOutput(wrap=not request.no_wrap)
@@ -281,7 +282,6 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
             (console.warn if continued is None or isinstance(note, SavedInPlaceNote) else warn_past_quiet)(note)
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error
-    stops = None if not limits.stop else "--stop" if request.stop else "stop in models.toml"
     return RunOutcome(completion, exit_code, stops=stops)
 
 

@@ -86,7 +86,7 @@ def _warn_if_mistyped(name: str) -> None:
 def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Continued, system: str | None,
                      text: str, sampling: SamplingParams, limits: GenerationLimits, overrides: Mapping[str, str], *,
                      draft: str, prompt_cache: bool, stop_given: bool = False, hide_thinking: bool = False,
-                     notes: list[str] | None = None) -> Callable[[], Iterator[Event]]:
+                     notes: list[str] | None = None) -> tuple[Callable[[], Iterator[Event]], str | None]:
     """What streams the answer to text as the next exchange of a saved conversation (saved with it, as chat does).
 
     The conversation's saved settings and stop strings apply and overrides (the options given now; stop_given:
@@ -94,7 +94,7 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
     are noted on stderr. hide_thinking takes the <think> reasoning out of what streams (the saved answer keeps it,
     as a chat's does). The last plain run becomes a saved conversation here, once the question is planned: a run
     refused before that leaves it as it was. What the save did that must be said (a file changed by hand, kept)
-    goes into notes, to say once the answer is out.
+    goes into notes, to say once the answer is out. Also returned: where the stop strings in use came from.
     """
     conversation = continued.conversation
     if not loaded.prompt_format.is_chat:
@@ -128,7 +128,7 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
                     "older ones no longer fit its context (the saved conversation keeps them)")
     if hide_thinking:
         events = without_thinking(events, lambda: prompt_opens_thinking(session.prompt_text()))
-    return lambda: events
+    return (lambda: events), session.stop_source()
 
 
 def _seen(count: int) -> str:

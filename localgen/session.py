@@ -237,7 +237,7 @@ class ChatSession(SessionSettings, ContextRoom):
             defaults = self.default_settings()  # a saved value no default gives was chosen
             self.own_settings = {key for key, value in self.settings().items() if value != defaults[key]}
             self.own_settings |= set(overrides or {})
-            self._take_saved_stop(conversation.settings.get(STOP_SETTING))
+            self._take_saved_stop(conversation.settings.get(STOP_SETTING), flag_wins=overrides is not None)
             self.own_system = system_given or conversation.system != self.model_system
             self._replan_context()
         except BaseException:  # a bad flag, a failing template: the chat goes on with the conversation it had

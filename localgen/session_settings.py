@@ -81,13 +81,20 @@ class SessionSettings:
         if not self.own_stop:
             self.limits = replace(self.limits, stop=stop)
 
-    def _take_saved_stop(self, saved: object) -> None:
-        """A resumed or loaded conversation's stop strings: --stop's if given, else those it saved (a list), else
-        models.toml's (not the previous conversation's /set stop)."""
-        if self._stop_flag or not isinstance(saved, list):
+    def _take_saved_stop(self, saved: object, *, flag_wins: bool) -> None:
+        """A resumed or loaded conversation's stop strings: --stop's where it wins over saved settings (flag_wins:
+        --resume, run --conversation; not /load), else those it saved (a list), else --stop's or models.toml's (not
+        the previous conversation's /set stop)."""
+        if (self._stop_flag and flag_wins) or not isinstance(saved, list):
             self.limits, self.own_stop = replace(self.limits, stop=self._start_stop), self._stop_flag
         else:
             self.limits, self.own_stop = replace(self.limits, stop=tuple(saved)), True
+
+    def stop_source(self) -> str | None:
+        """Where the stop strings in use came from, as a note on an empty answer names it (None: there are none)."""
+        if not self.limits.stop:
+            return None
+        return "--stop" if self._stop_flag else "the conversation's" if self.own_stop else "stop in models.toml"
 
     def saved_stop(self) -> dict[str, list[str]]:
         """What a save keeps of the stop strings: those the user chose (none too), not models.toml's."""

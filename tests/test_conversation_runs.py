@@ -435,8 +435,8 @@ def test_a_run_s_system_prompt_replacing_a_conversation_s_says_so_once(tmp_path:
 
 def test_a_run_takes_the_stop_strings_a_conversation_saved_unless_stop_is_given() -> None:
     """As a resumed chat does; --stop given holds for that run alone (--stop '' for none) and is not saved."""
-    for name in ("saved", "given", "none"):
-        conversation = Conversation(name=name, settings={"stop": ["versatile"]})
+    for name in ("saved", "given", "none", "early"):
+        conversation = Conversation(name=name, settings={"stop": ["The" if name == "early" else "versatile"]})
         save_conversation(conversation)
         let_go(conversation)  # as a chat that saved it and ended
 
@@ -449,7 +449,11 @@ def test_a_run_takes_the_stop_strings_a_conversation_saved_unless_stop_is_given(
     assert full.startswith("The most iconic and versatile fruit is") and "Banana" in full, full
     assert answer("saved") == full[:full.index("versatile")] + "\n"
     assert answer("given", "--stop", "Banana") == full[:full.index("Banana")] + "\n"
-    assert all(saved["settings"] == {"stop": ["versatile"]} for saved in _saved().values())
+    empty = run_localgen("run", "--conversation", "early", "-n", "40", *GREEDY, "Name a fruit.")
+    assert (empty.returncode, empty.out) == (0, ""), empty.err
+    assert "the answer is empty: a stop string (the conversation's) matched before any text" in empty.err, empty.err
+    assert all(saved["settings"]["stop"] == ["The" if name == "early" else "versatile"]
+               for name, saved in _saved().items())
 
 
 def test_a_quiet_run_still_says_its_exchange_went_to_another_conversation() -> None:

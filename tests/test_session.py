@@ -564,8 +564,13 @@ def test_stop_strings_the_chat_chose_are_saved_and_come_back_and_models_toml_s_a
         session.replace_conversation(Conversation(name="bad", settings={"stop": ["END"], "top_k": -5}))
     assert (session.limits.stop, session.own_stop) == (("<from models.toml>",), False)
     session._stop_flag, session._start_stop = True, ("--stop",)  # as a chat given --stop starts
-    session.replace_conversation(Conversation(name="other", settings={"stop": ["END"]}))
-    assert (session.limits.stop, session.own_stop) == (("--stop",), True), "--stop given now wins"
+    session.replace_conversation(Conversation(name="other", settings={"stop": ["END"]}), {})
+    assert (session.limits.stop, session.own_stop) == (("--stop",), True), "--stop given with --resume wins"
+    assert session.stop_source() == "--stop"
+    session.replace_conversation(Conversation(name="loaded", settings={"stop": ["END"]}))
+    assert (session.limits.stop, session.own_stop) == (("END",), True), "/load takes the saved ones, as settings"
+    session.replace_conversation(Conversation(name="plain"))
+    assert (session.limits.stop, session.own_stop) == (("--stop",), True), "else --stop's"
 
 
 def test_a_message_too_long_even_alone_is_refused_with_what_helps_here(chat: ChatSession, bundled_model: Path) -> None:
