@@ -9,6 +9,21 @@ from typing import Any, Literal
 import typer
 
 Part = Literal["option", "value", "word", "end", "after"]  # an option's name, its value, an argument, --, after --
+_command_line: list[str] = []  # the words run_app was given (main's argv, which need not be sys.argv)
+
+
+def remember_command_line(args: list[str]) -> None:
+    """Keep the command line being run, for what its parsed values do not tell (a word given after --)."""
+    _command_line[:] = args
+
+
+def given_after_double_dash(app: typer.Typer, word: str) -> bool:
+    """Whether the command line being run gave word after the -- that ends its command's options (an option's
+    value that is -- ends nothing)."""
+    if not _command_line:
+        return False
+    command, *args = _command_line
+    return (word, "after") in read_words(args, option_arity(app, command))
 
 
 def read_words(args: list[str], takes_value: dict[str, bool]) -> Iterator[tuple[str, Part]]:

@@ -57,7 +57,9 @@ class InterruptEndsLine(TyperGroup):
 def run_app(app: typer.Typer, args: list[str]) -> int:
     """Run the Typer app; the exit code for every way it can end."""
     from localgen import console
+    from localgen.cli_args import remember_command_line
 
+    remember_command_line(args)
     try:
         if args and mentions_other_tools_options(args[0], args[1:]):
             check_options(args[0], args[1:], option_arity(app, args[0]))

@@ -25,6 +25,8 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     their warnings are said here. A prompt that names a model (`ollama run NAME`) with no -m given (model_given), or
     a message with nothing in it, is refused; so is one too long for the model, as its size shows it (bound)."""
     from localgen import console
+    from localgen.cli import app
+    from localgen.cli_args import given_after_double_dash
     from localgen.cli_model import say_waiting_for
     from localgen.config import settings
     from localgen.inputs import file_name_warning, names_a_file, once_each, read_attachments
@@ -39,7 +41,7 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     console.warn_each(warnings)
     attached = any(map(str.strip, attachments))
     if model_given is None and prompt and not attached and reads_as_a_model(prompt, settings().user_registry) \
-            and not _given_after_double_dash(prompt):
+            and not given_after_double_dash(app, prompt):
         raise UsageError(f"'{prompt}' is the name of a model, not a prompt",
                          hint=f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}` '
                               f"(`localgen run -- {prompt}` sends the name itself)")
@@ -48,12 +50,6 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
         console.warn(file_name_warning("the prompt", prompt, "-f"))
     return attachments
-
-
-def _given_after_double_dash(prompt: str) -> bool:
-    """Whether the command line gave the prompt after --, which makes any word a prompt (`localgen run -- NAME`)."""
-    args = sys.argv[1:]
-    return "--" in args and prompt in args[args.index("--") + 1:]
 
 
 def say_reading_a_terminal(stdin: BinaryIO | None, what: str) -> None:

@@ -117,3 +117,16 @@ def test_help_says_how_to_see_a_command_s_options(capsys: pytest.CaptureFixture[
     assert run_app(app, ["--help"]) == 0
     assert "`localgen help COMMAND` (or `localgen COMMAND --help`) shows a command's options." in \
         " ".join(capsys.readouterr().out.split())
+
+
+def test_a_word_after_the_double_dash_is_told_from_an_option_s_value() -> None:
+    """`run -- NAME` sends a model's name as the prompt: the -- is read in the command line run_app was given (not
+    sys.argv, which an embedding main(argv) leaves alone), and a -- given as an option's value ends nothing."""
+    from localgen.cli_args import given_after_double_dash, remember_command_line
+
+    remember_command_line(["run", "-n", "2", "--", "smollm2-135m"])
+    assert given_after_double_dash(app, "smollm2-135m")
+    remember_command_line(["run", "--stop", "--", "smollm2-135m"])
+    assert not given_after_double_dash(app, "smollm2-135m"), "--stop's value"
+    remember_command_line(["run", "smollm2-135m"])
+    assert not given_after_double_dash(app, "smollm2-135m")
