@@ -253,10 +253,10 @@ def _markdown_class() -> Any:
         def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
             """rich's rendering without the blank line it puts before a list that opens the text."""
             pieces = super().__rich_console__(console, options)
-            for piece in pieces:
-                if not (isinstance(piece, Segment) and piece.text == "\n"):
-                    yield piece
-                    break
+            opens_with_a_list = bool(self.parsed) and self.parsed[0].type in ("bullet_list_open", "ordered_list_open")
+            first = next(pieces, None)
+            if first is not None and not (opens_with_a_list and isinstance(first, Segment) and first.text == "\n"):
+                yield first
             yield from pieces
 
     _MARKDOWN_CLASS = FaithfulMarkdown

@@ -139,6 +139,7 @@ def test_an_answer_that_opens_with_a_list_starts_on_its_first_line(step: int) ->
         assert streamed[0].strip() in ("1. Banana", "• red"), streamed[:3]  # no blank line before it
         assert streamed == _rendered_at_once(document)
     assert _streamed("Two:\n\n- red\n- green", step)[:3] == ["Two:", "", " • red"], "a list after text is spaced"
+    assert _streamed("```\n\nfoo\n```", step)[:2] == ["", "foo"], "a code block's own blank first line stays"
 
 
 FAITHFUL = ("Wrap the rows in a <table> element and each cell in <td>.\n\nDeclare std::vector<int> v; first.\n\n"
