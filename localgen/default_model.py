@@ -72,6 +72,7 @@ def blamed_on_default(exc: GGUFError) -> GGUFError:
     """A header error met loading the default model, naming the file as `[defaults] model` gives it and saying that
     setting is where it came from (exc itself where no models.toml sets the default)."""
     from localgen.config import settings
+    from localgen.model_file_errors import with_path_named
 
     registry = load_registry(settings().user_registry)
     if registry.default_source is None:
@@ -79,8 +80,8 @@ def blamed_on_default(exc: GGUFError) -> GGUFError:
     message = exc.message
     with contextlib.suppress(LocalgenError):
         ref = registry.reference(registry.default_reference())
-        if ref.path is not None and message.startswith(f"{ref.path.name}: "):
-            message = f"{short_path(ref.path)}{message[len(ref.path.name):]}"
+        if ref.path is not None:
+            message = with_path_named(message, ref.path)
     change = "make another model the default with `localgen models default REF`"
     return type(exc)(f"{message} ([defaults] model in {registry.default_source})",
                      hint=f"{exc.hint}; or {change}" if exc.hint else change, exit_code=exc.exit_code)

@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
 
-from localgen.errors import ConfigError, GGUFError, LocalgenError, ModelNotFoundError, UsageError
+from localgen.errors import ConfigError, LocalgenError, ModelNotFoundError, UsageError
 from localgen.inputs import is_existing_file, short_path
 from localgen.params import CHAT_SETTINGS, stored_setting
 from localgen.references import (
@@ -173,16 +173,6 @@ def own_file_entry_for(text: str | None) -> ModelSpec | None:
         return registry.own_file_entry(registry.default_reference() if text is None else text)
     except LocalgenError:
         return None
-
-
-def blamed_on_entry(exc: GGUFError, spec: ModelSpec) -> GGUFError:
-    """A header error met in the file an entry names (path =), naming that file by its path and the entry, as the
-    error for a missing file does (the header's errors name a file by its base name)."""
-    assert spec.path is not None
-    message = exc.message
-    if message.startswith(f"{spec.path.name}: "):
-        message = f"{short_path(spec.path)}{message[len(spec.path.name):]}"
-    return type(exc)(f"{message} ({spec.origin})", hint=exc.hint, exit_code=exc.exit_code)
 
 
 def own_file_refusal(spec: ModelSpec, doing: str) -> UsageError:

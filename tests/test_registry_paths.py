@@ -133,9 +133,12 @@ def test_a_file_that_is_no_gguf_is_an_error_naming_its_path_and_the_entry(tmp_pa
     registry = user_registry(home, '[defaults]\nmodel = "text"\n\n[models.text]\npath = "../../notes/passwd"\n')
     result = localgen(home, *args)
     assert result.returncode == 1 and result.out == "", result.err
+    by_default = args == ("run", "hi")  # the default model: [defaults] model named too, with its way out
     assert result.err.strip().splitlines()[-1] == (
         f"localgen: error: {tmp_path / 'notes' / 'passwd'}: not a GGUF file (text: 'root:x:0:0:root:/root:/b…') "
-        f"([models.text] in {registry}) (hint: check the path: localgen loads GGUF model files (.gguf))")
+        f"([models.text] in {registry})" + (f" ([defaults] model in {registry})" if by_default else "")
+        + " (hint: check the path: localgen loads GGUF model files (.gguf)"
+        + ("; or make another model the default with `localgen models default REF`)" if by_default else ")"))
 
 
 @pytest.mark.parametrize(("args", "message", "hint"), [
