@@ -213,7 +213,9 @@ class Conversation:
         return first - start
 
     def _suffix_bytes(self) -> list[int]:
-        """For each turn, the UTF-8 bytes of the messages from it to the end, the system prompt's included."""
+        """For each turn, the UTF-8 bytes of the messages from it to the end, the system prompt's included: a bound
+        by size alone where the chat template copies each message (one that drops earlier answers' reasoning, as
+        Qwen3's does, makes more of an old exchange leave the context than had to, never a prompt that overflows)."""
         sizes = [text_bytes(self.system)]
         for turn in reversed(self.turns):
             sizes.append(sizes[-1] + text_bytes(turn.user, turn.answer))
