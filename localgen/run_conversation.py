@@ -128,7 +128,10 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
                     "older ones no longer fit its context (the saved conversation keeps them)")
     if hide_thinking:
         events = without_thinking(events, lambda: prompt_opens_thinking(session.prompt_text()))
-    return (lambda: events), session.stop_source()
+    stops = session.limits.stop  # --stop given wins for a run (stop_given), then the conversation's, then models.toml's
+    source = None if not stops else "--stop" if stop_given else "the conversation's" if session.own_stop else \
+        "stop in models.toml"
+    return (lambda: events), source
 
 
 def _seen(count: int) -> str:

@@ -90,12 +90,6 @@ class SessionSettings:
         else:
             self.limits, self.own_stop = replace(self.limits, stop=tuple(saved)), True
 
-    def stop_source(self) -> str | None:
-        """Where the stop strings in use came from, as a note on an empty answer names it (None: there are none)."""
-        if not self.limits.stop:
-            return None
-        return "--stop" if self._stop_flag else "the conversation's" if self.own_stop else "stop in models.toml"
-
     def saved_stop(self) -> dict[str, list[str]]:
         """What a save keeps of the stop strings: those the user chose (none too), not models.toml's."""
         return {STOP_SETTING: list(self.limits.stop)} if self.own_stop else {}

@@ -566,7 +566,6 @@ def test_stop_strings_the_chat_chose_are_saved_and_come_back_and_models_toml_s_a
     session._stop_flag, session._start_stop = True, ("--stop",)  # as a chat given --stop starts
     session.replace_conversation(Conversation(name="other", settings={"stop": ["END"]}), {})
     assert (session.limits.stop, session.own_stop) == (("--stop",), True), "--stop given with --resume wins"
-    assert session.stop_source() == "--stop"
     session.replace_conversation(Conversation(name="loaded", settings={"stop": ["END"]}))
     assert (session.limits.stop, session.own_stop) == (("END",), True), "/load takes the saved ones, as settings"
     session.replace_conversation(Conversation(name="plain"))
