@@ -24,7 +24,7 @@ class SessionSettings:
         self.own_settings = set(own_settings)  # chosen by flags, /set or a resumed chat: /model keeps them
         self.model_stop = model_stop  # the stop strings models.toml gives the loaded model
         self.own_stop = own_stop  # chosen (--stop, /set stop, a resumed chat's): /model keeps them
-        self._stop_flag = own_stop  # --stop was given: a resumed conversation's saved stop strings give way to it
+        self._stop_flag = own_stop  # --stop was given: it wins over a conversation's saved ones on --resume, not /load
         self._start_stop = limits.stop  # before any conversation's: --stop's, else models.toml's
         self._flags = set(own_settings)  # the settings the command line chose
         self._start_settings = self.settings()  # before any conversation's: what /load starts from
