@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -119,7 +120,7 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, saved)
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
-        ending = stopped_until_continued()
+        ending = stopped_until_continued(in_background=lambda: in_background(fd))
         signal.signal(signal.SIGTSTP, suspend)
         if ending is not None:  # SIGTERM, or SIGHUP from a closed terminal, while stopped: no modes to put back
             # ended in the background (kill -HUP %1 continues it there): setting the terminal's modes on the way out
@@ -127,9 +128,8 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
             signal.signal(signal.SIGTTOU, signal.SIG_IGN)
             end_after_suspend(ending)
             return
-        with contextlib.suppress(OSError):
-            if os.tcgetpgrp(fd) != os.getpgrp():  # `bg`: the terminal is the shell's (setting it would stop us)
-                return
+        if in_background(fd):  # `bg`: the terminal is the shell's (setting it would stop us)
+            return
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, quiet)
         bracketed_paste(True)
@@ -149,15 +149,34 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
             termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
-def stopped_until_continued() -> int | None:
+ENDING_SIGNAL_WAIT_S = 0.5  # how long a chat continued in the background waits for a SIGTERM or SIGHUP sent with it
+
+
+def in_background(fd: int) -> bool:
+    """True when the terminal belongs to another process group (the shell's, after `bg` or `kill`)."""
+    try:
+        return os.tcgetpgrp(fd) != os.getpgrp()
+    except OSError:  # no terminal
+        return False
+
+
+def stopped_until_continued(in_background: Callable[[], bool]) -> int | None:
     """Stop this process (SIGTSTP) until it is continued; return the SIGTERM or SIGHUP that came meanwhile, held
-    back rather than raised here (a shell that closes sends a stopped job SIGHUP, then SIGCONT)."""
+    back rather than raised here (a shell that closes sends a stopped job SIGHUP, then SIGCONT).
+
+    Such a signal may be taken by another of the process's threads, whose handler sets Python's flag a moment after
+    this thread goes on: continued in the background, where only an ending signal or `bg` continues a job, this
+    waits for it a while (without, the chat put its terminal modes back from the background and stopped again).
+    """
     held = DeferredSignals()
     previous = {sig: signal.signal(sig, held.record) for sig in ENDING_SIGNALS
                 if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until `fg` (or `bg`)
-        held.pending()  # a Python call: the handlers of signals that came while stopped have run by its return
+        if not held.pending() and in_background():
+            deadline = time.monotonic() + ENDING_SIGNAL_WAIT_S
+            while not held.pending() and time.monotonic() < deadline:
+                time.sleep(0.005)  # Python runs the signal handlers between these sleeps
     finally:
         restore_handlers(previous)
     return held.received[0] if held.received else None

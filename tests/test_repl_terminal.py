@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pexpect
 import pytest
 
+from tests.conftest import REPO_ROOT
 from tests.test_repl import Chat
 
 pytestmark = pytest.mark.serial  # Ctrl-Z and signals timed against a shell's job control (conftest: serial)
@@ -38,3 +43,45 @@ def test_a_chat_stopped_at_its_prompt_ends_on_a_signal_without_fg(tmp_path: Path
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+TAKEN_LATE_BY_ANOTHER_THREAD = """
+import signal, sys, threading, time
+from localgen.repl_terminal import stopped_until_continued
+
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # the helper thread, started with it blocked, takes it
+
+
+def take_it_late() -> None:
+    sys.stdin.buffer.read(1)  # the test sent SIGTERM, then SIGCONT
+    time.sleep(0.1)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+threading.Thread(target=take_it_late, daemon=True).start()
+print(stopped_until_continued(in_background=lambda: True), flush=True)
+"""
+
+
+def test_a_signal_another_thread_takes_after_the_continue_still_ends_a_stopped_chat() -> None:
+    """bash's `kill %1` sends a stopped job SIGTERM, then SIGCONT: the thread that takes SIGTERM may run its handler
+    after the chat's thread goes on, and the chat, continued in the background, waits for it (it went on without and
+    stopped again, putting its terminal modes back)."""
+    child = subprocess.Popen([sys.executable, "-c", TAKEN_LATE_BY_ANOTHER_THREAD], cwd=REPO_ROOT, process_group=0,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # (an orphaned group would not stop)
+    try:
+        deadline = time.monotonic() + 30
+        while (status := os.waitpid(child.pid, os.WNOHANG | os.WUNTRACED))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.WIFSTOPPED(status[1]), status
+        os.kill(child.pid, signal.SIGTERM)
+        os.kill(child.pid, signal.SIGCONT)
+        assert child.stdin is not None
+        child.stdin.write(b"x")
+        child.stdin.flush()
+        out, _ = child.communicate(timeout=30)
+        assert out.decode().strip() == str(int(signal.SIGTERM))
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
