@@ -109,6 +109,8 @@ class HubServer:
         self.bytes_per_s: float | None = None                  # throttle file bodies
         self.chunk_size = CHUNK                                # bytes per write of a file body
         self.hold_body_until_heads = 0                         # GETs wait until this many HEADs came
+        self.hold_body_at: dict[tuple[str, str], int] = {}     # (repo, file) -> its body stops at byte N ...
+        self.body_released = threading.Event()                 # ... until this is set
         self.ignore_range = False                              # answer a Range request with the whole file (200)
         self.bytes_sent: dict[tuple[str, str], int] = {}
         self.down = False
@@ -367,6 +369,8 @@ def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
                         self.close_connection = True
                         self.connection.shutdown(2)
                         return
+                    if pos >= server.hold_body_at.get(key, end + 1):
+                        server.body_released.wait(20)
                     if server.bytes_per_s:
                         time.sleep(len(chunk) / server.bytes_per_s)
             finally:

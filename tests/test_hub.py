@@ -591,15 +591,19 @@ def test_offline_and_not_cached_in_a_fresh_process(loopback_hub: HubServer, tmp_
 def test_ctrl_c_mid_download_keeps_the_part_received_which_the_next_pull_resumes(loopback_hub: HubServer,
                                                                                  tmp_path: Path) -> None:
     repo = loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 12_000_000)})
-    loopback_hub.bytes_per_s = 6_000_000  # huggingface_hub writes in 10 MiB pieces: Ctrl-C after the first
-    env = child_env(loopback_hub, tmp_path)
+    loopback_hub.hold_body_at[(REPO, "big-Q4_K_M.gguf")] = 11_000_000  # huggingface_hub writes in 10 MiB pieces:
+    env = child_env(loopback_hub, tmp_path)                              # Ctrl-C once the first is on disk
     proc = subprocess.Popen([sys.executable, "-c", download_code(REPO)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
-    while loopback_hub.bytes_sent.get((REPO, "big-Q4_K_M.gguf"), 0) < 11_000_000 and time.monotonic() < deadline:
+    while (sum(p.stat().st_size for p in tmp_path.rglob("*.incomplete")) < 10 * 2**20
+           and time.monotonic() < deadline):
         time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=20)
+    try:
+        _out, err = proc.communicate(timeout=20)
+    finally:
+        loopback_hub.body_released.set()
     assert proc.returncode != 0 and "KeyboardInterrupt" in err
     assert ("localgen: the download of org/tiny-GGUF/big-Q4_K_M.gguf stopped; the 10.0 MiB received are kept, and "
             "the next pull resumes from there") in err, err
@@ -609,7 +613,8 @@ def test_ctrl_c_mid_download_keeps_the_part_received_which_the_next_pull_resumes
     assert [p.name for p in (repo_dir / "blobs").iterdir()] == [f"{blob.name}.incomplete"]
     assert (repo_dir / "blobs" / f"{blob.name}.incomplete").stat().st_size == 10 * 2**20
     assert not list((repo_dir / "snapshots").rglob("*.gguf"))
-    loopback_hub.bytes_per_s, loopback_hub.bytes_sent = None, {}
+    loopback_hub.answered()  # the held body, released, has met the closed connection
+    loopback_hub.hold_body_at, loopback_hub.bytes_sent = {}, {}
     again = run_python(download_code(REPO), env)
     assert again.returncode == 0, again.stderr
     assert file_sha256(Path(json.loads(again.stdout)["paths"][0])) == repo.sha256("big-Q4_K_M.gguf")
