@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
-from prompt_toolkit.filters import is_searching
+from prompt_toolkit.filters import Condition, has_completions, is_searching
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
@@ -266,9 +266,20 @@ class PasteMark:
 
 def key_bindings(paste: PasteMark) -> KeyBindings:
     """Enter sends (or continues a typed \"\"\" block); Alt-Enter / Esc Enter insert a newline; paste notes a paste
-    that begins the line. During a history search (Ctrl-R), prompt-toolkit's own keys apply: Enter accepts the match.
+    that begins the line; Tab in a message is a tab (in a command line it completes). During a history search
+    (Ctrl-R), prompt-toolkit's own keys apply: Enter accepts the match.
     """
     bindings = KeyBindings()
+
+    @Condition
+    def in_a_message() -> bool:
+        from prompt_toolkit.application import get_app
+
+        return not get_app().current_buffer.text.startswith("/")
+
+    @bindings.add("tab", filter=~is_searching & ~has_completions & in_a_message)
+    def _tab(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\t")
 
     @bindings.add("escape", "enter", filter=~is_searching)
     def _newline(event: KeyPressEvent) -> None:

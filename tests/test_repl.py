@@ -1300,14 +1300,16 @@ def test_a_path_or_a_paste_that_starts_with_a_slash_is_a_message(chat: Chat) -> 
     assert len(chat.conversation()["turns"]) == 4
 
 
-def test_pasted_tabs_show_as_space_and_are_sent_as_tabs(chat: Chat) -> None:
+def test_pasted_and_typed_tabs_show_as_space_and_are_sent_as_tabs(chat: Chat) -> None:
     chat.child.send("\x1b[200~name\tcolor\nsky\tblue\x1b[201~")
     chat.child.expect_exact("blue")
+    chat.child.send("\x1b\r\tsea\tgreen")  # typed: Tab in a message is a tab (in a command it completes)
+    chat.child.expect_exact("green")
     screen = chat.transcript.getvalue()
     assert "^I" not in screen and "name" in screen
     chat.child.send("\r")
     state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None)
-    assert state["turns"][0]["user"] == "name\tcolor\nsky\tblue"
+    assert state["turns"][0]["user"] == "name\tcolor\nsky\tblue\n\tsea\tgreen"
     assert chat.quit() == 0
 
 
