@@ -168,6 +168,24 @@ class Chat:
         self.sync()
         return output
 
+    def wait_until_idle(self, timeout: float = TIMEOUT) -> None:
+        """Wait until the chat uses no CPU for half a second: its prefill while typing has finished (a fixed wait
+        was too short on a busy machine)."""
+        stat = Path(f"/proc/{self.child.pid}/stat")
+        if not stat.exists():  # no /proc: a generous fixed wait
+            time.sleep(5)
+            return
+        deadline, last, quiet_since = time.monotonic() + timeout, -1, time.monotonic()
+        while time.monotonic() < deadline:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            ticks = int(fields[11]) + int(fields[12])  # utime and stime, in clock ticks (1/100 s)
+            if ticks > last + 1:
+                last, quiet_since = ticks, time.monotonic()
+            elif time.monotonic() - quiet_since >= 0.5:
+                return
+            time.sleep(0.1)
+        raise AssertionError("the chat stayed busy")
+
     def quit(self) -> int:
         """Ctrl-D on an empty line; return the exit status."""
         for _ in range(3):  # a loaded machine may swallow a key press sent mid-redraw
@@ -183,7 +201,7 @@ def _type_slowly(chat: Chat, text: str) -> None:
     for char in text:
         chat.child.send(char)
         time.sleep(0.05)
-    time.sleep(1.0)  # a short message's prefill takes a tenth of that
+    chat.wait_until_idle()  # its prefill is done (a short message's takes a tenth of a second on an idle machine)
 
 
 def _stats(chat: Chat) -> tuple[int, int, int]:
@@ -599,7 +617,7 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
     chat.child.expect(r"copy\.txt\s+is\s+attached\s+already,\s+or\s+a\s+file\s+with\s+the\s+same\s+text")
     chat.sync()
     if prefill_while_typing:
-        time.sleep(4)  # the file is computed while the question is being thought of
+        chat.wait_until_idle()  # the file is computed while the question is being thought of (3 s on an idle machine)
     state = chat.ask("What is the secret code?")
     assert state["turns"][0]["user"].startswith("The secret code is 4711.")
     assert state["turns"][0]["user"].count("The secret code is 4711.") == 1
