@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from localgen import config
+from localgen import config, storage
 from localgen.engine import amx, devices, loading
 from localgen.engine.devices import cpu_extra_buffer_types
 from localgen.errors import LocalgenError
@@ -286,6 +286,23 @@ def test_a_crash_found_is_said_once_with_the_way_to_the_fix(probing: list[str], 
     amx.amx_works.cache_clear()
     assert amx.amx_works() is False
     assert capsys.readouterr().err == ""
+
+
+def test_a_verdict_that_cannot_be_kept_is_said_with_the_crash_and_probed_again(
+        probing: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def full_disk(path: Path, *_: object, **__: object) -> bool:
+        raise LocalgenError(f"could not write {path}: No space left on device")
+
+    probed: list[str] = []
+    monkeypatch.setattr(amx, "probe", lambda model, key: probed.append(key) or amx.Verdict(key, False,
+                                                                                          f"{amx.CRASHED} 11"))
+    monkeypatch.setattr(storage, "atomic_write_text", full_disk)
+    assert amx.amx_works() is False
+    said = capsys.readouterr().err
+    assert "scripts/rebuild_llama_cpp.py" in said and "could not be kept (could not write" in said, said
+    assert "No space left on device), so it runs again next time" in said
+    amx.amx_works.cache_clear()
+    assert amx.amx_works() is False and len(probed) == 2 and not _kept_file().exists()
 
 
 def test_a_model_file_that_is_no_gguf_is_refused_before_the_probe_runs(

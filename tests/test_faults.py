@@ -213,6 +213,16 @@ def test_run_still_succeeds_when_the_prompt_cache_cannot_be_written(tiny_disk: P
     assert _strays(home) == []
 
 
+def test_a_first_run_on_a_full_disk_answers_though_the_amx_probe_s_verdict_cannot_be_kept(tiny_disk: Path) -> None:
+    """A new home on a full disk: on a CPU with AMX, the probe runs and its verdict cannot be written (it ended the
+    run, an error); the run answers all the same, as where the prompt cache or a marker cannot be written."""
+    _fill(tiny_disk, leave=0)
+    result = run_localgen("run", "-n", "3", "--temperature", "0", "hi",
+                          env={"LOCALGEN_HOME": str(tiny_disk / "home"), "LOCALGEN_AMX": "", "LOCALGEN_DEBUG": "1"})
+    assert result.returncode == 0, result.err[-2000:]
+    assert result.out.strip() and "Traceback" not in result.err
+
+
 def test_a_run_whose_conversation_cannot_be_saved_still_gives_its_answer(tiny_disk: Path) -> None:
     env = {"LOCALGEN_HOME": str(tiny_disk / "home")}
     args = ("-n", "8", "--temperature", "0", "--no-cache")

@@ -109,12 +109,13 @@ def amx_works() -> bool:
         return False
     verdict = probe(model, key)
     log.debug("AMX probe: %s", verdict.detail)
+    not_kept = write_verdict(kept_file, verdict) if verdict.detail != NO_VERDICT else None
     if verdict.detail.startswith(CRASHED):
         from localgen.console import say
 
         say(CRASH_NOTE)  # once: the verdict is kept
-    if verdict.detail != NO_VERDICT:
-        write_verdict(kept_file, verdict)
+        if not_kept is not None:
+            say(f"localgen: the probe's verdict could not be kept ({not_kept}), so it runs again next time")
     return verdict.works
 
 
@@ -163,12 +164,16 @@ def read_verdict(path: Path) -> Verdict | None:
         return None
 
 
-def write_verdict(path: Path, verdict: Verdict) -> None:
-    """Keep a verdict for later processes; one that cannot be written is only logged (the next process probes)."""
+def write_verdict(path: Path, verdict: Verdict) -> str | None:
+    """Keep a verdict for later processes; return why it could not be written (a full disk, a file in the cache
+    folder's place), which only costs the next process a probe, or None."""
+    from localgen.errors import LocalgenError
     from localgen.storage import atomic_write_text
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(asdict(verdict)) + "\n", mode=0o644)
-    except OSError as error:
+    except (OSError, LocalgenError) as error:
         log.debug("the AMX probe's verdict was not kept: %s", error)
+        return error.message if isinstance(error, LocalgenError) else f"{path}: {error.strerror or error}"
+    return None
