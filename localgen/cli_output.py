@@ -34,8 +34,9 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
     pipe_closed = texted = False
     status = PrefillStatus(sys.stderr)
     with StopOnSignal(engine.request_stop, reset=engine.clear_stop) as signals:  # prompt preparation included
+        events = start()
         try:
-            for event in without_prefill_progress(start(), status):
+            for event in without_prefill_progress(events, status):
                 texted = texted or isinstance(event, TextChunk)
                 if isinstance(event, TextChunk) and output is not None and not pipe_closed:
                     try:
@@ -47,6 +48,7 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
                     completion = event
         except LocalgenError as exc:
             if completion is None:
+                _close(events)  # now: the answer so far is saved (or said not to be) before the error is said
                 if output is not None and not pipe_closed:
                     _end_before_error(output)
                 raise
@@ -61,10 +63,17 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
     return completion, signals.exit_code, late
 
 
+def _close(events: Iterator[Event]) -> None:
+    """Close a generation that an error outside it (writing its text out) cut short: its clean-up runs now."""
+    close = getattr(events, "close", None)
+    if close is not None:
+        close()
+
+
 def _end_before_error(output: TextOutput) -> None:
     """End the text shown of an answer that an error cut short (its last word, held for the line's wrap, and a
     newline), so that the error's line starts on its own: the answer as far as it came is the user's."""
-    with contextlib.suppress(OSError):  # a reader that left, or a full disk: the error is what is said
+    with contextlib.suppress(OSError, LocalgenError):  # a reader that left, a full disk: the error is what is said
         output.finish()
 
 

@@ -111,6 +111,8 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
         session.save_notes = notes
     session.replace_conversation(conversation, overrides)
     turn, events = session.ask(text)
+    if notes is not None:
+        events = _unsaved_said(events, session, notes)
     if continued.last_run is not None:
         try:
             take_last_run(continued.last_run, console.say)
@@ -132,6 +134,18 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
     source = None if not stops else "--stop" if stop_given else "the conversation's" if session.own_stop else \
         "stop in models.toml"
     return (lambda: events), source
+
+
+def _unsaved_said(events: Iterator[Event], session: ChatSession, notes: list[str]) -> Iterator[Event]:
+    """events; where an error (writing the answer out, say) cuts them short and the answer so far could not be saved
+    either, a note says so: the run's error is the one reported, and no later change saves it, as in a chat."""
+    try:
+        yield from events
+    except BaseException:
+        if session.unsaved:
+            notes.append(f"the answer so far was not saved in conversation '{session.conversation.name}': "
+                         f"{session.unsaved_because}")
+        raise
 
 
 def _seen(count: int) -> str:

@@ -71,6 +71,7 @@ class ChatSession(SessionSettings, ContextRoom):
         self.last: Finished | None = None
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
         self.unsaved = False  # the last change could not be saved: the file is behind the conversation
+        self.unsaved_because: str | None = None  # why, while unsaved
         self.save_error: UnsavedChangeError | None = None  # why a command's change could not be saved, to say
         self.save_notes: list[str] = []  # what saves did that the user must hear of (a file changed by hand kept)
         self._autosaved: Conversation | None = None  # the conversation whose file autosave made, never /saved
@@ -382,7 +383,7 @@ class ChatSession(SessionSettings, ContextRoom):
                     if key not in CHAT_SETTINGS and key != STOP_SETTING}
             self.conversation.settings = kept | self.settings() | self.saved_stop()
         path = save_conversation(self.conversation, name, warn=self.save_notes.append)
-        self.unsaved, self._autosaved = False, None
+        self.unsaved, self.unsaved_because, self._autosaved = False, None, None
         return path
 
     def _save(self, *, command: bool = False) -> None:
@@ -402,7 +403,7 @@ class ChatSession(SessionSettings, ContextRoom):
             if holds_as_is(self.conversation):  # the change was undone: the file is not behind the conversation
                 self.unsaved, self._autosaved = False, autosaved
                 return
-            self.unsaved = True
+            self.unsaved, self.unsaved_because = True, exc.message
             error = UnsavedChangeError(exc.message, hint=exc.hint)
             if not command:
                 raise error from exc

@@ -280,6 +280,29 @@ def test_stdout_to_a_file_at_its_size_limit_names_the_limit_not_a_full_disk(tmp_
     assert "free some space" not in err and (tmp_path / "answer.txt").stat().st_size == 64
 
 
+def test_a_conversation_run_whose_stdout_and_file_hit_a_size_limit_says_the_answer_was_not_saved(
+        tmp_path: Path) -> None:
+    """`ulimit -f` stops stdout part way, and the conversation's file too: a warning says the answer so far is not
+    saved (a chat saves it with its next change; a run has none), before the error."""
+    import resource
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    home = tmp_path / "home"
+    with open(tmp_path / "answer.txt", "wb") as out:
+        proc = subprocess.run([sys.executable, "-m", "localgen", "run", "--conversation", "essay", "-n", "80",
+                               "Write a long story.", "--temperature", "0", "--no-cache"], stdout=out,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT,
+                              preexec_fn=limited, env={**os.environ, "LOCALGEN_HOME": str(home)})
+    err = proc.stderr.decode()
+    saved = home / "data" / "conversations" / "essay.json"
+    assert proc.returncode == 1 and err.startswith(
+        "localgen: warning: the answer so far was not saved in conversation 'essay': could not write "
+        f"{saved}: File too large\nlocalgen: error: cannot write to stdout: File too large"), err
+    assert not saved.exists()
+
+
 @pytest.mark.parametrize("args", [("-",), ("-f", "-", "hi")])
 def test_a_dash_with_stdin_closed_is_a_one_line_error(args: tuple[str, ...]) -> None:
     closed = subprocess.run([sys.executable, "-m", "localgen", "run", *args], capture_output=True, timeout=120,
