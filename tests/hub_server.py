@@ -369,7 +369,7 @@ def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
                         self.close_connection = True
                         self.connection.shutdown(2)
                         return
-                    if pos >= server.hold_body_at.get(key, end + 1):
+                    if key in server.hold_body_at and pos >= server.hold_body_at[key]:
                         server.body_released.wait(20)
                     if server.bytes_per_s:
                         time.sleep(len(chunk) / server.bytes_per_s)
