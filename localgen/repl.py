@@ -38,7 +38,7 @@ from localgen.repl_input import (
 )
 from localgen.repl_state import ChatState
 from localgen.repl_terminal import bracketed_paste, signals_end_the_prompt
-from localgen.repl_text import answer_note, room_notice, toolbar_line
+from localgen.repl_text import answer_note, room_notice, toolbar_line, unanswered_note
 from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession, TurnStart, UnsavedChangeError
 from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal
@@ -47,6 +47,14 @@ from localgen.units import counted
 
 TAB_STOP = 8  # as terminals show tabs
 LEAVING_HINT = "Ctrl-D or /exit to quit"  # said for a Ctrl-C at an empty prompt
+
+
+class UnsentLine(KeyboardInterrupt):
+    """Ctrl-C just after Enter: the line read (None: none) is not sent."""
+
+    def __init__(self, line: str | None) -> None:
+        super().__init__()
+        self.line = line
 
 
 class Repl:
@@ -139,7 +147,10 @@ class Repl:
         """Read one line and act on it."""
         try:
             line = self._read_line()
-        except KeyboardInterrupt:  # Ctrl-C just after Enter: the line is not sent
+        except UnsentLine as exc:  # Ctrl-C just after Enter: the line is not sent
+            self._unsent(exc.line)
+            return
+        except KeyboardInterrupt:
             console.say("[interrupted]")
             return
         if line is None:
@@ -177,8 +188,17 @@ class Repl:
             settled = self._ahead is None or self._ahead.settle(self._message_sent(line))
             self._report_history_problem()
         if not settled or (line is not None and self._ctrl_c_typed_ahead()):
-            raise KeyboardInterrupt
+            raise UnsentLine(line)
         return line
+
+    def _unsent(self, line: str | None) -> None:
+        """Say that Ctrl-C just after Enter kept the line from being sent; a message is then /regen's to send."""
+        text = None if line is None else message_text(self._decoded(line, warn=False), pasted=self._paste.began(line))
+        if not text or not text.strip():
+            console.say("[interrupted]")
+            return
+        self.session.dropped_question = text
+        console.say(f"[interrupted: {unanswered_note(len(self.session.attachments))}]")
 
     def _ctrl_c_typed_ahead(self) -> bool:
         """Whether a Ctrl-C came in the same read as Enter (prompt-toolkit keeps such keys for the next prompt, where
@@ -235,10 +255,8 @@ class Repl:
         if command is None:
             if text and text.strip():
                 self._show_answer(*self.session.ask(text))
-                attached = len(self.session.attachments)
-                if self.session.unanswered and attached:
-                    waits = "waits" if attached == 1 else "wait"
-                    console.say(f"[no answer: {counted(attached, 'attached file')} {waits} for your next message]")
+                if self.session.unanswered:
+                    console.say(f"[no answer: {unanswered_note(len(self.session.attachments))}]")
             return
         run_command(self.state, command)
 

@@ -41,7 +41,7 @@ COMMAND_HELP = {
                        "answer",
     "/reset": "start a new conversation (same system prompt; the current one is saved already if it changed)",
     "/undo": "drop the last exchange",
-    "/regen": "answer the last question again",
+    "/regen": "answer the last question again (or send the message Ctrl-C stopped before its answer)",
     "/file PATH|none": "attach a file's text to the next message, or drop the attached files (none)",
     "/save [NAME]": "save the conversation (it is also autosaved after every answer)",
     "/load NAME": "continue a saved conversation",

@@ -70,6 +70,7 @@ class ChatSession(SessionSettings, ContextRoom):
         self.attachments: list[str] = []
         self.last: Finished | None = None
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
+        self.dropped_question: str | None = None  # the message typed last, where it got no answer: /regen asks it
         self.unsaved = False  # the last change could not be saved: the file is behind the conversation
         self.unsaved_because: str | None = None  # why, while unsaved
         self.save_error: UnsavedChangeError | None = None  # why a command's change could not be saved, to say
@@ -106,11 +107,13 @@ class ChatSession(SessionSettings, ContextRoom):
         attachments change only when the stream starts: one dropped before it starts (Ctrl-C meanwhile) leaves them
         as they were.
         """
+        self.dropped_question = None
         planned = self._planned(text)
         if not planned.turns[-1].user:
             raise UsageError("the message is empty", hint="type a question, or /help")
         dropped = self._make_room(planned)
-        return TurnStart(dropped, planned.context_start), self._answer(question=planned, sends_attachments=True)
+        return TurnStart(dropped, planned.context_start), self._answer(question=planned, sends_attachments=True,
+                                                                        typed=text)
 
     def _planned(self, text: str, attachments: list[str] | None = None) -> Conversation:
         """The conversation with text (after the attached files, or those given) as its next message: what ask()
@@ -156,7 +159,10 @@ class ChatSession(SessionSettings, ContextRoom):
 
     def regenerate(self) -> tuple[TurnStart, Generator[Event, None, None]]:
         """Answer the last question again (the old answer stays if the new one fails before it starts), making
-        room as a new question does (a smaller model's context, a longer system prompt)."""
+        room as a new question does (a smaller model's context, a longer system prompt); a message that got no
+        answer (Ctrl-C before any text, an error), the last typed, is the one asked again."""
+        if self.dropped_question is not None:
+            return self.ask(self.dropped_question)
         turns = self.conversation.turns
         if not turns:
             raise UsageError("there is no question to answer again", hint="ask something first")
@@ -169,6 +175,7 @@ class ChatSession(SessionSettings, ContextRoom):
             raise UsageError("there is nothing to undo", hint="the conversation is empty")
         conversation = self.conversation
         turn = conversation.turns.pop()
+        self.dropped_question = None
         conversation.context_start = min(conversation.context_start, max(len(conversation.turns) - 1, 0))
         if not conversation.turns and conversation is self._autosaved:
             unsave(conversation, self.save_notes.append)  # a chat's own one left empty is unsaved, as before it began
@@ -182,7 +189,7 @@ class ChatSession(SessionSettings, ContextRoom):
         let_go(previous)
         self.conversation = Conversation.new(system=previous.system, model=previous.model)
         self.conversation.ctx_size = previous.ctx_size
-        self.attachments = []
+        self.attachments, self.dropped_question = [], None
         self.unsaved = False
         return previous
 
@@ -246,7 +253,7 @@ class ChatSession(SessionSettings, ContextRoom):
             if conversation.name != previous[0].name:
                 let_go(conversation)
             raise
-        self.unsaved = False
+        self.unsaved, self.dropped_question = False, None
         if conversation.name != previous[0].name:
             let_go(previous[0])
 
@@ -325,11 +332,12 @@ class ChatSession(SessionSettings, ContextRoom):
         """Tokens a conversation takes once rendered."""
         return len(self._prompt(messages)[1])
 
-    def _answer(self, *, question: Conversation | None = None, sends_attachments: bool = False
-                ) -> Generator[Event, None, None]:
+    def _answer(self, *, question: Conversation | None = None, sends_attachments: bool = False,
+                typed: str | None = None) -> Generator[Event, None, None]:
         """Stream the answer to the last turn (of question, the conversation planned with a new question, when
         given), recording it (even partial) in the conversation; sends_attachments: the question holds the files
-        attached for it, which are then used up (a question answered again leaves them for the next one).
+        attached for it, which are then used up (a question answered again leaves them for the next one); typed:
+        the message as typed, kept for /regen where it gets no answer.
 
         If no answer comes (an error, or Ctrl-C before any text), the conversation and attachments stay as they
         were before the question (the context it would have left included), and a question asked again keeps its
@@ -361,6 +369,8 @@ class ChatSession(SessionSettings, ContextRoom):
         finally:
             answered = turn.answer is not None
             self.unanswered = not answered
+            if answered or typed is not None:
+                self.dropped_question = None if answered else typed
             if not answered:
                 conversation.turns[:], conversation.context_start, self.attachments = before
                 turn.answer, turn.interrupted, turn.details = previous

@@ -265,3 +265,38 @@ def test_chat_with_an_entry_whose_context_is_beyond_its_model_s_maximum_warns_of
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_a_message_ctrl_c_kept_from_being_sent_is_what_regen_sends(tmp_path: Path) -> None:
+    """Enter and Ctrl-C in one read: the line is not sent, and /regen sends it (it answered the previous question
+    again, replacing its answer)."""
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
+    first = chat.ask("Name a color.")["turns"][0]
+    chat.child.send("Name an animal.\r\x03")
+    chat.expect_words("[interrupted: the message is not kept; /regen sends it, Up brings it back to edit]")
+    chat.sync()
+    state = chat.ask("/regen")
+    assert [(t["user"], t["answer"]) for t in state["turns"][:1]] == [(first["user"], first["answer"])]
+    assert [t["user"] for t in state["turns"]] == ["Name a color.", "Name an animal."]
+    assert chat.quit() == 0
+
+
+@pytest.mark.serial  # timed against a prompt's prefill (conftest: serial)
+def test_a_message_stopped_before_any_text_is_what_regen_sends(tmp_path: Path) -> None:
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5", "--batch-size", "64",
+                "--no-prefill-while-typing")
+    first = chat.ask("Name a color.")["turns"][0]
+    words = " ".join(f"crate{i}" for i in range(400))
+    chat.child.send(f"\x1b[200~Count these: {words}\x1b[201~\r")
+    chat.child.expect_exact("reading the prompt:")
+    chat.child.sendintr()
+    chat.expect_words("[no answer: the message is not kept; /regen sends it, Up brings it back to edit]")
+    chat.sync()
+    assert [t["user"] for t in chat.conversation()["turns"]] == ["Name a color."]
+    state = chat.ask("/regen")
+    assert [(t["user"], t["answer"]) for t in state["turns"][:1]] == [(first["user"], first["answer"])]
+    assert state["turns"][1]["user"] == f"Count these: {words}" and state["turns"][1]["answer"] is not None
+    chat.child.sendline("/regen")  # answered now: /regen answers it again, as before
+    chat.sync()
+    assert [t["user"] for t in chat.conversation()["turns"]] == ["Name a color.", f"Count these: {words}"]
+    assert chat.quit() == 0

@@ -107,6 +107,22 @@ def test_ctrl_c_before_any_text_keeps_the_previous_answer(session: ChatSession) 
     assert _answer(session.regenerate()[1]).text == first
 
 
+def test_regen_after_a_message_that_got_no_answer_sends_that_message(session: ChatSession) -> None:
+    first = _answer(session.ask("Name a color.")[1]).text
+    events = session.ask("Name an animal.")[1]
+    session.loaded.engine.request_stop()  # Ctrl-C while the prompt is prepared
+    assert _answer(events).finish_reason == "interrupted"
+    assert _exchanges(session) == [("Name a color.", first)] and session.dropped_question == "Name an animal."
+    second = _answer(session.regenerate()[1]).text
+    assert _exchanges(session) == [("Name a color.", first), ("Name an animal.", second)]
+    assert session.dropped_question is None
+    events = session.ask("Name a fruit.")[1]
+    session.loaded.engine.request_stop()
+    _answer(events)
+    session.undo()  # the conversation changed: /regen answers its last question again
+    assert _answer(session.regenerate()[1]).text == first and len(session.conversation.turns) == 1
+
+
 def test_a_failed_model_switch_keeps_a_working_model(session: ChatSession, bundled_model: Path,
                                                      tmp_path: Path) -> None:
     before = session.loaded
