@@ -8,6 +8,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from localgen.stop_flag import StopFlag
+
 log = logging.getLogger("localgen.chat")
 
 SETTLE_WAIT_S = 0.25  # how long Enter waits for the prefill of its text to finish before leaving the rest to ask()
@@ -33,6 +35,7 @@ class PrefillWhileTyping:
         self._working: str | None = None  # the text being prefilled now
         self._cancel = False  # the prefill in progress is not wanted any more
         self._closed = False
+        self._stop = StopFlag()  # _cancel or _closed, as the prefill reads it between llama.cpp's graph nodes
         self._thread: threading.Thread | None = None
 
     def arm(self, text: str = "") -> None:
@@ -60,22 +63,29 @@ class PrefillWhileTyping:
         with self._lock:
             self._armed = False
             self._pending = None
-            self._cancel = self._working is not None and self._working != text
+            self._set_cancel(self._working is not None and self._working != text)
             deadline = time.monotonic() + SETTLE_WAIT_S
             interrupted = False
             while self._working is not None:  # a stopped prefill returns within a graph node or so
                 try:
-                    self._cancel = self._cancel or time.monotonic() >= deadline
+                    self._set_cancel(self._cancel or time.monotonic() >= deadline)
                     self._lock.wait(WAIT_SLICE_S)  # in slices: a signal caught by another thread is handled here
                 except KeyboardInterrupt:
-                    interrupted = self._cancel = True
-            self._cancel = False
+                    interrupted = True
+                    self._set_cancel(True)
+            self._set_cancel(False)
         return not interrupted
+
+    def _set_cancel(self, cancel: bool) -> None:
+        """Abandon the prefill in progress, or not (with the lock held)."""
+        self._cancel = cancel
+        self._stop.set(cancel or self._closed)
 
     def close(self) -> None:
         """Stop the worker for good, abandoning its prefill, and wait for it."""
         with self._lock:
-            self._closed, self._armed, self._pending, self._cancel = True, False, None, True
+            self._closed, self._armed, self._pending = True, False, None
+            self._set_cancel(True)
             self._lock.notify_all()
             thread = self._thread
         interrupted: BaseException | None = None
@@ -97,14 +107,10 @@ class PrefillWhileTyping:
                     return
                 text, self._working, self._pending = self._pending, self._pending, None
             try:
-                self._prefill(text, self._should_stop)
+                self._prefill(text, self._stop)
             except Exception:  # a prefill ahead is only a head start: ask() does the work and reports errors
                 log.debug("prefill while typing failed", exc_info=True)
             finally:
                 with self._lock:
                     self._working = None
                     self._lock.notify_all()
-
-    def _should_stop(self) -> bool:
-        """True when the prefill in progress is abandoned (polled between llama.cpp's graph nodes)."""
-        return self._cancel or self._closed

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from localgen.engine import Engine, core, lc
+from localgen.engine import Engine, abort, core, lc
 from localgen.engine.chunks import chunk_bounds, resume_point
 from localgen.engine.kv import KvCache
 from localgen.engine.prefix import restore_point
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Finished, PrefillProgress, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from localgen.stop_flag import StopFlag
 from tests.conftest import chat_prompt
 
 pytestmark = pytest.mark.serial  # llama.cpp's threads in this process, stops timed against chunks (conftest: serial)
@@ -194,6 +195,28 @@ def test_a_prompt_prefilled_ahead_starts_at_once_with_the_same_text(engine: Engi
     assert ahead.text == plain.text
     _, again, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=16)))
     assert again.ahead_tokens == 0 and again.text == plain.text
+
+
+def test_a_stop_flag_is_read_in_c_and_aborts_the_chunk_under_way(engine: Engine,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """prefill_ahead with a StopFlag (the chat's, while the user types): llama.cpp reads it through C's strlen, with
+    no Python callback to wait for the GIL at each graph node; set as a chunk starts, it aborts that chunk."""
+    flag, statuses = StopFlag(), []
+    assert isinstance(abort.node_stopper(engine._ctx, flag), abort.StopOnFlag)
+    evaluate = engine._kv.evaluate
+
+    def stopped_as_it_starts(tokens: list[int]) -> int:
+        flag.set()  # past the check between chunks: only the callback inside llama_decode can see it
+        statuses.append(evaluate(tokens))
+        return statuses[-1]
+
+    monkeypatch.setattr(engine._kv, "evaluate", stopped_as_it_starts)
+    engine.reset()
+    prompt = chat_prompt(engine, "Tell me about the moon in two sentences.")
+    assert engine.prefill_ahead(prompt, flag) == 0 and statuses == [core.ABORTED]
+    flag.set(False)
+    monkeypatch.undo()
+    assert engine.prefill_ahead(prompt, flag) == len(prompt), "withdrawn, the flag lets it run"
 
 
 def test_prefill_ahead_keeps_the_shared_prefix_and_never_uses_stale_logits(engine: Engine) -> None:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from localgen.engine.abort import StopBetweenNodes
+from localgen.engine.abort import StopBetweenNodes, node_stopper
 from localgen.engine.chunks import AHEAD_CHUNK, chunk_bounds
 from localgen.engine.facts import read_facts
 from localgen.engine.growth import first_cells
@@ -270,9 +270,9 @@ class Engine(LoadedModel):
 
         Cached tokens past the shared prefix are dropped first; the last prompt token is computed again if need
         be, so that its logits are ready. should_stop is polled between chunks and, on backends that call
-        llama.cpp's abort callback (the CPU's does), between graph nodes: a prefill no longer wanted ends within
-        a millisecond or so there, keeping the chunks already done. Only one thread may use the engine at a
-        time: the caller stops this before calling anything else.
+        llama.cpp's abort callback (the CPU's does), between graph nodes (in C where it is a StopFlag): a prefill
+        no longer wanted ends within a millisecond or so there, keeping the chunks already done. Only one thread
+        may use the engine at a time: the caller stops this before calling anything else.
         """
         self._check_open()
         self._last_use = None
@@ -284,7 +284,7 @@ class Engine(LoadedModel):
         common = self._kv.reuse(prompt, self.n_ubatch, self.n_batch, most=AHEAD_CHUNK)
         self._ahead_from = common if self._ahead_from is None else min(self._ahead_from, common)
         try:
-            with StopBetweenNodes(self._ctx, should_stop) as stopper:
+            with node_stopper(self._ctx, should_stop) as stopper:
                 for begin, end in chunk_bounds(common, len(prompt), self.n_ubatch, self.n_batch, most=AHEAD_CHUNK):
                     if should_stop():
                         break
