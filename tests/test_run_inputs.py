@@ -253,18 +253,27 @@ PIPED = {"--grammar": 'root ::= "yes"', "--json-schema": '{"type": "string"}',
 
 
 @pytest.mark.parametrize("option", list(PIPED))
-def test_a_pipe_given_to_an_option_gets_a_note_while_its_writer_keeps_it_waiting(option: str) -> None:
-    slow = f"<(sleep 3; printf %s {shlex.quote(PIPED[option])})"
+def test_a_pipe_given_to_an_option_gets_a_note_while_its_writer_keeps_it_waiting(tmp_path: Path, option: str) -> None:
+    written = tmp_path / "write-now"  # the writer keeps quiet until the note is seen, however long startup takes
+    slow = (f"<(until [ -e {shlex.quote(str(written))} ]; do sleep 0.05; done; "
+            f"printf %s {shlex.quote(PIPED[option])})")
     command = f"{shlex.quote(sys.executable)} -m localgen run --print-prompt {option} {slow} hi"
     child = pexpect.spawn("bash", ["-c", command], cwd=str(REPO_ROOT), timeout=90, encoding="utf-8",
                           dimensions=(30, 250))
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0, child.before
+    try:
+        child.expect_exact("localgen: waiting for")  # the pipe has kept quiet for STDIN_QUIET_S: its note is said
+        shown_so_far = child.before + child.after
+        written.touch()
+        child.expect(pexpect.EOF)
+    finally:
+        written.touch()  # a writer still waiting ends
+        child.close(force=True)
+    output = shown_so_far + child.before
+    assert child.exitstatus == 0, output
     shown = "-f/--file" if option == "-f" else option
     assert re.search(rf"localgen: waiting for /dev/fd/\d+ \(a pipe given with {shown}: it is read once a writer "
-                     r"has opened it and closed it\)", child.before), child.before
-    assert child.before.count("waiting for") == 1
+                     r"has opened it and closed it\)", output), output
+    assert output.count("waiting for") == 1
 
 
 @pytest.mark.parametrize(("piped", "bad", "says"), [
