@@ -63,13 +63,16 @@ class Chat:
     """A running `localgen chat` in a pty, with helpers to wait on its autosaved conversation."""
 
     def __init__(self, home: Path, *args: str, cwd: Path = REPO_ROOT, in_shell: bool = False,
-                 cpr: bool = False, columns: int = 100) -> None:
+                 cpr: bool = False, columns: int = 100, wait_for_prompt: bool = True) -> None:
+        """Start the chat and, unless wait_for_prompt is False (the test waits for something said first), wait for
+        its first prompt."""
         self.home = home
         self.child = (spawn_in_shell(home, *args) if in_shell else
                       spawn_chat(home, *args, cwd=cwd, cpr=cpr, columns=columns))
         self.transcript = io.StringIO()
         self.child.logfile_read = self.transcript
-        self.sync()
+        if wait_for_prompt:
+            self.sync()
 
     def sync(self) -> None:
         """Wait until a new prompt is drawn whole; a cursor position request on the way is answered (the cursor is

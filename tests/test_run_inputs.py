@@ -188,11 +188,17 @@ def test_stdin_asked_for_twice_is_a_one_line_error(args: tuple[str, ...], messag
 def test_chat_takes_its_system_prompt_from_a_file_even_a_slow_pipe(tmp_path: Path) -> None:
     fifo = tmp_path / "system.fifo"
     os.mkfifo(fifo)
-    writer = threading.Thread(target=lambda: (time.sleep(3), fifo.write_bytes(b"Be terse.\r\n")), daemon=True)
-    writer.start()  # no writer at first: opening the pipe waits, and the note comes meanwhile
-    chat = Chat(tmp_path / "home", "--system-file", str(fifo), "--no-markdown", "-n", "5", *GREEDY)
+    chat = Chat(tmp_path / "home", "--system-file", str(fifo), "--no-markdown", "-n", "5", *GREEDY,
+                wait_for_prompt=False)
     try:
-        writer.join(timeout=30)
+        # no writer at first: opening the pipe waits, and the note comes meanwhile, however long startup took
+        chat.expect_words(f"waiting for {fifo}")
+        writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # the chat has the pipe open for reading: no wait here
+        try:
+            os.write(writer, b"Be terse.\r\n")
+        finally:
+            os.close(writer)
+        chat.sync()
         shown = " ".join(chat.transcript.getvalue().split())
         assert f"waiting for {fifo} (a pipe given with --system-file: it is read once a writer has opened it" in shown
         assert chat.ask("Hi.")["system"] == "Be terse."
