@@ -124,19 +124,25 @@ def _bench_interrupted_at(progress: str, *args: str, signum: int = signal.SIGINT
     return proc.returncode, out, said + err
 
 
+# The repetition a test interrupts lasts about a second on an idle machine, not the 20-80 ms of pp16 or tg4: a
+# signal sent once its progress line is read must land before it ends, on a busy machine too.
+LONG_PROMPT = 1024
+LONG_GENERATION = 128
+
+
 @pytest.mark.serial
 def test_ctrl_c_during_bench_prints_what_was_measured_and_exits_130() -> None:
-    code, out, err = _bench_interrupted_at("rep 2/3: pp16", "-p", "16", "-n", "4", "-r", "3")
+    code, out, err = _bench_interrupted_at(f"rep 2/3: pp{LONG_PROMPT}", "-p", str(LONG_PROMPT), "-n", "4", "-r", "3")
     assert code == 130 and "Traceback" not in err, err
     assert out.startswith("model smollm2-135m (") and "interrupted (Ctrl-C)" in out, out
-    assert re.search(r"\| pp16 +\| prefill +\| +[0-9.]+ ± 0\.00 tok/s \(1 of 3 reps\) \|", out), out
+    assert re.search(rf"\| pp{LONG_PROMPT} +\| prefill +\| +[0-9.]+ ± 0\.00 tok/s \(1 of 3 reps\) \|", out), out
     assert re.search(r"\| tg4 +\| decode +\| +not measured \|", out), out
 
 
 @pytest.mark.serial
 def test_sigterm_during_bench_gives_the_json_of_what_was_measured_and_exits_143() -> None:
-    code, out, err = _bench_interrupted_at("rep 2/2: tg4", "-p", "16", "-n", "4", "-r", "2", "--json",
-                                           signum=signal.SIGTERM)
+    code, out, err = _bench_interrupted_at(f"rep 2/2: tg{LONG_GENERATION}", "-p", "16", "-n", str(LONG_GENERATION),
+                                           "-r", "2", "--json", signum=signal.SIGTERM)
     assert code == 143 and "Traceback" not in err, err
     record = json.loads(out)
     assert record["interrupted"] is True and "stopped_by" not in record
