@@ -152,7 +152,7 @@ def test_sigterm_during_bench_gives_the_json_of_what_was_measured_and_exits_143(
 
 @pytest.mark.serial
 def test_ctrl_c_before_a_repetition_ends_says_nothing_was_measured() -> None:
-    code, out, err = _bench_interrupted_at("warm-up: pp16", "-p", "16", "-n", "4", "-r", "3")
+    code, out, err = _bench_interrupted_at(f"warm-up: pp{LONG_PROMPT}", "-p", str(LONG_PROMPT), "-n", "4", "-r", "3")
     assert code == 130 and "Traceback" not in err, err
     assert err.endswith("localgen: interrupted before any repetition finished: nothing was measured\n"), err
     assert out.count("\n") == 1 and out.startswith("model smollm2-135m ("), "only the line printed once it loaded"
