@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -456,23 +457,40 @@ def test_a_run_takes_the_stop_strings_a_conversation_saved_unless_stop_is_given(
                for name, saved in _saved().items())
 
 
+def _wait_until_reading_stdin(proc: subprocess.Popen[bytes], timeout: float = 90) -> None:
+    """Wait until the run blocks reading its `-f -` stdin, which it reads once it has taken the conversation's lock
+    and read its file (the lock naming the run came before the file was read: a busy machine could change the file
+    first). Where /proc cannot say, until the lock names the run, then a while more."""
+    wchan = Path(f"/proc/{proc.pid}/wchan")
+    lock = conversations_dir() / ".locks" / "notes.lock"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the run ended before it read stdin"
+        try:
+            if "pipe_read" in wchan.read_text():  # the main thread waits in the kernel for the pipe's writer
+                return
+        except OSError:
+            if lock.is_file() and lock.read_text().startswith(str(proc.pid)):
+                time.sleep(5)
+                return
+        time.sleep(0.05)
+    raise AssertionError("the run never read stdin")
+
+
 def test_a_quiet_run_still_says_its_exchange_went_to_another_conversation() -> None:
     """-q keeps notes and warnings off stderr, but not that `--conversation notes` was saved as notes-2 (its file
     was changed by another program meanwhile): the user asked for notes, and their exchange is elsewhere. One saved
     again where it was deleted meanwhile is where it was asked: said nothing of."""
-    import time
-
     mine = Conversation(name="notes", turns=[Turn("Hi.", "Hello.")])
     path = save_conversation(mine)
     let_go(mine)
     proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-q", "--conversation", "notes", "-n", "2",
                              *GREEDY, "-f", "-", "Go on."], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=REPO_ROOT)
-    lock = conversations_dir() / ".locks" / "notes.lock"
-    deadline = time.monotonic() + 60
-    while not (lock.is_file() and lock.read_text().startswith(str(proc.pid))) and time.monotonic() < deadline:
-        time.sleep(0.02)  # until the run holds the conversation, then waits for stdin
-    path.write_text(theirs := path.read_text().replace("Hello.", "Hello there."))
+    _wait_until_reading_stdin(proc)
+    theirs = path.read_text().replace("Hello.", "Hello there.")
+    path.with_name("notes.json.new").write_text(theirs)
+    os.replace(path.with_name("notes.json.new"), path)  # another program's whole new version, at once
     _, err = proc.communicate(b"Some text.", timeout=120)
     assert proc.returncode == 0, err.decode()
     assert err.decode() == (f"localgen: warning: {path} changed since localgen last read or saved it: it is kept as "
@@ -482,9 +500,7 @@ def test_a_quiet_run_still_says_its_exchange_went_to_another_conversation() -> N
     proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-q", "--conversation", "notes", "-n", "2",
                              *GREEDY, "-f", "-", "Go on."], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=REPO_ROOT)
-    deadline = time.monotonic() + 60
-    while not (lock.is_file() and lock.read_text().startswith(str(proc.pid))) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    _wait_until_reading_stdin(proc)
     path.unlink()  # deleted meanwhile: saved where asked all the same, which -q says nothing of
     _, err = proc.communicate(b"Some text.", timeout=120)
     assert (proc.returncode, err.decode()) == (0, "")
