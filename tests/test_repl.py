@@ -99,6 +99,19 @@ class Chat:
                 self.child.send("\x1b[1;1R")
             waiting = waiting and found == 1
 
+    def wait_for_screen(self, shown: Callable[[str], bool], timeout: float = TIMEOUT) -> str:
+        """Read the screen until shown(transcript) holds, and return the transcript: a redraw (keys typed ahead drawn
+        after a new prompt) comes when a busy machine gets to it, which no quiet spell after the prompt stands for."""
+        deadline = time.monotonic() + timeout
+        while not shown(transcript := self.transcript.getvalue()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out; screen: {self.child.before!r}")
+            if self.child.expect([pexpect.TIMEOUT, pexpect.EOF], timeout=0.1) == 1:
+                if not shown(transcript := self.transcript.getvalue()):
+                    raise AssertionError(f"the chat ended; screen: {self.child.before!r}")
+                break
+        return transcript
+
     def conversation(self) -> dict:
         """The newest autosaved conversation."""
         files = sorted((self.home / "data" / "conversations").glob("*.json"), key=lambda p: p.stat().st_mtime)
@@ -1219,8 +1232,13 @@ def test_ctrl_z_during_an_answer_and_fg_keep_keys_unechoed(home: Path) -> None:
         time.sleep(0.5)
         chat.child.send("TYPED")
         chat.wait_for(lambda s: s["turns"] and s["turns"][-1]["answer"] is not None)
-        chat.settle()
-        after_fg = chat.transcript.getvalue().rpartition("localgen chat")[2]
+
+        def typed_after_the_prompt(transcript: str) -> bool:
+            """Whether the keys are drawn after the prompt that follows the answer (none comes before it)."""
+            after_fg = transcript.rpartition("localgen chat")[2]
+            return PROMPT in after_fg and "TYPED" in after_fg.rpartition(PROMPT)[2]
+
+        after_fg = chat.wait_for_screen(typed_after_the_prompt).rpartition("localgen chat")[2]
         answer_part = after_fg.rpartition(PROMPT)[0]
         assert "TYPED" not in answer_part, "keys typed after fg are not echoed into the answer"
         assert "TYPED" in after_fg.rpartition(PROMPT)[2], "they wait for the next prompt"
@@ -1237,8 +1255,14 @@ def test_keys_typed_during_an_answer_survive_ctrl_c(home: Path) -> None:
         time.sleep(0.3)
         chat.child.sendcontrol("c")
         chat.wait_for(lambda s: s["turns"] and s["turns"][-1]["interrupted"])
-        chat.settle()
-        assert "kept ahead" in chat.transcript.getvalue().rpartition(PROMPT)[2]
+
+        def kept_after_the_prompt(transcript: str) -> bool:
+            """Whether the keys are drawn after the prompt that follows the interrupted answer."""
+            answer_on = transcript.rpartition(LONG_QUESTION)[2]
+            return PROMPT in answer_on and "kept ahead" in answer_on.rpartition(PROMPT)[2]
+
+        shown = chat.wait_for_screen(kept_after_the_prompt)
+        assert "kept ahead" in shown.rpartition(PROMPT)[2]
     finally:
         chat.child.terminate(force=True)
 
