@@ -625,12 +625,33 @@ def test_ctrl_c_mid_download_keeps_the_part_received_which_the_next_pull_resumes
     assert not list(tmp_path.rglob("*.incomplete"))
 
 
+def _waiting_on_a_lock(procs: list[subprocess.Popen[str]]) -> bool:
+    """Whether one of these processes' main thread sleeps (the other download's file lock is polled, nothing else
+    sleeps there), or /proc cannot say and a generous while has passed."""
+    try:
+        return any("nanosleep" in Path(f"/proc/{p.pid}/wchan").read_text() for p in procs)
+    except OSError:
+        time.sleep(5)
+        return True
+
+
 def test_two_concurrent_pulls_end_with_one_good_copy(loopback_hub: HubServer, tmp_path: Path) -> None:
     repo = loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 2_000_000)})
-    loopback_hub.bytes_per_s = 2_000_000  # the first download lasts a second, which the other pull waits out
+    # The first download trickles (40 s in all, a piece every 0.3 s: never a silence its read timeout ends) until
+    # the other pull has listed the repo too and waits on the blob's lock, then goes at full speed: a download of a
+    # second, as it was, could end before a busy machine had the other pull look at the cache.
+    loopback_hub.bytes_per_s, loopback_hub.chunk_size = 50_000, 16_384
     env = child_env(loopback_hub, tmp_path)
     procs = [subprocess.Popen([sys.executable, "-c", download_code(REPO)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while not (loopback_hub.count_logged("GET", "/api/models/") == 2
+                   and loopback_hub.bytes_sent.get((REPO, "big-Q4_K_M.gguf"), 0) and _waiting_on_a_lock(procs)):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "no pull waited on the other"
+            time.sleep(0.01)
+    finally:
+        loopback_hub.bytes_per_s = None
     results = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err for _out, err in results]
     paths = {json.loads(out)["paths"][0] for out, _err in results}
@@ -638,8 +659,9 @@ def test_two_concurrent_pulls_end_with_one_good_copy(loopback_hub: HubServer, tm
     blobs = list((tmp_path / "hf" / "hub" / "models--org--tiny-GGUF" / "blobs").iterdir())
     assert [b.name for b in blobs] == [repo.sha256("big-Q4_K_M.gguf")]
     assert file_sha256(Path(paths.pop())) == repo.sha256("big-Q4_K_M.gguf")
-    heads = [r for r in loopback_hub.requests if r.method == "HEAD"]
-    gets = [r for r in loopback_hub.requests if r.method == "GET" and "resolve" in r.path]
+    requests = loopback_hub.answered()
+    heads = [r for r in requests if r.method == "HEAD"]
+    gets = [r for r in requests if r.method == "GET" and "resolve" in r.path]
     assert len(gets) == 1 and 1 <= len(heads) <= 2  # the second pull waited on the lock, then used the file
     summaries = sorted(err.strip().splitlines()[-1] for _out, err in results)
     assert summaries[0].startswith("localgen: downloaded org/tiny-GGUF/big-Q4_K_M.gguf (1.9 MiB) in "), summaries
