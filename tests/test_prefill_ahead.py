@@ -53,7 +53,9 @@ def _wait(condition: Callable[[], bool]) -> None:
 
 
 @pytest.mark.serial
-def test_enter_on_the_text_being_prefilled_waits_for_it(prefill: SlowPrefill) -> None:
+def test_enter_on_the_text_being_prefilled_waits_for_it(prefill: SlowPrefill,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prefill_ahead, "SETTLE_WAIT_S", 60.0)  # the release comes first, however slow the machine
     ahead = PrefillWhileTyping(prefill)
     ahead.arm("Hello")
     prefill.running.wait(5)
