@@ -47,7 +47,11 @@ def test_a_chat_stopped_at_its_prompt_ends_on_a_signal_without_fg(tmp_path: Path
 
 TAKEN_LATE_BY_ANOTHER_THREAD = """
 import signal, sys, threading, time
+import localgen.repl_terminal
 from localgen.repl_terminal import stopped_until_continued
+
+# The wait for the signal ends as it comes: a long one keeps a busy machine's late helper thread within it.
+localgen.repl_terminal.ENDING_SIGNAL_WAIT_S = 30
 
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # the helper thread, started with it blocked, takes it
 
