@@ -11,6 +11,7 @@ Usage:
   python scripts/bench_features.py penalties [--rounds 5] [--n 256]
   python scripts/bench_features.py busy [--rounds 5] [--n 128] [--burners 1]
   python scripts/bench_features.py cells [--rounds 8] [--ctx 2048 4096 8192]
+  python scripts/bench_features.py typing [--rounds 5] [--tokens 1000]
 
 promptcache: per round, `localgen cache clear`, then `localgen run -f doc.txt "q1"` (cold; saves the prefill)
 and `localgen run -f doc.txt "q2"` (restores it), plus `--no-cache "q2"` as a cold reference; TTFT is the
@@ -43,6 +44,11 @@ against fixed `-t` counts, on an idle machine and beside --burners processes tha
 cells: decode speed of 128 tokens from an empty cache without flash attention (--flash-attn auto on the CPU), in
 a context of exactly n_ctx cells and in one of the cells localgen allocates (allocated_context), for each --ctx,
 all contexts in one process and the rounds alternating.
+
+typing: the speed of the chat's prefill while typing (Engine.prefill_ahead on another thread) beside a thread
+that keeps running Python, as the chat's does while it draws the prompt: stopped by a StopFlag read in C (as the
+chat does) against a Python callback (which takes the GIL at every graph node), and the same prefill on the main
+thread with nothing beside it, in one process, the rounds alternating.
 """
 
 from __future__ import annotations
@@ -518,6 +524,58 @@ def bench_cells(args: argparse.Namespace) -> None:
         print(line)
 
 
+def bench_typing(args: argparse.Namespace) -> None:
+    """Prefill-ahead tok/s on a worker thread beside busy Python: a StopFlag read in C against a Python callback."""
+    import threading
+
+    from localgen.engine import Engine
+    from localgen.params import LoadOptions
+    from localgen.runner import ModelOptions, load_model
+    from localgen.stop_flag import StopFlag
+
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    path, threads = loaded.resolved.path, loaded.engine.options.n_threads
+    loaded.close()
+
+    def prefill_then_set(engine: Engine, prompt: list[int], should_stop: object, done: threading.Event) -> None:
+        engine.prefill_ahead(prompt, should_stop)
+        done.set()
+
+    def busy_python(done: threading.Event) -> None:
+        while not done.is_set():  # Python work that holds the GIL, as drawing a prompt does
+            sum(range(20_000))
+
+    with Engine(path, LoadOptions(n_ctx=4096, n_threads=threads, n_threads_batch=threads)) as engine:
+        prompt = engine.tokenize(document(2000), add_special=True)[:args.tokens]
+        flag = StopFlag()
+        variants = {"C flag, busy Python beside": flag, "Python callback, busy Python beside": lambda: flag(),
+                    "main thread, nothing beside": None}
+        speeds: dict[str, list[float]] = {name: [] for name in variants}
+        for k in range(args.rounds):
+            for name, should_stop in variants.items():
+                engine.prefill_ahead(prompt[:1], lambda: False)
+                started = time.perf_counter()
+                if should_stop is None:
+                    engine.prefill_ahead(prompt, lambda: False)
+                else:
+                    done = threading.Event()
+                    worker = threading.Thread(target=prefill_then_set, args=(engine, prompt, should_stop, done))
+                    worker.start()
+                    busy_python(done)
+                    worker.join()
+                speeds[name].append((len(prompt) - 1) / (time.perf_counter() - started))
+            log(f"round {k + 1}: " + ", ".join(f"{n} {v[-1]:.1f}" for n, v in speeds.items()))
+    print(f"\nprefill of {len(prompt):,} tokens ahead, {threads} threads, {args.rounds} rounds: tok/s "
+          "(median, min-max)")
+    for name, values in speeds.items():
+        print(f"  {name:38} {spread(values, 1)}")
+    c_flag, callback, alone = speeds.values()
+    over_callback = [a / b for a, b in zip(c_flag, callback, strict=True)]
+    over_alone = [a / b for a, b in zip(c_flag, alone, strict=True)]
+    print(f"  C flag / Python callback (paired): {spread(over_callback)}; C flag beside busy Python / main thread "
+          f"alone: {spread(over_alone)}")
+
+
 def main() -> None:
     """Parse arguments and run one benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -571,10 +629,15 @@ def main() -> None:
     ce.add_argument("--ctx", type=int, nargs="+", default=[2048, 4096, 8192])
     ce.add_argument("--model", default=None)
     ce.add_argument("--threads", type=int, default=None)
+    ty = sub.add_parser("typing")
+    ty.add_argument("--rounds", type=int, default=5)
+    ty.add_argument("--tokens", type=int, default=1000)
+    ty.add_argument("--model", default=None)
+    ty.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     {"penalties": bench_penalties, "promptcache": bench_promptcache, "draft": bench_draft, "batchcost": bench_batchcost,
      "draftbound": bench_draftbound, "fullchat": bench_fullchat,
-     "chatturn": bench_chatturn, "busy": bench_busy, "cells": bench_cells}[args.what](args)
+     "chatturn": bench_chatturn, "busy": bench_busy, "cells": bench_cells, "typing": bench_typing}[args.what](args)
 
 
 if __name__ == "__main__":
