@@ -104,7 +104,7 @@ def _set_stop(session: ChatSession, argument: str) -> None:
 def stats_command(state: ChatState, argument: str) -> None:
     """/stats [on|off]: the last answer's figures, or turn them on or off after every answer."""
     if argument:
-        switch = _on_or_off(argument, "/stats")
+        switch = _on_or_off(argument, "/stats", alone="the last answer's figures")
         if switch is not None:
             state.stats_after_answers = switch
             console.say(f"stats {'after every answer' if switch else 'on request (/stats)'}")
@@ -164,10 +164,11 @@ def _unquoted(text: str) -> str:
     return text
 
 
-def _on_or_off(argument: str, command: str) -> bool | None:
-    """A switch command's argument as True (on) or False (off); None, after printing the usage, for anything else."""
+def _on_or_off(argument: str, command: str, alone: str = "say which") -> bool | None:
+    """A switch command's argument as True (on) or False (off); None, after printing the usage (alone: what the
+    command does without one), for anything else."""
     switch = argument.lower()
     if switch not in ("on", "off"):
-        console.say(f"usage: {command} on|off")
+        console.say(f"usage: {command} [on|off] (alone: {alone})")
         return None
     return switch == "on"

@@ -866,7 +866,8 @@ def test_a_markdown_answer_and_its_note_follow_a_resized_terminal(home: Path) ->
 
 def test_markdown_off_prints_answers_exactly_as_written(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "-n", "60")
-    chat.command("/markdown maybe", "usage: /markdown on|off")
+    chat.command("/markdown maybe", "usage: /markdown [on|off] (alone: say which)")
+    chat.command("/stats often", "usage: /stats [on|off] (alone: the last answer's figures)")
     chat.command("/markdown off", "as plain text")
     start = len(chat.transcript.getvalue())
     answer = chat.ask("Write a markdown list of three fruits.")["turns"][-1]["answer"]
@@ -884,7 +885,7 @@ def test_thinking_and_markdown_alone_say_which_is_in_use(home: Path) -> None:
     chat.command("/thinking", "reasoning is hidden (/thinking on shows it)")
     chat.command("/thinking on", "reasoning is shown")
     chat.command("/thinking", "reasoning is shown (/thinking off hides it)")
-    chat.command("/thinking maybe", "usage: /thinking on|off")
+    chat.command("/thinking maybe", "usage: /thinking [on|off] (alone: say which)")
     assert "/thinking [on|off]" in chat.command("/help", "/exit")
     assert chat.quit() == 0
 
