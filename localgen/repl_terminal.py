@@ -149,9 +149,6 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
             termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
-ENDING_SIGNAL_WAIT_S = 0.5  # how long a chat continued in the background waits for a SIGTERM or SIGHUP sent with it
-
-
 def in_background(fd: int) -> bool:
     """True when the terminal belongs to another process group (the shell's, after `bg` or `kill`)."""
     try:
@@ -164,19 +161,18 @@ def stopped_until_continued(in_background: Callable[[], bool]) -> int | None:
     """Stop this process (SIGTSTP) until it is continued; return the SIGTERM or SIGHUP that came meanwhile, held
     back rather than raised here (a shell that closes sends a stopped job SIGHUP, then SIGCONT).
 
-    Such a signal may be taken by another of the process's threads, whose handler sets Python's flag a moment after
-    this thread goes on: continued in the background, where only an ending signal or `bg` continues a job, this
-    waits for it a while (without, the chat put its terminal modes back from the background and stopped again).
+    Continued in the background (`bg`, or bash's `kill %1`: SIGTERM, then SIGCONT), this waits until the terminal is
+    its own again (`fg`) or an ending signal comes: such a signal may be taken by another of the process's threads,
+    whose handler sets Python's flag a moment after this thread goes on, and the chat, going on without it, put its
+    terminal modes back from the background and stopped again, waiting on `fg` to end.
     """
     held = DeferredSignals()
     previous = {sig: signal.signal(sig, held.record) for sig in ENDING_SIGNALS
                 if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until `fg` (or `bg`)
-        if not held.pending() and in_background():
-            deadline = time.monotonic() + ENDING_SIGNAL_WAIT_S
-            while not held.pending() and time.monotonic() < deadline:
-                time.sleep(0.005)  # Python runs the signal handlers between these sleeps
+        while not held.pending() and in_background():
+            time.sleep(0.02)  # Python runs the signal handlers between these sleeps
     finally:
         restore_handlers(previous)
     return held.received[0] if held.received else None

@@ -45,13 +45,38 @@ def test_a_chat_stopped_at_its_prompt_ends_on_a_signal_without_fg(tmp_path: Path
             chat.child.terminate(force=True)
 
 
+def test_a_chat_continued_in_the_background_waits_for_fg(tmp_path: Path) -> None:
+    """`bg` after Ctrl-Z: the chat runs on without touching the terminal (it stopped again on its first change of
+    the terminal's modes, Stopped (tty output)), until `fg` gives it back its prompt."""
+    chat = Chat(tmp_path / "home", "--no-markdown", "-n", "4", in_shell=True)
+    try:
+        chat.child.sendcontrol("z")
+        chat.child.expect("Stopped", timeout=20)
+        chat.child.expect_exact("$ ")
+        chat.child.sendline("bg")
+        chat.child.expect_exact("$ ")
+        time.sleep(1)  # (a chat that stops again does so at once)
+        mark = len(chat.transcript.getvalue())
+        chat.child.sendline("jobs")
+        chat.child.expect_exact("$ ")
+        assert "Running" in chat.transcript.getvalue()[mark:], chat.transcript.getvalue()[mark:]
+        chat.child.sendline("fg")
+        chat.sync()
+        chat.child.sendcontrol("d")
+        chat.child.expect_exact("$ ")
+        chat.child.sendline("echo status=$?")
+        chat.child.expect(r"status=(\d+)")
+        assert chat.child.match[1] == "0"
+        chat.child.sendline("exit")
+        chat.child.expect(pexpect.EOF)
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 TAKEN_LATE_BY_ANOTHER_THREAD = """
 import signal, sys, threading, time
-import localgen.repl_terminal
 from localgen.repl_terminal import stopped_until_continued
-
-# The wait for the signal ends as it comes: a long one keeps a busy machine's late helper thread within it.
-localgen.repl_terminal.ENDING_SIGNAL_WAIT_S = 30
 
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # the helper thread, started with it blocked, takes it
 
@@ -70,8 +95,8 @@ print(stopped_until_continued(in_background=lambda: True), flush=True)
 def test_a_signal_another_thread_takes_after_the_continue_still_ends_a_stopped_chat() -> None:
     """bash's `kill %1` sends a stopped job SIGTERM, then SIGCONT: the thread that takes SIGTERM may run its handler
     after the chat's thread goes on, and the chat, continued in the background, waits for it (it went on without and
-    stopped again, putting its terminal modes back)."""
-    child = subprocess.Popen([sys.executable, "-c", TAKEN_LATE_BY_ANOTHER_THREAD], cwd=REPO_ROOT, process_group=0,
+    stopped again, putting its terminal modes back)."""  # (in_background: always, so only the signal ends the wait)
+    child = subprocess.Popen([sys.executable, "-c", TAKEN_LATE_BY_ANOTHER_THREAD], cwd=REPO_ROOT, preexec_fn=os.setpgrp,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # (an orphaned group would not stop)
     try:
         deadline = time.monotonic() + 30
