@@ -169,7 +169,7 @@ class Repl:
 
     def _read_line(self) -> str | None:
         """Read one line, prefilling it while it is typed; None for Ctrl-C (on an empty line, after saying how to
-        quit) or Ctrl-D (which ends the chat) at the prompt, KeyboardInterrupt for Ctrl-C just after Enter. Once this
+        quit) or Ctrl-D (which ends the chat) at the prompt, UnsentLine for Ctrl-C just after Enter. Once this
         returns, the engine is the chat's alone."""
         self._paste.clear()
         if self._ahead is not None:
@@ -193,8 +193,9 @@ class Repl:
 
     def _unsent(self, line: str | None) -> None:
         """Say that Ctrl-C just after Enter kept the line from being sent; a message is then /regen's to send."""
-        text = None if line is None else message_text(self._decoded(line, warn=False), pasted=self._paste.began(line))
-        if not text or not text.strip():
+        pasted = line is not None and self._paste.began(line)
+        text = None if line is None else message_text(self._decoded(line, warn=False), pasted=pasted)
+        if not text or not text.strip() or means_leaving(line or "", pasted=pasted):
             console.say("[interrupted]")
             return
         self.session.dropped_question = text

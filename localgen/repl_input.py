@@ -275,7 +275,8 @@ def key_bindings(paste: PasteMark) -> KeyBindings:
     def in_a_message() -> bool:
         from prompt_toolkit.application import get_app
 
-        return not get_app().current_buffer.text.startswith("/")
+        text = get_app().current_buffer.text  # (an empty line: Tab completes, as in a command line)
+        return bool(text) and (parse_command(text) is None or command_block_is_open(text))
 
     @bindings.add("tab", filter=~is_searching & ~has_completions & in_a_message)
     def _tab(event: KeyPressEvent) -> None:

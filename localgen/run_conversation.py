@@ -15,7 +15,7 @@ from localgen.events import Event
 from localgen.last_run import Continued, newest_last_run, take_last_run
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.runner import LoadedModel, ModelOptions, disk_prompt_cache
-from localgen.session import ChatSession
+from localgen.session import ChatSession, UnsavedChangeError
 from localgen.thinking import prompt_opens_thinking, without_thinking
 from localgen.units import counted
 
@@ -141,6 +141,8 @@ def _unsaved_said(events: Iterator[Event], session: ChatSession, notes: list[str
     either, a note says so: the run's error is the one reported, and no later change saves it, as in a chat."""
     try:
         yield from events
+    except UnsavedChangeError:  # the answer is whole, and its save failed: that error says so
+        raise
     except BaseException:
         if session.unsaved:
             notes.append(f"the answer so far was not saved in conversation '{session.conversation.name}': "

@@ -107,7 +107,7 @@ class ChatSession(SessionSettings, ContextRoom):
         attachments change only when the stream starts: one dropped before it starts (Ctrl-C meanwhile) leaves them
         as they were.
         """
-        self.dropped_question = None
+        self.dropped_question = text  # until it is answered: one refused, or stopped before any text, is /regen's
         planned = self._planned(text)
         if not planned.turns[-1].user:
             raise UsageError("the message is empty", hint="type a question, or /help")

@@ -326,7 +326,7 @@ def test_ctrl_c_in_the_same_read_as_enter_drops_the_line(chat: Chat) -> None:
     """A quick Enter, Ctrl-C on a busy machine reaches the prompt in one read: prompt-toolkit would keep the Ctrl-C
     for the next prompt, after the whole answer."""
     chat.child.send(LONG_QUESTION + "\r\x03")
-    chat.child.expect_exact("[interrupted]", timeout=30)
+    chat.child.expect_exact("[interrupted: the message is not kept", timeout=30)
     chat.sync()
     state = chat.ask("Say hi.")
     assert [turn["user"] for turn in state["turns"]] == ["Say hi."]

@@ -113,7 +113,7 @@ def amx_works() -> bool:
     if verdict.detail.startswith(CRASHED):
         from localgen.console import say
 
-        say(CRASH_NOTE)  # once: the verdict is kept
+        say(CRASH_NOTE)  # once, where the verdict is kept
         if not_kept is not None:
             say(f"localgen: the probe's verdict could not be kept ({not_kept}), so it runs again next time")
     return verdict.works
