@@ -120,7 +120,7 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, saved)
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
-        ending = stopped_until_continued(in_background=lambda: in_background(fd))
+        ending = stopped_until_continued(backgrounded=lambda: in_background(fd))
         signal.signal(signal.SIGTSTP, suspend)
         if ending is not None:  # SIGTERM, or SIGHUP from a closed terminal, while stopped: no modes to put back
             # ended in the background (kill -HUP %1 continues it there): setting the terminal's modes on the way out
@@ -128,7 +128,7 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
             signal.signal(signal.SIGTTOU, signal.SIG_IGN)
             end_after_suspend(ending)
             return
-        if in_background(fd):  # `bg`: the terminal is the shell's (setting it would stop us)
+        if in_background(fd):  # the shell took the terminal back meanwhile (setting it would stop us)
             return
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, quiet)
@@ -157,7 +157,7 @@ def in_background(fd: int) -> bool:
         return False
 
 
-def stopped_until_continued(in_background: Callable[[], bool]) -> int | None:
+def stopped_until_continued(backgrounded: Callable[[], bool]) -> int | None:
     """Stop this process (SIGTSTP) until it is continued; return the SIGTERM or SIGHUP that came meanwhile, held
     back rather than raised here (a shell that closes sends a stopped job SIGHUP, then SIGCONT).
 
@@ -171,7 +171,7 @@ def stopped_until_continued(in_background: Callable[[], bool]) -> int | None:
                 if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until `fg` (or `bg`)
-        while not held.pending() and in_background():
+        while not held.pending() and backgrounded():
             time.sleep(0.02)  # Python runs the signal handlers between these sleeps
     finally:
         restore_handlers(previous)

@@ -112,8 +112,7 @@ class ChatSession(SessionSettings, ContextRoom):
         if not planned.turns[-1].user:
             raise UsageError("the message is empty", hint="type a question, or /help")
         dropped = self._make_room(planned)
-        return TurnStart(dropped, planned.context_start), self._answer(question=planned, sends_attachments=True,
-                                                                        typed=text)
+        return TurnStart(dropped, planned.context_start), self._answer(question=planned, sends_attachments=True)
 
     def _planned(self, text: str, attachments: list[str] | None = None) -> Conversation:
         """The conversation with text (after the attached files, or those given) as its next message: what ask()
@@ -332,12 +331,12 @@ class ChatSession(SessionSettings, ContextRoom):
         """Tokens a conversation takes once rendered."""
         return len(self._prompt(messages)[1])
 
-    def _answer(self, *, question: Conversation | None = None, sends_attachments: bool = False,
-                typed: str | None = None) -> Generator[Event, None, None]:
+    def _answer(self, *, question: Conversation | None = None, sends_attachments: bool = False
+                ) -> Generator[Event, None, None]:
         """Stream the answer to the last turn (of question, the conversation planned with a new question, when
         given), recording it (even partial) in the conversation; sends_attachments: the question holds the files
-        attached for it, which are then used up (a question answered again leaves them for the next one); typed:
-        the message as typed, kept for /regen where it gets no answer.
+        attached for it, which are then used up (a question answered again leaves them for the next one); an
+        answer lets go of the message kept for /regen (dropped_question).
 
         If no answer comes (an error, or Ctrl-C before any text), the conversation and attachments stay as they
         were before the question (the context it would have left included), and a question asked again keeps its
@@ -369,8 +368,8 @@ class ChatSession(SessionSettings, ContextRoom):
         finally:
             answered = turn.answer is not None
             self.unanswered = not answered
-            if answered or typed is not None:
-                self.dropped_question = None if answered else typed
+            if answered:
+                self.dropped_question = None
             if not answered:
                 conversation.turns[:], conversation.context_start, self.attachments = before
                 turn.answer, turn.interrupted, turn.details = previous

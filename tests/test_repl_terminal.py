@@ -88,14 +88,14 @@ def take_it_late() -> None:
 
 
 threading.Thread(target=take_it_late, daemon=True).start()
-print(stopped_until_continued(in_background=lambda: True), flush=True)
+print(stopped_until_continued(backgrounded=lambda: True), flush=True)
 """
 
 
 def test_a_signal_another_thread_takes_after_the_continue_still_ends_a_stopped_chat() -> None:
     """bash's `kill %1` sends a stopped job SIGTERM, then SIGCONT: the thread that takes SIGTERM may run its handler
     after the chat's thread goes on, and the chat, continued in the background, waits for it (it went on without and
-    stopped again, putting its terminal modes back)."""  # (in_background: always, so only the signal ends the wait)
+    stopped again, putting its terminal modes back)."""  # (backgrounded for good: only the signal ends the wait)
     child = subprocess.Popen([sys.executable, "-c", TAKEN_LATE_BY_ANOTHER_THREAD], cwd=REPO_ROOT, preexec_fn=os.setpgrp,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # (an orphaned group would not stop)
     try:
