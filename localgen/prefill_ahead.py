@@ -33,9 +33,8 @@ class PrefillWhileTyping:
         self._armed = False  # the prompt is reading input: text typed may be prefilled
         self._pending: str | None = None  # the latest text typed, not taken up yet
         self._working: str | None = None  # the text being prefilled now
-        self._cancel = False  # the prefill in progress is not wanted any more
         self._closed = False
-        self._stop = StopFlag()  # _cancel or _closed, as the prefill reads it between llama.cpp's graph nodes
+        self._stop = StopFlag()  # the prefill in progress is not wanted (read between llama.cpp's graph nodes too)
         self._thread: threading.Thread | None = None
 
     def arm(self, text: str = "") -> None:
@@ -63,29 +62,26 @@ class PrefillWhileTyping:
         with self._lock:
             self._armed = False
             self._pending = None
-            self._set_cancel(self._working is not None and self._working != text)
+            if self._working is not None and self._working != text:
+                self._stop.set()
             deadline = time.monotonic() + SETTLE_WAIT_S
             interrupted = False
             while self._working is not None:  # a stopped prefill returns within a graph node or so
                 try:
-                    self._set_cancel(self._cancel or time.monotonic() >= deadline)
+                    if time.monotonic() >= deadline:
+                        self._stop.set()
                     self._lock.wait(WAIT_SLICE_S)  # in slices: a signal caught by another thread is handled here
                 except KeyboardInterrupt:
                     interrupted = True
-                    self._set_cancel(True)
-            self._set_cancel(False)
+                    self._stop.set()
+            self._stop.set(self._closed)
         return not interrupted
-
-    def _set_cancel(self, cancel: bool) -> None:
-        """Abandon the prefill in progress, or not (with the lock held)."""
-        self._cancel = cancel
-        self._stop.set(cancel or self._closed)
 
     def close(self) -> None:
         """Stop the worker for good, abandoning its prefill, and wait for it."""
         with self._lock:
             self._closed, self._armed, self._pending = True, False, None
-            self._set_cancel(True)
+            self._stop.set()
             self._lock.notify_all()
             thread = self._thread
         interrupted: BaseException | None = None
