@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from localgen.inputs import InputFile
     from localgen.last_run import Continued
     from localgen.params import GenerationLimits, SamplingParams
+    from localgen.repl import Repl
     from localgen.runner import ModelOptions
 
 
@@ -78,10 +79,20 @@ class ChatStart:
 
 
 def chat_command(request: ChatRequest) -> None:
-    """Check, read, load and chat: the whole of `localgen chat`."""
-    checked = check_chat(request)
-    start = read_chat_inputs(checked)
-    run_chat(request, checked, start)
+    """Check, read, load and chat: the whole of `localgen chat`, in the chat's terminal from the start (keys typed
+    while it starts wait unechoed for the prompt)."""
+    from localgen.repl_terminal import chat_terminal
+
+    views: list[Repl] = []  # the REPL, once there: its live view is cleared when Ctrl-Z stops the chat
+
+    def pause_views() -> None:
+        for view in views:
+            view.pause_view()
+
+    with chat_terminal(before_suspend=pause_views):
+        checked = check_chat(request)
+        start = read_chat_inputs(checked)
+        run_chat(request, checked, start, views)
 
 
 def check_chat(request: ChatRequest) -> CheckedChat:
@@ -202,9 +213,9 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     return ChatStart(system=system, attachments=attachments, options=options, texts=texts)
 
 
-def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> None:
-    """Load the model and chat on it in the REPL until the user leaves, freeing the model (the one /model loaded
-    last) at the end."""
+def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views: list[Repl]) -> None:
+    """Load the model and chat on it in the REPL (added to views) until the user leaves, freeing the model (the one
+    /model loaded last) at the end."""
     from localgen import console
     from localgen.cli_options import from_command_line, given_settings, with_model_settings
     from localgen.conversation import Conversation
@@ -213,39 +224,37 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart) -> No
     from localgen.prompt_room import with_room_for_the_prompt
     from localgen.registry import model_defaults
     from localgen.repl import Repl
-    from localgen.repl_terminal import chat_terminal
     from localgen.session import ChatSession
 
     ctx, system, conversation, resumed = request.ctx, start.system, checked.conversation, request.resume is not None
-    repl: Repl | None = None
-    with chat_terminal(before_suspend=lambda: repl.pause_view() if repl else None):  # from the load on
-        loaded, options = with_room_for_the_prompt(load_for(ctx, start.options, conversation), start.options,
-                                                   start.texts, checked.limits.max_tokens,
-                                                   lambda wider: load_for(ctx, wider, conversation), console.say)
-        session = None
-        try:
-            defaults = model_defaults(loaded.resolved.spec)
-            model_system = defaults.system
-            sampling, limits = with_model_settings(ctx, defaults, checked.sampling, checked.limits)
-            system_note = None
-            if conversation is None:  # the session records the model it loaded
-                conversation = Conversation.new(system=model_system if system is None else system, model=None)
-            elif system is not None:  # said as run --conversation -s says it
-                system_note = system_change(conversation.name, conversation.system, system,
-                                            loaded.prompt_format.default_system)
-                conversation.system = system
-            session = ChatSession(loaded, options, conversation, sampling, limits,
-                                  model_settings=defaults.settings, own_settings=given_settings(ctx),
-                                  model_system=model_system, own_system=system is not None, model_stop=defaults.stop,
-                                  own_stop=from_command_line(ctx, "stop"))
-            session.attachments = start.attachments
-            if resumed:  # a flag given now wins over the resumed conversation's setting
-                session.replace_conversation(conversation, given_settings(ctx), system_given=system is not None)
-            repl = Repl(session, markdown=request.markdown, show_thinking=request.show_thinking, resumed=resumed,
-                        stats=request.stats, prefill_while_typing=request.prefill_while_typing,
-                        system_note=system_note, unsaveable=checked.unsaveable)
-            if checked.continued is not None and checked.continued.last_run is not None:  # the chat starts: saved now
-                take_last_run(checked.continued.last_run, console.say, again="start again: --resume", this="chat")
-            repl.run()
-        finally:
-            (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
+    loaded, options = with_room_for_the_prompt(load_for(ctx, start.options, conversation), start.options,
+                                               start.texts, checked.limits.max_tokens,
+                                               lambda wider: load_for(ctx, wider, conversation), console.say)
+    session = None
+    try:
+        defaults = model_defaults(loaded.resolved.spec)
+        model_system = defaults.system
+        sampling, limits = with_model_settings(ctx, defaults, checked.sampling, checked.limits)
+        system_note = None
+        if conversation is None:  # the session records the model it loaded
+            conversation = Conversation.new(system=model_system if system is None else system, model=None)
+        elif system is not None:  # said as run --conversation -s says it
+            system_note = system_change(conversation.name, conversation.system, system,
+                                        loaded.prompt_format.default_system)
+            conversation.system = system
+        session = ChatSession(loaded, options, conversation, sampling, limits,
+                              model_settings=defaults.settings, own_settings=given_settings(ctx),
+                              model_system=model_system, own_system=system is not None, model_stop=defaults.stop,
+                              own_stop=from_command_line(ctx, "stop"))
+        session.attachments = start.attachments
+        if resumed:  # a flag given now wins over the resumed conversation's setting
+            session.replace_conversation(conversation, given_settings(ctx), system_given=system is not None)
+        repl = Repl(session, markdown=request.markdown, show_thinking=request.show_thinking, resumed=resumed,
+                    stats=request.stats, prefill_while_typing=request.prefill_while_typing,
+                    system_note=system_note, unsaveable=checked.unsaveable)
+        views.append(repl)
+        if checked.continued is not None and checked.continued.last_run is not None:  # the chat starts: saved now
+            take_last_run(checked.continued.last_run, console.say, again="start again: --resume", this="chat")
+        repl.run()
+    finally:
+        (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model

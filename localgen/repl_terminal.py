@@ -9,30 +9,35 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
-
-from prompt_toolkit.application import Application, create_app_session
-from prompt_toolkit.output.vt100 import Vt100_Output
+from typing import TYPE_CHECKING, Any
 
 from localgen import console
 from localgen.signals import ENDING_SIGNALS, DeferredSignals, SignalExit, interrupt_line_ended, restore_handlers
 
-
-class PlainTextOutput(Vt100_Output):
-    """prompt_toolkit's terminal output less every escape sequence (cursor shape and visibility, colours, moves),
-    for a terminal that shows them as text: the prompt and the keys typed still show."""
-
-    def write_raw(self, data: str) -> None:
-        """Leave out an escape sequence (prompt_toolkit writes text with write())."""
+if TYPE_CHECKING:
+    from prompt_toolkit.application import Application
 
 
 @contextlib.contextmanager
 def plain_prompts_on_a_dumb_terminal() -> Iterator[None]:
     """On a terminal that shows escape sequences as text (TERM=dumb: Emacs' shell), prompt_toolkit's prompts write
-    plain text: its prompt for such terminals is plain, but setting it up shows the cursor with escape sequences."""
+    plain text: its prompt for such terminals is plain, but setting it up shows the cursor with escape sequences.
+
+    prompt_toolkit is imported here, not with this module: the chat turns echo off before it is loaded.
+    """
     if not console.shows_escapes_as_text(sys.stdout):
         yield
         return
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.output.vt100 import Vt100_Output
+
+    class PlainTextOutput(Vt100_Output):
+        """prompt_toolkit's terminal output less every escape sequence (cursor shape and visibility, colours,
+        moves): the prompt and the keys typed still show."""
+
+        def write_raw(self, data: str) -> None:
+            """Leave out an escape sequence (prompt_toolkit writes text with write())."""
+
     with create_app_session(output=PlainTextOutput.from_pty(sys.stdout, term="dumb")):
         yield
 

@@ -4,13 +4,14 @@ files', and what a chat says about its conversation."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
 import pexpect
 
 from tests.conftest import run_localgen, user_registry
-from tests.test_repl import Chat, _chat_with_an_unsaved_change
+from tests.test_repl import Chat, _chat_with_an_unsaved_change, spawn_chat
 
 
 def _stop(chat: Chat) -> None:
@@ -124,3 +125,25 @@ def test_resume_alone_goes_on_from_the_last_plain_run_in_a_context_that_holds_it
             assert chat.quit() == 0
         finally:
             _stop(chat)
+
+
+def test_keys_typed_while_the_chat_waits_on_a_pipe_it_attaches_are_not_echoed(tmp_path: Path) -> None:
+    """The chat's terminal is out of line mode from the start, before the files it attaches are read: keys typed
+    while it waits on a pipe given with -f are not echoed, and wait for the first prompt (Ctrl-D then quits)."""
+    fifo = tmp_path / "notes.fifo"
+    os.mkfifo(fifo)
+    child = spawn_chat(tmp_path / "home", "--no-markdown", "-f", str(fifo))
+    try:
+        child.expect_exact("waiting for")
+        assert not child.getecho(), "the terminal echoes keys while the chat waits on the pipe"
+        child.send("zqx\x15\x04")  # a word, Ctrl-U (the prompt clears it), Ctrl-D (quits)
+        fifo.write_text("Meeting at noon.\n")
+        child.expect(pexpect.EOF)
+        child.close()
+        screen = child.before
+        assert child.exitstatus == 0, screen
+        assert "localgen chat with" in screen
+        assert "zqx" not in screen, "typed keys were echoed while the chat started"
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
