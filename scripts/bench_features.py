@@ -12,6 +12,7 @@ Usage:
   python scripts/bench_features.py busy [--rounds 5] [--n 128] [--burners 1]
   python scripts/bench_features.py cells [--rounds 8] [--ctx 2048 4096 8192]
   python scripts/bench_features.py typing [--rounds 5] [--tokens 1000]
+  python scripts/bench_features.py keyecho [--rounds 3] [--chars 20000] [--keys 20]
 
 promptcache: per round, `localgen cache clear`, then `localgen run -f doc.txt "q1"` (cold; saves the prefill)
 and `localgen run -f doc.txt "q2"` (restores it), plus `--no-cache "q2"` as a cold reference; TTFT is the
@@ -49,6 +50,10 @@ typing: the speed of the chat's prefill while typing (Engine.prefill_ahead on an
 that keeps running Python, as the chat's does while it draws the prompt: stopped by a StopFlag read in C (as the
 chat does) against a Python callback (which takes the GIL at every graph node), and the same prefill on the main
 thread with nothing beside it, in one process, the rounds alternating.
+
+keyecho: `localgen chat` in a pty (pexpect, a test extra) with --chars characters pasted into its prompt as one
+line, then --keys keys typed one at a time: the time from each key sent to its echo on the screen (the prompt
+redrawn), per round a new chat.
 """
 
 from __future__ import annotations
@@ -576,6 +581,37 @@ def bench_typing(args: argparse.Namespace) -> None:
           f"alone: {spread(over_alone)}")
 
 
+def bench_keyecho(args: argparse.Namespace) -> None:
+    """Key echo latency at the chat's prompt with a long paste in it."""
+    import pexpect
+
+    pasted = document(args.chars // 4)[:args.chars].replace("\n", " ")
+    medians, worst = [], []
+    with tempfile.TemporaryDirectory() as home:
+        env = {**os.environ, "LOCALGEN_HOME": home, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}
+        for k in range(args.rounds):
+            chat = pexpect.spawn(sys.executable, ["-m", "localgen", "chat", "--no-markdown", *args.chat_args],
+                                 env=env, cwd=str(REPO_ROOT), dimensions=(40, 100), encoding="utf-8", timeout=120)
+            chat.delaybeforesend = None
+            chat.expect_exact(">>>")
+            chat.send(f"\x1b[200~{pasted}\x1b[201~")
+            while chat.expect([pexpect.TIMEOUT, r".+"], timeout=1.0) == 1:  # until the screen is quiet for 1 s
+                pass
+            latencies = []
+            for key in ("zqxj" * args.keys)[:args.keys]:  # letters neither the paste nor escape sequences hold
+                sent = time.perf_counter()
+                chat.send(key)
+                chat.expect_exact(key)
+                latencies.append(time.perf_counter() - sent)
+                time.sleep(0.15)  # a typist's pace
+            chat.terminate(force=True)
+            medians.append(statistics.median(latencies) * 1000)
+            worst.append(max(latencies) * 1000)
+            log(f"round {k + 1}: echo median {medians[-1]:.1f} ms, slowest {worst[-1]:.1f} ms")
+    print(f"\nkey echo with {args.chars:,} characters at the prompt, {args.keys} keys, {args.rounds} rounds "
+          f"(median, min-max): median {spread(medians, 1)} ms, slowest {spread(worst, 1)} ms")
+
+
 def main() -> None:
     """Parse arguments and run one benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -634,10 +670,16 @@ def main() -> None:
     ty.add_argument("--tokens", type=int, default=1000)
     ty.add_argument("--model", default=None)
     ty.add_argument("--threads", type=int, default=None)
+    ke = sub.add_parser("keyecho")
+    ke.add_argument("--rounds", type=int, default=3)
+    ke.add_argument("--chars", type=int, default=20000)
+    ke.add_argument("--keys", type=int, default=20)
+    ke.add_argument("chat_args", nargs="*", help="more `localgen chat` options, after --")
     args = parser.parse_args()
     {"penalties": bench_penalties, "promptcache": bench_promptcache, "draft": bench_draft, "batchcost": bench_batchcost,
      "draftbound": bench_draftbound, "fullchat": bench_fullchat,
-     "chatturn": bench_chatturn, "busy": bench_busy, "cells": bench_cells, "typing": bench_typing}[args.what](args)
+     "chatturn": bench_chatturn, "busy": bench_busy, "cells": bench_cells, "typing": bench_typing,
+     "keyecho": bench_keyecho}[args.what](args)
 
 
 if __name__ == "__main__":
