@@ -201,7 +201,7 @@ class SlashCompleter(Completer):
         model_path = text.startswith("/model ") and text[len("/model "):].startswith(("/", ".", "~"))
         if text.startswith("/file ") or model_path:
             sub = Document(text.split(" ", 1)[1])
-            yield from self._paths.get_completions(sub, complete_event)
+            yield from _with_folder_slash(self._paths.get_completions(sub, complete_event))
         elif text.startswith("/load ") and " " not in text[len("/load "):]:
             yield from _words(_saved_names(), text[len("/load "):])
         elif text.startswith("/model ") and " " not in text[len("/model "):]:
@@ -218,6 +218,14 @@ class SlashCompleter(Completer):
         elif text.startswith("/") and " " not in text:
             yield from _words(COMMANDS, text)
 
+
+
+def _with_folder_slash(completions: Iterable[Completion]) -> Iterator[Completion]:
+    """Path completions with a folder's "/" written too, as a shell's are, so that the next Tab goes on inside it."""
+    for completion in completions:
+        folder = completion.display_text.endswith("/") and not completion.text.endswith("/")
+        yield Completion(completion.text + "/", completion.start_position, display=completion.display,
+                         display_meta=completion.display_meta) if folder else completion
 
 
 def _models() -> list[tuple[str, bool]]:

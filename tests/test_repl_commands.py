@@ -300,3 +300,23 @@ def test_a_message_stopped_before_any_text_is_what_regen_sends(tmp_path: Path) -
     chat.sync()
     assert [t["user"] for t in chat.conversation()["turns"]] == ["Name a color.", f"Count these: {words}"]
     assert chat.quit() == 0
+
+
+def test_tab_after_file_writes_a_folder_s_slash_so_the_next_tab_goes_on_inside_it(tmp_path: Path) -> None:
+    """As a shell's Tab does: /file quo<Tab> writes quokka-notes/, and a second Tab the file in it."""
+    (tmp_path / "quokka-notes").mkdir()
+    (tmp_path / "quokka-notes" / "facts.txt").write_text("Quokkas live on Rottnest Island.\n")
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "2", cwd=tmp_path)
+    try:
+        chat.child.send("/file quo")
+        chat.child.send("\t")
+        chat.child.expect_exact("kka-notes/")
+        chat.child.send("\t")
+        chat.child.expect_exact("facts.txt")
+        chat.child.send("\r")
+        chat.expect_words("attached quokka-notes/facts.txt (33 characters) to the next message")
+        chat.sync()
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
