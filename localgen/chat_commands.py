@@ -26,9 +26,10 @@ from localgen.chat_commands_settings import (
     thinking_command,
 )
 from localgen.errors import UsageError
-from localgen.repl_input import ALIASES, WITHOUT_ARGUMENT, SlashCommand, help_lines, help_topic, meant_command
+from localgen.repl_input import ALIASES, WITHOUT_ARGUMENT, SlashCommand, help_lines, help_topic, meant_commands
 from localgen.repl_show import show
 from localgen.repl_state import ChatState
+from localgen.units import alternatives
 from localgen.wordwrap import terminal_width
 
 Handler = Callable[[ChatState, str], None]
@@ -40,9 +41,10 @@ def help_command(_state: ChatState, argument: str) -> None:
     topic = help_topic(argument) if argument and not keys else None
     if argument and not keys and topic is None:
         typed = SlashCommand("/" + argument.split()[0].lower().removeprefix("/"), "")  # /help set stop: /set
-        meant = meant_command(typed, [*HANDLERS, "/shortcuts", "/keys"])  # /help sav: save, /help retry: regen
+        meant = meant_commands(typed, [*HANDLERS, "/shortcuts", "/keys"])  # /help sav: save, /help retry: regen
+        topics = [f"/help {name.split()[0].removeprefix('/')}" for name in meant]
         raise UsageError(f"/help has no topic '{argument}'",
-                         hint=(f"did you mean /help {meant.split()[0].removeprefix('/')}? " if meant else "")
+                         hint=(f"did you mean {alternatives(topics)}? " if topics else "")
                          + "/help alone, /help COMMAND for one command (/help save), or /help shortcuts for the keys")
     for line in help_lines(terminal_width(sys.stderr)(), commands=not keys, only=topic):
         console.say(line)
@@ -71,9 +73,9 @@ def run_command(state: ChatState, command: SlashCommand) -> None:
     """Run a slash command, or say why it cannot run; then say why a change it made is not saved, if it is not."""
     handler = HANDLERS.get(command.name)
     if handler is None:
-        meant = meant_command(command, HANDLERS)
+        meant = meant_commands(command, HANDLERS)
         console.error(f"unknown command {command.name}",
-                      hint=(f"did you mean {meant}? " if meant else "")
+                      hint=(f"did you mean {alternatives(meant)}? " if meant else "")
                       + "/help lists the commands; // at the start sends a message that starts with /")
         return
     if command.argument and command.name in WITHOUT_ARGUMENT:

@@ -20,7 +20,7 @@ from localgen.config import DEFAULT_CONTEXT_CAP, MEMORY_LIMIT_ENV
 from localgen.errors import ContextOverflowError, ContextSizeError, InsufficientMemoryError, UsageError
 from localgen.estimate import CONTEXT_PAD, MemoryEstimate, ModelShape, estimate_memory, padded_context
 from localgen.params import check_context_size, check_gpu_layers, check_kv_type, flash_attention_on
-from localgen.units import binary_size, counted
+from localgen.units import alternatives, binary_size, counted
 
 if TYPE_CHECKING:
     from localgen.hardware import Hardware
@@ -346,8 +346,7 @@ def _fewer_bits(shape: ModelShape, smaller_quants: Sequence[str] | None) -> str:
     if not smaller_quants:
         return "a smaller model"
     names = list(smaller_quants[:3])
-    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
-    return f"a quant with fewer bits per weight than {this_quant} ({listed})"
+    return f"a quant with fewer bits per weight than {this_quant} ({alternatives(names)})"
 
 
 def fewer_gpu_layers(n_gpu_layers: int, n_layers: int) -> int:

@@ -137,17 +137,22 @@ def means_leaving(line: str, *, pasted: bool) -> bool:
     return not pasted and line.strip().lower() in LEAVING_WORDS
 
 
-def meant_command(command: SlashCommand, known: Iterable[str]) -> str | None:
+def meant_commands(command: SlashCommand, known: Iterable[str]) -> list[str]:
     """For an unknown slash command: localgen's command for another tool's (with the argument typed in place of
-    what it takes: /stop ### is /set stop ###), or a close one (a typo)."""
+    what it takes: /stop ### is /set stop ###), the commands it begins (an abbreviation: /l is /load or /list, /q
+    /quit or its /exit), or a close one (a typo); none when nothing is near."""
     if command.name == "/" and command.argument:  # a space after the slash: / help
         spaced = "/" + command.argument.split()[0].lower()
-        return spaced if spaced in known else None
+        return [spaced] if spaced in known else []
     habit = SLASH_HABITS.get(command.name)
     if habit is not None:
         head, _, takes = habit.rpartition(" ")
-        return f"{head} {command.argument}" if command.argument and takes.isupper() else habit
-    return meant_name(command.name, known)
+        return [f"{head} {command.argument}" if command.argument and takes.isupper() else habit]
+    names = list(known)
+    begun = [name for name in names if len(command.name) > 1 and name.startswith(command.name)]
+    begun += [ALIASES[name] for name in begun if ALIASES.get(name) in names and ALIASES[name] not in begun]
+    slip = meant_name(command.name, names)
+    return begun or ([slip] if slip else [])
 
 
 def typed_message(line: str, *, pasted: bool) -> str | None:

@@ -4,6 +4,7 @@ prints them, through binary_size."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from localgen.errors import ConfigError
 
@@ -38,6 +39,11 @@ def binary_size(n: int) -> str:
 def counted(count: int, noun: str, plural: str | None = None) -> str:
     """'1 layer', '2 layers', '1 entry', '2 entries': a count and its noun, plural (noun + s by default) unless one."""
     return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
+def alternatives(names: Sequence[str]) -> str:
+    """'a', 'a or b', 'a, b or c': names offered as alternatives."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def iso_time(epoch: float | None) -> str | None:

@@ -320,3 +320,19 @@ def test_tab_after_file_writes_a_folder_s_slash_so_the_next_tab_goes_on_inside_i
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_an_abbreviated_command_is_hinted_the_commands_it_begins(tmp_path: Path) -> None:
+    """/q and /h, as other REPLs take them, are no commands here: the hint names the ones they begin (an alias with
+    localgen's own name for it), as a slip (/sav) gets the one it is close to."""
+    chat = Chat(tmp_path / "home", "-n", "2")
+    try:
+        chat.command_words("/q", "unknown command /q (hint: did you mean /quit or /exit? /help lists the commands")
+        chat.command_words("/h", "unknown command /h (hint: did you mean /help? /help lists")
+        chat.command_words("/l", "unknown command /l (hint: did you mean /load or /list? /help lists")
+        chat.command_words("/help l", "/help has no topic 'l' (hint: did you mean /help load or /help list? /help")
+        chat.command_words("/zz", "unknown command /zz (hint: /help lists the commands")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
