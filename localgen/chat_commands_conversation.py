@@ -13,6 +13,7 @@ from localgen.conversation_store import MissingConversationError, let_go, load_c
 from localgen.conversation_summary import name_like_saved
 from localgen.errors import UsageError
 from localgen.inputs import attachment_text, expand_user_path, option_path, refuse_special_file, short_path
+from localgen.model_switch import AlreadyLoaded
 from localgen.registry import reads_as_a_model
 from localgen.repl_input import one_argument
 from localgen.repl_state import ChatState
@@ -184,7 +185,11 @@ def model_command(state: ChatState, argument: str) -> None:
     before, system, stops = session.settings(), session.conversation.system, session.limits.stop
     n_ctx, seen = session.loaded.engine.n_ctx, len(session.conversation.in_context())
     try:
-        loaded = session.switch_model(reference, note=console.say)
+        loaded = session.switch_model(reference, note=console.say, keep_loaded=True)
+    except AlreadyLoaded:
+        console.say(f"{session.loaded.resolved.display_name} is already loaded: nothing changed (/model REF switches "
+                    "to another model)")
+        return
     except KeyboardInterrupt:
         now = session.loaded
         console.say(f"[interrupted: still using {now.resolved.display_name}]" if now.engine.is_open else

@@ -5,11 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from localgen.errors import LocalgenError
+from localgen.resolve import ResolvedModel
 from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 
 
+class AlreadyLoaded(Exception):
+    """The model asked for is the one in use (is_loaded): nothing was loaded."""
+
+
 def load_instead(current: LoadedModel, current_options: ModelOptions, options: ModelOptions, *,
-                 reloaded: Callable[[LoadedModel], None], note: Callable[[str], None] = ignore_note) -> LoadedModel:
+                 reloaded: Callable[[LoadedModel], None], note: Callable[[str], None] = ignore_note,
+                 keep_loaded: bool = False) -> LoadedModel:
     """Load options' model in place of current (loaded with current_options), and return it.
 
     note gets what loading chose or changed (the quant for ORG/REPO, a lowered context), as it happens.
@@ -17,9 +23,14 @@ def load_instead(current: LoadedModel, current_options: ModelOptions, options: M
     The current model is freed before the new one is planned and loaded, so the plan sees its memory (the quant for
     ORG/REPO without one is chosen before that, counting the current model's memory as free). If the load fails, the
     current model is loaded again and given to reloaded, and the error is raised; a signal that ends the program
-    (SignalExit) is raised at once.
+    (SignalExit) is raised at once. keep_loaded: where options name current's model (is_loaded), AlreadyLoaded is
+    raised before anything is freed, and current stays in use.
     """
     released = False
+
+    def found(resolved: ResolvedModel) -> None:
+        if keep_loaded and is_loaded(current, resolved):
+            raise AlreadyLoaded
 
     def release() -> None:
         nonlocal released
@@ -28,7 +39,7 @@ def load_instead(current: LoadedModel, current_options: ModelOptions, options: M
 
     try:
         held = current.plan.estimate if current.plan and current.engine.is_open else None
-        return load_model(options, release=release, held=held, note=note)
+        return load_model(options, release=release, held=held, note=note, found=found)
     except BaseException as exc:
         if released and not isinstance(exc, SystemExit):  # a SIGTERM ends the chat now, without a reload
             reloaded(_reload(current_options, exc))
@@ -47,3 +58,11 @@ def _reload(options: ModelOptions, cause: BaseException) -> LoadedModel:
         why = exc.message if isinstance(exc, LocalgenError) else type(exc).__name__
         raise LocalgenError(f"{what}; then reloading {options.model or 'the default model'} failed too "
                             f"({why}): no model is loaded", hint="/model NAME loads one") from cause
+
+
+def is_loaded(current: LoadedModel, found: ResolvedModel) -> bool:
+    """Whether a model found for a reference is the one loaded and open: the same file, by the same models.toml entry
+    (another entry for that file brings other settings) or by none, and by the same name (a link to it is another,
+    which the conversation records)."""
+    loaded = current.resolved
+    return current.engine.is_open and found.spec == loaded.spec and found.path == loaded.path

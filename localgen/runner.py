@@ -196,14 +196,16 @@ def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: Mo
 
 def load_model(options: ModelOptions, *, release: Callable[[], None] | None = None,
                held: MemoryEstimate | None = None, note: Callable[[str], None] = ignore_note,
-               opening: Callable[[ResolvedModel], None] | None = None) -> LoadedModel:
+               opening: Callable[[ResolvedModel], None] | None = None,
+               found: Callable[[ResolvedModel], None] | None = None) -> LoadedModel:
     """Resolve, check, plan and load a model; the one way every command gets an engine.
 
     note gets what the planner chose or changed, and warnings (a CPU-only build on a machine with an NVIDIA GPU),
     as they happen. opening, when given, hears of the model once every check has passed, just before llama.cpp loads
     it. release, when given, frees a model already loaded once the new one is found and checked, so that the memory
     plan sees the RAM and VRAM that model held; held is what it holds, counted as free when a quant is chosen before
-    that.
+    that. found, when given, hears of the model as soon as it is resolved, before anything is freed, and may raise
+    to load nothing.
     """
     from localgen.catalog import touch_last_used
     from localgen.gguf_split import validate_split
@@ -215,6 +217,8 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     freed = hw if held is None else hw.after_freeing(held.private_ram_bytes, held.vram_bytes)
     with named_as_typed(options.model):
         resolved = resolve_fitting(options, freed, note)
+        if found is not None:
+            found(resolved)
         header, _ = validate_split(resolved.path)  # every shard is checked in Python before llama.cpp opens it
     if release is not None:
         release()

@@ -204,12 +204,15 @@ class ChatSession(SessionSettings, ContextRoom):
             self._replan_context()  # the whole prompt is new: what fits beside this system prompt, as /show says
         self._save(command=True)
 
-    def switch_model(self, reference: str, note: Callable[[str], None] = ignore_note) -> LoadedModel:
+    def switch_model(self, reference: str, note: Callable[[str], None] = ignore_note, *,
+                     keep_loaded: bool = False) -> LoadedModel:
         """Load another model in place of this one (see load_instead) and keep the conversation (a --chat-template
         belonged to the first model); its models.toml settings and system prompt apply where the user chose none.
-        note gets what loading chose or changed, as it happens."""
+        note gets what loading chose or changed, as it happens; keep_loaded: a reference to the model in use raises
+        AlreadyLoaded, and nothing changes."""
         options = replace(self.options, model=reference, chat_template=None)
-        new = load_instead(self.loaded, self.options, options, reloaded=self._reloaded, note=note)
+        new = load_instead(self.loaded, self.options, options, reloaded=self._reloaded, note=note,
+                           keep_loaded=keep_loaded)
         self.loaded, self.options = new, options
         self._use_model_defaults(*model_defaults(new.resolved.spec))
         self._record_model()

@@ -1638,7 +1638,7 @@ def test_tab_after_model_offers_only_downloaded_models_offline(home: Path) -> No
     chat.child.send("\t")
     chat.child.expect_exact("smollm2-135m")  # the one model here: Tab writes it whole
     chat.child.send("\r")
-    chat.expect_words("now using smollm2-135m")
+    chat.expect_words("smollm2-135m is already loaded")  # the one in use
     chat.sync()
     assert "gemma3" not in chat.transcript.getvalue() and "deepseek" not in chat.transcript.getvalue()
     assert chat.quit() == 0

