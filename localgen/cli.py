@@ -409,5 +409,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_USAGE)
     _unfailing_stdout()
     with exit_on_signals():  # SIGTERM or SIGHUP while downloading or loading: cleanups run, partial files go
-        code = run_app(app, _resume_without_value(_help_as_option(sys.argv[1:] if argv is None else argv)))
+        args = sys.argv[1:] if argv is None else argv
+        code = run_app(app, _resume_without_value(_help_as_option(args)), help_asked=args[:1] == ["help"])
     sys.exit(flush_stdout(code))

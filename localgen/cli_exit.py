@@ -12,7 +12,7 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-from localgen.cli_usage import help_cluster_error, one_dash_error, option_arity, usage_error
+from localgen.cli_usage import help_cluster_error, help_words_error, one_dash_error, option_arity, usage_error
 from localgen.config import settings
 from localgen.errors import (
     DISK_FULL_ERRNOS,
@@ -54,8 +54,9 @@ class InterruptEndsLine(TyperGroup):
             raise
 
 
-def run_app(app: typer.Typer, args: list[str]) -> int:
-    """Run the Typer app; the exit code for every way it can end."""
+def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> int:
+    """Run the Typer app; the exit code for every way it can end. help_asked: args are `localgen help WORDS`'s, WORDS
+    --help (_help_as_option), where a word after a command's name is no subcommand of it."""
     from localgen import console
     from localgen.cli_args import remember_command_line
 
@@ -63,7 +64,8 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
     try:
         if args and mentions_other_tools_options(args[0], args[1:]):
             check_options(args[0], args[1:], option_arity(app, args[0]))
-        cluster = help_cluster_error(app, args) or one_dash_error(app, args)
+        cluster = ((help_words_error(app, args[:-1]) if help_asked else None) or help_cluster_error(app, args)
+                   or one_dash_error(app, args))
         if cluster is not None:
             console.error(*cluster)
             return EXIT_USAGE

@@ -64,6 +64,18 @@ def help_cluster_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | N
     return None
 
 
+def help_words_error(app: typer.Typer, words: list[str]) -> tuple[str, str] | None:
+    """For `localgen help WORDS` with a word after the name of a command that has no subcommands (help run extra),
+    which click would pass over to show the command's help: the one-line message and the hint, or None (a group's
+    unknown subcommand is click's No such command)."""
+    names, command = typed_command(app, words)
+    extra = [word for word in words[len(names):] if word not in ("--help", "-h")]  # help run --help: its help
+    if not names or not extra or hasattr(command, "commands"):
+        return None
+    path = " ".join(names)
+    return f"No such command '{extra[0]}': localgen {path} has no subcommands", f"see `localgen help {path}`"
+
+
 def one_dash_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
     """For a long option's name typed with one dash (-temp, -seed), which click reads as a short option with a value
     stuck to it (-t emp, -s eed) or as unknown letters (-json): no such option, and the name meant (--temp). The

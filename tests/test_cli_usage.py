@@ -11,6 +11,7 @@ import typer
 from localgen.cli import app, main
 from localgen.cli_exit import run_app
 from localgen.other_tools import GROUP_COMMAND_HABITS, OTHER_TOOLS_COMMANDS, OTHER_TOOLS_WORDS, SUBCOMMAND_HABITS
+from tests.conftest import run_localgen
 
 
 def _usage(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
@@ -130,3 +131,15 @@ def test_a_word_after_the_double_dash_is_told_from_an_option_s_value() -> None:
     assert not given_after_double_dash(app, "smollm2-135m"), "--stop's value"
     remember_command_line(["run", "smollm2-135m"])
     assert not given_after_double_dash(app, "smollm2-135m")
+
+
+@pytest.mark.parametrize(("words", "unknown", "named"), [(["run", "extra"], "extra", "run"),
+                                                         (["models", "list", "--json"], "--json", "models list")])
+def test_help_with_a_word_after_a_command_without_subcommands_names_that_word(words: list[str], unknown: str,
+                                                                               named: str) -> None:
+    """`localgen help run extra` showed run's help, as if extra were not there (click reads run extra --help)."""
+    result = run_localgen("help", *words)
+    assert result.returncode == 2 and result.out == "", result.out
+    assert result.err == f"localgen: error: No such command '{unknown}': localgen {named} has no subcommands " \
+                         f"(hint: see `localgen help {named}`)\n", result.err
+    assert run_localgen("help", *words[:-1], "--help").returncode == 0, "its own --help is its help"
