@@ -97,8 +97,8 @@ def chat_command(request: ChatRequest) -> None:
 
 def check_chat(request: ChatRequest) -> CheckedChat:
     """Everything that can be refused before a file is read (a pipe given with -f, --system-file or
-    --chat-template may keep it waiting): no terminal, the options, the files they name, the model reference, the
-    conversation resumed, and (when a pipe will be read) what loading would refuse."""
+    --chat-template may keep it waiting): the options, the files they name, the model reference, the conversation
+    resumed, then no terminal, and (when a pipe will be read) what loading would refuse."""
     from localgen import console
     from localgen.cli_model import conversation_defaults, preflight_for, system_file_input
     from localgen.cli_options import sampling_from
@@ -106,13 +106,6 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     from localgen.params import GenerationLimits, token_budget
     from localgen.resolve import check_reference
 
-    if sys.stdin is None or not sys.stdin.isatty():
-        raise UsageError("localgen chat needs a terminal", hint='for pipes and scripts use `localgen run "..."`, '
-                         'and `localgen run --conversation NAME "..."` for one exchange after another')
-    if not sys.stdout.isatty():  # the screen would be garbled and the file full of terminal controls
-        raise UsageError("localgen chat needs a terminal on stdout too",
-                         hint="conversations are saved as JSON (/save, `localgen chat --resume`); for a transcript "
-                              'of one answer use `localgen run "..." > FILE`')
     ctx, warnings = request.ctx, []
     system, stop = read_texts(request.system, list(request.stop), warnings)
     if STDIN_NAME in request.files:
@@ -131,9 +124,10 @@ def check_chat(request: ChatRequest) -> CheckedChat:
         check_reference(request.model)
     continued = _resumed(request.resume)
     conversation = None if continued is None else continued.conversation
-    unsaveable = _warn_if_unsaveable()
     model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
     options = model_options(ctx, model=model, ctx_size=ctx_size, min_ctx=0)
+    _refuse_without_terminal()  # after the command line's own errors, as every command says those first
+    unsaveable = _warn_if_unsaveable()
     # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as
     # soon as its size shows it
     bound = None
@@ -142,6 +136,17 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     return CheckedChat(system=system, files=files, system_input=system_input, template_file=template_file,
                        sampling=sampling, limits=limits, continued=continued, options=options, warnings=warnings,
                        unsaveable=unsaveable, bound=bound)
+
+
+def _refuse_without_terminal() -> None:
+    """Refuse a chat whose stdin or stdout is not a terminal (a pipe, a file, closed)."""
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise UsageError("localgen chat needs a terminal", hint='for pipes and scripts use `localgen run "..."`, '
+                         'and `localgen run --conversation NAME "..."` for one exchange after another')
+    if not sys.stdout.isatty():  # the screen would be garbled and the file full of terminal controls
+        raise UsageError("localgen chat needs a terminal on stdout too",
+                         hint="conversations are saved as JSON (/save, `localgen chat --resume`); for a transcript "
+                              'of one answer use `localgen run "..." > FILE`')
 
 
 def _resumed(resume: str | None) -> Continued | None:

@@ -4,6 +4,7 @@ and localgen's own way for a command typed is not contradicted by click's closes
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import pytest
 import typer
@@ -143,3 +144,19 @@ def test_help_with_a_word_after_a_command_without_subcommands_names_that_word(wo
     assert result.err == f"localgen: error: No such command '{unknown}': localgen {named} has no subcommands " \
                          f"(hint: see `localgen help {named}`)\n", result.err
     assert run_localgen("help", *words[:-1], "--help").returncode == 0, "its own --help is its help"
+
+
+@pytest.mark.parametrize(("args", "error", "code"), [
+    (("--bogus-option",), "No such option: --bogus-option", 2),
+    (("--temperature", "-5"), "temperature -5.0 is out of range", 2),
+    (("--threads", "0"), "--threads", 2),
+    (("-f", "no-such-file.txt"), "no such file: no-such-file.txt", 2),
+    (("--resume", "no-such-chat"), "no saved conversation named 'no-such-chat'", 1),
+])
+def test_chat_without_a_terminal_says_what_is_wrong_with_its_arguments_first(args: tuple[str, ...], error: str,
+                                                                             code: int, tmp_path: Path) -> None:
+    """As run (and every other command) does: the command line's own errors come before the terminal chat needs."""
+    result = run_localgen("chat", *args, env={"LOCALGEN_HOME": str(tmp_path)})
+    assert result.returncode == code and "needs a terminal" not in result.err, result.err
+    assert result.err.startswith(f"localgen: error: {error}"), result.err
+    assert "needs a terminal" in run_localgen("chat", env={"LOCALGEN_HOME": str(tmp_path)}).err
