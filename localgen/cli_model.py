@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, BinaryIO
 
 import typer
 
 from localgen.cli_options import from_command_line
+from localgen.units import alternatives
 
 if TYPE_CHECKING:
 
@@ -106,9 +107,10 @@ def conversation_defaults(model: str | None, ctx_size: int | None,
 
 
 def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None, chat_template: str | None = None,
-                  min_ctx: int, floor_bytes: int = 0, raw: bool = False) -> ModelOptions:
+                  min_ctx: int, floor_bytes: int = 0, floor_texts: str = "", raw: bool = False) -> ModelOptions:
     """ModelOptions from the command's engine flags, with its --chat-template already read and the context its
-    input needs (fit.prompt_context, and floor_bytes: the bytes of the texts it needs a context for at least)."""
+    input needs (fit.prompt_context, and floor_bytes: the bytes of the texts it needs a context for at least, which
+    floor_texts names, as with_files says them)."""
     from localgen.runner import ModelOptions
 
     given = ctx.params
@@ -119,7 +121,16 @@ def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None
                         batch_size=given["batch_size"], ubatch_size=given["ubatch_size"],
                         flash_attn=flash_attn, kv_type=given["kv_type"], offline=given["offline"] or None,
                         gpu_layers=given["gpu_layers"], no_gpu=given["no_gpu"], raw=raw, chat_template=chat_template,
-                        chat_template_file=given["chat_template"], min_ctx=min_ctx, floor_bytes=floor_bytes)
+                        chat_template_file=given["chat_template"], min_ctx=min_ctx, floor_bytes=floor_bytes,
+                        floor_texts=floor_texts)
+
+
+def with_files(files: Sequence[InputFile], *, system: bool) -> str:
+    """The -f files a chat's first message holds, with the system prompt where it has one, as an error that refuses
+    them names them after the tokens they take ('with -f a.txt and the system prompt'); '' without files."""
+    if not files:
+        return ""
+    return f"with {alternatives([*(f'-f {file.name}' for file in files), *['the system prompt'] * system], 'and')}"
 
 
 def load_for(ctx: typer.Context, options: ModelOptions, conversation: Conversation | None) -> LoadedModel:

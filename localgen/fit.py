@@ -98,6 +98,7 @@ class FitRequest:
     min_ctx: int = 0  # a generous context for the prompt and its answer (0 = unknown): the planner aims for it
     floor_bytes: int = 0  # UTF-8 bytes of the prompt's texts: the context they need at least (floor_ctx) is
     # refused below, not lowered
+    floor_texts: str = ""  # those texts, named after the tokens they take where they are refused (with -f FILE)
     default_ctx: int | None = None  # the registry's context for the model
 
     def floor_ctx(self, shape: ModelShape) -> int:
@@ -177,9 +178,9 @@ def target_context(shape: ModelShape, request: FitRequest) -> int:
         if shape.context_length and request.ctx_size > shape.context_length:
             raise ContextSizeError(request.ctx_size, shape.context_length)
         floor, limit = request.floor_ctx(shape), prompt_limit(shape, request)
-        _check_prompt_can_fit(floor, limit, asked=True, most=shape.context_length)
+        _check_prompt_can_fit(floor, limit, request.floor_texts, asked=True, most=shape.context_length)
         return request.ctx_size
-    _check_prompt_can_fit(request.floor_ctx(shape), prompt_limit(shape, request), asked=False)
+    _check_prompt_can_fit(request.floor_ctx(shape), prompt_limit(shape, request), request.floor_texts, asked=False)
     target = min(c for c in (trained, request.default_ctx, DEFAULT_CONTEXT_CAP) if c)
     if request.min_ctx > target:
         target = min(padded_context(request.min_ctx), trained)
@@ -192,14 +193,15 @@ def least_context(target: int, request: FitRequest, shape: ModelShape) -> int:
     return target if request.ctx_size is not None else min(target, max(MIN_AUTO_CONTEXT, request.floor_ctx(shape)))
 
 
-def _check_prompt_can_fit(floor_ctx: int, n_ctx: int, *, asked: bool, most: int | None = None) -> None:
-    """Refuse, before any download or tokenization, a prompt that cannot fit however it tokenizes (most: the
-    model's own maximum, when a larger --ctx-size could help)."""
+def _check_prompt_can_fit(floor_ctx: int, n_ctx: int, texts: str, *, asked: bool, most: int | None = None) -> None:
+    """Refuse, before any download or tokenization, a prompt that cannot fit however it tokenizes (texts: what it
+    holds, named after its tokens where given; most: the model's own maximum, when a larger --ctx-size could help)."""
     if floor_ctx > n_ctx:
         limit = f"--ctx-size {n_ctx:,}" if asked else f"the model's maximum of {n_ctx:,} tokens"
         larger = f"a larger --ctx-size (this model takes up to {most:,}), or " if asked and most and \
             most >= floor_ctx else ""
-        raise ContextOverflowError(f"the prompt is too long for {limit}: it takes at least {floor_ctx - 1:,} tokens",
+        raise ContextOverflowError(f"the prompt is too long for {limit}: it takes at least {floor_ctx - 1:,} tokens"
+                                   + (f" {texts}" if texts else ""),
                                    hint=f"try {larger}shortening the input, or split it and ask about each part")
 
 

@@ -54,6 +54,7 @@ class ModelOptions:
     no_gpu: bool = False
     min_ctx: int = 0  # a generous context for the prompt (fit.prompt_context), 0 when unknown
     floor_bytes: int = 0  # UTF-8 bytes of the prompt's texts, which need a context of fit.prompt_floor at least
+    floor_texts: str = ""  # those texts, named after the tokens they take where they are refused (with -f FILE)
     chat_template: str | None = None  # a Jinja chat template that replaces the model's and the registry's
     chat_template_file: str | None = None  # the file it came from, for errors
     adapt_threads: bool = True  # without --threads, fewer while other processes keep the CPUs busy (not in bench)
@@ -110,7 +111,7 @@ def fit_request(options: ModelOptions, *, default_ctx: int | None = None) -> Fit
     return FitRequest(ctx_size=options.ctx_size, gpu_layers=options.gpu_layers, no_gpu=options.no_gpu,
                       kv_type=options.kv_type, flash_attn=options.flash_attn,
                       n_ubatch=min(options.ubatch_size, options.batch_size), min_ctx=options.min_ctx,
-                      floor_bytes=options.floor_bytes,
+                      floor_bytes=options.floor_bytes, floor_texts=options.floor_texts,
                       default_ctx=default_ctx)
 
 

@@ -41,9 +41,9 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
 
 
-def alternatives(names: Sequence[str]) -> str:
-    """'a', 'a or b', 'a, b or c': names offered as alternatives."""
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+def alternatives(names: Sequence[str], word: str = "or") -> str:
+    """'a', 'a or b', 'a, b or c': names offered as alternatives (word 'and': 'a, b and c', names taken together)."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {word} {names[-1]}"
 
 
 def iso_time(epoch: float | None) -> str | None:

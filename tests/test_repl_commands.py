@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from localgen.conversation_summary import Summary
@@ -356,3 +357,19 @@ def test_model_naming_the_model_in_use_says_it_is_loaded_and_loads_nothing(tmp_p
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_chat_f_too_long_for_the_context_names_the_files_and_the_system_prompt(tmp_path: Path) -> None:
+    """A chat refused at its start for its -f files says which files (and the system prompt with them) take the room,
+    as /file names the file it refuses."""
+    (tmp_path / "long.txt").write_text("x " * 30_000)  # 60,000 bytes: at least 370 tokens, however they tokenize
+    (tmp_path / "short.txt").write_text("A short note.\n")
+    for args, named in ((("-f", "long.txt"), "with -f long.txt"),
+                        (("-f", "short.txt", "-f", "long.txt", "-s", "Be brief."),
+                         "with -f short.txt, -f long.txt and the system prompt")):
+        chat = Chat(tmp_path / "home", "--ctx-size", "256", *args, cwd=tmp_path, wait_for_prompt=False)
+        chat.child.expect(pexpect.EOF)
+        chat.child.close()
+        said = " ".join(chat.transcript.getvalue().split())
+        assert chat.child.exitstatus == 1 and re.search(r"the prompt is too long for --ctx-size 256: it takes at "
+                                                        rf"least [\d,]+ tokens {re.escape(named)} \(hint:", said), said
