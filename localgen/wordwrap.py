@@ -51,7 +51,8 @@ class WordWrap:
     to fold (a URL, minified code). No break comes before a character that joins the previous one (an accent, an
     emoji's modifier). Spaces at a break are dropped; indentation at the start of a line is kept. width() is
     asked at every feed, so a resized terminal is followed. With keep_whole (messages, fed whole), each span
-    whole_spans finds in the text fed is one word: a command they name is never broken across lines.
+    whole_spans finds in the text fed is one word: a command they name is never broken across lines, unless it is
+    wider than a line (then it breaks at its spaces, as other text does, rather than inside a word).
     """
 
     def __init__(self, width: Callable[[], int], *, wide_breaks: bool = True, keep_whole: bool = False) -> None:
@@ -69,7 +70,9 @@ class WordWrap:
         """The part of text (and of what was held back) that can be shown now."""
         width = self._width()
         out: list[str] = []
-        glued = _spaces_within(text, whole_spans(text)) if self._keep_whole else set()
+        spans = whole_spans(text) if self._keep_whole else []  # one wider than the line breaks at its spaces
+        glued = _spaces_within(text, [(start, end) for start, end in spans
+                                      if width <= 0 or display_width(text[start:end]) <= width])
         for index, char in enumerate(text):
             joined, self._joined = self._joined or joins_previous(char), char == ZERO_WIDTH_JOINER
             if index in glued and self._folding:

@@ -373,3 +373,19 @@ def test_chat_f_too_long_for_the_context_names_the_files_and_the_system_prompt(t
         said = " ".join(chat.transcript.getvalue().split())
         assert chat.child.exitstatus == 1 and re.search(r"the prompt is too long for --ctx-size 256: it takes at "
                                                         rf"least [\d,]+ tokens {re.escape(named)} \(hint:", said), said
+
+
+def test_the_banner_on_a_terminal_of_20_columns_breaks_only_between_words(tmp_path: Path) -> None:
+    """Its start, `localgen chat with smollm2-135m`, is kept whole as a command would be, but it is wider than the
+    line: it breaks at its spaces, where the terminal folded it inside the model's name."""
+    chat = Chat(tmp_path / "home", "-n", "2", columns=20)
+    try:
+        banner = chat.transcript.getvalue().partition("localgen chat with")[2].partition("\x1b")[0]
+        lines = ("localgen chat with" + banner).rstrip("\r\n").split("\r\n")
+        assert all(len(line) <= 20 for line in lines), lines
+        assert " ".join(lines) == ("localgen chat with smollm2-135m: /help for commands, Ctrl-D to quit, Alt-Enter "
+                                   "for a newline"), lines
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
