@@ -15,11 +15,13 @@ from localgen.chat import Message
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Finished
 from localgen.fit import fewest_tokens, text_bytes
+from localgen.shorten import shorten_middle
 from localgen.units import iso_time
 
 FORMAT_VERSION = 1
 MAX_NAME_LENGTH = 100
 NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_LENGTH - 1}}}$")
+SHOWN_NAME_CHARS = 40  # a name refused is cut in its middle to this many columns
 _EXAMPLE_NAME = "notes"  # the example a name gets when nothing of it makes one
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -32,10 +34,12 @@ def _now() -> str:
 def check_name(name: str) -> str:
     """A conversation name that is safe as a file name."""
     if not NAME_PATTERN.fullmatch(name):
-        like = suggested_name(name)
-        raise UsageError(f"'{name}' is not a valid conversation name",
+        too_long = len(name) > MAX_NAME_LENGTH  # its example would be the name again, cut: said once, and shortened
+        like = None if too_long else suggested_name(name)
+        raise UsageError(f"'{shorten_middle(name, SHOWN_NAME_CHARS)}' is not a valid conversation name",
                          hint="start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-' "
-                              f"(up to {MAX_NAME_LENGTH} characters)" + (f", e.g. {like}" if like else ""))
+                              f"(up to {MAX_NAME_LENGTH} characters" + (f"; it has {len(name):,}" if too_long else "")
+                              + ")" + (f", e.g. {like}" if like else ""))
     return name
 
 

@@ -389,3 +389,18 @@ def test_the_banner_on_a_terminal_of_20_columns_breaks_only_between_words(tmp_pa
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_save_of_a_name_too_long_says_it_once_and_shortened(tmp_path: Path) -> None:
+    """The hint's example was the name again, cut to 100 characters, after the whole name in the message."""
+    chat = Chat(tmp_path / "home", "-n", "2")
+    try:
+        chat.command_words("/save " + "a" * 150, "(up to 100 characters; it has 150))")
+        said = " ".join(chat.transcript.getvalue().rpartition("localgen: error: ")[2].split())
+        assert said.startswith(f"'{'a' * 19}…{'a' * 20}' is not a valid conversation name (hint: start with"), said
+        assert "a" * 21 not in said, said
+        chat.command_words("/save my notes", "(up to 100 characters), e.g. my-notes)")  # a short one, as it was
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
