@@ -169,6 +169,7 @@ def list_command(state: ChatState, _: str) -> None:
         return
     conversation = state.session.conversation
     current = conversation.name if conversation.on_disk else None
+    console.say(f"{counted(len(entries), 'saved conversation')}, newest first:")
     for row in list_rows(entries, current, console.status_width()):
         console.say(row)
 

@@ -18,6 +18,7 @@ from localgen.repl_show import stop_strings_line
 from localgen.repl_text import answer_note, list_rows, toolbar_line
 from localgen.session_settings import SessionSettings
 from localgen.stopping import escaped
+from tests.conftest import run_localgen
 from tests.test_repl import Chat, _listed_rows, _reasoning_chat
 
 LONG_NAME = "a-conversation-whose-name-is-wider-than-the-terminal-it-is-listed-on"
@@ -400,6 +401,22 @@ def test_save_of_a_name_too_long_says_it_once_and_shortened(tmp_path: Path) -> N
         assert said.startswith(f"'{'a' * 19}…{'a' * 20}' is not a valid conversation name (hint: start with"), said
         assert "a" * 21 not in said, said
         chat.command_words("/save my notes", "(up to 100 characters), e.g. my-notes)")  # a short one, as it was
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def test_list_says_how_many_conversations_are_saved(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for name in ("first-notes", "second-notes"):
+        made = run_localgen("run", "--conversation", name, "-n", "2", "hi", env={"LOCALGEN_HOME": str(home)})
+        assert made.returncode == 0, made.err
+    chat = Chat(home, "--resume", "first-notes", "-n", "2")
+    try:
+        listed = chat.command("/list", "(this chat)")
+        assert re.search(r"2 saved conversations, newest first:\r\n  second-notes .*\r\n \*first-notes ", listed), \
+            listed
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():
