@@ -131,8 +131,8 @@ class PrefillStatus:
         text = next((t for t in (f"reading the prompt: {counts} tokens ({percent}%)", f"reading: {counts} ({percent}%)",
                                  f"{percent}%") if len(t) < width), "")
         dim, plain = self._style
+        self._shown = True  # first: Ctrl-Z's handler, run between these lines, must erase what is being written
         self._write(f"\r\x1b[2K{dim}{text}{plain}")
-        self._shown = True
 
     def clear(self) -> None:
         """Erase the line if it is shown."""

@@ -275,6 +275,29 @@ def test_the_prefill_line_respects_dumb_terminals_and_no_color(monkeypatch: pyte
     assert stream.getvalue() == expected
 
 
+def test_the_prefill_line_is_erased_by_a_pause_that_lands_while_it_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-Z's handler clears the line (Repl.pause_view) wherever the main thread is: landing as the line is
+    written, it must still erase it, or the shell writes Stopped after it."""
+    from localgen.console import PrefillStatus
+    from localgen.events import PrefillProgress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+        def flush(self) -> None:  # the handler runs just after the line reaches the terminal
+            super().flush()
+            if not self.getvalue().endswith("\r\x1b[2K"):
+                status.clear()
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("TERM", "xterm")
+    stream = Terminal()
+    status = PrefillStatus(stream)
+    status.update(PrefillProgress(done=0, total=1923))
+    assert stream.getvalue() == "\r\x1b[2Kreading the prompt: 0/1,923 tokens (0%)\r\x1b[2K"
+
+
 @pytest.mark.parametrize(("columns", "text"), [
     (80, "reading the prompt: 1,024/1,235 tokens (82%)"), (40, "reading: 1,024/1,235 (82%)"), (20, "82%"), (3, ""),
 ])
