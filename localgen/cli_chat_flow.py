@@ -69,6 +69,11 @@ class CheckedChat:
     bound: TextBound | None = None  # the files' text that the model's context cannot hold (runner.preflight)
 
     @property
+    def named(self) -> list[InputFile]:
+        """Every file the options name: the -f files, --system-file and --chat-template."""
+        return [*self.files, *(f for f in (self.system_input, self.template_file) if f is not None)]
+
+    @property
     def conversation(self) -> Conversation | None:
         """The conversation the chat resumes, if any (the last plain run's: not saved before the chat starts)."""
         return None if self.continued is None else self.continued.conversation
@@ -86,8 +91,12 @@ class ChatStart:
 
 
 def chat_command(request: ChatRequest) -> None:
-    """Check, read, load and chat: the whole of `localgen chat`, in the chat's terminal from the start (keys typed
-    while it starts wait unechoed for the prompt)."""
+    """Check, read, load and chat: the whole of `localgen chat`, in the chat's terminal (keys typed while it starts
+    wait unechoed for the prompt) from the moment the command line is checked, or where a file it reads is a device
+    (-f /dev/tty: typed, in the terminal's line mode, until Ctrl-D) once that is read."""
+    import contextlib
+
+    from localgen.inputs import reads_a_device
     from localgen.repl_terminal import chat_terminal
 
     views: list[Repl] = []  # the REPL, once there: its live view is cleared when Ctrl-Z stops the chat
@@ -96,9 +105,14 @@ def chat_command(request: ChatRequest) -> None:
         for view in views:
             view.pause_view()
 
-    with chat_terminal(before_suspend=pause_views):
-        checked = check_chat(request)
+    checked = check_chat(request)
+    typed = reads_a_device(checked.named)
+    with contextlib.ExitStack() as terminal:
+        if not typed:
+            terminal.enter_context(chat_terminal(before_suspend=pause_views))
         start = read_chat_inputs(checked)
+        if typed:
+            terminal.enter_context(chat_terminal(before_suspend=pause_views))
         run_chat(request, checked, start, views)
 
 

@@ -367,6 +367,16 @@ def attachment_files(names: Sequence[str]) -> list[InputFile]:
     return [InputFile.checked(name, FILE_OPTION, stdin=True) for name in names]
 
 
+def reads_a_device(files: Iterable[InputFile]) -> bool:
+    """Whether one of these files is a character device: a terminal (/dev/tty, read as typed until Ctrl-D), or
+    another such as /dev/null."""
+    for file in files:
+        with contextlib.suppress(OSError):
+            if file.path is not None and stat.S_ISCHR(file.path.stat().st_mode):
+                return True
+    return False
+
+
 def reads_a_pipe(files: Iterable[InputFile], stdin: BinaryIO | None) -> bool:
     """Whether reading piped stdin, or one of these files, may wait on a pipe's writer (a FIFO or a socket)."""
     def piped(mode: int) -> bool:
