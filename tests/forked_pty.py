@@ -24,6 +24,13 @@ class ForkedPty(ptyprocess.PtyProcess):
         """False once the watcher has said the child ended (waiting for it after the pty's end, as waitpid does)."""
         return not self.terminated and not self._take_status(block=self.flag_eof)
 
+    def close(self, force: bool = True) -> None:
+        """Close the pty; where its end was read (the child is ending), without PtyProcess's fixed 0.1 s wait for the
+        kernel to update the child's status: isalive() then waits for the watcher's word itself."""
+        if self.flag_eof:
+            self.delayafterclose = 0.0
+        super().close(force)
+
     def wait(self) -> int | None:
         """Wait until the child ends; its exit status (None when a signal ended it)."""
         if not self.terminated:
