@@ -152,12 +152,12 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     unsaveable = _warn_if_unsaveable()
     # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as
     # soon as its size shows it
-    bound = None
-    if reads_a_pipe([*files, *(f for f in (system_input, template_file) if f is not None)], None):
-        bound = preflight_for(ctx, options, conversation)
-    return CheckedChat(system=system, files=files, system_input=system_input, template_file=template_file,
-                       sampling=sampling, limits=limits, continued=continued, options=options, warnings=warnings,
-                       unsaveable=unsaveable, bound=bound)
+    checked = CheckedChat(system=system, files=files, system_input=system_input, template_file=template_file,
+                          sampling=sampling, limits=limits, continued=continued, options=options, warnings=warnings,
+                          unsaveable=unsaveable)
+    if reads_a_pipe(checked.named, None):
+        checked.bound = preflight_for(ctx, options, conversation)
+    return checked
 
 
 def _refuse_without_terminal() -> None:
