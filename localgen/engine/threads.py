@@ -5,7 +5,10 @@ preempts for another process stalls them all. On a 2-core machine beside one bus
 at 19-20 tok/s and 1 thread at 42-44 tok/s. The governor watches other processes' CPU use (/proc/stat less this
 process's own time) and the decode steps' times; when either says the CPUs are contended it decodes a few
 steps with fewer threads and keeps whichever count was faster, and it tries more again once CPUs are free. A
-prompt's prefill starts with the count that the CPU time left free since the last sample allows.
+prompt's prefill starts with the count that the CPU time left free since the last sample allows. Waiting threads
+that sleep instead (OpenMP's OMP_WAIT_POLICY=passive, read once as llama.cpp's library loads) would spare a busy
+CPU too, but an idle one then decodes at a third of the speed (27.6 against 91-97 tok/s, 2 threads), so the wait
+stays a spin and the count is what changes.
 
 A count changes no output where each value is summed by one thread, whatever the count: matrix products, a
 prompt's attention, attention without flash attention, and flash attention over a quantized KV cache. llama.cpp's
