@@ -6,7 +6,7 @@ import random
 import signal
 import statistics
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from localgen.config import DEFAULT_BATCH_SIZE
@@ -26,6 +26,8 @@ CONTEXT_SLACK = 64
 FOLLOW_UP_ROOM = 128  # tokens for FOLLOW_UP_TEXT and its first answer token, in any tokenizer
 SEED = 1234
 MAX_BENCH_VALUE = 1_000_000
+BUSY_WINDOW_S = 1.0  # a test shorter than this is too short to tell how busy other processes kept the CPUs
+BUSY_NOTE_CPUS = 0.25  # CPUs' worth of a test's threads' time other processes may take before its figures are low
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ class BenchResult:
     n_gpu_layers: int = 0  # llama.cpp's count (the output head is one), as the load plan placed the model
     placement: str = "CPU only"  # the same in words: LoadPlan.placement
     stopped_by: int = 0  # the signal that stopped it (SIGINT: Ctrl-C): the figures are of the repetitions that ended
+    busy_elsewhere: dict[str, float] = field(default_factory=dict)  # by test: CPUs other processes used meanwhile
 
     @property
     def setup_ctx(self) -> int:
@@ -278,7 +281,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
     assert run.setup is not None, "a test that measured something was loaded"
     return BenchResult(**run.setup, n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps,
                        figures=figures, repack=not declined, repack_off=declined, n_ctx_decode=run.decode_ctx,
-                       stopped_by=stopped_by)
+                       stopped_by=stopped_by, busy_elsewhere=run.busy)
 
 
 class BenchInterrupted(Exception):
@@ -299,6 +302,7 @@ class _BenchRun:
     decode: list[float] | None = None
     decode_ctx: int | None = None
     setup: dict[str, object] | None = None
+    busy: dict[str, float] = field(default_factory=dict)  # by test: CPUs' worth of time other processes took
 
     def measure(self, loaded: LoadedModel, name: str, config: BenchConfig, batch_size: int | None,
                 progress: Callable[[str], None]) -> None:
@@ -316,15 +320,18 @@ class _BenchRun:
                                   kv_type=o.kv_type)
                 if loaded.plan is not None:
                     self.setup |= dict(n_gpu_layers=loaded.plan.n_gpu_layers, placement=loaded.plan.placement)
-            if name == "prefill":
-                if batch_size is not None and engine.n_batch < batch_size:  # a --batch-size given, and capped
-                    progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, the cells llama.cpp "
-                             f"allocates for the prefill test's context of {engine.n_ctx:,} tokens")
-                self.prefill = prefill_figures(engine)
-                measure_prefill(engine, config, progress, self.prefill)
-            else:
-                self.decode, self.decode_ctx = [], engine.n_ctx
-                measure_decode(engine, config, progress, self.decode)
+            from localgen.engine.threads import others_busy
+
+            with others_busy(lambda cpus: self.busy.update({name: round(cpus, 2)}), least_s=BUSY_WINDOW_S):
+                if name == "prefill":
+                    if batch_size is not None and engine.n_batch < batch_size:  # a --batch-size given, and capped
+                        progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, the cells "
+                                 f"llama.cpp allocates for the prefill test's context of {engine.n_ctx:,} tokens")
+                    self.prefill = prefill_figures(engine)
+                    measure_prefill(engine, config, progress, self.prefill)
+                else:
+                    self.decode, self.decode_ctx = [], engine.n_ctx
+                    measure_decode(engine, config, progress, self.decode)
         finally:
             loaded.close()
 
@@ -398,6 +405,18 @@ def format_result(result: BenchResult, *, first_line: bool = True) -> str:
              f"|{'-' * (width[0] + 2)}|{'-' * (width[1] + 2)}|{'-' * (width[2] + 1)}:|"]
     lines += [f"| {a:<{width[0]}} | {b:<{width[1]}} | {c:>{width[2]}} |" for a, b, c in rows]
     return head + "\n".join(lines)
+
+
+def contention_note(result: BenchResult, n_cpus: int) -> str | None:
+    """A warning where other processes took CPU time that a test's threads needed: its figures are below what the
+    machine does idle."""
+    threads = {"prefill": result.n_threads_batch, "decode": result.n_threads}
+    busy = [(test, cpus) for test, cpus in result.busy_elsewhere.items()
+            if cpus >= max(0, n_cpus - threads[test]) + BUSY_NOTE_CPUS]
+    if not busy:
+        return None
+    used = " and ".join(f"{cpus:.2f} during the {test} test" for test, cpus in busy)
+    return f"other processes kept CPUs busy ({used}): these figures are below this machine's when it is idle"
 
 
 def stopped_by(signum: int) -> str:

@@ -250,7 +250,8 @@ def bench(
 ) -> None:
     """Measure prefill and decode speed, TTFT and KV-reuse TTFT (like llama-bench's pp and tg tests)."""
     from localgen import console
-    from localgen.bench import BenchConfig, BenchInterrupted, format_result, model_line, run_bench
+    from localgen.bench import BenchConfig, BenchInterrupted, contention_note, format_result, model_line, run_bench
+    from localgen.hardware import allowed_cpus
     from localgen.signals import signal_exit_code
 
     def started(name: str, path: str) -> None:
@@ -268,6 +269,9 @@ def bench(
         console.say("localgen: interrupted before any repetition finished: nothing was measured")
         raise typer.Exit(signal_exit_code(stopped.signum)) from None
     print(console.json_text(result.to_dict()) if json_output else format_result(result, first_line=False))
+    busy = contention_note(result, allowed_cpus())
+    if busy is not None:
+        console.warn(busy)
     if result.interrupted:
         raise typer.Exit(signal_exit_code(result.stopped_by))
 

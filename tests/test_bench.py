@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from localgen.bench import (
     BenchResult,
     Measurements,
     Stat,
+    contention_note,
     format_result,
     measure_decode,
     measure_prefill,
@@ -103,6 +105,48 @@ def test_an_interrupted_table_says_so_and_what_each_figure_is_of() -> None:
     assert re.search(r"\| tg128 +\| decode +\| +not measured \|", table), table
     assert "reps)" not in format_result(replace(result, reps=1, stopped_by=0)), "every repetition finished"
     assert "\ninterrupted (SIGTERM): the figures" in format_result(replace(result, stopped_by=signal.SIGTERM))
+
+
+def test_a_test_whose_threads_lost_cpu_time_to_other_processes_is_said_to_be_low() -> None:
+    stat = Stat.of([100.0])
+    figures = Measurements(29, stat, stat, stat, stat, stat)
+    result = BenchResult(model="m", path="/m.gguf", backend="x", n_threads=2, n_threads_batch=2, n_batch=512,
+                         n_ubatch=512, n_ctx=1024, flash_attn="auto", kv_type="f16", n_prompt=512, n_gen=128, reps=2,
+                         figures=figures, busy_elsewhere={"prefill": 0.3, "decode": 1.04})
+    assert contention_note(result, 2) == ("other processes kept CPUs busy (0.30 during the prefill test and 1.04 "
+                                          "during the decode test): these figures are below this machine's when it "
+                                          "is idle")
+    assert contention_note(replace(result, busy_elsewhere={"prefill": 0.2, "decode": 0.1}), 2) is None
+    one_thread = replace(result, n_threads=1, n_threads_batch=1)  # a second CPU spare: another process may use it
+    assert contention_note(one_thread, 2) is None
+    assert "1.30 during the decode test" in contention_note(replace(one_thread, busy_elsewhere={"decode": 1.3}), 2)
+    assert contention_note(replace(result, busy_elsewhere={}), 2) is None, "no test ran long enough to tell"
+    assert result.to_dict()["busy_elsewhere"] == {"prefill": 0.3, "decode": 1.04}
+
+
+@pytest.mark.serial
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two CPUs to pin to")
+def test_bench_beside_busy_processes_says_its_figures_are_low(tmp_path: Path) -> None:
+    """`localgen bench` on two CPUs that two busy loops keep busy: the JSON says how many CPUs they took during the
+    decode test, and stderr says the figures are low."""
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                preexec_fn=lambda cpu=cpu: os.sched_setaffinity(0, {cpu})) for cpu in cpus]
+    try:
+        proc = subprocess.run([sys.executable, "-m", "localgen", "bench", "-p", "0", "-n", "48", "-r", "1", "-t", "1",
+                               "--json"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
+                              stdin=subprocess.DEVNULL, env={**os.environ, "LOCALGEN_HOME": str(tmp_path)},
+                              preexec_fn=lambda: os.sched_setaffinity(0, set(cpus)))
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    busy = json.loads(proc.stdout)["busy_elsewhere"]
+    assert list(busy) == ["decode"] and busy["decode"] >= 1.25, busy
+    assert f"other processes kept CPUs busy ({busy['decode']:.2f} during the decode test): these figures are " \
+        "below this machine's when it is idle" in proc.stderr, proc.stderr
 
 
 def _bench_interrupted_at(progress: str, *args: str, signum: int = signal.SIGINT) -> tuple[int, str, str]:

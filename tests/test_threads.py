@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from localgen.engine.threads import (
     _busy_seconds,
     count_matters_from,
     free_cpus,
+    others_busy,
 )
 from localgen.events import Finished, Timings, Usage
 from localgen.gguf_split import validate_split
@@ -235,6 +237,24 @@ def test_free_cpus_leave_out_this_processes_own_time() -> None:
     after = CpuSample(wall_s=12.0, all_busy_s=104.0, own_s=53.0)  # 4 s busy, 3 of them this process's
     assert free_cpus(before, after, 2) == pytest.approx(1.5)
     assert free_cpus(before, CpuSample(12.0, None, 53.0), 2) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs a CPU to pin to")
+def test_others_busy_counts_another_process_s_time() -> None:
+    """A busy loop in another process counts (this process's own time is left out: the test of free_cpus), and too
+    short a block says nothing."""
+    found: list[float] = []
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                              preexec_fn=lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}))
+    try:
+        with others_busy(found.append, least_s=1.0):
+            time.sleep(1.5)
+    finally:
+        burner.kill()
+        burner.wait()
+    with others_busy(found.append, least_s=60.0):
+        pass
+    assert len(found) == 1 and found[0] >= 0.8, found
 
 
 def test_busy_time_counts_the_allowed_cpus_only(tmp_path: Path) -> None:

@@ -19,11 +19,12 @@ the governor decodes with every thread, so that its choice changes no output eit
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,13 +92,33 @@ def count_matters_from(flash_attention: bool, kv_type: str) -> int | None:
     return SPLIT_ATTENTION_FROM if flash_attention and kv_type == "f16" else None
 
 
-def free_cpus(before: CpuSample, after: CpuSample, n_cpus: int) -> float | None:
-    """CPUs' worth of time other processes left free between two samples (None: not known or too short)."""
+def busy_elsewhere(before: CpuSample, after: CpuSample) -> float | None:
+    """CPUs' worth of time other processes took between two samples (None: not known or too short)."""
     wall = after.wall_s - before.wall_s
     if before.all_busy_s is None or after.all_busy_s is None or wall <= 0:
         return None
     others = (after.all_busy_s - before.all_busy_s) - (after.own_s - before.own_s)
-    return n_cpus - max(0.0, others) / wall
+    return max(0.0, others) / wall
+
+
+@contextlib.contextmanager
+def others_busy(found: Callable[[float], None], least_s: float) -> Iterator[None]:
+    """Tell found how many CPUs' worth of time other processes took while the block ran, where it ran least_s or
+    longer (shorter, the kernel's clock ticks make the figure too coarse)."""
+    before = cpu_sample()
+    try:
+        yield
+    finally:
+        after = cpu_sample()
+        busy = busy_elsewhere(before, after) if after.wall_s - before.wall_s >= least_s else None
+        if busy is not None:
+            found(busy)
+
+
+def free_cpus(before: CpuSample, after: CpuSample, n_cpus: int) -> float | None:
+    """CPUs' worth of time other processes left free between two samples (None: not known or too short)."""
+    busy = busy_elsewhere(before, after)
+    return None if busy is None else n_cpus - busy
 
 
 class ThreadGovernor:
