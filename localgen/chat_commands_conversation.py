@@ -17,7 +17,7 @@ from localgen.model_switch import AlreadyLoaded
 from localgen.registry import reads_as_a_model
 from localgen.repl_input import one_argument
 from localgen.repl_state import ChatState
-from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, unanswered_note, what_reset_kept
+from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, what_reset_kept
 from localgen.session import ChatSession
 from localgen.stopping import escaped
 from localgen.units import counted
@@ -47,10 +47,7 @@ def undo_command(state: ChatState, _: str) -> None:
 
 def regen_command(state: ChatState, _: str) -> None:
     """/regen: answer the last question again, or send the message typed last where it got no answer."""
-    session = state.session
-    state.show_answer(*session.regenerate())
-    if session.unanswered and session.dropped_question is not None:
-        console.say(f"[no answer: {unanswered_note(len(session.attachments))}]")
+    state.show_answer(*state.session.regenerate())
 
 
 def file_command(state: ChatState, argument: str) -> None:

@@ -39,7 +39,7 @@ from localgen.repl_input import (
 )
 from localgen.repl_state import ChatState
 from localgen.repl_terminal import bracketed_paste, signals_end_the_prompt
-from localgen.repl_text import answer_note, room_notice, toolbar_line, unanswered_note
+from localgen.repl_text import answer_note, room_notice, toolbar_line, unanswered_line
 from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession, TurnStart, UnsavedChangeError
 from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal
@@ -201,13 +201,12 @@ class Repl:
 
     def _unsent(self, line: str | None) -> None:
         """Say that Ctrl-C just after Enter kept the line from being sent; a message is then /regen's to send."""
-        pasted = line is not None and self._paste.began(line)
-        text = None if line is None else message_text(self._decoded(line, warn=False), pasted=pasted)
-        if not text or not text.strip() or means_leaving(line or "", pasted=pasted):
+        text = self._message_sent(line)
+        if line is None or text is None or means_leaving(line, pasted=self._paste.began(line)):
             console.say("[interrupted]")
             return
         self.session.dropped_question = text
-        console.say(f"[interrupted: {unanswered_note(len(self.session.attachments))}]")
+        console.say(unanswered_line(len(self.session.attachments), sent=False))
 
     def _ctrl_c_typed_ahead(self) -> bool:
         """Whether a Ctrl-C came in the same read as Enter (prompt-toolkit keeps such keys for the next prompt, where
@@ -239,8 +238,9 @@ class Repl:
         return typed_message(self._decoded(line, warn=False), pasted=self._paste.began(line))
 
     def _message_sent(self, line: str | None) -> str | None:
-        """The message a line returned by the prompt sends: None for none (no line, a command, a blank line)."""
-        text = None if line is None else self._message_typed(line)
+        """The message a line returned by the prompt sends, as _handle sends it: None for none (no line, a command, a
+        blank line)."""
+        text = None if line is None else message_text(self._decoded(line, warn=False), pasted=self._paste.began(line))
         return text if text is not None and text.strip() else None
 
     def _text_changed(self, buffer: Buffer) -> None:
@@ -264,13 +264,12 @@ class Repl:
         if command is None:
             if text and text.strip():
                 self._show_answer(*self.session.ask(text))
-                if self.session.unanswered:
-                    console.say(f"[no answer: {unanswered_note(len(self.session.attachments))}]")
             return
         run_command(self.state, command)
 
     def _show_answer(self, start: TurnStart, events: Generator[Event, None, None]) -> None:
-        """Stream an answer to the terminal; Ctrl-C stops it and keeps what was said.
+        """Stream an answer to the terminal (a message's, or /regen's); Ctrl-C stops it and keeps what was said. Where
+        the message got no answer, what that left is said after it.
 
         SIGTERM and SIGHUP stop it too, then end the chat (SignalExit) once the answer is saved and the terminal
         echoes again. What making room for the turn did (start) is said when the answer's first text arrives (a
@@ -290,7 +289,9 @@ class Repl:
             raise SignalExit(signals.ending_signal) from exc  # a save that failed is said as the chat ends
         if signals.ending_signal is not None:
             raise SignalExit(signals.ending_signal)
-        if self.state.stats_after_answers and not self.session.unanswered:
+        if self.session.unanswered and self.session.dropped_question is not None:  # (a /regen of an answer keeps it)
+            console.say(unanswered_line(len(self.session.attachments), sent=True))
+        elif self.state.stats_after_answers and not self.session.unanswered:
             say_stats(self.session)
 
     def pause_view(self) -> None:

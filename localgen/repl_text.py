@@ -43,12 +43,14 @@ def answer_note(done: Finished, *, hidden_reasoning: bool = False, still_reasoni
     return f"the model gave no answer after its reasoning ({SHOWS_REASONING}; /regen asks again)"
 
 
-def unanswered_note(attached: int) -> str:
-    """What a message that got no answer (Ctrl-C before any text, an error) left: nothing in the conversation,
-    and the files attached for it waiting for the next one."""
+def unanswered_line(attached: int, *, sent: bool) -> str:
+    """The line said of a message that got no answer (sent: the model got it, and Ctrl-C came before any text, or an
+    error; else Ctrl-C just after Enter kept it from being sent): nothing in the conversation, and the files
+    attached for it waiting for the next one."""
     files = f", and {counted(attached, 'attached file')} {'waits' if attached == 1 else 'wait'} for the next one" \
         if attached else ""
-    return f"the message is not kept{files}; /regen sends it, Up brings it back to edit"
+    said = "no answer" if sent else "interrupted"
+    return f"[{said}: the message is not kept{files}; /regen sends it, Up brings it back to edit]"
 
 
 def empty_answer_note(done: Finished) -> str | None:
