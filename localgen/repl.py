@@ -268,8 +268,8 @@ class Repl:
         run_command(self.state, command)
 
     def _show_answer(self, start: TurnStart, events: Generator[Event, None, None]) -> None:
-        """Stream an answer to the terminal (a message's, or /regen's); Ctrl-C stops it and keeps what was said. Where
-        the message got no answer, what that left is said after it.
+        """Stream an answer to the terminal (a message's, or /regen's); Ctrl-C stops it and keeps what was said (a
+        /regen stopped keeps the earlier answer). Where the message got no answer, what that left is said after it.
 
         SIGTERM and SIGHUP stop it too, then end the chat (SignalExit) once the answer is saved and the terminal
         echoes again. What making room for the turn did (start) is said when the answer's first text arrives (a
@@ -291,7 +291,7 @@ class Repl:
             raise SignalExit(signals.ending_signal)
         if self.session.unanswered and self.session.dropped_question is not None:  # (a /regen of an answer keeps it)
             console.say(unanswered_line(len(self.session.attachments), sent=True))
-        elif self.state.stats_after_answers and not self.session.unanswered:
+        elif self.state.stats_after_answers and not (self.session.unanswered or self.session.earlier_kept):
             say_stats(self.session)
 
     def pause_view(self) -> None:
@@ -325,7 +325,7 @@ class Repl:
             events.close()
             view.close(None if done is None else answer_note(
                 done, hidden_reasoning=view.shows_nothing_but_hidden_reasoning,
-                still_reasoning=splitter is not None and splitter.inside))
+                still_reasoning=splitter is not None and splitter.inside, earlier_kept=self.session.earlier_kept))
 
     def _opens_thinking(self) -> bool:
         """True when this model's generation prompt opens a reasoning block itself."""

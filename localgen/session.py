@@ -70,6 +70,7 @@ class ChatSession(SessionSettings, ContextRoom):
         self.attachments: list[str] = []
         self.last: Finished | None = None
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
+        self.earlier_kept = False  # the last /regen was stopped (Ctrl-C, an error), and its earlier answer stays
         self.dropped_question: str | None = None  # the message typed last, where it got no answer: /regen asks it
         self.unsaved = False  # the last change could not be saved: the file is behind the conversation
         self.unsaved_because: str | None = None  # why, while unsaved
@@ -157,16 +158,17 @@ class ChatSession(SessionSettings, ContextRoom):
             engine.prefill_ahead(self._with_held_tokens(tokens), should_stop)
 
     def regenerate(self) -> tuple[TurnStart, Generator[Event, None, None]]:
-        """Answer the last question again (the old answer stays if the new one fails before it starts), making
-        room as a new question does (a smaller model's context, a longer system prompt); a message that got no
-        answer (Ctrl-C before any text, an error), the last typed, is the one asked again."""
+        """Answer the last question again (the old answer stays if the new one is stopped or fails, even part
+        way), making room as a new question does (a smaller model's context, a longer system prompt); a message that
+        got no answer (Ctrl-C before any text, an error), the last typed, is the one asked again."""
         if self.dropped_question is not None:
             return self.ask(self.dropped_question)
         turns = self.conversation.turns
         if not turns:
             raise UsageError("there is no question to answer again", hint="ask something first")
         planned = replace(self.conversation, turns=[*turns[:-1], Turn(user=turns[-1].user)])
-        return TurnStart(dropped=self._make_room(planned)), self._answer(question=planned)
+        again = turns[-1].answer is not None  # (a file written by hand may end with a question alone)
+        return TurnStart(dropped=self._make_room(planned)), self._answer(question=planned, again=again)
 
     def undo(self) -> Turn:
         """Drop the last exchange."""
@@ -334,24 +336,26 @@ class ChatSession(SessionSettings, ContextRoom):
         """Tokens a conversation takes once rendered."""
         return len(self._prompt(messages)[1])
 
-    def _answer(self, *, question: Conversation | None = None, sends_attachments: bool = False
-                ) -> Generator[Event, None, None]:
+    def _answer(self, *, question: Conversation | None = None, sends_attachments: bool = False,
+                again: bool = False) -> Generator[Event, None, None]:
         """Stream the answer to the last turn (of question, the conversation planned with a new question, when
         given), recording it (even partial) in the conversation; sends_attachments: the question holds the files
         attached for it, which are then used up (a question answered again leaves them for the next one); an
         answer lets go of the message kept for /regen (dropped_question).
 
         If no answer comes (an error, or Ctrl-C before any text), the conversation and attachments stay as they
-        were before the question (the context it would have left included), and a question asked again keeps its
-        previous answer; so the conversation never holds two questions in a row. An error after some text keeps
-        that text, as an interrupted answer.
+        were before the question (the context it would have left included); so the conversation never holds two
+        questions in a row. An error after some text keeps that text, as an interrupted answer, except where the
+        question is asked again (again: /regen): an answer stopped part way then leaves the conversation, /stats and
+        the KV cache (which holds the question alone) as they were, the previous answer kept (earlier_kept).
         """
         conversation = self.conversation
         before = (list(conversation.turns), conversation.context_start, self.attachments)
         turn = (question or conversation).turns[-1]
         previous = (turn.answer, turn.interrupted, turn.details)
+        last, stream = self.last, None
         failed = False
-        self.unanswered = False
+        self.unanswered = self.earlier_kept = False
         try:
             if question is not None:
                 conversation.turns[:], conversation.context_start = question.turns, question.context_start
@@ -371,13 +375,18 @@ class ChatSession(SessionSettings, ContextRoom):
         finally:
             answered = turn.answer is not None
             self.unanswered = not answered
-            if answered:
+            self.earlier_kept = again and (not answered or turn.interrupted)
+            if answered and not self.earlier_kept:
                 self.dropped_question = None
-            if not answered:
+            if not answered or self.earlier_kept:
                 conversation.turns[:], conversation.context_start, self.attachments = before
                 turn.answer, turn.interrupted, turn.details = previous
+            if answered and self.earlier_kept and stream is not None:  # the next turn computes the answer kept
+                self.last = last
+                stream.close()  # (ended, unless its reader left): the engine is done with it
+                self.loaded.engine.forget_after(len(tokens))  # not the stopped answer's tokens
             try:
-                if answered:  # a question without an answer left the conversation as it was (or unborn)
+                if answered and not self.earlier_kept:  # otherwise the conversation is as it was (or unborn)
                     self._save()
             except LocalgenError:
                 if not failed:

@@ -5,6 +5,7 @@ writes as /set stop reads them."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pexpect
@@ -19,7 +20,7 @@ from localgen.repl_text import answer_note, list_rows, toolbar_line
 from localgen.session_settings import SessionSettings
 from localgen.stopping import escaped
 from tests.conftest import run_localgen
-from tests.test_repl import Chat, _listed_rows, _reasoning_chat
+from tests.test_repl import LONG_QUESTION, PREFILL_STATUS, TIMEOUT, Chat, _listed_rows, _reasoning_chat
 
 LONG_NAME = "a-conversation-whose-name-is-wider-than-the-terminal-it-is-listed-on"
 
@@ -143,6 +144,13 @@ def test_the_note_of_an_answer_that_showed_nothing_but_hidden_reasoning(reason: 
     assert answer_note(_done("Let me see", reason), hidden_reasoning=True, still_reasoning=still) == note
     assert answer_note(_done("Six.", reason)) == ("interrupted" if reason == "interrupted" else None)
     assert answer_note(_done(" ", "stop")) == "the model gave an empty answer (/regen asks again)"
+
+
+def test_the_note_of_a_stopped_regen_says_the_earlier_answer_is_kept_before_or_after_text() -> None:
+    kept = "interrupted: the earlier answer is kept; /regen asks again"
+    assert answer_note(_done("", "interrupted"), earlier_kept=True) == kept
+    assert answer_note(_done("Let me see", "interrupted"), hidden_reasoning=True, earlier_kept=True) == kept
+    assert answer_note(_done("Six.", "length"), earlier_kept=True) == answer_note(_done("Six.", "length"))
 
 
 def test_the_toolbar_of_a_narrow_terminal_keeps_the_attached_files_and_the_context(tmp_path: Path) -> None:
@@ -302,6 +310,40 @@ def test_a_message_stopped_before_any_text_is_what_regen_sends(tmp_path: Path) -
     chat.sync()
     assert [t["user"] for t in chat.conversation()["turns"]] == ["Name a color.", f"Count these: {words}"]
     assert chat.quit() == 0
+
+
+@pytest.mark.serial  # timed against an answer (conftest: serial)
+def test_a_regen_stopped_part_way_keeps_the_earlier_answer(tmp_path: Path) -> None:
+    """Ctrl-C once /regen's new answer has begun: the chat says the earlier answer is kept, the conversation and its
+    file keep it, /stats shows its figures, and the next question gets the answer a fresh chat with that history
+    gives (the stopped answer replaced the earlier one, in the file too)."""
+    home = tmp_path / "home"
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "300")
+    first = chat.ask(LONG_QUESTION)
+    saved = chat.saved_at()
+    mark = len(chat.transcript.getvalue())
+    chat.child.sendline("/regen")
+    deadline = time.monotonic() + TIMEOUT
+    while sum(c.isalpha() for c in PREFILL_STATUS.sub("", chat.transcript.getvalue()[mark:])) < 60:
+        assert time.monotonic() < deadline, f"no new answer on the screen; screen: {chat.child.before!r}"
+        chat.child.expect([pexpect.TIMEOUT, "zzz"], timeout=0.2)
+    chat.child.sendintr()
+    chat.expect_words("[interrupted: the earlier answer is kept; /regen asks again]")
+    chat.sync()
+    assert chat.conversation() == first and chat.saved_at() == saved, "the file keeps the earlier answer"
+    chat.child.sendline("/stats")
+    chat.child.expect(r"finish (\w+)")
+    assert chat.child.match[1] == first["turns"][0]["finish_reason"] != "interrupted"
+    chat.sync()
+    state = chat.ask("Name a color.")
+    assert state["turns"][0] == first["turns"][0]
+    assert chat.quit() == 0
+    fresh = Chat(home, "--resume", next((home / "data" / "conversations").glob("*.json")).stem, "--no-markdown")
+    saved = fresh.saved_at()
+    fresh.child.sendline("/regen")  # the same history, with nothing in the KV cache
+    fresh.wait_for(lambda _: fresh.saved_at() != saved)
+    assert fresh.conversation()["turns"][1]["answer"] == state["turns"][1]["answer"]
+    assert fresh.quit() == 0
 
 
 def test_tab_after_file_writes_a_folder_s_slash_so_the_next_tab_goes_on_inside_it(tmp_path: Path) -> None:

@@ -294,6 +294,51 @@ def test_attachments_of_a_question_without_an_answer_wait_for_the_next_one(sessi
     assert session.unanswered and session.last is answered
 
 
+def _stopped_part_way(events: Iterable[Event], session: ChatSession) -> Finished:
+    """Run an answer, asking the engine to stop (as Ctrl-C does) once its third piece of text has come (the KV cache
+    then holds the tokens before it)."""
+    finished, pieces = None, 0
+    for event in events:
+        pieces += isinstance(event, TextChunk)
+        if pieces >= 3:
+            session.loaded.engine.request_stop()
+        if isinstance(event, Finished):
+            finished = event
+    assert finished is not None
+    return finished
+
+
+def test_a_regen_stopped_part_way_keeps_the_earlier_answer_and_its_kv_cache_only_the_question(
+        session: ChatSession) -> None:
+    """The conversation, /stats and /undo are as before the stopped /regen, and the KV cache holds no token of the
+    stopped answer, so the next question gets the greedy answer a fresh KV cache gives for the same history."""
+    engine = session.loaded.engine
+    first = _answer(session.ask("Name a color.")[1])
+    question = session.loaded.prompt_format.prompt(engine, session.conversation.messages()[:-1])[1]
+    stopped = _stopped_part_way(session.regenerate()[1], session)
+    assert stopped.finish_reason == "interrupted" and stopped.usage.completion_tokens >= 3, "stopped after some text"
+    assert session.earlier_kept and not session.unanswered
+    assert [(t.user, t.answer, t.interrupted) for t in session.conversation.turns] == [
+        ("Name a color.", first.text, False)]
+    assert session.last is first, "/stats shows the answer kept"
+    assert engine.kv_token_list == question, "the KV cache holds the question, not the stopped answer's tokens"
+    second = _answer(session.ask("Name an animal.")[1]).text
+    assert not session.earlier_kept
+    session.undo()
+    engine.reset()
+    assert _answer(session.ask("Name an animal.")[1]).text == second, "as a fresh KV cache gives"
+    session.undo()
+    events = session.regenerate()[1]
+    next(event for event in events if isinstance(event, TextChunk))
+    with pytest.raises(BrokenPipeError):
+        events.throw(BrokenPipeError())  # the answer could not be shown
+    assert session.earlier_kept and _exchanges(session) == [("Name a color.", first.text)]
+    events = session.regenerate()[1]
+    engine.request_stop()  # Ctrl-C before any text
+    assert _answer(events).text == "" and session.earlier_kept and session.unanswered
+    assert session.undo().answer == first.text and not session.conversation.turns
+
+
 def test_set_speaks_the_chat_s_language(session: ChatSession) -> None:
     assert session.set_value("seed", "-1") == ("seed", "none") and session.sampling.seed is None
     assert session.set_value("Repeat-Last-N", "32") == ("repeat_last_n", "32") and session.sampling.repeat_last_n == 32

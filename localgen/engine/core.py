@@ -157,6 +157,13 @@ class Engine(LoadedModel):
         self._kv.clear()
         self._ahead_from = None
 
+    def forget_after(self, keep: int) -> None:
+        """Forget the KV cache past its first keep tokens (an answer the conversation does not keep)."""
+        self._check_open()
+        self._last_use = None  # a generation collected later leaves the cache as it is now
+        if keep < len(self._kv):
+            self._kv.truncate(keep)
+
     def check_fits(self, n_prompt: int) -> None:
         """Raise ContextOverflowError when a prompt leaves no room to generate."""
         self._facts.check_fits(n_prompt)
