@@ -17,7 +17,7 @@ from localgen.model_switch import AlreadyLoaded
 from localgen.registry import reads_as_a_model
 from localgen.repl_input import one_argument
 from localgen.repl_state import ChatState
-from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, what_reset_kept
+from localgen.repl_text import LIST_NEWEST, brief, exchanges_in_context, gist, list_rows, what_reset_kept
 from localgen.session import ChatSession
 from localgen.stopping import escaped
 from localgen.units import counted
@@ -156,19 +156,28 @@ def load_command(state: ChatState, argument: str) -> None:
         console.warn(warning)
 
 
-def list_command(state: ChatState, _: str) -> None:
-    """/list: list the saved conversations, marking this chat's."""
+def list_command(state: ChatState, argument: str) -> None:
+    """/list [all]: list the newest saved conversations (all: every one), marking this chat's, and say how many
+    older ones there are."""
+    from localgen.conversation_store import list_conversations
     from localgen.conversation_summary import summaries
 
-    entries = summaries()
+    if argument.lower() not in ("", "all"):
+        console.say(f"usage: /list [all] (alone: the newest {LIST_NEWEST} saved conversations)")
+        return
+    saved = len(list_conversations())  # a stat of each file: summaries reads only the ones it lists
+    entries = summaries(None if argument else LIST_NEWEST)
     if not entries:
         console.say("no saved conversations")
         return
     conversation = state.session.conversation
     current = conversation.name if conversation.on_disk else None
-    console.say(f"{counted(len(entries), 'saved conversation')}, newest first:")
+    console.say(f"{counted(max(saved, len(entries)), 'saved conversation')}, newest first:")
     for row in list_rows(entries, current, console.status_width()):
         console.say(row)
+    older = saved - len(entries)
+    if older > 0:
+        console.say(f"{counted(older, 'older one')} not shown (/list all lists every one)")
 
 
 def model_command(state: ChatState, argument: str) -> None:

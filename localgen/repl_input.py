@@ -24,6 +24,7 @@ from localgen.conversation_store import list_conversations
 from localgen.errors import LocalgenError, UnbalancedQuoteError, UsageError
 from localgen.registry import load_registry
 from localgen.repl_show import SHOW_PARTS
+from localgen.repl_text import LIST_NEWEST
 from localgen.slips import meant_name
 from localgen.storage import file_in_the_way, in_the_way
 
@@ -45,7 +46,7 @@ COMMAND_HELP = {
     "/file PATH|none": "attach a file's text to the next message, or drop the attached files (none)",
     "/save [NAME]": "save the conversation (it is also autosaved after every answer)",
     "/load NAME": "continue a saved conversation",
-    "/list": "list saved conversations",
+    "/list [all]": f"list the newest {LIST_NEWEST} saved conversations (all: every one)",
     "/model REF": "switch model, keeping the conversation",
     "/thinking [on|off]": "show or hide the model's reasoning (alone: say which)",
     "/markdown [on|off]": "render answers as Markdown, or print them exactly as written (alone: say which)",
@@ -184,13 +185,14 @@ def command_block_is_open(text: str) -> bool:
 
 
 ARGUMENT_WORDS = {"/help": ("shortcuts", *(name[1:] for name in COMMANDS)), "/show": SHOW_PARTS,
-                  "/stats": ("on", "off"), "/thinking": ("on", "off"), "/markdown": ("on", "off")}  # words they take
+                  "/stats": ("on", "off"), "/thinking": ("on", "off"), "/markdown": ("on", "off"),
+                  "/list": ("all",)}  # words they take
 
 
 class SlashCompleter(Completer):
     """Completes slash command names, file paths after /file, setting names after /set, saved conversations after
     /load, model names or paths after /model, and the words of /help (shortcuts and the command names), /show, /stats,
-    /thinking and /markdown.
+    /thinking, /markdown and /list.
 
     After /model: the downloaded models and, unless offline() (where only they can load), the registry's others,
     the downloaded ones marked so.

@@ -19,6 +19,7 @@ LIST_MESSAGE_MIN = 12  # columns of a first message that /list keeps before it d
 LIST_MESSAGE_SHORTEST = 5  # columns of a first message ("Tell…") below which /list drops the date, then the size
 THIS_CHAT = "  (this chat)"
 LIST_NAME_KEPT = 20  # columns of a name that /list keeps before it drops the date (a new chat's name takes 20)
+LIST_NEWEST = 20  # conversations /list shows, the newest (/list all: every one)
 
 
 def brief(text: str, limit: int = 80) -> str:

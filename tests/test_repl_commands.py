@@ -4,6 +4,8 @@ writes as /set stop reads them."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import time
 from pathlib import Path
@@ -443,6 +445,37 @@ def test_save_of_a_name_too_long_says_it_once_and_shortened(tmp_path: Path) -> N
         assert said.startswith(f"'{'a' * 19}…{'a' * 20}' is not a valid conversation name (hint: start with"), said
         assert "a" * 21 not in said, said
         chat.command_words("/save my notes", "(up to 100 characters), e.g. my-notes)")  # a short one, as it was
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def test_list_shows_the_newest_20_and_how_many_older_ones_list_all_shows(tmp_path: Path) -> None:
+    """/list printed every saved conversation, however many."""
+    home = tmp_path / "home"
+    folder = home / "data" / "conversations"
+    folder.mkdir(parents=True)
+    for n in range(1, 26):
+        path = folder / f"note-{n:02}.json"
+        path.write_text(json.dumps({"format": 1, "name": path.stem, "turns": [{"user": f"Hi {n}", "answer": "Hi."}]}))
+        os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))  # note-25 the newest
+
+    def listed(command: str, last: str) -> list[str]:
+        mark = len(chat.transcript.getvalue())
+        chat.command(command, last)
+        screen = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", chat.transcript.getvalue()[mark:]).replace("\r", "")
+        return [line.strip() for line in screen.split("\n")[1:] if line.strip() and ">>>" not in line]
+
+    chat = Chat(home, "-n", "2")
+    try:
+        lines = listed("/list", "(/list all lists every one)")
+        assert lines[0] == "25 saved conversations, newest first:", lines
+        assert [line.split()[0] for line in lines[1:-1]] == [f"note-{n:02}" for n in range(25, 5, -1)], lines
+        assert lines[-1] == "5 older ones not shown (/list all lists every one)", lines
+        lines = listed("/list all", "note-01")
+        assert [line.split()[0] for line in lines[1:]] == [f"note-{n:02}" for n in range(25, 0, -1)], lines
+        chat.command("/list some", "usage: /list [all] (alone: the newest 20 saved conversations)")
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():
