@@ -125,12 +125,15 @@ def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None
                         floor_texts=floor_texts)
 
 
-def with_files(files: Sequence[InputFile], *, system: bool) -> str:
-    """The -f files a chat's first message holds, with the system prompt where it has one, as an error that refuses
-    them names them after the tokens they take ('with -f a.txt and the system prompt'); '' without files."""
-    if not files:
+def with_files(files: Sequence[InputFile], *, system: bool, stdin: bool = False, prompt: bool = False) -> str:
+    """The texts a prompt is made of, as an error that refuses them names them after the tokens they take: the -f
+    files ("-f -" for stdin among them), piped stdin, the prompt and the system prompt, those given ('with -f a.txt,
+    stdin, the prompt and the system prompt'; a chat's first message: its files); '' without files, stdin or prompt."""
+    if not (files or stdin or prompt):
         return ""
-    return f"with {alternatives([*(f'-f {file.name}' for file in files), *['the system prompt'] * system], 'and')}"
+    named = [*(f"-f {'-' if file.path is None else file.name}" for file in files), *["stdin"] * stdin,
+             *["the prompt"] * prompt, *["the system prompt"] * system]
+    return f"with {alternatives(named, 'and')}"
 
 
 def load_for(ctx: typer.Context, options: ModelOptions, conversation: Conversation | None) -> LoadedModel:

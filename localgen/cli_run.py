@@ -61,6 +61,23 @@ def say_reading_a_terminal(stdin: BinaryIO | None, what: str) -> None:
             say_reading_the_terminal(what)
 
 
+def stdin_attached(stdin: BinaryIO | None) -> bool:
+    """Whether piped stdin is read into the prompt and may hold text: not a terminal, /dev/null or an empty file."""
+    import os
+    import stat
+
+    try:
+        if stdin is None or stdin.isatty():
+            return False
+    except ValueError:  # closed
+        return False
+    try:
+        status = os.fstat(stdin.fileno())
+    except (OSError, ValueError):  # a stream with no descriptor, read as a pipe is
+        return True
+    return not stat.S_ISCHR(status.st_mode) and not (stat.S_ISREG(status.st_mode) and not status.st_size)
+
+
 def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> None:
     """Refuse a file given to read, or stdin, that is the file stdout goes to, which the shell's > emptied before
     localgen could read it (`localgen run -f notes.md "Fix it." > notes.md`): the answer would come without it."""

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import typer
 
-from localgen.cli_model import load_for, model_options, preflight_for, read_system_file, read_texts, say_waiting_for
+from localgen.cli_model import (
+    load_for,
+    model_options,
+    preflight_for,
+    read_system_file,
+    read_texts,
+    say_waiting_for,
+    with_files,
+)
 from localgen.errors import UsageError
 
 if TYPE_CHECKING:
@@ -142,7 +150,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen import console
     from localgen.cli_model import conversation_defaults, system_file_input
     from localgen.cli_options import sampling_from
-    from localgen.cli_run import refuse_emptied_by_stdout
+    from localgen.cli_run import refuse_emptied_by_stdout, stdin_attached
     from localgen.grammar import constraint_source
     from localgen.input_text import argument_text
     from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, reads_a_pipe
@@ -188,8 +196,12 @@ def check_run(request: RunRequest) -> CheckedRun:
     continued = open_conversation(request.conversation_name) if continuing else None
     conversation = None if continued is None else continued.conversation
     model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
-    options = model_options(ctx, model=model, ctx_size=ctx_size, raw=request.raw, min_ctx=0)
     stdin = sys.stdin.buffer if sys.stdin else None
+    system_stdin = system_input is not None and system_input.path is None  # --system-file -
+    piped = stdin_taken is None and not system_stdin and stdin_attached(stdin)
+    texts = with_files(files, stdin=piped or stdin_asked, prompt=bool(prompt),
+                       system=bool(system) or system_input is not None)  # a prompt too long is refused naming them
+    options = model_options(ctx, model=model, ctx_size=ctx_size, raw=request.raw, min_ctx=0, floor_texts=texts)
     named = [*files, *(f for f in (system_input, template_file, constraint and constraint.file) if f is not None)]
     refuse_emptied_by_stdout(named, stdin)
     # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as

@@ -126,7 +126,8 @@ CASES: dict[str, Case] = {
     "prompt-far-beyond-the-model": Case(("run", "Summarize."), RUNTIME,
                                         "too long for the model's maximum of 8,192 tokens", stdin=b"word " * 400_000),
     "prompt-far-beyond-ctx-size": Case(("run", "Summarize.", "-c", "512"), RUNTIME,
-                                       "too long for --ctx-size 512: it takes at least 617 tokens (hint: try a "
+                                       "too long for --ctx-size 512: it takes at least 617 tokens with stdin and the "
+                                       "prompt (hint: try a "
                                        "larger --ctx-size (this model takes up to 8,192)", stdin=b"word " * 20_000),
     "prompt-larger-than-the-model": Case(("run", "Summarize.", "-c", "8192", "-m", "{bundled}"), RUNTIME,
                                          "8,192 tokens is the most this model takes", stdin=b"word " * 9000),

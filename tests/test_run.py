@@ -935,7 +935,7 @@ def test_a_conversation_s_problems_are_named_as_its_own(tmp_path: Path) -> None:
     big.write_text("word " * 9000)
     result = run_localgen("run", "--conversation", "small", "-f", str(big), "-n", "1", "hi", env=env)
     assert result.returncode == 1 and "the prompt is too long for --ctx-size 256: it takes at least 277 tokens " \
-                                      "(conversation 'small' was started with that size)" in result.err, result.err
+        f"with -f {big} and the prompt (conversation 'small' was started with that size)" in result.err, result.err
 
 
 def test_an_empty_folder_variable_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:

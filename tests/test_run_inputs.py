@@ -522,3 +522,24 @@ def test_a_ctrl_c_ends_the_terminal_s_line_once_and_only_where_it_is_open(script
     printed = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", child.before)  # the bars' and the chat's escapes
     assert child.exitstatus == 130 and printed.endswith(shown), repr(child.before)
     assert printed == shown if len(shown) <= 2 else not printed.endswith("\r\n\r\n"), repr(child.before)
+
+
+def test_a_prompt_too_long_for_the_context_names_what_it_is_made_of(tmp_path: Path) -> None:
+    """A run refused for a prompt no context of its size holds says what the prompt is made of (its -f files, stdin,
+    the prompt and the system prompt), as a chat names its -f files; stdin from /dev/null is not among them."""
+    long, short = tmp_path / "long.txt", tmp_path / "short.txt"
+    long.write_text("x " * 30_000)  # 60,000 bytes: at least 370 tokens, however they tokenize
+    short.write_text("A short note.\n")
+    piped = b"x " * 30_000
+    for args, stdin, named in (
+            (("-f", str(long), "-f", str(short), "-s", "Be brief.", "q"), None,
+             f"with -f {long}, -f {short}, the prompt and the system prompt"),
+            (("q",), piped, "with stdin and the prompt"),
+            (("-",), piped, "with stdin"),
+            (("-f", str(short), "-f", "-", "q"), piped, f"with -f {short}, -f - and the prompt"),
+            (("--system-file", "-", "q"), piped, "with the prompt and the system prompt"),
+            (("--system-file", str(short), "q"), piped, "with stdin, the prompt and the system prompt")):
+        result = run_localgen("run", "-c", "256", "-n", "1", *args, stdin=stdin)
+        assert result.returncode == 1 and re.fullmatch(r"localgen: error: the prompt is too long for --ctx-size 256: "
+                                                       rf"it takes at least [\d,]+ tokens {re.escape(named)} \(hint: "
+                                                       r"[^\n]*\)\n", result.err), (args, result.err)
