@@ -45,13 +45,14 @@ def expand_user_path(text: str) -> Path:
 
 
 def option_path(text: str, option: str) -> Path:
-    """A file path given with option, as typed (an empty one is a UsageError, not the current folder)."""
+    """A file path given with option, a leading ~ expanded where the shell left it (--file=~/notes.txt, -f~/x.txt) and
+    no file has that name (an empty one is a UsageError, not the current folder)."""
     if not text:
         raise UsageError(f"the file name given to {option} is empty", hint=f"pass a file path to {option}")
     if text.lower().startswith(("http://", "https://")):
         fetch = f'curl -sL {text} | localgen run "..."' if option == FILE_OPTION else f"curl -sL {text} > FILE"
         raise UsageError(f"{option} reads a local file, not an address: {text}", hint=f"fetch it first: {fetch}")
-    return Path(text)
+    return expand_user_path(text) if text.startswith("~") and not os.path.lexists(text) else Path(text)
 
 
 def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTION,

@@ -543,3 +543,18 @@ def test_a_prompt_too_long_for_the_context_names_what_it_is_made_of(tmp_path: Pa
         assert result.returncode == 1 and re.fullmatch(r"localgen: error: the prompt is too long for --ctx-size 256: "
                                                        rf"it takes at least [\d,]+ tokens {re.escape(named)} \(hint: "
                                                        r"[^\n]*\)\n", result.err), (args, result.err)
+
+
+def test_a_file_option_expands_a_tilde_the_shell_left(tmp_path: Path) -> None:
+    """`--file=~/notes.txt` and `-f~/notes.txt` reach localgen with the ~ as typed (the shell expands it only at a
+    word's start): it is the home folder, as -m ~/model.gguf's is."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("The pass phrase is heliotrope.\n")
+    (home / "system.txt").write_text("Answer in French.\n")
+    env = {"HOME": str(home)}
+    result = run_localgen("run", "--print-prompt", "--file=~/notes.txt", "--system-file=~/system.txt", "q", env=env)
+    assert result.returncode == 0 and "The pass phrase is heliotrope." in result.out \
+        and "Answer in French." in result.out, result.err
+    missing = run_localgen("run", "-f~/missing.txt", "q", env=env)
+    assert missing.returncode == 2 and "no such file: ~/missing.txt" in missing.err, missing.err
