@@ -114,6 +114,16 @@ from tests.conftest import bundled_model_file, run_localgen
      "localgen has no Mirostat: --temperature, --top-k, --top-p and --min-p set how it samples"),
     (("run", "--lora-scaled", "a.gguf", "0.5", "hi"), "--lora-scaled is llama-cli's option for a LoRA adapter",
      "localgen loads no LoRA adapter: merge it into the model with llama.cpp's llama-export-lora, then run that"),
+    # the long names of llama-cli's -ctk, -ctv and -no-cnv were `No such option` with no way named, and --no-warmup
+    # was hinted `did you mean --no-wrap?`
+    (("run", "--cache-type-k", "q8_0", "hi"), "--cache-type-k is llama-cli's option for the K cache type",
+     "localgen's is --kv-type f16|q8_0|q4_0, for K and V alike"),
+    (("bench", "--cache-type-v", "q8_0"), "--cache-type-v is llama-bench's option for the V cache type",
+     "localgen's is --kv-type f16|q8_0|q4_0, for K and V alike"),
+    (("run", "--no-conversation", "hi"), "--no-conversation is llama-cli's option for one-shot mode",
+     "`localgen run` answers one turn and exits"),
+    (("run", "--no-warmup", "hi"), "--no-warmup is llama-cli's option for skipping its warm-up run",
+     "localgen runs no warm-up before the prompt: drop it"),
 ])
 def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, ...], error: str, hint: str) -> None:
     result = run_localgen(*args)
