@@ -128,8 +128,9 @@ def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None
 def with_files(files: Sequence[InputFile], *, system: bool, stdin: bool = False, prompt: bool = False) -> str:
     """The texts a prompt is made of, as an error that refuses them names them after the tokens they take: the -f
     files ("-f -" for stdin among them), piped stdin, the prompt and the system prompt, those given ('with -f a.txt,
-    stdin, the prompt and the system prompt'; a chat's first message: its files); '' without files, stdin or prompt."""
-    if not (files or stdin or prompt):
+    stdin, the prompt and the system prompt'; a chat's first message: its files); '' without files or stdin, but for
+    a prompt with a system prompt (the prompt alone is what "the prompt" means already)."""
+    if not (files or stdin or (prompt and system)):
         return ""
     named = [*(f"-f {'-' if file.path is None else file.name}" for file in files), *["stdin"] * stdin,
              *["the prompt"] * prompt, *["the system prompt"] * system]

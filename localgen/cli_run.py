@@ -137,15 +137,17 @@ def fresh_messages(loaded: LoadedModel, user_text: str, system: str | None, *, r
 
 
 def fresh_answer(loaded: LoadedModel, messages: list[Message], sampling: SamplingParams, limits: GenerationLimits,
-                 *, draft: str, prompt_cache: bool, hide_thinking: bool,
+                 *, draft: str, prompt_cache: bool, hide_thinking: bool, texts: str = "",
                  keep: Callable[[Iterator[Event]], Iterator[Event]] | None = None) -> Callable[[], Iterator[Event]]:
-    """What starts the answer to messages outside any conversation; keep, when given, gets the model's own stream
-    (last_run.last_run_keeper), before hide_thinking takes the <think> reasoning out of it."""
+    """What starts the answer to messages outside any conversation (a prompt too long refused naming texts, what it
+    holds); keep, when given, gets the model's own stream (last_run.last_run_keeper), before hide_thinking takes
+    the <think> reasoning out of it."""
     from localgen.runner import stream_answer
     from localgen.thinking import prompt_opens_thinking, without_thinking
 
     def start() -> Iterator[Event]:
-        events = stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=prompt_cache)
+        events = stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=prompt_cache,
+                               texts=texts)
         if keep is not None:
             events = keep(events)
         if not hide_thinking:
@@ -155,14 +157,15 @@ def fresh_answer(loaded: LoadedModel, messages: list[Message], sampling: Samplin
     return start
 
 
-def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: bool) -> None:
+def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: bool, texts: str = "") -> None:
     """Print the prompt messages make for the loaded model, as stream_answer gives it to the model (its chat
     template applied, special tokens as text, the BOS token its tokenizer adds included); with json_output, one
-    object with that text and its token count. A prompt the context cannot hold is refused, as the run would be."""
+    object with that text and its token count. A prompt the context cannot hold is refused, as the run would be
+    (naming texts, what it holds)."""
     from localgen import console
     from localgen.runner import checked_prompt
 
-    text, tokens = checked_prompt(loaded, messages)
+    text, tokens = checked_prompt(loaded, messages, texts)
     bos = loaded.prompt_format.bos_token
     if tokens[:1] == [loaded.engine.bos_token] and not text.startswith(bos):
         text = bos + text

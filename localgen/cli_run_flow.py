@@ -276,12 +276,13 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     else:
         messages = fresh_messages(loaded, user_text, system, raw=request.raw)
         if request.print_prompt:
-            write_prompt(loaded, messages, json_output=request.json_output)
+            write_prompt(loaded, messages, json_output=request.json_output, texts=options.floor_texts)
             return None
         keep = None if request.raw else last_run_keeper(loaded, options, system, user_text, notes.append)
         stops = None if not limits.stop else "--stop" if request.stop else "stop in models.toml"
         start = fresh_answer(loaded, messages, sampling, limits, draft=request.draft,
-                             prompt_cache=not request.no_cache, hide_thinking=request.hide_thinking, keep=keep)
+                             prompt_cache=not request.no_cache, hide_thinking=request.hide_thinking,
+                             texts=options.floor_texts, keep=keep)
     output = None if request.json_output else console.TextOutput(wrap=not request.no_wrap)
     try:
         completion, exit_code, late_error = stream_to_stdout(loaded, start, output)

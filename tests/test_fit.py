@@ -726,7 +726,7 @@ def test_a_prompt_of_digits_gets_a_context_that_holds_its_tokens_where_the_model
     between = (estimate_memory(shape, n_ctx=2560).ram_bytes + estimate_memory(shape, n_ctx=4096).ram_bytes) / 2
     short = run_localgen(*asked, env={config.MEMORY_LIMIT_ENV: str(int(between / hardware.RAM_USABLE_FRACTION))})
     assert short.returncode == 1 and "again" not in short.err, short.err
-    assert f"the prompt is {tokens:,} tokens but the context holds 2,560" in short.err
+    assert f"the prompt is {tokens:,} tokens with -f {numbers} and the prompt, but the context holds 2,560" in short.err
     numbers.write_text("".join(f"{n * 7919 % 10000:04}\n" for n in range(1800)))  # past the model's 8,192
     beyond = run_localgen(*asked)
     assert beyond.returncode == 1 and "again" not in beyond.err, beyond.err

@@ -121,7 +121,7 @@ CASES: dict[str, Case] = {
     "utf16-stdin-without-mark": Case(("run", "Summarize."), USAGE, "binary data", stdin="hello".encode("utf-16-le")),
     "binary-file": Case(("run", "hi", "-f", "{binary_file}"), USAGE, "looks like binary data"),
     "prompt-larger-than-context": Case(("run", "Summarize.", "-c", "64", "-m", "{bundled}"), RUNTIME,
-                                       "tokens but the context holds 64",
+                                       "tokens with stdin and the prompt, but the context holds 64",
                                        stdin=b"The quick brown fox jumps over the lazy dog.\n" * 20),
     "prompt-far-beyond-the-model": Case(("run", "Summarize."), RUNTIME,
                                         "too long for the model's maximum of 8,192 tokens", stdin=b"word " * 400_000),

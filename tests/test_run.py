@@ -202,7 +202,8 @@ def test_an_empty_prompt_with_stdin_unread_does_not_blame_stdin() -> None:
 def test_prompt_longer_than_context_is_refused_with_both_counts() -> None:
     result = run_localgen("run", "Summarize.", "--ctx-size", "64", stdin=FOX * 20)
     assert result.returncode == 1
-    assert re.search(r"prompt is [\d,]+ tokens but the context holds 64", result.err), result.err
+    assert re.search(r"prompt is [\d,]+ tokens with stdin and the prompt, but the context holds 64", result.err), \
+        result.err
     assert "--ctx-size" in result.err
     assert result.stdout == b""
 

@@ -558,3 +558,18 @@ def test_a_file_option_expands_a_tilde_the_shell_left(tmp_path: Path) -> None:
         and "Answer in French." in result.out, result.err
     missing = run_localgen("run", "-f~/missing.txt", "q", env=env)
     assert missing.returncode == 2 and "no such file: ~/missing.txt" in missing.err, missing.err
+
+
+def test_a_prompt_whose_tokens_the_context_cannot_hold_names_what_it_is_made_of(tmp_path: Path) -> None:
+    """A prompt refused once the model has counted its tokens names what it is made of too, as one refused by its
+    size does (the prompt alone is not named: the message says it already)."""
+    doc = tmp_path / "doc.txt"
+    doc.write_text("The quick brown fox jumps over the lazy dog.\n" * 300)  # some 3,000 tokens
+    for args, stdin, named in ((("-f", str(doc), "q"), None, f" with -f {doc} and the prompt,"),
+                               (("--print-prompt", "-f", str(doc), "q"), None, f" with -f {doc} and the prompt,"),
+                               (("-s", "Be brief.", "q"), doc.read_bytes(),
+                                " with stdin, the prompt and the system prompt,"),
+                               ((doc.read_text(),), None, "")):
+        result = run_localgen("run", "-c", "1024", "-n", "1", *args, stdin=stdin)
+        refused = rf"localgen: error: the prompt is [\d,]+ tokens{re.escape(named)} but the context holds 1,024 \(hint:"
+        assert result.returncode == 1 and re.fullmatch(refused + r" [^\n]*\)\n", result.err), (args[:2], result.err)
