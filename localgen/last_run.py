@@ -63,12 +63,14 @@ def last_run_keeper(loaded: LoadedModel, options: ModelOptions, system: str | No
 
 
 def _keep(conversation: Conversation, warn: Callable[[str], None]) -> None:
-    """Write the last run's record over the one before (atomically); warn when it cannot be written."""
+    """Write the last run's record over the one before (atomically); warn when it cannot be written, with the
+    setting that keeps none (a read-only home would have every run warn)."""
     try:
         atomic_write_text(last_run_path(), conversation.to_json())
     except LocalgenError as exc:
-        hint = f" ({exc.hint})" if exc.hint else ""
-        warn(f"this run is not kept for `localgen run --continue`: {exc.message}{hint}")
+        hint = f"{exc.hint}; " if exc.hint else ""
+        warn(f"this run is not kept for `localgen run --continue`: {exc.message} ({hint}LOCALGEN_NO_LAST_RUN=1 keeps "
+             "none, and warns no more)")
 
 
 @dataclass(frozen=True)

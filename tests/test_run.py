@@ -746,7 +746,23 @@ def test_a_run_that_cannot_be_kept_says_so_after_the_whole_answer(tmp_path: Path
     said = " ".join(rest.split())  # the terminal wraps a long line (a long temporary folder's path)
     assert said.startswith(f": could not write {tmp_path}/data/last-run.json: {tmp_path}/data is a link to "
                            f"{tmp_path}/unmounted, which is not there (point the link at a folder that is "
-                           "there, or remove it) localgen: stopped at the limit of 6 tokens"), raw
+                           "there, or remove it; LOCALGEN_NO_LAST_RUN=1 keeps none, and warns no more) localgen: "
+                           "stopped at the limit of 6 tokens"), raw
+
+
+def test_a_run_that_cannot_be_kept_names_the_setting_that_keeps_none(tmp_path: Path) -> None:
+    """Where the last run cannot be kept (a data folder that is a file, a read-only home), every plain run warns: the
+    warning names LOCALGEN_NO_LAST_RUN=1, which keeps none and warns no more."""
+    (tmp_path / "data").write_text("")
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    warned = run_localgen("run", "-n", "1", "hi", env=env)
+    assert warned.returncode == 0 and warned.err.startswith(
+        f"localgen: warning: this run is not kept for `localgen run --continue`: could not write {tmp_path}/data/"
+        f"last-run.json: {tmp_path}/data is a file, where a folder should be (move that file out of the way; "
+        "LOCALGEN_NO_LAST_RUN=1 keeps none, and warns no more)\n"), warned.err
+    quiet = run_localgen("run", "-n", "1", "hi", env={**env, "LOCALGEN_NO_LAST_RUN": "1"})
+    assert quiet.returncode == 0 and quiet.err == "localgen: stopped at the limit of 1 token (-n/--max-tokens)\n", \
+        quiet.err
 
 
 def test_a_long_prompt_shows_progress_on_a_terminal_then_erases_it(tmp_path: Path) -> None:
