@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from localgen.config import DEFAULT_CONTEXT_CAP
 from localgen.errors import UsageError
 
 if TYPE_CHECKING:
@@ -98,7 +99,9 @@ ModelOpt = Annotated[str | None, typer.Option(
     "--model", "-m", metavar="REF",
     help="Registry name, ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address, or a .gguf path.")]
 CTX_NAMES = ("--ctx-size", "-c", "--ctx")  # run, chat and fit alike (fit's README example types --ctx)
-CtxOpt = Annotated[int | None, whole_option(*CTX_NAMES, help="Context size in tokens.")]
+CtxOpt = Annotated[int | None, whole_option(
+    *CTX_NAMES, help=f"Context size in tokens (default: the model's, up to {DEFAULT_CONTEXT_CAP:,}; more for a long "
+    "input).")]
 ThreadsOpt = Annotated[int | None, whole_option("--threads", "-t", help="CPU threads (default: physical cores).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]

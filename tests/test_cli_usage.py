@@ -121,6 +121,14 @@ def test_help_says_how_to_see_a_command_s_options(capsys: pytest.CaptureFixture[
         " ".join(capsys.readouterr().out.split())
 
 
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_help_says_the_context_size_s_default(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """-c's help ("Context size in tokens.") said nothing of the size a run or chat gets without it."""
+    assert run_app(app, [command, "--help"]) == 0
+    assert "Context size in tokens (default: the model's, up to 8,192; more for a long input)." in \
+        " ".join(capsys.readouterr().out.split())
+
+
 def test_a_word_after_the_double_dash_is_told_from_an_option_s_value() -> None:
     """`run -- NAME` sends a model's name as the prompt: the -- is read in the command line run_app was given (not
     sys.argv, which an embedding main(argv) leaves alone), and a -- given as an option's value ends nothing."""
