@@ -168,8 +168,9 @@ def run_localgen(args: argparse.Namespace) -> dict[str, Any]:
            "-p", str(args.n_prompt), "-n", str(args.n_gen), "-r", str(args.reps), "--json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL,
                          cwd=REPO_ROOT).stdout
-    figures = json.loads(out)["figures"]
-    return {"pp": figures["prefill_tps"]["mean"], "tg": figures["decode_tps"]["mean"],
+    record = json.loads(out)
+    figures = record["figures"]
+    return {"busy": record["busy_elsewhere"], "pp": figures["prefill_tps"]["mean"], "tg": figures["decode_tps"]["mean"],
             "pp_samples": figures["prefill_tps"]["samples"], "tg_samples": figures["decode_tps"]["samples"],
             "ttft_ms": figures["ttft_s"]["mean"] * 1000, "reuse_ttft_ms": figures["reuse_ttft_s"]["mean"] * 1000,
             "fresh_ttft_ms": figures["fresh_ttft_s"]["mean"] * 1000}
@@ -266,6 +267,12 @@ def print_table(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespac
         med = (lambda v: f"{statistics.median(v):.3f}" if v else "-")  # noqa: E731
         print(f"| {name:<50} | {summarize(pp):>24} | {best(name, 'pp'):6.1f} | {summarize(tg):>24} |"
               f" {best(name, 'tg'):6.1f} | {med(pp_ratio):>8} | {pp_best:7.3f} | {med(tg_ratio):>8} | {tg_best:7.3f} |")
+    from localgen.bench import BUSY_NOTE_CPUS
+
+    busy = [r["round"] + 1 for r in rounds["localgen bench"] if max(r["busy"].values(), default=0) >= BUSY_NOTE_CPUS]
+    if busy:  # (the other engines' rounds, between them, likely were too)
+        print(f"\nother processes used {BUSY_NOTE_CPUS} CPUs or more during localgen bench in round(s) "
+              f"{', '.join(map(str, busy))} (busy_elsewhere in the raw figures): a quiet machine measures better")
     ttft = series("localgen bench", "ttft_ms")
     if ttft:
         print(f"\nlocalgen TTFT pp{args.n_prompt}: {summarize(ttft)} ms")
