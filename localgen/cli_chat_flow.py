@@ -12,10 +12,10 @@ import typer
 from localgen.cli_model import (
     load_for,
     model_options,
+    prompt_parts,
     read_system_file,
     read_texts,
     say_waiting_for,
-    with_files,
 )
 from localgen.cli_options import RESUME_LATEST
 from localgen.errors import UsageError
@@ -147,7 +147,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     conversation = None if continued is None else continued.conversation
     model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
     options = model_options(ctx, model=model, ctx_size=ctx_size, min_ctx=0,
-                            floor_texts=with_files(files, system=bool(system) or system_input is not None))
+                            floor_texts=prompt_parts(files, system=bool(system) or system_input is not None))
     _refuse_without_terminal()  # after the command line's own errors, as every command says those first
     unsaveable = _warn_if_unsaveable()
     # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as

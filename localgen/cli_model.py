@@ -110,7 +110,7 @@ def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None
                   min_ctx: int, floor_bytes: int = 0, floor_texts: str = "", raw: bool = False) -> ModelOptions:
     """ModelOptions from the command's engine flags, with its --chat-template already read and the context its
     input needs (fit.prompt_context, and floor_bytes: the bytes of the texts it needs a context for at least, which
-    floor_texts names, as with_files says them)."""
+    floor_texts names, as prompt_parts says them)."""
     from localgen.runner import ModelOptions
 
     given = ctx.params
@@ -125,7 +125,7 @@ def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None
                         floor_texts=floor_texts)
 
 
-def with_files(files: Sequence[InputFile], *, system: bool, stdin: bool = False, prompt: bool = False) -> str:
+def prompt_parts(files: Sequence[InputFile], *, system: bool, stdin: bool = False, prompt: bool = False) -> str:
     """The texts a prompt is made of, as an error that refuses them names them after the tokens they take: the -f
     files ("-f -" for stdin among them), piped stdin, the prompt and the system prompt, those given ('with -f a.txt,
     stdin, the prompt and the system prompt'; a chat's first message: its files); '' without files or stdin, but for

@@ -20,16 +20,19 @@ if TYPE_CHECKING:
 
 
 def gather_attachments(prompt: str | None, files: list[InputFile], stdin: BinaryIO | None, *, stdin_asked: bool,
-                       model_given: str | None, warnings: list[str], bound: TextBound | None = None) -> list[str]:
-    """The attachments of the message, -f files and piped stdin (none from stdin None: --system-file - read it);
-    their warnings are said here. A prompt that names a model (`ollama run NAME`) with no -m given (model_given), or
-    a message with nothing in it, is refused; so is one too long for the model, as its size shows it (bound)."""
+                       model_given: str | None, warnings: list[str], system: bool,
+                       bound: TextBound | None = None) -> tuple[list[str], str]:
+    """The attachments of the message, -f files and piped stdin (none from stdin None: --system-file - read it),
+    and what the prompt is made of (cli_model.prompt_parts: the files and stdin that held text, the prompt, the
+    system prompt where there is one); their warnings are said here. A prompt that names a model (`ollama run NAME`)
+    with no -m given (model_given), or a message with nothing in it, is refused; so is one too long for the model,
+    as its size shows it (bound)."""
     from localgen import console
     from localgen.cli import app
     from localgen.cli_args import given_after_double_dash
-    from localgen.cli_model import say_waiting_for
+    from localgen.cli_model import prompt_parts, say_waiting_for
     from localgen.config import settings
-    from localgen.inputs import file_name_warning, names_a_file, once_each, read_attachments
+    from localgen.inputs import file_name_warning, first_with_text, names_a_file, once_each, read_attachments
     from localgen.registry import reads_as_a_model
 
     if stdin_asked or any(file.path is None for file in files):
@@ -37,6 +40,9 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     attachments = read_attachments(files, stdin, warnings, stdin_asked=stdin_asked, waiting=say_waiting_for,
                                    bound=bound)
     names = [file.name for file in files] + ["stdin"] * (len(attachments) - len(files))  # piped stdin comes last
+    counted = first_with_text(attachments)
+    made_of = prompt_parts([files[index] for index in counted if index < len(files)], system=system,
+                           stdin=any(index >= len(files) for index in counted), prompt=bool(prompt))
     attachments = once_each(attachments, names, warnings)
     console.warn_each(warnings)
     attached = any(map(str.strip, attachments))
@@ -49,7 +55,7 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
         raise nothing_to_send(stdin_read=len(names) > len(files))
     if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
         console.warn(file_name_warning("the prompt", prompt, "-f"))
-    return attachments
+    return attachments, made_of
 
 
 def say_reading_a_terminal(stdin: BinaryIO | None, what: str) -> None:
@@ -137,9 +143,9 @@ def fresh_messages(loaded: LoadedModel, user_text: str, system: str | None, *, r
 
 
 def fresh_answer(loaded: LoadedModel, messages: list[Message], sampling: SamplingParams, limits: GenerationLimits,
-                 *, draft: str, prompt_cache: bool, hide_thinking: bool, texts: str = "",
+                 *, draft: str, prompt_cache: bool, hide_thinking: bool, made_of: str = "",
                  keep: Callable[[Iterator[Event]], Iterator[Event]] | None = None) -> Callable[[], Iterator[Event]]:
-    """What starts the answer to messages outside any conversation (a prompt too long refused naming texts, what it
+    """What starts the answer to messages outside any conversation (a prompt too long refused naming made_of, what it
     holds); keep, when given, gets the model's own stream (last_run.last_run_keeper), before hide_thinking takes
     the <think> reasoning out of it."""
     from localgen.runner import stream_answer
@@ -147,7 +153,7 @@ def fresh_answer(loaded: LoadedModel, messages: list[Message], sampling: Samplin
 
     def start() -> Iterator[Event]:
         events = stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=prompt_cache,
-                               texts=texts)
+                               made_of=made_of)
         if keep is not None:
             events = keep(events)
         if not hide_thinking:
@@ -157,15 +163,15 @@ def fresh_answer(loaded: LoadedModel, messages: list[Message], sampling: Samplin
     return start
 
 
-def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: bool, texts: str = "") -> None:
+def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: bool, made_of: str = "") -> None:
     """Print the prompt messages make for the loaded model, as stream_answer gives it to the model (its chat
     template applied, special tokens as text, the BOS token its tokenizer adds included); with json_output, one
     object with that text and its token count. A prompt the context cannot hold is refused, as the run would be
-    (naming texts, what it holds)."""
+    (naming made_of, what it holds)."""
     from localgen import console
     from localgen.runner import checked_prompt
 
-    text, tokens = checked_prompt(loaded, messages, texts)
+    text, tokens = checked_prompt(loaded, messages, made_of)
     bos = loaded.prompt_format.bos_token
     if tokens[:1] == [loaded.engine.bos_token] and not text.startswith(bos):
         text = bos + text

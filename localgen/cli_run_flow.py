@@ -13,10 +13,10 @@ from localgen.cli_model import (
     load_for,
     model_options,
     preflight_for,
+    prompt_parts,
     read_system_file,
     read_texts,
     say_waiting_for,
-    with_files,
 )
 from localgen.errors import UsageError
 
@@ -199,9 +199,9 @@ def check_run(request: RunRequest) -> CheckedRun:
     stdin = sys.stdin.buffer if sys.stdin else None
     system_stdin = system_input is not None and system_input.path is None  # --system-file -
     piped = stdin_taken is None and not system_stdin and stdin_attached(stdin)
-    texts = with_files(files, stdin=piped or stdin_asked, prompt=bool(prompt),
-                       system=bool(system) or system_input is not None)  # a prompt too long is refused naming them
-    options = model_options(ctx, model=model, ctx_size=ctx_size, raw=request.raw, min_ctx=0, floor_texts=texts)
+    made_of = prompt_parts(files, stdin=piped or stdin_asked, prompt=bool(prompt),  # before they are read: as given
+                           system=bool(system) or system_input is not None)  # a prompt too long is refused naming them
+    options = model_options(ctx, model=model, ctx_size=ctx_size, raw=request.raw, min_ctx=0, floor_texts=made_of)
     named = [*files, *(f for f in (system_input, template_file, constraint and constraint.file) if f is not None)]
     refuse_emptied_by_stdout(named, stdin)
     # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as
@@ -235,14 +235,16 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     check_given_template(replace(checked.options, chat_template=template))
     console.warn_each(warnings)
     bound = checked.bound and checked.bound.beside(checked.prompt, system)
-    attachments = gather_attachments(checked.prompt, checked.files, stdin, stdin_asked=checked.stdin_asked,
-                                     model_given=request.model, warnings=warnings, bound=bound)
+    attachments, made_of = gather_attachments(checked.prompt, checked.files, stdin, stdin_asked=checked.stdin_asked,
+                                              model_given=request.model, warnings=warnings, bound=bound,
+                                              system=system is not None)
     prompt_bytes = text_bytes(*attachments, checked.prompt, system)
     conversation = checked.conversation  # the context is sized for the whole prompt, its earlier exchanges too
     texts = (*attachments, checked.prompt, system, *(() if conversation is None else conversation.texts()))
     options = replace(checked.options, chat_template=template,
                       min_ctx=prompt_context(text_bytes(*texts), checked.limits.max_tokens),
-                      floor_bytes=prompt_bytes)  # earlier exchanges can leave the context; it cannot
+                      floor_bytes=prompt_bytes,  # earlier exchanges can leave the context; it cannot
+                      floor_texts=made_of)  # as read: an empty pipe or file, or a file given twice, named not
     return RunInputs(system=system, sampling=sampling, attachments=attachments, options=options, texts=texts)
 
 
@@ -276,13 +278,13 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     else:
         messages = fresh_messages(loaded, user_text, system, raw=request.raw)
         if request.print_prompt:
-            write_prompt(loaded, messages, json_output=request.json_output, texts=options.floor_texts)
+            write_prompt(loaded, messages, json_output=request.json_output, made_of=options.floor_texts)
             return None
         keep = None if request.raw else last_run_keeper(loaded, options, system, user_text, notes.append)
         stops = None if not limits.stop else "--stop" if request.stop else "stop in models.toml"
         start = fresh_answer(loaded, messages, sampling, limits, draft=request.draft,
                              prompt_cache=not request.no_cache, hide_thinking=request.hide_thinking,
-                             texts=options.floor_texts, keep=keep)
+                             made_of=options.floor_texts, keep=keep)
     output = None if request.json_output else console.TextOutput(wrap=not request.no_wrap)
     try:
         completion, exit_code, late_error = stream_to_stdout(loaded, start, output)

@@ -428,6 +428,11 @@ def read_chat_template(file: InputFile | None, *, waiting: Waiting | None = None
     return None if file is None else whole_text(file, "a chat template", TEMPLATE_HINT, waiting=waiting)
 
 
+def first_with_text(texts: list[str]) -> list[int]:
+    """The indices of the texts that hold some text, each the first with it (the ones once_each keeps that count)."""
+    return [index for index, text in enumerate(texts) if text.strip() and text not in texts[:index]]
+
+
 def once_each(texts: list[str], names: list[str], warnings: list[str]) -> list[str]:
     """The attachments' texts less a repeated one (-f a.txt -f a.txt), with a warning: run -f, chat -f and /file attach
     a text once; names are their files' (an empty one is warned about already, and adds nothing)."""

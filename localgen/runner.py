@@ -298,11 +298,11 @@ def preflight(options: ModelOptions) -> TextBound | None:
                      lambda size: target_context(shape, replace(request, floor_bytes=size)))
 
 
-def checked_prompt(loaded: LoadedModel, messages: Sequence[Message], texts: str = "") -> tuple[str, list[int]]:
+def checked_prompt(loaded: LoadedModel, messages: Sequence[Message], made_of: str = "") -> tuple[str, list[int]]:
     """Render and tokenize messages for the loaded model, refusing prompts that cannot fit (naming what they hold:
-    texts, as cli_model.with_files says it), and warning (once) where the chat template left the message out."""
+    made_of, as cli_model.prompt_parts says it), and warning (once) where the chat template left the message out."""
     text, tokens = loaded.prompt_format.prompt(loaded.engine, messages)
-    loaded.engine.check_fits(len(tokens), texts)
+    loaded.engine.check_fits(len(tokens), made_of)
     warn_if_left_out(loaded, text, messages)
     return text, tokens
 
@@ -319,11 +319,11 @@ def warn_if_left_out(loaded: LoadedModel, text: str, messages: Sequence[Message]
 
 def stream_answer(loaded: LoadedModel, messages: Sequence[Message], sampling: SamplingParams,
                   limits: GenerationLimits, *, draft: str = "none", prompt_cache: bool = False,
-                  texts: str = "") -> Iterator[Event]:
+                  made_of: str = "") -> Iterator[Event]:
     """Stream the model's answer to a conversation (optionally drafting by prompt lookup, using the prompt cache;
-    a prompt too long is refused naming texts, what it holds)."""
+    a prompt too long is refused naming made_of, what it holds)."""
     cache = disk_prompt_cache(loaded) if prompt_cache else None
-    tokens = checked_prompt(loaded, messages, texts)[1]
+    tokens = checked_prompt(loaded, messages, made_of)[1]
     return loaded.engine.generate(tokens, sampling, limits, draft=draft, prefix_cache=cache)
 
 

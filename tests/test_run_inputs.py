@@ -526,10 +526,13 @@ def test_a_ctrl_c_ends_the_terminal_s_line_once_and_only_where_it_is_open(script
 
 def test_a_prompt_too_long_for_the_context_names_what_it_is_made_of(tmp_path: Path) -> None:
     """A run refused for a prompt no context of its size holds says what the prompt is made of (its -f files, stdin,
-    the prompt and the system prompt), as a chat names its -f files; stdin from /dev/null is not among them."""
+    the prompt and the system prompt), as a chat names its -f files; stdin from /dev/null, an empty file and a file
+    given twice are not among them."""
     long, short = tmp_path / "long.txt", tmp_path / "short.txt"
     long.write_text("x " * 30_000)  # 60,000 bytes: at least 370 tokens, however they tokenize
     short.write_text("A short note.\n")
+    empty = tmp_path / "empty.txt"  # named not, as a file given twice is named once: what the prompt holds, as read
+    empty.write_text("")
     piped = b"x " * 30_000
     for args, stdin, named in (
             (("-f", str(long), "-f", str(short), "-s", "Be brief.", "q"), None,
@@ -538,9 +541,11 @@ def test_a_prompt_too_long_for_the_context_names_what_it_is_made_of(tmp_path: Pa
             (("-",), piped, "with stdin"),
             (("-f", str(short), "-f", "-", "q"), piped, f"with -f {short}, -f - and the prompt"),
             (("--system-file", "-", "q"), piped, "with the prompt and the system prompt"),
-            (("--system-file", str(short), "q"), piped, "with stdin, the prompt and the system prompt")):
+            (("--system-file", str(short), "q"), piped, "with stdin, the prompt and the system prompt"),
+            (("-f", str(long), "-f", str(long), "-f", str(empty), "q"), None, f"with -f {long} and the prompt")):
         result = run_localgen("run", "-c", "256", "-n", "1", *args, stdin=stdin)
-        assert result.returncode == 1 and re.fullmatch(r"localgen: error: the prompt is too long for --ctx-size 256: "
+        assert result.returncode == 1 and re.fullmatch(r"(?:localgen: warning: [^\n]*\n)*"  # the empty file's...
+                                                       r"localgen: error: the prompt is too long for --ctx-size 256: "
                                                        rf"it takes at least [\d,]+ tokens {re.escape(named)} \(hint: "
                                                        r"[^\n]*\)\n", result.err), (args, result.err)
 

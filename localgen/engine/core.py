@@ -164,9 +164,9 @@ class Engine(LoadedModel):
         if keep < len(self._kv):
             self._kv.truncate(keep)
 
-    def check_fits(self, n_prompt: int, texts: str = "") -> None:
-        """Raise ContextOverflowError when a prompt leaves no room to generate (texts: what it holds, named)."""
-        self._facts.check_fits(n_prompt, texts)
+    def check_fits(self, n_prompt: int, made_of: str = "") -> None:
+        """Raise ContextOverflowError when a prompt leaves no room to generate (made_of: what it holds, named)."""
+        self._facts.check_fits(n_prompt, made_of)
 
     def generate(self, prompt: Sequence[int], sampling: SamplingParams, limits: GenerationLimits | None = None,
                  *, draft: str = "none", prefix_cache: PrefixCache | None = None,

@@ -25,13 +25,14 @@ class ModelFacts:
     chat_template: str | None
     rolls_back: bool  # the KV memory can drop a tail of tokens (not so for recurrent and hybrid models)
 
-    def check_fits(self, n_prompt: int, texts: str = "") -> None:
-        """Raise ContextOverflowError when a prompt leaves no room to generate (texts: what it holds, named after its
+    def check_fits(self, n_prompt: int, made_of: str = "") -> None:
+        """Raise ContextOverflowError when a prompt leaves no room to generate (made_of: what it holds, named after its
         tokens where given: 'with -f a.txt and the prompt')."""
         if n_prompt + 1 > self.n_ctx:
             at_most = self.n_ctx_train > 0 and (self.n_ctx >= self.n_ctx_train or n_prompt + 1 > self.n_ctx_train)
             raise ContextOverflowError(
-                f"the prompt is {n_prompt:,} tokens{f' {texts},' if texts else ''} but the context holds {self.n_ctx:,}"
+                f"the prompt is {n_prompt:,} tokens{f' {made_of},' if made_of else ''} but the context holds "
+                f"{self.n_ctx:,}"
                 + (", which leaves no room for an answer" if n_prompt <= self.n_ctx else ""),
                 hint=f"shorten the input: {self.n_ctx_train:,} tokens is the most this model takes" if at_most else
                 f"raise --ctx-size past {n_prompt:,} (the model was trained for {self.n_ctx_train:,}) or shorten the "
