@@ -100,7 +100,7 @@ class BenchResult:
     n_gpu_layers: int = 0  # llama.cpp's count (the output head is one), as the load plan placed the model
     placement: str = "CPU only"  # the same in words: LoadPlan.placement
     stopped_by: int = 0  # the signal that stopped it (SIGINT: Ctrl-C): the figures are of the repetitions that ended
-    busy_elsewhere: dict[str, float] = field(default_factory=dict)  # by test: CPUs other processes used meanwhile
+    busy_elsewhere: dict[str, float] = field(default_factory=dict)  # by test: CPUs others used (CPU work only)
 
     @property
     def setup_ctx(self) -> int:
@@ -322,7 +322,9 @@ class _BenchRun:
                     self.setup |= dict(n_gpu_layers=loaded.plan.n_gpu_layers, placement=loaded.plan.placement)
             from localgen.engine.threads import others_busy
 
-            with others_busy(lambda cpus: self.busy.update({name: round(cpus, 2)}), least_s=BUSY_WINDOW_S):
+            on_cpu = loaded.plan is None or loaded.plan.where != "gpu"  # (the GPU's speed is not the CPUs' to take)
+            keep = (lambda cpus: self.busy.update({name: round(cpus, 2)})) if on_cpu else (lambda cpus: None)
+            with others_busy(keep, least_s=BUSY_WINDOW_S):
                 if name == "prefill":
                     if batch_size is not None and engine.n_batch < batch_size:  # a --batch-size given, and capped
                         progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, the cells "

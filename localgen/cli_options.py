@@ -100,8 +100,8 @@ ModelOpt = Annotated[str | None, typer.Option(
     help="Registry name, ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address, or a .gguf path.")]
 CTX_NAMES = ("--ctx-size", "-c", "--ctx")  # run, chat and fit alike (fit's README example types --ctx)
 CtxOpt = Annotated[int | None, whole_option(
-    *CTX_NAMES, help=f"Context size in tokens (default: the model's, up to {DEFAULT_CONTEXT_CAP:,}; more for a long "
-    "input).")]
+    *CTX_NAMES, help=f"Context size in tokens (default: a resumed conversation's, else models.toml's, else the "
+    f"model's up to {DEFAULT_CONTEXT_CAP:,}; more for a long input).")]
 ThreadsOpt = Annotated[int | None, whole_option("--threads", "-t", help="CPU threads (default: physical cores).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]

@@ -134,7 +134,7 @@ def test_bench_beside_busy_processes_says_its_figures_are_low(tmp_path: Path) ->
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
                                 preexec_fn=lambda cpu=cpu: os.sched_setaffinity(0, {cpu})) for cpu in cpus]
     try:
-        proc = subprocess.run([sys.executable, "-m", "localgen", "bench", "-p", "0", "-n", "48", "-r", "1", "-t", "1",
+        proc = subprocess.run([sys.executable, "-m", "localgen", "bench", "-p", "0", "-n", "96", "-r", "1", "-t", "1",
                                "--json"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
                               stdin=subprocess.DEVNULL, env={**os.environ, "LOCALGEN_HOME": str(tmp_path)},
                               preexec_fn=lambda: os.sched_setaffinity(0, set(cpus)))

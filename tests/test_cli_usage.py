@@ -125,7 +125,8 @@ def test_help_says_how_to_see_a_command_s_options(capsys: pytest.CaptureFixture[
 def test_help_says_the_context_size_s_default(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     """-c's help ("Context size in tokens.") said nothing of the size a run or chat gets without it."""
     assert run_app(app, [command, "--help"]) == 0
-    assert "Context size in tokens (default: the model's, up to 8,192; more for a long input)." in \
+    assert "Context size in tokens (default: a resumed conversation's, else models.toml's, else the model's up to " \
+        "8,192; more for a long input)." in \
         " ".join(capsys.readouterr().out.split())
 
 
