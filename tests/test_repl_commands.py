@@ -319,7 +319,7 @@ def test_a_regen_stopped_part_way_keeps_the_earlier_answer(tmp_path: Path) -> No
     file keep it, /stats shows its figures, and the next question gets the answer a fresh chat with that history
     gives (the stopped answer replaced the earlier one, in the file too)."""
     home = tmp_path / "home"
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "300")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "120")  # long enough to stop part way
     first = chat.ask(LONG_QUESTION)
     saved = chat.saved_at()
     chat.child.sendline("/regen")
@@ -332,10 +332,13 @@ def test_a_regen_stopped_part_way_keeps_the_earlier_answer(tmp_path: Path) -> No
     chat.child.expect(r"finish (\w+)")
     assert chat.child.match[1] == first["turns"][0]["finish_reason"] != "interrupted"
     chat.sync()
+    chat.child.sendline("/set max_tokens 16")  # the rest needs no long answer
+    chat.sync()
     state = chat.ask("Name a color.")
     assert state["turns"][0] == first["turns"][0]
     assert chat.quit() == 0
-    fresh = Chat(home, "--resume", next((home / "data" / "conversations").glob("*.json")).stem, "--no-markdown")
+    fresh = Chat(home, "--resume", next((home / "data" / "conversations").glob("*.json")).stem, "--no-markdown",
+                 "-n", "16")
     saved = fresh.saved_at()
     fresh.child.sendline("/regen")  # the same history, with nothing in the KV cache
     fresh.wait_for(lambda _: fresh.saved_at() != saved)
