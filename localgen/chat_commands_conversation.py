@@ -7,12 +7,13 @@ import glob
 import os
 
 from localgen import console
+from localgen.attached import AttachedText
 from localgen.chat_commands_settings import settings_text
 from localgen.config import settings
 from localgen.conversation_store import MissingConversationError, let_go, load_conversation
 from localgen.conversation_summary import name_like_saved
 from localgen.errors import UsageError
-from localgen.inputs import attachment_text, expand_user_path, option_path, refuse_special_file, short_path
+from localgen.inputs import InputFile, attachment_text, expand_user_path, option_path, refuse_special_file, short_path
 from localgen.model_switch import AlreadyLoaded
 from localgen.registry import reads_as_a_model
 from localgen.repl_input import one_argument
@@ -65,6 +66,7 @@ def file_command(state: ChatState, argument: str) -> None:
     text = _file_text(typed)
     if text is None:
         return
+    text = AttachedText(text, InputFile("/file", expand_user_path(typed), typed))  # a refusal names it
     if text in session.attachments:
         console.say(f"{short_path(typed)} is attached already, or a file with the same text is "
                     "(/file none drops the attached files)")

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from localgen.attached import AttachedText, prompt_parts
 from localgen.cli_model import (
     load_for,
     model_options,
-    prompt_parts,
     read_system_file,
     read_texts,
     say_waiting_for,
@@ -228,8 +228,9 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     if checked.system_input is not None:
         system = read_system_file(checked.system_input, None, warnings, bound=checked.bound)
     bound = checked.bound and checked.bound.beside(system)
-    attachments = once_each(read_attachments(checked.files, None, warnings, waiting=say_waiting_for, bound=bound),
-                            [file.name for file in checked.files], warnings)
+    read = read_attachments(checked.files, None, warnings, waiting=say_waiting_for, bound=bound)
+    attachments = once_each([AttachedText(text, file) for text, file in zip(read, checked.files, strict=True)],
+                            [file.name for file in checked.files], warnings)  # a refusal of the message names them
     template = read_chat_template(checked.template_file, waiting=say_waiting_for)
     console.warn_each(warnings)
     conversation = checked.conversation  # room for the first message's files and the resumed conversation

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, BinaryIO
 
 import typer
 
 from localgen.cli_options import from_command_line
-from localgen.units import alternatives
 
 if TYPE_CHECKING:
 
@@ -110,7 +109,7 @@ def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None
                   min_ctx: int, floor_bytes: int = 0, floor_texts: str = "", raw: bool = False) -> ModelOptions:
     """ModelOptions from the command's engine flags, with its --chat-template already read and the context its
     input needs (fit.prompt_context, and floor_bytes: the bytes of the texts it needs a context for at least, which
-    floor_texts names, as prompt_parts says them)."""
+    floor_texts names, as attached.prompt_parts says them)."""
     from localgen.runner import ModelOptions
 
     given = ctx.params
@@ -123,18 +122,6 @@ def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None
                         gpu_layers=given["gpu_layers"], no_gpu=given["no_gpu"], raw=raw, chat_template=chat_template,
                         chat_template_file=given["chat_template"], min_ctx=min_ctx, floor_bytes=floor_bytes,
                         floor_texts=floor_texts)
-
-
-def prompt_parts(files: Sequence[InputFile], *, system: bool, stdin: bool = False, prompt: bool = False) -> str:
-    """The texts a prompt is made of, as an error that refuses them names them after the tokens they take: the -f
-    files ("-f -" for stdin among them), piped stdin, the prompt and the system prompt, those given ('with -f a.txt,
-    stdin, the prompt and the system prompt'; a chat's first message: its files); '' without files or stdin, but for
-    a prompt with a system prompt (the prompt alone is what "the prompt" means already)."""
-    if not (files or stdin or (prompt and system)):
-        return ""
-    named = [*(f"-f {'-' if file.path is None else file.name}" for file in files), *["stdin"] * stdin,
-             *["the prompt"] * prompt, *["the system prompt"] * system]
-    return f"with {alternatives(named, 'and')}"
 
 
 def load_for(ctx: typer.Context, options: ModelOptions, conversation: Conversation | None) -> LoadedModel:

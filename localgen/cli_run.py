@@ -23,14 +23,15 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
                        model_given: str | None, warnings: list[str], system: bool,
                        bound: TextBound | None = None) -> tuple[list[str], str]:
     """The attachments of the message, -f files and piped stdin (none from stdin None: --system-file - read it),
-    and what the prompt is made of (cli_model.prompt_parts: the files and stdin that held text, the prompt, the
+    and what the prompt is made of (attached.prompt_parts: the files and stdin that held text, the prompt, the
     system prompt where there is one); their warnings are said here. A prompt that names a model (`ollama run NAME`)
     with no -m given (model_given), or a message with nothing in it, is refused; so is one too long for the model,
     as its size shows it (bound)."""
     from localgen import console
+    from localgen.attached import prompt_parts
     from localgen.cli import app
     from localgen.cli_args import given_after_double_dash
-    from localgen.cli_model import prompt_parts, say_waiting_for
+    from localgen.cli_model import say_waiting_for
     from localgen.config import settings
     from localgen.inputs import file_name_warning, first_with_text, names_a_file, once_each, read_attachments
     from localgen.registry import reads_as_a_model

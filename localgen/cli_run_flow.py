@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import typer
 
+from localgen.attached import prompt_parts
 from localgen.cli_model import (
     load_for,
     model_options,
     preflight_for,
-    prompt_parts,
     read_system_file,
     read_texts,
     say_waiting_for,

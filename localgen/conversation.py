@@ -179,7 +179,8 @@ class Conversation:
         saved, out of context)."""
         return self.turns[min(self.context_start, max(len(self.turns) - 1, 0)):]
 
-    def fit(self, count_tokens: Callable[[list[Message]], int], budget: int, longest_token: int) -> int:
+    def fit(self, count_tokens: Callable[[list[Message]], int], budget: int, longest_token: int,
+            made_of: str = "") -> int:
         """Make the prompt fit budget tokens by moving context_start past old exchanges; return how many left
         (longest_token: the bytes of the vocabulary's longest token, for fit.fewest_tokens).
 
@@ -187,12 +188,13 @@ class Conversation:
         When it must move, context_start moves far enough at once to bring the prompt down to about half the budget,
         so that the turns after it extend the same prompt and reuse the KV cache instead of shifting it every turn.
         When the last exchange cannot fit even alone, nothing changes and MessageTooLongError is raised: at once,
-        before anything is counted, where its size alone shows it (fewest_tokens_alone).
+        before anything is counted, where its size alone shows it (fewest_tokens_alone); its message names made_of,
+        what the message holds (attached.prompt_parts: 'with /file notes.txt').
         """
         start = max(0, min(self.context_start, len(self.turns) - 1))  # the last turn is always in context
         least = self.fewest_tokens_alone(longest_token)
         if least > budget:  # a tokenizer would spend seconds on a long text to say so
-            raise self._overflow(least, budget, counted=False)
+            raise self._overflow(least, budget, counted=False, made_of=made_of)
 
         def tokens_from(first: int) -> int:
             return count_tokens(self.messages(self.turns[first:]))
@@ -207,7 +209,7 @@ class Conversation:
         last = len(self.turns) - 1
         alone = tokens_from(last)
         if alone > budget:
-            raise self._overflow(alone, budget, counted=True)
+            raise self._overflow(alone, budget, counted=True, made_of=made_of)
         limit = budget // 2 if alone <= budget // 2 else budget
         low = start + 1
         while low < last and fewest_from(low) > limit:
@@ -231,12 +233,12 @@ class Conversation:
         return fewest_tokens(text_bytes(*(message.content for message in self.messages(self.turns[-1:]))),
                              longest_token)
 
-    def _overflow(self, tokens: int, budget: int, *, counted: bool) -> MessageTooLongError:
+    def _overflow(self, tokens: int, budget: int, *, counted: bool, made_of: str) -> MessageTooLongError:
         """The error for a last exchange that needs tokens (counted, or at least so many) where budget are free."""
         needs = ("this message and the system prompt need", "them") if self.system else ("this message needs", "it")
         return MessageTooLongError(  # the chat session adds the help that applies there (ChatSession._make_room)
-            f"{needs[0]} {'' if counted else 'at least '}{tokens:,} tokens but only {budget:,} are free for "
-            f"{needs[1]} in the context", tokens=tokens, counted=counted)
+            f"{needs[0]} {'' if counted else 'at least '}{tokens:,} tokens{f' {made_of},' if made_of else ''} but only "
+            f"{budget:,} are free for {needs[1]} in the context", tokens=tokens, counted=counted)
 
     def to_json(self, *, touch: bool = True) -> str:
         """The conversation as readable JSON (touch: updated now, as when saving)."""

@@ -300,7 +300,7 @@ def preflight(options: ModelOptions) -> TextBound | None:
 
 def checked_prompt(loaded: LoadedModel, messages: Sequence[Message], made_of: str = "") -> tuple[str, list[int]]:
     """Render and tokenize messages for the loaded model, refusing prompts that cannot fit (naming what they hold:
-    made_of, as cli_model.prompt_parts says it), and warning (once) where the chat template left the message out."""
+    made_of, as attached.prompt_parts says it), and warning (once) where the chat template left the message out."""
     text, tokens = loaded.prompt_format.prompt(loaded.engine, messages)
     loaded.engine.check_fits(len(tokens), made_of)
     warn_if_left_out(loaded, text, messages)

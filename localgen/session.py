@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from localgen.answer_record import recorded
+from localgen.attached import with_attached
 from localgen.chat import Message, compose_user_message
 from localgen.chat_settings import SETTING_NAMES
 from localgen.conversation import Conversation, MessageTooLongError, Turn
@@ -112,7 +113,7 @@ class ChatSession(SessionSettings, ContextRoom):
         planned = self._planned(text)
         if not planned.turns[-1].user:
             raise UsageError("the message is empty", hint="type a question, or /help")
-        dropped = self._make_room(planned)
+        dropped = self._make_room(planned, with_attached(self.attachments))
         return TurnStart(dropped, planned.context_start), self._answer(question=planned, sends_attachments=True)
 
     def _planned(self, text: str, attachments: list[str] | None = None) -> Conversation:
@@ -279,12 +280,13 @@ class ChatSession(SessionSettings, ContextRoom):
         self.conversation.model = model_reference(self.loaded.resolved)
         self.conversation.ctx_size = self.options.ctx_size
 
-    def _make_room(self, planned: Conversation) -> int:
+    def _make_room(self, planned: Conversation, made_of: str = "") -> int:
         """Fit a planned conversation to the context (see Conversation.fit); a last exchange too long even alone
-        is refused with what can help here: attached files to drop, a larger context the model allows that holds it;
-        where the system prompt (or the template's own) leaves no room for any message, that is what is said."""
+        is refused naming made_of, the files it holds (attached.with_attached), with what can help here: attached files
+        to drop, a larger context the model allows that holds it; where the system prompt (or the template's own)
+        leaves no room for any message, that is what is said."""
         try:
-            return planned.fit(self._count, self._budget(), self.loaded.longest_token)
+            return planned.fit(self._count, self._budget(), self.loaded.longest_token, made_of)
         except MessageTooLongError as exc:
             no_room = self._no_room_overflow(planned)
             if no_room is not None:

@@ -809,7 +809,7 @@ def test_an_attachment_too_big_for_the_context_can_be_dropped(home: Path, tmp_pa
     doc = tmp_path / "big.txt"
     doc.write_text("Numbers: " + " ".join(str(i) for i in range(600)) + "\n")
     chat.command(f"/file {doc}", "attached")
-    chat.command("Sum them.", "/file none drops the attached files, which stay for the next message")
+    chat.command_words("Sum them.", "/file none drops the attached files, which stay for the next message")
     chat.command("/file none", "dropped 1 attached file")
     state = chat.ask("Say hi.")
     assert state["turns"][-1]["user"] == "Say hi."

@@ -418,6 +418,26 @@ def test_chat_f_too_long_for_the_context_names_the_files_and_the_system_prompt(t
                                                         rf"least [\d,]+ tokens {re.escape(named)} \(hint:", said), said
 
 
+def test_a_message_too_long_for_the_context_names_its_attached_files(tmp_path: Path) -> None:
+    """A message refused once its tokens are counted names the files attached to it, by chat -f and by /file, as run
+    names what its prompt is made of."""
+    (tmp_path / "note.txt").write_text("A short note.\n")
+    (tmp_path / "big.txt").write_text("Numbers: " + " ".join(str(i) for i in range(600)) + "\n")  # some 2,300 tokens
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "4", "--ctx-size", "256",
+                "-f", "note.txt", cwd=tmp_path)
+    try:
+        chat.command_words("/file ./big.txt", "to the next message")
+        said = " ".join(chat.command_words("Sum them.", "(hint:").split())
+        assert re.search(r"localgen: error: this message needs [\d,]+ tokens with -f note.txt and /file \./big\.txt, "
+                         r"but only [\d,]+ are free for it in the context \(hint:", said), said
+        chat.command("/file none", "dropped 2 attached files")
+        chat.ask("Say hi.")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 def test_the_banner_on_a_terminal_of_20_columns_breaks_only_between_words(tmp_path: Path) -> None:
     """Its start, `localgen chat with smollm2-135m`, is kept whole as a command would be, but it is wider than the
     line: it breaks at its spaces, where the terminal folded it inside the model's name."""

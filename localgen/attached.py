@@ -1,0 +1,41 @@
+"""What a prompt is made of, named where a refusal of it names it: the files attached (-f, /file), stdin, the prompt
+and the system prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from localgen.inputs import FILE_OPTION, InputFile
+from localgen.units import alternatives
+
+
+class AttachedText(str):
+    """A file's text attached to a chat message, with the file it was read from (-f or /file), for a refusal of the
+    message to name it."""
+
+    file: InputFile
+
+    def __new__(cls, text: str, file: InputFile) -> AttachedText:
+        """The text, knowing its file."""
+        attached = super().__new__(cls, text)
+        attached.file = file
+        return attached
+
+
+def prompt_parts(files: Sequence[InputFile], *, system: bool, stdin: bool = False, prompt: bool = False) -> str:
+    """The texts a prompt is made of, as an error that refuses them names them after the tokens they take: the -f
+    files ("-f -" for stdin among them; a chat's /file ones as /file FILE), piped stdin, the prompt and the system
+    prompt, those given ('with -f a.txt, stdin, the prompt and the system prompt'; a chat's message: its files); ''
+    without files or stdin, but for a prompt with a system prompt (the prompt alone is what "the prompt" means
+    already)."""
+    if not (files or stdin or (prompt and system)):
+        return ""
+    named = [*(f"{'-f' if file.option == FILE_OPTION else file.option} {'-' if file.path is None else file.name}"
+               for file in files), *["stdin"] * stdin, *["the prompt"] * prompt, *["the system prompt"] * system]
+    return f"with {alternatives(named, 'and')}"
+
+
+def with_attached(attachments: Sequence[str]) -> str:
+    """prompt_parts for the files attached to a chat message (those of its texts that know their file and add text)."""
+    return prompt_parts([text.file for text in attachments if isinstance(text, AttachedText) and text.strip()],
+                      system=False)
