@@ -112,6 +112,8 @@ def _unreadable(name: str, option: str, exc: OSError) -> UsageError:
         return UsageError(f"{name} is a directory", hint=f"pass a file to {option}")
     if exc.errno == errno.ENAMETOOLONG:
         hint = f"check the path given to {option}"
+    elif exc.errno == errno.ELOOP:  # a link that leads back to itself: no file to pass, nor a pipe
+        hint = f"check the symbolic links in the path given to {option}"
     elif exc.errno in (errno.EACCES, errno.EPERM):
         hint = "check the file's permissions"
     else:  # a device that cannot be read (/dev/tty without a terminal, /proc/self/mem)

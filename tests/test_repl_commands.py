@@ -438,6 +438,24 @@ def test_a_message_too_long_for_the_context_names_its_attached_files(tmp_path: P
             chat.child.terminate(force=True)
 
 
+def test_a_link_that_leads_back_to_itself_gets_a_hint_about_links(tmp_path: Path) -> None:
+    """/file and run -f of a symbolic link that leads back to itself say to check the links, where the hint said to
+    pass a file or a pipe (/file takes no pipe, and the name was meant as a file)."""
+    (tmp_path / "loop.txt").symlink_to("loop.txt")
+    said = " ".join(run_localgen("run", "-f", str(tmp_path / "loop.txt"), "q").err.split())
+    assert "Too many levels of symbolic links (hint: check the symbolic links in the path given to -f/--file)" \
+        in said, said
+    chat = Chat(tmp_path / "home", "-n", "2", cwd=tmp_path)
+    try:
+        said = " ".join(chat.command_words("/file loop.txt", "given to /file)").split())
+        assert "localgen: error: cannot read loop.txt: Too many levels of symbolic links (hint: check the symbolic " \
+            "links in the path given to /file)" in said, said
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 def test_the_banner_on_a_terminal_of_20_columns_breaks_only_between_words(tmp_path: Path) -> None:
     """Its start, `localgen chat with smollm2-135m`, is kept whole as a command would be, but it is wider than the
     line: it breaks at its spaces, where the terminal folded it inside the model's name."""
