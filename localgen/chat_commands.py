@@ -33,6 +33,9 @@ from localgen.units import alternatives
 from localgen.wordwrap import terminal_width
 
 Handler = Callable[[ChatState, str], None]
+BANG_HABITS = {**dict.fromkeys(("!multi", "!end"), 'Alt-Enter or Esc Enter starts a new line, and """ alone opens '
+                               "and closes a block of lines"),  # llm chat's commands, which a model would get as text
+               "!edit": "paste the text, or /file PATH attaches a file's", "!fragment": "/file PATH attaches a file"}
 
 
 def help_command(_state: ChatState, argument: str) -> None:
@@ -88,3 +91,11 @@ def run_command(state: ChatState, command: SlashCommand) -> None:
         error, state.session.save_error = state.session.save_error, None
         if error is not None:
             state.leaving.say_unsaved(error)
+
+
+def refuse_bang_habit(line: str, *, pasted: bool) -> None:
+    """Refuse a typed line that is one of llm chat's commands (!multi, !edit, !fragment NAME), which the model would
+    get as a message, with localgen's way."""
+    word = line.split(maxsplit=1)[0].lower() if line.strip() and not pasted else ""
+    if word in BANG_HABITS and (word == "!fragment" or line.strip().lower() == word):
+        raise UsageError(f"{word} is llm chat's command, not localgen's: nothing was sent", hint=BANG_HABITS[word])

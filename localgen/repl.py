@@ -16,7 +16,7 @@ from prompt_toolkit.layout.processors import ConditionalProcessor, Processor, Ta
 
 from localgen import console
 from localgen.answer_view import AnswerView
-from localgen.chat_commands import run_command
+from localgen.chat_commands import refuse_bang_habit, run_command
 from localgen.chat_commands_conversation import conversation_summary
 from localgen.chat_commands_settings import say_stats
 from localgen.errors import LocalgenError, internal_error_text
@@ -262,6 +262,7 @@ class Repl:
             command = parse_command("/exit")
         self.state.leaving.next_input(command.name if command is not None else None)
         if command is None:
+            refuse_bang_habit(line, pasted=pasted)  # llm chat's !multi: not a message for the model
             if text and text.strip():
                 self._show_answer(*self.session.ask(text))
             return

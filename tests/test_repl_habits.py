@@ -208,6 +208,26 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
             chat.child.terminate(force=True)
 
 
+def test_llm_chat_s_bang_commands_are_not_sent_and_get_localgen_s_way(tmp_path: Path) -> None:
+    """!multi, !end, !edit and !fragment NAME, llm chat's commands, get localgen's way and are not sent, where the
+    model got them as a message (a conversation saved with its answer); a line that only starts with one is sent."""
+    chat = Chat(tmp_path / "home", "-n", "3", "--no-markdown")
+    try:
+        for typed, way in (("!multi", 'Alt-Enter or Esc Enter starts a new line, and """ alone opens and closes a '
+                                      "block of lines)"),
+                           ("!END", '"""'), ("!edit", "/file PATH attaches a file's)"),
+                           ("!fragment notes", "/file PATH attaches a file)")):
+            said = " ".join(chat.command_words(typed, way).split())
+            word = typed.split()[0].lower()
+            assert f"localgen: error: {word} is llm chat's command, not localgen's: nothing was sent (hint:" in said
+        assert chat.conversation()["turns"] == []
+        assert chat.ask("!multi is a word")["turns"][-1]["user"] == "!multi is a word"
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 @pytest.mark.parametrize(("args", "ask"), [
     (("hello",), "localgen run 'hello'"),
     (("-n", "5", "why", "is the sky blue"), "localgen run 'why is the sky blue'"),
