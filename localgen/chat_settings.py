@@ -10,15 +10,21 @@ from localgen.slips import did_you_mean
 SETTING_NAMES = tuple(CHAT_SETTINGS)
 SETTING_ALIASES = {"temp": "temperature", "n": "max_tokens",  # the command line's other names (--temp, -n)
                    "num_predict": "max_tokens"}  # and Ollama's
+STARTUP_ONLY = {  # what is set as the chat starts, by its option's names and Ollama's: what it is, how to set it
+    **dict.fromkeys(("num_ctx", "ctx_size", "c"), ("the context size", "-c N (--ctx-size)")),
+    **dict.fromkeys(("num_thread", "threads", "t"), ("the thread count", "-t N (--threads)")),
+    **dict.fromkeys(("num_gpu", "gpu_layers", "ngl"), ("the number of GPU layers", "-ngl N (--gpu-layers)")),
+}
 
 
 def setting_key(name: str) -> str:
     """A setting's canonical name: it goes by its name, or as on the command line (temp, --top-p, -n)."""
     key = name.lstrip("-").replace("-", "_").lower()
     key = SETTING_ALIASES.get(key, key)
-    if key in ("num_ctx", "ctx_size", "c"):
-        raise UsageError("the context size is set when the chat starts",
-                         hint="start it with -c N (--ctx-size); /show tells the current size")
+    if key in STARTUP_ONLY:
+        what, option = STARTUP_ONLY[key]
+        raise UsageError(f"{what} is set when the chat starts",
+                         hint=f"start it with {option}; /show says what it is now")
     if key not in SETTING_NAMES:
         raise UsageError(f"unknown setting '{name}'", hint=f"{did_you_mean(key, SETTING_NAMES)}settings: "
                                                              f"{', '.join(SETTING_NAMES)}")

@@ -228,6 +228,25 @@ def test_llm_chat_s_bang_commands_are_not_sent_and_get_localgen_s_way(tmp_path: 
             chat.child.terminate(force=True)
 
 
+def test_ollama_s_thread_and_gpu_parameters_say_they_are_set_as_the_chat_starts(tmp_path: Path) -> None:
+    """/set parameter num_thread and num_gpu, Ollama's, and /set threads say how to set them (-t, -ngl) as num_ctx
+    does, where they were unknown settings."""
+    chat = Chat(tmp_path / "home", "-n", "3")
+    try:
+        starts = "is set when the chat starts (hint: start it with"
+        for typed, said in (("/set parameter num_thread 4", f"the thread count {starts} -t N (--threads); /show says "
+                                                            "what it is now)"),
+                            ("/set threads 4", f"the thread count {starts} -t N"),
+                            ("/set parameter num_gpu 10", f"the number of GPU layers {starts} -ngl N (--gpu-layers)"),
+                            ("/set parameter num_ctx 4096", f"the context size {starts} -c N (--ctx-size)")):
+            shown = " ".join(chat.command_words(typed, "what it is now)").split())
+            assert f"localgen: error: {said}" in shown and "unknown setting" not in shown, shown
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 @pytest.mark.parametrize(("args", "ask"), [
     (("hello",), "localgen run 'hello'"),
     (("-n", "5", "why", "is the sky blue"), "localgen run 'why is the sky blue'"),
