@@ -167,17 +167,17 @@ def list_command(state: ChatState, argument: str) -> None:
     if argument.lower() not in ("", "all"):
         console.say(f"usage: /list [all] (alone: the newest {LIST_NEWEST} saved conversations)")
         return
-    saved = len(list_conversations())  # a stat of each file: summaries reads only the ones it lists
-    entries = summaries(None if argument else LIST_NEWEST)
+    listing = list_conversations()  # a stat of each file: summaries reads only the ones it lists
+    conversation = state.session.conversation
+    current = conversation.name if conversation.on_disk else None
+    entries = summaries(None if argument else LIST_NEWEST, listing=listing, keep=current)  # this chat's, if older
     if not entries:
         console.say("no saved conversations")
         return
-    conversation = state.session.conversation
-    current = conversation.name if conversation.on_disk else None
-    console.say(f"{counted(max(saved, len(entries)), 'saved conversation')}, newest first:")
+    console.say(f"{counted(len(listing), 'saved conversation')}, newest first:")
     for row in list_rows(entries, current, console.status_width()):
         console.say(row)
-    older = saved - len(entries)
+    older = len(listing) - len(entries)
     if older > 0:
         console.say(f"{counted(older, 'older one')} not shown (/list all lists every one)")
 

@@ -46,11 +46,14 @@ class Summary:
         return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1].rstrip() + "…"
 
 
-def summaries(limit: int | None = None) -> list[Summary]:
-    """Every saved conversation, newest first (only the newest limit of them, when given); one that cannot be read
-    says why."""
+def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | None = None,
+              keep: str | None = None) -> list[Summary]:
+    """Every saved conversation, newest first (only the newest limit of them, when given, and keep's after them
+    where it is older); one that cannot be read says why. listing: list_conversations()'s, where it was taken."""
+    listing = list_conversations() if listing is None else listing
+    chosen = listing if limit is None else [*listing[:limit], *(entry for entry in listing[limit:] if entry[0] == keep)]
     found = []
-    for name, mtime in list_conversations()[:limit]:
+    for name, mtime in chosen:
         try:
             conversation = read_conversation(name)
         except ForeignFormatError as exc:
