@@ -237,7 +237,7 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     bound = checked.bound and checked.bound.beside(checked.prompt, system)
     attachments, made_of = gather_attachments(checked.prompt, checked.files, stdin, stdin_asked=checked.stdin_asked,
                                               model_given=request.model, warnings=warnings, bound=bound,
-                                              system=system is not None)
+                                              system=bool(system))
     prompt_bytes = text_bytes(*attachments, checked.prompt, system)
     conversation = checked.conversation  # the context is sized for the whole prompt, its earlier exchanges too
     texts = (*attachments, checked.prompt, system, *(() if conversation is None else conversation.texts()))
