@@ -1,32 +1,18 @@
-"""Conversations and chat templates: messages rendered in a sandbox, then tokenized."""
+"""Chat messages and how they become a model's prompt: its chat template (rendered in a sandbox), then tokens."""
 
 from __future__ import annotations
 
-import os
 import re
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from functools import lru_cache, wraps
-from types import FrameType
-from typing import TYPE_CHECKING, Any
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from localgen.errors import LocalgenError, TemplateError
+from localgen.template_sandbox import TEMPLATE_HINT, one_line, render_template
 
 if TYPE_CHECKING:
-    from jinja2 import Environment, Template
-
     from localgen.engine import Engine
-
-TEMPLATE_TIME_LIMIT_S = 2.0
-TEMPLATE_OUTPUT_LIMIT_CHARS = 4 * 1024 * 1024  # plus twice the messages' own length
-TEMPLATE_SOURCE_LIMIT_CHARS = 1024 * 1024
-TEMPLATE_MEMORY_LIMIT_BYTES = 512 * 1024 * 1024
-TEMPLATE_INT_LIMIT_BITS = 100_000
-TEMPLATE_HINT = "pass a working one with --chat-template FILE (or a `template` override in models.toml), or use --raw"
 
 
 @dataclass(frozen=True)
@@ -39,260 +25,6 @@ class Message:
     def to_dict(self) -> dict[str, str]:
         """The {role, content} dict chat templates expect."""
         return {"role": self.role, "content": self.content}
-
-
-class _TemplateRaised(Exception):
-    """A template called raise_exception()."""
-
-
-class _TemplateTimeout(BaseException):
-    """A template ran past its time limit (a BaseException, so no `except Exception` inside Jinja swallows it)."""
-
-
-class _OutputTooLarge(Exception):
-    """A template's output grew past its size limit."""
-
-
-class _TooLarge(Exception):
-    """A template asked for a string, number or sequence too large to build."""
-
-
-_LIMITS = threading.local()  # the size limit of the render running in this thread
-_RLIMIT_TURN = threading.Lock()  # one render at a time sets and restores the process's memory limit
-_FORMAT_WIDTH = re.compile(r"%[-#0 +]*(?:\*|\d{7,})|%[-#0 +]*\d*\.(?:\*|\d{7,})")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
-
-
-def _raise_exception(message: str) -> None:
-    """The raise_exception() helper that Hugging Face chat templates call."""
-    raise _TemplateRaised(message)
-
-
-def _strftime_now(fmt: str) -> str:
-    """The strftime_now() helper some templates use for today's date."""
-    return datetime.now().strftime(fmt)
-
-
-def _size_limit() -> int:
-    """The largest string or sequence the current render may build."""
-    return int(getattr(_LIMITS, "chars", TEMPLATE_OUTPUT_LIMIT_CHARS))
-
-
-def _refuse(what: str) -> None:
-    """Stop a template that asked for something too large."""
-    raise _TooLarge(what)
-
-
-def _length(value: object) -> int:
-    """The length of a string or sequence, else 0."""
-    return len(value) if isinstance(value, (str, bytes, list, tuple)) else 0
-
-
-def _check_binop(operator: str, left: object, right: object) -> None:
-    """Refuse arithmetic with a huge result: string repetition, giant integers, huge % widths."""
-    ints = isinstance(left, int) and isinstance(right, int)
-    if operator == "*":
-        count = right if isinstance(right, int) else left if isinstance(left, int) else 1
-        if max(_length(left), _length(right)) * max(int(count), 0) > _size_limit():
-            _refuse("a repetition larger than the output limit")
-        if ints and int(left).bit_length() + int(right).bit_length() > TEMPLATE_INT_LIMIT_BITS:
-            _refuse("a product of huge integers")
-    elif operator == "**":
-        if ints and abs(int(left)) > 1 and int(right) * int(left).bit_length() > TEMPLATE_INT_LIMIT_BITS:
-            _refuse("a huge power")
-    elif operator == "+":
-        if _length(left) + _length(right) > _size_limit():
-            _refuse("a concatenation larger than the output limit")
-    elif operator == "%" and isinstance(left, str) and _FORMAT_WIDTH.search(left):
-        _refuse("a %-format with a huge width")
-
-
-def _check_arguments(args: Sequence[object], kwargs: dict[str, Any]) -> None:
-    """Refuse widths and counts beyond the output limit (center(10**9), batch(10**9), tojson(indent=10**9))."""
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, int) and abs(value) > _size_limit():
-            _refuse(f"a width or count of {value:,}")
-
-
-def _checked_filter(func: Callable[..., Any]) -> Callable[..., Any]:
-    """A filter whose width and count arguments are checked first."""
-    skip = 2 if getattr(func, "jinja_pass_arg", None) is not None else 1  # the context, then the value
-
-    @wraps(func)
-    def checked(*args: Any, **kwargs: Any) -> Any:
-        _check_arguments(args[skip:], kwargs)
-        return func(*args, **kwargs)
-
-    return checked
-
-
-@lru_cache(maxsize=1)
-def _environment() -> Environment:
-    """Jinja2's immutable sandbox, with size checks on the operators, filters and methods that can explode."""
-    from jinja2.runtime import Context
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    class BoundedSandbox(ImmutableSandboxedEnvironment):
-        """The immutable sandbox, refusing operations whose result would be huge."""
-
-        intercepted_binops = frozenset({"*", "**", "+", "%"})
-
-        def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
-            _check_binop(operator, left, right)
-            return super().call_binop(context, operator, left, right)
-
-        def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-            if isinstance(getattr(__obj, "__self__", None), (str, bytes, list, tuple)):
-                _check_arguments(args, kwargs)  # 'x'.center(10**9), 'x'.zfill(10**9), ...
-            return super().call(__context, __obj, *args, **kwargs)
-
-    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    env.filters = {name: _checked_filter(func) for name, func in env.filters.items()}
-    env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
-    return env
-
-
-@lru_cache(maxsize=8)
-def _compile(source: str) -> Template:
-    """Compile a chat template in the bounded sandbox (call it under _guarded: folding runs template code)."""
-    return _environment().from_string(source)
-
-
-def _one_line(text: object, limit: int = 200) -> str:
-    """Text from a template, safe for one terminal line: no control characters, at most limit characters."""
-    flat = " ".join(_CONTROL.sub(" ", str(text)).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _address_space() -> tuple[int, int, int] | None:
-    """(current size, soft limit, hard limit) of this process's address space, where Linux tells us."""
-    try:
-        import resource
-
-        with open("/proc/self/statm", encoding="ascii") as handle:
-            size = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    except (ImportError, OSError, ValueError, IndexError):
-        return None
-    return size, soft, hard
-
-
-def _run_guarded(work: Callable[[], str], deadline: float, max_chars: int) -> str:
-    """Run template code with a deadline checked on every Python line it runs, and a cap on new memory.
-
-    The memory cap is the process's: renders take turns (a chat renders on two threads while a message is typed),
-    so that each restores the limit it found, not one another render set.
-    """
-    with _RLIMIT_TURN:
-        return _run_capped(work, deadline, max_chars)
-
-
-def _run_capped(work: Callable[[], str], deadline: float, max_chars: int) -> str:
-    """_run_guarded's work, with the process's memory limit to itself."""
-    import resource
-
-    def trace(frame: FrameType, event: str, arg: object) -> Callable[..., object] | None:
-        if time.monotonic() > deadline:
-            raise _TemplateTimeout
-        return trace if frame.f_code.co_filename == "<template>" else None  # every line of template code
-
-    space = _address_space()
-    capped = False
-    if space is not None:
-        size, soft, hard = space
-        cap = size + TEMPLATE_MEMORY_LIMIT_BYTES
-        if (soft == resource.RLIM_INFINITY or soft > cap) and (hard == resource.RLIM_INFINITY or hard >= cap):
-            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))  # a huge allocation raises MemoryError
-            capped = True
-    previous = sys.gettrace()
-    _LIMITS.chars = max_chars
-    sys.settrace(trace)
-    try:
-        return work()
-    finally:
-        sys.settrace(previous)
-        _LIMITS.chars = TEMPLATE_OUTPUT_LIMIT_CHARS
-        if capped and space is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (space[1], space[2]))
-
-
-def _failure(exc: BaseException, model_name: str, hint: str) -> TemplateError:
-    """The user-facing error for a template that failed to compile or render."""
-    from jinja2 import TemplateSyntaxError
-    from jinja2.sandbox import SecurityError
-
-    if isinstance(exc, TemplateSyntaxError):
-        what = f"is not valid Jinja: {_one_line(exc.message)} (line {exc.lineno})"
-    elif isinstance(exc, _TemplateRaised):
-        what = f"refused the messages: {_one_line(exc)}"
-    elif isinstance(exc, _TemplateTimeout):
-        what = f"took over {TEMPLATE_TIME_LIMIT_S:g} s and was stopped"
-    elif isinstance(exc, _OutputTooLarge):
-        what = f"output exceeds {exc.args[0]:,} characters"
-    elif isinstance(exc, _TooLarge):
-        what = f"tried to build something too large and was stopped: {exc}"
-    elif isinstance(exc, SecurityError):
-        what = f"failed a sandbox check: {_one_line(exc)}"
-    elif isinstance(exc, MemoryError):
-        what = f"needs over {TEMPLATE_MEMORY_LIMIT_BYTES // 2**20} MiB of memory and was stopped"
-    elif isinstance(exc, (RecursionError, SyntaxError)):
-        what = "is nested or recursive too deeply"
-    else:
-        what = f"failed: {type(exc).__name__}: {_one_line(exc)}"
-    return TemplateError(f"{_one_line(model_name)}: the chat template {what}", hint=hint)
-
-
-def render_template(source: str, messages: Sequence[Message], *, bos_token: str, eos_token: str,
-                    add_generation_prompt: bool = True, model_name: str = "this model",
-                    hint: str = TEMPLATE_HINT) -> str:
-    """Render a chat template safely: sandboxed, and bounded in time, memory and output size.
-
-    model_name names where the template came from in errors (the model, or a --chat-template file); hint
-    says what to do about one.
-    """
-    _check_length(source, model_name, hint)
-    context = {
-        "messages": [m.to_dict() for m in messages],
-        "bos_token": bos_token,
-        "eos_token": eos_token,
-        "add_generation_prompt": add_generation_prompt,
-    }
-    max_chars = TEMPLATE_OUTPUT_LIMIT_CHARS + 2 * sum(len(m.content) for m in messages)
-    deadline = time.monotonic() + TEMPLATE_TIME_LIMIT_S
-
-    def work() -> str:
-        return "".join(_bounded(_compile(source).generate(context), max_chars))
-
-    try:
-        return _run_guarded(work, deadline, max_chars)
-    except (Exception, _TemplateTimeout) as exc:  # a hostile or broken template must never crash the process
-        raise _failure(exc, model_name, hint) from None
-
-
-def _check_length(source: str, model_name: str, hint: str) -> None:
-    """Refuse a chat template too long to be one."""
-    if len(source) > TEMPLATE_SOURCE_LIMIT_CHARS:
-        raise TemplateError(f"{_one_line(model_name)}: the chat template is {len(source):,} characters long "
-                            f"(limit {TEMPLATE_SOURCE_LIMIT_CHARS:,})", hint=hint)
-
-
-def check_template(source: str, *, model_name: str, hint: str) -> None:
-    """Refuse now a chat template that render_template would refuse for its length or its syntax."""
-    _check_length(source, model_name, hint)
-    try:
-        _run_guarded(lambda: _compile(source), time.monotonic() + TEMPLATE_TIME_LIMIT_S, TEMPLATE_OUTPUT_LIMIT_CHARS)
-    except (Exception, _TemplateTimeout) as exc:
-        raise _failure(exc, model_name, hint) from None
-
-
-def _bounded(pieces: Iterator[str], max_chars: int) -> Iterator[str]:
-    """Pass template output through, stopping at the size limit."""
-    size = 0
-    for piece in pieces:
-        size += len(piece)
-        if size > max_chars:
-            raise _OutputTooLarge(max_chars)
-        yield piece
 
 
 @dataclass(frozen=True)
@@ -329,7 +61,7 @@ class PromptFormat:
                                add_generation_prompt=add_generation_prompt, model_name=self.model_name,
                                hint=self.template_hint)
         if not text and any(m.content for m in messages):
-            raise TemplateError(f"{_one_line(self.model_name)}: the chat template turns the messages into no text",
+            raise TemplateError(f"{one_line(self.model_name)}: the chat template turns the messages into no text",
                                 hint=self.template_hint)
         return text
 
@@ -339,7 +71,7 @@ class PromptFormat:
         last = next((m.content.strip() for m in reversed(messages) if m.role == "user"), "")
         if self.template is None or not last or last in text:
             return None
-        return (f"{_one_line(self.model_name)}: the chat template left the message out of the prompt: the model does "
+        return (f"{one_line(self.model_name)}: the chat template left the message out of the prompt: the model does "
                 f"not see it ({self.template_hint})")
 
     def default_system(self) -> str | None:

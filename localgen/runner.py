@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localgen.chat import Message, PromptFormat, check_template
+from localgen.chat import Message, PromptFormat
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.engine import Engine
 from localgen.errors import HubError, LocalgenError, ModelLoadError, ModelNotFoundError
@@ -29,6 +29,7 @@ from localgen.once import first_time
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.quant_choice import choose_download, plan_resolved, resolve_downloaded
 from localgen.resolve import ResolvedModel, refreshed, resolve_model, with_unverified_copy
+from localgen.template_sandbox import check_template
 from localgen.units import counted
 
 if TYPE_CHECKING:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from localgen.chat import Message, PromptFormat, compose_user_message, render_template
+from localgen.chat import Message, PromptFormat, compose_user_message
 from localgen.errors import TemplateError
+from localgen.template_sandbox import render_template
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from localgen import chat
-from localgen.chat import TEMPLATE_TIME_LIMIT_S, Message, render_template
+from localgen import chat, template_sandbox
+from localgen.chat import Message
 from localgen.errors import TemplateError
+from localgen.template_sandbox import TEMPLATE_TIME_LIMIT_S, render_template
 from tests.conftest import CliResult, bundled_model_file, run_localgen
 from tests.gguf_builders import copy_with_metadata
 
@@ -196,7 +197,7 @@ def _assert_clean_failure(template: str, tmp_path: Path) -> TemplateError:
     assert "\n" not in message and "\x1b" not in message and len(message) < 400
     assert "`template` override" in (info.value.hint or "")
     # unbounded, an explosion runs for minutes; a loaded machine took 2.2 s over a limit of 0.5 s
-    assert elapsed < chat.TEMPLATE_TIME_LIMIT_S + 5, f"{elapsed:.1f} s"
+    assert elapsed < template_sandbox.TEMPLATE_TIME_LIMIT_S + 5, f"{elapsed:.1f} s"
     assert not marker.exists()
     return info.value
 
@@ -210,7 +211,7 @@ def test_sandbox_escapes_are_blocked(template: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("template", EXPLOSIONS)
 def test_explosions_are_bounded_in_time_and_memory(template: str, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(chat, "TEMPLATE_TIME_LIMIT_S", 0.5)  # the real limit is tested once, below
+    monkeypatch.setattr(template_sandbox, "TEMPLATE_TIME_LIMIT_S", 0.5)  # the real limit is tested once, below
     before = resource.getrlimit(resource.RLIMIT_AS)
     error = _assert_clean_failure(template, tmp_path)
     assert any(word in error.message for word in ("took over", "too large", "memory", "output exceeds",
