@@ -191,13 +191,23 @@ def _run_capped(work: Callable[[], str], deadline: float, max_chars: int) -> str
         if (soft == resource.RLIM_INFINITY or soft > cap) and (hard == resource.RLIM_INFINITY or hard >= cap):
             resource.setrlimit(resource.RLIMIT_AS, (cap, hard))  # a huge allocation raises MemoryError
             capped = True
-    previous = sys.gettrace()
+    def rearm(unraisable: sys.UnraisableHookArgs) -> None:
+        """Trace again where a finalizer (a gc callback, a closed generator) swallowed the timeout, as Python then
+        drops the tracer: the render's next line stops it."""
+        if unraisable.exc_type is _TemplateTimeout:
+            sys.settrace(trace)
+        else:
+            previous_hook(unraisable)
+
+    previous, previous_hook = sys.gettrace(), sys.unraisablehook
     _LIMITS.chars = max_chars
     sys.settrace(trace)
+    sys.unraisablehook = rearm
     try:
         return work()
     finally:
         sys.settrace(previous)
+        sys.unraisablehook = previous_hook
         _LIMITS.chars = TEMPLATE_OUTPUT_LIMIT_CHARS
         if capped and space is not None:
             resource.setrlimit(resource.RLIMIT_AS, (space[1], space[2]))

@@ -7,6 +7,7 @@ then try a wider set of attacks against render_template in-process.
 
 from __future__ import annotations
 
+import gc
 import resource
 import sys
 import time
@@ -233,6 +234,37 @@ def test_time_limit_really_bounds_nested_loops() -> None:
     # the loops stop at the limit: their CPU time is bounded closely, which a busy machine's wait for the CPU (in
     # wall time, on top of compiling the template) does not add to
     assert cpu < TEMPLATE_TIME_LIMIT_S + 1.0, f"{cpu:.1f} s of CPU"
+
+
+def test_a_timeout_raised_where_nothing_can_catch_it_still_stops_the_render(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deadline can pass inside a finalizer (a gc callback here; a closed generator alike), whose exception
+    Python reports as unraisable, dropping the tracer that raised it: the render is stopped all the same, where it
+    ran on untraced, and nothing is printed."""
+    monkeypatch.setattr(template_sandbox, "TEMPLATE_TIME_LIMIT_S", 0.2)
+    unraisable: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    ran: list[str] = []
+
+    def note() -> None:
+        ran.append("noted")
+
+    def slow_callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and not ran and sys.gettrace() is not None:  # once the render is traced
+            ran.append("slept")
+            time.sleep(0.3)  # past the deadline, then a call the tracer sees (and raises at)
+            note()
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(10)  # a collection soon, as compiling the template keeps its objects
+    gc.callbacks.append(slow_callback)
+    try:
+        with pytest.raises(TemplateError, match="took over"):  # about 2 s of loops untraced
+            _render("{% for i in range(3000) %}{% for j in range(3000) %}{% set pair = [i, [j]] %}{% endfor %}"
+                    "{% endfor %}")
+    finally:
+        gc.callbacks.remove(slow_callback)
+        gc.set_threshold(*thresholds)
+    assert ran == ["slept"] and not unraisable, (ran, unraisable)
 
 
 def test_rendering_restores_the_tracer_and_memory_limit() -> None:
