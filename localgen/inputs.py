@@ -17,13 +17,13 @@ from typing import BinaryIO, NoReturn, Protocol
 from localgen.errors import UsageError
 from localgen.input_text import DOCUMENT_HINT, TextBound, decode_input, refuse_binary
 from localgen.other_tools import check_template_name
+from localgen.typed_paths import FILE_OPTION, is_existing_file, option_path, short_path
+from localgen.typed_paths import expand_user_path as expand_user_path  # the chat's /file and -m find it here too
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
 BINARY_SNIFF_BYTES = 64 * 1024  # binary input is told from its first block
 STDIN_QUIET_S = 2.0  # a pipe silent this long gets a note that localgen waits for it
-SHOWN_PATH_CHARS = 120  # longer paths are cut in error messages
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
-FILE_OPTION = "-f/--file"  # the option that attaches files, as messages name it
 TEMPLATE_HINT = "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"
 
 
@@ -33,26 +33,6 @@ class Waiting(Protocol):
 
     def __call__(self, name: str | None, option: str, *, terminal: bool = False) -> None:
         """name: the file as typed (None: stdin); option: the option that gave it."""
-
-
-def expand_user_path(text: str) -> Path:
-    """A path the user typed, with a leading ~ or ~user expanded (an unknown user is a UsageError)."""
-    try:
-        return Path(text).expanduser()
-    except RuntimeError:
-        raise UsageError(f"cannot expand '{text.split('/')[0]}' in {text}: no such user or home directory",
-                         hint="write the full path") from None
-
-
-def option_path(text: str, option: str) -> Path:
-    """A file path given with option, a leading ~ expanded where the shell left it (--file=~/notes.txt, -f~/x.txt) and
-    no file has that name (an empty one is a UsageError, not the current folder)."""
-    if not text:
-        raise UsageError(f"the file name given to {option} is empty", hint=f"pass a file path to {option}")
-    if text.lower().startswith(("http://", "https://")):
-        fetch = f'curl -sL {text} | localgen run "..."' if option == FILE_OPTION else f"curl -sL {text} > FILE"
-        raise UsageError(f"{option} reads a local file, not an address: {text}", hint=f"fetch it first: {fetch}")
-    return expand_user_path(text) if text.startswith("~") and not os.path.lexists(text) else Path(text)
 
 
 def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTION,
@@ -110,7 +90,7 @@ def _unreadable(name: str, option: str, exc: OSError) -> UsageError:
         return UsageError(f"no such file: {name}", hint=f"check the path given to {option}")
     if isinstance(exc, IsADirectoryError):
         return UsageError(f"{name} is a directory", hint=f"pass a file to {option}")
-    if exc.errno == errno.ENAMETOOLONG:
+    if exc.errno in (errno.ENAMETOOLONG, errno.ENOTDIR):  # f.txt/x: a file where a folder goes
         hint = f"check the path given to {option}"
     elif exc.errno == errno.ELOOP:  # a link that leads back to itself: no file to pass, nor a pipe
         hint = f"check the symbolic links in the path given to {option}"
@@ -246,14 +226,6 @@ def refuse_special_file(path: Path, typed: str | None = None, *, pipes: bool = F
     raise UsageError(f"{short_path(typed or path)} is {kind}, not a file", hint=hint)
 
 
-def is_existing_file(text: str) -> bool:
-    """Whether text names an existing file (False for names no file can have: too long, a NUL in them)."""
-    try:
-        return Path(text).is_file()
-    except (OSError, ValueError):
-        return False
-
-
 def names_a_file(text: str) -> bool:
     """Whether a text given as such (a prompt, a system prompt) is just the name of an existing file, meant to be read
     (`localgen run notes.md`, meant as -f notes.md)."""
@@ -266,15 +238,6 @@ def file_name_warning(what: str, text: str, option: str) -> str:
 
     return (f"{what} is the text {text!r}, the name of a file, not what it holds "
             f"(for that: {option} {shlex.quote(text)})")
-
-
-def short_path(path: Path | str) -> str:
-    """A path for an error message, cut in the middle when very long."""
-    text = str(path)
-    if len(text) <= SHOWN_PATH_CHARS:
-        return text
-    half = SHOWN_PATH_CHARS // 2
-    return f"{text[:half]}...{text[-half:]}"
 
 
 def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: bool = False,

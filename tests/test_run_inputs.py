@@ -578,3 +578,15 @@ def test_a_prompt_whose_tokens_the_context_cannot_hold_names_what_it_is_made_of(
         result = run_localgen("run", "-c", "1024", "-n", "1", *args, stdin=stdin)
         refused = rf"localgen: error: the prompt is [\d,]+ tokens{re.escape(named)} but the context holds 1,024 \(hint:"
         assert result.returncode == 1 and re.fullmatch(refused + r" [^\n]*\)\n", result.err), (args[:2], result.err)
+
+
+@pytest.mark.parametrize("option", ["-f", "--system-file", "--grammar"])
+def test_a_file_named_with_a_slash_after_it_is_not_a_directory_as_cat_says(tmp_path: Path, option: str) -> None:
+    """`cat notes.txt/` says "Not a directory", where Path drops the slash and would read notes.txt."""
+    (tmp_path / "notes.txt").write_text("The pass phrase is heliotrope.\n")
+    for typed, shown in (("notes.txt/", "notes.txt"), ("./notes.txt//.", "./notes.txt"), ("notes.txt/x", None)):
+        result = run_localgen("run", "--print-prompt", option, f"{tmp_path}/{typed}", "q")
+        hint = f"{tmp_path}/{shown} is a file, not a folder: drop the / after it" if shown else \
+            f"check the path given to {'-f/--file' if option == '-f' else option}"
+        assert result.returncode == 2 and result.out == "", result.err
+        assert result.err == f"localgen: error: cannot read {tmp_path}/{typed}: Not a directory (hint: {hint})\n"

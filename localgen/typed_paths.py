@@ -1,0 +1,65 @@
+"""Paths as the user typed them: a leading ~ expanded, a / after a file's name refused as `cat` refuses it, and
+long ones cut in messages."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+
+from localgen.errors import UsageError
+
+SHOWN_PATH_CHARS = 120  # longer paths are cut in error messages
+FILE_OPTION = "-f/--file"  # the option that attaches files, as messages name it
+
+
+def expand_user_path(text: str) -> Path:
+    """A path the user typed, with a leading ~ or ~user expanded (an unknown user is a UsageError)."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        raise UsageError(f"cannot expand '{text.split('/')[0]}' in {text}: no such user or home directory",
+                         hint="write the full path") from None
+
+
+def option_path(text: str, option: str) -> Path:
+    """A file path given with option, a leading ~ expanded where the shell left it (--file=~/notes.txt, -f~/x.txt) and
+    no file has that name (an empty one is a UsageError, not the current folder)."""
+    if not text:
+        raise UsageError(f"the file name given to {option} is empty", hint=f"pass a file path to {option}")
+    if text.lower().startswith(("http://", "https://")):
+        fetch = f'curl -sL {text} | localgen run "..."' if option == FILE_OPTION else f"curl -sL {text} > FILE"
+        raise UsageError(f"{option} reads a local file, not an address: {text}", hint=f"fetch it first: {fetch}")
+    path = expand_user_path(text) if text.startswith("~") and not os.path.lexists(text) else Path(text)
+    _refuse_file_as_folder(text, path)
+    return path
+
+
+def _refuse_file_as_folder(text: str, path: Path) -> None:
+    """Refuse a path typed with a / (or /.) after a file's name (f.txt/), which Path drops and `cat` refuses as
+    "Not a directory": the file is not read in its place."""
+    if not text.endswith(("/", "/.")):
+        return
+    with contextlib.suppress(OSError, ValueError):
+        if not path.is_dir() and path.exists():
+            file = re.sub(r"(/\.?)+$", "", text)
+            raise UsageError(f"cannot read {short_path(text)}: Not a directory",
+                             hint=f"{short_path(file)} is a file, not a folder: drop the / after it")
+
+
+def is_existing_file(text: str) -> bool:
+    """Whether text names an existing file (False for names no file can have: too long, a NUL in them)."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def short_path(path: Path | str) -> str:
+    """A path for an error message, cut in the middle when very long."""
+    text = str(path)
+    if len(text) <= SHOWN_PATH_CHARS:
+        return text
+    half = SHOWN_PATH_CHARS // 2
+    return f"{text[:half]}...{text[-half:]}"
