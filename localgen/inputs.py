@@ -24,6 +24,7 @@ MAX_INPUT_BYTES = 256 * 1024 * 1024
 BINARY_SNIFF_BYTES = 64 * 1024  # binary input is told from its first block
 STDIN_QUIET_S = 2.0  # a pipe silent this long gets a note that localgen waits for it
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
+STDIN_PATHS = {"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"}  # its names as a file, missing while it is closed
 TEMPLATE_HINT = "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"
 
 
@@ -61,6 +62,8 @@ def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None 
     try:
         status = path.stat()
     except OSError as exc:
+        if str(path) in STDIN_PATHS and isinstance(exc, FileNotFoundError) and not _is_open(0):
+            raise stdin_closed(name) from None
         raise _unreadable(name, option, exc) from None
     mode = status.st_mode
     if stat.S_ISREG(mode) and status.st_size > MAX_INPUT_BYTES:  # read, it was refused after 256 MiB of it
@@ -71,6 +74,20 @@ def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None 
         raise UsageError(f"{name} is a socket, not a file", hint=f"pass a file or a pipe to {option}")
     if not os.access(path, os.R_OK):
         raise _unreadable(name, option, PermissionError(errno.EACCES, "Permission denied"))
+
+
+def stdin_closed(name: str) -> UsageError:
+    """The error for stdin asked for (as '-', or by a name such as /dev/stdin) when it is closed (<&-)."""
+    return UsageError(f"stdin is closed, so {name} has nothing to read", hint=f"pipe text in, or drop the {name}")
+
+
+def _is_open(fd: int) -> bool:
+    """Whether a file descriptor is open."""
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 def _refuse_oversized(path: Path, name: str, option: str, binary_hint: str) -> NoReturn:
@@ -248,7 +265,7 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
     bound stops the read of a text too long for its use (_bounded_read).
     """
     if stream is None and asked:
-        raise UsageError("stdin is closed, so '-' has nothing to read", hint="pipe text in, or drop the '-'")
+        raise stdin_closed(f"'{STDIN_NAME}'")
     if stream is None or (stream.isatty() and not asked):
         return None
     source = stream if waiting is None or stream.isatty() else _NotedPipe.of(stream, waiting)
