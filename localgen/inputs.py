@@ -387,7 +387,9 @@ def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warning
     stdin_at = next((index for index, file in enumerate(files) if file.path is None), None)
     texts: list[str] = []
     for file in (file for file in files if file.path is not None):
-        texts.append(file.read(stdin, warnings, warn_empty=True, waiting=waiting, bound=bound and bound.beside(*texts)))
+        said: list[str] = []
+        texts.append(file.read(stdin, said, warn_empty=True, waiting=waiting, bound=bound and bound.beside(*texts)))
+        warnings.extend(warning for warning in said if warning not in warnings)  # a file given twice: warned once
     told = None if waiting is None else lambda: waiting(None, FILE_OPTION)
     piped = read_stdin_input(stdin, warnings, asked=stdin_asked or stdin_at is not None, waiting=told,
                              bound=bound and bound.beside(*texts))

@@ -95,6 +95,20 @@ def test_a_text_attached_twice_is_attached_once_with_a_warning_as_in_chat(tmp_pa
     assert other.err == "" and other.out == chatml("Eggs boil in 7 minutes.\n\nTea takes 3.\n\nWhen?"), other.err
 
 
+def test_a_file_given_twice_is_warned_about_once_for_its_encoding_or_emptiness(tmp_path: Path) -> None:
+    latin, empty = tmp_path / "latin.txt", tmp_path / "empty.txt"
+    latin.write_bytes(b"Caf\xe9 au lait.\n")
+    empty.write_text("")
+    result = run_localgen("run", "--print-prompt", "-f", str(latin), "-f", str(empty), "-f", str(latin), "-f",
+                          str(empty), "q")
+    assert result.returncode == 0 and result.out == chatml("Caf\ufffd au lait.\n\nq"), result.err
+    assert result.err == (f"localgen: warning: {latin} is not valid UTF-8; undecodable bytes were replaced with "
+                          "U+FFFD\n"
+                          f"localgen: warning: {empty} is empty\n"
+                          f"localgen: warning: {latin} is attached already, or a file with the same text is: it is "
+                          "attached once\n"), result.err
+
+
 @pytest.mark.parametrize("command", [("fit",), ("pull",), ("bench", "-m"), ("models", "show")])
 def test_other_commands_name_a_model_file_as_typed_too(command: tuple[str, ...]) -> None:
     result = run_localgen(*command, "./README.md")
