@@ -143,6 +143,20 @@ def _with_room_for_the_prompt(request: RunRequest, checked: CheckedRun, inputs: 
     return loaded, replace(inputs, options=options)
 
 
+def empty_conversation_name() -> UsageError:
+    """The error for --conversation "": what a name may be, as check_name says it, and where names come from."""
+    from localgen.conversation import check_name
+
+    rule = "ASCII letters, digits, '.', '_' and '-'"
+    try:
+        check_name("")
+    except UsageError as exc:
+        rule = exc.hint or rule
+    return UsageError("the name given to --conversation is empty",
+                      hint=f"give one: {rule}; `localgen conversations` lists the saved ones, --continue takes the "
+                           "latest")
+
+
 def check_run(request: RunRequest) -> CheckedRun:
     """Everything that can be refused before piped stdin, or a pipe an option names, is waited for: the options,
     the files they name, the model reference, the conversation continued, and (when a pipe will be read) what
@@ -176,6 +190,8 @@ def check_run(request: RunRequest) -> CheckedRun:
     if request.raw and request.chat_template is not None:
         raise UsageError("--raw and --chat-template contradict each other",
                          hint="--raw sends the text with no template; drop one of them")
+    if request.conversation_name == "":
+        raise empty_conversation_name()
     continuing = check_continuation(request.continue_latest, request.conversation_name, raw=request.raw)
     if request.print_prompt and continuing:
         raise UsageError("--print-prompt shows the prompt of a run outside any conversation",

@@ -393,6 +393,16 @@ def test_bad_input_gets_one_line_error(args: tuple[str, ...], needle: str, code:
     assert len(result.err.strip().splitlines()) == 1, result.err
 
 
+@pytest.mark.parametrize("args", [("--conversation", ""), ("--conversation=",)])
+def test_an_empty_conversation_name_is_named_as_such_with_what_a_name_may_be(args: tuple[str, ...]) -> None:
+    result = run_localgen("run", *args, "hi")
+    assert result.returncode == 2 and result.out == "", result.err
+    assert result.err == ("localgen: error: the name given to --conversation is empty (hint: give one: start with an "
+                          "ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-' (up to 100 "
+                          "characters), e.g. notes; `localgen conversations` lists the saved ones, --continue takes "
+                          "the latest)\n")
+
+
 @pytest.mark.parametrize(
     ("args", "hint"),
     [
