@@ -362,7 +362,7 @@ def _threads_flag_hint(exc: Exception, command: str) -> str | None:
 def _dash_prompt_hint(args: list[str], command: str, text: str) -> str | None:
     """For a `run` prompt that starts with "-" (read as an unknown option): put it after --."""
     prompt = args[-1] if args else ""
-    if command != "run" or "no such option" not in text or " " not in prompt:
+    if command != "run" or "no such option" not in text or " " not in prompt or not prompt.startswith("-"):
         return None
     return f'a prompt that starts with "-" goes after --: `{shlex.join(["localgen", "run", "--", prompt])}`'
 
