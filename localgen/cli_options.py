@@ -28,13 +28,31 @@ _BENCH_RANGE = re.compile(r"([0-9]+)-([0-9]+)(?:([+*])([0-9]+))?")  # and its -p
 _REAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(e[+-]?[0-9]+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE)
 
 
+_DECIMAL_COMMA = re.compile(r"[+-]?[0-9]*,[0-9]+")  # 0,7: a decimal point in many languages
+_THOUSANDS = re.compile(r"[+-]?[0-9]{1,3}(,[0-9]{3})+")  # 4,096: thousands set apart
+
+
+class NumberSlip(typer.BadParameter):
+    """A number an option cannot read, typed as people write it elsewhere (0,7; 4,096), with the way it reads it."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
 def _ascii(value: object, pattern: re.Pattern[str], kind: str) -> str:
     """The text of a number typed in ASCII digits: int() and float() also read 1_0 as 10 and other scripts' digits
-    (３) as numbers, which no one types on purpose."""
+    (３) as numbers, which no one types on purpose; a decimal comma (0,7) or a thousands one (4,096) is told how
+    to write it."""
     text = str(value).strip()
-    if not pattern.fullmatch(text):
-        raise typer.BadParameter(f"{value!r} is not a valid {kind}.")
-    return text
+    if pattern.fullmatch(text):
+        return text
+    message = f"{value!r} is not a valid {kind}."
+    if kind == "float" and _DECIMAL_COMMA.fullmatch(text):
+        raise NumberSlip(message, hint=f"the decimal point is '.': {text.replace(',', '.')}")
+    if kind == "integer" and _THOUSANDS.fullmatch(text):
+        raise NumberSlip(message, hint=f"write it without separators: {text.replace(',', '')}")
+    raise typer.BadParameter(message)
 
 
 def whole_option(*names: str, help: str) -> OptionInfo:

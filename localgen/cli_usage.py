@@ -141,7 +141,8 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     """What to do about a usage error: quote a prompt that was split into words, else read the help."""
     command = args[0] if args and args[0] in command_names(app) else ""
     text = str(exc).lower()
-    return (_option_before_command_hint(app, exc, args, command)
+    return (getattr(exc, "hint", None)  # cli_options.NumberSlip's: 0.7 for 0,7
+            or _option_before_command_hint(app, exc, args, command)
             or _extra_argument_hint(app, args, command, text)
             or _file_argument_hint(app, args, command, text)
             or _ctx_flag_hint(app, exc, args, command)

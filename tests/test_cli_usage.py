@@ -169,3 +169,20 @@ def test_chat_without_a_terminal_says_what_is_wrong_with_its_arguments_first(arg
     assert result.returncode == code and "needs a terminal" not in result.err, result.err
     assert result.err.startswith(f"localgen: error: {error}"), result.err
     assert "needs a terminal" in run_localgen("chat", env={"LOCALGEN_HOME": str(tmp_path)}).err
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (["run", "--temp", "0,7", "hi"], "the decimal point is '.': 0.7"),
+    (["run", "--top-p=0,95", "hi"], "the decimal point is '.': 0.95"),
+    (["chat", "--repeat-penalty", "1,1"], "the decimal point is '.': 1.1"),
+    (["run", "--min-p", ",05", "hi"], "the decimal point is '.': .05"),
+    (["run", "-c", "4,096", "hi"], "write it without separators: 4096"),  # not -c's hint for a word
+    (["run", "-n", "1,000", "hi"], "write it without separators: 1000"),
+    (["conversations", "-n", "1,000"], "write it without separators: 1000"),
+    (["run", "--temp", "0.7.1", "hi"], "see `localgen run --help`"),  # no guess for what it is not
+    (["run", "-n", "10,5", "hi"], "see `localgen run --help`"),
+])
+def test_a_number_with_a_decimal_or_thousands_comma_is_told_how_to_write_it(
+        args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    message, said = _usage(args, capsys)
+    assert "is not a valid" in message and said == hint, (message, said)
