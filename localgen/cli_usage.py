@@ -26,10 +26,13 @@ from localgen.config import settings
 from localgen.errors import LocalgenError
 from localgen.other_tools import (
     GROUP_COMMAND_HABITS,
+    GUESSED_OPTIONS,
     OTHER_TOOLS_COMMANDS,
     OTHER_TOOLS_WORDS,
+    OUTPUT_OPTIONS,
     SEVERAL_NAMES,
     SUBCOMMAND_HABITS,
+    output_hint,
 )
 
 CTX_OPTIONS = ("--ctx", "--ctx-size", "-c")  # the context size's names in run, chat and fit
@@ -121,9 +124,13 @@ def _close_options(exc: Exception) -> list[str]:
         return []
     typed = str(getattr(exc, "option_name", ""))
     command = getattr(getattr(exc, "ctx", None), "command", None)
-    same = _alike_options(typed, getattr(command, "params", ()))  # click's possibilities leave out the short options
+    params = getattr(command, "params", ())
+    same = _alike_options(typed, params)  # click's possibilities leave out the short options
     if same:
         return same[:1]
+    guessed = GUESSED_OPTIONS.get(typed)
+    if guessed is not None and guessed.rpartition("/")[2] in {name for param in params for name in param.opts}:
+        return [guessed]
     typed = typed.lstrip("-")
     names = {option.lstrip("-"): option for option in getattr(exc, "possibilities", None) or ()}
     close = difflib.get_close_matches(typed, list(names), n=3, cutoff=SUGGESTION_CUTOFF)
@@ -374,6 +381,11 @@ def _help_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) 
     typed = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
     if typed in ("-y", "--yes"):  # models rm and conversations rm take it
         return f"`localgen {command}` asks no question, so it takes no {typed}"
+    if typed in OUTPUT_OPTIONS:
+        output = output_hint(command, args[1:], next((at for at, word in enumerate(args[1:])
+                                                      if word.partition("=")[0] == typed), 0))
+        if output is not None:
+            return output
     close = _close_options(exc)
     guess = f"did you mean {' or '.join(close)}? " if close else ""
     return f"{guess}see `localgen {command} --help`".replace("  ", " ")

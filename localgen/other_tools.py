@@ -209,6 +209,40 @@ _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the 
                             "it")}
 
 
+# Options people guess, from other programs, that localgen spells otherwise: the option meant, where the command has it.
+GUESSED_OPTIONS = dict.fromkeys(("--context", "--context-length", "--num-ctx", "--n-ctx"), "-c/--ctx-size")
+OUTPUT_OPTIONS = ("--output", "--output-file", "--outfile", "--out", "-o")  # curl's, sort's, gcc's: a file to write
+
+
+def output_hint(command: str, words: list[str], at: int) -> str | None:
+    """For an output file option (words[at], the command's words after its name): run writes the answer to stdout,
+    which the shell's > sends to the file (the command typed, without it); chat keeps its conversation."""
+    if command == "chat":
+        return ("chat saves the conversation: `localgen conversations show NAME` prints it; "
+                'localgen run "..." > FILE writes one answer to a file')
+    if command != "run":
+        return None
+    file = words[at].partition("=")[2]
+    rest = [*words[:at], *words[at + 1:]]
+    if "=" not in words[at] and at + 1 < len(words) and names_a_file_to_write(words[at + 1]):
+        file, rest = words[at + 1], [*words[:at], *words[at + 2:]]
+    command_line = shlex.join(["localgen", "run", *rest]) if rest else 'localgen run "..."'
+    if not file:
+        return 'localgen writes the answer to stdout: send it to a file with >, localgen run "..." > FILE'
+    return f"localgen writes the answer to stdout: send it to a file with >, `{command_line} > {shlex.quote(file)}`"
+
+
+def names_a_file_to_write(word: str) -> bool:
+    """Whether a word after -o reads as a file's name (answer.txt, out/a), not llm's setting (-o temperature 0.2)."""
+    if word.startswith("-") or any(char.isspace() for char in word):
+        return False
+    try:
+        float(word)
+    except ValueError:
+        return "." in word or "/" in word
+    return False
+
+
 def mentions_other_tools_options(command: str, args: list[str]) -> bool:
     """Whether any argument of command is spelt as another tool's option (a cheap test before the careful one)."""
     options = OPTIONS_OF_OTHER_TOOLS.get(command, {})
@@ -225,6 +259,8 @@ def check_options(command: str, args: list[str], takes_value: dict[str, bool]) -
             return
         name = word.partition("=")[0]
         if not expects_value and name in options and name not in takes_value:
+            if name == "-o" and command == "run" and index + 1 < len(args) and names_a_file_to_write(args[index + 1]):
+                raise UsageError("No such option: -o", hint=output_hint(command, args, index))
             tool, purpose, instead = options[name]
             hint = _IN_CHAT.get(name, instead) if command == "chat" else instead
             raise UsageError(f"{name} is {tool}'s option for {purpose}", hint=_with_repo(hint, args[index:]))

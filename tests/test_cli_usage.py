@@ -186,3 +186,31 @@ def test_a_number_with_a_decimal_or_thousands_comma_is_told_how_to_write_it(
         args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
     message, said = _usage(args, capsys)
     assert "is not a valid" in message and said == hint, (message, said)
+
+
+_TO_STDOUT = "localgen writes the answer to stdout: send it to a file with >, "
+
+
+@pytest.mark.parametrize(("args", "message", "hint"), [
+    (["run", "--context", "4096", "hi"], "No such option: --context", "did you mean -c/--ctx-size? see `localgen run "
+                                                                      "--help`"),
+    (["chat", "--num-ctx", "4096"], "No such option: --num-ctx", "did you mean -c/--ctx-size? see `localgen chat "
+                                                                 "--help`"),
+    (["run", "--output", "answer.txt", "Say hi."], "No such option: --output",
+     _TO_STDOUT + "`localgen run 'Say hi.' > answer.txt`"),
+    (["run", "-n", "5", "--output-file=out/a.md", "hi"], "No such option: --output-file",
+     _TO_STDOUT + "`localgen run -n 5 hi > out/a.md`"),
+    (["run", "-o", "answer.txt", "hi"], "No such option: -o", _TO_STDOUT + "`localgen run hi > answer.txt`"),
+    (["run", "-o", "answer.txt"], "No such option: -o", _TO_STDOUT + '`localgen run "..." > answer.txt`'),
+    (["run", "hi", "--output"], "No such option: --output", _TO_STDOUT + 'localgen run "..." > FILE'),
+    (["chat", "--output", "chat.txt"], "No such option: --output", "chat saves the conversation: `localgen "
+     'conversations show NAME` prints it; localgen run "..." > FILE writes one answer to a file'),
+    (["run", "-o", "top_p", "0.9", "hi"], "-o is llm's option for model settings",
+     "each setting has its own option here: --temperature 0.2, --top-p 0.9, ..."),  # llm's -o KEY VALUE as it was
+])
+def test_a_context_or_output_option_guessed_gets_localgen_s_way(args: list[str], message: str, hint: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert _usage(args, capsys) == (message, hint)
+    if hint.endswith("`") and " > " in hint:  # the command suggested runs as meant
+        suggested, _, file = hint.split("`")[1].partition(" > ")
+        assert file and file not in _parsed(suggested).values()
