@@ -1,5 +1,5 @@
-"""Paths as the user typed them: a leading ~ expanded, a / after a file's name refused as `cat` refuses it, and
-long ones cut in messages."""
+"""Paths as the user typed them: a leading ~ and $VAR expanded where no shell did, a / after a file's name refused as
+`cat` refuses it, and long ones cut in messages."""
 
 from __future__ import annotations
 
@@ -15,7 +15,11 @@ FILE_OPTION = "-f/--file"  # the option that attaches files, as messages name it
 
 
 def expand_user_path(text: str) -> Path:
-    """A path the user typed, with a leading ~ or ~user expanded (an unknown user is a UsageError)."""
+    """A path the user typed where no shell expands it (the chat's /file, models.toml), with a leading ~ or ~user
+    expanded (an unknown user is a UsageError), and $VAR and ${VAR} where no file has the name as typed (a file
+    named with a $ is read as named; a variable that is not set is left as typed)."""
+    if "$" in text and not os.path.lexists(text):
+        text = os.path.expandvars(text)
     try:
         return Path(text).expanduser()
     except RuntimeError:
@@ -24,14 +28,15 @@ def expand_user_path(text: str) -> Path:
 
 
 def option_path(text: str, option: str) -> Path:
-    """A file path given with option, a leading ~ expanded where the shell left it (--file=~/notes.txt, -f~/x.txt) and
-    no file has that name (an empty one is a UsageError, not the current folder)."""
+    """A file path given with option, a leading ~ or a $VAR expanded where the shell left it (--file=~/notes.txt,
+    -f~/x.txt, the chat's /file) and no file has that name (an empty one is a UsageError, not the current folder)."""
     if not text:
         raise UsageError(f"the file name given to {option} is empty", hint=f"pass a file path to {option}")
     if text.lower().startswith(("http://", "https://")):
         fetch = f'curl -sL {text} | localgen run "..."' if option == FILE_OPTION else f"curl -sL {text} > FILE"
         raise UsageError(f"{option} reads a local file, not an address: {text}", hint=f"fetch it first: {fetch}")
-    path = expand_user_path(text) if text.startswith("~") and not os.path.lexists(text) else Path(text)
+    left = text.startswith("~") or "$" in text
+    path = expand_user_path(text) if left and not os.path.lexists(text) else Path(text)
     _refuse_file_as_folder(text, path)
     return path
 
