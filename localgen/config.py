@@ -36,7 +36,11 @@ OFFLINE_ENVS = ("HF_HUB_OFFLINE", "LOCALGEN_OFFLINE")  # either one set to 1 tur
 
 TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
 FALSE_VALUES = frozenset({"", "0", "false", "no", "off"})
-OWN_FLAG_ENVS = ("LOCALGEN_OFFLINE", "LOCALGEN_DEBUG", "LOCALGEN_AMX", "LOCALGEN_NO_LAST_RUN")
+OWN_FLAG_ENVS = ("LOCALGEN_OFFLINE", "LOCALGEN_DEBUG", "LOCALGEN_NO_LAST_RUN")
+AMX_ENV = "LOCALGEN_AMX"
+# LOCALGEN_AMX's values: llama.cpp's AMX weight buffers without the probe (a build whose kernels crash crashes), never,
+# or where the probe finds they work (engine.amx); no yes or on, which would read as the safe choice and is not
+AMX_VALUES: dict[str, bool | None] = {"1": True, "0": False, "auto": None, "": None}
 
 
 def _env_flag(name: str) -> bool:
@@ -44,10 +48,9 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in TRUE_VALUES
 
 
-def _env_choice(name: str) -> bool | None:
-    """True or False when an environment variable is set to either; None when it is unset or empty."""
-    value = os.environ.get(name, "").strip().lower()
-    return None if not value else value in TRUE_VALUES
+def _amx_choice() -> bool | None:
+    """LOCALGEN_AMX: True (1) or False (0) where it forces AMX buffers on or off; None where the probe decides."""
+    return AMX_VALUES.get(os.environ.get(AMX_ENV, "").strip().lower())
 
 
 FOLDER_ENVS = ("LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE")
@@ -71,6 +74,11 @@ def check_environment() -> None:
         value = os.environ.get(name, "")
         if value.strip().lower() not in TRUE_VALUES | FALSE_VALUES:
             raise ConfigError(f"{name}={value} is neither on nor off", hint=f"set {name}=1 or {name}=0")
+    amx = os.environ.get(AMX_ENV, "")
+    if amx.strip().lower() not in AMX_VALUES:
+        raise ConfigError(f"{AMX_ENV}={amx} is none of its values: auto, 1 or 0",
+                          hint=f"{AMX_ENV}=auto (or unset) uses Intel AMX where a probe finds it works with this "
+                               "build, 1 without the probe (the kernels crash some builds), 0 never")
     for name in FOLDER_ENVS:  # where localgen and huggingface_hub keep files
         folder = os.environ.get(name)
         if folder == "":
@@ -130,7 +138,7 @@ class Settings:
     memory_limit: str | None = None  # LOCALGEN_MEMORY_LIMIT as set (size_limit reads it)
     vram_limit: str | None = None  # LOCALGEN_VRAM_LIMIT as set
     prompt_cache_size: str | None = None  # LOCALGEN_PROMPT_CACHE_BYTES as set (prompt_cache_bytes reads it)
-    amx: bool | None = None  # LOCALGEN_AMX: 1 uses llama.cpp's AMX weight buffers, 0 not; unset: where they work
+    amx: bool | None = None  # LOCALGEN_AMX: 1 uses llama.cpp's AMX weight buffers, 0 not; auto/unset: where they work
     no_last_run: bool = False  # LOCALGEN_NO_LAST_RUN: a plain run keeps no record for run --continue
 
     @property
@@ -171,7 +179,7 @@ def load_settings() -> Settings:
         memory_limit=os.environ.get(MEMORY_LIMIT_ENV, "").strip() or None,
         vram_limit=os.environ.get(VRAM_LIMIT_ENV, "").strip() or None,
         prompt_cache_size=os.environ.get(PROMPT_CACHE_BYTES_ENV, "").strip() or None,
-        amx=_env_choice("LOCALGEN_AMX"),
+        amx=_amx_choice(),
         no_last_run=_env_flag("LOCALGEN_NO_LAST_RUN"),
     )
 

@@ -19,7 +19,7 @@ import pytest
 from localgen import config, storage
 from localgen.engine import amx, devices, loading
 from localgen.engine.devices import cpu_extra_buffer_types
-from localgen.errors import LocalgenError
+from localgen.errors import ConfigError, LocalgenError
 from localgen.estimate import estimate_memory, read_shape
 from localgen.hardware import cpu_repack_types, probe_hardware
 from localgen.runner import ModelOptions, load_model
@@ -188,11 +188,36 @@ def test_a_probe_that_could_not_run_is_not_kept(probing: list[str], monkeypatch:
     assert not _kept_file().exists()
 
 
+@pytest.mark.parametrize(("value", "chosen"), [("1", True), ("0", False), ("auto", None), (" AUTO ", None), ("", None)])
+def test_localgen_amx_takes_1_0_or_auto_as_the_readme_says(monkeypatch: pytest.MonkeyPatch, value: str,
+                                                            chosen: bool | None) -> None:
+    monkeypatch.setenv("LOCALGEN_AMX", value)
+    monkeypatch.setattr(config, "_settings", None)
+    config.check_environment()
+    assert config.settings().amx is chosen
+
+
+@pytest.mark.parametrize("value", ["yes", "on", "true", "off", "no", "2"])
+def test_localgen_amx_set_to_another_value_is_refused_naming_its_values(monkeypatch: pytest.MonkeyPatch,
+                                                                        value: str) -> None:
+    """yes or on would read as "use AMX where it works", and forced its kernels on, which crash some builds."""
+    monkeypatch.setenv("LOCALGEN_AMX", value)
+    monkeypatch.setattr(config, "_settings", None)
+    with pytest.raises(ConfigError) as refused:
+        config.check_environment()
+    assert refused.value.message == f"LOCALGEN_AMX={value} is none of its values: auto, 1 or 0"
+    assert refused.value.hint == ("LOCALGEN_AMX=auto (or unset) uses Intel AMX where a probe finds it works with this "
+                                  "build, 1 without the probe (the kernels crash some builds), 0 never")
+    assert "LOCALGEN_AMX=1` uses AMX buffers without the probe, `LOCALGEN_AMX=0` never, `LOCALGEN_AMX=auto`" in \
+        " ".join((REPO_ROOT / "README.md").read_text().split()), "README says the same values"
+
+
 @pytest.mark.parametrize(("offered", "amx_env", "probed", "expected", "declined"), [
     ((), "", None, True, ""),
     (("CPU_REPACK",), "", None, True, ""),
     (("AMX", "CPU_REPACK"), "", False, False, "AMX fails with this build"),
     (("AMX", "CPU_REPACK"), "", True, True, ""),
+    (("AMX", "CPU_REPACK"), "auto", False, False, "AMX fails with this build"),
     (("AMX", "CPU_REPACK"), "1", None, True, ""),
     (("AMX", "CPU_REPACK"), "0", None, False, "LOCALGEN_AMX=0"),
 ])

@@ -931,7 +931,8 @@ def test_a_run_says_when_the_model_no_longer_sees_a_conversation_s_first_exchang
 @pytest.mark.parametrize(("variable", "value", "message"), [
     ("LOCALGEN_OFFLINE", "banana", "LOCALGEN_OFFLINE=banana is neither on nor off"),
     ("LOCALGEN_DEBUG", "maybe", "LOCALGEN_DEBUG=maybe is neither on nor off"),
-    ("LOCALGEN_AMX", "sometimes", "LOCALGEN_AMX=sometimes is neither on nor off"),
+    ("LOCALGEN_AMX", "sometimes", "LOCALGEN_AMX=sometimes is none of its values: auto, 1 or 0"),
+    ("LOCALGEN_AMX", "yes", "LOCALGEN_AMX=yes is none of its values: auto, 1 or 0"),  # not AMX forced on: it crashes
     ("LOCALGEN_HOME", str(REPO_ROOT / "README.md"), "is not a directory"),
     ("HF_HOME", str(REPO_ROOT / "README.md"), "HF_HOME=" + str(REPO_ROOT / "README.md") + " is not a directory"),
     ("HF_HUB_CACHE", str(REPO_ROOT / "README.md"), "is not a directory"),
