@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -134,20 +134,29 @@ def load_for(ctx: typer.Context, options: ModelOptions, conversation: Conversati
 
 
 def preflight_for(ctx: typer.Context, options: ModelOptions, conversation: Conversation | None) -> TextBound | None:
-    """runner.preflight, its errors worded as load_for's (its bound's too)."""
+    """runner.preflight, its errors worded as load_for's (its bound's too, which names options.floor_texts as what
+    the text is made of, or what TextBound.named says as it is read)."""
     from dataclasses import replace
 
+    from localgen.errors import ContextOverflowError
     from localgen.runner import preflight
 
     with _named_as_the_conversations(ctx, conversation):
-        bound = preflight(options)
+        bound = preflight(replace(options, floor_texts=""))  # the refusal names what is read by then (naming)
+    if bound is None:
+        return None
+    read_bound = bound
 
-    def refuse(size: int) -> None:
-        assert bound is not None
-        with _named_as_the_conversations(ctx, conversation):
-            bound.refuse(size)
+    def naming(made_of: str) -> Callable[[int], None]:
+        def refuse(size: int) -> None:
+            with _named_as_the_conversations(ctx, conversation):
+                try:
+                    read_bound.refuse(size)
+                except ContextOverflowError as exc:
+                    raise ContextOverflowError(f"{exc.message} {made_of}".rstrip(), hint=exc.hint) from None
+        return refuse
 
-    return None if bound is None else replace(bound, refuse=refuse)
+    return replace(bound, refuse=naming(options.floor_texts), naming=naming)
 
 
 @contextmanager

@@ -39,7 +39,8 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     if stdin_asked or any(file.path is None for file in files):
         say_reading_a_terminal(stdin, "the prompt" if stdin_asked else "the text -f - attaches")
     attachments = read_attachments(files, stdin, warnings, stdin_asked=stdin_asked, waiting=say_waiting_for,
-                                   bound=bound)
+                                   bound=bound, made_of=lambda read, piped: prompt_parts(
+                                       read, system=system, stdin=piped, prompt=bool(prompt)))
     names = [file.name for file in files] + ["stdin"] * (len(attachments) - len(files))  # piped stdin comes last
     counted = first_with_text(attachments)
     made_of = prompt_parts([files[index] for index in counted if index < len(files)], system=system,
@@ -66,23 +67,6 @@ def say_reading_a_terminal(stdin: BinaryIO | None, what: str) -> None:
     with contextlib.suppress(OSError, ValueError):
         if stdin is not None and stdin.isatty():
             say_reading_the_terminal(what)
-
-
-def stdin_attached(stdin: BinaryIO | None) -> bool:
-    """Whether piped stdin is read into the prompt and may hold text: not a terminal, /dev/null or an empty file."""
-    import os
-    import stat
-
-    try:
-        if stdin is None or stdin.isatty():
-            return False
-    except ValueError:  # closed
-        return False
-    try:
-        status = os.fstat(stdin.fileno())
-    except (OSError, ValueError):  # a stream with no descriptor, read as a pipe is
-        return True
-    return not stat.S_ISCHR(status.st_mode) and not (stat.S_ISREG(status.st_mode) and not status.st_size)
 
 
 def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> None:

@@ -164,7 +164,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen import console
     from localgen.cli_model import conversation_defaults, system_file_input
     from localgen.cli_options import sampling_from
-    from localgen.cli_run import refuse_emptied_by_stdout, stdin_attached
+    from localgen.cli_run import refuse_emptied_by_stdout
     from localgen.grammar import constraint_source
     from localgen.input_text import argument_text
     from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, reads_a_pipe
@@ -213,11 +213,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     conversation = None if continued is None else continued.conversation
     model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
     stdin = sys.stdin.buffer if sys.stdin else None
-    system_stdin = system_input is not None and system_input.path is None  # --system-file -
-    piped = stdin_taken is None and not system_stdin and stdin_attached(stdin)
-    made_of = prompt_parts(files, stdin=piped or stdin_asked, prompt=bool(prompt),  # before they are read: as given
-                           system=bool(system) or system_input is not None)  # a prompt too long is refused naming them
-    options = model_options(ctx, model=model, ctx_size=ctx_size, raw=request.raw, min_ctx=0, floor_texts=made_of)
+    options = model_options(ctx, model=model, ctx_size=ctx_size, raw=request.raw, min_ctx=0)
     named = [*files, *(f for f in (system_input, template_file, constraint and constraint.file) if f is not None)]
     refuse_emptied_by_stdout(named, stdin)
     # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as
@@ -244,8 +240,9 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     if checked.system_input is not None:
         if checked.system_input.path is None:
             say_reading_a_terminal(stdin, "the system prompt (--system-file -)")
+        named = prompt_parts([], system=True, prompt=bool(checked.prompt))  # what a refusal while it is read names
         system = read_system_file(checked.system_input, stdin, warnings,
-                                  bound=checked.bound and checked.bound.beside(checked.prompt))
+                                  bound=checked.bound and checked.bound.beside(checked.prompt).named(named))
         stdin = None if checked.system_input.path is None else stdin  # --system-file - read it
     template = read_chat_template(checked.template_file, waiting=say_waiting_for)
     check_given_template(replace(checked.options, chat_template=template))

@@ -54,11 +54,18 @@ def wide_encoding(data: bytes) -> str | None:
 @dataclass(frozen=True)
 class TextBound:
     """How much text a read may gather: text of refused_at UTF-8 bytes or more, counted with what came before it
-    (counted), cannot be used, and refuse(bytes) raises the error that says so, before the rest is read."""
+    (counted), cannot be used, and refuse(bytes) raises the error that says so, before the rest is read; named
+    says what that text is made of, as it is read."""
 
     refused_at: int
     refuse: Callable[[int], object]
     counted: int = 0
+    naming: Callable[[str], Callable[[int], object]] | None = None  # a refuse naming what the text is made of
+
+    def named(self, made_of: str) -> TextBound:
+        """The bound whose refusal names what the text counted is made of ('with -f a.txt and the prompt'), where it
+        can name it."""
+        return self if self.naming is None else replace(self, refuse=self.naming(made_of))
 
     def beside(self, *texts: str | None) -> TextBound:
         """The bound for what is read next, texts counted with what came before."""

@@ -376,23 +376,32 @@ def reads_a_pipe(files: Iterable[InputFile], stdin: BinaryIO | None) -> bool:
 
 
 def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warnings: list[str], *,
-                     stdin_asked: bool = False, waiting: Waiting | None = None,
-                     bound: TextBound | None = None) -> list[str]:
+                     stdin_asked: bool = False, waiting: Waiting | None = None, bound: TextBound | None = None,
+                     made_of: Callable[[list[InputFile], bool], str] | None = None) -> list[str]:
     """The texts of the -f files, stdin's where the first "-" stands among them, else last.
 
     Stdin is read when it is piped, or asked for (a "-" among the files, or stdin_asked: a prompt of "-"), then even
     from a terminal. The named files are read first, so that a bad one is refused before stdin is waited for. bound
-    refuses their texts together as they are read, once they are certainly too long for the model.
+    refuses their texts together as they are read, once they are certainly too long for the model, naming what
+    made_of(files, piped stdin) says for the files read by then that held text and the one being read.
     """
     stdin_at = next((index for index, file in enumerate(files) if file.path is None), None)
     texts: list[str] = []
+    read: list[InputFile] = []  # the files read whose text counts, as a refusal names them
+
+    def step(reading: list[InputFile], piped: bool) -> TextBound | None:
+        counted = bound and bound.beside(*texts)
+        return counted.named(made_of(reading, piped)) if counted and made_of else counted
+
     for file in (file for file in files if file.path is not None):
         said: list[str] = []
-        texts.append(file.read(stdin, said, warn_empty=True, waiting=waiting, bound=bound and bound.beside(*texts)))
+        texts.append(file.read(stdin, said, warn_empty=True, waiting=waiting, bound=step([*read, file], False)))
         warnings.extend(warning for warning in said if warning not in warnings)  # a file given twice: warned once
+        read += [file] if texts[-1].strip() and texts[-1] not in texts[:-1] else []
     told = None if waiting is None else lambda: waiting(None, FILE_OPTION)
+    reading = read if stdin_at is None else sorted([*read, files[stdin_at]], key=files.index)  # -f - as a file
     piped = read_stdin_input(stdin, warnings, asked=stdin_asked or stdin_at is not None, waiting=told,
-                             bound=bound and bound.beside(*texts))
+                             bound=step(reading, stdin_at is None))
     if piped is not None and stdin_at is not None and not piped.strip():  # -f - attaches it, as a file: warned alike
         warnings.append(f"stdin (-f -) {emptiness(piped)}")
     if piped is not None:

@@ -556,7 +556,14 @@ def test_a_prompt_too_long_for_the_context_names_what_it_is_made_of(tmp_path: Pa
             (("-f", str(short), "-f", "-", "q"), piped, f"with -f {short}, -f - and the prompt"),
             (("--system-file", "-", "q"), piped, "with the prompt and the system prompt"),
             (("--system-file", str(short), "q"), piped, "with stdin, the prompt and the system prompt"),
-            (("-f", str(long), "-f", str(long), "-f", str(empty), "q"), None, f"with -f {long} and the prompt")):
+            (("-f", str(long), "-f", str(long), "-f", str(empty), "q"), None, f"with -f {long} and the prompt"),
+            # refused while a file is read, before the pipe is: stdin, and the files not read yet, are not named
+            (("-f", str(long), "q"), b"A piped note.\n", f"with -f {long} and the prompt"),
+            (("-f", str(long), "q"), b"", f"with -f {long} and the prompt"),
+            (("-f", str(short), "-f", str(long), "-f", str(empty), "-s", "Be brief.", "q"), b"A piped note.\n",
+             f"with -f {short}, -f {long}, the prompt and the system prompt"),
+            (("--system-file", str(long), "-f", str(short), "q"), b"A piped note.\n",
+             "with the prompt and the system prompt")):
         result = run_localgen("run", "-c", "256", "-n", "1", *args, stdin=stdin)
         assert result.returncode == 1 and re.fullmatch(r"(?:localgen: warning: [^\n]*\n)*"  # the empty file's...
                                                        r"localgen: error: the prompt is too long for --ctx-size 256: "
