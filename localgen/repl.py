@@ -283,7 +283,7 @@ class Repl:
                                reset=engine.clear_stop)
         try:
             with signals:
-                self._stream(events, room_notice(start))
+                self._stream(events, room_notice(start), chat_ends=lambda: signals.ending_signal is not None)
         except Exception as exc:  # e.g. the terminal is gone: a signal that ends the chat still decides
             if signals.ending_signal is None:
                 raise
@@ -303,8 +303,10 @@ class Repl:
         if self._view is not None:
             self._view.pause()
 
-    def _stream(self, events: Generator[Event, None, None], notice: str | None) -> None:
-        """Show the events as they come; the answer is recorded (events closed) even when showing fails."""
+    def _stream(self, events: Generator[Event, None, None], notice: str | None, *,
+                chat_ends: Callable[[], bool]) -> None:
+        """Show the events as they come; the answer is recorded (events closed) even when showing fails. chat_ends:
+        whether the signal that stopped the answer ends the chat (its note then offers nothing more to type)."""
         view = self._view = AnswerView(markdown=self.state.markdown, show_thinking=self.state.show_thinking)
         splitter: ThinkingSplitter | None = None  # made at the first text, once the prompt is final (/regen)
         done: Finished | None = None
@@ -326,7 +328,8 @@ class Repl:
             events.close()
             view.close(None if done is None else answer_note(
                 done, hidden_reasoning=view.shows_nothing_but_hidden_reasoning,
-                still_reasoning=splitter is not None and splitter.inside, earlier_kept=self.session.earlier_kept))
+                still_reasoning=splitter is not None and splitter.inside, earlier_kept=self.session.earlier_kept,
+                chat_ends=chat_ends()))
 
     def _opens_thinking(self) -> bool:
         """True when this model's generation prompt opens a reasoning block itself."""

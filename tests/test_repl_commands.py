@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 from pathlib import Path
 
 import pexpect
@@ -152,6 +153,11 @@ def test_the_note_of_a_stopped_regen_says_the_earlier_answer_is_kept_before_or_a
     assert answer_note(_done("", "interrupted"), earlier_kept=True) == kept
     assert answer_note(_done("Let me see", "interrupted"), hidden_reasoning=True, earlier_kept=True) == kept
     assert answer_note(_done("Six.", "length"), earlier_kept=True) == answer_note(_done("Six.", "length"))
+
+
+def test_the_note_of_a_regen_a_signal_stopped_as_the_chat_ends_offers_no_regen() -> None:
+    assert answer_note(_done("Let", "interrupted"), earlier_kept=True, chat_ends=True) == \
+        "interrupted: the earlier answer is kept"
 
 
 def test_the_toolbar_of_a_narrow_terminal_keeps_the_attached_files_and_the_context(tmp_path: Path) -> None:
@@ -344,6 +350,20 @@ def test_a_regen_stopped_part_way_keeps_the_earlier_answer(tmp_path: Path) -> No
     fresh.wait_for(lambda _: fresh.saved_at() != saved)
     assert fresh.conversation()["turns"][1]["answer"] == state["turns"][1]["answer"]
     assert fresh.quit() == 0
+
+
+@pytest.mark.serial  # timed against an answer (conftest: serial)
+def test_a_regen_stopped_by_sigterm_keeps_the_earlier_answer_and_offers_no_regen(tmp_path: Path) -> None:
+    """SIGTERM once /regen's new answer has begun ends the chat: its note says the earlier answer is kept, and not
+    that /regen asks again, which there is no chat left to type."""
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "60")
+    first = chat.ask(LONG_QUESTION)
+    chat.child.sendline("/regen")
+    chat.expect_words(" ".join(first["turns"][0]["answer"].split()[:4]))
+    assert chat.killed(signal.SIGTERM) == (143, True)
+    assert chat.conversation() == first
+    assert "[interrupted: the earlier answer is kept]" in chat.transcript.getvalue(), chat.transcript.getvalue()
+    assert "/regen asks again" not in chat.transcript.getvalue()
 
 
 def test_tab_after_file_writes_a_folder_s_slash_so_the_next_tab_goes_on_inside_it(tmp_path: Path) -> None:
