@@ -16,9 +16,9 @@ from localgen.errors import UsageError
 from localgen.inputs import InputFile, attachment_text, expand_user_path, option_path, refuse_special_file, short_path
 from localgen.model_switch import AlreadyLoaded
 from localgen.registry import reads_as_a_model
-from localgen.repl_input import one_argument
+from localgen.repl_input import LIST_NEWEST, one_argument
 from localgen.repl_state import ChatState
-from localgen.repl_text import LIST_NEWEST, brief, exchanges_in_context, gist, list_rows, what_reset_kept
+from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, what_reset_kept
 from localgen.session import ChatSession
 from localgen.stopping import escaped
 from localgen.units import counted

@@ -24,11 +24,11 @@ from localgen.conversation_store import list_conversations
 from localgen.errors import LocalgenError, UnbalancedQuoteError, UsageError
 from localgen.registry import load_registry
 from localgen.repl_show import SHOW_PARTS
-from localgen.repl_text import LIST_NEWEST
 from localgen.slips import meant_name
 from localgen.storage import file_in_the_way, in_the_way
 
 PROMPT = ">>> "
+LIST_NEWEST = 20  # conversations /list shows, the newest (/list all: every one)
 BLOCK_QUOTE = '"""'
 COMMAND_HELP = {
     "/help [COMMAND]": "show this help (COMMAND: only its own, as /help save; shortcuts: only the keys, as "

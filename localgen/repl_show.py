@@ -3,12 +3,16 @@ license)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from localgen import console
 from localgen.errors import LocalgenError, UsageError
 from localgen.repl_text import brief, exchanges_in_context
-from localgen.session import ChatSession
 from localgen.shorten import shorten_path
 from localgen.stopping import escaped
+
+if TYPE_CHECKING:
+    from localgen.session import ChatSession
 
 SHOW_PARTS = ("info", "settings", "system", "template", "license")
 EMPTY_SYSTEM = "(empty: the template's default is left out)"  # system "": the model gets an empty system prompt

@@ -7,19 +7,18 @@ from typing import TYPE_CHECKING
 from localgen import console
 from localgen.conversation import Conversation
 from localgen.events import Finished
-from localgen.session import TurnStart
 from localgen.shorten import shorten_end, shorten_middle
 from localgen.units import counted, local_minute
 from localgen.wordwrap import display_width
 
 if TYPE_CHECKING:
     from localgen.conversation_summary import Summary
+    from localgen.session import TurnStart
 
 LIST_MESSAGE_MIN = 12  # columns of a first message that /list keeps before it drops "(this chat)"
 LIST_MESSAGE_SHORTEST = 5  # columns of a first message ("Tell…") below which /list drops the date, then the size
 THIS_CHAT = "  (this chat)"
 LIST_NAME_KEPT = 20  # columns of a name that /list keeps before it drops the date (a new chat's name takes 20)
-LIST_NEWEST = 20  # conversations /list shows, the newest (/list all: every one)
 
 
 def brief(text: str, limit: int = 80) -> str:

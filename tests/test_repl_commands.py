@@ -8,6 +8,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pexpect
@@ -21,7 +23,7 @@ from localgen.repl_show import stop_strings_line
 from localgen.repl_text import answer_note, list_rows, toolbar_line
 from localgen.session_settings import SessionSettings
 from localgen.stopping import escaped
-from tests.conftest import run_localgen
+from tests.conftest import REPO_ROOT, run_localgen
 from tests.test_repl import LONG_QUESTION, Chat, _listed_rows, _reasoning_chat
 
 LONG_NAME = "a-conversation-whose-name-is-wider-than-the-terminal-it-is-listed-on"
@@ -153,6 +155,14 @@ def test_the_note_of_a_stopped_regen_says_the_earlier_answer_is_kept_before_or_a
     assert answer_note(_done("", "interrupted"), earlier_kept=True) == kept
     assert answer_note(_done("Let me see", "interrupted"), hidden_reasoning=True, earlier_kept=True) == kept
     assert answer_note(_done("Six.", "length"), earlier_kept=True) == answer_note(_done("Six.", "length"))
+
+
+def test_the_chat_s_input_and_show_modules_load_without_the_session_and_its_engine() -> None:
+    """/help's and /list's count of conversations, and /show's parts, come without the chat session's modules."""
+    code = ("import sys, localgen.repl_input\n"
+            "print([name for name in ('localgen.session', 'localgen.engine') if name in sys.modules])")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]", loaded.stdout
 
 
 def test_the_note_of_a_regen_a_signal_stopped_as_the_chat_ends_offers_no_regen() -> None:
