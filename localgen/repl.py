@@ -25,11 +25,9 @@ from localgen.input_text import argument_text
 from localgen.prefill_ahead import PrefillWhileTyping
 from localgen.repl_input import (
     PROMPT,
-    PasteMark,
     SafeFileHistory,
     SlashCompleter,
     continuation,
-    key_bindings,
     means_leaving,
     message_text,
     open_history,
@@ -37,6 +35,7 @@ from localgen.repl_input import (
     typed_message,
     without_controls,
 )
+from localgen.repl_keys import PasteMark, key_bindings
 from localgen.repl_state import ChatState
 from localgen.repl_terminal import bracketed_paste, signals_end_the_prompt
 from localgen.repl_text import answer_note, room_notice, toolbar_line, unanswered_line

@@ -1,0 +1,65 @@
+"""The chat prompt's keys: Enter, Alt-Enter, Tab in a message, and pastes."""
+
+from __future__ import annotations
+
+from prompt_toolkit.filters import Condition, has_completions, is_searching
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.keys import Keys
+
+from localgen.repl_input import block_is_open, command_block_is_open, parse_command
+
+
+class PasteMark:
+    """The text of a bracketed paste that began an input line: such a line is a message, never a command."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def clear(self) -> None:
+        """Forget the paste (a new prompt)."""
+        self.text = ""
+
+    def began(self, line: str) -> bool:
+        """True when the line starts with the text pasted at its beginning."""
+        return bool(self.text) and line.startswith(self.text)
+
+
+def key_bindings(paste: PasteMark) -> KeyBindings:
+    """Enter sends (or continues a typed \"\"\" block); Alt-Enter / Esc Enter insert a newline; paste notes a paste
+    that begins the line; Tab in a message is a tab (in a command line it completes). During a history search
+    (Ctrl-R), prompt-toolkit's own keys apply: Enter accepts the match.
+    """
+    bindings = KeyBindings()
+
+    @Condition
+    def in_a_message() -> bool:
+        from prompt_toolkit.application import get_app
+
+        text = get_app().current_buffer.text  # (an empty line: Tab completes, as in a command line)
+        return bool(text) and (parse_command(text) is None or command_block_is_open(text))
+
+    @bindings.add("tab", filter=~is_searching & ~has_completions & in_a_message)
+    def _tab(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\t")
+
+    @bindings.add("escape", "enter", filter=~is_searching)
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @bindings.add(Keys.BracketedPaste, filter=~is_searching)
+    def _paste(event: KeyPressEvent) -> None:
+        text = event.data.replace("\r\n", "\n").replace("\r", "\n")  # as prompt-toolkit's own paste does
+        if event.current_buffer.cursor_position == 0:
+            paste.text = text
+        event.current_buffer.insert_text(text)
+
+    @bindings.add("enter", filter=~is_searching)
+    def _enter(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        opened = block_is_open(buffer.text) or command_block_is_open(buffer.text)
+        if opened and not paste.began(buffer.text):  # a paste's """ is its text, not a block to continue
+            buffer.insert_text("\n")
+        else:
+            buffer.validate_and_handle()
+
+    return bindings
