@@ -1,10 +1,11 @@
-"""The chat prompt's keys: Enter, Alt-Enter, Tab in a message, and pastes."""
+"""The chat prompt's keys: Enter, Alt-Enter, Tab in a message, pastes, and Ctrl-G in a history search."""
 
 from __future__ import annotations
 
 from prompt_toolkit.filters import Condition, has_completions, is_searching
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
+from prompt_toolkit.search import SearchDirection, start_search, stop_search
 
 from localgen.repl_input import block_is_open, command_block_is_open, parse_command
 
@@ -27,9 +28,26 @@ class PasteMark:
 def key_bindings(paste: PasteMark) -> KeyBindings:
     """Enter sends (or continues a typed \"\"\" block); Alt-Enter / Esc Enter insert a newline; paste notes a paste
     that begins the line; Tab in a message is a tab (in a command line it completes). During a history search
-    (Ctrl-R), prompt-toolkit's own keys apply: Enter accepts the match.
+    (Ctrl-R), prompt-toolkit's own keys apply (Enter accepts the match), but for Ctrl-G, which gives up the search
+    and puts back the line as it was before it, as readline's does.
     """
     bindings = KeyBindings()
+    before_search: list[tuple[int, int]] = []  # the line's place in the history, and the cursor's, as a search began
+
+    @bindings.add("c-r", filter=~is_searching)
+    @bindings.add("c-s", filter=~is_searching)
+    def _search(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        before_search[:] = [(buffer.working_index, buffer.cursor_position)]
+        backward = event.key_sequence[0].key == Keys.ControlR
+        start_search(direction=SearchDirection.BACKWARD if backward else SearchDirection.FORWARD)
+
+    @bindings.add("c-g", filter=is_searching)
+    def _give_up_search(event: KeyPressEvent) -> None:
+        searched = event.app.layout.search_target_buffer_control
+        stop_search()
+        if searched is not None and before_search:
+            searched.buffer.working_index, searched.buffer.cursor_position = before_search.pop()
 
     @Condition
     def in_a_message() -> bool:

@@ -1130,6 +1130,24 @@ def test_enter_in_reverse_search_accepts_the_match_and_enter_again_sends_it(chat
     assert state["turns"][1]["user"] == "Tell me one word about pirates."
 
 
+def test_ctrl_g_in_reverse_search_puts_back_the_line_as_it_was_before_it(chat: Chat) -> None:
+    """As readline's Ctrl-G does: the match found is dropped, and Enter sends the line typed before the search
+    (prompt-toolkit kept a match that a second Ctrl-R had moved to)."""
+    chat.ask("Tell me one word about pirates.")
+    chat.child.send("Name a color.\x01")  # the cursor at the start (Ctrl-A), to be put back there too
+    chat.child.sendcontrol("r")
+    chat.child.expect_exact("I-search backward:")
+    chat.child.send("pira")
+    chat.child.expect_exact("pira")
+    chat.child.sendcontrol("r")  # the next match
+    chat.child.expect_exact(DRAWN)
+    chat.child.sendcontrol("g")
+    chat.settle()
+    chat.child.send("Now \r")
+    state = chat.wait_for(lambda s: len(s["turns"]) == 2 and s["turns"][1]["answer"] is not None, timeout=20)
+    assert state["turns"][1]["user"] == "Now Name a color."
+
+
 def test_esc_enter_in_reverse_search_accepts_the_match_and_sends_it(chat: Chat) -> None:
     _search_history_for_pirates(chat)
     chat.child.send("\x1b\r")  # Esc accepts the search (as in prompt-toolkit), then Enter sends
