@@ -1,4 +1,4 @@
-"""The chat prompt's keys: Enter, Alt-Enter, Tab in a message, pastes, and Ctrl-G in a history search."""
+"""The chat prompt's keys: Enter (after a backslash too), Alt-Enter, Tab in a message, pastes, Ctrl-G in a search."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from prompt_toolkit.keys import Keys
 from prompt_toolkit.search import SearchDirection, start_search, stop_search
 
 from localgen.repl_input import block_is_open, command_block_is_open, parse_command
+
+LINE_GOES_ON = "\\"  # at the end of a message's line, Enter starts a new line of it (as in llama-cli)
 
 
 class PasteMark:
@@ -26,8 +28,9 @@ class PasteMark:
 
 
 def key_bindings(paste: PasteMark) -> KeyBindings:
-    """Enter sends (or continues a typed \"\"\" block); Alt-Enter / Esc Enter insert a newline; paste notes a paste
-    that begins the line; Tab in a message is a tab (in a command line it completes). During a history search
+    """Enter sends (or continues a typed \"\"\" block, or a message whose line ends with a backslash, which it
+    drops); Alt-Enter / Esc Enter insert a newline; paste notes a paste that begins the line; Tab in a message is a
+    tab (in a command line it completes). During a history search
     (Ctrl-R), prompt-toolkit's own keys apply (Enter accepts the match), but for Ctrl-G, which gives up the search
     and puts back the line as it was before it, as readline's does.
     """
@@ -76,6 +79,10 @@ def key_bindings(paste: PasteMark) -> KeyBindings:
         buffer = event.current_buffer
         opened = block_is_open(buffer.text) or command_block_is_open(buffer.text)
         if opened and not paste.began(buffer.text):  # a paste's """ is its text, not a block to continue
+            buffer.insert_text("\n")
+        elif buffer.text.endswith(LINE_GOES_ON) and not opened and parse_command(buffer.text) is None:
+            buffer.cursor_position = len(buffer.text)  # as llama-cli's: the backslash gives way to a new line
+            buffer.delete_before_cursor()
             buffer.insert_text("\n")
         else:
             buffer.validate_and_handle()

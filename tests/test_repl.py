@@ -599,6 +599,18 @@ def test_multi_line_input(chat: Chat) -> None:
     assert state["turns"][1]["user"] == "alpha\nbeta"
 
 
+def test_a_backslash_then_enter_starts_a_new_line_of_the_message_as_in_llama_cli(chat: Chat) -> None:
+    """The backslash gives way to the new line; inside a \"\"\" block, whose lines are sent as typed, it stays."""
+    chat.child.send("Explain ls -l \\\r")
+    chat.child.send("  briefly.\r")
+    state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None)
+    assert state["turns"][0]["user"] == "Explain ls -l \n  briefly."
+    chat.sync()
+    chat.child.send('"""\rls -l \\\r/tmp"""\r')
+    state = chat.wait_for(lambda s: len(s["turns"]) == 2 and s["turns"][1]["answer"] is not None)
+    assert state["turns"][1]["user"] == "ls -l \\\n/tmp"
+
+
 def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
     chat.command("/frobnicate", "error: unknown command /frobnicate (hint: /help")
     chat.command("/set", "usage: /set")
