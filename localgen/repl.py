@@ -28,6 +28,7 @@ from localgen.repl_input import (
     SafeFileHistory,
     SlashCompleter,
     continuation,
+    keep_cleared,
     means_leaving,
     message_text,
     open_history,
@@ -185,9 +186,8 @@ class Repl:
         try:
             with signals_end_the_prompt(self._prompt.app):  # not raised inside prompt-toolkit's tasks
                 line = self._prompt.prompt(PROMPT)
-        except KeyboardInterrupt:  # it clears a line with text; on an empty one, it says how to leave (as Ollama)
-            if not self._prompt.default_buffer.text.strip():
-                console.say(LEAVING_HINT)
+        except KeyboardInterrupt:  # clears the line, kept for Up; on an empty one, says how to leave (as Ollama)
+            self._cleared(self._prompt.default_buffer.text)
         except EOFError:
             self.state.running = not self.state.leaving.may_leave("Ctrl-D")
         finally:
@@ -197,6 +197,17 @@ class Repl:
         if not settled or (line is not None and self._ctrl_c_typed_ahead()):
             raise UnsentLine(line)
         return line
+
+    def _cleared(self, text: str) -> None:
+        """After Ctrl-C at the prompt: the text typed is kept for Up to bring back (said where it had several lines,
+        too many to copy back from the screen); on an empty line, say how to leave."""
+        if not text.strip():
+            console.say(LEAVING_HINT)
+            return
+        keep_cleared(self._history, text)
+        lines = text.strip("\n").count("\n") + 1
+        if lines > 1 and self._escapes:
+            console.say(f"[cleared {counted(lines, 'line')}: Up brings them back]")
 
     def _unsent(self, line: str | None) -> None:
         """Say that Ctrl-C just after Enter kept the line from being sent; a message is then /regen's to send."""

@@ -283,6 +283,10 @@ class SafeFileHistory(FileHistory):
         """Remember a line as the message got it: without control characters."""
         super().append_string(without_controls(string)[0])
 
+    def remember_unsaved(self, string: str) -> None:
+        """Remember a line for Up in this chat alone, not in the file (text Ctrl-C cleared, which was never sent)."""
+        self._loaded_strings.insert(0, without_controls(string)[0])
+
     def store_string(self, string: str) -> None:
         """Append a line to the file; a failure is noted once and the chat goes on."""
         try:  # bytes a non-UTF-8 terminal sent arrive as lone surrogates, which UTF-8 cannot store
@@ -294,6 +298,17 @@ class SafeFileHistory(FileHistory):
         """Keep the first problem for the REPL to print (printing inside prompt-toolkit garbles the screen)."""
         if not self._reported:
             self.problem, self._reported = message, True
+
+
+def keep_cleared(history: History, text: str) -> None:
+    """Keep text Ctrl-C cleared from the prompt where Up finds it, for this chat alone (the history file keeps what
+    was sent), unless it is the newest entry already (recalled, then cleared)."""
+    if history.get_strings()[-1:] == [text]:
+        return
+    if isinstance(history, SafeFileHistory):
+        history.remember_unsaved(text)
+    else:  # in memory, or none kept (a dumb terminal)
+        history.append_string(text)
 
 
 def history_damage(path: Path) -> str | None:

@@ -322,6 +322,29 @@ def test_ctrl_c_at_the_prompt_clears_the_line_and_on_an_empty_one_says_how_to_qu
     assert chat.transcript.getvalue().count("/exit to quit") == 1, "a line with text is only cleared"
 
 
+def test_ctrl_c_in_a_block_clears_it_and_up_brings_its_lines_back(chat: Chat) -> None:
+    """Ctrl-C cancels what is typed, as in a shell, but a block's lines are not lost: Up recalls them, in this chat
+    alone (the history file keeps only what was sent)."""
+    chat.child.send('"""\rfirst line\rsecond line')
+    chat.child.sendintr()
+    chat.expect_words("[cleared 3 lines: Up brings them back]")
+    chat.sync()
+    assert chat.conversation()["turns"] == []
+    chat.child.send('\x1b[A"""\r')  # Up, then close the block and send it
+    state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None)
+    assert state["turns"][0]["user"] == "first line\nsecond line"
+    chat.sync()
+    chat.child.send("one line\x03")  # a line is cleared without a word, and kept for Up too
+    chat.sync()
+    chat.child.send("\x1b[A\r")
+    state = chat.wait_for(lambda s: len(s["turns"]) == 2 and s["turns"][1]["answer"] is not None)
+    assert state["turns"][1]["user"] == "one line"
+    assert chat.quit() == 0
+    history = (chat.home / "data" / "history").read_text()
+    assert '+"""\n+first line\n+second line"""\n' in history and '+second line\n' not in history, history
+    assert chat.transcript.getvalue().count("cleared") == 1
+
+
 def test_ctrl_c_in_the_same_read_as_enter_drops_the_line(chat: Chat) -> None:
     """A quick Enter, Ctrl-C on a busy machine reaches the prompt in one read: prompt-toolkit would keep the Ctrl-C
     for the next prompt, after the whole answer."""
