@@ -58,6 +58,7 @@ class ResolvedModel:
         return "hub" if self.source == "cache" else self.source
 
 
+FOLDER_FILES_SHOWN = 4  # the model files named in the hint for a folder given as a model; more are counted
 _DAMAGED: set[Path] = set()  # bundled files that failed their check in this process (warned about once)
 
 
@@ -362,14 +363,15 @@ def local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:
     name its path, else the path as the user typed it: `./m.gguf`, not `m.gguf`)."""
     assert ref.path is not None
     try:
-        path = _readable_file(ref.path, short_path(ref.path if spec is not None else ref.text))
+        path = _readable_file(ref.path, str(ref.path) if spec is not None else ref.text)
         return path.parent.resolve() / path.name  # the folder's real path; a link to the file keeps its own name
     except ModelNotFoundError as exc:
         if spec is None:
             raise
-        there = own_file_problem(ref.path) == "missing"
+        there = ", or put the file there" if own_file_problem(ref.path) == "missing" else ""
+        found = f"; {exc.hint}" if ref.path.is_dir() and _folder_models(ref.path) else ""
         raise ModelNotFoundError(f"{exc.message} ({spec.origin})",
-                                 hint="fix that entry's path" + (", or put the file there" if there else "")) from None
+                                 hint=f"fix that entry's path{there}{found}") from None
 
 
 def _check_own_pin(path: Path, spec: ModelSpec) -> None:
@@ -387,8 +389,35 @@ def _missing_file_hint(path: Path, shown: str) -> str:
     return "check the path, or pass a registry name"
 
 
-def _readable_file(path: Path, shown: str) -> Path:
-    """Check that a local model path is a readable file (shown: the path as messages give it)."""
+def _folder_models(folder: Path) -> list[str]:
+    """The names of the model files in a folder: its .gguf files, a split model's first shard alone, and a vision
+    projector (mmproj) only where nothing else is there."""
+    from localgen.gguf_split import split_name_parts
+
+    try:
+        names = sorted(entry.name for entry in folder.iterdir()
+                       if entry.name.lower().endswith(".gguf") and entry.is_file())
+    except OSError:
+        return []
+    names = [name for name in names if (split_name_parts(name, ignore_case=True) or ("", 1, 1))[1] == 1]
+    return [name for name in names if not name.lower().startswith("mmproj")] or names
+
+
+def _folder_hint(folder: Path, typed: str) -> str:
+    """What to pass instead of a folder given as a model file (typed: the folder as given): the model files in it."""
+    shown = [short_path(os.path.join(typed, name)) for name in _folder_models(folder)]
+    if not shown:
+        return "pass the path of a .gguf file; this folder holds none"
+    if len(shown) == 1:
+        return f"did you mean {shown[0]}?"
+    listed = ", ".join(shown[:FOLDER_FILES_SHOWN])
+    more = f" and {len(shown) - FOLDER_FILES_SHOWN} more" if len(shown) > FOLDER_FILES_SHOWN else ""
+    return f"pass one of the {len(shown)} models in this folder: {listed}{more}"
+
+
+def _readable_file(path: Path, typed: str) -> Path:
+    """Check that a local model path is a readable file (typed: the path as messages give it)."""
+    shown = short_path(typed)
     try:
         mode = path.stat().st_mode  # is_file() and exists() would hide a loop of links as a missing file
     except FileNotFoundError:
@@ -402,5 +431,6 @@ def _readable_file(path: Path, shown: str) -> Path:
     if mode is None:
         raise ModelNotFoundError(f"no such model file: {shown}", hint=_missing_file_hint(path, shown))
     if not stat.S_ISREG(mode):
-        raise ModelNotFoundError(f"{shown} is not a file", hint="pass the path of a .gguf file")
+        hint = _folder_hint(path, typed) if stat.S_ISDIR(mode) else "pass the path of a .gguf file"
+        raise ModelNotFoundError(f"{shown} is not a file", hint=hint)
     return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from localgen.errors import ConfigError, GGUFError, ModelNotFoundError, UsageErr
 from localgen.hub_cache import hub_endpoint
 from localgen.references import parse_reference, quant_of_filename
 from localgen.registry import load_registry, reads_as_a_model
-from tests.conftest import bundled_model_file, run_localgen, user_registry
+from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, user_registry
 
 STARTER = ["qwen2.5-0.5b", "qwen2.5-7b", "llama3.2-1b", "llama3.2-3b", "gemma3-1b", "gemma3-4b",
            "phi3.5-mini", "phi4-mini", "mistral-7b", "deepseek-r1-1.5b", "qwen2.5-coder-1.5b"]
@@ -633,6 +634,27 @@ def test_a_model_path_without_its_gguf_suffix_is_told_the_file_that_is_there(tmp
                          f"{tmp_path}/m.Q8_0.gguf?)\n", result.err
     elsewhere = run_localgen("run", "-m", str(tmp_path / "other"), "hi")
     assert elsewhere.err.endswith("(hint: check the path, or pass a registry name)\n"), elsewhere.err
+
+
+def test_a_folder_given_as_a_model_names_the_model_files_in_it(tmp_path: Path) -> None:
+    for name in ("one/m.Q4_K_M.gguf", "one/notes.txt", "one/mmproj-m-f16.gguf", "split/big-00001-of-00002.gguf",
+                 "split/big-00002-of-00002.gguf", "many/a.gguf", "many/b.gguf", "many/c.gguf", "many/d.gguf",
+                 "many/e.gguf", "none/readme.md"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"GGUF")
+    relative = os.path.relpath(tmp_path, REPO_ROOT)  # as typed from the folder the CLI runs in
+
+    def hint(*args: str) -> str:
+        result = run_localgen(*args)
+        assert result.returncode == 1 and result.err.count("\n") == 1, result.err
+        return result.err.split(" is not a file (hint: ", 1)[1].removesuffix(")\n")
+
+    assert hint("run", "-m", f"{relative}/one", "hi") == f"did you mean {relative}/one/m.Q4_K_M.gguf?", "no mmproj"
+    assert hint("models", "show", f"{tmp_path}/split/") == f"did you mean {tmp_path}/split/big-00001-of-00002.gguf?"
+    assert hint("run", "-m", f"{tmp_path}/many", "hi") == (
+        f"pass one of the 5 models in this folder: {tmp_path}/many/a.gguf, {tmp_path}/many/b.gguf, "
+        f"{tmp_path}/many/c.gguf, {tmp_path}/many/d.gguf and 1 more")
+    assert hint("run", "-m", f"{tmp_path}/none", "hi") == "pass the path of a .gguf file; this folder holds none"
 
 
 def test_a_model_path_that_is_a_link_to_nothing_names_where_it_points(tmp_path: Path) -> None:
