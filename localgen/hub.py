@@ -299,8 +299,9 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
     own = None if cached or not resumable(f) else blob  # the blob localgen fetches itself, which huggingface_hub links
     claim = PartClaim()
     received: int | None = None  # the bytes it fetched (None: another download fetched them while this one waited)
+    note: _HubLogNote | None = None
     try:
-        with watch as partial, _quiet_hub_logs(f"{model.repo}/{f.filename}"):
+        with watch as partial, _quiet_hub_logs(f"{model.repo}/{f.filename}") as note:
             if own is not None:
                 received = fetch_blob(model.repo, model.revision, f, own, force=force, display=display, claim=claim)
                 kwargs["force_download"] = False  # the blob is there: huggingface_hub links it into the snapshot
@@ -311,8 +312,10 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
                 (blobs_dir(model.repo) / own).unlink(missing_ok=True)
     except Exception as exc:
         ours = blob if claim.writing else None  # a part another pull is writing is not this one's to speak of
-        raise _kept_part_said(hub_request_error(exc, repo=model.repo, filename=f.filename), model.repo,
-                              ours) from exc
+        error = hub_request_error(exc, repo=model.repo, filename=f.filename)
+        if note is not None and note.retries and timed_out(exc):
+            error.message = _stalled_message(f"{model.repo}/{f.filename}")
+        raise _kept_part_said(error, model.repo, ours) from exc
     except BaseException:  # Ctrl-C, or a signal that ends localgen
         if own is not None and claim.writing and (kept := partial_size(model.repo, own)):
             console.say(f"localgen: the download of {model.repo}/{f.filename} stopped; the {binary_size(kept)} "
@@ -333,6 +336,15 @@ def _unlink_copy(pointer: Path) -> None:
         pointer.unlink()
 
 
+def _stalled_message(what: str) -> str:
+    """The error for a download that huggingface_hub tried again after a timeout, until it gave up: the Hub went
+    quiet, and stayed so (a wait of about six timeouts in all, not the one that "no answer in 10 s" would say)."""
+    from huggingface_hub import constants
+
+    return (f"the download of {what} stalled: the Hugging Face Hub ({hub_endpoint()}) sent nothing for "
+            f"{constants.HF_HUB_DOWNLOAD_TIMEOUT:g} s, and nothing when asked again")
+
+
 def _kept_part_said(error: LocalgenError, repo: str, blob: str | None) -> LocalgenError:
     """A download's error, its hint saying that the part received is kept for the next pull to resume."""
     kept = partial_size(repo, blob) if blob else 0
@@ -348,30 +360,34 @@ class _HubLogNote(logging.Handler):
     def __init__(self, what: str) -> None:
         super().__init__(logging.WARNING)
         self.what = what
-        self.resumed = False
+        self.retries = 0
 
     def emit(self, record: logging.LogRecord) -> None:
-        """Say once that the download is being tried again (resumed or restarted); drop everything else."""
-        if not self.resumed and isinstance(record.msg, str) and _RESUMING in record.msg:
-            self.resumed = True
+        """Say once that the download is being tried again (resumed or restarted), and count the tries; drop
+        everything else."""
+        if isinstance(record.msg, str) and _RESUMING in record.msg:
+            self.retries += 1
+            if self.retries > 1:
+                return
             console.say(console.one_line(f"localgen: the download of {self.what} stalled or dropped; trying again, "
                                          "from where it stopped when the part received can be kept"))
 
 
 @contextlib.contextmanager
-def _quiet_hub_logs(what: str) -> Iterator[None]:
-    """Keep huggingface_hub's log lines and warnings off stderr while it works on `what` (LOCALGEN_DEBUG=1 shows
-    them)."""
+def _quiet_hub_logs(what: str) -> Iterator[_HubLogNote | None]:
+    """Keep huggingface_hub's log lines and warnings off stderr while it works on `what`, and yield the handler that
+    counts its tries again (LOCALGEN_DEBUG=1 shows them, and yields None)."""
     if settings().debug:
-        yield
+        yield None
         return
     logger = logging.getLogger("huggingface_hub")
     saved = logger.handlers, logger.propagate
-    logger.handlers, logger.propagate = [_HubLogNote(what)], False
+    note = _HubLogNote(what)
+    logger.handlers, logger.propagate = [note], False
     try:
         with warnings.catch_warnings():  # its own disk-space warning, say: localgen reports what goes wrong
             warnings.filterwarnings("ignore", module=r"huggingface_hub(\.|$)")
-            yield
+            yield note
     finally:
         logger.handlers, logger.propagate = saved
 

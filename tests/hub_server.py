@@ -111,6 +111,7 @@ class HubServer:
         self.hold_body_until_heads = 0                         # GETs wait until this many HEADs came
         self.hold_body_at: dict[tuple[str, str], int] = {}     # (repo, file) -> its body stops at byte N ...
         self.body_released = threading.Event()                 # ... until this is set
+        self.stall_at: dict[tuple[str, str], int] = {}         # (repo, file) -> every body sends nothing past byte N
         self.ignore_range = False                              # answer a Range request with the whole file (200)
         self.bytes_sent: dict[tuple[str, str], int] = {}
         self.down = False
@@ -351,6 +352,9 @@ def _make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
                 if handle:
                     handle.seek(start)
                 while pos <= end:
+                    if key in server.stall_at and pos >= server.stall_at[key]:
+                        server.body_released.wait(30)  # the headers sent, the body goes quiet
+                        return
                     n = min(server.chunk_size, end - pos + 1)
                     if abort_at is not None and pos + n > abort_at:
                         n = max(abort_at - pos, 0)

@@ -518,6 +518,29 @@ def test_a_stalled_hub_fails_a_pull_in_one_timeout(loopback_hub: HubServer, tmp_
            "HF_HUB_DOWNLOAD_TIMEOUT (seconds);" in result.stderr
 
 
+def test_a_download_whose_body_stalls_is_said_to_have_stalled_and_keeps_its_part(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    from huggingface_hub import constants
+
+    repo = hubenv.server.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 12_000_000)})
+    hubenv.server.stall_at[(REPO, "big-Q4_K_M.gguf")] = 11_000_000  # past huggingface_hub's first 10 MiB piece
+    monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 0.2)  # tried again five times, a second apart
+    try:
+        with pytest.raises(HubError) as info:
+            hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    finally:
+        hubenv.server.body_released.set()
+    assert info.value.message == (f"the download of {REPO}/big-Q4_K_M.gguf stalled: the Hugging Face Hub "
+                                  f"({hubenv.server.url}) sent nothing for 0.2 s, and nothing when asked again")
+    assert (info.value.hint or "").startswith("a slow network or server may need longer: raise HF_HUB_DOWNLOAD_TIMEOUT")
+    assert (info.value.hint or "").endswith("the 10.0 MiB received are kept: the next pull resumes from there")
+    assert [line for line in capfd.readouterr().err.splitlines() if "trying again" in line] == [
+        f"localgen: the download of {REPO}/big-Q4_K_M.gguf stalled or dropped; trying again, from where it stopped "
+        "when the part received can be kept"], "said once, not at each try"
+    assert [p.name for p in hubenv.blobs(REPO)] == [f"{repo.sha256('big-Q4_K_M.gguf')}.incomplete"]
+    assert hubenv.snapshot_files(REPO) == []
+
+
 def test_progress_reports_bytes_while_downloading(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
 
