@@ -30,6 +30,25 @@ _CHAT_TAG_WORDS = {"instruct", "chat", "it"}  # the words of an Ollama tag for a
 _OLLAMA_QUANTS = {"FP16": "F16", "FP32": "F32"}  # its tags' names for the quants GGUF files are named by
 
 
+NAME_SUGGESTIONS = 3  # the names an unknown model's hint offers at most
+SUGGESTION_SPREAD = 0.15  # how much less alike than the likest name another may be and still be offered
+
+
+def close_names(typed: str, names: list[str]) -> list[str]:
+    """The names an unknown model's name may have meant: those it begins (phi: phi3.5-mini, phi4-mini), then the
+    likest by spelling, and those nearly as alike (smollm2-135 is not offered llama3.2-3b beside smollm2-135m)."""
+    begun = [name for name in names if len(typed) >= 2 and name.startswith(typed)]
+    matcher = difflib.SequenceMatcher(b=typed)
+    alike = []
+    for name in names:
+        matcher.set_seq1(name)
+        alike.append((matcher.ratio(), name))
+    best = max((ratio for ratio, _ in alike), default=0.0)
+    spelled = [name for ratio, name in sorted(alike, key=lambda pair: -pair[0])
+               if ratio >= max(0.5, best - SUGGESTION_SPREAD)]
+    return list(dict.fromkeys(begun + spelled))[:NAME_SUGGESTIONS]
+
+
 @dataclass(frozen=True)
 class Registry:
     """All known model specs, by name, and the default model's name."""
@@ -69,7 +88,7 @@ class Registry:
         spec = self.models.get(name.lower())
         if spec is not None:
             return spec
-        close = difflib.get_close_matches(name.lower(), list(self.models), n=3, cutoff=0.5)
+        close = close_names(name.lower(), list(self.models))
         hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names"
         raise ModelNotFoundError(f"unknown model '{name}'", hint=hint)
 

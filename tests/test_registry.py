@@ -706,3 +706,15 @@ def test_a_context_size_in_defaults_is_told_where_a_context_size_is_set(tmp_path
     hint = info.value.hint
     assert hint.startswith("the context size is set per model ([models.NAME] context = N) or with --ctx/-c; "
                            "[defaults] takes model, system, stop and the settings "), hint
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    ("smollm2-135", "smollm2-135m"),  # not llama3.2-3b beside it, only half alike
+    ("phi", "phi3.5-mini, phi4-mini"),  # the names it begins, where the spelling finds one only
+    ("lama3.2-1b", "llama3.2-1b, llama3.2-3b"),
+    ("deepseek", "deepseek-r1-1.5b, deepseek-r1-7b"),
+])
+def test_an_unknown_model_name_is_offered_the_names_it_may_mean(typed: str, meant: str) -> None:
+    with pytest.raises(ModelNotFoundError, match=f"unknown model '{typed}'") as info:
+        load_registry().get(typed)
+    assert info.value.hint == f"did you mean {meant}?"
