@@ -75,7 +75,9 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
             # nothing of it in the cache (a download of it would go): a model not found, not a usage mistake
             raise _bundled_not_removable(spec, f"{spec.name} is bundled with the {spec.package} Python package",
                                          ModelNotFoundError)
-        raise ModelNotFoundError(f"{reference} is not in the cache", hint="see `localgen models list`")
+        names = sorted(display_name(registry, fs[0].repo, quant_of(fs[0].filename), fs[0].filename) for fs in groups)
+        there = f"of that repo, the cache holds {', '.join(names)}" if names else "see `localgen models list`"
+        raise ModelNotFoundError(f"{reference} is not in the cache", hint=there)
     if len(matches) > 1:
         names = sorted(display_name(registry, repo, quant_of(fs[0].filename), fs[0].filename) for fs in matches)
         raise UsageError(f"several cached models match {reference}: {', '.join(names)}",
