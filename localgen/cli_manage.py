@@ -370,7 +370,12 @@ def models_rm(
     # by name: one model named twice is removed once; every reference is checked before any removal
     plans: dict[str, tuple[str, RemovedModel]] = {}
     for reference in references:
-        plan = remove_model(registry, reference, dry_run=True)
+        try:
+            plan = remove_model(registry, reference, dry_run=True)
+        except LocalgenError as exc:
+            if len(references) > 1:  # the others are there: say that they are kept too
+                exc.message = f"{exc.message}; nothing removed"
+            raise
         plans.setdefault(plan.name, (reference, plan))
     ordered = [(reference, _removals(list(plans.values()), index)) for index, (reference, _) in
                enumerate(plans.values())]
