@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from localgen.hub_types import HubFile
 
 
+DOWNLOAD_PIECE = 1024 * 1024  # the bytes a download reads, counts on its progress bar and writes at a time
+
+
 def resumable(f: HubFile) -> bool:
     """True when localgen fetches the file itself, resumably, over plain HTTP: huggingface_hub's own plain download
     refuses a file over its MAX_HTTP_DOWNLOAD_SIZE (50 GB: not served so, it says), which hf_hub_download fetches
@@ -90,9 +93,24 @@ def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Displa
         console.say(f"localgen: resuming {what} at {binary_size(done)} of {binary_size(f.size)}")
     restarted: list[bool] = []
     url = hf_hub_url(repo, f.filename, revision=revision, endpoint=hub_endpoint())
-    http_get(url, handle, resume_size=done, headers=build_hf_headers(), expected_size=f.size,
-             displayed_filename=f.name, tqdm_class=_bar(display, done, what, restarted))
+    with _read_in_pieces_of(DOWNLOAD_PIECE):
+        http_get(url, handle, resume_size=done, headers=build_hf_headers(), expected_size=f.size,
+                 displayed_filename=f.name, tqdm_class=_bar(display, done, what, restarted))
     return f.size if restarted else f.size - done
+
+
+@contextlib.contextmanager
+def _read_in_pieces_of(size: int) -> Iterator[None]:
+    """Have huggingface_hub's http_get read, count and write a file's bytes in pieces of this size, not its own 10
+    MiB, which on a slow network held the progress bar at 0 B for a minute and lost up to 10 MiB to a Ctrl-C."""
+    from huggingface_hub import constants
+
+    saved = constants.DOWNLOAD_CHUNK_SIZE
+    constants.DOWNLOAD_CHUNK_SIZE = size
+    try:
+        yield
+    finally:
+        constants.DOWNLOAD_CHUNK_SIZE = saved
 
 
 def _bar(display: Display, resumed: int, what: str, restarted: list[bool]) -> type:

