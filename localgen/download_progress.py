@@ -29,6 +29,7 @@ class Display:
 
     def __init__(self, model: HubModel) -> None:
         self.model = model
+        self.notes_after: list[str] = []  # lines hub.py says once the bars are gone (a Ctrl-C's: what is kept)
 
     def __enter__(self) -> Display:
         return self

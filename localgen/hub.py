@@ -215,13 +215,17 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     downloaded = 0
     fetched_elsewhere = False
     paths: list[Path] = []
-    with display:
-        for f in model.files:
-            path, source, received = _fetch_file(model, f, force=force, display=display,
-                                                 pin=pin if f is first else None)
-            downloaded += received
-            fetched_elsewhere |= source == "elsewhere"
-            paths.append(path)
+    try:
+        with display:
+            for f in model.files:
+                path, source, received = _fetch_file(model, f, force=force, display=display,
+                                                     pin=pin if f is first else None)
+                downloaded += received
+                fetched_elsewhere |= source == "elsewhere"
+                paths.append(path)
+    finally:
+        for note in display.notes_after:  # below the bars' last drawing, not above it
+            console.say(note)
     if len(paths) > 1:
         check_shards_agree(paths)
     if not quiet:
@@ -318,8 +322,8 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
         raise _kept_part_said(error, model.repo, ours) from exc
     except BaseException:  # Ctrl-C, or a signal that ends localgen
         if own is not None and claim.writing and (kept := partial_size(model.repo, own)):
-            console.say(f"localgen: the download of {model.repo}/{f.filename} stopped; the {binary_size(kept)} "
-                        "received are kept, and the next pull resumes from there")
+            display.notes_after.append(f"localgen: the download of {model.repo}/{f.filename} stopped; the "
+                                       f"{binary_size(kept)} received are kept, and the next pull resumes from there")
         raise
     display.end_file()
     if own is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from hub_server import (
+    REPO_ROOT,
     HubEnv,
     HubServer,
     child_env,
@@ -777,6 +778,29 @@ def test_progress_bar_is_drawn_on_a_terminal(loopback_hub: HubServer, tmp_path: 
     assert "big-Q4_K_M.gguf" in screen and "/22.9 MiB" in screen and "iB/s" in screen
     assert "\x1b[" in screen  # drawn and redrawn in place
     assert "sha256 verified" in screen
+
+
+def test_ctrl_c_on_a_terminal_says_what_is_kept_below_the_bar(loopback_hub: HubServer, tmp_path: Path) -> None:
+    loopback_hub.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 12_000_000)})
+    loopback_hub.hold_body_at[(REPO, "big-Q4_K_M.gguf")] = 6_000_000  # past the header read: 5 MiB written
+    master, slave = pty.openpty()
+    env = child_env(loopback_hub, tmp_path, COLUMNS="200", TERM="xterm", HF_HUB_DOWNLOAD_TIMEOUT="30")
+    proc = subprocess.Popen([sys.executable, "-m", "localgen", "pull", f"{REPO}:Q4_K_M"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=slave, stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
+    os.close(slave)
+    seen: list[bytes] = []
+    try:
+        _read_until(master, "5.0 MiB/11.4 MiB", seen)
+        proc.send_signal(signal.SIGINT)
+        screen = _read_until(master, None, seen)
+        proc.wait(timeout=30)
+    finally:
+        loopback_hub.body_released.set()
+        os.close(master)
+    assert proc.returncode == 130 and "5.0 MiB/11.4 MiB" in screen, repr(screen[-400:])
+    last = screen.rstrip().rsplit("\n", 1)[-1]
+    assert last.endswith("localgen: the download of org/tiny-GGUF/big-Q4_K_M.gguf stopped; the 5.0 MiB received are "
+                         "kept, and the next pull resumes from there"), repr(screen[-400:])
 
 
 def test_importing_hub_and_catalog_stays_light() -> None:
