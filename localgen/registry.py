@@ -156,6 +156,11 @@ class Registry:
             if is_existing_file(ref.text):
                 raise ModelNotFoundError(exc.message, hint=f"for the file of that name here, use ./{ref.text}; or "
                                                            f"{exc.hint}") from None
+            if ref.name.endswith("gguf"):  # a Hub repo named without its owner
+                typed = ref.text.strip().partition(":")[0]
+                owner = f"a Hugging Face repo is named with its owner: ORG/{typed}"
+                hint = f"{exc.hint} {owner}" if exc.hint.endswith("?") else f"{owner}; or {exc.hint}"
+                raise ModelNotFoundError(f"unknown model '{typed}'", hint=hint) from None
             raise
 
 

@@ -718,3 +718,16 @@ def test_an_unknown_model_name_is_offered_the_names_it_may_mean(typed: str, mean
     with pytest.raises(ModelNotFoundError, match=f"unknown model '{typed}'") as info:
         load_registry().get(typed)
     assert info.value.hint == f"did you mean {meant}?"
+
+
+@pytest.mark.parametrize(("typed", "hint"), [
+    ("tiny-GGUF", "a Hugging Face repo is named with its owner: ORG/tiny-GGUF; or see `localgen models list --all` "
+                  "for the names"),
+    ("Llama-3.2-1B-Instruct-GGUF:Q4_K_M", "did you mean llama3.2-1b, llama3.2-3b? a Hugging Face repo is named with "
+                                          "its owner: ORG/Llama-3.2-1B-Instruct-GGUF"),
+])
+def test_a_hub_repo_named_without_its_owner_is_told_to_name_it(typed: str, hint: str) -> None:
+    registry = load_registry()
+    with pytest.raises(ModelNotFoundError) as info:
+        registry.spec_for(registry.reference(typed))
+    assert info.value.message == f"unknown model '{typed.partition(':')[0]}'" and info.value.hint == hint
