@@ -58,6 +58,17 @@ def only_auxiliary(repo: str, files: Sequence[HubFile]) -> HubError:
                           hint="these go with a model in another repository: pass that one", key="repo")
 
 
+def _meant_quants(wanted: str, available: list[str]) -> list[str]:
+    """The repo's quants a quant it lacks may have meant: spelled alike but for separators and an O for a 0 (Q4KM,
+    Q8_O), else those it begins (Q8: Q8_0; Q4_K: Q4_K_M, Q4_K_S), at most three."""
+    def key(tag: str) -> str:
+        return tag.upper().replace("_", "").replace("-", "").replace("O", "0")
+
+    same = [tag for tag in available if key(tag) == key(wanted)]
+    begun = [tag for tag in available if len(key(wanted)) > 1 and key(tag).startswith(key(wanted))]
+    return (same or begun)[:3]
+
+
 def choose_model(files: list[HubFile], *, quant: str | None, filename: str | None,
                  repo: str) -> tuple[HubFile, ...]:
     """The files of one model: by file name (exact, then name, then glob), by quant, else by preference."""
@@ -75,8 +86,10 @@ def choose_model(files: list[HubFile], *, quant: str | None, filename: str | Non
         matches = [g for g in candidates if g[0].quant == wanted]
         if not matches:
             listed = ", ".join(available) if available else "none (no file name carries a quant tag)"
+            meant = " or ".join(f"{repo}:{tag}" for tag in _meant_quants(wanted, available))
             raise NotInRepoError(f"{repo} has no {wanted} file",
-                                 hint=f"quants in this repo: {listed}; choose one with {repo}:QUANT", key="quant",
+                                 hint=(f"did you mean {meant}? " if meant else "") +
+                                      f"quants in this repo: {listed}; choose one with {repo}:QUANT", key="quant",
                                  choices=f"quants in this repo: {listed}")
         return _check_complete(_pick(matches), repo)
     for tag in (*QUANT_PREFERENCE, *sorted(set(available) - set(QUANT_PREFERENCE))):

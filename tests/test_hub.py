@@ -145,7 +145,12 @@ def test_choose_errors_name_what_exists() -> None:
     files = [hf("m-Q8_0.gguf"), hf("m-Q4_K_M.gguf"), hf("m-F16.gguf")]
     with pytest.raises(HubError, match="o/r has no Q5_K_M file") as info:
         choose_model(files, quant="q5_k_m", filename=None, repo="o/r")
-    assert "Q4_K_M, Q8_0, F16" in (info.value.hint or "")
+    assert info.value.hint == "quants in this repo: Q4_K_M, Q8_0, F16; choose one with o/r:QUANT", "none alike"
+    for typed, meant in (("Q4KM", "o/r:Q4_K_M"), ("q8_o", "o/r:Q8_0"), ("Q8", "o/r:Q8_0"),
+                         ("f", "o/r:F16")):  # one letter begins too many to mean one
+        with pytest.raises(HubError) as info:
+            choose_model(files, quant=typed, filename=None, repo="o/r")
+        assert (info.value.hint or "").startswith(f"did you mean {meant}? quants in this repo:") is (typed != "f")
     with pytest.raises(HubError, match="no GGUF files in o/r"):
         choose_model([], quant=None, filename=None, repo="o/r")
     with pytest.raises(HubError, match="missing shards 2 of 3"):
