@@ -60,9 +60,11 @@ def validate_split(first_shard: Path) -> tuple[GGUFInfo, list[Path]]:
                             "name does not say which (expected NAME-00001-of-0000N.gguf)",
                             hint="rename the shards")
         return first, [first_shard]
-    _, number, count = parts
+    prefix, number, count = parts
     if number != 1:
-        raise GGUFError(f"{first_shard.name}: not the first shard", hint="pass the -00001-of-... file")
+        raise GGUFError(f"{first_shard.name}: not the first shard",
+                        hint=f"open the first shard ({prefix}-00001-of-{count:05d}.gguf); llama.cpp loads the others "
+                             "from beside it")
     if first.split_count != count or first.split_no != 0:
         raise GGUFError(f"{first_shard.name}: metadata says shard {first.split_no + 1} of "
                         f"{first.split_count}, the file name says 1 of {count}", hint=HINT)

@@ -657,6 +657,17 @@ def test_split_from_a_later_shard_or_unsplit_file(shards: list[Path], bundled: P
     assert validate_split(bundled) == (read_gguf(bundled), [bundled])
 
 
+def test_a_later_shard_that_names_its_architecture_is_told_its_first_shard(tmp_path: Path) -> None:
+    from hub_server import make_gguf_bytes
+
+    later = tmp_path / "m-Q4_K_M-00002-of-00003.gguf"
+    later.write_bytes(make_gguf_bytes("two", shard=(2, 3)))  # unlike llama.cpp's, its metadata says what it is
+    with pytest.raises(GGUFError, match=r"m-Q4_K_M-00002-of-00003\.gguf: not the first shard") as info:
+        validate_split(later)
+    assert info.value.hint == ("open the first shard (m-Q4_K_M-00001-of-00003.gguf); llama.cpp loads the others from "
+                               "beside it")
+
+
 def test_run_checks_every_shard_before_llama_cpp_opens_them(shards: list[Path], tmp_path: Path) -> None:
     ok = run_localgen("run", "-m", str(shards[0]), "-n", "3", "--temperature", "0", "Say hi.")
     assert ok.returncode == 0 and ok.out.strip(), ok.err
