@@ -381,11 +381,18 @@ def _check_own_pin(path: Path, spec: ModelSpec) -> None:
     check_pinned_file(path, pin, label=short_path(path), changed="the file", remember=True)
 
 
-def _missing_file_hint(path: Path, shown: str) -> str:
-    """What to check for a model file that is not there: the name with .gguf added, where that file is."""
+def _missing_file_hint(path: Path, typed: str) -> str:
+    """What to check for a model file that is not there: the name with .gguf added, where that file is, or the model
+    file in its folder spelled most like it."""
+    import difflib
+
     with_suffix = path.with_name(f"{path.name}.gguf")
     if not path.name.lower().endswith(".gguf") and is_existing_file(str(with_suffix)):
-        return f"did you mean {shown}.gguf?"
+        return f"did you mean {short_path(typed)}.gguf?"
+    names = {name.lower(): name for name in _folder_models(path.parent)}
+    close = difflib.get_close_matches(path.name.lower(), list(names), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {short_path(os.path.join(os.path.dirname(typed), names[close[0]]))}?"
     return "check the path, or pass a registry name"
 
 
@@ -429,7 +436,7 @@ def _readable_file(path: Path, typed: str) -> Path:
         raise ModelNotFoundError(f"{shown} is a link to {os.readlink(path)}, which is not there",
                                  hint="point the link at the model's .gguf file, or pass the file's own path")
     if mode is None:
-        raise ModelNotFoundError(f"no such model file: {shown}", hint=_missing_file_hint(path, shown))
+        raise ModelNotFoundError(f"no such model file: {shown}", hint=_missing_file_hint(path, typed))
     if not stat.S_ISREG(mode):
         hint = _folder_hint(path, typed) if stat.S_ISDIR(mode) else "pass the path of a .gguf file"
         raise ModelNotFoundError(f"{shown} is not a file", hint=hint)

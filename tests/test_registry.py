@@ -657,6 +657,18 @@ def test_a_folder_given_as_a_model_names_the_model_files_in_it(tmp_path: Path) -
     assert hint("run", "-m", f"{tmp_path}/none", "hi") == "pass the path of a .gguf file; this folder holds none"
 
 
+def test_a_model_path_with_a_slip_in_its_name_is_told_the_model_file_spelled_like_it(tmp_path: Path) -> None:
+    (tmp_path / "Llama-3.2-1B-Instruct-Q4_K_M.gguf").write_bytes(b"GGUF")
+    (tmp_path / "notes.txt").write_bytes(b"hello")
+    for typed in ("llama-3.2-1b-instruct-q4_k_m.gguf", "Llama-3.2-1B-Instruct-Q4_K_S.gguf"):
+        result = run_localgen("run", "-m", str(tmp_path / typed), "hi")
+        assert result.returncode == 1 and result.err == (
+            f"localgen: error: no such model file: {tmp_path}/{typed} (hint: did you mean "
+            f"{tmp_path}/Llama-3.2-1B-Instruct-Q4_K_M.gguf?)\n"), result.err
+    unlike = run_localgen("run", "-m", str(tmp_path / "notes.gguf"), "hi")
+    assert unlike.err.endswith("(hint: check the path, or pass a registry name)\n"), unlike.err
+
+
 def test_a_model_path_that_is_a_link_to_nothing_names_where_it_points(tmp_path: Path) -> None:
     (tmp_path / "m.gguf").symlink_to(tmp_path / "moved" / "m.gguf")
     for args in (("run", "-m", str(tmp_path / "m.gguf"), "hi"), ("models", "show", str(tmp_path / "m.gguf"))):
