@@ -186,6 +186,8 @@ class Repl:
         try:
             with signals_end_the_prompt(self._prompt.app):  # not raised inside prompt-toolkit's tasks
                 line = self._prompt.prompt(PROMPT)
+            if isinstance(self._history, SafeFileHistory):
+                self._history.sent(line)
         except KeyboardInterrupt:  # clears the line, kept for Up; on an empty one, says how to leave (as Ollama)
             self._cleared(self._prompt.default_buffer.text)
         except EOFError:

@@ -269,6 +269,7 @@ class SafeFileHistory(FileHistory):
         super().__init__(str(path))
         self.problem: str | None = None  # reported once, between prompts
         self._reported = False
+        self._unsaved: set[str] = set()  # lines Up finds that the file does not hold
 
     def load_history_strings(self) -> Iterable[str]:
         """The saved lines, or none (noted once) when the file cannot be read."""
@@ -286,6 +287,14 @@ class SafeFileHistory(FileHistory):
     def remember_unsaved(self, string: str) -> None:
         """Remember a line for Up in this chat alone, not in the file (text Ctrl-C cleared, which was never sent)."""
         self._loaded_strings.insert(0, without_controls(string)[0])
+        self._unsaved.add(self._loaded_strings[0])
+
+    def sent(self, line: str) -> None:
+        """Save a line sent as Up brought it back from the unsaved ones: the prompt adds no line equal to the newest
+        entry, so the file would never get it."""
+        if line in self._unsaved and self._loaded_strings[:1] == [line]:
+            self._unsaved.discard(line)
+            self.store_string(line)
 
     def store_string(self, string: str) -> None:
         """Append a line to the file; a failure is noted once and the chat goes on."""

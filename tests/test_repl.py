@@ -342,6 +342,7 @@ def test_ctrl_c_in_a_block_clears_it_and_up_brings_its_lines_back(chat: Chat) ->
     assert chat.quit() == 0
     history = (chat.home / "data" / "history").read_text()
     assert '+"""\n+first line\n+second line"""\n' in history and '+second line\n' not in history, history
+    assert history.count("+one line\n") == 1, "sent as Up brought it back, saved once"
     assert chat.transcript.getvalue().count("cleared") == 1
 
 
