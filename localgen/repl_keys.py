@@ -32,7 +32,7 @@ def key_bindings(paste: PasteMark) -> KeyBindings:
     drops); Alt-Enter / Esc Enter insert a newline; paste notes a paste that begins the line; Tab in a message is a
     tab (in a command line it completes). During a history search
     (Ctrl-R), prompt-toolkit's own keys apply (Enter accepts the match), but for Ctrl-G, which gives up the search
-    and puts back the line as it was before it, as readline's does.
+    and puts back the line as it was before it, as readline's does, and Ctrl-C, which then clears that line.
     """
     bindings = KeyBindings()
     before_search: list[tuple[int, int]] = []  # the line's place in the history, and the cursor's, as a search began
@@ -51,6 +51,11 @@ def key_bindings(paste: PasteMark) -> KeyBindings:
         stop_search()
         if searched is not None and before_search:
             searched.buffer.working_index, searched.buffer.cursor_position = before_search.pop()
+
+    @bindings.add("c-c", filter=is_searching)
+    def _cancel_search(event: KeyPressEvent) -> None:
+        _give_up_search(event)  # then Ctrl-C as at the prompt: the line as it was is cleared, and kept for Up
+        event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
 
     @Condition
     def in_a_message() -> bool:
@@ -80,7 +85,8 @@ def key_bindings(paste: PasteMark) -> KeyBindings:
         opened = block_is_open(buffer.text) or command_block_is_open(buffer.text)
         if opened and not paste.began(buffer.text):  # a paste's """ is its text, not a block to continue
             buffer.insert_text("\n")
-        elif buffer.text.endswith(LINE_GOES_ON) and not opened and parse_command(buffer.text) is None:
+        elif (buffer.text.endswith(LINE_GOES_ON) and not opened and parse_command(buffer.text) is None
+              and buffer.text != paste.text):  # a pasted backslash at the end is the paste's text
             buffer.cursor_position = len(buffer.text)  # as llama-cli's: the backslash gives way to a new line
             buffer.delete_before_cursor()
             buffer.insert_text("\n")

@@ -624,7 +624,8 @@ def test_multi_line_input(chat: Chat) -> None:
 
 
 def test_a_backslash_then_enter_starts_a_new_line_of_the_message_as_in_llama_cli(chat: Chat) -> None:
-    """The backslash gives way to the new line; inside a \"\"\" block, whose lines are sent as typed, it stays."""
+    """The backslash gives way to the new line; inside a \"\"\" block, whose lines are sent as typed, or pasted, it
+    stays."""
     chat.child.send("Explain ls -l \\\r")
     chat.child.send("  briefly.\r")
     state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None)
@@ -633,6 +634,10 @@ def test_a_backslash_then_enter_starts_a_new_line_of_the_message_as_in_llama_cli
     chat.child.send('"""\rls -l \\\r/tmp"""\r')
     state = chat.wait_for(lambda s: len(s["turns"]) == 2 and s["turns"][1]["answer"] is not None)
     assert state["turns"][1]["user"] == "ls -l \\\n/tmp"
+    chat.sync()
+    chat.child.send("\x1b[200~C:\\dir\\\x1b[201~\r")  # a pasted backslash at the end is text: Enter sends
+    state = chat.wait_for(lambda s: len(s["turns"]) == 3 and s["turns"][2]["answer"] is not None)
+    assert state["turns"][2]["user"] == "C:\\dir\\"
 
 
 def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
@@ -1168,7 +1173,7 @@ def test_enter_in_reverse_search_accepts_the_match_and_enter_again_sends_it(chat
 
 def test_ctrl_g_in_reverse_search_puts_back_the_line_as_it_was_before_it(chat: Chat) -> None:
     """As readline's Ctrl-G does: the match found is dropped, and Enter sends the line typed before the search
-    (prompt-toolkit kept a match that a second Ctrl-R had moved to)."""
+    (prompt-toolkit kept a match that a second Ctrl-R had moved to); Ctrl-C clears that line (it kept the match)."""
     chat.ask("Tell me one word about pirates.")
     chat.child.send("Name a color.\x01")  # the cursor at the start (Ctrl-A), to be put back there too
     chat.child.sendcontrol("r")
@@ -1182,6 +1187,17 @@ def test_ctrl_g_in_reverse_search_puts_back_the_line_as_it_was_before_it(chat: C
     chat.child.send("Now \r")
     state = chat.wait_for(lambda s: len(s["turns"]) == 2 and s["turns"][1]["answer"] is not None, timeout=20)
     assert state["turns"][1]["user"] == "Now Name a color."
+    chat.sync()
+    chat.child.send("Name a shape.")  # Ctrl-C in a search gives it up and clears that line, as bash does
+    chat.child.sendcontrol("r")
+    chat.child.expect_exact("I-search backward:")
+    chat.child.send("pira")
+    chat.child.expect_exact("pira")
+    chat.child.sendcontrol("c")
+    chat.settle()
+    chat.child.send("\x1b[A\r")  # Up brings the cleared line back
+    state = chat.wait_for(lambda s: len(s["turns"]) == 3 and s["turns"][2]["answer"] is not None, timeout=20)
+    assert state["turns"][2]["user"] == "Name a shape."
 
 
 def test_esc_enter_in_reverse_search_accepts_the_match_and_sends_it(chat: Chat) -> None:
