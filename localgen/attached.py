@@ -26,9 +26,8 @@ def prompt_parts(files: Sequence[InputFile], *, system: bool, stdin: bool = Fals
     """The texts a prompt is made of, as an error that refuses them names them after the tokens they take: the -f
     files ("-f -" for stdin among them; a chat's /file ones as /file FILE), piped stdin, the prompt and the system
     prompt, those given ('with -f a.txt, stdin, the prompt and the system prompt'; a chat's message: its files); ''
-    without files or stdin, but for a prompt with a system prompt (the prompt alone is what "the prompt" means
-    already)."""
-    if not (files or stdin or (prompt and system)):
+    without files, stdin or a system prompt (the prompt alone is what "the prompt" means already)."""
+    if not (files or stdin or system):
         return ""
     named = [*(f"{'-f' if file.option == FILE_OPTION else file.option} {'-' if file.path is None else file.name}"
                for file in files), *["stdin"] * stdin, *["the prompt"] * prompt, *["the system prompt"] * system]

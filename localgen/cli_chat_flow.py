@@ -226,9 +226,11 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
 
     warnings, system = checked.warnings, checked.system
     if checked.system_input is not None:
-        system = read_system_file(checked.system_input, None, warnings, bound=checked.bound)
+        bound = checked.bound and checked.bound.named(prompt_parts([], system=True))  # read first: it alone
+        system = read_system_file(checked.system_input, None, warnings, bound=bound)
     bound = checked.bound and checked.bound.beside(system)
-    read = read_attachments(checked.files, None, warnings, waiting=say_waiting_for, bound=bound)
+    read = read_attachments(checked.files, None, warnings, waiting=say_waiting_for, bound=bound,
+                            made_of=lambda files, _: prompt_parts(files, system=bool(system)))  # those read by then
     attachments = once_each([AttachedText(text, file) for text, file in zip(read, checked.files, strict=True)],
                             [file.name for file in checked.files], warnings)  # a refusal of the message names them
     template = read_chat_template(checked.template_file, waiting=say_waiting_for)

@@ -448,6 +448,24 @@ def test_chat_f_too_long_for_the_context_names_the_files_and_the_system_prompt(t
                                                         rf"least [\d,]+ tokens {re.escape(named)} \(hint:", said), said
 
 
+def test_chat_f_refused_while_its_files_are_read_names_only_those_read(tmp_path: Path) -> None:
+    """A chat that waits for a pipe among its files, refused while an earlier file is read, names what was read by
+    then (as run does), not the pipe it has not opened."""
+    (tmp_path / "long.txt").write_text("x " * 30_000)  # 60,000 bytes: at least 370 tokens, however they tokenize
+    (tmp_path / "short.txt").write_text("A short note.\n")
+    os.mkfifo(tmp_path / "pipe")  # never written: the chat is refused before it waits for it
+    for args, named in ((("-f", "short.txt", "-f", "long.txt", "-f", "pipe"), "with -f short.txt and -f long.txt"),
+                        (("--system-file", "long.txt", "-f", "pipe"), "with the system prompt"),
+                        (("-s", "Be brief.", "-f", "long.txt", "-f", "pipe"),
+                         "with -f long.txt and the system prompt")):
+        chat = Chat(tmp_path / "home", "--ctx-size", "256", *args, cwd=tmp_path, wait_for_prompt=False)
+        chat.child.expect(pexpect.EOF)
+        chat.child.close()
+        said = " ".join(chat.transcript.getvalue().split())
+        assert chat.child.exitstatus == 1 and re.search(r"the prompt is too long for --ctx-size 256: it takes at "
+                                                        rf"least [\d,]+ tokens {re.escape(named)} \(hint:", said), said
+
+
 def test_a_message_too_long_for_the_context_names_its_attached_files(tmp_path: Path) -> None:
     """A message refused once its tokens are counted names the files attached to it, by chat -f and by /file, as run
     names what its prompt is made of."""
