@@ -96,11 +96,19 @@ def _file_text(typed: str) -> str | None:
 
 def _several_files(typed: str) -> list[str]:
     """The files (two at most) that a /file argument naming no file names as a shell reads it: its words, when each
-    is a file, or what it matches as a pattern."""
+    is a file, or what it matches as a pattern (~ and $VAR expanded in both, as in one file's name)."""
     words = typed.split()
     if any(char in typed for char in "*?["):
-        return sorted(filter(os.path.isfile, glob.glob(os.path.expanduser(typed))))[:2]
-    return words if len(words) > 1 and all(os.path.isfile(os.path.expanduser(word)) for word in words) else []
+        return sorted(filter(os.path.isfile, glob.glob(str(expand_user_path(typed)))))[:2]
+    return words if len(words) > 1 and all(_is_a_file(word) for word in words) else []
+
+
+def _is_a_file(typed: str) -> bool:
+    """Whether a word of a /file argument names a file, ~ and $VAR expanded (False for ~user with no such user)."""
+    try:
+        return expand_user_path(typed).is_file()
+    except UsageError:
+        return False
 
 
 def _one_at_a_time(files: list[str]) -> str:

@@ -47,9 +47,11 @@ def test_an_empty_file_is_not_attached_and_the_next_message_is_sent_alone(tmp_pa
             chat.child.terminate(force=True)
 
 
-def test_file_given_a_shell_s_several_files_says_to_attach_one_at_a_time(tmp_path: Path) -> None:
+def test_file_given_a_shell_s_several_files_says_to_attach_one_at_a_time(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("a.txt", "b.txt", "c.md"):
         (tmp_path / name).write_text(f"The file {name}.\n")
+    monkeypatch.setenv("NOTES", str(tmp_path))  # the chat's environment: $NOTES/*.txt as $NOTES/a.txt reads it
     chat = Chat(tmp_path / "home", "-n", "2", cwd=tmp_path)
     try:
         words = " ".join(chat.command_words("/file a.txt b.txt", "then /file b.txt)").split())
@@ -57,6 +59,10 @@ def test_file_given_a_shell_s_several_files_says_to_attach_one_at_a_time(tmp_pat
             in words, words
         chat.command_words("/file *.txt", "/file attaches one file at a time: /file a.txt, then /file b.txt)")
         chat.command_words("/file *.md", "no such file: *.md (hint: /file takes no pattern: /file c.md)")
+        chat.command_words("/file $NOTES/*.md", f"no such file: $NOTES/*.md (hint: /file takes no pattern: /file "
+                                                f"{tmp_path}/c.md)")
+        chat.command_words("/file $NOTES/a.txt ${NOTES}/b.txt",
+                           "/file attaches one file at a time: /file $NOTES/a.txt, then /file ${NOTES}/b.txt)")
         assert "check the path" in chat.command_words("/file a.txt nosuch", "check the path given to /file")
         assert "no files are attached" in chat.command("/file none", "attached")
         assert chat.quit() == 0
