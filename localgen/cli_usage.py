@@ -342,13 +342,14 @@ def _suggested(command: str, options: list[str], prompt_words: list[str]) -> str
 
 
 def _ctx_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:
-    """For the context size's option without a number: -c in `run` or `chat` is --ctx-size here, not continue; --ctx
-    and --ctx-size take a number of tokens."""
+    """For the context size's option without a number: -c in `run` or `chat` is --ctx-size here, not continue (but
+    where a number was meant: -c 4096,5); --ctx and --ctx-size take a number of tokens."""
     message = _usage_error_text(exc)
     if command not in ("run", "chat", "fit") or not any(f"'{name}'" in message for name in CTX_OPTIONS):
         return None
     typed = _option_typed(args[1:], CTX_OPTIONS, option_arity(app, command))
-    if typed == "-c" and command in ("run", "chat"):
+    value = re.search(r"'([^']*)' is not a valid integer", message)
+    if typed == "-c" and command in ("run", "chat") and not (value and value[1].lstrip("+-")[:1].isdigit()):
         return "-c is --ctx-size; to continue the latest conversation use --continue"
     return f"{typed} takes the context size, a number of tokens: {typed} 4096"
 
