@@ -45,8 +45,11 @@ def parse_setting(key: str, raw: str) -> int | float | None:
             raise ValueError(raw)
         return kind(raw)
     except ValueError:
+        from localgen.cli_options import number_slip_hint
+
+        slip = number_slip_hint(raw, whole=kind is int, example=f"/set {key} {{}}")  # 0,7 as the command line says it
         raise UsageError(f"'{raw}' is not a valid value for {key}",
-                         hint=f"e.g. /set {key} {SETTING_EXAMPLES[key]}") from None
+                         hint=slip or f"e.g. /set {key} {SETTING_EXAMPLES[key]}") from None
 
 
 def _unquoted(text: str) -> str:

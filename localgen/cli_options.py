@@ -48,11 +48,18 @@ def _ascii(value: object, pattern: re.Pattern[str], kind: str) -> str:
     if pattern.fullmatch(text):
         return text
     message = f"{value!r} is not a valid {kind}."
-    if kind == "float" and _DECIMAL_COMMA.fullmatch(text):
-        raise NumberSlip(message, hint=f"the decimal point is '.': {text.replace(',', '.')}")
-    if kind == "integer" and _THOUSANDS.fullmatch(text):
-        raise NumberSlip(message, hint=f"write it without separators: {text.replace(',', '')}")
-    raise typer.BadParameter(message)
+    hint = number_slip_hint(text, whole=kind == "integer")
+    raise NumberSlip(message, hint=hint) if hint else typer.BadParameter(message)
+
+
+def number_slip_hint(text: str, *, whole: bool, example: str = "{}") -> str | None:
+    """How to write a number typed with a decimal comma (0,7) or, for a whole number, a thousands one (4,096): the
+    number as it reads, put in example (the chat's "/set temperature {}"); None for any other text."""
+    if not whole and _DECIMAL_COMMA.fullmatch(text):
+        return f"the decimal point is '.': {example.format(text.replace(',', '.'))}"
+    if whole and _THOUSANDS.fullmatch(text):
+        return f"write it without separators: {example.format(text.replace(',', ''))}"
+    return None
 
 
 def whole_option(*names: str, help: str) -> OptionInfo:

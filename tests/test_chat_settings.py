@@ -36,5 +36,21 @@ def test_the_hint_of_a_value_that_is_no_number_gives_one_that_setting_takes(key:
         SamplingParams(**{key: value})  # in range: no UsageError
 
 
+@pytest.mark.parametrize(("key", "typed", "hint"), [
+    ("temperature", "0,7", "the decimal point is '.': /set temperature 0.7"),
+    ("top_p", '"0,95"', "the decimal point is '.': /set top_p 0.95"),
+    ("min_p", ",05", "the decimal point is '.': /set min_p .05"),
+    ("repeat_penalty", "1,15", "the decimal point is '.': /set repeat_penalty 1.15"),
+    ("max_tokens", "1,000", "write it without separators: /set max_tokens 1000"),
+    ("seed", "4,096", "write it without separators: /set seed 4096"),
+    ("top_k", "4,5", "e.g. /set top_k 40"),  # no guess for what a whole number is not
+])
+def test_a_number_with_a_decimal_or_thousands_comma_is_told_how_to_write_it_as_the_command_line_is(
+        key: str, typed: str, hint: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        parse_setting(key, typed)
+    assert refused.value.hint == hint, refused.value.hint
+
+
 def test_the_min_p_example_is_a_typical_min_p() -> None:
     assert parse_setting("min_p", EXAMPLES["min_p"]) <= 0.1, "a typical min-p, not a top-p's"

@@ -278,6 +278,10 @@ def test_set_of_a_setting_typed_with_a_slip_names_the_setting_meant_as_models_to
         assert "(hint: did you mean top_p? settings:" in said, said
         said = " ".join(chat.command_words("/set colour 1", "settings: temperature,").split())
         assert "did you mean" not in said, said
+        said = " ".join(chat.command_words("/set temperature 0,7", "/set temperature 0.7)").split())
+        assert "'0,7' is not a valid value for temperature (hint: the decimal point is '.': /set temperature 0.7)" \
+            in said, said  # as the command line's --temp 0,7 says it
+        chat.command_words("/set parameter num_predict 1,000", "write it without separators: /set max_tokens 1000)")
         chat.command_words("/set temperature 0.5", "temperature = 0.5")
         assert chat.quit() == 0
     finally:
