@@ -130,9 +130,9 @@ def conversations_rm(
 ) -> None:
     """Delete saved conversations (never one that a chat or a run has open)."""
     from localgen import console
-    from localgen.conversation_store import delete_conversations, given_name, saved_paths
+    from localgen.conversation_store import delete_conversations, looked_up_name, saved_paths
 
-    names = list(dict.fromkeys(given_name(name) for name in names))  # notes.json: notes
+    names = list(dict.fromkeys(looked_up_name(name, shell=True) for name in names))  # notes.json: notes
     saved_paths(names)  # every name is a saved conversation before anything is asked or deleted
     listed = f"{counted(len(names), 'conversation')} ({', '.join(names)})"
     # asked once none is in use (a chat or a run with one open is said first), and held from then until deleted

@@ -198,7 +198,7 @@ def _write_under_free_name(folder: Path, conversation: Conversation, *, first: i
 def load_conversation(name: str, *, shell: bool = False) -> Conversation:
     """Read a saved conversation by name and hold it for this process (shell: for `chat --resume NAME`, where
     /list is not at hand); ConversationBusyError when another chat has it open."""
-    name = given_name(name)
+    name = looked_up_name(name, shell=shell)
     folder, path = conversations_dir(), saved_path(name)
     _refuse_other_than_a_file(path, name, shell)
     newly = hold(folder, name, hint="finish that chat first, or " + (
@@ -267,6 +267,14 @@ def given_name(name: str) -> str:
     return stem
 
 
+def looked_up_name(name: str, *, shell: bool) -> str:
+    """given_name for a saved conversation asked for (show, rm, /load), an empty one refused as such ("$NAME" with
+    NAME not set), with where the saved ones' names are."""
+    if not name:
+        raise UsageError("the conversation name is empty", hint=f"give a saved one's name: {_missing_hint(shell)}")
+    return given_name(name)
+
+
 def saved_path(name: str) -> Path:
     """The file of the saved conversation NAME (a ConfigError or UsageError for a name that cannot be one)."""
     return conversations_dir() / f"{check_name(name)}.json"
@@ -313,7 +321,7 @@ def _missing_hint(shell: bool) -> str:
 
 def read_conversation(name: str) -> Conversation:
     """A saved conversation as it is on disk, without holding it (to list or show it; a chat may have it open)."""
-    name = given_name(name)
+    name = looked_up_name(name, shell=True)
     path = saved_path(name)
     _refuse_other_than_a_file(path, name, True)
     return Conversation.from_json(_text(_read_saved(path, True), path), path, name=name)

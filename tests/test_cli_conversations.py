@@ -160,6 +160,18 @@ def test_a_dangling_link_is_named_alike_by_show_run_and_rm() -> None:
     assert not link.is_symlink()
 
 
+@pytest.mark.parametrize("args", [("show", ""), ("show", "--json", ""), ("rm", "first", "", "-y")])
+def test_an_empty_name_is_named_as_such_not_as_the_newest_nor_as_a_name_to_make(args: tuple[str, ...]) -> None:
+    """show "$NAME" or rm "$NAME" with NAME not set: the name is empty, and the names are listed where the hint says
+    (as run --conversation "" and chat --resume "" say), where it was told what a new name may be."""
+    first = _save("first", Turn("Name a color.", "Blue."))
+    refused = run_localgen("conversations", *args)
+    assert refused.returncode == 2 and refused.out == "" and first.exists(), refused.err
+    assert refused.err == ("localgen: error: the conversation name is empty (hint: give a saved one's name: "
+                           "`localgen conversations` lists the saved ones; `localgen chat --resume` reopens the "
+                           "latest)\n")
+
+
 def test_show_without_a_name_prints_the_newest() -> None:
     empty = run_localgen("conversations", "show")
     assert empty.returncode == 1 and "there are no saved conversations" in empty.err, empty.err

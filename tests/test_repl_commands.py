@@ -78,6 +78,8 @@ def test_load_says_that_files_attached_before_it_go_with_the_next_message(tmp_pa
         chat.ask("Say hi.")
         chat.command_words("/save first", "saved to")
         chat.command_words("/file a.txt", "to the next message")
+        said = " ".join(chat.command_words("/load ''", "/list shows the saved conversations)").split())
+        assert "the conversation name is empty (hint: give a saved one's name: /list shows the saved " in said, said
         chat.command_words("/load first", "your next message still takes 1 attached file (/file none drops them)")
         assert chat.ask("Say hi again.")["turns"][-1]["user"].startswith("The file a.txt.")
         assert chat.quit() == 0
