@@ -63,7 +63,7 @@ def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None 
         status = path.stat()
     except OSError as exc:
         if str(path) in STDIN_PATHS and isinstance(exc, FileNotFoundError) and not _is_open(0):
-            raise stdin_closed(name) from None
+            raise stdin_closed(name, option) from None
         raise _unreadable(name, option, exc) from None
     mode = status.st_mode
     if stat.S_ISREG(mode) and status.st_size > MAX_INPUT_BYTES:  # read, it was refused after 256 MiB of it
@@ -76,9 +76,11 @@ def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None 
         raise _unreadable(name, option, PermissionError(errno.EACCES, "Permission denied"))
 
 
-def stdin_closed(name: str) -> UsageError:
-    """The error for stdin asked for (as '-', or by a name such as /dev/stdin) when it is closed (<&-)."""
-    return UsageError(f"stdin is closed, so {name} has nothing to read", hint=f"pipe text in, or drop the {name}")
+def stdin_closed(name: str, option: str | None = None) -> UsageError:
+    """The error for stdin asked for (as '-', or by a name such as /dev/stdin given to option) when it is closed
+    (<&-)."""
+    return UsageError(f"stdin is closed, so {name} has nothing to read",
+                      hint=f"pipe text in, or drop {option} {name}" if option else f"pipe text in, or drop the {name}")
 
 
 def _is_open(fd: int) -> bool:

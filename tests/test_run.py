@@ -304,16 +304,18 @@ def test_a_conversation_run_whose_stdout_and_file_hit_a_size_limit_says_the_answ
     assert not saved.exists()
 
 
-@pytest.mark.parametrize(("args", "name"), [(("-",), "'-'"), (("-f", "-", "hi"), "'-'"),
-                                            (("-f", "/dev/stdin", "hi"), "/dev/stdin"),
-                                            (("--system-file", "/dev/fd/0", "hi"), "/dev/fd/0")])
-def test_a_dash_or_stdin_s_file_with_stdin_closed_is_a_one_line_error(args: tuple[str, ...], name: str) -> None:
+@pytest.mark.parametrize(("args", "name", "drop"), [(("-",), "'-'", "the '-'"), (("-f", "-", "hi"), "'-'", "the '-'"),
+                                                    (("-f", "/dev/stdin", "hi"), "/dev/stdin", "-f/--file /dev/stdin"),
+                                                    (("--system-file", "/dev/fd/0", "hi"), "/dev/fd/0",
+                                                     "--system-file /dev/fd/0")])
+def test_a_dash_or_stdin_s_file_with_stdin_closed_is_a_one_line_error(args: tuple[str, ...], name: str,
+                                                                      drop: str) -> None:
     closed = subprocess.run([sys.executable, "-m", "localgen", "run", *args], capture_output=True, timeout=120,
                             cwd=REPO_ROOT, preexec_fn=lambda: os.close(0))
     err = closed.stderr.decode()
     assert closed.returncode == 2 and closed.stdout == b"", err
-    assert err == f"localgen: error: stdin is closed, so {name} has nothing to read (hint: pipe text in, or drop the " \
-                  f"{name})\n"
+    assert err == f"localgen: error: stdin is closed, so {name} has nothing to read (hint: pipe text in, or drop " \
+                  f"{drop})\n"
 
 
 def test_a_prompt_that_is_not_utf8_is_repaired_with_a_warning() -> None:
