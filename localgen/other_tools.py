@@ -219,17 +219,24 @@ def output_hint(command: str, words: list[str], at: int) -> str | None:
     which the shell's > sends to the file (the command typed, without it); chat keeps its conversation."""
     if command == "chat":
         return ("chat saves the conversation: `localgen conversations show NAME` prints it; "
-                'localgen run "..." > FILE writes one answer to a file')
+                '`localgen run "..." > FILE` writes one answer to a file')
     if command != "run":
         return None
     file = words[at].partition("=")[2]
     rest = [*words[:at], *words[at + 1:]]
-    if "=" not in words[at] and at + 1 < len(words) and names_a_file_to_write(words[at + 1]):
+    if "=" not in words[at] and at + 1 < len(words) and writes_a_file_or_json(words[at + 1]):
         file, rest = words[at + 1], [*words[:at], *words[at + 2:]]
     command_line = shlex.join(["localgen", "run", *rest]) if rest else 'localgen run "..."'
+    if file.lower() == "json":  # az's and gh's --output json
+        return f"localgen run --json writes the answer as a JSON record: `{command_line} --json`"
     if not file:
-        return 'localgen writes the answer to stdout: send it to a file with >, localgen run "..." > FILE'
+        return 'localgen writes the answer to stdout: send it to a file with >, `localgen run "..." > FILE`'
     return f"localgen writes the answer to stdout: send it to a file with >, `{command_line} > {shlex.quote(file)}`"
+
+
+def writes_a_file_or_json(word: str) -> bool:
+    """Whether the word after an output option names a file to write, or JSON (--output json)."""
+    return names_a_file_to_write(word) or word.lower() == "json"
 
 
 def names_a_file_to_write(word: str) -> bool:
@@ -259,7 +266,8 @@ def check_options(command: str, args: list[str], takes_value: dict[str, bool]) -
             return
         name = word.partition("=")[0]
         if not expects_value and name in options and name not in takes_value:
-            if name == "-o" and command == "run" and index + 1 < len(args) and names_a_file_to_write(args[index + 1]):
+            value = word.partition("=")[2] or (args[index + 1] if index + 1 < len(args) else "")
+            if name == "-o" and command in ("run", "chat") and writes_a_file_or_json(value):  # not llm's -o KEY VALUE
                 raise UsageError("No such option: -o", hint=output_hint(command, args, index))
             tool, purpose, instead = options[name]
             hint = _IN_CHAT.get(name, instead) if command == "chat" else instead

@@ -193,6 +193,8 @@ def test_a_number_with_a_decimal_or_thousands_comma_is_told_how_to_write_it(
 
 
 _TO_STDOUT = "localgen writes the answer to stdout: send it to a file with >, "
+_CHAT_SAVES = ("chat saves the conversation: `localgen conversations show NAME` prints it; `localgen run \"...\" > "
+               "FILE` writes one answer to a file")
 
 
 @pytest.mark.parametrize(("args", "message", "hint"), [
@@ -206,9 +208,12 @@ _TO_STDOUT = "localgen writes the answer to stdout: send it to a file with >, "
      _TO_STDOUT + "`localgen run -n 5 hi > out/a.md`"),
     (["run", "-o", "answer.txt", "hi"], "No such option: -o", _TO_STDOUT + "`localgen run hi > answer.txt`"),
     (["run", "-o", "answer.txt"], "No such option: -o", _TO_STDOUT + '`localgen run "..." > answer.txt`'),
-    (["run", "hi", "--output"], "No such option: --output", _TO_STDOUT + 'localgen run "..." > FILE'),
-    (["chat", "--output", "chat.txt"], "No such option: --output", "chat saves the conversation: `localgen "
-     'conversations show NAME` prints it; localgen run "..." > FILE writes one answer to a file'),
+    (["run", "hi", "--output"], "No such option: --output", _TO_STDOUT + '`localgen run "..." > FILE`'),
+    (["run", "-o=answer.txt", "hi"], "No such option: -o", _TO_STDOUT + "`localgen run hi > answer.txt`"),
+    (["run", "--output", "json", "hi"], "No such option: --output",
+     "localgen run --json writes the answer as a JSON record: `localgen run hi --json`"),
+    (["chat", "--output", "chat.txt"], "No such option: --output", _CHAT_SAVES),
+    (["chat", "-o", "chat.txt"], "No such option: -o", _CHAT_SAVES),
     (["run", "-o", "top_p", "0.9", "hi"], "-o is llm's option for model settings",
      "each setting has its own option here: --temperature 0.2, --top-p 0.9, ..."),  # llm's -o KEY VALUE as it was
 ])
