@@ -88,6 +88,11 @@ def check_split_keys(metadata: Mapping[str, object], types: Mapping[str, int], f
                      f"split.tensors.count={tensors}")
 
 
+def open_the_first_shard(first: str) -> str:
+    """The hint for a later shard of a split model given where its first (named first) is meant."""
+    return f"open the first shard ({first}); llama.cpp loads the others from beside it"
+
+
 def check_architecture(metadata: Mapping[str, object], fail: Fail) -> None:
     """general.architecture is present and known to this llama.cpp build."""
     arch = metadata.get("general.architecture")
@@ -97,8 +102,7 @@ def check_architecture(metadata: Mapping[str, object], fail: Fail) -> None:
             count = metadata.get("split.count")
             first = f"…-00001-of-{count:05d}.gguf" if isinstance(count, int) else "its -00001-of- file"
             shard = fail(f"this is shard {split_no + 1} of a split model, not its first")
-            raise GGUFError(shard.message, hint=f"open the first shard ({first}); llama.cpp loads the others from "
-                                                "beside it")
+            raise GGUFError(shard.message, hint=open_the_first_shard(first))
         raise fail("no general.architecture in the metadata")
     if not isinstance(arch, str):
         raise fail("general.architecture is not a string")

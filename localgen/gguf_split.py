@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from localgen.errors import GGUFError
+from localgen.gguf_checks import open_the_first_shard
 from localgen.gguf_cursor import HINT
 from localgen.gguf_info import GGUFInfo, as_int
 from localgen.gguf_reader import read_gguf
@@ -60,11 +61,10 @@ def validate_split(first_shard: Path) -> tuple[GGUFInfo, list[Path]]:
                             "name does not say which (expected NAME-00001-of-0000N.gguf)",
                             hint="rename the shards")
         return first, [first_shard]
-    prefix, number, count = parts
+    _, number, count = parts
     if number != 1:
         raise GGUFError(f"{first_shard.name}: not the first shard",
-                        hint=f"open the first shard ({prefix}-00001-of-{count:05d}.gguf); llama.cpp loads the others "
-                             "from beside it")
+                        hint=open_the_first_shard(split_shard_paths(first_shard)[0].name))
     if first.split_count != count or first.split_no != 0:
         raise GGUFError(f"{first_shard.name}: metadata says shard {first.split_no + 1} of "
                         f"{first.split_count}, the file name says 1 of {count}", hint=HINT)
