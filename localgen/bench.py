@@ -6,6 +6,7 @@ import random
 import signal
 import statistics
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
@@ -323,8 +324,8 @@ class _BenchRun:
             from localgen.engine.threads import others_busy
 
             on_cpu = loaded.plan is None or loaded.plan.where != "gpu"  # (the GPU's speed is not the CPUs' to take)
-            keep = (lambda cpus: self.busy.update({name: round(cpus, 2)})) if on_cpu else (lambda cpus: None)
-            with others_busy(keep, least_s=BUSY_WINDOW_S):
+            watch = others_busy(lambda cpus: self.busy.update({name: round(cpus, 2)}), least_s=BUSY_WINDOW_S)
+            with watch if on_cpu else nullcontext():
                 if name == "prefill":
                     if batch_size is not None and engine.n_batch < batch_size:  # a --batch-size given, and capped
                         progress(f"bench: --batch-size {batch_size} is capped at {engine.n_batch}, the cells "

@@ -170,7 +170,7 @@ def _bench_interrupted_at(progress: str, *args: str, signum: int = signal.SIGINT
 
 # The repetition a test interrupts lasts about a second on an idle machine, not the 20-80 ms of pp16 or tg4: a
 # signal sent once its progress line is read must land before it ends, on a busy machine too.
-LONG_PROMPT = 1024
+LONG_PROMPT = 512
 LONG_GENERATION = 128
 
 
