@@ -392,12 +392,17 @@ def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warning
     read: list[InputFile] = []  # the files read whose text counts, as a refusal names them
 
     def step(reading: list[InputFile], piped: bool) -> TextBound | None:
-        counted = bound and bound.beside(*texts)
+        counted = bound and bound.beside(*dict.fromkeys(texts))  # a text given twice is in the prompt once
         return counted.named(made_of(reading, piped)) if counted and made_of else counted
 
+    by_path: dict[Path, str] = {}  # a file given twice is read once (a pipe's name could not be read again)
     for file in (file for file in files if file.path is not None):
+        if file.path in by_path:
+            texts.append(by_path[file.path])
+            continue
         said: list[str] = []
         texts.append(file.read(stdin, said, warn_empty=True, waiting=waiting, bound=step([*read, file], False)))
+        by_path[file.path] = texts[-1]
         warnings.extend(warning for warning in said if warning not in warnings)  # a file given twice: warned once
         read += [file] if texts[-1].strip() and texts[-1] not in texts[:-1] else []
     told = None if waiting is None else lambda: waiting(None, FILE_OPTION)

@@ -1249,6 +1249,32 @@ def test_text_denser_than_common_text_is_bounded_by_the_vocabulary_s_longest_tok
     assert json.loads(dense.out)["prompt_tokens"] < 8_192
 
 
+def test_a_file_given_twice_is_read_once(tmp_path: Path) -> None:
+    """The prompt holds it once (attached once, with a warning): the bound that refuses a read counts it once, and a
+    pipe's name given twice does not wait for a second writer that never comes."""
+    import threading
+
+    from localgen import inputs
+    from localgen.input_text import TextBound
+
+    def refuse(size: int) -> None:
+        raise UsageError(f"{size} bytes")
+
+    (tmp_path / "notes.txt").write_text("word " * 30_000)  # 150,000 bytes: once under the bound, twice over it
+    files = inputs.attachment_files([str(tmp_path / "notes.txt")] * 2)
+    texts = inputs.read_attachments(files, None, [], bound=TextBound(200_000, refuse))
+    assert [len(text) for text in texts] == [150_000, 150_000]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    threading.Thread(target=fifo.write_text, args=("piped words",), daemon=True).start()
+    read: list[list[str]] = []
+    reader = threading.Thread(target=lambda: read.append(inputs.read_attachments(
+        inputs.attachment_files([str(fifo)] * 2), None, [])), daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert read == [["piped words", "piped words"]], "the second read of the pipe waited for a writer"
+
+
 def test_a_size_bound_stops_a_read_only_where_its_text_is_certainly_too_long() -> None:
     """UTF-16 or UTF-32 text takes more bytes to send than its text counts: it is counted decoded."""
     import io
