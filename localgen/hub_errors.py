@@ -13,6 +13,7 @@ from localgen.config import settings
 from localgen.errors import DISK_FULL_ERRNOS, HubError, LocalgenError
 from localgen.hub_cache import hub_cache_dir, hub_endpoint
 from localgen.hub_types import NotInRepoError, RepoNotFoundError
+from localgen.storage import unwritable_hint
 
 if TYPE_CHECKING:
     from localgen.references import ModelRef
@@ -300,7 +301,9 @@ def _filesystem_error(err: BaseException, *, where: str) -> HubError | None:
                         hint=f"free some space in {hub_cache_dir()} (see `localgen models list`)")
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR) and _in_hub_cache(err.filename):
         return HubError(f"cannot write to the Hugging Face cache ({err.filename}): {os.strerror(err.errno)}",
-                        hint="set HF_HUB_CACHE (or HF_HOME) to a folder you can write to, or fix the permissions")
+                        hint=unwritable_hint(err, Path(err.filename).parent, "set HF_HUB_CACHE (or HF_HOME) to a "
+                                             "folder you can write to, or fix the permissions",
+                                             setting="HF_HUB_CACHE (or HF_HOME)"))
     if err.errno == errno.EFBIG:
         return HubError(f"{where} is too large for the file system of {hub_cache_dir()}",
                         hint="some file systems (FAT32) hold files of at most 4 GiB; set HF_HUB_CACHE to a "

@@ -22,6 +22,7 @@ from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import choose_model, quant_of
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import ModelSpec, Registry, hub_target, own_file_refusal
+from localgen.storage import unwritable_hint
 
 
 @dataclass(frozen=True)
@@ -285,8 +286,8 @@ def _unlink(path: Path) -> None:
         pass
     except OSError as exc:
         raise LocalgenError(f"could not delete {path}: {exc.strerror or exc}",
-                            hint="check the permissions of the Hugging Face cache folder, then run the command again"
-                            ) from exc
+                            hint=unwritable_hint(exc, path.parent, "check the permissions of the Hugging Face cache "
+                                                 "folder") + ", then run the command again") from exc
 
 
 def _prune(repo_dir: Path) -> None:

@@ -11,7 +11,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from localgen.errors import LocalgenError
+from localgen.config import settings
+from localgen.errors import DISK_FULL_ERRNOS, LocalgenError
 
 LINKS_UNSUPPORTED = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK})
 
@@ -57,10 +58,8 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
             raise LocalgenError(f"could not write {path}: a folder is in its place",
                                 hint="move that folder away") from exc
         kept = "; the previous file is unchanged" if path.is_file() else ""
-        raise LocalgenError(
-            f"could not write {path}: {exc.strerror or exc}",
-            hint=f"check free disk space and permissions{kept}",
-        ) from exc
+        raise LocalgenError(f"could not write {path}: {exc.strerror or exc}",
+                            hint=f"{unwritable_hint(exc, path.parent)}{kept}") from exc
     finally:
         if tmp_name is not None:
             with contextlib.suppress(OSError):
@@ -97,7 +96,27 @@ def make_folder(folder: Path, *, mode: int = 0o777) -> None:
             what, hint = in_the_way(blocker)
             raise LocalgenError(f"could not create {folder}: {what}", hint=hint) from exc
         raise LocalgenError(f"could not create {folder}: {exc.strerror or exc}",
-                            hint="check free disk space and permissions") from exc
+                            hint=unwritable_hint(exc, folder)) from exc
+
+
+def unwritable_hint(exc: OSError, folder: Path, otherwise: str = "check free disk space and permissions", *,
+                    setting: str | None = None) -> str:
+    """What to do about a write in folder that failed with exc: a read-only file system is named as such, with the
+    setting that moves the folder (setting, else LOCALGEN_HOME for localgen's own folders), a full disk as that; else
+    otherwise."""
+    if exc.errno == errno.EROFS:
+        setting = setting or ("LOCALGEN_HOME" if _is_localgen_folder(folder) else None)
+        elsewhere = f", or set {setting} to a folder on a writable one" if setting else ""
+        return f"its file system is mounted read-only: remount it read-write{elsewhere}"
+    if exc.errno in DISK_FULL_ERRNOS:
+        return "free some disk space"
+    return otherwise
+
+
+def _is_localgen_folder(folder: Path) -> bool:
+    """Whether folder is one of localgen's own (config, data, cache), or under one, which LOCALGEN_HOME moves."""
+    places = (settings().config_dir, settings().data_dir, settings().cache_dir)
+    return any(folder == place or place in folder.parents for place in places)
 
 
 def _claim_name(tmp_name: str, path: Path, mode: int) -> bool:

@@ -1,13 +1,22 @@
-"""Files localgen keeps: what stands where a folder should be is named for what it is."""
+"""Files localgen keeps: what stands where a folder should be is named for what it is, and a file system that takes
+no writes (read-only, full) for what it is."""
 
 from __future__ import annotations
 
+import errno
+import os
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
 from localgen.errors import LocalgenError
-from localgen.storage import atomic_write_text, make_folder
+from localgen.storage import atomic_write_text, make_folder, unwritable_hint
+from tests.conftest import REPO_ROOT
 
 
 def _blocked(tmp_path: Path, by: str) -> Path:
@@ -36,3 +45,70 @@ def test_what_stands_where_a_folder_should_be_is_named(tmp_path: Path, by: str, 
     assert (made.value.message, made.value.hint) == (f"could not create {data}/conversations: {said}", hint)
     assert data.is_symlink() == (by == "link"), "nothing is made at the link's end, nor in its place"
     assert not (tmp_path / "unmounted").exists()
+
+
+def _mounted(setup: str, command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run a localgen command in a mount namespace of its own (a user namespace: no root needed) after setup's
+    mounts: what it mounts is seen by that command alone; skipped where the kernel allows no such namespace."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode:
+        pytest.skip("no unprivileged mount namespaces here")
+    script = f"{setup} && exec {shlex.join([sys.executable, '-m', 'localgen', *command])}"
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script], env={**os.environ, **env}, capture_output=True,
+                          text=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+
+
+def test_a_write_on_a_read_only_file_system_names_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "models.toml").write_text("# mine\n")
+    env = {"LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
+    result = _mounted(f"mount -o bind,ro {home} {home}", ["models", "default", "smollm2-135m"], env)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"localgen: error: could not write {home}/config/models.toml: Read-only file system (hint: its file system "
+        "is mounted read-only: remount it read-write, or set LOCALGEN_HOME to a folder on a writable one; the "
+        "previous file is unchanged)\n"), result.stderr
+    assert (home / "config" / "models.toml").read_text() == "# mine\n"
+
+
+def test_a_write_on_a_full_disk_says_to_free_space(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
+    fill = f"mount -t tmpfs -o size=64k none {home} && (head -c 1M /dev/zero > {home}/filler || true)"
+    result = _mounted(fill, ["models", "default", "smollm2-135m"], env)
+    assert result.returncode == 1
+    assert result.stderr.endswith("No space left on device (hint: free some disk space)\n"), result.stderr
+
+
+def test_a_hint_names_the_setting_that_moves_the_folder_only_for_localgen_s_own(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import config
+
+    monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(config, "_settings", None)
+    read_only = OSError(errno.EROFS, os.strerror(errno.EROFS))
+    assert unwritable_hint(read_only, tmp_path / "home" / "cache" / "hub").endswith(
+        ", or set LOCALGEN_HOME to a folder on a writable one")
+    assert unwritable_hint(read_only, tmp_path / "elsewhere") == (
+        "its file system is mounted read-only: remount it read-write")
+    assert unwritable_hint(read_only, tmp_path / "elsewhere", setting="HF_HUB_CACHE").endswith(
+        ", or set HF_HUB_CACHE to a folder on a writable one")
+    assert unwritable_hint(OSError(errno.EIO, "I/O error"), tmp_path, "run it again") == "run it again"
+
+
+def test_a_read_only_hugging_face_cache_is_named_by_pull_and_models_rm(loopback_hub: HubServer,
+                                                                        tmp_path: Path) -> None:
+    loopback_hub.add_repo("org/tiny-GGUF", {"tiny-Q4_K_M.gguf": make_gguf_bytes("q4"),
+                                            "tiny-Q8_0.gguf": make_gguf_bytes("q8")})
+    env = child_env(loopback_hub, tmp_path)
+    assert run_cli(env, "pull", "org/tiny-GGUF:Q4_K_M").returncode == 0
+    cache = tmp_path / "hf"
+    pulled = _mounted(f"mount -o bind,ro {cache} {cache}", ["pull", "org/tiny-GGUF:Q8_0"], env)
+    assert pulled.returncode == 1 and pulled.stderr.endswith(
+        "Read-only file system (hint: its file system is mounted read-only: remount it read-write, or set "
+        "HF_HUB_CACHE (or HF_HOME) to a folder on a writable one)\n"), pulled.stderr
+    removed = _mounted(f"mount -o bind,ro {cache} {cache}", ["models", "rm", "org/tiny-GGUF", "--yes"], env)
+    assert removed.returncode == 1 and removed.stderr.endswith(
+        "Read-only file system (hint: its file system is mounted read-only: remount it read-write, then run the "
+        "command again)\n"), removed.stderr
