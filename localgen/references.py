@@ -154,21 +154,26 @@ _NOT_MODELS = {"datasets": "a dataset", "spaces": "a Space (an app)"}  # Hub add
 
 def _without_web_view(body: str, raw: str) -> str:
     """A Hub page's address as a reference: ORG/REPO/blob/main/FILE (or resolve/, tree/; a query, a fragment and
-    %-escapes as a browser gives them) is ORG/REPO/FILE. A dataset's or a Space's address is refused as what it is."""
-    from urllib.parse import unquote
+    %-escapes as a browser gives them) is ORG/REPO/FILE, and so is the repo page's ORG/REPO?show_file_info=FILE (the
+    address of a file's panel there). A dataset's or a Space's address is refused as what it is."""
+    from urllib.parse import parse_qs, unquote
 
-    path = unquote(body.split("#", 1)[0].split("?", 1)[0]).rstrip("/")
+    address, _, query = body.split("#", 1)[0].partition("?")
+    path = unquote(address).rstrip("/")
     parts = path.split("/")
     if parts[0].lower() in _NOT_MODELS and len(parts) >= 3:
         raise UsageError(f"'{raw}' is {_NOT_MODELS[parts[0].lower()]} on the Hugging Face Hub, not a model",
                          hint="localgen runs GGUF models: give a model repo as ORG/REPO or "
                               "https://huggingface.co/ORG/REPO")
-    if len(parts) < 4 or parts[2] not in ("blob", "resolve", "tree"):
-        return path  # the repo's page (or a file named in it), as the address bar has it
-    if parts[3] != "main":
-        raise UsageError(f"'{parts[3]}' is a revision of {'/'.join(parts[:2])}: localgen downloads from main",
-                         hint=f"use {'/'.join(parts[:2] + parts[4:])}, which is main's")
-    return "/".join(parts[:2] + parts[4:])
+    if len(parts) >= 4 and parts[2] in ("blob", "resolve", "tree"):
+        if parts[3] != "main":
+            raise UsageError(f"'{parts[3]}' is a revision of {'/'.join(parts[:2])}: localgen downloads from main",
+                             hint=f"use {'/'.join(parts[:2] + parts[4:])}, which is main's")
+        parts = parts[:2] + parts[4:]
+    shown = parse_qs(query).get("show_file_info")
+    if len(parts) == 2 and shown and shown[0].strip("/"):
+        parts.append(shown[0].strip("/"))  # the repo's page with a file's panel open
+    return "/".join(parts)  # the repo's page (or a file named in it), as the address bar has it
 
 
 def _parse_hub(body: str, raw: str) -> ModelRef:

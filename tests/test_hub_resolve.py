@@ -316,6 +316,11 @@ def test_a_file_s_address_on_the_mirror_downloads_it(hubenv: HubEnv) -> None:
     pulled = run_cli(hubenv.env, "pull", f"{hubenv.server.url}/{TINY_REPO}/blob/main/{TINY_FILE}?download=true")
     assert pulled.returncode == 0, pulled.stderr
     assert Path(pulled.stdout.strip()).read_bytes() == data
+    other = make_gguf_bytes("q8")
+    hubenv.server.add_repo(TINY_REPO, {TINY_FILE: data, "tiny-Q8_0.gguf": other})
+    panel = run_cli(hubenv.env, "pull", f"{hubenv.server.url}/{TINY_REPO}?show_file_info=tiny-Q8_0.gguf")
+    assert panel.returncode == 0, panel.stderr  # a file's panel on the repo's page: that file, not the best quant
+    assert Path(panel.stdout.strip()).read_bytes() == other
     elsewhere = run_cli(hubenv.env, "pull", f"https://example.invalid/{TINY_REPO}")
     assert elsewhere.returncode == 2 and "is not an address on the Hugging Face Hub" in elsewhere.stderr
     dataset = run_cli(hubenv.env, "pull", f"{hubenv.server.url}/datasets/{TINY_REPO}")

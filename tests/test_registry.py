@@ -458,7 +458,11 @@ def test_unknown_name_suggests_close_ones() -> None:
         ("https://huggingface.co/org/repo/resolve/main/my%20m-Q8_0.gguf?download=true", "file", "org/repo", "Q8_0",
          "my m-Q8_0.gguf", None),
         ("https://huggingface.co/org/repo/", "repo", "org/repo", None, None, None),  # the repo's page, pasted
-        ("https://huggingface.co/org/repo?show_file_info=m-Q8_0.gguf", "repo", "org/repo", None, None, None),
+        ("https://huggingface.co/org/repo?show_file_info=m-Q8_0.gguf", "file", "org/repo", "Q8_0", "m-Q8_0.gguf",
+         None),  # the address of a file's panel on the repo's page
+        ("hf.co/org/repo/tree/main?show_file_info=q%2Fm-Q8_0.gguf#x", "file", "org/repo", "Q8_0", "q/m-Q8_0.gguf",
+         None),
+        ("https://huggingface.co/org/repo?show_file_info=", "repo", "org/repo", None, None, None),
         ("https://hf.co/org/repo#files", "repo", "org/repo", None, None, None),
         ("smollm2-135m:latest", "name", None, None, None, "smollm2-135m"),  # Ollama's tag: the default quant
         ("hf.co/org/repo:Latest", "repo", "org/repo", None, None, None),
