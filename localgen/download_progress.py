@@ -1,8 +1,9 @@
-"""Download progress: a bar per file on stderr while hub.py downloads, and the one-line summary after.
+"""Download progress: a bar per file on a terminal (download_log.py's lines in a log) while hub.py downloads, and the
+one-line summary after.
 
-hub.py drives a Display (begin_file, advance, end_file, verifying, verified); huggingface_hub reports the bytes this
-process receives through tqdm_adapter's class, and poll_incomplete follows another download's growing *.incomplete blob
-while this one waits on its lock.
+hub.py drives a Display (download_display.py's: begin_file, advance, end_file, verifying, verified); huggingface_hub
+reports the bytes this process receives through tqdm_adapter's class, and poll_incomplete follows another download's
+growing *.incomplete blob while this one waits on its lock.
 rich is imported here, lazily, for RichDisplay: console.py owns rich, but services such as hub.py must not import
 console.py (DESIGN.md's dependency direction), so the bar stays here until the CLI hands hub.py a display.
 """
@@ -17,52 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from localgen.download_display import Display, say_line, start_line
 from localgen.hub_types import HubFile, HubModel
 from localgen.signals import interrupt_line_ended
 from localgen.units import binary_size, counted
 
 POLL_INTERVAL_S = 0.1
-
-
-class Display:
-    """Download feedback with nothing drawn: the base for the rich bar."""
-
-    def __init__(self, model: HubModel) -> None:
-        self.model = model
-        self.notes_after: list[str] = []  # lines hub.py says once the bars are gone (a Ctrl-C's: what is kept)
-
-    def __enter__(self) -> Display:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
-
-    def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False) -> None:
-        """A file starts (cached: it is already on disk; waiting: another download is fetching it)."""
-
-    def transfer_started(self, done: int = 0) -> None:
-        """This process started fetching the current file's bytes itself (done: those it resumes after)."""
-
-    def follow(self, n: int) -> None:
-        """A partial copy of the current file has n bytes (another download's, or the part this one resumes)."""
-
-    def advance(self, n: int) -> None:
-        """n more bytes of the current file arrived (may be negative when a download restarts)."""
-
-    def set_completed(self, n: int) -> None:
-        """The current file has n bytes."""
-
-    def set_total(self, total: int) -> None:
-        """The current file's size turned out to be total."""
-
-    def end_file(self) -> None:
-        """The current file is on disk."""
-
-    def verifying(self, file: HubFile) -> None:
-        """The file's checksum is being computed."""
-
-    def verified(self, file: HubFile, *, hashed: bool) -> None:
-        """The file matched its checksum (hashed: now, rather than by an earlier record)."""
 
 
 def _size_columns() -> list[Any]:
@@ -88,11 +49,12 @@ def _size_columns() -> list[Any]:
 class RichDisplay(Display):
     """A rich progress bar on stderr: one bar per file and an overall bar for split models."""
 
-    def __init__(self, model: HubModel, console: Any = None) -> None:
+    def __init__(self, model: HubModel, console: Any = None, source: str = "") -> None:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
         super().__init__(model)
+        self.source = source  # the Hub's address, which the line a file starts with names
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(), *_size_columns(), TimeRemainingColumn(),
             console=console or Console(stderr=True), transient=False)
@@ -116,7 +78,9 @@ class RichDisplay(Display):
             interrupt_line_ended()
 
     def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False) -> None:
-        """Add the file's bar, full when cached."""
+        """Say that the file starts (above the bars) and add its bar; a cached file's bar is full, and not said."""
+        if not cached:
+            say_line(start_line(self.model, file, self.source, waiting=waiting))
         with self.lock:
             self.file_done = file.size if cached else 0
             self.file_total = file.size
@@ -182,9 +146,17 @@ class RichDisplay(Display):
         self.progress.update(self.overall, completed=done)
 
 
-def open_display(model: HubModel, *, show: bool) -> Display:
-    """A rich progress bar on stderr when show, else a display that draws nothing."""
-    return RichDisplay(model) if show else Display(model)
+def open_display(model: HubModel, *, show: bool | None, source: str = "") -> Display:
+    """A rich progress bar on stderr when show, lines for a log (download_log.py) where show is None and stderr is no
+    terminal, nothing at all where show is False; source is the Hub's address, which the line a file starts with
+    names."""
+    if show is None:
+        show = sys.stderr.isatty()
+        if not show:
+            from localgen.download_log import LineDisplay
+
+            return LineDisplay(model, source)
+    return RichDisplay(model, source=source) if show else Display(model)
 
 
 def tqdm_adapter(display: Display) -> type:

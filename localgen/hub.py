@@ -5,8 +5,8 @@ huggingface_hub inside functions so that importing localgen (and `localgen --hel
 fetched by hub_resume.py, which resumes a download stopped part way; where files and localgen's records
 of them live, and finding a model there without the network, is hub_cache.py's; choosing a model's files is
 hub_choice.py's; mapping Hub errors to HubError is hub_errors.py's; the progress bar and the summary line a download
-shows are download_progress.py's; checking a downloaded file (checksums, a registry entry's pins, the GGUF header) is
-hub_verify.py's.
+shows are download_progress.py's (a log's lines download_log.py's); checking a downloaded file (checksums, a registry
+entry's pins, the GGUF header) is hub_verify.py's.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import contextlib
 import logging
 import re
 import shutil
-import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -48,7 +47,7 @@ from localgen.references import check_safe_filename
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
-    from localgen.download_progress import Display
+    from localgen.download_display import Display
 
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")
@@ -209,8 +208,7 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
         with contextlib.suppress(OSError):
             partial.unlink()
     _check_free_space(model, force=force)
-    show = sys.stderr.isatty() if show_progress is None else show_progress
-    display = download_progress.open_display(model, show=show)
+    display = download_progress.open_display(model, show=show_progress, source=hub_endpoint())
     started = time.monotonic()
     downloaded = 0
     fetched_elsewhere = False

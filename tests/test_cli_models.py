@@ -38,6 +38,18 @@ def test_pull_prints_the_verified_path(hub: tuple[HubServer, dict[str, str]], re
     assert server.count("GET", "/resolve/") >= 1
 
 
+def test_pull_into_a_log_says_what_it_downloads_from_where_before_it_starts(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo("org/tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8", 200_000)})
+    result = run_cli(env, "pull", "org/tiny-GGUF")  # stderr a pipe, as in `localgen pull ... 2>&1 | tee log`
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("localgen: chose org/tiny-GGUF:Q8_0 (195.3 KiB), the only quant"), result.stderr
+    assert lines[1] == f"localgen: downloading org/tiny-GGUF/tiny-Q8_0.gguf (195.3 KiB) from {server.url}"
+    assert lines[2].startswith("localgen: downloaded org/tiny-GGUF/tiny-Q8_0.gguf (195.3 KiB) in ") and len(lines) == 3
+
+
 def test_run_pulls_then_runs_offline_with_zero_requests(hub: tuple[HubServer, dict[str, str]]) -> None:
     """A pull the server cut part way is resumed by the next one, which asks for the rest only."""
     server, env = hub

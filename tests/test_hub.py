@@ -303,9 +303,12 @@ def test_split_model_is_downloaded_together(hubenv: HubEnv, tmp_path: Path,
     assert "00001-of-00003.gguf and 2 more shards (93.8 MiB)" in capsys.readouterr().err
     assert hub_cache.cached_model(BUNDLED_REPO, quant="Q4_1", filename=None) == paths
     hub_cache.discard_cached_file(paths[1])  # as a pull stopped after the first shard leaves it
-    assert hub.download_model(BUNDLED_REPO, quant="q4_1", filename=None, show_progress=False) == paths
+    assert hub.download_model(BUNDLED_REPO, quant="q4_1", filename=None) == paths  # stderr no terminal: lines
     size = binary_size(shards[1].stat().st_size)
-    assert f"00001-of-00003.gguf and 2 more shards: {size} of 93.8 MiB in " in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"00001-of-00003.gguf and 2 more shards: {size} of 93.8 MiB in " in err
+    assert err.startswith(f"localgen: downloading {BUNDLED_REPO}/Q4_1/{shards[1].name} ({size}, file 2 of 3, 93.8 MiB "
+                          f"in all) from {hubenv.server.url}\n"), "the shards in the cache are not said to start"
 
 
 def test_split_shards_that_disagree_stay_unverified(hubenv: HubEnv) -> None:
@@ -586,6 +589,62 @@ def test_a_slow_download_s_progress_moves_a_mib_at_a_time(hubenv: HubEnv, monkey
     assert constants.DOWNLOAD_CHUNK_SIZE == 10 * 2**20, "its own downloads read as it reads them"
 
 
+def test_a_download_logged_to_a_file_says_what_it_fetches_then_how_far_it_is(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """With stderr no terminal, a download says what it fetches, from where and how big, then a line at each tenth
+    (here as often as a tenth is passed), never a bar's carriage returns."""
+    from localgen import download_log
+
+    monkeypatch.setattr(download_log, "TENTH_GAP_S", 0.0)
+    hubenv.server.add_repo(REPO, {"big-Q4_K_M.gguf": make_gguf_bytes("big", 3_500_000)})
+    hubenv.server.bytes_per_s = 20_000_000
+    hub.download_model(REPO, quant=None, filename=None)
+    err = capfd.readouterr().err
+    lines = err.splitlines()
+    assert lines[0] == f"localgen: downloading {REPO}/big-Q4_K_M.gguf (3.3 MiB) from {hubenv.server.url}", err
+    assert [re.sub(r", \d+\.\d [KM]iB/s, about \d+ s left$", "", line) for line in lines[1:-1]] == [
+        "localgen: big-Q4_K_M.gguf: 1.0 MiB of 3.3 MiB (29%)", "localgen: big-Q4_K_M.gguf: 2.0 MiB of 3.3 MiB (59%)",
+        "localgen: big-Q4_K_M.gguf: 3.0 MiB of 3.3 MiB (89%)"], err
+    assert lines[-1].startswith(f"localgen: downloaded {REPO}/big-Q4_K_M.gguf (3.3 MiB) in "), err
+    assert "\r" not in err and "\x1b" not in err
+    hub.download_model(REPO, quant=None, filename=None)
+    assert capfd.readouterr().err == (f"localgen: {REPO}/big-Q4_K_M.gguf (3.3 MiB) already in the cache, sha256 "
+                                      "verified\n"), "a cached file is not said to start"
+
+
+def test_log_lines_come_at_each_tenth_two_seconds_apart_and_every_thirty_seconds(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from types import SimpleNamespace
+
+    from localgen import download_log
+    from localgen.hub_types import HubModel
+
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(download_log, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    mib = 2**20
+    f = HubFile(REPO, "m-Q4_K_M.gguf", 100 * mib, None, "Q4_K_M", None, None)
+    display = download_log.LineDisplay(HubModel(REPO, "Q4_K_M", (f,), "main"), "https://hub.example")
+    display.begin_file(f, cached=False)
+    display.transfer_started(0)
+    for at, size in ((1.0, 15), (3.0, 1), (4.0, 10), (33.0, 1), (40.0, 1), (64.0, 1), (70.0, 71)):
+        clock.now = at
+        display.advance(size * mib)
+    assert capsys.readouterr().err.splitlines() == [
+        f"localgen: downloading {REPO}/m-Q4_K_M.gguf (100.0 MiB) from https://hub.example",
+        "localgen: m-Q4_K_M.gguf: 16.0 MiB of 100.0 MiB (16%), 5.3 MiB/s, about 16 s left",  # a tenth, 2 s after
+        "localgen: m-Q4_K_M.gguf: 27.0 MiB of 100.0 MiB (27%), 837.8 KiB/s, about 1 min 29 s left",  # 30 s after
+        "localgen: m-Q4_K_M.gguf: 29.0 MiB of 100.0 MiB (29%), 464.0 KiB/s, about 2 min 37 s left",  # 30 s, no tenth
+    ], "nothing at a tenth passed within 2 s of the last line, nor at the end, which the summary says"
+
+
+@pytest.mark.parametrize(("seconds", "said"), [(0.2, "1 s"), (59.4, "59 s"), (60, "1 min"), (125, "2 min 5 s"),
+                                              (1000, "17 min"), (3600, "1 h"), (4000, "1 h 7 min")])
+def test_time_left_is_to_the_second_under_ten_minutes_then_to_the_minute(seconds: float, said: str) -> None:
+    from localgen.download_log import time_left
+
+    assert time_left(seconds) == said
+
+
 def test_files_outside_lfs_are_verified_by_git_blob_id(hubenv: HubEnv) -> None:
     repo = hubenv.server.add_repo(REPO, tiny_files(), non_lfs={"tiny-Q8_0.gguf"})
     listed = {f.filename: f for f in hub.list_gguf_files(REPO)}["tiny-Q8_0.gguf"]
@@ -754,6 +813,8 @@ def test_a_pull_waiting_on_another_download_says_so_and_takes_over_when_it_ends(
     try:
         waiting = _read_until(master, "1.4 MiB/22.9 MiB", seen)
         assert "another download is fetching it" in waiting and "1.4 MiB/22.9 MiB" in waiting, waiting  # it follows
+        assert (f"localgen: another download is fetching {REPO}/big-Q4_K_M.gguf (22.9 MiB) from {loopback_hub.url}; "
+                "waiting for it") in waiting, waiting
         assert loopback_hub.count("GET", "resolve") == 0
     finally:
         other.release()  # that download ended without the file: this one fetches it itself
@@ -781,6 +842,7 @@ def test_progress_bar_is_drawn_on_a_terminal(loopback_hub: HubServer, tmp_path: 
     os.close(master)
     assert proc.returncode == 0, screen
     assert "big-Q4_K_M.gguf" in screen and "/22.9 MiB" in screen and "iB/s" in screen
+    assert f"localgen: downloading {REPO}/big-Q4_K_M.gguf (22.9 MiB) from {loopback_hub.url}\r\n" in screen, screen
     assert "\x1b[" in screen  # drawn and redrawn in place
     assert "sha256 verified" in screen
 
@@ -817,7 +879,7 @@ def test_importing_hub_and_catalog_stays_light() -> None:
 
 
 HUB_MODULES = ("hub", "hub_types", "hub_cache", "hub_range", "hub_resume", "hub_errors", "hub_choice", "hub_verify",
-               "download_progress", "verify")
+               "download_display", "download_progress", "download_log", "verify")
 
 
 def _localgen_imports(module: str) -> set[str]:

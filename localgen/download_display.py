@@ -1,0 +1,69 @@
+"""What a download shows, drawn or not: the Display that hub.py drives (download_progress.py's bar and download_log.py's
+lines are its kinds), and the line each file's download starts with."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from localgen.hub_types import HubFile, HubModel
+from localgen.units import binary_size
+
+
+class Display:
+    """Download feedback with nothing drawn: the base for the rich bar and the lines of a log."""
+
+    def __init__(self, model: HubModel) -> None:
+        self.model = model
+        self.notes_after: list[str] = []  # lines hub.py says once the bars are gone (a Ctrl-C's: what is kept)
+
+    def __enter__(self) -> Display:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False) -> None:
+        """A file starts (cached: it is already on disk; waiting: another download is fetching it)."""
+
+    def transfer_started(self, done: int = 0) -> None:
+        """This process started fetching the current file's bytes itself (done: those it resumes after)."""
+
+    def follow(self, n: int) -> None:
+        """A partial copy of the current file has n bytes (another download's, or the part this one resumes)."""
+
+    def advance(self, n: int) -> None:
+        """n more bytes of the current file arrived (may be negative when a download restarts)."""
+
+    def set_completed(self, n: int) -> None:
+        """The current file has n bytes."""
+
+    def set_total(self, total: int) -> None:
+        """The current file's size turned out to be total."""
+
+    def end_file(self) -> None:
+        """The current file is on disk."""
+
+    def verifying(self, file: HubFile) -> None:
+        """The file's checksum is being computed."""
+
+    def verified(self, file: HubFile, *, hashed: bool) -> None:
+        """The file matched its checksum (hashed: now, rather than by an earlier record)."""
+
+
+def start_line(model: HubModel, file: HubFile, source: str, *, waiting: bool = False) -> str:
+    """The line a file's download starts with: what it is, its size (a split model's shard: which, and the whole
+    model's), and where it comes from; or that another download is fetching it, which this one waits for."""
+    size = binary_size(file.size)
+    if len(model.files) > 1 and file in model.files:
+        size = f"{size}, file {model.files.index(file) + 1} of {len(model.files)}, {binary_size(model.size)} in all"
+    where = f" from {source}" if source else ""
+    if waiting:
+        return f"localgen: another download is fetching {file.repo}/{file.filename} ({size}){where}; waiting for it"
+    return f"localgen: downloading {file.repo}/{file.filename} ({size}){where}"
+
+
+def say_line(line: str) -> None:
+    """A line on stderr (best effort: a stderr that cannot be written must not stop a download)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
