@@ -14,7 +14,6 @@ from localgen import __version__
 from localgen.cli_conversations import conversations_app
 from localgen.cli_exit import InterruptEndsLine, flush_stdout, run_app
 from localgen.cli_manage import cache_app, models_app
-from localgen.cli_model import say_note
 from localgen.cli_options import (
     CTX_NAMES,
     RESUME_LATEST,
@@ -288,20 +287,12 @@ def pull(
     """Download a model from the Hugging Face Hub, verify it, and print its local path.
 
     A registry name without a quant gets its default quant; ORG/REPO gets the best quant that fits, as for `run`.
-    A model already downloaded is checked against the Hub, and downloaded again where the Hub's copy changed.
+    A model already downloaded is checked against the Hub, and downloaded again where the Hub's copy changed; one
+    bundled with a package, or a file on this machine, is said to be there already.
     """
-    from localgen.gguf_split import validate_split
-    from localgen.hardware import probe_hardware
-    from localgen.model_file_errors import named_as_typed
-    from localgen.resolve import refuse_own_file
-    from localgen.runner import ModelOptions, resolve_fitting
+    from localgen.cli_pull import pull_model
 
-    refuse_own_file(reference)  # a models.toml entry's file of one's own is not localgen's to download
-    with named_as_typed(reference):
-        resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), say_note, force=force,
-                                   download_only=True)
-        validate_split(resolved.path)  # checked, every shard, as run would check it
-    print(resolved.path.absolute())
+    print(pull_model(reference, force=force))
 
 
 app.add_typer(models_app, name="models")

