@@ -278,21 +278,25 @@ def bench(
 app.add_typer(cache_app, name="cache", short_help="List or clear the on-disk prompt cache.")
 
 
-@app.command(short_help="Download and verify a model from the Hugging Face Hub.")
+@app.command(short_help="Download and verify models from the Hugging Face Hub.")
 def pull(
-    reference: Annotated[str, typer.Argument(
-        metavar="REF", help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf or a Hub address.")],
+    references: Annotated[list[str], typer.Argument(
+        metavar="REF...", help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf or a Hub address; several are "
+                               "pulled one after the other.")],
     force: Annotated[bool, typer.Option("--force", help="Download again even if cached.")] = False,
 ) -> None:
-    """Download a model from the Hugging Face Hub, verify it, and print its local path.
+    """Download models from the Hugging Face Hub, verify them, and print each one's local path.
 
     A registry name without a quant gets its default quant; ORG/REPO gets the best quant that fits, as for `run`.
     A model already downloaded is checked against the Hub, and downloaded again where the Hub's copy changed; one
-    bundled with a package, or a file on this machine, is said to be there already.
+    bundled with a package, or a file on this machine, is said to be there already. Every reference is checked
+    before any download; a pull that fails is said, and the next one goes on.
     """
-    from localgen.cli_pull import pull_model
+    from localgen.cli_pull import pull_models
 
-    print(pull_model(reference, force=force))
+    code = pull_models(references, force=force, options=["--force"] if force else [])
+    if code:
+        raise typer.Exit(code)
 
 
 app.add_typer(models_app, name="models")

@@ -1,12 +1,102 @@
-"""`localgen pull`: download a model and print its path, and say so where nothing was there to download."""
+"""`localgen pull`: download models, one after the other, and print each one's path; say so where nothing was there
+to download."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from localgen import console
+from localgen.errors import EXIT_OK, LocalgenError, UsageError
 from localgen.resolve import ResolvedModel
-from localgen.units import binary_size
+from localgen.units import alternatives, binary_size, counted
+
+
+def pull_models(references: list[str], *, force: bool, options: list[str]) -> int:
+    """Pull each model in turn, its path printed as it is done; every reference is checked first (a typo pulls
+    nothing), a failed pull is said and the next one goes on, and several end with a line that says how many were
+    pulled. The exit code: that of the first failure, else 0. options: the command's options, for hints."""
+    from localgen.resolve import check_reference, refuse_own_file
+
+    references = list(dict.fromkeys(references))  # a model named twice is pulled once
+    check_file_arguments(references, options)
+    for reference in references:
+        try:
+            refuse_own_file(reference)  # a models.toml entry's file of one's own is not localgen's to download
+            check_reference(reference)  # an unknown name, a missing file: refused before any download
+        except LocalgenError as exc:
+            if len(references) > 1:
+                exc.message = f"{exc.message}; nothing pulled"
+            raise
+    failed: list[tuple[str, int]] = []
+    for reference in references:
+        try:
+            path = pull_model(reference, force=force)
+        except LocalgenError as exc:
+            console.error(exc.message, exc.hint)
+            failed.append((reference, exc.exit_code))
+            continue
+        print(path, flush=True)
+    if len(references) > 1:
+        console.say(pulled_line(len(references), [reference for reference, _ in failed]))
+    return failed[0][1] if failed else EXIT_OK
+
+
+def pulled_line(asked: int, failed: list[str]) -> str:
+    """The line that ends a pull of several models: all pulled, or how many, and which were not."""
+    if not failed:
+        return f"localgen: pulled all {asked} models"
+    return (f"localgen: pulled {asked - len(failed)} of {counted(asked, 'model')}; not {alternatives(failed, 'and')} "
+            "(see above)")
+
+
+def check_file_arguments(references: list[str], options: list[str]) -> None:
+    """Refuse `pull ORG/REPO FILE.gguf ...` or `pull ORG/REPO QUANT`, as `huggingface-cli download` takes a repo's
+    files: the file or quant goes in the reference (ORG/REPO/FILE.gguf, ORG/REPO:QUANT), one reference each; the hint
+    gives the whole command so written (options: the command's options, kept in it)."""
+    meant: list[str] = []
+    first: tuple[str, str, str] | None = None  # the first file or quant given apart, what it is, and its repo
+    repo: str | None = None  # the ORG/REPO the words after it would belong to
+    taken = False  # whether a file or quant was given after that repo (which alone is then not meant)
+    for word in references:
+        kind = _file_or_quant(word) if repo is not None else None
+        if repo is not None and kind is not None:
+            first = first or (word, kind, repo)
+            if not taken:
+                meant.pop()
+            taken = True
+            meant.append(f"{repo}/{word}" if kind == "file" else f"{repo}:{word}")
+            continue
+        meant.append(word)
+        repo, taken = (word if _is_bare_repo(word) else None), False
+    if first is not None:
+        word, kind, repo = first
+        command = shlex.join(["localgen", "pull", *meant, *options])
+        raise UsageError(f"{word} is a {kind} of {repo}, not a model",
+                         hint=f"the {kind} goes in the reference: `{command}`")
+
+
+def _file_or_quant(word: str) -> str | None:
+    """'file' for a bare FILE.gguf that is no file here, 'quant' for a quant tag (Q8_0), else None."""
+    from localgen.inputs import is_existing_file
+    from localgen.references import quant_of_filename
+
+    if word.lower().endswith(".gguf") and "/" not in word and not is_existing_file(word):
+        return "file"
+    if ":" not in word and "/" not in word and quant_of_filename(word) == word.upper():
+        return "quant"
+    return None
+
+
+def _is_bare_repo(word: str) -> bool:
+    """Whether a reference is a Hub repo named without a quant or a file (ORG/REPO, hf.co/ORG/REPO)."""
+    from localgen.references import parse_reference
+
+    try:
+        ref = parse_reference(word)
+    except LocalgenError:
+        return False
+    return ref.repo is not None and ref.quant is None and ref.filename is None
 
 
 def pull_model(reference: str, *, force: bool) -> Path:

@@ -67,6 +67,26 @@ def test_pull_of_the_bundled_model_or_a_local_file_says_it_is_already_here(
     assert server.requests == []
 
 
+def test_pull_takes_several_models_in_turn_and_says_which_failed(hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo("org/tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8", 200_000)})
+    result = run_cli(env, "pull", "org/tiny-GGUF:Q8_0", "org/nope-GGUF", "smollm2-135m", "org/tiny-GGUF:Q8_0")
+    assert result.returncode == 1, result.stderr
+    paths = [Path(line) for line in result.stdout.splitlines()]
+    assert [path.name for path in paths] == ["tiny-Q8_0.gguf", FILE], "the others pulled, each once, in order"
+    lines = result.stderr.splitlines()
+    assert lines[2].startswith("localgen: error: repository org/nope-GGUF not found on the Hugging Face Hub"), lines
+    assert lines[-1] == "localgen: pulled 2 of 3 models; not org/nope-GGUF (see above)"
+    everything = run_cli(env, "pull", "smollm2-135m", "org/tiny-GGUF:Q8_0")
+    assert everything.returncode == 0 and everything.stderr.splitlines()[-1] == "localgen: pulled all 2 models"
+    server.requests.clear()
+    typo = run_cli(env, "pull", "org/tiny-GGUF:Q8_0", "smollm2-135q")
+    assert typo.returncode == 1 and typo.stdout == ""
+    assert typo.stderr == ("localgen: error: unknown model 'smollm2-135q'; nothing pulled (hint: did you mean "
+                           "smollm2-135m?)\n"), "checked before any download"
+    assert server.requests == []
+
+
 def test_run_pulls_then_runs_offline_with_zero_requests(hub: tuple[HubServer, dict[str, str]]) -> None:
     """A pull the server cut part way is resumed by the next one, which asks for the rest only."""
     server, env = hub
@@ -605,9 +625,9 @@ def test_a_repo_of_original_weights_is_told_the_registry_s_gguf_conversion(
     (("pull", "org/M-GGUF", "q8_0", "--force"),
      "the quant goes in the reference: `localgen pull org/M-GGUF:q8_0 --force`"),
     (("fit", "hf.co/org/M-GGUF", "Q8_0"), "the quant goes in the reference: `localgen fit hf.co/org/M-GGUF:Q8_0`"),
-    (("pull", "org/M-GGUF", "a.gguf", "b.gguf"),
-     "one model at a time, its file or quant in the reference: `localgen pull org/M-GGUF/a.gguf`"),
-    (("pull", "org/M-GGUF", "hello"), "see `localgen pull --help`"),
+    (("pull", "org/M-GGUF", "a.gguf", "b.gguf", "org/N-GGUF", "Q4_0"),
+     "the file goes in the reference: `localgen pull org/M-GGUF/a.gguf org/M-GGUF/b.gguf org/N-GGUF:Q4_0`"),
+    (("fit", "org/M-GGUF", "hello"), "see `localgen fit --help`"),
 ])
 def test_a_file_or_quant_given_after_the_repo_is_told_to_go_in_the_reference(args: tuple[str, ...], hint: str) -> None:
     result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
