@@ -8,6 +8,7 @@ import shlex
 from localgen import hub, hub_cache
 from localgen.config import settings
 from localgen.errors import HubError, ModelNotFoundError
+from localgen.hub_slips import with_downloaded_repo
 from localgen.references import normalize_quant
 from localgen.registry import hub_target, load_registry
 
@@ -26,9 +27,10 @@ def refuse_lacking(text: str) -> None:
     repo, quant, filename = hub_target(ref, spec)
     never_listed = ref.kind != "name" and hub_cache.load_listing(repo) is None
     if never_listed and settings().offline:
+        listing_hint = (f"{leave_offline(False)}, then `localgen models show {shlex.quote(ref.text)}` lists what the "
+                        "repo has")
         raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and localgen has never listed {repo}",
-                                 hint=f"{leave_offline(False)}, then `localgen models show {shlex.quote(ref.text)}` "
-                                      "lists what the repo has")
+                                 hint=with_downloaded_repo(listing_hint, ref.text, repo))
     if settings().offline:
         return
     lack = _hub_lack(repo, quant, filename) if never_listed else known_lack(repo, quant, filename)

@@ -20,6 +20,7 @@ from localgen import hub_cache
 from localgen.catalog import bundled_file, display_name, hub_groups
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import choose_model, quant_of
+from localgen.hub_slips import with_downloaded_repo
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import ModelSpec, Registry, hub_target, own_file_refusal
 from localgen.storage import unwritable_hint
@@ -77,7 +78,8 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
             raise _bundled_not_removable(spec, f"{spec.name} is bundled with the {spec.package} Python package",
                                          ModelNotFoundError)
         names = sorted(display_name(registry, fs[0].repo, quant_of(fs[0].filename), fs[0].filename) for fs in groups)
-        there = f"of that repo, the cache holds {', '.join(names)}" if names else "see `localgen models list`"
+        there = (f"of that repo, the cache holds {', '.join(names)}" if names
+                 else with_downloaded_repo("see `localgen models list`", reference, repo))
         raise ModelNotFoundError(f"{reference} is not in the cache", hint=there)
     if len(matches) > 1:
         names = sorted(display_name(registry, repo, quant_of(fs[0].filename), fs[0].filename) for fs in matches)

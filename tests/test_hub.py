@@ -879,7 +879,7 @@ def test_importing_hub_and_catalog_stays_light() -> None:
 
 
 HUB_MODULES = ("hub", "hub_types", "hub_cache", "hub_range", "hub_resume", "hub_errors", "hub_choice", "hub_verify",
-               "download_display", "download_progress", "download_log", "verify")
+               "hub_slips", "download_display", "download_progress", "download_log", "verify")
 
 
 def _localgen_imports(module: str) -> set[str]:
