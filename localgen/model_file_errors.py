@@ -1,18 +1,22 @@
-"""A model file's header errors named as the user gave the file: by the path typed, or by its models.toml entry."""
+"""A model file's errors named as the user gave the file: its header's by the path typed or by its models.toml entry,
+and what to pass instead of a path that is missing or a folder: the model files beside it or in it."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localgen.errors import GGUFError
-from localgen.inputs import short_path
+from localgen.inputs import is_existing_file, short_path
 
 if TYPE_CHECKING:
     from localgen.registry import ModelSpec
+
+FOLDER_FILES_SHOWN = 4  # the model files named in the hint for a folder given as a model; more are counted
 
 
 @contextlib.contextmanager
@@ -51,3 +55,75 @@ def entry_file_error(exc: GGUFError, spec: ModelSpec) -> GGUFError:
     assert spec.path is not None
     return type(exc)(f"{with_path_named(exc.message, spec.path)} ({spec.origin})", hint=exc.hint,
                      exit_code=exc.exit_code)
+
+
+def missing_file_hint(path: Path, typed: str) -> str:
+    """What to check for a model file that is not there: the name with .gguf added, where that file is, the model
+    file in its folder that it misspells (case, separators, or a letter or two with the same numbers), else the model
+    files the folder holds (vision projectors left out)."""
+    with_suffix = path.with_name(f"{path.name}.gguf")
+    if not path.name.lower().endswith(".gguf") and is_existing_file(str(with_suffix)):
+        return f"did you mean {short_path(typed)}.gguf?"
+    names = [name for name in folder_models(path.parent) if not name.lower().startswith("mmproj")]
+    shown = [short_path(os.path.join(os.path.dirname(typed), name)) for name in names]
+    meant = [place for name, place in zip(names, shown, strict=True) if _misspells(path.name, name)]
+    if meant:
+        return f"did you mean {meant[0]}?"
+    if shown:
+        return f"check the path; this folder holds: {_listed(shown)}"
+    return "check the path, or pass a registry name"
+
+
+def _misspells(typed: str, name: str) -> bool:
+    """Whether a typed file name is a slip for name: alike with case folded and separators dropped, or one or two
+    letters apart with the same numbers (Q4_K_S for Q4_K_M; not Q8_0 for Q4_1, nor 7b for 1B)."""
+    def key(text: str) -> str:
+        return re.sub(r"[-_. ]", "", text.casefold())
+
+    typed_key, name_key = key(typed), key(name)
+    if typed_key == name_key:
+        return True
+    return re.findall(r"\d+", typed_key) == re.findall(r"\d+", name_key) and _edit_distance(typed_key, name_key) <= 2
+
+
+def _edit_distance(first: str, second: str) -> int:
+    """The number of letters to insert, delete or change to turn first into second (Levenshtein)."""
+    previous = list(range(len(second) + 1))
+    for row, letter in enumerate(first, 1):
+        current = [row]
+        for column, other in enumerate(second, 1):
+            current.append(min(previous[column] + 1, current[column - 1] + 1,
+                               previous[column - 1] + (letter != other)))
+        previous = current
+    return previous[-1]
+
+
+def folder_models(folder: Path) -> list[str]:
+    """The names of the model files in a folder: its .gguf files, a split model's first shard alone, and a vision
+    projector (mmproj) only where nothing else is there."""
+    from localgen.gguf_split import split_name_parts
+
+    try:
+        names = sorted(entry.name for entry in folder.iterdir()
+                       if entry.name.lower().endswith(".gguf") and entry.is_file())
+    except OSError:
+        return []
+    names = [name for name in names if (split_name_parts(name, ignore_case=True) or ("", 1, 1))[1] == 1]
+    return [name for name in names if not name.lower().startswith("mmproj")] or names
+
+
+def folder_hint(folder: Path, typed: str) -> str:
+    """What to pass instead of a folder given as a model file (typed: the folder as given): the model files in it."""
+    shown = [short_path(os.path.join(typed, name)) for name in folder_models(folder)]
+    if not shown:
+        return "pass the path of a .gguf file; this folder holds none"
+    if len(shown) == 1:
+        return f"did you mean {shown[0]}?"
+    return f"pass one of the {len(shown)} models in this folder: {_listed(shown)}"
+
+
+def _listed(shown: list[str]) -> str:
+    """Model files named in a hint: the first few, and how many more."""
+    listed = ", ".join(shown[:FOLDER_FILES_SHOWN])
+    more = f" and {len(shown) - FOLDER_FILES_SHOWN} more" if len(shown) > FOLDER_FILES_SHOWN else ""
+    return f"{listed}{more}"

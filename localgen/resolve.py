@@ -15,7 +15,8 @@ from localgen.hub_errors import blamed_on_entry, offer_alternative, offline_hint
 from localgen.hub_lack import known_lack, listed_lack
 from localgen.hub_slips import with_downloaded_repo
 from localgen.hub_verify import Pin, check_pinned_file
-from localgen.inputs import is_existing_file, short_path
+from localgen.inputs import short_path
+from localgen.model_file_errors import folder_hint, folder_models, missing_file_hint
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import (
     ModelSpec,
@@ -59,7 +60,6 @@ class ResolvedModel:
         return "hub" if self.source == "cache" else self.source
 
 
-FOLDER_FILES_SHOWN = 4  # the model files named in the hint for a folder given as a model; more are counted
 _DAMAGED: set[Path] = set()  # bundled files that failed their check in this process (warned about once)
 
 
@@ -370,7 +370,7 @@ def local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:
         if spec is None:
             raise
         there = ", or put the file there" if own_file_problem(ref.path) == "missing" else ""
-        found = f"; {exc.hint}" if ref.path.is_dir() and _folder_models(ref.path) else ""
+        found = f"; {exc.hint}" if ref.path.is_dir() and folder_models(ref.path) else ""
         raise ModelNotFoundError(f"{exc.message} ({spec.origin})",
                                  hint=f"fix that entry's path{there}{found}") from None
 
@@ -380,47 +380,6 @@ def _check_own_pin(path: Path, spec: ModelSpec) -> None:
     must; it is hashed once per version of the file (a marker remembers it)."""
     pin = Pin(sha256=spec.sha256, size=spec.size, origin=spec.origin) if spec.sha256 or spec.size else None
     check_pinned_file(path, pin, label=short_path(path), changed="the file", remember=True)
-
-
-def _missing_file_hint(path: Path, typed: str) -> str:
-    """What to check for a model file that is not there: the name with .gguf added, where that file is, or the model
-    file in its folder spelled most like it."""
-    import difflib
-
-    with_suffix = path.with_name(f"{path.name}.gguf")
-    if not path.name.lower().endswith(".gguf") and is_existing_file(str(with_suffix)):
-        return f"did you mean {short_path(typed)}.gguf?"
-    names = {name.lower(): name for name in _folder_models(path.parent)}
-    close = difflib.get_close_matches(path.name.lower(), list(names), n=1, cutoff=0.6)
-    if close:
-        return f"did you mean {short_path(os.path.join(os.path.dirname(typed), names[close[0]]))}?"
-    return "check the path, or pass a registry name"
-
-
-def _folder_models(folder: Path) -> list[str]:
-    """The names of the model files in a folder: its .gguf files, a split model's first shard alone, and a vision
-    projector (mmproj) only where nothing else is there."""
-    from localgen.gguf_split import split_name_parts
-
-    try:
-        names = sorted(entry.name for entry in folder.iterdir()
-                       if entry.name.lower().endswith(".gguf") and entry.is_file())
-    except OSError:
-        return []
-    names = [name for name in names if (split_name_parts(name, ignore_case=True) or ("", 1, 1))[1] == 1]
-    return [name for name in names if not name.lower().startswith("mmproj")] or names
-
-
-def _folder_hint(folder: Path, typed: str) -> str:
-    """What to pass instead of a folder given as a model file (typed: the folder as given): the model files in it."""
-    shown = [short_path(os.path.join(typed, name)) for name in _folder_models(folder)]
-    if not shown:
-        return "pass the path of a .gguf file; this folder holds none"
-    if len(shown) == 1:
-        return f"did you mean {shown[0]}?"
-    listed = ", ".join(shown[:FOLDER_FILES_SHOWN])
-    more = f" and {len(shown) - FOLDER_FILES_SHOWN} more" if len(shown) > FOLDER_FILES_SHOWN else ""
-    return f"pass one of the {len(shown)} models in this folder: {listed}{more}"
 
 
 def _readable_file(path: Path, typed: str) -> Path:
@@ -437,8 +396,8 @@ def _readable_file(path: Path, typed: str) -> Path:
         raise ModelNotFoundError(f"{shown} is a link to {os.readlink(path)}, which is not there",
                                  hint="point the link at the model's .gguf file, or pass the file's own path")
     if mode is None:
-        raise ModelNotFoundError(f"no such model file: {shown}", hint=_missing_file_hint(path, typed))
+        raise ModelNotFoundError(f"no such model file: {shown}", hint=missing_file_hint(path, typed))
     if not stat.S_ISREG(mode):
-        hint = _folder_hint(path, typed) if stat.S_ISDIR(mode) else "pass the path of a .gguf file"
+        hint = folder_hint(path, typed) if stat.S_ISDIR(mode) else "pass the path of a .gguf file"
         raise ModelNotFoundError(f"{shown} is not a file", hint=hint)
     return path

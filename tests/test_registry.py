@@ -637,7 +637,9 @@ def test_a_model_path_without_its_gguf_suffix_is_told_the_file_that_is_there(tmp
     assert result.err == f"localgen: error: no such model file: {tmp_path}/m.Q8_0 (hint: did you mean " \
                          f"{tmp_path}/m.Q8_0.gguf?)\n", result.err
     elsewhere = run_localgen("run", "-m", str(tmp_path / "other"), "hi")
-    assert elsewhere.err.endswith("(hint: check the path, or pass a registry name)\n"), elsewhere.err
+    assert elsewhere.err.endswith(f"(hint: check the path; this folder holds: {tmp_path}/m.Q8_0.gguf)\n"), elsewhere.err
+    nowhere = run_localgen("run", "-m", str(tmp_path / "none" / "m.gguf"), "hi")
+    assert nowhere.err.endswith("(hint: check the path, or pass a registry name)\n"), nowhere.err
 
 
 def test_a_folder_given_as_a_model_names_the_model_files_in_it(tmp_path: Path) -> None:
@@ -669,8 +671,17 @@ def test_a_model_path_with_a_slip_in_its_name_is_told_the_model_file_spelled_lik
         assert result.returncode == 1 and result.err == (
             f"localgen: error: no such model file: {tmp_path}/{typed} (hint: did you mean "
             f"{tmp_path}/Llama-3.2-1B-Instruct-Q4_K_M.gguf?)\n"), result.err
-    unlike = run_localgen("run", "-m", str(tmp_path / "notes.gguf"), "hi")
-    assert unlike.err.endswith("(hint: check the path, or pass a registry name)\n"), unlike.err
+    for unlike in ("notes.gguf", "qwen2.5-7b-instruct-q4_k_m.gguf", "Llama-3.2-1B-Instruct-Q8_0.gguf"):
+        result = run_localgen("run", "-m", str(tmp_path / unlike), "hi")
+        assert result.returncode == 1 and result.err.endswith(
+            f"(hint: check the path; this folder holds: {tmp_path}/Llama-3.2-1B-Instruct-Q4_K_M.gguf)\n"), result.err
+
+
+def test_a_missing_model_path_beside_a_projector_alone_is_not_offered_it(tmp_path: Path) -> None:
+    (tmp_path / "mmproj-Llama-3.2-1B-Instruct-f16.gguf").write_bytes(b"GGUF")
+    result = run_localgen("run", "-m", str(tmp_path / "Llama-3.2-1B-Instruct-f16.gguf"), "hi")
+    assert result.returncode == 1 and result.err.endswith("(hint: check the path, or pass a registry name)\n"), \
+        result.err
 
 
 def test_a_model_path_that_is_a_link_to_nothing_names_where_it_points(tmp_path: Path) -> None:
