@@ -8,6 +8,7 @@ from pathlib import Path
 
 from localgen.errors import UsageError
 from localgen.inputs import expand_user_path, is_existing_file
+from localgen.typed_paths import refuse_file_as_folder
 
 QUANT_PATTERN = re.compile(
     r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|FP16|FP32)(?![A-Za-z0-9])", re.IGNORECASE
@@ -92,7 +93,9 @@ def parse_reference(text: str) -> ModelRef:
         raise UsageError("empty model reference", hint="name a model: NAME, ORG/REPO[:QUANT] or path/to/model.gguf "
                                                        "(`localgen models list --all`)")
     if _looks_like_path(raw):
-        return ModelRef(text=raw, path=expand_user_path(raw))
+        path = expand_user_path(raw)
+        refuse_file_as_folder(raw, path)
+        return ModelRef(text=raw, path=path)
     ollama = ollama_model(raw)
     if ollama is not None:
         raise OllamaAddressError(raw, ollama)

@@ -15,6 +15,7 @@ from localgen.inputs import expand_user_path
 from localgen.params import CHAT_SETTINGS, SETTING_EXAMPLES, check_context_bounds, check_setting, check_stop_strings
 from localgen.references import NAME_PATTERN, check_safe_filename, is_repo_id, parse_reference
 from localgen.slips import did_you_mean
+from localgen.typed_paths import refuse_file_as_folder
 
 _PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a top-level module: finding it imports nothing
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
@@ -199,6 +200,10 @@ def _entry_path(where: str, text: str, source: Path | str) -> Path:
         raise ConfigError(f"{where}.path: {exc.message}", hint=exc.hint) from None
     folder = source.parent if isinstance(source, Path) else Path(str(resources.files("localgen")))
     joined = folder / path
+    try:
+        refuse_file_as_folder(text, joined)
+    except UsageError as exc:
+        raise ConfigError(f"{where}.path: {exc.message}", hint=exc.hint) from None
     return joined.parent.resolve() / joined.name  # ../models/x.gguf as the folder it means; the file's own name kept
 
 

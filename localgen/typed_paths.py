@@ -37,13 +37,13 @@ def option_path(text: str, option: str) -> Path:
         raise UsageError(f"{option} reads a local file, not an address: {text}", hint=f"fetch it first: {fetch}")
     left = text.startswith("~") or "$" in text
     path = expand_user_path(text) if left and not os.path.lexists(text) else Path(text)
-    _refuse_file_as_folder(text, path)
+    refuse_file_as_folder(text, path)
     return path
 
 
-def _refuse_file_as_folder(text: str, path: Path) -> None:
-    """Refuse a path typed with a / (or /.) after a file's name (f.txt/), which Path drops and `cat` refuses as
-    "Not a directory": the file is not read in its place."""
+def refuse_file_as_folder(text: str, path: Path) -> None:
+    """Refuse a path typed with a / (or /.) after a file's name (f.txt/, -m m.gguf/), which Path drops and `cat`
+    refuses as "Not a directory": the file is not read in its place (path: the typed one, expanded)."""
     if not text.endswith(("/", "/.")):
         return
     with contextlib.suppress(OSError, ValueError):

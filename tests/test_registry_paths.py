@@ -343,3 +343,16 @@ def test_an_entry_s_context_beyond_its_model_s_maximum_is_said_to_be_capped(tmp_
     user_registry(home, f'[models.mine]\npath = "{bundled_model}"\ncontext = 8192\n')
     assert "warning" not in localgen(home, "run", "-m", "mine", "-n", "1", *GREEDY, "hi").err
     assert "default context: 8,192\n" in localgen(home, "models", "show", "mine").out
+
+
+def test_a_slash_after_a_model_file_s_name_is_refused_as_cat_refuses_it(tmp_path: Path) -> None:
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    for typed in (f"{tmp_path}/m.gguf/", f"{tmp_path}/m.gguf/."):
+        ran = run_localgen("run", "-m", typed, "hi")
+        assert ran.returncode == 2 and ran.err == (f"localgen: error: cannot read {typed}: Not a directory (hint: "
+                                                   f"{tmp_path}/m.gguf is a file, not a folder: drop the / after it)\n")
+    user = user_registry(tmp_path, '[models.x]\npath = "../m.gguf/"\n')
+    with pytest.raises(ConfigError) as info:
+        load_registry(user)
+    assert info.value.message == f"{user}: [models.x].path: cannot read ../m.gguf/: Not a directory"
+    assert info.value.hint == "../m.gguf is a file, not a folder: drop the / after it"
