@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from localgen.errors import GGUFError
 from localgen.inputs import is_existing_file, short_path
+from localgen.typed_paths import unset_variables_hint
 
 if TYPE_CHECKING:
     from localgen.registry import ModelSpec
@@ -58,9 +59,12 @@ def entry_file_error(exc: GGUFError, spec: ModelSpec) -> GGUFError:
 
 
 def missing_file_hint(path: Path, typed: str) -> str:
-    """What to check for a model file that is not there: the name with .gguf added, where that file is, the model
-    file in its folder that it misspells (case, separators, or a letter or two with the same numbers), else the model
-    files the folder holds (vision projectors left out)."""
+    """What to check for a model file that is not there: a $VAR in it that is not set, the name with .gguf added,
+    where that file is, the model file in its folder that it misspells (case, separators, or a letter or two with the
+    same numbers), else the model files the folder holds (vision projectors left out)."""
+    unset = unset_variables_hint(typed)
+    if unset:
+        return f"{unset}: set it, or write the path in full"
     with_suffix = path.with_name(f"{path.name}.gguf")
     if not path.name.lower().endswith(".gguf") and is_existing_file(str(with_suffix)):
         return f"did you mean {short_path(typed)}.gguf?"

@@ -76,9 +76,10 @@ def _split_quant(text: str) -> tuple[str, str | None]:
 
 
 def _looks_like_path(text: str) -> bool:
-    """True for references that mean a file on disk: an explicit path, NAME.gguf or DIR/NAME.gguf, or an existing
-    file with a directory part. A bare name is the registry's even where a file of that name is about."""
-    if text.startswith(("/", "./", "../", "~")):
+    """True for references that mean a file on disk: an explicit path ($VAR/... too), NAME.gguf or DIR/NAME.gguf,
+    or an existing file with a directory part. A bare name is the registry's even where a file of that name is
+    about."""
+    if text.startswith(("/", "./", "../", "~", "$")):
         return True
     parts = text.split("/")
     if text.lower().endswith(".gguf") and len(parts) < 3:  # ORG/REPO/FILE.gguf is the shortest Hub file

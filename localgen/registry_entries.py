@@ -194,11 +194,11 @@ def _entry_path(where: str, text: str, source: Path | str) -> Path:
     """An entry's path: ~ expanded, and a relative one taken from the folder of the models.toml that says it."""
     if not text.strip() or "\x00" in text:
         raise ConfigError(f"{where}.path {text!r:.80} is not a file path", hint='write path = "/path/to/model.gguf"')
+    folder = source.parent if isinstance(source, Path) else Path(str(resources.files("localgen")))
     try:
-        path = expand_user_path(text)
+        path = expand_user_path(text, folder)
     except UsageError as exc:
         raise ConfigError(f"{where}.path: {exc.message}", hint=exc.hint) from None
-    folder = source.parent if isinstance(source, Path) else Path(str(resources.files("localgen")))
     joined = folder / path
     try:
         refuse_file_as_folder(text, joined)

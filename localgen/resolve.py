@@ -26,6 +26,7 @@ from localgen.registry import (
     own_file_problem,
     own_file_refusal,
 )
+from localgen.typed_paths import unset_variables_hint
 from localgen.verify import verify_file
 
 
@@ -370,7 +371,8 @@ def local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:
         if spec is None:
             raise
         there = ", or put the file there" if own_file_problem(ref.path) == "missing" else ""
-        found = f"; {exc.hint}" if ref.path.is_dir() and folder_models(ref.path) else ""
+        unset = unset_variables_hint(str(ref.path))
+        found = f"; {exc.hint}" if ref.path.is_dir() and folder_models(ref.path) else f"; {unset}" if unset else ""
         raise ModelNotFoundError(f"{exc.message} ({spec.origin})",
                                  hint=f"fix that entry's path{there}{found}") from None
 

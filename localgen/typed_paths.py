@@ -14,11 +14,12 @@ SHOWN_PATH_CHARS = 120  # longer paths are cut in error messages
 FILE_OPTION = "-f/--file"  # the option that attaches files, as messages name it
 
 
-def expand_user_path(text: str) -> Path:
+def expand_user_path(text: str, base: Path | None = None) -> Path:
     """A path the user typed where no shell expands it (the chat's /file, models.toml), with a leading ~ or ~user
-    expanded (an unknown user is a UsageError), and $VAR and ${VAR} where no file has the name as typed (a file
-    named with a $ is read as named; a variable that is not set is left as typed)."""
-    if "$" in text and not os.path.lexists(text):
+    expanded (an unknown user is a UsageError), and $VAR and ${VAR} where no file has the name as typed, taken from
+    base (a models.toml's folder) or the current folder (a file named with a $ is read as named; a variable that is
+    not set is left as typed)."""
+    if "$" in text and not os.path.lexists(os.path.join(base or "", text)):
         text = os.path.expandvars(text)
     try:
         return Path(text).expanduser()
@@ -51,6 +52,17 @@ def refuse_file_as_folder(text: str, path: Path) -> None:
             file = re.sub(r"(/\.?)+$", "", text)
             raise UsageError(f"cannot read {short_path(text)}: Not a directory",
                              hint=f"{short_path(file)} is a file, not a folder: drop the / after it")
+
+
+def unset_variables_hint(text: str) -> str | None:
+    """For a path that is not there, the $VARs in it that are not set, which were left as typed ($NOPE is not
+    set), if any."""
+    names = dict.fromkeys(name or braced for name, braced in re.findall(r"\$(?:(\w+)|\{(\w+)\})", text)
+                          if (name or braced) not in os.environ)
+    if not names:
+        return None
+    listed = " and ".join(f"${name}" for name in names)
+    return f"{listed} {'is' if len(names) == 1 else 'are'} not set"
 
 
 def is_existing_file(text: str) -> bool:

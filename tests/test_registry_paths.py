@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from localgen.errors import ConfigError, UsageError
+from localgen.references import parse_reference
 from localgen.registry import load_registry
 from tests.conftest import CliResult, run_localgen, user_registry
 
@@ -356,3 +357,33 @@ def test_a_slash_after_a_model_file_s_name_is_refused_as_cat_refuses_it(tmp_path
         load_registry(user)
     assert info.value.message == f"{user}: [models.x].path: cannot read ../m.gguf/: Not a directory"
     assert info.value.hint == "../m.gguf is a file, not a folder: drop the / after it"
+
+
+def test_a_path_named_with_a_dollar_is_looked_for_in_the_folder_of_its_models_toml(tmp_path: Path,
+                                                                                     monkeypatch: pytest.MonkeyPatch
+                                                                                     ) -> None:
+    user = user_registry(tmp_path / "home", '[models.p]\npath = "price$X.gguf"\n[models.v]\npath = "$X/v.gguf"\n')
+    (user.parent / "price$X.gguf").write_bytes(b"GGUF")
+    monkeypatch.setenv("X", "foo")
+    monkeypatch.chdir(tmp_path)
+    registry = load_registry(user)
+    assert registry.get("p").path == user.parent / "price$X.gguf", "the file as named, not pricefoo.gguf"
+    assert registry.get("v").path == user.parent / "foo" / "v.gguf", "no file is named so: the variable is expanded"
+
+
+def test_a_missing_path_with_a_variable_that_is_not_set_says_so(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    registry = user_registry(home, '[models.q]\npath = "${NOPE_UNSET}/m.gguf"\n')
+    typed = localgen(home, "run", "-m", "$NOPE_UNSET/m.gguf", "hi")
+    assert typed.returncode == 1 and typed.err == ("localgen: error: no such model file: $NOPE_UNSET/m.gguf (hint: "
+                                                   "$NOPE_UNSET is not set: set it, or write the path in full)\n")
+    entry = localgen(home, "run", "-m", "q", "hi")
+    assert entry.returncode == 1 and entry.err == (
+        f"localgen: error: no such model file: {registry.parent}/${{NOPE_UNSET}}/m.gguf ([models.q] in {registry}) "
+        "(hint: fix that entry's path, or put the file there; $NOPE_UNSET is not set)\n"), entry.err
+
+
+@pytest.mark.parametrize("typed", ["$PWD/models/x.gguf", "$HOME/m.gguf", "${HOME}/a/b/c.gguf"])
+def test_a_reference_led_by_a_variable_is_a_path(typed: str) -> None:
+    ref = parse_reference(typed)
+    assert ref.kind == "path" and ref.path == Path(os.path.expandvars(typed))
