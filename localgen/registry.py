@@ -157,10 +157,11 @@ class Registry:
                 raise ModelNotFoundError(exc.message, hint=f"for the file of that name here, use ./{ref.text}; or "
                                                            f"{exc.hint}") from None
             if ref.name.endswith("gguf"):  # a Hub repo named without its owner
-                typed = ref.text.strip().partition(":")[0]
+                typed = ref.text.strip()  # its quant kept: ORG/NAME-GGUF:Q4_K_M
                 owner = f"a Hugging Face repo is named with its owner: ORG/{typed}"
-                hint = f"{exc.hint} {owner}" if exc.hint.endswith("?") else f"{owner}; or {exc.hint}"
-                raise ModelNotFoundError(f"unknown model '{typed}'", hint=hint) from None
+                hint = (f"{exc.hint} Or, for a Hugging Face repo, add its owner: ORG/{typed}"
+                        if exc.hint.endswith("?") else f"{owner}; or {exc.hint}")
+                raise ModelNotFoundError(f"unknown model '{typed.partition(':')[0]}'", hint=hint) from None
             raise
 
 
