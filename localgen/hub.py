@@ -357,11 +357,13 @@ def _kept_part_said(error: LocalgenError, repo: str, blob: str | None) -> Localg
 
 
 class _HubLogNote(logging.Handler):
-    """Takes huggingface_hub's log records off stderr; a dropped connection it resumes becomes one localgen note."""
+    """Takes huggingface_hub's log records off stderr (left there with LOCALGEN_DEBUG=1, said: False); a dropped
+    connection it resumes becomes one localgen note, and its tries are counted either way."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, *, said: bool = True) -> None:
         super().__init__(logging.WARNING)
         self.what = what
+        self.said = said
         self.retries = 0
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -369,26 +371,25 @@ class _HubLogNote(logging.Handler):
         everything else."""
         if isinstance(record.msg, str) and _RESUMING in record.msg:
             self.retries += 1
-            if self.retries > 1:
+            if self.retries > 1 or not self.said:
                 return
             console.say(console.one_line(f"localgen: the download of {self.what} stalled or dropped; trying again, "
                                          "from where it stopped when the part received can be kept"))
 
 
 @contextlib.contextmanager
-def _quiet_hub_logs(what: str) -> Iterator[_HubLogNote | None]:
-    """Keep huggingface_hub's log lines and warnings off stderr while it works on `what`, and yield the handler that
-    counts its tries again (LOCALGEN_DEBUG=1 shows them, and yields None)."""
-    if settings().debug:
-        yield None
-        return
+def _quiet_hub_logs(what: str) -> Iterator[_HubLogNote]:
+    """Keep huggingface_hub's log lines and warnings off stderr while it works on `what` (LOCALGEN_DEBUG=1 shows
+    them), and yield the handler that counts its tries again."""
+    debug = settings().debug
     logger = logging.getLogger("huggingface_hub")
     saved = logger.handlers, logger.propagate
-    note = _HubLogNote(what)
-    logger.handlers, logger.propagate = [note], False
+    note = _HubLogNote(what, said=not debug)
+    logger.handlers, logger.propagate = ([*saved[0], note], saved[1]) if debug else ([note], False)
     try:
         with warnings.catch_warnings():  # its own disk-space warning, say: localgen reports what goes wrong
-            warnings.filterwarnings("ignore", module=r"huggingface_hub(\.|$)")
+            if not debug:
+                warnings.filterwarnings("ignore", module=r"huggingface_hub(\.|$)")
             yield note
     finally:
         logger.handlers, logger.propagate = saved
