@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from localgen.errors import LocalgenError
-from localgen.storage import make_folder
+from localgen.storage import make_folder, unwritable_hint
 
 try:
     import fcntl
@@ -85,7 +85,7 @@ def _open_lock_file(folder: Path, path: Path) -> int:
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise LocalgenError(f"could not create {path}: {exc.strerror or exc}",
-                            hint="check free disk space and permissions") from exc
+                            hint=unwritable_hint(exc, path.parent)) from exc
 
 
 def _still_named(fd: int, path: Path) -> bool:

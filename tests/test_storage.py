@@ -112,3 +112,18 @@ def test_a_read_only_hugging_face_cache_is_named_by_pull_and_models_rm(loopback_
     assert removed.returncode == 1 and removed.stderr.endswith(
         "Read-only file system (hint: its file system is mounted read-only: remount it read-write, then run the "
         "command again)\n"), removed.stderr
+
+
+def test_a_conversation_s_lock_file_on_a_read_only_file_system_names_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {"LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
+    saved = subprocess.run([sys.executable, "-m", "localgen", "run", "--conversation", "c", "-n", "1", "hi"],
+                           env={**os.environ, **env}, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert saved.returncode == 0, saved.stderr
+    locks = next(home.rglob(".locks"))
+    (locks / "c.lock").unlink()
+    result = _mounted(f"mount -o bind,ro {home} {home}", ["conversations", "rm", "c", "--yes"], env)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"localgen: error: could not create {locks}/c.lock: Read-only file system (hint: its file system is mounted "
+        "read-only: remount it read-write, or set LOCALGEN_HOME to a folder on a writable one)\n"), result.stderr
