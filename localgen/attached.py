@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from localgen.inputs import FILE_OPTION, InputFile
+from localgen.inputs import InputFile
+from localgen.typed_paths import FILE_OPTION
 from localgen.units import alternatives
 
 

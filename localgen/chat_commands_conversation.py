@@ -13,7 +13,7 @@ from localgen.config import settings
 from localgen.conversation_store import MissingConversationError, let_go, load_conversation
 from localgen.conversation_summary import name_like_saved
 from localgen.errors import UsageError
-from localgen.inputs import InputFile, attachment_text, expand_user_path, option_path, refuse_special_file, short_path
+from localgen.inputs import InputFile, attachment_text, refuse_special_file
 from localgen.model_switch import AlreadyLoaded
 from localgen.registry import reads_as_a_model
 from localgen.repl_input import LIST_NEWEST, one_argument
@@ -21,6 +21,7 @@ from localgen.repl_state import ChatState
 from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, what_reset_kept
 from localgen.session import ChatSession
 from localgen.stopping import escaped
+from localgen.typed_paths import expand_user_path, option_path, short_path
 from localgen.units import counted
 
 

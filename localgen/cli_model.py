@@ -73,7 +73,7 @@ def say_waiting_for(name: str | None, option: str, *, terminal: bool = False) ->
     or for piped stdin (name None), to end: it is read whole before the model is asked; or (terminal) that the file
     named is a terminal, read until Ctrl-D."""
     from localgen import console
-    from localgen.inputs import FILE_OPTION
+    from localgen.typed_paths import FILE_OPTION
 
     if terminal:
         say_reading_the_terminal(f"the text -f {name} attaches" if option == FILE_OPTION else f"{name} ({option})")

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localgen.errors import GGUFError, LocalgenError, UsageError
-from localgen.inputs import short_path
 from localgen.registry import Registry, hub_target, load_registry, user_file_text
+from localgen.typed_paths import short_path
 
 if TYPE_CHECKING:
     from localgen.references import ModelRef

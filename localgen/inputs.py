@@ -18,7 +18,6 @@ from localgen.errors import UsageError
 from localgen.input_text import DOCUMENT_HINT, TextBound, decode_input, refuse_binary
 from localgen.other_tools import check_template_name
 from localgen.typed_paths import FILE_OPTION, is_existing_file, option_path, short_path
-from localgen.typed_paths import expand_user_path as expand_user_path  # the chat's /file and -m find it here too
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
 BINARY_SNIFF_BYTES = 64 * 1024  # binary input is told from its first block

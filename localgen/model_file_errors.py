@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localgen.errors import GGUFError
-from localgen.inputs import is_existing_file, short_path
-from localgen.typed_paths import unset_variables_hint
+from localgen.typed_paths import is_existing_file, short_path, unset_variables_hint
 
 if TYPE_CHECKING:
     from localgen.registry import ModelSpec

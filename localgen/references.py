@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.errors import UsageError
-from localgen.inputs import expand_user_path, is_existing_file
-from localgen.typed_paths import refuse_file_as_folder
+from localgen.typed_paths import expand_user_path, is_existing_file, refuse_file_as_folder
 
 QUANT_PATTERN = re.compile(
     r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|FP16|FP32)(?![A-Za-z0-9])", re.IGNORECASE

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from localgen.errors import ConfigError, LocalgenError, ModelNotFoundError, UsageError
-from localgen.inputs import is_existing_file, short_path
 from localgen.params import CHAT_SETTINGS, stored_setting
 from localgen.references import (
     OLLAMA_HUB_HINT,
@@ -25,6 +24,7 @@ from localgen.references import (
 )
 from localgen.registry_entries import BUILTIN_SOURCE, STOP_KEY, ModelSpec, parse_registry
 from localgen.registry_toml import read_toml
+from localgen.typed_paths import is_existing_file, short_path
 
 _CHAT_TAG_WORDS = {"instruct", "chat", "it"}  # the words of an Ollama tag for a chat model: qwen2.5:7b-instruct
 _OLLAMA_QUANTS = {"FP16": "F16", "FP32": "F32"}  # its tags' names for the quants GGUF files are named by

@@ -11,11 +11,10 @@ from typing import Any
 
 from localgen.chat_settings import SETTING_ALIASES
 from localgen.errors import ConfigError, UsageError
-from localgen.inputs import expand_user_path
 from localgen.params import CHAT_SETTINGS, SETTING_EXAMPLES, check_context_bounds, check_setting, check_stop_strings
 from localgen.references import NAME_PATTERN, check_safe_filename, is_repo_id, parse_reference
 from localgen.slips import did_you_mean
-from localgen.typed_paths import refuse_file_as_folder
+from localgen.typed_paths import expand_user_path, refuse_file_as_folder
 
 _PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a top-level module: finding it imports nothing
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")

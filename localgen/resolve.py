@@ -15,7 +15,6 @@ from localgen.hub_errors import blamed_on_entry, offer_alternative, offline_hint
 from localgen.hub_lack import known_lack, listed_lack
 from localgen.hub_slips import with_downloaded_repo
 from localgen.hub_verify import Pin, check_pinned_file
-from localgen.inputs import short_path
 from localgen.model_file_errors import folder_hint, folder_models, missing_file_hint
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import (
@@ -26,7 +25,7 @@ from localgen.registry import (
     own_file_problem,
     own_file_refusal,
 )
-from localgen.typed_paths import unset_variables_hint
+from localgen.typed_paths import short_path, unset_variables_hint
 from localgen.verify import verify_file
 
 
