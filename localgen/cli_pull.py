@@ -78,8 +78,8 @@ def check_file_arguments(references: list[str], options: list[str]) -> None:
 
 def _file_or_quant(word: str) -> str | None:
     """'file' for a bare FILE.gguf that is no file here, 'quant' for a quant tag (Q8_0), else None."""
-    from localgen.inputs import is_existing_file
     from localgen.references import quant_of_filename
+    from localgen.typed_paths import is_existing_file
 
     if word.lower().endswith(".gguf") and "/" not in word and not is_existing_file(word):
         return "file"

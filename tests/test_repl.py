@@ -953,7 +953,8 @@ def test_resume_finds_a_model_given_by_a_relative_path_from_any_folder(home: Pat
     gone.close()
     said = " ".join(gone.before.split())
     assert gone.exitstatus == 1 and f"was using {folder / 'again.gguf'}: no such model file" in said, said
-    assert "(hint: check the path, or pass a registry name; or go on with another model: add -m MODEL)" in said
+    assert f"(hint: check the path; this folder holds: {folder / 'copy.gguf'}; or go on with another model: add -m " \
+           "MODEL)" in said, said
 
 
 def test_system_alone_shows_the_prompt_and_none_clears_it(chat: Chat) -> None:
