@@ -13,6 +13,7 @@ from localgen.stop_flag import StopFlag
 log = logging.getLogger("localgen.chat")
 
 SETTLE_WAIT_S = 0.25  # how long Enter waits for the prefill of its text to finish before leaving the rest to ask()
+TYPING_PAUSE_S = 0.1  # text is prefilled once it stays unchanged this long (typing paused)
 WAIT_SLICE_S = 0.02  # settle() and close() wait in slices this long, so that signals are handled
 Prefill = Callable[[str, Callable[[], bool]], None]  # (message text, should_stop), as ChatSession.prefill_ahead
 
@@ -20,6 +21,11 @@ Prefill = Callable[[str, Callable[[], bool]], None]  # (message text, should_sto
 class PrefillWhileTyping:
     """One worker thread that prefills the latest text typed; it touches the engine only between arm() and
     settle(), while the prompt waits for input, so the chat owns the engine the rest of the time.
+
+    Text is prefilled once typing pauses for TYPING_PAUSE_S, after the prompt has drawn the last key: each text
+    is rendered and tokenized whole (10 ms at 20 KB) and the end of its prompt computed again (a pass of the
+    model, tens of ms of both CPUs on 2 cores), which beside the redraw of every key slowed its echo, and keys
+    that come faster (a key held down, fast typing) are computed once.
 
     The worker ends as soon as it has nothing to prefill, and the next text typed starts another. A thread that
     ran llama_decode keeps an OpenMP thread team for as long as it lives; with more such threads than cores,
@@ -32,6 +38,7 @@ class PrefillWhileTyping:
         self._lock = threading.Condition()
         self._armed = False  # the prompt is reading input: text typed may be prefilled
         self._pending: str | None = None  # the latest text typed, not taken up yet
+        self._typed_at = 0.0  # when the text last changed (time.monotonic())
         self._working: str | None = None  # the text being prefilled now
         self._closed = False
         self._stop = StopFlag()  # the prefill in progress is not wanted (read between llama.cpp's graph nodes too)
@@ -49,6 +56,7 @@ class PrefillWhileTyping:
             if not self._armed:
                 return
             self._pending = None if text == self._working else text
+            self._typed_at = time.monotonic()
             if self._pending is not None:
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, name="localgen-prefill-ahead", daemon=True)
@@ -62,6 +70,7 @@ class PrefillWhileTyping:
         with self._lock:
             self._armed = False
             self._pending = None
+            self._lock.notify_all()  # a worker waiting for typing to pause ends
             if self._working is not None and self._working != text:
                 self._stop.set()
             deadline = time.monotonic() + SETTLE_WAIT_S
@@ -94,10 +103,15 @@ class PrefillWhileTyping:
             raise interrupted
 
     def _run(self) -> None:
-        """Prefill each text taken up, the latest first (texts typed meanwhile wait for it); end when none is
-        left."""
+        """Prefill each text taken up, the latest once typing pauses (texts typed meanwhile wait for it); end
+        when none is left."""
         while True:
             with self._lock:
+                while self._pending is not None and not self._closed:
+                    typing_for = TYPING_PAUSE_S - (time.monotonic() - self._typed_at)
+                    if typing_for <= 0:
+                        break
+                    self._lock.wait(typing_for)
                 if self._pending is None or self._closed:
                     self._thread = None  # typed() starts another for the next text
                     return

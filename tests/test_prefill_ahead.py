@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from localgen import prefill_ahead
-from localgen.prefill_ahead import SETTLE_WAIT_S, PrefillWhileTyping
+from localgen.prefill_ahead import SETTLE_WAIT_S, TYPING_PAUSE_S, PrefillWhileTyping
 from localgen.repl_input import message_text, typed_message
 
 # The tests that time typing against a prefill run alone (serial, conftest).
@@ -149,6 +149,40 @@ def test_the_worker_ends_when_it_has_nothing_to_prefill(prefill: SlowPrefill) ->
     ahead.arm("Again")  # the next text typed starts another worker
     _wait(lambda: prefill.started == ["Hello", "Again"])
     prefill.release.set()
+    ahead.close()
+
+
+@pytest.mark.serial
+def test_text_typed_without_a_pause_is_prefilled_once_typing_pauses(prefill: SlowPrefill,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rendering, tokenizing and computing the prompt's end again at every key ran beside the prompt's redraw."""
+    monkeypatch.setattr(prefill_ahead, "TYPING_PAUSE_S", 0.4)
+    prefill.release.set()
+    ahead = PrefillWhileTyping(prefill)
+    ahead.arm("a")
+    for text in ("ab", "abc", "abcd", "abcde", "abcdef"):  # 0.5 s of keys 0.1 s apart: longer than the pause
+        time.sleep(0.1)
+        ahead.typed(text)
+    last_key = time.monotonic()
+    assert prefill.started == [], "nothing is prefilled while keys keep coming"
+    _wait(lambda: len(prefill.ended) == 1)
+    assert time.monotonic() - last_key >= 0.4
+    assert prefill.started == ["abcdef"]
+    ahead.typed("abcdefg")  # after a pause, the next text is prefilled too
+    _wait(lambda: len(prefill.ended) == 2)
+    assert prefill.started == ["abcdef", "abcdefg"]
+    ahead.close()
+
+
+@pytest.mark.serial
+def test_enter_before_typing_pauses_leaves_the_text_to_the_answer(prefill: SlowPrefill) -> None:
+    ahead = PrefillWhileTyping(prefill)
+    ahead.arm("Hello")
+    started = time.monotonic()
+    assert ahead.settle("Hello") is True
+    assert time.monotonic() - started < TYPING_PAUSE_S, "Enter does not wait for typing to pause"
+    _wait(lambda: not any(t.name == "localgen-prefill-ahead" for t in threading.enumerate()))
+    assert prefill.started == []
     ahead.close()
 
 
