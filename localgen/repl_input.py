@@ -281,8 +281,10 @@ class SafeFileHistory(FileHistory):
             return []
 
     def append_string(self, string: str) -> None:
-        """Remember a line as the message got it: without control characters."""
-        super().append_string(without_controls(string)[0])
+        """Remember a line as the message got it: without control characters (saved, so no longer unsaved)."""
+        line = without_controls(string)[0]
+        self._unsaved.discard(line)
+        super().append_string(line)
 
     def remember_unsaved(self, string: str) -> None:
         """Remember a line for Up in this chat alone, not in the file (text Ctrl-C cleared, which was never sent)."""

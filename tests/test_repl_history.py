@@ -133,3 +133,23 @@ def test_a_history_that_fails_to_load_is_one_warning(home: Path, monkeypatch: py
     assert history.problem == f"cannot read the input history {path}: MemoryError()"
     out, err = capfd.readouterr()
     assert "Traceback" not in out + err and "Loading history failed" not in out + err
+
+
+@pytest.mark.parametrize("cleared", [["A"], ["A", "B"]])
+def test_a_cleared_line_sent_as_up_brings_it_back_is_saved_once(tmp_path: Path, cleared: list[str]) -> None:
+    """Sent as the newest entry, prompt-toolkit adds nothing, so the line is saved then; sent from further back, it
+    adds the line itself, so it is not saved again."""
+    from prompt_toolkit.buffer import Buffer
+
+    from localgen.repl_input import keep_cleared
+
+    path = tmp_path / "history"
+    history = SafeFileHistory(path)
+    history.load_history_strings()
+    for text in cleared:
+        keep_cleared(history, text)
+    buffer = Buffer(history=history)
+    buffer.text = "A"
+    buffer.append_to_history()  # as prompt-toolkit does on Enter
+    history.sent("A")
+    assert path.read_text().count("\n+A\n") == 1, path.read_text()
