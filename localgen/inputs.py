@@ -17,7 +17,7 @@ from typing import BinaryIO, NoReturn, Protocol
 from localgen.errors import UsageError
 from localgen.input_text import DOCUMENT_HINT, TextBound, decode_input, refuse_binary
 from localgen.other_tools import check_template_name
-from localgen.typed_paths import FILE_OPTION, is_existing_file, option_path, short_path
+from localgen.typed_paths import FILE_OPTION, file_identity, is_existing_file, option_path, short_path
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
 BINARY_SNIFF_BYTES = 64 * 1024  # binary input is told from its first block
@@ -187,7 +187,7 @@ class InputFile:
         with warn_empty, an empty one is warned about; bound stops the read of a text too long for its use."""
         told = None if waiting is None else lambda: waiting(None if self.path is None else self.name, self.option)
         if self.path is None:
-            text = read_stdin_input(stdin, warnings, asked=True, waiting=told, bound=bound) or ""
+            text = read_stdin_input(stdin, warnings, asked=True, asked_by=self.option, waiting=told, bound=bound) or ""
         else:
             typed = None if waiting is None else lambda: waiting(self.name, self.option, terminal=True)
             text = read_file_input(self.path, warnings, option=self.option, binary_hint=binary_hint, waiting=told,
@@ -259,14 +259,16 @@ def file_name_warning(what: str, text: str, option: str) -> str:
 
 
 def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: bool = False,
-                     waiting: Callable[[], None] | None = None, bound: TextBound | None = None) -> str | None:
-    """Piped stdin as text, or None when stdin is a terminal (unless asked for with "-") or absent.
+                     asked_by: str | None = None, waiting: Callable[[], None] | None = None,
+                     bound: TextBound | None = None) -> str | None:
+    """Piped stdin as text, or None when stdin is a terminal (unless asked for with "-", by the option asked_by
+    where one gave it) or absent.
 
     waiting is called when a pipe has sent nothing for a while (`sleep 60 | localgen run ...` would look hung);
     bound stops the read of a text too long for its use (_bounded_read).
     """
     if stream is None and asked:
-        raise stdin_closed(f"'{STDIN_NAME}'")
+        raise stdin_closed(f"'{STDIN_NAME}'", asked_by)
     if stream is None or (stream.isatty() and not asked):
         return None
     source = stream if waiting is None or stream.isatty() else _NotedPipe.of(stream, waiting)
@@ -394,19 +396,21 @@ def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warning
         counted = bound and bound.beside(*dict.fromkeys(texts))  # a text given twice is in the prompt once
         return counted.named(made_of(reading, piped)) if counted and made_of else counted
 
-    by_path: dict[Path, str] = {}  # a file given twice is read once (a pipe's name could not be read again)
+    by_identity: dict[object, str] = {}  # a file given twice, by any name, is read once (a pipe could not be again)
     for file in (file for file in files if file.path is not None):
-        if file.path in by_path:
-            texts.append(by_path[file.path])
+        identity = file_identity(file.path)
+        if identity in by_identity:
+            texts.append(by_identity[identity])
             continue
         said: list[str] = []
         texts.append(file.read(stdin, said, warn_empty=True, waiting=waiting, bound=step([*read, file], False)))
-        by_path[file.path] = texts[-1]
+        by_identity[identity] = texts[-1]
         warnings.extend(warning for warning in said if warning not in warnings)  # a file given twice: warned once
         read += [file] if texts[-1].strip() and texts[-1] not in texts[:-1] else []
     told = None if waiting is None else lambda: waiting(None, FILE_OPTION)
     reading = read if stdin_at is None else sorted([*read, files[stdin_at]], key=files.index)  # -f - as a file
     piped = read_stdin_input(stdin, warnings, asked=stdin_asked or stdin_at is not None, waiting=told,
+                             asked_by=None if stdin_at is None else files[stdin_at].option,
                              bound=step(reading, stdin_at is None))
     if piped is not None and stdin_at is not None and not piped.strip():  # -f - attaches it, as a file: warned alike
         warnings.append(f"stdin (-f -) {emptiness(piped)}")

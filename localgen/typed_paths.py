@@ -80,3 +80,12 @@ def short_path(path: Path | str) -> str:
         return text
     half = SHOWN_PATH_CHARS // 2
     return f"{text[:half]}...{text[-half:]}"
+
+
+def file_identity(path: Path) -> object:
+    """What the file at path is, whatever its name: its device and inode (its path where it cannot be read)."""
+    try:
+        status = path.stat()
+    except OSError:
+        return path
+    return status.st_dev, status.st_ino

@@ -304,7 +304,9 @@ def test_a_conversation_run_whose_stdout_and_file_hit_a_size_limit_says_the_answ
     assert not saved.exists()
 
 
-@pytest.mark.parametrize(("args", "name", "drop"), [(("-",), "'-'", "the '-'"), (("-f", "-", "hi"), "'-'", "the '-'"),
+@pytest.mark.parametrize(("args", "name", "drop"), [(("-",), "'-'", "the '-'"),
+                                                    (("-f", "-", "hi"), "'-'", "-f/--file '-'"),
+                                                    (("--system-file", "-", "hi"), "'-'", "--system-file '-'"),
                                                     (("-f", "/dev/stdin", "hi"), "/dev/stdin", "-f/--file /dev/stdin"),
                                                     (("--system-file", "/dev/fd/0", "hi"), "/dev/fd/0",
                                                      "--system-file /dev/fd/0")])
@@ -1268,11 +1270,13 @@ def test_a_file_given_twice_is_read_once(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     threading.Thread(target=fifo.write_text, args=("piped words",), daemon=True).start()
     read: list[list[str]] = []
+    named_twice = [str(fifo), str(tmp_path / "." / "fifo")]  # one pipe, two names
+    (tmp_path / "link").symlink_to(fifo)
     reader = threading.Thread(target=lambda: read.append(inputs.read_attachments(
-        inputs.attachment_files([str(fifo)] * 2), None, [])), daemon=True)
+        inputs.attachment_files([*named_twice, str(tmp_path / "link")]), None, [])), daemon=True)
     reader.start()
     reader.join(timeout=30)
-    assert read == [["piped words", "piped words"]], "the second read of the pipe waited for a writer"
+    assert read == [["piped words"] * 3], "a second read of the pipe waited for a writer"
 
 
 def test_a_size_bound_stops_a_read_only_where_its_text_is_certainly_too_long() -> None:
