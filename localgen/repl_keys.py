@@ -17,10 +17,11 @@ class PasteMark:
 
     def __init__(self) -> None:
         self.text = ""
+        self.line_after = ""  # the line as the last paste that ended it left it (a backslash there is pasted)
 
     def clear(self) -> None:
         """Forget the paste (a new prompt)."""
-        self.text = ""
+        self.text = self.line_after = ""
 
     def began(self, line: str) -> bool:
         """True when the line starts with the text pasted at its beginning."""
@@ -75,9 +76,11 @@ def key_bindings(paste: PasteMark) -> KeyBindings:
     @bindings.add(Keys.BracketedPaste, filter=~is_searching)
     def _paste(event: KeyPressEvent) -> None:
         text = event.data.replace("\r\n", "\n").replace("\r", "\n")  # as prompt-toolkit's own paste does
-        if event.current_buffer.cursor_position == 0:
+        buffer = event.current_buffer
+        if buffer.cursor_position == 0:
             paste.text = text
-        event.current_buffer.insert_text(text)
+        buffer.insert_text(text)
+        paste.line_after = buffer.text if buffer.cursor_position == len(buffer.text) else ""
 
     @bindings.add("enter", filter=~is_searching)
     def _enter(event: KeyPressEvent) -> None:
@@ -86,7 +89,7 @@ def key_bindings(paste: PasteMark) -> KeyBindings:
         if opened and not paste.began(buffer.text):  # a paste's """ is its text, not a block to continue
             buffer.insert_text("\n")
         elif (buffer.text.endswith(LINE_GOES_ON) and not opened and parse_command(buffer.text) is None
-              and buffer.text != paste.text):  # a pasted backslash at the end is the paste's text
+              and buffer.text != paste.line_after):  # a pasted backslash at the end is the paste's text
             buffer.cursor_position = len(buffer.text)  # as llama-cli's: the backslash gives way to a new line
             buffer.delete_before_cursor()
             buffer.insert_text("\n")

@@ -638,6 +638,10 @@ def test_a_backslash_then_enter_starts_a_new_line_of_the_message_as_in_llama_cli
     chat.child.send("\x1b[200~C:\\dir\\\x1b[201~\r")  # a pasted backslash at the end is text: Enter sends
     state = chat.wait_for(lambda s: len(s["turns"]) == 3 and s["turns"][2]["answer"] is not None)
     assert state["turns"][2]["user"] == "C:\\dir\\"
+    chat.sync()
+    chat.child.send("Explain \x1b[200~C:\\dir\\\x1b[201~\r")  # pasted after typed words, alike
+    state = chat.wait_for(lambda s: len(s["turns"]) == 4 and s["turns"][3]["answer"] is not None)
+    assert state["turns"][3]["user"] == "Explain C:\\dir\\"
 
 
 def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
