@@ -351,7 +351,8 @@ def _ctx_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: s
     value = re.search(r"'([^']*)' is not a valid integer", message)
     if typed == "-c" and command in ("run", "chat") and not (value and value[1].lstrip("+-")[:1].isdigit()):
         return "-c is --ctx-size; to continue the latest conversation use --continue"
-    return f"{typed} takes the context size, a number of tokens: {typed} 4096"
+    kibi = re.fullmatch(r"(\d+)[kK]", value[1].strip()) if value else None  # 8k: 8,192 tokens, as sizes go
+    return f"{typed} takes the context size, a number of tokens: {typed} {int(kibi[1]) * 1024 if kibi else 4096}"
 
 
 def _option_typed(args: list[str], names: tuple[str, ...], takes_value: dict[str, bool]) -> str:

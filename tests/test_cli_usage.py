@@ -183,7 +183,7 @@ def test_chat_without_a_terminal_says_what_is_wrong_with_its_arguments_first(arg
     (["run", "-n", "10,5", "hi"], "see `localgen run --help`"),
     (["run", "-c", "4096,5", "hi"], "-c takes the context size, a number of tokens: -c 4096"),  # not --continue
     (["chat", "-c", "4096.5"], "-c takes the context size, a number of tokens: -c 4096"),
-    (["run", "-c", "8k", "hi"], "-c takes the context size, a number of tokens: -c 4096"),
+    (["run", "-c", "8k", "hi"], "-c takes the context size, a number of tokens: -c 8192"),
     (["run", "-c", "hi"], "-c is --ctx-size; to continue the latest conversation use --continue"),
 ])
 def test_a_number_with_a_decimal_or_thousands_comma_is_told_how_to_write_it(
