@@ -3,12 +3,10 @@ which the hints of errors about the typed one offer, from the cache alone (offli
 
 from __future__ import annotations
 
-import difflib
 import re
 
 from localgen.hub_cache import hub_cache_dir
-
-REPO_SLIP_CUTOFF = 0.85  # difflib similarity a slip keeps to the repo meant (repo names share ORG/ and -GGUF)
+from localgen.slips import edit_distance, misspells
 
 
 def downloaded_repos() -> list[str]:
@@ -26,12 +24,13 @@ def downloaded_repos() -> list[str]:
 
 
 def downloaded_repo_like(repo: str) -> str | None:
-    """The downloaded repo a repo that is neither downloaded nor on the Hub was likely meant as, or None."""
-    repos = {name.lower(): name for name in downloaded_repos()}
-    if repo.lower() in repos:
+    """The downloaded repo a repo that is neither downloaded nor on the Hub was likely meant as (a slip of case,
+    separators or a letter or two with the same numbers: not org/Qwen2.5-3B-GGUF for org/Qwen2.5-7B-GGUF), or None."""
+    repos = downloaded_repos()
+    if repo.lower() in (name.lower() for name in repos):
         return None  # the repo itself is downloaded (another quant of it is what is missing)
-    close = difflib.get_close_matches(repo.lower(), list(repos), n=1, cutoff=REPO_SLIP_CUTOFF)
-    return repos[close[0]] if close else None
+    close = [name for name in repos if misspells(repo, name)]
+    return min(close, key=lambda name: edit_distance(repo.lower(), name.lower())) if close else None
 
 
 def with_downloaded_repo(hint: str | None, typed: str, repo: str) -> str | None:

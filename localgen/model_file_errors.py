@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localgen.errors import GGUFError
+from localgen.slips import misspells
 from localgen.typed_paths import is_existing_file, short_path, unset_variables_hint
 
 if TYPE_CHECKING:
@@ -69,36 +69,12 @@ def missing_file_hint(path: Path, typed: str) -> str:
         return f"did you mean {short_path(typed)}.gguf?"
     names = [name for name in folder_models(path.parent) if not name.lower().startswith("mmproj")]
     shown = [short_path(os.path.join(os.path.dirname(typed), name)) for name in names]
-    meant = [place for name, place in zip(names, shown, strict=True) if _misspells(path.name, name)]
+    meant = [place for name, place in zip(names, shown, strict=True) if misspells(path.name, name)]
     if meant:
         return f"did you mean {meant[0]}?"
     if shown:
         return f"check the path; this folder holds: {_listed(shown)}"
     return "check the path, or pass a registry name"
-
-
-def _misspells(typed: str, name: str) -> bool:
-    """Whether a typed file name is a slip for name: alike with case folded and separators dropped, or one or two
-    letters apart with the same numbers (Q4_K_S for Q4_K_M; not Q8_0 for Q4_1, nor 7b for 1B)."""
-    def key(text: str) -> str:
-        return re.sub(r"[-_. ]", "", text.casefold())
-
-    typed_key, name_key = key(typed), key(name)
-    if typed_key == name_key:
-        return True
-    return re.findall(r"\d+", typed_key) == re.findall(r"\d+", name_key) and _edit_distance(typed_key, name_key) <= 2
-
-
-def _edit_distance(first: str, second: str) -> int:
-    """The number of letters to insert, delete or change to turn first into second (Levenshtein)."""
-    previous = list(range(len(second) + 1))
-    for row, letter in enumerate(first, 1):
-        current = [row]
-        for column, other in enumerate(second, 1):
-            current.append(min(previous[column] + 1, current[column - 1] + 1,
-                               previous[column - 1] + (letter != other)))
-        previous = current
-    return previous[-1]
 
 
 def folder_models(folder: Path) -> list[str]:

@@ -1,8 +1,9 @@
 """What a name typed with a slip of the keyboard (temprature), or in another tool's words (num_ctx), stands for: one
-guess for a models.toml key and a chat's /set setting alike."""
+guess for a models.toml key and a chat's /set setting alike; and whether a file or repo name is a slip for another."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 SLIP_CUTOFF = 0.7  # difflib similarity a slip's name keeps to the one meant
@@ -25,3 +26,27 @@ def did_you_mean(typed: str, known: Iterable[str], aliases: Mapping[str, str] | 
     """'did you mean NAME? ' for the name a typed one stands for (meant_name), '' when none is near."""
     meant = meant_name(typed, known, aliases)
     return f"did you mean {meant}? " if meant else ""
+
+
+def misspells(typed: str, name: str) -> bool:
+    """Whether a typed name (a file's, a repo's) is a slip for name: alike with case folded and separators dropped,
+    or one or two letters apart with the same numbers (Q4_K_S for Q4_K_M; not Q8_0 for Q4_1, nor 7b for 1B)."""
+    def key(text: str) -> str:
+        return re.sub(r"[-_. ]", "", text.casefold())
+
+    typed_key, name_key = key(typed), key(name)
+    if typed_key == name_key:
+        return True
+    return re.findall(r"\d+", typed_key) == re.findall(r"\d+", name_key) and edit_distance(typed_key, name_key) <= 2
+
+
+def edit_distance(first: str, second: str) -> int:
+    """The number of letters to insert, delete or change to turn first into second (Levenshtein)."""
+    previous = list(range(len(second) + 1))
+    for row, letter in enumerate(first, 1):
+        current = [row]
+        for column, other in enumerate(second, 1):
+            current.append(min(previous[column] + 1, current[column - 1] + 1,
+                               previous[column - 1] + (letter != other)))
+        previous = current
+    return previous[-1]

@@ -108,6 +108,11 @@ def test_a_misspelt_repo_is_offered_the_downloaded_one_it_is_like(hub: tuple[Hub
     assert server.requests == []
     far = run_cli(env, "pull", "org/other-GGUF")
     assert far.returncode == 1 and "did you mean" not in far.stderr, "only a slip is offered the downloaded repo"
+    server.add_repo("org/Qwen2.5-3B-Instruct-GGUF", {"qwen-Q4_K_M.gguf": make_gguf_bytes("q4", 200_000)})
+    assert run_cli(env, "pull", "org/Qwen2.5-3B-Instruct-GGUF").returncode == 0
+    other = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", "org/Qwen2.5-7B-Instruct-GGUF:Q4_K_M", "hi")
+    assert other.returncode == 1 and "not downloaded" in other.stderr, other.stderr
+    assert "did you mean" not in other.stderr, "another size of a model is not a slip for it"
 
 
 def test_run_pulls_then_runs_offline_with_zero_requests(hub: tuple[HubServer, dict[str, str]]) -> None:
