@@ -18,8 +18,8 @@ def pull_models(references: list[str], *, force: bool, options: list[str]) -> in
     pulled. The exit code: that of the first failure, else 0. options: the command's options, for hints."""
     from localgen.resolve import check_reference, refuse_own_file
 
+    check_file_arguments(references, options)  # on the words as typed: a quant pairs with the repo just before it
     references = list(dict.fromkeys(references))  # a model named twice is pulled once
-    check_file_arguments(references, options)
     for reference in references:
         try:
             refuse_own_file(reference)  # a models.toml entry's file of one's own is not localgen's to download

@@ -655,6 +655,10 @@ def test_a_repo_of_original_weights_is_told_the_registry_s_gguf_conversion(
     (("fit", "hf.co/org/M-GGUF", "Q8_0"), "the quant goes in the reference: `localgen fit hf.co/org/M-GGUF:Q8_0`"),
     (("pull", "org/M-GGUF", "a.gguf", "b.gguf", "org/N-GGUF", "Q4_0"),
      "the file goes in the reference: `localgen pull org/M-GGUF/a.gguf org/M-GGUF/b.gguf org/N-GGUF:Q4_0`"),
+    (("pull", "org/M-GGUF", "Q8_0", "org/N-GGUF", "org/M-GGUF", "Q4_K_M"),
+     "the quant goes in the reference: `localgen pull org/M-GGUF:Q8_0 org/N-GGUF org/M-GGUF:Q4_K_M`"),
+    (("pull", "org/M-GGUF", "org/M-GGUF", "Q8_0"),
+     "the quant goes in the reference: `localgen pull org/M-GGUF org/M-GGUF:Q8_0`"),
     (("fit", "org/M-GGUF", "hello"), "see `localgen fit --help`"),
 ])
 def test_a_file_or_quant_given_after_the_repo_is_told_to_go_in_the_reference(args: tuple[str, ...], hint: str) -> None:
