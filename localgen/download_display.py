@@ -52,15 +52,18 @@ class Display:
 
 
 def start_line(model: HubModel, file: HubFile, source: str, *, waiting: bool = False) -> str:
-    """The line a file's download starts with: what it is, its size (a split model's shard: which, and the whole
-    model's), and where it comes from; or that another download is fetching it, which this one waits for."""
-    size = binary_size(file.size)
+    """The line a file's download starts with: what it is, its size where known (a split model's shard: which, and
+    the whole model's), and where it comes from; or that another download is fetching it, which this one waits for."""
+    parts = [binary_size(file.size)] if file.size > 0 else []  # a size the Hub did not give is left out
     if len(model.files) > 1 and file in model.files:
-        size = f"{size}, file {model.files.index(file) + 1} of {len(model.files)}, {binary_size(model.size)} in all"
+        parts.append(f"file {model.files.index(file) + 1} of {len(model.files)}")
+        if all(shard.size > 0 for shard in model.files):
+            parts.append(f"{binary_size(model.size)} in all")
+    size = f" ({', '.join(parts)})" if parts else ""
     where = f" from {source}" if source else ""
     if waiting:
-        return f"localgen: another download is fetching {file.repo}/{file.filename} ({size}){where}; waiting for it"
-    return f"localgen: downloading {file.repo}/{file.filename} ({size}){where}"
+        return f"localgen: another download is fetching {file.repo}/{file.filename}{size}{where}; waiting for it"
+    return f"localgen: downloading {file.repo}/{file.filename}{size}{where}"
 
 
 def say_line(line: str) -> None:

@@ -77,8 +77,8 @@ class LineDisplay(Display):
     def _maybe_say(self) -> None:
         """Say how far the file is where a tenth more came (and TENTH_GAP_S passed), or QUIET_GAP_S passed."""
         now = time.monotonic()
-        if self.file is None or self.total <= 0 or self.done >= self.total:
-            return  # the summary line says that it is done
+        if self.file is None or 0 < self.total <= self.done:
+            return  # the summary line says that it is done (a size not known: only the line every QUIET_GAP_S)
         if self.since is None:  # the first size seen of another download's copy
             self.since = (now, self.done)
         tenth, gap = self._tenth_of(self.done), now - self.said_at
@@ -87,12 +87,16 @@ class LineDisplay(Display):
             say_line(self._progress_line(now))
 
     def _progress_line(self, now: float) -> str:
-        """'localgen: m-Q4_K_M.gguf: 47.0 MiB of 93.8 MiB (50%), 9.4 MiB/s, about 5 s left'."""
+        """'localgen: m-Q4_K_M.gguf: 47.0 MiB of 93.8 MiB (50%), 9.4 MiB/s, about 5 s left', or where the size is
+        not known, 'localgen: m-Q4_K_M.gguf: 47.0 MiB so far, 9.4 MiB/s'."""
         assert self.file is not None and self.since is not None
-        line = (f"localgen: {self.file.name}: {binary_size(self.done)} of {binary_size(self.total)} "
-                f"({self.done * 100 // self.total}%)")
         started, counted_from = self.since
         speed = (self.done - counted_from) / (now - started) if now > started else 0.0
+        if self.total <= 0:
+            line = f"localgen: {self.file.name}: {binary_size(self.done)} so far"
+            return f"{line}, {binary_size(int(speed))}/s" if speed > 0 else line
+        line = (f"localgen: {self.file.name}: {binary_size(self.done)} of {binary_size(self.total)} "
+                f"({self.done * 100 // self.total}%)")
         if speed > 0:
             line += f", {binary_size(int(speed))}/s, about {time_left((self.total - self.done) / speed)} left"
         return line

@@ -642,6 +642,30 @@ def test_log_lines_come_at_each_tenth_two_seconds_apart_and_every_thirty_seconds
     ], "nothing at a tenth passed within 2 s of the last line, nor at the end, which the summary says"
 
 
+def test_log_lines_of_a_file_of_unknown_size_say_what_came_so_far_every_thirty_seconds(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from types import SimpleNamespace
+
+    from localgen import download_log
+    from localgen.hub_types import HubModel
+
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(download_log, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    mib = 2**20
+    f = HubFile(REPO, "m-Q4_K_M.gguf", 0, None, "Q4_K_M", None, None)
+    display = download_log.LineDisplay(HubModel(REPO, "Q4_K_M", (f,), "main"), "https://hub.example")
+    display.begin_file(f, cached=False)
+    display.transfer_started(0)
+    for at, size in ((1.0, 15), (10.0, 5), (30.0, 10), (45.0, 10), (61.0, 10)):
+        clock.now = at
+        display.advance(size * mib)
+    assert capsys.readouterr().err.splitlines() == [
+        f"localgen: downloading {REPO}/m-Q4_K_M.gguf from https://hub.example",
+        "localgen: m-Q4_K_M.gguf: 30.0 MiB so far, 1.0 MiB/s",
+        "localgen: m-Q4_K_M.gguf: 50.0 MiB so far, 839.3 KiB/s",
+    ], "a line every 30 s, with no size, share or time left to say"
+
+
 @pytest.mark.parametrize(("seconds", "said"), [(0.2, "1 s"), (59.4, "59 s"), (60, "1 min"), (125, "2 min 5 s"),
                                               (1000, "17 min"), (3600, "1 h"), (4000, "1 h 7 min")])
 def test_time_left_is_to_the_second_under_ten_minutes_then_to_the_minute(seconds: float, said: str) -> None:
