@@ -129,8 +129,8 @@ def already_here(resolved: ResolvedModel, size: int) -> str | None:
     name = resolved.display_name
     if resolved.source == "bundled":
         package = _bundling_package(resolved.path)
-        return (f"localgen: {name} is already here, bundled with the {package} Python package ({binary_size(size)}): "
-                "nothing to download")
+        bundled = f"the {package} Python package" if package else "a Python package"
+        return f"localgen: {name} is already here, bundled with {bundled} ({binary_size(size)}): nothing to download"
     if resolved.source == "local":
         return f"localgen: {resolved.short_name} is a file on this machine ({binary_size(size)}): nothing to download"
     if resolved.source == "cache":
@@ -139,11 +139,12 @@ def already_here(resolved: ResolvedModel, size: int) -> str | None:
     return None
 
 
-def _bundling_package(path: Path) -> str:
-    """The pip name of the package that ships a bundled model file (that of the registry entry whose file it is)."""
+def _bundling_package(path: Path) -> str | None:
+    """The pip name of the package that ships a bundled model file (that of the registry entry whose file it is), or
+    None where no entry names that file."""
     from localgen.catalog import bundled_file
     from localgen.config import settings
     from localgen.registry import load_registry
 
     specs = load_registry(settings().user_registry).models.values()
-    return next((spec.distribution for spec in specs if spec.package and bundled_file(spec) == path), "its")
+    return next((spec.distribution for spec in specs if spec.package and bundled_file(spec) == path), None)

@@ -87,6 +87,16 @@ def test_pull_takes_several_models_in_turn_and_says_which_failed(hub: tuple[HubS
     assert server.requests == []
 
 
+def test_a_bundled_file_no_entry_names_is_said_to_come_with_a_python_package(home: Path) -> None:
+    from localgen.cli_pull import already_here
+    from localgen.references import parse_reference
+    from localgen.resolve import ResolvedModel
+
+    resolved = ResolvedModel(parse_reference("org/tiny-GGUF"), home / "tiny.gguf", None, "bundled")
+    assert already_here(resolved, 2**20) == ("localgen: org/tiny-GGUF is already here, bundled with a Python package "
+                                             "(1.0 MiB): nothing to download")
+
+
 def test_a_misspelt_repo_is_offered_the_downloaded_one_it_is_like(hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
     server.add_repo("org/tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8", 200_000)})
