@@ -47,4 +47,4 @@ def with_downloaded_repo(hint: str | None, typed: str, repo: str) -> str | None:
         lead = f"did you mean {offered} (downloaded)?"
     else:  # a quant or file of it, which may not be downloaded itself
         lead = f"did you mean {offered} (of the downloaded {meant})?"
-    return f"{lead} else {hint}" if hint else lead
+    return f"{lead} {hint}" if hint else lead

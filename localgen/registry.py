@@ -159,7 +159,7 @@ class Registry:
             if ref.name.endswith("gguf"):  # a Hub repo named without its owner
                 typed = ref.text.strip()  # its quant kept: ORG/NAME-GGUF:Q4_K_M
                 owner = f"a Hugging Face repo is named with its owner: ORG/{typed}"
-                hint = (f"{exc.hint} Or, for a Hugging Face repo, add its owner: ORG/{typed}"
+                hint = (f"{exc.hint} for a Hugging Face repo, add its owner: ORG/{typed}"
                         if exc.hint.endswith("?") else f"{owner}; or {exc.hint}")
                 raise ModelNotFoundError(f"unknown model '{typed.partition(':')[0]}'", hint=hint) from None
             raise

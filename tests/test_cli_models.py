@@ -104,17 +104,17 @@ def test_a_misspelt_repo_is_offered_the_downloaded_one_it_is_like(hub: tuple[Hub
     online = run_cli(env, "pull", "org/tiny-GUF")
     assert online.returncode == 1 and online.stderr == (
         "localgen: error: repository org/tiny-GUF not found on the Hugging Face Hub (hint: did you mean org/tiny-GGUF "
-        "(downloaded)? else check the spelling (ORG/REPO); for a private repo, log in with `huggingface-cli login` (or "
+        "(downloaded)? check the spelling (ORG/REPO); for a private repo, log in with `huggingface-cli login` (or "
         "`hf auth login`) or set HF_TOKEN)\n"), online.stderr
     server.requests.clear()
     offline = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", "org/Tiny-GUF:Q8_0", "hi")
     assert offline.returncode == 1 and offline.stderr.startswith(
         "localgen: error: model 'org/Tiny-GUF:Q8_0' is not downloaded and localgen is offline (hint: did you mean "
-        "org/tiny-GGUF:Q8_0 (of the downloaded org/tiny-GGUF)? else "), offline.stderr
+        "org/tiny-GGUF:Q8_0 (of the downloaded org/tiny-GGUF)? "), offline.stderr
     removed = run_cli(env, "models", "rm", "hf.co/org/tiny-GUF", "--yes")
     assert removed.returncode == 1 and removed.stderr == (
         "localgen: error: hf.co/org/tiny-GUF is not in the cache (hint: did you mean hf.co/org/tiny-GGUF (downloaded)? "
-        "else see `localgen models list`)\n"), removed.stderr
+        "see `localgen models list`)\n"), removed.stderr
     assert server.requests == []
     far = run_cli(env, "pull", "org/other-GGUF")
     assert far.returncode == 1 and "did you mean" not in far.stderr, "only a slip is offered the downloaded repo"

@@ -752,7 +752,7 @@ def test_an_unknown_model_name_is_offered_the_names_it_may_mean(typed: str, mean
                   "for the names"),
     ("tiny-GGUF:Q8_0", "a Hugging Face repo is named with its owner: ORG/tiny-GGUF:Q8_0; or see `localgen models "
                        "list --all` for the names"),
-    ("Llama-3.2-1B-Instruct-GGUF:Q4_K_M", "did you mean llama3.2-1b, llama3.2-3b? Or, for a Hugging Face repo, add "
+    ("Llama-3.2-1B-Instruct-GGUF:Q4_K_M", "did you mean llama3.2-1b, llama3.2-3b? for a Hugging Face repo, add "
                                           "its owner: ORG/Llama-3.2-1B-Instruct-GGUF:Q4_K_M"),
 ])
 def test_a_hub_repo_named_without_its_owner_is_told_to_name_it(typed: str, hint: str) -> None:
