@@ -444,6 +444,16 @@ def test_model_naming_the_model_in_use_says_it_is_loaded_and_loads_nothing(tmp_p
             chat.child.terminate(force=True)
 
 
+def _assert_chat_refused_naming(folder: Path, args: tuple[str, ...], named: str) -> None:
+    """A chat started in folder with args in a context of 256 is refused at its start, naming what it holds."""
+    chat = Chat(folder / "home", "--ctx-size", "256", *args, cwd=folder, wait_for_prompt=False)
+    chat.child.expect(pexpect.EOF)
+    chat.child.close()
+    said = " ".join(chat.transcript.getvalue().split())
+    assert chat.child.exitstatus == 1 and re.search(r"the prompt is too long for --ctx-size 256: it takes at "
+                                                    rf"least [\d,]+ tokens {re.escape(named)} \(hint:", said), said
+
+
 def test_chat_f_too_long_for_the_context_names_the_files_and_the_system_prompt(tmp_path: Path) -> None:
     """A chat refused at its start for its -f files says which files (and the system prompt with them) take the room,
     as /file names the file it refuses."""
@@ -452,12 +462,7 @@ def test_chat_f_too_long_for_the_context_names_the_files_and_the_system_prompt(t
     for args, named in ((("-f", "long.txt"), "with -f long.txt"),
                         (("-f", "short.txt", "-f", "long.txt", "-s", "Be brief."),
                          "with -f short.txt, -f long.txt and the system prompt")):
-        chat = Chat(tmp_path / "home", "--ctx-size", "256", *args, cwd=tmp_path, wait_for_prompt=False)
-        chat.child.expect(pexpect.EOF)
-        chat.child.close()
-        said = " ".join(chat.transcript.getvalue().split())
-        assert chat.child.exitstatus == 1 and re.search(r"the prompt is too long for --ctx-size 256: it takes at "
-                                                        rf"least [\d,]+ tokens {re.escape(named)} \(hint:", said), said
+        _assert_chat_refused_naming(tmp_path, args, named)
 
 
 def test_chat_f_refused_while_its_files_are_read_names_only_those_read(tmp_path: Path) -> None:
@@ -470,12 +475,7 @@ def test_chat_f_refused_while_its_files_are_read_names_only_those_read(tmp_path:
                         (("--system-file", "long.txt", "-f", "pipe"), "with the system prompt"),
                         (("-s", "Be brief.", "-f", "long.txt", "-f", "pipe"),
                          "with -f long.txt and the system prompt")):
-        chat = Chat(tmp_path / "home", "--ctx-size", "256", *args, cwd=tmp_path, wait_for_prompt=False)
-        chat.child.expect(pexpect.EOF)
-        chat.child.close()
-        said = " ".join(chat.transcript.getvalue().split())
-        assert chat.child.exitstatus == 1 and re.search(r"the prompt is too long for --ctx-size 256: it takes at "
-                                                        rf"least [\d,]+ tokens {re.escape(named)} \(hint:", said), said
+        _assert_chat_refused_naming(tmp_path, args, named)
 
 
 def test_a_message_too_long_for_the_context_names_its_attached_files(tmp_path: Path) -> None:
