@@ -144,17 +144,11 @@ def _with_room_for_the_prompt(request: RunRequest, checked: CheckedRun, inputs: 
 
 
 def empty_conversation_name() -> UsageError:
-    """The error for --conversation "": what a name may be, as check_name says it, and where names come from."""
-    from localgen.conversation import check_name
+    """The error for --conversation "": what a name may be, and where names come from."""
+    from localgen.conversation_names import NEW_NAME_HINT, empty_name
 
-    rule = "ASCII letters, digits, '.', '_' and '-'"
-    try:
-        check_name("")
-    except UsageError as exc:
-        rule = exc.hint or rule
-    return UsageError("the name given to --conversation is empty",
-                      hint=f"give one: {rule}; `localgen conversations` lists the saved ones, --continue takes the "
-                           "latest")
+    return empty_name(f"{NEW_NAME_HINT}; `localgen conversations` lists the saved ones, --continue takes the "
+                      "latest", given_to="--conversation")
 
 
 def check_run(request: RunRequest) -> CheckedRun:

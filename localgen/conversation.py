@@ -5,61 +5,25 @@ from __future__ import annotations
 import json
 import math
 import re
-import unicodedata
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
 from localgen.chat import Message
-from localgen.errors import ContextOverflowError, LocalgenError, UsageError
+from localgen.conversation_names import check_name
+from localgen.errors import ContextOverflowError, LocalgenError
 from localgen.events import Finished
 from localgen.fit import fewest_tokens, text_bytes
-from localgen.shorten import shorten_middle
 from localgen.units import iso_time
 
 FORMAT_VERSION = 1
-MAX_NAME_LENGTH = 100
-NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_LENGTH - 1}}}$")
-SHOWN_NAME_CHARS = 40  # a name refused is cut in its middle to this many columns
-_EXAMPLE_NAME = "notes"  # the example a name gets when nothing of it makes one
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _now() -> str:
     """The current time as an ISO 8601 string."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def check_name(name: str) -> str:
-    """A conversation name that is safe as a file name."""
-    if not NAME_PATTERN.fullmatch(name):
-        too_long = len(name) > MAX_NAME_LENGTH  # its example would be the name again, cut: said once, and shortened
-        like = None if too_long else suggested_name(name)
-        raise UsageError(f"'{shorten_middle(name, SHOWN_NAME_CHARS)}' is not a valid conversation name",
-                         hint="start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-' "
-                              f"(up to {MAX_NAME_LENGTH} characters" + (f"; it has {len(name):,}" if too_long else "")
-                              + ")" + (f", e.g. {like}" if like else ""))
-    return name
-
-
-def numbered_name(name: str, number: int) -> str:
-    """NAME-NUMBER (NAME-2 for a second conversation named NAME), NAME shortened as far as it takes to stay a valid
-    name."""
-    suffix = f"-{number}"
-    return name[:MAX_NAME_LENGTH - len(suffix)] + suffix
-
-
-def suggested_name(name: str) -> str | None:
-    """A valid name close to one that is not ('my notes': my-notes, 'café': cafe, 'my notes.json': my-notes), an
-    example where nothing of it is left ('.json', '日本語': notes), or None for a path (what to name it is the
-    user's to say)."""
-    if "/" in name or "\\" in name:
-        return None
-    name = name[:-len(".json")] if name.lower().endswith(".json") else name  # its file's name means it
-    letters = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
-    like = re.sub(r"[^A-Za-z0-9._-]+", "-", letters).lstrip("._-")[:MAX_NAME_LENGTH].rstrip("-")
-    return like if like and like != name and NAME_PATTERN.fullmatch(like) else _EXAMPLE_NAME
 
 
 class ForeignFormatError(LocalgenError):

@@ -13,17 +13,10 @@ from pathlib import Path
 
 from localgen import console
 from localgen.config import settings
-from localgen.conversation import (
-    FORMAT_VERSION,
-    NAME_PATTERN,
-    Conversation,
-    DamagedConversationError,
-    ForeignFormatError,
-    check_name,
-    numbered_name,
-)
+from localgen.conversation import FORMAT_VERSION, Conversation, DamagedConversationError, ForeignFormatError
 from localgen.conversation_edits import SavedInPlaceNote, change_by_hand, change_said, remember
 from localgen.conversation_lock import ConversationBusyError, hold, holds, lock_path, release
+from localgen.conversation_names import NAME_PATTERN, check_name, empty_name, numbered_name
 from localgen.errors import LocalgenError, UsageError
 from localgen.storage import atomic_write_text, check_folder, file_in_the_way, in_the_way, make_folder
 
@@ -271,7 +264,7 @@ def looked_up_name(name: str, *, shell: bool) -> str:
     """given_name for a saved conversation asked for (show, rm, /load), an empty one refused as such ("$NAME" with
     NAME not set), with where the saved ones' names are."""
     if not name:
-        raise UsageError("the conversation name is empty", hint=f"give a saved one's name: {_missing_hint(shell)}")
+        raise empty_name(f"give a saved one's name: {_missing_hint(shell)}")
     return given_name(name)
 
 

@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterator, Mapping
 
 from localgen import console
 from localgen.config import settings
-from localgen.conversation import Conversation, DamagedConversationError, check_name
+from localgen.conversation import Conversation, DamagedConversationError
 from localgen.conversation_lock import ConversationBusyError
+from localgen.conversation_names import check_name
 from localgen.conversation_store import latest_conversation, list_conversations, load_or_start
 from localgen.conversation_summary import cut_short, name_like_saved, system_change
 from localgen.errors import LocalgenError, UsageError

@@ -411,7 +411,7 @@ def test_help_fits_any_terminal(width: int) -> None:
 
 
 def test_a_name_that_starts_with_a_dot_is_refused_with_a_hint_that_says_why() -> None:
-    from localgen.conversation import check_name
+    from localgen.conversation_names import check_name
 
     with pytest.raises(UsageError, match=r"'\.hidden' is not a valid conversation name") as info:
         check_name(".hidden")
@@ -426,7 +426,7 @@ def test_a_name_that_starts_with_a_dot_is_refused_with_a_hint_that_says_why() ->
                                              ("日本語", "notes"), ("  ", "notes"), (".json", "notes"),
                                              ("my notes.JSON", "my-notes"), (".notes.json", "notes")])
 def test_a_name_that_is_not_valid_gets_a_valid_one_close_to_it_as_its_example(typed: str, like: str | None) -> None:
-    from localgen.conversation import check_name
+    from localgen.conversation_names import check_name
 
     with pytest.raises(UsageError) as info:
         check_name(typed)

@@ -1,0 +1,56 @@
+"""What a conversation may be named: the rule and its check, a valid name offered for one that is not, NAME-2 for a
+second conversation named NAME, and the error for a name typed empty."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from localgen.errors import UsageError
+from localgen.shorten import shorten_middle
+
+MAX_NAME_LENGTH = 100
+NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_LENGTH - 1}}}$")
+SHOWN_NAME_CHARS = 40  # a name refused is cut in its middle to this many columns
+_EXAMPLE_NAME = "notes"  # the example a name gets when nothing of it makes one
+_CHARACTERS = "start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-'"
+NEW_NAME_HINT = f"give one: {_CHARACTERS} (up to {MAX_NAME_LENGTH} characters), e.g. {_EXAMPLE_NAME}"  # for '' given
+
+
+def check_name(name: str) -> str:
+    """A conversation name that is safe as a file name."""
+    if not NAME_PATTERN.fullmatch(name):
+        too_long = len(name) > MAX_NAME_LENGTH  # its example would be the name again, cut: said once, and shortened
+        like = None if too_long else suggested_name(name)
+        raise UsageError(f"'{shorten_middle(name, SHOWN_NAME_CHARS)}' is not a valid conversation name",
+                         hint=f"{_CHARACTERS} (up to {MAX_NAME_LENGTH} characters"
+                              + (f"; it has {len(name):,}" if too_long else "") + ")"
+                              + (f", e.g. {like}" if like else ""))
+    return name
+
+
+def empty_name(hint: str, *, given_to: str | None = None) -> UsageError:
+    """The error for a conversation name typed empty ('' in a chat, "$NAME" with NAME not set): said to be empty,
+    never taken for the current or the newest conversation's; hint: what to give instead, and where names come from;
+    given_to: the option it was given to (--conversation)."""
+    what = f"the name given to {given_to}" if given_to else "the conversation name"
+    return UsageError(f"{what} is empty", hint=hint)
+
+
+def numbered_name(name: str, number: int) -> str:
+    """NAME-NUMBER (NAME-2 for a second conversation named NAME), NAME shortened as far as it takes to stay a valid
+    name."""
+    suffix = f"-{number}"
+    return name[:MAX_NAME_LENGTH - len(suffix)] + suffix
+
+
+def suggested_name(name: str) -> str | None:
+    """A valid name close to one that is not ('my notes': my-notes, 'café': cafe, 'my notes.json': my-notes), an
+    example where nothing of it is left ('.json', '日本語': notes), or None for a path (what to name it is the
+    user's to say)."""
+    if "/" in name or "\\" in name:
+        return None
+    name = name[:-len(".json")] if name.lower().endswith(".json") else name  # its file's name means it
+    letters = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    like = re.sub(r"[^A-Za-z0-9._-]+", "-", letters).lstrip("._-")[:MAX_NAME_LENGTH].rstrip("-")
+    return like if like and like != name and NAME_PATTERN.fullmatch(like) else _EXAMPLE_NAME
