@@ -10,6 +10,7 @@ from localgen import console
 from localgen.attached import AttachedText
 from localgen.chat_commands_settings import settings_text
 from localgen.config import settings
+from localgen.conversation_names import NEW_NAME_HINT, empty_name
 from localgen.conversation_store import MissingConversationError, let_go, load_conversation
 from localgen.conversation_summary import name_like_saved
 from localgen.errors import UsageError
@@ -124,7 +125,10 @@ def save_command(state: ChatState, argument: str) -> None:
     case-insensitive file system takes them for one file)."""
     conversation = state.session.conversation
     before = conversation.name
-    path = state.session.save(one_argument(argument, "/save NAME") if argument else None)  # quoted as /load's
+    name = one_argument(argument, "/save NAME") if argument else None  # quoted as /load's
+    if name == "":  # /save '': never a save under the current name
+        raise empty_name(f"{NEW_NAME_HINT}; /save alone keeps its name ({before})")
+    path = state.session.save(name)
     console.say(f"saved to {path}")
     like = name_like_saved(conversation.name, close=False) if argument and conversation.name != before else None
     if like:

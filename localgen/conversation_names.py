@@ -19,6 +19,8 @@ NEW_NAME_HINT = f"give one: {_CHARACTERS} (up to {MAX_NAME_LENGTH} characters), 
 
 def check_name(name: str) -> str:
     """A conversation name that is safe as a file name."""
+    if not name:
+        raise empty_name(NEW_NAME_HINT)
     if not NAME_PATTERN.fullmatch(name):
         too_long = len(name) > MAX_NAME_LENGTH  # its example would be the name again, cut: said once, and shortened
         like = None if too_long else suggested_name(name)

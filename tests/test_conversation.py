@@ -421,6 +421,15 @@ def test_a_name_that_starts_with_a_dot_is_refused_with_a_hint_that_says_why() ->
     assert check_name("notes.v2-final_1") == "notes.v2-final_1"
 
 
+def test_an_empty_name_is_said_to_be_empty_with_what_a_name_may_be() -> None:
+    from localgen.conversation_names import check_name
+
+    with pytest.raises(UsageError, match=r"^the conversation name is empty$") as info:
+        check_name("")
+    assert info.value.hint == ("give one: start with an ASCII letter or digit, then use ASCII letters, digits, '.', "
+                               "'_' and '-' (up to 100 characters), e.g. notes")
+
+
 @pytest.mark.parametrize(("typed", "like"), [("my notes", "my-notes"), ("café", "cafe"),
                                              ("Q&A: round 2!", "Q-A-round-2"), ("../notes", None), ("a/b", None),
                                              ("日本語", "notes"), ("  ", "notes"), (".json", "notes"),

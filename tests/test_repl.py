@@ -483,7 +483,7 @@ def test_save_and_load_take_a_quoted_name_as_file_and_model_take_theirs(chat: Ch
     chat.ask("Name a color.")
     chat.command('/save "my-notes"', "my-notes.json")
     assert (chat.home / "data" / "conversations" / "my-notes.json").exists()
-    chat.command("/save ''", "'' is not a valid conversation name")  # not a save under the current name
+    chat.command("/save ''", "the conversation name is empty")  # not a save under the current name
     chat.command("/save 'my", "unbalanced quote in /save NAME")
     chat.command("/reset", "(my-notes stays saved)")
     chat.command("/load 'my-notes'", "loaded my-notes: 1 exchange")

@@ -597,3 +597,21 @@ def test_list_says_how_many_conversations_are_saved(tmp_path: Path) -> None:
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_save_of_an_empty_name_says_it_is_empty_and_saves_nothing(tmp_path: Path) -> None:
+    """/save '' is told its name is empty, what a name may be and how to keep the current one, as /load '' and
+    run --conversation '' are told, where it was told '' is not a valid conversation name."""
+    chat = Chat(tmp_path / "home", "-n", "2")
+    try:
+        for typed in ("/save ''", '/save ""'):
+            chat.command_words(typed, "/save alone keeps its name")
+            said = " ".join(chat.transcript.getvalue().rpartition("localgen: error: ")[2].split())
+            assert said.startswith("the conversation name is empty (hint: give one: start with an ASCII letter or "
+                                   "digit, then use ASCII letters, digits, '.', '_' and '-' (up to 100 characters), "
+                                   "e.g. notes; /save alone keeps its name ("), said
+        assert not list((tmp_path / "home" / "data" / "conversations").glob("*.json")), "nothing was saved"
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
