@@ -75,6 +75,14 @@ def option_arity(app: typer.Typer, command: str) -> dict[str, bool]:
     return arity(group.commands[command].params if hasattr(group, "commands") else [])  # type: ignore[attr-defined]
 
 
+def option_typed(args: list[str], names: tuple[str, ...], takes_value: dict[str, bool]) -> str:
+    """Which of an option's names was typed last (-c5 as -c, --ctx=5 as --ctx, -ngl=5 as -ngl), values aside; its first
+    if none was."""
+    typed = [word.partition("=")[0] if word.startswith("--") or word.partition("=")[0] in takes_value else word[:2]
+             for word in not_values(args, takes_value)]
+    return next((name for name in reversed(typed) if name in names), names[0])
+
+
 def arity(params: Iterable[Any]) -> dict[str, bool]:
     """Each option name of these click parameters, and whether it takes a value."""
     return {name: not (param.is_flag or param.count) for param in params if hasattr(param, "is_flag")

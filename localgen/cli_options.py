@@ -33,11 +33,16 @@ _THOUSANDS = re.compile(r"[+-]?[0-9]{1,3}(,[0-9]{3})+")  # 4,096: thousands set 
 
 
 class NumberSlip(typer.BadParameter):
-    """A number an option cannot read, typed as people write it elsewhere (0,7; 4,096), with the way it reads it."""
+    """A number an option cannot read, typed as people write it elsewhere (0,7; 4,096): text, as typed, and whether
+    the option takes a whole number."""
 
-    def __init__(self, message: str, hint: str) -> None:
+    def __init__(self, message: str, text: str, *, whole: bool) -> None:
         super().__init__(message)
-        self.hint = hint
+        self.text, self.whole = text, whole
+
+    def hint_for(self, option: str) -> str:
+        """How to write it, given to option as typed (-c 4096; --temp 0.7), as the chat's /set says it."""
+        return number_slip_hint(self.text, whole=self.whole, example=f"{option} {{}}") or ""
 
 
 def _ascii(value: object, pattern: re.Pattern[str], kind: str) -> str:
@@ -47,14 +52,14 @@ def _ascii(value: object, pattern: re.Pattern[str], kind: str) -> str:
     text = str(value).strip()
     if pattern.fullmatch(text):
         return text
-    message = f"{value!r} is not a valid {kind}."
-    hint = number_slip_hint(text, whole=kind == "integer")
-    raise NumberSlip(message, hint=hint) if hint else typer.BadParameter(message)
+    message, whole = f"{value!r} is not a valid {kind}.", kind == "integer"
+    raise NumberSlip(message, text, whole=whole) if number_slip_hint(text, whole=whole) else typer.BadParameter(message)
 
 
 def number_slip_hint(text: str, *, whole: bool, example: str = "{}") -> str | None:
     """How to write a number typed with a decimal comma (0,7) or, for a whole number, a thousands one (4,096): the
-    number as it reads, put in example (the chat's "/set temperature {}"); None for any other text."""
+    number as it reads, put in example (the chat's "/set temperature {}", the command line's "--temp {}"); None for
+    any other text."""
     if not whole and _DECIMAL_COMMA.fullmatch(text):
         return f"the decimal point is '.': {example.format(text.replace(',', '.'))}"
     if whole and _THOUSANDS.fullmatch(text):

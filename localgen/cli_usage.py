@@ -18,10 +18,12 @@ from localgen.cli_args import (
     command_names,
     not_values,
     option_arity,
+    option_typed,
     options_given,
     typed_command,
     words_given,
 )
+from localgen.cli_options import NumberSlip
 from localgen.config import settings
 from localgen.errors import LocalgenError
 from localgen.other_tools import (
@@ -148,7 +150,7 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     """What to do about a usage error: quote a prompt that was split into words, else read the help."""
     command = args[0] if args and args[0] in command_names(app) else ""
     text = str(exc).lower()
-    return (getattr(exc, "hint", None)  # cli_options.NumberSlip's: 0.7 for 0,7
+    return (_number_slip_hint(app, exc, args, command)
             or _option_before_command_hint(app, exc, args, command)
             or _extra_argument_hint(app, args, command, text)
             or _file_argument_hint(app, args, command, text)
@@ -156,6 +158,16 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
             or _threads_flag_hint(exc, command)
             or _dash_prompt_hint(args, command, text)
             or _help_hint(app, exc, args, command))
+
+
+def _number_slip_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:
+    """For a number typed with a decimal or a thousands comma (cli_options.NumberSlip): how to write it, given to
+    its option as typed (--temp 0.7 for --temp 0,7; -c 4096 for -c 4,096)."""
+    param = getattr(exc, "param", None)
+    if not isinstance(exc, NumberSlip) or param is None:
+        return None
+    takes_value = option_arity(app, command) if command else {}
+    return exc.hint_for(option_typed(args[1 if command else 0:], (*param.opts, *param.secondary_opts), takes_value))
 
 
 def _unknown_command_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
@@ -347,18 +359,12 @@ def _ctx_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: s
     message = _usage_error_text(exc)
     if command not in ("run", "chat", "fit") or not any(f"'{name}'" in message for name in CTX_OPTIONS):
         return None
-    typed = _option_typed(args[1:], CTX_OPTIONS, option_arity(app, command))
+    typed = option_typed(args[1:], CTX_OPTIONS, option_arity(app, command))
     value = re.search(r"'([^']*)' is not a valid integer", message)
     if typed == "-c" and command in ("run", "chat") and not (value and value[1].lstrip("+-")[:1].isdigit()):
         return "-c is --ctx-size; to continue the latest conversation use --continue"
     kibi = re.fullmatch(r"(\d+)[kK]", value[1].strip()) if value else None  # 8k: 8,192 tokens, as sizes go
     return f"{typed} takes the context size, a number of tokens: {typed} {int(kibi[1]) * 1024 if kibi else 4096}"
-
-
-def _option_typed(args: list[str], names: tuple[str, ...], takes_value: dict[str, bool]) -> str:
-    """Which of an option's names was typed last (-c5 as -c, --ctx=5 as --ctx), values aside; its first if none was."""
-    typed = [word.partition("=")[0] if word.startswith("--") else word[:2] for word in not_values(args, takes_value)]
-    return next((name for name in reversed(typed) if name in names), names[0])
 
 
 def _threads_flag_hint(exc: Exception, command: str) -> str | None:

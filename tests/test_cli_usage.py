@@ -172,13 +172,14 @@ def test_chat_without_a_terminal_says_what_is_wrong_with_its_arguments_first(arg
 
 
 @pytest.mark.parametrize(("args", "hint"), [
-    (["run", "--temp", "0,7", "hi"], "the decimal point is '.': 0.7"),
-    (["run", "--top-p=0,95", "hi"], "the decimal point is '.': 0.95"),
-    (["chat", "--repeat-penalty", "1,1"], "the decimal point is '.': 1.1"),
-    (["run", "--min-p", ",05", "hi"], "the decimal point is '.': .05"),
-    (["run", "-c", "4,096", "hi"], "write it without separators: 4096"),  # not -c's hint for a word
-    (["run", "-n", "1,000", "hi"], "write it without separators: 1000"),
-    (["conversations", "-n", "1,000"], "write it without separators: 1000"),
+    (["run", "--temp", "0,7", "hi"], "the decimal point is '.': --temp 0.7"),
+    (["run", "--top-p=0,95", "hi"], "the decimal point is '.': --top-p 0.95"),
+    (["chat", "--repeat-penalty", "1,1"], "the decimal point is '.': --repeat-penalty 1.1"),
+    (["run", "--min-p", ",05", "hi"], "the decimal point is '.': --min-p .05"),
+    (["run", "-c", "4,096", "hi"], "write it without separators: -c 4096"),  # not -c's hint for a word
+    (["run", "-n", "1,000", "hi"], "write it without separators: -n 1000"),
+    (["run", "--ctx=1,000", "-c", "2,000", "hi"], "write it without separators: -c 2000"),  # the last, refused
+    (["conversations", "-n", "1,000"], "write it without separators: -n 1000"),
     (["run", "--temp", "0.7.1", "hi"], "see `localgen run --help`"),  # no guess for what it is not
     (["run", "-n", "10,5", "hi"], "see `localgen run --help`"),
     (["run", "-c", "4096,5", "hi"], "-c takes the context size, a number of tokens: -c 4096"),  # not --continue
@@ -190,6 +191,24 @@ def test_a_number_with_a_decimal_or_thousands_comma_is_told_how_to_write_it(
         args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
     message, said = _usage(args, capsys)
     assert "is not a valid" in message and said == hint, (message, said)
+
+
+def _number_options(*commands: str) -> list[tuple[str, str, str]]:
+    """Each name of each whole-number and decimal option of these commands: (command, name, INTEGER or FLOAT)."""
+    group = typer.main.get_command(app)
+    return [(command, name, param.metavar) for command in commands
+            for param in group.commands[command].params  # type: ignore[attr-defined]
+            if getattr(param, "metavar", None) in ("INTEGER", "FLOAT") for name in param.opts]
+
+
+@pytest.mark.parametrize(("command", "option", "kind"), _number_options("run", "chat"))
+def test_every_number_option_s_comma_hint_names_the_option_as_typed(
+        command: str, option: str, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """As the chat's /set names its setting (/set max_tokens 1000), where the hint gave the number alone."""
+    typed, meant = ("1,000", "write it without separators: {} 1000") if kind == "INTEGER" else \
+        ("0,5", "the decimal point is '.': {} 0.5")
+    message, hint = _usage([command, option, typed, *(["hi"] if command == "run" else [])], capsys)
+    assert "is not a valid" in message and hint == meant.format(option), (message, hint)
 
 
 _TO_STDOUT = "localgen writes the answer to stdout: send it to a file with >, "
