@@ -89,8 +89,9 @@ def bench_size_option(*names: str, help: str) -> OptionInfo:
 
 
 def _bench_values(text: str) -> str | None:
-    """The values of a llama-bench list or range as a shell's for loop lists them (None: text is neither)."""
-    if _BENCH_LIST.fullmatch(text):
+    """The values of a llama-bench list or range as a shell's for loop lists them (None: text is neither, or one
+    number with its thousands set apart)."""
+    if _BENCH_LIST.fullmatch(text) and not _grouped_number(text):
         return " ".join(part.strip() for part in text.split(","))
     matched = _BENCH_RANGE.fullmatch(text)
     if matched is None:
@@ -103,6 +104,17 @@ def _bench_values(text: str) -> str | None:
             value *= int(step)
         return " ".join(values)
     return f"$(seq {first} {step if how == '+' else 1} {last})"
+
+
+def _grouped_number(text: str) -> bool:
+    """Whether digits in groups of three after commas are one number with its thousands set apart rather than a
+    llama-bench list: a group led by a 0 (4,096; 1,000) or a power of two, as sizes in tokens go (16,384), where
+    256,512 and 128,256,512 list sizes."""
+    if not _THOUSANDS.fullmatch(text):
+        return False
+    groups = text.split(",")
+    number = int("".join(groups))
+    return any(group.startswith("0") for group in groups[1:]) or number & (number - 1) == 0
 
 
 def real_option(*names: str, help: str) -> OptionInfo:

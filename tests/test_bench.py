@@ -345,3 +345,19 @@ def test_one_draft_batch_is_singular() -> None:
     done = Finished(text="x", finish_reason="stop", usage=Usage(10, 0, 3), timings=timings,
                     draft=DraftStats(drafted=2, accepted=1, batches=1))
     assert format_stats(done).splitlines()[1].endswith("accepted (50%) in 1 batch")
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (("-p", "4,096"), "write it without separators: -p 4096"),
+    (("--n-gen", "1,024"), "write it without separators: --n-gen 1024"),
+    (("--batch-size=16,384",), "write it without separators: --batch-size 16384"),  # a power of two
+    (("-p", "1,024,000"), "write it without separators: -p 1024000"),
+    (("-p", "128,256,512"), "run localgen bench once per value: for n in 128 256 512; do localgen bench -p $n; "
+                            "done"),  # sizes listed, as llama-bench takes them
+])
+def test_a_size_with_its_thousands_set_apart_is_told_to_drop_the_commas_not_to_loop(args: tuple[str, ...],
+                                                                                    hint: str) -> None:
+    """-p 4,096 is one number, where it was refused as a llama-bench list (for n in 4 096; ...)."""
+    result = run_localgen("bench", *args)
+    assert result.returncode == 2 and result.out == "", result.err
+    assert result.err.endswith(f" (hint: {hint})\n") and result.err.count("\n") == 1, result.err

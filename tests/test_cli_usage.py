@@ -201,10 +201,11 @@ def _number_options(*commands: str) -> list[tuple[str, str, str]]:
             if getattr(param, "metavar", None) in ("INTEGER", "FLOAT") for name in param.opts]
 
 
-@pytest.mark.parametrize(("command", "option", "kind"), _number_options("run", "chat"))
+@pytest.mark.parametrize(("command", "option", "kind"), _number_options("run", "chat", "bench"))
 def test_every_number_option_s_comma_hint_names_the_option_as_typed(
         command: str, option: str, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """As the chat's /set names its setting (/set max_tokens 1000), where the hint gave the number alone."""
+    """As the chat's /set names its setting (/set max_tokens 1000), where the hint gave the number alone (and bench
+    took 1,000 for a llama-bench list of 1 and 000)."""
     typed, meant = ("1,000", "write it without separators: {} 1000") if kind == "INTEGER" else \
         ("0,5", "the decimal point is '.': {} 0.5")
     message, hint = _usage([command, option, typed, *(["hi"] if command == "run" else [])], capsys)
