@@ -34,6 +34,7 @@ from localgen.cli_options import (
     ModelOpt,
     NoGpuOpt,
     OfflineOpt,
+    PlainUsage,
     PresencePenaltyOpt,
     RepeatLastNOpt,
     RepeatPenaltyOpt,
@@ -278,7 +279,7 @@ def bench(
 app.add_typer(cache_app, name="cache", short_help="List or clear the on-disk prompt cache.")
 
 
-@app.command(short_help="Download and verify models from the Hugging Face Hub.")
+@app.command(short_help="Download and verify models from the Hugging Face Hub.", cls=PlainUsage)
 def pull(
     references: Annotated[list[str], typer.Argument(
         metavar="REF...", help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf or a Hub address; several are "

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from localgen.cli_options import JsonOpt, confirmed, list_by_default, whole_number
+from localgen.cli_options import JsonOpt, PlainUsage, confirmed, list_by_default, whole_number
 from localgen.errors import UsageError
 from localgen.units import counted, local_minute
 
@@ -122,7 +122,7 @@ def blank_answer(answer: str | None) -> str | None:
     return None if answer.strip() else "(an answer of whitespace only)"
 
 
-@conversations_app.command("rm", short_help="Delete saved conversations.")
+@conversations_app.command("rm", short_help="Delete saved conversations.", cls=PlainUsage)
 def conversations_rm(
     names: Annotated[list[str], typer.Argument(metavar="NAME...", help="The conversations to delete.",
                                                   show_default=False)],

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from localgen.cli_options import JsonOpt, confirmed, list_by_default
+from localgen.cli_options import JsonOpt, PlainUsage, confirmed, list_by_default
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError
 from localgen.units import binary_size, counted, iso_time, local_minute
@@ -355,7 +355,7 @@ def models_default(
                     "now, else the first run or chat does")
 
 
-@models_app.command("rm", short_help="Remove downloaded models.")
+@models_app.command("rm", short_help="Remove downloaded models.", cls=PlainUsage)
 def models_rm(
     references: Annotated[list[str], typer.Argument(help="The models to remove from the cache.",
                                                      metavar="REF...")],

@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from typer.core import TyperArgument, TyperCommand
 
 from localgen.config import DEFAULT_CONTEXT_CAP
 from localgen.errors import UsageError
@@ -185,6 +186,18 @@ RunFlashAttnOpt = Annotated[str, typer.Option(  # run's auto also turns it on fo
 KvTypeOpt = Annotated[str, typer.Option(metavar="TYPE", help="KV cache type: f16, q8_0 or q4_0.", callback=_lower)]
 ChatTemplateOpt = Annotated[str | None, typer.Option(
     "--chat-template", metavar="FILE", help="Jinja chat template file, used instead of the model's.")]
+
+
+class PlainUsage(TyperCommand):
+    """A command whose usage line writes a required argument as click does (localgen pull [OPTIONS] REF...), where
+    Typer puts it in braces ({REF...}), which read as a set of choices."""
+
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+        """[OPTIONS], then each argument: in brackets when optional, plain when required."""
+        return [*([self.options_metavar] if self.options_metavar else []), *(
+            piece for param in self.get_params(ctx)
+            for piece in ([param.make_metavar(ctx)] if isinstance(param, TyperArgument) and param.required
+                          else param.get_usage_pieces(ctx)))]
 
 
 def sampling_from(ctx: typer.Context) -> SamplingParams:

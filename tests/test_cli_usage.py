@@ -121,6 +121,26 @@ def test_help_says_how_to_see_a_command_s_options(capsys: pytest.CaptureFixture[
         " ".join(capsys.readouterr().out.split())
 
 
+def _command_paths(group: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The words naming each command and subcommand of the app (models rm: ("models", "rm"))."""
+    commands = getattr(group, "commands", {})
+    return [path] + [found for name, command in sorted(commands.items())
+                     for found in _command_paths(command, (*path, name))]
+
+
+def test_every_usage_line_writes_a_required_argument_as_click_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """pull REF..., not {REF...} as Typer writes it, which reads as a set of choices; optional ones in brackets."""
+    usages = {}
+    for path in _command_paths(typer.main.get_command(app)):
+        assert run_app(app, [*path, "--help"]) == 0
+        usages[path] = capsys.readouterr().out.splitlines()[0]
+        assert "{" not in usages[path] and "}" not in usages[path], usages[path]
+    assert usages[("pull",)] == "Usage: localgen pull [OPTIONS] REF..."
+    assert usages[("models", "rm")] == "Usage: localgen models rm [OPTIONS] REF..."
+    assert usages[("conversations", "rm")] == "Usage: localgen conversations rm [OPTIONS] NAME..."
+    assert usages[("run",)] == "Usage: localgen run [OPTIONS] [PROMPT]"
+
+
 @pytest.mark.parametrize("command", ["run", "chat"])
 def test_help_says_the_context_size_s_default(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     """-c's help ("Context size in tokens.") said nothing of the size a run or chat gets without it."""
