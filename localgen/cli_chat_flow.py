@@ -177,6 +177,7 @@ def _resumed(resume: str | None) -> Continued | None:
     answers); None without --resume."""
     from localgen import console
     from localgen.conversation import DamagedConversationError
+    from localgen.conversation_names import empty_name
     from localgen.conversation_store import load_conversation
     from localgen.last_run import Continued, latest_to_resume
 
@@ -185,9 +186,8 @@ def _resumed(resume: str | None) -> Continued | None:
     if resume == RESUME_LATEST:
         return latest_to_resume(console.warn)
     if not resume:  # --resume "$NAME" with NAME unset: never the newest in its place
-        raise UsageError("the name given to --resume is empty",
-                         hint="give a saved conversation's name (`localgen conversations` lists them), or --resume "
-                              "alone for the newest")
+        raise empty_name("give a saved conversation's name (`localgen conversations` lists them), or --resume alone "
+                         "for the newest", given_to="--resume")
     try:
         return Continued(load_conversation(resume, shell=True))
     except DamagedConversationError as exc:  # the hint of a command line, not of /load's
