@@ -122,10 +122,8 @@ def pull_model(reference: str, *, force: bool) -> Path:
 
 def already_here(resolved: ResolvedModel, size: int) -> str | None:
     """What pull says of a model it had nothing to download for (size: of all its files): bundled with a package, a
-    file on this machine, or a copy downloaded before that it did not check against the Hub; None where the Hub was
-    asked, whose own line says what came of it."""
-    from localgen.config import settings
-
+    file on this machine, or a copy downloaded before, up to date with the Hub or not checked against it (and why);
+    None where a download was made, whose own lines say what came of it."""
     name = resolved.display_name
     if resolved.source == "bundled":
         package = _bundling_package(resolved.path)
@@ -134,8 +132,7 @@ def already_here(resolved: ResolvedModel, size: int) -> str | None:
     if resolved.source == "local":
         return f"localgen: {resolved.short_name} is a file on this machine ({binary_size(size)}): nothing to download"
     if resolved.source == "cache":
-        offline = "; offline, so not checked against the Hub" if settings().offline else ""
-        return f"localgen: {name} is already downloaded ({binary_size(size)}){offline}"
+        return f"localgen: {name} is already downloaded ({binary_size(size)}){resolved.checked}"
     return None
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from localgen import console, hub, hub_cache
@@ -37,6 +37,7 @@ class ResolvedModel:
     path: Path
     spec: ModelSpec | None
     source: str  # "local", "cache", "bundled" or "hub"
+    checked: str = ""  # for `pull` of a downloaded copy: what its check against the Hub found, after its size
 
     @property
     def display_name(self) -> str:
@@ -186,26 +187,35 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
 
 def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedModel:
     """For `pull` of a downloaded Hub model: the Hub's current copy of the same quant or file (one listing request;
-    a file changed on the Hub is downloaded, one that did not is kept), or, with a warning, the downloaded copy when
-    the Hub cannot be asked or its copy is refused."""
-    if found.source != "cache" or offline or settings().offline:
+    a file changed on the Hub is downloaded, and the copy it replaces removed once it is verified; one that did not is
+    kept), or the downloaded copy when the Hub cannot be asked, its `checked` saying why."""
+    if found.source != "cache":
         return found  # a local file or the bundled model is the one
+    if offline or settings().offline:
+        return replace(found, checked="; offline, so not checked against the Hub")
     repo, quant, filename = hub_target(found.ref, found.spec)
-    if (quant is None and filename is None) or entry_pin(found.spec, found.ref) is not None:
-        return found  # ORG/REPO alone names no one quant (a run takes a downloaded one); a pinned file is the one
+    if quant is None and filename is None:
+        return found  # ORG/REPO alone names no one quant (a run takes a downloaded one)
+    pin = entry_pin(found.spec, found.ref)
+    if pin is not None:
+        return replace(found, checked=f", the file {pin.origin} pins: nothing to check against the Hub")
     try:
         with blamed_on_entry(found.spec, found.ref):
-            paths = hub.download_model(repo, quant=quant, filename=filename, reference=found.ref.text)
+            model = hub.find_model(repo, quant=quant, filename=filename)
+            newer = not all(hub.is_cached(model, f) for f in model.files)
+            paths = hub.fetch_model(model, quiet=not newer)
     except HubError as exc:
-        console.warn(f"kept the downloaded copy of {found.display_name}, not checked against the Hub: {exc.message}")
-        return found
-    _remove_replaced(found.path, paths)
+        return replace(found, checked=f"; not checked against the Hub: {exc.message}")
+    removed = _remove_replaced(found.path, paths)
+    if not newer:
+        return replace(found, path=paths[0], checked=" and up to date with the Hub")
+    console.say(f"localgen: updated {found.display_name} (the Hub has a newer version){removed}")
     return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub")
 
 
-def _remove_replaced(first: Path, paths: list[Path]) -> None:
-    """Delete the copy of a model (first: its first file) that a pull replaced with paths, at a newer commit, and say
-    what that freed."""
+def _remove_replaced(first: Path, paths: list[Path]) -> str:
+    """Delete the copy of a model (first: its first file) that a pull replaced with paths, at a newer commit; what
+    that freed, to end the line that says so ("" where nothing was freed)."""
     from localgen.model_removal import remove_replaced
     from localgen.units import binary_size
 
@@ -214,14 +224,13 @@ def _remove_replaced(first: Path, paths: list[Path]) -> None:
 
     old, new = snapshot(first), snapshot(paths[0])
     if old is None or new is None or old == new:
-        return
+        return ""
     try:
         freed = remove_replaced([old / p.relative_to(new) for p in paths], paths)
     except LocalgenError as exc:
         console.warn(f"the copy the new one replaces is still in the cache: {exc.message}")
-        return
-    if freed:
-        console.say(f"localgen: removed the copy it replaces (commit {old.name[:12]}): freed {binary_size(freed)}")
+        return ""
+    return f"; removed the copy it replaces (commit {old.name[:12]}): freed {binary_size(freed)}" if freed else ""
 
 
 def check_reference(text: str) -> None:

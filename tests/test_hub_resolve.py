@@ -23,7 +23,7 @@ from localgen import hub, hub_cache
 from localgen.catalog import list_models
 from localgen.errors import ConfigError, GGUFError, LocalgenError
 from localgen.registry import load_registry
-from localgen.resolve import resolve_model
+from localgen.resolve import ResolvedModel, resolve_model
 from localgen.verify import is_verified, record_verified
 from tests.conftest import REPO_ROOT, bundled_model_file, user_registry
 
@@ -330,21 +330,26 @@ def test_a_file_s_address_on_the_mirror_downloads_it(hubenv: HubEnv) -> None:
 def test_pull_of_a_downloaded_model_brings_it_up_to_date_with_the_hub(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """As ollama pull does: a file re-uploaded to the Hub is downloaded again, one that did not change is kept (one
-    listing request), and a Hub that cannot be asked keeps the downloaded copy with a warning; a run never asks."""
+    listing request), and a Hub that cannot be asked keeps the downloaded copy, saying why; a run never asks."""
     from localgen.hardware import probe_hardware
     from localgen.runner import ModelOptions, resolve_fitting
 
-    def pull(model: str, **kwargs: bool) -> Path:
-        return resolve_fitting(ModelOptions(model=model), probe_hardware(), download_only=True, **kwargs).path
+    def pulled_model(model: str) -> ResolvedModel:
+        return resolve_fitting(ModelOptions(model=model), probe_hardware(), download_only=True)
+
+    def pull(model: str) -> Path:
+        return pulled_model(model).path
 
     files: dict[str, bytes | Path] = {TINY_FILE: make_gguf_bytes("old"), "tiny-Q8_0.gguf": make_gguf_bytes("q8")}
     hubenv.server.add_repo(TINY_REPO, files)
     old = pull(f"{TINY_REPO}:Q4_K_M")
     q8 = hub.download_model(TINY_REPO, quant="Q8_0", filename=None, quiet=True)[0]  # in the same snapshot: it stays
     hubenv.server.requests.clear()
-    assert pull(f"{TINY_REPO}:Q4_K_M") == old and hubenv.server.count("GET", "/resolve/") == 0
-    assert hubenv.server.count("GET", "/api/models/") == 1
-    assert "already in the cache, sha256 verified" in capsys.readouterr().err
+    capsys.readouterr()
+    same = pulled_model(f"{TINY_REPO}:Q4_K_M")
+    assert (same.path, same.checked) == (old, " and up to date with the Hub")
+    assert hubenv.server.count("GET", "/resolve/") == 0 and hubenv.server.count("GET", "/api/models/") == 1
+    assert capsys.readouterr().err == ""
     new = make_gguf_bytes("re-uploaded")
     hubenv.server.add_repo(TINY_REPO, {**files, TINY_FILE: new})  # a new commit
     hubenv.server.requests.clear()
@@ -354,18 +359,21 @@ def test_pull_of_a_downloaded_model_brings_it_up_to_date_with_the_hub(hubenv: Hu
     pulled = pull(TINY_REPO)  # the quant downloaded first, as ORG/REPO alone takes it
     assert pulled != old and pulled.read_bytes() == new
     err = capsys.readouterr().err
-    assert f"downloaded {TINY_REPO}/{TINY_FILE}" in err and "removed the copy it replaces" in err
+    assert f"downloaded {TINY_REPO}/{TINY_FILE}" in err
+    assert f"localgen: updated {TINY_REPO}:Q4_K_M (the Hub has a newer version); removed the copy it replaces" in err
     assert not os.path.lexists(old) and q8.read_bytes() == files["tiny-Q8_0.gguf"]  # only the replaced file goes
     assert len(hubenv.blobs(TINY_REPO)) == len(blobs) and pulled.resolve() in hubenv.blobs(TINY_REPO)
     assert resolve_fitting(ModelOptions(model=f"{TINY_REPO}:Q4_K_M"), probe_hardware()).path == pulled
     _tiny_registry(hubenv.localgen_home, file_sha256(new))  # an entry pinning the file it has: nothing to ask
     hubenv.server.add_repo(TINY_REPO, {**files, TINY_FILE: make_gguf_bytes("newer")})
     hubenv.server.requests.clear()
-    assert pull("tiny") == pulled and hubenv.server.requests == []
+    pinned = pulled_model("tiny")
+    assert pinned.path == pulled and hubenv.server.requests == []
+    assert pinned.checked.startswith(", the file [models.tiny] in ") and pinned.checked.endswith(
+        " pins: nothing to check against the Hub")
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
-    assert pull(f"{TINY_REPO}:Q4_K_M") == pulled
-    assert "warning: kept the downloaded copy of test/Tiny-GGUF:Q4_K_M, not checked against the Hub: cannot reach" \
-        in capsys.readouterr().err
+    kept = pulled_model(f"{TINY_REPO}:Q4_K_M")
+    assert kept.path == pulled and kept.checked.startswith("; not checked against the Hub: cannot reach")

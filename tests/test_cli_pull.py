@@ -1,0 +1,64 @@
+"""`localgen pull` of a model already downloaded, against the loopback Hub server: brought up to date with the Hub,
+or said to be here, and why it was not checked."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
+
+REPO = "org/tiny-GGUF"
+FILE = "tiny-Q8_0.gguf"
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> Iterator[tuple[HubServer, dict[str, str]]]:
+    server = HubServer().start()
+    yield server, child_env(server, tmp_path)
+    server.stop()
+
+
+def _pull(env: dict[str, str], *args: str) -> tuple[Path, str]:
+    """Run `localgen pull ARGS`, which must succeed; the path it printed and what it said on stderr."""
+    result = run_cli(env, "pull", *args)
+    assert result.returncode == 0, result.stderr
+    return Path(result.stdout.strip()), result.stderr
+
+
+def test_pull_of_a_downloaded_model_asks_the_hub_once_and_fetches_only_a_changed_file(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("old")})
+    first, _ = _pull(env, f"{REPO}:Q8_0")
+    server.requests.clear()
+    same, said = _pull(env, f"{REPO}:Q8_0")
+    assert same == first
+    assert said == f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with the Hub\n"
+    assert [(r.method, r.path) for r in server.requests] == [("GET", f"/api/models/{REPO}")], "one listing, no download"
+    new = make_gguf_bytes("re-uploaded")
+    server.add_repo(REPO, {FILE: new})  # a new commit whose file changed
+    server.requests.clear()
+    updated, said = _pull(env, f"{REPO}/{FILE}")
+    assert updated != first and updated.read_bytes() == new and not first.exists()
+    assert server.count("GET", f"/resolve/{server.repos[REPO].commit}/{FILE}") == 1
+    assert said.splitlines()[-1] == (f"localgen: updated {REPO}/{FILE} (the Hub has a newer version); removed the copy "
+                                     f"it replaces (commit {first.parent.name[:12]}): freed 64.0 KiB")
+
+
+def test_pull_of_a_downloaded_model_offline_or_with_the_hub_unreachable_says_it_was_not_checked(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("old")})
+    first, _ = _pull(env, f"{REPO}:Q8_0")
+    server.add_repo(REPO, {FILE: make_gguf_bytes("new")})
+    server.requests.clear()
+    offline, said = _pull({**env, "LOCALGEN_OFFLINE": "1"}, f"{REPO}:Q8_0")
+    assert offline == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); offline, so not "
+                                         "checked against the Hub\n")
+    assert server.requests == []
+    unreachable, said = _pull({**env, "HF_ENDPOINT": "http://127.0.0.1:9"}, f"{REPO}:Q8_0")  # nothing listens there
+    assert unreachable == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); not checked "
+                                             "against the Hub: cannot reach the Hugging Face Hub "
+                                             f"(http://127.0.0.1:9) for {REPO}\n")
