@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from typing import Any
 
 from localgen.hub_types import HubFile, HubModel
 from localgen.units import binary_size
+from localgen.wordwrap import WordWrap
 
 
 class Display:
@@ -66,7 +68,14 @@ def start_line(model: HubModel, file: HubFile, source: str, *, waiting: bool = F
     return f"localgen: downloading {file.repo}/{file.filename}{size}{where}"
 
 
-def say_line(line: str) -> None:
-    """A line on stderr (best effort: a stderr that cannot be written must not stop a download)."""
+def say_line(line: str, console: Any = None) -> None:
+    """A line on stderr (best effort: a stderr that cannot be written must not stop a download); with console (the
+    rich console the bars are drawn on), above the bars, broken between words to its width as localgen's messages
+    are (a word wider than a line left for the terminal to fold), where rich would break a repo's path or the Hub's
+    address inside it."""
     with contextlib.suppress(OSError, ValueError):
-        print(line, file=sys.stderr, flush=True)
+        if console is None:
+            print(line, file=sys.stderr, flush=True)
+            return
+        wrap = WordWrap(lambda: console.width, wide_breaks=False, keep_whole=True)
+        console.print(wrap.feed(line) + wrap.flush(), soft_wrap=True, markup=False, highlight=False, emoji=False)

@@ -80,7 +80,7 @@ class RichDisplay(Display):
     def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False) -> None:
         """Say that the file starts (above the bars) and add its bar; a cached file's bar is full, and not said."""
         if not cached:
-            say_line(start_line(self.model, file, self.source, waiting=waiting))
+            say_line(start_line(self.model, file, self.source, waiting=waiting), self.progress.console)
         with self.lock:
             self.file_done = file.size if cached else 0
             self.file_total = file.size

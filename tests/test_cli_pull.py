@@ -3,11 +3,14 @@ or said to be here, and why it was not checked."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
+
+from tests.conftest import REPO_ROOT
 
 REPO = "org/tiny-GGUF"
 FILE = "tiny-Q8_0.gguf"
@@ -62,3 +65,21 @@ def test_pull_of_a_downloaded_model_offline_or_with_the_hub_unreachable_says_it_
     assert unreachable == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); not checked "
                                              "against the Hub: cannot reach the Hugging Face Hub "
                                              f"(http://127.0.0.1:9) for {REPO}\n")
+
+
+def test_pull_on_a_narrow_terminal_breaks_its_start_line_between_words(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """rich broke the line inside the repo's path (…-Instruct-Q / 4_K_M.gguf); now, as localgen's other messages,
+    it breaks between words, and a path wider than the terminal is left whole for the terminal to fold."""
+    import pexpect
+
+    server, env = hub
+    repo, file = "bartowski/Llama-3.2-1B-Instruct-GGUF", "Llama-3.2-1B-Instruct-Q4_K_M.gguf"
+    server.add_repo(repo, {file: make_gguf_bytes("q4", 200_000)})
+    env = {key: value for key, value in env.items() if key not in ("COLUMNS", "LINES")}
+    child = pexpect.spawn(sys.executable, ["-m", "localgen", "pull", f"{repo}:Q4_K_M"], cwd=str(REPO_ROOT), env=env,
+                          encoding="utf-8", timeout=60, dimensions=(24, 60))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    assert f"localgen: downloading\r\n{repo}/{file} (195.3 KiB) from {server.url}\r\n" in child.before, child.before
