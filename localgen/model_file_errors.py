@@ -60,7 +60,8 @@ def entry_file_error(exc: GGUFError, spec: ModelSpec) -> GGUFError:
 def missing_file_hint(path: Path, typed: str) -> str:
     """What to check for a model file that is not there: a $VAR in it that is not set, the name with .gguf added,
     where that file is, the model file in its folder that it misspells (case, separators, or a letter or two with the
-    same numbers), else the model files the folder holds (vision projectors left out)."""
+    same numbers; .gguf added where it lacks it), else the model files the folder holds (vision projectors left
+    out)."""
     unset = unset_variables_hint(typed)
     if unset:
         return f"{unset}: set it, or write the path in full"
@@ -69,7 +70,8 @@ def missing_file_hint(path: Path, typed: str) -> str:
         return f"did you mean {short_path(typed)}.gguf?"
     names = [name for name in folder_models(path.parent) if not name.lower().startswith("mmproj")]
     shown = [short_path(os.path.join(os.path.dirname(typed), name)) for name in names]
-    meant = [place for name, place in zip(names, shown, strict=True) if misspells(path.name, name)]
+    suffixed = path.name if path.name.lower().endswith(".gguf") else with_suffix.name  # ./Model for ./model.gguf
+    meant = [place for name, place in zip(names, shown, strict=True) if misspells(suffixed, name)]
     if meant:
         return f"did you mean {meant[0]}?"
     if shown:
