@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from localgen.config import settings
 from localgen.errors import DISK_FULL_ERRNOS, HubError, LocalgenError
 from localgen.hub_cache import hub_cache_dir, hub_endpoint
-from localgen.hub_slips import with_downloaded_repo
+from localgen.hub_slips import with_known_repo
 from localgen.hub_types import NotInRepoError, RepoNotFoundError
 from localgen.storage import unwritable_hint
 
@@ -104,7 +104,7 @@ def offline_error(repo: str, quant: str | None, filename: str | None, reference:
     """The error for a model that is needed offline but not cached (offline mode from the environment)."""
     ref = reference or (f"{repo}/{filename}" if filename else f"{repo}:{quant}" if quant else repo)
     return HubError(f"{ref} is not in the local cache and the network is off (offline mode)",
-                    hint=with_downloaded_repo(with_alternative(offline_hint(ref), repo), ref, repo))
+                    hint=with_known_repo(with_alternative(offline_hint(ref), repo), ref, repo))
 
 
 def offline_hint(reference: str, *, flag: bool = False) -> str:
@@ -216,8 +216,8 @@ def _hf_error(err: BaseException, status: int | None, *, repo: str, filename: st
     if isinstance(err, _hf_kind("RepositoryNotFoundError")):
         private = " (or it is private)" if status in (401, 403) else ""
         return RepoNotFoundError(f"repository {repo} not found on the Hugging Face Hub{private}",
-                                 hint=with_downloaded_repo(f"check the spelling (ORG/REPO); for a private repo, "
-                                                           f"{_LOGIN}", repo, repo))
+                                 hint=with_known_repo(f"check the spelling (ORG/REPO); for a private repo, "
+                                                      f"{_LOGIN}", repo, repo))
     if isinstance(err, _hf_kind("RevisionNotFoundError")):
         return HubError(f"{repo}: the revision localgen asked for no longer exists",
                         hint="the repository changed; run the command again")

@@ -13,7 +13,7 @@ from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
 from localgen.hub_errors import blamed_on_entry, offer_alternative, offline_hint, with_alternative
 from localgen.hub_lack import known_lack, listed_lack
-from localgen.hub_slips import with_downloaded_repo
+from localgen.hub_slips import with_known_repo
 from localgen.hub_verify import Pin, check_pinned_file
 from localgen.model_file_errors import folder_hint, folder_models, missing_file_hint
 from localgen.references import ModelRef, normalize_quant
@@ -312,7 +312,7 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
     """Raise the error for a model that is not downloaded, or that another tool downloaded unverified."""
     where = " and localgen is offline" if offline else ""
     hint = offline_hint(reference, flag=flag) if offline else f"run `localgen pull {reference}`"
-    hint = with_downloaded_repo(with_alternative(hint, repo) or hint, reference, repo) or hint
+    hint = with_known_repo(with_alternative(hint, repo) or hint, reference, repo) or hint
     if unverified is not None and offline:
         _refuse_broken_header(unverified, hint)
     if unverified is None:

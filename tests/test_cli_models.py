@@ -687,3 +687,22 @@ def test_a_model_path_without_gguf_and_in_another_case_is_told_the_file_that_is_
     unlike = run_localgen("run", "-m", str(tmp_path / "llama-3.2-1b-instruct-q8_0"), "hi")
     assert unlike.returncode == 1 and unlike.err.endswith(
         f"(hint: check the path; this folder holds: {tmp_path}/Llama-3.2-1B-Instruct-Q4_K_M.gguf)\n"), unlike.err
+
+
+def test_a_misspelt_repo_is_offered_the_repo_of_the_registry_entry_it_is_like(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    offline = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", "bartowski/Llama-3.2-1B-Instruct-GUF:Q4_K_M", "hi")
+    assert offline.returncode == 1 and ("(hint: did you mean bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M (the repo of "
+                                        "llama3.2-1b)? offline mode comes from LOCALGEN_OFFLINE") in offline.stderr
+    online = run_cli(env, "pull", "QuantFactory/SmolLM2-135M-Instruct-GUF")
+    assert online.returncode == 1 and online.stderr.startswith(
+        "localgen: error: repository QuantFactory/SmolLM2-135M-Instruct-GUF not found on the Hugging Face Hub (hint: "
+        f"did you mean {REPO} (the repo of smollm2-135m)? check the spelling (ORG/REPO); for a private repo, "), \
+        online.stderr
+    assert server.count("GET", "/resolve/") == 0
+    for unlike in ("bartowski/Llama-3.2-3B-Instruct-GUF:Q4_K_M", "bartowski/llama-3.2-1b-instruct-gguf:Q4_K_M"):
+        other = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", unlike, "hi")  # another size; the repo itself
+        assert other.returncode == 1 and "did you mean bartowski/Llama-3.2-1B" not in other.stderr, other.stderr
+    removed = run_cli(env, "models", "rm", "bartowski/Llama-3.2-1B-Instruct-GUF")
+    assert removed.returncode == 1 and "the repo of" not in removed.stderr, "rm offers a downloaded repo alone"
