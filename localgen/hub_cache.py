@@ -263,9 +263,19 @@ def record_sha256(repo: str, filename: str, sha256: str) -> None:
 
 
 def cached_model(repo: str, *, quant: str | None, filename: str | None) -> list[Path] | None:
-    """The model's files from the local cache if all are present and verified."""
+    """The model's files from the local cache if all are present and verified; where the repo's listing no longer
+    names them (the repo dropped them since), the files verified before, which their markers keep, are looked in."""
     repo = cached_spelling(repo)
-    listing = load_listing(repo) or _verified_listing(repo)
+    listing = load_listing(repo)
+    found = _listed_copy(listing or _verified_listing(repo), repo, quant=quant, filename=filename)
+    if found is None and listing is not None:
+        found = _listed_copy(_verified_listing(repo), repo, quant=quant, filename=filename)
+    return found
+
+
+def _listed_copy(listing: HubListing | None, repo: str, *, quant: str | None,
+                 filename: str | None) -> list[Path] | None:
+    """The model's files as a listing names them, if all are in the cache and verified."""
     if listing is None:
         return None
     try:

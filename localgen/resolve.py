@@ -14,6 +14,7 @@ from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundErr
 from localgen.hub_errors import blamed_on_entry, offer_alternative, offline_hint, with_alternative
 from localgen.hub_lack import known_lack, listed_lack
 from localgen.hub_slips import with_known_repo
+from localgen.hub_types import NotInRepoError, RepoNotFoundError
 from localgen.hub_verify import Pin, check_pinned_file
 from localgen.model_file_errors import folder_hint, folder_models, missing_file_hint
 from localgen.references import ModelRef, normalize_quant
@@ -204,6 +205,8 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
             model = hub.find_model(repo, quant=quant, filename=filename)
             newer = not all(hub.is_cached(model, f) for f in model.files)
             paths = hub.fetch_model(model, quiet=not newer)
+    except (NotInRepoError, RepoNotFoundError) as exc:  # the Hub was asked: the copy here is the last there was
+        return replace(found, checked=f"; the Hub no longer has it ({exc.message}), so this copy is kept")
     except HubError as exc:
         return replace(found, checked=f"; not checked against the Hub: {exc.message}")
     removed = _remove_replaced(found.path, paths)

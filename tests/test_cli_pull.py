@@ -83,3 +83,22 @@ def test_pull_on_a_narrow_terminal_breaks_its_start_line_between_words(
     child.close()
     assert child.exitstatus == 0, child.before
     assert f"localgen: downloading\r\n{repo}/{file} (195.3 KiB) from {server.url}\r\n" in child.before, child.before
+
+
+def test_a_downloaded_quant_the_hub_has_dropped_is_kept_and_still_found_by_its_name(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("q8"), "tiny-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    first, _ = _pull(env, f"{REPO}:Q8_0")
+    server.add_repo(REPO, {"tiny-Q4_K_M.gguf": make_gguf_bytes("q4")})  # a new commit without the Q8_0 file
+    kept, said = _pull(env, f"{REPO}:Q8_0")
+    assert kept == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); the Hub no longer has "
+                                      f"it ({REPO} has no Q8_0 file), so this copy is kept\n")
+    _pull(env, f"{REPO}:Q4_K_M")  # listed at the new commit, as that pull lists it too
+    offline, said = _pull({**env, "LOCALGEN_OFFLINE": "1"}, f"{REPO}:Q8_0")
+    assert offline == first and "is already downloaded (64.0 KiB); offline" in said
+    del server.repos[REPO]
+    gone, said = _pull(env, f"{REPO}:Q8_0")
+    assert gone == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); the Hub no longer has "
+                                      f"it (repository {REPO} not found on the Hugging Face Hub), so this copy is "
+                                      "kept\n")
