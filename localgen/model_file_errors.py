@@ -79,6 +79,15 @@ def missing_file_hint(path: Path, typed: str) -> str:
     return "check the path, or pass a registry name"
 
 
+def model_file_here(name: str) -> str | None:
+    """The file in the current folder that a name typed without a folder stands for: a file of that name, else the
+    model file it misspells, .gguf added where it lacks it (model.gguf for Model), or None."""
+    if is_existing_file(name):
+        return name
+    suffixed = name if name.lower().endswith(".gguf") else f"{name}.gguf"
+    return next((found for found in folder_models(Path(".")) if misspells(suffixed, found)), None)
+
+
 def folder_models(folder: Path) -> list[str]:
     """The names of the model files in a folder: its .gguf files, a split model's first shard alone, and a vision
     projector (mmproj) only where nothing else is there."""

@@ -24,7 +24,7 @@ from localgen.references import (
 )
 from localgen.registry_entries import BUILTIN_SOURCE, STOP_KEY, ModelSpec, parse_registry
 from localgen.registry_toml import read_toml
-from localgen.typed_paths import is_existing_file, short_path
+from localgen.typed_paths import short_path
 
 _CHAT_TAG_WORDS = {"instruct", "chat", "it"}  # the words of an Ollama tag for a chat model: qwen2.5:7b-instruct
 _OLLAMA_QUANTS = {"FP16": "F16", "FP32": "F32"}  # its tags' names for the quants GGUF files are named by
@@ -153,8 +153,14 @@ class Registry:
         try:
             return self.get(ref.name)
         except ModelNotFoundError as exc:
-            if is_existing_file(ref.text):
+            from localgen.model_file_errors import model_file_here
+
+            here = model_file_here(ref.text)
+            if here == ref.text:
                 raise ModelNotFoundError(exc.message, hint=f"for the file of that name here, use ./{ref.text}; or "
+                                                           f"{exc.hint}") from None
+            if here is not None:
+                raise ModelNotFoundError(exc.message, hint=f"for the file {here} here, use ./{here}; or "
                                                            f"{exc.hint}") from None
             if ref.name.endswith("gguf"):  # a Hub repo named without its owner
                 typed = ref.text.strip()  # its quant kept: ORG/NAME-GGUF:Q4_K_M

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -706,3 +707,20 @@ def test_a_misspelt_repo_is_offered_the_repo_of_the_registry_entry_it_is_like(
         assert other.returncode == 1 and "did you mean bartowski/Llama-3.2-1B" not in other.stderr, other.stderr
     removed = run_cli(env, "models", "rm", "bartowski/Llama-3.2-1B-Instruct-GUF")
     assert removed.returncode == 1 and "the repo of" not in removed.stderr, "rm offers a downloaded repo alone"
+
+
+def test_a_name_that_is_no_model_but_a_model_file_here_without_gguf_is_told_that_file(tmp_path: Path) -> None:
+    import subprocess
+
+    (tmp_path / "model.gguf").write_bytes(b"GGUF")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "LOCALGEN_HOME": str(tmp_path / "home")}
+
+    def error(typed: str) -> str:
+        result = subprocess.run([sys.executable, "-m", "localgen", "run", "-m", typed, "hi"], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+        assert result.returncode == 1, result.stderr
+        return result.stderr
+
+    assert error("Model") == ("localgen: error: unknown model 'model' (hint: for the file model.gguf here, use "
+                              "./model.gguf; or see `localgen models list --all` for the names)\n")
+    assert "model.gguf here" not in error("other")
