@@ -204,7 +204,7 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
         with blamed_on_entry(found.spec, found.ref):
             model = hub.find_model(repo, quant=quant, filename=filename)
             newer = not all(hub.is_cached(model, f) for f in model.files)
-            paths = hub.fetch_model(model, quiet=not newer)
+            paths = hub.fetch_model(model, quiet=not newer, show_progress=None if newer else False)  # no bar
     except (NotInRepoError, RepoNotFoundError) as exc:  # the Hub was asked: the copy here is the last there was
         return replace(found, checked=f"; the Hub no longer has it ({exc.message}), so this copy is kept")
     except HubError as exc:

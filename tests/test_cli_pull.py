@@ -102,3 +102,18 @@ def test_a_downloaded_quant_the_hub_has_dropped_is_kept_and_still_found_by_its_n
     assert gone == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); the Hub no longer has "
                                       f"it (repository {REPO} not found on the Hugging Face Hub), so this copy is "
                                       "kept\n")
+
+
+def test_pull_of_a_model_up_to_date_on_a_terminal_draws_no_bar(hub: tuple[HubServer, dict[str, str]]) -> None:
+    import pexpect
+
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("q8")})
+    first, _ = _pull(env, f"{REPO}:Q8_0")
+    child = pexpect.spawn(sys.executable, ["-m", "localgen", "pull", f"{REPO}:Q8_0"], cwd=str(REPO_ROOT), env=env,
+                          encoding="utf-8", timeout=60, dimensions=(24, 100))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0 and child.before == (
+        f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with the Hub\r\n{first}\r\n"), \
+        child.before
