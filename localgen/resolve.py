@@ -203,12 +203,19 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
     try:
         with blamed_on_entry(found.spec, found.ref):
             model = hub.find_model(repo, quant=quant, filename=filename)
-            newer = not all(hub.is_cached(model, f) for f in model.files)
-            paths = hub.fetch_model(model, quiet=not newer, show_progress=None if newer else False)  # no bar
     except (NotInRepoError, RepoNotFoundError) as exc:  # the Hub was asked: the copy here is the last there was
         return replace(found, checked=f"; the Hub no longer has it ({exc.message}), so this copy is kept")
     except HubError as exc:
         return replace(found, checked=f"; not checked against the Hub: {exc.message}")
+    newer = not all(hub.is_cached(model, f) for f in model.files)
+    try:
+        paths = hub.fetch_model(model, quiet=not newer, show_progress=None if newer else False)  # no bar: no download
+    except HubError as exc:
+        if not newer:
+            return replace(found, checked=f"; not checked against the Hub: {exc.message}")
+        kept = "the copy downloaded before is kept, and runs go on using it"
+        raise HubError(f"the Hub's newer version of {found.display_name} could not be downloaded: {exc.message}",
+                        hint=f"{exc.hint}; {kept}" if exc.hint else kept, exit_code=exc.exit_code) from exc
     removed = _remove_replaced(found.path, paths)
     if not newer:
         return replace(found, path=paths[0], checked=" and up to date with the Hub")

@@ -117,3 +117,19 @@ def test_pull_of_a_model_up_to_date_on_a_terminal_draws_no_bar(hub: tuple[HubSer
     assert child.exitstatus == 0 and child.before == (
         f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with the Hub\r\n{first}\r\n"), \
         child.before
+
+
+def test_a_newer_version_whose_download_fails_fails_the_pull_and_keeps_the_copy_here(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("old", 1_000_000)})
+    first, _ = _pull(env, f"{REPO}:Q8_0")
+    server.add_repo(REPO, {FILE: make_gguf_bytes("new", 1_000_000)})
+    server.abort_after[(REPO, FILE)] = 300_000
+    server.down_after_abort = True  # and 503 to what comes after
+    failed = run_cli(env, "pull", f"{REPO}:Q8_0")
+    assert failed.returncode == 1 and failed.stdout == ""
+    assert f"localgen: error: the Hub's newer version of {REPO}:Q8_0 could not be downloaded: " in failed.stderr
+    assert failed.stderr.endswith("; the copy downloaded before is kept, and runs go on using it)\n"), failed.stderr
+    offline, _ = _pull({**env, "LOCALGEN_OFFLINE": "1"}, f"{REPO}:Q8_0")
+    assert offline == first and first.read_bytes() == make_gguf_bytes("old", 1_000_000)
