@@ -18,6 +18,7 @@ from localgen.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, LocalgenError
 from localgen.events import Event, Finished, TextChunk
 from localgen.runner import LoadedModel
 from localgen.signals import StopOnSignal
+from localgen.stdout_reader import watching_the_reader
 
 
 def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
@@ -26,14 +27,15 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
 
     Returns the Finished, the exit code a SIGINT/SIGTERM calls for, and an error that came after the answer was
     complete (saving its conversation failed): the answer is still the user's, so it is output before that error.
-    A closed stdout stops the generation.
+    A closed stdout stops the generation, as soon as its reader goes where it is a pipe.
     """
     engine = loaded.engine
     completion: Finished | None = None
     late: LocalgenError | None = None
     pipe_closed = texted = False
     status = PrefillStatus(sys.stderr)
-    with StopOnSignal(engine.request_stop, reset=engine.clear_stop) as signals:  # prompt preparation included
+    with StopOnSignal(engine.request_stop, reset=engine.clear_stop) as signals, \
+            watching_the_reader(sys.stdout, engine.request_stop) as reader:  # prompt preparation included
         events = start()
         try:
             for event in without_prefill_progress(events, status):
@@ -53,7 +55,7 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
                     _end_before_error(output)
                 raise
             late = exc
-    if pipe_closed:
+    if pipe_closed or reader.gone:  # the reader left: as the model wrote, or while the prompt was read or JSON kept
         silence_stdout()
         raise typer.Exit(EXIT_BROKEN_PIPE)
     assert completion is not None

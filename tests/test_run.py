@@ -1303,3 +1303,44 @@ def test_a_size_bound_stops_a_read_only_where_its_text_is_certainly_too_long() -
     with pytest.raises(UsageError, match=r"^1\d{5} bytes$"):
         inputs._bounded_read(stream, "stdin", "", "", bound)
     assert stream.tell() < len(wide * 4), "refused once the text decoded so far reached the bound"
+
+
+def _run_to_a_pipe(args: tuple[str, ...], home: Path, *, reader_leaves_after: float | None) -> int:
+    """`localgen run ARGS | reader`, where the reader is gone before the run starts (None), or leaves after so many
+    seconds without reading; the run's exit status."""
+    reader, writer = os.pipe()
+    if reader_leaves_after is None:
+        os.close(reader)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", *args], stdout=writer,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
+                                env={**os.environ, "LOCALGEN_HOME": str(home)})
+    finally:
+        os.close(writer)
+    if reader_leaves_after is not None:
+        time.sleep(reader_leaves_after)
+        os.close(reader)
+    err = proc.communicate(timeout=300)[1].decode()
+    assert err == "", err
+    return proc.returncode
+
+
+@pytest.mark.parametrize("json_output", [(), ("--json",)], ids=["text", "json"])
+def test_a_reader_gone_before_the_answer_stops_the_run_before_any_token(tmp_path: Path,
+                                                                        json_output: tuple[str, ...]) -> None:
+    """`localgen run ... | true`: the prompt's reading stops as the reader is found gone, so no answer is kept as
+    the last run (a written token, or a whole --json answer, would be)."""
+    args = ("Write a long story about a robot.", "-n", "60", *GREEDY, *json_output)
+    assert _run_to_a_pipe(args, tmp_path, reader_leaves_after=None) == 141
+    assert not (tmp_path / "data" / "last-run.json").exists(), "an answer was generated for a reader that had gone"
+
+
+def test_a_json_answer_stops_once_its_reader_leaves(tmp_path: Path) -> None:
+    """`localgen run --json ... | slow_reader` with the reader gone after 2 s: the answer, which --json writes at its
+    end, stops then, where it was generated whole (the grammar's 2,000 letters, some 430 tokens: 25 s here)."""
+    args = ("--json", "--grammar", "root ::= [a-z ]{2000}", *GREEDY, "Write letters.")
+    assert _run_to_a_pipe(args, tmp_path, reader_leaves_after=2) == 141
+    last_run = tmp_path / "data" / "last-run.json"
+    if last_run.exists():  # gone while the prompt was read on a busy machine: no answer, none kept
+        answer = json.loads(last_run.read_text())["turns"][-1]
+        assert answer["finish_reason"] == "interrupted", answer
