@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import os
 import re
+import select
 import signal
 import stat
 import sys
@@ -195,17 +195,25 @@ def write_out(stream: TextIO, text: str) -> None:
 
 
 def _write_whole(stream: TextIO, text: str) -> None:
-    """stream.write(text), where the stream's bytes go straight to its file (`python -u`, PYTHONUNBUFFERED=1) in as
-    many writes as the file takes: there a pipe's reader that leaves part way is met as a BrokenPipeError, where
-    the text layer would drop the rest of a long text without a word (it ignores a short write)."""
-    raw = getattr(stream, "buffer", None)
-    if not isinstance(raw, io.RawIOBase):
+    """stream.write(text), its bytes written straight to the stream's file in as many writes as the file takes: a
+    pipe's reader that leaves part way is met as a BrokenPipeError, where Python's unbuffered text layer (`python
+    -u`, PYTHONUNBUFFERED=1) drops the rest of a long text without a word, and a full pipe or terminal left
+    non-blocking (by a Node.js parent, say) is waited on, as a blocking one is, where Python's buffered layer fails
+    and its unbuffered one retries at full speed. A stream with no file (a test's) is written as it is."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
         stream.write(text)
         return
     stream.flush()
     data = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
     while data:
-        data = data[raw.write(data) or 0:]
+        try:
+            data = data[os.write(fd, data):]
+        except BlockingIOError:
+            writable = select.poll()
+            writable.register(fd, select.POLLOUT)
+            writable.poll()  # until the reader takes some, or leaves (the next write's BrokenPipeError)
 
 
 def terminal_hung_up(exc: OSError, stream: TextIO) -> bool:

@@ -1344,3 +1344,38 @@ def test_a_json_answer_stops_once_its_reader_leaves(tmp_path: Path) -> None:
     if last_run.exists():  # gone while the prompt was read on a busy machine: no answer, none kept
         answer = json.loads(last_run.read_text())["turns"][-1]
         assert answer["finish_reason"] == "interrupted", answer
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "PYTHONUNBUFFERED"])
+def test_a_full_stdout_pipe_left_non_blocking_is_waited_on(unbuffered: bool) -> None:
+    """A stdout pipe left non-blocking (as a Node.js parent leaves one), full as the answer comes: run waits in poll
+    until its reader takes some, as on a blocking pipe, where it failed (cannot write to stdout: write could not
+    complete without blocking) or, with PYTHONUNBUFFERED=1, tried the write again at full speed."""
+    import fcntl
+
+    reader, writer = os.pipe()
+    fcntl.fcntl(writer, fcntl.F_SETFL, fcntl.fcntl(writer, fcntl.F_GETFL) | os.O_NONBLOCK)
+    filled = 0
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            filled += os.write(writer, b"x" * 4096)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-q", "-n", "5", *GREEDY, "Say hi."],
+                                stdout=writer, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
+                                env=env | ({"PYTHONUNBUFFERED": "1"} if unbuffered else {}))
+    finally:
+        os.close(writer)
+    waited, deadline = False, time.monotonic() + 60
+    while not waited and proc.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            waited = "poll" in Path(f"/proc/{proc.pid}/wchan").read_text()
+        time.sleep(0.05)
+    out = b""
+    while chunk := os.read(reader, 65536):
+        out += chunk
+    os.close(reader)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0 and err == "", err
+    assert out[:filled] == b"x" * filled and len(out) > filled + 1 and out.endswith(b"\n"), out[filled:]
+    assert waited, "the full pipe was not waited on in poll"
