@@ -38,6 +38,8 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
 
     if stdin_asked or any(file.path is None for file in files):
         say_reading_a_terminal(stdin, "the prompt" if stdin_asked else "the text -f - attaches")
+    else:
+        warnings += filter(None, [rest_of_a_read_file_warning(stdin)])
     attachments = read_attachments(files, stdin, warnings, stdin_asked=stdin_asked, waiting=say_waiting_for,
                                    bound=bound, made_of=lambda read, piped: prompt_parts(
                                        read, system=system, stdin=piped, prompt=bool(prompt)))
@@ -58,6 +60,26 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
         console.warn(file_name_warning("the prompt", prompt, "-f"))
     return attachments, made_of
+
+
+def rest_of_a_read_file_warning(stdin: BinaryIO | None) -> str | None:
+    """A warning where stdin, attached unasked, is a file that was read part way before this run and has more after
+    that (`while read q; do localgen run "$q"; done < questions.txt`): the run takes the rest, which the loop then
+    never gets; None otherwise."""
+    import os
+    import stat
+
+    if stdin is None:
+        return None
+    try:
+        fd = stdin.fileno()
+        size, at = os.fstat(fd), os.lseek(fd, 0, os.SEEK_CUR)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not stat.S_ISREG(size.st_mode) or not 0 < at < size.st_size:
+        return None
+    return (f"stdin is a file read up to byte {at:,} before this run (as by a `while read` loop), so the rest of it "
+            "is attached, and the loop gets none of it (</dev/null runs without stdin; -f - attaches it unwarned)")
 
 
 def say_reading_a_terminal(stdin: BinaryIO | None, what: str) -> None:

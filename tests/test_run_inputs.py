@@ -611,3 +611,29 @@ def test_a_file_named_with_a_slash_after_it_is_not_a_directory_as_cat_says(tmp_p
             f"check the path given to {'-f/--file' if option == '-f' else option}"
         assert result.returncode == 2 and result.out == "", result.err
         assert result.err == f"localgen: error: cannot read {tmp_path}/{typed}: Not a directory (hint: {hint})\n"
+
+
+def test_stdin_a_file_a_loop_read_part_of_is_attached_with_a_warning(tmp_path: Path) -> None:
+    """`while read q; do localgen run "$q"; done < questions.txt`: the first run attaches the questions left, which
+    the loop then never reads, and says so, where it took them silently; a file read from its start, one read to its
+    end, and stdin asked for with -f - get no warning."""
+    questions = tmp_path / "questions.txt"
+    questions.write_text("Why is the sky blue?\nWhat is a monad?\n")
+    run = f"{shlex.quote(sys.executable)} -m localgen run --print-prompt"
+
+    def loop(command: str) -> str:
+        script = f'while read q; do {command} >/dev/null || exit; done < {shlex.quote(str(questions))}'
+        proc = subprocess.run(["bash", "-c", script], capture_output=True, cwd=REPO_ROOT, timeout=120)
+        assert proc.returncode == 0, proc.stderr.decode()
+        return proc.stderr.decode()
+
+    assert loop(f'{run} "$q"') == ("localgen: warning: stdin is a file read up to byte 21 before this run (as by a "
+                                   "`while read` loop), so the rest of it is attached, and the loop gets none of it "
+                                   "(</dev/null runs without stdin; -f - attaches it unwarned)\n")
+    assert loop(f'{run} -f - "$q"') == ""
+    assert loop(f'{run} "$q" </dev/null') == ""
+    assert loop(f'read rest; {run} "$q"') == "", "read to its end: nothing taken from the loop"
+    with questions.open("rb") as whole:
+        proc = subprocess.run([sys.executable, "-m", "localgen", "run", "--print-prompt", "q"], stdin=whole,
+                              capture_output=True, cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == b"" and b"What is a monad?" in proc.stdout, proc.stderr.decode()
