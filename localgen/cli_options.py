@@ -30,7 +30,7 @@ _REAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(e[+-]?[0-9]+)?|[+-]?(inf|
 
 
 _DECIMAL_COMMA = re.compile(r"[+-]?[0-9]*,[0-9]+")  # 0,7: a decimal point in many languages
-_THOUSANDS = re.compile(r"[+-]?[0-9]{1,3}(,[0-9]{3})+")  # 4,096: thousands set apart
+_THOUSANDS = re.compile(r"[+-]?[1-9][0-9]{0,2}(,[0-9]{3})+")  # 4,096: thousands set apart (0,512 is no number)
 
 
 class NumberSlip(typer.BadParameter):

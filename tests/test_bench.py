@@ -354,6 +354,7 @@ def test_one_draft_batch_is_singular() -> None:
     (("-p", "1,024,000"), "write it without separators: -p 1024000"),
     (("-p", "128,256,512"), "run localgen bench once per value: for n in 128 256 512; do localgen bench -p $n; "
                             "done"),  # sizes listed, as llama-bench takes them
+    (("-p", "0,512"), "run localgen bench once per value: for n in 0 512; do localgen bench -p $n; done"),  # 0 skips
 ])
 def test_a_size_with_its_thousands_set_apart_is_told_to_drop_the_commas_not_to_loop(args: tuple[str, ...],
                                                                                     hint: str) -> None:
