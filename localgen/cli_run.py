@@ -78,8 +78,9 @@ def rest_of_a_read_file_warning(stdin: BinaryIO | None) -> str | None:
         return None
     if not stat.S_ISREG(size.st_mode) or not 0 < at < size.st_size:
         return None
-    return (f"stdin is a file read up to byte {at:,} before this run (as by a `while read` loop), so the rest of it "
-            "is attached, and the loop gets none of it (</dev/null runs without stdin; -f - attaches it unwarned)")
+    return (f"stdin is a file already read up to byte {at:,} (by `read`, a `while read` loop, or a script run as "
+            "`bash < FILE`), so this run attaches the rest of it, and whatever reads stdin after this run gets none "
+            "of it (</dev/null runs without stdin; -f - attaches it unwarned)")
 
 
 def say_reading_a_terminal(stdin: BinaryIO | None, what: str) -> None:

@@ -627,9 +627,10 @@ def test_stdin_a_file_a_loop_read_part_of_is_attached_with_a_warning(tmp_path: P
         assert proc.returncode == 0, proc.stderr.decode()
         return proc.stderr.decode()
 
-    assert loop(f'{run} "$q"') == ("localgen: warning: stdin is a file read up to byte 21 before this run (as by a "
-                                   "`while read` loop), so the rest of it is attached, and the loop gets none of it "
-                                   "(</dev/null runs without stdin; -f - attaches it unwarned)\n")
+    assert loop(f'{run} "$q"') == ("localgen: warning: stdin is a file already read up to byte 21 (by `read`, a "
+                                   "`while read` loop, or a script run as `bash < FILE`), so this run attaches the "
+                                   "rest of it, and whatever reads stdin after this run gets none of it (</dev/null "
+                                   "runs without stdin; -f - attaches it unwarned)\n")
     assert loop(f'{run} -f - "$q"') == ""
     assert loop(f'{run} "$q" </dev/null') == ""
     assert loop(f'read rest; {run} "$q"') == "", "read to its end: nothing taken from the loop"
