@@ -181,13 +181,15 @@ def end_interrupted_line() -> None:
 
 
 def write_out(stream: TextIO, text: str) -> None:
-    """Write model output and flush: a closed pipe stays a BrokenPipeError, a closed terminal ends the program as
-    its SIGHUP does (SignalExit), any other failure is a LocalgenError."""
+    """Write model output and flush: a closed pipe, or a socket its reader reset, is a BrokenPipeError, a closed
+    terminal ends the program as its SIGHUP does (SignalExit), any other failure is a LocalgenError."""
     try:
         _write_whole(stream, text)
         stream.flush()
     except BrokenPipeError:
         raise
+    except ConnectionResetError as exc:  # the reader has gone as a closed pipe's has, only less gently
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE)) from exc
     except OSError as exc:
         if terminal_hung_up(exc, stream):
             raise SignalExit(signal.SIGHUP) from exc

@@ -4,14 +4,16 @@ answer generated), so the work stops then, not at the next write."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
+import socket
 import stat
 import threading
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
-_READER_GONE = select.POLLERR | select.POLLHUP  # a pipe with no reader left / a socket whose peer closed
+_PEER_GONE = {errno.EPIPE, errno.ECONNRESET}  # a socket's errors that say its reader closed it, or reset it
 
 
 class ReaderWatch:
@@ -20,29 +22,44 @@ class ReaderWatch:
     def __init__(self) -> None:
         self.gone = False
 
-    def wait(self, fd: int, wake: int, stop: Callable[[], None]) -> None:
-        """Wait until fd's reader goes (then note it and call stop) or wake can be read (the watch is over)."""
+    def wait(self, fd: int, is_socket: bool, wake: int, stop: Callable[[], None]) -> None:
+        """Wait until fd's reader goes (then note it and call stop), wake can be read (the watch is over), or a
+        socket has another error (a refused datagram, a timestamp queued), which is no reader gone: the watch ends."""
         poller = select.poll()
         poller.register(fd, 0)  # POLLERR and POLLHUP are always reported; nothing else is asked for
         poller.register(wake, select.POLLIN)
         while True:
             events = dict(poller.poll())
-            if wake in events or events.get(fd, 0) & select.POLLNVAL:
+            happened = events.get(fd, 0)
+            if wake in events or happened & select.POLLNVAL:
                 return
-            if events.get(fd, 0) & _READER_GONE:
-                self.gone = True
-                stop()
+            if happened:
+                if not is_socket or _peer_gone(fd, happened):
+                    self.gone = True
+                    stop()
                 return
 
 
-def _pipe_fd(stream: TextIO) -> int | None:
-    """stream's descriptor where it is a pipe or a socket, whose reader can go; None for a file or a terminal."""
+def _peer_gone(fd: int, happened: int) -> bool:
+    """Whether a socket's POLLERR or POLLHUP says its reader has gone: its error is EPIPE or ECONNRESET (closed, or
+    reset as a TCP peer's SO_LINGER 0 close does), or there is none and it hung up, as a write would then find.
+    Reading the error clears it: a write after a reset meets EPIPE."""
+    error = 0
+    if happened & select.POLLERR:
+        with contextlib.suppress(OSError), socket.socket(fileno=os.dup(fd)) as sock:
+            error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    return error in _PEER_GONE or (error == 0 and bool(happened & select.POLLHUP))
+
+
+def _pipe_fd(stream: TextIO) -> tuple[int, bool] | None:
+    """stream's descriptor, and whether it is a socket, where it is a pipe or a socket, whose reader can go; None for
+    a file or a terminal."""
     try:
         fd = stream.fileno()
         mode = os.fstat(fd).st_mode
     except (OSError, ValueError, AttributeError):
         return None
-    return fd if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
+    return (fd, stat.S_ISSOCK(mode)) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
 
 
 @contextlib.contextmanager
@@ -50,13 +67,13 @@ def watching_the_reader(stream: TextIO, stop: Callable[[], None]) -> Iterator[Re
     """While active, a thread calls stop() as soon as the reader of stream (a pipe or a socket) goes, which a
     write would only find out at the next write; the watch's gone says whether it did."""
     watch = ReaderWatch()
-    fd = _pipe_fd(stream)
-    if fd is None:
+    piped = _pipe_fd(stream)
+    if piped is None:
         yield watch
         return
     wake_read, wake_write = os.pipe()
     try:
-        thread = threading.Thread(target=watch.wait, args=(fd, wake_read, stop), name="stdout reader watch",
+        thread = threading.Thread(target=watch.wait, args=(*piped, wake_read, stop), name="stdout reader watch",
                                   daemon=True)
         thread.start()
         try:
