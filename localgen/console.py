@@ -88,6 +88,12 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
+def pipe_or_socket(mode: int) -> bool:
+    """Whether a file of this mode (st_mode) is a pipe or a socket, whose other end (a writer, a reader) can keep it
+    waiting, or go."""
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 def takes_escapes(stream: TextIO) -> bool:
     """True when stream is a terminal that obeys escape sequences (TERM=dumb ones, like Emacs' shell, show them)."""
     return _is_terminal(stream) and os.environ.get("TERM") != "dumb"

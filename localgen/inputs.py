@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NoReturn, Protocol
 
+from localgen.console import pipe_or_socket
 from localgen.errors import UsageError
 from localgen.input_text import DOCUMENT_HINT, TextBound, decode_input, refuse_binary
 from localgen.other_tools import check_template_name
@@ -235,7 +236,7 @@ def refuse_special_file(path: Path, typed: str | None = None, *, pipes: bool = F
     mode, kind, hint = status.st_mode, "a device", "attach a file, or paste the text"
     if stat.S_ISCHR(mode) and sys.platform == "linux" and os.major(status.st_rdev) in {4, 5, *range(136, 144)}:
         kind, hint = "a terminal", "type or paste the text as a message"
-    elif stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+    elif pipe_or_socket(mode):
         if pipes and stat.S_ISFIFO(mode):
             return
         kind = "a pipe" if stat.S_ISFIFO(mode) else "a socket"
@@ -365,15 +366,12 @@ def reads_a_device(files: Iterable[InputFile]) -> bool:
 
 def reads_a_pipe(files: Iterable[InputFile], stdin: BinaryIO | None) -> bool:
     """Whether reading piped stdin, or one of these files, may wait on a pipe's writer (a FIFO or a socket)."""
-    def piped(mode: int) -> bool:
-        return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-
     with contextlib.suppress(OSError, ValueError):
-        if stdin is not None and not stdin.isatty() and piped(os.fstat(stdin.fileno()).st_mode):
+        if stdin is not None and not stdin.isatty() and pipe_or_socket(os.fstat(stdin.fileno()).st_mode):
             return True
     for file in files:
         with contextlib.suppress(OSError):
-            if file.path is not None and piped(file.path.stat().st_mode):
+            if file.path is not None and pipe_or_socket(file.path.stat().st_mode):
                 return True
     return False
 

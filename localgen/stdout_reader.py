@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
+from localgen.console import pipe_or_socket
+
 _PEER_GONE = {errno.EPIPE, errno.ECONNRESET}  # a socket's errors that say its reader closed it, or reset it
 
 
@@ -59,7 +61,7 @@ def _pipe_fd(stream: TextIO) -> tuple[int, bool] | None:
         mode = os.fstat(fd).st_mode
     except (OSError, ValueError, AttributeError):
         return None
-    return (fd, stat.S_ISSOCK(mode)) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
+    return (fd, stat.S_ISSOCK(mode)) if pipe_or_socket(mode) else None
 
 
 @contextlib.contextmanager
