@@ -1,5 +1,5 @@
 """The prefill-while-typing worker's hand-over rules, with a stand-in prefill (the real one runs in test_repl,
-test_session and test_engine)."""
+test_session and test_engine), and the threads the engine's prefill ahead computes with."""
 
 from __future__ import annotations
 
@@ -8,12 +8,17 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from localgen import prefill_ahead
+from localgen.engine import Engine, core, lc
+from localgen.events import Finished
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.prefill_ahead import SETTLE_WAIT_S, TYPING_PAUSE_S, PrefillWhileTyping
 from localgen.repl_input import message_text, typed_message
+from tests.conftest import chat_prompt
 
 # The tests that time typing against a prefill run alone (serial, conftest).
 
@@ -199,3 +204,54 @@ def test_a_line_sends_the_message_typed_so_far(line: str, pasted: bool, sent: st
                                                typed: str | None) -> None:
     assert message_text(line, pasted=pasted) == sent
     assert typed_message(line, pasted=pasted) == typed
+
+
+def _answer_and_logits(engine: Engine, prompt: list[int]) -> tuple[str, list[float]]:
+    """The greedy answer to prompt, and the logits its first token was chosen from."""
+    greedy, n_vocab = SamplingParams(temperature=0.0, repeat_penalty=1.0), engine._vocab.n_tokens
+    next(event for event in engine.generate(prompt, greedy, GenerationLimits(max_tokens=1))
+         if isinstance(event, Finished))
+    logits = lc.llama_get_logits_ith(engine._ctx, -1)[:n_vocab]
+    answer = next(event.text for event in engine.generate(prompt, greedy, GenerationLimits(max_tokens=8))
+                  if isinstance(event, Finished))
+    return answer, logits
+
+
+def _typed_slowly(engine: Engine, prompt: list[int]) -> None:
+    """Prefill prompt ahead a word or two at each pause in typing; the chat template's end comes with Enter."""
+    engine.reset()
+    for typed in range(2, len(prompt) - 5, 29):
+        assert engine.prefill_ahead(prompt[:typed], lambda: False) == typed
+
+
+@pytest.mark.serial
+@pytest.mark.parametrize("flash_attn", ["on", "off"])
+def test_a_prefill_ahead_leaves_a_cpu_to_the_redraw_and_the_answer_as_every_thread_gives_it(
+        bundled_model: Path, flash_attn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Computed beside the prompt's redraw of each key, the message's batches take one thread of two; the answer
+    then prefills and decodes with both, and its logits are those the message computed with both gives, bit for bit
+    (a prompt computed cold, in other batches, can differ in their last bits: chunks.py), its answer the cold one."""
+    options = LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, n_batch=64, n_ubatch=32, flash_attn=flash_attn)
+    with Engine(bundled_model, options) as engine:
+        prompt = chat_prompt(engine, "Tell me about cats and why they sleep so much, in short words. " * 20)
+        assert len(prompt) > 300, "past 256 tokens, where a one-token batch's attention depends on the count"
+        cold = _answer_and_logits(engine, prompt)
+        with monkeypatch.context() as every_thread:
+            every_thread.setattr(core, "ahead_threads", lambda decode_threads: decode_threads)
+            _typed_slowly(engine, prompt)
+            on_both = _answer_and_logits(engine, prompt)
+        real_decode = lc.llama_decode
+        batches: list[tuple[int, int]] = []  # threads for one token, threads for several
+
+        def decode(ctx: object, batch: lc.llama_batch) -> int:
+            batches.append((lc.llama_n_threads(ctx), lc.llama_n_threads_batch(ctx)))
+            return real_decode(ctx, batch)
+
+        monkeypatch.setattr(lc, "llama_decode", decode)
+        _typed_slowly(engine, prompt)
+        ahead, batches[:] = list(batches), []
+        assert ahead and set(ahead) == {(2, 1)}, "the batches typed leave a CPU to the redraw"
+        on_one = _answer_and_logits(engine, prompt)
+        assert batches and set(batches) == {(2, 2)}, "the answer's own counts"
+    assert on_one[1] == on_both[1], "the same logits, bit for bit"
+    assert on_one[0] == on_both[0] == cold[0] and cold[0]

@@ -19,7 +19,7 @@ from localgen.engine.native import lc
 from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
 from localgen.engine.results import DecodeResult, decode_failure, finished_event
 from localgen.engine.sampling import Sampler, build_sampler
-from localgen.engine.threads import ThreadGovernor, count_matters_from, load_started
+from localgen.engine.threads import ThreadGovernor, ahead_threads, count_matters_from, load_started
 from localgen.engine.vocab import Vocab
 from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
 from localgen.estimate import allocated_context
@@ -296,6 +296,7 @@ class Engine(LoadedModel):
                     if should_stop():
                         break
                     self._before_chunk(begin, end)
+                    lc.llama_set_n_threads(self._ctx, lc.llama_n_threads(self._ctx), ahead_threads(self.decode_threads))
                     status = self._kv.evaluate(prompt[begin:end])
                     stopper.raise_caught()
                     if status != 0:
@@ -304,6 +305,10 @@ class Engine(LoadedModel):
                         break
         finally:
             self._kv.resync()
+            if self._governor is not None:  # the answer's prefill and decode take their own counts again
+                self._governor.reapply()
+            else:
+                self._use_threads(self.options.n_threads)
         return self._kv.common_prefix(prompt)
 
     def _holds_with_logits(self, prompt: Sequence[int]) -> bool:
