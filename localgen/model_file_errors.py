@@ -70,10 +70,9 @@ def missing_file_hint(path: Path, typed: str) -> str:
         return f"did you mean {short_path(typed)}.gguf?"
     names = [name for name in folder_models(path.parent) if not name.lower().startswith("mmproj")]
     shown = [short_path(os.path.join(os.path.dirname(typed), name)) for name in names]
-    suffixed = path.name if path.name.lower().endswith(".gguf") else with_suffix.name  # ./Model for ./model.gguf
-    meant = [place for name, place in zip(names, shown, strict=True) if misspells(suffixed, name)]
-    if meant:
-        return f"did you mean {meant[0]}?"
+    meant = misspelt_model_file(path.name, names)  # ./Model for ./model.gguf
+    if meant is not None:
+        return f"did you mean {short_path(os.path.join(os.path.dirname(typed), meant))}?"
     if shown:
         return f"check the path; this folder holds: {_listed(shown)}"
     return "check the path, or pass a registry name"
@@ -84,8 +83,14 @@ def model_file_here(name: str) -> str | None:
     model file it misspells, .gguf added where it lacks it (model.gguf for Model), or None."""
     if is_existing_file(name):
         return name
+    return misspelt_model_file(name, folder_models(Path(".")))
+
+
+def misspelt_model_file(name: str, names: list[str]) -> str | None:
+    """The first of a folder's model files (names) that a name misspells, .gguf added where it lacks it (model.gguf
+    for Model), or None."""
     suffixed = name if name.lower().endswith(".gguf") else f"{name}.gguf"
-    return next((found for found in folder_models(Path(".")) if misspells(suffixed, found)), None)
+    return next((found for found in names if misspells(suffixed, found)), None)
 
 
 def folder_models(folder: Path) -> list[str]:
