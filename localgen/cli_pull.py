@@ -8,7 +8,7 @@ from pathlib import Path
 
 from localgen import console
 from localgen.errors import EXIT_OK, LocalgenError, UsageError
-from localgen.resolve import ResolvedModel
+from localgen.resolve import HubCheck, HubOutcome, ResolvedModel
 from localgen.units import alternatives, binary_size, counted
 
 
@@ -121,9 +121,9 @@ def pull_model(reference: str, *, force: bool) -> Path:
 
 
 def already_here(resolved: ResolvedModel, size: int) -> str | None:
-    """What pull says of a model it had nothing to download for (size: of all its files): bundled with a package, a
-    file on this machine, or a copy downloaded before, up to date with the Hub or not checked against it (and why);
-    None where a download was made, whose own lines say what came of it."""
+    """What pull says of a model it had nothing to download for (size: of all its files), or of a downloaded copy it
+    asked the Hub about: bundled with a package, a file on this machine, or a copy downloaded before, what asking the
+    Hub about it came to; None where a download was made, whose own lines say what came of it."""
     name = resolved.display_name
     if resolved.source == "bundled":
         package = _bundling_package(resolved.path)
@@ -131,9 +131,36 @@ def already_here(resolved: ResolvedModel, size: int) -> str | None:
         return f"localgen: {name} is already here, bundled with {bundled} ({binary_size(size)}): nothing to download"
     if resolved.source == "local":
         return f"localgen: {resolved.short_name} is a file on this machine ({binary_size(size)}): nothing to download"
+    check = resolved.hub_check
+    if check is not None and check.outcome is HubOutcome.UPDATED:
+        return f"localgen: updated {name} (the Hub has a newer version){_removed(check)}"
     if resolved.source == "cache":
-        return f"localgen: {name} is already downloaded ({binary_size(size)}){resolved.checked}"
+        return f"localgen: {name} is already downloaded ({binary_size(size)}){_found_on_the_hub(check)}"
     return None
+
+
+def _found_on_the_hub(check: HubCheck | None) -> str:
+    """What asking the Hub about a downloaded copy came to, to follow `... is already downloaded (SIZE)`."""
+    if check is None:
+        return ""
+    if check.outcome is HubOutcome.UP_TO_DATE:
+        return " and up to date with the Hub"
+    if check.outcome is HubOutcome.DROPPED:
+        return f"; the Hub no longer has it ({check.reason}), so this copy is kept"
+    if check.outcome is HubOutcome.OFFLINE:
+        return "; offline, so not checked against the Hub"
+    if check.outcome is HubOutcome.PINNED and check.pin is not None:
+        if check.pin.sha256:
+            return f"; {check.pin.origin} pins its sha256, so there is nothing to check against the Hub"
+        return f"; {check.pin.origin} pins its size, so it is not checked against the Hub"
+    return f"; not checked against the Hub: {check.reason}"
+
+
+def _removed(check: HubCheck) -> str:
+    """What removing the copy a newer one replaced freed, to end the line that says so ("" where nothing was)."""
+    if not check.freed:
+        return ""
+    return f"; removed the copy it replaces (commit {check.replaced_commit}): freed {binary_size(check.freed)}"
 
 
 def _bundling_package(path: Path) -> str | None:

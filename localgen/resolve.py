@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, replace
+from enum import Enum
 from pathlib import Path
 
 from localgen import console, hub, hub_cache
@@ -30,6 +31,31 @@ from localgen.typed_paths import short_path, unset_variables_hint
 from localgen.verify import verify_file
 
 
+class HubOutcome(Enum):
+    """What asking the Hub about a downloaded copy came to, for `pull`."""
+
+    UP_TO_DATE = "up to date"
+    UPDATED = "updated"  # a newer version was downloaded
+    DROPPED = "dropped by the Hub"  # the Hub no longer has the repo, quant or file: the copy here is kept
+    OFFLINE = "offline"
+    NOT_CHECKED = "not checked"  # the Hub could not be asked (reason says why)
+    PINNED = "pinned"  # a registry entry pins the file's sha256 or size (pin: what, and which entry)
+
+
+@dataclass(frozen=True)
+class HubCheck:
+    """What `pull` of a downloaded copy found on asking the Hub about it: the outcome, its reason and hint (why it
+    was not checked, what the Hub lacks), the entry's pin that kept it from being asked, and the copy a newer one
+    replaced (its commit, and the bytes freed by removing it)."""
+
+    outcome: HubOutcome
+    reason: str = ""
+    hint: str | None = None
+    pin: Pin | None = None
+    replaced_commit: str = ""
+    freed: int = 0
+
+
 @dataclass(frozen=True)
 class ResolvedModel:
     """A model reference resolved to files: the first (or only) shard is `path`."""
@@ -38,7 +64,7 @@ class ResolvedModel:
     path: Path
     spec: ModelSpec | None
     source: str  # "local", "cache", "bundled" or "hub"
-    checked: str = ""  # for `pull` of a downloaded copy: what its check against the Hub found, after its size
+    hub_check: HubCheck | None = None  # for `pull` of a downloaded copy: what asking the Hub about it came to
 
     @property
     def display_name(self) -> str:
@@ -189,58 +215,57 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
 def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedModel:
     """For `pull` of a downloaded Hub model: the Hub's current copy of the same quant or file (one listing request;
     a file changed on the Hub is downloaded, and the copy it replaces removed once it is verified; one that did not is
-    kept), or the downloaded copy when the Hub cannot be asked, its `checked` saying why."""
+    kept), or the downloaded copy when the Hub cannot be asked; its `hub_check` says which."""
     if found.source != "cache":
         return found  # a local file or the bundled model is the one
     if offline or settings().offline:
-        return replace(found, checked="; offline, so not checked against the Hub")
+        return replace(found, hub_check=HubCheck(HubOutcome.OFFLINE))
     repo, quant, filename = hub_target(found.ref, found.spec)
     if quant is None and filename is None:
         return found  # ORG/REPO alone names no one quant (a run takes a downloaded one)
     pin = entry_pin(found.spec, found.ref)
     if pin is not None:
-        return replace(found, checked=f", the file {pin.origin} pins: nothing to check against the Hub")
+        return replace(found, hub_check=HubCheck(HubOutcome.PINNED, pin=pin))
     try:
         with blamed_on_entry(found.spec, found.ref):
             model = hub.find_model(repo, quant=quant, filename=filename)
     except (NotInRepoError, RepoNotFoundError) as exc:  # the Hub was asked: the copy here is the last there was
-        return replace(found, checked=f"; the Hub no longer has it ({exc.message}), so this copy is kept")
+        return replace(found, hub_check=HubCheck(HubOutcome.DROPPED, reason=exc.message))
     except HubError as exc:
-        return replace(found, checked=f"; not checked against the Hub: {exc.message}")
+        return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message))
     newer = not all(hub.is_cached(model, f) for f in model.files)
     try:
         paths = hub.fetch_model(model, quiet=not newer, show_progress=None if newer else False)  # no bar: no download
     except HubError as exc:
         if not newer:
-            return replace(found, checked=f"; not checked against the Hub: {exc.message}")
+            return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message))
         kept = "the copy downloaded before is kept, and runs go on using it"
         raise HubError(f"the Hub's newer version of {found.display_name} could not be downloaded: {exc.message}",
                         hint=f"{exc.hint}; {kept}" if exc.hint else kept, exit_code=exc.exit_code) from exc
-    removed = _remove_replaced(found.path, paths)
+    replaced_commit, freed = _remove_replaced(found.path, paths)
     if not newer:
-        return replace(found, path=paths[0], checked=" and up to date with the Hub")
-    console.say(f"localgen: updated {found.display_name} (the Hub has a newer version){removed}")
-    return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub")
+        return replace(found, path=paths[0], hub_check=HubCheck(HubOutcome.UP_TO_DATE))
+    return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub",
+                         hub_check=HubCheck(HubOutcome.UPDATED, replaced_commit=replaced_commit, freed=freed))
 
 
-def _remove_replaced(first: Path, paths: list[Path]) -> str:
-    """Delete the copy of a model (first: its first file) that a pull replaced with paths, at a newer commit; what
-    that freed, to end the line that says so ("" where nothing was freed)."""
+def _remove_replaced(first: Path, paths: list[Path]) -> tuple[str, int]:
+    """Delete the copy of a model (first: its first file) that a pull replaced with paths, at a newer commit; its
+    commit and the bytes that freed (("", 0) where nothing was removed)."""
     from localgen.model_removal import remove_replaced
-    from localgen.units import binary_size
 
     def snapshot(path: Path) -> Path | None:
         return next((p for p in path.parents if p.parent.name == "snapshots"), None)
 
     old, new = snapshot(first), snapshot(paths[0])
     if old is None or new is None or old == new:
-        return ""
+        return "", 0
     try:
         freed = remove_replaced([old / p.relative_to(new) for p in paths], paths)
     except LocalgenError as exc:
         console.warn(f"the copy the new one replaces is still in the cache: {exc.message}")
-        return ""
-    return f"; removed the copy it replaces (commit {old.name[:12]}): freed {binary_size(freed)}" if freed else ""
+        return "", 0
+    return old.name[:12], freed
 
 
 def check_reference(text: str) -> None:

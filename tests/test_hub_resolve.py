@@ -331,6 +331,7 @@ def test_pull_of_a_downloaded_model_brings_it_up_to_date_with_the_hub(hubenv: Hu
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """As ollama pull does: a file re-uploaded to the Hub is downloaded again, one that did not change is kept (one
     listing request), and a Hub that cannot be asked keeps the downloaded copy, saying why; a run never asks."""
+    from localgen.cli_pull import already_here
     from localgen.hardware import probe_hardware
     from localgen.runner import ModelOptions, resolve_fitting
 
@@ -347,7 +348,8 @@ def test_pull_of_a_downloaded_model_brings_it_up_to_date_with_the_hub(hubenv: Hu
     hubenv.server.requests.clear()
     capsys.readouterr()
     same = pulled_model(f"{TINY_REPO}:Q4_K_M")
-    assert (same.path, same.checked) == (old, " and up to date with the Hub")
+    assert same.path == old and already_here(same, 1024) == (f"localgen: {TINY_REPO}:Q4_K_M is already downloaded "
+                                                             "(1.0 KiB) and up to date with the Hub")
     assert hubenv.server.count("GET", "/resolve/") == 0 and hubenv.server.count("GET", "/api/models/") == 1
     assert capsys.readouterr().err == ""
     new = make_gguf_bytes("re-uploaded")
@@ -356,24 +358,28 @@ def test_pull_of_a_downloaded_model_brings_it_up_to_date_with_the_hub(hubenv: Hu
     assert resolve_fitting(ModelOptions(model=TINY_REPO), probe_hardware()).path == old  # a run: no request
     assert hubenv.server.requests == []
     blobs = hubenv.blobs(TINY_REPO)
-    pulled = pull(TINY_REPO)  # the quant downloaded first, as ORG/REPO alone takes it
+    updated = pulled_model(TINY_REPO)  # the quant downloaded first, as ORG/REPO alone takes it
+    pulled = updated.path
     assert pulled != old and pulled.read_bytes() == new
-    err = capsys.readouterr().err
-    assert f"downloaded {TINY_REPO}/{TINY_FILE}" in err
-    assert f"localgen: updated {TINY_REPO}:Q4_K_M (the Hub has a newer version); removed the copy it replaces" in err
+    assert f"downloaded {TINY_REPO}/{TINY_FILE}" in capsys.readouterr().err
+    assert already_here(updated, 1024) == (f"localgen: updated {TINY_REPO}:Q4_K_M (the Hub has a newer version); "
+                                           f"removed the copy it replaces (commit {old.parent.name[:12]}): freed "
+                                           "64.0 KiB")
     assert not os.path.lexists(old) and q8.read_bytes() == files["tiny-Q8_0.gguf"]  # only the replaced file goes
     assert len(hubenv.blobs(TINY_REPO)) == len(blobs) and pulled.resolve() in hubenv.blobs(TINY_REPO)
     assert resolve_fitting(ModelOptions(model=f"{TINY_REPO}:Q4_K_M"), probe_hardware()).path == pulled
-    _tiny_registry(hubenv.localgen_home, file_sha256(new))  # an entry pinning the file it has: nothing to ask
+    entries = _tiny_registry(hubenv.localgen_home, file_sha256(new))  # an entry pinning the file it has: no asking
     hubenv.server.add_repo(TINY_REPO, {**files, TINY_FILE: make_gguf_bytes("newer")})
     hubenv.server.requests.clear()
     pinned = pulled_model("tiny")
     assert pinned.path == pulled and hubenv.server.requests == []
-    assert pinned.checked.startswith(", the file [models.tiny] in ") and pinned.checked.endswith(
-        " pins: nothing to check against the Hub")
+    assert already_here(pinned, 1024) == (f"localgen: tiny is already downloaded (1.0 KiB); [models.tiny] in "
+                                          f"{entries} pins its sha256, so there is "
+                                          "nothing to check against the Hub")
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
     kept = pulled_model(f"{TINY_REPO}:Q4_K_M")
-    assert kept.path == pulled and kept.checked.startswith("; not checked against the Hub: cannot reach")
+    assert kept.path == pulled and (already_here(kept, 1024) or "").startswith(
+        f"localgen: {TINY_REPO}:Q4_K_M is already downloaded (1.0 KiB); not checked against the Hub: cannot reach")
