@@ -153,7 +153,8 @@ def _found_on_the_hub(check: HubCheck | None) -> str:
         if check.pin.sha256:
             return f"; {check.pin.origin} pins its sha256, so there is nothing to check against the Hub"
         return f"; {check.pin.origin} pins its size, so it is not checked against the Hub"
-    return f"; not checked against the Hub: {check.reason}"
+    hint = f" (hint: {check.hint})" if check.hint else ""
+    return f"; not checked against the Hub: {check.reason}{hint}"
 
 
 def _removed(check: HubCheck) -> str:

@@ -229,9 +229,11 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
     try:
         with blamed_on_entry(found.spec, found.ref):
             model = hub.find_model(repo, quant=quant, filename=filename)
-    except (NotInRepoError, RepoNotFoundError) as exc:  # the Hub was asked: the copy here is the last there was
-        return replace(found, hub_check=HubCheck(HubOutcome.DROPPED, reason=exc.message))
     except HubError as exc:
+        if _denied(exc):  # not logged in, or a token the Hub refuses: it would not say what it has
+            return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=exc.hint))
+        if isinstance(exc, (NotInRepoError, RepoNotFoundError)):  # the copy here is the last there was
+            return replace(found, hub_check=HubCheck(HubOutcome.DROPPED, reason=exc.message))
         return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message))
     newer = not all(hub.is_cached(model, f) for f in model.files)
     try:
@@ -247,6 +249,22 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
         return replace(found, path=paths[0], hub_check=HubCheck(HubOutcome.UP_TO_DATE))
     return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub",
                          hub_check=HubCheck(HubOutcome.UPDATED, replaced_commit=replaced_commit, freed=freed))
+
+
+def _denied(exc: BaseException) -> bool:
+    """Whether a Hub error came of an answer of HTTP 401 or 403 (found along its causes), which the Hub gives a
+    private or gated repo, or one that does not exist, alike."""
+    seen: set[int] = set()  # by id; an error re-raised from itself is its own cause, its context the original's
+    waiting: list[BaseException] = [exc]
+    while waiting:
+        current = waiting.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if getattr(getattr(current, "response", None), "status_code", None) in (401, 403):
+            return True
+        waiting += [e for e in (current.__cause__, current.__context__) if e is not None]
+    return False
 
 
 def _remove_replaced(first: Path, paths: list[Path]) -> tuple[str, int]:

@@ -133,3 +133,19 @@ def test_a_newer_version_whose_download_fails_fails_the_pull_and_keeps_the_copy_
     assert failed.stderr.endswith("; the copy downloaded before is kept, and runs go on using it)\n"), failed.stderr
     offline, _ = _pull({**env, "LOCALGEN_OFFLINE": "1"}, f"{REPO}:Q8_0")
     assert offline == first and first.read_bytes() == make_gguf_bytes("old", 1_000_000)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_repo_the_hub_will_not_show_without_a_login_is_said_not_checked_not_gone(
+        hub: tuple[HubServer, dict[str, str]], status: int) -> None:
+    """The Hub answers a private or gated repo asked for without a login (or with a token it refuses) as it would
+    one that does not exist: the Hub was not asked what it has, and the line says how to log in."""
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("q8")})
+    first, _ = _pull(env, f"{REPO}:Q8_0")
+    server.status[REPO] = (status, "RepoNotFound")
+    kept, said = _pull(env, f"{REPO}:Q8_0")
+    assert kept == first and said == (
+        f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); not checked against the Hub: repository {REPO} not "
+        "found on the Hugging Face Hub (or it is private) (hint: check the spelling (ORG/REPO); for a private repo, "
+        "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN)\n")
