@@ -144,7 +144,9 @@ def _found_on_the_hub(check: HubCheck | None) -> str:
     if check is None:
         return ""
     if check.outcome is HubOutcome.UP_TO_DATE:
-        return " and up to date with the Hub"
+        return f" and up to date with the Hub{_removed(check)}"
+    if check.outcome is HubOutcome.COMMIT_NOT_RECORDED:
+        return f" and up to date with the Hub, but the cache failed to record its new commit: {check.reason}"
     if check.outcome is HubOutcome.DROPPED:
         return f"; the Hub no longer has it ({check.reason}), so this copy is kept"
     if check.outcome is HubOutcome.OFFLINE:

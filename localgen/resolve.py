@@ -35,6 +35,7 @@ class HubOutcome(Enum):
     """What asking the Hub about a downloaded copy came to, for `pull`."""
 
     UP_TO_DATE = "up to date"
+    COMMIT_NOT_RECORDED = "up to date, its new commit not recorded"  # the same file: the cache failed to take it up
     UPDATED = "updated"  # a newer version was downloaded
     DROPPED = "dropped by the Hub"  # the Hub no longer has the repo, quant or file: the copy here is kept
     OFFLINE = "offline"
@@ -239,14 +240,15 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
     try:
         paths = hub.fetch_model(model, quiet=not newer, show_progress=None if newer else False)  # no bar: no download
     except HubError as exc:
-        if not newer:
-            return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message))
+        if not newer:  # the Hub has the same file, at a commit the cache could not be brought to
+            return replace(found, hub_check=HubCheck(HubOutcome.COMMIT_NOT_RECORDED, reason=exc.message))
         kept = "the copy downloaded before is kept, and runs go on using it"
         raise HubError(f"the Hub's newer version of {found.display_name} could not be downloaded: {exc.message}",
                         hint=f"{exc.hint}; {kept}" if exc.hint else kept, exit_code=exc.exit_code) from exc
     replaced_commit, freed = _remove_replaced(found.path, paths)
     if not newer:
-        return replace(found, path=paths[0], hub_check=HubCheck(HubOutcome.UP_TO_DATE))
+        return replace(found, path=paths[0], hub_check=HubCheck(HubOutcome.UP_TO_DATE, replaced_commit=replaced_commit,
+                                                                freed=freed))
     return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub",
                          hub_check=HubCheck(HubOutcome.UPDATED, replaced_commit=replaced_commit, freed=freed))
 

@@ -149,3 +149,41 @@ def test_a_repo_the_hub_will_not_show_without_a_login_is_said_not_checked_not_go
         f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); not checked against the Hub: repository {REPO} not "
         "found on the Hugging Face Hub (or it is private) (hint: check the spelling (ORG/REPO); for a private repo, "
         "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN)\n")
+
+
+
+def test_an_unchanged_file_at_a_new_commit_says_what_removing_its_older_copy_freed(
+        hub: tuple[HubServer, dict[str, str]], tmp_path: Path) -> None:
+    """The copy at the older commit goes once the new commit's entry is made; the up-to-date line says what that
+    freed (a cache of links to one file frees nothing, so a cache whose removal freed 64 KiB is played in the child)."""
+    server, env = hub
+    data = make_gguf_bytes("q8")
+    server.add_repo(REPO, {FILE: data})
+    first, _ = _pull(env, f"{REPO}:Q8_0")
+    server.add_repo(REPO, {FILE: data})  # a new commit, the same file
+    same, said = _pull(env, f"{REPO}:Q8_0")
+    assert same != first and not first.exists() and same.read_bytes() == data
+    assert said == f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with the Hub\n"
+    (tmp_path / "sitecustomize.py").write_text(
+        "from localgen import model_removal\n"
+        "real = model_removal.remove_replaced\n"
+        "model_removal.remove_replaced = lambda old, new: real(old, new) + 64 * 1024\n")
+    server.add_repo(REPO, {FILE: data})
+    _, said = _pull({**env, "PYTHONPATH": f"{tmp_path}:{env.get('PYTHONPATH', '')}"}, f"{REPO}:Q8_0")
+    assert said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with the Hub; removed the "
+                    f"copy it replaces (commit {same.parent.name[:12]}): freed 64.0 KiB\n")
+
+
+def test_an_unchanged_file_at_a_new_commit_the_cache_cannot_record_says_so(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """The Hub was asked, and has the same file: the line says that, and what failed, not that it was not checked."""
+    server, env = hub
+    data = make_gguf_bytes("q8")
+    server.add_repo(REPO, {FILE: data})
+    first, _ = _pull(env, f"{REPO}:Q8_0")
+    commit = server.add_repo(REPO, {FILE: data}).commit  # a new commit, the same file
+    (first.parent.parent / commit).write_text("")  # where its folder of links would go
+    kept, said = _pull(env, f"{REPO}:Q8_0")
+    assert kept == first and said.startswith(
+        f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with the Hub, but the cache failed to "
+        f"record its new commit: download of {REPO}/{FILE} failed: FileExistsError: "), said
