@@ -151,10 +151,8 @@ def _found_on_the_hub(check: HubCheck | None) -> str:
         return f"; the Hub no longer has it ({check.reason}), so this copy is kept"
     if check.outcome is HubOutcome.OFFLINE:
         return "; offline, so not checked against the Hub"
-    if check.outcome is HubOutcome.PINNED and check.pin is not None:
-        if check.pin.sha256:
-            return f"; {check.pin.origin} pins its sha256, so there is nothing to check against the Hub"
-        return f"; {check.pin.origin} pins its size, so it is not checked against the Hub"
+    if check.outcome is HubOutcome.PINNED:
+        return f"; {check.reason} pins its sha256, so there is nothing to check against the Hub"
     hint = f" (hint: {check.hint})" if check.hint else ""
     return f"; not checked against the Hub: {check.reason}{hint}"
 

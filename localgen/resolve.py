@@ -40,19 +40,18 @@ class HubOutcome(Enum):
     DROPPED = "dropped by the Hub"  # the Hub no longer has the repo, quant or file: the copy here is kept
     OFFLINE = "offline"
     NOT_CHECKED = "not checked"  # the Hub could not be asked (reason says why)
-    PINNED = "pinned"  # a registry entry pins the file's sha256 or size (pin: what, and which entry)
+    PINNED = "pinned"  # a registry entry pins the file's sha256 (reason: which entry)
 
 
 @dataclass(frozen=True)
 class HubCheck:
     """What `pull` of a downloaded copy found on asking the Hub about it: the outcome, its reason and hint (why it
-    was not checked, what the Hub lacks), the entry's pin that kept it from being asked, and the copy a newer one
-    replaced (its commit, and the bytes freed by removing it)."""
+    was not checked, what the Hub lacks, the entry that pins it), and the copy a newer one replaced (its commit, and
+    the bytes freed by removing it)."""
 
     outcome: HubOutcome
     reason: str = ""
     hint: str | None = None
-    pin: Pin | None = None
     replaced_commit: str = ""
     freed: int = 0
 
@@ -225,8 +224,8 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
     if quant is None and filename is None:
         return found  # ORG/REPO alone names no one quant (a run takes a downloaded one)
     pin = entry_pin(found.spec, found.ref)
-    if pin is not None:
-        return replace(found, hub_check=HubCheck(HubOutcome.PINNED, pin=pin))
+    if pin is not None and pin.sha256:  # that file and no other: the Hub can have no newer version of it
+        return replace(found, hub_check=HubCheck(HubOutcome.PINNED, reason=pin.origin))
     try:
         with blamed_on_entry(found.spec, found.ref):
             model = hub.find_model(repo, quant=quant, filename=filename)
@@ -238,7 +237,8 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
         return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message))
     newer = not all(hub.is_cached(model, f) for f in model.files)
     try:
-        paths = hub.fetch_model(model, quiet=not newer, show_progress=None if newer else False)  # no bar: no download
+        paths = hub.fetch_model(model, quiet=not newer, show_progress=None if newer else False,  # no bar: no download
+                                pin=pin)  # a size pinned alone
     except HubError as exc:
         if not newer:  # the Hub has the same file, at a commit the cache could not be brought to
             return replace(found, hub_check=HubCheck(HubOutcome.COMMIT_NOT_RECORDED, reason=exc.message))

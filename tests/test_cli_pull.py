@@ -187,3 +187,25 @@ def test_an_unchanged_file_at_a_new_commit_the_cache_cannot_record_says_so(
     assert kept == first and said.startswith(
         f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with the Hub, but the cache failed to "
         f"record its new commit: download of {REPO}/{FILE} failed: FileExistsError: "), said
+
+
+def test_an_entry_that_pins_only_the_size_of_its_file_is_brought_up_to_date_with_the_hub(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A size alone leaves the Hub free to have a newer file of that size: it is asked, and the new file is checked
+    against the size pinned."""
+    from tests.conftest import user_registry
+
+    server, env = hub
+    user_registry(Path(env["LOCALGEN_HOME"]), f'[models.tiny]\nrepo = "{REPO}"\nquant = "Q8_0"\nsize = {64 * 1024}\n')
+    server.add_repo(REPO, {FILE: make_gguf_bytes("old")})
+    first, _ = _pull(env, "tiny")
+    server.add_repo(REPO, {FILE: make_gguf_bytes("new")})  # a new commit whose file changed, its size the same
+    updated, said = _pull(env, "tiny")
+    assert updated != first and updated.read_bytes() == make_gguf_bytes("new")
+    assert said.splitlines()[-1] == (f"localgen: updated tiny (the Hub has a newer version); removed the copy it "
+                                     f"replaces (commit {first.parent.name[:12]}): freed 64.0 KiB")
+    server.add_repo(REPO, {FILE: make_gguf_bytes("bigger", 70_000)})  # not the size pinned: refused, the copy kept
+    refused = run_cli(env, "pull", "tiny")
+    assert refused.returncode == 1 and refused.stderr.startswith(
+        f"localgen: error: {REPO}/{FILE} does not match the size of [models.tiny] in "), refused.stderr
+    assert refused.stderr.count("\n") == 1 and updated.read_bytes() == make_gguf_bytes("new"), refused.stderr
