@@ -8,7 +8,8 @@ from pathlib import Path
 
 from localgen import console
 from localgen.errors import EXIT_OK, LocalgenError, UsageError
-from localgen.resolve import HubCheck, HubOutcome, ResolvedModel
+from localgen.hub_check import HubCheck, HubOutcome
+from localgen.resolve import ResolvedModel
 from localgen.units import alternatives, binary_size, counted
 
 

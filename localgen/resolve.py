@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, replace
-from enum import Enum
 from pathlib import Path
 
 from localgen import console, hub, hub_cache
 from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
+from localgen.hub_check import HubCheck, HubOutcome, denied
 from localgen.hub_errors import blamed_on_entry, offer_alternative, offline_hint, with_alternative
 from localgen.hub_lack import known_lack, listed_lack
 from localgen.hub_slips import with_known_repo
@@ -29,31 +29,6 @@ from localgen.registry import (
 )
 from localgen.typed_paths import short_path, unset_variables_hint
 from localgen.verify import verify_file
-
-
-class HubOutcome(Enum):
-    """What asking the Hub about a downloaded copy came to, for `pull`."""
-
-    UP_TO_DATE = "up to date"
-    COMMIT_NOT_RECORDED = "up to date, its new commit not recorded"  # the same file: the cache failed to take it up
-    UPDATED = "updated"  # a newer version was downloaded
-    DROPPED = "dropped by the Hub"  # the Hub no longer has the repo, quant or file: the copy here is kept
-    OFFLINE = "offline"
-    NOT_CHECKED = "not checked"  # the Hub could not be asked (reason says why)
-    PINNED = "pinned"  # a registry entry pins the file's sha256 (reason: which entry)
-
-
-@dataclass(frozen=True)
-class HubCheck:
-    """What `pull` of a downloaded copy found on asking the Hub about it: the outcome, its reason and hint (why it
-    was not checked, what the Hub lacks, the entry that pins it), and the copy a newer one replaced (its commit, and
-    the bytes freed by removing it)."""
-
-    outcome: HubOutcome
-    reason: str = ""
-    hint: str | None = None
-    replaced_commit: str = ""
-    freed: int = 0
 
 
 @dataclass(frozen=True)
@@ -230,7 +205,7 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
         with blamed_on_entry(found.spec, found.ref):
             model = hub.find_model(repo, quant=quant, filename=filename)
     except HubError as exc:
-        if _denied(exc):  # not logged in, or a token the Hub refuses: it would not say what it has
+        if denied(exc):  # not logged in, or a token the Hub refuses: it would not say what it has
             return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=exc.hint))
         if isinstance(exc, (NotInRepoError, RepoNotFoundError)):  # the copy here is the last there was
             return replace(found, hub_check=HubCheck(HubOutcome.DROPPED, reason=exc.message))
@@ -251,22 +226,6 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
                                                                 freed=freed))
     return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub",
                          hub_check=HubCheck(HubOutcome.UPDATED, replaced_commit=replaced_commit, freed=freed))
-
-
-def _denied(exc: BaseException) -> bool:
-    """Whether a Hub error came of an answer of HTTP 401 or 403 (found along its causes), which the Hub gives a
-    private or gated repo, or one that does not exist, alike."""
-    seen: set[int] = set()  # by id; an error re-raised from itself is its own cause, its context the original's
-    waiting: list[BaseException] = [exc]
-    while waiting:
-        current = waiting.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if getattr(getattr(current, "response", None), "status_code", None) in (401, 403):
-            return True
-        waiting += [e for e in (current.__cause__, current.__context__) if e is not None]
-    return False
 
 
 def _remove_replaced(first: Path, paths: list[Path]) -> tuple[str, int]:

@@ -1,0 +1,47 @@
+"""What `pull` of a downloaded model found on asking the Hub about it, and whether the Hub refused to say."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class HubOutcome(Enum):
+    """What asking the Hub about a downloaded copy came to, for `pull`."""
+
+    UP_TO_DATE = "up to date"
+    COMMIT_NOT_RECORDED = "up to date, its new commit not recorded"  # the same file: the cache failed to take it up
+    UPDATED = "updated"  # a newer version was downloaded
+    DROPPED = "dropped by the Hub"  # the Hub no longer has the repo, quant or file: the copy here is kept
+    OFFLINE = "offline"
+    NOT_CHECKED = "not checked"  # the Hub could not be asked (reason says why)
+    PINNED = "pinned"  # a registry entry pins the file's sha256 (reason: which entry)
+
+
+@dataclass(frozen=True)
+class HubCheck:
+    """What `pull` of a downloaded copy found on asking the Hub about it: the outcome, its reason and hint (why it
+    was not checked, what the Hub lacks, the entry that pins it), and the copy a newer one replaced (its commit, and
+    the bytes freed by removing it)."""
+
+    outcome: HubOutcome
+    reason: str = ""
+    hint: str | None = None
+    replaced_commit: str = ""
+    freed: int = 0
+
+
+def denied(exc: BaseException) -> bool:
+    """Whether a Hub error came of an answer of HTTP 401 or 403 (found along its causes), which the Hub gives a
+    private or gated repo, or one that does not exist, alike."""
+    seen: set[int] = set()  # by id; an error re-raised from itself is its own cause, its context the original's
+    waiting: list[BaseException] = [exc]
+    while waiting:
+        current = waiting.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if getattr(getattr(current, "response", None), "status_code", None) in (401, 403):
+            return True
+        waiting += [e for e in (current.__cause__, current.__context__) if e is not None]
+    return False
