@@ -263,8 +263,8 @@ class _Zygote:
 
     def takes(self, env: dict[str, str]) -> bool:
         """True when env leaves what is read as an interpreter starts as the zygote had it."""
-        return all(env.get(key) == self.env.get(key) for key in env.keys() | self.env.keys()
-                   if key.startswith(STARTUP_ENVS))
+        return all(_as_started(key, env.get(key)) == _as_started(key, self.env.get(key))
+                   for key in env.keys() | self.env.keys() if key.startswith(STARTUP_ENVS))
 
     def run(self, args: tuple[str, ...], stdin: bytes | None, env: dict[str, str], timeout: float) -> CliResult:
         """Run localgen in a forked child, as subprocess.run with captured output would."""
@@ -327,6 +327,15 @@ class _Zygote:
         if not message:
             raise RuntimeError(f"tests/zygote.py ended (exit status {self.process.wait()})")
         return json.loads(message)
+
+
+def _as_started(key: str, value: str | None) -> str | None:
+    """What an interpreter takes from an environment variable as it starts, for comparing: PYTHONPATH less this
+    checkout, whose localgen the zygote imported (tests/zygote.py puts the entries on a child's path as a fresh
+    interpreter would), so that the loopback Hub's children, given PYTHONPATH=REPO_ROOT, are forked too."""
+    if key != "PYTHONPATH" or value is None:
+        return value
+    return os.pathsep.join(entry for entry in value.split(os.pathsep) if entry and Path(entry) != REPO_ROOT) or None
 
 
 _zygote: _Zygote | None = None

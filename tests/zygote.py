@@ -108,6 +108,8 @@ def become_localgen(request: dict, fds: list[int]) -> None:
     os.sched_setaffinity(0, request["cpus"])
     sys.argv = ["-m", *request["args"]]
     sys.path[0] = request["cwd"]
+    python_path = [entry for entry in request["env"].get("PYTHONPATH", "").split(os.pathsep) if entry]
+    sys.path[1:1] = [entry for entry in python_path if entry not in sys.path]  # after the folder, as at a start
     sys.modules["__main__"] = types.ModuleType("__main__")
     runpy._run_module_as_main("localgen", alter_argv=True)  # type: ignore[attr-defined]  (what -m runs)
 
