@@ -190,16 +190,20 @@ def run_localgen(*args: str, stdin: bytes | None = None, env: dict[str, str] | N
                  timeout: float = 120) -> CliResult:
     """Run `python -m localgen ARGS` in a subprocess, stdin from bytes (or /dev/null): forked by tests/zygote.py
     where the environment leaves what an interpreter reads as it starts as it was, started afresh otherwise."""
-    full_env = {**os.environ, **(env or {})}
-    with _free_zygote(full_env) as zygote:
+    return run_localgen_in({**os.environ, **(env or {})}, *args, stdin=stdin, timeout=timeout)
+
+
+def run_localgen_in(env: dict[str, str], *args: str, stdin: bytes | None = None, timeout: float = 120) -> CliResult:
+    """Run `python -m localgen ARGS` as run_localgen does, with env as its whole environment."""
+    with _free_zygote(env) as zygote:
         if zygote is not None:
-            return zygote.run(args, stdin, full_env, timeout)
+            return zygote.run(args, stdin, env, timeout)
     proc = subprocess.run(
         [sys.executable, "-m", "localgen", *args],
         input=stdin,
         stdin=None if stdin is not None else subprocess.DEVNULL,
         capture_output=True,
-        env=full_env,
+        env=env,
         timeout=timeout,
         cwd=REPO_ROOT,
     )

@@ -8,6 +8,7 @@ corrupted bytes, drop the connection after N bytes, hold or stall a body, answer
 from __future__ import annotations
 
 import hashlib
+import locale
 import os
 import secrets
 import struct
@@ -213,9 +214,18 @@ def run_python(code: str, env: dict[str, str], timeout: float = 60) -> subproces
 
 
 def run_cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run `python -m localgen ARGS` in a subprocess with this whole environment (stdin /dev/null, text output)."""
-    return subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    """Run `python -m localgen ARGS` in a subprocess with this whole environment (stdin /dev/null, text output as
+    subprocess.run's text=True reads it), forked by tests/zygote.py as conftest's run_localgen forks its children."""
+    from tests.conftest import run_localgen_in
+
+    result = run_localgen_in(env, *args, timeout=timeout)
+    return subprocess.CompletedProcess([sys.executable, "-m", "localgen", *args], result.returncode,
+                                       _as_text(result.stdout), _as_text(result.stderr))
+
+
+def _as_text(output: bytes) -> str:
+    """A child's output as subprocess.run(text=True) gives it: in the locale's encoding, newlines universal."""
+    return output.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
 
 
 @dataclass
