@@ -31,6 +31,10 @@ import sys
 import termios
 import time
 import types
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import typer
 
 AHEAD = (
     "typer", "jinja2", "markupsafe", "certifi", "shellingham", "annotated_doc", "typing_extensions",
@@ -127,6 +131,26 @@ def _standard_stream(fd: int, old: io.TextIOWrapper) -> io.TextIOWrapper:
     return stream
 
 
+def build_commands_ahead() -> None:
+    """Build the click commands of localgen's Typer app here, once: typer.main.get_command builds them from the
+    app's functions' annotations at each call, and a start calls it up to three times (20-40 ms each). A child gets
+    the commands built here while the app has the commands it had here; one it changed gets them built afresh."""
+    import typer.main
+
+    from localgen.cli import app
+
+    build = typer.main.get_command
+    shape, built = _registered(app), build(app)
+    typer.main.get_command = lambda typer_instance: (
+        built if typer_instance is app and _registered(app) == shape else build(typer_instance))
+
+
+def _registered(app: typer.Typer) -> tuple:
+    """What a Typer app's commands are built from: its callback, its commands and its groups' (as identities)."""
+    return (id(app.registered_callback), tuple(map(id, app.registered_commands)),
+            tuple((id(group), _registered(group.typer_instance)) for group in app.registered_groups))
+
+
 if __name__ == "__main__":
     sys.path[0] = os.getcwd()  # the checkout it was started in (as -m has it), not tests/: its localgen, not another
     for name in AHEAD:
@@ -134,5 +158,6 @@ if __name__ == "__main__":
     if "huggingface_hub" in sys.modules:  # its settings would be the zygote's environment's in every child
         sys.exit("tests/zygote.py: importing localgen ahead imported huggingface_hub; import less ahead")
     from localgen.engine.native import quiet_native_aborts
+    build_commands_ahead()
     gc.freeze()  # the imports' objects: a child's collections, its exit's above all, pass them over, copying no page
     become_localgen(*serve(socket.socket(fileno=int(sys.argv[1]))))
