@@ -347,7 +347,7 @@ def test_a_regen_stopped_part_way_keeps_the_earlier_answer(tmp_path: Path) -> No
     file keep it, /stats shows its figures, and the next question gets the answer a fresh chat with that history
     gives (the stopped answer replaced the earlier one, in the file too)."""
     home = tmp_path / "home"
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "120")  # long enough to stop part way
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "60")  # long enough to stop part way
     first = chat.ask(LONG_QUESTION)
     saved = chat.saved_at()
     chat.child.sendline("/regen")
