@@ -58,7 +58,7 @@ def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> i
     """Run the Typer app; the exit code for every way it can end. help_asked: args are `localgen help WORDS`'s, WORDS
     --help (_help_as_option), where a word after a command's name is no subcommand of it."""
     from localgen import console
-    from localgen.cli_args import remember_command_line
+    from localgen.cli_args import click_command, remember_command_line
 
     remember_command_line(args)
     try:
@@ -69,7 +69,7 @@ def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> i
         if cluster is not None:
             console.error(*cluster)
             return EXIT_USAGE
-        result = app(args=args, prog_name="localgen", standalone_mode=False)
+        result = click_command(app).main(args=args, prog_name="localgen", standalone_mode=False)
         return result if isinstance(result, int) else EXIT_OK
     except typer.Exit as exc:
         return exc.exit_code

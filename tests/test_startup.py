@@ -7,6 +7,8 @@ import subprocess
 import sys
 from importlib import metadata
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 HEAVY = ("importlib.metadata", "llama_cpp.llama", "numpy", "diskcache", "httpx", "requests",
@@ -53,3 +55,48 @@ def test_help_imports_neither_rich_nor_the_engine() -> None:
     result = subprocess.run([sys.executable, "-c", HELP], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert result.stdout.startswith("Usage: localgen [OPTIONS] COMMAND [ARGS]..."), result.stdout
     assert result.stderr.strip().splitlines()[-1] == "[]", result.stderr
+
+
+BUILDS = """
+import sys
+import typer.main
+from localgen.cli import main
+build, built = typer.main.get_command, []
+typer.main.get_command = lambda app: built.append(app) or build(app)
+sys.argv = ["localgen", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+print(code, len(built), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["run", "-n", "1", "--temperature", "0", "hi"],
+                                  ["run", "-n", "1", "--", "smollm2-135m"]])
+def test_a_start_builds_the_click_commands_once(args: list[str]) -> None:
+    """Typer builds them from the commands' annotations at each get_command (20-40 ms); the usage checks made before
+    the command runs, the run itself and its check of a model's name given after -- share one build."""
+    result = subprocess.run([sys.executable, "-c", BUILDS, *args], capture_output=True, text=True, timeout=120,
+                            cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    assert result.stderr.strip().splitlines()[-1] == "0 1", result.stderr
+
+
+def test_a_command_added_after_a_build_gets_the_commands_built_again() -> None:
+    import typer
+
+    from localgen.cli_args import click_command
+
+    app = typer.Typer()
+
+    @app.command()
+    def first() -> None:
+        """The first."""
+
+    assert click_command(app) is click_command(app)
+
+    @app.command()
+    def second() -> None:
+        """The second."""
+
+    assert set(click_command(app).commands) == {"first", "second"}
