@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import array
 import io
 import stat
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -145,13 +143,21 @@ def _tokens_of_types(vocabulary: _Vocabulary, kinds: tuple[int, ...]) -> list[tu
     tokens only when it parses special tokens)."""
     if vocabulary.tokens is None or vocabulary.token_types is None:
         return []
-    types = array.array("i")
-    types.frombytes(vocabulary.token_types[:len(vocabulary.token_types) // 4 * 4])
-    if sys.byteorder == "big":
-        types.byteswap()
     tokens = vocabulary.tokens
-    return [(i, tokens[i].decode("utf-8", errors="replace")) for i, kind in enumerate(types)
-            if kind in kinds and i < len(tokens) and tokens[i]]
+    return [(i, tokens[i].decode("utf-8", errors="replace"))
+            for i in sorted(_positions(vocabulary.token_types, kinds)) if i < len(tokens) and tokens[i]]
+
+
+def _positions(types: bytes, kinds: tuple[int, ...]) -> Iterator[int]:
+    """The ids whose little-endian i32 in types is one of kinds, found by bytes.find (a vocabulary's types are
+    mostly NORMAL, and a Python loop over them all took 2 ms per 50,000 tokens)."""
+    for kind in set(kinds):
+        pattern = kind.to_bytes(4, "little", signed=True)
+        found = types.find(pattern)
+        while found >= 0:
+            if found % 4 == 0:
+                yield found // 4
+            found = types.find(pattern, found + 1)
 
 
 def _parse_header(p: HeaderCursor) -> tuple[int, int, int]:

@@ -899,3 +899,20 @@ def test_a_file_that_may_not_be_read_gets_a_permissions_hint(bundled: Path, monk
         read_gguf(bundled)
     assert info.value.message.endswith(": cannot be read (Permission denied)")
     assert info.value.hint == "check the file's permissions"
+
+
+@settings(max_examples=300, deadline=None)
+@given(tokens=st.lists(st.binary(max_size=3), max_size=12),
+       types=st.lists(st.sampled_from([1, 2, 3, 4, 6, 0x200, 0x300_0000, 0x400, -3]), max_size=14))
+def test_the_tokens_of_given_types_are_those_a_token_by_token_reading_of_the_types_finds(tokens: list[bytes],
+                                                                                       types: list[int]) -> None:
+    """Each id whose little-endian i32 type is one of the kinds, in order, if it names a non-empty token; a kind's
+    bytes that straddle two types (0x200 then 0x300_0000 hold 02 00 00 00 across them) are no type of it."""
+    from localgen.gguf_reader import CONTROL_TOKEN_TYPES, USER_DEFINED_TOKEN_TYPE, _tokens_of_types, _Vocabulary
+
+    raw = b"".join(kind.to_bytes(4, "little", signed=True) for kind in types)
+    vocabulary = _Vocabulary(tokens=tokens, token_types=raw + b"\x03\x00")  # a partial i32 at the end is no type
+    for kinds in (CONTROL_TOKEN_TYPES, (USER_DEFINED_TOKEN_TYPE,)):
+        expected = [(i, tokens[i].decode("utf-8", errors="replace")) for i, kind in enumerate(types)
+                    if kind in kinds and i < len(tokens) and tokens[i]]
+        assert _tokens_of_types(vocabulary, kinds) == expected
