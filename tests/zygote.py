@@ -31,10 +31,6 @@ import sys
 import termios
 import time
 import types
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import typer
 
 AHEAD = (
     "typer", "jinja2", "markupsafe", "certifi", "shellingham", "annotated_doc", "typing_extensions",
@@ -132,23 +128,12 @@ def _standard_stream(fd: int, old: io.TextIOWrapper) -> io.TextIOWrapper:
 
 
 def build_commands_ahead() -> None:
-    """Build the click commands of localgen's Typer app here, once: typer.main.get_command builds them from the
-    app's functions' annotations at each call, and a start calls it up to three times (20-40 ms each). A child gets
-    the commands built here while the app has the commands it had here; one it changed gets them built afresh."""
-    import typer.main
-
+    """Build the click commands of localgen's Typer app here, once (cli_args.click_command keeps them while the app
+    keeps its commands): each child then finds them built, where each built them afresh (20-40 ms)."""
     from localgen.cli import app
+    from localgen.cli_args import click_command
 
-    build = typer.main.get_command
-    shape, built = _registered(app), build(app)
-    typer.main.get_command = lambda typer_instance: (
-        built if typer_instance is app and _registered(app) == shape else build(typer_instance))
-
-
-def _registered(app: typer.Typer) -> tuple:
-    """What a Typer app's commands are built from: its callback, its commands and its groups' (as identities)."""
-    return (id(app.registered_callback), tuple(map(id, app.registered_commands)),
-            tuple((id(group), _registered(group.typer_instance)) for group in app.registered_groups))
+    click_command(app)
 
 
 if __name__ == "__main__":
