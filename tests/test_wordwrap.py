@@ -56,9 +56,8 @@ def test_text_output_wraps_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -
         out.write(TEXT[i:i + 5])
     out.finish()
     assert pipe.getvalue() == TEXT + "\n", "a pipe gets the text byte for byte"
-    monkeypatch.setattr("localgen.wordwrap.os.get_terminal_size", lambda _fd: __import__("os").terminal_size((30, 24)))
+    monkeypatch.setattr("localgen.console.terminal_width", lambda _stream: lambda: 30)  # it has no descriptor
     terminal = _Terminal()
-    terminal.fileno = lambda: 1  # type: ignore[method-assign]
     out = TextOutput(terminal)
     for i in range(0, len(TEXT), 5):
         out.write(TEXT[i:i + 5])
