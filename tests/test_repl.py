@@ -25,6 +25,7 @@ PROMPT = ">>>"
 CURSOR_REQUEST = "\x1b[6n"
 TIMEOUT = 90
 QUIET = 0.2  # seconds without output after the prompt: the screen has settled
+UNSAVED_CTRL_D = re.compile(r"Ctrl-D\s+again\s+leaves\s+without\s+them")  # the chat's word that a second one leaves
 DRAWN = "\x1b[?25h"  # the cursor shown again: the end of each of prompt-toolkit's drawings of the screen
 # A prompt as prompt-toolkit starts it: bracketed paste turned on, the cursor hidden, the prompt the first text drawn
 PROMPT_DRAWN = re.compile(r"\x1b\[\?2004h(?:\x1b\[\?1l)?\x1b\[\?25l(?:\x1b\[[\d;?]*[A-Za-z])*" + re.escape(PROMPT)
@@ -203,11 +204,16 @@ class Chat:
         raise AssertionError("the chat stayed busy")
 
     def quit(self) -> int:
-        """Ctrl-D on an empty line; return the exit status."""
-        for _ in range(3):  # a loaded machine may swallow a key press sent mid-redraw
-            self.child.sendcontrol("d")
-            if self.child.expect([pexpect.EOF, pexpect.TIMEOUT], timeout=15) == 0:
-                break
+        """Ctrl-D on an empty line, again only where the chat says a second one leaves unsaved changes; the exit
+        status (the chat never loses the key: one unanswered in TIMEOUT fails the test, rather than being resent)."""
+        self.child.sendcontrol("d")
+        try:
+            while self.child.expect([pexpect.EOF, UNSAVED_CTRL_D]) == 1:
+                self.child.sendcontrol("d")
+        except pexpect.TIMEOUT:
+            state = "is still running" if self.child.isalive() else "has ended, its terminal still open"
+            raise AssertionError(f"Ctrl-D unanswered in {TIMEOUT} s: the chat {state}; screen after it: "
+                                 f"{self.child.before!r}") from None
         self.child.close()
         return self.child.exitstatus
 
