@@ -7,6 +7,7 @@ import errno
 import logging
 import os
 import signal
+import stat
 import sys
 
 import typer
@@ -157,13 +158,21 @@ def _closed_stdout_code(exc: OSError) -> int | None:
     """For a closed pipe or a hung-up terminal: stdout silenced and the exit code; None for other failures."""
     from localgen import console
 
-    if isinstance(exc, BrokenPipeError):
-        silence_stdout()
+    if isinstance(exc, BrokenPipeError) or (isinstance(exc, ConnectionResetError) and _stdout_is_a_socket()):
+        silence_stdout()  # a socket's reader that reset it has gone as a closed pipe's has
         return EXIT_BROKEN_PIPE
     if console.terminal_hung_up(exc, sys.stdout):  # the window closed: its SIGHUP says the rest
         silence_stdout()
         return signal_exit_code(signal.SIGHUP)
     return None
+
+
+def _stdout_is_a_socket() -> bool:
+    """Whether stdout is a socket (`localgen ... | nc HOST PORT` with its socket given as stdout)."""
+    try:
+        return stat.S_ISSOCK(os.fstat(sys.stdout.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _stdout_error_code(exc: OSError) -> int:

@@ -97,3 +97,20 @@ def test_a_socket_error_that_is_no_reader_gone_leaves_a_json_answer_to_be_writte
     assert (proc.returncode, err) == (0, "")
     answer = json.loads((tmp_path / "data" / "last-run.json").read_text())["turns"][-1]
     assert answer["finish_reason"] == "length", answer
+
+
+def test_any_command_whose_socket_reader_has_reset_it_exits_as_a_closed_pipe_s(tmp_path: Path) -> None:
+    """`localgen models list` and `--version` writing to a TCP connection its reader reset first: exit 141 and
+    nothing said, as run's, where the ConnectionResetError no write_out met was an internal error, exit 1."""
+    for args in (("models", "list"), ("--version",)):
+        writer, reader = _tcp_connection()
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        reader.close()
+        time.sleep(0.1)  # the reset reaches the writer's end
+        try:
+            proc = subprocess.run([sys.executable, "-m", "localgen", *args], stdout=writer.fileno(),
+                                  stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT, timeout=60,
+                                  env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
+        finally:
+            writer.close()
+        assert (proc.returncode, proc.stderr.decode()) == (141, ""), args
