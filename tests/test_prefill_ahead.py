@@ -237,7 +237,7 @@ def test_a_prefill_ahead_leaves_a_cpu_to_the_redraw_and_the_answer_as_every_thre
         assert len(prompt) > 300, "past 256 tokens, where a one-token batch's attention depends on the count"
         cold = _answer_and_logits(engine, prompt)
         with monkeypatch.context() as every_thread:
-            every_thread.setattr(core, "ahead_threads", lambda decode_threads: decode_threads)
+            every_thread.setattr(core, "ahead_threads", lambda batch_threads: batch_threads)
             _typed_slowly(engine, prompt)
             on_both = _answer_and_logits(engine, prompt)
         real_decode = lc.llama_decode
@@ -255,3 +255,34 @@ def test_a_prefill_ahead_leaves_a_cpu_to_the_redraw_and_the_answer_as_every_thre
         assert batches and set(batches) == {(2, 2)}, "the answer's own counts"
     assert on_one[1] == on_both[1], "the same logits, bit for bit"
     assert on_one[0] == on_both[0] == cold[0] and cold[0]
+
+
+@pytest.mark.parametrize(("threads", "threads_batch", "adapt", "ahead"), [
+    (2, 3, False, 2),  # --threads-batch 3: one fewer than the answer's batches, not than its decode
+    (3, 2, False, 1),  # and never more than the answer's batches take
+    (2, 2, True, 1),  # the thread governor's counts (chat without -t), not the options', are put back
+])
+def test_a_prefill_ahead_takes_one_thread_fewer_than_the_answer_s_batches_and_gives_their_counts_back(
+        bundled_model: Path, monkeypatch: pytest.MonkeyPatch, threads: int, threads_batch: int, adapt: bool,
+        ahead: int) -> None:
+    """With --threads-batch set, the message's batches typed take one thread fewer than the answer's batches, where
+    they took one fewer than its decode (more than the answer's with -t 3 --threads-batch 2); after them the
+    answer's counts are back, the governor's as much as the options'."""
+    options = LoadOptions(n_ctx=512, n_threads=threads, n_threads_batch=threads_batch, n_batch=64, n_ubatch=32,
+                          adapt_threads=adapt)
+    with Engine(bundled_model, options) as engine:
+        if adapt:  # other processes' load has left the governor one thread, not the options' two
+            engine._governor.current = 1
+            engine._governor.reapply()
+        answer_s = (lc.llama_n_threads(engine._ctx), lc.llama_n_threads_batch(engine._ctx))
+        real_decode, batches = lc.llama_decode, []
+
+        def decode(ctx: object, batch: lc.llama_batch) -> int:
+            batches.append(lc.llama_n_threads_batch(ctx))
+            return real_decode(ctx, batch)
+
+        monkeypatch.setattr(lc, "llama_decode", decode)
+        prompt = chat_prompt(engine, "Tell me about cats and why they sleep so much. " * 4)
+        assert engine.prefill_ahead(prompt[:-3], lambda: False) == len(prompt) - 3
+        assert batches and set(batches) == {ahead}
+        assert (lc.llama_n_threads(engine._ctx), lc.llama_n_threads_batch(engine._ctx)) == answer_s

@@ -126,8 +126,13 @@ class Engine(LoadedModel):
 
     def _use_threads(self, count: int) -> None:
         """Decode with count threads, and prefill with as many unless --threads-batch set its own count."""
+        lc.llama_set_n_threads(self._ctx, count, self._batch_threads(count))
+
+    def _batch_threads(self, decode_threads: int) -> int:
+        """The threads a prompt's batches take beside decode_threads decoding: as many, unless --threads-batch set
+        its own count."""
         o = self.options
-        lc.llama_set_n_threads(self._ctx, count, count if o.n_threads_batch == o.n_threads else o.n_threads_batch)
+        return decode_threads if o.n_threads_batch == o.n_threads else o.n_threads_batch
 
     def __enter__(self) -> Engine:
         return self
@@ -296,7 +301,8 @@ class Engine(LoadedModel):
                     if should_stop():
                         break
                     self._before_chunk(begin, end)
-                    lc.llama_set_n_threads(self._ctx, lc.llama_n_threads(self._ctx), ahead_threads(self.decode_threads))
+                    lc.llama_set_n_threads(self._ctx, lc.llama_n_threads(self._ctx),
+                                           ahead_threads(self._batch_threads(self.decode_threads)))
                     status = self._kv.evaluate(prompt[begin:end])
                     stopper.raise_caught()
                     if status != 0:

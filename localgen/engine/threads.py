@@ -92,11 +92,12 @@ def count_matters_from(flash_attention: bool, kv_type: str) -> int | None:
     return SPLIT_ATTENTION_FROM if flash_attention and kv_type == "f16" else None
 
 
-def ahead_threads(decode_threads: int) -> int:
-    """Threads for the batches of a prefill while the user types: one CPU is left to the prompt's redraw of each
-    key, which beside every thread waited for them (a 7-token batch: 85-115 ms on one thread, 230 ms and more on
-    two beside the redraw, 2 cores); a batch of one token keeps the decode count, which changes no output."""
-    return max(1, decode_threads - 1)
+def ahead_threads(batch_threads: int) -> int:
+    """Threads for the batches of a prefill while the user types, one fewer than the answer's batches take: one CPU
+    is left to the prompt's redraw of each key, which beside every thread waited for them (a 7-token batch: 85-115
+    ms on one thread, 230 ms and more on two beside the redraw, 2 cores); a batch of one token keeps the decode
+    count, which changes no output."""
+    return max(1, batch_threads - 1)
 
 
 def busy_elsewhere(before: CpuSample, after: CpuSample) -> float | None:
