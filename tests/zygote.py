@@ -140,9 +140,9 @@ if __name__ == "__main__":
     sys.path[0] = os.getcwd()  # the checkout it was started in (as -m has it), not tests/: its localgen, not another
     for name in AHEAD:
         importlib.import_module(name)
+    build_commands_ahead()
     if "huggingface_hub" in sys.modules:  # its settings would be the zygote's environment's in every child
         sys.exit("tests/zygote.py: importing localgen ahead imported huggingface_hub; import less ahead")
     from localgen.engine.native import quiet_native_aborts
-    build_commands_ahead()
     gc.freeze()  # the imports' objects: a child's collections, its exit's above all, pass them over, copying no page
     become_localgen(*serve(socket.socket(fileno=int(sys.argv[1]))))
