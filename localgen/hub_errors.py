@@ -289,6 +289,13 @@ def _timeout_setting(err: BaseException, filename: str | None) -> tuple[str, flo
     return "HF_HUB_ETAG_TIMEOUT", constants.HF_HUB_ETAG_TIMEOUT
 
 
+def failed_on_disk(exc: BaseException) -> bool:
+    """Whether an error came of the file system (a file of the cache that could not be written, a full disk), not of
+    the Hub or the network."""
+    return any(isinstance(err, OSError) and "Consistency check failed" not in str(err)  # that: a dropped connection
+               and (err.filename is not None or _filesystem_error(err, where="") is not None) for err in _chain(exc))
+
+
 def _unreachable_error(detail: str) -> HubError:
     """The error for a Hub that cannot be reached, with what it was needed for (detail)."""
     return HubError(f"cannot reach the Hugging Face Hub ({hub_endpoint()}) {detail}", hint=_NET_HINT)

@@ -12,7 +12,7 @@ from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
 from localgen.hub_check import HubCheck, HubOutcome, denied
-from localgen.hub_errors import blamed_on_entry, offer_alternative, offline_hint, with_alternative
+from localgen.hub_errors import blamed_on_entry, failed_on_disk, offer_alternative, offline_hint, with_alternative
 from localgen.hub_lack import known_lack, listed_lack
 from localgen.hub_slips import with_known_repo
 from localgen.hub_types import NotInRepoError, RepoNotFoundError
@@ -215,8 +215,10 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
         paths = hub.fetch_model(model, quiet=not newer, show_progress=None if newer else False,  # no bar: no download
                                 pin=pin)  # a size pinned alone
     except HubError as exc:
-        if not newer:  # the Hub has the same file, at a commit the cache could not be brought to
+        if not newer and failed_on_disk(exc):  # the Hub has the same file, at a commit the cache could not take up
             return replace(found, hub_check=HubCheck(HubOutcome.COMMIT_NOT_RECORDED, reason=exc.message))
+        if not newer:  # the Hub was asked again about the same file (its metadata), and that failed
+            return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=exc.hint))
         kept = "the copy downloaded before is kept, and runs go on using it"
         raise HubError(f"the Hub's newer version of {found.display_name} could not be downloaded: {exc.message}",
                         hint=f"{exc.hint}; {kept}" if exc.hint else kept, exit_code=exc.exit_code) from exc

@@ -209,3 +209,31 @@ def test_an_entry_that_pins_only_the_size_of_its_file_is_brought_up_to_date_with
     assert refused.returncode == 1 and refused.stderr.startswith(
         f"localgen: error: {REPO}/{FILE} does not match the size of [models.tiny] in "), refused.stderr
     assert refused.stderr.count("\n") == 1 and updated.read_bytes() == make_gguf_bytes("new"), refused.stderr
+
+
+def test_an_unchanged_file_whose_metadata_request_fails_is_said_not_checked_not_unrecorded(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """The listing shows the same file at a new commit, and the Hub answers 503 to the request for its metadata: the
+    line says it was not checked and why, with the error's hint, and does not blame the cache."""
+    import threading
+    import time
+
+    server, env = hub
+    data = make_gguf_bytes("q8")
+    server.add_repo(REPO, {FILE: data})
+    first, _ = _pull(env, f"{REPO}:Q8_0")
+    server.add_repo(REPO, {FILE: data})  # a new commit, the same file
+    server.delay_s, server.delay_only = 1.0, "/resolve/"  # held, so the server is down when it answers
+
+    def down_once_held() -> None:
+        deadline = time.monotonic() + 60
+        while server.delayed == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        server.down = True
+
+    threading.Thread(target=down_once_held, daemon=True).start()
+    kept, said = _pull(env, f"{REPO}:Q8_0")
+    assert kept == first and server.count("GET", f"/api/models/{REPO}") == 2, said
+    assert said.startswith(f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); not checked against the Hub: "
+                           f"the Hugging Face Hub returned a server error (HTTP 503) for {REPO}/{FILE} (hint: the "
+                           "Hub may be down: try again later; "), said
