@@ -214,14 +214,20 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
     try:
         paths = hub.fetch_model(model, quiet=not newer, show_progress=None if newer else False,  # no bar: no download
                                 pin=pin)  # a size pinned alone
-    except HubError as exc:
-        if not newer and failed_on_disk(exc):  # the Hub has the same file, at a commit the cache could not take up
+    except LocalgenError as exc:  # a HubError, or the newer file refused by a size its entry pins
+        hub_error = isinstance(exc, HubError)
+        if hub_error and not newer and failed_on_disk(exc):  # the same file, at a commit the cache could not take up
             return replace(found, hub_check=HubCheck(HubOutcome.COMMIT_NOT_RECORDED, reason=exc.message))
-        if not newer:  # the Hub was asked again about the same file (its metadata), and that failed
+        if hub_error and not newer:  # the Hub was asked again about the same file (its metadata), and that failed
             return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=exc.hint))
+        if not newer:
+            raise
         kept = "the copy downloaded before is kept, and runs go on using it"
+        hint = f"{exc.hint}; {kept}" if exc.hint else kept
+        if not hub_error:
+            raise LocalgenError(exc.message, hint=hint, exit_code=exc.exit_code) from exc
         raise HubError(f"the Hub's newer version of {found.display_name} could not be downloaded: {exc.message}",
-                        hint=f"{exc.hint}; {kept}" if exc.hint else kept, exit_code=exc.exit_code) from exc
+                       hint=hint, exit_code=exc.exit_code) from exc
     replaced_commit, freed = _remove_replaced(found.path, paths)
     if not newer:
         return replace(found, path=paths[0], hub_check=HubCheck(HubOutcome.UP_TO_DATE, replaced_commit=replaced_commit,

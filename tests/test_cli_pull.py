@@ -208,6 +208,7 @@ def test_an_entry_that_pins_only_the_size_of_its_file_is_brought_up_to_date_with
     refused = run_cli(env, "pull", "tiny")
     assert refused.returncode == 1 and refused.stderr.startswith(
         f"localgen: error: {REPO}/{FILE} does not match the size of [models.tiny] in "), refused.stderr
+    assert refused.stderr.endswith("; the copy downloaded before is kept, and runs go on using it)\n"), refused.stderr
     assert refused.stderr.count("\n") == 1 and updated.read_bytes() == make_gguf_bytes("new"), refused.stderr
 
 
