@@ -25,7 +25,7 @@ _DROPPED = {"RemoteProtocolError", "ReadError", "ProtocolError"}
 # True of every command: a downloaded model is found in the cache before the Hub is asked for anything.
 _WITHOUT_NETWORK = "models already downloaded work without the network (`localgen models list` shows them)"
 # How to get at a gated or private repo; what to check when the Hub cannot be reached.
-_LOGIN = "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN"
+LOGIN = "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN"
 _NET_HINT = f"check your network connection (and HF_ENDPOINT / proxy settings); {_WITHOUT_NETWORK}"
 # Another way to get a repo's model than the Hub (reinstalling a damaged package), by repo id in lower case.
 _ALTERNATIVES: dict[str, str] = {}
@@ -64,7 +64,7 @@ def entry_error(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> HubErro
     if spec is None or key is None:
         return exc
     if isinstance(exc, RepoNotFoundError):
-        hint = f"fix that entry's repo (check the spelling: ORG/REPO); for a private repo, {_LOGIN}"
+        hint = f"fix that entry's repo (check the spelling: ORG/REPO); for a private repo, {LOGIN}"
     elif isinstance(exc, NotInRepoError) and exc.choices:
         hint = f"fix that entry's {key} ({exc.choices})"
     else:
@@ -212,12 +212,12 @@ def _hf_error(err: BaseException, status: int | None, *, repo: str, filename: st
     """The error for one of huggingface_hub's typed errors (gated, not found, offline), else None."""
     if isinstance(err, _hf_kind("GatedRepoError")):
         return HubError(f"{repo} is a gated repository: you must accept its terms and be logged in",
-                        hint=f"request access at {hub_endpoint().rstrip('/')}/{repo}, then {_LOGIN}")
+                        hint=f"request access at {hub_endpoint().rstrip('/')}/{repo}, then {LOGIN}")
     if isinstance(err, _hf_kind("RepositoryNotFoundError")):
         private = " (or it is private)" if status in (401, 403) else ""
         return RepoNotFoundError(f"repository {repo} not found on the Hugging Face Hub{private}",
                                  hint=with_known_repo(f"check the spelling (ORG/REPO); for a private repo, "
-                                                      f"{_LOGIN}", repo, repo))
+                                                      f"{LOGIN}", repo, repo))
     if isinstance(err, _hf_kind("RevisionNotFoundError")):
         return HubError(f"{repo}: the revision localgen asked for no longer exists",
                         hint="the repository changed; run the command again")
@@ -232,7 +232,7 @@ def _hf_error(err: BaseException, status: int | None, *, repo: str, filename: st
 def _http_status_error(status: int | None, *, repo: str, where: str) -> HubError | None:
     """The error for an HTTP error status (denied, rate-limited, server error, refused), else None."""
     if status in (401, 403):
-        return HubError(f"access to {repo} was denied (HTTP {status})", hint=f"if it is gated or private, {_LOGIN}")
+        return HubError(f"access to {repo} was denied (HTTP {status})", hint=f"if it is gated or private, {LOGIN}")
     if status == 429:
         return HubError("the Hugging Face Hub is rate-limiting requests (HTTP 429)",
                         hint="wait a minute and try again, or log in to get a higher limit")

@@ -12,7 +12,14 @@ from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
 from localgen.hub_check import HubCheck, HubOutcome, denied
-from localgen.hub_errors import blamed_on_entry, failed_on_disk, offer_alternative, offline_hint, with_alternative
+from localgen.hub_errors import (
+    LOGIN,
+    blamed_on_entry,
+    failed_on_disk,
+    offer_alternative,
+    offline_hint,
+    with_alternative,
+)
 from localgen.hub_lack import known_lack, listed_lack
 from localgen.hub_slips import with_known_repo
 from localgen.hub_types import NotInRepoError, RepoNotFoundError
@@ -206,10 +213,12 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
             model = hub.find_model(repo, quant=quant, filename=filename)
     except HubError as exc:
         if denied(exc):  # not logged in, or a token the Hub refuses: it would not say what it has
-            return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=exc.hint))
+            # a repo downloaded under this name is not misspelt: of a not-found's hint, only how to log in holds
+            hint = f"for a private repo, {LOGIN}" if isinstance(exc, RepoNotFoundError) else exc.hint
+            return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=hint))
         if isinstance(exc, (NotInRepoError, RepoNotFoundError)):  # the copy here is the last there was
             return replace(found, hub_check=HubCheck(HubOutcome.DROPPED, reason=exc.message))
-        return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message))
+        return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=exc.hint))
     newer = not all(hub.is_cached(model, f) for f in model.files)
     try:
         paths = hub.fetch_model(model, quiet=not newer, show_progress=None if newer else False,  # no bar: no download

@@ -64,7 +64,10 @@ def test_pull_of_a_downloaded_model_offline_or_with_the_hub_unreachable_says_it_
     unreachable, said = _pull({**env, "HF_ENDPOINT": "http://127.0.0.1:9"}, f"{REPO}:Q8_0")  # nothing listens there
     assert unreachable == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); not checked "
                                              "against the Hub: cannot reach the Hugging Face Hub "
-                                             f"(http://127.0.0.1:9) for {REPO}\n")
+                                             f"(http://127.0.0.1:9) for {REPO} (hint: check your network "
+                                             "connection (and HF_ENDPOINT / proxy settings); models already "
+                                             "downloaded work without the network (`localgen models list` shows "
+                                             "them))\n")
 
 
 def test_pull_on_a_narrow_terminal_breaks_its_start_line_between_words(
@@ -147,8 +150,13 @@ def test_a_repo_the_hub_will_not_show_without_a_login_is_said_not_checked_not_go
     kept, said = _pull(env, f"{REPO}:Q8_0")
     assert kept == first and said == (
         f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); not checked against the Hub: repository {REPO} not "
-        "found on the Hugging Face Hub (or it is private) (hint: check the spelling (ORG/REPO); for a private repo, "
-        "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN)\n")
+        "found on the Hugging Face Hub (or it is private) (hint: for a private repo, log in with `huggingface-cli "
+        "login` (or `hf auth login`) or set HF_TOKEN)\n")
+    server.status[REPO] = (429, None)
+    kept, said = _pull(env, f"{REPO}:Q8_0")
+    assert kept == first and said == (
+        f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); not checked against the Hub: the Hugging Face Hub "
+        "is rate-limiting requests (HTTP 429) (hint: wait a minute and try again, or log in to get a higher limit)\n")
 
 
 
