@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from localgen.hub_errors import error_chain, http_status
+
 
 class HubOutcome(Enum):
     """What asking the Hub about a downloaded copy came to, for `pull`."""
@@ -34,14 +36,4 @@ class HubCheck:
 def denied(exc: BaseException) -> bool:
     """Whether a Hub error came of an answer of HTTP 401 or 403 (found along its causes), which the Hub gives a
     private or gated repo, or one that does not exist, alike."""
-    seen: set[int] = set()  # by id; an error re-raised from itself is its own cause, its context the original's
-    waiting: list[BaseException] = [exc]
-    while waiting:
-        current = waiting.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if getattr(getattr(current, "response", None), "status_code", None) in (401, 403):
-            return True
-        waiting += [e for e in (current.__cause__, current.__context__) if e is not None]
-    return False
+    return any(http_status(err) in (401, 403) for err in error_chain(exc))

@@ -141,13 +141,13 @@ def _download(reference: str) -> str:
     return "run the command again" if _running_command in ("pull", "fit") else f"run `localgen pull {reference}`"
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    """The exception and its causes/contexts."""
+def error_chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes/contexts (an error re-raised from itself is its own cause: its context follows)."""
     seen: list[BaseException] = []
     current: BaseException | None = exc
-    while current is not None and current not in seen:
+    while current is not None:
         seen.append(current)
-        current = current.__cause__ or current.__context__
+        current = next((e for e in (current.__cause__, current.__context__) if e is not None and e not in seen), None)
     return seen
 
 
@@ -164,7 +164,7 @@ def _class_names(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
-def _status_of(exc: BaseException) -> int | None:
+def http_status(exc: BaseException) -> int | None:
     """The HTTP status of an HTTP error, if any."""
     status = getattr(getattr(exc, "response", None), "status_code", None)
     return status if isinstance(status, int) else None
@@ -182,8 +182,8 @@ def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None)
 def _hub_error(exc: BaseException, *, repo: str, filename: str | None) -> LocalgenError:
     """The HubError for a huggingface_hub / HTTP exception."""
     where = _where(repo, filename)
-    for err in _chain(exc):
-        status = _status_of(err)
+    for err in error_chain(exc):
+        status = http_status(err)
         error = (_hf_error(err, status, repo=repo, filename=filename)
                  or _http_status_error(status, repo=repo, where=where)
                  or _network_error(err, _class_names(err), repo=repo, filename=filename)
@@ -267,7 +267,7 @@ def _network_error(err: BaseException, names: set[str], *, repo: str, filename: 
 
 def timed_out(exc: BaseException) -> bool:
     """Whether a request to the Hub failed for want of an answer in time (its timeout, or a connect timeout)."""
-    return any(_is_timeout(err, _class_names(err)) for err in _chain(exc))
+    return any(_is_timeout(err, _class_names(err)) for err in error_chain(exc))
 
 
 def _is_timeout(err: BaseException, names: set[str]) -> bool:
@@ -293,7 +293,8 @@ def failed_on_disk(exc: BaseException) -> bool:
     """Whether an error came of the file system (a file of the cache that could not be written, a full disk), not of
     the Hub or the network."""
     return any(isinstance(err, OSError) and "Consistency check failed" not in str(err)  # that: a dropped connection
-               and (err.filename is not None or _filesystem_error(err, where="") is not None) for err in _chain(exc))
+               and (err.filename is not None or _filesystem_error(err, where="") is not None)
+               for err in error_chain(exc))
 
 
 def _unreachable_error(detail: str) -> HubError:
