@@ -159,7 +159,6 @@ def test_a_repo_the_hub_will_not_show_without_a_login_is_said_not_checked_not_go
         "is rate-limiting requests (HTTP 429) (hint: wait a minute and try again, or log in to get a higher limit)\n")
 
 
-
 def test_an_unchanged_file_at_a_new_commit_says_what_removing_its_older_copy_freed(
         hub: tuple[HubServer, dict[str, str]], tmp_path: Path) -> None:
     """The copy at the older commit goes once the new commit's entry is made; the up-to-date line says what that
