@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, auto
 
 from localgen.hub_errors import error_chain, http_status
 
@@ -11,13 +11,13 @@ from localgen.hub_errors import error_chain, http_status
 class HubOutcome(Enum):
     """What asking the Hub about a downloaded copy came to, for `pull`."""
 
-    UP_TO_DATE = "up to date"
-    COMMIT_NOT_RECORDED = "up to date, its new commit not recorded"  # the same file: the cache failed to take it up
-    UPDATED = "updated"  # a newer version was downloaded
-    DROPPED = "dropped by the Hub"  # the Hub no longer has the repo, quant or file: the copy here is kept
-    OFFLINE = "offline"
-    NOT_CHECKED = "not checked"  # the Hub could not be asked (reason says why)
-    PINNED = "pinned"  # a registry entry pins the file's sha256 (reason: which entry)
+    UP_TO_DATE = auto()
+    COMMIT_NOT_RECORDED = auto()  # the same file: the cache failed to take it up
+    UPDATED = auto()  # a newer version was downloaded
+    DROPPED = auto()  # the Hub no longer has the repo, quant or file: the copy here is kept
+    OFFLINE = auto()
+    NOT_CHECKED = auto()  # the Hub could not be asked (reason says why)
+    PINNED = auto()  # a registry entry pins the file's sha256 (reason: which entry)
 
 
 @dataclass(frozen=True)
