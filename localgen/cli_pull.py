@@ -114,7 +114,12 @@ def pull_model(reference: str, *, force: bool) -> Path:
     with named_as_typed(reference):
         resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), say_note, force=force,
                                    download_only=True)
-        _, paths = validate_split(resolved.path)  # checked, every shard, as run would check it
+        try:
+            _, paths = validate_split(resolved.path)  # checked, every shard, as run would check it
+        except LocalgenError as exc:
+            if resolved.hub_check is not None:  # a removal of the copy the new one replaced is said here too
+                exc.message += _removed(resolved.hub_check)
+            raise
     said = already_here(resolved, sum(path.stat().st_size for path in paths))
     if said is not None:
         console.say(said)
