@@ -4,25 +4,22 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from localgen import console, hub, hub_cache
 from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
-from localgen.hub_check import HubCheck, HubOutcome, denied
+from localgen.hub_check import HubCheck
 from localgen.hub_errors import (
-    LOGIN,
     blamed_on_entry,
-    failed_on_disk,
     offer_alternative,
     offline_hint,
     with_alternative,
 )
 from localgen.hub_lack import known_lack, listed_lack
 from localgen.hub_slips import with_known_repo
-from localgen.hub_types import NotInRepoError, RepoNotFoundError
 from localgen.hub_verify import Pin, check_pinned_file
 from localgen.model_file_errors import folder_hint, folder_models, missing_file_hint
 from localgen.references import ModelRef, normalize_quant
@@ -192,76 +189,6 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     with blamed_on_entry(spec, ref):
         paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text, pin=pin)
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")
-
-
-def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedModel:
-    """For `pull` of a downloaded Hub model: the Hub's current copy of the same quant or file (one listing request;
-    a file changed on the Hub is downloaded, and the copy it replaces removed once it is verified; one that did not is
-    kept), or the downloaded copy when the Hub cannot be asked; its `hub_check` says which."""
-    if found.source != "cache":
-        return found  # a local file or the bundled model is the one
-    if offline or settings().offline:
-        return replace(found, hub_check=HubCheck(HubOutcome.OFFLINE))
-    repo, quant, filename = hub_target(found.ref, found.spec)
-    if quant is None and filename is None:
-        return found  # ORG/REPO alone names no one quant (a run takes a downloaded one)
-    pin = entry_pin(found.spec, found.ref)
-    if pin is not None and pin.sha256:  # that file and no other: the Hub can have no newer version of it
-        return replace(found, hub_check=HubCheck(HubOutcome.PINNED, reason=pin.origin))
-    try:
-        with blamed_on_entry(found.spec, found.ref):
-            model = hub.find_model(repo, quant=quant, filename=filename)
-    except HubError as exc:
-        if denied(exc):  # not logged in, or a token the Hub refuses: it would not say what it has
-            # a repo downloaded under this name is not misspelt: of a not-found's hint, only how to log in holds
-            hint = f"for a private repo, {LOGIN}" if isinstance(exc, RepoNotFoundError) else exc.hint
-            return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=hint))
-        if isinstance(exc, (NotInRepoError, RepoNotFoundError)):  # the copy here is the last there was
-            return replace(found, hub_check=HubCheck(HubOutcome.DROPPED, reason=exc.message))
-        return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=exc.hint))
-    newer = not all(hub.is_cached(model, f) for f in model.files)
-    try:
-        paths = hub.fetch_model(model, quiet=not newer, show_progress=None if newer else False,  # no bar: no download
-                                pin=pin)  # a size pinned alone
-    except LocalgenError as exc:  # a HubError, or the newer file refused by a size its entry pins
-        hub_error = isinstance(exc, HubError)
-        if hub_error and not newer and failed_on_disk(exc):  # the same file, at a commit the cache could not take up
-            return replace(found, hub_check=HubCheck(HubOutcome.COMMIT_NOT_RECORDED, reason=exc.message))
-        if hub_error and not newer:  # the Hub was asked again about the same file (its metadata), and that failed
-            return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=exc.hint))
-        if not newer:
-            raise
-        kept = "the copy downloaded before is kept, and runs go on using it"
-        hint = f"{exc.hint}; {kept}" if exc.hint else kept
-        if not hub_error:
-            raise LocalgenError(exc.message, hint=hint, exit_code=exc.exit_code) from exc
-        raise HubError(f"the Hub's newer version of {found.display_name} could not be downloaded: {exc.message}",
-                       hint=hint, exit_code=exc.exit_code) from exc
-    replaced_commit, freed = _remove_replaced(found.path, paths)
-    if not newer:
-        return replace(found, path=paths[0], hub_check=HubCheck(HubOutcome.UP_TO_DATE, replaced_commit=replaced_commit,
-                                                                freed=freed))
-    return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub",
-                         hub_check=HubCheck(HubOutcome.UPDATED, replaced_commit=replaced_commit, freed=freed))
-
-
-def _remove_replaced(first: Path, paths: list[Path]) -> tuple[str, int]:
-    """Delete the copy of a model (first: its first file) that a pull replaced with paths, at a newer commit; its
-    commit and the bytes that freed (("", 0) where nothing was removed)."""
-    from localgen.model_removal import remove_replaced
-
-    def snapshot(path: Path) -> Path | None:
-        return next((p for p in path.parents if p.parent.name == "snapshots"), None)
-
-    old, new = snapshot(first), snapshot(paths[0])
-    if old is None or new is None or old == new:
-        return "", 0
-    try:
-        freed = remove_replaced([old / p.relative_to(new) for p in paths], paths)
-    except LocalgenError as exc:
-        console.warn(f"the copy the new one replaces is still in the cache: {exc.message}")
-        return "", 0
-    return old.name[:12], freed
 
 
 def check_reference(text: str) -> None:

@@ -23,12 +23,13 @@ from localgen.fit import (
     target_context,
 )
 from localgen.hardware import Hardware, cpu_only_warning_once, physical_cores, probe_hardware, usable_cpus
+from localgen.hub_refresh import refreshed
 from localgen.input_text import TextBound
 from localgen.model_file_errors import named_as_typed
 from localgen.once import first_time
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.quant_choice import choose_download, plan_resolved, resolve_downloaded
-from localgen.resolve import ResolvedModel, refreshed, resolve_model, with_unverified_copy
+from localgen.resolve import ResolvedModel, resolve_model, with_unverified_copy
 from localgen.template_sandbox import check_template
 from localgen.units import counted
 

@@ -247,17 +247,19 @@ def test_an_unchanged_file_whose_metadata_request_fails_is_said_not_checked_not_
                            "Hub may be down: try again later; "), said
 
 
-def test_a_newer_version_that_fails_its_check_as_a_model_still_says_the_copy_it_replaced_was_removed(
+def test_a_newer_version_that_fails_its_check_as_a_model_leaves_the_copy_it_would_replace(
         hub: tuple[HubServer, dict[str, str]]) -> None:
-    """The copy the newer one replaces is removed once the download is verified; the newer one then fails the check
-    run makes of a model's shards: the error says that removal too."""
+    """A newer version that fails the check run makes of a model's shards is refused before the copy it would
+    replace is removed: the error says that copy is kept, and pull offline still finds it, where the copy was
+    removed first and none that runs was left."""
     server, env = hub
     server.add_repo(REPO, {FILE: make_gguf_bytes("old")})
     first, _ = _pull(env, f"{REPO}:Q8_0")
     server.add_repo(REPO, {FILE: make_gguf_bytes("new", shard=(1, 2))})  # a shard, its name not saying which
     failed = run_cli(env, "pull", f"{REPO}:Q8_0")
-    assert failed.returncode != 0 and not first.exists(), failed.stderr
+    assert failed.returncode != 0 and first.exists(), failed.stderr
     said = failed.stderr.splitlines()[-1]
     assert said.startswith(f"localgen: error: {FILE}: shard of a 2-part model, ") and said.endswith(
-        f"; removed the copy it replaces (commit {first.parent.name[:12]}): freed 64.0 KiB (hint: rename the "
-        "shards)"), failed.stderr
+        "(hint: rename the shards; the copy downloaded before is kept, and runs go on using it)"), failed.stderr
+    offline = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "pull", f"{REPO}:Q8_0")
+    assert offline.returncode == 0 and offline.stdout.strip() == str(first), offline.stderr

@@ -1,0 +1,103 @@
+"""What `pull` of a downloaded Hub model finds on asking the Hub about it: the same file, a newer one (downloaded,
+checked, and the copy it replaces removed), or none that can be asked about."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+from pathlib import Path
+
+from localgen import console, hub
+from localgen.config import settings
+from localgen.errors import HubError, LocalgenError
+from localgen.hub_check import HubCheck, HubOutcome, denied
+from localgen.hub_errors import LOGIN, blamed_on_entry, failed_on_disk
+from localgen.hub_types import NotInRepoError, RepoNotFoundError
+from localgen.registry import hub_target
+from localgen.resolve import ResolvedModel, entry_pin
+
+
+def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedModel:
+    """For `pull` of a downloaded Hub model: the Hub's current copy of the same quant or file (one listing request;
+    a file changed on the Hub is downloaded, and the copy it replaces removed once it is verified; one that did not is
+    kept), or the downloaded copy when the Hub cannot be asked; its `hub_check` says which."""
+    if found.source != "cache":
+        return found  # a local file or the bundled model is the one
+    if offline or settings().offline:
+        return replace(found, hub_check=HubCheck(HubOutcome.OFFLINE))
+    repo, quant, filename = hub_target(found.ref, found.spec)
+    if quant is None and filename is None:
+        return found  # ORG/REPO alone names no one quant (a run takes a downloaded one)
+    pin = entry_pin(found.spec, found.ref)
+    if pin is not None and pin.sha256:  # that file and no other: the Hub can have no newer version of it
+        return replace(found, hub_check=HubCheck(HubOutcome.PINNED, reason=pin.origin))
+    try:
+        with blamed_on_entry(found.spec, found.ref):
+            model = hub.find_model(repo, quant=quant, filename=filename)
+    except HubError as exc:
+        if denied(exc):  # not logged in, or a token the Hub refuses: it would not say what it has
+            # a repo downloaded under this name is not misspelt: of a not-found's hint, only how to log in holds
+            hint = f"for a private repo, {LOGIN}" if isinstance(exc, RepoNotFoundError) else exc.hint
+            return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=hint))
+        if isinstance(exc, (NotInRepoError, RepoNotFoundError)):  # the copy here is the last there was
+            return replace(found, hub_check=HubCheck(HubOutcome.DROPPED, reason=exc.message))
+        return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=exc.hint))
+    newer = not all(hub.is_cached(model, f) for f in model.files)
+    try:
+        paths = hub.fetch_model(model, quiet=not newer, show_progress=None if newer else False,  # no bar: no download
+                                pin=pin)  # a size pinned alone
+        if newer:  # a model run can load, checked before the copy it replaces goes
+            _refuse_unloadable(paths)
+    except LocalgenError as exc:  # a HubError, or the newer file refused by a size its entry pins or by its check
+        hub_error = isinstance(exc, HubError)
+        if hub_error and not newer and failed_on_disk(exc):  # the same file, at a commit the cache could not take up
+            return replace(found, hub_check=HubCheck(HubOutcome.COMMIT_NOT_RECORDED, reason=exc.message))
+        if hub_error and not newer:  # the Hub was asked again about the same file (its metadata), and that failed
+            return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=exc.hint))
+        if not newer:
+            raise
+        kept = "the copy downloaded before is kept, and runs go on using it"
+        hint = f"{exc.hint}; {kept}" if exc.hint else kept
+        if not hub_error:
+            raise LocalgenError(exc.message, hint=hint, exit_code=exc.exit_code) from exc
+        raise HubError(f"the Hub's newer version of {found.display_name} could not be downloaded: {exc.message}",
+                       hint=hint, exit_code=exc.exit_code) from exc
+    replaced_commit, freed = _remove_replaced(found.path, paths)
+    if not newer:
+        return replace(found, path=paths[0], hub_check=HubCheck(HubOutcome.UP_TO_DATE, replaced_commit=replaced_commit,
+                                                                freed=freed))
+    return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub",
+                         hub_check=HubCheck(HubOutcome.UPDATED, replaced_commit=replaced_commit, freed=freed))
+
+
+def _refuse_unloadable(paths: list[Path]) -> None:
+    """Check a newer download as run checks a model, removing it where it fails, so the copy it was to replace
+    stays the one found."""
+    from localgen.gguf_split import validate_split
+    from localgen.model_removal import remove_replaced
+
+    try:
+        validate_split(paths[0])
+    except LocalgenError:
+        with contextlib.suppress(LocalgenError):
+            remove_replaced(paths, [])
+        raise
+
+
+def _remove_replaced(first: Path, paths: list[Path]) -> tuple[str, int]:
+    """Delete the copy of a model (first: its first file) that a pull replaced with paths, at a newer commit; its
+    commit and the bytes that freed (("", 0) where nothing was removed)."""
+    from localgen.model_removal import remove_replaced
+
+    def snapshot(path: Path) -> Path | None:
+        return next((p for p in path.parents if p.parent.name == "snapshots"), None)
+
+    old, new = snapshot(first), snapshot(paths[0])
+    if old is None or new is None or old == new:
+        return "", 0
+    try:
+        freed = remove_replaced([old / p.relative_to(new) for p in paths], paths)
+    except LocalgenError as exc:
+        console.warn(f"the copy the new one replaces is still in the cache: {exc.message}")
+        return "", 0
+    return old.name[:12], freed
