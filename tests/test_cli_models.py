@@ -678,18 +678,6 @@ def test_a_file_or_quant_given_after_the_repo_is_told_to_go_in_the_reference(arg
     assert result.err.strip().endswith(f"(hint: {hint})"), result.err
 
 
-def test_a_model_path_without_gguf_and_in_another_case_is_told_the_file_that_is_there(tmp_path: Path) -> None:
-    (tmp_path / "Llama-3.2-1B-Instruct-Q4_K_M.gguf").write_bytes(b"GGUF")
-    for typed in ("llama-3.2-1b-instruct-q4_k_m", "LLAMA-3.2-1B-INSTRUCT-Q4_K_M"):
-        result = run_localgen("run", "-m", str(tmp_path / typed), "hi")
-        assert result.returncode == 1 and result.err == (
-            f"localgen: error: no such model file: {tmp_path}/{typed} (hint: did you mean "
-            f"{tmp_path}/Llama-3.2-1B-Instruct-Q4_K_M.gguf?)\n"), result.err
-    unlike = run_localgen("run", "-m", str(tmp_path / "llama-3.2-1b-instruct-q8_0"), "hi")
-    assert unlike.returncode == 1 and unlike.err.endswith(
-        f"(hint: check the path; this folder holds: {tmp_path}/Llama-3.2-1B-Instruct-Q4_K_M.gguf)\n"), unlike.err
-
-
 def test_a_misspelt_repo_is_offered_the_repo_of_the_registry_entry_it_is_like(
         hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub

@@ -666,12 +666,14 @@ def test_a_folder_given_as_a_model_names_the_model_files_in_it(tmp_path: Path) -
 def test_a_model_path_with_a_slip_in_its_name_is_told_the_model_file_spelled_like_it(tmp_path: Path) -> None:
     (tmp_path / "Llama-3.2-1B-Instruct-Q4_K_M.gguf").write_bytes(b"GGUF")
     (tmp_path / "notes.txt").write_bytes(b"hello")
-    for typed in ("llama-3.2-1b-instruct-q4_k_m.gguf", "Llama-3.2-1B-Instruct-Q4_K_S.gguf"):
+    for typed in ("llama-3.2-1b-instruct-q4_k_m.gguf", "Llama-3.2-1B-Instruct-Q4_K_S.gguf",
+                  "llama-3.2-1b-instruct-q4_k_m", "LLAMA-3.2-1B-INSTRUCT-Q4_K_M"):  # .gguf left off, in any case
         result = run_localgen("run", "-m", str(tmp_path / typed), "hi")
         assert result.returncode == 1 and result.err == (
             f"localgen: error: no such model file: {tmp_path}/{typed} (hint: did you mean "
             f"{tmp_path}/Llama-3.2-1B-Instruct-Q4_K_M.gguf?)\n"), result.err
-    for unlike in ("notes.gguf", "qwen2.5-7b-instruct-q4_k_m.gguf", "Llama-3.2-1B-Instruct-Q8_0.gguf"):
+    for unlike in ("notes.gguf", "qwen2.5-7b-instruct-q4_k_m.gguf", "Llama-3.2-1B-Instruct-Q8_0.gguf",
+                   "llama-3.2-1b-instruct-q8_0"):
         result = run_localgen("run", "-m", str(tmp_path / unlike), "hi")
         assert result.returncode == 1 and result.err.endswith(
             f"(hint: check the path; this folder holds: {tmp_path}/Llama-3.2-1B-Instruct-Q4_K_M.gguf)\n"), result.err
