@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from localgen.cli_options import JsonOpt, PlainUsage, confirmed, list_by_default, whole_number
-from localgen.errors import UsageError
+from localgen.errors import LocalgenError, UsageError
 from localgen.units import counted, local_minute
 
 if TYPE_CHECKING:
@@ -130,12 +130,29 @@ def conversations_rm(
 ) -> None:
     """Delete saved conversations (never one that a chat or a run has open)."""
     from localgen import console
+    from localgen.conversation_lock import ConversationBusyError
     from localgen.conversation_store import delete_conversations, looked_up_name, saved_paths
 
-    names = list(dict.fromkeys(looked_up_name(name, shell=True) for name in names))  # notes.json: notes
-    saved_paths(names)  # every name is a saved conversation before anything is asked or deleted
+    several = len(names) > 1  # a refusal then says that the others are kept too
+    try:
+        names = list(dict.fromkeys(looked_up_name(name, shell=True) for name in names))  # notes.json: notes
+        saved_paths(names)  # every name is a saved conversation before anything is asked or deleted
+    except LocalgenError as exc:
+        raise _none_deleted(exc, several) from None
     listed = f"{counted(len(names), 'conversation')} ({', '.join(names)})"
     # asked once none is in use (a chat or a run with one open is said first), and held from then until deleted
-    if delete_conversations(names, lambda: confirmed("delete", listed, yes=yes, declined="nothing deleted")):
+    try:
+        deleted = delete_conversations(names, lambda: confirmed("delete", listed, yes=yes, declined="nothing deleted"))
+    except ConversationBusyError as exc:
+        raise _none_deleted(exc, several) from None
+    if deleted:
         for name in names:
             console.say(f"localgen: deleted {name}")
+
+
+def _none_deleted(error: LocalgenError, several: bool) -> LocalgenError:
+    """An error that refuses `conversations rm` before it deletes anything, saying so where several names were given
+    ("...; nothing deleted")."""
+    if several:
+        error.message = f"{error.message}; nothing deleted"
+    return error

@@ -167,7 +167,8 @@ def test_an_empty_name_is_named_as_such_not_as_the_newest_nor_as_a_name_to_make(
     first = _save("first", Turn("Name a color.", "Blue."))
     refused = run_localgen("conversations", *args)
     assert refused.returncode == 2 and refused.out == "" and first.exists(), refused.err
-    assert refused.err == ("localgen: error: the conversation name is empty (hint: give a saved one's name: "
+    kept = "; nothing deleted" if args[0] == "rm" else ""  # rm of first and "": first is kept too
+    assert refused.err == (f"localgen: error: the conversation name is empty{kept} (hint: give a saved one's name: "
                            "`localgen conversations` lists the saved ones; `localgen chat --resume` reopens the "
                            "latest)\n")
 
@@ -258,7 +259,8 @@ def test_rm_asks_refuses_what_is_open_and_deletes_only_whole_requests() -> None:
     assert unconfirmed.returncode == 2 and first.exists()
     assert "deleting 1 conversation (first) needs confirmation (hint: pass --yes (or -y)" in unconfirmed.err
     partly_unknown = run_localgen("conversations", "rm", "first", "nope", "--yes")
-    assert partly_unknown.returncode == 1 and "no saved conversation named 'nope'" in partly_unknown.err
+    assert partly_unknown.returncode == 1 and partly_unknown.err.startswith(
+        "localgen: error: no saved conversation named 'nope'; nothing deleted (hint: "), partly_unknown.err
     assert first.exists(), "nothing is deleted when one name is wrong"
     assert hold(conversations_dir(), "second", hint="")
     try:
@@ -266,9 +268,13 @@ def test_rm_asks_refuses_what_is_open_and_deletes_only_whole_requests() -> None:
     finally:
         release(conversations_dir(), "second")
     assert busy.returncode == 1 and "in use by another localgen chat or run" in busy.err
+    assert "; nothing deleted (hint: " in busy.err, busy.err
     assert first.exists() and second.exists(), "all or none"
     bad_name = run_localgen("conversations", "rm", "first", "../second", "-y")
-    assert bad_name.returncode == 2 and "not a valid conversation name" in bad_name.err and first.exists()
+    assert bad_name.returncode == 2 and "not a valid conversation name; nothing deleted" in bad_name.err
+    assert first.exists()
+    alone = run_localgen("conversations", "rm", "nope", "--yes")
+    assert alone.err.startswith("localgen: error: no saved conversation named 'nope' (hint: "), "one name: no others"
     (conversations_dir() / "broken.json").write_text("{not json")
     deleted = run_localgen("conversations", "rm", "first", "second", "first", "broken", "-y")
     assert deleted.returncode == 0
