@@ -363,10 +363,12 @@ def models_rm(
 ) -> None:
     """Remove downloaded models' files (never files another cached model still uses)."""
     from localgen import console
+    from localgen.default_model import default_here
     from localgen.model_removal import remove_model
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
+    default_before = default_here(registry)
     # by name: one model named twice is removed once; every reference is checked before any removal
     plans: dict[str, tuple[str, RemovedModel]] = {}
     for reference in references:
@@ -385,6 +387,17 @@ def models_rm(
         return
     for reference, others in ordered:
         console.say(_removed_line(remove_model(registry, reference, others=others)))
+    if default_before is not None and default_here(registry) is None:  # the default was among them
+        console.say(_default_gone(registry))
+
+
+def _default_gone(registry: Registry) -> str:
+    """What models rm says when it removed the default model's file: run and chat without -m download it again (or,
+    for a default given as a path, find no file)."""
+    default = registry.default_reference()
+    then = "find no model file" if registry.reference(default).path is not None else "download it again"
+    return (f"localgen: {default} is still the default model, so run and chat without -m {then} (`localgen models "
+            "default REF` sets another)")
 
 
 def _removals(plans: list[tuple[str, RemovedModel]], index: int) -> Removals:

@@ -102,6 +102,18 @@ def default_in_listing(registry: Registry) -> DefaultRow:
         return None, None
 
 
+def default_here(registry: Registry) -> Path | None:
+    """The file run and chat load without -m where it is here, found without the network (None: not here, or a
+    [defaults] model that names no model)."""
+    try:
+        ref = registry.reference(registry.default_reference())
+        if ref.path is not None:
+            return ref.path if ref.path.is_file() else None
+        return _here(registry, ref, registry.spec_for(ref))
+    except LocalgenError:
+        return None
+
+
 def _here(registry: Registry, ref: ModelRef, spec: ModelSpec | None) -> Path | None:
     """The file a run takes without a download (not checked yet) for a reference to a registry entry (spec) or a Hub
     model, found without the network: a verified download, else the bundled copy it names; None when neither is

