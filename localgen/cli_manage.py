@@ -9,7 +9,7 @@ import typer
 
 from localgen.cli_options import JsonOpt, PlainUsage, confirmed, list_by_default
 from localgen.config import settings
-from localgen.errors import LocalgenError, ModelNotFoundError
+from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.units import binary_size, counted, iso_time, local_minute
 
 if TYPE_CHECKING:
@@ -260,6 +260,9 @@ def models_show(
     from localgen.resolve import undownloaded_entry, unverified_copy
     from localgen.verify import recorded_sha256
 
+    if template and json_output:
+        raise UsageError("--template and --json contradict each other",
+                         hint="--template prints the chat template as it is; --json's record says whether there is one")
     text = reference if reference is not None else load_registry(settings().user_registry).default_reference()
     try:
         resolved = resolve_downloaded(reference, offline=None)

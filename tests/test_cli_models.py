@@ -206,6 +206,9 @@ def test_models_list_show_rm(hub: tuple[HubServer, dict[str, str]]) -> None:
     assert facts["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     template = run_cli(env, "models", "show", f"{REPO}:Q4_1", "--template")
     assert "<|im_start|>" in template.stdout
+    as_json = run_cli(env, "models", "show", f"{REPO}:Q4_1", "--template", "--json")  # stdout: JSON, or nothing
+    assert as_json.returncode == 2 and as_json.stdout == "" and as_json.stderr.startswith(
+        "localgen: error: --template and --json contradict each other (hint: "), as_json.stderr
     refused = run_cli(env, "models", "rm", f"{REPO}:Q4_1")
     assert refused.returncode == 2 and "--yes" in refused.stderr
     removed = run_cli(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
