@@ -42,13 +42,14 @@ MIN_GAIN_TOKENS = 64  # restore only when it saves at least this many tokens of 
 @dataclass(frozen=True)
 class CacheEntry:
     """What `localgen cache` shows about one entry: model_key is the identity key of the model file (its first shard)
-    whose state it holds ('' when its header cannot be read)."""
+    whose state it holds; problem: why its header cannot be read (tokens and model_key are then None and '')."""
 
     path: Path
-    tokens: int
+    tokens: int | None
     size: int
     last_used: float
     model_key: str = ""
+    problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def _read_header(handle: BinaryIO, size: int) -> _Header:
     if magic != MAGIC:
         raise DamagedEntryError("not a prompt cache entry")
     if version != FORMAT_VERSION:  # another localgen version's entry: left for it
-        raise ValueError(f"format version {version}, expected {FORMAT_VERSION}")
+        raise ValueError(f"format version {version}, from another localgen version")
     if ident_len > MAX_IDENTITY_BYTES or n_tokens > MAX_TOKENS:
         raise DamagedEntryError("implausible header")
     offset = HEADER.size + ident_len + 4 * n_tokens
@@ -241,12 +242,15 @@ def list_entries(directory: Path) -> list[CacheEntry]:
             with open(path, "rb") as handle:
                 st = os.fstat(handle.fileno())
                 header = _read_header(handle, st.st_size)
-        except (OSError, ValueError):
+        except (OSError, ValueError) as exc:
             try:
                 st = path.stat()
             except OSError:
                 continue
-            entries.append(CacheEntry(path=path, tokens=0, size=st.st_size, last_used=st.st_mtime))
+            problem = str(exc) if isinstance(exc, ValueError) else exc.strerror or str(exc)
+            if isinstance(exc, DamagedEntryError):  # never restored; the next run that looks deletes it
+                problem = f"damaged: {problem}"
+            entries.append(CacheEntry(path=path, tokens=None, size=st.st_size, last_used=st.st_mtime, problem=problem))
             continue
         entries.append(CacheEntry(path=path, tokens=len(header.tokens), size=st.st_size, last_used=st.st_mtime,
                                   model_key=_model_key(header.identity)))
@@ -332,7 +336,7 @@ def cache_listing() -> dict[str, object]:
 
     return {"directory": str(directory), "max_bytes": prompt_cache_bytes(), "total_bytes": sum(e.size for e in entries),
             "entries": [{"file": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": iso_time(e.last_used),
-                         **model(e)} for e in entries]}
+                         **model(e), **({"problem": e.problem} if e.problem else {})} for e in entries]}
 
 
 def describe_cache() -> tuple[list[str], list[list[str]]]:
@@ -351,8 +355,9 @@ def describe_cache() -> tuple[list[str], list[list[str]]]:
         over = "; over the bound, so the next run drops the least recently used" if total > bound else ""
         state = f"{count}, {binary_size(total)} of {binary_size(bound)}{over}"
     models = entry_models()
-    rows = [[f"{e.tokens:,}", binary_size(e.size), local_minute(e.last_used),
-             models[e.model_key].name if e.model_key in models else "unknown", e.path.name] for e in entries]
+    rows = [[f"{e.tokens:,}" if e.tokens is not None else "-", binary_size(e.size), local_minute(e.last_used),
+             f"({e.problem})" if e.problem else models[e.model_key].name if e.model_key in models else "unknown",
+             e.path.name] for e in entries]
     return [f"prompt cache: {directory}", state], rows
 
 

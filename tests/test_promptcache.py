@@ -146,6 +146,28 @@ def test_cache_listing_says_when_it_is_off_or_over_its_bound(tmp_path: Path) -> 
     assert row.split("\t")[3] == "unknown", "no model file localgen loaded has the identity model-a"
 
 
+def test_cache_listing_says_which_entries_cannot_be_read_and_why(tmp_path: Path) -> None:
+    _cache(tmp_path).store([1, 2, 3, 4], b"x" * 100)
+    (whole,) = tmp_path.glob("*.lgpc")
+    (tmp_path / "cut.lgpc").write_bytes(whole.read_bytes()[:-10])  # a half-written copy
+    (tmp_path / "empty.lgpc").write_bytes(b"")
+    header = bytearray(whole.read_bytes())
+    header[4:8] = (2).to_bytes(4, "little")
+    (tmp_path / "newer.lgpc").write_bytes(header)
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    (tmp_path / "home" / "cache").mkdir(parents=True)
+    (tmp_path / "home" / "cache" / config.PROMPT_CACHE_DIRNAME).symlink_to(tmp_path)
+    listed = run_localgen("cache", env=env)
+    rows = {row.split("\t")[4]: row.split("\t") for row in listed.out.splitlines()[1:]}
+    assert (rows["cut.lgpc"][0], rows["cut.lgpc"][3]) == ("-", "(damaged: size 169 does not match the header (179))")
+    assert rows["empty.lgpc"][3] == "(damaged: truncated header)"
+    assert rows["newer.lgpc"][3] == "(format version 2, from another localgen version)"
+    assert (rows[whole.name][0], rows[whole.name][3]) == ("4", "unknown"), "a whole entry of a model not here"
+    entries = {Path(e["file"]).name: e for e in json.loads(run_localgen("cache", "--json", env=env).out)["entries"]}
+    assert entries["cut.lgpc"]["tokens"] is None and entries["cut.lgpc"]["problem"].startswith("damaged: size 169")
+    assert entries[whole.name]["tokens"] == 4 and "problem" not in entries[whole.name]
+
+
 def test_find_marks_an_entry_recently_used(tmp_path: Path) -> None:
     one = sum(len(part) for part in entry_parts("model-a", [0] * 4, b"x" * 1000))
     cache = _cache(tmp_path, max_bytes=2 * one + 10)
