@@ -100,8 +100,8 @@ def _spec_from_table(name: str, table: object, source: Path | str, given: frozen
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [models.{name}] must be a table", hint=f'write [models.{name}] and its keys')
     if not NAME_PATTERN.fullmatch(name):
-        raise ConfigError(f"{source}: [models.{name!r}]: model names use letters, digits, '.', '_' and '-'",
-                          hint="rename the entry")
+        raise ConfigError(f"{source}: [models.{name!r}]: a model name starts with an ASCII letter or digit, then uses "
+                          "ASCII letters, digits, '.', '_' and '-'", hint="rename the entry")
     if name.lower().endswith(".gguf"):
         raise ConfigError(f"{source}: [models.\"{name}\"]: a name ending in .gguf would be read as a file path",
                           hint=f"rename the entry, e.g. [models.\"{name[:-5]}\"]")

@@ -481,7 +481,11 @@ REGISTRY_DAMAGE = {
                                "unsafe file"),
     "repo-traversal": (b"[models.x]\nrepo='../..'\nquant='Q4_0'\n", "not a Hugging Face repo id"),
     "repo-with-nul": (b"[models.x]\nrepo='a/b\\u0000'\nquant='Q4_0'\n", "not a Hugging Face repo id"),
-    "name-with-slash": (b"[models.\"a/../b\"]\nrepo='a/b'\nquant='Q4_0'\n", "model names use"),
+    "name-with-slash": (b"[models.\"a/../b\"]\nrepo='a/b'\nquant='Q4_0'\n", "a model name starts with an ASCII"),
+    "name-not-ascii": ("[models.\"café\"]\nrepo='a/b'\n".encode(), "[models.'café']: a model name starts with an ASCII "
+                       "letter or digit, then uses ASCII letters, digits, '.', '_' and '-'"),  # é: a letter, not ASCII
+    "name-with-a-space": (b"[models.\"my model\"]\nrepo='a/b'\n", "[models.'my model']: a model name starts with"),
+    "name-starting-with-a-dot": (b"[models.\".hidden\"]\nrepo='a/b'\n", "a model name starts with an ASCII letter"),
 }
 
 
