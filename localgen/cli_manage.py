@@ -244,7 +244,8 @@ def _when(epoch: float | None) -> str:
 @models_app.command("show", short_help="Describe a model from its GGUF header.")
 def models_show(
     reference: Annotated[str | None, typer.Argument(
-        metavar="[REF]", help="A model reference; without one, the default model.")] = None,
+        metavar="[REF]", help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address or a .gguf path; "
+                              "without one, the default model.")] = None,
     template: Annotated[bool, typer.Option("--template", help="Print the chat template.")] = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -336,7 +337,8 @@ def _count(value: int | None) -> str:
 @models_app.command("default", short_help="Print the model used without -m, or set it.")
 def models_default(
     name: Annotated[str | None, typer.Argument(metavar="[REF]", help="The model to make the default, as -m takes it: "
-                                               "a registry name, ORG/REPO[:QUANT], ORG/REPO/FILE or a .gguf path.")]
+                                               "NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address or "
+                                               "a .gguf path.")]
     = None,
 ) -> None:
     """Print the model run and chat use without -m; with REF, make that model it ([defaults] model in your
@@ -360,8 +362,9 @@ def models_default(
 
 @models_app.command("rm", short_help="Remove downloaded models.", cls=PlainUsage)
 def models_rm(
-    references: Annotated[list[str], typer.Argument(help="The models to remove from the cache.",
-                                                     metavar="REF...")],
+    references: Annotated[list[str], typer.Argument(
+        metavar="REF...", help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf or a Hub address of a downloaded "
+                               "model; several are all checked before any is removed.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Remove downloaded models' files (never files another cached model still uses)."""

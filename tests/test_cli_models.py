@@ -234,6 +234,14 @@ def test_models_rm_takes_several_models_and_checks_them_all_first(hub: tuple[Hub
     assert [m["source"] for m in json.loads(run_cli(env, "models", "list", "--json").stdout)] == ["bundled"]
 
 
+@pytest.mark.parametrize("command", [("models", "show"), ("models", "rm"), ("models", "default"), ("pull",), ("fit",)])
+def test_every_command_that_takes_a_model_says_what_a_reference_may_be(command: tuple[str, ...]) -> None:
+    """models show's REF was "A model reference", models rm's "The models to remove from the cache"."""
+    shown = run_localgen(*command, "--help")
+    assert shown.returncode == 0 and "NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf" in " ".join(
+        shown.out.split()), shown.out
+
+
 def test_models_rm_of_the_default_model_says_it_is_still_the_default(hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
     server.add_repo("org/tiny-GGUF", {"tiny-Q4_0.gguf": make_gguf_bytes("a"), "tiny-Q8_0.gguf": make_gguf_bytes("b")})
