@@ -75,6 +75,16 @@ def touch_last_used(path: Path) -> None:
         atomic_write_bytes(marker, os.fsencode(path.resolve()))  # the name may not be UTF-8
 
 
+def forget_model_file(path: Path) -> None:
+    """Drop what localgen keeps about a model file it deleted (its last use, its verification), so that a later
+    download of the same data starts afresh: never used, checked again."""
+    from localgen.verify import forget_verified
+
+    with contextlib.suppress(OSError):
+        _last_used_marker(path).unlink()
+    forget_verified(path)
+
+
 def loaded_model_files() -> list[Path]:
     """Every model file (a split model's first shard) whose last use is recorded: each one localgen has loaded."""
     try:

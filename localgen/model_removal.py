@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from localgen import hub_cache
-from localgen.catalog import bundled_file, display_name, hub_groups
+from localgen.catalog import bundled_file, display_name, forget_model_file, hub_groups
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import choose_model, quant_of
 from localgen.hub_slips import with_downloaded_repo
@@ -188,7 +188,10 @@ def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: b
     plan = _removal_plan(repo_dir, files, others)
     if not dry_run:
         for path in reversed(plan.deleted):  # the data before the links to it: a failure leaves a model rm can retry
+            data = not path.is_symlink()
             _unlink(path)
+            if data:
+                forget_model_file(path)
             manifest = path.with_name(path.name + ".refs")
             if path.parent.parent.name == "blobs" and manifest.is_file():
                 _unlink(manifest)  # Xet shared-store reference list of a deleted store blob

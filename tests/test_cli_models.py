@@ -234,6 +234,21 @@ def test_models_rm_takes_several_models_and_checks_them_all_first(hub: tuple[Hub
     assert [m["source"] for m in json.loads(run_cli(env, "models", "list", "--json").stdout)] == ["bundled"]
 
 
+def test_a_model_removed_then_downloaded_again_has_never_been_used(hub: tuple[HubServer, dict[str, str]]) -> None:
+    _, env = hub
+
+    def last_used() -> str | None:
+        listed = json.loads(run_cli(env, "models", "list", "--json").stdout)
+        return next(m["last_used"] for m in listed if m["source"] == "hub")
+
+    assert run_cli(env, "pull", HUB_COPY).returncode == 0
+    assert run_cli(env, "run", "-m", f"{REPO}:Q4_1", "-n", "1", "hi").returncode == 0
+    assert last_used() is not None
+    assert run_cli(env, "models", "rm", f"{REPO}:Q4_1", "--yes").returncode == 0
+    assert run_cli(env, "pull", HUB_COPY).returncode == 0
+    assert last_used() is None, "the same data downloaded anew, never run since"
+
+
 @pytest.mark.parametrize("command", [("models", "show"), ("models", "rm"), ("models", "default"), ("pull",), ("fit",)])
 def test_every_command_that_takes_a_model_says_what_a_reference_may_be(command: tuple[str, ...]) -> None:
     """models show's REF was "A model reference", models rm's "The models to remove from the cache"."""
