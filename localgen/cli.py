@@ -75,7 +75,12 @@ app = typer.Typer(
     cls=InterruptEndsLine,
     rich_markup_mode=None,  # click's plain help: rich's panels cost a tenth of a second at every --help
     help="Chat with and generate text from local LLMs.",
-    epilog="`localgen help COMMAND` (or `localgen COMMAND --help`) shows a command's options.",
+    epilog="\b\nExamples:\n"  # \b: click keeps the lines of this paragraph as they are
+           '  localgen run "Why is the sky blue?"\n'
+           '  cat notes.md | localgen run "Summarize this" > summary.txt\n'
+           "  localgen chat -m qwen2.5-1.5b\n"
+           "  localgen models list --all\n\n"
+           "`localgen help COMMAND` (or `localgen COMMAND --help`) shows a command's options.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -117,8 +117,11 @@ def test_a_misspelt_command_keeps_click_s_closest_name_and_help_names_the_comman
 
 def test_help_says_how_to_see_a_command_s_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_app(app, ["--help"]) == 0
+    shown = capsys.readouterr().out
     assert "`localgen help COMMAND` (or `localgen COMMAND --help`) shows a command's options." in \
-        " ".join(capsys.readouterr().out.split())
+        " ".join(shown.split())
+    assert ('  Examples:\n    localgen run "Why is the sky blue?"\n'
+            '    cat notes.md | localgen run "Summarize this" > summary.txt\n') in shown, "each example as typed"
 
 
 def _command_paths(group: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
