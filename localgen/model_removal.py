@@ -75,7 +75,7 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
         bundled_quant = normalize_quant(spec.quant) if spec is not None and spec.quant else None
         if spec is not None and spec.package and bundled_file(spec) is not None and quant in (None, bundled_quant):
             # nothing of it in the cache (a download of it would go): a model not found, not a usage mistake
-            raise _bundled_not_removable(spec, f"{spec.name} is bundled with the {spec.package} Python package",
+            raise _bundled_not_removable(spec, f"{spec.name} is bundled with the {spec.distribution} Python package",
                                          ModelNotFoundError)
         names = sorted(display_name(registry, fs[0].repo, quant_of(fs[0].filename), fs[0].filename) for fs in groups)
         there = (f"of that repo, the cache holds {', '.join(names)}" if names

