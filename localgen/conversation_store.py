@@ -359,8 +359,9 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
     return True
 
 
-def list_conversations() -> list[tuple[str, float]]:
-    """Saved conversation names with their modification times, newest first."""
+def list_conversations(*, dangling: bool = False) -> list[tuple[str, float]]:
+    """Saved conversation names with their modification times, newest first (dangling: with the links to a file not
+    there, by the link's own time, for listings that say so)."""
     folder = conversations_dir()
     check_folder(folder, "saved conversations")
     if not folder.is_dir():
@@ -369,8 +370,8 @@ def list_conversations() -> list[tuple[str, float]]:
     for path in folder.glob("*.json"):
         if NAME_PATTERN.fullmatch(path.stem):
             with contextlib.suppress(FileNotFoundError):  # deleted since the listing: not there any more
-                info = path.stat()
-                if stat.S_ISREG(info.st_mode):
+                info = path.lstat() if dangling and not path.exists() else path.stat()
+                if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
                     entries.append((path.stem, info.st_mtime))
     return sorted(entries, key=lambda e: e[1], reverse=True)
 

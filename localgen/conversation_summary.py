@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.conversation import ForeignFormatError, Turn
-from localgen.conversation_store import list_conversations, read_conversation
+from localgen.conversation_store import list_conversations, read_conversation, saved_path
 from localgen.errors import LocalgenError
 from localgen.units import counted, iso_time
 
@@ -50,10 +50,13 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
               keep: str | None = None) -> list[Summary]:
     """Every saved conversation, newest first (only the newest limit of them, when given, and keep's after them
     where it is older); one that cannot be read says why. listing: list_conversations()'s, where it was taken."""
-    listing = list_conversations() if listing is None else listing
+    listing = list_conversations(dangling=True) if listing is None else listing
     chosen = listing if limit is None else [*listing[:limit], *(entry for entry in listing[limit:] if entry[0] == keep)]
     found = []
     for name, mtime in chosen:
+        if (target := _missing_target(name)) is not None:  # its file in a folder not mounted now, say
+            found.append(Summary(name, mtime, problem=f"a link to {target}, which is not there"))
+            continue
         try:
             conversation = read_conversation(name)
         except ForeignFormatError as exc:
@@ -66,6 +69,15 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
         first = conversation.turns[0].user if conversation.turns else ""
         found.append(Summary(name, mtime, len(conversation.turns), conversation.model, first))
     return found
+
+
+def _missing_target(name: str) -> str | None:
+    """Where the saved conversation name's file links to, when that is not there; None for any other file."""
+    path = saved_path(name)
+    try:
+        return os.readlink(path) if not path.exists() else None
+    except OSError:  # no link (deleted since the listing): reading it says what is wrong
+        return None
 
 
 def _reason(message: str) -> str:

@@ -151,6 +151,12 @@ def test_a_dangling_link_is_named_alike_by_show_run_and_rm() -> None:
     conversations_dir().mkdir(parents=True)
     link = conversations_dir() / "gone.json"
     link.symlink_to(conversations_dir() / "nowhere.json")
+    listed = run_localgen("conversations")  # its file in a folder not mounted now, say: listed, saying why
+    assert listed.returncode == 0 and listed.out.splitlines()[1].split("\t")[2:] == [
+        "-", "-", f"(damaged: a link to {conversations_dir() / 'nowhere.json'}, which is not there)"], listed.out
+    (record,) = json.loads(run_localgen("conversations", "--json").out)
+    assert (record["name"], record["exchanges"], record["problem"]) == (
+        "gone", None, f"a link to {conversations_dir() / 'nowhere.json'}, which is not there")
     shown = run_localgen("conversations", "show", "gone")
     assert shown.returncode == 1 and f"{link} is not a saved conversation (not a file)" in shown.err, shown.err
     assert "(`localgen conversations rm gone`)" in shown.err
