@@ -210,7 +210,10 @@ def own_file_refusal(spec: ModelSpec, doing: str) -> UsageError:
     """The refusal to download or delete (doing) the file an entry names with path: it is the user's own."""
     assert spec.path is not None
     problem = own_file_problem(spec.path)
-    if problem == "missing":
+    if problem is not None and doing == "delete":  # no file to delete: the entry is what is left of it
+        there = "nothing is there to delete" if problem == "missing" else f"{short_path(spec.path)} is {problem}"
+        hint = f"{there}; take the entry out of that models.toml if you no longer need it"
+    elif problem == "missing":
         hint = "put the file there, or fix that entry's path"
     elif problem is not None:
         hint = f"fix that entry's path: {short_path(spec.path)} is {problem}"

@@ -149,6 +149,9 @@ def test_a_file_that_is_no_gguf_is_an_error_naming_its_path_and_the_entry(tmp_pa
     (("models", "rm", "mine", "-y"), "mine is your own file", "localgen does not delete it (hint: delete the file "
                                                               "yourself"),
     (("models", "rm", "mine:Q4_1", "-y"), "mine is your own file", "localgen does not delete it"),  # quant or none
+    (("models", "rm", "gone", "-y"), "gone is your own file", "localgen does not delete it (hint: nothing is there to "
+                                                              "delete; take the entry out of that models.toml if you "
+                                                              "no longer need it)"),
     (("pull", "mine:Q8_0"), "mine is your own file", "localgen does not download it"),
 ])
 def test_localgen_neither_downloads_nor_deletes_a_file_of_one_s_own(own: Path, args: tuple[str, ...], message: str,
