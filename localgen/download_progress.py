@@ -26,6 +26,50 @@ from localgen.units import binary_size, counted
 POLL_INTERVAL_S = 0.1
 
 
+BAR_MIN = 6  # the narrowest bar drawn: a file name is shortened (down to NAME_MIN) and columns dropped before
+BAR_MAX = 40  # the widest (rich's own width for a bar)
+NAME_MIN = 16  # a file name is shortened to this before the speed and then the time left are dropped
+SIZE_MAX = len("1023.9 MiB")  # the widest size binary_size gives
+SPEED_WIDTH = len("1023.9 MiB/s")  # the widest speed
+TIME_WIDTH = len("0:00:00")  # rich's time left (-:--:-- until known)
+
+
+@dataclass(frozen=True)
+class BarLayout:
+    """The columns of the download bars in a terminal's width: the room for a file's name, the bar's width, and
+    whether the speed and the time left are shown."""
+
+    name: int
+    bar: int
+    speed: bool
+    time_left: bool
+
+
+def bar_layout(width: int, name: int, sizes: int, time_left: int = TIME_WIDTH) -> BarLayout:
+    """Fit the bars' columns in width columns, each row one line: the names (name columns at their widest), the bar,
+    the sizes (sizes columns), the speed and the time left. The names are shortened to NAME_MIN first, then the speed
+    is dropped, then the time left, then the names are shortened further; the sizes always stay."""
+    for speed, time in ((True, True), (False, True), (False, False)):
+        extras = [width_ for shown, width_ in ((speed, SPEED_WIDTH), (time, time_left)) if shown]
+        room = width - sizes - sum(extras) - (2 + len(extras))  # for the name and the bar (one space between columns)
+        if room >= min(name, NAME_MIN) + BAR_MIN:
+            named = min(name, room - BAR_MIN)
+            return BarLayout(named, min(BAR_MAX, room - named), speed, time)
+    return BarLayout(max(room - BAR_MIN, 1), BAR_MIN, False, False)
+
+
+def fitted_name(name: str, note: str, room: int) -> str:
+    """A bar's description in room columns: the file's name shortened in its middle, its note (' ✓', ' (verifying
+    sha256)') kept where the name keeps a few columns beside it, else the two shortened at their end together."""
+    from localgen.shorten import shorten_end, shorten_middle
+    from localgen.wordwrap import display_width
+
+    left = room - display_width(note)
+    if left >= min(display_width(name), 8):
+        return shorten_middle(name, left) + note
+    return shorten_end(name + note, room)
+
+
 def _size_columns() -> list[Any]:
     """The bar's bytes done of the total and its speed, in the units of every size localgen prints (binary_size)."""
     from rich.progress import ProgressColumn, Task
@@ -46,25 +90,53 @@ def _size_columns() -> list[Any]:
     return [Done(), Speed()]
 
 
+def _fitting_progress(console: Any) -> Any:
+    """A rich Progress whose rows (a file's name and note, bar, sizes, speed, time left) each fit on one line of the
+    terminal at its width as drawn (bar_layout)."""
+    from rich.progress import BarColumn, Progress, Task, TimeRemainingColumn
+    from rich.table import Column, Table
+    from rich.text import Text
+
+    from localgen.wordwrap import display_width
+
+    done, speed = _size_columns()
+    time_left = TimeRemainingColumn()
+
+    class FittingProgress(Progress):
+        def make_tasks_table(self, tasks: Any) -> Table:
+            """The visible tasks' rows, laid out for the console's width now."""
+            shown: list[Task] = [task for task in tasks if task.visible]
+            descriptions = [(task.description, task.fields.get("note", "")) for task in shown]
+            name = max((display_width(n + note) for n, note in descriptions), default=0)
+            sizes = max((SIZE_MAX + 1 + len(binary_size(int(task.total or 0))) for task in shown), default=0)
+            times = [time_left(task) for task in shown]
+            layout = bar_layout(console.width, name, sizes, max([TIME_WIDTH, *(t.cell_len for t in times)]))
+            bar = BarColumn(bar_width=layout.bar)
+            columns = [True, True, True, layout.speed, layout.time_left]
+            table = Table.grid(*(Column(no_wrap=True) for shown_ in columns if shown_), padding=(0, 1))
+            for task, (n, note), time in zip(shown, descriptions, times, strict=True):
+                row = [Text(fitted_name(n, note, layout.name)), bar(task), done(task), speed(task), time]
+                table.add_row(*(cell for cell, shown_ in zip(row, columns, strict=True) if shown_))
+            return table
+
+    return FittingProgress(console=console, transient=False)
+
+
 class RichDisplay(Display):
     """A rich progress bar on stderr: one bar per file and an overall bar for split models."""
 
     def __init__(self, model: HubModel, console: Any = None, source: str = "") -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
         super().__init__(model)
         self.source = source  # the Hub's address, which the line a file starts with names
-        self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), *_size_columns(), TimeRemainingColumn(),
-            console=console or Console(stderr=True), transient=False)
+        self.progress = _fitting_progress(console or Console(stderr=True))
         self.overall = None
         if len(model.files) > 1:
-            self.overall = self.progress.add_task(f"{model.label} ({len(model.files)} files)", total=model.size)
+            self.overall = self.progress.add_task(model.label, total=model.size, note=f" ({len(model.files)} files)")
         self.task: Any = None
         self.file_done = 0
         self.file_total = 0
-        self.file_name = ""
         self.own_transfer = False  # this process fetches the current file itself: partial copies are not followed
         self.lock = threading.Lock()
 
@@ -84,10 +156,9 @@ class RichDisplay(Display):
         with self.lock:
             self.file_done = file.size if cached else 0
             self.file_total = file.size
-            self.file_name = file.name
             self.own_transfer = False
-            description = f"{file.name} (another download is fetching it)" if waiting else file.name
-            self.task = self.progress.add_task(description, total=file.size, completed=self.file_done)
+            note = " (another download is fetching it)" if waiting else ""
+            self.task = self.progress.add_task(file.name, total=file.size, completed=self.file_done, note=note)
             self._sync_overall()
 
     def transfer_started(self, done: int = 0) -> None:
@@ -96,7 +167,7 @@ class RichDisplay(Display):
         with self.lock:
             self.own_transfer = True
             self.file_done = done
-            self.progress.reset(self.task, description=self.file_name, completed=done)
+            self.progress.reset(self.task, completed=done, note="")
             self._sync_overall()
 
     def follow(self, n: int) -> None:
@@ -129,11 +200,11 @@ class RichDisplay(Display):
 
     def verifying(self, file: HubFile) -> None:
         """Say that the sha256 is being checked."""
-        self.progress.update(self.task, description=f"{file.name} (verifying sha256)")
+        self.progress.update(self.task, note=" (verifying sha256)")
 
     def verified(self, file: HubFile, *, hashed: bool) -> None:
         """Mark the file as verified."""
-        self.progress.update(self.task, description=f"{file.name} ✓" if hashed else f"{file.name} (cached) ✓")
+        self.progress.update(self.task, note=" ✓" if hashed else " (cached) ✓")
 
     def _sync_overall(self) -> None:
         """Overall progress = finished files + the current one."""

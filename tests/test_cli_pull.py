@@ -88,6 +88,47 @@ def test_pull_on_a_narrow_terminal_breaks_its_start_line_between_words(
     assert f"localgen: downloading\r\n{repo}/{file} (195.3 KiB) from {server.url}\r\n" in child.before, child.before
 
 
+def _bar_rows(output: str) -> list[str]:
+    """The rows of download bars a terminal was sent, colours stripped: the text between line ends and cursor moves
+    that holds a bar."""
+    import re
+
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
+    pieces = re.split(r"\r\n|\r|\n|\x1b\[\??[0-9;]*[A-Za-z]", plain)
+    return [piece.rstrip() for piece in pieces if "━" in piece or "╺" in piece]
+
+
+@pytest.mark.parametrize("columns", [100, 60, 40])
+def test_each_download_bar_is_one_row_at_any_width(hub: tuple[HubServer, dict[str, str]], columns: int) -> None:
+    """At 60 columns rich wrapped the sizes to rows of their own; now the file's name is shortened first, then the
+    speed and the time left dropped, and at 100 nothing is."""
+    import re
+
+    import pexpect
+
+    from localgen.wordwrap import display_width
+    from tests.conftest import spawn_localgen
+
+    server, env = hub
+    repo, file = "bartowski/Llama-3.2-1B-Instruct-GGUF", "Llama-3.2-1B-Instruct-Q4_K_M.gguf"
+    server.add_repo(repo, {file: make_gguf_bytes("q4", 2_500_000)})
+    server.bytes_per_s = 2_000_000  # some 1.3 s, in three 1 MiB pieces: the bars are drawn a few times, and a speed
+    env = {key: value for key, value in env.items() if key not in ("COLUMNS", "LINES")}
+    child = spawn_localgen("pull", f"{repo}:Q4_K_M", env=env, encoding="utf-8", timeout=60, dimensions=(24, columns))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    rows = _bar_rows(child.before)
+    assert rows, child.before
+    for row in rows:
+        assert display_width(row) <= columns and re.search(r" (\d+ B|\d+\.\d [KM]iB)/2\.4 MiB\b", row), rows
+    if columns == 100:
+        whole = rf"{re.escape(file)} ✓ ━+ 2\.4 MiB/2\.4 MiB \d+\.\d [KM]iB/s \d:\d\d:\d\d"
+        assert re.fullmatch(whole, rows[-1]), rows
+    else:
+        assert "…" in rows[-1] and not rows[-1].startswith(file), rows
+
+
 def test_a_downloaded_quant_the_hub_has_dropped_is_kept_and_still_found_by_its_name(
         hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
