@@ -26,8 +26,9 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
     if offline or settings().offline:
         return replace(found, hub_check=HubCheck(HubOutcome.OFFLINE))
     repo, quant, filename = hub_target(found.ref, found.spec)
-    if quant is None and filename is None:
-        return found  # ORG/REPO alone names no one quant (a run takes a downloaded one)
+    if quant is None and filename is None:  # ORG/REPO alone, no downloaded quant fitting: the one a run takes
+        found = _named_by_its_file(found, repo)
+        repo, quant, filename = hub_target(found.ref, found.spec)
     pin = entry_pin(found.spec, found.ref)
     if pin is not None and pin.sha256:  # that file and no other: the Hub can have no newer version of it
         return replace(found, hub_check=HubCheck(HubOutcome.PINNED, reason=pin.origin))
@@ -68,6 +69,20 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
                                                                 freed=freed))
     return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub",
                          hub_check=HubCheck(HubOutcome.UPDATED, replaced_commit=replaced_commit, freed=freed))
+
+
+def _named_by_its_file(found: ResolvedModel, repo: str) -> ResolvedModel:
+    """A downloaded model found by its repo alone, named as ORG/REPO:QUANT by its file's quant (ORG/REPO/FILE where
+    the file's name has none), as a run of ORG/REPO that finds a quant that fits names it."""
+    from localgen.hub_choice import quant_of
+    from localgen.references import parse_reference
+
+    snapshot = next((p for p in found.path.parents if p.parent.name == "snapshots"), None)
+    if snapshot is None:
+        return found
+    filename = found.path.relative_to(snapshot).as_posix()
+    quant = quant_of(filename)
+    return replace(found, ref=parse_reference(f"{repo}:{quant}" if quant else f"{repo}/{filename}"))
 
 
 def _refuse_unloadable(paths: list[Path]) -> None:
