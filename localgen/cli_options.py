@@ -73,20 +73,57 @@ def whole_option(*names: str, help: str) -> OptionInfo:
     return typer.Option(*names, help=help, parser=whole_number, metavar="INTEGER")
 
 
+class BenchList(NumberSlip):
+    """A bench size typed as llama-bench's list or range (512,1024; 128-512+128), which localgen's bench takes one
+    value of at a time: values, as a shell's for loop lists them; grouped, whether it may as well be one number with
+    its thousands set apart (10,500)."""
+
+    def __init__(self, text: str, names: tuple[str, ...], values: str, *, grouped: bool) -> None:
+        super().__init__(f"{'/'.join(sorted(names, key=len))} takes one value, " + (
+            f"and {text} may be one number with its thousands set apart or llama-bench's list of "
+            f"{_listed(values)}" if grouped else f"not a list or range as llama-bench's does ({text})"),
+            text, whole=True)
+        self.values, self.grouped = values, grouped
+
+    def format_message(self) -> str:
+        """The message as it is, without click's 'Invalid value for ...'."""
+        return self.message
+
+    def hint_for(self, option: str) -> str:
+        """A loop that runs bench once per value, given to option as typed (-p $n; --n-prompt $n), and for a list
+        that may be one number, that number too."""
+        loop = f"run localgen bench once per value: for n in {self.values}; do localgen bench {option} $n; done"
+        if not self.grouped:
+            return loop
+        return f"as one number, write it without separators: {option} {self.text.replace(',', '')}; as a list, {loop}"
+
+
 def bench_size_option(*names: str, help: str) -> OptionInfo:
     """A whole-number option of `bench` that llama-bench takes as a list or a range (-p 512,1024): refused as one
-    with a way to measure each value."""
+    with a way to measure each value (BenchList)."""
     def parse(value: str | int) -> int:
         """The value, refused when it is a llama-bench list or range."""
-        values = None if isinstance(value, int) else _bench_values(value.strip())
-        if values is not None:
-            raise UsageError(f"{'/'.join(sorted(names, key=len))} takes one value, not a list or range as "
-                             f"llama-bench's does ({value.strip()})",
-                             hint=f"run localgen bench once per value: for n in {values}; do localgen bench "
-                                  f"{names[-1]} $n; done")
+        text = str(value).strip()
+        values = None if isinstance(value, int) else _bench_values(text)
+        if values is not None:  # 10,500 may be one number too, where 256,512 lists sizes as tokens go
+            grouped = _THOUSANDS.fullmatch(text) is not None and not all(
+                _power_of_two(int(part)) for part in text.split(","))
+            raise BenchList(text, names, values, grouped=grouped)
         return whole_number(value)
 
     return typer.Option(*names, help=help, parser=parse, metavar="INTEGER")
+
+
+def _listed(values: str) -> str:
+    """'10 and 500', '1, 2 and 3': a for loop's values in words."""
+    from localgen.units import alternatives
+
+    return alternatives(values.split(), "and")
+
+
+def _power_of_two(number: int) -> bool:
+    """Whether a number is a power of two (1, 2, 4, ..., 512, ...)."""
+    return number > 0 and number & (number - 1) == 0
 
 
 def _bench_values(text: str) -> str | None:
@@ -110,12 +147,11 @@ def _bench_values(text: str) -> str | None:
 def _grouped_number(text: str) -> bool:
     """Whether digits in groups of three after commas are one number with its thousands set apart rather than a
     llama-bench list: a group led by a 0 (4,096; 1,000) or a power of two, as sizes in tokens go (16,384), where
-    256,512 and 128,256,512 list sizes."""
+    256,512 and 128,256,512 list sizes (and 10,500 may be either: BenchList says both)."""
     if not _THOUSANDS.fullmatch(text):
         return False
     groups = text.split(",")
-    number = int("".join(groups))
-    return any(group.startswith("0") for group in groups[1:]) or number & (number - 1) == 0
+    return any(group.startswith("0") for group in groups[1:]) or _power_of_two(int("".join(groups)))
 
 
 def real_option(*names: str, help: str) -> OptionInfo:

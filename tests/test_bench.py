@@ -302,8 +302,8 @@ def test_cli_bench_rejects_bad_counts() -> None:
     (("-p", "512,1024"), "-p/--n-prompt takes one value, not a list or range as llama-bench's does (512,1024) "
                          "(hint: run localgen bench once per value: for n in 512 1024; do localgen bench -p $n; done)"),
     (("--n-gen", "64-256*2"), "-n/--n-gen takes one value, not a list or range as llama-bench's does (64-256*2) "
-                              "(hint: run localgen bench once per value: for n in 64 128 256; do localgen bench -n $n; "
-                              "done)"),
+                              "(hint: run localgen bench once per value: for n in 64 128 256; do localgen bench "
+                              "--n-gen $n; done)"),
     (("-p", "128-512+128"), "(hint: run localgen bench once per value: for n in $(seq 128 128 512); do localgen bench "
                             "-p $n; done)"),
     (("-t", "2,4"), "-t/--threads takes one value, not a list or range as llama-bench's does (2,4) (hint: run localgen "
@@ -313,6 +313,14 @@ def test_cli_bench_rejects_bad_counts() -> None:
                                   "--batch-size $n; done)"),
     (("-ngl", "0,99"), "-ngl/--gpu-layers takes one value, not a list or range as llama-bench's does (0,99) (hint: "
                        "run localgen bench once per value: for n in 0 99; do localgen bench -ngl $n; done)"),
+    (("--n-prompt", "256,512"), "(hint: run localgen bench once per value: for n in 256 512; do localgen bench "
+                                "--n-prompt $n; done)"),  # the loop gives the option as typed, where it gave -p
+    (("--repetitions=3,5",), "for n in 3 5; do localgen bench --repetitions $n; done)"),
+    (("--threads", "2,4"), "for n in 2 4; do localgen bench --threads $n; done)"),
+    (("--gpu-layers", "0,99"), "for n in 0 99; do localgen bench --gpu-layers $n; done)"),
+    (("-p", "10,500"), "-p/--n-prompt takes one value, and 10,500 may be one number with its thousands set apart or "
+                       "llama-bench's list of 10 and 500 (hint: as one number, write it without separators: -p 10500; "
+                       "as a list, run localgen bench once per value: for n in 10 500; do localgen bench -p $n; done)"),
 ])
 def test_llama_bench_s_lists_of_sizes_are_refused_with_a_loop_that_runs_each(args: tuple[str, ...],
                                                                              message: str) -> None:
@@ -355,6 +363,11 @@ def test_one_draft_batch_is_singular() -> None:
     (("-p", "128,256,512"), "run localgen bench once per value: for n in 128 256 512; do localgen bench -p $n; "
                             "done"),  # sizes listed, as llama-bench takes them
     (("-p", "0,512"), "run localgen bench once per value: for n in 0 512; do localgen bench -p $n; done"),  # 0 skips
+    (("--n-prompt", "10,500"), "as one number, write it without separators: --n-prompt 10500; as a list, run "
+                               "localgen bench once per value: for n in 10 500; do localgen bench --n-prompt $n; "
+                               "done"),  # either, where it was read as a list
+    (("-n", "1,500"), "as one number, write it without separators: -n 1500; as a list, run localgen bench once per "
+                      "value: for n in 1 500; do localgen bench -n $n; done"),
 ])
 def test_a_size_with_its_thousands_set_apart_is_told_to_drop_the_commas_not_to_loop(args: tuple[str, ...],
                                                                                     hint: str) -> None:
