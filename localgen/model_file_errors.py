@@ -65,6 +65,9 @@ def missing_file_hint(path: Path, typed: str) -> str:
     unset = unset_variables_hint(typed)
     if unset:
         return f"{unset}: set it, or write the path in full"
+    hub_file = _hub_file_after_colon(typed)
+    if hub_file is not None:
+        return hub_file
     with_suffix = path.with_name(f"{path.name}.gguf")
     if not path.name.lower().endswith(".gguf") and is_existing_file(str(with_suffix)):
         return f"did you mean {short_path(typed)}.gguf?"
@@ -76,6 +79,22 @@ def missing_file_hint(path: Path, typed: str) -> str:
     if shown:
         return f"check the path; this folder holds: {_listed(shown)}"
     return "check the path, or pass a registry name"
+
+
+def _hub_file_after_colon(typed: str) -> str | None:
+    """For ORG/REPO:NAME.gguf, no file here and no folder ORG: the Hub reference it stands for, ORG/REPO:QUANT where
+    NAME is a quant tag (Q4_K_M.gguf), else ORG/REPO/NAME.gguf (a quant goes after a colon, a file after a slash)."""
+    import re
+
+    from localgen.references import quant_of_filename
+
+    matched = re.fullmatch(r"([\w.-]+/[\w.-]+):([^/:]+)\.gguf", typed, re.IGNORECASE)
+    if matched is None or os.path.isdir(typed.split("/")[0]):
+        return None
+    repo, name = matched.groups()
+    if quant_of_filename(name) == name.upper():
+        return f"did you mean {repo}:{name}? a quant follows the repo after a colon, without .gguf"
+    return f"did you mean {repo}/{name}.gguf? a file of a Hub repo follows the repo after a slash"
 
 
 def model_file_here(name: str) -> str | None:

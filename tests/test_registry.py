@@ -642,6 +642,24 @@ def test_a_model_path_without_its_gguf_suffix_is_told_the_file_that_is_there(tmp
     assert nowhere.err.endswith("(hint: check the path, or pass a registry name)\n"), nowhere.err
 
 
+@pytest.mark.parametrize(("args", "hint"), [
+    (("pull", "org/tiny-GGUF:Q4_K_M.gguf"), "did you mean org/tiny-GGUF:Q4_K_M? a quant follows the repo after a "
+                                            "colon, without .gguf"),
+    (("pull", "org/tiny-GGUF:tiny-Q4_K_M.gguf"), "did you mean org/tiny-GGUF/tiny-Q4_K_M.gguf? a file of a Hub "
+                                                 "repo follows the repo after a slash"),
+    (("run", "-m", "org/tiny-GGUF:tiny.Q8_0.GGUF", "hi"), "did you mean org/tiny-GGUF/tiny.Q8_0.gguf? a file of a Hub "
+                                                          "repo follows the repo after a slash"),
+    (("pull", "tests/tiny-GGUF:Q4_K_M.gguf"), "check the path, or pass a registry name"),  # a folder here: a path
+])
+def test_a_hub_file_or_quant_given_after_a_colon_is_told_the_reference_it_stands_for(args: tuple[str, ...],
+                                                                                      hint: str) -> None:
+    """ORG/REPO:FILE.gguf reads as a path, and the hint said to check it; now it names the Hub reference meant."""
+    result = run_localgen(*args)
+    assert result.returncode == 1 and result.err == (
+        f"localgen: error: no such model file: {args[-2] if args[0] == 'run' else args[1]} (hint: {hint})\n"), \
+        result.err
+
+
 def test_a_folder_given_as_a_model_names_the_model_files_in_it(tmp_path: Path) -> None:
     for name in ("one/m.Q4_K_M.gguf", "one/notes.txt", "one/mmproj-m-f16.gguf", "split/big-00001-of-00002.gguf",
                  "split/big-00002-of-00002.gguf", "many/a.gguf", "many/b.gguf", "many/c.gguf", "many/d.gguf",
