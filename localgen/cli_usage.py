@@ -31,10 +31,9 @@ from localgen.other_tools import (
     GUESSED_OPTIONS,
     OTHER_TOOLS_COMMANDS,
     OTHER_TOOLS_WORDS,
-    OUTPUT_OPTIONS,
     SEVERAL_NAMES,
     SUBCOMMAND_HABITS,
-    output_hint,
+    option_habit_hint,
 )
 
 CTX_OPTIONS = ("--ctx", "--ctx-size", "-c")  # the context size's names in run, chat and fit
@@ -387,13 +386,9 @@ def _help_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) 
     """Read the help of the command (or subcommand) given, led by the options close to an unknown one."""
     command = _command_with_subcommand(app, args, command)
     typed = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
-    if typed in ("-y", "--yes"):  # models rm and conversations rm take it
-        return f"`localgen {command}` asks no question, so it takes no {typed}"
-    if typed in OUTPUT_OPTIONS:
-        output = output_hint(command, args[1:], next((at for at, word in enumerate(args[1:])
-                                                      if word.partition("=")[0] == typed), 0))
-        if output is not None:
-            return output
+    habit = option_habit_hint(command, typed, args[1:])
+    if habit is not None:
+        return habit
     close = _close_options(exc)
     guess = f"did you mean {' or '.join(close)}? " if close else ""
     return f"{guess}see `localgen {command} --help`".replace("  ", " ")

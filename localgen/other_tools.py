@@ -214,6 +214,41 @@ GUESSED_OPTIONS = dict.fromkeys(("--context", "--context-length", "--num-ctx", "
 OUTPUT_OPTIONS = ("--output", "--output-file", "--outfile", "--out", "-o")  # curl's, sort's, gcc's: a file to write
 
 
+QUANT_OPTIONS = ("--quant", "--quantization", "-q", "--include")  # a quant as an option (huggingface-cli download's
+# --include "*Q4_K_M*" picks files by a pattern): localgen's references carry it, ORG/REPO:QUANT
+
+
+def option_habit_hint(command: str, typed: str, words: list[str]) -> str | None:
+    """For an option that command lacks, typed out of another tool's habit (words: the command's words after its
+    name): localgen's way to say it, or None."""
+    at = next((at for at, word in enumerate(words) if word.partition("=")[0] == typed), 0)
+    if typed in ("-y", "--yes"):  # models rm and conversations rm take it
+        return f"`localgen {command}` asks no question, so it takes no {typed}"
+    if typed in OUTPUT_OPTIONS:
+        return output_hint(command, words, at)
+    if typed in QUANT_OPTIONS and command in ("pull", "fit"):
+        return quant_option_hint(command, words, at)
+    return None
+
+
+def quant_option_hint(command: str, words: list[str], at: int) -> str:
+    """For `pull ORG/REPO --quant Q8_0` (or fit's, or huggingface-cli download's --include "*Q8_0*"): the quant goes in
+    the reference, and the command so written where the quant and a model named without one were given."""
+    from localgen.references import quant_of_filename
+
+    option, _, value = words[at].partition("=")
+    rest = [*words[:at], *words[at + 1:]]
+    if not value and at + 1 < len(words):
+        value, rest = words[at + 1], [*words[:at], *words[at + 2:]]
+    quant = quant_of_filename(value) if value else None
+    model = next((word for word in rest if not word.startswith("-") and ":" not in word
+                  and not word.lower().endswith(".gguf")), None)  # a name or a repo given without a quant
+    if quant is None or model is None:
+        return f"the quant goes in the reference, not in {option}: NAME:QUANT or ORG/REPO:QUANT"
+    written = [f"{model}:{quant}" if word == model else word for word in rest]
+    return f"the quant goes in the reference: `{shlex.join(['localgen', command, *written])}`"
+
+
 def output_hint(command: str, words: list[str], at: int) -> str | None:
     """For an output file option (words[at], the command's words after its name): run writes the answer to stdout,
     which the shell's > sends to the file (the command typed, without it); chat keeps its conversation."""

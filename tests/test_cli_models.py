@@ -717,6 +717,12 @@ def test_a_repo_of_original_weights_is_told_the_registry_s_gguf_conversion(
     (("pull", "org/M-GGUF", "org/M-GGUF", "Q8_0"),
      "the quant goes in the reference: `localgen pull org/M-GGUF org/M-GGUF:Q8_0`"),
     (("fit", "org/M-GGUF", "hello"), "see `localgen fit --help`"),
+    (("pull", "org/M-GGUF", "--quant", "Q8_0"), "the quant goes in the reference: `localgen pull org/M-GGUF:Q8_0`"),
+    (("pull", "-q=q4_k_m", "tiny", "--force"), "the quant goes in the reference: `localgen pull tiny:Q4_K_M --force`"),
+    (("fit", "org/M-GGUF", "--include", "*Q8_0*"),  # huggingface-cli download's pattern of the files to get
+     "the quant goes in the reference: `localgen fit org/M-GGUF:Q8_0`"),
+    (("pull", "org/M-GGUF", "--quant"),
+     "the quant goes in the reference, not in --quant: NAME:QUANT or ORG/REPO:QUANT"),
 ])
 def test_a_file_or_quant_given_after_the_repo_is_told_to_go_in_the_reference(args: tuple[str, ...], hint: str) -> None:
     result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
