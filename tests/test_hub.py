@@ -148,6 +148,7 @@ def test_choose_errors_name_what_exists() -> None:
     assert info.value.hint == "quants in this repo: Q4_K_M, Q8_0, F16; choose one with o/r:QUANT", "none alike"
     for typed, meant in (("Q4KM", "o/r:Q4_K_M"), ("q8_o", "o/r:Q8_0"), ("Q8", "o/r:Q8_0"),
                          ("m-Q4_K_M.gguf", "o/r:Q4_K_M"), ("q8_0.GGUF", "o/r:Q8_0"),  # a file's name: its quant
+                         ("fp16", "o/r:F16"),  # the same float type
                          ("f", "o/r:F16")):  # one letter begins too many to mean one
         with pytest.raises(HubError) as info:
             choose_model(files, quant=typed, filename=None, repo="o/r")
