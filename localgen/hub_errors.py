@@ -236,6 +236,9 @@ def _http_status_error(status: int | None, *, repo: str, where: str) -> HubError
     if status == 429:
         return HubError("the Hugging Face Hub is rate-limiting requests (HTTP 429)",
                         hint="wait a minute and try again, or log in to get a higher limit")
+    if status == 404:  # no error code says what is missing: a mirror's or a proxy's answer
+        return HubError(f"{where} not found on the Hugging Face Hub at {hub_endpoint().rstrip('/')} (HTTP 404)",
+                        hint="check the spelling (ORG/REPO), and HF_ENDPOINT if you use a mirror")
     if status is not None and status >= 500:
         return HubError(f"the Hugging Face Hub returned a server error (HTTP {status}) for {where}",
                         hint=f"the Hub may be down: try again later; {_WITHOUT_NETWORK}")
