@@ -228,6 +228,13 @@ def option_habit_hint(command: str, typed: str, words: list[str]) -> str | None:
         return output_hint(command, words, at)
     if typed in QUANT_OPTIONS and command in ("pull", "fit"):
         return quant_option_hint(command, words, at)
+    if command == "pull" and typed in ("--local-dir", "--cache-dir"):  # huggingface-cli download's
+        return ("localgen keeps models in the Hugging Face cache and prints each one's path; HF_HUB_CACHE=DIR "
+                "localgen pull ... keeps the cache in DIR")
+    if command == "pull" and typed == "--token":
+        from localgen.hub_errors import LOGIN
+
+        return f"for a private or gated repo, {LOGIN}"
     return None
 
 

@@ -730,6 +730,20 @@ def test_a_file_or_quant_given_after_the_repo_is_told_to_go_in_the_reference(arg
     assert result.err.strip().endswith(f"(hint: {hint})"), result.err
 
 
+@pytest.mark.parametrize(("args", "hint"), [
+    (("pull", "org/M-GGUF:Q8_0", "--local-dir", "models"), "localgen keeps models in the Hugging Face cache and prints "
+                                                           "each one's path; HF_HUB_CACHE=DIR localgen pull ... keeps "
+                                                           "the cache in DIR"),
+    (("pull", "--token", "hf_x", "org/M-GGUF:Q8_0"), "for a private or gated repo, log in with `huggingface-cli login` "
+                                                      "(or `hf auth login`) or set HF_TOKEN"),
+])
+def test_huggingface_cli_download_s_options_are_told_localgen_s_way(args: tuple[str, ...], hint: str) -> None:
+    """They were told only to see `localgen pull --help`."""
+    result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
+    assert result.returncode == 2 and result.err.count("\n") == 1
+    assert result.err.strip().endswith(f"(hint: {hint})"), result.err
+
+
 def test_a_misspelt_repo_is_offered_the_repo_of_the_registry_entry_it_is_like(
         hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
