@@ -113,15 +113,17 @@ class RunOutcome:
 def run_command(request: RunRequest) -> None:
     """Check, read, load, answer and report: the whole of `localgen run` (-q: with stderr kept for its error)."""
     from localgen.cli_output import stderr_quieted
+    from localgen.stdout_reader import ending_when_the_reader_goes
 
     if request.quiet and request.stats:
         raise UsageError("-q/--quiet and --stats contradict each other",
                          hint="--quiet keeps stderr to errors, where --stats prints speeds and counts: drop one")
     with stderr_quieted(request.quiet) as warn_past_quiet:
         checked = check_run(request)
-        inputs = read_run_inputs(request, checked)
-        loaded = load_for(request.ctx, inputs.options, checked.conversation)
-        loaded, inputs = _with_room_for_the_prompt(request, checked, inputs, loaded)
+        with ending_when_the_reader_goes(sys.stdout):  # a wait for stdin, or the load, ends once no one reads
+            inputs = read_run_inputs(request, checked)
+            loaded = load_for(request.ctx, inputs.options, checked.conversation)
+            loaded, inputs = _with_room_for_the_prompt(request, checked, inputs, loaded)
         try:
             outcome = answer_run(request, checked, inputs, loaded, warn_past_quiet)
         finally:

@@ -10,6 +10,8 @@ from types import FrameType
 from typing import NoReturn
 
 ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+READER_GONE_SIGNAL = signal.SIGURG  # stdout_reader's watch tells the main thread with it: nothing else sends it, and
+# its default is to ignore it
 
 
 _interrupt_line_ended = False  # the terminal's line a Ctrl-C's ^C echo is on was ended, or no ^C was echoed
@@ -98,7 +100,8 @@ def deferred_signals() -> Iterator[DeferredSignals]:
 
     For native allocations: a KeyboardInterrupt raised as a C call returns would lose the pointer it returned, so
     the memory behind it could never be freed. A signal ending the program is delivered before Ctrl-C. An ignored
-    signal (SIGHUP under nohup) stays ignored.
+    signal (SIGHUP under nohup) stays ignored. The news that stdout's reader has gone (READER_GONE_SIGNAL) is
+    deferred too where a handler waits for it.
     """
     deferred = DeferredSignals()
     if threading.current_thread() is not threading.main_thread():  # only the main thread gets Python's handlers
@@ -106,6 +109,8 @@ def deferred_signals() -> Iterator[DeferredSignals]:
         return
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, *ENDING_SIGNALS)}
     previous = {sig: handler for sig, handler in previous.items() if handler is not signal.SIG_IGN}
+    if callable(reader_gone := signal.getsignal(READER_GONE_SIGNAL)):
+        previous[READER_GONE_SIGNAL] = reader_gone
     for sig in previous:
         signal.signal(sig, deferred.record)
     try:

@@ -1,5 +1,5 @@
-"""Notice that the reader of a pipe on stdout has gone while nothing is written to it (a long prompt read, a --json
-answer generated), so the work stops then, not at the next write."""
+"""Notice that the reader of a pipe on stdout has gone while nothing is written to it (stdin waited for, the model
+loaded, a long prompt read, a --json answer generated), so the work stops then, not at the next write."""
 
 from __future__ import annotations
 
@@ -7,13 +7,16 @@ import contextlib
 import errno
 import os
 import select
+import signal
 import socket
 import stat
 import threading
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import TextIO
 
 from localgen.console import pipe_or_socket
+from localgen.signals import READER_GONE_SIGNAL, SignalExit, restore_handlers
 
 _PEER_GONE = {errno.EPIPE, errno.ECONNRESET}  # a socket's errors that say its reader closed it, or reset it
 
@@ -86,3 +89,26 @@ def watching_the_reader(stream: TextIO, stop: Callable[[], None]) -> Iterator[Re
     finally:
         os.close(wake_read)
         os.close(wake_write)
+
+
+def _end_as_a_closed_pipe(_signum: int, _frame: FrameType | None) -> None:
+    """READER_GONE_SIGNAL's handler: the program ends as SIGPIPE would end it (exit 141), its cleanups run."""
+    raise SignalExit(signal.SIGPIPE)
+
+
+@contextlib.contextmanager
+def ending_when_the_reader_goes(stream: TextIO) -> Iterator[None]:
+    """While active, the reader of stream (a pipe or a socket) going ends the program (SignalExit, exit 141) in the
+    main thread at once, as a Ctrl-C would: a wait for stdin or for a pipe is cut short, and a model's load gives up
+    first (signals.deferred_signals notes the signal, which its progress callback reads, and raises it after)."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread gets Python's handlers
+        yield
+        return
+    main = threading.main_thread().ident
+    assert main is not None
+    previous = {READER_GONE_SIGNAL: signal.signal(READER_GONE_SIGNAL, _end_as_a_closed_pipe)}
+    try:
+        with watching_the_reader(stream, lambda: signal.pthread_kill(main, READER_GONE_SIGNAL)):
+            yield
+    finally:
+        restore_handlers(previous)

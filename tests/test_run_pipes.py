@@ -1,0 +1,67 @@
+"""`localgen run` in pipes and scripts, as shells and other programs run it: a reader that leaves before the answer,
+with real pipes and the real bundled model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+GREEDY = ("--temperature", "0", "--seed", "1")
+
+
+def test_a_reader_gone_while_stdin_is_waited_for_ends_the_run_at_once(tmp_path: Path) -> None:
+    """`(sleep 100; echo hi) | localgen run q | true`: exit 141 and nothing said as soon as the reader is gone,
+    where the run waited for stdin's end first (100 s), and only then found no one to answer."""
+    stdout_reader, stdout_writer = os.pipe()
+    os.close(stdout_reader)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-n", "8", *GREEDY, "Summarize."],
+                                stdin=subprocess.PIPE, stdout=stdout_writer, stderr=subprocess.PIPE, cwd=REPO_ROOT,
+                                env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
+    finally:
+        os.close(stdout_writer)
+    assert proc.stdin is not None and proc.stderr is not None
+    try:
+        code = proc.wait(timeout=30)  # stdin, held open, never ends
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert (code, proc.stderr.read().decode()) == (141, "")
+    assert not (tmp_path / "data" / "last-run.json").exists()
+
+
+def test_a_reader_gone_while_the_model_loads_stops_the_load(bundled_model: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that leaves as llama.cpp starts to load the weights: its progress callback gives up the load, which
+    ends as a closed pipe does (exit 141), where the model was loaded whole and the run found no reader after."""
+    from localgen.engine import Engine, loading
+    from localgen.params import LoadOptions
+    from localgen.signals import SignalExit
+    from localgen.stdout_reader import ending_when_the_reader_goes
+
+    stdout_reader, stdout_writer = os.pipe()
+    real_load = loading.lc.llama_model_load_from_file
+    loaded: list[bool] = []
+
+    def load_once_the_reader_left(path: bytes, params: object) -> object:
+        os.close(stdout_reader)
+        deadline = time.monotonic() + 10
+        while params.progress_callback(0.0, None) and time.monotonic() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.01)  # until the watch's signal is noted
+        model = real_load(path, params)
+        loaded.append(bool(model))
+        return model
+
+    monkeypatch.setattr(loading.lc, "llama_model_load_from_file", load_once_the_reader_left)
+    with os.fdopen(stdout_writer, "w") as stdout, pytest.raises(SignalExit) as ended, \
+            ending_when_the_reader_goes(stdout):
+        Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1))
+    assert ended.value.code == 141
+    assert loaded == [False], "the load did not reach llama.cpp, or llama.cpp loaded the weights whole"
