@@ -131,11 +131,15 @@ def nothing_to_send(*, stdin_read: bool) -> UsageError:
 
 
 def user_message(loaded: LoadedModel, prompt: str | None, attachments: list[str]) -> str:
-    """The message the attachments and the prompt make (chat.compose_user_message): for a model without a chat
+    """The message the attachments and the prompt make (chat.compose_user_message), the prompt's Windows line ends
+    (`localgen run "$(cat notes.txt)"`) made plain newlines as the attachments' are: for a model without a chat
     template, a plain completion, exactly as given."""
     from localgen.chat import compose_user_message
+    from localgen.input_text import argument_newlines
 
-    return compose_user_message(prompt, attachments, exact=not loaded.prompt_format.is_chat)
+    exact = not loaded.prompt_format.is_chat
+    return compose_user_message(prompt if exact or prompt is None else argument_newlines(prompt), attachments,
+                                exact=exact)
 
 
 def fresh_messages(loaded: LoadedModel, user_text: str, system: str | None, *, raw: bool) -> list[Message]:

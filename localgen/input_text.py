@@ -36,6 +36,17 @@ def argument_text(value: str, source: str, warnings: list[str]) -> str:
     return value
 
 
+def plain_newlines(text: str) -> str:
+    """Text with Windows line ends (CRLF) as plain newlines, as a text-mode read makes them."""
+    return text.replace("\r\n", "\n")
+
+
+def argument_newlines(value: str) -> str:
+    """An argument's text with Windows line ends as plain newlines, as a file's are read: a CR at its end is what
+    `"$(cat FILE)"` left of the last line's end, whose newline it took away, and goes too."""
+    return plain_newlines(value).removesuffix("\r")
+
+
 _WIDE_MARKS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"), (b"\xff\xfe", "utf-16"),
                (b"\xfe\xff", "utf-16"))  # UTF-32's marks first: UTF-16 LE's is the start of one
 

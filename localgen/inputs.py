@@ -16,7 +16,7 @@ from typing import BinaryIO, NoReturn, Protocol
 
 from localgen.console import pipe_or_socket
 from localgen.errors import UsageError
-from localgen.input_text import DOCUMENT_HINT, TextBound, decode_input, refuse_binary
+from localgen.input_text import DOCUMENT_HINT, TextBound, decode_input, plain_newlines, refuse_binary
 from localgen.other_tools import check_template_name
 from localgen.typed_paths import FILE_OPTION, file_identity, is_existing_file, option_path, short_path
 
@@ -222,7 +222,7 @@ def whole_text(file: InputFile, what: str, hint: str, *, waiting: Waiting | None
 def system_prompt_text(text: str) -> str:
     """A system prompt read from a file: Windows line ends (CRLF) as plain newlines, as in attachments, and without
     the newlines it ends with (as `-s "$(cat FILE)"` gives it)."""
-    return text.replace("\r\n", "\n").rstrip("\n")
+    return plain_newlines(text).rstrip("\n")
 
 
 def refuse_special_file(path: Path, typed: str | None = None, *, pipes: bool = False) -> None:

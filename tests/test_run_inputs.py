@@ -59,6 +59,19 @@ def test_a_system_file_is_the_system_prompt_read_as_attachments_are(tmp_path: Pa
     assert json.loads(from_file.out)["text"] == json.loads(as_text.out)["text"]
 
 
+def test_a_prompt_and_a_system_prompt_from_a_windows_file_have_plain_newlines_as_the_file_would(tmp_path: Path) -> None:
+    """`localgen run -s "$(cat system.txt)" "$(cat question.txt)"` of Windows files (CRLF, the last line's CR left
+    where $() took its newline): the model's prompt has plain newlines and no CR, as with --system-file and -f, where
+    it kept every CR; --raw keeps the prompt exactly as given."""
+    system, question = tmp_path / "system.txt", tmp_path / "question.txt"
+    system.write_bytes(b"Be terse.\r\nAnswer in English.\r\n")
+    question.write_bytes(b"Fix this:\r\nx = 1\r\n")
+    as_files = printed_prompt("--system-file", str(system), "-f", str(question), "Fix it.")
+    as_arguments = printed_prompt("-s", "Be terse.\r\nAnswer in English.\r", "Fix this:\r\nx = 1\r\n\r\nFix it.\r")
+    assert as_arguments == as_files == chatml("Fix this:\nx = 1\n\nFix it.", system="Be terse.\nAnswer in English.")
+    assert printed_prompt("--raw", "Fix this:\r\nx = 1\r") == "Fix this:\r\nx = 1\r"
+
+
 def test_a_system_file_of_dash_reads_stdin_which_is_then_no_attachment() -> None:
     assert printed_prompt("--system-file", "-", "Q?", stdin=b"From stdin.\r\n") == chatml("Q?", system="From stdin.")
     assert printed_prompt("-f", "-", "Q?", stdin=b"From stdin.\r\n") == chatml("From stdin.\n\nQ?")
