@@ -151,7 +151,7 @@ class PrefillStatus:
         """Write to the terminal; a status line that cannot be written is not worth an error."""
         assert self._stream is not None
         try:
-            self._stream.write(text)
+            _write_whole(self._stream, text)  # a full terminal left non-blocking is waited on, as stdout is
             self._stream.flush()
         except OSError:
             self._stream = None
@@ -213,10 +213,13 @@ def _write_whole(stream: TextIO, text: str) -> None:
     except (OSError, ValueError, AttributeError):
         stream.write(text)
         return
-    stream.flush()
     data = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
+    buffered = True  # what another writer left in the stream's buffer goes first
     while data:
         try:
+            if buffered:
+                stream.flush()
+                buffered = False
             data = data[os.write(fd, data):]
         except BlockingIOError:
             writable = select.poll()
@@ -268,9 +271,9 @@ def say(message: str) -> None:
     (best effort: a stderr that cannot be written must not fail the command)."""
     try:
         wrap = WordWrap(terminal_width(sys.stderr), wide_breaks=False, keep_whole=True)  # a path, a command whole
-        sys.stderr.write(wrap.feed(without_surrogates(message)) + wrap.flush() + "\n")
+        _write_whole(sys.stderr, wrap.feed(without_surrogates(message)) + wrap.flush() + "\n")  # waits, as stdout
         sys.stderr.flush()
-    except (OSError, ValueError, AttributeError):  # full, closed or missing stderr
+    except (OSError, ValueError, AttributeError):  # closed or missing stderr, or a full disk
         pass
 
 

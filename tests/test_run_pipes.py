@@ -1,11 +1,13 @@
 """`localgen run` in pipes and scripts, as shells and other programs run it: a reader that leaves before the answer,
-with real pipes and the real bundled model."""
+a stderr pipe left non-blocking, with real pipes and the real bundled model."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -65,3 +67,38 @@ def test_a_reader_gone_while_the_model_loads_stops_the_load(bundled_model: Path,
         Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1))
     assert ended.value.code == 141
     assert loaded == [False], "the load did not reach llama.cpp, or llama.cpp loaded the weights whole"
+
+
+def test_a_full_stderr_pipe_left_non_blocking_is_waited_on_and_loses_nothing(tmp_path: Path) -> None:
+    """A parent that leaves its stderr pipe non-blocking (as Node.js does) and reads none of it for a while: every
+    warning and note comes whole once it reads, where those written while the pipe was full were lost (Python's
+    write failed with BlockingIOError, which a best-effort stderr write gave up on)."""
+    reader, writer = os.pipe()
+    fcntl.fcntl(writer, fcntl.F_SETPIPE_SZ, 4096)
+    fcntl.fcntl(writer, fcntl.F_SETFL, fcntl.fcntl(writer, fcntl.F_GETFL) | os.O_NONBLOCK)
+    stops = [arg for n in range(60) for arg in ("--stop", f"x\\n{n}")]  # a warning each: some 11 KB in all
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-n", "4", *GREEDY, *stops, "--stats",
+                                 "Say hi."], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=writer,
+                                cwd=REPO_ROOT, env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
+    finally:
+        os.close(writer)
+    seen, still_since = 0, time.monotonic()
+    while proc.poll() is None and (seen == 0 or time.monotonic() - still_since < 0.5):  # until the pipe is full
+        time.sleep(0.05)
+        if _unread(reader) != seen:
+            seen, still_since = _unread(reader), time.monotonic()
+    err = b""
+    while chunk := os.read(reader, 65536):
+        err += chunk
+    os.close(reader)
+    assert proc.stdout is not None and proc.wait(timeout=60) == 0, err.decode()
+    assert proc.stdout.read().strip()
+    text = err.decode()
+    assert [line.split("'")[1] for line in text.splitlines()[:60]] == [f"x\\n{n}" for n in range(60)], text
+    assert "localgen: stopped at the limit of 4 tokens" in text and "generated 4 tok" in text, text
+
+
+def _unread(fd: int) -> int:
+    """How many bytes wait to be read from the pipe fd."""
+    return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
