@@ -92,6 +92,21 @@ def say_reading_a_terminal(stdin: BinaryIO | None, what: str) -> None:
             say_reading_the_terminal(what)
 
 
+def refuse_stdout_open_to_read() -> None:
+    """Refuse a stdout open for reading only (`localgen run "..." 1< FILE`), where no answer can be written, before
+    anything is read or loaded for it."""
+    import fcntl
+    import os
+
+    try:
+        flags = fcntl.fcntl(sys.stdout.fileno(), fcntl.F_GETFL)
+    except (OSError, ValueError, AttributeError):
+        return
+    if flags & os.O_ACCMODE == os.O_RDONLY:
+        raise UsageError("stdout is open for reading only: there is nowhere to write the answer",
+                         hint="send it to a file with > FILE, or to a pipe")
+
+
 def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> None:
     """Refuse a file given to read, or stdin, that is the file stdout goes to, which the shell's > emptied before
     localgen could read it (`localgen run -f notes.md "Fix it." > notes.md`): the answer would come without it."""

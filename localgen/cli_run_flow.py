@@ -160,7 +160,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen import console
     from localgen.cli_model import conversation_defaults, system_file_input
     from localgen.cli_options import sampling_from
-    from localgen.cli_run import refuse_emptied_by_stdout
+    from localgen.cli_run import refuse_emptied_by_stdout, refuse_stdout_open_to_read
     from localgen.grammar import constraint_source
     from localgen.input_text import argument_newlines, argument_text
     from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, reads_a_pipe
@@ -169,6 +169,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen.run_conversation import check_continuation, open_conversation
     from localgen.speculative import check_draft_mode
 
+    refuse_stdout_open_to_read()
     ctx, warnings = request.ctx, []
     stdin_asked = request.prompt == STDIN_NAME
     prompt = None if stdin_asked or request.prompt is None else argument_text(request.prompt, "the prompt", warnings)

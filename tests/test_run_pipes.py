@@ -102,3 +102,20 @@ def test_a_full_stderr_pipe_left_non_blocking_is_waited_on_and_loses_nothing(tmp
 def _unread(fd: int) -> int:
     """How many bytes wait to be read from the pipe fd."""
     return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
+
+
+def test_a_stdout_open_for_reading_only_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    """`localgen run "..." 1< FILE`: exit 2 at once with a one-line error that says what is wrong with stdout, where
+    the model was loaded and its first token met `cannot write to stdout: Bad file descriptor (hint: free some space
+    ...)`, exit 1."""
+    readable = tmp_path / "notes.txt"
+    readable.write_text("notes\n")
+    with readable.open("rb") as stdout:
+        proc = subprocess.run([sys.executable, "-m", "localgen", "run", "-n", "8", *GREEDY, "Say hi."],
+                              stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE, cwd=REPO_ROOT,
+                              env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, timeout=60)
+    assert (proc.returncode, proc.stderr.decode()) == (
+        2, "localgen: error: stdout is open for reading only: there is nowhere to write the answer (hint: send it "
+           "to a file with > FILE, or to a pipe)\n")
+    assert not (tmp_path / "data" / "last-run.json").exists()
+    assert readable.read_text() == "notes\n"
