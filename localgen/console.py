@@ -236,14 +236,15 @@ def terminal_hung_up(exc: OSError, stream: TextIO) -> bool:
         return False
 
 
+_STDOUT_HINTS = {errno.EFBIG: "the file it goes to has reached a size limit (`ulimit -f`, or the file system's: 4 GiB "
+                              "on FAT32): send the output elsewhere",
+                 errno.EBADF: "stdout is open for reading only (1< FILE): send the output to a file with > FILE"}
+
+
 def stdout_error(exc: OSError) -> LocalgenError:
-    """The error for output that cannot be written (a full disk, a file at its size limit, an I/O error)."""
-    if exc.errno == errno.EFBIG:
-        return LocalgenError(f"cannot write to stdout: {exc.strerror or exc}",
-                             hint="the file it goes to has reached a size limit (`ulimit -f`, or the file system's: "
-                                  "4 GiB on FAT32): send the output elsewhere")
-    return LocalgenError(f"cannot write to stdout: {exc.strerror or exc}",
-                         hint="free some space or send the output elsewhere")
+    """The error for output that cannot be written (a full disk, a size limit, an I/O error, stdout open to read)."""
+    hint = _STDOUT_HINTS.get(exc.errno or 0, "free some space or send the output elsewhere")
+    return LocalgenError(f"cannot write to stdout: {exc.strerror or exc}", hint=hint)
 
 
 def without_surrogates(text: str) -> str:

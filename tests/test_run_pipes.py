@@ -119,3 +119,18 @@ def test_a_stdout_open_for_reading_only_is_refused_before_the_model_loads(tmp_pa
            "to a file with > FILE, or to a pipe)\n")
     assert not (tmp_path / "data" / "last-run.json").exists()
     assert readable.read_text() == "notes\n"
+
+
+def test_output_written_to_a_stdout_open_for_reading_says_so_in_its_hint(tmp_path: Path) -> None:
+    """A write of output (conversations show, the chat's answers) to a stream open for reading only: its error's hint
+    says so, where it said to free some space."""
+    from localgen.console import write_out
+    from localgen.errors import LocalgenError
+
+    readable = tmp_path / "notes.txt"
+    readable.write_text("notes\n")
+    with readable.open() as stdout, pytest.raises(LocalgenError) as failed:
+        write_out(stdout, "the answer\n")
+    assert (failed.value.message, failed.value.hint) == (
+        "cannot write to stdout: Bad file descriptor",
+        "stdout is open for reading only (1< FILE): send the output to a file with > FILE")
