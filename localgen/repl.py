@@ -97,6 +97,9 @@ class Repl:
             prompt_continuation=continuation,
             input_processors=[tabs_as_spaces(lambda: self._prompt.default_buffer)],
         )
+        # a terminal that never says where its cursor is (a serial console, some web terminals) only goes without
+        # the bottom toolbar: no "WARNING: your terminal doesn't support cursor position requests (CPR)."
+        self._prompt.app.renderer.cpr_not_supported_callback = None
         self._ahead = PrefillWhileTyping(session.prefill_ahead) if prefill_while_typing else None
         self._prompt.default_buffer.on_text_changed += self._text_changed
 

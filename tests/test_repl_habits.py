@@ -10,7 +10,7 @@ import pexpect
 import pytest
 
 from tests.conftest import run_localgen, spawn_localgen
-from tests.test_repl import TIMEOUT, Chat, _env
+from tests.test_repl import PROMPT, TIMEOUT, Chat, _env
 
 
 def test_show_gives_one_part_as_ollama_s_show_does(tmp_path: Path) -> None:
@@ -349,6 +349,25 @@ def test_models_toml_s_stop_ends_a_chat_s_answers_and_model_takes_the_new_entry_
         chat.command_words("/model plain", "now using plain")
         assert "stop strings (this chat): 'versatile'" in chat.command("/set stop", "'versatile'"), "--stop is kept"
         assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def test_a_terminal_that_never_answers_where_its_cursor_is_gets_no_warning_about_it(tmp_path: Path) -> None:
+    """A terminal that never answers the cursor position request goes without the bottom toolbar, and hears nothing
+    of it, as from Ollama's or llm's prompt: prompt_toolkit's WARNING about CPR, 2 s after the first prompt, is left
+    out."""
+    chat = Chat(tmp_path / "home", "-n", "2", "--no-markdown", cpr=True, wait_for_prompt=False)
+    try:
+        chat.child.expect_exact(PROMPT)  # the request is asked with the prompt, and never answered
+        with pytest.raises(pexpect.TIMEOUT):
+            chat.child.expect(["WARNING", "CPR"], timeout=3)  # it came 2 s after the request
+        chat.child.sendline("hi")
+        chat.child.expect_exact("[stopped at the limit of 2 tokens")
+        chat.child.expect_exact(PROMPT)
+        assert chat.quit() == 0
+        assert "CPR" not in chat.transcript.getvalue(), chat.transcript.getvalue()
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
