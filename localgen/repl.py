@@ -38,7 +38,7 @@ from localgen.repl_input import (
 )
 from localgen.repl_keys import PasteMark, key_bindings
 from localgen.repl_state import ChatState
-from localgen.repl_terminal import bracketed_paste, signals_end_the_prompt
+from localgen.repl_terminal import bracketed_paste, cursor_requests_given_up_once_unanswered, signals_end_the_prompt
 from localgen.repl_text import answer_note, room_notice, toolbar_line, unanswered_line
 from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession, TurnStart, UnsavedChangeError
@@ -197,6 +197,7 @@ class Repl:
             self.state.running = not self.state.leaving.may_leave("Ctrl-D")
         finally:
             bracketed_paste(True)  # prompt-toolkit turned it off: a paste typed ahead must stay one paste
+            cursor_requests_given_up_once_unanswered(self._prompt.app)
             settled = self._ahead is None or self._ahead.settle(self._message_sent(line))
             self._report_history_problem()
         if not settled or (line is not None and self._ctrl_c_typed_ahead()):

@@ -229,3 +229,13 @@ def signals_end_the_prompt(app: Application[Any]) -> Iterator[None]:
         restore_handlers(previous)
         if held.received:
             raise SignalExit(held.received[0])
+
+
+def cursor_requests_given_up_once_unanswered(app: Application[Any]) -> None:
+    """After a prompt whose request for the cursor's position went unanswered, ask no more: prompt_toolkit gives up
+    asking only once 2 s pass at one prompt, and until then holds the end of each prompt sent sooner for up to 1 s,
+    waiting for the answer."""
+    from prompt_toolkit.renderer import CPR_Support
+
+    if app.renderer.cpr_support == CPR_Support.UNKNOWN:  # an answer makes it SUPPORTED
+        app.renderer.cpr_support = CPR_Support.NOT_SUPPORTED

@@ -10,7 +10,7 @@ import pexpect
 import pytest
 
 from tests.conftest import run_localgen, spawn_localgen
-from tests.test_repl import PROMPT, TIMEOUT, Chat, _env
+from tests.test_repl import CURSOR_REQUEST, PROMPT, TIMEOUT, Chat, _env
 
 
 def test_show_gives_one_part_as_ollama_s_show_does(tmp_path: Path) -> None:
@@ -368,6 +368,24 @@ def test_a_terminal_that_never_answers_where_its_cursor_is_gets_no_warning_about
         chat.child.expect_exact(PROMPT)
         assert chat.quit() == 0
         assert "CPR" not in chat.transcript.getvalue(), chat.transcript.getvalue()
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def test_a_terminal_that_never_answers_where_its_cursor_is_is_asked_once(tmp_path: Path) -> None:
+    """Once a prompt's request for the cursor's position goes unanswered, no prompt asks again: each request left
+    unanswered held the end of a prompt sent within 2 s of it for up to 1 s (prompt_toolkit gave up asking only once
+    2 s passed at one prompt)."""
+    chat = Chat(tmp_path / "home", "-n", "2", "--no-markdown", cpr=True, wait_for_prompt=False)
+    try:
+        for _ in range(2):
+            chat.child.expect_exact(PROMPT)
+            chat.child.sendline("hi")  # at once, as a short message or a command is
+            chat.child.expect_exact("[stopped at the limit of 2 tokens")
+        chat.child.expect_exact(PROMPT)
+        assert chat.quit() == 0
+        assert chat.transcript.getvalue().count(CURSOR_REQUEST) == 1, chat.transcript.getvalue()
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
