@@ -35,6 +35,7 @@ from localgen.signals import SignalExit
 from localgen.storage import atomic_write_bytes
 from localgen.verify import is_verified, verify_file
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, spawn_localgen
+from tests.test_repl import Chat
 
 DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(24))
 # (about 330 tokens: over the 256 new tokens that make a prefill worth caching, and quick to prefill)
@@ -579,30 +580,12 @@ def test_damaged_history_through_chat(tmp_path: Path) -> None:
     history = tmp_path / "data" / "history"
     history.parent.mkdir(parents=True)
     history.write_bytes(b"\n# 2024\n+ok\n\x00\x01\x02garbage")
-    child = _chat(tmp_path, "-m", str(bundled_model_file()), "--no-markdown", "-c", "512")
-    child.expect_exact(">>>")
-    assert f"the input history {history} is damaged" in " ".join(child.before.split())
-    _quiet(child)
-    child.sendline("/thinking off")
-    child.expect_exact("reasoning is hidden")
-    _quiet(child)
-    for _ in range(3):  # a loaded machine may swallow a key press sent mid-redraw
-        child.sendcontrol("d")
-        if child.expect([pexpect.EOF, pexpect.TIMEOUT], timeout=10) == 0:
-            break
-    child.close()
-    assert child.exitstatus == 0
+    chat = Chat(tmp_path, "-m", str(bundled_model_file()), "--no-markdown", "-c", "512")
+    assert f"the input history {history} is damaged" in " ".join(chat.transcript.getvalue().split())
+    chat.command("/thinking off", "reasoning is hidden")
+    assert chat.quit() == 0  # each key sent once the prompt is drawn whole, none sent again
     assert (history.parent / "history.damaged").exists()
     assert "/thinking off" in history.read_text() and stat.S_IMODE(history.stat().st_mode) == 0o600
-
-
-def _quiet(child: pexpect.spawn) -> None:
-    """Wait until prompt-toolkit stops redrawing the prompt (keys sent mid-redraw can be lost)."""
-    while True:
-        try:
-            child.expect_exact(">>>", timeout=0.5)
-        except pexpect.TIMEOUT:
-            return
 
 
 def _chat(home: Path, *args: str) -> pexpect.spawn:
