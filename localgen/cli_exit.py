@@ -3,12 +3,17 @@ full or a broken pipe."""
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import errno
 import logging
 import os
 import signal
 import stat
 import sys
+import threading
+from collections.abc import Callable
+from typing import NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -26,9 +31,11 @@ from localgen.errors import (
     internal_error_text,
 )
 from localgen.other_tools import check_options, mentions_other_tools_options
-from localgen.signals import SignalExit, signal_exit_code
+from localgen.signals import ENDING_SIGNALS, SignalExit, signal_exit_code
 
 OUTPUT_FULL_ERRNOS = DISK_FULL_ERRNOS | {errno.EFBIG}
+
+_frees_left_to_exit: list[Callable[[], None]] | None = None  # None: each free is done when it is asked for
 
 
 def silence_stdout() -> None:
@@ -205,3 +212,43 @@ def flush_stdout(code: int) -> int:
             failed = _stdout_error_code(exc)
         return code or failed
     return code
+
+
+def leave_frees_to_exit() -> None:
+    """Have free_or_leave_to_exit leave its frees to the process's exit, which end_process makes as the command
+    returns (the `localgen` entry point's: an in-process caller of cli.main frees as it goes)."""
+    global _frees_left_to_exit
+    _frees_left_to_exit = []
+
+
+def free_or_leave_to_exit(free: Callable[[], None]) -> None:
+    """Free memory (a model's weights and context) now, or leave it to the process's exit where end_process is to
+    end it, which frees it all at once (llama_model_free alone takes 15-60 ms before the shell's prompt)."""
+    if _frees_left_to_exit is None:
+        free()
+    else:
+        _frees_left_to_exit.append(free)
+
+
+def end_process(code: object) -> NoReturn:
+    """End the process with exit code code once the command has returned: stdout and stderr flushed, the atexit
+    work done, then os._exit, which skips the interpreter's teardown of every module and object and the frees left
+    to it (40-80 ms between the last note and the shell's prompt). Where another thread that is no daemon still runs
+    (its work would be cut) or the code is no number, the interpreter ends it as sys.exit does, the frees done."""
+    others = [thread for thread in threading.enumerate() if thread is not threading.current_thread()]
+    if any(not thread.daemon for thread in others) or not isinstance(code, int | None):
+        for free in _frees_left_to_exit or ():
+            free()
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # flush_stdout said what a failed stdout means
+            stream.flush()
+    if hasattr(signal, "pthread_sigmask"):  # the command is over: a late Ctrl-C or SIGTERM changes nothing now
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *ENDING_SIGNALS})
+    atexit._run_exitfuncs()  # logging's flush, weakref.finalize's, any a library registered
+    if "ctypes" in sys.modules:  # what a C library left in its stdio buffers, as exit() would flush it
+        import ctypes
+
+        with contextlib.suppress(OSError, TypeError, AttributeError):  # no C library to load by None (Windows)
+            ctypes.CDLL(None).fflush(None)
+    os._exit(code or 0)

@@ -112,6 +112,7 @@ class RunOutcome:
 
 def run_command(request: RunRequest) -> None:
     """Check, read, load, answer and report: the whole of `localgen run` (-q: with stderr kept for its error)."""
+    from localgen.cli_exit import free_or_leave_to_exit
     from localgen.cli_output import stderr_quieted
     from localgen.stdout_reader import ending_when_the_reader_goes
 
@@ -126,10 +127,10 @@ def run_command(request: RunRequest) -> None:
             loaded, inputs = _with_room_for_the_prompt(request, checked, inputs, loaded)
         try:
             outcome = answer_run(request, checked, inputs, loaded, warn_past_quiet)
+            if outcome is not None:  # said before the model is freed, which the user need not wait for
+                report_run(request, outcome)
         finally:
-            loaded.close()
-        if outcome is not None:
-            report_run(request, outcome)
+            free_or_leave_to_exit(loaded.close)
 
 
 def _with_room_for_the_prompt(request: RunRequest, checked: CheckedRun, inputs: RunInputs, loaded: LoadedModel
@@ -312,7 +313,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
 
 
 def report_run(request: RunRequest, outcome: RunOutcome) -> None:
-    """The notes on stderr once the model is closed (cli_run.report_after_run), and the exit code a signal asked
+    """The notes on stderr once the answer is out (cli_run.report_after_run), and the exit code a signal asked
     for."""
     from localgen.cli_options import from_command_line
     from localgen.cli_run import report_after_run

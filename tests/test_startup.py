@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +102,58 @@ def test_a_command_added_after_a_build_gets_the_commands_built_again() -> None:
         """The second."""
 
     assert set(click_command(app).commands) == {"first", "second"}
+
+
+ENDS = """
+import atexit, os, sys
+from localgen.engine.native import lc
+free = lc.llama_model_free
+lc.llama_model_free = lambda model: (print("[model freed]", file=sys.stderr, flush=True), free(model))
+atexit.register(lambda: print("[atexit ran]", file=sys.stderr, flush=True))
+sys.argv = ["localgen", "run", "-n", "4", "--temperature", "0", "--stats", "hi"]
+from localgen.cli import main as cli_main
+from localgen.launcher import main as launch
+(launch if os.environ["ENTRY"] == "launcher" else cli_main)()
+"""
+
+
+@pytest.mark.parametrize("entry", ["launcher", "cli"])
+def test_a_run_says_its_notes_before_the_model_is_freed_and_its_entry_point_leaves_the_free_to_exit(
+        tmp_path: Path, entry: str) -> None:
+    """The notes after the answer come before the free (15-60 ms): the `localgen` entry point leaves it to the
+    process's exit (os._exit, after the atexit work and a flush), an in-process caller of cli.main frees as before;
+    the answer, its notes and the last-run record are whole either way."""
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1", "ENTRY": entry}
+    result = subprocess.run([sys.executable, "-c", ENDS], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+                            env=env, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "localgen: stopped at the limit of 4 tokens (-n/--max-tokens)", result.stderr
+    assert lines[1].startswith("prompt ") and "generated 4 tok" in lines[1], result.stderr
+    freed = ["[model freed]"] if entry == "cli" else []
+    assert [line for line in lines[2:] if line.startswith("[")] == [*freed, "[atexit ran]"], result.stderr
+    answer = json.loads((tmp_path / "data" / "last-run.json").read_text())["turns"][-1]
+    assert result.stdout == answer["answer"] + "\n" and result.stdout.strip(), (result.stdout, answer)
+
+
+END_PROCESS = """
+import atexit, sys, threading, time
+from localgen.cli_exit import end_process, free_or_leave_to_exit, leave_frees_to_exit
+atexit.register(lambda: print("[atexit ran]", file=sys.stderr))
+leave_frees_to_exit()
+free_or_leave_to_exit(lambda: print("[freed]", file=sys.stderr))
+if sys.argv[1] == "thread":
+    threading.Thread(target=lambda: (time.sleep(0.3), print("[thread done]", file=sys.stderr))).start()
+sys.stdout.write("held in the buffer")
+end_process(3)
+"""
+
+
+@pytest.mark.parametrize("other", ["none", "thread"])
+def test_end_process_flushes_and_runs_the_atexit_work_and_waits_for_a_thread_that_is_no_daemon(other: str) -> None:
+    """end_process: stdout's buffer written, atexit's work done, the exit code kept; a thread that is no daemon is
+    waited for as the interpreter's exit waits for it, the frees left to exit done then."""
+    result = subprocess.run([sys.executable, "-c", END_PROCESS, other], capture_output=True, text=True, timeout=60,
+                            cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    said = ["[freed]", "[thread done]", "[atexit ran]"] if other == "thread" else ["[atexit ran]"]
+    assert (result.returncode, result.stdout, result.stderr.splitlines()) == (3, "held in the buffer", said)
