@@ -168,8 +168,10 @@ def _run_guarded(work: Callable[[], str], deadline: float, max_chars: int) -> st
     """Run template code with a deadline checked on every Python line it runs, and a cap on new memory.
 
     The memory cap is the process's: renders take turns (a chat renders on two threads while a message is typed),
-    so that each restores the limit it found, not one another render set.
+    so that each restores the limit it found, not one another render set. The sandbox is made first, untraced:
+    jinja2's import and the sandbox's making run no template code, and take twice as long traced (22 ms CPU: 40).
     """
+    _environment()
     with _RLIMIT_TURN:
         return _run_capped(work, deadline, max_chars)
 

@@ -157,3 +157,20 @@ def test_end_process_flushes_and_runs_the_atexit_work_and_waits_for_a_thread_tha
                             cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
     said = ["[freed]", "[thread done]", "[atexit ran]"] if other == "thread" else ["[atexit ran]"]
     assert (result.returncode, result.stdout, result.stderr.splitlines()) == (3, "held in the buffer", said)
+
+
+SANDBOX = """
+import sys
+import localgen.template_sandbox as sandbox
+capped, traced = [], sandbox._run_capped
+sandbox._run_capped = lambda *args: capped.append("jinja2" in sys.modules) or traced(*args)
+sandbox.check_template("{{ messages[0].content }}", model_name="m", hint="h")
+print(capped)
+"""
+
+
+def test_the_template_sandbox_is_made_before_its_traced_part() -> None:
+    """jinja2's import and the sandbox's making run no template code: traced line by line, as a template's compile
+    and render are, they took 40 ms of CPU where they take 22."""
+    result = subprocess.run([sys.executable, "-c", SANDBOX], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.stdout.split() == ["[True]"], result.stderr
