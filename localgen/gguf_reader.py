@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from types import MappingProxyType
 
 from localgen import gguf_checks
 from localgen.errors import GGUFError
+from localgen.gguf_cache import keep_header, kept_header
 from localgen.gguf_cursor import HINT, HeaderCursor
 from localgen.gguf_foreign import FOREIGN_HEAD_BYTES, describe_foreign
 from localgen.gguf_format import (
@@ -64,13 +66,21 @@ class _Vocabulary:
 
 
 def read_gguf(path: Path, *, check_tensors: bool = True, require_architecture: bool = True) -> GGUFInfo:
-    """Parse and validate a GGUF file's header; require_architecture=False accepts a later shard of a split model."""
+    """Parse and validate a GGUF file's header; require_architecture=False accepts a later shard of a split model.
+    A whole check's header is kept by the file's identity, and read back while the file stays that version."""
     path = Path(path)
     label = path.name or str(path)
-    size = _check_regular_file(path, label)
+    st = _check_regular_file(path, label)
+    whole = check_tensors and require_architecture
+    info = kept_header(path, st) if whole else None
+    if info is not None:
+        return info
     with _only_gguf_errors(label), path.open("rb") as handle:
-        return _parse(HeaderCursor(handle, size, label), path, check_tensors=check_tensors,
+        info = _parse(HeaderCursor(handle, st.st_size, label), path, check_tensors=check_tensors,
                       require_architecture=require_architecture)
+    if whole:
+        keep_header(path, st, info)
+    return info
 
 
 def read_gguf_bytes(data: bytes, name: str, *, file_size: int | None = None) -> GGUFInfo:
@@ -85,8 +95,8 @@ def read_gguf_bytes(data: bytes, name: str, *, file_size: int | None = None) -> 
         return _parse(cursor, Path(name), check_tensors=False, require_architecture=True)
 
 
-def _check_regular_file(path: Path, label: str) -> int:
-    """The size of path, failing unless it is a regular, readable file."""
+def _check_regular_file(path: Path, label: str) -> os.stat_result:
+    """The status of path, failing unless it is a regular, readable file."""
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -95,7 +105,7 @@ def _check_regular_file(path: Path, label: str) -> int:
         raise GGUFError(f"{label}: cannot be read ({exc.strerror or exc})", hint="check the path") from None
     if not stat.S_ISREG(st.st_mode):
         raise GGUFError(f"{label}: not a regular file", hint="pass the path of a .gguf file")
-    return st.st_size
+    return st
 
 
 @contextmanager

@@ -161,12 +161,17 @@ def test_known_architectures_come_from_the_vendored_llama_cpp() -> None:
     assert len(KNOWN_ARCHITECTURES) == 152  # 154 names in LLM_ARCH_NAMES, less clip and (unknown)
 
 
-def test_reading_the_bundled_model_reads_its_header_alone_in_bounded_work(bundled: Path) -> None:
+def test_reading_the_bundled_model_reads_its_header_alone_in_bounded_work(bundled: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """read_gguf reads the metadata, vocabulary and tensor infos (2 MiB of the 94 MiB file), not the weights, in about
-    160,000 Python calls (~20 ms on the reference machine): counted, where a clock on a loaded machine is not."""
+    160,000 Python calls (~20 ms on the reference machine): counted, where a clock on a loaded machine is not (the
+    header read afresh, not the one kept in the cache)."""
     import cProfile
     import pstats
 
+    import localgen.gguf_reader
+
+    monkeypatch.setattr(localgen.gguf_reader, "kept_header", lambda path, st: None)
     read_gguf(bundled)
     before = _bytes_read()
     read_gguf(bundled)
@@ -916,3 +921,71 @@ def test_the_tokens_of_given_types_are_those_a_token_by_token_reading_of_the_typ
         expected = [(i, tokens[i].decode("utf-8", errors="replace")) for i, kind in enumerate(types)
                     if kind in kinds and i < len(tokens) and tokens[i]]
         assert _tokens_of_types(vocabulary, kinds) == expected
+
+
+# ---------------------------------------------------------------- headers kept in the cache
+
+
+def _parse_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make any parse of a header fail the test: what read_gguf returns then came from the cache."""
+    import localgen.gguf_reader
+
+    def refused(*args: object, **kwargs: object) -> GGUFInfo:
+        raise AssertionError("the header was parsed again")
+
+    monkeypatch.setattr(localgen.gguf_reader, "_parse", refused)
+
+
+def _settled_copy(src: Path, dst: Path, age_s: float = 3600) -> Path:
+    """A copy of src whose modification time is age_s in the past (a file changed just now is not kept)."""
+    dst.write_bytes(src.read_bytes())
+    then = os.stat(dst).st_mtime - age_s
+    os.utime(dst, (then, then))
+    return dst
+
+
+def test_a_header_checked_once_is_read_back_from_the_cache(home: Path, bundled: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundled model's header (27 ms of CPU to read and check) is kept by the file's identity in the cache
+    folder, and read back whole while the file stays that version."""
+    first = read_gguf(bundled)
+    assert len(list((home / "cache" / "headers").glob("*.json"))) == 1
+    _parse_refused(monkeypatch)
+    again = read_gguf(bundled)
+    assert again == first and dict(again.metadata) == dict(first.metadata)
+    assert {k: type(v) for k, v in again.metadata.items()} == {k: type(v) for k, v in first.metadata.items()}
+    assert isinstance(again.metadata["tokenizer.ggml.tokens"], ArraySummary)
+    assert (again.control_tokens, again.user_defined_tokens, again.longest_token) == (
+        first.control_tokens, first.user_defined_tokens, first.longest_token)
+
+
+def test_a_header_kept_is_not_used_for_another_version_of_the_file(home: Path, tiny: Path, tmp_path: Path) -> None:
+    """A file rewritten in place with the same size (another modification time), or one changed just now (whose
+    change within the clock's tick would go unseen), is read afresh; a damaged entry is ignored and replaced."""
+    model = _settled_copy(tiny, tmp_path / "model.gguf")
+    assert read_gguf(model).chat_template == gb.TINY_TEMPLATE
+    entries = list((home / "cache" / "headers").glob("*.json"))
+    assert len(entries) == 1
+    changed = gb.copy_with_metadata(tiny, tmp_path / "changed.gguf",
+                                    set_values={"tokenizer.chat_template": gb.TINY_TEMPLATE.swapcase()})
+    assert changed.stat().st_size == model.stat().st_size
+    model.write_bytes(changed.read_bytes())
+    os.utime(model, (model.stat().st_mtime - 60, model.stat().st_mtime - 60))
+    assert read_gguf(model).chat_template == gb.TINY_TEMPLATE.swapcase()
+    fresh = tmp_path / "fresh.gguf"
+    fresh.write_bytes(tiny.read_bytes())
+    read_gguf(fresh)
+    assert len(list((home / "cache" / "headers").glob("*.json"))) == 1, "a file changed just now was kept"
+    entries[0].write_text('{"format": 1, "checks": "')
+    assert read_gguf(model).chat_template == gb.TINY_TEMPLATE.swapcase()
+    assert json.loads(entries[0].read_text())["format"] == 1
+
+
+def test_a_header_that_fails_its_check_is_never_kept(home: Path, tiny: Path, tmp_path: Path) -> None:
+    """A file whose check fails leaves no entry: it fails again at the next read, as llama.cpp would crash on it."""
+    broken = _settled_copy(gb.copy_with_metadata(tiny, tmp_path / "broken.gguf",
+                                                 set_values={"general.architecture": "no-such-arch"}),
+                           tmp_path / "settled.gguf")
+    for _ in range(2):
+        assert "no-such-arch" in _error(broken).message
+    assert not list((home / "cache" / "headers").glob("*.json"))
