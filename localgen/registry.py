@@ -7,9 +7,10 @@ import difflib
 import os
 import stat
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from localgen.errors import ConfigError, LocalgenError, ModelNotFoundError, UsageError
 from localgen.params import CHAT_SETTINGS, stored_setting
@@ -250,10 +251,19 @@ def builtin_registry_text() -> str:
     return resources.files("localgen").joinpath("models.toml").read_text(encoding="utf-8")
 
 
+@lru_cache(maxsize=1)
+def _builtin_entries(text: str) -> tuple[dict[str, Any], dict[str, ModelSpec], dict[str, Any]]:
+    """The built-in models.toml's text as data, as specs and its [defaults], parsed once a process (a run reads the
+    registry four times)."""
+    builtin = read_toml(text, BUILTIN_SOURCE)
+    models, defaults = parse_registry(builtin, BUILTIN_SOURCE)
+    return builtin, models, defaults
+
+
 def load_registry(user_file: Path | None = None) -> Registry:
     """The built-in registry extended (and overridden by name) by the user's file."""
-    builtin = read_toml(builtin_registry_text(), BUILTIN_SOURCE)
-    models, defaults = parse_registry(builtin, BUILTIN_SOURCE)
+    builtin, builtin_models, defaults = _builtin_entries(builtin_registry_text())
+    models = dict(builtin_models)
     default = defaults.get("model")
     text = user_file_text(user_file) if user_file is not None else None
     if user_file is not None and text is not None:

@@ -174,3 +174,26 @@ def test_the_template_sandbox_is_made_before_its_traced_part() -> None:
     and render are, they took 40 ms of CPU where they take 22."""
     result = subprocess.run([sys.executable, "-c", SANDBOX], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert result.stdout.split() == ["[True]"], result.stderr
+
+
+PARSES = """
+import sys, tomllib
+from localgen.cli import main
+parse, texts = tomllib.loads, []
+tomllib.loads = lambda text, **options: texts.append(len(text)) or parse(text, **options)
+sys.argv = ["localgen", "run", "-n", "1", "--temperature", "0", "hi"]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+print(code, len(texts), file=sys.stderr)
+"""
+
+
+def test_a_run_parses_the_built_in_models_toml_once(tmp_path: Path) -> None:
+    """The built-in registry is read four times in a run (the prompt's check for a model's name, the quant, the
+    model, its settings): its TOML is parsed once (1 ms each time)."""
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-c", PARSES], capture_output=True, text=True, timeout=120,
+                            cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL)
+    assert result.stderr.strip().splitlines()[-1] == "0 1", result.stderr
