@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import REPO_ROOT
 
 HEAVY = ("importlib.metadata", "llama_cpp.llama", "numpy", "diskcache", "httpx", "requests",
-         "huggingface_hub.file_download", "rich.markdown")
+         "huggingface_hub.file_download", "rich.markdown", "statistics")
 RUN = f"""
 import json, sys
 from localgen.cli import main

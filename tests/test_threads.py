@@ -391,3 +391,12 @@ def test_the_first_engine_measures_from_the_engine_s_import(monkeypatch: pytest.
     assert threads.load_started() is imported
     later = threads.load_started()
     assert later is not imported and later.wall_s > imported.wall_s
+
+
+@pytest.mark.parametrize("values", [[0.5], [3.0, 1.0], [0.02, 0.01, 0.05, 0.03], [0.1, 0.3, 0.2, 0.2, 0.9]])
+def test_the_governor_s_median_is_statistics_median(values: list[float]) -> None:
+    import statistics
+
+    from localgen.engine.threads import median_of
+
+    assert median_of(values) == statistics.median(values)
