@@ -18,23 +18,30 @@ from tests.conftest import REPO_ROOT
 GREEDY = ("--temperature", "0", "--seed", "1")
 
 
-def test_a_reader_gone_while_stdin_is_waited_for_ends_the_run_at_once(tmp_path: Path) -> None:
-    """`(sleep 100; echo hi) | localgen run q | true`: exit 141 and nothing said as soon as the reader is gone,
-    where the run waited for stdin's end first (100 s), and only then found no one to answer."""
+@pytest.mark.parametrize("waits_for", ["stdin", "fifo"])
+def test_a_reader_gone_while_a_pipe_is_waited_for_ends_the_run_at_once(tmp_path: Path, waits_for: str) -> None:
+    """`(sleep 100; echo hi) | localgen run q | true`, or `localgen run -f FIFO q | true` with no writer to the FIFO
+    yet: exit 141 and nothing said as soon as the reader is gone, where the run waited for stdin's end (100 s), or
+    for a writer to open the FIFO, and only then found no one to answer."""
+    fifo = tmp_path / "notes.fifo"
+    os.mkfifo(fifo)
+    attached = ("-f", str(fifo)) if waits_for == "fifo" else ()
     stdout_reader, stdout_writer = os.pipe()
     os.close(stdout_reader)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-n", "8", *GREEDY, "Summarize."],
-                                stdin=subprocess.PIPE, stdout=stdout_writer, stderr=subprocess.PIPE, cwd=REPO_ROOT,
+        proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-n", "8", *GREEDY, *attached, "Summarize."],
+                                stdin=subprocess.PIPE if waits_for == "stdin" else subprocess.DEVNULL,
+                                stdout=stdout_writer, stderr=subprocess.PIPE, cwd=REPO_ROOT,
                                 env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
     finally:
         os.close(stdout_writer)
-    assert proc.stdin is not None and proc.stderr is not None
+    assert proc.stderr is not None
     try:
-        code = proc.wait(timeout=30)  # stdin, held open, never ends
+        code = proc.wait(timeout=30)  # stdin, held open, never ends; the FIFO never gets a writer
     finally:
         proc.kill()
-        proc.stdin.close()
+        if proc.stdin is not None:
+            proc.stdin.close()
     assert (code, proc.stderr.read().decode()) == (141, "")
     assert not (tmp_path / "data" / "last-run.json").exists()
 
