@@ -153,12 +153,23 @@ def _os_error_code(exc: OSError) -> int:
     closed = _closed_stdout_code(exc)
     if closed is not None:
         return closed
-    if exc.errno not in OUTPUT_FULL_ERRNOS:
+    stdout_read_only = exc.errno == errno.EBADF and exc.filename is None and stdout_open_to_read()
+    if exc.errno not in OUTPUT_FULL_ERRNOS and not stdout_read_only:
         return _internal_error(exc)
     if exc.filename is None:  # stdout's errors carry no file name
         return _stdout_error_code(exc)
     console.error(f"cannot write {exc.filename}: {exc.strerror or exc}", "free some disk space")  # no module mapped it
     return EXIT_RUNTIME
+
+
+def stdout_open_to_read() -> bool:
+    """True when stdout is a descriptor open for reading only (`1< FILE`), where nothing can be written."""
+    import fcntl
+
+    try:
+        return fcntl.fcntl(sys.stdout.fileno(), fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _closed_stdout_code(exc: OSError) -> int | None:

@@ -95,14 +95,9 @@ def say_reading_a_terminal(stdin: BinaryIO | None, what: str) -> None:
 def refuse_stdout_open_to_read() -> None:
     """Refuse a stdout open for reading only (`localgen run "..." 1< FILE`), where no answer can be written, before
     anything is read or loaded for it."""
-    import fcntl
-    import os
+    from localgen.cli_exit import stdout_open_to_read
 
-    try:
-        flags = fcntl.fcntl(sys.stdout.fileno(), fcntl.F_GETFL)
-    except (OSError, ValueError, AttributeError):
-        return
-    if flags & os.O_ACCMODE == os.O_RDONLY:
+    if stdout_open_to_read():
         raise UsageError("stdout is open for reading only: there is nowhere to write the answer",
                          hint="send it to a file with > FILE, or to a pipe")
 

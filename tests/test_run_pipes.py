@@ -141,3 +141,19 @@ def test_output_written_to_a_stdout_open_for_reading_says_so_in_its_hint(tmp_pat
     assert (failed.value.message, failed.value.hint) == (
         "cannot write to stdout: Bad file descriptor",
         "stdout is open for reading only (1< FILE): send the output to a file with > FILE")
+
+
+@pytest.mark.parametrize("command", [["models", "list"], ["--version"]])
+def test_any_command_whose_stdout_is_open_for_reading_says_so(tmp_path: Path, command: list[str]) -> None:
+    """A command other than run meeting a stdout open for reading only (`localgen models list 1< FILE`) says it
+    cannot write there and why, exit 1, where it called it an internal error and asked for a traceback."""
+    readable = tmp_path / "notes.txt"
+    readable.write_text("notes\n")
+    with readable.open("rb") as stdout:
+        proc = subprocess.run([sys.executable, "-m", "localgen", *command], stdin=subprocess.DEVNULL, stdout=stdout,
+                              stderr=subprocess.PIPE, cwd=REPO_ROOT,
+                              env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, timeout=60)
+    assert (proc.returncode, proc.stderr.decode()) == (
+        1, "localgen: error: cannot write to stdout: Bad file descriptor (hint: stdout is open for reading only "
+           "(1< FILE): send the output to a file with > FILE)\n")
+    assert readable.read_text() == "notes\n"
