@@ -163,7 +163,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen.cli_options import sampling_from
     from localgen.cli_run import refuse_emptied_by_stdout, refuse_stdout_open_to_read
     from localgen.grammar import constraint_source
-    from localgen.input_text import argument_newlines, argument_text
+    from localgen.input_text import argument_text
     from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, reads_a_pipe
     from localgen.params import GenerationLimits, token_budget
     from localgen.resolve import check_reference
@@ -175,7 +175,6 @@ def check_run(request: RunRequest) -> CheckedRun:
     stdin_asked = request.prompt == STDIN_NAME
     prompt = None if stdin_asked or request.prompt is None else argument_text(request.prompt, "the prompt", warnings)
     system, stop = read_texts(request.system, list(request.stop), warnings)
-    system = None if system is None else argument_newlines(system)  # as --system-file's (`-s "$(cat FILE)"`)
     if system == STDIN_NAME:  # as -f - and a prompt of - read stdin
         warnings.append(f"the system prompt is the text '{STDIN_NAME}', not stdin (for that: --system-file -)")
     if request.hide_thinking:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import shlex
 from pathlib import Path
 
@@ -389,3 +390,17 @@ def test_a_terminal_that_never_answers_where_its_cursor_is_is_asked_once(tmp_pat
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_a_system_prompt_from_a_windows_file_has_plain_newlines(tmp_path: Path) -> None:
+    """chat -s "$(cat FILE)" of a Windows file: the system prompt saved has plain newlines and no CR at its end, as
+    run's and --system-file's, where every CR went into the conversation."""
+    chat = Chat(tmp_path / "home", "-n", "3", "-s", "Be\r\nbrief.\r", "--temperature", "0")
+    try:
+        chat.command("/save windows", "saved")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+    saved = json.loads((tmp_path / "home" / "data" / "conversations" / "windows.json").read_text())
+    assert saved["system"] == "Be\nbrief.", saved
