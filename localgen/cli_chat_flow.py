@@ -245,8 +245,9 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
 
 def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views: list[Repl]) -> None:
     """Load the model and chat on it in the REPL (added to views) until the user leaves, freeing the model (the one
-    /model loaded last) at the end."""
+    /model loaded last) at the end, or leaving that to the process's exit (cli_exit.free_or_leave_to_exit)."""
     from localgen import console
+    from localgen.cli_exit import free_or_leave_to_exit
     from localgen.cli_options import from_command_line, given_settings, with_model_settings
     from localgen.conversation import Conversation
     from localgen.conversation_summary import system_change
@@ -286,5 +287,5 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views
         if checked.continued is not None and checked.continued.last_run is not None:  # the chat starts: saved now
             take_last_run(checked.continued.last_run, console.say, again="start again: --resume", this="chat")
         repl.run()
-    finally:
-        (session.loaded if session is not None else loaded).close()  # /model may have replaced the first model
+    finally:  # /model may have replaced the first model; the localgen entry point leaves its free to the exit
+        free_or_leave_to_exit((session.loaded if session is not None else loaded).close)

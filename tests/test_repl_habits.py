@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shlex
+import sys
 from pathlib import Path
 
 import pexpect
@@ -404,3 +406,33 @@ def test_a_system_prompt_from_a_windows_file_has_plain_newlines(tmp_path: Path) 
             chat.child.terminate(force=True)
     saved = json.loads((tmp_path / "home" / "data" / "conversations" / "windows.json").read_text())
     assert saved["system"] == "Be\nbrief.", saved
+
+
+CHAT_ENDS = """
+import atexit, os, sys
+from localgen.engine.native import lc
+free = lc.llama_model_free
+lc.llama_model_free = lambda model: (print("[model freed]", flush=True), free(model))
+atexit.register(lambda: print("[atexit ran]", flush=True))
+sys.argv = ["localgen", "chat", "-n", "3", "--temperature", "0"]
+from localgen.cli import main as cli_main
+from localgen.launcher import main as launch
+(launch if os.environ["ENTRY"] == "launcher" else cli_main)()
+"""
+
+
+@pytest.mark.parametrize("entry", ["launcher", "cli"])
+def test_a_chat_left_leaves_the_model_s_free_to_the_process_s_exit(tmp_path: Path, entry: str) -> None:
+    """Ctrl-D ends the chat without waiting for the model's free (15-60 ms, as a run's end does): the `localgen`
+    entry point leaves it to the process's exit, after the atexit work; an in-process caller of cli.main frees it."""
+    child = pexpect.spawn(sys.executable, ["-c", CHAT_ENDS], env={**_env(tmp_path / "home"), "ENTRY": entry},
+                          encoding="utf-8", timeout=TIMEOUT, dimensions=(30, 100))
+    try:
+        child.expect_exact(PROMPT)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    freed = ["[model freed]"] if entry == "cli" else []
+    assert re.findall(r"\[(?:model freed|atexit ran)\]", child.before) == [*freed, "[atexit ran]"], child.before
+    assert child.exitstatus == 0, child.before
