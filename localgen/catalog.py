@@ -76,13 +76,15 @@ def touch_last_used(path: Path) -> None:
 
 
 def forget_model_file(path: Path) -> None:
-    """Drop what localgen keeps about a model file it deleted (its last use, its verification), so that a later
-    download of the same data starts afresh: never used, checked again."""
+    """Drop what localgen keeps about a model file it deleted (its last use, its verification, its header), so that
+    a later download of the same data starts afresh: never used, checked again."""
+    from localgen.gguf_cache import forget_header
     from localgen.verify import forget_verified
 
     with contextlib.suppress(OSError):
         _last_used_marker(path).unlink()
     forget_verified(path)
+    forget_header(path)
 
 
 def loaded_model_files() -> list[Path]:

@@ -17,7 +17,8 @@ from types import MappingProxyType
 from localgen.config import settings
 from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
+HEADERS_DIR = "headers"  # in the cache folder
 SETTLED_S = 2.0  # a file changed less than this long ago is not kept: a change within its clock tick would go unseen
 CHECKING_MODULES = ("gguf_cache", "gguf_checks", "gguf_cursor", "gguf_foreign", "gguf_format", "gguf_info",
                     "gguf_reader")  # a change to any of them makes every kept header stale
@@ -29,12 +30,14 @@ def _entry_path(path: Path) -> Path:
     """Where the header of the file at path is kept."""
     from localgen.verify import path_key
 
-    return settings().cache_dir / "headers" / f"{path_key(path)}.json"
+    return settings().cache_dir / HEADERS_DIR / f"{path_key(path)}.json"
 
 
 def _identity(st: os.stat_result) -> list[int]:
-    """What names this version of a file: its device, inode, size and modification time."""
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+    """What names this version of a file: its device, inode, size, modification time and change time (which every
+    write and every setting of the modification time moves: `touch -r`, `cp -p` over it, `rsync --inplace -t`).
+    Stricter than verify's marker identity: a header checked again costs milliseconds, a file hashed again minutes."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 @lru_cache(maxsize=1)
@@ -66,14 +69,35 @@ def kept_header(path: Path, st: os.stat_result) -> GGUFInfo | None:
 def keep_header(path: Path, st: os.stat_result, info: GGUFInfo) -> None:
     """Keep the header just checked for the file at path as st names it, where the file has settled; a failure to
     write it only costs a check next time."""
-    if time.time_ns() - st.st_mtime_ns < SETTLED_S * 1e9:
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < SETTLED_S * 1e9:
         return
     from localgen.errors import LocalgenError
     from localgen.storage import atomic_write_text
 
-    entry = {"format": CACHE_FORMAT, "checks": _checks_fingerprint(), "identity": _identity(st), "info": _facts(info)}
     with contextlib.suppress(LocalgenError, OSError, ValueError):
+        entry = {"format": CACHE_FORMAT, "checks": _checks_fingerprint(), "identity": _identity(st),
+                 "path": os.path.realpath(path), "info": _facts(info)}
         atomic_write_text(_entry_path(path), json.dumps(entry, separators=(",", ":")))
+        _forget_gone_files()
+
+
+def forget_header(path: Path) -> None:
+    """Drop the header kept for the file at path (a model file deleted)."""
+    with contextlib.suppress(OSError):
+        _entry_path(path).unlink()
+
+
+def _forget_gone_files() -> None:
+    """Drop the headers kept for files no longer there (a model deleted by hand, a file since moved), so the folder
+    holds one entry a model file at most."""
+    for entry_path in (settings().cache_dir / HEADERS_DIR).glob("*.json"):
+        try:
+            gone = not os.path.exists(json.loads(entry_path.read_bytes())["path"])
+        except (OSError, ValueError, KeyError, TypeError):
+            gone = True  # unreadable, or written by a format without its path: only costs a check
+        if gone:
+            with contextlib.suppress(OSError):
+                entry_path.unlink()
 
 
 def _facts(info: GGUFInfo) -> dict[str, object]:
