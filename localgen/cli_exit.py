@@ -254,8 +254,8 @@ def end_process(code: object) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, AttributeError):  # flush_stdout said what a failed stdout means
             stream.flush()
-    if hasattr(signal, "pthread_sigmask"):  # the command is over: a late Ctrl-C or SIGTERM changes nothing now
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *ENDING_SIGNALS})
+    for late in (signal.SIGINT, *ENDING_SIGNALS):  # the command is over: a late Ctrl-C or SIGTERM changes nothing
+        signal.signal(late, signal.SIG_IGN)  # now (a mask would hold only this thread's, not another's to deliver)
     atexit._run_exitfuncs()  # logging's flush, weakref.finalize's, any a library registered
     if "ctypes" in sys.modules:  # what a C library left in its stdio buffers, as exit() would flush it
         import ctypes

@@ -159,6 +159,28 @@ def test_end_process_flushes_and_runs_the_atexit_work_and_waits_for_a_thread_tha
     assert (result.returncode, result.stdout, result.stderr.splitlines()) == (3, "held in the buffer", said)
 
 
+LATE_SIGNAL = """
+import atexit, os, signal, sys, threading, time
+from localgen.cli_exit import end_process
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()  # as CUDA's or OpenMP's threads are
+def late() -> None:
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    time.sleep(0.3)
+    print("[atexit done]", file=sys.stderr)
+atexit.register(late)
+end_process(0)
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_late_signal_while_the_process_ends_changes_nothing(name: str) -> None:
+    """A Ctrl-C or SIGTERM once the command is over (while end_process does the atexit work) is ignored by the whole
+    process, where a mask of the main thread's let another thread take it: a KeyboardInterrupt in the atexit work,
+    or the default action's exit 143."""
+    result = subprocess.run([sys.executable, "-c", LATE_SIGNAL, name], capture_output=True, text=True, timeout=60,
+                            cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    assert (result.returncode, result.stderr) == (0, "[atexit done]\n"), result
+
 SANDBOX = """
 import sys
 import localgen.template_sandbox as sandbox
