@@ -121,16 +121,18 @@ def run_command(request: RunRequest) -> None:
                          hint="--quiet keeps stderr to errors, where --stats prints speeds and counts: drop one")
     with stderr_quieted(request.quiet) as warn_past_quiet:
         checked = check_run(request)
-        with ending_when_the_reader_goes(sys.stdout):  # a wait for stdin, or the load, ends once no one reads
-            inputs = read_run_inputs(request, checked)
-            loaded = load_for(request.ctx, inputs.options, checked.conversation)
-            loaded, inputs = _with_room_for_the_prompt(request, checked, inputs, loaded)
-        try:
+        loaded: LoadedModel | None = None
+        try:  # the model freed whenever the run ends once it is loaded (the reader's news may come after the watch)
+            with ending_when_the_reader_goes(sys.stdout):  # a wait for stdin, or the load, ends once no one reads
+                inputs = read_run_inputs(request, checked)
+                loaded = load_for(request.ctx, inputs.options, checked.conversation)
+                loaded, inputs = _with_room_for_the_prompt(request, checked, inputs, loaded)
             outcome = answer_run(request, checked, inputs, loaded, warn_past_quiet)
             if outcome is not None:  # said before the model is freed, which the user need not wait for
                 report_run(request, outcome)
         finally:
-            free_or_leave_to_exit(loaded.close)
+            if loaded is not None:
+                free_or_leave_to_exit(loaded.close)
 
 
 def _with_room_for_the_prompt(request: RunRequest, checked: CheckedRun, inputs: RunInputs, loaded: LoadedModel

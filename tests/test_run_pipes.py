@@ -157,3 +157,28 @@ def test_any_command_whose_stdout_is_open_for_reading_says_so(tmp_path: Path, co
         1, "localgen: error: cannot write to stdout: Bad file descriptor (hint: stdout is open for reading only "
            "(1< FILE): send the output to a file with > FILE)\n")
     assert readable.read_text() == "notes\n"
+
+
+READER_GONE_AFTER_THE_LOAD = """
+import signal, sys
+from localgen import cli_run_flow
+from localgen.engine.native import lc
+from localgen.signals import SignalExit
+free = lc.llama_model_free
+lc.llama_model_free = lambda model: (print("[model freed]", file=sys.stderr, flush=True), free(model))
+def reader_gone(*args, **kwargs):
+    raise SignalExit(signal.SIGPIPE)
+cli_run_flow._with_room_for_the_prompt = reader_gone
+sys.argv = ["localgen", "run", "-n", "2", "hi"]
+from localgen.cli import main
+main()
+"""
+
+
+def test_a_reader_gone_just_after_the_load_still_frees_the_model(tmp_path: Path) -> None:
+    """The reader's news landing once the model is loaded, before the answer (in the check that the prompt has
+    room), ends the run with the model freed, where it was left loaded for an in-process caller of cli.main."""
+    proc = subprocess.run([sys.executable, "-c", READER_GONE_AFTER_THE_LOAD], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=60,
+                          env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
+    assert (proc.returncode, proc.stdout, proc.stderr) == (141, "", "[model freed]\n"), proc
