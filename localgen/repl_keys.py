@@ -1,11 +1,12 @@
-"""The chat prompt's keys: Enter (after a backslash too), Alt-Enter, Tab in a message, pastes, Ctrl-G in a search."""
+"""The chat prompt's keys: Enter (after a backslash too), Alt-Enter, Tab in a message, pastes, Ctrl-G and the keys
+that move the cursor in a search."""
 
 from __future__ import annotations
 
 from prompt_toolkit.filters import Condition, has_completions, is_searching
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
-from prompt_toolkit.search import SearchDirection, start_search, stop_search
+from prompt_toolkit.search import SearchDirection, accept_search, start_search, stop_search
 
 from localgen.repl_input import block_is_open, command_block_is_open, parse_command
 
@@ -33,7 +34,9 @@ def key_bindings(paste: PasteMark) -> KeyBindings:
     drops); Alt-Enter / Esc Enter insert a newline; paste notes a paste that begins the line; Tab in a message is a
     tab (in a command line it completes). During a history search
     (Ctrl-R), prompt-toolkit's own keys apply (Enter accepts the match), but for Ctrl-G, which gives up the search
-    and puts back the line as it was before it, as readline's does, and Ctrl-C, which then clears that line.
+    and puts back the line as it was before it, as readline's does, Ctrl-C, which then clears that line, and the keys
+    that move the cursor (Left, Right, Home, End, Ctrl-A, Ctrl-E), which end the search on the line found and move
+    in it, as readline's do, where prompt-toolkit moved in the text searched for.
     """
     bindings = KeyBindings()
     before_search: list[tuple[int, int]] = []  # the line's place in the history, and the cursor's, as a search began
@@ -57,6 +60,16 @@ def key_bindings(paste: PasteMark) -> KeyBindings:
     def _cancel_search(event: KeyPressEvent) -> None:
         _give_up_search(event)  # then Ctrl-C as at the prompt: the line as it was is cleared, and kept for Up
         event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
+
+    @bindings.add("left", filter=is_searching)
+    @bindings.add("right", filter=is_searching)
+    @bindings.add("home", filter=is_searching)
+    @bindings.add("end", filter=is_searching)
+    @bindings.add("c-a", filter=is_searching)
+    @bindings.add("c-e", filter=is_searching)
+    def _move_in_the_match(event: KeyPressEvent) -> None:
+        accept_search()
+        event.app.key_processor.feed(event.key_sequence[0], first=True)  # the key again, now in the line found
 
     @Condition
     def in_a_message() -> bool:

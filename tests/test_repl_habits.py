@@ -394,6 +394,30 @@ def test_a_terminal_that_never_answers_where_its_cursor_is_is_asked_once(tmp_pat
             chat.child.terminate(force=True)
 
 
+def test_keys_that_move_the_cursor_end_a_history_search_on_the_line_found_as_readline_s_do(tmp_path: Path) -> None:
+    """Ctrl-E (End) and Ctrl-A (Home) in a search leave it with the line found and the cursor at its end or start,
+    where prompt_toolkit moved in the text searched for, and what was typed next went on searching."""
+    chat = Chat(tmp_path / "home", "-n", "2", "--no-markdown")
+    try:
+        chat.ask("Tell me one word about pirates.")
+        for move, typed, sent in (("\x05", " Now.", "Tell me one word about pirates. Now."),
+                                  ("\x01", "So: ", "So: Tell me one word about pirates. Now.")):
+            chat.child.sendcontrol("r")
+            chat.child.expect_exact("I-search backward:")
+            chat.child.send("pira")
+            chat.child.expect_exact("pira")
+            turns = len(chat.conversation()["turns"])
+            chat.child.send(move + typed + "\r")
+            state = chat.wait_for(lambda s, n=turns: len(s["turns"]) > n and s["turns"][-1]["answer"] is not None,
+                                   timeout=20)
+            assert state["turns"][-1]["user"] == sent, state["turns"]
+            chat.sync()
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 def test_a_system_prompt_from_a_windows_file_has_plain_newlines(tmp_path: Path) -> None:
     """chat -s "$(cat FILE)" of a Windows file: the system prompt saved has plain newlines and no CR at its end, as
     run's and --system-file's, where every CR went into the conversation."""
