@@ -77,7 +77,7 @@ def _named_by_its_file(found: ResolvedModel, repo: str) -> ResolvedModel:
     from localgen.hub_choice import quant_of
     from localgen.references import parse_reference
 
-    snapshot = next((p for p in found.path.parents if p.parent.name == "snapshots"), None)
+    snapshot = _snapshot_of(found.path)
     if snapshot is None:
         return found
     filename = found.path.relative_to(snapshot).as_posix()
@@ -104,10 +104,7 @@ def _remove_replaced(first: Path, paths: list[Path]) -> tuple[str, int]:
     commit and the bytes that freed (("", 0) where nothing was removed)."""
     from localgen.model_removal import remove_replaced
 
-    def snapshot(path: Path) -> Path | None:
-        return next((p for p in path.parents if p.parent.name == "snapshots"), None)
-
-    old, new = snapshot(first), snapshot(paths[0])
+    old, new = _snapshot_of(first), _snapshot_of(paths[0])
     if old is None or new is None or old == new:
         return "", 0
     try:
@@ -116,3 +113,8 @@ def _remove_replaced(first: Path, paths: list[Path]) -> tuple[str, int]:
         console.warn(f"the copy the new one replaces is still in the cache: {exc.message}")
         return "", 0
     return old.name[:12], freed
+
+
+def _snapshot_of(path: Path) -> Path | None:
+    """The Hugging Face cache's snapshot folder (snapshots/COMMIT) a downloaded file is in, if any."""
+    return next((p for p in path.parents if p.parent.name == "snapshots"), None)
