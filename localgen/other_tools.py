@@ -228,6 +228,8 @@ def option_habit_hint(command: str, typed: str, words: list[str]) -> str | None:
         return output_hint(command, words, at)
     if typed in QUANT_OPTIONS and command in ("pull", "fit"):
         return quant_option_hint(command, words, at)
+    if typed in QUANT_OPTIONS and command in ("run", "chat"):
+        return model_quant_option_hint(command, words, at)
     if command == "pull" and typed in ("--local-dir", "--cache-dir"):  # huggingface-cli download's
         return ("localgen keeps models in the Hugging Face cache and prints each one's path; HF_HUB_CACHE=DIR "
                 "localgen pull ... keeps the cache in DIR")
@@ -241,19 +243,60 @@ def option_habit_hint(command: str, typed: str, words: list[str]) -> str | None:
 def quant_option_hint(command: str, words: list[str], at: int) -> str:
     """For `pull ORG/REPO --quant Q8_0` (or fit's, or huggingface-cli download's --include "*Q8_0*"): the quant goes in
     the reference, and the command so written where the quant and a model named without one were given."""
-    from localgen.references import quant_of_filename
-
-    option, _, value = words[at].partition("=")
-    rest = [*words[:at], *words[at + 1:]]
-    if not value and at + 1 < len(words):
-        value, rest = words[at + 1], [*words[:at], *words[at + 2:]]
-    quant = quant_of_filename(value) if value else None
+    option, quant, rest = _quant_option(words, at)
     model = next((word for word in rest if not word.startswith("-") and ":" not in word
                   and not word.lower().endswith(".gguf")), None)  # a name or a repo given without a quant
     if quant is None or model is None:
         return f"the quant goes in the reference, not in {option}: NAME:QUANT or ORG/REPO:QUANT"
     written = [f"{model}:{quant}" if word == model else word for word in rest]
     return f"the quant goes in the reference: `{shlex.join(['localgen', command, *written])}`"
+
+
+def model_quant_option_hint(command: str, words: list[str], at: int) -> str:
+    """For `run --quant Q8_0 "..."` (or chat's): the quant goes in -m's reference, and the command so written with the
+    model -m names, or the default model where -m is not given."""
+    option, quant, rest = _quant_option(words, at)
+    given = next((index for index, word in enumerate(rest)
+                  if word in ("-m", "--model") or word.startswith("--model=") or word[:2] == "-m"), None)
+    if given is None:
+        model, written = _default_model_without_quant(), rest
+    elif rest[given] in ("-m", "--model"):
+        model = rest[given + 1] if given + 1 < len(rest) else None
+        written = [*rest[:given], *rest[given + 2:]]
+    else:  # --model=REF, -mREF
+        model = rest[given].removeprefix("--model=").removeprefix("-m").removeprefix("=")
+        written = [*rest[:given], *rest[given + 1:]]
+    if quant is None or not model or ":" in model or model.lower().endswith(".gguf"):
+        return f"the quant goes in -m's reference, not in {option}: -m NAME:QUANT or -m ORG/REPO:QUANT"
+    at_model = given if given is not None else 0
+    written = [*written[:at_model], "-m", f"{model}:{quant}", *written[at_model:]]
+    return f"the quant goes in -m's reference: `{shlex.join(['localgen', command, *written])}`"
+
+
+def _quant_option(words: list[str], at: int) -> tuple[str, str | None, list[str]]:
+    """The quant option at words[at] (--quant Q8_0, --quant=Q8_0, --include "*Q8_0*"): its name, the quant its value
+    names (None: none), and the other words."""
+    from localgen.references import quant_of_filename
+
+    option, _, value = words[at].partition("=")
+    rest = [*words[:at], *words[at + 1:]]
+    if not value and at + 1 < len(words):
+        value, rest = words[at + 1], [*words[:at], *words[at + 2:]]
+    return option, quant_of_filename(value) if value else None, rest
+
+
+def _default_model_without_quant() -> str | None:
+    """The registry name or Hub repo run and chat use without -m, without its quant (None: a file, or unreadable)."""
+    from localgen.config import settings
+    from localgen.errors import LocalgenError
+    from localgen.registry import load_registry
+
+    try:
+        registry = load_registry(settings().user_registry)
+        ref = registry.reference(registry.default_reference())
+    except LocalgenError:
+        return None
+    return ref.name if ref.kind == "name" else ref.repo if ref.kind == "repo" else None
 
 
 def output_hint(command: str, words: list[str], at: int) -> str | None:

@@ -731,6 +731,24 @@ def test_a_file_or_quant_given_after_the_repo_is_told_to_go_in_the_reference(arg
 
 
 @pytest.mark.parametrize(("args", "hint"), [
+    (("run", "--quant", "Q8_0", "hi"), "the quant goes in -m's reference: `localgen run -m smollm2-135m:Q8_0 hi`"),
+    (("run", "-s", "Be brief.", "--model=org/M-GGUF", "--quantization=q8_0", "hi"),
+     "the quant goes in -m's reference: `localgen run -s 'Be brief.' -m org/M-GGUF:Q8_0 hi`"),
+    (("chat", "-m", "tiny", "-q", "Q4_K_M"), "the quant goes in -m's reference: `localgen chat -m tiny:Q4_K_M`"),
+    (("run", "-mtiny", "--quant", "Q8_0", "hi"), "the quant goes in -m's reference: `localgen run -m tiny:Q8_0 hi`"),
+    (("chat", "--include", "*Q8_0*"), "the quant goes in -m's reference: `localgen chat -m smollm2-135m:Q8_0`"),
+    (("run", "-m", "tiny:Q4_0", "--quant", "Q8_0", "hi"),
+     "the quant goes in -m's reference, not in --quant: -m NAME:QUANT or -m ORG/REPO:QUANT"),
+])
+def test_a_quant_given_to_run_or_chat_as_an_option_is_told_to_go_in_the_model_s_reference(
+        args: tuple[str, ...], hint: str) -> None:
+    """They were told only to see `localgen run --help` (run's -q is --quiet, and stays so)."""
+    result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
+    assert result.returncode == 2 and result.err.count("\n") == 1
+    assert result.err.strip().endswith(f"(hint: {hint})"), result.err
+
+
+@pytest.mark.parametrize(("args", "hint"), [
     (("pull", "org/M-GGUF:Q8_0", "--local-dir", "models"), "localgen keeps models in the Hugging Face cache and prints "
                                                            "each one's path; HF_HUB_CACHE=DIR localgen pull ... keeps "
                                                            "the cache in DIR"),
