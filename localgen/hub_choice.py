@@ -73,6 +73,13 @@ def _meant_quants(wanted: str, available: list[str]) -> list[str]:
     return (same or begun)[:3]
 
 
+def lacking_quant_hint(model: str, meant: Sequence[str], choices: str) -> str:
+    """The hint for a quant a repo lacks, with the quants it may have meant and those it has, each to be chosen as
+    model:QUANT (model: the repo, or the registry name typed)."""
+    alike = " or ".join(f"{model}:{tag}" for tag in meant)
+    return (f"did you mean {alike}? " if alike else "") + f"{choices}; choose one with {model}:QUANT"
+
+
 def choose_model(files: list[HubFile], *, quant: str | None, filename: str | None,
                  repo: str) -> tuple[HubFile, ...]:
     """The files of one model: by file name (exact, then name, then glob), by quant, else by preference."""
@@ -90,11 +97,9 @@ def choose_model(files: list[HubFile], *, quant: str | None, filename: str | Non
         matches = [g for g in candidates if g[0].quant == wanted]
         if not matches:
             listed = ", ".join(available) if available else "none (no file name carries a quant tag)"
-            meant = " or ".join(f"{repo}:{tag}" for tag in _meant_quants(wanted, available))
-            raise NotInRepoError(f"{repo} has no {wanted} file",
-                                 hint=(f"did you mean {meant}? " if meant else "") +
-                                      f"quants in this repo: {listed}; choose one with {repo}:QUANT", key="quant",
-                                 choices=f"quants in this repo: {listed}")
+            meant, choices = tuple(_meant_quants(wanted, available)), f"quants in this repo: {listed}"
+            raise NotInRepoError(f"{repo} has no {wanted} file", hint=lacking_quant_hint(repo, meant, choices),
+                                 key="quant", choices=choices, meant=meant)
         return _check_complete(_pick(matches), repo)
     for tag in (*QUANT_PREFERENCE, *sorted(set(available) - set(QUANT_PREFERENCE))):
         matches = [g for g in candidates if g[0].quant == tag]

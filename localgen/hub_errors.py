@@ -59,8 +59,11 @@ def blamed_on_entry(spec: ModelSpec | None, ref: ModelRef) -> Iterator[None]:
 
 def entry_error(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> HubError:
     """The Hub error exc, naming the user's models.toml entry whose repo, quant or file it comes of (exc itself when
-    it comes of none: a quant typed on the command line, a built-in entry, the network)."""
+    it comes of none: a built-in entry, the network, a quant typed after a repo; one typed after a registry name that
+    its repo lacks gets a hint that offers quants after the name as typed)."""
     key = _blamed_key(exc, spec, ref)
+    if isinstance(exc, NotInRepoError) and exc.key == "quant" and ref.kind == "name" and ref.quant is not None:
+        return _with_name_typed(exc, ref)
     if spec is None or key is None:
         return exc
     if isinstance(exc, RepoNotFoundError):
@@ -73,6 +76,15 @@ def entry_error(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> HubErro
     if isinstance(exc, NotInRepoError):
         return NotInRepoError(message, hint, key=exc.key, choices=exc.choices)
     return type(exc)(message, hint)
+
+
+def _with_name_typed(exc: NotInRepoError, ref: ModelRef) -> NotInRepoError:
+    """exc for a quant typed after a registry name (tiny:q8) that its repo lacks, its hint offering the name as typed
+    with the quants meant (tiny:Q8_0), where it offered the repo's."""
+    from localgen.hub_choice import lacking_quant_hint
+
+    hint = lacking_quant_hint(ref.text.rpartition(":")[0], exc.meant, exc.choices)
+    return NotInRepoError(exc.message, hint, key=exc.key, choices=exc.choices, meant=exc.meant)
 
 
 def entry_blame(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> str:

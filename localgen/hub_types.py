@@ -13,12 +13,15 @@ class RepoNotFoundError(HubError):
 
 class NotInRepoError(HubError):
     """A repository that lacks what was asked of it: key is 'quant', 'file', or 'repo' (no GGUF model at all);
-    choices: what it has instead ('quants in this repo: Q4_K_M, Q8_0'), for hints."""
+    choices: what it has instead ('quants in this repo: Q4_K_M, Q8_0'), for hints; meant: its quants that a quant it
+    lacks may have meant (Q8_0 for Q8)."""
 
-    def __init__(self, message: str, hint: str | None = None, *, key: str, choices: str = "") -> None:
+    def __init__(self, message: str, hint: str | None = None, *, key: str, choices: str = "",
+                 meant: tuple[str, ...] = ()) -> None:
         super().__init__(message, hint)
         self.key = key
         self.choices = choices
+        self.meant = meant
 
 
 @dataclass(frozen=True)

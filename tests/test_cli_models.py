@@ -409,6 +409,30 @@ def test_missing_quant_lists_the_quants(hub: tuple[HubServer, dict[str, str]]) -
     assert "Q4_1" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_misspelt_quant_after_a_registry_name_is_offered_the_name_as_typed(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """The name typed with the quant meant (tiny:Q8_0) is offered, where the repo with it was (org/tiny-GGUF:Q8_0)."""
+    server, env = hub
+    server.add_repo("org/tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8", 2_000),
+                                      "tiny-Q4_K_M.gguf": make_gguf_bytes("q4", 2_000)})
+    config = Path(env["LOCALGEN_HOME"]) / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "models.toml").write_text('[models.tiny]\nrepo = "org/tiny-GGUF"\nquant = "Q4_K_M"\n')
+    offered = "did you mean {}:Q8_0? quants in this repo: Q4_K_M, Q8_0; choose one with {}:QUANT"
+    for args, model in ((("pull", "tiny:q8"), "tiny"), (("run", "-m", "Tiny:q8", "hi"), "Tiny"),
+                        (("pull", "org/tiny-GGUF:q8"), "org/tiny-GGUF")):
+        result = run_cli(env, *args)
+        assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == (
+            f"localgen: error: org/tiny-GGUF has no Q8 file (hint: {offered.format(model, model)})"), result.stderr
+    offline = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "pull", "tiny:q8")  # as localgen last listed the repo
+    assert offline.returncode == 1 and f"(hint: {offered.format('tiny', 'tiny')}; to check the repo again" in \
+        offline.stderr, offline.stderr
+    builtin = run_cli(env, "pull", "smollm2-135m:q4-1")
+    assert builtin.returncode == 1 and "(hint: did you mean smollm2-135m:Q4_1? quants in this repo: Q4_1; choose one " \
+        "with smollm2-135m:QUANT)" in builtin.stderr, builtin.stderr
+    assert server.count("GET", "/resolve/") == 0
+
+
 def test_models_list_all_adds_the_registry_names(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
     plain = run_cli(env, "models", "list")

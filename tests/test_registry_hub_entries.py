@@ -189,4 +189,6 @@ def test_entry_blame_is_what_entry_error_adds_to_the_message(tmp_path: Path) -> 
     assert entry_error(lacks, registry.spec_for(ref), ref).message == lacks.message + blame
     typed = registry.reference("mine:Q6_K")  # a quant typed on the command line is not the entry's
     assert entry_blame(lacks, registry.spec_for(typed), typed) == ""
-    assert entry_error(lacks, registry.spec_for(typed), typed) is lacks
+    assert entry_error(lacks, registry.spec_for(typed), typed).message == lacks.message
+    assert entry_error(lacks, registry.spec_for(typed), typed).hint == (
+        "quants in this repo: Q8_0; choose one with mine:QUANT"), "the name typed, not the entry's repo"
