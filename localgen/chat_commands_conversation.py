@@ -180,7 +180,7 @@ def list_command(state: ChatState, argument: str) -> None:
     if argument.lower() not in ("", "all"):
         console.say(f"usage: /list [all] (alone: the newest {LIST_NEWEST} saved conversations)")
         return
-    listing = list_conversations(dangling=True)  # a stat of each file: summaries reads only the ones it lists
+    listing = list_conversations(unusable=True)  # a stat of each file: summaries reads only the ones it lists
     conversation = state.session.conversation
     current = conversation.name if conversation.on_disk else None
     entries = summaries(None if argument else LIST_NEWEST, listing=listing, keep=current)  # this chat's, if older

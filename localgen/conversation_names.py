@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 
 from localgen.errors import UsageError
 from localgen.shorten import shorten_middle
 
 MAX_NAME_LENGTH = 100
+MAX_NAME_SUFFIX = 1000  # NAME-2 ... NAME-1000 are tried before a first save gives up
 NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_LENGTH - 1}}}$")
 SHOWN_NAME_CHARS = 40  # a name refused is cut in its middle to this many columns
 _EXAMPLE_NAME = "notes"  # the example a name gets when nothing of it makes one
@@ -56,3 +58,13 @@ def suggested_name(name: str) -> str | None:
     letters = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
     like = re.sub(r"[^A-Za-z0-9._-]+", "-", letters).lstrip("._-")[:MAX_NAME_LENGTH].rstrip("-")
     return like if like and like != name and NAME_PATTERN.fullmatch(like) else _EXAMPLE_NAME
+
+
+def misnamed_file(stem: str, taken: Callable[[str], bool]) -> str:
+    """Why a file of the conversations folder named against the rule (my notes.json, copied there by hand) is not
+    opened, and the name that opens it (taken: whether a name has a file; one taken gives NAME-2, NAME-3, ...)."""
+    like = suggested_name(stem.replace("\\", "-")) or _EXAMPLE_NAME
+    free = next((name for name in (like, *(numbered_name(like, n) for n in range(2, MAX_NAME_SUFFIX + 1)))
+                 if not taken(name)), like)
+    return f"invalid name: rename it to {free}.json to open it; a name must {_CHARACTERS}, up to {MAX_NAME_LENGTH} " \
+        "characters"

@@ -16,11 +16,9 @@ from localgen.config import settings
 from localgen.conversation import FORMAT_VERSION, Conversation, DamagedConversationError, ForeignFormatError
 from localgen.conversation_edits import SavedInPlaceNote, change_by_hand, change_said, remember
 from localgen.conversation_lock import ConversationBusyError, hold, holds, lock_path, release
-from localgen.conversation_names import NAME_PATTERN, check_name, empty_name, numbered_name
+from localgen.conversation_names import MAX_NAME_SUFFIX, NAME_PATTERN, check_name, empty_name, numbered_name
 from localgen.errors import LocalgenError, UsageError
 from localgen.storage import atomic_write_text, check_folder, file_in_the_way, in_the_way, make_folder
-
-MAX_NAME_SUFFIX = 1000  # NAME-2 ... NAME-1000 are tried before a first save gives up
 
 
 def conversations_dir() -> Path:
@@ -359,18 +357,19 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
     return True
 
 
-def list_conversations(*, dangling: bool = False) -> list[tuple[str, float]]:
-    """Saved conversation names with their modification times, newest first (dangling: with the links to a file not
-    there, by the link's own time, for listings that say so)."""
+def list_conversations(*, unusable: bool = False) -> list[tuple[str, float]]:
+    """Saved conversation names with their modification times, newest first (unusable: with the files that cannot be
+    opened, for listings that say why: links to a file not there, by the link's own time, and files copied in by hand
+    whose names break the naming rule, but for hidden ones)."""
     folder = conversations_dir()
     check_folder(folder, "saved conversations")
     if not folder.is_dir():
         return []
     entries = []
     for path in folder.glob("*.json"):
-        if NAME_PATTERN.fullmatch(path.stem):
+        if NAME_PATTERN.fullmatch(path.stem) or (unusable and not path.name.startswith(".")):
             with contextlib.suppress(FileNotFoundError):  # deleted since the listing: not there any more
-                info = path.lstat() if dangling and not path.exists() else path.stat()
+                info = path.lstat() if unusable and not path.exists() else path.stat()
                 if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
                     entries.append((path.stem, info.st_mtime))
     return sorted(entries, key=lambda e: e[1], reverse=True)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.conversation import ForeignFormatError, Turn
-from localgen.conversation_store import list_conversations, read_conversation, saved_path
+from localgen.conversation_names import NAME_PATTERN, misnamed_file
+from localgen.conversation_store import conversations_dir, list_conversations, read_conversation, saved_path
 from localgen.errors import LocalgenError
 from localgen.units import counted, iso_time
 
@@ -29,7 +30,7 @@ class Summary:
     model: str | None = None
     first_message: str | None = None
     problem: str | None = None
-    foreign: bool = False  # saved in another format by another localgen version: kept, not damaged
+    kept: bool = False  # not damaged: saved in another localgen version's format, or named against the naming rule
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready record, the time in ISO 8601 (UTC)."""
@@ -41,7 +42,7 @@ class Summary:
     def described(self) -> str:
         """The first message on one line, cut with … past PREVIEW_CHARS (or what keeps the file from being read)."""
         if self.problem:
-            return f"({self.problem})" if self.foreign else f"(damaged: {self.problem})"
+            return f"({self.problem})" if self.kept else f"(damaged: {self.problem})"
         line = " ".join((self.first_message or "").split())
         return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1].rstrip() + "…"
 
@@ -50,10 +51,13 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
               keep: str | None = None) -> list[Summary]:
     """Every saved conversation, newest first (only the newest limit of them, when given, and keep's after them
     where it is older); one that cannot be read says why. listing: list_conversations()'s, where it was taken."""
-    listing = list_conversations(dangling=True) if listing is None else listing
+    listing = list_conversations(unusable=True) if listing is None else listing
     chosen = listing if limit is None else [*listing[:limit], *(entry for entry in listing[limit:] if entry[0] == keep)]
     found = []
     for name, mtime in chosen:
+        if not NAME_PATTERN.fullmatch(name):  # copied in by hand: a name no command takes
+            found.append(Summary(name, mtime, problem=misnamed_file(name, _taken), kept=True))
+            continue
         if (target := _missing_target(name)) is not None:  # its file in a folder not mounted now, say
             found.append(Summary(name, mtime, problem=f"a link to {target}, which is not there"))
             continue
@@ -61,7 +65,7 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
             conversation = read_conversation(name)
         except ForeignFormatError as exc:
             found.append(Summary(name, mtime, problem=f"format {exc.format_version}, from another localgen version",
-                                 foreign=True))
+                                 kept=True))
             continue
         except LocalgenError as exc:  # damaged, or deleted since the listing
             found.append(Summary(name, mtime, problem=_reason(exc.message)))
@@ -69,6 +73,11 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
         first = conversation.turns[0].user if conversation.turns else ""
         found.append(Summary(name, mtime, len(conversation.turns), conversation.model, first))
     return found
+
+
+def _taken(name: str) -> bool:
+    """Whether the conversations folder has a file (or a link) NAME.json."""
+    return os.path.lexists(conversations_dir() / f"{name}.json")
 
 
 def _missing_target(name: str) -> str | None:

@@ -107,6 +107,28 @@ def test_the_listing_shows_each_conversation_s_size_model_and_first_message() ->
     assert json.loads(run_localgen("conversations", "list", "--json").out) == list(records.values())
 
 
+def test_a_file_named_against_the_rule_is_listed_saying_how_to_rename_it() -> None:
+    """A file copied into the folder by hand under a name no command takes was passed over in silence."""
+    path = _save("cafe", Turn("Hi", "Hello!"))
+    rule = ("a name must start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-', up to "
+            "100 characters")
+    wanted = {"my notes": f"invalid name: rename it to my-notes.json to open it; {rule}",
+              "café": f"invalid name: rename it to cafe-2.json to open it; {rule}",  # cafe.json is taken
+              "a\x1bb": f"invalid name: rename it to a-b.json to open it; {rule}"}
+    for name in [*wanted, ".hidden"]:  # a hidden file is none of the listing's
+        (conversations_dir() / f"{name}.json").write_bytes(path.read_bytes())
+    listed = run_localgen("conversations")
+    assert listed.returncode == 0 and listed.err == "", listed.err
+    rows = {row[0]: row[2:] for row in (line.split("\t") for line in listed.out.splitlines()[1:])}
+    assert rows == {"cafe": ["1", "smollm2-135m", "Hi"], **{name.replace("\x1b", "?"): ["-", "-", f"({problem})"]
+                                                             for name, problem in wanted.items()}}  # made safe
+    records = {r["name"]: r for r in json.loads(run_localgen("conversations", "--json").out)}
+    assert {name: records[name].get("problem") for name in records} == {"cafe": None, **wanted}
+    assert [records["my notes"][key] for key in ("exchanges", "model", "first_message")] == [None, None, None]
+    (conversations_dir() / "my notes.json").rename(conversations_dir() / "my-notes.json")  # as the listing says
+    assert run_localgen("conversations", "show", "my-notes").out.startswith("# my-notes\n")
+
+
 def test_another_format_version_is_kept_not_called_damaged_and_never_offered_for_removal() -> None:
     path = _save("newer", Turn("Hi", "Hello!"))
     path.write_text(path.read_text().replace('"format": 1', '"format": 2'))

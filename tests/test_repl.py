@@ -467,9 +467,14 @@ def test_save_load_and_resume(home: Path) -> None:
     chat.command("/load fruity", "1 exchange")  # waits for the prompt after the whole summary line
     assert "temperature=0.3" in chat.transcript.getvalue().rpartition("/load fruity")[2]
     assert "; stop strings '###'" in chat.transcript.getvalue().rpartition("/load fruity")[2]
+    misnamed = home / "data" / "conversations" / "my notes.json"
+    misnamed.write_text("{}")  # copied in by hand: a name no command takes
     listed = chat.command("/list", "(this chat)")
     assert re.search(r"\*fruity +\d{4}-\d\d-\d\d \d\d:\d\d  1 exchange  Remember the word pineapple\.  \(this chat\)",
                      listed), listed
+    assert re.search(r"  my notes +\d{4}-\d\d-\d\d \d\d:\d\d {14}\(invalid name: rename it to my-notes\.json",
+                     listed), listed
+    misnamed.unlink()  # the chat's own file stays the newest
     assert chat.quit() == 0
 
     resumed = Chat(home, "--continue", "--no-markdown", "-n", "20", "--temperature", "0.9")  # --resume's alias
