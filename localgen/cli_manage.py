@@ -52,11 +52,16 @@ def cache_list(json_output: JsonOpt = False) -> None:
 def cache_clear() -> None:
     """Delete every prompt cache entry."""
     from localgen import console
-    from localgen.promptcache import clear, listed_cache_dir
+    from localgen.promptcache import WRITING_TEMP_S, clear, listed_cache_dir
 
-    count, size = clear(listed_cache_dir())
-    entries = counted(count, "prompt cache entry", "prompt cache entries")
-    console.say(f"localgen: removed {entries} ({binary_size(size)})")
+    cleared = clear(listed_cache_dir())
+    entries = counted(cleared.entries, "prompt cache entry", "prompt cache entries")
+    by_whom = "a stopped run" if cleared.partial == 1 else "stopped runs"
+    stopped = (f" and {counted(cleared.partial, 'partial write')} ({binary_size(cleared.partial_size)}) left by "
+               f"{by_whom}") if cleared.partial else ""
+    writing = (f"; kept {counted(cleared.writing, 'partial write')} touched in the last "
+               f"{WRITING_TEMP_S / 60:.0f} minutes, a run's in progress") if cleared.writing else ""
+    console.say(f"localgen: removed {entries} ({binary_size(cleared.size)}){stopped}{writing}")
 
 
 models_app = typer.Typer(rich_markup_mode=None, help="List, inspect and remove models; show or set the default.",

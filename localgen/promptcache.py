@@ -35,6 +35,7 @@ MAX_IDENTITY_BYTES = 4096
 MAX_TOKENS = 10_000_000
 TEMP_PATTERN = f".*{SUFFIX}.*.tmp"  # an entry being written (storage.atomic_write_bytes)
 STALE_TEMP_S = 3600.0  # a temp file untouched this long is a killed run's
+WRITING_TEMP_S = 300.0  # a temp file touched this recently may be a run's write in progress: `cache clear` keeps it
 MIN_NEW_TOKENS = 256  # prompts that prefill fewer new tokens are not worth a disk write
 MIN_GAIN_TOKENS = 64  # restore only when it saves at least this many tokens of prefill
 
@@ -302,8 +303,20 @@ def evict(directory: Path, max_bytes: int) -> int:
     return removed
 
 
-def clear(directory: Path) -> tuple[int, int]:
-    """Delete every entry (and stray temp files); return (entries, bytes) removed."""
+@dataclass(frozen=True)
+class Cleared:
+    """What clear removed: entries and their bytes, the partial writes of stopped runs and theirs; and how many temp
+    files it left, written too recently to be any but a run's write in progress."""
+
+    entries: int = 0
+    size: int = 0
+    partial: int = 0
+    partial_size: int = 0
+    writing: int = 0
+
+
+def clear(directory: Path) -> Cleared:
+    """Delete every entry, and every temp file no write has touched for WRITING_TEMP_S (a stopped run's)."""
     count = size = 0
     failed: list[OSError] = []
     for entry in list_entries(directory):
@@ -312,14 +325,20 @@ def clear(directory: Path) -> tuple[int, int]:
             size += entry.size
         else:
             failed.append(error)
+    partial = partial_size = writing = 0
     with contextlib.suppress(OSError):
         for stray in directory.glob(TEMP_PATTERN):
-            _remove(stray)
+            with contextlib.suppress(OSError):
+                info = stray.stat()
+                if time.time() - info.st_mtime < WRITING_TEMP_S:
+                    writing += 1
+                elif _remove(stray) is None:
+                    partial, partial_size = partial + 1, partial_size + info.st_size
     if failed:
         raise LocalgenError(f"could not delete {len(failed)} of {len(failed) + count} prompt cache entries "
                             f"in {directory}: {failed[0].strerror or failed[0]}",
                             hint="check that folder's permissions")
-    return count, size
+    return Cleared(count, size, partial, partial_size, writing)
 
 
 def cache_listing() -> dict[str, object]:

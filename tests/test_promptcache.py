@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,7 +20,7 @@ from localgen.engine import Engine, lc
 from localgen.errors import ConfigError
 from localgen.events import Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-from localgen.promptcache import HEADER, PromptCache, clear, entry_parts, evict, list_entries, prompt_cache_for
+from localgen.promptcache import HEADER, Cleared, PromptCache, clear, entry_parts, evict, list_entries, prompt_cache_for
 from localgen.tokens import common_prefix
 from localgen.units import binary_size
 from localgen.verify import file_identity_key
@@ -190,7 +191,28 @@ def test_clear_removes_everything(tmp_path: Path) -> None:
     cache = _cache(tmp_path)
     cache.store([1, 2, 3], b"abc")
     cache.store([4, 5, 6], b"def")
-    assert clear(tmp_path)[0] == 2 and list_entries(tmp_path) == []
+    assert clear(tmp_path).entries == 2 and list_entries(tmp_path) == []
+
+
+def test_clear_leaves_a_write_in_progress_and_counts_a_stopped_run_s(tmp_path: Path) -> None:
+    """Every temp file went, the one another run was writing at that moment too (its save then failed), uncounted."""
+    _cache(tmp_path).store([1, 2, 3], b"abc")
+    stopped, writing = tmp_path / ".abc.lgpc.x1.tmp", tmp_path / ".def.lgpc.x2.tmp"
+    stopped.write_bytes(b"x" * 3000)
+    writing.write_bytes(b"partial state")
+    os.utime(stopped, (time.time() - 600, time.time() - 600))  # untouched for 10 minutes: its run has stopped
+    size = sum(e.size for e in list_entries(tmp_path))
+    assert clear(tmp_path) == Cleared(entries=1, size=size, partial=1, partial_size=3000, writing=1)
+    assert not stopped.exists() and writing.read_bytes() == b"partial state"
+    home = tmp_path / "home"
+    (home / "cache").mkdir(parents=True)
+    (home / "cache" / config.PROMPT_CACHE_DIRNAME).symlink_to(tmp_path)
+    os.utime(writing, (time.time() - 600, time.time() - 600))
+    (tmp_path / ".ghi.lgpc.x3.tmp").write_bytes(b"partial state")
+    cleared = run_localgen("cache", "clear", env={"LOCALGEN_HOME": str(home)})
+    assert cleared.returncode == 0 and cleared.err == (
+        "localgen: removed 0 prompt cache entries (0 B) and 1 partial write (13 B) left by a stopped run; kept 1 "
+        "partial write touched in the last 5 minutes, a run's in progress\n"), cleared.err
 
 
 def test_a_huge_bound_is_shown_in_the_largest_binary_unit() -> None:
