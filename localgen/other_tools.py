@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable
 
 from localgen.errors import UsageError
 
@@ -221,7 +222,9 @@ QUANT_OPTIONS = ("--quant", "--quantization", "-q", "--include")  # a quant as a
 def option_habit_hint(command: str, typed: str, words: list[str]) -> str | None:
     """For an option that command lacks, typed out of another tool's habit (words: the command's words after its
     name): localgen's way to say it, or None."""
-    at = next((at for at, word in enumerate(words) if word.partition("=")[0] == typed), 0)
+    at = next((at for at, word in enumerate(words) if _spells(word, typed)), None)
+    if at is None:  # (not in the words: the hints below name it from them)
+        return None
     if typed in ("-y", "--yes"):  # models rm and conversations rm take it
         return f"`localgen {command}` asks no question, so it takes no {typed}"
     if typed in OUTPUT_OPTIONS:
@@ -238,6 +241,25 @@ def option_habit_hint(command: str, typed: str, words: list[str]) -> str | None:
 
         return f"for a private or gated repo, {LOGIN}"
     return None
+
+
+def _spells(word: str, typed: str) -> bool:
+    """True when word gives option typed: alone, with =VALUE, or a short one with its value stuck on (-qQ8_0)."""
+    short = len(typed) == 2 and typed[0] == "-" and typed[1] != "-"
+    return word.partition("=")[0] == typed or (short and word.startswith(typed))
+
+
+def _option_value(words: list[str], at: int, takes: Callable[[str], bool] = bool) -> tuple[str, str, list[str]]:
+    """The option at words[at] as typed (--quant, -q), its value (in that word after = or a short option's letter,
+    else the next word where takes accepts it; "" for none), and the other words."""
+    word = words[at]
+    option, equals, value = word.partition("=")
+    if not equals and not word.startswith("--") and len(word) > 2:  # -qQ8_0, -ofile.txt
+        option, value = word[:2], word[2:]
+    rest = [*words[:at], *words[at + 1:]]
+    if not equals and not value and at + 1 < len(words) and takes(words[at + 1]):
+        value, rest = words[at + 1], [*words[:at], *words[at + 2:]]
+    return option, value, rest
 
 
 def quant_option_hint(command: str, words: list[str], at: int) -> str:
@@ -278,10 +300,7 @@ def _quant_option(words: list[str], at: int) -> tuple[str, str | None, list[str]
     names (None: none), and the other words."""
     from localgen.references import quant_of_filename
 
-    option, _, value = words[at].partition("=")
-    rest = [*words[:at], *words[at + 1:]]
-    if not value and at + 1 < len(words):
-        value, rest = words[at + 1], [*words[:at], *words[at + 2:]]
+    option, value, rest = _option_value(words, at)
     return option, quant_of_filename(value) if value else None, rest
 
 
@@ -307,10 +326,7 @@ def output_hint(command: str, words: list[str], at: int) -> str | None:
                 '`localgen run "..." > FILE` writes one answer to a file')
     if command != "run":
         return None
-    file = words[at].partition("=")[2]
-    rest = [*words[:at], *words[at + 1:]]
-    if "=" not in words[at] and at + 1 < len(words) and writes_a_file_or_json(words[at + 1]):
-        file, rest = words[at + 1], [*words[:at], *words[at + 2:]]
+    _, file, rest = _option_value(words, at, writes_a_file_or_json)
     command_line = shlex.join(["localgen", "run", *rest]) if rest else 'localgen run "..."'
     if file.lower() == "json":  # az's and gh's --output json
         return f"localgen run --json writes the answer as a JSON record: `{command_line} --json`"
