@@ -249,12 +249,13 @@ def _spells(word: str, typed: str) -> bool:
     return word.partition("=")[0] == typed or (short and word.startswith(typed))
 
 
-def _option_value(words: list[str], at: int, takes: Callable[[str], bool] = bool) -> tuple[str, str, list[str]]:
-    """The option at words[at] as typed (--quant, -q), its value (in that word after = or a short option's letter,
-    else the next word where takes accepts it; "" for none), and the other words."""
+def _option_value(words: list[str], at: int, takes: Callable[[str], bool]) -> tuple[str, str, list[str]]:
+    """The option at words[at] as typed (--quant, -q), its value (in that word after = or, where takes accepts it,
+    after a short option's letter; else the next word where takes accepts it; "" for none), and the other words.
+    A word that is no short option with its value (-output, read by click as -o) is the option whole."""
     word = words[at]
     option, equals, value = word.partition("=")
-    if not equals and not word.startswith("--") and len(word) > 2:  # -qQ8_0, -ofile.txt
+    if not equals and not word.startswith("--") and len(word) > 2 and takes(word[2:]):  # -qQ8_0, -ofile.txt
         option, value = word[:2], word[2:]
     rest = [*words[:at], *words[at + 1:]]
     if not equals and not value and at + 1 < len(words) and takes(words[at + 1]):
@@ -300,7 +301,7 @@ def _quant_option(words: list[str], at: int) -> tuple[str, str | None, list[str]
     names (None: none), and the other words."""
     from localgen.references import quant_of_filename
 
-    option, value, rest = _option_value(words, at)
+    option, value, rest = _option_value(words, at, lambda word: quant_of_filename(word) is not None)
     return option, quant_of_filename(value) if value else None, rest
 
 

@@ -744,6 +744,7 @@ def test_a_repo_of_original_weights_is_told_the_registry_s_gguf_conversion(
     (("pull", "org/M-GGUF", "--quant", "Q8_0"), "the quant goes in the reference: `localgen pull org/M-GGUF:Q8_0`"),
     (("pull", "-q=q4_k_m", "tiny", "--force"), "the quant goes in the reference: `localgen pull tiny:Q4_K_M --force`"),
     (("pull", "org/M-GGUF", "-qQ8_0"), "the quant goes in the reference: `localgen pull org/M-GGUF:Q8_0`"),
+    (("pull", "org/M-GGUF", "-quant", "Q8_0"), "the quant goes in the reference: `localgen pull org/M-GGUF:Q8_0`"),
     (("fit", "org/M-GGUF", "--include", "*Q8_0*"),  # huggingface-cli download's pattern of the files to get
      "the quant goes in the reference: `localgen fit org/M-GGUF:Q8_0`"),
     (("pull", "org/M-GGUF", "--quant"),

@@ -254,6 +254,7 @@ _CHAT_SAVES = ("chat saves the conversation: `localgen conversations show NAME` 
     (["run", "hi", "--output"], "No such option: --output", _TO_STDOUT + '`localgen run "..." > FILE`'),
     (["run", "-o=answer.txt", "hi"], "No such option: -o", _TO_STDOUT + "`localgen run hi > answer.txt`"),
     (["run", "-oanswer.txt", "hi"], "No such option: -oanswer.txt", _TO_STDOUT + "`localgen run hi > answer.txt`"),
+    (["run", "-output", "answer.txt", "hi"], "No such option: -output", _TO_STDOUT + "`localgen run hi > answer.txt`"),
     (["run", "--output", "json", "hi"], "No such option: --output",
      "localgen run --json writes the answer as a JSON record: `localgen run hi --json`"),
     (["chat", "--output", "chat.txt"], "No such option: --output", _CHAT_SAVES),
