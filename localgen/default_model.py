@@ -114,6 +114,18 @@ def default_here(registry: Registry) -> Path | None:
         return None
 
 
+def default_model_without_quant() -> str | None:
+    """The registry name or Hub repo run and chat use without -m, without its quant (None: a file, or unreadable)."""
+    from localgen.config import settings
+
+    try:
+        registry = load_registry(settings().user_registry)
+        ref = registry.reference(registry.default_reference())
+    except LocalgenError:
+        return None
+    return ref.name if ref.kind == "name" else ref.repo if ref.kind == "repo" else None
+
+
 def _here(registry: Registry, ref: ModelRef, spec: ModelSpec | None) -> Path | None:
     """The file a run takes without a download (not checked yet) for a reference to a registry entry (spec) or a Hub
     model, found without the network: a verified download, else the bundled copy it names; None when neither is

@@ -282,7 +282,9 @@ def model_quant_option_hint(command: str, words: list[str], at: int) -> str:
     given = next((index for index, word in enumerate(rest)
                   if word in ("-m", "--model") or word.startswith("--model=") or word[:2] == "-m"), None)
     if given is None:
-        model, written = _default_model_without_quant(), rest
+        from localgen.default_model import default_model_without_quant
+
+        model, written = default_model_without_quant(), rest
     elif rest[given] in ("-m", "--model"):
         model = rest[given + 1] if given + 1 < len(rest) else None
         written = [*rest[:given], *rest[given + 2:]]
@@ -303,20 +305,6 @@ def _quant_option(words: list[str], at: int) -> tuple[str, str | None, list[str]
 
     option, value, rest = _option_value(words, at, lambda word: quant_of_filename(word) is not None)
     return option, quant_of_filename(value) if value else None, rest
-
-
-def _default_model_without_quant() -> str | None:
-    """The registry name or Hub repo run and chat use without -m, without its quant (None: a file, or unreadable)."""
-    from localgen.config import settings
-    from localgen.errors import LocalgenError
-    from localgen.registry import load_registry
-
-    try:
-        registry = load_registry(settings().user_registry)
-        ref = registry.reference(registry.default_reference())
-    except LocalgenError:
-        return None
-    return ref.name if ref.kind == "name" else ref.repo if ref.kind == "repo" else None
 
 
 def output_hint(command: str, words: list[str], at: int) -> str | None:
