@@ -19,6 +19,7 @@ from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
 
 CACHE_FORMAT = 2
 HEADERS_DIR = "headers"  # in the cache folder
+STALE_TEMP_S = 3600.0  # a temp file untouched this long was left by a killed process
 SETTLED_S = 2.0  # a file changed less than this long ago is not kept: a change within its clock tick would go unseen
 CHECKING_MODULES = ("gguf_cache", "gguf_checks", "gguf_cursor", "gguf_foreign", "gguf_format", "gguf_info",
                     "gguf_reader")  # a change to any of them makes every kept header stale
@@ -87,10 +88,17 @@ def forget_header(path: Path) -> None:
         _entry_path(path).unlink()
 
 
+@lru_cache(maxsize=1)
 def _forget_gone_files() -> None:
-    """Drop the headers kept for files no longer there (a model deleted by hand, a file since moved), so the folder
-    holds one entry a model file at most."""
-    for entry_path in (settings().cache_dir / HEADERS_DIR).glob("*.json"):
+    """Drop the headers kept for files no longer there (a model deleted by hand, a file since moved), and the temp
+    files of writes a killed process left, so the folder holds one entry a model file at most; once a process
+    (`models list` may keep many headers)."""
+    folder = settings().cache_dir / HEADERS_DIR
+    for stray in folder.glob(".*.json.*.tmp"):  # storage.atomic_write_bytes's, of a process killed mid-write
+        with contextlib.suppress(OSError):
+            if time.time() - stray.stat().st_mtime > STALE_TEMP_S:
+                stray.unlink()
+    for entry_path in folder.glob("*.json"):
         try:
             gone = not os.path.exists(json.loads(entry_path.read_bytes())["path"])
         except (OSError, ValueError, KeyError, TypeError):
