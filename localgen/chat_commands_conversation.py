@@ -10,7 +10,7 @@ from localgen import console
 from localgen.attached import AttachedText
 from localgen.chat_commands_settings import settings_text
 from localgen.config import settings
-from localgen.conversation_names import NEW_NAME_HINT, empty_name
+from localgen.conversation_names import NAME_PATTERN, NEW_NAME_HINT, empty_name
 from localgen.conversation_store import MissingConversationError, let_go, load_conversation
 from localgen.conversation_summary import name_like_saved
 from localgen.errors import UsageError
@@ -187,7 +187,9 @@ def list_command(state: ChatState, argument: str) -> None:
     if not entries:
         console.say("no saved conversations")
         return
-    console.say(f"{counted(len(listing), 'saved conversation')}, newest first:")
+    misnamed = sum(1 for name, _ in listing if not NAME_PATTERN.fullmatch(name))  # no command opens them
+    also = f" and {counted(misnamed, 'misnamed file')}" if misnamed else ""
+    console.say(f"{counted(len(listing) - misnamed, 'saved conversation')}{also}, newest first:")
     for row in list_rows(entries, current, console.status_width()):
         console.say(row)
     older = len(listing) - len(entries)

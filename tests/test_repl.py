@@ -470,6 +470,7 @@ def test_save_load_and_resume(home: Path) -> None:
     misnamed = home / "data" / "conversations" / "my notes.json"
     misnamed.write_text("{}")  # copied in by hand: a name no command takes
     listed = chat.command("/list", "(this chat)")
+    assert "2 saved conversations and 1 misnamed file, newest first:" in listed, listed  # (the autosave before /save)
     assert re.search(r"\*fruity +\d{4}-\d\d-\d\d \d\d:\d\d  1 exchange  Remember the word pineapple\.  \(this chat\)",
                      listed), listed
     assert re.search(r"  my notes +\d{4}-\d\d-\d\d \d\d:\d\d {14}\(invalid name: rename it to my-notes\.json",
