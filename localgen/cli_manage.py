@@ -60,7 +60,7 @@ def cache_clear() -> None:
     stopped = (f" and {counted(cleared.partial, 'partial write')} ({binary_size(cleared.partial_size)}) left by "
                f"{by_whom}") if cleared.partial else ""
     writing = (f"; kept {counted(cleared.writing, 'partial write')} touched in the last "
-               f"{WRITING_TEMP_S / 60:.0f} minutes, a run's in progress") if cleared.writing else ""
+               f"{WRITING_TEMP_S / 60:.0f} minutes, which may be a run's still writing") if cleared.writing else ""
     console.say(f"localgen: removed {entries} ({binary_size(cleared.size)}){stopped}{writing}")
 
 

@@ -195,7 +195,9 @@ def test_clear_removes_everything(tmp_path: Path) -> None:
 
 
 def test_clear_leaves_a_write_in_progress_and_counts_a_stopped_run_s(tmp_path: Path) -> None:
-    """Every temp file went, the one another run was writing at that moment too (its save then failed), uncounted."""
+    """A temp file touched in the last 5 minutes (another run's write in progress) is kept, and said; an older one (a
+    stopped run's) goes, counted apart from the entries, where every one went uncounted and another run's save
+    failed."""
     _cache(tmp_path).store([1, 2, 3], b"abc")
     stopped, writing = tmp_path / ".abc.lgpc.x1.tmp", tmp_path / ".def.lgpc.x2.tmp"
     stopped.write_bytes(b"x" * 3000)
@@ -212,7 +214,7 @@ def test_clear_leaves_a_write_in_progress_and_counts_a_stopped_run_s(tmp_path: P
     cleared = run_localgen("cache", "clear", env={"LOCALGEN_HOME": str(home)})
     assert cleared.returncode == 0 and cleared.err == (
         "localgen: removed 0 prompt cache entries (0 B) and 1 partial write (13 B) left by a stopped run; kept 1 "
-        "partial write touched in the last 5 minutes, a run's in progress\n"), cleared.err
+        "partial write touched in the last 5 minutes, which may be a run's still writing\n"), cleared.err
 
 
 def test_a_huge_bound_is_shown_in_the_largest_binary_unit() -> None:
