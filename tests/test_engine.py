@@ -23,14 +23,17 @@ from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.stop_flag import StopFlag
 from tests.conftest import chat_prompt
 
-pytestmark = pytest.mark.serial  # llama.cpp's threads in this process, stops timed against chunks (conftest: serial)
+# The engines run one thread, beside other tests (one thread computes this model as fast as two, and a stop polled
+# between graph nodes in Python leaves a second thread spinning); the tests of a signal timed against a long chunk
+# run two threads, as llama.cpp stops them all, alone (serial): two spinning threads stall on a CPU another process
+# keeps busy.
 
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
 
 
 @pytest.fixture(scope="module")
 def engine(bundled_model: Path) -> Iterator[Engine]:
-    with Engine(bundled_model, LoadOptions(n_ctx=2048, n_threads=2, n_threads_batch=2, n_batch=64)) as eng:
+    with Engine(bundled_model, LoadOptions(n_ctx=2048, n_threads=1, n_threads_batch=1, n_batch=64)) as eng:
         yield eng
 
 
@@ -251,7 +254,7 @@ def test_prefill_ahead_keeps_the_shared_prefix_and_never_uses_stale_logits(engin
 
 
 def test_a_prefill_ahead_stopped_part_way_leaves_a_consistent_cache(bundled_model: Path) -> None:
-    options = LoadOptions(n_ctx=2048, n_threads=2, n_threads_batch=2, n_batch=64, n_ubatch=64)
+    options = LoadOptions(n_ctx=2048, n_threads=1, n_threads_batch=1, n_batch=64, n_ubatch=64)
     with Engine(bundled_model, options) as small_batches:
         prompt = chat_prompt(small_batches, "Tell me about cats. " * 30)
         _, plain, _ = _collect(small_batches.generate(prompt, GREEDY, GenerationLimits(max_tokens=8)))
@@ -390,7 +393,7 @@ def test_a_stop_requested_before_the_generation_starts_stops_it(engine: Engine) 
 
 
 def test_an_empty_prompt_and_a_closed_engine_are_errors(bundled_model: Path) -> None:
-    with (Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2)) as small,
+    with (Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1)) as small,
           pytest.raises(UsageError, match="0 tokens")):
         list(small.generate([], GREEDY))
     with pytest.raises(LocalgenError, match="no model is loaded"):
@@ -409,7 +412,7 @@ def test_a_context_without_flash_attention_is_allocated_an_odd_number_of_pads_an
 
 
 def test_context_end_stops_generation(bundled_model: Path) -> None:
-    with Engine(bundled_model, LoadOptions(n_ctx=48, n_threads=2, n_threads_batch=2)) as small:
+    with Engine(bundled_model, LoadOptions(n_ctx=48, n_threads=1, n_threads_batch=1)) as small:
         _, done, _ = _collect(small.generate(chat_prompt(small, "Write a long essay."), GREEDY))
         assert done.finish_reason == "context"
         assert done.usage.prompt_tokens + done.usage.completion_tokens >= 48
@@ -434,14 +437,14 @@ def test_multibyte_generation_streams_whole_characters(engine: Engine) -> None:
 
 
 def test_prefill_chunks_are_aligned_to_the_physical_batch(bundled_model: Path) -> None:
-    options = LoadOptions(n_ctx=512, n_threads=2, n_threads_batch=2, n_batch=64, n_ubatch=32)
+    options = LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1, n_batch=64, n_ubatch=32)
     with Engine(bundled_model, options) as small:
         sizes = small.n_ubatch, small.n_batch
         assert list(chunk_bounds(0, 150, *sizes)) == [(0, 64), (64, 128), (128, 150)]
         assert list(chunk_bounds(40, 150, *sizes)) == [(40, 64), (64, 128), (128, 150)]
         assert list(chunk_bounds(10, 20, *sizes)) == [(10, 20)]
         assert restore_point(60, 64, small.n_ubatch, saved=60) == 60  # a batch under FA_TILE_Q queries: no adjustment
-    with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2)) as big:
+    with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1)) as big:
         assert big.n_ubatch == 512
         ahead = chunk_bounds(100, 700, big.n_ubatch, big.n_batch, most=128)
         assert list(ahead) == [  # prefill ahead: smaller, still aligned
@@ -483,7 +486,7 @@ def test_a_load_that_fails_or_is_interrupted_part_way_frees_what_it_allocated(
 
     monkeypatch.setattr(core, fails_in, interrupted)
     with pytest.raises(KeyboardInterrupt):
-        Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2))
+        Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1))
     expected = ["llama_free", "llama_model_free"] if fails_in == "new_draft_batch" else \
         ["llama_batch_free", "llama_free", "llama_model_free"]
     assert freed == expected
@@ -527,14 +530,14 @@ def test_ctrl_c_as_the_weights_finish_loading_still_frees_them(bundled_model: Pa
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     loaded, freed = _interrupting_load(monkeypatch, before=False)
     with pytest.raises(KeyboardInterrupt):
-        Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2))
+        Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1))
     assert loaded and loaded[0] and freed == loaded, "the model the load returned was freed"
 
 
 def test_ctrl_c_during_the_load_stops_it_early(bundled_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     loaded, freed = _interrupting_load(monkeypatch, before=True)
     with pytest.raises(KeyboardInterrupt):
-        Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2))
+        Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1))
     assert loaded == [None] and freed == [], "llama.cpp gave up the load at its first progress report"
 
 
@@ -546,7 +549,7 @@ def test_a_signal_whose_handler_does_not_raise_still_stops_the_load_cleanly(bund
     previous = signal.signal(signal.SIGINT, lambda *_: None)  # a handler that only asks to stop
     try:
         with pytest.raises(KeyboardInterrupt):
-            Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2))
+            Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1))
     finally:
         signal.signal(signal.SIGINT, previous)
     assert freed == loaded, "no half-made engine: the model was freed"
@@ -568,6 +571,7 @@ def _signal_soon(handler: Callable[[int, object], None]) -> threading.Timer:
     return timer
 
 
+@pytest.mark.serial  # a signal timed against a chunk two threads compute (conftest: serial)
 def test_a_stop_asked_for_mid_chunk_ends_the_chunk(one_chunk_engine: Engine) -> None:
     """Ctrl-C while a long prompt is read acts between graph nodes, not after the whole chunk (seconds on CPU)."""
     engine = one_chunk_engine
@@ -591,6 +595,7 @@ def test_a_stop_asked_for_mid_chunk_ends_the_chunk(one_chunk_engine: Engine) -> 
     assert after.text == fresh.text and after.finish_reason != "interrupted"
 
 
+@pytest.mark.serial  # a signal timed against a chunk two threads compute (conftest: serial)
 def test_a_signal_handler_that_raises_mid_chunk_raises_from_generate(one_chunk_engine: Engine,
                                                                       capfd: pytest.CaptureFixture[str]) -> None:
     """A second Ctrl-C or a SIGTERM raises in the abort callback, where ctypes would only print it."""
