@@ -49,11 +49,10 @@ def test_config_rejects_nonsense(values: dict[str, int]) -> None:
         BenchConfig(**values)
 
 
-@pytest.mark.serial
 def test_measure_on_the_real_engine(bundled_model: Path) -> None:
     seen: list[str] = []
     config = BenchConfig(n_prompt=48, n_gen=6, reps=2)
-    with Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=2, n_threads_batch=2, n_batch=64)) as engine:
+    with Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1, n_batch=64)) as engine:
         prefill = measure_prefill(engine, config, seen.append)
         figures = measurements(prefill, measure_decode(engine, config, seen.append))
     assert len(figures.prefill_tps.samples) == len(figures.decode_tps.samples) == 2
