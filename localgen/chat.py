@@ -13,6 +13,7 @@ from localgen.template_sandbox import TEMPLATE_HINT, one_line, render_template
 
 if TYPE_CHECKING:
     from localgen.engine import Engine
+    from localgen.prompt_tokens import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -91,17 +92,17 @@ class PromptFormat:
             return None
         return plain[len(opening):plain.index(between + user)].strip() or None
 
-    def tokenize(self, engine: Engine, text: str) -> list[int]:
+    def tokenize(self, tokenizer: Tokenizer, text: str) -> list[int]:
         """Tokenize rendered text (a template's control tokens read as such), adding BOS only when the model wants
         it and the text lacks it."""
-        return engine.tokenize(text, add_special=self._needs_bos(text), parse_special=self.is_chat)
+        return tokenizer.tokenize(text, add_special=self._needs_bos(text), parse_special=self.is_chat)
 
     def _needs_bos(self, text: str) -> bool:
         """Whether tokenizing text must add the BOS token."""
         return self.adds_bos and not (self.bos_token and text.startswith(self.bos_token))
 
-    def prompt(self, engine: Engine, messages: Sequence[Message]) -> tuple[str, list[int]]:
-        """The prompt text and tokens for messages.
+    def prompt(self, tokenizer: Tokenizer, messages: Sequence[Message]) -> tuple[str, list[int]]:
+        """The prompt text and tokens for messages (tokenizer: the engine, or a ReusingTokenizer in front of it).
 
         The template's own text is read with its control tokens; the messages' texts are not: a message or
         document that contains '<|im_end|>' gives the model those characters, not a turn's end. Before rendering,
@@ -112,7 +113,7 @@ class PromptFormat:
         pattern = _control_pattern(self.control_tokens) if self.is_chat else None
         if pattern is None or not any(pattern.search(m.content) for m in messages):
             text = self.render(messages)
-            return text, self.tokenize(engine, text)
+            return text, self.tokenize(tokenizer, text)
         mark = _unused_character(messages)
         defused = self.render([Message(m.role, pattern.sub(lambda found: found[0][0] + mark + found[0][1:],
                                                            m.content)) for m in messages])
@@ -122,7 +123,7 @@ class PromptFormat:
             template_text = number % 2 == 0  # the split alternates template text and a defused occurrence
             part = piece.replace(mark, "")  # a defused text a template cut short is left as plain characters
             add_bos = number == 0 and self._needs_bos(part)
-            tokens += engine.tokenize(part, add_special=add_bos, parse_special=template_text)
+            tokens += tokenizer.tokenize(part, add_special=add_bos, parse_special=template_text)
             texts.append(part)
         return "".join(texts), tokens
 

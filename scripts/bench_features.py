@@ -13,6 +13,7 @@ Usage:
   python scripts/bench_features.py cells [--rounds 8] [--ctx 2048 4096 8192]
   python scripts/bench_features.py typing [--rounds 5] [--tokens 1000]
   python scripts/bench_features.py keyecho [--rounds 3] [--chars 20000] [--keys 20]
+  python scripts/bench_features.py prompttokens [--rounds 15] [--tokens 2000 8000 30000]
 
 promptcache: per round, `localgen cache clear`, then `localgen run -f doc.txt "q1"` (cold; saves the prefill)
 and `localgen run -f doc.txt "q2"` (restores it), plus `--no-cache "q2"` as a cold reference; TTFT is the
@@ -54,6 +55,12 @@ thread with nothing beside it, in one process, the rounds alternating.
 keyecho: `localgen chat` in a pty (pexpect, a test extra) with --chars characters pasted into its prompt as one
 line, then --keys keys typed one at a time: the time from each key sent to its echo on the screen (the prompt
 redrawn), per round a new chat.
+
+prompttokens: the CPU time of a chat's follow-up prompt (a new question after a conversation of about --tokens
+tokens of this README), rendered and tokenized whole against rendered and tokenized in pieces by a ReusingTokenizer
+that made the conversation's prompt before (and, cold, the conversation's own prompt in pieces); the rounds
+alternate, and each checks that both give the same tokens. A conversation longer than the model's context is
+tokenized as a model with that context would (the pieces kept scale with it).
 """
 
 from __future__ import annotations
@@ -625,6 +632,60 @@ def bench_keyecho(args: argparse.Namespace) -> None:
           f"(median, min-max): median {spread(medians, 1)} ms, slowest {spread(worst, 1)} ms")
 
 
+def bench_prompttokens(args: argparse.Namespace) -> None:
+    """A follow-up prompt's tokens: whole against in pieces, reusing the conversation's (prompt_tokens)."""
+    from localgen.chat import Message
+    from localgen.prompt_tokens import ReusingTokenizer
+    from localgen.runner import ModelOptions, load_model
+
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    engine, fmt = loaded.engine, loaded.prompt_format
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+
+    class WideEngine:
+        """The engine, as a model whose context holds the conversation shows it."""
+
+        def __init__(self, n_ctx: int) -> None:
+            self.n_ctx = max(n_ctx, engine.n_ctx)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(engine, name)
+
+    def prompt_ms(tokenizer: object, messages: list[Message]) -> tuple[list[int], float]:
+        start = time.process_time()
+        tokens = fmt.prompt(tokenizer, messages)[1]
+        return tokens, (time.process_time() - start) * 1000
+
+    started = time.process_time()
+    engine.special_tokens()
+    print(f"reading the special tokens of {engine.n_vocab:,} (once a model, after as many characters tokenized "
+          f"whole): {(time.process_time() - started) * 1000:.1f} ms CPU")
+    for target in args.tokens:
+        before, offset = [], 0
+        while len(fmt.prompt(engine, before)[1]) < target:
+            for role in ("user", "assistant"):
+                before.append(Message(role, readme[offset % len(readme):][:700]))
+                offset += 700
+        after = [*before, Message("user", "And now a follow-up question: what matters most?")]
+        whole, pieces, cold = [], [], []
+        for _ in range(args.rounds):
+            expected, ms = prompt_ms(engine, after)
+            whole.append(ms)
+            tokenizer = ReusingTokenizer(WideEngine(2 * target), fmt)
+            tokenizer.tokenize(readme * (engine.n_vocab // len(readme) + 1), add_special=False)
+            ms = prompt_ms(tokenizer, before)[1]
+            cold.append(ms)
+            tokens, ms = prompt_ms(tokenizer, after)
+            pieces.append(ms)
+            assert tokens == expected, "the pieces must give the whole text's tokens"
+        print(f"\nfollow-up after {len(expected):,} tokens ({len(after)} messages), {args.rounds} rounds, ms CPU "
+              "(median, min-max)")
+        print(f"  rendered, tokenized whole:          {spread(whole, 2)}")
+        print(f"  rendered, tokenized in pieces:      {spread(pieces, 2)}")
+        print(f"  the conversation's, pieces cold:    {spread(cold, 2)}")
+    loaded.close()
+
+
 def main() -> None:
     """Parse arguments and run one benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -688,11 +749,16 @@ def main() -> None:
     ke.add_argument("--chars", type=int, default=20000)
     ke.add_argument("--keys", type=int, default=20)
     ke.add_argument("chat_args", nargs="*", help="more `localgen chat` options, after --")
+    pt = sub.add_parser("prompttokens")
+    pt.add_argument("--rounds", type=int, default=15)
+    pt.add_argument("--tokens", type=int, nargs="+", default=[2000, 8000, 30000])
+    pt.add_argument("--model", default=None)
+    pt.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     {"penalties": bench_penalties, "promptcache": bench_promptcache, "draft": bench_draft, "batchcost": bench_batchcost,
      "draftbound": bench_draftbound, "fullchat": bench_fullchat,
      "chatturn": bench_chatturn, "busy": bench_busy, "cells": bench_cells, "typing": bench_typing,
-     "keyecho": bench_keyecho}[args.what](args)
+     "keyecho": bench_keyecho, "prompttokens": bench_prompttokens}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -104,3 +104,14 @@ class LoadedModel:
         """The texts of the candidate (id, text) tokens that the loaded vocabulary treats as control tokens."""
         self._check_open()
         return self._vocab.control_among(candidates)
+
+    def special_tokens(self) -> tuple[tuple[bytes, bool], ...]:
+        """The texts of the tokens the tokenizer finds in text first, and whether each takes the whitespace before it
+        (see Vocab.special_tokens)."""
+        self._check_open()
+        return self._vocab.special_tokens()
+
+    def appends_after_text(self) -> bool:
+        """Whether tokenizing with add_special puts a token after the text (an EOS), not only a BOS before it."""
+        self._check_open()
+        return self._vocab.appends_after_text()

@@ -62,3 +62,20 @@ class Vocab:
         special = lc.LLAMA_TOKEN_ATTR_CONTROL | lc.LLAMA_TOKEN_ATTR_UNKNOWN
         return frozenset(text for token, text in candidates
                          if 0 <= token < self.n_tokens and lc.llama_vocab_get_attr(self.pointer, token) & special)
+
+    def special_tokens(self) -> tuple[tuple[bytes, bool], ...]:
+        """Each token llama.cpp finds in text before tokenizing the rest (control, user-defined, unknown; with the
+        attributes it sets at load): its text and whether it takes the whitespace before it (lstrip)."""
+        special = lc.LLAMA_TOKEN_ATTR_CONTROL | lc.LLAMA_TOKEN_ATTR_USER_DEFINED | lc.LLAMA_TOKEN_ATTR_UNKNOWN
+        found = []
+        for token in range(self.n_tokens):
+            attributes = lc.llama_vocab_get_attr(self.pointer, token)
+            if attributes & special:
+                found.append((bytes(lc.llama_vocab_get_text(self.pointer, token)),
+                              bool(attributes & lc.LLAMA_TOKEN_ATTR_LSTRIP)))
+        return tuple(found)
+
+    def appends_after_text(self) -> bool:
+        """Whether tokenizing with add_special puts a token after the text (an EOS, WordPiece's SEP)."""
+        return (lc.llama_vocab_type(self.pointer) == lc.LLAMA_VOCAB_TYPE_WPM
+                or bool(lc.llama_vocab_get_add_eos(self.pointer)))
