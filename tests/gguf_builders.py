@@ -504,19 +504,19 @@ TINY_SPM_VOCAB = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)),
 
 def tiny_model(dst: Path, *, n_embd: int = 64, n_head: int = 4, n_head_kv: int = 2, n_layer: int = 2,
                n_ff: int = 128, n_ctx: int = 256, architecture: str = "llama", seed: int = 0,
-               tokenizer: str = "gpt2") -> Path:
+               tokenizer: str = "gpt2", spm_controls: tuple[str, ...] = ()) -> Path:
     """Write a tiny random-weight llama model with gguf.GGUFWriter that llama.cpp can fully load and run.
 
     tokenizer="gpt2": a byte-level BPE vocabulary of 102 tokens (TINY_VOCAB); tokenizer="llama": a
-    SentencePiece one of 266 tokens with all 256 byte tokens (TINY_SPM_VOCAB). A ChatML template, F32
-    norms, F16 and Q8_0 weights.
+    SentencePiece one of 266 tokens with all 256 byte tokens (TINY_SPM_VOCAB), and spm_controls added as control
+    tokens (a chat template's). A ChatML template, F32 norms, F16 and Q8_0 weights.
     """
     import gguf
     import numpy as np
     from gguf.quants import quantize
 
     rng = np.random.default_rng(seed)
-    vocab = TINY_VOCAB if tokenizer == "gpt2" else TINY_SPM_VOCAB
+    vocab = TINY_VOCAB if tokenizer == "gpt2" else [*TINY_SPM_VOCAB, *spm_controls]
     n_vocab = len(vocab)
     head_dim = n_embd // n_head
     writer = gguf.GGUFWriter(str(dst), architecture)
@@ -541,7 +541,8 @@ def tiny_model(dst: Path, *, n_embd: int = 64, n_head: int = 4, n_head_kv: int =
         writer.add_eos_token_id(vocab.index("<|im_end|>"))
         writer.add_add_bos_token(False)
     else:
-        writer.add_token_types([2, 3, 3, *([6] * 256), *([1] * (n_vocab - 259))])
+        normal = len(TINY_SPM_VOCAB) - 259
+        writer.add_token_types([2, 3, 3, *([6] * 256), *([1] * normal), *([3] * len(spm_controls))])
         writer.add_token_scores([0.0] * 259 + [-float(len(t)) for t in vocab[259:]])
         writer.add_unk_token_id(0)
         writer.add_bos_token_id(1)

@@ -3,6 +3,7 @@ edit, and only the new pieces tokenized."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -183,3 +184,34 @@ def test_split_tokens_keep_only_those_the_tokenizer_starts_over_at() -> None:
     assert split_tokens([end, (b"d<", False)], ends) == ends, "a shorter one is found after it"
     assert split_tokens([end, (b"<|im_end|>\n", True)], ends) == set(), "a longer one starting with it takes spaces"
     assert split_tokens([end, (b"<|im_end|>\n", False)], ends) == ends
+
+
+@pytest.mark.parametrize("space_prefix", [True, False])
+def test_pieces_give_the_whole_texts_tokens_with_a_sentencepiece_vocabulary(tmp_path: Path, space_prefix: bool) -> None:
+    """SentencePiece puts a space before the text after a special token (add_space_prefix, where the model has it),
+    which each piece must get as the whole text does: texts of control tokens, BOS and EOS, spaces, newlines and
+    words, tokenized in pieces (reused ones too) and whole, with and without the special tokens added."""
+    path = gb.tiny_model(tmp_path / "spm.gguf", tokenizer="llama", spm_controls=("<|im_start|>", "<|im_end|>"))
+    if not space_prefix:
+        path = gb.copy_with_metadata(path, tmp_path / "no-prefix.gguf",
+                                     set_values={"tokenizer.ggml.add_space_prefix": False})
+    loaded = load_model(ModelOptions(model=str(path), ctx_size=256, threads=1))
+    try:
+        engine = loaded.engine
+        counting = CountingTokenizer(engine)
+        tokenizer = ReusingTokenizer(counting, loaded.prompt_format)  # type: ignore[arg-type]
+        _past_the_vocabulary(tokenizer, engine)
+        atoms = ["<|im_start|>", "<|im_end|>", "<s>", "</s>", " ", "  ", "\n", "the", "t", "he", "user", "é", " \n "]
+        draw = random.Random(1)
+        texts = ["".join(draw.choice(atoms) for _ in range(draw.randint(0, 14))) for _ in range(400)]
+        for text in [*texts, *texts[:50]]:
+            for add in (False, True):
+                assert tokenizer.tokenize(text, add_special=add) == engine.tokenize(text, add_special=add), (text, add)
+        chat = "<|im_start|>user hello<|im_end|>\n<|im_start|>assistant hi<|im_end|>\n"
+        tokenizer.tokenize(chat, add_special=True)
+        counting.texts.clear()
+        assert tokenizer.tokenize(chat + "<|im_start|>user bye", add_special=True) == engine.tokenize(
+            chat + "<|im_start|>user bye", add_special=True)
+        assert counting.texts == [len("<|im_start|>user bye")], "the pieces seen are reused: the text is cut"
+    finally:
+        loaded.close()
