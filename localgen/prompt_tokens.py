@@ -102,6 +102,11 @@ class ReusingTokenizer:
         and EOS included) that start a fragment wherever they occur; None where there are none, or while they are
         not worth finding. Finding them reads every token of the vocabulary (0.35 us each), about what tokenizing as
         many characters takes: a chat finds them once its texts add up to that many, never where they stay short."""
+        with self._lock:  # the chat's thread and the typing's: one of them reads the vocabulary
+            return self._split_pattern_held(chars)
+
+    def _split_pattern_held(self, chars: int) -> re.Pattern[str] | None:
+        """_split_pattern's work, with the lock held."""
         if not self._splits_known:
             self._chars_whole += chars
             if self._chars_whole < self.engine.n_vocab:

@@ -4,6 +4,8 @@ edit, and only the new pieces tokenized."""
 from __future__ import annotations
 
 import random
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -215,3 +217,26 @@ def test_pieces_give_the_whole_texts_tokens_with_a_sentencepiece_vocabulary(tmp_
         assert counting.texts == [len("<|im_start|>user bye")], "the pieces seen are reused: the text is cut"
     finally:
         loaded.close()
+
+
+def test_the_chat_s_and_the_typing_s_threads_read_the_special_tokens_once(loaded: LoadedModel) -> None:
+    """The chat's thread and the prefill-while-typing's, past the vocabulary's length at once, read its special
+    tokens once (16 ms), where both could read them."""
+    counting = CountingTokenizer(loaded.engine)
+    reads = []
+
+    def slow_special_tokens() -> tuple[tuple[bytes, bool], ...]:
+        reads.append(threading.current_thread().name)
+        time.sleep(0.2)
+        return loaded.engine.special_tokens()
+
+    counting.special_tokens = slow_special_tokens  # type: ignore[method-assign]
+    tokenizer = ReusingTokenizer(counting, loaded.prompt_format)  # type: ignore[arg-type]
+    text = "<|im_start|>user\n" + "plain words " * (loaded.engine.n_vocab // 12 + 1) + "<|im_end|>\n"
+    threads = [threading.Thread(target=tokenizer.tokenize, args=(text,), kwargs={"add_special": False})
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(reads) == 1, reads
