@@ -3,9 +3,11 @@ second conversation named NAME, and the error for a name typed empty."""
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from collections.abc import Callable
+from pathlib import Path
 
 from localgen.errors import UsageError
 from localgen.shorten import shorten_middle
@@ -24,6 +26,10 @@ def check_name(name: str) -> str:
     if not name:
         raise empty_name(NEW_NAME_HINT)
     if not NAME_PATTERN.fullmatch(name):
+        if (copied := _copied_in(name)) is not None:  # `conversations show "my notes"` of a file copied in by hand
+            raise UsageError(f"'{shorten_middle(name, SHOWN_NAME_CHARS)}' is not a valid conversation name",
+                             hint=f"{copied} is there: "
+                                  + misnamed_file(name, name_taken).removeprefix("invalid name: "))
         too_long = len(name) > MAX_NAME_LENGTH  # its example would be the name again, cut: said once, and shortened
         like = None if too_long else suggested_name(name)
         raise UsageError(f"'{shorten_middle(name, SHOWN_NAME_CHARS)}' is not a valid conversation name",
@@ -68,3 +74,23 @@ def misnamed_file(stem: str, taken: Callable[[str], bool]) -> str:
                  if not taken(name)), like)
     return f"invalid name: rename it to {free}.json to open it; a name must {_CHARACTERS}, up to {MAX_NAME_LENGTH} " \
         "characters"
+
+
+def _copied_in(name: str) -> Path | None:
+    """The file NAME.json of the conversations folder for a name the rule refuses (one copied in by hand), if any."""
+    from localgen.conversation_store import conversations_dir
+
+    if "/" in name or "\\" in name or name.startswith("."):
+        return None
+    path = conversations_dir() / f"{name}.json"
+    try:
+        return path if path.is_file() else None
+    except (OSError, ValueError):  # a name too long for the file system, or with a NUL
+        return None
+
+
+def name_taken(name: str) -> bool:
+    """Whether the conversations folder has a file (or a link) NAME.json."""
+    from localgen.conversation_store import conversations_dir
+
+    return os.path.lexists(conversations_dir() / f"{name}.json")

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.conversation import ForeignFormatError, Turn
-from localgen.conversation_names import NAME_PATTERN, misnamed_file
-from localgen.conversation_store import conversations_dir, list_conversations, read_conversation, saved_path
+from localgen.conversation_names import NAME_PATTERN, misnamed_file, name_taken
+from localgen.conversation_store import list_conversations, read_conversation, saved_path
 from localgen.errors import LocalgenError
 from localgen.units import counted, iso_time
 
@@ -56,7 +56,7 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
     found = []
     for name, mtime in chosen:
         if not NAME_PATTERN.fullmatch(name):  # copied in by hand: a name no command takes
-            found.append(Summary(name, mtime, problem=misnamed_file(name, _taken), kept=True))
+            found.append(Summary(name, mtime, problem=misnamed_file(name, name_taken), kept=True))
             continue
         if (target := _missing_target(name)) is not None:  # its file in a folder not mounted now, say
             found.append(Summary(name, mtime, problem=f"a link to {target}, which is not there"))
@@ -73,11 +73,6 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
         first = conversation.turns[0].user if conversation.turns else ""
         found.append(Summary(name, mtime, len(conversation.turns), conversation.model, first))
     return found
-
-
-def _taken(name: str) -> bool:
-    """Whether the conversations folder has a file (or a link) NAME.json."""
-    return os.path.lexists(conversations_dir() / f"{name}.json")
 
 
 def _missing_target(name: str) -> str | None:
