@@ -70,8 +70,8 @@ class Measurements:
     """The measured figures of one benchmark (None for a test skipped with -p 0 or -n 0)."""
 
     follow_up_tokens: int
-    prefill_tps: Stat | None
-    decode_tps: Stat | None
+    prefill_tokens_per_s: Stat | None
+    decode_tokens_per_s: Stat | None
     ttft_s: Stat | None
     reuse_ttft_s: Stat | None
     fresh_ttft_s: Stat | None
@@ -82,7 +82,7 @@ class BenchResult:
     """One `localgen bench` run: the setup and every measurement."""
 
     model: str
-    path: str
+    model_path: str
     backend: str
     n_threads: int
     n_threads_batch: int
@@ -217,14 +217,14 @@ def measurements(prefill: PrefillFigures | None, decode: list[float] | None) -> 
     decode_tps = Stat.of(decode) if decode else None
     if prefill is None or not prefill.prefill_tps:
         return Measurements(0, None, decode_tps, None, None, None)
-    return Measurements(follow_up_tokens=prefill.follow_up_tokens, prefill_tps=Stat.of(prefill.prefill_tps),
-                        decode_tps=decode_tps, ttft_s=Stat.of(prefill.ttft_s),
+    return Measurements(follow_up_tokens=prefill.follow_up_tokens, prefill_tokens_per_s=Stat.of(prefill.prefill_tps),
+                        decode_tokens_per_s=decode_tps, ttft_s=Stat.of(prefill.ttft_s),
                         reuse_ttft_s=Stat.of(prefill.reuse_ttft_s), fresh_ttft_s=Stat.of(prefill.fresh_ttft_s))
 
 
 def measured_any(figures: Measurements) -> bool:
     """Whether a repetition of either test ended (Ctrl-C may stop a benchmark before one does)."""
-    return figures.prefill_tps is not None or figures.decode_tps is not None
+    return figures.prefill_tokens_per_s is not None or figures.decode_tokens_per_s is not None
 
 
 def prefill_context(n_prompt: int) -> int:
@@ -314,7 +314,7 @@ class _BenchRun:
             if self.setup is None and self.started is not None:
                 self.started(loaded.resolved.display_name, str(loaded.resolved.path))
             if name == "prefill" or self.setup is None:  # known before a repetition, for one Ctrl-C may stop
-                self.setup = dict(model=loaded.resolved.display_name, path=str(loaded.resolved.path),
+                self.setup = dict(model=loaded.resolved.display_name, model_path=str(loaded.resolved.path),
                                   backend=engine.backend_version, n_threads=o.n_threads,
                                   n_threads_batch=o.n_threads_batch, n_batch=engine.n_batch, n_ubatch=engine.n_ubatch,
                                   n_ctx=engine.n_ctx if name == "prefill" else None, flash_attn=o.attention_mode,
@@ -385,8 +385,8 @@ def format_result(result: BenchResult, *, first_line: bool = True) -> str:
 
     prefill, decode = r.n_prompt > 0, r.n_gen > 0
     measured = [
-        (f"pp{r.n_prompt}", "prefill", f.prefill_tps, rate, prefill),
-        (f"tg{r.n_gen}", "decode", f.decode_tps, rate, decode),
+        (f"pp{r.n_prompt}", "prefill", f.prefill_tokens_per_s, rate, prefill),
+        (f"tg{r.n_gen}", "decode", f.decode_tokens_per_s, rate, decode),
         (f"ttft pp{r.n_prompt}", "time to first token, cold", f.ttft_s, millis, False),  # None with pp's
         (f"ttft +{f.follow_up_tokens} after pp{r.n_prompt}", "follow-up turn, prompt in KV cache", f.reuse_ttft_s,
          millis, False),
@@ -400,7 +400,7 @@ def format_result(result: BenchResult, *, first_line: bool = True) -> str:
         f"batch {r.n_batch}{f' ({capped})' if capped else ''}, ubatch {r.n_ubatch}"
     stopped = f"\ninterrupted ({stopped_by(r.stopped_by)}): the figures are of the repetitions that finished" \
         if r.interrupted else ""
-    head = (f"{model_line(r.model, r.path)}\n" if first_line else "") + (
+    head = (f"{model_line(r.model, r.model_path)}\n" if first_line else "") + (
             f"{r.backend}, {r.placement}, threads {r.n_threads}/{r.n_threads_batch}, "
             f"{batches}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
             f"{'' if r.repack else f'repack off ({r.repack_off}), '}reps {r.reps}{stopped}\n")

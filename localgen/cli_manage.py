@@ -226,8 +226,8 @@ def _partial_json(part: PartialDownload | None) -> dict[str, object] | None:
 
     if part is None:
         return None
-    return {"kept": part.kept, "size": part.size, "running": part.running,
-            "resume": f"localgen pull {shlex.quote(part.name)}", "parts": [str(path) for path in part.parts]}
+    return {"kept_bytes": part.kept, "size": part.size, "running": part.running,
+            "resume": f"localgen pull {shlex.quote(part.name)}", "paths": [str(path) for path in part.parts]}
 
 
 def _listed_json(row: ListedModel, *, default: bool = False, part: PartialDownload | None = None) -> dict[str, object]:
@@ -305,7 +305,7 @@ def models_show(
             "name": resolved.display_name, "architecture": info.architecture, "parameters": parameters,
             "quant": info.quant, "context_length": info.context_length, "layers": info.block_count,
             "embedding_size": info.embedding_length, "chat_template": bool(info.chat_template),
-            "license": license_, "file_size": size, "shards": expected,
+            "license": license_, "size": size, "shards": expected,
             "missing_shards": len(missing), "sha256": sha, "source": resolved.shown_source,
             "path": str(resolved.path), "load_plan": plan, "downloaded": True,
             "entry": entry_json(spec) if spec else None}, indent=2))

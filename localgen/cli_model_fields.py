@@ -25,7 +25,7 @@ def show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | No
         print(console.json_text({
             "name": spec.name, "architecture": None, "parameters": None, "quant": quant or None,
             **dict.fromkeys(("context_length", "layers", "embedding_size", "chat_template")), "license": spec.license,
-            "file_size": size, **dict.fromkeys(("shards", "missing_shards")), "sha256": sha,
+            "size": size, **dict.fromkeys(("shards", "missing_shards")), "sha256": sha,
             **dict.fromkeys(("source", "path", "load_plan")), "downloaded": False, "entry": entry_json(spec)},
             indent=2))
         return

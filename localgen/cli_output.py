@@ -85,8 +85,8 @@ def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput 
     conversation the exchange went into, if any."""
     try:
         if output is None:
-            record = completion.to_dict() | {"model": {"name": loaded.resolved.display_name,
-                                                      "path": str(loaded.resolved.path)}}
+            record = completion.to_dict() | {"model": loaded.resolved.display_name,
+                                             "model_path": str(loaded.resolved.path)}
             if conversation is not None:
                 record["conversation"] = conversation
             console.write_out(sys.stdout, console.json_text(record) + "\n")

@@ -158,10 +158,10 @@ class Hardware:
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready description."""
-        return {"ram_total": self.memory.total_bytes, "ram_available": self.memory.available_bytes,
-                "ram_source": self.memory.source, "ram_budget": self.ram_budget_bytes, "cores": self.cores,
-                "gpu_offload": self.gpu_offload, "vram_budget": self.vram_budget_bytes,
-                "gpus": [{"name": g.name, "total": g.total_bytes, "free": g.free_bytes, "source": g.source}
+        return {"ram_total_bytes": self.memory.total_bytes, "ram_available_bytes": self.memory.available_bytes,
+                "ram_source": self.memory.source, "ram_budget_bytes": self.ram_budget_bytes, "cores": self.cores,
+                "gpu_offload": self.gpu_offload, "vram_budget_bytes": self.vram_budget_bytes,
+                "gpus": [{"name": g.name, "total_bytes": g.total_bytes, "free_bytes": g.free_bytes, "source": g.source}
                          for g in self.gpus],
                 "nvidia_gpus": [g.name for g in self.nvidia_gpus], "llama_cpp_python": self.llama_version,
                 "cpu_repack_types": sorted(self.cpu_repack_types)}

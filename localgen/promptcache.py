@@ -349,13 +349,14 @@ def cache_listing() -> dict[str, object]:
     entries = list_entries(directory)
     models = entry_models()
 
-    def model(entry: CacheEntry) -> dict[str, str | None]:
+    def model_path(entry: CacheEntry) -> str | None:
         path = models.get(entry.model_key)
-        return {"model": path.name if path else None, "model_path": str(path) if path else None}
+        return str(path) if path else None
 
     return {"directory": str(directory), "max_bytes": prompt_cache_bytes(), "total_bytes": sum(e.size for e in entries),
-            "entries": [{"file": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": iso_time(e.last_used),
-                         **model(e), **({"problem": e.problem} if e.problem else {})} for e in entries]}
+            "entries": [{"path": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": iso_time(e.last_used),
+                         "model_path": model_path(e), **({"problem": e.problem} if e.problem else {})}
+                        for e in entries]}
 
 
 def describe_cache() -> tuple[list[str], list[list[str]]]:

@@ -68,7 +68,7 @@ class FitOption:
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready description."""
         e = self.estimate
-        return {"label": self.label, "quant": self.quant, "files": list(self.filenames), "file_size": self.file_size,
+        return {"label": self.label, "quant": self.quant, "files": list(self.filenames), "size": self.file_size,
                 "n_ctx": e.n_ctx if e else None,
                 "weights_bytes": e.weights_bytes if e else None, "kv_bytes": e.kv_bytes if e else None,
                 "total_bytes": e.total_bytes if e else None, "ram_bytes": e.ram_bytes if e else None,

@@ -47,7 +47,7 @@ class FitReport:
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready description."""
-        return {"reference": self.reference, "repo": self.repo, "hardware": self.hardware.to_dict(),
+        return {"model": self.reference, "repo": self.repo, "hardware": self.hardware.to_dict(),
                 "ctx_size": self.request.ctx_size, "kv_type": self.request.kv_type,
                 "options": [o.to_dict() | {"chosen": i == self.chosen} for i, o in enumerate(self.options)],
                 "chosen": self.options[self.chosen].label if self.chosen is not None else None,

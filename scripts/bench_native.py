@@ -170,8 +170,9 @@ def run_localgen(args: argparse.Namespace) -> dict[str, Any]:
                          cwd=REPO_ROOT).stdout
     record = json.loads(out)
     figures = record["figures"]
-    return {"busy": record["busy_elsewhere"], "pp": figures["prefill_tps"]["mean"], "tg": figures["decode_tps"]["mean"],
-            "pp_samples": figures["prefill_tps"]["samples"], "tg_samples": figures["decode_tps"]["samples"],
+    prefill, decode = figures["prefill_tokens_per_s"], figures["decode_tokens_per_s"]
+    return {"busy": record["busy_elsewhere"], "pp": prefill["mean"], "tg": decode["mean"],
+            "pp_samples": prefill["samples"], "tg_samples": decode["samples"],
             "ttft_ms": figures["ttft_s"]["mean"] * 1000, "reuse_ttft_ms": figures["reuse_ttft_s"]["mean"] * 1000,
             "fresh_ttft_ms": figures["fresh_ttft_s"]["mean"] * 1000}
 

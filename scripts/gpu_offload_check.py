@@ -109,7 +109,7 @@ def _reply(holder: subprocess.Popen[str], timeout: float = 120) -> int | None:
 def _vram_budget() -> int | None:
     """The VRAM budget localgen plans with on the first GPU now (`fit --json`), None where fit failed."""
     proc = localgen("fit", "smollm2-135m", "--json", LOCALGEN_DEBUG="0", **ONE_GPU)
-    return json.loads(proc.stdout)["hardware"]["vram_budget"] if proc.returncode == 0 else None
+    return json.loads(proc.stdout)["hardware"]["vram_budget_bytes"] if proc.returncode == 0 else None
 
 
 def with_vram_held(budget: int, then: Callable[[], None]) -> None:

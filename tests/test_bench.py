@@ -55,8 +55,8 @@ def test_measure_on_the_real_engine(bundled_model: Path) -> None:
     with Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1, n_batch=64)) as engine:
         prefill = measure_prefill(engine, config, seen.append)
         figures = measurements(prefill, measure_decode(engine, config, seen.append))
-    assert len(figures.prefill_tps.samples) == len(figures.decode_tps.samples) == 2
-    assert figures.prefill_tps.mean > 0 and figures.decode_tps.mean > 0
+    assert len(figures.prefill_tokens_per_s.samples) == len(figures.decode_tokens_per_s.samples) == 2
+    assert figures.prefill_tokens_per_s.mean > 0 and figures.decode_tokens_per_s.mean > 0
     assert figures.ttft_s.mean > 0 and figures.reuse_ttft_s.mean > 0 and figures.fresh_ttft_s.mean > 0
     assert figures.follow_up_tokens > 10
     assert any("warm-up" in line for line in seen) and any("rep 2/2" in line for line in seen)
@@ -66,9 +66,9 @@ def test_measure_on_the_real_engine(bundled_model: Path) -> None:
 
 def test_table_names_every_test() -> None:
     stat = Stat.of([100.0, 110.0])
-    figures = Measurements(follow_up_tokens=29, prefill_tps=stat, decode_tps=stat, ttft_s=Stat.of([0.5]),
-                           reuse_ttft_s=Stat.of([0.05]), fresh_ttft_s=Stat.of([0.04]))
-    result = BenchResult(model="m", path="/m.gguf", backend="llama-cpp-python x", n_threads=2, n_threads_batch=2,
+    figures = Measurements(follow_up_tokens=29, prefill_tokens_per_s=stat, decode_tokens_per_s=stat,
+                           ttft_s=Stat.of([0.5]), reuse_ttft_s=Stat.of([0.05]), fresh_ttft_s=Stat.of([0.04]))
+    result = BenchResult(model="m", model_path="/m.gguf", backend="llama-cpp-python x", n_threads=2, n_threads_batch=2,
                          n_batch=512, n_ubatch=512, n_ctx=1024, flash_attn="auto", kv_type="f16", n_prompt=512,
                          n_gen=128, reps=2, figures=figures)
     table = format_result(result)
@@ -90,13 +90,13 @@ def test_table_names_every_test() -> None:
         "flash-attn" in batch_only, "the note goes with what was capped"
     decode_only = format_result(replace(result, n_batch=256, n_ubatch=256, n_ctx=None, n_ctx_decode=70, n_prompt=0))
     assert "ubatch 256 (both capped at the 256 cells llama.cpp allocates for the 70-token context)," in decode_only
-    assert json.loads(json.dumps(result.to_dict()))["figures"]["decode_tps"]["mean"] == 105.0
+    assert json.loads(json.dumps(result.to_dict()))["figures"]["decode_tokens_per_s"]["mean"] == 105.0
 
 
 def test_an_interrupted_table_says_so_and_what_each_figure_is_of() -> None:
-    figures = Measurements(follow_up_tokens=29, prefill_tps=Stat.of([100.0]), decode_tps=None,
+    figures = Measurements(follow_up_tokens=29, prefill_tokens_per_s=Stat.of([100.0]), decode_tokens_per_s=None,
                            ttft_s=Stat.of([0.5]), reuse_ttft_s=Stat.of([0.05]), fresh_ttft_s=Stat.of([0.04]))
-    result = BenchResult(model="m", path="/m.gguf", backend="llama-cpp-python x", n_threads=2, n_threads_batch=2,
+    result = BenchResult(model="m", model_path="/m.gguf", backend="llama-cpp-python x", n_threads=2, n_threads_batch=2,
                          n_batch=512, n_ubatch=512, n_ctx=1024, flash_attn="auto", kv_type="f16", n_prompt=512,
                          n_gen=128, reps=3, figures=figures, stopped_by=signal.SIGINT)
     table = format_result(result, first_line=False)
@@ -111,7 +111,7 @@ def test_an_interrupted_table_says_so_and_what_each_figure_is_of() -> None:
 def test_a_test_whose_threads_lost_cpu_time_to_other_processes_is_said_to_be_low() -> None:
     stat = Stat.of([100.0])
     figures = Measurements(29, stat, stat, stat, stat, stat)
-    result = BenchResult(model="m", path="/m.gguf", backend="x", n_threads=2, n_threads_batch=2, n_batch=512,
+    result = BenchResult(model="m", model_path="/m.gguf", backend="x", n_threads=2, n_threads_batch=2, n_batch=512,
                          n_ubatch=512, n_ctx=1024, flash_attn="auto", kv_type="f16", n_prompt=512, n_gen=128, reps=2,
                          figures=figures, busy_elsewhere={"prefill": 0.3, "decode": 1.04})
     assert contention_note(result, 2) == ("other processes kept CPUs busy (0.30 during the prefill test and 1.04 "
@@ -191,7 +191,8 @@ def test_sigterm_during_bench_gives_the_json_of_what_was_measured_and_exits_143(
     record = json.loads(out)
     assert record["interrupted"] is True and "stopped_by" not in record
     figures = record["figures"]
-    assert len(figures["prefill_tps"]["samples"]) == 2 and len(figures["decode_tps"]["samples"]) == 1, figures
+    prefill, decode = figures["prefill_tokens_per_s"], figures["decode_tokens_per_s"]
+    assert len(prefill["samples"]) == 2 and len(decode["samples"]) == 1, figures
 
 
 def test_ctrl_c_before_a_repetition_ends_says_nothing_was_measured() -> None:
@@ -247,7 +248,7 @@ def test_cli_bench_json() -> None:
     assert record["n_prompt"] == 32 and record["n_gen"] == 4 and record["reps"] == 1
     assert record["repack"] is use_cpu_extra_buffers()
     assert record["repack_off"] == ("" if record["repack"] else "LOCALGEN_AMX=0"), "the suite runs with AMX off"
-    assert record["figures"]["decode_tps"]["mean"] > 0
+    assert record["figures"]["decode_tokens_per_s"]["mean"] > 0
     assert (record["n_ctx"], record["n_ctx_decode"]) == (32 + 128 + 64, 4 + 2 + 64), "each test in a context its size"
     assert "bench: loading smollm2-135m" in result.err, "progress goes to stderr"
     assert "--batch-size" not in result.err and record["n_batch"] < 512, "the default batch size is not the user's"
@@ -281,8 +282,8 @@ def test_zero_skips_a_test_as_in_llama_bench() -> None:
     assert (record["n_ctx"], record["n_ctx_decode"]) == (None, 4 + 2 + 64), "n_ctx is the prefill test's"
     figures = record["figures"]
     assert [key for key, value in figures.items() if value is None] == [
-        "prefill_tps", "ttft_s", "reuse_ttft_s", "fresh_ttft_s"]
-    assert len(figures["decode_tps"]["samples"]) == 1 and figures["decode_tps"]["mean"] > 0
+        "prefill_tokens_per_s", "ttft_s", "reuse_ttft_s", "fresh_ttft_s"]
+    assert len(figures["decode_tokens_per_s"]["samples"]) == 1 and figures["decode_tokens_per_s"]["mean"] > 0
     assert "pp0" not in decode_only.err, "no prefill test was run"
     prefill_only = run_localgen("bench", "-p", "16", "-n", "0", "-r", "1", "-t", "1")
     assert prefill_only.returncode == 0, prefill_only.err

@@ -987,7 +987,7 @@ def _run_file(env: dict[str, str], *args: str) -> str:
     """The file name of the model a run of the repo named without a quant answered with."""
     run = run_localgen("run", *args, "-m", REPO, "hi", "-n", "1", "--json", env=env)
     assert run.returncode == 0, run.err
-    return Path(json.loads(run.out)["model"]["path"]).name
+    return Path(json.loads(run.out)["model_path"]).name
 
 
 def _fit_chosen(env: dict[str, str], *args: str) -> str:

@@ -619,7 +619,7 @@ def _shard_tensors(path: Path) -> tuple[TensorInfo, ...]:
 def test_models_show_gives_a_split_model_s_whole_size(shards: list[Path], bundled: Path, tmp_path: Path) -> None:
     shown = run_localgen("models", "show", str(shards[0]), "--json", env={"LOCALGEN_HOME": str(tmp_path)})
     facts = json.loads(shown.out)
-    assert facts["shards"] == 3 and facts["file_size"] == sum(p.stat().st_size for p in shards), shown.err
+    assert facts["shards"] == 3 and facts["size"] == sum(p.stat().st_size for p in shards), shown.err
     assert facts["parameters"] == read_gguf(bundled).parameter_count
 
 

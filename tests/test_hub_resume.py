@@ -90,9 +90,9 @@ def _check_listed_as_partly_downloaded(partial: Path, kept: int, capsys: pytest.
     assert [m["source"] for m in listed] == ["bundled", "hub"] and listed[0]["default"], listed
     assert listed[1] == {"name": f"{REPO}:Q4_K_M", "repo": REPO, "quant": "Q4_K_M", "size": kept, "last_used": None,
                          "path": str(partial), "source": "hub", "verified": False, "missing_shards": 0,
-                         "default": False, "partial": {"kept": kept, "size": SIZE, "running": False,
+                         "default": False, "partial": {"kept_bytes": kept, "size": SIZE, "running": False,
                                                        "resume": f"localgen pull {REPO}:Q4_K_M",
-                                                       "parts": [str(partial)]}}, listed
+                                                       "paths": [str(partial)]}}, listed
     models_list()
     table, notes = capsys.readouterr()
     shown = f"{binary_size(kept)} of 976.6 KiB"
@@ -129,7 +129,7 @@ def test_a_split_model_cut_in_its_second_shard_is_listed_once_with_what_is_kept(
     capsys.readouterr()
     models_list(json_output=True)
     listed = [m for m in json.loads(capsys.readouterr().out) if m["source"] == "hub"]
-    assert [(m["name"], m["size"], m["missing_shards"], m["partial"]["kept"]) for m in listed] == [
+    assert [(m["name"], m["size"], m["missing_shards"], m["partial"]["kept_bytes"]) for m in listed] == [
         ("org/split-GGUF:Q4_0", SIZE, 1, kept)], listed
     models_list()  # its row, as a part alone's, says what is kept of the whole
     table = capsys.readouterr().out

@@ -286,7 +286,7 @@ def test_models_default_prints_and_sets_the_model_run_takes_without_m(tmp_path: 
     (tmp_path / "mine.gguf").symlink_to(bundled_model_file())  # a file run knows by no other name
     assert run_localgen("models", "default", str(tmp_path / "mine.gguf"), env=env).returncode == 0
     ran = run_localgen("run", "-n", "1", "--json", "hi", env=env)
-    assert ran.returncode == 0 and json.loads(ran.out)["model"]["path"] == str(tmp_path / "mine.gguf"), ran.err
+    assert ran.returncode == 0 and json.loads(ran.out)["model_path"] == str(tmp_path / "mine.gguf"), ran.err
 
 
 def test_an_entry_and_defaults_may_give_stop_strings_as_ollama_s_parameter_stop(home: Path) -> None:

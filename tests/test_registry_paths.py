@@ -100,7 +100,7 @@ def test_run_loads_the_entry_s_file_with_its_settings(own: Path, bundled_model: 
     by_entry = localgen(own, "run", "-m", "mine", "Name a fruit.", "--json")
     assert by_entry.returncode == 0, by_entry.err
     record = json.loads(by_entry.out)
-    assert record["model"] == {"name": "mine", "path": str(own.parent / "models" / "mine.Q4_1.gguf")}
+    assert (record["model"], record["model_path"]) == ("mine", str(own.parent / "models" / "mine.Q4_1.gguf"))
     by_path = run_localgen("run", "-m", str(bundled_model), "Name a fruit.", "--json", "-s", "Answer in French.",
                            "-n", "6", *GREEDY)
     assert by_path.returncode == 0, by_path.err

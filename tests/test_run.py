@@ -123,14 +123,15 @@ def test_json_output_fields() -> None:
     result = run_localgen("run", "Hi", "-n", "3", "--json", *GREEDY)
     assert result.returncode == 0, result.err
     record = json.loads(result.out)
-    assert set(record) == {"text", "finish_reason", "usage", "timings", "seed", "threads", "threads_chosen", "model"}
+    assert set(record) == {"text", "finish_reason", "usage", "timings", "seed", "threads", "threads_chosen", "model",
+                           "model_path"}
     assert 1 <= record["threads"] <= record["threads_chosen"]
     assert set(record["usage"]) == {"prompt_tokens", "cached_tokens", "prompt_cache_tokens", "completion_tokens",
                                     "total_tokens"}
     assert set(record["timings"]) == {"ttft_s", "prefill_s", "prefill_tokens_per_s", "decode_s",
                                       "decode_tokens_per_s"}
     assert record["finish_reason"] == "length", "-n 3 cuts a greedy answer to Hi"
-    assert record["model"]["name"] == "smollm2-135m"
+    assert record["model"] == "smollm2-135m"
     assert record["usage"]["total_tokens"] == record["usage"]["prompt_tokens"] + 3
     assert result.out.count("\n") == 1
 
@@ -155,7 +156,7 @@ def test_json_names_a_model_given_by_a_relative_path_by_its_absolute_path() -> N
     relative = os.path.relpath(bundled, REPO_ROOT)  # run_localgen runs in the checkout
     result = run_localgen("run", "-m", relative, "Hi", "-n", "1", "--json", *GREEDY)
     assert result.returncode == 0, result.err
-    assert json.loads(result.out)["model"] == {"name": relative, "path": str(bundled)}
+    assert (json.loads(result.out)["model"], json.loads(result.out)["model_path"]) == (relative, str(bundled))
 
 
 COPY_TEXT = ("Copy this text: The old lighthouse keeper climbed the stairs every night, lit the lamp, and watched the "
@@ -832,9 +833,9 @@ def test_a_model_file_name_that_is_not_utf8_loads_and_shows_as_ufffd(bundled_mod
     shutil.copyfile(bundled_model, model)
     result = run_localgen("run", "-m", str(model), "hi", "-n", "2", "--json", *GREEDY)
     assert result.returncode == 0, result.err
-    assert json.loads(result.out)["model"]["path"].endswith("bad\ufffdname.gguf")
+    assert json.loads(result.out)["model_path"].endswith("bad\ufffdname.gguf")
     fit = run_localgen("fit", str(model), "--json")
-    assert fit.returncode == 0 and json.loads(fit.out)["reference"].endswith("bad\ufffdname.gguf"), fit.out
+    assert fit.returncode == 0 and json.loads(fit.out)["model"].endswith("bad\ufffdname.gguf"), fit.out
     table = run_localgen("fit", str(model))
     assert "bad\ufffdname.gguf: RAM" in table.err, "a status line shows U+FFFD, not a \\udcff escape"
 

@@ -1,0 +1,72 @@
+"""Every command's --json speaks one vocabulary: a file is `path` and `size` (bytes), a model `model` (its name) and
+`model_path`, other byte counts `*_bytes`, times ISO 8601 in UTC."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from tests.conftest import run_localgen
+
+RETIRED = {"file", "file_size", "reference", "kept", "parts", "prefill_tps", "decode_tps", "ram_total",
+           "ram_available", "ram_budget", "vram_budget", "total", "free"}  # each said now by one name everywhere
+TIMES = {"created", "updated", "last_used"}
+COMMANDS = [("models", "list", "--json"), ("models", "list", "--all", "--json"), ("models", "show", "--json"),
+            ("models", "show", "--json", "qwen2.5-1.5b"), ("cache", "--json"), ("conversations", "--json"),
+            ("conversations", "show", "--json", "talk"), ("fit", "--json"),
+            ("bench", "--json", "-p", "8", "-n", "2", "-r", "1", "-t", "1")]
+
+
+def _objects(value: object, where: str) -> Iterator[tuple[str, dict[str, object]]]:
+    """Every JSON object in value, with where it is."""
+    if isinstance(value, dict):
+        yield where, value
+        for key, item in value.items():
+            yield from _objects(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _objects(item, f"{where}[{index}]")
+
+
+def test_every_json_output_names_a_file_a_model_a_size_and_a_time_the_same_way(home: Path, tmp_path: Path,
+                                                                                 bundled_model: Path) -> None:
+    doc = tmp_path / "doc.txt"
+    doc.write_text("The quick brown fox jumps over the lazy dog. " * 40)  # long enough for a prompt cache entry
+    env = {"LOCALGEN_OFFLINE": "1"}
+    ran = run_localgen("run", "--json", "-n", "2", "-t", "1", "--temperature", "0", "--conversation", "talk",
+                       "-f", str(doc), "Sum it up.", env=env)
+    assert ran.returncode == 0, ran.err
+    records = {"run": json.loads(ran.out)}
+    for args in COMMANDS:
+        result = run_localgen(*args, env=env)
+        assert result.returncode == 0, (args, result.err)
+        records[" ".join(args)] = json.loads(result.out)
+    for command, record in records.items():
+        for where, found in _objects(record, command):
+            assert not RETIRED & found.keys(), (where, sorted(RETIRED & found.keys()))
+            if isinstance(found.get("path"), str) and "defined_in" not in found:  # a models.toml entry names a file
+                assert isinstance(found.get("size"), int), (where, "a file's object gives its size")
+            for key, value in found.items():
+                if key == "path" or key.endswith("_path"):
+                    assert value is None or (isinstance(value, str) and os.path.isabs(value)), (where, key, value)
+                if key == "model":
+                    assert value is None or isinstance(value, str), (where, "a model is named by its name")
+                if key == "size" or key.endswith("_bytes"):
+                    assert value is None or isinstance(value, int), (where, key, value)
+                if key in TIMES and value is not None:
+                    assert datetime.fromisoformat(str(value)).utcoffset() == timedelta(0), (where, key, value)
+    size = bundled_model.stat().st_size
+    assert (records["run"]["model"], records["run"]["model_path"]) == ("smollm2-135m", str(bundled_model))
+    assert records["models show --json"]["size"] == records["models list --json"][0]["size"] == size
+    (entry,) = records["cache --json"]["entries"]
+    assert (entry["model_path"], Path(entry["path"]).parent) == (str(bundled_model), Path(records["cache --json"][
+        "directory"]))
+    bench = records["bench --json -p 8 -n 2 -r 1 -t 1"]
+    assert (bench["model"], bench["model_path"]) == ("smollm2-135m", str(bundled_model))
+    assert bench["figures"]["prefill_tokens_per_s"]["mean"] > 0 and bench["figures"]["decode_tokens_per_s"]["mean"] > 0
+    fitted = records["fit --json"]
+    assert (fitted["model"], fitted["options"][0]["size"], fitted["hardware"]["ram_total_bytes"] > 0) == (
+        "smollm2-135m", size, True)
