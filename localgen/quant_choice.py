@@ -318,6 +318,10 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
         try:
             plan_fit(shape, hw, request, label=model.label, smaller_quants=smaller_quants(_sizes(groups), model.size))
         except InsufficientMemoryError as exc:
+            if download_only and fitting_context(shape, hw, request, exc.n_ctx) is None:  # chosen all the same
+                from localgen.quant_instead import will_not_run_warning
+
+                return reference, (will_not_run_warning(target, model.label, shape, model.size, hw, request, groups),)
             return reference, (_pulled_at_a_smaller_context(exc, shape, hw, request, model.label, download_only),)
         return reference, ()
     options = hub_options(target.repo, hw, request)

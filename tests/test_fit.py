@@ -1046,10 +1046,36 @@ def test_pull_downloads_a_named_quant_that_fits_only_at_a_smaller_context_and_sa
     assert most is not None and int(most[2]) == int(most[1].replace(",", "")) >= 1024, pulled.err
     ran = run_localgen("run", "-m", f"{REPO}:Q8_0", "hi", "-n", "1", "--ctx-size", most[2], env=between)
     assert ran.returncode == 0, ran.err
-    tiny = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(int(estimate_memory(read_shape(quant_files["F16"]), n_ctx=256)
-                                                           .ram_bytes * 0.9 / hardware.RAM_USABLE_FRACTION))}
-    refused = run_localgen("pull", f"{REPO}:F16", env=tiny)  # no context fits: it could never run here
-    assert refused.returncode == 1 and "needs about" in refused.err and "--ctx-size" not in refused.err, refused.err
+
+
+def test_pull_downloads_a_named_quant_that_fits_at_no_context_warning_that_runs_refuse_it_and_naming_one_that_fits(
+        hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
+    """The quant named is the user's choice (ollama pull downloads it too): downloaded, with one warning line that
+    says a run will refuse it here, what it needs and what there is, and the quant of its repo that fits."""
+    _serve(hubenv, quant_files)
+    f16_least = estimate_memory(read_shape(quant_files["F16"]), n_ctx=256).ram_bytes
+    tiny = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(int(f16_least * 0.9 / hardware.RAM_USABLE_FRACTION))}
+    run = run_localgen("run", "-m", f"{REPO}:F16", "hi", "-n", "1", env=tiny)
+    assert run.returncode == 1 and "needs about" in run.err and hubenv.blobs(REPO) == [], "a run: refused, no download"
+    none = run_localgen("pull", REPO, env={**tiny, config.MEMORY_LIMIT_ENV: "20MiB"})  # no quant named: none fits
+    assert none.returncode == 1 and f"no quant of {REPO} fits" in none.err and hubenv.blobs(REPO) == [], none.err
+    smallest = run_localgen("pull", f"{REPO}:Q4_0", env={**tiny, config.MEMORY_LIMIT_ENV: "20MiB"})
+    assert smallest.returncode == 0 and "a run will refuse org/fit-GGUF:Q4_0 here" in smallest.err and \
+        smallest.err.splitlines()[0].endswith("; org/fit-GGUF has no smaller quant"), smallest.err
+    pulled = run_localgen("pull", f"{REPO}:F16", env=tiny)
+    assert pulled.returncode == 0 and pulled.out.strip().endswith("fit-F16.gguf"), pulled.err
+    warning = re.search(r"^localgen: warning: a run will refuse org/fit-GGUF:F16 here: it needs about ([\d.]+) MiB of "
+                        r"RAM even at a context of 256 tokens, but this machine has [\d.]+ MiB of usable RAM \("
+                        r"LOCALGEN_MEMORY_LIMIT: [\d.]+ MiB available\); org/fit-GGUF:(Q\w+) fits with --ctx-size "
+                        r"(\d+) or less \(`localgen pull org/fit-GGUF:\2`\)\n", pulled.err, re.M)
+    assert warning is not None and pulled.err.index("warning") < pulled.err.index("downloading"), pulled.err
+    assert warning[1] == binary_size(f16_least).removesuffix(" MiB")
+    again = run_localgen("run", "-m", f"{REPO}:F16", "hi", "-n", "1", "--offline", env=tiny)
+    assert again.returncode == 1 and "try a quant with fewer bits per weight than F16 (Q8_0, Q5_0 or Q4_0)" in \
+        again.err, again.err
+    assert run_localgen("pull", f"{REPO}:{warning[2]}", env=tiny).returncode == 0
+    ran = run_localgen("run", "-m", f"{REPO}:{warning[2]}", "hi", "-n", "1", "--ctx-size", warning[3], env=tiny)
+    assert ran.returncode == 0, ran.err
 
 
 def test_pull_of_a_repo_none_of_whose_quants_fits_at_the_default_context_takes_the_smallest(

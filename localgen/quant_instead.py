@@ -1,0 +1,62 @@
+"""A quant of a Hub repo that fits here, offered in place of one that does not: what `pull` of a named quant that no
+run can load here warns of (the download goes ahead: the user chose it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from localgen.estimate import ModelShape, padded_context
+from localgen.fit import FitRequest, estimate_at, fitting_context
+from localgen.units import binary_size
+
+if TYPE_CHECKING:
+    from localgen.hardware import Hardware
+    from localgen.hub_types import HubFile
+    from localgen.quant_choice import FitOption, Target
+
+
+def will_not_run_warning(target: Target, label: str, shape: ModelShape, size: int, hw: Hardware,
+                         request: FitRequest, groups: Sequence[tuple[HubFile, ...]]) -> str:
+    """The warning for a named quant (label, size: of all its files) that fits this machine at no context: what it
+    needs at the least context, what there is, and which quant of its repo fits instead (groups: the repo's)."""
+    least = padded_context(max(request.floor_ctx(shape), 1))
+    est = estimate_at(shape, hw, least, request)[0]
+    return (f"warning: a run will refuse {label} here: it needs about {binary_size(est.ram_bytes)} of RAM even at a "
+            f"context of {least:,} tokens, but this machine has {binary_size(hw.ram_budget_bytes)} of usable RAM "
+            f"({hw.memory.source}: {binary_size(hw.memory.available_bytes)} available); "
+            f"{fitting_instead(target, groups, size, hw, request)}")
+
+
+def fitting_instead(target: Target, groups: Sequence[tuple[HubFile, ...]], size: int, hw: Hardware,
+                    request: FitRequest) -> str:
+    """Which quant of the repo, smaller than size, fits here (the best, as `pull ORG/REPO` chooses it, from their
+    headers on the Hub), with the pull that downloads it; or that none does."""
+    from localgen.quant_choice import choose_option, hub_options, smallest_option, too_big_repo
+
+    assert target.repo is not None
+    smaller = [file for group in groups if sum(f.size for f in group) < size for file in group]
+    if not smaller:
+        return f"{target.repo} has no smaller quant"
+    options = hub_options(target.repo, hw, request, files=smaller)
+    index = choose_option(options, request)
+    if index is not None:
+        return f"{_named(target, options[index])} fits (`localgen pull {_named(target, options[index])}`)"
+    smallest = smallest_option(options)
+    if smallest is not None and smallest.shape is not None:
+        refusal = too_big_repo(target.repo, smallest, hw, request)
+        most = fitting_context(smallest.shape, hw, request, refusal.n_ctx)
+        if most is not None:
+            named = _named(target, smallest)
+            return f"{named} fits with --ctx-size {most} or less (`localgen pull {named}`)"
+    return f"no smaller quant of {target.repo} fits here either"
+
+
+def _named(target: Target, option: FitOption) -> str:
+    """The reference to an option as the user named its repo: NAME:QUANT after a registry name, else ORG/REPO:QUANT
+    (ORG/REPO/FILE for a file with no quant tag)."""
+    from localgen.quant_choice import option_reference
+
+    if target.ref.kind == "name" and option.quant:
+        return f"{target.text.partition(':')[0]}:{option.quant}"
+    return option_reference(target.repo or "", option)
