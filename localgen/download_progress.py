@@ -11,6 +11,7 @@ console.py (DESIGN.md's dependency direction), so the bar stays here until the C
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 import threading
 from collections.abc import Iterable, Iterator
@@ -24,6 +25,7 @@ from localgen.signals import interrupt_line_ended
 from localgen.units import binary_size, counted
 
 POLL_INTERVAL_S = 0.1
+SPEED_AFTER_S = 0.5  # a transfer's speed is shown once it has run this long, before rich has two pieces to go by
 
 
 BAR_MIN = 6  # the narrowest bar drawn: a file name is shortened (down to NAME_MIN) and columns dropped before
@@ -84,23 +86,52 @@ def _size_columns() -> list[Any]:
     class Speed(ProgressColumn):
         def render(self, task: Task) -> Text:
             """'8.1 MiB/s'."""
-            speed = task.finished_speed or task.speed
+            speed = shown_speed(task)
             return Text("?" if speed is None else f"{binary_size(int(speed))}/s", style="progress.data.speed")
 
     return [Done(), Speed()]
 
 
+def shown_speed(task: Any) -> float | None:
+    """A bar's speed: rich's (from the last pieces, two at least), else, this process's transfer having run
+    SPEED_AFTER_S, the bytes it brought over the time it took (a slow download's first 1 MiB piece is a measure);
+    None where neither is known."""
+    speed = task.finished_speed or task.speed
+    counted_from = task.fields.get("counted_from")
+    if speed is not None or counted_from is None or task.start_time is None:
+        return speed
+    brought, elapsed = task.completed - counted_from, task.elapsed or 0.0
+    return brought / elapsed if brought > 0 and elapsed >= SPEED_AFTER_S else None
+
+
+def _time_left_column() -> Any:
+    """rich's time left, from the speed the bar shows (shown_speed), where rich has none yet."""
+    from rich.progress import Task, TimeRemainingColumn
+    from rich.text import Text
+
+    class TimeLeft(TimeRemainingColumn):
+        def render(self, task: Task) -> Text:
+            """'0:01:05', or rich's own."""
+            speed = shown_speed(task)
+            if task.finished or task.total is None or task.time_remaining is not None or not speed:
+                return super().render(task)
+            minutes, seconds = divmod(math.ceil((task.total - task.completed) / speed), 60)
+            return Text(f"{minutes // 60:d}:{minutes % 60:02d}:{seconds:02d}", style="progress.remaining")
+
+    return TimeLeft()
+
+
 def _fitting_progress(console: Any) -> Any:
     """A rich Progress whose rows (a file's name and note, bar, sizes, speed, time left) each fit on one line of the
     terminal at its width as drawn (bar_layout)."""
-    from rich.progress import BarColumn, Progress, Task, TimeRemainingColumn
+    from rich.progress import BarColumn, Progress, Task
     from rich.table import Column, Table
     from rich.text import Text
 
     from localgen.wordwrap import display_width
 
     done, speed = _size_columns()
-    time_left = TimeRemainingColumn()
+    time_left = _time_left_column()
 
     class FittingProgress(Progress):
         def make_tasks_table(self, tasks: Any) -> Table:
@@ -167,7 +198,7 @@ class RichDisplay(Display):
         with self.lock:
             self.own_transfer = True
             self.file_done = done
-            self.progress.reset(self.task, completed=done, note="")
+            self.progress.reset(self.task, completed=done, note="", counted_from=done)
             self._sync_overall()
 
     def follow(self, n: int) -> None:

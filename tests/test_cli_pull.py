@@ -129,6 +129,30 @@ def test_each_download_bar_is_one_row_at_any_width(hub: tuple[HubServer, dict[st
         assert "…" in rows[-1] and not rows[-1].startswith(file), rows
 
 
+def test_a_slow_download_shows_its_speed_and_time_left_from_its_first_piece(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """At 1 MB/s a 1 MiB piece takes a second: the bar said `?` for the speed and -:--:-- for the time left until a
+    second piece came (rich's speed needs two); now it says both as soon as the first piece is in."""
+    import re
+
+    import pexpect
+
+    from tests.conftest import spawn_localgen
+
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("q8", 2_500_000)})
+    server.bytes_per_s = 1_000_000
+    env = {key: value for key, value in env.items() if key not in ("COLUMNS", "LINES")}
+    child = spawn_localgen("pull", f"{REPO}:Q8_0", env=env, encoding="utf-8", timeout=60, dimensions=(24, 100))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    first_piece = [row for row in _bar_rows(child.before) if " 1.0 MiB/2.4 MiB " in row]
+    assert first_piece, child.before
+    for row in first_piece:  # about 1 MB/s (the bytes over the time so far): the 1.5 MB left take a few seconds
+        assert re.search(r" 1\.0 MiB/2\.4 MiB (\d{3,4}\.\d KiB|1\.\d MiB)/s 0:00:0[1-9]$", row), first_piece
+
+
 def test_a_downloaded_quant_the_hub_has_dropped_is_kept_and_still_found_by_its_name(
         hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
