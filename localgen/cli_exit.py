@@ -18,6 +18,7 @@ from typing import NoReturn
 import typer
 from typer.core import TyperGroup
 
+from localgen.cli_option_values import value_as_option_error
 from localgen.cli_usage import help_cluster_error, help_words_error, one_dash_error, option_arity, usage_error
 from localgen.config import settings
 from localgen.errors import (
@@ -73,7 +74,7 @@ def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> i
         if args and mentions_other_tools_options(args[0], args[1:]):
             check_options(args[0], args[1:], option_arity(app, args[0]))
         cluster = ((help_words_error(app, args[:-1]) if help_asked else None) or help_cluster_error(app, args)
-                   or one_dash_error(app, args))
+                   or one_dash_error(app, args) or value_as_option_error(app, args))
         if cluster is not None:
             console.error(*cluster)
             return EXIT_USAGE

@@ -266,7 +266,7 @@ def _option_value(words: list[str], at: int, takes: Callable[[str], bool]) -> tu
 def quant_option_hint(command: str, words: list[str], at: int) -> str:
     """For `pull ORG/REPO --quant Q8_0` (or fit's, or huggingface-cli download's --include "*Q8_0*"): the quant goes in
     the reference, and the command so written where the quant and a model named without one were given."""
-    option, quant, rest = _quant_option(words, at)
+    option, quant, rest = quant_option(words, at)
     model = next((word for word in rest if not word.startswith("-") and ":" not in word
                   and not word.lower().endswith(".gguf")), None)  # a name or a repo given without a quant
     if quant is None or model is None:
@@ -278,7 +278,7 @@ def quant_option_hint(command: str, words: list[str], at: int) -> str:
 def model_quant_option_hint(command: str, words: list[str], at: int) -> str:
     """For `run --quant Q8_0 "..."` (or chat's): the quant goes in -m's reference, and the command so written with the
     model -m names, or the default model where -m is not given."""
-    option, quant, rest = _quant_option(words, at)
+    option, quant, rest = quant_option(words, at)
     given = next((index for index, word in enumerate(rest)
                   if word in ("-m", "--model") or word.startswith("--model=") or word[:2] == "-m"), None)
     if given is None:
@@ -298,7 +298,7 @@ def model_quant_option_hint(command: str, words: list[str], at: int) -> str:
     return f"the quant goes in -m's reference: `{shlex.join(['localgen', command, *written])}`"
 
 
-def _quant_option(words: list[str], at: int) -> tuple[str, str | None, list[str]]:
+def quant_option(words: list[str], at: int) -> tuple[str, str | None, list[str]]:
     """The quant option at words[at] (--quant Q8_0, --quant=Q8_0, --include "*Q8_0*"): its name, the quant its value
     names (None: none), and the other words."""
     from localgen.references import quant_of_filename

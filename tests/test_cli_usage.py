@@ -268,3 +268,65 @@ def test_a_context_or_output_option_guessed_gets_localgen_s_way(args: list[str],
     if hint.endswith("`") and " > " in hint:  # the command suggested runs as meant
         suggested, _, file = hint.split("`")[1].partition(" > ")
         assert file and file not in _parsed(suggested).values()
+
+
+_NAMES = "`localgen models list --all` shows the names"
+
+
+@pytest.mark.parametrize(("args", "message", "hint"), [
+    (["chat", "--model", "--quant", "Q8_0"], "--model needs a value (REF), and the word after it is the option --quant",
+     f"name the model after --model: `localgen chat --model NAME:Q8_0`; {_NAMES}"),  # was: a model named --quant
+    (["chat", "-m", "--quant=Q8_0"], "-m needs a value (REF), and the word after it is the option --quant",
+     f"name the model after -m: `localgen chat -m NAME:Q8_0`; {_NAMES}"),
+    (["run", "-m", "-n", "5", "hi"], "-m needs a value (REF), and the word after it is the option -n",
+     f"name the model after -m: `localgen run -m NAME -n 5 hi`; {_NAMES}"),  # was: quote the prompt: -m -n '5 hi'
+    (["run", "-m", "-hf", "org/M-GGUF", "hi"], "-m needs a value (REF), and the word after it is the option -hf",
+     "-m takes the repo: `localgen run -m org/M-GGUF hi`"),
+    (["run", "-f", "--json", "hi"], "-f needs a value (FILE), and the word after it is the option --json",
+     "give -f its value: `localgen run -f FILE --json hi`; for the value --json itself, write --file=--json"),
+    (["run", "--system", "--json", "hi"], "--system needs a value (TEXT), and the word after it is the option --json",
+     "give --system its value: `localgen run --system TEXT --json hi`; for the value --json itself, write "
+     "--system=--json"),  # was: run with the system prompt "--json"
+    (["run", "-c", "x", "--system", "--ctx", "hi"], "--system needs a value (TEXT), and the word after it is the "
+     "option --ctx", "give --system its value: `localgen run -c x --system TEXT --ctx hi`; for the value --ctx "
+     "itself, write --system=--ctx"),
+    (["run", "-n", "-c", "5", "hi"], "-n needs a value (INTEGER), and the word after it is the option -c",
+     "give -n its value: `localgen run -n INTEGER -c 5 hi`"),  # was: --ctx takes the context size
+    (["run", "-c", "-n", "4", "hi"], "-c needs a value (INTEGER), and the word after it is the option -n",
+     "-c is --ctx-size; to continue the latest conversation use --continue: `localgen run --continue -n 4 hi`"),
+    (["chat", "-c", "--stats"], "-c needs a value (INTEGER), and the word after it is the option --stats",
+     "-c is --ctx-size; to continue the latest conversation use --continue: `localgen chat --continue --stats`"),
+    (["fit", "-c", "--json"], "-c needs a value (INTEGER), and the word after it is the option --json",
+     "give -c its value: `localgen fit -c INTEGER --json`"),
+    (["bench", "-m", "-n", "5"], "-m needs a value (REF), and the word after it is the option -n",
+     f"name the model after -m: `localgen bench -m NAME -n 5`; {_NAMES}"),  # was: unexpected extra argument (5)
+    (["bench", "-p", "--json"], "-p needs a value (INTEGER), and the word after it is the option --json",
+     "give -p its value: `localgen bench -p INTEGER --json`"),
+    (["fit", "-m", "--json"], "-m needs a value (REF), and the word after it is the option --json",
+     f"name the model after -m: `localgen fit -m NAME --json`; {_NAMES}"),
+    (["run", "-m", "--help"], "-m needs a value (REF), and the word after it is the option --help",
+     "see `localgen run --help`"),
+])
+def test_an_option_given_in_place_of_a_value_is_refused_with_the_value_asked_for(
+        args: list[str], message: str, hint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """click took the option after one left without its value for that value: a model named --quant, a system
+    prompt "--json" that then ran."""
+    assert _usage(args, capsys) == (message, hint)
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "-s", "-sys", "hi"], ["run", "--stop", "--", "hi"], ["run", "-f", "-", "hi"], ["run", "-n", "-1", "hi"],
+    ["run", "-ngl", "-1", "hi"], ["run", "--system=--json", "hi"], ["run", "--", "-m", "--json"],
+    ["run", "-s", "- a list", "hi"], ["chat", "--stop", "---"], ["run", "--temp", "-0", "hi"],
+])
+def test_a_value_that_starts_with_a_dash_but_names_no_option_is_the_value(args: list[str]) -> None:
+    from localgen.cli_option_values import value_as_option_error
+
+    assert value_as_option_error(app, args) is None
+
+
+def test_a_system_prompt_left_out_before_an_option_runs_nothing() -> None:
+    result = run_localgen("run", "--system", "--json", "-n", "2", "hi")
+    assert result.returncode == 2 and result.out == ""
+    assert result.err.startswith("localgen: error: --system needs a value (TEXT), and the word after it is the "
+                                 "option --json (hint: ")

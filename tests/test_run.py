@@ -515,9 +515,7 @@ def test_habits_from_other_tools_get_a_hint_that_fits(args: tuple[str, ...], hin
     (("chat", "-c", "8", "--ctx"), "--ctx takes the context size, a number of tokens: --ctx 4096"),  # the last typed
     (("fit", "-c", "abc"), "-c takes the context size, a number of tokens: -c 4096"),  # fit has no --continue
     (("chat", "-cabc"), "-c is --ctx-size; to continue the latest conversation use --continue"),
-    (("run", "--ctx", "x", "-s", "-c", "hi"), "--ctx takes the context size, a number of tokens: --ctx 4096"),  # -s's
-    (("run", "-c", "x", "--system", "--ctx", "hi"), "-c is --ctx-size; to continue the latest conversation use "
-                                                    "--continue"),  # a system prompt "--ctx"
+    (("run", "--ctx", "x", "-s", "-cx", "hi"), "--ctx takes the context size, a number of tokens: --ctx 4096"),  # -s's
 ])
 def test_the_context_size_s_option_without_a_number_gets_the_hint_for_the_name_typed(
         args: tuple[str, ...], hint: str, capsys: pytest.CaptureFixture[str]) -> None:

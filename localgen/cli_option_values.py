@@ -1,0 +1,86 @@
+"""An option whose value was left out, so that click would take the option after it for its value (chat --model
+--quant Q8_0: a model named --quant; run -s --json hi: a system prompt "--json")."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+import typer
+
+from localgen.cli_args import arity, typed_command
+
+_LONG_OPTION = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*")  # --quant, --json: no text, file or number reads so
+_HELP = ("-h", "--help")
+_MODEL = ("-m", "--model")
+_FREE_TEXT = ("TEXT", "FILE", "SCHEMA", "GBNF")  # values that may well start with - (a system prompt, a stop string)
+
+
+def value_as_option_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
+    """For an option given, in place of its value, a word that reads as an option (one of the command's own, or any
+    --NAME; for -m, any word led by -): the one-line message and the hint, or None. A value that is -- ends nothing,
+    and a value given with = (--system=--json) is taken as it is."""
+    names, command = typed_command(app, args)
+    if not names:
+        return None
+    params = {name: param for param in command.params for name in (*param.opts, *param.secondary_opts)}
+    takes_value = arity(command.params)
+    words = args[len(names):]
+    expects_value = False
+    for at, word in enumerate(words):
+        if expects_value:
+            expects_value = False
+            if _reads_as_option(word, words[at - 1], takes_value):
+                return _missing_value(names, words, at - 1, params[words[at - 1]])
+        elif word == "--":
+            return None
+        elif word.startswith("-"):
+            expects_value = takes_value.get(word, False)
+    return None
+
+
+def _reads_as_option(word: str, option: str, takes_value: dict[str, bool]) -> bool:
+    """Whether the word given for option's value reads as an option rather than as its value."""
+    name = word.partition("=")[0]
+    if option in _MODEL:  # no model's name or path starts with -
+        return word.startswith("-") and word != "-"
+    return name in takes_value or name in _HELP or _LONG_OPTION.fullmatch(name) is not None
+
+
+def _missing_value(names: list[str], words: list[str], at: int, param: Any) -> tuple[str, str]:
+    """The message and the hint for option words[at], given the option words[at + 1] in place of its value."""
+    option, given = words[at], words[at + 1].partition("=")[0]
+    metavar = param.metavar or param.name.upper()
+    command = ["localgen", *names]
+    message = f"{option} needs a value ({metavar}), and the word after it is the option {given}"
+    if given in _HELP:
+        return message, f"see `{shlex.join([*command, '--help'])}`"
+    if option in _MODEL:
+        return message, _model_hint(command, words, at)
+    if option == "-c" and names[0] in ("run", "chat"):  # llm's -c: continue
+        continued = shlex.join([*command, *words[:at], "--continue", *words[at + 1:]])
+        return message, f"-c is --ctx-size; to continue the latest conversation use --continue: `{continued}`"
+    written = shlex.join([*command, *words[:at + 1], metavar, *words[at + 1:]])
+    long = next((name for name in param.opts if name.startswith("--")), None)
+    value = shlex.quote(words[at + 1])
+    literally = f"; for the value {value} itself, write {long}={value}" if long and metavar in _FREE_TEXT else ""
+    return message, f"give {option} its value: `{written}`{literally}"
+
+
+def _model_hint(command: list[str], words: list[str], at: int) -> str:
+    """Name the model after -m (the command so written): with the quant in its reference where a quant option
+    followed (chat -m --quant Q8_0: -m NAME:Q8_0), or the repo llama-cli's -hf named (run -m -hf ORG/REPO: -m
+    ORG/REPO)."""
+    from localgen.other_tools import HUB_REPO_OPTIONS, QUANT_OPTIONS, quant_option
+
+    rest, model = words[at + 1:], "NAME"
+    option, _, repo = rest[0].partition("=")
+    if option in QUANT_OPTIONS:
+        _, quant, rest = quant_option(rest, 0)
+        model = f"NAME:{quant}" if quant else model
+    elif option in HUB_REPO_OPTIONS and (repo or (len(rest) > 1 and not rest[1].startswith("-"))):
+        model, rest = (repo, rest[1:]) if repo else (rest[1], rest[2:])
+        return f"{words[at]} takes the repo: `{shlex.join([*command, *words[:at + 1], model, *rest])}`"
+    written = shlex.join([*command, *words[:at + 1], model, *rest])
+    return f"name the model after {words[at]}: `{written}`; `localgen models list --all` shows the names"
