@@ -15,6 +15,8 @@ _LONG_OPTION = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*")  # --quant, --json: no te
 _HELP = ("-h", "--help")
 _MODEL = ("-m", "--model")
 _FREE_TEXT = ("TEXT", "FILE", "SCHEMA", "GBNF")  # values that may well start with - (a system prompt, a stop string)
+_CONVERSATION_MODE = ("--conversation NAME continues (or starts) conversation NAME: `localgen run --conversation NAME "
+                      '"..."`; llama-cli\'s --conversation, its conversation mode, is `localgen chat`')
 
 
 def value_as_option_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
@@ -31,7 +33,7 @@ def value_as_option_error(app: typer.Typer, args: list[str]) -> tuple[str, str] 
     for at, word in enumerate(words):
         if expects_value:
             expects_value = False
-            if _reads_as_option(word, words[at - 1], takes_value):
+            if _reads_as_option(word, params[words[at - 1]], takes_value):
                 return _missing_value(names, words, at - 1, params[words[at - 1]])
         elif word == "--":
             return None
@@ -40,10 +42,10 @@ def value_as_option_error(app: typer.Typer, args: list[str]) -> tuple[str, str] 
     return None
 
 
-def _reads_as_option(word: str, option: str, takes_value: dict[str, bool]) -> bool:
-    """Whether the word given for option's value reads as an option rather than as its value."""
+def _reads_as_option(word: str, param: Any, takes_value: dict[str, bool]) -> bool:
+    """Whether the word given for the value of option param reads as an option rather than as its value."""
     name = word.partition("=")[0]
-    if option in _MODEL:  # no model's name or path starts with -
+    if param.metavar in ("REF", "NAME"):  # no model's or conversation's name starts with -
         return word.startswith("-") and word != "-"
     return name in takes_value or name in _HELP or _LONG_OPTION.fullmatch(name) is not None
 
@@ -58,6 +60,8 @@ def _missing_value(names: list[str], words: list[str], at: int, param: Any) -> t
         return message, f"see `{shlex.join([*command, '--help'])}`"
     if option in _MODEL:
         return message, _model_hint(command, words, at)
+    if option == "--conversation":
+        return message, _CONVERSATION_MODE
     if option == "-c" and names[0] in ("run", "chat"):  # llm's -c: continue
         continued = shlex.join([*command, *words[:at], "--continue", *words[at + 1:]])
         return message, f"-c is --ctx-size; to continue the latest conversation use --continue: `{continued}`"
@@ -84,3 +88,12 @@ def _model_hint(command: list[str], words: list[str], at: int) -> str:
         return f"{words[at]} takes the repo: `{shlex.join([*command, *words[:at + 1], model, *rest])}`"
     written = shlex.join([*command, *words[:at + 1], model, *rest])
     return f"name the model after {words[at]}: `{written}`; `localgen models list --all` shows the names"
+
+
+def conversation_mode_hint(exc: Exception, command: str) -> str | None:
+    """For `run --conversation` without a name (llama-cli's conversation mode, typed out of habit): what
+    --conversation takes here, and localgen's conversation mode; None for other errors."""
+    typed = getattr(exc, "option_name", "")
+    if command != "run" or typed != "--conversation" or "requires an argument" not in str(exc):
+        return None
+    return _CONVERSATION_MODE

@@ -300,3 +300,19 @@ def test_a_system_prompt_that_is_a_number_gets_a_warning_naming_seed(seed: str) 
     assert result.err == f"localgen: warning: the system prompt is the text '{seed}': -s is --system here, not " \
                          f"llama-cli's seed (for that: --seed {seed})\n"
     assert run_localgen("run", "-s", "Count to 42", "--print-prompt", "hi").err == ""
+
+
+_CONVERSATION_MODE = ("--conversation NAME continues (or starts) conversation NAME: `localgen run --conversation NAME "
+                      '"..."`; llama-cli\'s --conversation, its conversation mode, is `localgen chat`')
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (("run", "-m", "model.gguf", "--conversation"), "Option '--conversation' requires an argument."),
+    (("run", "--conversation", "-p", "hi"), "--conversation needs a value (NAME), and the word after it is the "
+                                            "option -p"),  # was: '-p' is not a valid conversation name (e.g. p)
+])
+def test_llama_cli_s_conversation_mode_is_told_what_conversation_takes_here(args: tuple[str, ...], error: str) -> None:
+    """llama-cli's --conversation (-cnv) is its conversation mode; localgen's names a conversation to continue."""
+    result = run_localgen(*args)
+    assert result.returncode == 2 and result.out == ""
+    assert result.err == f"localgen: error: {error} (hint: {_CONVERSATION_MODE})\n"
