@@ -233,6 +233,8 @@ def option_habit_hint(command: str, typed: str, words: list[str]) -> str | None:
         return quant_option_hint(command, words, at)
     if typed in QUANT_OPTIONS and command in ("run", "chat"):
         return model_quant_option_hint(command, words, at)
+    if typed == "--conversation" and command == "chat":  # run's, and llama-cli's conversation mode
+        return resume_hint(words, at)
     if command == "pull" and typed in ("--local-dir", "--cache-dir"):  # huggingface-cli download's
         return ("localgen keeps models in the Hugging Face cache and prints each one's path; HF_HUB_CACHE=DIR "
                 "localgen pull ... keeps the cache in DIR")
@@ -273,6 +275,16 @@ def quant_option_hint(command: str, words: list[str], at: int) -> str:
         return f"the quant goes in the reference, not in {option}: NAME:QUANT or ORG/REPO:QUANT"
     written = [f"{model}:{quant}" if word == model else word for word in rest]
     return f"the quant goes in the reference: `{shlex.join(['localgen', command, *written])}`"
+
+
+def resume_hint(words: list[str], at: int) -> str:
+    """For `chat --conversation NAME` (as run takes it): chat's --resume NAME, the command so written; for the option
+    alone (llama-cli's conversation mode), that chat is one."""
+    _, name, rest = _option_value(words, at, lambda word: not word.startswith("-"))
+    if not name:
+        return ("`localgen chat` is a conversation already; --resume NAME reopens a saved one, --resume alone the "
+                "latest")
+    return f"chat's is --resume NAME: `{shlex.join(['localgen', 'chat', '--resume', name, *rest])}`"
 
 
 def model_quant_option_hint(command: str, words: list[str], at: int) -> str:

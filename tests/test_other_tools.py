@@ -316,3 +316,16 @@ def test_llama_cli_s_conversation_mode_is_told_what_conversation_takes_here(args
     result = run_localgen(*args)
     assert result.returncode == 2 and result.out == ""
     assert result.err == f"localgen: error: {error} (hint: {_CONVERSATION_MODE})\n"
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (("chat", "-n", "5", "--conversation", "work"), "chat's is --resume NAME: `localgen chat --resume work -n 5`"),
+    (("chat", "--conversation=work"), "chat's is --resume NAME: `localgen chat --resume work`"),
+    (("chat", "--conversation", "-n", "5"), "`localgen chat` is a conversation already; --resume NAME reopens a saved "
+                                            "one, --resume alone the latest"),  # llama-cli's conversation mode
+])
+def test_chat_given_run_s_conversation_option_is_told_its_resume(args: tuple[str, ...], hint: str) -> None:
+    """chat --conversation NAME got only `see localgen chat --help`."""
+    result = run_localgen(*args)
+    assert result.returncode == 2 and result.out == ""
+    assert result.err == f"localgen: error: No such option: --conversation (hint: {hint})\n"
