@@ -23,6 +23,7 @@ from localgen.errors import LocalgenError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
 from localgen.input_text import argument_text
 from localgen.prefill_ahead import PrefillWhileTyping
+from localgen.repl_editor import MessageEditor
 from localgen.repl_input import (
     PROMPT,
     SafeFileHistory,
@@ -83,13 +84,14 @@ class Repl:
                                stats_after_answers=stats)
         self._history, self._history_warning = open_history() if self._escapes else (DummyHistory(), None)
         self._paste = PasteMark()
+        self._editor = MessageEditor()
         self._view: AnswerView | None = None  # the answer being shown, if any
         self._prefill_status: console.PrefillStatus | None = None  # the long prompt's progress line, if any
         self._prompt = PromptSession(
             history=self._history,
             completer=SlashCompleter(self._offline) if self._escapes else None,
             complete_while_typing=False,
-            key_bindings=key_bindings(self._paste),
+            key_bindings=key_bindings(self._paste, self._editor),
             bottom_toolbar=self._toolbar,
             enable_history_search=False,
             enable_suspend=True,  # Ctrl-Z suspends the chat, as in a shell; fg brings the prompt back
@@ -183,6 +185,7 @@ class Repl:
         quit) or Ctrl-D (which ends the chat) at the prompt, UnsentLine for Ctrl-C just after Enter. Once this
         returns, the engine is the chat's alone."""
         self._paste.clear()
+        self._editor.new_prompt()
         if self._ahead is not None:
             self._ahead.arm()
         line: str | None = None

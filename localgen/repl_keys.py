@@ -1,5 +1,5 @@
-"""The chat prompt's keys: Enter (after a backslash too), Alt-Enter, Tab in a message, pastes, Ctrl-G and the keys
-that move the cursor in a search."""
+"""The chat prompt's keys: Enter (after a backslash too), Alt-Enter, Tab in a message, pastes, Ctrl-X Ctrl-E, Ctrl-G
+and the keys that move the cursor in a search."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.search import SearchDirection, accept_search, start_search, stop_search
 
+from localgen.repl_editor import MessageEditor
 from localgen.repl_input import block_is_open, command_block_is_open, parse_command
 
 LINE_GOES_ON = "\\"  # at the end of a message's line, Enter starts a new line of it (as in llama-cli)
@@ -29,10 +30,10 @@ class PasteMark:
         return bool(self.text) and line.startswith(self.text)
 
 
-def key_bindings(paste: PasteMark) -> KeyBindings:
+def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     """Enter sends (or continues a typed \"\"\" block, or a message whose line ends with a backslash, which it
     drops); Alt-Enter / Esc Enter insert a newline; paste notes a paste that begins the line; Tab in a message is a
-    tab (in a command line it completes). During a history search
+    tab (in a command line it completes); Ctrl-X Ctrl-E edits the line in the editor. During a history search
     (Ctrl-R), prompt-toolkit's own keys apply (Enter accepts the match), but for Ctrl-G, which gives up the search
     and puts back the line as it was before it, as readline's does, Ctrl-C, which then clears that line, and the keys
     that move the cursor (Left, Right, Home, End, Ctrl-A, Ctrl-E), which end the search on the line found and move
@@ -85,6 +86,18 @@ def key_bindings(paste: PasteMark) -> KeyBindings:
     @bindings.add("escape", "enter", filter=~is_searching)
     def _newline(event: KeyPressEvent) -> None:
         event.current_buffer.insert_text("\n")
+
+    @bindings.add("c-x", "c-e", filter=~is_searching)
+    def _edit(event: KeyPressEvent) -> None:
+        async def edit() -> None:
+            if await editor.edit(event.current_buffer):
+                paste.clear()  # the text the editor left is read as typed
+
+        event.app.create_background_task(edit())
+
+    @bindings.add(Keys.SIGINT, filter=Condition(lambda: editor.interrupted))
+    def _interrupt_from_editor(_event: KeyPressEvent) -> None:
+        """A Ctrl-C the editor got (its terminal sent SIGINT to the chat too) leaves the line alone."""
 
     @bindings.add(Keys.BracketedPaste, filter=~is_searching)
     def _paste(event: KeyPressEvent) -> None:
