@@ -34,7 +34,8 @@ def cache(ctx: typer.Context, json_output: JsonOpt = False) -> None:
 
 @cache_app.command("list")
 def cache_list(json_output: JsonOpt = False) -> None:
-    """List the prompt cache's entries and size."""
+    """List the prompt cache's entries and size. On a pipe, tab-separated: a tab, newline or backslash in a field
+    is written \\t, \\n, \\\\."""
     from localgen import console
     from localgen.promptcache import cache_listing, describe_cache
 
@@ -78,7 +79,8 @@ def _models_default(ctx: typer.Context, json_output: JsonOpt = False, all_models
 @models_app.command("list", short_help="List the bundled, your own and downloaded models.")
 def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> None:
     """List models on this machine: bundled, your own (models.toml's path =) and downloaded, the default starred, and
-    those a stopped pull kept a part of; --all adds the rest."""
+    those a stopped pull kept a part of; --all adds the rest. On a pipe, tab-separated: a tab, newline or backslash
+    in a field is written \\t, \\n, \\\\."""
     from localgen import console
     from localgen.catalog import SOURCE_HUB, list_models
     from localgen.default_model import default_in_listing

@@ -349,16 +349,16 @@ MIN_WRAP_WIDTH = 20  # free text in a block wraps at the terminal's edge, but ne
 
 def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None,
                 squeeze: tuple[str, ...] = (), marked: int | None = None) -> None:
-    """A table on stdout: rich on a terminal, tab-separated columns on a pipe; cells are one line of plain text
-    (file headers are untrusted).
+    """A table on stdout: rich on a terminal, its cells one line of plain text (file headers are untrusted);
+    tab-separated columns on a pipe, a tab, newline or backslash in a cell escaped (tab_separated.py).
 
     A table wider than the terminal folds its squeeze columns that hold free text (descriptions, plans) at spaces
     while the others fit whole; when that is not enough, each row becomes a block of 'name: value' lines, so no
     path or name is ever broken across lines. The row at index marked is starred and bold on a terminal; a pipe
     gets the cells alone.
     """
-    rows = [[one_line(cell) for cell in row] for row in rows]
     if sys.stdout.isatty():
+        rows = [[one_line(cell) for cell in row] for row in rows]
         if marked is not None:
             rows = [[("*" if index == marked else " ") + row[0], *row[1:]] for index, row in enumerate(rows)]
         from rich.console import Console
@@ -370,9 +370,9 @@ def print_table(headers: list[str], rows: list[list[str]], *, title: str | None 
         else:
             console.print(_rich_table(headers, rows, title=title, unbroken=unbroken))
         return
-    for row in [headers, *rows]:
-        sys.stdout.write("\t".join(row) + "\n")
-    sys.stdout.flush()
+    from localgen.tab_separated import write_rows
+
+    write_rows(sys.stdout, [headers, *rows])
 
 
 def _rich_table(headers: list[str], rows: list[list[str]], *, title: str | None, unbroken: list[bool]) -> Any:

@@ -114,14 +114,17 @@ def test_a_file_named_against_the_rule_is_listed_saying_how_to_rename_it() -> No
             "100 characters")
     wanted = {"my notes": f"invalid name: rename it to my-notes.json to open it; {rule}",
               "café": f"invalid name: rename it to cafe-2.json to open it; {rule}",  # cafe.json is taken
-              "a\x1bb": f"invalid name: rename it to a-b.json to open it; {rule}"}
+              "a\x1bb": f"invalid name: rename it to a-b.json to open it; {rule}",
+              "tab\there": f"invalid name: rename it to tab-here.json to open it; {rule}",
+              "two\nlines\\": f"invalid name: rename it to two-lines.json to open it; {rule}"}
+    listed_as = {"a\x1bb": "a\\x1bb", "tab\there": "tab\\there", "two\nlines\\": "two\\nlines\\\\"}  # escaped
     for name in [*wanted, ".hidden"]:  # a hidden file is none of the listing's
         (conversations_dir() / f"{name}.json").write_bytes(path.read_bytes())
     listed = run_localgen("conversations")
     assert listed.returncode == 0 and listed.err == "", listed.err
     rows = {row[0]: row[2:] for row in (line.split("\t") for line in listed.out.splitlines()[1:])}
-    assert rows == {"cafe": ["1", "smollm2-135m", "Hi"], **{name.replace("\x1b", "?"): ["-", "-", f"({problem})"]
-                                                             for name, problem in wanted.items()}}  # made safe
+    assert rows == {"cafe": ["1", "smollm2-135m", "Hi"], **{listed_as.get(name, name): ["-", "-", f"({problem})"]
+                                                             for name, problem in wanted.items()}}
     records = {r["name"]: r for r in json.loads(run_localgen("conversations", "--json").out)}
     assert {name: records[name].get("problem") for name in records} == {"cafe": None, **wanted}
     assert [records["my notes"][key] for key in ("exchanges", "model", "first_message")] == [None, None, None]

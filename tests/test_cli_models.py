@@ -823,3 +823,21 @@ def test_a_name_that_is_no_model_but_a_model_file_here_without_gguf_is_told_that
     assert error("Model") == ("localgen: error: unknown model 'model' (hint: for the file model.gguf here, use "
                               "./model.gguf; or see `localgen models list --all` for the names)\n")
     assert "model.gguf here" not in error("other")
+
+
+def test_a_listing_on_a_pipe_escapes_a_tab_newline_or_backslash_in_a_field_so_its_columns_hold(home: Path) -> None:
+    """A tab in a path was a space, a newline broke the row in two: neither could be read back."""
+    import re
+
+    folder = home / "my\tmodels\\x\nnew"
+    folder.mkdir()
+    mine = folder / "mine.gguf"
+    mine.symlink_to(bundled_model_file())
+    assert run_localgen("models", "default", str(mine)).returncode == 0
+    listed = run_localgen("models", "list")
+    rows = [line.split("\t") for line in listed.out.splitlines()]
+    assert listed.returncode == 0 and [len(row) for row in rows] == [6, 6, 6], listed.out
+    escaped = f"{home}/my\\tmodels\\\\x\\nnew/mine.gguf"
+    assert (rows[2][0], rows[2][4], rows[2][5]) == (escaped, "local", escaped)
+    unescaped = re.sub(r"\\(.)", lambda found: {"t": "\t", "n": "\n", "\\": "\\"}[found[1]], rows[2][5])
+    assert Path(unescaped) == mine and Path(unescaped).resolve() == bundled_model_file(), "read back whole"
