@@ -303,12 +303,14 @@ def models_show(
     parameters = parameter_count(info, resolved.path)
     plan = plan_summary(resolved.path, default_ctx=resolved.context)
     if json_output:
+        source = resolved.shown_source.partition(" (")[0]  # "hub", as models list --json: verified says the rest
         print(console.json_text({
             "name": resolved.display_name, "architecture": info.architecture, "parameters": parameters,
             "quant": info.quant, "context_length": info.context_length, "layers": info.block_count,
             "embedding_size": info.embedding_length, "chat_template": bool(info.chat_template),
             "license": license_, "size": size, "shards": expected,
-            "missing_shards": len(missing), "sha256": sha, "source": resolved.shown_source,
+            "missing_shards": len(missing), "sha256": sha, "source": source,
+            "verified": sha is not None and source == resolved.shown_source,  # no "hub (unverified)" copy
             "path": str(resolved.path), "load_plan": plan, "downloaded": True,
             "entry": entry_json(spec) if spec else None}, indent=2))
         return

@@ -344,8 +344,8 @@ def test_a_file_another_tool_downloaded_is_marked_and_named(hub: tuple[HubServer
     shown = run_cli(env, "models", "show", "bartowski/Foo-GGUF:Q4_K_M", "--json")  # a header read: no check needed
     assert shown.returncode == 0, shown.stderr
     record = json.loads(shown.stdout)
-    assert (record["source"], record["sha256"], record["path"]) == ("hub (unverified)", None,
-                                                                    str(snapshot / "Foo-Q4_K_M.gguf"))
+    assert (record["source"], record["verified"], record["sha256"], record["path"]) == (
+        "hub", False, None, str(snapshot / "Foo-Q4_K_M.gguf")), "as models list --json gives it"
     unreachable = run_cli({**env, "HF_ENDPOINT": "http://127.0.0.1:9"}, "run", "-m", "bartowski/Foo-GGUF", "hi")
     assert unreachable.returncode == 1 and "cannot reach" in unreachable.stderr, unreachable.stderr
     assert f"-m {snapshot / 'Foo-Q4_K_M.gguf'} uses it as it is" in unreachable.stderr

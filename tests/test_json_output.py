@@ -60,7 +60,10 @@ def test_every_json_output_names_a_file_a_model_a_size_and_a_time_the_same_way(h
                     assert datetime.fromisoformat(str(value)).utcoffset() == timedelta(0), (where, key, value)
     size = bundled_model.stat().st_size
     assert (records["run"]["model"], records["run"]["model_path"]) == ("smollm2-135m", str(bundled_model))
-    assert records["models show --json"]["size"] == records["models list --json"][0]["size"] == size
+    shown, (listed,) = records["models show --json"], records["models list --json"]
+    shared = ("name", "quant", "size", "path", "source", "verified", "missing_shards")
+    assert [shown.get(key) for key in shared] == [listed[key] for key in shared], "one model, said alike"
+    assert (shown["size"], shown["source"], shown["verified"]) == (size, "bundled", True)
     (entry,) = records["cache --json"]["entries"]
     assert (entry["model_path"], Path(entry["path"]).parent) == (str(bundled_model), Path(records["cache --json"][
         "directory"]))
