@@ -9,8 +9,8 @@ from localgen import hub, hub_cache
 from localgen.config import settings
 from localgen.errors import HubError, ModelNotFoundError
 from localgen.hub_slips import with_downloaded_repo
-from localgen.references import normalize_quant
-from localgen.registry import hub_target, load_registry
+from localgen.references import ModelRef, normalize_quant
+from localgen.registry import ModelSpec, hub_target, load_registry
 
 
 def refuse_lacking(text: str) -> None:
@@ -47,6 +47,32 @@ def refuse_lacking(text: str) -> None:
             f"model '{ref.text}' is not downloaded; {repo} has {', '.join(model_labels(listing.files))}",
             hint=f"`localgen pull {reference}` downloads the quant that fits best here; `localgen fit {reference}` "
                  "compares them")
+
+
+def typed_quant_lack(ref: ModelRef, spec: ModelSpec, repo: str, quant: str) -> str | None:
+    """For `models show` of a quant typed after a registry name (tiny:q8), other than its entry's, none of whose files
+    is here: refuse it where its repo lacks it (as localgen last listed it; online, as the Hub lists it now, asked
+    where localgen never listed the repo), with the quants meant after the name as typed; else None, or where that is
+    not known (offline, the repo never listed; the Hub not reached), what `downloaded: no` then says."""
+    from localgen.hub_errors import entry_error
+    from localgen.hub_types import NotInRepoError, RepoNotFoundError
+
+    typed = shlex.quote(ref.text)
+    if hub_cache.load_listing(repo) is not None:
+        lack = known_lack(repo, quant, None)
+    elif settings().offline:
+        return (f"localgen has never listed {repo}, so whether it has a {quant} file is not known; `localgen pull "
+                f"{typed}` downloads it if it has")
+    else:
+        lack = _hub_lack(repo, quant, None)
+    if lack is None:
+        return None
+    exc, what = lack
+    if not isinstance(exc, (NotInRepoError, RepoNotFoundError)):
+        return (f"whether {repo} has a {quant} file is not known ({exc.message}); `localgen pull {typed}` downloads "
+                "it if it has")
+    raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {what}",
+                             hint=entry_error(exc, spec, ref).hint) from None
 
 
 def _hub_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubError, str] | None:

@@ -18,7 +18,7 @@ from localgen.hub_errors import (
     offline_hint,
     with_alternative,
 )
-from localgen.hub_lack import known_lack, listed_lack
+from localgen.hub_lack import known_lack, listed_lack, typed_quant_lack
 from localgen.hub_slips import with_known_repo
 from localgen.hub_verify import Pin, check_pinned_file
 from localgen.model_file_errors import folder_hint, folder_models, missing_file_hint
@@ -236,6 +236,8 @@ def undownloaded_entry(text: str) -> tuple[ModelSpec, str, Pin | None, str | Non
     repo, quant, filename = hub_target(ref, spec)
     if hub_cache.unverified_file(repo, quant=quant, filename=filename) is not None:
         return None
+    if quant and ref.quant is not None and ref.quant != normalize_quant(spec.quant or ""):  # a quant typed: checked
+        return spec, normalize_quant(quant), entry_pin(spec, ref), typed_quant_lack(ref, spec, repo, quant)
     lack = known_lack(repo, quant, filename)
     return spec, normalize_quant(quant or ""), entry_pin(spec, ref), lack[1] if lack else None
 

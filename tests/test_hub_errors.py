@@ -288,3 +288,36 @@ def test_an_hf_endpoint_with_spaces_around_it_is_said_to_have_them(loopback_hub:
     for args in (("pull", "org/nope-GGUF"), ("run", "-m", f"{loopback_hub.url}/org/nope-GGUF", "hi"),
                  ("fit", "org/nope-GGUF:Q4_0")):  # the mirror's own address is taken as one, spaces or none
         assert _cli_error(env, *args).strip().splitlines()[-1] == error, args
+
+
+def test_models_show_of_a_quant_typed_after_a_registry_name_checks_the_repo_has_it(loopback_hub: HubServer,
+                                                                                   tmp_path: Path) -> None:
+    """models show tiny:q8, the repo never listed, said `localgen pull tiny:q8` downloads it; now the Hub is asked
+    (offline: said not known), a quant it lacks is refused with the quants meant, as pull's, and one it has shown."""
+    loopback_hub.add_repo("org/tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8", 2_000),
+                                            "tiny-Q4_K_M.gguf": make_gguf_bytes("q4", 2_000)})
+    env = child_env(loopback_hub, tmp_path)
+    config = Path(env["LOCALGEN_HOME"]) / "config"
+    config.mkdir(parents=True)
+    (config / "models.toml").write_text('[models.tiny]\nrepo = "org/tiny-GGUF"\nquant = "Q4_K_M"\n')
+    offline = {**env, "LOCALGEN_OFFLINE": "1"}
+
+    def downloaded(result: subprocess.CompletedProcess[str]) -> str:
+        assert result.returncode == 0, result.stderr
+        return result.stdout.splitlines()[-1].split(None, 1)[1]
+
+    assert downloaded(run_cli(offline, "models", "show", "tiny:q8")) == (
+        "no (localgen has never listed org/tiny-GGUF, so whether it has a Q8 file is not known; `localgen pull "
+        "tiny:q8` downloads it if it has)")
+    assert downloaded(run_cli(offline, "models", "show", "tiny")) == "no (`localgen pull tiny` downloads it)"
+    assert loopback_hub.requests == [], "the entry's own quant is taken as the entry gives it"
+    lacking = ("localgen: error: model 'tiny:q8' is not downloaded, and org/tiny-GGUF {} (hint: did you mean "
+               "tiny:Q8_0? quants in this repo: Q4_K_M, Q8_0; choose one with tiny:QUANT")
+    online = run_cli(env, "models", "show", "tiny:q8")
+    assert online.returncode == 1 and online.stderr == lacking.format("has no Q8 file") + ")\n", online.stderr
+    assert loopback_hub.count("GET", "/api/models/") == 1
+    listed = run_cli(offline, "models", "show", "tiny:q8")  # as localgen last listed the repo
+    assert listed.returncode == 1 and listed.stderr.startswith(lacking.format(
+        "had no Q8 file when localgen last listed it")), listed.stderr
+    assert downloaded(run_cli(offline, "models", "show", "tiny:Q8_0")) == "no (`localgen pull tiny:Q8_0` downloads it)"
+    assert loopback_hub.count("GET", "/resolve/") == 0
