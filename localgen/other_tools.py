@@ -56,6 +56,10 @@ _NO_DRAFT_MODEL = "localgen drafts from the prompt with --draft lookup, no secon
 _NO_LOG = "localgen prints no log (LOCALGEN_DEBUG=1 shows llama.cpp's)"
 _MMAP = "localgen memory-maps the model file, as llama.cpp does by default, and leaves its pages to the OS: drop it"
 _NO_MIROSTAT = "localgen has no Mirostat: --temperature, --top-k, --top-p and --min-p set how it samples"
+_SAMPLERS = ("localgen samples with --temperature, --top-k, --top-p and --min-p, and penalizes repeats with "
+             "--repeat-penalty, --presence-penalty and --frequency-penalty")
+_PROMPT_CACHE = ("localgen keeps a long prompt's KV state in its own on-disk cache, found again by the prompt "
+                 "(`localgen cache` lists it; run --no-cache goes without): drop it")
 _NO_LORA = "localgen loads no LoRA adapter: merge it into the model with llama.cpp's llama-export-lora, then run that"
 OTHER_TOOLS_OPTIONS = {
     "-sys": ("llama-cli", "a system prompt", _SYSTEM),
@@ -170,6 +174,18 @@ OTHER_TOOLS_OPTIONS = {
     **dict.fromkeys(("--mirostat", "--mirostat-lr", "--mirostat-ent"), ("llama-cli", "Mirostat sampling",
                                                                        _NO_MIROSTAT)),
     **dict.fromkeys(("--lora", "--lora-scaled"), ("llama-cli", "a LoRA adapter", _NO_LORA)),
+    **dict.fromkeys(("--typical", "--samplers", "--sampling-seq", "--dry-multiplier", "--dry-base",
+                     "--dry-allowed-length", "--dry-penalty-last-n", "--dry-sequence-breaker", "--xtc-probability",
+                     "--xtc-threshold", "--top-nsigma", "--dynatemp-range", "--dynatemp-exp"),
+                    ("llama-cli", "a sampler localgen lacks", _SAMPLERS)),
+    **dict.fromkeys(("--prompt-cache", "--prompt-cache-all", "--prompt-cache-ro"),
+                    ("llama-cli", "a prompt cache file", _PROMPT_CACHE)),
+    **dict.fromkeys(("--in-prefix", "--in-suffix", "--in-prefix-bos"),
+                    ("llama-cli", "text around each message", _TEMPLATE)),
+    "--perf": ("llama-cli", "timings at the end", _USAGE),
+    "--no-perf": ("llama-cli", "leaving out its timings", "localgen prints timings only with --stats: drop it"),
+    "--simple-io": ("llama-cli", "plain input and output for scripts",
+                    "localgen run reads stdin and writes the answer alone to stdout: drop it"),
 }
 HUB_REPO_OPTIONS = {"-hf", "-hfr", "--hf-repo"}  # their value is what -m takes
 _RUN_ONLY = {  # where chat has no like
@@ -203,7 +219,8 @@ _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the 
             "--no-stream": "chat streams each answer: drop it",
             "--log-disable": _NO_LOG + ": drop it",
             "--cid": "localgen's is chat --resume NAME; --resume alone takes the latest",
-            **dict.fromkeys(("-u", "--usage"), _CHAT_USAGE),
+            **dict.fromkeys(("-u", "--usage", "--perf"), _CHAT_USAGE),
+            "--simple-io": "chat is for a terminal; `localgen run` reads pipes and writes the answer alone to stdout",
             **dict.fromkeys(("-x", "--extract", "--xl", "--extract-last"), _CHAT_EXTRACT),
             **dict.fromkeys(("--schema", "-j", "-jf", "--json-schema-file"),
                             "chat answers in free text; localgen run --json-schema SCHEMA answers in JSON that follows "

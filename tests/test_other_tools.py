@@ -124,6 +124,20 @@ from tests.conftest import bundled_model_file, run_localgen
      "`localgen run` answers one turn and exits"),
     (("run", "--no-warmup", "hi"), "--no-warmup is llama-cli's option for skipping its warm-up run",
      "localgen runs no warm-up before the prompt: drop it"),
+    (("run", "--prompt-cache", "p.bin", "hi"), "--prompt-cache is llama-cli's option for a prompt cache file",
+     "localgen keeps a long prompt's KV state in its own on-disk cache, found again by the prompt (`localgen cache` "
+     "lists it; run --no-cache goes without): drop it"),  # was: No such option, see `localgen run --help`
+    (("run", "--dry-multiplier", "0.8", "hi"), "--dry-multiplier is llama-cli's option for a sampler localgen lacks",
+     "localgen samples with --temperature, --top-k, --top-p and --min-p, and penalizes repeats with "
+     "--repeat-penalty, --presence-penalty and --frequency-penalty"),
+    (("chat", "--in-prefix", " "), "--in-prefix is llama-cli's option for text around each message",
+     "localgen uses the model's own chat template; --chat-template FILE gives another"),
+    (("run", "--no-perf", "hi"), "--no-perf is llama-cli's option for leaving out its timings",
+     "localgen prints timings only with --stats: drop it"),
+    (("chat", "--perf"), "--perf is llama-cli's option for timings at the end",
+     "localgen's is chat --stats, token counts and speeds after every answer (/stats in the chat)"),
+    (("run", "--simple-io", "hi"), "--simple-io is llama-cli's option for plain input and output for scripts",
+     "localgen run reads stdin and writes the answer alone to stdout: drop it"),
 ])
 def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, ...], error: str, hint: str) -> None:
     result = run_localgen(*args)
