@@ -56,7 +56,7 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
                          hint=f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}` '
                               f"(`localgen run -- {prompt}` sends the name itself)")
     if not attached and not (prompt and prompt.strip()):
-        raise nothing_to_send(stdin_read=len(names) > len(files))
+        raise nothing_to_send(stdin_read=len(names) > len(files), model=model_given)
     if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
         console.warn(file_name_warning("the prompt", prompt, "-f"))
     return attachments, made_of
@@ -129,15 +129,21 @@ def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> 
                                       ", then restore the text that was in it from a copy")
 
 
-def nothing_to_send(*, stdin_read: bool) -> UsageError:
+def nothing_to_send(*, stdin_read: bool, model: str | None = None) -> UsageError:
     """The error for a message with nothing in it; stdin_read: stdin was read, and had nothing in it either (the
-    command piped in failed, say)."""
+    command piped in failed, say); model: the -m given, which the commands suggested keep (`ollama run NAME` at a
+    terminal chats with it)."""
+    import shlex
+
+    given = "" if model is None else f" -m {shlex.quote(model)}"
+    example = f'localgen run{given} "Why is the sky blue?"'
     if stdin_read:
         return UsageError("nothing to send: the prompt is empty, and so is stdin",
-                          hint='check what feeds stdin, or give a prompt, e.g. localgen run "Why is the sky blue?"')
-    chat_hint = "; `localgen chat` starts a conversation" if sys.stdin is not None and sys.stdin.isatty() else ""
+                          hint=f"check what feeds stdin, or give a prompt, e.g. {example}")
+    chat_hint = f"; `localgen chat{given}` starts a conversation" if sys.stdin is not None and sys.stdin.isatty() \
+        else ""
     return UsageError("nothing to send: the prompt is empty",
-                      hint=f'give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in{chat_hint}')
+                      hint=f"give a prompt, e.g. {example}, or pipe text in{chat_hint}")
 
 
 def user_message(loaded: LoadedModel, prompt: str | None, attachments: list[str]) -> str:

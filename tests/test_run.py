@@ -1381,3 +1381,18 @@ def test_a_full_stdout_pipe_left_non_blocking_is_waited_on(unbuffered: bool) -> 
     assert proc.wait(timeout=60) == 0 and err == "", err
     assert out[:filled] == b"x" * filled and len(out) > filled + 1 and out.endswith(b"\n"), out[filled:]
     assert waited, "the full pipe was not waited on in poll"
+
+
+def test_a_model_run_at_a_terminal_without_a_prompt_is_offered_a_chat_with_that_model() -> None:
+    """`ollama run NAME` at a terminal chats with NAME: the hint names the model given, where it offered `localgen
+    chat` (the default model) and a run without -m."""
+    import pexpect
+
+    child = spawn_localgen("run", "-m", "smollm2-135m", env=dict(os.environ), encoding="utf-8", timeout=60,
+                           dimensions=(30, 300))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2
+    assert " ".join(child.before.split()) == (
+        'localgen: error: nothing to send: the prompt is empty (hint: give a prompt, e.g. localgen run -m '
+        'smollm2-135m "Why is the sky blue?", or pipe text in; `localgen chat -m smollm2-135m` starts a conversation)')
