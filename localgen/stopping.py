@@ -103,11 +103,12 @@ def typed_escape_warnings(stops: list[str]) -> list[str]:
 
 def hidden_tag_stops(stops: list[str]) -> list[str]:
     """A warning for each --stop string that spells <think> or </think>: --hide-thinking matches stop strings in the
-    answer shown, which has those tags left out, so such a string never matches."""
+    answer shown, which has the reasoning's tags left out, so such a string never matches them."""
     from localgen.thinking import CLOSE_TAG, OPEN_TAG  # thinking imports this module
 
-    return [f"--stop {stop!r} never matches with --hide-thinking: stop strings are matched in the answer, which has "
-            f"its {OPEN_TAG}…{CLOSE_TAG} reasoning left out (without --hide-thinking it stops at the tag)"
+    return [f"--stop {stop!r} never matches the reasoning's tags with --hide-thinking: stop strings are matched in the "
+            f"answer, which has its {OPEN_TAG}…{CLOSE_TAG} reasoning left out (without --hide-thinking it stops at the "
+            "tag)"
             for stop in stops if OPEN_TAG in stop or CLOSE_TAG in stop]
 
 

@@ -1,4 +1,7 @@
-"""Split streamed text into reasoning (inside <think>…</think>) and answer, across chunk boundaries."""
+"""Split streamed text into reasoning and answer, across chunk boundaries: the reasoning is the <think>…</think> block
+an answer opens with (after blank space), or the one its prompt opened (a template whose generation prompt ends with
+<think>, as Qwen3's and DeepSeek-R1's may); a <think> anywhere else is text the model wrote (an HTML-ish tag quoted,
+the tag explained)."""
 
 from __future__ import annotations
 
@@ -12,33 +15,46 @@ OPEN_TAG = "<think>"
 CLOSE_TAG = "</think>"
 
 
+def may_open_thinking(text: str) -> bool:
+    """True while the start of an answer may yet open a <think> block: blank space, then (part of) the tag."""
+    head = text.lstrip()
+    return not head.startswith(OPEN_TAG) and OPEN_TAG.startswith(head)
+
+
 class ThinkingSplitter:
-    """Feed text chunks; get (is_thinking, text) segments with the tags removed."""
+    """Feed text chunks; get (is_thinking, text) segments, the reasoning block's tags removed."""
 
     def __init__(self, *, inside: bool = False) -> None:
         self.inside = inside
-        self.closed = 0  # </think> tags met so far
+        self.closed = 0  # </think> tags met so far (one at most: the reasoning's)
+        self._at_start = not inside  # not known yet whether the answer opens with <think>
         self._held = ""
 
     def feed(self, text: str) -> list[tuple[bool, str]]:
-        """Split a chunk into segments, holding back a possible partial tag."""
-        buffer = self._held + text
+        """Split a chunk into segments, holding back what may yet be a tag of the reasoning block."""
+        buffer, self._held = self._held + text, ""
         segments: list[tuple[bool, str]] = []
-        while True:
-            tag = CLOSE_TAG if self.inside else OPEN_TAG
-            index = buffer.find(tag)
-            if index < 0:
-                break
-            if index:
-                segments.append((self.inside, buffer[:index]))
-            buffer = buffer[index + len(tag):]
-            self.closed += self.inside
-            self.inside = not self.inside
-        keep = partial_suffix(buffer, CLOSE_TAG if self.inside else OPEN_TAG)
-        self._held = buffer[len(buffer) - keep:] if keep else ""
-        if len(buffer) > keep:
-            segments.append((self.inside, buffer[: len(buffer) - keep]))
-        return segments
+        if self._at_start:
+            if may_open_thinking(buffer):
+                self._held = buffer
+                return segments
+            self._at_start = False
+            opens = buffer.find(OPEN_TAG)
+            if opens >= 0 and not buffer[:opens].strip():
+                if opens:
+                    segments.append((False, buffer[:opens]))
+                buffer, self.inside = buffer[opens + len(OPEN_TAG):], True
+        if self.inside:
+            closes = buffer.find(CLOSE_TAG)
+            if closes < 0:
+                keep = partial_suffix(buffer, CLOSE_TAG)
+                buffer, self._held = buffer[:len(buffer) - keep], buffer[len(buffer) - keep:]
+                return segments + ([(True, buffer)] if buffer else [])
+            if closes:
+                segments.append((True, buffer[:closes]))
+            buffer, self.inside = buffer[closes + len(CLOSE_TAG):], False
+            self.closed += 1
+        return segments + ([(False, buffer)] if buffer else [])
 
     def flush(self, *, cut: bool = False) -> list[tuple[bool, str]]:
         """Release any held-back text at the end of the stream (cut: the stream was cut off, so the start of a tag
@@ -48,19 +64,15 @@ class ThinkingSplitter:
 
 
 class AnswerStops:
-    """Stop strings matched in the answer only, never inside a <think> block: one the prompt opens, one the answer
-    opens with, or one later in the answer (for --hide-thinking, which leaves every block out of the answer shown).
-
-    A stop string is matched within a stretch of answer text: one split by a <think> block is not.
+    """Stop strings matched in the answer only, never inside its reasoning: the <think> block the prompt opens or the
+    answer opens with (for --hide-thinking, which leaves it out of the answer shown); a <think> later is answer text.
     """
 
     def __init__(self, stops: tuple[str, ...], *, inside: bool) -> None:
         self._matcher = StopMatcher(stops)
         self._state = "inside" if inside else "start"  # start: not known yet whether the answer opens with <think>;
-        # then inside a block, after it (its blank lines, before any answer), or in the answer
-        self._held = ""  # at the start or in the answer: text that may yet be <think>; inside: the last characters
-        # passed on
-        self._answered = False  # answer text (not blank) has been passed on
+        # then inside the block, after it (its blank lines, before any answer), or in the answer
+        self._held = ""  # at the start: text that may yet be <think>; inside: the last characters passed on
 
     @property
     def matched(self) -> str | None:
@@ -72,23 +84,18 @@ class AnswerStops:
         out = ""
         while text:
             if self._state == "answer":
-                passed, text = self._feed_answer(text)
-                out += passed
-                if self.matched is not None:
-                    return out
-                continue
+                return out + self._matcher.feed(text)
             if self._state == "after":  # the blank lines after </think>, which the answer shown leaves out
                 rest = text.lstrip()
                 out, text = out + text[: len(text) - len(rest)], rest
                 self._state = "answer" if rest else "after"
                 continue
             if self._state == "start":
-                head = (self._held + text).lstrip()
-                if not head.startswith(OPEN_TAG) and OPEN_TAG.startswith(head):
+                if may_open_thinking(self._held + text):
                     self._held += text  # whitespace, or the start of <think>
                     return out
                 text, self._held = self._held + text, ""
-                self._state = "inside" if head.startswith(OPEN_TAG) else "answer"
+                self._state = "inside" if text.lstrip().startswith(OPEN_TAG) else "answer"
                 continue
             seen = self._held + text
             end = seen.find(CLOSE_TAG)
@@ -97,27 +104,12 @@ class AnswerStops:
                 return out + text
             cut = end + len(CLOSE_TAG) - len(self._held)
             out, text, self._held = out + text[:cut], text[cut:], ""
-            self._state = "answer" if self._answered else "after"
+            self._state = "after"
         return out
-
-    def _feed_answer(self, text: str) -> tuple[str, str]:
-        """Answer text matched up to a <think> that opens a block (passed on with it, what is held back for a stop
-        string released); returns what is safe to emit, and the text after the <think>."""
-        seen = self._held + text
-        opens = seen.find(OPEN_TAG)
-        answer = seen if opens < 0 else seen[:opens]
-        keep = partial_suffix(answer, OPEN_TAG) if opens < 0 else 0
-        answer, self._held = answer[: len(answer) - keep], answer[len(answer) - keep:]
-        self._answered = self._answered or bool(answer.strip())
-        passed = self._matcher.feed(answer)
-        if opens < 0 or self.matched is not None:
-            return passed, ""
-        self._state = "inside"
-        return passed + self._matcher.flush() + OPEN_TAG, seen[opens + len(OPEN_TAG):]
 
     def flush(self) -> str:
         """Release held-back text at the end of the stream (a start of <think> that never finished is answer)."""
-        held = self._held if self._state in ("start", "answer") else ""
+        held = self._held if self._state == "start" else ""
         self._held = ""
         passed = self._matcher.feed(held) if held else ""
         return passed if self.matched is not None else passed + self._matcher.flush()

@@ -289,7 +289,11 @@ def test_triple_quote_blocks() -> None:
         (["<think>hmm</think>Answer"], [(True, "hmm"), (False, "Answer")]),
         (["<thi", "nk>deep", " thought</th", "ink>", "Yes"], [(True, "deep"), (True, " thought"), (False, "Yes")]),
         (["no tags at all"], [(False, "no tags at all")]),
-        (["a <", "b"], [(False, "a "), (False, "<b")]),
+        (["a <", "b"], [(False, "a <"), (False, "b")]),
+        ([" \n<th", "ink>a</think>b"], [(False, " \n"), (True, "a"), (False, "b")]),  # blank space, then the block
+        (["Use <think>", " tags.</think>"], [(False, "Use <think>"), (False, " tags.</think>")]),  # text, not a block
+        (["<think>a</think>b <think>c</think>"], [(True, "a"), (False, "b <think>c</think>")]),  # one block at most
+        (["</think>x"], [(False, "</think>x")]),
     ],
 )
 def test_thinking_splitter(chunks: list[str], expected: list[tuple[bool, str]]) -> None:
@@ -310,7 +314,9 @@ def test_generation_prompt_that_opens_thinking() -> None:
     (["plain answer"], False, ["plain answer"], ""),
     ([" sat on the mat"], False, [" sat on the mat"], ""),  # no think block: a continuation keeps its space
     (["<think>ab</th"], False, [], "ab"),  # cut off (-n) inside a tag: the piece of the tag is no text
-    (["Paris <th"], False, ["Paris "], ""),
+    (["Paris <th"], False, ["Paris <th"], ""),  # text: a tag later than the start opens no block
+    (["The tag ", "<think> opens it."], False, ["The tag ", "<think> opens it."], ""),
+    (["ok</think> See <think>x"], True, ["See <think>x"], "ok"),
     (["<think></think>", "\n\nYes"], False, ["Yes"], ""),
 ])
 def test_without_thinking_streams_only_the_answer(chunks: list[str], opens: bool, shown: list[str],

@@ -112,25 +112,29 @@ def test_with_hide_thinking_a_stop_string_is_matched_in_the_answer_only() -> Non
     assert shown.out == "<think>\nStep one.\n", "shown, the reasoning is part of the text a stop ends"
 
 
-def test_with_hide_thinking_a_stop_string_is_not_matched_in_a_later_think_block() -> None:
-    """A block later in the answer was matched like answer text: the answer ended inside it, its reasoning cut."""
-    grammar = 'root ::= "Intro. <think>\\nA\\n\\nB\\n</think> Answer.\\n\\nMore."'
-    hidden = run_localgen("run", "--hide-thinking", "--stop", "\n\n", "-n", "80", "--json", "--grammar", grammar, "q",
-                          *GREEDY)
-    record = json.loads(hidden.out)
-    assert (record["text"], record["thinking"], record["finish_reason"]) == ("Intro.  Answer.", "A\n\nB", "stop")
-
+def test_with_hide_thinking_a_think_tag_later_in_the_answer_is_text() -> None:
+    """A <think> after the answer's start (a tag quoted or explained) was taken for reasoning: the rest of the answer
+    went to `thinking`, left out of stdout. It is text, and a stop string matches in it as in the rest."""
+    grammar = 'root ::= "Use <think> tags.\\n\\nMore </think> here."'
+    record = json.loads(run_localgen("run", "--hide-thinking", "--json", "-n", "40", "--grammar", grammar, "q",
+                                     *GREEDY).out)
+    assert (record["text"], record["thinking"]) == ("Use <think> tags.\n\nMore </think> here.", ""), record
+    stopped = run_localgen("run", "--hide-thinking", "--stop", "\n\n", "-n", "40", "--grammar", grammar, "q",
+                           *GREEDY)
+    assert stopped.returncode == 0 and stopped.out == "Use <think> tags.\n", stopped.out
 
 
 def test_with_hide_thinking_a_stop_string_spelling_a_think_tag_is_said_never_to_match() -> None:
-    """--stop '<think>' silently never matched with --hide-thinking, which takes the tags out of the answer."""
-    grammar = 'root ::= "Intro. <think>A</think> Answer."'
+    """--stop '<think>' silently never matched with --hide-thinking, which takes the reasoning's tags out of the
+    answer."""
+    grammar = 'root ::= "<think>A</think> Answer."'
     hidden = run_localgen("run", "--hide-thinking", "--stop", "<think>", "--stop", "</think> A", "--stop", "think",
                           "-n", "40", "--grammar", grammar, "q", *GREEDY)
-    assert hidden.returncode == 0 and hidden.out == "Intro.  Answer.\n", hidden.out
-    warned = [line for line in hidden.err.splitlines() if "never matches with --hide-thinking" in line]
+    assert hidden.returncode == 0 and hidden.out == "Answer.\n", hidden.out
+    warned = [line for line in hidden.err.splitlines() if "never matches the reasoning's tags with --hide" in line]
     assert [line.split("'")[1] for line in warned] == ["<think>", "</think> A"], hidden.err
-    shown = run_localgen("run", "--stop", "<think>", "-n", "40", "--grammar", grammar, "q", *GREEDY)
+    shown = run_localgen("run", "--stop", "<think>", "-n", "40", "--grammar", 'root ::= "Intro. <think>A</think>"',
+                         "q", *GREEDY)
     assert shown.out == "Intro. \n" and shown.err == "", "shown, the tag is text a stop string ends"
 
 

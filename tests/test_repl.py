@@ -1619,6 +1619,21 @@ REASONING = "Three plus three is six."
 DIM = re.compile(r"\x1b\[2(?:;3)?m([^\x1b]*)\x1b\[0m")  # dim (and italic) text, then the reset
 
 
+# A plain-text template whose examples answer with a <think> tag inside their text, and whose generation prompt starts
+# the answer: the bundled model then writes such a tag itself (" tag <think> closes it." at temperature 0), as text.
+TAG_TEMPLATE = """\
+{% for m in messages %}{% if m.role == 'user' %}Q: {{ m.content }}
+A: The tag <think> opens it.
+Q: {{ m.content }}
+A: The tag <think> opens it.
+Q: {{ m.content }}
+A: The tag <think> opens it.
+Q: {{ m.content }}
+A: The{% else %}{{ m.content }}
+{% endif %}{% endfor %}
+"""
+
+
 def _reasoning_chat(home: Path, tmp_path: Path, *args: str) -> Chat:
     """A chat with THINKING_TEMPLATE, whose answer to 'What is 3+3?' reasons first (each answer ends at 'Q:')."""
     template = tmp_path / "think.jinja"
@@ -1638,6 +1653,21 @@ def _regen(chat: Chat) -> None:
     chat.child.sendline("/regen")
     chat.wait_for(lambda _: chat.saved_at() != saved)
     chat.sync()
+
+
+def test_a_think_tag_in_the_middle_of_an_answer_is_shown_as_text(home: Path, tmp_path: Path) -> None:
+    """A <think> after the answer's start is text the model wrote: shown as it is, not dimmed as reasoning (with the
+    rest of the answer), nor taken out of it."""
+    template = tmp_path / "tag.jinja"
+    template.write_text(TAG_TEMPLATE)
+    chat = Chat(home, "--chat-template", str(template), "--temperature", "0", "-n", "12", "--stop", "Q:",
+                "--no-markdown")
+    mark = len(chat.transcript.getvalue())
+    answer = chat.ask("Hi")["turns"][0]["answer"].strip()
+    assert "<think>" in answer and not answer.startswith("<think>"), answer
+    dimmed, text = _shown_since(chat, mark)
+    assert dimmed == "" and answer in text, (dimmed, text)
+    assert chat.quit() == 0
 
 
 def test_reasoning_is_shown_dimmed_and_thinking_off_hides_it(home: Path, tmp_path: Path) -> None:
