@@ -147,8 +147,9 @@ class PromptCache:
                 continue
             yield path, header
 
-    def find(self, prompt: Sequence[int], *, better_than: int = 0) -> SavedPrefix | None:
-        """The entry sharing the longest prefix with prompt, if that beats better_than by enough to pay off.
+    def find(self, prompt: Sequence[int], *, better_than: int = 0, most: int | None = None) -> SavedPrefix | None:
+        """The entry sharing the longest prefix with prompt, if that beats better_than by enough to pay off; with
+        most, among the entries of at most that many tokens (a larger context's cannot be loaded into this one).
 
         The size bound holds for reading too: a bound lowered since the entries were saved evicts them first.
         """
@@ -156,6 +157,8 @@ class PromptCache:
         wanted = tokens_array(prompt)
         best: tuple[int, Path, _Header] | None = None
         for path, header in self._headers():
+            if most is not None and len(header.tokens) > most:
+                continue
             shared = common_prefix(header.tokens, wanted)
             if best is None or shared > best[0]:
                 best = (shared, path, header)

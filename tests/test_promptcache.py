@@ -353,6 +353,22 @@ def test_an_entry_longer_than_a_context_started_small_is_restored(engine: Engine
     assert done.restored_tokens >= 128 and done.usage.cached_tokens == done.restored_tokens
 
 
+def test_an_entry_longer_than_the_context_gives_way_to_a_shorter_one_that_fits(engine: Engine, bundled_model: Path,
+                                                                               tmp_path: Path) -> None:
+    """A run with a larger context saved a prompt longer than this context holds, which cannot be loaded here: the
+    entry that shares the most among those that fit is restored, where the longer one was chosen, failed to load, and
+    the whole prompt was prefilled cold."""
+    cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30, min_new_tokens=1, min_gain_tokens=1)
+    words = engine.tokenize(DOC, add_special=False)
+    _answer(engine, words[:300], cache)
+    with Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1, n_batch=128,
+                                           n_ubatch=128)) as small:
+        _answer(small, words[:150], cache)  # the shorter entry, which this context holds
+        assert len(list_entries(tmp_path)) == 2
+        done = _answer(small, [*words[:200], *small.tokenize(" and a new ending", add_special=False)], cache)
+    assert done.restored_tokens >= 128 and done.usage.cached_tokens == done.restored_tokens
+
+
 @pytest.mark.parametrize(("length", "saved"), [
     (2 * 128 + 100, 2 * 128 + 10), (2 * 128 + 100, 2 * 128 + 70),  # the saved tail under / over FA_TILE_Q
     (3 * 128 + 14, 3 * 128 + 14),  # the same prompt again: its last token alone would take the one-query kernel

@@ -33,8 +33,9 @@ class PrefixCache(Protocol):
 
     min_new_tokens: int
 
-    def find(self, prompt: Sequence[int], *, better_than: int) -> CachedPrefix | None:
-        """The saved state sharing the longest prefix with prompt, if it shares more than better_than tokens."""
+    def find(self, prompt: Sequence[int], *, better_than: int, most: int) -> CachedPrefix | None:
+        """The saved state of at most most tokens sharing the longest prefix with prompt, if it shares more than
+        better_than tokens."""
         ...
 
     def store(self, tokens: Sequence[int], state: bytearray) -> None:
@@ -47,7 +48,7 @@ def restore_prefix(kv: KvCache, prompt: Sequence[int], cache: PrefixCache, *, n_
     """Load the longest cached prefix of prompt when it beats what kv already holds (make_room lets the KV cache
     hold as many tokens as the saved state, which may be longer than prompt); return the tokens kept."""
     try:
-        entry = cache.find(prompt, better_than=kv.common_prefix(prompt))
+        entry = cache.find(prompt, better_than=kv.common_prefix(prompt), most=n_ctx)
     except LocalgenError as exc:
         log.debug("prompt cache lookup failed: %s", exc.message)
         return 0
