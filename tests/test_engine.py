@@ -402,6 +402,28 @@ def test_an_empty_prompt_and_a_closed_engine_are_errors(bundled_model: Path) -> 
         small.tokenize("hi", add_special=False)
 
 
+
+def test_a_batch_llama_cpp_refuses_says_so_and_leaves_the_engine_working(engine: Engine) -> None:
+    prompt = chat_prompt(engine, "Tell a story.")
+    with pytest.raises(LocalgenError) as refused:  # a token beyond the vocabulary: llama_decode returns -1
+        list(engine.generate([*prompt, engine.n_vocab + 3], GREEDY, GenerationLimits(max_tokens=4)))
+    assert refused.value.message == "llama.cpp refused the batch as invalid (llama_decode returned -1)"
+    assert "--ctx-size" not in (refused.value.hint or ""), "a larger context does nothing for it"
+    assert engine.kv_token_list == prompt[:len(engine.kv_token_list)]
+    _, after, _ = _collect(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=3)))
+    assert after.usage.completion_tokens == 3
+
+
+@pytest.mark.parametrize(("status", "message", "hint"), [
+    (1, "found no room in the KV cache", "a larger --ctx-size"),
+    (-2, "could not allocate the memory", "a smaller --batch-size, fewer --gpu-layers"),
+    (-3, "failed to evaluate the batch", "LOCALGEN_DEBUG=1"),
+])
+def test_each_llama_decode_failure_names_its_cause(status: int, message: str, hint: str) -> None:
+    failure = core.decode_failure(status)
+    assert message in failure.message and f"(llama_decode returned {status})" in failure.message
+    assert hint in (failure.hint or "")
+
 def test_a_context_without_flash_attention_is_allocated_an_odd_number_of_pads_and_used_as_asked(
         engine: Engine) -> None:
     """V's transposed rows lie an odd multiple of 512 bytes apart (allocated_context); the room stays as asked."""

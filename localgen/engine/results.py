@@ -19,10 +19,24 @@ class DecodeResult:
     last_token_at: float
 
 
+LOG_HINT = "run with LOCALGEN_DEBUG=1 for llama.cpp's log"
+
+
 def decode_failure(status: int) -> LocalgenError:
-    """The error for a llama_decode that failed."""
-    return LocalgenError(f"llama.cpp failed to evaluate the batch (llama_decode returned {status})",
-                         hint="the context may be full; try a larger --ctx-size")
+    """The error for a llama_decode that failed, by its status (llama.h): 1 no KV slot for the batch, -1 an invalid
+    batch, -2 compute buffers it could not allocate, other negatives a backend's failure."""
+    returned = f"(llama_decode returned {status})"
+    if status == 1:
+        return LocalgenError(f"llama.cpp found no room in the KV cache for the batch {returned}",
+                             hint="the context may be full; try a larger --ctx-size")
+    if status == -1:
+        return LocalgenError(f"llama.cpp refused the batch as invalid {returned}",
+                             hint=f"{LOG_HINT}, which says why, and report it")
+    if status == -2:
+        return LocalgenError(f"llama.cpp could not allocate the memory to evaluate the batch {returned}",
+                             hint="try a smaller --batch-size, fewer --gpu-layers or a smaller --ctx-size")
+    return LocalgenError(f"llama.cpp failed to evaluate the batch {returned}",
+                         hint=f"{LOG_HINT}; where a GPU ran out of memory, try fewer --gpu-layers")
 
 
 def finished_event(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
