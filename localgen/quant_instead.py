@@ -1,19 +1,24 @@
-"""A quant of a Hub repo that fits here, offered in place of one that does not: what `pull` of a named quant that no
-run can load here warns of (the download goes ahead: the user chose it)."""
+"""A quant of a Hub repo that fits here, in place of one that does not: what `pull` of a named quant that no run can
+load here warns of (the download goes ahead: the user chose it), and the quant a run or pull of ORG/REPO downloads
+where the downloaded one it would take does not fit."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from localgen.errors import HubError, InsufficientMemoryError, LocalgenError
 from localgen.estimate import ModelShape, padded_context
-from localgen.fit import FitRequest, estimate_at, fitting_context
+from localgen.fit import FitRequest, estimate_at, fitting_context, plan_fit
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
     from localgen.hardware import Hardware
     from localgen.hub_types import HubFile
     from localgen.quant_choice import FitOption, Target
+    from localgen.resolve import ResolvedModel
 
 
 def will_not_run_warning(target: Target, label: str, shape: ModelShape, size: int, hw: Hardware,
@@ -60,3 +65,43 @@ def _named(target: Target, option: FitOption) -> str:
     if target.ref.kind == "name" and option.quant:
         return f"{target.text.partition(':')[0]}:{option.quant}"
     return option_reference(target.repo or "", option)
+
+
+def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardware, request: FitRequest,
+                     note: Callable[[str], None], offline: bool | None, download_only: bool) -> ResolvedModel | None:
+    """For ORG/REPO named without a quant, online, whose downloaded quant a run takes does not fit here (none of its
+    downloaded quants does): the quant of the repo that fits, chosen on the Hub as where none is downloaded, said and
+    downloaded, as a run downloads a model not here. None where the downloaded one fits, none on the Hub fits better,
+    or the Hub cannot be asked: the downloaded one goes on as before (a run refuses it, naming smaller quants)."""
+    from localgen.estimate import header_shape
+    from localgen.hub import is_offline, one_listing_per_repo
+    from localgen.quant_choice import choose_download, model_target, read_local_header
+    from localgen.references import quant_of_filename
+    from localgen.resolve import resolve_model
+
+    target = model_target(reference)
+    if target.repo is None or target.quant or target.filename or found.source != "cache" or offline or is_offline():
+        return None
+    request = replace(request, default_ctx=target.default_ctx)
+    try:
+        plan_fit(header_shape(read_local_header(found.path), found.path), hw, request)
+        return None
+    except InsufficientMemoryError:
+        pass
+    except LocalgenError:
+        return None  # a header the load will name
+    try:
+        with one_listing_per_repo():
+            chosen, notes = choose_download(reference, hw=hw, request=request, download_only=download_only)
+    except (HubError, InsufficientMemoryError):
+        return None  # no answer, or nothing fits: the downloaded copy is refused as it was, naming smaller quants
+    own_quant, chosen_target = quant_of_filename(found.path.name), model_target(chosen)
+    if (own_quant is not None and chosen_target.quant == own_quant) or (
+            chosen_target.filename is not None and Path(chosen_target.filename).name == found.path.name):
+        return None
+    own = f"{target.repo}:{own_quant}" if own_quant else f"{target.repo}/{found.path.name}"
+    first, *rest = notes or ("",)
+    note(f"the downloaded {own} does not fit here" + (f"; {first}" if first else ""))
+    for text in rest:
+        note(text)
+    return resolve_model(chosen, offline=False)

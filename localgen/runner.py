@@ -29,6 +29,7 @@ from localgen.model_file_errors import named_as_typed
 from localgen.once import first_time
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.quant_choice import choose_download, plan_resolved, resolve_downloaded
+from localgen.quant_instead import fitting_download
 from localgen.resolve import ResolvedModel, resolve_model, with_unverified_copy
 from localgen.template_sandbox import check_template
 from localgen.units import counted
@@ -160,8 +161,13 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
         except ModelNotFoundError:
             if options.offline or is_offline():
                 raise
-        else:  # pull brings a downloaded model up to date with the Hub; a run uses it as it is
-            return refreshed(found, offline=options.offline) if download_only else found
+        else:  # pull brings a downloaded model up to date with the Hub; a run uses it as it is, where it fits
+            with one_listing_per_repo():  # a repo asked for a quant that fits is not listed again to refresh it
+                instead = fitting_download(found, options.model, hw=hw, request=fit_request(options), note=note,
+                                           offline=options.offline, download_only=download_only)
+                if instead is not None:
+                    return instead
+                return refreshed(found, offline=options.offline) if download_only else found
     try:
         with one_listing_per_repo():
             reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options),

@@ -174,9 +174,9 @@ def test_a_downloaded_quant_the_hub_has_dropped_is_kept_and_still_found_by_its_n
 
 def test_pull_of_a_repo_whose_downloaded_quant_does_not_fit_checks_the_one_a_run_takes(
         hub: tuple[HubServer, dict[str, str]]) -> None:
-    """No downloaded quant fits (here: in LOCALGEN_MEMORY_LIMIT), so a run of ORG/REPO takes the downloaded Q8_0 as
-    it is: pull names that quant and brings it up to date with the Hub, where it said "org/tiny-GGUF is already
-    downloaded" without asking the Hub."""
+    """No quant fits (here: in LOCALGEN_MEMORY_LIMIT), downloaded or on the Hub (its headers read to know), so a run
+    of ORG/REPO takes the downloaded Q8_0 as it is: pull names that quant and brings it up to date with the Hub, where
+    it said "org/tiny-GGUF is already downloaded" without asking the Hub."""
     server, env = hub
     q4 = make_gguf_bytes("q4")
     server.add_repo(REPO, {FILE: make_gguf_bytes("old"), "tiny-Q4_K_M.gguf": q4})
@@ -186,12 +186,14 @@ def test_pull_of_a_repo_whose_downloaded_quant_does_not_fit_checks_the_one_a_run
     same, said = _pull(small, REPO)
     assert same == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with "
                                       "the Hub\n")
-    assert [(r.method, r.path) for r in server.requests] == [("GET", f"/api/models/{REPO}")]
+    assert [(r.method, r.path) for r in server.requests if not r.range] == [("GET", f"/api/models/{REPO}")], \
+        "one listing, and the quants' headers read"
     server.add_repo(REPO, {FILE: make_gguf_bytes("new"), "tiny-Q4_K_M.gguf": q4})
     updated, said = _pull(small, REPO)
     assert updated.name == FILE and updated.read_bytes() == make_gguf_bytes("new") and not first.exists()
     assert said.splitlines()[-1].startswith(f"localgen: updated {REPO}:Q8_0 (the Hub has a newer version)"), said
-    assert server.count("GET", "tiny-Q4_K_M.gguf") == 0
+    assert server.count("GET", "tiny-Q4_K_M.gguf") == 2 and all(  # its header read, once a pull, never downloaded
+        r.range for r in server.requests if r.path.endswith("tiny-Q4_K_M.gguf"))
 
 
 def test_pull_of_a_model_up_to_date_on_a_terminal_draws_no_bar(hub: tuple[HubServer, dict[str, str]]) -> None:
