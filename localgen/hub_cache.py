@@ -25,7 +25,7 @@ from types import ModuleType
 from localgen.config import settings
 from localgen.errors import ConfigError, LocalgenError
 from localgen.hub_address import endpoint_error
-from localgen.hub_choice import choose_model, quant_of, shard_of
+from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_of
 from localgen.hub_types import HubFile, HubListing
 from localgen.references import check_safe_filename
 from localgen.storage import atomic_write_text
@@ -357,7 +357,6 @@ def unverified_file(repo: str, *, quant: str | None, filename: str | None,
     first shard of a split model stands for it (incomplete: a verified first shard too, when other shards are
     missing, as a pull that stopped part way leaves it).
     """
-    from localgen.references import normalize_quant
 
     for f in cached_gguf_files():
         if f.repo.lower() != repo.lower() or (shard_of(f.filename)[0] or 1) != 1:
@@ -366,7 +365,7 @@ def unverified_file(repo: str, *, quant: str | None, filename: str | None,
             continue
         if filename is not None and f.filename != filename:
             continue
-        if filename is None and quant is not None and quant_of(f.filename) != normalize_quant(quant):
+        if filename is None and quant is not None and not carries_tag(f.filename, quant):
             continue
         return f.path
     return None

@@ -94,7 +94,7 @@ def choose_model(files: list[HubFile], *, quant: str | None, filename: str | Non
     available = _quants(candidates)
     if quant:
         wanted = normalize_quant(quant)
-        matches = [g for g in candidates if g[0].quant == wanted]
+        matches = [g for g in candidates if carries_tag(g[0].filename, wanted)]
         if not matches:
             listed = ", ".join(available) if available else "none (no file name carries a quant tag)"
             meant, choices = tuple(_meant_quants(wanted, available)), f"quants in this repo: {listed}"
@@ -110,6 +110,18 @@ def choose_model(files: list[HubFile], *, quant: str | None, filename: str | Non
     names = ", ".join(g[0].filename for g in candidates[:6])
     raise HubError(f"{repo} has several GGUF files and none names a quant",
                    hint=f"name one: {repo}/FILE.gguf (files: {names})")
+
+
+def carries_tag(filename: str, tag: str) -> bool:
+    """Whether a file is of the quant tag asked for: its quant (quant_of), or, for a tag that is more than a quant,
+    the tag whole between separators in its path: Unsloth's UD-Q4_K_XL (Qwen3-8B-UD-Q4_K_XL.gguf), as Hugging Face's
+    "Use this model" writes it for Ollama and llama.cpp."""
+    tag = normalize_quant(tag)
+    if quant_of(filename) == tag:
+        return True
+    if quant_of_filename(tag) in (None, tag) or tag.endswith(".GGUF"):  # a file's name given as a quant: refused
+        return False
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(tag)}(?![A-Za-z0-9])", filename, re.IGNORECASE) is not None
 
 
 def _group_shards(files: list[HubFile]) -> list[tuple[HubFile, ...]]:

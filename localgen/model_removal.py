@@ -19,7 +19,7 @@ from pathlib import Path
 from localgen import hub_cache
 from localgen.catalog import bundled_file, display_name, forget_model_file, hub_groups
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
-from localgen.hub_choice import choose_model, quant_of
+from localgen.hub_choice import carries_tag, choose_model, quant_of
 from localgen.hub_slips import with_downloaded_repo
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import ModelSpec, Registry, hub_target, own_file_refusal
@@ -167,7 +167,7 @@ def _group_matches(files: list[hub_cache.CachedHubFile], quant: str | None, patt
         base_names = (f.filename.rsplit("/", 1)[-1].lower() for f in files)
         return any(base == low or fnmatch.fnmatch(base, low) for base in base_names)
     if quant:
-        return quant_of(files[0].filename) == normalize_quant(quant)
+        return carries_tag(files[0].filename, quant)
     return True
 
 

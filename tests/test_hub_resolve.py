@@ -383,3 +383,22 @@ def test_pull_of_a_downloaded_model_brings_it_up_to_date_with_the_hub(hubenv: Hu
     kept = pulled_model(f"{TINY_REPO}:Q4_K_M")
     assert kept.path == pulled and (already_here(kept, 1024) or "").startswith(
         f"localgen: {TINY_REPO}:Q4_K_M is already downloaded (1.0 KiB); not checked against the Hub: cannot reach")
+
+
+def test_a_tag_with_a_prefix_before_its_quant_names_the_file_that_carries_it(loopback_hub: HubServer, tmp_path: Path,
+                                                                             tiny: Path) -> None:
+    """ORG/REPO:UD-Q4_K_XL, as Hugging Face's "Use this model" gives Unsloth's quants to Ollama and llama.cpp, pulls,
+    runs (offline too) and removes Qwen3-8B-UD-Q4_K_XL.gguf, where it was refused: the repo "has no UD-Q4_K_XL file"
+    (its quant being Q4_K_XL); a tag no file carries whole is still refused."""
+    repo = "unsloth/Qwen3-8B-GGUF"
+    loopback_hub.add_repo(repo, {"Qwen3-8B-UD-Q4_K_XL.gguf": tiny, "Qwen3-8B-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    env = child_env(loopback_hub, tmp_path)
+    pulled = run_cli(env, "pull", f"hf.co/{repo}:UD-Q4_K_XL")
+    assert pulled.returncode == 0 and pulled.stdout.strip().endswith("/Qwen3-8B-UD-Q4_K_XL.gguf"), pulled.stderr
+    ran = run_cli(env, "run", "--offline", "-m", f"{repo}:ud-q4_k_xl", "hi", "-n", "1", "--json")
+    assert ran.returncode == 0 and json.loads(ran.stdout)["model"]["path"] == pulled.stdout.strip(), ran.stderr
+    lacking = run_cli(env, "pull", f"{repo}:UD-Q4_K_M")  # its Q4_K_M file carries no UD-
+    assert lacking.returncode == 1 and f"{repo} has no UD-Q4_K_M file" in lacking.stderr, lacking.stderr
+    removed = run_cli(env, "models", "rm", f"{repo}:UD-Q4_K_XL", "-y")
+    assert removed.returncode == 0 and f"removed {repo}:Q4_K_XL" in removed.stderr, removed.stderr
+    assert not Path(pulled.stdout.strip()).exists()
