@@ -32,6 +32,7 @@ from localgen.other_tools import (
     GUESSED_OPTIONS,
     OTHER_TOOLS_COMMANDS,
     OTHER_TOOLS_WORDS,
+    RUN_WORDS,
     SEVERAL_NAMES,
     SUBCOMMAND_HABITS,
     option_habit_hint,
@@ -176,7 +177,7 @@ def _unknown_command_hint(app: typer.Typer, args: list[str], command: str, text:
     if command or not args or "no such command" not in text:
         return None
     asks_help = any(word in ("-h", "--help") for word in args)
-    return _other_tool_hint(args[0], args[1:]) or (None if asks_help else _prompt_as_command_hint(app, args[0]))
+    return _other_tool_hint(args[0], args[1:]) or (None if asks_help else _prompt_as_command_hint(app, args))
 
 
 def _other_tool_hint(word: str, rest: list[str]) -> str | None:
@@ -225,12 +226,19 @@ def _option_before_command_hint(app: typer.Typer, exc: Exception, args: list[str
     return f"options go after the command: `{shlex.join(['localgen', *moved])}`"
 
 
-def _prompt_as_command_hint(app: typer.Typer, word: str) -> str | None:
-    """For a prompt typed where the command goes: `localgen run PROMPT`."""
-    if not _reads_as_prompt(app, word):
+def _prompt_as_command_hint(app: typer.Typer, args: list[str]) -> str | None:
+    """For a prompt typed where the command goes (`localgen why is the sky blue`; llm's `localgen prompt "hi"`):
+    `localgen run PROMPT`, its words quoted as one and run's options kept."""
+    word, verb = args[0], args[0] in RUN_WORDS
+    misspelt = difflib.get_close_matches(word, command_names(app), cutoff=0.6) and not any(map(str.isspace, word))
+    if not verb and (word.startswith("-") or misspelt):  # click's closest name says a command misspelt
         return None
-    ask = f"localgen run {shlex.quote(word)}"
-    return f"to ask the model, use `{ask}`" if " " in word else f"see `localgen --help`; to ask the model: {ask}"
+    takes_value, words = option_arity(app, "run"), args[verb:]
+    prompt, options = words_given(words, takes_value), options_given(words, takes_value)  # run's options kept
+    ask = _suggested("run", options if all_options(options, takes_value) else [], prompt) if prompt else \
+        'localgen run "..."'
+    sure = verb or len(prompt) > 1 or " " in word  # else perhaps a command misspelt
+    return f"to ask the model, use `{ask}`" if sure else f"see `localgen --help`; to ask the model: {ask}"
 
 
 def _extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
@@ -415,12 +423,6 @@ def _after_double_dash_hint(app: typer.Typer, args: list[str]) -> str | None:
     prompt, options = " ".join(after[:split]), after[split:]
     fixed = shlex.join(["localgen", "run", *before, *options, "--", prompt])
     return f"options go before --, which ends them: `{fixed}`" if options else f"quote the prompt: `{fixed}`"
-
-
-def _reads_as_prompt(app: typer.Typer, word: str) -> bool:
-    """Whether an unknown command looks like a prompt rather than a misspelt command name."""
-    return not word.startswith("-") and (any(c.isspace() for c in word)
-                                         or not difflib.get_close_matches(word, command_names(app), cutoff=0.6))
 
 
 def _model_name_last(words: list[str]) -> str | None:

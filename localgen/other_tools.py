@@ -14,6 +14,7 @@ OTHER_TOOLS_COMMANDS = {  # what users of other tools type at the top level, and
     "download": "localgen pull NAME", "logs": "localgen conversations", "history": "localgen conversations",
     "version": "localgen --version",
 }
+RUN_WORDS = ("prompt", "generate", "ask", "complete")  # `llm prompt "..."`, and other words for `localgen run "..."`
 SEVERAL_NAMES = {"rm", "remove"}  # of those, the commands whose localgen command takes several names
 _NO_SERVER = "localgen has no server: `localgen run` and `localgen chat` load the model in their own process"
 _MODELS_TOML = "models are entries of models.toml: add [models.NAME] to yours (README, Models)"

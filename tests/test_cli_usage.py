@@ -330,3 +330,22 @@ def test_a_system_prompt_left_out_before_an_option_runs_nothing() -> None:
     assert result.returncode == 2 and result.out == ""
     assert result.err.startswith("localgen: error: --system needs a value (TEXT), and the word after it is the "
                                  "option --json (hint: ")
+
+
+@pytest.mark.parametrize(("args", "hint", "meant"), [
+    (["why", "is", "the", "sky", "blue"], "to ask the model, use `localgen run 'why is the sky blue'`",
+     {"prompt": "why is the sky blue"}),  # was: to ask the model: localgen run why
+    (["summarize", "-n", "5", "this"], "to ask the model, use `localgen run -n 5 'summarize this'`",
+     {"prompt": "summarize this", "max_tokens": 5}),
+    (["prompt", "-m", "smollm2-135m", "hi there"], "to ask the model, use `localgen run -m smollm2-135m 'hi there'`",
+     {"prompt": "hi there", "model": "smollm2-135m"}),  # llm prompt; was: localgen run prompt
+    (["ask", "-x", "hi"], "to ask the model, use `localgen run hi`", {"prompt": "hi"}),  # no -x in run
+    (["prompt"], 'to ask the model, use `localgen run "..."`', {"prompt": "..."}),
+    (["hello"], "see `localgen --help`; to ask the model: localgen run hello", {"prompt": "hello"}),
+])
+def test_a_prompt_typed_where_the_command_goes_is_suggested_whole_to_run(
+        args: list[str], hint: str, meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
+    assert _usage(args, capsys) == (f"No such command '{args[0]}'.", hint)
+    suggested = hint.partition("use `")[2].rstrip("`") or hint.rpartition(": ")[2]
+    params = _parsed(suggested)
+    assert {key: params[key] for key in meant} == meant, params
