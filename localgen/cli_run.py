@@ -50,11 +50,13 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     attachments = once_each(attachments, names, warnings)
     console.warn_each(warnings)
     attached = any(map(str.strip, attachments))
-    if model_given is None and prompt and not attached and reads_as_a_model(prompt, settings().user_registry) \
-            and not given_after_double_dash(app, prompt):
+    if model_given is None and prompt and reads_as_a_model(prompt, settings().user_registry) \
+            and not given_after_double_dash(app, prompt):  # `cat notes.md | ollama run NAME` too
+        ask = f'send it what is attached with `localgen run -m {prompt}`, and a prompt with `localgen run -m ' \
+              f'{prompt} "..."`' if attached else \
+            f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}`'
         raise UsageError(f"'{prompt}' is the name of a model, not a prompt",
-                         hint=f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}` '
-                              f"(`localgen run -- {prompt}` sends the name itself)")
+                         hint=f"{ask} (`localgen run -- {prompt}` sends the name itself)")
     if not attached and not (prompt and prompt.strip()):
         raise nothing_to_send(stdin_read=len(names) > len(files), model=model_given)
     if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):

@@ -1396,3 +1396,16 @@ def test_a_model_run_at_a_terminal_without_a_prompt_is_offered_a_chat_with_that_
     assert " ".join(child.before.split()) == (
         'localgen: error: nothing to send: the prompt is empty (hint: give a prompt, e.g. localgen run -m '
         'smollm2-135m "Why is the sky blue?", or pipe text in; `localgen chat -m smollm2-135m` starts a conversation)')
+
+
+def test_a_model_s_name_where_the_prompt_goes_is_refused_with_stdin_piped_too() -> None:
+    """`cat notes.md | ollama run NAME` sends the notes to NAME: here the name went to the default model as the
+    instruction under the piped text, and it answered."""
+    result = run_localgen("run", "smollm2-135m", stdin=b"Bonjour, comment allez-vous ?")
+    assert result.returncode == 2 and result.out == ""
+    assert result.err == (
+        "localgen: error: 'smollm2-135m' is the name of a model, not a prompt (hint: send it what is attached with "
+        '`localgen run -m smollm2-135m`, and a prompt with `localgen run -m smollm2-135m "..."` (`localgen run -- '
+        "smollm2-135m` sends the name itself))\n")
+    sent = run_localgen("run", "--print-prompt", "--", "smollm2-135m", stdin=b"Bonjour")
+    assert sent.returncode == 0 and "Bonjour\n\nsmollm2-135m<|im_end|>" in sent.out, sent.err
