@@ -54,22 +54,29 @@ def _missing_value(names: list[str], words: list[str], at: int, param: Any) -> t
     """The message and the hint for option words[at], given the option words[at + 1] in place of its value."""
     option, given = words[at], words[at + 1].partition("=")[0]
     metavar = param.metavar or param.name.upper()
-    command = ["localgen", *names]
     message = f"{option} needs a value ({metavar}), and the word after it is the option {given}"
     if given in _HELP:
-        return message, f"see `{shlex.join([*command, '--help'])}`"
+        return message, f"see `{shlex.join(['localgen', *names, '--help'])}`"
+    return message, _value_hint(names, words, at, param)
+
+
+def _value_hint(names: list[str], words: list[str], at: int, param: Any) -> str:
+    """What to give option words[at] (of the command names, words its words), which has no value: the command
+    written with one."""
+    option, metavar, command = words[at], param.metavar or param.name.upper(), ["localgen", *names]
     if option in _MODEL:
-        return message, _model_hint(command, words, at)
+        return _model_hint(command, words, at)
     if option == "--conversation":
-        return message, _CONVERSATION_MODE
+        return _CONVERSATION_MODE
     if option == "-c" and names[0] in ("run", "chat"):  # llm's -c: continue
         continued = shlex.join([*command, *words[:at], "--continue", *words[at + 1:]])
-        return message, f"-c is --ctx-size; to continue the latest conversation use --continue: `{continued}`"
+        return f"-c is --ctx-size; to continue the latest conversation use --continue: `{continued}`"
     written = shlex.join([*command, *words[:at + 1], metavar, *words[at + 1:]])
     long = next((name for name in param.opts if name.startswith("--")), None)
-    value = shlex.quote(words[at + 1])
-    literally = f"; for the value {value} itself, write {long}={value}" if long and metavar in _FREE_TEXT else ""
-    return message, f"give {option} its value: `{written}`{literally}"
+    value = shlex.quote(words[at + 1]) if at + 1 < len(words) else None
+    literally = f"; for the value {value} itself, write {long}={value}" if value and long and metavar in _FREE_TEXT \
+        else ""
+    return f"give {option} its value: `{written}`{literally}"
 
 
 def _model_hint(command: list[str], words: list[str], at: int) -> str:
@@ -79,7 +86,7 @@ def _model_hint(command: list[str], words: list[str], at: int) -> str:
     from localgen.other_tools import HUB_REPO_OPTIONS, QUANT_OPTIONS, quant_option
 
     rest, model = words[at + 1:], "NAME"
-    option, _, repo = rest[0].partition("=")
+    option, _, repo = (rest or [""])[0].partition("=")
     if option in QUANT_OPTIONS:
         _, quant, rest = quant_option(rest, 0)
         model = f"NAME:{quant}" if quant else model
@@ -90,10 +97,15 @@ def _model_hint(command: list[str], words: list[str], at: int) -> str:
     return f"name the model after {words[at]}: `{written}`; `localgen models list --all` shows the names"
 
 
-def conversation_mode_hint(exc: Exception, command: str) -> str | None:
-    """For `run --conversation` without a name (llama-cli's conversation mode, typed out of habit): what
-    --conversation takes here, and localgen's conversation mode; None for other errors."""
+def missing_value_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str | None:
+    """For an option typed last without its value (click's "requires an argument": run hi -m, run -m M.gguf
+    --conversation, as llama-cli's conversation mode is typed): the command written with one; None for other
+    errors."""
     typed = getattr(exc, "option_name", "")
-    if command != "run" or typed != "--conversation" or "requires an argument" not in str(exc):
+    names, command = typed_command(app, args)
+    params = {name: param for param in command.params for name in (*param.opts, *param.secondary_opts)}
+    words = args[len(names):]
+    if not names or "requires an argument" not in str(exc) or typed not in params or typed not in words \
+            or params[typed].name in ("ctx_size", "ctx"):  # the context size's hint says what it takes (cli_usage)
         return None
-    return _CONVERSATION_MODE
+    return _value_hint(names, words, len(words) - 1 - words[::-1].index(typed), params[typed])

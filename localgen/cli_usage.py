@@ -23,7 +23,7 @@ from localgen.cli_args import (
     typed_command,
     words_given,
 )
-from localgen.cli_option_values import conversation_mode_hint
+from localgen.cli_option_values import missing_value_hint
 from localgen.cli_options import NumberSlip
 from localgen.config import settings
 from localgen.errors import LocalgenError
@@ -151,7 +151,7 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     """What to do about a usage error: quote a prompt that was split into words, else read the help."""
     command = args[0] if args and args[0] in command_names(app) else ""
     text = str(exc).lower()
-    return (_number_slip_hint(app, exc, args, command) or conversation_mode_hint(exc, command)
+    return (_number_slip_hint(app, exc, args, command) or missing_value_hint(app, exc, args)
             or _option_before_command_hint(app, exc, args, command)
             or _extra_argument_hint(app, args, command, text)
             or _file_argument_hint(app, args, command, text)

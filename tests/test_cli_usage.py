@@ -349,3 +349,16 @@ def test_a_prompt_typed_where_the_command_goes_is_suggested_whole_to_run(
     suggested = hint.partition("use `")[2].rstrip("`") or hint.rpartition(": ")[2]
     params = _parsed(suggested)
     assert {key: params[key] for key in meant} == meant, params
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (["run", "hi", "-m"], f"name the model after -m: `localgen run hi -m NAME`; {_NAMES}"),  # was: see --help
+    (["chat", "-m"], f"name the model after -m: `localgen chat -m NAME`; {_NAMES}"),
+    (["run", "hi", "-f"], "give -f its value: `localgen run hi -f FILE`"),
+    (["run", "-n", "5", "--stop"], "give --stop its value: `localgen run -n 5 --stop TEXT`"),
+    (["bench", "-p"], "give -p its value: `localgen bench -p INTEGER`"),
+    (["fit", "-c"], "-c takes the context size, a number of tokens: -c 4096"),  # its own hint, as before
+])
+def test_an_option_typed_last_without_its_value_gets_the_command_written_with_one(
+        args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _usage(args, capsys) == (f"Option '{args[-1]}' requires an argument.", hint)
