@@ -223,7 +223,7 @@ _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the 
             **dict.fromkeys(("-u", "--usage", "--perf"), _CHAT_USAGE),
             "--simple-io": "chat is for a terminal; `localgen run` reads pipes and writes the answer alone to stdout",
             **dict.fromkeys(("-x", "--extract", "--xl", "--extract-last"), _CHAT_EXTRACT),
-            **dict.fromkeys(("--schema", "-j", "-jf", "--json-schema-file"),
+            **dict.fromkeys(("--schema", "-j", "-jf", "--json-schema-file", "--format"),
                             "chat answers in free text; localgen run --json-schema SCHEMA answers in JSON that follows "
                             "it")}
 

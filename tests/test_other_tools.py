@@ -20,6 +20,8 @@ from tests.conftest import bundled_model_file, run_localgen
     (("chat", "-cnv"), "-cnv is llama-cli's option for conversation mode",
      "`localgen chat` is a conversation already: drop it"),
     (("chat", "-p", "hi"), "-p is llama-cli's option for the prompt", "type the prompt at chat's >>> prompt"),
+    (("chat", "--format", "json"), "--format is Ollama's option for an output format",
+     "chat answers in free text; localgen run --json-schema SCHEMA answers in JSON that follows it"),  # was: run's
     (("run", "-o", "temperature", "0.2", "hi"), "-o is llm's option for model settings",
      "each setting has its own option here: --temperature 0.2, --top-p 0.9, ..."),
     (("run", "--format=json", "hi"), "--format is Ollama's option for an output format",
