@@ -212,12 +212,16 @@ OPTIONS_OF_OTHER_TOOLS = {"run": {**OTHER_TOOLS_OPTIONS, **_RUN_ONLY}, "chat": O
 # Where chat's way differs from run's.
 _CHAT_USAGE = "localgen's is chat --stats, token counts and speeds after every answer (/stats in the chat)"
 _CHAT_EXTRACT = 'chat shows code blocks as written, to copy; to extract one, pipe the answer of localgen run "..."'
+_CHAT_PROMPT = 'chat shows the answer\'s text; `localgen run --print-prompt "..."` prints a prompt, special tokens too'
+_CHAT_DRAFT = "chat drafts nothing; `localgen run --draft lookup` drafts from the prompt, with no second model"
 _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the prompt at chat's >>> prompt",
             "-cnv": "`localgen chat` is a conversation already: drop it",
             "--conversation-mode": "`localgen chat` is a conversation already: drop it",
             **dict.fromkeys(("-i", "--interactive", "-if", "--interactive-first"),
                             "`localgen chat` is interactive already: drop it"),
             "--no-stream": "chat streams each answer: drop it",
+            **dict.fromkeys(("-sp", "--special", "--verbose-prompt"), _CHAT_PROMPT),
+            **{name: _CHAT_DRAFT for name, (*_, instead) in OTHER_TOOLS_OPTIONS.items() if instead == _NO_DRAFT_MODEL},
             "--log-disable": _NO_LOG + ": drop it",
             "--cid": "localgen's is chat --resume NAME; --resume alone takes the latest",
             **dict.fromkeys(("-u", "--usage", "--perf"), _CHAT_USAGE),

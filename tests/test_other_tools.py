@@ -20,6 +20,10 @@ from tests.conftest import bundled_model_file, run_localgen
     (("chat", "-cnv"), "-cnv is llama-cli's option for conversation mode",
      "`localgen chat` is a conversation already: drop it"),
     (("chat", "-p", "hi"), "-p is llama-cli's option for the prompt", "type the prompt at chat's >>> prompt"),
+    (("chat", "--verbose-prompt"), "--verbose-prompt is llama-cli's option for printing the prompt",
+     'chat shows the answer\'s text; `localgen run --print-prompt "..."` prints a prompt, special tokens too'),
+    (("chat", "-md", "draft.gguf"), "-md is llama-cli's option for a draft model",
+     "chat drafts nothing; `localgen run --draft lookup` drafts from the prompt, with no second model"),  # was: run's
     (("chat", "--format", "json"), "--format is Ollama's option for an output format",
      "chat answers in free text; localgen run --json-schema SCHEMA answers in JSON that follows it"),  # was: run's
     (("run", "-o", "temperature", "0.2", "hi"), "-o is llm's option for model settings",
