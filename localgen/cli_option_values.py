@@ -1,5 +1,6 @@
 """An option whose value was left out, so that click would take the option after it for its value (chat --model
---quant Q8_0: a model named --quant; run -s --json hi: a system prompt "--json")."""
+--quant Q8_0: a model named --quant; run -s --json hi: a system prompt "--json"), or typed last without one; and an
+option of run given to chat."""
 
 from __future__ import annotations
 
@@ -109,3 +110,13 @@ def missing_value_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str
             or params[typed].name in ("ctx_size", "ctx"):  # the context size's hint says what it takes (cli_usage)
         return None
     return _value_hint(names, words, len(words) - 1 - words[::-1].index(typed), params[typed])
+
+
+def run_option_hint(app: typer.Typer, command: str, typed: str) -> str | None:
+    """For an option of run given to chat (--json, --grammar, --no-wrap): that it is run's; None for another."""
+    from localgen.cli_args import option_arity
+
+    if command != "chat" or typed.partition("=")[0] not in option_arity(app, "run"):
+        return None
+    return (f"{typed} is an option of `localgen run`, which answers one prompt; chat has none like it "
+            "(`localgen chat --help` lists its own)")

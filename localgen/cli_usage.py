@@ -23,7 +23,7 @@ from localgen.cli_args import (
     typed_command,
     words_given,
 )
-from localgen.cli_option_values import missing_value_hint
+from localgen.cli_option_values import missing_value_hint, run_option_hint
 from localgen.cli_options import NumberSlip
 from localgen.config import settings
 from localgen.errors import LocalgenError
@@ -395,7 +395,7 @@ def _help_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) 
     """Read the help of the command (or subcommand) given, led by the options close to an unknown one."""
     command = _command_with_subcommand(app, args, command)
     typed = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
-    habit = option_habit_hint(command, typed, args[1:])
+    habit = option_habit_hint(command, typed, args[1:]) or run_option_hint(app, command, typed)
     if habit is not None:
         return habit
     close = _close_options(exc)

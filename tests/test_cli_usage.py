@@ -362,3 +362,13 @@ def test_a_prompt_typed_where_the_command_goes_is_suggested_whole_to_run(
 def test_an_option_typed_last_without_its_value_gets_the_command_written_with_one(
         args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert _usage(args, capsys) == (f"Option '{args[-1]}' requires an argument.", hint)
+
+
+@pytest.mark.parametrize("option", ["--json", "--grammar=root.gbnf", "--nowordwrap", "--quiet", "--print-prompt"])
+def test_an_option_of_run_given_to_chat_is_said_to_be_run_s(option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """chat --json got only `see localgen chat --help`, as an option no command has does."""
+    name = option.partition("=")[0]
+    assert _usage(["chat", option], capsys) == (f"No such option: {name}", f"{name} is an option of `localgen run`, "
+                                                "which answers one prompt; chat has none like it (`localgen chat "
+                                                "--help` lists its own)")
+    assert _usage(["chat", "--bogus"], capsys) == ("No such option: --bogus", "see `localgen chat --help`")
