@@ -98,6 +98,7 @@ def chat_command(request: ChatRequest) -> None:
 
     from localgen.inputs import reads_a_device
     from localgen.repl_terminal import chat_terminal
+    from localgen.signals import QUIT_SIGNALS, exit_on_signals
 
     views: list[Repl] = []  # the REPL, once there: its live view is cleared when Ctrl-Z stops the chat
 
@@ -108,6 +109,7 @@ def chat_command(request: ChatRequest) -> None:
     checked = check_chat(request)
     typed = reads_a_device(checked.named)
     with contextlib.ExitStack() as terminal:
+        terminal.enter_context(exit_on_signals(QUIT_SIGNALS))  # Ctrl-\ ends a chat as SIGTERM does, not with a core
         if not typed:
             terminal.enter_context(chat_terminal(before_suspend=pause_views))
         start = read_chat_inputs(checked)

@@ -43,7 +43,7 @@ from localgen.repl_terminal import bracketed_paste, cursor_requests_given_up_onc
 from localgen.repl_text import answer_note, room_notice, toolbar_line, unanswered_line
 from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession, TurnStart, UnsavedChangeError
-from localgen.signals import ENDING_SIGNALS, SignalExit, StopOnSignal
+from localgen.signals import CHAT_ENDING_SIGNALS, SignalExit, StopOnSignal
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 from localgen.units import counted
 
@@ -291,15 +291,15 @@ class Repl:
         """Stream an answer to the terminal (a message's, or /regen's); Ctrl-C stops it and keeps what was said (a
         /regen stopped keeps the earlier answer). Where the message got no answer, what that left is said after it.
 
-        SIGTERM and SIGHUP stop it too, then end the chat (SignalExit) once the answer is saved and the terminal
-        echoes again. What making room for the turn did (start) is said when the answer's first text arrives (a
-        turn that gets no answer changes nothing).
+        SIGTERM, SIGHUP and SIGQUIT (Ctrl-\\) stop it too, then end the chat (SignalExit) once the answer is saved
+        and the terminal echoes again. What making room for the turn did (start) is said when the answer's first text
+        arrives (a turn that gets no answer changes nothing).
         """
         engine = self.session.loaded.engine
         # Python runs signal handlers only between llama.cpp calls, so a second signal could not stop any
         # sooner than the first: it never escalates, and the answer is always recorded.
-        signals = StopOnSignal(engine.request_stop, signals=(signal.SIGINT, *ENDING_SIGNALS), escalate=False,
-                               reset=engine.clear_stop)
+        signals = StopOnSignal(engine.request_stop, signals=(signal.SIGINT, *CHAT_ENDING_SIGNALS),
+                               ending=CHAT_ENDING_SIGNALS, escalate=False, reset=engine.clear_stop)
         try:
             with signals:
                 self._stream(events, room_notice(start), chat_ends=lambda: signals.ending_signal is not None)

@@ -21,7 +21,7 @@ from prompt_toolkit.document import Document
 from localgen import console
 from localgen.errors import LocalgenError
 from localgen.input_text import BOM
-from localgen.signals import restore_handlers
+from localgen.signals import QUIT_SIGNALS, restore_handlers
 
 FALLBACK_EDITORS = ("editor", "nano", "vi")  # tried in turn, on PATH, where neither VISUAL nor EDITOR is set
 MESSAGE_FILE = "message.txt"  # in a private temporary folder, removed once the editor is done
@@ -105,7 +105,7 @@ class MessageEditor:
 
     def __init__(self) -> None:
         self.interrupted = False  # a SIGINT came while the editor ran: prompt-toolkit's own reading of it, which
-        # would clear the line, is for the chat to drop (KeyBindings: interrupt_from_editor)
+        # would clear the line, is for the chat's keys to drop (repl_keys binds <sigint> to nothing then)
 
     def new_prompt(self) -> None:
         """Forget a Ctrl-C the last prompt's editor got."""
@@ -134,8 +134,8 @@ class MessageEditor:
         def noted(signum: int, _frame: FrameType | None) -> None:
             self.interrupted = self.interrupted or signum == signal.SIGINT
 
-        taken = [sig for sig in (signal.SIGINT, getattr(signal, "SIGQUIT", None)) if sig is not None]
-        previous = {sig: signal.signal(sig, noted) for sig in taken if signal.getsignal(sig) is not signal.SIG_IGN}
+        previous = {sig: signal.signal(sig, noted) for sig in (signal.SIGINT, *QUIT_SIGNALS)
+                    if signal.getsignal(sig) is not signal.SIG_IGN}
         if hasattr(signal, "SIGTSTP"):
             previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, signal.SIG_DFL)
         try:

@@ -3,6 +3,8 @@ and the keys that move the cursor in a search."""
 
 from __future__ import annotations
 
+import signal
+
 from prompt_toolkit.filters import Condition, has_completions, is_searching
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
@@ -10,6 +12,7 @@ from prompt_toolkit.search import SearchDirection, accept_search, start_search, 
 
 from localgen.repl_editor import MessageEditor
 from localgen.repl_input import block_is_open, command_block_is_open, parse_command
+from localgen.signals import SignalExit
 
 LINE_GOES_ON = "\\"  # at the end of a message's line, Enter starts a new line of it (as in llama-cli)
 
@@ -33,11 +36,11 @@ class PasteMark:
 def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     """Enter sends (or continues a typed \"\"\" block, or a message whose line ends with a backslash, which it
     drops); Alt-Enter / Esc Enter insert a newline; paste notes a paste that begins the line; Tab in a message is a
-    tab (in a command line it completes); Ctrl-X Ctrl-E edits the line in the editor. During a history search
-    (Ctrl-R), prompt-toolkit's own keys apply (Enter accepts the match), but for Ctrl-G, which gives up the search
-    and puts back the line as it was before it, as readline's does, Ctrl-C, which then clears that line, and the keys
-    that move the cursor (Left, Right, Home, End, Ctrl-A, Ctrl-E), which end the search on the line found and move
-    in it, as readline's do, where prompt-toolkit moved in the text searched for.
+    tab (in a command line it completes); Ctrl-X Ctrl-E edits the line in the editor; Ctrl-\\ ends the chat. During a
+    history search (Ctrl-R), prompt-toolkit's own keys apply (Enter accepts the match), but for Ctrl-G, which gives
+    up the search and puts back the line as it was before it, as readline's does, Ctrl-C, which then clears that
+    line, and the keys that move the cursor (Left, Right, Home, End, Ctrl-A, Ctrl-E), which end the search on the line
+    found and move in it, as readline's do, where prompt-toolkit moved in the text searched for.
     """
     bindings = KeyBindings()
     before_search: list[tuple[int, int]] = []  # the line's place in the history, and the cursor's, as a search began
@@ -98,6 +101,13 @@ def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     @bindings.add(Keys.SIGINT, filter=Condition(lambda: editor.interrupted))
     def _interrupt_from_editor(_event: KeyPressEvent) -> None:
         """A Ctrl-C the editor got (its terminal sent SIGINT to the chat too) leaves the line alone."""
+
+    @bindings.add("c-\\")
+    def _quit(event: KeyPressEvent) -> None:
+        """Ctrl-\\, which the prompt reads as a key, ends the chat as its SIGQUIT does elsewhere (its conversation
+        saved)."""
+        if event.app.future is not None and not event.app.future.done():
+            event.app.exit(exception=SignalExit(signal.SIGQUIT), style="class:aborting")
 
     @bindings.add(Keys.BracketedPaste, filter=~is_searching)
     def _paste(event: KeyPressEvent) -> None:

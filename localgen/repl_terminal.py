@@ -12,7 +12,14 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from localgen import console
-from localgen.signals import ENDING_SIGNALS, DeferredSignals, SignalExit, interrupt_line_ended, restore_handlers
+from localgen.signals import (
+    CHAT_ENDING_SIGNALS,
+    ENDING_SIGNALS,
+    DeferredSignals,
+    SignalExit,
+    interrupt_line_ended,
+    restore_handlers,
+)
 
 if TYPE_CHECKING:
     from prompt_toolkit.application import Application
@@ -199,7 +206,8 @@ def end_after_suspend(signum: int) -> None:
 
 @contextlib.contextmanager
 def signals_end_the_prompt(app: Application[Any]) -> Iterator[None]:
-    """While the prompt reads a line, SIGTERM and SIGHUP end it by making it raise SignalExit, as it ends on Ctrl-D.
+    """While the prompt reads a line, SIGTERM, SIGHUP and SIGQUIT end it by making it raise SignalExit, as it ends on
+    Ctrl-D.
 
     Their own handlers raise SignalExit where the signal lands: inside one of prompt-toolkit's tasks (the one
     loading the input history at each prompt, say), the exception would end only that task, with a traceback on the
@@ -221,7 +229,7 @@ def signals_end_the_prompt(app: Application[Any]) -> Iterator[None]:
         loop.call_soon_threadsafe(end_prompt, signum)
 
     on_main_thread = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.signal(sig, handler) for sig in ENDING_SIGNALS
+    previous = {sig: signal.signal(sig, handler) for sig in CHAT_ENDING_SIGNALS
                 if on_main_thread and signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield

@@ -10,6 +10,8 @@ from types import FrameType
 from typing import NoReturn
 
 ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+QUIT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGQUIT",) if hasattr(signal, name))  # Ctrl-\
+CHAT_ENDING_SIGNALS = ENDING_SIGNALS + QUIT_SIGNALS  # a chat ends on Ctrl-\ as on SIGTERM: its answer kept and saved
 READER_GONE_SIGNAL = signal.SIGURG  # stdout_reader's watch tells the main thread with it: nothing else sends it, and
 # its default is to ignore it
 
@@ -124,16 +126,19 @@ def deferred_signals() -> Iterator[DeferredSignals]:
 
 
 class StopOnSignal:
-    """While active, SIGINT/SIGTERM/SIGHUP call stop() (ignored ones stay ignored); a second one ends the program
-    when escalate is set (KeyboardInterrupt for SIGINT, SignalExit for the others).
+    """While active, SIGINT/SIGTERM/SIGHUP (or the signals given) call stop() (ignored ones stay ignored); a second
+    one ends the program when escalate is set (KeyboardInterrupt for SIGINT, SignalExit for the others). ending: the
+    signals that ask the program to end once stopped, not only to stop.
 
     reset, when given, runs on exit: a stop that arrived after the work had ended must not stop the next one.
     """
 
     def __init__(self, stop: Callable[[], None], *, signals: tuple[int, ...] = (signal.SIGINT, *ENDING_SIGNALS),
-                 escalate: bool = True, reset: Callable[[], None] | None = None) -> None:
+                 ending: tuple[int, ...] = ENDING_SIGNALS, escalate: bool = True,
+                 reset: Callable[[], None] | None = None) -> None:
         self._stop = stop
         self._signals = signals
+        self._ending = ending
         self._escalate = escalate
         self._reset = reset
         self.signal: int | None = None
@@ -151,7 +156,7 @@ class StopOnSignal:
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             raise SignalExit(signum)
-        if self.signal is None or signum in ENDING_SIGNALS:
+        if self.signal is None or signum in self._ending:
             self.signal = signum
         self._stop()
 
@@ -170,4 +175,4 @@ class StopOnSignal:
     @property
     def ending_signal(self) -> int | None:
         """The received signal when it asks the program to end (SIGTERM, SIGHUP), not only to stop."""
-        return self.signal if self.signal in ENDING_SIGNALS else None
+        return self.signal if self.signal in self._ending else None

@@ -292,6 +292,39 @@ def test_sigterm_mid_answer_keeps_it_restores_echo_and_exits_143(home: Path) -> 
     assert "Traceback" not in chat.transcript.getvalue()
 
 
+@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
+def test_ctrl_backslash_mid_answer_keeps_it_and_ends_the_chat_131(home: Path) -> None:
+    """Ctrl-\\ (SIGQUIT) during an answer killed the chat, its partial answer and unsaved exchange lost: it stops the
+    answer, which is kept and saved as Ctrl-C keeps it, then ends the chat with a shell's status for it."""
+    chat = Chat(home, "--temperature", "0", "--no-markdown")
+    chat.start_long_answer()
+    chat.child.sendcontrol("\\")
+    chat.child.expect(pexpect.EOF, timeout=30)
+    echo = chat.child.getecho()
+    chat.child.close()
+    assert (chat.child.exitstatus, chat.child.signalstatus, echo) == (131, None, True)
+    turns = chat.conversation()["turns"]
+    assert [t["user"] for t in turns] == [LONG_QUESTION] and turns[0]["interrupted"] is True
+    assert turns[0]["answer"].strip() and turns[0]["answer"].split()[0] in chat.transcript.getvalue()
+    assert "Traceback" not in chat.transcript.getvalue()
+
+
+def test_ctrl_backslash_at_the_prompt_ends_the_chat_131(chat: Chat) -> None:
+    """At the prompt, which reads Ctrl-\\ as a key (it did nothing), it ends the chat as it does during an answer;
+    SIGQUIT sent there does too."""
+    state = chat.ask("Name a color.")
+    chat.child.send("half typed")
+    chat.child.sendcontrol("\\")
+    chat.child.expect(pexpect.EOF, timeout=30)
+    echo = chat.child.getecho()
+    chat.child.close()
+    assert (chat.child.exitstatus, echo) == (131, True)
+    assert chat.conversation() == state
+    again = Chat(chat.home, "--no-markdown", "-n", "1")
+    assert again.killed(signal.SIGQUIT) == (131, True)
+    assert "Traceback" not in chat.transcript.getvalue() + again.transcript.getvalue()
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_sigterm_or_sighup_at_the_prompt_exits_cleanly(chat: Chat, signum: int, code: int) -> None:
     state = chat.ask("Name a color.")
