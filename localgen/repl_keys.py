@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 
 from prompt_toolkit.filters import Condition, has_completions, is_searching
+from prompt_toolkit.input.ansi_escape_sequences import ANSI_SEQUENCES
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.search import SearchDirection, accept_search, start_search, stop_search
@@ -15,6 +16,12 @@ from localgen.repl_input import block_is_open, command_block_is_open, parse_comm
 from localgen.signals import SignalExit
 
 LINE_GOES_ON = "\\"  # at the end of a message's line, Enter starts a new line of it (as in llama-cli)
+# Shift-Enter and Alt-Enter as terminals that tell them from Enter send them (xterm's modifyOtherKeys, tmux's extended
+# keys, the CSI u form of kitty and iTerm2): a newline, as in chat apps; prompt-toolkit read the first as Enter and
+# the others as text
+NEWLINE_ENTERS = frozenset({"\x1b[27;2;13~", "\x1b[27;3;13~", "\x1b[13;2u", "\x1b[13;3u"})
+for _sequence in NEWLINE_ENTERS:  # read as Enter, which tells them apart by their data
+    ANSI_SEQUENCES.setdefault(_sequence, Keys.ControlM)
 
 
 class PasteMark:
@@ -34,13 +41,14 @@ class PasteMark:
 
 
 def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
-    """Enter sends (or continues a typed \"\"\" block, or a message whose line ends with a backslash, which it
-    drops); Alt-Enter / Esc Enter insert a newline; paste notes a paste that begins the line; Tab in a message is a
-    tab (in a command line it completes); Ctrl-X Ctrl-E edits the line in the editor; Ctrl-\\ ends the chat. During a
-    history search (Ctrl-R), prompt-toolkit's own keys apply (Enter accepts the match), but for Ctrl-G, which gives
-    up the search and puts back the line as it was before it, as readline's does, Ctrl-C, which then clears that
-    line, and the keys that move the cursor (Left, Right, Home, End, Ctrl-A, Ctrl-E), which end the search on the line
-    found and move in it, as readline's do, where prompt-toolkit moved in the text searched for.
+    """Enter sends (or continues a typed \"\"\" block, or a message whose line ends with a backslash, which it drops);
+    Alt-Enter / Esc Enter (and Shift-Enter where the terminal tells it apart) insert a newline; paste notes a paste that
+    begins the line; Tab in a message is a tab (in a command line it completes); Ctrl-X Ctrl-E edits the line in the
+    editor; Ctrl-\\ ends the chat. During a history search (Ctrl-R), prompt-toolkit's own keys apply (Enter accepts the
+    match), but for Ctrl-G, which gives up the search and puts back the line as it was before it, as readline's does,
+    Ctrl-C, which then clears that line, and the keys that move the cursor (Left, Right, Home, End, Ctrl-A, Ctrl-E),
+    which end the search on the line found and move in it, as readline's do, where prompt-toolkit moved in the text
+    searched for.
     """
     bindings = KeyBindings()
     before_search: list[tuple[int, int]] = []  # the line's place in the history, and the cursor's, as a search began
@@ -121,6 +129,9 @@ def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     @bindings.add("enter", filter=~is_searching)
     def _enter(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
+        if event.key_sequence[0].data in NEWLINE_ENTERS:  # Shift-Enter or Alt-Enter
+            buffer.insert_text("\n")
+            return
         opened = block_is_open(buffer.text) or command_block_is_open(buffer.text)
         if opened and not paste.began(buffer.text):  # a paste's """ is its text, not a block to continue
             buffer.insert_text("\n")

@@ -668,6 +668,14 @@ def test_multi_line_input(chat: Chat) -> None:
     assert state["turns"][1]["user"] == "alpha\nbeta"
 
 
+def test_shift_enter_from_a_terminal_that_tells_it_apart_is_a_newline(chat: Chat) -> None:
+    """Shift-Enter as xterm's modifyOtherKeys and tmux's extended keys send it sent the line, and as the CSI u form
+    sends it put "[13;2u" in the message; Alt-Enter in those forms alike. Ctrl-Enter still sends."""
+    chat.child.send("a\x1b[27;2;13~b\x1b[13;2uc\x1b[27;3;13~d\x1b[13;3ue\x1b[27;5;13~")
+    state = chat.wait_for(lambda s: len(s["turns"]) == 1 and s["turns"][0]["answer"] is not None)
+    assert state["turns"][0]["user"] == "a\nb\nc\nd\ne"
+
+
 def test_a_backslash_then_enter_starts_a_new_line_of_the_message_as_in_llama_cli(chat: Chat) -> None:
     """The backslash gives way to the new line; inside a \"\"\" block, whose lines are sent as typed, or pasted, it
     stays."""
