@@ -18,6 +18,7 @@ MAX_NESTING = 1000  # llama.cpp's recursive-descent grammar parser overflows the
 _ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
 _REPETITION = re.compile(r"\{\s*(\d+)\s*(?:(,)\s*(\d*)\s*)?\}")  # {m}, {m,} or {m,n}, outside literals
 MAX_CODE_POINT = 0x10FFFF
+SURROGATES = (0xD800, 0xDFFF)  # UTF-16's halves of a pair: no character of their own
 _TOKEN_ID = re.compile(r"\[[0-9]+\]")  # a token named by its id, <[5]>, which llama.cpp parses without a vocabulary
 
 
@@ -164,15 +165,32 @@ def repetition_problem(text: str) -> tuple[str, str] | None:
 
 
 def code_point_problem(text: str) -> tuple[str, str] | None:
-    """A character beyond Unicode's last (U+10FFFF) in a literal or class, and a hint (None: none is): no text holds
-    one, and llama.cpp's sampler lets broken UTF-8 through in its place."""
+    """A character beyond Unicode's last (U+10FFFF) in a literal or class, or a UTF-16 surrogate (U+D800-U+DFFF) a
+    literal or a class asks for (a JSON habit: \\uD83D\\uDE00 for one emoji), and a hint (None: none is): no text
+    holds one, and llama.cpp's sampler lets broken UTF-8 through in its place."""
     for kind, body in gbnf_pieces(text):
         if kind in ('"', "["):
             beyond = next((value for value, _ in gbnf_characters(body) if value > MAX_CODE_POINT), None)
             if beyond is not None:
                 return (f"the grammar asks for U+{beyond:X}, beyond Unicode's last character U+10FFFF, which no "
                         "text holds", "write characters up to \\U0010FFFF")
+            surrogate = _asked_surrogate(kind, body)
+            if surrogate is not None:
+                return (f"the grammar asks for U+{surrogate:X}, a UTF-16 surrogate, which no UTF-8 text holds",
+                        "write a character beyond U+FFFF as itself or as one \\U escape, e.g. \\U0001F600, not as a "
+                        "surrogate pair (\\uD83D\\uDE00)")
     return None
+
+
+def _asked_surrogate(kind: str, body: str) -> int | None:
+    """The first UTF-16 surrogate a literal holds, or a class matches with nothing else in its range (a negated class
+    leaves it out, and a range that runs past the surrogates, [\\u0000-\\uFFFF], matches real characters too)."""
+    if kind == '"':
+        return next((value for value, _ in gbnf_characters(body) if SURROGATES[0] <= value <= SURROGATES[1]), None)
+    if body.startswith("^"):
+        return None
+    return next((low for low, high in class_ranges(gbnf_characters(body))
+                 if SURROGATES[0] <= low <= high <= SURROGATES[1]), None)
 
 
 def class_problem(text: str) -> tuple[str, str] | None:

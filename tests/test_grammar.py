@@ -168,6 +168,7 @@ def test_hide_thinking_in_a_new_conversation_checks_the_prompt_being_answered(tm
     ('root ::= "a" !<[5]> "b"\n', "excludes the token <[5]> by name (!<...>)"),  # std::terminate on "al"
     ('root ::= "a" [\\U00110000]\n', "asks for U+110000, beyond Unicode's last character U+10FFFF"),  # broken UTF-8
     ('root ::= "\\U00110000"\n', "asks for U+110000, beyond Unicode's last character"),
+    ('root ::= "\\uD83D\\uDE00"\n', "asks for U+D83D, a UTF-16 surrogate, which no UTF-8 text holds"),  # ���
 ])
 def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message: str) -> None:
     path = tmp_path / "bad.gbnf"
@@ -332,6 +333,23 @@ def test_class_problems(grammar: str, problem: str | None) -> None:
 
     found = class_problem(grammar)
     assert (found and problem in found[0]) if problem else found is None, found
+
+
+@pytest.mark.parametrize(("grammar", "surrogate"), [
+    ('root ::= "a\\uDE00"', 0xDE00),
+    ("root ::= [\\uD800-\\uDBFF]", 0xD800),
+    ("root ::= [a\\uDFFF]", 0xDFFF),
+    ("root ::= [\\u0000-\\uFFFF]", None),  # any character of the BMP: real ones too
+    ("root ::= [^\\uD800-\\uDFFF]", None),  # leaves them out
+    ('root ::= "\\U0001F600"', None),
+])
+def test_a_utf16_surrogate_the_grammar_asks_for_is_a_code_point_problem(grammar: str, surrogate: int | None) -> None:
+    from localgen.grammar import code_point_problem
+
+    problem = code_point_problem(grammar)
+    assert (problem is None) == (surrogate is None), problem
+    if problem is not None:
+        assert f"U+{surrogate:X}, a UTF-16 surrogate" in problem[0] and "\\U0001F600" in problem[1]
 
 
 def test_a_parse_error_that_names_no_place_says_the_end() -> None:
