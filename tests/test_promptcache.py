@@ -289,6 +289,20 @@ def test_every_shard_of_a_split_model_is_part_of_the_identity(tmp_path: Path) ->
 # --- the real engine --------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("repack", [False, True])
+def test_weights_repacked_for_the_cpu_and_as_stored_keep_their_entries_apart(bundled_model: Path, repack: bool,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weights repacked into the CPU backend's extra buffers (AMX's, CPU_REPACK's) take other kernels, whose sums
+    round otherwise: a state one way saved is no cold prefill's the other way (LOCALGEN_AMX changed, the library
+    rebuilt with AMX working under the same version), so the two ways' entries are apart."""
+    from localgen.engine import loading
+
+    monkeypatch.setattr(loading, "use_cpu_extra_buffers", lambda: repack)
+    with Engine(bundled_model, LoadOptions(n_ctx=64, n_threads=1, n_threads_batch=1)) as eng:  # loads, computes none
+        signature = eng.state_signature
+    assert signature.endswith("; weights repacked" if repack else "; weights as stored")
+
+
 @pytest.fixture(scope="module")
 def engine(bundled_model: Path) -> Iterator[Engine]:
     options = LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1, n_batch=128, n_ubatch=128)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from localgen.engine import loading
 from localgen.engine.abort import StopBetweenNodes, node_stopper
 from localgen.engine.chunks import AHEAD_CHUNK, chunk_bounds
 from localgen.engine.facts import read_facts
@@ -48,10 +49,11 @@ class Engine(LoadedModel):
         self._full_cells = allocated_context(options.n_ctx, flash_attn=options.flash_attention)
         self._cells = first_cells(options, self._full_cells)
         adapt = options.adapt_threads and options.n_threads > 1
+        self._repacked = loading.use_cpu_extra_buffers()  # repacked weights take other kernels: other sums
         before_load = load_started() if adapt else None  # the load's time tells the first prefill how busy CPUs are
         try:  # a failure or a Ctrl-C part way frees what was allocated (a model can hold gigabytes)
             with deferred_signals() as deferred:  # Ctrl-C lands once each pointer is stored, so it can be freed
-                self._model = load_weights(path, options, stop=deferred.pending)
+                self._model = load_weights(path, options, stop=deferred.pending, repack=self._repacked)
                 if not deferred.pending():
                     self._ctx = new_context(self._model, options, path, self._cells)
                 if not deferred.pending():
@@ -249,11 +251,13 @@ class Engine(LoadedModel):
 
     @property
     def state_signature(self) -> str:
-        """What, besides the model file, a saved KV state depends on (library version, KV layout)."""
+        """What, besides the model file, a saved KV state depends on (library version, KV layout, the kernels the
+        weights take: repacked for the CPU, as with AMX, or as stored)."""
         o = self.options
         attention = "on" if o.flash_attention else "off"  # what ran: auto's choice may differ from run to run
+        weights = "repacked" if self._repacked else "as stored"
         return (f"{self.backend_version}; kv {o.kv_type}; flash-attn {attention}; gpu {o.n_gpu_layers}; "
-                f"ubatch {self.n_ubatch}")
+                f"ubatch {self.n_ubatch}; weights {weights}")
 
     def save_state(self) -> bytearray:
         """The KV cache state of the sequence (the tokens in kv_token_list) as bytes."""

@@ -54,11 +54,13 @@ def bare_llama_prelude() -> str:
     return "" if use_cpu_extra_buffers() else UNPACKED_LLAMA_PRELUDE
 
 
-def load_weights(path: Path, options: LoadOptions, stop: Callable[[], bool]) -> lc.llama_model_p:
-    """The model's weights, loaded by llama.cpp, or ModelLoadError; the load gives up early once stop() is true."""
+def load_weights(path: Path, options: LoadOptions, stop: Callable[[], bool], *,
+                 repack: bool | None = None) -> lc.llama_model_p:
+    """The model's weights, loaded by llama.cpp, or ModelLoadError; the load gives up early once stop() is true.
+    repack: whether llama.cpp may repack them into the CPU backend's extra buffers (None: use_cpu_extra_buffers())."""
     params = lc.llama_model_default_params()
     params.n_gpu_layers = options.n_gpu_layers
-    params.use_extra_bufts = use_cpu_extra_buffers()
+    params.use_extra_bufts = use_cpu_extra_buffers() if repack is None else repack
     if not params.use_extra_bufts:
         log.debug("weights stay unpacked: AMX buffers are off (LOCALGEN_AMX=0, or the probe found them failing)")
     params.progress_callback = progress = lc.llama_progress_callback(lambda _done, _data: not stop())
