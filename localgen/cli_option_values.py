@@ -1,6 +1,6 @@
-"""An option whose value was left out, so that click would take the option after it for its value (chat --model
---quant Q8_0: a model named --quant; run -s --json hi: a system prompt "--json"), or typed last without one; and an
-option of run given to chat."""
+"""Options where they do not fit: one whose value was left out, so that click would take the option after it for its
+value (chat --model --quant Q8_0: a model named --quant; run -s --json hi: a system prompt "--json") or that is typed
+last without one; and the options of run given to chat, or of chat to carry over to run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from localgen.cli_args import arity, typed_command
+from localgen.cli_args import arity, read_words, typed_command
 
 _LONG_OPTION = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*")  # --quant, --json: no text, file or number reads so
 _HELP = ("-h", "--help")
@@ -120,3 +120,25 @@ def run_option_hint(app: typer.Typer, command: str, typed: str) -> str | None:
         return None
     return (f"{typed} is an option of `localgen run`, which answers one prompt; chat has none like it "
             "(`localgen chat --help` lists its own)")
+
+
+def run_options_of_chat(app: typer.Typer, args: list[str]) -> list[str]:
+    """The options of chat's words args as run takes them, each with its value: chat's --resume NAME is run's
+    --conversation NAME, --resume alone its --continue; what run has no like of (--no-markdown) is left out."""
+    from localgen.cli_args import option_arity
+    from localgen.cli_options import RESUME_LATEST
+
+    takes_value, run_takes = option_arity(app, "chat"), option_arity(app, "run")
+    options: list[str] = []
+    kept: str | None = None  # what the last option's value goes to: "" its own, "--conversation", None nothing
+    for word, part in read_words(args, takes_value):
+        name, equals, value = word.partition("=")
+        if part == "value" and kept is not None:
+            options += [kept, word] if kept else [word]
+        elif part == "option" and name in ("--resume", "--continue"):  # chat's --resume NAME, --resume alone
+            kept = None if equals else "--conversation"
+            options += ["--continue"] if value == RESUME_LATEST else ["--conversation", value] if equals else []
+        elif part == "option":
+            kept = "" if name in run_takes or word[:2] in run_takes else None  # -n5: -n with its value
+            options += [word] if kept is not None else []
+    return options

@@ -23,7 +23,7 @@ from localgen.cli_args import (
     typed_command,
     words_given,
 )
-from localgen.cli_option_values import missing_value_hint, run_option_hint
+from localgen.cli_option_values import missing_value_hint, run_option_hint, run_options_of_chat
 from localgen.cli_options import NumberSlip
 from localgen.config import settings
 from localgen.errors import LocalgenError
@@ -289,7 +289,8 @@ def _chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[st
         return (f"chat takes no prompt argument, and '{prompt}' is a saved conversation",
                 f"to continue it, use `localgen chat --resume {shlex.quote(prompt)}`")
     quoted = shlex.quote(prompt) if shlex.quote(prompt) != prompt else f"'{prompt}'"
-    ask = " ".join(["localgen run", *(["-m", shlex.quote(model)] if model else []),
+    options = run_options_of_chat(app, args[1:])  # as run takes them
+    ask = " ".join(["localgen run", *(["-m", shlex.quote(model)] if model else []), *map(shlex.quote, options),
                     *(["--"] if prompt.startswith("-") else []), quoted])
     return "chat takes no prompt argument: type your messages at its >>> prompt", f"for one answer, use `{ask}`"
 

@@ -372,3 +372,21 @@ def test_an_option_of_run_given_to_chat_is_said_to_be_run_s(option: str, capsys:
                                                 "which answers one prompt; chat has none like it (`localgen chat "
                                                 "--help` lists its own)")
     assert _usage(["chat", "--bogus"], capsys) == ("No such option: --bogus", "see `localgen chat --help`")
+
+
+@pytest.mark.parametrize(("args", "ask", "meant"), [
+    (["chat", "-m", "smollm2-135m", "-f", "notes.md", "summarize"], "localgen run -m smollm2-135m -f notes.md "
+     "'summarize'", {"model": "smollm2-135m", "file": ("notes.md",), "prompt": "summarize"}),  # was: run 'summarize'
+    (["chat", "-s", "be brief", "--no-markdown", "-c", "512", "hi"], "localgen run -s 'be brief' -c 512 'hi'",
+     {"system": "be brief", "ctx_size": 512, "prompt": "hi"}),  # chat's own --no-markdown left out
+    (["chat", "--resume", "work", "-n5", "hi"], "localgen run --conversation work -n5 'hi'",
+     {"conversation_name": "work", "max_tokens": 5, "prompt": "hi"}),
+    (["chat", "--resume", "--temp", "0", "hi"], "localgen run --continue --temp 0 'hi'",
+     {"continue_latest": True, "temperature": 0.0, "prompt": "hi"}),
+])
+def test_chat_given_a_prompt_points_at_run_with_its_options(args: list[str], ask: str, meant: dict[str, object],
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert _usage(args, capsys) == ("chat takes no prompt argument: type your messages at its >>> prompt",
+                                    f"for one answer, use `{ask}`")
+    params = _parsed(ask)
+    assert {key: params[key] for key in meant} == meant, params

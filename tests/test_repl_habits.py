@@ -252,7 +252,7 @@ def test_ollama_s_thread_and_gpu_parameters_say_they_are_set_as_the_chat_starts(
 
 @pytest.mark.parametrize(("args", "ask"), [
     (("hello",), "localgen run 'hello'"),
-    (("-n", "5", "why", "is the sky blue"), "localgen run 'why is the sky blue'"),
+    (("-n", "5", "why", "is the sky blue"), "localgen run -n 5 'why is the sky blue'"),
     (("smollm2-135m", "Say hi."), "localgen run -m smollm2-135m 'Say hi.'"),  # Ollama's `run MODEL PROMPT`
     (("--", "-v means"), "localgen run -- '-v means'"),
 ])
