@@ -394,9 +394,20 @@ def check_options(command: str, args: list[str], takes_value: dict[str, bool]) -
             if name == "-o" and command in ("run", "chat") and writes_a_file_or_json(value):  # not llm's -o KEY VALUE
                 raise UsageError("No such option: -o", hint=output_hint(command, args, index))
             tool, purpose, instead = options[name]
-            hint = _IN_CHAT.get(name, instead) if command == "chat" else instead
+            hint = _IN_CHAT.get(name, instead) if command == "chat" else _format_hint(name, value) or instead
             raise UsageError(f"{name} is {tool}'s option for {purpose}", hint=_with_repo(hint, args[index:]))
         expects_value = not expects_value and takes_value.get(word, False)
+
+
+def _format_hint(name: str, value: str) -> str | None:
+    """For run's --format json (Ollama's any JSON) or --format SCHEMA (its JSON schema): localgen's --json-schema with
+    it; None for another option or value."""
+    if name != "--format":
+        return None
+    if value.lower() == "json":
+        return ("for an answer in JSON, localgen's is --json-schema '{}' (any JSON), or --json-schema SCHEMA to "
+                "follow a schema; --json prints a record of the run")
+    return f"localgen's is --json-schema SCHEMA: --json-schema {shlex.quote(value)}" if value.startswith("{") else None
 
 
 def _with_repo(hint: str, words: list[str]) -> str:

@@ -29,6 +29,11 @@ from tests.conftest import bundled_model_file, run_localgen
     (("run", "-o", "temperature", "0.2", "hi"), "-o is llm's option for model settings",
      "each setting has its own option here: --temperature 0.2, --top-p 0.9, ..."),
     (("run", "--format=json", "hi"), "--format is Ollama's option for an output format",
+     "for an answer in JSON, localgen's is --json-schema '{}' (any JSON), or --json-schema SCHEMA to follow a schema; "
+     "--json prints a record of the run"),  # was: localgen's are --json-schema SCHEMA or --grammar GBNF ...
+    (("run", "--format", '{"type": "object"}', "hi"), "--format is Ollama's option for an output format",
+     "localgen's is --json-schema SCHEMA: --json-schema '{\"type\": \"object\"}'"),
+    (("run", "--format", "yaml", "hi"), "--format is Ollama's option for an output format",
      "localgen's are --json-schema SCHEMA or --grammar GBNF for the answer, and --json for a record of the run"),
     (("run", "-n", "5", "-r", "User:", "hi"), "-r is llama-cli's option for a reverse prompt",
      "localgen's is --stop TEXT"),
