@@ -35,7 +35,8 @@ from localgen.wordwrap import terminal_width
 Handler = Callable[[ChatState, str], None]
 BANG_HABITS = {**dict.fromkeys(("!multi", "!end"), 'Alt-Enter or Esc Enter starts a new line, and """ alone opens '
                                "and closes a block of lines"),  # llm chat's commands, which a model would get as text
-               "!edit": "paste the text, or /file PATH attaches a file's", "!fragment": "/file PATH attaches a file"}
+               "!edit": "Ctrl-X Ctrl-E edits the message in $VISUAL or $EDITOR",
+               "!fragment": "/file PATH attaches a file"}
 
 
 def help_command(_state: ChatState, argument: str) -> None:

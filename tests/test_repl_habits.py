@@ -218,7 +218,7 @@ def test_llm_chat_s_bang_commands_are_not_sent_and_get_localgen_s_way(tmp_path: 
     try:
         for typed, way in (("!multi", 'Alt-Enter or Esc Enter starts a new line, and """ alone opens and closes a '
                                       "block of lines)"),
-                           ("!END", '"""'), ("!edit", "/file PATH attaches a file's)"),
+                           ("!END", '"""'), ("!edit", "Ctrl-X Ctrl-E edits the message in $VISUAL or $EDITOR)"),
                            ("!fragment notes", "/file PATH attaches a file)")):
             said = " ".join(chat.command_words(typed, way).split())
             word = typed.split()[0].lower()
