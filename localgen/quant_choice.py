@@ -140,7 +140,7 @@ def hub_shape(files: Sequence[HubFile], *, revision: str | None = None) -> Model
     return model_shape(info, file_size=first.size + others, shard_bytes=others)
 
 
-def _groups(files: Sequence[HubFile], repo: str, *, explain: bool = False) -> list[tuple[HubFile, ...]]:
+def quant_groups(files: Sequence[HubFile], repo: str, *, explain: bool = False) -> list[tuple[HubFile, ...]]:
     """One file group per quant tag, plus each untagged model file (projectors and imatrix files left out); with
     explain, when none is usable (a split model with shards missing on the Hub, say), the last one's reason is
     raised rather than an empty list returned."""
@@ -170,7 +170,7 @@ def hub_options(repo: str, hw: Hardware, request: FitRequest, *,
 
     listing = list(files) if files is not None else hub.list_gguf_files(repo)
     options = []
-    for group in _groups(listing, repo, explain=True):
+    for group in quant_groups(listing, repo, explain=True):
         first = group[0]
         label = first.quant or first.filename
         names, size = tuple(f.filename for f in group), sum(f.size for f in group)
@@ -247,27 +247,11 @@ def listed_smaller_quants(resolved: ResolvedModel) -> tuple[str, ...] | None:
     listing = hub_cache.cached_listing(repo) if repo is not None else None
     if not listing:
         return None
-    groups = _groups(listing, repo)
+    groups = quant_groups(listing, repo)
     own = next((g for g in groups if Path(g[0].filename).name == resolved.path.name), None)
     if own is None:
         return None
     return smaller_quants(_sizes(groups), sum(f.size for f in own))
-
-
-def plan_resolved(resolved: ResolvedModel, shape: ModelShape, hw: Hardware, request: FitRequest) -> LoadPlan:
-    """plan_fit for a model about to load; when it does not fit, the hint names the smaller quants of its repo as
-    localgen last listed it; warns of a models.toml entry's context beyond the model's maximum, where it is used."""
-    from localgen.registry_entries import warn_context_beyond
-
-    if request.ctx_size is None:
-        warn_context_beyond(resolved.spec, shape.context_length)
-    try:
-        return plan_fit(shape, hw, request, label=resolved.display_name)
-    except InsufficientMemoryError:
-        smaller = listed_smaller_quants(resolved)
-        if smaller is None:
-            raise
-    return plan_fit(shape, hw, request, label=resolved.display_name, smaller_quants=smaller)  # refused, naming them
 
 
 def smallest_option(options: Sequence[FitOption]) -> FitOption | None:
@@ -314,13 +298,15 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
             raise  # a header this file cannot be loaded with: the download would be refused after the fact
         except LocalgenError:
             return reference, ()  # no header to judge by: the load after the download will tell
-        groups = _groups(hub.list_gguf_files(target.repo), target.repo)  # the listing find_model fetched
+        groups = quant_groups(hub.list_gguf_files(target.repo), target.repo)  # the listing find_model fetched
         try:
             plan_fit(shape, hw, request, label=model.label, smaller_quants=smaller_quants(_sizes(groups), model.size))
         except InsufficientMemoryError as exc:
-            if download_only and fitting_context(shape, hw, request, exc.n_ctx) is None:  # chosen all the same
-                from localgen.quant_instead import will_not_run_warning
+            from localgen.quant_instead import naming_the_fitting_quant, will_not_run_warning
 
+            if not download_only:  # a run: refused, naming the quant that fits
+                raise naming_the_fitting_quant(exc, reference, model.size, hw, request) from None
+            if fitting_context(shape, hw, request, exc.n_ctx) is None:  # a pull: chosen all the same
                 return reference, (will_not_run_warning(target, model.label, shape, model.size, hw, request, groups),)
             return reference, (_pulled_at_a_smaller_context(exc, shape, hw, request, model.label, download_only),)
         return reference, ()
@@ -387,7 +373,7 @@ def cached_options(repo: str, hw: Hardware, request: FitRequest) -> list[FitOpti
     from localgen import hub_cache
 
     options = []
-    for group in _groups(hub_cache.cached_listing(repo) or [], repo):
+    for group in quant_groups(hub_cache.cached_listing(repo) or [], repo):
         first = group[0]
         paths = hub_cache.cached_model(repo, quant=first.quant, filename=None if first.quant else first.filename)
         if not paths:

@@ -1,6 +1,6 @@
 """A quant of a Hub repo that fits here, in place of one that does not: what `pull` of a named quant that no run can
-load here warns of (the download goes ahead: the user chose it), and the quant a run or pull of ORG/REPO downloads
-where the downloaded one it would take does not fit."""
+load here warns of (the download goes ahead: the user chose it), what a run's refusal of a named quant names, and the
+quant a run or pull of ORG/REPO downloads where the downloaded one it would take does not fit."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from localgen.errors import HubError, InsufficientMemoryError, LocalgenError
 from localgen.estimate import ModelShape, padded_context
-from localgen.fit import FitRequest, estimate_at, fitting_context, plan_fit
+from localgen.fit import FitRequest, LoadPlan, estimate_at, fitting_context, plan_fit
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
@@ -34,9 +34,9 @@ def will_not_run_warning(target: Target, label: str, shape: ModelShape, size: in
 
 
 def fitting_instead(target: Target, groups: Sequence[tuple[HubFile, ...]], size: int, hw: Hardware,
-                    request: FitRequest) -> str:
+                    request: FitRequest, *, pull: bool = True) -> str:
     """Which quant of the repo, smaller than size, fits here (the best, as `pull ORG/REPO` chooses it, from their
-    headers on the Hub), with the pull that downloads it; or that none does."""
+    headers on the Hub), with the pull that downloads it (pull); or that none does."""
     from localgen.quant_choice import choose_option, hub_options, smallest_option, too_big_repo
 
     assert target.repo is not None
@@ -46,14 +46,15 @@ def fitting_instead(target: Target, groups: Sequence[tuple[HubFile, ...]], size:
     options = hub_options(target.repo, hw, request, files=smaller)
     index = choose_option(options, request)
     if index is not None:
-        return f"{_named(target, options[index])} fits (`localgen pull {_named(target, options[index])}`)"
+        named = _named(target, options[index])
+        return f"{named} fits" + (f" (`localgen pull {named}`)" if pull else " here")
     smallest = smallest_option(options)
     if smallest is not None and smallest.shape is not None:
         refusal = too_big_repo(target.repo, smallest, hw, request)
         most = fitting_context(smallest.shape, hw, request, refusal.n_ctx)
         if most is not None:
             named = _named(target, smallest)
-            return f"{named} fits with --ctx-size {most} or less (`localgen pull {named}`)"
+            return f"{named} fits with --ctx-size {most} or less" + (f" (`localgen pull {named}`)" if pull else "")
     return f"no smaller quant of {target.repo} fits here either"
 
 
@@ -105,3 +106,49 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
     for text in rest:
         note(text)
     return resolve_model(chosen, offline=False)
+
+
+def naming_the_fitting_quant(refusal: InsufficientMemoryError, reference: str | None, size: int, hw: Hardware,
+                             request: FitRequest, *, offline: bool | None = None) -> InsufficientMemoryError:
+    """A run's refusal of a quant named (ORG/REPO:QUANT, a registry name's), its hint ending with the quant of its
+    repo that fits here, from the Hub's headers of the smaller ones (size: the refused quant's files'); the refusal
+    as it was where the repo is named without a quant, or the Hub is offline or cannot be asked."""
+    from localgen.hub import is_offline, list_gguf_files, one_listing_per_repo
+    from localgen.quant_choice import model_target, quant_groups
+
+    target = model_target(reference)
+    if target.repo is None or not (target.quant or target.filename) or offline or is_offline():
+        return refusal
+    try:
+        with one_listing_per_repo():
+            instead = fitting_instead(target, quant_groups(list_gguf_files(target.repo), target.repo), size, hw,
+                                      request, pull=False)
+    except LocalgenError:
+        return refusal
+    return InsufficientMemoryError(refusal.message, f"{refusal.hint}; {instead}" if refusal.hint else instead,
+                                   needed_bytes=refusal.needed_bytes, usable_bytes=refusal.usable_bytes,
+                                   n_ctx=refusal.n_ctx, short=refusal.short)
+
+
+def plan_resolved(resolved: ResolvedModel, shape: ModelShape, hw: Hardware, request: FitRequest, *,
+                  offline: bool | None = None) -> LoadPlan:
+    """plan_fit for a model about to load; when it does not fit, the hint names the smaller quants of its repo as
+    localgen last listed it, and, online, the one that fits; warns of a models.toml entry's context beyond the
+    model's maximum, where it is used (offline: --offline's flag)."""
+    from localgen.quant_choice import listed_smaller_quants
+    from localgen.registry_entries import warn_context_beyond
+
+    if request.ctx_size is None:
+        warn_context_beyond(resolved.spec, shape.context_length)
+    try:
+        return plan_fit(shape, hw, request, label=resolved.display_name)
+    except InsufficientMemoryError as exc:
+        refusal, smaller = exc, listed_smaller_quants(resolved)
+    if smaller is not None:
+        try:
+            plan_fit(shape, hw, request, label=resolved.display_name, smaller_quants=smaller)  # refused, naming them
+        except InsufficientMemoryError as exc:
+            refusal = exc
+    if resolved.source != "cache":  # bundled or one's own: no repo to look in
+        raise refusal
+    raise naming_the_fitting_quant(refusal, resolved.ref.text, shape.file_size, hw, request, offline=offline)

@@ -28,8 +28,8 @@ from localgen.input_text import TextBound
 from localgen.model_file_errors import named_as_typed
 from localgen.once import first_time
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-from localgen.quant_choice import choose_download, plan_resolved, resolve_downloaded
-from localgen.quant_instead import fitting_download
+from localgen.quant_choice import choose_download, resolve_downloaded
+from localgen.quant_instead import fitting_download, plan_resolved
 from localgen.resolve import ResolvedModel, resolve_model, with_unverified_copy
 from localgen.template_sandbox import check_template
 from localgen.units import counted
@@ -92,7 +92,8 @@ def plan_load(options: ModelOptions, resolved: ResolvedModel, header: GGUFInfo,
               hw: Hardware | None = None) -> tuple[LoadOptions, LoadPlan, ModelShape]:
     """Choose context, GPU layers, KV type and threads for a model on this machine (fit.plan_fit)."""
     shape = header_shape(header, resolved.path)
-    plan = plan_resolved(resolved, shape, hw or probe_hardware(), fit_request(options, default_ctx=resolved.context))
+    plan = plan_resolved(resolved, shape, hw or probe_hardware(), fit_request(options, default_ctx=resolved.context),
+                         offline=options.offline)
     threads = options.threads if options.threads is not None else physical_cores()
     load_options = LoadOptions(
         n_ctx=plan.n_ctx,

@@ -867,6 +867,7 @@ def test_fit_marks_no_quant_that_run_would_refuse_and_says_what_would_help(huben
         run = run_localgen("run", "-m", reference, "hi", "-n", "1", env=tiny)
         assert run.returncode == 1, run.err
         message, hint = _refusal(run.err)
+        hint = re.sub(r"; \S+ fits with --ctx-size \d+ or less$", "", hint)  # the one that fits: fit's table says it
         table = run_localgen("fit", reference, env=tiny)
         assert table.returncode == 0, table.err
         assert "would use" not in table.err, "no quant is marked as chosen"
@@ -951,9 +952,11 @@ def test_a_downloaded_quant_that_does_not_fit_names_the_smaller_quants_of_its_re
     hubenv.server.requests.clear()
     tiny = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(_too_small_for(quant_files, "Q4_0"))}
     smaller = "try a quant with fewer bits per weight than Q8_0 (Q5_0 or Q4_0), or "
-    for offline in ((), ("--offline",)):  # the repo as localgen last listed it: no request
-        run = run_localgen("run", *offline, "-m", f"{REPO}:Q8_0", "hi", "-n", "1", env=tiny)
+    for offline in (("--offline",), ()):  # the repo as localgen last listed it: no request (online, one follows to
+        run = run_localgen("run", *offline, "-m", f"{REPO}:Q8_0", "hi", "-n", "1", env=tiny)  # name the one that fits)
         assert run.returncode == 1 and _refusal(run.err)[1].startswith(smaller), run.err
+        assert hubenv.server.requests == [] if offline else hubenv.server.count("GET", "/api/models/") == 1
+        hubenv.server.requests.clear()
     table = run_localgen("fit", "--offline", f"{REPO}:Q8_0", env=tiny)
     assert table.returncode == 0 and f"; {smaller}" in table.err, table.err
     assert hubenv.server.requests == []
@@ -1095,6 +1098,26 @@ def test_pull_downloads_a_named_quant_that_fits_at_no_context_warning_that_runs_
         again.err, again.err
     assert run_localgen("pull", f"{REPO}:{warning[2]}", env=tiny).returncode == 0
     ran = run_localgen("run", "-m", f"{REPO}:{warning[2]}", "hi", "-n", "1", "--ctx-size", warning[3], env=tiny)
+    assert ran.returncode == 0, ran.err
+
+
+def test_a_run_refusing_a_named_quant_names_the_quant_of_its_repo_that_fits_where_the_hub_can_say(
+        hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
+    """The hint named the repo's smaller quants (the last one listed) without a word of which fits; online it now ends
+    with the one that fits, from their headers on the Hub, before a download and for a downloaded quant alike."""
+    _serve(hubenv, quant_files)
+    tight = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(_too_small_for(quant_files, "Q8_0"))}
+    fitting = re.compile(r"; org/fit-GGUF:(Q5_0|Q4_0) fits here\)$")
+    before = run_localgen("run", "-m", f"{REPO}:Q8_0", "hi", "-n", "1", env=tight)
+    named = fitting.search(before.err.strip())
+    assert before.returncode == 1 and named is not None and hubenv.blobs(REPO) == [], before.err
+    assert run_localgen("pull", f"{REPO}:Q8_0", env=hubenv.env).returncode == 0
+    downloaded = run_localgen("run", "-m", f"{REPO}:Q8_0", "hi", "-n", "1", env=tight)
+    assert downloaded.returncode == 1 and downloaded.err.strip().endswith(named[0]), downloaded.err
+    hubenv.server.requests.clear()
+    offline = run_localgen("run", "--offline", "-m", f"{REPO}:Q8_0", "hi", "-n", "1", env=tight)
+    assert offline.returncode == 1 and "fits here" not in offline.err and hubenv.server.requests == [], offline.err
+    ran = run_localgen("run", "-m", f"{REPO}:{named[1]}", "hi", "-n", "1", env=tight)
     assert ran.returncode == 0, ran.err
 
 
