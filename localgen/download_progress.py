@@ -325,14 +325,23 @@ def print_summary(model: HubModel, downloaded: int, seconds: float, *, fetched_e
     checks = "sha256 verified" if all(f.sha256 for f in model.files) else "checksums verified"
     if downloaded and downloaded < model.size:  # the shards an earlier download left out, say
         line = (f"downloaded {model.repo}/{what}: {binary_size(downloaded)} of {binary_size(model.size)} in "
-                f"{seconds:.1f} s, the rest already in the cache, {checks}")
+                f"{took(downloaded, seconds)}, the rest already in the cache, {checks}")
     elif downloaded:
-        line = f"downloaded {model.repo}/{what} ({binary_size(model.size)}) in {seconds:.1f} s, {checks}"
+        line = f"downloaded {model.repo}/{what} ({binary_size(model.size)}) in {took(downloaded, seconds)}, {checks}"
     elif fetched_elsewhere:
         line = f"{model.repo}/{what} ({binary_size(model.size)}) downloaded by another process, {checks}"
     else:
         line = f"{model.repo}/{what} ({binary_size(model.size)}) already in the cache, {checks}"
     print(f"localgen: {line}", file=sys.stderr, flush=True)
+
+
+def took(downloaded: int, seconds: float) -> str:
+    """How long a download of so many bytes took, and how fast it went once it ran long enough to say: '0.1 s',
+    '12.3 s (9.4 MiB/s)', '5 min 12 s (13.1 MiB/s)'."""
+    from localgen.download_log import time_left
+
+    spent = f"{seconds:.1f} s" if seconds < 60 else time_left(seconds)
+    return f"{spent} ({binary_size(int(downloaded / seconds))}/s)" if seconds >= SPEED_AFTER_S else spent
 
 
 def _sizes(paths: Iterable[Path]) -> list[int]:

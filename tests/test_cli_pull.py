@@ -153,6 +153,24 @@ def test_a_slow_download_shows_its_speed_and_time_left_from_its_first_piece(
         assert re.search(r" 1\.0 MiB/2\.4 MiB (\d{3,4}\.\d KiB|1\.\d MiB)/s 0:00:0[1-9]$", row), first_piece
 
 
+def test_the_line_a_download_ends_with_says_how_long_it_took_and_how_fast_it_went(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """It said `in 312.4 s` of a five-minute download, and no speed; now `in 5 min 12 s (13.1 MiB/s)`: the time as
+    the log's lines give it, and the speed of a download that ran half a second or more."""
+    import re
+
+    from localgen.download_progress import took
+
+    assert took(4 * 2**30, 312.4) == "5 min 12 s (13.1 MiB/s)" and took(4 * 2**30, 3700) == "1 h 2 min (1.1 MiB/s)"
+    assert took(2_000, 0.04) == "0.0 s", "too short to measure"
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("q8", 1_500_000)})
+    server.bytes_per_s = 2_000_000  # some 0.75 s
+    _, said = _pull(env, f"{REPO}:Q8_0")
+    assert re.search(rf"localgen: downloaded {REPO}/{FILE} \(1\.4 MiB\) in \d\.\d s \((\d+\.\d KiB|\d\.\d MiB)/s\), "
+                     r"sha256 verified\n$", said), said
+
+
 def test_a_downloaded_quant_the_hub_has_dropped_is_kept_and_still_found_by_its_name(
         hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
