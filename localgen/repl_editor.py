@@ -26,6 +26,7 @@ from localgen.signals import QUIT_SIGNALS, restore_handlers
 FALLBACK_EDITORS = ("editor", "nano", "vi")  # tried in turn, on PATH, where neither VISUAL nor EDITOR is set
 MESSAGE_FILE = "message.txt"  # in a private temporary folder, removed once the editor is done
 KEPT = "the message is kept as it was"
+TEMP_HINT = "free some space there, or set TMPDIR to a folder with room"
 
 
 def editor_command(environ: Mapping[str, str] = os.environ) -> list[str]:
@@ -55,10 +56,18 @@ def editor_command(environ: Mapping[str, str] = os.environ) -> list[str]:
 def edited_text(text: str, command: list[str]) -> str:
     """The text as the editor left it (its last newlines dropped, which editors add), from a private temporary file
     that is removed afterwards; LocalgenError when the editor cannot run, fails, or leaves text that is not UTF-8."""
-    folder = Path(tempfile.mkdtemp(prefix="localgen-"))  # mode 0700: the message is no other user's to read
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="localgen-"))  # mode 0700: the message is no other user's to read
+    except OSError as exc:
+        raise LocalgenError(f"cannot make a temporary folder for the message: {exc.strerror or exc}; {KEPT}",
+                            hint=TEMP_HINT) from None
     try:
         path = folder / MESSAGE_FILE
-        path.write_bytes(_encoded(text + "\n" if text else ""))
+        try:
+            path.write_bytes(_encoded(text + "\n" if text else ""))
+        except OSError as exc:
+            raise LocalgenError(f"cannot write the message to {path}: {exc.strerror or exc}; {KEPT}",
+                                hint=TEMP_HINT) from None
         name = Path(command[0]).name
         try:
             status = subprocess.run([*command, str(path)], check=False).returncode

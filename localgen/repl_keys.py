@@ -101,8 +101,8 @@ def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     @bindings.add("c-x", "c-e", filter=~is_searching)
     def _edit(event: KeyPressEvent) -> None:
         async def edit() -> None:
-            if await editor.edit(event.current_buffer):
-                paste.clear()  # the text the editor left is read as typed
+            if await editor.edit(event.current_buffer):  # sent as saved, as a paste is: a backslash at its end
+                paste.text = paste.line_after = event.current_buffer.text  # and a triple quote are its text
 
         event.app.create_background_task(edit())
 

@@ -22,6 +22,8 @@ case $(cat "$dir/mode") in
   fail) printf 'lost' > "$1"; exit 3 ;;
   latin1) printf 'caf\351\n' > "$1" ;;
   interrupted) trap 'echo' INT; kill -INT 0; printf 'Say pear.\n' > "$1" ;;
+  backslash) printf 'path C:\\temp\\\n' > "$1" ;;
+  quotes) printf '\042\042\042Say hi.\042\042\042\nprint(1)\n' > "$1" ;;
 esac
 """
 
@@ -106,3 +108,45 @@ def test_edited_text_drops_the_editor_s_last_newlines_its_bom_and_crs(tmp_path: 
     script.write_text("#!/bin/sh\nprintf '\\357\\273\\277a\\r\\nb\\n\\n' > \"$1\"\n")
     script.chmod(0o755)
     assert edited_text("draft", [str(script)]) == "a\nb"
+
+
+def test_the_edited_text_is_sent_as_saved_with_a_backslash_or_a_triple_quote_in_it(tmp_path: Path,
+                                                                                   editor: Path) -> None:
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "2")
+    try:
+        _edit(chat, editor, "backslash", "draft")
+        chat.wait_for_screen(lambda screen: "C:\\temp\\" in screen)
+        assert _sent(chat, 1) == "path C:\\temp\\"
+        _edit(chat, editor, "quotes", "draft")
+        chat.wait_for_screen(lambda screen: "print(1)" in screen)
+        assert _sent(chat, 2) == '"""Say hi."""\nprint(1)'
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def test_a_message_the_temporary_folder_cannot_hold_is_kept_with_a_line_saying_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with monkeypatch.context() as patched:
+        patched.setattr("tempfile.mkdtemp", _no_usable_folder)
+        with pytest.raises(LocalgenError, match=r"cannot make a temporary folder for the message: No usable .*kept as"):
+            edited_text("draft", ["true"])
+    full = tmp_path / "full"
+    full.mkdir()
+    monkeypatch.setenv("TMPDIR", str(full))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    monkeypatch.setattr("pathlib.Path.write_bytes", _no_space)
+    with pytest.raises(LocalgenError, match=r"cannot write the message to .*No space left on device; the message is"):
+        edited_text("draft", ["true"])
+    assert list(full.iterdir()) == [], "the temporary folder is removed"
+
+
+def _no_space(_path: Path, _data: bytes) -> int:
+    """Path.write_bytes on a full disk."""
+    raise OSError(28, "No space left on device")
+
+
+def _no_usable_folder(**_options: str) -> str:
+    """tempfile.mkdtemp where no temporary folder can be written."""
+    raise FileNotFoundError(2, "No usable temporary directory found in ['/tmp']")
