@@ -9,7 +9,8 @@ plan; `localgen fit`'s report of the options is quant_report.py's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +43,7 @@ HEADER_READ_MAX_BYTES = 256 * 2**20
 # Most quantized first: auto choice of a quant never takes more bits per weight than Q8_0 unless nothing else
 # fits the bill (unquantized weights decode slowly for little gain).
 MAX_AUTO_BITS_PER_WEIGHT = 8.6
+SLOW_HEADERS_S = 2.0  # header reads that take this long, more to come, are said to be under way
 
 log = logging.getLogger("localgen.models")
 
@@ -163,14 +165,21 @@ def quant_groups(files: Sequence[HubFile], repo: str, *, explain: bool = False) 
     return sorted(groups.values(), key=lambda g: sum(f.size for f in g))
 
 
-def hub_options(repo: str, hw: Hardware, request: FitRequest, *,
-                files: Sequence[HubFile] | None = None) -> list[FitOption]:
-    """Every model file of a Hub repo with its estimate and plan, from header range reads (nothing downloaded)."""
+def hub_options(repo: str, hw: Hardware, request: FitRequest, *, files: Sequence[HubFile] | None = None,
+                note: Callable[[str], None] | None = None) -> list[FitOption]:
+    """Every model file of a Hub repo with its estimate and plan, from header range reads (nothing downloaded); note,
+    when given, hears once that the reads are under way where they take SLOW_HEADERS_S and more are to come."""
     from localgen import hub
 
     listing = list(files) if files is not None else hub.list_gguf_files(repo)
-    options = []
-    for group in quant_groups(listing, repo, explain=True):
+    options: list[FitOption] = []
+    groups, started = quant_groups(listing, repo, explain=True), time.monotonic()
+    for group in groups:
+        spent = time.monotonic() - started
+        if note is not None and options and spent >= SLOW_HEADERS_S:
+            note(f"reading the headers of {counted(len(groups), 'quant')} of {repo} on the Hub to choose the one "
+                 f"that fits: {len(options)} read in {spent:.0f} s")
+            note = None
         first = group[0]
         label = first.quant or first.filename
         names, size = tuple(f.filename for f in group), sum(f.size for f in group)
@@ -265,13 +274,14 @@ def option_reference(repo: str, option: FitOption) -> str:
     return f"{repo}:{option.quant}" if option.quant else f"{repo}/{option.filenames[0]}"
 
 
-def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest,
-                    download_only: bool = False) -> tuple[str | None, tuple[str, ...]]:
+def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest, download_only: bool = False,
+                    note: Callable[[str], None] | None = None) -> tuple[str | None, tuple[str, ...]]:
     """Before a download: check the named model fits (or pick the best quant that fits) from Hub headers.
 
     Returns the reference to download and notes for the user; raises InsufficientMemoryError when nothing fits.
     download_only (`pull`): a model that fits only at a smaller context than a run takes by default is let through,
-    with a note naming the context to run it at, as nothing is loaded now.
+    with a note naming the context to run it at, as nothing is loaded now. note hears of header reads that take a
+    while (hub_options).
     """
     from localgen.hub import one_listing_per_repo
     from localgen.hub_errors import blamed_on_entry
@@ -281,11 +291,11 @@ def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest,
         return reference, ()
     with blamed_on_entry(target.spec, target.ref), one_listing_per_repo():
         return _choose_download(reference, target, hw=hw, request=replace(request, default_ctx=target.default_ctx),
-                                download_only=download_only)
+                                download_only=download_only, note=note)
 
 
 def _choose_download(reference: str | None, target: Target, *, hw: Hardware, request: FitRequest,
-                     download_only: bool) -> tuple[str | None, tuple[str, ...]]:
+                     download_only: bool, note: Callable[[str], None] | None) -> tuple[str | None, tuple[str, ...]]:
     """choose_download of a parsed reference to a Hub repo."""
     from localgen import hub
 
@@ -310,7 +320,7 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
                 return reference, (will_not_run_warning(target, model.label, shape, model.size, hw, request, groups),)
             return reference, (_pulled_at_a_smaller_context(exc, shape, hw, request, model.label, download_only),)
         return reference, ()
-    options = hub_options(target.repo, hw, request)
+    options = hub_options(target.repo, hw, request, note=note)
     index = choose_option(options, request)
     if index is None:
         smallest = smallest_option(options)

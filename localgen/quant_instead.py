@@ -93,7 +93,8 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
         return None  # a header the load will name
     try:
         with one_listing_per_repo():
-            chosen, notes = choose_download(reference, hw=hw, request=request, download_only=download_only)
+            chosen, notes = choose_download(reference, hw=hw, request=request, download_only=download_only,
+                                            note=note)
     except (HubError, InsufficientMemoryError):
         return None  # no answer, or nothing fits: the downloaded copy is refused as it was, naming smaller quants
     own_quant, chosen_target = quant_of_filename(found.path.name), model_target(chosen)

@@ -172,7 +172,7 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
     try:
         with one_listing_per_repo():
             reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options),
-                                                download_only=download_only)
+                                                download_only=download_only, note=note)
             for text in chosen:  # said now, before the download starts
                 note(text)
             return resolve_model(reference, offline=options.offline, force=force)

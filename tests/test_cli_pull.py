@@ -171,6 +171,25 @@ def test_the_line_a_download_ends_with_says_how_long_it_took_and_how_fast_it_wen
                      r"sha256 verified\n$", said), said
 
 
+def test_a_slow_choice_of_a_quant_says_it_reads_the_headers(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """pull ORG/REPO reads each quant's header (a few MiB) before it says what it chose: on a slow Hub it said nothing
+    for as long as that took; now, two seconds in with more to read, a line says what it is doing."""
+    import re
+
+    server, env = hub
+    server.add_repo("org/slow-GGUF", {"s-Q4_K_M.gguf": make_gguf_bytes("q4"), "s-Q8_0.gguf": make_gguf_bytes("q8")})
+    server.delay_s, server.delay_only = 2.2, "/resolve/"  # each header read takes 2.2 s
+    small = {**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}  # none fits: nothing is downloaded
+    slow = run_cli(small, "pull", "org/slow-GGUF")
+    assert slow.returncode == 1 and re.fullmatch(
+        r"localgen: reading the headers of 2 quants of org/slow-GGUF on the Hub to choose the one that fits: 1 read "
+        r"in \d+ s", slow.stderr.splitlines()[0]), slow.stderr
+    assert "no quant of org/slow-GGUF fits" in slow.stderr.splitlines()[1]
+    server.delay_s = 0.0
+    quick = run_cli(small, "pull", "org/slow-GGUF")
+    assert quick.returncode == 1 and "reading the headers" not in quick.stderr, quick.stderr
+
+
 def test_a_downloaded_quant_the_hub_has_dropped_is_kept_and_still_found_by_its_name(
         hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
