@@ -237,7 +237,7 @@ def _prompt_as_command_hint(app: typer.Typer, args: list[str]) -> str | None:
     prompt, options = words_given(words, takes_value), options_given(words, takes_value)  # run's options kept
     ask = _suggested("run", options if all_options(options, takes_value) else [], prompt) if prompt else \
         'localgen run "..."'
-    sure = verb or len(prompt) > 1 or " " in word  # else perhaps a command misspelt
+    sure = verb or " " in word  # else perhaps a command misspelt, or another tool's (keys set NAME)
     return f"to ask the model, use `{ask}`" if sure else f"see `localgen --help`; to ask the model: {ask}"
 
 

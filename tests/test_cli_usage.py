@@ -333,9 +333,9 @@ def test_a_system_prompt_left_out_before_an_option_runs_nothing() -> None:
 
 
 @pytest.mark.parametrize(("args", "hint", "meant"), [
-    (["why", "is", "the", "sky", "blue"], "to ask the model, use `localgen run 'why is the sky blue'`",
-     {"prompt": "why is the sky blue"}),  # was: to ask the model: localgen run why
-    (["summarize", "-n", "5", "this"], "to ask the model, use `localgen run -n 5 'summarize this'`",
+    (["why", "is", "the", "sky", "blue"], "see `localgen --help`; to ask the model: localgen run 'why is the sky "
+     "blue'", {"prompt": "why is the sky blue"}),  # was: to ask the model: localgen run why
+    (["summarize", "-n", "5", "this"], "see `localgen --help`; to ask the model: localgen run -n 5 'summarize this'",
      {"prompt": "summarize this", "max_tokens": 5}),
     (["prompt", "-m", "smollm2-135m", "hi there"], "to ask the model, use `localgen run -m smollm2-135m 'hi there'`",
      {"prompt": "hi there", "model": "smollm2-135m"}),  # llm prompt; was: localgen run prompt
