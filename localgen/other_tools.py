@@ -18,8 +18,14 @@ RUN_WORDS = ("prompt", "generate", "ask", "complete")  # `llm prompt "..."`, and
 SEVERAL_NAMES = {"rm", "remove"}  # of those, the commands whose localgen command takes several names
 _NO_SERVER = "localgen has no server: `localgen run` and `localgen chat` load the model in their own process"
 _MODELS_TOML = "models are entries of models.toml: add [models.NAME] to yours (README, Models)"
+_NO_PLUGINS = "localgen has no plugins: " + _MODELS_TOML
 OTHER_TOOLS_WORDS = {  # what other tools' users type at the top level that localgen has no command for
     "serve": _NO_SERVER, "ps": _NO_SERVER, "stop": _NO_SERVER, "create": _MODELS_TOML, "cp": _MODELS_TOML,
+    "push": "localgen has no registry to push a model to: models come from the Hugging Face Hub",
+    "keys": "localgen runs models on this machine and needs no API key", "aliases": _MODELS_TOML,
+    "templates": "llm's templates are models.toml entries here, each with a system prompt and settings",
+    "plugins": _NO_PLUGINS, "install": _NO_PLUGINS, "uninstall": _NO_PLUGINS,
+    "embed": "localgen generates text: it makes no embeddings",
 }
 _REMOVAL = ("rm", "clear")  # `models rm NAME`, `conversations rm NAME`; `cache clear`, which takes no name
 SUBCOMMAND_HABITS = {"ls": ("list",), "remove": _REMOVAL, "delete": _REMOVAL, "del": _REMOVAL, "rm": _REMOVAL,

@@ -232,6 +232,14 @@ def test_ollama_s_verbose_is_stats() -> None:
 @pytest.mark.parametrize(("args", "error", "hint"), [
     (("serve",), "No such command 'serve'.",
      "localgen has no server: `localgen run` and `localgen chat` load the model in their own process"),
+    (("push", "me/model"), "No such command 'push'.",  # Ollama's; was: to ask the model: localgen run push
+     "localgen has no registry to push a model to: models come from the Hugging Face Hub"),
+    (("keys", "set", "openai"), "No such command 'keys'.", "localgen runs models on this machine and needs no API key"),
+    (("templates", "list"), "No such command 'templates'.",  # llm's
+     "llm's templates are models.toml entries here, each with a system prompt and settings"),
+    (("install", "llm-gguf"), "No such command 'install'.",
+     "localgen has no plugins: models are entries of models.toml: add [models.NAME] to yours (README, Models)"),
+    (("embed", "-c", "hello"), "No such command 'embed'.", "localgen generates text: it makes no embeddings"),
     (("models", "ls"), "No such command 'ls'.", "use `localgen models list`"),
     # Ollama's `version`: localgen's way, not also click's guess (Did you mean 'conversations'?)
     (("version",), "No such command 'version'.", "use `localgen --version`"),
