@@ -401,7 +401,10 @@ def check_options(command: str, args: list[str], takes_value: dict[str, bool]) -
                 raise UsageError("No such option: -o", hint=output_hint(command, args, index))
             tool, purpose, instead = options[name]
             hint = _IN_CHAT.get(name, instead) if command == "chat" else _format_hint(name, value) or instead
-            raise UsageError(f"{name} is {tool}'s option for {purpose}", hint=_with_repo(hint, args[index:]))
+            from localgen.other_tools_command import in_localgen_s_words
+
+            written = in_localgen_s_words(name, args, takes_value, hint) if command == "run" else None
+            raise UsageError(f"{name} is {tool}'s option for {purpose}", hint=written or _with_repo(hint, args[index:]))
         expects_value = not expects_value and takes_value.get(word, False)
 
 

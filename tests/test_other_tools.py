@@ -98,7 +98,16 @@ from tests.conftest import bundled_model_file, run_localgen
      "Face repo", "localgen's is -m ggml-org/gemma-3-1b-it-GGUF:Q4_K_M"),
     (("run", "-n", "128", "--no-display-prompt", "--log-disable", "hi"),  # a llama-cli script's habits
      "--no-display-prompt is llama-cli's option for leaving the prompt out of the output",
-     "localgen never prints the prompt: stdout is the answer alone; drop it"),
+     "localgen never prints the prompt: stdout is the answer alone; drop it; with localgen's options: "
+     "`localgen run -n 128 hi`"),  # was: the first option's hint alone, then the second's at the next try
+    (("run", "-m", "m.gguf", "-p", "I believe the meaning of life is", "-n", "128", "-no-cnv"),
+     "-p is llama-cli's option for the prompt", "the prompt is the argument: `localgen run -m m.gguf -n 128 'I believe "
+     "the meaning of life is'`"),  # llama.cpp's README's; was: the prompt is the argument: localgen run "PROMPT"
+    (("run", "-sys", "Be terse.", "-p", "Hi", "-r", "User:", "-fa", "on", "--temp", "0.2"),
+     "-sys is llama-cli's option for a system prompt", "localgen's is -s TEXT, or --system TEXT; with localgen's "
+     "options: `localgen run -s 'Be terse.' --stop User: --flash-attn on --temp 0.2 Hi`"),
+    (("run", "-cnv", "-p", "Hi"), "-cnv is llama-cli's option for conversation mode",
+     "`localgen chat` is localgen's conversation mode"),  # no like in run: its own hint alone
     (("run", "-n", "64", "-np", "4", "-cb", "hi"), "-np is llama-cli's option for parallel sequences",  # -n p
      "localgen runs one sequence, its prompt in batches of --batch-size N: drop it"),
     (("run", "-mm", "mmproj.gguf", "hi"), "-mm is llama-cli's option for a multimodal projector",  # -m m
