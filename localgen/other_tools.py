@@ -148,8 +148,11 @@ OTHER_TOOLS_OPTIONS = {
     **dict.fromkeys(("-np", "--parallel"), ("llama-cli", "parallel sequences", _ONE_SEQUENCE)),  # -n p: a token limit
     **dict.fromkeys(("-cb", "--cont-batching", "-nocb", "--no-cont-batching"),  # -c b: a context size
                     ("llama-cli", "continuous batching", _ONE_SEQUENCE)),
-    **dict.fromkeys(("-mm", "--mmproj", "-mu", "--mmproj-url"),  # -m m: a model named m
+    **dict.fromkeys(("-mm", "--mmproj", "-mmu", "--mmproj-url"),  # -m m: a model named m
                     ("llama-cli", "a multimodal projector", _TEXT_ONLY)),
+    **dict.fromkeys(("-mu", "--model-url"), ("llama-cli", "a model's download address",  # -m u: a model named u
+                                             "localgen downloads from the Hugging Face Hub: -m takes a Hub address "
+                                             "(https://huggingface.co/ORG/REPO/blob/main/FILE.gguf) or ORG/REPO")),
     "--image": ("llama-cli", "an image", _TEXT_ONLY),
     **dict.fromkeys(("-md", "--model-draft"), ("llama-cli", "a draft model", _NO_DRAFT_MODEL)),  # -m d: a model "d"
     **dict.fromkeys(("-cd", "--ctx-size-draft"), ("llama-cli", "the draft model's context", _NO_DRAFT_MODEL)),  # -c d

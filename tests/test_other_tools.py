@@ -110,6 +110,11 @@ from tests.conftest import bundled_model_file, run_localgen
      "`localgen chat` is localgen's conversation mode"),  # no like in run: its own hint alone
     (("run", "-n", "64", "-np", "4", "-cb", "hi"), "-np is llama-cli's option for parallel sequences",  # -n p
      "localgen runs one sequence, its prompt in batches of --batch-size N: drop it"),
+    (("run", "-mu", "https://huggingface.co/org/M-GGUF/resolve/main/m.gguf", "hi"),  # -mu: the model's address
+     "-mu is llama-cli's option for a model's download address", "localgen downloads from the Hugging Face Hub: -m "
+     "takes a Hub address (https://huggingface.co/ORG/REPO/blob/main/FILE.gguf) or ORG/REPO"),  # was: a projector
+    (("chat", "-mmu", "https://example.com/mmproj.gguf"), "-mmu is llama-cli's option for a multimodal projector",
+     "localgen's models read text: -f FILE attaches a text file"),
     (("run", "-mm", "mmproj.gguf", "hi"), "-mm is llama-cli's option for a multimodal projector",  # -m m
      "localgen's models read text: -f FILE attaches a text file"),
     (("chat", "-hff", "x.gguf"), "-hff is llama-cli's option for a file of a Hugging Face repo",
