@@ -1,6 +1,7 @@
 """Options where they do not fit: one whose value was left out, so that click would take the option after it for its
 value (chat --model --quant Q8_0: a model named --quant; run -s --json hi: a system prompt "--json") or that is typed
-last without one; and the options of run given to chat, or of chat to carry over to run."""
+last without one; the shell's list of files after one -f; and the options of run given to chat, or of chat to carry
+over to run."""
 
 from __future__ import annotations
 
@@ -142,3 +143,34 @@ def run_options_of_chat(app: typer.Typer, args: list[str]) -> list[str]:
             kept = "" if name in run_takes or word[:2] in run_takes else None  # -n5: -n with its value
             options += [word] if kept is not None else []
     return options
+
+
+def files_after_file_hint(app: typer.Typer, args: list[str], text: str) -> str | None:
+    """For `run -f *.md "summarize"` (or chat's), the shell's list of files after one -f, which takes one: each file
+    with its own -f, the command so written; None for other errors (text: click's, in lower case)."""
+    from localgen.cli_args import option_arity
+    from localgen.typed_paths import is_existing_file
+
+    if not args or args[0] not in ("run", "chat") or "unexpected extra argument" not in text:
+        return None
+    options: list[str] = []
+    prompt: list[str] = []
+    files = 0  # the files given after a -f's one
+    after_file = False
+    for word, part in read_words(args[1:], option_arity(app, args[0])):
+        if part == "word" and after_file and is_existing_file(word):
+            options += ["-f", word]
+            files += 1
+            continue
+        after_file = (part == "value" and options[-1:] in (["-f"], ["--file"])) or word.startswith("--file=") or (
+            part == "option" and word.startswith("-f") and len(word) > 2)
+        if part in ("option", "value"):
+            options.append(word)
+        elif part != "end":
+            prompt.append(word)
+    if not files:
+        return None
+    said = " ".join(prompt)
+    ends = ["--"] if said.startswith("-") else []  # a prompt led by - goes after --
+    written = shlex.join(["localgen", args[0], *options, *ends, *[said][:len(said)]])
+    return f"each file takes its own -f: `{written}`"

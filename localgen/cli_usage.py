@@ -23,7 +23,7 @@ from localgen.cli_args import (
     typed_command,
     words_given,
 )
-from localgen.cli_option_values import missing_value_hint, run_option_hint, run_options_of_chat
+from localgen.cli_option_values import files_after_file_hint, missing_value_hint, run_option_hint, run_options_of_chat
 from localgen.cli_options import NumberSlip
 from localgen.config import settings
 from localgen.errors import LocalgenError
@@ -46,7 +46,9 @@ SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their das
 def usage_error(app: typer.Typer, exc: Exception, args: list[str]) -> tuple[str, str]:
     """The one-line message and the hint for a usage error of the command line args."""
     text = str(exc).lower()
-    special = _ollama_address_error(app, args, text) or _chat_prompt_error(app, args, text)
+    files = files_after_file_hint(app, args, text)  # `run -f *.md "..."`: the shell's list of files after one -f
+    special = ((_usage_error_text(exc), files) if files else None) or _ollama_address_error(app, args, text) or \
+        _chat_prompt_error(app, args, text)
     if special is not None:
         return special
     command = args[0] if args and args[0] in command_names(app) else ""

@@ -390,3 +390,21 @@ def test_chat_given_a_prompt_points_at_run_with_its_options(args: list[str], ask
                                     f"for one answer, use `{ask}`")
     params = _parsed(ask)
     assert {key: params[key] for key in meant} == meant, params
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (["run", "-f", "a.md", "b.md", "c.md", "summarize"], "`localgen run -f a.md -f b.md -f c.md summarize`"),
+    (["run", "summarize", "-n", "5", "-f", "a.md", "b.md", "c.md"],
+     "`localgen run -n 5 -f a.md -f b.md -f c.md summarize`"),
+    (["chat", "-f", "a.md", "b.md"], "`localgen chat -f a.md -f b.md`"),  # was: chat takes no prompt argument
+])
+def test_the_shell_s_list_of_files_after_one_f_is_given_an_f_each(
+        args: list[str], hint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`localgen run -f *.md "summarize"` was told to quote the prompt: `localgen run -f a.md 'b.md c.md summarize'`."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.md", "b.md", "c.md"):
+        (tmp_path / name).write_text(name)
+    message, said = _usage(args, capsys)
+    assert message.startswith("Got unexpected extra argument(s)") and said == f"each file takes its own -f: {hint}"
+    assert _parsed(hint.strip("`"))["file"] == tuple(word for word in args if word.endswith(".md"))
