@@ -80,8 +80,10 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
     from localgen.references import quant_of_filename
     from localgen.resolve import resolve_model
 
+    if found.source != "cache" or found.ref.kind != "repo" or found.ref.quant or offline or is_offline():
+        return None  # bundled, one's own, a quant or file named, or offline: nothing to choose on the Hub
     target = model_target(reference)
-    if target.repo is None or target.quant or target.filename or found.source != "cache" or offline or is_offline():
+    if target.repo is None or target.quant or target.filename:
         return None
     request = replace(request, default_ctx=target.default_ctx)
     try:
