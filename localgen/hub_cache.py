@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import time
+import warnings
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,6 +48,10 @@ class CachedHubFile:
 
 
 # ----------------------------------------------------------------------------- where huggingface_hub points
+
+# huggingface_hub's FutureWarnings are for code that calls it (HF_HUB_ENABLE_HF_TRANSFER, which a huggingface-cli user
+# may have exported, printed three lines of one at every command); every module that imports it imports this first
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"huggingface_hub(\.|$)")
 
 
 def hub_cache_dir() -> Path:

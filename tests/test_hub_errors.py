@@ -321,3 +321,17 @@ def test_models_show_of_a_quant_typed_after_a_registry_name_checks_the_repo_has_
         "had no Q8 file when localgen last listed it")), listed.stderr
     assert downloaded(run_cli(offline, "models", "show", "tiny:Q8_0")) == "no (`localgen pull tiny:Q8_0` downloads it)"
     assert loopback_hub.count("GET", "/resolve/") == 0
+
+
+def test_a_deprecated_hf_setting_a_huggingface_cli_user_exported_prints_no_python_warning(
+        loopback_hub: HubServer, tmp_path: Path) -> None:
+    """HF_HUB_ENABLE_HF_TRANSFER=1 made huggingface_hub print a FutureWarning (its file, line and `warnings.warn(`) at
+    every command, a run of the bundled model too; localgen downloads over HTTP itself, so the setting is nothing to
+    it, and now it says nothing of it."""
+    loopback_hub.add_repo("org/tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8", 2_000)})
+    env = child_env(loopback_hub, tmp_path, HF_HUB_ENABLE_HF_TRANSFER="1")
+    for args in (("pull", "org/tiny-GGUF:Q8_0"), ("models", "list")):  # a fresh interpreter: huggingface_hub unread
+        done = subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
+                              cwd=REPO_ROOT, timeout=120)
+        assert done.returncode == 0 and "Warning" not in done.stderr and "warnings.warn" not in done.stderr, \
+            done.stderr
