@@ -158,7 +158,9 @@ _NOT_MODELS = {"datasets": "a dataset", "spaces": "a Space (an app)"}  # Hub add
 def _without_web_view(body: str, raw: str) -> str:
     """A Hub page's address as a reference: ORG/REPO/blob/main/FILE (or resolve/, tree/; a query, a fragment and
     %-escapes as a browser gives them) is ORG/REPO/FILE, and so is the repo page's ORG/REPO?show_file_info=FILE (the
-    address of a file's panel there). A dataset's or a Space's address is refused as what it is."""
+    address of a file's panel there); a folder's, ORG/REPO/tree/main/FOLDER, is the model in it, ORG/REPO/FOLDER/*.gguf
+    (the shards of a split model, as big models keep a quant's). A dataset's or a Space's address is refused as what it
+    is."""
     from urllib.parse import parse_qs, unquote
 
     address, _, query = body.split("#", 1)[0].partition("?")
@@ -172,7 +174,8 @@ def _without_web_view(body: str, raw: str) -> str:
         if parts[3] != "main":
             raise UsageError(f"'{parts[3]}' is a revision of {'/'.join(parts[:2])}: localgen downloads from main",
                              hint=f"use {'/'.join(parts[:2] + parts[4:])}, which is main's")
-        parts = parts[:2] + parts[4:]
+        folder = parts[2] == "tree" and len(parts) > 4 and not parts[-1].lower().endswith(".gguf")
+        parts = parts[:2] + parts[4:] + (["*.gguf"] if folder else [])
     shown = parse_qs(query).get("show_file_info")
     if len(parts) == 2 and shown and shown[0].strip("/"):
         parts.append(shown[0].strip("/"))  # the repo's page with a file's panel open

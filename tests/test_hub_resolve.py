@@ -402,3 +402,18 @@ def test_a_tag_with_a_prefix_before_its_quant_names_the_file_that_carries_it(loo
     removed = run_cli(env, "models", "rm", f"{repo}:UD-Q4_K_XL", "-y")
     assert removed.returncode == 0 and f"removed {repo}:Q4_K_XL" in removed.stderr, removed.stderr
     assert not Path(pulled.stdout.strip()).exists()
+
+
+def test_the_address_of_a_folder_of_a_repo_pulls_and_runs_the_model_in_it(loopback_hub: HubServer, tmp_path: Path,
+                                                                          tiny: Path) -> None:
+    """A big model's repo keeps each quant in a folder; its page's address (huggingface.co/ORG/REPO/tree/main/FOLDER),
+    pasted, was refused as no valid repo reference: now it is the model in that folder, as ORG/REPO/FOLDER/*.gguf."""
+    repo = "org/Folders-GGUF"
+    loopback_hub.add_repo(repo, {"Q4_K_M/m-Q4_K_M.gguf": tiny, "Q8_0/m-Q8_0.gguf": make_gguf_bytes("q8")})
+    env = child_env(loopback_hub, tmp_path)
+    pulled = run_cli(env, "pull", f"https://huggingface.co/{repo}/tree/main/Q4_K_M")  # from HF_ENDPOINT's Hub
+    assert pulled.returncode == 0 and pulled.stdout.strip().endswith("/Q4_K_M/m-Q4_K_M.gguf"), pulled.stderr
+    ran = run_cli(env, "run", "--offline", "-m", f"hf.co/{repo}/tree/main/Q4_K_M/", "hi", "-n", "1", "--json")
+    assert ran.returncode == 0 and json.loads(ran.stdout)["model"]["path"] == pulled.stdout.strip(), ran.stderr
+    missing = run_cli(env, "pull", f"hf.co/{repo}/tree/main/Q5_K_M")
+    assert missing.returncode == 1 and f"{repo} has no file 'Q5_K_M/*.gguf'" in missing.stderr, missing.stderr
