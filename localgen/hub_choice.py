@@ -60,15 +60,16 @@ def only_auxiliary(repo: str, files: Sequence[HubFile]) -> HubError:
 
 def _meant_quants(wanted: str, available: list[str]) -> list[str]:
     """The repo's quants a quant it lacks may have meant: spelled alike but for separators, an O for a 0 and FP for F
-    (Q4KM, Q8_O, FP16 for F16), else those it begins (Q8: Q8_0; Q4_K: Q4_K_M, Q4_K_S), at most three; a file's name
-    given as the quant (m-Q4_K_M.gguf) stands for its quant."""
+    (Q4KM, Q8_O, FP16 for F16) or the quant a longer tag holds (Q4_K_M of UD-Q4_K_M), else those it begins (Q8: Q8_0;
+    Q4_K: Q4_K_M, Q4_K_S), at most three; a file's name given as the quant (m-Q4_K_M.gguf) stands for its quant."""
     def key(tag: str) -> str:
         return tag.upper().replace("_", "").replace("-", "").replace("FP", "F").replace("O", "0")
 
     if wanted.upper().endswith(".GGUF"):  # a file's name given as the quant (hf.co/ORG/REPO:m-Q4_K_M.gguf)
         wanted = quant_of_filename(wanted) or wanted[:-len(".GGUF")]
 
-    same = [tag for tag in available if key(tag) == key(wanted)]
+    inner = quant_of_filename(wanted)  # a tag's quant: Q4_K_M of UD-Q4_K_M, where no file carries the tag whole
+    same = [tag for tag in available if key(tag) == key(wanted) or tag == inner]
     begun = [tag for tag in available if len(key(wanted)) > 1 and key(tag).startswith(key(wanted))]
     return (same or begun)[:3]
 

@@ -163,6 +163,16 @@ def test_choose_errors_name_what_exists() -> None:
     assert names(choose_model([hf("model.gguf")], quant=None, filename=None, repo="o/r")) == ["model.gguf"]
 
 
+def test_a_tag_no_file_carries_whole_is_offered_the_quant_it_holds() -> None:
+    """UD-Q4_K_M where the repo has Q4_K_M only (Unsloth's tag, typed for a repo without it): did you mean o/r:Q4_K_M,
+    where no quant was offered (the tag and the quant spelled too differently)."""
+    files = [hf("m-Q4_K_M.gguf"), hf("m-UD-Q4_K_XL.gguf")]
+    with pytest.raises(HubError, match="o/r has no UD-Q4_K_M file") as info:
+        choose_model(files, quant="ud-q4_k_m", filename=None, repo="o/r")
+    assert (info.value.hint or "").startswith("did you mean o/r:Q4_K_M? quants in this repo: Q4_K_M, Q4_K_XL;")
+    assert names(choose_model(files, quant="UD-Q4_K_XL", filename=None, repo="o/r")) == ["m-UD-Q4_K_XL.gguf"]
+
+
 # ----------------------------------------------------------------------------- listing
 
 
