@@ -1401,7 +1401,7 @@ def test_a_paste_typed_during_an_answer_stays_one_message(home: Path) -> None:
     """Bracketed paste is turned on again as soon as a message is sent (the check on the modes), so a terminal
     marks a paste typed during the answer; at the next prompt such a paste is one message, not one message per
     line sent by its own Enter."""
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "100")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "40")
     mark = len(chat.transcript.getvalue())
     chat.child.sendline(LONG_QUESTION)
     deadline = time.monotonic() + TIMEOUT
@@ -1426,7 +1426,7 @@ def test_alt_enter_typed_during_an_answer_is_a_newline_at_the_next_prompt(home: 
     """Keys typed ahead wait as typed: Enter stays a carriage return (the terminal's ICRNL would make it a line
     feed, and Esc then line feed is no Alt-Enter), so Alt-Enter typed during an answer is a newline in one message,
     not the end of one message and the start of another."""
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "100")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "40")
     mark = len(chat.transcript.getvalue())
     chat.child.sendline(LONG_QUESTION)
     deadline = time.monotonic() + TIMEOUT
