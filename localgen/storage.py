@@ -198,8 +198,8 @@ def check_folder(path: Path, keeps: str) -> None:
     else:
         readable = os.access(path, os.R_OK | os.X_OK)
     if not is_folder:
-        raise LocalgenError(f"{path} is not a folder (or is under a file), so it cannot hold {keeps}",
-                            hint="move that file out of the way")
+        what, hint = in_the_way(file_in_the_way(path) or path)
+        raise LocalgenError(f"{path} cannot hold {keeps}: {what}", hint=hint)
     if not readable:
         raise LocalgenError(f"cannot read {path}, which holds {keeps}: {os.strerror(errno.EACCES)}",
                             hint="check the permissions of that folder and those above it")

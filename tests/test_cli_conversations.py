@@ -42,7 +42,8 @@ def test_a_file_where_a_folder_belongs_is_named_not_listed_as_empty(home: Path, 
     for args in ((listing,), (listing, "--json"), acting):
         result = run_localgen(*args)
         assert result.returncode == 1 and result.out == "", (args, result.err)
-        assert "is not a folder (or is under a file)" in result.err and "Traceback" not in result.err, result.err
+        assert f"cannot hold {'prompt' if listing == 'cache' else 'saved conversations'}" in result.err, result.err
+        assert f"{path} is a file, where a folder should be" in result.err and "Traceback" not in result.err, result.err
 
 
 @pytest.mark.parametrize("blocked", ["data/conversations", "data"])
