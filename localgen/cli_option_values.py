@@ -31,16 +31,9 @@ def value_as_option_error(app: typer.Typer, args: list[str]) -> tuple[str, str] 
     params = {name: param for param in command.params for name in (*param.opts, *param.secondary_opts)}
     takes_value = arity(command.params)
     words = args[len(names):]
-    expects_value = False
-    for at, word in enumerate(words):
-        if expects_value:
-            expects_value = False
-            if _reads_as_option(word, params[words[at - 1]], takes_value):
-                return _missing_value(names, words, at - 1, params[words[at - 1]])
-        elif word == "--":
-            return None
-        elif word.startswith("-"):
-            expects_value = takes_value.get(word, False)
+    for at, (word, part) in enumerate(read_words(words, takes_value)):  # one part a word: words[at - 1] its option
+        if part == "value" and _reads_as_option(word, params[words[at - 1]], takes_value):
+            return _missing_value(names, words, at - 1, params[words[at - 1]])
     return None
 
 
