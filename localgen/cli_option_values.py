@@ -5,7 +5,6 @@ over to run."""
 
 from __future__ import annotations
 
-import re
 import shlex
 from typing import Any
 
@@ -13,7 +12,6 @@ import typer
 
 from localgen.cli_args import arity, read_words, typed_command
 
-_LONG_OPTION = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*")  # --quant, --json: no text, file or number reads so
 _HELP = ("-h", "--help")
 _MODEL = ("-m", "--model")
 _FREE_TEXT = ("TEXT", "FILE", "SCHEMA", "GBNF")  # values that may well start with - (a system prompt, a stop string)
@@ -22,9 +20,9 @@ _CONVERSATION_MODE = ("--conversation NAME continues (or starts) conversation NA
 
 
 def value_as_option_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
-    """For an option given, in place of its value, a word that reads as an option (one of the command's own, or any
-    --NAME; for -m, any word led by -): the one-line message and the hint, or None. A value that is -- ends nothing,
-    and a value given with = (--system=--json) is taken as it is."""
+    """For an option given, in place of its value, a word that reads as an option (_reads_as_option): the one-line
+    message and the hint, or None. A value that is -- ends nothing, and a value given with = (--system=--json) is
+    taken as it is."""
     names, command = typed_command(app, args)
     if not names:
         return None
@@ -32,17 +30,30 @@ def value_as_option_error(app: typer.Typer, args: list[str]) -> tuple[str, str] 
     takes_value = arity(command.params)
     words = args[len(names):]
     for at, (word, part) in enumerate(read_words(words, takes_value)):  # one part a word: words[at - 1] its option
-        if part == "value" and _reads_as_option(word, params[words[at - 1]], takes_value):
+        if part == "value" and _reads_as_option(word, params[words[at - 1]], names[0], takes_value):
             return _missing_value(names, words, at - 1, params[words[at - 1]])
     return None
 
 
-def _reads_as_option(word: str, param: Any, takes_value: dict[str, bool]) -> bool:
-    """Whether the word given for the value of option param reads as an option rather than as its value."""
+def _reads_as_option(word: str, param: Any, command: str, takes_value: dict[str, bool]) -> bool:
+    """Whether the word given for the value of option param reads as an option rather than as its value: one of the
+    command's own, or --help; for a model's or a conversation's name, which no one starts with -, also another tool's
+    option (-hf, --quant) or one of the command's with its value stuck on (-n5). Any other word is the value, as click
+    takes it (--stop --END--, -s -sys, -m --)."""
     name = word.partition("=")[0]
-    if param.metavar in ("REF", "NAME"):  # no model's or conversation's name starts with -
-        return word.startswith("-") and word != "-"
-    return name in takes_value or name in _HELP or _LONG_OPTION.fullmatch(name) is not None
+    if name in takes_value or name in _HELP:
+        return True
+    return param.metavar in ("REF", "NAME") and (
+        _other_tools_option(command, name) or (name[1:2] != "-" and takes_value.get(name[:2], False)))
+
+
+def _other_tools_option(command: str, name: str) -> bool:
+    """Whether an option's name is one that users of other tools give command, which localgen knows: llama-cli's -hf,
+    a quant's --quant, an output file's -o, a context's --num-ctx."""
+    from localgen.other_tools import GUESSED_OPTIONS, OPTIONS_OF_OTHER_TOOLS, OUTPUT_OPTIONS, QUANT_OPTIONS
+
+    return name in OPTIONS_OF_OTHER_TOOLS.get(command, {}) or name in (*QUANT_OPTIONS, *OUTPUT_OPTIONS) \
+        or name in GUESSED_OPTIONS
 
 
 def _missing_value(names: list[str], words: list[str], at: int, param: Any) -> tuple[str, str]:

@@ -318,11 +318,18 @@ def test_an_option_given_in_place_of_a_value_is_refused_with_the_value_asked_for
     ["run", "-s", "-sys", "hi"], ["run", "--stop", "--", "hi"], ["run", "-f", "-", "hi"], ["run", "-n", "-1", "hi"],
     ["run", "-ngl", "-1", "hi"], ["run", "--system=--json", "hi"], ["run", "--", "-m", "--json"],
     ["run", "-s", "- a list", "hi"], ["chat", "--stop", "---"], ["run", "--temp", "-0", "hi"],
-])
+    ["run", "--stop", "--END--", "-n", "3", "hi"], ["chat", "-s", "--terse"], ["run", "-m", "--", "hi"],
+    ["run", "--conversation", "--"], ["run", "-m", "-zz", "hi"],  # no option of run's, or of another tool's, as click
+])  # reads them: the value (was: the word after it is the option --END--, and a hint whose command failed)
 def test_a_value_that_starts_with_a_dash_but_names_no_option_is_the_value(args: list[str]) -> None:
     from localgen.cli_option_values import value_as_option_error
 
     assert value_as_option_error(app, args) is None
+
+
+def test_a_stop_string_that_looks_like_a_long_option_stops_the_answer() -> None:
+    result = run_localgen("run", "--stop", "--END--", "-n", "1", "hi")
+    assert result.returncode == 0 and result.out and "--END--" not in result.err, result.err
 
 
 def test_a_system_prompt_left_out_before_an_option_runs_nothing() -> None:
