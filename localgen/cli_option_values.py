@@ -31,7 +31,7 @@ def value_as_option_error(app: typer.Typer, args: list[str]) -> tuple[str, str] 
     words = args[len(names):]
     for at, (word, part) in enumerate(read_words(words, takes_value)):  # one part a word: words[at - 1] its option
         if part == "value" and _reads_as_option(word, params[words[at - 1]], names[0], takes_value):
-            return _missing_value(names, words, at - 1, params[words[at - 1]])
+            return _missing_value(names, words, at - 1, params[words[at - 1]], takes_value)
     return None
 
 
@@ -56,22 +56,23 @@ def _other_tools_option(command: str, name: str) -> bool:
         or name in GUESSED_OPTIONS
 
 
-def _missing_value(names: list[str], words: list[str], at: int, param: Any) -> tuple[str, str]:
+def _missing_value(names: list[str], words: list[str], at: int, param: Any, takes_value: dict[str, bool]
+                   ) -> tuple[str, str]:
     """The message and the hint for option words[at], given the option words[at + 1] in place of its value."""
     option, given = words[at], words[at + 1].partition("=")[0]
     metavar = param.metavar or param.name.upper()
     message = f"{option} needs a value ({metavar}), and the word after it is the option {given}"
     if given in _HELP:
         return message, f"see `{shlex.join(['localgen', *names, '--help'])}`"
-    return message, _value_hint(names, words, at, param)
+    return message, _value_hint(names, words, at, param, takes_value)
 
 
-def _value_hint(names: list[str], words: list[str], at: int, param: Any) -> str:
-    """What to give option words[at] (of the command names, words its words), which has no value: the command
-    written with one."""
+def _value_hint(names: list[str], words: list[str], at: int, param: Any, takes_value: dict[str, bool]) -> str:
+    """What to give option words[at] (of the command names, words its words, takes_value its options), which has no
+    value: the command written with one."""
     option, metavar, command = words[at], param.metavar or param.name.upper(), ["localgen", *names]
     if option in _MODEL:
-        return _model_hint(command, words, at)
+        return _model_hint(command, words, at, takes_value)
     if option == "--conversation":
         return _CONVERSATION_MODE
     if option == "-c" and names[0] in ("run", "chat"):  # llm's -c: continue
@@ -85,19 +86,20 @@ def _value_hint(names: list[str], words: list[str], at: int, param: Any) -> str:
     return f"give {option} its value: `{written}`{literally}"
 
 
-def _model_hint(command: list[str], words: list[str], at: int) -> str:
-    """Name the model after -m (the command so written): with the quant in its reference where a quant option
-    followed (chat -m --quant Q8_0: -m NAME:Q8_0), or the repo llama-cli's -hf named (run -m -hf ORG/REPO: -m
-    ORG/REPO)."""
+def _model_hint(command: list[str], words: list[str], at: int, takes_value: dict[str, bool]) -> str:
+    """Name the model after -m (the command so written): with the quant in its reference where another tool's quant
+    option followed (chat -m --quant Q8_0: -m NAME:Q8_0), or the repo llama-cli's -hf named (run -m -hf ORG/REPO: -m
+    ORG/REPO); an option of the command's own (run's -q, --quiet) stays as typed."""
     from localgen.other_tools import HUB_REPO_OPTIONS, QUANT_OPTIONS, quant_option
 
     rest, model = words[at + 1:], "NAME"
     option, _, repo = (rest or [""])[0].partition("=")
-    if option in QUANT_OPTIONS:
+    if option in QUANT_OPTIONS and option not in takes_value:
         _, quant, rest = quant_option(rest, 0)
         model = f"NAME:{quant}" if quant else model
-    elif option in HUB_REPO_OPTIONS and (repo or (len(rest) > 1 and not rest[1].startswith("-"))):
-        model, rest = (repo, rest[1:]) if repo else (rest[1], rest[2:])
+    elif option in HUB_REPO_OPTIONS and option not in takes_value:
+        named = repo or (rest[1] if len(rest) > 1 and not rest[1].startswith("-") else "")
+        model, rest = named or "ORG/REPO", rest[1 + (bool(named) and not repo):]
         return f"{words[at]} takes the repo: `{shlex.join([*command, *words[:at + 1], model, *rest])}`"
     written = shlex.join([*command, *words[:at + 1], model, *rest])
     return f"name the model after {words[at]}: `{written}`; `localgen models list --all` shows the names"
@@ -114,7 +116,7 @@ def missing_value_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str
     if not names or "requires an argument" not in str(exc) or typed not in params or typed not in words \
             or params[typed].name in ("ctx_size", "ctx"):  # the context size's hint says what it takes (cli_usage)
         return None
-    return _value_hint(names, words, len(words) - 1 - words[::-1].index(typed), params[typed])
+    return _value_hint(names, words, len(words) - 1 - words[::-1].index(typed), params[typed], arity(command.params))
 
 
 def run_option_hint(app: typer.Typer, command: str, typed: str) -> str | None:

@@ -306,6 +306,12 @@ _NAMES = "`localgen models list --all` shows the names"
      f"name the model after -m: `localgen fit -m NAME --json`; {_NAMES}"),
     (["run", "-m", "--help"], "-m needs a value (REF), and the word after it is the option --help",
      "see `localgen run --help`"),
+    (["run", "-m", "-q", "what is Q4_K_M.gguf"], "-m needs a value (REF), and the word after it is the option -q",
+     f"name the model after -m: `localgen run -m NAME -q 'what is Q4_K_M.gguf'`; {_NAMES}"),  # run's -q: --quiet
+    (["run", "-m", "-q", "-n", "5", "hi"], "-m needs a value (REF), and the word after it is the option -q",
+     f"name the model after -m: `localgen run -m NAME -q -n 5 hi`; {_NAMES}"),  # was: -m NAME -n 5 hi, -q gone
+    (["run", "-m", "-hf", "-n", "5", "hi"], "-m needs a value (REF), and the word after it is the option -hf",
+     "-m takes the repo: `localgen run -m ORG/REPO -n 5 hi`"),  # was: -m NAME -hf -n 5 hi, which refuses -hf
 ])
 def test_an_option_given_in_place_of_a_value_is_refused_with_the_value_asked_for(
         args: list[str], message: str, hint: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -371,7 +377,8 @@ def test_an_option_typed_last_without_its_value_gets_the_command_written_with_on
     assert _usage(args, capsys) == (f"Option '{args[-1]}' requires an argument.", hint)
 
 
-@pytest.mark.parametrize("option", ["--json", "--grammar=root.gbnf", "--nowordwrap", "--quiet", "--print-prompt"])
+@pytest.mark.parametrize("option", ["--json", "--grammar=root.gbnf", "--nowordwrap", "--quiet", "--print-prompt",
+                                    "-q"])  # -q naming no quant is run's --quiet (was: the quant goes in -m's ...)
 def test_an_option_of_run_given_to_chat_is_said_to_be_run_s(option: str, capsys: pytest.CaptureFixture[str]) -> None:
     """chat --json got only `see localgen chat --help`, as an option no command has does."""
     name = option.partition("=")[0]
