@@ -223,6 +223,7 @@ _CHAT_USAGE = "localgen's is chat --stats, token counts and speeds after every a
 _CHAT_EXTRACT = 'chat shows code blocks as written, to copy; to extract one, pipe the answer of localgen run "..."'
 _CHAT_PROMPT = 'chat shows the answer\'s text; `localgen run --print-prompt "..."` prints a prompt, special tokens too'
 _CHAT_DRAFT = "chat drafts nothing; `localgen run --draft lookup` drafts from the prompt, with no second model"
+_CHAT_CACHE = "chat keeps the conversation's KV cache in memory, each message computing only its own tokens: drop it"
 _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the prompt at chat's >>> prompt",
             "-cnv": "`localgen chat` is a conversation already: drop it",
             "--conversation-mode": "`localgen chat` is a conversation already: drop it",
@@ -232,6 +233,7 @@ _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the 
             **dict.fromkeys(("-sp", "--special", "--verbose-prompt"), _CHAT_PROMPT),
             **{name: _CHAT_DRAFT for name, (*_, instead) in OTHER_TOOLS_OPTIONS.items() if instead == _NO_DRAFT_MODEL},
             "--log-disable": _NO_LOG + ": drop it",
+            **dict.fromkeys(("--prompt-cache", "--prompt-cache-all", "--prompt-cache-ro"), _CHAT_CACHE),
             "--cid": "localgen's is chat --resume NAME; --resume alone takes the latest",
             **dict.fromkeys(("-u", "--usage", "--perf"), _CHAT_USAGE),
             "--simple-io": "chat is for a terminal; `localgen run` reads pipes and writes the answer alone to stdout",

@@ -152,6 +152,9 @@ from tests.conftest import bundled_model_file, run_localgen
     (("run", "--prompt-cache", "p.bin", "hi"), "--prompt-cache is llama-cli's option for a prompt cache file",
      "localgen keeps a long prompt's KV state in its own on-disk cache, found again by the prompt (`localgen cache` "
      "lists it; run --no-cache goes without): drop it"),  # was: No such option, see `localgen run --help`
+    (("chat", "--prompt-cache", "p.bin"), "--prompt-cache is llama-cli's option for a prompt cache file",
+     "chat keeps the conversation's KV cache in memory, each message computing only its own tokens: drop it"),
+    # ^ was told of run's on-disk cache and its --no-cache, which chat uses not and has not
     (("run", "--dry-multiplier", "0.8", "hi"), "--dry-multiplier is llama-cli's option for a sampler localgen lacks",
      "localgen samples with --temperature, --top-k, --top-p and --min-p, and penalizes repeats with "
      "--repeat-penalty, --presence-penalty and --frequency-penalty"),
