@@ -60,8 +60,9 @@ def only_auxiliary(repo: str, files: Sequence[HubFile]) -> HubError:
 
 def _meant_quants(wanted: str, available: list[str]) -> list[str]:
     """The repo's quants a quant it lacks may have meant: spelled alike but for separators, an O for a 0 and FP for F
-    (Q4KM, Q8_O, FP16 for F16) or the quant a longer tag holds (Q4_K_M of UD-Q4_K_M), else those it begins (Q8: Q8_0;
-    Q4_K: Q4_K_M, Q4_K_S), at most three; a file's name given as the quant (m-Q4_K_M.gguf) stands for its quant."""
+    (Q4KM, Q8_O, FP16 for F16) or the quant a longer tag holds (Q4_K_M of UD-Q4_K_M), else those it or its quant
+    begins (Q8: Q8_0; Q4_K and UD-Q4_K: Q4_K_M, Q4_K_S), at most three; a file's name given as the quant
+    (m-Q4_K_M.gguf) stands for its quant."""
     def key(tag: str) -> str:
         return tag.upper().replace("_", "").replace("-", "").replace("FP", "F").replace("O", "0")
 
@@ -70,7 +71,8 @@ def _meant_quants(wanted: str, available: list[str]) -> list[str]:
 
     inner = quant_of_filename(wanted)  # a tag's quant: Q4_K_M of UD-Q4_K_M, where no file carries the tag whole
     same = [tag for tag in available if key(tag) == key(wanted) or tag == inner]
-    begun = [tag for tag in available if len(key(wanted)) > 1 and key(tag).startswith(key(wanted))]
+    beginnings = [key(text) for text in (wanted, inner or "") if len(key(text)) > 1]
+    begun = [tag for tag in available if any(key(tag).startswith(start) for start in beginnings)]
     return (same or begun)[:3]
 
 
@@ -116,13 +118,14 @@ def choose_model(files: list[HubFile], *, quant: str | None, filename: str | Non
 def carries_tag(filename: str, tag: str) -> bool:
     """Whether a file is of the quant tag asked for: its quant (quant_of), or, for a tag that is more than a quant,
     the tag whole between separators in its path: Unsloth's UD-Q4_K_XL (Qwen3-8B-UD-Q4_K_XL.gguf), as Hugging Face's
-    "Use this model" writes it for Ollama and llama.cpp."""
+    "Use this model" writes it for Ollama and llama.cpp; an underscore after it goes on with the quant (UD-Q4_K is not
+    UD-Q4_K_XL)."""
     tag = normalize_quant(tag)
     if quant_of(filename) == tag:
         return True
     if quant_of_filename(tag) in (None, tag) or tag.endswith(".GGUF"):  # a file's name given as a quant: refused
         return False
-    return re.search(rf"(?<![A-Za-z0-9]){re.escape(tag)}(?![A-Za-z0-9])", filename, re.IGNORECASE) is not None
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(tag)}(?![A-Za-z0-9_])", filename, re.IGNORECASE) is not None
 
 
 def _group_shards(files: list[HubFile]) -> list[tuple[HubFile, ...]]:

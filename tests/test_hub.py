@@ -173,6 +173,21 @@ def test_a_tag_no_file_carries_whole_is_offered_the_quant_it_holds() -> None:
     assert names(choose_model(files, quant="UD-Q4_K_XL", filename=None, repo="o/r")) == ["m-UD-Q4_K_XL.gguf"]
 
 
+def test_a_tag_that_begins_a_longer_one_takes_no_file_of_the_longer() -> None:
+    """UD-Q4_K where the repo has UD-Q4_K_XL and UD-Q4_K_M: no file of either (the underscore goes on with the
+    quant), the quants it begins offered, where it took the shortest name of the two; the whole tag still takes its
+    own file, in a folder of shards too."""
+    files = [hf("m-UD-Q4_K_XL.gguf"), hf("m-UD-Q4_K_M.gguf"), hf("m-Q8_0.gguf")]
+    with pytest.raises(HubError, match="o/r has no UD-Q4_K file") as info:
+        choose_model(files, quant="UD-Q4_K", filename=None, repo="o/r")
+    assert (info.value.hint or "").startswith("did you mean o/r:Q4_K_M or o/r:Q4_K_XL? quants in this repo:")
+    assert names(choose_model(files, quant="ud-q4_k_m", filename=None, repo="o/r")) == ["m-UD-Q4_K_M.gguf"]
+    shards = [hf("UD-Q4_K_XL/m-UD-Q4_K_XL-00001-of-00002.gguf"), hf("UD-Q4_K_XL/m-UD-Q4_K_XL-00002-of-00002.gguf")]
+    assert len(choose_model(shards, quant="UD-Q4_K_XL", filename=None, repo="o/r")) == 2
+    with pytest.raises(HubError, match="o/r has no UD-Q4_K file"):
+        choose_model(shards, quant="UD-Q4_K", filename=None, repo="o/r")
+
+
 # ----------------------------------------------------------------------------- listing
 
 
