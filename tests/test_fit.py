@@ -1040,7 +1040,7 @@ def test_run_and_pull_of_a_repo_whose_downloaded_quant_does_not_fit_download_the
     chose = ("localgen: the downloaded {}:Q4_K_M does not fit here; chose {}:Q3_K_M (7.1 MiB), the best that "
              "fits of 2 quants: context ")
     run = run_localgen("run", "-m", repo, "hi", "-n", "1", "--json", env=tight)
-    assert run.returncode == 0 and Path(json.loads(run.out)["model"]["path"]).name == "m-Q3_K_M.gguf", run.err
+    assert run.returncode == 0 and Path(json.loads(run.out)["model_path"]).name == "m-Q3_K_M.gguf", run.err
     assert run.err.startswith(chose.format(repo, repo)), run.err
     assert run.err.index("chose") < run.err.index("downloading"), "the choice is said before the download"
     pulled = run_localgen("pull", "org/pulled-GGUF", env=tight)
@@ -1048,7 +1048,7 @@ def test_run_and_pull_of_a_repo_whose_downloaded_quant_does_not_fit_download_the
     assert pulled.err.startswith(chose.format("org/pulled-GGUF", "org/pulled-GGUF")), pulled.err
     hubenv.server.requests.clear()
     offline = run_localgen("run", "--offline", "-m", repo, "hi", "-n", "1", "--json", env=tight)
-    assert Path(json.loads(offline.out)["model"]["path"]).name == "m-Q3_K_M.gguf", "the downloaded one that fits"
+    assert Path(json.loads(offline.out)["model_path"]).name == "m-Q3_K_M.gguf", "the downloaded one that fits"
     again = run_localgen("run", "-m", repo, "hi", "-n", "1", env=tight)
     assert again.returncode == 0 and "chose" not in again.err and hubenv.server.requests == [], again.err
 

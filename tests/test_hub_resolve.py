@@ -396,7 +396,7 @@ def test_a_tag_with_a_prefix_before_its_quant_names_the_file_that_carries_it(loo
     pulled = run_cli(env, "pull", f"hf.co/{repo}:UD-Q4_K_XL")
     assert pulled.returncode == 0 and pulled.stdout.strip().endswith("/Qwen3-8B-UD-Q4_K_XL.gguf"), pulled.stderr
     ran = run_cli(env, "run", "--offline", "-m", f"{repo}:ud-q4_k_xl", "hi", "-n", "1", "--json")
-    assert ran.returncode == 0 and json.loads(ran.stdout)["model"]["path"] == pulled.stdout.strip(), ran.stderr
+    assert ran.returncode == 0 and json.loads(ran.stdout)["model_path"] == pulled.stdout.strip(), ran.stderr
     lacking = run_cli(env, "pull", f"{repo}:UD-Q4_K_M")  # its Q4_K_M file carries no UD-
     assert lacking.returncode == 1 and f"{repo} has no UD-Q4_K_M file" in lacking.stderr, lacking.stderr
     removed = run_cli(env, "models", "rm", f"{repo}:UD-Q4_K_XL", "-y")
@@ -414,6 +414,6 @@ def test_the_address_of_a_folder_of_a_repo_pulls_and_runs_the_model_in_it(loopba
     pulled = run_cli(env, "pull", f"https://huggingface.co/{repo}/tree/main/Q4_K_M")  # from HF_ENDPOINT's Hub
     assert pulled.returncode == 0 and pulled.stdout.strip().endswith("/Q4_K_M/m-Q4_K_M.gguf"), pulled.stderr
     ran = run_cli(env, "run", "--offline", "-m", f"hf.co/{repo}/tree/main/Q4_K_M/", "hi", "-n", "1", "--json")
-    assert ran.returncode == 0 and json.loads(ran.stdout)["model"]["path"] == pulled.stdout.strip(), ran.stderr
+    assert ran.returncode == 0 and json.loads(ran.stdout)["model_path"] == pulled.stdout.strip(), ran.stderr
     missing = run_cli(env, "pull", f"hf.co/{repo}/tree/main/Q5_K_M")
     assert missing.returncode == 1 and f"{repo} has no file 'Q5_K_M/*.gguf'" in missing.stderr, missing.stderr
