@@ -90,7 +90,8 @@ def _model_hint(command: list[str], words: list[str], at: int, takes_value: dict
     """Name the model after -m (the command so written): with the quant in its reference where another tool's quant
     option followed (chat -m --quant Q8_0: -m NAME:Q8_0), or the repo llama-cli's -hf named (run -m -hf ORG/REPO: -m
     ORG/REPO); an option of the command's own (run's -q, --quiet) stays as typed."""
-    from localgen.other_tools import HUB_REPO_OPTIONS, QUANT_OPTIONS, quant_option
+    from localgen.other_tools import HUB_REPO_OPTIONS, QUANT_OPTIONS
+    from localgen.other_tools_values import quant_option
 
     rest, model = words[at + 1:], "NAME"
     option, _, repo = (rest or [""])[0].partition("=")

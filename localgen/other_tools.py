@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Callable
 
 from localgen.errors import UsageError
+from localgen.other_tools_values import (
+    model_quant_option_hint,
+    output_hint,
+    quant_option_hint,
+    resume_hint,
+    writes_a_file_or_json,
+)
 
 OTHER_TOOLS_COMMANDS = {  # what users of other tools type at the top level, and localgen's command for it
     "list": "localgen models list", "ls": "localgen models list", "rm": "localgen models rm NAME",
@@ -282,109 +288,6 @@ def _spells(word: str, typed: str) -> bool:
     """True when word gives option typed: alone, with =VALUE, or a short one with its value stuck on (-qQ8_0)."""
     short = len(typed) == 2 and typed[0] == "-" and typed[1] != "-"
     return word.partition("=")[0] == typed or (short and word.startswith(typed))
-
-
-def _option_value(words: list[str], at: int, takes: Callable[[str], bool]) -> tuple[str, str, list[str]]:
-    """The option at words[at] as typed (--quant, -q), its value (in that word after = or, where takes accepts it,
-    after a short option's letter; else the next word where takes accepts it; "" for none), and the other words.
-    A word that is no short option with its value (-output, read by click as -o) is the option whole."""
-    word = words[at]
-    option, equals, value = word.partition("=")
-    if not equals and not word.startswith("--") and len(word) > 2 and takes(word[2:]):  # -qQ8_0, -ofile.txt
-        option, value = word[:2], word[2:]
-    rest = [*words[:at], *words[at + 1:]]
-    if not equals and not value and at + 1 < len(words) and takes(words[at + 1]):
-        value, rest = words[at + 1], [*words[:at], *words[at + 2:]]
-    return option, value, rest
-
-
-def quant_option_hint(command: str, words: list[str], at: int) -> str:
-    """For `pull ORG/REPO --quant Q8_0` (or fit's, or huggingface-cli download's --include "*Q8_0*"): the quant goes in
-    the reference, and the command so written where the quant and a model named without one were given."""
-    option, quant, rest = quant_option(words, at)
-    model = next((word for word in rest if not word.startswith("-") and ":" not in word
-                  and not word.lower().endswith(".gguf")), None)  # a name or a repo given without a quant
-    if quant is None or model is None:
-        return f"the quant goes in the reference, not in {option}: NAME:QUANT or ORG/REPO:QUANT"
-    written = [f"{model}:{quant}" if word == model else word for word in rest]
-    return f"the quant goes in the reference: `{shlex.join(['localgen', command, *written])}`"
-
-
-def resume_hint(words: list[str], at: int) -> str:
-    """For `chat --conversation NAME` (as run takes it): chat's --resume NAME, the command so written; for the option
-    alone (llama-cli's conversation mode), that chat is one."""
-    _, name, rest = _option_value(words, at, lambda word: not word.startswith("-"))
-    if not name:
-        return ("`localgen chat` is a conversation already; --resume NAME reopens a saved one, --resume alone the "
-                "latest")
-    return f"chat's is --resume NAME: `{shlex.join(['localgen', 'chat', '--resume', name, *rest])}`"
-
-
-def model_quant_option_hint(command: str, words: list[str], at: int) -> str:
-    """For `run --quant Q8_0 "..."` (or chat's): the quant goes in -m's reference, and the command so written with the
-    model -m names, or the default model where -m is not given; None for a -q that names no quant."""
-    option, quant, rest = quant_option(words, at)
-    if quant is None and option == "-q":  # no quant after it: run's -q, --quiet (chat's hint says so: run_option_hint)
-        return None
-    given = next((index for index, word in enumerate(rest)
-                  if word in ("-m", "--model") or word.startswith("--model=") or word[:2] == "-m"), None)
-    if given is None:
-        from localgen.default_model import default_model_without_quant
-
-        model, written = default_model_without_quant(), rest
-    elif rest[given] in ("-m", "--model"):
-        model = rest[given + 1] if given + 1 < len(rest) else None
-        written = [*rest[:given], *rest[given + 2:]]
-    else:  # --model=REF, -mREF
-        model = rest[given].removeprefix("--model=").removeprefix("-m").removeprefix("=")
-        written = [*rest[:given], *rest[given + 1:]]
-    if quant is None or not model or ":" in model or model.lower().endswith(".gguf"):
-        return f"the quant goes in -m's reference, not in {option}: -m NAME:QUANT or -m ORG/REPO:QUANT"
-    at_model = given if given is not None else 0
-    written = [*written[:at_model], "-m", f"{model}:{quant}", *written[at_model:]]
-    return f"the quant goes in -m's reference: `{shlex.join(['localgen', command, *written])}`"
-
-
-def quant_option(words: list[str], at: int) -> tuple[str, str | None, list[str]]:
-    """The quant option at words[at] (--quant Q8_0, --quant=Q8_0, --include "*Q8_0*"): its name, the quant its value
-    names (None: none), and the other words."""
-    from localgen.references import quant_of_filename
-
-    option, value, rest = _option_value(words, at, lambda word: quant_of_filename(word) is not None)
-    return option, quant_of_filename(value) if value else None, rest
-
-
-def output_hint(command: str, words: list[str], at: int) -> str | None:
-    """For an output file option (words[at], the command's words after its name): run writes the answer to stdout,
-    which the shell's > sends to the file (the command typed, without it); chat keeps its conversation."""
-    if command == "chat":
-        return ("chat saves the conversation: `localgen conversations show NAME` prints it; "
-                '`localgen run "..." > FILE` writes one answer to a file')
-    if command != "run":
-        return None
-    _, file, rest = _option_value(words, at, writes_a_file_or_json)
-    command_line = shlex.join(["localgen", "run", *rest]) if rest else 'localgen run "..."'
-    if file.lower() == "json":  # az's and gh's --output json
-        return f"localgen run --json writes the answer as a JSON record: `{command_line} --json`"
-    if not file:
-        return 'localgen writes the answer to stdout: send it to a file with >, `localgen run "..." > FILE`'
-    return f"localgen writes the answer to stdout: send it to a file with >, `{command_line} > {shlex.quote(file)}`"
-
-
-def writes_a_file_or_json(word: str) -> bool:
-    """Whether the word after an output option names a file to write, or JSON (--output json)."""
-    return names_a_file_to_write(word) or word.lower() == "json"
-
-
-def names_a_file_to_write(word: str) -> bool:
-    """Whether a word after -o reads as a file's name (answer.txt, out/a), not llm's setting (-o temperature 0.2)."""
-    if word.startswith("-") or any(char.isspace() for char in word):
-        return False
-    try:
-        float(word)
-    except ValueError:
-        return "." in word or "/" in word
-    return False
 
 
 def mentions_other_tools_options(command: str, args: list[str]) -> bool:
