@@ -34,13 +34,21 @@ def quant_option_hint(command: str, words: list[str], at: int) -> str:
 
 
 def resume_hint(words: list[str], at: int) -> str:
-    """For `chat --conversation NAME` (as run takes it): chat's --resume NAME, the command so written; for the option
-    alone (llama-cli's conversation mode), that chat is one."""
+    """For `chat --conversation NAME` (as run takes it): chat's --resume NAME, the command so written (with a valid
+    name offered for one that is not: my-work for 'my work'); for the option alone (llama-cli's conversation mode),
+    that chat is one."""
     _, name, rest = _option_value(words, at, lambda word: not word.startswith("-"))
     if not name:
         return ("`localgen chat` is a conversation already; --resume NAME reopens a saved one, --resume alone the "
                 "latest")
-    return f"chat's is --resume NAME: `{shlex.join(['localgen', 'chat', '--resume', name, *rest])}`"
+    from localgen.conversation_names import NAME_PATTERN, suggested_name
+
+    valid = name if NAME_PATTERN.fullmatch(name) else suggested_name(name)  # 'my work': my-work, as run's error offers
+    if valid is None:  # a path: what to name it is the user's to say
+        return "chat's is --resume NAME, a saved conversation's name (`localgen conversations` lists them)"
+    written = f"`{shlex.join(['localgen', 'chat', '--resume', valid, *rest])}`"
+    return f"chat's is --resume NAME: {written}" if valid == name else \
+        f"chat's is --resume NAME, and {shlex.quote(name)} is no valid name: {written}"
 
 
 def model_quant_option_hint(command: str, words: list[str], at: int) -> str:

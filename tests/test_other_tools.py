@@ -371,6 +371,10 @@ def test_llama_cli_s_conversation_mode_is_told_what_conversation_takes_here(args
 @pytest.mark.parametrize(("args", "hint"), [
     (("chat", "-n", "5", "--conversation", "work"), "chat's is --resume NAME: `localgen chat --resume work -n 5`"),
     (("chat", "--conversation=work"), "chat's is --resume NAME: `localgen chat --resume work`"),
+    (("chat", "--conversation", "my work"), "chat's is --resume NAME, and 'my work' is no valid name: `localgen chat "
+                                            "--resume my-work`"),  # was: --resume 'my work', which then failed
+    (("chat", "--conversation", "a/b"), "chat's is --resume NAME, a saved conversation's name (`localgen "
+                                        "conversations` lists them)"),
     (("chat", "--conversation", "-n", "5"), "`localgen chat` is a conversation already; --resume NAME reopens a saved "
                                             "one, --resume alone the latest"),  # llama-cli's conversation mode
 ])
