@@ -1,6 +1,6 @@
 """A quant of a Hub repo that fits here, in place of one that does not: what `pull` of a named quant that no run can
-load here warns of (the download goes ahead: the user chose it), what a run's refusal of a named quant names, and the
-quant a run or pull of ORG/REPO downloads where the downloaded one it would take does not fit."""
+load here warns of (the download goes ahead: the user chose it), what a run's refusal of a quant names, and the quant
+a pull of ORG/REPO downloads where the downloaded one a run would take does not fit."""
 
 from __future__ import annotations
 
@@ -69,11 +69,11 @@ def _named(target: Target, option: FitOption) -> str:
 
 
 def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardware, request: FitRequest,
-                     note: Callable[[str], None], offline: bool | None, download_only: bool) -> ResolvedModel | None:
-    """For ORG/REPO named without a quant, online, whose downloaded quant a run takes does not fit here (none of its
+                     note: Callable[[str], None], offline: bool | None) -> ResolvedModel | None:
+    """For `pull ORG/REPO` (no quant named), online, whose downloaded quant a run takes does not fit here (none of its
     downloaded quants does): the quant of the repo that fits, chosen on the Hub as where none is downloaded, said and
-    downloaded, as a run downloads a model not here. None where the downloaded one fits, none on the Hub fits better,
-    or the Hub cannot be asked: the downloaded one goes on as before (a run refuses it, naming smaller quants)."""
+    downloaded. None where the downloaded one fits, none on the Hub fits better, or the Hub cannot be asked: the
+    downloaded one is brought up to date as before (a run refuses it, naming the quant that fits)."""
     from localgen.estimate import header_shape
     from localgen.hub import is_offline, one_listing_per_repo
     from localgen.quant_choice import choose_download, model_target, read_local_header
@@ -95,8 +95,7 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
         return None  # a header the load will name
     try:
         with one_listing_per_repo():
-            chosen, notes = choose_download(reference, hw=hw, request=request, download_only=download_only,
-                                            note=note)
+            chosen, notes = choose_download(reference, hw=hw, request=request, download_only=True, note=note)
     except (HubError, InsufficientMemoryError):
         return None  # no answer, or nothing fits: the downloaded copy is refused as it was, naming smaller quants
     own_quant, chosen_target = quant_of_filename(found.path.name), model_target(chosen)
@@ -113,14 +112,14 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
 
 def naming_the_fitting_quant(refusal: InsufficientMemoryError, reference: str | None, size: int, hw: Hardware,
                              request: FitRequest, *, offline: bool | None = None) -> InsufficientMemoryError:
-    """A run's refusal of a quant named (ORG/REPO:QUANT, a registry name's), its hint ending with the quant of its
-    repo that fits here, from the Hub's headers of the smaller ones (size: the refused quant's files'); the refusal
-    as it was where the repo is named without a quant, or the Hub is offline or cannot be asked."""
+    """A run's refusal of a quant (ORG/REPO:QUANT, a registry name's, or the downloaded one ORG/REPO takes), its hint
+    ending with the quant of its repo that fits here, from the Hub's headers of the smaller ones (size: the refused
+    quant's files'); the refusal as it was where the Hub is offline or cannot be asked."""
     from localgen.hub import is_offline, list_gguf_files, one_listing_per_repo
     from localgen.quant_choice import model_target, quant_groups
 
     target = model_target(reference)
-    if target.repo is None or not (target.quant or target.filename) or offline or is_offline():
+    if target.repo is None or offline or is_offline():
         return refusal
     try:
         with one_listing_per_repo():

@@ -127,9 +127,8 @@ def _entry_context_notes(target: Target, options: Sequence[FitOption], request: 
 
 def _run_choice(options: Sequence[FitOption], reference: str | None, target: Target, hw: Hardware,
                 request: FitRequest) -> tuple[int | None, list[str]]:
-    """For a repo named without a quant: the option a run uses (the downloaded quant it resolves to where that fits,
-    else the best that fits on the Hub, which it would download), and a note when a better fit is on the Hub but not
-    downloaded."""
+    """For a repo named without a quant: the option a run uses (the downloaded quant it resolves to, else the best
+    that fits on the Hub, which it would download), and a note when a better fit is on the Hub but not downloaded."""
     best = choose_option(options, request)
     try:
         used = resolve_downloaded(reference, offline=None, hw=hw, request=request).path.name
@@ -140,9 +139,10 @@ def _run_choice(options: Sequence[FitOption], reference: str | None, target: Tar
         return best if index is None else index, []
     assert target.repo is not None
     better = option_reference(target.repo, options[best])
-    if options[index].plan is None:  # a run downloads the one that fits, as quant_instead.fitting_download has it
-        return best, [f"a run downloads {better}, as the downloaded {options[index].label} does not fit here"]
-    said = f"a run uses the downloaded {options[index].label}; {better} fits better here"
+    if options[index].plan is None:  # a run refuses it, never downloading another quant in its place
+        said = f"a run takes the downloaded {options[index].label}, which does not fit here; {better} fits"
+    else:
+        said = f"a run uses the downloaded {options[index].label}; {better} fits better here"
     return index, [f"{said} (`localgen pull {better}` for runs to use it)"]
 
 

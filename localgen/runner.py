@@ -162,13 +162,13 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
         except ModelNotFoundError:
             if options.offline or is_offline():
                 raise
-        else:  # pull brings a downloaded model up to date with the Hub; a run uses it as it is, where it fits
+        else:  # a run uses a downloaded model as it is, never downloading another quant in its place (its refusal
+            if not download_only:  # names the one that fits); pull brings it up to date, or pulls the one that fits
+                return found
             with one_listing_per_repo():  # a repo asked for a quant that fits is not listed again to refresh it
                 instead = fitting_download(found, options.model, hw=hw, request=fit_request(options), note=note,
-                                           offline=options.offline, download_only=download_only)
-                if instead is not None:
-                    return instead
-                return refreshed(found, offline=options.offline) if download_only else found
+                                           offline=options.offline)
+                return instead if instead is not None else refreshed(found, offline=options.offline)
     try:
         with one_listing_per_repo():
             reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options),

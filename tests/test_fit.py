@@ -1018,34 +1018,35 @@ def test_run_of_a_repo_uses_the_best_downloaded_quant_that_fits_as_fit_marks_it(
         assert _run_file(tight, *offline) == "fit-Q4_0.gguf"
 
 
-def test_run_and_pull_of_a_repo_whose_downloaded_quant_does_not_fit_download_the_quant_that_fits(
+def test_a_run_of_a_repo_whose_downloaded_quant_does_not_fit_downloads_nothing_and_pull_downloads_the_one_that_fits(
         hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
-    """The repo's default quant (by name) is downloaded and does not fit: a run (and a pull) of ORG/REPO downloads the
-    quant that fits, as it would were none downloaded, where it refused; offline, or the Hub unreachable, the
-    downloaded quant is refused as before, the smaller quants named."""
+    """The repo's default quant (by name) is downloaded and does not fit (usable RAM is what is free now, so a busy
+    machine may do this to a model that ran an hour ago): a run of ORG/REPO downloads nothing in its place, where it
+    downloaded the other quant unasked (GiBs, from a script too); it is refused naming the quant that fits, read from
+    the Hub's headers (offline, or the Hub unreachable, the smaller quants only), and `pull ORG/REPO` downloads it."""
     repo = "org/named-GGUF"  # its default quant (by name) is the larger file
     files: dict[str, bytes | Path] = {"m-Q4_K_M.gguf": quant_files["Q8_0"], "m-Q3_K_M.gguf": quant_files["Q4_0"]}
     hubenv.server.add_repo(repo, files)
-    hubenv.server.add_repo("org/pulled-GGUF", files)
-    for each in (repo, "org/pulled-GGUF"):
-        assert run_localgen("pull", f"{each}:Q4_K_M", env=hubenv.env).returncode == 0
+    assert run_localgen("pull", f"{repo}:Q4_K_M", env=hubenv.env).returncode == 0
     tight = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(_too_small_for(quant_files, "Q8_0"))}
+    smaller = "try a quant with fewer bits per weight than Q8_0 (Q3_K_M)"
     for args, env in ((("--offline",), tight), ((), {**tight, "HF_ENDPOINT": "http://127.0.0.1:9"})):
         run = run_localgen("run", *args, "-m", repo, "hi", "-n", "1", env=env)
-        assert run.returncode == 1 and "try a quant with fewer bits per weight than Q8_0 (Q3_K_M)" in run.err, run.err
-    assert hubenv.blobs(repo) and len(hubenv.blobs(repo)) == 1
+        assert run.returncode == 1 and smaller in run.err and "fits here" not in run.err, run.err
+    run = run_localgen("run", "-m", repo, "hi", "-n", "1", env=tight)
+    assert run.returncode == 1 and smaller in run.err and run.err.endswith(f"; {repo}:Q3_K_M fits here)\n"), run.err
+    assert len(run.err.strip().splitlines()) == 1, run.err
+    assert len(hubenv.blobs(repo)) == 1 and hubenv.server.count("GET", "m-Q3_K_M.gguf") == sum(
+        1 for r in hubenv.server.requests if r.range and r.path.endswith("m-Q3_K_M.gguf")), "its header read only"
     report = json.loads(run_localgen("fit", repo, "--json", env=tight).out)
-    assert report["chosen"] == "Q3_K_M", "run downloads it: marked"
-    assert f"a run downloads {repo}:Q3_K_M, as the downloaded Q4_K_M does not fit here" in report["notes"], report
-    chose = ("localgen: the downloaded {}:Q4_K_M does not fit here; chose {}:Q3_K_M (7.1 MiB), the best that "
-             "fits of 2 quants: context ")
-    run = run_localgen("run", "-m", repo, "hi", "-n", "1", "--json", env=tight)
-    assert run.returncode == 0 and Path(json.loads(run.out)["model_path"]).name == "m-Q3_K_M.gguf", run.err
-    assert run.err.startswith(chose.format(repo, repo)), run.err
-    assert run.err.index("chose") < run.err.index("downloading"), "the choice is said before the download"
-    pulled = run_localgen("pull", "org/pulled-GGUF", env=tight)
+    assert report["chosen"] is None, "run is refused: no quant is marked"
+    assert (f"a run takes the downloaded Q4_K_M, which does not fit here; {repo}:Q3_K_M fits (`localgen pull "
+            f"{repo}:Q3_K_M` for runs to use it)") in report["notes"], report
+    pulled = run_localgen("pull", repo, env=tight)
     assert pulled.returncode == 0 and pulled.out.strip().endswith("m-Q3_K_M.gguf"), pulled.err
-    assert pulled.err.startswith(chose.format("org/pulled-GGUF", "org/pulled-GGUF")), pulled.err
+    assert pulled.err.startswith(f"localgen: the downloaded {repo}:Q4_K_M does not fit here; chose {repo}:Q3_K_M "
+                                 "(7.1 MiB), the best that fits of 2 quants: context "), pulled.err
+    assert pulled.err.index("chose") < pulled.err.index("downloading"), "the choice is said before the download"
     hubenv.server.requests.clear()
     offline = run_localgen("run", "--offline", "-m", repo, "hi", "-n", "1", "--json", env=tight)
     assert Path(json.loads(offline.out)["model_path"]).name == "m-Q3_K_M.gguf", "the downloaded one that fits"
