@@ -101,8 +101,13 @@ def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     @bindings.add("c-x", "c-e", filter=~is_searching)
     def _edit(event: KeyPressEvent) -> None:
         async def edit() -> None:
-            if await editor.edit(event.current_buffer):  # sent as saved, as a paste is: a backslash at its end
-                paste.text = paste.line_after = event.current_buffer.text  # and a triple quote are its text
+            if not await editor.edit(event.current_buffer):
+                return
+            text = event.current_buffer.text
+            if parse_command(text) is None:  # a message is sent as saved, as a paste is: a backslash at its end
+                paste.text = paste.line_after = text  # and a triple quote are its text
+            else:  # a command (/system TEXT edited at length) runs, as typed
+                paste.clear()
 
         event.app.create_background_task(edit())
 

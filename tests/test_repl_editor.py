@@ -24,6 +24,7 @@ case $(cat "$dir/mode") in
   interrupted) trap 'echo' INT; kill -INT 0; printf 'Say pear.\n' > "$1" ;;
   backslash) printf 'path C:\\temp\\\n' > "$1" ;;
   quotes) printf '\042\042\042Say hi.\042\042\042\nprint(1)\n' > "$1" ;;
+  command) printf '/system Answer in French.\nAlways.\n' > "$1" ;;
 esac
 """
 
@@ -120,6 +121,24 @@ def test_the_edited_text_is_sent_as_saved_with_a_backslash_or_a_triple_quote_in_
         _edit(chat, editor, "quotes", "draft")
         chat.wait_for_screen(lambda screen: "print(1)" in screen)
         assert _sent(chat, 2) == '"""Say hi."""\nprint(1)'
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def test_a_command_the_editor_saved_runs_as_typed(tmp_path: Path, editor: Path) -> None:
+    """A /system prompt written at length in the editor sets the system prompt, where it was sent to the model as
+    a message, as a paste is."""
+    chat = Chat(tmp_path / "home", "--no-markdown", "-n", "2")
+    try:
+        _edit(chat, editor, "command", "/system draft")
+        chat.wait_for_screen(lambda screen: "Always." in screen)
+        chat.child.send("\r")
+        chat.expect_words("system prompt set")
+        chat.sync()
+        chat.command_words("/system", "system prompt: Answer in French. Always.")
+        assert chat.conversation()["turns"] == []
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():
