@@ -131,17 +131,29 @@ def without_thinking(events: Iterator[Event], opens: Callable[[], bool]) -> Iter
     splitter: ThinkingSplitter | None = None
     reasoning: list[str] = []
     answer: list[str] = []
+    blank: list[str] = []  # blank text the answer starts with: the space before a reasoning block, dropped then
 
     def answer_parts(segments: list[tuple[bool, str]]) -> Iterator[TextChunk]:
         for thinking, text in segments:
             if thinking:
                 reasoning.append(text)
+                blank.clear()
                 continue
             if not answer and splitter is not None and splitter.closed:
                 text = text.lstrip()
-            if text:
-                answer.append(text)
-                yield TextChunk(text)
+                blank.clear()
+            if not answer and not text.strip():
+                blank.append(text)
+                continue
+            text, blank[:] = "".join(blank) + text, []
+            answer.append(text)
+            yield TextChunk(text)
+
+    def blank_answer() -> Iterator[TextChunk]:
+        """An answer of blank space alone, held back in case a reasoning block came after it."""
+        if not answer and (text := "".join(blank)):
+            answer.append(text)
+            yield TextChunk(text)
 
     for event in events:
         if isinstance(event, TextChunk):
@@ -149,6 +161,7 @@ def without_thinking(events: Iterator[Event], opens: Callable[[], bool]) -> Iter
             yield from answer_parts(splitter.feed(event.text))
         elif isinstance(event, Finished):
             yield from answer_parts(splitter.flush(cut=event.finish_reason != "stop") if splitter else [])
+            yield from blank_answer()
             yield replace(event, text="".join(answer), thinking="".join(reasoning).strip())
         else:
             yield event

@@ -140,3 +140,22 @@ def test_set_stop_parts_stop_strings_at_commas_between_words(typed: str, stops: 
     from localgen.stopping import words_read
 
     assert words_read(typed) == stops
+
+
+@pytest.mark.parametrize(("chunks", "text", "thinking"), [
+    (["\n", "<think>", "Hmm.", "</think>", "\n\n", "Paris."], "Paris.", "Hmm."),  # token by token, as streamed
+    ([" \n", "<think>", "</think>", "Yes."], "Yes.", ""),  # an empty block
+    (["\n", "<think>", "cut off"], "", "cut off"),
+    ([" ", "\n"], " \n", ""),  # blank space alone is the answer
+    ([" ", "sat."], " sat.", ""),  # no block: the answer keeps its space
+])
+def test_blank_space_before_the_reasoning_is_no_answer(chunks: list[str], text: str, thinking: str) -> None:
+    """--hide-thinking and --json left the blank space a model opens its <think> block after in the answer, when it
+    came as a token of its own: run printed '\\n\\n\\nParis.' where one chunk gave 'Paris.'."""
+    from localgen.events import Finished, TextChunk, Timings, Usage
+    from localgen.thinking import without_thinking
+
+    done = Finished("".join(chunks), "stop", Usage(1, 0, len(chunks)), Timings(0.1, 0.1, 10.0, 0.1, 10.0))
+    events = list(without_thinking(iter([*(TextChunk(c) for c in chunks), done]), lambda: False))
+    assert ["".join(e.text for e in events if isinstance(e, TextChunk)), events[-1].text] == [text, text]
+    assert events[-1].thinking == thinking
