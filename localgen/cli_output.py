@@ -17,7 +17,7 @@ from localgen.console import PrefillStatus, TextOutput, without_prefill_progress
 from localgen.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, LocalgenError
 from localgen.events import Event, Finished, TextChunk
 from localgen.runner import LoadedModel
-from localgen.signals import StopOnSignal
+from localgen.signals import ANSWER_ENDING_SIGNALS, StopOnSignal
 from localgen.stdout_reader import watching_the_reader
 
 
@@ -25,8 +25,9 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
                      output: TextOutput | None) -> tuple[Finished, int | None, LocalgenError | None]:
     """Run start()'s generation, writing its text to output as it streams (None: keep it for JSON).
 
-    Returns the Finished, the exit code a SIGINT/SIGTERM calls for, and an error that came after the answer was
-    complete (saving its conversation failed): the answer is still the user's, so it is output before that error.
+    Returns the Finished, the exit code a SIGINT, SIGTERM or SIGQUIT (Ctrl-\\) calls for, and an error that came after
+    the answer was complete (saving its conversation failed): the answer is still the user's, so it is output before
+    that error.
     A closed stdout stops the generation, as soon as its reader goes where it is a pipe.
     """
     engine = loaded.engine
@@ -34,7 +35,8 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
     late: LocalgenError | None = None
     pipe_closed = texted = False
     status = PrefillStatus(sys.stderr)
-    with StopOnSignal(engine.request_stop, reset=engine.clear_stop) as signals, \
+    with StopOnSignal(engine.request_stop, signals=(signal.SIGINT, *ANSWER_ENDING_SIGNALS),
+                      ending=ANSWER_ENDING_SIGNALS, reset=engine.clear_stop) as signals, \
             watching_the_reader(sys.stdout, engine.request_stop) as reader:  # prompt preparation included
         events = start()
         try:

@@ -111,15 +111,17 @@ class RunOutcome:
 
 
 def run_command(request: RunRequest) -> None:
-    """Check, read, load, answer and report: the whole of `localgen run` (-q: with stderr kept for its error)."""
+    """Check, read, load, answer and report: the whole of `localgen run` (-q: with stderr kept for its error), ended by
+    Ctrl-\\ (SIGQUIT) as by SIGTERM: the answer so far kept and saved, exit 131, not the default's core dump."""
     from localgen.cli_exit import free_or_leave_to_exit
     from localgen.cli_output import stderr_quieted
+    from localgen.signals import QUIT_SIGNALS, exit_on_signals
     from localgen.stdout_reader import ending_when_the_reader_goes
 
     if request.quiet and request.stats:
         raise UsageError("-q/--quiet and --stats contradict each other",
                          hint="--quiet keeps stderr to errors, where --stats prints speeds and counts: drop one")
-    with stderr_quieted(request.quiet) as warn_past_quiet:
+    with exit_on_signals(QUIT_SIGNALS), stderr_quieted(request.quiet) as warn_past_quiet:  # Ctrl-\ as SIGTERM
         checked = check_run(request)
         loaded: LoadedModel | None = None
         try:  # the model freed whenever the run ends once it is loaded (the reader's news may come after the watch)

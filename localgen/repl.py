@@ -43,7 +43,7 @@ from localgen.repl_terminal import bracketed_paste, cursor_requests_given_up_onc
 from localgen.repl_text import answer_note, room_notice, toolbar_line, unanswered_line
 from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession, TurnStart, UnsavedChangeError
-from localgen.signals import CHAT_ENDING_SIGNALS, SignalExit, StopOnSignal
+from localgen.signals import ANSWER_ENDING_SIGNALS, SignalExit, StopOnSignal
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 from localgen.units import counted
 
@@ -298,8 +298,8 @@ class Repl:
         engine = self.session.loaded.engine
         # Python runs signal handlers only between llama.cpp calls, so a second signal could not stop any
         # sooner than the first: it never escalates, and the answer is always recorded.
-        signals = StopOnSignal(engine.request_stop, signals=(signal.SIGINT, *CHAT_ENDING_SIGNALS),
-                               ending=CHAT_ENDING_SIGNALS, escalate=False, reset=engine.clear_stop)
+        signals = StopOnSignal(engine.request_stop, signals=(signal.SIGINT, *ANSWER_ENDING_SIGNALS),
+                               ending=ANSWER_ENDING_SIGNALS, escalate=False, reset=engine.clear_stop)
         try:
             with signals:
                 self._stream(events, room_notice(start), chat_ends=lambda: signals.ending_signal is not None)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from localgen import console
 from localgen.signals import (
-    CHAT_ENDING_SIGNALS,
+    ANSWER_ENDING_SIGNALS,
     ENDING_SIGNALS,
     DeferredSignals,
     SignalExit,
@@ -229,7 +229,7 @@ def signals_end_the_prompt(app: Application[Any]) -> Iterator[None]:
         loop.call_soon_threadsafe(end_prompt, signum)
 
     on_main_thread = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.signal(sig, handler) for sig in CHAT_ENDING_SIGNALS
+    previous = {sig: signal.signal(sig, handler) for sig in ANSWER_ENDING_SIGNALS
                 if on_main_thread and signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 QUIT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGQUIT",) if hasattr(signal, name))  # Ctrl-\
-CHAT_ENDING_SIGNALS = ENDING_SIGNALS + QUIT_SIGNALS  # a chat ends on Ctrl-\ as on SIGTERM: its answer kept and saved
+ANSWER_ENDING_SIGNALS = ENDING_SIGNALS + QUIT_SIGNALS  # run and chat end on Ctrl-\ as on SIGTERM: answer kept and saved
 READER_GONE_SIGNAL = signal.SIGURG  # stdout_reader's watch tells the main thread with it: nothing else sends it, and
 # its default is to ignore it
 

@@ -305,3 +305,45 @@ def test_the_chat_puts_the_terminal_modes_back_however_it_ends() -> None:
     finally:
         os.close(main)
         os.close(secondary)
+
+
+def test_ctrl_backslash_mid_run_keeps_its_answer_saved_and_exits_131(tmp_path: Path) -> None:
+    """Ctrl-\\ (SIGQUIT) at a run's terminal killed it: the answer printed was not saved in its conversation, and its
+    line was left unended. It ends the run as SIGTERM does."""
+    import io
+    import json
+
+    import pexpect
+
+    from tests.conftest import spawn_localgen
+
+    child = spawn_localgen("run", "--conversation", "qq", "-n", "400", "Write a very long story about a castle.",
+                           env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, timeout=60)
+    child.logfile_read = transcript = io.BytesIO()
+    child.expect(rb"\w+ \w+ \w+")  # the answer streams
+    child.sendcontrol("\\")
+    child.expect(pexpect.EOF)
+    child.close()
+    screen = transcript.getvalue().decode()
+    assert (child.exitstatus, child.signalstatus) == (131, None), screen
+    assert screen.endswith("\r\n") and "Traceback" not in screen, screen
+    turn = json.loads((tmp_path / "data" / "conversations" / "qq.json").read_text())["turns"][0]
+    assert turn["interrupted"] is True and turn["answer"].split()[0] in screen, turn
+
+
+def test_ctrl_backslash_while_run_waits_for_its_input_exits_131() -> None:
+    """Before the answer (a pipe waited for, the model loading) SIGQUIT ends the run as SIGTERM does, where its
+    default killed it."""
+    proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-f", "-", "-n", "1", "hi"], cwd=REPO_ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while "pipe_read" not in Path(f"/proc/{proc.pid}/wchan").read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)  # until it reads stdin, which stays open and empty
+        proc.send_signal(signal.SIGQUIT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, out, err) == (131, b"", b"")
