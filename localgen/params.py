@@ -20,6 +20,7 @@ KV_TYPE_NAMES = ("f16", "q8_0", "q4_0")
 MIN_CONTEXT = 16  # tokens
 FLASH_ATTN_NAMES = ("auto", "on", "off")
 MAX_TOKENS_LIMIT = 10_000_000
+UNTIL_THE_CONTEXT_FILLS = -2  # llama-cli's -n -2; localgen's -1 stops there too
 MAX_CONTEXT_LIMIT = 10_000_000
 MAX_THREADS = 1024
 MAX_TOP_K = 2**31 - 1  # llama.cpp takes an int32
@@ -175,6 +176,8 @@ class GenerationLimits:
     def __post_init__(self) -> None:
         _check(self.max_tokens is None or 1 <= self.max_tokens <= MAX_TOKENS_LIMIT,
                f"max tokens {_num(self.max_tokens)} is out of range",
+               "-1 is no limit here: the answer runs until the model ends it or the context fills, as llama-cli's -2 "
+               "does" if self.max_tokens == UNTIL_THE_CONTEXT_FILLS else
                f"use 1 to {MAX_TOKENS_LIMIT:,} tokens, or -1 for no limit")
         check_stop_strings(self.stop)
 

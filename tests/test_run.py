@@ -398,6 +398,14 @@ def test_bad_input_gets_one_line_error(args: tuple[str, ...], needle: str, code:
     assert len(result.err.strip().splitlines()) == 1, result.err
 
 
+def test_llama_cli_s_until_the_context_fills_is_told_localgen_s_no_limit() -> None:
+    """-n -2 got the range alone (use 1 to 10,000,000 tokens, or -1 for no limit), not that -1 is that here."""
+    result = run_localgen("run", "-n", "-2", "hi")
+    assert (result.returncode, result.out) == (2, "")
+    assert result.err == ("localgen: error: max tokens -2 is out of range (hint: -1 is no limit here: the answer runs "
+                          "until the model ends it or the context fills, as llama-cli's -2 does)\n")
+
+
 @pytest.mark.parametrize("args", [("--conversation", ""), ("--conversation=",)])
 def test_an_empty_conversation_name_is_named_as_such_with_what_a_name_may_be(args: tuple[str, ...]) -> None:
     result = run_localgen("run", *args, "hi")
