@@ -10,7 +10,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -21,7 +21,7 @@ from prompt_toolkit.document import Document
 from localgen import console
 from localgen.errors import LocalgenError
 from localgen.input_text import BOM
-from localgen.signals import QUIT_SIGNALS, restore_handlers
+from localgen.signals import ENDING_SIGNALS, QUIT_SIGNALS, restore_handlers
 
 FALLBACK_EDITORS = ("editor", "nano", "vi")  # tried in turn, on PATH, where neither VISUAL nor EDITOR is set
 MESSAGE_FILE = "message.txt"  # in a private temporary folder, removed once the editor is done
@@ -53,9 +53,11 @@ def editor_command(environ: Mapping[str, str] = os.environ) -> list[str]:
                         f"is on PATH; {KEPT}", hint="set one, as export EDITOR=nano")
 
 
-def edited_text(text: str, command: list[str]) -> str:
+def edited_text(text: str, command: list[str],
+                started: Callable[[subprocess.Popen[bytes]], None] | None = None) -> str:
     """The text as the editor left it (its last newlines dropped, which editors add), from a private temporary file
-    that is removed afterwards; LocalgenError when the editor cannot run, fails, or leaves text that is not UTF-8."""
+    that is removed afterwards; LocalgenError when the editor cannot run, fails, or leaves text that is not UTF-8.
+    started is told of the editor's process as it runs."""
     try:
         folder = Path(tempfile.mkdtemp(prefix="localgen-"))  # mode 0700: the message is no other user's to read
     except OSError as exc:
@@ -70,10 +72,14 @@ def edited_text(text: str, command: list[str]) -> str:
                                 hint=TEMP_HINT) from None
         name = Path(command[0]).name
         try:
-            status = subprocess.run([*command, str(path)], check=False).returncode
+            editor = subprocess.Popen([*command, str(path)])
         except OSError as exc:
             raise LocalgenError(f"cannot run the editor {name!r}: {exc.strerror or exc}; {KEPT}",
                                 hint="set VISUAL or EDITOR to an editor you have, as export EDITOR=nano") from None
+        with editor:
+            if started is not None:
+                started(editor)
+            status = editor.wait()
         if status:
             how = f"was ended by {_signal_name(-status)}" if status < 0 else f"exited with status {status}"
             raise LocalgenError(f"the editor {name!r} {how}; {KEPT}", hint="save and quit the editor to use its text")
@@ -115,6 +121,7 @@ class MessageEditor:
     def __init__(self) -> None:
         self.interrupted = False  # a SIGINT came while the editor ran: prompt-toolkit's own reading of it, which
         # would clear the line, is for the chat's keys to drop (repl_keys binds <sigint> to nothing then)
+        self.ending_signal: int | None = None  # a SIGTERM or SIGHUP came while the editor ran: the chat ends
 
     def new_prompt(self) -> None:
         """Forget a Ctrl-C the last prompt's editor got."""
@@ -126,28 +133,44 @@ class MessageEditor:
         async with in_terminal():
             try:
                 command = editor_command()
-                with self._editor_signals():
-                    text = edited_text(buffer.text, command)
+                with self._editor_signals() as editors:
+                    text = edited_text(buffer.text, command, started=editors.append)
             except LocalgenError as exc:
-                console.error(exc.message, exc.hint)
+                if self.ending_signal is None:  # the chat ending says nothing of the editor it ended
+                    console.error(exc.message, exc.hint)
                 return False
         buffer.save_to_undo_stack()
         buffer.document = Document(text, cursor_position=len(text))
         return True
 
     @contextlib.contextmanager
-    def _editor_signals(self) -> Iterator[None]:
-        """While the editor runs: SIGINT and SIGQUIT (Ctrl-C and Ctrl-\\ in an editor that leaves them to the
-        terminal) noted, not acted on, and SIGTSTP stopping the chat as it stops the editor. The editor gets each
-        signal's default: a handler of Python's is not inherited by the program run."""
+    def _editor_signals(self) -> Iterator[list[subprocess.Popen[bytes]]]:
+        """While the editor runs (its process put in the list yielded): SIGINT and SIGQUIT (Ctrl-C and Ctrl-\\ in an
+        editor that leaves them to the terminal) noted, not acted on; SIGTERM and SIGHUP passed on to the editor,
+        then to the chat's own handler, which ends the chat once the editor is gone; SIGTSTP stopping the chat as it
+        stops the editor. The editor gets each signal's default: a handler of Python's is not inherited by the
+        program run."""
+        editors: list[subprocess.Popen[bytes]] = []
+
         def noted(signum: int, _frame: FrameType | None) -> None:
             self.interrupted = self.interrupted or signum == signal.SIGINT
 
+        def ending(signum: int, frame: FrameType | None) -> None:
+            self.ending_signal = signum
+            for editor in editors:
+                with contextlib.suppress(OSError):  # already gone
+                    editor.send_signal(signum)
+            handler = previous.get(signum)
+            if callable(handler):
+                handler(signum, frame)
+
         previous = {sig: signal.signal(sig, noted) for sig in (signal.SIGINT, *QUIT_SIGNALS)
                     if signal.getsignal(sig) is not signal.SIG_IGN}
+        previous |= {sig: signal.signal(sig, ending) for sig in ENDING_SIGNALS
+                     if signal.getsignal(sig) is not signal.SIG_IGN}
         if hasattr(signal, "SIGTSTP"):
             previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, signal.SIG_DFL)
         try:
-            yield
+            yield editors
         finally:
             restore_handlers(previous)

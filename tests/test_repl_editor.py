@@ -3,6 +3,8 @@ on the real bundled model, with a shell script for the editor."""
 
 from __future__ import annotations
 
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ case $(cat "$dir/mode") in
   interrupted) trap 'echo' INT; kill -INT 0; printf 'Say pear.\n' > "$1" ;;
   backslash) printf 'path C:\\temp\\\n' > "$1" ;;
   quotes) printf '\042\042\042Say hi.\042\042\042\nprint(1)\n' > "$1" ;;
+  slow) exec sleep 60 ;;
   command) printf '/system Answer in French.\nAlways.\n' > "$1" ;;
 esac
 """
@@ -140,6 +143,23 @@ def test_a_command_the_editor_saved_runs_as_typed(tmp_path: Path, editor: Path) 
         chat.command_words("/system", "system prompt: Answer in French. Always.")
         assert chat.conversation()["turns"] == []
         assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def test_sigterm_while_the_editor_is_open_ends_it_and_the_chat_at_once(tmp_path: Path, editor: Path) -> None:
+    """kill PID while the editor was open waited for whoever sat at the editor to quit it: the editor gets the
+    signal too, and the chat ends with 143, its terminal echoing again, saying nothing of the editor it ended."""
+    chat = Chat(tmp_path / "home", "--no-markdown", "-n", "2")
+    try:
+        _edit(chat, editor, "slow", "draft")
+        chat.wait_for_screen(lambda _screen: (editor / "path").exists())
+        started = time.monotonic()
+        assert chat.killed(signal.SIGTERM) == (143, True)
+        assert time.monotonic() - started < 20, "the chat waited for the editor"
+        said = chat.transcript.getvalue()
+        assert "Traceback" not in said and "the editor" not in said, said
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
