@@ -9,15 +9,23 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from localgen.events import Event, Finished, TextChunk
+from localgen.input_text import BOM
 from localgen.stopping import StopMatcher, partial_suffix
 
 OPEN_TAG = "<think>"
 CLOSE_TAG = "</think>"
 
 
+def after_blank(text: str) -> str:
+    """The text after its leading blank space and byte-order marks (U+FEFF, which str.strip keeps)."""
+    while (head := text.lstrip().lstrip(BOM)) != text:
+        text = head
+    return text
+
+
 def may_open_thinking(text: str) -> bool:
     """True while the start of an answer may yet open a <think> block: blank space, then (part of) the tag."""
-    head = text.lstrip()
+    head = after_blank(text)
     return not head.startswith(OPEN_TAG) and OPEN_TAG.startswith(head)
 
 
@@ -40,7 +48,7 @@ class ThinkingSplitter:
                 return segments
             self._at_start = False
             opens = buffer.find(OPEN_TAG)
-            if opens >= 0 and not buffer[:opens].strip():
+            if opens >= 0 and not after_blank(buffer[:opens]):
                 if opens:
                     segments.append((False, buffer[:opens]))
                 buffer, self.inside = buffer[opens + len(OPEN_TAG):], True
@@ -95,7 +103,7 @@ class AnswerStops:
                     self._held += text  # whitespace, or the start of <think>
                     return out
                 text, self._held = self._held + text, ""
-                self._state = "inside" if text.lstrip().startswith(OPEN_TAG) else "answer"
+                self._state = "inside" if after_blank(text).startswith(OPEN_TAG) else "answer"
                 continue
             seen = self._held + text
             end = seen.find(CLOSE_TAG)
@@ -142,7 +150,7 @@ def without_thinking(events: Iterator[Event], opens: Callable[[], bool]) -> Iter
             if not answer and splitter is not None and splitter.closed:
                 text = text.lstrip()
                 blank.clear()
-            if not answer and not text.strip():
+            if not answer and not after_blank(text):
                 blank.append(text)
                 continue
             text, blank[:] = "".join(blank) + text, []

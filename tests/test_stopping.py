@@ -159,3 +159,19 @@ def test_blank_space_before_the_reasoning_is_no_answer(chunks: list[str], text: 
     events = list(without_thinking(iter([*(TextChunk(c) for c in chunks), done]), lambda: False))
     assert ["".join(e.text for e in events if isinstance(e, TextChunk)), events[-1].text] == [text, text]
     assert events[-1].thinking == thinking
+
+
+@pytest.mark.parametrize("opening", ["\ufeff", "\n\ufeff", "\ufeff\n"])
+def test_a_byte_order_mark_before_the_reasoning_is_blank_space(opening: str) -> None:
+    """A <think> after a byte-order mark (U+FEFF, which str.strip keeps) was taken for answer text, its reasoning
+    shown as the answer, and a stop string matched inside it."""
+    from localgen.events import Finished, TextChunk, Timings, Usage
+    from localgen.thinking import AnswerStops, without_thinking
+
+    chunks = [opening, "<think>", "User: hmm", "</think>", "\n\n", "Paris."]
+    done = Finished("".join(chunks), "stop", Usage(1, 0, len(chunks)), Timings(0.1, 0.1, 10.0, 0.1, 10.0))
+    events = list(without_thinking(iter([*(TextChunk(c) for c in chunks), done]), lambda: False))
+    assert (events[-1].text, events[-1].thinking) == ("Paris.", "User: hmm")
+    matcher = AnswerStops(("User:",), inside=False)
+    out = "".join(matcher.feed(chunk) for chunk in chunks) + matcher.flush()
+    assert (out, matcher.matched) == ("".join(chunks), None)
