@@ -163,7 +163,8 @@ def run(
     no_wrap: Annotated[bool, typer.Option(
         "--no-wrap", "--nowordwrap", help="On a terminal, keep the model's lines whole (no word wrap).")] = False,
     hide_thinking: Annotated[bool, typer.Option(
-        "--hide-thinking", help="Leave the <think> reasoning out of the output (--json: in `thinking`).")] = False,
+        "--hide-thinking", "--hidethinking", help="Leave the <think> reasoning out of the output (--json: in "
+                                                  "`thinking`).")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="No on-disk prompt cache.")] = False,
     draft: Annotated[str, typer.Option(
         metavar="MODE", help="Speculative decoding: lookup (n-gram drafts from the prompt) or none.")] = DEFAULT_DRAFT,
@@ -208,7 +209,8 @@ def chat(
     flash_attn: FlashAttnOpt = "auto",
     kv_type: KvTypeOpt = "f16",
     no_markdown: Annotated[bool, typer.Option("--no-markdown", help="Print answers as plain text.")] = False,
-    hide_thinking: Annotated[bool, typer.Option("--hide-thinking", help="Hide <think> reasoning.")] = False,
+    hide_thinking: Annotated[bool, typer.Option("--hide-thinking", "--hidethinking", help="Hide <think> reasoning.")
+                             ] = False,
     stats: Annotated[bool, typer.Option("--stats", "--verbose", help="Show speed and token counts after every answer.")
                      ] = False,
     no_prefill_while_typing: Annotated[bool, typer.Option(

@@ -398,6 +398,18 @@ def test_bad_input_gets_one_line_error(args: tuple[str, ...], needle: str, code:
     assert len(result.err.strip().splitlines()) == 1, result.err
 
 
+def test_ollama_s_hidethinking_hides_the_reasoning_as_hide_thinking_does() -> None:
+    """Ollama's spelling got "No such option: --hidethinking (hint: did you mean --hide-thinking?)"."""
+    import typer
+
+    from localgen.cli import app
+
+    hidden = run_localgen("run", "--hidethinking", "--grammar", 'root ::= "<think>hm</think>Yes"', *GREEDY, "Is it?")
+    assert (hidden.returncode, hidden.out, hidden.err) == (0, "Yes\n", "")
+    chat = typer.main.get_command(app).commands["chat"]  # type: ignore[attr-defined]
+    assert chat.make_context("chat", ["--hidethinking"]).params["hide_thinking"] is True
+
+
 def test_llama_cli_s_until_the_context_fills_is_told_localgen_s_no_limit() -> None:
     """-n -2 got the range alone (use 1 to 10,000,000 tokens, or -1 for no limit), not that -1 is that here."""
     result = run_localgen("run", "-n", "-2", "hi")
