@@ -98,7 +98,8 @@ class DeferredSignals:
 
 @contextlib.contextmanager
 def deferred_signals() -> Iterator[DeferredSignals]:
-    """While active, SIGINT, SIGTERM and SIGHUP are only recorded; on exit, the handlers in place before get them.
+    """While active, SIGINT, SIGTERM, SIGHUP and SIGQUIT are only recorded; on exit, the handlers in place before get
+    them.
 
     For native allocations: a KeyboardInterrupt raised as a C call returns would lose the pointer it returned, so
     the memory behind it could never be freed. A signal ending the program is delivered before Ctrl-C. An ignored
@@ -109,7 +110,7 @@ def deferred_signals() -> Iterator[DeferredSignals]:
     if threading.current_thread() is not threading.main_thread():  # only the main thread gets Python's handlers
         yield deferred
         return
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, *ENDING_SIGNALS)}
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, *ANSWER_ENDING_SIGNALS)}
     previous = {sig: handler for sig, handler in previous.items() if handler is not signal.SIG_IGN}
     if callable(reader_gone := signal.getsignal(READER_GONE_SIGNAL)):
         previous[READER_GONE_SIGNAL] = reader_gone

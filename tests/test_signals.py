@@ -169,6 +169,17 @@ def test_deferred_signals_are_only_noted_then_delivered_on_exit_ending_signals_f
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_ctrl_backslash_is_deferred_as_sigterm_is_then_ends_with_131() -> None:
+    from localgen.signals import QUIT_SIGNALS, SignalExit, deferred_signals, exit_on_signals
+
+    noted: list[int] = []
+    with exit_on_signals(QUIT_SIGNALS), pytest.raises(SignalExit) as ended, deferred_signals() as deferred:
+        os.kill(os.getpid(), signal.SIGQUIT)  # raised in a native callback (a model loading), it would be swallowed
+        time.sleep(0.01)
+        noted.extend(deferred.received)
+    assert noted == [signal.SIGQUIT] and ended.value.code == 131
+
+
 def test_an_ignored_signal_stays_ignored_while_deferred() -> None:
     from localgen.signals import deferred_signals
 
