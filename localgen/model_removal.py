@@ -68,7 +68,7 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
     repo, quant, pattern, spec = _target(registry, ref)
     groups = [fs for (r, _k), fs in hub_groups(dangling=True).items()  # data deleted by hand: its links go too
               if r.lower() == repo.lower()]
-    matches = [fs for fs in groups if _group_matches(fs, quant, pattern)]
+    matches = _picked([fs for fs in groups if _group_matches(fs, quant, pattern)], repo, quant, pattern)
     if not matches and (parts := _kept_parts(registry, repo, quant, pattern, dry_run=dry_run)) is not None:
         return parts
     if not matches:
@@ -169,6 +169,20 @@ def _group_matches(files: list[hub_cache.CachedHubFile], quant: str | None, patt
     if quant:
         return carries_tag(files[0].filename, quant)
     return True
+
+
+def _picked(matches: list[list[hub_cache.CachedHubFile]], repo: str, quant: str | None,
+            pattern: str | None) -> list[list[hub_cache.CachedHubFile]]:
+    """Of several cached models a quant alone selects, the one a run of ORG/REPO:QUANT takes, as `models list` names
+    it (m-Q4_K_M.gguf over m-UD-Q4_K_M.gguf, whose longer tag carries the quant too); all of them where it is none."""
+    if len(matches) < 2 or not quant or pattern:
+        return matches
+    try:
+        chosen = {f.filename for f in choose_model(hub_cache.cached_listing(repo) or [], quant=quant, filename=None,
+                                                   repo=repo)}
+    except LocalgenError:
+        return matches
+    return [fs for fs in matches if fs[0].filename in chosen] or matches
 
 
 def _snapshot_entries(root: Path) -> Iterable[Path]:

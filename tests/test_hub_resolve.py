@@ -404,6 +404,27 @@ def test_a_tag_with_a_prefix_before_its_quant_names_the_file_that_carries_it(loo
     assert not Path(pulled.stdout.strip()).exists()
 
 
+def test_a_quant_whose_file_a_longer_tag_also_carries_is_run_and_removed_as_models_list_names_it(
+        loopback_hub: HubServer, tmp_path: Path, tiny: Path) -> None:
+    """m-Q4_K_M.gguf beside m-UD-Q4_K_M.gguf (Unsloth's repos keep both): ORG/REPO:Q4_K_M, the name `models list`
+    gives the first, runs (offline too) and removes it, where models rm was refused as matching both, its hint naming
+    ORG/REPO:Q4_K_M again as the way to choose; ORG/REPO:UD-Q4_K_M removes the other."""
+    repo = "unsloth/Qwen3-8B-GGUF"
+    loopback_hub.add_repo(repo, {"Qwen3-8B-UD-Q4_K_M.gguf": make_gguf_bytes("ud"), "Qwen3-8B-Q4_K_M.gguf": tiny})
+    env = child_env(loopback_hub, tmp_path)
+    paths = {tag: run_cli(env, "pull", f"{repo}:{tag}").stdout.strip() for tag in ("UD-Q4_K_M", "Q4_K_M")}
+    assert [Path(p).name for p in paths.values()] == ["Qwen3-8B-UD-Q4_K_M.gguf", "Qwen3-8B-Q4_K_M.gguf"], paths
+    listed = run_cli(env, "models", "list").stdout
+    assert f"{repo}:Q4_K_M\t" in listed and f"{repo}/Qwen3-8B-UD-Q4_K_M.gguf\t" in listed, listed
+    ran = run_cli(env, "run", "--offline", "-m", f"{repo}:Q4_K_M", "hi", "-n", "1", "--json")
+    assert ran.returncode == 0 and json.loads(ran.stdout)["model_path"] == paths["Q4_K_M"], ran.stderr
+    removed = run_cli(env, "models", "rm", f"{repo}:Q4_K_M", "-y")
+    assert removed.returncode == 0 and f"removed {repo}:Q4_K_M" in removed.stderr, removed.stderr
+    assert not Path(paths["Q4_K_M"]).exists() and Path(paths["UD-Q4_K_M"]).exists()
+    removed = run_cli(env, "models", "rm", f"{repo}:UD-Q4_K_M", "-y")
+    assert removed.returncode == 0 and not Path(paths["UD-Q4_K_M"]).exists(), removed.stderr
+
+
 def test_the_address_of_a_folder_of_a_repo_pulls_and_runs_the_model_in_it(loopback_hub: HubServer, tmp_path: Path,
                                                                           tiny: Path) -> None:
     """A big model's repo keeps each quant in a folder; its page's address (huggingface.co/ORG/REPO/tree/main/FOLDER),
