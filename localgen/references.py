@@ -171,11 +171,11 @@ def _without_web_view(body: str, raw: str) -> str:
                          hint="localgen runs GGUF models: give a model repo as ORG/REPO or "
                               "https://huggingface.co/ORG/REPO")
     if len(parts) >= 4 and parts[2] in ("blob", "resolve", "tree"):
-        if parts[3] != "main":
-            raise UsageError(f"'{parts[3]}' is a revision of {'/'.join(parts[:2])}: localgen downloads from main",
-                             hint=f"use {'/'.join(parts[:2] + parts[4:])}, which is main's")
         folder = parts[2] == "tree" and len(parts) > 4 and not parts[-1].lower().endswith(".gguf")
-        parts = parts[:2] + parts[4:] + (["*.gguf"] if folder else [])
+        revision, parts = parts[3], parts[:2] + parts[4:] + (["*.gguf"] if folder else [])
+        if revision != "main":
+            raise UsageError(f"'{revision}' is a revision of {'/'.join(parts[:2])}: localgen downloads from main",
+                             hint=f"use {'/'.join(parts)}, which is main's")
     shown = parse_qs(query).get("show_file_info")
     if len(parts) == 2 and shown and shown[0].strip("/"):
         parts.append(shown[0].strip("/"))  # the repo's page with a file's panel open

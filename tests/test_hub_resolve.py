@@ -21,7 +21,8 @@ from hub_server import (
 
 from localgen import hub, hub_cache
 from localgen.catalog import list_models
-from localgen.errors import ConfigError, GGUFError, LocalgenError
+from localgen.errors import ConfigError, GGUFError, LocalgenError, UsageError
+from localgen.references import parse_reference
 from localgen.registry import load_registry
 from localgen.resolve import ResolvedModel, resolve_model
 from localgen.verify import is_verified, record_verified
@@ -438,3 +439,14 @@ def test_the_address_of_a_folder_of_a_repo_pulls_and_runs_the_model_in_it(loopba
     assert ran.returncode == 0 and json.loads(ran.stdout)["model_path"] == pulled.stdout.strip(), ran.stderr
     missing = run_cli(env, "pull", f"hf.co/{repo}/tree/main/Q5_K_M")
     assert missing.returncode == 1 and f"{repo} has no file 'Q5_K_M/*.gguf'" in missing.stderr, missing.stderr
+
+
+def test_the_address_of_a_folder_at_another_revision_is_refused_with_main_s_folder() -> None:
+    """huggingface.co/ORG/REPO/tree/v1/FOLDER is refused (localgen downloads from main), its hint the reference to
+    main's folder, ORG/REPO/FOLDER/*.gguf, which parses as the model in it, where it offered ORG/REPO/FOLDER, which
+    is refused as no valid repo reference."""
+    with pytest.raises(UsageError, match=r"^'v1' is a revision of org/r: localgen downloads from main$") as info:
+        parse_reference("https://huggingface.co/org/r/tree/v1/UD-Q4_K_XL/")
+    assert info.value.hint == "use org/r/UD-Q4_K_XL/*.gguf, which is main's"
+    offered = parse_reference((info.value.hint or "").split()[1].rstrip(","))
+    assert (offered.repo, offered.filename) == ("org/r", "UD-Q4_K_XL/*.gguf")
