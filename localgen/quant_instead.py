@@ -37,13 +37,13 @@ def fitting_instead(target: Target, groups: Sequence[tuple[HubFile, ...]], size:
                     request: FitRequest, *, pull: bool = True) -> str:
     """Which quant of the repo, smaller than size, fits here (the best, as `pull ORG/REPO` chooses it, from their
     headers on the Hub), with the pull that downloads it (pull); or that none does."""
-    from localgen.quant_choice import choose_option, hub_options, smallest_option, too_big_repo
+    from localgen.quant_choice import choose_option, smallest_option, too_big_repo
 
     assert target.repo is not None
-    smaller = [file for group in groups if sum(f.size for f in group) < size for file in group]
+    smaller = [group for group in groups if sum(f.size for f in group) < size]
     if not smaller:
         return f"{target.repo} has no smaller quant"
-    options = hub_options(target.repo, hw, request, files=smaller)
+    options = _read_down_to_the_best(target.repo, smaller, hw, request)
     index = choose_option(options, request)
     if index is not None:
         named = _named(target, options[index])
@@ -56,6 +56,27 @@ def fitting_instead(target: Target, groups: Sequence[tuple[HubFile, ...]], size:
             named = _named(target, smallest)
             return f"{named} fits with --ctx-size {most} or less" + (f" (`localgen pull {named}`)" if pull else "")
     return f"no smaller quant of {target.repo} fits here either"
+
+
+def _read_down_to_the_best(repo: str, groups: Sequence[tuple[HubFile, ...]], hw: Hardware,
+                           request: FitRequest) -> list[FitOption]:
+    """The options of these quants of a repo, their headers (a few MiB each) read from the largest down, stopping at
+    one no smaller quant can beat as choose_option ranks them: it fits at the full context, quantized, wholly on the
+    GPU or where none can take layers; every one read where none does."""
+    from localgen.fit import target_context
+    from localgen.quant_choice import MAX_AUTO_BITS_PER_WEIGHT, choose_option, hub_options
+
+    options: list[FitOption] = []
+    for group in sorted(groups, key=lambda g: sum(f.size for f in g), reverse=True):
+        options += hub_options(repo, hw, request, files=list(group))
+        index = choose_option(options, request)
+        best = options[index] if index is not None else None
+        if best is not None and best.plan is not None and best.shape is not None and (
+                best.plan.n_ctx >= target_context(best.shape, request)
+                and best.shape.bits_per_weight <= MAX_AUTO_BITS_PER_WEIGHT
+                and (best.plan.where == "gpu" or not hw.can_offload)):
+            break
+    return options
 
 
 def _named(target: Target, option: FitOption) -> str:

@@ -1122,6 +1122,27 @@ def test_a_run_refusing_a_named_quant_names_the_quant_of_its_repo_that_fits_wher
     assert ran.returncode == 0, ran.err
 
 
+def test_a_run_refusing_a_quant_reads_the_headers_of_the_smaller_quants_only_down_to_the_one_that_fits(
+        hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
+    """F16 refused where Q8_0 fits at the context asked: the hint names Q8_0 from its header alone, where the refusal
+    read every smaller quant's header (a few MiB each, 4 MiB to 20 for a real model's, of a repo of twenty quants)
+    before saying the same; where none fits, each is read to name the one that fits at a smaller context."""
+    _serve(hubenv, quant_files)
+    tight = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(_limit_between(quant_files, "Q8_0", "F16", 2048))}
+    run = run_localgen("run", "-m", f"{REPO}:F16", "--ctx-size", "2048", "hi", "-n", "1", env=tight)
+    assert run.returncode == 1 and run.err.strip().endswith(f"; {REPO}:Q8_0 fits here)"), run.err
+    read = {name: sum(1 for r in hubenv.server.requests if r.range and r.path.endswith(name))
+            for name in ("fit-F16.gguf", "fit-Q8_0.gguf", "fit-Q5_0.gguf", "fit-Q4_0.gguf")}
+    assert read == {"fit-F16.gguf": 1, "fit-Q8_0.gguf": 1, "fit-Q5_0.gguf": 0, "fit-Q4_0.gguf": 0}, read
+    hubenv.server.requests.clear()
+    tiny = {**hubenv.env, config.MEMORY_LIMIT_ENV: str(_too_small_for(quant_files, "Q4_0"))}
+    run = run_localgen("run", "-m", f"{REPO}:F16", "hi", "-n", "1", env=tiny)
+    assert run.returncode == 1 and re.search(r"; org/fit-GGUF:Q4_0 fits with --ctx-size \d+ or less\)$",
+                                             run.err.strip()), run.err
+    assert all(any(r.range and r.path.endswith(f"fit-{q}.gguf") for r in hubenv.server.requests)
+               for q in ("Q8_0", "Q5_0", "Q4_0")), "each read"
+
+
 def test_pull_of_a_repo_none_of_whose_quants_fits_at_the_default_context_takes_the_smallest(
         hubenv: HubEnv, quant_files: dict[str, Path]) -> None:
     _serve(hubenv, quant_files)
