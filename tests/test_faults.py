@@ -711,6 +711,8 @@ ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a w
     ("hub_resume.py", "partial.touch()"): "a download's partial file, which later pulls append to; renamed into "
                                           "place once complete",
     ("cli_output.py", "open(os.devnull"): "run -q sends stderr to /dev/null while it runs",
+    ("repl_editor.py", "path.write_bytes("): "the message Ctrl-X Ctrl-E hands the editor, in a private temporary "
+                                            "folder removed once it is read back",
 }
 
 
