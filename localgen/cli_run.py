@@ -36,6 +36,13 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     from localgen.inputs import file_name_warning, first_with_text, names_a_file, once_each, read_attachments
     from localgen.registry import reads_as_a_model
 
+    if model_given is None and prompt and reads_as_a_model(prompt, settings().user_registry) \
+            and not given_after_double_dash(app, prompt):  # `cat notes.md | ollama run NAME` too; before stdin
+        ask = f'send it what is attached with `localgen run -m {prompt}`, and a prompt with `localgen run -m ' \
+              f'{prompt} "..."`' if files or _piped(stdin) else \
+            f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}`'
+        raise UsageError(f"'{prompt}' is the name of a model, not a prompt",
+                         hint=f"{ask} (`localgen run -- {prompt}` sends the name itself)")
     if stdin_asked or any(file.path is None for file in files):
         say_reading_a_terminal(stdin, "the prompt" if stdin_asked else "the text -f - attaches")
     else:
@@ -50,18 +57,26 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     attachments = once_each(attachments, names, warnings)
     console.warn_each(warnings)
     attached = any(map(str.strip, attachments))
-    if model_given is None and prompt and reads_as_a_model(prompt, settings().user_registry) \
-            and not given_after_double_dash(app, prompt):  # `cat notes.md | ollama run NAME` too
-        ask = f'send it what is attached with `localgen run -m {prompt}`, and a prompt with `localgen run -m ' \
-              f'{prompt} "..."`' if attached else \
-            f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}`'
-        raise UsageError(f"'{prompt}' is the name of a model, not a prompt",
-                         hint=f"{ask} (`localgen run -- {prompt}` sends the name itself)")
     if not attached and not (prompt and prompt.strip()):
         raise nothing_to_send(stdin_read=len(names) > len(files), model=model_given)
     if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
         console.warn(file_name_warning("the prompt", prompt, "-f"))
     return attachments, made_of
+
+
+def _piped(stdin: BinaryIO | None) -> bool:
+    """True when stdin is a pipe, a socket or a file with text in it (not /dev/null or a terminal), which a run
+    attaches."""
+    import os
+    import stat
+
+    from localgen.console import pipe_or_socket
+
+    try:
+        mode = os.fstat(stdin.fileno()) if stdin is not None else None
+    except (OSError, ValueError):  # closed
+        return False
+    return mode is not None and (pipe_or_socket(mode.st_mode) or (stat.S_ISREG(mode.st_mode) and mode.st_size > 0))
 
 
 def rest_of_a_read_file_warning(stdin: BinaryIO | None) -> str | None:

@@ -1430,3 +1430,5 @@ def test_a_model_s_name_where_the_prompt_goes_is_refused_with_stdin_piped_too() 
         "smollm2-135m` sends the name itself))\n")
     sent = run_localgen("run", "--print-prompt", "--", "smollm2-135m", stdin=b"Bonjour")
     assert sent.returncode == 0 and "Bonjour\n\nsmollm2-135m<|im_end|>" in sent.out, sent.err
+    code, err = _run_with_stdin_open("smollm2-135m")  # `make 2>&1 | localgen run NAME`: refused before the build ends
+    assert code == 2 and "'smollm2-135m' is the name of a model, not a prompt (hint: send it what is attached" in err
