@@ -32,7 +32,7 @@ from localgen.errors import (
     internal_error_text,
 )
 from localgen.other_tools import check_options, mentions_other_tools_options
-from localgen.signals import ENDING_SIGNALS, SignalExit, signal_exit_code
+from localgen.signals import ENDING_SIGNALS, QUIT_SIGNALS, SignalExit, signal_exit_code
 
 OUTPUT_FULL_ERRNOS = DISK_FULL_ERRNOS | {errno.EFBIG}
 
@@ -58,7 +58,9 @@ class InterruptEndsLine(TyperGroup):
         try:
             return super().invoke(ctx)
         except BaseException as exc:  # a Ctrl-C, or one Python 3.11 wrapped in a RuntimeError as a class was made
-            if isinstance(interrupt_behind(exc), KeyboardInterrupt):
+            interrupt = interrupt_behind(exc)
+            if isinstance(interrupt, KeyboardInterrupt) or (isinstance(interrupt, SignalExit)
+                                                            and interrupt.signum in QUIT_SIGNALS):  # its ^\ echo
                 console.end_interrupted_line()
             raise
 

@@ -342,6 +342,25 @@ def test_ctrl_backslash_mid_run_keeps_its_answer_saved_and_exits_131(tmp_path: P
     assert turn["interrupted"] is True and turn["answer"].split()[0] in screen, turn
 
 
+def test_ctrl_backslash_before_the_answer_ends_the_line_of_its_echo(tmp_path: Path) -> None:
+    """Ctrl-\\ at a run waiting for its prompt from the terminal: the shell's prompt came after the ^\\ echo."""
+    import io
+
+    import pexpect
+
+    from tests.conftest import spawn_localgen
+
+    child = spawn_localgen("run", "-", env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, timeout=60)
+    child.logfile_read = transcript = io.BytesIO()
+    child.expect("Ctrl-D")  # the note that the prompt is read from the terminal
+    child.sendcontrol("\\")
+    child.expect(pexpect.EOF)
+    child.close()
+    screen = transcript.getvalue().decode()
+    assert (child.exitstatus, child.signalstatus) == (131, None), screen
+    assert screen.endswith("^\\\r\n"), repr(screen[-40:])
+
+
 def test_ctrl_backslash_while_run_waits_for_its_input_exits_131() -> None:
     """Before the answer (a pipe waited for, the model loading) SIGQUIT ends the run as SIGTERM does, where its
     default killed it."""
