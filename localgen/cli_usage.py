@@ -4,7 +4,6 @@ a prompt split into words, an option in the wrong place, a close option name).""
 from __future__ import annotations
 
 import difflib
-import itertools
 import re
 import shlex
 from collections.abc import Iterable
@@ -30,12 +29,10 @@ from localgen.errors import LocalgenError
 from localgen.other_tools import (
     GROUP_COMMAND_HABITS,
     GUESSED_OPTIONS,
-    OTHER_TOOLS_COMMANDS,
-    OTHER_TOOLS_WORDS,
     RUN_WORDS,
-    SEVERAL_NAMES,
     SUBCOMMAND_HABITS,
     option_habit_hint,
+    other_tool_hint,
 )
 
 CTX_OPTIONS = ("--ctx", "--ctx-size", "-c")  # the context size's names in run, chat and fit
@@ -179,21 +176,7 @@ def _unknown_command_hint(app: typer.Typer, args: list[str], command: str, text:
     if command or not args or "no such command" not in text:
         return None
     asks_help = any(word in ("-h", "--help") for word in args)
-    return _other_tool_hint(args[0], args[1:]) or (None if asks_help else _prompt_as_command_hint(app, args))
-
-
-def _other_tool_hint(word: str, rest: list[str]) -> str | None:
-    """For what users of other tools type at the top level (`ls`, `rm foo`, `serve`): localgen's command, with the
-    names given before any option (the other tool's, not localgen's) in place of NAME, as many as it takes, or its
-    way."""
-    command = OTHER_TOOLS_COMMANDS.get(word)
-    names = list(itertools.takewhile(lambda arg: not arg.startswith("-"), rest))  # not the other tool's options
-    if word == "download" and len(names) == 2:  # huggingface-cli's REPO FILE: one reference
-        names = ["/".join(names)]
-    if command and command.endswith(" NAME") and names:
-        kept = names if word in SEVERAL_NAMES else names[:1]
-        command = shlex.join([*command.removesuffix(" NAME").split(), *kept])
-    return f"use `{command}`" if command else OTHER_TOOLS_WORDS.get(word)
+    return other_tool_hint(args[0], args[1:]) or (None if asks_help else _prompt_as_command_hint(app, args))
 
 
 def _subcommand_habit_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:

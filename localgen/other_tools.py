@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 
@@ -349,3 +350,17 @@ def check_template_name(value: str) -> None:
                      "llama-cli's takes a built-in template's name",
                      hint="leave it out to use the chat template in the model's GGUF, or pass a file that holds "
                           "another's Jinja text, such as the chat_template of a model's tokenizer_config.json")
+
+
+def other_tool_hint(word: str, rest: list[str]) -> str | None:
+    """For what users of other tools type at the top level (`ls`, `rm foo`, `serve`): localgen's command, with the
+    names given before any option (the other tool's, not localgen's) in place of NAME, as many as it takes, or its
+    way."""
+    command = OTHER_TOOLS_COMMANDS.get(word)
+    names = list(itertools.takewhile(lambda arg: not arg.startswith("-"), rest))  # not the other tool's options
+    if word == "download" and len(names) == 2:  # huggingface-cli's REPO FILE: one reference
+        names = ["/".join(names)]
+    if command and command.endswith(" NAME") and names:
+        kept = names if word in SEVERAL_NAMES else names[:1]
+        command = shlex.join([*command.removesuffix(" NAME").split(), *kept])
+    return f"use `{command}`" if command else OTHER_TOOLS_WORDS.get(word)
