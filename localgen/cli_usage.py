@@ -34,6 +34,7 @@ from localgen.other_tools import (
     option_habit_hint,
     other_tool_hint,
 )
+from localgen.other_tools_command import llm_prompt_in_localgen_s_words
 
 CTX_OPTIONS = ("--ctx", "--ctx-size", "-c")  # the context size's names in run, chat and fit
 CLICK_GUESS = re.compile(r"\. Did you mean '[^']*'\?$")  # what click adds to No such command 'X'
@@ -220,8 +221,9 @@ def _prompt_as_command_hint(app: typer.Typer, args: list[str]) -> str | None:
         return None
     takes_value, words = option_arity(app, "run"), args[verb:]
     prompt, options = words_given(words, takes_value), options_given(words, takes_value)  # run's options kept
-    ask = _suggested("run", options if all_options(options, takes_value) else [], prompt) if prompt else \
-        'localgen run "..."'
+    ask = (llm_prompt_in_localgen_s_words(words, takes_value) if verb else _suggested(
+        "run", options if all_options(options, takes_value) else [], prompt)) if prompt else None
+    ask = ask or 'localgen run "..."'
     sure = verb or " " in word  # else perhaps a command misspelt, or another tool's (keys set NAME)
     return f"to ask the model, use `{ask}`" if sure else f"see `localgen --help`; to ask the model: {ask}"
 

@@ -14,6 +14,7 @@ _SAME_VALUE = {  # the other tool's option, and localgen's that takes its value 
 }
 _PROMPT = ("-p", "--prompt")
 _FLASH_ATTN = ("-fa",)  # llama-cli's takes on, off or auto, as localgen's --flash-attn does
+_LLM_OTHER_MEANING = ("-t", "-n", "-c", "-q", "-p")  # llm prompt's template, no-log, continue, query, param
 _DROPPED = (  # options that take no value and ask for what localgen does anyway
     "-no-cnv", "--no-conversation", "-st", "--single-turn", "--jinja", "--log-disable", "--no-display-prompt",
     "--no-warmup", "--mlock", "--mmap", "--no-mmap", "--simple-io", "--no-perf",
@@ -62,6 +63,14 @@ def run_in_localgen_s_words(args: list[str], takes_value: dict[str, bool]) -> st
         at += 1
     text = " ".join(prompt)
     return shlex.join(["localgen", "run", *options, *(["--"] if text.startswith("-") else []), *[text][:bool(text)]])
+
+
+def llm_prompt_in_localgen_s_words(args: list[str], takes_value: dict[str, bool]) -> str | None:
+    """The words after llm's `prompt` as a run command (--cid as --conversation); None where an option has no like in
+    run's or a different meaning there (llm's -t is a template, run's --threads)."""
+    if any(word.partition("=")[0] in _LLM_OTHER_MEANING for word in args[:args.index("--") if "--" in args else None]):
+        return None
+    return run_in_localgen_s_words(args, takes_value)
 
 
 def in_localgen_s_words(option: str, args: list[str], takes_value: dict[str, bool], hint: str) -> str | None:

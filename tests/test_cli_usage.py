@@ -352,7 +352,11 @@ def test_a_system_prompt_left_out_before_an_option_runs_nothing() -> None:
      {"prompt": "summarize this", "max_tokens": 5}),
     (["prompt", "-m", "smollm2-135m", "hi there"], "to ask the model, use `localgen run -m smollm2-135m 'hi there'`",
      {"prompt": "hi there", "model": "smollm2-135m"}),  # llm prompt; was: localgen run prompt
-    (["ask", "-x", "hi"], "to ask the model, use `localgen run hi`", {"prompt": "hi"}),  # no -x in run
+    (["ask", "-x", "hi"], 'to ask the model, use `localgen run "..."`', {"prompt": "..."}),  # llm's extract: none
+    (["prompt", "--cid", "abc", "hi there"], "to ask the model, use `localgen run --conversation abc 'hi there'`",
+     {"prompt": "hi there", "conversation_name": "abc"}),  # was: localgen run 'abc hi there'
+    (["prompt", "-o", "temperature", "0.2", "hi"], 'to ask the model, use `localgen run "..."`', {"prompt": "..."}),
+    (["prompt", "-t", "tmpl", "hi"], 'to ask the model, use `localgen run "..."`', {"prompt": "..."}),  # not threads
     (["prompt"], 'to ask the model, use `localgen run "..."`', {"prompt": "..."}),
     (["hello"], "see `localgen --help`; to ask the model: localgen run hello", {"prompt": "hello"}),
 ])
