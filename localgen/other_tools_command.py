@@ -21,6 +21,14 @@ _DROPPED = (  # options that take no value and ask for what localgen does anyway
 )
 
 
+def _value_follows(args: list[str], at: int, takes_value: dict[str, bool]) -> bool:
+    """Whether a word follows args[at] that is no option's name (-n 3, --stop --END--, not -n last or -n --json)."""
+    from localgen.other_tools import OTHER_TOOLS_OPTIONS as other_tools
+
+    names = (*takes_value, *other_tools, *_SAME_VALUE, *_PROMPT, *_FLASH_ATTN, *_DROPPED)
+    return at + 1 < len(args) and args[at + 1].partition("=")[0] not in names
+
+
 def run_in_localgen_s_words(args: list[str], takes_value: dict[str, bool]) -> str | None:
     """The run command args (its words after `run`) with each of the other tools' options above as localgen's, and
     -p's prompt as the argument; None where one has no such like (-cnv, -e), or the words cannot be read whole."""
@@ -39,7 +47,7 @@ def run_in_localgen_s_words(args: list[str], takes_value: dict[str, bool]) -> st
             prompt.append(word)
         elif name in (*_SAME_VALUE, *_PROMPT, *_FLASH_ATTN):
             if not equals:
-                if at + 1 == len(args):
+                if not _value_follows(args, at, takes_value):
                     return None
                 at, value = at + 1, args[at + 1]
             if name in _FLASH_ATTN and value.lower() not in ("on", "off", "auto"):
@@ -53,6 +61,8 @@ def run_in_localgen_s_words(args: list[str], takes_value: dict[str, bool]) -> st
         elif word in _DROPPED:
             pass
         elif word in takes_value:  # localgen's own, with its value
+            if takes_value[word] and not _value_follows(args, at, takes_value):
+                return None
             options += args[at:at + 1 + takes_value[word]]
             at += takes_value[word]
         elif (name in takes_value and name.startswith("--")) or (

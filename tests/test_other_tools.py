@@ -103,6 +103,14 @@ from tests.conftest import bundled_model_file, run_localgen
     (("run", "-m", "m.gguf", "-p", "I believe the meaning of life is", "-n", "128", "-no-cnv"),
      "-p is llama-cli's option for the prompt", "the prompt is the argument: `localgen run -m m.gguf -n 128 'I believe "
      "the meaning of life is'`"),  # llama.cpp's README's; was: the prompt is the argument: localgen run "PROMPT"
+    (("run", "-p", "hi", "-n"), "-p is llama-cli's option for the prompt",  # was: `localgen run -n hi`
+     'the prompt is the argument: localgen run "PROMPT"'),
+    (("run", "-m", "smollm2-135m", "-p", "Hello there", "--flash-attn", "-n", "3"), "-p is llama-cli's option for the "
+     "prompt", 'the prompt is the argument: localgen run "PROMPT"'),  # was: --flash-attn -n 'Hello there 3'
+    (("run", "-p", "hi", "-s", "-n", "3"), "-p is llama-cli's option for the prompt",  # was: -s -n 'hi 3'
+     'the prompt is the argument: localgen run "PROMPT"'),
+    (("run", "-p", "hi", "--stop", "--END--", "-n", "-1"), "-p is llama-cli's option for the prompt",
+     "the prompt is the argument: `localgen run --stop --END-- -n -1 hi`"),  # values that start with a dash
     (("run", "-sys", "Be terse.", "-p", "Hi", "-r", "User:", "-fa", "on", "--temp", "0.2"),
      "-sys is llama-cli's option for a system prompt", "localgen's is -s TEXT, or --system TEXT; with localgen's "
      "options: `localgen run -s 'Be terse.' --stop User: --flash-attn on --temp 0.2 Hi`"),
