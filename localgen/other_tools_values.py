@@ -46,9 +46,23 @@ def resume_hint(words: list[str], at: int) -> str:
     valid = name if NAME_PATTERN.fullmatch(name) else suggested_name(name)  # 'my work': my-work, as run's error offers
     if valid is None:  # a path: what to name it is the user's to say
         return "chat's is --resume NAME, a saved conversation's name (`localgen conversations` lists them)"
+    if not _saved(valid):  # --resume would fail: no saved conversation named so
+        return f"chat's --resume NAME reopens a saved conversation, and none is saved as {valid}: a chat is named " \
+            f"with /save NAME in it (`{shlex.join(['localgen', 'chat', *rest])}`, then `/save {valid}`)"
     written = f"`{shlex.join(['localgen', 'chat', '--resume', valid, *rest])}`"
     return f"chat's is --resume NAME: {written}" if valid == name else \
         f"chat's is --resume NAME, and {shlex.quote(name)} is no valid name: {written}"
+
+
+def _saved(name: str) -> bool:
+    """Whether a conversation is saved as name, the one chat --resume NAME reopens."""
+    from localgen.conversation_store import given_name, saved_path
+    from localgen.errors import LocalgenError
+
+    try:
+        return saved_path(given_name(name)).is_file()
+    except (OSError, LocalgenError):
+        return False
 
 
 def model_quant_option_hint(command: str, words: list[str], at: int) -> str:

@@ -376,8 +376,15 @@ def test_llama_cli_s_conversation_mode_is_told_what_conversation_takes_here(args
     assert result.err == f"localgen: error: {error} (hint: {_CONVERSATION_MODE})\n"
 
 
+_UNSAVED = "chat's --resume NAME reopens a saved conversation, and none is saved as"
+
+
 @pytest.mark.parametrize(("args", "hint"), [
     (("chat", "-n", "5", "--conversation", "work"), "chat's is --resume NAME: `localgen chat --resume work -n 5`"),
+    (("chat", "--conversation", "foo"), f"{_UNSAVED} foo: a chat is named with /save NAME in it (`localgen chat`, then "
+                                        "`/save foo`)"),  # was: `localgen chat --resume foo`, which then failed
+    (("chat", "-n", "5", "--conversation", "our work"), f"{_UNSAVED} our-work: a chat is named with /save NAME in it "
+                                                         "(`localgen chat -n 5`, then `/save our-work`)"),
     (("chat", "--conversation=work"), "chat's is --resume NAME: `localgen chat --resume work`"),
     (("chat", "--conversation", "my work"), "chat's is --resume NAME, and 'my work' is no valid name: `localgen chat "
                                             "--resume my-work`"),  # was: --resume 'my work', which then failed
@@ -386,8 +393,13 @@ def test_llama_cli_s_conversation_mode_is_told_what_conversation_takes_here(args
     (("chat", "--conversation", "-n", "5"), "`localgen chat` is a conversation already; --resume NAME reopens a saved "
                                             "one, --resume alone the latest"),  # llama-cli's conversation mode
 ])
-def test_chat_given_run_s_conversation_option_is_told_its_resume(args: tuple[str, ...], hint: str) -> None:
-    """chat --conversation NAME got only `see localgen chat --help`."""
+def test_chat_given_run_s_conversation_option_is_told_its_resume(args: tuple[str, ...], hint: str, home: Path) -> None:
+    """chat --conversation NAME got only `see localgen chat --help`; --resume NAME is offered for a saved one."""
+    from localgen.conversation import Conversation, Turn
+    from localgen.conversation_store import save_conversation
+
+    for name in ("work", "my-work"):
+        save_conversation(Conversation(name=name, turns=[Turn("hi", "Hello.")]))
     result = run_localgen(*args)
     assert result.returncode == 2 and result.out == ""
     assert result.err == f"localgen: error: No such option: --conversation (hint: {hint})\n"
