@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shlex
 
@@ -327,6 +328,10 @@ def _format_hint(name: str, value: str) -> str | None:
     if value.lower() == "json":
         return ("for an answer in JSON, localgen's is --json-schema '{}' (any JSON), or --json-schema SCHEMA to "
                 "follow a schema; --json prints a record of the run")
+    try:  # only a schema that parses is offered as written: '{bad' would be refused as no valid JSON
+        json.loads(value)
+    except ValueError:
+        return None
     return f"localgen's is --json-schema SCHEMA: --json-schema {shlex.quote(value)}" if value.startswith("{") else None
 
 

@@ -33,6 +33,8 @@ from tests.conftest import bundled_model_file, run_localgen
      "--json prints a record of the run"),  # was: localgen's are --json-schema SCHEMA or --grammar GBNF ...
     (("run", "--format", '{"type": "object"}', "hi"), "--format is Ollama's option for an output format",
      "localgen's is --json-schema SCHEMA: --json-schema '{\"type\": \"object\"}'"),
+    (("run", "--format", "{bad", "hi"), "--format is Ollama's option for an output format",  # was: --json-schema '{bad'
+     "localgen's are --json-schema SCHEMA or --grammar GBNF for the answer, and --json for a record of the run"),
     (("run", "--format", "yaml", "hi"), "--format is Ollama's option for an output format",
      "localgen's are --json-schema SCHEMA or --grammar GBNF for the answer, and --json for a record of the run"),
     (("run", "-n", "5", "-r", "User:", "hi"), "-r is llama-cli's option for a reverse prompt",
