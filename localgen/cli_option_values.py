@@ -152,6 +152,13 @@ def run_options_of_chat(app: typer.Typer, args: list[str]) -> list[str]:
     return options
 
 
+def written_apart(options: list[str]) -> list[str]:
+    """Options as a hint writes them: a short one's value after = (-f=a.md, which click reads as the file =a.md) as a
+    word of its own (-f a.md)."""
+    return [part for word in options
+            for part in ([word[:2], word[3:]] if word[2:3] == "=" and word[1:2] not in ("-", "") else [word])]
+
+
 def files_after_file_hint(app: typer.Typer, args: list[str], text: str) -> str | None:
     """For `run -f *.md "summarize"` (or chat's), the shell's list of files after one -f, which takes one: each file
     with its own -f, the command so written; None for other errors (text: click's, in lower case)."""
@@ -179,5 +186,5 @@ def files_after_file_hint(app: typer.Typer, args: list[str], text: str) -> str |
         return None
     said = " ".join(prompt)
     ends = ["--"] if said.startswith("-") else []  # a prompt led by - goes after --
-    written = shlex.join(["localgen", args[0], *options, *ends, *[said][:len(said)]])
+    written = shlex.join(["localgen", args[0], *written_apart(options), *ends, *[said][:len(said)]])
     return f"each file takes its own -f: `{written}`"

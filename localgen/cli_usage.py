@@ -22,7 +22,13 @@ from localgen.cli_args import (
     typed_command,
     words_given,
 )
-from localgen.cli_option_values import files_after_file_hint, missing_value_hint, run_option_hint, run_options_of_chat
+from localgen.cli_option_values import (
+    files_after_file_hint,
+    missing_value_hint,
+    run_option_hint,
+    run_options_of_chat,
+    written_apart,
+)
 from localgen.cli_options import NumberSlip
 from localgen.config import settings
 from localgen.errors import LocalgenError
@@ -345,7 +351,7 @@ def _suggested(command: str, options: list[str], prompt_words: list[str]) -> str
     """The command line a hint suggests: localgen COMMAND OPTIONS PROMPT, the prompt's words quoted as one (after --
     where it starts with -), shell-quoted."""
     prompt = " ".join(prompt_words)
-    return shlex.join(["localgen", command, *options, *(["--"] if prompt.startswith("-") else []),
+    return shlex.join(["localgen", command, *written_apart(options), *(["--"] if prompt.startswith("-") else []),
                        *([prompt] if prompt_words else [])])
 
 

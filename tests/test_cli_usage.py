@@ -63,6 +63,8 @@ def _parsed(command_line: str) -> dict[str, object]:
      "this'`", {"prompt": "summarize this", "model": "smollm2-135m"}),  # Ollama's order turned: was quote the prompt
     (["run", "-n", "5", "hi", "./link.gguf"], "the model goes after -m: `localgen run -m ./link.gguf -n 5 hi`",
      {"prompt": "hi", "model": "./link.gguf", "max_tokens": 5}),
+    (["run", "-f=a.md", "summarize", "this"], "quote the prompt: `localgen run -f a.md 'summarize this'`",
+     {"prompt": "summarize this", "file": ("a.md",)}),  # was: run -f=a.md, read as the file =a.md
     (["run", "compare", "and/or"], "quote the prompt: `localgen run 'compare and/or'`",  # a word, not ORG/REPO
      {"prompt": "compare and/or"}),
     (["chat", "-n", "5", "smollm2-135m"], "the model goes after -m: `localgen chat -m smollm2-135m -n 5`",
@@ -415,6 +417,8 @@ def test_chat_given_a_prompt_points_at_run_with_its_options(args: list[str], ask
     (["run", "summarize", "-n", "5", "-f", "a.md", "b.md", "c.md"],
      "`localgen run -n 5 -f a.md -f b.md -f c.md summarize`"),
     (["chat", "-f", "a.md", "b.md"], "`localgen chat -f a.md -f b.md`"),  # was: chat takes no prompt argument
+    (["run", "-f=a.md", "b.md", "c.md", "summarize"], "`localgen run -f a.md -f b.md -f c.md summarize`"),  # was:
+    # -f=a.md kept, which click reads as the file =a.md
 ])
 def test_the_shell_s_list_of_files_after_one_f_is_given_an_f_each(
         args: list[str], hint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -425,4 +429,4 @@ def test_the_shell_s_list_of_files_after_one_f_is_given_an_f_each(
         (tmp_path / name).write_text(name)
     message, said = _usage(args, capsys)
     assert message.startswith("Got unexpected extra argument(s)") and said == f"each file takes its own -f: {hint}"
-    assert _parsed(hint.strip("`"))["file"] == tuple(word for word in args if word.endswith(".md"))
+    assert _parsed(hint.strip("`"))["file"] == tuple(word.removeprefix("-f=") for word in args if word.endswith(".md"))
