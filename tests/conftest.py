@@ -38,9 +38,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     Compiling writes the cache whatever that variable says. A suite started as a background job of a shell without
     job control has SIGINT and SIGQUIT ignored, which every child would inherit: the Ctrl-C and Ctrl-\\ tests would
     all fail. Tests that load a file with llama-cpp-python's own Llama get localgen's weight buffers, and
-    llama.cpp's log goes to localgen's debug log, as in localgen itself. The suite runs with LOCALGEN_AMX=0: several tests check that a
-    greedy answer comes back the same however its prompt was batched, which llama.cpp's AMX kernels do not keep;
-    test_amx runs localgen in AMX buffers where they work, and checks the probe that decides it.
+    llama.cpp's log goes to localgen's debug log, as in localgen itself. The suite runs with LOCALGEN_AMX=0: several
+    tests check that a greedy answer comes back the same however its prompt was batched, which llama.cpp's AMX
+    kernels do not keep; test_amx runs localgen in AMX buffers where they work, and checks the probe that decides it.
     """
     import compileall
     import signal
