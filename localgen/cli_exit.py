@@ -58,11 +58,15 @@ class InterruptEndsLine(TyperGroup):
         try:
             return super().invoke(ctx)
         except BaseException as exc:  # a Ctrl-C, or one Python 3.11 wrapped in a RuntimeError as a class was made
-            interrupt = interrupt_behind(exc)
-            if isinstance(interrupt, KeyboardInterrupt) or (isinstance(interrupt, SignalExit)
-                                                            and interrupt.signum in QUIT_SIGNALS):  # its ^\ echo
+            if _echoed_on_the_terminal(interrupt_behind(exc)):  # no name holds it: frames it keeps must go
                 console.end_interrupted_line()
             raise
+
+
+def _echoed_on_the_terminal(interrupt: BaseException | None) -> bool:
+    """True for a Ctrl-C or a Ctrl-\\, whose ^C or ^\\ the terminal echoed on the line the command leaves."""
+    return isinstance(interrupt, KeyboardInterrupt) or (isinstance(interrupt, SignalExit)
+                                                        and interrupt.signum in QUIT_SIGNALS)
 
 
 def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> int:
