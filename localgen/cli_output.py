@@ -57,6 +57,9 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
                     _end_before_error(output)
                 raise
             late = exc
+        except BaseException:  # a terminal closed mid-answer (EIO), a signal's exit: the answer so far saved now,
+            _close(events)  # not once the frames the exception keeps are freed, which os._exit may never let come
+            raise
     if pipe_closed or reader.gone:  # the reader left: as the model wrote, or while the prompt was read or JSON kept
         silence_stdout()
         raise typer.Exit(EXIT_BROKEN_PIPE)

@@ -481,6 +481,39 @@ def test_an_error_part_way_through_an_answer_ends_its_text_before_the_error_line
         assert stream.getvalue() == "Rivers carry water to the sea\n"
 
 
+def test_an_answer_cut_short_by_a_failed_write_runs_its_clean_up_before_the_error_leaves() -> None:
+    """An error out of the answer's writing that is not localgen's (a signal's exit as a terminal closes): the answer's
+    save (its generator's clean-up) ran only once the frames the error kept were freed, which the process's end
+    (os._exit) may never let come."""
+    import signal
+    from types import SimpleNamespace
+
+    from localgen.cli_output import stream_to_stdout
+    from localgen.events import TextChunk
+    from localgen.signals import SignalExit
+
+    saved: list[str] = []
+
+    def answer():
+        try:
+            yield TextChunk("Rivers carry water")
+            yield TextChunk(" to the sea")
+        finally:
+            saved.append("saved")
+
+    class Hungup(io.StringIO):
+        def write(self, text: str) -> int:
+            raise SignalExit(signal.SIGHUP)
+
+    engine = SimpleNamespace(request_stop=lambda: None, clear_stop=lambda: None)
+    try:
+        stream_to_stdout(SimpleNamespace(engine=engine), answer, TextOutput(Hungup()))
+    except SignalExit as held:  # its traceback keeps stream_to_stdout's frame, and the answer's generator, alive
+        assert saved == ["saved"] and held.code == 129, "the clean-up waited for the error's frames to be freed"
+    else:
+        pytest.fail("the hangup was not raised")
+
+
 def test_run_q_says_nothing_of_a_ctrl_c_but_keeps_an_error_raised_while_one_was_handled() -> None:
     """-q: a Ctrl-C, bare or wrapped as Python 3.11 wraps one in a class's making, ends with exit 130 alone; an error
     raised while a Ctrl-C was being handled is an error, said as one."""
