@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import shlex
 
@@ -328,6 +327,8 @@ def _format_hint(name: str, value: str) -> str | None:
     if value.lower() == "json":
         return ("for an answer in JSON, localgen's is --json-schema '{}' (any JSON), or --json-schema SCHEMA to "
                 "follow a schema; --json prints a record of the run")
+    import json  # here, not at start-up: every command reads this module
+
     try:  # only a schema that parses is offered as written: '{bad' would be refused as no valid JSON
         json.loads(value)
     except ValueError:
