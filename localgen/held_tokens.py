@@ -74,3 +74,11 @@ def _unit(engine: Engine, tokens: Sequence[int], begin: int) -> tuple[int, str] 
         if end - begin >= UNIT_MOST_TOKENS:
             return None
     return None
+
+
+def drops_held(engine: Engine, prompt: Sequence[int], other: Sequence[int]) -> bool:
+    """Whether computing prompt would drop tokens of the KV cache that other shares with it (prompt shares fewer)."""
+    if not engine.is_open:
+        return False
+    held = engine.kv_token_list
+    return common_prefix(held, prompt) < common_prefix(held, other)

@@ -17,7 +17,7 @@ from localgen.conversation_store import holds_as_is, let_go, save_conversation, 
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished
-from localgen.held_tokens import with_held_tokens
+from localgen.held_tokens import drops_held, with_held_tokens
 from localgen.model_switch import load_instead
 from localgen.params import (
     CHAT_SETTINGS,
@@ -146,19 +146,22 @@ class ChatSession(SessionSettings, ContextRoom):
         sent, so that ask() finds it there; stop as soon as should_stop() is true (see Engine.prefill_ahead).
 
         Called on another thread while the user types: it changes nothing but the KV cache. A message that would
-        not fit, or a failing template, is left for ask() to report.
+        not fit, or a failing template, is left for ask() to report; one that moves earlier exchanges out of the
+        context is not computed over the conversation the KV cache holds, which shortening it would need again.
         """
         engine = self.loaded.engine
         if not engine.is_open or should_stop():
             return
         planned = self._planned(text)
         try:
-            planned.fit(self._count, self._budget(), self.loaded.longest_token)
-            tokens = self._prompt(planned.messages())[1]
+            dropped = planned.fit(self._count, self._budget(), self.loaded.longest_token)
+            tokens = self._with_held_tokens(self._prompt(planned.messages())[1])
+            if dropped and drops_held(engine, tokens, self._prompt(self.conversation.messages())[1]):
+                return  # the conversation's prompt is rendered for the toolbar on every key: no rendering here
         except LocalgenError:
             return
         if not should_stop():  # rendering a long conversation takes a while: it may be too late now
-            engine.prefill_ahead(self._with_held_tokens(tokens), should_stop)
+            engine.prefill_ahead(tokens, should_stop)
 
     def regenerate(self) -> tuple[TurnStart, Generator[Event, None, None]]:
         """Answer the last question again (the old answer stays if the new one is stopped or fails, even part
