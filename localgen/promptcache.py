@@ -55,10 +55,12 @@ class CacheEntry:
 
 @dataclass(frozen=True)
 class SavedPrefix:
-    """A restored entry: the tokens and the KV state bytes for them."""
+    """A restored entry: the tokens and the KV state bytes for them, and the file read (its path and status)."""
 
     tokens: tuple[int, ...]
     state: bytearray
+    path: Path | None = None
+    status: os.stat_result | None = None
 
 
 @dataclass(frozen=True)
@@ -135,11 +137,13 @@ class PromptCache:
         for path in entry_files(self.directory):
             try:
                 with open(path, "rb") as handle:
-                    header = _read_header(handle, os.fstat(handle.fileno()).st_size)
-            except DamagedEntryError as exc:  # entries appear whole (written aside, then renamed): this one broke
-                log.debug("deleting damaged prompt cache entry %s: %s", path.name, exc)
-                _remove(path)
-                continue
+                    status = os.fstat(handle.fileno())
+                    try:
+                        header = _read_header(handle, status.st_size)
+                    except DamagedEntryError as exc:  # entries appear whole (written aside, then renamed): it broke
+                        log.debug("deleting damaged prompt cache entry %s: %s", path.name, exc)
+                        remove_found(path, status)
+                        continue
             except (OSError, ValueError) as exc:
                 log.debug("skipping prompt cache entry %s: %s", path.name, exc)
                 continue
@@ -166,23 +170,32 @@ class PromptCache:
             return None
         return self._load(best[1], best[2])
 
-    def _load(self, path: Path, header: _Header) -> SavedPrefix | None:
-        """Read and verify an entry's state; None (and a debug log) when it is damaged."""
-        state = bytearray(header.state_size)
+    def _load(self, path: Path, found: _Header) -> SavedPrefix | None:
+        """Read and verify the entry whose header was found; None (and a debug log) when it is damaged, deleted then,
+        or was replaced by another run meanwhile (its header and state are read from the one file opened)."""
         try:
             with open(path, "rb") as handle:
-                handle.seek(header.offset)
+                status = os.fstat(handle.fileno())
+                header = _read_header(handle, status.st_size)
+                if header.identity != found.identity or header.tokens != found.tokens:
+                    log.debug("prompt cache entry %s was replaced as it was read; not restored", path.name)
+                    return None
+                state = bytearray(header.state_size)
                 read = handle.readinto(state)
-        except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.utime(handle.fileno() if os.utime in os.supports_fd else path)  # mark as recently used
+        except DamagedEntryError as exc:
+            log.debug("deleting damaged prompt cache entry %s: %s", path.name, exc)
+            remove_found(path, status)
+            return None
+        except (OSError, ValueError) as exc:
             log.debug("could not read prompt cache entry %s: %s", path.name, exc)
             return None
         if read != header.state_size or _entry_digest(header.tokens.tobytes(), state) != header.digest:
             log.debug("prompt cache entry %s is corrupt (checksum mismatch); deleting it", path.name)
-            _remove(path)
+            remove_found(path, status)
             return None
-        with contextlib.suppress(OSError):
-            os.utime(path)  # mark as recently used
-        return SavedPrefix(tokens=tuple(header.tokens), state=state)
+        return SavedPrefix(tokens=tuple(header.tokens), state=state, path=path, status=status)
 
     def store(self, tokens: Sequence[int], state: bytes | bytearray) -> None:
         """Save a KV state, then drop entries it makes redundant and evict old entries beyond the size bound.
@@ -394,3 +407,29 @@ def _remove(path: Path) -> OSError | None:
         log.debug("could not delete %s: %s", path, exc)
         return exc
     return None
+
+
+def remove_found(path: Path, found: os.stat_result) -> None:
+    """Delete the entry file found bad at path, and only that file: whatever is at path is moved aside first, and an
+    entry another run put there meanwhile goes back (unless a newer one has taken the place since)."""
+    aside = path.with_name(f".{path.name}.{os.getpid()}-{time.monotonic_ns()}.tmp")  # a killed run's is swept
+    try:
+        os.rename(path, aside)
+    except OSError as exc:
+        if not isinstance(exc, FileNotFoundError):
+            log.debug("could not delete %s: %s", path, exc)
+        return
+    try:
+        with contextlib.suppress(OSError):
+            if os.path.samestat(os.lstat(aside), found):
+                return
+        log.debug("prompt cache entry %s was replaced meanwhile: the new one is kept", path.name)
+        try:
+            os.link(aside, path)
+        except FileExistsError:  # a newer one took the place
+            pass
+        except OSError:  # a file system without hard links
+            with contextlib.suppress(OSError):
+                os.rename(aside, path)
+    finally:
+        _remove(aside)

@@ -20,7 +20,17 @@ from localgen.engine import Engine, lc
 from localgen.errors import ConfigError
 from localgen.events import Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-from localgen.promptcache import HEADER, Cleared, PromptCache, clear, entry_parts, evict, list_entries, prompt_cache_for
+from localgen.promptcache import (
+    HEADER,
+    Cleared,
+    PromptCache,
+    clear,
+    entry_parts,
+    evict,
+    list_entries,
+    prompt_cache_for,
+    remove_found,
+)
 from localgen.tokens import common_prefix
 from localgen.units import binary_size
 from localgen.verify import file_identity_key
@@ -95,6 +105,40 @@ def test_damaged_entries_are_ignored_and_deleted(tmp_path: Path, damage: str, ca
         logger.removeHandler(caplog.handler)
     assert caplog.records, "a skipped entry is logged at debug level"
     assert path.exists() == (damage == "version"), "a broken entry is deleted; another version's is left alone"
+
+
+def test_an_entry_replaced_by_another_run_as_it_is_read_is_kept(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another run saves the same prompt's entry again between the read of its header and of its state: the new
+    file was read at the old header's offset, failed the old checksum and was deleted as corrupt."""
+    cache = _cache(tmp_path)
+    cache.store([1, 2, 3, 4], b"the first run's state")
+    (path,) = tmp_path.glob("*.lgpc")
+    headers = cache._headers
+
+    def replaced_as_read() -> Iterator[tuple[Path, object]]:
+        for found in headers():
+            _cache(tmp_path).store([1, 2, 3, 4], b"another run's state, longer")
+            yield found
+
+    monkeypatch.setattr(cache, "_headers", replaced_as_read)
+    found = cache.find([1, 2, 3, 4, 5])
+    assert found is not None and bytes(found.state) == b"another run's state, longer", "read whole, from one file"
+    assert path.exists()
+
+
+def test_only_the_file_found_damaged_is_deleted(tmp_path: Path) -> None:
+    cache = _cache(tmp_path)
+    cache.store([1, 2, 3, 4], b"damaged")
+    (path,) = tmp_path.glob("*.lgpc")
+    damaged = os.stat(path)
+    cache.store([1, 2, 3, 4], b"whole, from another run")  # in its place since it was found damaged
+    remove_found(path, damaged)
+    found = cache.find([1, 2, 3, 4, 5])
+    assert found is not None and bytes(found.state) == b"whole, from another run"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name], "nothing is left aside"
+    remove_found(path, os.stat(path))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_size_bound_evicts_least_recently_used(tmp_path: Path) -> None:
@@ -475,3 +519,4 @@ def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> N
     assert cleared.returncode == 0 and "removed 1" in cleared.err
     emptied = run_localgen("cache", env=env)
     assert "0 entries" in emptied.err and emptied.out == ""
+
