@@ -18,12 +18,15 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from localgen.errors import LocalgenError
 from localgen.storage import atomic_write_bytes, check_folder
 from localgen.tokens import common_prefix, tokens_array
 from localgen.units import binary_size, counted, iso_time, local_minute
+
+if TYPE_CHECKING:
+    from localgen.engine.prefix import CachedPrefix
 
 log = logging.getLogger("localgen.promptcache")
 
@@ -196,6 +199,12 @@ class PromptCache:
             remove_found(path, status)
             return None
         return SavedPrefix(tokens=tuple(header.tokens), state=state, path=path, status=status)
+
+    def discard(self, entry: CachedPrefix) -> None:
+        """Delete an entry llama.cpp refused to load, so that no later run reads it again."""
+        if isinstance(entry, SavedPrefix) and entry.path is not None and entry.status is not None:
+            log.debug("prompt cache entry %s was refused by llama.cpp; deleting it", entry.path.name)
+            remove_found(entry.path, entry.status)
 
     def store(self, tokens: Sequence[int], state: bytes | bytearray) -> None:
         """Save a KV state, then drop entries it makes redundant and evict old entries beyond the size bound.

@@ -380,6 +380,19 @@ def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path:
     assert again.text == cold.text and len(list_entries(tmp_path)) == 1
 
 
+def test_an_entry_llama_cpp_refuses_to_load_is_deleted(engine: Engine, tmp_path: Path) -> None:
+    """An entry whose checksum holds but whose state llama.cpp refuses was kept, and read by every later run."""
+    cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30)
+    first, second = _prompt(engine, "How many red boxes are there?"), _prompt(engine, "Which box holds most?")
+    cold = _answer(engine, second, None)
+    cache.store(first, bytearray(b"not a llama.cpp state" * 100))
+    (refused,) = tmp_path.glob("*.lgpc")
+    engine.reset()
+    done = _answer(engine, second, cache)
+    assert done.restored_tokens == 0 and done.text == cold.text
+    assert not refused.exists() and len(list_entries(tmp_path)) == 1, "only the answer's own entry is left"
+
+
 def test_an_answer_stopped_before_its_first_token_still_counts_what_was_restored(engine: Engine,
                                                                                 tmp_path: Path) -> None:
     cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30)

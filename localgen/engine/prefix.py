@@ -42,6 +42,10 @@ class PrefixCache(Protocol):
         """Save the KV state of these tokens."""
         ...
 
+    def discard(self, entry: CachedPrefix) -> None:
+        """Forget an entry find() gave that llama.cpp refused to load."""
+        ...
+
 
 def restore_prefix(kv: KvCache, prompt: Sequence[int], cache: PrefixCache, *, n_ctx: int, n_ubatch: int,
                    make_room: Callable[[int], None]) -> int:
@@ -60,6 +64,7 @@ def restore_prefix(kv: KvCache, prompt: Sequence[int], cache: PrefixCache, *, n_
         log.debug("no room to restore a prompt cache entry of %d tokens: %s", len(entry.tokens), exc.message)
         return 0
     if not kv.load_state(entry.tokens, entry.state, n_ctx):
+        cache.discard(entry)  # refused once, refused by every later run
         return 0
     keep = restore_point(min(kv.common_prefix(prompt), len(prompt) - 1), len(prompt), n_ubatch,
                          saved=len(entry.tokens))
