@@ -6,6 +6,7 @@ import ctypes
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -533,3 +534,21 @@ def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> N
     emptied = run_localgen("cache", env=env)
     assert "0 entries" in emptied.err and emptied.out == ""
 
+
+def test_a_library_built_again_under_the_same_version_restores_no_entry_of_the_other_build(tmp_path: Path) -> None:
+    """llama.cpp built again (other flags, AMX's fix) keeps llama-cpp-python's version and computes other sums: its
+    runs were given the states the first build saved."""
+    import llama_cpp.llama_cpp as bindings
+
+    rebuilt = tmp_path / "lib"
+    shutil.copytree(Path(bindings._lib._name).parent, rebuilt, copy_function=shutil.copy)  # new files, times
+    doc = tmp_path / "doc.txt"
+    doc.write_text(DOC)
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    args = ("--json", "-n", "4", "--temperature", "0", "-f", str(doc))
+    assert run_localgen("run", *args, "How many red boxes are there?", env=env).returncode == 0
+    other = run_localgen("run", *args, "Which box holds most?", env={**env, "LLAMA_CPP_LIB_PATH": str(rebuilt)})
+    assert other.returncode == 0, other.err
+    assert json.loads(other.out)["usage"]["prompt_cache_tokens"] == 0
+    same = run_localgen("run", *args, "Which box holds most?", env=env)
+    assert json.loads(same.out)["usage"]["prompt_cache_tokens"] > 250, "each build restores its own"

@@ -16,7 +16,7 @@ from localgen.engine.growth import first_cells
 from localgen.engine.kv import KvCache
 from localgen.engine.loaded_model import LoadedModel
 from localgen.engine.loading import load_weights, new_context, new_draft_batch
-from localgen.engine.native import lc
+from localgen.engine.native import lc, library_build
 from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
 from localgen.engine.results import DecodeResult, decode_failure, finished_event
 from localgen.engine.sampling import Sampler, build_sampler
@@ -251,13 +251,13 @@ class Engine(LoadedModel):
 
     @property
     def state_signature(self) -> str:
-        """What, besides the model file, a saved KV state depends on (library version, KV layout, the kernels the
-        weights take: repacked for the CPU, as with AMX, or as stored)."""
+        """What, besides the model file, a saved KV state depends on (library version and build, KV layout, the
+        kernels the weights take: repacked for the CPU, as with AMX, or as stored)."""
         o = self.options
         attention = "on" if o.flash_attention else "off"  # what ran: auto's choice may differ from run to run
         weights = "repacked" if self._repacked else "as stored"
-        return (f"{self.backend_version}; kv {o.kv_type}; flash-attn {attention}; gpu {o.n_gpu_layers}; "
-                f"ubatch {self.n_ubatch}; weights {weights}")
+        return (f"{self.backend_version}; build {library_build()}; kv {o.kv_type}; flash-attn {attention}; "
+                f"gpu {o.n_gpu_layers}; ubatch {self.n_ubatch}; weights {weights}")
 
     def save_state(self) -> bytearray:
         """The KV cache state of the sequence (the tokens in kv_token_list) as bytes."""

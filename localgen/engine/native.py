@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
+import hashlib
 import importlib
 import importlib.util
 import logging
@@ -93,6 +95,7 @@ except Exception as exc:
     raise engine_library_error(exc) from exc
 
 native_log = logging.getLogger("localgen.llama")
+LIBRARY_SUFFIXES = (".so", ".dylib", ".dll")  # llama.cpp's libraries, ggml's backends among them
 
 KV_TYPES = {"f16": lc.GGML_TYPE_F16, "q8_0": lc.GGML_TYPE_Q8_0, "q4_0": lc.GGML_TYPE_Q4_0}
 FLASH_ATTN = {
@@ -163,6 +166,22 @@ quiet_native_aborts()
 def supports_gpu_offload() -> bool:
     """True when this llama.cpp build can offload layers to a GPU."""
     return bool(lc.llama_supports_gpu_offload())
+
+
+@functools.lru_cache(maxsize=1)
+def library_build() -> str:
+    """The llama.cpp build loaded, as a short key: each library file in its folder by name, size, time and inode. The
+    version names no build: llama.cpp built again with other flags or kernels (scripts/rebuild_llama_cpp.py) keeps
+    it, and computes other sums."""
+    folder = os.path.dirname(lc._lib._name)
+    files = []
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.endswith(LIBRARY_SUFFIXES) or ".so." in entry.name:
+                with contextlib.suppress(OSError):
+                    status = entry.stat()
+                    files.append(f"{entry.name} {status.st_size} {status.st_mtime_ns} {status.st_ino}")
+    return hashlib.sha256("\n".join([folder, *sorted(files)]).encode()).hexdigest()[:16]
 
 
 def llama_cpp_version() -> str:
