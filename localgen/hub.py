@@ -87,12 +87,38 @@ def one_listing_per_repo() -> Iterator[None]:
         _listings, _stalls = outer
 
 
+_answer_within: float | None = None  # within answers_within(): the most seconds a request waits for the Hub
+
+
+@contextlib.contextmanager
+def answers_within(seconds: float) -> Iterator[None]:
+    """Within this block, a request to the Hub waits at most seconds for its answer, whatever HF_HUB_ETAG_TIMEOUT and
+    HF_HUB_DOWNLOAD_TIMEOUT say: for a lookup that is only a hint, not worth a whole timeout."""
+    global _answer_within
+    outer = _answer_within
+    _answer_within = seconds if outer is None else min(outer, seconds)
+    try:
+        yield
+    finally:
+        _answer_within = outer
+
+
+def request_timeout(configured: float) -> float:
+    """The seconds a request waits for the Hub: the setting's, or less within answers_within()."""
+    return configured if _answer_within is None else min(configured, _answer_within)
+
+
 def hub_request_error(exc: BaseException, *, repo: str, filename: str | None = None) -> LocalgenError:
     """map_hub_error, a timeout remembered within one_listing_per_repo() for the requests after it."""
     error = map_hub_error(exc, repo=repo, filename=filename)
     if _listings is not None and not _stalls and isinstance(error, HubError) and timed_out(exc):
         _stalls.append(error)
     return error
+
+
+def stall() -> HubError | None:
+    """Within one_listing_per_repo(), the error of a request to the Hub that timed out, if one did."""
+    return _stalls[0] if _stalls else None
 
 
 def check_not_stalled() -> None:
@@ -122,7 +148,8 @@ def _request_listing(repo: str) -> HubListing:
         from huggingface_hub import HfApi, constants  # its HTTP stack reads HF_ENDPOINT as it is imported
 
         with _quiet_hub_logs(repo):  # a listing is metadata: it waits as long as huggingface_hub's HEAD requests
-            info = HfApi().model_info(repo, files_metadata=True, timeout=constants.HF_HUB_ETAG_TIMEOUT)
+            timeout = request_timeout(constants.HF_HUB_ETAG_TIMEOUT)
+            info = HfApi().model_info(repo, files_metadata=True, timeout=timeout)
     except Exception as exc:
         raise hub_request_error(exc, repo=repo) from exc
     revision = getattr(info, "sha", None) or "main"

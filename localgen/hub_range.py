@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from localgen.hub import check_not_stalled, hub_request_error, is_offline
+from localgen.hub import check_not_stalled, hub_request_error, is_offline, request_timeout
 from localgen.hub_cache import check_endpoint, hub_endpoint
 from localgen.hub_errors import offline_error
 
@@ -32,7 +32,7 @@ def _read_prefix(session: Any, url: str, headers: dict[str, str], n_bytes: int) 
     from huggingface_hub.utils import hf_raise_for_status
 
     data = bytearray()
-    timeout = constants.HF_HUB_DOWNLOAD_TIMEOUT  # a file's bytes, as a download waits for them
+    timeout = request_timeout(constants.HF_HUB_DOWNLOAD_TIMEOUT)  # a file's bytes, as a download waits for them
     with session.stream("GET", url, headers=headers, follow_redirects=True, timeout=timeout) as response:
         if response.status_code >= 400:
             response.read()

@@ -4,6 +4,7 @@ a pull of ORG/REPO downloads where the downloaded one a run would take does not 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,8 @@ from localgen.errors import HubError, InsufficientMemoryError, LocalgenError
 from localgen.estimate import ModelShape, padded_context
 from localgen.fit import FitRequest, LoadPlan, estimate_at, fitting_context, plan_fit
 from localgen.units import binary_size
+
+HINT_WAIT_S = 3.0  # the most a run's refusal waits for each answer of the Hub naming the quant that fits: a hint only
 
 if TYPE_CHECKING:
     from localgen.hardware import Hardware
@@ -136,17 +139,22 @@ def naming_the_fitting_quant(refusal: InsufficientMemoryError, reference: str | 
     """A run's refusal of a quant (ORG/REPO:QUANT, a registry name's, or the downloaded one ORG/REPO takes), its hint
     ending with the quant of its repo that fits here, from the Hub's headers of the smaller ones (size: the refused
     quant's files'); the refusal as it was where the Hub is offline or cannot be asked."""
-    from localgen.hub import is_offline, list_gguf_files, one_listing_per_repo
+    from localgen.hub import answers_within, is_offline, list_gguf_files, one_listing_per_repo, stall
+    from localgen.hub_cache import hub_endpoint
     from localgen.quant_choice import model_target, quant_groups
 
     target = model_target(reference)
     if target.repo is None or offline or is_offline():
         return refusal
-    try:
-        with one_listing_per_repo():
+    instead: str | None = None
+    with one_listing_per_repo(), answers_within(HINT_WAIT_S):
+        with contextlib.suppress(LocalgenError):  # the Hub's error: the refusal goes as it was
             instead = fitting_instead(target, quant_groups(list_gguf_files(target.repo), target.repo), size, hw,
                                       request, pull=False)
-    except LocalgenError:
+        if stall() is not None:  # a listing or a header read not answered: what was read is not the whole story
+            instead = (f"the Hub ({hub_endpoint()}) did not answer within {HINT_WAIT_S:g} s to say which smaller "
+                       "quant fits here")
+    if instead is None:
         return refusal
     return InsufficientMemoryError(refusal.message, f"{refusal.hint}; {instead}" if refusal.hint else instead,
                                    needed_bytes=refusal.needed_bytes, usable_bytes=refusal.usable_bytes,
