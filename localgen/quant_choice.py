@@ -318,7 +318,7 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
                 raise naming_the_fitting_quant(exc, reference, model.size, hw, request) from None
             if fitting_context(shape, hw, request, exc.n_ctx) is None:  # a pull: chosen all the same
                 return reference, (will_not_run_warning(target, model.label, shape, model.size, hw, request, groups),)
-            return reference, (_pulled_at_a_smaller_context(exc, shape, hw, request, model.label, download_only),)
+            return reference, (pulled_at_a_smaller_context(exc, shape, hw, request, model.label, download_only),)
         return reference, ()
     options = hub_options(target.repo, hw, request, note=note)
     index = choose_option(options, request)
@@ -328,7 +328,7 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
             return reference, ()
         assert smallest.shape is not None  # smallest_option takes only options whose header was read
         ref = option_reference(target.repo, smallest)
-        note = _pulled_at_a_smaller_context(too_big_repo(target.repo, smallest, hw, request), smallest.shape, hw,
+        note = pulled_at_a_smaller_context(too_big_repo(target.repo, smallest, hw, request), smallest.shape, hw,
                                             request, ref, download_only)
         return ref, (f"chose the smallest quant, as none fits at the context a run takes by default: {note}",)
     chosen = options[index]
@@ -340,7 +340,7 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
     return ref, (note,)
 
 
-def _pulled_at_a_smaller_context(refusal: InsufficientMemoryError, shape: ModelShape, hw: Hardware,
+def pulled_at_a_smaller_context(refusal: InsufficientMemoryError, shape: ModelShape, hw: Hardware,
                                  request: FitRequest, label: str, download_only: bool) -> str:
     """A download only (`pull`) of a quant that fits only at a smaller context than a run takes by default: the note
     that says which to run it at (a run would be refused). A download to run, or no context that fits, re-raises the

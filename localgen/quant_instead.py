@@ -104,12 +104,15 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
     from localgen.references import quant_of_filename
     from localgen.resolve import resolve_model
 
-    if found.source != "cache" or found.ref.kind != "repo" or found.ref.quant or offline or is_offline():
-        return None  # bundled, one's own, a quant or file named, or offline: nothing to choose on the Hub
+    if found.source != "cache" or offline or is_offline():
+        return None  # bundled, one's own, or offline: nothing to ask the Hub
     target = model_target(reference)
-    if target.repo is None or target.quant or target.filename:
+    if target.repo is None:
         return None
     request = replace(request, default_ctx=target.default_ctx)
+    if target.quant or target.filename:  # the quant or file named is the one pulled: the warning its first pull gave
+        _warn_of_a_named_misfit(found, target, hw, request, note)
+        return None
     try:
         plan_fit(header_shape(read_local_header(found.path), found.path), hw, request)
         return None
@@ -132,6 +135,34 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
     for text in rest:
         note(text)
     return resolve_model(chosen, offline=False)
+
+
+def _warn_of_a_named_misfit(found: ResolvedModel, target: Target, hw: Hardware, request: FitRequest,
+                            note: Callable[[str], None]) -> None:
+    """For `pull` of a named quant already downloaded that a run will refuse here, or load only at a smaller context:
+    note what its first pull noted (the quant that fits instead, or the --ctx-size to run it with)."""
+    from localgen.estimate import header_shape
+    from localgen.hub import list_gguf_files
+    from localgen.quant_choice import pulled_at_a_smaller_context, quant_groups, read_local_header
+
+    try:
+        shape = header_shape(read_local_header(found.path), found.path)
+        plan_fit(shape, hw, request)
+        return
+    except InsufficientMemoryError as exc:
+        refusal = exc
+    except LocalgenError:
+        return  # a header the load will name
+    assert target.repo is not None
+    label = f"{target.repo}:{target.quant}" if target.quant else f"{target.repo}/{target.filename}"
+    if fitting_context(shape, hw, request, refusal.n_ctx) is not None:
+        note(pulled_at_a_smaller_context(refusal, shape, hw, request, label, True))
+        return
+    try:
+        groups = quant_groups(list_gguf_files(target.repo), target.repo)
+    except LocalgenError:
+        return  # the Hub cannot be asked: the line that follows says so
+    note(will_not_run_warning(target, label, shape, shape.file_size, hw, request, groups))
 
 
 def naming_the_fitting_quant(refusal: InsufficientMemoryError, reference: str | None, size: int, hw: Hardware,

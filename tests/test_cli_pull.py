@@ -389,3 +389,21 @@ def test_a_newer_version_that_fails_its_check_as_a_model_leaves_the_copy_it_woul
         "(hint: rename the shards; the copy downloaded before is kept, and runs go on using it)"), failed.stderr
     offline = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "pull", f"{REPO}:Q8_0")
     assert offline.returncode == 0 and offline.stdout.strip() == str(first), offline.stderr
+
+
+def test_a_re_pull_of_a_named_quant_a_run_will_refuse_warns_as_its_first_pull_did(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """pull ORG/REPO:QUANT of a quant no run can load here warns so, naming the quant that fits instead; pulled again,
+    it said only that it was downloaded and up to date, as if a run could take it."""
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("q8", 2**17), "tiny-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    small = {**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}  # each file is said to need some 11 MiB at the least
+    _, first = _pull(small, f"{REPO}:Q8_0")
+    warning = first.splitlines()[0]
+    assert warning.startswith(f"localgen: warning: a run will refuse {REPO}:Q8_0 here: it needs about "), first
+    assert warning.endswith(f"; no smaller quant of {REPO} fits here either"), first
+    _, again = _pull(small, f"{REPO}:Q8_0")
+    assert again.splitlines() == [warning, f"localgen: {REPO}:Q8_0 is already downloaded (128.0 KiB) and up to date "
+                                           "with the Hub"], again
+    _, roomy = _pull(env, f"{REPO}:Q8_0")
+    assert "warning" not in roomy, roomy
