@@ -11,7 +11,6 @@ from collections.abc import Callable, Generator
 from prompt_toolkit import PromptSession
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.filters import Condition
-from prompt_toolkit.history import DummyHistory
 from prompt_toolkit.layout.processors import ConditionalProcessor, Processor, TabsProcessor
 
 from localgen import console
@@ -76,13 +75,13 @@ class Repl:
         self.resumed = resumed
         self._system_note = system_note  # -s replacing a resumed conversation's system prompt
         # a TERM=dumb terminal (Emacs' shell) shows escapes as text: no live Markdown redraws, and no recalled or
-        # completed lines, which its prompt could not show before they were sent
+        # completed lines, which its prompt could not show before they were sent (what is sent is still saved)
         self._escapes = console.takes_escapes(sys.stdout)
         leaving = LeaveGuard(session, unsaveable=unsaveable)  # unsaveable: the start said the chat cannot be saved
         self.state = ChatState(session, leaving, self._show_answer, escapes=self._escapes,
                                markdown=markdown and self._escapes, show_thinking=show_thinking,
                                stats_after_answers=stats)
-        self._history, self._history_warning = open_history() if self._escapes else (DummyHistory(), None)
+        self._history, self._history_warning = open_history(recall=self._escapes)
         self._paste = PasteMark()
         self._editor = MessageEditor()
         self._view: AnswerView | None = None  # the answer being shown, if any

@@ -7,13 +7,13 @@ import re
 import shlex
 import stat
 import textwrap
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
-from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.history import DummyHistory, FileHistory, History, InMemoryHistory
 
 from localgen.chat_settings import SETTING_NAMES
 from localgen.config import settings
@@ -312,6 +312,20 @@ class SafeFileHistory(FileHistory):
             self.problem, self._reported = message, True
 
 
+class UnrecalledFileHistory(SafeFileHistory):
+    """The history file for a terminal whose prompt cannot show a recalled line before Enter sends it (TERM=dumb:
+    Emacs' shell): each line sent is saved to it, for Up in chats on other terminals, but Up offers none here."""
+
+    def load_history_strings(self) -> Iterable[str]:
+        """None of the saved lines: Up recalls nothing on such a terminal."""
+        return []
+
+    async def load(self) -> AsyncGenerator[str, None]:
+        """Nothing for Up to recall, not even the lines sent in this chat (kept, as sent, only to skip a repeat)."""
+        return
+        yield  # an async generator that yields nothing
+
+
 def keep_cleared(history: History, text: str) -> None:
     """Keep text Ctrl-C cleared from the prompt where Up finds it, for this chat alone (the history file keeps what
     was sent), unless it is the newest entry already (recalled, then cleared)."""
@@ -343,9 +357,11 @@ def history_path() -> Path:
     return settings().data_dir / "history"
 
 
-def open_history() -> tuple[History, str | None]:
-    """The persistent input history (created private), and a warning when the file had to be set aside."""
+def open_history(*, recall: bool = True) -> tuple[History, str | None]:
+    """The persistent input history (created private), and a warning when the file had to be set aside; without
+    recall (a terminal whose prompt cannot show a recalled line), lines are saved but never offered for Up."""
     path = history_path()
+    in_memory: Callable[[], History] = InMemoryHistory if recall else DummyHistory
     warning = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -354,9 +370,9 @@ def open_history() -> tuple[History, str | None]:
         status = path.stat()
         mode = status.st_mode
         if stat.S_ISDIR(mode):
-            return InMemoryHistory(), f"{path} is a directory; input history is not saved this session"
+            return in_memory(), f"{path} is a directory; input history is not saved this session"
         if not stat.S_ISREG(mode) and not os.path.samestat(status, os.stat(os.devnull)):  # a FIFO would never end
-            return InMemoryHistory(), f"{path} is not a regular file; input history is not saved this session"
+            return in_memory(), f"{path} is not a regular file; input history is not saved this session"
         if stat.S_ISREG(mode):  # (a symlink to /dev/null, a common way to turn history off, is left alone)
             if mode & 0o077:
                 os.chmod(path, 0o600)
@@ -369,8 +385,8 @@ def open_history() -> tuple[History, str | None]:
     except OSError as exc:
         blocker = file_in_the_way(path.parent)  # a file where the data folder goes: said as the chat's start says it
         reason = in_the_way(blocker)[0] if blocker is not None else exc.strerror or exc
-        return InMemoryHistory(), f"cannot use the input history {path}: {reason}; not saving it"
-    return SafeFileHistory(path), warning
+        return in_memory(), f"cannot use the input history {path}: {reason}; not saving it"
+    return (SafeFileHistory if recall else UnrecalledFileHistory)(path), warning
 
 
 def continuation(width: int, _line_number: int, is_soft_wrap: bool) -> str:

@@ -39,7 +39,11 @@ def test_show_gives_one_part_as_ollama_s_show_does(tmp_path: Path) -> None:
 def test_a_dumb_terminal_gets_no_escapes_nor_lines_it_cannot_show(tmp_path: Path) -> None:
     """Emacs' shell (TERM=dumb) shows escapes as text, and its prompt cannot show a line recalled with Up or
     completed with Tab before Enter sends it: not one escape sequence (no bracketed paste, nor prompt_toolkit's
-    cursor shape and visibility), no history, no completion, plain answers, errors and listings."""
+    cursor shape and visibility), no history recalled (what is sent is saved for other terminals), no completion,
+    plain answers, errors and listings."""
+    history = tmp_path / "home" / "data" / "history"
+    history.parent.mkdir(parents=True)
+    history.write_text("\n# 2026-01-01 00:00:00.000000\n+/bye\n")  # Up, were it recalled, would end the chat
     child = spawn_localgen("chat", "-n", "3", env={**_env(tmp_path / "home"), "TERM": "dumb"}, encoding="utf-8",
                            timeout=TIMEOUT)
     child.logfile_read = transcript = io.StringIO()
@@ -69,6 +73,8 @@ def test_a_dumb_terminal_gets_no_escapes_nor_lines_it_cannot_show(tmp_path: Path
         assert child.exitstatus == 0, screen
         assert "\x1b" not in screen, screen  # Emacs' shell would show ^[[?2004h at every prompt, say
         assert screen.count("[stopped at the limit") == 1, screen
+        saved = [line[1:] for line in history.read_text().splitlines() if line.startswith("+")]
+        assert saved == ["/bye", "hi", "/he", "/markdown on", "/load nosuch", "/list", "/show", "/help", "/bye"], saved
     finally:
         if child.isalive():
             child.terminate(force=True)
