@@ -35,7 +35,7 @@ def system_command(state: ChatState, argument: str) -> None:
     text = _unquoted(unwrap_block(argument))  # a triple-quoted block, as Ollama's /set system takes
     if argument.lower() == "none":  # "none" quoted is the text none
         session.set_system(None)
-        console.say("system prompt cleared")
+        console.say(system_prompt_line(session, cleared=True))
     elif not text:  # "" or '', as -s "" gives: an empty one, not the template's own
         session.set_system("")
         console.say(f"system prompt set: {EMPTY_SYSTEM}")

@@ -48,8 +48,13 @@ def show(session: ChatSession, part: str, settings_text: str) -> None:
         console.say(f"license: {_license(session)}")
 
 
-def system_prompt_line(session: ChatSession) -> str:
-    """The chat's system prompt in full, or the chat template's own that goes in its place (/show system, /system)."""
+def system_prompt_line(session: ChatSession, *, cleared: bool = False) -> str:
+    """The chat's system prompt in full, or the chat template's own that goes in its place (/show system, /system;
+    cleared: /system none, which just cleared it)."""
+    if cleared and session.conversation.system is None:
+        default = session.loaded.prompt_format.default_system()
+        return (f"system prompt cleared; the chat template adds its own: {default!r} (/system TEXT replaces it)"
+                if default else "system prompt cleared: the model gets none (/system TEXT sets one)")
     if session.conversation.system:
         return f"system prompt: {session.conversation.system if session.conversation.system.strip() else BLANK_SYSTEM}"
     if session.conversation.system == "":
