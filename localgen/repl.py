@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Generator
@@ -154,6 +155,15 @@ class Repl:
             if self._ahead is not None:
                 self._ahead.close()
             self.state.leaving.last_save()
+        self._say_where_saved()
+
+    def _say_where_saved(self) -> None:
+        """As the chat ends (/exit, Ctrl-D): the saved conversation's name and the command that goes on with it, where
+        it has an exchange and its latest changes are saved."""
+        conversation = self.session.conversation
+        if conversation.on_disk and conversation.turns and not self.session.unsaved:
+            console.say(f"conversation saved as {conversation.name}; "
+                        f"localgen chat --resume {shlex.quote(conversation.name)} goes on with it")
 
     def _step(self) -> None:
         """Read one line and act on it."""
