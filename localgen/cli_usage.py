@@ -22,15 +22,9 @@ from localgen.cli_args import (
     typed_command,
     words_given,
 )
-from localgen.cli_option_values import (
-    files_after_file_hint,
-    missing_value_hint,
-    run_option_hint,
-    run_options_of_chat,
-    written_apart,
-)
+from localgen.cli_extra_words import chat_prompt_error, extra_argument_hint, ollama_address_error, suggested
+from localgen.cli_option_values import files_after_file_hint, missing_value_hint, run_option_hint
 from localgen.cli_options import NumberSlip
-from localgen.config import settings
 from localgen.errors import LocalgenError
 from localgen.other_tools import (
     GROUP_COMMAND_HABITS,
@@ -51,8 +45,8 @@ def usage_error(app: typer.Typer, exc: Exception, args: list[str]) -> tuple[str,
     """The one-line message and the hint for a usage error of the command line args."""
     text = str(exc).lower()
     files = files_after_file_hint(app, args, text)  # `run -f *.md "..."`: the shell's list of files after one -f
-    special = ((_usage_error_text(exc), files) if files else None) or _ollama_address_error(app, args, text) or \
-        _chat_prompt_error(app, args, text)
+    special = ((_usage_error_text(exc), files) if files else None) or ollama_address_error(app, args, text) or \
+        chat_prompt_error(app, args, text)
     if special is not None:
         return special
     command = args[0] if args and args[0] in command_names(app) else ""
@@ -159,7 +153,7 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
     text = str(exc).lower()
     return (_number_slip_hint(app, exc, args, command) or missing_value_hint(app, exc, args)
             or _option_before_command_hint(app, exc, args, command)
-            or _extra_argument_hint(app, args, command, text)
+            or extra_argument_hint(app, args, command, text)
             or _file_argument_hint(app, args, command, text)
             or _ctx_flag_hint(app, exc, args, command)
             or _threads_flag_hint(exc, command)
@@ -227,75 +221,11 @@ def _prompt_as_command_hint(app: typer.Typer, args: list[str]) -> str | None:
         return None
     takes_value, words = option_arity(app, "run"), args[verb:]
     prompt, options = words_given(words, takes_value), options_given(words, takes_value)  # run's options kept
-    ask = (llm_prompt_in_localgen_s_words(words, takes_value) if verb else _suggested(
+    ask = (llm_prompt_in_localgen_s_words(words, takes_value) if verb else suggested(
         "run", options if all_options(options, takes_value) else [], prompt)) if prompt else None
     ask = ask or 'localgen run "..."'
     sure = verb or " " in word  # else perhaps a command misspelt, or another tool's (keys set NAME)
     return f"to ask the model, use `{ask}`" if sure else f"see `localgen --help`; to ask the model: {ask}"
-
-
-def _extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
-    """For words left over by `run` or `chat`: a model named before the prompt, else (run) how to fix the prompt."""
-    if command not in ("run", "chat") or "unexpected extra argument" not in text:
-        return None
-    takes_value = option_arity(app, command)
-    options, words = options_given(args[1:], takes_value), words_given(args[1:], takes_value)
-    model, last = _model_name_given(words), _model_name_last(words)
-    if not any(word.partition("=")[0] in ("-m", "--model") for word in options):
-        if model is not None:
-            return _model_first_hint(command, model, options, words[1:])
-        if last is not None:
-            return _model_first_hint(command, last, options, words[:-1])
-    return _run_extra_argument_hint(app, args, options, words) if command == "run" else None
-
-
-def _ollama_address_error(app: typer.Typer, args: list[str], text: str) -> tuple[str, str] | None:
-    """For `run ollama.com/library/NAME "prompt"` (or chat's): Ollama's address of a model, refused as such."""
-    from localgen.references import ollama_model
-    from localgen.registry import load_registry
-
-    if not args or args[0] not in ("run", "chat") or "unexpected extra argument" not in text:
-        return None
-    words = words_given(args[1:], option_arity(app, args[0]))
-    if not words or ollama_model(words[0]) is None:
-        return None
-    try:
-        load_registry(settings().user_registry).reference(words[0])
-    except LocalgenError as exc:
-        return exc.message, exc.hint or ""
-    return None
-
-
-def _chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[str, str] | None:
-    """For `localgen chat hello` (or `chat MODEL hello`): chat takes no prompt, and `run` gives one answer (None for
-    other errors, and for a model alone where -m goes, which _extra_argument_hint explains)."""
-    if not args or args[0] != "chat" or "unexpected extra argument" not in text:
-        return None
-    words = words_given(args[1:], option_arity(app, "chat"))
-    model = _model_name_given(words)
-    if model is not None:
-        words = words[1:]
-    if not words:
-        return None
-    prompt = " ".join(words)
-    if len(words) == 1 and model is None and _is_saved_conversation(prompt):
-        return (f"chat takes no prompt argument, and '{prompt}' is a saved conversation",
-                f"to continue it, use `localgen chat --resume {shlex.quote(prompt)}`")
-    quoted = shlex.quote(prompt) if shlex.quote(prompt) != prompt else f"'{prompt}'"
-    options = run_options_of_chat(app, args[1:])  # as run takes them
-    ask = " ".join(["localgen run", *(["-m", shlex.quote(model)] if model else []), *map(shlex.quote, options),
-                    *(["--"] if prompt.startswith("-") else []), quoted])
-    return "chat takes no prompt argument: type your messages at its >>> prompt", f"for one answer, use `{ask}`"
-
-
-def _is_saved_conversation(name: str) -> bool:
-    """Whether a saved conversation goes by this name (False for a name that cannot be one)."""
-    from localgen.conversation_store import given_name, saved_path
-
-    try:
-        return saved_path(given_name(name)).is_file()  # review.json: review, as --resume takes it
-    except LocalgenError:
-        return False
 
 
 def _file_argument_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
@@ -325,34 +255,6 @@ def _file_argument_hint(app: typer.Typer, args: list[str], command: str, text: s
     if len(words) > 2:
         return f"one model at a time, its file or quant in the reference: {said}"
     return f"the {kind} goes in the reference: {said}"
-
-
-def _model_first_hint(command: str, model: str, options: list[str], rest: list[str]) -> str:
-    """For `run MODEL PROMPT` (as in Ollama): the model after -m, the options kept, and the words of one prompt quoted
-    as one."""
-    return f"the model goes after -m: `{_suggested(command, ['-m', model, *options], rest)}`"
-
-
-def _run_extra_argument_hint(app: typer.Typer, args: list[str], options: list[str], words: list[str]) -> str:
-    """For `run` with words left over: stdin after the prompt, options after --, else quote the prompt (the options
-    kept, each with its value)."""
-    from localgen.inputs import STDIN_NAME
-
-    prompt = [word for word in words if word != STDIN_NAME]
-    if STDIN_NAME in words and prompt:
-        return f"stdin comes before the prompt with -f -: `{_suggested('run', ['-f', '-', *options], prompt)}`"
-    hint = _after_double_dash_hint(app, args) if "--" in args[1:-1] else None
-    if hint is None and (options or words):
-        hint = f"quote the prompt: `{_suggested('run', options, words)}`"
-    return hint or 'quote the prompt: localgen run "several words"'
-
-
-def _suggested(command: str, options: list[str], prompt_words: list[str]) -> str:
-    """The command line a hint suggests: localgen COMMAND OPTIONS PROMPT, the prompt's words quoted as one (after --
-    where it starts with -), shell-quoted."""
-    prompt = " ".join(prompt_words)
-    return shlex.join(["localgen", command, *written_apart(options), *(["--"] if prompt.startswith("-") else []),
-                       *([prompt] if prompt_words else [])])
 
 
 def _ctx_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:
@@ -404,38 +306,3 @@ def _command_with_subcommand(app: typer.Typer, args: list[str], command: str) ->
         return f"{command} {args[1]}"
     return command
 
-
-def _after_double_dash_hint(app: typer.Typer, args: list[str]) -> str | None:
-    """For `run [OPTIONS] -- PROMPT WORDS [OPTIONS]`: the prompt's words quoted as one, and options given after --
-    (which reads them as words) moved before it; None when what comes before -- is not options alone."""
-    ends = args.index("--")
-    before, after = args[1:ends], args[ends + 1:]
-    takes_value = option_arity(app, "run")
-    if not all_options(before, takes_value):
-        return None
-    split = next(k for k in range(1, len(after) + 1) if all_options(after[k:], takes_value))
-    prompt, options = " ".join(after[:split]), after[split:]
-    fixed = shlex.join(["localgen", "run", *before, *options, "--", prompt])
-    return f"options go before --, which ends them: `{fixed}`" if options else f"quote the prompt: `{fixed}`"
-
-
-def _model_name_last(words: list[str]) -> str | None:
-    """The last of several words when it plainly names a model (`run "prompt" MODEL`): a registry name, a .gguf
-    file, a Hub address or an ORG/REPO with GGUF in its name (a word such as and/or is the prompt's)."""
-    last = words[-1] if len(words) > 1 else ""
-    model = _model_name_given([last])
-    return model if model is not None and (model.count("/") != 1 or "gguf" in model.lower()) else None
-
-
-def _model_name_given(words: list[str]) -> str | None:
-    """The first argument given (options and their values aside) when it names a model (`run MODEL "prompt"`, as in
-    Ollama): a registry name, a .gguf file, an ORG/REPO or a Hub address (hf.co/ORG/REPO, https://huggingface.co/...)."""
-    from localgen.references import hub_prefixes
-    from localgen.registry import names_a_model
-
-    word = words[0] if words and not words[0].startswith("-") else ""
-    hub_repo = word.count("/") == 1 and not any(c.isspace() for c in word) and not word.startswith("/")
-    hub_address = word.lower().startswith(hub_prefixes()) and not any(c.isspace() for c in word)
-    if word.lower().endswith(".gguf") or hub_repo or hub_address or names_a_model(word, settings().user_registry):
-        return word
-    return None

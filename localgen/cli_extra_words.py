@@ -1,0 +1,142 @@
+"""Hints for words left over on run's and chat's command lines: a model named where the prompt goes (Ollama's
+`run MODEL "prompt"`), a prompt split into words, stdin's - after the prompt, a prompt given to chat; and the command
+line such a hint suggests."""
+
+from __future__ import annotations
+
+import shlex
+
+import typer
+
+from localgen.cli_args import all_options, option_arity, options_given, words_given
+from localgen.cli_option_values import run_options_of_chat, written_apart
+from localgen.config import settings
+from localgen.errors import LocalgenError
+
+
+def extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
+    """For words left over by `run` or `chat`: a model named before the prompt, else (run) how to fix the prompt."""
+    if command not in ("run", "chat") or "unexpected extra argument" not in text:
+        return None
+    takes_value = option_arity(app, command)
+    options, words = options_given(args[1:], takes_value), words_given(args[1:], takes_value)
+    model, last = _model_name_given(words), _model_name_last(words)
+    if not any(word.partition("=")[0] in ("-m", "--model") for word in options):
+        if model is not None:
+            return _model_first_hint(command, model, options, words[1:])
+        if last is not None:
+            return _model_first_hint(command, last, options, words[:-1])
+    return _run_extra_argument_hint(app, args, options, words) if command == "run" else None
+
+
+def ollama_address_error(app: typer.Typer, args: list[str], text: str) -> tuple[str, str] | None:
+    """For `run ollama.com/library/NAME "prompt"` (or chat's): Ollama's address of a model, refused as such."""
+    from localgen.references import ollama_model
+    from localgen.registry import load_registry
+
+    if not args or args[0] not in ("run", "chat") or "unexpected extra argument" not in text:
+        return None
+    words = words_given(args[1:], option_arity(app, args[0]))
+    if not words or ollama_model(words[0]) is None:
+        return None
+    try:
+        load_registry(settings().user_registry).reference(words[0])
+    except LocalgenError as exc:
+        return exc.message, exc.hint or ""
+    return None
+
+
+def chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[str, str] | None:
+    """For `localgen chat hello` (or `chat MODEL hello`): chat takes no prompt, and `run` gives one answer (None for
+    other errors, and for a model alone where -m goes, which extra_argument_hint explains)."""
+    if not args or args[0] != "chat" or "unexpected extra argument" not in text:
+        return None
+    words = words_given(args[1:], option_arity(app, "chat"))
+    model = _model_name_given(words)
+    if model is not None:
+        words = words[1:]
+    if not words:
+        return None
+    prompt = " ".join(words)
+    if len(words) == 1 and model is None and _is_saved_conversation(prompt):
+        return (f"chat takes no prompt argument, and '{prompt}' is a saved conversation",
+                f"to continue it, use `localgen chat --resume {shlex.quote(prompt)}`")
+    quoted = shlex.quote(prompt) if shlex.quote(prompt) != prompt else f"'{prompt}'"
+    options = run_options_of_chat(app, args[1:])  # as run takes them
+    ask = " ".join(["localgen run", *(["-m", shlex.quote(model)] if model else []), *map(shlex.quote, options),
+                    *(["--"] if prompt.startswith("-") else []), quoted])
+    return "chat takes no prompt argument: type your messages at its >>> prompt", f"for one answer, use `{ask}`"
+
+
+def _is_saved_conversation(name: str) -> bool:
+    """Whether a saved conversation goes by this name (False for a name that cannot be one)."""
+    from localgen.conversation_store import given_name, saved_path
+
+    try:
+        return saved_path(given_name(name)).is_file()  # review.json: review, as --resume takes it
+    except LocalgenError:
+        return False
+
+
+def _model_first_hint(command: str, model: str, options: list[str], rest: list[str]) -> str:
+    """For `run MODEL PROMPT` (as in Ollama): the model after -m, the options kept, and the words of one prompt quoted
+    as one."""
+    return f"the model goes after -m: `{suggested(command, ['-m', model, *options], rest)}`"
+
+
+def _run_extra_argument_hint(app: typer.Typer, args: list[str], options: list[str], words: list[str]) -> str:
+    """For `run` with words left over: stdin after the prompt, options after --, else quote the prompt (the options
+    kept, each with its value)."""
+    from localgen.inputs import STDIN_NAME
+
+    prompt = [word for word in words if word != STDIN_NAME]
+    if STDIN_NAME in words and prompt:
+        return f"stdin comes before the prompt with -f -: `{suggested('run', ['-f', '-', *options], prompt)}`"
+    hint = _after_double_dash_hint(app, args) if "--" in args[1:-1] else None
+    if hint is None and (options or words):
+        hint = f"quote the prompt: `{suggested('run', options, words)}`"
+    return hint or 'quote the prompt: localgen run "several words"'
+
+
+def suggested(command: str, options: list[str], prompt_words: list[str]) -> str:
+    """The command line a hint suggests: localgen COMMAND OPTIONS PROMPT, the prompt's words quoted as one (after --
+    where it starts with -), shell-quoted."""
+    prompt = " ".join(prompt_words)
+    return shlex.join(["localgen", command, *written_apart(options), *(["--"] if prompt.startswith("-") else []),
+                       *([prompt] if prompt_words else [])])
+
+
+def _after_double_dash_hint(app: typer.Typer, args: list[str]) -> str | None:
+    """For `run [OPTIONS] -- PROMPT WORDS [OPTIONS]`: the prompt's words quoted as one, and options given after --
+    (which reads them as words) moved before it; None when what comes before -- is not options alone."""
+    ends = args.index("--")
+    before, after = args[1:ends], args[ends + 1:]
+    takes_value = option_arity(app, "run")
+    if not all_options(before, takes_value):
+        return None
+    split = next(k for k in range(1, len(after) + 1) if all_options(after[k:], takes_value))
+    prompt, options = " ".join(after[:split]), after[split:]
+    fixed = shlex.join(["localgen", "run", *before, *options, "--", prompt])
+    return f"options go before --, which ends them: `{fixed}`" if options else f"quote the prompt: `{fixed}`"
+
+
+def _model_name_last(words: list[str]) -> str | None:
+    """The last of several words when it plainly names a model (`run "prompt" MODEL`): a registry name, a .gguf
+    file, a Hub address or an ORG/REPO with GGUF in its name (a word such as and/or is the prompt's)."""
+    last = words[-1] if len(words) > 1 else ""
+    model = _model_name_given([last])
+    return model if model is not None and (model.count("/") != 1 or "gguf" in model.lower()) else None
+
+
+def _model_name_given(words: list[str]) -> str | None:
+    """The first argument given (options and their values aside) when it names a model (`run MODEL "prompt"`, as in
+    Ollama): a registry name, a .gguf file, an ORG/REPO or a Hub address (hf.co/ORG/REPO, https://huggingface.co/...)."""
+    from localgen.references import hub_prefixes
+    from localgen.registry import names_a_model
+
+    word = words[0] if words and not words[0].startswith("-") else ""
+    hub_repo = word.count("/") == 1 and not any(c.isspace() for c in word) and not word.startswith("/")
+    hub_address = word.lower().startswith(hub_prefixes()) and not any(c.isspace() for c in word)
+    if word.lower().endswith(".gguf") or hub_repo or hub_address or names_a_model(word, settings().user_registry):
+        return word
+    return None
