@@ -13,6 +13,7 @@ import typer
 from localgen.cli_args import arity, read_words, typed_command
 
 _HELP = ("-h", "--help")
+_NAMES = "`localgen models list --all` shows the names"
 _MODEL = ("-m", "--model")
 _FREE_TEXT = ("TEXT", "FILE", "SCHEMA", "GBNF")  # values that may well start with - (a system prompt, a stop string)
 _CONVERSATION_MODE = ("--conversation NAME continues (or starts) conversation NAME: `localgen run --conversation NAME "
@@ -89,21 +90,56 @@ def _value_hint(names: list[str], words: list[str], at: int, param: Any, takes_v
 def _model_hint(command: list[str], words: list[str], at: int, takes_value: dict[str, bool]) -> str:
     """Name the model after -m (the command so written): with the quant in its reference where another tool's quant
     option followed (chat -m --quant Q8_0: -m NAME:Q8_0), or the repo llama-cli's -hf named (run -m -hf ORG/REPO: -m
-    ORG/REPO); an option of the command's own (run's -q, --quiet) stays as typed."""
-    from localgen.other_tools import HUB_REPO_OPTIONS, QUANT_OPTIONS
-    from localgen.other_tools_values import quant_option
+    ORG/REPO); an option of the command's own (run's -q, --quiet) stays as typed, and one it lacks is written as
+    localgen's (-sys TEXT as -s TEXT, --num-ctx N as --ctx-size N), or else left to the hint it would be refused
+    with (-x), never kept in a command that would be refused for it."""
+    from localgen.other_tools import (
+        GUESSED_OPTIONS,
+        HUB_REPO_OPTIONS,
+        OPTIONS_OF_OTHER_TOOLS,
+        OUTPUT_OPTIONS,
+        QUANT_OPTIONS,
+    )
+    from localgen.other_tools_command import run_in_localgen_s_words
+    from localgen.other_tools_values import output_hint, quant_option
 
+    name = words[at]
     rest, model = words[at + 1:], "NAME"
-    option, _, repo = (rest or [""])[0].partition("=")
-    if option in QUANT_OPTIONS and option not in takes_value:
+    option, equals, value = (rest or [""])[0].partition("=")
+    if option in takes_value:  # the command's own
+        pass
+    elif option in QUANT_OPTIONS:
         _, quant, rest = quant_option(rest, 0)
         model = f"NAME:{quant}" if quant else model
-    elif option in HUB_REPO_OPTIONS and option not in takes_value:
-        named = repo or (rest[1] if len(rest) > 1 and not rest[1].startswith("-") else "")
-        model, rest = named or "ORG/REPO", rest[1 + (bool(named) and not repo):]
-        return f"{words[at]} takes the repo: `{shlex.join([*command, *words[:at + 1], model, *rest])}`"
-    written = shlex.join([*command, *words[:at + 1], model, *rest])
-    return f"name the model after {words[at]}: `{written}`; `localgen models list --all` shows the names"
+    elif option in HUB_REPO_OPTIONS:
+        named = value or (rest[1] if len(rest) > 1 and not rest[1].startswith("-") else "")
+        model, rest = named or "ORG/REPO", rest[1 + (bool(named) and not value):]
+        return f"{name} takes the repo: `{shlex.join([*command, *words[:at + 1], model, *rest])}`"
+    elif option in OPTIONS_OF_OTHER_TOOLS.get(command[1], {}):
+        given = [*words[:at + 1], model, *rest]
+        written = run_in_localgen_s_words(given, takes_value) if command[1] == "run" else None
+        if written is not None:  # run -m -sys "be brief" hi: -m NAME -s 'be brief' hi
+            return f"name the model after {name}, with localgen's options: `{written}`; {_NAMES}"
+        return f"name the model after {name} ({_NAMES}); {_refusal(command[1], given, takes_value)}"
+    elif GUESSED_OPTIONS.get(option, "").rpartition("/")[2] in takes_value:  # --num-ctx 4096: --ctx-size 4096
+        rest = [GUESSED_OPTIONS[option].rpartition("/")[2] + equals + value, *rest[1:]]
+    elif option in OUTPUT_OPTIONS:  # run -m --output a.txt hi: -m NAME hi > a.txt
+        said = output_hint(command[1], [*words[:at + 1], model, *rest], at + 2)
+        return f"name the model after {name} ({_NAMES}); {said or 'send the output to a file with > FILE'}"
+    return f"name the model after {name}: `{shlex.join([*command, *words[:at + 1], model, *rest])}`; {_NAMES}"
+
+
+def _refusal(command: str, words: list[str], takes_value: dict[str, bool]) -> str:
+    """What command's words are refused with for another tool's option among them: its use there and localgen's way
+    (-x is llm's option for the first code block: ...), or, for one named alike (-o FILE), the hint alone."""
+    from localgen.errors import UsageError
+    from localgen.other_tools import check_options
+
+    try:
+        check_options(command, words, takes_value)
+    except UsageError as exc:
+        return (exc.hint or "") if exc.message.startswith("No such option") else f"{exc.message}: {exc.hint}"
+    raise AssertionError(f"no other tool's option in {words}")
 
 
 def missing_value_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str | None:

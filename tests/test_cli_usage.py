@@ -430,3 +430,35 @@ def test_the_shell_s_list_of_files_after_one_f_is_given_an_f_each(
     message, said = _usage(args, capsys)
     assert message.startswith("Got unexpected extra argument(s)") and said == f"each file takes its own -f: {hint}"
     assert _parsed(hint.strip("`"))["file"] == tuple(word.removeprefix("-f=") for word in args if word.endswith(".md"))
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (["run", "-m", "-x", "hi"], f"name the model after -m ({_NAMES}); -x is llm's option for the first code block: "
+     "localgen prints the whole answer: ask the model for the code alone, or cut it out of stdout"),  # was:
+    # `localgen run -m NAME -x hi`, refused for -x
+    (["run", "-m", "-sys", "be brief", "hi"],
+     f"name the model after -m, with localgen's options: `localgen run -m NAME -s 'be brief' hi`; {_NAMES}"),
+    (["run", "-m", "-o", "a.txt", "hi"], f"name the model after -m ({_NAMES}); localgen writes the answer to stdout: "
+     "send it to a file with >, `localgen run -m NAME hi > a.txt`"),
+    (["run", "-m", "--output", "a.txt", "hi"], f"name the model after -m ({_NAMES}); localgen writes the answer to "
+     "stdout: send it to a file with >, `localgen run -m NAME hi > a.txt`"),
+    (["run", "-m", "--num-ctx", "4096", "hi"], f"name the model after -m: `localgen run -m NAME --ctx-size 4096 hi`; "
+     f"{_NAMES}"),
+    (["chat", "-m", "-u"], f"name the model after -m ({_NAMES}); -u is llm's option for token usage: localgen's is "
+     "chat --stats, token counts and speeds after every answer (/stats in the chat)"),
+    (["bench", "-m", "-fa", "1"], f"name the model after -m ({_NAMES}); -fa is llama-bench's option for flash "
+     "attention: localgen's is --flash-attn auto|on|off"),
+])
+def test_a_model_left_out_before_another_tool_s_option_gets_no_command_refused_for_it(
+        args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each command the hint writes runs as written, the model named: no option of another tool's in it."""
+    from localgen.other_tools import mentions_other_tools_options
+
+    message, said = _usage(args, capsys)
+    assert message.startswith(f"-m needs a value (REF), and the word after it is the option {args[2]}")
+    assert said == hint
+    for command in said.split("`")[1::2]:
+        if command.startswith("localgen "):
+            words = shlex.split(command.partition(" > ")[0].replace("NAME", "smollm2-135m"))
+            assert not mentions_other_tools_options(words[1], words[2:]), command
+            _parsed(shlex.join(words))
