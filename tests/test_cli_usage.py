@@ -210,7 +210,6 @@ def test_chat_without_a_terminal_says_what_is_wrong_with_its_arguments_first(arg
     (["run", "-c", "4096,5", "hi"], "-c takes the context size, a number of tokens: -c 4096"),  # not --continue
     (["chat", "-c", "4096.5"], "-c takes the context size, a number of tokens: -c 4096"),
     (["run", "-c", "8k", "hi"], "-c takes the context size, a number of tokens: -c 8192"),
-    (["run", "-c", "hi"], "-c is --ctx-size; to continue the latest conversation use --continue"),
 ])
 def test_a_number_with_a_decimal_or_thousands_comma_is_told_how_to_write_it(
         args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -430,6 +429,23 @@ def test_the_shell_s_list_of_files_after_one_f_is_given_an_f_each(
     message, said = _usage(args, capsys)
     assert message.startswith("Got unexpected extra argument(s)") and said == f"each file takes its own -f: {hint}"
     assert _parsed(hint.strip("`"))["file"] == tuple(word.removeprefix("-f=") for word in args if word.endswith(".md"))
+
+
+@pytest.mark.parametrize(("args", "prompt", "meant"), [
+    (["run", "-c", "and then?"], "and then?", {}),  # llm's -c: continue the last conversation
+    (["run", "-n", "5", "-c", "and then?", "--temp", "0"], "and then?", {"max_tokens": 5, "temperature": 0.0}),
+    (["run", "-c", "more", "and then?"], "more and then?", {}),
+    (["run", "why?", "-c"], "why?", {}),
+])
+def test_llm_s_c_for_continue_is_hinted_with_the_command_written_with_continue(
+        args: list[str], prompt: str, meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
+    """Where the hint said to use --continue and left the command to write, as other tools' habits do not."""
+    _, hint = _usage(args, capsys)
+    lead, _, command = hint.partition(": `")
+    assert lead == "-c is --ctx-size; to continue the latest conversation use --continue" and command.endswith("`")
+    params = _parsed(command[:-1])
+    assert (params["continue_latest"], params["prompt"], params["ctx_size"]) == (True, prompt, None), params
+    assert {key: params[key] for key in meant} == meant, params
 
 
 @pytest.mark.parametrize(("args", "hint"), [

@@ -496,8 +496,10 @@ def test_other_tools_commands_point_to_localgens(args: tuple[str, ...], hint: st
     (("modles",), "see `localgen --help`"),  # a misspelt command: click's "Did you mean" is the help
     (("run", "smollm2-135m", "Say hi."), "the model goes after -m: `localgen run -m smollm2-135m 'Say hi.'`"),
     (("chat", "smollm2-135m:Q4_1"), "the model goes after -m: `localgen chat -m smollm2-135m:Q4_1`"),
-    (("run", "-c", "hi"), "-c is --ctx-size; to continue the latest conversation use --continue"),
-    (("run", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue"),
+    (("run", "-c", "hi"), "-c is --ctx-size; to continue the latest conversation use --continue: "
+                          "`localgen run --continue hi`"),
+    (("run", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue: "
+                    '`localgen run --continue "..."`'),
     (("run", "--ctx", "abc", "hi"), "--ctx takes the context size, a number of tokens: --ctx 4096"),  # not -c's hint
     (("chat", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue"),
     (("run", "-x is a flag"), 'a prompt that starts with "-" goes after --: `localgen run -- \'-x is a flag\'`'),
