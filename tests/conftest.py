@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pexpect
 import pytest
+from forked_popen import ForkedPopen, run_with
 from forked_pty import ForkedPty, ForkedSpawn
 from hub_server import hubenv_fixture, loopback_hub_fixture  # noqa: F401  (the loopback Hub fixtures, for every test)
 
@@ -222,6 +223,26 @@ def spawn_localgen(*args: str, env: dict[str, str], cwd: Path = REPO_ROOT, **opt
     return pexpect.spawn(command[0], command[1:], env=env, cwd=str(cwd), **options)
 
 
+def popen_localgen(command: list[str], **options: Any) -> subprocess.Popen:
+    """subprocess.Popen(command, **options), where command is `python -m localgen ARGS` and options are streams, a
+    folder, an environment and their encoding, with its child forked by tests/zygote.py as run_localgen's are (a
+    real pid, which signals reach, its exit status as Popen gives it), started afresh otherwise."""
+    env = options.get("env")
+    if command[:3] == [sys.executable, "-m", "localgen"] and options.keys() <= FORKED_POPEN_OPTIONS:
+        with _free_zygote(dict(os.environ if env is None else env)) as zygote:
+            if zygote is not None:
+                return ForkedPopen(zygote.start_watched, command, **options)
+    return subprocess.Popen(command, **options)
+
+
+def run_localgen_process(command: list[str], **options: Any) -> subprocess.CompletedProcess:
+    """subprocess.run(command, **options), its child started as popen_localgen starts it."""
+    return run_with(popen_localgen, command, **options)
+
+
+FORKED_POPEN_OPTIONS = {"stdin", "stdout", "stderr", "cwd", "env", "text", "encoding", "errors", "bufsize"}
+
+
 @contextlib.contextmanager
 def _free_zygote(env: dict[str, str]) -> Iterator[_Zygote | None]:
     """This worker's zygote (started when first needed) where it takes env and no other thread is using it, else
@@ -314,17 +335,32 @@ class _Zygote:
         if args[1:3] != ["-m", "localgen"] or not echo or preexec_fn is not None:
             raise ValueError(f"the zygote starts localgen alone, echoing, with nothing run before it: not {args}")
         master, slave = os.openpty()
-        if dimensions is not None:
-            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *dimensions, 0, 0))
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        request = {"args": args[3:], "env": env, "cwd": cwd, "cpus": sorted(os.sched_getaffinity(0)), "pty": True}
         try:
-            socket.send_fds(self.sock, [json.dumps(request).encode()], [slave, theirs.fileno()])
+            if dimensions is not None:
+                fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *dimensions, 0, 0))
+            pid, pidfd, status = self.start_watched(args[3:], [slave], cwd, env, pty=True)
         finally:
             os.close(slave)
+        os.close(pidfd)  # pexpect signals it by its pid
+        return ForkedPty(pid, master, status)
+
+    def start_watched(self, args: list[str], fds: list[int], cwd: str, env: dict[str, str],
+                      pty: bool = False) -> tuple[int, int, socket.socket]:
+        """Fork `python -m localgen ARGS` with fds as its standard streams (or, in a pty, the pty's end) under a
+        watcher of its own, the zygote free again at once: its pid, a pidfd of it, and the socket its watcher sends
+        its wait status over."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        request = {"args": args, "env": env, "cwd": cwd, "cpus": sorted(os.sched_getaffinity(0)), "watched": True,
+                   "pty": pty}
+        try:
+            socket.send_fds(self.sock, [json.dumps(request).encode()], [*fds, theirs.fileno()])
+        finally:
             theirs.close()
         ours.settimeout(10)
-        return ForkedPty(json.loads(ours.recv(1 << 16))["pid"], master, ours)
+        message, pidfds, _flags, _address = socket.recv_fds(ours, 1 << 16, 1)
+        if not message:
+            raise RuntimeError(f"tests/zygote.py forked no child for {args} (its exit status: {self.process.poll()})")
+        return json.loads(message)["pid"], pidfds[0], ours
 
     def _reply(self) -> dict:
         """The zygote's next reply."""

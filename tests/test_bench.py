@@ -30,7 +30,7 @@ from localgen.engine import Engine, supports_gpu_offload, use_cpu_extra_buffers
 from localgen.errors import UsageError
 from localgen.events import DraftStats, Finished, Timings, Usage
 from localgen.params import LoadOptions
-from tests.conftest import REPO_ROOT, run_localgen
+from tests.conftest import REPO_ROOT, popen_localgen, run_localgen, run_localgen_process
 
 # A test that runs a benchmark on two threads runs alone (serial): llama.cpp's threads spin while they wait for each
 # other, so a CPU another process keeps busy stalls them all (a minute for a benchmark of seconds). One that checks
@@ -153,8 +153,8 @@ def test_bench_beside_busy_processes_says_its_figures_are_low(tmp_path: Path) ->
 def _bench_interrupted_at(progress: str, *args: str, signum: int = signal.SIGINT) -> tuple[int, str, str]:
     """Run `localgen bench -t 1 ARGS`, Ctrl-C (or signum) once its progress on stderr says progress; its exit code,
     stdout, stderr."""
-    proc = subprocess.Popen([sys.executable, "-m", "localgen", "bench", "-t", "1", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=REPO_ROOT)
+    proc = popen_localgen([sys.executable, "-m", "localgen", "bench", "-t", "1", *args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=REPO_ROOT)
     said = ""
     try:
         while progress not in said:
@@ -204,9 +204,9 @@ def test_ctrl_c_before_a_repetition_ends_says_nothing_was_measured() -> None:
 
 def test_a_stdout_that_cannot_be_written_fails_before_the_benchmark() -> None:
     with open("/dev/full", "wb") as full:
-        proc = subprocess.run([sys.executable, "-m", "localgen", "bench", "-p", "16", "-n", "4", "-r", "1"],
-                              stdout=full, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                              cwd=REPO_ROOT, timeout=120)
+        proc = run_localgen_process([sys.executable, "-m", "localgen", "bench", "-p", "16", "-n", "4", "-r", "1"],
+                                    stdout=full, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                                    cwd=REPO_ROOT, timeout=120)
     assert proc.returncode == 1 and proc.stderr.endswith(
         "localgen: error: cannot write to stdout: No space left on device (hint: free some space or send the output "
         "elsewhere)\n"), proc.stderr

@@ -14,7 +14,7 @@ import pytest
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_lock import hold, release
 from localgen.conversation_store import conversations_dir, let_go, save_conversation
-from tests.conftest import REPO_ROOT, run_localgen, spawn_localgen
+from tests.conftest import REPO_ROOT, popen_localgen, run_localgen, run_localgen_process, spawn_localgen
 
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
 
@@ -241,8 +241,8 @@ def test_show_without_a_name_skips_a_damaged_newest_as_resume_does() -> None:
 def test_show_to_a_reader_that_leaves_exits_141_as_run_does(args: tuple[str, ...], unbuffered: str) -> None:
     _save("long", *[Turn(f"Question {n}?", "An answer that goes on. " * 100) for n in range(100)])  # 240 KB
     env = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
-    proc = subprocess.Popen([sys.executable, "-m", "localgen", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, cwd=REPO_ROOT, env=env)
+    proc = popen_localgen([sys.executable, "-m", "localgen", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, cwd=REPO_ROOT, env=env)
     assert proc.stdout is not None and proc.stderr is not None
     assert proc.stdout.read(10)
     proc.stdout.close()  # `| head -c 10`
@@ -392,9 +392,9 @@ def test_an_answer_stdout_could_not_take_is_not_saved(home: Path) -> None:
     before = (conversations_dir() / "kept.json").read_bytes()
     for args in (("--conversation", "fresh"), ("--conversation", "kept")):
         with open("/dev/full", "wb") as full:
-            proc = subprocess.run([sys.executable, "-m", "localgen", "run", *args, "-n", "8", "Name an animal."],
-                                  stdout=full, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=120,
-                                  cwd=REPO_ROOT)
+            proc = run_localgen_process([sys.executable, "-m", "localgen", "run", *args, "-n", "8", "Name an animal."],
+                                        stdout=full, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=120,
+                                        cwd=REPO_ROOT)
         assert proc.returncode == 1 and b"cannot write to stdout" in proc.stderr, proc.stderr
     assert not (conversations_dir() / "fresh.json").exists()
     assert (conversations_dir() / "kept.json").read_bytes() == before
@@ -517,9 +517,9 @@ def test_show_gives_each_answer_s_details_from_a_real_run(home: Path) -> None:
 
 def test_an_answer_cut_short_by_a_closed_pipe_is_saved_interrupted_and_said_to_be(home: Path) -> None:
     """`localgen run --conversation NAME "..." | head -c 5`: the reader goes after five bytes."""
-    proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "--conversation", "story", "--temperature", "0",
-                             "-n", "400", "Write a long story about a robot."], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
+    proc = popen_localgen([sys.executable, "-m", "localgen", "run", "--conversation", "story", "--temperature", "0",
+                           "-n", "400", "Write a long story about a robot."], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
     assert proc.stdout is not None and proc.stderr is not None
     seen = proc.stdout.read(5)
     proc.stdout.close()

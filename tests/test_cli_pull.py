@@ -3,14 +3,13 @@ or said to be here, and why it was not checked."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, spawn_localgen
 
 REPO = "org/tiny-GGUF"
 FILE = "tiny-Q8_0.gguf"
@@ -80,8 +79,8 @@ def test_pull_on_a_narrow_terminal_breaks_its_start_line_between_words(
     repo, file = "bartowski/Llama-3.2-1B-Instruct-GGUF", "Llama-3.2-1B-Instruct-Q4_K_M.gguf"
     server.add_repo(repo, {file: make_gguf_bytes("q4", 200_000)})
     env = {key: value for key, value in env.items() if key not in ("COLUMNS", "LINES")}
-    child = pexpect.spawn(sys.executable, ["-m", "localgen", "pull", f"{repo}:Q4_K_M"], cwd=str(REPO_ROOT), env=env,
-                          encoding="utf-8", timeout=60, dimensions=(24, 60))
+    child = spawn_localgen("pull", f"{repo}:Q4_K_M", cwd=REPO_ROOT, env=env, encoding="utf-8", timeout=60,
+                           dimensions=(24, 60))
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0, child.before
@@ -239,8 +238,8 @@ def test_pull_of_a_model_up_to_date_on_a_terminal_draws_no_bar(hub: tuple[HubSer
     server, env = hub
     server.add_repo(REPO, {FILE: make_gguf_bytes("q8")})
     first, _ = _pull(env, f"{REPO}:Q8_0")
-    child = pexpect.spawn(sys.executable, ["-m", "localgen", "pull", f"{REPO}:Q8_0"], cwd=str(REPO_ROOT), env=env,
-                          encoding="utf-8", timeout=60, dimensions=(24, 100))
+    child = spawn_localgen("pull", f"{REPO}:Q8_0", cwd=REPO_ROOT, env=env, encoding="utf-8", timeout=60,
+                           dimensions=(24, 100))
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0 and child.before == (

@@ -15,7 +15,7 @@ from localgen import config
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import conversations_dir, let_go, save_conversation
 from localgen.events import Finished
-from tests.conftest import REPO_ROOT, run_localgen, spawn_localgen, user_registry
+from tests.conftest import REPO_ROOT, popen_localgen, run_localgen, spawn_localgen, user_registry
 
 GREEDY = ("--temperature", "0", "--seed", "1")
 
@@ -206,9 +206,9 @@ def test_runs_without_an_answer_or_a_chat_template_leave_the_last_run_as_it_was(
 
 
 def test_a_plain_run_cut_short_is_kept_marked_and_continued_as_such() -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-n", "400", *GREEDY,
-                             "Write a long story about a robot."], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
+    proc = popen_localgen([sys.executable, "-m", "localgen", "run", "-n", "400", *GREEDY,
+                           "Write a long story about a robot."], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
     assert proc.stdout is not None and proc.stderr is not None
     seen = proc.stdout.read(5)
     proc.stdout.close()
@@ -227,8 +227,8 @@ def test_a_plain_run_cut_short_is_kept_marked_and_continued_as_such() -> None:
 def test_two_runs_continuing_the_last_run_at_once_never_make_two_conversations() -> None:
     assert run_localgen("run", "Name a fruit.", "-n", "3", *GREEDY).returncode == 0
     command = [sys.executable, "-m", "localgen", "run", "--continue", "Another?", "-n", "3", *GREEDY]
-    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                              cwd=REPO_ROOT) for _ in range(2)]
+    procs = [popen_localgen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            cwd=REPO_ROOT) for _ in range(2)]
     results = [(proc.wait(timeout=120), proc.stderr.read().decode()) for proc in procs if proc.stderr is not None]
     (saved,) = _saved().values()
     answered = [code for code, _ in results if code == 0]
@@ -484,9 +484,9 @@ def test_a_quiet_run_still_says_its_exchange_went_to_another_conversation() -> N
     mine = Conversation(name="notes", turns=[Turn("Hi.", "Hello.")])
     path = save_conversation(mine)
     let_go(mine)
-    proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-q", "--conversation", "notes", "-n", "2",
-                             *GREEDY, "-f", "-", "Go on."], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=REPO_ROOT)
+    proc = popen_localgen([sys.executable, "-m", "localgen", "run", "-q", "--conversation", "notes", "-n", "2",
+                           *GREEDY, "-f", "-", "Go on."], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, cwd=REPO_ROOT)
     _wait_until_reading_stdin(proc)
     theirs = path.read_text().replace("Hello.", "Hello there.")
     path.with_name("notes.json.new").write_text(theirs)
@@ -497,9 +497,9 @@ def test_a_quiet_run_still_says_its_exchange_went_to_another_conversation() -> N
                             "it is, and this conversation is saved as 'notes-2' instead "
                             f"({path.with_name('notes-2.json')})\n")
     assert path.read_text() == theirs and len(_saved()["notes-2"]["turns"]) == 2
-    proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-q", "--conversation", "notes", "-n", "2",
-                             *GREEDY, "-f", "-", "Go on."], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=REPO_ROOT)
+    proc = popen_localgen([sys.executable, "-m", "localgen", "run", "-q", "--conversation", "notes", "-n", "2",
+                           *GREEDY, "-f", "-", "Go on."], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, cwd=REPO_ROOT)
     _wait_until_reading_stdin(proc)
     path.unlink()  # deleted meanwhile: saved where asked all the same, which -q says nothing of
     _, err = proc.communicate(b"Some text.", timeout=120)

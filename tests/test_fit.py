@@ -39,7 +39,7 @@ from localgen.quant_choice import choose_cached, choose_download, choose_option,
 from localgen.runner import ModelOptions, load_model
 from localgen.session import ChatSession
 from localgen.units import binary_size, parse_size
-from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, user_registry
+from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, run_localgen_process, user_registry
 
 MIB = 2**20
 GIB = 2**30
@@ -835,9 +835,9 @@ def test_fit_and_run_against_the_hub(hubenv: HubEnv, quant_files: dict[str, Path
     assert report["chosen"] == "Q8_0" and [o["chosen"] for o in report["options"]] == [False, False, True, False]
     assert hubenv.blobs(REPO) == []
     limit = str(_limit_between(quant_files, "Q4_0", "Q5_0"))
-    run = subprocess.run([sys.executable, "-m", "localgen", "run", "-m", REPO, "hi", "-n", "2"],
-                         env={**env, config.MEMORY_LIMIT_ENV: limit}, capture_output=True, text=True, timeout=120,
-                         cwd=REPO_ROOT, stdin=subprocess.DEVNULL, check=False)
+    run = run_localgen_process([sys.executable, "-m", "localgen", "run", "-m", REPO, "hi", "-n", "2"],
+                               env={**env, config.MEMORY_LIMIT_ENV: limit}, capture_output=True, text=True, timeout=120,
+                               cwd=REPO_ROOT, stdin=subprocess.DEVNULL, check=False)
     assert run.returncode == 0, run.stderr
     assert f"chose {REPO}:Q4_0" in run.stderr and run.stderr.index("chose") < run.stderr.index("downloaded")
     assert hubenv.server.bytes_sent[(REPO, "fit-Q4_0.gguf")] >= quant_files["Q4_0"].stat().st_size

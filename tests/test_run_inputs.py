@@ -17,7 +17,7 @@ import pexpect
 import pytest
 
 from localgen.inputs import BINARY_SNIFF_BYTES
-from tests.conftest import REPO_ROOT, run_localgen, spawn_localgen
+from tests.conftest import REPO_ROOT, run_localgen, run_localgen_process, spawn_localgen
 from tests.test_repl import Chat, spawn_chat
 
 GREEDY = ("--temperature", "0", "--seed", "1")
@@ -648,6 +648,6 @@ def test_stdin_a_file_a_loop_read_part_of_is_attached_with_a_warning(tmp_path: P
     assert loop(f'{run} "$q" </dev/null') == ""
     assert loop(f'read rest; {run} "$q"') == "", "read to its end: nothing taken from the loop"
     with questions.open("rb") as whole:
-        proc = subprocess.run([sys.executable, "-m", "localgen", "run", "--print-prompt", "q"], stdin=whole,
-                              capture_output=True, cwd=REPO_ROOT, timeout=120)
+        proc = run_localgen_process([sys.executable, "-m", "localgen", "run", "--print-prompt", "q"], stdin=whole,
+                                    capture_output=True, cwd=REPO_ROOT, timeout=120)
     assert proc.returncode == 0 and proc.stderr == b"" and b"What is a monad?" in proc.stdout, proc.stderr.decode()

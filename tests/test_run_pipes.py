@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, popen_localgen, run_localgen_process
 
 GREEDY = ("--temperature", "0", "--seed", "1")
 
@@ -29,10 +29,10 @@ def test_a_reader_gone_while_a_pipe_is_waited_for_ends_the_run_at_once(tmp_path:
     stdout_reader, stdout_writer = os.pipe()
     os.close(stdout_reader)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-n", "8", *GREEDY, *attached, "Summarize."],
-                                stdin=subprocess.PIPE if waits_for == "stdin" else subprocess.DEVNULL,
-                                stdout=stdout_writer, stderr=subprocess.PIPE, cwd=REPO_ROOT,
-                                env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
+        proc = popen_localgen([sys.executable, "-m", "localgen", "run", "-n", "8", *GREEDY, *attached, "Summarize."],
+                              stdin=subprocess.PIPE if waits_for == "stdin" else subprocess.DEVNULL,
+                              stdout=stdout_writer, stderr=subprocess.PIPE, cwd=REPO_ROOT,
+                              env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
     finally:
         os.close(stdout_writer)
     assert proc.stderr is not None
@@ -85,9 +85,9 @@ def test_a_full_stderr_pipe_left_non_blocking_is_waited_on_and_loses_nothing(tmp
     fcntl.fcntl(writer, fcntl.F_SETFL, fcntl.fcntl(writer, fcntl.F_GETFL) | os.O_NONBLOCK)
     stops = [arg for n in range(60) for arg in ("--stop", f"x\\n{n}")]  # a warning each: some 11 KB in all
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-n", "4", *GREEDY, *stops, "--stats",
-                                 "Say hi."], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=writer,
-                                cwd=REPO_ROOT, env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
+        proc = popen_localgen([sys.executable, "-m", "localgen", "run", "-n", "4", *GREEDY, *stops, "--stats",
+                               "Say hi."], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=writer,
+                              cwd=REPO_ROOT, env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
     finally:
         os.close(writer)
     seen, still_since = 0, time.monotonic()
@@ -118,9 +118,9 @@ def test_a_stdout_open_for_reading_only_is_refused_before_the_model_loads(tmp_pa
     readable = tmp_path / "notes.txt"
     readable.write_text("notes\n")
     with readable.open("rb") as stdout:
-        proc = subprocess.run([sys.executable, "-m", "localgen", "run", "-n", "8", *GREEDY, "Say hi."],
-                              stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE, cwd=REPO_ROOT,
-                              env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, timeout=60)
+        proc = run_localgen_process([sys.executable, "-m", "localgen", "run", "-n", "8", *GREEDY, "Say hi."],
+                                    stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE, cwd=REPO_ROOT,
+                                    env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, timeout=60)
     assert (proc.returncode, proc.stderr.decode()) == (
         2, "localgen: error: stdout is open for reading only: there is nowhere to write the answer (hint: send it "
            "to a file with > FILE, or to a pipe)\n")
@@ -150,9 +150,9 @@ def test_any_command_whose_stdout_is_open_for_reading_says_so(tmp_path: Path, co
     readable = tmp_path / "notes.txt"
     readable.write_text("notes\n")
     with readable.open("rb") as stdout:
-        proc = subprocess.run([sys.executable, "-m", "localgen", *command], stdin=subprocess.DEVNULL, stdout=stdout,
-                              stderr=subprocess.PIPE, cwd=REPO_ROOT,
-                              env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, timeout=60)
+        proc = run_localgen_process([sys.executable, "-m", "localgen", *command], stdin=subprocess.DEVNULL,
+                                    stdout=stdout, stderr=subprocess.PIPE, cwd=REPO_ROOT,
+                                    env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, timeout=60)
     assert (proc.returncode, proc.stderr.decode()) == (
         1, "localgen: error: cannot write to stdout: Bad file descriptor (hint: stdout is open for reading only "
            "(1< FILE): send the output to a file with > FILE)\n")

@@ -24,7 +24,7 @@ from hub_server import (
 
 from localgen.cli_exit import run_app
 from localgen.signals import SignalExit, StopOnSignal, exit_on_signals
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, popen_localgen
 
 pytestmark = pytest.mark.serial  # signals timed against start-up (conftest: serial)
 
@@ -113,7 +113,7 @@ def test_run_exits_143_on_a_second_sigterm() -> None:
     fcntl.fcntl(read_end, fcntl.F_SETPIPE_SZ, 4096)
     os.write(write_end, b"." * 2900)  # part full already (under what _wait_until_blocked calls full)
     with os.fdopen(read_end, "rb") as output:
-        proc = subprocess.Popen(
+        proc = popen_localgen(
             [sys.executable, "-m", "localgen", "run", "--raw", "hello world hello world hello world hello world",
              "-n", "3000", "--temperature", "0", "--repeat-penalty", "1.0", "--no-cache"],
             stdout=write_end, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
@@ -265,9 +265,9 @@ def test_a_signal_mid_download_leaves_no_partial_file(loopback_hub: HubServer, t
     loopback_hub.add_repo("org/big-GGUF", {name: make_gguf_bytes("big", 3_000_000)})
     loopback_hub.chunk_size = 32 * 1024
     loopback_hub.bytes_per_s = 1_000_000
-    proc = subprocess.Popen([sys.executable, "-m", "localgen", "pull", "org/big-GGUF"], cwd=REPO_ROOT,
-                            env=child_env(loopback_hub, tmp_path), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = popen_localgen([sys.executable, "-m", "localgen", "pull", "org/big-GGUF"], cwd=REPO_ROOT,
+                          env=child_env(loopback_hub, tmp_path), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     while loopback_hub.bytes_sent.get(("org/big-GGUF", name), 0) < 500_000 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -281,9 +281,9 @@ def test_a_signal_mid_download_leaves_no_partial_file(loopback_hub: HubServer, t
 
 def test_run_stops_on_sighup_like_sigterm() -> None:
     """The answer so far is printed and ends with a newline; the exit code says SIGHUP (129)."""
-    proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "Write a very long story about a castle.",
-                             "-n", "4000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            cwd=REPO_ROOT)
+    proc = popen_localgen([sys.executable, "-m", "localgen", "run", "Write a very long story about a castle.",
+                           "-n", "4000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                          cwd=REPO_ROOT)
     assert proc.stdout is not None
     first = proc.stdout.read(1)
     proc.send_signal(signal.SIGHUP)
@@ -364,8 +364,8 @@ def test_ctrl_backslash_before_the_answer_ends_the_line_of_its_echo(tmp_path: Pa
 def test_ctrl_backslash_while_run_waits_for_its_input_exits_131() -> None:
     """Before the answer (a pipe waited for, the model loading) SIGQUIT ends the run as SIGTERM does, where its
     default killed it."""
-    proc = subprocess.Popen([sys.executable, "-m", "localgen", "run", "-f", "-", "-n", "1", "hi"], cwd=REPO_ROOT,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = popen_localgen([sys.executable, "-m", "localgen", "run", "-f", "-", "-n", "1", "hi"], cwd=REPO_ROOT,
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
         while "pipe_read" not in Path(f"/proc/{proc.pid}/wchan").read_text() and time.monotonic() < deadline:

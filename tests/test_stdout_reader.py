@@ -14,7 +14,7 @@ import termios
 import time
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, popen_localgen, run_localgen_process
 
 GREEDY = ("--temperature", "0", "--seed", "1")
 
@@ -22,9 +22,9 @@ GREEDY = ("--temperature", "0", "--seed", "1")
 def _spawn_run(args: tuple[str, ...], home: Path, stdout: socket.socket) -> subprocess.Popen[bytes]:
     """`localgen run ARGS` with this socket for its stdout (this process's copy closed)."""
     try:
-        return subprocess.Popen([sys.executable, "-m", "localgen", "run", *args], stdout=stdout.fileno(),
-                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
-                                env={**os.environ, "LOCALGEN_HOME": str(home)})
+        return popen_localgen([sys.executable, "-m", "localgen", "run", *args], stdout=stdout.fileno(),
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
+                              env={**os.environ, "LOCALGEN_HOME": str(home)})
     finally:
         stdout.close()
 
@@ -108,9 +108,9 @@ def test_any_command_whose_socket_reader_has_reset_it_exits_as_a_closed_pipe_s(t
         reader.close()
         time.sleep(0.1)  # the reset reaches the writer's end
         try:
-            proc = subprocess.run([sys.executable, "-m", "localgen", *args], stdout=writer.fileno(),
-                                  stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT, timeout=60,
-                                  env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
+            proc = run_localgen_process([sys.executable, "-m", "localgen", *args], stdout=writer.fileno(),
+                                        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT, timeout=60,
+                                        env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
         finally:
             writer.close()
         assert (proc.returncode, proc.stderr.decode()) == (141, ""), args

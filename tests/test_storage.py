@@ -16,7 +16,7 @@ from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
 from localgen.errors import LocalgenError
 from localgen.storage import atomic_write_text, make_folder, unwritable_hint
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, run_localgen_process
 
 
 def _blocked(tmp_path: Path, by: str) -> Path:
@@ -117,8 +117,8 @@ def test_a_read_only_hugging_face_cache_is_named_by_pull_and_models_rm(loopback_
 def test_a_conversation_s_lock_file_on_a_read_only_file_system_names_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = {"LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
-    saved = subprocess.run([sys.executable, "-m", "localgen", "run", "--conversation", "c", "-n", "1", "hi"],
-                           env={**os.environ, **env}, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    saved = run_localgen_process([sys.executable, "-m", "localgen", "run", "--conversation", "c", "-n", "1", "hi"],
+                                 env={**os.environ, **env}, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert saved.returncode == 0, saved.stderr
     locks = next(home.rglob(".locks"))
     (locks / "c.lock").unlink()

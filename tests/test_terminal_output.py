@@ -12,7 +12,7 @@ import sys
 import termios
 import time
 
-from tests.conftest import REPO_ROOT, run_localgen
+from tests.conftest import REPO_ROOT, popen_localgen, run_localgen
 
 # The answer, forced by a grammar: an escape sequence (clear the screen) inside words that cross column 40.
 ANSWER = "Sure, here is a short sentence about apples \x1b[2J and pears for you."
@@ -26,8 +26,8 @@ def run_on_terminal(*args: str, columns: int, rows: int = 24, timeout: float = 1
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}  # the terminal's own size counts
-    proc = subprocess.Popen([sys.executable, "-m", "localgen", *args], stdin=subprocess.DEVNULL, stdout=slave,
-                            stderr=subprocess.PIPE, env=env, cwd=REPO_ROOT)
+    proc = popen_localgen([sys.executable, "-m", "localgen", *args], stdin=subprocess.DEVNULL, stdout=slave,
+                          stderr=subprocess.PIPE, env=env, cwd=REPO_ROOT)
     os.close(slave)
     received = bytearray()
     deadline = time.monotonic() + timeout

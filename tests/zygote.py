@@ -6,15 +6,16 @@ chat (the engine's import sets one environment variable, set again in each child
 modules; not huggingface_hub, which reads its settings from the environment as it is imported (a child imports it
 when it needs it). Each child then sets up as a fresh `python -m localgen` would be: its own environment, folder,
 standard streams and CPUs, localgen's __main__ run as -m runs it, and the interpreter's own exit. Over a Unix
-socket: a request (JSON) with the child's three standard streams as passed descriptors; the replies are the
-child's pid, then its exit status. A chat for a pty test gets the pty's end as its three streams and its
-controlling terminal, in a session of its own; a watcher forked for it (the zygote goes on serving meanwhile) is
-its parent and sends its pid and wait status over a socket the request passed (tests/forked_pty.py reads them for
-pexpect). What a child cannot have of its own is the zygote's, as the worker had it when the zygote started: its
-limits (ulimit) and umask, its string hash seed, what the C libraries read from the environment as they load
-(conftest starts such a run afresh); a traceback shows this file's frames first. The zygote's own objects are frozen
-out of the garbage collector before it serves (gc.freeze): a child's collections, and its exit's above all, would touch
-each of them and so copy every page of the zygote's memory (a child's `--version` took twice as long).
+socket: a request (JSON) with the child's three standard streams as passed descriptors; the replies are the child's
+pid, then its exit status. A watched request's child (a test's Popen, tests/forked_popen.py, or a chat in a pty for
+pexpect, tests/forked_pty.py) has a watcher forked for it (the zygote goes on serving meanwhile) as its parent,
+which sends its pid and wait status over a socket the request passed; a pty's child gets the pty's end as its three
+streams and its controlling terminal, in a session of its own. What a child cannot have of its own is the zygote's,
+as the worker had it when the zygote started: its limits (ulimit) and umask, its string hash seed, what the C
+libraries read from the environment as they load (conftest starts such a run afresh); a traceback shows this file's
+frames first. The zygote's own objects are frozen out of the garbage collector before it serves (gc.freeze): a
+child's collections, and its exit's above all, would touch each of them and so copy every page of the zygote's
+memory (a child's `--version` took twice as long).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ AHEAD = (
 def serve(sock: socket.socket) -> tuple[dict, list[int]]:
     """Fork a child for each request and report its pid and exit status; return, in a child, its request."""
     while True:
-        message, fds, _flags, _address = socket.recv_fds(sock, 1 << 20, 3)
+        message, fds, _flags, _address = socket.recv_fds(sock, 1 << 20, 4)  # three streams and a reply socket
         if not message:
             sys.exit(0)  # the test worker is gone
         request = json.loads(message)
@@ -54,10 +55,10 @@ def serve(sock: socket.socket) -> tuple[dict, list[int]]:
         pid = os.fork()
         if pid == 0:
             sock.close()
-            if request.get("pty"):
+            if request.get("watched"):
                 _watch(fds.pop())
             return request, fds
-        if request.get("pty"):  # its watcher reports to the test; this first fork ends at once
+        if request.get("watched"):  # its watcher reports to the test; this first fork ends at once
             for fd in fds:
                 os.close(fd)
             os.waitpid(pid, 0)
@@ -70,8 +71,9 @@ def serve(sock: socket.socket) -> tuple[dict, list[int]]:
 
 
 def _watch(reply_fd: int) -> None:
-    """In a pty request's fork: fork again (the zygote waits for the first fork alone), fork the child, and, as its
-    parent, send its pid and then its wait status (the test's pexpect cannot wait for it); return in the child."""
+    """In a watched request's fork: fork again (the zygote waits for the first fork alone), fork the child, and, as
+    its parent, send its pid with a pidfd of it (signals sent through it reach this child or none), then its wait
+    status (the test cannot wait for it); return in the child."""
     if os.fork():
         os._exit(0)
     reply = socket.socket(fileno=reply_fd)
@@ -79,9 +81,9 @@ def _watch(reply_fd: int) -> None:
     if child == 0:
         reply.close()
         return
-    os.closerange(0, reply_fd)  # the pty and the standard streams are the child's alone
+    os.closerange(0, reply_fd)  # the streams passed (a pty, pipes) and the standard ones are the child's alone
     os.closerange(reply_fd + 1, max(int(name) for name in os.listdir("/proc/self/fd")) + 1)
-    reply.sendall(json.dumps({"pid": child}).encode())
+    socket.send_fds(reply, [json.dumps({"pid": child}).encode()], [os.pidfd_open(child)])
     _, status = os.waitpid(child, 0)
     reply.sendall(json.dumps({"status": status}).encode())
     os._exit(0)
