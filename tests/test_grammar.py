@@ -86,6 +86,17 @@ def test_a_grammar_given_as_text_works_like_its_file(tmp_path: Path) -> None:
     assert len(unparsed.err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(("grammar", "answer"), [
+    ("root ::= <|im_start|>", "<|im_start|>"),  # was an empty answer
+    ('root ::= "Hi" <|im_start|> "user"', "Hi<|im_start|>user"),  # was "Hiuser"
+])
+def test_a_control_token_the_grammar_takes_is_written_as_its_text(grammar: str, answer: str) -> None:
+    """llama.cpp's grammar sampler reads a control token as its text: the answer is the text the grammar allowed."""
+    result = run_localgen("run", "--grammar", grammar, "--json", "hi", *GREEDY)
+    assert result.returncode == 0, result.err
+    assert json.loads(result.out)["text"] == answer
+
+
 THINKS_THEN_ANSWERS = 'root ::= "<think>" [a-z ]{3,20} "</think>" "\\n\\nParis."'
 
 

@@ -6,6 +6,7 @@ import codecs
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 
 from localgen.engine import loading
@@ -222,7 +223,7 @@ class Engine(LoadedModel):
                                      seed=seed, threads=(self.decode_threads, self.options.n_threads))
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
-            for event in self._decode(sampler, limits, ignore_eog, drafter):
+            for event in self._decode(sampler, limits, ignore_eog, drafter, spelled=sampling.grammar is not None):
                 if isinstance(event, DecodeResult):
                     finished = finished_event(event.text, event.finish, len(prompt), reused,
                                               len(prompt) - reused, event.generated, started, prefill_done,
@@ -355,13 +356,15 @@ class Engine(LoadedModel):
         if self._governor is not None and (self.n_ubatch == 1 or (end - begin) % self.n_ubatch == 1):
             self._governor.one_token_at(end - 1)
 
-    def _decode(self, sampler: Sampler, limits: GenerationLimits, ignore_eog: bool,
-                drafter: PromptLookup | None) -> Iterator[TextChunk | DecodeResult]:
-        """The decode loop: sample, emit text, feed tokens back (drafts verified in one batch), until a stop."""
+    def _decode(self, sampler: Sampler, limits: GenerationLimits, ignore_eog: bool, drafter: PromptLookup | None,
+                *, spelled: bool = False) -> Iterator[TextChunk | DecodeResult]:
+        """The decode loop: sample, emit text, feed tokens back (drafts verified in one batch), until a stop; spelled:
+        a control token (<|im_start|>) is its text, as llama.cpp's grammar sampler reads it (the answer it allowed)."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         max_tokens = limits.max_tokens if limits.max_tokens is not None else -1
         n_ctx = self.n_ctx
-        vocab, kv, piece, is_eog = self._vocab.pointer, self._kv.tokens, self._vocab.piece, lc.llama_vocab_is_eog
+        vocab, kv, is_eog = self._vocab.pointer, self._kv.tokens, lc.llama_vocab_is_eog
+        piece = partial(self._vocab.piece, special=True) if spelled else self._vocab.piece
         stops = AnswerStops(limits.stop, inside=prompt_opens_thinking(self.detokenize(kv[-PROMPT_TAIL_TOKENS:]))) \
             if limits.stops_in_answer_only and limits.stop else StopMatcher(limits.stop)
         parts: list[str] = []
