@@ -130,7 +130,9 @@ def already_here(resolved: ResolvedModel, size: int) -> str | None:
     """What pull says of a model it had nothing to download for (size: of all its files), or of a downloaded copy it
     asked the Hub about: bundled with a package, a file on this machine, or a copy downloaded before, what asking the
     Hub about it came to; None where a download was made, whose own lines say what came of it."""
-    name = resolved.display_name
+    from localgen.hub_refresh import pulled_name
+
+    name = pulled_name(resolved)
     if resolved.source == "bundled":
         package = _bundling_package(resolved.path)
         bundled = f"the {package} Python package" if package else "a Python package"

@@ -17,6 +17,12 @@ from localgen.registry import hub_target
 from localgen.resolve import ResolvedModel, entry_pin
 
 
+def pulled_name(found: ResolvedModel) -> str:
+    """How pull names a model in what it says: its registry name, else its reference as localgen writes it (hf://ORG/
+    REPO:q4_1 as ORG/REPO:Q4_1)."""
+    return found.spec.name if found.spec is not None else found.ref.canonical
+
+
 def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedModel:
     """For `pull` of a downloaded Hub model: the Hub's current copy of the same quant or file (one listing request;
     a file changed on the Hub is downloaded, and the copy it replaces removed once it is verified; one that did not is
@@ -61,7 +67,7 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
         hint = f"{exc.hint}; {kept}" if exc.hint else kept
         if not hub_error:
             raise LocalgenError(exc.message, hint=hint, exit_code=exc.exit_code) from exc
-        raise HubError(f"the Hub's newer version of {found.display_name} could not be downloaded: {exc.message}",
+        raise HubError(f"the Hub's newer version of {pulled_name(found)} could not be downloaded: {exc.message}",
                        hint=hint, exit_code=exc.exit_code) from exc
     replaced_commit, freed = _remove_replaced(found.path, paths)
     if not newer:

@@ -51,6 +51,16 @@ class ModelRef:
             return "file"
         return "repo" if self.repo is not None else "name"
 
+    @property
+    def canonical(self) -> str:
+        """The reference as localgen writes it: a Hub model as ORG/REPO[:QUANT] or ORG/REPO/FILE however it was typed
+        (hf://, hf.co/, an address, a quant in lower case, :latest); a name or a path as typed."""
+        if self.repo is None or self.path is not None:
+            return self.text
+        if self.filename is not None:
+            return f"{self.repo}/{self.filename}"
+        return f"{self.repo}:{self.quant}" if self.quant else self.repo
+
 
 def normalize_quant(quant: str) -> str:
     """Quant tags compare case-insensitively: q4_k_m is Q4_K_M."""

@@ -406,3 +406,15 @@ def test_a_re_pull_of_a_named_quant_a_run_will_refuse_warns_as_its_first_pull_di
                                            "with the Hub"], again
     _, roomy = _pull(env, f"{REPO}:Q8_0")
     assert "warning" not in roomy, roomy
+
+
+@pytest.mark.parametrize("typed", [f"hf://{REPO}:q8_0", f"hf.co/{REPO}:Q8_0", f"https://huggingface.co/{REPO}:q8_0"])
+def test_pull_of_a_hub_address_names_the_model_as_org_repo_quant(hub: tuple[HubServer, dict[str, str]],
+                                                                 typed: str) -> None:
+    """pull hf://ORG/REPO:q8_0 said `hf://ORG/REPO:q8_0 is already downloaded`, the reference as typed, where the
+    download's own lines, and pull ORG/REPO:Q8_0, say ORG/REPO:Q8_0."""
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("q8")})
+    _pull(env, typed)
+    _, said = _pull(env, typed)
+    assert said == f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with the Hub\n"

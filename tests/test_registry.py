@@ -477,6 +477,14 @@ def test_reference_forms(text: str, kind: str, repo: str | None, quant: str | No
     assert (ref.kind, ref.repo, ref.quant, ref.filename, ref.name) == (kind, repo, quant, filename, name)
 
 
+@pytest.mark.parametrize(("text", "canonical"), [
+    ("hf://org/repo:q4_1", "org/repo:Q4_1"), ("hf.co/org/repo:latest", "org/repo"), ("org/repo:q8_0", "org/repo:Q8_0"),
+    ("https://huggingface.co/org/repo/blob/main/m-Q8_0.gguf", "org/repo/m-Q8_0.gguf"),
+    ("Qwen2.5-1.5B:q8_0", "Qwen2.5-1.5B:q8_0"), ("./m.gguf", "./m.gguf")])
+def test_a_hub_reference_is_written_as_org_repo_quant_however_typed(text: str, canonical: str) -> None:
+    assert parse_reference(text).canonical == canonical
+
+
 def test_a_page_of_another_revision_is_refused_with_main_s_reference() -> None:
     with pytest.raises(UsageError, match=r"'v1\.0' is a revision of org/repo: localgen downloads from main") as info:
         parse_reference("https://huggingface.co/org/repo/blob/v1.0/m-Q8_0.gguf")
