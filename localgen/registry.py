@@ -28,6 +28,7 @@ from localgen.registry_toml import read_toml
 from localgen.typed_paths import short_path
 
 _CHAT_TAG_WORDS = {"instruct", "chat", "it"}  # the words of an Ollama tag for a chat model: qwen2.5:7b-instruct
+_BASE_TAG_WORDS = {"text", "base"}  # those of a tag for the base (pre-trained) model: llama3.2:1b-text
 _OLLAMA_QUANTS = {"FP16": "F16", "FP32": "F32"}  # its tags' names for the quants GGUF files are named by
 
 
@@ -113,7 +114,7 @@ class Registry:
         where to find its GGUF files."""
         try:
             ref = self._with_size_tag(parse_reference(model)) if "/" not in model else None
-        except UsageError:
+        except (UsageError, ModelNotFoundError):  # not a name, or a base model's tag
             ref = None
         if ref is None or ref.name is None:
             return OLLAMA_HUB_HINT
@@ -134,14 +135,19 @@ class Registry:
 
     def _with_size_tag(self, ref: ModelRef) -> ModelRef:
         """Ollama's NAME:SIZE as the entry NAME-SIZE, where the registry has that entry and no NAME; its longer tags
-        of the chat model too (NAME:SIZE-instruct-q4_K_M: that entry at the quant the tag ends with, else its default;
-        a base model's tag, -base or -text, is no entry's)."""
+        of the chat model too (NAME:SIZE-instruct-q4_K_M: that entry at the quant the tag ends with, else its default);
+        a base model's tag (-base, -text) is refused as no entry's."""
         if ref.name is None or ref.quant is None or ref.name in self.models:
             return ref
         size, _, rest = ref.quant.lower().partition("-")
         tagged = f"{ref.name}-{size}"
         quant = quant_of_filename(rest) if rest else None
         words = set((rest.removesuffix(quant.lower()) if quant else rest).split("-")) - {""}
+        if tagged in self.models and words & _BASE_TAG_WORDS:
+            raise ModelNotFoundError(f"'{ref.text}' is Ollama's tag of the base model of {tagged}, and the "
+                                     "registry has entries for chat models only",
+                                     hint=f"for the chat model, use {tagged}; for the base model, give its GGUF repo "
+                                          "on Hugging Face as ORG/REPO[:QUANT]")
         if tagged not in self.models or not words <= _CHAT_TAG_WORDS:
             return ref
         return replace(ref, name=tagged, quant=_OLLAMA_QUANTS.get(quant or "", quant))

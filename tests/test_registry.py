@@ -422,8 +422,7 @@ def test_ollama_s_name_and_size_tag_means_the_entry_of_that_size(tmp_path: Path)
     for tag, name, quant in (("llama3.2:3b-instruct-q4_K_M", "llama3.2-3b", "Q4_K_M"),  # Ollama's longer tags
                              ("qwen2.5:0.5b-instruct", "qwen2.5-0.5b", None),
                              ("gemma3:4b-it-q8_0", "gemma3-4b", "Q8_0"),
-                             ("qwen2.5:7b-instruct-fp16", "qwen2.5-7b", "F16"),
-                             ("qwen2.5-coder:7b-base-q8_0", "qwen2.5-coder", "7B-BASE-Q8_0")):  # a base model: none
+                             ("qwen2.5:7b-instruct-fp16", "qwen2.5-7b", "F16")):
         assert (registry.reference(tag).name, registry.reference(tag).quant) == (name, quant), tag
     ran = run_localgen("run", "-m", "smollm2:135m", "--json", "-n", "1", "hi")  # the bundled smollm2-135m
     assert ran.returncode == 0, ran.err
@@ -432,6 +431,24 @@ def test_ollama_s_name_and_size_tag_means_the_entry_of_that_size(tmp_path: Path)
     assert "(`localgen run -- smollm2:135m` sends the name itself)" in typed.err, typed.err
     literal = run_localgen("run", "-n", "1", "--json", "--", "smollm2:135m")  # after --, any word is a prompt
     assert literal.returncode == 0 and json.loads(literal.out)["usage"]["completion_tokens"] == 1, literal.err
+
+
+def test_ollama_s_tag_of_a_base_model_is_refused_as_no_entry_s(tmp_path: Path) -> None:
+    """llama3.2:1b-text was refused as `unknown model 'llama3.2'`, offering llama3.2-1b, the chat model, as if meant;
+    now it says the tag is the base model's, which no entry is."""
+    registry = load_registry(tmp_path / "none.toml")
+    for tag, entry in (("llama3.2:1b-text", "llama3.2-1b"), ("qwen2.5-coder:7b-base-q8_0", "qwen2.5-coder-7b")):
+        with pytest.raises(ModelNotFoundError) as info:
+            registry.reference(tag)
+        assert info.value.message == (f"'{tag}' is Ollama's tag of the base model of {entry}, and the registry has "
+                                      "entries for chat models only"), tag
+        assert info.value.hint == (f"for the chat model, use {entry}; for the base model, give its GGUF repo on "
+                                   "Hugging Face as ORG/REPO[:QUANT]")
+    refused = run_localgen("run", "--offline", "-m", "llama3.2:1b-text", "hi")
+    assert refused.returncode == 1 and refused.err == (
+        "localgen: error: 'llama3.2:1b-text' is Ollama's tag of the base model of llama3.2-1b, and the registry has "
+        "entries for chat models only (hint: for the chat model, use llama3.2-1b; for the base model, give its GGUF "
+        "repo on Hugging Face as ORG/REPO[:QUANT])\n"), refused.err
 
 
 def test_unknown_name_suggests_close_ones() -> None:
