@@ -1,5 +1,6 @@
 """The checked facts of GGUF headers kept in the cache folder by the file's identity, so that a start does not read
-and check a header it checked before (the bundled model's 49,152 tokens and 48,900 merges: 27 ms of CPU)."""
+and check a header it checked before (the bundled model's 49,152 tokens and 48,900 merges: 27 ms of CPU); and those of
+Hub files, read by range requests, by the file's sha256, so that choosing a quant again reads none from the Hub."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 import time
 from functools import lru_cache
@@ -19,6 +21,8 @@ from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
 
 CACHE_FORMAT = 2
 HEADERS_DIR = "headers"  # in the cache folder
+HUB_HEADERS_DIR = "hub-headers"  # in the cache folder: headers of Hub files, named by their sha256
+HUB_HEADERS_KEPT = 256  # the most recently read are kept (some 20 quants a repo)
 STALE_TEMP_S = 3600.0  # a temp file untouched this long was left by a killed process
 SETTLED_S = 2.0  # a file changed less than this long ago is not kept: a change within its clock tick would go unseen
 CHECKING_MODULES = ("gguf_cache", "gguf_checks", "gguf_cursor", "gguf_foreign", "gguf_format", "gguf_info",
@@ -80,6 +84,47 @@ def keep_header(path: Path, st: os.stat_result, info: GGUFInfo) -> None:
                  "path": os.path.realpath(path), "info": _facts(info)}
         atomic_write_text(_entry_path(path), json.dumps(entry, separators=(",", ":")))
         _forget_gone_files()
+
+
+def kept_hub_header(sha256: str, filename: str) -> GGUFInfo | None:
+    """The header kept for the Hub file whose content has this sha256 (named filename), or None (none kept, kept by
+    other checks, or an entry that cannot be read: it is ignored)."""
+    entry_path = _hub_entry_path(sha256)
+    if entry_path is None:
+        return None
+    try:
+        entry = json.loads(entry_path.read_bytes())
+        if (entry["format"], entry["checks"]) != (CACHE_FORMAT, _checks_fingerprint()):
+            return None
+        return _info(Path(filename), entry["info"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        if not isinstance(exc, FileNotFoundError):
+            log.debug("header entry of %s ignored: %s", filename, exc)
+        return None
+
+
+def keep_hub_header(sha256: str, info: GGUFInfo) -> None:
+    """Keep the header just read from the Hub file whose content has this sha256, the oldest entries past
+    HUB_HEADERS_KEPT dropped; a failure to write it only costs a read next time."""
+    from localgen.errors import LocalgenError
+    from localgen.storage import atomic_write_text
+
+    entry_path = _hub_entry_path(sha256)
+    if entry_path is None:
+        return
+    with contextlib.suppress(LocalgenError, OSError, ValueError):
+        entry = {"format": CACHE_FORMAT, "checks": _checks_fingerprint(), "info": _facts(info)}
+        atomic_write_text(entry_path, json.dumps(entry, separators=(",", ":")))
+        entries = sorted(entry_path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for old in entries[HUB_HEADERS_KEPT:]:
+            old.unlink()
+
+
+def _hub_entry_path(sha256: str) -> Path | None:
+    """Where the header of the Hub file with this sha256 is kept; None for a value that is no sha256."""
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        return None
+    return settings().cache_dir / HUB_HEADERS_DIR / f"{sha256}.json"
 
 
 def forget_header(path: Path) -> None:

@@ -107,17 +107,25 @@ def choose_option(options: Sequence[FitOption], request: FitRequest) -> int | No
     return max(fitting, key=lambda i: rank(options[i])) if fitting else None
 
 
-def remote_header(repo: str, filename: str, size: int, *, revision: str | None = None) -> GGUFInfo:
-    """A Hub file's GGUF header from HTTP range reads of its first few MB (more only when the header is longer)."""
-    from localgen import hub_range
+def remote_header(repo: str, filename: str, size: int, *, revision: str | None = None,
+                  sha256: str | None = None) -> GGUFInfo:
+    """A Hub file's GGUF header from HTTP range reads of its first few MB (more only when the header is longer), or
+    as kept from an earlier read of the file with that sha256."""
+    from localgen import gguf_cache, hub_range
     from localgen.gguf_cursor import GGUFTruncatedError
     from localgen.gguf_reader import read_gguf_bytes
 
+    kept = gguf_cache.kept_hub_header(sha256, filename) if sha256 else None
+    if kept is not None:
+        return kept
     n = min(HEADER_READ_BYTES, size) if size > 0 else HEADER_READ_BYTES
     while True:
         data = hub_range.read_header_bytes(repo, filename, n, revision=revision)
         try:
-            return read_gguf_bytes(data, filename, file_size=size or None)
+            info = read_gguf_bytes(data, filename, file_size=size or None)
+            if sha256:
+                gguf_cache.keep_hub_header(sha256, info)
+            return info
         except GGUFTruncatedError as exc:  # the header goes on past the bytes read; any other problem is final
             if len(data) < n or n >= min(size or HEADER_READ_MAX_BYTES, HEADER_READ_MAX_BYTES):
                 raise _on_the_hub(exc, repo) from None
@@ -137,7 +145,7 @@ def hub_shape(files: Sequence[HubFile], *, revision: str | None = None) -> Model
     """The shape of a Hub model (one file, or the shards of a split model) from its first file's header, read under
     the repo's spelling in the listing (the cache's, where a copy is downloaded), not the one typed."""
     first = files[0]
-    info = remote_header(first.repo, first.filename, first.size, revision=revision)
+    info = remote_header(first.repo, first.filename, first.size, revision=revision, sha256=first.sha256)
     others = sum(f.size for f in files[1:])
     return model_shape(info, file_size=first.size + others, shard_bytes=others)
 

@@ -176,3 +176,28 @@ def test_a_named_file_whose_header_cannot_be_loaded_is_refused_before_its_downlo
         choose_download(f"{REPO}/{path.name}", hw=probe_hardware(), request=FitRequest())
     ranges = _ranges(hubenv, path.name)
     assert hubenv.blobs(REPO) == [] and len(ranges) == 1 and (ranges[0] or "").startswith("bytes=0-")
+
+
+def test_a_header_read_from_the_hub_is_kept_by_its_file_s_sha256_and_not_read_again(hubenv: HubEnv,
+                                                                                      tmp_path: Path) -> None:
+    """Each choice of a quant (pull, fit, a run's refusal naming the quant that fits) read every header it needed from
+    the Hub again, a few MiB each; one read is now kept by the file's sha256, and a file changed on the Hub (another
+    sha256) or a kept entry that cannot be read is read again."""
+    from localgen import gguf_cache
+    from localgen.config import settings
+    from localgen.quant_choice import hub_options
+
+    path, hw = gb.tiny_model(tmp_path / "m-Q8_0.gguf"), probe_hardware()
+    _serve(hubenv, path)
+    first = hub_options(REPO, hw, FitRequest())
+    again = hub_options(REPO, hw, FitRequest())
+    assert len(_ranges(hubenv, path.name)) == 1, "read once"
+    assert again == first and first[0].shape is not None and first[0].plan is not None
+    kept = settings().cache_dir / gguf_cache.HUB_HEADERS_DIR / f"{hubenv.server.repos[REPO].sha256(path.name)}.json"
+    kept.write_text("{not json")
+    assert hub_options(REPO, hw, FitRequest()) == first and len(_ranges(hubenv, path.name)) == 2
+    (tmp_path / "new").mkdir()
+    changed = gb.tiny_model(tmp_path / "new" / path.name, n_layer=3)  # a new commit, the same name
+    _serve(hubenv, changed)
+    read = hub_options(REPO, hw, FitRequest())
+    assert len(_ranges(hubenv, path.name)) == 3 and read[0].shape is not None and read[0].shape.n_layer == 3
