@@ -47,12 +47,14 @@ class AnswerView:
     rendered at once, a list whose items go on after blank lines included.
     """
 
-    def __init__(self, *, markdown: bool, show_thinking: bool, stream: TextIO | None = None) -> None:
+    def __init__(self, *, markdown: bool, show_thinking: bool, wrap: bool = True, stream: TextIO | None = None
+                 ) -> None:
         from rich.console import Console
 
         file = stream or sys.stdout
         self._console = Console(file=file, highlight=False, soft_wrap=False, _environ=_sized_by_the_terminal(file))
-        self._wrap = word_wrap_for(self._console.file)  # plain answers on a terminal
+        self._wrap = word_wrap_for(self._console.file) if wrap else None  # plain answers on a terminal
+        self._breaks_words = wrap  # Markdown paragraphs break between words (else: whole, as code lines are)
         self._markdown = markdown
         self._show_thinking = show_thinking
         self._previous = ""  # the finished blocks of the last construct (the context that places the next one)
@@ -105,7 +107,8 @@ class AnswerView:
         """Print a finished block once, permanently."""
         if not block.strip():
             return
-        self._console.print(_Continued(self._previous, block, soft_wrap=True), crop=False)  # rows it joins go on
+        self._console.print(_Continued(self._previous, block, soft_wrap=True, wrap=self._breaks_words),
+                            crop=False)  # rows it joins go on
         continues = _may_continue(block) and len(self._previous) < MAX_CONTEXT_CHARS
         self._previous = self._previous + block if continues else block
 
@@ -122,7 +125,7 @@ class AnswerView:
             self._drawn_at = 0.0
         now = time.monotonic()
         due = now - self._drawn_at >= REDRAW_INTERVAL_S
-        self._live.update(_Tail(_Continued(self._previous, self._pending)), refresh=due)
+        self._live.update(_Tail(_Continued(self._previous, self._pending, wrap=self._breaks_words)), refresh=due)
         if due:
             self._drawn_at = now
 
@@ -166,9 +169,10 @@ def _sized_by_the_terminal(stream: TextIO) -> dict[str, str] | None:
     return {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")} if terminal else None
 
 
-def _markdown(text: str) -> Any:
-    """text as a rich Markdown renderable that shows every character of the answer."""
-    return _markdown_class()(text)
+def _markdown(text: str, *, wrap: bool = True) -> Any:
+    """text as a rich Markdown renderable that shows every character of the answer (wrap: its paragraphs' lines
+    broken between words; else whole, as code lines are)."""
+    return _markdown_class()(text, wrap=wrap)
 
 
 _MARKDOWN_CLASS: Any = None
@@ -181,7 +185,8 @@ def _markdown_class() -> Any:
     - Links show their address after the text, instead of an escape sequence many terminals do not display.
     - Code blocks are the code as written, in the terminal's own colours: no padding, background or trailing
       fill, tabs kept, and a long line is never broken between words. At the top level its pieces are marked to be
-      joined when printed (_Continued), so the terminal wraps it softly and it copies as one line.
+      joined when printed (_Continued), so the terminal wraps it softly and it copies as one line. Without wrap
+      (/wrap off), a top-level paragraph's lines are shown so too.
     - Table cells fold instead of ending in "…".
     - Ordered lists keep the period after the number ("1." rather than rich's "1").
     - A single newline breaks the line, as in chat UIs (a poem keeps its lines), where CommonMark joins the lines.
@@ -191,7 +196,7 @@ def _markdown_class() -> Any:
     if _MARKDOWN_CLASS is not None:
         return _MARKDOWN_CLASS
     from markdown_it import MarkdownIt
-    from rich.markdown import CodeBlock, ListItem, Markdown, TableElement
+    from rich.markdown import CodeBlock, ListItem, Markdown, Paragraph, TableElement
     from rich.segment import Segment
     from rich.style import Style
     from rich.syntax import Syntax
@@ -200,6 +205,18 @@ def _markdown_class() -> Any:
     _SOFT_WRAP = Style(meta={_SOFT_KEY: True})
     parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
 
+    def unbroken(text: Any, console: Any, options: Any) -> Iterator[Any]:
+        """Each line of text whole: cut every width cells, as a terminal wraps it, its pieces at the top level
+        (nothing to the left of it) marked to be joined when printed."""
+        soft = options.max_width >= console.width
+        for line in text.split("\n", allow_blank=True):
+            pieces = _folded(line, options.max_width)
+            for index, piece in enumerate(pieces):
+                yield from piece.render(console)
+                if soft and index < len(pieces) - 1:
+                    yield Segment("", _SOFT_WRAP)
+                yield Segment.line()
+
     class PlainCodeBlock(CodeBlock):
         """A code block as written, highlighted in the terminal's palette (ANSI colours) unless it holds tabs."""
 
@@ -207,14 +224,21 @@ def _markdown_class() -> Any:
             code = str(self.text).rstrip()
             text = Text(code) if "\t" in code else Syntax(code, self.lexer_name, theme=CODE_THEME).highlight(code)
             text.rstrip()  # highlight() ends the text with a newline
-            soft = options.max_width >= console.width  # at the top level: nothing to the left of the code
-            for line in text.split("\n", allow_blank=True):
-                pieces = _folded(line, options.max_width)
-                for index, piece in enumerate(pieces):
-                    yield from piece.render(console)
-                    if soft and index < len(pieces) - 1:
-                        yield Segment("", _SOFT_WRAP)
-                    yield Segment.line()
+            yield from unbroken(text, console, options)
+
+    class ParagraphAsWritten(Paragraph):
+        """A paragraph of a Markdown made without wrap: at the top level its lines are whole, as code lines are (in
+        a list or a quote, under an indent the terminal would not keep, they still break between words)."""
+
+        @classmethod
+        def create(cls, markdown: Any, token: Any) -> Any:
+            return (Paragraph if markdown.wrap else cls)(justify=markdown.justify or "left")
+
+        def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+            if options.max_width < console.width:
+                yield from super().__rich_console__(console, options)
+                return
+            yield from unbroken(self.text, console, options)
 
     class FoldingTable(TableElement):
         """A table whose cells fold long words instead of cutting them off."""
@@ -243,11 +267,11 @@ def _markdown_class() -> Any:
 
         elements: ClassVar[dict[str, Any]] = {**Markdown.elements, "fence": PlainCodeBlock,
                                               "code_block": PlainCodeBlock, "list_item_open": NumberedItem,
-                                              "table_open": FoldingTable}
+                                              "table_open": FoldingTable, "paragraph_open": ParagraphAsWritten}
 
-        def __init__(self, markup: str) -> None:
+        def __init__(self, markup: str, *, wrap: bool = True) -> None:
             super().__init__("", code_theme=CODE_THEME, hyperlinks=False)
-            self.markup = markup
+            self.markup, self.wrap = markup, wrap
             self.parsed = _with_line_breaks(parser.parse(markup))
 
         def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
@@ -299,14 +323,16 @@ class _Continued:
     joins the pieces of a long code line (each a full row) so that the terminal wraps it and it copies whole.
     """
 
-    def __init__(self, previous: str, block: str, *, soft_wrap: bool = False) -> None:
-        self.previous, self.block, self.soft_wrap = previous, block, soft_wrap
+    def __init__(self, previous: str, block: str, *, soft_wrap: bool = False, wrap: bool = True) -> None:
+        self.previous, self.block, self.soft_wrap, self.wrap = previous, block, soft_wrap, wrap
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
         from rich.segment import Segment
 
-        skip = len(console.render_lines(_markdown(self.previous), options, pad=False)) if self.previous else 0
-        for line in console.render_lines(_markdown(self.previous + self.block), options, pad=False)[skip:]:
+        skip = len(console.render_lines(_markdown(self.previous, wrap=self.wrap), options, pad=False)) \
+            if self.previous else 0
+        for line in console.render_lines(_markdown(self.previous + self.block, wrap=self.wrap), options,
+                                         pad=False)[skip:]:
             if self.soft_wrap and line and line[-1].style is not None and line[-1].style.meta.get(_SOFT_KEY):
                 yield from line  # a full row that the next one continues
             else:

@@ -24,6 +24,7 @@ from localgen.chat_commands_settings import (
     stats_command,
     system_command,
     thinking_command,
+    wrap_command,
 )
 from localgen.errors import UsageError
 from localgen.repl_input import ALIASES, WITHOUT_ARGUMENT, SlashCommand, help_lines, help_topic, meant_commands
@@ -68,7 +69,8 @@ HANDLERS: dict[str, Handler] = {
     "/help": help_command, "/system": system_command, "/set": set_command, "/show": show_command,
     "/stats": stats_command, "/reset": reset_command, "/undo": undo_command, "/regen": regen_command,
     "/file": file_command, "/save": save_command, "/load": load_command, "/list": list_command,
-    "/model": model_command, "/thinking": thinking_command, "/markdown": markdown_command, "/exit": exit_command,
+    "/model": model_command, "/thinking": thinking_command, "/markdown": markdown_command, "/wrap": wrap_command,
+    "/exit": exit_command,
 }
 HANDLERS |= {alias: HANDLERS[name] for alias, name in ALIASES.items()}  # Ollama's /bye, /clear and /?
 

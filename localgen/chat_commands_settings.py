@@ -1,4 +1,5 @@
-"""The chat's commands for what it runs with: /system, /set (and /set stop), /stats, /thinking and /markdown."""
+"""The chat's commands for what it runs with: /system, /set (and /set stop), /stats, /thinking, /markdown and
+/wrap."""
 
 from __future__ import annotations
 
@@ -19,8 +20,6 @@ OLLAMA_SWITCHES = {  # Ollama's /set WORD and /set noWORD that localgen has no s
               "/thinking off hides the reasoning, /thinking on shows it"),
     "format": ("does not make a chat's answers JSON", 'localgen run --json-schema SCHEMA "..." answers in JSON that '
                                                      "follows a schema"),
-    "wordwrap": ("always breaks a chat's lines between words at the window's edge",
-                 "localgen run --no-wrap keeps the model's lines whole"),
     "history": ("always keeps the input history",
                 "`ln -sf /dev/null {history}` keeps none, in place of the history kept so far"),
 }
@@ -49,7 +48,9 @@ def set_command(state: ChatState, argument: str) -> None:
     word, _, rest = argument.partition(" ")
     ollama = {"parameter": lambda: set_command(state, rest.strip()),
               "system": lambda: system_command(state, rest.strip()),
-              "verbose": lambda: stats_command(state, "on"), "quiet": lambda: stats_command(state, "off")}
+              "verbose": lambda: stats_command(state, "on"), "quiet": lambda: stats_command(state, "off"),
+              "wordwrap": lambda: wrap_command(state, "on"), "nowordwrap": lambda: wrap_command(state, "off")}
+    switches = ("verbose", "quiet", "wordwrap", "nowordwrap")  # Ollama's /set WORD, which take nothing after it
     switch = word.lower().removeprefix("no")
     if switch in OLLAMA_SWITCHES:  # Ollama's /set nothink, /set format json, /set nowordwrap
         does, way = OLLAMA_SWITCHES[switch]
@@ -59,7 +60,7 @@ def set_command(state: ChatState, argument: str) -> None:
         _set_stop(state.session, rest.strip())
         return
     if word.lower() in ollama:  # Ollama's spellings: /set parameter NAME VALUE, /set system TEXT, /set verbose
-        if word.lower() in ("verbose", "quiet") and rest.strip():
+        if word.lower() in switches and rest.strip():
             console.say(f"usage: /set {word.lower()}")
         else:
             ollama[word.lower()]()
@@ -147,6 +148,21 @@ def markdown_command(state: ChatState, argument: str) -> None:
     elif switch is not None:
         state.markdown = switch
         console.say(f"answers are shown {'as Markdown' if switch else 'as plain text, exactly as written'}")
+
+
+def wrap_command(state: ChatState, argument: str) -> None:
+    """/wrap [on|off]: break answers' lines between words at the window's edge, or keep them whole (alone: say
+    which)."""
+    if not argument:
+        console.say("answers' lines break between words at the window's edge (/wrap off keeps them whole)"
+                    if state.wrap else "answers' lines are kept whole, the terminal breaking them at its edge "
+                    "(/wrap on breaks them between words)")
+        return
+    switch = _on_or_off(argument, "/wrap")
+    if switch is not None:
+        state.wrap = switch
+        console.say("answers' lines break between words at the window's edge" if switch
+                    else "answers' lines are kept whole, the terminal breaking them at its edge")
 
 
 def settings_text(session: ChatSession) -> str:

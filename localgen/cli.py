@@ -209,6 +209,9 @@ def chat(
     flash_attn: FlashAttnOpt = "auto",
     kv_type: KvTypeOpt = "f16",
     no_markdown: Annotated[bool, typer.Option("--no-markdown", help="Print answers as plain text.")] = False,
+    no_wrap: Annotated[bool, typer.Option(
+        "--no-wrap", "--nowordwrap", help="Keep the answers' lines whole (no word wrap; /wrap on turns it on).")
+    ] = False,
     hide_thinking: Annotated[bool, typer.Option("--hide-thinking", "--hidethinking", help="Hide <think> reasoning.")
                              ] = False,
     stats: Annotated[bool, typer.Option("--stats", "--verbose", help="Show speed and token counts after every answer.")
@@ -231,7 +234,7 @@ def chat(
 
     chat_command(ChatRequest(
         ctx, model=model, system=system, system_file=system_file, max_tokens=max_tokens, stop=tuple(stop or ()),
-        ctx_size=ctx_size, markdown=not no_markdown, show_thinking=not hide_thinking, stats=stats,
+        ctx_size=ctx_size, markdown=not no_markdown, wrap=not no_wrap, show_thinking=not hide_thinking, stats=stats,
         prefill_while_typing=not no_prefill_while_typing, resume=resume, files=tuple(file or ()),
         chat_template=chat_template))
 

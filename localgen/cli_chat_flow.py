@@ -43,6 +43,7 @@ class ChatRequest:
     stop: tuple[str, ...] = ()
     ctx_size: int | None = None
     markdown: bool = True
+    wrap: bool = True
     show_thinking: bool = True
     stats: bool = False
     prefill_while_typing: bool = True
@@ -282,7 +283,8 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views
         session.attachments = start.attachments
         if resumed:  # a flag given now wins over the resumed conversation's setting
             session.replace_conversation(conversation, given_settings(ctx), system_given=system is not None)
-        repl = Repl(session, markdown=request.markdown, show_thinking=request.show_thinking, resumed=resumed,
+        repl = Repl(session, markdown=request.markdown, wrap=request.wrap, show_thinking=request.show_thinking,
+                    resumed=resumed,
                     stats=request.stats, prefill_while_typing=request.prefill_while_typing,
                     system_note=system_note, unsaveable=checked.unsaveable)
         views.append(repl)

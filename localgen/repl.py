@@ -71,7 +71,7 @@ class Repl:
 
     def __init__(self, session: ChatSession, *, markdown: bool, show_thinking: bool, resumed: bool = False,
                  stats: bool = False, prefill_while_typing: bool = True, system_note: str | None = None,
-                 unsaveable: bool = False) -> None:
+                 unsaveable: bool = False, wrap: bool = True) -> None:
         self.session = session
         self.resumed = resumed
         self._system_note = system_note  # -s replacing a resumed conversation's system prompt
@@ -80,7 +80,7 @@ class Repl:
         self._escapes = console.takes_escapes(sys.stdout)
         leaving = LeaveGuard(session, unsaveable=unsaveable)  # unsaveable: the start said the chat cannot be saved
         self.state = ChatState(session, leaving, self._show_answer, escapes=self._escapes,
-                               markdown=markdown and self._escapes, show_thinking=show_thinking,
+                               markdown=markdown and self._escapes, show_thinking=show_thinking, wrap=wrap,
                                stats_after_answers=stats)
         self._history, self._history_warning = open_history(recall=self._escapes)
         self._paste = PasteMark()
@@ -335,7 +335,8 @@ class Repl:
                 chat_ends: Callable[[], bool]) -> None:
         """Show the events as they come; the answer is recorded (events closed) even when showing fails. chat_ends:
         whether the signal that stopped the answer ends the chat (its note then offers nothing more to type)."""
-        view = self._view = AnswerView(markdown=self.state.markdown, show_thinking=self.state.show_thinking)
+        view = self._view = AnswerView(markdown=self.state.markdown, show_thinking=self.state.show_thinking,
+                                       wrap=self.state.wrap)
         splitter: ThinkingSplitter | None = None  # made at the first text, once the prompt is final (/regen)
         done: Finished | None = None
         try:

@@ -47,6 +47,8 @@ COMMAND_HELP = {
     "/model REF": "switch model, keeping the conversation",
     "/thinking [on|off]": "show or hide the model's reasoning (alone: say which)",
     "/markdown [on|off]": "render answers as Markdown, or print them exactly as written (alone: say which)",
+    "/wrap [on|off]": "break answers' lines between words at the window's edge, or keep them whole for the terminal "
+                      "to break (alone: say which)",
     "/exit": "quit (or Ctrl-D)",
 }
 KEYS_HELP = ('Alt-Enter or Esc Enter (or \\ at the end of a line, then Enter): newline; """ opens and closes a '
@@ -185,13 +187,13 @@ def command_block_is_open(text: str) -> bool:
 
 ARGUMENT_WORDS = {"/help": ("shortcuts", *(name[1:] for name in COMMANDS)), "/show": SHOW_PARTS,
                   "/stats": ("on", "off"), "/thinking": ("on", "off"), "/markdown": ("on", "off"),
-                  "/list": ("all",)}  # words they take
+                  "/wrap": ("on", "off"), "/list": ("all",)}  # words they take
 
 
 class SlashCompleter(Completer):
     """Completes slash command names, file paths after /file, setting names after /set, saved conversations after
     /load, model names or paths after /model, and the words of /help (shortcuts and the command names), /show, /stats,
-    /thinking, /markdown and /list.
+    /thinking, /markdown, /wrap and /list.
 
     After /model: the downloaded models and, unless offline() (where only they can load), the registry's others,
     the downloaded ones marked so.

@@ -22,6 +22,7 @@ class ChatState:
     escapes: bool  # the terminal takes escape sequences (not TERM=dumb): Markdown can be drawn live
     markdown: bool
     show_thinking: bool
+    wrap: bool = True  # answers' lines break between words at the window's edge (chat --no-wrap, /wrap off: whole)
     stats_after_answers: bool = False  # chat --stats, /stats on
     running: bool = True  # False once /exit (or Ctrl-D) ends the chat
     typed: str | None = None  # the command as typed (/bye for /exit), for messages

@@ -382,7 +382,7 @@ def test_an_option_typed_last_without_its_value_gets_the_command_written_with_on
     assert _usage(args, capsys) == (f"Option '{args[-1]}' requires an argument.", hint)
 
 
-@pytest.mark.parametrize("option", ["--json", "--grammar=root.gbnf", "--nowordwrap", "--quiet", "--print-prompt",
+@pytest.mark.parametrize("option", ["--json", "--grammar=root.gbnf", "--no-cache", "--quiet", "--print-prompt",
                                     "-q"])  # -q naming no quant is run's --quiet (was: the quant goes in -m's ...)
 def test_an_option_of_run_given_to_chat_is_said_to_be_run_s(option: str, capsys: pytest.CaptureFixture[str]) -> None:
     """chat --json got only `see localgen chat --help`, as an option no command has does."""

@@ -198,7 +198,6 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
         nothink = " ".join(chat.command_words("/set nothink", "/thinking on shows it").split())
         assert "/set nothink is Ollama's: localgen does not turn a model's reasoning on or off" in nothink, nothink
         for typed, said in (("/set format json", "localgen run --json-schema SCHEMA"),
-                            ("/set nowordwrap", "localgen run --no-wrap keeps the model's lines whole"),
                             ("/set nohistory", "keeps none, in place of the history kept so far")):
             answer = " ".join(chat.command_words(typed, said).split())
             assert f"{typed.split()[1]} is Ollama's: localgen " in answer and "unknown setting" not in answer, answer
