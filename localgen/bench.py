@@ -84,21 +84,21 @@ class BenchResult:
     model: str
     model_path: str
     backend: str
-    n_threads: int
-    n_threads_batch: int
-    n_batch: int
-    n_ubatch: int
-    n_ctx: int | None  # the prefill test's context (None when -p 0)
+    threads: int  # each setup field named as the option that sets it (--threads), as run's and fit's JSON name them
+    threads_batch: int
+    batch_size: int
+    ubatch_size: int
+    prefill_ctx_size: int | None  # the prefill test's context (None when -p 0)
     flash_attn: str
     kv_type: str
     n_prompt: int
     n_gen: int
-    reps: int
+    repetitions: int
     figures: Measurements
     repack: bool = True  # weights may go to the CPU backend's repacked buffers (not where AMX fails with this build)
     repack_off: str = ""  # why they may not: "LOCALGEN_AMX=0", or "AMX fails with this build"
-    n_ctx_decode: int | None = None  # the decode test's context (None when -n 0)
-    n_gpu_layers: int = 0  # llama.cpp's count (the output head is one), as the load plan placed the model
+    decode_ctx_size: int | None = None  # the decode test's context (None when -n 0)
+    gpu_layers: int = 0  # llama.cpp's count (the output head is one), as the load plan placed the model
     placement: str = "CPU only"  # the same in words: LoadPlan.placement
     stopped_by: int = 0  # the signal that stopped it (SIGINT: Ctrl-C): the figures are of the repetitions that ended
     busy_elsewhere: dict[str, float] = field(default_factory=dict)  # by test: CPUs others used (CPU work only)
@@ -107,9 +107,9 @@ class BenchResult:
     def setup_ctx(self) -> int:
         """The context of the test whose engine the setup (its batch sizes) is of: the prefill test's, else the
         decode test's."""
-        n_ctx = self.n_ctx if self.n_ctx is not None else self.n_ctx_decode
-        assert n_ctx is not None, "a test that measured something was loaded"
-        return n_ctx
+        ctx_size = self.prefill_ctx_size if self.prefill_ctx_size is not None else self.decode_ctx_size
+        assert ctx_size is not None, "a test that measured something was loaded"
+        return ctx_size
 
     @property
     def interrupted(self) -> bool:
@@ -280,8 +280,8 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
         raise BenchInterrupted(stopped_by)
     declined = extra_buffers_declined()
     assert run.setup is not None, "a test that measured something was loaded"
-    return BenchResult(**run.setup, n_prompt=config.n_prompt, n_gen=config.n_gen, reps=config.reps,
-                       figures=figures, repack=not declined, repack_off=declined, n_ctx_decode=run.decode_ctx,
+    return BenchResult(**run.setup, n_prompt=config.n_prompt, n_gen=config.n_gen, repetitions=config.reps,
+                       figures=figures, repack=not declined, repack_off=declined, decode_ctx_size=run.decode_ctx,
                        stopped_by=stopped_by, busy_elsewhere=run.busy)
 
 
@@ -315,12 +315,12 @@ class _BenchRun:
                 self.started(loaded.resolved.display_name, str(loaded.resolved.path))
             if name == "prefill" or self.setup is None:  # known before a repetition, for one Ctrl-C may stop
                 self.setup = dict(model=loaded.resolved.display_name, model_path=str(loaded.resolved.path),
-                                  backend=engine.backend_version, n_threads=o.n_threads,
-                                  n_threads_batch=o.n_threads_batch, n_batch=engine.n_batch, n_ubatch=engine.n_ubatch,
-                                  n_ctx=engine.n_ctx if name == "prefill" else None, flash_attn=o.attention_mode,
-                                  kv_type=o.kv_type)
+                                  backend=engine.backend_version, threads=o.n_threads,
+                                  threads_batch=o.n_threads_batch, batch_size=engine.n_batch,
+                                  ubatch_size=engine.n_ubatch, prefill_ctx_size=engine.n_ctx if name == "prefill" else
+                                  None, flash_attn=o.attention_mode, kv_type=o.kv_type)
                 if loaded.plan is not None:
-                    self.setup |= dict(n_gpu_layers=loaded.plan.n_gpu_layers, placement=loaded.plan.placement)
+                    self.setup |= dict(gpu_layers=loaded.plan.n_gpu_layers, placement=loaded.plan.placement)
             from localgen.engine.threads import others_busy
 
             on_cpu = loaded.plan is None or loaded.plan.where != "gpu"  # (the GPU's speed is not the CPUs' to take)
@@ -396,14 +396,15 @@ def format_result(result: BenchResult, *, first_line: bool = True) -> str:
             if stat is not None or (asked and r.interrupted)]  # 0 skips a test
     width = [max(len(row[i]) for row in rows) for i in range(3)]
     capped = _batch_cap(r)
-    batches = f"batch {r.n_batch}, ubatch {r.n_ubatch} (both {capped})" if capped and r.n_ubatch == r.n_batch else \
-        f"batch {r.n_batch}{f' ({capped})' if capped else ''}, ubatch {r.n_ubatch}"
+    batches = f"batch {r.batch_size}, ubatch {r.ubatch_size} (both {capped})" \
+        if capped and r.ubatch_size == r.batch_size else \
+        f"batch {r.batch_size}{f' ({capped})' if capped else ''}, ubatch {r.ubatch_size}"
     stopped = f"\ninterrupted ({stopped_by(r.stopped_by)}): the figures are of the repetitions that finished" \
         if r.interrupted else ""
     head = (f"{model_line(r.model, r.model_path)}\n" if first_line else "") + (
-            f"{r.backend}, {r.placement}, threads {r.n_threads}/{r.n_threads_batch}, "
+            f"{r.backend}, {r.placement}, threads {r.threads}/{r.threads_batch}, "
             f"{batches}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
-            f"{'' if r.repack else f'repack off ({r.repack_off}), '}reps {r.reps}{stopped}\n")
+            f"{'' if r.repack else f'repack off ({r.repack_off}), '}reps {r.repetitions}{stopped}\n")
     lines = [f"| {'test':<{width[0]}} | {'what':<{width[1]}} | {'result':>{width[2]}} |",
              f"|{'-' * (width[0] + 2)}|{'-' * (width[1] + 2)}|{'-' * (width[2] + 1)}:|"]
     lines += [f"| {a:<{width[0]}} | {b:<{width[1]}} | {c:>{width[2]}} |" for a, b, c in rows]
@@ -413,7 +414,7 @@ def format_result(result: BenchResult, *, first_line: bool = True) -> str:
 def contention_note(result: BenchResult, n_cpus: int) -> str | None:
     """A warning where other processes took CPU time that a test's threads needed: its figures are below what the
     machine does idle."""
-    threads = {"prefill": result.n_threads_batch, "decode": result.n_threads}
+    threads = {"prefill": result.threads_batch, "decode": result.threads}
     busy = [(test, cpus) for test, cpus in result.busy_elsewhere.items()
             if cpus >= max(0, n_cpus - threads[test]) + BUSY_NOTE_CPUS]
     if not busy:
@@ -431,16 +432,16 @@ def _batch_cap(result: BenchResult) -> str:
     """What the header says of the batch size, and of the ubatch size when it is the same, where the context caps
     them ("" where it does not): llama.cpp allocates a context's cells in blocks, so a 208-token context caps them at
     its 256 cells, and the ubatch size at the batch size."""
-    n_ctx = result.setup_ctx
-    if result.n_batch > n_ctx:
-        return f"capped at the {result.n_batch:,} cells llama.cpp allocates for the {n_ctx:,}-token context"
-    return f"capped at the {n_ctx:,}-token context" if result.n_batch == n_ctx else ""
+    ctx_size = result.setup_ctx
+    if result.batch_size > ctx_size:
+        return f"capped at the {result.batch_size:,} cells llama.cpp allocates for the {ctx_size:,}-token context"
+    return f"capped at the {ctx_size:,}-token context" if result.batch_size == ctx_size else ""
 
 
 def _shown_figure(stat: Stat | None, shown: Callable[[Stat], str], result: BenchResult) -> str:
     """A figure as the table shows it: with the repetitions it is of when Ctrl-C stopped the test short of them."""
     if stat is None:
         return "not measured"
-    if len(stat.samples) < result.reps:
-        return f"{shown(stat)} ({len(stat.samples)} of {result.reps} reps)"
+    if len(stat.samples) < result.repetitions:
+        return f"{shown(stat)} ({len(stat.samples)} of {result.repetitions} reps)"
     return shown(stat)

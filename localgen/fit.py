@@ -75,9 +75,9 @@ class LoadPlan:
         return f"context {self.n_ctx:,}, KV {self.kv_type}, {self.placement}"
 
     def to_dict(self) -> dict[str, object]:
-        """A JSON-ready description."""
+        """A JSON-ready description, each setting named as the option that sets it (--ctx-size, --gpu-layers)."""
         e = self.estimate
-        return {"n_ctx": self.n_ctx, "n_gpu_layers": self.n_gpu_layers, "n_layers": self.n_layers,
+        return {"ctx_size": self.n_ctx, "gpu_layers": self.n_gpu_layers, "layers": self.n_layers,
                 "kv_type": self.kv_type, "where": self.where, "ram_bytes": e.ram_bytes, "vram_bytes": e.vram_bytes,
                 "weights_bytes": e.weights_bytes, "kv_bytes": e.kv_bytes, "compute_bytes": e.compute_bytes,
                 "reclaimable_bytes": e.reclaimable_bytes, "ram_budget_bytes": self.ram_budget_bytes,

@@ -71,7 +71,7 @@ class FitOption:
         """A JSON-ready description."""
         e = self.estimate
         return {"label": self.label, "quant": self.quant, "files": list(self.filenames), "size": self.file_size,
-                "n_ctx": e.n_ctx if e else None,
+                "ctx_size": e.n_ctx if e else None,
                 "weights_bytes": e.weights_bytes if e else None, "kv_bytes": e.kv_bytes if e else None,
                 "total_bytes": e.total_bytes if e else None, "ram_bytes": e.ram_bytes if e else None,
                 "vram_bytes": e.vram_bytes if e else None,

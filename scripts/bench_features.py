@@ -478,7 +478,7 @@ def bench_busy(args: argparse.Namespace) -> None:
                     record = localgen(*common, *extra, env=env)
                     speeds[name].append(record["timings"]["decode_tokens_per_s"])
                     if name == "default":
-                        used.append(record["threads"])
+                        used.append(record["decode_threads"])
                 log(f"{burners} busy, round {k + 1}: " + ", ".join(f"{n} {v[-1]:.1f}" for n, v in speeds.items()))
         finally:
             for process in busy:

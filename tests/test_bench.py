@@ -68,27 +68,28 @@ def test_table_names_every_test() -> None:
     stat = Stat.of([100.0, 110.0])
     figures = Measurements(follow_up_tokens=29, prefill_tokens_per_s=stat, decode_tokens_per_s=stat,
                            ttft_s=Stat.of([0.5]), reuse_ttft_s=Stat.of([0.05]), fresh_ttft_s=Stat.of([0.04]))
-    result = BenchResult(model="m", model_path="/m.gguf", backend="llama-cpp-python x", n_threads=2, n_threads_batch=2,
-                         n_batch=512, n_ubatch=512, n_ctx=1024, flash_attn="auto", kv_type="f16", n_prompt=512,
-                         n_gen=128, reps=2, figures=figures)
+    result = BenchResult(model="m", model_path="/m.gguf", backend="llama-cpp-python x", threads=2, threads_batch=2,
+                         batch_size=512, ubatch_size=512, prefill_ctx_size=1024, flash_attn="auto", kv_type="f16",
+                         n_prompt=512, n_gen=128, repetitions=2, figures=figures)
     table = format_result(result)
     for needle in ("pp512", "tg128", "105.00 ± 7.07 tok/s", "ttft +29 after pp512", "500.0 ± 0.0 ms"):
         assert needle in table
     assert "batch 512, ubatch 512, flash-attn" in table and "repack" not in table
     assert "llama-cpp-python x, CPU only, threads 2/2," in table
-    offloaded = format_result(replace(result, n_gpu_layers=31, placement="all 30 layers on the GPU"))
+    offloaded = format_result(replace(result, gpu_layers=31, placement="all 30 layers on the GPU"))
     assert "llama-cpp-python x, all 30 layers on the GPU, threads 2/2," in offloaded
     declined = replace(result, repack=False, repack_off="AMX fails with this build")
     assert "kv f16, repack off (AMX fails with this build), reps 2" in format_result(declined)
-    capped = format_result(replace(result, n_batch=352, n_ubatch=352, n_ctx=352))
+    capped = format_result(replace(result, batch_size=352, ubatch_size=352, prefill_ctx_size=352))
     assert "batch 352, ubatch 352 (both capped at the 352-token context), flash-attn" in capped
-    padded = format_result(replace(result, n_batch=256, n_ubatch=256, n_ctx=208))
+    padded = format_result(replace(result, batch_size=256, ubatch_size=256, prefill_ctx_size=208))
     assert "batch 256, ubatch 256 (both capped at the 256 cells llama.cpp allocates for the 208-token context)," \
         in padded
-    batch_only = format_result(replace(result, n_batch=256, n_ubatch=1, n_ctx=208))
+    batch_only = format_result(replace(result, batch_size=256, ubatch_size=1, prefill_ctx_size=208))
     assert "batch 256 (capped at the 256 cells llama.cpp allocates for the 208-token context), ubatch 1, " \
         "flash-attn" in batch_only, "the note goes with what was capped"
-    decode_only = format_result(replace(result, n_batch=256, n_ubatch=256, n_ctx=None, n_ctx_decode=70, n_prompt=0))
+    decode_only = format_result(replace(result, batch_size=256, ubatch_size=256, prefill_ctx_size=None,
+                                        decode_ctx_size=70, n_prompt=0))
     assert "ubatch 256 (both capped at the 256 cells llama.cpp allocates for the 70-token context)," in decode_only
     assert json.loads(json.dumps(result.to_dict()))["figures"]["decode_tokens_per_s"]["mean"] == 105.0
 
@@ -96,29 +97,30 @@ def test_table_names_every_test() -> None:
 def test_an_interrupted_table_says_so_and_what_each_figure_is_of() -> None:
     figures = Measurements(follow_up_tokens=29, prefill_tokens_per_s=Stat.of([100.0]), decode_tokens_per_s=None,
                            ttft_s=Stat.of([0.5]), reuse_ttft_s=Stat.of([0.05]), fresh_ttft_s=Stat.of([0.04]))
-    result = BenchResult(model="m", model_path="/m.gguf", backend="llama-cpp-python x", n_threads=2, n_threads_batch=2,
-                         n_batch=512, n_ubatch=512, n_ctx=1024, flash_attn="auto", kv_type="f16", n_prompt=512,
-                         n_gen=128, reps=3, figures=figures, stopped_by=signal.SIGINT)
+    result = BenchResult(model="m", model_path="/m.gguf", backend="llama-cpp-python x", threads=2, threads_batch=2,
+                         batch_size=512, ubatch_size=512, prefill_ctx_size=1024, flash_attn="auto", kv_type="f16",
+                         n_prompt=512, n_gen=128, repetitions=3, figures=figures, stopped_by=signal.SIGINT)
     table = format_result(result, first_line=False)
     assert not table.startswith("model ")
     assert "\ninterrupted (Ctrl-C): the figures are of the repetitions that finished\n" in table
     assert "| 100.00 ± 0.00 tok/s (1 of 3 reps) |" in table and "500.0 ± 0.0 ms (1 of 3 reps) |" in table
     assert re.search(r"\| tg128 +\| decode +\| +not measured \|", table), table
-    assert "reps)" not in format_result(replace(result, reps=1, stopped_by=0)), "every repetition finished"
+    assert "reps)" not in format_result(replace(result, repetitions=1, stopped_by=0)), "every repetition finished"
     assert "\ninterrupted (SIGTERM): the figures" in format_result(replace(result, stopped_by=signal.SIGTERM))
 
 
 def test_a_test_whose_threads_lost_cpu_time_to_other_processes_is_said_to_be_low() -> None:
     stat = Stat.of([100.0])
     figures = Measurements(29, stat, stat, stat, stat, stat)
-    result = BenchResult(model="m", model_path="/m.gguf", backend="x", n_threads=2, n_threads_batch=2, n_batch=512,
-                         n_ubatch=512, n_ctx=1024, flash_attn="auto", kv_type="f16", n_prompt=512, n_gen=128, reps=2,
+    result = BenchResult(model="m", model_path="/m.gguf", backend="x", threads=2, threads_batch=2, batch_size=512,
+                         ubatch_size=512, prefill_ctx_size=1024, flash_attn="auto", kv_type="f16", n_prompt=512,
+                         n_gen=128, repetitions=2,
                          figures=figures, busy_elsewhere={"prefill": 0.3, "decode": 1.04})
     assert contention_note(result, 2) == ("other processes kept CPUs busy (0.30 during the prefill test and 1.04 "
                                           "during the decode test): these figures are below this machine's when it "
                                           "is idle")
     assert contention_note(replace(result, busy_elsewhere={"prefill": 0.2, "decode": 0.1}), 2) is None
-    one_thread = replace(result, n_threads=1, n_threads_batch=1)  # a second CPU spare: another process may use it
+    one_thread = replace(result, threads=1, threads_batch=1)  # a second CPU spare: another process may use it
     assert contention_note(one_thread, 2) is None
     assert "1.30 during the decode test" in contention_note(replace(one_thread, busy_elsewhere={"decode": 1.3}), 2)
     assert contention_note(replace(result, busy_elsewhere={}), 2) is None, "no test ran long enough to tell"
@@ -245,32 +247,34 @@ def test_cli_bench_json() -> None:
     result = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "--json")
     assert result.returncode == 0, result.err
     record = json.loads(result.out)
-    assert record["n_prompt"] == 32 and record["n_gen"] == 4 and record["reps"] == 1
+    assert record["n_prompt"] == 32 and record["n_gen"] == 4 and record["repetitions"] == 1
     assert record["repack"] is use_cpu_extra_buffers()
     assert record["repack_off"] == ("" if record["repack"] else "LOCALGEN_AMX=0"), "the suite runs with AMX off"
     assert record["figures"]["decode_tokens_per_s"]["mean"] > 0
-    assert (record["n_ctx"], record["n_ctx_decode"]) == (32 + 128 + 64, 4 + 2 + 64), "each test in a context its size"
+    assert (record["prefill_ctx_size"], record["decode_ctx_size"]) == (32 + 128 + 64, 4 + 2 + 64), \
+        "each test in a context its size"
     assert "bench: loading smollm2-135m" in result.err, "progress goes to stderr"
-    assert "--batch-size" not in result.err and record["n_batch"] < 512, "the default batch size is not the user's"
+    assert "--batch-size" not in result.err and record["batch_size"] < 512, "the default batch size is not the user's"
     offloads = supports_gpu_offload()
-    assert (record["n_gpu_layers"] == 0) != offloads and (record["placement"] == "CPU only") != offloads
+    assert (record["gpu_layers"] == 0) != offloads and (record["placement"] == "CPU only") != offloads
     given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "-t", "1", "--json", "--batch-size", "1024",
                          "-ngl", "3")  # what it says of the sizes given: one thread, which stalls on no busy CPU
-    assert given.returncode == 0 and f"--batch-size 1024 is capped at {record['n_batch']}" in given.err
+    assert given.returncode == 0 and f"--batch-size 1024 is capped at {record['batch_size']}" in given.err
     placed = json.loads(given.out)
     if offloads:
-        assert (placed["n_gpu_layers"], placed["placement"]) == (3, "3/30 layers on the GPU"), placed
+        assert (placed["gpu_layers"], placed["placement"]) == (3, "3/30 layers on the GPU"), placed
     else:  # -ngl reaches the plan, which says it cannot be done
         assert "bench: this llama.cpp build cannot offload to a GPU: --gpu-layers ignored" in given.err
         assert placed["placement"] == "CPU only"
-    assert f"the prefill test's context of {record['n_ctx']} tokens" in given.err, "the context the header names"
+    assert f"the prefill test's context of {record['prefill_ctx_size']} tokens" in given.err, \
+        "the context the header names"
 
 
 def test_an_explicit_batch_size_equal_to_the_default_still_gets_the_note() -> None:
     given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "-t", "1", "--json", "--batch-size",
                          str(DEFAULT_BATCH_SIZE), "--no-gpu")
     assert given.returncode == 0, given.err
-    n_batch = json.loads(given.out)["n_batch"]
+    n_batch = json.loads(given.out)["batch_size"]
     assert n_batch < DEFAULT_BATCH_SIZE
     assert f"--batch-size {DEFAULT_BATCH_SIZE} is capped at {n_batch}" in given.err, "given, even if the default"
 
@@ -279,7 +283,8 @@ def test_zero_skips_a_test_as_in_llama_bench() -> None:
     decode_only = run_localgen("bench", "-p", "0", "-n", "4", "-r", "1", "-t", "1", "--json")
     assert decode_only.returncode == 0, decode_only.err
     record = json.loads(decode_only.out)
-    assert (record["n_ctx"], record["n_ctx_decode"]) == (None, 4 + 2 + 64), "n_ctx is the prefill test's"
+    assert (record["prefill_ctx_size"], record["decode_ctx_size"]) == (None, 4 + 2 + 64), \
+        "prefill_ctx_size is the prefill test's"
     figures = record["figures"]
     assert [key for key, value in figures.items() if value is None] == [
         "prefill_tokens_per_s", "ttft_s", "reuse_ttft_s", "fresh_ttft_s"]

@@ -747,7 +747,7 @@ def test_fit_command_for_a_local_file(capsys: pytest.CaptureFixture[str], monkey
     assert localgen_main("fit", str(bundled_model_file()), "--ctx", "4096", "--json") == 0
     report = json.loads(capsys.readouterr().out)
     (option,) = report["options"]
-    assert option["chosen"] and option["fits"] == "RAM" and option["plan"]["n_ctx"] == 4096
+    assert option["chosen"] and option["fits"] == "RAM" and option["plan"]["ctx_size"] == 4096
     assert option["kv_bytes"] == 90 * MIB * 4352 / 4096 and report["chosen"] == "Q4_1"  # cells allocated
     monkeypatch.setenv(config.MEMORY_LIMIT_ENV, "100MiB")
     assert localgen_main("fit", str(bundled_model_file())) == 0
@@ -788,12 +788,12 @@ def test_fit_shows_kv_and_total_at_the_context_its_plan_uses() -> None:
     assert parse_size(total, name="TOTAL") <= parse_size(usable[1], name="usable")
     report = json.loads(run_localgen("fit", model, "--json", env=env).out)
     (option,) = report["options"]
-    assert option["n_ctx"] == option["plan"]["n_ctx"] < 8192
+    assert option["ctx_size"] == option["plan"]["ctx_size"] < 8192
     assert option["kv_bytes"] == option["plan"]["kv_bytes"] and option["ram_bytes"] == option["plan"]["ram_bytes"]
     assert option["total_bytes"] <= option["plan"]["ram_budget_bytes"]
     refused = run_localgen("fit", model, "--json", env={config.MEMORY_LIMIT_ENV: "100MiB"})
     (option,) = json.loads(refused.out)["options"]
-    assert option["problem"].endswith(f"at {option['n_ctx']:,} ctx") and f"{option['n_ctx']:,}" == "2,048"
+    assert option["problem"].endswith(f"at {option['ctx_size']:,} ctx") and f"{option['ctx_size']:,}" == "2,048"
     assert option["problem"].startswith(f"needs {binary_size(option['ram_bytes'])} RAM")
 
 

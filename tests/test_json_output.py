@@ -1,5 +1,5 @@
 """Every command's --json speaks one vocabulary: a file is `path` and `size` (bytes), a model `model` (its name) and
-`model_path`, other byte counts `*_bytes`, times ISO 8601 in UTC."""
+`model_path`, other byte counts `*_bytes`, times ISO 8601 in UTC, a setting the name of its option (`threads`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from pathlib import Path
 from tests.conftest import run_localgen
 
 RETIRED = {"file", "file_size", "reference", "kept", "parts", "prefill_tps", "decode_tps", "ram_total",
-           "ram_available", "ram_budget", "vram_budget", "total", "free"}  # each said now by one name everywhere
+           "ram_available", "ram_budget", "vram_budget", "total", "free",  # each said now by one name everywhere
+           "threads_chosen", "n_threads", "n_threads_batch", "n_batch", "n_ubatch", "n_ctx", "n_ctx_decode",
+           "n_gpu_layers", "n_layers", "reps"}  # llama.cpp's names for what run's options name (--threads: threads)
 TIMES = {"created", "updated", "last_used"}
 COMMANDS = [("models", "list", "--json"), ("models", "list", "--all", "--json"), ("models", "show", "--json"),
             ("models", "show", "--json", "qwen2.5-1.5b"), ("cache", "--json"), ("conversations", "--json"),
@@ -70,6 +72,7 @@ def test_every_json_output_names_a_file_a_model_a_size_and_a_time_the_same_way(h
     bench = records["bench --json -p 8 -n 2 -r 1 -t 1"]
     assert (bench["model"], bench["model_path"]) == ("smollm2-135m", str(bundled_model))
     assert bench["figures"]["prefill_tokens_per_s"]["mean"] > 0 and bench["figures"]["decode_tokens_per_s"]["mean"] > 0
+    assert bench["threads"] == records["run"]["threads"] == 1, "-t 1: one name for the threads in run and bench"
     fitted = records["fit --json"]
     assert (fitted["model"], fitted["options"][0]["size"], fitted["hardware"]["ram_total_bytes"] > 0) == (
         "smollm2-135m", size, True)

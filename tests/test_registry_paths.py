@@ -236,10 +236,10 @@ def test_fit_plans_the_entry_s_file_at_its_context(own: Path) -> None:
     assert by_option.returncode == 0, by_option.err
     report = json.loads(by_option.out)
     assert [option["path"] for option in report["options"]] == [str(own.parent / "models" / "mine.Q4_1.gguf")]
-    assert report["options"][0]["n_ctx"] == 2048 and report["chosen"] == "Q4_1", "the entry's context"
+    assert report["options"][0]["ctx_size"] == 2048 and report["chosen"] == "Q4_1", "the entry's context"
     by_argument = json.loads(localgen(own, "fit", "mine", "--json").out)["options"]  # the machine's free RAM varies
-    assert [(o["path"], o["n_ctx"], o["total_bytes"]) for o in by_argument] == [
-        (o["path"], o["n_ctx"], o["total_bytes"]) for o in report["options"]]
+    assert [(o["path"], o["ctx_size"], o["total_bytes"]) for o in by_argument] == [
+        (o["path"], o["ctx_size"], o["total_bytes"]) for o in report["options"]]
     both = localgen(own, "fit", "smollm2-135m", "-m", "mine")
     assert both.returncode == 2 and "fit takes one model, and was given two" in both.err
     missing = localgen(own, "fit", "gone")

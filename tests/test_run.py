@@ -130,9 +130,9 @@ def test_json_output_fields() -> None:
     result = run_localgen("run", "Hi", "-n", "3", "--json", *GREEDY)
     assert result.returncode == 0, result.err
     record = json.loads(result.out)
-    assert set(record) == {"text", "finish_reason", "usage", "timings", "seed", "threads", "threads_chosen", "model",
+    assert set(record) == {"text", "finish_reason", "usage", "timings", "seed", "threads", "decode_threads", "model",
                            "model_path"}
-    assert 1 <= record["threads"] <= record["threads_chosen"]
+    assert 1 <= record["decode_threads"] <= record["threads"]
     assert set(record["usage"]) == {"prompt_tokens", "cached_tokens", "prompt_cache_tokens", "completion_tokens",
                                     "total_tokens"}
     assert set(record["timings"]) == {"ttft_s", "prefill_s", "prefill_tokens_per_s", "decode_s",
@@ -1223,7 +1223,7 @@ def test_more_threads_than_cpus_are_kept_with_one_warning() -> None:
 
     many, cpus = str(usable_cpus() + 1), usable_cpus()
     result = run_localgen("run", "--threads", many, "-n", "1", *GREEDY, "--json", "hi")
-    assert result.returncode == 0 and json.loads(result.out)["threads_chosen"] == int(many), result.err
+    assert result.returncode == 0 and json.loads(result.out)["threads"] == int(many), result.err
     assert result.err == (f"localgen: warning: --threads {many} is more than the {cpus} CPU{'s' if cpus > 1 else ''} "
                           f"this process may use; llama.cpp's threads wait for one another, so this is much slower "
                           "(leave --threads out to let localgen choose)\n"), result.err

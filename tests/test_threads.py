@@ -310,7 +310,7 @@ def test_a_busy_cpu_makes_the_real_engine_decode_with_fewer_threads_and_the_same
         burner.kill()
         burner.wait()
     alone, _ = run(["-t", "1"], {first, second})
-    assert (busy["threads_chosen"], busy["threads"]) == (2, 1)
+    assert (busy["threads"], busy["decode_threads"]) == (2, 1)
     assert "decoded with 1 of 2 threads" in stats
     assert busy["text"] == alone["text"] and busy["usage"]["completion_tokens"] == 160
 
