@@ -259,11 +259,12 @@ def models_show(
     """Describe a model from its GGUF header (no weights are loaded); without REF, the default model."""
     from localgen import console
     from localgen.cli_model_fields import entry_fields, entry_json, show_undownloaded
+    from localgen.fit import plan_here
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import parameter_count, present_shards
     from localgen.hub_lack import refuse_lacking
     from localgen.model_file_errors import named_as_typed
-    from localgen.quant_choice import plan_summary, resolve_downloaded
+    from localgen.quant_choice import resolve_downloaded
     from localgen.registry import load_registry
     from localgen.resolve import undownloaded_entry, unverified_copy
     from localgen.verify import recorded_sha256
@@ -301,7 +302,7 @@ def models_show(
     size = sum(path.stat().st_size for path in shards) if expected > 1 else info.file_size
     count = f"{len(shards)} shards" if not missing else f"{len(shards)} of {expected} shards"
     parameters = parameter_count(info, resolved.path)
-    plan = plan_summary(resolved.path, default_ctx=resolved.context)
+    plan, problem = plan_here(resolved.path, default_ctx=resolved.context)
     if json_output:
         source = resolved.shown_source.partition(" (")[0]  # "hub", as models list --json: verified says the rest
         print(console.json_text({
@@ -311,7 +312,8 @@ def models_show(
             "license": license_, "size": size, "shards": expected,
             "missing_shards": len(missing), "sha256": sha, "source": source,
             "verified": sha is not None and source == resolved.shown_source,  # no "hub (unverified)" copy
-            "path": str(resolved.path), "load_plan": plan, "downloaded": True,
+            "path": str(resolved.path), "fits": plan.fits_in if plan else "no",  # as fit --json's options say it
+            "plan": plan.to_dict() if plan else None, "problem": problem, "downloaded": True,
             "entry": entry_json(spec) if spec else None}, indent=2))
         return
     console.print_fields([
@@ -326,7 +328,8 @@ def models_show(
                                               + (f", {count})" if expected > 1 else ")")),
         ("sha256" if expected == 1 else "sha256 (first shard)", sha or "not verified yet"),
         ("source", resolved.shown_source), ("path", str(resolved.path)),
-        ("load plan", plan),
+        ("load plan", f"{plan.describe()} (about {binary_size(plan.estimate.total_bytes)})" if plan else
+         f"does not fit: {problem}"),
     ])
 
 

@@ -26,8 +26,8 @@ def show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | No
             "name": spec.name, "architecture": None, "parameters": None, "quant": quant or None,
             **dict.fromkeys(("context_length", "layers", "embedding_size", "chat_template")), "license": spec.license,
             "size": size, **dict.fromkeys(("shards", "missing_shards")), "sha256": sha,
-            "source": None, "verified": False, **dict.fromkeys(("path", "load_plan")), "downloaded": False,
-            "entry": entry_json(spec)},
+            "source": None, "verified": False, **dict.fromkeys(("path", "fits", "plan", "problem")),
+            "downloaded": False, "entry": entry_json(spec)},
             indent=2))
         return
     console.print_fields([

@@ -2,8 +2,8 @@
 
 Headers are read with HTTP range requests (hub_range.read_header_bytes). When a repo is named without a quant
 (choose_option): among the quants that fit, the full context first, then everything on the GPU, then the most bits
-per weight up to Q8_0's (F16/BF16/F32 only when no quantized file fits). Also `localgen models show`'s one-line
-plan; `localgen fit`'s report of the options is quant_report.py's.
+per weight up to Q8_0's (F16/BF16/F32 only when no quantized file fits). `localgen fit`'s report of the options is
+quant_report.py's; `localgen models show`'s plan, fit.plan_here's.
 """
 
 from __future__ import annotations
@@ -433,12 +433,3 @@ def too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitReque
     return insufficient_memory(smallest.shape, hw, est, request, n_ctx,
                                subject=f"no quant of {repo} fits: even the smallest, {named},", smallest_quant=True)
 
-
-def plan_summary(path: Path, *, default_ctx: int | None = None, hw: Hardware | None = None) -> str:
-    """One line on how a load of this local file would go here (for `localgen models show`)."""
-    shape = read_shape(path)
-    try:
-        plan = plan_fit(shape, hw or probe_hardware(), FitRequest(default_ctx=default_ctx))
-    except InsufficientMemoryError as exc:
-        return f"does not fit: {exc.short}"
-    return f"{plan.describe()} (about {binary_size(plan.estimate.total_bytes)})"

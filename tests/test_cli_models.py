@@ -842,3 +842,20 @@ def test_a_listing_on_a_pipe_escapes_a_tab_newline_or_backslash_in_a_field_so_it
     assert (rows[2][0], rows[2][4], rows[2][5]) == (escaped, "local", escaped)
     unescaped = re.sub(r"\\(.)", lambda found: {"t": "\t", "n": "\n", "\\": "\\"}[found[1]], rows[2][5])
     assert Path(unescaped) == mine and Path(unescaped).resolve() == bundled_model_file(), "read back whole"
+
+
+def test_models_show_json_gives_the_load_plan_as_fit_json_gives_it(home: Path) -> None:
+    """Its load_plan was the sentence the human output shows ("context 8,192, KV f16, CPU only (about 547 MiB)")."""
+    env = {"LOCALGEN_OFFLINE": "1", "LOCALGEN_MEMORY_LIMIT": "2GiB"}
+    shown = json.loads(run_localgen("models", "show", "smollm2-135m", "--json", env=env).out)
+    (chosen,) = [option for option in json.loads(run_localgen("fit", "smollm2-135m", "--json", env=env).out)["options"]
+                 if option["chosen"]]
+    assert "load_plan" not in shown and set(shown["plan"]) == set(chosen["plan"]), shown
+    same = ("ctx_size", "gpu_layers", "layers", "kv_type", "where", "ram_bytes", "ram_budget_bytes")
+    assert [shown["plan"][key] for key in same] == [chosen["plan"][key] for key in same]
+    assert (shown["fits"], shown["problem"]) == (chosen["fits"], None)
+    short = {**env, "LOCALGEN_MEMORY_LIMIT": "1MiB"}
+    refused = json.loads(run_localgen("models", "show", "smollm2-135m", "--json", env=short).out)
+    assert (refused["fits"], refused["plan"], refused["problem"][:6]) == ("no", None, "needs "), refused
+    said = run_localgen("models", "show", "smollm2-135m", env=short).out
+    assert f"load plan:       does not fit: {refused['problem']}\n" in said, said

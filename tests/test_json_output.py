@@ -14,7 +14,8 @@ from tests.conftest import run_localgen
 RETIRED = {"file", "file_size", "reference", "kept", "parts", "prefill_tps", "decode_tps", "ram_total",
            "ram_available", "ram_budget", "vram_budget", "total", "free",  # each said now by one name everywhere
            "threads_chosen", "n_threads", "n_threads_batch", "n_batch", "n_ubatch", "n_ctx", "n_ctx_decode",
-           "n_gpu_layers", "n_layers", "reps"}  # llama.cpp's names for what run's options name (--threads: threads)
+           "n_gpu_layers", "n_layers", "reps",  # llama.cpp's names for what run's options name (--threads: threads)
+           "load_plan"}  # models show's plan, a sentence where fit's is structured
 TIMES = {"created", "updated", "last_used"}
 COMMANDS = [("models", "list", "--json"), ("models", "list", "--all", "--json"), ("models", "show", "--json"),
             ("models", "show", "--json", "qwen2.5-1.5b"), ("cache", "--json"), ("conversations", "--json"),
