@@ -256,10 +256,12 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def json_text(data: object, *, indent: int | None = None) -> str:
-    """JSON for stdout: UTF-8 text as it is, and U+FFFD for a file name's undecodable bytes."""
+    """JSON for stdout: UTF-8 text as it is, and a file name's byte that is not UTF-8 as the \\udcXX escape of
+    Python's surrogateescape (json.loads, then os.fsencode, gives the name back), where U+FFFD would lose it."""
     import json
 
-    return without_surrogates(json.dumps(data, indent=indent, ensure_ascii=False))
+    text = json.dumps(data, indent=indent, ensure_ascii=False)  # lone surrogates, only ever inside its strings
+    return _SURROGATE.sub(lambda char: f"\\u{ord(char.group()):04x}", text)
 
 
 def status_width() -> int:

@@ -853,16 +853,19 @@ def test_an_empty_system_prompt_replaces_the_template_default() -> None:
     assert counts[1] < counts[0]
 
 
-def test_a_model_file_name_that_is_not_utf8_loads_and_shows_as_ufffd(bundled_model: Path, tmp_path: Path) -> None:
+def test_a_model_file_name_that_is_not_utf8_loads_and_its_json_gives_the_name_back(bundled_model: Path,
+                                                                                    tmp_path: Path) -> None:
+    """--json writes the byte as Python's surrogateescape \\udcff, where U+FFFD lost which file it was."""
     import shutil
 
     model = tmp_path / os.fsdecode(b"bad\xffname.gguf")
     shutil.copyfile(bundled_model, model)
     result = run_localgen("run", "-m", str(model), "hi", "-n", "2", "--json", *GREEDY)
     assert result.returncode == 0, result.err
-    assert json.loads(result.out)["model_path"].endswith("bad\ufffdname.gguf")
+    assert "bad\\udcffname.gguf" in result.out and os.path.samefile(json.loads(result.out)["model_path"], model)
     fit = run_localgen("fit", str(model), "--json")
-    assert fit.returncode == 0 and json.loads(fit.out)["model"].endswith("bad\ufffdname.gguf"), fit.out
+    assert fit.returncode == 0 and os.fsencode(json.loads(fit.out)["options"][0]["path"]) == os.fsencode(model), \
+        fit.out
     table = run_localgen("fit", str(model))
     assert "bad\ufffdname.gguf: RAM" in table.err, "a status line shows U+FFFD, not a \\udcff escape"
 
