@@ -65,7 +65,8 @@ def start_line(model: HubModel, file: HubFile, source: str, *, waiting: bool = F
     where = f" from {source}" if source else ""
     if waiting:
         return f"localgen: another download is fetching {file.repo}/{file.filename}{size}{where}; waiting for it"
-    return f"localgen: downloading {file.repo}/{file.filename}{size}{where}"
+    note = model.lookalike_note if file is model.files[0] else ""
+    return f"localgen: downloading {file.repo}/{file.filename}{size}{where}{note}"
 
 
 def say_line(line: str, console: Any = None) -> None:

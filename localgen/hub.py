@@ -38,7 +38,7 @@ from localgen.hub_cache import (
     pointer_path,
     save_listing,
 )
-from localgen.hub_choice import choose_model, quant_of, shard_of
+from localgen.hub_choice import choose_model, lookalikes, quant_of, shard_of
 from localgen.hub_errors import map_hub_error, offline_error, timed_out
 from localgen.hub_resume import PartClaim, fetch_blob, resumable
 from localgen.hub_types import HubFile, HubListing, HubModel
@@ -197,7 +197,8 @@ def find_model(repo: str, *, quant: str | None, filename: str | None) -> HubMode
     repo = listing.repo  # as the cache spells it
     save_listing(listing)
     files = choose_model(list(listing.files), quant=quant, filename=filename, repo=repo)
-    return HubModel(repo=repo, quant=files[0].quant, files=files, revision=listing.revision)
+    others = lookalikes(list(listing.files), files) if filename is None else ()
+    return HubModel(repo=repo, quant=files[0].quant, files=files, revision=listing.revision, lookalikes=others)
 
 
 def download_model(repo: str, *, quant: str | None, filename: str | None, force: bool = False,

@@ -115,6 +115,16 @@ def choose_model(files: list[HubFile], *, quant: str | None, filename: str | Non
                    hint=f"name one: {repo}/FILE.gguf (files: {names})")
 
 
+def lookalikes(files: list[HubFile], chosen: tuple[HubFile, ...]) -> tuple[str, ...]:
+    """The first files of the repo's other models of the chosen one's quant tag (m-instruct-Q4_K_M.gguf beside
+    m-Q4_K_M.gguf), which choose_model passed over for a shorter name."""
+    quant = chosen[0].quant
+    if quant is None:
+        return ()
+    return tuple(g[0].filename for g in _group_shards(files) if g[0].quant == quant and g[0] is not chosen[0]
+                 and not is_auxiliary(g[0]))
+
+
 def carries_tag(filename: str, tag: str) -> bool:
     """Whether a file is of the quant tag asked for: its quant (quant_of), or, for a tag that is more than a quant,
     the tag whole between separators in its path: Unsloth's UD-Q4_K_XL (Qwen3-8B-UD-Q4_K_XL.gguf), as Hugging Face's

@@ -60,6 +60,7 @@ class HubModel:
     quant: str | None
     files: tuple[HubFile, ...]
     revision: str
+    lookalikes: tuple[str, ...] = ()  # the repo's other models of its quant tag, by first file, where it was chosen
 
     @property
     def size(self) -> int:
@@ -70,3 +71,13 @@ class HubModel:
     def label(self) -> str:
         """A short human name: ORG/REPO:QUANT, or ORG/REPO/FILE when the file has no quant tag."""
         return f"{self.repo}:{self.quant}" if self.quant else f"{self.repo}/{self.files[0].filename}"
+
+    @property
+    def lookalike_note(self) -> str:
+        """What its download's start line adds where other files of the repo carry its quant tag (m-Q4_K_M.gguf
+        beside m-instruct-Q4_K_M.gguf): how to name another than the one taken; "" where none does."""
+        if not self.lookalikes:
+            return ""
+        others = [f"{self.repo}/{name}" for name in self.lookalikes]
+        named = f"{others[0]} names the other" if len(others) == 1 else f"name another as {', '.join(others)}"
+        return f" ({self.repo} has {len(others) + 1} {self.quant} files; {named})"

@@ -418,3 +418,23 @@ def test_pull_of_a_hub_address_names_the_model_as_org_repo_quant(hub: tuple[HubS
     _pull(env, typed)
     _, said = _pull(env, typed)
     assert said == f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with the Hub\n"
+
+
+def test_a_quant_two_files_of_a_repo_carry_says_which_was_taken_and_how_to_name_the_other(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """m-Q4_K_M.gguf and m-instruct-Q4_K_M.gguf in one repo: ORG/REPO:Q4_K_M took the shorter name without a word;
+    its download's start line now names the other file as a reference."""
+    server, env = hub
+    repo = "org/m-GGUF"
+    server.add_repo(repo, {"m-Q4_K_M.gguf": make_gguf_bytes("m"), "m-instruct-Q4_K_M.gguf": make_gguf_bytes("i"),
+                           "m-Q8_0.gguf": make_gguf_bytes("q8")})
+    path, said = _pull(env, f"{repo}:Q4_K_M")
+    assert path.name == "m-Q4_K_M.gguf" and said.splitlines()[0] == (
+        f"localgen: downloading {repo}/m-Q4_K_M.gguf (64.0 KiB) from {server.url} ({repo} has 2 Q4_K_M files; "
+        f"{repo}/m-instruct-Q4_K_M.gguf names the other)"), said
+    other, said = _pull(env, f"{repo}/m-instruct-Q4_K_M.gguf")
+    assert other.name == "m-instruct-Q4_K_M.gguf" and said.splitlines()[0] == (
+        f"localgen: downloading {repo}/m-instruct-Q4_K_M.gguf (64.0 KiB) from {server.url}"), said
+    _, said = _pull(env, f"{repo}:Q8_0")
+    assert "has 2" not in said and said.splitlines()[0].endswith(server.url), said
+
