@@ -34,9 +34,8 @@ class Summary:
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready record, the time in ISO 8601 (UTC)."""
-        record: dict[str, object] = {"name": self.name, "updated": iso_time(self.updated), "exchanges": self.exchanges,
-                                     "model": self.model, "first_message": self.first_message}
-        return record | ({"problem": self.problem} if self.problem else {})
+        return {"name": self.name, "updated": iso_time(self.updated), "exchanges": self.exchanges, "model": self.model,
+                "first_message": self.first_message, "problem": self.problem or None}
 
     @property
     def described(self) -> str:

@@ -380,7 +380,7 @@ def cache_listing() -> dict[str, object]:
 
     return {"directory": str(directory), "max_bytes": prompt_cache_bytes(), "total_bytes": sum(e.size for e in entries),
             "entries": [{"path": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": iso_time(e.last_used),
-                         "model_path": model_path(e), **({"problem": e.problem} if e.problem else {})}
+                         "model_path": model_path(e), "problem": e.problem or None}
                         for e in entries]}
 
 

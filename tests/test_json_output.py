@@ -67,6 +67,8 @@ def test_every_json_output_names_a_file_a_model_a_size_and_a_time_the_same_way(h
     shared = ("name", "quant", "size", "path", "source", "verified", "missing_shards")
     assert [shown.get(key) for key in shared] == [listed[key] for key in shared], "one model, said alike"
     assert (shown["size"], shown["source"], shown["verified"]) == (size, "bundled", True)
+    for row in (*records["conversations --json"], *records["cache --json"]["entries"]):
+        assert row["problem"] is None, row  # null, as in fit's and models show's records, where it was left out
     (entry,) = records["cache --json"]["entries"]
     assert (entry["model_path"], Path(entry["path"]).parent) == (str(bundled_model), Path(records["cache --json"][
         "directory"]))
