@@ -369,4 +369,20 @@ def other_tool_hint(word: str, rest: list[str]) -> str | None:
     if command and command.endswith(" NAME") and names:
         kept = names if word in SEVERAL_NAMES else names[:1]
         command = shlex.join([*command.removesuffix(" NAME").split(), *kept])
+    if word in ("logs", "history"):
+        command = shlex.join([*str(command).split(), *_history_options(rest)])
     return f"use `{command}`" if command else OTHER_TOOLS_WORDS.get(word)
+
+
+def _history_options(rest: list[str]) -> list[str]:
+    """llm logs' -n/--count N and --json (rest: its words after `logs`) as `localgen conversations` takes them; its
+    -n 0 (all) is left out, as conversations lists all without -n (and refuses -n 0)."""
+    kept: list[str] = []
+    for at, word in enumerate(rest):
+        name, equals, value = word.partition("=")
+        if name in ("-n", "--count"):
+            value = value if equals else (rest[at + 1] if at + 1 < len(rest) else "")
+            kept += ["-n", value] if value.isascii() and value.isdigit() and int(value) > 0 else []
+        elif word == "--json":
+            kept.append(word)
+    return kept

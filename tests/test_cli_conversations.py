@@ -320,9 +320,18 @@ def test_rm_asks_refuses_what_is_open_and_deletes_only_whole_requests() -> None:
     assert not list((conversations_dir() / ".locks").glob("*.lock")), "their lock files go too"
 
 
-def test_other_tools_names_for_the_history_point_here() -> None:
-    result = run_localgen("logs")
-    assert result.returncode == 2 and result.err.endswith("(hint: use `localgen conversations`)\n")
+@pytest.mark.parametrize(("args", "command"), [
+    (("logs",), "localgen conversations"),
+    (("logs", "-n", "3"), "localgen conversations -n 3"),  # was: localgen conversations, the count left out
+    (("logs", "--count=2", "--json"), "localgen conversations -n 2 --json"),
+    (("logs", "-n", "0", "-t"), "localgen conversations"),  # llm's 0: all, which conversations lists without -n
+    (("history", "--json"), "localgen conversations --json"),
+])
+def test_other_tools_names_for_the_history_point_here(args: tuple[str, ...], command: str) -> None:
+    result = run_localgen(*args)
+    assert result.returncode == 2 and result.err.endswith(f"(hint: use `{command}`)\n"), result.err
+    listed = run_localgen(*command.split()[1:])
+    assert listed.returncode == 0, listed.err
 
 
 def test_show_tells_an_empty_system_prompt_from_none() -> None:
