@@ -295,6 +295,8 @@ def pull(
         metavar="REF...", help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf or a Hub address; several are "
                                "pulled one after the other.")],
     force: Annotated[bool, typer.Option("--force", help="Download again even if cached.")] = False,
+    quiet: Annotated[bool, typer.Option(  # no -q: huggingface-cli's habit of a quant there is hinted
+        "--quiet", help="Nothing on stderr but errors: no progress, notes or warnings.")] = False,
 ) -> None:
     """Download models from the Hugging Face Hub, verify them, and print each one's local path.
 
@@ -305,7 +307,8 @@ def pull(
     """
     from localgen.cli_pull import pull_models
 
-    code = pull_models(references, force=force, options=["--force"] if force else [])
+    options = [*(["--force"] if force else []), *(["--quiet"] if quiet else [])]
+    code = pull_models(references, force=force, quiet=quiet, options=options)
     if code:
         raise typer.Exit(code)
 

@@ -13,10 +13,12 @@ from localgen.resolve import ResolvedModel
 from localgen.units import alternatives, binary_size, counted
 
 
-def pull_models(references: list[str], *, force: bool, options: list[str]) -> int:
+def pull_models(references: list[str], *, force: bool, options: list[str], quiet: bool = False) -> int:
     """Pull each model in turn, its path printed as it is done; every reference is checked first (a typo pulls
     nothing), a failed pull is said and the next one goes on, and several end with a line that says how many were
-    pulled. The exit code: that of the first failure, else 0. options: the command's options, for hints."""
+    pulled. The exit code: that of the first failure, else 0. options: the command's options, for hints; quiet: only
+    errors on stderr."""
+    from localgen.cli_output import stderr_quieted
     from localgen.resolve import check_reference, refuse_own_file
 
     check_file_arguments(references, options)  # on the words as typed: a quant pairs with the repo just before it
@@ -32,13 +34,14 @@ def pull_models(references: list[str], *, force: bool, options: list[str]) -> in
     failed: list[tuple[str, int]] = []
     for reference in references:
         try:
-            path = pull_model(reference, force=force)
+            with stderr_quieted(quiet):
+                path = pull_model(reference, force=force)
         except LocalgenError as exc:
             console.error(exc.message, exc.hint)
             failed.append((reference, exc.exit_code))
             continue
         print(path, flush=True)
-    if len(references) > 1:
+    if len(references) > 1 and not quiet:
         console.say(pulled_line(len(references), [reference for reference, _ in failed]))
     return failed[0][1] if failed else EXIT_OK
 

@@ -438,3 +438,18 @@ def test_a_quant_two_files_of_a_repo_carry_says_which_was_taken_and_how_to_name_
     _, said = _pull(env, f"{repo}:Q8_0")
     assert "has 2" not in said and said.splitlines()[0].endswith(server.url), said
 
+
+def test_pull_quiet_says_nothing_on_stderr_but_errors(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """pull --quiet, as run's: the path on stdout, no start line, progress, note or warning on stderr; an error is
+    said, and the next model goes on. Its -q stays the quant option hinted as other tools' habit."""
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("q8", 2**17), "tiny-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    small = {**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}  # a pull that warns a run will refuse it
+    quiet = run_cli(small, "pull", "--quiet", f"{REPO}:Q8_0")
+    assert quiet.returncode == 0 and quiet.stderr == "" and Path(quiet.stdout.strip()).name == FILE, quiet.stderr
+    failed = run_cli(small, "pull", "--quiet", "org/nope-GGUF", f"{REPO}:Q4_K_M")
+    assert failed.returncode == 1 and failed.stderr.startswith(
+        "localgen: error: repository org/nope-GGUF not found on the Hugging Face Hub"), failed.stderr
+    assert len(failed.stderr.splitlines()) == 1 and Path(failed.stdout.strip()).name == "tiny-Q4_K_M.gguf"
+    habit = run_cli(env, "pull", "-q", "Q8_0", REPO)
+    assert habit.returncode == 2 and f"`localgen pull {REPO}:Q8_0`" in habit.stderr, habit.stderr
