@@ -26,7 +26,7 @@ from types import ModuleType
 from localgen.config import settings
 from localgen.errors import ConfigError, LocalgenError
 from localgen.hub_address import endpoint_error
-from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_of
+from localgen.hub_choice import carries_tag, choose_model, pick_order, quant_of, shard_of
 from localgen.hub_types import HubFile, HubListing
 from localgen.references import check_safe_filename
 from localgen.storage import atomic_write_text
@@ -358,11 +358,12 @@ def unverified_file(repo: str, *, quant: str | None, filename: str | None,
                     incomplete: bool = False) -> Path | None:
     """A GGUF file of repo in the local cache that localgen has not verified (another tool downloaded it).
 
-    It matches the exact filename when one is given, else the quant when one is given, else any file; the
+    It matches the exact filename when one is given, else the quant when one is given, else any file, the one a
+    download would take among several (hub_choice.pick_order: m-Q4_K_M.gguf before m-instruct-Q4_K_M.gguf); the
     first shard of a split model stands for it (incomplete: a verified first shard too, when other shards are
     missing, as a pull that stopped part way leaves it).
     """
-
+    found = []
     for f in cached_gguf_files():
         if f.repo.lower() != repo.lower() or (shard_of(f.filename)[0] or 1) != 1:
             continue
@@ -372,8 +373,9 @@ def unverified_file(repo: str, *, quant: str | None, filename: str | None,
             continue
         if filename is None and quant is not None and not carries_tag(f.filename, quant):
             continue
-        return f.path
-    return None
+        found.append(f)
+    first = min(found, key=lambda f: pick_order(f.filename, split=shard_of(f.filename)[0] is not None), default=None)
+    return first.path if first is not None else None
 
 
 def _shards_missing(first_shard: Path) -> bool:

@@ -188,7 +188,13 @@ def _quants(groups: list[tuple[HubFile, ...]]) -> list[str]:
 
 def _pick(groups: list[tuple[HubFile, ...]]) -> tuple[HubFile, ...]:
     """Among equally good groups: top-level over folders, single files over splits, shortest name."""
-    return min(groups, key=lambda g: ("/" in g[0].filename, len(g), len(g[0].filename), g[0].filename))
+    return min(groups, key=lambda g: pick_order(g[0].filename, split=len(g) > 1))
+
+
+def pick_order(filename: str, *, split: bool) -> tuple[bool, bool, int, str]:
+    """Where a model (by its first file's name; split: of several shards) comes among those equally good: top-level
+    before folders, single files before splits, then the shortest name, then the first in order."""
+    return "/" in filename, split, len(filename), filename
 
 
 def _narrowed(groups: list[tuple[HubFile, ...]], quant: str | None) -> list[tuple[HubFile, ...]]:

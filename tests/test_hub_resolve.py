@@ -450,3 +450,21 @@ def test_the_address_of_a_folder_at_another_revision_is_refused_with_main_s_fold
     assert info.value.hint == "use org/r/UD-Q4_K_XL/*.gguf, which is main's"
     offered = parse_reference((info.value.hint or "").split()[1].rstrip(","))
     assert (offered.repo, offered.filename) == ("org/r", "UD-Q4_K_XL/*.gguf")
+
+
+def test_of_two_unverified_files_of_a_quant_the_one_a_download_takes_is_named(hubenv: HubEnv) -> None:
+    """Another tool downloaded M-Q4_K_M.gguf and M-Instruct-Q4_K_M.gguf: ORG/REPO:Q4_K_M offline named the first in
+    alphabetical order (-Instruct-), where a download takes the shorter name; now the same one as a download."""
+    repo, names = "org/M-GGUF", ("M-Instruct-Q4_K_M.gguf", "M-Q4_K_M.gguf")
+    repo_dir = hubenv.hf_cache / "models--org--M-GGUF"
+    snapshot = repo_dir / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (repo_dir / "blobs").mkdir()
+    (repo_dir / "refs").mkdir()
+    (repo_dir / "refs" / "main").write_text("a" * 40)
+    for name in names:
+        (repo_dir / "blobs" / name).write_bytes(make_gguf_bytes(name))
+        (snapshot / name).symlink_to(f"../../blobs/{name}")
+    assert hub_cache.unverified_file(repo, quant="Q4_K_M", filename=None) == snapshot / "M-Q4_K_M.gguf"
+    hubenv.server.add_repo(repo, {name: make_gguf_bytes(name) for name in names})
+    assert [p.name for p in hub.download_model(repo, quant="Q4_K_M", filename=None, quiet=True)] == ["M-Q4_K_M.gguf"]
