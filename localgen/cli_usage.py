@@ -267,23 +267,25 @@ def _ctx_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: s
     typed = option_typed(args[1:], CTX_OPTIONS, option_arity(app, command))
     value = re.search(r"'([^']*)' is not a valid integer", message)
     if typed == "-c" and command in ("run", "chat") and not (value and value[1].lstrip("+-")[:1].isdigit()):
-        return "-c is --ctx-size; to continue the latest conversation use --continue" + (
-            _continued(app, args[1:]) if command == "run" else "")
+        return "-c is --ctx-size; to continue the latest conversation use --continue" + _continued(app, args)
     kibi = re.fullmatch(r"(\d+)[kK]", value[1].strip()) if value else None  # 8k: 8,192 tokens, as sizes go
     return f"{typed} takes the context size, a number of tokens: {typed} {int(kibi[1]) * 1024 if kibi else 4096}"
 
 
-def _continued(app: typer.Typer, words: list[str]) -> str:
-    """For llm's `-c PROMPT` (continue) given to run (words: after `run`): the command with the last -c typed as
-    --continue, its words one prompt, led by ": "; "" where -c was typed with its value stuck on (-cmore)."""
-    takes_value = option_arity(app, "run")
+def _continued(app: typer.Typer, args: list[str]) -> str:
+    """For llm's `-c PROMPT` (continue) given to run, or `-c` typed last to chat: the command with the last -c typed
+    as --continue, led by ": ", run's words one prompt; "" where -c was typed with its value stuck on (-cmore), or
+    chat's took a word (chat -c work), which chat has no place for (its --continue NAME would resume a conversation
+    of that name)."""
+    command, words = args[0], args[1:]
+    takes_value = option_arity(app, command)
     typed = [at for at, (word, part) in enumerate(read_words(words, takes_value)) if (word, part) == ("-c", "option")]
-    if not typed:
+    if not typed or (command == "chat" and typed[-1] != len(words) - 1):
         return ""
     fixed = [*words[:typed[-1]], "--continue", *words[typed[-1] + 1:]]  # its value now a word of the prompt
     prompt = words_given(fixed, takes_value)
-    command = suggested("run", options_given(fixed, takes_value), prompt)
-    return f": `{command}`" if prompt else f': `{command} "..."`'
+    written = suggested(command, options_given(fixed, takes_value), prompt)
+    return f': `{written} "..."`' if command == "run" and not prompt else f": `{written}`"
 
 
 def _threads_flag_hint(exc: Exception, command: str) -> str | None:

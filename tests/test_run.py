@@ -508,7 +508,9 @@ def test_other_tools_commands_point_to_localgens(args: tuple[str, ...], hint: st
     (("run", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue: "
                     '`localgen run --continue "..."`'),
     (("run", "--ctx", "abc", "hi"), "--ctx takes the context size, a number of tokens: --ctx 4096"),  # not -c's hint
-    (("chat", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue"),
+    (("chat", "-c"), "-c is --ctx-size; to continue the latest conversation use --continue: "
+                     "`localgen chat --continue`"),
+    (("chat", "-c", "work"), "-c is --ctx-size; to continue the latest conversation use --continue"),
     (("run", "-x is a flag"), 'a prompt that starts with "-" goes after --: `localgen run -- \'-x is a flag\'`'),
     (("run", "--temprature", "0", "Say hi."), "did you mean --temperature? see `localgen run --help`"),  # not after --
     (("run", "Say", "hi."), "quote the prompt: `localgen run 'Say hi.'`"),
