@@ -60,6 +60,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         route_native_log()  # llama.cpp's log goes where localgen sends it, as in a localgen process
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[None]:
+    """Keep the test modules' bytecode, as pytest rewrote their asserts, whatever PYTHONDONTWRITEBYTECODE says.
+
+    pytest rewrites a test module's asserts as it imports it, and keeps the result only where bytecode may be
+    written: where PYTHONDONTWRITEBYTECODE is set (as on CI), every worker of every run rewrote and compiled each
+    test module again (10 s CPU a worker, of the 14.5 s its collection took; 4 s with them kept).
+    """
+    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, False
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = saved
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Declare the serial mark."""
     config.addinivalue_line("markers", "serial: timing-sensitive or CPU-bound: runs while no other test runs")
