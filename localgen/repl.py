@@ -164,7 +164,7 @@ class Repl:
         conversation = self.session.conversation
         if self._answered and conversation.on_disk and conversation.turns and not self.session.unsaved:
             console.say(f"conversation saved as {conversation.name}; "
-                        f"localgen chat --resume {shlex.quote(conversation.name)} goes on with it")
+                        f"`localgen chat --resume {shlex.quote(conversation.name)}` goes on with it")
 
     def _step(self) -> None:
         """Read one line and act on it."""

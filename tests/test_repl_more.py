@@ -151,7 +151,8 @@ def test_keys_typed_while_the_chat_waits_on_a_pipe_it_attaches_are_not_echoed(tm
 
 def test_leaving_names_the_saved_conversation_and_how_to_go_on_with_it(tmp_path: Path) -> None:
     """Ctrl-D or /bye after an exchange says the conversation's name and the --resume that reopens it (the name of a
-    new one is the time it started); a chat where nothing was said, a resumed one too, leaves without a word of it."""
+    new one is the time it started), the command whole on a narrow terminal; a chat where nothing was said, a resumed
+    one too, leaves without a word of it."""
     home = tmp_path / "home"
     silent = Chat(home, "-n", "1")
     try:
@@ -159,7 +160,7 @@ def test_leaving_names_the_saved_conversation_and_how_to_go_on_with_it(tmp_path:
         assert "conversation saved as" not in silent.transcript.getvalue()
     finally:
         _stop(silent)
-    chat = Chat(home, "--no-markdown", "-n", "1")
+    chat = Chat(home, "--no-markdown", "-n", "1", columns=50)
     try:
         name = chat.ask("Name a color.")["name"]
         chat.child.sendline("/bye")
@@ -167,7 +168,8 @@ def test_leaving_names_the_saved_conversation_and_how_to_go_on_with_it(tmp_path:
         chat.child.close()
         assert chat.child.exitstatus == 0
         said = " ".join(chat.transcript.getvalue().rpartition("/bye")[2].split())
-        assert f"conversation saved as {name}; localgen chat --resume {name} goes on with it" in said, said
+        assert f"conversation saved as {name}; `localgen chat --resume {name}` goes on with it" in said, said
+        assert f"`localgen chat --resume {name}`" in chat.transcript.getvalue(), "the command on one line, to copy"
     finally:
         _stop(chat)
     resumed = Chat(home, "--resume", name, "-n", "1")
