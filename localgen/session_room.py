@@ -25,6 +25,7 @@ class ContextRoom:
     loaded: LoadedModel
     limits: GenerationLimits
     conversation: Conversation
+    keep_saved_settings: bool  # a run's session: its options hold for that run only
 
     def _count(self, messages: list[Message]) -> int:
         """Tokens a conversation takes once rendered (ChatSession's)."""
@@ -88,8 +89,8 @@ class ContextRoom:
 
     def _room_helps(self, text: str | None, prompt_tokens: int | None) -> list[str]:
         """What makes room for a message where the system prompt text (None: the template's own) leaves none: the
-        /system commands that give one that leaves some, and the --ctx-size that holds prompt_tokens (None: not
-        counted)."""
+        /system commands (a run's -s) that give one that leaves some, and the --ctx-size that holds prompt_tokens
+        (None: not counted)."""
         budget = self._budget()
 
         def leaves_room(other: str | None) -> bool:
@@ -97,11 +98,18 @@ class ContextRoom:
             return fixed is not None and fixed < budget
 
         helps = []
-        if text != "" and (leaves_room(None) or leaves_room("")):
+        if self._is_run():  # no option of run's brings back the template's own system prompt
+            if text != "" and leaves_room(""):
+                helps.append('-s TEXT sets a shorter one, -s "" sets an empty one')
+        elif text != "" and (leaves_room(None) or leaves_room("")):
             other = "/system none removes it" if text and leaves_room(None) else '/system "" sets an empty one'
             helps.append(f"/system TEXT sets a shorter one, {other}")
         larger = self._larger_context_help(prompt_tokens)
         return [*helps, *([larger] if larger else [])]
+
+    def _is_run(self) -> bool:
+        """A run's session (--continue, --conversation): run's options, not the chat's commands, change it."""
+        return self.keep_saved_settings
 
     def _no_room(self, text: str | None) -> tuple[str, str | None] | None:
         """Why the system prompt text (None: the template's own) leaves no room for a message, and the hint for a

@@ -901,6 +901,16 @@ def test_runs_go_on_with_a_saved_conversation(tmp_path: Path) -> None:
     assert len(saved["turns"]) == 3 and saved["system"] == "You are terse."
 
 
+def test_a_conversation_run_whose_system_prompt_leaves_no_room_is_hinted_run_s_options(tmp_path: Path) -> None:
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    assert run_localgen("run", "-s", "Be terse.", "-n", "2", "hi", env=env).returncode == 0
+    for args in (("--continue",), ("--conversation", "c1", "-s", "Be terse.")):
+        result = run_localgen("run", *args, "-c", "19", "-n", "2", "more3", env=env)
+        assert result.returncode == 1 and "but the system prompt with the chat template's markup takes" in result.err
+        assert result.err.endswith('(hint: -s TEXT sets a shorter one, -s "" sets an empty one; --ctx-size 22 or '
+                                   "more (up to 8,192 for this model; it is 19 now))\n"), "run's options, not /system"
+
+
 def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
     from localgen.conversation_lock import hold, release
 
