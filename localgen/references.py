@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.errors import UsageError
-from localgen.typed_paths import expand_user_path, is_existing_file, refuse_file_as_folder
+from localgen.typed_paths import expand_user_path, is_existing_file, is_existing_folder, refuse_file_as_folder
 
 QUANT_PATTERN = re.compile(
     r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|FP16|FP32)(?![A-Za-z0-9])", re.IGNORECASE
@@ -86,14 +86,14 @@ def _split_quant(text: str) -> tuple[str, str | None]:
 
 def _looks_like_path(text: str) -> bool:
     """True for references that mean a file on disk: an explicit path ($VAR/... too), NAME.gguf or DIR/NAME.gguf,
-    or an existing file with a directory part. A bare name is the registry's even where a file of that name is
-    about."""
+    an existing file with a directory part, or an existing folder with a / after it (DIR/, as Tab completes it). A bare
+    name is the registry's even where a file of that name is about."""
     if text.startswith(("/", "./", "../", "~", "$")):
         return True
     parts = text.split("/")
     if text.lower().endswith(".gguf") and len(parts) < 3:  # ORG/REPO/FILE.gguf is the shortest Hub file
         return True
-    return len(parts) >= 2 and is_existing_file(text)
+    return len(parts) >= 2 and (is_existing_file(text) or (text.endswith("/") and is_existing_folder(text)))
 
 
 def parse_reference(text: str) -> ModelRef:

@@ -25,7 +25,7 @@ from localgen.references import (
 )
 from localgen.registry_entries import BUILTIN_SOURCE, STOP_KEY, ModelSpec, parse_registry
 from localgen.registry_toml import read_toml
-from localgen.typed_paths import short_path
+from localgen.typed_paths import is_existing_folder, short_path
 
 _CHAT_TAG_WORDS = {"instruct", "chat", "it"}  # the words of an Ollama tag for a chat model: qwen2.5:7b-instruct
 _BASE_TAG_WORDS = {"text", "base"}  # those of a tag for the base (pre-trained) model: llama3.2:1b-text
@@ -160,7 +160,7 @@ class Registry:
         try:
             return self.get(ref.name)
         except ModelNotFoundError as exc:
-            from localgen.model_file_errors import model_file_here
+            from localgen.model_file_errors import folder_hint, model_file_here
 
             here = model_file_here(ref.text)
             if here == ref.text:
@@ -168,6 +168,10 @@ class Registry:
                                                            f"{exc.hint}") from None
             if here is not None:
                 raise ModelNotFoundError(exc.message, hint=f"for the file {here} here, use ./{here}; or "
+                                                           f"{exc.hint}") from None
+            if is_existing_folder(ref.text):
+                in_it = folder_hint(Path(ref.text), f"./{ref.text}")
+                raise ModelNotFoundError(exc.message, hint=f"{ref.text} here is a folder, not a model: {in_it}; or "
                                                            f"{exc.hint}") from None
             if ref.name.endswith("gguf"):  # a Hub repo named without its owner
                 typed = ref.text.strip()  # its quant kept: ORG/NAME-GGUF:Q4_K_M

@@ -73,6 +73,14 @@ def is_existing_file(text: str) -> bool:
         return False
 
 
+def is_existing_folder(text: str) -> bool:
+    """Whether text names an existing folder (False for names no folder can have: too long, a NUL in them)."""
+    try:
+        return Path(text).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def short_path(path: Path | str) -> str:
     """A path for an error message, cut in the middle when very long."""
     text = str(path)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ import pytest
 from localgen.errors import ConfigError, UsageError
 from localgen.references import parse_reference
 from localgen.registry import load_registry
-from tests.conftest import CliResult, run_localgen, user_registry
+from tests.conftest import CliResult, run_localgen, run_localgen_process, user_registry
 
 GREEDY = ("--temperature", "0", "--seed", "1")
 
@@ -360,6 +362,28 @@ def test_a_slash_after_a_model_file_s_name_is_refused_as_cat_refuses_it(tmp_path
         load_registry(user)
     assert info.value.message == f"{user}: [models.x].path: cannot read ../m.gguf/: Not a directory"
     assert info.value.hint == "../m.gguf is a file, not a folder: drop the / after it"
+
+
+def test_a_folder_named_with_a_slash_after_it_or_alone_is_told_the_models_in_it(
+        tmp_path: Path, bundled_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "m").mkdir()
+    os.symlink(bundled_model, tmp_path / "m" / "my.gguf")
+    monkeypatch.chdir(tmp_path)
+    assert parse_reference("m/").path == Path("m"), "DIR/, as Tab completes a folder, is that folder"
+    assert parse_reference("org/repo/").repo == "org/repo", "where no such folder is, the Hub's ORG/REPO/ as before"
+
+    def localgen_here(*args: str) -> subprocess.CompletedProcess:
+        return run_localgen_process([sys.executable, "-m", "localgen", *args], cwd=tmp_path, capture_output=True,
+                                    text=True, env=os.environ | {"LOCALGEN_OFFLINE": "1"})
+
+    for args in (("run", "-m", "m/", "hi"), ("fit", "m/")):
+        folder = localgen_here(*args)
+        assert (folder.returncode, folder.stderr) == (1, "localgen: error: m/ is not a file (hint: did you mean "
+                                                         "m/my.gguf?)\n"), folder.stderr
+    named = localgen_here("run", "-m", "m", "hi")
+    assert (named.returncode, named.stderr) == (1, "localgen: error: unknown model 'm' (hint: m here is a folder, not "
+                                                   "a model: did you mean ./m/my.gguf?; or see `localgen models list "
+                                                   "--all` for the names)\n"), named.stderr
 
 
 def test_a_path_named_with_a_dollar_is_looked_for_in_the_folder_of_its_models_toml(tmp_path: Path,
