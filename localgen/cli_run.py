@@ -12,6 +12,7 @@ from localgen.errors import UsageError
 
 if TYPE_CHECKING:
     from localgen.chat import Message
+    from localgen.conversation import Conversation
     from localgen.events import Event, Finished
     from localgen.input_text import TextBound
     from localgen.inputs import InputFile
@@ -226,15 +227,24 @@ def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: b
         console.write_out(sys.stdout, console.terminal_safe(text) if sys.stdout.isatty() else text)
 
 
-def report_after_run(completion: Finished, *, json_output: bool, stats: bool, limit_given: bool = True,
-                     stops: str | None = None) -> None:
-    """The notes on stderr once the answer is out: why it stopped early (a token limit named by where it came from:
-    -n, or else a saved conversation's or models.toml's max_tokens), an empty answer and why (stops: where the stop
-    strings came from, --stop or models.toml), reasoning left out, and --stats."""
+def token_limit_source(*, given: bool, conversation: Conversation | None) -> str:
+    """Where run's token limit came from, as the note on an answer it stopped names it: -n, else the saved
+    conversation's max_tokens (conversation: the one continued, as it was before the run), else models.toml's."""
+    if given:
+        return "-n/--max-tokens"
+    if conversation is not None and conversation.settings.get("max_tokens") is not None:
+        return f"max_tokens of conversation '{conversation.name}'; -n overrides it"
+    return "max_tokens in models.toml; -n overrides it"
+
+
+def report_after_run(completion: Finished, *, json_output: bool, stats: bool,
+                     limit_source: str = "-n/--max-tokens", stops: str | None = None) -> None:
+    """The notes on stderr once the answer is out: why it stopped early (a token limit named by where it came from,
+    token_limit_source), an empty answer and why (stops: where the stop strings came from, --stop or models.toml),
+    reasoning left out, and --stats."""
     from localgen import console
 
-    source = "-n/--max-tokens" if limit_given else "max_tokens of the conversation or models.toml; -n overrides it"
-    note = console.finish_note(completion, limit_source=source)
+    note = console.finish_note(completion, limit_source=limit_source)
     if note and completion.finish_reason != "interrupted" and not json_output:  # --json: its finish_reason says it
         console.say(f"localgen: {note}")
     all_hidden = completion.thinking is not None and completion.usage.completion_tokens and not completion.text

@@ -108,6 +108,7 @@ class RunOutcome:
     completion: Finished
     exit_code: int | None
     stops: str | None = None  # where the stop strings that end it as the model's end of answer does came from
+    limit_source: str = "-n/--max-tokens"  # where its token limit came from (cli_run.token_limit_source)
 
 
 def run_command(request: RunRequest) -> None:
@@ -272,7 +273,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     from localgen.answer_record import gave_an_answer
     from localgen.cli_options import from_command_line, given_settings, with_model_settings
     from localgen.cli_output import finish_output, stream_to_stdout
-    from localgen.cli_run import fresh_answer, fresh_messages, user_message, write_prompt
+    from localgen.cli_run import fresh_answer, fresh_messages, token_limit_source, user_message, write_prompt
     from localgen.conversation_edits import SavedInPlaceNote
     from localgen.last_run import last_run_keeper
     from localgen.registry import model_defaults
@@ -285,6 +286,8 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
         system = defaults.system
     user_text = user_message(loaded, checked.prompt, inputs.attachments)
     notes: list[str] = []  # what saving the exchange did that must be said, once the answer is out
+    limit_source = token_limit_source(given=from_command_line(ctx, "max_tokens"),
+                                      conversation=None if continued is None else continued.conversation)
     if continued is not None:
         start, stops = continued_answer(loaded, options, continued, system, user_text, sampling, limits,
                                  given_settings(ctx), draft=request.draft, prompt_cache=not request.no_cache,
@@ -312,16 +315,15 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
             (console.warn if continued is None or isinstance(note, SavedInPlaceNote) else warn_past_quiet)(note)
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error
-    return RunOutcome(completion, exit_code, stops=stops)
+    return RunOutcome(completion, exit_code, stops=stops, limit_source=limit_source)
 
 
 def report_run(request: RunRequest, outcome: RunOutcome) -> None:
     """The notes on stderr once the answer is out (cli_run.report_after_run), and the exit code a signal asked
     for."""
-    from localgen.cli_options import from_command_line
     from localgen.cli_run import report_after_run
 
     report_after_run(outcome.completion, json_output=request.json_output, stats=request.stats,
-                     limit_given=from_command_line(request.ctx, "max_tokens"), stops=outcome.stops)
+                     limit_source=outcome.limit_source, stops=outcome.stops)
     if outcome.exit_code is not None:
         raise typer.Exit(outcome.exit_code)

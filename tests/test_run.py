@@ -23,6 +23,7 @@ from tests.conftest import (
     run_localgen,
     run_localgen_process,
     spawn_localgen,
+    user_registry,
 )
 
 FOX = b"The quick brown fox jumps over the lazy dog.\n"
@@ -573,8 +574,20 @@ def test_llama_cpp_spellings_of_gpu_layers_and_no_limit_work(tmp_path: Path) -> 
     unbounded = record("-n", "-1")  # llama.cpp's "no limit" lifts the entry's max_tokens
     assert unbounded["finish_reason"] == "stop" and unbounded["usage"]["completion_tokens"] > 3, unbounded
     noted = run_localgen("run", "Say hi.", *GREEDY, env=env)
-    assert noted.err == ("localgen: stopped at the limit of 3 tokens (max_tokens of the conversation or models.toml; "
-                         "-n overrides it)\n"), "the note names where a limit not given with -n came from"
+    assert noted.err == ("localgen: stopped at the limit of 3 tokens (max_tokens in models.toml; -n overrides it)\n"), \
+        "the note names where a limit not given with -n came from"
+
+
+def test_the_limit_note_names_the_conversation_whose_saved_max_tokens_stopped_the_answer(tmp_path: Path) -> None:
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    user_registry(tmp_path / "home", "[models.smollm2-135m]\nmax_tokens = 3\n")
+    started = run_localgen("run", "--conversation", "k", "Tell me a long story.", *GREEDY, env=env)
+    assert started.err == "localgen: stopped at the limit of 3 tokens (max_tokens in models.toml; -n overrides it)\n"
+    (path,) = (tmp_path / "home").rglob("conversations/k.json")
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"settings": {"max_tokens": 4}}))
+    saved = run_localgen("run", "--continue", "Go on.", *GREEDY, env=env)
+    assert saved.err == ("localgen: stopped at the limit of 4 tokens (max_tokens of conversation 'k'; -n overrides "
+                         "it)\n"), saved.err
 
 
 def test_presence_and_frequency_penalties_reach_the_sampler_and_repeat_last_n_0_turns_them_off() -> None:
