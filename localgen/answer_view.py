@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar, TextIO
 
 from localgen.console import terminal_safe, word_wrap_for
+from localgen.markdown_parse import markdown_parser, parsed_as_written
 
 
 def _block_boundary(text: str) -> int:
@@ -103,11 +104,11 @@ class AnswerView:
             self._print_block(done)
         self._show_live()
 
-    def _print_block(self, block: str) -> None:
-        """Print a finished block once, permanently."""
+    def _print_block(self, block: str, *, ended: bool = False) -> None:
+        """Print a finished block once, permanently (ended: the answer's last)."""
         if not block.strip():
             return
-        self._console.print(_Continued(self._previous, block, soft_wrap=True, wrap=self._breaks_words),
+        self._console.print(_Continued(self._previous, block, soft_wrap=True, wrap=self._breaks_words, ended=ended),
                             crop=False)  # rows it joins go on
         continues = _may_continue(block) and len(self._previous) < MAX_CONTEXT_CHARS
         self._previous = self._previous + block if continues else block
@@ -144,7 +145,7 @@ class AnswerView:
         """Finish the answer: print the last block, then an optional dim note."""
         self._stop_live()
         if self._markdown:
-            self._print_block(self._pending)
+            self._print_block(self._pending, ended=True)
         else:
             if self._wrap:
                 self._console.file.write(self._wrap.flush())
@@ -169,10 +170,10 @@ def _sized_by_the_terminal(stream: TextIO) -> dict[str, str] | None:
     return {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")} if terminal else None
 
 
-def _markdown(text: str, *, wrap: bool = True) -> Any:
+def _markdown(text: str, *, wrap: bool = True, ended: bool = True) -> Any:
     """text as a rich Markdown renderable that shows every character of the answer (wrap: its paragraphs' lines
-    broken between words; else whole, as code lines are)."""
-    return _markdown_class()(text, wrap=wrap)
+    broken between words; else whole, as code lines are; ended: text is the whole answer, see parsed_as_written)."""
+    return _markdown_class()(text, wrap=wrap, ended=ended)
 
 
 _MARKDOWN_CLASS: Any = None
@@ -191,11 +192,11 @@ def _markdown_class() -> Any:
     - Ordered lists keep the period after the number ("1." rather than rich's "1").
     - A single newline breaks the line, as in chat UIs (a poem keeps its lines), where CommonMark joins the lines.
     - An answer that opens with a list starts on its first line (rich puts a blank line before it).
+    - Each line keeps its indentation, and a closing fence with no opening one is text (markdown_parse).
     """
     global _MARKDOWN_CLASS, _SOFT_WRAP
     if _MARKDOWN_CLASS is not None:
         return _MARKDOWN_CLASS
-    from markdown_it import MarkdownIt
     from rich.markdown import CodeBlock, ListItem, Markdown, Paragraph, TableElement
     from rich.segment import Segment
     from rich.style import Style
@@ -203,7 +204,7 @@ def _markdown_class() -> Any:
     from rich.text import Text
 
     _SOFT_WRAP = Style(meta={_SOFT_KEY: True})
-    parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+    parser = markdown_parser()
 
     def unbroken(text: Any, console: Any, options: Any) -> Iterator[Any]:
         """Each line of text whole: cut every width cells, as a terminal wraps it, its pieces at the top level
@@ -269,10 +270,10 @@ def _markdown_class() -> Any:
                                               "code_block": PlainCodeBlock, "list_item_open": NumberedItem,
                                               "table_open": FoldingTable, "paragraph_open": ParagraphAsWritten}
 
-        def __init__(self, markup: str, *, wrap: bool = True) -> None:
+        def __init__(self, markup: str, *, wrap: bool = True, ended: bool = True) -> None:
             super().__init__("", code_theme=CODE_THEME, hyperlinks=False)
             self.markup, self.wrap = markup, wrap
-            self.parsed = _with_line_breaks(parser.parse(markup))
+            self.parsed = _with_line_breaks(parsed_as_written(parser, markup, ended=ended))
 
         def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
             """rich's rendering without the blank line it puts before a list that opens the text."""
@@ -323,16 +324,17 @@ class _Continued:
     joins the pieces of a long code line (each a full row) so that the terminal wraps it and it copies whole.
     """
 
-    def __init__(self, previous: str, block: str, *, soft_wrap: bool = False, wrap: bool = True) -> None:
-        self.previous, self.block, self.soft_wrap, self.wrap = previous, block, soft_wrap, wrap
+    def __init__(self, previous: str, block: str, *, soft_wrap: bool = False, wrap: bool = True,
+                 ended: bool = False) -> None:
+        self.previous, self.block, self.soft_wrap, self.wrap, self.ended = previous, block, soft_wrap, wrap, ended
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
         from rich.segment import Segment
 
-        skip = len(console.render_lines(_markdown(self.previous, wrap=self.wrap), options, pad=False)) \
-            if self.previous else 0
-        for line in console.render_lines(_markdown(self.previous + self.block, wrap=self.wrap), options,
-                                         pad=False)[skip:]:
+        skip = len(console.render_lines(_markdown(self.previous, wrap=self.wrap, ended=self.ended), options,
+                                        pad=False)) if self.previous else 0
+        for line in console.render_lines(_markdown(self.previous + self.block, wrap=self.wrap, ended=self.ended),
+                                         options, pad=False)[skip:]:
             if self.soft_wrap and line and line[-1].style is not None and line[-1].style.meta.get(_SOFT_KEY):
                 yield from line  # a full row that the next one continues
             else:

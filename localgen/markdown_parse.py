@@ -1,0 +1,67 @@
+"""An answer's Markdown parsed so that showing it loses nothing the model wrote: each line keeps its indentation,
+and a bare fence that no fence closes, at the end of an answer, is text (the closing fence of code whose opening fence
+the model left out)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_NEWLINES = re.compile(r"\r\n?")  # markdown-it reads each as one newline
+_INDENT = "    "  # the indentation that makes an indented code block, which markdown-it takes off its lines
+
+
+def markdown_parser() -> Any:
+    """A markdown-it parser (CommonMark, tables, strikethrough, no HTML) whose line breaks keep the next line's
+    indentation, where CommonMark drops it from a paragraph's lines."""
+    from markdown_it import MarkdownIt
+
+    parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+    parser.inline.ruler.at("newline", _newline_keeping_indentation)
+    return parser
+
+
+def _newline_keeping_indentation(state: Any, silent: bool) -> bool:
+    """markdown-it's line break, without its skipping of the spaces that start the next line."""
+    from markdown_it.rules_inline.newline import newline
+
+    start = state.pos
+    if not newline(state, silent):
+        return False
+    state.pos = start + 1  # the spaces are the next text's
+    return True
+
+
+def parsed_as_written(parser: Any, text: str, *, ended: bool) -> list[Any]:
+    """text's tokens, indented code keeping its indentation; ended (the whole answer): a bare fence never closed at
+    the top level is parsed as text, for what follows it is not code."""
+    text = _NEWLINES.sub("\n", text)
+    tokens = parser.parse(text)
+    lines = text.split("\n")
+    stray = next((token for token in tokens if _unclosed_bare_fence(token, lines)), None) if ended else None
+    if stray is not None:
+        lines[stray.map[0]] = re.sub(r"([`~])", r"\\\1", lines[stray.map[0]])  # each fence character escaped
+        tokens = parser.parse("\n".join(lines))
+    for token in tokens:
+        if token.type == "code_block":
+            token.content = _as_indented(token, lines)
+    return tokens
+
+
+def _unclosed_bare_fence(token: Any, lines: list[str]) -> bool:
+    """True for a top-level fence with no info string that runs to the end of the text, no fence closing it."""
+    if token.type != "fence" or token.level != 0 or token.info.strip():
+        return False
+    last = token.map[1] - 1
+    closing = lines[last].strip() if last > token.map[0] else ""
+    closes = (closing and set(closing) == {token.markup[0]} and len(closing) >= len(token.markup)
+              and not lines[last].startswith(_INDENT))
+    return not closes
+
+
+def _as_indented(token: Any, lines: list[str]) -> str:
+    """An indented code block's text with its indentation: its lines as written at the top level; else each line
+    given back the indentation markdown-it took off."""
+    if token.level == 0:
+        return "\n".join(lines[token.map[0]:token.map[1]]) + "\n"
+    return "".join(_INDENT + line if line.strip() else line for line in token.content.splitlines(keepends=True))

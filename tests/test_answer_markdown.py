@@ -1,0 +1,50 @@
+"""Markdown in the chat shows what the model wrote: indented lines keep their indentation, and a closing fence with no
+opening one is text, so that what follows it is not taken for code."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.test_console import _rendered_at_once, _streamed, _streamed_raw
+
+# An answer whose code lost its opening fence, as a small model wrote it.
+UNOPENED = ("def add_numbers(a, b):\n    return a + b\n\n...\n```\n\n"
+            "This function uses Python's built-in `sum` on *all* of them.\n")
+
+
+@pytest.mark.parametrize("step", [1, 7, 500])
+def test_code_whose_opening_fence_is_missing_keeps_its_indent_and_its_closing_fence_is_text(step: int) -> None:
+    screen = _streamed(UNOPENED, step)
+    assert screen[:5] == ["def add_numbers(a, b):", "    return a + b", "", "...", "```"], screen[:6]
+    assert "This function uses Python's built-in sum on all of them." in screen, "what follows is not code"
+    assert screen == _rendered_at_once(UNOPENED)
+
+
+INDENTED = ("A paragraph line\n      indented by six\n\n- an item\n  its line\n    two more\n\n"
+            "def f():\n    a = 1\n\n    return a\n\n\tx = 1\n\nDone.")
+
+
+@pytest.mark.parametrize("step", [1, 50])
+def test_indented_lines_keep_their_indentation(step: int) -> None:
+    screen = _streamed(INDENTED, step)
+    assert "      indented by six" in screen
+    assert " • an item" in screen and "   its line" in screen and "     two more" in screen, "as under the item"
+    assert screen[screen.index("    a = 1") + 1:][:2] == ["", "    return a"], "indented code is shown as written"
+    assert "\n\tx = 1\n" in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", _streamed_raw(INDENTED, step)), "tabs stay tabs"
+    assert screen == _rendered_at_once(INDENTED)
+
+
+def test_an_opened_fence_is_code_while_it_streams_and_when_cut_off() -> None:
+    screen = _streamed("Here:\n\n```\nprint(1)\n```\n\nDone.", 3)
+    assert screen[:5] == ["Here:", "", "print(1)", "", "Done."], "a closed bare fence is code"
+    assert "```python" not in _streamed("Here:\n\n```python\nprint(1)\n", 3), "cut off in a named fence: code"
+    from rich.console import Console
+
+    from localgen.answer_view import _Continued
+
+    console = Console(width=60, force_terminal=False)
+    with console.capture() as capture:
+        console.print(_Continued("", "Here:\n\n```\nprint(1)\n"))  # the answer goes on: the fence is open
+    assert "```" not in capture.get()
