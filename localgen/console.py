@@ -256,12 +256,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def json_text(data: object, *, indent: int | None = None) -> str:
-    """JSON for stdout: UTF-8 text as it is, and a file name's byte that is not UTF-8 as the \\udcXX escape of
-    Python's surrogateescape (json.loads, then os.fsencode, gives the name back), where U+FFFD would lose it."""
-    import json
+    """JSON for stdout: UTF-8 text as it is, a file name's byte that is not UTF-8 as surrogateescape's \\udcXX."""
+    import json  # its lone surrogates, only ever inside strings: os.fsencode of json.loads's gives the bytes back
 
-    text = json.dumps(data, indent=indent, ensure_ascii=False)  # lone surrogates, only ever inside its strings
-    return _SURROGATE.sub(lambda char: f"\\u{ord(char.group()):04x}", text)
+    return _SURROGATE.sub(lambda c: f"\\u{ord(c.group()):04x}", json.dumps(data, indent=indent, ensure_ascii=False))
 
 
 def status_width() -> int:
