@@ -16,6 +16,7 @@ from localgen.cli_exit import interrupt_behind, silence_stdout
 from localgen.console import PrefillStatus, TextOutput, without_prefill_progress
 from localgen.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, LocalgenError
 from localgen.events import Event, Finished, TextChunk
+from localgen.interrupt_echo import ECHOES, key_echo_held
 from localgen.runner import LoadedModel
 from localgen.signals import ANSWER_ENDING_SIGNALS, StopOnSignal
 from localgen.stdout_reader import watching_the_reader
@@ -37,7 +38,8 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
     status = PrefillStatus(sys.stderr)
     with StopOnSignal(engine.request_stop, signals=(signal.SIGINT, *ANSWER_ENDING_SIGNALS),
                       ending=ANSWER_ENDING_SIGNALS, reset=engine.clear_stop) as signals, \
-            watching_the_reader(sys.stdout, engine.request_stop) as reader:  # prompt preparation included
+            watching_the_reader(sys.stdout, engine.request_stop) as reader, \
+            (key_echo_held(sys.stdout) if output is not None else contextlib.nullcontext(False)) as echo_held:
         events = start()
         try:
             for event in without_prefill_progress(events, status):
@@ -64,6 +66,8 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
         silence_stdout()
         raise typer.Exit(EXIT_BROKEN_PIPE)
     assert completion is not None
+    if echo_held and output is not None and signals.signal in ECHOES:  # the key's echo, after the text saved
+        output.write(ECHOES[signals.signal])
     line_ended = (output is not None and output.ends_a_terminal_line) or (status.erased and not texted)
     if signals.signal == signal.SIGINT and not line_ended:  # the progress line erased, or the answer's newline
         console.end_interrupted_line()

@@ -342,6 +342,36 @@ def test_ctrl_backslash_mid_run_keeps_its_answer_saved_and_exits_131(tmp_path: P
     assert turn["interrupted"] is True and turn["answer"].split()[0] in screen, turn
 
 
+@pytest.mark.parametrize(("key", "echo", "code"), [("c", "^C", 130), ("\\", "^\\", 131)])
+def test_a_key_that_stops_a_run_is_echoed_after_the_text_shown_which_is_the_answer_saved(
+        tmp_path: Path, key: str, echo: str, code: int) -> None:
+    """The terminal echoed ^C as the key was pressed, and the word the line wrapper held back (and the model's last
+    tokens) came after it: `numerous^C services`. The echo comes after the text, which is the answer saved."""
+    import io
+    import json
+
+    import pexpect
+
+    from tests.conftest import spawn_localgen
+
+    child = spawn_localgen("run", "--conversation", "kk", "-n", "400", "--temperature", "0",
+                           "Write a very long story about a castle.",
+                           env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, timeout=60, dimensions=(24, 30))
+    child.logfile_read = transcript = io.BytesIO()
+    child.expect(rb"\w+ \w+ \w+ \w+ \w+")  # the answer streams, its line wrapper holding a word back
+    child.sendcontrol(key)
+    child.expect(pexpect.EOF)
+    echoes_keys = termios.tcgetattr(child.child_fd)[3] & termios.ECHOCTL
+    child.close()
+    assert echoes_keys, "the terminal echoes ^C again once the run is over"
+    screen = transcript.getvalue().decode().replace("\x03", "").replace("\x1c", "")  # the keys, echoed as they are
+    assert (child.exitstatus, child.signalstatus) == (code, None), screen
+    assert screen.endswith(f"{echo}\r\n") and screen.count(echo) == 1, repr(screen)
+    turn = json.loads((tmp_path / "data" / "conversations" / "kk.json").read_text())["turns"][0]
+    assert turn["interrupted"] is True
+    assert screen.removesuffix(f"{echo}\r\n").split() == turn["answer"].split(), "what was shown is what is saved"
+
+
 def test_ctrl_backslash_before_the_answer_ends_the_line_of_its_echo(tmp_path: Path) -> None:
     """Ctrl-\\ at a run waiting for its prompt from the terminal: the shell's prompt came after the ^\\ echo."""
     import io
