@@ -3,8 +3,10 @@ exit status, which only their parent can wait for, comes from the zygote's watch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -22,24 +24,45 @@ class ForkedPty(ptyprocess.PtyProcess):
 
     def isalive(self) -> bool:
         """False once the watcher has said the child ended (waiting for it after the pty's end, as waitpid does)."""
-        return not self.terminated and not self._take_status(block=self.flag_eof)
+        return not self._take_status(None if self.flag_eof else 0.0)
 
     def close(self, force: bool = True) -> None:
-        """Close the pty; where its end was read (the child is ending), without PtyProcess's fixed 0.1 s wait for the
-        kernel to update the child's status: isalive() then waits for the watcher's word itself."""
-        if self.flag_eof:
-            self.delayafterclose = 0.0
-        super().close(force)
+        """Close the pty and see the child end (terminate() where it goes on), as PtyProcess.close does; going on as
+        soon as the watcher says it ended, where PtyProcess slept a fixed 0.1 s for the kernel to update its status
+        (where its end was read, until the watcher says so)."""
+        if not self.closed:
+            self.flush()
+            self.fileobj.close()
+            self._take_status(None if self.flag_eof else self.delayafterclose)
+            if self.isalive() and not self.terminate(force):
+                raise ptyprocess.PtyProcessError("Could not terminate the child.")
+            self.fd = -1
+            self.closed = True
+
+    def terminate(self, force: bool = False) -> bool:
+        """SIGHUP, SIGCONT, SIGINT and, if forced, SIGKILL, as PtyProcess.terminate sends them until the child ends;
+        True once it has. After each, it goes on as soon as the watcher says the child ended, where PtyProcess slept
+        a fixed delay (0.1 s)."""
+        for signum in (signal.SIGHUP, signal.SIGCONT, signal.SIGINT, *([signal.SIGKILL] if force else [])):
+            if not self.isalive():
+                return True
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.kill(self.pid, signum)
+            if self._take_status(self.delayafterterminate):
+                return True
+        return False
 
     def wait(self) -> int | None:
         """Wait until the child ends; its exit status (None when a signal ended it)."""
-        if not self.terminated:
-            self._take_status(block=True)
+        self._take_status(None)
         return self.exitstatus
 
-    def _take_status(self, *, block: bool) -> bool:
-        """Read the child's wait status from its watcher if it has come (or until it comes); True once read."""
-        self._status.settimeout(None if block else 0.0)
+    def _take_status(self, timeout: float | None) -> bool:
+        """Read the child's wait status from its watcher if it has come, waiting up to timeout seconds for it (None:
+        until it comes); True once read."""
+        if self.terminated:
+            return True
+        self._status.settimeout(timeout)
         try:
             message = self._status.recv(1 << 16)
         except (BlockingIOError, TimeoutError):
