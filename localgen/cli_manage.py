@@ -80,7 +80,7 @@ def _models_default(ctx: typer.Context, json_output: JsonOpt = False, all_models
 def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> None:
     """List models on this machine: bundled, your own (models.toml's path =) and downloaded, the default starred, and
     those a stopped pull kept a part of; --all adds the rest. On a pipe, tab-separated: a tab, newline or backslash
-    in a field is written \\t, \\n, \\\\."""
+    in a field is written \\t, \\n, \\\\, and a last DEFAULT column says yes on the default's row."""
     from localgen import console
     from localgen.catalog import SOURCE_HUB, list_models
     from localgen.default_model import default_in_listing
@@ -105,10 +105,20 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
         return
     rows = [_model_row(m, part_of.get(m.name) if m.source == SOURCE_HUB else None) for m in models]
     rows += [[p.name, p.quant or "-", _part_size(p), "-", _part_source(p), str(p.parts[0])] for p in alone]
-    console.print_table(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=("PATH",),
-                        marked=marked)
+    _print_listing(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=("PATH",), marked=marked)
     for part in parts:
         console.say(_part_note(part))
+
+
+def _print_listing(headers: list[str], rows: list[list[str]], *, squeeze: tuple[str, ...], marked: int | None) -> None:
+    """A models listing, the default's row (marked) starred on a terminal; a pipe, which gets no star, has a last
+    DEFAULT column instead, yes on that row and no on the others."""
+    from localgen import console
+
+    if not sys.stdout.isatty():
+        headers, rows = [*headers, "DEFAULT"], [[*row, "yes" if index == marked else "no"] for index, row in
+                                                enumerate(rows)]
+    console.print_table(headers, rows, squeeze=squeeze, marked=marked)
 
 
 def _model_row(model: CachedModel, part: PartialDownload | None) -> list[str]:
@@ -188,7 +198,7 @@ def _list_all(registry: Registry, default: DefaultRow, parts: list[PartialDownlo
         print(console.json_text([_listed_json(r, default=index == marked, part=part)
                                  for index, (r, part) in enumerate(zip(rows, kept, strict=True))], indent=2))
         return
-    console.print_table(["NAME", "REPO", "QUANT", "CONTEXT", "DOWNLOADED", "DESCRIPTION"], [
+    _print_listing(["NAME", "REPO", "QUANT", "CONTEXT", "DOWNLOADED", "DESCRIPTION"], [
         [r.name, r.repo or "-", r.quant or "-", f"{r.context:,}" if r.context else "-", _downloaded_cell(r, part),
          r.description] for r, part in zip(rows, kept, strict=True)], squeeze=("REPO", "DESCRIPTION"), marked=marked)
 

@@ -440,8 +440,8 @@ def test_models_list_all_adds_the_registry_names(hub: tuple[HubServer, dict[str,
     listed = run_cli(env, "models", "list", "--all")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
-    assert lines[0].split("\t") == ["NAME", "REPO", "QUANT", "CONTEXT", "DOWNLOADED", "DESCRIPTION"]
-    assert "qwen2.5-1.5b\tQwen/Qwen2.5-1.5B-Instruct-GGUF\tQ4_K_M\t32,768\tno\tQwen2.5 1.5B Instruct" in lines
+    assert lines[0].split("\t") == ["NAME", "REPO", "QUANT", "CONTEXT", "DOWNLOADED", "DESCRIPTION", "DEFAULT"]
+    assert "qwen2.5-1.5b\tQwen/Qwen2.5-1.5B-Instruct-GGUF\tQ4_K_M\t32,768\tno\tQwen2.5 1.5B Instruct\tno" in lines
     assert lines[1].startswith(f"smollm2-135m\t{REPO}\tQ4_1\t8,192\tyes (bundled)\t")
     assert run_cli(env, "models", "--all").stdout == listed.stdout
 
@@ -825,6 +825,18 @@ def test_a_name_that_is_no_model_but_a_model_file_here_without_gguf_is_told_that
     assert "model.gguf here" not in error("other")
 
 
+def test_a_listing_on_a_pipe_names_the_default_in_a_last_column_as_a_terminal_s_stars_it(home: Path) -> None:
+    """README: `localgen models` stars the default model; on a pipe no row said which it was."""
+    mine = home / "mine.gguf"
+    mine.symlink_to(bundled_model_file())
+    assert run_localgen("models", "default", str(mine)).returncode == 0
+    for args in (("models",), ("models", "list", "--all")):
+        listed = run_localgen(*args)
+        header, *rows = (line.split("\t") for line in listed.out.splitlines())
+        assert listed.returncode == 0 and header[-1] == "DEFAULT", listed.out
+        assert [(row[0], row[-1]) for row in rows if row[-1] != "no"] == [(str(mine), "yes")], listed.out
+
+
 def test_a_listing_on_a_pipe_escapes_a_tab_newline_or_backslash_in_a_field_so_its_columns_hold(home: Path) -> None:
     """A tab in a path was a space, a newline broke the row in two: neither could be read back."""
     import re
@@ -836,7 +848,7 @@ def test_a_listing_on_a_pipe_escapes_a_tab_newline_or_backslash_in_a_field_so_it
     assert run_localgen("models", "default", str(mine)).returncode == 0
     listed = run_localgen("models", "list")
     rows = [line.split("\t") for line in listed.out.splitlines()]
-    assert listed.returncode == 0 and [len(row) for row in rows] == [6, 6, 6], listed.out
+    assert listed.returncode == 0 and [len(row) for row in rows] == [7, 7, 7], listed.out
     escaped = f"{home}/my\\tmodels\\\\x\\nnew/mine.gguf"
     assert (rows[2][0], rows[2][4], rows[2][5]) == (escaped, "local", escaped)
     unescaped = re.sub(r"\\(.)", lambda found: {"t": "\t", "n": "\n", "\\": "\\"}[found[1]], rows[2][5])

@@ -169,16 +169,16 @@ def test_models_list_shows_the_entry_s_path_and_size_or_that_it_is_missing(own: 
     assert listed.returncode == 0, listed.err
     rows = [line.split("\t") for line in listed.out.splitlines()]
     path = str(own.parent / "models" / "mine.Q4_1.gguf")
-    assert ["mine", "Q4_1", "93.8 MiB", "never", "local", path] in rows
-    assert ["gone", "Q8_0", "-", "never", "local (missing)", "/nowhere/gone.Q8_0.gguf"] in rows
+    assert ["mine", "Q4_1", "93.8 MiB", "never", "local", path, "no"] in rows
+    assert ["gone", "Q8_0", "-", "never", "local (missing)", "/nowhere/gone.Q8_0.gguf", "no"] in rows
     by_name = {m["name"]: m for m in json.loads(localgen(own, "models", "list", "--json").out)}
     assert by_name["mine"] | {"last_used": None} == {
         "name": "mine", "repo": None, "quant": "Q4_1", "size": bundled_model.stat().st_size, "last_used": None,
         "path": path, "source": "local", "verified": False, "missing_shards": 0, "default": False, "partial": None}
     assert (by_name["gone"]["size"], by_name["gone"]["source"]) == (None, "local")
     everything = [line.split("\t") for line in localgen(own, "models", "list", "--all").out.splitlines()]
-    assert ["mine", "-", "Q4_1", "2,048", "yes (local)", "my own copy"] in everything
-    assert ["gone", "-", "Q8_0", "-", "no (missing)", ""] in everything
+    assert ["mine", "-", "Q4_1", "2,048", "yes (local)", "my own copy", "no"] in everything
+    assert ["gone", "-", "Q8_0", "-", "no (missing)", "", "no"] in everything
 
 
 def test_models_list_gives_an_own_file_s_quant_from_its_header_as_models_show_does(tmp_path: Path,
@@ -194,12 +194,12 @@ def test_models_list_gives_an_own_file_s_quant_from_its_header_as_models_show_do
     listed = localgen(home, "models", "list")
     assert listed.returncode == 0 and listed.err == "", listed.err
     rows = [line.split("\t") for line in listed.out.splitlines()]
-    assert ["x", "Q4_1", "93.8 MiB", "never", "local", str(config / "m.gguf")] in rows
-    assert ["junk", "-", "11 B", "never", "local", str(config / "junk.Q8_0.gguf")] in rows
+    assert ["x", "Q4_1", "93.8 MiB", "never", "local", str(config / "m.gguf"), "no"] in rows
+    assert ["junk", "-", "11 B", "never", "local", str(config / "junk.Q8_0.gguf"), "no"] in rows
     quants = {m["name"]: m["quant"] for m in json.loads(localgen(home, "models", "list", "--json").out)}
     assert quants == {"smollm2-135m": "Q4_1", "x": "Q4_1", "junk": None, str(config / "d.gguf"): "Q4_1"}
     everything = [line.split("\t") for line in localgen(home, "models", "list", "--all").out.splitlines()]
-    assert ["x", "-", "Q4_1", "-", "yes (local)", ""] in everything
+    assert ["x", "-", "Q4_1", "-", "yes (local)", "", "no"] in everything
     assert json.loads(localgen(home, "models", "show", "x", "--json").out)["quant"] == "Q4_1"
 
 
@@ -207,9 +207,9 @@ def test_a_folder_as_an_entry_s_path_is_listed_and_refused_as_not_a_file(tmp_pat
     home = tmp_path / "home"
     registry = user_registry(home, f'[models.folder]\npath = "{tmp_path}"\n')
     rows = [line.split("\t") for line in localgen(home, "models", "list").out.splitlines()]
-    assert ["folder", "-", "-", "never", "local (not a file)", str(tmp_path)] in rows, "there, and not missing"
+    assert ["folder", "-", "-", "never", "local (not a file)", str(tmp_path), "no"] in rows, "there, and not missing"
     everything = [line.split("\t") for line in localgen(home, "models", "list", "--all").out.splitlines()]
-    assert ["folder", "-", "-", "-", "no (not a file)", ""] in everything
+    assert ["folder", "-", "-", "-", "no (not a file)", "", "no"] in everything
     ran = localgen(home, "run", "-m", "folder", "hi")
     assert ran.returncode == 1 and ran.err.strip() == (f"localgen: error: {tmp_path} is not a file ([models.folder] in "
                                                        f"{registry}) (hint: fix that entry's path)")
@@ -227,7 +227,7 @@ def test_a_loop_of_links_as_an_entry_s_path_is_listed_as_unreadable(tmp_path: Pa
     user_registry(home, f'[models.loop]\npath = "{loop}"\n')
     listed = localgen(home, "models", "list")
     assert listed.returncode == 0, listed.err
-    assert ["loop", "-", "-", "never", "local (unreadable)", str(loop)] in [row.split("\t") for row in
+    assert ["loop", "-", "-", "never", "local (unreadable)", str(loop), "no"] in [row.split("\t") for row in
                                                                            listed.out.splitlines()]
     ran = localgen(home, "run", "-m", "loop", "hi")
     assert ran.returncode == 1 and "cannot use" in ran.err and "(hint: fix that entry's path)" in ran.err
