@@ -15,33 +15,40 @@ ECHOES = {signal.SIGINT: "^C", signal.SIGQUIT: "^\\"}  # as a terminal's ECHOCTL
 
 @contextlib.contextmanager
 def key_echo_held(stream: TextIO) -> Iterator[bool]:
-    """While it lasts, the terminal on stream (the foreground's, echoing keys) writes no ^C for Ctrl-C (ECHOCTL
-    off): yields whether it does not, for the caller to write ECHOES' after the answer; its modes come back however it
-    ends."""
+    """While it lasts, the terminal on stream writes no ^C for Ctrl-C (nor ^\\ for Ctrl-\\); yields whether that is
+    so (a terminal in the foreground that echoed them), for the caller to write the key's ECHOES after the answer.
+    The terminal's modes come back however it ends."""
+    held = _hold_echo(stream)
+    try:
+        yield held is not None
+    finally:
+        if held is not None:
+            _set_modes(*held)
+
+
+def _hold_echo(stream: TextIO) -> tuple[int, list] | None:
+    """Turn ECHOCTL off on the terminal on stream, where it is in the foreground and echoes keys so; the terminal
+    and the modes it had, or None where nothing changed (no terminal, or one in the background, which setting would
+    stop us)."""
     try:
         import termios
     except ImportError:  # not a Unix terminal
-        yield False
-        return
+        return None
     try:
         fd = stream.fileno()
         modes = termios.tcgetattr(fd)
-        foreground = os.tcgetpgrp(fd) == os.getpgrp()  # setting a terminal from the background would stop us
+        if os.tcgetpgrp(fd) != os.getpgrp() or modes[3] & (termios.ECHO | termios.ECHOCTL) != (
+                termios.ECHO | termios.ECHOCTL):
+            return None
+        termios.tcsetattr(fd, termios.TCSANOW, [*modes[:3], modes[3] & ~termios.ECHOCTL, *modes[4:]])
     except (AttributeError, ValueError, OSError, termios.error):  # not a terminal
-        yield False
-        return
-    echoed = termios.ECHO | termios.ECHOCTL
-    if not foreground or modes[3] & echoed != echoed:
-        yield False
-        return
-    quiet = [*modes[:3], modes[3] & ~termios.ECHOCTL, *modes[4:]]
-    try:
-        termios.tcsetattr(fd, termios.TCSANOW, quiet)
-    except (OSError, termios.error):
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        with contextlib.suppress(OSError, termios.error):
-            termios.tcsetattr(fd, termios.TCSANOW, modes)
+        return None
+    return fd, modes
+
+
+def _set_modes(fd: int, modes: list) -> None:
+    """Give the terminal fd its modes back (nothing where it is gone)."""
+    import termios
+
+    with contextlib.suppress(OSError, termios.error):
+        termios.tcsetattr(fd, termios.TCSANOW, modes)
