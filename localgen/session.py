@@ -127,18 +127,19 @@ class ChatSession(SessionSettings, ContextRoom):
 
     def check_attachment(self, text: str, name: str) -> None:
         """Refuse a file's text (name: as the user typed it) that, beside the files attached already, leaves the
-        next message too long for the context however it tokenizes: by its size, at once, as run refuses a prompt
-        that no context of the model holds."""
-        planned = self._planned("", [*self.attachments, text])
-        least, budget = planned.fewest_tokens_alone(self.loaded.longest_token), self._budget()
-        if least <= budget:
+        next message too long for the context: by its size at once, as run refuses a prompt that no context of the
+        model holds, else by its tokens (_attachment_tokens)."""
+        tokens, counted = self._attachment_tokens(self._planned("", [*self.attachments, text]), text)
+        budget = self._budget()
+        if tokens <= budget:
             return
         helps = ["split it and attach a part at a time"]
         if self.attachments:
             helps.append("/file none drops the files attached already")
-        larger = self._larger_context_help(least, counted=False)
-        raise ContextOverflowError(f"{name} is too long to attach: with it the next message needs at least "
-                                   f"{least:,} tokens but only {budget:,} are free in the context",
+        larger = self._larger_context_help(tokens, counted=counted)
+        raise ContextOverflowError(f"{name} is too long to attach: with it the next message needs "
+                                   f"{'' if counted else 'at least '}{tokens:,} tokens but only {budget:,} are free "
+                                   "in the context",
                                    hint="; ".join([*helps, *([larger] if larger else [])]))
 
     def prefill_ahead(self, text: str, should_stop: Callable[[], bool]) -> None:

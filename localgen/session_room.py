@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from localgen.runner import LoadedModel
 
 DEFAULT_ANSWER_RESERVE = 512
+SAMPLED_CHARS = 65_536  # a longer attachment's first lines are counted first: one far too long shows it there
 
 
 class ContextRoom:
@@ -38,6 +39,25 @@ class ContextRoom:
     def _budget_at(self, n_ctx: int) -> int:
         """Tokens a prompt may use in a context of n_ctx, keeping room for the answer."""
         return n_ctx - min(self.limits.max_tokens or DEFAULT_ANSWER_RESERVE, n_ctx // 4)
+
+    def _attachment_tokens(self, planned: Conversation, text: str) -> tuple[int, bool]:
+        """The tokens the planned message (with text, a file's, the last attached) and the system prompt take, and
+        whether counted: else at least so many, by their size where that alone rules them out, or by text's first
+        lines where they alone take more than the context leaves (no tokenizer spends a second on a file far too
+        long to say so)."""
+        budget = self._budget()
+        least = planned.fewest_tokens_alone(self.loaded.longest_token)
+        if least > budget:
+            return least, False
+        if len(text) > SAMPLED_CHARS:
+            cut = text.rfind("\n", 0, SAMPLED_CHARS) + 1 or SAMPLED_CHARS
+            sampled = len(self.loaded.engine.tokenize(text[:cut], add_special=False))
+            if sampled > budget:
+                return sampled, False
+        try:
+            return self._count(planned.messages(planned.turns[-1:])), True
+        except LocalgenError:  # a template that fails says so when the message is sent
+            return least, False
 
     def _larger_context_help(self, prompt_tokens: int | None, *, counted: bool = True) -> str | None:
         """The help a prompt too long for the context gets where the model allows a larger one that may hold it (the

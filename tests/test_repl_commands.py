@@ -482,16 +482,33 @@ def test_a_message_too_long_for_the_context_names_its_attached_files(tmp_path: P
     """A message refused once its tokens are counted names the files attached to it, by chat -f and by /file, as run
     names what its prompt is made of."""
     (tmp_path / "note.txt").write_text("A short note.\n")
-    (tmp_path / "big.txt").write_text("Numbers: " + " ".join(str(i) for i in range(600)) + "\n")  # some 2,300 tokens
+    (tmp_path / "big.txt").write_text("Numbers: " + " ".join(str(i) for i in range(40)) + "\n")  # some 130 tokens
     chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "4", "--ctx-size", "256",
                 "-f", "note.txt", cwd=tmp_path)
     try:
         chat.command_words("/file ./big.txt", "to the next message")
-        said = " ".join(chat.command_words("Sum them.", "(hint:").split())
+        said = " ".join(chat.command_words("Sum them, " + "and then add one more, " * 25, "(hint:").split())
         assert re.search(r"localgen: error: this message needs [\d,]+ tokens with -f note.txt and /file \./big\.txt, "
                          r"but only [\d,]+ are free for it in the context \(hint:", said), said
         chat.command("/file none", "dropped 2 attached files")
         chat.ask("Say hi.")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def test_chat_f_leaves_out_a_file_too_long_for_the_context_once_counted_as_file_does(tmp_path: Path) -> None:
+    """A -f file whose size allows it but whose tokens the context cannot hold is refused as /file refuses it, as
+    the chat starts: nothing attached, the chat going on."""
+    (tmp_path / "big.txt").write_text("Numbers: " + " ".join(str(i) for i in range(600)) + "\n")  # some 2,300 tokens
+    chat = Chat(tmp_path / "home", "--no-markdown", "-n", "4", "--ctx-size", "256", "-f", "big.txt", cwd=tmp_path)
+    try:
+        said = " ".join(chat.transcript.getvalue().split())
+        assert re.search(r"localgen: error: big\.txt is too long to attach: with it the next message needs [\d,]+ "
+                         r"tokens but only [\d,]+ are free in the context \(hint: split it", said), said
+        assert "attached to your first message" not in said
+        assert chat.ask("Say hi.")["turns"][-1]["user"] == "Say hi."
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():

@@ -824,6 +824,56 @@ def test_file_refuses_a_file_too_long_for_the_context_by_its_size_and_the_chat_g
     assert chat.attachments == ["A note."]
 
 
+def _file_state(chat: ChatSession) -> typing.Any:
+    """The chat's state, as /file gets it."""
+    from localgen.repl_state import ChatState
+    from localgen.repl_unsaved import LeaveGuard
+
+    return ChatState(chat, LeaveGuard(chat), show_answer=lambda *_: None, escapes=False, markdown=False,
+                     show_thinking=False)
+
+
+NUMBERS = "Numbers: " + " ".join(str(i) for i in range(600)) + "\n"  # 2,300 bytes: some 1,200 tokens
+
+
+def test_file_refuses_a_file_its_size_allows_once_its_tokens_are_counted(chat: ChatSession, tmp_path: Path) -> None:
+    from localgen.chat_commands_conversation import file_command
+
+    (tmp_path / "numbers.txt").write_text(NUMBERS)  # at least 15 tokens by its size: only counting shows it
+    with pytest.raises(ContextOverflowError) as refused:
+        file_command(_file_state(chat), str(tmp_path / "numbers.txt"))
+    needed = chat._count([Message("user", NUMBERS.strip())])
+    assert needed > 504
+    assert refused.value.message == (f"{tmp_path / 'numbers.txt'} is too long to attach: with it the next message "
+                                     f"needs {needed:,} tokens but only 504 are free in the context")
+    assert refused.value.hint is not None and refused.value.hint.startswith("split it and attach a part at a time; "
+                                                                            "--ctx-size ")
+    assert not chat.attachments
+    (tmp_path / "short.txt").write_text(NUMBERS[:200])
+    file_command(_file_state(chat), str(tmp_path / "short.txt"))
+    assert chat.attachments == [NUMBERS[:200]], "a file that fits is attached"
+
+
+def test_file_refuses_a_long_file_by_its_first_lines_without_counting_it_all(
+        chat: ChatSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import base64
+    import random
+
+    from localgen.chat_commands_conversation import file_command
+
+    noise = base64.encodebytes(random.Random(7).randbytes(60_000)).decode()  # 81,000 bytes: at least 500 tokens
+    (tmp_path / "noise.txt").write_text(noise)
+
+    def never(*_: object) -> typing.NoReturn:
+        raise AssertionError("rendered and tokenized a file whose first lines cannot fit")
+
+    monkeypatch.setattr(chat, "_prompt", never)
+    with pytest.raises(ContextOverflowError, match=r"noise.txt is too long to attach: with it the next message needs "
+                                                   r"at least [\d,]+ tokens but only 504 are free in the context"):
+        file_command(_file_state(chat), str(tmp_path / "noise.txt"))
+    assert not chat.attachments
+
+
 def test_regen_leaves_files_attached_for_the_next_message(session: ChatSession) -> None:
     first = _answer(session.ask("Name a color.")[1]).text
     session.attachments = ["A note about the sea."]
