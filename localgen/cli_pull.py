@@ -4,6 +4,7 @@ to download."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 from localgen import console
@@ -12,12 +13,15 @@ from localgen.hub_check import HubCheck, HubOutcome
 from localgen.resolve import ResolvedModel
 from localgen.units import alternatives, binary_size, counted
 
+WARNING = "warning: "  # how a note that is a warning starts (a run will refuse the quant pulled)
+
 
 def pull_models(references: list[str], *, force: bool, options: list[str], quiet: bool = False) -> int:
     """Pull each model in turn, its path printed as it is done; every reference is checked first (a typo pulls
     nothing), a failed pull is said and the next one goes on, and several end with a line that says how many were
     pulled. The exit code: that of the first failure, else 0. options: the command's options, for hints; quiet: only
-    errors on stderr."""
+    errors on stderr, and the warning that a run will refuse a model pulled."""
+    from localgen.cli_model import say_note
     from localgen.cli_output import stderr_quieted
     from localgen.resolve import check_reference, refuse_own_file
 
@@ -34,8 +38,8 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
     failed: list[tuple[str, int]] = []
     for reference in references:
         try:
-            with stderr_quieted(quiet):
-                path = pull_model(reference, force=force)
+            with stderr_quieted(quiet) as warn:
+                path = pull_model(reference, force=force, note=warnings_only(warn) if quiet else say_note)
         except LocalgenError as exc:
             console.error(exc.message, exc.hint)
             failed.append((reference, exc.exit_code))
@@ -44,6 +48,16 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
     if len(references) > 1 and not quiet:
         console.say(pulled_line(len(references), [reference for reference, _ in failed]))
     return failed[0][1] if failed else EXIT_OK
+
+
+def warnings_only(warn: Callable[[str], None]) -> Callable[[str], None]:
+    """A note function that gives warn the warnings among the notes (a run will refuse the quant pulled) and drops
+    the rest."""
+    def note(text: str) -> None:
+        if text.startswith(WARNING):
+            warn(text.removeprefix(WARNING))
+
+    return note
 
 
 def pulled_line(asked: int, failed: list[str]) -> str:
@@ -103,10 +117,9 @@ def _is_bare_repo(word: str) -> bool:
     return ref.repo is not None and ref.quant is None and ref.filename is None
 
 
-def pull_model(reference: str, *, force: bool) -> Path:
+def pull_model(reference: str, *, force: bool, note: Callable[[str], None]) -> Path:
     """Download (or find) one model, check every shard as run would, say where nothing had to be downloaded, and return
-    its first file's absolute path."""
-    from localgen.cli_model import say_note
+    its first file's absolute path; note hears what choosing the quant noted or warned of."""
     from localgen.gguf_split import validate_split
     from localgen.hardware import probe_hardware
     from localgen.model_file_errors import named_as_typed
@@ -115,7 +128,7 @@ def pull_model(reference: str, *, force: bool) -> Path:
 
     refuse_own_file(reference)  # a models.toml entry's file of one's own is not localgen's to download
     with named_as_typed(reference):
-        resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), say_note, force=force,
+        resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), note, force=force,
                                    download_only=True)
         try:
             _, paths = validate_split(resolved.path)  # checked, every shard, as run would check it

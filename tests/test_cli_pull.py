@@ -439,15 +439,23 @@ def test_a_quant_two_files_of_a_repo_carry_says_which_was_taken_and_how_to_name_
     assert "has 2" not in said and said.splitlines()[0].endswith(server.url), said
 
 
-def test_pull_quiet_says_nothing_on_stderr_but_errors(hub: tuple[HubServer, dict[str, str]]) -> None:
-    """pull --quiet, as run's: the path on stdout, no start line, progress, note or warning on stderr; an error is
-    said, and the next model goes on. Its -q stays the quant option hinted as other tools' habit."""
+def test_pull_quiet_says_nothing_on_stderr_but_errors_and_that_a_run_will_refuse_it(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """pull --quiet: the path on stdout, no start line, progress or note on stderr; an error is said, and the next
+    model goes on; the warning that a run will refuse the quant pulled is said too, where it was dropped and a script
+    learnt of it only from the run's refusal. Its -q stays the quant option hinted as other tools' habit."""
     server, env = hub
     server.add_repo(REPO, {FILE: make_gguf_bytes("q8", 2**17), "tiny-Q4_K_M.gguf": make_gguf_bytes("q4")})
-    small = {**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}  # a pull that warns a run will refuse it
-    quiet = run_cli(small, "pull", "--quiet", f"{REPO}:Q8_0")
+    quiet = run_cli(env, "pull", "--quiet", f"{REPO}:Q8_0")
     assert quiet.returncode == 0 and quiet.stderr == "" and Path(quiet.stdout.strip()).name == FILE, quiet.stderr
-    failed = run_cli(small, "pull", "--quiet", "org/nope-GGUF", f"{REPO}:Q4_K_M")
+    small = {**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}  # a pull that warns a run will refuse it
+    _, loud = _pull(small, "--force", f"{REPO}:Q8_0")
+    warning = loud.splitlines()[0]
+    assert warning.startswith(f"localgen: warning: a run will refuse {REPO}:Q8_0 here: "), loud
+    for args in (("--force",), ()):  # downloaded again, and found downloaded
+        warned = run_cli(small, "pull", "--quiet", *args, f"{REPO}:Q8_0")
+        assert warned.returncode == 0 and warned.stderr == f"{warning}\n", warned.stderr
+    failed = run_cli(env, "pull", "--quiet", "org/nope-GGUF", f"{REPO}:Q4_K_M")
     assert failed.returncode == 1 and failed.stderr.startswith(
         "localgen: error: repository org/nope-GGUF not found on the Hugging Face Hub"), failed.stderr
     assert len(failed.stderr.splitlines()) == 1 and Path(failed.stdout.strip()).name == "tiny-Q4_K_M.gguf"
