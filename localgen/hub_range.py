@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from localgen.hub import check_not_stalled, hub_request_error, is_offline, request_timeout
 from localgen.hub_cache import check_endpoint, hub_endpoint
 from localgen.hub_errors import offline_error
 
+_SHA256 = re.compile(r'(?:w/)?"?([0-9a-f]{64})"?')  # an ETag, lower-cased
 
-def read_header_bytes(repo: str, filename: str, n_bytes: int, *, revision: str | None = None) -> bytes:
+
+@dataclass(frozen=True)
+class HeaderBytes:
+    """The first bytes of a file on the Hub, and the sha256 the Hub gave for the file they are of (its LFS ETag;
+    None where it gave none)."""
+
+    data: bytes
+    sha256: str | None
+
+
+def read_header_bytes(repo: str, filename: str, n_bytes: int, *, revision: str | None = None) -> HeaderBytes:
     """The first n_bytes of a file on the Hub: nothing is downloaded or cached."""
     if is_offline():
         raise offline_error(repo, None, filename, None)
@@ -26,7 +39,7 @@ def read_header_bytes(repo: str, filename: str, n_bytes: int, *, revision: str |
         raise hub_request_error(exc, repo=repo, filename=filename) from exc
 
 
-def _read_prefix(session: Any, url: str, headers: dict[str, str], n_bytes: int) -> bytes:
+def _read_prefix(session: Any, url: str, headers: dict[str, str], n_bytes: int) -> HeaderBytes:
     """Stream a GET and stop after n_bytes (a server that ignores Range is not read to the end)."""
     from huggingface_hub import constants
     from huggingface_hub.utils import hf_raise_for_status
@@ -41,4 +54,15 @@ def _read_prefix(session: Any, url: str, headers: dict[str, str], n_bytes: int) 
             data += chunk
             if len(data) >= n_bytes:
                 break
-    return bytes(data[:n_bytes])
+    return HeaderBytes(bytes(data[:n_bytes]), _sha256_of(response))
+
+
+def _sha256_of(response: Any) -> str | None:
+    """The sha256 the Hub's answers name the file by: X-Linked-Etag, on the Hub's redirect to its storage or on the
+    answer itself, else an ETag that is a sha256 (a git blob id, or a storage's own tag, names no sha256)."""
+    answers = [*response.history, response]
+    for tag in [*(a.headers.get("X-Linked-Etag") for a in answers), response.headers.get("ETag")]:
+        found = _SHA256.fullmatch((tag or "").strip().lower())
+        if found:
+            return found[1]
+    return None

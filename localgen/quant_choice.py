@@ -110,7 +110,7 @@ def choose_option(options: Sequence[FitOption], request: FitRequest) -> int | No
 def remote_header(repo: str, filename: str, size: int, *, revision: str | None = None,
                   sha256: str | None = None) -> GGUFInfo:
     """A Hub file's GGUF header from HTTP range reads of its first few MB (more only when the header is longer), or
-    as kept from an earlier read of the file with that sha256."""
+    as kept from an earlier read of the file with that sha256 (kept where the Hub named the bytes read by it)."""
     from localgen import gguf_cache, hub_range
     from localgen.gguf_cursor import GGUFTruncatedError
     from localgen.gguf_reader import read_gguf_bytes
@@ -120,10 +120,11 @@ def remote_header(repo: str, filename: str, size: int, *, revision: str | None =
         return kept
     n = min(HEADER_READ_BYTES, size) if size > 0 else HEADER_READ_BYTES
     while True:
-        data = hub_range.read_header_bytes(repo, filename, n, revision=revision)
+        read = hub_range.read_header_bytes(repo, filename, n, revision=revision)
+        data = read.data
         try:
             info = read_gguf_bytes(data, filename, file_size=size or None)
-            if sha256:
+            if sha256 and read.sha256 == sha256:  # not a file the Hub changed since its listing
                 gguf_cache.keep_hub_header(sha256, info)
             return info
         except GGUFTruncatedError as exc:  # the header goes on past the bytes read; any other problem is final

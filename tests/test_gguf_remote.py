@@ -201,3 +201,44 @@ def test_a_header_read_from_the_hub_is_kept_by_its_file_s_sha256_and_not_read_ag
     _serve(hubenv, changed)
     read = hub_options(REPO, hw, FitRequest())
     assert len(_ranges(hubenv, path.name)) == 3 and read[0].shape is not None and read[0].shape.n_layer == 3
+
+
+def test_a_header_read_of_a_file_changed_on_the_hub_since_its_listing_is_not_kept_as_the_listed_one(
+        hubenv: HubEnv, tmp_path: Path) -> None:
+    """A file changed on the Hub between its listing and the read of its header: the new file's header was kept by
+    the listed (old) file's sha256, and taken for the old file from then on; now a header is kept only by the sha256
+    the Hub names for the bytes read."""
+    from localgen import gguf_cache, hub
+    from localgen.quant_choice import hub_options
+
+    path, hw = gb.tiny_model(tmp_path / "m-Q8_0.gguf"), probe_hardware()
+    _serve(hubenv, path)
+    listed = hub.list_gguf_files(REPO)
+    (tmp_path / "new").mkdir()
+    _serve(hubenv, gb.tiny_model(tmp_path / "new" / path.name, n_layer=3))  # a new commit, the same name
+    read = hub_options(REPO, hw, FitRequest(), files=listed)
+    assert read[0].shape is not None and read[0].shape.n_layer == 3, "the Hub's file of now, read from main"
+    assert listed[0].sha256 is not None and gguf_cache.kept_hub_header(listed[0].sha256, path.name) is None
+    now = hub_options(REPO, hw, FitRequest())
+    assert now[0].shape is not None and now[0].shape.n_layer == 3 and len(_ranges(hubenv, path.name)) == 2
+    assert hub_options(REPO, hw, FitRequest()) == now and len(_ranges(hubenv, path.name)) == 2, "kept by its own"
+
+
+def test_the_sha256_of_header_bytes_is_the_one_the_hub_s_redirect_names() -> None:
+    """The Hub answers a file's GET with a redirect to its storage naming the file's sha256 (X-Linked-Etag), and the
+    storage with an ETag of its own: the redirect's is the file's; a git blob id names no sha256."""
+    from types import SimpleNamespace
+
+    from localgen.hub_range import _sha256_of
+
+    sha = "ab" * 32
+
+    def answer(**headers: str) -> SimpleNamespace:
+        return SimpleNamespace(headers=headers, history=[])
+
+    stored = answer(ETag='"0123456789abcdef0123456789abcdef"')
+    stored.history = [answer(**{"X-Linked-Etag": f'"{sha.upper()}"', "ETag": '"0123456789abcdef01234567"'})]
+    assert _sha256_of(stored) == sha
+    assert _sha256_of(answer(ETag=f'W/"{sha}"')) == sha
+    assert _sha256_of(answer(ETag='"7630443bde8bc88e1775e3c6a1ebc506f4a5a8de"')) is None
+    assert _sha256_of(answer()) is None
