@@ -22,7 +22,7 @@ from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
 CACHE_FORMAT = 2
 HEADERS_DIR = "headers"  # in the cache folder
 HUB_HEADERS_DIR = "hub-headers"  # in the cache folder: headers of Hub files, named by their sha256
-HUB_HEADERS_KEPT = 256  # the most recently read are kept (some 20 quants a repo)
+HUB_HEADERS_KEPT = 256  # the most recently used are kept (some 20 quants a repo)
 STALE_TEMP_S = 3600.0  # a temp file untouched this long was left by a killed process
 SETTLED_S = 2.0  # a file changed less than this long ago is not kept: a change within its clock tick would go unseen
 CHECKING_MODULES = ("gguf_cache", "gguf_checks", "gguf_cursor", "gguf_foreign", "gguf_format", "gguf_info",
@@ -87,8 +87,8 @@ def keep_header(path: Path, st: os.stat_result, info: GGUFInfo) -> None:
 
 
 def kept_hub_header(sha256: str, filename: str) -> GGUFInfo | None:
-    """The header kept for the Hub file whose content has this sha256 (named filename), or None (none kept, kept by
-    other checks, or an entry that cannot be read: it is ignored)."""
+    """The header kept for the Hub file whose content has this sha256 (named filename), marked as used, or None (none
+    kept, kept by other checks, or an entry that cannot be read: it is ignored)."""
     entry_path = _hub_entry_path(sha256)
     if entry_path is None:
         return None
@@ -96,7 +96,10 @@ def kept_hub_header(sha256: str, filename: str) -> GGUFInfo | None:
         entry = json.loads(entry_path.read_bytes())
         if (entry["format"], entry["checks"]) != (CACHE_FORMAT, _checks_fingerprint()):
             return None
-        return _info(Path(filename), entry["info"])
+        info = _info(Path(filename), entry["info"])
+        with contextlib.suppress(OSError):
+            os.utime(entry_path)  # the most recently used are kept
+        return info
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         if not isinstance(exc, FileNotFoundError):
             log.debug("header entry of %s ignored: %s", filename, exc)
@@ -104,8 +107,8 @@ def kept_hub_header(sha256: str, filename: str) -> GGUFInfo | None:
 
 
 def keep_hub_header(sha256: str, info: GGUFInfo) -> None:
-    """Keep the header just read from the Hub file whose content has this sha256, the oldest entries past
-    HUB_HEADERS_KEPT dropped; a failure to write it only costs a read next time."""
+    """Keep the header just read from the Hub file whose content has this sha256, the entries used least recently
+    past HUB_HEADERS_KEPT dropped; a failure to write it only costs a read next time."""
     from localgen.errors import LocalgenError
     from localgen.storage import atomic_write_text
 

@@ -242,3 +242,22 @@ def test_the_sha256_of_header_bytes_is_the_one_the_hub_s_redirect_names() -> Non
     assert _sha256_of(answer(ETag=f'W/"{sha}"')) == sha
     assert _sha256_of(answer(ETag='"7630443bde8bc88e1775e3c6a1ebc506f4a5a8de"')) is None
     assert _sha256_of(answer()) is None
+
+
+def test_the_hub_headers_kept_are_the_most_recently_used(home: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the bound, the entry dropped was the one read from the Hub longest ago, though every choice used it."""
+    import os
+
+    from localgen import gguf_cache
+    from localgen.gguf_reader import read_gguf_bytes
+
+    monkeypatch.setattr(gguf_cache, "HUB_HEADERS_KEPT", 2)
+    info = read_gguf_bytes(gb.tiny_model(tmp_path / "m.gguf").read_bytes(), "m.gguf")
+    used, unused, new = "a" * 64, "b" * 64, "c" * 64
+    for age, sha in ((1000, used), (2000, unused)):
+        gguf_cache.keep_hub_header(sha, info)
+        os.utime(gguf_cache._hub_entry_path(sha) or "", (age, age))  # read from the Hub long ago, the used one first
+    assert gguf_cache.kept_hub_header(used, "m.gguf") == info, "a later choice takes it"
+    gguf_cache.keep_hub_header(new, info)
+    assert [gguf_cache.kept_hub_header(sha, "m.gguf") is not None for sha in (used, unused, new)] == [True, False, True]
