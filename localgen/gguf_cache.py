@@ -118,9 +118,20 @@ def keep_hub_header(sha256: str, info: GGUFInfo) -> None:
     with contextlib.suppress(LocalgenError, OSError, ValueError):
         entry = {"format": CACHE_FORMAT, "checks": _checks_fingerprint(), "info": _facts(info)}
         atomic_write_text(entry_path, json.dumps(entry, separators=(",", ":")))
-        entries = sorted(entry_path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-        for old in entries[HUB_HEADERS_KEPT:]:
+        _trim_hub_headers(entry_path.parent)
+
+
+def _trim_hub_headers(folder: Path) -> None:
+    """Drop the Hub headers used least recently past HUB_HEADERS_KEPT, and the temp files of writes a killed process
+    left; an entry another run drops meanwhile is passed over."""
+    used: list[tuple[int, Path]] = []
+    for entry_path in folder.glob("*.json"):
+        with contextlib.suppress(OSError):
+            used.append((entry_path.stat().st_mtime_ns, entry_path))
+    for _, old in sorted(used, reverse=True)[HUB_HEADERS_KEPT:]:
+        with contextlib.suppress(OSError):
             old.unlink()
+    _drop_stale_temp_files(folder)
 
 
 def _hub_entry_path(sha256: str) -> Path | None:
@@ -142,10 +153,7 @@ def _forget_gone_files() -> None:
     files of writes a killed process left, so the folder holds one entry a model file at most; once a process
     (`models list` may keep many headers)."""
     folder = settings().cache_dir / HEADERS_DIR
-    for stray in folder.glob(".*.json.*.tmp"):  # storage.atomic_write_bytes's, of a process killed mid-write
-        with contextlib.suppress(OSError):
-            if time.time() - stray.stat().st_mtime > STALE_TEMP_S:
-                stray.unlink()
+    _drop_stale_temp_files(folder)
     for entry_path in folder.glob("*.json"):
         try:
             gone = not os.path.exists(json.loads(entry_path.read_bytes())["path"])
@@ -154,6 +162,14 @@ def _forget_gone_files() -> None:
         if gone:
             with contextlib.suppress(OSError):
                 entry_path.unlink()
+
+
+def _drop_stale_temp_files(folder: Path) -> None:
+    """Delete the temp files in folder of writes a killed process left (untouched for STALE_TEMP_S)."""
+    for stray in folder.glob(".*.json.*.tmp"):  # storage.atomic_write_bytes's, of a process killed mid-write
+        with contextlib.suppress(OSError):
+            if time.time() - stray.stat().st_mtime > STALE_TEMP_S:
+                stray.unlink()
 
 
 def _facts(info: GGUFInfo) -> dict[str, object]:

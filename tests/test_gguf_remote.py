@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -261,3 +262,29 @@ def test_the_hub_headers_kept_are_the_most_recently_used(home: Path, tmp_path: P
     assert gguf_cache.kept_hub_header(used, "m.gguf") == info, "a later choice takes it"
     gguf_cache.keep_hub_header(new, info)
     assert [gguf_cache.kept_hub_header(sha, "m.gguf") is not None for sha in (used, unused, new)] == [True, False, True]
+
+
+def test_the_hub_headers_stay_bounded_past_an_entry_gone_and_a_killed_write(home: Path, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """One entry that could not be looked at (another run dropped it meanwhile; here a link to nothing) stopped every
+    trim past the bound, and the temp file of a write a killed process left stayed for good."""
+    import os
+
+    from localgen import gguf_cache
+    from localgen.gguf_reader import read_gguf_bytes
+
+    monkeypatch.setattr(gguf_cache, "HUB_HEADERS_KEPT", 2)
+    info = read_gguf_bytes(gb.tiny_model(tmp_path / "m.gguf").read_bytes(), "m.gguf")
+    folder = home / "cache" / gguf_cache.HUB_HEADERS_DIR
+    folder.mkdir(parents=True)
+    assert gguf_cache._hub_entry_path("0" * 64) == folder / f"{'0' * 64}.json"
+    (folder / f"{'0' * 64}.json").symlink_to(tmp_path / "gone")
+    killed = folder / f".{'1' * 64}.json.x1y2z3.tmp"
+    killed.write_text("{")
+    os.utime(killed, (time.time() - gguf_cache.STALE_TEMP_S - 60,) * 2)
+    shas = [c * 64 for c in "abc"]
+    for age, sha in enumerate(shas):
+        gguf_cache.keep_hub_header(sha, info)
+        os.utime(folder / f"{sha}.json", (1000 + age, 1000 + age))
+    assert [gguf_cache.kept_hub_header(sha, "m.gguf") is not None for sha in shas] == [False, True, True]
+    assert not killed.exists()
