@@ -13,7 +13,9 @@ import pytest
 from forked_popen import ForkedPopen
 
 from tests import conftest
-from tests.conftest import REPO_ROOT, popen_localgen, run_localgen, run_localgen_process
+from tests.conftest import FORK_CHILDREN, REPO_ROOT, popen_localgen, run_localgen, run_localgen_process
+
+pytestmark = pytest.mark.skipif(not FORK_CHILDREN, reason="LOCALGEN_TEST_FORK=0: every child starts afresh")
 
 READS_STDIN = [sys.executable, "-m", "localgen", "run", "-f", "-", "-n", "1", "--temperature", "0", "hi"]
 

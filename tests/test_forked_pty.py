@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from forked_pty import ForkedPty
 
-from tests.conftest import spawn_localgen
+from tests.conftest import FORK_CHILDREN, spawn_localgen
+
+pytestmark = pytest.mark.skipif(not FORK_CHILDREN, reason="LOCALGEN_TEST_FORK=0: every child starts afresh")
 
 
 def test_closing_a_chat_at_its_prompt_sees_it_end_on_the_hangup_without_a_fixed_wait(
