@@ -252,6 +252,34 @@ def test_undo_of_the_only_exchange_says_where_the_chat_goes_on_when_its_file_was
         session.loaded.close()
 
 
+def test_undo_of_a_saved_conversation_s_only_exchange_says_it_stays_saved_and_how_to_delete_it(
+        bundled_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A conversation the user saved (run --conversation, /save, /load) keeps its file, its system prompt and
+    settings when /undo leaves it no exchange, and /undo says so, as it says a new chat's is no longer saved."""
+    from localgen.chat_commands_conversation import undo_command
+    from localgen.conversation_store import load_conversation
+    from localgen.repl_state import ChatState
+    from localgen.repl_unsaved import LeaveGuard
+    from tests.test_session import _session
+
+    session = _session(bundled_model, 1024)
+    try:
+        session.autosave = True
+        save_conversation(Conversation(name="exist", system="Be brief.", turns=[Turn("hi", "Hello!")]))
+        session.replace_conversation(load_conversation("exist"))
+        state = ChatState(session, LeaveGuard(session), show_answer=lambda *_: None, escapes=False, markdown=False,
+                          show_thinking=False)
+        undo_command(state, "")
+        said = " ".join(capsys.readouterr().err.split())
+        assert said == ("dropped: 'hi' (exist has no exchange left and stays saved, with its system prompt and "
+                        "settings; `localgen conversations rm exist` deletes it)")
+        kept = json.loads(saved_path("exist").read_text())
+        assert kept["turns"] == [] and kept["system"] == "Be brief."
+    finally:
+        let_go(session.conversation)
+        session.loaded.close()
+
+
 def test_a_name_of_100_characters_goes_on_under_a_shortened_one_that_can_be_loaded() -> None:
     notes: list[str] = []
     mine = Conversation(name="a" * 100, turns=[Turn("q", "a")])
