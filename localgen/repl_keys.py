@@ -7,7 +7,7 @@ import signal
 
 from prompt_toolkit.filters import Condition, has_completions, is_searching
 from prompt_toolkit.input.ansi_escape_sequences import ANSI_SEQUENCES
-from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.search import SearchDirection, accept_search, start_search, stop_search
 
@@ -52,7 +52,6 @@ def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     """
     bindings = KeyBindings()
     before_search: list[tuple[int, int]] = []  # the line's place in the history, and the cursor's, as a search began
-    lone_escape: list[KeyPress] = []  # the last Esc taken alone (no key followed it within prompt-toolkit's 1.5 s)
 
     @bindings.add("c-r", filter=~is_searching)
     @bindings.add("c-s", filter=~is_searching)
@@ -99,17 +98,6 @@ def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     def _newline(event: KeyPressEvent) -> None:
         event.current_buffer.insert_text("\n")
 
-    @bindings.add("escape", filter=~is_searching)
-    def _escape_alone(event: KeyPressEvent) -> None:
-        """Esc with no key after it for a while does nothing, as prompt-toolkit's own binding, but for an Enter that
-        comes next, a newline as Esc Enter typed together is (readline and zsh wait for the key after Esc)."""
-        lone_escape[:] = event.key_sequence
-
-    def after_lone_escape(event: KeyPressEvent) -> bool:
-        """Whether the key before this one was an Esc taken alone (that very key press, not one a search took)."""
-        previous = event.previous_key_sequence
-        return bool(lone_escape) and len(previous) == 1 and previous[0] is lone_escape[0]
-
     @bindings.add("c-x", "c-e", filter=~is_searching)
     def _edit(event: KeyPressEvent) -> None:
         async def edit() -> None:
@@ -146,7 +134,7 @@ def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     @bindings.add("enter", filter=~is_searching)
     def _enter(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
-        if event.key_sequence[0].data in NEWLINE_ENTERS or after_lone_escape(event):  # Shift-Enter, Alt-Enter
+        if event.key_sequence[0].data in NEWLINE_ENTERS:  # Shift-Enter or Alt-Enter
             buffer.insert_text("\n")
             return
         opened = block_is_open(buffer.text) or command_block_is_open(buffer.text)

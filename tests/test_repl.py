@@ -667,17 +667,6 @@ def test_multi_line_input(chat: Chat) -> None:
     assert state["turns"][1]["user"] == "alpha\nbeta"
 
 
-def test_esc_then_enter_typed_apart_is_a_newline_as_readline_s_meta_prefix(chat: Chat) -> None:
-    """Esc, then Enter a while later (past prompt-toolkit's 1.5 s for the second key of a binding) sent the message
-    so far; as in readline and zsh, it is a newline, however slowly typed. Another key after such a pause is typed
-    as it is (Esc d is no kill-word then)."""
-    for typed in ("alpha\x1b", "\rbeta\x1b", "done\r"):
-        chat.child.send(typed)
-        time.sleep(2.5)  # the pause is the input under test, not a wait for the chat
-    state = chat.wait_for(lambda s: len(s["turns"]) >= 1 and s["turns"][0]["answer"] is not None)
-    assert state["turns"][0]["user"] == "alpha\nbetadone"
-
-
 def test_shift_enter_from_a_terminal_that_tells_it_apart_is_a_newline(chat: Chat) -> None:
     """Shift-Enter as xterm's modifyOtherKeys and tmux's extended keys send it sent the line, and as the CSI u form
     sends it put "[13;2u" in the message; Alt-Enter in those forms alike. Ctrl-Enter still sends."""
