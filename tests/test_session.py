@@ -1061,8 +1061,9 @@ def test_an_answer_kept_as_the_model_s_tokens_never_takes_the_room_the_budget_le
         chat.loaded.close()
 
 
-def test_an_answer_that_tokenizes_back_leaves_the_next_prompt_and_its_greedy_answer_as_they_were(
-        session: ChatSession) -> None:
+def test_an_answer_that_tokenizes_back_leaves_the_next_prompt_as_a_cold_render_gives_it(session: ChatSession) -> None:
+    """The KV cache holds the prompt a chat resumed from its file would compute (its numerics may differ: the answer's
+    tokens were computed one at a time, a cold prefill computes them together, and greedy answers can part there)."""
     engine, fmt = session.loaded.engine, session.loaded.prompt_format
     _answer(session.ask("Name a color.")[1])
     held = engine.kv_token_list
@@ -1070,8 +1071,6 @@ def test_an_answer_that_tokenizes_back_leaves_the_next_prompt_and_its_greedy_ans
     rendered = fmt.prompt(engine, session.conversation.messages()[:-1])[1]
     assert rendered[:len(held)] == held, "the first answer's tokens are the ones its text gives"
     assert engine.kv_token_list[:second.usage.prompt_tokens] == rendered
-    engine.reset()
-    assert _answer(engine.generate(rendered, session.sampling, session.limits)).text == second.text
 
 
 def test_an_answer_s_reasoning_that_the_template_drops_is_computed_again_not_reused(session: ChatSession) -> None:
