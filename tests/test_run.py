@@ -1227,7 +1227,7 @@ def test_a_grammar_naming_a_token_by_its_text_is_not_refused_early() -> None:
     grammar = 'root ::= <|im_start|> "yes"'
     assert grammar_for(ConstraintSource("--grammar", grammar), []) is not None
     result = run_localgen("run", "--grammar", grammar, "Say yes.", "-n", "4", "--temperature", "0")
-    assert result.returncode == 0 and result.out.strip() == "yes", result.err
+    assert result.returncode == 0 and result.out.strip() == "<|im_start|>yes", result.err  # the grammar's text
 
 
 def _run_with_stdin_open(*args: str) -> tuple[int, str]:
