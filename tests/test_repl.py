@@ -904,9 +904,10 @@ def test_chat_f_makes_room_in_the_context_for_its_files_as_run_does(home: Path, 
 def test_an_attachment_too_big_for_the_context_can_be_dropped(home: Path, tmp_path: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", "--ctx-size", "256")
     doc = tmp_path / "big.txt"
-    doc.write_text("Numbers: " + " ".join(str(i) for i in range(600)) + "\n")
+    doc.write_text("Numbers: " + " ".join(str(i) for i in range(40)) + "\n")  # fits alone, not with the message
     chat.command(f"/file {doc}", "attached")
-    chat.command_words("Sum them.", "/file none drops the attached files, which stay for the next message")
+    chat.command_words("Sum them, " + "and then add one more, " * 25,
+                       "/file none drops the attached files, which stay for the next message")
     chat.command("/file none", "dropped 1 attached file")
     state = chat.ask("Say hi.")
     assert state["turns"][-1]["user"] == "Say hi."

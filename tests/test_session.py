@@ -833,7 +833,7 @@ def _file_state(chat: ChatSession) -> typing.Any:
                      show_thinking=False)
 
 
-NUMBERS = "Numbers: " + " ".join(str(i) for i in range(600)) + "\n"  # 2,300 bytes: some 1,200 tokens
+NUMBERS = "Numbers: " + " ".join(str(i) for i in range(600)) + "\n"  # 2,290 bytes: some 2,300 tokens
 
 
 def test_file_refuses_a_file_its_size_allows_once_its_tokens_are_counted(chat: ChatSession, tmp_path: Path) -> None:
