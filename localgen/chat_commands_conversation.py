@@ -46,8 +46,7 @@ def undo_command(state: ChatState, _: str) -> None:
     deleted = saved and not conversation.on_disk and conversation.name == name  # (renamed: its file was kept, said)
     note = f" ({name} had no other exchange and is no longer saved)" if deleted else ""
     if saved and conversation.on_disk and not conversation.turns:  # one the user saved (/save, /load) is kept
-        note = (f" ({name} has no exchange left and stays saved, with its system prompt and settings; "
-                f"`localgen conversations rm {name}` deletes it)")
+        note = f" ({name} has no exchange left and stays saved; `localgen conversations rm {name}` deletes it)"
     console.say(f"dropped: {gist(turn.user)!r}{note}")
 
 

@@ -271,8 +271,8 @@ def test_undo_of_a_saved_conversation_s_only_exchange_says_it_stays_saved_and_ho
                           show_thinking=False)
         undo_command(state, "")
         said = " ".join(capsys.readouterr().err.split())
-        assert said == ("dropped: 'hi' (exist has no exchange left and stays saved, with its system prompt and "
-                        "settings; `localgen conversations rm exist` deletes it)")
+        assert said == "dropped: 'hi' (exist has no exchange left and stays saved; `localgen conversations rm exist` " \
+                       "deletes it)"
         kept = json.loads(saved_path("exist").read_text())
         assert kept["turns"] == [] and kept["system"] == "Be brief."
     finally:
