@@ -32,8 +32,19 @@ def value_as_option_error(app: typer.Typer, args: list[str]) -> tuple[str, str] 
     words = args[len(names):]
     for at, (word, part) in enumerate(read_words(words, takes_value)):  # one part a word: words[at - 1] its option
         if part == "value" and _reads_as_option(word, params[words[at - 1]], names[0], takes_value):
-            return _missing_value(names, words, at - 1, params[words[at - 1]], takes_value)
+            message, hint = _missing_value(names, words, at - 1, params[words[at - 1]], takes_value)
+            return as_typed(message), as_typed(hint)
     return None
+
+
+def as_typed(text: str) -> str:
+    """A usage error's message or hint with chat's --resume or --continue written as typed, alone, where a command
+    it writes took the word main made of it (--resume=RESUME_LATEST: cli._resume_without_value)."""
+    from localgen.cli_options import RESUME_LATEST
+
+    for name in ("--resume", "--continue"):
+        text = text.replace(shlex.quote(f"{name}={RESUME_LATEST}"), name).replace(f"{name}={RESUME_LATEST}", name)
+    return text
 
 
 def _reads_as_option(word: str, param: Any, command: str, takes_value: dict[str, bool]) -> bool:

@@ -24,7 +24,7 @@ from localgen.cli_args import (
     words_given,
 )
 from localgen.cli_extra_words import chat_prompt_error, extra_argument_hint, ollama_address_error, suggested
-from localgen.cli_option_values import files_after_file_hint, missing_value_hint, run_option_hint
+from localgen.cli_option_values import as_typed, files_after_file_hint, missing_value_hint, run_option_hint
 from localgen.cli_options import NumberSlip
 from localgen.errors import LocalgenError
 from localgen.other_tools import (
@@ -43,7 +43,13 @@ SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their das
 
 
 def usage_error(app: typer.Typer, exc: Exception, args: list[str]) -> tuple[str, str]:
-    """The one-line message and the hint for a usage error of the command line args."""
+    """The one-line message and the hint for a usage error of the command line args, its words as typed."""
+    message, hint = _message_and_hint(app, exc, args)
+    return as_typed(message), as_typed(hint)
+
+
+def _message_and_hint(app: typer.Typer, exc: Exception, args: list[str]) -> tuple[str, str]:
+    """The one-line message and the hint for a usage error of the command line args (as main gave them)."""
     text = str(exc).lower()
     files = files_after_file_hint(app, args, text)  # `run -f *.md "..."`: the shell's list of files after one -f
     special = ((_usage_error_text(exc), files) if files else None) or ollama_address_error(app, args, text) or \

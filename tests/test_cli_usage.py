@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import typer
 
-from localgen.cli import app, main
+from localgen.cli import _resume_without_value, app, main
 from localgen.cli_exit import run_app
+from localgen.cli_options import RESUME_LATEST
 from localgen.other_tools import GROUP_COMMAND_HABITS, OTHER_TOOLS_COMMANDS, OTHER_TOOLS_WORDS, SUBCOMMAND_HABITS
 from tests.conftest import run_localgen
 
@@ -28,11 +29,12 @@ def _usage(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, st
 
 
 def _parsed(command_line: str) -> dict[str, object]:
-    """The parameters the real command line parser gives a suggested `localgen COMMAND ...` (no usage error)."""
+    """The parameters the real command line parser gives a suggested `localgen COMMAND ...` (no usage error), chat's
+    --resume alone read as main reads it."""
     words = shlex.split(command_line)
     assert words[0] == "localgen", command_line
     command = typer.main.get_command(app).commands[words[1]]  # type: ignore[attr-defined]
-    return command.make_context(words[1], words[2:]).params
+    return command.make_context(words[1], _resume_without_value(words[1:])[1:]).params
 
 
 @pytest.mark.parametrize(("args", "hint", "meant"), [
@@ -478,3 +480,17 @@ def test_a_model_left_out_before_another_tool_s_option_gets_no_command_refused_f
             words = shlex.split(command.partition(" > ")[0].replace("NAME", "smollm2-135m"))
             assert not mentions_other_tools_options(words[1], words[2:]), command
             _parsed(shlex.join(words))
+
+
+@pytest.mark.parametrize(("args", "hint", "meant"), [
+    (["chat", "-n", "5", "smollm2-135m", "--resume"], "the model goes after -m: `localgen chat -m smollm2-135m -n 5 "
+     "--resume`", {"model": "smollm2-135m", "max_tokens": 5}),  # was: `... -n 5 '--resume=?'`
+    (["chat", "-m", "--continue"], f"name the model after -m: `localgen chat -m NAME --continue`; {_NAMES}", {}),
+    (["chat", "--resume", "-n"], "give -n its value: `localgen chat --resume -n INTEGER`", {"max_tokens": 5}),
+])
+def test_a_hint_writes_chat_s_resume_alone_as_typed(args: list[str], hint: str, meant: dict[str, object],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """main reads chat's --resume (or --continue) alone as --resume=RESUME_LATEST, and hints wrote that word."""
+    assert _usage(args, capsys)[1] == hint
+    params = _parsed(hint.split("`")[1].replace("NAME", "smollm2-135m").replace("INTEGER", "5"))
+    assert {key: params[key] for key in meant} == meant and params["resume"] == RESUME_LATEST, params
