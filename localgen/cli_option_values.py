@@ -32,7 +32,7 @@ def value_as_option_error(app: typer.Typer, args: list[str]) -> tuple[str, str] 
     words = args[len(names):]
     for at, (word, part) in enumerate(read_words(words, takes_value)):  # one part a word: words[at - 1] its option
         if part == "value" and _reads_as_option(word, params[words[at - 1]], names[0], takes_value):
-            message, hint = _missing_value(names, words, at - 1, params[words[at - 1]], takes_value)
+            message, hint = _missing_value(names, command, words, at - 1)
             return as_typed(message), as_typed(hint)
     return None
 
@@ -68,28 +68,36 @@ def _other_tools_option(command: str, name: str) -> bool:
         or name in GUESSED_OPTIONS
 
 
-def _missing_value(names: list[str], words: list[str], at: int, param: Any, takes_value: dict[str, bool]
-                   ) -> tuple[str, str]:
-    """The message and the hint for option words[at], given the option words[at + 1] in place of its value."""
+def _missing_value(names: list[str], clicked: Any, words: list[str], at: int) -> tuple[str, str]:
+    """The message and the hint for option words[at] (of the command names, clicked its click command, words its
+    words), given the option words[at + 1] in place of its value."""
     option, given = words[at], words[at + 1].partition("=")[0]
+    param = _param(clicked, option)
     metavar = param.metavar or param.name.upper()
     message = f"{option} needs a value ({metavar}), and the word after it is the option {given}"
     if given in _HELP:
         return message, f"see `{shlex.join(['localgen', *names, '--help'])}`"
-    return message, _value_hint(names, words, at, param, takes_value)
+    return message, _value_hint(names, clicked, words, at)
 
 
-def _value_hint(names: list[str], words: list[str], at: int, param: Any, takes_value: dict[str, bool]) -> str:
-    """What to give option words[at] (of the command names, words its words, takes_value its options), which has no
+def _param(clicked: Any, option: str) -> Any:
+    """The parameter of a click command that option names."""
+    return next(param for param in clicked.params if option in (*param.opts, *param.secondary_opts))
+
+
+def _value_hint(names: list[str], clicked: Any, words: list[str], at: int) -> str:
+    """What to give option words[at] (of the command names, clicked its click command, words its words), which has no
     value: the command written with one."""
+    from localgen.cli_continue import continue_hint
+
+    param, takes_value = _param(clicked, words[at]), arity(clicked.params)
     option, metavar, command = words[at], param.metavar or param.name.upper(), ["localgen", *names]
     if option in _MODEL:
         return _model_hint(command, words, at, takes_value)
     if option == "--conversation":
         return _CONVERSATION_MODE
     if option == "-c" and names[0] in ("run", "chat"):  # llm's -c: continue
-        continued = shlex.join([*command, *words[:at], "--continue", *words[at + 1:]])
-        return f"-c is --ctx-size; to continue the latest conversation use --continue: `{continued}`"
+        return continue_hint(clicked, words, at)
     written = shlex.join([*command, *words[:at + 1], metavar, *words[at + 1:]])
     long = next((name for name in param.opts if name.startswith("--")), None)
     value = shlex.quote(words[at + 1]) if at + 1 < len(words) else None
@@ -164,7 +172,7 @@ def missing_value_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str
     if not names or "requires an argument" not in str(exc) or typed not in params or typed not in words \
             or params[typed].name in ("ctx_size", "ctx"):  # the context size's hint says what it takes (cli_usage)
         return None
-    return _value_hint(names, words, len(words) - 1 - words[::-1].index(typed), params[typed], arity(command.params))
+    return _value_hint(names, command, words, len(words) - 1 - words[::-1].index(typed))
 
 
 def run_option_hint(app: typer.Typer, command: str, typed: str) -> str | None:

@@ -23,6 +23,7 @@ from localgen.cli_args import (
     typed_command,
     words_given,
 )
+from localgen.cli_continue import CONTINUE_LATEST, continue_hint
 from localgen.cli_extra_words import chat_prompt_error, extra_argument_hint, ollama_address_error, suggested
 from localgen.cli_option_values import as_typed, files_after_file_hint, missing_value_hint, run_option_hint
 from localgen.cli_options import NumberSlip
@@ -273,25 +274,18 @@ def _ctx_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: s
     typed = option_typed(args[1:], CTX_OPTIONS, option_arity(app, command))
     value = re.search(r"'([^']*)' is not a valid integer", message)
     if typed == "-c" and command in ("run", "chat") and not (value and value[1].lstrip("+-")[:1].isdigit()):
-        return "-c is --ctx-size; to continue the latest conversation use --continue" + _continued(app, args)
+        return _continued(app, args)
     kibi = re.fullmatch(r"(\d+)[kK]", value[1].strip()) if value else None  # 8k: 8,192 tokens, as sizes go
     return f"{typed} takes the context size, a number of tokens: {typed} {int(kibi[1]) * 1024 if kibi else 4096}"
 
 
 def _continued(app: typer.Typer, args: list[str]) -> str:
-    """For llm's `-c PROMPT` (continue) given to run, or `-c` typed last to chat: the command with the last -c typed
-    as --continue, led by ": ", run's words one prompt; "" where -c was typed with its value stuck on (-cmore), or
-    chat's took a word (chat -c work), which chat has no place for (its --continue NAME would resume a conversation
-    of that name)."""
+    """For llm's `-c PROMPT` (continue) given to run, or -c given chat: the continue hint for the last -c typed (not
+    -cmore, its value stuck on, which gets the lead alone)."""
     command, words = args[0], args[1:]
-    takes_value = option_arity(app, command)
-    typed = [at for at, (word, part) in enumerate(read_words(words, takes_value)) if (word, part) == ("-c", "option")]
-    if not typed or (command == "chat" and typed[-1] != len(words) - 1):
-        return ""
-    fixed = [*words[:typed[-1]], "--continue", *words[typed[-1] + 1:]]  # its value now a word of the prompt
-    prompt = words_given(fixed, takes_value)
-    written = suggested(command, options_given(fixed, takes_value), prompt)
-    return f': `{written} "..."`' if command == "run" and not prompt else f": `{written}`"
+    typed = [at for at, (word, part) in enumerate(read_words(words, option_arity(app, command)))
+             if (word, part) == ("-c", "option")]
+    return continue_hint(typed_command(app, args)[1], words, typed[-1]) if typed else CONTINUE_LATEST
 
 
 def _threads_flag_hint(exc: Exception, command: str) -> str | None:

@@ -450,6 +450,40 @@ def test_llm_s_c_for_continue_is_hinted_with_the_command_written_with_continue(
     assert {key: params[key] for key in meant} == meant, params
 
 
+_LEAD = "-c is --ctx-size; to continue the latest conversation use --continue"
+
+
+@pytest.mark.parametrize(("args", "hint", "meant"), [
+    (["chat", "--resume", "work", "-c"], "-c is --ctx-size; --resume work already continues conversation work: "
+     "`localgen chat --resume work`", {"resume": "work"}),  # was: `localgen chat --resume work --continue`, the latest
+    (["run", "--conversation", "foo", "-c", "hi"], "-c is --ctx-size; --conversation foo already continues "
+     "conversation foo: `localgen run --conversation foo hi`",
+     {"conversation_name": "foo", "continue_latest": False, "prompt": "hi"}),  # was: --continue added, refused
+    (["run", "--continue", "-c", "hi"], "-c is --ctx-size; --continue already continues the latest conversation: "
+     "`localgen run --continue hi`", {"continue_latest": True, "prompt": "hi"}),  # was: --continue --continue hi
+    (["chat", "-c", "--continue"], "-c is --ctx-size; --continue already continues the latest conversation: "
+     "`localgen chat --continue`", {"resume": RESUME_LATEST}),  # was: `localgen chat --continue '--continue=?'`
+    (["chat", "-c", "--resume", "-n", "5"], "-c is --ctx-size; --resume already continues the latest conversation: "
+     "`localgen chat --resume -n 5`", {"resume": RESUME_LATEST, "max_tokens": 5}),
+])
+def test_llm_s_c_beside_an_option_that_continues_is_hinted_with_that_option_alone(
+        args: list[str], hint: str, meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
+    """--continue added beside chat's --resume NAME took the latest instead, and beside run's --conversation NAME was
+    refused as contradicting it."""
+    assert _usage(args, capsys)[1] == hint
+    params = _parsed(hint.split("`")[1])
+    assert {key: params[key] for key in meant} == meant and params["ctx_size"] is None, params
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "-c", "--resume", "hi"], ["run", "-c", "--bogus", "hi"],  # was: `localgen run --continue --resume hi`
+    ["chat", "-c", "-c"], ["run", "--raw", "-c", "hi"], ["run", "--help", "-c"],
+])
+def test_llm_s_c_gets_no_command_where_the_one_written_would_be_refused(
+        args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert _usage(args, capsys)[1] == _LEAD
+
+
 @pytest.mark.parametrize(("args", "hint"), [
     (["run", "-m", "-x", "hi"], f"name the model after -m ({_NAMES}); -x is llm's option for the first code block: "
      "localgen prints the whole answer: ask the model for the code alone, or cut it out of stdout"),  # was:
