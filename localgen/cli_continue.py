@@ -7,11 +7,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-import typer
-
-from localgen.cli_args import arity, not_values, options_given, read_words, words_given
+from localgen.cli_args import arity, options_given, read_words, words_given
 from localgen.cli_extra_words import suggested
-from localgen.errors import LocalgenError
+from localgen.cli_option_values import runs_as_written
 
 CONTINUE_LATEST = "-c is --ctx-size; to continue the latest conversation use --continue"
 _CONTINUING = {"run": ("--continue", "--conversation"), "chat": ("--resume", "--continue")}  # the options that do
@@ -32,7 +30,7 @@ def continue_hint(command: Any, words: list[str], at: int) -> str:
         lead, fixed = CONTINUE_LATEST, [*words[:at], _continue_option(name), *words[at + 1:]]
     prompt = words_given(fixed, takes_value)
     written = suggested(name, options_given(fixed, takes_value), prompt)
-    if not _runs(command, shlex.split(written)[2:]):
+    if not runs_as_written(command, shlex.split(written)[2:]):
         return lead
     return f'{lead}: `{written} "..."`' if name == "run" and not prompt else f"{lead}: `{written}`"
 
@@ -61,19 +59,3 @@ def _continuing_options(command: str, words: list[str], takes_value: dict[str, b
         latest = (not equals and not takes_value.get(name, False)) or value == RESUME_LATEST
         found.append((word, "the latest conversation" if latest else f"conversation {shlex.quote(value)}"))
     return found
-
-
-def _runs(command: Any, words: list[str]) -> bool:
-    """Whether command's words (as main gives them) parse, and for run continue as they say (not --continue with
-    --conversation, or with --raw); False with --help among them, which would print the help here."""
-    if any(word in ("-h", "--help") for word in not_values(words, arity(command.params))):
-        return False
-    try:
-        params = command.make_context(command.name, list(words)).params
-        if command.name == "run":
-            from localgen.run_conversation import check_continuation
-
-            check_continuation(params["continue_latest"], params["conversation_name"], raw=params["raw"])
-    except (typer.TyperException, LocalgenError):
-        return False
-    return True

@@ -90,10 +90,10 @@ def _value_hint(names: list[str], clicked: Any, words: list[str], at: int) -> st
     value: the command written with one."""
     from localgen.cli_continue import continue_hint
 
-    param, takes_value = _param(clicked, words[at]), arity(clicked.params)
+    param = _param(clicked, words[at])
     option, metavar, command = words[at], param.metavar or param.name.upper(), ["localgen", *names]
     if option in _MODEL:
-        return _model_hint(command, words, at, takes_value)
+        return _model_hint(command, clicked, words, at)
     if option == "--conversation":
         return _CONVERSATION_MODE
     if option == "-c" and names[0] in ("run", "chat"):  # llm's -c: continue
@@ -106,12 +106,13 @@ def _value_hint(names: list[str], clicked: Any, words: list[str], at: int) -> st
     return f"give {option} its value: `{written}`{literally}"
 
 
-def _model_hint(command: list[str], words: list[str], at: int, takes_value: dict[str, bool]) -> str:
+def _model_hint(command: list[str], clicked: Any, words: list[str], at: int) -> str:
     """Name the model after -m (the command so written): with the quant in its reference where another tool's quant
     option followed (chat -m --quant Q8_0: -m NAME:Q8_0), or the repo llama-cli's -hf named (run -m -hf ORG/REPO: -m
     ORG/REPO); an option of the command's own (run's -q, --quiet) stays as typed, and one it lacks is written as
-    localgen's (-sys TEXT as -s TEXT, --num-ctx N as --ctx-size N), or else left to the hint it would be refused
-    with (-x), never kept in a command that would be refused for it."""
+    localgen's (-sys TEXT as -s TEXT, --num-ctx N as --ctx-size N; --ctx-size INTEGER where no number followed), or
+    else left to the hint it would be refused with (-x, -b hi), never kept in a command that would be refused for it
+    (clicked: the command's click command)."""
     from localgen.other_tools import (
         GUESSED_OPTIONS,
         HUB_REPO_OPTIONS,
@@ -122,7 +123,7 @@ def _model_hint(command: list[str], words: list[str], at: int, takes_value: dict
     from localgen.other_tools_command import run_in_localgen_s_words
     from localgen.other_tools_values import output_hint, quant_option
 
-    name = words[at]
+    name, takes_value = words[at], arity(clicked.params)
     rest, model = words[at + 1:], "NAME"
     option, equals, value = (rest or [""])[0].partition("=")
     if option in takes_value:  # the command's own
@@ -137,15 +138,53 @@ def _model_hint(command: list[str], words: list[str], at: int, takes_value: dict
     elif option in OPTIONS_OF_OTHER_TOOLS.get(command[1], {}):
         given = [*words[:at + 1], model, *rest]
         written = run_in_localgen_s_words(given, takes_value) if command[1] == "run" else None
-        if written is not None:  # run -m -sys "be brief" hi: -m NAME -s 'be brief' hi
-            return f"name the model after {name}, with localgen's options: `{written}`; {_NAMES}"
+        if written is not None and runs_as_written(clicked, shlex.split(written)[2:]):  # not -b hi: --batch-size hi
+            return f"name the model after {name}, with localgen's options: `{written}`; {_NAMES}"  # -sys: -s
         return f"name the model after {name} ({_NAMES}); {_refusal(command[1], given, takes_value)}"
     elif GUESSED_OPTIONS.get(option, "").rpartition("/")[2] in takes_value:  # --num-ctx 4096: --ctx-size 4096
-        rest = [GUESSED_OPTIONS[option].rpartition("/")[2] + equals + value, *rest[1:]]
+        meant = GUESSED_OPTIONS[option].rpartition("/")[2]
+        given = value if equals else (rest[1] if len(rest) > 1 else "")
+        if not _takes(_param(clicked, meant), given):  # --num-ctx hi: the prompt is no context size
+            kept = rest[2:] if not equals and given[:1].isdigit() else rest[1:]  # 8k, 4,096: a number mistyped
+            written = shlex.join([*command, *words[:at + 1], model, meant, "INTEGER", *kept])
+            return f"name the model after {name}, and give {meant} its value: `{written}`; {_NAMES}"
+        rest = [meant + equals + value, *rest[1:]]
     elif option in OUTPUT_OPTIONS:  # run -m --output a.txt hi: -m NAME hi > a.txt
         said = output_hint(command[1], [*words[:at + 1], model, *rest], at + 2)
         return f"name the model after {name} ({_NAMES}); {said or 'send the output to a file with > FILE'}"
-    return f"name the model after {name}: `{shlex.join([*command, *words[:at + 1], model, *rest])}`; {_NAMES}"
+    written = [*words[:at + 1], model, *rest]
+    if not runs_as_written(clicked, written):  # run -m -n hi: -n's value left out too
+        return f"name the model after {name} ({_NAMES})"
+    return f"name the model after {name}: `{shlex.join([*command, *written])}`; {_NAMES}"
+
+
+def _takes(param: Any, word: str) -> bool:
+    """Whether a click parameter takes word for its value."""
+    try:
+        param.type.convert(word, param, None)
+    except (typer.TyperException, ValueError):
+        return False
+    return True
+
+
+def runs_as_written(clicked: Any, words: list[str]) -> bool:
+    """Whether the words of a command line written for a hint (after the command's name, as main gives them) parse
+    for clicked, its click command, and for run continue as they say (not --continue with --conversation, or with
+    --raw); False with --help among them, which would print the help here."""
+    from localgen.cli_args import not_values
+    from localgen.errors import LocalgenError
+
+    if any(word in _HELP for word in not_values(words, arity(clicked.params))):
+        return False
+    try:
+        params = clicked.make_context(clicked.name, list(words)).params
+        if clicked.name == "run":
+            from localgen.run_conversation import check_continuation
+
+            check_continuation(params["continue_latest"], params["conversation_name"], raw=params["raw"])
+    except (typer.TyperException, LocalgenError):
+        return False
+    return True
 
 
 def _refusal(command: str, words: list[str], takes_value: dict[str, bool]) -> str:

@@ -496,6 +496,9 @@ def test_llm_s_c_gets_no_command_where_the_one_written_would_be_refused(
      "stdout: send it to a file with >, `localgen run -m NAME hi > a.txt`"),
     (["run", "-m", "--num-ctx", "4096", "hi"], f"name the model after -m: `localgen run -m NAME --ctx-size 4096 hi`; "
      f"{_NAMES}"),
+    (["run", "-m", "-b", "hi"], f"name the model after -m ({_NAMES}); -b is llama-cli's option for the batch size: "
+     "localgen's is --batch-size N"),  # was: `localgen run -m NAME --batch-size hi`, refused: hi is no integer
+    (["run", "-m", "-n", "hi"], f"name the model after -m ({_NAMES})"),  # was: `localgen run -m NAME -n hi`
     (["chat", "-m", "-u"], f"name the model after -m ({_NAMES}); -u is llm's option for token usage: localgen's is "
      "chat --stats, token counts and speeds after every answer (/stats in the chat)"),
     (["bench", "-m", "-fa", "1"], f"name the model after -m ({_NAMES}); -fa is llama-bench's option for flash "
@@ -528,3 +531,21 @@ def test_a_hint_writes_chat_s_resume_alone_as_typed(args: list[str], hint: str, 
     assert _usage(args, capsys)[1] == hint
     params = _parsed(hint.split("`")[1].replace("NAME", "smollm2-135m").replace("INTEGER", "5"))
     assert {key: params[key] for key in meant} == meant and params["resume"] == RESUME_LATEST, params
+
+
+@pytest.mark.parametrize(("args", "hint", "meant"), [
+    (["run", "-m", "--num-ctx", "hi"], "`localgen run -m NAME --ctx-size INTEGER hi`", {"prompt": "hi"}),  # was:
+    # `localgen run -m NAME --ctx-size hi`, refused: hi is no integer
+    (["run", "-m", "--num-ctx=abc", "-n", "5", "hi"], "`localgen run -m NAME --ctx-size INTEGER -n 5 hi`",
+     {"prompt": "hi", "max_tokens": 5}),
+    (["chat", "-m", "--context"], "`localgen chat -m NAME --ctx-size INTEGER`", {}),  # was: --ctx-size, no value
+    (["fit", "-m", "--n-ctx", "8k"], "`localgen fit -m NAME --ctx-size INTEGER`", {}),  # 8k: the number meant
+])
+def test_a_context_option_guessed_without_its_number_is_written_with_one_before_the_prompt(
+        args: list[str], hint: str, meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
+    """The word after another program's context option, no number, was written as --ctx-size's value."""
+    message, said = _usage(args, capsys)
+    assert message.startswith(f"-m needs a value (REF), and the word after it is the option {args[2][:9]}")
+    assert said == f"name the model after -m, and give --ctx-size its value: {hint}; {_NAMES}"
+    params = _parsed(hint.strip("`").replace("NAME", "smollm2-135m").replace("INTEGER", "4096"))
+    assert {key: params[key] for key in meant} == meant and params.get("ctx_size", params.get("ctx")) == 4096, params
