@@ -370,19 +370,22 @@ def other_tool_hint(word: str, rest: list[str]) -> str | None:
         kept = names if word in SEVERAL_NAMES else names[:1]
         command = shlex.join([*command.removesuffix(" NAME").split(), *kept])
     if word in ("logs", "history"):
-        command = shlex.join([*str(command).split(), *_history_options(rest)])
+        command = _history_command(rest)
     return f"use `{command}`" if command else OTHER_TOOLS_WORDS.get(word)
 
 
-def _history_options(rest: list[str]) -> list[str]:
-    """llm logs' -n/--count N and --json (rest: its words after `logs`) as `localgen conversations` takes them; its
-    -n 0 (all) is left out, as conversations lists all without -n (and refuses -n 0)."""
+def _history_command(rest: list[str]) -> str:
+    """llm logs' words (rest: those after `logs`) as localgen's command: its -c/--current, the latest conversation,
+    as `localgen conversations show`; its -n/--count N (-n3 too) and --json as `localgen conversations` takes them,
+    its -n 0 (all) left out, as conversations lists all without -n (and refuses -n 0)."""
+    if any(word in ("-c", "--current") for word in rest):  # show prints one conversation: no count
+        return shlex.join(["localgen", "conversations", "show", *[word for word in rest if word == "--json"]])
     kept: list[str] = []
     for at, word in enumerate(rest):
         name, equals, value = word.partition("=")
-        if name in ("-n", "--count"):
-            value = value if equals else (rest[at + 1] if at + 1 < len(rest) else "")
+        if name in ("-n", "--count") or (name.startswith("-n") and not equals):  # -n 3, --count=3, -n3
+            value = value if equals else name[2:] or (rest[at + 1] if at + 1 < len(rest) else "")
             kept += ["-n", value] if value.isascii() and value.isdigit() and int(value) > 0 else []
         elif word == "--json":
             kept.append(word)
-    return kept
+    return shlex.join(["localgen", "conversations", *kept])

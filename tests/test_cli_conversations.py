@@ -326,12 +326,16 @@ def test_rm_asks_refuses_what_is_open_and_deletes_only_whole_requests() -> None:
     (("logs", "--count=2", "--json"), "localgen conversations -n 2 --json"),
     (("logs", "-n", "0", "-t"), "localgen conversations"),  # llm's 0: all, which conversations lists without -n
     (("history", "--json"), "localgen conversations --json"),
+    (("logs", "-n3"), "localgen conversations -n 3"),  # was: localgen conversations, the count stuck on left out
+    (("logs", "-c"), "localgen conversations show"),  # llm's current conversation, the latest: was the listing
+    (("logs", "--current", "--json", "-n", "2"), "localgen conversations show --json"),
 ])
 def test_other_tools_names_for_the_history_point_here(args: tuple[str, ...], command: str) -> None:
+    _save("work", Turn("Hi", "Hello!"))
     result = run_localgen(*args)
     assert result.returncode == 2 and result.err.endswith(f"(hint: use `{command}`)\n"), result.err
     listed = run_localgen(*command.split()[1:])
-    assert listed.returncode == 0, listed.err
+    assert listed.returncode == 0 and ("Hello!" if " show" in command else "work") in listed.out, listed.err
 
 
 def test_show_tells_an_empty_system_prompt_from_none() -> None:
