@@ -138,14 +138,14 @@ def _model_hint(command: list[str], clicked: Any, words: list[str], at: int) -> 
     elif option in OPTIONS_OF_OTHER_TOOLS.get(command[1], {}):
         given = [*words[:at + 1], model, *rest]
         written = run_in_localgen_s_words(given, takes_value) if command[1] == "run" else None
-        if written is not None and runs_as_written(clicked, shlex.split(written)[2:]):  # not -b hi: --batch-size hi
-            return f"name the model after {name}, with localgen's options: `{written}`; {_NAMES}"  # -sys: -s
-        return f"name the model after {name} ({_NAMES}); {_refusal(command[1], given, takes_value)}"
+        if written is not None:  # run -m -sys "be brief" hi: -m NAME -s 'be brief' hi
+            return f"name the model after {name}, with localgen's options: `{written}`; {_NAMES}"
+        return f"name the model after {name} ({_NAMES}); {_refusal(command[1], given, takes_value)}"  # -x; -b hi
     elif GUESSED_OPTIONS.get(option, "").rpartition("/")[2] in takes_value:  # --num-ctx 4096: --ctx-size 4096
         meant = GUESSED_OPTIONS[option].rpartition("/")[2]
-        given = value if equals else (rest[1] if len(rest) > 1 else "")
-        if not _takes(_param(clicked, meant), given):  # --num-ctx hi: the prompt is no context size
-            kept = rest[2:] if not equals and given[:1].isdigit() else rest[1:]  # 8k, 4,096: a number mistyped
+        number = value if equals else (rest[1] if len(rest) > 1 else "")
+        if not _takes(_param(clicked, meant), number):  # --num-ctx hi: the prompt is no context size
+            kept = rest[2:] if not equals and number[:1].isdigit() else rest[1:]  # 8k, 4,096: a number mistyped
             written = shlex.join([*command, *words[:at + 1], model, meant, "INTEGER", *kept])
             return f"name the model after {name}, and give {meant} its value: `{written}`; {_NAMES}"
         rest = [meant + equals + value, *rest[1:]]

@@ -31,7 +31,8 @@ def _value_follows(args: list[str], at: int, takes_value: dict[str, bool]) -> bo
 
 def run_in_localgen_s_words(args: list[str], takes_value: dict[str, bool]) -> str | None:
     """The run command args (its words after `run`) with each of the other tools' options above as localgen's, and
-    -p's prompt as the argument; None where one has no such like (-cnv, -e), or the words cannot be read whole."""
+    -p's prompt as the argument; None where one has no such like (-cnv, -e), the words cannot be read whole, or the
+    command written would be refused (-b hi: --batch-size hi, hi no number)."""
     from localgen.other_tools import OTHER_TOOLS_OPTIONS as other_tools
 
     options: list[str] = []
@@ -72,7 +73,17 @@ def run_in_localgen_s_words(args: list[str], takes_value: dict[str, bool]) -> st
             return None
         at += 1
     text = " ".join(prompt)
-    return shlex.join(["localgen", "run", *options, *(["--"] if text.startswith("-") else []), *[text][:bool(text)]])
+    words = [*options, *(["--"] if text.startswith("-") else []), *[text][:bool(text)]]
+    return shlex.join(["localgen", "run", *words]) if _run_runs(words) else None  # not -b hi: --batch-size hi
+
+
+def _run_runs(words: list[str]) -> bool:
+    """Whether `localgen run WORDS` runs as written (cli_option_values.runs_as_written)."""
+    from localgen.cli import app
+    from localgen.cli_args import click_command
+    from localgen.cli_option_values import runs_as_written
+
+    return runs_as_written(click_command(app).commands["run"], words)
 
 
 def llm_prompt_in_localgen_s_words(args: list[str], takes_value: dict[str, bool]) -> str | None:

@@ -361,6 +361,8 @@ def test_a_system_prompt_left_out_before_an_option_runs_nothing() -> None:
     (["prompt", "-o", "temperature", "0.2", "hi"], 'to ask the model, use `localgen run "..."`', {"prompt": "..."}),
     (["prompt", "-t", "tmpl", "hi"], 'to ask the model, use `localgen run "..."`', {"prompt": "..."}),  # not threads
     (["prompt"], 'to ask the model, use `localgen run "..."`', {"prompt": "..."}),
+    (["prompt", "-b", "hi"], 'to ask the model, use `localgen run "..."`', {"prompt": "..."}),  # was: `localgen
+    # run --batch-size hi`, refused: hi is no number
     (["hello"], "see `localgen --help`; to ask the model: localgen run hello", {"prompt": "hello"}),
 ])
 def test_a_prompt_typed_where_the_command_goes_is_suggested_whole_to_run(

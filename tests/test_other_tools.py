@@ -176,6 +176,10 @@ from tests.conftest import bundled_model_file, run_localgen
      "localgen's is chat --stats, token counts and speeds after every answer (/stats in the chat)"),
     (("run", "--simple-io", "hi"), "--simple-io is llama-cli's option for plain input and output for scripts",
      "localgen run reads stdin and writes the answer alone to stdout: drop it"),
+    (("run", "-b", "hi", "-p", "x"), "-b is llama-cli's option for the batch size",  # was: with localgen's options:
+     "localgen's is --batch-size N"),  # `localgen run --batch-size hi x`, refused: hi is no number
+    (("run", "-p", "hello", "-no-cnv", "-n", "x"), "-p is llama-cli's option for the prompt",
+     'the prompt is the argument: localgen run "PROMPT"'),  # was: `localgen run -n x hello`, refused for -n x
 ])
 def test_another_tool_s_option_is_refused_with_localgen_s_way(args: tuple[str, ...], error: str, hint: str) -> None:
     result = run_localgen(*args)
