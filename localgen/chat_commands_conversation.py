@@ -139,7 +139,7 @@ def save_command(state: ChatState, argument: str) -> None:
 
 
 def load_command(state: ChatState, argument: str) -> None:
-    """/load NAME: continue a saved conversation."""
+    """/load NAME: continue a saved conversation, saying where the one left is saved where this chat asked in it."""
     session = state.session
     if not argument:
         console.say("usage: /load NAME (see /list)")
@@ -156,8 +156,13 @@ def load_command(state: ChatState, argument: str) -> None:
             let_go(conversation)
         return
     saved_with = conversation.model
+    previous, unsaved, asked = session.conversation, session.unsaved, state.asked_in_current()
     session.replace_conversation(conversation)
-    console.say(f"loaded {conversation.name}: {conversation_summary(session)}")
+    left = previous.name != conversation.name
+    if asked and not left:  # reread from its file: still the conversation this chat asked in
+        state.asked_in = conversation
+    kept = f" ({what_reset_kept(previous, unsaved=unsaved)})" if asked and left else ""  # as /reset says it
+    console.say(f"loaded {conversation.name}{kept}: {conversation_summary(session)}")
     if session.attachments:  # /file's files are for the next message, in whichever conversation it is
         console.say(f"your next message still takes {counted(len(session.attachments), 'attached file')} "
                     "(/file none drops them)")

@@ -86,7 +86,6 @@ class Repl:
         self._paste = PasteMark()
         self._editor = MessageEditor()
         self._view: AnswerView | None = None  # the answer being shown, if any
-        self._answered = False  # a message (or /regen) went to the model in this chat: leaving names the conversation
         self._prefill_status: console.PrefillStatus | None = None  # the long prompt's progress line, if any
         self._prompt = PromptSession(
             history=self._history,
@@ -160,9 +159,9 @@ class Repl:
 
     def _say_where_saved(self) -> None:
         """As the chat ends (/exit, Ctrl-D): the saved conversation's name and the command that goes on with it, where
-        something was asked in this chat, and the conversation has an exchange and its latest changes saved."""
+        something was asked in it in this chat, and it has an exchange and its latest changes saved."""
         conversation = self.session.conversation
-        if self._answered and conversation.on_disk and conversation.turns and not self.session.unsaved:
+        if self.state.asked_in_current() and conversation.on_disk and conversation.turns and not self.session.unsaved:
             console.say(f"conversation saved as {conversation.name}; "
                         f"`localgen chat --resume {shlex.quote(conversation.name)}` goes on with it")
 
@@ -305,7 +304,7 @@ class Repl:
         and the terminal echoes again. What making room for the turn did (start) is said when the answer's first text
         arrives (a turn that gets no answer changes nothing).
         """
-        self._answered = True
+        self.state.asked_in = self.session.conversation
         engine = self.session.loaded.engine
         # Python runs signal handlers only between llama.cpp calls, so a second signal could not stop any
         # sooner than the first: it never escalates, and the answer is always recorded.

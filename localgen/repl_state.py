@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
+from localgen.conversation import Conversation
 from localgen.events import Event
 from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession, TurnStart
@@ -26,3 +27,9 @@ class ChatState:
     stats_after_answers: bool = False  # chat --stats, /stats on
     running: bool = True  # False once /exit (or Ctrl-D) ends the chat
     typed: str | None = None  # the command as typed (/bye for /exit), for messages
+    asked_in: Conversation | None = None  # the conversation this chat last sent a message (or /regen) in
+
+    def asked_in_current(self) -> bool:
+        """Whether this chat asked something in the conversation it has now (not in one it left since, nor one it
+        only reopened with --resume or /load)."""
+        return self.asked_in is not None and self.asked_in is self.session.conversation

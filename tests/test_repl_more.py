@@ -178,3 +178,27 @@ def test_leaving_names_the_saved_conversation_and_how_to_go_on_with_it(tmp_path:
         assert "conversation saved as" not in resumed.transcript.getvalue(), "reopened by name, and left as it was"
     finally:
         _stop(resumed)
+
+
+def test_load_says_the_conversation_asked_in_stays_saved_and_leaving_then_names_none(tmp_path: Path) -> None:
+    """/load after a message says where the conversation it leaves is saved, as /reset does, and a Ctrl-D then leaves
+    without a word: the one loaded was only reopened; a /load of the conversation asked in keeps it asked in."""
+    home = tmp_path / "home"
+    folder = home / "data" / "conversations"
+    folder.mkdir(parents=True)
+    record = {"format": 1, "name": "other", "turns": [{"user": "Hi", "answer": "Hello."}]}
+    (folder / "other.json").write_text(json.dumps(record))
+    chat = Chat(home, "--no-markdown", "-n", "3")
+    try:
+        chat.child.sendline("hi")
+        name = chat.wait_for(lambda s: s["name"] != "other" and s["turns"] and s["turns"][-1]["answer"] is not None)[
+            "name"]
+        chat.sync()
+        again = " ".join(chat.command_words(f"/load {name}", f"loaded {name}:").split())
+        assert "stays saved" not in again, again
+        chat.command_words("/load other", f"loaded other ({name} stays saved): 1 exchange")
+        assert chat.quit() == 0
+        said = chat.transcript.getvalue().rpartition("/load other")[2]
+        assert "conversation saved as" not in said, "other was only reopened, and the conversation asked in was named"
+    finally:
+        _stop(chat)
