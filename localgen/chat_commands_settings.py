@@ -14,6 +14,7 @@ from localgen.repl_state import ChatState
 from localgen.session import ChatSession
 from localgen.stopping import words_read
 
+NO_SYSTEM_PROMPT = ("none", "off")  # /system's words that clear it (off, as /wrap off and /stats off switch off)
 UNSET_MEANS = {"seed": "random", "max_tokens": "no limit"}  # what /set says a setting of none does
 OLLAMA_SWITCHES = {  # Ollama's /set WORD and /set noWORD that localgen has no switch for: what it does, and the way
     "think": ("does not turn a model's reasoning on or off",
@@ -26,13 +27,13 @@ OLLAMA_SWITCHES = {  # Ollama's /set WORD and /set noWORD that localgen has no s
 
 
 def system_command(state: ChatState, argument: str) -> None:
-    """/system [TEXT|none|""]: show the system prompt, set it, clear it, or make it empty."""
+    """/system [TEXT|none|off|""]: show the system prompt, set it, clear it, or make it empty."""
     session = state.session
     if not argument:
         console.say(system_prompt_line(session))
         return
     text = _unquoted(unwrap_block(argument))  # a triple-quoted block, as Ollama's /set system takes
-    if argument.lower() == "none":  # "none" quoted is the text none
+    if argument.lower() in NO_SYSTEM_PROMPT:  # "none" or "off" quoted is the word itself
         session.set_system(None)
         console.say(system_prompt_line(session, cleared=True))
     elif not text:  # "" or '', as -s "" gives: an empty one, not the template's own

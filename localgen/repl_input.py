@@ -30,7 +30,7 @@ BLOCK_QUOTE = '"""'
 COMMAND_HELP = {
     "/help [COMMAND]": "show this help (COMMAND: only its own, as /help save; shortcuts: only the keys, as "
                        "Ollama's /? shortcuts)",
-    "/system [TEXT|none]": "show the system prompt, set it to TEXT, clear it (none), or make it empty (\"\")",
+    "/system [TEXT|none]": "show the system prompt, set it to TEXT, clear it (none or off), or make it empty (\"\")",
     "/set PARAM VALUE": f"change a setting ({', '.join(SETTING_NAMES)}; or by its option name: temp, top-p, n; "
                         "Ollama's /set parameter and num_predict work too); /set stop TEXT... for stop strings",
     "/show [PART]": "model, settings, context size, GPU layers, path; or one part: info, settings (parameters), "

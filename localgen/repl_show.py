@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 SHOW_PARTS = ("info", "settings", "system", "template", "license")
 EMPTY_SYSTEM = "(empty: the template's default is left out)"  # system "": the model gets an empty system prompt
+TEMPLATE_SYSTEM_WAYS = '/system TEXT replaces it, /system "" leaves it out'  # the template's own system prompt
 BLANK_SYSTEM = "(whitespace only)"  # a system prompt of spaces or newlines (a --system-file of them): sent as it is
 _ALSO = {"parameters": "settings"}  # Ollama's name
 
@@ -49,10 +50,10 @@ def show(session: ChatSession, part: str, settings_text: str) -> None:
 
 def system_prompt_line(session: ChatSession, *, cleared: bool = False) -> str:
     """The chat's system prompt in full, or the chat template's own that goes in its place (/show system, /system;
-    cleared: /system none, which just cleared it)."""
+    cleared: /system none or off, which just cleared it)."""
     if cleared and session.conversation.system is None:
         default = session.loaded.prompt_format.default_system()
-        return (f"system prompt cleared; the chat template adds its own: {default!r} (/system TEXT replaces it)"
+        return (f"system prompt cleared; the chat template adds its own: {default!r} ({TEMPLATE_SYSTEM_WAYS})"
                 if default else "system prompt cleared: the model gets none (/system TEXT sets one)")
     if session.conversation.system:
         return f"system prompt: {session.conversation.system if session.conversation.system.strip() else BLANK_SYSTEM}"
@@ -60,7 +61,7 @@ def system_prompt_line(session: ChatSession, *, cleared: bool = False) -> str:
         return f"system prompt: {EMPTY_SYSTEM} (/system none lets the template add its own)"
     default = session.loaded.prompt_format.default_system()
     if default:
-        return f"no system prompt set; the chat template adds its own: {default!r} (/system TEXT replaces it)"
+        return f"no system prompt set; the chat template adds its own: {default!r} ({TEMPLATE_SYSTEM_WAYS})"
     return "no system prompt (/system TEXT sets one)"
 
 

@@ -204,7 +204,7 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
         history = shlex.quote(str(tmp_path / "my home" / "data" / "history"))
         assert f"`ln -sf /dev/null {history}` keeps none" in answer, "the command to type, its path quoted"
         assert "did you mean" not in chat.command("/frobnicate", "/help lists the commands")
-        cleared = " ".join(chat.command_words("/system none", "(/system TEXT replaces it)").split())
+        cleared = " ".join(chat.command_words("/system none", '/system "" leaves it out)').split())
         assert "system prompt cleared; the chat template adds its own: 'You are a helpful AI assistant named " \
                "SmolLM" in cleared, "what the model gets now, as /system alone says it"
         shown = chat.command("/show system", "/system TEXT replaces it")  # SmolLM2's template adds one
@@ -214,6 +214,26 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
         chat.child.close()
         assert chat.child.exitstatus == 0
         assert "[stopped at the limit" not in chat.transcript.getvalue()
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def test_system_off_clears_the_system_prompt_as_none_does_and_says_how_to_have_none_at_all(tmp_path: Path) -> None:
+    """/system off clears the system prompt, as /wrap off and /stats off switch theirs off, and says that /system ""
+    leaves out the chat template's own, where off became the system prompt; quoted, "off" is the word itself."""
+    chat = Chat(tmp_path / "home", "-n", "1", "-s", "Be brief.")
+    try:
+        cleared = " ".join(chat.command_words("/system off", "leaves it out)").split())
+        assert "system prompt cleared; the chat template adds its own: 'You are a helpful AI assistant named SmolLM" \
+               in cleared, cleared
+        assert '(/system TEXT replaces it, /system "" leaves it out)' in cleared, cleared
+        chat.command('/system "off"', "system prompt set")
+        chat.child.sendline("/system")
+        chat.child.expect(r"system prompt: ([^\r\n]*)\r\n")
+        assert chat.child.match.group(1) == "off", "the word itself, quoted"
+        chat.sync()
+        assert chat.quit() == 0
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
