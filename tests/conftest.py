@@ -23,7 +23,7 @@ import pexpect
 import pytest
 from forked_popen import ForkedPopen, run_with
 from forked_pty import ForkedPty, ForkedSpawn
-from hub_server import hubenv_fixture, loopback_hub_fixture  # noqa: F401  (the loopback Hub fixtures, for every test)
+from hub_server import hub_fixture, hubenv_fixture, loopback_hub_fixture  # noqa: F401  (the loopback Hub fixtures)
 
 if TYPE_CHECKING:
     from localgen.engine import Engine

@@ -260,6 +260,12 @@ def loopback_hub_fixture() -> Iterator[HubServer]:
         yield server
 
 
+@pytest.fixture(name="hub")
+def hub_fixture(loopback_hub: HubServer, tmp_path: Path) -> tuple[HubServer, dict[str, str]]:
+    """A running loopback Hub and the environment of a localgen child pointed at it (child_env)."""
+    return loopback_hub, child_env(loopback_hub, tmp_path)
+
+
 @pytest.fixture(name="hubenv")
 def hubenv_fixture(loopback_hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HubEnv:
     """Point this process's huggingface_hub and localgen at the loopback Hub and temporary caches (see point_at)."""

@@ -3,23 +3,15 @@ or said to be here, and why it was not checked."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
+from hub_server import HubServer, make_gguf_bytes, run_cli
 
 from tests.conftest import REPO_ROOT, spawn_localgen
 
 REPO = "org/tiny-GGUF"
 FILE = "tiny-Q8_0.gguf"
-
-
-@pytest.fixture
-def hub(tmp_path: Path) -> Iterator[tuple[HubServer, dict[str, str]]]:
-    server = HubServer().start()
-    yield server, child_env(server, tmp_path)
-    server.stop()
 
 
 def _pull(env: dict[str, str], *args: str) -> tuple[Path, str]:

@@ -3,22 +3,12 @@ hint that a Hub slow to answer does not hold up."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
+from hub_server import HubServer, make_gguf_bytes, run_cli
 
 from localgen.quant_instead import HINT_WAIT_S
 
 REPO = "org/tiny-GGUF"
-
-
-@pytest.fixture
-def hub(tmp_path: Path) -> Iterator[tuple[HubServer, dict[str, str]]]:
-    server = HubServer().start()
-    yield server, child_env(server, tmp_path)
-    server.stop()
 
 
 @pytest.mark.parametrize("unanswered", [f"/api/models/{REPO}", "/resolve/"])  # the listing, a header's bytes
