@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from localgen.cli_args import arity, read_words, typed_command
+from localgen.cli_args import arity, read_words, typed_command, words_given
 
 _HELP = ("-h", "--help")
 _NAMES = "`localgen models list --all` shows the names"
@@ -282,3 +282,57 @@ def files_after_file_hint(app: typer.Typer, args: list[str], text: str) -> str |
     ends = ["--"] if said.startswith("-") else []  # a prompt led by - goes after --
     written = shlex.join(["localgen", args[0], *written_apart(options), *ends, *[said][:len(said)]])
     return f"each file takes its own -f: `{written}`"
+
+
+_WHOLE_EXAMPLES = {  # a typical value of each whole-number option (beside the chat settings'), by parameter name
+    "threads": "4", "threads_batch": "4", "batch_size": "512", "ubatch_size": "512", "gpu_layers": "-1",
+    "ctx_size": "4096", "ctx": "4096", "n_prompt": "512", "n_gen": "128", "reps": "5", "limit": "10"}
+
+
+def whole_number_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str | None:
+    """For a whole-number option given a decimal or a word (--top-k 1.5, -n five): that it takes a whole number, and
+    the command written with one (the decimal's where it is one, 2.0 or 1e3, else a typical value), or that value
+    alone where the command would be refused for something else (run's prompt "..." where none was typed); None
+    for other errors."""
+    from localgen.cli_args import option_typed
+    from localgen.cli_options import NumberSlip
+    from localgen.params import SETTING_EXAMPLES
+
+    param = getattr(exc, "param", None)
+    names, command = typed_command(app, args)
+    example = {**SETTING_EXAMPLES, **_WHOLE_EXAMPLES}.get(getattr(param, "name", ""))
+    if not isinstance(exc, NumberSlip) or not exc.whole or param is None or not names or example is None:
+        return None
+    words, takes_value = args[len(names):], arity(command.params)
+    option = option_typed(words, (*param.opts, *param.secondary_opts), takes_value)
+    value = _whole_value(exc.text) or example
+    written = _with_value(words, option, value, takes_value)
+    if written is None or not runs_as_written(command, written):
+        return f"{option} takes a whole number, e.g. {option} {value}"
+    prompt = ' "..."' if names == ["run"] and not words_given(written, takes_value) else ""  # as continue_hint
+    return f"{option} takes a whole number: `{shlex.join(['localgen', *names, *written])}{prompt}`"
+
+
+def _whole_value(text: str) -> str | None:
+    """The whole number a decimal is (2.0: 2, 1e3: 1000), or None (1.5, five, and 1e20, beyond every option's range)."""
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return str(int(number)) if number.is_integer() and abs(number) < 2**31 else None
+
+
+def _with_value(words: list[str], option: str, value: str, takes_value: dict[str, bool]) -> list[str] | None:
+    """A command's words with the value of the last option typed as option (--top-k 1.5, --top-k=1.5, -n1.5)
+    replaced by value, the two written apart; None where option was not typed."""
+    parts = list(read_words(words, takes_value))
+    named = [word.partition("=")[0] if word.startswith("--") or word.partition("=")[0] in takes_value else word[:2]
+             for word, _ in parts]  # as option_typed reads them: -n1.5 is -n, -ngl is itself
+    typed = [at for at, (_, part) in enumerate(parts) if part == "option" and named[at] == option]
+    if not typed:
+        return None
+    at = typed[-1]
+    stuck = parts[at][0] != option  # --top-k=1.5, -n1.5: the value in the option's word
+    if not stuck and (at + 1 == len(parts) or parts[at + 1][1] != "value"):
+        return None
+    return [*words[:at], option, value, *words[at + 1 + (not stuck):]]

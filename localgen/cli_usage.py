@@ -25,7 +25,13 @@ from localgen.cli_args import (
 )
 from localgen.cli_continue import CONTINUE_LATEST, continue_hint
 from localgen.cli_extra_words import chat_prompt_error, extra_argument_hint, ollama_address_error, suggested
-from localgen.cli_option_values import as_typed, files_after_file_hint, missing_value_hint, run_option_hint
+from localgen.cli_option_values import (
+    as_typed,
+    files_after_file_hint,
+    missing_value_hint,
+    run_option_hint,
+    whole_number_hint,
+)
 from localgen.cli_options import NumberSlip
 from localgen.errors import LocalgenError
 from localgen.other_tools import (
@@ -165,6 +171,7 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
             or _file_argument_hint(app, args, command, text)
             or _ctx_flag_hint(app, exc, args, command)
             or _threads_flag_hint(exc, command)
+            or whole_number_hint(app, exc, args)
             or _dash_prompt_hint(args, command, text)
             or _help_hint(app, exc, args, command))
 
@@ -291,7 +298,8 @@ def _continued(app: typer.Typer, args: list[str]) -> str:
 def _threads_flag_hint(exc: Exception, command: str) -> str | None:
     """For `-t NAME` in `run` or `chat` (llm's template option): it is --threads here."""
     message = _usage_error_text(exc)
-    if command not in ("run", "chat") or "'--threads' / '-t'" not in message or "integer" not in message:
+    if command not in ("run", "chat") or "'--threads' / '-t'" not in message or "integer" not in message \
+            or (isinstance(exc, NumberSlip) and exc.text.lstrip("+-.")[:1].isdigit()):  # -t 2.5: no template's name
         return None
     return "-t is --threads N; llm's templates are models.toml entries here, each with a system prompt and settings"
 

@@ -1,0 +1,97 @@
+"""`localgen run`'s command line where it said too little: a whole-number option given a decimal or a word."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+import typer
+
+from localgen.cli import _resume_without_value, app, main
+from tests.conftest import run_localgen
+
+
+def _usage(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    """The message and the hint of the usage error `localgen ARGS` gets (exit code 2), on one line."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("localgen: error: ") and err.endswith(")\n") and err.count("\n") == 1, err
+    message, _, hint = err.removeprefix("localgen: error: ").rstrip("\n").partition(" (hint: ")
+    return message, hint[:-1]
+
+
+def _parsed(command_line: str) -> dict[str, object]:
+    """The parameters the real parser gives a suggested `localgen COMMAND ...` (a usage error fails the test)."""
+    words = shlex.split(command_line)
+    assert words[0] == "localgen", command_line
+    command = typer.main.get_command(app).commands[words[1]]  # type: ignore[attr-defined]
+    return command.make_context(words[1], _resume_without_value(words[1:])[1:]).params
+
+
+@pytest.mark.parametrize(("args", "hint", "meant"), [
+    (["run", "--top-k", "1.5", "hi"], "--top-k takes a whole number: `localgen run --top-k 40 hi`", {"top_k": 40}),
+    (["run", "--top-k=five", "hi"], "--top-k takes a whole number: `localgen run --top-k 40 hi`", {"top_k": 40}),
+    (["run", "-n1.5", "hi"], "-n takes a whole number: `localgen run -n 512 hi`", {"max_tokens": 512}),
+    (["run", "-n1.5", "-ngl", "5", "hi"], "-n takes a whole number: `localgen run -n 512 -ngl 5 hi`",
+     {"max_tokens": 512, "gpu_layers": 5}),  # -ngl, led by -n, is an option of its own
+    (["run", "-n", "1e20", "hi"], "-n takes a whole number: `localgen run -n 512 hi`", {"max_tokens": 512}),
+    (["run", "-n", "10,5", "hi"], "-n takes a whole number: `localgen run -n 512 hi`", {"max_tokens": 512}),
+    (["run", "--repeat-last-n", "1e3", "hi"], "--repeat-last-n takes a whole number: `localgen run "
+     "--repeat-last-n 1000 hi`", {"repeat_last_n": 1000}),  # a whole number written as a decimal: that number
+    (["run", "--seed", "2.0", "-s", "be brief", "hi"], "--seed takes a whole number: `localgen run --seed 2 -s "
+     "'be brief' hi`", {"seed": 2, "system": "be brief"}),
+    (["run", "-t", "2.5", "hi"], "-t takes a whole number: `localgen run -t 4 hi`", {"threads": 4}),  # no template
+    (["run", "--seed", "abc"], '--seed takes a whole number: `localgen run --seed 42 "..."`', {"seed": 42}),
+    (["chat", "--top-k", "2.0"], "--top-k takes a whole number: `localgen chat --top-k 2`", {"top_k": 2}),
+    (["bench", "-p", "1.5"], "-p takes a whole number: `localgen bench -p 512`", {"n_prompt": 512}),
+    (["conversations", "-n", "two"], "-n takes a whole number: `localgen conversations -n 10`", {"limit": 10}),
+])
+def test_a_whole_number_option_given_a_decimal_or_a_word_gets_a_command_that_runs(
+        args: list[str], hint: str, meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
+    """Where the hint said only to see `localgen run --help`."""
+    message, said = _usage(args, capsys)
+    assert "is not a valid integer" in message and said == hint, (message, said)
+    params = _parsed(said.split("`")[1].replace(' "..."', ""))
+    assert {key: params[key] for key in meant} == meant
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (["run", "--top-k", "1.5", "two", "words"], "--top-k takes a whole number, e.g. --top-k 40"),  # refused for more
+    (["run", "-t", "summarize", "x"], "-t is --threads N; llm's templates are models.toml entries here, each with a "
+     "system prompt and settings"),  # llm's template option, as it was
+    (["run", "-n", "4,096", "hi"], "write it without separators: -n 4096"),  # a thousands comma, as it was
+])
+def test_a_whole_number_hint_writes_no_command_that_would_be_refused(
+        args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _usage(args, capsys)[1] == hint
+
+
+def _whole_number_options() -> list[tuple[str, str]]:
+    """Each name of each whole-number option of the commands that have them: (command, name)."""
+    group = typer.main.get_command(app)
+    commands = {name: group.commands[name] for name in ("run", "chat", "bench", "fit")}  # type: ignore[attr-defined]
+    commands["conversations"] = group.commands["conversations"]  # type: ignore[attr-defined]
+    return [(name, option) for name, command in commands.items() for param in command.params
+            if getattr(param, "metavar", None) in ("INTEGER", "N") for option in param.opts]
+
+
+@pytest.mark.parametrize(("command", "option"), _whole_number_options())
+def test_every_whole_number_option_says_it_takes_one(command: str, option: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Each with a typical value that parses (the context size's own hint says it takes a number of tokens)."""
+    hint = _usage([command, option, "1.5"], capsys)[1]
+    if option in ("-c", "--ctx", "--ctx-size"):
+        assert hint == f"{option} takes the context size, a number of tokens: {option} 4096", hint
+        return
+    assert hint.startswith(f"{option} takes a whole number: `localgen {command} {option} "), hint
+    _parsed(hint.split("`")[1].replace(' "..."', ""))
+
+
+def test_the_real_cli_tells_a_decimal_top_k_it_takes_a_whole_number() -> None:
+    result = run_localgen("run", "--top-k", "1.5", "hi")
+    assert result.returncode == 2 and result.stdout == b""
+    assert result.err == ("localgen: error: Invalid value for '--top-k': '1.5' is not a valid integer. (hint: --top-k "
+                          "takes a whole number: `localgen run --top-k 40 hi`)\n"), result.err
