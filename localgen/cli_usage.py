@@ -287,12 +287,16 @@ def _ctx_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: s
 
 
 def _continued(app: typer.Typer, args: list[str]) -> str:
-    """For llm's `-c PROMPT` (continue) given to run, or -c given chat: the continue hint for the last -c typed (not
-    -cmore, its value stuck on, which gets the lead alone)."""
+    """For llm's `-c PROMPT` (continue) given to run, or -c given chat: the continue hint for the last -c typed, its
+    value stuck on too (-cmore, -c=more: -c more)."""
     command, words = args[0], args[1:]
     typed = [at for at, (word, part) in enumerate(read_words(words, option_arity(app, command)))
-             if (word, part) == ("-c", "option")]
-    return continue_hint(typed_command(app, args)[1], words, typed[-1]) if typed else CONTINUE_LATEST
+             if part == "option" and word[:2] == "-c"]
+    if not typed:
+        return CONTINUE_LATEST
+    at, stuck = typed[-1], words[typed[-1]][2:].removeprefix("=")
+    apart = [*words[:at], "-c", *([stuck] if stuck else []), *words[at + 1:]]
+    return continue_hint(typed_command(app, args)[1], apart, at)
 
 
 def _threads_flag_hint(exc: Exception, command: str) -> str | None:

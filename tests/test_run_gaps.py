@@ -1,4 +1,5 @@
-"""`localgen run`'s command line where it said too little: a whole-number option given a decimal or a word."""
+"""`localgen run`'s command line where it said too little: a whole-number option given a decimal or a word, llm's -c
+with the prompt stuck on."""
 
 from __future__ import annotations
 
@@ -95,3 +96,32 @@ def test_the_real_cli_tells_a_decimal_top_k_it_takes_a_whole_number() -> None:
     assert result.returncode == 2 and result.stdout == b""
     assert result.err == ("localgen: error: Invalid value for '--top-k': '1.5' is not a valid integer. (hint: --top-k "
                           "takes a whole number: `localgen run --top-k 40 hi`)\n"), result.err
+
+
+_CONTINUE = "-c is --ctx-size; to continue the latest conversation use --continue"
+
+
+@pytest.mark.parametrize(("args", "hint", "meant"), [
+    (["run", "-cmore"], f"{_CONTINUE}: `localgen run --continue more`", {"prompt": "more"}),
+    (["run", "-c=more"], f"{_CONTINUE}: `localgen run --continue more`", {"prompt": "more"}),
+    (["run", "-n", "5", "-cand then?"], f"{_CONTINUE}: `localgen run -n 5 --continue 'and then?'`",
+     {"prompt": "and then?", "max_tokens": 5}),
+    (["run", "-c5", "-cmore"], f"{_CONTINUE}: `localgen run -c5 --continue more`", {"prompt": "more", "ctx_size": 5}),
+    (["run", "-cmore", "--conversation", "foo"], "-c is --ctx-size; --conversation foo already continues "
+     "conversation foo: `localgen run --conversation foo more`", {"prompt": "more", "conversation_name": "foo"}),
+])
+def test_llm_s_continue_with_its_prompt_stuck_on_gets_the_command_that_continues(
+        args: list[str], hint: str, meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
+    """As -c "and then?" was hinted; -cmore got the lead alone, with no command to run."""
+    message, said = _usage(args, capsys)
+    assert "is not a valid integer" in message and said == hint, (message, said)
+    params = _parsed(said.split("`")[1])
+    assert {key: params[key] for key in meant} == meant
+    assert params["continue_latest"] is ("--conversation" not in args)
+
+
+@pytest.mark.parametrize("args", [["run", "-cmore", "--raw"], ["chat", "-cmore"]])
+def test_llm_s_continue_with_its_prompt_stuck_on_gets_no_command_that_would_be_refused(
+        args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """run --continue --raw is refused (a plain completion continues nothing); chat takes no prompt."""
+    assert _usage(args, capsys)[1] == _CONTINUE
