@@ -209,11 +209,13 @@ def fresh_answer(loaded: LoadedModel, messages: list[Message], sampling: Samplin
     return start
 
 
-def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: bool, made_of: str = "") -> None:
+def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: bool, made_of: str = "",
+                 stats: bool = False) -> None:
     """Print the prompt messages make for the loaded model, as stream_answer gives it to the model (its chat
     template applied, special tokens as text, the BOS token its tokenizer adds included); with json_output, one
-    object with that text and its token count. A prompt the context cannot hold is refused, as the run would be
-    (naming made_of, what it holds)."""
+    object with that text and its token count; with stats, its token count and the context size on stderr, as
+    --stats says them after an answer. A prompt the context cannot hold is refused, as the run would be (naming
+    made_of, what it holds)."""
     from localgen import console
     from localgen.runner import checked_prompt
 
@@ -225,6 +227,8 @@ def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: b
         console.write_out(sys.stdout, console.json_text({"prompt": text, "prompt_tokens": len(tokens)}) + "\n")
     else:
         console.write_out(sys.stdout, console.terminal_safe(text) if sys.stdout.isatty() else text)
+    if stats:
+        console.say(f"prompt {len(tokens):,} tok, context {len(tokens):,}/{loaded.engine.n_ctx:,}")
 
 
 def token_limit_source(*, given: bool, conversation: Conversation | None) -> str:

@@ -296,7 +296,8 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     else:
         messages = fresh_messages(loaded, user_text, system, raw=request.raw)
         if request.print_prompt:
-            write_prompt(loaded, messages, json_output=request.json_output, made_of=options.floor_texts)
+            write_prompt(loaded, messages, json_output=request.json_output, made_of=options.floor_texts,
+                         stats=request.stats)
             return None
         keep = None if request.raw else last_run_keeper(loaded, options, system, user_text, notes.append)
         stops = None if not limits.stop else "--stop" if request.stop else "stop in models.toml"

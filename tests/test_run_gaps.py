@@ -1,8 +1,9 @@
-"""`localgen run`'s command line where it said too little: a whole-number option given a decimal or a word, llm's -c
-with the prompt stuck on."""
+"""`localgen run` where it said too little: a whole-number option given a decimal or a word, llm's -c with the prompt
+stuck on, --stats beside --print-prompt."""
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import pytest
@@ -125,3 +126,14 @@ def test_llm_s_continue_with_its_prompt_stuck_on_gets_no_command_that_would_be_r
         args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     """run --continue --raw is refused (a plain completion continues nothing); chat takes no prompt."""
     assert _usage(args, capsys)[1] == _CONTINUE
+
+
+def test_print_prompt_with_stats_says_the_prompt_s_tokens_and_the_context_on_stderr() -> None:
+    """As --stats says them after an answer, where --stats beside --print-prompt said nothing."""
+    counted = run_localgen("run", "--print-prompt", "--json", "-c", "512", "hi")
+    assert counted.returncode == 0, counted.err
+    tokens = json.loads(counted.out)["prompt_tokens"]
+    plain = run_localgen("run", "--print-prompt", "-c", "512", "hi")
+    result = run_localgen("run", "--print-prompt", "--stats", "-c", "512", "hi")
+    assert result.returncode == 0 and result.stdout == plain.stdout and plain.err == "", (result.err, plain.err)
+    assert result.err == f"prompt {tokens:,} tok, context {tokens:,}/512\n", result.err
