@@ -7,6 +7,7 @@ import shlex
 
 from localgen import console
 from localgen.chat_settings import SETTING_NAMES
+from localgen.conversation import NO_SYSTEM_PROMPT  # off, as /wrap off and /stats off switch theirs off
 from localgen.errors import UnbalancedQuoteError, UsageError
 from localgen.repl_input import history_path, unwrap_block
 from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_line
@@ -14,7 +15,6 @@ from localgen.repl_state import ChatState
 from localgen.session import ChatSession
 from localgen.stopping import words_read
 
-NO_SYSTEM_PROMPT = ("none", "off")  # /system's words that clear it (off, as /wrap off and /stats off switch off)
 UNSET_MEANS = {"seed": "random", "max_tokens": "no limit"}  # what /set says a setting of none does
 OLLAMA_SWITCHES = {  # Ollama's /set WORD and /set noWORD that localgen has no switch for: what it does, and the way
     "think": ("does not turn a model's reasoning on or off",

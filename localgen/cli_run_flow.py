@@ -71,6 +71,7 @@ class CheckedRun:
     prompt: str | None  # the argument's text; None when there is none, or "-" reads it from stdin (stdin_asked)
     stdin_asked: bool
     system: str | None
+    template_system: bool  # -s none: no system prompt given, not models.toml's nor a conversation's (the template's)
     sampling: SamplingParams
     limits: GenerationLimits
     files: list[InputFile]
@@ -167,6 +168,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen.cli_model import conversation_defaults, system_file_input
     from localgen.cli_options import sampling_from
     from localgen.cli_run import refuse_emptied_by_stdout, refuse_stdout_open_to_read
+    from localgen.conversation import NO_SYSTEM_PROMPT
     from localgen.grammar import constraint_source
     from localgen.input_text import argument_text
     from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, reads_a_pipe
@@ -207,6 +209,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     files = attachment_files(list(request.files))  # every file an option names is checked now, read once the rest is
     stdin_taken = "the prompt - reads it" if stdin_asked else "-f - reads it" if STDIN_NAME in request.files else None
     system_input = system_file_input(system, request.system_file, stdin_taken=stdin_taken)
+    template_system = system is not None and system.strip().lower() in NO_SYSTEM_PROMPT
     constraint = constraint_source(request.grammar, request.json_schema)
     template_file = chat_template_file(request.chat_template)
     console.warn_each(warnings)
@@ -222,7 +225,8 @@ def check_run(request: RunRequest) -> CheckedRun:
     # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as
     # soon as its size shows it
     bound = preflight_for(ctx, options, conversation) if reads_a_pipe(named, stdin) else None
-    return CheckedRun(prompt=prompt, stdin_asked=stdin_asked, system=system, sampling=sampling, limits=limits,
+    return CheckedRun(prompt=prompt, stdin_asked=stdin_asked, system=None if template_system else system,
+                      template_system=template_system, sampling=sampling, limits=limits,
                       files=files, system_input=system_input, constraint=constraint, template_file=template_file,
                       continued=continued, options=options, stdin=stdin, warnings=warnings, bound=bound)
 
@@ -282,8 +286,8 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     ctx, continued, system, options = request.ctx, checked.continued, inputs.system, inputs.options
     defaults = model_defaults(loaded.resolved.spec)
     sampling, limits = with_model_settings(ctx, defaults, inputs.sampling, checked.limits)
-    if system is None and not request.raw and (continued is None or continued.is_new):  # not a saved one
-        system = defaults.system
+    if system is None and not request.raw and not checked.template_system and (continued is None or continued.is_new):
+        system = defaults.system  # not a saved conversation's
     user_text = user_message(loaded, checked.prompt, inputs.attachments)
     notes: list[str] = []  # what saving the exchange did that must be said, once the answer is out
     limit_source = token_limit_source(given=from_command_line(ctx, "max_tokens"),
@@ -292,7 +296,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
         start, stops = continued_answer(loaded, options, continued, system, user_text, sampling, limits,
                                  given_settings(ctx), draft=request.draft, prompt_cache=not request.no_cache,
                                  stop_given=from_command_line(ctx, "stop"), hide_thinking=request.hide_thinking,
-                                 notes=notes)
+                                 notes=notes, template_system=checked.template_system)
     else:
         messages = fresh_messages(loaded, user_text, system, raw=request.raw)
         if request.print_prompt:

@@ -18,6 +18,7 @@ from localgen.fit import fewest_tokens, text_bytes
 from localgen.units import iso_time
 
 FORMAT_VERSION = 1
+NO_SYSTEM_PROMPT = ("none", "off")  # chat's /system WORD and run's -s WORD: no system prompt given, the template's own
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -128,18 +128,18 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min {rest} s"
 
 
-def system_change(name: str, before: str | None, now: str, template_default: Callable[[], str | None]) -> str | None:
-    """What to say when a system prompt given now (run's and chat's -s) replaces the one conversation NAME had
-    (where it had none, the one its chat template writes: template_default's), or None when it is the same."""
+def system_change(name: str, before: str | None, now: str | None, template_default: Callable[[], str | None]
+                  ) -> str | None:
+    """What to say when a system prompt given now (run's and chat's -s; None: run's -s none) replaces the one
+    conversation NAME had (where it has none, the one its chat template writes: template_default's), or None when it
+    is the same."""
     from localgen.repl_text import brief
 
     if now == before:
         return None
-    given = "an empty system prompt" if now == "" else f"system prompt {brief(now)!r}"
-    if before is None:
-        was = "the model's default" if template_default() else "none"
-    else:
-        was = "an empty one" if before == "" else repr(brief(before))
+    default = "the model's default" if template_default() else "none"
+    given = default if now is None else "an empty system prompt" if now == "" else f"system prompt {brief(now)!r}"
+    was = default if before is None else "an empty one" if before == "" else repr(brief(before))
     return f"localgen: conversation '{name}' now has {given} instead of {was}"
 
 

@@ -87,23 +87,26 @@ def _warn_if_mistyped(name: str) -> None:
 def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Continued, system: str | None,
                      text: str, sampling: SamplingParams, limits: GenerationLimits, overrides: Mapping[str, str], *,
                      draft: str, prompt_cache: bool, stop_given: bool = False, hide_thinking: bool = False,
-                     notes: list[str] | None = None) -> tuple[Callable[[], Iterator[Event]], str | None]:
+                     notes: list[str] | None = None, template_system: bool = False
+                     ) -> tuple[Callable[[], Iterator[Event]], str | None]:
     """What streams the answer to text as the next exchange of a saved conversation (saved with it, as chat does).
 
     The conversation's saved settings and stop strings apply and overrides (the options given now; stop_given:
     --stop's strings, in limits) win for this run: they are not saved. Earlier exchanges the context cannot hold
-    are noted on stderr. hide_thinking takes the <think> reasoning out of what streams (the saved answer keeps it,
-    as a chat's does). The last plain run becomes a saved conversation here, once the question is planned: a run
-    refused before that leaves it as it was. What the save did that must be said (a file changed by hand, kept)
-    goes into notes, to say once the answer is out. Also returned: where the stop strings in use came from.
+    are noted on stderr; system replaces the conversation's system prompt, as template_system (-s none) does with
+    none, the chat template's own. hide_thinking takes the <think> reasoning out of what streams (the saved answer
+    keeps it, as a chat's does). The last plain run becomes a saved conversation here, once the question is planned:
+    a run refused before that leaves it as it was. What the save did that must be said (a file changed by hand,
+    kept) goes into notes, to say once the answer is out. Also returned: where the stop strings in use came from.
     """
     conversation = continued.conversation
     if not loaded.prompt_format.is_chat:
         raise LocalgenError(f"{loaded.resolved.display_name} has no chat template, and a conversation needs one",
                             hint="give it one with --chat-template FILE, or drop --continue/--conversation")
-    system_note = None if system is None or continued.is_new else \
+    replaced = system is not None or template_system
+    system_note = None if not replaced or continued.is_new else \
         system_change(conversation.name, conversation.system, system, loaded.prompt_format.default_system)
-    if system is not None:
+    if replaced:
         conversation.system = system
     session = ChatSession(loaded, options, conversation, sampling, limits, draft=draft,
                           prefix_cache=disk_prompt_cache(loaded) if prompt_cache else None, keep_saved_settings=True,

@@ -1,10 +1,11 @@
 """`localgen run` where it said too little: a whole-number option given a decimal or a word, llm's -c with the prompt
-stuck on, --stats beside --print-prompt."""
+stuck on, --stats beside --print-prompt, no way back to the chat template's own system prompt."""
 
 from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 import pytest
 import typer
@@ -137,3 +138,32 @@ def test_print_prompt_with_stats_says_the_prompt_s_tokens_and_the_context_on_std
     result = run_localgen("run", "--print-prompt", "--stats", "-c", "512", "hi")
     assert result.returncode == 0 and result.stdout == plain.stdout and plain.err == "", (result.err, plain.err)
     assert result.err == f"prompt {tokens:,} tok, context {tokens:,}/512\n", result.err
+
+
+_TEMPLATE_S_OWN = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"  # the bundled model's
+
+
+@pytest.mark.parametrize(("given", "system"), [
+    ((), "Answer in French."), (("-s", "none"), _TEMPLATE_S_OWN), (("-s", "OFF"), _TEMPLATE_S_OWN),
+    (("-s", ""), ""), (("-s", "Be brief."), "Be brief."),
+])
+def test_run_s_none_goes_back_to_the_template_s_own_system_prompt_from_a_models_toml_entry_s(
+        given: tuple[str, ...], system: str, tmp_path: Path) -> None:
+    """As chat's /system none does, where -s none sent the system prompt "none"."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "models.toml").write_text('[models.smollm2-135m]\nsystem = "Answer in French."\n')
+    result = run_localgen("run", "--print-prompt", *given, "hi", env={"LOCALGEN_HOME": str(tmp_path)})
+    assert result.returncode == 0 and result.err == "", result.err
+    assert result.out.startswith(f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\nhi<|im_end|>"), result.out
+
+
+def test_run_s_none_gives_a_continued_conversation_the_template_s_own_system_prompt(tmp_path: Path) -> None:
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    first = run_localgen("run", "--conversation", "work", "-s", "Be brief.", "-n", "1", "hi", env=env)
+    assert first.returncode == 0, first.err
+    again = run_localgen("run", "--conversation", "work", "-s", "none", "-n", "1", "and then?", env=env)
+    assert again.returncode == 0, again.err
+    assert "localgen: conversation 'work' now has the model's default instead of 'Be brief.'" in again.err, again.err
+    shown = run_localgen("conversations", "show", "work", "--json", env=env)
+    saved = json.loads(shown.out)
+    assert saved["system"] is None and len(saved["turns"]) == 2, saved
