@@ -324,8 +324,8 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
         extras.append(f"{completion.ahead_tokens:,} prompt tokens computed while you typed")
     if completion.restored_tokens:
         extras.append(f"prompt cache: {completion.restored_tokens:,} tokens restored from disk")
-    if completion.threads < completion.threads_chosen and usage.completion_tokens > 1:  # none decoded: nothing to say
-        extras.append(f"decoded with {completion.threads} of {completion.threads_chosen} threads: other processes "
+    if completion.decode_threads < completion.threads and usage.completion_tokens > 1:  # none decoded: nothing to say
+        extras.append(f"decoded with {completion.decode_threads} of {completion.threads} threads: other processes "
                       "kept the CPUs busy")
     if completion.draft is not None:
         d = completion.draft

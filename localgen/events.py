@@ -73,10 +73,8 @@ class Finished:
     thinking: str | None = None  # the <think> reasoning taken out of text (run --hide-thinking)
     ahead_tokens: int = 0  # prompt tokens computed before the generation began (a chat message as it was typed)
     seed: int | None = None  # the sampler's seed (drawn when none was given); None for greedy sampling
-    threads: int = 0  # the threads decoding at the end (fewer than threads_chosen: other processes were busy); in
-    # JSON, decode_threads
-    threads_chosen: int = 0  # the threads chosen at load (--threads, or the physical cores); in JSON, threads, as
-    # --threads names it
+    threads: int = 0  # the threads chosen at load (--threads, or the physical cores)
+    decode_threads: int = 0  # the threads decoding at the end (fewer than threads: other processes were busy)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict of the completion (the same usage keys every time; draft figures when drafting)."""
@@ -84,7 +82,7 @@ class Finished:
                                       "prompt_cache_tokens": self.restored_tokens}
         record: dict[str, object] = {"text": self.text, "finish_reason": self.finish_reason, "usage": usage,
                                      "timings": asdict(self.timings), "seed": self.seed,
-                                     "threads": self.threads_chosen, "decode_threads": self.threads}
+                                     "threads": self.threads, "decode_threads": self.decode_threads}
         if self.thinking is not None:
             record["thinking"] = self.thinking
         if self.draft is not None:

@@ -223,7 +223,7 @@ def test_stats_name_the_prompt_cache_and_the_drafts() -> None:
     assert "prompt 10 tok (8 cached)" in main and "context 15/2,048" in main and main.endswith("finish stop")
     assert "8 tokens restored" in extra and "7/10" in extra and "70%" in extra
     assert len(format_stats(replace(done, draft=None, restored_tokens=0)).splitlines()) == 1
-    busy = replace(done, draft=None, restored_tokens=0, threads=1, threads_chosen=2)
+    busy = replace(done, draft=None, restored_tokens=0, decode_threads=1, threads=2)
     assert "decoded with 1 of 2 threads" in format_stats(busy)
     unread = replace(busy, finish_reason="interrupted", usage=Usage(10, 0, 0))  # Ctrl-C while the prompt was read
     assert len(format_stats(unread).splitlines()) == 1, "no token was decoded, with any number of threads"

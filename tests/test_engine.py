@@ -606,7 +606,7 @@ def test_a_stop_asked_for_mid_chunk_ends_the_chunk(one_chunk_engine: Engine) -> 
         timer.join()
         signal.signal(signal.SIGUSR1, signal.SIG_DFL)
     assert done.finish_reason == "interrupted" and progress == []
-    assert (done.threads, done.threads_chosen) == (engine.decode_threads, engine.options.n_threads) != (0, 0), \
+    assert (done.decode_threads, done.threads) == (engine.decode_threads, engine.options.n_threads) != (0, 0), \
         "--json names the thread counts of a run stopped while its prompt was read"
     assert engine.kv_tokens == 0 == lc.llama_memory_seq_pos_max(lc.llama_get_memory(engine._ctx), 0) + 1, \
         "the chunk was stopped part way and dropped, not finished"

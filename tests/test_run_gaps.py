@@ -167,3 +167,16 @@ def test_run_s_none_gives_a_continued_conversation_the_template_s_own_system_pro
     shown = run_localgen("conversations", "show", "work", "--json", env=env)
     saved = json.loads(shown.out)
     assert saved["system"] is None and len(saved["turns"]) == 2, saved
+
+
+def test_a_completion_s_thread_counts_go_by_their_json_names() -> None:
+    """threads is the count chosen (--threads), decode_threads those decoding at the end, in Python as in --json,
+    where the Python names were threads_chosen and threads."""
+    from localgen.events import Finished, Timings, Usage
+
+    done = Finished(text="x", finish_reason="length", usage=Usage(3, 0, 2), timings=Timings(0.1, 0.1, 30.0, 0.1, 10.0),
+                    seed=7, threads=4, decode_threads=3)
+    record = done.to_dict()
+    names = ("text", "finish_reason", "seed", "threads", "decode_threads")
+    assert {name: record[name] for name in names} == {name: getattr(done, name) for name in names}
+    assert (record["threads"], record["decode_threads"]) == (4, 3)

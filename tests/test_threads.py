@@ -280,10 +280,10 @@ def test_threads_given_are_never_changed(bundled_model: Path) -> None:
 
 def test_stats_say_when_fewer_threads_decoded() -> None:
     done = Finished(text="x", finish_reason="length", usage=Usage(3, 0, 2),
-                    timings=Timings(0.1, 0.1, 30.0, 0.1, 10.0), threads=1, threads_chosen=2)
+                    timings=Timings(0.1, 0.1, 30.0, 0.1, 10.0), threads=2, decode_threads=1)
     assert "decoded with 1 of 2 threads: other processes kept the CPUs busy" in format_stats(done)
     assert "threads" not in format_stats(Finished(text="x", finish_reason="length", usage=Usage(3, 0, 2),
-                                                  timings=done.timings, threads=2, threads_chosen=2))
+                                                  timings=done.timings, threads=2, decode_threads=2))
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,

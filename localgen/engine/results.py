@@ -43,8 +43,8 @@ def finished_event(text: str, finish: str, n_prompt: int, reused: int, prefilled
                    started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
                    draft: DraftStats | None = None, restored: int = 0, ahead: int = 0, seed: int | None = None,
                    threads: tuple[int, int] = (0, 0)) -> Finished:
-    """Fold the measurements of one generation into its final event (first_token_at None: no token came); a speed
-    with nothing to measure is None."""
+    """Fold the measurements of one generation into its final event (first_token_at None: no token came; threads:
+    those decoding at the end, then those chosen at load); a speed with nothing to measure is None."""
     prefill_s = prefill_done - started
     decode_s = last_token_at - first_token_at if first_token_at is not None and generated > 1 else None
     return Finished(
@@ -62,6 +62,6 @@ def finished_event(text: str, finish: str, n_prompt: int, reused: int, prefilled
         restored_tokens=restored,
         ahead_tokens=ahead,
         seed=seed,
-        threads=threads[0],
-        threads_chosen=threads[1],
+        decode_threads=threads[0],
+        threads=threads[1],
     )
