@@ -20,6 +20,7 @@ from localgen.units import iso_time
 FORMAT_VERSION = 1
 NO_SYSTEM_PROMPT = ("none", "off")  # chat's /system WORD and run's -s WORD: no system prompt given, the template's own
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_NO_FILE_NAME_BYTE = re.compile("[\ud800-\udc7f\udd00-\udfff]")  # lone surrogates but surrogateescape's \udcXX
 
 
 def _now() -> str:
@@ -211,7 +212,8 @@ class Conversation:
         del record["on_disk"], record["as_left"], record["link_target"]
         record["turns"] = [_with_extra(_with_details(turn)) for turn in record["turns"]]
         text = json.dumps(_with_extra(record), indent=2, ensure_ascii=False)
-        # lone surrogates (a model's path that is not UTF-8) have no UTF-8: \uXXXX escapes, read back as U+FFFD
+        # lone surrogates (a model's path that is not UTF-8) have no UTF-8: \uXXXX escapes, as console.json_text
+        # writes them (read back, in a model's path, as the bytes they stand for)
         return _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found[0]):04x}", text) + "\n"
 
     @classmethod
@@ -358,15 +360,17 @@ def _unknown_fields(record: dict[str, object], kind: type, *, also_known: frozen
     return {key: value for key, value in record.items() if key not in known}
 
 
-def _without_lone_surrogates(value: object) -> object:
+def _without_lone_surrogates(value: object, *, path: bool = False) -> object:
     """Parsed JSON with each half of a UTF-16 pair written alone (\\ud83c: no character, and no UTF-8 for it) as
-    U+FFFD, as other text that is not valid becomes."""
+    U+FFFD, as other text that is not valid becomes; but for a model's path (path: a "model" value), whose file
+    name's bytes that are not UTF-8 stay surrogateescape's \\udcXX, which os.fsencode turns back into those bytes."""
     if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
+        return (_NO_FILE_NAME_BYTE if path else _LONE_SURROGATE).sub("\ufffd", value)
     if isinstance(value, list):
         return [_without_lone_surrogates(item) for item in value]
     if isinstance(value, dict):
-        return {_without_lone_surrogates(key): _without_lone_surrogates(item) for key, item in value.items()}
+        return {_without_lone_surrogates(key): _without_lone_surrogates(item, path=key == "model")
+                for key, item in value.items()}
     return value
 
 

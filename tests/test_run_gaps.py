@@ -1,17 +1,20 @@
 """`localgen run` where it said too little: a whole-number option given a decimal or a word, llm's -c with the prompt
-stuck on, --stats beside --print-prompt, no way back to the chat template's own system prompt."""
+stuck on, --stats beside --print-prompt, no way back to the chat template's own system prompt; a completion's thread
+counts named apart from their JSON names; a conversation's model whose file name is not UTF-8."""
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
 import typer
 
 from localgen.cli import _resume_without_value, app, main
-from tests.conftest import run_localgen
+from tests.conftest import bundled_model_file, run_localgen
 
 
 def _usage(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
@@ -180,3 +183,25 @@ def test_a_completion_s_thread_counts_go_by_their_json_names() -> None:
     names = ("text", "finish_reason", "seed", "threads", "decode_threads")
     assert {name: record[name] for name in names} == {name: getattr(done, name) for name in names}
     assert (record["threads"], record["decode_threads"]) == (4, 3)
+
+
+def test_a_conversation_goes_on_with_a_model_whose_file_name_is_not_utf_8(tmp_path: Path) -> None:
+    """Its path is saved as JSON's \\udcff, as --json writes it, and read back as the byte it stands for, where it
+    was read back as U+FFFD and the conversation could not go on without -m."""
+    model = tmp_path / os.fsdecode(b"smol\xff.gguf")
+    try:
+        os.link(bundled_model_file(), model)
+    except OSError:  # another file system
+        shutil.copyfile(bundled_model_file(), model)
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    first = run_localgen("run", "-m", str(model), "--conversation", "work", "-n", "1", "hi", env=env)
+    assert first.returncode == 0, first.err
+    again = run_localgen("run", "--conversation", "work", "-n", "1", "and then?", env=env)
+    assert again.returncode == 0, again.err
+    saved = json.loads(run_localgen("conversations", "show", "work", "--json", env=env).out)
+    assert os.fsencode(saved["model"]) == os.fsencode(model) and len(saved["turns"]) == 2, saved
+    assert all(os.fsencode(turn["model"]) == os.fsencode(model) for turn in saved["turns"]), saved["turns"]
+    plain = run_localgen("run", "-m", str(model), "-n", "1", "hi", env=env)  # the last run, kept in the same format
+    assert plain.returncode == 0, plain.err
+    more = run_localgen("run", "--continue", "-n", "1", "more", env=env)
+    assert more.returncode == 0, more.err
