@@ -20,7 +20,8 @@ and `localgen run -f doc.txt "q2"` (restores it), plus `--no-cache "q2"` as a co
 engine's (from the start of generate(), restore included), read from --json. Prints medians and spreads.
 
 draft: per round, plain and `--draft lookup` decoding alternate on a copy-heavy task (fix the typos in ~300
-words) and on free writing, in one process through the same Engine.generate that `run` uses.
+words, the text piped as `run` sends it, then typed after the instruction in one message) and on free writing,
+in one process through the same Engine.generate that `run` uses.
 
 draftbound: the ceiling for any prompt-lookup drafter on this hardware: each task's greedy output is decoded
 once, the cost of verify batches of every size is timed at that depth, and the speed-up is computed for an
@@ -99,8 +100,12 @@ TYPO_TEXT = (
     "words themselves."
 )
 FREE_PROMPT = "Write a long, original story about a lighthouse keeper who finds a mysterious map."
-DRAFT_TASKS = {"copy-heavy (fix typos, ~300 words)": f"Fix the typos in this text:\n\n{TYPO_TEXT}",
-               "free writing (story)": FREE_PROMPT}
+DRAFT_TASKS = {  # the user message of each task; a piped or attached text comes first (chat.compose_user_message)
+    "copy-heavy (fix typos, ~300 words piped: `localgen run \"Fix the typos in this text:\" < text`)":
+        f"{TYPO_TEXT}\n\nFix the typos in this text:",
+    "copy-heavy (fix typos, ~300 words after the instruction, in one message)":
+        f"Fix the typos in this text:\n\n{TYPO_TEXT}",
+    "free writing (story)": FREE_PROMPT}
 
 
 def log(message: str) -> None:
