@@ -427,15 +427,22 @@ def test_print_prompt_is_refused_for_a_conversation(tmp_path: Path) -> None:
 
 
 def test_the_note_about_waiting_for_a_pipe_names_it_as_typed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from localgen.inputs import STDIN_QUIET_S, InputFile
+    from localgen import inputs
 
+    monkeypatch.setattr(inputs, "STDIN_QUIET_S", 0.2)
     os.mkfifo(tmp_path / "system.fifo")
     monkeypatch.chdir(tmp_path)
-    writer = threading.Thread(target=lambda: (time.sleep(STDIN_QUIET_S + 0.5),
-                                              (tmp_path / "system.fifo").write_bytes(b"Be terse.")), daemon=True)
+    noted = threading.Event()  # the writer opens the pipe once the note is said, not a fixed while after
+    writer = threading.Thread(target=lambda: (noted.wait(30), (tmp_path / "system.fifo").write_bytes(b"Be terse.")),
+                              daemon=True)
     writer.start()
     told: list[tuple[str | None, str]] = []
-    text = InputFile.checked("./system.fifo", "--system-file").read(None, [], waiting=lambda *said: told.append(said))
+
+    def waiting(*said: str | None) -> None:
+        told.append(said)
+        noted.set()
+
+    text = inputs.InputFile.checked("./system.fifo", "--system-file").read(None, [], waiting=waiting)
     writer.join(timeout=30)
     assert text == "Be terse." and told == [("./system.fifo", "--system-file")]
 
