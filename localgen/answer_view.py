@@ -141,11 +141,12 @@ class AnswerView:
         self._stop_live()
         self._console.file.flush()
 
-    def close(self, note: str | None = None) -> None:
-        """Finish the answer: print the last block, then an optional dim note."""
+    def close(self, note: str | None = None, *, cut_off: bool = False) -> None:
+        """Finish the answer: print the last block, then an optional dim note (cut_off: the answer stopped before its
+        end, so a bare fence left open opens code, as it did while it streamed, rather than closing code unopened)."""
         self._stop_live()
         if self._markdown:
-            self._print_block(self._pending, ended=True)
+            self._print_block(self._pending, ended=not cut_off)
         else:
             if self._wrap:
                 self._console.file.write(self._wrap.flush())

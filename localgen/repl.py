@@ -359,7 +359,7 @@ class Repl:
             view.close(None if done is None else answer_note(
                 done, hidden_reasoning=view.shows_nothing_but_hidden_reasoning,
                 still_reasoning=splitter is not None and splitter.inside, earlier_kept=self.session.earlier_kept,
-                chat_ends=chat_ends()))
+                chat_ends=chat_ends()), cut_off=done is None or done.finish_reason != "stop")
 
     def _opens_thinking(self) -> bool:
         """True when this model's generation prompt opens a reasoning block itself."""

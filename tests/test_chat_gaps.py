@@ -1,0 +1,72 @@
+"""The chat's answers, conversations and attachments where they used to fall short: code cut off in a bare fence,
+Markdown as written, empty conversations, the system prompt the model gets, and a file too big for the context."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+from tests.test_console import _terminal_lines
+from tests.test_repl import Chat
+
+_ESCAPE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
+
+
+def _stop(chat: Chat) -> None:
+    """End a chat a failed test left running."""
+    if chat.child.isalive():
+        chat.child.terminate(force=True)
+
+
+def _view_lines(document: str, *, cut_off: bool = False, wrap: bool = True, width: int = 60) -> list[str]:
+    """The terminal lines of document streamed through an AnswerView, closed as an answer that ended or was cut off."""
+    from rich.console import Console
+
+    from localgen.answer_view import AnswerView
+
+    stream = io.StringIO()
+    view = AnswerView(markdown=True, show_thinking=False, wrap=wrap, stream=stream)
+    view._console = Console(file=stream, force_terminal=True, width=width, height=40, highlight=False)
+    for start in range(0, len(document), 4):
+        view.answer(document[start:start + 4])
+    view.close(cut_off=cut_off)
+    return _terminal_lines(stream.getvalue(), width, 40)
+
+
+def test_code_cut_off_in_a_bare_fence_is_code_and_an_unopened_closing_fence_is_text() -> None:
+    cut = _view_lines("Here:\n\n```\nprint(1)\n", cut_off=True)
+    assert cut[:3] == ["Here:", "", "print(1)"] and "```" not in "\n".join(cut), cut
+    ended = _view_lines("print(1)\n```\n\nDone.")
+    assert "```" in ended, "a whole answer's closing fence with no opening one stays text"
+
+
+# Two exchanges whose answers are bare fences, so that the model answers the next question so too.
+BARE_FENCES = [{"user": "Show the command to list files.", "answer": "```\nls -la\n```"},
+               {"user": "Show the command to see the disk usage.", "answer": "```\ndf -h\n```"}]
+
+
+def _saved(home: Path, name: str, turns: list[dict], **fields: object) -> Path:
+    """Write a saved conversation of the bundled model under a localgen home."""
+    path = home / "data" / "conversations" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"format": 1, "name": name, "system": None, "turns": turns, "model": "smollm2-135m",
+                                "settings": {}, **fields}))
+    return path
+
+
+def test_an_answer_cut_off_by_the_token_limit_inside_a_bare_fence_shows_its_code_as_code(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _saved(home, "fences", BARE_FENCES)
+    chat = Chat(home, "--resume", "fences", "--temperature", "0", "-n", "6")
+    try:
+        since = len(chat.transcript.getvalue())
+        answer = chat.ask("Show the command to print the date.")["turns"][-1]["answer"]
+        assert answer.startswith("```\n") and answer.count("```") == 1, answer
+        shown = _ESCAPE.sub("", chat.transcript.getvalue()[since:])
+        assert answer.split("\n", 1)[1].strip() in shown and "```" not in shown, shown
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+
