@@ -18,6 +18,7 @@ def markdown_parser() -> Any:
 
     parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
     parser.inline.ruler.at("newline", _newline_keeping_indentation)
+    parser.inline.ruler.at("escape", _escape_keeping_indentation)
     return parser
 
 
@@ -29,6 +30,19 @@ def _newline_keeping_indentation(state: Any, silent: bool) -> bool:
     if not newline(state, silent):
         return False
     state.pos = start + 1  # the spaces are the next text's
+    return True
+
+
+def _escape_keeping_indentation(state: Any, silent: bool) -> bool:
+    """markdown-it's backslash escape, whose line break (a backslash ending a line) keeps the next line's
+    indentation, as a newline's does."""
+    from markdown_it.rules_inline.escape import escape
+
+    start = state.pos
+    if not escape(state, silent):
+        return False
+    if state.src[start + 1] == "\n":
+        state.pos = start + 2  # the spaces are the next text's
     return True
 
 

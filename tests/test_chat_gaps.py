@@ -70,3 +70,7 @@ def test_an_answer_cut_off_by_the_token_limit_inside_a_bare_fence_shows_its_code
     finally:
         _stop(chat)
 
+
+def test_a_line_after_a_backslash_line_break_keeps_its_indentation() -> None:
+    lines = _view_lines("Usage: run\\\n    --fast  quicker\\\n\tand tabbed\nthen    spaced\n")
+    assert lines[:4] == ["Usage: run", "    --fast  quicker", "        and tabbed", "then    spaced"], lines
