@@ -18,7 +18,7 @@ from localgen.cli_model import (
     say_waiting_for,
 )
 from localgen.cli_options import RESUME_LATEST
-from localgen.errors import ContextOverflowError, UsageError
+from localgen.errors import UsageError
 
 if TYPE_CHECKING:
     from localgen.conversation import Conversation
@@ -282,12 +282,9 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views
                               own_stop=from_command_line(ctx, "stop"))
         if resumed:  # a flag given now wins over the resumed conversation's setting
             session.replace_conversation(conversation, given_settings(ctx), system_given=system is not None)
-        for text in start.attachments:  # one the context cannot hold is refused as /file refuses it
-            try:
-                session.check_attachment(text, text.file.name)
-                session.attachments.append(text)
-            except ContextOverflowError as exc:
-                console.error(exc.message, exc.hint)
+        for text in start.attachments:  # one the context cannot hold ends the chat, as one too long by its size does
+            session.check_attachment(text, text.file.name, fewer="attach fewer files with -f")
+            session.attachments.append(text)
         repl = Repl(session, markdown=request.markdown, wrap=request.wrap, show_thinking=request.show_thinking,
                     resumed=resumed,
                     stats=request.stats, prefill_while_typing=request.prefill_while_typing,

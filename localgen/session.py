@@ -125,17 +125,18 @@ class ChatSession(SessionSettings, ContextRoom):
         return replace(self.conversation,
                        turns=[*self.conversation.turns, Turn(user=compose_user_message(text, files))])
 
-    def check_attachment(self, text: str, name: str) -> None:
-        """Refuse a file's text (name: as the user typed it) that, beside the files attached already, leaves the
-        next message too long for the context: by its size at once, as run refuses a prompt that no context of the
-        model holds, else by its tokens (_attachment_tokens)."""
+    def check_attachment(self, text: str, name: str, *,
+                         fewer: str = "/file none drops the files attached already") -> None:
+        """Refuse a file's text (name: as the user typed it) that, beside the files attached already (fewer: how to
+        attach fewer), leaves the next message too long for the context: by its size at once, as run refuses a
+        prompt that no context of the model holds, else by its tokens (_attachment_tokens)."""
         tokens, counted = self._attachment_tokens(self._planned("", [*self.attachments, text]), text)
         budget = self._budget()
         if tokens <= budget:
             return
         helps = ["split it and attach a part at a time"]
         if self.attachments:
-            helps.append("/file none drops the files attached already")
+            helps.append(fewer)
         larger = self._larger_context_help(tokens, counted=counted)
         raise ContextOverflowError(f"{name} is too long to attach: with it the next message needs "
                                    f"{'' if counted else 'at least '}{tokens:,} tokens but only {budget:,} are free "

@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+import pexpect
+
 from tests.test_console import _terminal_lines
 from tests.test_repl import Chat
 
@@ -74,3 +76,25 @@ def test_an_answer_cut_off_by_the_token_limit_inside_a_bare_fence_shows_its_code
 def test_a_line_after_a_backslash_line_break_keeps_its_indentation() -> None:
     lines = _view_lines("Usage: run\\\n    --fast  quicker\\\n\tand tabbed\nthen    spaced\n")
     assert lines[:4] == ["Usage: run", "    --fast  quicker", "        and tabbed", "then    spaced"], lines
+
+
+def test_chat_f_of_a_file_too_long_for_the_context_by_its_tokens_ends_as_one_too_long_by_its_size_does(
+        tmp_path: Path) -> None:
+    """A -f file whose size allows it but whose tokens the context cannot hold ends the chat with the error, exit 1,
+    nothing started, as a file too long by its size alone does (the hint names -f, the chat's /file none not yet
+    there to type)."""
+    from tests.test_repl import spawn_chat
+
+    (tmp_path / "note.txt").write_text("A short note.\n")
+    (tmp_path / "big.txt").write_text("Numbers: " + " ".join(str(i) for i in range(600)) + "\n")  # some 2,300 tokens
+    child = spawn_chat(tmp_path / "home", "-n", "4", "--ctx-size", "256", "-f", "note.txt", "-f", "big.txt",
+                       cwd=tmp_path)
+    started = child.expect([pexpect.EOF, ">>>"]) == 1
+    said = " ".join(child.before.split())
+    child.close(force=True)
+    assert re.search(r"localgen: error: big\.txt is too long to attach: with it the next message needs [\d,]+ "
+                     r"tokens but only [\d,]+ are free in the context \(hint: split it and attach a part at a time; "
+                     r"attach fewer files with -f; --ctx-size \d+ or more", said), said
+    assert not started and child.exitstatus == 1, (child.exitstatus, said)
+    assert not (tmp_path / "home" / "data" / "conversations").exists() or \
+        not list((tmp_path / "home" / "data" / "conversations").iterdir())

@@ -893,7 +893,7 @@ def test_chat_f_makes_room_in_the_context_for_its_files_as_run_does(home: Path, 
     (home / "config").mkdir(parents=True, exist_ok=True)
     (home / "config" / "models.toml").write_text("[models.smollm2-135m]\ncontext = 1024\n")
     doc = tmp_path / "long.txt"
-    doc.write_text("Numbers: " + " ".join(str(i) for i in range(2000)) + "\n")  # about 3,000 tokens
+    doc.write_text("Numbers: " + " ".join(str(i) for i in range(900)) + "\n")  # about 3,500 tokens
     chat = Chat(home, "--no-markdown", "-n", "10", "-f", str(doc))
     shown = chat.command("/show", " tokens (trained")
     n_ctx = int(re.search(r"context: ([\d,]+) tokens", shown)[1].replace(",", ""))  # type: ignore[index]

@@ -498,23 +498,6 @@ def test_a_message_too_long_for_the_context_names_its_attached_files(tmp_path: P
             chat.child.terminate(force=True)
 
 
-def test_chat_f_leaves_out_a_file_too_long_for_the_context_once_counted_as_file_does(tmp_path: Path) -> None:
-    """A -f file whose size allows it but whose tokens the context cannot hold is refused as /file refuses it, as
-    the chat starts: nothing attached, the chat going on."""
-    (tmp_path / "big.txt").write_text("Numbers: " + " ".join(str(i) for i in range(600)) + "\n")  # some 2,300 tokens
-    chat = Chat(tmp_path / "home", "--no-markdown", "-n", "4", "--ctx-size", "256", "-f", "big.txt", cwd=tmp_path)
-    try:
-        said = " ".join(chat.transcript.getvalue().split())
-        assert re.search(r"localgen: error: big\.txt is too long to attach: with it the next message needs [\d,]+ "
-                         r"tokens but only [\d,]+ are free in the context \(hint: split it", said), said
-        assert "attached to your first message" not in said
-        assert chat.ask("Say hi.")["turns"][-1]["user"] == "Say hi."
-        assert chat.quit() == 0
-    finally:
-        if chat.child.isalive():
-            chat.child.terminate(force=True)
-
-
 def test_a_link_that_leads_back_to_itself_gets_a_hint_about_links(tmp_path: Path) -> None:
     """/file and run -f of a symbolic link that leads back to itself say to check the links, where the hint said to
     pass a file or a pipe (/file takes no pipe, and the name was meant as a file)."""
