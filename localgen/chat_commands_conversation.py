@@ -230,7 +230,7 @@ def model_command(state: ChatState, argument: str) -> None:
                if before[key] != value]
     conversation = session.conversation
     if conversation.system != system:
-        changed.append(_system_prompt_text(conversation.system))
+        changed.append(_system_prompt_text(session))
     if session.limits.stop != stops:
         now_stops = session.limits.stop
         changed.append(f"stop strings {', '.join(map(escaped, now_stops))}" if now_stops else "no stop strings")
@@ -248,13 +248,18 @@ def model_command(state: ChatState, argument: str) -> None:
 def conversation_summary(session: ChatSession) -> str:
     """Exchanges, system prompt, settings and stop strings of the current conversation, for /load and --resume."""
     conversation, stops = session.conversation, session.limits.stop
-    system = _system_prompt_text(conversation.system)
+    system = _system_prompt_text(session)
     return (f"{exchanges_in_context(conversation)}, {system}; settings: {settings_text(session)}"
             + (f"; stop strings {', '.join(map(escaped, stops))}" if stops else ""))
 
 
-def _system_prompt_text(system: str | None) -> str:
-    """The system prompt as a summary names it: briefly quoted, empty, or its absence."""
+def _system_prompt_text(session: ChatSession) -> str:
+    """The system prompt the model gets, as a summary names it: briefly quoted, empty, the chat template's own where
+    none is set, or none."""
+    system = session.conversation.system
     if system == "":
         return "an empty system prompt (the template's default is left out)"
-    return f"system prompt {brief(system)!r}" if system else "no system prompt"
+    if system:
+        return f"system prompt {brief(system)!r}"
+    default = session.loaded.prompt_format.default_system()
+    return f"the chat template's own system prompt {brief(default)!r}" if default else "no system prompt"

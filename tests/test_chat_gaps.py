@@ -98,3 +98,24 @@ def test_chat_f_of_a_file_too_long_for_the_context_by_its_tokens_ends_as_one_too
     assert not started and child.exitstatus == 1, (child.exitstatus, said)
     assert not (tmp_path / "home" / "data" / "conversations").exists() or \
         not list((tmp_path / "home" / "data" / "conversations").iterdir())
+
+
+SMOLLM_SYSTEM = "the chat template's own system prompt 'You are a helpful AI assistant named SmolLM, trained by Hugging"
+
+
+def test_resume_and_load_name_the_system_prompt_the_chat_template_adds_where_none_is_set(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _saved(home, "plain", [{"user": "Hi.", "answer": "Hello."}])
+    _saved(home, "blank", [{"user": "Hi.", "answer": "Hello."}], system="")
+    chat = Chat(home, "--resume", "plain", "-n", "2")
+    try:
+        said = " ".join(chat.transcript.getvalue().split())
+        assert f"resumed plain: 1 exchange, {SMOLLM_SYSTEM}" in said, said
+        said = " ".join(chat.command_words("/load blank", "; settings:").split())
+        assert "loaded blank: 1 exchange, an empty system prompt (the template's default is left out)" in said, said
+        said = " ".join(chat.command_words("/load plain", "; settings:").split())
+        assert f"loaded plain: 1 exchange, {SMOLLM_SYSTEM}" in said, said
+        assert "no system prompt" not in " ".join(chat.transcript.getvalue().split())
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)

@@ -783,8 +783,9 @@ def test_model_takes_the_new_entry_s_settings_and_keeps_the_ones_chosen(home: Pa
     chat = Chat(home, "-m", "warm", "--top-p", "0.9", "--no-markdown")
     chat.command("/model terse", "now using terse")
     said = " ".join(chat.transcript.getvalue().rpartition("/model terse")[2].split())
-    assert "now using terse (changed with it: temperature=0.8, top_k=5, max_tokens=12, no system prompt, " \
-           "context 4,096 tokens)" in said, said
+    assert "now using terse (changed with it: temperature=0.8, top_k=5, max_tokens=12, the chat template's own " \
+           "system prompt 'You are a helpful AI assistant named SmolLM, trained by Hugging Face', context 4,096 " \
+           "tokens)" in said, said
     shown = chat.command("/show", "conversation:")
     assert all(s in shown for s in ("temperature=0.8", "top_k=5", "top_p=0.9", "max_tokens=12", "system: (none"))
     chat.command("/set top_k 7", "top_k = 7")
