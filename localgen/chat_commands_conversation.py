@@ -10,7 +10,8 @@ from localgen import console
 from localgen.attached import AttachedText
 from localgen.chat_commands_settings import settings_text
 from localgen.config import settings
-from localgen.conversation_names import NAME_PATTERN, NEW_NAME_HINT, empty_name
+from localgen.conversation import Conversation
+from localgen.conversation_names import NAME_PATTERN, NEW_NAME_HINT, check_name, empty_name
 from localgen.conversation_store import MissingConversationError, let_go, load_conversation
 from localgen.conversation_summary import name_like_saved
 from localgen.errors import UsageError
@@ -123,19 +124,36 @@ def _one_at_a_time(files: list[str]) -> str:
 
 
 def save_command(state: ChatState, argument: str) -> None:
-    """/save [NAME]: save the conversation; a new NAME the same but for case as a saved one's is warned about (a
-    case-insensitive file system takes them for one file)."""
-    conversation = state.session.conversation
+    """/save [NAME]: save the conversation (one with nothing in it, no exchange and nothing chosen, is not written,
+    and said so); a new NAME the same but for case as a saved one's is warned about (a case-insensitive file system
+    takes them for one file)."""
+    session = state.session
+    conversation = session.conversation
     before = conversation.name
     name = one_argument(argument, "/save NAME") if argument else None  # quoted as /load's
     if name == "":  # /save '': never a save under the current name
         raise empty_name(f"{NEW_NAME_HINT}; /save alone keeps its name ({before})")
+    chosen = session.own_system or session.own_settings or session.own_stop  # kept with no exchange: a preset
+    if not (conversation.turns or chosen) and (name is not None or not conversation.on_disk):
+        if name is not None:
+            check_name(name)  # a name no conversation can have is said first
+        console.say(_nothing_to_save(conversation))
+        return
     path = state.session.save(name)
     console.say(f"saved to {path}")
     like = name_like_saved(conversation.name, close=False) if argument and conversation.name != before else None
     if like:
         console.warn(f"saved as a new conversation '{conversation.name}'; a saved one is named '{like}' (/load {like} "
                      "continues it)")
+
+
+def _nothing_to_save(conversation: Conversation) -> str:
+    """What /save says of a conversation with no exchange and nothing chosen in it, which it does not write (a new
+    chat's, or a copy of one /undo emptied)."""
+    nothing = "no exchange, and no system prompt, setting or stop strings of its own"
+    if conversation.on_disk:
+        return f"nothing to save: {conversation.name} has {nothing} (it stays saved as it is)"
+    return f"nothing to save yet: this chat has {nothing} (it is saved with its first exchange)"
 
 
 def load_command(state: ChatState, argument: str) -> None:

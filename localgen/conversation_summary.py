@@ -16,6 +16,7 @@ from localgen.errors import LocalgenError
 from localgen.units import counted, iso_time
 
 PREVIEW_CHARS = 60  # of the first message
+EMPTY = "(empty)"  # a listing's first message of a conversation with no exchange (its system prompt, settings kept)
 CUT_SHORT = {"length": "stopped at the token limit", "context": "stopped at the end of the context",
              "interrupted": "interrupted", "error": "cut short by an error"}  # by finish reason; "stop" is complete
 
@@ -39,9 +40,12 @@ class Summary:
 
     @property
     def described(self) -> str:
-        """The first message on one line, cut with … past PREVIEW_CHARS (or what keeps the file from being read)."""
+        """The first message on one line, cut with … past PREVIEW_CHARS (or what keeps the file from being read, or
+        EMPTY for one with no exchange: /undo took every one)."""
         if self.problem:
             return f"({self.problem})" if self.kept else f"(damaged: {self.problem})"
+        if not self.exchanges:
+            return EMPTY
         line = " ".join((self.first_message or "").split())
         return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1].rstrip() + "…"
 

@@ -119,3 +119,34 @@ def test_resume_and_load_name_the_system_prompt_the_chat_template_adds_where_non
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+def test_a_conversation_with_no_exchange_is_listed_as_empty_and_save_writes_none(tmp_path: Path) -> None:
+    """An emptied saved conversation is "(empty)" in `localgen conversations` and /list alike, and /save of a chat with
+    nothing in it (no exchange, nothing chosen) writes nothing, saying so (a copy of an emptied one as well), where
+    one with a system prompt of its own is kept, as a preset to /load."""
+    from tests.conftest import run_localgen
+
+    home = tmp_path / "home"
+    _saved(home, "emptied", [])
+    _saved(home, "full", [{"user": "Hi there", "answer": "Hello."}])
+    listed = run_localgen("conversations", env={"LOCALGEN_HOME": str(home)})
+    assert listed.returncode == 0 and "\t0\tsmollm2-135m\t(empty)\n" in listed.out, listed.out
+    chat = Chat(home)
+    try:
+        said = " ".join(chat.command_words("/save first", "first exchange)").split())
+        assert "nothing to save yet: this chat has no exchange, and no system prompt, setting or stop strings of its " \
+            "own (it is saved with its first exchange)" in said, said
+        said = " ".join(chat.command_words("/list", "(empty)").split())
+        assert "emptied 20" in said and "0 exchanges (empty)" in said, said
+        chat.command("/system Be brief.", "system prompt set")
+        chat.command("/save preset", "saved to")
+        said = " ".join(chat.command_words("/load emptied", "; settings:").split())
+        assert "loaded emptied: 0 exchanges, the chat template's own system prompt" in said, said
+        said = " ".join(chat.command_words("/save copy", "saved as it is)").split())
+        assert "nothing to save: emptied has no exchange, and no system prompt" in said, said
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+    saved = sorted(p.name for p in (home / "data" / "conversations").glob("*.json"))
+    assert saved == ["emptied.json", "full.json", "preset.json"], saved
