@@ -11,6 +11,7 @@ from typing import Any, ClassVar, TextIO
 
 from localgen.console import terminal_safe, word_wrap_for
 from localgen.markdown_parse import markdown_parser, parsed_as_written
+from localgen.markdown_rows import cut_rows, folded, is_mark, soft_wrap, under_prefix, without_padding
 
 
 def _block_boundary(text: str) -> int:
@@ -27,9 +28,8 @@ def _block_boundary(text: str) -> int:
     return boundary
 
 
+NATURAL_WIDTH = 10_000  # cells a table's natural width is measured within (without wrap: its rows whole)
 CODE_THEME = "ansi_dark"  # the terminal's own palette, so code reads on light and dark backgrounds alike
-_SOFT_KEY = "localgen.soft_wrap"
-_SOFT_WRAP: Any = None  # the style marking a row that goes on in the next one (built with the Markdown class)
 MAX_CONTEXT_CHARS = 4096  # a longer construct restarts its context: each block re-renders it
 REDRAW_INTERVAL_S = 0.1  # the unfinished block is drawn again at most this often, and only when it grew
 _CONTINUATION = re.compile(r"[ \t>]|[-+*][ \t\n]|\d{1,9}[.)][ \t\n]")  # indented, a quote or a list item
@@ -55,7 +55,7 @@ class AnswerView:
         file = stream or sys.stdout
         self._console = Console(file=file, highlight=False, soft_wrap=False, _environ=_sized_by_the_terminal(file))
         self._wrap = word_wrap_for(self._console.file) if wrap else None  # plain answers on a terminal
-        self._breaks_words = wrap  # Markdown paragraphs break between words (else: whole, as code lines are)
+        self._breaks_words = wrap  # Markdown's lines break between words (else: whole, as code lines are)
         self._markdown = markdown
         self._show_thinking = show_thinking
         self._previous = ""  # the finished blocks of the last construct (the context that places the next one)
@@ -172,8 +172,8 @@ def _sized_by_the_terminal(stream: TextIO) -> dict[str, str] | None:
 
 
 def _markdown(text: str, *, wrap: bool = True, ended: bool = True) -> Any:
-    """text as a rich Markdown renderable that shows every character of the answer (wrap: its paragraphs' lines
-    broken between words; else whole, as code lines are; ended: text is the whole answer, see parsed_as_written)."""
+    """text as a rich Markdown renderable that shows every character of the answer (wrap: its lines broken between
+    words; else whole, as code lines are; ended: text is the whole answer, see parsed_as_written)."""
     return _markdown_class()(text, wrap=wrap, ended=ended)
 
 
@@ -188,88 +188,154 @@ def _markdown_class() -> Any:
     - Code blocks are the code as written, in the terminal's own colours: no padding, background or trailing
       fill, tabs kept, and a long line is never broken between words. At the top level its pieces are marked to be
       joined when printed (_Continued), so the terminal wraps it softly and it copies as one line. Without wrap
-      (/wrap off), a top-level paragraph's lines are shown so too.
+      (/wrap off), every line is shown so (markdown_rows): a paragraph's, a heading's, a list item's or a quote's
+      with its bullet or bar, and a table's rows, the table laid out at its natural width where the window is
+      narrower, rather than its cells folded.
     - Table cells fold instead of ending in "…".
     - Ordered lists keep the period after the number ("1." rather than rich's "1").
     - A single newline breaks the line, as in chat UIs (a poem keeps its lines), where CommonMark joins the lines.
     - An answer that opens with a list starts on its first line (rich puts a blank line before it).
     - Each line keeps its indentation, and a closing fence with no opening one is text (markdown_parse).
     """
-    global _MARKDOWN_CLASS, _SOFT_WRAP
+    global _MARKDOWN_CLASS
     if _MARKDOWN_CLASS is not None:
         return _MARKDOWN_CLASS
-    from rich.markdown import CodeBlock, ListItem, Markdown, Paragraph, TableElement
+    from rich.markdown import BlockQuote, CodeBlock, Heading, ListItem, Markdown, Paragraph, TableElement
+    from rich.measure import Measurement
     from rich.segment import Segment
-    from rich.style import Style
     from rich.syntax import Syntax
     from rich.text import Text
 
-    _SOFT_WRAP = Style(meta={_SOFT_KEY: True})
     parser = markdown_parser()
 
-    def unbroken(text: Any, console: Any, options: Any) -> Iterator[Any]:
-        """Each line of text whole: cut every width cells, as a terminal wraps it, its pieces at the top level
-        (nothing to the left of it) marked to be joined when printed."""
-        soft = options.max_width >= console.width
+    def unbroken(text: Any, console: Any, options: Any, *, whole: bool = False) -> Iterator[Any]:
+        """Each line of text whole: cut every width cells, as a terminal wraps it, its pieces marked to be joined
+        when printed at the top level (nothing to the left of it) or, whole (without wrap), by what holds it."""
+        soft = whole or options.max_width >= console.width
         for line in text.split("\n", allow_blank=True):
-            pieces = _folded(line, options.max_width)
+            pieces = folded(line, options.max_width)
             for index, piece in enumerate(pieces):
                 yield from piece.render(console)
                 if soft and index < len(pieces) - 1:
-                    yield Segment("", _SOFT_WRAP)
+                    yield Segment("", soft_wrap())
                 yield Segment.line()
 
     class PlainCodeBlock(CodeBlock):
         """A code block as written, highlighted in the terminal's palette (ANSI colours) unless it holds tabs."""
 
+        whole = False  # without wrap: in a list or a quote too, its lines are whole for the terminal to break
+
+        @classmethod
+        def create(cls, markdown: Any, token: Any) -> Any:
+            block = super().create(markdown, token)
+            block.whole = not markdown.wrap
+            return block
+
         def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
             code = str(self.text).rstrip()
             text = Text(code) if "\t" in code else Syntax(code, self.lexer_name, theme=CODE_THEME).highlight(code)
             text.rstrip()  # highlight() ends the text with a newline
-            yield from unbroken(text, console, options)
+            yield from unbroken(text, console, options, whole=self.whole)
 
     class ParagraphAsWritten(Paragraph):
-        """A paragraph of a Markdown made without wrap: at the top level its lines are whole, as code lines are (in
-        a list or a quote, under an indent the terminal would not keep, they still break between words)."""
+        """A paragraph of a Markdown made without wrap: its lines are whole, as code lines are."""
 
         @classmethod
         def create(cls, markdown: Any, token: Any) -> Any:
             return (Paragraph if markdown.wrap else cls)(justify=markdown.justify or "left")
 
         def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-            if options.max_width < console.width:
+            yield from unbroken(self.text, console, options, whole=True)
+
+    class HeadingAsWritten(Heading):
+        """A heading of a Markdown made without wrap: placed as rich places it where it fits, else whole."""
+
+        @classmethod
+        def create(cls, markdown: Any, token: Any) -> Any:
+            return (Heading if markdown.wrap else cls)(token.tag)
+
+        def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+            if all(line.cell_len <= options.max_width for line in self.text.split("\n")):
                 yield from super().__rich_console__(console, options)
                 return
-            yield from unbroken(self.text, console, options)
+            yield from unbroken(self.text, console, options, whole=True)
 
     class FoldingTable(TableElement):
-        """A table whose cells fold long words instead of cutting them off."""
+        """A table whose cells fold long words instead of cutting them off; without wrap, one wider than the
+        window is laid out at its natural width, each row a whole line."""
+
+        whole = False
+
+        @classmethod
+        def create(cls, markdown: Any, token: Any) -> Any:
+            table = super().create(markdown, token)
+            table.whole = not markdown.wrap
+            return table
 
         def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
             for table in super().__rich_console__(console, options):
                 for column in table.columns:
                     column.overflow = "fold"
-                yield table
+                natural = Measurement.get(console, options.update(width=NATURAL_WIDTH), table).maximum \
+                    if self.whole else 0
+                if natural <= options.max_width:
+                    yield table
+                    continue
+                for line in console.render_lines(table, options.update(width=natural), pad=False):
+                    yield from cut_rows(line, options.max_width)
 
     class NumberedItem(ListItem):
-        """A list item whose number is followed by a period."""
+        """A list item whose number is followed by a period; without wrap, its lines are whole (the terminal breaks
+        them with no indent)."""
+
+        whole = False
+
+        @classmethod
+        def create(cls, markdown: Any, token: Any) -> Any:
+            item = super().create(markdown, token)
+            item.whole = not markdown.wrap
+            return item
+
+        def render_bullet(self, console: Any, options: Any) -> Iterator[Any]:
+            if not self.whole:
+                yield from super().render_bullet(console, options)
+                return
+            style = console.get_style("markdown.item.bullet", default="none")
+            yield from under_prefix(console, options, self.elements, first=Segment(" • ", style),
+                                    rest=Segment("   ", style), style=self.style)
 
         def render_number(self, console: Any, options: Any, number: int, last_number: int) -> Iterator[Any]:
             width = len(str(last_number)) + 3
+            style = console.get_style("markdown.item.number", default="none")
+            first, rest = Segment(f"{number}.".rjust(width - 1) + " ", style), Segment(" " * width, style)
+            if self.whole:
+                yield from under_prefix(console, options, self.elements, first=first, rest=rest, style=self.style)
+                return
             lines = console.render_lines(self.elements, options.update(width=options.max_width - width),
                                          style=self.style)
-            style = console.get_style("markdown.item.number", default="none")
             for index, line in enumerate(lines):
-                yield Segment(f"{number}.".rjust(width - 1) + " " if index == 0 else " " * width, style)
+                yield first if index == 0 else rest
                 yield from line
                 yield Segment("\n")
+
+    class QuoteAsWritten(BlockQuote):
+        """A block quote of a Markdown made without wrap: its lines whole after its bar."""
+
+        @classmethod
+        def create(cls, markdown: Any, token: Any) -> Any:
+            return (BlockQuote if markdown.wrap else cls)()
+
+        def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+            bar = Segment("▌ ", self.style)
+            yield from under_prefix(console, options, self.elements, first=bar, rest=bar, style=self.style)
 
     class FaithfulMarkdown(Markdown):
         """Markdown that shows HTML as text and links with their address."""
 
         elements: ClassVar[dict[str, Any]] = {**Markdown.elements, "fence": PlainCodeBlock,
                                               "code_block": PlainCodeBlock, "list_item_open": NumberedItem,
-                                              "table_open": FoldingTable, "paragraph_open": ParagraphAsWritten}
+                                              "table_open": FoldingTable, "paragraph_open": ParagraphAsWritten,
+                                              "heading_open": HeadingAsWritten, "blockquote_open": QuoteAsWritten}
 
         def __init__(self, markup: str, *, wrap: bool = True, ended: bool = True) -> None:
             super().__init__("", code_theme=CODE_THEME, hyperlinks=False)
@@ -299,25 +365,6 @@ def _with_line_breaks(tokens: list[Any]) -> list[Any]:
     return tokens
 
 
-def _folded(line: Any, width: int) -> list[Any]:
-    """A rich Text line cut every width cells as a terminal wraps it (a wide character is never split; a tab is
-    expanded to its 8-column stop when the line is cut)."""
-    from rich.cells import cell_len
-
-    if cell_len(line.plain.expandtabs(8)) <= width:
-        return [line]
-    line = line.copy()
-    line.expand_tabs(8)
-    offsets, used = [], 0
-    for index, char in enumerate(line.plain):
-        cells = cell_len(char)
-        if used + cells > width and used:
-            offsets.append(index)
-            used = 0
-        used += cells
-    return list(line.divide(offsets))
-
-
 class _Continued:
     """A block of Markdown rendered after the one before it, less that one's own lines, so it is spaced right.
 
@@ -336,29 +383,11 @@ class _Continued:
                                         pad=False)) if self.previous else 0
         for line in console.render_lines(_markdown(self.previous + self.block, wrap=self.wrap, ended=self.ended),
                                          options, pad=False)[skip:]:
-            if self.soft_wrap and line and line[-1].style is not None and line[-1].style.meta.get(_SOFT_KEY):
+            if self.soft_wrap and line and is_mark(line[-1]):
                 yield from line  # a full row that the next one continues
             else:
-                yield from _without_padding(line)
+                yield from without_padding(line)
                 yield Segment.line()
-
-
-def _without_padding(line: list[Any]) -> list[Any]:
-    """A rendered line less the plain spaces that pad it (rich pads list items and quotes to the width), so that a
-    copied line has no trailing spaces; spaces with a background colour stay."""
-    from rich.segment import Segment
-
-    line = list(line)
-    while line:
-        last = line[-1]
-        if last.control or (last.style is not None and last.style.bgcolor is not None):
-            break
-        text = last.text.rstrip(" ")
-        if text:
-            line[-1] = Segment(text, last.style, last.control)
-            break
-        line.pop()
-    return line
 
 
 class _Tail:

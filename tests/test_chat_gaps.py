@@ -22,8 +22,9 @@ def _stop(chat: Chat) -> None:
         chat.child.terminate(force=True)
 
 
-def _view_lines(document: str, *, cut_off: bool = False, wrap: bool = True, width: int = 60) -> list[str]:
-    """The terminal lines of document streamed through an AnswerView, closed as an answer that ended or was cut off."""
+def _view_raw(document: str, *, cut_off: bool = False, wrap: bool = True, width: int = 60) -> str:
+    """What a terminal gets when document streams through an AnswerView, closed as an answer that ended or was cut
+    off."""
     from rich.console import Console
 
     from localgen.answer_view import AnswerView
@@ -34,7 +35,12 @@ def _view_lines(document: str, *, cut_off: bool = False, wrap: bool = True, widt
     for start in range(0, len(document), 4):
         view.answer(document[start:start + 4])
     view.close(cut_off=cut_off)
-    return _terminal_lines(stream.getvalue(), width, 40)
+    return stream.getvalue()
+
+
+def _view_lines(document: str, *, cut_off: bool = False) -> list[str]:
+    """The lines of a 60-column terminal when document streams through an AnswerView (see _view_raw)."""
+    return _terminal_lines(_view_raw(document, cut_off=cut_off), 60, 40)
 
 
 def test_code_cut_off_in_a_bare_fence_is_code_and_an_unopened_closing_fence_is_text() -> None:
@@ -150,3 +156,40 @@ def test_a_conversation_with_no_exchange_is_listed_as_empty_and_save_writes_none
         _stop(chat)
     saved = sorted(p.name for p in (home / "data" / "conversations").glob("*.json"))
     assert saved == ["emptied.json", "full.json", "preset.json"], saved
+
+
+LONG = " ".join(f"w{n}" for n in range(25))  # 89 columns: wider than the 40-column terminal
+BLOCKS = (f"# Heading {LONG}\n\n- item {LONG}\n  - nested {LONG}\n- short\n\n1. number {LONG}\n\n"
+          f"> quote {LONG}\n> more\n\n"
+          f"| a | b |\n|---|---|\n| {LONG} | x |\n\n- code:\n\n  ```\n  code {LONG}\n  ```\n")
+# Each line of BLOCKS as a terminal gets it without wrap: whole, after its bullet, number or bar
+WHOLE_LINES = (f"Heading {LONG}", f" • item {LONG}", f"    • nested {LONG}", f" 1. number {LONG}", f"▌ quote {LONG}",
+               f" {LONG}  x", f"   code {LONG}")
+
+
+def test_without_wrap_every_markdown_block_s_lines_are_whole_and_with_wrap_they_break_between_words() -> None:
+    """Headings, list items (nested too), quotes, a table's rows and code in a list go to the terminal whole, its rows
+    joined, for the terminal to break (continued rows not indented), where they broke between words; a table wider
+    than the window is laid out at its natural width, each row a line."""
+    raw = _view_raw(BLOCKS, wrap=False, width=40)
+    written = re.split(r"[\r\n]+", _ESCAPE.sub("", raw))
+    assert all(any(line.startswith(whole) for line in written) for whole in WHOLE_LINES), written
+    screen = _terminal_lines(raw, 40, 60)
+    assert screen[screen.index(" • item w0 w1 w2 w3 w4 w5 w6 w7 w8 w9 w1") + 1].startswith("0 w11"), screen
+    assert " • short" in screen and "▌ more" in screen, screen
+    wrapped = re.split(r"[\r\n]+", _ESCAPE.sub("", _view_raw(BLOCKS, wrap=True, width=40)))
+    assert not any(line.startswith(whole) for line in wrapped for whole in WHOLE_LINES[:-1]), wrapped
+    screen = _terminal_lines(_view_raw(BLOCKS, wrap=True, width=40), 40, 60)
+    assert "   w10 w11 w12 w13 w14 w15 w16 w17 w18" in screen, "an item's lines indented under it"
+
+
+def test_chat_no_wrap_shows_a_list_item_s_line_whole(tmp_path: Path) -> None:
+    chat = Chat(tmp_path / "home", "--no-wrap", "--temperature", "0", "-n", "60", columns=40)
+    try:
+        since = len(chat.transcript.getvalue())
+        answer = chat.ask("List three benefits of exercise.")["turns"][-1]["answer"]
+        item = next(line for line in answer.splitlines() if line.startswith("1. ") and len(line) > 80)
+        assert f" {item}" in _ESCAPE.sub("", chat.transcript.getvalue()[since:]), "the item's line whole"
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
