@@ -115,13 +115,13 @@ def choose_model(files: list[HubFile], *, quant: str | None, filename: str | Non
                    hint=f"name one: {repo}/FILE.gguf (files: {names})")
 
 
-def lookalikes(files: list[HubFile], chosen: tuple[HubFile, ...]) -> tuple[str, ...]:
-    """The first files of the repo's other models of the chosen one's quant tag (m-instruct-Q4_K_M.gguf beside
-    m-Q4_K_M.gguf), which choose_model passed over for a shorter name."""
+def lookalikes(files: list[HubFile], chosen: tuple[HubFile, ...]) -> tuple[HubFile, ...]:
+    """The first files (a split model's first shard) of the repo's other models of the chosen one's quant tag
+    (m-instruct-Q4_K_M.gguf beside m-Q4_K_M.gguf), which choose_model passed over for a shorter name."""
     quant = chosen[0].quant
     if quant is None:
         return ()
-    return tuple(g[0].filename for g in _group_shards(files) if g[0].quant == quant and g[0] is not chosen[0]
+    return tuple(g[0] for g in _group_shards(files) if g[0].quant == quant and g[0] is not chosen[0]
                  and not is_auxiliary(g[0]))
 
 

@@ -60,7 +60,7 @@ class HubModel:
     quant: str | None
     files: tuple[HubFile, ...]
     revision: str
-    lookalikes: tuple[str, ...] = ()  # the repo's other models of its quant tag, by first file, where it was chosen
+    lookalikes: tuple[HubFile, ...] = ()  # the first files of the repo's other models of its quant, where it was chosen
 
     @property
     def size(self) -> int:
@@ -74,10 +74,13 @@ class HubModel:
 
     @property
     def lookalike_note(self) -> str:
-        """What its download's start line adds where other files of the repo carry its quant tag (m-Q4_K_M.gguf
-        beside m-instruct-Q4_K_M.gguf): how to name another than the one taken; "" where none does."""
+        """What its download's start line adds where other models of the repo carry its quant tag (m-Q4_K_M.gguf
+        beside m-instruct-Q4_K_M.gguf): how to name another than the one taken, a split model counted once and named
+        by its first shard; "" where none does."""
         if not self.lookalikes:
             return ""
-        others = [f"{self.repo}/{name}" for name in self.lookalikes]
+        others = [f"{self.repo}/{f.filename}" + (f" (shard 1 of {f.shard_count})" if f.shard_count else "")
+                  for f in self.lookalikes]
+        split = len(self.files) > 1 or any(f.shard_count for f in self.lookalikes)
         named = f"{others[0]} names the other" if len(others) == 1 else f"name another as {', '.join(others)}"
-        return f" ({self.repo} has {len(others) + 1} {self.quant} files; {named})"
+        return f" ({self.repo} has {len(others) + 1} {self.quant} {'models' if split else 'files'}; {named})"

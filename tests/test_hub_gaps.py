@@ -1,0 +1,35 @@
+"""`localgen pull` and the Hub's hints against the loopback Hub server: lookalike models of one quant (a split model
+counted once), offline as online, and the bound a refused run's Hub hint waited."""
+
+from __future__ import annotations
+
+import pytest
+from hub_server import HubServer, make_gguf_bytes, run_cli
+
+REPO = "org/m-GGUF"
+
+
+def _split(stem: str, count: int = 2) -> dict[str, bytes]:
+    """The shards of a split model named STEM-0000N-of-0000COUNT.gguf."""
+    return {f"{stem}-{n:05d}-of-{count:05d}.gguf": make_gguf_bytes(f"{stem}{n}", shard=(n, count))
+            for n in range(1, count + 1)}
+
+
+@pytest.mark.parametrize(("files", "taken", "other"), [
+    ({"m-Q4_K_M.gguf": make_gguf_bytes("m"), **_split("x-Q4_K_M")}, "m-Q4_K_M.gguf", "x-Q4_K_M-00001-of-00002.gguf"),
+    ({**_split("m-Q4_K_M"), **_split("m-instruct-Q4_K_M", 3)}, "m-Q4_K_M-00001-of-00002.gguf",
+     "m-instruct-Q4_K_M-00001-of-00003.gguf"),
+])
+def test_lookalike_models_of_a_quant_count_a_split_model_once_and_name_it_by_its_first_shard(
+        hub: tuple[HubServer, dict[str, str]], files: dict[str, bytes], taken: str, other: str) -> None:
+    """A single file and a split model of one quant (3 files) were said to be `2 Q4_K_M files`, and two split models
+    (5 files) so too: the note now counts models, and names a split one by its first shard, saying it is one."""
+    server, env = hub
+    server.add_repo(REPO, files)
+    pulled = run_cli(env, "pull", f"{REPO}:Q4_K_M")
+    assert pulled.returncode == 0, pulled.stderr
+    count = other.rsplit("-of-", 1)[1].removesuffix(".gguf").lstrip("0")
+    assert pulled.stderr.splitlines()[0].startswith(f"localgen: downloading {REPO}/{taken} ("), pulled.stderr
+    assert pulled.stderr.splitlines()[0].endswith(
+        f" ({REPO} has 2 Q4_K_M models; {REPO}/{other} (shard 1 of {count}) names the other)"), pulled.stderr
+
