@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import threading
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
@@ -277,7 +278,7 @@ def point_at(loopback_hub: HubServer, tmp_path: Path, monkeypatch: pytest.Monkey
     is undone. huggingface_hub reads its environment once at import (and some of its modules copy its constants), so
     it is imported first, under the environment there was, and the constants it uses at call time are patched."""
     import huggingface_hub.utils  # noqa: F401  (its modules' copies of constants: HF_HUB_CACHE, ENDPOINT, ...)
-    from huggingface_hub import constants
+    from huggingface_hub import constants, file_download
 
     for key in _CLEARED:
         monkeypatch.delenv(key, raising=False)
@@ -298,6 +299,9 @@ def point_at(loopback_hub: HubServer, tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", 5, raising=False)
     monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 5, raising=False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf" / "token"), raising=False)
+    # A dropped or stalled download is resumed at once, not a second later: a pause of huggingface_hub's own (its
+    # module's only use of time) that nothing here changes, and a second of each test that drops a connection.
+    monkeypatch.setattr(file_download, "time", types.SimpleNamespace(sleep=lambda _seconds: None))
     from localgen import config
 
     monkeypatch.setattr(config, "_settings", None)
