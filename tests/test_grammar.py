@@ -37,8 +37,10 @@ def test_a_finished_json_answer_always_parses() -> None:
     """The converter's strings allowed raw newlines: this answer ran on over several lines inside a string."""
     schema = {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
               "required": ["city", "country"]}
-    # flash attention on: its greedy answer is the one that ran on over several lines and then stopped
-    result = run_localgen("run", "--json-schema", json.dumps(schema), "-n", "400", "--json", *GREEDY,
+    # flash attention on: its greedy answer is the one that ran on over several lines and then stopped. One thread:
+    # with flash attention every thread decodes (engine/threads.py), and two spin beside other tests' processes
+    # (27.7 s against 9.8 s on one, on a loaded machine); on one thread the answer is the same, character for character.
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "-n", "400", "--json", *GREEDY, "-t", "1",
                           "--flash-attn", "on", "Where is the Eiffel Tower? city Paris country France")
     assert result.returncode == 0, result.err
     answer = json.loads(result.out)
