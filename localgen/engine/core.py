@@ -332,23 +332,24 @@ class Engine(LoadedModel):
     def _prefill(self, prompt: Sequence[int], start: int) -> Iterator[PrefillProgress]:
         """Evaluate prompt[start:] in chunks of up to n_batch, reporting progress before the first of several
         chunks (0 done: a long prompt says so at once) and after each; a stop request (Ctrl-C) ends the chunk being
-        computed too, between graph nodes, where the backend allows."""
+        computed too, between graph nodes, where the backend allows (the abort callback is set for each chunk's
+        llama_decode alone: a generation left waiting at a yield holds none on a context freed or replaced later)."""
         total = len(prompt)
         chunks = list(chunk_bounds(start, total, self.n_ubatch, self.n_batch))
         if len(chunks) > 1:
             yield PrefillProgress(done=0, total=total - start)
-        with StopBetweenNodes(self._ctx, lambda: self._stop_requested) as stopper:
-            for begin, end in chunks:
-                if self._stop_requested:
-                    break
-                self._before_chunk(begin, end)
+        for begin, end in chunks:
+            if self._stop_requested:
+                break
+            self._before_chunk(begin, end)
+            with StopBetweenNodes(self._ctx, lambda: self._stop_requested) as stopper:
                 status = self._kv.evaluate(prompt[begin:end])
-                stopper.raise_caught()
-                if status == ABORTED and self._stop_requested:
-                    break
-                if status != 0:
-                    raise decode_failure(status)
-                yield PrefillProgress(done=end - start, total=total - start)
+            stopper.raise_caught()
+            if status == ABORTED and self._stop_requested:
+                break
+            if status != 0:
+                raise decode_failure(status)
+            yield PrefillProgress(done=end - start, total=total - start)
 
     def _before_chunk(self, begin: int, end: int) -> None:
         """Tell the thread governor of a prompt chunk whose last physical batch is one token (llama.cpp cuts a

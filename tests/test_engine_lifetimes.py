@@ -1,0 +1,98 @@
+"""What outlives what in the engine: a generation left part way and collected later, after the engine freed or
+replaced its context, touches no native memory; a context replaced while the user types leaves the model loaded."""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from localgen.engine import Engine, core, lc
+from localgen.events import Finished, PrefillProgress
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from tests.conftest import chat_prompt
+
+GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
+SMALL_BATCHES = LoadOptions(n_ctx=4096, n_threads=1, n_threads_batch=1, n_batch=64, n_ubatch=64)
+
+
+@pytest.fixture
+def small_batches(bundled_model: Path) -> Iterator[Engine]:
+    """An engine whose prompts prefill in chunks of 64 tokens, its KV cache started smaller than its context."""
+    with Engine(bundled_model, SMALL_BATCHES) as eng:
+        yield eng
+
+
+def _part_way(eng: Engine, text: str) -> Iterator:
+    """A generation stopped between its first two prefill chunks (where it yields their progress)."""
+    stream = eng.generate(chat_prompt(eng, text), GREEDY, GenerationLimits(max_tokens=4))
+    first, second = next(stream), next(stream)
+    assert isinstance(second, PrefillProgress) and first.done == 0 < second.done < second.total
+    return stream
+
+
+def _abort_callback_calls(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Record llama_set_abort_callback's calls from now on, passing none to llama.cpp (the context may be freed)."""
+    calls: list[object] = []
+    monkeypatch.setattr(lc, "llama_set_abort_callback", lambda ctx, *_: calls.append(ctx))
+    return calls
+
+
+@pytest.mark.parametrize("then", ["close", "grow"])
+def test_a_generation_left_part_way_through_its_prefill_is_collected_without_touching_the_context(
+        small_batches: Engine, monkeypatch: pytest.MonkeyPatch, then: str) -> None:
+    """The abort callback is set around each chunk's llama_decode only: a generation left waiting between chunks holds
+    none, so collecting it once close() freed the context, or a longer prompt replaced it with a larger one, calls
+    nothing on the freed context (llama_set_abort_callback there crashed the process now and then, or cleared the
+    live context's callback where the new one took the freed one's address)."""
+    hook = sys.unraisablehook
+    stale = _part_way(small_batches, "Tell me about cats. " * 30)
+    waiting_with = sys.unraisablehook
+    if then == "close":
+        small_batches.close()
+    else:
+        assert small_batches._cells < small_batches._full_cells
+        longer = small_batches.generate(chat_prompt(small_batches, "Tell me about dogs. " * 480), GREEDY)
+        assert isinstance(next(longer), PrefillProgress) and small_batches._cells == small_batches._full_cells
+        longer.close()
+    calls = _abort_callback_calls(monkeypatch)
+    del stale
+    gc.collect()
+    assert calls == []
+    assert waiting_with is hook is sys.unraisablehook, "no stopper was in place while the generation waited"
+
+
+def test_a_stale_generation_collected_leaves_the_running_prefill_s_stop_between_graph_nodes(
+        small_batches: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generation left part way and collected while another is part way through its prompt: a stop requested
+    between the graph nodes of the other's next chunk still ends that chunk (the stale one's exit cleared the abort
+    callback of the context they share, and the prompt went on to its answer)."""
+    polls: list[int] = []
+    stop_at: list[int] = []
+    real = core.StopBetweenNodes
+
+    def counting(ctx: lc.llama_context_p, should_stop: Callable[[], bool]) -> object:
+        def polled() -> bool:
+            polls.append(1)
+            if stop_at and len(polls) >= stop_at[0]:
+                small_batches.request_stop()
+            return should_stop()
+        return real(ctx, polled)
+
+    monkeypatch.setattr(core, "StopBetweenNodes", counting)
+    hook = sys.unraisablehook
+    stale = _part_way(small_batches, "Tell me about cats. " * 30)
+    running = _part_way(small_batches, "Tell me about dogs. " * 30)
+    held = small_batches.kv_tokens
+    del stale
+    gc.collect()
+    stop_at.append(len(polls) + 1)  # the first poll of the next chunk's graph
+    events = list(running)
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.finish_reason == "interrupted" and finished.text == ""
+    assert len(polls) >= stop_at[0], "the next chunk was polled between its graph nodes"
+    assert small_batches.kv_tokens == held, "the chunk stopped part way is dropped, those done before it kept"
+    assert sys.unraisablehook is hook
