@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from localgen.conversation import Conversation
 from localgen.engine import Engine, core, lc
+from localgen.errors import LocalgenError
 from localgen.events import Finished, PrefillProgress
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from localgen.runner import ModelOptions, load_model
+from localgen.session import ChatSession
 from tests.conftest import chat_prompt
 
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
@@ -96,3 +100,56 @@ def test_a_stale_generation_collected_leaves_the_running_prefill_s_stop_between_
     assert len(polls) >= stop_at[0], "the next chunk was polled between its graph nodes"
     assert small_batches.kv_tokens == held, "the chunk stopped part way is dropped, those done before it kept"
     assert sys.unraisablehook is hook
+
+
+@pytest.fixture
+def chat(bundled_model: Path) -> Iterator[ChatSession]:
+    """A chat with a system prompt, in a context of 4,096 tokens whose KV cache starts smaller."""
+    options = ModelOptions(model=str(bundled_model), ctx_size=4096, threads=1)
+    session = ChatSession(load_model(options), options, Conversation.new(system="Answer briefly.",
+                                                                         model=str(bundled_model)),
+                          GREEDY, GenerationLimits(max_tokens=8), autosave=False)
+    yield session
+    session.loaded.close()
+
+
+def test_a_context_grown_while_the_user_types_leaves_the_model_loaded(chat: ChatSession,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """prefill_ahead, on the thread that prefills the message being typed, frees the small context before it makes
+    the larger one: meanwhile the chat's thread still sees the model loaded, tokenizes, and counts the context the
+    conversation uses (it got 'no model is loaded', and the toolbar said 'no model loaded · /model NAME')."""
+    engine = chat.loaded.engine
+    assert engine._cells < engine._full_cells
+    hello = engine.tokenize("hello", add_special=False)
+    before = (True, hello, chat.context_used())
+    seen: list[tuple[bool, list[int] | str, int | None]] = []
+    real = core.new_context
+
+    def observed(*args: object) -> lc.llama_context_p:
+        try:
+            tokens: list[int] | str = engine.tokenize("hello", add_special=False)
+        except LocalgenError as exc:
+            tokens = exc.message
+        seen.append((engine.is_open, tokens, chat.context_used()))
+        return real(*args)
+
+    monkeypatch.setattr(core, "new_context", observed)
+    chat.prefill_ahead("Tell me about dogs. " * 480, lambda: bool(seen))
+    assert seen == [before], "the chat's view while the context is replaced"
+    assert engine._cells == engine._full_cells and engine.is_open
+
+
+def test_a_context_replacement_that_fails_unexpectedly_unloads_the_model(small_batches: Engine,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loaded means a context too (but while one replaces another): where making the larger one fails with no
+    smaller one made again, the model is freed, and the engine says no model is loaded rather than run without one."""
+    def failing(*_: object) -> lc.llama_context_p:
+        raise MemoryError
+
+    prompt = chat_prompt(small_batches, "Tell me about dogs. " * 480)
+    monkeypatch.setattr(core, "new_context", failing)
+    with pytest.raises(MemoryError):
+        next(small_batches.generate(prompt, GREEDY))
+    assert not small_batches.is_open
+    with pytest.raises(LocalgenError, match="no model is loaded"):
+        small_batches.tokenize("hello", add_special=False)

@@ -92,7 +92,6 @@ class Engine(LoadedModel):
                 try:
                     self._ctx = new_context(self._model, self.options, self.path, self._cells)  # its memory was freed
                 except ModelLoadError:
-                    self.close()
                     raise ModelLoadError("no memory is left for the model's context: the model was unloaded",
                                          hint=f"give a smaller --ctx-size (it is {self.n_ctx:,})") from None
                 self._kv.move_to(self._ctx, state)
@@ -100,7 +99,9 @@ class Engine(LoadedModel):
                     f"the context could not grow past {self._cells:,} tokens: llama.cpp could not allocate "
                     f"{self.n_ctx:,}", hint=f"give a smaller --ctx-size (it is {self.n_ctx:,})") from None
             finally:
-                if self._governor is not None and self._ctx is not None:  # a new context has the load's count
+                if self._ctx is None:  # no context could be had: the model goes too (is_open is False)
+                    self.close()
+                elif self._governor is not None:  # a new context has the load's count
                     self._governor.reapply()
             self._cells = self._full_cells
             moved = self._kv.move_to(self._ctx, state)
@@ -330,10 +331,9 @@ class Engine(LoadedModel):
     # --- prefill and decode --------------------------------------------------------------------
 
     def _prefill(self, prompt: Sequence[int], start: int) -> Iterator[PrefillProgress]:
-        """Evaluate prompt[start:] in chunks of up to n_batch, reporting progress before the first of several
-        chunks (0 done: a long prompt says so at once) and after each; a stop request (Ctrl-C) ends the chunk being
-        computed too, between graph nodes, where the backend allows (the abort callback is set for each chunk's
-        llama_decode alone: a generation left waiting at a yield holds none on a context freed or replaced later)."""
+        """Evaluate prompt[start:] in chunks of up to n_batch, reporting progress before the first of several chunks
+        (0 done: a long prompt says so at once) and after each; a stop request (Ctrl-C) ends a chunk part way too, where
+        the backend polls the abort callback, which each llama_decode sets alone (none is held at a yield)."""
         total = len(prompt)
         chunks = list(chunk_bounds(start, total, self.n_ubatch, self.n_batch))
         if len(chunks) > 1:

@@ -19,7 +19,8 @@ class LoadedModel:
     _vocab: Vocab
 
     def _check_open(self) -> None:
-        """Refuse to touch native memory after close()."""
+        """Refuse to touch native memory after close() (the vocabulary needs the model alone: a context being
+        replaced by a larger one on another thread is no reason to refuse it)."""
         if not self.is_open:
             raise LocalgenError("no model is loaded", hint="load one again (/model NAME in chat)")
 
@@ -79,8 +80,8 @@ class LoadedModel:
 
     @property
     def is_open(self) -> bool:
-        """False once close() has freed the model."""
-        return self._ctx is not None and self._model is not None
+        """False once close() has freed the model; true while Engine replaces its context with a larger one."""
+        return self._model is not None
 
     # --- tokens --------------------------------------------------------------------------------
 
