@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from localgen import console, download_progress
 from localgen.hub_cache import blob_lock_path, blobs_dir, hub_endpoint, partial_path
+from localgen.storage import fsync_file, fsync_folder
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
@@ -59,12 +60,14 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
         try:
             with _opened(partial, fresh=force, size=f.size) as handle:
                 received = _get(repo, revision, f, handle, display)
+                fsync_file(handle)  # the verification marker, written durably next, must not outlive these bytes
         except BaseException:
             with contextlib.suppress(OSError):
                 if partial.stat().st_size == 0:
                     partial.unlink()  # nothing received: nothing to resume
             raise
         os.replace(partial, blobs / etag)
+        fsync_folder(blobs)
     return received
 
 

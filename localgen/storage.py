@@ -10,6 +10,7 @@ import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from localgen.config import settings
 from localgen.errors import DISK_FULL_ERRNOS, LocalgenError
@@ -36,8 +37,7 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
             os.fchmod(tmp.fileno(), mode)
             for part in data if isinstance(data, tuple) else (data,):
                 tmp.write(part)
-            tmp.flush()
-            os.fsync(tmp.fileno())
+            fsync_file(tmp)
         if replace_if is not None and not replace_if():
             return False
         if replace:
@@ -45,7 +45,7 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
             tmp_name = None
         elif _claim_name(tmp_name, path, mode):  # the temp file was renamed to path
             tmp_name = None
-        _fsync_directory(path.parent)
+        fsync_folder(path.parent)
         return True
     except OSError as exc:
         blocker = file_in_the_way(path.parent)
@@ -159,7 +159,14 @@ def _remove_placeholder(path: Path, placeholder: os.stat_result) -> None:
             os.unlink(path)
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_file(handle: BinaryIO) -> None:
+    """Write handle's buffered bytes and have the disk hold them, as a file must before it is renamed into place
+    (after a power cut the rename could be on disk and the bytes not)."""
+    handle.flush()
+    os.fsync(handle.fileno())
+
+
+def fsync_folder(directory: Path) -> None:
     """Make a rename in directory durable (best effort: not every platform can open a directory)."""
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)

@@ -293,3 +293,32 @@ def test_a_pull_stopped_while_another_writes_the_part_does_not_call_it_its_own(
     said = capsys.readouterr().err + str(getattr(info.value, "hint", ""))
     assert "received are kept" not in said, said
     assert partial.stat().st_size == 65536
+
+
+def test_a_downloaded_file_is_on_disk_before_it_is_renamed_into_place(hubenv: HubEnv,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """blobs/ETAG.incomplete is synced before its rename to blobs/ETAG, and the folder after it, before the verification
+    marker is written: after a power cut no marker vouches for a file whose bytes did not reach the disk."""
+    import os
+
+    sha = _serve(hubenv)
+    blobs = hubenv.hf_cache / "models--org--tiny-GGUF" / "blobs"
+    done: list[tuple[str, int, Path | None]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        done.append(("fsync", os.fstat(fd).st_ino, None))
+        real_fsync(fd)
+
+    def replace(src: str | Path, dst: str | Path, **options: object) -> None:
+        done.append(("replace", os.stat(src).st_ino, Path(dst)))
+        real_replace(src, dst, **options)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    blob = blobs / sha
+    renamed = done.index(("replace", blob.stat().st_ino, blob))
+    assert ("fsync", blob.stat().st_ino, None) in done[:renamed], "its bytes are synced before the rename"
+    marker = next(i for i, (call, _, _) in enumerate(done) if i > renamed and call == "replace")
+    assert ("fsync", blobs.stat().st_ino, None) in done[renamed:marker], "the rename is synced before the marker is"
