@@ -34,7 +34,7 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     from localgen.cli_args import given_after_double_dash
     from localgen.cli_model import say_waiting_for
     from localgen.config import settings
-    from localgen.inputs import file_name_warning, first_with_text, names_a_file, once_each, read_attachments
+    from localgen.inputs import emptiness, file_name_warning, first_with_text, names_a_file, once_each, read_attachments
     from localgen.registry import reads_as_a_model
 
     if model_given is None and prompt and reads_as_a_model(prompt, settings().user_registry) \
@@ -48,6 +48,7 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
         say_reading_a_terminal(stdin, "the prompt" if stdin_asked else "the text -f - attaches")
     else:
         warnings += filter(None, [rest_of_a_read_file_warning(stdin)])
+    sent_whole = not stdin_asked and _holds_what_was_sent(stdin)
     attachments = read_attachments(files, stdin, warnings, stdin_asked=stdin_asked, waiting=say_waiting_for,
                                    bound=bound, made_of=lambda read, piped: prompt_parts(
                                        read, system=system, stdin=piped, prompt=bool(prompt)))
@@ -55,9 +56,12 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     counted = first_with_text(attachments)
     made_of = prompt_parts([files[index] for index in counted if index < len(files)], system=system,
                            stdin=any(index >= len(files) for index in counted), prompt=bool(prompt))
+    piped = attachments[-1] if len(attachments) > len(files) else None  # stdin, attached unasked
     attachments = once_each(attachments, names, warnings)
-    console.warn_each(warnings)
     attached = any(map(str.strip, attachments))
+    if sent_whole and piped is not None and not piped.strip() and (attached or (prompt and prompt.strip())):
+        warnings.append(f"stdin {emptiness(piped)}")  # as -f - is (`cat missing.txt | localgen run "summarize"`)
+    console.warn_each(warnings)
     if not attached and not (prompt and prompt.strip()):
         raise nothing_to_send(stdin_read=len(names) > len(files), model=model_given)
     if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
@@ -78,6 +82,22 @@ def _piped(stdin: BinaryIO | None) -> bool:
     except (OSError, ValueError):  # closed
         return False
     return mode is not None and (pipe_or_socket(mode.st_mode) or (stat.S_ISREG(mode.st_mode) and mode.st_size > 0))
+
+
+def _holds_what_was_sent(stdin: BinaryIO | None) -> bool:
+    """True when stdin is a pipe, a socket, or a file not yet read from (`< notes.md`): what it holds is what was
+    sent, and its being empty is worth a word (not /dev/null, a terminal, or the rest of a file a loop reads)."""
+    import os
+    import stat
+
+    from localgen.console import pipe_or_socket
+
+    try:
+        fd = stdin.fileno() if stdin is not None else None
+        mode = os.fstat(fd).st_mode if fd is not None else None
+        return mode is not None and (pipe_or_socket(mode) or (stat.S_ISREG(mode) and os.lseek(fd, 0, os.SEEK_CUR) == 0))
+    except (OSError, ValueError):  # closed
+        return False
 
 
 def rest_of_a_read_file_warning(stdin: BinaryIO | None) -> str | None:

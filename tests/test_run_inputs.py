@@ -135,7 +135,7 @@ def test_stdin_attached_with_f_dash_is_warned_about_when_empty_as_a_file_is(stdi
                                                                             warning: str) -> None:
     result = run_localgen("run", "--print-prompt", "-f", "-", "hi", stdin=stdin)
     assert result.returncode == 0 and result.err == f"localgen: warning: stdin (-f -) {warning}\n", result.err
-    assert run_localgen("run", "--print-prompt", "hi", stdin=b"").err == "", "stdin not asked for: no warning"
+    assert run_localgen("run", "--print-prompt", "hi").err == "", "stdin /dev/null, not asked for: no warning"
 
 
 def test_utf_16_and_utf_32_text_with_its_byte_order_mark_is_read_as_text(tmp_path: Path) -> None:
