@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from localgen.inputs import InputFile
+from localgen.stdin_names import STDIN_NAME
 from localgen.typed_paths import FILE_OPTION
 from localgen.units import alternatives
 
@@ -30,9 +31,14 @@ def prompt_parts(files: Sequence[InputFile], *, system: bool, stdin: bool = Fals
     without files, stdin or a system prompt (the prompt alone is what "the prompt" means already)."""
     if not (files or stdin or system):
         return ""
-    named = [*(f"{'-f' if file.option == FILE_OPTION else file.option} {'-' if file.path is None else file.name}"
-               for file in files), *["stdin"] * stdin, *["the prompt"] * prompt, *["the system prompt"] * system]
+    named = [*(f"{'-f' if file.option == FILE_OPTION else file.option} {as_given(file)}" for file in files),
+             *["stdin"] * stdin, *["the prompt"] * prompt, *["the system prompt"] * system]
     return f"with {alternatives(named, 'and')}"
+
+
+def as_given(file: InputFile) -> str:
+    """The file as its option was given it: stdin as "-" (or the name that stood for it, /dev/stdin)."""
+    return (file.typed or STDIN_NAME) if file.path is None else file.name
 
 
 def with_attached(attachments: Sequence[str]) -> str:

@@ -126,14 +126,16 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     from localgen import console
     from localgen.cli_model import conversation_defaults, preflight_for, system_file_input
     from localgen.cli_options import sampling_from
-    from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, reads_a_pipe, refuse_special_file
+    from localgen.inputs import attachment_files, chat_template_file, reads_a_pipe, refuse_special_file
     from localgen.params import GenerationLimits, token_budget
     from localgen.resolve import check_reference
+    from localgen.stdin_names import names_stdin
 
     ctx, warnings = request.ctx, []
     system, stop = read_texts(request.system, list(request.stop), warnings)
-    if STDIN_NAME in request.files:
-        raise UsageError("chat reads its messages from the terminal, so -f - has no stdin to read",
+    stdin_file = next(filter(names_stdin, request.files), None)  # "-", or /dev/stdin
+    if stdin_file is not None:
+        raise UsageError(f"chat reads its messages from the terminal, so -f {stdin_file} has no stdin to read",
                          hint='attach files by name; for piped text use `... | localgen run "..."`')
     system_input = system_file_input(system, request.system_file,
                                      stdin_taken="chat reads its messages from the terminal")

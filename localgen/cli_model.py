@@ -47,15 +47,16 @@ def system_file_input(system: str | None, system_file: str | None, *, stdin_take
     """The --system-file given, checked ("-" is stdin, unless stdin_taken says what else reads it); beside -s, which
     gives the system prompt too, it is refused."""
     from localgen.errors import UsageError
-    from localgen.inputs import STDIN_NAME, InputFile
+    from localgen.inputs import InputFile
+    from localgen.stdin_names import names_stdin
 
     if system_file is None:
         return None
     if system is not None:
         raise UsageError(f"-s/--system and {SYSTEM_FILE_OPTION} both give the system prompt",
                          hint=f"give one of them: -s TEXT or {SYSTEM_FILE_OPTION} FILE")
-    if system_file == STDIN_NAME and stdin_taken is not None:
-        raise UsageError(f"{SYSTEM_FILE_OPTION} - cannot read stdin: {stdin_taken}",
+    if stdin_taken is not None and names_stdin(system_file):
+        raise UsageError(f"{SYSTEM_FILE_OPTION} {system_file} cannot read stdin: {stdin_taken}",
                          hint="give the system prompt's file by name")
     return InputFile.checked(system_file, SYSTEM_FILE_OPTION, stdin=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
 from localgen.errors import UsageError
@@ -29,7 +29,7 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     with no -m given (model_given), or a message with nothing in it, is refused; so is one too long for the model,
     as its size shows it (bound)."""
     from localgen import console
-    from localgen.attached import prompt_parts
+    from localgen.attached import as_given, prompt_parts
     from localgen.cli import app
     from localgen.cli_args import given_after_double_dash
     from localgen.cli_model import say_waiting_for
@@ -44,8 +44,10 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
             f'ask it with `localgen run -m {prompt} "..."`, or chat with `localgen chat -m {prompt}`'
         raise UsageError(f"'{prompt}' is the name of a model, not a prompt",
                          hint=f"{ask} (`localgen run -- {prompt}` sends the name itself)")
-    if stdin_asked or any(file.path is None for file in files):
-        say_reading_a_terminal(stdin, "the prompt" if stdin_asked else "the text -f - attaches")
+    stdin_file = next((file for file in files if file.path is None), None)  # -f -, or -f /dev/stdin
+    if stdin_asked or stdin_file is not None:
+        say_reading_a_terminal(stdin, "the prompt" if stdin_file is None else
+                               f"the text -f {as_given(stdin_file)} attaches")
     else:
         warnings += filter(None, [rest_of_a_read_file_warning(stdin)])
     sent_whole = not stdin_asked and _holds_what_was_sent(stdin)
@@ -98,6 +100,24 @@ def _holds_what_was_sent(stdin: BinaryIO | None) -> bool:
         return mode is not None and (pipe_or_socket(mode) or (stat.S_ISREG(mode) and os.lseek(fd, 0, os.SEEK_CUR) == 0))
     except (OSError, ValueError):  # closed
         return False
+
+
+def stdin_reader(files: Sequence[str], *, stdin_asked: bool) -> str | None:
+    """What reads stdin among run's -f files and its prompt ("-f /dev/stdin reads it"), for a --system-file that
+    would read it too to be refused, or None; two of them are refused, stdin being read once (the second would find
+    it empty)."""
+    from localgen.stdin_names import names_stdin
+    from localgen.units import alternatives
+
+    readers = [f"-f {name}" for name in files if names_stdin(name)] + ["the prompt -"] * stdin_asked
+    if len(set(readers)) == 1 < len(readers):
+        raise UsageError(f"{readers[0]} is given twice, but stdin is read once", hint=f"give {readers[0]} once")
+    if len(readers) > 1:
+        hint = (f"drop one: {readers[0]} attaches stdin before the prompt; a prompt of - is stdin itself"
+                if readers[1:] == ["the prompt -"] else "give one of them")
+        raise UsageError(f"{alternatives(readers, 'and')} {'both' if len(readers) == 2 else 'all'} read stdin, which "
+                         "is read once", hint=hint)
+    return f"{readers[0]} reads it" if readers else None
 
 
 def rest_of_a_read_file_warning(stdin: BinaryIO | None) -> str | None:

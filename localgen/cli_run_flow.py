@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import typer
 
-from localgen.attached import prompt_parts
+from localgen.attached import as_given, prompt_parts
 from localgen.cli_model import (
     load_for,
     model_options,
@@ -167,7 +167,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen import console
     from localgen.cli_model import conversation_defaults, system_file_input
     from localgen.cli_options import sampling_from
-    from localgen.cli_run import refuse_emptied_by_stdout, refuse_stdout_open_to_read
+    from localgen.cli_run import refuse_emptied_by_stdout, refuse_stdout_open_to_read, stdin_reader
     from localgen.conversation import NO_SYSTEM_PROMPT
     from localgen.grammar import constraint_source
     from localgen.input_text import argument_text
@@ -201,13 +201,8 @@ def check_run(request: RunRequest) -> CheckedRun:
     if request.print_prompt and continuing:
         raise UsageError("--print-prompt shows the prompt of a run outside any conversation",
                          hint="drop --continue/--conversation; `localgen conversations show NAME` shows a saved one")
-    if request.files.count(STDIN_NAME) + stdin_asked > 1:
-        raise UsageError("-f - is given twice, but stdin is read once" if not stdin_asked else
-                         "-f - and the prompt - both read stdin, which is read once",
-                         hint="give -f - once" if not stdin_asked else
-                         "drop one: -f - attaches stdin before the prompt; a prompt of - is stdin itself")
+    stdin_taken = stdin_reader(request.files, stdin_asked=stdin_asked)  # two of them refused: it is read once
     files = attachment_files(list(request.files))  # every file an option names is checked now, read once the rest is
-    stdin_taken = "the prompt - reads it" if stdin_asked else "-f - reads it" if STDIN_NAME in request.files else None
     system_input = system_file_input(system, request.system_file, stdin_taken=stdin_taken)
     template_system = system is not None and system.strip().lower() in NO_SYSTEM_PROMPT
     constraint = constraint_source(request.grammar, request.json_schema)
@@ -246,7 +241,7 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     sampling = replace(checked.sampling, grammar=grammar_for(checked.constraint, warnings, waiting=say_waiting_for))
     if checked.system_input is not None:
         if checked.system_input.path is None:
-            say_reading_a_terminal(stdin, "the system prompt (--system-file -)")
+            say_reading_a_terminal(stdin, f"the system prompt (--system-file {as_given(checked.system_input)})")
         named = prompt_parts([], system=True, prompt=bool(checked.prompt))  # what a refusal while it is read names
         system = read_system_file(checked.system_input, stdin, warnings,
                                   bound=checked.bound and checked.bound.beside(checked.prompt).named(named))

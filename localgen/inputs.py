@@ -18,13 +18,12 @@ from localgen.console import pipe_or_socket
 from localgen.errors import UsageError
 from localgen.input_text import DOCUMENT_HINT, TextBound, decode_input, plain_newlines, refuse_binary
 from localgen.other_tools import check_template_name
+from localgen.stdin_names import STDIN_NAME, STDIN_PATHS, names_stdin
 from localgen.typed_paths import FILE_OPTION, file_identity, is_existing_file, option_path, short_path
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
 BINARY_SNIFF_BYTES = 64 * 1024  # binary input is told from its first block
 STDIN_QUIET_S = 2.0  # a pipe silent this long gets a note that localgen waits for it
-STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
-STDIN_PATHS = {"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"}  # its names as a file, missing while it is closed
 TEMPLATE_HINT = "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"
 
 
@@ -164,14 +163,15 @@ class InputFile:
 
     option: str
     path: Path | None = None  # None: stdin
-    typed: str | None = None  # the path as the user typed it, as messages name it (Path drops a leading ./)
+    typed: str | None = None  # the path as the user typed it, as messages name it (Path drops a leading ./); stdin's
+    # where a name stood for it (/dev/stdin)
 
     @classmethod
     def checked(cls, name: str, option: str, *, stdin: bool = False, binary_hint: str = DOCUMENT_HINT) -> InputFile:
         """The file name given to option, checked (binary_hint: the hint for a binary one); with stdin, "-" stands for
-        standard input."""
-        if stdin and name == STDIN_NAME:
-            return cls(option)
+        standard input, and so does /dev/stdin (or the like) where it is stdin (stdin_names.names_stdin)."""
+        if stdin and names_stdin(name):
+            return cls(option, typed=None if name == STDIN_NAME else name)
         path = option_path(name, option)
         check_file_path(path, option, shown=name, binary_hint=binary_hint)
         return cls(option, path, name)
@@ -411,7 +411,7 @@ def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warning
                              asked_by=None if stdin_at is None else files[stdin_at].option,
                              bound=step(reading, stdin_at is None))
     if piped is not None and stdin_at is not None and not piped.strip():  # -f - attaches it, as a file: warned alike
-        warnings.append(f"stdin (-f -) {emptiness(piped)}")
+        warnings.append(f"stdin (-f {files[stdin_at].typed or STDIN_NAME}) {emptiness(piped)}")
     if piped is not None:
         texts.insert(len(texts) if stdin_at is None else stdin_at, piped)
     return texts

@@ -1,0 +1,21 @@
+"""The names that stand for standard input where a file is asked for: "-", and /dev/stdin and its like."""
+
+from __future__ import annotations
+
+import os
+
+STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
+STDIN_PATHS = {"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"}  # its names as a file, missing while it is closed
+
+
+def names_stdin(name: str) -> bool:
+    """Whether a file name given to an option reads stdin: "-", or one of STDIN_PATHS where it is the file stdin is
+    (a pipe read through it leaves none of it for "-": `-f /dev/stdin -f -` reads stdin twice)."""
+    if name == STDIN_NAME:
+        return True
+    if name not in STDIN_PATHS:
+        return False
+    try:
+        return os.path.samestat(os.stat(name), os.fstat(0))
+    except OSError:  # stdin closed (<&-): check_file_path says so
+        return False
