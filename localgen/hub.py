@@ -18,6 +18,7 @@ import shutil
 import time
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -68,8 +69,16 @@ def list_gguf_files(repo: str) -> list[HubFile]:
     return list(_fetch_listing(repo).files)
 
 
+@dataclass(frozen=True)
+class Stall:
+    """A request to the Hub that timed out: its error, and the seconds it waited (None: not known here)."""
+
+    error: HubError
+    waited: float | None
+
+
 _listings: dict[str, HubListing] | None = None  # within one_listing_per_repo(): the listings already fetched
-_stalls: list[HubError] = []  # within it: a request to the Hub that timed out, which the next ones fail with at once
+_stalls: list[Stall] = []  # within it: a request to the Hub that timed out, which the next ones fail with at once
 
 
 @contextlib.contextmanager
@@ -108,23 +117,25 @@ def request_timeout(configured: float) -> float:
     return configured if _answer_within is None else min(configured, _answer_within)
 
 
-def hub_request_error(exc: BaseException, *, repo: str, filename: str | None = None) -> LocalgenError:
-    """map_hub_error, a timeout remembered within one_listing_per_repo() for the requests after it."""
+def hub_request_error(exc: BaseException, *, repo: str, filename: str | None = None,
+                      waited: float | None = None) -> LocalgenError:
+    """map_hub_error, a timeout remembered within one_listing_per_repo() for the requests after it (waited: the
+    seconds the request was given, where known)."""
     error = map_hub_error(exc, repo=repo, filename=filename)
     if _listings is not None and not _stalls and isinstance(error, HubError) and timed_out(exc):
-        _stalls.append(error)
+        _stalls.append(Stall(error, waited))
     return error
 
 
-def stall() -> HubError | None:
-    """Within one_listing_per_repo(), the error of a request to the Hub that timed out, if one did."""
+def stall() -> Stall | None:
+    """Within one_listing_per_repo(), the request to the Hub that timed out, if one did."""
     return _stalls[0] if _stalls else None
 
 
 def check_not_stalled() -> None:
     """Within one_listing_per_repo(), fail at once where a request before this one timed out."""
     if _stalls:
-        raise HubError(_stalls[0].message, hint=_stalls[0].hint)
+        raise HubError(_stalls[0].error.message, hint=_stalls[0].error.hint)
 
 
 def _fetch_listing(repo: str) -> HubListing:
@@ -144,6 +155,7 @@ def _fetch_listing(repo: str) -> HubListing:
 def _request_listing(repo: str) -> HubListing:
     """The repo's GGUF files and revision, from one metadata request."""
     check_endpoint()
+    timeout: float | None = None
     try:
         from huggingface_hub import HfApi, constants  # its HTTP stack reads HF_ENDPOINT as it is imported
 
@@ -151,7 +163,7 @@ def _request_listing(repo: str) -> HubListing:
             timeout = request_timeout(constants.HF_HUB_ETAG_TIMEOUT)
             info = HfApi().model_info(repo, files_metadata=True, timeout=timeout)
     except Exception as exc:
-        raise hub_request_error(exc, repo=repo) from exc
+        raise hub_request_error(exc, repo=repo, waited=timeout) from exc
     revision = getattr(info, "sha", None) or "main"
     if revision != "main" and not _COMMIT.fullmatch(revision):
         raise HubError(f"the Hub returned an invalid commit id for {repo}: {revision[:60]!r}",

@@ -28,24 +28,25 @@ def read_header_bytes(repo: str, filename: str, n_bytes: int, *, revision: str |
         raise offline_error(repo, None, filename, None)
     check_endpoint()
     check_not_stalled()
-    from huggingface_hub import hf_hub_url
+    from huggingface_hub import constants, hf_hub_url
     from huggingface_hub.utils import build_hf_headers, get_session
 
     url = hf_hub_url(repo, filename, revision=revision or "main", endpoint=hub_endpoint())
     headers = {**build_hf_headers(), "Range": f"bytes=0-{max(n_bytes, 1) - 1}"}
+    timeout = request_timeout(constants.HF_HUB_DOWNLOAD_TIMEOUT)  # a file's bytes, as a download waits for them
     try:
-        return _read_prefix(get_session(), url, headers, n_bytes)
+        return _read_prefix(get_session(), url, headers, n_bytes, timeout)
     except Exception as exc:
-        raise hub_request_error(exc, repo=repo, filename=filename) from exc
+        raise hub_request_error(exc, repo=repo, filename=filename, waited=timeout) from exc
 
 
-def _read_prefix(session: Any, url: str, headers: dict[str, str], n_bytes: int) -> HeaderBytes:
-    """Stream a GET and stop after n_bytes (a server that ignores Range is not read to the end)."""
-    from huggingface_hub import constants
+def _read_prefix(session: Any, url: str, headers: dict[str, str], n_bytes: int,
+                 timeout: float) -> HeaderBytes:
+    """Stream a GET, waiting timeout seconds for each answer, and stop after n_bytes (a server that ignores Range is
+    not read to the end)."""
     from huggingface_hub.utils import hf_raise_for_status
 
     data = bytearray()
-    timeout = request_timeout(constants.HF_HUB_DOWNLOAD_TIMEOUT)  # a file's bytes, as a download waits for them
     with session.stream("GET", url, headers=headers, follow_redirects=True, timeout=timeout) as response:
         if response.status_code >= 400:
             response.read()

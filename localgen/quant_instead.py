@@ -182,8 +182,10 @@ def naming_the_fitting_quant(refusal: InsufficientMemoryError, reference: str | 
         with contextlib.suppress(LocalgenError):  # the Hub's error: the refusal goes as it was
             instead = fitting_instead(target, quant_groups(list_gguf_files(target.repo), target.repo), size, hw,
                                       request, pull=False)
-        if stall() is not None:  # a listing or a header read not answered: what was read is not the whole story
-            instead = (f"the Hub ({hub_endpoint()}) did not answer within {HINT_WAIT_S:g} s to say which smaller "
+        stalled = stall()
+        if stalled is not None:  # a listing or a header read not answered: what was read is not the whole story
+            waited = HINT_WAIT_S if stalled.waited is None else stalled.waited  # a shorter timeout's own
+            instead = (f"the Hub ({hub_endpoint()}) did not answer within {waited:g} s to say which smaller "
                        "quant fits here")
     if instead is None:
         return refusal

@@ -33,3 +33,21 @@ def test_lookalike_models_of_a_quant_count_a_split_model_once_and_name_it_by_its
     assert pulled.stderr.splitlines()[0].endswith(
         f" ({REPO} has 2 Q4_K_M models; {REPO}/{other} (shard 1 of {count}) names the other)"), pulled.stderr
 
+
+@pytest.mark.parametrize(("unanswered", "setting"), [(f"/api/models/{REPO}", "HF_HUB_ETAG_TIMEOUT"),  # the listing
+                                                     ("/resolve/", "HF_HUB_DOWNLOAD_TIMEOUT")])  # a header's bytes
+def test_a_refused_runs_hub_hint_names_the_wait_a_shorter_timeout_set(
+        hub: tuple[HubServer, dict[str, str]], unanswered: str, setting: str) -> None:
+    """A run refused for memory waits at most 3 s for each Hub answer of its which-quant-fits hint; where the
+    timeout of the request that went unanswered was set shorter, it waited that, and said it had waited 3 s."""
+    server, env = hub
+    server.add_repo(REPO, {"m-Q8_0.gguf": make_gguf_bytes("q8", 2**17), "m-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    assert run_cli(env, "pull", f"{REPO}:Q8_0").returncode == 0
+    hasty = {**env, "HF_HUB_ETAG_TIMEOUT": "60", "HF_HUB_DOWNLOAD_TIMEOUT": "60", setting: "1",
+             "LOCALGEN_MEMORY_LIMIT": "8MiB"}
+    server.delay_s, server.delay_only = 30.0, unanswered  # never answered in time
+    refused = run_cli(hasty, "run", "-m", f"{REPO}:Q8_0", "hi", "-n", "1", timeout=25)
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.strip().endswith(f"; the Hub ({server.url}) did not answer within 1 s to say which smaller "
+                                           "quant fits here)"), refused.stderr
+    assert server.delayed == 1, "asked once"
