@@ -25,15 +25,17 @@ if TYPE_CHECKING:
 
 
 def will_not_run_warning(target: Target, label: str, shape: ModelShape, size: int, hw: Hardware,
-                         request: FitRequest, groups: Sequence[tuple[HubFile, ...]]) -> str:
+                         request: FitRequest, groups: Sequence[tuple[HubFile, ...]] | None) -> str:
     """The warning for a named quant (label, size: of all its files) that fits this machine at no context: what it
-    needs at the least context, what there is, and which quant of its repo fits instead (groups: the repo's)."""
+    needs at the least context, what there is, and which quant of its repo fits instead (groups: the repo's; None
+    offline, where that takes the Hub)."""
     least = padded_context(max(request.floor_ctx(shape), 1))
     est = estimate_at(shape, hw, least, request)[0]
+    instead = (fitting_instead(target, groups, size, hw, request) if groups is not None else
+               f"which smaller quant of {target.repo} fits here takes the Hub to tell, and localgen is offline")
     return (f"warning: a run will refuse {label} here: it needs about {binary_size(est.ram_bytes)} of RAM even at a "
             f"context of {least:,} tokens, but this machine has {binary_size(hw.ram_budget_bytes)} of usable RAM "
-            f"({hw.memory.source}: {binary_size(hw.memory.available_bytes)} available); "
-            f"{fitting_instead(target, groups, size, hw, request)}")
+            f"({hw.memory.source}: {binary_size(hw.memory.available_bytes)} available); {instead}")
 
 
 def fitting_instead(target: Target, groups: Sequence[tuple[HubFile, ...]], size: int, hw: Hardware,
@@ -97,22 +99,26 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
     """For `pull ORG/REPO` (no quant named), online, whose downloaded quant a run takes does not fit here (none of its
     downloaded quants does): the quant of the repo that fits, chosen on the Hub as where none is downloaded, said and
     downloaded. None where the downloaded one fits, none on the Hub fits better, or the Hub cannot be asked: the
-    downloaded one is brought up to date as before (a run refuses it, naming the quant that fits)."""
+    downloaded one is brought up to date as before (a run refuses it, naming the quant that fits). A named quant
+    downloaded that a run will refuse is warned of, offline too."""
     from localgen.estimate import header_shape
     from localgen.hub import is_offline, one_listing_per_repo
     from localgen.quant_choice import choose_download, model_target, read_local_header
     from localgen.references import quant_of_filename
     from localgen.resolve import resolve_model
 
-    if found.source != "cache" or offline or is_offline():
-        return None  # bundled, one's own, or offline: nothing to ask the Hub
+    if found.source != "cache":
+        return None  # bundled, or one's own: not the Hub's
     target = model_target(reference)
     if target.repo is None:
         return None
     request = replace(request, default_ctx=target.default_ctx)
+    offline = bool(offline) or is_offline()
     if target.quant or target.filename:  # the quant or file named is the one pulled: the warning its first pull gave
-        _warn_of_a_named_misfit(found, target, hw, request, note)
+        _warn_of_a_named_misfit(found, target, hw, request, note, offline=offline)
         return None
+    if offline:
+        return None  # nothing to ask the Hub
     try:
         plan_fit(header_shape(read_local_header(found.path), found.path), hw, request)
         return None
@@ -138,9 +144,10 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
 
 
 def _warn_of_a_named_misfit(found: ResolvedModel, target: Target, hw: Hardware, request: FitRequest,
-                            note: Callable[[str], None]) -> None:
+                            note: Callable[[str], None], *, offline: bool) -> None:
     """For `pull` of a named quant already downloaded that a run will refuse here, or load only at a smaller context:
-    note what its first pull noted (the quant that fits instead, or the --ctx-size to run it with)."""
+    note what its first pull noted (the quant that fits instead, or the --ctx-size to run it with); offline, its
+    header being here, all but the quant that fits instead, which takes the Hub."""
     from localgen.estimate import header_shape
     from localgen.hub import list_gguf_files
     from localgen.quant_choice import pulled_at_a_smaller_context, quant_groups, read_local_header
@@ -158,10 +165,12 @@ def _warn_of_a_named_misfit(found: ResolvedModel, target: Target, hw: Hardware, 
     if fitting_context(shape, hw, request, refusal.n_ctx) is not None:
         note(pulled_at_a_smaller_context(refusal, shape, hw, request, label, True))
         return
-    try:
-        groups = quant_groups(list_gguf_files(target.repo), target.repo)
-    except LocalgenError:
-        return  # the Hub cannot be asked: the line that follows says so
+    groups = None
+    if not offline:
+        try:
+            groups = quant_groups(list_gguf_files(target.repo), target.repo)
+        except LocalgenError:
+            return  # the Hub cannot be asked: the line that follows says so
     note(will_not_run_warning(target, label, shape, shape.file_size, hw, request, groups))
 
 

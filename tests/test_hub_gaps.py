@@ -51,3 +51,31 @@ def test_a_refused_runs_hub_hint_names_the_wait_a_shorter_timeout_set(
     assert refused.stderr.strip().endswith(f"; the Hub ({server.url}) did not answer within 1 s to say which smaller "
                                            "quant fits here)"), refused.stderr
     assert server.delayed == 1, "asked once"
+
+
+def test_an_offline_re_pull_of_a_quant_a_run_will_refuse_warns_so_and_that_the_quant_that_fits_takes_the_hub(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """Pulled again offline, a downloaded quant no run can load here (or only at a smaller context) was said only to
+    be downloaded: its header is here, so what its first pull said is said, but for the quant that fits instead,
+    which takes the Hub."""
+    server, env = hub
+    server.add_repo(REPO, {"m-Q8_0.gguf": make_gguf_bytes("q8", 2**17), "m-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    small = {**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}  # each file is said to need some 11 MiB at the least
+    online = run_cli(small, "pull", f"{REPO}:Q8_0")
+    assert online.returncode == 0, online.stderr
+    warned, _, _ = online.stderr.splitlines()[0].rpartition("; ")
+    assert warned.startswith(f"localgen: warning: a run will refuse {REPO}:Q8_0 here: "), online.stderr
+    server.requests.clear()
+    for variable in ("LOCALGEN_OFFLINE", "HF_HUB_OFFLINE"):
+        offline = run_cli({**small, variable: "1"}, "pull", f"{REPO}:Q8_0")
+        assert offline.returncode == 0, offline.stderr
+        assert offline.stderr.splitlines() == [
+            f"{warned}; which smaller quant of {REPO} fits here takes the Hub to tell, and localgen is offline",
+            f"localgen: {REPO}:Q8_0 is already downloaded (128.0 KiB); offline, so not checked against the Hub"]
+    quiet = run_cli({**small, "LOCALGEN_OFFLINE": "1"}, "pull", "--quiet", f"{REPO}:Q8_0")
+    assert quiet.returncode == 0 and quiet.stderr.startswith(warned), quiet.stderr
+    roomier = run_cli({**env, "LOCALGEN_MEMORY_LIMIT": "13MiB", "LOCALGEN_OFFLINE": "1"}, "pull", f"{REPO}:Q8_0")
+    assert roomier.returncode == 0 and roomier.stderr.splitlines()[0] == (
+        f"localgen: {REPO}:Q8_0 fits here only at a context of 256 tokens or less (it needs 15.5 MiB at 2,048): run it "
+        "with --ctx-size 256"), roomier.stderr
+    assert server.requests == [], "offline: the Hub is not asked"
