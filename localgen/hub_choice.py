@@ -169,7 +169,12 @@ def _check_complete(group: tuple[HubFile, ...], repo: str) -> tuple[HubFile, ...
 def is_auxiliary(file: HubFile) -> bool:
     """Projector and imatrix files (mmproj-model-f16.gguf, llava-v1.5-7b-mmproj-f16.gguf, imatrix.gguf): not a model
     on their own."""
-    return _AUXILIARY.search(file.name) is not None
+    return is_auxiliary_name(file.filename)
+
+
+def is_auxiliary_name(filename: str) -> bool:
+    """Whether a file of a repo (its path in it) is a projector or imatrix file, by its name."""
+    return _AUXILIARY.search(filename.rsplit("/", 1)[-1]) is not None
 
 
 def model_labels(files: Sequence[HubFile]) -> list[str]:

@@ -77,10 +77,19 @@ class HubModel:
         """What its download's start line adds where other models of the repo carry its quant tag (m-Q4_K_M.gguf
         beside m-instruct-Q4_K_M.gguf): how to name another than the one taken, a split model counted once and named
         by its first shard; "" where none does."""
-        if not self.lookalikes:
+        if not self.lookalikes or self.quant is None:
             return ""
         others = [f"{self.repo}/{f.filename}" + (f" (shard 1 of {f.shard_count})" if f.shard_count else "")
                   for f in self.lookalikes]
         split = len(self.files) > 1 or any(f.shard_count for f in self.lookalikes)
-        named = f"{others[0]} names the other" if len(others) == 1 else f"name another as {', '.join(others)}"
-        return f" ({self.repo} has {len(others) + 1} {self.quant} {'models' if split else 'files'}; {named})"
+        return lookalike_note(self.repo, self.quant, others, split=split)
+
+
+def lookalike_note(repo: str, quant: str, others: list[str], *, split: bool, where: str = "") -> str:
+    """What follows the model taken where other models of its repo carry its quant tag: how many there are (split:
+    some are split models, so they are counted as models, not files; where: where they are) and how to name each
+    other one (others: as it is named); "" where there is none."""
+    if not others:
+        return ""
+    named = f"{others[0]} names the other" if len(others) == 1 else f"name another as {', '.join(others)}"
+    return f" ({repo} has {len(others) + 1} {quant} {'models' if split else 'files'}{where}; {named})"

@@ -254,8 +254,9 @@ def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
     if unverified is None:
         return exc
     hint = f"{exc.hint}; " if exc.hint else ""
+    others = hub_cache.unverified_lookalikes_note(repo, quant=quant, filename=filename)
     return HubError(exc.message, hint=f"{hint}the Hugging Face cache holds a copy localgen has not verified: "
-                                      f"-m {unverified} uses it as it is")
+                                      f"-m {unverified} uses it as it is{others}")
 
 
 def _refused_by_pin(path: Path, pin: Pin | None) -> LocalgenError | None:
@@ -279,7 +280,8 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
         raise ModelNotFoundError(f"model '{reference}' is {_downloaded_part(repo, quant, filename)}{where}", hint=hint)
     raise ModelNotFoundError(
         f"model '{reference}' is in the Hugging Face cache but localgen has not verified it{where}",
-        hint=f"{hint} to check it against the Hub, or use the file as it is: -m {unverified}")
+        hint=f"{hint} to check it against the Hub, or use the file as it is: -m {unverified}"
+             f"{hub_cache.unverified_lookalikes_note(repo, quant=quant, filename=filename)}")
 
 
 def _downloaded_part(repo: str, quant: str | None, filename: str | None) -> str:

@@ -4,7 +4,7 @@ counted once), offline as online, and the bound a refused run's Hub hint waited.
 from __future__ import annotations
 
 import pytest
-from hub_server import HubServer, make_gguf_bytes, run_cli
+from hub_server import HubServer, make_gguf_bytes, run_cli, run_python
 
 REPO = "org/m-GGUF"
 
@@ -79,3 +79,29 @@ def test_an_offline_re_pull_of_a_quant_a_run_will_refuse_warns_so_and_that_the_q
         f"localgen: {REPO}:Q8_0 fits here only at a context of 256 tokens or less (it needs 15.5 MiB at 2,048): run it "
         "with --ctx-size 256"), roomier.stderr
     assert server.requests == [], "offline: the Hub is not asked"
+
+
+@pytest.mark.parametrize(("other", "noun", "shards"), [("m-instruct-Q4_K_M.gguf", "files", ""),
+                                                       ("x-Q4_K_M-00001-of-00002.gguf", "models", "shard 1 of 2, ")])
+def test_lookalikes_another_tool_downloaded_are_each_named_offline_as_online(
+        hub: tuple[HubServer, dict[str, str]], other: str, noun: str, shards: str) -> None:
+    """Two models of the quant asked for, downloaded by another tool (unverified): offline, or with the Hub out of
+    reach, the hint named the one a download takes (-m PATH) and not the other; it now names each, as a download's
+    note does, with the -m PATH that uses it as it is."""
+    server, env = hub
+    files = {"m-Q4_K_M.gguf": make_gguf_bytes("m"), **(_split("x-Q4_K_M") if shards else {other: make_gguf_bytes("i")})}
+    server.add_repo(REPO, files)
+    fetched = run_python("import os; from huggingface_hub import hf_hub_download as get; "
+                         f"print(os.path.dirname([get({REPO!r}, name) for name in {sorted(files)!r}][0]))", env)
+    assert fetched.returncode == 0, fetched.stderr
+    snapshot = fetched.stdout.strip()
+    taken = f"-m {snapshot}/m-Q4_K_M.gguf"
+    others = (f" ({REPO} has 2 Q4_K_M {noun} in the Hugging Face cache; {REPO}/{other} ({shards}-m {snapshot}/{other}) "
+              "names the other)")
+    for variable in ("LOCALGEN_OFFLINE", "HF_HUB_OFFLINE"):
+        offline = run_cli({**env, variable: "1"}, "pull", f"{REPO}:Q4_K_M")
+        said = offline.stderr.strip()
+        assert offline.returncode == 1 and said.endswith(f"use the file as it is: {taken}{others})"), said
+    unreachable = run_cli({**env, "HF_ENDPOINT": "http://127.0.0.1:9"}, "pull", f"{REPO}:Q4_K_M")  # nothing there
+    assert unreachable.returncode == 1 and unreachable.stderr.strip().endswith(f"{taken} uses it as it is{others})"), (
+        unreachable.stderr)
