@@ -100,7 +100,7 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
     downloaded quants does): the quant of the repo that fits, chosen on the Hub as where none is downloaded, said and
     downloaded. None where the downloaded one fits, none on the Hub fits better, or the Hub cannot be asked: the
     downloaded one is brought up to date as before (a run refuses it, naming the quant that fits). A named quant
-    downloaded that a run will refuse is warned of, offline too."""
+    downloaded that a run will refuse is warned of, offline too, as is the downloaded quant of ORG/REPO offline."""
     from localgen.estimate import header_shape
     from localgen.hub import is_offline, one_listing_per_repo
     from localgen.quant_choice import choose_download, model_target, read_local_header
@@ -114,11 +114,15 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
         return None
     request = replace(request, default_ctx=target.default_ctx)
     offline = bool(offline) or is_offline()
+    own_quant = quant_of_filename(found.path.name)
+    own = f"{target.repo}:{own_quant}" if own_quant else f"{target.repo}/{found.path.name}"
     if target.quant or target.filename:  # the quant or file named is the one pulled: the warning its first pull gave
-        _warn_of_a_named_misfit(found, target, hw, request, note, offline=offline)
+        label = f"{target.repo}:{target.quant}" if target.quant else f"{target.repo}/{target.filename}"
+        _warn_of_a_misfit(found, target, label, hw, request, note, offline=offline)
         return None
-    if offline:
-        return None  # nothing to ask the Hub
+    if offline:  # no Hub to choose the quant that fits on: what a run will make of the downloaded one
+        _warn_of_a_misfit(found, target, own, hw, request, note, offline=True)
+        return None
     try:
         plan_fit(header_shape(read_local_header(found.path), found.path), hw, request)
         return None
@@ -131,11 +135,10 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
             chosen, notes = choose_download(reference, hw=hw, request=request, download_only=True, note=note)
     except (HubError, InsufficientMemoryError):
         return None  # no answer, or nothing fits: the downloaded copy is refused as it was, naming smaller quants
-    own_quant, chosen_target = quant_of_filename(found.path.name), model_target(chosen)
+    chosen_target = model_target(chosen)
     if (own_quant is not None and chosen_target.quant == own_quant) or (
             chosen_target.filename is not None and Path(chosen_target.filename).name == found.path.name):
         return None
-    own = f"{target.repo}:{own_quant}" if own_quant else f"{target.repo}/{found.path.name}"
     first, *rest = notes or ("",)
     note(f"the downloaded {own} does not fit here" + (f"; {first}" if first else ""))
     for text in rest:
@@ -143,11 +146,12 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
     return resolve_model(chosen, offline=False)
 
 
-def _warn_of_a_named_misfit(found: ResolvedModel, target: Target, hw: Hardware, request: FitRequest,
-                            note: Callable[[str], None], *, offline: bool) -> None:
-    """For `pull` of a named quant already downloaded that a run will refuse here, or load only at a smaller context:
-    note what its first pull noted (the quant that fits instead, or the --ctx-size to run it with); offline, its
-    header being here, all but the quant that fits instead, which takes the Hub."""
+def _warn_of_a_misfit(found: ResolvedModel, target: Target, label: str, hw: Hardware, request: FitRequest,
+                      note: Callable[[str], None], *, offline: bool) -> None:
+    """For `pull` of a quant already downloaded (label: as its reference names it) that a run will refuse here, or
+    load only at a smaller context: note what the first pull of it named noted (the quant that fits instead, or the
+    --ctx-size to run it with); offline, its header being here, all but the quant that fits instead, which takes the
+    Hub."""
     from localgen.estimate import header_shape
     from localgen.hub import list_gguf_files
     from localgen.quant_choice import pulled_at_a_smaller_context, quant_groups, read_local_header
@@ -161,7 +165,6 @@ def _warn_of_a_named_misfit(found: ResolvedModel, target: Target, hw: Hardware, 
     except LocalgenError:
         return  # a header the load will name
     assert target.repo is not None
-    label = f"{target.repo}:{target.quant}" if target.quant else f"{target.repo}/{target.filename}"
     if fitting_context(shape, hw, request, refusal.n_ctx) is not None:
         note(pulled_at_a_smaller_context(refusal, shape, hw, request, label, True))
         return

@@ -105,3 +105,28 @@ def test_lookalikes_another_tool_downloaded_are_each_named_offline_as_online(
     unreachable = run_cli({**env, "HF_ENDPOINT": "http://127.0.0.1:9"}, "pull", f"{REPO}:Q4_K_M")  # nothing there
     assert unreachable.returncode == 1 and unreachable.stderr.strip().endswith(f"{taken} uses it as it is{others})"), (
         unreachable.stderr)
+
+
+def test_an_offline_re_pull_of_a_repo_warns_of_its_downloaded_quant_a_run_will_refuse(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """pull ORG/REPO offline, its only downloaded quant one no run can load here (or only at a smaller context), said
+    only that it was downloaded, where online it downloads the quant that fits: it now says what a run will make of
+    the downloaded one, as a pull of that quant named does."""
+    server, env = hub
+    server.add_repo(REPO, {"m-Q8_0.gguf": make_gguf_bytes("q8", 2**17), "m-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    assert run_cli(env, "pull", f"{REPO}:Q8_0").returncode == 0
+    small = {**env, "LOCALGEN_MEMORY_LIMIT": "8MiB", "LOCALGEN_OFFLINE": "1"}
+    refused = run_cli(small, "pull", REPO)
+    assert refused.returncode == 0, refused.stderr
+    warning = refused.stderr.splitlines()[0]
+    assert warning.startswith(f"localgen: warning: a run will refuse {REPO}:Q8_0 here: it needs about "), warning
+    assert warning.endswith(f"; which smaller quant of {REPO} fits here takes the Hub to tell, and localgen is "
+                            "offline"), warning
+    roomier = run_cli({**small, "LOCALGEN_MEMORY_LIMIT": "13MiB"}, "pull", REPO)
+    assert roomier.returncode == 0 and roomier.stderr.splitlines()[0] == (
+        f"localgen: {REPO}:Q8_0 fits here only at a context of 256 tokens or less (it needs 15.5 MiB at 2,048): run it "
+        "with --ctx-size 256"), roomier.stderr
+    roomy = run_cli({**small, "LOCALGEN_MEMORY_LIMIT": "1GiB"}, "pull", REPO)
+    assert roomy.returncode == 0 and roomy.stderr == (
+        f"localgen: {REPO}:Q8_0 is already downloaded (128.0 KiB); offline, so not checked against the Hub\n"), (
+        roomy.stderr)
