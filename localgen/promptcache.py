@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from localgen.errors import LocalgenError
+from localgen.promptcache_prefixes import redundant_prefixes
 from localgen.storage import atomic_write_bytes, check_folder
 from localgen.tokens import common_prefix, tokens_array
 from localgen.units import binary_size, counted, iso_time, local_minute
@@ -209,7 +210,8 @@ class PromptCache:
     def store(self, tokens: Sequence[int], state: bytes | bytearray) -> None:
         """Save a KV state, then drop entries it makes redundant and evict old entries beyond the size bound.
 
-        The new entry is written first, so a failed write (a full disk) loses none of the older ones.
+        The new entry is written first, so a failed write (a full disk) loses none of the older ones. Entries for
+        prefixes of these tokens go, but those a smaller context still needs (promptcache_prefixes).
         """
         parts = entry_parts(self.identity, tokens, state)
         size = sum(len(part) for part in parts)
@@ -219,9 +221,10 @@ class PromptCache:
         target = self._entry_path(tokens)
         atomic_write_bytes(target, parts)
         saved = tokens_array(tokens)
-        for path, header in self._headers():
-            if path != target and common_prefix(header.tokens, saved) == len(header.tokens):
-                _remove(path)  # an entry for a prefix of these tokens is now redundant
+        prefixes = [(len(header.tokens), path) for path, header in self._headers()
+                    if path != target and common_prefix(header.tokens, saved) == len(header.tokens)]
+        for path in redundant_prefixes(prefixes, len(saved)):
+            _remove(path)
         evict(self.directory, self.max_bytes)
 
 
