@@ -100,12 +100,20 @@ TYPO_TEXT = (
     "words themselves."
 )
 FREE_PROMPT = "Write a long, original story about a lighthouse keeper who finds a mysterious map."
-DRAFT_TASKS = {  # the user message of each task; a piped or attached text comes first (chat.compose_user_message)
+DRAFT_TASKS = {  # each task's instruction and the text piped or attached with it (see draft_message)
     "copy-heavy (fix typos, ~300 words piped: `localgen run \"Fix the typos in this text:\" < text`)":
-        f"{TYPO_TEXT}\n\nFix the typos in this text:",
+        ("Fix the typos in this text:", [TYPO_TEXT]),
     "copy-heavy (fix typos, ~300 words after the instruction, in one message)":
-        f"Fix the typos in this text:\n\n{TYPO_TEXT}",
-    "free writing (story)": FREE_PROMPT}
+        (f"Fix the typos in this text:\n\n{TYPO_TEXT}", []),
+    "free writing (story)": (FREE_PROMPT, [])}
+
+
+def draft_message(instruction: str, attached: list[str]) -> str:
+    """A draft task's user message as `localgen run` builds it: a piped or attached text first, then the
+    instruction."""
+    from localgen.chat import compose_user_message
+
+    return compose_user_message(instruction, attached)
 
 
 def log(message: str) -> None:
@@ -182,8 +190,8 @@ def bench_draft(args: argparse.Namespace) -> None:
     loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True, kv_type=args.kv_type))
     engine = loaded.engine
     sampling = SamplingParams(temperature=0.0) if args.sampling == "greedy" else SamplingParams(seed=11)
-    for task, text in DRAFT_TASKS.items():
-        prompt = checked_prompt(loaded, [Message("user", text)])[1]
+    for task, (instruction, attached) in DRAFT_TASKS.items():
+        prompt = checked_prompt(loaded, [Message("user", draft_message(instruction, attached))])[1]
         speeds: dict[str, list[float]] = {"none": [], "lookup": []}
         ratios, acceptance, same = [], [], []
         for k in range(args.rounds):
@@ -283,8 +291,8 @@ def bench_draftbound(args: argparse.Namespace) -> None:
 
     loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
     engine = loaded.engine
-    for task, text in DRAFT_TASKS.items():
-        prompt = checked_prompt(loaded, [Message("user", text)])[1]
+    for task, (instruction, attached) in DRAFT_TASKS.items():
+        prompt = checked_prompt(loaded, [Message("user", draft_message(instruction, attached))])[1]
         engine.reset()
         list(engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=args.n)))
         output = engine.kv_token_list[len(prompt):]
