@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.conversation import ForeignFormatError, Turn
+from localgen.conversation_glance import glance
 from localgen.conversation_names import NAME_PATTERN, misnamed_file, name_taken
 from localgen.conversation_store import list_conversations, read_conversation, saved_path
 from localgen.errors import LocalgenError
@@ -63,6 +64,9 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
             continue
         if (target := _missing_target(name)) is not None:  # its file in a folder not mounted now, say
             found.append(Summary(name, mtime, problem=f"a link to {target}, which is not there"))
+            continue
+        if (glanced := glance(name)) is not None:  # each exchange not built: a whole read says what is off
+            found.append(Summary(name, mtime, *glanced))
             continue
         try:
             conversation = read_conversation(name)

@@ -1,0 +1,37 @@
+"""A saved conversation at a glance: what a listing shows of it (its number of exchanges, model and first message),
+read without building every exchange (`localgen conversations` over thousands of long conversations)."""
+
+from __future__ import annotations
+
+import json
+
+from localgen.conversation import Conversation
+from localgen.conversation_store import saved_path
+from localgen.errors import LocalgenError
+
+
+def glance(name: str) -> tuple[int, str | None, str] | None:
+    """The saved conversation NAME's number of exchanges, model and first message, its file checked as a whole read
+    checks it but for the exchanges after the first, each only seen to be an object with a text question and
+    answer; None where anything is off (not a file, not JSON, damaged...), for a whole read to say what."""
+    try:
+        path = saved_path(name)
+        if not path.is_file():  # a pipe would be waited on; a folder or a dangling link is named by a whole read
+            return None
+        data = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except (OSError, ValueError, LocalgenError):
+        return None
+    turns = data.get("turns") if isinstance(data, dict) else None
+    if not isinstance(turns, list) or not all(map(_plain_exchange, turns)):
+        return None
+    try:
+        first = Conversation.from_json(json.dumps({**data, "turns": turns[:1]}), path, name=name)
+    except LocalgenError:  # damaged, or in another version's format
+        return None
+    return len(turns), first.model, first.turns[0].user if first.turns else ""
+
+
+def _plain_exchange(turn: object) -> bool:
+    """Whether a saved exchange is an object with a text question and a text answer (as every sound one is)."""
+    return isinstance(turn, dict) and isinstance(turn.get("user"), str) and isinstance(turn.get("answer"), str) \
+        and isinstance(turn.get("interrupted", False), bool)
