@@ -9,7 +9,8 @@ import time
 from collections.abc import Iterator
 from typing import Any, ClassVar, TextIO
 
-from localgen.console import terminal_safe, word_wrap_for
+from localgen.console import word_wrap_for
+from localgen.control_chars import TerminalSafePieces, terminal_safe
 from localgen.markdown_parse import markdown_parser, parsed_as_written
 from localgen.markdown_rows import cut_rows, folded, is_mark, soft_wrap, under_prefix, without_padding
 
@@ -65,6 +66,7 @@ class AnswerView:
         self._thinking_open = False
         self._reasoning_hidden = False  # reasoning came, and was hidden
         self._answered = False  # answer text came (more than whitespace)
+        self._safe = TerminalSafePieces()  # the answer's, a carriage return at a piece's end held
 
     @property
     def shows_nothing_but_hidden_reasoning(self) -> bool:
@@ -88,7 +90,7 @@ class AnswerView:
         if not text:
             return
         self._answered = self._answered or bool(text.strip())
-        text = terminal_safe(text) if self._console.is_terminal else text
+        text = self._safe.feed(text) if self._console.is_terminal else text
         if self._thinking_open:
             self._console.print()
             self._thinking_open = False
@@ -144,6 +146,8 @@ class AnswerView:
     def close(self, note: str | None = None, *, cut_off: bool = False) -> None:
         """Finish the answer: print the last block, then an optional dim note (cut_off: the answer stopped before its
         end, so a bare fence left open opens code, as it did while it streamed, rather than closing code unopened)."""
+        if held := self._safe.flush():  # a carriage return that ended the answer
+            self.answer(held)
         self._stop_live()
         if self._markdown:
             self._print_block(self._pending, ended=not cut_off)

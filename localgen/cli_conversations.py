@@ -62,6 +62,7 @@ def conversations_show(
 ) -> None:
     """Print a saved conversation as Markdown: system prompt, then each question and answer."""
     from localgen import console
+    from localgen.control_chars import terminal_safe
     from localgen.conversation import DamagedConversationError
     from localgen.conversation_store import latest_conversation, read_conversation
 
@@ -72,7 +73,7 @@ def conversations_show(
     terminal = sys.stdout.isatty()  # saved text (answers, attached files) is shown, never obeyed
     if json_output:
         text = conversation.to_json(touch=False)
-        text = console.terminal_safe(text) if terminal else text
+        text = terminal_safe(text) if terminal else text
     else:
         text = transcript(conversation, terminal=terminal,
                           dim=terminal and console.takes_escapes(sys.stdout) and not os.environ.get("NO_COLOR"))
@@ -83,7 +84,7 @@ def transcript(conversation: Conversation, *, terminal: bool = False, dim: bool 
     """A conversation as Markdown: a heading per message, the answers as the model wrote them, each followed by its
     details in italics (dim: in the terminal's dim style instead); terminal: control characters in the saved text
     are shown, not obeyed."""
-    from localgen.console import terminal_safe
+    from localgen.control_chars import terminal_safe
     from localgen.conversation_summary import details_line
     from localgen.units import local_minute_of
 

@@ -257,6 +257,7 @@ def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: b
     --stats says them after an answer. A prompt the context cannot hold is refused, as the run would be (naming
     made_of, what it holds)."""
     from localgen import console
+    from localgen.control_chars import terminal_safe
     from localgen.runner import checked_prompt
 
     text, tokens = checked_prompt(loaded, messages, made_of)
@@ -266,7 +267,7 @@ def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: b
     if json_output:
         console.write_out(sys.stdout, console.json_text({"prompt": text, "prompt_tokens": len(tokens)}) + "\n")
     else:
-        console.write_out(sys.stdout, console.terminal_safe(text) if sys.stdout.isatty() else text)
+        console.write_out(sys.stdout, terminal_safe(text) if sys.stdout.isatty() else text)
     if stats:
         console.say(f"prompt {len(tokens):,} tok, context {len(tokens):,}/{loaded.engine.n_ctx:,}")
 

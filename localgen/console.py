@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
+from localgen.control_chars import TerminalSafePieces
 from localgen.errors import LocalgenError
 from localgen.events import Event, Finished, PrefillProgress
 from localgen.signals import SignalExit, interrupt_line_ended, interrupt_line_is_ended
@@ -39,11 +40,12 @@ class TextOutput:
         self._wrap = word_wrap_for(self._stream) if wrap else None
         self._pending_newlines = ""
         self._wrote_any = False
+        self._safe = TerminalSafePieces()
 
     def write(self, text: str) -> None:
         """Write a piece of text, holding back trailing newlines until more text comes."""
         if self._terminal:
-            text = terminal_safe(text)
+            text = self._safe.feed(text)
         body = text.rstrip("\n")
         if not body:
             self._pending_newlines += text
@@ -61,6 +63,8 @@ class TextOutput:
 
     def finish(self) -> None:
         """End the output with one newline (none when nothing was written)."""
+        if self._terminal and (held := self._safe.flush()):
+            self.write(held)
         if self._wrote_any:
             self._write((self._wrap.flush() if self._wrap else "") + "\n")
         self._pending_newlines = ""
@@ -68,16 +72,6 @@ class TextOutput:
     def _write(self, text: str) -> None:
         """Write and flush this piece."""
         write_out(self._stream, text)
-
-
-_TERMINAL_SAFE = {code: f"^{chr(code + 64)}" for code in range(32) if chr(code) not in "\n\t\r"} | {
-    0x0D: "", 0x7F: "^?"} | {code: "\ufffd" for code in range(0x80, 0xA0)}
-
-
-def terminal_safe(text: str) -> str:
-    """Model text a terminal shows rather than obeys: control characters (escape sequences, C1 codes) become
-    visible ^X (or U+FFFD), and carriage returns are dropped."""
-    return text.translate(_TERMINAL_SAFE)
 
 
 def _is_terminal(stream: TextIO) -> bool:

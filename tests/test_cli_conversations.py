@@ -394,7 +394,7 @@ def test_show_on_a_terminal_shows_control_characters_instead_of_obeying_them() -
     child = spawn_localgen("conversations", "show", "colours", env={**os.environ}, encoding="utf-8", timeout=60)
     child.expect(pexpect.EOF)
     child.close()
-    assert child.exitstatus == 0 and "^[[31mred^[[0mover" in child.before
+    assert child.exitstatus == 0 and "^[[31mred^[[0m^Mover" in child.before
     piped = run_localgen("conversations", "show", "colours")
     assert "\x1b[31mred\x1b[0m\rover" in piped.out, "a pipe gets the text as saved"
 

@@ -1,0 +1,31 @@
+"""Model text as a terminal shows it rather than obeys it: its control characters made visible."""
+
+from __future__ import annotations
+
+_TERMINAL_SAFE = {code: f"^{chr(code + 64)}" for code in range(32) if chr(code) not in "\n\t"} | {
+    0x7F: "^?"} | {code: "\ufffd" for code in range(0x80, 0xA0)}
+
+
+def terminal_safe(text: str) -> str:
+    """Model text a terminal shows rather than obeys: control characters (escape sequences, C1 codes, a carriage
+    return but a Windows line end's) become visible ^X (or U+FFFD)."""
+    return text.replace("\r\n", "\n").translate(_TERMINAL_SAFE)
+
+
+class TerminalSafePieces:
+    """terminal_safe for text that comes in pieces: a carriage return that ends a piece is held until the next one
+    shows whether a line end follows it (a Windows line end in two pieces) or not (^M)."""
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        """The piece made safe, less a carriage return it ends with (held)."""
+        text = self._held + text
+        self._held = "\r" if text.endswith("\r") else ""
+        return terminal_safe(text[:len(text) - len(self._held)])
+
+    def flush(self) -> str:
+        """What is held, made safe: a carriage return that nothing came after is ^M."""
+        held, self._held = self._held, ""
+        return terminal_safe(held)
