@@ -142,14 +142,53 @@ def test_a_context_grown_while_the_user_types_leaves_the_model_loaded(chat: Chat
 def test_a_context_replacement_that_fails_unexpectedly_unloads_the_model(small_batches: Engine,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Loaded means a context too (but while one replaces another): where making the larger one fails with no
-    smaller one made again, the model is freed, and the engine says no model is loaded rather than run without one."""
+    smaller one made again, the model is freed at once, as when the smaller one could not be made again for want of
+    memory, and the engine says no model is loaded rather than run without one (the model was held until close())."""
     def failing(*_: object) -> lc.llama_context_p:
         raise MemoryError
 
+    real_free = lc.llama_model_free
+    freed: list[object] = []
+
+    def recorded(model: lc.llama_model_p) -> None:
+        freed.append(model)
+        real_free(model)
+
     prompt = chat_prompt(small_batches, "Tell me about dogs. " * 480)
     monkeypatch.setattr(core, "new_context", failing)
+    monkeypatch.setattr(lc, "llama_model_free", recorded)
     with pytest.raises(MemoryError):
         next(small_batches.generate(prompt, GREEDY))
+    assert len(freed) == 1, "the model's memory is freed with the context's, not left for close()"
     assert not small_batches.is_open
     with pytest.raises(LocalgenError, match="no model is loaded"):
         small_batches.tokenize("hello", add_special=False)
+
+
+CONTEXT_CALLS: dict[str, Callable[[Engine, list[int], bytearray], object]] = {
+    "reset": lambda eng, _prompt, _state: eng.reset(),
+    "forget_after": lambda eng, _prompt, _state: eng.forget_after(0),
+    "save_state": lambda eng, _prompt, _state: eng.save_state(),
+    "load_state": lambda eng, _prompt, state: eng.load_state(eng.kv_token_list, state),
+    "generate": lambda eng, prompt, _state: next(eng.generate(prompt, GREEDY)),
+    "prefill_ahead": lambda eng, prompt, _state: eng.prefill_ahead(prompt, lambda: False),
+}
+
+
+@pytest.mark.parametrize("call", CONTEXT_CALLS)
+def test_what_uses_the_context_says_no_model_is_loaded_while_the_context_is_replaced(small_batches: Engine,
+                                                                                     call: str) -> None:
+    """While a context is replaced by a larger one (on the thread prefilling a message as it is typed) the old one is
+    freed and the new one not yet made: the model is loaded and its vocabulary answers, but a call that computes or
+    reads the KV cache says no model is loaded rather than use the freed context the KV cache still holds."""
+    list(small_batches.generate(chat_prompt(small_batches, "Hello"), GREEDY, GenerationLimits(max_tokens=2)))
+    held, state = small_batches.kv_token_list, small_batches.save_state()
+    prompt = chat_prompt(small_batches, "Tell me about cats. " * 30)  # two chunks: not held
+    context, small_batches._ctx = small_batches._ctx, None  # the state between freeing the old and making the new
+    try:
+        assert small_batches.is_open and small_batches.tokenize("hello", add_special=False)
+        with pytest.raises(LocalgenError, match="no model is loaded"):
+            CONTEXT_CALLS[call](small_batches, prompt, state)
+        assert small_batches.kv_token_list == held, "the KV cache is left as it was"
+    finally:
+        small_batches._ctx = context

@@ -161,14 +161,14 @@ class Engine(LoadedModel):
 
     def reset(self) -> None:
         """Forget the KV cache."""
-        self._check_open()
+        self._check_context()
         self._last_use = None
         self._kv.clear()
         self._ahead_from = None
 
     def forget_after(self, keep: int) -> None:
         """Forget the KV cache past its first keep tokens (an answer the conversation does not keep)."""
-        self._check_open()
+        self._check_context()
         self._last_use = None  # a generation collected later leaves the cache as it is now
         if keep < len(self._kv):
             self._kv.truncate(keep)
@@ -192,7 +192,7 @@ class Engine(LoadedModel):
         sampling = sampling.with_drawn_seed()
         seed = sampling.seed if sampling.temperature > 0 else None  # greedy sampling uses none
         check_draft_mode(draft)
-        self._check_open()
+        self._check_context()
         if not prompt:
             raise UsageError("the prompt is 0 tokens: nothing to answer",
                              hint="give a prompt, or check the chat template (--chat-template)")
@@ -263,12 +263,12 @@ class Engine(LoadedModel):
 
     def save_state(self) -> bytearray:
         """The KV cache state of the sequence (the tokens in kv_token_list) as bytes."""
-        self._check_open()
+        self._check_context()
         return self._kv.save_state()
 
     def load_state(self, tokens: Sequence[int], data: bytearray) -> bool:
         """Replace the KV cache with a saved state of these tokens; False (and an empty cache) if it fails."""
-        self._check_open()
+        self._check_context()
         self._last_use = None
         self._kv.clear()  # nothing held to move
         if len(tokens) <= self.n_ctx:
@@ -292,7 +292,7 @@ class Engine(LoadedModel):
         no longer wanted ends within a millisecond or so there, keeping the chunks already done. Only one thread
         may use the engine at a time: the caller stops this before calling anything else.
         """
-        self._check_open()
+        self._check_context()
         self._last_use = None
         if not prompt or len(prompt) >= self.n_ctx or not self._facts.rolls_back:
             return 0

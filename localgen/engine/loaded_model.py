@@ -10,6 +10,11 @@ from localgen.engine.vocab import Vocab
 from localgen.errors import LocalgenError
 
 
+def _not_loaded() -> LocalgenError:
+    """The error of a call that needs what close() freed."""
+    return LocalgenError("no model is loaded", hint="load one again (/model NAME in chat)")
+
+
 class LoadedModel:
     """Engine's base: its model's figures and tokens, read through the facts and vocabulary Engine loads."""
 
@@ -22,7 +27,13 @@ class LoadedModel:
         """Refuse to touch native memory after close() (the vocabulary needs the model alone: a context being
         replaced by a larger one on another thread is no reason to refuse it)."""
         if not self.is_open:
-            raise LocalgenError("no model is loaded", hint="load one again (/model NAME in chat)")
+            raise _not_loaded()
+
+    def _check_context(self) -> None:
+        """Refuse to touch the llama.cpp context where there is none: after close(), and while Engine replaces it
+        with a larger one (the KV cache still holds the freed one until the new one is made)."""
+        if self._ctx is None:
+            raise _not_loaded()
 
     @property
     def n_ctx(self) -> int:
