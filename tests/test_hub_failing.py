@@ -1,0 +1,57 @@
+"""`localgen pull` of a downloaded model while the Hub fails (503 to every request, or nothing listening): what is
+said of it from what is here, as offline."""
+
+from __future__ import annotations
+
+import pytest
+from hub_server import HubServer, make_gguf_bytes, run_cli
+
+REPO = "org/m-GGUF"
+UNREACHABLE = "http://127.0.0.1:9"  # nothing listens there
+
+
+def _failing(server: HubServer, env: dict[str, str], how: str) -> dict[str, str]:
+    """The environment of a pull from now on, the Hub failing as asked: down (503) or out of reach."""
+    if how == "down":
+        server.down = True
+        return env
+    return {**env, "HF_ENDPOINT": UNREACHABLE}
+
+
+@pytest.mark.parametrize("how", ["down", "unreachable"])
+def test_a_re_pull_of_a_quant_a_run_will_refuse_warns_so_while_the_hub_fails(
+        hub: tuple[HubServer, dict[str, str]], how: str) -> None:
+    """Pulled again while the Hub fails, a downloaded quant no run can load here was said only to be downloaded and
+    not checked against the Hub (offline, it was warned of): the warning its first pull gave is given, but for the
+    quant that fits instead, which takes the Hub, whose failure the line after says."""
+    server, env = hub
+    server.add_repo(REPO, {"m-Q8_0.gguf": make_gguf_bytes("q8", 2**17), "m-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    small = {**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}  # each file is said to need some 11 MiB at the least
+    first = run_cli(small, "pull", f"{REPO}:Q8_0")
+    assert first.returncode == 0, first.stderr
+    warned, _, _ = first.stderr.splitlines()[0].rpartition("; ")
+    assert warned.startswith(f"localgen: warning: a run will refuse {REPO}:Q8_0 here: "), first.stderr
+    failing = _failing(server, small, how)
+    for reference in (f"{REPO}:Q8_0", REPO):  # the quant named, and the one ORG/REPO takes
+        again = run_cli(failing, "pull", reference)
+        assert again.returncode == 0, again.stderr
+        lines = again.stderr.splitlines()
+        assert lines[0] == f"{warned}; which smaller quant of {REPO} fits here takes the Hub to tell, and asking it " \
+                           "failed", (reference, again.stderr)
+        assert lines[1].startswith(f"localgen: {REPO}:Q8_0 is already downloaded (128.0 KiB); not checked against "
+                                   "the Hub: "), (reference, again.stderr)
+        assert len(lines) == 2, again.stderr
+
+
+@pytest.mark.parametrize("how", ["down", "unreachable"])
+def test_a_re_pull_of_a_repo_whose_quant_fits_only_at_a_smaller_context_says_so_while_the_hub_fails(
+        hub: tuple[HubServer, dict[str, str]], how: str) -> None:
+    """pull ORG/REPO while the Hub fails, its downloaded quant fitting only at a smaller context, said nothing of it,
+    where offline it said the --ctx-size to run it with: it says so too."""
+    server, env = hub
+    server.add_repo(REPO, {"m-Q8_0.gguf": make_gguf_bytes("q8", 2**17), "m-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    assert run_cli(env, "pull", f"{REPO}:Q8_0").returncode == 0
+    again = run_cli(_failing(server, {**env, "LOCALGEN_MEMORY_LIMIT": "13MiB"}, how), "pull", REPO)
+    assert again.returncode == 0 and again.stderr.splitlines()[0] == (
+        f"localgen: {REPO}:Q8_0 fits here only at a context of 256 tokens or less (it needs 15.5 MiB at 2,048): run it "
+        "with --ctx-size 256"), again.stderr
