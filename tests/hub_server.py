@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -299,14 +300,22 @@ def point_at(loopback_hub: HubServer, tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", 5, raising=False)
     monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 5, raising=False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf" / "token"), raising=False)
-    # A dropped or stalled download is resumed at once, not a second later: a pause of huggingface_hub's own (its
-    # module's only use of time) that nothing here changes, and a second of each test that drops a connection.
-    monkeypatch.setattr(file_download, "time", types.SimpleNamespace(sleep=lambda _seconds: None))
+    # A dropped or stalled download is resumed at once, not a second later: a pause of huggingface_hub's own that
+    # nothing here changes, and a second of each test that drops a connection.
+    monkeypatch.setattr(file_download, "time", time_without_sleep())
     from localgen import config
 
     monkeypatch.setattr(config, "_settings", None)
     return HubEnv(server=loopback_hub, tmp_path=tmp_path, hf_cache=Path(env["HF_HUB_CACHE"]),
                   localgen_home=Path(env["LOCALGEN_HOME"]), env=child_env(loopback_hub, tmp_path))
+
+
+def time_without_sleep(waits: list[float] | None = None) -> types.SimpleNamespace:
+    """The time module, for a module's global `time`, but for its sleep, which returns at once (noting each wait asked
+    for in waits): whatever else the module asks of time, now or in a later version, is time's own."""
+    stand_in = types.SimpleNamespace(**vars(time))
+    stand_in.sleep = (lambda _seconds: None) if waits is None else waits.append
+    return stand_in
 
 
 def make_gguf_bytes(tag: str, size: int = 64 * 1024, *, shard: tuple[int, int] | None = None) -> bytes:
