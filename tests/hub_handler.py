@@ -81,9 +81,10 @@ def make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
                     with server._lock:
                         server.delayed += 1
                     time.sleep(server.delay_s)
-                if server.down:  # asking to be retried at once: huggingface_hub waits 1 s, not 1, 2, 4, 8 and 8 s
+                if server.down:  # an outage's, or a rate limit's where the server is set to ask for a retry
                     status = 503
-                    self._error(503, None, "Service Unavailable", {"Retry-After": "0"})
+                    after = {} if server.retry_after is None else {"Retry-After": str(server.retry_after)}
+                    self._error(503, None, "Service Unavailable", after)
                 elif path.startswith("/api/models/"):
                     status = self._repo_info(path[len("/api/models/"):], parse_qs(url.query))
                 elif "/resolve/" in path:

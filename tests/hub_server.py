@@ -97,6 +97,7 @@ class HubServer:
         self.ignore_range = False                              # answer a Range request with the whole file (200)
         self.bytes_sent: dict[tuple[str, str], int] = {}
         self.down = False
+        self.retry_after: int | None = None                    # a 503 asks to be retried after N s (None: an outage's)
         self.listing_page: bytes | None = None                 # an HTML page instead of the repo info (a proxy's)
         self._lock = threading.Condition()
         self._in_flight = 0                                    # requests being answered right now

@@ -354,7 +354,7 @@ def test_an_unchanged_file_whose_metadata_request_fails_is_said_not_checked_not_
         deadline = time.monotonic() + 60
         while server.delayed == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
-        server.down = True
+        server.down, server.retry_after = True, 0  # retried after 1 s each, not huggingface_hub's 1, 2, 4, 8 and 8
         server.delay_s = 0.0  # the held request answers 503; huggingface_hub's retries of it are not held
 
     threading.Thread(target=down_once_held, daemon=True).start()

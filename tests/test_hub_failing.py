@@ -1,10 +1,13 @@
-"""`localgen pull` of a downloaded model while the Hub fails (503 to every request, or nothing listening): what is
-said of it from what is here, as offline."""
+"""The Hub failing (503 to every request, or nothing listening): `localgen pull` of a downloaded model says what it
+can from what is here, as offline; a download whose file's metadata request meets an outage's 503 is retried after
+huggingface_hub's growing waits before it fails."""
 
 from __future__ import annotations
 
 import pytest
-from hub_server import HubServer, make_gguf_bytes, run_cli
+from hub_server import HubEnv, HubServer, make_gguf_bytes, run_cli, time_without_sleep
+
+from localgen.errors import HubError
 
 REPO = "org/m-GGUF"
 UNREACHABLE = "http://127.0.0.1:9"  # nothing listens there
@@ -55,3 +58,32 @@ def test_a_re_pull_of_a_repo_whose_quant_fits_only_at_a_smaller_context_says_so_
     assert again.returncode == 0 and again.stderr.splitlines()[0] == (
         f"localgen: {REPO}:Q8_0 fits here only at a context of 256 tokens or less (it needs 15.5 MiB at 2,048): run it "
         "with --ctx-size 256"), again.stderr
+
+
+@pytest.mark.parametrize("retry_after", [None, 0])
+def test_a_503_to_a_file_s_metadata_is_retried_after_growing_waits_or_those_retry_after_asks(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, retry_after: int | None) -> None:
+    """A file downloaded at one commit is asked for at the Hub's next, which has it unchanged: an outage's 503 (no
+    Retry-After) to the request for its metadata there is retried after waits that grow, a rate limit's (Retry-After:
+    0) after even ones, before the pull fails saying the Hub may be down (the waits are noted, not slept)."""
+    from huggingface_hub.utils import _http
+
+    from localgen import hub
+
+    server = hubenv.server
+    data = make_gguf_bytes("q8")
+    server.add_repo(REPO, {"m-Q8_0.gguf": data})
+    hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    server.add_repo(REPO, {"m-Q8_0.gguf": data})  # a new commit, the same file
+    model = hub.find_model(REPO, quant="Q8_0", filename=None)  # listed before the Hub goes down
+    waits: list[float] = []
+    monkeypatch.setattr(_http, "time", time_without_sleep(waits))
+    server.down, server.retry_after = True, retry_after
+    with pytest.raises(HubError, match=r"server error \(HTTP 503\)") as info:
+        hub.fetch_model(model, quiet=True)
+    assert "the Hub may be down" in (info.value.hint or "")
+    assert len(waits) > 1 and server.count("HEAD", "/resolve/") > len(waits), "each wait is followed by a retry"
+    if retry_after is None:
+        assert waits == sorted(waits) and waits[0] < waits[-1], waits
+    else:
+        assert set(waits) == {retry_after + 1}, waits
