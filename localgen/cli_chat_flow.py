@@ -67,6 +67,7 @@ class CheckedChat:
     options: ModelOptions
     warnings: list[str] = field(default_factory=list)
     unsaveable: bool = False  # the start said this chat cannot be saved: its saves fail quietly
+    template_system: bool = False  # -s none: no system prompt given, not models.toml's nor a resumed chat's
     bound: TextBound | None = None  # the files' text that the model's context cannot hold (runner.preflight)
 
     @property
@@ -126,6 +127,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     from localgen import console
     from localgen.cli_model import conversation_defaults, preflight_for, system_file_input
     from localgen.cli_options import sampling_from
+    from localgen.conversation import NO_SYSTEM_PROMPT
     from localgen.inputs import attachment_files, chat_template_file, reads_a_pipe, refuse_special_file
     from localgen.params import GenerationLimits, token_budget
     from localgen.resolve import check_reference
@@ -139,6 +141,8 @@ def check_chat(request: ChatRequest) -> CheckedChat:
                          hint='attach files by name; for piped text use `... | localgen run "..."`')
     system_input = system_file_input(system, request.system_file,
                                      stdin_taken="chat reads its messages from the terminal")
+    template_system = system is not None and system.strip().lower() in NO_SYSTEM_PROMPT  # as run's -s none
+    system = None if template_system else system
     files = attachment_files(list(request.files))  # every file an option names is checked, then read before loading
     for path, typed in ((file.path, file.typed) for file in files if file.path is not None):
         refuse_special_file(path, typed, pipes=True)  # as /file does, but a pipe (<(cmd)) is waited for, with a note
@@ -159,7 +163,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     # soon as its size shows it
     checked = CheckedChat(system=system, files=files, system_input=system_input, template_file=template_file,
                           sampling=sampling, limits=limits, continued=continued, options=options, warnings=warnings,
-                          unsaveable=unsaveable)
+                          unsaveable=unsaveable, template_system=template_system)
     if reads_a_pipe(checked.named, None):
         checked.bound = preflight_for(ctx, options, conversation)
     return checked
@@ -271,19 +275,19 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views
         defaults = model_defaults(loaded.resolved.spec)
         model_system = defaults.system
         sampling, limits = with_model_settings(ctx, defaults, checked.sampling, checked.limits)
-        system_note = None
+        system_note, given = None, system is not None or checked.template_system  # -s none gives the template's
         if conversation is None:  # the session records the model it loaded
-            conversation = Conversation.new(system=model_system if system is None else system, model=None)
-        elif system is not None:  # said as run --conversation -s says it
+            conversation = Conversation.new(system=system if given else model_system, model=None)
+        elif given:  # said as run --conversation -s says it
             system_note = system_change(conversation.name, conversation.system, system,
                                         loaded.prompt_format.default_system)
             conversation.system = system
         session = ChatSession(loaded, options, conversation, sampling, limits,
                               model_settings=defaults.settings, own_settings=given_settings(ctx),
-                              model_system=model_system, own_system=system is not None, model_stop=defaults.stop,
+                              model_system=model_system, own_system=given, model_stop=defaults.stop,
                               own_stop=from_command_line(ctx, "stop"))
         if resumed:  # a flag given now wins over the resumed conversation's setting
-            session.replace_conversation(conversation, given_settings(ctx), system_given=system is not None)
+            session.replace_conversation(conversation, given_settings(ctx), system_given=given)
         for text in start.attachments:  # one the context cannot hold ends the chat, as one too long by its size does
             session.check_attachment(text, text.file.name, fewer="attach fewer files with -f")
             session.attachments.append(text)

@@ -1,0 +1,32 @@
+"""Words that mean the same to every command and option that takes them: chat's -s none as run's, the names of stdin
+as -, and the lines and hints around a run's prompt and its stdin, on the real bundled model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import user_registry
+from tests.test_repl import Chat
+
+SAVED = Path("data") / "conversations"
+
+
+def test_chat_s_none_is_the_template_s_system_prompt_as_slash_system_none_is(home: Path) -> None:
+    """chat -s none (or off) gives no system prompt, not models.toml's, nor the word "none"; given with --resume, it
+    replaces the conversation's."""
+    user_registry(home, '[models.smollm2-135m]\nsystem = "Answer in French."\n')
+    chat = Chat(home, "-s", "none", "--no-markdown")
+    chat.command("/system", "the chat template adds its own")
+    chat.command("/save x1", "saved")
+    assert json.loads((home / SAVED / "x1.json").read_text())["system"] is None
+    chat.command("/system Be brief.", "system prompt set")
+    chat.command("/save x1", "saved")
+    assert chat.quit() == 0
+    resumed = Chat(home, "--resume", "x1", "-s", "OFF", "--no-markdown")
+    banner = " ".join(resumed.transcript.getvalue().split())
+    assert "now has the model's default instead of 'Be brief.'" in banner, banner
+    resumed.command("/system", "the chat template adds its own")
+    resumed.command("/save x1", "saved")
+    assert json.loads((home / SAVED / "x1.json").read_text())["system"] is None
+    assert resumed.quit() == 0
