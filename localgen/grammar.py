@@ -11,6 +11,7 @@ from localgen.errors import UsageError
 from localgen.inputs import STDIN_NAME, InputFile, Waiting, whole_text
 from localgen.json_schema import MAX_COUNT, SCHEMA_HINT, schema_grammar
 from localgen.params import Grammar
+from localgen.stdin_names import names_stdin
 
 GRAMMAR_HINT = 'give a GBNF grammar, as text or a file, with a root rule, e.g. --grammar \'root ::= "yes" | "no"\''
 _KINDS = {"--grammar": ("a grammar", GRAMMAR_HINT), "--json-schema": ("a JSON schema", SCHEMA_HINT)}  # as named
@@ -350,8 +351,9 @@ def _is_inline(value: str) -> bool:
 
 
 def _refuse_stdin(value: str, option: str) -> None:
-    """Refuse '-' as the option's value: stdin may carry the prompt."""
-    if value.strip() == STDIN_NAME:
+    """Refuse '-' as the option's value, or /dev/stdin and its like (stdin_names.names_stdin): stdin may carry the
+    prompt."""
+    if value.strip() == STDIN_NAME or names_stdin(value):
         raise UsageError(f"{option} does not read stdin (stdin may carry the prompt)", hint=_KINDS[option][1])
 
 

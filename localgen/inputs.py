@@ -419,6 +419,8 @@ def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warning
 
 def chat_template_file(name: str | None) -> InputFile | None:
     """The --chat-template file given, checked (None when none was given; llama-cli's template names are told)."""
+    if name is not None and names_stdin(name):  # "-", /dev/stdin: a run's may carry the prompt, a chat's is typed
+        raise UsageError("--chat-template does not read stdin", hint="give the chat template's file by name")
     if name is not None:
         check_template_name(name)
     return None if name is None else InputFile.checked(name, "--chat-template", binary_hint=TEMPLATE_HINT)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import user_registry
+import pytest
+
+from tests.conftest import run_localgen, user_registry
 from tests.test_repl import Chat
 
 SAVED = Path("data") / "conversations"
@@ -30,3 +32,18 @@ def test_chat_s_none_is_the_template_s_system_prompt_as_slash_system_none_is(hom
     resumed.command("/save x1", "saved")
     assert json.loads((home / SAVED / "x1.json").read_text())["system"] is None
     assert resumed.quit() == 0
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("run", "--json-schema", "/dev/stdin", "-f", "-", "q"), "--json-schema does not read stdin"),
+    (("run", "--grammar-file", "/dev/fd/0", "--system-file", "/dev/stdin", "q"), "--grammar does not read stdin"),
+    (("run", "--chat-template", "/proc/self/fd/0", "q"), "--chat-template does not read stdin"),
+    (("run", "--chat-template", "-", "q"), "--chat-template does not read stdin"),
+    (("chat", "--chat-template", "/dev/stdin"), "--chat-template does not read stdin"),
+])
+def test_a_schema_grammar_or_template_named_as_stdin_is_refused_as_one_of_dash_is(args: tuple[str, ...],
+                                                                                  said: str) -> None:
+    """/dev/stdin and its like are stdin to --json-schema, --grammar and --chat-template, as - is: refused, where the
+    pipe was read by name and the prompt found stdin empty."""
+    result = run_localgen(*args, stdin=b'{"type": "string"}\n')
+    assert result.returncode == 2 and said in result.err and "Traceback" not in result.err, result.err
