@@ -269,7 +269,19 @@ def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: b
     else:
         console.write_out(sys.stdout, terminal_safe(text) if sys.stdout.isatty() else text)
     if stats:
+        if not json_output and text and not text.endswith("\n") and _one_terminal():  # its line ended, as an answer's
+            console.write_out(sys.stdout, "\n")
         console.say(f"prompt {len(tokens):,} tok, context {len(tokens):,}/{loaded.engine.n_ctx:,}")
+
+
+def _one_terminal() -> bool:
+    """Whether stdout and stderr are the same terminal, where a line stdout leaves open has stderr's written on it."""
+    import os
+
+    try:
+        return sys.stdout.isatty() and os.path.samestat(os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno()))
+    except (OSError, ValueError, AttributeError):  # closed, or replaced by an object with no file
+        return False
 
 
 def token_limit_source(*, given: bool, conversation: Conversation | None) -> str:

@@ -4,11 +4,13 @@ as -, and the lines and hints around a run's prompt and its stdin, on the real b
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import pexpect
 import pytest
 
-from tests.conftest import run_localgen, user_registry
+from tests.conftest import run_localgen, spawn_localgen, user_registry
 from tests.test_repl import Chat
 
 SAVED = Path("data") / "conversations"
@@ -47,3 +49,15 @@ def test_a_schema_grammar_or_template_named_as_stdin_is_refused_as_one_of_dash_i
     pipe was read by name and the prompt found stdin empty."""
     result = run_localgen(*args, stdin=b'{"type": "string"}\n')
     assert result.returncode == 2 and said in result.err and "Traceback" not in result.err, result.err
+
+
+def test_a_prompt_printed_on_the_terminal_stderr_shares_ends_its_line_before_the_stats() -> None:
+    """run --raw --print-prompt --stats on one terminal: the stats line starts a line of its own, not glued to the
+    prompt (hi), which a pipe still gets byte for byte."""
+    shown = spawn_localgen("run", "--raw", "--print-prompt", "--stats", "hi", env=dict(os.environ), encoding="utf-8",
+                           timeout=60)
+    shown.expect(pexpect.EOF)
+    shown.close()
+    assert shown.exitstatus == 0 and shown.before.startswith("hi\r\nprompt 1 tok, context 1/"), shown.before
+    piped = run_localgen("run", "--raw", "--print-prompt", "--stats", "hi")
+    assert piped.returncode == 0 and piped.out == "hi" and piped.err.startswith("prompt 1 tok"), piped
