@@ -285,8 +285,8 @@ def files_after_file_hint(app: typer.Typer, args: list[str], text: str) -> str |
 
 
 _WHOLE_EXAMPLES = {  # a typical value of each whole-number option (beside the chat settings'), by parameter name
-    "threads": "4", "threads_batch": "4", "batch_size": "512", "ubatch_size": "512", "gpu_layers": "-1",
-    "ctx_size": "4096", "ctx": "4096", "n_prompt": "512", "n_gen": "128", "reps": "5", "limit": "10"}
+    "batch_size": "512", "ubatch_size": "512", "gpu_layers": "-1", "ctx_size": "4096", "ctx": "4096",
+    "n_prompt": "512", "n_gen": "128", "reps": "5", "limit": "10"}  # --threads: the physical cores
 
 
 def whole_number_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str | None:
@@ -300,17 +300,54 @@ def whole_number_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str 
 
     param = getattr(exc, "param", None)
     names, command = typed_command(app, args)
-    example = {**SETTING_EXAMPLES, **_WHOLE_EXAMPLES}.get(getattr(param, "name", ""))
+    name = getattr(param, "name", "")
+    example = {**SETTING_EXAMPLES, **_WHOLE_EXAMPLES}.get(name) or (_cores() if name in _THREADS else None)
     if not isinstance(exc, NumberSlip) or not exc.whole or param is None or not names or example is None:
         return None
     words, takes_value = args[len(names):], arity(command.params)
     option = option_typed(words, (*param.opts, *param.secondary_opts), takes_value)
-    value = _whole_value(exc.text) or example
+    whole = _whole_value(exc.text)
+    value = whole if whole is not None and _in_range(name, int(whole)) else example
     written = _with_value(words, option, value, takes_value)
     if written is None or not runs_as_written(command, written):
         return f"{option} takes a whole number, e.g. {option} {value}"
     prompt = ' "..."' if names == ["run"] and not words_given(written, takes_value) else ""  # as continue_hint
     return f"{option} takes a whole number: `{shlex.join(['localgen', *names, *written])}{prompt}`"
+
+
+_THREADS = ("threads", "threads_batch")
+
+
+def _cores() -> str:
+    """The physical core count, the typical --threads (and its default)."""
+    from localgen.hardware import physical_cores
+
+    return str(physical_cores())
+
+
+def _in_range(name: str, value: int) -> bool:
+    """Whether the option of parameter name takes value, by its own range check (-1 for --seed, not for --top-k)."""
+    from collections.abc import Callable
+
+    from localgen.bench import BenchConfig
+    from localgen.errors import UsageError
+    from localgen.params import MIN_CONTEXT, LoadOptions, check_context_bounds, check_gpu_layers, check_setting
+
+    if name == "limit":  # conversations -n: a count of at least 1 (cli_conversations.conversations)
+        return value >= 1
+    checks: dict[str, Callable[[], object]] = {
+        **dict.fromkeys(_THREADS, lambda: LoadOptions(MIN_CONTEXT, value, value)),
+        "batch_size": lambda: LoadOptions(MIN_CONTEXT, 1, 1, n_batch=value),
+        "ubatch_size": lambda: LoadOptions(MIN_CONTEXT, 1, 1, n_ubatch=value),
+        "gpu_layers": lambda: check_gpu_layers(value),
+        **dict.fromkeys(("ctx_size", "ctx"), lambda: check_context_bounds(value)),
+        **{key: lambda key=key: BenchConfig(**{key: value}) for key in ("n_prompt", "n_gen", "reps")},
+    }
+    try:
+        checks.get(name, lambda: check_setting(name, value))()  # the chat settings': --top-k, -n, --seed...
+    except UsageError:
+        return False
+    return True
 
 
 def _whole_value(text: str) -> str | None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from localgen.hardware import physical_cores
 from tests.conftest import run_localgen, spawn_localgen, user_registry
 from tests.test_repl import Chat
 
@@ -61,3 +62,22 @@ def test_a_prompt_printed_on_the_terminal_stderr_shares_ends_its_line_before_the
     assert shown.exitstatus == 0 and shown.before.startswith("hi\r\nprompt 1 tok, context 1/"), shown.before
     piped = run_localgen("run", "--raw", "--print-prompt", "--stats", "hi")
     assert piped.returncode == 0 and piped.out == "hi" and piped.err.startswith("prompt 1 tok"), piped
+
+
+@pytest.mark.parametrize(("given", "hinted"), [
+    (("run", "--top-k", "-2.0", "hi"), "run --top-k 40 hi"), (("run", "-n", "-7.0", "hi"), "run -n 512 hi"),
+    (("run", "--batch-size", "-1.0", "hi"), "run --batch-size 512 hi"),
+    (("run", "--threads", "-3.0", "hi"), "run --threads {cores} hi"),
+    (("run", "--threads", "2.5", "hi"), "run --threads {cores} hi"),
+    (("run", "--threads-batch", "0.0", "hi"), "run --threads-batch {cores} hi"),
+    (("run", "--seed", "-1.0", "hi"), "run --seed -1 hi"), (("run", "-n", "-1.0", "hi"), "run -n -1 hi"),
+    (("run", "--top-k", "2.0", "hi"), "run --top-k 2 hi"),
+    (("conversations", "-n", "0.0"), "conversations -n 10"), (("bench", "-r", "0.0"), "bench -r 5"),
+    (("bench", "-p", "-3.0"), "bench -p 512"), (("bench", "-p", "0.0"), "bench -p 0"),
+])
+def test_the_whole_number_hint_offers_a_value_the_option_takes(given: tuple[str, ...], hinted: str) -> None:
+    """A decimal's own whole value where the option's range check takes it, else the option's typical value (for
+    --threads, the physical cores), never one that the command then refuses."""
+    result = run_localgen(*given)
+    written = f"`localgen {hinted.format(cores=physical_cores())}`"
+    assert result.returncode == 2 and f"takes a whole number: {written})" in result.err, result.err

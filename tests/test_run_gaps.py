@@ -14,6 +14,7 @@ import pytest
 import typer
 
 from localgen.cli import _resume_without_value, app, main
+from localgen.hardware import physical_cores
 from tests.conftest import bundled_model_file, run_localgen
 
 
@@ -49,7 +50,8 @@ def _parsed(command_line: str) -> dict[str, object]:
      "--repeat-last-n 1000 hi`", {"repeat_last_n": 1000}),  # a whole number written as a decimal: that number
     (["run", "--seed", "2.0", "-s", "be brief", "hi"], "--seed takes a whole number: `localgen run --seed 2 -s "
      "'be brief' hi`", {"seed": 2, "system": "be brief"}),
-    (["run", "-t", "2.5", "hi"], "-t takes a whole number: `localgen run -t 4 hi`", {"threads": 4}),  # no template
+    (["run", "-t", "2.5", "hi"], f"-t takes a whole number: `localgen run -t {physical_cores()} hi`",
+     {"threads": physical_cores()}),  # the default, the physical cores
     (["run", "--seed", "abc"], '--seed takes a whole number: `localgen run --seed 42 "..."`', {"seed": 42}),
     (["chat", "--top-k", "2.0"], "--top-k takes a whole number: `localgen chat --top-k 2`", {"top_k": 2}),
     (["bench", "-p", "1.5"], "-p takes a whole number: `localgen bench -p 512`", {"n_prompt": 512}),
