@@ -87,17 +87,16 @@ def _piped(stdin: BinaryIO | None) -> bool:
 
 
 def _holds_what_was_sent(stdin: BinaryIO | None) -> bool:
-    """True when stdin is a pipe, a socket, or a file not yet read from (`< notes.md`): what it holds is what was
-    sent, and its being empty is worth a word (not /dev/null, a terminal, or the rest of a file a loop reads)."""
+    """True when stdin is a pipe or a file not yet read from (`< notes.md`): what it holds is what was sent, and its
+    being empty is worth a word (not /dev/null, a terminal, the rest of a file a loop reads, or a socket, which ssh
+    and service managers give a command whether or not anything is sent on it)."""
     import os
     import stat
-
-    from localgen.console import pipe_or_socket
 
     try:
         fd = stdin.fileno() if stdin is not None else None
         mode = os.fstat(fd).st_mode if fd is not None else None
-        return mode is not None and (pipe_or_socket(mode) or (stat.S_ISREG(mode) and os.lseek(fd, 0, os.SEEK_CUR) == 0))
+        return mode is not None and (stat.S_ISFIFO(mode) or (stat.S_ISREG(mode) and os.lseek(fd, 0, os.SEEK_CUR) == 0))
     except (OSError, ValueError):  # closed
         return False
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pexpect
 import pytest
 
 from localgen.hardware import physical_cores
-from tests.conftest import run_localgen, spawn_localgen, user_registry
+from tests.conftest import run_localgen, run_localgen_process, spawn_localgen, user_registry
 from tests.test_repl import Chat
 
 SAVED = Path("data") / "conversations"
@@ -81,3 +84,20 @@ def test_the_whole_number_hint_offers_a_value_the_option_takes(given: tuple[str,
     result = run_localgen(*given)
     written = f"`localgen {hinted.format(cores=physical_cores())}`"
     assert result.returncode == 2 and f"takes a whole number: {written})" in result.err, result.err
+
+
+def test_stdin_a_socket_at_its_end_is_not_warned_about_as_an_empty_pipe_is() -> None:
+    """A socket stdin (ssh's, a service manager's) with nothing sent on it: no `stdin is empty` warning, which an
+    empty pipe beside a prompt still gets."""
+    command = [sys.executable, "-m", "localgen", "run", "--print-prompt", "hi"]
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.shutdown(socket.SHUT_WR)
+        by_socket = run_localgen_process(command, stdin=theirs.fileno(), capture_output=True, timeout=120)
+    assert by_socket.returncode == 0 and b"stdin" not in by_socket.stderr, by_socket.stderr
+    read, write = os.pipe()
+    os.close(write)
+    with open(read, "rb") as pipe:
+        by_pipe = run_localgen_process(command, stdin=pipe, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                       timeout=120)
+    assert by_pipe.returncode == 0 and b"stdin is empty" in by_pipe.stderr, by_pipe.stderr
