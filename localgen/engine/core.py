@@ -409,8 +409,8 @@ class Engine(LoadedModel):
                 out = self._speculative_step(sampler, out, drafter, min(remaining, n_ctx - len(kv)) - 1)
             last_token_at = time.perf_counter()
         tail = ""
-        if stops.matched is None:  # a character cut short by the end shows as U+FFFD, as bad bytes do
-            tail = stops.feed(decoder.decode(b"", final=True))
+        if stops.matched is None and finish == "stop":  # the model ended inside a character: U+FFFD, as bad bytes
+            tail = stops.feed(decoder.decode(b"", final=True))  # (one a limit or Ctrl-C cut short is dropped)
         if stops.matched is None:
             tail += stops.flush()  # text held back for a stop string that never came
         if tail:
