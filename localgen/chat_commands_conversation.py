@@ -18,10 +18,11 @@ from localgen.errors import UsageError
 from localgen.inputs import InputFile, attachment_text, refuse_special_file
 from localgen.model_switch import AlreadyLoaded
 from localgen.registry import reads_as_a_model
-from localgen.repl_input import LIST_NEWEST, one_argument
+from localgen.repl_input import LIST_NEWEST
 from localgen.repl_state import ChatState
 from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, what_reset_kept
 from localgen.session import ChatSession
+from localgen.shell_words import one_argument
 from localgen.stopping import escaped
 from localgen.typed_paths import expand_user_path, option_path, short_path
 from localgen.units import counted

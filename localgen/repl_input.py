@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import stat
 import textwrap
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
@@ -18,9 +17,10 @@ from prompt_toolkit.history import DummyHistory, FileHistory, History, InMemoryH
 from localgen.chat_settings import SETTING_NAMES
 from localgen.config import settings
 from localgen.conversation_store import list_conversations
-from localgen.errors import LocalgenError, UnbalancedQuoteError, UsageError
+from localgen.errors import LocalgenError
 from localgen.registry import load_registry
 from localgen.repl_show import SHOW_PARTS
+from localgen.shell_words import names_a_path, path_completions
 from localgen.slips import meant_name
 from localgen.storage import file_in_the_way, in_the_way
 
@@ -68,9 +68,6 @@ SLASH_HABITS = {  # other tools' commands that localgen names otherwise
 }
 WITHOUT_ARGUMENT = frozenset({usage for usage in COMMAND_HELP if " " not in usage})
 WITHOUT_ARGUMENT |= {alias for alias, name in ALIASES.items() if name in WITHOUT_ARGUMENT}  # /bye, /clear
-# a backslash before a blank or a character a shell reads specially, as drag-and-drop and Tab in a shell escape
-# them; a backslash before anything else stays (a quoted argument keeps every one)
-_SHELL_ESCAPE = re.compile(r"\\([\s!\"#$&'()*,;<=>?[\\\]^`{|}~])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # C0 controls and DEL; tabs and newlines are text
 
 
@@ -80,20 +77,6 @@ class SlashCommand:
 
     name: str
     argument: str
-
-
-def one_argument(argument: str, usage: str) -> str:
-    """A slash command's one argument (a path or a name), its quotes taken off when it is quoted (a path with
-    spaces), or else the backslashes a shell would take off (my\\ notes.txt, as a terminal pastes a dropped file)."""
-    if argument[0] not in "'\"":
-        return _SHELL_ESCAPE.sub(r"\1", argument)
-    try:
-        words = shlex.split(argument)
-    except ValueError:
-        raise UnbalancedQuoteError(usage) from None
-    if len(words) != 1:
-        raise UsageError(f"{usage} takes one argument", hint="quote the whole of it, or drop the quotes")
-    return words[0]
 
 
 def parse_command(line: str) -> SlashCommand | None:
@@ -206,10 +189,8 @@ class SlashCompleter(Completer):
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
         """Command names after a leading slash; then what the command takes."""
         text = document.text_before_cursor
-        model_path = text.startswith("/model ") and text[len("/model "):].startswith(("/", ".", "~"))
-        if text.startswith("/file ") or model_path:
-            sub = Document(text.split(" ", 1)[1])
-            yield from _with_folder_slash(self._paths.get_completions(sub, complete_event))
+        if text.startswith("/file ") or (text.startswith("/model ") and names_a_path(text[len("/model "):])):
+            yield from path_completions(text.split(" ", 1)[1], self._paths, complete_event)
         elif text.startswith("/load ") and " " not in text[len("/load "):]:
             yield from _words(_saved_names(), text[len("/load "):])
         elif text.startswith("/model ") and " " not in text[len("/model "):]:
@@ -225,15 +206,6 @@ class SlashCompleter(Completer):
             yield from _words(ARGUMENT_WORDS[command], typed)
         elif text.startswith("/") and " " not in text:
             yield from _words(COMMANDS, text)
-
-
-
-def _with_folder_slash(completions: Iterable[Completion]) -> Iterator[Completion]:
-    """Path completions with a folder's "/" written too, as a shell's are, so that the next Tab goes on inside it."""
-    for completion in completions:
-        folder = completion.display_text.endswith("/") and not completion.text.endswith("/")
-        yield Completion(completion.text + "/", completion.start_position, display=completion.display,
-                         display_meta=completion.display_meta) if folder else completion
 
 
 def _models() -> list[tuple[str, bool]]:

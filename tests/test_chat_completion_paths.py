@@ -1,4 +1,5 @@
-"""What the chat writes where text is cut or typed part way: an answer cut off inside a character."""
+"""What the chat writes where text is cut or typed part way: an answer cut off inside a character, and the path
+Tab completes after /file in the quoting typed."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
 
 from localgen.engine import Engine
 from localgen.events import Finished, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from localgen.repl_input import SlashCompleter
+from localgen.shell_words import one_argument
 from tests.conftest import chat_prompt, run_localgen
 from tests.test_repl import Chat
 
@@ -107,3 +112,81 @@ def test_a_chat_answer_cut_inside_an_emoji_is_shown_and_saved_without_u_fffd(tmp
         if chat.child.isalive():
             chat.child.terminate(force=True)
 
+
+SPECIAL = "it's $5 (a).txt"
+
+
+@pytest.fixture
+def notes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder with a file whose name has a blank, one with a shell's specials, and a folder with a blank."""
+    folder = tmp_path / "files"
+    (folder / "sub dir").mkdir(parents=True)
+    (folder / "my notes.txt").write_text("The secret word is plum.\n")
+    (folder / SPECIAL).write_text("Five.\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NOTES", str(folder))
+    return folder
+
+
+def _completions(line: str) -> list[str]:
+    """The line as each completion Tab offers at its end writes it."""
+    found = SlashCompleter(lambda: True).get_completions(Document(line), CompleteEvent(completion_requested=True))
+    return [line[:len(line) + completion.start_position] + completion.text for completion in found]
+
+
+@pytest.mark.parametrize(("typed", "completed"), [
+    ("/file {}/my", "/file {}/my\\ notes.txt"),  # the rest escaped, as a shell's Tab writes it
+    ("/file {}/my\\ ", "/file {}/my\\ notes.txt"),
+    ("/file {}/my\\ n", "/file {}/my\\ notes.txt"),
+    ("/file {}/my\\", "/file {}/my\\ notes.txt"),  # the backslash typed escapes the blank to come
+    ("/file {}/my n", "/file {}/my notes.txt"),  # /file reads a blank typed as it is
+    ('/file "{}/my ', '/file "{}/my notes.txt"'),  # plain inside the quote, closed after the file
+    ("/file '{}/my ", "/file '{}/my notes.txt'"),
+    ('/file "{}/"my\\ ', '/file "{}/"my\\ notes.txt'),
+    ("/file {}/it", "/file {}/it\\'s\\ \\$5\\ \\(a\\).txt"),
+    ('/file "{}/it', "/file \"{}/it's $5 (a).txt\""),
+    ("/file '{}/it", "/file '{}/it'\\''s $5 (a).txt'"),
+    ("/file {}/su", "/file {}/sub\\ dir/"),  # a folder: its slash, to go on inside it
+    ('/file "{}/su', '/file "{}/sub dir/'),
+    ('/model "{}/my ', '/model "{}/my notes.txt"'),
+])
+def test_tab_reads_a_path_typed_in_a_shell_s_quoting_and_writes_the_rest_in_it(notes: Path, typed: str,
+                                                                               completed: str) -> None:
+    assert _completions(typed.format(notes)) == [completed.format(notes)]
+    argument = completed.format(notes).split(" ", 1)[1]
+    if not argument.endswith("/"):
+        assert Path(one_argument(argument, "/file PATH")).is_file(), "what /file reads names the file"
+
+
+def test_tab_expands_a_home_and_a_variable_as_file_does_and_keeps_them_as_typed(notes: Path) -> None:
+    assert _completions("/file ~/files/my\\ n") == ["/file ~/files/my\\ notes.txt"]
+    assert _completions('/file "~/files/my') == ['/file "~/files/my notes.txt"'], "as /file reads ~ quoted"
+    assert _completions("/file $NOTES/my\\ n") == ["/file $NOTES/my\\ notes.txt"]
+    assert _completions('/file "${NOTES}/my ') == ['/file "${NOTES}/my notes.txt"']
+
+
+def test_tab_completes_nothing_after_a_quoted_path_and_another_word(notes: Path) -> None:
+    """/file takes one path: a second word after a quoted one is refused, and Tab writes nothing there."""
+    assert _completions(f'/file "{notes}/my notes.txt" {notes}/my') == []
+    assert _completions(f'/file "{notes}/my notes.txt" ') == []
+
+
+def test_tab_in_the_chat_completes_an_escaped_and_a_quoted_name_that_file_then_attaches(notes: Path) -> None:
+    chat = Chat(notes.parent / "home", "--temperature", "0", "--no-markdown", "-n", "2", cwd=notes)
+    try:
+        chat.child.send("/file my\\ n")
+        chat.child.send("\t")
+        chat.child.expect_exact("otes.txt")
+        chat.child.send("\r")
+        chat.expect_words("attached my notes.txt (25 characters) to the next message")
+        chat.sync()
+        chat.child.send('/file "it')
+        chat.child.send("\t")
+        chat.child.expect_exact("'s $5 (a).txt\"")
+        chat.child.send("\r")
+        chat.expect_words("attached it's $5 (a).txt (6 characters) to the next message")
+        chat.sync()
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)

@@ -18,10 +18,11 @@ import pytest
 from localgen.conversation_summary import Summary
 from localgen.events import Finished, Timings, Usage
 from localgen.params import GenerationLimits, SamplingParams
-from localgen.repl_input import help_lines, one_argument
+from localgen.repl_input import help_lines
 from localgen.repl_show import stop_strings_line
 from localgen.repl_text import answer_note, list_rows, toolbar_line
 from localgen.session_settings import SessionSettings
+from localgen.shell_words import one_argument
 from localgen.stopping import escaped
 from tests.conftest import REPO_ROOT, run_localgen
 from tests.test_repl import LONG_QUESTION, Chat, _listed_rows, _reasoning_chat
