@@ -70,6 +70,17 @@ def test_an_answer_the_token_limit_cuts_inside_a_character_ends_at_the_last_whol
     assert engine.kv_token_list[len(prompt):] == tokens[:cut - 1], "the cache holds the tokens fed (the last is not)"
 
 
+def test_an_answer_the_context_s_end_cuts_inside_a_character_ends_at_the_last_whole_one(engine: Engine,
+                                                                                       bundled_model: Path) -> None:
+    prompt = chat_prompt(engine, MANY_BYTES)
+    cut, _, pieces = _cut_inside_a_character(engine, prompt)
+    options = LoadOptions(n_ctx=len(prompt) + cut - 1, n_threads=1, n_threads_batch=1, n_batch=64)
+    with Engine(bundled_model, options) as small:  # full once the cut token is sampled (the last is not fed)
+        streamed, done = _answer(small, prompt, max_tokens=24)
+    assert done.finish_reason == "context" and done.usage.completion_tokens == cut
+    assert streamed == done.text == _whole_characters(pieces[:cut]) and "\ufffd" not in done.text
+
+
 def test_an_answer_stopped_inside_a_character_ends_at_the_last_whole_one(engine: Engine,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C between a character's tokens leaves its start out too."""
