@@ -224,16 +224,20 @@ def _markdown_class() -> Any:
                     yield Segment("", soft_wrap())
                 yield Segment.line()
 
-    class PlainCodeBlock(CodeBlock):
-        """A code block as written, highlighted in the terminal's palette (ANSI colours) unless it holds tabs."""
+    class WholeWithoutWrap:
+        """An element whose lines are whole for the terminal to break in a Markdown made without wrap (whole)."""
 
-        whole = False  # without wrap: in a list or a quote too, its lines are whole for the terminal to break
+        whole = False
 
         @classmethod
         def create(cls, markdown: Any, token: Any) -> Any:
-            block = super().create(markdown, token)
-            block.whole = not markdown.wrap
-            return block
+            element = super().create(markdown, token)  # type: ignore[misc]
+            element.whole = not markdown.wrap
+            return element
+
+    class PlainCodeBlock(WholeWithoutWrap, CodeBlock):
+        """A code block as written, highlighted in the terminal's palette (ANSI colours) unless it holds tabs; without
+        wrap, in a list or a quote too, its lines are whole for the terminal to break."""
 
         def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
             code = str(self.text).rstrip()
@@ -264,17 +268,9 @@ def _markdown_class() -> Any:
                 return
             yield from unbroken(self.text, console, options, whole=True)
 
-    class FoldingTable(TableElement):
+    class FoldingTable(WholeWithoutWrap, TableElement):
         """A table whose cells fold long words instead of cutting them off; without wrap, one wider than the
         window is laid out at its natural width, each row a whole line."""
-
-        whole = False
-
-        @classmethod
-        def create(cls, markdown: Any, token: Any) -> Any:
-            table = super().create(markdown, token)
-            table.whole = not markdown.wrap
-            return table
 
         def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
             for table in super().__rich_console__(console, options):
@@ -288,17 +284,9 @@ def _markdown_class() -> Any:
                 for line in console.render_lines(table, options.update(width=natural), pad=False):
                     yield from cut_rows(line, options.max_width)
 
-    class NumberedItem(ListItem):
+    class NumberedItem(WholeWithoutWrap, ListItem):
         """A list item whose number is followed by a period; without wrap, its lines are whole (the terminal breaks
         them with no indent)."""
-
-        whole = False
-
-        @classmethod
-        def create(cls, markdown: Any, token: Any) -> Any:
-            item = super().create(markdown, token)
-            item.whole = not markdown.wrap
-            return item
 
         def render_bullet(self, console: Any, options: Any) -> Iterator[Any]:
             if not self.whole:
