@@ -13,21 +13,10 @@ from pathlib import Path
 import pytest
 import typer
 
-from localgen.cli import _resume_without_value, app, main
+from localgen.cli import _resume_without_value, app
 from localgen.hardware import physical_cores
 from tests.conftest import bundled_model_file, run_localgen
-
-
-def _usage(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
-    """The message and the hint of the usage error `localgen ARGS` gets (exit code 2), on one line."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exited:
-        main(args)
-    assert exited.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith("localgen: error: ") and err.endswith(")\n") and err.count("\n") == 1, err
-    message, _, hint = err.removeprefix("localgen: error: ").rstrip("\n").partition(" (hint: ")
-    return message, hint[:-1]
+from tests.usage_errors import usage_error as _usage
 
 
 def _parsed(command_line: str) -> dict[str, object]:
