@@ -265,22 +265,13 @@ def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: b
         text = bos + text
     if json_output:
         console.write_out(sys.stdout, console.json_text({"prompt": text, "prompt_tokens": len(tokens)}) + "\n")
-    else:
-        console.write_out(sys.stdout, terminal_safe(text) if sys.stdout.isatty() else text)
+    elif sys.stdout.isatty():  # its line ended, as an answer's, so that the shell's prompt or the stats start their own
+        shown = terminal_safe(text)
+        console.write_out(sys.stdout, shown if not shown or shown.endswith("\n") else f"{shown}\n")
+    else:  # byte for byte
+        console.write_out(sys.stdout, text)
     if stats:
-        if not json_output and text and not text.endswith("\n") and _one_terminal():  # its line ended, as an answer's
-            console.write_out(sys.stdout, "\n")
         console.say(f"prompt {len(tokens):,} tok, context {len(tokens):,}/{loaded.engine.n_ctx:,}")
-
-
-def _one_terminal() -> bool:
-    """Whether stdout and stderr are the same terminal, where a line stdout leaves open has stderr's written on it."""
-    import os
-
-    try:
-        return sys.stdout.isatty() and os.path.samestat(os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno()))
-    except (OSError, ValueError, AttributeError):  # closed, or replaced by an object with no file
-        return False
 
 
 def token_limit_source(*, given: bool, conversation: Conversation | None) -> str:
