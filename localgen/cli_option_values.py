@@ -289,11 +289,11 @@ _WHOLE_EXAMPLES = {  # a typical value of each whole-number option (beside the c
     "n_prompt": "512", "n_gen": "128", "reps": "5", "limit": "10"}  # --threads: the physical cores
 
 
-def whole_number_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str | None:
-    """For a whole-number option given a decimal or a word (--top-k 1.5, -n five): that it takes a whole number, and
-    the command written with one (the decimal's where it is one, 2.0 or 1e3, else a typical value), or that value
-    alone where the command would be refused for something else (run's prompt "..." where none was typed); None
-    for other errors."""
+def number_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str | None:
+    """For a number's option given text it cannot read (--temp warm; for a whole number, --top-k 1.5, -n five): that
+    it takes a number (a whole one), and the command written with one (the number the text is where the option's
+    range check takes it, 2.0 or 1e3 for a whole number, else a typical value), or that value alone where the
+    command would be refused for something else (run's prompt "..." where none was typed); None for other errors."""
     from localgen.cli_args import option_typed
     from localgen.cli_options import NumberSlip
     from localgen.params import SETTING_EXAMPLES
@@ -302,17 +302,18 @@ def whole_number_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str 
     names, command = typed_command(app, args)
     name = getattr(param, "name", "")
     example = {**SETTING_EXAMPLES, **_WHOLE_EXAMPLES}.get(name) or (_cores() if name in _THREADS else None)
-    if not isinstance(exc, NumberSlip) or not exc.whole or param is None or not names or example is None:
+    if not isinstance(exc, NumberSlip) or param is None or not names or example is None:
         return None
     words, takes_value = args[len(names):], arity(command.params)
     option = option_typed(words, (*param.opts, *param.secondary_opts), takes_value)
-    whole = _whole_value(exc.text)
-    value = whole if whole is not None and _in_range(name, int(whole)) else example
+    read = _whole_value(exc.text) if exc.whole else _real_value(exc.text)
+    value = read if read is not None and _in_range(name, int(read) if exc.whole else float(read)) else example
     written = _with_value(words, option, value, takes_value)
+    takes = f"{option} takes {'a whole number' if exc.whole else 'a number'}"
     if written is None or not runs_as_written(command, written):
-        return f"{option} takes a whole number, e.g. {option} {value}"
+        return f"{takes}, e.g. {option} {value}"
     prompt = ' "..."' if names == ["run"] and not words_given(written, takes_value) else ""  # as continue_hint
-    return f"{option} takes a whole number: `{shlex.join(['localgen', *names, *written])}{prompt}`"
+    return f"{takes}: `{shlex.join(['localgen', *names, *written])}{prompt}`"
 
 
 _THREADS = ("threads", "threads_batch")
@@ -325,8 +326,9 @@ def _cores() -> str:
     return str(physical_cores())
 
 
-def _in_range(name: str, value: int) -> bool:
-    """Whether the option of parameter name takes value, by its own range check (-1 for --seed, not for --top-k)."""
+def _in_range(name: str, value: float) -> bool:
+    """Whether the option of parameter name takes value, by its own range check (-1 for --seed, not for --top-k;
+    0.7 for --temp, not 1.5 for --top-p)."""
     from collections.abc import Callable
 
     from localgen.bench import BenchConfig
@@ -357,6 +359,17 @@ def _whole_value(text: str) -> str | None:
     except ValueError:
         return None
     return str(int(number)) if number.is_integer() and abs(number) < 2**31 else None
+
+
+def _real_value(text: str) -> str | None:
+    """The number text is in digits of another script (０.７: 0.7), or None (warm, 1.5.2, and inf or nan)."""
+    import math
+
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return repr(number) if math.isfinite(number) else None
 
 
 def _with_value(words: list[str], option: str, value: str, takes_value: dict[str, bool]) -> list[str] | None:

@@ -34,8 +34,8 @@ _THOUSANDS = re.compile(r"[+-]?[1-9][0-9]{0,2}(,[0-9]{3})+")  # 4,096: thousands
 
 
 class NumberSlip(typer.BadParameter):
-    """A number an option cannot read, typed as people write it elsewhere (0,7; 4,096) or, for a whole number, any
-    other text (1.5, five): text, as typed, and whether the option takes a whole number."""
+    """A number an option cannot read, typed as people write it elsewhere (0,7; 4,096), or any other text (warm; for
+    a whole number, 1.5 too): text, as typed, and whether the option takes a whole number."""
 
     def __init__(self, message: str, text: str, *, whole: bool) -> None:
         super().__init__(message)
@@ -43,20 +43,17 @@ class NumberSlip(typer.BadParameter):
 
     def hint_for(self, option: str) -> str:
         """How to write it, given to option as typed (-c 4096; --temp 0.7), as the chat's /set says it; "" for
-        other text (cli_option_values.whole_number_hint says what a whole number's option takes)."""
+        other text (cli_option_values.number_hint says what the option takes)."""
         return number_slip_hint(self.text, whole=self.whole, example=f"{option} {{}}") or ""
 
 
 def _ascii(value: object, pattern: re.Pattern[str], kind: str) -> str:
     """The text of a number typed in ASCII digits: int() and float() also read 1_0 as 10 and other scripts' digits
-    (３) as numbers, which no one types on purpose; a decimal comma (0,7) or a thousands one (4,096) is told how
-    to write it."""
+    (３) as numbers, which no one types on purpose; any other text is a NumberSlip, told how to write it."""
     text = str(value).strip()
     if pattern.fullmatch(text):
         return text
-    message, whole = f"{value!r} is not a valid {kind}.", kind == "integer"
-    raise NumberSlip(message, text, whole=whole) if whole or number_slip_hint(text, whole=whole) \
-        else typer.BadParameter(message)
+    raise NumberSlip(f"{value!r} is not a valid {kind}.", text, whole=kind == "integer")
 
 
 def number_slip_hint(text: str, *, whole: bool, example: str = "{}") -> str | None:

@@ -29,8 +29,8 @@ from localgen.cli_option_values import (
     as_typed,
     files_after_file_hint,
     missing_value_hint,
+    number_hint,
     run_option_hint,
-    whole_number_hint,
 )
 from localgen.cli_options import NumberSlip
 from localgen.errors import LocalgenError
@@ -171,7 +171,7 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
             or _file_argument_hint(app, args, command, text)
             or _ctx_flag_hint(app, exc, args, command)
             or _threads_flag_hint(exc, command)
-            or whole_number_hint(app, exc, args)
+            or number_hint(app, exc, args)
             or _dash_prompt_hint(args, command, text)
             or _help_hint(app, exc, args, command))
 

@@ -196,7 +196,7 @@ def test_chat_without_a_terminal_says_what_is_wrong_with_its_arguments_first(arg
     (["run", "-n", "1,000", "hi"], "write it without separators: -n 1000"),
     (["run", "--ctx=1,000", "-c", "2,000", "hi"], "write it without separators: -c 2000"),  # the last, refused
     (["conversations", "-n", "1,000"], "write it without separators: -n 1000"),
-    (["run", "--temp", "0.7.1", "hi"], "see `localgen run --help`"),  # no guess for what it is not
+    (["run", "--temp", "0.7.1", "hi"], "--temp takes a number: `localgen run --temp 0.7 hi`"),  # a typical value
     (["run", "-n", "10,5", "hi"], "-n takes a whole number: `localgen run -n 512 hi`"),
     (["run", "-c", "4096,5", "hi"], "-c takes the context size, a number of tokens: -c 4096"),  # not --continue
     (["chat", "-c", "4096.5"], "-c takes the context size, a number of tokens: -c 4096"),

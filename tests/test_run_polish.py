@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pexpect
+import pytest
 
 from tests.conftest import run_localgen, spawn_localgen
 
@@ -19,3 +20,21 @@ def test_a_prompt_printed_on_a_terminal_ends_its_line_and_stays_byte_for_byte_on
     assert shown.exitstatus == 0 and shown.before == "hi\r\n", repr(shown.before)
     piped = run_localgen("run", "--raw", "--print-prompt", "hi")
     assert piped.returncode == 0 and piped.out == "hi", piped
+
+
+@pytest.mark.parametrize(("given", "hinted"), [
+    (("run", "--temp", "warm", "hi"), "--temp takes a number: `localgen run --temp 0.7 hi`"),
+    (("run", "--top-p", "high", "hi"), "--top-p takes a number: `localgen run --top-p 0.9 hi`"),
+    (("run", "--repeat-penalty", "x"), '--repeat-penalty takes a number: `localgen run --repeat-penalty 1.1 "..."`'),
+    (("run", "--temperature=1.5.2", "hi"), "--temperature takes a number: `localgen run --temperature 0.7 hi`"),
+    (("chat", "--min-p", "nope"), "--min-p takes a number: `localgen chat --min-p 0.05`"),
+    (("run", "--temp", "１.２", "hi"), "--temp takes a number: `localgen run --temp 1.2 hi`"),  # another script's
+    (("run", "--top-p", "５", "hi"), "--top-p takes a number: `localgen run --top-p 0.9 hi`"),  # 5: out of range
+    (("run", "--temp", "0,7", "hi"), "the decimal point is '.': --temp 0.7"),
+])
+def test_a_real_number_option_given_a_word_is_hinted_with_a_number_it_takes(given: tuple[str, ...],
+                                                                            hinted: str) -> None:
+    """A real-number option given text it cannot read: the command written with the number the text is where the
+    option takes it, else the option's typical value, as a whole-number option's; a decimal comma keeps its hint."""
+    result = run_localgen(*given)
+    assert result.returncode == 2 and f"(hint: {hinted})" in result.err and "Traceback" not in result.err, result.err
