@@ -60,8 +60,8 @@ def entry_file_error(exc: GGUFError, spec: ModelSpec) -> GGUFError:
 def missing_file_hint(path: Path, typed: str) -> str:
     """What to check for a model file that is not there: a $VAR in it that is not set, the name with .gguf added,
     where that file is, the model file in its folder that it misspells (case, separators, or a letter or two with the
-    same numbers; .gguf added where it lacks it), else the model files the folder holds (vision projectors left
-    out)."""
+    same numbers; .gguf added where it lacks it; written so as to tell it from the path typed), else the model files
+    the folder holds (vision projectors left out; not where they hold one the path typed cannot be told from)."""
     unset = unset_variables_hint(typed)
     if unset:
         return f"{unset}: set it, or write the path in full"
@@ -74,11 +74,26 @@ def missing_file_hint(path: Path, typed: str) -> str:
     names = [name for name in folder_models(path.parent) if not name.lower().startswith("mmproj")]
     shown = [short_path(os.path.join(os.path.dirname(typed), name)) for name in names]
     meant = misspelt_model_file(path.name, names)  # ./Model for ./model.gguf
-    if meant is not None:
-        return f"did you mean {short_path(os.path.join(os.path.dirname(typed), meant))}?"
-    if shown:
+    told = _told_apart(typed, os.path.join(os.path.dirname(typed), meant)) if meant is not None else None
+    if told is not None:
+        return told
+    if shown and meant is None:
         return f"check the path; this folder holds: {_listed(shown)}"
     return "check the path, or pass a registry name"
+
+
+def _told_apart(typed: str, meant: str) -> str | None:
+    """'did you mean MEANT?' for a path typed that misspells the file meant; where the two print alike (a byte that
+    is not UTF-8 shows as U+FFFD, a control character as ?), both written with the escapes of the tab-separated
+    listings (\\xff), or None where even those do not tell them apart (a difference in the middle a long path's
+    cut leaves out)."""
+    from localgen.console import one_line
+    from localgen.tab_separated import escaped_field
+
+    if one_line(short_path(meant)) != one_line(short_path(typed)):
+        return f"did you mean {short_path(meant)}?"
+    meant, typed = short_path(escaped_field(meant)), short_path(escaped_field(typed))
+    return f"did you mean {meant}? {typed} was typed; \\xHH is a byte that does not print" if meant != typed else None
 
 
 def _hub_file_after_colon(typed: str) -> str | None:

@@ -4,6 +4,7 @@ option given a word, and a model file suggested for a name that prints as the on
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pexpect
 import pytest
@@ -38,3 +39,35 @@ def test_a_real_number_option_given_a_word_is_hinted_with_a_number_it_takes(give
     option takes it, else the option's typical value, as a whole-number option's; a decimal comma keeps its hint."""
     result = run_localgen(*given)
     assert result.returncode == 2 and f"(hint: {hinted})" in result.err and "Traceback" not in result.err, result.err
+
+
+def _model_file(folder: Path, name: bytes) -> str:
+    """A file named by bytes (not UTF-8) in folder, made to be misspelt: its path as Python names it."""
+    path = os.path.join(os.fsencode(folder), name)
+    Path(os.fsdecode(path)).write_bytes(b"GGUF")
+    return os.fsdecode(path)
+
+
+def test_a_model_file_suggested_that_prints_as_the_path_typed_is_written_with_escapes(tmp_path: Path) -> None:
+    """A missing model path whose suggestion differs from it only in a byte that is not UTF-8 (both print U+FFFD)
+    is hinted with both written as the tab-separated listings write them, \\xfe not \\xff."""
+    _model_file(tmp_path, b"model\xfe.gguf")
+    typed = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"model\xff.gguf"))
+    result = run_localgen("run", "-m", typed, "hi")
+    hint = f"(hint: did you mean {tmp_path}/model\\xfe.gguf? {tmp_path}/model\\xff.gguf was typed; \\xHH is a byte"
+    assert result.returncode == 1 and hint in result.err, result.err
+
+
+def test_a_model_file_suggested_that_nothing_tells_from_the_path_typed_is_left_out(tmp_path: Path) -> None:
+    """Where the byte told apart falls in the middle a long path's cut leaves out, no file is suggested."""
+    _model_file(tmp_path, b"m" * 40 + b"\xfe" + b"o" * 100 + b".gguf")
+    typed = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"m" * 40 + b"\xff" + b"o" * 100 + b".gguf"))
+    result = run_localgen("run", "-m", typed, "hi")
+    assert result.returncode == 1 and "(hint: check the path, or pass a registry name)" in result.err, result.err
+
+
+def test_a_model_file_suggested_that_prints_unlike_the_path_typed_is_written_as_it_prints(tmp_path: Path) -> None:
+    """A suggestion that prints unlike the path typed (.gguf added) keeps its plain form."""
+    _model_file(tmp_path, b"model\xfe.gguf")
+    result = run_localgen("run", "-m", str(tmp_path / "Model"), "hi")
+    assert result.returncode == 1 and f"(hint: did you mean {tmp_path}/model\ufffd.gguf?)" in result.err, result.err
