@@ -18,6 +18,7 @@ from localgen.units import binary_size
 HINT_WAIT_S = 3.0  # the most a run's refusal waits for each answer of the Hub naming the quant that fits: a hint only
 OFFLINE = "localgen is offline"  # why the Hub was not asked which quant fits instead
 HUB_FAILED = "asking it failed"  # ... or why it did not tell (the line of the Hub check after it says how)
+NONE_FITS = "the Hub has no quant of {repo} that fits here either"  # ... or what it told: none fits in its place
 
 if TYPE_CHECKING:
     from localgen.hardware import Hardware
@@ -32,13 +33,23 @@ def will_not_run_warning(target: Target, label: str, shape: ModelShape, size: in
     """The warning for a named quant (label, size: of all its files) that fits this machine at no context: what it
     needs at the least context, what there is, and which quant of its repo fits instead (groups: the repo's; None
     where the Hub, which that takes, was not asked or did not tell: unlisted says which)."""
+    instead = fitting_instead(target, groups, size, hw, request) if groups is not None else untold(target, unlisted)
+    return misfit_warning(label, shape, hw, request, instead)
+
+
+def misfit_warning(label: str, shape: ModelShape, hw: Hardware, request: FitRequest, instead: str) -> str:
+    """The warning that a run will refuse a quant (label) that fits this machine at no context: what it needs at the
+    least context and what there is, ending with instead (which quant fits in its place, or why that is not told)."""
     least = padded_context(max(request.floor_ctx(shape), 1))
     est = estimate_at(shape, hw, least, request)[0]
-    instead = (fitting_instead(target, groups, size, hw, request) if groups is not None else
-               f"which smaller quant of {target.repo} fits here takes the Hub to tell, and {unlisted}")
     return (f"warning: a run will refuse {label} here: it needs about {binary_size(est.ram_bytes)} of RAM even at a "
             f"context of {least:,} tokens, but this machine has {binary_size(hw.ram_budget_bytes)} of usable RAM "
             f"({hw.memory.source}: {binary_size(hw.memory.available_bytes)} available); {instead}")
+
+
+def untold(target: Target, unlisted: str) -> str:
+    """The clause that ends a warning where the Hub was not asked which quant fits instead (unlisted: why)."""
+    return f"which smaller quant of {target.repo} fits here takes the Hub to tell, and {unlisted}"
 
 
 def fitting_instead(target: Target, groups: Sequence[tuple[HubFile, ...]], size: int, hw: Hardware,
@@ -103,8 +114,8 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
     downloaded quants does): the quant of the repo that fits, chosen on the Hub as where none is downloaded, said and
     downloaded. None where the downloaded one fits, none on the Hub fits better, or the Hub cannot be asked: the
     downloaded one is brought up to date as before (a run refuses it, naming the quant that fits). A named quant
-    downloaded that a run will refuse is warned of, offline too, as is the downloaded quant of ORG/REPO offline or
-    where the Hub failed to choose."""
+    downloaded that a run will refuse is warned of, offline too, as is the downloaded quant of ORG/REPO offline,
+    where the Hub failed to choose, or where it has none that fits."""
     from localgen.estimate import header_shape
     from localgen.hub import is_offline, one_listing_per_repo
     from localgen.quant_choice import choose_download, model_target, read_local_header
@@ -122,10 +133,11 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
     own = f"{target.repo}:{own_quant}" if own_quant else f"{target.repo}/{found.path.name}"
     if target.quant or target.filename:  # the quant or file named is the one pulled: the warning its first pull gave
         label = f"{target.repo}:{target.quant}" if target.quant else f"{target.repo}/{target.filename}"
-        _warn_of_a_misfit(found, target, label, hw, request, note, unlisted=OFFLINE if offline else None)
+        instead = untold(target, OFFLINE) if offline else None  # None: the Hub is asked which quant fits instead
+        _warn_of_a_misfit(found, target, label, hw, request, note, instead=instead)
         return None
     if offline:  # no Hub to choose the quant that fits on: what a run will make of the downloaded one
-        _warn_of_a_misfit(found, target, own, hw, request, note, unlisted=OFFLINE)
+        _warn_of_a_misfit(found, target, own, hw, request, note, instead=untold(target, OFFLINE))
         return None
     try:
         plan_fit(header_shape(read_local_header(found.path), found.path), hw, request)
@@ -138,10 +150,11 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
         with one_listing_per_repo():
             chosen, notes = choose_download(reference, hw=hw, request=request, download_only=True, note=note)
     except HubError:  # no answer: what a run will make of the downloaded one, as offline (the Hub check says why)
-        _warn_of_a_misfit(found, target, own, hw, request, note, unlisted=HUB_FAILED)
+        _warn_of_a_misfit(found, target, own, hw, request, note, instead=untold(target, HUB_FAILED))
         return None
-    except InsufficientMemoryError:
-        return None  # nothing fits: the downloaded copy is refused as it was, naming smaller quants
+    except InsufficientMemoryError:  # nothing fits: what a run will make of the downloaded one, and the Hub's answer
+        _warn_of_a_misfit(found, target, own, hw, request, note, instead=NONE_FITS.format(repo=target.repo))
+        return None
     chosen_target = model_target(chosen)
     if (own_quant is not None and chosen_target.quant == own_quant) or (
             chosen_target.filename is not None and Path(chosen_target.filename).name == found.path.name):
@@ -154,11 +167,11 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
 
 
 def _warn_of_a_misfit(found: ResolvedModel, target: Target, label: str, hw: Hardware, request: FitRequest,
-                      note: Callable[[str], None], *, unlisted: str | None) -> None:
+                      note: Callable[[str], None], *, instead: str | None) -> None:
     """For `pull` of a quant already downloaded (label: as its reference names it) that a run will refuse here, or
     load only at a smaller context: note what the first pull of it named noted (the quant that fits instead, or the
-    --ctx-size to run it with); offline, or where the Hub fails (unlisted: which; None to ask it), its header being
-    here, all but the quant that fits instead, which takes the Hub."""
+    --ctx-size to run it with), from its header here; instead: the clause that ends the warning where the Hub was not
+    asked, failed or has answered already (None: ask it which quant fits instead)."""
     from localgen.estimate import header_shape
     from localgen.hub import list_gguf_files
     from localgen.quant_choice import pulled_at_a_smaller_context, quant_groups, read_local_header
@@ -175,15 +188,14 @@ def _warn_of_a_misfit(found: ResolvedModel, target: Target, label: str, hw: Hard
     if fitting_context(shape, hw, request, refusal.n_ctx) is not None:
         note(pulled_at_a_smaller_context(refusal, shape, hw, request, label, True))
         return
-    if unlisted is None:
+    if instead is None:
         try:
             groups = quant_groups(list_gguf_files(target.repo), target.repo)
         except LocalgenError:
-            unlisted = HUB_FAILED
+            instead = untold(target, HUB_FAILED)
         else:
-            note(will_not_run_warning(target, label, shape, shape.file_size, hw, request, groups))
-            return
-    note(will_not_run_warning(target, label, shape, shape.file_size, hw, request, None, unlisted=unlisted))
+            instead = fitting_instead(target, groups, shape.file_size, hw, request)
+    note(misfit_warning(label, shape, hw, request, instead))
 
 
 def naming_the_fitting_quant(refusal: InsufficientMemoryError, reference: str | None, size: int, hw: Hardware,

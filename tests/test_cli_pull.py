@@ -212,8 +212,10 @@ def test_pull_of_a_repo_whose_downloaded_quant_does_not_fit_checks_the_one_a_run
     small = {**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}  # each file is said to need some 15 MiB
     server.requests.clear()
     same, said = _pull(small, REPO)
-    assert same == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with "
-                                      "the Hub\n")
+    warned, done = said.splitlines()  # the warning that a run will refuse it (tests/test_hub_repull.py), and this
+    assert same == first and done == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with "
+                                      "the Hub")
+    assert warned.startswith(f"localgen: warning: a run will refuse {REPO}:Q8_0 here: "), said
     assert [(r.method, r.path) for r in server.requests if not r.range] == [("GET", f"/api/models/{REPO}")], \
         "one listing, and the quants' headers read"
     server.add_repo(REPO, {FILE: make_gguf_bytes("new"), "tiny-Q4_K_M.gguf": q4})

@@ -1,0 +1,38 @@
+"""`localgen pull` of a quant already downloaded that a run will refuse here: warned of whatever the Hub answers, and
+the repo listed once, whether the Hub answers or fails."""
+
+from __future__ import annotations
+
+from hub_server import HubServer, make_gguf_bytes, run_cli
+
+REPO = "org/m-GGUF"
+TOO_SMALL = "8MiB"  # each quant is said to need some 11 MiB at the least
+
+
+def _pulled_too_big(server: HubServer, env: dict[str, str]) -> tuple[dict[str, str], str]:
+    """A repo of two quants neither of which fits, its Q8_0 pulled: the environment of a machine too small, and the
+    warning that pull gave, up to the clause on which quant fits instead."""
+    server.add_repo(REPO, {"m-Q8_0.gguf": make_gguf_bytes("q8", 2**17), "m-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    small = {**env, "LOCALGEN_MEMORY_LIMIT": TOO_SMALL}
+    first = run_cli(small, "pull", f"{REPO}:Q8_0")
+    assert first.returncode == 0, first.stderr
+    warned, _, instead = first.stderr.splitlines()[0].rpartition("; ")
+    assert warned.startswith(f"localgen: warning: a run will refuse {REPO}:Q8_0 here: "), first.stderr
+    assert instead == f"no smaller quant of {REPO} fits here either", first.stderr
+    return small, warned
+
+
+def test_a_re_pull_of_a_repo_none_of_whose_quants_fits_warns_that_a_run_will_refuse_the_downloaded_one(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """pull ORG/REPO, the Hub answering that none of its quants fits here, said only that the downloaded quant was
+    up to date, where a re-pull of it named, offline or with the Hub failing warned that a run will refuse it: it
+    warns so too, ending with the Hub's answer."""
+    server, env = hub
+    small, warned = _pulled_too_big(server, env)
+    again = run_cli(small, "pull", REPO)
+    assert again.returncode == 0, again.stderr
+    lines = again.stderr.splitlines()
+    assert lines[0] == f"{warned}; the Hub has no quant of {REPO} that fits here either", again.stderr
+    assert lines[1] == f"localgen: {REPO}:Q8_0 is already downloaded (128.0 KiB) and up to date with the Hub", \
+        again.stderr
+    assert len(lines) == 2, again.stderr
