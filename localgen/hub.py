@@ -12,6 +12,7 @@ entry's pins, the GGUF header) is hub_verify.py's.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import re
 import shutil
@@ -77,15 +78,16 @@ class Stall:
     waited: float | None
 
 
-_listings: dict[str, HubListing] | None = None  # within one_listing_per_repo(): the listings already fetched
+_listings: dict[str, HubListing | LocalgenError] | None = None  # within one_listing_per_repo(): each repo's listing,
+# or the error asking for it met, which the requests for it after fail with at once
 _stalls: list[Stall] = []  # within it: a request to the Hub that timed out, which the next ones fail with at once
 
 
 @contextlib.contextmanager
 def one_listing_per_repo() -> Iterator[None]:
-    """Within this block, a repo is listed once: choosing a quant and downloading it see the same revision; and a Hub
-    that did not answer in time is not waited for again (a stalled server fails a pull in one timeout, not in one
-    for each header read and then the download)."""
+    """Within this block, a repo is listed once: choosing a quant and downloading it see the same revision, and a
+    listing that failed fails again at once, not asked for again; and a Hub that did not answer in time is not waited
+    for again (a stalled server fails a pull in one timeout, not in one for each header read and then the download)."""
     global _listings, _stalls
     outer = _listings, _stalls
     if _listings is None:
@@ -143,10 +145,18 @@ def _fetch_listing(repo: str) -> HubListing:
     if is_offline():
         raise offline_error(repo, None, None, None)
     repo = cached_spelling(repo)  # one listing (and one request) whatever the case it was typed in
-    if _listings is not None and repo in _listings:
-        return _listings[repo]
+    kept = _listings.get(repo) if _listings is not None else None
+    if isinstance(kept, LocalgenError):
+        raise copy.copy(kept) from kept.__cause__  # its own copy: a handler may add to its words
+    if kept is not None:
+        return kept
     check_not_stalled()
-    listing = _request_listing(repo)
+    try:
+        listing = _request_listing(repo)
+    except LocalgenError as exc:
+        if _listings is not None:
+            _listings[repo] = exc
+        raise
     if _listings is not None:
         _listings[repo] = listing
     return listing
