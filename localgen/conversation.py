@@ -89,6 +89,7 @@ class AnswerDetails:
 
 DETAIL_TYPES: dict[str, type] = {"finish_reason": str, "model": str, "prompt_tokens": int, "completion_tokens": int,
                                  "duration_s": float, "decode_tokens_per_s": float}  # saved beside a turn's answer
+_PARSED_AS: dict[type, tuple[type, ...]] = {str: (str,), int: (int,), float: (int, float)}  # JSON's types for each
 
 
 @dataclass
@@ -333,16 +334,22 @@ def _turn_from_json(item: object) -> Turn:
 
 def _details_from_json(item: dict[str, object]) -> AnswerDetails | None:
     """The details saved beside an answer, checked field by field (None when it has none, as in older files)."""
-    found = {key: item[key] for key in DETAIL_TYPES if item.get(key) is not None}
-    for key, value in found.items():
-        if DETAIL_TYPES[key] is str:
-            if not isinstance(value, str):
-                raise ValueError(f"a turn's '{key}' is not text")
-        elif isinstance(value, bool) or not isinstance(value, int if DETAIL_TYPES[key] is int else (int, float)) \
-                or not math.isfinite(value) or value < 0:
-            raise ValueError(f"a turn's '{key}' is not a {'count' if DETAIL_TYPES[key] is int else 'number'} "
-                             "of at least 0")
+    found = checked_details(item)
     return AnswerDetails(**found) if found else None  # type: ignore[arg-type]
+
+
+def checked_details(item: dict[str, object]) -> dict[str, object]:
+    """The detail fields a saved exchange gives (those not null), each checked; a ValueError says which is off."""
+    found = {}
+    for key, kind in DETAIL_TYPES.items():
+        value = item.get(key)
+        if value is None:
+            continue
+        if type(value) not in _PARSED_AS[kind] or (kind is not str and not 0 <= value < math.inf):  # NaN: not <=
+            raise ValueError(f"a turn's '{key}' is " + ("not text" if kind is str else
+                                                        f"not a {'count' if kind is int else 'number'} of at least 0"))
+        found[key] = value
+    return found
 
 
 def _with_details(turn: dict[str, object]) -> dict[str, object]:

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 
-from localgen.conversation import Conversation
+from localgen.conversation import Conversation, checked_details
 from localgen.conversation_store import saved_path
 from localgen.errors import LocalgenError
 
 
 def glance(name: str) -> tuple[int, str | None, str] | None:
     """The saved conversation NAME's number of exchanges, model and first message, its file checked as a whole read
-    checks it but for the exchanges after the first, each only seen to be an object with a text question and
-    answer; None where anything is off (not a file, not JSON, damaged...), for a whole read to say what."""
+    checks it, the exchanges after the first without being built; None where anything is off (not a file, not JSON,
+    damaged...), for a whole read to say what."""
     try:
         path = saved_path(name)
         if not path.is_file():  # a pipe would be waited on; a folder or a dangling link is named by a whole read
@@ -32,6 +32,13 @@ def glance(name: str) -> tuple[int, str | None, str] | None:
 
 
 def _plain_exchange(turn: object) -> bool:
-    """Whether a saved exchange is an object with a text question and a text answer (as every sound one is)."""
-    return isinstance(turn, dict) and isinstance(turn.get("user"), str) and isinstance(turn.get("answer"), str) \
-        and isinstance(turn.get("interrupted", False), bool)
+    """Whether a saved exchange is sound as a whole read checks it: an object with a text question and answer, and
+    details (tokens, times...) of the types a whole read takes."""
+    if not (isinstance(turn, dict) and isinstance(turn.get("user"), str) and isinstance(turn.get("answer"), str)
+            and isinstance(turn.get("interrupted", False), bool)):
+        return False
+    try:
+        checked_details(turn)
+    except ValueError:
+        return False
+    return True

@@ -41,6 +41,11 @@ def test_the_listing_builds_only_the_first_exchange_of_each_conversation(monkeyp
     ("not an exchange", "a turn is not an object"),
     ({"user": "Question?"}, "a turn has no answer"),
     ({"user": "Question?", "answer": "Yes.", "interrupted": "no"}, "a turn has fields of the wrong type"),
+    ({"user": "Question?", "answer": "Yes.", "completion_tokens": -5}, "a turn's 'completion_tokens' is not a count "
+                                                                        "of at least 0"),
+    ({"user": "Question?", "answer": "Yes.", "duration_s": "slow"}, "a turn's 'duration_s' is not a number of at "
+                                                                    "least 0"),
+    ({"user": "Question?", "answer": "Yes.", "finish_reason": 1}, "a turn's 'finish_reason' is not text"),
 ])
 def test_a_later_exchange_that_is_damaged_is_listed_as_damaged_as_before(turn: object, problem: str) -> None:
     data = _save("damaged", 3)
