@@ -183,10 +183,16 @@ def target_context(shape: ModelShape, request: FitRequest) -> int:
         _check_prompt_can_fit(floor, limit, request.floor_texts, asked=True, most=shape.context_length)
         return request.ctx_size
     _check_prompt_can_fit(request.floor_ctx(shape), prompt_limit(shape, request), request.floor_texts, asked=False)
-    target = min(c for c in (trained, request.default_ctx, DEFAULT_CONTEXT_CAP) if c)
+    target = default_context(shape.context_length, request.default_ctx)
     if request.min_ctx > target:
         target = min(padded_context(request.min_ctx), trained)
     return target
+
+
+def default_context(trained: int | None, registry: int | None) -> int:
+    """The context a prompt that needs no more gets: the model's trained one, capped by the registry's context for
+    it and DEFAULT_CONTEXT_CAP."""
+    return min(c for c in (trained, registry, DEFAULT_CONTEXT_CAP) if c)
 
 
 def least_context(target: int, request: FitRequest, shape: ModelShape) -> int:

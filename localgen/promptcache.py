@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from localgen.config import DEFAULT_CONTEXT_CAP
 from localgen.errors import LocalgenError
 from localgen.promptcache_prefixes import redundant_prefixes
 from localgen.storage import atomic_write_bytes, check_folder
@@ -124,8 +125,9 @@ class PromptCache:
     """KV states of prompt prefixes for one model and KV layout, in a folder shared by all models."""
 
     def __init__(self, directory: Path, identity: str, *, max_bytes: int, min_new_tokens: int = MIN_NEW_TOKENS,
-                 min_gain_tokens: int = MIN_GAIN_TOKENS) -> None:
+                 min_gain_tokens: int = MIN_GAIN_TOKENS, default_context: int = DEFAULT_CONTEXT_CAP) -> None:
         self.directory = directory
+        self.default_context = default_context  # the context a run of the model gets unless its prompt needs more
         self.identity = identity
         self.max_bytes = max_bytes
         self.min_new_tokens = min_new_tokens
@@ -223,21 +225,22 @@ class PromptCache:
         saved = tokens_array(tokens)
         prefixes = [(len(header.tokens), path) for path, header in self._headers()
                     if path != target and common_prefix(header.tokens, saved) == len(header.tokens)]
-        for path in redundant_prefixes(prefixes, len(saved)):
+        for path in redundant_prefixes(prefixes, len(saved), self.default_context):
             _remove(path)
         evict(self.directory, self.max_bytes)
 
 
-def prompt_cache_for(model_path: Path, state_signature: str) -> PromptCache:
+def prompt_cache_for(model_path: Path, state_signature: str, *,
+                     default_context: int = DEFAULT_CONTEXT_CAP) -> PromptCache:
     """The prompt cache for a model file (every shard of a split model) and KV layout, in the configured folder
-    and size bound."""
+    and size bound (default_context: the context a run of the model gets unless its prompt needs more)."""
     from localgen.config import prompt_cache_bytes
     from localgen.gguf_split import split_shard_paths
     from localgen.verify import file_identity_key
 
     files = "; ".join(file_identity_key(path) for path in split_shard_paths(model_path))
     identity = f"{files}; {state_signature}"  # the first shard's key first: _model_key reads it
-    return PromptCache(cache_dir(), identity, max_bytes=prompt_cache_bytes())
+    return PromptCache(cache_dir(), identity, max_bytes=prompt_cache_bytes(), default_context=default_context)
 
 
 def cache_dir() -> Path:

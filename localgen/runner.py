@@ -337,8 +337,11 @@ def stream_answer(loaded: LoadedModel, messages: Sequence[Message], sampling: Sa
 
 
 def disk_prompt_cache(loaded: LoadedModel) -> PromptCache | None:
-    """The on-disk prompt cache for this model (None when its size bound is 0)."""
+    """The on-disk prompt cache for this model (None when its size bound is 0), whose entries are kept for the
+    context a run gets by default: the model's, or the smaller one loaded (--ctx-size, or memory allowing no more)."""
+    from localgen.fit import default_context
     from localgen.promptcache import prompt_cache_for
 
-    cache = prompt_cache_for(loaded.resolved.path, loaded.engine.state_signature)
+    usual = min(default_context(loaded.engine.n_ctx_train, loaded.resolved.context), loaded.engine.n_ctx)
+    cache = prompt_cache_for(loaded.resolved.path, loaded.engine.state_signature, default_context=usual)
     return cache if cache.max_bytes > 0 else None
