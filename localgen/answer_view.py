@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar, TextIO
 
 from localgen.console import word_wrap_for
-from localgen.control_chars import TerminalSafePieces, terminal_safe
+from localgen.control_chars import TerminalSafePieces
 from localgen.markdown_parse import markdown_parser, parsed_as_written
 from localgen.markdown_rows import cut_rows, folded, is_mark, soft_wrap, under_prefix, without_padding
 
@@ -67,6 +67,7 @@ class AnswerView:
         self._reasoning_hidden = False  # reasoning came, and was hidden
         self._answered = False  # answer text came (more than whitespace)
         self._safe = TerminalSafePieces()  # the answer's, a carriage return at a piece's end held
+        self._thinking_safe = TerminalSafePieces()  # the reasoning's, the same
 
     @property
     def shows_nothing_but_hidden_reasoning(self) -> bool:
@@ -80,10 +81,17 @@ class AnswerView:
             return
         if not text:
             return
-        text = terminal_safe(text) if self._console.is_terminal else text
+        text = self._thinking_safe.feed(text) if self._console.is_terminal else text
         self._thinking_open = True
         self._console.print(text, style="dim italic", end="", markup=False, highlight=False)
         self._console.file.flush()
+
+    def _end_thinking(self) -> None:
+        """End the reasoning shown: what it holds (a carriage return nothing came after, ^M), then its line."""
+        if held := self._thinking_safe.flush():
+            self._console.print(held, style="dim italic", end="", markup=False, highlight=False)
+        self._console.print()
+        self._thinking_open = False
 
     def answer(self, text: str) -> None:
         """Answer text: rendered as Markdown block by block, or printed as it comes."""
@@ -92,8 +100,7 @@ class AnswerView:
         self._answered = self._answered or bool(text.strip())
         text = self._safe.feed(text) if self._console.is_terminal else text
         if self._thinking_open:
-            self._console.print()
-            self._thinking_open = False
+            self._end_thinking()
         if not self._markdown:
             self._console.file.write(self._wrap.feed(text) if self._wrap else text)
             self._console.file.flush()
@@ -157,9 +164,8 @@ class AnswerView:
             if not self._thinking_open:
                 self._console.print()
         if self._thinking_open:
-            self._console.print()
+            self._end_thinking()
         self._previous, self._pending = "", ""
-        self._thinking_open = False
         if note:
             self._console.print(f"[{note}]", style="dim", markup=False)
 

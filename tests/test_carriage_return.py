@@ -4,6 +4,7 @@ a Windows line end, which ends the line."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from typing import TextIO
 
@@ -69,3 +70,16 @@ def test_the_chat_s_answer_holds_a_carriage_return_that_ends_a_piece_too() -> No
         view.close()
 
     assert _shown(write) == "a\r\nb^Mc^M\r\n"
+
+
+@pytest.mark.parametrize(("answer", "shown"), [("", "a\r\nb^Mc^M\r\n"), ("Yes.", "a\r\nb^Mc^M\r\nYes.\r\n")])
+def test_the_chat_s_reasoning_holds_a_carriage_return_that_ends_a_piece_too(answer: str, shown: str) -> None:
+    """Reasoning made each piece safe alone: a Windows line end in two pieces showed as ^M and a new line."""
+    def write(terminal: TextIO) -> None:
+        view = AnswerView(markdown=False, show_thinking=True, wrap=False, stream=terminal)
+        for piece in ("a\r", "\nb\r", "c\r"):
+            view.thinking(piece)
+        view.answer(answer)
+        view.close()
+
+    assert re.sub(r"\x1b\[[0-9;]*m", "", _shown(write)) == shown
