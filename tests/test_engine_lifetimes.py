@@ -176,18 +176,18 @@ CONTEXT_CALLS: dict[str, Callable[[Engine, list[int], bytearray], object]] = {
 
 
 @pytest.mark.parametrize("call", CONTEXT_CALLS)
-def test_what_uses_the_context_says_no_model_is_loaded_while_the_context_is_replaced(small_batches: Engine,
-                                                                                     call: str) -> None:
+def test_what_uses_the_context_says_it_is_being_replaced_while_it_is(small_batches: Engine, call: str) -> None:
     """While a context is replaced by a larger one (on the thread prefilling a message as it is typed) the old one is
     freed and the new one not yet made: the model is loaded and its vocabulary answers, but a call that computes or
-    reads the KV cache says no model is loaded rather than use the freed context the KV cache still holds."""
+    reads the KV cache says the context is being replaced rather than use the freed context the KV cache still holds
+    (it said no model is loaded, while one was)."""
     list(small_batches.generate(chat_prompt(small_batches, "Hello"), GREEDY, GenerationLimits(max_tokens=2)))
     held, state = small_batches.kv_token_list, small_batches.save_state()
     prompt = chat_prompt(small_batches, "Tell me about cats. " * 30)  # two chunks: not held
     context, small_batches._ctx = small_batches._ctx, None  # the state between freeing the old and making the new
     try:
         assert small_batches.is_open and small_batches.tokenize("hello", add_special=False)
-        with pytest.raises(LocalgenError, match="no model is loaded"):
+        with pytest.raises(LocalgenError, match=r"^the model's context is being replaced by a larger one$"):
             CONTEXT_CALLS[call](small_batches, prompt, state)
         assert small_batches.kv_token_list == held, "the KV cache is left as it was"
     finally:

@@ -32,8 +32,10 @@ class LoadedModel:
     def _check_context(self) -> None:
         """Refuse to touch the llama.cpp context where there is none: after close(), and while Engine replaces it
         with a larger one (the KV cache still holds the freed one until the new one is made)."""
+        self._check_open()
         if self._ctx is None:
-            raise _not_loaded()
+            raise LocalgenError("the model's context is being replaced by a larger one",
+                                hint="try again once the new one is made")
 
     @property
     def n_ctx(self) -> int:
