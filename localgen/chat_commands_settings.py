@@ -7,7 +7,7 @@ import shlex
 
 from localgen import console
 from localgen.chat_settings import SETTING_NAMES
-from localgen.conversation import NO_SYSTEM_PROMPT  # off, as /wrap off and /stats off switch theirs off
+from localgen.conversation import asks_for_no_system_prompt  # off, as /wrap off and /stats off switch theirs off
 from localgen.errors import UnbalancedQuoteError, UsageError
 from localgen.repl_input import history_path, unwrap_block
 from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_line
@@ -33,7 +33,7 @@ def system_command(state: ChatState, argument: str) -> None:
         console.say(system_prompt_line(session))
         return
     text = _unquoted(unwrap_block(argument))  # a triple-quoted block, as Ollama's /set system takes
-    if argument.lower() in NO_SYSTEM_PROMPT:  # "none" or "off" quoted is the word itself
+    if asks_for_no_system_prompt(argument):  # "none" or "off" quoted is the word itself
         session.set_system(None)
         console.say(system_prompt_line(session, cleared=True))
     elif not text:  # "" or '', as -s "" gives: an empty one, not the template's own

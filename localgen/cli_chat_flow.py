@@ -127,7 +127,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     from localgen import console
     from localgen.cli_model import conversation_defaults, preflight_for, system_file_input
     from localgen.cli_options import sampling_from
-    from localgen.conversation import NO_SYSTEM_PROMPT
+    from localgen.conversation import asks_for_no_system_prompt
     from localgen.inputs import attachment_files, chat_template_file, reads_a_pipe, refuse_special_file
     from localgen.params import GenerationLimits, token_budget
     from localgen.resolve import check_reference
@@ -141,7 +141,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
                          hint='attach files by name; for piped text use `... | localgen run "..."`')
     system_input = system_file_input(system, request.system_file,
                                      stdin_taken="chat reads its messages from the terminal")
-    template_system = system is not None and system.strip().lower() in NO_SYSTEM_PROMPT  # as run's -s none
+    template_system = asks_for_no_system_prompt(system)  # as run's -s none
     system = None if template_system else system
     files = attachment_files(list(request.files))  # every file an option names is checked, then read before loading
     for path, typed in ((file.path, file.typed) for file in files if file.path is not None):

@@ -168,7 +168,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen.cli_model import conversation_defaults, system_file_input
     from localgen.cli_options import sampling_from
     from localgen.cli_run import refuse_emptied_by_stdout, refuse_stdout_open_to_read, stdin_reader
-    from localgen.conversation import NO_SYSTEM_PROMPT
+    from localgen.conversation import asks_for_no_system_prompt
     from localgen.grammar import constraint_source
     from localgen.input_text import argument_text
     from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, reads_a_pipe
@@ -204,7 +204,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     stdin_taken = stdin_reader(request.files, stdin_asked=stdin_asked)  # two of them refused: it is read once
     files = attachment_files(list(request.files))  # every file an option names is checked now, read once the rest is
     system_input = system_file_input(system, request.system_file, stdin_taken=stdin_taken)
-    template_system = system is not None and system.strip().lower() in NO_SYSTEM_PROMPT
+    template_system = asks_for_no_system_prompt(system)
     constraint = constraint_source(request.grammar, request.json_schema)
     template_file = chat_template_file(request.chat_template)
     console.warn_each(warnings)

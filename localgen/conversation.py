@@ -23,6 +23,12 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _NO_FILE_NAME_BYTE = re.compile("[\ud800-\udc7f\udd00-\udfff]")  # lone surrogates but surrogateescape's \udcXX
 
 
+def asks_for_no_system_prompt(text: str | None) -> bool:
+    """Whether a system prompt given (chat's and run's -s, chat's /system) is the word none or off: no system prompt
+    given, the template's own."""
+    return text is not None and text.strip().lower() in NO_SYSTEM_PROMPT
+
+
 def _now() -> str:
     """The current time as an ISO 8601 string."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
