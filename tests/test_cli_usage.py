@@ -9,21 +9,13 @@ from pathlib import Path
 import pytest
 import typer
 
-from localgen.cli import _resume_without_value, app
+from localgen.cli import app
 from localgen.cli_exit import run_app
 from localgen.cli_options import RESUME_LATEST
 from localgen.other_tools import GROUP_COMMAND_HABITS, OTHER_TOOLS_COMMANDS, OTHER_TOOLS_WORDS, SUBCOMMAND_HABITS
 from tests.conftest import run_localgen
+from tests.usage_errors import parsed_command_line as _parsed
 from tests.usage_errors import usage_error as _usage
-
-
-def _parsed(command_line: str) -> dict[str, object]:
-    """The parameters the real command line parser gives a suggested `localgen COMMAND ...` (no usage error), chat's
-    --resume alone read as main reads it."""
-    words = shlex.split(command_line)
-    assert words[0] == "localgen", command_line
-    command = typer.main.get_command(app).commands[words[1]]  # type: ignore[attr-defined]
-    return command.make_context(words[1], _resume_without_value(words[1:])[1:]).params
 
 
 @pytest.mark.parametrize(("args", "hint", "meant"), [

@@ -6,25 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 from pathlib import Path
 
 import pytest
 import typer
 
-from localgen.cli import _resume_without_value, app
+from localgen.cli import app
 from localgen.hardware import physical_cores
 from tests.conftest import bundled_model_file, run_localgen
+from tests.usage_errors import parsed_command_line as _parsed
 from tests.usage_errors import usage_error as _usage
-
-
-def _parsed(command_line: str) -> dict[str, object]:
-    """The parameters the real parser gives a suggested `localgen COMMAND ...` (a usage error fails the test)."""
-    words = shlex.split(command_line)
-    assert words[0] == "localgen", command_line
-    command = typer.main.get_command(app).commands[words[1]]  # type: ignore[attr-defined]
-    return command.make_context(words[1], _resume_without_value(words[1:])[1:]).params
 
 
 @pytest.mark.parametrize(("args", "hint", "meant"), [
