@@ -19,7 +19,7 @@ from pathlib import Path
 from localgen import hub_cache
 from localgen.catalog import bundled_file, display_name, forget_model_file, hub_groups
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
-from localgen.hub_choice import carries_tag, choose_model, quant_of
+from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
 from localgen.hub_slips import with_downloaded_repo
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import ModelSpec, Registry, hub_target, own_file_refusal
@@ -236,7 +236,7 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
                           if os.path.lexists(repo_dir / "snapshots" / s.name / n)])
     users = _data_users(set(plan.entries) | removals.gone)
     later = dict(removals.later)
-    resumable = hub_cache.listed_blobs(files[0].repo, leaving=filenames)  # other files' parts, a pull resumes
+    resumable = hub_cache.listed_blobs(files[0].repo, leaving=_model_files(files))  # other files' parts, a pull resumes
     for partial in hub_cache.orphaned_partials(files[0].repo, keep=resumable):  # a killed download's, or these files'
         with contextlib.suppress(OSError):
             if partial not in removals.gone:
@@ -261,6 +261,15 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
                 plan.freed += path.stat().st_size
             plan.deleted.append(path)
     return plan
+
+
+def _model_files(files: list[hub_cache.CachedHubFile]) -> set[str]:
+    """The names of every file of the model these cached files are of: a split model's shards that are not there too
+    (as localgen last listed the repo), whose parts a pull left are the model's to remove."""
+    keys = {shard_group_key(f.filename) for f in files}
+    listing = hub_cache.load_listing(files[0].repo)
+    listed = {f.filename for f in listing.files if shard_group_key(f.filename) in keys} if listing else set()
+    return {f.filename for f in files} | listed
 
 
 def remove_replaced(old: list[Path], new: list[Path]) -> int:
