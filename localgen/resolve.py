@@ -251,7 +251,7 @@ def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
         return exc
     repo, quant, filename = hub_target(ref, registry.spec_for(ref))
     unverified = hub_cache.unverified_file(repo, quant=quant, filename=filename)
-    if unverified is None:
+    if unverified is None or _downloaded_part(unverified):
         return exc
     hint = f"{exc.hint}; " if exc.hint else ""
     others = hub_cache.unverified_lookalikes_note(repo, quant=quant, filename=filename)
@@ -274,25 +274,27 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
     where = " and localgen is offline" if offline else ""
     hint = offline_hint(reference, flag=flag) if offline else f"run `localgen pull {reference}`"
     hint = with_known_repo(with_alternative(hint, repo) or hint, reference, repo) or hint
-    if unverified is not None and offline:
+    part = _downloaded_part(unverified or hub_cache.unverified_file(repo, quant=quant, filename=filename,
+                                                                     incomplete=True))
+    if unverified is None or part:  # a split model's first shard, its others missing, is no copy to use as it is
+        raise ModelNotFoundError(f"model '{reference}' is {part or 'not downloaded'}{where}", hint=hint)
+    if offline:
         _refuse_broken_header(unverified, hint)
-    if unverified is None:
-        raise ModelNotFoundError(f"model '{reference}' is {_downloaded_part(repo, quant, filename)}{where}", hint=hint)
     raise ModelNotFoundError(
         f"model '{reference}' is in the Hugging Face cache but localgen has not verified it{where}",
         hint=f"{hint} to check it against the Hub, or use the file as it is: -m {unverified}"
              f"{hub_cache.unverified_lookalikes_note(repo, quant=quant, filename=filename)}")
 
 
-def _downloaded_part(repo: str, quant: str | None, filename: str | None) -> str:
-    """'not downloaded', or, for a split model a pull stopped part way, how much of it is missing."""
+def _downloaded_part(first: Path | None) -> str:
+    """For the first shard of a split model a pull stopped part way, how much of it is missing ("" for any other
+    file, or none)."""
     from localgen.gguf_split import present_shards
     from localgen.units import counted
 
-    first = hub_cache.unverified_file(repo, quant=quant, filename=filename, incomplete=True)
     present, missing = present_shards(first) if first is not None else ([], [])
     if not missing:
-        return "not downloaded"
+        return ""
     return f"downloaded only in part ({counted(len(missing), 'shard')} of {len(present) + len(missing)} missing)"
 
 

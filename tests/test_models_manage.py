@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hub_server import HubServer, make_gguf_bytes, run_cli
+from hub_server import HubServer, make_gguf_bytes, run_cli, run_python
 
 from localgen.units import binary_size
 
@@ -50,3 +50,25 @@ def test_rm_of_a_split_model_cut_part_way_removes_the_shard_it_was_downloading(
     again = run_cli(env, "models", "rm", f"{SPLIT}:Q4_K_M", "-y")
     assert again.returncode == 1 and again.stderr.startswith(
         f"localgen: error: {SPLIT}:Q4_K_M is not in the cache"), again.stderr
+
+
+def test_a_split_models_first_shard_alone_is_said_to_be_downloaded_in_part_not_offered_as_is(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """Its first shard alone, which localgen has not verified, was offered as a copy to use as it is (-m PATH), which
+    then failed with `missing shard 2 of 3`; offline as with the Hub failing."""
+    server, env = hub
+    shards = sorted(_split("s-Q4_K_M"))
+    server.add_repo(SPLIT, _split("s-Q4_K_M"))
+    fetched = run_python(f"from huggingface_hub import hf_hub_download as get; print(get({SPLIT!r}, {shards[0]!r}))",
+                         env)  # another tool's download of the first shard alone
+    assert fetched.returncode == 0, fetched.stderr
+    offline = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", f"{SPLIT}:Q4_K_M", "hi")
+    assert offline.returncode == 1 and offline.stderr == (
+        f"localgen: error: model '{SPLIT}:Q4_K_M' is downloaded only in part (2 shards of 3 missing) and localgen is "
+        "offline (hint: offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run "
+        f"`localgen pull {SPLIT}:Q4_K_M`)\n"), offline.stderr
+    server.down = True
+    failing = run_cli(env, "run", "-m", f"{SPLIT}:Q4_K_M", "hi")
+    assert failing.returncode == 1 and "HTTP 503" in failing.stderr, failing.stderr
+    assert "-m " not in failing.stderr and "not verified" not in failing.stderr, failing.stderr
+
