@@ -235,7 +235,8 @@ def hub_groups(*, dangling: bool = False) -> dict[tuple[str, str], list[hub_cach
 
 
 def _hub_models(registry: Registry) -> list[CachedModel]:
-    """One CachedModel per model in the HF cache (the newest snapshot when several hold it)."""
+    """One CachedModel per model in the HF cache (the newest snapshot when several hold it), and per name of it where
+    several models.toml entries name its file."""
     models = []
     for (repo, _key), files in hub_groups().items():
         by_revision: dict[str, list[hub_cache.CachedHubFile]] = {}
@@ -244,13 +245,13 @@ def _hub_models(registry: Registry) -> list[CachedModel]:
         newest = max(by_revision.values(), key=lambda fs: (len(fs), max(f.path.lstat().st_mtime for f in fs)))
         newest.sort(key=lambda f: shard_of(f.filename)[0] or 0)
         quant = quant_of(newest[0].filename)
-        models.append(CachedModel(
-            name=display_name(registry, repo, quant, newest[0].filename),
-            repo=repo, quant=quant, size=sum(f.size for f in newest),
+        models.extend(CachedModel(
+            name=name, repo=repo, quant=quant, size=sum(f.size for f in newest),
             last_used=last_used(newest[0].path), path=newest[0].path,
             paths=tuple(f.path for f in newest), source=SOURCE_HUB,
             verified=not _missing_shards(newest) and all(f.verified for f in newest),
-            revision=newest[0].revision, missing_shards=_missing_shards(newest)))
+            revision=newest[0].revision, missing_shards=_missing_shards(newest))
+            for name in display_names(registry, repo, quant, newest[0].filename))
     return models
 
 
@@ -262,6 +263,12 @@ def _missing_shards(files: list[hub_cache.CachedHubFile]) -> int:
 
 def display_name(registry: Registry, repo: str, quant: str | None, filename: str) -> str:
     """The shortest reference that selects this file: a registry name, ORG/REPO:QUANT, or ORG/REPO/FILE."""
+    return display_names(registry, repo, quant, filename)[0]
+
+
+def display_names(registry: Registry, repo: str, quant: str | None, filename: str) -> list[str]:
+    """The shortest references that select this file: the name of every registry entry that picks it (by name), else
+    one of NAME:QUANT, ORG/REPO:QUANT or ORG/REPO/FILE."""
     files = hub_cache.cached_listing(repo) or []
 
     def picks(q: str | None, pattern: str | None) -> bool:
@@ -273,12 +280,12 @@ def display_name(registry: Registry, repo: str, quant: str | None, filename: str
 
     specs = [s for s in sorted(registry.models.values(), key=lambda s: s.name)
              if s.repo.lower() == repo.lower()] if files else []
-    for spec in specs:  # an entry that picks this very file, before any entry's NAME:QUANT
-        if picks(spec.quant, spec.file):
-            return spec.name
+    named = [spec.name for spec in specs if picks(spec.quant, spec.file)]  # before any entry's NAME:QUANT
+    if named:
+        return named
     for spec in specs:
         if quant and spec.file is None and picks(quant, None):
-            return f"{spec.name}:{quant}"
+            return [f"{spec.name}:{quant}"]
     if quant and picks(quant, None):
-        return f"{repo}:{quant}"
-    return f"{repo}/{filename}"
+        return [f"{repo}:{quant}"]
+    return [f"{repo}/{filename}"]

@@ -14,6 +14,7 @@ from localgen.units import binary_size, counted, iso_time, local_minute
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
     from localgen.catalog import CachedModel, ListedModel
     from localgen.default_model import DefaultRow
@@ -397,8 +398,8 @@ def models_rm(
 
     registry = load_registry(settings().user_registry)
     default_before = default_here(registry)
-    # by name: one model named twice is removed once; every reference is checked before any removal
-    plans: dict[str, tuple[str, RemovedModel]] = {}
+    # by its files: a model named twice, or by two of its names, is removed once; each is checked before any removal
+    plans: dict[tuple[Path, ...], tuple[str, RemovedModel]] = {}
     for reference in references:
         try:
             plan = remove_model(registry, reference, dry_run=True)
@@ -406,7 +407,7 @@ def models_rm(
             if len(references) > 1:  # the others are there: say that they are kept too
                 exc.message = f"{exc.message}; nothing removed"
             raise
-        plans.setdefault(plan.name, (reference, plan))
+        plans.setdefault(plan.entries or plan.paths, (reference, plan))
     ordered = [(reference, _removals(list(plans.values()), index)) for index, (reference, _) in
                enumerate(plans.values())]
     shares = [remove_model(registry, reference, dry_run=True, others=others) for reference, others in ordered]

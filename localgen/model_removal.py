@@ -13,11 +13,11 @@ import os
 import shlex
 import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from localgen import hub_cache
-from localgen.catalog import bundled_file, display_name, forget_model_file, hub_groups
+from localgen.catalog import bundled_file, display_name, display_names, forget_model_file, hub_groups
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
 from localgen.hub_slips import with_downloaded_repo
@@ -38,11 +38,14 @@ class RemovedModel:
     repo: str = ""  # the Hub repository the files came from
     entries: tuple[Path, ...] = ()  # its snapshot entries (links to the data), in every snapshot
     shared_later: tuple[str, ...] = ()  # the models removed later in the same command that its kept data goes with
+    also_named: tuple[str, ...] = ()  # the other models.toml names of its file, which go with it
 
     @property
     def described(self) -> str:
-        """The name, with the repository when the name is a registry name (which the bundled copy may share)."""
-        return self.name if self.name.startswith(self.repo) else f"{self.name} from {self.repo}"
+        """The name, with the repository when the name is a registry name (which the bundled copy may share), and the
+        other names of its file."""
+        named = self.name if self.name.startswith(self.repo) else f"{self.name} from {self.repo}"
+        return named + (f", also named {' and '.join(self.also_named)}" if self.also_named else "")
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,10 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
         raise UsageError(f"several cached models match {reference}: {', '.join(names)}",
                          hint=f"name the one to remove, or each: `{shlex.join(['localgen', 'models', 'rm', *names])}`")
     files = matches[0]
-    name = display_name(registry, files[0].repo, quant_of(files[0].filename), files[0].filename)
-    return _remove_files(name, files, dry_run=dry_run, others=others)
+    names = display_names(registry, files[0].repo, quant_of(files[0].filename), files[0].filename)
+    name = spec.name if spec is not None and spec.name in names else names[0]  # the entry named, of several
+    removed = _remove_files(name, files, dry_run=dry_run, others=others)
+    return replace(removed, also_named=tuple(other for other in names if other != name))
 
 
 def _kept_parts(registry: Registry, repo: str, quant: str | None, pattern: str | None, *,

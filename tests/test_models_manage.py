@@ -3,6 +3,7 @@ models.toml name for one file."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from hub_server import HubServer, make_gguf_bytes, run_cli, run_python
@@ -72,3 +73,32 @@ def test_a_split_models_first_shard_alone_is_said_to_be_downloaded_in_part_not_o
     assert failing.returncode == 1 and "HTTP 503" in failing.stderr, failing.stderr
     assert "-m " not in failing.stderr and "not verified" not in failing.stderr, failing.stderr
 
+
+def test_two_models_toml_names_of_one_file_are_each_listed_marked_default_and_named_when_it_is_removed(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """One row stood for the file, under the first name alphabetically (coder): tiny vanished, its default marked no
+    row, and rm tiny said it removed coder."""
+    server, env = hub
+    server.add_repo("acme/Tiny-GGUF", {"tiny-Q4_1.gguf": make_gguf_bytes("q4", 20_000),
+                                       "tiny-Q8_0.gguf": make_gguf_bytes("q8", 20_000)})
+    config = Path(env["LOCALGEN_HOME"]) / "config"
+    config.mkdir(parents=True)
+    (config / "models.toml").write_text('[models.tiny]\nrepo = "acme/Tiny-GGUF"\nquant = "Q4_1"\n\n'
+                                        '[models.coder]\nrepo = "acme/Tiny-GGUF"\nquant = "Q4_1"\n'
+                                        'system = "You write code."\n')
+    assert run_cli(env, "pull", "tiny").returncode == 0
+    assert run_cli(env, "models", "default", "tiny").returncode == 0
+    listed = run_cli(env, "models", "--json")
+    rows = [(m["name"], m["default"]) for m in json.loads(listed.stdout) if m["source"] == "hub"]
+    assert rows == [("coder", False), ("tiny", True)], listed.stdout
+    table = run_cli(env, "models").stdout.splitlines()
+    assert [row.split("\t")[0::6] for row in table if "\thub\t" in row] == [["coder", "no"], ["tiny", "yes"]], table
+    every = run_cli(env, "models", "list", "--all", "--json")
+    assert [(m["name"], m["downloaded"], m["default"]) for m in json.loads(every.stdout)
+            if m["repo"] == "acme/Tiny-GGUF"] == [("coder", True, False), ("tiny", True, True)], every.stdout
+    removed = run_cli(env, "models", "rm", "tiny", "coder", "-y")
+    assert removed.returncode == 0 and removed.stderr == (
+        "localgen: removed tiny from acme/Tiny-GGUF, also named coder: freed 19.5 KiB\n"
+        "localgen: tiny is still the default model, so run and chat without -m download it again (`localgen models "
+        "default REF` sets another)\n"), removed.stderr
+    assert "\thub\t" not in run_cli(env, "models").stdout
