@@ -76,7 +76,7 @@ def check_file_arguments(references: list[str], options: list[str]) -> None:
     first: tuple[str, str, str] | None = None  # the first file or quant given apart, what it is, and its repo
     repo: str | None = None  # the ORG/REPO the words after it would belong to
     taken = False  # whether a file or quant was given after that repo (which alone is then not meant)
-    for word in _quants_after_repos(references):
+    for word in references:
         kind = _file_or_quant(word) if repo is not None else None
         if repo is not None and kind is not None:
             first = first or (word, kind, repo)
@@ -92,17 +92,6 @@ def check_file_arguments(references: list[str], options: list[str]) -> None:
         command = shlex.join(["localgen", "pull", *meant, *options])
         raise UsageError(f"{word} is a {kind} of {repo}, not a model",
                          hint=f"the {kind} goes in the reference: `{command}`")
-
-
-def _quants_after_repos(words: list[str]) -> list[str]:
-    """The words with a quant given just before a bare repo (`-q Q8_0 ORG/REPO`, -q read as --quiet) put after it,
-    where no repo is before it, as check_file_arguments pairs a quant with the repo before it."""
-    words = list(words)
-    for at in range(len(words) - 1):
-        if (_file_or_quant(words[at]) == "quant" and _is_bare_repo(words[at + 1])
-                and not (at and _is_bare_repo(words[at - 1]))):
-            words[at], words[at + 1] = words[at + 1], words[at]
-    return words
 
 
 def _file_or_quant(word: str) -> str | None:

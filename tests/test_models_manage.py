@@ -102,20 +102,3 @@ def test_two_models_toml_names_of_one_file_are_each_listed_marked_default_and_na
         "localgen: tiny is still the default model, so run and chat without -m download it again (`localgen models "
         "default REF` sets another)\n"), removed.stderr
     assert "\thub\t" not in run_cli(env, "models").stdout
-
-
-def test_pull_takes_q_for_quiet_as_run_does_and_a_quant_after_it_is_hinted_into_the_reference(
-        hub: tuple[HubServer, dict[str, str]]) -> None:
-    """pull -q was refused as no such option, hinted as a quant's (README shows pull --quiet, and run -q is quiet)."""
-    server, env = hub
-    server.add_repo("acme/Tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8", 20_000)})
-    quiet = run_cli(env, "pull", "-q", "acme/Tiny-GGUF:Q8_0")
-    assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout.endswith("/tiny-Q8_0.gguf\n"), quiet.stderr
-    for args in (("-q", "Q8_0", "acme/Tiny-GGUF"), ("acme/Tiny-GGUF", "-q", "Q8_0")):
-        habit = run_cli(env, "pull", *args)
-        assert habit.returncode == 2 and habit.stderr == (
-            "localgen: error: Q8_0 is a quant of acme/Tiny-GGUF, not a model (hint: the quant goes in the reference: "
-            "`localgen pull acme/Tiny-GGUF:Q8_0 --quiet`)\n"), habit.stderr
-    option = run_cli(env, "pull", "acme/Tiny-GGUF", "--quant", "Q8_0")
-    assert option.returncode == 2 and "(hint: the quant goes in the reference: `localgen pull acme/Tiny-GGUF:Q8_0`)" \
-        in option.stderr, option.stderr
