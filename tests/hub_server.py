@@ -226,6 +226,19 @@ def run_cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess
                                        _as_text(result.stdout), _as_text(result.stderr))
 
 
+def pulled_too_big(server: HubServer, env: dict[str, str], repo: str) -> tuple[dict[str, str], str, str]:
+    """REPO with a Q8_0 and a Q4_K_M file, neither fitting a machine of 8 MiB (each is said to need some 11 MiB at
+    the least), its Q8_0 pulled there: that machine's environment, and the warning the pull gave that a run will
+    refuse it, split before its last clause (which quant fits instead) and that clause."""
+    server.add_repo(repo, {"m-Q8_0.gguf": make_gguf_bytes("q8", 2**17), "m-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    small = {**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}
+    first = run_cli(small, "pull", f"{repo}:Q8_0")
+    assert first.returncode == 0, first.stderr
+    warned, _, instead = first.stderr.splitlines()[0].rpartition("; ")
+    assert warned.startswith(f"localgen: warning: a run will refuse {repo}:Q8_0 here: "), first.stderr
+    return small, warned, instead
+
+
 def _as_text(output: bytes) -> str:
     """A child's output as subprocess.run(text=True) gives it: in the locale's encoding, newlines universal."""
     return output.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")

@@ -5,7 +5,7 @@ huggingface_hub's growing waits before it fails."""
 from __future__ import annotations
 
 import pytest
-from hub_server import HubEnv, HubServer, make_gguf_bytes, run_cli, time_without_sleep
+from hub_server import HubEnv, HubServer, make_gguf_bytes, pulled_too_big, run_cli, time_without_sleep
 
 from localgen.errors import HubError
 
@@ -28,12 +28,7 @@ def test_a_re_pull_of_a_quant_a_run_will_refuse_warns_so_while_the_hub_fails(
     not checked against the Hub (offline, it was warned of): the warning its first pull gave is given, but for the
     quant that fits instead, which takes the Hub, whose failure the line after says."""
     server, env = hub
-    server.add_repo(REPO, {"m-Q8_0.gguf": make_gguf_bytes("q8", 2**17), "m-Q4_K_M.gguf": make_gguf_bytes("q4")})
-    small = {**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}  # each file is said to need some 11 MiB at the least
-    first = run_cli(small, "pull", f"{REPO}:Q8_0")
-    assert first.returncode == 0, first.stderr
-    warned, _, _ = first.stderr.splitlines()[0].rpartition("; ")
-    assert warned.startswith(f"localgen: warning: a run will refuse {REPO}:Q8_0 here: "), first.stderr
+    small, warned, _ = pulled_too_big(server, env, REPO)
     failing = _failing(server, small, how)
     for reference in (f"{REPO}:Q8_0", REPO):  # the quant named, and the one ORG/REPO takes
         again = run_cli(failing, "pull", reference)

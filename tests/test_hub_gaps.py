@@ -4,7 +4,7 @@ counted once), offline as online, and the bound a refused run's Hub hint waited.
 from __future__ import annotations
 
 import pytest
-from hub_server import HubServer, make_gguf_bytes, run_cli, run_python
+from hub_server import HubServer, make_gguf_bytes, pulled_too_big, run_cli, run_python
 
 REPO = "org/m-GGUF"
 
@@ -59,12 +59,7 @@ def test_an_offline_re_pull_of_a_quant_a_run_will_refuse_warns_so_and_that_the_q
     be downloaded: its header is here, so what its first pull said is said, but for the quant that fits instead,
     which takes the Hub."""
     server, env = hub
-    server.add_repo(REPO, {"m-Q8_0.gguf": make_gguf_bytes("q8", 2**17), "m-Q4_K_M.gguf": make_gguf_bytes("q4")})
-    small = {**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}  # each file is said to need some 11 MiB at the least
-    online = run_cli(small, "pull", f"{REPO}:Q8_0")
-    assert online.returncode == 0, online.stderr
-    warned, _, _ = online.stderr.splitlines()[0].rpartition("; ")
-    assert warned.startswith(f"localgen: warning: a run will refuse {REPO}:Q8_0 here: "), online.stderr
+    small, warned, _ = pulled_too_big(server, env, REPO)
     server.requests.clear()
     for variable in ("LOCALGEN_OFFLINE", "HF_HUB_OFFLINE"):
         offline = run_cli({**small, variable: "1"}, "pull", f"{REPO}:Q8_0")

@@ -3,32 +3,17 @@ the repo listed once, whether the Hub answers or fails."""
 
 from __future__ import annotations
 
-from hub_server import HubServer, make_gguf_bytes, run_cli
+from hub_server import HubServer, pulled_too_big, run_cli
 
 REPO = "org/m-GGUF"
-TOO_SMALL = "8MiB"  # each quant is said to need some 11 MiB at the least
-
-
-def _pulled_too_big(server: HubServer, env: dict[str, str]) -> tuple[dict[str, str], str]:
-    """A repo of two quants neither of which fits, its Q8_0 pulled: the environment of a machine too small, and the
-    warning that pull gave, up to the clause on which quant fits instead."""
-    server.add_repo(REPO, {"m-Q8_0.gguf": make_gguf_bytes("q8", 2**17), "m-Q4_K_M.gguf": make_gguf_bytes("q4")})
-    small = {**env, "LOCALGEN_MEMORY_LIMIT": TOO_SMALL}
-    first = run_cli(small, "pull", f"{REPO}:Q8_0")
-    assert first.returncode == 0, first.stderr
-    warned, _, instead = first.stderr.splitlines()[0].rpartition("; ")
-    assert warned.startswith(f"localgen: warning: a run will refuse {REPO}:Q8_0 here: "), first.stderr
-    assert instead == f"no smaller quant of {REPO} fits here either", first.stderr
-    return small, warned
-
-
 def test_a_re_pull_of_a_repo_none_of_whose_quants_fits_warns_that_a_run_will_refuse_the_downloaded_one(
         hub: tuple[HubServer, dict[str, str]]) -> None:
     """pull ORG/REPO, the Hub answering that none of its quants fits here, said only that the downloaded quant was
     up to date, where a re-pull of it named, offline or with the Hub failing warned that a run will refuse it: it
     warns so too, ending with the Hub's answer."""
     server, env = hub
-    small, warned = _pulled_too_big(server, env)
+    small, warned, instead = pulled_too_big(server, env, REPO)
+    assert instead == f"no smaller quant of {REPO} fits here either"
     again = run_cli(small, "pull", REPO)
     assert again.returncode == 0, again.stderr
     lines = again.stderr.splitlines()
@@ -44,7 +29,8 @@ def test_a_re_pull_of_a_named_quant_lists_its_repo_once_while_the_hub_is_down(
     twice (for the quant that fits instead, then to check the copy is up to date): a listing that failed is not asked
     for again, its error kept for the rest of the command."""
     server, env = hub
-    small, warned = _pulled_too_big(server, env)
+    small, warned, instead = pulled_too_big(server, env, REPO)
+    assert instead == f"no smaller quant of {REPO} fits here either"
     server.down = True
     listed = server.count("GET", f"/api/models/{REPO}")
     again = run_cli(small, "pull", f"{REPO}:Q8_0")
