@@ -44,8 +44,8 @@ def test_a_dumb_terminal_gets_no_escapes_nor_lines_it_cannot_show(tmp_path: Path
     history = tmp_path / "home" / "data" / "history"
     history.parent.mkdir(parents=True)
     history.write_text("\n# 2026-01-01 00:00:00.000000\n+/bye\n")  # Up, were it recalled, would end the chat
-    child = spawn_localgen("chat", "-n", "3", env={**_env(tmp_path / "home"), "TERM": "dumb"}, encoding="utf-8",
-                           timeout=TIMEOUT)
+    child = spawn_localgen("chat", "-n", "3", "--temperature", "0", env={**_env(tmp_path / "home"), "TERM": "dumb"},
+                           encoding="utf-8", timeout=TIMEOUT)  # greedy: "hi" gets three tokens, never an early end
     child.logfile_read = transcript = io.StringIO()
     try:
         child.expect_exact(">>>")
@@ -389,7 +389,8 @@ def test_a_terminal_that_never_answers_where_its_cursor_is_gets_no_warning_about
     """A terminal that never answers the cursor position request goes without the bottom toolbar, and hears nothing
     of it, as from Ollama's or llm's prompt: prompt_toolkit's WARNING about CPR, 2 s after the first prompt, is left
     out."""
-    chat = Chat(tmp_path / "home", "-n", "2", "--no-markdown", cpr=True, wait_for_prompt=False)
+    chat = Chat(tmp_path / "home", "-n", "2", "--temperature", "0", "--no-markdown", cpr=True,
+                wait_for_prompt=False)  # greedy: "hi" gets two tokens, never "Hi" and its end
     try:
         chat.child.expect_exact(PROMPT)  # the request is asked with the prompt, and never answered
         with pytest.raises(pexpect.TIMEOUT):
@@ -408,7 +409,8 @@ def test_a_terminal_that_never_answers_where_its_cursor_is_is_asked_once(tmp_pat
     """Once a prompt's request for the cursor's position goes unanswered, no prompt asks again: each request left
     unanswered held the end of a prompt sent within 2 s of it for up to 1 s (prompt_toolkit gave up asking only once
     2 s passed at one prompt)."""
-    chat = Chat(tmp_path / "home", "-n", "2", "--no-markdown", cpr=True, wait_for_prompt=False)
+    chat = Chat(tmp_path / "home", "-n", "2", "--temperature", "0", "--no-markdown", cpr=True,
+                wait_for_prompt=False)  # greedy: "hi" gets two tokens, never "Hi" and its end
     try:
         for _ in range(2):
             chat.child.expect_exact(PROMPT)
