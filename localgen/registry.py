@@ -23,7 +23,7 @@ from localgen.references import (
     parse_reference,
     quant_of_filename,
 )
-from localgen.registry_entries import BUILTIN_SOURCE, STOP_KEY, ModelSpec, parse_registry
+from localgen.registry_entries import BUILTIN_SOURCE, STOP_KEY, ModelSpec, in_real_folder, parse_registry
 from localgen.registry_toml import read_toml
 from localgen.typed_paths import is_existing_folder, short_path
 
@@ -82,8 +82,7 @@ class Registry:
             return f"{ref.name}:{ref.quant}" if ref.quant else ref.name
         if ref.path is None:
             return ref.text
-        joined = source.parent / ref.path  # as an entry's path =: ../models/x.gguf as the folder it means
-        return str(joined.parent.resolve() / joined.name)
+        return str(in_real_folder(source.parent / ref.path))  # as an entry's path =
 
     def get(self, name: str) -> ModelSpec:
         """The spec named name, or an error suggesting close names."""

@@ -3,6 +3,7 @@ checks (names, keys, types and values)."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -203,7 +204,14 @@ def _entry_path(where: str, text: str, source: Path | str) -> Path:
         refuse_file_as_folder(text, joined)
     except UsageError as exc:
         raise ConfigError(f"{where}.path: {exc.message}", hint=exc.hint) from None
-    return joined.parent.resolve() / joined.name  # ../models/x.gguf as the folder it means; the file's own name kept
+    return in_real_folder(joined)
+
+
+def in_real_folder(path: Path) -> Path:
+    """path with its folder's real path (../models/x.gguf as the folder it means) and the file's own name kept; a
+    folder that cannot be resolved (a loop of links) is kept as far as it resolves, so the file is unusable, not the
+    registry."""
+    return Path(os.path.realpath(path.parent)) / path.name  # realpath, unlike Path.resolve, raises at no loop
 
 
 def _check_settings(where: str, settings: dict[str, object]) -> None:

@@ -161,9 +161,10 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
         except ModelNotFoundError as exc:
             if text is not None or spec is not None or registry.default_source is None:
                 raise
+            fix = "put the file back" if own_file_problem(ref.path) == "missing" else "fix that line"
             raise ModelNotFoundError(f"{exc.message} ([defaults] model in {registry.default_source})",
-                                     hint="put the file back, or make another model the default with `localgen "
-                                          "models default REF`") from None
+                                     hint=f"{fix}, or make another model the default with `localgen models default "
+                                          "REF`") from None
         if spec is not None:
             _check_own_pin(path, spec)
         return ResolvedModel(ref=ref, path=path, spec=spec, source="local")

