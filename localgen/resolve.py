@@ -118,6 +118,24 @@ def _bundled(spec: ModelSpec | None, ref: ModelRef, *, offline: bool) -> Path | 
     return None
 
 
+def _bundled_as_pinned(entry: ModelSpec | None, ref: ModelRef, pin: Pin | None, *, offline: bool) -> Path | None:
+    """_bundled's file for entry, where it is also what the reference's own entry pins (pin: another name's at the
+    bundled entry's repo and quant, or the entry's own); else None, with a warning."""
+    path = _bundled(entry, ref, offline=offline)
+    if path is None or entry is None or pin is None or (pin.sha256, pin.size) == (entry.sha256, entry.size):
+        return path
+    refused = _refused_by_pin(path, pin, label=f"the bundled {entry.name} file")
+    if refused is None:
+        return path
+    console.warn(f"{refused.message}; {_instead(offline)}; fix or remove that entry's sha256 and size")
+    return None
+
+
+def _instead(offline: bool) -> str:
+    """What a run does when it passes over a bundled file."""
+    return "not using it" if offline else "using the Hugging Face Hub instead"
+
+
 def _intact(spec: ModelSpec, path: Path, *, offline: bool) -> bool:
     """Check a bundled file's size and sha256; warn (once) when it is damaged, or is not what a user's entry says."""
     try:
@@ -126,7 +144,7 @@ def _intact(spec: ModelSpec, path: Path, *, offline: bool) -> bool:
     except (LocalgenError, OSError) as exc:
         _DAMAGED.add(path)
         reason = exc.message if isinstance(exc, LocalgenError) else f"{path}: {exc.strerror or exc}"
-        instead = "not using it" if offline else "using the Hugging Face Hub instead"
+        instead = _instead(offline)
         if isinstance(exc, LocalgenError) and _checks_from_user_entry(spec):
             console.warn(f"the bundled {spec.name} file does not match {spec.origin} ({reason}); {instead}; "
                          "fix or remove that entry's sha256 and size")
@@ -175,7 +193,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
         refused = _refused_by_pin(cached[0], pin) if cached else None
         if cached and refused is None:
             return ResolvedModel(ref=ref, path=cached[0], spec=spec, source="cache")
-        bundled = _bundled(bundled_entry(registry, ref, spec), ref, offline=offline)
+        bundled = _bundled_as_pinned(bundled_entry(registry, ref, spec), ref, pin, offline=offline)
         if bundled is not None:
             if refused is not None:
                 console.warn(f"passing over the cached copy: {refused.message}")
@@ -260,10 +278,11 @@ def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
                                       f"-m {unverified} uses it as it is{others}")
 
 
-def _refused_by_pin(path: Path, pin: Pin | None) -> LocalgenError | None:
-    """Why a cached copy is not the file its registry entry pins, or None."""
+def _refused_by_pin(path: Path, pin: Pin | None, label: str | None = None) -> LocalgenError | None:
+    """Why a cached or bundled copy is not the file its registry entry pins (label: the file, in the message), or
+    None."""
     try:
-        check_pinned_file(path, pin)
+        check_pinned_file(path, pin, label=label)
     except LocalgenError as exc:
         return exc
     return None

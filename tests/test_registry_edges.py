@@ -54,3 +54,22 @@ def test_a_default_path_through_a_loop_of_links_is_refused_naming_the_line(tmp_p
            f"{user}) (hint: fix that line, or make another model the default" in err
     assert localgen(tmp_path, "models", "list").returncode == 0
 
+
+# ----------------------------------------------------------------------------- a pin on an alias of the bundled entry
+
+
+def test_an_alias_of_the_bundled_entry_holds_the_bundled_file_to_its_own_pin(tmp_path: Path) -> None:
+    alias = f'[models.tiny]\nrepo = "{BUNDLED_REPO}"\nquant = "Q4_1"\n'
+    user = user_registry(tmp_path, f"{alias}size = 123\n")
+    refused = localgen(tmp_path, "run", "-m", "tiny", "-n", "2", *GREEDY, "hi")
+    assert refused.returncode == 1 and not refused.out
+    assert (f"warning: the bundled smollm2-135m file does not match the size of [models.tiny] in {user} (the file's "
+            "is 98,362,432 bytes, the entry's 123); not using it; fix or remove that entry's sha256 and size") \
+        in refused.err and "model 'tiny' is not downloaded and localgen is offline" in refused.err
+    user_registry(tmp_path, f'{alias}size = {BUNDLED_SIZE}\nsha256 = "{"0" * 64}"\n')
+    refused = localgen(tmp_path, "run", "-m", "tiny", "-n", "2", *GREEDY, "hi")
+    assert refused.returncode == 1 and f"does not match the sha256 of [models.tiny] in {user}" in refused.err
+    user_registry(tmp_path, f'{alias}size = {BUNDLED_SIZE}\nsha256 = "{BUNDLED_SHA256}"\n')
+    ran = localgen(tmp_path, "run", "-m", "tiny", "-n", "2", *GREEDY, "hi")
+    assert ran.returncode == 0 and ran.out and "warning" not in ran.err, ran.err
+
