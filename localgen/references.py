@@ -84,25 +84,27 @@ def _split_quant(text: str) -> tuple[str, str | None]:
     return base, None if quant.strip().lower() == DEFAULT_TAG else normalize_quant(quant)
 
 
-def _looks_like_path(text: str) -> bool:
+def _looks_like_path(text: str, base: Path | None) -> bool:
     """True for references that mean a file on disk: an explicit path ($VAR/... too), NAME.gguf or DIR/NAME.gguf,
-    an existing file with a directory part, or an existing folder with a / after it (DIR/, as Tab completes it). A bare
-    name is the registry's even where a file of that name is about."""
+    an existing file with a directory part, or an existing folder with a / after it (DIR/, as Tab completes it), taken
+    from base (else the current folder). A bare name is the registry's even where a file of that name is about."""
     if text.startswith(("/", "./", "../", "~", "$")):
         return True
     parts = text.split("/")
     if text.lower().endswith(".gguf") and len(parts) < 3:  # ORG/REPO/FILE.gguf is the shortest Hub file
         return True
-    return len(parts) >= 2 and (is_existing_file(text) or (text.endswith("/") and is_existing_folder(text)))
+    there = str(base / text) if base is not None else text
+    return len(parts) >= 2 and (is_existing_file(there) or (text.endswith("/") and is_existing_folder(there)))
 
 
-def parse_reference(text: str) -> ModelRef:
-    """Parse any accepted model reference; raise UsageError for malformed ones."""
+def parse_reference(text: str, base: Path | None = None) -> ModelRef:
+    """Parse any accepted model reference, a relative path's file looked for in base (a models.toml's folder) where
+    given, else in the current folder; raise UsageError for malformed ones."""
     raw = text.strip()
     if not raw:
         raise UsageError("empty model reference", hint="name a model: NAME, ORG/REPO[:QUANT] or path/to/model.gguf "
                                                        "(`localgen models list --all`)")
-    if _looks_like_path(raw):
+    if _looks_like_path(raw, base):
         path = expand_user_path(raw)
         refuse_file_as_folder(raw, path)
         return ModelRef(text=raw, path=path)

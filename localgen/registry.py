@@ -71,7 +71,7 @@ class Registry:
             return text
         fix = "(`localgen models default REF` sets it), or remove the line"
         try:
-            ref = self.reference(text)
+            ref = self.reference(text, base=source.parent)
         except UsageError as exc:
             raise ConfigError(f"{source}: [defaults] model: {exc.message}",
                               hint=f"{exc.hint} {fix}" if exc.hint else f"fix it {fix}") from None
@@ -93,18 +93,18 @@ class Registry:
         hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names"
         raise ModelNotFoundError(f"unknown model '{name}'", hint=hint)
 
-    def reference(self, text: str) -> ModelRef:
-        """parse_reference, reading Ollama's NAME:SIZE (qwen2.5:0.5b, llama3.2:1b) as the entry NAME-SIZE where
-        the registry has that entry and no NAME."""
-        ref = self._parse(text)
+    def reference(self, text: str, base: Path | None = None) -> ModelRef:
+        """parse_reference (base: the folder a relative path's file is looked for in), reading Ollama's NAME:SIZE
+        (qwen2.5:0.5b, llama3.2:1b) as the entry NAME-SIZE where the registry has that entry and no NAME."""
+        ref = self._parse(text, base)
         spec = self.models.get(ref.name) if ref.name is not None else None
         return ref if spec is None or spec.path is None else _own_file(ref, spec)
 
-    def _parse(self, text: str) -> ModelRef:
+    def _parse(self, text: str, base: Path | None = None) -> ModelRef:
         """parse_reference with Ollama's NAME:SIZE read as the entry NAME-SIZE, and Ollama's address of a model
         refused with this registry's name for it."""
         try:
-            return self._with_size_tag(parse_reference(text))
+            return self._with_size_tag(parse_reference(text, base))
         except OllamaAddressError as exc:
             raise UsageError(exc.message, hint=self._ollama_hint(exc.model)) from None
 

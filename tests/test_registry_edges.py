@@ -73,3 +73,24 @@ def test_an_alias_of_the_bundled_entry_holds_the_bundled_file_to_its_own_pin(tmp
     ran = localgen(tmp_path, "run", "-m", "tiny", "-n", "2", *GREEDY, "hi")
     assert ran.returncode == 0 and ran.out and "warning" not in ran.err, ran.err
 
+
+# ----------------------------------------------------------------------------- a relative default with folders
+
+
+def test_a_relative_default_with_folders_is_the_file_under_the_models_toml_s_folder(tmp_path: Path,
+                                                                                    bundled_model: Path) -> None:
+    user = user_registry(tmp_path, '[defaults]\nmodel = "m/sub/tiny.gguf"\n')
+    (user.parent / "m" / "sub").mkdir(parents=True)
+    os.symlink(bundled_model, user.parent / "m" / "sub" / "tiny.gguf")
+    ran = localgen(tmp_path, "run", "-n", "2", *GREEDY, "hi")  # from the project's folder, not the config folder
+    assert ran.returncode == 0 and ran.out, ran.err
+    listed = localgen(tmp_path, "models", "list")
+    assert f"\tlocal\t{user.parent}/m/sub/tiny.gguf\tyes\n" in listed.out
+
+
+def test_a_default_with_folders_that_names_no_file_there_is_a_hub_file_as_with_m(tmp_path: Path) -> None:
+    user_registry(tmp_path, '[defaults]\nmodel = "m/sub/tiny.gguf"\n')
+    (tmp_path / "config" / "m" / "sub").mkdir(parents=True)
+    err = one_line_error(localgen(tmp_path, "run", "hi"))
+    assert "model 'm/sub/tiny.gguf' is not downloaded and localgen is offline" in err
+    assert err == one_line_error(localgen(tmp_path, "run", "-m", "m/sub/tiny.gguf", "hi"))
