@@ -13,7 +13,7 @@ from typing import Any
 from localgen.chat_settings import SETTING_ALIASES
 from localgen.errors import ConfigError, UsageError
 from localgen.params import CHAT_SETTINGS, SETTING_EXAMPLES, check_context_bounds, check_setting, check_stop_strings
-from localgen.references import NAME_PATTERN, check_safe_filename, is_repo_id, parse_reference
+from localgen.references import NAME_PATTERN, check_safe_filename, is_repo_id, parse_reference, quant_of_filename
 from localgen.slips import did_you_mean
 from localgen.typed_paths import expand_user_path, refuse_file_as_folder
 
@@ -321,6 +321,9 @@ def parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str, 
     return specs, defaults
 
 
+_STALE_FOR_ANOTHER_FILE = ("file", "sha256", "size", "package", "package_file")  # a built-in entry's, of its file
+
+
 def _inherited(table: object, base: dict | None) -> object:
     """A user's table over the built-in one of the same name, when it names the same repo (or none)."""
     if base is None or not isinstance(table, dict) or "path" in table:  # a file of one's own replaces the entry
@@ -332,6 +335,7 @@ def _inherited(table: object, base: dict | None) -> object:
         return str(table.get(key, base.get(key, ""))).lower() == str(base.get(key, "")).lower()
 
     if not (same("quant") and same("file")):  # another file of the repo: the bundled copy and checksum are not its
-        base = {key: value for key, value in base.items() if key not in ("file", "quant", "sha256", "size",
-                                                                         "package", "package_file")}
+        base = {key: value for key, value in base.items() if key not in _STALE_FOR_ANOTHER_FILE}
+        if "file" in table and "quant" not in table:  # the quant a glob of another quant's files carries, else kept
+            base["quant"] = quant_of_filename(str(table["file"])) or base.get("quant")
     return {**base, **table}

@@ -7,6 +7,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hub_server import HubServer, make_gguf_bytes, run_cli
+
+from localgen.registry import load_registry
 from tests.conftest import CliResult, run_localgen, user_registry
 
 GREEDY = ("--temperature", "0", "--seed", "1")
@@ -94,3 +97,29 @@ def test_a_default_with_folders_that_names_no_file_there_is_a_hub_file_as_with_m
     err = one_line_error(localgen(tmp_path, "run", "hi"))
     assert "model 'm/sub/tiny.gguf' is not downloaded and localgen is offline" in err
     assert err == one_line_error(localgen(tmp_path, "run", "-m", "m/sub/tiny.gguf", "hi"))
+
+
+# ----------------------------------------------------------------------------- a built-in entry given another file
+
+
+def test_a_built_in_entry_given_only_another_file_downloads_that_file(hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo(BUNDLED_REPO, {"SmolLM2-135M-Instruct.Q4_1.gguf": make_gguf_bytes("q4"),
+                                   "SmolLM2-135M-Instruct.Q8_0.gguf": make_gguf_bytes("q8")})
+    user_registry(Path(env["LOCALGEN_HOME"]), '[models.smollm2-135m]\nfile = "*Q8_0*"\ncontext = 2048\n')
+    listed = run_cli(env, "models", "list", "--all")
+    assert listed.returncode == 0, listed.stderr
+    assert f"smollm2-135m\t{BUNDLED_REPO}\tQ8_0\t2,048\t" in listed.stdout
+    pulled = run_cli(env, "pull", "smollm2-135m")
+    assert pulled.returncode == 0, pulled.stderr
+    assert pulled.stdout.strip().endswith("/SmolLM2-135M-Instruct.Q8_0.gguf"), pulled.stdout
+
+
+def test_another_file_drops_what_was_the_bundled_file_s_and_keeps_the_rest(tmp_path: Path) -> None:
+    user = user_registry(tmp_path, '[models.smollm2-135m]\nfile = "SmolLM2-135M-Instruct-v2.gguf"\n')
+    builtin, spec = load_registry().get("smollm2-135m"), load_registry(user).get("smollm2-135m")
+    assert (spec.quant, spec.context, spec.license) == (builtin.quant, builtin.context, builtin.license)
+    assert (spec.sha256, spec.size, spec.package, spec.package_file) == (None, None, None, None)
+    user.write_text('[models.smollm2-135m]\nquant = "Q8_0"\n')
+    spec = load_registry(user).get("smollm2-135m")
+    assert (spec.quant, spec.file, spec.sha256, spec.package) == ("Q8_0", None, None, None)
