@@ -237,13 +237,14 @@ def with_default_model(text: str, name: str, source: Path | str) -> str:
     data = read_toml(text, source)
     lines = text.split("\n")
     header = model = None
-    for index, line in enumerate(lines):
+    for index, line in enumerate(lines):  # a line's own checks first: _statement parses every line above it
         stripped = line.strip()
-        if stripped.startswith("[[") or not _statement(lines, index):
+        if stripped.startswith("[["):
             continue
         if _header_keys(stripped) == ["defaults"]:
-            header = index
-        elif _line_keys(stripped) == ["model"] and _table_above(lines, index + 1) == ["defaults"]:
+            header = index if _statement(lines, index) else header
+        elif (_line_keys(stripped) == ["model"] and _statement(lines, index)
+              and _table_above(lines, index + 1) == ["defaults"]):
             model = index
     setting = f"model = {json.dumps(name, ensure_ascii=False)}"  # as typed: TOML takes no JSON \ud83d surrogates
     if model is not None:

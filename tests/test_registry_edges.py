@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from hub_server import HubServer, make_gguf_bytes, run_cli
 
 from localgen.registry import load_registry
@@ -123,3 +124,28 @@ def test_another_file_drops_what_was_the_bundled_file_s_and_keeps_the_rest(tmp_p
     user.write_text('[models.smollm2-135m]\nquant = "Q8_0"\n')
     spec = load_registry(user).get("smollm2-135m")
     assert (spec.quant, spec.file, spec.sha256, spec.package) == ("Q8_0", None, None, None)
+
+
+# ----------------------------------------------------------------------------- models default in a long models.toml
+
+
+def test_models_default_reads_a_long_models_toml_a_few_times_not_once_a_line(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import registry_toml
+
+    entries = [f'[models.m{i}]\nrepo = "org/m{i}-GGUF"\nquant = "Q4_K_M"\ncontext = 4096\n' for i in range(300)]
+    text = "\n".join(entries) + '\n[defaults]\nmodel = "m1"  # mine\n\n[models.last]\npath = "x.gguf"\n'
+    parsed: list[int] = []
+    loads = registry_toml.tomllib.loads
+
+    def counted(toml: str, **options: object) -> dict:
+        parsed.append(len(toml))
+        return loads(toml, **options)
+
+    monkeypatch.setattr(registry_toml.tomllib, "loads", counted)
+    changed = registry_toml.with_default_model(text, "m7", tmp_path / "models.toml")
+    assert changed == text.replace('model = "m1"  # mine', 'model = "m7"  # mine')
+    assert sum(parsed) < 10 * len(text)  # the file and a line at a time, not the lines above each line
+    user = user_registry(tmp_path, text)
+    set_by_cli = localgen(tmp_path, "models", "default", "m7")
+    assert set_by_cli.returncode == 0 and user.read_text() == changed, set_by_cli.err
