@@ -246,8 +246,8 @@ _TYPE_WORDS = {str: "a string", int: "an integer"}
 
 
 def _check_spec_values(where: str, table: dict[str, object]) -> None:
-    """Refuse values that parse but cannot be right: unsafe file names, an empty quant, sizes that are not
-    positive, a context size out of range."""
+    """Refuse values that parse but cannot be right: unsafe file names, an empty quant or template, sizes that are
+    not positive, a context size out of range."""
     for key in ("file", "package_file"):
         if key in table:
             try:
@@ -259,6 +259,11 @@ def _check_spec_values(where: str, table: dict[str, object]) -> None:
                           "package", hint='write package = "NAME", the folder name of an installed package')
     if "quant" in table and not str(table["quant"]).strip():
         raise ConfigError(f"{where}.quant is empty", hint='write quant = "Q4_K_M", for example')
+    if "template" in table and not str(table["template"]).strip():  # as an empty --chat-template file is
+        from localgen.inputs import emptiness
+
+        raise ConfigError(f"{where}.template is not a chat template (it {emptiness(str(table['template']))})",
+                          hint="remove the line to use the model's own template, or write a Jinja chat template there")
     if "size" in table and int(table["size"]) <= 0:  # type: ignore[call-overload]
         raise ConfigError(f"{where}.size must be a positive integer", hint="write the file's size in bytes")
     if "context" in table:

@@ -149,3 +149,15 @@ def test_models_default_reads_a_long_models_toml_a_few_times_not_once_a_line(tmp
     user = user_registry(tmp_path, text)
     set_by_cli = localgen(tmp_path, "models", "default", "m7")
     assert set_by_cli.returncode == 0 and user.read_text() == changed, set_by_cli.err
+
+
+# ----------------------------------------------------------------------------- an empty template
+
+
+@pytest.mark.parametrize(("template", "emptiness"), [('""', "is empty"), ('" \\n\\t"', "holds only whitespace")])
+def test_an_empty_template_in_an_entry_is_refused_as_an_empty_chat_template_file_is(tmp_path: Path, template: str,
+                                                                                     emptiness: str) -> None:
+    user = user_registry(tmp_path, f"[models.smollm2-135m]\ntemplate = {template}\n")
+    err = one_line_error(localgen(tmp_path, "run", "--print-prompt", "hi"))
+    assert err == (f"localgen: error: {user}: [models.smollm2-135m].template is not a chat template (it {emptiness}) "
+                   "(hint: remove the line to use the model's own template, or write a Jinja chat template there)\n")
