@@ -84,7 +84,7 @@ def _split_quant(text: str) -> tuple[str, str | None]:
     return base, None if quant.strip().lower() == DEFAULT_TAG else normalize_quant(quant)
 
 
-def _looks_like_path(text: str, base: Path | None) -> bool:
+def looks_like_path(text: str, base: Path | None = None) -> bool:
     """True for references that mean a file on disk: an explicit path ($VAR/... too), NAME.gguf or DIR/NAME.gguf,
     an existing file with a directory part, or an existing folder with a / after it (DIR/, as Tab completes it), taken
     from base (else the current folder). A bare name is the registry's even where a file of that name is about."""
@@ -104,7 +104,7 @@ def parse_reference(text: str, base: Path | None = None) -> ModelRef:
     if not raw:
         raise UsageError("empty model reference", hint="name a model: NAME, ORG/REPO[:QUANT] or path/to/model.gguf "
                                                        "(`localgen models list --all`)")
-    if _looks_like_path(raw, base):
+    if looks_like_path(raw, base):
         path = expand_user_path(raw)
         refuse_file_as_folder(raw, path)
         return ModelRef(text=raw, path=path)

@@ -19,6 +19,7 @@ from localgen.references import (
     ModelRef,
     OllamaAddressError,
     hub_prefixes,
+    looks_like_path,
     ollama_model,
     parse_reference,
     quant_of_filename,
@@ -80,8 +81,8 @@ class Registry:
                 raise ConfigError(f"{source}: [defaults] model '{text}' is not in the registry",
                                   hint=f"name a model from `localgen models list --all` {fix}")
             return f"{ref.name}:{ref.quant}" if ref.quant else ref.name
-        if ref.path is None:
-            return ref.text
+        if ref.path is None:  # a Hub reference, as an address where a file of its text is here (-m's reading)
+            return f"hf.co/{ref.canonical}" if looks_like_path(ref.text) else ref.text
         return str(in_real_folder(source.parent / ref.path))  # as an entry's path =
 
     def get(self, name: str) -> ModelSpec:

