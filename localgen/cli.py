@@ -11,9 +11,10 @@ from typing import Annotated
 import typer
 
 from localgen import __version__
+from localgen.cli_cache import cache_app
 from localgen.cli_conversations import conversations_app
 from localgen.cli_exit import InterruptEndsLine, flush_stdout, run_app
-from localgen.cli_manage import cache_app, models_app
+from localgen.cli_manage import models_app
 from localgen.cli_options import (
     CTX_NAMES,
     RESUME_LATEST,

@@ -1,4 +1,4 @@
-"""`localgen models` and `localgen cache`: list, inspect and remove downloaded models and prompt-cache entries."""
+"""`localgen models`: list, inspect and remove downloaded models; show or set the default."""
 
 from __future__ import annotations
 
@@ -21,50 +21,6 @@ if TYPE_CHECKING:
     from localgen.model_removal import Removals, RemovedModel
     from localgen.partial_downloads import PartialDownload
     from localgen.registry import Registry
-
-cache_app = typer.Typer(
-    rich_markup_mode=None, help="List the on-disk prompt cache (KV state of long prompts); `clear` empties it.",
-    no_args_is_help=False)
-
-
-@cache_app.callback(invoke_without_command=True)
-def cache(ctx: typer.Context, json_output: JsonOpt = False) -> None:
-    """List the prompt cache's entries and size (`localgen cache` = `localgen cache list`)."""
-    list_by_default(ctx, cache_list, json_output=json_output)
-
-
-@cache_app.command("list")
-def cache_list(json_output: JsonOpt = False) -> None:
-    """List the prompt cache's entries and size. On a pipe, tab-separated: a tab, newline or backslash in a field
-    is written \\t, \\n, \\\\."""
-    from localgen import console
-    from localgen.promptcache import cache_listing, describe_cache
-
-    if json_output:
-        print(console.json_text(cache_listing(), indent=2))
-        return
-    summary, rows = describe_cache()
-    for line in summary:
-        console.say(f"localgen: {line}")
-    if rows:
-        console.print_table(["TOKENS", "SIZE", "LAST USED", "MODEL", "FILE"], rows)
-
-
-@cache_app.command("clear")
-def cache_clear() -> None:
-    """Delete every prompt cache entry."""
-    from localgen import console
-    from localgen.promptcache import WRITING_TEMP_S, clear, listed_cache_dir
-
-    cleared = clear(listed_cache_dir())
-    entries = counted(cleared.entries, "prompt cache entry", "prompt cache entries")
-    by_whom = "a stopped run" if cleared.partial == 1 else "stopped runs"
-    stopped = (f" and {counted(cleared.partial, 'partial write')} ({binary_size(cleared.partial_size)}) left by "
-               f"{by_whom}") if cleared.partial else ""
-    writing = (f"; kept {counted(cleared.writing, 'partial write')} touched in the last "
-               f"{WRITING_TEMP_S / 60:.0f} minutes, which may be a run's still writing") if cleared.writing else ""
-    console.say(f"localgen: removed {entries} ({binary_size(cleared.size)}){stopped}{writing}")
-
 
 models_app = typer.Typer(rich_markup_mode=None, help="List, inspect and remove models; show or set the default.",
                          no_args_is_help=False)
@@ -411,7 +367,7 @@ def models_rm(
     ordered = [(reference, _removals(list(plans.values()), index)) for index, (reference, _) in
                enumerate(plans.values())]
     shares = [remove_model(registry, reference, dry_run=True, others=others) for reference, others in ordered]
-    listed = ", ".join(f"{plan.described} ({binary_size(plan.bytes_freed)})" for plan in shares)
+    listed = ", ".join(f"{plan.described} ({binary_size(plan.bytes_freed)}){_its_states(plan)}" for plan in shares)
     if not confirmed("remove", listed, yes=yes, declined="nothing removed"):
         return
     for reference, others in ordered:
@@ -441,7 +397,15 @@ def _removals(plans: list[tuple[str, RemovedModel]], index: int) -> Removals:
 def _removed_line(removed: RemovedModel) -> str:
     """What `models rm` says of a model it removed: the space freed, and the data it kept for others."""
     kept, later = removed.kept_shared, removed.shared_later
-    line = f"localgen: removed {removed.described}: freed {binary_size(removed.bytes_freed)}"
+    line = f"localgen: removed {removed.described}: freed {binary_size(removed.bytes_freed)}{_its_states(removed)}"
     if later:
         line += f" (the data it shares with {' and '.join(later)} goes with {'them' if len(later) > 1 else 'it'})"
     return line + (f", kept {counted(len(kept), 'file')} another model uses" if kept else "")
+
+
+def _its_states(removed: RemovedModel) -> str:
+    """' and its 3 prompt cache entries (12.0 MiB)': the entries removing a model deletes with its file ('': none)."""
+    if not removed.prompt_states:
+        return ""
+    states = counted(removed.prompt_states, "prompt cache entry", "prompt cache entries")
+    return f" and its {states} ({binary_size(removed.prompt_states_bytes)})"

@@ -21,9 +21,12 @@ from localgen.catalog import bundled_file, display_name, display_names, forget_m
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
 from localgen.hub_slips import with_downloaded_repo
+from localgen.promptcache import remove_entries
+from localgen.promptcache_models import entries_of
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import ModelSpec, Registry, hub_target, own_file_refusal
 from localgen.storage import unwritable_hint
+from localgen.verify import file_identity_key
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,8 @@ class RemovedModel:
     entries: tuple[Path, ...] = ()  # its snapshot entries (links to the data), in every snapshot
     shared_later: tuple[str, ...] = ()  # the models removed later in the same command that its kept data goes with
     also_named: tuple[str, ...] = ()  # the other models.toml names of its file, which go with it
+    prompt_states: int = 0  # the prompt cache entries of its file deleted with it (or to be, for a dry run)
+    prompt_states_bytes: int = 0
 
     @property
     def described(self) -> str:
@@ -205,19 +210,36 @@ def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: b
     """Delete the snapshot entries of these files in every snapshot, then the blobs nobody else uses."""
     repo_dir = hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo)
     plan = _removal_plan(repo_dir, files, others)
-    if not dry_run:
-        for path in reversed(plan.deleted):  # the data before the links to it: a failure leaves a model rm can retry
-            data = not path.is_symlink()
-            _unlink(path)
-            if data:
-                forget_model_file(path)
-            manifest = path.with_name(path.name + ".refs")
-            if path.parent.parent.name == "blobs" and manifest.is_file():
-                _unlink(manifest)  # Xet shared-store reference list of a deleted store blob
-        _prune(repo_dir)
+    data_keys = _identity_keys(path for path in plan.deleted if not path.is_symlink())  # while the files are there
+    if dry_run:
+        states = entries_of(data_keys)
+    else:
+        try:
+            for path in reversed(plan.deleted):  # data before the links to it: a failure leaves a model rm can retry
+                data = not path.is_symlink()
+                _unlink(path)
+                if data:
+                    forget_model_file(path)
+                manifest = path.with_name(path.name + ".refs")
+                if path.parent.parent.name == "blobs" and manifest.is_file():
+                    _unlink(manifest)  # Xet shared-store reference list of a deleted store blob
+            _prune(repo_dir)
+        finally:  # the states of the data deleted, even where a later file could not be: never of data still there
+            states = remove_entries(entries_of({key for key, path in data_keys.items() if not os.path.lexists(path)}))
     return RemovedModel(name=name, paths=tuple(plan.deleted), bytes_freed=plan.freed,
                         kept_shared=tuple(dict.fromkeys(plan.kept)), dry_run=dry_run, repo=files[0].repo,
-                        entries=tuple(plan.entries), shared_later=tuple(dict.fromkeys(plan.shared_later)))
+                        entries=tuple(plan.entries), shared_later=tuple(dict.fromkeys(plan.shared_later)),
+                        prompt_states=len(states), prompt_states_bytes=sum(entry.size for entry in states))
+
+
+def _identity_keys(data: Iterable[Path]) -> dict[str, Path]:
+    """The identity key (verify.file_identity_key) of each file of data there, which the prompt cache's entries of
+    that model file are found by."""
+    keys = {}
+    for path in data:
+        with contextlib.suppress(OSError):
+            keys[file_identity_key(path)] = path
+    return keys
 
 
 @dataclass

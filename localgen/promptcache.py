@@ -15,7 +15,7 @@ import os
 import struct
 import time
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -25,7 +25,6 @@ from localgen.errors import LocalgenError
 from localgen.promptcache_prefixes import redundant_prefixes
 from localgen.storage import atomic_write_bytes, check_folder
 from localgen.tokens import common_prefix, tokens_array
-from localgen.units import binary_size, counted, iso_time, local_minute
 
 if TYPE_CHECKING:
     from localgen.engine.prefix import CachedPrefix
@@ -294,19 +293,6 @@ def _model_key(identity: str) -> str:
     return identity.split("; ", 1)[0]
 
 
-def entry_models() -> dict[str, Path]:
-    """The model files the entries may hold states of, by identity key: every file localgen has loaded that is
-    still as it was (an entry whose file changed or went is never restored, and matches none)."""
-    from localgen.catalog import loaded_model_files
-    from localgen.verify import file_identity_key
-
-    models: dict[str, Path] = {}
-    for path in loaded_model_files():
-        with contextlib.suppress(OSError):
-            models[file_identity_key(path)] = path
-    return models
-
-
 def evict(directory: Path, max_bytes: int) -> int:
     """Delete least recently used entries until the folder fits in max_bytes; return how many were deleted.
 
@@ -372,44 +358,9 @@ def clear(directory: Path) -> Cleared:
     return Cleared(count, size, partial, partial_size, writing)
 
 
-def cache_listing() -> dict[str, object]:
-    """The `localgen cache --json` listing: folder, bound, total size and entries (newest first)."""
-    from localgen.config import prompt_cache_bytes
-
-    directory = listed_cache_dir()
-    entries = list_entries(directory)
-    models = entry_models()
-
-    def model_path(entry: CacheEntry) -> str | None:
-        path = models.get(entry.model_key)
-        return str(path) if path else None
-
-    return {"directory": str(directory), "max_bytes": prompt_cache_bytes(), "total_bytes": sum(e.size for e in entries),
-            "entries": [{"path": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": iso_time(e.last_used),
-                         "model_path": model_path(e), "problem": e.problem or None}
-                        for e in entries]}
-
-
-def describe_cache() -> tuple[list[str], list[list[str]]]:
-    """The `localgen cache` listing: its summary lines (folder; entries, total size and bound) and a row per entry,
-    newest first (tokens, size, last used, model file's name, file)."""
-    from localgen.config import PROMPT_CACHE_BYTES_ENV, prompt_cache_bytes
-
-    directory = listed_cache_dir()
-    entries = list_entries(directory)
-    total = sum(e.size for e in entries)
-    count = counted(len(entries), "entry", "entries")
-    bound = prompt_cache_bytes()
-    if bound == 0:
-        state = f"{count}, {binary_size(total)}; off ({PROMPT_CACHE_BYTES_ENV}=0): runs neither read nor add entries"
-    else:
-        over = "; over the bound, so the next run drops the least recently used" if total > bound else ""
-        state = f"{count}, {binary_size(total)} of {binary_size(bound)}{over}"
-    models = entry_models()
-    rows = [[f"{e.tokens:,}" if e.tokens is not None else "-", binary_size(e.size), local_minute(e.last_used),
-             f"({e.problem})" if e.problem else models[e.model_key].name if e.model_key in models else "unknown",
-             e.path.name] for e in entries]
-    return [f"prompt cache: {directory}", state], rows
+def remove_entries(entries: Iterable[CacheEntry]) -> list[CacheEntry]:
+    """Delete these entries (one already gone counts as deleted): those deleted, the rest left for eviction."""
+    return [entry for entry in entries if _remove(entry.path) is None]
 
 
 def _remove(path: Path) -> OSError | None:

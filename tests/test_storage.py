@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shlex
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +14,7 @@ from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 from localgen.errors import LocalgenError
 from localgen.storage import atomic_write_text, make_folder, unwritable_hint
 from tests.conftest import REPO_ROOT, run_localgen_process
+from tests.mount_namespace import run_mounted as _mounted
 
 
 def _blocked(tmp_path: Path, by: str) -> Path:
@@ -45,16 +43,6 @@ def test_what_stands_where_a_folder_should_be_is_named(tmp_path: Path, by: str, 
     assert (made.value.message, made.value.hint) == (f"could not create {data}/conversations: {said}", hint)
     assert data.is_symlink() == (by == "link"), "nothing is made at the link's end, nor in its place"
     assert not (tmp_path / "unmounted").exists()
-
-
-def _mounted(setup: str, command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run a localgen command in a mount namespace of its own (a user namespace: no root needed) after setup's
-    mounts: what it mounts is seen by that command alone; skipped where the kernel allows no such namespace."""
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode:
-        pytest.skip("no unprivileged mount namespaces here")
-    script = f"{setup} && exec {shlex.join([sys.executable, '-m', 'localgen', *command])}"
-    return subprocess.run(["unshare", "-rm", "sh", "-c", script], env={**os.environ, **env}, capture_output=True,
-                          text=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
 
 
 def test_a_write_on_a_read_only_file_system_names_it(tmp_path: Path) -> None:

@@ -1,0 +1,51 @@
+"""`localgen cache`: list the on-disk prompt cache's entries, or clear it."""
+
+from __future__ import annotations
+
+import typer
+
+from localgen.cli_options import JsonOpt, list_by_default
+from localgen.units import binary_size, counted
+
+cache_app = typer.Typer(
+    rich_markup_mode=None, help="List the on-disk prompt cache (KV state of long prompts); `clear` empties it.",
+    no_args_is_help=False)
+
+
+@cache_app.callback(invoke_without_command=True)
+def cache(ctx: typer.Context, json_output: JsonOpt = False) -> None:
+    """List the prompt cache's entries and size (`localgen cache` = `localgen cache list`)."""
+    list_by_default(ctx, cache_list, json_output=json_output)
+
+
+@cache_app.command("list")
+def cache_list(json_output: JsonOpt = False) -> None:
+    """List the prompt cache's entries and size. On a pipe, tab-separated: a tab, newline or backslash in a field
+    is written \\t, \\n, \\\\."""
+    from localgen import console
+    from localgen.promptcache_models import cache_listing, describe_cache
+
+    if json_output:
+        print(console.json_text(cache_listing(), indent=2))
+        return
+    summary, rows = describe_cache()
+    for line in summary:
+        console.say(f"localgen: {line}")
+    if rows:
+        console.print_table(["TOKENS", "SIZE", "LAST USED", "MODEL", "FILE"], rows)
+
+
+@cache_app.command("clear")
+def cache_clear() -> None:
+    """Delete every prompt cache entry."""
+    from localgen import console
+    from localgen.promptcache import WRITING_TEMP_S, clear, listed_cache_dir
+
+    cleared = clear(listed_cache_dir())
+    entries = counted(cleared.entries, "prompt cache entry", "prompt cache entries")
+    by_whom = "a stopped run" if cleared.partial == 1 else "stopped runs"
+    stopped = (f" and {counted(cleared.partial, 'partial write')} ({binary_size(cleared.partial_size)}) left by "
+               f"{by_whom}") if cleared.partial else ""
+    writing = (f"; kept {counted(cleared.writing, 'partial write')} touched in the last "
+               f"{WRITING_TEMP_S / 60:.0f} minutes, which may be a run's still writing") if cleared.writing else ""
+    console.say(f"localgen: removed {entries} ({binary_size(cleared.size)}){stopped}{writing}")

