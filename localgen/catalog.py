@@ -18,7 +18,7 @@ from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_o
 from localgen.references import normalize_quant, quant_of_filename
 from localgen.registry import ModelSpec, Registry, load_registry, own_file_problem
 from localgen.storage import atomic_write_bytes
-from localgen.verify import is_verified, path_key
+from localgen.verify import file_identity_key, is_verified, path_key
 
 SOURCE_BUNDLED = "bundled"
 SOURCE_HUB = "hub"
@@ -148,6 +148,17 @@ def list_models(registry: Registry) -> list[CachedModel]:
     if default is not None and all(m.path != default for m in models):
         models.append(_own_file_model(str(default), default))
     return models + sorted(_hub_models(registry), key=lambda m: m.name.lower())
+
+
+def listed_names(registry: Registry) -> dict[str, list[str]]:
+    """The names list_models gives each model file here, by its identity key (verify.file_identity_key of the file, or
+    of a split model's first shard): the references -m takes for it, not a [defaults] model's path, which names none."""
+    names: dict[str, list[str]] = {}
+    for model in list_models(registry):
+        if model.size is not None and model.name != str(model.path):
+            with contextlib.suppress(OSError):
+                names.setdefault(file_identity_key(model.path), []).append(model.name)
+    return names
 
 
 def _default_path(registry: Registry) -> Path | None:

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Collection
 from pathlib import Path
 
+from localgen.errors import LocalgenError
 from localgen.promptcache import CacheEntry, cache_dir, list_entries, listed_cache_dir
 from localgen.units import binary_size, counted, iso_time, local_minute
 
@@ -38,7 +39,7 @@ def cache_listing() -> dict[str, object]:
 
     directory = listed_cache_dir()
     entries = list_entries(directory)
-    models = entry_models()
+    models, names = entry_models(), model_names()
 
     def model_path(entry: CacheEntry) -> str | None:
         path = models.get(entry.model_key)
@@ -46,13 +47,15 @@ def cache_listing() -> dict[str, object]:
 
     return {"directory": str(directory), "max_bytes": prompt_cache_bytes(), "total_bytes": sum(e.size for e in entries),
             "entries": [{"path": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": iso_time(e.last_used),
-                         "model_path": model_path(e), "problem": e.problem or None}
+                         "model_path": model_path(e), "model_names": names.get(e.model_key, []),
+                         "problem": e.problem or None}
                         for e in entries]}
 
 
 def describe_cache() -> tuple[list[str], list[list[str]]]:
     """The `localgen cache` listing: its summary lines (folder; entries, total size and bound) and a row per entry,
-    newest first (tokens, size, last used, model file's name, file)."""
+    newest first (tokens, size, last used, its model's names as `localgen models` lists them, else its file's name,
+    file)."""
     from localgen.config import PROMPT_CACHE_BYTES_ENV, prompt_cache_bytes
 
     directory = listed_cache_dir()
@@ -65,10 +68,23 @@ def describe_cache() -> tuple[list[str], list[list[str]]]:
     else:
         over = "; over the bound, so the next run drops the least recently used" if total > bound else ""
         state = f"{count}, {binary_size(total)} of {binary_size(bound)}{over}"
-    models = entry_models()
+    models, names = entry_models(), model_names()
     rows = [[f"{e.tokens:,}" if e.tokens is not None else "-", binary_size(e.size), local_minute(e.last_used),
-             f"({e.problem})" if e.problem else models[e.model_key].name if e.model_key in models else "unknown",
-             e.path.name] for e in entries]
+             f"({e.problem})" if e.problem else ", ".join(names[e.model_key]) if e.model_key in names
+             else models[e.model_key].name if e.model_key in models else "unknown", e.path.name] for e in entries]
     return [f"prompt cache: {directory}", state], rows
+
+
+def model_names() -> dict[str, list[str]]:
+    """The names `localgen models` lists each model file here under, by identity key: those -m takes for it (none
+    where a models.toml cannot be read: the entries are still listed, by their files' names)."""
+    from localgen.catalog import listed_names
+    from localgen.config import settings
+    from localgen.registry import load_registry
+
+    try:
+        return listed_names(load_registry(settings().user_registry))
+    except LocalgenError:
+        return {}
 
 

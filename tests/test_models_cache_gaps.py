@@ -4,6 +4,7 @@ entry's model as `localgen models` does, and a default given as a path is the fi
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,3 +82,28 @@ def test_a_removal_that_fails_keeps_the_entries_of_the_data_it_could_not_delete(
     blobs = list((Path(env["HF_HUB_CACHE"]) / ("models--" + REPO.replace("/", "--")) / "blobs").iterdir())
     assert (blobs == []) == deleted, blobs
     assert len(_entries(env)) == (0 if deleted else 1)
+
+
+def test_cache_names_each_entry_s_model_as_models_lists_it(hub: tuple[HubServer, dict[str, str]],
+                                                           tmp_path: Path) -> None:
+    """A download's entry was named by its blob (a sha256), a models.toml entry's by its file: neither a name -m
+    takes, nor the one `localgen models` lists."""
+    server, env = hub
+    server.add_repo("acme/Smol-GGUF", {"smol-Q4_1.gguf": bundled_model_file()})
+    config = Path(env["LOCALGEN_HOME"]) / "config"
+    config.mkdir(parents=True)
+    (config / "models.toml").write_text('[models.pirate]\nrepo = "acme/Smol-GGUF"\nquant = "Q4_1"\n')
+    assert run_cli(env, "pull", "pirate", HUB_COPY).returncode == 0
+    loose = tmp_path / "loose.gguf"  # a file no entry names
+    shutil.copyfile(bundled_model_file(), loose)
+    for model in ("pirate", HUB_COPY, str(loose)):
+        _state_of(env, model, tmp_path)
+    models = run_cli(env, "models", "--json")
+    assert {m["name"] for m in json.loads(models.stdout)} == {"smollm2-135m", "pirate"}, models.stdout
+    listed = run_cli(env, "cache")
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(row.split("\t")[3] for row in listed.stdout.splitlines()[1:]) == [
+        "loose.gguf", "pirate", "smollm2-135m"], listed.stdout
+    named = {Path(e["model_path"]).name if not e["model_names"] else e["model_names"][0]: e for e in _entries(env)}
+    assert sorted(named) == ["loose.gguf", "pirate", "smollm2-135m"], named
+    assert named["loose.gguf"]["model_path"] == str(loose) and named["loose.gguf"]["model_names"] == []

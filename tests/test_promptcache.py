@@ -517,7 +517,7 @@ def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> N
     listing = run_localgen("cache", env=env)
     assert "localgen: 1 entry" in listing.err, listing.err
     model = bundled_model_file()
-    assert listing.out.splitlines()[1].split("\t")[3] == model.name, "the entry names the model it holds a state of"
+    assert listing.out.splitlines()[1].split("\t")[3] == "smollm2-135m", "its model, as models names it"
     (entry,) = json.loads(run_localgen("cache", "--json", env=env).out)["entries"]
     assert entry["model_path"] == str(model)
     assert run_localgen("cache", "list", "--json", env=env).out == run_localgen("cache", "--json", env=env).out
