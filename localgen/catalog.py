@@ -139,13 +139,14 @@ def builtin_bundled_file() -> Path:
 
 def list_models(registry: Registry) -> list[CachedModel]:
     """Bundled models first, then the files of the user's own that models.toml names (there or not: its entries', and
-    its [defaults] model's where that is a path), then every GGUF model in the Hugging Face cache, by name."""
+    its [defaults] model's where that is a path, named by it: a run takes that file without the settings of an entry
+    naming it too), then every GGUF model in the Hugging Face cache, by name."""
     specs = sorted(registry.models.values(), key=lambda s: s.name)
     bundled = [_bundled_model(spec) for spec in specs]
     models = [m for m in bundled if m is not None] + [_own_file_model(spec.name, spec.path) for spec in specs
                                                       if spec.path]
     default = _default_path(registry)
-    if default is not None and all(m.path != default for m in models):
+    if default is not None:
         models.append(_own_file_model(str(default), default))
     return models + sorted(_hub_models(registry), key=lambda m: m.name.lower())
 

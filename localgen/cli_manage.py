@@ -10,7 +10,7 @@ import typer
 from localgen.cli_options import JsonOpt, PlainUsage, confirmed, list_by_default
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
-from localgen.units import binary_size, counted, iso_time, local_minute
+from localgen.units import alternatives, binary_size, counted, iso_time, local_minute
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -325,7 +325,7 @@ def models_default(
     import shlex
 
     from localgen import console
-    from localgen.default_model import set_default_model
+    from localgen.default_model import entries_naming, set_default_model
     from localgen.registry import load_registry
 
     user_file = settings().user_registry
@@ -334,6 +334,11 @@ def models_default(
         return
     chosen, here = set_default_model(name, user_file)
     console.say(f"localgen: the default model is now {chosen} ([defaults] model in {user_file})")
+    if named := entries_naming(chosen, load_registry(user_file)):
+        whose = f"{named[0]}'s" if len(named) == 1 else "their"
+        console.say(f"localgen: {alternatives(named, 'and')} {'names' if len(named) == 1 else 'name'} this file too; "
+                    f"run and chat without -m take it without {whose} settings (`localgen models default "
+                    f"{shlex.quote(named[0])}` makes {named[0]} the default, with them)")
     if not here:
         console.say(f"localgen: {chosen} is not downloaded yet: `localgen pull {shlex.quote(chosen)}` downloads it "
                     "now, else the first run or chat does")

@@ -4,6 +4,7 @@ name, ORG/REPO[:QUANT], ORG/REPO/FILE, a file's path), as `localgen models defau
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,20 @@ def default_setting(text: str, registry: Registry) -> tuple[str, bool]:
         return (spec.name if spec is not None else str(path)), True
     setting = ref.text if spec is None else f"{spec.name}:{ref.quant}" if ref.quant else spec.name
     return setting, _here(registry, ref, spec) is not None
+
+
+def entries_naming(setting: str, registry: Registry) -> list[str]:
+    """The models.toml entries whose own file (path =) is the one a default given as a path names: a run by the path
+    takes that file without their settings."""
+    try:
+        ref = registry.reference(setting)
+    except LocalgenError:
+        return []
+    if ref.name is not None or ref.path is None:
+        return []
+    target = os.path.realpath(ref.path)
+    return [spec.name for spec in sorted(registry.models.values(), key=lambda s: s.name)
+            if spec.path is not None and os.path.realpath(spec.path) == target]
 
 
 def _utf8(text: str) -> bool:
@@ -89,14 +104,15 @@ def blamed_on_default(exc: GGUFError) -> GGUFError:
 
 def default_in_listing(registry: Registry) -> DefaultRow:
     """How `models list` finds the model run and chat use without -m among its rows: by the entry's name where the
-    default is an entry's name alone, else by its file, found without the network ((None, None): not here, or a
-    [defaults] model that names no model)."""
+    default is an entry's name alone, by its path where it is a path (the row of that file named by it, not an
+    entry's that names the file too: a run by the path takes none of the entry's settings), else by its file, found
+    without the network ((None, None): not here, or a [defaults] model that names no model)."""
     try:
         ref = registry.reference(registry.default_reference())
         if ref.name is not None and ref.quant is None:
             return ref.name, None
         if ref.path is not None:
-            return None, ref.path
+            return str(ref.path), None
         return None, _here(registry, ref, registry.spec_for(ref))
     except LocalgenError:
         return None, None

