@@ -21,7 +21,7 @@ from localgen.catalog import bundled_file, display_name, display_names, forget_m
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
 from localgen.hub_slips import with_downloaded_repo
-from localgen.promptcache import remove_entries
+from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import ModelSpec, Registry, hub_target, own_file_refusal
@@ -225,11 +225,17 @@ def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: b
                     _unlink(manifest)  # Xet shared-store reference list of a deleted store blob
             _prune(repo_dir)
         finally:  # the states of the data deleted, even where a later file could not be: never of data still there
-            states = remove_entries(entries_of({key for key, path in data_keys.items() if not os.path.lexists(path)}))
+            states = _forget_states(data_keys)
     return RemovedModel(name=name, paths=tuple(plan.deleted), bytes_freed=plan.freed,
                         kept_shared=tuple(dict.fromkeys(plan.kept)), dry_run=dry_run, repo=files[0].repo,
                         entries=tuple(plan.entries), shared_later=tuple(dict.fromkeys(plan.shared_later)),
                         prompt_states=len(states), prompt_states_bytes=sum(entry.size for entry in states))
+
+
+def _forget_states(data_keys: dict[str, Path]) -> list[CacheEntry]:
+    """Delete the prompt cache entries of the data of data_keys (its identity key: its path) that is gone now; those
+    deleted."""
+    return remove_entries(entries_of({key for key, path in data_keys.items() if not os.path.lexists(path)}))
 
 
 def _identity_keys(data: Iterable[Path]) -> dict[str, Path]:
@@ -301,21 +307,26 @@ def _model_files(files: list[hub_cache.CachedHubFile]) -> set[str]:
 
 def remove_replaced(old: list[Path], new: list[Path]) -> int:
     """After a pull downloaded a newer copy of a model (new, in another snapshot): delete the old copy's snapshot
-    entries, and the data only they lead to; the bytes freed."""
+    entries, and the data only they lead to, with that data's prompt cache entries; the bytes freed."""
     going = {p for p in old if p not in new and os.path.lexists(p)}
     users = _data_users(going)
     freed = 0
-    for entry in sorted(going):
-        chain = [entry]
-        if entry.is_symlink():
-            blob = hub_cache.blob_of(entry)
-            real = Path(os.path.realpath(blob))
-            if not (users.get(blob) or users.get(real)):
-                chain += [blob, real] if blob.is_symlink() and real != blob else [blob]
-        for path in reversed(chain):  # the data before the links to it, as models rm does
-            if os.path.lexists(path):
-                freed += 0 if path.is_symlink() else path.stat().st_size
-                _unlink(path)
+    data_keys: dict[str, Path] = {}
+    try:
+        for entry in sorted(going):
+            chain = [entry]
+            if entry.is_symlink():
+                blob = hub_cache.blob_of(entry)
+                real = Path(os.path.realpath(blob))
+                if not (users.get(blob) or users.get(real)):
+                    chain += [blob, real] if blob.is_symlink() and real != blob else [blob]
+            data_keys |= _identity_keys(path for path in chain if os.path.lexists(path) and not path.is_symlink())
+            for path in reversed(chain):  # the data before the links to it, as models rm does
+                if os.path.lexists(path):
+                    freed += 0 if path.is_symlink() else path.stat().st_size
+                    _unlink(path)
+    finally:
+        _forget_states(data_keys)
     if going:
         _prune(next(p for p in min(going).parents if p.name == "snapshots").parent)
     return freed

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hub_server import HubServer, child_env, run_cli
+from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
 from localgen.units import binary_size
 from tests.conftest import bundled_model_file, run_localgen, user_registry
@@ -133,3 +133,17 @@ def test_a_default_given_as_the_path_of_an_entry_s_file_is_that_file_without_the
     assert starred() == [[("mine", "yes")]] * 2
     prompt = run_localgen("run", "--print-prompt", "-n", "1", "hi", env=env)
     assert "You are a pirate." in prompt.out, prompt.out
+
+
+def test_a_pull_that_replaces_a_copy_with_the_hub_s_newer_one_deletes_the_old_copy_s_prompt_cache_entries(
+        hub: tuple[HubServer, dict[str, str]], tmp_path: Path) -> None:
+    """The old copy's data went, as models rm's does, and its entries stayed, never to be restored again."""
+    server, env = hub
+    assert run_cli(env, "pull", HUB_COPY).returncode == 0
+    _state_of(env, HUB_COPY, tmp_path)
+    _state_of(env, str(bundled_model_file()), tmp_path)
+    assert len(_entries(env)) == 2
+    server.add_repo(REPO, {FILE: make_gguf_bytes("q4")})  # the file changed, at a new commit
+    pulled = run_cli(env, "pull", HUB_COPY)
+    assert pulled.returncode == 0 and "freed 93.8 MiB" in pulled.stderr, pulled.stderr
+    assert [e["model_path"] for e in _entries(env)] == [str(bundled_model_file())]
