@@ -3,6 +3,7 @@ checks (names, keys, types and values)."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from dataclasses import dataclass, field
@@ -329,6 +330,13 @@ def parse_registry(data: dict[str, Any], source: Path | str, inherit: dict[str, 
 _STALE_FOR_ANOTHER_FILE = ("file", "sha256", "size", "package", "package_file")  # a built-in entry's, of its file
 
 
+def _names_bundled_file(table: dict, base: dict) -> bool:
+    """Whether the user's `file` (a name or a glob) names the built-in entry's bundled file."""
+    bundled = str(base.get("package_file", "")).lower()
+    pattern = str(table.get("file", "")).lower()
+    return bool(bundled and pattern) and (bundled == pattern or fnmatch.fnmatchcase(bundled, pattern))
+
+
 def _inherited(table: object, base: dict | None) -> object:
     """A user's table over the built-in one of the same name, when it names the same repo (or none)."""
     if base is None or not isinstance(table, dict) or "path" in table:  # a file of one's own replaces the entry
@@ -339,7 +347,8 @@ def _inherited(table: object, base: dict | None) -> object:
     def same(key: str) -> bool:
         return str(table.get(key, base.get(key, ""))).lower() == str(base.get(key, "")).lower()
 
-    if not (same("quant") and same("file")):  # another file of the repo: the bundled copy and checksum are not its
+    another_file = not (same("quant") and (same("file") or _names_bundled_file(table, base)))
+    if another_file:  # the bundled copy and checksum are not its
         base = {key: value for key, value in base.items() if key not in _STALE_FOR_ANOTHER_FILE}
         if "file" in table and "quant" not in table:  # the quant a glob of another quant's files carries, else kept
             base["quant"] = quant_of_filename(str(table["file"])) or base.get("quant")

