@@ -46,15 +46,21 @@ MIN_GAIN_TOKENS = 64  # restore only when it saves at least this many tokens of 
 
 @dataclass(frozen=True)
 class CacheEntry:
-    """What `localgen cache` shows about one entry: model_key is the identity key of the model file (its first shard)
-    whose state it holds; problem: why its header cannot be read (tokens and model_key are then None and '')."""
+    """What `localgen cache` shows about one entry: file_keys are the identity keys of the model file (every shard
+    of a split one, the first first) whose state it holds; problem: why its header cannot be read (tokens and
+    file_keys are then None and empty)."""
 
     path: Path
     tokens: int | None
     size: int
     last_used: float
-    model_key: str = ""
+    file_keys: tuple[str, ...] = ()
     problem: str | None = None
+
+    @property
+    def model_key(self) -> str:
+        """The identity key of the model file (its first shard), '' where the header cannot be read."""
+        return self.file_keys[0] if self.file_keys else ""
 
 
 @dataclass(frozen=True)
@@ -238,7 +244,7 @@ def prompt_cache_for(model_path: Path, state_signature: str, *,
     from localgen.verify import file_identity_key
 
     files = "; ".join(file_identity_key(path) for path in split_shard_paths(model_path))
-    identity = f"{files}; {state_signature}"  # the first shard's key first: _model_key reads it
+    identity = f"{files}; {state_signature}"  # the shards' keys first: _file_keys reads them
     return PromptCache(cache_dir(), identity, max_bytes=prompt_cache_bytes(), default_context=default_context)
 
 
@@ -284,13 +290,21 @@ def list_entries(directory: Path) -> list[CacheEntry]:
             entries.append(CacheEntry(path=path, tokens=None, size=st.st_size, last_used=st.st_mtime, problem=problem))
             continue
         entries.append(CacheEntry(path=path, tokens=len(header.tokens), size=st.st_size, last_used=st.st_mtime,
-                                  model_key=_model_key(header.identity)))
+                                  file_keys=_file_keys(header.identity)))
     return sorted(entries, key=lambda e: e.last_used, reverse=True)
 
 
-def _model_key(identity: str) -> str:
-    """The identity key of the model file (the first shard) in an entry's identity (prompt_cache_for's)."""
-    return identity.split("; ", 1)[0]
+def _file_keys(identity: str) -> tuple[str, ...]:
+    """The identity keys of the model file's shards in an entry's identity (prompt_cache_for's: the keys, then the
+    state signature)."""
+    from localgen.verify import is_file_identity_key
+
+    keys = []
+    for part in identity.split("; "):
+        if not is_file_identity_key(part):
+            break
+        keys.append(part)
+    return tuple(keys)
 
 
 def evict(directory: Path, max_bytes: int) -> int:

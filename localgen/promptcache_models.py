@@ -13,11 +13,11 @@ from localgen.units import binary_size, counted, iso_time, local_minute
 
 
 def entries_of(model_keys: Collection[str]) -> list[CacheEntry]:
-    """The entries holding states of the model files with these identity keys (verify.file_identity_key of each
-    file, or of a split model's first shard)."""
+    """The entries holding states of the model files with these identity keys (verify.file_identity_key of a file,
+    or of any shard of a split one)."""
     if not model_keys:
         return []
-    return [entry for entry in list_entries(cache_dir()) if entry.model_key in model_keys]
+    return [entry for entry in list_entries(cache_dir()) if any(key in model_keys for key in entry.file_keys)]
 
 
 def entry_models() -> dict[str, Path]:

@@ -111,10 +111,18 @@ def verify_file(path: Path, *, sha256: str, size: int | None = None, label: str 
         record_verified(path, sha256)
 
 
+IDENTITY_KEY_LENGTH = 24
+
+
 def file_identity_key(path: Path) -> str:
     """A short key naming this exact file version (its resolved path and identity), for caches."""
     raw = json.dumps({"path": str(path.resolve()), **_identity(path)}, sort_keys=True)
-    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+    return hashlib.sha256(raw.encode()).hexdigest()[:IDENTITY_KEY_LENGTH]
+
+
+def is_file_identity_key(text: str) -> bool:
+    """Whether text has the form of a file_identity_key."""
+    return len(text) == IDENTITY_KEY_LENGTH and all(c in "0123456789abcdef" for c in text)
 
 
 def recorded_sha256(path: Path) -> str | None:
