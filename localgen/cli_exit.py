@@ -19,6 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from localgen.cli_option_values import value_as_option_error
+from localgen.cli_short_equals import short_equals_error
 from localgen.cli_usage import help_cluster_error, help_words_error, one_dash_error, option_arity, usage_error
 from localgen.config import settings
 from localgen.errors import (
@@ -80,7 +81,7 @@ def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> i
         if args and mentions_other_tools_options(args[0], args[1:]):
             check_options(args[0], args[1:], option_arity(app, args[0]))
         cluster = ((help_words_error(app, args[:-1]) if help_asked else None) or help_cluster_error(app, args)
-                   or one_dash_error(app, args) or value_as_option_error(app, args))
+                   or one_dash_error(app, args) or short_equals_error(app, args) or value_as_option_error(app, args))
         if cluster is not None:
             console.error(*cluster)
             return EXIT_USAGE

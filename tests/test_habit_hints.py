@@ -1,0 +1,50 @@
+"""Hints for command-line habits whose errors misled: a short option's value after =, options before the command,
+a prompt given to chat, llm's -o KEY VALUE, Ollama's show options and version flag."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_localgen
+from tests.usage_errors import parsed_command_line as _parsed
+from tests.usage_errors import usage_error as _usage
+
+_SHORT_EQUALS = "a short option takes its value after a space ({0} VALUE) or joined ({0}VALUE), not after ="
+
+
+def test_a_short_option_s_value_after_equals_is_refused_not_sent_as_the_system_prompt() -> None:
+    """run -s=terse ran with the system prompt "=terse", exit 0."""
+    result = run_localgen("run", "-s=terse", "--print-prompt", "hi")
+    assert result.returncode == 2 and result.out == "", result.out
+    assert result.err == (f"localgen: error: -s=terse: {_SHORT_EQUALS.format('-s')} (hint: use `localgen run -s terse "
+                          "--print-prompt hi`)\n")
+
+
+@pytest.mark.parametrize(("args", "meant"), [
+    (["run", "-c=2048", "hi"], {"ctx_size": 2048, "prompt": "hi"}),  # was: `localgen run --continue '2048 hi'`
+    (["run", "-t=2", "hi"], {"threads": 2}),  # was: a hint about llm's templates
+    (["run", "-f=f.txt", "hi"], {"file": ("f.txt",)}),  # was: no such file: =f.txt
+    (["run", "-m=smollm2-135m", "hi"], {"model": "smollm2-135m"}),  # was: '=smollm2-135m' is not a model name
+    (["run", "-n=3", "-s=x", "hi"], {"max_tokens": 3, "system": "x"}),  # was: -n takes a whole number
+    (["chat", "-n=3"], {"max_tokens": 3}),
+    (["bench", "-p=16"], {"n_prompt": 16}),
+    (["conversations", "-n=3"], {"limit": 3}),
+])
+def test_each_command_s_short_options_take_no_value_after_equals(
+        args: list[str], meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
+    message, hint = _usage(args, capsys)
+    stuck = next(word for word in args if word[2:3] == "=")
+    assert message == f"{stuck}: {_SHORT_EQUALS.format(stuck[:2])}"
+    assert hint.startswith("use `localgen ") and hint.endswith("`") and "=" not in hint, hint
+    params = _parsed(hint.split("`")[1])
+    assert {key: params[key] for key in meant} == meant
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "-s", "=x", "--print-prompt", "hi"],  # a value that starts with =, after a space
+    ["run", "--system==x", "--print-prompt", "hi"],  # a long option's value after its =
+])
+def test_a_value_that_starts_with_equals_is_taken_as_given(args: list[str]) -> None:
+    result = run_localgen(*args)
+    assert result.returncode == 0, result.err
+    assert "<|im_start|>system\n=x<|im_end|>" in result.out
