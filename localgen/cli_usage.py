@@ -25,6 +25,7 @@ from localgen.cli_args import (
 )
 from localgen.cli_continue import CONTINUE_LATEST, continue_hint
 from localgen.cli_extra_words import chat_prompt_error, extra_argument_hint, ollama_address_error, suggested
+from localgen.cli_habits import ENVIRONMENT_INSTEAD, environment_hint, habit_hint
 from localgen.cli_option_values import (
     as_typed,
     files_after_file_hint,
@@ -214,17 +215,34 @@ def _subcommand_habit_hint(app: typer.Typer, args: list[str], command: str, text
 
 def _option_before_command_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:
     """For `localgen --offline chat` or `localgen -m NAME "prompt"`: a command's options go after it (`run`'s when
-    no command follows)."""
+    no command follows), where they are its options; else what does their work (--debug: LOCALGEN_DEBUG=1) or that
+    the command lacks them too."""
     if command or not args or not _is_no_such_option(exc):
         return None
     later = next((i for i, word in enumerate(args) if word in command_names(app)), None)
     if later is not None:
-        moved = [args[later], *args[:later], *args[later + 1:]]
+        names = typed_command(app, args[later:])[0]  # models list: the options go after list
+        before, after = args[:later], args[later + len(names):]
     elif args[0].partition("=")[0] in option_arity(app, "run"):
-        moved = ["run", *args]
+        names, before, after = ["run"], args, []
     else:
         return None
-    return f"options go after the command: `{shlex.join(['localgen', *moved])}`"
+    takes_value = arity(typed_command(app, names)[1].params)
+    lacked = [word for word, part in read_words(before, takes_value)
+              if part == "option" and _option_name(word, takes_value) not in takes_value]
+    moved = [*names, *before, *after]
+    if not lacked:
+        return f"options go after the command: `{shlex.join(['localgen', *moved])}`"
+    shown = shlex.join(["localgen", *names])
+    return environment_hint(names, [*before, *after]) if all(word.partition("=")[0] in ENVIRONMENT_INSTEAD for word
+                                                             in lacked) else \
+        f"`{shown}` has no {lacked[0]} either: see `{shown} --help`"
+
+
+def _option_name(word: str, takes_value: dict[str, bool]) -> str:
+    """The option a word of a command line names: --temp of --temp=0, -n of -n5 (but -ngl of -ngl)."""
+    name = word.partition("=")[0]
+    return name if word.startswith("--") or name in takes_value else word[:2]
 
 
 def _prompt_as_command_hint(app: typer.Typer, args: list[str]) -> str | None:
@@ -320,7 +338,8 @@ def _help_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) 
     """Read the help of the command (or subcommand) given, led by the options close to an unknown one."""
     command = _command_with_subcommand(app, args, command)
     typed = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
-    habit = option_habit_hint(command, typed, args[1:]) or run_option_hint(app, command, typed)
+    habit = option_habit_hint(command, typed, args[1:]) or run_option_hint(app, command, typed) or \
+        habit_hint(command, typed, args[len(command.split()):])
     if habit is not None:
         return habit
     close = _close_options(exc)

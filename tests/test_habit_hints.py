@@ -1,5 +1,5 @@
-"""Hints for command-line habits whose errors misled: a short option's value after =, options before the command,
-a prompt given to chat, llm's -o KEY VALUE, Ollama's show options and version flag."""
+"""Hints for command-line habits whose errors misled: a short option's value after =, options before the command
+or that the environment sets."""
 
 from __future__ import annotations
 
@@ -48,3 +48,34 @@ def test_a_value_that_starts_with_equals_is_taken_as_given(args: list[str]) -> N
     result = run_localgen(*args)
     assert result.returncode == 0, result.err
     assert "<|im_start|>system\n=x<|im_end|>" in result.out
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    # was: options go after the command: `localgen run --debug hi`, which fails for --debug as well
+    (["--debug", "run", "hi"], "`localgen run` has no --debug: the environment's LOCALGEN_DEBUG=1 does it, "
+     "`LOCALGEN_DEBUG=1 localgen run hi`"),
+    (["run", "--debug", "hi"], "`localgen run` has no --debug: the environment's LOCALGEN_DEBUG=1 does it, "
+     "`LOCALGEN_DEBUG=1 localgen run hi`"),  # was: see `localgen run --help`
+    (["--no-color", "models", "list"], "`localgen models list` has no --no-color: the environment's NO_COLOR=1 does "
+     "it, `NO_COLOR=1 localgen models list`"),  # was: `localgen models --no-color list`
+    (["run", "--no-color", "hi"], "`localgen run` has no --no-color: the environment's NO_COLOR=1 does it, "
+     "`NO_COLOR=1 localgen run hi`"),
+    (["--offline", "models", "list"], "`localgen models list` has no --offline: the environment's LOCALGEN_OFFLINE=1 "
+     "does it, `LOCALGEN_OFFLINE=1 localgen models list`"),
+    (["--foo", "run", "hi"], "`localgen run` has no --foo either: see `localgen run --help`"),
+    (["--json", "models", "list"], "options go after the command: `localgen models list --json`"),  # was: after models
+    (["--temp", "0", "run", "hi"], "options go after the command: `localgen run --temp 0 hi`"),
+])
+def test_an_option_the_command_lacks_is_hinted_what_does_its_work(
+        args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    message, said = _usage(args, capsys)
+    assert message.startswith("No such option: ") and said == hint
+
+
+def test_the_environment_a_hint_names_does_the_work_of_the_option() -> None:
+    """The command `localgen --debug run` was hinted failed again: No such option: --debug."""
+    hint = run_localgen("--debug", "run", "-n", "1", "hi").err.split("`")[-2]
+    assert hint == "LOCALGEN_DEBUG=1 localgen run -n 1 hi"
+    setting, _, command = hint.partition(" ")
+    result = run_localgen(*command.split()[1:], env=dict([setting.split("=")]))
+    assert result.returncode == 0 and "localgen.llama: " in result.err, result.err  # llama.cpp's log
