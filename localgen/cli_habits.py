@@ -1,5 +1,5 @@
 """Options other programs have that a localgen command has not, and what does their work here: a setting of the
-environment (--debug: LOCALGEN_DEBUG=1)."""
+environment (--debug: LOCALGEN_DEBUG=1), what `models show` prints (Ollama's show --modelfile), --version (-v)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,27 @@ ENVIRONMENT_INSTEAD = {  # options people guess, and the environment's setting t
     "--debug": "LOCALGEN_DEBUG=1", "--offline": "LOCALGEN_OFFLINE=1", "--no-color": "NO_COLOR=1",
     "--no-colour": "NO_COLOR=1",
 }
+VERSION_FLAGS = ("-v", "-V")  # Ollama's -v, and many tools' -V
+_ENTRY = "its models.toml entry gives"
+_SHOWN = {  # Ollama's `show` options, and what `models show` prints of them
+    "--modelfile": f"localgen has no Modelfile: `{{}}` prints what {_ENTRY} (system prompt, settings, stop strings) "
+                   "and the GGUF's details; --template prints the chat template",
+    "--parameters": f"`{{}}` prints the settings {_ENTRY}, with the GGUF's details",
+    "--system": f"`{{}}` prints the system prompt {_ENTRY}, with the GGUF's details",
+    "--license": "`{}` prints the license, with the GGUF's details",
+}
 
 
 def habit_hint(command: str, typed: str, words: list[str]) -> str | None:
-    """For an option typed that command lacks ("" for localgen itself; `models list`), words the command's words after
+    """For an option typed that command lacks ("" for localgen itself; `models show`), words the command's words after
     its name: what does that option's work here, or None."""
     if typed.partition("=")[0] in ENVIRONMENT_INSTEAD:
         return environment_hint(command.split(), words)
+    if not command and words == [typed] and typed in VERSION_FLAGS:
+        return "use `localgen --version`"
+    if command == "models show" and typed in _SHOWN:
+        model = [word for word in words if not word.startswith("-")][:1]
+        return _SHOWN[typed].format(shlex.join(["localgen", "models", "show", *model]))  # none: the default model
     return None
 
 

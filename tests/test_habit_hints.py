@@ -1,5 +1,5 @@
-"""Hints for command-line habits whose errors misled: a short option's value after =, options before the command
-or that the environment sets."""
+"""Hints for command-line habits whose errors misled: a short option's value after =, options before the command,
+a prompt given to chat, llm's -o KEY VALUE, Ollama's show options and version flag."""
 
 from __future__ import annotations
 
@@ -65,6 +65,8 @@ def test_a_value_that_starts_with_equals_is_taken_as_given(args: list[str]) -> N
     (["--foo", "run", "hi"], "`localgen run` has no --foo either: see `localgen run --help`"),
     (["--json", "models", "list"], "options go after the command: `localgen models list --json`"),  # was: after models
     (["--temp", "0", "run", "hi"], "options go after the command: `localgen run --temp 0 hi`"),
+    (["-v"], "use `localgen --version`"),  # Ollama's
+    (["-V"], "use `localgen --version`"),
 ])
 def test_an_option_the_command_lacks_is_hinted_what_does_its_work(
         args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,3 +81,21 @@ def test_the_environment_a_hint_names_does_the_work_of_the_option() -> None:
     setting, _, command = hint.partition(" ")
     result = run_localgen(*command.split()[1:], env=dict([setting.split("=")]))
     assert result.returncode == 0 and "localgen.llama: " in result.err, result.err  # llama.cpp's log
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (["models", "show", "--modelfile", "smollm2-135m"], "localgen has no Modelfile: `localgen models show "
+     "smollm2-135m` prints what its models.toml entry gives (system prompt, settings, stop strings) and the GGUF's "
+     "details; --template prints the chat template"),
+    (["models", "show", "smollm2-135m", "--parameters"], "`localgen models show smollm2-135m` prints the settings its "
+     "models.toml entry gives, with the GGUF's details"),
+    (["models", "show", "--system"], "`localgen models show` prints the system prompt its models.toml entry gives, "
+     "with the GGUF's details"),
+    (["models", "show", "--license", "smollm2-135m"], "`localgen models show smollm2-135m` prints the license, with "
+     "the GGUF's details"),
+])
+def test_ollama_s_show_options_are_hinted_what_models_show_prints(
+        args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each was No such option (hint: see `localgen models show --help`)."""
+    message, said = _usage(args, capsys)
+    assert message.startswith("No such option: --") and said == hint
