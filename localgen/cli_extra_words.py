@@ -12,6 +12,7 @@ from localgen.cli_args import all_options, option_arity, options_given, words_gi
 from localgen.cli_option_values import run_options_of_chat, written_apart
 from localgen.config import settings
 from localgen.errors import LocalgenError
+from localgen.stdin_names import STDIN_NAME
 
 
 def extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
@@ -58,11 +59,20 @@ def chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[str
     if not words:
         return None
     prompt = " ".join(words)
+    options = run_options_of_chat(app, args[1:])  # as run takes them
+    if not prompt.strip():  # chat "": start the chat
+        chat_options = options_given(args[1:], option_arity(app, "chat"))
+        start = shlex.join(["localgen", "chat", *(["-m", model] if model else []), *chat_options])
+        return "chat takes no prompt argument: type your messages at its >>> prompt", f"start it with `{start}`"
+    if STDIN_NAME in words:  # chat -: run answers what is piped in
+        asked = [word for word in words if word != STDIN_NAME]
+        run = suggested("run", [*(["-m", model] if model else []), *options], asked)
+        return ("chat takes no prompt argument, and reads no stdin: type your messages at its >>> prompt",
+                f"for one answer to a file's text, use `{run} < FILE` or `... | {run}`")
     if len(words) == 1 and model is None and _is_saved_conversation(prompt):
         return (f"chat takes no prompt argument, and '{prompt}' is a saved conversation",
                 f"to continue it, use `localgen chat --resume {shlex.quote(prompt)}`")
     quoted = shlex.quote(prompt) if shlex.quote(prompt) != prompt else f"'{prompt}'"
-    options = run_options_of_chat(app, args[1:])  # as run takes them
     ask = " ".join(["localgen run", *(["-m", shlex.quote(model)] if model else []), *map(shlex.quote, options),
                     *(["--"] if prompt.startswith("-") else []), quoted])
     return "chat takes no prompt argument: type your messages at its >>> prompt", f"for one answer, use `{ask}`"

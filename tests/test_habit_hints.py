@@ -99,3 +99,27 @@ def test_ollama_s_show_options_are_hinted_what_models_show_prints(
     """Each was No such option (hint: see `localgen models show --help`)."""
     message, said = _usage(args, capsys)
     assert message.startswith("No such option: --") and said == hint
+
+
+_NO_PROMPT = "chat takes no prompt argument: type your messages at its >>> prompt"
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (["chat", ""], "start it with `localgen chat`"),  # was: `localgen run ''`, nothing to send
+    (["chat", "-n", "5", "smollm2-135m", " "], "start it with `localgen chat -m smollm2-135m -n 5`"),
+])
+def test_an_empty_prompt_given_to_chat_is_hinted_the_chat_alone(args: list[str], hint: str) -> None:
+    result = run_localgen(*args)
+    assert result.returncode == 2 and result.err == f"localgen: error: {_NO_PROMPT} (hint: {hint})\n"
+    _parsed(hint.split("`")[1])
+
+
+def test_chat_s_dash_is_hinted_run_with_stdin_piped_to_it() -> None:
+    """chat - was hinted `localgen run -- '-'`, which reads stdin rather than sending "-"."""
+    result = run_localgen("chat", "-n", "3", "-")
+    assert result.returncode == 2
+    assert result.err == ("localgen: error: chat takes no prompt argument, and reads no stdin: type your messages at "
+                          "its >>> prompt (hint: for one answer to a file's text, use `localgen run -n 3 < FILE` or "
+                          "`... | localgen run -n 3`)\n")
+    piped = run_localgen("run", "-n", "3", "--temperature", "0", "--print-prompt", stdin=b"the piped text")
+    assert piped.returncode == 0 and "the piped text" in piped.out, piped.err
