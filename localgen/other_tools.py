@@ -12,6 +12,7 @@ from localgen.other_tools_values import (
     output_hint,
     quant_option_hint,
     resume_hint,
+    setting_option_hint,
     writes_a_file_or_json,
 )
 
@@ -311,7 +312,8 @@ def check_options(command: str, args: list[str], takes_value: dict[str, bool]) -
             if name == "-o" and command in ("run", "chat") and writes_a_file_or_json(value):  # not llm's -o KEY VALUE
                 raise UsageError("No such option: -o", hint=output_hint(command, args, index))
             tool, purpose, instead = options[name]
-            hint = _IN_CHAT.get(name, instead) if command == "chat" else _format_hint(name, value) or instead
+            hint = setting_option_hint(command, args, index) or (
+                _IN_CHAT.get(name, instead) if command == "chat" else _format_hint(name, value) or instead)
             from localgen.other_tools_command import in_localgen_s_words
 
             written = in_localgen_s_words(name, args, takes_value, hint) if command == "run" else None

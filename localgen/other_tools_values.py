@@ -130,3 +130,50 @@ def names_a_file_to_write(word: str) -> bool:
     except ValueError:
         return "." in word or "/" in word
     return False
+
+
+def setting_option_hint(command: str, words: list[str], at: int) -> str | None:
+    """For llm's `-o KEY VALUE` given to run or chat (words[at], of the command's words after its name): the option
+    here for the setting KEY, as chat's /set reads its name (max_tokens: -n, num_ctx: -c), with VALUE, and the command
+    with each -o so written where it runs; None where no option sets KEY."""
+    from localgen.cli import app
+    from localgen.cli_args import arity, click_command, words_given
+    from localgen.cli_option_values import runs_as_written
+
+    clicked = click_command(app).commands[command]
+    first = _setting_given(clicked, words, at)
+    if first is None:
+        return None
+    said = f"localgen's is {shlex.join(first)}"
+    written: list[str] = []
+    while words and words[0] != "--":  # after it, the prompt's words
+        given = _setting_given(clicked, words, 0)
+        written, words = ([*written, *given], words[3:]) if given else ([*written, words[0]], words[1:])
+    written += words
+    if not runs_as_written(clicked, written):
+        return said
+    prompt = ' "..."' if command == "run" and not words_given(written, arity(clicked.params)) else ""
+    return f"{said}: `{shlex.join(['localgen', command, *written])}{prompt}`"
+
+
+def _setting_given(clicked: object, words: list[str], at: int) -> list[str] | None:
+    """llm's `-o KEY VALUE` at words[at] as the option here that sets KEY, with VALUE; None for other words, or a KEY
+    no option of the click command sets."""
+    if at + 2 >= len(words) or words[at] not in ("-o", "--option"):  # not -o=KEY: llm's takes KEY and VALUE apart
+        return None
+    option = _setting_option(clicked, words[at + 1])
+    return None if option is None else [option, words[at + 2]]
+
+
+def _setting_option(clicked: object, key: str) -> str | None:
+    """The option of a click command that sets the setting named key as /set reads it (temp, num_predict; num_ctx, a
+    setting the chat starts with), its short name where it has one; None for a key no option of it sets."""
+    from localgen.chat_settings import SETTING_ALIASES, SETTING_NAMES, STARTUP_ONLY
+
+    name = key.lstrip("-").replace("-", "_").lower()
+    name = SETTING_ALIASES.get(name, name)
+    if name in STARTUP_ONLY:
+        return STARTUP_ONLY[name][1].split()[0]  # "-c N (--ctx-size)": -c
+    names = next((param.opts for param in getattr(clicked, "params", ())
+                  if param.name == name and name in (*SETTING_NAMES, "stop")), None)
+    return None if names is None else next((option for option in names if option[1] != "-"), names[0])

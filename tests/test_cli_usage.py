@@ -244,7 +244,7 @@ _CHAT_SAVES = ("chat saves the conversation: `localgen conversations show NAME` 
     (["chat", "--output", "chat.txt"], "No such option: --output", _CHAT_SAVES),
     (["chat", "-o", "chat.txt"], "No such option: -o", _CHAT_SAVES),
     (["run", "-o", "top_p", "0.9", "hi"], "-o is llm's option for model settings",
-     "each setting has its own option here: --temperature 0.2, --top-p 0.9, ..."),  # llm's -o KEY VALUE as it was
+     "localgen's is --top-p 0.9: `localgen run --top-p 0.9 hi`"),  # llm's -o KEY VALUE
 ])
 def test_a_context_or_output_option_guessed_gets_localgen_s_way(args: list[str], message: str, hint: str,
                                                                capsys: pytest.CaptureFixture[str]) -> None:

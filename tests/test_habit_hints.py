@@ -123,3 +123,30 @@ def test_chat_s_dash_is_hinted_run_with_stdin_piped_to_it() -> None:
                           "`... | localgen run -n 3`)\n")
     piped = run_localgen("run", "-n", "3", "--temperature", "0", "--print-prompt", stdin=b"the piped text")
     assert piped.returncode == 0 and "the piped text" in piped.out, piped.err
+
+
+@pytest.mark.parametrize(("args", "hint", "meant"), [
+    (["run", "-o", "max_tokens", "100", "hi"], "localgen's is -n 100: `localgen run -n 100 hi`", {"max_tokens": 100}),
+    (["run", "-o", "num_ctx", "4096", "hi"], "localgen's is -c 4096: `localgen run -c 4096 hi`", {"ctx_size": 4096}),
+    (["chat", "-o", "seed", "1"], "localgen's is --seed 1: `localgen chat --seed 1`", {"seed": 1}),
+    (["run", "-o", "temperature", "0.2", "--option", "top_p", "0.9", "hi"],
+     "localgen's is --temperature 0.2: `localgen run --temperature 0.2 --top-p 0.9 hi`",
+     {"temperature": 0.2, "top_p": 0.9}),
+    (["chat", "--option", "num_predict", "5"], "localgen's is -n 5: `localgen chat -n 5`", {"max_tokens": 5}),
+])
+def test_llm_s_setting_option_is_hinted_the_option_for_its_key(
+        args: list[str], hint: str, meant: dict[str, object]) -> None:
+    """Each was hinted the same fixed text, whatever the key: each setting has its own option here: --temperature 0.2,
+    --top-p 0.9, ..."""
+    result = run_localgen(*args)
+    assert result.returncode == 2
+    assert result.err == f"localgen: error: {args[1]} is llm's option for model settings (hint: {hint})\n"
+    params = _parsed(hint.split("`")[1])
+    assert {key: params[key] for key in meant} == meant
+
+
+def test_llm_s_setting_option_with_a_key_no_option_sets_keeps_the_general_hint(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert _usage(["run", "-o", "foo", "1", "hi"], capsys) == (
+        "-o is llm's option for model settings", "each setting has its own option here: --temperature 0.2, --top-p "
+        "0.9, ...")

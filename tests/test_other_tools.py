@@ -27,7 +27,7 @@ from tests.conftest import bundled_model_file, run_localgen
     (("chat", "--format", "json"), "--format is Ollama's option for an output format",
      "chat answers in free text; localgen run --json-schema SCHEMA answers in JSON that follows it"),  # was: run's
     (("run", "-o", "temperature", "0.2", "hi"), "-o is llm's option for model settings",
-     "each setting has its own option here: --temperature 0.2, --top-p 0.9, ..."),
+     "localgen's is --temperature 0.2: `localgen run --temperature 0.2 hi`"),
     (("run", "--format=json", "hi"), "--format is Ollama's option for an output format",
      "for an answer in JSON, localgen's is --json-schema '{}' (any JSON), or --json-schema SCHEMA to follow a schema; "
      "--json prints a record of the run"),  # was: localgen's are --json-schema SCHEMA or --grammar GBNF ...
