@@ -30,20 +30,25 @@ def extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: s
     return _run_extra_argument_hint(app, args, options, words) if command == "run" else None
 
 
-def ollama_address_error(app: typer.Typer, args: list[str], text: str) -> tuple[str, str] | None:
-    """For `run ollama.com/library/NAME "prompt"` (or chat's): Ollama's address of a model, refused as such."""
+def model_refused_error(app: typer.Typer, args: list[str], text: str) -> tuple[str, str] | None:
+    """For `run MODEL "prompt"` (or chat's, or the model last: `run "prompt" MODEL`) where the registry refuses MODEL
+    as typed: Ollama's address of a model, or a tag of a model that it has in no such form (a size it lacks,
+    qwen2.5:14b; a base model's tag, llama3.2:1b-text): that refusal."""
+    from localgen.errors import ModelNotFoundError
     from localgen.references import ollama_model
     from localgen.registry import load_registry
 
     if not args or args[0] not in ("run", "chat") or "unexpected extra argument" not in text:
         return None
     words = words_given(args[1:], option_arity(app, args[0]))
-    if not words or ollama_model(words[0]) is None:
-        return None
-    try:
-        load_registry(settings().user_registry).reference(words[0])
-    except LocalgenError as exc:
-        return exc.message, exc.hint or ""
+    for word in dict.fromkeys(words[:1] + words[-1:]):
+        try:
+            load_registry(settings().user_registry).reference(word)
+        except ModelNotFoundError as exc:
+            return exc.message, exc.hint or ""
+        except LocalgenError as exc:
+            if ollama_model(word) is not None:
+                return exc.message, exc.hint or ""
     return None
 
 

@@ -24,7 +24,7 @@ from localgen.cli_args import (
     words_given,
 )
 from localgen.cli_continue import CONTINUE_LATEST, continue_hint
-from localgen.cli_extra_words import chat_prompt_error, extra_argument_hint, ollama_address_error, suggested
+from localgen.cli_extra_words import chat_prompt_error, extra_argument_hint, model_refused_error, suggested
 from localgen.cli_habits import ENVIRONMENT_INSTEAD, environment_hint, habit_hint
 from localgen.cli_option_values import (
     as_typed,
@@ -60,7 +60,7 @@ def _message_and_hint(app: typer.Typer, exc: Exception, args: list[str]) -> tupl
     """The one-line message and the hint for a usage error of the command line args (as main gave them)."""
     text = str(exc).lower()
     files = files_after_file_hint(app, args, text)  # `run -f *.md "..."`: the shell's list of files after one -f
-    special = ((_usage_error_text(exc), files) if files else None) or ollama_address_error(app, args, text) or \
+    special = ((_usage_error_text(exc), files) if files else None) or model_refused_error(app, args, text) or \
         chat_prompt_error(app, args, text)
     if special is not None:
         return special

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import stat
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -30,6 +31,7 @@ from localgen.typed_paths import is_existing_folder, short_path
 
 _CHAT_TAG_WORDS = {"instruct", "chat", "it"}  # the words of an Ollama tag for a chat model: qwen2.5:7b-instruct
 _BASE_TAG_WORDS = {"text", "base"}  # those of a tag for the base (pre-trained) model: llama3.2:1b-text
+_SIZE_TAG = re.compile(r"e?(?:(\d+)x)?(\d+(?:\.\d+)?)([bm])")  # Ollama's size tags: 0.5b, 14b, 360m, 8x7b, e2b
 _OLLAMA_QUANTS = {"FP16": "F16", "FP32": "F32"}  # its tags' names for the quants GGUF files are named by
 
 
@@ -148,9 +150,19 @@ class Registry:
                                      "registry has entries for chat models only",
                                      hint=f"for the chat model, use {tagged}; for the base model, give its GGUF repo "
                                           "on Hugging Face as ORG/REPO[:QUANT]")
+        if tagged not in self.models and _SIZE_TAG.fullmatch(size) and self._sizes_of(ref.name):
+            raise ModelNotFoundError(f"the registry has no {size} size of {ref.name}",
+                                     hint=f"it has {', '.join(self._sizes_of(ref.name))}; for another size, "
+                                          f"{OLLAMA_HUB_HINT}")
         if tagged not in self.models or not words <= _CHAT_TAG_WORDS:
             return ref
         return replace(ref, name=tagged, quant=_OLLAMA_QUANTS.get(quant or "", quant))
+
+    def _sizes_of(self, name: str) -> list[str]:
+        """The entries NAME-SIZE of a model NAME (qwen2.5-0.5b, not qwen2.5-coder-1.5b), smallest first."""
+        sizes = [entry for entry in self.models if _SIZE_TAG.fullmatch(entry.removeprefix(f"{name}-"))
+                 and entry.startswith(f"{name}-")]
+        return sorted(sizes, key=lambda entry: _size_value(entry.removeprefix(f"{name}-")))
 
     def spec_for(self, ref: ModelRef) -> ModelSpec | None:
         """The entry a reference names (None for a Hub repo or a path); an unknown name that a file here has is
@@ -180,6 +192,13 @@ class Registry:
                         if exc.hint.endswith("?") else f"{owner}; or {exc.hint}")
                 raise ModelNotFoundError(f"unknown model '{typed.partition(':')[0]}'", hint=hint) from None
             raise
+
+
+def _size_value(size: str) -> float:
+    """A model size tag's parameter count (0.5b, 360m, 8x7b) in billions, for ordering sizes."""
+    found = _SIZE_TAG.fullmatch(size)
+    assert found is not None
+    return float(found[2]) * (int(found[1] or 1)) * (1e-3 if found[3] == "m" else 1)
 
 
 def _own_file(ref: ModelRef, spec: ModelSpec) -> ModelRef:

@@ -150,3 +150,25 @@ def test_llm_s_setting_option_with_a_key_no_option_sets_keeps_the_general_hint(
     assert _usage(["run", "-o", "foo", "1", "hi"], capsys) == (
         "-o is llm's option for model settings", "each setting has its own option here: --temperature 0.2, --top-p "
         "0.9, ...")
+
+
+_OTHER_SIZE = "for another size, find the model's GGUF repo on Hugging Face and give it as ORG/REPO[:QUANT]"
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (["run", "-m", "qwen2.5:14b", "hi"], "the registry has no 14b size of qwen2.5 (hint: it has qwen2.5-0.5b, "
+     f"qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b; {_OTHER_SIZE})"),  # was: unknown model 'qwen2.5', 7b left out
+    (["run", "-m", "qwen2.5:14b-instruct-q4_K_M", "hi"], "the registry has no 14b size of qwen2.5 (hint: it has "
+     f"qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b; {_OTHER_SIZE})"),
+    (["chat", "-m", "smollm2:360m"], f"the registry has no 360m size of smollm2 (hint: it has smollm2-135m; "
+     f"{_OTHER_SIZE})"),  # was: unknown model 'smollm2' (hint: did you mean smollm2-135m?)
+    (["run", "qwen2.5:14b", "hi"], "the registry has no 14b size of qwen2.5 (hint: it has qwen2.5-0.5b, "
+     f"qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b; {_OTHER_SIZE})"),  # was: quote the prompt
+    (["run", "hi", "llama3.2:1b-text"], "'llama3.2:1b-text' is Ollama's tag of the base model of llama3.2-1b, and "
+     "the registry has entries for chat models only (hint: for the chat model, use llama3.2-1b; for the base model, "
+     "give its GGUF repo on Hugging Face as ORG/REPO[:QUANT])"),  # was: a traceback
+])
+def test_ollama_s_size_the_registry_lacks_is_told_the_sizes_it_has(args: list[str], error: str) -> None:
+    result = run_localgen(*args)
+    assert result.returncode == (1 if "-m" in args else 2)  # a model not found, or a usage error
+    assert result.err == f"localgen: error: {error}\n", result.err
