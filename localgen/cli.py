@@ -40,7 +40,6 @@ from localgen.cli_options import (
     RepeatLastNOpt,
     RepeatPenaltyOpt,
     RunFlashAttnOpt,
-    RunSystemOpt,
     SeedOpt,
     StopOpt,
     SystemFileOpt,
@@ -117,7 +116,7 @@ def run(
     prompt: Annotated[str | None, typer.Argument(
         metavar="PROMPT", help="The instruction; - reads it from stdin. Piped stdin and -f files come first.")] = None,
     model: ModelOpt = None,
-    system: RunSystemOpt = None,
+    system: SystemOpt = None,
     system_file: SystemFileOpt = None,
     file: Annotated[list[str] | None, typer.Option(
         "--file", "-f", metavar="FILE", help="Attach a text file (repeatable; - is stdin).")] = None,

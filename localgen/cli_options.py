@@ -187,8 +187,7 @@ GPU_LAYERS_NAMES = ("--gpu-layers", "-ngl")
 GPU_LAYERS_HELP = "Layers to offload to the GPU (-1 = all; default: as many as fit)."
 GpuLayersOpt = Annotated[int | None, whole_option(*GPU_LAYERS_NAMES, help=GPU_LAYERS_HELP)]
 NoGpuOpt = Annotated[bool, typer.Option("--no-gpu", help="Run on the CPU only.")]
-SystemOpt = Annotated[str | None, typer.Option("--system", "-s", metavar="TEXT", help="System prompt.")]
-RunSystemOpt = Annotated[str | None, typer.Option(
+SystemOpt = Annotated[str | None, typer.Option(
     "--system", "-s", metavar="TEXT", help='System prompt ("": an empty one; none: the chat template\'s own).')]
 SystemFileOpt = Annotated[str | None, typer.Option(
     "--system-file", "-sysf", metavar="FILE", help="System prompt read from a text file.")]

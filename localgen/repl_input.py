@@ -44,7 +44,7 @@ COMMAND_HELP = {
     "/save [NAME]": "save the conversation (it is also autosaved after every answer)",
     "/load NAME": "continue a saved conversation",
     "/list [all]": f"list the newest {LIST_NEWEST} saved conversations (all: every one)",
-    "/model REF": "switch model, keeping the conversation",
+    "/model [REF]": "switch model, keeping the conversation (alone: name the model in use)",
     "/thinking [on|off]": "show or hide the model's reasoning (alone: say which)",
     "/markdown [on|off]": "render answers as Markdown, or print them exactly as written (alone: say which)",
     "/wrap [on|off]": "break answers' lines between words at the window's edge, or keep them whole for the terminal "

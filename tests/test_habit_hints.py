@@ -3,9 +3,12 @@ a prompt given to chat, llm's -o KEY VALUE, Ollama's show options and version fl
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import run_localgen
+from tests.test_repl import Chat
 from tests.usage_errors import parsed_command_line as _parsed
 from tests.usage_errors import usage_error as _usage
 
@@ -172,3 +175,18 @@ def test_ollama_s_size_the_registry_lacks_is_told_the_sizes_it_has(args: list[st
     result = run_localgen(*args)
     assert result.returncode == (1 if "-m" in args else 2)  # a model not found, or a usage error
     assert result.err == f"localgen: error: {error}\n", result.err
+
+
+def test_chat_s_help_says_what_an_empty_system_prompt_and_none_do_as_run_s() -> None:
+    """chat --help gave -s as "System prompt." alone."""
+    helps = [" ".join(run_localgen(command, "--help").out.split()) for command in ("chat", "run")]
+    said = """-s, --system TEXT System prompt ("": an empty one; none: the chat template's own)."""
+    assert all(said in shown for shown in helps), helps
+
+
+def test_chat_s_help_lists_model_with_its_reference_optional(tmp_path: Path) -> None:
+    """/help listed /model REF, where /model alone names the model in use."""
+    chat = Chat(tmp_path / "home", "-n", "5")
+    assert "/model [REF]" in chat.command("/help", "/exit")
+    chat.command("/model", "smollm2-135m")
+    assert chat.quit() == 0
