@@ -23,12 +23,33 @@ def read_toml(text: str, source: Path | str) -> dict[str, Any]:
     """One models.toml text as data, or a ConfigError naming the file."""
     try:
         return tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError) as exc:
-        twice = _given_twice(str(exc), text) if isinstance(exc, tomllib.TOMLDecodeError) else None
+    except RecursionError as exc:
+        raise ConfigError(f"{source}: not valid TOML (nested too deeply)", hint="fix or remove the file") from exc
+    except tomllib.TOMLDecodeError as exc:
+        reason = _broken_header(str(exc), text) or str(exc)
+        twice = _given_twice(reason, text)
         if twice is not None:
             raise ConfigError(f"{source}: {twice[0]}", hint=twice[1]) from exc
-        reason = exc if isinstance(exc, tomllib.TOMLDecodeError) else "nested too deeply"
         raise ConfigError(f"{source}: not valid TOML ({reason})", hint="fix or remove the file") from exc
+
+
+_AT = re.compile(r"\(at (?:line (\d+), column \d+|end of document)\)$")
+
+
+def _broken_header(reason: str, text: str) -> str | None:
+    """For an error at a table header's line that is no header by itself (an unclosed [models.x, which TOML finds
+    given twice before it finds the ] missing), the error that line gives alone, at its line; None otherwise."""
+    at = _AT.search(reason)
+    lines = text.split("\n")  # TOML's lines, as _given_twice takes them
+    number = 0 if at is None else int(at[1]) if at[1] else len(lines)
+    line = lines[number - 1] if 0 < number <= len(lines) else ""
+    if not line.strip().startswith("["):
+        return None
+    try:
+        tomllib.loads("\n" * (number - 1) + line + "\n")
+    except tomllib.TOMLDecodeError as exc:
+        return str(exc)
+    return None
 
 
 _TABLE = re.compile(r"Cannot (declare|redefine namespace|mutate immutable namespace) (\(.*\))(?: twice)? "
