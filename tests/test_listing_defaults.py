@@ -4,16 +4,60 @@ models.toml whose table header is not closed."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CliResult, run_localgen, user_registry
+from tests.conftest import CliResult, bundled_model_file, run_localgen, user_registry
 
 
 def localgen(home: Path, *args: str) -> CliResult:
     """Run localgen offline, its Hugging Face cache (empty) under home."""
     return run_localgen(*args, env={"LOCALGEN_OFFLINE": "1", "LOCALGEN_AMX": "0", "HF_HOME": str(home / "hf")})
+
+
+def listing(home: Path, *args: str) -> list[dict]:
+    """`localgen models ARGS --json`'s rows."""
+    listed = localgen(home, "models", *args, "--json")
+    assert listed.returncode == 0, listed.err
+    return json.loads(listed.out)
+
+
+def starred(home: Path, *args: str) -> list[str]:
+    """The names of the rows `localgen models ARGS` on a pipe says DEFAULT yes of."""
+    listed = localgen(home, "models", *args)
+    assert listed.returncode == 0, listed.err
+    rows = [row.split("\t") for row in listed.out.splitlines()]
+    assert rows[0][-1] == "DEFAULT", rows[0]
+    return [row[0] for row in rows[1:] if row[-1] == "yes"]
+
+
+def test_a_default_whose_file_is_gone_is_starred_on_its_row(home: Path) -> None:
+    """`models default` named it and run failed on it, while no row was starred."""
+    copy = home / "copy.gguf"
+    copy.symlink_to(bundled_model_file())
+    assert localgen(home, "models", "default", str(copy)).returncode == 0
+    copy.unlink()
+    assert [(m["name"], m["source"], m["default"]) for m in listing(home)] == [
+        ("smollm2-135m", "bundled", False), (str(copy), "local", True)]
+    assert starred(home) == [str(copy)] and starred(home, "--all") == [str(copy)]
+    assert localgen(home, "models", "default").out == f"{copy}\n"
+
+
+def test_a_default_through_a_loop_of_links_is_starred_on_its_unreadable_row(home: Path) -> None:
+    loop = home / "loop.gguf"
+    loop.symlink_to(loop)
+    user_registry(home, f'[defaults]\nmodel = "{loop}"\n')
+    listed = localgen(home, "models")
+    assert listed.returncode == 0 and listed.out.splitlines()[-1].split("\t") == [
+        str(loop), "-", "-", "never", "local (unreadable)", str(loop), "yes"], listed.out
+    assert [m["name"] for m in listing(home) if m["default"]] == [str(loop)]
+
+
+def test_a_default_entry_whose_own_file_is_missing_is_starred_on_its_row(home: Path) -> None:
+    user_registry(home, f'[defaults]\nmodel = "mine"\n[models.mine]\npath = "{home / "gone.gguf"}"\n')
+    assert starred(home) == ["mine"] and starred(home, "--all") == ["mine"]
 
 
 @pytest.mark.parametrize(("header", "expected"), [
