@@ -121,7 +121,7 @@ def bundled_file(spec: ModelSpec) -> Path | None:
         return None
     for location in (found.submodule_search_locations or []) if found else []:
         candidate = Path(location) / spec.package_file
-        if candidate.is_file():
+        if own_file_problem(candidate) is None:  # is_file() raises for a name too long
             return candidate
     return None
 

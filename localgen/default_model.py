@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localgen.errors import GGUFError, LocalgenError, UsageError
-from localgen.registry import Registry, hub_target, load_registry, user_file_text
+from localgen.registry import Registry, hub_target, load_registry, own_file_problem, user_file_text
 from localgen.typed_paths import short_path
 
 if TYPE_CHECKING:
@@ -123,8 +123,8 @@ def default_here(registry: Registry) -> Path | None:
     [defaults] model that names no model)."""
     try:
         ref = registry.reference(registry.default_reference())
-        if ref.path is not None:
-            return ref.path if ref.path.is_file() else None
+        if ref.path is not None:  # own_file_problem: is_file() raises for a name too long
+            return ref.path if own_file_problem(ref.path) is None else None
         return _here(registry, ref, registry.spec_for(ref))
     except LocalgenError:
         return None

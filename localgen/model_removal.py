@@ -128,7 +128,7 @@ def _kept_parts(registry: Registry, repo: str, quant: str | None, pattern: str |
 
 def _refuse_path(registry: Registry, ref: ModelRef) -> None:
     """A file path is never removed: the bundled file gets its own message."""
-    target = ref.path.resolve() if ref.path else None
+    target = Path(os.path.realpath(ref.path)) if ref.path else None  # Path.resolve raises for a loop of links
     for spec in registry.models.values():
         bundled = bundled_file(spec)
         if bundled is not None and target == bundled.resolve():

