@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -366,14 +367,56 @@ def _answer(engine: Engine, prompt: list[int], cache: PromptCache | None) -> Fin
     return [e for e in events if isinstance(e, Finished)][-1]
 
 
-def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path: Path) -> None:
-    cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30)
-    first, second = _prompt(engine, "How many red boxes are there?"), _prompt(engine, "Which box holds most?")
+FIRST, SECOND = "How many red boxes are there?", "Which box holds most?"
+
+
+@pytest.fixture(scope="module")
+def cold_second(engine: Engine) -> Finished:
+    """The greedy answer to SECOND about DOC, prefilled cold: the answer a restored prefix must give (computed once,
+    as each prefill of DOC takes seconds on one thread)."""
+    return _answer(engine, _prompt(engine, SECOND), None)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A prompt cache folder holding what one answer stored, that answer, and the tokens the KV cache held after it."""
+
+    folder: Path
+    answer: Finished
+    kv_after: list[int]
+
+    def copy_to(self, folder: Path) -> Path:
+        """A copy of the folder, for a test to change as it likes; folder."""
+        shutil.copytree(self.folder, folder, dirs_exist_ok=True)
+        return folder
+
+
+@pytest.fixture(scope="module")
+def first_stored(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Stored:
+    """FIRST about DOC answered into a prompt cache of the default thresholds (stored once; tests get copies)."""
+    folder = tmp_path_factory.mktemp("first-stored")
+    answer = _answer(engine, _prompt(engine, FIRST), PromptCache(folder, "smollm2", max_bytes=1 << 30))
+    return Stored(folder, answer, engine.kv_token_list)
+
+
+@pytest.fixture(scope="module")
+def doc_300_stored(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Stored:
+    """DOC's first 300 tokens, no template, answered into a prompt cache that keeps any entry (stored once; tests get
+    copies)."""
+    folder = tmp_path_factory.mktemp("doc-300-stored")
+    cache = PromptCache(folder, "smollm2", max_bytes=1 << 30, min_new_tokens=1, min_gain_tokens=1)
+    answer = _answer(engine, engine.tokenize(DOC, add_special=False)[:300], cache)
+    return Stored(folder, answer, engine.kv_token_list)
+
+
+def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path: Path, cold_second: Finished,
+                                                        first_stored: Stored) -> None:
+    cache = PromptCache(first_stored.copy_to(tmp_path), "smollm2", max_bytes=1 << 30)
+    first, second = _prompt(engine, FIRST), _prompt(engine, SECOND)
     assert len(first) > engine.n_ubatch, "the document must span more than one physical batch"
-    cold = _answer(engine, second, None)
-    stored = _answer(engine, first, cache)
+    cold, stored = cold_second, first_stored.answer
     assert stored.restored_tokens == 0 and len(list_entries(tmp_path)) == 1
-    assert stored.usage.completion_tokens > 0 and engine.kv_token_list == first, "the answer is not stored"
+    assert stored.usage.completion_tokens > 0 and first_stored.kv_after == first, "the answer is not stored"
     warm = _answer(engine, second, cache)
     assert warm.restored_tokens > len(first) - 100 and warm.usage.cached_tokens == warm.restored_tokens
     assert warm.text == cold.text
@@ -381,11 +424,10 @@ def test_restored_prefill_gives_the_same_greedy_answer(engine: Engine, tmp_path:
     assert again.text == cold.text and len(list_entries(tmp_path)) == 1
 
 
-def test_an_entry_llama_cpp_refuses_to_load_is_deleted(engine: Engine, tmp_path: Path) -> None:
+def test_an_entry_llama_cpp_refuses_to_load_is_deleted(engine: Engine, tmp_path: Path, cold_second: Finished) -> None:
     """An entry whose checksum holds but whose state llama.cpp refuses was kept, and read by every later run."""
     cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30)
-    first, second = _prompt(engine, "How many red boxes are there?"), _prompt(engine, "Which box holds most?")
-    cold = _answer(engine, second, None)
+    first, second, cold = _prompt(engine, FIRST), _prompt(engine, SECOND), cold_second
     cache.store(first, bytearray(b"not a llama.cpp state" * 100))
     (refused,) = tmp_path.glob("*.lgpc")
     engine.reset()
@@ -394,11 +436,10 @@ def test_an_entry_llama_cpp_refuses_to_load_is_deleted(engine: Engine, tmp_path:
     assert not refused.exists() and len(list_entries(tmp_path)) == 1, "only the answer's own entry is left"
 
 
-def test_an_answer_stopped_before_its_first_token_still_counts_what_was_restored(engine: Engine,
-                                                                                tmp_path: Path) -> None:
-    cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30)
-    first, second = _prompt(engine, "How many red boxes are there?"), _prompt(engine, "Which box holds most?")
-    _answer(engine, first, cache)
+def test_an_answer_stopped_before_its_first_token_still_counts_what_was_restored(engine: Engine, tmp_path: Path,
+                                                                                first_stored: Stored) -> None:
+    cache = PromptCache(first_stored.copy_to(tmp_path), "smollm2", max_bytes=1 << 30)  # FIRST answered into it
+    first, second = _prompt(engine, FIRST), _prompt(engine, SECOND)
     engine.reset()
     engine.request_stop()  # Ctrl-C while the prompt was prepared
     events = engine.generate(second, GREEDY, GenerationLimits(max_tokens=24), prefix_cache=cache)
@@ -408,14 +449,15 @@ def test_an_answer_stopped_before_its_first_token_still_counts_what_was_restored
 
 
 def test_an_entry_longer_than_a_context_started_small_is_restored(engine: Engine, bundled_model: Path, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   doc_300_stored: Stored) -> None:
     """A short prompt starts its KV cache small (engine.growth); a saved prompt it begins is longer than that: the
     cache grows to take it, where the entry failed to load and the whole prompt was prefilled cold."""
     from localgen.engine import growth
 
-    cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30, min_new_tokens=1, min_gain_tokens=1)
-    long = engine.tokenize(DOC, add_special=False)[:300]
-    _answer(engine, long, cache)
+    cache = PromptCache(doc_300_stored.copy_to(tmp_path), "smollm2", max_bytes=1 << 30, min_new_tokens=1,
+                        min_gain_tokens=1)
+    long = engine.tokenize(DOC, add_special=False)[:300]  # answered into the cache
     monkeypatch.setattr(growth, "FIRST_TOKENS", 64)
     with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1, n_batch=128, n_ubatch=128,
                                            expected_tokens=0)) as small:
@@ -426,13 +468,14 @@ def test_an_entry_longer_than_a_context_started_small_is_restored(engine: Engine
 
 
 def test_an_entry_longer_than_the_context_gives_way_to_a_shorter_one_that_fits(engine: Engine, bundled_model: Path,
-                                                                               tmp_path: Path) -> None:
+                                                                               tmp_path: Path,
+                                                                               doc_300_stored: Stored) -> None:
     """A run with a larger context saved a prompt longer than this context holds, which cannot be loaded here: the
     entry that shares the most among those that fit is restored, where the longer one was chosen, failed to load, and
     the whole prompt was prefilled cold."""
-    cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30, min_new_tokens=1, min_gain_tokens=1)
+    cache = PromptCache(doc_300_stored.copy_to(tmp_path), "smollm2", max_bytes=1 << 30, min_new_tokens=1,
+                        min_gain_tokens=1)  # words[:300] answered into it
     words = engine.tokenize(DOC, add_special=False)
-    _answer(engine, words[:300], cache)
     with Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1, n_batch=128,
                                            n_ubatch=128)) as small:
         _answer(small, words[:150], cache)  # the shorter entry, which this context holds
@@ -441,31 +484,46 @@ def test_an_entry_longer_than_the_context_gives_way_to_a_shorter_one_that_fits(e
     assert done.restored_tokens >= 128 and done.usage.cached_tokens == done.restored_tokens
 
 
+@pytest.fixture(scope="module")
+def flash_engine(bundled_model: Path) -> Iterator[Engine]:
+    """The bundled model with flash attention on, in batches of 128."""
+    options = LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1, n_batch=128, n_ubatch=128, flash_attn="on")
+    with Engine(bundled_model, options) as eng:
+        yield eng
+
+
+@pytest.fixture(scope="module")
+def cold_logits() -> dict[int, bytes]:
+    """The last logits of each prompt length prefilled cold on flash_engine (each computed once, when first asked)."""
+    return {}
+
+
+def _last_logits(eng: Engine, tokens: list[int], cache: PromptCache | None) -> tuple[Finished, bytes]:
+    """The answer of one token to tokens, and the logits it was sampled from, as bytes."""
+    eng.reset()
+    done = [e for e in eng.generate(tokens, GREEDY, GenerationLimits(max_tokens=1), prefix_cache=cache)
+            if isinstance(e, Finished)][-1]
+    row = lc.llama_get_logits_ith(eng._ctx, -1)
+    return done, ctypes.string_at(ctypes.addressof(row.contents), 4 * eng.n_vocab)
+
+
 @pytest.mark.parametrize(("length", "saved"), [
     (2 * 128 + 100, 2 * 128 + 10), (2 * 128 + 100, 2 * 128 + 70),  # the saved tail under / over FA_TILE_Q
     (3 * 128 + 14, 3 * 128 + 14),  # the same prompt again: its last token alone would take the one-query kernel
 ])
-def test_a_restored_prefix_gives_the_cold_logits_bit_for_bit(bundled_model: Path, tmp_path: Path, length: int,
-                                                             saved: int) -> None:
+def test_a_restored_prefix_gives_the_cold_logits_bit_for_bit(flash_engine: Engine, cold_logits: dict[int, bytes],
+                                                             tmp_path: Path, length: int, saved: int) -> None:
     """Rows a saved prompt computed in a small last batch are recomputed when a cold prefill batches them larger,
     and the rows recomputed after a restore take the kernel they took cold."""
-    options = LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1, n_batch=128, n_ubatch=128, flash_attn="on")
-    with Engine(bundled_model, options) as eng:
-        words = eng.tokenize(" ".join(f"item {i} is {i * 7 % 13} and" for i in range(120)), add_special=False)
-        prompt = words[:length]
-
-        def last_logits(tokens: list[int], cache: PromptCache | None) -> tuple[Finished, bytes]:
-            eng.reset()
-            done = [e for e in eng.generate(tokens, GREEDY, GenerationLimits(max_tokens=1), prefix_cache=cache)
-                    if isinstance(e, Finished)][-1]
-            row = lc.llama_get_logits_ith(eng._ctx, -1)
-            return done, ctypes.string_at(ctypes.addressof(row.contents), 4 * eng.n_vocab)
-
-        cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30, min_new_tokens=1, min_gain_tokens=1)
-        _, cold = last_logits(prompt, None)
-        last_logits(prompt[:saved], cache)
-        warm, restored = last_logits(prompt, cache)
-        assert warm.restored_tokens > 0 and restored == cold
+    eng = flash_engine
+    words = eng.tokenize(" ".join(f"item {i} is {i * 7 % 13} and" for i in range(120)), add_special=False)
+    prompt = words[:length]
+    cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30, min_new_tokens=1, min_gain_tokens=1)
+    if length not in cold_logits:
+        cold_logits[length] = _last_logits(eng, prompt, None)[1]
+    _last_logits(eng, prompt[:saved], cache)
+    warm, restored = _last_logits(eng, prompt, cache)
+    assert warm.restored_tokens > 0 and restored == cold_logits[length]
 
 
 def test_memory_that_cannot_drop_a_tail_neither_stores_nor_restores(engine: Engine, tmp_path: Path,
