@@ -168,8 +168,9 @@ def test_a_slow_choice_of_a_quant_says_it_reads_the_headers(hub: tuple[HubServer
     import re
 
     server, env = hub
-    server.add_repo("org/slow-GGUF", {"s-Q4_K_M.gguf": make_gguf_bytes("q4"), "s-Q8_0.gguf": make_gguf_bytes("q8")})
-    server.delay_s, server.delay_only = 2.2, "/resolve/"  # each header read takes 2.2 s
+    server.add_repo("org/slow-GGUF", {"s-Q4_K_M.gguf": make_gguf_bytes("q4"),
+                                      "s-Q8_0.gguf": make_gguf_bytes("q8", 2**17)})
+    server.delay_s, server.delay_only = 2.2, "s-Q4_K_M.gguf"  # the first header read (the smaller quant's) takes 2.2 s
     small = {**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}  # none fits: nothing is downloaded
     slow = run_cli(small, "pull", "org/slow-GGUF")
     assert slow.returncode == 1 and re.fullmatch(
@@ -339,7 +340,7 @@ def test_an_entry_that_pins_only_the_size_of_its_file_is_brought_up_to_date_with
 
 
 def test_an_unchanged_file_whose_metadata_request_fails_is_said_not_checked_not_unrecorded(
-        hub: tuple[HubServer, dict[str, str]]) -> None:
+        hub: tuple[HubServer, dict[str, str]], tmp_path: Path) -> None:
     """The listing shows the same file at a new commit, and the Hub answers 503 to the request for its metadata: the
     line says it was not checked and why, with the error's hint, and does not blame the cache."""
     import threading
@@ -360,7 +361,13 @@ def test_an_unchanged_file_whose_metadata_request_fails_is_said_not_checked_not_
         server.delay_s = 0.0  # the held request answers 503; huggingface_hub's retries of it are not held
 
     threading.Thread(target=down_once_held, daemon=True).start()
-    kept, said = _pull(env, f"{REPO}:Q8_0")
+    site = tmp_path / "no-retry-waits"  # huggingface_hub retries a 503 five times, a second or more apart: at once
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import time, types\n"
+        "from huggingface_hub.utils import _http\n"
+        "_http.time = types.SimpleNamespace(**{**vars(time), 'sleep': lambda seconds: None})\n")
+    kept, said = _pull({**env, "PYTHONPATH": f"{site}:{env.get('PYTHONPATH', '')}"}, f"{REPO}:Q8_0")
     assert kept == first and server.count("GET", f"/api/models/{REPO}") == 2, said
     assert said.startswith(f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); not checked against the Hub: "
                            f"the Hugging Face Hub returned a server error (HTTP 503) for {REPO}/{FILE} (hint: the "
