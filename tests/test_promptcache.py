@@ -36,7 +36,7 @@ from localgen.promptcache import (
 from localgen.tokens import common_prefix
 from localgen.units import binary_size
 from localgen.verify import file_identity_key
-from tests.conftest import REPO_ROOT, bundled_model_file, chat_prompt, popen_localgen, run_localgen
+from tests.conftest import REPO_ROOT, CliResult, bundled_model_file, chat_prompt, popen_localgen, run_localgen
 
 # The real engine in this process runs on one thread: llama.cpp's threads spin while they wait for one another,
 # so two of them beside another worker's test would stall (conftest: serial); one keeps pace beside it.
@@ -565,12 +565,35 @@ def test_state_round_trip_in_memory(engine: Engine) -> None:
 # --- the CLI ----------------------------------------------------------------------------------
 
 
-def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> None:
-    doc = tmp_path / "doc.txt"
+@dataclass(frozen=True)
+class FirstRun:
+    """A localgen home whose prompt cache `run -f DOC` of FIRST left its entry in, the document, and that run."""
+
+    home: Path
+    doc: Path
+    result: CliResult
+
+    def home_copy(self, folder: Path) -> dict[str, str]:
+        """The environment of a localgen whose home is a copy of this one under folder, for a test to change."""
+        shutil.copytree(self.home, folder / "home")
+        return {"LOCALGEN_HOME": str(folder / "home")}
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> FirstRun:
+    """`run -f DOC` of FIRST in a new home (run once, as its prefill takes seconds; tests get copies of the home)."""
+    folder = tmp_path_factory.mktemp("first-run")
+    doc = folder / "doc.txt"
     doc.write_text(DOC)
-    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
-    args = ("--json", "-n", "12", "--temperature", "0", "-f", str(doc))
-    first = run_localgen("run", *args, "How many red boxes are there?", env=env)
+    result = run_localgen("run", "--json", "-n", "4", "--temperature", "0", "-f", str(doc), FIRST,
+                          env={"LOCALGEN_HOME": str(folder / "home")})
+    return FirstRun(folder / "home", doc, result)
+
+
+def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path, first_run: FirstRun) -> None:
+    env = first_run.home_copy(tmp_path)
+    args = ("--json", "-n", "12", "--temperature", "0", "-f", str(first_run.doc))
+    first = first_run.result  # the run of FIRST that left the entry, with -n 4
     assert first.returncode == 0, first.err
     listing = run_localgen("cache", env=env)
     assert "localgen: 1 entry" in listing.err, listing.err
@@ -581,8 +604,8 @@ def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> N
     assert run_localgen("cache", "list", "--json", env=env).out == run_localgen("cache", "--json", env=env).out
     assert datetime.fromisoformat(entry["last_used"]).utcoffset() == timedelta(0), "ISO 8601, as conversations'"
     assert entry["tokens"] == json.loads(first.out)["usage"]["prompt_tokens"], "the prompt's KV, not the answer's"
-    second = run_localgen("run", *args, "Which box holds most?", env=env)
-    uncached = run_localgen("run", *args, "--no-cache", "Which box holds most?", env=env)
+    second = run_localgen("run", *args, SECOND, env=env)
+    uncached = run_localgen("run", *args, "--no-cache", SECOND, env=env)
     record, reference = json.loads(second.out), json.loads(uncached.out)
     assert record["usage"]["prompt_cache_tokens"] > 250
     assert reference["usage"]["prompt_cache_tokens"] == 0, "the same keys every time"
@@ -593,20 +616,19 @@ def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path) -> N
     assert "0 entries" in emptied.err and emptied.out == ""
 
 
-def test_a_library_built_again_under_the_same_version_restores_no_entry_of_the_other_build(tmp_path: Path) -> None:
+def test_a_library_built_again_under_the_same_version_restores_no_entry_of_the_other_build(
+        tmp_path: Path, first_run: FirstRun) -> None:
     """llama.cpp built again (other flags, AMX's fix) keeps llama-cpp-python's version and computes other sums: its
     runs were given the states the first build saved."""
     import llama_cpp.llama_cpp as bindings
 
     rebuilt = tmp_path / "lib"
     shutil.copytree(Path(bindings._lib._name).parent, rebuilt, copy_function=shutil.copy)  # new files, times
-    doc = tmp_path / "doc.txt"
-    doc.write_text(DOC)
-    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
-    args = ("--json", "-n", "4", "--temperature", "0", "-f", str(doc))
-    assert run_localgen("run", *args, "How many red boxes are there?", env=env).returncode == 0
-    other = run_localgen("run", *args, "Which box holds most?", env={**env, "LLAMA_CPP_LIB_PATH": str(rebuilt)})
+    env = first_run.home_copy(tmp_path)
+    args = ("--json", "-n", "4", "--temperature", "0", "-f", str(first_run.doc))
+    assert first_run.result.returncode == 0, first_run.result.err  # the first build saved FIRST's prompt
+    other = run_localgen("run", *args, SECOND, env={**env, "LLAMA_CPP_LIB_PATH": str(rebuilt)})
     assert other.returncode == 0, other.err
     assert json.loads(other.out)["usage"]["prompt_cache_tokens"] == 0
-    same = run_localgen("run", *args, "Which box holds most?", env=env)
+    same = run_localgen("run", *args, SECOND, env=env)
     assert json.loads(same.out)["usage"]["prompt_cache_tokens"] > 250, "each build restores its own"
