@@ -15,10 +15,10 @@ from localgen import hub_cache
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError
 from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
-from localgen.references import normalize_quant, quant_of_filename
+from localgen.references import ModelRef, normalize_quant, quant_of_filename
 from localgen.registry import ModelSpec, Registry, load_registry, own_file_problem
 from localgen.storage import atomic_write_bytes
-from localgen.verify import file_identity_key, is_verified, path_key
+from localgen.verify import file_identity_key, is_verified, path_key, recorded_sha256
 
 SOURCE_BUNDLED = "bundled"
 SOURCE_HUB = "hub"
@@ -142,7 +142,7 @@ def list_models(registry: Registry) -> list[CachedModel]:
     its [defaults] model's where that is a path, named by it: a run takes that file without the settings of an entry
     naming it too), then every GGUF model in the Hugging Face cache, by name."""
     specs = sorted(registry.models.values(), key=lambda s: s.name)
-    bundled = [_bundled_model(spec) for spec in specs]
+    bundled = [_bundled_model(registry, spec) for spec in specs]
     models = [m for m in bundled if m is not None] + [_own_file_model(spec.name, spec.path) for spec in specs
                                                       if spec.path]
     default = _default_path(registry)
@@ -199,15 +199,38 @@ def _registry_row(spec: ModelSpec, by_path: dict[Path, CachedModel]) -> ListedMo
                        model=by_path.get(paths[0]) if paths else None)
 
 
-def _bundled_model(spec: ModelSpec) -> CachedModel | None:
-    """The registry entry's packaged file as a CachedModel."""
-    path = bundled_file(spec)
-    if path is None:
+def _bundled_model(registry: Registry, spec: ModelSpec) -> CachedModel | None:
+    """The packaged file a run of a registry entry takes where no download of it is here (its own, or that of the
+    entry with a packaged file at its repo and quant), as a CachedModel named by the entry."""
+    used = bundled_use(registry, ModelRef(text=spec.name, name=spec.name), spec)
+    if used is None:
         return None
+    entry, path = used
     return CachedModel(
-        name=spec.name, repo=spec.repo, quant=normalize_quant(spec.quant), size=path.stat().st_size,
-        last_used=last_used(path), path=path, paths=(path,), source=SOURCE_BUNDLED,
-        verified=bool(spec.sha256) and is_verified(path, spec.sha256 or ""))
+        name=spec.name, repo=spec.repo, quant=normalize_quant(spec.quant or entry.quant),
+        size=path.stat().st_size, last_used=last_used(path), path=path, paths=(path,), source=SOURCE_BUNDLED,
+        verified=bool(entry.sha256) and is_verified(path, entry.sha256 or ""))
+
+
+def bundled_use(registry: Registry, ref: ModelRef, spec: ModelSpec | None) -> tuple[ModelSpec, Path] | None:
+    """The registry entry whose packaged file a run of a reference (to spec, if to an entry) takes where no download
+    of it is here, and that file, as resolve finds it, without hashing it: None where there is none, or where the
+    reference's own entry pins a size or sha256 the file does not have (resolve refuses it then)."""
+    from localgen.hub_verify import check_pin
+    from localgen.resolve import bundled_entry, entry_pin
+
+    entry = bundled_entry(registry, ref, spec)
+    path = bundled_file(entry) if entry is not None else None
+    if entry is None or path is None:
+        return None
+    pin = entry_pin(spec, ref)
+    if pin is None or (pin.sha256, pin.size) == (entry.sha256, entry.size):
+        return entry, path
+    try:  # the sha256 a check recorded, else the one its package ships it with
+        check_pin(str(path), recorded_sha256(path) or entry.sha256, path.stat().st_size, pin)
+    except (LocalgenError, OSError):
+        return None
+    return entry, path
 
 
 def _own_file_model(name: str, path: Path) -> CachedModel:

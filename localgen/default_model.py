@@ -144,13 +144,12 @@ def default_model_without_quant() -> str | None:
 
 def _here(registry: Registry, ref: ModelRef, spec: ModelSpec | None) -> Path | None:
     """The file a run takes without a download (not checked yet) for a reference to a registry entry (spec) or a Hub
-    model, found without the network: a verified download, else the bundled copy it names; None when neither is
-    here."""
-    from localgen.catalog import bundled_file
+    model, found without the network: a verified download, else the bundled copy it takes (catalog.bundled_use);
+    None when neither is here."""
+    from localgen.catalog import bundled_use
     from localgen.hub_cache import cached_model
-    from localgen.resolve import bundled_entry
 
     repo, quant, filename = hub_target(ref, spec)
     paths = cached_model(repo, quant=quant, filename=filename)
-    entry = bundled_entry(registry, ref, spec) if not paths else None
-    return paths[0] if paths else bundled_file(entry) if entry is not None else None
+    used = bundled_use(registry, ref, spec) if not paths else None
+    return paths[0] if paths else used[1] if used is not None else None

