@@ -22,11 +22,10 @@ from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
 from localgen.hub_slips import with_downloaded_repo
 from localgen.promptcache import CacheEntry, remove_entries
-from localgen.promptcache_models import entries_of
+from localgen.promptcache_models import entries_of, identity_keys
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import ModelSpec, Registry, hub_target, own_file_refusal
 from localgen.storage import unwritable_hint
-from localgen.verify import file_identity_key
 
 
 @dataclass(frozen=True)
@@ -211,7 +210,7 @@ def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: b
     """Delete the snapshot entries of these files in every snapshot, then the blobs nobody else uses."""
     repo_dir = hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo)
     plan = _removal_plan(repo_dir, files, others)
-    data_keys = _identity_keys(path for path in plan.deleted if not path.is_symlink())  # while the files are there
+    data_keys = identity_keys(path for path in plan.deleted if not path.is_symlink())  # while the files are there
     if dry_run:
         states = entries_of(data_keys)
     else:
@@ -237,16 +236,6 @@ def _forget_states(data_keys: dict[str, Path]) -> list[CacheEntry]:
     """Delete the prompt cache entries of the data of data_keys (its identity key: its path) that is gone now; those
     deleted."""
     return remove_entries(entries_of({key for key, path in data_keys.items() if not os.path.lexists(path)}))
-
-
-def _identity_keys(data: Iterable[Path]) -> dict[str, Path]:
-    """The identity key (verify.file_identity_key) of each file of data there, which the prompt cache's entries of
-    that model file are found by."""
-    keys = {}
-    for path in data:
-        with contextlib.suppress(OSError):
-            keys[file_identity_key(path)] = path
-    return keys
 
 
 @dataclass
@@ -321,7 +310,7 @@ def remove_replaced(old: list[Path], new: list[Path]) -> int:
                 real = Path(os.path.realpath(blob))
                 if not (users.get(blob) or users.get(real)):
                     chain += [blob, real] if blob.is_symlink() and real != blob else [blob]
-            data_keys |= _identity_keys(path for path in chain if os.path.lexists(path) and not path.is_symlink())
+            data_keys |= identity_keys(path for path in chain if os.path.lexists(path) and not path.is_symlink())
             for path in reversed(chain):  # the data before the links to it, as models rm does
                 if os.path.lexists(path):
                     freed += 0 if path.is_symlink() else path.stat().st_size

@@ -4,7 +4,7 @@ the entries `models rm` deletes with a model's file."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from localgen.errors import LocalgenError
@@ -20,17 +20,23 @@ def entries_of(model_keys: Collection[str]) -> list[CacheEntry]:
     return [entry for entry in list_entries(cache_dir()) if any(key in model_keys for key in entry.file_keys)]
 
 
+def identity_keys(paths: Iterable[Path]) -> dict[str, Path]:
+    """Each file there by its identity key (verify.file_identity_key), which the entries of its states are found by."""
+    from localgen.verify import file_identity_key
+
+    keys: dict[str, Path] = {}
+    for path in paths:
+        with contextlib.suppress(OSError):
+            keys[file_identity_key(path)] = path
+    return keys
+
+
 def entry_models() -> dict[str, Path]:
     """The model files the entries may hold states of, by identity key: every file localgen has loaded that is
     still as it was (an entry whose file changed or went is never restored, and matches none)."""
     from localgen.catalog import loaded_model_files
-    from localgen.verify import file_identity_key
 
-    models: dict[str, Path] = {}
-    for path in loaded_model_files():
-        with contextlib.suppress(OSError):
-            models[file_identity_key(path)] = path
-    return models
+    return identity_keys(loaded_model_files())
 
 
 def cache_listing() -> dict[str, object]:
