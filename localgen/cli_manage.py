@@ -414,7 +414,6 @@ def _removed_line(removed: RemovedModel) -> str:
 
 def _its_states(removed: RemovedModel) -> str:
     """' and its 3 prompt cache entries (12.0 MiB)': the entries removing a model deletes with its file ('': none)."""
-    if not removed.prompt_states:
-        return ""
-    states = counted(removed.prompt_states, "prompt cache entry", "prompt cache entries")
-    return f" and its {states} ({binary_size(removed.prompt_states_bytes)})"
+    from localgen.promptcache_models import their_states
+
+    return their_states(removed.prompt_states, removed.prompt_states_bytes)

@@ -183,9 +183,12 @@ def _found_on_the_hub(check: HubCheck | None) -> str:
 
 def _removed(check: HubCheck) -> str:
     """What removing the copy a newer one replaced freed, to end the line that says so ("" where nothing was)."""
+    from localgen.promptcache_models import their_states
+
     if not check.freed:
         return ""
-    return f"; removed the copy it replaces (commit {check.replaced_commit}): freed {binary_size(check.freed)}"
+    return (f"; removed the copy it replaces (commit {check.replaced_commit}): freed {binary_size(check.freed)}"
+            f"{their_states(check.prompt_states, check.prompt_states_bytes)}")
 
 
 def _bundling_package(path: Path) -> str | None:

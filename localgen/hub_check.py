@@ -23,14 +23,16 @@ class HubOutcome(Enum):
 @dataclass(frozen=True)
 class HubCheck:
     """What `pull` of a downloaded copy found on asking the Hub about it: the outcome, its reason and hint (why it
-    was not checked, what the Hub lacks, the entry that pins it), and the copy a newer one replaced (its commit, and
-    the bytes freed by removing it)."""
+    was not checked, what the Hub lacks, the entry that pins it), and the copy a newer one replaced (its commit, the
+    bytes freed by removing it, and the prompt cache entries of its data deleted with it: how many, their bytes)."""
 
     outcome: HubOutcome
     reason: str = ""
     hint: str | None = None
     replaced_commit: str = ""
     freed: int = 0
+    prompt_states: int = 0
+    prompt_states_bytes: int = 0
 
 
 def denied(exc: BaseException) -> bool:

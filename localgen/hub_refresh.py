@@ -69,12 +69,11 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
             raise LocalgenError(exc.message, hint=hint, exit_code=exc.exit_code) from exc
         raise HubError(f"the Hub's newer version of {pulled_name(found)} could not be downloaded: {exc.message}",
                        hint=hint, exit_code=exc.exit_code) from exc
-    replaced_commit, freed = _remove_replaced(found.path, paths)
+    replaced = _remove_replaced(found.path, paths)
     if not newer:
-        return replace(found, path=paths[0], hub_check=HubCheck(HubOutcome.UP_TO_DATE, replaced_commit=replaced_commit,
-                                                                freed=freed))
+        return replace(found, path=paths[0], hub_check=replace(replaced, outcome=HubOutcome.UP_TO_DATE))
     return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub",
-                         hub_check=HubCheck(HubOutcome.UPDATED, replaced_commit=replaced_commit, freed=freed))
+                         hub_check=replace(replaced, outcome=HubOutcome.UPDATED))
 
 
 def _named_by_its_file(found: ResolvedModel, repo: str) -> ResolvedModel:
@@ -105,20 +104,23 @@ def _refuse_unloadable(paths: list[Path]) -> None:
         raise
 
 
-def _remove_replaced(first: Path, paths: list[Path]) -> tuple[str, int]:
-    """Delete the copy of a model (first: its first file) that a pull replaced with paths, at a newer commit; its
-    commit and the bytes that freed (("", 0) where nothing was removed)."""
+def _remove_replaced(first: Path, paths: list[Path]) -> HubCheck:
+    """Delete the copy of a model (first: its first file) that a pull replaced with paths, at a newer commit; a check
+    (its outcome to be set) that names its commit, the bytes that freed and the prompt cache entries deleted with
+    it (nothing where nothing was removed)."""
     from localgen.model_removal import remove_replaced
 
+    nothing = HubCheck(HubOutcome.UP_TO_DATE)
     old, new = _snapshot_of(first), _snapshot_of(paths[0])
     if old is None or new is None or old == new:
-        return "", 0
+        return nothing
     try:
-        freed = remove_replaced([old / p.relative_to(new) for p in paths], paths)
+        freed, states = remove_replaced([old / p.relative_to(new) for p in paths], paths)
     except LocalgenError as exc:
         console.warn(f"the copy the new one replaces is still in the cache: {exc.message}")
-        return "", 0
-    return old.name[:12], freed
+        return nothing
+    return HubCheck(HubOutcome.UP_TO_DATE, replaced_commit=old.name[:12], freed=freed, prompt_states=len(states),
+                    prompt_states_bytes=sum(entry.size for entry in states))
 
 
 def _snapshot_of(path: Path) -> Path | None:

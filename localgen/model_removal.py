@@ -295,9 +295,10 @@ def _model_files(files: list[hub_cache.CachedHubFile]) -> set[str]:
     return {f.filename for f in files} | listed
 
 
-def remove_replaced(old: list[Path], new: list[Path]) -> int:
+def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEntry]]:
     """After a pull downloaded a newer copy of a model (new, in another snapshot): delete the old copy's snapshot
-    entries, and the data only they lead to, with that data's prompt cache entries; the bytes freed."""
+    entries, and the data only they lead to, with that data's prompt cache entries; the bytes freed and the entries
+    deleted."""
     going = {p for p in old if p not in new and os.path.lexists(p)}
     users = _data_users(going)
     freed = 0
@@ -316,10 +317,10 @@ def remove_replaced(old: list[Path], new: list[Path]) -> int:
                     freed += 0 if path.is_symlink() else path.stat().st_size
                     _unlink(path)
     finally:
-        _forget_states(data_keys)
+        states = _forget_states(data_keys)
     if going:
         _prune(next(p for p in min(going).parents if p.name == "snapshots").parent)
-    return freed
+    return freed, states
 
 
 def _data_users(going: set[Path]) -> dict[Path, set[Path]]:

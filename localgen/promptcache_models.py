@@ -31,6 +31,13 @@ def identity_keys(paths: Iterable[Path]) -> dict[str, Path]:
     return keys
 
 
+def their_states(count: int, size: int) -> str:
+    """' and its 3 prompt cache entries (12.0 MiB)': the entries deleted with a model's data ('' for none)."""
+    if not count:
+        return ""
+    return f" and its {counted(count, 'prompt cache entry', 'prompt cache entries')} ({binary_size(size)})"
+
+
 def entry_models() -> dict[str, Path]:
     """The model files the entries may hold states of, by identity key: every file localgen has loaded that is
     still as it was (an entry whose file changed or went is never restored, and matches none)."""

@@ -294,7 +294,10 @@ def test_an_unchanged_file_at_a_new_commit_says_what_removing_its_older_copy_fre
     (tmp_path / "sitecustomize.py").write_text(
         "from localgen import model_removal\n"
         "real = model_removal.remove_replaced\n"
-        "model_removal.remove_replaced = lambda old, new: real(old, new) + 64 * 1024\n")
+        "def played(old, new):\n"
+        "    freed, states = real(old, new)\n"
+        "    return freed + 64 * 1024, states\n"
+        "model_removal.remove_replaced = played\n")
     server.add_repo(REPO, {FILE: data})
     _, said = _pull({**env, "PYTHONPATH": f"{tmp_path}:{env.get('PYTHONPATH', '')}"}, f"{REPO}:Q8_0")
     assert said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with the Hub; removed the "

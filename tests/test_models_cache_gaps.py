@@ -137,7 +137,8 @@ def test_a_default_given_as_the_path_of_an_entry_s_file_is_that_file_without_the
 
 def test_a_pull_that_replaces_a_copy_with_the_hub_s_newer_one_deletes_the_old_copy_s_prompt_cache_entries(
         hub: tuple[HubServer, dict[str, str]], tmp_path: Path) -> None:
-    """The old copy's data went, as models rm's does, and its entries stayed, never to be restored again."""
+    """The old copy's data went, as models rm's does, and its entries stayed, never to be restored again; pull says
+    it deleted them, as models rm does."""
     server, env = hub
     assert run_cli(env, "pull", HUB_COPY).returncode == 0
     _state_of(env, HUB_COPY, tmp_path)
@@ -145,5 +146,5 @@ def test_a_pull_that_replaces_a_copy_with_the_hub_s_newer_one_deletes_the_old_co
     assert len(_entries(env)) == 2
     server.add_repo(REPO, {FILE: make_gguf_bytes("q4")})  # the file changed, at a new commit
     pulled = run_cli(env, "pull", HUB_COPY)
-    assert pulled.returncode == 0 and "freed 93.8 MiB" in pulled.stderr, pulled.stderr
+    assert pulled.returncode == 0 and "freed 93.8 MiB and its 1 prompt cache entry (" in pulled.stderr, pulled.stderr
     assert [e["model_path"] for e in _entries(env)] == [str(bundled_model_file())]

@@ -30,8 +30,9 @@ REPLACE_SHARD_2 = textwrap.dedent('''
     keys = "; ".join(file_identity_key(p) for p in old)  # as prompt_cache_for writes an identity
     cache = PromptCache(cache_dir(), f"{keys}; llama.cpp 1; build x; kv f16", max_bytes=10**9, min_new_tokens=1)
     cache.store(list(range(300)), b"s" * 4096)
-    print(len(list_entries(cache_dir())), remove_replaced(old, new), (repo / "blobs/b2old").exists(),
-          len(list_entries(cache_dir())))
+    before = len(list_entries(cache_dir()))
+    freed, states = remove_replaced(old, new)
+    print(before, freed, (repo / "blobs/b2old").exists(), len(list_entries(cache_dir())), len(states))
 ''')
 
 
@@ -44,6 +45,6 @@ def test_a_pull_replacing_only_a_later_shard_deletes_the_old_copy_s_prompt_cache
     done = subprocess.run([sys.executable, "-c", REPLACE_SHARD_2, str(tmp_path / "hub")], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    before, freed, old_shard_there, after = done.stdout.split()
+    before, freed, old_shard_there, after, deleted = done.stdout.split()
     assert (before, freed, old_shard_there) == ("1", "500", "False"), done.stdout
-    assert after == "0", done.stdout
+    assert (after, deleted) == ("0", "1"), done.stdout
