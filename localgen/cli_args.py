@@ -97,9 +97,14 @@ def registered_shape(app: typer.Typer) -> tuple:
 def option_typed(args: list[str], names: tuple[str, ...], takes_value: dict[str, bool]) -> str:
     """Which of an option's names was typed last (-c5 as -c, --ctx=5 as --ctx, -ngl=5 as -ngl), values aside; its first
     if none was."""
-    typed = [word.partition("=")[0] if word.startswith("--") or word.partition("=")[0] in takes_value else word[:2]
-             for word in not_values(args, takes_value)]
+    typed = [option_name(word, takes_value) for word in not_values(args, takes_value)]
     return next((name for name in reversed(typed) if name in names), names[0])
+
+
+def option_name(word: str, takes_value: dict[str, bool]) -> str:
+    """The option a word of a command line names: --temp of --temp=0, -c of -c5 and -c=5, -ngl of -ngl=5."""
+    name = word.partition("=")[0]
+    return name if word.startswith("--") or name in takes_value else word[:2]
 
 
 def arity(params: Iterable[Any]) -> dict[str, bool]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from localgen.cli_args import arity, read_words, typed_command, words_given
+from localgen.cli_args import arity, option_name, read_words, typed_command, words_given
 
 _HELP = ("-h", "--help")
 _NAMES = "`localgen models list --all` shows the names"
@@ -376,8 +376,7 @@ def _with_value(words: list[str], option: str, value: str, takes_value: dict[str
     """A command's words with the value of the last option typed as option (--top-k 1.5, --top-k=1.5, -n1.5)
     replaced by value, the two written apart; None where option was not typed."""
     parts = list(read_words(words, takes_value))
-    named = [word.partition("=")[0] if word.startswith("--") or word.partition("=")[0] in takes_value else word[:2]
-             for word, _ in parts]  # as option_typed reads them: -n1.5 is -n, -ngl is itself
+    named = [option_name(word, takes_value) for word, _ in parts]  # -n1.5 is -n, -ngl is itself
     typed = [at for at, (_, part) in enumerate(parts) if part == "option" and named[at] == option]
     if not typed:
         return None

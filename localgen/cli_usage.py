@@ -17,6 +17,7 @@ from localgen.cli_args import (
     command_names,
     not_values,
     option_arity,
+    option_name,
     option_typed,
     options_given,
     read_words,
@@ -229,20 +230,13 @@ def _option_before_command_hint(app: typer.Typer, exc: Exception, args: list[str
         return None
     takes_value = arity(typed_command(app, names)[1].params)
     lacked = [word for word, part in read_words(before, takes_value)
-              if part == "option" and _option_name(word, takes_value) not in takes_value]
-    moved = [*names, *before, *after]
+              if part == "option" and option_name(word, takes_value) not in takes_value]
     if not lacked:
-        return f"options go after the command: `{shlex.join(['localgen', *moved])}`"
+        return f"options go after the command: `{shlex.join(['localgen', *names, *before, *after])}`"
+    if all(word.partition("=")[0] in ENVIRONMENT_INSTEAD for word in lacked):
+        return environment_hint(names, [*before, *after])
     shown = shlex.join(["localgen", *names])
-    return environment_hint(names, [*before, *after]) if all(word.partition("=")[0] in ENVIRONMENT_INSTEAD for word
-                                                             in lacked) else \
-        f"`{shown}` has no {lacked[0]} either: see `{shown} --help`"
-
-
-def _option_name(word: str, takes_value: dict[str, bool]) -> str:
-    """The option a word of a command line names: --temp of --temp=0, -n of -n5 (but -ngl of -ngl)."""
-    name = word.partition("=")[0]
-    return name if word.startswith("--") or name in takes_value else word[:2]
+    return f"`{shown}` has no {lacked[0]} either: see `{shown} --help`"
 
 
 def _prompt_as_command_hint(app: typer.Typer, args: list[str]) -> str | None:

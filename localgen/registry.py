@@ -150,10 +150,9 @@ class Registry:
                                      "registry has entries for chat models only",
                                      hint=f"for the chat model, use {tagged}; for the base model, give its GGUF repo "
                                           "on Hugging Face as ORG/REPO[:QUANT]")
-        if tagged not in self.models and _SIZE_TAG.fullmatch(size) and self._sizes_of(ref.name):
+        if tagged not in self.models and _SIZE_TAG.fullmatch(size) and (sizes := self._sizes_of(ref.name)):
             raise ModelNotFoundError(f"the registry has no {size} size of {ref.name}",
-                                     hint=f"it has {', '.join(self._sizes_of(ref.name))}; for another size, "
-                                          f"{OLLAMA_HUB_HINT}")
+                                     hint=f"it has {', '.join(sizes)}; for another size, {OLLAMA_HUB_HINT}")
         if tagged not in self.models or not words <= _CHAT_TAG_WORDS:
             return ref
         return replace(ref, name=tagged, quant=_OLLAMA_QUANTS.get(quant or "", quant))
@@ -197,8 +196,7 @@ class Registry:
 def _size_value(size: str) -> float:
     """A model size tag's parameter count (0.5b, 360m, 8x7b) in billions, for ordering sizes."""
     found = _SIZE_TAG.fullmatch(size)
-    assert found is not None
-    return float(found[2]) * (int(found[1] or 1)) * (1e-3 if found[3] == "m" else 1)
+    return float(found[2]) * int(found[1] or 1) * (1e-3 if found[3] == "m" else 1) if found else 0.0
 
 
 def _own_file(ref: ModelRef, spec: ModelSpec) -> ModelRef:
