@@ -22,8 +22,7 @@ from localgen.units import counted
 from localgen.wordwrap import WordWrap, terminal_width
 
 FINISH_NOTES = {
-    "length": ("stopped at the limit of {tokens} ({limit_source})",
-               "stopped at the limit of {tokens} (/set max_tokens)"),
+    "length": ("stopped at the limit of {tokens} ({limit_source})",) * 2,
     "context": ("stopped at the end of the context window (raise --ctx-size for longer output)",
                 "stopped at the end of the context window (start the chat with a larger --ctx-size)"),
     "interrupted": ("interrupted", "interrupted"),
@@ -330,7 +329,7 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
 
 
 def finish_note(completion: Finished, *, chat: bool = False, limit_source: str = "-n/--max-tokens") -> str | None:
-    """A note about why output stopped early, or None when it ended normally (limit_source: where run's token limit
+    """A note about why output stopped early, or None when it ended normally (limit_source: where the token limit
     came from)."""
     notes = FINISH_NOTES.get(completion.finish_reason)
     tokens = counted(completion.usage.completion_tokens, "token")  # where the limit came from, it is the count

@@ -357,7 +357,8 @@ class Repl:
             self._view = self._prefill_status = None
             events.close()
             view.close(None if done is None else answer_note(
-                done, hidden_reasoning=view.shows_nothing_but_hidden_reasoning,
+                done, limit_source=self.session.limit_source(),
+                hidden_reasoning=view.shows_nothing_but_hidden_reasoning,
                 still_reasoning=splitter is not None and splitter.inside, earlier_kept=self.session.earlier_kept,
                 chat_ends=chat_ends()), cut_off=done is None or done.finish_reason != "stop")
 

@@ -88,7 +88,7 @@ class ChatSession(SessionSettings, ContextRoom):
     def set_value(self, name: str, raw: str) -> tuple[str, str]:
         """Change one sampling setting from text (/set NAME VALUE) and save; return its name and new value as text."""
         key = self._apply_setting(name, raw)
-        self.own_settings.add(key)
+        self.chose_in_chat(key)
         self._save(command=True)
         return self.value_of(key)
 
@@ -256,7 +256,7 @@ class ChatSession(SessionSettings, ContextRoom):
                 self._apply_setting(key, value)
             defaults = self.default_settings()  # a saved value no default gives was chosen
             self.own_settings = {key for key, value in self.settings().items() if value != defaults[key]}
-            self.own_settings |= set(overrides or {})
+            self.chose_on_resume(overrides or {})
             self._take_saved_stop(conversation.settings.get(STOP_SETTING), flag_wins=overrides is not None)
             self.own_system = system_given or conversation.system != self.model_system
             self._replan_context()

@@ -28,6 +28,7 @@ class SessionSettings:
         self._start_stop = limits.stop  # before any conversation's: --stop's, else models.toml's
         self._flags = set(own_settings)  # the settings the command line chose
         self._start_settings = self.settings()  # before any conversation's: what /load starts from
+        self._limit_set = False  # /set max_tokens chose the token limit of this conversation
 
     def value_of(self, name: str) -> tuple[str, str]:
         """A setting's canonical name and its value as text (none when unset)."""
@@ -47,6 +48,30 @@ class SessionSettings:
         except UsageError as exc:
             raise UsageError(exc.message, hint=f"{exc.hint or 'see /show'}: /set {key} VALUE") from None
         return key
+
+    def chose_in_chat(self, key: str) -> None:
+        """Keep a setting /set chose (when /model switches; the token limit's note names /set)."""
+        self.own_settings.add(key)
+        self._limit_set = self._limit_set or key == "max_tokens"
+
+    def chose_on_resume(self, overrides: Mapping[str, str]) -> None:
+        """Keep the settings given on the command line over a conversation just resumed (its own and /set's gone)."""
+        self.own_settings |= set(overrides)
+        self._limit_set = False
+
+    def limit_source(self) -> str:
+        """Where the token limit came from, as the note on an answer it stopped names it: /set, -n, models.toml or
+        the conversation's saved settings."""
+        limit = self.limits.max_tokens
+        if self._limit_set:
+            return "/set max_tokens"
+        if "max_tokens" in self._flags and limit == self._start_settings.get("max_tokens"):
+            given = "-n/--max-tokens"
+        elif limit == self.model_settings.get("max_tokens"):
+            given = "max_tokens in models.toml"
+        else:
+            given = "max_tokens saved with the conversation"
+        return f"{given}; /set max_tokens changes it"
 
     def settings(self) -> dict[str, object]:
         """The current sampling settings as plain data (what /show prints and a save keeps)."""

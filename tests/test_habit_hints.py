@@ -190,3 +190,27 @@ def test_chat_s_help_lists_model_with_its_reference_optional(tmp_path: Path) -> 
     assert "/model [REF]" in chat.command("/help", "/exit")
     chat.command("/model", "smollm2-135m")
     assert chat.quit() == 0
+
+
+def test_a_chat_answer_cut_off_names_what_set_the_token_limit(tmp_path: Path) -> None:
+    """Each said (/set max_tokens), whether -n or /set had set the limit."""
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
+    chat.child.sendline("Describe the sea at length.")
+    chat.expect_words("[stopped at the limit of 5 tokens (-n/--max-tokens; /set max_tokens changes it)]")
+    chat.sync()
+    chat.command("/set max_tokens 4", "max_tokens")
+    chat.child.sendline("Describe the sky at length.")
+    chat.expect_words("[stopped at the limit of 4 tokens (/set max_tokens)]")
+    chat.sync()
+    assert chat.quit() == 0
+
+
+def test_a_chat_answer_cut_off_at_models_toml_s_limit_names_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "models.toml").write_text("[models.smollm2-135m]\nmax_tokens = 4\n")
+    chat = Chat(home, "--temperature", "0", "--no-markdown")
+    chat.child.sendline("Describe the sea at length.")
+    chat.expect_words("[stopped at the limit of 4 tokens (max_tokens in models.toml; /set max_tokens changes it)]")
+    chat.sync()
+    assert chat.quit() == 0

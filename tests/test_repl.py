@@ -959,7 +959,8 @@ def test_a_markdown_answer_and_its_note_follow_a_resized_terminal(home: Path) ->
     chat.ask("Describe the sea at length.")  # its line fits in 40 columns
     printed = chat.transcript.getvalue()[mark:].rpartition("\x1b[2K")[2]  # after the live region's last erase
     rows = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", printed).rpartition(PROMPT)[0].replace("\r", "").split("\n")
-    assert rows[-3:] == ["[stopped at the limit of 20 tokens (/set", "max_tokens)]", ""], rows
+    assert [row.rstrip() for row in rows[-4:]] == [
+        "[stopped at the limit of 20 tokens", "(-n/--max-tokens; /set max_tokens", "changes it)]", ""], rows
     assert len(rows) > 3 and max(map(len, rows)) <= 40, rows
     assert chat.quit() == 0
 

@@ -131,7 +131,8 @@ def test_an_answer_cut_off_in_hidden_reasoning_says_so(tmp_path: Path) -> None:
         mark = len(chat.transcript.getvalue())
         chat.ask("What is 3+3?")
         shown = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", chat.transcript.getvalue()[mark:]).split())
-        assert ("[stopped at the limit of 3 tokens (/set max_tokens) while the model was still reasoning "
+        assert ("[stopped at the limit of 3 tokens (-n/--max-tokens; /set max_tokens changes it) while the model was "
+                "still reasoning "
                 "(/thinking on shows its reasoning)]") in shown, shown
         assert "Three" not in shown, "the reasoning stays hidden"
         assert chat.quit() == 0
