@@ -33,12 +33,17 @@ def read_toml(text: str, source: Path | str) -> dict[str, Any]:
         raise ConfigError(f"{source}: not valid TOML ({reason})", hint="fix or remove the file") from exc
 
 
+_TWICE_ERRORS = ("Cannot declare", "Cannot redefine namespace", "Cannot mutate immutable namespace",
+                 "Cannot overwrite a value")  # tomllib's errors for a table or key given twice
 _AT = re.compile(r"\(at (?:line (\d+), column \d+|end of document)\)$")
 
 
 def _broken_header(reason: str, text: str) -> str | None:
-    """For an error at a table header's line that is no header by itself (an unclosed [models.x, which TOML finds
-    given twice before it finds the ] missing), the error that line gives alone, at its line; None otherwise."""
+    """For an error of a table or key given twice at a table header's line that is no header by itself (an unclosed
+    [models.x, which TOML finds given twice before it finds the ] missing), the error that line gives alone, at its
+    line; None otherwise (a row of an array of arrays starts with [ too)."""
+    if not reason.startswith(_TWICE_ERRORS):
+        return None
     at = _AT.search(reason)
     lines = text.split("\n")  # TOML's lines, as _given_twice takes them
     number = 0 if at is None else int(at[1]) if at[1] else len(lines)

@@ -142,3 +142,16 @@ def test_an_unclosed_header_of_a_table_above_is_said_to_be_unclosed(home: Path, 
     listed = localgen(home, "models")
     assert (listed.returncode, listed.err) == (1, (
         f"localgen: error: {toml}: not valid TOML ({expected}) (hint: fix or remove the file)\n"))
+
+
+@pytest.mark.parametrize(("rows", "expected"), [
+    ("x = [\n  [1, 2] 3,\n]\n", "Unclosed array (at line 3, column 10)"),
+    ('stop = [\n  ["x"] ["y"],\n]\n', "Unclosed array (at line 3, column 9)"),
+])
+def test_a_broken_row_of_an_array_of_arrays_keeps_toml_s_own_error(home: Path, rows: str, expected: str) -> None:
+    """A row starts with [ as a table header does: the error was that line's as a header, Expected ']' at the end of a
+    table declaration."""
+    toml = user_registry(home, f"[models.tiny]\n{rows}")
+    listed = localgen(home, "models")
+    assert (listed.returncode, listed.err) == (1, (
+        f"localgen: error: {toml}: not valid TOML ({expected}) (hint: fix or remove the file)\n"))
