@@ -17,10 +17,15 @@ STARTUP_ONLY = {  # what is set as the chat starts, by its option's names and Ol
 }
 
 
+def setting_name(name: str) -> str:
+    """The name a setting typed by any of its names is read as (temp, --top-p, -n, num_predict), known or not."""
+    key = name.lstrip("-").replace("-", "_").lower()
+    return SETTING_ALIASES.get(key, key)
+
+
 def setting_key(name: str) -> str:
     """A setting's canonical name: it goes by its name, or as on the command line (temp, --top-p, -n)."""
-    key = name.lstrip("-").replace("-", "_").lower()
-    key = SETTING_ALIASES.get(key, key)
+    key = setting_name(name)
     if key in STARTUP_ONLY:
         what, option = STARTUP_ONLY[key]
         raise UsageError(f"{what} is set when the chat starts",

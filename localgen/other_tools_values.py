@@ -168,10 +168,9 @@ def _setting_given(clicked: object, words: list[str], at: int) -> list[str] | No
 def _setting_option(clicked: object, key: str) -> str | None:
     """The option of a click command that sets the setting named key as /set reads it (temp, num_predict; num_ctx, a
     setting the chat starts with), its short name where it has one; None for a key no option of it sets."""
-    from localgen.chat_settings import SETTING_ALIASES, SETTING_NAMES, STARTUP_ONLY
+    from localgen.chat_settings import SETTING_NAMES, STARTUP_ONLY, setting_name
 
-    name = key.lstrip("-").replace("-", "_").lower()
-    name = SETTING_ALIASES.get(name, name)
+    name = setting_name(key)
     if name in STARTUP_ONLY:
         return STARTUP_ONLY[name][1].split()[0]  # "-c N (--ctx-size)": -c
     names = next((param.opts for param in getattr(clicked, "params", ())
