@@ -97,7 +97,11 @@ def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> i
             if help_context is not None:
                 typer.echo(help_context.get_help())
             return EXIT_OK
-        message, hint = usage_error(app, exc, args)
+        try:
+            message, hint = usage_error(app, exc, args)
+        except LocalgenError as refused:  # `run MODEL "prompt"`: the model's refusal, as for -m MODEL
+            console.error(refused.message, refused.hint)
+            return refused.exit_code
         console.error(message, hint=hint)
         return EXIT_USAGE
     except LocalgenError as exc:

@@ -30,26 +30,25 @@ def extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: s
     return _run_extra_argument_hint(app, args, options, words) if command == "run" else None
 
 
-def model_refused_error(app: typer.Typer, args: list[str], text: str) -> tuple[str, str] | None:
+def refuse_model_given(app: typer.Typer, args: list[str], text: str) -> None:
     """For `run MODEL "prompt"` (or chat's, or the model last: `run "prompt" MODEL`) where the registry refuses MODEL
     as typed: Ollama's address of a model, or a tag of a model that it has in no such form (a size it lacks,
-    qwen2.5:14b; a base model's tag, llama3.2:1b-text): that refusal."""
+    qwen2.5:14b; a base model's tag, llama3.2:1b-text): raises that refusal, as -m MODEL does."""
     from localgen.errors import ModelNotFoundError
     from localgen.references import ollama_model
     from localgen.registry import load_registry
 
     if not args or args[0] not in ("run", "chat") or "unexpected extra argument" not in text:
-        return None
+        return
     words = words_given(args[1:], option_arity(app, args[0]))
     for word in dict.fromkeys(words[:1] + words[-1:]):
         try:
             load_registry(settings().user_registry).reference(word)
-        except ModelNotFoundError as exc:
-            return exc.message, exc.hint or ""
-        except LocalgenError as exc:
+        except ModelNotFoundError:
+            raise
+        except LocalgenError:
             if ollama_model(word) is not None:
-                return exc.message, exc.hint or ""
-    return None
+                raise
 
 
 def chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[str, str] | None:

@@ -25,7 +25,7 @@ from localgen.cli_args import (
     words_given,
 )
 from localgen.cli_continue import CONTINUE_LATEST, continue_hint
-from localgen.cli_extra_words import chat_prompt_error, extra_argument_hint, model_refused_error, suggested
+from localgen.cli_extra_words import chat_prompt_error, extra_argument_hint, refuse_model_given, suggested
 from localgen.cli_habits import ENVIRONMENT_INSTEAD, environment_hint, habit_hint
 from localgen.cli_option_values import (
     as_typed,
@@ -52,7 +52,8 @@ SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their das
 
 
 def usage_error(app: typer.Typer, exc: Exception, args: list[str]) -> tuple[str, str]:
-    """The one-line message and the hint for a usage error of the command line args, its words as typed."""
+    """The one-line message and the hint for a usage error of the command line args, its words as typed; a model
+    named where the prompt goes that the registry refuses raises that refusal (a LocalgenError), as -m's would."""
     message, hint = _message_and_hint(app, exc, args)
     return as_typed(message), as_typed(hint)
 
@@ -61,8 +62,9 @@ def _message_and_hint(app: typer.Typer, exc: Exception, args: list[str]) -> tupl
     """The one-line message and the hint for a usage error of the command line args (as main gave them)."""
     text = str(exc).lower()
     files = files_after_file_hint(app, args, text)  # `run -f *.md "..."`: the shell's list of files after one -f
-    special = ((_usage_error_text(exc), files) if files else None) or model_refused_error(app, args, text) or \
-        chat_prompt_error(app, args, text)
+    if not files:
+        refuse_model_given(app, args, text)
+    special = ((_usage_error_text(exc), files) if files else None) or chat_prompt_error(app, args, text)
     if special is not None:
         return special
     command = args[0] if args and args[0] in command_names(app) else ""

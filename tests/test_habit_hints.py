@@ -172,9 +172,18 @@ _OTHER_SIZE = "for another size, find the model's GGUF repo on Hugging Face and 
      "give its GGUF repo on Hugging Face as ORG/REPO[:QUANT])"),  # was: a traceback
 ])
 def test_ollama_s_size_the_registry_lacks_is_told_the_sizes_it_has(args: list[str], error: str) -> None:
+    """Given where the prompt goes, the refusal exited 2, a usage error, where -m's exits 1 as an unknown model does."""
     result = run_localgen(*args)
-    assert result.returncode == (1 if "-m" in args else 2)  # a model not found, or a usage error
+    assert result.returncode == 1
     assert result.err == f"localgen: error: {error}\n", result.err
+
+
+@pytest.mark.parametrize("model", ["qwen2.5:14b", "llama3.2:1b-text", "ollama.com/library/llama3.2:1b"])
+def test_a_model_refused_where_the_prompt_goes_exits_as_with_m(model: str) -> None:
+    """run qwen2.5:14b hi exited 2 where run -m qwen2.5:14b hi exited 1; Ollama's address is a usage error in both."""
+    given, with_m = run_localgen("run", model, "hi"), run_localgen("run", "-m", model, "hi")
+    assert (given.returncode, given.err) == (with_m.returncode, with_m.err)
+    assert given.returncode == (2 if "/" in model else 1), given.err
 
 
 def test_chat_s_help_says_what_an_empty_system_prompt_and_none_do_as_run_s() -> None:
