@@ -78,6 +78,11 @@ def option_arity(app: typer.Typer, command: str) -> dict[str, bool]:
     return arity(group.commands[command].params if hasattr(group, "commands") else [])  # type: ignore[attr-defined]
 
 
+def help_option_names(app: typer.Typer) -> list[str]:
+    """The options that show a command's help (-h, --help), which no command lists among its own."""
+    return list(click_command(app).context_settings.get("help_option_names", ["--help"]))
+
+
 def click_command(app: typer.Typer) -> Any:
     """The click command of a Typer app, built once while the app keeps the commands it was built from (Typer builds
     it afresh from the functions' annotations at each call, 20-40 ms for localgen's)."""

@@ -15,6 +15,7 @@ from localgen.cli_args import (
     all_options,
     arity,
     command_names,
+    help_option_names,
     not_values,
     option_arity,
     option_name,
@@ -230,9 +231,9 @@ def _option_before_command_hint(app: typer.Typer, exc: Exception, args: list[str
         names, before, after = ["run"], args, []
     else:
         return None
-    takes_value = arity(typed_command(app, names)[1].params)
+    takes_value, helps = arity(typed_command(app, names)[1].params), help_option_names(app)
     lacked = [word for word, part in read_words(before, takes_value)
-              if part == "option" and option_name(word, takes_value) not in takes_value]
+              if part == "option" and option_name(word, takes_value) not in takes_value and word not in helps]
     if not lacked:
         return f"options go after the command: `{shlex.join(['localgen', *names, *before, *after])}`"
     if all(word.partition("=")[0] in ENVIRONMENT_INSTEAD for word in lacked):

@@ -77,6 +77,28 @@ def test_an_option_the_command_lacks_is_hinted_what_does_its_work(
     assert message.startswith("No such option: ") and said == hint
 
 
+@pytest.mark.parametrize(("args", "hint", "meant"), [
+    # was: `localgen run` has no --help either: see `localgen run --help`
+    (["-n", "3", "--help"], "options go after the command: `localgen run -n 3 --help`", {}),
+])
+def test_a_hint_for_options_the_command_lacks_writes_the_command_as_typed(
+        args: list[str], hint: str, meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
+    message, said = _usage(args, capsys)
+    assert message.startswith("No such option: ") and said == hint
+    if meant:
+        params = _parsed("localgen " + hint.split("`")[-2].partition("localgen ")[2])  # LOCALGEN_DEBUG=1 aside
+        assert {key: params[key] for key in meant} == meant
+
+
+def test_help_with_an_option_before_the_command_is_hinted_the_help_that_works() -> None:
+    """localgen help -n 3 was hinted that run has no --help either."""
+    result = run_localgen("help", "-n", "3")
+    assert (result.returncode, result.err) == (2, "localgen: error: No such option: -n (hint: options go after the "
+                                                  "command: `localgen run -n 3 --help`)\n")
+    helped = run_localgen("run", "-n", "3", "--help")
+    assert helped.returncode == 0 and "Usage: localgen run" in helped.out, helped.err
+
+
 def test_the_environment_a_hint_names_does_the_work_of_the_option() -> None:
     """The command `localgen --debug run` was hinted failed again: No such option: --debug."""
     hint = run_localgen("--debug", "run", "-n", "1", "hi").err.split("`")[-2]
