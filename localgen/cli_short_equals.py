@@ -18,18 +18,23 @@ def short_equals_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | N
     names, command = typed_command(app, args)
     takes_value = arity(command.params)
     words = args[len(names):]
-    parts = list(read_words(words, takes_value))
-    stuck = [word for word, part in parts if part == "option" and _short_with_equals(word, takes_value)]
+    stuck = [word for word, part in read_words(words, takes_value)
+             if part == "option" and _short_with_equals(word, takes_value)]
     if not stuck:
         return None
-    apart = [piece for word, part in parts for piece in (
-        [word[:2], word[3:]] if part == "option" and _short_with_equals(word, takes_value) else [word])]
+    apart = apart_at_equals(words, takes_value)
     if not runs_as_written(command, apart):
         return None
     option = stuck[0][:2]
     message = f"{stuck[0]}: a short option takes its value after a space ({option} VALUE) or joined ({option}VALUE), " \
         "not after ="
     return as_typed(message), as_typed(f"use `{shlex.join(['localgen', *names, *apart])}`")
+
+
+def apart_at_equals(words: list[str], takes_value: dict[str, bool]) -> list[str]:
+    """A command's words as they parse: each short option that takes a value written -X=VALUE as -X VALUE."""
+    return [piece for word, part in read_words(words, takes_value) for piece in (
+        [word[:2], word[3:]] if part == "option" and _short_with_equals(word, takes_value) else [word])]
 
 
 def _short_with_equals(word: str, takes_value: dict[str, bool]) -> bool:

@@ -36,6 +36,7 @@ from localgen.cli_option_values import (
     run_option_hint,
 )
 from localgen.cli_options import NumberSlip
+from localgen.cli_short_equals import apart_at_equals
 from localgen.errors import LocalgenError
 from localgen.other_tools import (
     GROUP_COMMAND_HABITS,
@@ -234,10 +235,11 @@ def _option_before_command_hint(app: typer.Typer, exc: Exception, args: list[str
     takes_value, helps = arity(typed_command(app, names)[1].params), help_option_names(app)
     lacked = [word for word, part in read_words(before, takes_value)
               if part == "option" and option_name(word, takes_value) not in takes_value and word not in helps]
+    moved = apart_at_equals([*before, *after], takes_value)  # -n=5: -n 5, as the command parses it
     if not lacked:
-        return f"options go after the command: `{shlex.join(['localgen', *names, *before, *after])}`"
+        return f"options go after the command: `{shlex.join(['localgen', *names, *moved])}`"
     if all(word.partition("=")[0] in ENVIRONMENT_INSTEAD for word in lacked):
-        return environment_hint(names, [*before, *after])
+        return environment_hint(names, moved)
     shown = shlex.join(["localgen", *names])
     return f"`{shown}` has no {lacked[0]} either: see `{shown} --help`"
 

@@ -77,9 +77,15 @@ def test_an_option_the_command_lacks_is_hinted_what_does_its_work(
     assert message.startswith("No such option: ") and said == hint
 
 
+_DEBUG = "`localgen run` has no --debug: the environment's LOCALGEN_DEBUG=1 does it, "
+
+
 @pytest.mark.parametrize(("args", "hint", "meant"), [
     # was: `localgen run` has no --help either: see `localgen run --help`
     (["-n", "3", "--help"], "options go after the command: `localgen run -n 3 --help`", {}),
+    (["-n=5", "run", "hi"], "options go after the command: `localgen run -n 5 hi`",  # was: -n=5, refused
+     {"max_tokens": 5, "prompt": "hi"}),
+    (["--debug", "-n=2", "run", "hi"], f"{_DEBUG}`LOCALGEN_DEBUG=1 localgen run -n 2 hi`", {"max_tokens": 2}),
 ])
 def test_a_hint_for_options_the_command_lacks_writes_the_command_as_typed(
         args: list[str], hint: str, meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
