@@ -238,10 +238,11 @@ def _option_before_command_hint(app: typer.Typer, exc: Exception, args: list[str
     moved = apart_at_equals([*before, *after], takes_value)  # -n=5: -n 5, as the command parses it
     if not lacked:
         return f"options go after the command: `{shlex.join(['localgen', *names, *moved])}`"
-    if all(word.partition("=")[0] in ENVIRONMENT_INSTEAD for word in lacked):
+    unset = [word for word in lacked if word.partition("=")[0] not in ENVIRONMENT_INSTEAD]
+    if not unset:
         return environment_hint(names, moved)
     shown = shlex.join(["localgen", *names])
-    return f"`{shown}` has no {lacked[0]} either: see `{shown} --help`"
+    return f"`{shown}` has no {unset[0]} either: see `{shown} --help`"
 
 
 def _prompt_as_command_hint(app: typer.Typer, args: list[str]) -> str | None:

@@ -86,6 +86,7 @@ _DEBUG = "`localgen run` has no --debug: the environment's LOCALGEN_DEBUG=1 does
     (["-n=5", "run", "hi"], "options go after the command: `localgen run -n 5 hi`",  # was: -n=5, refused
      {"max_tokens": 5, "prompt": "hi"}),
     (["--debug", "-n=2", "run", "hi"], f"{_DEBUG}`LOCALGEN_DEBUG=1 localgen run -n 2 hi`", {"max_tokens": 2}),
+    (["--debug", "-x", "run", "hi"], "`localgen run` has no -x either: see `localgen run --help`", {}),  # was: --debug
 ])
 def test_a_hint_for_options_the_command_lacks_writes_the_command_as_typed(
         args: list[str], hint: str, meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
