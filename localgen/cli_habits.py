@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shlex
 
+from localgen.cli_args import read_words
+
 ENVIRONMENT_INSTEAD = {  # options people guess, and the environment's setting that does their work
     "--debug": "LOCALGEN_DEBUG=1", "--offline": "LOCALGEN_OFFLINE=1", "--no-color": "NO_COLOR=1",
     "--no-colour": "NO_COLOR=1",
@@ -20,11 +22,11 @@ _SHOWN = {  # Ollama's `show` options, and what `models show` prints of them
 }
 
 
-def habit_hint(command: str, typed: str, words: list[str]) -> str | None:
+def habit_hint(command: str, typed: str, words: list[str], takes_value: dict[str, bool]) -> str | None:
     """For an option typed that command lacks ("" for localgen itself; `models show`), words the command's words after
-    its name: what does that option's work here, or None."""
+    its name and takes_value its options: what does that option's work here, or None."""
     if typed.partition("=")[0] in ENVIRONMENT_INSTEAD:
-        return environment_hint(command.split(), words)
+        return environment_hint(command.split(), words, takes_value)
     if not command and words == [typed] and typed in VERSION_FLAGS:
         return "use `localgen --version`"
     if command == "models show" and typed in _SHOWN:
@@ -33,14 +35,18 @@ def habit_hint(command: str, typed: str, words: list[str]) -> str | None:
     return None
 
 
-def environment_hint(names: list[str], words: list[str]) -> str | None:
-    """For options typed in words (a command's, names its name) that the environment sets here: the command with
-    those set in its environment; None where words hold none."""
-    given = [word for word in words if word.partition("=")[0] in ENVIRONMENT_INSTEAD]
+def environment_hint(names: list[str], words: list[str], takes_value: dict[str, bool]) -> str | None:
+    """For options typed in words (a command's, names its name, takes_value its options) that the environment sets
+    here: the command with those set in its environment; None where words hold none (an option's value or a word
+    after -- is none: run -s --debug, run -- --debug)."""
+    parts = list(read_words(words, takes_value))
+    given = [word for word, part in parts if part == "option" and word.partition("=")[0] in ENVIRONMENT_INSTEAD]
     if not given:
         return None
     settings = list(dict.fromkeys(ENVIRONMENT_INSTEAD[word.partition("=")[0]] for word in given))
-    rest = [word for word in words if word not in given]
+    rest = [word for word, part in parts if part != "option" or word not in given]
     written = " ".join([*settings, shlex.join(["localgen", *names, *rest]) if names else "localgen COMMAND ..."])
     shown = " ".join(["localgen", *names])
-    return f"`{shown}` has no {' or '.join(given)}: the environment's {' and '.join(settings)} does it, `{written}`"
+    lacked = " or ".join(dict.fromkeys(word.partition("=")[0] for word in given))
+    verb = "does" if len(settings) == 1 else "do"
+    return f"`{shown}` has no {lacked}: the environment's {' and '.join(settings)} {verb} it, `{written}`"

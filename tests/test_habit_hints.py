@@ -87,6 +87,13 @@ _DEBUG = "`localgen run` has no --debug: the environment's LOCALGEN_DEBUG=1 does
      {"max_tokens": 5, "prompt": "hi"}),
     (["--debug", "-n=2", "run", "hi"], f"{_DEBUG}`LOCALGEN_DEBUG=1 localgen run -n 2 hi`", {"max_tokens": 2}),
     (["--debug", "-x", "run", "hi"], "`localgen run` has no -x either: see `localgen run --help`", {}),  # was: --debug
+    (["run", "--debug", "--", "--offline"], f"{_DEBUG}`LOCALGEN_DEBUG=1 localgen run -- --offline`",
+     {"prompt": "--offline"}),  # was: LOCALGEN_OFFLINE=1 too, and `localgen run --`
+    (["run", "--debug", "-s", "--no-color", "hi"], f"{_DEBUG}`LOCALGEN_DEBUG=1 localgen run -s --no-color hi`",
+     {"system": "--no-color", "prompt": "hi"}),  # was: NO_COLOR=1 too, and `localgen run -s hi`
+    (["run", "--debug", "--debug", "hi"], f"{_DEBUG}`LOCALGEN_DEBUG=1 localgen run hi`", {}),  # was: --debug or --debug
+    (["run", "--debug", "--no-color", "hi"], "`localgen run` has no --debug or --no-color: the environment's "
+     "LOCALGEN_DEBUG=1 and NO_COLOR=1 do it, `LOCALGEN_DEBUG=1 NO_COLOR=1 localgen run hi`", {}),  # was: does it
 ])
 def test_a_hint_for_options_the_command_lacks_writes_the_command_as_typed(
         args: list[str], hint: str, meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
