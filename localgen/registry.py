@@ -92,8 +92,10 @@ class Registry:
         spec = self.models.get(name.lower())
         if spec is not None:
             return spec
+        sizes = self._sizes_of(name.lower())  # qwen2.5: every size, where close names might leave one out
         close = close_names(name.lower(), list(self.models))
-        hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names"
+        hint = (f"it comes in sizes: name one of {', '.join(sizes)}" if len(sizes) > 1 else
+                f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names")
         raise ModelNotFoundError(f"unknown model '{name}'", hint=hint)
 
     def reference(self, text: str, base: Path | None = None) -> ModelRef:
