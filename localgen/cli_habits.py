@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from localgen.cli_args import read_words
+from localgen.cli_args import option_name, read_words
 
 ENVIRONMENT_INSTEAD = {  # options people guess, and the environment's setting that does their work
     "--debug": "LOCALGEN_DEBUG=1", "--offline": "LOCALGEN_OFFLINE=1", "--no-color": "NO_COLOR=1",
@@ -45,8 +45,13 @@ def environment_hint(names: list[str], words: list[str], takes_value: dict[str, 
         return None
     settings = list(dict.fromkeys(ENVIRONMENT_INSTEAD[word.partition("=")[0]] for word in given))
     rest = [word for word, part in parts if part != "option" or word not in given]
-    written = " ".join([*settings, shlex.join(["localgen", *names, *rest]) if names else "localgen COMMAND ..."])
     shown = " ".join(["localgen", *names])
     lacked = " or ".join(dict.fromkeys(word.partition("=")[0] for word in given))
     verb = "does" if len(settings) == 1 else "do"
+    unknown = [word for word, part in parts if part == "option" and word not in given and names
+               and option_name(word, takes_value) not in takes_value]  # the command with the settings fails on it
+    if unknown:
+        return (f"`{shown}` has no {lacked} (the environment's {' and '.join(settings)} {verb} its work) nor "
+                f"{unknown[0]}: see `{shown} --help`")
+    written = " ".join([*settings, shlex.join(["localgen", *names, *rest]) if names else "localgen COMMAND ..."])
     return f"`{shown}` has no {lacked}: the environment's {' and '.join(settings)} {verb} it, `{written}`"

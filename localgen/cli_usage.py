@@ -240,7 +240,7 @@ def _option_before_command_hint(app: typer.Typer, exc: Exception, args: list[str
         return f"options go after the command: `{shlex.join(['localgen', *names, *moved])}`"
     unset = [word for word in lacked if word.partition("=")[0] not in ENVIRONMENT_INSTEAD]
     if not unset:
-        return environment_hint(names, moved, takes_value)
+        return environment_hint(names, moved, takes_value | dict.fromkeys(helps, False))
     shown = shlex.join(["localgen", *names])
     return f"`{shown}` has no {unset[0]} either: see `{shown} --help`"
 
@@ -338,7 +338,7 @@ def _help_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) 
     """Read the help of the command (or subcommand) given, led by the options close to an unknown one."""
     command = _command_with_subcommand(app, args, command)
     typed = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
-    takes_value = arity(typed_command(app, command.split())[1].params)
+    takes_value = arity(typed_command(app, command.split())[1].params) | dict.fromkeys(help_option_names(app), False)
     habit = option_habit_hint(command, typed, args[1:]) or run_option_hint(app, command, typed) or \
         habit_hint(command, typed, args[len(command.split()):], takes_value)
     if habit is not None:

@@ -269,3 +269,17 @@ def test_a_model_family_s_name_alone_is_told_every_size_the_registry_has(command
     assert result.returncode == 1
     assert result.err == ("localgen: error: unknown model 'qwen2.5' (hint: it comes in sizes: name one of "
                           "qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b)\n"), result.err
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (["run", "--debug", "-z", "hi"], "`localgen run` has no --debug (the environment's LOCALGEN_DEBUG=1 does its "
+     "work) nor -z: see `localgen run --help`"),  # was: `LOCALGEN_DEBUG=1 localgen run -z hi`, which fails on -z
+    (["run", "--debug", "-s", "-z", "hi"], "`localgen run` has no --debug: the environment's LOCALGEN_DEBUG=1 does "
+     "it, `LOCALGEN_DEBUG=1 localgen run -s -z hi`"),  # -z is -s's value
+    (["--debug", "--help", "run", "hi"], "`localgen run` has no --debug: the environment's LOCALGEN_DEBUG=1 does it, "
+     "`LOCALGEN_DEBUG=1 localgen run --help hi`"),
+])
+def test_an_environment_hint_offers_no_command_that_fails_on_another_option(args: list[str], hint: str) -> None:
+    """Where the command lacks another option too, the hint names it rather than write a command that fails again."""
+    result = run_localgen(*args)
+    assert (result.returncode, result.err) == (2, f"localgen: error: No such option: --debug (hint: {hint})\n")
