@@ -185,18 +185,9 @@ def test_tab_completes_nothing_after_a_quoted_path_and_another_word(notes: Path)
 def test_tab_in_the_chat_completes_an_escaped_and_a_quoted_name_that_file_then_attaches(notes: Path) -> None:
     chat = Chat(notes.parent / "home", "--temperature", "0", "--no-markdown", "-n", "2", cwd=notes)
     try:
-        chat.child.send("/file my\\ n")
-        chat.child.send("\t")
-        chat.child.expect_exact("otes.txt")
-        chat.child.send("\r")
-        chat.expect_words("attached my notes.txt (25 characters) to the next message")
-        chat.sync()
-        chat.child.send('/file "it')
-        chat.child.send("\t")
-        chat.child.expect_exact("'s $5 (a).txt\"")
-        chat.child.send("\r")
-        chat.expect_words("attached it's $5 (a).txt (6 characters) to the next message")
-        chat.sync()
+        chat.tab_completed("/file my\\ n", ["otes.txt"], "attached my notes.txt (25 characters) to the next message")
+        chat.tab_completed('/file "it', ["'s $5 (a).txt\""],
+                           "attached it's $5 (a).txt (6 characters) to the next message")
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():

@@ -177,6 +177,17 @@ class Chat:
         """Wait for words on the screen, wherever the terminal wrapped the line between them."""
         self.child.expect(r"\s+".join(map(re.escape, words.split())))
 
+    def tab_completed(self, typed: str, completions: list[str], words: str) -> None:
+        """Type a command's start, press Tab once for each piece of completion and wait for it to be written, send
+        the line and wait for words of what it said."""
+        self.child.send(typed)
+        for written in completions:
+            self.child.send("\t")
+            self.child.expect_exact(written)
+        self.child.send("\r")
+        self.expect_words(words)
+        self.sync()
+
     def command_words(self, text: str, words: str) -> str:
         """Run a slash command and wait for words of its output (a long message wraps)."""
         self.child.sendline(text)
@@ -1773,18 +1784,8 @@ def test_tab_completes_a_saved_conversation_after_load_and_a_path_after_file(hom
     folder.mkdir()
     (folder / "quokka-facts.txt").write_text("Quokkas live on Rottnest Island.\n")
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "5", cwd=folder)
-    chat.child.send("/load zeb")
-    chat.child.send("\t")
-    chat.child.expect_exact("ra-notes")  # the rest of the name, written by the completion
-    chat.child.send("\r")
-    chat.expect_words("loaded zebra-notes: 1 exchange")
-    chat.sync()
-    chat.child.send("/file quo")
-    chat.child.send("\t")
-    chat.child.expect_exact("kka-facts.txt")
-    chat.child.send("\r")
-    chat.expect_words("quokka-facts.txt (33 characters) to the next message")
-    chat.sync()
+    chat.tab_completed("/load zeb", ["ra-notes"], "loaded zebra-notes: 1 exchange")  # the rest, by the completion
+    chat.tab_completed("/file quo", ["kka-facts.txt"], "quokka-facts.txt (33 characters) to the next message")
     state = chat.ask("Where do they live?")
     assert state["name"] == "zebra-notes" and len(state["turns"]) == 2, "the completed name was loaded"
     assert state["turns"][1]["user"] == "Quokkas live on Rottnest Island.\n\nWhere do they live?"

@@ -396,14 +396,8 @@ def test_tab_after_file_writes_a_folder_s_slash_so_the_next_tab_goes_on_inside_i
     (tmp_path / "quokka-notes" / "facts.txt").write_text("Quokkas live on Rottnest Island.\n")
     chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "2", cwd=tmp_path)
     try:
-        chat.child.send("/file quo")
-        chat.child.send("\t")
-        chat.child.expect_exact("kka-notes/")
-        chat.child.send("\t")
-        chat.child.expect_exact("facts.txt")
-        chat.child.send("\r")
-        chat.expect_words("attached quokka-notes/facts.txt (33 characters) to the next message")
-        chat.sync()
+        chat.tab_completed("/file quo", ["kka-notes/", "facts.txt"],
+                           "attached quokka-notes/facts.txt (33 characters) to the next message")
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():
