@@ -112,6 +112,13 @@ def option_name(word: str, takes_value: dict[str, bool]) -> str:
     return name if word.startswith("--") or name in takes_value else word[:2]
 
 
+def is_option(word: str, takes_value: dict[str, bool]) -> bool:
+    """Whether a word of a command line is one of these options: its name, with its value after = or stuck on where it
+    takes one (-n5, -msmollm2); -qx is none where -q takes no value."""
+    name = option_name(word, takes_value)
+    return name in takes_value and (word.partition("=")[0] == name or takes_value[name])
+
+
 def arity(params: Iterable[Any]) -> dict[str, bool]:
     """Each option name of these click parameters, and whether it takes a value."""
     return {name: not (param.is_flag or param.count) for param in params if hasattr(param, "is_flag")

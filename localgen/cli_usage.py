@@ -16,6 +16,7 @@ from localgen.cli_args import (
     arity,
     command_names,
     help_option_names,
+    is_option,
     not_values,
     option_arity,
     option_name,
@@ -228,7 +229,7 @@ def _option_before_command_hint(app: typer.Typer, exc: Exception, args: list[str
     if later is not None:
         names = typed_command(app, args[later:])[0]  # models list: the options go after list
         before, after = args[:later], args[later + len(names):]
-    elif args[0].partition("=")[0] in option_arity(app, "run"):
+    elif is_option(args[0], option_arity(app, "run")):  # -n5 hi as -n 5 hi
         names, before, after = ["run"], args, []
     else:
         return None

@@ -104,6 +104,31 @@ def test_a_hint_for_options_the_command_lacks_writes_the_command_as_typed(
         assert {key: params[key] for key in meant} == meant
 
 
+@pytest.mark.parametrize(("args", "meant"), [
+    (["-n5", "hi"], {"max_tokens": 5, "prompt": "hi"}),  # was: see `localgen --help`
+    (["-c2048", "hi"], {"ctx_size": 2048}),
+    (["-t4", "hi"], {"threads": 4}),
+    (["-msmollm2-135m", "hi"], {"model": "smollm2-135m"}),
+    (["-sterse", "hi"], {"system": "terse"}),
+    (["-n5", "chat"], {"max_tokens": 5}),
+    (["-c2048", "-t4", "chat"], {"ctx_size": 2048, "threads": 4}),
+    (["-msmollm2-135m", "-sterse", "chat"], {"model": "smollm2-135m", "system": "terse"}),
+])
+def test_a_short_option_with_its_value_stuck_on_before_the_command_is_hinted_after_it(
+        args: list[str], meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
+    message, hint = _usage(args, capsys)
+    command = "chat" if "chat" in args else "run"
+    written = ["localgen", command, *[word for word in args if word != "chat"]]
+    assert (message, hint) == (f"No such option: {args[0]}", f"options go after the command: `{' '.join(written)}`")
+    params = _parsed(hint.split("`")[1])
+    assert {key: params[key] for key in meant} == meant
+
+
+def test_a_flag_with_letters_stuck_on_before_the_command_is_not_moved(capsys: pytest.CaptureFixture[str]) -> None:
+    """-q takes no value: -qx is -q and the unknown -x, which run refuses as well."""
+    assert _usage(["-qx", "hi"], capsys) == ("No such option: -qx", "see `localgen --help`")
+
+
 def test_help_with_an_option_before_the_command_is_hinted_the_help_that_works() -> None:
     """localgen help -n 3 was hinted that run has no --help either."""
     result = run_localgen("help", "-n", "3")
