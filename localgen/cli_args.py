@@ -112,6 +112,18 @@ def option_name(word: str, takes_value: dict[str, bool]) -> str:
     return name if word.startswith("--") or name in takes_value else word[:2]
 
 
+def apart_at_equals(words: list[str], takes_value: dict[str, bool]) -> list[str]:
+    """A command's words as they parse: each short option that takes a value written -X=VALUE (which click reads as
+    the value "=VALUE") as -X VALUE; an option's value (-s a=b) and any other word as given."""
+    return [piece for word, part in read_words(words, takes_value) for piece in (
+        [word[:2], word[3:]] if part == "option" and short_with_equals(word, takes_value) else [word])]
+
+
+def short_with_equals(word: str, takes_value: dict[str, bool]) -> bool:
+    """Whether an option's word is a short option that takes a value, its value after = (-s=terse)."""
+    return word[1:2] != "-" and word[2:3] == "=" and takes_value.get(word[:2], False)
+
+
 def is_option(word: str, takes_value: dict[str, bool]) -> bool:
     """Whether a word of a command line is one of these options: its name, with its value after = or stuck on where it
     takes one (-n5, -msmollm2); -qx is none where -q takes no value."""

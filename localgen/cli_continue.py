@@ -29,7 +29,7 @@ def continue_hint(command: Any, words: list[str], at: int) -> str:
     else:
         lead, fixed = CONTINUE_LATEST, [*words[:at], _continue_option(name), *words[at + 1:]]
     prompt = words_given(fixed, takes_value)
-    written = suggested(name, options_given(fixed, takes_value), prompt)
+    written = suggested(name, options_given(fixed, takes_value), prompt, takes_value)
     if not runs_as_written(command, shlex.split(written)[2:]):
         return lead
     return f'{lead}: `{written} "..."`' if name == "run" and not prompt else f"{lead}: `{written}`"

@@ -8,8 +8,8 @@ import shlex
 
 import typer
 
-from localgen.cli_args import all_options, option_arity, options_given, words_given
-from localgen.cli_option_values import run_options_of_chat, written_apart
+from localgen.cli_args import all_options, apart_at_equals, option_arity, options_given, words_given
+from localgen.cli_option_values import run_options_of_chat
 from localgen.config import settings
 from localgen.errors import LocalgenError
 from localgen.stdin_names import STDIN_NAME
@@ -24,10 +24,10 @@ def extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: s
     model, last = _model_name_given(words), _model_name_last(words)
     if not any(word.partition("=")[0] in ("-m", "--model") for word in options):
         if model is not None:
-            return _model_first_hint(command, model, options, words[1:])
+            return _model_first_hint(command, model, options, words[1:], takes_value)
         if last is not None:
-            return _model_first_hint(command, last, options, words[:-1])
-    return _run_extra_argument_hint(app, args, options, words) if command == "run" else None
+            return _model_first_hint(command, last, options, words[:-1], takes_value)
+    return _run_extra_argument_hint(app, args, options, words, takes_value) if command == "run" else None
 
 
 def refuse_model_given(app: typer.Typer, args: list[str], text: str) -> None:
@@ -70,7 +70,7 @@ def chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[str
         return "chat takes no prompt argument: type your messages at its >>> prompt", f"start it with `{start}`"
     if STDIN_NAME in words:  # chat -: run answers what is piped in
         asked = [word for word in words if word != STDIN_NAME]
-        run = suggested("run", [*(["-m", model] if model else []), *options], asked)
+        run = suggested("run", [*(["-m", model] if model else []), *options], asked, option_arity(app, "run"))
         return ("chat takes no prompt argument, and reads no stdin: type your messages at its >>> prompt",
                 f"for one answer to a file's text, use `{run} < FILE` or `... | {run}`")
     if len(words) == 1 and model is None and _is_saved_conversation(prompt):
@@ -92,32 +92,35 @@ def _is_saved_conversation(name: str) -> bool:
         return False
 
 
-def _model_first_hint(command: str, model: str, options: list[str], rest: list[str]) -> str:
+def _model_first_hint(command: str, model: str, options: list[str], rest: list[str],
+                      takes_value: dict[str, bool]) -> str:
     """For `run MODEL PROMPT` (as in Ollama): the model after -m, the options kept, and the words of one prompt quoted
     as one."""
-    return f"the model goes after -m: `{suggested(command, ['-m', model, *options], rest)}`"
+    return f"the model goes after -m: `{suggested(command, ['-m', model, *options], rest, takes_value)}`"
 
 
-def _run_extra_argument_hint(app: typer.Typer, args: list[str], options: list[str], words: list[str]) -> str:
+def _run_extra_argument_hint(app: typer.Typer, args: list[str], options: list[str], words: list[str],
+                             takes_value: dict[str, bool]) -> str:
     """For `run` with words left over: stdin after the prompt, options after --, else quote the prompt (the options
     kept, each with its value)."""
     from localgen.inputs import STDIN_NAME
 
     prompt = [word for word in words if word != STDIN_NAME]
     if STDIN_NAME in words and prompt:
-        return f"stdin comes before the prompt with -f -: `{suggested('run', ['-f', '-', *options], prompt)}`"
+        written = suggested("run", ["-f", "-", *options], prompt, takes_value)
+        return f"stdin comes before the prompt with -f -: `{written}`"
     hint = _after_double_dash_hint(app, args) if "--" in args[1:-1] else None
     if hint is None and (options or words):
-        hint = f"quote the prompt: `{suggested('run', options, words)}`"
+        hint = f"quote the prompt: `{suggested('run', options, words, takes_value)}`"
     return hint or 'quote the prompt: localgen run "several words"'
 
 
-def suggested(command: str, options: list[str], prompt_words: list[str]) -> str:
-    """The command line a hint suggests: localgen COMMAND OPTIONS PROMPT, the prompt's words quoted as one (after --
-    where it starts with -), shell-quoted."""
+def suggested(command: str, options: list[str], prompt_words: list[str], takes_value: dict[str, bool]) -> str:
+    """The command line a hint suggests: localgen COMMAND OPTIONS PROMPT (the options as they parse, takes_value the
+    command's), the prompt's words quoted as one (after -- where it starts with -), shell-quoted."""
     prompt = " ".join(prompt_words)
-    return shlex.join(["localgen", command, *written_apart(options), *(["--"] if prompt.startswith("-") else []),
-                       *([prompt] if prompt_words else [])])
+    return shlex.join(["localgen", command, *apart_at_equals(options, takes_value),
+                       *(["--"] if prompt.startswith("-") else []), *([prompt] if prompt_words else [])])
 
 
 def _after_double_dash_hint(app: typer.Typer, args: list[str]) -> str | None:

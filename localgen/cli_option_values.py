@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from localgen.cli_args import arity, option_name, read_words, typed_command, words_given
+from localgen.cli_args import apart_at_equals, arity, option_name, read_words, typed_command, words_given
 
 _HELP = ("-h", "--help")
 _NAMES = "`localgen models list --all` shows the names"
@@ -246,13 +246,6 @@ def run_options_of_chat(app: typer.Typer, args: list[str]) -> list[str]:
     return options
 
 
-def written_apart(options: list[str]) -> list[str]:
-    """Options as a hint writes them: a short one's value after = (-f=a.md, which click reads as the file =a.md) as a
-    word of its own (-f a.md)."""
-    return [part for word in options
-            for part in ([word[:2], word[3:]] if word[2:3] == "=" and word[1:2] not in ("-", "") else [word])]
-
-
 def files_after_file_hint(app: typer.Typer, args: list[str], text: str) -> str | None:
     """For `run -f *.md "summarize"` (or chat's), the shell's list of files after one -f, which takes one: each file
     with its own -f, the command so written; None for other errors (text: click's, in lower case)."""
@@ -265,7 +258,8 @@ def files_after_file_hint(app: typer.Typer, args: list[str], text: str) -> str |
     prompt: list[str] = []
     files = 0  # the files given after a -f's one
     after_file = False
-    for word, part in read_words(args[1:], option_arity(app, args[0])):
+    takes_value = option_arity(app, args[0])
+    for word, part in read_words(args[1:], takes_value):
         if part == "word" and after_file and is_existing_file(word):
             options += ["-f", word]
             files += 1
@@ -280,7 +274,7 @@ def files_after_file_hint(app: typer.Typer, args: list[str], text: str) -> str |
         return None
     said = " ".join(prompt)
     ends = ["--"] if said.startswith("-") else []  # a prompt led by - goes after --
-    written = shlex.join(["localgen", args[0], *written_apart(options), *ends, *[said][:len(said)]])
+    written = shlex.join(["localgen", args[0], *apart_at_equals(options, takes_value), *ends, *[said][:len(said)]])
     return f"each file takes its own -f: `{written}`"
 
 

@@ -7,7 +7,7 @@ import shlex
 
 import typer
 
-from localgen.cli_args import arity, read_words, typed_command
+from localgen.cli_args import apart_at_equals, arity, read_words, short_with_equals, typed_command
 from localgen.cli_option_values import as_typed, runs_as_written
 
 
@@ -19,7 +19,7 @@ def short_equals_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | N
     takes_value = arity(command.params)
     words = args[len(names):]
     stuck = [word for word, part in read_words(words, takes_value)
-             if part == "option" and _short_with_equals(word, takes_value)]
+             if part == "option" and short_with_equals(word, takes_value)]
     if not stuck:
         return None
     apart = apart_at_equals(words, takes_value)
@@ -29,14 +29,3 @@ def short_equals_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | N
     message = f"{stuck[0]}: a short option takes its value after a space ({option} VALUE) or joined ({option}VALUE), " \
         "not after ="
     return as_typed(message), as_typed(f"use `{shlex.join(['localgen', *names, *apart])}`")
-
-
-def apart_at_equals(words: list[str], takes_value: dict[str, bool]) -> list[str]:
-    """A command's words as they parse: each short option that takes a value written -X=VALUE as -X VALUE."""
-    return [piece for word, part in read_words(words, takes_value) for piece in (
-        [word[:2], word[3:]] if part == "option" and _short_with_equals(word, takes_value) else [word])]
-
-
-def _short_with_equals(word: str, takes_value: dict[str, bool]) -> bool:
-    """Whether an option's word is a short option that takes a value, its value after = (-s=terse)."""
-    return word[1:2] != "-" and word[2:3] == "=" and takes_value.get(word[:2], False)

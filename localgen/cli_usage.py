@@ -13,6 +13,7 @@ import typer
 
 from localgen.cli_args import (
     all_options,
+    apart_at_equals,
     arity,
     command_names,
     help_option_names,
@@ -37,7 +38,6 @@ from localgen.cli_option_values import (
     run_option_hint,
 )
 from localgen.cli_options import NumberSlip
-from localgen.cli_short_equals import apart_at_equals
 from localgen.errors import LocalgenError
 from localgen.other_tools import (
     GROUP_COMMAND_HABITS,
@@ -256,7 +256,7 @@ def _prompt_as_command_hint(app: typer.Typer, args: list[str]) -> str | None:
     takes_value, words = option_arity(app, "run"), args[verb:]
     prompt, options = words_given(words, takes_value), options_given(words, takes_value)  # run's options kept
     ask = (llm_prompt_in_localgen_s_words(words, takes_value) if verb else suggested(
-        "run", options if all_options(options, takes_value) else [], prompt)) if prompt else None
+        "run", options if all_options(options, takes_value) else [], prompt, takes_value)) if prompt else None
     ask = ask or 'localgen run "..."'
     sure = verb or " " in word  # else perhaps a command misspelt, or another tool's (keys set NAME)
     return f"to ask the model, use `{ask}`" if sure else f"see `localgen --help`; to ask the model: {ask}"

@@ -10,12 +10,21 @@ import pytest
 import typer
 
 from localgen.cli import app
+from localgen.cli_args import apart_at_equals
 from localgen.cli_exit import run_app
 from localgen.cli_options import RESUME_LATEST
 from localgen.other_tools import GROUP_COMMAND_HABITS, OTHER_TOOLS_COMMANDS, OTHER_TOOLS_WORDS, SUBCOMMAND_HABITS
 from tests.conftest import run_localgen
 from tests.usage_errors import parsed_command_line as _parsed
 from tests.usage_errors import usage_error as _usage
+
+
+def test_a_short_option_s_value_after_equals_is_set_apart_and_every_other_word_kept_as_given() -> None:
+    """The one place a hint writes -X=VALUE as -X VALUE: only where -X takes a value, and never in a value."""
+    takes_value = {"-n": True, "-s": True, "-q": False, "--temp": True}
+    words = ["-n=5", "-s", "a=b", "-q=x", "--temp=0", "-s=-x=y", "-s", "-n=3", "w=z", "--", "-n=3"]
+    assert apart_at_equals(words, takes_value) == [
+        "-n", "5", "-s", "a=b", "-q=x", "--temp=0", "-s", "-x=y", "-s", "-n=3", "w=z", "--", "-n=3"]
 
 
 @pytest.mark.parametrize(("args", "hint", "meant"), [
@@ -48,6 +57,10 @@ from tests.usage_errors import usage_error as _usage
      {"prompt": "hi", "model": "./link.gguf", "max_tokens": 5}),
     (["run", "-f=a.md", "summarize", "this"], "quote the prompt: `localgen run -f a.md 'summarize this'`",
      {"prompt": "summarize this", "file": ("a.md",)}),  # was: run -f=a.md, read as the file =a.md
+    (["run", "-s", "ab=c", "summarize", "this"], "quote the prompt: `localgen run -s ab=c 'summarize this'`",
+     {"prompt": "summarize this", "system": "ab=c"}),  # was: -s ab c, the system prompt ab and c a prompt word
+    (["run", "-s", "-x=y", "summarize", "this"], "quote the prompt: `localgen run -s -x=y 'summarize this'`",
+     {"prompt": "summarize this", "system": "-x=y"}),  # was: -s -x y
     (["run", "compare", "and/or"], "quote the prompt: `localgen run 'compare and/or'`",  # a word, not ORG/REPO
      {"prompt": "compare and/or"}),
     (["chat", "-n", "5", "smollm2-135m"], "the model goes after -m: `localgen chat -m smollm2-135m -n 5`",
@@ -403,6 +416,8 @@ def test_chat_given_a_prompt_points_at_run_with_its_options(args: list[str], ask
     (["chat", "-f", "a.md", "b.md"], "`localgen chat -f a.md -f b.md`"),  # was: chat takes no prompt argument
     (["run", "-f=a.md", "b.md", "c.md", "summarize"], "`localgen run -f a.md -f b.md -f c.md summarize`"),  # was:
     # -f=a.md kept, which click reads as the file =a.md
+    (["run", "-s", "ab=c", "-f", "a.md", "b.md", "summarize"],
+     "`localgen run -s ab=c -f a.md -f b.md summarize`"),  # was: -s ab c
 ])
 def test_the_shell_s_list_of_files_after_one_f_is_given_an_f_each(
         args: list[str], hint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
