@@ -244,7 +244,7 @@ class ChatSession(SessionSettings, ContextRoom):
         previous conversation and settings, and lets the new one go. system_given: the conversation's system prompt
         was given now (-s), so /model keeps it, as it keeps one that no models.toml default gives.
         """
-        previous = (self.conversation, self.sampling, self.limits, self.own_settings, self.own_system, self.own_stop)
+        previous, settings_before = (self.conversation, self.own_system), self.chosen_settings()
         self.conversation = conversation
         try:
             self._record_model()
@@ -261,7 +261,8 @@ class ChatSession(SessionSettings, ContextRoom):
             self.own_system = system_given or conversation.system != self.model_system
             self._replan_context()
         except BaseException:  # a bad flag, a failing template: the chat goes on with the conversation it had
-            self.conversation, self.sampling, self.limits, self.own_settings, self.own_system, self.own_stop = previous
+            self.conversation, self.own_system = previous
+            self.restore_settings(settings_before)
             if conversation.name != previous[0].name:
                 let_go(conversation)
             raise

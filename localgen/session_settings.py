@@ -4,11 +4,22 @@ gives."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 
 from localgen.chat_settings import parse_setting, setting_key
 from localgen.errors import UsageError
 from localgen.params import CHAT_SETTINGS, STOP_SETTING, GenerationLimits, SamplingParams, with_settings
+
+
+@dataclass(frozen=True)
+class SettingsState:
+    """A chat's settings at one moment, with what chose them: restored where a conversation's load fails."""
+
+    sampling: SamplingParams
+    limits: GenerationLimits
+    own_settings: frozenset[str]
+    own_stop: bool
+    limit_set: bool
 
 
 class SessionSettings:
@@ -58,6 +69,15 @@ class SessionSettings:
         """Keep the settings given on the command line over a conversation just resumed (its own and /set's gone)."""
         self.own_settings |= set(overrides)
         self._limit_set = False
+
+    def chosen_settings(self) -> SettingsState:
+        """The settings in use and what chose them, as a conversation's load changes them (see restore_settings)."""
+        return SettingsState(self.sampling, self.limits, frozenset(self.own_settings), self.own_stop, self._limit_set)
+
+    def restore_settings(self, state: SettingsState) -> None:
+        """Go back to the settings of chosen_settings, after a conversation's load that failed part way."""
+        self.sampling, self.limits, self.own_stop = state.sampling, state.limits, state.own_stop
+        self.own_settings, self._limit_set = set(state.own_settings), state.limit_set
 
     def limit_source(self) -> str:
         """Where the token limit came from, as the note on an answer it stopped names it: /set, -n, models.toml or

@@ -1,6 +1,6 @@
 """The chat's slash commands at their edges: an empty /file, a name wider than /list's terminal, /help and the
-toolbar on a narrow terminal, the note of an answer whose reasoning /thinking off hid, and the stop strings /show
-writes as /set stop reads them."""
+toolbar on a narrow terminal, the note of an answer whose reasoning /thinking off hid, the token limit a /load that
+fails part way leaves, and the stop strings /show writes as /set stop reads them."""
 
 from __future__ import annotations
 
@@ -83,6 +83,40 @@ def test_load_says_that_files_attached_before_it_go_with_the_next_message(tmp_pa
         assert "the conversation name is empty (hint: give a saved one's name: /list shows the saved " in said, said
         chat.command_words("/load first", "your next message still takes 1 attached file (/file none drops them)")
         assert chat.ask("Say hi again.")["turns"][-1]["user"].startswith("The file a.txt.")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+_CHATML_REFUSING = ("{% for message in messages %}{% if 'BOOM' in message['content'] %}{{ raise_exception('no BOOM') }}"
+                    "{% endif %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+                    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def test_a_load_that_fails_part_way_keeps_what_set_the_token_limit(tmp_path: Path) -> None:
+    """An answer cut off after a failed /load named the conversation's saved settings as the limit's, where /set had
+    set it; one that loads names them."""
+    home, template = tmp_path / "home", tmp_path / "refusing.jinja"
+    template.write_text(_CHATML_REFUSING)
+    saved = run_localgen("run", "--conversation", "boomy", "-n", "2", "BOOM goes the drum",
+                         env={"LOCALGEN_HOME": str(home)})
+    assert saved.returncode == 0, saved.err
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "--chat-template", str(template), columns=160)
+    try:
+        chat.command("/set max_tokens 4", "max_tokens")
+        chat.command_words("/load boomy", "no BOOM")  # its turns are counted with this template, which refuses them
+        chat.child.sendline("Describe the sea at length.")
+        chat.expect_words("[stopped at the limit of 4 tokens (/set max_tokens)]")
+        chat.sync()
+        chat.command_words("/save capped", "saved to")  # with max_tokens 4
+        chat.command_words("/reset", "new conversation")
+        chat.command("/set max_tokens 6", "max_tokens")
+        chat.command_words("/load capped", "loaded capped")
+        chat.child.sendline("Describe the sky at length.")
+        chat.expect_words("[stopped at the limit of 4 tokens (max_tokens saved with the conversation; /set max_tokens "
+                          "changes it)]")
+        chat.sync()
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():
