@@ -533,6 +533,33 @@ def test_a_default_at_the_bundled_model_s_quant_is_here_and_starred_on_the_bundl
     assert [m["default"] for m in json.loads(capsys.readouterr().out)] == [False]
 
 
+def test_an_entry_at_the_bundled_model_s_file_downloaded_too_is_starred_on_the_hub_row_a_run_takes(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """tiny, an entry of another name at the bundled model's repo and quant, its file in the Hub cache too: a run of
+    the default takes the download, and that row alone is starred, by localgen models and --all alike."""
+    _, env = hub
+    config = Path(env["LOCALGEN_HOME"]) / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "models.toml").write_text(f'[models.tiny]\nrepo = "{REPO}"\nquant = "Q4_1"\n')
+    assert run_cli(env, "pull", HUB_COPY).returncode == 0
+    assert run_cli(env, "models", "default", "tiny").returncode == 0
+    ran = run_cli(env, "run", "-n", "1", "--json", "hi")
+    assert ran.returncode == 0, ran.stderr
+    taken = json.loads(ran.stdout)
+    assert taken["model"] == "tiny" and "/hub/models--QuantFactory--" in taken["model_path"], taken
+    listed = json.loads(run_cli(env, "models", "--json").stdout)
+    assert [(m["name"], m["source"], m["default"]) for m in listed] == [
+        ("smollm2-135m", "bundled", False), ("tiny", "bundled", False), ("smollm2-135m", "hub", False),
+        ("tiny", "hub", True)]
+    assert [m["path"] for m in listed if m["default"]] == [taken["model_path"]]
+    every = json.loads(run_cli(env, "models", "--all", "--json").stdout)
+    assert [(m["name"], m["source"], m["path"]) for m in every if m["default"]] == [
+        ("tiny", "hub", taken["model_path"])]
+    rows = [row.split("\t") for row in run_cli(env, "models").stdout.splitlines()]
+    assert rows[0][4::2] == ["SOURCE", "DEFAULT"], rows[0]
+    assert [(row[0], row[4]) for row in rows[1:] if row[-1] == "yes"] == [("tiny", "hub")]
+
+
 def test_a_default_given_as_a_path_is_listed_as_a_file_of_one_s_own(hubenv: HubEnv, tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     from localgen.cli_manage import models_default, models_list, models_show
