@@ -37,7 +37,7 @@ def test_a_chat_records_each_answer_s_details(bundled_model: Path) -> None:
     from localgen.runner import ModelOptions, load_model
     from localgen.session import ChatSession
 
-    options = ModelOptions(model=str(bundled_model), ctx_size=1024, threads=2)
+    options = ModelOptions(model=str(bundled_model), ctx_size=1024, threads=1)  # two spin and stall beside other tests
     session = ChatSession(load_model(options), options, Conversation.new(system=None, model=None),
                           SamplingParams(temperature=0.0), GenerationLimits(max_tokens=5))
     try:
