@@ -144,7 +144,7 @@ def _wait_until_blocked(proc: subprocess.Popen[bytes], read_end: int, timeout: f
         if pending > 3072 and pending == last and _blocked_writing_a_pipe(proc.pid):
             return
         last = pending
-        time.sleep(0.5)
+        time.sleep(0.1)
     raise AssertionError("the pipe never filled")
 
 
