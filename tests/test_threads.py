@@ -32,7 +32,7 @@ from localgen.gguf_split import validate_split
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.resolve import resolve_model
 from localgen.runner import ModelOptions, plan_load
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, run_localgen_in
 
 pytestmark = pytest.mark.serial  # it measures how busy the CPUs are (conftest: serial)
 
@@ -295,24 +295,21 @@ def test_a_busy_cpu_makes_the_real_engine_decode_with_fewer_threads_and_the_same
     command = [sys.executable, "-m", "localgen", "run", "--json", "--stats", "--no-cache", "-n", "160",
                "--temperature", "0", PROMPT]
 
-    def run(extra: list[str], cpus: set[int]) -> tuple[dict, str]:
-        proc = subprocess.run(command[:4] + extra + command[4:], capture_output=True, text=True, env=env,
-                              cwd=REPO_ROOT, timeout=300, stdin=subprocess.DEVNULL,
-                              preexec_fn=lambda: os.sched_setaffinity(0, cpus))
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout), proc.stderr
-
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"],
                               preexec_fn=lambda: os.sched_setaffinity(0, {first}))
     try:
-        busy, stats = run([], {first, second})
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300,
+                              stdin=subprocess.DEVNULL, preexec_fn=lambda: os.sched_setaffinity(0, {first, second}))
     finally:
         burner.kill()
         burner.wait()
-    alone, _ = run(["-t", "1"], {first, second})
+    assert proc.returncode == 0, proc.stderr
+    busy = json.loads(proc.stdout)
+    alone = run_localgen_in(env, "run", "-t", "1", *command[4:])  # forked: one thread's text is any CPUs' text
+    assert alone.returncode == 0, alone.err
     assert (busy["threads"], busy["decode_threads"]) == (2, 1)
-    assert "decoded with 1 of 2 threads" in stats
-    assert busy["text"] == alone["text"] and busy["usage"]["completion_tokens"] == 160
+    assert "decoded with 1 of 2 threads" in proc.stderr
+    assert busy["text"] == json.loads(alone.out)["text"] and busy["usage"]["completion_tokens"] == 160
 
 
 def test_a_prefill_starts_with_the_threads_the_free_cpus_allow() -> None:
@@ -358,7 +355,7 @@ from localgen.engine import Engine
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 engine = Engine(builtin_bundled_file(), LoadOptions(n_ctx=512, n_threads=2, n_threads_batch=2, adapt_threads=True))
 time.sleep(0.5)  # the user typing, while another process keeps a CPU busy
-prompt = engine.tokenize("A line of plain text. " * 40, add_special=False)
+prompt = engine.tokenize("A line of plain text. " * 10, add_special=False)
 list(engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=2)))
 print(engine.decode_threads)
 """
