@@ -6,18 +6,16 @@ fetched by hub_resume.py, which resumes a download stopped part way; where files
 of them live, and finding a model there without the network, is hub_cache.py's; choosing a model's files is
 hub_choice.py's; mapping Hub errors to HubError is hub_errors.py's; the progress bar and the summary line a download
 shows are download_progress.py's (a log's lines download_log.py's); checking a downloaded file (checksums, a registry
-entry's pins, the GGUF header) is hub_verify.py's.
+entry's pins, the GGUF header) is hub_verify.py's; keeping huggingface_hub's own log lines off stderr is hub_logs.py's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import logging
 import re
 import shutil
 import time
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +40,7 @@ from localgen.hub_cache import (
 )
 from localgen.hub_choice import choose_model, lookalikes, quant_of, shard_of
 from localgen.hub_errors import map_hub_error, offline_error, timed_out
+from localgen.hub_logs import HubLogNote, quiet_hub_logs
 from localgen.hub_resume import PartClaim, fetch_blob, resumable
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.hub_verify import Pin, check_pin, check_pinned_file, check_shards_agree, verify_download
@@ -54,7 +53,6 @@ if TYPE_CHECKING:
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_RESUMING = "Trying to resume download"  # what huggingface_hub logs when it resumes a dropped download
 
 
 def is_offline() -> bool:
@@ -169,7 +167,7 @@ def _request_listing(repo: str) -> HubListing:
     try:
         from huggingface_hub import HfApi, constants  # its HTTP stack reads HF_ENDPOINT as it is imported
 
-        with _quiet_hub_logs(repo):  # a listing is metadata: it waits as long as huggingface_hub's HEAD requests
+        with quiet_hub_logs(repo):  # a listing is metadata: it waits as long as huggingface_hub's HEAD requests
             timeout = request_timeout(constants.HF_HUB_ETAG_TIMEOUT)
             info = HfApi().model_info(repo, files_metadata=True, timeout=timeout)
     except Exception as exc:
@@ -351,9 +349,9 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
     own = None if cached or not resumable(f) else blob  # the blob localgen fetches itself, which huggingface_hub links
     claim = PartClaim()
     received: int | None = None  # the bytes it fetched (None: another download fetched them while this one waited)
-    note: _HubLogNote | None = None
+    note: HubLogNote | None = None
     try:
-        with watch as partial, _quiet_hub_logs(f"{model.repo}/{f.filename}") as note:
+        with watch as partial, quiet_hub_logs(f"{model.repo}/{f.filename}") as note:
             if own is not None:
                 received = fetch_blob(model.repo, model.revision, f, own, force=force, display=display, claim=claim)
                 kwargs["force_download"] = False  # the blob is there: huggingface_hub links it into the snapshot
@@ -404,43 +402,3 @@ def _kept_part_said(error: LocalgenError, repo: str, blob: str | None) -> Localg
         note = f"the {binary_size(kept)} received are kept: the next pull resumes from there"
         error.hint = f"{error.hint}; {note}" if error.hint else note
     return error
-
-
-class _HubLogNote(logging.Handler):
-    """Takes huggingface_hub's log records off stderr (left there with LOCALGEN_DEBUG=1, said: False); a dropped
-    connection it resumes becomes one localgen note, and its tries are counted either way."""
-
-    def __init__(self, what: str, *, said: bool = True) -> None:
-        super().__init__(logging.WARNING)
-        self.what = what
-        self.said = said
-        self.retries = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        """Say once that the download is being tried again (resumed or restarted), and count the tries; drop
-        everything else."""
-        if isinstance(record.msg, str) and _RESUMING in record.msg:
-            self.retries += 1
-            if self.retries > 1 or not self.said:
-                return
-            console.say(console.one_line(f"localgen: the download of {self.what} stalled or dropped; trying again, "
-                                         "from where it stopped when the part received can be kept"))
-
-
-@contextlib.contextmanager
-def _quiet_hub_logs(what: str) -> Iterator[_HubLogNote]:
-    """Keep huggingface_hub's log lines and warnings off stderr while it works on `what` (LOCALGEN_DEBUG=1 shows
-    them), and yield the handler that counts its tries again."""
-    debug = settings().debug
-    logger = logging.getLogger("huggingface_hub")
-    saved = logger.handlers, logger.propagate
-    note = _HubLogNote(what, said=not debug)
-    logger.handlers, logger.propagate = ([*saved[0], note], saved[1]) if debug else ([note], False)
-    try:
-        with warnings.catch_warnings():  # its own disk-space warning, say: localgen reports what goes wrong
-            if not debug:
-                warnings.filterwarnings("ignore", module=r"huggingface_hub(\.|$)")
-            yield note
-    finally:
-        logger.handlers, logger.propagate = saved
-
