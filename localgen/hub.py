@@ -39,6 +39,7 @@ from localgen.hub_cache import (
     save_listing,
 )
 from localgen.hub_choice import choose_model, lookalikes, quant_of, shard_of
+from localgen.hub_entry_data import outside_cache
 from localgen.hub_errors import map_hub_error, offline_error, timed_out
 from localgen.hub_logs import HubLogNote, quiet_hub_logs
 from localgen.hub_resume import PartClaim, fetch_blob, resumable
@@ -316,16 +317,21 @@ Source = Literal["cached", "downloaded", "elsewhere"]  # where a file came from:
 
 def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display,
                 pin: Pin | None) -> tuple[Path, Source, int]:
-    """One file: download unless cached, then verify; a cached copy that fails is fetched again once."""
+    """One file: download unless cached, then verify; a cached copy that fails is fetched again once (where it was a
+    link to a file of the user's outside the cache, the link alone is replaced, by the blob where that is there)."""
     cached = not force and is_cached(model, f)
     path, source, received = _hf_download(model, f, force=force, display=display, cached=cached)
+    mine = outside_cache(path) if cached else None
     try:
         verify_download(path, f, display, pin)
     except HubError:
         if not cached:
             raise
-        path, source, received = _hf_download(model, f, force=False, display=display, cached=False)
+        path, source, received = _hf_download(model, f, force=False, display=display, cached=is_cached(model, f))
         verify_download(path, f, display, pin)
+        if mine is not None:
+            display.notes_after.append(f"localgen: {path} led to {mine}, which is not the Hub's {f.repo}/{f.filename}; "
+                                       f"it leads to the Hub's file now, and {mine} is left as it was")
     return path, source, received
 
 

@@ -419,21 +419,3 @@ def blob_of(pointer: Path) -> Path:
     if not pointer.is_symlink():
         return pointer
     return Path(os.path.normpath(pointer.parent / os.readlink(pointer)))
-
-
-def discard_cached_file(pointer: Path) -> None:
-    """Delete a cached file completely: its snapshot entry, its repo blob, and a shared blob behind it."""
-    targets = [pointer]
-    if pointer.is_symlink():
-        blob = blob_of(pointer)
-        targets.append(blob)
-        if blob.is_symlink():
-            targets.append(Path(os.path.realpath(blob)))
-    for target in targets:
-        try:
-            target.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as exc:  # a read-only cache: the bad file cannot go, and must not be used
-            raise LocalgenError(f"cannot delete the bad download {target}: {exc.strerror or exc}",
-                                hint="delete it by hand, or check the permissions of the Hugging Face cache") from exc

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from localgen import console
 from localgen.errors import GGUFError, HubError, LocalgenError
-from localgen.hub_cache import discard_cached_file, hub_endpoint, record_sha256
+from localgen.hub_cache import hub_endpoint, record_sha256
+from localgen.hub_entry_data import discard_cached_file
 from localgen.verify import (
     forget_verified,
     git_blob_id_and_sha256,
@@ -88,14 +89,30 @@ def verify_download(path: Path, f: HubFile, display: Display, pin: Pin | None) -
         record_sha256(f.repo, f.filename, actual)
 
 
+class ChecksumMismatch(HubError):
+    """A file whose size or checksum is not the one the Hub's listing gives."""
+
+
 def _checksum(path: Path, f: HubFile, display: Display) -> str:
-    """Check size and sha256 (or git blob id) against the listing, deleting a file that differs; its sha256."""
+    """Check size and sha256 (or git blob id) against the listing, deleting a file that differs (where a link leads
+    to a file outside the cache, only the link: that file is the user's); its sha256."""
+    try:
+        return check_checksum(path, f, display)
+    except ChecksumMismatch as exc:
+        kept = discard_cached_file(path)
+        exc.message += ("; the corrupt download was deleted" if kept is None else
+                        f"; the link to {kept} was removed, and that file is left as it was")
+        raise
+
+
+def check_checksum(path: Path, f: HubFile, display: Display) -> str:
+    """Check size and sha256 (or git blob id) against the listing; its sha256. A file that differs raises
+    ChecksumMismatch, whose message the caller ends with what became of the file."""
     with reading(path):
         actual_size = path.stat().st_size
     if actual_size != f.size:
-        discard_cached_file(path)
-        raise HubError(f"{f.repo}/{f.filename}: downloaded {actual_size:,} bytes, expected {f.size:,}; "
-                       "the file was deleted", hint="run the command again to download it afresh")
+        raise ChecksumMismatch(f"{f.repo}/{f.filename}: downloaded {actual_size:,} bytes, expected {f.size:,}",
+                               hint="run the command again to download it afresh")
     display.verifying(f)
     if f.sha256:
         kind, expected = "sha256", f.sha256
@@ -107,11 +124,9 @@ def _checksum(path: Path, f: HubFile, display: Display) -> str:
         raise HubError(f"{f.repo}/{f.filename}: the Hub gave no checksum, so the file cannot be verified",
                        hint="localgen only loads verified downloads; use a local path to load it anyway")
     if got != expected:
-        discard_cached_file(path)
-        raise HubError(f"{f.repo}/{f.filename}: {kind} mismatch (got {got[:12]}…, expected {expected[:12]}…); "
-                       "the corrupt download was deleted",
-                       hint="run the command again; if it fails again, the Hub mirror or a proxy "
-                            f"({hub_endpoint()}) is serving bad data")
+        raise ChecksumMismatch(f"{f.repo}/{f.filename}: {kind} mismatch (got {got[:12]}…, expected {expected[:12]}…)",
+                               hint="run the command again; if it fails again, the Hub mirror or a proxy "
+                                    f"({hub_endpoint()}) is serving bad data")
     return actual
 
 

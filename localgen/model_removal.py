@@ -2,7 +2,8 @@
 
 A snapshot entry links to a blob that other entries may share (the same file at two commits, two names with the same
 content, or Xet's cache-wide shared blob store). Removing a model deletes its snapshot entries and only the blobs
-that nothing else in the cache still links to. No network, no printing: frozen results only.
+that nothing else in the cache still links to; an entry linked to a file of the user's outside the cache loses the
+link alone (hub_entry_data.py). No network, no printing: frozen results only.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from localgen import hub_cache
 from localgen.catalog import bundled_file, bundled_use, display_name, display_names, forget_model_file, hub_groups
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
+from localgen.hub_entry_data import data_behind, outside_cache
 from localgen.hub_slips import with_downloaded_repo
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
@@ -43,6 +45,7 @@ class RemovedModel:
     also_named: tuple[str, ...] = ()  # the other models.toml names of its file, which go with it
     prompt_states: int = 0  # the prompt cache entries of its file deleted with it (or to be, for a dry run)
     prompt_states_bytes: int = 0
+    kept_outside: tuple[Path, ...] = ()  # files of the user's outside the cache its entries linked to: only links go
 
     @property
     def described(self) -> str:
@@ -229,7 +232,8 @@ def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: b
     return RemovedModel(name=name, paths=tuple(plan.deleted), bytes_freed=plan.freed,
                         kept_shared=tuple(dict.fromkeys(plan.kept)), dry_run=dry_run, repo=files[0].repo,
                         entries=tuple(plan.entries), shared_later=tuple(dict.fromkeys(plan.shared_later)),
-                        prompt_states=len(states), prompt_states_bytes=sum(entry.size for entry in states))
+                        prompt_states=len(states), prompt_states_bytes=sum(entry.size for entry in states),
+                        kept_outside=tuple(dict.fromkeys(plan.outside)))
 
 
 def _forget_states(data_keys: dict[str, Path]) -> list[CacheEntry]:
@@ -241,12 +245,13 @@ def _forget_states(data_keys: dict[str, Path]) -> list[CacheEntry]:
 @dataclass
 class _Plan:
     """What removing a model's files does: the paths deleted (links first, then the data they lead to), the data
-    kept because a model that stays uses it, the models removed later in the command that data kept goes with, its
-    snapshot entries and the bytes freed."""
+    kept because a model that stays uses it, the user's files outside the cache that its links led to (kept), the
+    models removed later in the command that data kept goes with, its snapshot entries and the bytes freed."""
 
     entries: list[Path]
     deleted: list[Path] = field(default_factory=list)
     kept: list[Path] = field(default_factory=list)
+    outside: list[Path] = field(default_factory=list)
     shared_later: list[str] = field(default_factory=list)
     freed: int = 0
 
@@ -276,7 +281,8 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
             elif sharing:
                 plan.kept.append(real)
             else:
-                chain += [blob, real] if blob.is_symlink() and real != blob else [blob]
+                chain += data_behind(entry)
+                plan.outside += [mine] if (mine := outside_cache(entry)) else []
         for path in chain:
             if path in plan.deleted or path in removals.gone or not os.path.lexists(path):
                 continue
@@ -310,7 +316,7 @@ def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEn
                 blob = hub_cache.blob_of(entry)
                 real = Path(os.path.realpath(blob))
                 if not (users.get(blob) or users.get(real)):
-                    chain += [blob, real] if blob.is_symlink() and real != blob else [blob]
+                    chain += data_behind(entry)
             data_keys |= identity_keys(path for path in chain if os.path.lexists(path) and not path.is_symlink())
             for path in reversed(chain):  # the data before the links to it, as models rm does
                 if os.path.lexists(path):

@@ -29,6 +29,7 @@ from hub_server import (
 from localgen import config, download_progress, hub, hub_cache
 from localgen.errors import HubError, LocalgenError
 from localgen.hub_choice import choose_model, quant_of, shard_of
+from localgen.hub_entry_data import discard_cached_file
 from localgen.hub_types import HubFile
 from localgen.units import binary_size
 from tests.conftest import popen_localgen
@@ -330,7 +331,7 @@ def test_split_model_is_downloaded_together(hubenv: HubEnv, tmp_path: Path,
     assert [file_sha256(p) for p in paths] == [file_sha256(s) for s in shards]
     assert "00001-of-00003.gguf and 2 more shards (93.8 MiB)" in capsys.readouterr().err
     assert hub_cache.cached_model(BUNDLED_REPO, quant="Q4_1", filename=None) == paths
-    hub_cache.discard_cached_file(paths[1])  # as a pull stopped after the first shard leaves it
+    discard_cached_file(paths[1])  # as a pull stopped after the first shard leaves it
     assert hub.download_model(BUNDLED_REPO, quant="q4_1", filename=None) == paths  # stderr no terminal: lines
     size = binary_size(shards[1].stat().st_size)
     err = capsys.readouterr().err

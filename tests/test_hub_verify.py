@@ -96,7 +96,7 @@ def test_git_blob_id_and_sha256_in_one_read(tmp_path: Path) -> None:
 
 def test_a_bad_download_that_cannot_be_deleted_is_a_clear_error(tmp_path: Path) -> None:
     from localgen.errors import LocalgenError
-    from localgen.hub_cache import discard_cached_file
+    from localgen.hub_entry_data import discard_cached_file
 
     blob = tmp_path / "blob"
     blob.mkdir()  # unlink fails on it (as on a read-only cache, which does not stop root)

@@ -1,0 +1,81 @@
+"""What the Hugging Face cache keeps, against the loopback Hub: a file of the user's that a snapshot entry links to
+outside the cache is never deleted (models rm and a pull remove the link alone)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from hub_server import HubEnv, file_sha256, make_gguf_bytes
+
+from localgen import hub
+from tests.conftest import run_localgen
+
+REPO = "org/m-GGUF"
+NAME = "m-Q8_0.gguf"
+
+
+def _linked_to_a_file_of_one_s_own(hubenv: HubEnv, content: bytes | None = None, *, blob_too: bool = False) -> Path:
+    """Pull REPO, then link its snapshot entry to a file of the user's outside the cache (a copy of the download, or
+    content), as a user puts a file of their own in its place (blob_too: deleting the blob as well); that file."""
+    entry = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)[0]
+    mine = hubenv.tmp_path / "mydocs" / "my-finetune.gguf"
+    mine.parent.mkdir()
+    if content is None:
+        shutil.copyfile(entry, mine)
+    else:
+        mine.write_bytes(content)
+    blob = entry.resolve()
+    entry.unlink()
+    entry.symlink_to(mine)
+    if blob_too:
+        blob.unlink()
+    return mine
+
+
+def test_models_rm_of_a_model_linked_to_a_file_outside_the_cache_removes_the_link_alone(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8"), "m-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    mine = _linked_to_a_file_of_one_s_own(hubenv, blob_too=True)
+    kept = mine.read_bytes()
+    asked = run_localgen("models", "rm", f"{REPO}:Q8_0", env=hubenv.env)  # no terminal, no --yes: says what it would
+    assert asked.returncode == 2 and f"{REPO}:Q8_0 (0 B)" in asked.err, asked.err
+    removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)
+    assert removed.returncode == 0, removed.err
+    assert removed.err == (f"localgen: removed {REPO}:Q8_0: freed 0 B, kept {mine} (outside the Hugging Face cache: "
+                           "only the link to it was removed)\n")
+    assert mine.read_bytes() == kept
+    assert hubenv.snapshot_files(REPO) == [] and not (hubenv.hf_cache / "models--org--m-GGUF").exists()
+
+
+@pytest.mark.parametrize("blob_too", [False, True], ids=["blob kept", "blob deleted"])
+def test_a_pull_replaces_a_link_to_a_file_of_one_s_own_that_is_not_the_hub_s_and_keeps_the_file(
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str], blob_too: bool) -> None:
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    mine = _linked_to_a_file_of_one_s_own(hubenv, b"my own weights" * 5000, blob_too=blob_too)
+    kept = mine.read_bytes()
+    capsys.readouterr()
+    gets = hubenv.server.count("GET", f"/{NAME}")
+    (path,) = hub.download_model(REPO, quant="Q8_0", filename=None)
+    assert mine.read_bytes() == kept, "the user's file is left as it was"
+    assert path.is_symlink() and os.path.realpath(path) != str(mine) and file_sha256(path) == repo.sha256(NAME)
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2] == (f"localgen: {path} led to {mine}, which is not the Hub's {REPO}/{NAME}; it leads to the Hub's "
+                       f"file now, and {mine} is left as it was")
+    if blob_too:  # downloaded again, and said so
+        assert err[-1].startswith(f"localgen: downloaded {REPO}/{NAME} (64.0 KiB) in "), err
+        assert hubenv.server.count("GET", f"/{NAME}") == gets + 1
+    else:  # the blob in the cache, verified before, linked again: never "downloaded by another process"
+        assert err[-1] == f"localgen: {REPO}/{NAME} (64.0 KiB) already in the cache, sha256 verified", err
+        assert hubenv.server.count("GET", f"/{NAME}") == gets
+
+
+def test_a_pull_takes_a_linked_file_of_one_s_own_that_is_the_hub_s_once_it_hashed_it(
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    mine = _linked_to_a_file_of_one_s_own(hubenv, blob_too=True)  # the Hub's bytes, kept in a folder of the user's
+    capsys.readouterr()
+    (path,) = hub.download_model(REPO, quant="Q8_0", filename=None)
+    assert os.path.realpath(path) == str(mine) and mine.is_file()
+    assert capsys.readouterr().err == f"localgen: {REPO}/{NAME} (64.0 KiB) already in the cache, sha256 verified\n"
