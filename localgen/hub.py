@@ -42,7 +42,7 @@ from localgen.hub_choice import choose_model, lookalikes, quant_of, shard_of
 from localgen.hub_entry_data import outside_cache
 from localgen.hub_errors import map_hub_error, offline_error, timed_out
 from localgen.hub_logs import HubLogNote, quiet_hub_logs
-from localgen.hub_resume import PartClaim, fetch_blob, resumable
+from localgen.hub_resume import Fetched, PartClaim, fetch_blob, resumable
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.hub_verify import Pin, check_pin, check_pinned_file, check_shards_agree, verify_download
 from localgen.references import check_safe_filename
@@ -265,11 +265,10 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     try:
         with display:
             for f in model.files:
-                path, source, received = _fetch_file(model, f, force=force, display=display,
-                                                     pin=pin if f is first else None)
-                downloaded += received
-                fetched_elsewhere |= source == "elsewhere"
-                paths.append(path)
+                got = _fetch_file(model, f, force=force, display=display, pin=pin if f is first else None)
+                downloaded += got.received
+                fetched_elsewhere |= got.source == "elsewhere"
+                paths.append(got.path)
     finally:
         for note in display.notes_after:  # below the bars' last drawing, not above it
             console.say(note)
@@ -315,31 +314,40 @@ def is_cached(model: HubModel, f: HubFile) -> bool:
 Source = Literal["cached", "downloaded", "elsewhere"]  # where a file came from: "elsewhere" is another download
 
 
-def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display,
-                pin: Pin | None) -> tuple[Path, Source, int]:
+@dataclass(frozen=True)
+class _Got:
+    """A file of the model in the cache: its path, where it came from, the bytes received now, and the sha256 its
+    bytes were checked to have as they came (None: not checked yet)."""
+
+    path: Path
+    source: Source
+    received: int = 0
+    sha256: str | None = None
+
+
+def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, pin: Pin | None) -> _Got:
     """One file: download unless cached, then verify; a cached copy that fails is fetched again once (where it was a
     link to a file of the user's outside the cache, the link alone is replaced, by the blob where that is there)."""
     cached = not force and is_cached(model, f)
-    path, source, received = _hf_download(model, f, force=force, display=display, cached=cached)
-    mine = outside_cache(path) if cached else None
+    got = _hf_download(model, f, force=force, display=display, cached=cached)
+    mine = outside_cache(got.path) if cached else None
     try:
-        verify_download(path, f, display, pin)
+        verify_download(got.path, f, display, pin, hashed=got.sha256)
     except HubError:
         if not cached:
             raise
-        path, source, received = _hf_download(model, f, force=False, display=display, cached=is_cached(model, f))
-        verify_download(path, f, display, pin)
+        got = _hf_download(model, f, force=False, display=display, cached=is_cached(model, f))
+        verify_download(got.path, f, display, pin, hashed=got.sha256)
         if mine is not None:
-            display.notes_after.append(f"localgen: {path} led to {mine}, which is not the Hub's {f.repo}/{f.filename}; "
-                                       f"it leads to the Hub's file now, and {mine} is left as it was")
-    return path, source, received
+            display.notes_after.append(f"localgen: {got.path} led to {mine}, which is not the Hub's {f.repo}/"
+                                       f"{f.filename}; it leads to the Hub's file now, and {mine} is left as it was")
+    return got
 
 
-def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
-                 cached: bool) -> tuple[Path, Source, int]:
-    """Download one file at the model's commit (hub_resume.py) and have hf_hub_download link it into the snapshot,
-    with progress (following another download of it while waiting on its lock); errors become HubError. Where it came
-    from, and the bytes received."""
+def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, cached: bool) -> _Got:
+    """Download one file at the model's commit (hub_resume.py, which checks it before it replaces a copy) and have
+    hf_hub_download link it into the snapshot, with progress (following another download of it while waiting on its
+    lock); errors become HubError."""
     check_endpoint()
     check_not_stalled()
     from huggingface_hub import hf_hub_download
@@ -354,17 +362,17 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
         download_progress.poll_incomplete(blobs_dir(model.repo), blob, display))
     own = None if cached or not resumable(f) else blob  # the blob localgen fetches itself, which huggingface_hub links
     claim = PartClaim()
-    received: int | None = None  # the bytes it fetched (None: another download fetched them while this one waited)
+    fetched: Fetched | None = None  # None: another download fetched it while this one waited
     note: HubLogNote | None = None
     try:
         with watch as partial, quiet_hub_logs(f"{model.repo}/{f.filename}") as note:
             if own is not None:
-                received = fetch_blob(model.repo, model.revision, f, own, force=force, display=display, claim=claim)
+                fetched = fetch_blob(model.repo, model.revision, f, own, force=force, display=display, claim=claim)
                 kwargs["force_download"] = False  # the blob is there: huggingface_hub links it into the snapshot
-                if received is not None:
+                if fetched is not None:
                     _unlink_copy(pointer_path(model.repo, model.revision, f.filename))
             path = Path(hf_hub_download(**kwargs))
-            if own is not None and received is not None and not path.is_symlink():  # copied: no need for the blob
+            if own is not None and fetched is not None and not path.is_symlink():  # copied: no need for the blob
                 (blobs_dir(model.repo) / own).unlink(missing_ok=True)
     except Exception as exc:
         ours = blob if claim.writing else None  # a part another pull is writing is not this one's to speak of
@@ -373,16 +381,24 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display,
             error.message = _stalled_message(f"{model.repo}/{f.filename}")
         raise _kept_part_said(error, model.repo, ours) from exc
     except BaseException:  # Ctrl-C, or a signal that ends localgen
-        if own is not None and claim.writing and (kept := partial_size(model.repo, own)):
-            display.notes_after.append(f"localgen: the download of {model.repo}/{f.filename} stopped; the "
-                                       f"{binary_size(kept)} received are kept, and the next pull resumes from there")
+        if own is not None and claim.writing and (said := _left_after_stop(model, f, own)):
+            display.notes_after.append(f"localgen: the download of {model.repo}/{f.filename} stopped; {said}")
         raise
     display.end_file()
     if own is not None:
-        return (path, "elsewhere", 0) if received is None else (path, "downloaded", received)
+        return _Got(path, "elsewhere") if fetched is None else _Got(path, "downloaded", fetched.received,
+                                                                    fetched.sha256)
     if cached or not (bar.opened or waiting or partial.seen):
-        return path, "cached", 0  # or linked from huggingface_hub's shared store of blobs
-    return (path, "downloaded", f.size) if bar.opened else (path, "elsewhere", 0)
+        return _Got(path, "cached")  # or linked from huggingface_hub's shared store of blobs
+    return _Got(path, "downloaded", f.size) if bar.opened else _Got(path, "elsewhere")
+
+
+def _left_after_stop(model: HubModel, f: HubFile, blob: str) -> str:
+    """What a download of a file that stopped left: the part received, which the next pull resumes, or the copy that
+    was there (a pull --force's); "" for neither."""
+    if kept := partial_size(model.repo, blob):
+        return f"the {binary_size(kept)} received are kept, and the next pull resumes from there"
+    return "the copy that was there is kept" if is_cached(model, f) else ""
 
 
 def _unlink_copy(pointer: Path) -> None:

@@ -1,7 +1,8 @@
 """Resumable downloads: a file's bytes go to blobs/ETAG.incomplete in the Hugging Face cache, which an interrupted
 download (Ctrl-C, a dropped connection, a killed process) leaves behind and the next one continues with an HTTP Range
-request; complete, it is renamed to blobs/ETAG, which huggingface_hub then links into the snapshot as it does its own
-downloads (hub.py). huggingface_hub's lock on the blob keeps two downloads from writing one partial file at once.
+request; complete and checked against the Hub's checksum, it is renamed to blobs/ETAG (replacing the copy a pull
+--force downloads again only then), which huggingface_hub then links into the snapshot as it does its own downloads
+(hub.py). huggingface_hub's lock on the blob keeps two downloads from writing one partial file at once.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from localgen import console, download_progress
-from localgen.hub_cache import blob_lock_path, blobs_dir, hub_endpoint, partial_path
+from localgen.hub_cache import blob_lock_path, blobs_dir, hub_endpoint, partial_path, pointer_path
+from localgen.hub_verify import ChecksumMismatch, check_checksum
 from localgen.storage import fsync_file, fsync_folder
 from localgen.units import binary_size
 
@@ -42,11 +44,20 @@ class PartClaim:
     writing: bool = False
 
 
+@dataclass(frozen=True)
+class Fetched:
+    """A blob downloaded and checked: the bytes received now, and the sha256 they were checked to have."""
+
+    received: int
+    sha256: str
+
+
 def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display,
-               claim: PartClaim) -> int | None:
-    """Download a file into blobs/etag, continuing the partial copy an earlier download left (force: from the start);
-    the bytes received now, or None when the blob was there once the lock was taken (another download finished it
-    while this one waited). claim.writing says, should it stop, whether the partial copy is this download's."""
+               claim: PartClaim) -> Fetched | None:
+    """Download a file into blobs/etag, continuing the partial copy an earlier download left (force: from the start),
+    and check it against the Hub's checksum before it replaces a copy there (force's): a copy that fails is deleted
+    and the one there kept. None when the blob was there once the lock was taken (another download finished it while
+    this one waited). claim.writing says, should it stop, whether the partial copy is this download's."""
     from huggingface_hub.utils import WeakFileLock
 
     blobs, lock = blobs_dir(repo), blob_lock_path(repo, etag)
@@ -57,18 +68,31 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
             return None
         claim.writing = True
         partial = partial_path(repo, etag)
+        there = (blobs / etag).is_file() or pointer_path(repo, revision, f.filename).is_file()  # what force replaces
         try:
             with _opened(partial, fresh=force, size=f.size) as handle:
                 received = _get(repo, revision, f, handle, display)
                 fsync_file(handle)  # the verification marker, written durably next, must not outlive these bytes
+            sha256 = _checked(partial, f, display, there=there)
         except BaseException:
             with contextlib.suppress(OSError):
-                if partial.stat().st_size == 0:
-                    partial.unlink()  # nothing received: nothing to resume
+                if partial.stat().st_size == 0 or (blobs / etag).is_file():
+                    partial.unlink()  # nothing received, or a copy there that the next pull takes: nothing to resume
             raise
         os.replace(partial, blobs / etag)
         fsync_folder(blobs)
-    return received
+    return Fetched(received, sha256)
+
+
+def _checked(partial: Path, f: HubFile, display: Display, *, there: bool) -> str:
+    """The sha256 of a complete partial copy that matches the Hub's checksum; one that does not is deleted, and the
+    error says so (there: and that the copy there is kept)."""
+    try:
+        return check_checksum(partial, f, display)
+    except ChecksumMismatch as exc:
+        partial.unlink(missing_ok=True)
+        exc.message += "; the corrupt download was deleted" + ("; the copy that was there is kept" if there else "")
+        raise
 
 
 @contextlib.contextmanager

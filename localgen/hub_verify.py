@@ -69,13 +69,15 @@ def check_pin(label: str, actual: str | None, size: int | None, pin: Pin, *, cha
                             hint=f"{changed} changed, or that sha256 is wrong: fix it or remove the line")
 
 
-def verify_download(path: Path, f: HubFile, display: Display, pin: Pin | None) -> None:
-    """Check the checksum, the sha256 the registry pins and the GGUF header; record the file as verified if all pass."""
-    if f.sha256 and is_verified(path, f.sha256):
+def verify_download(path: Path, f: HubFile, display: Display, pin: Pin | None, *, hashed: str | None = None) -> None:
+    """Check the checksum, the sha256 the registry pins and the GGUF header; record the file as verified if all pass
+    (hashed: the sha256 its bytes were checked to have already, as hub_resume checks a download before it replaces a
+    copy)."""
+    if hashed is None and f.sha256 and is_verified(path, f.sha256):
         _check_usable(path, f)  # a record from before the header was checked too
         display.verified(f, hashed=False)
         return
-    actual = _checksum(path, f, display)
+    actual = hashed or _checksum(path, f, display)
     if pin is not None:
         check_pin(f"{f.repo}/{f.filename}", actual, path.stat().st_size, pin)
     _check_usable(path, f)

@@ -1,5 +1,6 @@
 """What the Hugging Face cache keeps, against the loopback Hub: a file of the user's that a snapshot entry links to
-outside the cache is never deleted (models rm and a pull remove the link alone)."""
+outside the cache is never deleted (models rm and a pull remove the link alone), and a verified copy stays until the
+download that replaces it is verified (pull --force)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 from hub_server import HubEnv, file_sha256, make_gguf_bytes
 
-from localgen import hub
+from localgen import hub, hub_cache
+from localgen.errors import HubError
 from tests.conftest import run_localgen
 
 REPO = "org/m-GGUF"
@@ -79,3 +81,43 @@ def test_a_pull_takes_a_linked_file_of_one_s_own_that_is_the_hub_s_once_it_hashe
     (path,) = hub.download_model(REPO, quant="Q8_0", filename=None)
     assert os.path.realpath(path) == str(mine) and mine.is_file()
     assert capsys.readouterr().err == f"localgen: {REPO}/{NAME} (64.0 KiB) already in the cache, sha256 verified\n"
+
+
+@pytest.mark.parametrize("links", [True, False], ids=["links", "copies"])
+def test_a_pull_force_whose_download_fails_its_checksum_keeps_the_verified_copy_that_was_there(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, links: bool) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_SYMLINKS", not links)  # copies: as on Windows without developer mode
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    (path,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    hubenv.server.corrupt.add((REPO, NAME))  # a mirror or proxy now serves damaged bytes
+    with pytest.raises(HubError) as info:
+        hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True, force=True)
+    assert file_sha256(path) == repo.sha256(NAME) and hubenv.incomplete_files() == []
+    assert info.value.message.startswith(f"{REPO}/{NAME}: sha256 mismatch (got "), info.value.message
+    assert info.value.message.endswith("; the corrupt download was deleted; the copy that was there is kept")
+    hubenv.server.requests.clear()
+    assert hub_cache.cached_model(REPO, quant="Q8_0", filename=None) == [path], "still verified, offline"
+    assert hubenv.server.requests == []
+
+
+def test_ctrl_c_while_a_pull_force_hashes_its_download_keeps_the_verified_copy_that_was_there(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from localgen import hub_verify
+
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    (path,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+
+    def interrupted(file: Path) -> str:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:  # Ctrl-C as the download is hashed
+        patch.setattr(hub_verify, "sha256_file", interrupted)
+        capsys.readouterr()
+        with pytest.raises(KeyboardInterrupt):
+            hub.download_model(REPO, quant="Q8_0", filename=None, force=True)
+    assert file_sha256(path) == repo.sha256(NAME) and hubenv.incomplete_files() == []
+    assert hub_cache.cached_model(REPO, quant="Q8_0", filename=None) == [path], "still verified"
+    assert capsys.readouterr().err.splitlines()[-1] == (f"localgen: the download of {REPO}/{NAME} stopped; the copy "
+                                                        "that was there is kept")
