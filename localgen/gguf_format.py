@@ -18,6 +18,7 @@ MAX_KVS = 1_000_000
 MAX_STRING_BYTES = 64 * 1024 * 1024
 MAX_KEY_BYTES = 64 * 1024
 MAX_ARRAY_ELEMENTS = 100_000_000
+MAX_VOCABULARY_TOKENS = 4_000_000  # real vocabularies hold at most a few hundred thousand (Gemma 3's: 262,144)
 MAX_ALIGNMENT = 1 << 20
 MAX_HEADER_BYTES = 256 * 1024 * 1024  # metadata + tensor table; real ones are a few MB
 KEEP_NUMERIC_ARRAY_MAX = 1024  # longer numeric arrays are summarized, not stored

@@ -30,6 +30,7 @@ from localgen.gguf_format import (
     MAX_KVS,
     MAX_TENSOR_NAME_BYTES,
     MAX_TENSORS,
+    MAX_VOCABULARY_TOKENS,
     MIN_ALIGNMENT,
     SCALAR_TYPES,
     SUPPORTED_VERSIONS,
@@ -52,6 +53,7 @@ USER_DEFINED_TOKEN_TYPE = 4  # always read as one token; llama.cpp turns a few (
 _MIN_KV_BYTES = 8 + 1 + 4 + 1
 _MIN_TENSOR_INFO_BYTES = 8 + 1 + 4 + 8 + 4 + 8
 HEADER_MIN_BYTES = 4 + 4 + 8 + 8  # magic, version, tensor count, metadata count
+EMPTY_TOKEN_NAME = b"[EMPTY_%d]"  # llama.cpp's name for the empty token of that id
 EMPTY_FILE_HINT = "an interrupted download or copy, or `touch`, leaves an empty file: download or copy the model again"
 
 _RawTensor = tuple[str, tuple[int, ...], int, int, int]  # name, shape, ggml type, relative offset, nbytes
@@ -145,7 +147,7 @@ def _parse(p: HeaderCursor, path: Path, *, check_tensors: bool, require_architec
                     data_offset=data_offset, metadata=MappingProxyType(metadata), tensors=tuple(tensors),
                     control_tokens=frozenset(text for _, text in _tokens_of_types(vocabulary, CONTROL_TOKEN_TYPES)),
                     user_defined_tokens=tuple(_tokens_of_types(vocabulary, (USER_DEFINED_TOKEN_TYPE,))),
-                    longest_token=max(map(len, vocabulary.tokens or ()), default=0))
+                    longest_token=_longest_token(vocabulary.tokens or []))
 
 
 def _tokens_of_types(vocabulary: _Vocabulary, kinds: tuple[int, ...]) -> list[tuple[int, str]]:
@@ -154,8 +156,22 @@ def _tokens_of_types(vocabulary: _Vocabulary, kinds: tuple[int, ...]) -> list[tu
     if vocabulary.tokens is None or vocabulary.token_types is None:
         return []
     tokens = vocabulary.tokens
-    return [(i, tokens[i].decode("utf-8", errors="replace"))
-            for i in sorted(_positions(vocabulary.token_types, kinds)) if i < len(tokens) and tokens[i]]
+    return [(i, token_name(tokens, i).decode("utf-8", errors="replace"))
+            for i in sorted(_positions(vocabulary.token_types, kinds)) if i < len(tokens)]
+
+
+def token_name(tokens: list[bytes], index: int) -> bytes:
+    """The name llama.cpp gives token index of tokens as _unique_tokens leaves them: [EMPTY_i] for an empty one."""
+    return tokens[index] or EMPTY_TOKEN_NAME % index
+
+
+def _longest_token(tokens: list[bytes]) -> int:
+    """The byte length of the longest token name, an empty token's [EMPTY_i] counted (the last one's is longest)."""
+    longest = max(map(len, tokens), default=0)
+    if b"" not in tokens:
+        return longest
+    last_empty = len(tokens) - 1 - tokens[::-1].index(b"")
+    return max(longest, len(EMPTY_TOKEN_NAME % last_empty))
 
 
 def _positions(types: bytes, kinds: tuple[int, ...]) -> Iterator[int]:
@@ -250,6 +266,9 @@ def _parse_array(p: HeaderCursor, key: str, vocabulary: _Vocabulary) -> object:
     if not p.fits(count * item_size):  # a count the file cannot hold fails here, before any read of its items
         raise p.beyond(p.off + count * item_size, f"array '{key}' of {count:,} items needs at least "
                                                   f"{count * item_size:,} bytes from byte {p.off:,}, reaching")
+    if key == TOKENS_KEY and count > MAX_VOCABULARY_TOKENS:  # before any is read (or fetched from the Hub)
+        raise p.fail(f"the vocabulary '{key}' has {count:,} tokens (limit {MAX_VOCABULARY_TOKENS:,}; real models "
+                     "have at most a few hundred thousand)")
     if item_type == T_STRING:
         if count > KEEP_STRING_ARRAY_MAX:
             items = p.skip_strings(count, f"array '{key}'", collect=key == TOKENS_KEY)
@@ -271,15 +290,26 @@ def _parse_array(p: HeaderCursor, key: str, vocabulary: _Vocabulary) -> object:
 
 
 def _unique_tokens(p: HeaderCursor, key: str, items: list[bytes]) -> list[bytes]:
-    """The tokens as llama.cpp names them (a NUL ends one; an empty one is [EMPTY_i]); duplicates abort llama.cpp."""
-    unique = set(items)
-    if b"" in unique or b"\0".join(items).count(b"\0") != len(items) - 1:
-        # llama.cpp reads tokens as C strings and renames empty ones [EMPTY_i]
-        items = [item.split(b"\0", 1)[0] or b"[EMPTY_%d]" % i for i, item in enumerate(items)]
-        unique = set(items)
-    if len(unique) != len(items):
+    """The tokens as llama.cpp names them, a NUL ending one (a copy of items where one does; an empty one stays empty
+    here, for [EMPTY_i]: token_name); duplicates, which abort llama.cpp, are found without naming every empty one."""
+    names = set(items)
+    if b"\0" in b"".join(names):  # llama.cpp reads tokens as C strings
+        items = [item.split(b"\0", 1)[0] if b"\0" in item else item for item in items]
+        names = set(items)
+    empty = items.count(b"")
+    if len(names) - (b"" in names) + empty != len(items) or (empty and _names_an_empty_token(names, items)):
         raise p.fail(f"'{key}' contains duplicate tokens, which crash llama.cpp")
     return items
+
+
+def _names_an_empty_token(names: set[bytes], tokens: list[bytes]) -> bool:
+    """Whether one of the names is llama.cpp's [EMPTY_i] of an empty token i of tokens (which collide)."""
+    for name in names:
+        if name.startswith(b"[EMPTY_") and name.endswith(b"]") and name[7:-1].isdigit():
+            index = int(name[7:-1])
+            if index < len(tokens) and not tokens[index] and EMPTY_TOKEN_NAME % index == name:
+                return True
+    return False
 
 
 def _alignment(p: HeaderCursor, metadata: Mapping[str, object], types: Mapping[str, int]) -> int:

@@ -476,6 +476,18 @@ def with_raw_entries(src: Path, dst: Path, entries: Sequence[tuple[str, bytes]])
     return _rewrite(read_layout(src), dst, set_values={}, extra=entries)
 
 
+def empty_tokens_header(dst: Path, count: int) -> Path:
+    """A header of an architecture and a vocabulary of count empty tokens and nothing more: a sparse file of zeros
+    (8 bytes a token on disk's length, none of it written), as a hostile file claims a vast vocabulary cheaply."""
+    head = b"GGUF" + struct.pack("<IQQ", 3, 0, 2) + _pack_string("general.architecture")
+    head += struct.pack("<I", STRING) + _pack_string("llama")
+    head += _pack_string("tokenizer.ggml.tokens") + struct.pack("<IIQ", ARRAY, STRING, count)
+    with dst.open("wb") as out:
+        out.write(head)
+        out.truncate(len(head) + 8 * count)  # count zero lengths: count empty strings
+    return dst
+
+
 def nested_array_value(depth: int = 2) -> bytes:
     """The raw bytes of an array of arrays nested depth levels (llama.cpp cannot read these)."""
     inner = struct.pack("<I", ARRAY) + struct.pack("<IQ", INT32, 1) + struct.pack("<i", 7)

@@ -140,6 +140,36 @@ def test_the_longest_token_agrees_with_the_gguf_package(bundled: Path) -> None:
     assert read_gguf(bundled).longest_token == max(len(field.parts[index]) for index in field.data) == 162
 
 
+def test_the_control_tokens_agree_with_the_gguf_package(bundled: Path) -> None:
+    """The texts of the tokens typed CONTROL (3) or UNKNOWN (2), as the gguf package reads the vocabulary."""
+    gguf = pytest.importorskip("gguf")
+    fields = gguf.GGUFReader(str(bundled)).fields
+    tokens, types = fields["tokenizer.ggml.tokens"], fields["tokenizer.ggml.token_type"]
+    expected = {bytes(tokens.parts[t]).decode() for t, k in zip(tokens.data, types.data, strict=True)
+                if int(types.parts[k][0]) in (2, 3)}
+    assert read_gguf(bundled).control_tokens == expected and "<|im_end|>" in expected
+
+
+def test_a_vocabulary_of_millions_of_tokens_is_refused_before_they_are_read(tmp_path: Path) -> None:
+    """A header that claims more tokens than any real vocabulary (4,000,001 empty ones, 32 MB of zeros that take no
+    disk) is refused on its count, where reading and naming each of them took seconds and gigabytes at 30 million."""
+    from localgen.gguf_format import MAX_VOCABULARY_TOKENS
+
+    path = gb.empty_tokens_header(tmp_path / "vast.gguf", MAX_VOCABULARY_TOKENS + 1)
+    assert _error(path).message == (f"vast.gguf: the vocabulary 'tokenizer.ggml.tokens' has "
+                                    f"{MAX_VOCABULARY_TOKENS + 1:,} tokens (limit {MAX_VOCABULARY_TOKENS:,}; real "
+                                    "models have at most a few hundred thousand)")
+
+
+def test_empty_tokens_are_named_as_llama_cpp_names_them(tiny: Path, tmp_path: Path) -> None:
+    """An empty token is llama.cpp's [EMPTY_i], a control token so named among the control tokens; empty tokens that
+    collide with no other name are no duplicates."""
+    vocab = ["", *gb.TINY_VOCAB[1:-1], ""]  # the last, <|endoftext|>, is a control token
+    info = read_gguf(gb.copy_with_metadata(tiny, tmp_path / "empty.gguf", set_values={"tokenizer.ggml.tokens": vocab}))
+    assert info.control_tokens == {"<|im_start|>", "<|im_end|>", f"[EMPTY_{len(vocab) - 1}]"}
+    assert info.longest_token == len("<|im_start|>")
+
+
 def test_ggml_type_sizes_agree_with_the_gguf_package() -> None:
     gguf = pytest.importorskip("gguf")
     checked = 0
@@ -913,15 +943,16 @@ def test_a_file_that_may_not_be_read_gets_a_permissions_hint(bundled: Path, monk
        types=st.lists(st.sampled_from([1, 2, 3, 4, 6, 0x200, 0x300_0000, 0x400, -3]), max_size=14))
 def test_the_tokens_of_given_types_are_those_a_token_by_token_reading_of_the_types_finds(tokens: list[bytes],
                                                                                        types: list[int]) -> None:
-    """Each id whose little-endian i32 type is one of the kinds, in order, if it names a non-empty token; a kind's
-    bytes that straddle two types (0x200 then 0x300_0000 hold 02 00 00 00 across them) are no type of it."""
+    """Each id whose little-endian i32 type is one of the kinds, in order, if it names a token (an empty one by
+    llama.cpp's name for it, [EMPTY_i]); a kind's bytes that straddle two types (0x200 then 0x300_0000 hold 02 00 00 00
+    across them) are no type of it."""
     from localgen.gguf_reader import CONTROL_TOKEN_TYPES, USER_DEFINED_TOKEN_TYPE, _tokens_of_types, _Vocabulary
 
     raw = b"".join(kind.to_bytes(4, "little", signed=True) for kind in types)
     vocabulary = _Vocabulary(tokens=tokens, token_types=raw + b"\x03\x00")  # a partial i32 at the end is no type
     for kinds in (CONTROL_TOKEN_TYPES, (USER_DEFINED_TOKEN_TYPE,)):
-        expected = [(i, tokens[i].decode("utf-8", errors="replace")) for i, kind in enumerate(types)
-                    if kind in kinds and i < len(tokens) and tokens[i]]
+        expected = [(i, (tokens[i] or b"[EMPTY_%d]" % i).decode("utf-8", errors="replace"))
+                    for i, kind in enumerate(types) if kind in kinds and i < len(tokens)]
         assert _tokens_of_types(vocabulary, kinds) == expected
 
 

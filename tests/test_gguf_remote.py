@@ -69,6 +69,18 @@ def test_a_header_problem_other_than_truncation_is_reported_after_one_read(
     assert _ranges(hubenv, path.name) == [f"bytes=0-{header - 1}"]
 
 
+def test_a_vocabulary_of_millions_of_tokens_is_refused_after_one_read(hubenv: HubEnv, tmp_path: Path) -> None:
+    """A Hub file whose header claims 4,000,001 tokens is refused on the count in its first range read, where the
+    reads grew until they held every token (229 MiB of 30 million) and the file was taken for a model."""
+    from localgen.gguf_format import MAX_VOCABULARY_TOKENS
+
+    path = gb.empty_tokens_header(tmp_path / "vast.gguf", MAX_VOCABULARY_TOKENS + 1)
+    _serve(hubenv, path)
+    with pytest.raises(GGUFError, match=f"has {MAX_VOCABULARY_TOKENS + 1:,} tokens"):
+        remote_header(REPO, path.name, path.stat().st_size)
+    assert _ranges(hubenv, path.name) == [f"bytes=0-{quant_choice.HEADER_READ_BYTES - 1}"]
+
+
 def test_a_header_cut_short_by_the_read_is_read_again_four_times_larger(hubenv: HubEnv, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     path = gb.tiny_model(tmp_path / "tiny.gguf")
