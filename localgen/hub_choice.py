@@ -15,10 +15,10 @@ from localgen.references import normalize_quant, quant_of_filename
 # size/quality sweet spot; then the older 4/5-bit formats, then bigger (better, slower) quants,
 # then smaller (worse) ones, then unquantized weights. Tags not listed come after, alphabetically.
 QUANT_PREFERENCE = (
-    "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "IQ4_XS", "IQ4_NL", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
-    "Q4_K_L", "Q5_K_L", "Q6_K", "Q6_K_L", "Q8_0", "Q3_K_L", "Q3_K_M", "Q3_K_S", "IQ3_M", "IQ3_S",
-    "IQ3_XS", "IQ3_XXS", "Q2_K_L", "Q2_K", "Q2_K_S", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS",
-    "IQ1_M", "IQ1_S", "F16", "BF16", "FP16", "F32", "FP32",
+    "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "IQ4_XS", "IQ4_NL", "MXFP4", "MXFP4_MOE", "NVFP4", "Q4_0", "Q4_1",
+    "Q5_0", "Q5_1", "Q4_K_L", "Q5_K_L", "Q6_K", "Q6_K_L", "Q8_0", "Q3_K_L", "Q3_K_M", "Q3_K_S", "IQ3_M", "IQ3_S",
+    "IQ3_XS", "IQ3_XXS", "Q2_K_L", "Q2_K", "Q2_K_S", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS", "TQ2_0",
+    "IQ1_M", "IQ1_S", "TQ1_0", "F16", "BF16", "FP16", "F32", "FP32",
 )
 # GGUF files in a model repo that are not a chat model: never chosen unless named.
 # projectors (mmproj as a word anywhere: llava-v1.5-7b-mmproj-f16.gguf) and imatrix data (a name that starts with it:

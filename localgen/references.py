@@ -9,8 +9,11 @@ from pathlib import Path
 from localgen.errors import UsageError
 from localgen.typed_paths import expand_user_path, is_existing_file, is_existing_folder, refuse_file_as_folder
 
+# llama.cpp's quant names (ggml's types, llama_ftype): Q4_K_M, IQ4_XS, the ternary TQ1_0 and TQ2_0, the 4-bit floats
+# MXFP4 (gpt-oss's, MXFP4_MOE as llama-quantize writes it) and NVFP4, and the unquantized ones
 QUANT_PATTERN = re.compile(
-    r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|FP16|FP32)(?![A-Za-z0-9])", re.IGNORECASE
+    r"(?<![A-Za-z0-9])([IT]?Q\d(?:_[A-Z0-9]+)*|MXFP4(?:_MOE)?|NVFP4|BF16|F16|F32|FP16|FP32)(?![A-Za-z0-9])",
+    re.IGNORECASE,
 )
 HUB_PREFIXES = ("hf.co/", "huggingface.co/", "https://huggingface.co/", "https://hf.co/", "hf://")
 OLLAMA_HOSTS = ("ollama.com", "www.ollama.com", "registry.ollama.ai")  # addresses of Ollama's registry

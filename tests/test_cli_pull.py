@@ -466,3 +466,17 @@ def test_pull_quiet_says_nothing_on_stderr_but_errors_and_that_a_run_will_refuse
     assert len(failed.stderr.splitlines()) == 1 and Path(failed.stdout.strip()).name == "tiny-Q4_K_M.gguf"
     habit = run_cli(env, "pull", "-q", "Q8_0", REPO)
     assert habit.returncode == 2 and f"`localgen pull {REPO}:Q8_0`" in habit.stderr, habit.stderr
+
+
+def test_mxfp4_and_ternary_quants_are_chosen_and_listed_by_their_tags(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """gpt-oss's MXFP4 and the ternary TQ1_0 are quants like any other, where a pull of them said the repo had no such
+    file and `fit` listed them by their file names."""
+    server, env = hub
+    server.add_repo("org/oss-GGUF", {"oss-20b-mxfp4.gguf": make_gguf_bytes("a"),
+                                     "oss-20b-Q8_0.gguf": make_gguf_bytes("b"),
+                                     "oss-20b-TQ1_0.gguf": make_gguf_bytes("c")})
+    for quant, name in (("MXFP4", "oss-20b-mxfp4.gguf"), ("tq1_0", "oss-20b-TQ1_0.gguf")):
+        assert _pull(env, f"org/oss-GGUF:{quant}")[0].name == name
+    fit = run_cli(env, "fit", "org/oss-GGUF")
+    assert fit.returncode == 0, fit.stderr
+    assert sorted(line.split("\t")[0] for line in fit.stdout.splitlines()[1:]) == ["MXFP4", "Q8_0", "TQ1_0"]

@@ -612,7 +612,8 @@ def test_malformed_references_are_usage_errors(text: str) -> None:
     ("filename", "quant"),
     [("qwen2.5-0.5b-instruct-q4_k_m.gguf", "Q4_K_M"), ("Llama-3.2-1B-Instruct-IQ4_XS.gguf", "IQ4_XS"),
      ("model.Q4_1.gguf", "Q4_1"), ("gemma-3-1b-it-BF16.gguf", "BF16"), ("m-f16-00001-of-00002.gguf", "F16"),
-     ("model.gguf", None)],
+     ("gpt-oss-20b-mxfp4.gguf", "MXFP4"), ("m-MXFP4_MOE.gguf", "MXFP4_MOE"), ("m-NVFP4.gguf", "NVFP4"),
+     ("TriLM_3.9B_Unpacked-TQ1_0.gguf", "TQ1_0"), ("bitnet-b1.58-2B-4T-TQ2_0.gguf", "TQ2_0"), ("model.gguf", None)],
 )
 def test_quant_from_filename(filename: str, quant: str | None) -> None:
     assert quant_of_filename(filename) == quant
