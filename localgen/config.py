@@ -31,7 +31,9 @@ MEMORY_LIMIT_ENV = "LOCALGEN_MEMORY_LIMIT"  # caps the RAM the load planner coun
 VRAM_LIMIT_ENV = "LOCALGEN_VRAM_LIMIT"  # caps the VRAM budget the same way
 LEAST_LIMIT_BYTES = 2**20  # a RAM or VRAM limit or a prompt cache bound below this (=8, meaning 8GiB) holds nothing
 MOST_PROMPT_CACHE_BYTES = 2**50  # 1 PiB: a larger prompt cache bound is more than a disk holds, so a typo
-OFFLINE_ENVS = ("HF_HUB_OFFLINE", "LOCALGEN_OFFLINE")  # either one set to 1 turns the network off
+# Any one set to 1 turns the network off; TRANSFORMERS_OFFLINE only where HF_HUB_OFFLINE is unset or empty, as
+# huggingface_hub reads it in HF_HUB_OFFLINE's place
+OFFLINE_ENVS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "LOCALGEN_OFFLINE")
 
 
 TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
@@ -46,6 +48,14 @@ AMX_VALUES: dict[str, bool | None] = {"1": True, "0": False, "auto": None, "": N
 def _env_flag(name: str) -> bool:
     """True when an environment variable is set to a truthy value."""
     return os.environ.get(name, "").strip().lower() in TRUE_VALUES
+
+
+def _offline_envs() -> tuple[str, ...]:
+    """The variables of OFFLINE_ENVS that turn offline mode on, read as huggingface_hub reads them: TRANSFORMERS_OFFLINE
+    where HF_HUB_OFFLINE is unset or empty (HF_HUB_OFFLINE=0 keeps the network on), or beside HF_HUB_OFFLINE=1, as it
+    turns the network off again once that is unset."""
+    stand_in = not os.environ.get("HF_HUB_OFFLINE") or _env_flag("HF_HUB_OFFLINE")
+    return tuple(name for name in OFFLINE_ENVS if _env_flag(name) and (name != "TRANSFORMERS_OFFLINE" or stand_in))
 
 
 def _amx_choice() -> bool | None:
@@ -168,7 +178,7 @@ def load_settings() -> Settings:
         config_dir = _xdg("XDG_CONFIG_HOME", ".config") / APP_NAME
         data_dir = _xdg("XDG_DATA_HOME", ".local/share") / APP_NAME
         cache_dir = _xdg("XDG_CACHE_HOME", ".cache") / APP_NAME
-    offline_envs = tuple(name for name in OFFLINE_ENVS if _env_flag(name))
+    offline_envs = _offline_envs()
     return Settings(
         config_dir=config_dir,
         data_dir=data_dir,

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localgen.config import settings
+from localgen.config import OFFLINE_ENVS, settings
 from localgen.errors import DISK_FULL_ERRNOS, HubError, LocalgenError
 from localgen.hub_cache import hub_cache_dir, hub_endpoint
 from localgen.hub_slips import with_known_repo
@@ -136,7 +136,7 @@ def leave_offline(flag: bool) -> str:
         return f"offline mode comes from {names} in the environment: unset {'them' if ' and ' in names else 'it'}"
     if flag:
         return "drop --offline"
-    return "turn offline mode off (drop --offline, unset HF_HUB_OFFLINE and LOCALGEN_OFFLINE)"
+    return f"turn offline mode off (drop --offline, unset {', '.join(OFFLINE_ENVS[:-1])} and {OFFLINE_ENVS[-1]})"
 
 
 _running_command: str | None = None  # the localgen command running now (`pull`, `run`), set by the CLI

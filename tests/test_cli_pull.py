@@ -48,9 +48,10 @@ def test_pull_of_a_downloaded_model_offline_or_with_the_hub_unreachable_says_it_
     first, _ = _pull(env, f"{REPO}:Q8_0")
     server.add_repo(REPO, {FILE: make_gguf_bytes("new")})
     server.requests.clear()
-    offline, said = _pull({**env, "LOCALGEN_OFFLINE": "1"}, f"{REPO}:Q8_0")
-    assert offline == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); offline, so not "
-                                         "checked against the Hub\n")
+    for variable in ("LOCALGEN_OFFLINE", "TRANSFORMERS_OFFLINE"):  # the second, as huggingface_hub reads it
+        offline, said = _pull({**env, variable: "1"}, f"{REPO}:Q8_0")
+        assert offline == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); offline, so "
+                                             "not checked against the Hub\n")
     assert server.requests == []
     unreachable, said = _pull({**env, "HF_ENDPOINT": "http://127.0.0.1:9"}, f"{REPO}:Q8_0")  # nothing listens there
     assert unreachable == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); not checked "

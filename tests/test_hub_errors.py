@@ -108,13 +108,42 @@ def test_the_offline_hint_names_the_flag_when_the_flag_set_it(monkeypatch: pytes
     assert hint == "drop --offline, then run `localgen pull qwen2.5-1.5b`"
 
 
-@pytest.mark.parametrize("names", [("HF_HUB_OFFLINE",), ("LOCALGEN_OFFLINE",), ("HF_HUB_OFFLINE", "LOCALGEN_OFFLINE")])
+@pytest.mark.parametrize("names", [("HF_HUB_OFFLINE",), ("LOCALGEN_OFFLINE",), ("HF_HUB_OFFLINE", "LOCALGEN_OFFLINE"),
+                                   ("TRANSFORMERS_OFFLINE",), ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")])
 def test_the_offline_hint_names_the_variables_the_environment_set(monkeypatch: pytest.MonkeyPatch,
                                                                  names: tuple[str, ...]) -> None:
     _settings(monkeypatch, **dict.fromkeys(names, "1"))
     hint = offline_hint("qwen2.5-1.5b")
     assert f"offline mode comes from {' and '.join(names)} in the environment: unset" in hint
     assert "--offline" not in hint and hint.endswith("then run `localgen pull qwen2.5-1.5b`")
+
+
+OFFLINE_STATE_CODE = """
+import json, os
+from huggingface_hub import constants
+from localgen.config import settings
+print(json.dumps([constants.HF_HUB_OFFLINE, settings().offline, settings().offline_envs]))
+"""
+
+
+@pytest.mark.parametrize(("hf_hub_offline", "transformers_offline"),
+                         [(None, "1"), ("", "1"), ("0", "1"), ("1", "1"), ("1", None), (None, "0"), ("no", "yes")])
+def test_offline_mode_is_read_from_the_environment_as_huggingface_hub_reads_it(
+        hf_hub_offline: str | None, transformers_offline: str | None, loopback_hub: HubServer, tmp_path: Path) -> None:
+    """TRANSFORMERS_OFFLINE turns the network off where HF_HUB_OFFLINE is unset or empty, as huggingface_hub reads it
+    (HF_HUB_OFFLINE=0 keeps it on), and is named beside HF_HUB_OFFLINE=1, which leaves it in force once unset; where
+    localgen read HF_HUB_OFFLINE alone, huggingface_hub refused its requests and localgen named the wrong variables."""
+    env = child_env(loopback_hub, tmp_path)
+    for name, value in (("HF_HUB_OFFLINE", hf_hub_offline), ("TRANSFORMERS_OFFLINE", transformers_offline)):
+        if value is not None:
+            env[name] = value
+    result = run_python(OFFLINE_STATE_CODE, env)
+    assert result.returncode == 0, result.stderr
+    theirs, ours, names = json.loads(result.stdout)
+    assert ours == theirs
+    assert names == [name for name, value in (("HF_HUB_OFFLINE", hf_hub_offline),
+                                              ("TRANSFORMERS_OFFLINE", transformers_offline))
+                     if ours and value in ("1", "yes")]
 
 
 def test_the_offline_hint_names_flag_and_variable_when_both_are_set(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -170,6 +199,15 @@ def test_pull_offline_from_the_environment_says_so_and_to_pull_again(loopback_hu
     err = _cli_error(child_env(loopback_hub, tmp_path, HF_HUB_OFFLINE="1"), "pull", "qwen2.5-1.5b")
     assert "offline mode comes from HF_HUB_OFFLINE in the environment: unset it, then run the command again" in err
     assert "--offline" not in err and "LOCALGEN_OFFLINE" not in err
+    assert loopback_hub.requests == []
+
+
+def test_pull_offline_from_transformers_offline_names_it_and_asks_the_hub_nothing(loopback_hub: HubServer,
+                                                                                 tmp_path: Path) -> None:
+    loopback_hub.add_repo("org/m-GGUF", {"m-Q8_0.gguf": make_gguf_bytes("q8")})
+    err = _cli_error(child_env(loopback_hub, tmp_path, TRANSFORMERS_OFFLINE="1"), "pull", "org/m-GGUF:Q8_0")
+    assert err == ("localgen: error: model 'org/m-GGUF:Q8_0' is not downloaded and localgen is offline (hint: offline "
+                   "mode comes from TRANSFORMERS_OFFLINE in the environment: unset it, then run the command again)\n")
     assert loopback_hub.requests == []
 
 
