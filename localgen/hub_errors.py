@@ -64,6 +64,8 @@ def entry_error(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> HubErro
     key = _blamed_key(exc, spec, ref)
     if isinstance(exc, NotInRepoError) and exc.key == "quant" and ref.kind == "name" and ref.quant is not None:
         return _with_name_typed(exc, ref)
+    if isinstance(exc, OfflineError) and ref.kind in ("repo", "file"):  # said of the repo alone: of the model typed
+        return offline_error(exc.repo, ref.quant, ref.filename, ref.text)
     if spec is None or key is None:
         return exc
     if isinstance(exc, RepoNotFoundError):
@@ -112,11 +114,25 @@ def _blamed_key(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> str | N
     return key if spec.user_gives(key) else None
 
 
-def offline_error(repo: str, quant: str | None, filename: str | None, reference: str | None) -> HubError:
-    """The error for a model that is needed offline but not cached (offline mode from the environment)."""
+class OfflineError(HubError):
+    """The Hub was needed for repo, and offline mode (from the environment, or huggingface_hub's own) kept it away."""
+
+    def __init__(self, message: str, hint: str | None, *, repo: str) -> None:
+        super().__init__(message, hint)
+        self.repo = repo
+
+
+def offline_error(repo: str, quant: str | None, filename: str | None, reference: str | None) -> OfflineError:
+    """The error for a model that is needed offline (offline mode from the environment): not in the local cache, or,
+    where its files are, not to be asked about on the Hub."""
+    from localgen.hub_cache import cached_model
+
     ref = reference or (f"{repo}/{filename}" if filename else f"{repo}:{quant}" if quant else repo)
-    return HubError(f"{ref} is not in the local cache and the network is off (offline mode)",
-                    hint=with_known_repo(with_alternative(offline_hint(ref), repo), ref, repo))
+    hint = with_known_repo(with_alternative(offline_hint(ref), repo), ref, repo)
+    if cached_model(repo, quant=quant, filename=filename) is not None:
+        return OfflineError(f"the Hub cannot be asked about {ref}, downloaded here, as the network is off (offline "
+                            "mode)", hint, repo=repo)
+    return OfflineError(f"{ref} is not in the local cache and the network is off (offline mode)", hint, repo=repo)
 
 
 def offline_hint(reference: str, *, flag: bool = False) -> str:

@@ -11,7 +11,7 @@ from localgen import console, hub
 from localgen.config import settings
 from localgen.errors import HubError, LocalgenError
 from localgen.hub_check import HubCheck, HubOutcome, denied
-from localgen.hub_errors import LOGIN, blamed_on_entry, failed_on_disk
+from localgen.hub_errors import LOGIN, OfflineError, blamed_on_entry, failed_on_disk
 from localgen.hub_types import NotInRepoError, RepoNotFoundError
 from localgen.registry import hub_target
 from localgen.resolve import ResolvedModel, entry_pin
@@ -42,6 +42,8 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
         with blamed_on_entry(found.spec, found.ref):
             model = hub.find_model(repo, quant=quant, filename=filename)
     except HubError as exc:
+        if isinstance(exc, OfflineError):  # huggingface_hub's offline mode, set where localgen does not read it
+            return replace(found, hub_check=HubCheck(HubOutcome.OFFLINE))
         if denied(exc):  # not logged in, or a token the Hub refuses: it would not say what it has
             # a repo downloaded under this name is not misspelt: of a not-found's hint, only how to log in holds
             hint = f"for a private repo, {LOGIN}" if isinstance(exc, RepoNotFoundError) else exc.hint

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from hub_server import (
+    HubEnv,
     HubServer,
     child_env,
     make_gguf_bytes,
@@ -22,7 +23,7 @@ from hub_server import (
     run_python,
 )
 
-from localgen.errors import HubError
+from localgen.errors import HubError, ModelNotFoundError
 from localgen.hub_errors import map_hub_error, offline_error, offline_hint
 from tests.conftest import REPO_ROOT, run_localgen_process
 
@@ -373,3 +374,48 @@ def test_a_deprecated_hf_setting_a_huggingface_cli_user_exported_prints_no_pytho
                                     cwd=REPO_ROOT, timeout=120)
         assert done.returncode == 0 and "Warning" not in done.stderr and "warnings.warn" not in done.stderr, \
             done.stderr
+
+
+def _offline_by_its_own_setting(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, *, downloaded: bool) -> None:
+    """A repo of two quants, its Q4_K_M downloaded where asked (else never listed); then huggingface_hub offline by a
+    setting of its own, which localgen does not read (its requests refused with OfflineModeIsEnabled), localgen
+    online."""
+    from huggingface_hub import constants
+
+    from localgen.resolve import resolve_model
+
+    hubenv.server.add_repo("org/m-GGUF", {"m-Q4_K_M.gguf": make_gguf_bytes("a"), "m-Q8_0.gguf": make_gguf_bytes("b")})
+    if downloaded:
+        resolve_model("org/m-GGUF:Q4_K_M")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    hubenv.server.requests.clear()
+
+
+def test_an_offline_hub_keeps_the_quant_typed_in_the_pull_it_hints(hubenv: HubEnv,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`models show ORG/REPO:QUANT` of a quant not downloaded, the Hub's file list refused offline: the pull hinted
+    is of the quant typed, where it was of the repo alone (`localgen pull org/m-GGUF`, which takes another quant)."""
+    from localgen.hub_lack import refuse_lacking
+
+    _offline_by_its_own_setting(hubenv, monkeypatch, downloaded=False)
+    with pytest.raises(ModelNotFoundError) as info:
+        refuse_lacking("hf.co/org/m-GGUF:q8_0")
+    assert (info.value.hint or "").endswith(", then run `localgen pull hf.co/org/m-GGUF:q8_0`")
+    assert hubenv.server.requests == []
+
+
+def test_an_offline_hub_is_said_offline_of_a_downloaded_model_not_missing_from_the_cache(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pull` of a downloaded model says it was not checked as offline, as LOCALGEN_OFFLINE=1 has it say, where it said
+    the model was not in the local cache; an offline error says so of a model that is, and is not, downloaded."""
+    from localgen.hub_check import HubCheck, HubOutcome
+    from localgen.hub_refresh import refreshed
+    from localgen.resolve import resolve_model
+
+    _offline_by_its_own_setting(hubenv, monkeypatch, downloaded=True)
+    assert refreshed(resolve_model("org/m-GGUF:Q4_K_M")).hub_check == HubCheck(HubOutcome.OFFLINE)
+    assert offline_error("org/m-GGUF", "Q4_K_M", None, None).message == (
+        "the Hub cannot be asked about org/m-GGUF:Q4_K_M, downloaded here, as the network is off (offline mode)")
+    assert offline_error("org/m-GGUF", "Q8_0", None, None).message == (
+        "org/m-GGUF:Q8_0 is not in the local cache and the network is off (offline mode)")
+    assert hubenv.server.requests == []
