@@ -20,6 +20,7 @@ QUANT_PREFERENCE = (
     "IQ3_XS", "IQ3_XXS", "Q2_K_L", "Q2_K", "Q2_K_S", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS", "TQ2_0",
     "IQ1_M", "IQ1_S", "TQ1_0", "F16", "BF16", "FP16", "F32", "FP32",
 )
+EMPTY_ON_THE_HUB = "an empty file (0 bytes) on the Hub, not a model"  # a file the Hub lists with no bytes
 # GGUF files in a model repo that are not a chat model: never chosen unless named.
 # projectors (mmproj as a word anywhere: llava-v1.5-7b-mmproj-f16.gguf) and imatrix data (a name that starts with it:
 # model files quantized with an imatrix may carry the word too)
@@ -104,8 +105,9 @@ def choose_model(files: list[HubFile], *, quant: str | None, filename: str | Non
             raise NotInRepoError(f"{repo} has no {wanted} file", hint=lacking_quant_hint(repo, meant, choices),
                                  key="quant", choices=choices, meant=meant)
         return _check_complete(_pick(matches), repo)
+    usable = [g for g in candidates if g[0].size > 0] or candidates  # a file the Hub lists empty is no model
     for tag in (*QUANT_PREFERENCE, *sorted(set(available) - set(QUANT_PREFERENCE))):
-        matches = [g for g in candidates if g[0].quant == tag]
+        matches = [g for g in usable if g[0].quant == tag]
         if matches:
             return _check_complete(_pick(matches), repo)
     if len(candidates) == 1:

@@ -4,11 +4,13 @@ it now."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
 from localgen import hub, hub_cache
 from localgen.config import settings
 from localgen.errors import HubError, ModelNotFoundError
 from localgen.hub_slips import with_downloaded_repo
+from localgen.hub_types import HubFile
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import ModelSpec, hub_target, load_registry
 
@@ -79,10 +81,10 @@ def _hub_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubEr
     """What the Hub says a repo lacks of the quant or file asked for (one request; the listing is kept), or why it
     could not be asked; None when it has it."""
     try:
-        hub.find_model(repo, quant=quant, filename=filename)
+        model = hub.find_model(repo, quant=quant, filename=filename)
     except HubError as exc:
         return exc, exc.message
-    return None
+    return _listed_empty(model.files, repo)
 
 
 def known_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubError, str] | None:
@@ -95,12 +97,12 @@ def known_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubE
     if lack is None or settings().offline:
         return lack
     try:
-        hub.find_model(repo, quant=quant, filename=filename)
+        model = hub.find_model(repo, quant=quant, filename=filename)
     except (NotInRepoError, RepoNotFoundError) as exc:
         return exc, exc.message
     except HubError:
         return lack  # the Hub cannot be asked now: as localgen last listed it
-    return None
+    return _listed_empty(model.files, repo)
 
 
 def listed_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubError, str] | None:
@@ -113,11 +115,21 @@ def listed_lack(repo: str, quant: str | None, filename: str | None) -> tuple[Hub
     if listing is None:
         return None
     try:
-        choose_model(list(listing.files), quant=quant, filename=filename, repo=repo)
+        chosen = choose_model(list(listing.files), quant=quant, filename=filename, repo=repo)
     except NotInRepoError as exc:
         what = {"quant": f"no {normalize_quant(quant or '')} file", "file": f"no file {filename!r}"}.get(
             exc.key, "no GGUF model")
         return exc, f"{repo} had {what} when localgen last listed it"
     except HubError:  # the listing says something else (an incomplete split quant): not about what it lacks
         return None
-    return None
+    return _listed_empty(chosen, repo)
+
+
+def _listed_empty(files: Sequence[HubFile], repo: str) -> tuple[HubError, str] | None:
+    """A model whose (first) file the Hub lists with no bytes, as what the repo lacks (its pull is refused), or None."""
+    from localgen.hub_choice import EMPTY_ON_THE_HUB
+
+    if files[0].size:
+        return None
+    what = f"{repo}/{files[0].filename} is {EMPTY_ON_THE_HUB}"
+    return HubError(what, hint=f"choose another quant or file of {repo} (`localgen fit {repo}` lists them)"), what

@@ -28,7 +28,7 @@ from localgen.fit import (
     target_context,
 )
 from localgen.hardware import Hardware, probe_hardware
-from localgen.hub_choice import choose_model, is_auxiliary, only_auxiliary
+from localgen.hub_choice import EMPTY_ON_THE_HUB, choose_model, is_auxiliary, only_auxiliary
 from localgen.units import binary_size, counted
 
 if TYPE_CHECKING:
@@ -112,25 +112,27 @@ def remote_header(repo: str, filename: str, size: int, *, revision: str | None =
     """A Hub file's GGUF header from HTTP range reads of its first few MB (more only when the header is longer), or
     as kept from an earlier read of the file with that sha256 (kept where the Hub named the bytes read by it)."""
     from localgen import gguf_cache, hub_range
-    from localgen.gguf_cursor import GGUFTruncatedError
+    from localgen.gguf_cursor import HUB_COPY_HINT, GGUFTruncatedError
     from localgen.gguf_reader import read_gguf_bytes
 
+    if size == 0:  # nothing to read (the Hub refuses a range of no bytes), and no model
+        raise GGUFError(f"{repo}/{filename} is {EMPTY_ON_THE_HUB}", hint=HUB_COPY_HINT)
     kept = gguf_cache.kept_hub_header(sha256, filename) if sha256 else None
     if kept is not None:
         return kept
-    n = min(HEADER_READ_BYTES, size) if size > 0 else HEADER_READ_BYTES
+    n = min(HEADER_READ_BYTES, size)
     while True:
         read = hub_range.read_header_bytes(repo, filename, n, revision=revision)
         data = read.data
         try:
-            info = read_gguf_bytes(data, filename, file_size=size or None)
+            info = read_gguf_bytes(data, filename, file_size=size)
             if sha256 and read.sha256 == sha256:  # not a file the Hub changed since its listing
                 gguf_cache.keep_hub_header(sha256, info)
             return info
         except GGUFTruncatedError as exc:  # the header goes on past the bytes read; any other problem is final
-            if len(data) < n or n >= min(size or HEADER_READ_MAX_BYTES, HEADER_READ_MAX_BYTES):
+            if len(data) < n or n >= min(size, HEADER_READ_MAX_BYTES):
                 raise _on_the_hub(exc, repo) from None
-            n = min(n * 4, size or HEADER_READ_MAX_BYTES, HEADER_READ_MAX_BYTES)
+            n = min(n * 4, size, HEADER_READ_MAX_BYTES)
         except GGUFError as exc:
             raise _on_the_hub(exc, repo) from None
 
@@ -192,6 +194,10 @@ def hub_options(repo: str, hw: Hardware, request: FitRequest, *, files: Sequence
         first = group[0]
         label = first.quant or first.filename
         names, size = tuple(f.filename for f in group), sum(f.size for f in group)
+        if first.size == 0:
+            options.append(FitOption(label=label, quant=first.quant, filenames=names, file_size=size,
+                                     problem=EMPTY_ON_THE_HUB))
+            continue
         try:
             shape = hub_shape(group)
         except LocalgenError as exc:

@@ -481,3 +481,24 @@ def test_mxfp4_and_ternary_quants_are_chosen_and_listed_by_their_tags(hub: tuple
     fit = run_cli(env, "fit", "org/oss-GGUF")
     assert fit.returncode == 0, fit.stderr
     assert sorted(line.split("\t")[0] for line in fit.stdout.splitlines()[1:]) == ["MXFP4", "Q8_0", "TQ1_0"]
+
+
+def test_a_file_the_hub_lists_empty_is_said_to_be_no_model_and_never_asked_for(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A quant whose file the Hub lists with 0 bytes is no model: its pull is refused, `models show` and `fit` say so,
+    and no request asks for its bytes, where a range read of it got HTTP 416 and its pull downloaded it and left it in
+    the cache, listed as a model to download again."""
+    server, env = hub
+    server.add_repo("org/z-GGUF", {"m-Q4_K_M.gguf": b"", "m-Q8_0.gguf": make_gguf_bytes("b")})
+    empty = "org/z-GGUF/m-Q4_K_M.gguf is an empty file (0 bytes) on the Hub, not a model"
+    pulled = run_cli(env, "pull", "org/z-GGUF:Q4_K_M")
+    assert pulled.returncode == 1 and pulled.stderr.startswith(f"localgen: error: {empty} (hint: "), pulled.stderr
+    shown = run_cli(env, "models", "show", "org/z-GGUF:Q4_K_M")
+    assert shown.returncode == 1
+    assert shown.stderr == (f"localgen: error: model 'org/z-GGUF:Q4_K_M' is not downloaded, and {empty} (hint: "
+                            "choose another quant or file of org/z-GGUF (`localgen fit org/z-GGUF` lists them))\n")
+    fit = run_cli(env, "fit", "org/z-GGUF")
+    assert fit.returncode == 0, fit.stderr
+    assert "Q4_K_M\t0 B\t-\t-\t-\tno\tan empty file (0 bytes) on the Hub, not a model" in fit.stdout.splitlines()
+    assert server.count(contains="m-Q4_K_M.gguf") == 0
+    assert "m-Q4_K_M.gguf" not in run_cli(env, "models", "list").stdout

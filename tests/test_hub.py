@@ -101,6 +101,8 @@ def test_choose_default_is_q4_k_m_then_preference_order() -> None:
     assert names(choose_model(files, quant=None, filename=None, repo="o/r")) == ["m-mxfp4.gguf"]
     files = [hf("m-F16.gguf"), hf("m-TQ1_0.gguf"), hf("m-TQ2_0.gguf")]  # ternary: the more bits first, then F16
     assert names(choose_model(files, quant=None, filename=None, repo="o/r")) == ["m-TQ2_0.gguf"]
+    files = [hf("m-Q4_K_M.gguf", size=0), hf("m-Q8_0.gguf")]  # a file the Hub lists empty is no model
+    assert names(choose_model(files, quant=None, filename=None, repo="o/r")) == ["m-Q8_0.gguf"]
 
 
 def test_choose_by_quant_is_case_insensitive_and_by_filename() -> None:
