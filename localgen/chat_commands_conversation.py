@@ -18,7 +18,7 @@ from localgen.errors import UsageError
 from localgen.inputs import InputFile, attachment_text, refuse_special_file
 from localgen.model_switch import AlreadyLoaded
 from localgen.registry import reads_as_a_model
-from localgen.repl_input import LIST_NEWEST
+from localgen.repl_input import LIST_NEWEST, usage_error
 from localgen.repl_state import ChatState
 from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, what_reset_kept
 from localgen.session import ChatSession
@@ -61,8 +61,7 @@ def file_command(state: ChatState, argument: str) -> None:
     """/file PATH|none: attach a file's text to the next message, or drop the attached files."""
     session = state.session
     if not argument:
-        console.say("usage: /file PATH, or /file none to drop the attached files")
-        return
+        raise usage_error("/file", "/file needs a file's path, or none")
     if argument == "none":  # a file named none: /file ./none
         attached = session.attachments
         console.say(f"dropped {counted(len(attached), 'attached file')}" if attached else "no files are attached")
@@ -161,8 +160,7 @@ def load_command(state: ChatState, argument: str) -> None:
     """/load NAME: continue a saved conversation, saying where the one left is saved where this chat asked in it."""
     session = state.session
     if not argument:
-        console.say("usage: /load NAME (see /list)")
-        return
+        raise usage_error("/load", "/load needs the name of a saved conversation (/list lists them)")
     name = one_argument(argument, "/load NAME")  # quoted, as the name /model and the path /file take
     try:
         conversation = load_conversation(name)  # a name that cannot be loaded is refused before anything else
@@ -204,8 +202,7 @@ def list_command(state: ChatState, argument: str) -> None:
     from localgen.conversation_summary import summaries
 
     if argument.lower() not in ("", "all"):
-        console.say(f"usage: /list [all] (alone: the newest {LIST_NEWEST} saved conversations)")
-        return
+        raise usage_error("/list", f"/list takes all or nothing, not {argument!r}")
     listing = list_conversations(unusable=True)  # a stat of each file: summaries reads only the ones it lists
     conversation = state.session.conversation
     current = conversation.name if conversation.on_disk else None

@@ -6,10 +6,9 @@ from __future__ import annotations
 import shlex
 
 from localgen import console
-from localgen.chat_settings import SETTING_NAMES
 from localgen.conversation import asks_for_no_system_prompt  # off, as /wrap off and /stats off switch theirs off
 from localgen.errors import UnbalancedQuoteError, UsageError
-from localgen.repl_input import history_path, unwrap_block
+from localgen.repl_input import history_path, unwrap_block, usage_error
 from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_line
 from localgen.repl_state import ChatState
 from localgen.session import ChatSession
@@ -62,9 +61,8 @@ def set_command(state: ChatState, argument: str) -> None:
         return
     if word.lower() in ollama:  # Ollama's spellings: /set parameter NAME VALUE, /set system TEXT, /set verbose
         if word.lower() in switches and rest.strip():
-            console.say(f"usage: /set {word.lower()}")
-        else:
-            ollama[word.lower()]()
+            raise UsageError(f"/set {word.lower()} takes no argument", hint=f"type /set {word.lower()} alone")
+        ollama[word.lower()]()
         return
     parts = argument.split(None, 1)
     if len(parts) == 1:  # /set temp: the current value
@@ -72,8 +70,7 @@ def set_command(state: ChatState, argument: str) -> None:
         console.say(f"{key} = {value} (/set {key} VALUE changes it)")
         return
     if len(parts) != 2:
-        console.say(f"usage: /set PARAM VALUE ({', '.join(SETTING_NAMES)}), or /set stop TEXT...")
-        return
+        raise usage_error("/set", "/set needs a setting and its value")
     key, value = state.session.set_value(parts[0], parts[1])
     console.say(f"{key} = {value}" + (f" ({UNSET_MEANS[key]})" if value == "none" and key in UNSET_MEANS else ""))
 
@@ -106,10 +103,9 @@ def _set_stop(session: ChatSession, argument: str) -> None:
 def stats_command(state: ChatState, argument: str) -> None:
     """/stats [on|off]: the last answer's figures, or turn them on or off after every answer."""
     if argument:
-        switch = _on_or_off(argument, "/stats", alone="the last answer's figures")
-        if switch is not None:
-            state.stats_after_answers = switch
-            console.say(f"stats {'after every answer' if switch else 'on request (/stats)'}")
+        switch = _on_or_off(argument, "/stats")
+        state.stats_after_answers = switch
+        console.say(f"stats {'after every answer' if switch else 'on request (/stats)'}")
         return
     say_stats(state.session)
 
@@ -131,10 +127,8 @@ def thinking_command(state: ChatState, argument: str) -> None:
         console.say("reasoning is shown (/thinking off hides it)" if state.show_thinking
                     else "reasoning is hidden (/thinking on shows it)")
         return
-    switch = _on_or_off(argument, "/thinking")
-    if switch is not None:
-        state.show_thinking = switch
-        console.say(f"reasoning is {'shown' if switch else 'hidden'}")
+    state.show_thinking = _on_or_off(argument, "/thinking")
+    console.say(f"reasoning is {'shown' if state.show_thinking else 'hidden'}")
 
 
 def markdown_command(state: ChatState, argument: str) -> None:
@@ -146,7 +140,7 @@ def markdown_command(state: ChatState, argument: str) -> None:
     switch = _on_or_off(argument, "/markdown")
     if switch and not state.escapes:
         console.say("Markdown needs a terminal that takes escape sequences (TERM=dumb here); answers stay plain")
-    elif switch is not None:
+    else:
         state.markdown = switch
         console.say(f"answers are shown {'as Markdown' if switch else 'as plain text, exactly as written'}")
 
@@ -159,11 +153,9 @@ def wrap_command(state: ChatState, argument: str) -> None:
                     if state.wrap else "answers' lines are kept whole, the terminal breaking them at its edge "
                     "(/wrap on breaks them between words)")
         return
-    switch = _on_or_off(argument, "/wrap")
-    if switch is not None:
-        state.wrap = switch
-        console.say("answers' lines break between words at the window's edge" if switch
-                    else "answers' lines are kept whole, the terminal breaking them at its edge")
+    state.wrap = _on_or_off(argument, "/wrap")
+    console.say("answers' lines break between words at the window's edge" if state.wrap
+                else "answers' lines are kept whole, the terminal breaking them at its edge")
 
 
 def settings_text(session: ChatSession) -> str:
@@ -181,11 +173,9 @@ def _unquoted(text: str) -> str:
     return text
 
 
-def _on_or_off(argument: str, command: str, alone: str = "say which") -> bool | None:
-    """A switch command's argument as True (on) or False (off); None, after printing the usage (alone: what the
-    command does without one), for anything else."""
+def _on_or_off(argument: str, command: str) -> bool:
+    """A switch command's argument as True (on) or False (off); anything else is refused with the command's usage."""
     switch = argument.lower()
     if switch not in ("on", "off"):
-        console.say(f"usage: {command} [on|off] (alone: {alone})")
-        return None
+        raise usage_error(command, f"{command} takes on or off, not {argument!r}")
     return switch == "on"

@@ -17,7 +17,7 @@ from prompt_toolkit.history import DummyHistory, FileHistory, History, InMemoryH
 from localgen.chat_settings import SETTING_NAMES
 from localgen.config import settings
 from localgen.conversation_store import list_conversations
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, UsageError
 from localgen.registry import load_registry
 from localgen.repl_show import SHOW_PARTS
 from localgen.shell_words import names_a_path, path_completions
@@ -383,6 +383,13 @@ def help_lines(width: int, *, commands: bool = True, only: str | None = None) ->
         else:
             lines += [f"  {usage}", *_wrapped(text, width, NARROW_HELP_INDENT, NARROW_HELP_INDENT)]
     return lines if only is not None else lines + _wrapped(KEYS_HELP, width, "  ", "  ")
+
+
+def usage_error(command: str, problem: str) -> UsageError:
+    """The error for a command given an argument it cannot take, or none where it needs one: the problem, and as the
+    hint the command's usage as /help gives it."""
+    usage = next(usage for usage in COMMAND_HELP if usage.split()[0] == command)
+    return UsageError(problem, hint=f"{usage}: {COMMAND_HELP[usage]}")
 
 
 def help_topic(argument: str) -> str | None:

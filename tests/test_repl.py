@@ -709,7 +709,11 @@ def test_a_backslash_then_enter_starts_a_new_line_of_the_message_as_in_llama_cli
 
 def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
     chat.command("/frobnicate", "error: unknown command /frobnicate (hint: /help")
-    chat.command("/set", "usage: /set")
+    chat.command_words("/set", "error: /set needs a setting and its value (hint: /set PARAM VALUE: change a setting")
+    chat.command_words("/set verbose now", "error: /set verbose takes no argument (hint: type /set verbose alone)")
+    chat.command_words("/load", "error: /load needs the name of a saved conversation (/list lists them) (hint: "
+                       "/load NAME: continue a saved conversation)")
+    chat.command_words("/file", "error: /file needs a file's path, or none (hint: /file PATH|none: attach a file's")
     chat.command("/file /nonexistent/x.txt", "no such file")
     chat.command('/file "unclosed.txt', "unbalanced quote")
     chat.command("/file ~no-such-user-here/x.txt", "no such user")
@@ -717,7 +721,8 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
     chat.command("/file /dev/tty", "/dev/tty is a terminal, not a file")  # not a hang
     chat.command("/file /dev/null", "/dev/null is a device, not a file (hint: attach a file, or paste the text)")
     chat.command("/load ../../etc/passwd", "not a valid conversation name")
-    chat.command("/thinking maybe", "usage: /thinking")
+    chat.command_words("/thinking maybe", "error: /thinking takes on or off, not 'maybe' (hint: /thinking [on|off]: "
+                       "show or hide the model's reasoning (alone: say which))")
     chat.command("/help", "/regen")
     assert chat.child.isalive()
     assert chat.quit() == 0
@@ -978,8 +983,8 @@ def test_a_markdown_answer_and_its_note_follow_a_resized_terminal(home: Path) ->
 
 def test_markdown_off_prints_answers_exactly_as_written(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "-n", "60")
-    chat.command("/markdown maybe", "usage: /markdown [on|off] (alone: say which)")
-    chat.command("/stats often", "usage: /stats [on|off] (alone: the last answer's figures)")
+    chat.command_words("/markdown maybe", "error: /markdown takes on or off, not 'maybe' (hint: /markdown [on|off]:")
+    chat.command_words("/stats often", "error: /stats takes on or off, not 'often' (hint: /stats [on|off]: last")
     chat.command("/markdown off", "as plain text")
     start = len(chat.transcript.getvalue())
     answer = chat.ask("Write a markdown list of three fruits.")["turns"][-1]["answer"]
@@ -997,7 +1002,7 @@ def test_thinking_and_markdown_alone_say_which_is_in_use(home: Path) -> None:
     chat.command("/thinking", "reasoning is hidden (/thinking on shows it)")
     chat.command("/thinking on", "reasoning is shown")
     chat.command("/thinking", "reasoning is shown (/thinking off hides it)")
-    chat.command("/thinking maybe", "usage: /thinking [on|off] (alone: say which)")
+    chat.command_words("/thinking maybe", "error: /thinking takes on or off, not 'maybe'")
     assert "/thinking [on|off]" in chat.command("/help", "/exit")
     assert chat.quit() == 0
 

@@ -601,7 +601,8 @@ def test_list_shows_the_newest_20_and_how_many_older_ones_list_all_shows(tmp_pat
         assert lines[-1] == "5 older ones not shown (/list all lists every one)", lines
         lines = listed("/list all", "note-01")
         assert [line.split()[0] for line in lines[1:]] == [f"note-{n:02}" for n in range(25, 0, -1)], lines
-        chat.command("/list some", "usage: /list [all] (alone: the newest 20 saved conversations)")
+        chat.command_words("/list some", "error: /list takes all or nothing, not 'some' (hint: /list [all]: list the "
+                           "newest 20 saved conversations (all: every one))")
         chat.command("/load note-01", "loaded note-01: 1 exchange")
         lines = listed("/list", "(/list all lists every one)")  # this chat's row too, older than the newest 20
         names = [re.search(r"note-\d\d", line)[0] for line in lines[1:-1]]

@@ -46,7 +46,8 @@ def test_wrap_off_shows_the_answer_s_lines_whole_and_on_breaks_them_between_word
         assert all(len(line) <= WIDTH for line in shown.split(">>>")[0].splitlines()), shown
         said = " ".join(chat.command_words("/set nowordwrap", "at its edge").split())
         assert "answers' lines are kept whole, the terminal breaking them at its edge" in said, said
-        assert "usage: /wrap [on|off]" in chat.command("/wrap sideways", "say which)")
+        said = " ".join(chat.command_words("/wrap sideways", "say which)").split())
+        assert "error: /wrap takes on or off, not 'sideways' (hint: /wrap [on|off]: break answers' lines" in said, said
         assert chat.quit() == 0
     finally:
         _stop(chat)
