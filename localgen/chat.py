@@ -92,6 +92,12 @@ class PromptFormat:
             return None
         return plain[len(opening):plain.index(between + user)].strip() or None
 
+    def with_own_system(self, messages: list[Message]) -> list[Message]:
+        """The messages, or where there are none, the chat template's own system prompt as one: what the prompt holds
+        before the first message (the template writes its own where the messages carry none)."""
+        default = None if messages else self.default_system()
+        return [Message("system", default)] if default else messages
+
     def tokenize(self, tokenizer: Tokenizer, text: str) -> list[int]:
         """Tokenize rendered text (a template's control tokens read as such), adding BOS only when the model wants
         it and the text lacks it."""

@@ -310,7 +310,7 @@ class ChatSession(SessionSettings, ContextRoom):
         a question that got no answer); None when no model is loaded or the template fails."""
         if not self.loaded.engine.is_open:
             return None
-        messages = self.conversation.messages()
+        messages = self.loaded.prompt_format.with_own_system(self.conversation.messages())
         if not messages:  # not even a system prompt: the bare generation prompt is no part of the conversation
             return 0
         try:

@@ -1532,6 +1532,19 @@ def _context_shown(screen: str) -> int:
     return int(re.findall(r"([\d,]+)/[\d,]+ tokens", screen)[-1].replace(",", ""))
 
 
+def test_the_toolbar_counts_the_chat_template_s_own_system_prompt_from_the_start(home: Path) -> None:
+    """Before the first message, the toolbar counts what the prompt holds: SmolLM2's template writes its own system
+    prompt where none is set, from the start and after /system none, as a set one is counted (it said 0)."""
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "5", cpr=True)
+    own = _context_shown(chat.transcript.getvalue())
+    chat.command("/system You are a pirate.", "system prompt set")
+    pirate = _context_shown(chat.transcript.getvalue())
+    chat.command_words("/system none", "the chat template adds its own")
+    assert own > pirate > 0, (own, pirate)
+    assert _context_shown(chat.transcript.getvalue()) == own
+    assert chat.quit() == 0
+
+
 def test_after_ctrl_c_while_reading_the_prompt_the_toolbar_shows_the_conversation(home: Path, tmp_path: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", "--no-prefill-while-typing", cpr=True)
     doc = tmp_path / "long.txt"

@@ -219,7 +219,8 @@ def test_the_toolbar_of_a_narrow_terminal_keeps_the_attached_files_and_the_conte
     chat = Chat(tmp_path / "home", "-n", "2", "--no-prefill-while-typing", cwd=tmp_path, cpr=True, columns=40)
     try:
         chat.command("/file note.txt", "attached")
-        assert re.search(r" 0/[\d,]+ tokens │ 1 file attached", chat.transcript.getvalue()), chat.transcript.getvalue()
+        screen = chat.transcript.getvalue()
+        assert re.search(r" [\d,]+/[\d,]+ tokens │ 1 file attached", screen), screen
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():

@@ -357,8 +357,11 @@ def test_set_takes_the_command_line_s_names_for_settings(session: ChatSession) -
 
 
 def test_context_used_is_what_the_conversation_holds_not_an_unanswered_prefill(session: ChatSession) -> None:
-    engine = session.loaded.engine
-    assert session.context_used() == 0
+    engine, prompt_format = session.loaded.engine, session.loaded.prompt_format
+    own = prompt_format.default_system()  # SmolLM2's template writes its own where none is set
+    assert own and session.context_used() == len(prompt_format.prompt(engine, [Message("system", own)])[1])
+    session.set_system("")  # the template's own left out: an empty system prompt
+    assert session.context_used() == len(prompt_format.prompt(engine, [Message("system", "")])[1])
     session.set_system("Be brief.")
     rendered = session.loaded.prompt_format.prompt(engine, session.conversation.messages())[1]
     assert session.context_used() == len(rendered)
