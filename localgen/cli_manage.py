@@ -256,6 +256,8 @@ def models_show(
             _say_default(reference, text)
             show_undownloaded(text, *entry, json_output=json_output)
             return
+        if unverified.path.stat().st_size == 0:
+            refuse_lacking(text)  # the Hub's file is empty too (no model): no use downloading it again
         resolved = unverified
     _say_default(reference, text)
     with named_as_typed(reference):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hub_server import HubServer, make_gguf_bytes, run_cli
+from hub_server import HubServer, make_gguf_bytes, run_cli, run_python
 
 from tests.conftest import REPO_ROOT, spawn_localgen
 
@@ -502,3 +502,19 @@ def test_a_file_the_hub_lists_empty_is_said_to_be_no_model_and_never_asked_for(
     assert "Q4_K_M\t0 B\t-\t-\t-\tno\tan empty file (0 bytes) on the Hub, not a model" in fit.stdout.splitlines()
     assert server.count(contains="m-Q4_K_M.gguf") == 0
     assert "m-Q4_K_M.gguf" not in run_cli(env, "models", "list").stdout
+
+
+def test_a_copy_of_a_file_the_hub_lists_empty_is_not_said_to_be_worth_downloading_again(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """Another tool's download of a file the Hub lists with 0 bytes: `models show` says the Hub's file is no model,
+    where it said that an interrupted download leaves an empty file, to download it again."""
+    server, env = hub
+    server.add_repo("org/z-GGUF", {"m-Q4_K_M.gguf": b"", "m-Q8_0.gguf": make_gguf_bytes("b")})
+    fetched = run_python("from huggingface_hub import hf_hub_download\nhf_hub_download('org/z-GGUF', 'm-Q4_K_M.gguf')",
+                         env)
+    assert fetched.returncode == 0, fetched.stderr
+    shown = run_cli(env, "models", "show", "org/z-GGUF:Q4_K_M")
+    assert shown.returncode == 1
+    assert shown.stderr == ("localgen: error: model 'org/z-GGUF:Q4_K_M' is not downloaded, and "
+                            "org/z-GGUF/m-Q4_K_M.gguf is an empty file (0 bytes) on the Hub, not a model (hint: choose "
+                            "another quant or file of org/z-GGUF (`localgen fit org/z-GGUF` lists them))\n")
