@@ -345,9 +345,9 @@ def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, p
 
 
 def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, cached: bool) -> _Got:
-    """Download one file at the model's commit (hub_resume.py, which checks it before it replaces a copy) and have
-    hf_hub_download link it into the snapshot, with progress (following another download of it while waiting on its
-    lock); errors become HubError."""
+    """Download one file at the model's commit and link it into the snapshot (hub_resume.py, which checks it before it
+    replaces a copy and links it with no further request; hf_hub_download, a file over the Hub's plain HTTP limit),
+    with progress (following another download of it while waiting on its lock); errors become HubError."""
     check_endpoint()
     check_not_stalled()
     from huggingface_hub import hf_hub_download
@@ -360,20 +360,19 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
     display.begin_file(f, cached=cached, waiting=waiting)
     watch = contextlib.nullcontext(download_progress.PartialCopies()) if cached else (
         download_progress.poll_incomplete(blobs_dir(model.repo), blob, display))
-    own = None if cached or not resumable(f) else blob  # the blob localgen fetches itself, which huggingface_hub links
+    own = blob if resumable(f) else None  # the blob localgen fetches (where it is not there) and links itself
+    pointer = pointer_path(model.repo, model.revision, f.filename)
     claim = PartClaim()
-    fetched: Fetched | None = None  # None: another download fetched it while this one waited
+    fetched: Fetched | None = None  # None: not fetched now (cached, or another download fetched it meanwhile)
     note: HubLogNote | None = None
     try:
         with watch as partial, quiet_hub_logs(f"{model.repo}/{f.filename}") as note:
-            if own is not None:
-                fetched = fetch_blob(model.repo, model.revision, f, own, force=force, display=display, claim=claim)
-                kwargs["force_download"] = False  # the blob is there: huggingface_hub links it into the snapshot
-                if fetched is not None:
-                    _unlink_copy(pointer_path(model.repo, model.revision, f.filename))
-            path = Path(hf_hub_download(**kwargs))
-            if own is not None and fetched is not None and not path.is_symlink():  # copied: no need for the blob
-                (blobs_dir(model.repo) / own).unlink(missing_ok=True)
+            if own is None:
+                path = Path(hf_hub_download(**kwargs))
+            else:
+                if not (cached and pointer.is_file()):
+                    fetched = fetch_blob(model.repo, model.revision, f, own, force=force, display=display, claim=claim)
+                path = pointer
     except Exception as exc:
         ours = blob if claim.writing else None  # a part another pull is writing is not this one's to speak of
         error = hub_request_error(exc, repo=model.repo, filename=f.filename)
@@ -385,9 +384,10 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
             display.notes_after.append(f"localgen: the download of {model.repo}/{f.filename} stopped; {said}")
         raise
     display.end_file()
+    if own is not None and fetched is not None:
+        return _Got(path, "downloaded", fetched.received, fetched.sha256)
     if own is not None:
-        return _Got(path, "elsewhere") if fetched is None else _Got(path, "downloaded", fetched.received,
-                                                                    fetched.sha256)
+        return _Got(path, "cached" if cached else "elsewhere")
     if cached or not (bar.opened or waiting or partial.seen):
         return _Got(path, "cached")  # or linked from huggingface_hub's shared store of blobs
     return _Got(path, "downloaded", f.size) if bar.opened else _Got(path, "elsewhere")
@@ -399,13 +399,6 @@ def _left_after_stop(model: HubModel, f: HubFile, blob: str) -> str:
     if kept := partial_size(model.repo, blob):
         return f"the {binary_size(kept)} received are kept, and the next pull resumes from there"
     return "the copy that was there is kept" if is_cached(model, f) else ""
-
-
-def _unlink_copy(pointer: Path) -> None:
-    """Delete a snapshot entry that is a copy of an older download (where the cache cannot hold symlinks), for
-    huggingface_hub to put the new one in its place; a link to the blob stays (the blob itself was replaced)."""
-    if pointer.is_file() and not pointer.is_symlink():
-        pointer.unlink()
 
 
 def _stalled_message(what: str) -> str:

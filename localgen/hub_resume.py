@@ -1,8 +1,9 @@
 """Resumable downloads: a file's bytes go to blobs/ETAG.incomplete in the Hugging Face cache, which an interrupted
 download (Ctrl-C, a dropped connection, a killed process) leaves behind and the next one continues with an HTTP Range
 request; complete and checked against the Hub's checksum, it is renamed to blobs/ETAG (replacing the copy a pull
---force downloads again only then), which huggingface_hub then links into the snapshot as it does its own downloads
-(hub.py). huggingface_hub's lock on the blob keeps two downloads from writing one partial file at once.
+--force downloads again only then) and linked into the snapshot as huggingface_hub links its own downloads, from the
+commit and file name known already (hf_hub_download would ask the Hub about the file again first). huggingface_hub's
+lock on the blob keeps two downloads from writing one partial file at once.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from localgen import console, download_progress
-from localgen.hub_cache import blob_lock_path, blobs_dir, hub_endpoint, partial_path, pointer_path
+from localgen.hub_cache import (
+    blob_lock_path,
+    blob_of,
+    blobs_dir,
+    hub_cache_dir,
+    hub_endpoint,
+    partial_path,
+    pointer_path,
+)
 from localgen.hub_verify import ChecksumMismatch, check_checksum
 from localgen.storage import fsync_file, fsync_folder
 from localgen.units import binary_size
@@ -54,34 +63,57 @@ class Fetched:
 
 def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display,
                claim: PartClaim) -> Fetched | None:
-    """Download a file into blobs/etag, continuing the partial copy an earlier download left (force: from the start),
-    and check it against the Hub's checksum before it replaces a copy there (force's): a copy that fails is deleted
-    and the one there kept. None when the blob was there once the lock was taken (another download finished it while
-    this one waited). claim.writing says, should it stop, whether the partial copy is this download's."""
+    """Download a file into blobs/etag unless it is there (force: even so), then link it into the snapshot at the
+    commit, with no request to the Hub beyond the download's. None when the blob was there once the lock was taken
+    (cached, or another download finished it while this one waited). claim.writing says, should it stop, whether the
+    partial copy is this download's."""
     from huggingface_hub.utils import WeakFileLock
 
     blobs, lock = blobs_dir(repo), blob_lock_path(repo, etag)
     lock.parent.mkdir(parents=True, exist_ok=True)
     blobs.mkdir(parents=True, exist_ok=True)
     with WeakFileLock(lock):
-        if (blobs / etag).is_file() and not force:
-            return None
-        claim.writing = True
-        partial = partial_path(repo, etag)
-        there = (blobs / etag).is_file() or pointer_path(repo, revision, f.filename).is_file()  # what force replaces
-        try:
-            with _opened(partial, fresh=force, size=f.size) as handle:
-                received = _get(repo, revision, f, handle, display)
-                fsync_file(handle)  # the verification marker, written durably next, must not outlive these bytes
-            sha256 = _checked(partial, f, display, there=there)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                if partial.stat().st_size == 0 or (blobs / etag).is_file():
-                    partial.unlink()  # nothing received, or a copy there that the next pull takes: nothing to resume
-            raise
-        os.replace(partial, blobs / etag)
-        fsync_folder(blobs)
+        fetched = None
+        if force or not (blobs / etag).is_file():
+            claim.writing = True
+            fetched = _download(repo, revision, f, etag, fresh=force, display=display)
+        link_into_snapshot(pointer_path(repo, revision, f.filename), blobs / etag, new_blob=fetched is not None)
+    return fetched
+
+
+def _download(repo: str, revision: str, f: HubFile, etag: str, *, fresh: bool, display: Display) -> Fetched:
+    """Download a file into blobs/etag, continuing the partial copy an earlier download left (fresh: from the start),
+    and check it against the Hub's checksum before it replaces a copy there (a pull --force's): a copy that fails is
+    deleted and the one there kept."""
+    blobs = blobs_dir(repo)
+    partial = partial_path(repo, etag)
+    there = (blobs / etag).is_file() or pointer_path(repo, revision, f.filename).is_file()  # what force replaces
+    try:
+        with _opened(partial, fresh=fresh, size=f.size) as handle:
+            received = _get(repo, revision, f, handle, display)
+            fsync_file(handle)  # the verification marker, written durably next, must not outlive these bytes
+        sha256 = _checked(partial, f, display, there=there)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            if partial.stat().st_size == 0 or (blobs / etag).is_file():
+                partial.unlink()  # nothing received, or a copy there that the next pull takes: nothing to resume
+        raise
+    os.replace(partial, blobs / etag)
+    fsync_folder(blobs)
     return Fetched(received, sha256)
+
+
+def link_into_snapshot(pointer: Path, blob: Path, *, new_blob: bool) -> None:
+    """Make a snapshot entry lead to its blob as huggingface_hub lays out its cache (snapshots/COMMIT/FILE ->
+    ../../blobs/ETAG), by its own function and without asking the Hub anything; where the cache cannot hold symlinks,
+    the entry is the blob's data (the blob moved there when new_blob, else a copy)."""
+    from huggingface_hub.file_download import _create_cachedir_tag, _create_symlink
+
+    if pointer.is_symlink() and blob_of(pointer) == blob:
+        return
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    _create_symlink(str(blob), str(pointer), new_blob=new_blob)  # replaces what the entry was: a link, or a copy
+    _create_cachedir_tag(hub_cache_dir())  # as hf_hub_download tags the cache for backup tools to skip
 
 
 def _checked(partial: Path, f: HubFile, display: Display, *, there: bool) -> str:

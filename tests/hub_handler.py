@@ -85,6 +85,9 @@ def make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
                     status = 503
                     after = {} if server.retry_after is None else {"Retry-After": str(server.retry_after)}
                     self._error(503, None, "Service Unavailable", after)
+                elif self.command == "HEAD" and server.head_status is not None:
+                    status = server.head_status
+                    self._error(status, None, "Internal Error")
                 elif path.startswith("/api/models/"):
                     status = self._repo_info(path[len("/api/models/"):], parse_qs(url.query))
                 elif "/resolve/" in path:

@@ -99,6 +99,7 @@ class HubServer:
         self.down = False
         self.retry_after: int | None = None                    # a 503 asks to be retried after N s (None: an outage's)
         self.listing_page: bytes | None = None                 # an HTML page instead of the repo info (a proxy's)
+        self.head_status: int | None = None                    # every HEAD answered so (its metadata failing)
         self._lock = threading.Condition()
         self._in_flight = 0                                    # requests being answered right now
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self))

@@ -343,39 +343,22 @@ def test_an_entry_that_pins_only_the_size_of_its_file_is_brought_up_to_date_with
     assert refused.stderr.count("\n") == 1 and updated.read_bytes() == make_gguf_bytes("new"), refused.stderr
 
 
-def test_an_unchanged_file_whose_metadata_request_fails_is_said_not_checked_not_unrecorded(
-        hub: tuple[HubServer, dict[str, str]], tmp_path: Path) -> None:
-    """The listing shows the same file at a new commit, and the Hub answers 503 to the request for its metadata: the
-    line says it was not checked and why, with the error's hint, and does not blame the cache."""
-    import threading
-    import time
-
+def test_an_unchanged_file_at_a_new_commit_is_linked_there_without_asking_the_hub_about_it(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """The listing shows the same file at a new commit, and the Hub answers 503 to every request for a file's metadata:
+    the copy is linked at the new commit with no such request and said up to date, where that request was made, and
+    its failure said the copy was not checked."""
     server, env = hub
     data = make_gguf_bytes("q8")
     server.add_repo(REPO, {FILE: data})
     first, _ = _pull(env, f"{REPO}:Q8_0")
-    server.add_repo(REPO, {FILE: data})  # a new commit, the same file
-    server.delay_s, server.delay_only = 1.0, "/resolve/"  # held, so the server is down when it answers
-
-    def down_once_held() -> None:
-        deadline = time.monotonic() + 60
-        while server.delayed == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        server.down, server.retry_after = True, 0  # retried after 1 s each, not huggingface_hub's 1, 2, 4, 8 and 8
-        server.delay_s = 0.0  # the held request answers 503; huggingface_hub's retries of it are not held
-
-    threading.Thread(target=down_once_held, daemon=True).start()
-    site = tmp_path / "no-retry-waits"  # huggingface_hub retries a 503 five times, a second or more apart: at once
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import time, types\n"
-        "from huggingface_hub.utils import _http\n"
-        "_http.time = types.SimpleNamespace(**{**vars(time), 'sleep': lambda seconds: None})\n")
-    kept, said = _pull({**env, "PYTHONPATH": f"{site}:{env.get('PYTHONPATH', '')}"}, f"{REPO}:Q8_0")
-    assert kept == first and server.count("GET", f"/api/models/{REPO}") == 2, said
-    assert said.startswith(f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); not checked against the Hub: "
-                           f"the Hugging Face Hub returned a server error (HTTP 503) for {REPO}/{FILE} (hint: the "
-                           "Hub may be down: try again later; "), said
+    repo = server.add_repo(REPO, {FILE: data})  # a new commit, the same file
+    server.head_status = 503
+    asked = server.count(contains="/resolve/")
+    kept, said = _pull(env, f"{REPO}:Q8_0")
+    assert said == f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with the Hub\n"
+    assert kept == first.parent.parent / repo.commit / FILE and kept.resolve().name == repo.sha256(FILE)
+    assert server.count(contains="/resolve/") == asked
 
 
 def test_a_newer_version_that_fails_its_check_as_a_model_leaves_the_copy_it_would_replace(

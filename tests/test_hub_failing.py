@@ -1,6 +1,7 @@
 """The Hub failing (503 to every request, or nothing listening): `localgen pull` of a downloaded model says what it
 can from what is here, as offline; a download whose file's metadata request meets an outage's 503 is retried after
-huggingface_hub's growing waits before it fails."""
+huggingface_hub's growing waits before it fails, where huggingface_hub downloads the file itself (a file localgen
+downloads is linked into its snapshot with no request, which an outage cannot fail)."""
 
 from __future__ import annotations
 
@@ -58,9 +59,11 @@ def test_a_re_pull_of_a_repo_whose_quant_fits_only_at_a_smaller_context_says_so_
 @pytest.mark.parametrize("retry_after", [None, 0])
 def test_a_503_to_a_file_s_metadata_is_retried_after_growing_waits_or_those_retry_after_asks(
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, retry_after: int | None) -> None:
-    """A file downloaded at one commit is asked for at the Hub's next, which has it unchanged: an outage's 503 (no
-    Retry-After) to the request for its metadata there is retried after waits that grow, a rate limit's (Retry-After:
-    0) after even ones, before the pull fails saying the Hub may be down (the waits are noted, not slept)."""
+    """A file that huggingface_hub downloads itself (over the Hub's plain HTTP limit, as a 50 GB file is) downloaded at
+    one commit is asked for at the Hub's next, which has it unchanged: an outage's 503 (no Retry-After) to the request
+    for its metadata there is retried after waits that grow, a rate limit's (Retry-After: 0) after even ones, before
+    the pull fails saying the Hub may be down (the waits are noted, not slept)."""
+    from huggingface_hub import constants
     from huggingface_hub.utils import _http
 
     from localgen import hub
@@ -71,6 +74,7 @@ def test_a_503_to_a_file_s_metadata_is_retried_after_growing_waits_or_those_retr
     hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
     server.add_repo(REPO, {"m-Q8_0.gguf": data})  # a new commit, the same file
     model = hub.find_model(REPO, quant="Q8_0", filename=None)  # listed before the Hub goes down
+    monkeypatch.setattr(constants, "MAX_HTTP_DOWNLOAD_SIZE", len(data) - 1)
     waits: list[float] = []
     monkeypatch.setattr(_http, "time", time_without_sleep(waits))
     server.down, server.retry_after = True, retry_after
@@ -82,3 +86,20 @@ def test_a_503_to_a_file_s_metadata_is_retried_after_growing_waits_or_those_retr
         assert waits == sorted(waits) and waits[0] < waits[-1], waits
     else:
         assert set(waits) == {retry_after + 1}, waits
+
+
+def test_a_file_downloaded_at_one_commit_is_linked_at_the_next_while_the_hub_is_down(hubenv: HubEnv) -> None:
+    """A file downloaded at one commit is asked for at the Hub's next, which has it unchanged: it is linked there with
+    no request, while the Hub answers 503 to every one."""
+    from localgen import hub
+
+    server = hubenv.server
+    data = make_gguf_bytes("q8")
+    server.add_repo(REPO, {"m-Q8_0.gguf": data})
+    (first,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    repo = server.add_repo(REPO, {"m-Q8_0.gguf": data})  # a new commit, the same file
+    model = hub.find_model(REPO, quant="Q8_0", filename=None)  # listed before the Hub goes down
+    server.down = True
+    asked = server.count()
+    assert hub.fetch_model(model, quiet=True) == [first.parent.parent / repo.commit / "m-Q8_0.gguf"]
+    assert server.count() == asked

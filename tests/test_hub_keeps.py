@@ -1,6 +1,7 @@
 """What the Hugging Face cache keeps, against the loopback Hub: a file of the user's that a snapshot entry links to
-outside the cache is never deleted (models rm and a pull remove the link alone), and a verified copy stays until the
-download that replaces it is verified (pull --force)."""
+outside the cache is never deleted (models rm and a pull remove the link alone), a verified copy stays until the
+download that replaces it is verified (pull --force), and a download is linked into its snapshot with no further
+request, which could fail and leave it unseen."""
 
 from __future__ import annotations
 
@@ -121,3 +122,26 @@ def test_ctrl_c_while_a_pull_force_hashes_its_download_keeps_the_verified_copy_t
     assert hub_cache.cached_model(REPO, quant="Q8_0", filename=None) == [path], "still verified"
     assert capsys.readouterr().err.splitlines()[-1] == (f"localgen: the download of {REPO}/{NAME} stopped; the copy "
                                                         "that was there is kept")
+
+
+def test_a_download_is_linked_into_the_snapshot_without_asking_the_hub_again(hubenv: HubEnv) -> None:
+    """The Hub's metadata (HEAD) failing while its downloads work: the file downloaded is linked, and found."""
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8", 1 << 20)})
+    hubenv.server.head_status = 500
+    (path,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    assert hubenv.server.count("HEAD") == 0
+    assert os.readlink(path) == f"../../blobs/{repo.sha256(NAME)}" and file_sha256(path) == repo.sha256(NAME)
+    assert hub_cache.cached_model(REPO, quant="Q8_0", filename=None) == [path]
+
+
+def test_a_blob_a_pull_left_unlinked_is_linked_by_the_next_without_asking_the_hub_about_it(
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    (path,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    path.unlink()  # the blob alone, as a pull whose link failed left it
+    hubenv.server.head_status = 500
+    capsys.readouterr()
+    assert hub.download_model(REPO, quant="Q8_0", filename=None) == [path]
+    assert capsys.readouterr().err == f"localgen: {REPO}/{NAME} (64.0 KiB) already in the cache, sha256 verified\n"
+    assert hubenv.server.count("HEAD") == 0 and hubenv.server.count("GET", f"/{NAME}") == 1, "the first pull's GET"
+    assert os.readlink(path) == f"../../blobs/{repo.sha256(NAME)}"
