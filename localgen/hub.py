@@ -39,7 +39,7 @@ from localgen.hub_cache import (
     save_listing,
 )
 from localgen.hub_choice import choose_model, lookalikes, quant_of, shard_of
-from localgen.hub_entry_data import outside_cache
+from localgen.hub_entry_data import users_file_behind
 from localgen.hub_errors import map_hub_error, offline_error, timed_out
 from localgen.hub_logs import HubLogNote, quiet_hub_logs
 from localgen.hub_resume import Fetched, PartClaim, fetch_blob, resumable
@@ -330,7 +330,7 @@ def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, p
     link to a file of the user's outside the cache, the link alone is replaced, by the blob where that is there)."""
     cached = not force and is_cached(model, f)
     got = _hf_download(model, f, force=force, display=display, cached=cached)
-    mine = outside_cache(got.path) if cached else None
+    mine = users_file_behind(got.path) if cached else None
     try:
         verify_download(got.path, f, display, pin, hashed=got.sha256)
     except HubError:

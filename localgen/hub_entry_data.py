@@ -1,8 +1,9 @@
 """The data behind a snapshot entry of the Hugging Face cache, and what of it localgen may delete.
 
 A snapshot entry (snapshots/COMMIT/FILE) links to its repo's blob (blobs/ETAG), which may link on to Xet's
-cache-wide shared store; all of that is the cache's. A user may link an entry to a file of their own elsewhere (a
-fine-tune, a copy on another disk): that file is theirs, and removing or replacing the entry removes the link alone.
+cache-wide shared store; all of that is the cache's, wherever the repo folder really is (one moved to another disk and
+linked back is still the cache's). A user may link an entry to a file of their own elsewhere (a fine-tune, a copy on
+another disk): that file is theirs, and removing or replacing the entry removes the link alone.
 """
 
 from __future__ import annotations
@@ -20,27 +21,40 @@ def in_cache(path: Path) -> bool:
     return (Path(os.path.realpath(path.parent)) / path.name).is_relative_to(hub_cache_dir())
 
 
+def links_to_repo_blob(entry: Path) -> bool:
+    """Whether a snapshot entry is a link into its own repo's blobs folder, judged by where both really are (a repo
+    folder linked in from another disk included), not by where the link leads beyond that blob."""
+    cache = hub_cache_dir()
+    repo_folder = next((folder for folder in entry.parents if folder.parent == cache), None)
+    if repo_folder is None or not entry.is_symlink():
+        return False
+    target_folder = Path(os.path.realpath(entry.parent / os.path.dirname(os.readlink(entry))))
+    return target_folder.is_relative_to(os.path.realpath(repo_folder / "blobs"))
+
+
 def data_behind(entry: Path) -> list[Path]:
     """The cache's own data a snapshot entry links to: its repo blob and, where that blob is a link itself (Xet's
-    shared store), the file behind it; never a file outside the cache (none for an entry that is no link)."""
-    if not entry.is_symlink() or not in_cache(blob := blob_of(entry)):
+    shared store), the file behind it; never a file of the user's (none for an entry that is no link)."""
+    if not links_to_repo_blob(entry):
         return []
+    blob = blob_of(entry)
     real = Path(os.path.realpath(blob))
     return [blob, real] if blob.is_symlink() and real != blob and in_cache(real) else [blob]
 
 
-def outside_cache(entry: Path) -> Path | None:
-    """The file outside the Hugging Face cache that a snapshot entry leads to (a user's own, linked in), or None."""
-    if not entry.is_symlink():
+def users_file_behind(entry: Path) -> Path | None:
+    """The file of the user's that a snapshot entry links to in place of a blob of its repo (their own, linked in
+    from outside the cache), or None."""
+    if not entry.is_symlink() or links_to_repo_blob(entry):
         return None
     real = Path(os.path.realpath(entry))
-    return real if real.exists() and not in_cache(real) else None
+    return real if real.exists() else None
 
 
 def discard_cached_file(pointer: Path) -> Path | None:
     """Delete a cached file completely: its snapshot entry, its repo blob, and a shared blob behind it; where the
-    entry leads to a file outside the cache, only the link goes, and that file, kept, is returned."""
-    outside = outside_cache(pointer)
+    entry leads to a file of the user's, only the link goes, and that file, kept, is returned."""
+    users_file = users_file_behind(pointer)
     for target in [pointer, *data_behind(pointer)]:
         try:
             target.unlink()
@@ -49,4 +63,4 @@ def discard_cached_file(pointer: Path) -> Path | None:
         except OSError as exc:  # a read-only cache: the bad file cannot go, and must not be used
             raise LocalgenError(f"cannot delete the bad download {target}: {exc.strerror or exc}",
                                 hint="delete it by hand, or check the permissions of the Hugging Face cache") from exc
-    return outside
+    return users_file

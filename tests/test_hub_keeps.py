@@ -52,6 +52,46 @@ def test_models_rm_of_a_model_linked_to_a_file_outside_the_cache_removes_the_lin
     assert hubenv.snapshot_files(REPO) == [] and not (hubenv.hf_cache / "models--org--m-GGUF").exists()
 
 
+def _repo_folder_moved_and_linked_back(hubenv: HubEnv) -> tuple[Path, Path]:
+    """Pull REPO, then move its repo folder to another disk and link it back, as one moves big models; the snapshot
+    entry, and the repo folder where it is now."""
+    (entry,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    folder = hubenv.hf_cache / "models--org--m-GGUF"
+    moved = hubenv.tmp_path / "bigdisk" / folder.name
+    moved.parent.mkdir()
+    shutil.move(folder, moved)
+    folder.symlink_to(moved)
+    return entry, moved
+
+
+def test_models_rm_of_a_model_whose_repo_folder_is_linked_in_from_another_disk_frees_its_blob(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    _entry, moved = _repo_folder_moved_and_linked_back(hubenv)
+    removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)
+    assert removed.returncode == 0, removed.err
+    assert removed.err == f"localgen: removed {REPO}:Q8_0: freed 64.0 KiB\n"
+    assert [p for p in moved.rglob("*") if p.is_file()] == []
+
+
+def test_a_pull_downloads_again_a_corrupt_blob_of_a_repo_folder_linked_in_from_another_disk(
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    from localgen.verify import forget_verified
+
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    entry, moved = _repo_folder_moved_and_linked_back(hubenv)
+    blob = moved / "blobs" / repo.sha256(NAME)
+    damaged = bytearray(blob.read_bytes())
+    damaged[-1] ^= 1
+    blob.write_bytes(bytes(damaged))
+    forget_verified(entry)
+    capsys.readouterr()
+    gets = hubenv.server.count("GET", f"/{NAME}")
+    assert hub.download_model(REPO, quant="Q8_0", filename=None) == [entry]
+    assert capsys.readouterr().err.splitlines()[-1].startswith(f"localgen: downloaded {REPO}/{NAME} (64.0 KiB) in ")
+    assert hubenv.server.count("GET", f"/{NAME}") == gets + 1
+    assert file_sha256(blob) == repo.sha256(NAME) and os.path.realpath(entry) == str(blob)
+
+
 @pytest.mark.parametrize("blob_too", [False, True], ids=["blob kept", "blob deleted"])
 def test_a_pull_replaces_a_link_to_a_file_of_one_s_own_that_is_not_the_hub_s_and_keeps_the_file(
         hubenv: HubEnv, capsys: pytest.CaptureFixture[str], blob_too: bool) -> None:
