@@ -315,7 +315,7 @@ Source = Literal["cached", "downloaded", "elsewhere"]  # where a file came from:
 
 
 @dataclass(frozen=True)
-class _Got:
+class FetchedFile:
     """A file of the model in the cache: its path, where it came from, the bytes received now, and the sha256 its
     bytes were checked to have as they came (None: not checked yet)."""
 
@@ -325,12 +325,16 @@ class _Got:
     sha256: str | None = None
 
 
-def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, pin: Pin | None) -> _Got:
+def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, pin: Pin | None) -> FetchedFile:
     """One file: download unless cached, then verify; a cached copy that fails is fetched again once (where it was a
-    link to a file of the user's outside the cache, the link alone is replaced, by the blob where that is there)."""
+    link to a file of the user's outside the cache, the link alone is replaced, by the blob where that is there, as
+    pull --force replaces it)."""
     cached = not force and is_cached(model, f)
+    mine = users_file_behind(pointer_path(model.repo, model.revision, f.filename))
     got = _hf_download(model, f, force=force, display=display, cached=cached)
-    mine = users_file_behind(got.path) if cached else None
+    if force and mine is not None and users_file_behind(got.path) is None:
+        display.notes_after.append(f"localgen: {got.path} led to {mine}; it leads to the Hub's {f.repo}/{f.filename} "
+                                   f"now, and {mine} is left as it was")
     try:
         verify_download(got.path, f, display, pin, hashed=got.sha256)
     except HubError:
@@ -344,7 +348,7 @@ def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, p
     return got
 
 
-def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, cached: bool) -> _Got:
+def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, cached: bool) -> FetchedFile:
     """Download one file at the model's commit and link it into the snapshot (hub_resume.py, which checks it before it
     replaces a copy and links it with no further request; hf_hub_download, a file over the Hub's plain HTTP limit),
     with progress (following another download of it while waiting on its lock); errors become HubError."""
@@ -385,12 +389,12 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
         raise
     display.end_file()
     if own is not None and fetched is not None:
-        return _Got(path, "downloaded", fetched.received, fetched.sha256)
+        return FetchedFile(path, "downloaded", fetched.received, fetched.sha256)
     if own is not None:
-        return _Got(path, "cached" if cached else "elsewhere")
+        return FetchedFile(path, "cached" if cached else "elsewhere")
     if cached or not (bar.opened or waiting or partial.seen):
-        return _Got(path, "cached")  # or linked from huggingface_hub's shared store of blobs
-    return _Got(path, "downloaded", f.size) if bar.opened else _Got(path, "elsewhere")
+        return FetchedFile(path, "cached")  # or linked from huggingface_hub's shared store of blobs
+    return FetchedFile(path, "downloaded", f.size) if bar.opened else FetchedFile(path, "elsewhere")
 
 
 def _left_after_stop(model: HubModel, f: HubFile, blob: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -55,10 +55,12 @@ class PartClaim:
 
 @dataclass(frozen=True)
 class Fetched:
-    """A blob downloaded and checked: the bytes received now, and the sha256 they were checked to have."""
+    """A blob downloaded and checked: the bytes received now, the sha256 they were checked to have (None where the
+    snapshot entry is not the file checked, whose bytes must be hashed), and that file's (device, inode)."""
 
     received: int
-    sha256: str
+    sha256: str | None
+    file_id: tuple[int, int]
 
 
 def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display,
@@ -66,7 +68,7 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
     """Download a file into blobs/etag unless it is there (force: even so), then link it into the snapshot at the
     commit, with no request to the Hub beyond the download's. None when the blob was there once the lock was taken
     (cached, or another download finished it while this one waited). claim.writing says, should it stop, whether the
-    partial copy is this download's."""
+    partial copy is this download's; the sha256 checked is given only where the entry is the blob checked."""
     from huggingface_hub.utils import WeakFileLock
 
     blobs, lock = blobs_dir(repo), blob_lock_path(repo, etag)
@@ -77,8 +79,20 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
         if force or not (blobs / etag).is_file():
             claim.writing = True
             fetched = _download(repo, revision, f, etag, fresh=force, display=display)
-        link_into_snapshot(pointer_path(repo, revision, f.filename), blobs / etag, new_blob=fetched is not None)
+        pointer = pointer_path(repo, revision, f.filename)
+        link_into_snapshot(pointer, blobs / etag, new_blob=fetched is not None)
+    if fetched is not None and _file_id(pointer) != fetched.file_id:
+        return replace(fetched, sha256=None)
     return fetched
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of the file a path leads to, or None where it leads to none."""
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
 
 
 def _download(repo: str, revision: str, f: HubFile, etag: str, *, fresh: bool, display: Display) -> Fetched:
@@ -100,7 +114,8 @@ def _download(repo: str, revision: str, f: HubFile, etag: str, *, fresh: bool, d
         raise
     os.replace(partial, blobs / etag)
     fsync_folder(blobs)
-    return Fetched(received, sha256)
+    status = (blobs / etag).stat()
+    return Fetched(received, sha256, (status.st_dev, status.st_ino))
 
 
 def link_into_snapshot(pointer: Path, blob: Path, *, new_blob: bool) -> None:

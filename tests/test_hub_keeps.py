@@ -124,6 +124,36 @@ def test_a_pull_takes_a_linked_file_of_one_s_own_that_is_the_hub_s_once_it_hashe
     assert capsys.readouterr().err == f"localgen: {REPO}/{NAME} (64.0 KiB) already in the cache, sha256 verified\n"
 
 
+def test_a_pull_force_puts_the_hub_s_file_in_place_of_a_link_to_a_file_of_one_s_own_and_keeps_the_file(
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    mine = _linked_to_a_file_of_one_s_own(hubenv, make_gguf_bytes("finetune"))  # a model, but not the Hub's
+    kept = mine.read_bytes()
+    capsys.readouterr()
+    (path,) = hub.download_model(REPO, quant="Q8_0", filename=None, force=True)
+    assert mine.read_bytes() == kept
+    assert os.readlink(path) == f"../../blobs/{repo.sha256(NAME)}" and file_sha256(path) == repo.sha256(NAME)
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2] == (f"localgen: {path} led to {mine}; it leads to the Hub's {REPO}/{NAME} now, and {mine} is left "
+                       "as it was"), err
+    assert err[-1].startswith(f"localgen: downloaded {REPO}/{NAME} (64.0 KiB) in "), err
+    assert hub_cache.cached_model(REPO, quant="Q8_0", filename=None) == [path], "the Hub's file, verified, offline"
+
+
+def test_a_download_s_checksum_vouches_only_for_a_snapshot_entry_that_is_the_file_checked(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import hub_resume
+    from localgen.verify import recorded_sha256
+
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    mine = _linked_to_a_file_of_one_s_own(hubenv, make_gguf_bytes("finetune"))
+    monkeypatch.setattr(hub_resume, "link_into_snapshot", lambda *args, **kwargs: None)  # an entry left as it was
+    with pytest.raises(HubError) as info:
+        hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True, force=True)
+    assert info.value.message.endswith(f"; the link to {mine} was removed, and that file is left as it was")
+    assert recorded_sha256(mine) is None and mine.read_bytes() == make_gguf_bytes("finetune")
+
+
 @pytest.mark.parametrize("links", [True, False], ids=["links", "copies"])
 def test_a_pull_force_whose_download_fails_its_checksum_keeps_the_verified_copy_that_was_there(
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, links: bool) -> None:
