@@ -317,9 +317,10 @@ def tqdm_adapter(display: Display) -> type:
     return _Bar
 
 
-def print_summary(model: HubModel, downloaded: int, seconds: float, *, fetched_elsewhere: bool = False) -> None:
-    """One line on stderr: what was downloaded (by this process, or by another it waited on), how big, how fast,
-    verified."""
+def print_summary(model: HubModel, downloaded: int, seconds: float, *, fetched_elsewhere: bool = False,
+                  received_before: bool = False) -> None:
+    """One line on stderr: what was downloaded (by this process, by another it waited on, or by one that stopped
+    before it checked what it had received in full), how big, how fast, verified."""
     first = model.files[0].filename
     what = first if len(model.files) == 1 else f"{first} and {counted(len(model.files) - 1, 'more shard')}"
     checks = "sha256 verified" if all(f.sha256 for f in model.files) else "checksums verified"
@@ -330,6 +331,8 @@ def print_summary(model: HubModel, downloaded: int, seconds: float, *, fetched_e
         line = f"downloaded {model.repo}/{what} ({binary_size(model.size)}) in {took(downloaded, seconds)}, {checks}"
     elif fetched_elsewhere:
         line = f"{model.repo}/{what} ({binary_size(model.size)}) downloaded by another process, {checks}"
+    elif received_before:
+        line = f"{model.repo}/{what} ({binary_size(model.size)}) received in full by the pull that stopped, {checks}"
     else:
         line = f"{model.repo}/{what} ({binary_size(model.size)}) already in the cache, {checks}"
     print(f"localgen: {line}", file=sys.stderr, flush=True)

@@ -260,7 +260,7 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     display = download_progress.open_display(model, show=show_progress, source=hub_endpoint())
     started = time.monotonic()
     downloaded = 0
-    fetched_elsewhere = False
+    fetched_elsewhere = received_before = False
     paths: list[Path] = []
     try:
         with display:
@@ -268,6 +268,7 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
                 got = _fetch_file(model, f, force=force, display=display, pin=pin if f is first else None)
                 downloaded += got.received
                 fetched_elsewhere |= got.source == "elsewhere"
+                received_before |= got.source == "received before"
                 paths.append(got.path)
     finally:
         for note in display.notes_after:  # below the bars' last drawing, not above it
@@ -276,7 +277,7 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
         check_shards_agree(paths)
     if not quiet:
         download_progress.print_summary(model, downloaded, time.monotonic() - started,
-                                        fetched_elsewhere=fetched_elsewhere)
+                                        fetched_elsewhere=fetched_elsewhere, received_before=received_before)
     return paths
 
 
@@ -311,7 +312,8 @@ def is_cached(model: HubModel, f: HubFile) -> bool:
     return pointer_path(model.repo, model.revision, f.filename).is_file() or (blob is not None and blob.is_file())
 
 
-Source = Literal["cached", "downloaded", "elsewhere"]  # where a file came from: "elsewhere" is another download
+Source = Literal["cached", "downloaded", "elsewhere", "received before"]  # where a file came from: "elsewhere" is
+# another download, "received before" a download that stopped before it checked the bytes it had received in full
 
 
 @dataclass(frozen=True)
@@ -361,10 +363,11 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
                               "cache_dir": str(hub_cache_dir()), "force_download": force, "tqdm_class": bar}
     blob = f.sha256 or f.blob_id
     waiting = not cached and blob is not None and download_running(model.repo, blob) is True
-    display.begin_file(f, cached=cached, waiting=waiting)
+    own = blob if resumable(f) else None  # the blob localgen fetches (where it is not there) and links itself
+    kept_whole = own is not None and 0 < f.size == partial_size(model.repo, own)  # a stopped download's: nothing to get
+    display.begin_file(f, cached=cached or (kept_whole and not (force or waiting)), waiting=waiting)
     watch = contextlib.nullcontext(download_progress.PartialCopies()) if cached else (
         download_progress.poll_incomplete(blobs_dir(model.repo), blob, display))
-    own = blob if resumable(f) else None  # the blob localgen fetches (where it is not there) and links itself
     pointer = pointer_path(model.repo, model.revision, f.filename)
     claim = PartClaim()
     fetched: Fetched | None = None  # None: not fetched now (cached, or another download fetched it meanwhile)
@@ -382,14 +385,15 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
         error = hub_request_error(exc, repo=model.repo, filename=f.filename)
         if note is not None and note.retries and timed_out(exc):
             error.message = _stalled_message(f"{model.repo}/{f.filename}")
-        raise _kept_part_said(error, model.repo, ours) from exc
+        raise _kept_part_said(error, model.repo, ours, f.size) from exc
     except BaseException:  # Ctrl-C, or a signal that ends localgen
         if own is not None and claim.writing and (said := _left_after_stop(model, f, own)):
             display.notes_after.append(f"localgen: the download of {model.repo}/{f.filename} stopped; {said}")
         raise
     display.end_file()
     if own is not None and fetched is not None:
-        return FetchedFile(path, "downloaded", fetched.received, fetched.sha256)
+        source: Source = "received before" if fetched.received_before else "downloaded"
+        return FetchedFile(path, source, fetched.received, fetched.sha256)
     if own is not None:
         return FetchedFile(path, "cached" if cached else "elsewhere")
     if cached or not (bar.opened or waiting or partial.seen):
@@ -398,10 +402,10 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
 
 
 def _left_after_stop(model: HubModel, f: HubFile, blob: str) -> str:
-    """What a download of a file that stopped left: the part received, which the next pull resumes, or the copy that
-    was there (a pull --force's); "" for neither."""
+    """What a download of a file that stopped left: the part received, which the next pull resumes (or checks, where
+    it is whole), or the copy that was there (a pull --force's); "" for neither."""
     if kept := partial_size(model.repo, blob):
-        return f"the {binary_size(kept)} received are kept, and the next pull resumes from there"
+        return _part_kept(kept, f.size, ", and ")
     return "the copy that was there is kept" if is_cached(model, f) else ""
 
 
@@ -414,10 +418,18 @@ def _stalled_message(what: str) -> str:
             f"{constants.HF_HUB_DOWNLOAD_TIMEOUT:g} s, and nothing when asked again")
 
 
-def _kept_part_said(error: LocalgenError, repo: str, blob: str | None) -> LocalgenError:
-    """A download's error, its hint saying that the part received is kept for the next pull to resume."""
+def _kept_part_said(error: LocalgenError, repo: str, blob: str | None, size: int) -> LocalgenError:
+    """A download's error, its hint saying that the part received is kept for the next pull to resume (or check)."""
     kept = partial_size(repo, blob) if blob else 0
     if kept:
-        note = f"the {binary_size(kept)} received are kept: the next pull resumes from there"
+        note = _part_kept(kept, size, ": ")
         error.hint = f"{error.hint}; {note}" if error.hint else note
     return error
+
+
+def _part_kept(kept: int, size: int, joiner: str) -> str:
+    """The part a stopped download kept of a file of size bytes, and (after joiner) what the next pull does with it:
+    resumes from it, or checks it with no download where the whole file was received."""
+    if kept == size:
+        return f"all {binary_size(kept)} were received and are kept{joiner}the next pull checks them, with no download"
+    return f"the {binary_size(kept)} received are kept{joiner}the next pull resumes from there"

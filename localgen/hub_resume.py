@@ -56,11 +56,13 @@ class PartClaim:
 @dataclass(frozen=True)
 class Fetched:
     """A blob downloaded and checked: the bytes received now, the sha256 they were checked to have (None where the
-    snapshot entry is not the file checked, whose bytes must be hashed), and that file's (device, inode)."""
+    snapshot entry is not the file checked, whose bytes must be hashed), that file's (device, inode), and whether a
+    download that stopped before checking them had received them all."""
 
     received: int
     sha256: str | None
     file_id: tuple[int, int]
+    received_before: bool = False
 
 
 def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display,
@@ -104,7 +106,8 @@ def _download(repo: str, revision: str, f: HubFile, etag: str, *, fresh: bool, d
     there = (blobs / etag).is_file() or pointer_path(repo, revision, f.filename).is_file()  # what force replaces
     try:
         with _opened(partial, fresh=fresh, size=f.size) as handle:
-            received = _get(repo, revision, f, handle, display)
+            received_before = 0 < f.size == handle.tell()  # a download stopped as it checked them: nothing to get
+            received = 0 if received_before else _get(repo, revision, f, handle, display)
             fsync_file(handle)  # the verification marker, written durably next, must not outlive these bytes
         sha256 = _checked(partial, f, display, there=there)
     except BaseException:
@@ -115,7 +118,7 @@ def _download(repo: str, revision: str, f: HubFile, etag: str, *, fresh: bool, d
     os.replace(partial, blobs / etag)
     fsync_folder(blobs)
     status = (blobs / etag).stat()
-    return Fetched(received, sha256, (status.st_dev, status.st_ino))
+    return Fetched(received, sha256, (status.st_dev, status.st_ino), received_before)
 
 
 def link_into_snapshot(pointer: Path, blob: Path, *, new_blob: bool) -> None:

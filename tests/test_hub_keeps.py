@@ -194,6 +194,30 @@ def test_ctrl_c_while_a_pull_force_hashes_its_download_keeps_the_verified_copy_t
                                                         "that was there is kept")
 
 
+def test_a_download_received_whole_and_stopped_as_it_was_hashed_is_checked_by_the_next_pull_with_no_download(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from localgen import hub_verify
+
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+
+    def interrupted(file: Path) -> str:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:  # Ctrl-C as the first download is hashed
+        patch.setattr(hub_verify, "sha256_file", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            hub.download_model(REPO, quant="Q8_0", filename=None)
+    assert capsys.readouterr().err.splitlines()[-1] == (f"localgen: the download of {REPO}/{NAME} stopped; all 64.0 "
+                                                        "KiB were received and are kept, and the next pull checks "
+                                                        "them, with no download")
+    gets = hubenv.server.count("GET", f"/{NAME}")
+    (path,) = hub.download_model(REPO, quant="Q8_0", filename=None)
+    assert capsys.readouterr().err == (f"localgen: {REPO}/{NAME} (64.0 KiB) received in full by the pull that stopped, "
+                                       "sha256 verified\n")
+    assert hubenv.server.count("GET", f"/{NAME}") == gets and hubenv.incomplete_files() == []
+    assert file_sha256(path) == repo.sha256(NAME)
+
+
 def test_a_download_is_linked_into_the_snapshot_without_asking_the_hub_again(hubenv: HubEnv) -> None:
     """The Hub's metadata (HEAD) failing while its downloads work: the file downloaded is linked, and found."""
     repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8", 1 << 20)})
