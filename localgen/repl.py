@@ -73,6 +73,7 @@ class Repl:
                  stats: bool = False, prefill_while_typing: bool = True, system_note: str | None = None,
                  unsaveable: bool = False, wrap: bool = True) -> None:
         self.session = session
+        session.in_chat = True  # a context too small for a message is helped by a restart with a larger one
         self.resumed = resumed
         self._system_note = system_note  # -s replacing a resumed conversation's system prompt
         # a TERM=dumb terminal (Emacs' shell) shows escapes as text: no live Markdown redraws, and no recalled or

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import shlex
 from typing import TYPE_CHECKING
 
 from localgen.chat import Message
@@ -27,6 +28,7 @@ class ContextRoom:
     limits: GenerationLimits
     conversation: Conversation
     keep_saved_settings: bool  # a run's session: its options hold for that run only
+    in_chat = False  # the chat's prompt reads its messages (Repl sets it): its context is set until it starts again
 
     def _count(self, messages: list[Message]) -> int:
         """Tokens a conversation takes once rendered (ChatSession's)."""
@@ -62,16 +64,19 @@ class ContextRoom:
     def _larger_context_help(self, prompt_tokens: int | None, *, counted: bool = True) -> str | None:
         """The help a prompt too long for the context gets where the model allows a larger one that may hold it (the
         --ctx-size that does, where its prompt_tokens are counted), else None; prompt_tokens: counted, or (counted
-        False) at least so many, or None where not known."""
+        False) at least so many, or None where not known. Once the chat reads messages (in_chat), the context is
+        the one it started with: the help is the command that starts it again with a larger one."""
         engine = self.loaded.engine
         most = engine.n_ctx_train
         if engine.n_ctx >= most or (prompt_tokens is not None and self._budget_at(most) < prompt_tokens):
             return None  # not even the model's largest context holds it: no use suggesting one
         now = f"up to {most:,} for this model; it is {engine.n_ctx:,} now"
-        if prompt_tokens is None or not counted:
-            return f"a larger --ctx-size ({now})"
-        needed = next(n for n in itertools.count(prompt_tokens) if self._budget_at(n) >= prompt_tokens)
-        return f"--ctx-size {needed} or more ({now})"
+        needed = None
+        if prompt_tokens is not None and counted:
+            needed = next(n for n in itertools.count(prompt_tokens) if self._budget_at(n) >= prompt_tokens)
+        if self.in_chat:
+            return f"{_restart_command(self.conversation, needed)} ({now})"
+        return f"a larger --ctx-size ({now})" if needed is None else f"--ctx-size {needed} or more ({now})"
 
     def _system_room(self, text: str | None) -> tuple[str, int | None] | None:
         """Why the system prompt text (None: the chat template's own, where it has one) leaves no room for a message
@@ -164,3 +169,16 @@ class ContextRoom:
         helps = self._room_helps(planned.system, whole)
         return ContextOverflowError(f"this message takes {counted(max(whole - fixed, 1), 'token')}, but {problem}",
                                     hint="; ".join(helps) if helps else None)
+
+
+def _restart_command(conversation: Conversation, needed: int | None) -> str:
+    """A larger context for a chat, which takes one as it starts: the command that goes on with its conversation (as
+    the chat's closing note gives it) with one of needed tokens (None: not counted), or where the conversation is not
+    saved, that starts a chat of its model with one."""
+    size = "SIZE" if needed is None else str(needed)
+    if conversation.on_disk:
+        command = f"localgen chat --resume {shlex.quote(conversation.name)} -c {size}"
+    else:
+        model = f" -m {shlex.quote(conversation.model)}" if conversation.model else ""
+        command = f"localgen chat{model} -c {size}"
+    return f"{'a larger context' if needed is None else f'a context of {needed:,} or more'}: /exit, then `{command}`"

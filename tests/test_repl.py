@@ -822,8 +822,9 @@ def test_a_context_too_small_for_the_template_s_own_system_prompt_is_said_as_the
     try:
         started = " ".join(chat.transcript.getvalue().split())
         assert re.search(r"localgen: warning: the chat template's own system prompt with its markup takes \d+ tokens, "
-                         r"and the context leaves 12 for the whole conversation, so no message fits: --ctx-size \d+ "
-                         r"or more \(up to 8,192 for this model; it is 16 now\)", started), started
+                         r"and the context leaves 12 for the whole conversation, so no message fits: a context of \d+ "
+                         r"or more: /exit, then `localgen chat -m smollm2-135m -c \d+` \(up to 8,192 for this model; "
+                         r"it is 16 now\)", started), started
         said = " ".join(chat.command_words("hi", "16 now))").split())
         assert "error: this message takes 1 token, but the chat template's own system prompt with its markup takes" \
             in said, said
@@ -916,6 +917,26 @@ def test_chat_f_makes_room_in_the_context_for_its_files_as_run_does(home: Path, 
     n_ctx = int(re.search(r"context: ([\d,]+) tokens", shown)[1].replace(",", ""))  # type: ignore[index]
     assert 3000 < n_ctx <= 8192, shown
     assert chat.quit() == 0
+
+
+def test_a_message_too_long_for_the_chat_s_context_is_helped_by_the_command_that_resumes_it_with_a_larger_one(
+        home: Path) -> None:
+    """In a chat, whose context is set as it starts, the help names the restart that takes a larger one (the exit
+    note's --resume NAME, with -c), not --ctx-size, which a chat cannot change; its numbers are written alike."""
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "8", "--ctx-size", "256")
+    long = "Count these words: " + "word " * 300
+    said = " ".join(chat.command_words(long, "it is 256 now))").split())
+    assert "/exit, then `localgen chat -m smollm2-135m -c " in said, said  # not saved yet: a new chat of its model
+    name = chat.ask("Say hi.")["name"]
+    said = " ".join(chat.command_words(long, "it is 256 now))").split())
+    found = re.search(r"needs ([\d,]+) tokens .*; a context of ([\d,]+) or more: /exit, then `localgen chat --resume "
+                      r"(\S+) -c (\d+)` \(up to 8,192 for this model; it is 256 now\)\)", said)
+    assert found and found[3] == name and found[2] == f"{int(found[4]):,}" and "--ctx-size" not in said, said
+    assert int(found[4]) > int(found[1].replace(",", "")) > 256
+    assert chat.quit() == 0
+    resumed = Chat(home, "--resume", name, "-c", found[4], "--no-markdown", "-n", "8")
+    assert resumed.ask(long)["turns"][-1]["user"] == long.strip()
+    assert resumed.quit() == 0
 
 
 def test_an_attachment_too_big_for_the_context_can_be_dropped(home: Path, tmp_path: Path) -> None:
