@@ -23,6 +23,7 @@ from localgen.errors import LocalgenError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
 from localgen.input_text import argument_text
 from localgen.prefill_ahead import PrefillWhileTyping
+from localgen.repl_echo import TAB_STOP, TallInputEcho
 from localgen.repl_editor import MessageEditor
 from localgen.repl_input import (
     PROMPT,
@@ -47,7 +48,6 @@ from localgen.signals import ANSWER_ENDING_SIGNALS, SignalExit, StopOnSignal
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 from localgen.units import counted
 
-TAB_STOP = 8  # as terminals show tabs
 LEAVING_HINT = "Ctrl-D or /exit to quit"  # said for a Ctrl-C at an empty prompt
 
 
@@ -103,6 +103,8 @@ class Repl:
         # a terminal that never says where its cursor is (a serial console, some web terminals) only goes without
         # the bottom toolbar: no "WARNING: your terminal doesn't support cursor position requests (CPR)."
         self._prompt.app.renderer.cpr_not_supported_callback = None
+        self._echo = (TallInputEcho(self._prompt.app, PROMPT, lambda: self._prompt.default_buffer.text)
+                      if self._escapes else None)  # (a dumb terminal's prompt draws every line)
         self._ahead = PrefillWhileTyping(session.prefill_ahead) if prefill_while_typing else None
         self._prompt.default_buffer.on_text_changed += self._text_changed
 
@@ -202,6 +204,8 @@ class Repl:
                 self._ahead.arm()
             with signals_end_the_prompt(self._prompt.app):  # not raised inside prompt-toolkit's tasks
                 line = self._prompt.prompt(PROMPT)
+            if self._echo is not None:
+                self._echo.write(line)
             if isinstance(self._history, SafeFileHistory):
                 self._history.sent(line)
         except KeyboardInterrupt:  # clears the line, kept for Up; on an empty one, says how to leave (as Ollama)

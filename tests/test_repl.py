@@ -34,20 +34,21 @@ LONG_QUESTION = "Write a very long story about a dragon who loves books."
 PREFILL_STATUS = re.compile(r"reading(?: the prompt)?: [\d,]+/[\d,]+(?: tokens)? \(\d+%\)")  # no answer yet
 
 
-def _env(home: Path, *, cpr: bool = False, columns: int = 100) -> dict[str, str]:
+def _env(home: Path, *, cpr: bool = False, columns: int = 100, rows: int = 30) -> dict[str, str]:
     """The environment of a chat under test: its data in home, a fixed terminal size; cpr: prompt-toolkit asks
     where the cursor is (the test answers), as it must to draw the bottom toolbar."""
     env = {**os.environ, "LOCALGEN_HOME": str(home), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
-           "COLUMNS": str(columns), "LINES": "30"}
+           "COLUMNS": str(columns), "LINES": str(rows)}
     if cpr:
         del env["PROMPT_TOOLKIT_NO_CPR"]
     return env
 
 
-def spawn_chat(home: Path, *args: str, cwd: Path = REPO_ROOT, cpr: bool = False, columns: int = 100) -> pexpect.spawn:
-    """Start `localgen chat ARGS` in a pty of 30 rows and the given columns, with its data in home."""
-    return spawn_localgen("chat", *args, cwd=cwd, env=_env(home, cpr=cpr, columns=columns), encoding="utf-8",
-                          codec_errors="replace", timeout=TIMEOUT, dimensions=(30, columns))
+def spawn_chat(home: Path, *args: str, cwd: Path = REPO_ROOT, cpr: bool = False, columns: int = 100,
+               rows: int = 30) -> pexpect.spawn:
+    """Start `localgen chat ARGS` in a pty of the given rows and columns, with its data in home."""
+    return spawn_localgen("chat", *args, cwd=cwd, env=_env(home, cpr=cpr, columns=columns, rows=rows),
+                          encoding="utf-8", codec_errors="replace", timeout=TIMEOUT, dimensions=(rows, columns))
 
 
 def spawn_in_shell(home: Path, *args: str) -> pexpect.spawn:
@@ -64,12 +65,12 @@ class Chat:
     """A running `localgen chat` in a pty, with helpers to wait on its autosaved conversation."""
 
     def __init__(self, home: Path, *args: str, cwd: Path = REPO_ROOT, in_shell: bool = False,
-                 cpr: bool = False, columns: int = 100, wait_for_prompt: bool = True) -> None:
+                 cpr: bool = False, columns: int = 100, rows: int = 30, wait_for_prompt: bool = True) -> None:
         """Start the chat and, unless wait_for_prompt is False (the test waits for something said first), wait for
         its first prompt."""
         self.home = home
         self.child = (spawn_in_shell(home, *args) if in_shell else
-                      spawn_chat(home, *args, cwd=cwd, cpr=cpr, columns=columns))
+                      spawn_chat(home, *args, cwd=cwd, cpr=cpr, columns=columns, rows=rows))
         self.transcript = io.StringIO()
         self.child.logfile_read = self.transcript
         if wait_for_prompt:
