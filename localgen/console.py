@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
-from localgen.control_chars import TerminalSafePieces
+from localgen.control_chars import TerminalSafePieces, terminal_safe
 from localgen.errors import LocalgenError
 from localgen.events import Event, Finished, PrefillProgress
 from localgen.signals import SignalExit, interrupt_line_ended, interrupt_line_is_ended
@@ -261,11 +261,14 @@ def status_width() -> int:
 
 
 def say(message: str) -> None:
-    """A status line on stderr, its lines broken between words on a terminal, never inside a command it names
-    (best effort: a stderr that cannot be written must not fail the command)."""
+    """A status line on stderr, its lines broken between words on a terminal, never inside a command it names, and
+    the control characters of what it quotes (a model file's text, a system prompt) shown there, not obeyed (best
+    effort: a stderr that cannot be written must not fail the command)."""
     try:
+        text = without_surrogates(message)
+        text = terminal_safe(text) if _is_terminal(sys.stderr) else text  # a pipe or a file gets it as it is
         wrap = WordWrap(terminal_width(sys.stderr), wide_breaks=False, keep_whole=True)  # a path, a command whole
-        _write_whole(sys.stderr, wrap.feed(without_surrogates(message)) + wrap.flush() + "\n")  # waits, as stdout
+        _write_whole(sys.stderr, wrap.feed(text) + wrap.flush() + "\n")  # waits, as stdout does
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):  # closed or missing stderr, or a full disk
         pass

@@ -450,6 +450,23 @@ def test_messages_break_between_words_on_a_terminal_and_stay_whole_on_a_pipe(
     assert capsys.readouterr().err == f"localgen: error: {message} (hint: {hint})\n"
 
 
+def test_a_status_line_shows_the_control_characters_it_quotes_on_a_terminal_and_keeps_them_on_a_pipe(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from localgen.console import say
+
+    message = "license: MIT\x1b]52;c;QUFB\x07 \x9b2J\tend\r\nnext\rover"
+    master, slave = os.openpty()
+    with open(slave, "w", closefd=True) as stream:
+        monkeypatch.setattr(sys, "stderr", stream)
+        say(message)
+    shown = os.read(master, 1000).decode()
+    os.close(master)
+    assert shown == "license: MIT^[]52;c;QUFB^G \ufffd2J\tend\r\nnext^Mover\r\n", "the terminal's own CR LF line ends"
+    monkeypatch.undo()
+    say(message)
+    assert capsys.readouterr().err == message + "\n"
+
+
 def test_stats_write_large_figures_with_thousands_separators() -> None:
     """A 16-second TTFT read `TTFT 15925 ms` beside `prompt 2,065 tok`, and a GPU's prefill `12345.6 tok/s`."""
     from localgen.console import format_stats

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -93,3 +94,46 @@ def test_show_gives_the_model_s_path_whole_on_a_narrow_terminal(tmp_path: Path) 
     finally:
         chat.close(force=True)
     assert path == str(bundled_model_file())
+
+
+OSC_52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # sets the clipboard
+TITLE = "\x1b]0;PWNED-TITLE\x07"  # retitles the window
+SHOWN = "^[]52;c;ZWNobyBwd25lZA==^G^[]0;PWNED-TITLE^G"  # both, as the chat shows them
+
+
+def test_show_shows_a_model_file_s_and_a_system_prompt_s_escapes_rather_than_obeying_them(tmp_path: Path) -> None:
+    """A downloaded model's template and license, and a system prompt from a file, cannot write the clipboard,
+    retitle the window or clear the screen when /show prints them."""
+    import io
+
+    from gguf_builders import copy_with_metadata
+
+    from localgen.gguf_reader import read_gguf
+
+    template = read_gguf(bundled_model_file()).metadata["tokenizer.chat_template"]
+    model = copy_with_metadata(bundled_model_file(), tmp_path / "hostile.gguf", set_values={
+        "tokenizer.chat_template": "{#" + OSC_52 + TITLE + "\x1b[2J#}" + template,
+        "general.license": "MIT" + OSC_52 + TITLE})
+    system = tmp_path / "system.txt"
+    system.write_text("Be nice." + OSC_52 + TITLE)
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path / "home"), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
+           "COLUMNS": "200", "LINES": "30"}
+    chat = spawn_localgen("chat", "-m", str(model), "--system-file", str(system), timeout=90, env=env,
+                          encoding="utf-8", codec_errors="replace", dimensions=(30, 200))
+    chat.logfile_read = received = io.StringIO()
+    try:
+        chat.expect_exact(">>>")
+        lines = []
+        for command, start in (("/show template", "{#"), ("/show license", "license: "),
+                               ("/show system", "system prompt: "), ("/show", "system: ")):
+            chat.sendline(command)
+            chat.expect(f"{re.escape(start)}[^\r\n]*\r\n", timeout=20)
+            lines.append(chat.after.strip())
+        chat.sendline("/exit")
+        chat.expect(pexpect.EOF)
+    finally:
+        chat.close(force=True)
+    assert lines[0].startswith("{#" + SHOWN + "^[[2J#}{% for message in messages %}"), lines[0]
+    assert lines[1:] == [f"license: MIT{SHOWN}", f"system prompt: Be nice.{SHOWN}", f"system: Be nice.{SHOWN}"]
+    for obeyed in ("\x1b]", "\x07", "\x1b[2J"):
+        assert obeyed not in received.getvalue(), f"{obeyed!r} reached the terminal"
