@@ -395,6 +395,26 @@ def test_models_show_says_unknown_for_what_the_header_does_not_give(hub: tuple[H
     assert "None" not in shown.stdout
 
 
+def test_models_show_template_shows_its_escapes_on_a_terminal_and_gives_them_exactly_to_a_pipe(tmp_path: Path) -> None:
+    """A downloaded model's template cannot set the clipboard, retitle the window or clear the screen of the
+    terminal it is printed on; a pipe gets its bytes as they are."""
+    import pexpect
+    from gguf_builders import copy_with_metadata
+
+    template = "{#\x1b]52;c;QUFB\x07\x1b]0;PWNED\x07\x1b[2J\u009b31m#}\r\n{{ messages[0]['content'] }}"
+    model = copy_with_metadata(bundled_model_file(), tmp_path / "hostile.gguf",
+                               set_values={"tokenizer.chat_template": template})
+    piped = run_localgen("models", "show", str(model), "--template")
+    assert piped.returncode == 0, piped.err
+    assert piped.stdout == template.encode() + b"\n", "a pipe gets the template byte for byte, its line ended"
+    shown = spawn_localgen("models", "show", str(model), "--template", env={**os.environ, "TERM": "xterm"},
+                           encoding="utf-8", codec_errors="replace", timeout=60, dimensions=(24, 200))
+    shown.expect(pexpect.EOF)
+    shown.close()
+    assert shown.exitstatus == 0, shown.before
+    assert shown.before == "{#^[]52;c;QUFB^G^[]0;PWNED^G^[[2J\ufffd31m#}\r\n{{ messages[0]['content'] }}\r\n"
+
+
 def test_unknown_name_suggests_close_ones(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
     result = run_cli(env, "pull", "smollm2-135")
