@@ -249,10 +249,14 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def json_text(data: object, *, indent: int | None = None) -> str:
-    """JSON for stdout: UTF-8 text as it is, a file name's byte that is not UTF-8 as surrogateescape's \\udcXX."""
+    """JSON for stdout: UTF-8 text as it is, but DEL and the C1 controls (a terminal obeys U+009B as ESC [) as \\u007f
+    to \\u009f, as json escapes ESC, and a file name's byte that is not UTF-8 as surrogateescape's \\udcXX."""
     import json  # its lone surrogates, only ever inside strings: os.fsencode of json.loads's gives the bytes back
 
-    return _SURROGATE.sub(lambda c: f"\\u{ord(c.group()):04x}", json.dumps(data, indent=indent, ensure_ascii=False))
+    return _JSON_ESCAPED.sub(lambda c: f"\\u{ord(c.group()):04x}", json.dumps(data, indent=indent, ensure_ascii=False))
+
+
+_JSON_ESCAPED = re.compile("[\x7f-\x9f\ud800-\udfff]")  # DEL and C1 controls; lone surrogates
 
 
 def status_width() -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import select
@@ -72,3 +73,19 @@ def test_no_wrap_keeps_the_line_whole_on_a_terminal_and_still_shows_the_escape()
     code, screen, err = run_on_terminal(*ARGS, "--nowordwrap", columns=40)  # Ollama's name for --no-wrap
     assert code == 0, err
     assert screen == ANSWER.replace("\x1b", "^[") + "\n"
+
+
+C1_GRAMMAR = 'root ::= "A\\x9b2J\\x9d0;T\\x9c B\\x7f C\\x1b[31m"'  # CSI, OSC, ST: what ESC [, ESC ] and ESC \ are
+
+
+def test_run_json_escapes_c1_controls_as_it_does_esc_so_a_terminal_shows_them() -> None:
+    args = ("run", "--json", "--grammar", C1_GRAMMAR, "--temperature", "0", "-n", "60", "Say something.")
+    code, screen, err = run_on_terminal(*args, columns=200)
+    assert code == 0, err
+    assert not any("\x7f" <= c <= "\x9f" or c == "\x1b" for c in screen), "a control character reached the terminal"
+    assert '"text": "A\\u009b2J\\u009d0;T\\u009c B\\u007f C\\u001b[31m"' in screen
+    assert json.loads(screen)["text"] == "A\x9b2J\x9d0;T\x9c B\x7f C\x1b[31m"
+    piped = run_localgen(*args)
+    assert piped.returncode == 0, piped.err
+    assert json.loads(piped.stdout)["text"] == "A\x9b2J\x9d0;T\x9c B\x7f C\x1b[31m", "the same text, as valid JSON"
+    assert piped.stdout.isascii()
