@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
-from localgen.control_chars import TerminalSafePieces, terminal_safe
+from localgen.control_chars import BIDI_CONTROLS, TerminalSafePieces, terminal_safe
 from localgen.errors import LocalgenError
 from localgen.events import Event, Finished, PrefillProgress
 from localgen.signals import SignalExit, interrupt_line_ended, interrupt_line_is_ended
@@ -249,14 +249,14 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def json_text(data: object, *, indent: int | None = None) -> str:
-    """JSON for stdout: UTF-8 text as it is, but DEL and the C1 controls (a terminal obeys U+009B as ESC [) as \\u007f
-    to \\u009f, as json escapes ESC, and a file name's byte that is not UTF-8 as surrogateescape's \\udcXX."""
+    """JSON for stdout: UTF-8 text as it is, but DEL, C1 and bidi controls escaped (\\u009b), as json escapes ESC, and a
+    file name's byte that is not UTF-8 as surrogateescape's \\udcXX."""
     import json  # its lone surrogates, only ever inside strings: os.fsencode of json.loads's gives the bytes back
 
     return _JSON_ESCAPED.sub(lambda c: f"\\u{ord(c.group()):04x}", json.dumps(data, indent=indent, ensure_ascii=False))
 
 
-_JSON_ESCAPED = re.compile("[\x7f-\x9f\ud800-\udfff]")  # DEL and C1 controls; lone surrogates
+_JSON_ESCAPED = re.compile(f"[\x7f-\x9f{''.join(map(chr, BIDI_CONTROLS))}\ud800-\udfff]")  # controls; lone surrogates
 
 
 def status_width() -> int:
@@ -358,7 +358,7 @@ def print_table(headers: list[str], rows: list[list[str]], *, title: str | None 
     gets the cells alone.
     """
     if sys.stdout.isatty():
-        rows = [[one_line(cell) for cell in row] for row in rows]
+        rows = [[terminal_safe(one_line(cell)) for cell in row] for row in rows]
         if marked is not None:
             rows = [[("*" if index == marked else " ") + row[0], *row[1:]] for index, row in enumerate(rows)]
         from rich.console import Console
@@ -428,8 +428,9 @@ def _print_records(console: Any, headers: list[str], rows: list[list[str]], *, t
 def print_fields(fields: list[tuple[str, str]]) -> None:
     """Aligned 'name: value' lines on stdout, each value one line of plain text (file headers are untrusted)."""
     width = max((len(name) for name, _ in fields), default=0)
+    shown = terminal_safe if _is_terminal(sys.stdout) else str  # bidi controls too, which one_line keeps for a pipe
     for name, value in fields:
-        sys.stdout.write(f"{name + ':':<{width + 1}} {one_line(value)}\n")
+        sys.stdout.write(f"{name + ':':<{width + 1}} {shown(one_line(value))}\n")
     sys.stdout.flush()
 
 

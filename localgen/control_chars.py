@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+BIDI_CONTROLS = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))  # embeddings, overrides and isolates (U+202E)
 _TERMINAL_SAFE = {code: f"^{chr(code + 64)}" for code in range(32) if chr(code) not in "\n\t"} | {
-    0x7F: "^?"} | {code: "\ufffd" for code in range(0x80, 0xA0)}
+    0x7F: "^?"} | {code: "\ufffd" for code in (*range(0x80, 0xA0), *BIDI_CONTROLS)}
 
 
 def terminal_safe(text: str) -> str:
-    """Model text a terminal shows rather than obeys: control characters (escape sequences, C1 codes, a carriage
-    return but a Windows line end's) become visible ^X (or U+FFFD)."""
+    """Model text a terminal shows rather than obeys: control characters (escape sequences, a carriage return but a
+    Windows line end's) become visible ^X, and C1 codes and the bidi controls that reorder a line (U+202E shows
+    gnp.exe as exe.png) U+FFFD."""
     return text.replace("\r\n", "\n").translate(_TERMINAL_SAFE)
 
 

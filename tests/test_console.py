@@ -467,6 +467,33 @@ def test_a_status_line_shows_the_control_characters_it_quotes_on_a_terminal_and_
     assert capsys.readouterr().err == message + "\n"
 
 
+def test_fields_tables_and_status_lines_show_bidi_controls_on_a_terminal_and_keep_them_on_a_pipe(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model file's license or name holding U+202E cannot reorder the line it is shown on (MIT\u202egnp.exe)."""
+    from localgen.console import print_fields, print_table, say
+
+    value = "MIT \u202egnp.exe \u2066x\u2069"
+    stdout = _Terminal()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    monkeypatch.setenv("COLUMNS", "80")
+    print_fields([("license", value)])
+    print_table(["NAME"], [[value]])
+    shown = [line.rstrip() for line in re.sub(r"\x1b\[[0-9;]*m", "", stdout.getvalue()).splitlines()]
+    assert shown == ["license: MIT \ufffdgnp.exe \ufffdx\ufffd", "NAME", "MIT \ufffdgnp.exe \ufffdx\ufffd"]
+    master, slave = os.openpty()
+    with open(slave, "w", closefd=True) as stream:
+        monkeypatch.setattr(sys, "stderr", stream)
+        say(value)
+    assert os.read(master, 1000).decode() == "MIT \ufffdgnp.exe \ufffdx\ufffd\r\n"
+    os.close(master)
+    monkeypatch.undo()
+    print_fields([("license", value)])
+    print_table(["NAME"], [[value]])
+    say(value)
+    piped = capsys.readouterr()
+    assert (piped.out, piped.err) == (f"license: {value}\nNAME\n{value}\n", f"{value}\n")
+
+
 def test_stats_write_large_figures_with_thousands_separators() -> None:
     """A 16-second TTFT read `TTFT 15925 ms` beside `prompt 2,065 tok`, and a GPU's prefill `12345.6 tok/s`."""
     from localgen.console import format_stats

@@ -89,3 +89,22 @@ def test_run_json_escapes_c1_controls_as_it_does_esc_so_a_terminal_shows_them() 
     assert piped.returncode == 0, piped.err
     assert json.loads(piped.stdout)["text"] == "A\x9b2J\x9d0;T\x9c B\x7f C\x1b[31m", "the same text, as valid JSON"
     assert piped.stdout.isascii()
+
+
+BIDI = "A \u202egnp.exe B \u2066x\u2069 C\u202a\u202b\u202c\u202d\u2067\u2068."  # each embedding, override, isolate
+BIDI_GRAMMAR = 'root ::= "A \\u202Egnp.exe B \\u2066x\\u2069 C\\u202A\\u202B\\u202C\\u202D\\u2067\\u2068."'
+
+
+def test_run_on_a_terminal_shows_bidi_controls_rather_than_letting_them_reorder_the_line() -> None:
+    """U+202E would show A gnp.exe as A exe.png on a terminal that lays out bidi text; a pipe gets them as they are."""
+    args = ("run", "--grammar", BIDI_GRAMMAR, "--temperature", "0", "-n", "60", "Say something.")
+    code, screen, err = run_on_terminal(*args, columns=200)
+    assert code == 0, err
+    assert screen == "A \ufffdgnp.exe B \ufffdx\ufffd C\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd.\n"
+    piped = run_localgen(*args)
+    assert piped.returncode == 0, piped.err
+    assert piped.stdout == BIDI.encode() + b"\n", "a pipe gets the model's text byte for byte"
+    as_json = run_localgen(*args, "--json")
+    assert as_json.returncode == 0, as_json.err
+    assert b'"text": "A \\u202egnp.exe B \\u2066x\\u2069 C\\u202a' in as_json.stdout and as_json.stdout.isascii()
+    assert json.loads(as_json.stdout)["text"] == BIDI
