@@ -23,7 +23,7 @@ from localgen.errors import LocalgenError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
 from localgen.input_text import argument_text
 from localgen.prefill_ahead import PrefillWhileTyping
-from localgen.repl_echo import TAB_STOP, TallInputEcho
+from localgen.repl_echo import TallInputEcho
 from localgen.repl_editor import MessageEditor
 from localgen.repl_input import (
     PROMPT,
@@ -47,6 +47,7 @@ from localgen.session import ChatSession, TurnStart, UnsavedChangeError
 from localgen.signals import ANSWER_ENDING_SIGNALS, SignalExit, StopOnSignal
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
 from localgen.units import counted
+from localgen.wordwrap import TAB_STOP
 
 LEAVING_HINT = "Ctrl-D or /exit to quit"  # said for a Ctrl-C at an empty prompt
 

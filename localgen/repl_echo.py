@@ -12,8 +12,7 @@ from prompt_toolkit.application import Application
 from prompt_toolkit.utils import get_cwidth
 
 from localgen.repl_input import continuation
-
-TAB_STOP = 8  # as terminals show tabs
+from localgen.wordwrap import TAB_STOP
 
 
 def echo_rows(text: str, prompt: str, columns: int) -> list[str]:
