@@ -198,7 +198,8 @@ class Repl:
         quit) or Ctrl-D (which ends the chat) at the prompt, UnsentLine for Ctrl-C just after Enter. Once this
         returns, the engine is the chat's alone."""
         line: str | None = None
-        try:  # a Ctrl-C before the prompt is drawn (as a command ends) is one at the prompt
+        try:  # a Ctrl-C before the prompt is drawn (as a command ends) is one at an empty prompt
+            self._prompt.default_buffer.reset()  # the line sent last is no longer the one typed
             self._paste.clear()
             self._editor.new_prompt()
             if self._ahead is not None:
@@ -210,6 +211,8 @@ class Repl:
             if isinstance(self._history, SafeFileHistory):
                 self._history.sent(line)
         except KeyboardInterrupt:  # clears the line, kept for Up; on an empty one, says how to leave (as Ollama)
+            if line is not None:  # Ctrl-C just after Enter, as the message is echoed: it is not sent
+                raise UnsentLine(line) from None
             self._cleared(self._prompt.default_buffer.text)
         except EOFError:
             self.state.running = not self.state.leaving.may_leave("Ctrl-D")

@@ -11,17 +11,19 @@ from typing import Any, TextIO
 from prompt_toolkit.application import Application
 from prompt_toolkit.utils import get_cwidth
 
+from localgen.control_chars import terminal_safe
 from localgen.repl_input import continuation
 from localgen.wordwrap import TAB_STOP
 
 
 def echo_rows(text: str, prompt: str, columns: int) -> list[str]:
     """The rows the prompt shows text in on a terminal this wide: its first line after the prompt, each next after
-    the continuation ('... '), and a long line's further rows after as many spaces; tabs as spaces to the next stop."""
+    the continuation ('... '), and a long line's further rows after as many spaces; tabs as spaces to the next stop,
+    control characters shown (^[), never obeyed, as the prompt shows them."""
     width = get_cwidth(prompt)
     room = max(columns - width, 1)
     rows: list[str] = []
-    for number, line in enumerate(text.split("\n")):
+    for number, line in enumerate(terminal_safe(text).split("\n")):
         head = prompt if number == 0 else continuation(width, number, False)
         for piece in _wrapped(line.expandtabs(TAB_STOP), room):
             rows.append(head + piece)

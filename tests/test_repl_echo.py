@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pyte
 import pytest
+from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import InMemoryHistory
 
+import localgen.repl as repl_module
+from localgen.repl import Repl, UnsentLine
 from localgen.repl_echo import echo_rows
 from tests.test_repl import Chat
 
@@ -64,3 +71,53 @@ def test_the_rows_of_a_message_are_those_the_prompt_shows() -> None:
     assert echo_rows("ab\ncdefgh\n", ">>> ", 8) == [">>> ab", "... cdef", "    gh", "... "]
     assert echo_rows("a\tb", ">>> ", 20) == [">>> a       b"], "a tab to the next stop"
     assert echo_rows("abc你", ">>> ", 8) == [">>> abc", "    你"], "a wide character that does not fit moves on"
+
+
+def test_a_message_s_control_characters_are_echoed_as_the_prompt_shows_them_not_obeyed() -> None:
+    assert echo_rows("a\x1b]52;c;aGk=\x07b\x1b[2Jc", ">>> ", 40) == [">>> a^[]52;c;aGk=^Gb^[[2Jc"]
+    assert echo_rows("\x1b" * 6, ">>> ", 10) == [">>> ^[^[^[", "    ^[^[^["], "each shown control takes two cells"
+
+
+def _reading_repl(prompt: Any, *, echo: Any = None, paste_clear: Any = None) -> Repl:
+    """A Repl with just what _read_line uses: no prefill ahead, an in-memory history, this prompt and echo."""
+    repl = object.__new__(Repl)
+    repl._paste = SimpleNamespace(clear=paste_clear or (lambda: None), began=lambda line: False)
+    repl._editor = SimpleNamespace(new_prompt=lambda: None)
+    repl._escapes, repl._ahead, repl._echo = True, None, echo
+    repl._history, repl._history_warning = InMemoryHistory(), None
+    repl._prompt = prompt
+    repl._ctrl_c_typed_ahead = lambda: False
+    return repl
+
+
+def test_a_ctrl_c_as_a_tall_message_is_echoed_leaves_it_unsent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(repl_module, "cursor_requests_given_up_once_unanswered", lambda app: None)
+    sent = "\n".join(f"row {i}" for i in range(200))
+
+    class SlowTerminal:
+        def write(self, line: str) -> None:
+            raise KeyboardInterrupt  # Ctrl-C while the 200 rows go out
+
+    buffer = Buffer()
+    prompt = SimpleNamespace(default_buffer=buffer, app=None, prompt=lambda _: (buffer.set_document(Document(sent)),
+                                                                                  sent)[1])
+    with pytest.raises(UnsentLine) as unsent:
+        _reading_repl(prompt, echo=SlowTerminal())._read_line()
+    assert unsent.value.line == sent
+
+
+def test_a_ctrl_c_before_the_next_prompt_is_drawn_is_one_at_an_empty_prompt(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(repl_module, "cursor_requests_given_up_once_unanswered", lambda app: None)
+    sent = "first line\nsecond line\nthird line"
+    buffer = Buffer()
+    buffer.set_document(Document(sent))  # as prompt-toolkit leaves the line it returned
+
+    def ctrl_c() -> None:
+        raise KeyboardInterrupt
+
+    repl = _reading_repl(SimpleNamespace(default_buffer=buffer, app=None), paste_clear=ctrl_c)
+    repl._history.append_string(sent)
+    assert repl._read_line() is None
+    said = capsys.readouterr().err
+    assert "cleared" not in said and "Ctrl-D or /exit" in said, said
