@@ -62,7 +62,7 @@ def conversations_show(
 ) -> None:
     """Print a saved conversation as Markdown: system prompt, then each question and answer."""
     from localgen import console
-    from localgen.control_chars import terminal_safe
+    from localgen.control_chars import json_escaped
     from localgen.conversation import DamagedConversationError
     from localgen.conversation_store import latest_conversation, read_conversation
 
@@ -72,8 +72,8 @@ def conversations_show(
         raise exc.left_untouched() from None
     terminal = sys.stdout.isatty()  # saved text (answers, attached files) is shown, never obeyed
     if json_output:
-        text = conversation.to_json(touch=False)
-        text = terminal_safe(text) if terminal else text
+        text = conversation.to_json(touch=False)  # on a terminal, its controls escaped: the same JSON value
+        text = json_escaped(text) if terminal else text
     else:
         text = transcript(conversation, terminal=terminal,
                           dim=terminal and console.takes_escapes(sys.stdout) and not os.environ.get("NO_COLOR"))

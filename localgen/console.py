@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
-from localgen.control_chars import BIDI_CONTROLS, TerminalSafePieces, terminal_safe
+from localgen.control_chars import TerminalSafePieces, json_escaped, terminal_safe
 from localgen.errors import LocalgenError
 from localgen.events import Event, Finished, PrefillProgress
 from localgen.signals import SignalExit, interrupt_line_ended, interrupt_line_is_ended
@@ -253,10 +253,7 @@ def json_text(data: object, *, indent: int | None = None) -> str:
     file name's byte that is not UTF-8 as surrogateescape's \\udcXX."""
     import json  # its lone surrogates, only ever inside strings: os.fsencode of json.loads's gives the bytes back
 
-    return _JSON_ESCAPED.sub(lambda c: f"\\u{ord(c.group()):04x}", json.dumps(data, indent=indent, ensure_ascii=False))
-
-
-_JSON_ESCAPED = re.compile(f"[\x7f-\x9f{''.join(map(chr, BIDI_CONTROLS))}\ud800-\udfff]")  # controls; lone surrogates
+    return json_escaped(json.dumps(data, indent=indent, ensure_ascii=False))
 
 
 def status_width() -> int:

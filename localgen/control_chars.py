@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 BIDI_CONTROLS = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))  # embeddings, overrides and isolates (U+202E)
 _TERMINAL_SAFE = {code: f"^{chr(code + 64)}" for code in range(32) if chr(code) not in "\n\t"} | {
     0x7F: "^?"} | {code: "\ufffd" for code in (*range(0x80, 0xA0), *BIDI_CONTROLS)}
@@ -31,3 +33,12 @@ class TerminalSafePieces:
         """What is held, made safe: a carriage return that nothing came after is ^M."""
         held, self._held = self._held, ""
         return terminal_safe(held)
+
+
+_JSON_ESCAPED = re.compile(f"[\x7f-\x9f{''.join(map(chr, BIDI_CONTROLS))}\ud800-\udfff]")  # controls; lone surrogates
+
+
+def json_escaped(text: str) -> str:
+    """JSON text with DEL, the C1 and bidi controls and lone surrogates (only ever inside strings) written as \\uXXXX
+    escapes: the same value, which a terminal shows rather than obeys."""
+    return _JSON_ESCAPED.sub(lambda c: f"\\u{ord(c.group()):04x}", text)

@@ -399,6 +399,23 @@ def test_show_on_a_terminal_shows_control_characters_instead_of_obeying_them() -
     assert "\x1b[31mred\x1b[0m\rover" in piped.out, "a pipe gets the text as saved"
 
 
+
+def test_show_json_on_a_terminal_escapes_control_characters_keeping_the_json_s_value() -> None:
+    """The record on a terminal: C1 and bidi controls as \\u escapes (a terminal obeys U+009B as CSI), the same JSON
+    value, where they were shown as U+FFFD, which changed it; a pipe gets the saved bytes."""
+    import pexpect
+
+    answer = "\x9b31mred\u202egnp.exe\x7f"
+    _save("controls", Turn("Say red.", answer))
+    child = spawn_localgen("conversations", "show", "controls", "--json", env={**os.environ}, encoding="utf-8",
+                           timeout=60)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0 and "\\u009b31mred\\u202egnp.exe\\u007f" in child.before, child.before
+    assert json.loads(child.before.replace("\r\n", "\n"))["turns"][0]["answer"] == answer
+    piped = run_localgen("conversations", "show", "controls", "--json")
+    assert json.loads(piped.out)["turns"][0]["answer"] == answer and answer in piped.out, "a pipe gets it as saved"
+
 def test_an_answer_stdout_could_not_take_is_not_saved(home: Path) -> None:
     """README: a run that gets no answer (an error) leaves the conversation as it was, and a new one unsaved."""
     _save("kept", Turn("Name a color.", "Blue."))
