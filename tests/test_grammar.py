@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import signal
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -198,8 +202,6 @@ def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message:
     (("--json-schema", '{"type": "object", "properties": {"n": {"type": "int"}}}'),
      "the JSON schema's type \"int\" is not a JSON type (hint: use \"integer\")"),
     (("--json-schema", "no-such-schema.json"), "no such file: no-such-schema.json"),
-    (("--json-schema", '{"type": "string", "pattern": "^a{1,2,3}$"}'),
-     "cannot turn the JSON schema into a grammar: AssertionError"),  # the converter's bare assert
     (("--json-schema", "[" * 50_000 + "]" * 50_000), "the JSON schema nests too deep to read"),
     (("--json-schema", "true"), "a JSON schema is an object, not true or false"),
     (("--json-schema", '{"$ref": "https://example.com/s.json"}'), "a $ref to a remote schema"),
@@ -212,6 +214,9 @@ def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message:
     (("--json-schema", '{"type": "string", "pattern": "^a{0,100000}$"}'), "repeats {0,100000}, beyond 2,000"),
     (("--json-schema", '{"type": "string", "pattern": "^a\\\\s$"}'), "pattern ^a\\s$: its \\s is not supported"),
     (("--json-schema", '{"type": "string", "pattern": "^[\\"]$"}'), 'has " in a character class'),
+    (("--json-schema", '{"type": "string", "pattern": "ab"}'), "pattern ab is not anchored: a grammar matches the "
+     'whole string (hint: start it with ^ and end it with $, e.g. "^[a-z]+$")'),  # was the converter's assert
+    (("--json-schema", '{"type": "string", "pattern": "^]\\\\$"}'), "pattern ^]\\$ is not anchored"),  # looped
     (("--json-schema", '{"type": "string", "minLength": 5, "maxLength": 3}'), "minLength 5 is above its maxLength 3"),
     (("--json-schema", '{"type": "array", "minItems": 2, "maxItems": 1}'), "minItems 2 is above its maxItems 1"),
     (("--json-schema", '{"type": "string", "maxLength": 1000000000}'), "maxLength 1,000,000,000 is beyond what"),
@@ -429,16 +434,52 @@ def test_required_names_missing_from_properties_are_warned_about() -> None:
     ("^\\d+\\.\\d$", ["12.5"], ["a.5", "125"]),
     ("^[^a]$", ["b"], ["a", '"', "\\"]),  # a quote or backslash would need an escape in the JSON text
     ('^say "\\\\"$', ['say "\\"'], ["say \"\""]),
+    # a ], { or } that is a character: the converter looped for ever on a bare ] or }, or read { as a count
+    ("^a]$", ["a]"], ["a", "]"]),
+    ("^a}{$", ["a}{"], ["a", "a}"]),
+    ("^[]]$", ["]"], ["a", "[]"]),
+    ("^[^]]$", ["a"], ["]", '"']),
+    ("^[]a]+\\]$", ["a]a]"], ["a", "b]"]),
+    ("^x{2}}|y{,}$", ["xx}", "", "yyy"], ["x{2}}", "xx"]),
+    ("^a{x}$", ["a{x}"], ["a"]),
+    ("^a{1,2,3}$", ["a{1,2,3}"], ["a"]),  # no count to Python's re: the converter's bare assert refused it
 ])
 def test_converted_patterns_match_the_json_text_of_what_the_regex_matches(
         pattern: str, matching: list[str], not_matching: list[str]) -> None:
     from localgen.json_schema import schema_grammar
 
-    grammar = schema_grammar(json.dumps({"type": "string", "pattern": pattern}), [])
+    with _failing_after(30):  # the converter looped for ever on a bare ] or }
+        grammar = schema_grammar(json.dumps({"type": "string", "pattern": pattern}), [])
     for value in matching:
         assert _gbnf_accepts(grammar, json.dumps(value)), (value, grammar)
     for value in not_matching:
         assert not _gbnf_accepts(grammar, json.dumps(value)), (value, grammar)
+
+
+@contextlib.contextmanager
+def _failing_after(seconds: int) -> Iterator[None]:
+    """Raise TimeoutError in the block if it runs for longer than seconds (it hangs)."""
+    def hung(*_: object) -> None:
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("pattern", ["^a]$", "^[]]$", "^a}$", "^[[:a:]]$"])
+def test_a_pattern_with_a_bracket_or_brace_is_followed(pattern: str) -> None:
+    """A ] or } that is a character made the converter loop for ever: run used a CPU for good, the model unloaded."""
+    schema = {"type": "string", "pattern": pattern}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi", "-n", "10", *GREEDY, timeout=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Python's FutureWarning for [[:a:]]
+        assert result.returncode == 0 and re.fullmatch(pattern, json.loads(result.out)), (result.out, result.err)
+    assert result.err == "", "no Python warning"
 
 
 def _gbnf_accepts(grammar: str, text: str) -> bool:
