@@ -1,6 +1,6 @@
 """An answer's Markdown parsed so that showing it loses nothing the model wrote: each line keeps its indentation,
 and a bare fence that no fence closes, at the end of an answer, is text (the closing fence of code whose opening fence
-the model left out)."""
+the model left out) unless a line of code follows it at once (code whose closing fence never came)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _escape_keeping_indentation(state: Any, silent: bool) -> bool:
 
 def parsed_as_written(parser: Any, text: str, *, ended: bool) -> list[Any]:
     """text's tokens, indented code keeping its indentation; ended (the whole answer): a bare fence never closed at
-    the top level is parsed as text, for what follows it is not code."""
+    the top level, with nothing on the line right after it, is parsed as text (it closed code never opened)."""
     text = _NEWLINES.sub("\n", text)
     tokens = parser.parse(text)
     lines = text.split("\n")
@@ -63,14 +63,21 @@ def parsed_as_written(parser: Any, text: str, *, ended: bool) -> list[Any]:
 
 
 def _unclosed_bare_fence(token: Any, lines: list[str]) -> bool:
-    """True for a top-level fence with no info string that runs to the end of the text, no fence closing it."""
-    if token.type != "fence" or token.level != 0 or token.info.strip():
+    """True for a top-level fence with no info string that runs to the end of the text, no fence closing it, nothing
+    on the line right after it (something there is code whose closing fence never came)."""
+    if token.type != "fence" or token.level != 0 or token.info.strip() or _opens_code(token, lines):
         return False
     last = token.map[1] - 1
     closing = lines[last].strip() if last > token.map[0] else ""
     closes = (closing and set(closing) == {token.markup[0]} and len(closing) >= len(token.markup)
               and not lines[last].startswith(_INDENT))
     return not closes
+
+
+def _opens_code(token: Any, lines: list[str]) -> bool:
+    """True for a fence whose next line holds something, as code that follows its opening fence does."""
+    following = lines[token.map[0] + 1:token.map[0] + 2]
+    return bool(following) and bool(following[0].strip())
 
 
 def _as_indented(token: Any, lines: list[str]) -> str:

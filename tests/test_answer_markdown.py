@@ -48,3 +48,18 @@ def test_an_opened_fence_is_code_while_it_streams_and_when_cut_off() -> None:
     with console.capture() as capture:
         console.print(_Continued("", "Here:\n\n```\nprint(1)\n"))  # the answer goes on: the fence is open
     assert "```" not in capture.get()
+
+
+# An answer that ended (the model's end of answer) inside the code block it opened.
+UNCLOSED = "Here is the script:\n\n```\n#!/bin/sh\n# back up the folder\ncp -r src dst  # *all* files\n__init__.py\n"
+
+
+@pytest.mark.parametrize("step", [1, 9, 500])
+def test_code_whose_closing_fence_never_came_stays_code_as_written(step: int) -> None:
+    """The open fence was taken for a stray closing one: # made a heading, *all* lost its asterisks, __init__ its
+    underscores."""
+    screen = _streamed(UNCLOSED, step)
+    assert screen[:7] == ["Here is the script:", "", "#!/bin/sh", "# back up the folder",
+                          "cp -r src dst  # *all* files", "__init__.py", ""], screen[:7]
+    assert screen == _rendered_at_once(UNCLOSED)
+
