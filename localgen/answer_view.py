@@ -11,23 +11,8 @@ from typing import Any, ClassVar, TextIO
 
 from localgen.console import word_wrap_for
 from localgen.control_chars import TerminalSafePieces
-from localgen.markdown_parse import markdown_parser, parsed_as_written
+from localgen.markdown_parse import block_boundary, markdown_parser, parsed_as_written
 from localgen.markdown_rows import cut_rows, folded, is_mark, soft_wrap, under_prefix, without_padding
-
-
-def _block_boundary(text: str) -> int:
-    """End of the last complete Markdown block (a blank line outside a code fence), or 0."""
-    boundary = 0
-    in_fence = False
-    position = 0
-    for line in text.splitlines(keepends=True):
-        position += len(line)
-        if line.lstrip().startswith(("```", "~~~")):
-            in_fence = not in_fence
-        elif not in_fence and not line.strip() and position < len(text):
-            boundary = position
-    return boundary
-
 
 NATURAL_WIDTH = 10_000  # cells a table's natural width is measured within (without wrap: its rows whole)
 CODE_THEME = "ansi_dark"  # the terminal's own palette, so code reads on light and dark backgrounds alike
@@ -106,7 +91,7 @@ class AnswerView:
             self._console.file.flush()
             return
         self._pending += text
-        cut = _block_boundary(self._pending)
+        cut = block_boundary(self._pending)
         if cut:
             done, self._pending = self._pending[:cut], self._pending[cut:]
             self._stop_live()
@@ -377,8 +362,8 @@ class _Continued:
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
         from rich.segment import Segment
 
-        skip = len(console.render_lines(_markdown(self.previous, wrap=self.wrap, ended=self.ended), options,
-                                        pad=False)) if self.previous else 0
+        skip = len(console.render_lines(_markdown(self.previous, wrap=self.wrap, ended=False), options,
+                                        pad=False)) if self.previous else 0  # its lines as they were printed
         for line in console.render_lines(_markdown(self.previous + self.block, wrap=self.wrap, ended=self.ended),
                                          options, pad=False)[skip:]:
             if self.soft_wrap and line and is_mark(line[-1]):

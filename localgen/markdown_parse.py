@@ -1,6 +1,7 @@
 """An answer's Markdown parsed so that showing it loses nothing the model wrote: each line keeps its indentation,
 and a bare fence that no fence closes, at the end of an answer, is text (the closing fence of code whose opening fence
-the model left out) unless a line of code follows it at once (code whose closing fence never came)."""
+the model left out) unless a line of code follows it at once (code whose closing fence never came); and where a
+streamed answer's finished blocks end, never inside a code fence."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from typing import Any
 
 _NEWLINES = re.compile(r"\r\n?")  # markdown-it reads each as one newline
+_FENCE = re.compile(r"( *)(`{3,}|~{3,})(.*)")  # a line that may open a code fence: indentation, fence, info string
 _INDENT = "    "  # the indentation that makes an indented code block, which markdown-it takes off its lines
 
 
@@ -46,6 +48,30 @@ def _escape_keeping_indentation(state: Any, silent: bool) -> bool:
     return True
 
 
+def block_boundary(text: str) -> int:
+    """End of the last complete Markdown block in text (a blank line outside a code fence), or 0."""
+    boundary, fence, position = 0, None, 0
+    for line in text.splitlines(keepends=True):
+        position += len(line)
+        opening = _FENCE.match(line)
+        if fence:
+            fence = None if _closes_fence(line, fence.group(2), len(fence.group(1))) else fence
+        elif opening and not (opening.group(2)[0] == "`" and "`" in opening.group(3)):  # ```ls``` is inline code
+            fence = opening
+        elif not line.strip() and position < len(text):
+            boundary = position
+    return boundary
+
+
+def _closes_fence(line: str, fence: str, indent: int = 0) -> bool:
+    """True for a line that closes the code fence opened by fence (its ``` or ~~~) indented indent spaces:
+    CommonMark's rule, the same character at least as many times, nothing after it but spaces, and indented less
+    than a code block would be (4 more spaces than the opening fence, in whatever holds it)."""
+    closing = line.strip()
+    return (bool(closing) and set(closing) == {fence[0]} and len(closing) >= len(fence)
+            and len(line) - len(line.lstrip(" ")) < indent + len(_INDENT))
+
+
 def parsed_as_written(parser: Any, text: str, *, ended: bool) -> list[Any]:
     """text's tokens, indented code keeping its indentation; ended (the whole answer): a bare fence never closed at
     the top level, with nothing on the line right after it, is parsed as text (it closed code never opened)."""
@@ -68,10 +94,7 @@ def _unclosed_bare_fence(token: Any, lines: list[str]) -> bool:
     if token.type != "fence" or token.level != 0 or token.info.strip() or _opens_code(token, lines):
         return False
     last = token.map[1] - 1
-    closing = lines[last].strip() if last > token.map[0] else ""
-    closes = (closing and set(closing) == {token.markup[0]} and len(closing) >= len(token.markup)
-              and not lines[last].startswith(_INDENT))
-    return not closes
+    return not (last > token.map[0] and _closes_fence(lines[last], token.markup))
 
 
 def _opens_code(token: Any, lines: list[str]) -> bool:

@@ -63,3 +63,20 @@ def test_code_whose_closing_fence_never_came_stays_code_as_written(step: int) ->
                           "cp -r src dst  # *all* files", "__init__.py", ""], screen[:7]
     assert screen == _rendered_at_once(UNCLOSED)
 
+
+@pytest.mark.parametrize("step", [1, 4, 500])
+@pytest.mark.parametrize(("answer", "shown"), [
+    ("```\nline1\n~~~\n\nline2\n\nline3\n```\n\nAfter.",  # ~~~ closes no ```
+     ["line1", "~~~", "", "line2", "", "line3", "", "After."]),
+    ("```ls``` lists.\n\n```\nmkdir demo\n\ncd demo\n\nls\n```\n\nThat is *all*.",  # ```ls``` opens no fence
+     ["ls lists.", "", "mkdir demo", "", "cd demo", "", "ls", "", "That is all."]),
+    ("   ```\n\n      ```\n\nmore\n```\n\nAfter.", ["", "   ```", "", "more", "", "After."]),  # no closing fence
+], ids=["tilde-in-backticks", "inline-code-first", "indented-six"])
+def test_a_code_block_shows_every_line_where_a_line_in_it_looks_like_a_fence(
+        answer: str, shown: list[str], step: int) -> None:
+    """A line of ~~~ in ``` code, or ```ls``` opening a line, was taken for a fence, so a blank line in the code ended a
+    block there, and the code's closing fence showed as text; the block after a fence indented six spaces (no closing
+    fence) lost a blank line, its context rendered as the whole answer's, where it had been printed as unfinished."""
+    screen = _streamed(answer, step)
+    assert screen[:len(shown) + 1] == [*shown, ""], screen[:len(shown) + 1]
+    assert screen == _rendered_at_once(answer)
