@@ -39,7 +39,8 @@ class AnswerView:
         from rich.console import Console
 
         file = stream or sys.stdout
-        self._console = Console(file=file, highlight=False, soft_wrap=False, _environ=_sized_by_the_terminal(file))
+        self._console = Console(file=file, highlight=False, soft_wrap=False, emoji=False,  # :x: is the model's text
+                                _environ=_sized_by_the_terminal(file))
         self._wrap = word_wrap_for(self._console.file) if wrap else None  # plain answers on a terminal
         self._breaks_words = wrap  # Markdown's lines break between words (else: whole, as code lines are)
         self._markdown = markdown

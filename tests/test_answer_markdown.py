@@ -3,6 +3,7 @@ opening one is text, so that what follows it is not taken for code."""
 
 from __future__ import annotations
 
+import io
 import re
 
 import pytest
@@ -80,3 +81,23 @@ def test_a_code_block_shows_every_line_where_a_line_in_it_looks_like_a_fence(
     screen = _streamed(answer, step)
     assert screen[:len(shown) + 1] == [*shown, ""], screen[:len(shown) + 1]
     assert screen == _rendered_at_once(answer)
+
+
+class _Terminal(io.StringIO):
+    """A terminal's stream, as AnswerView sees it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_reasoning_and_notes_show_colon_words_as_written_not_as_emoji() -> None:
+    """Shown reasoning made x:o:x into x⭕x and 100:100: into 100💯 (rich's emoji codes)."""
+    from localgen.answer_view import AnswerView
+
+    terminal = _Terminal()
+    view = AnswerView(markdown=True, show_thinking=True, stream=terminal)
+    view.thinking("Row 1 is x:o:x, 100:100: :smile:")
+    view.answer("Done :cat:.")
+    view.close("stopped at :x:")
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal.getvalue())
+    assert "Row 1 is x:o:x, 100:100: :smile:" in shown and "Done :cat:." in shown and "[stopped at :x:]" in shown, shown
