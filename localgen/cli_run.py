@@ -294,9 +294,11 @@ def report_after_run(completion: Finished, *, json_output: bool, stats: bool,
     note = console.finish_note(completion, limit_source=limit_source)
     if note and completion.finish_reason != "interrupted" and not json_output:  # --json: its finish_reason says it
         console.say(f"localgen: {note}")
-    all_hidden = completion.thinking is not None and completion.usage.completion_tokens and not completion.text
+    all_hidden = completion.thinking_closed is not None and completion.usage.completion_tokens and not completion.text
     if all_hidden and not json_output:
-        console.say("localgen: the answer ended inside its <think> reasoning, which --hide-thinking left out")
+        console.say("localgen: the answer after its <think> reasoning is empty (--hide-thinking left the reasoning out)"
+                    if completion.thinking_closed else
+                    "localgen: the answer ended inside its <think> reasoning, which --hide-thinking left out")
     empty = None if json_output or all_hidden else empty_answer_note(completion, stops=stops)  # --json: its "text"
     if empty:
         console.say(f"localgen: {empty}")

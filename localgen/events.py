@@ -71,6 +71,7 @@ class Finished:
     draft: DraftStats | None = None  # set when speculative decoding was on
     restored_tokens: int = 0  # prompt tokens whose KV state came from the on-disk prompt cache
     thinking: str | None = None  # the <think> reasoning taken out of text (run --hide-thinking)
+    thinking_closed: bool | None = None  # whether that reasoning's block was closed (None: the answer opened none)
     ahead_tokens: int = 0  # prompt tokens computed before the generation began (a chat message as it was typed)
     seed: int | None = None  # the sampler's seed (drawn when none was given); None for greedy sampling
     threads: int = 0  # the threads chosen at load (--threads, or the physical cores)

@@ -129,12 +129,19 @@ def prompt_opens_thinking(prompt_text: str) -> bool:
     return tail.endswith(OPEN_TAG)
 
 
+def _block_closed(splitter: ThinkingSplitter | None) -> bool | None:
+    """Whether the reasoning block the splitter met was closed (None: it met none)."""
+    if splitter is None or not (splitter.inside or splitter.closed):
+        return None
+    return not splitter.inside
+
+
 def without_thinking(events: Iterator[Event], opens: Callable[[], bool]) -> Iterator[Event]:
     """The events of an answer with its <think> reasoning taken out; opens() tells, at the first text, whether the
     prompt opened the block (the prompt is final only once the answer streams).
 
     Text chunks carry only the answer (the blank lines after a </think> dropped); the Finished event's text is that
-    answer and its `thinking` the reasoning.
+    answer, its `thinking` the reasoning and its `thinking_closed` whether the reasoning's block was closed.
     """
     splitter: ThinkingSplitter | None = None
     reasoning: list[str] = []
@@ -170,6 +177,7 @@ def without_thinking(events: Iterator[Event], opens: Callable[[], bool]) -> Iter
         elif isinstance(event, Finished):
             yield from answer_parts(splitter.flush(cut=event.finish_reason != "stop") if splitter else [])
             yield from blank_answer()
-            yield replace(event, text="".join(answer), thinking="".join(reasoning).strip())
+            yield replace(event, text="".join(answer), thinking="".join(reasoning).strip(),
+                          thinking_closed=_block_closed(splitter))
         else:
             yield event

@@ -121,6 +121,18 @@ def test_hide_thinking_leaves_the_reasoning_out_of_stdout_and_keeps_it_in_json()
     assert "the answer ended inside its <think> reasoning, which --hide-thinking left out" in cut.err
 
 
+@pytest.mark.parametrize(("grammar", "note"), [
+    ('root ::= "<think></think>"', "the answer after its <think> reasoning is empty (--hide-thinking left the "
+     "reasoning out)"),  # was: the answer ended inside its <think> reasoning
+    ('root ::= "<think>a b</think>\\n\\n"', "the answer after its <think> reasoning is empty"),
+    ('root ::= " "', "the answer is blank (whitespace only): the model ended it before any text"),  # no reasoning
+])
+def test_hide_thinking_says_whether_an_empty_answer_ended_inside_its_reasoning(grammar: str, note: str) -> None:
+    result = run_localgen("run", "--hide-thinking", "--grammar", grammar, "hi", *GREEDY)
+    assert result.returncode == 0 and result.out.strip() == "", result.out
+    assert result.err.startswith(f"localgen: {note}") and len(result.err.splitlines()) == 1, result.err
+
+
 def test_with_hide_thinking_a_stop_string_is_matched_in_the_answer_only() -> None:
     grammar = 'root ::= "<think>\\nStep one.\\n\\nStep two.\\n</think>\\n\\nThe answer is 42.\\n\\nMore text."'
     hidden = run_localgen("run", "--hide-thinking", "--stop", "\n\n", "-n", "80", "--grammar", grammar, "q", *GREEDY)
