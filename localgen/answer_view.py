@@ -11,12 +11,12 @@ from typing import Any, ClassVar, TextIO
 
 from localgen.console import word_wrap_for
 from localgen.control_chars import TerminalSafePieces
-from localgen.markdown_parse import block_boundary, markdown_parser, parsed_as_written
+from localgen.markdown_parse import block_boundary, items_holding, markdown_parser, parsed_as_written
 from localgen.markdown_rows import cut_rows, folded, is_mark, soft_wrap, under_prefix, without_padding
 
 NATURAL_WIDTH = 10_000  # cells a table's natural width is measured within (without wrap: its rows whole)
 CODE_THEME = "ansi_dark"  # the terminal's own palette, so code reads on light and dark backgrounds alike
-MAX_CONTEXT_CHARS = 4096  # a longer construct restarts its context: each block re-renders it
+MAX_CONTEXT_CHARS = 4096  # a longer construct restarts its context (each block re-renders it) from its list items
 REDRAW_INTERVAL_S = 0.1  # the unfinished block is drawn again at most this often, and only when it grew
 _CONTINUATION = re.compile(r"[ \t>]|[-+*][ \t\n]|\d{1,9}[.)][ \t\n]")  # indented, a quote or a list item
 
@@ -105,8 +105,12 @@ class AnswerView:
             return
         self._console.print(_Continued(self._previous, block, soft_wrap=True, wrap=self._breaks_words, ended=ended),
                             crop=False)  # rows it joins go on
-        continues = _may_continue(block) and len(self._previous) < MAX_CONTEXT_CHARS
-        self._previous = self._previous + block if continues else block
+        if not _may_continue(block):
+            self._previous = block
+        elif len(self._previous) < MAX_CONTEXT_CHARS:
+            self._previous += block
+        else:  # the construct goes on: the list items that hold the block place the next one as they place it
+            self._previous = items_holding(self._previous, block) + block
 
     def _show_live(self) -> None:
         """Redraw only the unfinished block, when text came and REDRAW_INTERVAL_S has passed since the last time

@@ -1,7 +1,7 @@
 """An answer's Markdown parsed so that showing it loses nothing the model wrote: each line keeps its indentation,
 and a bare fence that no fence closes, at the end of an answer, is text (the closing fence of code whose opening fence
 the model left out) unless a line of code follows it at once (code whose closing fence never came); and where a
-streamed answer's finished blocks end, never inside a code fence."""
+streamed answer's finished blocks end, never inside a code fence, and which list items hold the next one."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 _NEWLINES = re.compile(r"\r\n?")  # markdown-it reads each as one newline
 _FENCE = re.compile(r"( *)(`{3,}|~{3,})(.*)")  # a line that may open a code fence: indentation, fence, info string
+_ITEM = re.compile(r" {0,40}(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")  # a line that opens a list item
 _INDENT = "    "  # the indentation that makes an indented code block, which markdown-it takes off its lines
 
 
@@ -70,6 +71,28 @@ def _closes_fence(line: str, fence: str, indent: int = 0) -> bool:
     closing = line.strip()
     return (bool(closing) and set(closing) == {fence[0]} and len(closing) >= len(fence)
             and len(line) - len(line.lstrip(" ")) < indent + len(_INDENT))
+
+
+def items_holding(text: str, block: str) -> str:
+    """The opening lines of the list items in text that hold block, the one that follows text (each line then a blank
+    one): enough of text to place block where a list item goes on, without the rest of it."""
+    below, openers = _indentation(block.lstrip("\n")), []
+    for line in reversed(text.split("\n")):
+        if not below:
+            break  # at the top level: no item holds it
+        if not line.strip() or _indentation(line) >= below:
+            continue
+        if not _ITEM.match(line):
+            break  # text at this indentation ended any list item above it
+        openers.insert(0, line + "\n\n")
+        below = _indentation(line)
+    return "".join(openers)
+
+
+def _indentation(text: str) -> int:
+    """The columns of blank space that start text's first line (a tab to the next multiple of 4)."""
+    line = text.split("\n", 1)[0].expandtabs(4)
+    return len(line) - len(line.lstrip(" "))
 
 
 def parsed_as_written(parser: Any, text: str, *, ended: bool) -> list[Any]:

@@ -101,3 +101,28 @@ def test_reasoning_and_notes_show_colon_words_as_written_not_as_emoji() -> None:
     view.close("stopped at :x:")
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal.getvalue())
     assert "Row 1 is x:o:x, 100:100: :smile:" in shown and "Done :cat:." in shown and "[stopped at :x:]" in shown, shown
+
+
+def _long_list(lead: str, count: int, *, paragraphs: int = 3, nested: bool = False) -> str:
+    """A list of count items (lead: "- ", or "N. " numbered), each a title and paragraphs under it (nested: under a
+    sub-item of it)."""
+    items = []
+    for number in range(1, count + 1):
+        marker = lead.replace("N", str(number))
+        sub, indent = ("- sub\n\n", len(marker) + 2) if nested else ("", len(marker))
+        under = "".join(" " * indent + f"Paragraph {k} of item {number} " + "lorem ipsum " * 20 + "\n\n"
+                        for k in range(1, paragraphs + 1))
+        items.append(f"{marker}Item {number} title\n\n{' ' * len(marker) + sub if sub else ''}{under}")
+    return "".join(items) + "The end."
+
+
+@pytest.mark.parametrize("answer", [
+    _long_list("- ", 8), _long_list("N. ", 8), _long_list("- ", 1, paragraphs=30, nested=True),
+], ids=["bullets", "numbers", "nested"])
+def test_a_list_longer_than_the_context_keeps_its_paragraphs_under_their_items(answer: str) -> None:
+    """Past 4,096 characters of list, the block after a paragraph was placed after that paragraph alone: the next
+    paragraphs of the item showed flush left, outside it."""
+    screen = _streamed(answer, 20)
+    assert len(answer) > 6000 and screen == _rendered_at_once(answer)
+    paragraphs = [line for line in screen if "Paragraph" in line]
+    assert len(paragraphs) == answer.count("Paragraph") and all(line.startswith("  ") for line in paragraphs)
