@@ -87,8 +87,8 @@ def _objects_in(schema: object) -> Iterator[dict[Any, Any]]:
 
 
 def _prepared(node: object, unlisted: list[str]) -> object:
-    """A schema as the converter handles it, its subschemas too: bounds checked, patterns translated, any items
-    spelled out; unlisted gets the required names missing from properties."""
+    """A schema as the converter handles it, its subschemas too: bounds checked, any items spelled out; unlisted gets
+    the required names missing from properties."""
     if not isinstance(node, dict):
         return node
     schema = dict(node)
@@ -104,8 +104,6 @@ def _prepared(node: object, unlisted: list[str]) -> object:
             schema.get("type") == "array" and "items" not in schema and "prefixItems" not in schema
             and ("minItems" in schema or "maxItems" in schema)):
         schema["items"] = _ANY_VALUE  # the converter reads an empty or missing items as none: no bounds kept
-    if isinstance(schema.get("pattern"), str):
-        schema["pattern"] = converter_pattern(schema["pattern"])
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
     unlisted.extend(str(name) for name in required if name not in properties and str(name) not in unlisted)
@@ -301,6 +299,8 @@ def _converted(schema: dict[str, Any]) -> str:
         converter = _exact_converter(module)
         converter.visit(converter.resolve_refs(schema, "stdin"), "")
         grammar = converter.format_grammar()
+    except UsageError:  # a pattern refused (converter_pattern)
+        raise
     except RecursionError:
         raise UsageError("the JSON schema nests too deep to convert", hint="flatten it, or use $defs") from None
     except Exception as exc:  # the converter asserts and raises on what it does not support
@@ -321,6 +321,13 @@ def _exact_converter(module: Any) -> Any:
         def _format_literal(self, literal: str) -> str:
             """literal as a GBNF string literal that matches exactly its text."""
             return '"' + "".join(_gbnf_char(char) for char in literal) + '"'
+
+        def _visit_pattern(self, pattern: object, name: str) -> str:
+            """The converter's, on the pattern in its terms: each pattern it meets, wherever a $ref finds it."""
+            if not isinstance(pattern, str):
+                raise UsageError(f"the JSON schema's pattern {json.dumps(pattern)} is not a string",
+                                 hint='give a regular expression as a string, e.g. "^[a-z]+$"')
+            return super()._visit_pattern(converter_pattern(pattern), name)
 
         def resolve_refs(self, schema: Any, url: str) -> Any:
             """The converter's, the root's siblings of a $ref ($defs) included: it left them unresolved."""

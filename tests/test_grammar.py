@@ -229,6 +229,7 @@ def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message:
     (("--json-schema", '{"type": "string", "pattern": "ab"}'), "pattern ab is not anchored: a grammar matches the "
      'whole string (hint: start it with ^ and end it with $, e.g. "^[a-z]+$")'),  # was the converter's assert
     (("--json-schema", '{"type": "string", "pattern": "^]\\\\$"}'), "pattern ^]\\$ is not anchored"),  # looped
+    (("--json-schema", '{"type": "string", "pattern": 5}'), "the JSON schema's pattern 5 is not a string"),
     (("--json-schema", '{"type": "string", "minLength": 5, "maxLength": 3}'), "minLength 5 is above its maxLength 3"),
     (("--json-schema", '{"type": "array", "minItems": 2, "maxItems": 1}'), "minItems 2 is above its maxItems 1"),
     (("--json-schema", '{"type": "string", "maxLength": 1000000000}'), "maxLength 1,000,000,000 is beyond what"),
@@ -466,6 +467,16 @@ def test_converted_patterns_match_the_json_text_of_what_the_regex_matches(
         assert _gbnf_accepts(grammar, json.dumps(value)), (value, grammar)
     for value in not_matching:
         assert not _gbnf_accepts(grammar, json.dumps(value)), (value, grammar)
+
+
+def test_a_pattern_a_ref_finds_anywhere_is_translated_too() -> None:
+    """A $ref outside $defs and properties reached a pattern untranslated: the converter looped for ever on its ]."""
+    from localgen.json_schema import schema_grammar
+
+    schema = {"$ref": "#/x/y", "x": {"y": {"type": "string", "pattern": "^a]$"}}}
+    with _failing_after(30):
+        grammar = schema_grammar(json.dumps(schema), [])
+    assert _gbnf_accepts(grammar, '"a]"') and not _gbnf_accepts(grammar, '"a"'), grammar
 
 
 @contextlib.contextmanager
