@@ -87,26 +87,32 @@ def _objects_in(schema: object) -> Iterator[dict[Any, Any]]:
 
 
 def _prepared(node: object, unlisted: list[str]) -> object:
-    """A schema as the converter handles it, its subschemas too: bounds checked, any items spelled out; unlisted gets
-    the required names missing from properties."""
+    """A schema as the converter handles it, its subschemas too (_checked); unlisted gets the required names missing
+    from properties."""
     if not isinstance(node, dict):
         return node
-    schema = dict(node)
-    _check_type(schema.get("type"))
-    _check_bounds(schema)
+    schema = _checked(node)
     for key, value in schema.items():
         if key in _SCHEMA_MAPS and isinstance(value, dict):
             schema[key] = {name: _prepared(sub, unlisted) for name, sub in value.items()}
         elif (key in _SCHEMA_LISTS and isinstance(value, list)) or key in _SCHEMA_VALUES:
             schema[key] = [_prepared(sub, unlisted) for sub in value] if isinstance(value, list) else \
                 _prepared(value, unlisted)
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    unlisted.extend(str(name) for name in required if name not in properties and str(name) not in unlisted)
+    return schema
+
+
+def _checked(node: dict[str, Any]) -> dict[str, Any]:
+    """A schema object as the converter handles it: its type and bounds checked, any items spelled out."""
+    schema = dict(node)
+    _check_type(schema.get("type"))
+    _check_bounds(schema)
     if schema.get("items") == {} or schema.get("items") is True or (
             schema.get("type") == "array" and "items" not in schema and "prefixItems" not in schema
             and ("minItems" in schema or "maxItems" in schema)):
         schema["items"] = _ANY_VALUE  # the converter reads an empty or missing items as none: no bounds kept
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-    required = schema.get("required") if isinstance(schema.get("required"), list) else []
-    unlisted.extend(str(name) for name in required if name not in properties and str(name) not in unlisted)
     return schema
 
 
@@ -299,7 +305,7 @@ def _converted(schema: dict[str, Any]) -> str:
         converter = _exact_converter(module)
         converter.visit(converter.resolve_refs(schema, "stdin"), "")
         grammar = converter.format_grammar()
-    except UsageError:  # a pattern refused (converter_pattern)
+    except UsageError:  # a schema or pattern refused (_checked, converter_pattern)
         raise
     except RecursionError:
         raise UsageError("the JSON schema nests too deep to convert", hint="flatten it, or use $defs") from None
@@ -321,6 +327,10 @@ def _exact_converter(module: Any) -> Any:
         def _format_literal(self, literal: str) -> str:
             """literal as a GBNF string literal that matches exactly its text."""
             return '"' + "".join(_gbnf_char(char) for char in literal) + '"'
+
+        def visit(self, schema: Any, name: str) -> Any:
+            """The converter's, on the schema checked: each one it meets, wherever a $ref finds it."""
+            return super().visit(_checked(schema) if isinstance(schema, dict) else schema, name)
 
         def _visit_pattern(self, pattern: object, name: str) -> str:
             """The converter's, on the pattern in its terms: each pattern it meets, wherever a $ref finds it."""

@@ -230,6 +230,8 @@ def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message:
      'whole string (hint: start it with ^ and end it with $, e.g. "^[a-z]+$")'),  # was the converter's assert
     (("--json-schema", '{"type": "string", "pattern": "^]\\\\$"}'), "pattern ^]\\$ is not anchored"),  # looped
     (("--json-schema", '{"type": "string", "pattern": 5}'), "the JSON schema's pattern 5 is not a string"),
+    (("--json-schema", '{"$ref": "#/x", "x": {"type": "string", "maxLength": 100000000}}'),
+     "maxLength 100,000,000 is beyond what"),  # a $ref outside $defs: the converter spelled out the count for ever
     (("--json-schema", '{"type": "string", "minLength": 5, "maxLength": 3}'), "minLength 5 is above its maxLength 3"),
     (("--json-schema", '{"type": "array", "minItems": 2, "maxItems": 1}'), "minItems 2 is above its maxItems 1"),
     (("--json-schema", '{"type": "string", "maxLength": 1000000000}'), "maxLength 1,000,000,000 is beyond what"),
