@@ -36,10 +36,10 @@ def _shown(line: str, first: bool, columns: int) -> list[str]:
 
 
 @pytest.mark.parametrize(("rows", "columns", "lines", "words"), [
-    (30, 100, 200, 1),  # 170 rows above the window's 30 were never drawn
-    (12, 40, 200, 1),
+    (30, 100, 70, 1),  # 40 rows above the window's 30 were never drawn
+    (12, 40, 40, 1),
     (12, 40, 12, 1),  # the window's height: it fitted, and still does
-    (30, 100, 40, 12),  # long lines, which wrap: 120 rows
+    (30, 100, 20, 6),  # long lines, which wrap: 40 rows
     (30, 100, 5, 1),  # one that fits
 ])
 def test_a_pasted_message_taller_than_the_window_is_in_the_scrollback_whole_once_sent(
