@@ -52,6 +52,22 @@ def test_models_rm_of_a_model_linked_to_a_file_outside_the_cache_removes_the_lin
     assert hubenv.snapshot_files(REPO) == [] and not (hubenv.hf_cache / "models--org--m-GGUF").exists()
 
 
+
+def test_models_rm_of_a_model_linked_to_another_repo_s_blob_keeps_that_blob_as_another_model_s(
+        hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    hubenv.server.add_repo("org/other-GGUF", {"other-Q8_0.gguf": make_gguf_bytes("other")})
+    (entry,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    (other,) = hub.download_model("org/other-GGUF", quant="Q8_0", filename=None, quiet=True)
+    blob, other_blob = entry.resolve(), other.resolve()
+    entry.unlink()
+    entry.symlink_to(other_blob)  # a user's hand-made link to another model's file in the cache
+    blob.unlink()
+    removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)
+    assert removed.returncode == 0, removed.err
+    assert removed.err == f"localgen: removed {REPO}:Q8_0: freed 0 B, kept 1 file another model uses\n", removed.err
+    assert other_blob.is_file() and other.read_bytes() == make_gguf_bytes("other")
+
 def _repo_folder_moved_and_linked_back(hubenv: HubEnv) -> tuple[Path, Path]:
     """Pull REPO, then move its repo folder to another disk and link it back, as one moves big models; the snapshot
     entry, and the repo folder where it is now."""
