@@ -353,13 +353,25 @@ def _unlink(path: Path) -> None:
                                                  "folder") + ", then run the command again") from exc
 
 
+_REPO_RECORDS = ("refs", ".no_exist")  # the cache's notes on a repo's commits and missing files: void once it is empty
+
+
 def _prune(repo_dir: Path) -> None:
-    """Remove empty snapshot folders; remove the repo folder once it holds no files at all."""
+    """Remove empty snapshot folders; once the repo folder holds no snapshot and no blob, remove it and the cache's
+    notes on the repo in it (refs, .no_exist), at its real place where it was moved to another disk and linked back,
+    then the link; a folder that still holds anything else stays, and so does the link to it."""
     snapshots = repo_dir / "snapshots"
     for dirpath, _dirs, _names in sorted(os.walk(snapshots), key=lambda t: len(t[0]), reverse=True):
         with contextlib.suppress(OSError):
             Path(dirpath).rmdir()  # only succeeds when empty
     blobs = repo_dir / "blobs"
-    has_blobs = blobs.is_dir() and any(blobs.iterdir())
-    if not snapshots.exists() and not has_blobs:
-        shutil.rmtree(repo_dir, ignore_errors=True)
+    if os.path.lexists(snapshots) or (blobs.is_dir() and any(blobs.iterdir())):
+        return
+    real = Path(os.path.realpath(repo_dir))
+    for record in _REPO_RECORDS:
+        shutil.rmtree(real / record, ignore_errors=True)  # a link there is refused, and kept
+    for folder in (real / "blobs", real):
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only succeeds when empty
+    if repo_dir.is_symlink() and not os.path.lexists(real):
+        _unlink(repo_dir)

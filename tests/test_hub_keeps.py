@@ -86,7 +86,28 @@ def test_models_rm_of_a_model_whose_repo_folder_is_linked_in_from_another_disk_f
     removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)
     assert removed.returncode == 0, removed.err
     assert removed.err == f"localgen: removed {REPO}:Q8_0: freed 64.0 KiB\n"
-    assert [p for p in moved.rglob("*") if p.is_file()] == []
+    assert not os.path.lexists(moved), "the emptied repo folder goes, at its real place, as an ordinary one does"
+    assert not os.path.lexists(hubenv.hf_cache / "models--org--m-GGUF"), "and the link to it"
+
+
+@pytest.mark.parametrize("moved", [True, False], ids=["moved and linked back", "in place"])
+def test_models_rm_of_the_last_model_of_a_repo_folder_keeps_it_while_it_holds_another_file(hubenv: HubEnv,
+                                                                                          moved: bool) -> None:
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    folder = hubenv.hf_cache / "models--org--m-GGUF"
+    if moved:
+        folder = _repo_folder_moved_and_linked_back(hubenv)[1]
+    else:
+        hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text("a" * 40)  # as huggingface_hub notes a branch's commit
+    note = folder / "NOTES.txt"
+    note.write_text("where these weights came from\n")  # the user's, next to the cache's folders
+    removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)
+    assert removed.returncode == 0, removed.err
+    assert sorted(p.name for p in folder.iterdir()) == ["NOTES.txt"], "the cache's emptied folders and notes go"
+    assert note.read_text() == "where these weights came from\n"
+    assert (hubenv.hf_cache / "models--org--m-GGUF").resolve() == folder, "and the link to the folder stays"
 
 
 def test_a_pull_downloads_again_a_corrupt_blob_of_a_repo_folder_linked_in_from_another_disk(
