@@ -39,7 +39,7 @@ from localgen.hub_cache import (
     save_listing,
 )
 from localgen.hub_choice import choose_model, lookalikes, quant_of, shard_of
-from localgen.hub_entry_data import users_file_behind
+from localgen.hub_entry_data import linked_file_named, users_file_behind
 from localgen.hub_errors import map_hub_error, offline_error, timed_out
 from localgen.hub_logs import HubLogNote, quiet_hub_logs
 from localgen.hub_resume import Fetched, PartClaim, fetch_blob, resumable
@@ -329,14 +329,14 @@ class FetchedFile:
 
 def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, pin: Pin | None) -> FetchedFile:
     """One file: download unless cached, then verify; a cached copy that fails is fetched again once (where it was a
-    link to a file of the user's outside the cache, the link alone is replaced, by the blob where that is there, as
-    pull --force replaces it)."""
+    link to a file of the user's outside the cache, or another model's in it, the link alone is replaced, by the blob
+    where that is there, as pull --force replaces it)."""
     cached = not force and is_cached(model, f)
     mine = users_file_behind(pointer_path(model.repo, model.revision, f.filename))
     got = _hf_download(model, f, force=force, display=display, cached=cached)
     if force and mine is not None and users_file_behind(got.path) is None:
-        display.notes_after.append(f"localgen: {got.path} led to {mine}; it leads to the Hub's {f.repo}/{f.filename} "
-                                   f"now, and {mine} is left as it was")
+        display.notes_after.append(f"localgen: {got.path} led to {linked_file_named(mine)}; it leads to the Hub's "
+                                   f"{f.repo}/{f.filename} now, and {mine} is left as it was")
     try:
         verify_download(got.path, f, display, pin, hashed=got.sha256)
     except HubError:
@@ -345,8 +345,9 @@ def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, p
         got = _hf_download(model, f, force=False, display=display, cached=is_cached(model, f))
         verify_download(got.path, f, display, pin, hashed=got.sha256)
         if mine is not None:
-            display.notes_after.append(f"localgen: {got.path} led to {mine}, which is not the Hub's {f.repo}/"
-                                       f"{f.filename}; it leads to the Hub's file now, and {mine} is left as it was")
+            display.notes_after.append(f"localgen: {got.path} led to {linked_file_named(mine)}, which is not the "
+                                       f"Hub's {f.repo}/{f.filename}; it leads to the Hub's file now, and {mine} is "
+                                       "left as it was")
     return got
 
 

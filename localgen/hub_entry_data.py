@@ -3,7 +3,8 @@
 A snapshot entry (snapshots/COMMIT/FILE) links to its repo's blob (blobs/ETAG), which may link on to Xet's
 cache-wide shared store; all of that is the cache's, wherever the repo folder really is (one moved to another disk and
 linked back is still the cache's). A user may link an entry to a file of their own elsewhere (a fine-tune, a copy on
-another disk): that file is theirs, and removing or replacing the entry removes the link alone.
+another disk), or to another model's file in the cache (another repo's blob): that file is theirs, or that model's,
+and removing or replacing the entry removes the link alone.
 """
 
 from __future__ import annotations
@@ -43,12 +44,24 @@ def data_behind(entry: Path) -> list[Path]:
 
 
 def users_file_behind(entry: Path) -> Path | None:
-    """The file of the user's that a snapshot entry links to in place of a blob of its repo (their own, linked in
-    from outside the cache), or None."""
+    """The file a snapshot entry links to in place of a blob of its repo, which only the link to goes (the user's own,
+    or another model's: another_models_file tells), or None."""
     if not entry.is_symlink() or links_to_repo_blob(entry):
         return None
     real = Path(os.path.realpath(entry))
     return real if real.exists() else None
+
+
+def another_models_file(file: Path) -> bool:
+    """Whether a file a snapshot entry links to in place of a blob of its repo (users_file_behind) is another
+    model's, one in the cache (a blob of another repo); one outside it is the user's own."""
+    return in_cache(file)
+
+
+def linked_file_named(file: Path) -> str:
+    """A file a snapshot entry links to in place of a blob of its repo (users_file_behind), as a note names it: its
+    path, and where it is another model's, that it is."""
+    return f"{file} (another model's file in the cache)" if another_models_file(file) else str(file)
 
 
 def discard_cached_file(pointer: Path) -> Path | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from localgen import console
 from localgen.errors import GGUFError, HubError, LocalgenError
 from localgen.hub_cache import hub_endpoint, record_sha256
-from localgen.hub_entry_data import discard_cached_file
+from localgen.hub_entry_data import discard_cached_file, linked_file_named
 from localgen.verify import (
     forget_verified,
     git_blob_id_and_sha256,
@@ -97,13 +97,13 @@ class ChecksumMismatch(HubError):
 
 def _checksum(path: Path, f: HubFile, display: Display) -> str:
     """Check size and sha256 (or git blob id) against the listing, deleting a file that differs (where a link leads
-    to a file outside the cache, only the link: that file is the user's); its sha256."""
+    to a file of the user's or another model's, only the link); its sha256."""
     try:
         return check_checksum(path, f, display)
     except ChecksumMismatch as exc:
         kept = discard_cached_file(path)
         exc.message += ("; the corrupt download was deleted" if kept is None else
-                        f"; the link to {kept} was removed, and that file is left as it was")
+                        f"; the link to {linked_file_named(kept)} was removed, and that file is left as it was")
         raise
 
 

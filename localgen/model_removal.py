@@ -21,7 +21,7 @@ from localgen import hub_cache
 from localgen.catalog import bundled_file, bundled_use, display_name, display_names, forget_model_file, hub_groups
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
-from localgen.hub_entry_data import data_behind, users_file_behind
+from localgen.hub_entry_data import another_models_file, data_behind, users_file_behind
 from localgen.hub_slips import with_downloaded_repo
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
@@ -282,7 +282,8 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
                 plan.kept.append(real)
             else:
                 chain += data_behind(entry)
-                plan.outside += [mine] if (mine := users_file_behind(entry)) else []
+                if (linked := users_file_behind(entry)) is not None:  # only the link goes
+                    (plan.kept if another_models_file(linked) else plan.outside).append(linked)
         for path in chain:
             if path in plan.deleted or path in removals.gone or not os.path.lexists(path):
                 continue

@@ -53,20 +53,33 @@ def test_models_rm_of_a_model_linked_to_a_file_outside_the_cache_removes_the_lin
 
 
 
-def test_models_rm_of_a_model_linked_to_another_repo_s_blob_keeps_that_blob_as_another_model_s(
-        hubenv: HubEnv) -> None:
-    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+def _linked_to_another_model_s_file(hubenv: HubEnv, *, blob_too: bool = False) -> Path:
+    """Pull REPO and org/other-GGUF, then link REPO's snapshot entry to the other's blob, as a user links one model's
+    file to another's in the cache by hand (blob_too: deleting REPO's blob as well); the other's snapshot entry."""
     hubenv.server.add_repo("org/other-GGUF", {"other-Q8_0.gguf": make_gguf_bytes("other")})
     (entry,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
     (other,) = hub.download_model("org/other-GGUF", quant="Q8_0", filename=None, quiet=True)
-    blob, other_blob = entry.resolve(), other.resolve()
+    blob = entry.resolve()
     entry.unlink()
-    entry.symlink_to(other_blob)  # a user's hand-made link to another model's file in the cache
-    blob.unlink()
+    entry.symlink_to(other.resolve())
+    if blob_too:
+        blob.unlink()
+    return other
+
+
+@pytest.mark.parametrize("its_entry", [True, False], ids=["its entry there", "its entry deleted by hand"])
+def test_models_rm_of_a_model_linked_to_another_repo_s_blob_keeps_that_blob_as_another_model_s(
+        hubenv: HubEnv, its_entry: bool) -> None:
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    other = _linked_to_another_model_s_file(hubenv, blob_too=True)
+    other_blob = other.resolve()
+    if not its_entry:
+        other.unlink()  # the blob is still the other repo's, in the cache: never a file of the user's outside it
     removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)
     assert removed.returncode == 0, removed.err
     assert removed.err == f"localgen: removed {REPO}:Q8_0: freed 0 B, kept 1 file another model uses\n", removed.err
-    assert other_blob.is_file() and other.read_bytes() == make_gguf_bytes("other")
+    assert other_blob.read_bytes() == make_gguf_bytes("other")
+
 
 def _repo_folder_moved_and_linked_back(hubenv: HubEnv) -> tuple[Path, Path]:
     """Pull REPO, then move its repo folder to another disk and link it back, as one moves big models; the snapshot
@@ -191,6 +204,21 @@ def test_a_download_s_checksum_vouches_only_for_a_snapshot_entry_that_is_the_fil
     assert recorded_sha256(mine) is None and mine.read_bytes() == make_gguf_bytes("finetune")
 
 
+def test_a_download_s_checksum_names_another_model_s_file_that_the_snapshot_entry_still_led_to(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import hub_resume
+
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    other = _linked_to_another_model_s_file(hubenv)
+    other_blob = other.resolve()
+    monkeypatch.setattr(hub_resume, "link_into_snapshot", lambda *args, **kwargs: None)  # an entry left as it was
+    with pytest.raises(HubError) as info:
+        hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True, force=True)
+    assert info.value.message.endswith(f"; the link to {other_blob} (another model's file in the cache) was removed, "
+                                       "and that file is left as it was"), info.value.message
+    assert other.read_bytes() == make_gguf_bytes("other")
+
+
 @pytest.mark.parametrize("links", [True, False], ids=["links", "copies"])
 def test_a_pull_force_whose_download_fails_its_checksum_keeps_the_verified_copy_that_was_there(
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, links: bool) -> None:
@@ -276,3 +304,19 @@ def test_a_blob_a_pull_left_unlinked_is_linked_by_the_next_without_asking_the_hu
     assert capsys.readouterr().err == f"localgen: {REPO}/{NAME} (64.0 KiB) already in the cache, sha256 verified\n"
     assert hubenv.server.count("HEAD") == 0 and hubenv.server.count("GET", f"/{NAME}") == 1, "the first pull's GET"
     assert os.readlink(path) == f"../../blobs/{repo.sha256(NAME)}"
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["pull", "pull --force"])
+def test_a_pull_over_a_link_to_another_model_s_file_in_the_cache_names_it_so_and_keeps_it(
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str], force: bool) -> None:
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    other = _linked_to_another_model_s_file(hubenv)
+    other_blob = other.resolve()
+    capsys.readouterr()
+    (path,) = hub.download_model(REPO, quant="Q8_0", filename=None, force=force)
+    assert file_sha256(path) == repo.sha256(NAME) and other.read_bytes() == make_gguf_bytes("other")
+    err = capsys.readouterr().err.splitlines()
+    kept = f"and {other_blob} is left as it was"
+    said = (f"; it leads to the Hub's {REPO}/{NAME} now, {kept}" if force else
+            f", which is not the Hub's {REPO}/{NAME}; it leads to the Hub's file now, {kept}")
+    assert err[-2] == f"localgen: {path} led to {other_blob} (another model's file in the cache){said}", err
