@@ -36,9 +36,11 @@ def links_to_repo_blob(entry: Path) -> bool:
 def data_behind(entry: Path) -> list[Path]:
     """The cache's own data a snapshot entry links to: its repo blob and, where that blob is a link itself (Xet's
     shared store), the file behind it; never a file of the user's (none for an entry that is no link)."""
-    if not links_to_repo_blob(entry):
-        return []
-    blob = blob_of(entry)
+    return blob_data(blob_of(entry)) if links_to_repo_blob(entry) else []
+
+
+def blob_data(blob: Path) -> list[Path]:
+    """A repo blob and, where it is a link itself (Xet's shared store), the file of the cache's behind it."""
     real = Path(os.path.realpath(blob))
     return [blob, real] if blob.is_symlink() and real != blob and in_cache(real) else [blob]
 

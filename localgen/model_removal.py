@@ -21,7 +21,7 @@ from localgen import hub_cache
 from localgen.catalog import bundled_file, bundled_use, display_name, display_names, forget_model_file, hub_groups
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
-from localgen.hub_entry_data import another_models_file, data_behind, users_file_behind
+from localgen.hub_entry_data import another_models_file, blob_data, data_behind, users_file_behind
 from localgen.hub_slips import with_downloaded_repo
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
@@ -284,13 +284,35 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
                 chain += data_behind(entry)
                 if (linked := users_file_behind(entry)) is not None:  # only the link goes
                     (plan.kept if another_models_file(linked) else plan.outside).append(linked)
-        for path in chain:
-            if path in plan.deleted or path in removals.gone or not os.path.lexists(path):
-                continue
-            if not path.is_symlink():
-                plan.freed += path.stat().st_size
-            plan.deleted.append(path)
+        _delete(plan, chain, removals)
+    for blob in _own_blobs(repo_dir, files):  # left unlinked by an entry that leads elsewhere: the cache's garbage
+        if blob not in plan.deleted and not (users.get(blob) or users.get(Path(os.path.realpath(blob)))):
+            _delete(plan, blob_data(blob), removals)
     return plan
+
+
+def _delete(plan: _Plan, chain: list[Path], removals: Removals) -> None:
+    """Plan to delete a snapshot entry or blob and the data behind it (what is there and no earlier model deletes),
+    counting the bytes freed."""
+    for path in chain:
+        if path in plan.deleted or path in removals.gone or not os.path.lexists(path):
+            continue
+        if not path.is_symlink():
+            plan.freed += path.stat().st_size
+        plan.deleted.append(path)
+
+
+def _own_blobs(repo_dir: Path, files: list[hub_cache.CachedHubFile]) -> list[Path]:
+    """The blobs of these files in their repo's blobs folder, by the sha256 or git blob id localgen listed or verified
+    them to have, where they are there."""
+    listing = hub_cache.load_listing(files[0].repo)
+    names = {f.filename for f in files}
+    listed = {f.sha256 or f.blob_id for f in listing.files if f.filename in names} if listing else set()
+    etags = listed | {f.sha256 for f in files}
+    try:  # by the names the folder holds: an etag is never taken for a path
+        return sorted(blob for blob in (repo_dir / "blobs").iterdir() if blob.name in etags)
+    except OSError:
+        return []
 
 
 def _model_files(files: list[hub_cache.CachedHubFile]) -> set[str]:

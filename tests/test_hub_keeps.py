@@ -53,6 +53,33 @@ def test_models_rm_of_a_model_linked_to_a_file_outside_the_cache_removes_the_lin
 
 
 
+def test_models_rm_of_a_model_linked_to_a_file_outside_the_cache_frees_the_blob_of_it_that_the_cache_kept(
+        hubenv: HubEnv) -> None:
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    mine = _linked_to_a_file_of_one_s_own(hubenv, make_gguf_bytes("finetune"))  # the Hub's blob stays, unlinked
+    blob = hubenv.hf_cache / "models--org--m-GGUF" / "blobs" / repo.sha256(NAME)
+    assert blob.is_file()
+    asked = run_localgen("models", "rm", f"{REPO}:Q8_0", env=hubenv.env)  # no terminal, no --yes: says what it would
+    assert asked.returncode == 2 and f"{REPO}:Q8_0 (64.0 KiB)" in asked.err, asked.err
+    removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)
+    assert removed.returncode == 0, removed.err
+    assert removed.err == (f"localgen: removed {REPO}:Q8_0: freed 64.0 KiB, kept {mine} (outside the Hugging Face "
+                           "cache: only the link to it was removed)\n"), removed.err
+    assert mine.read_bytes() == make_gguf_bytes("finetune")
+    assert not os.path.lexists(hubenv.hf_cache / "models--org--m-GGUF"), "nothing of the model is left"
+
+
+def test_models_rm_of_a_model_linked_to_a_file_outside_the_cache_keeps_the_blob_of_it_another_model_uses(
+        hubenv: HubEnv) -> None:
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8"), "m-Q4_K_M.gguf": make_gguf_bytes("q8")})
+    (twin,) = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)  # the same bytes: the same blob
+    mine = _linked_to_a_file_of_one_s_own(hubenv, make_gguf_bytes("finetune"))
+    removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)
+    assert removed.returncode == 0, removed.err
+    assert removed.err.startswith(f"localgen: removed {REPO}:Q8_0: freed 0 B, kept {mine} "), removed.err
+    assert file_sha256(twin) == repo.sha256(NAME), "the blob the Q4_K_M model links to stays"
+
+
 def _linked_to_another_model_s_file(hubenv: HubEnv, *, blob_too: bool = False) -> Path:
     """Pull REPO and org/other-GGUF, then link REPO's snapshot entry to the other's blob, as a user links one model's
     file to another's in the cache by hand (blob_too: deleting REPO's blob as well); the other's snapshot entry."""
