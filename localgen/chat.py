@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 from localgen.errors import LocalgenError, TemplateError
@@ -77,7 +77,12 @@ class PromptFormat:
 
     def default_system(self) -> str | None:
         """The system prompt the chat template writes where the messages carry none (SmolLM2's and Qwen's do),
-        else None."""
+        else None; the template is rendered for it once, not at each of the chat toolbar's redraws."""
+        return self._default_system
+
+    @cached_property
+    def _default_system(self) -> str | None:
+        """default_system, found by rendering the template with and without a system message."""
         if self.template is None:
             return None
         system, user = "\ue000system\ue000", "\ue000user\ue000"  # private-use marks no template writes

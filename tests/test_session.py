@@ -376,6 +376,33 @@ def test_context_used_is_what_the_conversation_holds_not_an_unanswered_prefill(s
     assert session.context_used() == answered
 
 
+def test_context_used_renders_the_template_s_own_system_prompt_once_not_at_every_toolbar_redraw(
+        session: ChatSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import chat
+
+    renders: list[int] = []
+
+    def counted(*args: typing.Any, **kwargs: typing.Any) -> str:
+        renders.append(1)
+        return render_template(*args, **kwargs)
+
+    render_template = chat.render_template
+    monkeypatch.setattr(chat, "render_template", counted)
+    own = session.context_used()
+    assert own is not None and renders, "the first count renders the template"
+    renders.clear()
+    assert [session.context_used() for _ in range(5)] == [own] * 5 and renders == [], "a redraw renders nothing"
+    session.set_system("Be brief.")
+    brief = session.context_used()
+    assert brief is not None and brief < own and renders, "a system prompt set is counted afresh"
+    renders.clear()
+    assert [session.context_used() for _ in range(5)] == [brief] * 5 and renders == []
+    session.set_system(None)
+    assert session.context_used() == own, "the template's own again"
+    renders.clear()
+    assert [session.context_used() for _ in range(5)] == [own] * 5 and renders == []
+
+
 def test_context_used_is_unknown_when_the_template_fails_or_no_model_is_loaded(session: ChatSession,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*_: object) -> tuple[str, list[int]]:

@@ -7,10 +7,12 @@ then try a wider set of attacks against render_template in-process.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import resource
 import sys
 import time
+import typing
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -438,3 +440,20 @@ def test_the_system_prompt_a_template_adds_on_its_own_is_found(template: str | N
     prompt_format = chat.PromptFormat(template=template, bos_token="<bos>", eos_token="", adds_bos=False,
                                       model_name="m")
     assert prompt_format.default_system() == expected
+
+
+def test_the_system_prompt_a_template_adds_on_its_own_is_rendered_once_for_each_template(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    renders: list[str] = []
+
+    def counted(template: str, *args: object, **kwargs: typing.Any) -> str:
+        renders.append(template)
+        return render_template(template, *args, **kwargs)
+
+    monkeypatch.setattr(chat, "render_template", counted)
+    qwen = chat.PromptFormat(template=QWEN_LIKE, bos_token="<bos>", eos_token="", adds_bos=False, model_name="m")
+    other = dataclasses.replace(qwen, template=QWEN_LIKE.replace("You are Qwen.", "You are Bob."))
+    for _ in range(3):
+        assert qwen.with_own_system([]) == [Message("system", "You are Qwen.")]
+        assert other.with_own_system([]) == [Message("system", "You are Bob.")]
+    assert renders == [QWEN_LIKE] * 2 + [other.template] * 2, "with and without a system message, once a template"
