@@ -37,15 +37,22 @@ def cache_list(json_output: JsonOpt = False) -> None:
 
 @cache_app.command("clear")
 def cache_clear() -> None:
-    """Delete every prompt cache entry."""
+    """Delete every prompt cache entry, and the partial writes of runs that stopped mid-save."""
     from localgen import console
-    from localgen.promptcache import WRITING_TEMP_S, clear, listed_cache_dir
+    from localgen.promptcache import clear, listed_cache_dir
+    from localgen.promptcache_partial import WRITING_TEMP_S
 
     cleared = clear(listed_cache_dir())
     entries = counted(cleared.entries, "prompt cache entry", "prompt cache entries")
     by_whom = "a stopped run" if cleared.partial == 1 else "stopped runs"
     stopped = (f" and {counted(cleared.partial, 'partial write')} ({binary_size(cleared.partial_size)}) left by "
                f"{by_whom}") if cleared.partial else ""
-    writing = (f"; kept {counted(cleared.writing, 'partial write')} touched in the last "
-               f"{WRITING_TEMP_S / 60:.0f} minutes, which may be a run's still writing") if cleared.writing else ""
-    console.say(f"localgen: removed {entries} ({binary_size(cleared.size)}){stopped}{writing}")
+    kept = []
+    if writing := cleared.writing:
+        whose = "a run still writing it (process" if len(writing) == 1 else "runs still writing them (processes"
+        kept.append(f"kept {counted(len(writing), 'partial write')} ({binary_size(sum(p.size for p in writing))}) of "
+                    f"{whose} {', '.join(str(p.pid) for p in writing)})")
+    if cleared.recent:
+        kept.append(f"kept {counted(cleared.recent, 'partial write')} touched in the last {WRITING_TEMP_S / 60:.0f} "
+                    "minutes, which may be a run's still writing")
+    console.say(f"localgen: removed {entries} ({binary_size(cleared.size)}){stopped}{''.join(f'; {k}' for k in kept)}")

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from localgen.config import DEFAULT_CONTEXT_CAP
 from localgen.errors import LocalgenError
+from localgen.promptcache_partial import WRITING_TEMP_S, PartialWrite, sweep_partial_writes, write_entry
 from localgen.promptcache_prefixes import redundant_prefixes
-from localgen.storage import atomic_write_bytes, check_folder
+from localgen.storage import check_folder
 from localgen.tokens import common_prefix, tokens_array
 
 if TYPE_CHECKING:
@@ -37,9 +38,6 @@ SUFFIX = ".lgpc"
 HEADER = struct.Struct("<4sIIIQ32s")  # magic, version, identity bytes, token count, state bytes, sha256
 MAX_IDENTITY_BYTES = 4096
 MAX_TOKENS = 10_000_000
-TEMP_PATTERN = f".*{SUFFIX}.*.tmp"  # an entry being written (storage.atomic_write_bytes)
-STALE_TEMP_S = 3600.0  # a temp file untouched this long is a killed run's
-WRITING_TEMP_S = 300.0  # a temp file touched this recently may be a run's write in progress: `cache clear` keeps it
 MIN_NEW_TOKENS = 256  # prompts that prefill fewer new tokens are not worth a disk write
 MIN_GAIN_TOKENS = 64  # restore only when it saves at least this many tokens of prefill
 
@@ -226,7 +224,10 @@ class PromptCache:
             log.debug("prompt cache entry of %d bytes exceeds the %d byte bound; not saved", size, self.max_bytes)
             return
         target = self._entry_path(tokens)
-        atomic_write_bytes(target, parts)
+        try:
+            write_entry(target, parts)
+        except OSError as exc:
+            raise LocalgenError(f"could not write {target}: {exc.strerror or exc}") from exc
         saved = tokens_array(tokens)
         prefixes = [(len(header.tokens), path) for path, header in self._headers()
                     if path != target and common_prefix(header.tokens, saved) == len(header.tokens)]
@@ -310,21 +311,17 @@ def _file_keys(identity: str) -> tuple[str, ...]:
 def evict(directory: Path, max_bytes: int) -> int:
     """Delete least recently used entries until the folder fits in max_bytes; return how many were deleted.
 
-    Sizes and times come from stat alone: this runs before every restore, so it reads no entry. A temp file that
-    no write has touched for STALE_TEMP_S was left by a killed run, and goes too.
+    Sizes and times come from stat alone: this runs before every restore, so it reads no entry. The partial writes of
+    runs that stopped mid-save go first (promptcache_partial); those kept count toward the bound.
     """
-    with contextlib.suppress(OSError):
-        for stray in directory.glob(TEMP_PATTERN):
-            with contextlib.suppress(OSError):
-                if time.time() - stray.stat().st_mtime > STALE_TEMP_S:
-                    _remove(stray)
+    partial = sum(found.size for found in sweep_partial_writes(directory).kept)
     entries = []
     for path in entry_files(directory):
         with contextlib.suppress(OSError):
             st = path.stat()
             entries.append((st.st_mtime, st.st_size, path))
     entries.sort(reverse=True)  # most recently used first
-    total = sum(size for _, size, _ in entries)
+    total = partial + sum(size for _, size, _ in entries)
     removed = 0
     while entries and total > max_bytes:
         _, size, path = entries.pop()
@@ -336,18 +333,21 @@ def evict(directory: Path, max_bytes: int) -> int:
 
 @dataclass(frozen=True)
 class Cleared:
-    """What clear removed: entries and their bytes, the partial writes of stopped runs and theirs; and how many temp
-    files it left, written too recently to be any but a run's write in progress."""
+    """What clear removed: entries and their bytes, the partial writes of stopped runs and theirs; and the partial
+    writes it kept: writing, those live runs are writing, and recent, those whose writer cannot be told that were
+    touched too recently to be any but a run's write in progress."""
 
     entries: int = 0
     size: int = 0
     partial: int = 0
     partial_size: int = 0
-    writing: int = 0
+    writing: tuple[PartialWrite, ...] = ()
+    recent: int = 0
 
 
 def clear(directory: Path) -> Cleared:
-    """Delete every entry, and every temp file no write has touched for WRITING_TEMP_S (a stopped run's)."""
+    """Delete every entry, and every partial write of a stopped run (promptcache_partial: its writer's lock is free,
+    or where that cannot be told, no write touched it for WRITING_TEMP_S)."""
     count = size = 0
     failed: list[OSError] = []
     for entry in list_entries(directory):
@@ -356,20 +356,14 @@ def clear(directory: Path) -> Cleared:
             size += entry.size
         else:
             failed.append(error)
-    partial = partial_size = writing = 0
-    with contextlib.suppress(OSError):
-        for stray in directory.glob(TEMP_PATTERN):
-            with contextlib.suppress(OSError):
-                info = stray.stat()
-                if time.time() - info.st_mtime < WRITING_TEMP_S:
-                    writing += 1
-                elif _remove(stray) is None:
-                    partial, partial_size = partial + 1, partial_size + info.st_size
+    swept = sweep_partial_writes(directory, WRITING_TEMP_S)
     if failed:
         raise LocalgenError(f"could not delete {len(failed)} of {len(failed) + count} prompt cache entries "
                             f"in {directory}: {failed[0].strerror or failed[0]}",
                             hint="check that folder's permissions")
-    return Cleared(count, size, partial, partial_size, writing)
+    return Cleared(count, size, len(swept.deleted), sum(found.size for found in swept.deleted),
+                   tuple(found for found in swept.kept if found.writing),
+                   sum(found.writing is None for found in swept.kept))
 
 
 def remove_entries(entries: Iterable[CacheEntry]) -> list[CacheEntry]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from localgen.errors import LocalgenError
 from localgen.promptcache import CacheEntry, cache_dir, list_entries, listed_cache_dir
+from localgen.promptcache_partial import PartialWrite, partial_writes
 from localgen.units import binary_size, counted, iso_time, local_minute
 
 
@@ -47,45 +48,71 @@ def entry_models() -> dict[str, Path]:
 
 
 def cache_listing() -> dict[str, object]:
-    """The `localgen cache --json` listing: folder, bound, total size and entries (newest first)."""
+    """The `localgen cache --json` listing: folder, bound, total size (partial writes too), entries (newest first)
+    and partial writes."""
     from localgen.config import prompt_cache_bytes
 
     directory = listed_cache_dir()
-    entries = list_entries(directory)
+    entries, partial = list_entries(directory), partial_writes(directory)
     models, names = entry_models(), model_names()
 
     def model_path(entry: CacheEntry) -> str | None:
         path = models.get(entry.model_key)
         return str(path) if path else None
 
-    return {"directory": str(directory), "max_bytes": prompt_cache_bytes(), "total_bytes": sum(e.size for e in entries),
+    return {"directory": str(directory), "max_bytes": prompt_cache_bytes(),
+            "total_bytes": sum(e.size for e in entries) + sum(p.size for p in partial),
             "entries": [{"path": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": iso_time(e.last_used),
                          "model_path": model_path(e), "model_names": names.get(e.model_key, []),
                          "problem": e.problem or None}
-                        for e in entries]}
+                        for e in entries],
+            "partial_writes": [{"path": str(p.path), "size": p.size, "last_written": iso_time(p.last_written),
+                                "pid": p.pid, "writing": p.writing} for p in partial]}
 
 
 def describe_cache() -> tuple[list[str], list[list[str]]]:
-    """The `localgen cache` listing: its summary lines (folder; entries, total size and bound) and a row per entry,
-    newest first (tokens, size, last used, its model's names as `localgen models` lists them, else its file's name,
-    file)."""
+    """The `localgen cache` listing: its summary lines (folder; entries and partial writes, total size and bound) and
+    a row per entry, newest first (tokens, size, last used, its model's names as `localgen models` lists them, else
+    its file's name, file), then one per partial write (what became of its writer in the model's place)."""
     from localgen.config import PROMPT_CACHE_BYTES_ENV, prompt_cache_bytes
 
     directory = listed_cache_dir()
-    entries = list_entries(directory)
-    total = sum(e.size for e in entries)
-    count = counted(len(entries), "entry", "entries")
+    entries, partial = list_entries(directory), partial_writes(directory)
+    total = sum(e.size for e in entries) + sum(p.size for p in partial)
+    count = counted(len(entries), "entry", "entries") + (f" and {counted(len(partial), 'partial write')}"
+                                                         if partial else "")
     bound = prompt_cache_bytes()
     if bound == 0:
         state = f"{count}, {binary_size(total)}; off ({PROMPT_CACHE_BYTES_ENV}=0): runs neither read nor add entries"
     else:
-        over = "; over the bound, so the next run drops the least recently used" if total > bound else ""
-        state = f"{count}, {binary_size(total)} of {binary_size(bound)}{over}"
+        state = f"{count}, {binary_size(total)} of {binary_size(bound)}{_over_the_bound(entries, partial, bound)}"
     models, names = entry_models(), model_names()
     rows = [[f"{e.tokens:,}" if e.tokens is not None else "-", binary_size(e.size), local_minute(e.last_used),
              f"({e.problem})" if e.problem else ", ".join(names[e.model_key]) if e.model_key in names
              else models[e.model_key].name if e.model_key in models else "unknown", e.path.name] for e in entries]
+    rows += [["-", binary_size(p.size), local_minute(p.last_written), f"({partial_state(p)})", p.path.name]
+             for p in partial]
     return [f"prompt cache: {directory}", state], rows
+
+
+def _over_the_bound(entries: list[CacheEntry], partial: list[PartialWrite], bound: int) -> str:
+    """'; over the bound, so the next run ...': what the next run's eviction does where the folder holds more than the
+    bound ('' where it does not, or where a live run's partial write alone is over it)."""
+    total = sum(e.size for e in entries) + sum(p.size for p in partial)
+    kept = total - sum(p.size for p in partial if p.left_by_a_stopped_run())
+    steps = [step for step, due in (("deletes the partial writes of stopped runs", kept < total),
+                                    ("drops the least recently used entries", entries and kept > bound)) if due]
+    return f"; over the bound, so the next run {' and '.join(steps)}" if total > bound and steps else ""
+
+
+def partial_state(partial: PartialWrite) -> str:
+    """What `localgen cache` says of a partial write: whose it is, and when it goes."""
+    if partial.writing:
+        return f"partial write of a run still writing it (process {partial.pid})"
+    if partial.left_by_a_stopped_run():
+        process = f" (process {partial.pid})" if partial.pid is not None else ""
+        return f"partial write left by a stopped run{process}; the next run deletes it"
+    return "partial write, perhaps of a run still writing it; deleted once untouched for an hour"
 
 
 def model_names() -> dict[str, list[str]]:

@@ -241,16 +241,16 @@ def test_clear_removes_everything(tmp_path: Path) -> None:
 
 
 def test_clear_leaves_a_write_in_progress_and_counts_a_stopped_run_s(tmp_path: Path) -> None:
-    """A temp file touched in the last 5 minutes (another run's write in progress) is kept, and said; an older one (a
-    stopped run's) goes, counted apart from the entries, where every one went uncounted and another run's save
-    failed."""
+    """A temp file by an older localgen's name (no lock tells whether its writer runs) touched in the last 5 minutes
+    (another run's write in progress) is kept, and said; an older one (a stopped run's) goes, counted apart from the
+    entries, where every one went uncounted and another run's save failed."""
     _cache(tmp_path).store([1, 2, 3], b"abc")
     stopped, writing = tmp_path / ".abc.lgpc.x1.tmp", tmp_path / ".def.lgpc.x2.tmp"
     stopped.write_bytes(b"x" * 3000)
     writing.write_bytes(b"partial state")
     os.utime(stopped, (time.time() - 600, time.time() - 600))  # untouched for 10 minutes: its run has stopped
     size = sum(e.size for e in list_entries(tmp_path))
-    assert clear(tmp_path) == Cleared(entries=1, size=size, partial=1, partial_size=3000, writing=1)
+    assert clear(tmp_path) == Cleared(entries=1, size=size, partial=1, partial_size=3000, recent=1)
     assert not stopped.exists() and writing.read_bytes() == b"partial state"
     home = tmp_path / "home"
     (home / "cache").mkdir(parents=True)

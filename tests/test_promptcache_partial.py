@@ -1,0 +1,153 @@
+"""Partial writes of prompt cache entries: one whose writer was killed mid-save goes at the next run and at `cache
+clear`, one a live process writes stays, both count toward the bound, and `localgen cache` shows them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from localgen import config
+from localgen.promptcache import PromptCache, entry_parts, evict, list_entries
+from tests.conftest import REPO_ROOT, run_localgen
+
+MIB = 1 << 20
+STATE = b"x" * 100_000  # an entry's, written past the buffer of the file it goes to
+
+# Writes an entry with the write every save takes (PromptCache.store's), stopping after its first size bytes until a
+# line comes on stdin: its partial write then lies in the cache folder, locked by this process, for a test to kill it.
+WRITER = textwrap.dedent('''
+    import sys
+    from pathlib import Path
+    from localgen.promptcache_partial import write_entry
+
+    def parts():
+        yield bytes(int(sys.argv[2]))
+        print("writing", flush=True)
+        sys.stdin.readline()
+        yield b"the rest"
+
+    write_entry(Path(sys.argv[1]), parts())
+''')
+
+Writer = Callable[[Path, int], subprocess.Popen]
+
+
+@pytest.fixture
+def writer() -> Iterator[Writer]:
+    """Start a process writing an entry to a path, stopped once it wrote a number of bytes (killed at the end)."""
+    started: list[subprocess.Popen] = []
+
+    def start(target: Path, size: int) -> subprocess.Popen:
+        process = subprocess.Popen([sys.executable, "-c", WRITER, str(target), str(size)], cwd=REPO_ROOT,
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        started.append(process)
+        assert process.stdout is not None and process.stdout.readline() == "writing\n"
+        return process
+
+    yield start
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def killed(process: subprocess.Popen) -> subprocess.Popen:
+    """The process, ended by SIGKILL (as the OOM killer or `kill -9` ends a run mid-save)."""
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    return process
+
+
+def partial_write(folder: Path, process: subprocess.Popen) -> Path:
+    """The partial write in folder of the process that wrote it."""
+    (path,) = folder.glob(f".*.lgpc.pid{process.pid}-*.tmp")
+    return path
+
+
+def prompts_folder(home: Path) -> Path:
+    """The prompt cache folder of a localgen home."""
+    return home / "cache" / config.PROMPT_CACHE_DIRNAME
+
+
+def test_a_run_deletes_a_killed_writer_s_partial_write_at_once_and_keeps_a_live_one(tmp_path: Path,
+                                                                                    writer: Writer) -> None:
+    """The next run's eviction deletes the partial write of a run killed mid-save, where it stayed for an hour
+    outside the bound; one a live process is writing is left as it is."""
+    folder = prompts_folder(tmp_path)
+    stopped = killed(writer(folder / f"{'a' * 32}.lgpc", MIB))
+    live = writer(folder / f"{'b' * 32}.lgpc", 2 * MIB)
+    left, writing = partial_write(folder, stopped), partial_write(folder, live)
+    result = run_localgen("run", "-n", "1", "--temperature", "0", "hi", env={"LOCALGEN_HOME": str(tmp_path)})
+    assert result.returncode == 0, result.err
+    assert not left.exists(), "the killed run's partial write is gone"
+    assert writing.stat().st_size == 2 * MIB and live.poll() is None, "the live one is untouched"
+    assert sorted(p.name for p in folder.iterdir()) == [writing.name]
+
+
+def test_cache_lists_partial_writes_with_whose_they_are(tmp_path: Path, writer: Writer) -> None:
+    """`localgen cache` counts partial writes in its total and lists each (its writer's process, and whether it
+    still runs), where it listed none and its total left them out."""
+    folder = prompts_folder(tmp_path)
+    stopped = killed(writer(folder / f"{'a' * 32}.lgpc", MIB))
+    live = writer(folder / f"{'b' * 32}.lgpc", 2 * MIB)
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    listing = run_localgen("cache", env=env)
+    assert listing.returncode == 0 and listing.err == (f"localgen: prompt cache: {folder}\n"
+                                                       "localgen: 0 entries and 2 partial writes, 3.0 MiB of 2.0 GiB\n")
+    rows = {row.split("\t")[4]: row.split("\t") for row in listing.out.splitlines()[1:]}
+    left, writing = rows[partial_write(folder, stopped).name], rows[partial_write(folder, live).name]
+    assert (left[0], left[1], left[3]) == (
+        "-", "1.0 MiB", f"(partial write left by a stopped run (process {stopped.pid}); the next run deletes it)")
+    assert (writing[1], writing[3]) == ("2.0 MiB", f"(partial write of a run still writing it (process {live.pid}))")
+    over = run_localgen("cache", env={**env, "LOCALGEN_PROMPT_CACHE_BYTES": "2MiB"})
+    assert over.err.endswith("localgen: 0 entries and 2 partial writes, 3.0 MiB of 2.0 MiB; over the bound, so the "
+                             "next run deletes the partial writes of stopped runs\n"), over.err
+    listed = json.loads(run_localgen("cache", "--json", env=env).out)
+    assert listed["total_bytes"] == 3 * MIB and listed["entries"] == []
+    partial = {p["pid"]: p for p in listed["partial_writes"]}
+    assert (partial[stopped.pid]["size"], partial[stopped.pid]["writing"]) == (MIB, False)
+    assert (partial[live.pid]["size"], partial[live.pid]["writing"]) == (2 * MIB, True)
+    assert partial[live.pid]["path"] == str(partial_write(folder, live))
+
+
+def test_cache_clear_deletes_a_killed_writer_s_partial_write_at_once_and_keeps_a_live_one(tmp_path: Path,
+                                                                                        writer: Writer) -> None:
+    """`cache clear` deletes a partial write whose writer was killed a moment ago, where it kept any touched in the
+    last 5 minutes; one a live process is writing stays, said with its process, until that process ends."""
+    folder = prompts_folder(tmp_path)
+    stopped = killed(writer(folder / f"{'a' * 32}.lgpc", MIB))
+    live = writer(folder / f"{'b' * 32}.lgpc", 2 * MIB)
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    cleared = run_localgen("cache", "clear", env=env)
+    assert cleared.returncode == 0 and cleared.err == (
+        "localgen: removed 0 prompt cache entries (0 B) and 1 partial write (1.0 MiB) left by a stopped run; kept 1 "
+        f"partial write (2.0 MiB) of a run still writing it (process {live.pid})\n"), cleared.err
+    assert sorted(p.name for p in folder.iterdir()) == [partial_write(folder, live).name]
+    killed(live)
+    cleared = run_localgen("cache", "clear", env=env)
+    assert cleared.err == ("localgen: removed 0 prompt cache entries (0 B) and 1 partial write (2.0 MiB) left by a "
+                           "stopped run\n"), cleared.err
+    assert list(folder.iterdir()) == [], stopped.pid
+
+
+def test_a_live_partial_write_counts_toward_the_bound(tmp_path: Path, writer: Writer) -> None:
+    """A partial write a live process is writing takes its room in the bound: the least recently used entries make
+    way for it, where they stayed and the folder held the bound and the partial write too."""
+    one = sum(len(part) for part in entry_parts("model-a", [0] * 4, STATE))
+    cache = PromptCache(tmp_path, "model-a", max_bytes=2 * one + 10, min_new_tokens=1, min_gain_tokens=1)
+    cache.store([1, 1, 1, 1], STATE)
+    cache.store([2, 2, 2, 2], STATE)
+    os.utime(cache._entry_path([1, 1, 1, 1]), (1, 1))  # the first entry was used long ago
+    live = writer(tmp_path / f"{'b' * 32}.lgpc", one)
+    assert evict(tmp_path, 2 * one + 10) == 1
+    assert [e.tokens for e in list_entries(tmp_path)] == [4] and cache.find([2, 2, 2, 2, 5]) is not None
+    assert partial_write(tmp_path, live).stat().st_size == one
+    killed(live)
+    assert evict(tmp_path, 2 * one + 10) == 0 and not list(tmp_path.glob(".*.tmp")), "gone with its writer"
