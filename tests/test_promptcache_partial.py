@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from localgen import config
+from localgen import config, promptcache_partial
 from localgen.promptcache import PromptCache, entry_parts, evict, list_entries
+from localgen.promptcache_partial import sweep_partial_writes, write_entry
 from tests.conftest import REPO_ROOT, run_localgen
 
 MIB = 1 << 20
@@ -151,3 +152,31 @@ def test_a_live_partial_write_counts_toward_the_bound(tmp_path: Path, writer: Wr
     assert partial_write(tmp_path, live).stat().st_size == one
     killed(live)
     assert evict(tmp_path, 2 * one + 10) == 0 and not list(tmp_path.glob(".*.tmp")), "gone with its writer"
+
+
+@pytest.mark.parametrize("meanwhile", ["a sweep deletes it", "a listing holds its lock"])
+def test_a_partial_write_taken_as_it_is_made_is_made_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           meanwhile: str) -> None:
+    """A sweep may find a new partial write before its writer has locked it, and delete it as a stopped run's; or a
+    listing may hold its lock as the writer takes it. The writer makes another, where the entry went to a deleted
+    file and was lost, or the listed one was left behind."""
+    real_lock = promptcache_partial._lock
+    taken: list[Path] = []
+
+    def lock_after_another(fd: int, *, exclusive: bool) -> bool | None:
+        if not exclusive or taken:
+            return real_lock(fd, exclusive=exclusive)
+        (new,) = tmp_path.glob(".*.tmp")
+        taken.append(new)
+        if meanwhile == "a sweep deletes it":
+            assert [p.path for p in sweep_partial_writes(tmp_path).deleted] == [new]
+            return real_lock(fd, exclusive=exclusive)
+        with open(new, "rb") as listing:
+            assert real_lock(listing.fileno(), exclusive=False) is True
+            return real_lock(fd, exclusive=exclusive)
+
+    monkeypatch.setattr(promptcache_partial, "_lock", lock_after_another)
+    target = tmp_path / f"{'c' * 32}.lgpc"
+    write_entry(target, (b"the ", b"state"))
+    assert target.read_bytes() == b"the state"
+    assert len(taken) == 1 and list(tmp_path.iterdir()) == [target], "no partial write is left behind"
