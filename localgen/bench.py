@@ -10,8 +10,8 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from localgen.config import DEFAULT_BATCH_SIZE
-from localgen.errors import ContextSizeError, LocalgenError, UsageError
+from localgen.bench_load import bench_loader
+from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.signals import SignalExit
@@ -262,9 +262,9 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
         (decode_context(config.n_gen), "decode", "-n", config.n_gen)) if size]
     tests.sort(key=lambda test: -test[0])
     run = _BenchRun(started)
-    load = _bench_loader(model=model, threads=threads, threads_batch=threads_batch, batch_size=batch_size,
-                         ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
-                         gpu_layers=gpu_layers, no_gpu=no_gpu, progress=progress)
+    load = bench_loader(model=model, threads=threads, threads_batch=threads_batch, batch_size=batch_size,
+                        ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
+                        gpu_layers=gpu_layers, no_gpu=no_gpu, progress=progress)
     stopped_by, ending = 0, None
     try:
         for ctx, name, flag, size in tests:
@@ -337,33 +337,6 @@ class _BenchRun:
                     measure_decode(engine, config, progress, self.decode)
         finally:
             loaded.close()
-
-
-def _bench_loader(*, model: str | None, threads: int | None, threads_batch: int | None, batch_size: int | None,
-                  ubatch_size: int, flash_attn: str, kv_type: str, offline: bool | None, gpu_layers: int | None,
-                  no_gpu: bool, progress: Callable[[str], None]) -> Callable[[int, str, int], LoadedModel]:
-    """How each test loads the model: in a context of the test's size (flag and size name the test in the error
-    for a context beyond the model)."""
-    from localgen.runner import ModelOptions, load_model
-
-    def load(ctx: int, flag: str, size: int) -> LoadedModel:
-        """The model loaded in a context of ctx tokens."""
-        options = ModelOptions(model=model, ctx_size=ctx, threads=threads, threads_batch=threads_batch,
-                               batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
-                               ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
-                               gpu_layers=gpu_layers, no_gpu=no_gpu,
-                               min_ctx=ctx,  # the KV cache whole from the start, as llama-bench's
-                               adapt_threads=False)  # measured at one thread count, as llama-bench measures
-        try:
-            return load_model(options, note=lambda text: progress(f"bench: {text}"),
-                              opening=lambda resolved: progress(f"bench: loading {resolved.display_name}"))
-        except ContextSizeError as exc:
-            largest = exc.maximum - (ctx - size)  # the test's context is its size and room the same for each size
-            raise UsageError(f"{flag} {size:,} needs a context of {ctx:,} tokens, beyond the model's maximum of "
-                             f"{exc.maximum:,}", hint=f"use {flag} {largest} or less" if largest > 0 else
-                             f"this model's context is too small for the {flag} test") from exc
-
-    return load
 
 
 def model_line(model: str, path: str) -> str:

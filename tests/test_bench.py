@@ -24,10 +24,11 @@ from localgen.bench import (
     measure_prefill,
     measurements,
 )
+from localgen.bench_load import in_test_sizes
 from localgen.config import DEFAULT_BATCH_SIZE
 from localgen.console import format_stats
 from localgen.engine import Engine, supports_gpu_offload, use_cpu_extra_buffers
-from localgen.errors import UsageError
+from localgen.errors import InsufficientMemoryError, UsageError
 from localgen.events import DraftStats, Finished, Timings, Usage
 from localgen.params import LoadOptions
 from tests.conftest import REPO_ROOT, popen_localgen, run_localgen, run_localgen_process
@@ -344,6 +345,26 @@ def test_a_prompt_beyond_the_model_is_refused_before_loading() -> None:
     result = run_localgen("bench", "-p", "16", "-n", "9000", "-r", "1")
     assert result.err.strip() == ("localgen: error: -n 9,000 needs a context of 9,066 tokens, beyond the "
                                   "model's maximum of 8,192 (hint: use -n 8126 or less)")
+
+
+def test_a_test_beyond_this_machine_s_memory_is_refused_naming_the_size_that_fits() -> None:
+    small = {"LOCALGEN_MEMORY_LIMIT": "200MiB"}
+    prefill = run_localgen("bench", "-p", "8000", "-n", "0", "-r", "1", env=small)
+    assert prefill.returncode == 1 and prefill.out == "" and prefill.err.count("\n") == 1, prefill.err
+    assert "at a context of 8,192 tokens" in prefill.err and "--ctx-size" not in prefill.err, "bench takes none"
+    assert "or a smaller context (-p 576, the most that fits), or" in prefill.err, prefill.err
+    just_over = run_localgen("bench", "-p", "577", "-n", "0", "-r", "1", env=small)
+    assert just_over.returncode == 1 and "(-p 576, the most that fits)" in just_over.err, "576 and its room fit"
+    decode = run_localgen("bench", "-p", "0", "-n", "8000", "-r", "1", env=small)
+    assert decode.returncode == 1 and "(-n 702, the most that fits)" in decode.err, decode.err
+
+
+def test_each_context_a_memory_refusal_offers_is_named_as_the_test_s_size() -> None:
+    refusal = InsufficientMemoryError("m needs about 1 GiB", "try a smaller context (--ctx-size 1024, the most that "
+                                      "fits); ORG/REPO:Q2_K fits with --ctx-size 2048 or less", n_ctx=4096)
+    said = in_test_sizes(refusal, "-n", room=66)
+    assert said.hint == "try a smaller context (-n 958, the most that fits); ORG/REPO:Q2_K fits with -n 1982 or less"
+    assert (said.message, said.n_ctx, said.exit_code) == (refusal.message, 4096, refusal.exit_code)
 
 
 def test_an_unknown_model_is_one_error_line() -> None:
