@@ -29,6 +29,7 @@ SEED = 1234
 MAX_BENCH_VALUE = 1_000_000
 BUSY_WINDOW_S = 1.0  # a test shorter than this is too short to tell how busy other processes kept the CPUs
 BUSY_NOTE_CPUS = 0.25  # CPUs' worth of a test's threads' time other processes may take before its figures are low
+TABLE_HEADER = ("test", "what", "result")
 
 
 @dataclass(frozen=True)
@@ -367,7 +368,7 @@ def format_result(result: BenchResult, *, first_line: bool = True) -> str:
     ]
     rows = [(test, what, _shown_figure(stat, shown, r)) for test, what, stat, shown, asked in measured
             if stat is not None or (asked and r.interrupted)]  # 0 skips a test
-    width = [max(len(row[i]) for row in rows) for i in range(3)]
+    width = [max(len(row[i]) for row in [TABLE_HEADER, *rows]) for i in range(3)]
     capped = _batch_cap(r)
     batches = f"batch {r.batch_size}, ubatch {r.ubatch_size} (both {capped})" \
         if capped and r.ubatch_size == r.batch_size else \
@@ -378,10 +379,12 @@ def format_result(result: BenchResult, *, first_line: bool = True) -> str:
             f"{r.backend}, {r.placement}, threads {r.threads}/{r.threads_batch}, "
             f"{batches}, flash-attn {r.flash_attn}, kv {r.kv_type}, "
             f"{'' if r.repack else f'repack off ({r.repack_off}), '}reps {r.repetitions}{stopped}\n")
-    lines = [f"| {'test':<{width[0]}} | {'what':<{width[1]}} | {'result':>{width[2]}} |",
-             f"|{'-' * (width[0] + 2)}|{'-' * (width[1] + 2)}|{'-' * (width[2] + 1)}:|"]
-    lines += [f"| {a:<{width[0]}} | {b:<{width[1]}} | {c:>{width[2]}} |" for a, b, c in rows]
-    return head + "\n".join(lines)
+    def line(cells: tuple[str, str, str]) -> str:
+        """A row of the table, or its header: each column as wide as its widest cell, the results to the right."""
+        return f"| {cells[0]:<{width[0]}} | {cells[1]:<{width[1]}} | {cells[2]:>{width[2]}} |"
+
+    rule = f"|{'-' * (width[0] + 2)}|{'-' * (width[1] + 2)}|{'-' * (width[2] + 1)}:|"
+    return head + "\n".join([line(TABLE_HEADER), rule, *map(line, rows)])
 
 
 def contention_note(result: BenchResult, n_cpus: int) -> str | None:

@@ -110,6 +110,24 @@ def test_an_interrupted_table_says_so_and_what_each_figure_is_of() -> None:
     assert "\ninterrupted (SIGTERM): the figures" in format_result(replace(result, stopped_by=signal.SIGTERM))
 
 
+def _bars(table: str) -> set[tuple[int, ...]]:
+    """Where the | of each of a table's rows (its header and rule among them) stand: one set of places where the
+    columns line up."""
+    return {tuple(i for i, char in enumerate(line) if char == "|") for line in table.splitlines() if line[:1] == "|"}
+
+
+def test_a_table_of_labels_shorter_than_its_header_words_lines_up() -> None:
+    figures = Measurements(0, None, Stat.of([9.5]), None, None, None)
+    result = BenchResult(model="m", model_path="/m.gguf", backend="x", threads=2, threads_batch=2, batch_size=256,
+                         ubatch_size=256, prefill_ctx_size=None, decode_ctx_size=70, flash_attn="auto",
+                         kv_type="f16", n_prompt=0, n_gen=4, repetitions=3, figures=figures, stopped_by=signal.SIGINT)
+    stopped = format_result(result)
+    assert "| test | what   |" in stopped and "| tg4  | decode | 9.50 ± 0.00 tok/s (1 of 3 reps) |" in stopped, stopped
+    assert len(_bars(stopped)) == 1, stopped
+    finished = format_result(replace(result, repetitions=1, stopped_by=0))
+    assert "\n|------|--------|------------------:|\n" in finished and len(_bars(finished)) == 1, finished
+
+
 def test_a_test_whose_threads_lost_cpu_time_to_other_processes_is_said_to_be_low() -> None:
     stat = Stat.of([100.0])
     figures = Measurements(29, stat, stat, stat, stat, stat)
@@ -291,6 +309,9 @@ def test_zero_skips_a_test_as_in_llama_bench() -> None:
         "prefill_tokens_per_s", "ttft_s", "reuse_ttft_s", "fresh_ttft_s"]
     assert len(figures["decode_tokens_per_s"]["samples"]) == 1 and figures["decode_tokens_per_s"]["mean"] > 0
     assert "pp0" not in decode_only.err, "no prefill test was run"
+    table = run_localgen("bench", "-p", "0", "-n", "4", "-r", "1", "-t", "1")
+    assert table.returncode == 0 and "| test | what   |" in table.out and "| tg4  | decode |" in table.out, table.out
+    assert len(_bars(table.out)) == 1, f"the header's words set the columns' widths too: {table.out}"
     prefill_only = run_localgen("bench", "-p", "16", "-n", "0", "-r", "1", "-t", "1")
     assert prefill_only.returncode == 0, prefill_only.err
     assert "| pp16 " in prefill_only.out and "| tg" not in prefill_only.out and "fresh" in prefill_only.out
