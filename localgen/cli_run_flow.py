@@ -295,6 +295,8 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     else:
         messages = fresh_messages(loaded, user_text, system, raw=request.raw)
         if request.print_prompt:
+            if sampling.grammar is not None:  # refused as the answer would be: its tokens are this model's
+                loaded.engine.check_grammar(sampling.grammar)
             write_prompt(loaded, messages, json_output=request.json_output, made_of=options.floor_texts,
                          stats=request.stats)
             return None

@@ -207,6 +207,23 @@ def test_a_bad_grammar_is_one_usage_error(tmp_path: Path, grammar: str, message:
     assert len(result.err.strip().splitlines()) == 1, "llama.cpp's own parse report is not shown"
 
 
+@pytest.mark.parametrize(("grammar", "message"), [
+    ("root ::= <|im_end|>", "names the token <|im_end|>, which ends the answer"),
+    ('root ::= "a" <[999999]>', "names the token <[999999]>, beyond the model's 49,152 tokens"),
+    ("root ::= <|nosuch|>", "the grammar does not parse: invalid token '<|nosuch|>'"),  # no token of this model's
+])
+def test_print_prompt_refuses_a_grammar_the_answer_would_refuse(grammar: str, message: str) -> None:
+    for json_output in ((), ("--json",)):
+        result = run_localgen("run", "--print-prompt", *json_output, "--grammar", grammar, "hi")
+        assert result.returncode == 2 and result.out == "" and message in result.err, result.err
+        assert len(result.err.strip().splitlines()) == 1, result.err
+
+
+def test_print_prompt_shows_the_prompt_for_a_grammar_that_names_a_token_the_answer_can_give() -> None:
+    shown = run_localgen("run", "--print-prompt", "--grammar", 'root ::= "yes" | <|im_start|>', "hi")
+    assert shown.returncode == 0 and shown.out.endswith("<|im_start|>assistant\n"), shown.err
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("--json-schema", '{"type":'), "the JSON schema is not valid JSON (Expecting value at line 1, column 9)"),
     (("--json-schema", '{"type": "foo"}'), "the JSON schema's type \"foo\" is not a JSON type (hint: use one of "

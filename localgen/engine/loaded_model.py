@@ -6,8 +6,10 @@ from collections.abc import Sequence
 
 from localgen.engine.facts import ModelFacts
 from localgen.engine.native import lc, llama_cpp_version
+from localgen.engine.sampling import grammar_sampler
 from localgen.engine.vocab import Vocab
 from localgen.errors import LocalgenError
+from localgen.params import Grammar
 
 
 def _not_loaded() -> LocalgenError:
@@ -129,3 +131,8 @@ class LoadedModel:
         """Whether tokenizing with add_special puts a token after the text (an EOS), not only a BOS before it."""
         self._check_open()
         return self._vocab.appends_after_text()
+
+    def check_grammar(self, grammar: Grammar) -> None:
+        """Refuse a grammar as generate() refuses it for this vocabulary (a UsageError), without generating."""
+        self._check_open()
+        lc.llama_sampler_free(grammar_sampler(self._vocab.pointer, grammar))
