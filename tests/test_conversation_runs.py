@@ -507,6 +507,13 @@ def test_a_quiet_run_still_says_its_exchange_went_to_another_conversation() -> N
     assert len(_saved()["notes"]["turns"]) == 2
 
 
+def test_run_help_says_quiet_keeps_the_warning_that_the_exchange_went_to_another_conversation() -> None:
+    helped = run_localgen("run", "--help")
+    said = " ".join(helped.out.split())
+    assert helped.returncode == 0 and "-q, --quiet Nothing on stderr but errors and the warning that " \
+        "--conversation's exchange was saved as NAME-2: no notes, other warnings or progress." in said, helped.out
+
+
 def test_a_run_continues_a_conversation_linked_into_the_folder_in_the_file_the_link_points_to(tmp_path: Path) -> None:
     """`run --conversation notes` where notes.json is a link to a file kept elsewhere: the exchange goes into that
     file, where each run saved a new notes-2, notes-3, ... beside the link."""
