@@ -108,6 +108,13 @@ def test_the_listing_shows_each_conversation_s_size_model_and_first_message() ->
     assert json.loads(run_localgen("conversations", "list", "--json").out) == list(records.values())
 
 
+def test_the_listing_s_help_says_the_first_message_is_a_one_line_preview() -> None:
+    helped = run_localgen("conversations", "list", "--help")
+    said = " ".join(helped.out.split())
+    assert helped.returncode == 0 and "is written \\t, \\n, \\\\. The first message is a preview on one line: " \
+        "runs of whitespace as one space, cut with … past 60 characters (--json has the whole text)." in said, said
+
+
 def test_a_file_named_against_the_rule_is_listed_saying_how_to_rename_it() -> None:
     """A file copied into the folder by hand under a name no command takes was passed over in silence."""
     path = _save("cafe", Turn("Hi", "Hello!"))
