@@ -258,25 +258,29 @@ def test_ctrl_c_while_the_cli_loads_exits_130_unless_ignored(tmp_path: Path, dis
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
-def test_a_signal_mid_download_leaves_no_partial_file(loopback_hub: HubServer, tmp_path: Path, signum: int,
-                                                       code: int) -> None:
-    """huggingface_hub deletes its .incomplete file in a finally block, which a killed process never runs."""
+def test_a_signal_mid_download_keeps_the_part_received_for_the_next_pull(loopback_hub: HubServer, tmp_path: Path,
+                                                                          signum: int, code: int) -> None:
+    """huggingface_hub keeps its .incomplete file for a resume; a signal ends the pull with its code, no traceback."""
     name = "big-Q4_K_M.gguf"
-    loopback_hub.add_repo("org/big-GGUF", {name: make_gguf_bytes("big", 3_000_000)})
-    loopback_hub.chunk_size = 32 * 1024
-    loopback_hub.bytes_per_s = 1_000_000
-    proc = popen_localgen([sys.executable, "-m", "localgen", "pull", "org/big-GGUF"], cwd=REPO_ROOT,
+    repo = loopback_hub.add_repo("org/big-GGUF", {name: make_gguf_bytes("big", 6_000_000)})
+    loopback_hub.hold_body_at[("org/big-GGUF", name)] = 5_500_000  # past the header pull reads first; a download
+    part = tmp_path / "hf" / "hub" / "models--org--big-GGUF" / "blobs" / f"{repo.sha256(name)}.incomplete"
+    proc = popen_localgen([sys.executable, "-m", "localgen", "pull", f"org/big-GGUF/{name}"], cwd=REPO_ROOT,
                           env=child_env(loopback_hub, tmp_path), stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while loopback_hub.bytes_sent.get(("org/big-GGUF", name), 0) < 500_000 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 30                  # writes in 1 MiB pieces: the signal once five are on disk
+    while (not part.exists() or part.stat().st_size < 5 * 2**20) and time.monotonic() < deadline:
         time.sleep(0.02)
     proc.send_signal(signum)
-    _, err = proc.communicate(timeout=30)
+    try:
+        _, err = proc.communicate(timeout=30)
+    finally:
+        loopback_hub.body_released.set()
     assert proc.returncode == code, err.decode()
-    assert loopback_hub.bytes_sent[("org/big-GGUF", name)] < 3_000_000, "the signal came mid-download"
     assert b"Traceback" not in err
-    assert not list((tmp_path / "hf").rglob("*.incomplete"))
+    assert (f"the download of org/big-GGUF/{name} stopped; the 5.0 MiB received are kept, and the next pull "
+            "resumes from there").encode() in err, err.decode()
+    assert part.stat().st_size == 5 * 2**20
 
 
 def test_run_stops_on_sighup_like_sigterm() -> None:
