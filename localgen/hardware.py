@@ -1,7 +1,8 @@
 """The hardware probe: the RAM, cores and GPUs this process may give a model.
 
 RAM from /proc/meminfo, capped by the cgroup (v2 memory.max, v1 memory.limit_in_bytes) and by LOCALGEN_MEMORY_LIMIT
-(bytes or a size such as 4GiB, to simulate a smaller machine). GPUs from llama.cpp's ggml backend devices
+(bytes or a size such as 4GiB, to simulate a smaller machine). Cores from /proc/cpuinfo, capped by the CPU affinity
+and the cgroup quota (v2 cpu.max, v1 cpu.cfs_quota_us). GPUs from llama.cpp's ggml backend devices
 (engine.backend_devices), else from `nvidia-smi`; LOCALGEN_VRAM_LIMIT caps the VRAM budget the same way. The two
 limits are read by config.load_settings() and parsed by config.size_limit.
 """
@@ -71,16 +72,26 @@ def physical_cores() -> int:
 
 
 def cgroup_cpus(root: Path = Path("/sys/fs/cgroup")) -> int | None:
-    """The CPUs a cgroup v2 quota allows this process (cpu.max, e.g. docker --cpus=2), rounded up; None: no quota."""
-    best: int | None = None
-    for folder in _cgroup_dirs(root, None):
-        try:
-            quota, period = (folder / "cpu.max").read_text().split()[:2]
-            cpus = -(-int(quota) // int(period))
-        except (OSError, ValueError):  # "max": no quota at this level
-            continue
-        best = cpus if best is None else min(best, cpus)
-    return best
+    """The CPUs a cgroup quota allows this process (docker --cpus=2): the least over its groups of v2's cpu.max and
+    v1's cpu.cfs_quota_us over cpu.cfs_period_us, rounded up; None: no quota."""
+    quotas = [_cpu_quota(d / "cpu.max") for d in _cgroup_dirs(root, None)]
+    v1 = root / "cpu"
+    if v1.is_dir():  # also where cpu,cpuacct is mounted there, or linked to from there
+        quotas += [_cpu_quota(d / "cpu.cfs_quota_us", d / "cpu.cfs_period_us") for d in _cgroup_dirs(v1, "cpu")]
+    return min((cpus for cpus in quotas if cpus is not None), default=None)
+
+
+def _cpu_quota(quota_file: Path, period_file: Path | None = None) -> int | None:
+    """The CPUs one group's quota allows, rounded up: v2's "QUOTA PERIOD" in quota_file, or v1's quota and period in
+    two files; None where the group has none ("max", -1) or it cannot be read."""
+    try:
+        fields = quota_file.read_text().split()
+        if period_file is not None:
+            fields = fields[:1] + period_file.read_text().split()[:1]
+        quota, period = (int(field) for field in fields[:2])
+    except (OSError, ValueError):  # "max": no quota at this level
+        return None
+    return -(-quota // period) if quota > 0 and period > 0 else None
 
 
 def vram_reserve_bytes(total_bytes: int) -> int:

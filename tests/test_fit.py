@@ -40,6 +40,7 @@ from localgen.runner import ModelOptions, load_model
 from localgen.session import ChatSession
 from localgen.units import binary_size, parse_size
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, run_localgen_process, user_registry
+from tests.mount_namespace import run_mounted
 
 MIB = 2**20
 GIB = 2**30
@@ -180,6 +181,40 @@ def test_cgroup_limits_are_read(tmp_path: Path, version: int) -> None:
 def test_a_cgroup_cpu_quota_caps_the_threads(tmp_path: Path, cpu_max: str, cpus: int | None) -> None:
     (tmp_path / "cpu.max").write_text(cpu_max)
     assert hardware.cgroup_cpus(tmp_path) == cpus
+
+
+@pytest.mark.parametrize(("quota", "period", "cpus"), [("100000\n", "100000\n", 1), ("150000\n", "100000\n", 2),
+                                                    ("-1\n", "100000\n", None), ("garbage\n", "100000\n", None)])
+def test_a_cgroup_v1_cpu_quota_caps_the_threads(tmp_path: Path, quota: str, period: str, cpus: int | None) -> None:
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text(quota)
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text(period)
+    assert hardware.cgroup_cpus(tmp_path) == cpus
+
+
+def _fit_hardware_in_cgroups(tmp_path: Path, files: dict[str, str]) -> dict[str, object]:
+    """fit --json's hardware where /sys/fs/cgroup holds only files (their paths in it, their text) and this process
+    is in group /outer/inner of each controller (v1's memory and cpu, and v2's)."""
+    tree = tmp_path / "cgroup"
+    tree.mkdir()
+    for name, text in files.items():
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text(text)
+    groups = tmp_path / "groups"
+    groups.write_text("4:memory:/outer/inner\n1:cpu,cpuacct:/outer/inner\n0::/outer/inner\n")
+    setup = f"mount --bind {tree} /sys/fs/cgroup && mount --bind {groups} /proc/$$/cgroup"  # $$: the localgen to be
+    result = run_mounted(setup, ["fit", str(bundled_model_file()), "--json"],
+                         {"LOCALGEN_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)})
+    assert result.stdout, result.stderr
+    return json.loads(result.stdout)["hardware"]
+
+
+def test_fit_counts_the_cores_a_cgroup_v1_quota_up_the_hierarchy_allows(tmp_path: Path) -> None:
+    if hardware.physical_cores() < 2:
+        pytest.skip("one core: a one-CPU quota changes nothing here")
+    quota = {"cpu/outer/inner/cpu.cfs_quota_us": "-1\n", "cpu/outer/inner/cpu.cfs_period_us": "100000\n",
+             "cpu/outer/cpu.cfs_quota_us": "100000\n", "cpu/outer/cpu.cfs_period_us": "100000\n"}  # docker --cpus 1
+    assert _fit_hardware_in_cgroups(tmp_path, quota)["cores"] == 1
 
 
 def test_unlimited_cgroup_is_no_limit(tmp_path: Path) -> None:
