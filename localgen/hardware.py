@@ -230,8 +230,11 @@ def _cgroup_dirs(root: Path, controller: str | None) -> list[Path]:
 
 
 def cgroup_memory(root: Path = Path("/sys/fs/cgroup")) -> tuple[int, int] | None:
-    """(limit, available) bytes of this process's cgroup (v2, else v1), or None when unlimited."""
-    best: tuple[int, int] | None = None
+    """(limit, available) bytes of this process's cgroups (v2 and v1), or None when unlimited: the least limit over
+    the group and those above it, and apart from it the least each leaves (limit - usage + inactive file pages), as a
+    parent near its limit holds a child to what is left of it."""
+    limits: list[int] = []
+    availables: list[int] = []
     candidates = [(d / "memory.max", d / "memory.current", d / "memory.stat", "inactive_file")
                   for d in _cgroup_dirs(root, None)]
     v1 = root / "memory"
@@ -243,10 +246,9 @@ def cgroup_memory(root: Path = Path("/sys/fs/cgroup")) -> tuple[int, int] | None
         if limit is None or limit >= _UNLIMITED:
             continue
         usage = _read_int(usage_file) or 0
-        available = max(limit - usage + _stat_value(stat_file, inactive_key), 0)
-        if best is None or limit < best[0]:
-            best = (limit, min(available, limit))
-    return best
+        limits.append(limit)
+        availables.append(max(limit - usage + _stat_value(stat_file, inactive_key), 0))
+    return (min(limits), min(*availables, *limits)) if limits else None
 
 
 def probe_memory() -> MemoryInfo:

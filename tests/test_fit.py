@@ -176,6 +176,28 @@ def test_cgroup_limits_are_read(tmp_path: Path, version: int) -> None:
     assert hardware.cgroup_memory(tmp_path) == (2 * GIB, GIB + 256 * MIB)
 
 
+def test_the_ram_available_is_the_least_any_cgroup_leaves(tmp_path: Path) -> None:
+    """A group with more room (a v2 limit of 8 GiB, 7.5 used) holds a smaller one (v1: 4 GiB, 1 used) to its 0.5."""
+    (tmp_path / "memory.max").write_text(f"{8 * GIB}\n")
+    (tmp_path / "memory.current").write_text(f"{15 * GIB // 2}\n")
+    v1 = tmp_path / "memory"
+    v1.mkdir()
+    (v1 / "memory.limit_in_bytes").write_text(f"{4 * GIB}\n")
+    (v1 / "memory.usage_in_bytes").write_text(f"{GIB}\n")
+    assert hardware.cgroup_memory(tmp_path) == (4 * GIB, GIB // 2)
+
+
+def test_fit_counts_the_ram_a_cgroup_above_leaves(tmp_path: Path) -> None:
+    """A parent group near its limit (2 GiB, 1.75 GiB used by others) leaves its child (1 GiB, 256 MiB used) 256 MiB,
+    where the child's own limit would leave 768 MiB."""
+    hardware_json = _fit_hardware_in_cgroups(tmp_path, {
+        "memory/outer/memory.limit_in_bytes": f"{2 * GIB}\n", "memory/outer/memory.usage_in_bytes": f"{7 * GIB // 4}\n",
+        "memory/outer/inner/memory.limit_in_bytes": f"{GIB}\n",
+        "memory/outer/inner/memory.usage_in_bytes": f"{256 * MIB}\n"})
+    assert (hardware_json["ram_source"], hardware_json["ram_total_bytes"]) == ("cgroup", GIB), hardware_json
+    assert hardware_json["ram_available_bytes"] == 256 * MIB
+
+
 @pytest.mark.parametrize(("cpu_max", "cpus"), [("150000 100000\n", 2), ("200000 100000\n", 2),
                                                ("max 100000\n", None), ("garbage\n", None)])
 def test_a_cgroup_cpu_quota_caps_the_threads(tmp_path: Path, cpu_max: str, cpus: int | None) -> None:
