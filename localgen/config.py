@@ -64,6 +64,9 @@ def _amx_choice() -> bool | None:
 
 
 FOLDER_ENVS = ("LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE")
+# The XDG base directories and their fallbacks under the home folder; huggingface_hub keeps its files under
+# XDG_CACHE_HOME too, where HF_HOME is unset
+XDG_FALLBACKS = {"XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share", "XDG_CACHE_HOME": ".cache"}
 
 
 def _nearest_existing(path: Path) -> Path | None:
@@ -73,6 +76,31 @@ def _nearest_existing(path: Path) -> Path | None:
         return next((p for p in (path, *path.parents) if p.exists() or p.is_symlink()), None)
     except OSError:
         return None
+
+
+def _folder_envs_read() -> list[str]:
+    """The folder variables set that localgen or huggingface_hub keeps files under: FOLDER_ENVS; the XDG base
+    directories without LOCALGEN_HOME, XDG_CACHE_HOME without HF_HOME too."""
+    xdg = [*XDG_FALLBACKS] if not os.environ.get("LOCALGEN_HOME") else []
+    if not os.environ.get("HF_HOME") and "XDG_CACHE_HOME" not in xdg:
+        xdg.append("XDG_CACHE_HOME")
+    return [name for name in (*FOLDER_ENVS, *xdg) if os.environ.get(name)]
+
+
+def _folder_error(name: str, value: str) -> ConfigError | None:
+    """The error for a folder variable set to what can hold no folder (a file, or a path through one); None where
+    localgen can make and use the folder."""
+    from localgen.errors import ConfigError
+
+    if not Path(value).is_absolute() and name in XDG_FALLBACKS:
+        return None  # ignored, as the XDG spec says
+    path = Path(value).expanduser()
+    blocker = _nearest_existing(path)
+    if blocker is None or blocker.is_dir():
+        return None
+    where = "is not a directory" if blocker == path else f"is inside {blocker}, which is not a directory"
+    return ConfigError(f"{name}={value} {where}",
+                       hint=f"point {name} at a directory (it is created if missing), or unset it")
 
 
 def check_environment() -> None:
@@ -89,17 +117,13 @@ def check_environment() -> None:
         raise ConfigError(f"{AMX_ENV}={amx} is none of its values: auto, 1 or 0",
                           hint=f"{AMX_ENV}=auto (or unset) uses Intel AMX where a probe finds it works with this "
                                "build, 1 without the probe (the kernels crash some builds), 0 never")
-    for name in FOLDER_ENVS:  # where localgen and huggingface_hub keep files
-        folder = os.environ.get(name)
-        if folder == "":
+    for name in FOLDER_ENVS:
+        if os.environ.get(name) == "":
             del os.environ[name]
-            continue
-        path = Path(folder).expanduser() if folder else None
-        blocker = _nearest_existing(path) if path else None
-        if blocker is not None and not blocker.is_dir():
-            where = "is not a directory" if blocker == path else f"is inside {blocker}, which is not a directory"
-            raise ConfigError(f"{name}={folder} {where}",
-                              hint="point it at a directory (it is created if missing), or unset it")
+    for name in _folder_envs_read():
+        error = _folder_error(name, os.environ[name])
+        if error is not None:
+            raise error
     prompt_cache_bytes()  # the sizes are read late (after a load, at a run's end): a typo is heard of now
     size_limit(settings().memory_limit, MEMORY_LIMIT_ENV)
     size_limit(settings().vram_limit, VRAM_LIMIT_ENV)
@@ -162,10 +186,10 @@ class Settings:
         return self.cache_dir / "verified"
 
 
-def _xdg(var: str, fallback: str) -> Path:
+def _xdg(var: str) -> Path:
     """An XDG base directory with its usual fallback under the home directory (the spec ignores a relative one)."""
     value = Path(os.environ.get(var) or ".")  # `~/x` too is relative: shells expand only an unquoted ~
-    return value if value.is_absolute() else Path.home() / fallback
+    return value if value.is_absolute() else Path.home() / XDG_FALLBACKS[var]
 
 
 def load_settings() -> Settings:
@@ -175,9 +199,9 @@ def load_settings() -> Settings:
         base = Path(home).expanduser().absolute()  # a relative one means where localgen started
         config_dir, data_dir, cache_dir = base / "config", base / "data", base / "cache"
     else:
-        config_dir = _xdg("XDG_CONFIG_HOME", ".config") / APP_NAME
-        data_dir = _xdg("XDG_DATA_HOME", ".local/share") / APP_NAME
-        cache_dir = _xdg("XDG_CACHE_HOME", ".cache") / APP_NAME
+        config_dir = _xdg("XDG_CONFIG_HOME") / APP_NAME
+        data_dir = _xdg("XDG_DATA_HOME") / APP_NAME
+        cache_dir = _xdg("XDG_CACHE_HOME") / APP_NAME
     offline_envs = _offline_envs()
     return Settings(
         config_dir=config_dir,

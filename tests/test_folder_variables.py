@@ -1,0 +1,48 @@
+"""The folder variables (LOCALGEN_HOME, HF_HOME, HF_HUB_CACHE, XDG_*_HOME, HOME) checked as a command starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import run_localgen_process
+
+FOLDER_SETTINGS = ("LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
+
+
+def _localgen(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`localgen ARGS` started in tmp_path/cwd with HOME tmp_path/home and only env's folder variables set."""
+    (tmp_path / "cwd").mkdir(exist_ok=True)
+    base = {k: v for k, v in os.environ.items() if k not in FOLDER_SETTINGS} | {"HOME": str(tmp_path / "home")}
+    return run_localgen_process([sys.executable, "-m", "localgen", *args], env=base | env, cwd=tmp_path / "cwd",
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _refused(result: subprocess.CompletedProcess[str], error: str) -> bool:
+    """True where the command wrote nothing and exited 1 with this one-line error."""
+    return (result.returncode, result.stdout, result.stderr) == (1, "", f"localgen: error: {error}\n")
+
+
+def test_an_xdg_folder_naming_a_file_is_refused_up_front_by_its_name(tmp_path: Path) -> None:
+    file = tmp_path / "file"
+    file.write_text("not a folder")
+    hint = "(hint: point {} at a directory (it is created if missing), or unset it)"
+    cache = _localgen(tmp_path, "cache", XDG_CACHE_HOME=str(file))
+    assert _refused(cache, f"XDG_CACHE_HOME={file} is not a directory {hint.format('XDG_CACHE_HOME')}"), cache.stderr
+    run = _localgen(tmp_path, "run", "-n", "2", "hi", XDG_CONFIG_HOME=str(file))  # its models.toml unread
+    assert _refused(run, f"XDG_CONFIG_HOME={file} is not a directory {hint.format('XDG_CONFIG_HOME')}"), run.stderr
+    inside = _localgen(tmp_path, "models", "default", XDG_DATA_HOME=str(file / "data"))
+    assert _refused(inside, f"XDG_DATA_HOME={file / 'data'} is inside {file}, which is not a directory "
+                            f"{hint.format('XDG_DATA_HOME')}"), inside.stderr
+    homes = {"LOCALGEN_HOME": str(tmp_path / "lg")}
+    hub = _localgen(tmp_path, "models", "default", XDG_CACHE_HOME=str(file), **homes)  # huggingface_hub's files
+    assert _refused(hub, f"XDG_CACHE_HOME={file} is not a directory {hint.format('XDG_CACHE_HOME')}"), hub.stderr
+    unread = _localgen(tmp_path, "models", "default", XDG_CACHE_HOME=str(file), XDG_CONFIG_HOME=str(file),
+                       HF_HOME=str(tmp_path / "hf"), **homes)
+    assert unread.returncode == 0, unread.stderr
+    (tmp_path / "cwd" / "file").write_text("not a folder")
+    relative = _localgen(tmp_path, "models", "default", XDG_CONFIG_HOME="file")  # ignored, as the XDG spec says
+    assert relative.returncode == 0, relative.stderr
+
