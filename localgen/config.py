@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from localgen.errors import ConfigError
+    from localgen.errors import ConfigError, LocalgenError
+
+SettingError = TypeVar("SettingError", bound="LocalgenError")
 
 APP_NAME = "localgen"
 
@@ -88,10 +90,13 @@ def _folder_envs_read() -> list[str]:
 
 
 def _folder_error(name: str, value: str) -> ConfigError | None:
-    """The error for a folder variable set to what can hold no folder (a file, or a path through one); None where
-    localgen can make and use the folder."""
+    """The error for a folder variable set to what can hold no folder (spaces around it, a file, or a path through
+    one); None where localgen can make and use the folder."""
     from localgen.errors import ConfigError
 
+    if value.strip() != value:
+        return spaced_setting_error(ConfigError, name, value, what="the folder", kept="they would be part of its name",
+                                    fixed=value.strip())
     if not Path(value).is_absolute() and name in XDG_FALLBACKS:
         return None  # ignored, as the XDG spec says
     path = Path(value).expanduser()
@@ -101,6 +106,14 @@ def _folder_error(name: str, value: str) -> ConfigError | None:
     where = "is not a directory" if blocker == path else f"is inside {blocker}, which is not a directory"
     return ConfigError(f"{name}={value} {where}",
                        hint=f"point {name} at a directory (it is created if missing), or unset it")
+
+
+def spaced_setting_error(error: type[SettingError], name: str, value: str, *, what: str, kept: str, fixed: str,
+                         unset: str = "") -> SettingError:
+    """The error (of class error) for a setting with spaces around its value: what the value names ("the folder"),
+    kept: what the spaces would do, fixed: the value without them (empty: unset it), unset: what unsetting gives."""
+    instead = f"set {name}={fixed} (without the spaces), or unset it" if fixed else "unset it"
+    return error(f"{name} {value!r} has spaces around {what}, and {kept}", hint=instead + unset)
 
 
 def check_environment() -> None:

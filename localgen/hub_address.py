@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from localgen.config import spaced_setting_error
 from localgen.errors import HubError
 
 
@@ -57,6 +58,6 @@ def _spaced_endpoint_error(endpoint: str, address: str) -> HubError:
     them in every address it makes of it (a leading one makes it no web address, a trailing one a wrong host or
     path)."""
     fixed = address if address.lower().startswith(("http://", "https://")) else f"https://{address}"
-    return HubError(f"HF_ENDPOINT {endpoint!r} has spaces around the address, and huggingface_hub keeps them "
-                    "in every Hub address",
-                    hint=f"set HF_ENDPOINT={fixed} (without the spaces), or unset it for huggingface.co")
+    return spaced_setting_error(HubError, "HF_ENDPOINT", endpoint, what="the address",
+                                kept="huggingface_hub keeps them in every Hub address", fixed=fixed,
+                                unset=" for huggingface.co")

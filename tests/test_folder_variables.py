@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_localgen_process
 
 FOLDER_SETTINGS = ("LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
@@ -45,4 +47,21 @@ def test_an_xdg_folder_naming_a_file_is_refused_up_front_by_its_name(tmp_path: P
     (tmp_path / "cwd" / "file").write_text("not a folder")
     relative = _localgen(tmp_path, "models", "default", XDG_CONFIG_HOME="file")  # ignored, as the XDG spec says
     assert relative.returncode == 0, relative.stderr
+
+
+@pytest.mark.parametrize("name", ["LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE", "XDG_DATA_HOME"])
+@pytest.mark.parametrize("spaced", [" {}", "{} ", "\t{}\n"])
+def test_a_folder_variable_with_spaces_around_it_is_refused_with_the_value_without_them(
+        tmp_path: Path, name: str, spaced: str) -> None:
+    folder = str(tmp_path / "folder")
+    result = _localgen(tmp_path, "run", "-n", "2", "hi", **{name: spaced.format(folder)})
+    assert _refused(result, f"{name} {spaced.format(folder)!r} has spaces around the folder, and they would be part "
+                            f"of its name (hint: set {name}={folder} (without the spaces), or unset it)"), result.stderr
+    assert list((tmp_path / "cwd").iterdir()) == [], "no folder made under the current one"
+
+
+def test_a_folder_variable_of_spaces_alone_is_refused_with_a_hint_to_unset_it(tmp_path: Path) -> None:
+    result = _localgen(tmp_path, "run", "-n", "2", "hi", LOCALGEN_HOME="  ")
+    assert _refused(result, "LOCALGEN_HOME '  ' has spaces around the folder, and they would be part of its name "
+                            "(hint: unset it)"), result.stderr
 
