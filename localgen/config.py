@@ -82,16 +82,17 @@ def _nearest_existing(path: Path) -> Path | None:
 
 def _folder_envs_read() -> list[str]:
     """The folder variables set that localgen or huggingface_hub keeps files under: FOLDER_ENVS; the XDG base
-    directories without LOCALGEN_HOME, XDG_CACHE_HOME without HF_HOME too."""
+    directories without LOCALGEN_HOME, XDG_CACHE_HOME without HF_HOME too; HOME where one of those is not absolute."""
     xdg = [*XDG_FALLBACKS] if not os.environ.get("LOCALGEN_HOME") else []
     if not os.environ.get("HF_HOME") and "XDG_CACHE_HOME" not in xdg:
         xdg.append("XDG_CACHE_HOME")
-    return [name for name in (*FOLDER_ENVS, *xdg) if os.environ.get(name)]
+    home = any(not Path(os.environ.get(name, "")).is_absolute() for name in xdg)  # the spec ignores a relative one
+    return [name for name in (*FOLDER_ENVS, *xdg, *(["HOME"] if home else [])) if os.environ.get(name)]
 
 
 def _folder_error(name: str, value: str) -> ConfigError | None:
-    """The error for a folder variable set to what can hold no folder (spaces around it, a file, or a path through
-    one); None where localgen can make and use the folder."""
+    """The error for a folder variable set to what can hold no folder (spaces around it, a file, a link to nothing;
+    for HOME, a path that is not absolute); None where localgen can make and use the folder."""
     from localgen.errors import ConfigError
 
     if value.strip() != value:
@@ -99,10 +100,18 @@ def _folder_error(name: str, value: str) -> ConfigError | None:
                                     fixed=value.strip())
     if not Path(value).is_absolute() and name in XDG_FALLBACKS:
         return None  # ignored, as the XDG spec says
+    if not Path(value).is_absolute() and name == "HOME":  # refused: unlike XDG_*, nothing says where to look instead
+        return ConfigError(f"HOME={value} is not an absolute path, so the folders kept under it would follow the "
+                           "current folder", hint="set HOME to your home folder's absolute path, or unset it")
     path = Path(value).expanduser()
     blocker = _nearest_existing(path)
     if blocker is None or blocker.is_dir():
         return None
+    if blocker.is_symlink() and not blocker.exists():  # not made: mkdir follows no link
+        target = Path(os.path.realpath(blocker))  # where its links lead: the first that is not there
+        where = "is" if blocker == path else f"is inside {blocker},"
+        return ConfigError(f"{name}={value} {where} a link to {target}, which does not exist",
+                           hint=f"create {target}, point {name} at another directory, or unset it")
     where = "is not a directory" if blocker == path else f"is inside {blocker}, which is not a directory"
     return ConfigError(f"{name}={value} {where}",
                        hint=f"point {name} at a directory (it is created if missing), or unset it")

@@ -65,3 +65,27 @@ def test_a_folder_variable_of_spaces_alone_is_refused_with_a_hint_to_unset_it(tm
     assert _refused(result, "LOCALGEN_HOME '  ' has spaces around the folder, and they would be part of its name "
                             "(hint: unset it)"), result.stderr
 
+
+def test_a_folder_variable_on_a_link_to_nothing_names_the_missing_folder(tmp_path: Path) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "unmounted" / "disk")
+    hint = f"(hint: create {tmp_path / 'unmounted' / 'disk'}, point LOCALGEN_HOME at another directory, or unset it)"
+    result = _localgen(tmp_path, "run", "-n", "2", "hi", LOCALGEN_HOME=str(link))
+    assert _refused(result, f"LOCALGEN_HOME={link} is a link to {tmp_path / 'unmounted' / 'disk'}, which does not "
+                            f"exist {hint}"), result.stderr
+    inside = _localgen(tmp_path, "run", "-n", "2", "hi", LOCALGEN_HOME=str(link / "localgen"))
+    assert _refused(inside, f"LOCALGEN_HOME={link / 'localgen'} is inside {link}, a link to "
+                            f"{tmp_path / 'unmounted' / 'disk'}, which does not exist {hint}"), inside.stderr
+    assert not (tmp_path / "unmounted").exists()
+
+
+def test_a_relative_home_is_refused_where_files_would_be_kept_under_it(tmp_path: Path) -> None:
+    result = _localgen(tmp_path, "models", "default", "smollm2-135m", HOME="relhome")
+    assert _refused(result, "HOME=relhome is not an absolute path, so the folders kept under it would follow the "
+                            "current folder (hint: set HOME to your home folder's absolute path, or unset it)"), \
+        result.stderr
+    assert list((tmp_path / "cwd").iterdir()) == [], "no models.toml under the current folder"
+    homes = {"LOCALGEN_HOME": str(tmp_path / "lg"), "HF_HOME": str(tmp_path / "hf")}
+    unread = _localgen(tmp_path, "models", "default", "smollm2-135m", HOME="relhome", **homes)
+    assert unread.returncode == 0, unread.stderr
+    assert (tmp_path / "lg" / "config" / "models.toml").is_file() and list((tmp_path / "cwd").iterdir()) == []
