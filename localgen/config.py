@@ -127,7 +127,8 @@ def spaced_setting_error(error: type[SettingError], name: str, value: str, *, wh
 
 def check_environment() -> None:
     """A ConfigError for variables set to what they cannot mean, checked as a command starts; an empty folder
-    variable is removed, so that it counts as unset (huggingface_hub would read HF_HOME="" as the current folder)."""
+    variable is removed, so that it counts as unset (huggingface_hub would read HF_HOME="" as the current folder), and
+    so is an XDG_CACHE_HOME that is not absolute, which the XDG spec ignores and huggingface_hub would follow."""
     from localgen.errors import ConfigError
 
     for name in OWN_FLAG_ENVS:
@@ -146,6 +147,8 @@ def check_environment() -> None:
         error = _folder_error(name, os.environ[name])
         if error is not None:
             raise error
+    if not Path(os.environ.get("XDG_CACHE_HOME", "/")).is_absolute():
+        del os.environ["XDG_CACHE_HOME"]
     prompt_cache_bytes()  # the sizes are read late (after a load, at a run's end): a typo is heard of now
     size_limit(settings().memory_limit, MEMORY_LIMIT_ENV)
     size_limit(settings().vram_limit, VRAM_LIMIT_ENV)

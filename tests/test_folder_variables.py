@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hub_server import HubServer, child_env, make_gguf_bytes
 
 from tests.conftest import run_localgen_process
 
@@ -89,3 +90,15 @@ def test_a_relative_home_is_refused_where_files_would_be_kept_under_it(tmp_path:
     unread = _localgen(tmp_path, "models", "default", "smollm2-135m", HOME="relhome", **homes)
     assert unread.returncode == 0, unread.stderr
     assert (tmp_path / "lg" / "config" / "models.toml").is_file() and list((tmp_path / "cwd").iterdir()) == []
+
+
+def test_a_relative_xdg_cache_home_keeps_no_download_under_the_current_folder(loopback_hub: HubServer,
+                                                                            tmp_path: Path) -> None:
+    loopback_hub.add_repo("org/rel-GGUF", {"m-Q8_0.gguf": make_gguf_bytes("q8", 2**17)})
+    hub_env = {k: v for k, v in child_env(loopback_hub, tmp_path).items() if k not in (*FOLDER_SETTINGS, "HOME")}
+    for value in ("rel", ""):  # ignored, as the XDG spec says: huggingface_hub's default under HOME
+        result = _localgen(tmp_path, "pull", "org/rel-GGUF:Q8_0", **hub_env, XDG_CACHE_HOME=value)
+        assert result.returncode == 0, result.stderr
+        assert list((tmp_path / "cwd").iterdir()) == [], "nothing under the current folder"
+    pulled = tmp_path / "home" / ".cache" / "huggingface" / "hub" / "models--org--rel-GGUF"
+    assert [p.name for p in pulled.rglob("*.gguf")] == ["m-Q8_0.gguf"]
