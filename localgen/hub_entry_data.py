@@ -56,8 +56,12 @@ def users_file_behind(entry: Path) -> Path | None:
 
 def another_models_file(file: Path) -> bool:
     """Whether a file a snapshot entry links to in place of a blob of its repo (users_file_behind) is another
-    model's, one in the cache (a blob of another repo); one outside it is the user's own."""
-    return in_cache(file)
+    model's: by its real path, one in the cache folder (Xet's shared store included) or in one of its repo folders
+    (models--*) wherever that folder really is (one moved to another disk and linked back included); any other file
+    is the user's own."""
+    real = Path(os.path.realpath(file))
+    cache = hub_cache_dir()
+    return any(real.is_relative_to(os.path.realpath(place)) for place in [cache, *cache.glob("models--*")])
 
 
 def linked_file_named(file: Path) -> str:

@@ -80,12 +80,18 @@ def test_models_rm_of_a_model_linked_to_a_file_outside_the_cache_keeps_the_blob_
     assert file_sha256(twin) == repo.sha256(NAME), "the blob the Q4_K_M model links to stays"
 
 
-def _linked_to_another_model_s_file(hubenv: HubEnv, *, blob_too: bool = False) -> Path:
+def _linked_to_another_model_s_file(hubenv: HubEnv, *, blob_too: bool = False, moved: bool = False) -> Path:
     """Pull REPO and org/other-GGUF, then link REPO's snapshot entry to the other's blob, as a user links one model's
-    file to another's in the cache by hand (blob_too: deleting REPO's blob as well); the other's snapshot entry."""
+    file to another's in the cache by hand (blob_too: deleting REPO's blob as well; moved: the other's repo folder
+    moved to another disk and linked back first); the other's snapshot entry."""
     hubenv.server.add_repo("org/other-GGUF", {"other-Q8_0.gguf": make_gguf_bytes("other")})
     (entry,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
     (other,) = hub.download_model("org/other-GGUF", quant="Q8_0", filename=None, quiet=True)
+    if moved:
+        folder = hubenv.hf_cache / "models--org--other-GGUF"
+        (hubenv.tmp_path / "bigdisk").mkdir()
+        shutil.move(folder, hubenv.tmp_path / "bigdisk" / folder.name)
+        folder.symlink_to(hubenv.tmp_path / "bigdisk" / folder.name)
     blob = entry.resolve()
     entry.unlink()
     entry.symlink_to(other.resolve())
@@ -94,11 +100,12 @@ def _linked_to_another_model_s_file(hubenv: HubEnv, *, blob_too: bool = False) -
     return other
 
 
+@pytest.mark.parametrize("moved", [False, True], ids=["in place", "its folder moved and linked back"])
 @pytest.mark.parametrize("its_entry", [True, False], ids=["its entry there", "its entry deleted by hand"])
 def test_models_rm_of_a_model_linked_to_another_repo_s_blob_keeps_that_blob_as_another_model_s(
-        hubenv: HubEnv, its_entry: bool) -> None:
+        hubenv: HubEnv, its_entry: bool, moved: bool) -> None:
     hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
-    other = _linked_to_another_model_s_file(hubenv, blob_too=True)
+    other = _linked_to_another_model_s_file(hubenv, blob_too=True, moved=moved)
     other_blob = other.resolve()
     if not its_entry:
         other.unlink()  # the blob is still the other repo's, in the cache: never a file of the user's outside it
@@ -333,11 +340,12 @@ def test_a_blob_a_pull_left_unlinked_is_linked_by_the_next_without_asking_the_hu
     assert os.readlink(path) == f"../../blobs/{repo.sha256(NAME)}"
 
 
+@pytest.mark.parametrize("moved", [False, True], ids=["in place", "its folder moved and linked back"])
 @pytest.mark.parametrize("force", [False, True], ids=["pull", "pull --force"])
 def test_a_pull_over_a_link_to_another_model_s_file_in_the_cache_names_it_so_and_keeps_it(
-        hubenv: HubEnv, capsys: pytest.CaptureFixture[str], force: bool) -> None:
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str], force: bool, moved: bool) -> None:
     repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
-    other = _linked_to_another_model_s_file(hubenv)
+    other = _linked_to_another_model_s_file(hubenv, moved=moved)
     other_blob = other.resolve()
     capsys.readouterr()
     (path,) = hub.download_model(REPO, quant="Q8_0", filename=None, force=force)
