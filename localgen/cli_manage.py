@@ -410,14 +410,16 @@ def _removals(plans: list[tuple[str, RemovedModel]], index: int) -> Removals:
 
 def _removed_line(removed: RemovedModel) -> str:
     """What `models rm` says of a model it removed: the space freed, the data it kept for others, and the files of
-    the user's outside the cache it kept (only its links to them went)."""
+    the user's outside the cache it kept (only its links to them went), and their links to the data it deleted."""
     kept, later = removed.kept_shared, removed.shared_later
     line = f"localgen: removed {removed.described}: freed {binary_size(removed.bytes_freed)}{_its_states(removed)}"
     if later:
         line += f" (the data it shares with {' and '.join(later)} goes with {'them' if len(later) > 1 else 'it'})"
     line += f", kept {counted(len(kept), 'file')} another model uses" if kept else ""
-    return line + "".join(f", kept {mine} (outside the Hugging Face cache: only the link to it was removed)"
-                          for mine in removed.kept_outside)
+    line += "".join(f", kept {mine} (outside the Hugging Face cache: only the link to it was removed)"
+                    for mine in removed.kept_outside)
+    return line + "".join(f", kept {link} (a link of yours to the model's file, which is deleted: it leads nowhere now)"
+                          for link in removed.links_left)
 
 
 def _its_states(removed: RemovedModel) -> str:

@@ -2,8 +2,9 @@
 
 A snapshot entry links to a blob that other entries may share (the same file at two commits, two names with the same
 content, or Xet's cache-wide shared blob store). Removing a model deletes its snapshot entries and only the blobs
-that nothing else in the cache still links to; an entry linked to a file of the user's outside the cache loses the
-link alone (hub_entry_data.py). No network, no printing: frozen results only.
+that nothing else in the cache still links to; an entry linked to a file of the user's outside the cache, or to
+another model's file in it, loses the link alone (hub_entry_data.py), and a link of the user's between an entry and
+the model's own blob is theirs, left as it is. No network, no printing: frozen results only.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class RemovedModel:
     prompt_states: int = 0  # the prompt cache entries of its file deleted with it (or to be, for a dry run)
     prompt_states_bytes: int = 0
     kept_outside: tuple[Path, ...] = ()  # files of the user's outside the cache its entries linked to: only links go
+    links_left: tuple[Path, ...] = ()  # links of the user's its entries led through to the data it deleted: left
 
     @property
     def described(self) -> str:
@@ -233,7 +235,7 @@ def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: b
                         kept_shared=tuple(dict.fromkeys(plan.kept)), dry_run=dry_run, repo=files[0].repo,
                         entries=tuple(plan.entries), shared_later=tuple(dict.fromkeys(plan.shared_later)),
                         prompt_states=len(states), prompt_states_bytes=sum(entry.size for entry in states),
-                        kept_outside=tuple(dict.fromkeys(plan.outside)))
+                        kept_outside=tuple(dict.fromkeys(plan.outside)), links_left=tuple(dict.fromkeys(plan.links)))
 
 
 def _forget_states(data_keys: dict[str, Path]) -> list[CacheEntry]:
@@ -246,12 +248,14 @@ def _forget_states(data_keys: dict[str, Path]) -> list[CacheEntry]:
 class _Plan:
     """What removing a model's files does: the paths deleted (links first, then the data they lead to), the data
     kept because a model that stays uses it, the user's files outside the cache that its links led to (kept), the
-    models removed later in the command that data kept goes with, its snapshot entries and the bytes freed."""
+    user's links its entries led through to its own blobs (kept), the models removed later in the command that data
+    kept goes with, its snapshot entries and the bytes freed."""
 
     entries: list[Path]
     deleted: list[Path] = field(default_factory=list)
     kept: list[Path] = field(default_factory=list)
     outside: list[Path] = field(default_factory=list)
+    links: list[Path] = field(default_factory=list)
     shared_later: list[str] = field(default_factory=list)
     freed: int = 0
 
@@ -263,6 +267,7 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
                           for s in sorted((repo_dir / "snapshots").glob("*")) for n in sorted(filenames)
                           if os.path.lexists(repo_dir / "snapshots" / s.name / n)])
     users = _data_users(set(plan.entries) | removals.gone)
+    own = {Path(os.path.realpath(blob)): blob for blob in _own_blobs(repo_dir, files)}
     later = dict(removals.later)
     resumable = hub_cache.listed_blobs(files[0].repo, leaving=_model_files(files))  # other files' parts, a pull resumes
     for partial in hub_cache.orphaned_partials(files[0].repo, keep=resumable):  # a killed download's, or these files'
@@ -274,21 +279,29 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
         chain = [entry]
         if entry.is_symlink():
             blob = hub_cache.blob_of(entry)
-            real = Path(os.path.realpath(blob))
-            sharing = users.get(blob, set()) | users.get(real, set())
+            sharing = _users_of(users, blob)
             if sharing and all(other in later for other in sharing):
                 plan.shared_later += [name for other, name in removals.later if other in sharing]  # in order
             elif sharing:
-                plan.kept.append(real)
+                plan.kept.append(Path(os.path.realpath(blob)))
             else:
                 chain += data_behind(entry)
-                if (linked := users_file_behind(entry)) is not None:  # only the link goes
+                linked = users_file_behind(entry)
+                if linked in own:  # through a link of the user's to the model's own blob: the data goes, the link stays
+                    plan.links.append(blob)
+                elif linked is not None:  # only the link goes
                     (plan.kept if another_models_file(linked) else plan.outside).append(linked)
         _delete(plan, chain, removals)
-    for blob in _own_blobs(repo_dir, files):  # left unlinked by an entry that leads elsewhere: the cache's garbage
-        if blob not in plan.deleted and not (users.get(blob) or users.get(Path(os.path.realpath(blob)))):
+    for real, blob in own.items():  # left unlinked by an entry that leads elsewhere (the cache's garbage), or linked
+        # through a link of the user's; never one kept as another model's or as the user's
+        if blob not in plan.deleted and real not in plan.kept + plan.outside and not _users_of(users, blob):
             _delete(plan, blob_data(blob), removals)
     return plan
+
+
+def _users_of(users: dict[Path, set[Path]], blob: Path) -> set[Path]:
+    """The snapshot entries that lead to a blob (of _data_users), by its path or its real path."""
+    return users.get(blob, set()) | users.get(Path(os.path.realpath(blob)), set())
 
 
 def _delete(plan: _Plan, chain: list[Path], removals: Removals) -> None:
@@ -335,11 +348,8 @@ def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEn
     try:
         for entry in sorted(going):
             chain = [entry]
-            if entry.is_symlink():
-                blob = hub_cache.blob_of(entry)
-                real = Path(os.path.realpath(blob))
-                if not (users.get(blob) or users.get(real)):
-                    chain += data_behind(entry)
+            if entry.is_symlink() and not _users_of(users, hub_cache.blob_of(entry)):
+                chain += data_behind(entry)
             data_keys |= identity_keys(path for path in chain if os.path.lexists(path) and not path.is_symlink())
             for path in reversed(chain):  # the data before the links to it, as models rm does
                 if os.path.lexists(path):

@@ -80,6 +80,34 @@ def test_models_rm_of_a_model_linked_to_a_file_outside_the_cache_keeps_the_blob_
     assert file_sha256(twin) == repo.sha256(NAME), "the blob the Q4_K_M model links to stays"
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["its own", "another model's too"])
+def test_models_rm_of_a_model_linked_through_a_link_of_one_s_own_to_its_blob_frees_the_blob_and_keeps_the_link(
+        hubenv: HubEnv, shared: bool) -> None:
+    files = {NAME: make_gguf_bytes("q8")} | ({"m-Q4_K_M.gguf": make_gguf_bytes("q8")} if shared else {})
+    hubenv.server.add_repo(REPO, files)
+    if shared:  # the same bytes: the same blob
+        hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    (entry,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    blob = entry.resolve()
+    mine = hubenv.tmp_path / "mydocs" / "m.gguf"
+    mine.parent.mkdir()
+    mine.symlink_to(blob)  # a link of the user's to the model's file, which the snapshot entry now leads through
+    entry.unlink()
+    entry.symlink_to(mine)
+    asked = run_localgen("models", "rm", f"{REPO}:Q8_0", env=hubenv.env)  # no terminal, no --yes: says what it would
+    assert asked.returncode == 2 and f"{REPO}:Q8_0 ({'0 B' if shared else '64.0 KiB'})" in asked.err, asked.err
+    removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)
+    assert removed.returncode == 0, removed.err
+    if shared:
+        assert removed.err == f"localgen: removed {REPO}:Q8_0: freed 0 B, kept 1 file another model uses\n"
+        assert mine.read_bytes() == make_gguf_bytes("q8"), "the blob the Q4_K_M model links to stays"
+    else:
+        assert removed.err == (f"localgen: removed {REPO}:Q8_0: freed 64.0 KiB, kept {mine} (a link of yours to the "
+                               "model's file, which is deleted: it leads nowhere now)\n"), removed.err
+        assert not os.path.lexists(blob) and not os.path.lexists(hubenv.hf_cache / "models--org--m-GGUF")
+    assert os.readlink(mine) == str(blob), "the user's link is theirs: never removed"
+
+
 def _linked_to_another_model_s_file(hubenv: HubEnv, *, blob_too: bool = False, moved: bool = False) -> Path:
     """Pull REPO and org/other-GGUF, then link REPO's snapshot entry to the other's blob, as a user links one model's
     file to another's in the cache by hand (blob_too: deleting REPO's blob as well; moved: the other's repo folder
