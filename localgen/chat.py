@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from localgen.errors import LocalgenError, TemplateError
-from localgen.template_sandbox import TEMPLATE_HINT, one_line, render_template
+from localgen.template_sandbox import TEMPLATE_HINT, one_line, render_day, render_template
 
 if TYPE_CHECKING:
     from localgen.engine import Engine
@@ -39,6 +39,7 @@ class PromptFormat:
     model_name: str  # where the template came from, for errors
     template_hint: str = TEMPLATE_HINT
     control_tokens: frozenset[str] = frozenset()  # texts the tokenizer reads as control tokens (<|im_end|>, ...)
+    _own_system: dict[str | None, str | None] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def is_chat(self) -> bool:
@@ -77,20 +78,29 @@ class PromptFormat:
 
     def default_system(self) -> str | None:
         """The system prompt the chat template writes where the messages carry none (SmolLM2's and Qwen's do),
-        else None; the template is rendered for it once, not at each of the chat toolbar's redraws."""
-        return self._default_system
-
-    @cached_property
-    def _default_system(self) -> str | None:
-        """default_system, found by rendering the template with and without a system message."""
+        else None (also where the template fails); a render that worked is kept, for the day where the template
+        writes today's date."""
         if self.template is None:
             return None
-        system, user = "\ue000system\ue000", "\ue000user\ue000"  # private-use marks no template writes
+        day = render_day(self.template)
         try:
-            marked = self.render([Message("system", system), Message("user", user)], add_generation_prompt=False)
-            plain = self.render([Message("user", user)], add_generation_prompt=False)
+            return self._own_system[day]
+        except KeyError:
+            pass
+        try:
+            found = self._render_own_system()
         except LocalgenError:
-            return None
+            return None  # kept for no call: the next renders again
+        self._own_system.clear()  # a day past
+        self._own_system[day] = found
+        return found
+
+    def _render_own_system(self) -> str | None:
+        """default_system, found by rendering the template with and without a system message (a failed render
+        raises)."""
+        system, user = "\ue000system\ue000", "\ue000user\ue000"  # private-use marks no template writes
+        marked = self.render([Message("system", system), Message("user", user)], add_generation_prompt=False)
+        plain = self.render([Message("user", user)], add_generation_prompt=False)
         opening, found, rest = marked.partition(system)
         between = rest.partition(user)[0]  # the system block's end and the user block's start
         if not found or not plain.startswith(opening) or between + user not in plain:

@@ -60,6 +60,12 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+def render_day(source: str) -> str | None:
+    """Today's date where a chat template writes the date (it calls strftime_now), else None: the day a render of it
+    holds for."""
+    return datetime.now().date().isoformat() if "strftime_now" in source else None
+
+
 def _size_limit() -> int:
     """The largest string or sequence the current render may build."""
     return int(getattr(_LIMITS, "chars", TEMPLATE_OUTPUT_LIMIT_CHARS))

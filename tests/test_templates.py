@@ -457,3 +457,40 @@ def test_the_system_prompt_a_template_adds_on_its_own_is_rendered_once_for_each_
         assert qwen.with_own_system([]) == [Message("system", "You are Qwen.")]
         assert other.with_own_system([]) == [Message("system", "You are Bob.")]
     assert renders == [QWEN_LIKE] * 2 + [other.template] * 2, "with and without a system message, once a template"
+
+
+def test_the_system_prompt_a_template_adds_on_its_own_is_found_again_after_a_render_that_failed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    renders: list[str] = []
+
+    def failing_once(template: str, *args: object, **kwargs: typing.Any) -> str:
+        renders.append(template)
+        if len(renders) == 1:  # as a render that ran past the time limit or the memory cap once
+            raise TemplateError("m: the chat template took longer than 2 s")
+        return render_template(template, *args, **kwargs)
+
+    monkeypatch.setattr(chat, "render_template", failing_once)
+    qwen = chat.PromptFormat(template=QWEN_LIKE, bos_token="<bos>", eos_token="", adds_bos=False, model_name="m")
+    assert qwen.default_system() is None, "the failed render counts no system prompt"
+    assert qwen.default_system() == "You are Qwen.", "the next call renders again"
+    assert qwen.default_system() == "You are Qwen." and len(renders) == 3, "and that render is kept"
+
+
+def test_the_system_prompt_a_template_dates_is_rendered_again_on_a_new_day(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime
+
+    now = [datetime(2026, 12, 6, 23, 59)]
+
+    class Clock(datetime):
+        """The clock the sandbox's strftime_now reads, set by the test."""
+
+        @classmethod
+        def now(cls, tz: typing.Any = None) -> datetime:
+            return now[0]
+
+    monkeypatch.setattr(template_sandbox, "datetime", Clock)
+    dated = QWEN_LIKE.replace("You are Qwen.", "Today is {{ strftime_now('%d %B %Y') }}.")
+    prompt_format = chat.PromptFormat(template=dated, bos_token="<bos>", eos_token="", adds_bos=False, model_name="m")
+    assert prompt_format.default_system() == "Today is 06 December 2026."
+    now[0] = datetime(2026, 12, 7, 0, 1)  # past midnight, the model still loaded
+    assert prompt_format.default_system() == "Today is 07 December 2026."
