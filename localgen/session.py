@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Callable, Generator, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from localgen.answer_record import recorded
 from localgen.attached import with_attached
 from localgen.chat import Message, compose_user_message
 from localgen.chat_settings import SETTING_NAMES
-from localgen.conversation import Conversation, MessageTooLongError, Turn
+from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import holds_as_is, let_go, save_conversation, unsave
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
@@ -33,6 +35,7 @@ from localgen.resolve import ResolvedModel
 from localgen.runner import LoadedModel, ModelOptions, ignore_note, warn_if_left_out
 from localgen.session_room import ContextRoom
 from localgen.session_settings import SessionSettings
+from localgen.signals import DeferredSignals, deferred_signals
 
 RENDERS_KEPT = 3  # rendered prompts kept: the conversation's, the next question's, and one being typed
 
@@ -270,53 +273,12 @@ class ChatSession(SessionSettings, ContextRoom):
         if conversation.name != previous[0].name:
             let_go(previous[0])
 
-    def _replan_context(self) -> None:
-        """Bring back into the model's context every earlier exchange that fits it now (a resumed chat's larger
-        --ctx-size, another model's); the whole prompt is computed afresh anyway."""
-        conversation = self.conversation
-        conversation.context_start = 0
-        if conversation.turns:
-            try:
-                conversation.fit(self._count, self._budget(), self.loaded.longest_token)
-            except ContextOverflowError:  # the last exchange alone is too long: the next question says so
-                conversation.context_start = len(conversation.turns) - 1
-
     # --- internals -----------------------------------------------------------------------------
 
     def _record_model(self) -> None:
         """Note the model in use and the --ctx-size given in the conversation, so that --resume loads them again."""
         self.conversation.model = model_reference(self.loaded.resolved)
         self.conversation.ctx_size = self.options.ctx_size
-
-    def _make_room(self, planned: Conversation, made_of: str = "") -> int:
-        """Fit a planned conversation to the context (see Conversation.fit); a last exchange too long even alone
-        is refused naming made_of, the files it holds (attached.with_attached), with what can help here: attached files
-        to drop, a larger context the model allows that holds it; where the system prompt (or the template's own)
-        leaves no room for any message, that is what is said."""
-        try:
-            return planned.fit(self._count, self._budget(), self.loaded.longest_token, made_of)
-        except MessageTooLongError as exc:
-            no_room = self._no_room_overflow(planned)
-            if no_room is not None:
-                raise no_room from None
-            helps = ["shorten the message" + (" or the system prompt" if planned.system else "")]
-            if self.attachments:
-                helps.append("/file none drops the attached files, which stay for the next message")
-            larger = self._larger_context_help(exc.tokens, counted=exc.counted)
-            raise ContextOverflowError(exc.message, hint="; ".join([*helps, *([larger] if larger else [])])) from None
-
-    def context_used(self) -> int | None:
-        """Tokens the conversation takes in the model's context as the next turn starts (the KV cache may still hold
-        a question that got no answer); None when no model is loaded or the template fails."""
-        if not self.loaded.engine.is_open:
-            return None
-        messages = self.loaded.prompt_format.with_own_system(self.conversation.messages())
-        if not messages:  # not even a system prompt: the bare generation prompt is no part of the conversation
-            return 0
-        try:
-            return min(self._count(messages), self.loaded.engine.n_ctx)  # an answer cut at the end counts whole
-        except LocalgenError:
-            return None
 
     def prompt_text(self, messages: list[Message] | None = None) -> str:
         """The rendered prompt for messages (default: the conversation's)."""
@@ -410,7 +372,13 @@ class ChatSession(SessionSettings, ContextRoom):
         self.last = finished
 
     def save(self, name: str | None = None) -> Path:
-        """Save the conversation with the current settings (name: save as, and go on under that name)."""
+        """Save the conversation with the current settings (name: save as, and go on under that name), whole (see
+        whole_save)."""
+        with whole_save(command=True):
+            return self._save_now(name)
+
+    def _save_now(self, name: str | None = None) -> Path:
+        """Write the conversation with the current settings (see save)."""
         if not self.keep_saved_settings:  # settings a later version saved are kept
             kept = {key: value for key, value in self.conversation.settings.items()
                     if key not in CHAT_SETTINGS and key != STOP_SETTING}
@@ -429,18 +397,27 @@ class ChatSession(SessionSettings, ContextRoom):
             self.unsaved = False  # nothing to save (a first exchange undone before it was ever written)
             return
         autosaved = self._autosaved if self.conversation.on_disk else self.conversation  # (save() forgets it)
-        try:
-            self.save()
-            self._autosaved = autosaved
-        except LocalgenError as exc:
-            if holds_as_is(self.conversation):  # the change was undone: the file is not behind the conversation
-                self.unsaved, self._autosaved = False, autosaved
-                return
-            self.unsaved, self.unsaved_because = True, exc.message
-            error = UnsavedChangeError(exc.message, hint=exc.hint)
-            if not command:
-                raise error from exc
-            self.save_error = error
+        with whole_save(command=command):  # the file and unsaved agree before a signal lands
+            try:
+                self._save_now()
+                self._autosaved = autosaved
+            except LocalgenError as exc:
+                if holds_as_is(self.conversation):  # the change was undone: the file is not behind the conversation
+                    self.unsaved, self._autosaved = False, autosaved
+                    return
+                self.unsaved, self.unsaved_because = True, exc.message
+                error = UnsavedChangeError(exc.message, hint=exc.hint)
+                if not command:
+                    raise error from exc
+                self.save_error = error
+
+
+def whole_save(*, command: bool) -> AbstractContextManager[DeferredSignals]:
+    """Where a save runs: Ctrl-C and the signals that end the chat (Ctrl-\\, SIGTERM, SIGHUP) wait until it is done, as
+    they do for an answer's save, so that a change is never left off the file while the chat takes it as saved; a
+    signal that ends the chat ends it then, the change saved. A command's Ctrl-C then has nothing left to stop, and
+    is let go (the command says what it did); an answer's goes where it would have gone (run exits 130)."""
+    return deferred_signals(dropped=(signal.SIGINT,) if command else ())
 
 
 def model_reference(resolved: ResolvedModel) -> str:

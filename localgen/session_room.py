@@ -8,6 +8,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from localgen.chat import Message
+from localgen.conversation import MessageTooLongError
 from localgen.errors import ContextOverflowError, LocalgenError
 from localgen.fit import fewest_tokens, text_bytes
 from localgen.units import counted
@@ -28,6 +29,7 @@ class ContextRoom:
     limits: GenerationLimits
     conversation: Conversation
     keep_saved_settings: bool  # a run's session: its options hold for that run only
+    attachments: list[str]  # the files attached to the next message
     in_chat = False  # the chat's prompt reads its messages (Repl sets it): its context is set until it starts again
 
     def _count(self, messages: list[Message]) -> int:
@@ -169,6 +171,47 @@ class ContextRoom:
         helps = self._room_helps(planned.system, whole)
         return ContextOverflowError(f"this message takes {counted(max(whole - fixed, 1), 'token')}, but {problem}",
                                     hint="; ".join(helps) if helps else None)
+
+    def _make_room(self, planned: Conversation, made_of: str = "") -> int:
+        """Fit a planned conversation to the context (see Conversation.fit); a last exchange too long even alone
+        is refused naming made_of, the files it holds (attached.with_attached), with what can help here: attached files
+        to drop, a larger context the model allows that holds it; where the system prompt (or the template's own)
+        leaves no room for any message, that is what is said."""
+        try:
+            return planned.fit(self._count, self._budget(), self.loaded.longest_token, made_of)
+        except MessageTooLongError as exc:
+            no_room = self._no_room_overflow(planned)
+            if no_room is not None:
+                raise no_room from None
+            helps = ["shorten the message" + (" or the system prompt" if planned.system else "")]
+            if self.attachments:
+                helps.append("/file none drops the attached files, which stay for the next message")
+            larger = self._larger_context_help(exc.tokens, counted=exc.counted)
+            raise ContextOverflowError(exc.message, hint="; ".join([*helps, *([larger] if larger else [])])) from None
+
+    def context_used(self) -> int | None:
+        """Tokens the conversation takes in the model's context as the next turn starts (the KV cache may still hold
+        a question that got no answer); None when no model is loaded or the template fails."""
+        if not self.loaded.engine.is_open:
+            return None
+        messages = self.loaded.prompt_format.with_own_system(self.conversation.messages())
+        if not messages:  # not even a system prompt: the bare generation prompt is no part of the conversation
+            return 0
+        try:
+            return min(self._count(messages), self.loaded.engine.n_ctx)  # an answer cut at the end counts whole
+        except LocalgenError:
+            return None
+
+    def _replan_context(self) -> None:
+        """Bring back into the model's context every earlier exchange that fits it now (a resumed chat's larger
+        --ctx-size, another model's); the whole prompt is computed afresh anyway."""
+        conversation = self.conversation
+        conversation.context_start = 0
+        if conversation.turns:
+            try:
+                conversation.fit(self._count, self._budget(), self.loaded.longest_token)
+            except ContextOverflowError:  # the last exchange alone is too long: the next question says so
+                conversation.context_start = len(conversation.turns) - 1
 
 
 def _restart_command(conversation: Conversation, needed: int | None) -> str:

@@ -97,9 +97,9 @@ class DeferredSignals:
 
 
 @contextlib.contextmanager
-def deferred_signals() -> Iterator[DeferredSignals]:
+def deferred_signals(*, dropped: tuple[int, ...] = ()) -> Iterator[DeferredSignals]:
     """While active, SIGINT, SIGTERM, SIGHUP and SIGQUIT are only recorded; on exit, the handlers in place before get
-    them.
+    them, but for those dropped (a Ctrl-C that has nothing left to stop once the work is done).
 
     For native allocations: a KeyboardInterrupt raised as a C call returns would lose the pointer it returned, so
     the memory behind it could never be freed. A signal ending the program is delivered before Ctrl-C. An ignored
@@ -122,7 +122,7 @@ def deferred_signals() -> Iterator[DeferredSignals]:
         try:
             restore_handlers(previous)
         finally:
-            for sig in sorted(deferred.received, key=lambda s: s == signal.SIGINT):
+            for sig in sorted(set(deferred.received) - set(dropped), key=lambda s: s == signal.SIGINT):
                 signal.raise_signal(sig)
 
 

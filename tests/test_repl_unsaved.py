@@ -1,18 +1,25 @@
 """What holds a chat that would leave changes a save missed: the guard of a chat whose saves worked, and the quiet of
-one its start said cannot be saved."""
+one its start said cannot be saved; and a save that a key pressed during it never cuts short."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from localgen import conversation_store
 from localgen.errors import LocalgenError
 from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession, UnsavedChangeError
+from tests.conftest import spawn_localgen
+from tests.test_repl import TIMEOUT, Chat, _env
 from tests.test_session import _answer, _session
+
+BIG_EXCHANGES = 40_000  # some 15 MB saved: a change's save takes long enough to press a key while it is written
 
 
 def _read_only(path: Path, text: str, **_: object) -> None:
@@ -59,3 +66,67 @@ def test_ctrl_d_then_exit_leaves_unsaved_changes_as_ctrl_d_twice_does(session: C
     assert not guard.may_leave("/exit")
     guard.next_input("/reset")  # another command between: warned again
     assert not guard.may_leave("Ctrl-D")
+
+
+def _big_conversation(home: Path) -> Path:
+    """A saved conversation 'big' of BIG_EXCHANGES exchanges in home; its file."""
+    folder = home / "data" / "conversations"
+    folder.mkdir(parents=True)
+    turns = [{"user": f"{i} tell me about whales " + "w" * 100, "answer": "whales are big " + "x" * 150}
+             for i in range(BIG_EXCHANGES)]
+    path = folder / "big.json"
+    path.write_text(json.dumps({"format": 1, "name": "big", "system": "old system prompt", "model": None,
+                                "settings": {}, "context_start": BIG_EXCHANGES - 10, "turns": turns}))
+    return path
+
+
+def _key_during_save(chat: Chat, line: str, key: str) -> None:
+    """Send a command, and press key while the save of its change is being written."""
+    chat.child.sendline(line)
+    _wait_for_the_save(chat.home)
+    chat.child.send(key)
+
+
+def _wait_for_the_save(home: Path) -> None:
+    """Wait until conversation 'big' is being saved (its temp file is there)."""
+    folder = home / "data" / "conversations"
+    deadline = time.monotonic() + TIMEOUT
+    while not any(folder.glob(".big.json.*.tmp")):
+        assert time.monotonic() < deadline, "the save was never seen"
+        time.sleep(0.001)
+
+
+@pytest.mark.serial  # timed against a save (conftest: serial)
+def test_ctrl_c_during_a_command_s_save_lets_the_save_finish_and_the_command_say_what_it_did(tmp_path: Path) -> None:
+    path = _big_conversation(tmp_path)
+    chat = Chat(tmp_path, "--resume", "big", "-n", "4", "-c", "1024")
+    _key_during_save(chat, "/system new system prompt", "\x03")
+    chat.sync()
+    said = chat.transcript.getvalue().rpartition("/system new system prompt")[2]
+    assert "system prompt set" in said and "[interrupted]" not in said
+    assert json.loads(path.read_text())["system"] == "new system prompt", "the change is on disk"
+    assert chat.quit() == 0
+
+
+@pytest.mark.serial  # timed against a save (conftest: serial)
+def test_ctrl_backslash_during_a_command_s_save_ends_the_chat_131_with_the_change_saved(tmp_path: Path) -> None:
+    path = _big_conversation(tmp_path)
+    chat = Chat(tmp_path, "--resume", "big", "-n", "4", "-c", "1024")
+    _key_during_save(chat, "/set temperature 0.3", "\x1c")
+    chat.child.expect(pexpect.EOF)
+    chat.child.close()
+    assert chat.child.exitstatus == 131
+    assert json.loads(path.read_text())["settings"]["temperature"] == 0.3
+
+
+@pytest.mark.serial  # timed against a save (conftest: serial)
+def test_ctrl_c_during_the_save_of_run_s_answer_lets_the_save_finish_and_run_exit_130(tmp_path: Path) -> None:
+    path = _big_conversation(tmp_path)
+    run = spawn_localgen("run", "--conversation", "big", "-n", "1", "-c", "1024", "Say yes.", env=_env(tmp_path),
+                         encoding="utf-8", timeout=TIMEOUT)
+    _wait_for_the_save(tmp_path)
+    run.sendcontrol("c")
+    run.expect(pexpect.EOF)
+    run.close()
+    assert run.exitstatus == 130, "the Ctrl-C is not lost"
+    assert len(json.loads(path.read_text())["turns"]) == BIG_EXCHANGES + 1

@@ -169,6 +169,21 @@ def test_deferred_signals_are_only_noted_then_delivered_on_exit_ending_signals_f
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_a_dropped_signal_is_let_go_on_exit_and_the_others_are_delivered() -> None:
+    """A Ctrl-C during a save has nothing left to stop once it is done; a signal that ends the program still ends it."""
+    from localgen.signals import SignalExit, deferred_signals, exit_on_signals
+
+    with deferred_signals(dropped=(signal.SIGINT,)) as deferred:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)
+        assert deferred.received == [signal.SIGINT]
+    with exit_on_signals(), pytest.raises(SignalExit) as ended, deferred_signals(dropped=(signal.SIGINT,)):
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)
+    assert ended.value.code == 143
+
+
 def test_ctrl_backslash_is_deferred_as_sigterm_is_then_ends_with_131() -> None:
     from localgen.signals import QUIT_SIGNALS, SignalExit, deferred_signals, exit_on_signals
 
