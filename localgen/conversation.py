@@ -230,7 +230,7 @@ class Conversation:
         try:
             if not text.strip():
                 raise ValueError("the file is empty")
-            data = _without_lone_surrogates(_parsed(text))
+            data = _without_lone_surrogates(parsed_json(text))
             _check_format(data, source)
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
@@ -278,10 +278,13 @@ def _times(data: dict, source: Path) -> dict[str, str]:
     return {"created": str(data.get("created", updated)), "updated": updated}
 
 
-def _parsed(text: str) -> object:
-    """The JSON value of a saved file's text; a ValueError that says in words where and why it is not JSON."""
+def parsed_json(text: str) -> object:
+    """The JSON value of a saved file's text; a ValueError that says in words where and why it is not JSON (nested
+    deeper than the parser goes too: every reader of saved files takes it as damage)."""
     try:
         return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     except json.JSONDecodeError as exc:
         if "\0" in text and exc.pos < len(text.rstrip()):
             raise ValueError("it holds NUL bytes: binary data, not JSON") from None

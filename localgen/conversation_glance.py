@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from localgen.conversation import Conversation, checked_details
+from localgen.conversation import Conversation, checked_details, parsed_json
 from localgen.conversation_store import saved_path
 from localgen.errors import LocalgenError
 
@@ -18,7 +18,7 @@ def glance(name: str) -> tuple[int, str | None, str] | None:
         path = saved_path(name)
         if not path.is_file():  # a pipe would be waited on; a folder or a dangling link is named by a whole read
             return None
-        data = json.loads(path.read_bytes().decode("utf-8-sig"))
+        data = parsed_json(path.read_bytes().decode("utf-8-sig"))
     except (OSError, ValueError, LocalgenError):
         return None
     turns = data.get("turns") if isinstance(data, dict) else None

@@ -13,7 +13,13 @@ from pathlib import Path
 
 from localgen import console
 from localgen.config import settings
-from localgen.conversation import FORMAT_VERSION, Conversation, DamagedConversationError, ForeignFormatError
+from localgen.conversation import (
+    FORMAT_VERSION,
+    Conversation,
+    DamagedConversationError,
+    ForeignFormatError,
+    parsed_json,
+)
 from localgen.conversation_edits import SavedInPlaceNote, change_by_hand, change_said, remember
 from localgen.conversation_lock import ConversationBusyError, hold, holds, lock_path, release
 from localgen.conversation_names import MAX_NAME_SUFFIX, NAME_PATTERN, check_name, empty_name, numbered_name
@@ -127,7 +133,7 @@ def holds_as_is(conversation: Conversation) -> bool:
     if not conversation.on_disk or not path.is_file():
         return False
     try:
-        saved = json.loads(path.read_text(encoding="utf-8-sig"))
+        saved = parsed_json(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError):
         return False
     now = json.loads(conversation.to_json(touch=False))

@@ -8,7 +8,7 @@ import pytest
 
 from localgen import conversation
 from localgen.conversation import Conversation, Turn
-from localgen.conversation_store import conversations_dir, let_go, save_conversation
+from localgen.conversation_store import conversations_dir, holds_as_is, let_go, save_conversation
 from localgen.conversation_summary import summaries
 from tests.conftest import run_localgen
 
@@ -66,3 +66,27 @@ def test_what_the_listing_shows_is_what_the_whole_file_holds() -> None:
     by_name = {summary.name: summary for summary in summaries()}
     assert (by_name["odd"].exchanges, by_name["odd"].first_message) == (2, "Castles \ufffd and towers")
     assert by_name["future"].problem == "format 99, from another localgen version" and by_name["future"].kept
+
+
+def test_a_conversation_nested_deeper_than_the_parser_goes_is_listed_as_damaged_beside_the_others() -> None:
+    """Every listing failed with an internal RecursionError, where `conversations show` said it was nested too
+    deeply."""
+    _save("fine", 1)
+    data = json.dumps({**_save("deep", 1), "note": None})
+    (conversations_dir() / "deep.json").write_text(data.replace("null", "[" * 3000 + "]" * 3000))
+    listed = run_localgen("conversations", "--json")
+    assert listed.returncode == 0, listed.err
+    assert {(r["name"], r["exchanges"], r["problem"]) for r in json.loads(listed.out)} == {
+        ("fine", 1, None), ("deep", None, "nested too deeply")}
+    table = run_localgen("conversations")
+    assert table.returncode == 0 and "(damaged: nested too deeply)" in table.out, table.err
+    assert sorted((s.name, s.problem) for s in summaries()) == [("deep", "nested too deeply"), ("fine", None)]  # /list
+
+
+def test_a_file_nested_too_deeply_is_not_the_conversation_as_it_is() -> None:
+    """What a failed save checks (the change undone: the file holds it) read such a file with a RecursionError."""
+    kept = Conversation(name="deep", turns=[Turn("Question?", "Answer.")])
+    path = save_conversation(kept)
+    assert holds_as_is(kept)
+    path.write_text(path.read_text().replace('"Answer."', "[" * 3000 + "]" * 3000))
+    assert not holds_as_is(kept)
