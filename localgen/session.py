@@ -188,7 +188,7 @@ class ChatSession(SessionSettings, ContextRoom):
         conversation = self.conversation
         turn = conversation.turns.pop()
         self.dropped_question = None
-        conversation.context_start = min(conversation.context_start, max(len(conversation.turns) - 1, 0))
+        self._bring_back_earlier()
         if not conversation.turns and conversation is self._autosaved:
             unsave(conversation, self.save_notes.append)  # a chat's own one left empty is unsaved, as before it began
         self._save(command=True)

@@ -213,6 +213,19 @@ class ContextRoom:
             except ContextOverflowError:  # the last exchange alone is too long: the next question says so
                 conversation.context_start = len(conversation.turns) - 1
 
+    def _bring_back_earlier(self) -> None:
+        """Once the last exchange is gone (/undo), bring back into the context the earlier exchanges that fit it now,
+        as _replan_context does, but never leave out one it holds: where none comes back the prompt is the same, and
+        the KV cache still holds it."""
+        conversation = self.conversation
+        held = min(conversation.context_start, max(len(conversation.turns) - 1, 0))
+        if held:
+            try:
+                self._replan_context()
+            except LocalgenError:  # no model, or a template that refuses: the next message says why
+                conversation.context_start = held
+        conversation.context_start = min(conversation.context_start, held)
+
 
 def _restart_command(conversation: Conversation, needed: int | None) -> str:
     """A larger context for a chat, which takes one as it starts: the command that goes on with its conversation (as

@@ -202,3 +202,23 @@ def test_load_says_the_conversation_asked_in_stays_saved_and_leaving_then_names_
         assert "conversation saved as" not in said, "other was only reopened, and the conversation asked in was named"
     finally:
         _stop(chat)
+
+
+def test_undo_after_earlier_exchanges_left_the_context_brings_back_those_that_fit_again(tmp_path: Path) -> None:
+    """The model saw the last exchange alone after /undo, where --resume of the same conversation sees all three."""
+    chat = Chat(tmp_path / "home", "-c", "300", "-n", "40", "--temperature", "0", "--no-markdown")
+    try:
+        for i in range(5):
+            chat.child.sendline(f"Tell me fact number {i} about the sea.")
+            chat.sync()
+        assert re.search(r"earlier\s+exchanges\s+left", chat.transcript.getvalue()), "the fifth question made room"
+        chat.command("/undo", "dropped")
+        chat.command("/undo", "dropped")
+        chat.child.sendline("/show")
+        chat.child.expect(r"conversation: ([^\r\n]*)")
+        line = chat.child.match[1]
+        chat.sync()
+        assert line.endswith(", 3 exchanges") and "model's context" not in line, line
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)

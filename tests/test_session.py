@@ -544,6 +544,19 @@ def test_undo_after_the_context_moved_leaves_a_conversation_that_loads_again(cha
     assert again.context_start == conversation.context_start and again.messages() == conversation.messages()
 
 
+def test_undo_keeps_every_exchange_the_context_held_and_the_kv_cache_with_them(chat: ChatSession) -> None:
+    """Where no earlier exchange fits again, /undo leaves the prompt as it was (a plan from the first exchange keeps
+    half the context's worth), so the next message reuses the KV cache."""
+    chat.conversation.turns.extend(Turn("word " * 60, "answer " * 20) for _ in range(6))  # ~90 tokens each
+    chat.conversation.context_start = 2  # the last four: more than half the 504 tokens free, all six: more than all
+    _answer(chat.ask("Name a fish.")[1])
+    assert chat.conversation.context_start == 2
+    chat.undo()
+    assert chat.conversation.context_start == 2
+    again = _answer(chat.ask("Name a fish.")[1])
+    assert again.usage.cached_tokens >= again.usage.prompt_tokens - 20, again.usage
+
+
 def test_a_resumed_conversation_brings_back_the_exchanges_that_fit_the_new_context(session: ChatSession) -> None:
     turns = [Turn(f"Question {i}?", f"Answer {i}.") for i in range(6)]
     session.replace_conversation(Conversation(name="resumed", turns=turns, context_start=5))
