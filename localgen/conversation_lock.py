@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from localgen.errors import LocalgenError
-from localgen.storage import make_folder, unwritable_hint
+from localgen.storage import make_folder, remove_leftover_temp_files, unwritable_hint
 
 try:
     import fcntl
@@ -41,7 +41,9 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     ConversationBusyError when another process holds it: with hint where that is a chat or a run, named where it
     recorded its command (by: this one's, where it is neither, as `conversations rm`, whose question may wait).
 
-    The lock is released by release(), or by the system when the process ends, however it ends.
+    The lock is released by release(), or by the system when the process ends, however it ends. The holder alone
+    writes the conversation's file, so the temp files a holder killed part way through a save left beside it are
+    removed as the hold is taken: none of them is being written.
     """
     path = lock_path(folder, name)
     if fcntl is None or path in _held:
@@ -74,6 +76,7 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     with contextlib.suppress(OSError):  # the owner's pid only makes the busy message nicer (a full disk may refuse it)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}{f' {by}' if by else ''}\n".encode())
+    remove_leftover_temp_files(folder / f"{name}.json")
     return True
 
 

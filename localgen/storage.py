@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Callable
@@ -16,6 +17,8 @@ from localgen.config import settings
 from localgen.errors import DISK_FULL_ERRNOS, LocalgenError
 
 LINKS_UNSUPPORTED = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK})
+TEMP_SUFFIX = ".tmp"
+TEMP_RANDOM = r"[a-z0-9_]{8}"  # what tempfile puts between a temp file's prefix and suffix
 
 
 def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[bytes | bytearray | memoryview, ...],
@@ -32,7 +35,7 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
     tmp_name: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=TEMP_SUFFIX, dir=path.parent)
         with os.fdopen(fd, "wb") as tmp:
             os.fchmod(tmp.fileno(), mode)
             for part in data if isinstance(data, tuple) else (data,):
@@ -64,6 +67,27 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
         if tmp_name is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
+
+
+def _temp_prefix(path: Path) -> str:
+    """How the names of the temp files that writes of path make begin: hidden, beside it."""
+    return f".{path.name}."
+
+
+def remove_leftover_temp_files(path: Path) -> None:
+    """Remove the temp files that writes of path left behind where their process was killed part way (kill -9, a
+    power cut): only a caller that alone writes path (its lock held) may, as a temp file being written looks the
+    same."""
+    leftover = re.compile(re.escape(_temp_prefix(path)) + TEMP_RANDOM + re.escape(TEMP_SUFFIX))
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:  # no folder, no leftovers
+        return
+    for entry in entries:
+        if leftover.fullmatch(entry.name):
+            with contextlib.suppress(OSError):
+                if entry.is_file(follow_symlinks=False):
+                    os.unlink(entry.path)
 
 
 def file_in_the_way(folder: Path) -> Path | None:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +24,7 @@ from localgen.conversation_store import (
     save_conversation,
 )
 from localgen.errors import LocalgenError
+from tests.conftest import run_localgen
 
 HOLDER = """
 import sys
@@ -44,6 +50,40 @@ def another_process(name: str) -> Iterator[str]:
     finally:
         child.stdin.close()
         child.wait(timeout=30)
+
+
+SAVER = """
+from localgen.conversation_store import load_conversation, save_conversation
+conversation = load_conversation("big")
+conversation.system = "new"
+save_conversation(conversation)
+"""
+BIG_EXCHANGES = 40_000  # some 15 MB saved: its save is written long enough to be killed part way
+
+
+def _big_conversation() -> Path:
+    """A saved conversation 'big' of BIG_EXCHANGES exchanges; its file."""
+    turns = [{"user": f"{i} tell me about whales " + "w" * 100, "answer": "whales are big " + "x" * 150}
+             for i in range(BIG_EXCHANGES)]
+    path = conversations_dir() / "big.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"format": 1, "name": "big", "system": "old", "model": None, "settings": {},
+                                "turns": turns}))
+    return path
+
+
+def _killed_saving() -> list[Path]:
+    """Save conversation 'big' in another process, killed (SIGKILL) while its temp file is written; the temp files
+    left behind."""
+    for _ in range(3):  # (a save that ended before the kill landed leaves none: again)
+        child = subprocess.Popen([sys.executable, "-c", SAVER])
+        while not list(conversations_dir().glob(".big.json.*.tmp")) and child.poll() is None:
+            time.sleep(0.001)
+        child.kill()
+        child.wait(timeout=30)
+        if left := list(conversations_dir().glob(".big.json.*.tmp")):
+            return left
+    raise AssertionError("no save was killed part way")
 
 
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
@@ -182,3 +222,34 @@ def test_lock_files_whose_identity_never_settles_leave_chats_unguarded_not_hung(
 
     monkeypatch.setattr(conversation_lock, "_still_named", lambda fd, path: False)  # some FUSE mounts
     assert conversation_lock.hold(conversations_dir(), "fuse", hint="") is False
+
+
+@pytest.mark.serial  # timed against a save (conftest: serial)
+def test_the_temp_file_of_a_save_killed_part_way_goes_once_the_conversation_is_held_again() -> None:
+    path = _big_conversation()
+    _killed_saving()
+    conversation = load_conversation("big")
+    assert not list(conversations_dir().glob(".big.json.*.tmp")), "nothing else would ever remove it"
+    assert conversation.system == "old" and json.loads(path.read_text())["system"] == "old"
+
+
+@pytest.mark.serial  # timed against a save (conftest: serial)
+def test_conversations_rm_deletes_a_killed_save_s_temp_file_with_the_conversation() -> None:
+    _big_conversation()
+    _killed_saving()
+    deleted = run_localgen("conversations", "rm", "big", "-y")
+    assert deleted.returncode == 0, deleted.err
+    assert [p.name for p in conversations_dir().iterdir()] == [".locks"], "a hidden copy of what was deleted"
+
+
+def test_a_temp_file_of_a_save_another_process_may_be_writing_is_never_touched() -> None:
+    save_conversation(Conversation(name="big", turns=[Turn("a", "b")]))
+    let_go(load_conversation("big"))
+    with another_process("big") as got:
+        assert got == "held"
+        fd, written = tempfile.mkstemp(prefix=".big.json.", suffix=".tmp", dir=conversations_dir())  # as its save's
+        os.close(fd)
+        with pytest.raises(ConversationBusyError):
+            load_conversation("big")
+        assert run_localgen("conversations", "rm", "big", "-y").returncode != 0
+        assert Path(written).exists()

@@ -12,7 +12,7 @@ import pytest
 from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
 from localgen.errors import LocalgenError
-from localgen.storage import atomic_write_text, make_folder, unwritable_hint
+from localgen.storage import atomic_write_text, make_folder, remove_leftover_temp_files, unwritable_hint
 from tests.conftest import REPO_ROOT, run_localgen_process
 from tests.mount_namespace import run_mounted as _mounted
 
@@ -115,3 +115,13 @@ def test_a_conversation_s_lock_file_on_a_read_only_file_system_names_it(tmp_path
     assert result.stderr == (
         f"localgen: error: could not create {locks}/c.lock: Read-only file system (hint: its file system is mounted "
         "read-only: remount it read-write, or set LOCALGEN_HOME to a folder on a writable one)\n"), result.stderr
+
+
+def test_only_the_temp_files_of_writes_of_the_file_itself_are_taken_for_leftovers(tmp_path: Path) -> None:
+    names = [".a.json.k3_9xq0z.tmp", ".a.json.b.json.k3_9xq0z.tmp", ".a.json.k3.tmp", ".a.json.k3_9xq0z.tmp.x",
+             "a.json", ".b.json.k3_9xq0z.tmp"]  # ("a.json.b" is a conversation of its own)
+    for name in names:
+        (tmp_path / name).write_text("{")
+    (tmp_path / ".a.json.folder00.tmp").mkdir()
+    remove_leftover_temp_files(tmp_path / "a.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*names[1:], ".a.json.folder00.tmp"])
