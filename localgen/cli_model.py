@@ -14,6 +14,7 @@ from localgen.cli_options import from_command_line
 if TYPE_CHECKING:
 
     from localgen.conversation import Conversation
+    from localgen.errors import LocalgenError
     from localgen.input_text import TextBound
     from localgen.inputs import InputFile
     from localgen.runner import LoadedModel, ModelOptions
@@ -164,17 +165,22 @@ def preflight_for(ctx: typer.Context, options: ModelOptions, conversation: Conve
 @contextmanager
 def _named_as_the_conversations(ctx: typer.Context, conversation: Conversation | None) -> Iterator[None]:
     """Name a model or context size that cannot be used as a resumed conversation's, when it recorded them and the
-    command line did not give them."""
-    from localgen.errors import ContextOverflowError, ContextSizeError, ModelNotFoundError, UsageError
+    command line did not give them: a model file gone, broken or that does not load says how to go on with another."""
+    from localgen.errors import (
+        ContextOverflowError,
+        ContextSizeError,
+        GGUFError,
+        ModelLoadError,
+        ModelNotFoundError,
+        UsageError,
+    )
 
     try:
         yield
-    except ModelNotFoundError as exc:
+    except (ModelNotFoundError, GGUFError, ModelLoadError) as exc:
         if conversation is None or conversation.model is None or from_command_line(ctx, "model"):
             raise
-        another = "go on with another model: add -m MODEL"
-        raise ModelNotFoundError(f"conversation '{conversation.name}' was using {conversation.model}: {exc.message}",
-                                 hint=f"{exc.hint}; or {another}" if exc.hint else another) from exc
+        raise _as_the_conversations_model(exc, conversation) from exc
     except ContextSizeError as exc:
         if conversation is None or from_command_line(ctx, "ctx_size") or conversation.ctx_size is None:
             raise
@@ -186,6 +192,19 @@ def _named_as_the_conversations(ctx: typer.Context, conversation: Conversation |
             raise
         raise ContextOverflowError(f"{exc.message} (conversation '{conversation.name}' was started with that size)",
                                    hint=exc.hint) from exc
+
+
+def _as_the_conversations_model(exc: LocalgenError, conversation: Conversation) -> LocalgenError:
+    """exc, about the model a resumed conversation recorded, said as that conversation's, with the way on (another
+    model); of its own class, which decides the exit code."""
+    import copy
+
+    named = copy.copy(exc)
+    named.message = f"conversation '{conversation.name}' was using {conversation.model}: {exc.message}"
+    named.args = (named.message,)
+    another = "go on with another model: add -m MODEL"
+    named.hint = f"{exc.hint}; or {another}" if exc.hint else another
+    return named
 
 
 def say_note(note: str) -> None:

@@ -222,3 +222,32 @@ def test_undo_after_earlier_exchanges_left_the_context_brings_back_those_that_fi
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+def test_resuming_a_conversation_whose_model_file_is_now_broken_names_it_and_the_way_on(tmp_path: Path,
+                                                                                         bundled_model: Path) -> None:
+    """A cut or unsupported model file was named alone, where a missing one names the conversation and -m MODEL."""
+    from gguf_builders import copy_with_metadata, truncated_copy
+
+    home, folder = tmp_path / "home", tmp_path / "home" / "data" / "conversations"
+    folder.mkdir(parents=True)
+    cut = truncated_copy(bundled_model, tmp_path / "cut.gguf", keep_bytes=5_000_000)
+    odd = copy_with_metadata(bundled_model, tmp_path / "odd.gguf", set_values={"general.architecture": "nonesuch"})
+    for name, model in (("cut", cut), ("odd", odd)):
+        (folder / f"{name}.json").write_text(json.dumps({"format": 1, "name": name, "system": None, "settings": {},
+                                                         "model": str(model), "turns": [{"user": "hi",
+                                                                                         "answer": "hello"}]}))
+        chat = spawn_chat(home, "--resume", name)
+        chat.expect(pexpect.EOF)
+        chat.close()
+        said = " ".join(chat.before.split())
+        assert chat.exitstatus == 1 and f"error: conversation '{name}' was using {model}: {model}: " in said, said
+        assert said.endswith("; or go on with another model: add -m MODEL)"), said
+        continued = run_localgen("run", "--conversation", name, "hi", env={"LOCALGEN_HOME": str(home)})
+        assert continued.returncode == 1 and f"conversation '{name}' was using {model}" in continued.err, continued.err
+    resumed = Chat(home, "--resume", "cut", "-m", str(bundled_model), "-n", "1")  # the way on
+    try:
+        assert "resumed cut: 1 exchange" in resumed.transcript.getvalue()
+        assert resumed.quit() == 0
+    finally:
+        _stop(resumed)
