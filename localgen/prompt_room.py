@@ -13,15 +13,22 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from localgen.errors import LocalgenError
-from localgen.fit import counted_context, guessed_tokens, text_bytes
+from localgen.fit import counted_context, fewest_tokens, guessed_tokens, text_bytes
 
 if TYPE_CHECKING:
     from localgen.runner import LoadedModel, ModelOptions
 
 
-def counted_tokens(loaded: LoadedModel, texts: Sequence[str | None]) -> int:
-    """The tokens the loaded model's tokenizer makes of the texts, each alone (None counts nothing)."""
-    return sum(len(loaded.engine.tokenize(text, add_special=False, parse_special=False)) for text in texts if text)
+def counted_tokens(loaded: LoadedModel, texts: Sequence[str | None], most: int | None = None) -> int:
+    """The tokens the loaded model's tokenizer makes of the texts, each alone (None counts nothing); once past most
+    (when given), the count so far, the texts after it left uncounted."""
+    tokens = 0
+    for text in texts:
+        if text:
+            tokens += len(loaded.engine.tokenize(text, add_special=False, parse_special=False))
+            if most is not None and tokens > most:
+                break
+    return tokens
 
 
 def wider_options(loaded: LoadedModel, options: ModelOptions, texts: Sequence[str | None],
@@ -37,11 +44,14 @@ def wider_options(loaded: LoadedModel, options: ModelOptions, texts: Sequence[st
     n_ctx, size = loaded.engine.n_ctx, text_bytes(*texts)
     if options.ctx_size is not None or counted_context(size + len(texts), answer_tokens) <= n_ctx:
         return None  # asked for; or held however it tokenizes (no tokenizer makes more tokens than bytes, and a start)
-    tokens = counted_tokens(loaded, texts)
+    most = loaded.engine.n_ctx_train or None  # no context holds more: the model's own maximum is said as before
+    if most is not None and fewest_tokens(size, loaded.longest_token) + 1 > most:
+        return None  # by its size alone: a tokenizer spends seconds on what no context holds
+    tokens = counted_tokens(loaded, texts, most)
+    if most is not None and tokens + 1 > most:
+        return None
     if tokens <= guessed_tokens(size) or counted_context(tokens, answer_tokens) <= n_ctx:
         return None
-    if loaded.engine.n_ctx_train and tokens + 1 > loaded.engine.n_ctx_train:
-        return None  # no context holds it: the model's own maximum is said as before
     wider = replace(options, min_ctx=counted_context(tokens, answer_tokens))
     hw = probe_hardware()
     if loaded.plan is not None:  # the loaded model is freed before the other loads

@@ -791,6 +791,27 @@ def test_a_prompt_of_digits_gets_a_context_that_holds_its_tokens_where_the_model
         beyond.err
 
 
+def test_a_prompt_no_context_of_the_model_holds_is_not_counted_whole(bundled_model: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumed conversation of 40 MB (8,000 exchanges) took 28 s to reach the prompt, 26 of them counting its
+    tokens only to find that no context of the model (8,192) holds them."""
+    from localgen.prompt_room import wider_options
+
+    options = ModelOptions(model=str(bundled_model), threads=1)
+    loaded = load_model(options)
+    try:
+        counted: list[str] = []
+        tokenize = loaded.engine.tokenize
+        monkeypatch.setattr(loaded.engine, "tokenize", lambda text, **kw: counted.append(text) or tokenize(text, **kw))
+        assert wider_options(loaded, options, ["whales " * 300_000], None) is None
+        assert counted == [], "2.1 MB takes more than 8,192 tokens by its size alone"
+        digits = [" ".join("1234567890") * 4] * 2000  # 76 tokens each, 152 KB: not ruled out by its size
+        assert wider_options(loaded, options, digits, None) is None
+        assert 100 < len(counted) < 120, "counting stops past 8,192 tokens"
+    finally:
+        loaded.close()
+
+
 def localgen_main(*args: str) -> int:
     """Run the CLI in this process; its exit code."""
     from localgen.cli import main
