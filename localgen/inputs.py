@@ -121,7 +121,7 @@ def _unreadable(name: str, option: str, exc: OSError) -> UsageError:
 
 @contextlib.contextmanager
 def _open_noting(path: Path, waiting: Callable[[], None] | None,
-                 terminal: Callable[[], None] | None = None) -> Iterator[BinaryIO | _NotedPipe]:
+                 terminal: Callable[[], None] | None = None) -> Iterator[BinaryIO | _DescriptorReader]:
     """A reader of path: for a pipe, one that calls waiting once when no writer opens it, or the writer keeps quiet,
     for STDIN_QUIET_S seconds; for a terminal, one that calls terminal first (it waits for what is typed)."""
     if waiting is None or not stat.S_ISFIFO(path.stat().st_mode):
@@ -140,7 +140,7 @@ def _open_noting(path: Path, waiting: Callable[[], None] | None,
         timer.cancel()
         timer.join()  # a note already being said ends before the reading starts
     with handle:
-        yield _NotedPipe.of(handle, once)
+        yield _DescriptorReader.of(handle, once)
 
 
 class _Once:
@@ -272,7 +272,7 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
         raise stdin_closed(f"'{STDIN_NAME}'", asked_by)
     if stream is None or (stream.isatty() and not asked):
         return None
-    source = stream if waiting is None or stream.isatty() else _NotedPipe.of(stream, waiting)
+    source = _DescriptorReader.of(stream, None if stream.isatty() else waiting)  # a terminal says its wait itself
     try:
         data = _bounded_read(source, "stdin", DOCUMENT_HINT, "send less text", bound)
     except OSError as exc:  # a stdin opened for writing only (0>FILE), say
@@ -281,17 +281,19 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
     return decode_input(data, "stdin", warnings)
 
 
-class _NotedPipe:
-    """A pipe read to a number of bytes or to its end, as a buffered reader reads it, that calls waiting once when
-    it keeps quiet for STDIN_QUIET_S seconds, at its start or later (`tail -f log |` looks hung otherwise)."""
+class _DescriptorReader:
+    """A pipe or a terminal read from its descriptor to a number of bytes or to its end, as a buffered reader reads
+    it, but waited on where it was left non-blocking (a buffered reader's read gives None, or a short part taken
+    for the end); waiting, if any, is called once when it keeps quiet for STDIN_QUIET_S seconds, at its start or
+    later (`tail -f log |` looks hung otherwise)."""
 
-    def __init__(self, fd: int, waiting: Callable[[], None]) -> None:
+    def __init__(self, fd: int, waiting: Callable[[], None] | None) -> None:
         self._fd = fd
-        self._waiting: Callable[[], None] | None = waiting
+        self._waiting = waiting
 
     @classmethod
-    def of(cls, stream: BinaryIO, waiting: Callable[[], None]) -> BinaryIO | _NotedPipe:
-        """The noting reader of stream, or stream itself when it has no file descriptor to watch."""
+    def of(cls, stream: BinaryIO, waiting: Callable[[], None] | None) -> BinaryIO | _DescriptorReader:
+        """The reader of stream's descriptor, or stream itself when it has none."""
         try:
             return cls(stream.fileno(), waiting)
         except (OSError, ValueError, AttributeError):
@@ -317,7 +319,7 @@ class _NotedPipe:
         return b"".join(parts)
 
 
-def _bounded_read(stream: BinaryIO | _NotedPipe, source: str, binary_hint: str, smaller_hint: str,
+def _bounded_read(stream: BinaryIO | _DescriptorReader, source: str, binary_hint: str, smaller_hint: str,
                   bound: TextBound | None = None) -> bytes:
     """All of stream, refused when larger than MAX_INPUT_BYTES (read to one byte more) or binary: binary data is
     told from its first block, not after reading the whole bound (/dev/urandom); with bound, also once its text

@@ -262,6 +262,25 @@ def test_a_dash_reading_a_terminal_says_so_and_how_to_end_it(args: tuple[str, ..
     assert child.exitstatus == 0 and "Typed at the terminal." in child.before, child.before
 
 
+@pytest.mark.parametrize("args", [("-",), ("-f", "-", "Summarize it."), ("-f", "/dev/stdin", "Summarize it."),
+                                  ("--system-file", "-", "hi")])
+def test_a_terminal_left_non_blocking_is_read_to_its_ctrl_d(args: tuple[str, ...]) -> None:
+    """A terminal whose stdin a program before left non-blocking: its first read found nothing typed yet, and the
+    run ended with an internal error (TypeError), where it waits for the lines typed, as on a blocking one."""
+    child = pexpect.spawn(sys.executable, ["-m", "localgen", "run", "--print-prompt", *args], env=dict(os.environ),
+                          cwd=str(REPO_ROOT), encoding="utf-8", timeout=60, dimensions=(30, 200),
+                          preexec_fn=lambda: os.set_blocking(0, False))
+    child.expect_exact("Ctrl-D at the start of a line ends it")
+    child.sendline("Typed at the terminal.")
+    child.expect_exact("Typed at the terminal.")  # the echo: a read found it, and the next finds nothing yet
+    child.sendline("A second line.")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    assert "Typed at the terminal.\r\nA second line." in child.before.split("<|im_start|>", 1)[-1], child.before
+
+
 @pytest.mark.parametrize("command", [("run", "-"), ("run", "-q", "-"), ("chat", "--system-file", "/dev/tty")])
 def test_ctrl_c_while_the_terminal_is_read_ends_the_line_of_its_echo(command: tuple[str, ...]) -> None:
     """README: a Ctrl-C leaves the terminal on a fresh line for the shell's prompt, -q too; Typer turned a Ctrl-C
