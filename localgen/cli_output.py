@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
+import stat
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TextIO
 
 import typer
 
@@ -98,12 +100,43 @@ def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput 
                                              "model_path": str(loaded.resolved.path)}
             if conversation is not None:
                 record["conversation"] = conversation
-            console.write_out(sys.stdout, console.json_text(record) + "\n")
+            write_record(sys.stdout, console.json_text(record) + "\n")
         else:
             output.finish()
     except BrokenPipeError:
         silence_stdout()
         raise typer.Exit(EXIT_BROKEN_PIPE) from None
+
+
+def write_record(stream: TextIO, text: str) -> None:
+    """Write a record whole (console.write_out): where the stream is a regular file, one that fails part way (a full
+    disk, a size limit) is cut back off it before its error, so that no part of it stays; a pipe's reader keeps what
+    it has read, which cannot be taken back."""
+    end = _file_end(stream)
+    try:
+        console.write_out(stream, text)
+    except BaseException:
+        if end is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(stream.fileno(), end)
+                os.lseek(stream.fileno(), end, os.SEEK_SET)  # a stderr sent to the same file writes on from there
+        raise
+
+
+def _file_end(stream: TextIO) -> int | None:
+    """The size of the regular file stream writes to (what it held unwritten written first) where a write goes on at
+    its end (a file written from its start, or appended to); None otherwise (a pipe, a terminal, a write over a
+    file's middle)."""
+    try:
+        stream.flush()
+        fd = stream.fileno()
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        at = status.st_size if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND else os.lseek(fd, 0, os.SEEK_CUR)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return status.st_size if at >= status.st_size else None
 
 
 @contextlib.contextmanager

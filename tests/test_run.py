@@ -290,6 +290,27 @@ def test_stdout_to_a_file_at_its_size_limit_names_the_limit_not_a_full_disk(tmp_
     assert "free some space" not in err and (tmp_path / "answer.txt").stat().st_size == 64
 
 
+@pytest.mark.parametrize("before", [b"", b"kept from before\n"])
+def test_run_json_to_a_file_at_its_size_limit_leaves_no_part_of_its_record(tmp_path: Path, before: bytes) -> None:
+    """`ulimit -f` (a full disk alike) stopped --json's one record part way, and the file kept that part: 512 bytes
+    of JSON no reader can parse. The file is as it was before the run (appended to, `>>`, too)."""
+    import resource
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (512, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    answer = tmp_path / "answer.json"
+    answer.write_bytes(before)
+    with answer.open("ab" if before else "wb") as out:
+        proc = subprocess.run([sys.executable, "-m", "localgen", "run", "Write a long story.", "-n", "200", "--json",
+                               "--temperature", "0", "--no-cache"], stdout=out, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT, preexec_fn=limited,
+                              env={**os.environ, "LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_NO_LAST_RUN": "1"})
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and err.startswith("localgen: error: cannot write to stdout: File too large"), err
+    assert answer.read_bytes() == before
+
+
 def test_a_conversation_run_whose_stdout_and_file_hit_a_size_limit_says_the_answer_was_not_saved(
         tmp_path: Path) -> None:
     """`ulimit -f` stops stdout part way, and the conversation's file too: a warning says the answer so far is not
