@@ -19,8 +19,9 @@ from localgen.console import PrefillStatus, TextOutput, without_prefill_progress
 from localgen.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, LocalgenError
 from localgen.events import Event, Finished, TextChunk
 from localgen.interrupt_echo import ECHOES, key_echo_held
+from localgen.output_writes import WriteGivenUp, end_writes_on
 from localgen.runner import LoadedModel
-from localgen.signals import ANSWER_ENDING_SIGNALS, StopOnSignal
+from localgen.signals import ANSWER_ENDING_SIGNALS, StopOnSignal, signal_exit_code
 from localgen.stdout_reader import watching_the_reader
 
 
@@ -37,9 +38,10 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
     completion: Finished | None = None
     late: LocalgenError | None = None
     pipe_closed = texted = False
+    closed_by: BrokenPipeError | None = None
     status = PrefillStatus(sys.stderr)
     with StopOnSignal(engine.request_stop, signals=(signal.SIGINT, *ANSWER_ENDING_SIGNALS),
-                      ending=ANSWER_ENDING_SIGNALS, reset=engine.clear_stop) as signals, \
+                      ending=ANSWER_ENDING_SIGNALS, reset=engine.clear_stop, ended=end_writes_on) as signals, \
             watching_the_reader(sys.stdout, engine.request_stop) as reader, \
             (key_echo_held(sys.stdout) if output is not None else contextlib.nullcontext(False)) as echo_held:
         events = start()
@@ -49,8 +51,8 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
                 if isinstance(event, TextChunk) and output is not None and not pipe_closed:
                     try:
                         output.write(event.text)
-                    except BrokenPipeError:
-                        pipe_closed = True
+                    except BrokenPipeError as exc:
+                        pipe_closed, closed_by = True, exc
                         engine.request_stop()
                 elif isinstance(event, Finished):
                     completion = event
@@ -66,7 +68,7 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
             raise
     if pipe_closed or reader.gone:  # the reader left: as the model wrote, or while the prompt was read or JSON kept
         silence_stdout()
-        raise typer.Exit(EXIT_BROKEN_PIPE)
+        raise typer.Exit(_closed_exit_code(closed_by))
     assert completion is not None
     if echo_held and output is not None and signals.signal in ECHOES:  # the key's echo, after the text saved
         output.write(ECHOES[signals.signal])
@@ -103,9 +105,15 @@ def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput 
             write_record(sys.stdout, console.json_text(record) + "\n")
         else:
             output.finish()
-    except BrokenPipeError:
+    except BrokenPipeError as exc:
         silence_stdout()
-        raise typer.Exit(EXIT_BROKEN_PIPE) from None
+        raise typer.Exit(_closed_exit_code(exc)) from None
+
+
+def _closed_exit_code(closed_by: BrokenPipeError | None) -> int:
+    """The exit code of a run whose output's reader left (141), or kept it waiting past the bound as a signal ended
+    the run (that signal's: 143 for SIGTERM)."""
+    return signal_exit_code(closed_by.signum) if isinstance(closed_by, WriteGivenUp) else EXIT_BROKEN_PIPE
 
 
 def write_record(stream: TextIO, text: str) -> None:

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import re
-import select
-import signal
 import stat
 import sys
 import unicodedata
@@ -15,9 +12,12 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from localgen.control_chars import TerminalSafePieces, json_escaped, terminal_safe
-from localgen.errors import LocalgenError
 from localgen.events import Event, Finished, PrefillProgress
-from localgen.signals import SignalExit, interrupt_line_ended, interrupt_line_is_ended
+from localgen.output_writes import stdout_error as stdout_error  # (as console's: the commands write through it)
+from localgen.output_writes import terminal_hung_up as terminal_hung_up
+from localgen.output_writes import write_out as write_out
+from localgen.output_writes import write_whole
+from localgen.signals import interrupt_line_ended, interrupt_line_is_ended
 from localgen.units import counted
 from localgen.wordwrap import WordWrap, terminal_width
 
@@ -144,7 +144,7 @@ class PrefillStatus:
         """Write to the terminal; a status line that cannot be written is not worth an error."""
         assert self._stream is not None
         try:
-            _write_whole(self._stream, text)  # a full terminal left non-blocking is waited on, as stdout is
+            write_whole(self._stream, text)  # a full terminal left non-blocking is waited on, as stdout is
             self._stream.flush()
         except OSError:
             self._stream = None
@@ -179,67 +179,6 @@ def end_interrupted_line() -> None:
             terminal.flush()
 
 
-def write_out(stream: TextIO, text: str) -> None:
-    """Write model output and flush: a closed pipe, or a socket its reader reset, is a BrokenPipeError, a closed
-    terminal ends the program as its SIGHUP does (SignalExit), any other failure is a LocalgenError."""
-    try:
-        _write_whole(stream, text)
-        stream.flush()
-    except BrokenPipeError:
-        raise
-    except ConnectionResetError as exc:  # the reader has gone as a closed pipe's has, only less gently
-        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE)) from exc
-    except OSError as exc:
-        if terminal_hung_up(exc, stream):
-            raise SignalExit(signal.SIGHUP) from exc
-        raise stdout_error(exc) from exc
-
-
-def _write_whole(stream: TextIO, text: str) -> None:
-    """stream.write(text), its bytes written straight to the stream's file in as many writes as the file takes: a
-    pipe's reader that leaves part way is met as a BrokenPipeError, where Python's unbuffered text layer (`python
-    -u`, PYTHONUNBUFFERED=1) drops the rest of a long text without a word, and a full pipe or terminal left
-    non-blocking (by a Node.js parent, say) is waited on, as a blocking one is, where Python's buffered layer fails
-    and its unbuffered one retries at full speed. A stream with no file (a test's) is written as it is."""
-    try:
-        fd = stream.fileno()
-    except (OSError, ValueError, AttributeError):
-        stream.write(text)
-        return
-    data = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
-    buffered = True  # what another writer left in the stream's buffer goes first
-    while data:
-        try:
-            if buffered:
-                stream.flush()
-                buffered = False
-            data = data[os.write(fd, data):]
-        except BlockingIOError:
-            writable = select.poll()
-            writable.register(fd, select.POLLOUT)
-            writable.poll()  # until the reader takes some, or leaves (the next write's BrokenPipeError)
-
-
-def terminal_hung_up(exc: OSError, stream: TextIO) -> bool:
-    """Whether a failed write went to a terminal that has closed: EIO from a character device (isatty() itself
-    fails on a terminal once its window is gone)."""
-    try:
-        return exc.errno == errno.EIO and stat.S_ISCHR(os.fstat(stream.fileno()).st_mode)
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-_STDOUT_HINTS = {errno.EFBIG: "the file it goes to has reached a size limit (`ulimit -f`, or the file system's: 4 GiB "
-                              "on FAT32): send the output elsewhere",
-                 errno.EBADF: "stdout is open for reading only (1< FILE): send the output to a file with > FILE"}
-
-
-def stdout_error(exc: OSError) -> LocalgenError:
-    """The error for output that cannot be written (a full disk, a size limit, an I/O error, stdout open to read)."""
-    hint = _STDOUT_HINTS.get(exc.errno or 0, "free some space or send the output elsewhere")
-    return LocalgenError(f"cannot write to stdout: {exc.strerror or exc}", hint=hint)
-
-
 def without_surrogates(text: str) -> str:
     """Text with U+FFFD for lone surrogates, Python's stand-ins for bytes that were not UTF-8 (in file names)."""
     return _SURROGATE.sub("\ufffd", text)
@@ -269,7 +208,7 @@ def say(message: str) -> None:
         text = without_surrogates(message)
         text = terminal_safe(text) if _is_terminal(sys.stderr) else text  # a pipe or a file gets it as it is
         wrap = WordWrap(terminal_width(sys.stderr), wide_breaks=False, keep_whole=True)  # a path, a command whole
-        _write_whole(sys.stderr, wrap.feed(text) + wrap.flush() + "\n")  # waits, as stdout does
+        write_whole(sys.stderr, wrap.feed(text) + wrap.flush() + "\n")  # waits, as stdout does
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):  # closed or missing stderr, or a full disk
         pass

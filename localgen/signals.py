@@ -132,16 +132,19 @@ class StopOnSignal:
     signals that ask the program to end once stopped, not only to stop.
 
     reset, when given, runs on exit: a stop that arrived after the work had ended must not stop the next one.
+    ended, when given, is called after stop() with the signal the exit code says, where every signal ends the program
+    (run: a write its reader keeps waiting then waits a bounded time).
     """
 
     def __init__(self, stop: Callable[[], None], *, signals: tuple[int, ...] = (signal.SIGINT, *ENDING_SIGNALS),
                  ending: tuple[int, ...] = ENDING_SIGNALS, escalate: bool = True,
-                 reset: Callable[[], None] | None = None) -> None:
+                 reset: Callable[[], None] | None = None, ended: Callable[[int], None] | None = None) -> None:
         self._stop = stop
         self._signals = signals
         self._ending = ending
         self._escalate = escalate
         self._reset = reset
+        self._ended = ended
         self.signal: int | None = None
         self._previous: dict[int, object] = {}
 
@@ -152,7 +155,7 @@ class StopOnSignal:
         return self
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        """Record the signal (one that ends the program outranks Ctrl-C) and ask the engine to stop."""
+        """Record the signal (one that ends the program outranks Ctrl-C), ask the engine to stop, and say it ends."""
         if self.signal is not None and self._escalate:
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
@@ -160,6 +163,8 @@ class StopOnSignal:
         if self.signal is None or signum in self._ending:
             self.signal = signum
         self._stop()
+        if self._ended is not None:
+            self._ended(self.signal)  # last: it may raise, to cut a wait short
 
     def __exit__(self, *exc: object) -> None:
         try:

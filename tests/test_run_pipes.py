@@ -4,7 +4,9 @@ a stderr pipe left non-blocking, with real pipes and the real bundled model."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import signal
 import subprocess
 import sys
 import termios
@@ -182,3 +184,38 @@ def test_a_reader_gone_just_after_the_load_still_frees_the_model(tmp_path: Path)
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=60,
                           env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
     assert (proc.returncode, proc.stdout, proc.stderr) == (141, "", "[model freed]\n"), proc
+
+
+@pytest.mark.parametrize(("signum", "non_blocking"), [(signal.SIGTERM, False), (signal.SIGINT, False),
+                                                      (signal.SIGHUP, True)])
+def test_one_signal_ends_a_run_whose_stdout_reader_stopped_reading(tmp_path: Path, signum: int,
+                                                                   non_blocking: bool) -> None:
+    """A full stdout pipe whose reader stopped reading (a paused pager): one SIGTERM, SIGINT or SIGHUP left the run
+    waiting on it for ever, its write tried again once the signal was handled. It waits a bounded time, then ends
+    as the signal says, its answer so far saved, what the reader has left as it was."""
+    reader, writer = os.pipe()
+    filler = b"." * fcntl.fcntl(writer, fcntl.F_SETPIPE_SZ, 4096)
+    os.write(writer, filler)
+    os.set_blocking(writer, not non_blocking)  # as a Node.js parent leaves it, or as a shell's
+    try:
+        proc = popen_localgen([sys.executable, "-m", "localgen", "run", "--conversation", "paused", "-n", "200",
+                               *GREEDY, "Write a long story."], stdin=subprocess.DEVNULL, stdout=writer,
+                              stderr=subprocess.PIPE, cwd=REPO_ROOT, env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
+    finally:
+        os.close(writer)
+    try:
+        waits_in = "poll" if non_blocking else "pipe_write"
+        deadline = time.monotonic() + 60
+        while waits_in not in Path(f"/proc/{proc.pid}/wchan").read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the answer's first write waits on the full pipe
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with os.fdopen(reader, "rb") as pipe:
+        assert pipe.read() == filler
+    assert (proc.returncode, err) == (128 + signum, b""), err.decode()
+    turn = json.loads((tmp_path / "data" / "conversations" / "paused.json").read_text())["turns"][0]
+    assert turn["interrupted"] is True and turn["answer"], turn
