@@ -1,35 +1,51 @@
-"""The `localgen` entry point: Ctrl-C while the CLI's modules load ends the program as it does later."""
+"""The `localgen` entry point: Ctrl-C or Ctrl-\\ while the CLI's modules load ends the program as it does later."""
 
 from __future__ import annotations
 
 import signal
 import sys
 
+HELD = tuple(getattr(signal, name) for name in ("SIGINT", "SIGQUIT") if hasattr(signal, name))  # Ctrl-C, Ctrl-\
+
 
 def main() -> None:
-    """Load the CLI with Ctrl-C only noted, then run it; Ctrl-C before the CLI handles it exits 130, no traceback.
-    The process ends as the command returns (cli_exit.end_process), leaving the model's free to its exit."""
+    """Load the CLI with Ctrl-C and Ctrl-\\ only noted, then run it; one before the CLI handles it exits 130 (Ctrl-\\:
+    131, no core dump), no traceback, and a later Ctrl-\\ exits 131 too (SignalExit, as SIGTERM's 143). The process
+    ends as the command returns (cli_exit.end_process), leaving the model's free to its exit."""
     # not signals.deferred_signals: importing it (threading) would come before the handler, widening the window
     noted: list[int] = []
-    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # a background job's: Ctrl-C stays ignored
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if ignored else lambda signum, _frame: noted.append(signum))
+    previous = {sig: signal.signal(sig, lambda signum, _frame: noted.append(signum)) for sig in HELD
+                if signal.getsignal(sig) is not signal.SIG_IGN}  # a background job's stay ignored
     try:
         from localgen import console  # noqa: F401 (the CLI's first import)
         from localgen.cli import main as run_cli
         from localgen.cli_exit import end_process, leave_frees_to_exit
+        from localgen.signals import QUIT_SIGNALS, raise_signal_exit
+
+        for sig in QUIT_SIGNALS:  # from here on Ctrl-\ ends the program as SIGTERM does, not with a core dump
+            if previous.get(sig) is signal.SIG_DFL:
+                previous[sig] = raise_signal_exit
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     code: object = 0
     try:
-        if noted:
-            raise KeyboardInterrupt
-        leave_frees_to_exit()
-        run_cli()
+        if noted:  # Ctrl-\ outranks Ctrl-C, as it does later
+            code = _ended_early(max(noted, key=lambda sig: sig != signal.SIGINT))
+        else:
+            leave_frees_to_exit()
+            run_cli()
     except KeyboardInterrupt:
-        from localgen.errors import EXIT_INTERRUPTED
-
-        sys.stderr.write("\n")
-        code = EXIT_INTERRUPTED
+        code = _ended_early(signal.SIGINT)
     except SystemExit as exc:
         code = exc.code
     end_process(code)
+
+
+def _ended_early(signum: int) -> int:
+    """The exit code of a signal that ended the program before the CLI handled it (130, 131), the line of its echo
+    (^C) ended."""
+    from localgen.signals import signal_exit_code
+
+    sys.stderr.write("\n")
+    return signal_exit_code(signum)

@@ -272,6 +272,40 @@ def test_ctrl_c_while_the_cli_loads_exits_130_unless_ignored(tmp_path: Path, dis
     assert ("localgen" in done.stdout) == (code == 0)
 
 
+CTRL_BACKSLASH_ON_IMPORT = """
+import importlib.abc, resource, signal, sys
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a core dumped is told by the exit status, and leaves no file
+module, disposition = sys.argv.pop(1), sys.argv.pop(1)
+
+class CtrlBackslashOnImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == module:
+            signal.raise_signal(signal.SIGQUIT)
+
+sys.meta_path.insert(0, CtrlBackslashOnImport())
+if disposition == "ignored":
+    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+from localgen.launcher import main
+main()
+"""
+
+
+@pytest.mark.parametrize("module", ["localgen.console", "localgen.cli_run_flow"])  # the CLI's first import; run's
+@pytest.mark.parametrize(("disposition", "code"), [("default", 131), ("ignored", 0)])
+def test_ctrl_backslash_as_a_run_starts_exits_131_without_a_core_dump(tmp_path: Path, module: str, disposition: str,
+                                                                       code: int) -> None:
+    """Ctrl-\\ while the launcher imported the CLI, or before run set its own handler (the first 0.45 s), dumped
+    core (a core file in the current folder where core dumps are allowed); it ends the run with 131, as it does
+    later. An ignored one (a background job's) stays ignored."""
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", CTRL_BACKSLASH_ON_IMPORT, module, disposition, "run", "--print-prompt",
+                           "hi"], env=env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr
+    assert ("<|im_start|>user\nhi" in done.stdout) == (code == 0), done.stdout
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_a_signal_mid_download_keeps_the_part_received_for_the_next_pull(loopback_hub: HubServer, tmp_path: Path,
                                                                           signum: int, code: int) -> None:
