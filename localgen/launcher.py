@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import sys
 
 HELD = tuple(getattr(signal, name) for name in ("SIGINT", "SIGQUIT") if hasattr(signal, name))  # Ctrl-C, Ctrl-\
 
@@ -43,9 +42,10 @@ def main() -> None:
 
 
 def _ended_early(signum: int) -> int:
-    """The exit code of a signal that ended the program before the CLI handled it (130, 131), the line of its echo
-    (^C) ended."""
+    """The exit code of a signal that ended the program before the CLI handled it (130, 131), the terminal's line its
+    echo (^C) is on ended: a pipe or a file saw no echo, and gets nothing."""
+    from localgen.console import end_interrupted_line
     from localgen.signals import signal_exit_code
 
-    sys.stderr.write("\n")
+    end_interrupted_line()
     return signal_exit_code(signum)
