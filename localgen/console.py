@@ -179,6 +179,37 @@ def end_interrupted_line() -> None:
             terminal.flush()
 
 
+def end_typed_line(source: object, data: bytes) -> None:
+    """After data read from source, where it is a terminal whose last line was ended with Ctrl-D, not Enter (`say hi`
+    and Ctrl-D twice): end that line where stderr or stdout shows that terminal, so that what comes next (the
+    answer, a note) starts a line of its own, not after the text typed. Nothing for a pipe or a file."""
+    fileno = getattr(source, "fileno", None)
+    if not data or data.endswith(b"\n") or fileno is None:
+        return
+    with contextlib.suppress(OSError, ValueError):  # a closed terminal
+        if not os.isatty(fd := fileno()):
+            return
+        read = os.fstat(fd).st_rdev
+        shows = next((s for s in (sys.stderr, sys.__stderr__, sys.stdout) if s is not None and _shows(s, read)), None)
+        if shows is not None:
+            shows.write("\n")
+            shows.flush()
+
+
+def _shows(stream: TextIO, terminal: int) -> bool:
+    """Whether stream is the terminal of this device number (st_rdev), or /dev/tty's (this process's own terminal)
+    is given and stream is that terminal."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = stream.fileno()
+        if not os.isatty(fd):
+            return False
+        if terminal == os.stat("/dev/tty").st_rdev:
+            os.tcgetpgrp(fd)  # fails (ENOTTY) on a terminal that is not this process's own
+            return True
+        return os.fstat(fd).st_rdev == terminal
+    return False
+
+
 def without_surrogates(text: str) -> str:
     """Text with U+FFFD for lone surrogates, Python's stand-ins for bytes that were not UTF-8 (in file names)."""
     return _SURROGATE.sub("\ufffd", text)

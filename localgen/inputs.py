@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import select
 import stat
 import sys
 import threading
@@ -14,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NoReturn, Protocol
 
-from localgen.console import pipe_or_socket
+from localgen.console import end_typed_line, pipe_or_socket
+from localgen.descriptor_reader import DescriptorReader
 from localgen.errors import UsageError
 from localgen.input_text import DOCUMENT_HINT, TextBound, decode_input, plain_newlines, refuse_binary
 from localgen.other_tools import check_template_name
@@ -25,7 +25,6 @@ MAX_INPUT_BYTES = 256 * 1024 * 1024
 BINARY_SNIFF_BYTES = 64 * 1024  # binary input is told from its first block
 STDIN_QUIET_S = 2.0  # a pipe silent this long gets a note that localgen waits for it
 TEMPLATE_HINT = "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"
-
 
 
 class Waiting(Protocol):
@@ -47,6 +46,7 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTIO
     try:
         with _open_noting(path, waiting, terminal) as reader:
             data = _bounded_read(reader, name, binary_hint, "send a smaller file", bound)
+            end_typed_line(reader, data)
     except OSError as exc:
         raise _unreadable(name, option, exc) from None
     return decode_input(data, name, warnings, binary_hint=binary_hint)
@@ -121,7 +121,7 @@ def _unreadable(name: str, option: str, exc: OSError) -> UsageError:
 
 @contextlib.contextmanager
 def _open_noting(path: Path, waiting: Callable[[], None] | None,
-                 terminal: Callable[[], None] | None = None) -> Iterator[BinaryIO | _DescriptorReader]:
+                 terminal: Callable[[], None] | None = None) -> Iterator[BinaryIO | DescriptorReader]:
     """A reader of path: for a pipe, one that calls waiting once when no writer opens it, or the writer keeps quiet,
     for STDIN_QUIET_S seconds; for a terminal, one that calls terminal first (it waits for what is typed)."""
     if waiting is None or not stat.S_ISFIFO(path.stat().st_mode):
@@ -140,7 +140,7 @@ def _open_noting(path: Path, waiting: Callable[[], None] | None,
         timer.cancel()
         timer.join()  # a note already being said ends before the reading starts
     with handle:
-        yield _DescriptorReader.of(handle, once)
+        yield DescriptorReader.of(handle, once, STDIN_QUIET_S)
 
 
 class _Once:
@@ -272,54 +272,18 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
         raise stdin_closed(f"'{STDIN_NAME}'", asked_by)
     if stream is None or (stream.isatty() and not asked):
         return None
-    source = _DescriptorReader.of(stream, None if stream.isatty() else waiting)  # a terminal says its wait itself
+    quiet = None if stream.isatty() else waiting  # a terminal's wait is said before it is read
     try:
-        data = _bounded_read(source, "stdin", DOCUMENT_HINT, "send less text", bound)
+        data = _bounded_read(DescriptorReader.of(stream, quiet, STDIN_QUIET_S), "stdin", DOCUMENT_HINT,
+                             "send less text", bound)
     except OSError as exc:  # a stdin opened for writing only (0>FILE), say
         raise UsageError(f"cannot read stdin: {exc.strerror or exc}",
                          hint="pipe text in, or give the prompt alone with </dev/null") from None
+    end_typed_line(stream, data)
     return decode_input(data, "stdin", warnings)
 
 
-class _DescriptorReader:
-    """A pipe or a terminal read from its descriptor to a number of bytes or to its end, as a buffered reader reads
-    it, but waited on where it was left non-blocking (a buffered reader's read gives None, or a short part taken
-    for the end); waiting, if any, is called once when it keeps quiet for STDIN_QUIET_S seconds, at its start or
-    later (`tail -f log |` looks hung otherwise)."""
-
-    def __init__(self, fd: int, waiting: Callable[[], None] | None) -> None:
-        self._fd = fd
-        self._waiting = waiting
-
-    @classmethod
-    def of(cls, stream: BinaryIO, waiting: Callable[[], None] | None) -> BinaryIO | _DescriptorReader:
-        """The reader of stream's descriptor, or stream itself when it has none."""
-        try:
-            return cls(stream.fileno(), waiting)
-        except (OSError, ValueError, AttributeError):
-            return stream
-
-    def read(self, size: int) -> bytes:
-        """Up to size bytes: fewer only at the end of the pipe."""
-        parts: list[bytes] = []
-        got = 0
-        while got < size:
-            if self._waiting is not None and not _ready(self._fd, STDIN_QUIET_S):
-                self._waiting()
-                self._waiting = None
-            try:
-                chunk = os.read(self._fd, min(size - got, 1 << 20))
-            except BlockingIOError:  # a descriptor left non-blocking: wait until it has something
-                select.select([self._fd], [], [])
-                continue
-            if not chunk:
-                break
-            parts.append(chunk)
-            got += len(chunk)
-        return b"".join(parts)
-
-
-def _bounded_read(stream: BinaryIO | _DescriptorReader, source: str, binary_hint: str, smaller_hint: str,
+def _bounded_read(stream: BinaryIO | DescriptorReader, source: str, binary_hint: str, smaller_hint: str,
                   bound: TextBound | None = None) -> bytes:
     """All of stream, refused when larger than MAX_INPUT_BYTES (read to one byte more) or binary: binary data is
     told from its first block, not after reading the whole bound (/dev/urandom); with bound, also once its text
@@ -340,15 +304,6 @@ def _bounded_read(stream: BinaryIO | _DescriptorReader, source: str, binary_hint
     if len(data) > MAX_INPUT_BYTES:
         raise UsageError(f"{source} is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint=smaller_hint)
     return data
-
-
-def _ready(stream: BinaryIO | int, timeout: float) -> bool:
-    """True when stream (or descriptor) has data (or its end) to read within timeout seconds; True when that
-    cannot be told."""
-    try:
-        return bool(select.select([stream], [], [], timeout)[0])
-    except (OSError, ValueError, TypeError):  # no file descriptor, or one select cannot watch
-        return True
 
 
 def attachment_files(names: Sequence[str]) -> list[InputFile]:

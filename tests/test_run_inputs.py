@@ -281,6 +281,25 @@ def test_a_terminal_left_non_blocking_is_read_to_its_ctrl_d(args: tuple[str, ...
     assert "Typed at the terminal.\r\nA second line." in child.before.split("<|im_start|>", 1)[-1], child.before
 
 
+@pytest.mark.parametrize("args", [("-",), ("-q", "-"), ("-f", "/dev/tty", "Say it back.")])
+def test_a_prompt_ended_mid_line_with_ctrl_d_is_answered_on_a_line_of_its_own(args: tuple[str, ...]) -> None:
+    """`say hi` and Ctrl-D twice at the terminal: the answer came straight after the text typed (`say hiHello
+    there!`); it starts on the next line, as after Enter and Ctrl-D."""
+    child = spawn_localgen("run", "-n", "3", *GREEDY, *args, env=dict(os.environ), encoding="utf-8", timeout=60,
+                           dimensions=(30, 200))
+    if "-q" not in args:
+        child.expect_exact("Ctrl-D at the start of a line ends it")
+    child.send("say hi")
+    child.expect_exact("say hi")
+    child.sendeof()
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    answer = child.before.split("\r\n")
+    assert answer[0] == "" and answer[1].strip(), repr(child.before)  # the line typed ended, then the answer
+
+
 @pytest.mark.parametrize("command", [("run", "-"), ("run", "-q", "-"), ("chat", "--system-file", "/dev/tty")])
 def test_ctrl_c_while_the_terminal_is_read_ends_the_line_of_its_echo(command: tuple[str, ...]) -> None:
     """README: a Ctrl-C leaves the terminal on a fresh line for the shell's prompt, -q too; Typer turned a Ctrl-C
