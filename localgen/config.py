@@ -82,12 +82,26 @@ def _nearest_existing(path: Path) -> Path | None:
 
 def _folder_envs_read() -> list[str]:
     """The folder variables set that localgen or huggingface_hub keeps files under: FOLDER_ENVS; the XDG base
-    directories without LOCALGEN_HOME, XDG_CACHE_HOME without HF_HOME too; HOME where one of those is not absolute."""
+    directories without LOCALGEN_HOME, XDG_CACHE_HOME without HF_HOME too; HOME where a folder falls back to it."""
     xdg = [*XDG_FALLBACKS] if not os.environ.get("LOCALGEN_HOME") else []
     if not os.environ.get("HF_HOME") and "XDG_CACHE_HOME" not in xdg:
         xdg.append("XDG_CACHE_HOME")
-    home = any(not Path(os.environ.get(name, "")).is_absolute() for name in xdg)  # the spec ignores a relative one
-    return [name for name in (*FOLDER_ENVS, *xdg, *(["HOME"] if home else [])) if os.environ.get(name)]
+    home = ["HOME"] if _keeps_under_home() else []
+    return [name for name in (*FOLDER_ENVS, *xdg, *home) if os.environ.get(name)]
+
+
+def _keeps_under_home() -> bool:
+    """Whether a folder localgen or huggingface_hub keeps files in falls back to HOME: localgen's own without
+    LOCALGEN_HOME where its XDG variable is unset or relative, the hub cache without HF_HUB_CACHE, HF_HOME and an
+    absolute XDG_CACHE_HOME."""
+    own = not os.environ.get("LOCALGEN_HOME") and any(not _xdg_absolute(name) for name in XDG_FALLBACKS)
+    hub = not os.environ.get("HF_HUB_CACHE") and not os.environ.get("HF_HOME") and not _xdg_absolute("XDG_CACHE_HOME")
+    return own or hub
+
+
+def _xdg_absolute(name: str) -> bool:
+    """Whether an XDG variable names an absolute path; the XDG spec ignores any other value."""
+    return Path(os.environ.get(name, "")).is_absolute()
 
 
 def _folder_error(name: str, value: str) -> ConfigError | None:

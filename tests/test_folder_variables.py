@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hub_server import HubServer, child_env, make_gguf_bytes
 
-from tests.conftest import run_localgen_process
+from tests.conftest import bundled_model_file, run_localgen_process
 
 FOLDER_SETTINGS = ("LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
 
@@ -102,3 +102,16 @@ def test_a_relative_xdg_cache_home_keeps_no_download_under_the_current_folder(lo
         assert list((tmp_path / "cwd").iterdir()) == [], "nothing under the current folder"
     pulled = tmp_path / "home" / ".cache" / "huggingface" / "hub" / "models--org--rel-GGUF"
     assert [p.name for p in pulled.rglob("*.gguf")] == ["m-Q8_0.gguf"]
+
+
+def test_home_is_checked_only_where_a_folder_is_kept_under_it(tmp_path: Path) -> None:
+    homes = {"LOCALGEN_HOME": str(tmp_path / "lg"), "HF_HUB_CACHE": str(tmp_path / "hub")}
+    for home in ("/dev/null", "rel"):  # an offline run with both set keeps nothing under HOME
+        result = _localgen(tmp_path, "run", "-m", str(bundled_model_file()), "-n", "4", "hi", HOME=home, **homes)
+        assert result.returncode == 0 and result.stdout, result.stderr
+    hint = "(hint: point HOME at a directory (it is created if missing), or unset it)"
+    for unset in homes:  # localgen's folders, or huggingface_hub's hub cache, under HOME
+        kept = {name: value for name, value in homes.items() if name != unset}
+        result = _localgen(tmp_path, "run", "-m", str(bundled_model_file()), "-n", "4", "hi", HOME="/dev/null", **kept)
+        assert _refused(result, f"HOME=/dev/null is not a directory {hint}"), result.stderr
+    assert list((tmp_path / "cwd").iterdir()) == []
