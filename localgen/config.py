@@ -100,8 +100,9 @@ def _keeps_under_home() -> bool:
 
 
 def _xdg_absolute(name: str) -> bool:
-    """Whether an XDG variable names an absolute path; the XDG spec ignores any other value."""
-    return Path(os.environ.get(name, "")).is_absolute()
+    """Whether an XDG variable names an absolute path (spaces around it too: they are refused); the XDG spec ignores
+    any other value, spaces alone included."""
+    return Path(os.environ.get(name, "").strip()).is_absolute()
 
 
 def _folder_error(name: str, value: str) -> ConfigError | None:
@@ -109,11 +110,11 @@ def _folder_error(name: str, value: str) -> ConfigError | None:
     for HOME, a path that is not absolute); None where localgen can make and use the folder."""
     from localgen.errors import ConfigError
 
+    if name in XDG_FALLBACKS and not _xdg_absolute(name):
+        return None  # ignored, as the XDG spec says
     if value.strip() != value:
         return spaced_setting_error(ConfigError, name, value, what="the folder", kept="they would be part of its name",
                                     fixed=value.strip())
-    if not Path(value).is_absolute() and name in XDG_FALLBACKS:
-        return None  # ignored, as the XDG spec says
     if not Path(value).is_absolute() and name == "HOME":  # refused: unlike XDG_*, nothing says where to look instead
         return ConfigError(f"HOME={value} is not an absolute path, so the folders kept under it would follow the "
                            "current folder", hint="set HOME to your home folder's absolute path, or unset it")

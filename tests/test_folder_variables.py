@@ -50,6 +50,14 @@ def test_an_xdg_folder_naming_a_file_is_refused_up_front_by_its_name(tmp_path: P
     assert relative.returncode == 0, relative.stderr
 
 
+def test_an_xdg_folder_of_spaces_alone_is_ignored_as_a_relative_one_is(tmp_path: Path) -> None:
+    result = _localgen(tmp_path, "models", "default", "smollm2-135m", XDG_CONFIG_HOME="  ", XDG_DATA_HOME=" ",
+                       XDG_CACHE_HOME="\t")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "home" / ".config" / "localgen" / "models.toml").is_file()
+    assert list((tmp_path / "cwd").iterdir()) == [], "no folder made under the current one"
+
+
 @pytest.mark.parametrize("name", ["LOCALGEN_HOME", "HF_HOME", "HF_HUB_CACHE", "XDG_DATA_HOME"])
 @pytest.mark.parametrize("spaced", [" {}", "{} ", "\t{}\n"])
 def test_a_folder_variable_with_spaces_around_it_is_refused_with_the_value_without_them(
