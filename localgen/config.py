@@ -106,9 +106,10 @@ def _xdg_absolute(name: str) -> bool:
 
 
 def _folder_error(name: str, value: str) -> ConfigError | None:
-    """The error for a folder variable set to what can hold no folder (spaces around it, a file, a link to nothing;
-    for HOME, a path that is not absolute); None where localgen can make and use the folder."""
+    """The error for a folder variable set to what can hold no folder (spaces around it, a file, a link that leads
+    to nothing; for HOME, a path that is not absolute); None where localgen can make and use the folder."""
     from localgen.errors import ConfigError
+    from localgen.links import broken_link
 
     if name in XDG_FALLBACKS and not _xdg_absolute(name):
         return None  # ignored, as the XDG spec says
@@ -122,11 +123,12 @@ def _folder_error(name: str, value: str) -> ConfigError | None:
     blocker = _nearest_existing(path)
     if blocker is None or blocker.is_dir():
         return None
-    if blocker.is_symlink() and not blocker.exists():  # not made: mkdir follows no link
-        target = Path(os.path.realpath(blocker))  # where its links lead: the first that is not there
+    link = broken_link(blocker)  # not made: mkdir follows no link
+    if link is not None:
         where = "is" if blocker == path else f"is inside {blocker},"
-        return ConfigError(f"{name}={value} {where} a link to {target}, which does not exist",
-                           hint=f"create {target}, point {name} at another directory, or unset it")
+        return ConfigError(f"{name}={value} {where} {link}",
+                           hint=f"point the link at a folder that is there or remove it, point {name} at another "
+                                "directory, or unset it")
     where = "is not a directory" if blocker == path else f"is inside {blocker}, which is not a directory"
     return ConfigError(f"{name}={value} {where}",
                        hint=f"point {name} at a directory (it is created if missing), or unset it")

@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 from localgen.config import settings
 from localgen.errors import DISK_FULL_ERRNOS, LocalgenError
+from localgen.links import broken_link
 
 LINKS_UNSUPPORTED = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK})
 TEMP_SUFFIX = ".tmp"
@@ -101,12 +102,11 @@ def file_in_the_way(folder: Path) -> Path | None:
 
 
 def in_the_way(blocker: Path, folder: str = "a folder") -> tuple[str, str]:
-    """What file_in_the_way found, said (a file where folder should be, or a link to something not there), and the
+    """What file_in_the_way found, said (a file where folder should be, or a link that leads to nothing), and the
     hint that clears it."""
-    with contextlib.suppress(OSError):
-        if blocker.is_symlink() and not blocker.exists():
-            return (f"{blocker} is a link to {os.readlink(blocker)}, which is not there",
-                    "point the link at a folder that is there, or remove it")
+    link = broken_link(blocker)
+    if link is not None:
+        return f"{blocker} is {link}", "point the link at a folder that is there, or remove it"
     return f"{blocker} is a file, where {folder} should be", "move that file out of the way"
 
 

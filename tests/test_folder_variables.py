@@ -75,17 +75,35 @@ def test_a_folder_variable_of_spaces_alone_is_refused_with_a_hint_to_unset_it(tm
                             "(hint: unset it)"), result.stderr
 
 
+LINK_HINT = "(hint: point the link at a folder that is there or remove it, point LOCALGEN_HOME at another directory, " \
+            "or unset it)"
+
+
 def test_a_folder_variable_on_a_link_to_nothing_names_the_missing_folder(tmp_path: Path) -> None:
     link = tmp_path / "link"
     link.symlink_to(tmp_path / "unmounted" / "disk")
-    hint = f"(hint: create {tmp_path / 'unmounted' / 'disk'}, point LOCALGEN_HOME at another directory, or unset it)"
     result = _localgen(tmp_path, "run", "-n", "2", "hi", LOCALGEN_HOME=str(link))
-    assert _refused(result, f"LOCALGEN_HOME={link} is a link to {tmp_path / 'unmounted' / 'disk'}, which does not "
-                            f"exist {hint}"), result.stderr
+    assert _refused(result, f"LOCALGEN_HOME={link} is a link to {tmp_path / 'unmounted' / 'disk'}, which is not "
+                            f"there {LINK_HINT}"), result.stderr
     inside = _localgen(tmp_path, "run", "-n", "2", "hi", LOCALGEN_HOME=str(link / "localgen"))
     assert _refused(inside, f"LOCALGEN_HOME={link / 'localgen'} is inside {link}, a link to "
-                            f"{tmp_path / 'unmounted' / 'disk'}, which does not exist {hint}"), inside.stderr
+                            f"{tmp_path / 'unmounted' / 'disk'}, which is not there {LINK_HINT}"), inside.stderr
     assert not (tmp_path / "unmounted").exists()
+
+
+def test_a_folder_variable_on_a_link_loop_or_a_link_through_a_file_says_so(tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    looped = _localgen(tmp_path, "run", "-n", "2", "hi", LOCALGEN_HOME=str(loop / "localgen"))
+    assert _refused(looped, f"LOCALGEN_HOME={loop / 'localgen'} is inside {loop}, a link to loop, which leads into a "
+                            f"loop of links {LINK_HINT}"), looped.stderr
+    file = tmp_path / "file"
+    file.write_text("not a folder")
+    through = tmp_path / "through"
+    through.symlink_to(file / "localgen")
+    result = _localgen(tmp_path, "run", "-n", "2", "hi", LOCALGEN_HOME=str(through))
+    assert _refused(result, f"LOCALGEN_HOME={through} is a link to {file / 'localgen'}, which cannot be there: {file} "
+                            f"is a file {LINK_HINT}"), result.stderr
 
 
 def test_a_relative_home_is_refused_where_files_would_be_kept_under_it(tmp_path: Path) -> None:

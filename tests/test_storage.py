@@ -18,10 +18,15 @@ from tests.mount_namespace import run_mounted as _mounted
 
 
 def _blocked(tmp_path: Path, by: str) -> Path:
-    """A data folder with a file, or a link to a folder not there, in its place."""
+    """A data folder with a file, or a link to a folder not there (or into a loop, or through a file), in its place."""
     data = tmp_path / "data"
     if by == "file":
         data.write_text("not a folder")
+    elif by == "loop":
+        data.symlink_to("data")
+    elif by == "link through a file":
+        (tmp_path / "file").write_text("not a folder")
+        data.symlink_to(tmp_path / "file" / "place")
     else:
         data.symlink_to(tmp_path / "unmounted" / "place")
     return data
@@ -31,6 +36,10 @@ def _blocked(tmp_path: Path, by: str) -> Path:
     ("file", "{data} is a file, where a folder should be", "move that file out of the way"),
     ("link", "{data} is a link to {tmp_path}/unmounted/place, which is not there",
      "point the link at a folder that is there, or remove it"),
+    ("loop", "{data} is a link to data, which leads into a loop of links",
+     "point the link at a folder that is there, or remove it"),
+    ("link through a file", "{data} is a link to {tmp_path}/file/place, which cannot be there: {tmp_path}/file is a "
+     "file", "point the link at a folder that is there, or remove it"),
 ])
 def test_what_stands_where_a_folder_should_be_is_named(tmp_path: Path, by: str, says: str, hint: str) -> None:
     data = _blocked(tmp_path, by)
@@ -41,7 +50,7 @@ def test_what_stands_where_a_folder_should_be_is_named(tmp_path: Path, by: str, 
     with pytest.raises(LocalgenError) as made:
         make_folder(data / "conversations")
     assert (made.value.message, made.value.hint) == (f"could not create {data}/conversations: {said}", hint)
-    assert data.is_symlink() == (by == "link"), "nothing is made at the link's end, nor in its place"
+    assert data.is_symlink() == (by != "file"), "nothing is made at the link's end, nor in its place"
     assert not (tmp_path / "unmounted").exists()
 
 

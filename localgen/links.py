@@ -1,0 +1,33 @@
+"""Links that lead to nothing: what is wrong with one, said in words (a target not there, a loop, a path through a
+file)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+
+def broken_link(path: Path) -> str | None:
+    """What path is where it is a link that leads to nothing ("a link to X, which is not there", or which leads into
+    a loop of links, or which runs through a file); None where it is no link, or one that leads somewhere."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return None
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"a link to {target}, which leads into a loop of links"
+        if exc.errno == errno.ENOTDIR:
+            return f"a link to {target}, which cannot be there: {_file_above(path.parent / target)} is a file"
+        if exc.errno == errno.ENOENT:
+            return f"a link to {target}, which is not there"
+        return f"a link to {target}, which cannot be followed ({exc.strerror})"
+    return None
+
+
+def _file_above(path: Path) -> Path:
+    """The first of the folders above path that is a file (path's parent where none is found)."""
+    return next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), path.parent)
