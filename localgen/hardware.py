@@ -2,15 +2,16 @@
 
 RAM from /proc/meminfo, capped by the cgroup (v2 memory.max, v1 memory.limit_in_bytes) and by LOCALGEN_MEMORY_LIMIT
 (bytes or a size such as 4GiB, to simulate a smaller machine). Cores from /proc/cpuinfo, capped by the CPU affinity
-and the cgroup quota (v2 cpu.max, v1 cpu.cfs_quota_us). GPUs from llama.cpp's ggml backend devices
-(engine.backend_devices), else from `nvidia-smi`; LOCALGEN_VRAM_LIMIT caps the VRAM budget the same way. The two
-limits are read by config.load_settings() and parsed by config.size_limit.
+and the cgroup quota (v2 cpu.max, v1 cpu.cfs_quota_us where /proc/self/mountinfo says the cpu controller is). GPUs
+from llama.cpp's ggml backend devices (engine.backend_devices), else from `nvidia-smi`; LOCALGEN_VRAM_LIMIT caps the
+VRAM budget the same way. The two limits are read by config.load_settings() and parsed by config.size_limit.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, replace
@@ -29,6 +30,8 @@ REPACK_TYPES_X86_AVX2 = frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"})
 REPACK_TYPES_X86_AVX512 = frozenset({"Q2_K"})
 REPACK_TYPES_ARM_DOTPROD = frozenset({"Q4_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "Q8_0", "MXFP4"})
 _UNLIMITED = 1 << 60
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+MOUNTINFO = Path("/proc/self/mountinfo")  # where cgroup v1 mounts each controller (cpu,cpuacct for cpu)
 
 
 @lru_cache(maxsize=1)
@@ -71,14 +74,39 @@ def physical_cores() -> int:
     return max(1, min(len(cores) or allowed, allowed))
 
 
-def cgroup_cpus(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+def cgroup_cpus(root: Path = CGROUP_ROOT, mountinfo: Path = MOUNTINFO) -> int | None:
     """The CPUs a cgroup quota allows this process (docker --cpus=2): the least over its groups of v2's cpu.max and
     v1's cpu.cfs_quota_us over cpu.cfs_period_us, rounded up; None: no quota."""
     quotas = [_cpu_quota(d / "cpu.max") for d in _cgroup_dirs(root, None)]
-    v1 = root / "cpu"
-    if v1.is_dir():  # also where cpu,cpuacct is mounted there, or linked to from there
+    for v1 in _v1_mounts(root, "cpu", mountinfo):
         quotas += [_cpu_quota(d / "cpu.cfs_quota_us", d / "cpu.cfs_period_us") for d in _cgroup_dirs(v1, "cpu")]
     return min((cpus for cpus in quotas if cpus is not None), default=None)
+
+
+def _v1_mounts(root: Path, controller: str, mountinfo: Path) -> list[Path]:
+    """The folders under root where cgroup v1 mounts controller: those mountinfo names (cpu,cpuacct for cpu, whether
+    cpu links to it or not), else root/controller."""
+    mounts = [place for place, controllers in _cgroup_v1_mounts(mountinfo)
+              if controller in controllers and (place == root or root in place.parents)]
+    return [mount for mount in mounts or [root / controller] if mount.is_dir()]
+
+
+def _cgroup_v1_mounts(mountinfo: Path) -> list[tuple[Path, list[str]]]:
+    """The cgroup v1 mounts mountinfo lists: each one's mount point and its super options (the controllers it holds);
+    none where it cannot be read."""
+    mounts = []
+    with contextlib.suppress(OSError):
+        for line in mountinfo.read_text().splitlines():
+            fields, _, rest = line.partition(" - ")  # then the file system's type, its source and its super options
+            place, kind = fields.split()[4:5], rest.split()
+            if place and len(kind) >= 3 and kind[0] == "cgroup":
+                mounts.append((Path(_unescaped(place[0])), kind[2].split(",")))
+    return mounts
+
+
+def _unescaped(field: str) -> str:
+    """A mountinfo path with its octal escapes (\\040 for a space) undone."""
+    return re.sub(r"\\([0-7]{3})", lambda escape: chr(int(escape.group(1), 8)), field)
 
 
 def _cpu_quota(quota_file: Path, period_file: Path | None = None) -> int | None:
@@ -229,7 +257,7 @@ def _cgroup_dirs(root: Path, controller: str | None) -> list[Path]:
     return folders or [root]
 
 
-def cgroup_memory(root: Path = Path("/sys/fs/cgroup")) -> tuple[int, int] | None:
+def cgroup_memory(root: Path = CGROUP_ROOT, mountinfo: Path = MOUNTINFO) -> tuple[int, int] | None:
     """(limit, available) bytes of this process's cgroups (v2 and v1), or None when unlimited: the least limit over
     the group and those above it, and apart from it the least each leaves (limit - usage + inactive file pages), as a
     parent near its limit holds a child to what is left of it."""
@@ -237,8 +265,7 @@ def cgroup_memory(root: Path = Path("/sys/fs/cgroup")) -> tuple[int, int] | None
     availables: list[int] = []
     candidates = [(d / "memory.max", d / "memory.current", d / "memory.stat", "inactive_file")
                   for d in _cgroup_dirs(root, None)]
-    v1 = root / "memory"
-    if v1.is_dir():
+    for v1 in _v1_mounts(root, "memory", mountinfo):
         candidates += [(d / "memory.limit_in_bytes", d / "memory.usage_in_bytes", d / "memory.stat",
                         "total_inactive_file") for d in _cgroup_dirs(v1, "memory")]
     for limit_file, usage_file, stat_file, inactive_key in candidates:

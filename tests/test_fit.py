@@ -214,9 +214,22 @@ def test_a_cgroup_v1_cpu_quota_caps_the_threads(tmp_path: Path, quota: str, peri
     assert hardware.cgroup_cpus(tmp_path) == cpus
 
 
-def _fit_hardware_in_cgroups(tmp_path: Path, files: dict[str, str]) -> dict[str, object]:
+def test_a_cgroup_v1_cpu_quota_is_found_where_cpu_cpuacct_is_mounted_without_a_cpu_link(tmp_path: Path) -> None:
+    joint = tmp_path / "cpu,cpuacct"
+    joint.mkdir()
+    (joint / "cpu.cfs_quota_us").write_text("100000\n")
+    (joint / "cpu.cfs_period_us").write_text("100000\n")
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(f"33 31 0:30 / {tmp_path}/cpuacct rw - cgroup cgroup rw,cpuacct\n"
+                         f"32 31 0:29 / {joint} rw,relatime shared:1 - cgroup cgroup rw,cpu,cpuacct\n")
+    assert hardware.cgroup_cpus(tmp_path, mountinfo) == 1
+    assert hardware.cgroup_cpus(tmp_path, tmp_path / "none") is None, "a v1 cpu controller is looked for in cpu"
+
+
+def _fit_hardware_in_cgroups(tmp_path: Path, files: dict[str, str], mounts: str = "") -> dict[str, object]:
     """fit --json's hardware where /sys/fs/cgroup holds only files (their paths in it, their text) and this process
-    is in group /outer/inner of each controller (v1's memory and cpu, and v2's)."""
+    is in group /outer/inner of each controller (v1's memory and cpu, and v2's); mounts: the lines of mountinfo it
+    sees in place of its own, where given."""
     tree = tmp_path / "cgroup"
     tree.mkdir()
     for name, text in files.items():
@@ -225,6 +238,9 @@ def _fit_hardware_in_cgroups(tmp_path: Path, files: dict[str, str]) -> dict[str,
     groups = tmp_path / "groups"
     groups.write_text("4:memory:/outer/inner\n1:cpu,cpuacct:/outer/inner\n0::/outer/inner\n")
     setup = f"mount --bind {tree} /sys/fs/cgroup && mount --bind {groups} /proc/$$/cgroup"  # $$: the localgen to be
+    if mounts:
+        (tmp_path / "mountinfo").write_text(mounts)
+        setup += f" && mount --bind {tmp_path / 'mountinfo'} /proc/$$/mountinfo"
     result = run_mounted(setup, ["fit", str(bundled_model_file()), "--json"],
                          {"LOCALGEN_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)})
     assert result.stdout, result.stderr
@@ -237,6 +253,14 @@ def test_fit_counts_the_cores_a_cgroup_v1_quota_up_the_hierarchy_allows(tmp_path
     quota = {"cpu/outer/inner/cpu.cfs_quota_us": "-1\n", "cpu/outer/inner/cpu.cfs_period_us": "100000\n",
              "cpu/outer/cpu.cfs_quota_us": "100000\n", "cpu/outer/cpu.cfs_period_us": "100000\n"}  # docker --cpus 1
     assert _fit_hardware_in_cgroups(tmp_path, quota)["cores"] == 1
+
+
+def test_fit_counts_the_cores_a_cgroup_v1_quota_allows_where_cpu_cpuacct_has_no_cpu_link(tmp_path: Path) -> None:
+    if hardware.physical_cores() < 2:
+        pytest.skip("one core: a one-CPU quota changes nothing here")
+    quota = {"cpu,cpuacct/outer/cpu.cfs_quota_us": "100000\n", "cpu,cpuacct/outer/cpu.cfs_period_us": "100000\n"}
+    mounts = "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n"
+    assert _fit_hardware_in_cgroups(tmp_path, quota, mounts)["cores"] == 1
 
 
 def test_unlimited_cgroup_is_no_limit(tmp_path: Path) -> None:
