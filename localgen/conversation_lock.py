@@ -9,12 +9,8 @@ import re
 from pathlib import Path
 
 from localgen.errors import LocalgenError
+from localgen.file_locks import HAS_FLOCK, still_names, try_flock
 from localgen.storage import make_folder, remove_leftover_temp_files, unwritable_hint
-
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks, conversations are not guarded
-    fcntl = None  # type: ignore[assignment]
 
 LOCKS_FOLDER = ".locks"
 LOCK_TRIES = 5  # a lock file deleted under us is made again this many times at most
@@ -46,27 +42,26 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     removed as the hold is taken: none of them is being written.
     """
     path = lock_path(folder, name)
-    if fcntl is None or path in _held:
+    if not HAS_FLOCK or path in _held:  # Windows: no advisory locks, conversations are not guarded
         return False
     for _ in range(LOCK_TRIES):
         fd = _open_lock_file(folder, path)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        taken = try_flock(fd)
+        if taken is False:
             owner, command = _read_owner(fd)
             os.close(fd)
             who = f" (process {owner})" if owner else ""
             if command:
                 raise ConversationBusyError(f"conversation '{name}' is in use by `localgen {command}`{who}",
                                             hint=f"answer that `localgen {command}`'s question (or press Ctrl-C "
-                                                 "there) first, then try again") from None
+                                                 "there) first, then try again")
             raise ConversationBusyError(f"conversation '{name}' is in use by another localgen chat or run{who}",
-                                        hint=hint) from None
-        except OSError as exc:  # a file system without locks (ENOLCK, EOPNOTSUPP): chats go unguarded there
+                                        hint=hint)
+        if taken is None:  # a file system without locks (ENOLCK, EOPNOTSUPP): chats go unguarded there
             os.close(fd)
-            log.debug("no lock for conversation %s: %s", name, exc)
+            log.debug("no lock for conversation %s", name)
             return False
-        if _still_named(fd, path):
+        if still_names(fd, path):
             break
         os.close(fd)  # `conversations rm` deleted the file between our open and our lock: lock the new one
     else:  # a file system whose file identities never agree (some FUSE mounts): chats go unguarded there
@@ -89,16 +84,6 @@ def _open_lock_file(folder: Path, path: Path) -> int:
     except OSError as exc:
         raise LocalgenError(f"could not create {path}: {exc.strerror or exc}",
                             hint=unwritable_hint(exc, path.parent)) from exc
-
-
-def _still_named(fd: int, path: Path) -> bool:
-    """Whether path still names the file open as fd (a lock on a deleted lock file guards nothing)."""
-    try:
-        named = os.stat(path)
-    except OSError:
-        return False
-    held = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def holds(folder: Path, name: str) -> bool:

@@ -25,6 +25,7 @@ from types import ModuleType
 
 from localgen.config import settings
 from localgen.errors import ConfigError, LocalgenError
+from localgen.file_locks import HAS_FLOCK, try_flock
 from localgen.hub_address import endpoint_error
 from localgen.hub_choice import carries_tag, choose_model, is_auxiliary_name, pick_order, quant_of, shard_of
 from localgen.hub_types import HubFile, HubListing, lookalike_note
@@ -165,19 +166,17 @@ def partial_size(repo: str, blob: str) -> int:
 def download_running(repo: str, blob: str) -> bool | None:
     """Whether a download of this blob (its sha256 or git blob id) holds huggingface_hub's lock on it now; None on
     systems without flock, where that cannot be told."""
-    try:
-        import fcntl
-    except ImportError:
+    if not HAS_FLOCK:
         return None
     lock = blob_lock_path(repo, blob)
     try:
         with open(lock, "rb") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # released on close
+            taken = try_flock(handle.fileno())  # released on close
     except FileNotFoundError:
         return False  # no lock: no download of that blob ever ran here
     except OSError:
-        return True  # held: a download is writing it now
-    return False
+        return True  # unreadable: taken as held
+    return taken is not True  # held: a download is writing it now (or no lock can be taken here: taken as held)
 
 
 def pointer_path(repo: str, revision: str, filename: str) -> Path:

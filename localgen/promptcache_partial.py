@@ -22,12 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from localgen.storage import fsync_file, fsync_folder
-
-try:
-    import fcntl
-except ImportError:  # Windows: no flock, so every partial write's age decides
-    fcntl = None  # type: ignore[assignment]
+from localgen.file_locks import still_names, try_flock
+from localgen.storage import fsync_folder, write_synced
 
 log = logging.getLogger("localgen.promptcache")
 
@@ -70,9 +66,7 @@ def write_entry(target: Path, parts: Iterable[bytes | bytearray | memoryview]) -
     path, handle, locked = _new_partial_write(target)
     try:
         with handle:
-            for part in parts:
-                handle.write(part)
-            fsync_file(handle)
+            write_synced(handle, parts)
             if locked:
                 os.replace(path, target)  # before the lock goes: no sweep finds it free under its partial name
         if not locked:
@@ -90,36 +84,13 @@ def _new_partial_write(target: Path) -> tuple[Path, BinaryIO, bool]:
     for _ in range(NAME_TRIES):
         path = target.with_name(f".{target.name}.pid{os.getpid()}-{secrets.token_hex(4)}.tmp")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        locked = _lock(fd, exclusive=True)
-        if locked is None or (locked and _still_named(fd, path)):
+        locked = try_flock(fd)
+        if locked is None or (locked and still_names(fd, path)):
             return path, os.fdopen(fd, "wb"), bool(locked)  # write_entry closes it
-        if _still_named(fd, path):  # a listing or a sweep held its lock as it was made: not this write's to use
+        if still_names(fd, path):  # a listing or a sweep held its lock as it was made: not this write's to use
             _unlinked(path)
         os.close(fd)
     raise OSError(f"a sweep of stopped runs' partial writes deleted {NAME_TRIES} new ones in {target.parent}")
-
-
-def _lock(fd: int, *, exclusive: bool) -> bool | None:
-    """Take flock on fd without waiting: True when taken, False when another process holds it, None where this file
-    system (or platform) has no locks."""
-    if fcntl is None:
-        return None
-    try:
-        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    except OSError as exc:  # ENOLCK, EOPNOTSUPP: a file system without locks
-        log.debug("no lock on a prompt cache partial write: %s", exc)
-        return None
-    return True
-
-
-def _still_named(fd: int, path: Path) -> bool:
-    """Whether path still names the file open as fd (a sweep may have deleted it before it was locked)."""
-    try:
-        return os.path.samestat(os.fstat(fd), os.lstat(path))
-    except OSError:
-        return False
 
 
 def partial_writes(directory: Path) -> list[PartialWrite]:
@@ -157,11 +128,11 @@ def _look_at(path: Path, quiet_s: float | None) -> tuple[PartialWrite, bool] | N
         return found, quiet_s is not None and found.left_by_a_stopped_run(quiet_s) and _unlinked(path)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
-        held = _lock(fd, exclusive=False)
+        held = try_flock(fd, exclusive=False)
         status = os.fstat(fd)
         found = PartialWrite(path, status.st_size, status.st_mtime, int(named.group(1)),
                              None if held is None else not held)
-        return found, (quiet_s is not None and found.left_by_a_stopped_run(quiet_s) and _still_named(fd, path)
+        return found, (quiet_s is not None and found.left_by_a_stopped_run(quiet_s) and still_names(fd, path)
                        and _unlinked(path))
     finally:
         os.close(fd)  # the lock taken here goes with it

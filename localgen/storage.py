@@ -9,7 +9,7 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -39,9 +39,7 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
         fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=TEMP_SUFFIX, dir=path.parent)
         with os.fdopen(fd, "wb") as tmp:
             os.fchmod(tmp.fileno(), mode)
-            for part in data if isinstance(data, tuple) else (data,):
-                tmp.write(part)
-            fsync_file(tmp)
+            write_synced(tmp, data if isinstance(data, tuple) else (data,))
         if replace_if is not None and not replace_if():
             return False
         if replace:
@@ -181,6 +179,14 @@ def _remove_placeholder(path: Path, placeholder: os.stat_result) -> None:
         now = os.lstat(path)
         if (now.st_dev, now.st_ino) == (placeholder.st_dev, placeholder.st_ino) and now.st_size == 0:
             os.unlink(path)
+
+
+def write_synced(handle: BinaryIO, parts: Iterable[bytes | bytearray | memoryview]) -> None:
+    """Write parts to handle one after the other and have the disk hold them (fsync_file), as a temp file must be
+    before it is renamed into place."""
+    for part in parts:
+        handle.write(part)
+    fsync_file(handle)
 
 
 def fsync_file(handle: BinaryIO) -> None:

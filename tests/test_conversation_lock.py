@@ -220,7 +220,7 @@ def test_lock_files_whose_identity_never_settles_leave_chats_unguarded_not_hung(
                                                                                 ) -> None:
     from localgen import conversation_lock
 
-    monkeypatch.setattr(conversation_lock, "_still_named", lambda fd, path: False)  # some FUSE mounts
+    monkeypatch.setattr(conversation_lock, "still_names", lambda fd, path: False)  # some FUSE mounts
     assert conversation_lock.hold(conversations_dir(), "fuse", hint="") is False
 
 

@@ -160,10 +160,10 @@ def test_a_partial_write_taken_as_it_is_made_is_made_again(tmp_path: Path, monke
     """A sweep may find a new partial write before its writer has locked it, and delete it as a stopped run's; or a
     listing may hold its lock as the writer takes it. The writer makes another, where the entry went to a deleted
     file and was lost, or the listed one was left behind."""
-    real_lock = promptcache_partial._lock
+    real_lock = promptcache_partial.try_flock
     taken: list[Path] = []
 
-    def lock_after_another(fd: int, *, exclusive: bool) -> bool | None:
+    def lock_after_another(fd: int, *, exclusive: bool = True) -> bool | None:
         if not exclusive or taken:
             return real_lock(fd, exclusive=exclusive)
         (new,) = tmp_path.glob(".*.tmp")
@@ -175,7 +175,7 @@ def test_a_partial_write_taken_as_it_is_made_is_made_again(tmp_path: Path, monke
             assert real_lock(listing.fileno(), exclusive=False) is True
             return real_lock(fd, exclusive=exclusive)
 
-    monkeypatch.setattr(promptcache_partial, "_lock", lock_after_another)
+    monkeypatch.setattr(promptcache_partial, "try_flock", lock_after_another)
     target = tmp_path / f"{'c' * 32}.lgpc"
     write_entry(target, (b"the ", b"state"))
     assert target.read_bytes() == b"the state"

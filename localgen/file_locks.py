@@ -1,0 +1,41 @@
+"""Advisory file locks (flock) for files that several localgen processes share: taking one without waiting, and
+telling whether a locked file is still the one its name leads to."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock
+    fcntl = None  # type: ignore[assignment]
+
+HAS_FLOCK = fcntl is not None
+
+log = logging.getLogger("localgen.locks")
+
+
+def try_flock(fd: int, *, exclusive: bool = True) -> bool | None:
+    """Take flock on fd without waiting: True when taken, False when another process holds it, None where this file
+    system (or platform) has no locks. The lock goes when fd is closed, or its process ends however it ends."""
+    if fcntl is None:
+        return None
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError as exc:  # ENOLCK, EOPNOTSUPP: a file system without locks
+        log.debug("no lock on descriptor %d: %s", fd, exc)
+        return None
+    return True
+
+
+def still_names(fd: int, path: Path) -> bool:
+    """Whether path still names the file open as fd: False where it was deleted or renamed since it was opened, and
+    on file systems whose file identities never agree (some FUSE mounts), where a lock on fd guards nothing known."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
