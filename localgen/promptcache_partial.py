@@ -5,7 +5,8 @@ rename. The kernel drops the lock however its holder ends (SIGKILL, a crash, the
 lock is free was left by a run that ended mid-save and can go at once, while one whose lock is held is never touched.
 A lock, not the pid alone: a pid is reused, and means another process in another pid namespace (a container sharing
 the home) or on another machine (a shared home on NFS, whose locks reach every client). Where no lock can be tested
-(an older localgen's name, a file system without locks), a partial write's age decides, as before.
+(an older localgen's name, a file system without locks, or one whose file identities never agree, as some FUSE
+mounts), a partial write's age decides, as before.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ PARTIAL_PATTERN = ".*.lgpc.*.tmp"  # every partial write's name, this one's and 
 _LOCKED_NAME = re.compile(r"\..+\.lgpc\.pid(\d+)-[0-9a-f]{8}\.tmp")  # one that holds its writer's lock
 STALE_TEMP_S = 3600.0  # a partial write whose writer cannot be told, untouched this long, is a killed run's
 WRITING_TEMP_S = 300.0  # one touched this recently may be a run's write in progress: `cache clear` keeps it
-NAME_TRIES = 5  # a new partial write that a sweep deleted as it was made is made again this many times at most
+NAME_TRIES = 5  # a new partial write a sweep deleted, or held locked, as it was made is made again this many times
 
 
 @dataclass(frozen=True)
@@ -79,18 +80,20 @@ def write_entry(target: Path, parts: Iterable[bytes | bytearray | memoryview]) -
 
 
 def _new_partial_write(target: Path) -> tuple[Path, BinaryIO, bool]:
-    """A new partial write for target, the file open for writing it, and whether it holds its lock (not where the
-    file system has no locks)."""
+    """A new partial write for target, the file open for writing it, and whether it holds its lock: not where the
+    file system has no locks, nor where the locked file cannot be told to be the one named (some FUSE mounts), which
+    get a name that only its age decides on."""
     for _ in range(NAME_TRIES):
         path = target.with_name(f".{target.name}.pid{os.getpid()}-{secrets.token_hex(4)}.tmp")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         locked = try_flock(fd)
         if locked is None or (locked and still_names(fd, path)):
             return path, os.fdopen(fd, "wb"), bool(locked)  # write_entry closes it
-        if still_names(fd, path):  # a listing or a sweep held its lock as it was made: not this write's to use
-            _unlinked(path)
-        os.close(fd)
-    raise OSError(f"a sweep of stopped runs' partial writes deleted {NAME_TRIES} new ones in {target.parent}")
+        os.close(fd)  # a listing or a sweep held its lock as it was made, or a sweep deleted it: make another
+        _unlinked(path)  # this process's name, nobody else's: where it is still there, it goes
+    log.debug("no stable locked partial write in %s: its age decides on this one", target.parent)
+    path = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+    return path, os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb"), False
 
 
 def partial_writes(directory: Path) -> list[PartialWrite]:
@@ -128,12 +131,15 @@ def _look_at(path: Path, quiet_s: float | None) -> tuple[PartialWrite, bool] | N
         return found, quiet_s is not None and found.left_by_a_stopped_run(quiet_s) and _unlinked(path)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
-        held = try_flock(fd, exclusive=False)
+        free = try_flock(fd, exclusive=False)  # taken here: its writer holds it no more
         status = os.fstat(fd)
+        if free and not still_names(fd, path):
+            if not os.path.lexists(path):
+                return None  # renamed into its entry's place (or deleted) since it was opened: a partial write no more
+            free = None  # a file system whose file identities never agree (some FUSE mounts): its age decides
         found = PartialWrite(path, status.st_size, status.st_mtime, int(named.group(1)),
-                             None if held is None else not held)
-        return found, (quiet_s is not None and found.left_by_a_stopped_run(quiet_s) and still_names(fd, path)
-                       and _unlinked(path))
+                             None if free is None else not free)
+        return found, quiet_s is not None and found.left_by_a_stopped_run(quiet_s) and _unlinked(path)
     finally:
         os.close(fd)  # the lock taken here goes with it
 

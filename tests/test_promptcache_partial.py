@@ -180,3 +180,26 @@ def test_a_partial_write_taken_as_it_is_made_is_made_again(tmp_path: Path, monke
     write_entry(target, (b"the ", b"state"))
     assert target.read_bytes() == b"the state"
     assert len(taken) == 1 and list(tmp_path.iterdir()) == [target], "no partial write is left behind"
+
+
+def test_where_file_identities_never_agree_an_entry_is_still_saved_and_nothing_is_left(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a file system whose stat and fstat never agree on a file (some FUSE mounts), a save writes its entry through
+    a partial write only its age decides on, and leaves nothing else, where every save failed, blaming a sweep, and
+    left 5 empty partial writes that counted toward the bound and that no sweep could delete."""
+    monkeypatch.setattr(os.path, "samestat", lambda first, second: False)
+    target = tmp_path / f"{'c' * 32}.lgpc"
+    write_entry(target, (b"the ", b"state"))
+    assert target.read_bytes() == b"the state"
+    assert list(tmp_path.iterdir()) == [target], "no partial write is left behind"
+
+
+def test_where_file_identities_never_agree_a_killed_writer_s_partial_write_goes_by_its_age(
+        tmp_path: Path, writer: Writer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A locked partial write whose lock is free, on a file system whose stat and fstat never agree, goes once
+    untouched for an hour, where no sweep ever deleted it; a fresh one stays."""
+    old, fresh = (partial_write(tmp_path, killed(writer(tmp_path / f"{c * 32}.lgpc", 10))) for c in "ab")
+    os.utime(old, (1, 1))
+    monkeypatch.setattr(os.path, "samestat", lambda first, second: False)
+    swept = sweep_partial_writes(tmp_path)
+    assert [p.path for p in swept.deleted] == [old] and [(p.path, p.writing) for p in swept.kept] == [(fresh, None)]
