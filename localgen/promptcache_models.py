@@ -67,7 +67,8 @@ def cache_listing() -> dict[str, object]:
                          "problem": e.problem or None}
                         for e in entries],
             "partial_writes": [{"path": str(p.path), "size": p.size, "last_written": iso_time(p.last_written),
-                                "pid": p.pid, "writing": p.writing} for p in partial]}
+                                "pid": p.pid, "this_machine": p.this_machine, "writing": p.writing}
+                               for p in partial]}
 
 
 def describe_cache() -> tuple[list[str], list[list[str]]]:
@@ -107,12 +108,13 @@ def _over_the_bound(entries: list[CacheEntry], partial: list[PartialWrite], boun
 
 def partial_state(partial: PartialWrite) -> str:
     """What `localgen cache` says of a partial write: whose it is, and when it goes."""
+    process = "" if partial.pid is None else (
+        f" (process {partial.pid}{'' if partial.this_machine else ' on another machine'})")
     if partial.writing:
-        return f"partial write of a run still writing it (process {partial.pid})"
+        return f"partial write of a run still writing it{process}"
     if partial.left_by_a_stopped_run():
-        process = f" (process {partial.pid})" if partial.pid is not None else ""
         return f"partial write left by a stopped run{process}; the next run deletes it"
-    return "partial write, perhaps of a run still writing it; deleted once untouched for an hour"
+    return f"partial write{process}, perhaps of a run still writing it; deleted once untouched for an hour"
 
 
 def model_names() -> dict[str, list[str]]:

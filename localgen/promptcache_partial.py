@@ -1,10 +1,11 @@
 """Partial writes of prompt cache entries: the temp file an entry is written to before it is renamed into place.
 
-Each is named for the process writing it (`.ENTRY.lgpc.pidPID-RANDOM.tmp`) and holds that process's flock until the
-rename. The kernel drops the lock however its holder ends (SIGKILL, a crash, the OOM killer), so a partial write whose
-lock is free was left by a run that ended mid-save and can go at once, while one whose lock is held is never touched.
-A lock, not the pid alone: a pid is reused, and means another process in another pid namespace (a container sharing
-the home) or on another machine (a shared home on NFS, whose locks reach every client). Where no lock can be tested
+Each is named for the machine and process writing it (`.ENTRY.lgpc.HOST-pidPID-RANDOM.tmp`) and holds that process's
+flock until the rename. The kernel drops the lock however its holder ends (SIGKILL, a crash, the OOM killer), so a
+partial write of this machine's whose lock is free was left by a run that ended mid-save and can go at once, while one
+whose lock is held is never touched. A lock, not the pid alone: a pid is reused, and means another process in another
+pid namespace (a container sharing the home). Another machine's lock may not be seen here (NFS mounted with
+local_lock or nolock, CIFS with nobrl), so its partial writes are left to their age. Where no lock can be tested
 (an older localgen's name, a file system without locks, or one whose file identities never agree, as some FUSE
 mounts), a partial write's age decides, as before.
 """
@@ -12,10 +13,13 @@ mounts), a partial write's age decides, as before.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import logging
 import os
 import re
 import secrets
+import socket
 import stat
 import time
 from collections.abc import Iterable
@@ -29,7 +33,8 @@ from localgen.storage import fsync_folder, write_synced
 log = logging.getLogger("localgen.promptcache")
 
 PARTIAL_PATTERN = ".*.lgpc.*.tmp"  # every partial write's name, this one's and an older localgen's
-_LOCKED_NAME = re.compile(r"\..+\.lgpc\.pid(\d+)-[0-9a-f]{8}\.tmp")  # one that holds its writer's lock
+_LOCKED_NAME = re.compile(r"\..+\.lgpc\.([0-9a-f]{12})-pid(\d+)-[0-9a-f]{8}\.tmp")  # one that holds its writer's lock
+BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")  # Linux: new at each boot, shared by the containers on it
 STALE_TEMP_S = 3600.0  # a partial write whose writer cannot be told, untouched this long, is a killed run's
 WRITING_TEMP_S = 300.0  # one touched this recently may be a run's write in progress: `cache clear` keeps it
 NAME_TRIES = 5  # a new partial write a sweep deleted, or held locked, as it was made is made again this many times
@@ -46,6 +51,7 @@ class PartialWrite:
     last_written: float
     pid: int | None
     writing: bool | None
+    this_machine: bool | None = None  # whether its writer ran on this machine (None: its name does not say)
 
     def left_by_a_stopped_run(self, quiet_s: float = STALE_TEMP_S) -> bool:
         """Whether its writer has ended: its lock is free or, where that cannot be told, no write came for quiet_s."""
@@ -79,12 +85,23 @@ def write_entry(target: Path, parts: Iterable[bytes | bytearray | memoryview]) -
     fsync_folder(target.parent)
 
 
+@functools.cache
+def host_key() -> str:
+    """This machine's part of a locked partial write's name: a hash of its boot id (a machine booted again holds none
+    of its old locks), else of its host name. Only a lock of this machine's tells whether its writer runs."""
+    try:
+        source = BOOT_ID_FILE.read_text(encoding="ascii").strip()
+    except (OSError, ValueError):
+        source = ""
+    return hashlib.sha256((source or socket.gethostname()).encode()).hexdigest()[:12]
+
+
 def _new_partial_write(target: Path) -> tuple[Path, BinaryIO, bool]:
     """A new partial write for target, the file open for writing it, and whether it holds its lock: not where the
     file system has no locks, nor where the locked file cannot be told to be the one named (some FUSE mounts), which
     get a name that only its age decides on."""
     for _ in range(NAME_TRIES):
-        path = target.with_name(f".{target.name}.pid{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        path = target.with_name(f".{target.name}.{host_key()}-pid{os.getpid()}-{secrets.token_hex(4)}.tmp")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         locked = try_flock(fd)
         if locked is None or (locked and still_names(fd, path)):
@@ -137,8 +154,11 @@ def _look_at(path: Path, quiet_s: float | None) -> tuple[PartialWrite, bool] | N
             if not os.path.lexists(path):
                 return None  # renamed into its entry's place (or deleted) since it was opened: a partial write no more
             free = None  # a file system whose file identities never agree (some FUSE mounts): its age decides
-        found = PartialWrite(path, status.st_size, status.st_mtime, int(named.group(1)),
-                             None if free is None else not free)
+        here = named.group(1) == host_key()
+        if free and not here:  # its machine's lock may not reach this one (NFS with local_lock, CIFS nobrl)
+            free = None
+        found = PartialWrite(path, status.st_size, status.st_mtime, int(named.group(2)),
+                             None if free is None else not free, here)
         return found, quiet_s is not None and found.left_by_a_stopped_run(quiet_s) and _unlinked(path)
     finally:
         os.close(fd)  # the lock taken here goes with it

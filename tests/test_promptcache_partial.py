@@ -16,7 +16,7 @@ import pytest
 
 from localgen import config, promptcache_partial
 from localgen.promptcache import PromptCache, entry_parts, evict, list_entries
-from localgen.promptcache_partial import sweep_partial_writes, write_entry
+from localgen.promptcache_partial import host_key, sweep_partial_writes, write_entry
 from tests.conftest import REPO_ROOT, run_localgen
 
 MIB = 1 << 20
@@ -68,7 +68,7 @@ def killed(process: subprocess.Popen) -> subprocess.Popen:
 
 def partial_write(folder: Path, process: subprocess.Popen) -> Path:
     """The partial write in folder of the process that wrote it."""
-    (path,) = folder.glob(f".*.lgpc.pid{process.pid}-*.tmp")
+    (path,) = folder.glob(f".*.lgpc.*-pid{process.pid}-*.tmp")
     return path
 
 
@@ -203,3 +203,43 @@ def test_where_file_identities_never_agree_a_killed_writer_s_partial_write_goes_
     monkeypatch.setattr(os.path, "samestat", lambda first, second: False)
     swept = sweep_partial_writes(tmp_path)
     assert [p.path for p in swept.deleted] == [old] and [(p.path, p.writing) for p in swept.kept] == [(fresh, None)]
+
+
+def test_another_machine_s_partial_write_is_left_to_its_age(tmp_path: Path, writer: Writer) -> None:
+    """A partial write named for another machine, whose lock is free here, goes once untouched for an hour, and is
+    listed as that machine's: its lock may not reach this machine (NFS with local_lock, CIFS with nobrl), where it was
+    deleted at once under its live writer. This machine's, its writer killed, goes at once."""
+    folder = prompts_folder(tmp_path)
+    ours = partial_write(folder, killed(writer(folder / f"{'a' * 32}.lgpc", MIB)))
+    assert f".{host_key()}-pid" in ours.name
+    other = "0" * 12 if host_key() != "0" * 12 else "1" * 12
+    theirs, stale = (folder / f".{c * 32}.lgpc.{other}-pid4242-0badcafe.tmp" for c in "bc")
+    theirs.write_bytes(b"x" * 1000)
+    stale.write_bytes(b"x" * 1000)
+    os.utime(stale, (1, 1))
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    rows = {row.split("\t")[4]: row.split("\t")[3] for row in run_localgen("cache", env=env).out.splitlines()[1:]}
+    assert rows[theirs.name] == ("(partial write (process 4242 on another machine), perhaps of a run still writing "
+                                 "it; deleted once untouched for an hour)")
+    listed = {p["path"]: p for p in json.loads(run_localgen("cache", "--json", env=env).out)["partial_writes"]}
+    assert (listed[str(theirs)]["this_machine"], listed[str(theirs)]["writing"]) == (False, None)
+    assert (listed[str(ours)]["this_machine"], listed[str(ours)]["writing"]) == (True, False)
+    swept = sweep_partial_writes(folder)
+    assert sorted(p.path for p in swept.deleted) == sorted([ours, stale])
+    assert [p.path for p in swept.kept] == [theirs] and theirs.exists()
+
+
+def test_the_machine_s_key_comes_from_its_boot_id_else_its_host_name(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each boot of a machine has its own key (a machine booted again holds none of its old locks); with no boot id,
+    the host name gives one."""
+    keys = []
+    for boot_id in ("6a3f0c1e-0000-4000-8000-000000000001\n", "6a3f0c1e-0000-4000-8000-000000000002\n", None):
+        path = tmp_path / f"boot_id{len(keys)}"
+        if boot_id is not None:
+            path.write_text(boot_id)
+        monkeypatch.setattr(promptcache_partial, "BOOT_ID_FILE", path)
+        promptcache_partial.host_key.cache_clear()
+        keys.append(host_key())
+    promptcache_partial.host_key.cache_clear()
+    assert len(set(keys)) == 3 and all(len(key) == 12 and int(key, 16) >= 0 for key in keys)
