@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from localgen.config import DEFAULT_CONTEXT_CAP
 from localgen.errors import LocalgenError
-from localgen.promptcache_partial import WRITING_TEMP_S, PartialWrite, sweep_partial_writes, write_entry
+from localgen.promptcache_partial import WRITING_TEMP_S, PartialWrite, remove_file, sweep_partial_writes, write_entry
 from localgen.promptcache_prefixes import redundant_prefixes
-from localgen.storage import check_folder
+from localgen.storage import check_folder, unwritable_hint
 from localgen.tokens import common_prefix, tokens_array
+from localgen.units import binary_size, counted
 
 if TYPE_CHECKING:
     from localgen.engine.prefix import CachedPrefix
@@ -232,7 +233,7 @@ class PromptCache:
         prefixes = [(len(header.tokens), path) for path, header in self._headers()
                     if path != target and common_prefix(header.tokens, saved) == len(header.tokens)]
         for path in redundant_prefixes(prefixes, len(saved), self.default_context):
-            _remove(path)
+            remove_file(path)
         evict(self.directory, self.max_bytes)
 
 
@@ -314,18 +315,19 @@ def evict(directory: Path, max_bytes: int) -> int:
     Sizes and times come from stat alone: this runs before every restore, so it reads no entry. The partial writes of
     runs that stopped mid-save go first (promptcache_partial); those kept count toward the bound.
     """
-    partial = sum(found.size for found in sweep_partial_writes(directory).kept)
+    swept = sweep_partial_writes(directory)
     entries = []
     for path in entry_files(directory):
         with contextlib.suppress(OSError):
             st = path.stat()
             entries.append((st.st_mtime, st.st_size, path))
     entries.sort(reverse=True)  # most recently used first
-    total = partial + sum(size for _, size, _ in entries)
+    total = sum(found.size for found in [*swept.kept, *(found for found, _ in swept.failed)]) + sum(
+        size for _, size, _ in entries)
     removed = 0
     while entries and total > max_bytes:
         _, size, path = entries.pop()
-        _remove(path)
+        remove_file(path)
         total -= size
         removed += 1
     return removed
@@ -351,16 +353,21 @@ def clear(directory: Path) -> Cleared:
     count = size = 0
     failed: list[OSError] = []
     for entry in list_entries(directory):
-        if (error := _remove(entry.path)) is None:
+        if (error := remove_file(entry.path)) is None:
             count += 1
             size += entry.size
         else:
             failed.append(error)
     swept = sweep_partial_writes(directory, WRITING_TEMP_S)
-    if failed:
-        raise LocalgenError(f"could not delete {len(failed)} of {len(failed) + count} prompt cache entries "
-                            f"in {directory}: {failed[0].strerror or failed[0]}",
-                            hint="check that folder's permissions")
+    if failed or swept.failed:
+        undeleted = [f"{len(failed)} of {len(failed) + count} prompt cache entries"] if failed else []
+        if swept.failed:
+            by_whom = "a stopped run" if len(swept.failed) == 1 else "stopped runs"
+            undeleted.append(f"{counted(len(swept.failed), 'partial write')} "
+                             f"({binary_size(sum(found.size for found, _ in swept.failed))}) left by {by_whom}")
+        error = failed[0] if failed else swept.failed[0][1]
+        raise LocalgenError(f"could not delete {' and '.join(undeleted)} in {directory}: {error.strerror or error}",
+                            hint=unwritable_hint(error, directory, "check that folder's permissions"))
     return Cleared(count, size, len(swept.deleted), sum(found.size for found in swept.deleted),
                    tuple(found for found in swept.kept if found.writing),
                    sum(found.writing is None for found in swept.kept))
@@ -368,19 +375,7 @@ def clear(directory: Path) -> Cleared:
 
 def remove_entries(entries: Iterable[CacheEntry]) -> list[CacheEntry]:
     """Delete these entries (one already gone counts as deleted): those deleted, the rest left for eviction."""
-    return [entry for entry in entries if _remove(entry.path) is None]
-
-
-def _remove(path: Path) -> OSError | None:
-    """Delete a file (one already gone counts as deleted); the error, also logged, when it could not be."""
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        log.debug("could not delete %s: %s", path, exc)
-        return exc
-    return None
+    return [entry for entry in entries if remove_file(entry.path) is None]
 
 
 def remove_found(path: Path, found: os.stat_result) -> None:
@@ -406,4 +401,4 @@ def remove_found(path: Path, found: os.stat_result) -> None:
             with contextlib.suppress(OSError):
                 os.rename(aside, path)
     finally:
-        _remove(aside)
+        remove_file(aside)

@@ -4,6 +4,7 @@ the entries `models rm` deletes with a model's file."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
@@ -79,6 +80,7 @@ def describe_cache() -> tuple[list[str], list[list[str]]]:
 
     directory = listed_cache_dir()
     entries, partial = list_entries(directory), partial_writes(directory)
+    deletable = os.access(directory, os.W_OK | os.X_OK)  # not in a read-only folder, nor on a read-only file system
     total = sum(e.size for e in entries) + sum(p.size for p in partial)
     count = counted(len(entries), "entry", "entries") + (f" and {counted(len(partial), 'partial write')}"
                                                          if partial else "")
@@ -86,35 +88,40 @@ def describe_cache() -> tuple[list[str], list[list[str]]]:
     if bound == 0:
         state = f"{count}, {binary_size(total)}; off ({PROMPT_CACHE_BYTES_ENV}=0): runs neither read nor add entries"
     else:
-        state = f"{count}, {binary_size(total)} of {binary_size(bound)}{_over_the_bound(entries, partial, bound)}"
+        over = _over_the_bound(entries, partial, bound, deletable)
+        state = f"{count}, {binary_size(total)} of {binary_size(bound)}{over}"
     models, names = entry_models(), model_names()
     rows = [[f"{e.tokens:,}" if e.tokens is not None else "-", binary_size(e.size), local_minute(e.last_used),
              f"({e.problem})" if e.problem else ", ".join(names[e.model_key]) if e.model_key in names
              else models[e.model_key].name if e.model_key in models else "unknown", e.path.name] for e in entries]
-    rows += [["-", binary_size(p.size), local_minute(p.last_written), f"({partial_state(p)})", p.path.name]
+    rows += [["-", binary_size(p.size), local_minute(p.last_written), f"({partial_state(p, deletable)})", p.path.name]
              for p in partial]
     return [f"prompt cache: {directory}", state], rows
 
 
-def _over_the_bound(entries: list[CacheEntry], partial: list[PartialWrite], bound: int) -> str:
+def _over_the_bound(entries: list[CacheEntry], partial: list[PartialWrite], bound: int, deletable: bool) -> str:
     """'; over the bound, so the next run ...': what the next run's eviction does where the folder holds more than the
-    bound ('' where it does not, or where a live run's partial write alone is over it)."""
+    bound ('' where it does not, or where a live run's partial write alone is over it; deletable: whether files in the
+    folder can be deleted)."""
     total = sum(e.size for e in entries) + sum(p.size for p in partial)
-    kept = total - sum(p.size for p in partial if p.left_by_a_stopped_run())
+    kept = total - sum(p.size for p in partial if deletable and p.left_by_a_stopped_run())
     steps = [step for step, due in (("deletes the partial writes of stopped runs", kept < total),
                                     ("drops the least recently used entries", entries and kept > bound)) if due]
     return f"; over the bound, so the next run {' and '.join(steps)}" if total > bound and steps else ""
 
 
-def partial_state(partial: PartialWrite) -> str:
-    """What `localgen cache` says of a partial write: whose it is, and when it goes."""
+def partial_state(partial: PartialWrite, deletable: bool = True) -> str:
+    """What `localgen cache` says of a partial write: whose it is, and when it goes (deletable: whether files in its
+    folder can be deleted)."""
     process = "" if partial.pid is None else (
         f" (process {partial.pid}{'' if partial.this_machine else ' on another machine'})")
     if partial.writing:
         return f"partial write of a run still writing it{process}"
     if partial.left_by_a_stopped_run():
-        return f"partial write left by a stopped run{process}; the next run deletes it"
-    return f"partial write{process}, perhaps of a run still writing it; deleted once untouched for an hour"
+        goes = "the next run deletes it" if deletable else "it stays while its folder cannot be written"
+        return f"partial write left by a stopped run{process}; {goes}"
+    goes = "deleted once untouched for an hour" if deletable else "it stays while its folder cannot be written"
+    return f"partial write{process}, perhaps of a run still writing it; {goes}"
 
 
 def model_names() -> dict[str, list[str]]:

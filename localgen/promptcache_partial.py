@@ -60,10 +60,12 @@ class PartialWrite:
 
 @dataclass(frozen=True)
 class Swept:
-    """What a sweep of the partial writes deleted (those of stopped runs) and kept."""
+    """What a sweep of the partial writes deleted (those of stopped runs), kept, and could not delete (a stopped run's
+    in a folder that cannot be written: each with its error)."""
 
     deleted: list[PartialWrite]
     kept: list[PartialWrite]
+    failed: list[tuple[PartialWrite, OSError]]
 
 
 def write_entry(target: Path, parts: Iterable[bytes | bytearray | memoryview]) -> None:
@@ -107,7 +109,7 @@ def _new_partial_write(target: Path) -> tuple[Path, BinaryIO, bool]:
         if locked is None or (locked and still_names(fd, path)):
             return path, os.fdopen(fd, "wb"), bool(locked)  # write_entry closes it
         os.close(fd)  # a listing or a sweep held its lock as it was made, or a sweep deleted it: make another
-        _unlinked(path)  # this process's name, nobody else's: where it is still there, it goes
+        remove_file(path)  # this process's name, nobody else's: where it is still there, it goes
     log.debug("no stable locked partial write in %s: its age decides on this one", target.parent)
     path = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
     return path, os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb"), False
@@ -126,26 +128,30 @@ def sweep_partial_writes(directory: Path, quiet_s: float = STALE_TEMP_S) -> Swep
 
 def _sweep(directory: Path, *, quiet_s: float | None) -> Swept:
     """The partial writes in directory, those of stopped runs deleted unless quiet_s is None (a listing)."""
-    swept = Swept([], [])
+    swept = Swept([], [], [])
     with contextlib.suppress(OSError):
         for path in sorted(directory.glob(PARTIAL_PATTERN)):
             with contextlib.suppress(OSError):
                 if (looked := _look_at(path, quiet_s)) is not None:
-                    found, gone = looked
-                    (swept.deleted if gone else swept.kept).append(found)
+                    found, outcome = looked
+                    if isinstance(outcome, OSError):
+                        swept.failed.append((found, outcome))
+                    else:
+                        (swept.deleted if outcome else swept.kept).append(found)
     return swept
 
 
-def _look_at(path: Path, quiet_s: float | None) -> tuple[PartialWrite, bool] | None:
-    """The partial write at path (None where it is no regular file), and whether it was deleted: with quiet_s, when a
-    stopped run left it, deleted while the lock taken here is held, so that no new write takes it meanwhile."""
+def _look_at(path: Path, quiet_s: float | None) -> tuple[PartialWrite, bool | OSError] | None:
+    """The partial write at path (None where it is no regular file), and whether it was deleted (the error where it
+    could not be): with quiet_s, when a stopped run left it, deleted while the lock taken here is held, so that no new
+    write takes it meanwhile."""
     info = os.lstat(path)
     if not stat.S_ISREG(info.st_mode):
         return None
     named = _LOCKED_NAME.fullmatch(path.name)
     if named is None:  # an older localgen's, or one moved aside (promptcache.remove_found): only its age tells
         found = PartialWrite(path, info.st_size, info.st_mtime, None, None)
-        return found, quiet_s is not None and found.left_by_a_stopped_run(quiet_s) and _unlinked(path)
+        return found, _delete_if(quiet_s is not None and found.left_by_a_stopped_run(quiet_s), path)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
         free = try_flock(fd, exclusive=False)  # taken here: its writer holds it no more
@@ -159,18 +165,26 @@ def _look_at(path: Path, quiet_s: float | None) -> tuple[PartialWrite, bool] | N
             free = None
         found = PartialWrite(path, status.st_size, status.st_mtime, int(named.group(2)),
                              None if free is None else not free, here)
-        return found, quiet_s is not None and found.left_by_a_stopped_run(quiet_s) and _unlinked(path)
+        return found, _delete_if(quiet_s is not None and found.left_by_a_stopped_run(quiet_s), path)
     finally:
         os.close(fd)  # the lock taken here goes with it
 
 
-def _unlinked(path: Path) -> bool:
-    """Delete path; whether it is gone now (already gone counts)."""
+def _delete_if(due: bool, path: Path) -> bool | OSError:
+    """Delete path where due: whether it was deleted, or the error where it could not be."""
+    if not due:
+        return False
+    error = remove_file(path)
+    return True if error is None else error
+
+
+def remove_file(path: Path) -> OSError | None:
+    """Delete a file (one already gone counts as deleted); the error, also logged, when it could not be."""
     try:
         path.unlink()
     except FileNotFoundError:
         pass
     except OSError as exc:
         log.debug("could not delete %s: %s", path, exc)
-        return False
-    return True
+        return exc
+    return None

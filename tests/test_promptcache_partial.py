@@ -18,6 +18,7 @@ from localgen import config, promptcache_partial
 from localgen.promptcache import PromptCache, entry_parts, evict, list_entries
 from localgen.promptcache_partial import host_key, sweep_partial_writes, write_entry
 from tests.conftest import REPO_ROOT, run_localgen
+from tests.mount_namespace import run_mounted
 
 MIB = 1 << 20
 STATE = b"x" * 100_000  # an entry's, written past the buffer of the file it goes to
@@ -243,3 +244,22 @@ def test_the_machine_s_key_comes_from_its_boot_id_else_its_host_name(tmp_path: P
         keys.append(host_key())
     promptcache_partial.host_key.cache_clear()
     assert len(set(keys)) == 3 and all(len(key) == 12 and int(key, 16) >= 0 for key in keys)
+
+
+def test_a_stopped_run_s_partial_write_in_a_read_only_folder_is_said_to_stay(tmp_path: Path, writer: Writer) -> None:
+    """In a read-only prompt cache folder, `cache clear` fails, naming the partial write of a stopped run it could not
+    delete, and `localgen cache` says it stays, where cache clear said it removed 0 entries and exited 0, and the
+    listing said the next run deletes it (and, over the bound, that the next run deletes the partial writes)."""
+    folder = prompts_folder(tmp_path)
+    left = partial_write(folder, killed(writer(folder / f"{'a' * 32}.lgpc", 2 * MIB)))
+    env = {"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_PROMPT_CACHE_BYTES": "1MiB"}
+    mount = f"mount -o bind,ro {folder} {folder}"
+    cleared = run_mounted(mount, ["cache", "clear"], env)
+    assert cleared.returncode == 1 and (f"could not delete 1 partial write (2.0 MiB) left by a stopped run in "
+                                        f"{folder}: Read-only file system") in cleared.stderr, cleared.stderr
+    assert "remount it read-write" in cleared.stderr and left.exists()
+    listing = run_mounted(mount, ["cache"], env)
+    assert listing.returncode == 0 and listing.stderr.endswith("2.0 MiB of 1.0 MiB\n"), listing.stderr
+    assert "partial write left by a stopped run (process " in listing.stdout
+    assert "; it stays while its folder cannot be written)" in listing.stdout, listing.stdout
+
