@@ -322,8 +322,7 @@ def evict(directory: Path, max_bytes: int) -> int:
             st = path.stat()
             entries.append((st.st_mtime, st.st_size, path))
     entries.sort(reverse=True)  # most recently used first
-    total = sum(found.size for found in [*swept.kept, *(found for found, _ in swept.failed)]) + sum(
-        size for _, size, _ in entries)
+    total = swept.size_now() + sum(size for _, size, _ in entries)  # after the entries' listing: none counted twice
     removed = 0
     while entries and total > max_bytes:
         _, size, path = entries.pop()

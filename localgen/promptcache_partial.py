@@ -67,6 +67,15 @@ class Swept:
     kept: list[PartialWrite]
     failed: list[tuple[PartialWrite, OSError]]
 
+    def size_now(self) -> int:
+        """The bytes the partial writes left in the folder hold now: one renamed into its entry's place (or deleted)
+        since the sweep counts no more, so that a listing of the entries made after it counts it once at most."""
+        total = 0
+        for found in [*self.kept, *(found for found, _ in self.failed)]:
+            with contextlib.suppress(OSError):
+                total += os.lstat(found.path).st_size
+        return total
+
 
 def write_entry(target: Path, parts: Iterable[bytes | bytearray | memoryview]) -> None:
     """Write parts to target through a partial write named for this process and locked by it until it is renamed

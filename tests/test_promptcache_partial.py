@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from localgen import config, promptcache_partial
+from localgen import config, promptcache, promptcache_partial
 from localgen.promptcache import PromptCache, entry_parts, evict, list_entries
 from localgen.promptcache_partial import host_key, sweep_partial_writes, write_entry
 from tests.conftest import REPO_ROOT, run_localgen
@@ -263,3 +263,27 @@ def test_a_stopped_run_s_partial_write_in_a_read_only_folder_is_said_to_stay(tmp
     assert "partial write left by a stopped run (process " in listing.stdout
     assert "; it stays while its folder cannot be written)" in listing.stdout, listing.stdout
 
+
+def test_a_partial_write_renamed_into_place_as_the_bound_is_summed_counts_once(
+        tmp_path: Path, writer: Writer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partial write that takes its entry's place between the sweep and the entries' listing is counted once, and
+    the entries within the bound all stay, where it was counted twice and the least recently used entry went."""
+    one = sum(len(part) for part in entry_parts("model-a", [0] * 4, STATE))
+    cache = PromptCache(tmp_path, "model-a", max_bytes=10 * one, min_new_tokens=1, min_gain_tokens=1)
+    cache.store([1, 1, 1, 1], STATE)
+    live = writer(tmp_path / f"{'b' * 32}.lgpc", one)
+    real_sweep = promptcache.sweep_partial_writes
+
+    def sweep_then_finish(directory: Path) -> promptcache_partial.Swept:
+        swept = real_sweep(directory)
+        assert [p.writing for p in swept.kept] == [True]
+        assert live.stdin is not None
+        live.stdin.write("\n")
+        live.stdin.close()
+        assert live.wait() == 0  # its entry (one and 8 bytes) has taken its place
+        return swept
+
+    monkeypatch.setattr(promptcache, "sweep_partial_writes", sweep_then_finish)
+    assert evict(tmp_path, 2 * one + 8) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([cache._entry_path([1, 1, 1, 1]).name,
+                                                                  f"{'b' * 32}.lgpc"])
