@@ -78,8 +78,8 @@ class Swept:
 
 
 def write_entry(target: Path, parts: Iterable[bytes | bytearray | memoryview]) -> None:
-    """Write parts to target through a partial write named for this process and locked by it until it is renamed
-    into target's place, synced first (OSError when it cannot be: the partial write is gone then)."""
+    """Write parts to target through a partial write named for this machine and process, locked by it until it is
+    renamed into target's place, synced first (OSError when it cannot be: the partial write is gone then)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     path, handle, locked = _new_partial_write(target)
     try:
