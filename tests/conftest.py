@@ -32,14 +32,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Compile localgen's bytecode once, take Ctrl-C as Python does by default, and load weights as localgen does.
+    """Compile localgen's bytecode once, take Ctrl-C and SIGHUP as by default, and load weights as localgen does.
 
     The suite starts `python -m localgen` hundreds of times, and where PYTHONDONTWRITEBYTECODE is set (as on CI)
     none of them may cache it, so each compiled every module from source (0.2 s a start, over a minute a run).
     Compiling writes the cache whatever that variable says. A suite started as a background job of a shell without
     job control has SIGINT and SIGQUIT ignored, which every child would inherit: the Ctrl-C and Ctrl-\\ tests would
-    all fail. Tests that load a file with llama-cpp-python's own Llama get localgen's weight buffers, and
-    llama.cpp's log goes to localgen's debug log, as in localgen itself. The suite runs with LOCALGEN_AMX=0: several
+    all fail; one started under nohup has SIGHUP ignored, and the hang-up tests would fail (exit 129 never came).
+    Tests that load a file with llama-cpp-python's own Llama get localgen's weight buffers, and llama.cpp's log goes
+    to localgen's debug log, as in localgen itself. The suite runs with LOCALGEN_AMX=0: several
     tests check that a greedy answer comes back the same however its prompt was batched, which llama.cpp's AMX
     kernels do not keep; test_amx runs localgen in AMX buffers where they work, and checks the probe that decides it.
     """
@@ -49,6 +50,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     compileall.compile_dir(REPO_ROOT / "localgen", quiet=1)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     os.environ["LOCALGEN_AMX"] = "0"
     with contextlib.suppress(ImportError):  # no llama_cpp: the tests that need it are skipped
         import llama_cpp  # noqa: F401  (its package, which some tests use, sets a logger that prints everything)
