@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pexpect
 import pytest
@@ -73,18 +74,41 @@ class Chat:
                       spawn_chat(home, *args, cwd=cwd, cpr=cpr, columns=columns, rows=rows))
         self.transcript = io.StringIO()
         self.child.logfile_read = self.transcript
+        self._time_sends()
         if wait_for_prompt:
             self.sync()
 
+    def _time_sends(self) -> None:
+        """Each send waits pexpect's delaybeforesend (for a program that may not read keys yet), except the first
+        after sync(): at a prompt drawn whole the chat reads keys (its terminal in raw mode before it draws). Any
+        key sent (Ctrl-C and the like too, which pexpect sends without the delay) makes the next one wait again."""
+        delay = self.child.delaybeforesend
+        for name in ("send", "sendcontrol", "sendintr", "sendeof"):
+            setattr(self.child, name, self._then_wait_again(getattr(self.child, name), delay))
+
+    def _then_wait_again(self, send: Callable[..., Any], delay: float | None) -> Callable[..., Any]:
+        """send, after which the next send waits delay again."""
+
+        def send_then_wait_again(*args: Any) -> Any:
+            try:
+                return send(*args)
+            finally:
+                self.child.delaybeforesend = delay
+
+        return send_then_wait_again
+
     def sync(self) -> None:
         """Wait until a new prompt is drawn whole; a cursor position request on the way is answered (the cursor is
-        on the first row), and the prompt then drawn again, with its bottom toolbar, is waited for too."""
+        on the first row), and the prompt then drawn again, with its bottom toolbar, is waited for too. The next
+        key sent goes at once (_time_sends)."""
         answered = False
         while self.child.expect([PROMPT_DRAWN, re.escape(CURSOR_REQUEST)]) == 1:
+            self.child.delaybeforesend = None  # it asked: it reads the answer
             self.child.send("\x1b[1;1R")
             answered = True
         if answered:
             self.child.expect_exact(DRAWN)
+        self.child.delaybeforesend = None
 
     def settle(self) -> None:
         """Wait for the prompt, then let the screen go quiet: where the prompt is drawn again with no new prompt
