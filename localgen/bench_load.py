@@ -50,6 +50,4 @@ def in_test_sizes(refusal: InsufficientMemoryError, flag: str, *, room: int) -> 
     multiple of 256, more than a test's room)."""
     if refusal.hint is None:
         return refusal
-    hint = CTX_SIZE_OPTION.sub(lambda found: f"{flag} {int(found[1]) - room}", refusal.hint)
-    return InsufficientMemoryError(refusal.message, hint, needed_bytes=refusal.needed_bytes,
-                                   usable_bytes=refusal.usable_bytes, n_ctx=refusal.n_ctx, short=refusal.short)
+    return refusal.with_hint(CTX_SIZE_OPTION.sub(lambda found: f"{flag} {int(found[1]) - room}", refusal.hint))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+from typing import TypeVar
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
@@ -11,6 +12,8 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})  # no space, or over the user's quota
+
+AnyLocalgenError = TypeVar("AnyLocalgenError", bound="LocalgenError")
 
 
 class LocalgenError(Exception):
@@ -24,6 +27,13 @@ class LocalgenError(Exception):
         self.hint = hint
         if exit_code is not None:
             self.exit_code = exit_code
+
+    def with_hint(self: AnyLocalgenError, hint: str | None) -> AnyLocalgenError:
+        """The same error (its kind, message, exit code and fields) with another hint."""
+        other = type(self).__new__(type(self), *self.args)
+        other.__dict__.update(self.__dict__)
+        other.hint = hint
+        return other
 
 
 class UsageError(LocalgenError):

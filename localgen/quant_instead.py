@@ -222,9 +222,7 @@ def naming_the_fitting_quant(refusal: InsufficientMemoryError, reference: str | 
                        "quant fits here")
     if instead is None:
         return refusal
-    return InsufficientMemoryError(refusal.message, f"{refusal.hint}; {instead}" if refusal.hint else instead,
-                                   needed_bytes=refusal.needed_bytes, usable_bytes=refusal.usable_bytes,
-                                   n_ctx=refusal.n_ctx, short=refusal.short)
+    return refusal.with_hint(f"{refusal.hint}; {instead}" if refusal.hint else instead)
 
 
 def plan_resolved(resolved: ResolvedModel, shape: ModelShape, hw: Hardware, request: FitRequest, *,

@@ -385,7 +385,9 @@ def test_each_context_a_memory_refusal_offers_is_named_as_the_test_s_size() -> N
                                       "fits); ORG/REPO:Q2_K fits with --ctx-size 2048 or less", n_ctx=4096)
     said = in_test_sizes(refusal, "-n", room=66)
     assert said.hint == "try a smaller context (-n 958, the most that fits); ORG/REPO:Q2_K fits with -n 1982 or less"
-    assert (said.message, said.n_ctx, said.exit_code) == (refusal.message, 4096, refusal.exit_code)
+    assert (said.message, said.n_ctx, said.exit_code, type(said)) == (refusal.message, 4096, refusal.exit_code,
+                                                                       InsufficientMemoryError)
+    assert (said.needed_bytes, said.short) == (refusal.needed_bytes, refusal.short)
 
 
 def test_an_unknown_model_is_one_error_line() -> None:
