@@ -10,7 +10,7 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from localgen.bench_load import bench_loader
+from localgen.bench_load import BenchTest, bench_loader
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished
 from localgen.params import GenerationLimits, SamplingParams
@@ -258,18 +258,16 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
     """
     from localgen.engine.loading import extra_buffers_declined
 
-    tests = [(ctx, name, flag, size) for ctx, name, flag, size in (
-        (prefill_context(config.n_prompt), "prefill", "-p", config.n_prompt),
-        (decode_context(config.n_gen), "decode", "-n", config.n_gen)) if size]
-    tests.sort(key=lambda test: -test[0])
+    tests = [test for test in (BenchTest(prefill_context(config.n_prompt), "prefill", "-p", config.n_prompt),
+                               BenchTest(decode_context(config.n_gen), "decode", "-n", config.n_gen)) if test.size]
     run = _BenchRun(started)
-    load = bench_loader(model=model, threads=threads, threads_batch=threads_batch, batch_size=batch_size,
+    load = bench_loader(tests, model=model, threads=threads, threads_batch=threads_batch, batch_size=batch_size,
                         ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
                         gpu_layers=gpu_layers, no_gpu=no_gpu, progress=progress)
     stopped_by, ending = 0, None
     try:
-        for ctx, name, flag, size in tests:
-            run.measure(load(ctx, flag, size), name, config, batch_size, progress)
+        for test in sorted(tests, key=lambda test: -test.ctx):
+            run.measure(load(test), test.name, config, batch_size, progress)
     except KeyboardInterrupt:
         stopped_by = signal.SIGINT
     except SignalExit as exc:  # SIGTERM or SIGHUP

@@ -24,7 +24,7 @@ from localgen.bench import (
     measure_prefill,
     measurements,
 )
-from localgen.bench_load import in_test_sizes
+from localgen.bench_load import BenchTest, in_test_sizes
 from localgen.config import DEFAULT_BATCH_SIZE
 from localgen.console import format_stats
 from localgen.engine import Engine, supports_gpu_offload, use_cpu_extra_buffers
@@ -366,6 +366,9 @@ def test_a_prompt_beyond_the_model_is_refused_before_loading() -> None:
     result = run_localgen("bench", "-p", "16", "-n", "9000", "-r", "1")
     assert result.err.strip() == ("localgen: error: -n 9,000 needs a context of 9,066 tokens, beyond the "
                                   "model's maximum of 8,192 (hint: use -n 8126 or less)")
+    both = run_localgen("bench", "-p", "9000", "-n", "9000", "-r", "1")
+    assert both.err.strip() == ("localgen: error: -p 9,000 needs a context of 9,192 tokens, beyond the model's "
+                                "maximum of 8,192 (hint: use -p 8000 -n 8126 or less)")
 
 
 def test_a_test_beyond_this_machine_s_memory_is_refused_naming_the_size_that_fits() -> None:
@@ -376,18 +379,33 @@ def test_a_test_beyond_this_machine_s_memory_is_refused_naming_the_size_that_fit
     assert "or a smaller context (-p 576, the most that fits), or" in prefill.err, prefill.err
     just_over = run_localgen("bench", "-p", "577", "-n", "0", "-r", "1", env=small)
     assert just_over.returncode == 1 and "(-p 576, the most that fits)" in just_over.err, "576 and its room fit"
+    hinted = run_localgen("bench", "-p", "576", "-n", "0", "-r", "1", "-t", "1", env=small)
+    assert hinted.returncode == 0 and "| pp576 " in hinted.out, hinted.err
     decode = run_localgen("bench", "-p", "0", "-n", "8000", "-r", "1", env=small)
     assert decode.returncode == 1 and "(-n 702, the most that fits)" in decode.err, decode.err
+    decode_just_over = run_localgen("bench", "-p", "0", "-n", "703", "-r", "1", env=small)
+    assert decode_just_over.returncode == 1 and "(-n 702, the most that fits)" in decode_just_over.err
 
 
-def test_each_context_a_memory_refusal_offers_is_named_as_the_test_s_size() -> None:
+def test_a_memory_refusal_of_both_tests_names_each_size_that_fits() -> None:
+    small = {"LOCALGEN_MEMORY_LIMIT": "200MiB"}
+    both = run_localgen("bench", "-p", "8000", "-n", "8000", "-r", "1", env=small)
+    assert both.returncode == 1 and "(-p 576 -n 702, the most that fits)" in both.err, both.err
+    only_one_over = run_localgen("bench", "-p", "8000", "-n", "100", "-r", "1", env=small)
+    assert only_one_over.returncode == 1 and "(-p 576, the most that fits)" in only_one_over.err, only_one_over.err
+    prompt_under = run_localgen("bench", "-p", "500", "-n", "8000", "-r", "1", env=small)
+    assert prompt_under.returncode == 1 and "(-n 702, the most that fits)" in prompt_under.err, prompt_under.err
+
+
+def test_each_context_a_refusal_offers_is_named_as_the_sizes_of_the_tests_over_it() -> None:
     refusal = InsufficientMemoryError("m needs about 1 GiB", "try a smaller context (--ctx-size 1024, the most that "
                                       "fits); ORG/REPO:Q2_K fits with --ctx-size 2048 or less", n_ctx=4096)
-    said = in_test_sizes(refusal, "-n", room=66)
-    assert said.hint == "try a smaller context (-n 958, the most that fits); ORG/REPO:Q2_K fits with -n 1982 or less"
+    prefill, decode = BenchTest(1192, "prefill", "-p", 1000), BenchTest(4066, "decode", "-n", 4000)
+    said = in_test_sizes(refusal, [prefill, decode], decode)
+    assert said.hint == ("try a smaller context (-p 832 -n 958, the most that fits); ORG/REPO:Q2_K fits with -n 1982 "
+                         "or less")
     assert (said.message, said.n_ctx, said.exit_code, type(said)) == (refusal.message, 4096, refusal.exit_code,
                                                                        InsufficientMemoryError)
-    assert (said.needed_bytes, said.short) == (refusal.needed_bytes, refusal.short)
 
 
 def test_an_unknown_model_is_one_error_line() -> None:
