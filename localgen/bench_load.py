@@ -7,12 +7,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from localgen.config import DEFAULT_BATCH_SIZE
-from localgen.errors import ContextSizeError, InsufficientMemoryError, UsageError
+from localgen.errors import ContextSizeError, ModelLoadError, UsageError
 
 if TYPE_CHECKING:
     from localgen.runner import LoadedModel
 
-CTX_SIZE_OPTION = re.compile(r"--ctx-size (\d+)")  # a context a hint offers, as run would be given it
+CTX_SIZE_OPTION = re.compile(r"--ctx-size(?: (\d+))?")  # a context a hint offers, as run would be given it
 
 
 class BenchTest(NamedTuple):
@@ -54,7 +54,7 @@ def bench_loader(tests: Sequence[BenchTest], *, model: str | None, threads: int 
                              f"maximum of {exc.maximum:,}", hint=f"this model's context is too small for the "
                              f"{too_small[0].flag} test" if too_small else
                              f"use {sizes_within(tests, exc.maximum, test)} or less") from exc
-        except InsufficientMemoryError as exc:
+        except ModelLoadError as exc:  # for want of memory, or llama.cpp's own failure to make the context
             raise in_test_sizes(exc, tests, test) from exc
 
     return load
@@ -67,12 +67,15 @@ def sizes_within(tests: Sequence[BenchTest], ctx: int, refused: BenchTest) -> st
     return " ".join(f"{test.flag} {ctx - test.room}" for test in over)
 
 
-def in_test_sizes(refusal: InsufficientMemoryError, tests: Sequence[BenchTest],
-                  refused: BenchTest) -> InsufficientMemoryError:
-    """A refusal of a test's context for want of memory, each context its hint offers (--ctx-size N, which bench does
-    not take) named as the sizes of the tests over it that make it (each such context is a multiple of 256, more than
-    a test's room)."""
+def in_test_sizes(refusal: ModelLoadError, tests: Sequence[BenchTest], refused: BenchTest) -> ModelLoadError:
+    """A refusal of a test's context, each context its hint offers (--ctx-size N, which bench does not take) named as
+    the sizes of the tests over it that make it (each such context is a multiple of 256, more than a test's room),
+    and a smaller --ctx-size as a smaller size of the refused test."""
     if refusal.hint is None:
         return refusal
-    return refusal.with_hint(CTX_SIZE_OPTION.sub(lambda found: sizes_within(tests, int(found[1]), refused),
-                                                 refusal.hint))
+
+    def in_sizes(found: re.Match[str]) -> str:
+        """One context of the hint in bench's terms."""
+        return refused.flag if found[1] is None else sizes_within(tests, int(found[1]), refused)
+
+    return refusal.with_hint(CTX_SIZE_OPTION.sub(in_sizes, refusal.hint))

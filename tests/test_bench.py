@@ -23,12 +23,13 @@ from localgen.bench import (
     measure_decode,
     measure_prefill,
     measurements,
+    run_bench,
 )
 from localgen.bench_load import BenchTest, in_test_sizes
 from localgen.config import DEFAULT_BATCH_SIZE
 from localgen.console import format_stats
 from localgen.engine import Engine, supports_gpu_offload, use_cpu_extra_buffers
-from localgen.errors import InsufficientMemoryError, UsageError
+from localgen.errors import InsufficientMemoryError, ModelLoadError, UsageError
 from localgen.events import DraftStats, Finished, Timings, Usage
 from localgen.params import LoadOptions
 from tests.conftest import REPO_ROOT, popen_localgen, run_localgen, run_localgen_process
@@ -397,6 +398,18 @@ def test_a_memory_refusal_of_both_tests_names_each_size_that_fits() -> None:
     assert prompt_under.returncode == 1 and "(-n 702, the most that fits)" in prompt_under.err, prompt_under.err
 
 
+def test_a_context_llama_cpp_cannot_make_is_refused_naming_bench_s_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.engine import loading
+
+    monkeypatch.setattr(loading.lc, "llama_init_from_model", lambda _model, _params: None)  # as out of VRAM
+    with pytest.raises(ModelLoadError) as refused:
+        run_bench(model=None, config=BenchConfig(n_prompt=16, n_gen=8, reps=1), threads=1, threads_batch=1,
+                  batch_size=None, ubatch_size=512, flash_attn="auto", kv_type="f16", offline=True,
+                  progress=lambda _text: None)
+    assert refused.value.message.startswith("could not create a context of 208 tokens for "), refused.value.message
+    assert refused.value.hint == "try a smaller -p, or --kv-type q8_0 with --flash-attn on", refused.value.hint
+
+
 def test_each_context_a_refusal_offers_is_named_as_the_sizes_of_the_tests_over_it() -> None:
     refusal = InsufficientMemoryError("m needs about 1 GiB", "try a smaller context (--ctx-size 1024, the most that "
                                       "fits); ORG/REPO:Q2_K fits with --ctx-size 2048 or less", n_ctx=4096)
@@ -406,6 +419,9 @@ def test_each_context_a_refusal_offers_is_named_as_the_sizes_of_the_tests_over_i
                          "or less")
     assert (said.message, said.n_ctx, said.exit_code, type(said)) == (refusal.message, 4096, refusal.exit_code,
                                                                        InsufficientMemoryError)
+    assert (said.needed_bytes, said.short) == (refusal.needed_bytes, refusal.short)
+    unmade = ModelLoadError("could not create a context", "try a smaller --ctx-size; or try fewer --gpu-layers than 9")
+    assert in_test_sizes(unmade, [prefill, decode], decode).hint == "try a smaller -n; or try fewer --gpu-layers than 9"
 
 
 def test_an_unknown_model_is_one_error_line() -> None:
