@@ -507,11 +507,31 @@ def test_a_quiet_run_still_says_its_exchange_went_to_another_conversation() -> N
     assert len(_saved()["notes"]["turns"]) == 2
 
 
+def test_a_quiet_run_continuing_the_latest_conversation_still_says_its_exchange_went_to_another() -> None:
+    """-q with --continue: the newest saved conversation, notes, changed by another program meanwhile, the exchange
+    saved as notes-2, which -q still says, as for --conversation notes."""
+    mine = Conversation(name="notes", turns=[Turn("Hi.", "Hello.")])
+    path = save_conversation(mine)
+    let_go(mine)
+    proc = popen_localgen([sys.executable, "-m", "localgen", "run", "-q", "--continue", "-n", "2", *GREEDY, "-f", "-",
+                           "Go on."], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          cwd=REPO_ROOT)
+    _wait_until_reading_stdin(proc)
+    path.write_text(path.read_text().replace("Hello.", "Hello there."))  # another program's change
+    _, err = proc.communicate(b"Some text.", timeout=120)
+    assert proc.returncode == 0, err.decode()
+    assert err.decode() == (f"localgen: warning: {path} changed since localgen last read or saved it: it is kept as "
+                            "it is, and this conversation is saved as 'notes-2' instead "
+                            f"({path.with_name('notes-2.json')})\n")
+    assert len(_saved()["notes-2"]["turns"]) == 2
+
+
 def test_run_help_says_quiet_keeps_the_warning_that_the_exchange_went_to_another_conversation() -> None:
     helped = run_localgen("run", "--help")
     said = " ".join(helped.out.split())
     assert helped.returncode == 0 and "-q, --quiet Nothing on stderr but errors and the warning that " \
-        "--conversation's exchange was saved as NAME-2: no notes, other warnings or progress." in said, helped.out
+        "the exchange of a continued conversation (--conversation, --continue) was saved as NAME-2: no notes, other " \
+        "warnings or progress." in said, helped.out
 
 
 def test_a_run_continues_a_conversation_linked_into_the_folder_in_the_file_the_link_points_to(tmp_path: Path) -> None:
