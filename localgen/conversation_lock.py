@@ -37,9 +37,9 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     ConversationBusyError when another process holds it: with hint where that is a chat or a run, named where it
     recorded its command (by: this one's, where it is neither, as `conversations rm`, whose question may wait).
 
-    The lock is released by release(), or by the system when the process ends, however it ends. The holder alone
-    writes the conversation's file, so the temp files a holder killed part way through a save left beside it are
-    removed as the hold is taken: none of them is being written.
+    The lock is released by release(), or by the system when the process ends, however it ends. The temp files a
+    process killed part way through a save left beside the conversation's file are removed as the hold is taken; a
+    save under way (through a link, by the holder of another conversation) holds its temp file's lock and is left be.
     """
     path = lock_path(folder, name)
     if not HAS_FLOCK or path in _held:  # Windows: no advisory locks, conversations are not guarded

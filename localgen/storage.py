@@ -9,17 +9,21 @@ import os
 import re
 import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
 from localgen.config import settings
 from localgen.errors import DISK_FULL_ERRNOS, LocalgenError
+from localgen.file_locks import still_names, try_flock
 from localgen.links import broken_link
 
 LINKS_UNSUPPORTED = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK})
 TEMP_SUFFIX = ".tmp"
 TEMP_RANDOM = r"[a-z0-9_]{8}"  # what tempfile puts between a temp file's prefix and suffix
+STALE_TEMP_S = 3600.0  # a temp file whose lock cannot be tested, untouched this long, was left by a killed process
+TEMP_TRIES = 5  # a new temp file a sweep held locked (or deleted) as it was made is made again this many times
 
 
 def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[bytes | bytearray | memoryview, ...],
@@ -34,12 +38,16 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
     path as it is (the check is as close to the rename as it can be).
     """
     tmp_name: str | None = None
+    fd: int | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=TEMP_SUFFIX, dir=path.parent)
-        with os.fdopen(fd, "wb") as tmp:
+        fd, tmp_name, locked = _new_temp_file(path)
+        with os.fdopen(fd, "wb", closefd=False) as tmp:
             os.fchmod(tmp.fileno(), mode)
             write_synced(tmp, data if isinstance(data, tuple) else (data,))
+        if not locked:  # closed before the rename, where an open file cannot be renamed (Windows)
+            os.close(fd)
+            fd = None
         if replace_if is not None and not replace_if():
             return False
         if replace:
@@ -66,6 +74,24 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
         if tmp_name is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
+        if fd is not None:
+            os.close(fd)  # its lock goes once its name is gone: no sweep ever finds a write under way free
+
+
+def _new_temp_file(path: Path) -> tuple[int, str, bool]:
+    """A new temp file beside path for a write of it: its descriptor, its name, and whether it holds its lock (not
+    where the file system has no locks, nor where the locked file cannot be told to be the one named, as on some FUSE
+    mounts: a sweep goes by its age there)."""
+    for _ in range(TEMP_TRIES):
+        fd, name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=TEMP_SUFFIX, dir=path.parent)
+        locked = try_flock(fd)
+        if locked is None or (locked and still_names(fd, Path(name))):
+            return fd, name, bool(locked)
+        os.close(fd)  # a sweep held its lock as it was made, or deleted it: make another
+        with contextlib.suppress(OSError):
+            os.unlink(name)  # this process's random name, nobody else's: where it is still there, it goes
+    fd, name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=TEMP_SUFFIX, dir=path.parent)
+    return fd, name, False  # a file system whose file identities never agree: its age decides
 
 
 def _temp_prefix(path: Path) -> str:
@@ -75,8 +101,8 @@ def _temp_prefix(path: Path) -> str:
 
 def remove_leftover_temp_files(path: Path) -> None:
     """Remove the temp files that writes of path left behind where their process was killed part way (kill -9, a
-    power cut): only a caller that alone writes path (its lock held) may, as a temp file being written looks the
-    same."""
+    power cut): those whose lock is free, as a write under way holds its own until its temp file is renamed; where no
+    lock can be tested (a file system without locks, some FUSE mounts), those untouched for STALE_TEMP_S."""
     leftover = re.compile(re.escape(_temp_prefix(path)) + TEMP_RANDOM + re.escape(TEMP_SUFFIX))
     try:
         entries = list(os.scandir(path.parent))
@@ -85,8 +111,24 @@ def remove_leftover_temp_files(path: Path) -> None:
     for entry in entries:
         if leftover.fullmatch(entry.name):
             with contextlib.suppress(OSError):
-                if entry.is_file(follow_symlinks=False):
-                    os.unlink(entry.path)
+                _remove_if_left(Path(entry.path))
+
+
+def _remove_if_left(path: Path) -> None:
+    """Delete the temp file at path where its writer has ended, while the lock taken here is held (a directory, a
+    link or any other file that is no regular one is left alone)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return
+        free = try_flock(fd)
+        if free and not still_names(fd, path):  # renamed into place since it was opened, or some FUSE mount
+            free = None if os.path.lexists(path) else False
+        if free or (free is None and time.time() - info.st_mtime > STALE_TEMP_S):
+            os.unlink(path)
+    finally:
+        os.close(fd)  # the lock taken here goes with it
 
 
 def file_in_the_way(folder: Path) -> Path | None:

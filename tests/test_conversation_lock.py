@@ -253,3 +253,48 @@ def test_a_temp_file_of_a_save_another_process_may_be_writing_is_never_touched()
             load_conversation("big")
         assert run_localgen("conversations", "rm", "big", "-y").returncode != 0
         assert Path(written).exists()
+
+
+PAUSED_SAVER = """
+import sys
+from localgen import storage
+from localgen.conversation_store import load_conversation, save_conversation
+
+synced = storage.fsync_file
+
+
+def paused(handle):
+    print("writing", flush=True)  # the temp file is written, not yet renamed: the test acts, then lets it go on
+    sys.stdin.readline()
+    synced(handle)
+
+
+storage.fsync_file = paused
+conversation = load_conversation(sys.argv[1])
+conversation.system = "new"
+save_conversation(conversation)
+print("saved", flush=True)
+"""
+
+
+def test_the_save_of_a_link_to_another_conversation_is_never_cut_short_as_that_one_is_held() -> None:
+    """a.json -> b.json: a's save writes .b.json.*.tmp, with a held, not b; b's holder must leave it be."""
+    from localgen.conversation_lock import hold, release
+
+    save_conversation(Conversation(name="b", turns=[Turn("a", "b")]))
+    let_go(load_conversation("b"))
+    (conversations_dir() / "a.json").symlink_to("b.json")
+    saver = subprocess.Popen([sys.executable, "-c", PAUSED_SAVER, "a"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert saver.stdout is not None and saver.stdout.readline() == "writing\n", saver.stderr
+        written = list(conversations_dir().glob(".b.json.*.tmp"))
+        assert len(written) == 1
+        assert hold(conversations_dir(), "b", hint="")  # as a chat, a run or conversations rm of b does
+        release(conversations_dir(), "b")
+        assert written[0].exists(), "a save under way was taken for a killed one's leftover"
+    finally:
+        out, err = saver.communicate("\n", timeout=60)
+    assert (saver.returncode, out, err) == (0, "saved\n", "")
+    assert json.loads((conversations_dir() / "b.json").read_text())["system"] == "new"
+    assert not list(conversations_dir().glob(".b.json.*.tmp"))

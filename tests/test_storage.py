@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,16 @@ def test_only_the_temp_files_of_writes_of_the_file_itself_are_taken_for_leftover
     (tmp_path / ".a.json.folder00.tmp").mkdir()
     remove_leftover_temp_files(tmp_path / "a.json")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*names[1:], ".a.json.folder00.tmp"])
+
+
+def test_where_no_lock_can_be_tested_a_temp_file_goes_only_once_it_is_old(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import storage
+
+    monkeypatch.setattr(storage, "try_flock", lambda fd, **_: None)  # a file system without locks
+    fresh, old = tmp_path / ".a.json.0123abcd.tmp", tmp_path / ".a.json.4567ef89.tmp"
+    for left in (fresh, old):
+        left.write_text("{")
+    os.utime(old, (time.time() - storage.STALE_TEMP_S - 60,) * 2)
+    remove_leftover_temp_files(tmp_path / "a.json")
+    assert (fresh.exists(), old.exists()) == (True, False), "a save under way may be writing the fresh one"
