@@ -71,7 +71,7 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     with contextlib.suppress(OSError):  # the owner's pid only makes the busy message nicer (a full disk may refuse it)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}{f' {by}' if by else ''}\n".encode())
-    remove_leftover_temp_files(folder / f"{name}.json")
+    remove_leftover_temp_files(folder, of=f"{name}.json")
     return True
 
 

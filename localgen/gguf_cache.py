@@ -23,7 +23,6 @@ CACHE_FORMAT = 2
 HEADERS_DIR = "headers"  # in the cache folder
 HUB_HEADERS_DIR = "hub-headers"  # in the cache folder: headers of Hub files, named by their sha256
 HUB_HEADERS_KEPT = 256  # the most recently used are kept (some 20 quants a repo)
-STALE_TEMP_S = 3600.0  # a temp file untouched this long was left by a killed process
 SETTLED_S = 2.0  # a file changed less than this long ago is not kept: a change within its clock tick would go unseen
 CHECKING_MODULES = ("gguf_cache", "gguf_checks", "gguf_cursor", "gguf_foreign", "gguf_format", "gguf_info",
                     "gguf_reader")  # a change to any of them makes every kept header stale
@@ -131,7 +130,7 @@ def _trim_hub_headers(folder: Path) -> None:
     for _, old in sorted(used, reverse=True)[HUB_HEADERS_KEPT:]:
         with contextlib.suppress(OSError):
             old.unlink()
-    _drop_stale_temp_files(folder)
+    _drop_leftover_temp_files(folder)
 
 
 def _hub_entry_path(sha256: str) -> Path | None:
@@ -153,7 +152,7 @@ def _forget_gone_files() -> None:
     files of writes a killed process left, so the folder holds one entry a model file at most; once a process
     (`models list` may keep many headers)."""
     folder = settings().cache_dir / HEADERS_DIR
-    _drop_stale_temp_files(folder)
+    _drop_leftover_temp_files(folder)
     for entry_path in folder.glob("*.json"):
         try:
             gone = not os.path.exists(json.loads(entry_path.read_bytes())["path"])
@@ -164,12 +163,11 @@ def _forget_gone_files() -> None:
                 entry_path.unlink()
 
 
-def _drop_stale_temp_files(folder: Path) -> None:
-    """Delete the temp files in folder of writes a killed process left (untouched for STALE_TEMP_S)."""
-    for stray in folder.glob(".*.json.*.tmp"):  # storage.atomic_write_bytes's, of a process killed mid-write
-        with contextlib.suppress(OSError):
-            if time.time() - stray.stat().st_mtime > STALE_TEMP_S:
-                stray.unlink()
+def _drop_leftover_temp_files(folder: Path) -> None:
+    """Delete the temp files in folder of writes a killed process left (storage's rule: those no write holds)."""
+    from localgen.storage import remove_leftover_temp_files
+
+    remove_leftover_temp_files(folder)
 
 
 def _facts(info: GGUFInfo) -> dict[str, object]:

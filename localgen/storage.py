@@ -7,8 +7,8 @@ import contextlib
 import errno
 import os
 import re
+import secrets
 import stat
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -21,7 +21,9 @@ from localgen.links import broken_link
 
 LINKS_UNSUPPORTED = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK})
 TEMP_SUFFIX = ".tmp"
-TEMP_RANDOM = r"[a-z0-9_]{8}"  # what tempfile puts between a temp file's prefix and suffix
+TEMP_TOKEN_BYTES = 4  # a temp file's name carries this many random bytes, as hex digits
+# a temp file is made new, never one already there opened
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 STALE_TEMP_S = 3600.0  # a temp file whose lock cannot be tested, untouched this long, was left by a killed process
 TEMP_TRIES = 5  # a new temp file a sweep held locked (or deleted) as it was made is made again this many times
 
@@ -83,29 +85,46 @@ def _new_temp_file(path: Path) -> tuple[int, str, bool]:
     where the file system has no locks, nor where the locked file cannot be told to be the one named, as on some FUSE
     mounts: a sweep goes by its age there)."""
     for _ in range(TEMP_TRIES):
-        fd, name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=TEMP_SUFFIX, dir=path.parent)
+        fd, name = _make_temp_file(path)
         locked = try_flock(fd)
         if locked is None or (locked and still_names(fd, Path(name))):
             return fd, name, bool(locked)
         os.close(fd)  # a sweep held its lock as it was made, or deleted it: make another
         with contextlib.suppress(OSError):
             os.unlink(name)  # this process's random name, nobody else's: where it is still there, it goes
-    fd, name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=TEMP_SUFFIX, dir=path.parent)
+    fd, name = _make_temp_file(path)
     return fd, name, False  # a file system whose file identities never agree: its age decides
 
 
-def _temp_prefix(path: Path) -> str:
-    """How the names of the temp files that writes of path make begin: hidden, beside it."""
-    return f".{path.name}."
+def _make_temp_file(path: Path) -> tuple[int, str]:
+    """A new empty private file beside path, named by temp_name: its descriptor and its name."""
+    for _ in range(TEMP_TRIES - 1):
+        name = str(path.with_name(temp_name(path)))
+        with contextlib.suppress(FileExistsError):  # one name in 2**32 taken: another
+            return os.open(name, _TEMP_FLAGS, 0o600), name
+    name = str(path.with_name(temp_name(path)))
+    return os.open(name, _TEMP_FLAGS, 0o600), name
 
 
-def remove_leftover_temp_files(path: Path) -> None:
-    """Remove the temp files that writes of path left behind where their process was killed part way (kill -9, a
-    power cut): those whose lock is free, as a write under way holds its own until its temp file is renamed; where no
-    lock can be tested (a file system without locks, some FUSE mounts), those untouched for STALE_TEMP_S."""
-    leftover = re.compile(re.escape(_temp_prefix(path)) + TEMP_RANDOM + re.escape(TEMP_SUFFIX))
+def temp_name(path: Path) -> str:
+    """A new name for the temp file of a write of path: hidden, beside it (`.NAME.` 8 random hex digits `.tmp`)."""
+    return f".{path.name}.{secrets.token_hex(TEMP_TOKEN_BYTES)}{TEMP_SUFFIX}"
+
+
+def temp_names(of: str | None = None) -> re.Pattern[str]:
+    """The names temp_name gives the temp files of writes of the file named of (None: of any file) in a folder."""
+    written = ".+" if of is None else re.escape(of)
+    return re.compile(rf"\.{written}\.[0-9a-f]{{{2 * TEMP_TOKEN_BYTES}}}{re.escape(TEMP_SUFFIX)}")
+
+
+def remove_leftover_temp_files(folder: Path, of: str | None = None) -> None:
+    """Remove the temp files in folder that writes of the file named of (None: of any file) left behind where their
+    process was killed part way (kill -9, a power cut): those whose lock is free, as a write under way holds its own
+    until its temp file is renamed; where no lock can be tested (a file system without locks, some FUSE mounts),
+    those untouched for STALE_TEMP_S."""
+    leftover = temp_names(of)
     try:
-        entries = list(os.scandir(path.parent))
+        entries = list(os.scandir(folder))
     except OSError:  # no folder, no leftovers
         return
     for entry in entries:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +22,7 @@ from localgen.conversation_store import (
     save_conversation,
 )
 from localgen.errors import LocalgenError
+from localgen.storage import temp_name
 from tests.conftest import run_localgen
 
 HOLDER = """
@@ -247,8 +246,8 @@ def test_a_temp_file_of_a_save_another_process_may_be_writing_is_never_touched()
     let_go(load_conversation("big"))
     with another_process("big") as got:
         assert got == "held"
-        fd, written = tempfile.mkstemp(prefix=".big.json.", suffix=".tmp", dir=conversations_dir())  # as its save's
-        os.close(fd)
+        written = conversations_dir() / temp_name(conversations_dir() / "big.json")  # as its save's
+        written.write_text("{")
         with pytest.raises(ConversationBusyError):
             load_conversation("big")
         assert run_localgen("conversations", "rm", "big", "-y").returncode != 0

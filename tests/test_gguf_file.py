@@ -1032,11 +1032,13 @@ def test_a_header_kept_is_not_used_for_another_version_of_the_file(home: Path, t
 
 
 def test_headers_of_files_gone_are_dropped(home: Path, tiny: Path, tmp_path: Path, settled_at_once: None) -> None:
-    """The header of a file deleted by hand, and the temp file of a write a killed process left an hour ago, are
+    """The header of a file deleted by hand, and the temp file of a write a killed process left (no lock held), are
     dropped as the next process keeps a header (once a process), and models rm's forgetting of a file it deleted
     drops its header: the folder holds one entry a model file at most."""
     from localgen import gguf_cache
     from localgen.catalog import forget_model_file
+    from localgen.file_locks import try_flock
+    from localgen.storage import temp_name
 
     first, second, third = (_old_copy(tiny, tmp_path / f"{name}.gguf") for name in ("first", "second", "third"))
     read_gguf(first)
@@ -1044,16 +1046,18 @@ def test_headers_of_files_gone_are_dropped(home: Path, tiny: Path, tmp_path: Pat
     folder = home / "cache" / "headers"
     assert len(list(folder.glob("*.json"))) == 2
     first.unlink()
-    killed, writing = folder / ".abc.json.x1.tmp", folder / ".abc.json.x2.tmp"
+    killed, writing = (folder / temp_name(folder / "abc.json") for _ in range(2))
     for temp in (killed, writing):
         temp.write_text("{")
-    os.utime(killed, (killed.stat().st_mtime - 7200,) * 2)
+    held = os.open(writing, os.O_RDONLY)
+    assert try_flock(held), "a write under way holds its temp file's lock"
     read_gguf(third)
     assert len(list(folder.glob("*.json"))) == 3, "a process looks for files gone once, at its first keep"
     gguf_cache._forget_gone_files.cache_clear()  # as a new process
     read_gguf(_old_copy(tiny, tmp_path / "fourth.gguf"))
     assert len(list(folder.glob("*.json"))) == 3, "first's header dropped, fourth's kept"
     assert (killed.exists(), writing.exists()) == (False, True)
+    os.close(held)
     second.unlink()
     forget_model_file(second)
     kept = sorted(json.loads(entry.read_text())["path"] for entry in folder.glob("*.json"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -284,6 +283,7 @@ def test_the_hub_headers_stay_bounded_past_an_entry_gone_and_a_killed_write(home
 
     from localgen import gguf_cache
     from localgen.gguf_reader import read_gguf_bytes
+    from localgen.storage import temp_name
 
     monkeypatch.setattr(gguf_cache, "HUB_HEADERS_KEPT", 2)
     info = read_gguf_bytes(gb.tiny_model(tmp_path / "m.gguf").read_bytes(), "m.gguf")
@@ -291,9 +291,8 @@ def test_the_hub_headers_stay_bounded_past_an_entry_gone_and_a_killed_write(home
     folder.mkdir(parents=True)
     assert gguf_cache._hub_entry_path("0" * 64) == folder / f"{'0' * 64}.json"
     (folder / f"{'0' * 64}.json").symlink_to(tmp_path / "gone")
-    killed = folder / f".{'1' * 64}.json.x1y2z3.tmp"
-    killed.write_text("{")
-    os.utime(killed, (time.time() - gguf_cache.STALE_TEMP_S - 60,) * 2)
+    killed = folder / temp_name(folder / f"{'1' * 64}.json")
+    killed.write_text("{")  # no write holds it: a killed one's
     shas = [c * 64 for c in "abc"]
     for age, sha in enumerate(shas):
         gguf_cache.keep_hub_header(sha, info)

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
@@ -128,13 +129,13 @@ def test_a_conversation_s_lock_file_on_a_read_only_file_system_names_it(tmp_path
 
 
 def test_only_the_temp_files_of_writes_of_the_file_itself_are_taken_for_leftovers(tmp_path: Path) -> None:
-    names = [".a.json.k3_9xq0z.tmp", ".a.json.b.json.k3_9xq0z.tmp", ".a.json.k3.tmp", ".a.json.k3_9xq0z.tmp.x",
-             "a.json", ".b.json.k3_9xq0z.tmp"]  # ("a.json.b" is a conversation of its own)
+    names = [".a.json.0a1b2c3d.tmp", ".a.json.b.json.0a1b2c3d.tmp", ".a.json.0a1b.tmp", ".a.json.0a1b2c3d.tmp.x",
+             "a.json", ".b.json.0a1b2c3d.tmp"]  # ("a.json.b" is a conversation of its own)
     for name in names:
         (tmp_path / name).write_text("{")
-    (tmp_path / ".a.json.folder00.tmp").mkdir()
-    remove_leftover_temp_files(tmp_path / "a.json")
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*names[1:], ".a.json.folder00.tmp"])
+    (tmp_path / ".a.json.f01de000.tmp").mkdir()
+    remove_leftover_temp_files(tmp_path, of="a.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*names[1:], ".a.json.f01de000.tmp"])
 
 
 def test_where_no_lock_can_be_tested_a_temp_file_goes_only_once_it_is_old(tmp_path: Path,
@@ -146,5 +147,23 @@ def test_where_no_lock_can_be_tested_a_temp_file_goes_only_once_it_is_old(tmp_pa
     for left in (fresh, old):
         left.write_text("{")
     os.utime(old, (time.time() - storage.STALE_TEMP_S - 60,) * 2)
-    remove_leftover_temp_files(tmp_path / "a.json")
+    remove_leftover_temp_files(tmp_path, of="a.json")
     assert (fresh.exists(), old.exists()) == (True, False), "a save under way may be writing the fresh one"
+
+
+def test_a_write_s_temp_file_bears_the_name_its_sweep_looks_for(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen import storage
+
+    seen: list[str] = []
+    synced = storage.fsync_file
+
+    def look(handle: BinaryIO) -> None:
+        seen.extend(p.name for p in tmp_path.iterdir() if p.name != "a.json")
+        synced(handle)
+
+    monkeypatch.setattr(storage, "fsync_file", look)
+    for _ in range(20):
+        atomic_write_text(tmp_path / "a.json", "{}")
+    assert len(seen) == 20 and all(storage.temp_names("a.json").fullmatch(name) for name in seen), seen
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
