@@ -169,9 +169,13 @@ def load_command(state: ChatState, argument: str) -> None:
         if not name or not reads_as_a_model(name, settings().user_registry):
             raise
         raise type(exc)(exc.message, hint=f"{name} is a model: /model {name} switches to it") from None
-    if not state.leaving.may_leave("/load", state.typed):
-        if conversation.name != session.conversation.name:
+    leaving = False
+    try:
+        leaving = state.leaving.may_leave("/load", state.typed)
+    finally:  # not left (a save that failed, a Ctrl-C during it): the conversation opened is let go again
+        if not leaving and conversation.name != session.conversation.name:
             let_go(conversation)
+    if not leaving:
         return
     saved_with = conversation.model
     previous, unsaved, asked = session.conversation, session.unsaved, state.asked_in_current()

@@ -46,11 +46,12 @@ class LeaveGuard:
     def may_leave(self, action: str, typed: str | None = None) -> bool:
         """Whether the chat may leave its conversation (action: what would leave it; typed: the command as typed,
         /bye for /exit): yes once the changes a save missed are saved now; when they still cannot be, no, after
-        saying so, and yes for the same action again."""
+        saying so, and yes for the same action again. A Ctrl-C during that save lets it finish, then stops the action
+        (KeyboardInterrupt)."""
         if not self.session.unsaved:
             return True
         try:
-            self.session.save()
+            self.session.save(stoppable=True)
             return True
         except LocalgenError as exc:
             if self.quiet or self._repeats(action):

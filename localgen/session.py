@@ -371,10 +371,10 @@ class ChatSession(SessionSettings, ContextRoom):
         """Keep an answer's figures for /stats (a question dropped unanswered leaves the last answer's)."""
         self.last = finished
 
-    def save(self, name: str | None = None) -> Path:
+    def save(self, name: str | None = None, *, stoppable: bool = False) -> Path:
         """Save the conversation with the current settings (name: save as, and go on under that name), whole (see
-        whole_save)."""
-        with whole_save(command=True):
+        whole_save; stoppable: what follows the save stops at a Ctrl-C during it, raised once it is done)."""
+        with whole_save(command=not stoppable):
             return self._save_now(name)
 
     def _save_now(self, name: str | None = None) -> Path:

@@ -4,6 +4,10 @@ one its start said cannot be saved; and a save that a key pressed during it neve
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -130,3 +134,38 @@ def test_ctrl_c_during_the_save_of_run_s_answer_lets_the_save_finish_and_run_exi
     run.close()
     assert run.exitstatus == 130, "the Ctrl-C is not lost"
     assert len(json.loads(path.read_text())["turns"]) == BIG_EXCHANGES + 1
+
+
+
+def test_ctrl_c_during_the_save_before_a_load_lets_the_save_finish_and_stops_the_load(
+        session: ChatSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.chat_commands_conversation import load_command
+    from localgen.conversation import Conversation, Turn
+    from localgen.conversation_lock import holds
+    from localgen.repl_state import ChatState
+    from tests.test_conversation_lock import HOLDER
+
+    conversation_store.save_conversation(other := Conversation(name="other", turns=[Turn("a", "b")]))
+    conversation_store.let_go(other)
+    _answer(session.ask("Say yes.")[1])
+    written = conversation_store.atomic_write_text
+    monkeypatch.setattr(conversation_store, "atomic_write_text", _read_only)
+    session.set_value("top_k", "5")  # a change the save missed: /load saves it first
+
+    def ctrl_c_while_written(path: Path, text: str, **options: object) -> bool:
+        os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, as the save is under way
+        return written(path, text, **options)
+
+    monkeypatch.setattr(conversation_store, "atomic_write_text", ctrl_c_while_written)
+    state = ChatState(session, LeaveGuard(session), show_answer=lambda *_: None, escapes=False, markdown=False,
+                      show_thinking=False)
+    name = session.conversation.name
+    with pytest.raises(KeyboardInterrupt):
+        load_command(state, "other")
+    assert session.conversation.name == name and not session.unsaved, "the /load stopped, the save done"
+    assert conversation_store.read_conversation(name).settings["top_k"] == 5
+    folder = conversation_store.conversations_dir()
+    assert not holds(folder, "other")
+    held = subprocess.run([sys.executable, "-c", HOLDER, str(folder), "other"], input="", capture_output=True,
+                          text=True, timeout=60)
+    assert held.stdout == "held\n", "the conversation /load opened is let go again"
