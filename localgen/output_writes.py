@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import select
@@ -9,6 +10,8 @@ import signal
 import stat
 import threading
 import time
+from collections.abc import Iterator
+from types import FrameType
 from typing import TextIO
 
 from localgen.errors import LocalgenError
@@ -26,14 +29,11 @@ class WriteGivenUp(BrokenPipeError):
         self.signum = signum
 
 
-class _WaitCut(Exception):
-    """Raised by a signal that ends the program into a wait for a full output to take more: it waits bounded now."""
-
-
-_ending: tuple[int, float] | None = None  # the signal ending the program, and when a blocked write gives up
-_writing: int | None = None  # the descriptor the main thread's write is under way to
-_waiting = False  # that write waits (poll) for its reader to take some
-_unblocked: int | None = None  # a descriptor made non-blocking here while the program ends, to be put back
+_ending: int | None = None  # the signal ending the program, once it has come
+_wait_left = ENDING_WRITE_WAIT_S  # how long writes may still wait on their reader once it has come
+_writing = False  # the main thread's write is under way (signal handlers run in that thread alone)
+_timed_since: float | None = None  # when the timer bounding that write was set going
+_alarm_handler: object = None  # SIGALRM's handler before the timer's, put back once the write is over
 
 
 def write_out(stream: TextIO, text: str) -> None:
@@ -57,9 +57,9 @@ def write_whole(stream: TextIO, text: str) -> None:
     pipe's reader that leaves part way is met as a BrokenPipeError, where Python's unbuffered text layer (`python
     -u`, PYTHONUNBUFFERED=1) drops the rest of a long text without a word, and a full pipe or terminal left
     non-blocking (by a Node.js parent, say) is waited on, as a blocking one is, where Python's buffered layer fails
-    and its unbuffered one retries at full speed. Once a signal ends the program (end_writes_on), a full one is
-    waited on ENDING_WRITE_WAIT_S at most (WriteGivenUp). A stream with no file (a test's) is written as it is."""
-    global _writing
+    and its unbuffered one retries at full speed. Once a signal ends the program (end_writes_on), writes wait on
+    their reader ENDING_WRITE_WAIT_S in all at most (WriteGivenUp), counted while they wait: the file's flags, which
+    its other writers share, stay as they are. A stream with no file (a test's) is written as it is."""
     try:
         fd = stream.fileno()
     except (OSError, ValueError, AttributeError):
@@ -67,24 +67,15 @@ def write_whole(stream: TextIO, text: str) -> None:
         return
     data = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
     buffered = True  # what another writer left in the stream's buffer goes first
-    main = threading.current_thread() is threading.main_thread()  # the thread signal handlers run in
-    if main:
-        _writing = fd
-    try:
+    with _bounded_once_ending():
         while data:
             try:
                 if buffered:
                     stream.flush()
                     buffered = False
-                if _ending is not None:
-                    _unblock(fd)  # a write cannot wait past the bound
                 data = data[os.write(fd, data):]
             except BlockingIOError:
                 _wait_writable(fd)  # until the reader takes some, or leaves (the next write's BrokenPipeError)
-    finally:
-        if main:
-            _writing = None
-        _put_back_blocking(fd)
 
 
 def end_writes_on(signum: int) -> None:
@@ -93,51 +84,61 @@ def end_writes_on(signum: int) -> None:
     took stays as it is."""
     global _ending
     if _ending is None:
-        _ending = (signum, time.monotonic() + ENDING_WRITE_WAIT_S)
-    if _writing is not None:
-        _unblock(_writing)  # the write blocked now comes back (EAGAIN) to wait with the bound
-    if _waiting:
-        raise _WaitCut  # out of a poll that would be retried unbounded
+        _ending = signum
+    if _writing:
+        _start_timer()  # the write under way now waits bounded
+
+
+@contextlib.contextmanager
+def _bounded_once_ending() -> Iterator[None]:
+    """While a write in the main thread is under way: once a signal ends the program, a timer cuts it at the bound."""
+    global _writing
+    if threading.current_thread() is not threading.main_thread():  # no signal cuts another thread's write
+        yield
+        return
+    _writing = True
+    try:
+        if _ending is not None:
+            _start_timer()
+        yield
+    finally:
+        _writing = False  # first: a timer going off from now on changes nothing
+        _stop_timer()
+
+
+def _start_timer() -> None:
+    """Set the timer going for the time writes may still wait (SIGALRM then gives the write up)."""
+    global _timed_since, _alarm_handler
+    if _timed_since is not None:
+        return
+    _timed_since = time.monotonic()  # first: a signal's handler landing from here on finds the timer going
+    _alarm_handler = signal.signal(signal.SIGALRM, _give_up)
+    signal.setitimer(signal.ITIMER_REAL, max(_wait_left, 0.001))  # 0 would not set it going
+
+
+def _stop_timer() -> None:
+    """Stop the timer, counting the time the write waited off what is left, and put SIGALRM's handler back."""
+    global _timed_since, _wait_left
+    if _timed_since is None:
+        return
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    _wait_left -= time.monotonic() - _timed_since
+    _timed_since = None
+    previous = signal.SIG_DFL if _alarm_handler is None else _alarm_handler
+    signal.signal(signal.SIGALRM, previous)  # type: ignore[arg-type]
+
+
+def _give_up(_signum: int, _frame: FrameType | None) -> None:
+    """SIGALRM's handler while a write is timed: the write (blocked, its system call cut by the signal) gives up."""
+    if _writing and _ending is not None:
+        raise WriteGivenUp(_ending)
 
 
 def _wait_writable(fd: int) -> None:
-    """Wait until fd takes more, bounded once a signal ends the program: then WriteGivenUp at the bound."""
-    global _waiting
+    """Wait until fd takes more (a signal's timer cuts the wait as it cuts a blocked write)."""
     writable = select.poll()
     writable.register(fd, select.POLLOUT)
-    main = threading.current_thread() is threading.main_thread()  # a signal cuts the main thread's wait alone
-    try:
-        try:
-            while _ending is None:
-                _waiting = main
-                ready = writable.poll()
-                _waiting = False  # at once: the signal's handler raises only while it is set
-                if ready:
-                    return
-        except _WaitCut:
-            pass
-    finally:
-        _waiting = False
-    assert _ending is not None  # the loop ends once a signal has set it
-    signum, gives_up_at = _ending
-    if not writable.poll(max(0, (gives_up_at - time.monotonic()) * 1000)):
-        raise WriteGivenUp(signum)
-
-
-def _unblock(fd: int) -> None:
-    """Make fd non-blocking (a write to it returns rather than waits), noting it to be put back."""
-    global _unblocked
-    if _unblocked is None and os.get_blocking(fd):
-        _unblocked = fd
-        os.set_blocking(fd, False)
-
-
-def _put_back_blocking(fd: int) -> None:
-    """Make fd blocking again where _unblock made it non-blocking: its other writers (a shell) expect it so."""
-    global _unblocked
-    if _unblocked == fd:
-        _unblocked = None
-        os.set_blocking(fd, True)
+    writable.poll()
 
 
 def terminal_hung_up(exc: OSError, stream: TextIO) -> bool:

@@ -187,7 +187,7 @@ def test_a_reader_gone_just_after_the_load_still_frees_the_model(tmp_path: Path)
 
 
 @pytest.mark.parametrize(("signum", "non_blocking"), [(signal.SIGTERM, False), (signal.SIGINT, False),
-                                                      (signal.SIGHUP, True)])
+                                                      (signal.SIGHUP, True), (signal.SIGQUIT, False)])
 def test_one_signal_ends_a_run_whose_stdout_reader_stopped_reading(tmp_path: Path, signum: int,
                                                                    non_blocking: bool) -> None:
     """A full stdout pipe whose reader stopped reading (a paused pager): one SIGTERM, SIGINT or SIGHUP left the run
@@ -219,3 +219,73 @@ def test_one_signal_ends_a_run_whose_stdout_reader_stopped_reading(tmp_path: Pat
     assert (proc.returncode, err) == (128 + signum, b""), err.decode()
     turn = json.loads((tmp_path / "data" / "conversations" / "paused.json").read_text())["turns"][0]
     assert turn["interrupted"] is True and turn["answer"], turn
+
+
+def test_a_signal_ending_a_run_leaves_its_stdout_blocking_for_the_pipes_other_writers(tmp_path: Path) -> None:
+    """A full stdout pipe shared with another writer (`{ localgen run ...; echo done; } | pager`, xargs -P): the
+    signal ending the run bounds its wait with a timer, where it made the pipe non-blocking, a flag every writer to
+    it shares, so that the other writer's write failed (EAGAIN, bash's `echo: write error`) for up to 2 s."""
+    reader, writer = os.pipe()
+    filler = b"." * fcntl.fcntl(writer, fcntl.F_SETPIPE_SZ, 4096)
+    os.write(writer, filler)
+    proc = popen_localgen([sys.executable, "-m", "localgen", "run", "-n", "200", *GREEDY, "Write a long story."],
+                          stdin=subprocess.DEVNULL, stdout=writer, stderr=subprocess.PIPE, cwd=REPO_ROOT,
+                          env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
+    sibling = None
+    try:
+        deadline = time.monotonic() + 60
+        while "pipe_write" not in Path(f"/proc/{proc.pid}/wchan").read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the answer's first write waits on the full pipe
+        proc.send_signal(signal.SIGTERM)
+        sibling = subprocess.Popen(["bash", "-c", "echo sibling-line"], stdout=writer, stderr=subprocess.PIPE)
+        blocking_throughout = True
+        while proc.poll() is None:  # the flag is the pipe's own, shared with the sibling: seen from here too
+            blocking_throughout = blocking_throughout and os.get_blocking(writer)
+            time.sleep(0.01)
+        _, err = proc.communicate(timeout=30)
+        os.close(writer)
+        with os.fdopen(reader, "rb") as pipe:
+            got = pipe.read()  # room at last for the sibling's line
+        _, sibling_err = sibling.communicate(timeout=30)
+    finally:
+        for process in (proc, sibling):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+    assert (proc.returncode, err) == (143, b""), err.decode()
+    assert (blocking_throughout, sibling.returncode, sibling_err, got) == (True, 0, b"", filler + b"sibling-line\n")
+
+
+SLOW_STOP = """
+import signal, sys, time
+from localgen.output_writes import end_writes_on, write_whole
+end_writes_on(signal.SIGTERM)  # as run's handler does as the signal comes, while no write is under way
+time.sleep(2.5)  # a stop slower than the bound (the answer so far saved)
+write_whole(sys.stdout, '{"text": "the record"}\\n')
+"""
+
+
+def test_a_write_after_a_slow_stop_still_waits_on_its_reader(tmp_path: Path) -> None:
+    """run --json's record, written to a full pipe more than 2 s after the signal that ended the run: the bound
+    counts from when the write waits, so a reader that reads on gets the record, where it was given up at once."""
+    reader, writer = os.pipe()
+    filler = b"." * fcntl.fcntl(writer, fcntl.F_SETPIPE_SZ, 4096)
+    os.write(writer, filler)
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", SLOW_STOP], stdin=subprocess.DEVNULL, stdout=writer,
+                                stderr=subprocess.PIPE, cwd=REPO_ROOT)
+    finally:
+        os.close(writer)
+    try:
+        deadline = time.monotonic() + 60
+        while "pipe_write" not in Path(f"/proc/{proc.pid}/wchan").read_text() and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the record's write waits on the full pipe
+        with os.fdopen(reader, "rb") as pipe:
+            got = pipe.read()
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, err, got) == (0, b"", filler + b'{"text": "the record"}\n'), err.decode()
