@@ -118,17 +118,40 @@ def _closed_exit_code(closed_by: BrokenPipeError | None) -> int:
 
 def write_record(stream: TextIO, text: str) -> None:
     """Write a record whole (console.write_out): where the stream is a regular file, one that fails part way (a full
-    disk, a size limit) is cut back off it before its error, so that no part of it stays; a pipe's reader keeps what
-    it has read, which cannot be taken back."""
+    disk, a size limit) is cut back off it before its error, so that no part of it stays, unless another process
+    wrote to the file meanwhile (a shared `>> log`), whose lines stay, the error saying the file may end in part of
+    the record; a pipe's reader keeps what it has read, which cannot be taken back."""
     end = _file_end(stream)
+    put = 0  # the bytes this write put in the file
+
+    def count(written: int) -> None:
+        nonlocal put
+        put += written
+
     try:
-        console.write_out(stream, text)
-    except BaseException:
-        if end is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(stream.fileno(), end)
-                os.lseek(stream.fileno(), end, os.SEEK_SET)  # a stderr sent to the same file writes on from there
+        console.write_out(stream, text, on_written=count)
+    except LocalgenError as exc:
+        if end is not None and put and not _cut_back(stream, end, put):
+            raise LocalgenError(f"{exc.message}; the file may end in part of the record, as another process wrote "
+                                "to it too", hint=exc.hint, exit_code=exc.exit_code) from exc
         raise
+    except BaseException:
+        if end is not None and put:
+            _cut_back(stream, end, put)
+        raise
+
+
+def _cut_back(stream: TextIO, end: int, put: int) -> bool:
+    """Cut the file stream writes to back to end, where it holds just what was there and the put bytes written on
+    (no other process wrote to it meanwhile, whose part would go too); whether it holds no part of them now."""
+    with contextlib.suppress(OSError, ValueError):
+        fd = stream.fileno()
+        if os.fstat(fd).st_size != end + put:
+            return False
+        os.ftruncate(fd, end)
+        os.lseek(fd, end, os.SEEK_SET)  # a stderr sent to the same file writes on from there
+        return True
+    return False
 
 
 def _file_end(stream: TextIO) -> int | None:

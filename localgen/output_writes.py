@@ -10,7 +10,7 @@ import signal
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TextIO
 
@@ -36,11 +36,12 @@ _timed_since: float | None = None  # when the timer bounding that write was set 
 _alarm_handler: object = None  # SIGALRM's handler before the timer's, put back once the write is over
 
 
-def write_out(stream: TextIO, text: str) -> None:
+def write_out(stream: TextIO, text: str, *, on_written: Callable[[int], None] | None = None) -> None:
     """Write model output and flush: a closed pipe, or a socket its reader reset, is a BrokenPipeError, a closed
-    terminal ends the program as its SIGHUP does (SignalExit), any other failure is a LocalgenError."""
+    terminal ends the program as its SIGHUP does (SignalExit), any other failure is a LocalgenError. on_written, when
+    given, is told how many bytes each write put."""
     try:
-        write_whole(stream, text)
+        write_whole(stream, text, on_written=on_written)
         stream.flush()
     except BrokenPipeError:
         raise
@@ -52,14 +53,15 @@ def write_out(stream: TextIO, text: str) -> None:
         raise stdout_error(exc) from exc
 
 
-def write_whole(stream: TextIO, text: str) -> None:
+def write_whole(stream: TextIO, text: str, *, on_written: Callable[[int], None] | None = None) -> None:
     """stream.write(text), its bytes written straight to the stream's file in as many writes as the file takes: a
     pipe's reader that leaves part way is met as a BrokenPipeError, where Python's unbuffered text layer (`python
     -u`, PYTHONUNBUFFERED=1) drops the rest of a long text without a word, and a full pipe or terminal left
     non-blocking (by a Node.js parent, say) is waited on, as a blocking one is, where Python's buffered layer fails
     and its unbuffered one retries at full speed. Once a signal ends the program (end_writes_on), writes wait on
     their reader ENDING_WRITE_WAIT_S in all at most (WriteGivenUp), counted while they wait: the file's flags, which
-    its other writers share, stay as they are. A stream with no file (a test's) is written as it is."""
+    its other writers share, stay as they are. on_written, when given, is told how many bytes each write put. A
+    stream with no file (a test's) is written as it is."""
     try:
         fd = stream.fileno()
     except (OSError, ValueError, AttributeError):
@@ -73,7 +75,10 @@ def write_whole(stream: TextIO, text: str) -> None:
                 if buffered:
                     stream.flush()
                     buffered = False
-                data = data[os.write(fd, data):]
+                put = os.write(fd, data)
+                data = data[put:]
+                if on_written is not None:
+                    on_written(put)
             except BlockingIOError:
                 _wait_writable(fd)  # until the reader takes some, or leaves (the next write's BrokenPipeError)
 

@@ -311,6 +311,44 @@ def test_run_json_to_a_file_at_its_size_limit_leaves_no_part_of_its_record(tmp_p
     assert answer.read_bytes() == before
 
 
+SHARED_LOG = """
+import io, os, resource, sys
+from localgen.cli_output import write_record
+from localgen.errors import LocalgenError
+resource.setrlimit(resource.RLIMIT_FSIZE, (512, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+path = sys.argv[1]
+
+class SharedLog(io.TextIOWrapper):
+    flushes = 0
+
+    def flush(self):
+        super().flush()
+        self.flushes += 1
+        if self.flushes == 2:  # once the record's write has noted the file's end: another process appends a line
+            with open(path, "ab") as other:
+                other.write(b"another writer\\n")
+
+try:
+    write_record(SharedLog(open(path, "ab"), encoding="utf-8"), '{"text": "' + "x" * 1000 + '"}\\n')
+except LocalgenError as exc:
+    print(exc.message)
+"""
+
+
+def test_a_record_that_fills_a_file_another_process_writes_too_leaves_that_process_s_lines(tmp_path: Path) -> None:
+    """A --json record that fails part way in a file another process appends to as well (a shared `>> log`): the
+    file is left as it is and the error says it may end in part of the record, where cutting the record back off it
+    cut away the other process's lines written meanwhile."""
+    log = tmp_path / "log"
+    log.write_bytes(b"kept from before\n")
+    proc = subprocess.run([sys.executable, "-c", SHARED_LOG, str(log)], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60, cwd=REPO_ROOT)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        0, "cannot write to stdout: File too large; the file may end in part of the record, as another process "
+           "wrote to it too\n", ""), proc
+    assert log.read_bytes() == (b"kept from before\nanother writer\n" + b'{"text": "' + b"x" * 1000)[:512]
+
+
 def test_a_conversation_run_whose_stdout_and_file_hit_a_size_limit_says_the_answer_was_not_saved(
         tmp_path: Path) -> None:
     """`ulimit -f` stops stdout part way, and the conversation's file too: a warning says the answer so far is not
