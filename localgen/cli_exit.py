@@ -33,7 +33,7 @@ from localgen.errors import (
     internal_error_text,
 )
 from localgen.other_tools import check_options, mentions_other_tools_options
-from localgen.signals import ENDING_SIGNALS, QUIT_SIGNALS, SignalExit, signal_exit_code
+from localgen.signals import ANSWER_ENDING_SIGNALS, QUIT_SIGNALS, SignalExit, signal_exit_code
 
 OUTPUT_FULL_ERRNOS = DISK_FULL_ERRNOS | {errno.EFBIG}
 
@@ -266,7 +266,7 @@ def end_process(code: object) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, AttributeError):  # flush_stdout said what a failed stdout means
             stream.flush()
-    for late in (signal.SIGINT, *ENDING_SIGNALS):  # the command is over: a late Ctrl-C or SIGTERM changes nothing
+    for late in (signal.SIGINT, *ANSWER_ENDING_SIGNALS):  # the command is over: a late signal changes nothing
         signal.signal(late, signal.SIG_IGN)  # now (a mask would hold only this thread's, not another's to deliver)
     atexit._run_exitfuncs()  # logging's flush, weakref.finalize's, any a library registered
     if "ctypes" in sys.modules:  # what a C library left in its stdio buffers, as exit() would flush it

@@ -317,6 +317,26 @@ def test_ctrl_backslash_as_a_run_starts_exits_131_without_a_core_dump(tmp_path: 
     assert ("<|im_start|>user\nhi" in done.stdout) == (code == 0), done.stdout
 
 
+SIGNAL_AS_THE_COMMAND_ENDS = """
+import atexit, signal, sys
+sig = getattr(signal, sys.argv.pop(1))
+atexit.register(lambda: signal.raise_signal(sig))  # the signal comes as the finished command's atexit work runs
+from localgen.launcher import main
+main()
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGQUIT", "SIGTERM", "SIGINT"])
+def test_a_signal_once_the_command_is_over_changes_nothing(tmp_path: Path, name: str) -> None:
+    """Ctrl-\\ (or SIGTERM, Ctrl-C) landing as the finished command's atexit work runs: it exits 0, its output
+    whole, where Ctrl-\\ said `Exception ignored in atexit callback ... SignalExit: 131`."""
+    done = subprocess.run([sys.executable, "-c", SIGNAL_AS_THE_COMMAND_ENDS, name, "run", "--print-prompt", "hi"],
+                          env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, cwd=REPO_ROOT,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"), done.stdout
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_a_signal_mid_download_keeps_the_part_received_for_the_next_pull(loopback_hub: HubServer, tmp_path: Path,
                                                                           signum: int, code: int) -> None:
