@@ -66,6 +66,7 @@ def conversations_show(
     from localgen.control_chars import json_escaped
     from localgen.conversation import DamagedConversationError
     from localgen.conversation_store import latest_conversation, read_conversation
+    from localgen.output_writes import write_out
 
     try:  # the newest as `chat --resume` takes it: a damaged one is skipped, with a warning
         conversation = read_conversation(name) if name is not None else latest_conversation(console.warn, held=False)
@@ -78,7 +79,7 @@ def conversations_show(
     else:
         text = transcript(conversation, terminal=terminal,
                           dim=terminal and console.takes_escapes(sys.stdout) and not os.environ.get("NO_COLOR"))
-    console.write_out(sys.stdout, text)  # a closed pipe ends the command quietly (run_app)
+    write_out(sys.stdout, text)  # a closed pipe ends the command quietly (run_app)
 
 
 def transcript(conversation: Conversation, *, terminal: bool = False, dim: bool = False) -> str:

@@ -186,12 +186,12 @@ def stdout_open_to_read() -> bool:
 
 def _closed_stdout_code(exc: OSError) -> int | None:
     """For a closed pipe or a hung-up terminal: stdout silenced and the exit code; None for other failures."""
-    from localgen import console
+    from localgen.output_writes import terminal_hung_up
 
     if isinstance(exc, BrokenPipeError) or (isinstance(exc, ConnectionResetError) and _stdout_is_a_socket()):
         silence_stdout()  # a socket's reader that reset it has gone as a closed pipe's has
         return EXIT_BROKEN_PIPE
-    if console.terminal_hung_up(exc, sys.stdout):  # the window closed: its SIGHUP says the rest
+    if terminal_hung_up(exc, sys.stdout):  # the window closed: its SIGHUP says the rest
         silence_stdout()
         return signal_exit_code(signal.SIGHUP)
     return None
@@ -208,8 +208,9 @@ def _stdout_is_a_socket() -> bool:
 def _stdout_error_code(exc: OSError) -> int:
     """Say that stdout cannot be written (a full disk, an I/O error); the exit code."""
     from localgen import console
+    from localgen.output_writes import stdout_error
 
-    error = console.stdout_error(exc)
+    error = stdout_error(exc)
     console.error(error.message, error.hint)
     return EXIT_RUNTIME
 

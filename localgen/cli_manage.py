@@ -266,9 +266,10 @@ def models_show(
         if not info.chat_template:
             raise LocalgenError(f"{resolved.display_name} has no chat template", hint="it runs as plain completion")
         from localgen.control_chars import terminal_safe
+        from localgen.output_writes import write_out
 
         text = info.chat_template.rstrip("\n") + "\n"  # a terminal shows its control characters; a pipe gets them
-        console.write_out(sys.stdout, terminal_safe(text) if sys.stdout.isatty() else text)
+        write_out(sys.stdout, terminal_safe(text) if sys.stdout.isatty() else text)
         return
     spec = resolved.spec
     license_ = (spec.license if spec else None) or str(info.metadata.get("general.license", "unknown"))

@@ -19,7 +19,7 @@ from localgen.console import PrefillStatus, TextOutput, without_prefill_progress
 from localgen.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, LocalgenError
 from localgen.events import Event, Finished, TextChunk
 from localgen.interrupt_echo import ECHOES, key_echo_held
-from localgen.output_writes import WriteGivenUp, end_writes_on
+from localgen.output_writes import WriteGivenUp, end_writes_on, write_out
 from localgen.runner import LoadedModel
 from localgen.signals import ANSWER_ENDING_SIGNALS, StopOnSignal, signal_exit_code
 from localgen.stdout_reader import watching_the_reader
@@ -117,8 +117,8 @@ def _closed_exit_code(closed_by: BrokenPipeError | None) -> int:
 
 
 def write_record(stream: TextIO, text: str) -> None:
-    """Write a record whole (console.write_out): where the stream is a regular file, one that fails part way (a full
-    disk, a size limit) is cut back off it before its error, so that no part of it stays, unless another process
+    """Write a record whole (write_out): where the stream is a regular file, one that fails part way (a full disk,
+    a size limit) is cut back off it before its error, so that no part of it stays, unless another process
     wrote to the file meanwhile (a shared `>> log`), whose lines stay, the error saying the file may end in part of
     the record; a pipe's reader keeps what it has read, which cannot be taken back."""
     end = _file_end(stream)
@@ -129,7 +129,7 @@ def write_record(stream: TextIO, text: str) -> None:
         put += written
 
     try:
-        console.write_out(stream, text, on_written=count)
+        write_out(stream, text, on_written=count)
     except LocalgenError as exc:
         if end is not None and put and not _cut_back(stream, end, put):
             raise LocalgenError(f"{exc.message}; the file may end in part of the record, as another process wrote "

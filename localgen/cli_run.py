@@ -257,6 +257,7 @@ def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: b
     made_of, what it holds)."""
     from localgen import console
     from localgen.control_chars import terminal_safe
+    from localgen.output_writes import write_out
     from localgen.runner import checked_prompt
 
     text, tokens = checked_prompt(loaded, messages, made_of)
@@ -264,12 +265,12 @@ def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: b
     if tokens[:1] == [loaded.engine.bos_token] and not text.startswith(bos):
         text = bos + text
     if json_output:
-        console.write_out(sys.stdout, console.json_text({"prompt": text, "prompt_tokens": len(tokens)}) + "\n")
+        write_out(sys.stdout, console.json_text({"prompt": text, "prompt_tokens": len(tokens)}) + "\n")
     elif sys.stdout.isatty():  # its line ended, as an answer's, so that the shell's prompt or the stats start their own
         shown = terminal_safe(text)
-        console.write_out(sys.stdout, shown if not shown or shown.endswith("\n") else f"{shown}\n")
+        write_out(sys.stdout, shown if not shown or shown.endswith("\n") else f"{shown}\n")
     else:  # byte for byte
-        console.write_out(sys.stdout, text)
+        write_out(sys.stdout, text)
     if stats:
         console.say(f"prompt {len(tokens):,} tok, context {len(tokens):,}/{loaded.engine.n_ctx:,}")
 

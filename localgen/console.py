@@ -8,15 +8,12 @@ import re
 import stat
 import sys
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
 from localgen.control_chars import TerminalSafePieces, json_escaped, terminal_safe
 from localgen.events import Event, Finished, PrefillProgress
-from localgen.output_writes import stdout_error as stdout_error  # (as console's: the commands write through it)
-from localgen.output_writes import terminal_hung_up as terminal_hung_up
-from localgen.output_writes import write_out as write_out
-from localgen.output_writes import write_whole
+from localgen.output_writes import write_out, write_whole
 from localgen.signals import interrupt_line_ended, interrupt_line_is_ended
 from localgen.units import counted
 from localgen.wordwrap import WordWrap, terminal_width
@@ -172,11 +169,7 @@ def end_interrupted_line() -> None:
     if interrupt_line_is_ended():
         return
     interrupt_line_ended()
-    terminal = next((s for s in (sys.stderr, sys.__stderr__, sys.stdout) if s is not None and _is_terminal(s)), None)
-    if terminal is not None:
-        with contextlib.suppress(OSError, ValueError):
-            terminal.write("\n")
-            terminal.flush()
+    _end_line_shown_by(_is_terminal)
 
 
 def end_typed_line(source: object, data: bytes) -> None:
@@ -187,13 +180,19 @@ def end_typed_line(source: object, data: bytes) -> None:
     if not data or data.endswith(b"\n") or fileno is None:
         return
     with contextlib.suppress(OSError, ValueError):  # a closed terminal
-        if not os.isatty(fd := fileno()):
-            return
-        read = os.fstat(fd).st_rdev
-        shows = next((s for s in (sys.stderr, sys.__stderr__, sys.stdout) if s is not None and _shows(s, read)), None)
-        if shows is not None:
-            shows.write("\n")
-            shows.flush()
+        if os.isatty(fd := fileno()):
+            read = os.fstat(fd).st_rdev
+            _end_line_shown_by(lambda stream: _shows(stream, read))
+
+
+def _end_line_shown_by(shows: Callable[[TextIO], bool]) -> None:
+    """End a terminal's line on the first of stderr, the process's own stderr (where run -q has set sys.stderr
+    aside) and stdout for which shows is true; nothing where it is true for none."""
+    stream = next((s for s in (sys.stderr, sys.__stderr__, sys.stdout) if s is not None and shows(s)), None)
+    if stream is not None:
+        with contextlib.suppress(OSError, ValueError):  # a closed terminal
+            stream.write("\n")
+            stream.flush()
 
 
 def _shows(stream: TextIO, terminal: int) -> bool:

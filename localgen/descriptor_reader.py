@@ -29,7 +29,7 @@ class DescriptorReader:
             return stream
 
     def read(self, size: int) -> bytes:
-        """Up to size bytes: fewer only at the end of the pipe."""
+        """Up to size bytes: fewer only at the end of its input (a pipe's end, a file's, a terminal's Ctrl-D)."""
         parts: list[bytes] = []
         got = 0
         while got < size:

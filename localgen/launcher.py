@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import signal
 
-HELD = tuple(getattr(signal, name) for name in ("SIGINT", "SIGQUIT") if hasattr(signal, name))  # Ctrl-C, Ctrl-\
+# Ctrl-C and Ctrl-\, only noted while the CLI's modules load
+NOTED_WHILE_LOADING = tuple(getattr(signal, name) for name in ("SIGINT", "SIGQUIT") if hasattr(signal, name))
 
 
 def main() -> None:
@@ -13,7 +14,7 @@ def main() -> None:
     ends as the command returns (cli_exit.end_process), leaving the model's free to its exit."""
     # not signals.deferred_signals: importing it (threading) would come before the handler, widening the window
     noted: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, _frame: noted.append(signum)) for sig in HELD
+    previous = {sig: signal.signal(sig, lambda signum, _frame: noted.append(signum)) for sig in NOTED_WHILE_LOADING
                 if signal.getsignal(sig) is not signal.SIG_IGN}  # a background job's stay ignored
     try:
         from localgen import console  # noqa: F401 (the CLI's first import)

@@ -133,8 +133,8 @@ def test_a_stdout_open_for_reading_only_is_refused_before_the_model_loads(tmp_pa
 def test_output_written_to_a_stdout_open_for_reading_says_so_in_its_hint(tmp_path: Path) -> None:
     """A write of output (conversations show, the chat's answers) to a stream open for reading only: its error's hint
     says so, where it said to free some space."""
-    from localgen.console import write_out
     from localgen.errors import LocalgenError
+    from localgen.output_writes import write_out
 
     readable = tmp_path / "notes.txt"
     readable.write_text("notes\n")
