@@ -32,6 +32,7 @@ class WriteGivenUp(BrokenPipeError):
 _ending: int | None = None  # the signal ending the program, once it has come
 _wait_left = ENDING_WRITE_WAIT_S  # how long writes may still wait on their reader once it has come
 _writing = False  # the main thread's write is under way (signal handlers run in that thread alone)
+_in_system_call = False  # that write is in os.write or in its wait for the reader, where the timer may cut it
 _timed_since: float | None = None  # when the timer bounding that write was set going
 _alarm_handler: object = None  # SIGALRM's handler before the timer's, put back once the write is over
 
@@ -69,18 +70,20 @@ def write_whole(stream: TextIO, text: str, *, on_written: Callable[[int], None] 
         return
     data = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
     buffered = True  # what another writer left in the stream's buffer goes first
-    with _bounded_once_ending():
+    with _bounded_once_ending(fd):
         while data:
             try:
                 if buffered:
                     stream.flush()
                     buffered = False
-                put = os.write(fd, data)
+                with _waiting_on_reader():
+                    put = os.write(fd, data)
                 data = data[put:]
                 if on_written is not None:
                     on_written(put)
             except BlockingIOError:
-                _wait_writable(fd)  # until the reader takes some, or leaves (the next write's BrokenPipeError)
+                with _waiting_on_reader():
+                    _wait_writable(fd)  # until the reader takes some, or leaves (the next write's BrokenPipeError)
 
 
 def end_writes_on(signum: int) -> None:
@@ -95,11 +98,12 @@ def end_writes_on(signum: int) -> None:
 
 
 @contextlib.contextmanager
-def _bounded_once_ending() -> Iterator[None]:
-    """While a write in the main thread is under way: once a signal ends the program, a timer cuts it at the bound."""
+def _bounded_once_ending(fd: int) -> Iterator[None]:
+    """While a write in the main thread to a reader that can keep it waiting (a pipe, a socket, a terminal) is under
+    way: once a signal ends the program, a timer cuts it at the bound. A regular file's write is never cut."""
     global _writing
-    if threading.current_thread() is not threading.main_thread():  # no signal cuts another thread's write
-        yield
+    if threading.current_thread() is not threading.main_thread() or not _has_a_reader(fd):
+        yield  # no signal cuts another thread's write; a file's write does not wait on a reader
         return
     _writing = True
     try:
@@ -135,8 +139,30 @@ def _stop_timer() -> None:
 
 def _give_up(_signum: int, _frame: FrameType | None) -> None:
     """SIGALRM's handler while a write is timed: the write (blocked, its system call cut by the signal) gives up."""
-    if _writing and _ending is not None:
+    if _writing and _in_system_call and _ending is not None:
         raise WriteGivenUp(_ending)
+
+
+@contextlib.contextmanager
+def _waiting_on_reader() -> Iterator[None]:
+    """Mark the system call a timer may cut (a write, or the wait for the reader to take more): the give-up is raised
+    there alone, never between a write that returned and the count of what it put."""
+    global _in_system_call
+    _in_system_call = True
+    try:
+        yield
+    finally:
+        _in_system_call = False
+
+
+def _has_a_reader(fd: int) -> bool:
+    """Whether fd leads to a reader that can keep a write waiting: a pipe, a socket or a terminal (a character
+    device), not a regular file, whose writes the timer could not cut in any case."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return True
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
 
 def _wait_writable(fd: int) -> None:

@@ -289,3 +289,26 @@ def test_a_write_after_a_slow_stop_still_waits_on_its_reader(tmp_path: Path) -> 
             proc.kill()
             proc.wait()
     assert (proc.returncode, err, got) == (0, b"", filler + b'{"text": "the record"}\n'), err.decode()
+
+
+SPENT_BOUND = """
+import signal, sys
+from localgen import output_writes
+output_writes.end_writes_on(signal.SIGTERM)  # the signal has ended the run, and the 2 s writes may wait are spent
+output_writes._wait_left = 0.0
+put = []
+with open(sys.argv[1], "w", encoding="utf-8") as record:
+    output_writes.write_whole(record, "x" * 20_000_000, on_written=put.append)
+print(sum(put))
+"""
+
+
+def test_a_write_to_a_file_once_a_signal_ended_the_run_is_never_given_up(tmp_path: Path) -> None:
+    """A regular file keeps no write waiting on a reader: once the bound is spent, a --json record to a file is still
+    written whole and counted, where the timer cut in after the write and called it given up (the record's part
+    left, uncounted, so never taken back)."""
+    record = tmp_path / "record.json"
+    done = subprocess.run([sys.executable, "-c", SPENT_BOUND, str(record)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert (done.returncode, done.stderr, done.stdout) == (0, "", "20000000\n"), done.stderr
+    assert record.stat().st_size == 20_000_000
