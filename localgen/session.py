@@ -374,8 +374,12 @@ class ChatSession(SessionSettings, ContextRoom):
     def save(self, name: str | None = None, *, stoppable: bool = False) -> Path:
         """Save the conversation with the current settings (name: save as, and go on under that name), whole (see
         whole_save; stoppable: what follows the save stops at a Ctrl-C during it, raised once it is done)."""
-        with whole_save(command=not stoppable):
-            return self._save_now(name)
+        with whole_save(command=not stoppable) as deferred:
+            try:
+                return self._save_now(name)
+            except LocalgenError:
+                deferred.forget(signal.SIGINT)  # the failed save's error is what follows it, not a Ctrl-C
+                raise
 
     def _save_now(self, name: str | None = None) -> Path:
         """Write the conversation with the current settings (see save)."""

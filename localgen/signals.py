@@ -91,6 +91,11 @@ class DeferredSignals:
         if signum not in self.received:
             self.received.append(signum)
 
+    def forget(self, signum: int) -> None:
+        """Let go of signum, arrived or not: nobody gets it once the deferral ends."""
+        if signum in self.received:
+            self.received.remove(signum)
+
     def pending(self) -> bool:
         """True once a deferred signal arrived (work in progress should stop early)."""
         return bool(self.received)

@@ -169,3 +169,32 @@ def test_ctrl_c_during_the_save_before_a_load_lets_the_save_finish_and_stops_the
     held = subprocess.run([sys.executable, "-c", HOLDER, str(folder), "other"], input="", capture_output=True,
                           text=True, timeout=60)
     assert held.stdout == "held\n", "the conversation /load opened is let go again"
+
+
+def test_a_save_that_fails_under_a_ctrl_c_before_a_load_says_why_it_failed(
+        session: ChatSession, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from localgen.chat_commands_conversation import load_command
+    from localgen.conversation import Conversation, Turn
+    from localgen.repl_state import ChatState
+
+    conversation_store.save_conversation(other := Conversation(name="other", turns=[Turn("a", "b")]))
+    conversation_store.let_go(other)
+    _answer(session.ask("Say yes.")[1])
+    monkeypatch.setattr(conversation_store, "atomic_write_text", _read_only)
+    session.set_value("top_k", "5")  # a change the save missed: /load saves it first
+
+    def ctrl_c_then_fail(path: Path, text: str, **options: object) -> bool:
+        os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, as the save is under way
+        return _read_only(path, text, **options)
+
+    monkeypatch.setattr(conversation_store, "atomic_write_text", ctrl_c_then_fail)
+    state = ChatState(session, LeaveGuard(session), show_answer=lambda *_: None, escapes=False, markdown=False,
+                      show_thinking=False)
+    name = session.conversation.name
+    try:
+        load_command(state, "other")
+    except KeyboardInterrupt:
+        pytest.fail("a KeyboardInterrupt hid the failed save's error")
+    err = capsys.readouterr().err
+    assert "Permission denied" in err and "are not saved" in err, err
+    assert session.conversation.name == name and session.unsaved
