@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pexpect
@@ -137,31 +137,39 @@ def test_ctrl_c_during_the_save_of_run_s_answer_lets_the_save_finish_and_run_exi
 
 
 
-def test_ctrl_c_during_the_save_before_a_load_lets_the_save_finish_and_stops_the_load(
-        session: ChatSession, monkeypatch: pytest.MonkeyPatch) -> None:
+def _load_after_a_missed_save(session: ChatSession, monkeypatch: pytest.MonkeyPatch,
+                              then: Callable[..., object]) -> Callable[[], None]:
+    """A chat with a change its save missed and a saved conversation `other`: the /load of it, whose first save
+    sends the terminal's Ctrl-C as it writes, then goes on as then (a real write, or a failed one) does."""
     from localgen.chat_commands_conversation import load_command
     from localgen.conversation import Conversation, Turn
-    from localgen.conversation_lock import holds
     from localgen.repl_state import ChatState
-    from tests.test_conversation_lock import HOLDER
 
     conversation_store.save_conversation(other := Conversation(name="other", turns=[Turn("a", "b")]))
     conversation_store.let_go(other)
     _answer(session.ask("Say yes.")[1])
-    written = conversation_store.atomic_write_text
     monkeypatch.setattr(conversation_store, "atomic_write_text", _read_only)
     session.set_value("top_k", "5")  # a change the save missed: /load saves it first
 
-    def ctrl_c_while_written(path: Path, text: str, **options: object) -> bool:
+    def ctrl_c_while_written(path: Path, text: str, **options: object) -> object:
         os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, as the save is under way
-        return written(path, text, **options)
+        return then(path, text, **options)
 
     monkeypatch.setattr(conversation_store, "atomic_write_text", ctrl_c_while_written)
     state = ChatState(session, LeaveGuard(session), show_answer=lambda *_: None, escapes=False, markdown=False,
                       show_thinking=False)
+    return lambda: load_command(state, "other")
+
+
+def test_ctrl_c_during_the_save_before_a_load_lets_the_save_finish_and_stops_the_load(
+        session: ChatSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.conversation_lock import holds
+    from tests.test_conversation_lock import HOLDER
+
+    load = _load_after_a_missed_save(session, monkeypatch, conversation_store.atomic_write_text)
     name = session.conversation.name
     with pytest.raises(KeyboardInterrupt):
-        load_command(state, "other")
+        load()
     assert session.conversation.name == name and not session.unsaved, "the /load stopped, the save done"
     assert conversation_store.read_conversation(name).settings["top_k"] == 5
     folder = conversation_store.conversations_dir()
@@ -173,26 +181,10 @@ def test_ctrl_c_during_the_save_before_a_load_lets_the_save_finish_and_stops_the
 
 def test_a_save_that_fails_under_a_ctrl_c_before_a_load_says_why_it_failed(
         session: ChatSession, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from localgen.chat_commands_conversation import load_command
-    from localgen.conversation import Conversation, Turn
-    from localgen.repl_state import ChatState
-
-    conversation_store.save_conversation(other := Conversation(name="other", turns=[Turn("a", "b")]))
-    conversation_store.let_go(other)
-    _answer(session.ask("Say yes.")[1])
-    monkeypatch.setattr(conversation_store, "atomic_write_text", _read_only)
-    session.set_value("top_k", "5")  # a change the save missed: /load saves it first
-
-    def ctrl_c_then_fail(path: Path, text: str, **options: object) -> bool:
-        os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, as the save is under way
-        return _read_only(path, text, **options)
-
-    monkeypatch.setattr(conversation_store, "atomic_write_text", ctrl_c_then_fail)
-    state = ChatState(session, LeaveGuard(session), show_answer=lambda *_: None, escapes=False, markdown=False,
-                      show_thinking=False)
+    load = _load_after_a_missed_save(session, monkeypatch, _read_only)
     name = session.conversation.name
     try:
-        load_command(state, "other")
+        load()
     except KeyboardInterrupt:
         pytest.fail("a KeyboardInterrupt hid the failed save's error")
     err = capsys.readouterr().err
