@@ -28,16 +28,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from localgen.file_locks import still_names, try_flock
-from localgen.storage import fsync_folder, write_synced
+from localgen.storage import STALE_TEMP_S, fsync_folder, new_temp_file, write_synced
 
 log = logging.getLogger("localgen.promptcache")
 
 PARTIAL_PATTERN = ".*.lgpc.*.tmp"  # every partial write's name, this one's and an older localgen's
 _LOCKED_NAME = re.compile(r"\..+\.lgpc\.([0-9a-f]{12})-pid(\d+)-[0-9a-f]{8}\.tmp")  # one that holds its writer's lock
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")  # Linux: new at each boot, shared by the containers on it
-STALE_TEMP_S = 3600.0  # a partial write whose writer cannot be told, untouched this long, is a killed run's
 WRITING_TEMP_S = 300.0  # one touched this recently may be a run's write in progress: `cache clear` keeps it
-NAME_TRIES = 5  # a new partial write a sweep deleted, or held locked, as it was made is made again this many times
 
 
 @dataclass(frozen=True)
@@ -108,20 +106,15 @@ def host_key() -> str:
 
 
 def _new_partial_write(target: Path) -> tuple[Path, BinaryIO, bool]:
-    """A new partial write for target, the file open for writing it, and whether it holds its lock: not where the
-    file system has no locks, nor where the locked file cannot be told to be the one named (some FUSE mounts), which
-    get a name that only its age decides on."""
-    for _ in range(NAME_TRIES):
-        path = target.with_name(f".{target.name}.{host_key()}-pid{os.getpid()}-{secrets.token_hex(4)}.tmp")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        locked = try_flock(fd)
-        if locked is None or (locked and still_names(fd, path)):
-            return path, os.fdopen(fd, "wb"), bool(locked)  # write_entry closes it
-        os.close(fd)  # a listing or a sweep held its lock as it was made, or a sweep deleted it: make another
-        remove_file(path)  # this process's name, nobody else's: where it is still there, it goes
-    log.debug("no stable locked partial write in %s: its age decides on this one", target.parent)
-    path = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
-    return path, os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb"), False
+    """A new partial write for target, the file open for writing it, and whether it holds its lock (storage's temp
+    file, named for this machine and process; one only its age decides on where no lock can be told)."""
+    fd, name, locked = new_temp_file(target, _partial_name)
+    return Path(name), os.fdopen(fd, "wb"), locked  # write_entry closes it
+
+
+def _partial_name(target: Path) -> str:
+    """The name of a new partial write of target: this machine's key, this process and 8 random hex digits."""
+    return f".{target.name}.{host_key()}-pid{os.getpid()}-{secrets.token_hex(4)}.tmp"
 
 
 def partial_writes(directory: Path) -> list[PartialWrite]:

@@ -43,7 +43,7 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
     fd: int | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name, locked = _new_temp_file(path)
+        fd, tmp_name, locked = new_temp_file(path)
         with os.fdopen(fd, "wb", closefd=False) as tmp:
             os.fchmod(tmp.fileno(), mode)
             write_synced(tmp, data if isinstance(data, tuple) else (data,))
@@ -80,29 +80,30 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
             os.close(fd)  # its lock goes once its name is gone: no sweep ever finds a write under way free
 
 
-def _new_temp_file(path: Path) -> tuple[int, str, bool]:
-    """A new temp file beside path for a write of it: its descriptor, its name, and whether it holds its lock (not
-    where the file system has no locks, nor where the locked file cannot be told to be the one named, as on some FUSE
-    mounts: a sweep goes by its age there)."""
+def new_temp_file(path: Path, named: Callable[[Path], str] | None = None) -> tuple[int, str, bool]:
+    """A new private temp file beside path for a write of it: its descriptor, its name, and whether it holds its lock
+    (not where the file system has no locks, nor where the locked file cannot be told to be the one named, as on some
+    FUSE mounts: a sweep goes by its age there). named: how its name is made (temp_name's way by default)."""
+    named = named or temp_name
     for _ in range(TEMP_TRIES):
-        fd, name = _make_temp_file(path)
+        fd, name = _make_temp_file(path, named)
         locked = try_flock(fd)
         if locked is None or (locked and still_names(fd, Path(name))):
             return fd, name, bool(locked)
         os.close(fd)  # a sweep held its lock as it was made, or deleted it: make another
         with contextlib.suppress(OSError):
             os.unlink(name)  # this process's random name, nobody else's: where it is still there, it goes
-    fd, name = _make_temp_file(path)
+    fd, name = _make_temp_file(path, temp_name)
     return fd, name, False  # a file system whose file identities never agree: its age decides
 
 
-def _make_temp_file(path: Path) -> tuple[int, str]:
-    """A new empty private file beside path, named by temp_name: its descriptor and its name."""
+def _make_temp_file(path: Path, named: Callable[[Path], str]) -> tuple[int, str]:
+    """A new empty private file beside path, its name made by named: its descriptor and its name."""
     for _ in range(TEMP_TRIES - 1):
-        name = str(path.with_name(temp_name(path)))
-        with contextlib.suppress(FileExistsError):  # one name in 2**32 taken: another
+        name = str(path.with_name(named(path)))
+        with contextlib.suppress(FileExistsError):  # a random name taken: another
             return os.open(name, _TEMP_FLAGS, 0o600), name
-    name = str(path.with_name(temp_name(path)))
+    name = str(path.with_name(named(path)))
     return os.open(name, _TEMP_FLAGS, 0o600), name
 
 

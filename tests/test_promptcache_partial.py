@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from localgen import config, promptcache, promptcache_partial
+from localgen import config, promptcache, promptcache_partial, storage
 from localgen.promptcache import PromptCache, entry_parts, evict, list_entries
 from localgen.promptcache_partial import host_key, sweep_partial_writes, write_entry
 from tests.conftest import REPO_ROOT, run_localgen
@@ -161,7 +161,7 @@ def test_a_partial_write_taken_as_it_is_made_is_made_again(tmp_path: Path, monke
     """A sweep may find a new partial write before its writer has locked it, and delete it as a stopped run's; or a
     listing may hold its lock as the writer takes it. The writer makes another, where the entry went to a deleted
     file and was lost, or the listed one was left behind."""
-    real_lock = promptcache_partial.try_flock
+    real_lock = storage.try_flock
     taken: list[Path] = []
 
     def lock_after_another(fd: int, *, exclusive: bool = True) -> bool | None:
@@ -176,7 +176,7 @@ def test_a_partial_write_taken_as_it_is_made_is_made_again(tmp_path: Path, monke
             assert real_lock(listing.fileno(), exclusive=False) is True
             return real_lock(fd, exclusive=exclusive)
 
-    monkeypatch.setattr(promptcache_partial, "try_flock", lock_after_another)
+    monkeypatch.setattr(storage, "try_flock", lock_after_another)  # the writer's lock, taken where it is made
     target = tmp_path / f"{'c' * 32}.lgpc"
     write_entry(target, (b"the ", b"state"))
     assert target.read_bytes() == b"the state"
