@@ -43,6 +43,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     to localgen's debug log, as in localgen itself. The suite runs with LOCALGEN_AMX=0: several
     tests check that a greedy answer comes back the same however its prompt was batched, which llama.cpp's AMX
     kernels do not keep; test_amx runs localgen in AMX buffers where they work, and checks the probe that decides it.
+    Every `python -m localgen` the tests start imports this checkout's localgen (PYTHONPATH), whichever checkout pip
+    installed: else the pseudo-terminal tests would check another's code, or fail with "No module named localgen".
     """
     import compileall
     import signal
@@ -52,6 +54,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     os.environ["LOCALGEN_AMX"] = "0"
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))
     with contextlib.suppress(ImportError):  # no llama_cpp: the tests that need it are skipped
         import llama_cpp  # noqa: F401  (its package, which some tests use, sets a logger that prints everything)
 
