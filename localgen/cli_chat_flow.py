@@ -205,8 +205,9 @@ def _resumed(resume: str | None) -> Continued | None:
 
 def _warn_if_unsaveable() -> bool:
     """Say at the start, not at the first save, that the conversations folder cannot be made (a file stands in its
-    way, a read-only or virtual file system); whether it said so."""
+    way, a read-only or virtual file system); whether it said so. The temp files saves killed part way left there go."""
     from localgen import console
+    from localgen.conversation_lock import remove_killed_saves
     from localgen.conversation_store import conversations_dir
     from localgen.errors import LocalgenError
     from localgen.storage import file_in_the_way, in_the_way, make_folder
@@ -221,6 +222,7 @@ def _warn_if_unsaveable() -> bool:
     except LocalgenError as exc:
         console.warn(f"this chat cannot be saved: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
         return True
+    remove_killed_saves(conversations_dir())
     return False
 
 

@@ -75,6 +75,13 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     return True
 
 
+def remove_killed_saves(folder: Path) -> None:
+    """Remove the temp files that saves killed part way left in the conversations folder, of any conversation: a new
+    one's first save leaves no file, so no hold of its name would come to remove its own; a save under way holds its
+    temp file's lock and is left be (storage.remove_leftover_temp_files)."""
+    remove_leftover_temp_files(folder)
+
+
 def _open_lock_file(folder: Path, path: Path) -> int:
     """A descriptor of the lock file at path, made (with its private folders) when missing."""
     make_folder(folder, mode=0o700)  # the conversations' own folder is private too

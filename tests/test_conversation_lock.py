@@ -71,11 +71,20 @@ def _big_conversation() -> Path:
     return path
 
 
-def _killed_saving() -> list[Path]:
-    """Save conversation 'big' in another process, killed (SIGKILL) while its temp file is written; the temp files
-    left behind."""
+FIRST_SAVER = f"""
+from localgen.conversation import Conversation, Turn
+from localgen.conversation_store import save_conversation
+turns = [Turn(f"{{i}} tell me about whales " + "w" * 100, "whales are big " + "x" * 150)
+         for i in range({BIG_EXCHANGES})]
+save_conversation(Conversation(name="big", turns=turns))
+"""  # the first save of a new conversation 'big', as long to write as a save of _big_conversation
+
+
+def _killed_saving(saver: str = SAVER) -> list[Path]:
+    """Save conversation 'big' in another process (saver: the code that does), killed (SIGKILL) while its temp file
+    is written; the temp files left behind."""
     for _ in range(3):  # (a save that ended before the kill landed leaves none: again)
-        child = subprocess.Popen([sys.executable, "-c", SAVER])
+        child = subprocess.Popen([sys.executable, "-c", saver])
         while not list(conversations_dir().glob(".big.json.*.tmp")) and child.poll() is None:
             time.sleep(0.001)
         child.kill()
@@ -297,3 +306,52 @@ def test_the_save_of_a_link_to_another_conversation_is_never_cut_short_as_that_o
     assert (saver.returncode, out, err) == (0, "saved\n", "")
     assert json.loads((conversations_dir() / "b.json").read_text())["system"] == "new"
     assert not list(conversations_dir().glob(".b.json.*.tmp"))
+
+
+@pytest.mark.serial  # timed against a save (conftest: serial)
+def test_a_killed_first_save_s_temp_file_goes_when_the_conversations_are_listed() -> None:
+    """A new conversation's first save leaves no file: no hold of its name would ever come to sweep it."""
+    _killed_saving(FIRST_SAVER)
+    assert not (conversations_dir() / "big.json").exists()
+    listed = run_localgen("conversations")
+    assert listed.returncode == 0, listed.err
+    assert [p.name for p in conversations_dir().iterdir()] == [".locks"], "a hidden copy of a chat nobody can open"
+
+
+def test_listing_the_conversations_never_touches_the_temp_file_of_a_save_under_way() -> None:
+    save_conversation(Conversation(name="b", turns=[Turn("a", "b")]))
+    let_go(load_conversation("b"))
+    saver = subprocess.Popen([sys.executable, "-c", PAUSED_SAVER, "b"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert saver.stdout is not None and saver.stdout.readline() == "writing\n", saver.stderr
+        (written,) = conversations_dir().glob(".b.json.*.tmp")
+        killed = conversations_dir() / temp_name(conversations_dir() / "c.json")  # no writer holds its lock
+        killed.write_text("{")
+        listed = run_localgen("conversations")
+        assert listed.returncode == 0 and "\nb\t" in listed.out, listed.err
+        assert written.exists(), "a save under way was taken for a killed one's leftover"
+        assert not killed.exists()
+    finally:
+        out, err = saver.communicate("\n", timeout=60)
+    assert (saver.returncode, out, err) == (0, "saved\n", "")
+    assert json.loads((conversations_dir() / "b.json").read_text())["system"] == "new"
+
+
+def test_a_chat_removes_killed_saves_temp_files_as_it_starts_and_at_each_list(tmp_path: Path) -> None:
+    from tests.test_repl import Chat
+
+    folder = tmp_path / "home" / "data" / "conversations"
+    folder.mkdir(parents=True)
+    killed = [folder / temp_name(folder / f"{name}.json") for name in ("first", "second")]  # no writer holds them
+    killed[0].write_text("{")
+    chat = Chat(tmp_path / "home", "-n", "2")
+    try:
+        assert not killed[0].exists(), "gone as the chat started"
+        killed[1].write_text("{")
+        chat.command("/list", "no saved conversations")
+        assert not killed[1].exists()
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
