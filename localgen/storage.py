@@ -22,6 +22,8 @@ from localgen.links import broken_link
 LINKS_UNSUPPORTED = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK})
 TEMP_SUFFIX = ".tmp"
 TEMP_TOKEN_BYTES = 4  # a temp file's name carries this many random bytes, as hex digits
+TEMP_RANDOM = f"[0-9a-f]{{{2 * TEMP_TOKEN_BYTES}}}"  # a temp name's random part, as a pattern
+OLDER_TEMP_RANDOM = "[a-z0-9_]{8}"  # the random part of an older localgen's temp names (tempfile.mkstemp's)
 # a temp file is made new, never one already there opened
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 STALE_TEMP_S = 3600.0  # a temp file whose lock cannot be tested, untouched this long, was left by a killed process
@@ -112,31 +114,34 @@ def temp_name(path: Path) -> str:
     return f".{path.name}.{secrets.token_hex(TEMP_TOKEN_BYTES)}{TEMP_SUFFIX}"
 
 
-def temp_names(of: str | None = None) -> re.Pattern[str]:
-    """The names temp_name gives the temp files of writes of the file named of (None: of any file) in a folder."""
+def temp_names(of: str | None = None, random: str = TEMP_RANDOM) -> re.Pattern[str]:
+    """The names temp_name gives the temp files of writes of the file named of (None: of any file) in a folder
+    (random: what stands for its random part, OLDER_TEMP_RANDOM for an older localgen's names)."""
     written = ".+" if of is None else re.escape(of)
-    return re.compile(rf"\.{written}\.[0-9a-f]{{{2 * TEMP_TOKEN_BYTES}}}{re.escape(TEMP_SUFFIX)}")
+    return re.compile(rf"\.{written}\.{random}{re.escape(TEMP_SUFFIX)}")
 
 
 def remove_leftover_temp_files(folder: Path, of: str | None = None) -> None:
     """Remove the temp files in folder that writes of the file named of (None: of any file) left behind where their
     process was killed part way (kill -9, a power cut): those whose lock is free, as a write under way holds its own
-    until its temp file is renamed; where no lock can be tested (a file system without locks, some FUSE mounts),
-    those untouched for STALE_TEMP_S."""
-    leftover = temp_names(of)
+    until its temp file is renamed; where no lock can be tested (a file system without locks, some FUSE mounts), and
+    for the names an older localgen gave them, whose locks tell nothing, those untouched for STALE_TEMP_S."""
+    leftover, older = temp_names(of), temp_names(of, OLDER_TEMP_RANDOM)
     try:
         entries = list(os.scandir(folder))
     except OSError:  # no folder, no leftovers
         return
     for entry in entries:
-        if leftover.fullmatch(entry.name):
+        ours = leftover.fullmatch(entry.name) is not None
+        if ours or older.fullmatch(entry.name):
             with contextlib.suppress(OSError):
-                _remove_if_left(Path(entry.path))
+                _remove_if_left(Path(entry.path), by_lock=ours)
 
 
-def _remove_if_left(path: Path) -> None:
-    """Delete the temp file at path where its writer has ended, while the lock taken here is held (a directory, a
-    link or any other file that is no regular one is left alone)."""
+def _remove_if_left(path: Path, *, by_lock: bool = True) -> None:
+    """Delete the temp file at path where its writer has ended (by_lock: its lock is free; else, as where no lock can
+    be tested, it is untouched for STALE_TEMP_S; one whose lock is held, never), while the lock taken here is held (a
+    directory, a link or any other file that is no regular one is left alone)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(fd)
@@ -145,7 +150,8 @@ def _remove_if_left(path: Path) -> None:
         free = try_flock(fd)
         if free and not still_names(fd, path):  # renamed into place since it was opened, or some FUSE mount
             free = None if os.path.lexists(path) else False
-        if free or (free is None and time.time() - info.st_mtime > STALE_TEMP_S):
+        stale = time.time() - info.st_mtime > STALE_TEMP_S
+        if free is not False and ((free and by_lock) or stale):
             os.unlink(path)
     finally:
         os.close(fd)  # the lock taken here goes with it

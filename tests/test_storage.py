@@ -167,3 +167,24 @@ def test_a_write_s_temp_file_bears_the_name_its_sweep_looks_for(tmp_path: Path,
         atomic_write_text(tmp_path / "a.json", "{}")
     assert len(seen) == 20 and all(storage.temp_names("a.json").fullmatch(name) for name in seen), seen
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
+
+
+def test_an_older_localgen_s_temp_files_go_once_an_hour_old_and_only_by_their_exact_names(tmp_path: Path) -> None:
+    """Before the temp names of its own (.NAME.8 hex digits.tmp), localgen's writes took tempfile.mkstemp's: 8 of
+    a-z, 0-9 and _. No lock of theirs tells whether they are written still: their age alone does."""
+    from localgen import storage
+
+    old = time.time() - storage.STALE_TEMP_S - 60
+    left = [".a.json.k3_x9zq0.tmp", ".b.json.zzzzzzzz.tmp"]  # an older localgen's, an hour untouched
+    fresh = ".a.json.q7_m2zz1.tmp"  # an older localgen may be writing it still, its lock free or not
+    unlike = [".a.json.K3_X9ZQ0.tmp", ".a.json.k3_x9zq.tmp", ".a.json.k3-x9zq0.tmp", ".a.json.k3_x9zq00.tmp",
+              ".a.json.k3_x9zq0.tmp.x", "a.json.k3_x9zq0.tmp", ".a.json.k3_x9zq0.TMP"]
+    for name in [*left, fresh, *unlike]:
+        (tmp_path / name).write_text("{")
+        os.utime(tmp_path / name, (time.time() if name == fresh else old,) * 2)
+    (tmp_path / ".c.json.abc_defg.tmp").mkdir()
+    os.utime(tmp_path / ".c.json.abc_defg.tmp", (old, old))
+    remove_leftover_temp_files(tmp_path, of="a.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*left[1:], fresh, *unlike, ".c.json.abc_defg.tmp"])
+    remove_leftover_temp_files(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fresh, *unlike, ".c.json.abc_defg.tmp"])
