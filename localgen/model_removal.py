@@ -108,7 +108,7 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
 def _kept_parts(registry: Registry, repo: str, quant: str | None, pattern: str | None, *,
                 dry_run: bool) -> RemovedModel | None:
     """Delete what a pull of a model that stopped part way kept for the next one to resume (its files' ETAG.incomplete,
-    as localgen last listed the repo); None when it kept nothing."""
+    as localgen last listed the repo), and the repo's folder where that leaves it empty; None when it kept nothing."""
     repo = hub_cache.cached_spelling(repo)
     listing = hub_cache.load_listing(repo)
     try:
@@ -126,6 +126,7 @@ def _kept_parts(registry: Registry, repo: str, quant: str | None, pattern: str |
     if not dry_run:
         for part in parts:
             _unlink(part)
+        _prune(hub_cache.hub_cache_dir() / hub_cache.repo_folder(repo))
     name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
     return RemovedModel(name=f"{name} (downloaded in part)", paths=tuple(parts), bytes_freed=freed, kept_shared=(),
                         dry_run=dry_run, repo=repo)

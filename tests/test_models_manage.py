@@ -6,12 +6,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hub_server import HubServer, make_gguf_bytes, run_cli, run_python
 
 from localgen.units import binary_size
 
 SPLIT = "org/split-GGUF"
+PART = "org/part-GGUF"
 SIZE = 2_500_000
+
+
+def _hub_folder(repo: str) -> str:
+    """A repo's folder in the Hugging Face cache."""
+    return "models--" + repo.replace("/", "--")
 
 
 def _split(stem: str, count: int = 3) -> dict[str, bytes]:
@@ -51,6 +58,32 @@ def test_rm_of_a_split_model_cut_part_way_removes_the_shard_it_was_downloading(
     again = run_cli(env, "models", "rm", f"{SPLIT}:Q4_K_M", "-y")
     assert again.returncode == 1 and again.stderr.startswith(
         f"localgen: error: {SPLIT}:Q4_K_M is not in the cache"), again.stderr
+
+
+@pytest.mark.parametrize("whole_in", ["org/whole-GGUF", "org/part-GGUF"], ids=["another repo", "the same repo"])
+def test_rm_of_a_model_a_pull_downloaded_in_part_removes_the_repo_folder_it_empties(
+        hub: tuple[HubServer, dict[str, str]], tmp_path: Path, whole_in: str) -> None:
+    """rm deleted the part and left models--org--part-GGUF with an empty blobs folder (and the cache's refs), where
+    rm of a whole model removes its folder; a model downloaded whole stays as it is, in its repo or the same one."""
+    server, env = hub
+    part_file = {"p-Q8_0.gguf": make_gguf_bytes("p", 6_000_000)}  # past the first read of its header
+    server.add_repo("org/part-GGUF", part_file | ({"w-Q4_K_M.gguf": make_gguf_bytes("w")} if whole_in == PART else {}))
+    server.add_repo("org/whole-GGUF", {"w-Q4_K_M.gguf": make_gguf_bytes("w")})
+    assert run_cli(env, "pull", f"{whole_in}:Q4_K_M").returncode == 0
+    cache = tmp_path / "hf" / "hub"
+    whole = sorted(p.relative_to(cache) for p in (cache / _hub_folder(whole_in)).rglob("*") if p.is_file())
+    server.abort_after[(PART, "p-Q8_0.gguf")] = 5_000_000
+    server.down_after_abort = True
+    cut = run_cli(env, "pull", f"{PART}:Q8_0")
+    assert cut.returncode == 1 and "received are kept: the next pull resumes" in cut.stderr, cut.stderr
+    server.down = False
+    (part,) = (cache / _hub_folder(PART) / "blobs").glob("*.incomplete")
+    kept = part.stat().st_size
+    removed = run_cli(env, "models", "rm", f"{PART}:Q8_0", "-y")
+    assert removed.returncode == 0 and removed.stderr == (
+        f"localgen: removed {PART}:Q8_0 (downloaded in part): freed {binary_size(kept)}\n"), removed.stderr
+    assert (cache / _hub_folder(PART)).exists() == (whole_in == PART), "an empty folder of a model no longer there"
+    assert sorted(p.relative_to(cache) for p in (cache / _hub_folder(whole_in)).rglob("*") if p.is_file()) == whole
 
 
 def test_a_split_models_first_shard_alone_is_said_to_be_downloaded_in_part_not_offered_as_is(
