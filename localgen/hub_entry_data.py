@@ -4,13 +4,17 @@ A snapshot entry (snapshots/COMMIT/FILE) links to its repo's blob (blobs/ETAG), 
 cache-wide shared store; all of that is the cache's, wherever the repo folder really is (one moved to another disk and
 linked back is still the cache's). A user may link an entry to a file of their own elsewhere (a fine-tune, a copy on
 another disk), or to another model's file in the cache (another repo's blob): that file is theirs, or that model's,
-and removing or replacing the entry removes the link alone.
+and removing or replacing the entry removes the link alone. An entry may also lead to the model's own blob through a
+link of the user's: the blob is the model's, the link the user's.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from localgen.errors import LocalgenError
 from localgen.hub_cache import blob_of, hub_cache_dir
@@ -64,16 +68,48 @@ def another_models_file(file: Path) -> bool:
     return any(real.is_relative_to(os.path.realpath(place)) for place in [cache, *cache.glob("models--*")])
 
 
-def linked_file_named(file: Path) -> str:
-    """A file a snapshot entry links to in place of a blob of its repo (users_file_behind), as a note names it: its
-    path, and where it is another model's, that it is."""
-    return f"{file} (another model's file in the cache)" if another_models_file(file) else str(file)
+@dataclass(frozen=True)
+class LinkedFile:
+    """A file a snapshot entry links to in place of a blob of its repo (users_file_behind): where it really is, whose
+    it is (the model's own blob, reached through a link of the user's; another model's file in the cache; or the
+    user's own), and what the entry links to (that link of the user's, for the model's own blob)."""
+
+    path: Path
+    whose: Literal["the model's", "another model's", "the user's"]
+    link: Path
+
+    @property
+    def kept(self) -> Path:
+        """What replacing the entry leaves as it was: the user's link to the model's own blob, else the file."""
+        return self.link if self.whose == "the model's" else self.path
 
 
-def discard_cached_file(pointer: Path) -> Path | None:
+def linked_file(entry: Path, own_blobs: Iterable[Path] = ()) -> LinkedFile | None:
+    """What a snapshot entry links to in place of a blob of its repo, and whose it is: the model's own where it is
+    one of own_blobs (the blobs of the entry's file, by their real paths), else another model's (another_models_file)
+    or the user's; None for an entry that is no link, or links to its repo's blob itself."""
+    real = users_file_behind(entry)
+    if real is None:
+        return None
+    if real in {Path(os.path.realpath(blob)) for blob in own_blobs}:
+        return LinkedFile(real, "the model's", blob_of(entry))
+    return LinkedFile(real, "another model's" if another_models_file(real) else "the user's", blob_of(entry))
+
+
+def linked_file_named(linked: LinkedFile) -> str:
+    """A file a snapshot entry links to in place of a blob of its repo, as a note names it: its path, and whose it is
+    where it is a model's."""
+    if linked.whose == "the model's":
+        return f"{linked.path} through {linked.link} (a link of yours to the model's file)"
+    if linked.whose == "another model's":
+        return f"{linked.path} (another model's file in the cache)"
+    return str(linked.path)
+
+
+def discard_cached_file(pointer: Path) -> LinkedFile | None:
     """Delete a cached file completely: its snapshot entry, its repo blob, and a shared blob behind it; where the
-    entry leads to a file of the user's, only the link goes, and that file, kept, is returned."""
-    users_file = users_file_behind(pointer)
+    entry leads to a file of the user's or another model's, only the link goes, and that file, kept, is returned."""
+    users_file = linked_file(pointer)
     for target in [pointer, *data_behind(pointer)]:
         try:
             target.unlink()

@@ -22,7 +22,7 @@ from localgen import hub_cache
 from localgen.catalog import bundled_file, bundled_use, display_name, display_names, forget_model_file, hub_groups
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
-from localgen.hub_entry_data import another_models_file, blob_data, data_behind, users_file_behind
+from localgen.hub_entry_data import blob_data, data_behind, linked_file
 from localgen.hub_slips import with_downloaded_repo
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
@@ -287,11 +287,11 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
                 plan.kept.append(Path(os.path.realpath(blob)))
             else:
                 chain += data_behind(entry)
-                linked = users_file_behind(entry)
-                if linked in own:  # through a link of the user's to the model's own blob: the data goes, the link stays
-                    plan.links.append(blob)
+                linked = linked_file(entry, own)
+                if linked is not None and linked.whose == "the model's":  # the data goes, the user's link stays
+                    plan.links.append(linked.link)
                 elif linked is not None:  # only the link goes
-                    (plan.kept if another_models_file(linked) else plan.outside).append(linked)
+                    (plan.kept if linked.whose == "another model's" else plan.outside).append(linked.path)
         _delete(plan, chain, removals)
     for real, blob in own.items():  # left unlinked by an entry that leads elsewhere (the cache's garbage), or linked
         # through a link of the user's; never one kept as another model's or as the user's

@@ -383,3 +383,29 @@ def test_a_pull_over_a_link_to_another_model_s_file_in_the_cache_names_it_so_and
     said = (f"; it leads to the Hub's {REPO}/{NAME} now, {kept}" if force else
             f", which is not the Hub's {REPO}/{NAME}; it leads to the Hub's file now, {kept}")
     assert err[-2] == f"localgen: {path} led to {other_blob} (another model's file in the cache){said}", err
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["pull", "pull --force"])
+def test_a_pull_over_a_link_of_one_s_own_to_the_model_s_blob_names_both_as_what_they_are(
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str], force: bool) -> None:
+    """pull --force called the model's own blob another model's file in the cache, as models rm never did."""
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    (entry,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    blob = entry.resolve()
+    mine = hubenv.tmp_path / "mydocs" / "m.gguf"
+    mine.parent.mkdir()
+    mine.symlink_to(blob)  # a link of the user's to the model's file, which the snapshot entry now leads through
+    entry.unlink()
+    entry.symlink_to(mine)
+    capsys.readouterr()
+    (path,) = hub.download_model(REPO, quant="Q8_0", filename=None, force=force)
+    assert file_sha256(path) == repo.sha256(NAME) and os.readlink(mine) == str(blob)
+    err = capsys.readouterr().err
+    if not force:  # the Hub's file, as it is: taken through the user's link
+        assert os.readlink(path) == str(mine), "the user's link is theirs"
+        assert err == f"localgen: {REPO}/{NAME} (64.0 KiB) already in the cache, sha256 verified\n", err
+        return
+    assert os.readlink(path) == f"../../blobs/{repo.sha256(NAME)}"
+    said = err.splitlines()[-2]
+    assert said == (f"localgen: {path} led to {blob} through {mine} (a link of yours to the model's file); it leads "
+                    f"to the Hub's {REPO}/{NAME} now, and {mine} is left as it was"), err
