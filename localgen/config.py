@@ -86,17 +86,17 @@ def _folder_envs_read() -> list[str]:
     xdg = [*XDG_FALLBACKS] if not os.environ.get("LOCALGEN_HOME") else []
     if not os.environ.get("HF_HOME") and "XDG_CACHE_HOME" not in xdg:
         xdg.append("XDG_CACHE_HOME")
-    home = ["HOME"] if _keeps_under_home() else []
-    return [name for name in (*FOLDER_ENVS, *xdg, *home) if os.environ.get(name)]
+    home = ["HOME"] if _kept_under_home() and "HOME" in os.environ else []  # set empty too: ~ would be /
+    return [name for name in (*FOLDER_ENVS, *xdg) if os.environ.get(name)] + home
 
 
-def _keeps_under_home() -> bool:
-    """Whether a folder localgen or huggingface_hub keeps files in falls back to HOME: localgen's own without
-    LOCALGEN_HOME where its XDG variable is unset or relative, the hub cache without HF_HUB_CACHE, HF_HOME and an
-    absolute XDG_CACHE_HOME."""
+def _kept_under_home() -> list[str]:
+    """The variables that would move the folders localgen or huggingface_hub keep files in that fall back to HOME:
+    LOCALGEN_HOME for localgen's own, without it where their XDG variable is unset or relative; HF_HOME for the hub
+    cache, without HF_HUB_CACHE, HF_HOME and an absolute XDG_CACHE_HOME (none: no folder falls back to HOME)."""
     own = not os.environ.get("LOCALGEN_HOME") and any(not _xdg_absolute(name) for name in XDG_FALLBACKS)
     hub = not os.environ.get("HF_HUB_CACHE") and not os.environ.get("HF_HOME") and not _xdg_absolute("XDG_CACHE_HOME")
-    return own or hub
+    return [name for name, falls_back in (("LOCALGEN_HOME", own), ("HF_HOME", hub)) if falls_back]
 
 
 def _xdg_absolute(name: str) -> bool:
@@ -113,6 +113,11 @@ def _folder_error(name: str, value: str) -> ConfigError | None:
 
     if name in XDG_FALLBACKS and not _xdg_absolute(name):
         return None  # ignored, as the XDG spec says
+    if name == "HOME" and not value:  # Python takes / for ~ then
+        movers = _kept_under_home()
+        where = f"{' and '.join(movers)} to {'folders of their own' if len(movers) > 1 else 'a folder of its own'}"
+        return ConfigError("HOME is set but empty, so the folders kept under it would be made under /",
+                           hint=f"set HOME to your home folder's absolute path, or set {where}")
     if value.strip() != value:
         return spaced_setting_error(ConfigError, name, value, what="the folder", kept="they would be part of its name",
                                     fixed=value.strip())

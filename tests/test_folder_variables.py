@@ -118,6 +118,22 @@ def test_a_relative_home_is_refused_where_files_would_be_kept_under_it(tmp_path:
     assert (tmp_path / "lg" / "config" / "models.toml").is_file() and list((tmp_path / "cwd").iterdir()) == []
 
 
+def test_an_empty_home_is_refused_where_files_would_be_kept_under_it(tmp_path: Path) -> None:
+    """Python takes / for ~ where HOME is empty: localgen's folders would be /.config/localgen and the like."""
+    said = "HOME is set but empty, so the folders kept under it would be made under / (hint: set HOME to your home " \
+           "folder's absolute path, or set {})"
+    both = _localgen(tmp_path, "conversations", HOME="")  # (it reads, and makes nothing)
+    assert _refused(both, said.format("LOCALGEN_HOME and HF_HOME to folders of their own")), both.stderr
+    own = _localgen(tmp_path, "conversations", HOME="", HF_HOME=str(tmp_path / "hf"))
+    assert _refused(own, said.format("LOCALGEN_HOME to a folder of its own")), own.stderr
+    hub = _localgen(tmp_path, "conversations", HOME="", LOCALGEN_HOME=str(tmp_path / "lg"))
+    assert _refused(hub, said.format("HF_HOME to a folder of its own")), hub.stderr
+    homes = {"LOCALGEN_HOME": str(tmp_path / "lg"), "HF_HOME": str(tmp_path / "hf")}
+    unread = _localgen(tmp_path, "models", "default", "smollm2-135m", HOME="", **homes)
+    assert unread.returncode == 0, unread.stderr
+    assert (tmp_path / "lg" / "config" / "models.toml").is_file() and list((tmp_path / "cwd").iterdir()) == []
+
+
 def test_a_relative_xdg_cache_home_keeps_no_download_under_the_current_folder(loopback_hub: HubServer,
                                                                             tmp_path: Path) -> None:
     loopback_hub.add_repo("org/rel-GGUF", {"m-Q8_0.gguf": make_gguf_bytes("q8", 2**17)})
