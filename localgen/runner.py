@@ -194,8 +194,7 @@ def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: Mo
             if not retry:  # the cause may be the layers asked for (VRAM), or not: keep what the error said
                 fewer_hint = (f"try fewer --gpu-layers than {load_options.n_gpu_layers}, "
                               "or leave it out to let localgen choose")
-                raise ModelLoadError(exc.message, hint=f"{exc.hint}; or {fewer_hint}" if exc.hint else fewer_hint,
-                                     exit_code=exc.exit_code) from exc
+                raise exc.with_hint(f"{exc.hint}; or {fewer_hint}" if exc.hint else fewer_hint) from exc
             before = load_options.n_gpu_layers
             fewer = fewer_gpu_layers(before, shape.n_layer)
             reason = f"llama.cpp could not load {before} GPU layers; retried with {fewer}"
