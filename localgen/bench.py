@@ -257,6 +257,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
     raises BenchInterrupted and the others their SignalExit.
     """
     from localgen.engine.loading import extra_buffers_declined
+    from localgen.engine.results import DecodeFailure, decode_hint
 
     tests = [test for test in (BenchTest(prefill_context(config.n_prompt), "prefill", "-p", config.n_prompt),
                                BenchTest(decode_context(config.n_gen), "decode", "-n", config.n_gen)) if test.size]
@@ -267,7 +268,11 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
     stopped_by, ending = 0, None
     try:
         for test in sorted(tests, key=lambda test: -test.ctx):
-            run.measure(load(test), test.name, config, batch_size, progress)
+            loaded = load(test)
+            try:
+                run.measure(loaded, test.name, config, batch_size, progress)
+            except DecodeFailure as exc:  # its hint in bench's terms: the test's context is sized by its option
+                raise exc.with_hint(decode_hint(exc.status, sized_by=test.flag)) from exc
     except KeyboardInterrupt:
         stopped_by = signal.SIGINT
     except SignalExit as exc:  # SIGTERM or SIGHUP

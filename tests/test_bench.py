@@ -410,6 +410,38 @@ def test_a_context_llama_cpp_cannot_make_is_refused_naming_bench_s_option(monkey
     assert refused.value.hint == "try a smaller -p, or --kv-type q8_0 with --flash-attn on", refused.value.hint
 
 
+@pytest.mark.parametrize(("status", "n_prompt", "message", "hint"), [
+    (1, 16, "llama.cpp found no room in the KV cache for the batch (llama_decode returned 1)",
+     "the context is sized from -p with room to spare: run with LOCALGEN_DEBUG=1 for llama.cpp's log, which says "
+     "why, and report it"),
+    (-2, 0, "llama.cpp could not allocate the memory to evaluate the batch (llama_decode returned -2)",
+     "try a smaller --batch-size, fewer --gpu-layers or a smaller -n"),
+], ids=["no-kv-room-prefill", "no-memory-decode"])
+def test_a_decode_failure_in_a_test_hints_bench_s_options(monkeypatch: pytest.MonkeyPatch, status: int,
+                                                          n_prompt: int, message: str, hint: str) -> None:
+    """A llama_decode that fails as a test runs hints what bench takes (-p, -n), not run's --ctx-size."""
+    from localgen.engine import kv
+    from localgen.engine.results import DecodeFailure
+
+    monkeypatch.setattr(kv.lc, "llama_decode", lambda _ctx, _batch: status)  # as a full KV cache, or out of memory
+    with pytest.raises(DecodeFailure) as failed:
+        run_bench(model=None, config=BenchConfig(n_prompt=n_prompt, n_gen=8, reps=1), threads=1, threads_batch=1,
+                  batch_size=None, ubatch_size=512, flash_attn="auto", kv_type="f16", offline=True,
+                  progress=lambda _text: None)
+    assert (failed.value.message, failed.value.hint, failed.value.status) == (message, hint, status)
+    assert "--ctx-size" not in failed.value.hint
+
+
+def test_a_decode_failure_s_hint_names_run_s_context_option_or_bench_s() -> None:
+    from localgen.engine.results import decode_failure, decode_hint
+
+    assert decode_failure(1).hint == "the context may be full; try a larger --ctx-size"
+    assert decode_failure(-2).hint == "try a smaller --batch-size, fewer --gpu-layers or a smaller --ctx-size"
+    assert decode_hint(-2, sized_by="-p") == "try a smaller --batch-size, fewer --gpu-layers or a smaller -p"
+    assert decode_hint(-3, sized_by="-n") == decode_failure(-3).hint
+    assert decode_hint(-1, sized_by="-n") == decode_failure(-1).hint
+
+
 def test_each_context_a_refusal_offers_is_named_as_the_sizes_of_the_tests_over_it() -> None:
     refusal = InsufficientMemoryError("m needs about 1 GiB", "try a smaller context (--ctx-size 1024, the most that "
                                       "fits); ORG/REPO:Q2_K fits with --ctx-size 2048 or less", n_ctx=4096)

@@ -22,21 +22,36 @@ class DecodeResult:
 LOG_HINT = "run with LOCALGEN_DEBUG=1 for llama.cpp's log"
 
 
-def decode_failure(status: int) -> LocalgenError:
+class DecodeFailure(LocalgenError):
+    """A llama_decode that failed: its status (llama.h) says why."""
+
+    def __init__(self, message: str, hint: str, status: int) -> None:
+        super().__init__(message, hint)
+        self.status = status
+
+
+def decode_failure(status: int) -> DecodeFailure:
     """The error for a llama_decode that failed, by its status (llama.h): 1 no KV slot for the batch, -1 an invalid
     batch, -2 compute buffers it could not allocate, other negatives a backend's failure."""
     returned = f"(llama_decode returned {status})"
+    message = {1: f"llama.cpp found no room in the KV cache for the batch {returned}",
+               -1: f"llama.cpp refused the batch as invalid {returned}",
+               -2: f"llama.cpp could not allocate the memory to evaluate the batch {returned}"}.get(
+        status, f"llama.cpp failed to evaluate the batch {returned}")
+    return DecodeFailure(message, decode_hint(status), status)
+
+
+def decode_hint(status: int, *, sized_by: str | None = None) -> str:
+    """What to do about a llama_decode that failed with status; sized_by: the option whose size sizes the context
+    where no --ctx-size is taken (bench's test's -p or -n, its context made with room for the test)."""
     if status == 1:
-        return LocalgenError(f"llama.cpp found no room in the KV cache for the batch {returned}",
-                             hint="the context may be full; try a larger --ctx-size")
+        return "the context may be full; try a larger --ctx-size" if sized_by is None else \
+            f"the context is sized from {sized_by} with room to spare: {LOG_HINT}, which says why, and report it"
     if status == -1:
-        return LocalgenError(f"llama.cpp refused the batch as invalid {returned}",
-                             hint=f"{LOG_HINT}, which says why, and report it")
+        return f"{LOG_HINT}, which says why, and report it"
     if status == -2:
-        return LocalgenError(f"llama.cpp could not allocate the memory to evaluate the batch {returned}",
-                             hint="try a smaller --batch-size, fewer --gpu-layers or a smaller --ctx-size")
-    return LocalgenError(f"llama.cpp failed to evaluate the batch {returned}",
-                         hint=f"{LOG_HINT}; where a GPU ran out of memory, try fewer --gpu-layers")
+        return f"try a smaller --batch-size, fewer --gpu-layers or a smaller {sized_by or '--ctx-size'}"
+    return f"{LOG_HINT}; where a GPU ran out of memory, try fewer --gpu-layers"
 
 
 def finished_event(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
