@@ -160,9 +160,9 @@ def run(
     stats: Annotated[bool, typer.Option("--stats", "--verbose", help="Print speed and token counts on stderr.")
                      ] = False,
     quiet: Annotated[bool, typer.Option(
-        "--quiet", "-q", help="Nothing on stderr but errors and the warning that the exchange of a continued "
-                              "conversation (--conversation, --continue) was saved as NAME-2: no notes, other "
-                              "warnings or progress.")] = False,
+        "--quiet", "-q", help="Nothing on stderr but errors and the warnings that the exchange of a continued "
+                              "conversation (--conversation, --continue) was saved as NAME-2, or that an answer an "
+                              "error cut short was not saved in it: no notes, other warnings or progress.")] = False,
     no_wrap: Annotated[bool, typer.Option(
         "--no-wrap", "--nowordwrap", help="On a terminal, keep the model's lines whole (no word wrap).")] = False,
     hide_thinking: Annotated[bool, typer.Option(

@@ -526,12 +526,12 @@ def test_a_quiet_run_continuing_the_latest_conversation_still_says_its_exchange_
     assert len(_saved()["notes-2"]["turns"]) == 2
 
 
-def test_run_help_says_quiet_keeps_the_warning_that_the_exchange_went_to_another_conversation() -> None:
+def test_run_help_says_quiet_keeps_the_warnings_that_the_exchange_went_elsewhere_or_was_not_saved() -> None:
     helped = run_localgen("run", "--help")
     said = " ".join(helped.out.split())
-    assert helped.returncode == 0 and "-q, --quiet Nothing on stderr but errors and the warning that " \
-        "the exchange of a continued conversation (--conversation, --continue) was saved as NAME-2: no notes, other " \
-        "warnings or progress." in said, helped.out
+    assert helped.returncode == 0 and "-q, --quiet Nothing on stderr but errors and the warnings that " \
+        "the exchange of a continued conversation (--conversation, --continue) was saved as NAME-2, or that an " \
+        "answer an error cut short was not saved in it: no notes, other warnings or progress." in said, helped.out
 
 
 def test_a_run_continues_a_conversation_linked_into_the_folder_in_the_file_the_link_points_to(tmp_path: Path) -> None:

@@ -349,10 +349,12 @@ def test_a_record_that_fills_a_file_another_process_writes_too_leaves_that_proce
     assert log.read_bytes() == (b"kept from before\nanother writer\n" + b'{"text": "' + b"x" * 1000)[:512]
 
 
+@pytest.mark.parametrize("quiet", [(), ("-q",)], ids=["said", "quiet"])
 def test_a_conversation_run_whose_stdout_and_file_hit_a_size_limit_says_the_answer_was_not_saved(
-        tmp_path: Path) -> None:
+        tmp_path: Path, quiet: tuple[str, ...]) -> None:
     """`ulimit -f` stops stdout part way, and the conversation's file too: a warning says the answer so far is not
-    saved (a chat saves it with its next change; a run has none), before the error."""
+    saved (a chat saves it with its next change; a run has none), before the error; -q says it too, as its --help
+    and README say, and nothing else but the error."""
     import resource
 
     def limited() -> None:
@@ -360,7 +362,7 @@ def test_a_conversation_run_whose_stdout_and_file_hit_a_size_limit_says_the_answ
 
     home = tmp_path / "home"
     with open(tmp_path / "answer.txt", "wb") as out:
-        proc = subprocess.run([sys.executable, "-m", "localgen", "run", "--conversation", "essay", "-n", "80",
+        proc = subprocess.run([sys.executable, "-m", "localgen", "run", *quiet, "--conversation", "essay", "-n", "80",
                                "Write a long story.", "--temperature", "0", "--no-cache"], stdout=out,
                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT,
                               preexec_fn=limited, env={**os.environ, "LOCALGEN_HOME": str(home)})
@@ -370,6 +372,10 @@ def test_a_conversation_run_whose_stdout_and_file_hit_a_size_limit_says_the_answ
         "localgen: warning: the answer so far was not saved in conversation 'essay': could not write "
         f"{saved}: File too large\nlocalgen: error: cannot write to stdout: File too large"), err
     assert not saved.exists()
+    if quiet:
+        assert err.count("\n") == 2 and err.endswith(" send the output elsewhere)\n"), err
+        said = " ".join(run_localgen("run", "--help").out.split())
+        assert "or that an answer an error cut short was not saved in it" in said
 
 
 @pytest.mark.parametrize(("args", "name", "drop"), [(("-",), "'-'", "the '-'"),
