@@ -281,7 +281,10 @@ def bench(
     except BenchInterrupted as stopped:
         console.say("localgen: interrupted before any repetition finished: nothing was measured")
         raise typer.Exit(signal_exit_code(stopped.signum)) from None
-    print(console.json_text(result.to_dict()) if json_output else format_result(result, first_line=False))
+    if json_output:
+        console.print_json(result.to_dict())
+    else:
+        print(format_result(result, first_line=False))
     busy = contention_note(result, allowed_cpus())
     if busy is not None:
         console.warn(busy)
@@ -350,7 +353,7 @@ def fit(
     with named_as_typed(reference):
         report = fit_report(reference, request=request, hw=hw, offline=offline or None)
     if json_output:
-        print(console.json_text(report.to_dict(), indent=2))
+        console.print_json(report.to_dict(), indent=2)
         return
     warning = cpu_only_warning_once(hw)
     if warning:

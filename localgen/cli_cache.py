@@ -26,7 +26,7 @@ def cache_list(json_output: JsonOpt = False) -> None:
     from localgen.promptcache_models import cache_listing, describe_cache
 
     if json_output:
-        print(console.json_text(cache_listing(), indent=2))
+        console.print_json(cache_listing(), indent=2)
         return
     summary, rows = describe_cache()
     for line in summary:

@@ -43,7 +43,7 @@ def conversations_list(json_output: JsonOpt = False, limit: LimitOpt = None) -> 
                          hint="e.g. `localgen conversations -n 5` lists the newest five; without -n, all of them")
     rows = summaries(limit)
     if json_output:
-        print(console.json_text([row.to_dict() for row in rows], indent=2))
+        console.print_json([row.to_dict() for row in rows], indent=2)
         return
     if not rows:
         console.say('localgen: no saved conversations (`localgen chat` saves them, and so does '
@@ -66,7 +66,7 @@ def conversations_show(
     from localgen.control_chars import json_escaped
     from localgen.conversation import DamagedConversationError
     from localgen.conversation_store import latest_conversation, read_conversation
-    from localgen.output_writes import write_out
+    from localgen.output_writes import write_out, write_record
 
     try:  # the newest as `chat --resume` takes it: a damaged one is skipped, with a warning
         conversation = read_conversation(name) if name is not None else latest_conversation(console.warn, held=False)
@@ -79,7 +79,7 @@ def conversations_show(
     else:
         text = transcript(conversation, terminal=terminal,
                           dim=terminal and console.takes_escapes(sys.stdout) and not os.environ.get("NO_COLOR"))
-    write_out(sys.stdout, text)  # a closed pipe ends the command quietly (run_app)
+    (write_record if json_output else write_out)(sys.stdout, text)  # a closed pipe ends it quietly (run_app)
 
 
 def transcript(conversation: Conversation, *, terminal: bool = False, dim: bool = False) -> str:

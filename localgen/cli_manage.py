@@ -55,10 +55,10 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     part_of = {p.name: p for p in parts}
     alone = [p for p in parts if p.name not in hub_names]  # one with shards here is listed already
     if json_output:
-        print(console.json_text([
+        console.print_json([
             *(_model_json(m, default=index == marked, part=part_of.get(m.name) if m.source == SOURCE_HUB else None)
               for index, m in enumerate(models)),
-            *(_part_json(p) for p in alone)], indent=2))
+            *(_part_json(p) for p in alone)], indent=2)
         return
     rows = [_model_row(m, part_of.get(m.name) if m.source == SOURCE_HUB else None) for m in models]
     rows += [[p.name, p.quant or "-", _part_size(p), "-", _part_source(p), str(p.parts[0])] for p in alone]
@@ -156,8 +156,8 @@ def _list_all(registry: Registry, default: DefaultRow, parts: list[PartialDownlo
         marked = next((index for index, r in enumerate(rows) if not r.downloaded and (
             r.name == default[0] or (r.model is not None and r.model.path == default[1]))), None)
     if json_output:
-        print(console.json_text([_listed_json(r, default=index == marked, part=part)
-                                 for index, (r, part) in enumerate(zip(rows, kept, strict=True))], indent=2))
+        console.print_json([_listed_json(r, default=index == marked, part=part)
+                            for index, (r, part) in enumerate(zip(rows, kept, strict=True))], indent=2)
         return
     _print_listing(["NAME", "REPO", "QUANT", "CONTEXT", "DOWNLOADED", "DESCRIPTION"], [
         [r.name, r.repo or "-", r.quant or "-", f"{r.context:,}" if r.context else "-", _downloaded_cell(r, part),
@@ -282,7 +282,7 @@ def models_show(
     plan, problem = plan_here(resolved.path, default_ctx=resolved.context)
     if json_output:
         source = resolved.shown_source.partition(" (")[0]  # "hub", as models list --json: verified says the rest
-        print(console.json_text({
+        console.print_json({
             "name": resolved.display_name, "architecture": info.architecture, "parameters": parameters,
             "quant": info.quant, "context_length": info.context_length, "layers": info.block_count,
             "embedding_size": info.embedding_length, "chat_template": bool(info.chat_template),
@@ -291,7 +291,7 @@ def models_show(
             "verified": sha is not None and source == resolved.shown_source,  # no "hub (unverified)" copy
             "path": str(resolved.path), "fits": plan.fits_in if plan else "no",  # as fit --json's options say it
             "plan": plan.to_dict() if plan else None, "problem": problem, "downloaded": True,
-            "entry": entry_json(spec) if spec else None}, indent=2))
+            "entry": entry_json(spec) if spec else None}, indent=2)
         return
     console.print_fields([
         ("name", resolved.display_name), *(entry_fields(spec, info.context_length) if spec else []),

@@ -22,13 +22,13 @@ def show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | No
 
     size, sha = (pin.size, pin.sha256) if pin else (None, None)
     if json_output:
-        print(console.json_text({
+        console.print_json({
             "name": spec.name, "architecture": None, "parameters": None, "quant": quant or None,
             **dict.fromkeys(("context_length", "layers", "embedding_size", "chat_template")), "license": spec.license,
             "size": size, **dict.fromkeys(("shards", "missing_shards")), "sha256": sha,
             "source": None, "verified": False, **dict.fromkeys(("path", "fits", "plan", "problem")),
             "downloaded": False, "entry": entry_json(spec)},
-            indent=2))
+            indent=2)
         return
     console.print_fields([
         ("name", spec.name), *entry_fields(spec), ("quant", quant or "unknown"),

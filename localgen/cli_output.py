@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
-import stat
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import Any
 
 import typer
 
@@ -19,7 +17,7 @@ from localgen.console import PrefillStatus, TextOutput, without_prefill_progress
 from localgen.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, LocalgenError
 from localgen.events import Event, Finished, TextChunk
 from localgen.interrupt_echo import ECHOES, key_echo_held
-from localgen.output_writes import WriteGivenUp, end_writes_on, write_out
+from localgen.output_writes import WriteGivenUp, end_writes_on
 from localgen.runner import LoadedModel
 from localgen.signals import ANSWER_ENDING_SIGNALS, StopOnSignal, signal_exit_code
 from localgen.stdout_reader import watching_the_reader
@@ -102,7 +100,7 @@ def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput 
                                              "model_path": str(loaded.resolved.path)}
             if conversation is not None:
                 record["conversation"] = conversation
-            write_record(sys.stdout, console.json_text(record) + "\n")
+            console.print_json(record)
         else:
             output.finish()
     except BrokenPipeError as exc:
@@ -114,60 +112,6 @@ def _closed_exit_code(closed_by: BrokenPipeError | None) -> int:
     """The exit code of a run whose output's reader left (141), or kept it waiting past the bound as a signal ended
     the run (that signal's: 143 for SIGTERM)."""
     return signal_exit_code(closed_by.signum) if isinstance(closed_by, WriteGivenUp) else EXIT_BROKEN_PIPE
-
-
-def write_record(stream: TextIO, text: str) -> None:
-    """Write a record whole (write_out): where the stream is a regular file, one that fails part way (a full disk,
-    a size limit) is cut back off it before its error, so that no part of it stays, unless another process
-    wrote to the file meanwhile (a shared `>> log`), whose lines stay, the error saying the file may end in part of
-    the record; a pipe's reader keeps what it has read, which cannot be taken back."""
-    end = _file_end(stream)
-    put = 0  # the bytes this write put in the file
-
-    def count(written: int) -> None:
-        nonlocal put
-        put += written
-
-    try:
-        write_out(stream, text, on_written=count)
-    except LocalgenError as exc:
-        if end is not None and put and not _cut_back(stream, end, put):
-            raise LocalgenError(f"{exc.message}; the file may end in part of the record, as another process wrote "
-                                "to it too", hint=exc.hint, exit_code=exc.exit_code) from exc
-        raise
-    except BaseException:
-        if end is not None and put:
-            _cut_back(stream, end, put)
-        raise
-
-
-def _cut_back(stream: TextIO, end: int, put: int) -> bool:
-    """Cut the file stream writes to back to end, where it holds just what was there and the put bytes written on
-    (no other process wrote to it meanwhile, whose part would go too); whether it holds no part of them now."""
-    with contextlib.suppress(OSError, ValueError):
-        fd = stream.fileno()
-        if os.fstat(fd).st_size != end + put:
-            return False
-        os.ftruncate(fd, end)
-        os.lseek(fd, end, os.SEEK_SET)  # a stderr sent to the same file writes on from there
-        return True
-    return False
-
-
-def _file_end(stream: TextIO) -> int | None:
-    """The size of the regular file stream writes to (what it held unwritten written first) where a write goes on at
-    its end (a file written from its start, or appended to); None otherwise (a pipe, a terminal, a write over a
-    file's middle)."""
-    try:
-        stream.flush()
-        fd = stream.fileno()
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            return None
-        at = status.st_size if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND else os.lseek(fd, 0, os.SEEK_CUR)
-    except (OSError, ValueError, AttributeError):
-        return None
-    return status.st_size if at >= status.st_size else None
 
 
 @contextlib.contextmanager

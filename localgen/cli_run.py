@@ -265,7 +265,7 @@ def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: b
     if tokens[:1] == [loaded.engine.bos_token] and not text.startswith(bos):
         text = bos + text
     if json_output:
-        write_out(sys.stdout, console.json_text({"prompt": text, "prompt_tokens": len(tokens)}) + "\n")
+        console.print_json({"prompt": text, "prompt_tokens": len(tokens)})
     elif sys.stdout.isatty():  # its line ended, as an answer's, so that the shell's prompt or the stats start their own
         shown = terminal_safe(text)
         write_out(sys.stdout, shown if not shown or shown.endswith("\n") else f"{shown}\n")

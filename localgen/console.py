@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from localgen.control_chars import TerminalSafePieces, json_escaped, terminal_safe
 from localgen.events import Event, Finished, PrefillProgress
-from localgen.output_writes import write_out, write_whole
+from localgen.output_writes import write_out, write_record, write_whole
 from localgen.signals import interrupt_line_ended, interrupt_line_is_ended
 from localgen.units import counted
 from localgen.wordwrap import WordWrap, terminal_width
@@ -223,6 +223,12 @@ def json_text(data: object, *, indent: int | None = None) -> str:
     import json  # its lone surrogates, only ever inside strings: os.fsencode of json.loads's gives the bytes back
 
     return json_escaped(json.dumps(data, indent=indent, ensure_ascii=False))
+
+
+def print_json(data: object, *, indent: int | None = None) -> None:
+    """Print data as one JSON document on stdout (json_text), whole or, where a file fills up, not at all
+    (write_record)."""
+    write_record(sys.stdout, json_text(data, indent=indent) + "\n")
 
 
 def status_width() -> int:

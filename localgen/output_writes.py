@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import select
 import signal
@@ -84,6 +85,60 @@ def write_whole(stream: TextIO, text: str, *, on_written: Callable[[int], None] 
             except BlockingIOError:
                 with _waiting_on_reader():
                     _wait_writable(fd)  # until the reader takes some, or leaves (the next write's BrokenPipeError)
+
+
+def write_record(stream: TextIO, text: str) -> None:
+    """Write a record (a JSON document: run's, or a listing's) whole (write_out): where the stream is a regular file,
+    one that fails part way (a full disk, a size limit) is cut back off it before its error, so that no part of it
+    stays, unless another process wrote to the file meanwhile (a shared `>> log`), whose lines stay, the error saying
+    the file may end in part of the record; a pipe's reader keeps what it has read, which cannot be taken back."""
+    end = _file_end(stream)
+    put = 0  # the bytes this write put in the file
+
+    def count(written: int) -> None:
+        nonlocal put
+        put += written
+
+    try:
+        write_out(stream, text, on_written=count)
+    except LocalgenError as exc:
+        if end is not None and put and not _cut_back(stream, end, put):
+            raise LocalgenError(f"{exc.message}; the file may end in part of the record, as another process wrote "
+                                "to it too", hint=exc.hint, exit_code=exc.exit_code) from exc
+        raise
+    except BaseException:
+        if end is not None and put:
+            _cut_back(stream, end, put)
+        raise
+
+
+def _cut_back(stream: TextIO, end: int, put: int) -> bool:
+    """Cut the file stream writes to back to end, where it holds just what was there and the put bytes written on
+    (no other process wrote to it meanwhile, whose part would go too); whether it holds no part of them now."""
+    with contextlib.suppress(OSError, ValueError):
+        fd = stream.fileno()
+        if os.fstat(fd).st_size != end + put:
+            return False
+        os.ftruncate(fd, end)
+        os.lseek(fd, end, os.SEEK_SET)  # a stderr sent to the same file writes on from there
+        return True
+    return False
+
+
+def _file_end(stream: TextIO) -> int | None:
+    """The size of the regular file stream writes to (what it held unwritten written first) where a write goes on at
+    its end (a file written from its start, or appended to); None otherwise (a pipe, a terminal, a write over a
+    file's middle)."""
+    try:
+        stream.flush()
+        fd = stream.fileno()
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        at = status.st_size if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND else os.lseek(fd, 0, os.SEEK_CUR)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return status.st_size if at >= status.st_size else None
 
 
 def end_writes_on(signum: int) -> None:

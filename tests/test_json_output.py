@@ -79,3 +79,37 @@ def test_every_json_output_names_a_file_a_model_a_size_and_a_time_the_same_way(h
     fitted = records["fit --json"]
     assert (fitted["model"], fitted["options"][0]["size"], fitted["hardware"]["ram_total_bytes"] > 0) == (
         "smollm2-135m", size, True)
+
+
+def test_every_json_document_that_fills_its_file_is_taken_back_off_it(home: Path, tmp_path: Path) -> None:
+    """Each command's --json to a file that fills up (here `ulimit -f` one byte past what it held) leaves the file as
+    it was, with run's one-line error and exit 1, where a listing's or a report's half document stayed in it."""
+    import resource
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    env = {**os.environ, "LOCALGEN_OFFLINE": "1"}
+    ran = run_localgen("run", "-n", "2", "-t", "1", "--temperature", "0", "--conversation", "talk", "Hi.", env=env)
+    assert ran.returncode == 0, ran.err
+    before = b"kept from before\n" * 8
+
+    def one_byte_more() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) + 1, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    left_in_part = []
+    for args in [*COMMANDS, ("run", "--json", "-n", "2", "-t", "1", "hi"), ("run", "--print-prompt", "--json", "hi")]:
+        out = tmp_path / "out.json"
+        out.write_bytes(before)
+        with out.open("ab") as appended:
+            proc = subprocess.run([sys.executable, "-m", "localgen", *args], stdout=appended, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT, env=env,
+                                  preexec_fn=one_byte_more)
+        last_line = proc.stderr.decode().splitlines()[-1:]
+        assert (proc.returncode, last_line) == (1, [
+            "localgen: error: cannot write to stdout: File too large (hint: the file it goes to has reached a size "
+            "limit (`ulimit -f`, or the file system's: 4 GiB on FAT32): send the output elsewhere)"]), (args, proc)
+        if out.read_bytes() != before:
+            left_in_part.append(" ".join(args))
+    assert left_in_part == []

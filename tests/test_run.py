@@ -313,7 +313,7 @@ def test_run_json_to_a_file_at_its_size_limit_leaves_no_part_of_its_record(tmp_p
 
 SHARED_LOG = """
 import io, os, resource, sys
-from localgen.cli_output import write_record
+from localgen.output_writes import write_record
 from localgen.errors import LocalgenError
 resource.setrlimit(resource.RLIMIT_FSIZE, (512, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 path = sys.argv[1]
