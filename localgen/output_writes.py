@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
 
 from localgen.errors import LocalgenError
 from localgen.signals import SignalExit
@@ -85,6 +85,27 @@ def write_whole(stream: TextIO, text: str, *, on_written: Callable[[int], None] 
             except BlockingIOError:
                 with _waiting_on_reader():
                     _wait_writable(fd)  # until the reader takes some, or leaves (the next write's BrokenPipeError)
+
+
+class WholeWrites:
+    """A text stream whose writes are write_whole's (a full terminal waited on, the wait bounded once a signal ends
+    the program), for a writer that writes to the stream itself (rich's Console); the rest is the stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        """Write text whole; a write given up ends the program as its signal says (SignalExit), where rich would
+        take it for a closed pipe (exit 1, stdout sent to /dev/null)."""
+        try:
+            write_whole(self._stream, text)
+        except WriteGivenUp as exc:
+            raise SignalExit(exc.signum) from exc
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        """The stream's own (flush, fileno, isatty, encoding)."""
+        return getattr(self._stream, name)
 
 
 def write_record(stream: TextIO, text: str) -> None:

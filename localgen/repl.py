@@ -22,6 +22,7 @@ from localgen.chat_commands_settings import say_stats
 from localgen.errors import LocalgenError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
 from localgen.input_text import argument_text
+from localgen.output_writes import WholeWrites, end_writes_on
 from localgen.prefill_ahead import PrefillWhileTyping
 from localgen.repl_echo import TallInputEcho
 from localgen.repl_editor import MessageEditor
@@ -310,15 +311,17 @@ class Repl:
         /regen stopped keeps the earlier answer). Where the message got no answer, what that left is said after it.
 
         SIGTERM, SIGHUP and SIGQUIT (Ctrl-\\) stop it too, then end the chat (SignalExit) once the answer is saved
-        and the terminal echoes again. What making room for the turn did (start) is said when the answer's first text
-        arrives (a turn that gets no answer changes nothing).
+        and the terminal echoes again; a write the terminal keeps waiting (held with Ctrl-S) then waits a bounded time,
+        as run's does. What making room for the turn did (start) is said when the answer's first text arrives (a turn
+        that gets no answer changes nothing).
         """
         self.state.asked_in = self.session.conversation
         engine = self.session.loaded.engine
         # Python runs signal handlers only between llama.cpp calls, so a second signal could not stop any
         # sooner than the first: it never escalates, and the answer is always recorded.
         signals = StopOnSignal(engine.request_stop, signals=(signal.SIGINT, *ANSWER_ENDING_SIGNALS),
-                               ending=ANSWER_ENDING_SIGNALS, escalate=False, reset=engine.clear_stop)
+                               ending=ANSWER_ENDING_SIGNALS, escalate=False, reset=engine.clear_stop,
+                               ended=_end_writes_if_ending)
         try:
             with signals:
                 self._stream(events, room_notice(start), chat_ends=lambda: signals.ending_signal is not None)
@@ -346,7 +349,7 @@ class Repl:
         """Show the events as they come; the answer is recorded (events closed) even when showing fails. chat_ends:
         whether the signal that stopped the answer ends the chat (its note then offers nothing more to type)."""
         view = self._view = AnswerView(markdown=self.state.markdown, show_thinking=self.state.show_thinking,
-                                       wrap=self.state.wrap)
+                                       wrap=self.state.wrap, stream=WholeWrites(sys.stdout))  # a bounded wait
         splitter: ThinkingSplitter | None = None  # made at the first text, once the prompt is final (/regen)
         done: Finished | None = None
         try:
@@ -376,3 +379,10 @@ class Repl:
         if not self.session.loaded.prompt_format.is_chat:
             return False
         return prompt_opens_thinking(self.session.prompt_text())
+
+
+def _end_writes_if_ending(signum: int) -> None:
+    """A signal that ends the chat (not a Ctrl-C, which stops the answer alone) bounds the wait of its writes on a
+    terminal that takes no more (output_writes.end_writes_on), as run's."""
+    if signum in ANSWER_ENDING_SIGNALS:
+        end_writes_on(signum)

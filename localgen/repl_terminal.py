@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from localgen import console
+from localgen.output_writes import write_whole
 from localgen.signals import (
     ANSWER_ENDING_SIGNALS,
     ENDING_SIGNALS,
@@ -83,11 +84,11 @@ def chat_terminal(before_suspend: Callable[[], None]) -> Iterator[None]:
 
 
 def bracketed_paste(on: bool) -> None:
-    """Ask the terminal on stdout to mark pasted text (xterm's mode 2004), or to stop marking it."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):  # a terminal gone: nothing to tell
+    """Ask the terminal on stdout to mark pasted text (xterm's mode 2004), or to stop marking it (a terminal held
+    with Ctrl-S as a signal ends the chat is waited on a bounded time: write_whole)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # a terminal gone, or given up: nothing to tell
         if console.takes_escapes(sys.stdout):
-            sys.stdout.write("\x1b[?2004h" if on else "\x1b[?2004l")
-            sys.stdout.flush()
+            write_whole(sys.stdout, "\x1b[?2004h" if on else "\x1b[?2004l")
 
 
 @contextlib.contextmanager
