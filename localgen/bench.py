@@ -399,7 +399,23 @@ def contention_note(result: BenchResult, n_cpus: int) -> str | None:
     if not busy:
         return None
     used = " and ".join(f"{cpus:.2f} during the {test} test" for test, cpus in busy)
-    return f"other processes kept CPUs busy ({used}): these figures are below this machine's when it is idle"
+    return (f"other processes kept CPUs busy ({used}): these figures are below this machine's when it is idle"
+            + _fewer_threads_hint(result, busy, n_cpus))
+
+
+def _fewer_threads_hint(result: BenchResult, busy: list[tuple[str, float]], n_cpus: int) -> str:
+    """'; beside them, -t 1 may measure more (...)' where a test ran more threads than the CPUs others left it: its
+    threads waited on each other while one was preempted, as `localgen run` avoids by decoding with fewer."""
+    options = {"prefill": ("--threads-batch", result.threads_batch), "decode": ("-t", result.threads)}
+    fewer = []
+    for test, cpus in busy:
+        option, threads = options[test]
+        if (left := max(1, round(n_cpus - cpus))) < threads:
+            fewer.append(f"{option} {left}")
+    if not fewer:
+        return ""
+    return (f"; beside them, {' and '.join(fewer)} may measure more (localgen run decodes with fewer threads "
+            "on its own while the CPUs are busy)")
 
 
 def stopped_by(signum: int) -> str:

@@ -138,7 +138,15 @@ def test_a_test_whose_threads_lost_cpu_time_to_other_processes_is_said_to_be_low
                          figures=figures, busy_elsewhere={"prefill": 0.3, "decode": 1.04})
     assert contention_note(result, 2) == ("other processes kept CPUs busy (0.30 during the prefill test and 1.04 "
                                           "during the decode test): these figures are below this machine's when it "
-                                          "is idle")
+                                          "is idle; beside them, -t 1 may measure more (localgen run decodes with "
+                                          "fewer threads on its own while the CPUs are busy)")
+    both = contention_note(replace(result, busy_elsewhere={"prefill": 1.6, "decode": 1.6}), 2) or ""
+    assert both.endswith("; beside them, --threads-batch 1 and -t 1 may measure more (localgen run decodes with "
+                         "fewer threads on its own while the CPUs are busy)"), both
+    three = contention_note(replace(result, threads=3, busy_elsewhere={"decode": 1.6}), 4) or ""
+    assert "(1.60 during the decode test)" in three and "; beside them, -t 2 may measure more" in three, three
+    fits = contention_note(replace(result, busy_elsewhere={"decode": 2.3}), 4) or ""  # 1.7 CPUs left for 2 threads
+    assert fits.endswith("below this machine's when it is idle"), fits
     assert contention_note(replace(result, busy_elsewhere={"prefill": 0.2, "decode": 0.1}), 2) is None
     one_thread = replace(result, threads=1, threads_batch=1)  # a second CPU spare: another process may use it
     assert contention_note(one_thread, 2) is None
