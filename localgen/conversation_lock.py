@@ -76,10 +76,11 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
 
 
 def remove_killed_saves(folder: Path) -> None:
-    """Remove the temp files that saves killed part way left in the conversations folder, of any conversation: a new
-    one's first save leaves no file, so no hold of its name would come to remove its own; a save under way holds its
-    temp file's lock and is left be (storage.remove_leftover_temp_files)."""
-    remove_leftover_temp_files(folder)
+    """Remove the temp files that saves killed part way left in the conversations folder, of any conversation, once
+    untouched for storage.STALE_TEMP_S with their lock free: a new one's first save leaves no file, so no hold of its
+    name would come to remove its own; a save under way holds its temp file's lock, which on another machine sharing
+    the folder (over NFS) this one may not see, but no save is written for that long."""
+    remove_leftover_temp_files(folder, by_lock=False)
 
 
 def _open_lock_file(folder: Path, path: Path) -> int:

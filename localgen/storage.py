@@ -121,11 +121,13 @@ def temp_names(of: str | None = None, random: str = TEMP_RANDOM) -> re.Pattern[s
     return re.compile(rf"\.{written}\.{random}{re.escape(TEMP_SUFFIX)}")
 
 
-def remove_leftover_temp_files(folder: Path, of: str | None = None) -> None:
+def remove_leftover_temp_files(folder: Path, of: str | None = None, *, by_lock: bool = True) -> None:
     """Remove the temp files in folder that writes of the file named of (None: of any file) left behind where their
-    process was killed part way (kill -9, a power cut): those whose lock is free, as a write under way holds its own
-    until its temp file is renamed; where no lock can be tested (a file system without locks, some FUSE mounts), and
-    for the names an older localgen gave them, whose locks tell nothing, those untouched for STALE_TEMP_S."""
+    process was killed part way (kill -9, a power cut), never one whose lock is held, as a write under way holds its
+    own until its temp file is renamed: those whose lock is free; where no lock can be tested (a file system without
+    locks, some FUSE mounts), for the names an older localgen gave them, whose locks tell nothing, and where not
+    by_lock, those untouched for STALE_TEMP_S. by_lock=False is for a sweep that holds no lock of the file written,
+    where a write on another machine may hold a lock this one cannot see (a folder shared over NFS)."""
     leftover, older = temp_names(of), temp_names(of, OLDER_TEMP_RANDOM)
     try:
         entries = list(os.scandir(folder))
@@ -135,7 +137,7 @@ def remove_leftover_temp_files(folder: Path, of: str | None = None) -> None:
         ours = leftover.fullmatch(entry.name) is not None
         if ours or older.fullmatch(entry.name):
             with contextlib.suppress(OSError):
-                _remove_if_left(Path(entry.path), by_lock=ours)
+                _remove_if_left(Path(entry.path), by_lock=by_lock and ours)
 
 
 def _remove_if_left(path: Path, *, by_lock: bool = True) -> None:

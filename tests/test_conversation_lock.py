@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from localgen.conversation_store import (
     save_conversation,
 )
 from localgen.errors import LocalgenError
-from localgen.storage import temp_name
+from localgen.storage import STALE_TEMP_S, temp_name
 from tests.conftest import run_localgen
 
 HOLDER = """
@@ -92,6 +93,12 @@ def _killed_saving(saver: str = SAVER) -> list[Path]:
         if left := list(conversations_dir().glob(".big.json.*.tmp")):
             return left
     raise AssertionError("no save was killed part way")
+
+
+def _untouched_an_hour(*paths: Path) -> None:
+    """Date files back past STALE_TEMP_S, as a killed save's temp file gets to be."""
+    for path in paths:
+        os.utime(path, (time.time() - STALE_TEMP_S - 60,) * 2)
 
 
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
@@ -278,6 +285,8 @@ def paused(handle):
 
 
 storage.fsync_file = paused
+if "--lock-unseen" in sys.argv:  # another machine's save, whose lock this one cannot see (a home shared over NFS)
+    storage.try_flock = lambda fd, exclusive=True: None
 conversation = load_conversation(sys.argv[1])
 conversation.system = "new"
 save_conversation(conversation)
@@ -311,7 +320,7 @@ def test_the_save_of_a_link_to_another_conversation_is_never_cut_short_as_that_o
 @pytest.mark.serial  # timed against a save (conftest: serial)
 def test_a_killed_first_save_s_temp_file_goes_when_the_conversations_are_listed() -> None:
     """A new conversation's first save leaves no file: no hold of its name would ever come to sweep it."""
-    _killed_saving(FIRST_SAVER)
+    _untouched_an_hour(*_killed_saving(FIRST_SAVER))
     assert not (conversations_dir() / "big.json").exists()
     listed = run_localgen("conversations")
     assert listed.returncode == 0, listed.err
@@ -328,6 +337,7 @@ def test_listing_the_conversations_never_touches_the_temp_file_of_a_save_under_w
         (written,) = conversations_dir().glob(".b.json.*.tmp")
         killed = conversations_dir() / temp_name(conversations_dir() / "c.json")  # no writer holds its lock
         killed.write_text("{")
+        _untouched_an_hour(killed)
         listed = run_localgen("conversations")
         assert listed.returncode == 0 and "\nb\t" in listed.out, listed.err
         assert written.exists(), "a save under way was taken for a killed one's leftover"
@@ -338,6 +348,25 @@ def test_listing_the_conversations_never_touches_the_temp_file_of_a_save_under_w
     assert json.loads((conversations_dir() / "b.json").read_text())["system"] == "new"
 
 
+def test_listing_the_conversations_leaves_a_recent_temp_file_whose_lock_it_cannot_see() -> None:
+    """Another machine sharing the folder over NFS saves with a lock this one may not see: its temp file looks free,
+    yet must stay until it is an hour old, when no save can still be writing it."""
+    save_conversation(Conversation(name="remote", turns=[Turn("a", "b")]))
+    let_go(load_conversation("remote"))
+    saver = subprocess.Popen([sys.executable, "-c", PAUSED_SAVER, "remote", "--lock-unseen"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert saver.stdout is not None and saver.stdout.readline() == "writing\n", saver.stderr
+        (written,) = conversations_dir().glob(".remote.json.*.tmp")
+        listed = run_localgen("conversations")
+        assert listed.returncode == 0 and "\nremote\t" in listed.out, listed.err
+        assert written.exists(), "another machine's save under way was taken for a killed one's leftover"
+    finally:
+        out, err = saver.communicate("\n", timeout=60)
+    assert (saver.returncode, out, err) == (0, "saved\n", "")
+    assert json.loads((conversations_dir() / "remote.json").read_text())["system"] == "new"
+
+
 def test_a_chat_removes_killed_saves_temp_files_as_it_starts_and_at_each_list(tmp_path: Path) -> None:
     from tests.test_repl import Chat
 
@@ -345,10 +374,12 @@ def test_a_chat_removes_killed_saves_temp_files_as_it_starts_and_at_each_list(tm
     folder.mkdir(parents=True)
     killed = [folder / temp_name(folder / f"{name}.json") for name in ("first", "second")]  # no writer holds them
     killed[0].write_text("{")
+    _untouched_an_hour(killed[0])
     chat = Chat(tmp_path / "home", "-n", "2")
     try:
         assert not killed[0].exists(), "gone as the chat started"
         killed[1].write_text("{")
+        _untouched_an_hour(killed[1])
         chat.command("/list", "no saved conversations")
         assert not killed[1].exists()
         assert chat.quit() == 0
