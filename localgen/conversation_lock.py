@@ -8,6 +8,7 @@ import os
 import re
 from pathlib import Path
 
+from localgen.conversation_names import NAME_RULE
 from localgen.errors import LocalgenError
 from localgen.file_locks import HAS_FLOCK, still_names, try_flock
 from localgen.storage import make_folder, remove_leftover_temp_files, unwritable_hint
@@ -71,16 +72,17 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     with contextlib.suppress(OSError):  # the owner's pid only makes the busy message nicer (a full disk may refuse it)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}{f' {by}' if by else ''}\n".encode())
-    remove_leftover_temp_files(folder, of=f"{name}.json")
+    remove_leftover_temp_files(folder, re.escape(f"{name}.json"))
     return True
 
 
 def remove_killed_saves(folder: Path) -> None:
-    """Remove the temp files that saves killed part way left in the conversations folder, of any conversation, once
+    """Remove the temp files that saves killed part way left in the conversations folder (of NAME.json, never a
+    file of another name), of any conversation, once
     untouched for storage.STALE_TEMP_S with their lock free: a new one's first save leaves no file, so no hold of its
     name would come to remove its own; a save under way holds its temp file's lock, which on another machine sharing
     the folder (over NFS) this one may not see, but no save is written for that long."""
-    remove_leftover_temp_files(folder, by_lock=False)
+    remove_leftover_temp_files(folder, rf"{NAME_RULE}\.json", by_lock=False)
 
 
 def _open_lock_file(folder: Path, path: Path) -> int:

@@ -14,7 +14,8 @@ from localgen.shorten import shorten_middle
 
 MAX_NAME_LENGTH = 100
 MAX_NAME_SUFFIX = 1000  # NAME-2 ... NAME-1000 are tried before a first save gives up
-NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_LENGTH - 1}}}$")
+NAME_RULE = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_LENGTH - 1}}}"  # a conversation name, as a pattern
+NAME_PATTERN = re.compile(rf"^{NAME_RULE}$")
 SHOWN_NAME_CHARS = 40  # a name refused is cut in its middle to this many columns
 _EXAMPLE_NAME = "notes"  # the example a name gets when nothing of it makes one
 _CHARACTERS = "start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-'"

@@ -22,6 +22,8 @@ from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
 CACHE_FORMAT = 2
 HEADERS_DIR = "headers"  # in the cache folder
 HUB_HEADERS_DIR = "hub-headers"  # in the cache folder: headers of Hub files, named by their sha256
+HEADER_NAMES = r"[0-9a-f]{32}\.json"  # the entries in HEADERS_DIR (verify.path_key's), as a pattern
+HUB_HEADER_NAMES = r"[0-9a-f]{64}\.json"  # the entries in HUB_HEADERS_DIR, as a pattern
 HUB_HEADERS_KEPT = 256  # the most recently used are kept (some 20 quants a repo)
 SETTLED_S = 2.0  # a file changed less than this long ago is not kept: a change within its clock tick would go unseen
 CHECKING_MODULES = ("gguf_cache", "gguf_checks", "gguf_cursor", "gguf_foreign", "gguf_format", "gguf_info",
@@ -130,7 +132,7 @@ def _trim_hub_headers(folder: Path) -> None:
     for _, old in sorted(used, reverse=True)[HUB_HEADERS_KEPT:]:
         with contextlib.suppress(OSError):
             old.unlink()
-    _drop_leftover_temp_files(folder)
+    _drop_leftover_temp_files(folder, HUB_HEADER_NAMES)
 
 
 def _hub_entry_path(sha256: str) -> Path | None:
@@ -152,7 +154,7 @@ def _forget_gone_files() -> None:
     files of writes a killed process left, so the folder holds one entry a model file at most; once a process
     (`models list` may keep many headers)."""
     folder = settings().cache_dir / HEADERS_DIR
-    _drop_leftover_temp_files(folder)
+    _drop_leftover_temp_files(folder, HEADER_NAMES)
     for entry_path in folder.glob("*.json"):
         try:
             gone = not os.path.exists(json.loads(entry_path.read_bytes())["path"])
@@ -163,11 +165,12 @@ def _forget_gone_files() -> None:
                 entry_path.unlink()
 
 
-def _drop_leftover_temp_files(folder: Path) -> None:
-    """Delete the temp files in folder of writes a killed process left (storage's rule: those no write holds)."""
+def _drop_leftover_temp_files(folder: Path, entries: str) -> None:
+    """Delete the temp files in folder of writes of its entries (whose names match the pattern entries) a killed
+    process left (storage's rule: those no write holds)."""
     from localgen.storage import remove_leftover_temp_files
 
-    remove_leftover_temp_files(folder)
+    remove_leftover_temp_files(folder, entries)
 
 
 def _facts(info: GGUFInfo) -> dict[str, object]:

@@ -114,21 +114,21 @@ def temp_name(path: Path) -> str:
     return f".{path.name}.{secrets.token_hex(TEMP_TOKEN_BYTES)}{TEMP_SUFFIX}"
 
 
-def temp_names(of: str | None = None, random: str = TEMP_RANDOM) -> re.Pattern[str]:
-    """The names temp_name gives the temp files of writes of the file named of (None: of any file) in a folder
-    (random: what stands for its random part, OLDER_TEMP_RANDOM for an older localgen's names)."""
-    written = ".+" if of is None else re.escape(of)
-    return re.compile(rf"\.{written}\.{random}{re.escape(TEMP_SUFFIX)}")
+def temp_names(written: str, random_part: str = TEMP_RANDOM) -> re.Pattern[str]:
+    """The names temp_name gives the temp files of writes of the files whose names match the pattern written
+    (random_part: what stands for its random part, OLDER_TEMP_RANDOM for an older localgen's names)."""
+    return re.compile(rf"\.(?:{written})\.{random_part}{re.escape(TEMP_SUFFIX)}")
 
 
-def remove_leftover_temp_files(folder: Path, of: str | None = None, *, by_lock: bool = True) -> None:
-    """Remove the temp files in folder that writes of the file named of (None: of any file) left behind where their
-    process was killed part way (kill -9, a power cut), never one whose lock is held, as a write under way holds its
-    own until its temp file is renamed: those whose lock is free; where no lock can be tested (a file system without
-    locks, some FUSE mounts), for the names an older localgen gave them, whose locks tell nothing, and where not
-    by_lock, those untouched for STALE_TEMP_S. by_lock=False is for a sweep that holds no lock of the file written,
-    where a write on another machine may hold a lock this one cannot see (a folder shared over NFS)."""
-    leftover, older = temp_names(of), temp_names(of, OLDER_TEMP_RANDOM)
+def remove_leftover_temp_files(folder: Path, written: str, *, by_lock: bool = True) -> None:
+    """Remove the temp files in folder that writes of the files whose names match the pattern written (re.escape of
+    one name) left behind where their process was killed part way (kill -9, a power cut), never one whose lock is
+    held, as a write under way holds its own until its temp file is renamed: those whose lock is free; those untouched
+    for STALE_TEMP_S where no lock can be tested (a file system without locks, some FUSE mounts), where not by_lock,
+    and for the names an older localgen gave them (tempfile's), as only some of those versions locked them.
+    by_lock=False is for a sweep that holds no lock of the file written, where a write on another machine may hold a
+    lock this one cannot see (a folder shared over NFS)."""
+    leftover, older = temp_names(written), temp_names(written, OLDER_TEMP_RANDOM)
     try:
         entries = list(os.scandir(folder))
     except OSError:  # no folder, no leftovers

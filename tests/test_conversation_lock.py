@@ -367,6 +367,20 @@ def test_listing_the_conversations_leaves_a_recent_temp_file_whose_lock_it_canno
     assert json.loads((conversations_dir() / "remote.json").read_text())["system"] == "new"
 
 
+def test_listing_the_conversations_leaves_your_own_files_that_look_like_temp_files() -> None:
+    """Saves write NAME.json alone: a hidden file of another name is the user's, however old or shaped."""
+    folder = conversations_dir()
+    folder.mkdir(parents=True)
+    yours = [folder / name for name in (".todo.txt.deadbeef.tmp", ".todo.txt.backup01.tmp", ".x y.json.deadbeef.tmp")]
+    killed = [folder / temp_name(folder / "c.json"), folder / ".c.json.k3_x9zq0.tmp"]  # of today's and older saves
+    for path in [*yours, *killed]:
+        path.write_text("{")
+    _untouched_an_hour(*yours, *killed)
+    listed = run_localgen("conversations")
+    assert listed.returncode == 0, listed.err
+    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == sorted(p.name for p in yours)
+
+
 def test_a_chat_removes_killed_saves_temp_files_as_it_starts_and_at_each_list(tmp_path: Path) -> None:
     from tests.test_repl import Chat
 

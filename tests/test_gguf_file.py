@@ -1046,8 +1046,9 @@ def test_headers_of_files_gone_are_dropped(home: Path, tiny: Path, tmp_path: Pat
     folder = home / "cache" / "headers"
     assert len(list(folder.glob("*.json"))) == 2
     first.unlink()
-    killed, writing = (folder / temp_name(folder / "abc.json") for _ in range(2))
-    for temp in (killed, writing):
+    killed, writing = (folder / temp_name(folder / f"{'0' * 32}.json") for _ in range(2))
+    yours = folder / ".todo.txt.deadbeef.tmp"  # a file of its shape, but of no entry's write
+    for temp in (killed, writing, yours):
         temp.write_text("{")
     held = os.open(writing, os.O_RDONLY)
     assert try_flock(held), "a write under way holds its temp file's lock"
@@ -1056,7 +1057,7 @@ def test_headers_of_files_gone_are_dropped(home: Path, tiny: Path, tmp_path: Pat
     gguf_cache._forget_gone_files.cache_clear()  # as a new process
     read_gguf(_old_copy(tiny, tmp_path / "fourth.gguf"))
     assert len(list(folder.glob("*.json"))) == 3, "first's header dropped, fourth's kept"
-    assert (killed.exists(), writing.exists()) == (False, True)
+    assert (killed.exists(), writing.exists(), yours.exists()) == (False, True, True)
     os.close(held)
     second.unlink()
     forget_model_file(second)
