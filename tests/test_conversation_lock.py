@@ -52,47 +52,52 @@ def another_process(name: str) -> Iterator[str]:
         child.wait(timeout=30)
 
 
-SAVER = """
+HELD_AT_SYNC = """
+import sys
+import time
+from localgen import storage
+
+
+def held(handle):
+    print("writing", flush=True)  # the temp file is written, not yet synced nor renamed: the test kills it now
+    time.sleep(600)
+
+
+storage.fsync_file = held
+"""
+SAVER = HELD_AT_SYNC + """
 from localgen.conversation_store import load_conversation, save_conversation
 conversation = load_conversation("big")
 conversation.system = "new"
 save_conversation(conversation)
 """
-BIG_EXCHANGES = 40_000  # some 15 MB saved: its save is written long enough to be killed part way
+FIRST_SAVER = HELD_AT_SYNC + """
+from localgen.conversation import Conversation, Turn
+from localgen.conversation_store import save_conversation
+save_conversation(Conversation(name="big", turns=[Turn("tell me about whales", "whales are big")]))
+"""  # the first save of a new conversation 'big'
 
 
 def _big_conversation() -> Path:
-    """A saved conversation 'big' of BIG_EXCHANGES exchanges; its file."""
-    turns = [{"user": f"{i} tell me about whales " + "w" * 100, "answer": "whales are big " + "x" * 150}
-             for i in range(BIG_EXCHANGES)]
+    """A saved conversation 'big' of one exchange; its file."""
     path = conversations_dir() / "big.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"format": 1, "name": "big", "system": "old", "model": None, "settings": {},
-                                "turns": turns}))
+                                "turns": [{"user": "tell me about whales", "answer": "whales are big"}]}))
     return path
 
 
-FIRST_SAVER = f"""
-from localgen.conversation import Conversation, Turn
-from localgen.conversation_store import save_conversation
-turns = [Turn(f"{{i}} tell me about whales " + "w" * 100, "whales are big " + "x" * 150)
-         for i in range({BIG_EXCHANGES})]
-save_conversation(Conversation(name="big", turns=turns))
-"""  # the first save of a new conversation 'big', as long to write as a save of _big_conversation
-
-
 def _killed_saving(saver: str = SAVER) -> list[Path]:
-    """Save conversation 'big' in another process (saver: the code that does), killed (SIGKILL) while its temp file
-    is written; the temp files left behind."""
-    for _ in range(3):  # (a save that ended before the kill landed leaves none: again)
-        child = subprocess.Popen([sys.executable, "-c", saver])
-        while not list(conversations_dir().glob(".big.json.*.tmp")) and child.poll() is None:
-            time.sleep(0.001)
-        child.kill()
-        child.wait(timeout=30)
-        if left := list(conversations_dir().glob(".big.json.*.tmp")):
-            return left
-    raise AssertionError("no save was killed part way")
+    """Save conversation 'big' in another process (saver: the code that does), killed (SIGKILL) once its temp file
+    is written, before it is synced and renamed; the temp files left behind."""
+    child = subprocess.Popen([sys.executable, "-c", saver], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline() == "writing\n"
+    child.kill()
+    child.wait(timeout=30)
+    child.stdout.close()
+    left = list(conversations_dir().glob(".big.json.*.tmp"))
+    assert left, "the killed save left its temp file"
+    return left
 
 
 def _untouched_an_hour(*paths: Path) -> None:
@@ -239,7 +244,6 @@ def test_lock_files_whose_identity_never_settles_leave_chats_unguarded_not_hung(
     assert conversation_lock.hold(conversations_dir(), "fuse", hint="") is False
 
 
-@pytest.mark.serial  # timed against a save (conftest: serial)
 def test_the_temp_file_of_a_save_killed_part_way_goes_once_the_conversation_is_held_again() -> None:
     path = _big_conversation()
     _killed_saving()
@@ -248,7 +252,6 @@ def test_the_temp_file_of_a_save_killed_part_way_goes_once_the_conversation_is_h
     assert conversation.system == "old" and json.loads(path.read_text())["system"] == "old"
 
 
-@pytest.mark.serial  # timed against a save (conftest: serial)
 def test_conversations_rm_deletes_a_killed_save_s_temp_file_with_the_conversation() -> None:
     _big_conversation()
     _killed_saving()
@@ -317,7 +320,6 @@ def test_the_save_of_a_link_to_another_conversation_is_never_cut_short_as_that_o
     assert not list(conversations_dir().glob(".b.json.*.tmp"))
 
 
-@pytest.mark.serial  # timed against a save (conftest: serial)
 def test_a_killed_first_save_s_temp_file_goes_when_the_conversations_are_listed() -> None:
     """A new conversation's first save leaves no file: no hold of its name would ever come to sweep it."""
     _untouched_an_hour(*_killed_saving(FIRST_SAVER))
