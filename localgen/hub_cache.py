@@ -168,7 +168,20 @@ def download_running(repo: str, blob: str) -> bool | None:
     systems without flock, where that cannot be told."""
     if not HAS_FLOCK:
         return None
-    lock = blob_lock_path(repo, blob)
+    return _lock_held(blob_lock_path(repo, blob))
+
+
+def downloads_running(repo_dir: Path) -> bool:
+    """Whether a download of any blob of the repo whose cache folder is repo_dir holds huggingface_hub's lock on it
+    now (False on systems without flock, where that cannot be told)."""
+    if not HAS_FLOCK:
+        return False
+    return any(_lock_held(lock) for lock in (hub_cache_dir() / ".locks" / repo_dir.name).glob("*.lock"))
+
+
+def _lock_held(lock: Path) -> bool:
+    """Whether a process holds the lock file at path (one unreadable, or on a file system without locks: taken as
+    held)."""
     try:
         with open(lock, "rb") as handle:
             taken = try_flock(handle.fileno())  # released on close

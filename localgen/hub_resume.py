@@ -75,8 +75,7 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
 
     blobs, lock = blobs_dir(repo), blob_lock_path(repo, etag)
     lock.parent.mkdir(parents=True, exist_ok=True)
-    blobs.mkdir(parents=True, exist_ok=True)
-    with WeakFileLock(lock):
+    with WeakFileLock(lock):  # blobs/ is made under it, as the partial copy is opened: see _open_partial
         fetched = None
         if force or not (blobs / etag).is_file():
             claim.writing = True
@@ -148,12 +147,28 @@ def _checked(partial: Path, f: HubFile, display: Display, *, there: bool) -> str
 @contextlib.contextmanager
 def _opened(partial: Path, *, fresh: bool, size: int) -> Iterator[BinaryIO]:
     """The partial copy, opened for writing at its end (emptied first when fresh, or when longer than the file)."""
-    partial.touch()
-    with partial.open("r+b") as handle:  # by its path: huggingface_hub may hand handle.name to another downloader
+    with _open_partial(partial) as handle:
         if fresh or handle.seek(0, os.SEEK_END) > size:
             handle.seek(0)
             handle.truncate()
         yield handle
+
+
+def _open_partial(partial: Path) -> BinaryIO:
+    """The partial copy opened for reading and writing, made with its folder where missing. A models rm of another of
+    the repo's files removes blobs/ and the repo's folder once empty, but not while a download holds its lock: one
+    that removed them as this download took its lock is answered by making them once more."""
+    try:
+        return _made_and_opened(partial)
+    except FileNotFoundError:
+        return _made_and_opened(partial)
+
+
+def _made_and_opened(partial: Path) -> BinaryIO:
+    """The partial copy, made with its folder where missing, opened for reading and writing."""
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.touch()
+    return partial.open("r+b")  # by its path: huggingface_hub may hand handle.name to another downloader
 
 
 def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Display) -> int:

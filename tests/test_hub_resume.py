@@ -322,3 +322,27 @@ def test_a_downloaded_file_is_on_disk_before_it_is_renamed_into_place(hubenv: Hu
     assert ("fsync", blob.stat().st_ino, None) in done[:renamed], "its bytes are synced before the rename"
     marker = next(i for i, (call, _, _) in enumerate(done) if i > renamed and call == "replace")
     assert ("fsync", blobs.stat().st_ino, None) in done[renamed:marker], "the rename is synced before the marker is"
+
+
+def test_a_download_whose_blobs_folder_goes_as_it_opens_its_part_makes_it_again(hubenv: HubEnv,
+                                                                                   monkeypatch: pytest.MonkeyPatch
+                                                                                   ) -> None:
+    """A models rm that found no lock held just before this download took its own removes the emptied blobs/ and repo
+    folder between their making and the part's opening (the real race: test_models_manage's pull held at its lock)."""
+    from localgen import hub_resume
+
+    sha = _serve(hubenv)
+    made_and_opened = hub_resume._made_and_opened
+    tries: list[Path] = []
+
+    def raced(partial: Path) -> object:
+        tries.append(partial)
+        if len(tries) == 1:
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            partial.parent.rmdir()  # as that models rm does, once blobs/ is made
+            partial.touch()  # FileNotFoundError
+        return made_and_opened(partial)
+
+    monkeypatch.setattr(hub_resume, "_made_and_opened", raced)
+    (path,) = hub.download_model(REPO, quant="Q4_K_M", filename=None)
+    assert file_sha256(path) == sha and [p.name for p in tries] == [f"{sha}.incomplete"] * 2

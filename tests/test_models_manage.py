@@ -4,10 +4,12 @@ models.toml name for one file."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from hub_server import HubServer, make_gguf_bytes, run_cli, run_python
+from hub_server import REPO_ROOT, HubRepo, HubServer, make_gguf_bytes, run_cli, run_python
 
 from localgen.units import binary_size
 
@@ -84,6 +86,73 @@ def test_rm_of_a_model_a_pull_downloaded_in_part_removes_the_repo_folder_it_empt
         f"localgen: removed {PART}:Q8_0 (downloaded in part): freed {binary_size(kept)}\n"), removed.stderr
     assert (cache / _hub_folder(PART)).exists() == (whole_in == PART), "an empty folder of a model no longer there"
     assert sorted(p.relative_to(cache) for p in (cache / _hub_folder(whole_in)).rglob("*") if p.is_file()) == whole
+
+
+PULL_HELD_AT_ITS_LOCK = """
+import runpy
+import sys
+
+import huggingface_hub.utils
+
+locked = huggingface_hub.utils.WeakFileLock
+
+
+def held(path, *args, **kwargs):
+    print("waiting", flush=True)  # the pull waits on its blob's lock: the test acts, then lets it go on
+    sys.stdin.readline()
+    return locked(path, *args, **kwargs)
+
+
+huggingface_hub.utils.WeakFileLock = held
+sys.argv = ["localgen", *sys.argv[1:]]
+runpy.run_module("localgen", run_name="__main__", alter_sys=True)
+"""
+
+
+def _part_kept(server: HubServer, env: dict[str, str]) -> HubRepo:
+    """org/part-GGUF, whose p-Q8_0.gguf a pull cut part way kept in part and whose w-Q4_K_M.gguf is not pulled."""
+    repo = server.add_repo(PART, {"p-Q8_0.gguf": make_gguf_bytes("p", 6_000_000),  # past the first read of its header
+                                  "w-Q4_K_M.gguf": make_gguf_bytes("w")})
+    server.abort_after[(PART, "p-Q8_0.gguf")] = 5_000_000
+    server.down_after_abort = True
+    cut = run_cli(env, "pull", f"{PART}:Q8_0")
+    assert cut.returncode == 1 and "received are kept: the next pull resumes" in cut.stderr, cut.stderr
+    server.down = False
+    return repo
+
+
+def test_a_pull_waiting_on_its_lock_as_rm_of_the_repo_s_part_empties_its_folder_still_downloads(
+        hub: tuple[HubServer, dict[str, str]], tmp_path: Path) -> None:
+    """The pull had made blobs/ before its wait, which rm's removal of the emptied repo folder took away: it failed
+    with FileNotFoundError for blobs/SHA.incomplete."""
+    server, env = hub
+    _part_kept(server, env)
+    pull = subprocess.Popen([sys.executable, "-c", PULL_HELD_AT_ITS_LOCK, "pull", f"{PART}:Q4_K_M"], env=env,
+                            cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert pull.stdout is not None and pull.stdout.readline() == "waiting\n", pull.stderr
+        removed = run_cli(env, "models", "rm", f"{PART}:Q8_0", "-y")
+        assert removed.returncode == 0, removed.stderr
+    finally:
+        _out, err = pull.communicate("\n", timeout=120)
+    assert pull.returncode == 0, err
+    assert [p.name for p in (tmp_path / "hf" / "hub" / _hub_folder(PART)).rglob("*.gguf")] == ["w-Q4_K_M.gguf"]
+
+
+def test_rm_of_a_part_leaves_the_repo_folder_while_a_download_of_another_of_its_files_holds_its_lock(
+        hub: tuple[HubServer, dict[str, str]], tmp_path: Path) -> None:
+    """A download that holds its blob's lock is about to write in blobs/: its repo folder is not taken from it."""
+    from huggingface_hub.utils import WeakFileLock
+
+    server, env = hub
+    repo = _part_kept(server, env)
+    repo_dir = tmp_path / "hf" / "hub" / _hub_folder(PART)
+    lock = tmp_path / "hf" / "hub" / ".locks" / _hub_folder(PART) / f"{repo.sha256('w-Q4_K_M.gguf')}.lock"
+    with WeakFileLock(lock):  # as a pull of w-Q4_K_M.gguf holds it
+        removed = run_cli(env, "models", "rm", f"{PART}:Q8_0", "-y")
+    assert removed.returncode == 0, removed.stderr
+    assert (repo_dir / "blobs").is_dir() and not list((repo_dir / "blobs").iterdir()), "taken from the download"
 
 
 def test_a_split_models_first_shard_alone_is_said_to_be_downloaded_in_part_not_offered_as_is(
