@@ -128,6 +128,8 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     from localgen.cli_model import conversation_defaults, preflight_for, system_file_input
     from localgen.cli_options import sampling_from
     from localgen.conversation import asks_for_no_system_prompt
+    from localgen.conversation_lock import remove_killed_saves
+    from localgen.conversation_store import conversations_dir
     from localgen.inputs import attachment_files, chat_template_file, reads_a_pipe, refuse_special_file
     from localgen.params import GenerationLimits, token_budget
     from localgen.resolve import check_reference
@@ -159,6 +161,8 @@ def check_chat(request: ChatRequest) -> CheckedChat:
                             floor_texts=prompt_parts(files, system=bool(system) or system_input is not None))
     _refuse_without_terminal()  # after the command line's own errors, as every command says those first
     unsaveable = _warn_if_unsaveable()
+    if not unsaveable:  # as a listing does: the temp files saves killed part way left an hour ago go
+        remove_killed_saves(conversations_dir())
     # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as
     # soon as its size shows it
     checked = CheckedChat(system=system, files=files, system_input=system_input, template_file=template_file,
@@ -205,9 +209,8 @@ def _resumed(resume: str | None) -> Continued | None:
 
 def _warn_if_unsaveable() -> bool:
     """Say at the start, not at the first save, that the conversations folder cannot be made (a file stands in its
-    way, a read-only or virtual file system); whether it said so. The temp files saves killed part way left there go."""
+    way, a read-only or virtual file system); whether it said so."""
     from localgen import console
-    from localgen.conversation_lock import remove_killed_saves
     from localgen.conversation_store import conversations_dir
     from localgen.errors import LocalgenError
     from localgen.storage import file_in_the_way, in_the_way, make_folder
@@ -222,7 +225,6 @@ def _warn_if_unsaveable() -> bool:
     except LocalgenError as exc:
         console.warn(f"this chat cannot be saved: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
         return True
-    remove_killed_saves(conversations_dir())
     return False
 
 
