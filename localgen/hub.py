@@ -39,7 +39,7 @@ from localgen.hub_cache import (
     save_listing,
 )
 from localgen.hub_choice import choose_model, lookalikes, quant_of, shard_of
-from localgen.hub_entry_data import linked_file, linked_file_named, users_file_behind
+from localgen.hub_entry_data import linked_file, linked_file_named, model_blobs, users_file_behind
 from localgen.hub_errors import map_hub_error, offline_error, timed_out
 from localgen.hub_logs import HubLogNote, quiet_hub_logs
 from localgen.hub_resume import Fetched, PartClaim, fetch_blob, resumable
@@ -332,20 +332,19 @@ def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, p
     link to a file of the user's outside the cache, or another model's in it, the link alone is replaced, by the blob
     where that is there, as pull --force replaces it)."""
     cached = not force and is_cached(model, f)
-    etag = f.sha256 or f.blob_id
-    own = [blobs_dir(model.repo) / etag] if etag else []  # its blob, which the entry may reach through a user's link
+    own = model_blobs(blobs_dir(model.repo), (g.sha256 or g.blob_id for g in model.files))  # as models rm tells them
     mine = linked_file(pointer_path(model.repo, model.revision, f.filename), own)
     got = _hf_download(model, f, force=force, display=display, cached=cached)
     if force and mine is not None and users_file_behind(got.path) is None:
         display.notes_after.append(f"localgen: {got.path} led to {linked_file_named(mine)}; it leads to the Hub's "
                                    f"{f.repo}/{f.filename} now, and {mine.kept} is left as it was")
     try:
-        verify_download(got.path, f, display, pin, hashed=got.sha256)
+        verify_download(got.path, f, display, pin, hashed=got.sha256, own_blobs=own)
     except HubError:
         if not cached:
             raise
         got = _hf_download(model, f, force=False, display=display, cached=is_cached(model, f))
-        verify_download(got.path, f, display, pin, hashed=got.sha256)
+        verify_download(got.path, f, display, pin, hashed=got.sha256, own_blobs=own)
         if mine is not None:
             display.notes_after.append(f"localgen: {got.path} led to {linked_file_named(mine)}, which is not the "
                                        f"Hub's {f.repo}/{f.filename}; it leads to the Hub's file now, and {mine.kept} "

@@ -11,7 +11,7 @@ link of the user's: the blob is the model's, the link the user's.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -84,10 +84,20 @@ class LinkedFile:
         return self.link if self.whose == "the model's" else self.path
 
 
+def model_blobs(blobs: Path, etags: Iterable[str | None]) -> list[Path]:
+    """The blobs of a model's files in its repo's blobs folder (blobs), by their etags (the sha256 or git blob id of
+    every file of the model, each shard's), where they are there: what pull and models rm tell the model's own by."""
+    wanted = {etag for etag in etags if etag}
+    try:  # by the names the folder holds: an etag is never taken for a path
+        return sorted(blob for blob in blobs.iterdir() if blob.name in wanted)
+    except OSError:
+        return []
+
+
 def linked_file(entry: Path, own_blobs: Iterable[Path] = ()) -> LinkedFile | None:
     """What a snapshot entry links to in place of a blob of its repo, and whose it is: the model's own where it is
-    one of own_blobs (the blobs of the entry's file, by their real paths), else another model's (another_models_file)
-    or the user's; None for an entry that is no link, or links to its repo's blob itself."""
+    one of own_blobs (the blobs of the model's files, model_blobs, by their real paths), else another model's
+    (another_models_file) or the user's; None for an entry that is no link, or links to its repo's blob itself."""
     real = users_file_behind(entry)
     if real is None:
         return None
@@ -106,10 +116,11 @@ def linked_file_named(linked: LinkedFile) -> str:
     return str(linked.path)
 
 
-def discard_cached_file(pointer: Path) -> LinkedFile | None:
+def discard_cached_file(pointer: Path, own_blobs: Sequence[Path] = ()) -> LinkedFile | None:
     """Delete a cached file completely: its snapshot entry, its repo blob, and a shared blob behind it; where the
-    entry leads to a file of the user's or another model's, only the link goes, and that file, kept, is returned."""
-    users_file = linked_file(pointer)
+    entry leads elsewhere (to a file of the user's, another model's, or through a link of the user's to one of
+    own_blobs, the model's: linked_file), only the link goes, and what it led to, kept, is returned."""
+    linked = linked_file(pointer, own_blobs)
     for target in [pointer, *data_behind(pointer)]:
         try:
             target.unlink()
@@ -118,4 +129,4 @@ def discard_cached_file(pointer: Path) -> LinkedFile | None:
         except OSError as exc:  # a read-only cache: the bad file cannot go, and must not be used
             raise LocalgenError(f"cannot delete the bad download {target}: {exc.strerror or exc}",
                                 hint="delete it by hand, or check the permissions of the Hugging Face cache") from exc
-    return users_file
+    return linked

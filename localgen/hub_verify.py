@@ -5,6 +5,7 @@ is recorded as verified."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -69,15 +70,16 @@ def check_pin(label: str, actual: str | None, size: int | None, pin: Pin, *, cha
                             hint=f"{changed} changed, or that sha256 is wrong: fix it or remove the line")
 
 
-def verify_download(path: Path, f: HubFile, display: Display, pin: Pin | None, *, hashed: str | None = None) -> None:
+def verify_download(path: Path, f: HubFile, display: Display, pin: Pin | None, *, hashed: str | None = None,
+                    own_blobs: Sequence[Path] = ()) -> None:
     """Check the checksum, the sha256 the registry pins and the GGUF header; record the file as verified if all pass
     (hashed: the sha256 its bytes were checked to have already, as hub_resume checks a download before it replaces a
-    copy)."""
+    copy; own_blobs: the model's, hub_entry_data.model_blobs, for a file that fails its checksum)."""
     if hashed is None and f.sha256 and is_verified(path, f.sha256):
         _check_usable(path, f)  # a record from before the header was checked too
         display.verified(f, hashed=False)
         return
-    actual = hashed or _checksum(path, f, display)
+    actual = hashed or _checksum(path, f, display, own_blobs)
     if pin is not None:
         check_pin(f"{f.repo}/{f.filename}", actual, path.stat().st_size, pin)
     _check_usable(path, f)
@@ -95,15 +97,19 @@ class ChecksumMismatch(HubError):
     """A file whose size or checksum is not the one the Hub's listing gives."""
 
 
-def _checksum(path: Path, f: HubFile, display: Display) -> str:
+def _checksum(path: Path, f: HubFile, display: Display, own_blobs: Sequence[Path]) -> str:
     """Check size and sha256 (or git blob id) against the listing, deleting a file that differs (where a link leads
-    to a file of the user's or another model's, only the link); its sha256."""
+    to a file of the user's or another model's, or through a link of the user's to a blob of the model's, own_blobs,
+    only the link); its sha256."""
     try:
         return check_checksum(path, f, display)
     except ChecksumMismatch as exc:
-        kept = discard_cached_file(path)
-        exc.message += ("; the corrupt download was deleted" if kept is None else
-                        f"; the link to {linked_file_named(kept)} was removed, and that file is left as it was")
+        kept = discard_cached_file(path, own_blobs)
+        if kept is None:
+            exc.message += "; the corrupt download was deleted"
+        else:
+            left = "both are left as they were" if kept.whose == "the model's" else "that file is left as it was"
+            exc.message += f"; the link to {linked_file_named(kept)} was removed, and {left}"
         raise
 
 

@@ -22,7 +22,7 @@ from localgen import hub_cache
 from localgen.catalog import bundled_file, bundled_use, display_name, display_names, forget_model_file, hub_groups
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
-from localgen.hub_entry_data import blob_data, data_behind, linked_file
+from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_blobs
 from localgen.hub_slips import with_downloaded_repo
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
@@ -322,11 +322,7 @@ def _own_blobs(repo_dir: Path, files: list[hub_cache.CachedHubFile]) -> list[Pat
     listing = hub_cache.load_listing(files[0].repo)
     names = {f.filename for f in files}
     listed = {f.sha256 or f.blob_id for f in listing.files if f.filename in names} if listing else set()
-    etags = listed | {f.sha256 for f in files}
-    try:  # by the names the folder holds: an etag is never taken for a path
-        return sorted(blob for blob in (repo_dir / "blobs").iterdir() if blob.name in etags)
-    except OSError:
-        return []
+    return model_blobs(repo_dir / "blobs", listed | {f.sha256 for f in files})
 
 
 def _model_files(files: list[hub_cache.CachedHubFile]) -> set[str]:

@@ -409,3 +409,48 @@ def test_a_pull_over_a_link_of_one_s_own_to_the_model_s_blob_names_both_as_what_
     said = err.splitlines()[-2]
     assert said == (f"localgen: {path} led to {blob} through {mine} (a link of yours to the model's file); it leads "
                     f"to the Hub's {REPO}/{NAME} now, and {mine} is left as it was"), err
+
+
+SHARDS = [f"s-Q8_0-{n:05d}-of-00002.gguf" for n in (1, 2)]
+
+
+def _second_shard_linked_to_the_first_s_blob(hubenv: HubEnv) -> tuple[Path, Path, Path]:
+    """A split model pulled, whose second shard's snapshot entry leads through a link of the user's to the first
+    shard's blob: that entry, the blob and the link."""
+    hubenv.server.add_repo(REPO, {name: make_gguf_bytes(f"s{n}", shard=(n, 2)) for n, name in enumerate(SHARDS, 1)})
+    first, second = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    blob = first.resolve()
+    mine = hubenv.tmp_path / "mydocs" / "s.gguf"
+    mine.parent.mkdir()
+    mine.symlink_to(blob)
+    second.unlink()
+    second.symlink_to(mine)
+    return second, blob, mine
+
+
+def test_a_pull_over_a_shard_s_link_to_another_shard_s_blob_names_it_the_model_s_as_models_rm_does(
+        hubenv: HubEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    """pull told the model's own blobs by this file's alone, and called the first shard's blob another model's file
+    in the cache, where models rm, which tells them by every file of the model, calls it the model's."""
+    second, blob, mine = _second_shard_linked_to_the_first_s_blob(hubenv)
+    capsys.readouterr()
+    hub.download_model(REPO, quant="Q8_0", filename=None)
+    said = capsys.readouterr().err.splitlines()
+    assert f"localgen: {second} led to {blob} through {mine} (a link of yours to the model's file), which is not the " \
+           f"Hub's {REPO}/{SHARDS[1]}; it leads to the Hub's file now, and {mine} is left as it was" in said, said
+    assert os.readlink(mine) == str(blob) and blob.is_file()
+
+
+def test_a_download_s_checksum_names_the_model_s_blob_a_shard_s_entry_still_led_to_as_the_pull_does(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checksum's deletion told whose the file was without the model's blobs: another model's file in the
+    cache."""
+    from localgen import hub_resume
+
+    second, blob, mine = _second_shard_linked_to_the_first_s_blob(hubenv)
+    monkeypatch.setattr(hub_resume, "link_into_snapshot", lambda *args, **kwargs: None)  # an entry left as it was
+    with pytest.raises(HubError) as info:
+        hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True, force=True)
+    assert info.value.message.endswith(f"; the link to {blob} through {mine} (a link of yours to the model's file) "
+                                       "was removed, and both are left as they were"), info.value.message
+    assert not os.path.lexists(second) and os.readlink(mine) == str(blob) and blob.is_file()
