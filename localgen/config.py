@@ -86,17 +86,25 @@ def _folder_envs_read() -> list[str]:
     xdg = [*XDG_FALLBACKS] if not os.environ.get("LOCALGEN_HOME") else []
     if not os.environ.get("HF_HOME") and "XDG_CACHE_HOME" not in xdg:
         xdg.append("XDG_CACHE_HOME")
-    home = ["HOME"] if _kept_under_home() and "HOME" in os.environ else []  # set empty too: ~ would be /
+    home = ["HOME"] if _home_movers() and "HOME" in os.environ else []  # set empty too: ~ would be /
     return [name for name in (*FOLDER_ENVS, *xdg) if os.environ.get(name)] + home
 
 
-def _kept_under_home() -> list[str]:
+def _home_movers() -> list[str]:
     """The variables that would move the folders localgen or huggingface_hub keep files in that fall back to HOME:
     LOCALGEN_HOME for localgen's own, without it where their XDG variable is unset or relative; HF_HOME for the hub
     cache, without HF_HUB_CACHE, HF_HOME and an absolute XDG_CACHE_HOME (none: no folder falls back to HOME)."""
     own = not os.environ.get("LOCALGEN_HOME") and any(not _xdg_absolute(name) for name in XDG_FALLBACKS)
     hub = not os.environ.get("HF_HUB_CACHE") and not os.environ.get("HF_HOME") and not _xdg_absolute("XDG_CACHE_HOME")
     return [name for name, falls_back in (("LOCALGEN_HOME", own), ("HF_HOME", hub)) if falls_back]
+
+
+def _home_hint() -> str:
+    """The hint of a HOME refused as empty or relative: set it right or unset it (the user's home folder is looked
+    up then), or move what falls back to it (_home_movers)."""
+    movers = _home_movers()
+    where = f"{' and '.join(movers)} to {'folders of their own' if len(movers) > 1 else 'a folder of its own'}"
+    return f"set HOME to your home folder's absolute path or unset it, or set {where}"
 
 
 def _xdg_absolute(name: str) -> bool:
@@ -114,16 +122,14 @@ def _folder_error(name: str, value: str) -> ConfigError | None:
     if name in XDG_FALLBACKS and not _xdg_absolute(name):
         return None  # ignored, as the XDG spec says
     if name == "HOME" and not value:  # Python takes / for ~ then
-        movers = _kept_under_home()
-        where = f"{' and '.join(movers)} to {'folders of their own' if len(movers) > 1 else 'a folder of its own'}"
         return ConfigError("HOME is set but empty, so the folders kept under it would be made under /",
-                           hint=f"set HOME to your home folder's absolute path, or set {where}")
+                           hint=_home_hint())
     if value.strip() != value:
         return spaced_setting_error(ConfigError, name, value, what="the folder", kept="they would be part of its name",
                                     fixed=value.strip())
     if not Path(value).is_absolute() and name == "HOME":  # refused: unlike XDG_*, nothing says where to look instead
         return ConfigError(f"HOME={value} is not an absolute path, so the folders kept under it would follow the "
-                           "current folder", hint="set HOME to your home folder's absolute path, or unset it")
+                           "current folder", hint=_home_hint())
     path = Path(value).expanduser()
     blocker = _nearest_existing(path)
     if blocker is None or blocker.is_dir():

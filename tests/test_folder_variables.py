@@ -109,8 +109,8 @@ def test_a_folder_variable_on_a_link_loop_or_a_link_through_a_file_says_so(tmp_p
 def test_a_relative_home_is_refused_where_files_would_be_kept_under_it(tmp_path: Path) -> None:
     result = _localgen(tmp_path, "models", "default", "smollm2-135m", HOME="relhome")
     assert _refused(result, "HOME=relhome is not an absolute path, so the folders kept under it would follow the "
-                            "current folder (hint: set HOME to your home folder's absolute path, or unset it)"), \
-        result.stderr
+                            "current folder (hint: set HOME to your home folder's absolute path or unset it, or set "
+                            "LOCALGEN_HOME and HF_HOME to folders of their own)"), result.stderr
     assert list((tmp_path / "cwd").iterdir()) == [], "no models.toml under the current folder"
     homes = {"LOCALGEN_HOME": str(tmp_path / "lg"), "HF_HOME": str(tmp_path / "hf")}
     unread = _localgen(tmp_path, "models", "default", "smollm2-135m", HOME="relhome", **homes)
@@ -121,7 +121,7 @@ def test_a_relative_home_is_refused_where_files_would_be_kept_under_it(tmp_path:
 def test_an_empty_home_is_refused_where_files_would_be_kept_under_it(tmp_path: Path) -> None:
     """Python takes / for ~ where HOME is empty: localgen's folders would be /.config/localgen and the like."""
     said = "HOME is set but empty, so the folders kept under it would be made under / (hint: set HOME to your home " \
-           "folder's absolute path, or set {})"
+           "folder's absolute path or unset it, or set {})"
     both = _localgen(tmp_path, "conversations", HOME="")  # (it reads, and makes nothing)
     assert _refused(both, said.format("LOCALGEN_HOME and HF_HOME to folders of their own")), both.stderr
     own = _localgen(tmp_path, "conversations", HOME="", HF_HOME=str(tmp_path / "hf"))
