@@ -78,10 +78,10 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
 
 def remove_killed_saves(folder: Path) -> None:
     """Remove the temp files that saves killed part way left in the conversations folder (of NAME.json, never a
-    file of another name), of any conversation, once
-    untouched for storage.STALE_TEMP_S with their lock free: a new one's first save leaves no file, so no hold of its
-    name would come to remove its own; a save under way holds its temp file's lock, which on another machine sharing
-    the folder (over NFS) this one may not see, but no save is written for that long."""
+    file of another name), of any conversation, once untouched for storage.STALE_TEMP_S with their lock free: a new
+    one's first save leaves no file, so no hold of its name would come to remove its own; a save under way holds its
+    temp file's lock, which on another machine sharing the folder (over NFS) this one may not see, but no save is
+    written for that long."""
     remove_leftover_temp_files(folder, rf"{NAME_RULE}\.json", by_lock=False)
 
 

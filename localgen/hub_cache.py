@@ -180,7 +180,7 @@ def downloads_running(repo_dir: Path) -> bool:
 
 
 def _lock_held(lock: Path) -> bool:
-    """Whether a process holds the lock file at path (one unreadable, or on a file system without locks: taken as
+    """Whether a process holds the lock file lock (one unreadable, or on a file system without locks: taken as
     held)."""
     try:
         with open(lock, "rb") as handle:
