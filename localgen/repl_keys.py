@@ -1,19 +1,25 @@
-"""The chat prompt's keys: Enter (after a backslash too), Alt-Enter, Tab in a message, pastes, Ctrl-X Ctrl-E, Ctrl-G
-and the keys that move the cursor in a search."""
+"""The chat prompt's keys: Enter (after a backslash too), Alt-Enter, Tab in a message, pastes, Ctrl-X Ctrl-E, Ctrl-G,
+the keys that move the cursor in a search, and text that prompt-toolkit would take for a mouse report."""
 
 from __future__ import annotations
 
+import re
 import signal
+from typing import TYPE_CHECKING
 
 from prompt_toolkit.filters import Condition, has_completions, is_searching
 from prompt_toolkit.input.ansi_escape_sequences import ANSI_SEQUENCES
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.key_binding.bindings.mouse import load_mouse_bindings, typical_mouse_events
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.search import SearchDirection, accept_search, start_search, stop_search
 
 from localgen.repl_editor import MessageEditor
 from localgen.repl_input import block_is_open, command_block_is_open, parse_command
 from localgen.signals import SignalExit
+
+if TYPE_CHECKING:
+    from prompt_toolkit.key_binding.key_bindings import NotImplementedOrNone
 
 LINE_GOES_ON = "\\"  # at the end of a message's line, Enter starts a new line of it (as in llama-cli)
 # Shift-Enter and Alt-Enter as terminals that tell them from Enter send them (xterm's modifyOtherKeys, tmux's extended
@@ -22,6 +28,17 @@ LINE_GOES_ON = "\\"  # at the end of a message's line, Enter starts a new line o
 NEWLINE_ENTERS = frozenset({"\x1b[27;2;13~", "\x1b[27;3;13~", "\x1b[13;2u", "\x1b[13;3u"})
 for _sequence in NEWLINE_ENTERS:  # read as Enter, which tells them apart by their data
     ANSI_SEQUENCES.setdefault(_sequence, Keys.ControlM)
+# the mouse reports prompt-toolkit reads whole: xterm's SGR (ESC [ < b;x;y M or m), urxvt's (ESC [ b;x;y M) and X10's
+# (ESC [ M and three characters, the first a button it knows); its parser takes more for one (an SGR colour, ESC [ 31m)
+_SGR_OR_URXVT_MOUSE = re.compile(r"\x1b\[(<\d+;\d+;\d+[mM]|\d+;\d+;\d+M)")
+_X10_MOUSE = re.compile(r"\x1b\[M(.)..", re.DOTALL)
+_read_mouse_report = load_mouse_bindings().get_bindings_for_keys((Keys.Vt100MouseEvent,))[0].handler
+
+
+def is_mouse_report(data: str) -> bool:
+    """True when prompt-toolkit's parser reads data (what it took for a mouse report) as one, without failing."""
+    x10 = _X10_MOUSE.fullmatch(data)
+    return bool(_SGR_OR_URXVT_MOUSE.fullmatch(data)) or (x10 is not None and ord(x10[1]) in typical_mouse_events)
 
 
 class PasteMark:
@@ -44,11 +61,11 @@ def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     """Enter sends (or continues a typed \"\"\" block, or a message whose line ends with a backslash, which it drops);
     Alt-Enter / Esc Enter (and Shift-Enter where the terminal tells it apart) insert a newline; paste notes a paste that
     begins the line; Tab in a message is a tab (in a command line it completes); Ctrl-X Ctrl-E edits the line in the
-    editor; Ctrl-\\ ends the chat. During a history search (Ctrl-R), prompt-toolkit's own keys apply (Enter accepts the
-    match), but for Ctrl-G, which gives up the search and puts back the line as it was before it, as readline's does,
-    Ctrl-C, which then clears that line, and the keys that move the cursor (Left, Right, Home, End, Ctrl-A, Ctrl-E),
-    which end the search on the line found and move in it, as readline's do, where prompt-toolkit moved in the text
-    searched for.
+    editor; Ctrl-\\ ends the chat; text taken for a mouse report that is none is text. During a history search
+    (Ctrl-R), prompt-toolkit's own keys apply (Enter accepts the match), but for Ctrl-G, which gives up the search and
+    puts back the line as it was before it, as readline's does, Ctrl-C, which then clears that line, and the keys that
+    move the cursor (Left, Right, Home, End, Ctrl-A, Ctrl-E), which end the search on the line found and move in it,
+    as readline's do, where prompt-toolkit moved in the text searched for.
     """
     bindings = KeyBindings()
     before_search: list[tuple[int, int]] = []  # the line's place in the history, and the cursor's, as a search began
@@ -130,6 +147,16 @@ def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
             paste.text = text
         buffer.insert_text(text)
         paste.line_after = buffer.text if buffer.cursor_position == len(buffer.text) else ""
+
+    @bindings.add(Keys.Vt100MouseEvent)
+    def _mouse(event: KeyPressEvent) -> NotImplementedOrNone:
+        """A mouse report goes to prompt-toolkit; text it took for one (ESC [ 31m of a paste its terminal did not mark,
+        or typed by a script) is text typed, its escape then dropped as other control characters are, where
+        prompt-toolkit failed on it with a traceback and a "Press ENTER to continue" that took the next Enter."""
+        if is_mouse_report(event.data):
+            return _read_mouse_report(event)
+        event.current_buffer.insert_text(event.data)
+        return None
 
     @bindings.add("enter", filter=~is_searching)
     def _enter(event: KeyPressEvent) -> None:
