@@ -21,7 +21,6 @@ from localgen.chat_commands_conversation import conversation_summary
 from localgen.chat_commands_settings import say_stats
 from localgen.errors import LocalgenError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
-from localgen.input_text import argument_text
 from localgen.output_writes import WholeWrites, end_writes_on
 from localgen.prefill_ahead import PrefillWhileTyping
 from localgen.repl_echo import TallInputEcho
@@ -37,6 +36,7 @@ from localgen.repl_input import (
     open_history,
     parse_command,
     typed_message,
+    typed_text,
     without_controls,
 )
 from localgen.repl_keys import PasteMark, key_bindings
@@ -259,10 +259,10 @@ class Repl:
 
     @staticmethod
     def _decoded(line: str, *, warn: bool = True) -> str:
-        """The line as text: bytes a non-UTF-8 terminal sent become U+FFFD, and control characters (a quoted
-        Ctrl-Z, say) are dropped, each with a warning (when warn)."""
+        """The line as text: bytes a non-UTF-8 terminal sent become U+FFFD (but in a /file or /model path), and control
+        characters (a quoted Ctrl-Z, say) are dropped, each with a warning (when warn)."""
         warnings: list[str] = []
-        line = argument_text(line, "the input", warnings)
+        line = typed_text(line, warnings)
         line, dropped = without_controls(line)
         if dropped:
             warnings.append(f"dropped {counted(len(dropped), 'control character')} ({' '.join(dict.fromkeys(dropped))})"

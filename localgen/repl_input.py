@@ -18,6 +18,7 @@ from localgen.chat_settings import SETTING_NAMES
 from localgen.config import settings
 from localgen.conversation_store import list_conversations
 from localgen.errors import LocalgenError, UsageError
+from localgen.input_text import argument_text
 from localgen.registry import load_registry
 from localgen.repl_show import SHOW_PARTS
 from localgen.shell_words import names_a_path, path_completions
@@ -69,6 +70,7 @@ SLASH_HABITS = {  # other tools' commands that localgen names otherwise
 WITHOUT_ARGUMENT = frozenset({usage for usage in COMMAND_HELP if " " not in usage})
 WITHOUT_ARGUMENT |= {alias for alias, name in ALIASES.items() if name in WITHOUT_ARGUMENT}  # /bye, /clear
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # C0 controls and DEL; tabs and newlines are text
+PATH_COMMANDS = frozenset({"/file", "/model"})  # the commands that take a file's path (/model: or a model's name)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,14 @@ def parse_command(line: str) -> SlashCommand | None:
     if "/" in name[1:] or "." in name:
         return None
     return SlashCommand(name=name.lower(), argument=stripped[len(name):].strip())
+
+
+def typed_text(line: str, warnings: list[str]) -> str:
+    """A line typed at the prompt as text: a /file or /model line keeps the bytes that were not UTF-8 (a file's name,
+    as Tab completes it) as the command line keeps them, for its path to reach the file; any other line's become
+    U+FFFD, with a warning."""
+    command = parse_command(line)
+    return line if command is not None and command.name in PATH_COMMANDS else argument_text(line, "the input", warnings)
 
 
 def without_controls(text: str) -> tuple[str, list[str]]:
