@@ -86,11 +86,14 @@ def _told_apart(typed: str, meant: str) -> str | None:
     """'did you mean MEANT?' for a path typed that misspells the file meant; where the two print alike (a byte that
     is not UTF-8 shows as U+FFFD, a control character as ?), both written with the escapes of the tab-separated
     listings (\\xff), or None where even those do not tell them apart (a difference in the middle a long path's
-    cut leaves out)."""
-    from localgen.console import one_line
+    cut leaves out); a file meant whose name is not UTF-8 is written so too, U+FFFD being no name to type."""
+    from localgen.console import one_line, without_surrogates
     from localgen.tab_separated import escaped_field
 
     if one_line(short_path(meant)) != one_line(short_path(typed)):
+        if without_surrogates(meant) != meant:
+            escaped = short_path(escaped_field(meant))
+            return f"did you mean {escaped}? \\xHH is a byte that is not UTF-8 (Tab completes it)"
         return f"did you mean {short_path(meant)}?"
     meant, typed = short_path(escaped_field(meant)), short_path(escaped_field(typed))
     return f"did you mean {meant}? {typed} was typed; \\xHH is a byte that does not print" if meant != typed else None

@@ -67,7 +67,13 @@ def test_a_model_file_suggested_that_nothing_tells_from_the_path_typed_is_left_o
 
 
 def test_a_model_file_suggested_that_prints_unlike_the_path_typed_is_written_as_it_prints(tmp_path: Path) -> None:
-    """A suggestion that prints unlike the path typed (.gguf added) keeps its plain form."""
-    _model_file(tmp_path, b"model\xfe.gguf")
+    """A suggestion that prints unlike the path typed (a capital) keeps its plain form, but for a byte of its name
+    that is not UTF-8, written \\xfe, where U+FFFD stood for it, which names no file when typed."""
+    _model_file(tmp_path, b"model.gguf")
     result = run_localgen("run", "-m", str(tmp_path / "Model"), "hi")
-    assert result.returncode == 1 and f"(hint: did you mean {tmp_path}/model\ufffd.gguf?)" in result.err, result.err
+    assert result.returncode == 1 and f"(hint: did you mean {tmp_path}/model.gguf?)" in result.err, result.err
+    (tmp_path / "b").mkdir()
+    _model_file(tmp_path / "b", b"model\xfe.gguf")
+    result = run_localgen("run", "-m", str(tmp_path / "b" / "Model"), "hi")
+    hint = f"(hint: did you mean {tmp_path}/b/model\\xfe.gguf? \\xHH is a byte that is not UTF-8 (Tab completes it))"
+    assert result.returncode == 1 and hint in result.err, result.err
