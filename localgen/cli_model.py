@@ -22,11 +22,12 @@ if TYPE_CHECKING:
 SYSTEM_FILE_OPTION = "--system-file"
 
 
-def read_texts(system: str | None, stop: list[str] | None, warnings: list[str]) -> tuple[str | None, list[str]]:
-    """The --system text (with a file's newlines: `-s "$(cat FILE)"`) and the --stop strings as given (--stop ''
-    alone: none, in place of models.toml's); a warning when the system prompt is the name of a file (--system-file
-    reads one; -s takes the text), or a number (llama-cli's -s is its seed), and for each stop string holding a
-    typed escape."""
+def read_texts(system: str | None, stop: list[str] | None, warnings: list[str], *,
+               exact: bool = False) -> tuple[str | None, list[str]]:
+    """The --system text (with a file's newlines: `-s "$(cat FILE)"`; exactly as given where exact, for --raw) and the
+    --stop strings as given (--stop '' alone: none, in place of models.toml's); a warning when the system prompt is
+    the name of a file (--system-file reads one; -s takes the text), or a number (llama-cli's -s is its seed), and
+    for each stop string holding a typed escape."""
     import re
 
     from localgen.input_text import argument_newlines, argument_text
@@ -38,7 +39,8 @@ def read_texts(system: str | None, stop: list[str] | None, warnings: list[str]) 
     elif system and re.fullmatch(r"\s*-?[0-9]+\s*", system):  # llama-cli's -s is its seed
         warnings.append(f"the system prompt is the text {system!r}: -s is --system here, not llama-cli's seed "
                         f"(for that: --seed {system.strip()})")
-    text = None if system is None else argument_newlines(argument_text(system, "--system", warnings))
+    text = None if system is None else argument_text(system, "--system", warnings)
+    text = text if exact or text is None else argument_newlines(text)
     stops = [argument_text(s, "--stop", warnings) for s in stop or () if stop != [""]]
     warnings += typed_escape_warnings(stops)
     return text, stops
@@ -63,12 +65,14 @@ def system_file_input(system: str | None, system_file: str | None, *, stdin_take
 
 
 def read_system_file(file: InputFile, stdin: BinaryIO | None, warnings: list[str],
-                     bound: TextBound | None = None) -> str:
-    """The system prompt a --system-file holds (inputs.system_prompt_text), noting a pipe that keeps it waiting;
-    bound refuses it as soon as it is certainly too long for the model (a pipe's, runner.preflight)."""
+                     bound: TextBound | None = None, *, exact: bool = False) -> str:
+    """The system prompt a --system-file holds (inputs.system_prompt_text; exact: its line ends kept, for --raw),
+    noting a pipe that keeps it waiting; bound refuses it as soon as it is certainly too long for the model (a pipe's,
+    runner.preflight)."""
     from localgen.inputs import system_prompt_text
 
-    return system_prompt_text(file.read(stdin, warnings, warn_empty=True, waiting=say_waiting_for, bound=bound))
+    text = file.read(stdin, warnings, warn_empty=True, waiting=say_waiting_for, bound=bound)
+    return system_prompt_text(text, exact=exact)
 
 
 def say_waiting_for(name: str | None, option: str, *, terminal: bool = False) -> None:

@@ -181,7 +181,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     ctx, warnings = request.ctx, []
     stdin_asked = request.prompt == STDIN_NAME
     prompt = None if stdin_asked or request.prompt is None else argument_text(request.prompt, "the prompt", warnings)
-    system, stop = read_texts(request.system, list(request.stop), warnings)
+    system, stop = read_texts(request.system, list(request.stop), warnings, exact=request.raw)
     if system == STDIN_NAME:  # as -f - and a prompt of - read stdin
         warnings.append(f"the system prompt is the text '{STDIN_NAME}', not stdin (for that: --system-file -)")
     if request.hide_thinking:
@@ -243,7 +243,7 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
         if checked.system_input.path is None:
             say_reading_a_terminal(stdin, f"the system prompt (--system-file {as_given(checked.system_input)})")
         named = prompt_parts([], system=True, prompt=bool(checked.prompt))  # what a refusal while it is read names
-        system = read_system_file(checked.system_input, stdin, warnings,
+        system = read_system_file(checked.system_input, stdin, warnings, exact=request.raw,
                                   bound=checked.bound and checked.bound.beside(checked.prompt).named(named))
         stdin = None if checked.system_input.path is None else stdin  # --system-file - read it
     template = read_chat_template(checked.template_file, waiting=say_waiting_for)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import sys
 import threading
@@ -22,6 +23,7 @@ from localgen.stdin_names import STDIN_NAME, STDIN_PATHS, names_stdin
 from localgen.typed_paths import FILE_OPTION, file_identity, is_existing_file, option_path, short_path
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
+_LINE_ENDS_AT_END = re.compile(r"(\r?\n)+\Z")
 BINARY_SNIFF_BYTES = 64 * 1024  # binary input is told from its first block
 STDIN_QUIET_S = 2.0  # a pipe silent this long gets a note that localgen waits for it
 TEMPLATE_HINT = "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"
@@ -219,10 +221,11 @@ def whole_text(file: InputFile, what: str, hint: str, *, waiting: Waiting | None
     return text
 
 
-def system_prompt_text(text: str) -> str:
+def system_prompt_text(text: str, *, exact: bool = False) -> str:
     """A system prompt read from a file: Windows line ends (CRLF) as plain newlines, as in attachments, and without
-    the newlines it ends with (as `-s "$(cat FILE)"` gives it)."""
-    return plain_newlines(text).rstrip("\n")
+    the newlines it ends with (as `-s "$(cat FILE)"` gives it); exact (--raw) keeps its line ends, less those it ends
+    with."""
+    return _LINE_ENDS_AT_END.sub("", text) if exact else plain_newlines(text).rstrip("\n")
 
 
 def refuse_special_file(path: Path, typed: str | None = None, *, pipes: bool = False) -> None:
