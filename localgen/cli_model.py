@@ -24,13 +24,13 @@ SYSTEM_FILE_OPTION = "--system-file"
 
 def read_texts(system: str | None, stop: list[str] | None, warnings: list[str], *,
                exact: bool = False) -> tuple[str | None, list[str]]:
-    """The --system text (with a file's newlines: `-s "$(cat FILE)"`; exactly as given where exact, for --raw) and the
+    """The --system text (read as a file's text: `-s "$(cat FILE)"`; exactly as given where exact, for --raw) and the
     --stop strings as given (--stop '' alone: none, in place of models.toml's); a warning when the system prompt is
     the name of a file (--system-file reads one; -s takes the text), or a number (llama-cli's -s is its seed), and
     for each stop string holding a typed escape."""
     import re
 
-    from localgen.input_text import argument_newlines, argument_text
+    from localgen.input_text import argument_as_file_text, argument_text
     from localgen.inputs import file_name_warning, names_a_file
     from localgen.stopping import typed_escape_warnings
 
@@ -40,7 +40,7 @@ def read_texts(system: str | None, stop: list[str] | None, warnings: list[str], 
         warnings.append(f"the system prompt is the text {system!r}: -s is --system here, not llama-cli's seed "
                         f"(for that: --seed {system.strip()})")
     text = None if system is None else argument_text(system, "--system", warnings)
-    text = text if exact or text is None else argument_newlines(text)
+    text = text if exact or text is None else argument_as_file_text(text)
     stops = [argument_text(s, "--stop", warnings) for s in stop or () if stop != [""]]
     warnings += typed_escape_warnings(stops)
     return text, stops
