@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.errors import UsageError
+from localgen.input_text import argument_utf8
 from localgen.inputs import STDIN_NAME, InputFile, Waiting, whole_text
 from localgen.json_schema import MAX_COUNT, SCHEMA_HINT, schema_grammar
 from localgen.params import Grammar
@@ -52,14 +53,13 @@ def constraint_source(grammar: str | None, json_schema: str | None) -> Constrain
         if value is not None and not value.strip():
             raise UsageError(f"{option} is empty", hint=hint)
     if grammar is not None and _is_inline(grammar):
-        _refuse_non_utf8(grammar, "--grammar", GRAMMAR_HINT)
+        grammar = _utf8_text(grammar, "--grammar", GRAMMAR_HINT)
         if not _ROOT_RULE.search(grammar):
             raise UsageError("the --grammar text has no root rule: the answer starts at `root ::= ...`",
                              hint=GRAMMAR_HINT)
         return ConstraintSource("--grammar", grammar)
     if json_schema is not None and _is_inline_schema(json_schema):
-        _refuse_non_utf8(json_schema, "--json-schema", SCHEMA_HINT)
-        return ConstraintSource("--json-schema", json_schema)
+        return ConstraintSource("--json-schema", _utf8_text(json_schema, "--json-schema", SCHEMA_HINT))
     for option, value in (("--grammar", grammar), ("--json-schema", json_schema)):
         if value is not None:
             _refuse_stdin(value, option)
@@ -357,13 +357,14 @@ def _refuse_stdin(value: str, option: str) -> None:
         raise UsageError(f"{option} does not read stdin (stdin may carry the prompt)", hint=_KINDS[option][1])
 
 
-def _refuse_non_utf8(text: str, option: str, hint: str) -> None:
-    """Refuse option text given with bytes that are not UTF-8 (kept by Python as lone surrogates): a grammar or
-    schema made of U+FFFD would force them into the answer (a file of them is refused alike)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise UsageError(f"the {option} text is not UTF-8", hint=hint) from None
+def _utf8_text(text: str, option: str, hint: str) -> str:
+    """Option text read as UTF-8, as a prompt is (input_text.argument_utf8: in any locale); text given with bytes that
+    are not UTF-8 is refused: a grammar or schema made of U+FFFD would force them into the answer (a file of them is
+    refused alike)."""
+    decoded = argument_utf8(text)
+    if decoded is None:
+        raise UsageError(f"the {option} text is not UTF-8", hint=hint)
+    return decoded
 
 
 def _is_inline_schema(value: str) -> bool:

@@ -36,6 +36,15 @@ def argument_text(value: str, source: str, warnings: list[str]) -> str:
     return value
 
 
+def argument_utf8(value: str) -> str | None:
+    """A command-line argument read as UTF-8, as argument_text reads it (in a locale that is not UTF-8, Python kept
+    its bytes as lone surrogates), or None where its bytes are not UTF-8."""
+    try:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8")
+    except UnicodeError:
+        return None
+
+
 def plain_newlines(text: str) -> str:
     """Text with Windows line ends (CRLF) as plain newlines, as a text-mode read makes them."""
     return text.replace("\r\n", "\n")

@@ -1,13 +1,17 @@
 """Text given on the command line and in files as the model gets it, shown by `run --print-prompt` on the real bundled
-model: Windows line ends, byte-order marks."""
+model: Windows line ends, byte-order marks, a locale that is not UTF-8."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from localgen.input_text import argument_as_file_text
+from localgen.input_text import argument_as_file_text, argument_utf8
 from localgen.inputs import system_prompt_text
+from tests.conftest import run_localgen
 from tests.test_run_inputs import chatml, printed_prompt
+
+NOT_UTF8_LOCALE = {"LC_ALL": "POSIX", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}  # Python reads argv as ASCII
 
 
 def test_raw_keeps_the_line_ends_of_a_system_prompt_as_it_keeps_the_prompt_s(tmp_path: Path) -> None:
@@ -40,3 +44,19 @@ def test_a_byte_order_mark_at_the_start_of_an_argument_is_dropped_as_a_file_s_is
 
 def test_argument_as_file_text_drops_a_leading_byte_order_mark_alone() -> None:
     assert argument_as_file_text("\ufeffa\ufeff\r\nb\r") == "a\ufeff\nb"
+
+
+def test_grammar_and_schema_text_is_read_as_utf8_outside_a_utf8_locale() -> None:
+    """In the POSIX locale, --grammar and --json-schema given as UTF-8 text constrain the answer to it, as the prompt
+    is read as UTF-8 there, where they were refused as not UTF-8 (exit 2)."""
+    run = ("run", "-n", "24", "--temperature", "0", "Say hello.")
+    by_grammar = run_localgen(*run, "--grammar", 'root ::= "\u4f60\u597d"', env=NOT_UTF8_LOCALE)
+    assert by_grammar.returncode == 0 and by_grammar.stdout.decode().strip() == "\u4f60\u597d", by_grammar.err
+    by_schema = run_localgen(*run, "--json-schema", '{"const": "\u4f60\u597d"}', env=NOT_UTF8_LOCALE)
+    assert by_schema.returncode == 0 and json.loads(by_schema.stdout) == "\u4f60\u597d", by_schema.err
+
+
+def test_argument_utf8_reads_argv_bytes_as_utf8_and_refuses_others() -> None:
+    assert argument_utf8("\udce4\udcbd\udca0") == "\u4f60"  # what the POSIX locale makes of UTF-8's bytes
+    assert argument_utf8("caf\u00e9") == "caf\u00e9"
+    assert argument_utf8("caf\udce9") is None  # a Latin-1 byte
