@@ -28,6 +28,10 @@ class DescriptorReader:
         except (OSError, ValueError, AttributeError):
             return stream
 
+    def isatty(self) -> bool:
+        """Whether the descriptor is a terminal's."""
+        return os.isatty(self._fd)
+
     def read(self, size: int) -> bytes:
         """Up to size bytes: fewer only at the end of its input (a pipe's end, a file's, a terminal's Ctrl-D)."""
         parts: list[bytes] = []

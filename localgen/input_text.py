@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from localgen.control_chars import terminal_safe
 from localgen.errors import UsageError
 
 BOM = "\ufeff"  # a byte-order mark, which some editors put at the start of a UTF-8 file
 DOCUMENT_HINT = "send text; convert documents to plain text first"
+# what a terminal reading a line passes on as typed for a key that is no text: the escape sequence of an arrow or
+# another key (ESC [ ... final, ESC O x), or a control character (tabs and newlines are text)
+_TYPED_KEY = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O[@-~])|[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def decode_input(data: bytes, source: str, warnings: list[str], *, binary_hint: str = DOCUMENT_HINT) -> str:
@@ -43,6 +48,18 @@ def argument_utf8(value: str) -> str | None:
         return value.encode("utf-8", "surrogateescape").decode("utf-8")
     except UnicodeError:
         return None
+
+
+def typed_at_a_terminal(text: str, warnings: list[str]) -> str:
+    """Text typed at a terminal that reads it a line at a time (`localgen run -`), without the keys it passed on as
+    text (the arrows' escape sequences, ^[[D, other control characters), with a warning, as the chat drops them."""
+    keys = _TYPED_KEY.findall(text)
+    if not keys:
+        return text
+    shown = " ".join(dict.fromkeys(map(terminal_safe, keys)))
+    warnings.append(f"dropped {len(keys):,} {'key' if len(keys) == 1 else 'keys'} typed at the terminal that are not "
+                    f"text ({shown}): arrow keys do not edit a line typed there (Backspace does)")
+    return _TYPED_KEY.sub("", text)
 
 
 def plain_newlines(text: str) -> str:

@@ -17,7 +17,14 @@ from typing import BinaryIO, NoReturn, Protocol
 from localgen.console import end_typed_line, pipe_or_socket
 from localgen.descriptor_reader import DescriptorReader
 from localgen.errors import UsageError
-from localgen.input_text import DOCUMENT_HINT, TextBound, decode_input, plain_newlines, refuse_binary
+from localgen.input_text import (
+    DOCUMENT_HINT,
+    TextBound,
+    decode_input,
+    plain_newlines,
+    refuse_binary,
+    typed_at_a_terminal,
+)
 from localgen.other_tools import check_template_name
 from localgen.stdin_names import STDIN_NAME, STDIN_PATHS, names_stdin
 from localgen.typed_paths import FILE_OPTION, file_identity, is_existing_file, option_path, short_path
@@ -49,9 +56,11 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTIO
         with _open_noting(path, waiting, terminal) as reader:
             data = _bounded_read(reader, name, binary_hint, "send a smaller file", bound)
             end_typed_line(reader, data)
+            typed = reader.isatty()
     except OSError as exc:
         raise _unreadable(name, option, exc) from None
-    return decode_input(data, name, warnings, binary_hint=binary_hint)
+    text = decode_input(data, name, warnings, binary_hint=binary_hint)
+    return typed_at_a_terminal(text, warnings) if typed else text
 
 
 def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None = None,
@@ -283,7 +292,8 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
         raise UsageError(f"cannot read stdin: {exc.strerror or exc}",
                          hint="pipe text in, or give the prompt alone with </dev/null") from None
     end_typed_line(stream, data)
-    return decode_input(data, "stdin", warnings)
+    text = decode_input(data, "stdin", warnings)
+    return typed_at_a_terminal(text, warnings) if stream.isatty() else text
 
 
 def _bounded_read(stream: BinaryIO | DescriptorReader, source: str, binary_hint: str, smaller_hint: str,
