@@ -187,11 +187,12 @@ def end_typed_line(source: object, data: bytes) -> None:
 
 def _end_line_shown_by(shows: Callable[[TextIO], bool]) -> None:
     """End a terminal's line on the first of stderr, the process's own stderr (where run -q has set sys.stderr
-    aside) and stdout for which shows is true; nothing where it is true for none."""
+    aside) and stdout for which shows is true; nothing where it is true for none. A terminal held with Ctrl-S as a
+    signal ends the program is waited on for the bounded time alone (write_whole), its line then left as it is."""
     stream = next((s for s in (sys.stderr, sys.__stderr__, sys.stdout) if s is not None and shows(s)), None)
     if stream is not None:
-        with contextlib.suppress(OSError, ValueError):  # a closed terminal
-            stream.write("\n")
+        with contextlib.suppress(OSError, ValueError):  # a closed terminal, or a held one given up (WriteGivenUp)
+            write_whole(stream, "\n")
             stream.flush()
 
 

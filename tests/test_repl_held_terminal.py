@@ -1,4 +1,5 @@
-"""A chat whose terminal takes no more output (held with Ctrl-S, a paused terminal) as SIGTERM or SIGHUP ends it."""
+"""A chat whose terminal takes no more output (held with Ctrl-S, a paused terminal) as SIGTERM, SIGHUP or Ctrl-\\
+(SIGQUIT) ends it."""
 
 from __future__ import annotations
 
@@ -21,12 +22,13 @@ def home(tmp_path: Path) -> Path:
 
 @pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 @pytest.mark.parametrize(("signum", "code", "shown"), [
-    (signal.SIGTERM, 143, ("--no-markdown",)), (signal.SIGHUP, 129, ())], ids=["SIGTERM-plain", "SIGHUP-markdown"])
+    (signal.SIGTERM, 143, ("--no-markdown",)), (signal.SIGHUP, 129, ()), (signal.SIGQUIT, 131, ("--no-markdown",))],
+    ids=["SIGTERM-plain", "SIGHUP-markdown", "SIGQUIT-plain"])
 def test_a_signal_ends_a_chat_whose_terminal_is_held_mid_answer_with_the_answer_saved(
         home: Path, signum: int, code: int, shown: tuple[str, ...]) -> None:
-    """One SIGTERM or SIGHUP ends a chat whose answer's write waits on a held terminal, as run's does (that write
-    given up once it has waited its bounded time), the answer so far saved, where the chat waited for the terminal
-    for ever."""
+    """One SIGTERM, SIGHUP or Ctrl-\\ ends a chat whose answer's write waits on a held terminal, as run's does (that
+    write given up once it has waited its bounded time, and Ctrl-\\'s ending of the line of its ^\\ echo too), the
+    answer so far saved, where the chat waited for the terminal for ever."""
     chat = Chat(home, "--temperature", "0", *shown, "-n", "400")
     chat.start_long_answer()
     terminal = os.open(f"/proc/{chat.child.pid}/fd/1", os.O_WRONLY | os.O_NOCTTY)
