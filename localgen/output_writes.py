@@ -93,13 +93,19 @@ class WholeWrites:
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
+        self._given_up = False  # a write was given up: the output is over
 
     def write(self, text: str) -> int:
         """Write text whole; a write given up ends the program as its signal says (SignalExit), where rich would
-        take it for a closed pipe (exit 1, stdout sent to /dev/null)."""
+        take it for a closed pipe (exit 1, stdout sent to /dev/null). Once one is given up, every later write is
+        taken and dropped, as rich drops a closed pipe's: rich keeps what it failed to write and sends it again with
+        each later print (the view's close), which a terminal read on would show twice."""
+        if self._given_up:
+            return len(text)
         try:
             write_whole(self._stream, text)
         except WriteGivenUp as exc:
+            self._given_up = True
             raise SignalExit(exc.signum) from exc
         return len(text)
 
