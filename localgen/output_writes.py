@@ -33,7 +33,7 @@ class WriteGivenUp(BrokenPipeError):
 _ending: int | None = None  # the signal ending the program, once it has come
 _wait_left = ENDING_WRITE_WAIT_S  # how long writes may still wait on their reader once it has come
 _writing = False  # the main thread's write is under way (signal handlers run in that thread alone)
-_in_system_call = False  # that write is in os.write or in its wait for the reader, where the timer may cut it
+_in_system_call = False  # the main thread's write is in os.write or its wait for the reader, where the timer may cut it
 _timed_since: float | None = None  # when the timer bounding that write was set going
 _alarm_handler: object = None  # SIGALRM's handler before the timer's, put back once the write is over
 
@@ -71,19 +71,19 @@ def write_whole(stream: TextIO, text: str, *, on_written: Callable[[int], None] 
         return
     data = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
     buffered = True  # what another writer left in the stream's buffer goes first
-    with _bounded_once_ending(fd):
+    with _bounded_once_ending(fd) as waiting_on_reader:
         while data:
             try:
                 if buffered:
                     stream.flush()
                     buffered = False
-                with _waiting_on_reader():
+                with waiting_on_reader():
                     put = os.write(fd, data)
                 data = data[put:]
                 if on_written is not None:
                     on_written(put)
             except BlockingIOError:
-                with _waiting_on_reader():
+                with waiting_on_reader():
                     _wait_writable(fd)  # until the reader takes some, or leaves (the next write's BrokenPipeError)
 
 
@@ -180,18 +180,25 @@ def end_writes_on(signum: int) -> None:
 
 
 @contextlib.contextmanager
-def _bounded_once_ending(fd: int) -> Iterator[None]:
+def _bounded_once_ending(fd: int) -> Iterator[Callable[[], contextlib.AbstractContextManager[None]]]:
     """While a write in the main thread to a reader that can keep it waiting (a pipe, a socket, a terminal) is under
-    way: once a signal ends the program, a timer cuts it at the bound. A regular file's write is never cut."""
+    way: once a signal ends the program, a timer cuts it at the bound. Gives what marks the write's system calls
+    (_waiting_on_reader). A regular file's write is never cut; another thread's leaves the main thread's state as
+    it is, as does one a signal handler (Ctrl-Z's) makes while the main thread's write is under way, cut by that
+    write's timer: its end neither stops the timer nor marks that write as over."""
     global _writing
-    if threading.current_thread() is not threading.main_thread() or not _has_a_reader(fd):
-        yield  # no signal cuts another thread's write; a file's write does not wait on a reader
+    if threading.current_thread() is not threading.main_thread():
+        yield contextlib.nullcontext  # no signal cuts another thread's write
+        return
+    cuttable = _has_a_reader(fd)  # a file's write does not wait on a reader
+    if _writing or not cuttable:
+        yield lambda: _waiting_on_reader(cuttable)
         return
     _writing = True
     try:
         if _ending is not None:
             _start_timer()
-        yield
+        yield lambda: _waiting_on_reader(True)
     finally:
         _writing = False  # first: a timer going off from now on changes nothing
         _stop_timer()
@@ -226,15 +233,17 @@ def _give_up(_signum: int, _frame: FrameType | None) -> None:
 
 
 @contextlib.contextmanager
-def _waiting_on_reader() -> Iterator[None]:
-    """Mark the system call a timer may cut (a write, or the wait for the reader to take more): the give-up is raised
-    there alone, never between a write that returned and the count of what it put."""
+def _waiting_on_reader(cuttable: bool) -> Iterator[None]:
+    """Mark the main thread's system call (a write, or the wait for the reader to take more) as one the timer may
+    cut or not: the give-up is raised in a cuttable one alone, never between a write that returned and the count of
+    what it put. The mark it found (that of the write a signal handler's write cut in on) is put back after it."""
     global _in_system_call
-    _in_system_call = True
+    found = _in_system_call
+    _in_system_call = cuttable
     try:
         yield
     finally:
-        _in_system_call = False
+        _in_system_call = found
 
 
 def _has_a_reader(fd: int) -> bool:

@@ -6,13 +6,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 
-def run_script(script: str) -> str:
-    """Run a Python script in a fresh process; what it printed (it must exit 0 with nothing on stderr)."""
-    done = subprocess.run([sys.executable, "-c", script], stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          cwd=REPO_ROOT, timeout=120)
+def run_script(script: str, *args: str) -> str:
+    """Run a Python script with args in a fresh process; what it printed (it must exit 0 with nothing on stderr)."""
+    done = subprocess.run([sys.executable, "-c", script, *args], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, cwd=REPO_ROOT, timeout=120)
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     return done.stdout
 
@@ -58,3 +60,60 @@ def test_output_given_up_is_not_sent_again_by_a_later_print() -> None:
     terminal read on shows the answer once, where each print sent rich's unwritten buffer again (the answer twice
     and more)."""
     assert run_script(GIVEN_UP_THEN_PRINTED).splitlines() == ["given up 143", "taken", "1 0"]
+
+
+WRITE_CUT_IN_ON = """
+import fcntl, os, signal, sys, threading, time
+from pathlib import Path
+from localgen.output_writes import WriteGivenUp, end_writes_on, write_whole
+
+reader, writer = os.pipe()  # the answer's: full, its reader reading nothing (a held terminal)
+os.write(writer, b"." * fcntl.fcntl(writer, fcntl.F_SETPIPE_SZ, 4096))
+answer = open(writer, "w", closefd=False)
+side = open(os.pipe()[1], "w", closefd=False)  # another stream's, that takes what is written
+main = threading.main_thread().ident
+cut_in = threading.Event()
+
+
+def write_cut_in() -> None:
+    write_whole(side, "\\x1b[?2004l")  # as Ctrl-Z's handler turns bracketed paste off, or a status line is written
+    cut_in.set()
+
+
+def waiting_on_the_answer() -> None:
+    wchan = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/wchan")
+    while "pipe_write" not in wchan.read_text():  # (anon_pipe_write on newer kernels)
+        time.sleep(0.01)
+
+
+def cut_in_then_end() -> None:
+    waiting_on_the_answer()
+    if sys.argv[1] == "handler":
+        signal.pthread_kill(main, signal.SIGUSR1)
+    else:
+        write_cut_in()
+    cut_in.wait()
+    waiting_on_the_answer()
+    signal.pthread_kill(main, signal.SIGUSR2)  # the signal that ends the program
+    time.sleep(20)  # the answer's write still waits: the reader reads on at last, for the script to end
+    while os.read(reader, 65536):
+        pass
+
+
+signal.signal(signal.SIGUSR1, lambda *_: write_cut_in())
+signal.signal(signal.SIGUSR2, lambda *_: end_writes_on(signal.SIGTERM))
+threading.Thread(target=cut_in_then_end, daemon=True).start()
+try:
+    write_whole(answer, "the answer")
+    print("written")
+except WriteGivenUp as exc:
+    print("given up", exc.signum)
+"""
+
+
+@pytest.mark.parametrize("writer", ["handler", "thread"])
+def test_a_write_cut_in_on_a_waiting_one_leaves_it_bounded_once_a_signal_ends_the_program(writer: str) -> None:
+    """A write made while the answer's waits on a held terminal, by a signal handler (Ctrl-Z's) or another thread,
+    leaves the answer's write bounded: a signal that ends the program after it gives that write up, where the end
+    of the write cut in marked the answer's as over and it waited on its reader for ever."""
+    assert run_script(WRITE_CUT_IN_ON, writer).splitlines() == ["given up 15"]
