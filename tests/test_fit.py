@@ -562,6 +562,29 @@ def test_given_gpu_layers_keep_the_failures_own_hint(bundled_shape: ModelShape, 
     assert "\n" not in asked.value.hint
 
 
+def test_given_gpu_layers_keep_the_failures_kind_and_fields(bundled_shape: ModelShape) -> None:
+    """A load that fails with the --gpu-layers asked for keeps its error's kind and fields (a lack of memory's sizes
+    and context), the hint of fewer layers added, where it became a bare ModelLoadError of its message and hint."""
+    from localgen.params import LoadOptions
+    from localgen.runner import open_engine
+
+    def factory(path: Path, options: LoadOptions) -> object:
+        raise InsufficientMemoryError("m.gguf needs about 9 GiB at 4,096 ctx", "try a smaller --ctx-size",
+                                      needed_bytes=9 * GIB, usable_bytes=4 * GIB, n_ctx=4096, short="needs 9 GiB")
+
+    plan = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(GpuInfo(name="GPU", total_bytes=8 * GIB,
+                                                                           free_bytes=8 * GIB),)))
+    options = LoadOptions(n_ctx=plan.n_ctx, n_threads=2, n_threads_batch=2, n_gpu_layers=20)
+    with pytest.raises(ModelLoadError) as asked:  # --gpu-layers 20
+        open_engine(Path("m.gguf"), options, plan, bundled_shape, lambda _: None, retry=False, factory=factory)
+    error = asked.value
+    assert isinstance(error, InsufficientMemoryError), type(error)
+    assert (error.message, error.needed_bytes, error.usable_bytes, error.n_ctx, error.short, error.exit_code) == (
+        "m.gguf needs about 9 GiB at 4,096 ctx", 9 * GIB, 4 * GIB, 4096, "needs 9 GiB", ModelLoadError.exit_code)
+    assert error.hint == ("try a smaller --ctx-size; or try fewer --gpu-layers than 20, or leave it out to let "
+                          "localgen choose")
+
+
 # ----------------------------------------------------------------------------- quants on the loopback Hub
 
 
