@@ -313,7 +313,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
             and gave_an_answer(completion) else None
         finish_output(loaded, completion, output, saved_in)
     finally:  # after the whole answer and its newline, which the writer holds back while it streams
-        for note in notes:  # -q says one only where the exchange was saved elsewhere than asked
+        for note in notes:  # past -q: NAME-2 and an answer not saved, not a save made where asked
             (console.warn if continued is None or isinstance(note, SavedInPlaceNote) else warn_past_quiet)(note)
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error

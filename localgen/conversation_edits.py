@@ -66,5 +66,5 @@ def change_said(conversation: Conversation, path: Path) -> str:
 
 
 class SavedInPlaceNote(str):
-    """A save's note on a conversation saved where it was asked all the same (run -q says it not: only one saved
-    elsewhere than asked is said past -q)."""
+    """A save's note on a conversation saved where it was asked all the same (run -q says it not: one of an exchange
+    saved elsewhere than asked, or of an answer not saved, is said past -q)."""

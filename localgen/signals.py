@@ -137,8 +137,9 @@ class StopOnSignal:
     signals that ask the program to end once stopped, not only to stop.
 
     reset, when given, runs on exit: a stop that arrived after the work had ended must not stop the next one.
-    ended, when given, is called after stop() with the signal the exit code says, where every signal ends the program
-    (run: a write its reader keeps waiting then waits a bounded time).
+    ended, when given, is called after stop() with the signal the exit code says (one that ends the program outranks
+    a Ctrl-C), for the caller to bound the writes a reader keeps waiting where that signal ends the program: in run
+    every signal does, in chat a Ctrl-C does not (it stops the answer alone).
     """
 
     def __init__(self, stop: Callable[[], None], *, signals: tuple[int, ...] = (signal.SIGINT, *ENDING_SIGNALS),
