@@ -89,14 +89,24 @@ class Registry:
 
     def get(self, name: str) -> ModelSpec:
         """The spec named name, or an error suggesting close names."""
-        spec = self.models.get(name.lower())
+        spec = self.models.get(self._entry_name(name.lower()))
         if spec is not None:
             return spec
         sizes = self._sizes_of(name.lower())  # qwen2.5: every size, where close names might leave one out
+        if len(sizes) > 1:
+            raise ModelNotFoundError(f"'{name}' comes in {len(sizes)} sizes: {', '.join(sizes)}",
+                                     hint=f"name one, as in `localgen run -m {sizes[0]}`")
         close = close_names(name.lower(), list(self.models))
-        hint = (f"it comes in sizes: name one of {', '.join(sizes)}" if len(sizes) > 1 else
-                f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names")
+        hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names"
         raise ModelNotFoundError(f"unknown model '{name}'", hint=hint)
+
+    def _entry_name(self, name: str) -> str:
+        """The entry a name means: its own, else the one size of a family the registry has in one size alone (smollm2:
+        smollm2-135m, as Ollama's NAME means its default size); a family of several sizes is left as it is."""
+        if name in self.models:
+            return name
+        sizes = self._sizes_of(name)
+        return sizes[0] if len(sizes) == 1 else name
 
     def reference(self, text: str, base: Path | None = None) -> ModelRef:
         """parse_reference (base: the folder a relative path's file is looked for in), reading Ollama's NAME:SIZE
@@ -106,12 +116,13 @@ class Registry:
         return ref if spec is None or spec.path is None else _own_file(ref, spec)
 
     def _parse(self, text: str, base: Path | None = None) -> ModelRef:
-        """parse_reference with Ollama's NAME:SIZE read as the entry NAME-SIZE, and Ollama's address of a model
-        refused with this registry's name for it."""
+        """parse_reference with Ollama's NAME:SIZE read as the entry NAME-SIZE, a family's name as its one size's entry
+        (_entry_name), and Ollama's address of a model refused with this registry's name for it."""
         try:
-            return self._with_size_tag(parse_reference(text, base))
+            ref = self._with_size_tag(parse_reference(text, base))
         except OllamaAddressError as exc:
             raise UsageError(exc.message, hint=self._ollama_hint(exc.model)) from None
+        return ref if ref.name is None else replace(ref, name=self._entry_name(ref.name))
 
     def _ollama_hint(self, model: str) -> str:
         """For Ollama's NAME[:TAG]: the entries of the registry that are that model (NAME-SIZE for NAME alone), else
