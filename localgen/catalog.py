@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from localgen import hub_cache
@@ -294,6 +294,15 @@ def _missing_shards(files: list[hub_cache.CachedHubFile]) -> int:
     """How many shards of a split model are not there (0 for a whole one)."""
     count = shard_of(files[0].filename)[1]
     return 0 if count is None else max(0, count - len(files))
+
+
+def reference_name(ref: ModelRef) -> str:
+    """A reference as every command names it: a Hub model as ORG/REPO[:QUANT] or ORG/REPO/FILE, its repo spelled as
+    its folder in the cache spells it (the Hub's own spelling, where localgen downloaded it) however it was typed; a
+    registry name or a path as typed."""
+    if ref.repo is None or ref.path is not None:
+        return ref.text
+    return replace(ref, repo=hub_cache.cached_spelling(ref.repo)).canonical
 
 
 def display_name(registry: Registry, repo: str, quant: str | None, filename: str) -> str:

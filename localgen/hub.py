@@ -36,6 +36,7 @@ from localgen.hub_cache import (
     orphaned_partials,
     partial_size,
     pointer_path,
+    repo_folder,
     save_listing,
 )
 from localgen.hub_choice import choose_model, lookalikes, quant_of, shard_of
@@ -173,6 +174,9 @@ def _request_listing(repo: str) -> HubListing:
             info = HfApi().model_info(repo, files_metadata=True, timeout=timeout)
     except Exception as exc:
         raise hub_request_error(exc, repo=repo, waited=timeout) from exc
+    hub_id = str(getattr(info, "id", None) or "")
+    if hub_id.lower() == repo.lower() and not (hub_cache_dir() / repo_folder(repo)).is_dir():
+        repo = hub_id  # a first download is kept (and named) as the Hub spells the repo, however it was typed
     revision = getattr(info, "sha", None) or "main"
     if revision != "main" and not _COMMIT.fullmatch(revision):
         raise HubError(f"the Hub returned an invalid commit id for {repo}: {revision[:60]!r}",

@@ -18,9 +18,8 @@ from localgen.resolve import ResolvedModel, entry_pin
 
 
 def pulled_name(found: ResolvedModel) -> str:
-    """How pull names a model in what it says: its registry name, else its reference as localgen writes it (hf://ORG/
-    REPO:q4_1 as ORG/REPO:Q4_1)."""
-    return found.spec.name if found.spec is not None else found.ref.canonical
+    """How pull names a model in what it says: as every command does (hf://org/repo:q4_1 as Org/Repo:Q4_1)."""
+    return found.display_name
 
 
 def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedModel:

@@ -19,7 +19,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from localgen import hub_cache
-from localgen.catalog import bundled_file, bundled_use, display_name, display_names, forget_model_file, hub_groups
+from localgen.catalog import (
+    bundled_file,
+    bundled_use,
+    display_name,
+    display_names,
+    forget_model_file,
+    hub_groups,
+    reference_name,
+)
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
 from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_blobs
@@ -93,10 +101,11 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
         names = sorted(display_name(registry, fs[0].repo, quant_of(fs[0].filename), fs[0].filename) for fs in groups)
         there = (f"of that repo, the cache holds {', '.join(names)}" if names
                  else with_downloaded_repo("see `localgen models list`", reference, repo))
-        raise ModelNotFoundError(f"{reference} is not in the cache", hint=there)
+        shown = reference_name(ref) if names else reference  # as the cache spells the repo, where it holds it
+        raise ModelNotFoundError(f"{shown} is not in the cache", hint=there)
     if len(matches) > 1:
         names = sorted(display_name(registry, repo, quant_of(fs[0].filename), fs[0].filename) for fs in matches)
-        raise UsageError(f"several cached models match {reference}: {', '.join(names)}",
+        raise UsageError(f"several cached models match {reference_name(ref)}: {', '.join(names)}",
                          hint=f"name the one to remove, or each: `{shlex.join(['localgen', 'models', 'rm', *names])}`")
     files = matches[0]
     names = display_names(registry, files[0].repo, quant_of(files[0].filename), files[0].filename)

@@ -238,7 +238,9 @@ class Target:
 
 def model_target(reference: str | None) -> Target:
     """Parse a reference the way resolve_model does."""
+    from localgen.catalog import reference_name
     from localgen.config import settings
+    from localgen.hub_cache import cached_spelling
     from localgen.registry import hub_target, load_registry
 
     registry = load_registry(settings().user_registry)
@@ -248,7 +250,7 @@ def model_target(reference: str | None) -> Target:
         return Target(text=ref.text, path=ref.path, repo=None, quant=None, filename=None,
                        default_ctx=spec.context if spec is not None else None, ref=ref, spec=spec)
     repo, quant, filename = hub_target(ref, spec)
-    return Target(text=ref.text, path=None, repo=repo, quant=quant, filename=filename,
+    return Target(text=reference_name(ref), path=None, repo=cached_spelling(repo), quant=quant, filename=filename,
                    default_ctx=spec.context if spec is not None else None, ref=ref, spec=spec)
 
 

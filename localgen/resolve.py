@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from localgen import console, hub, hub_cache
-from localgen.catalog import bundled_file
+from localgen.catalog import bundled_file, reference_name
 from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
 from localgen.hub_check import HubCheck
@@ -45,10 +46,11 @@ class ResolvedModel:
     source: str  # "local", "cache", "bundled" or "hub"
     hub_check: HubCheck | None = None  # for `pull` of a downloaded copy: what asking the Hub about it came to
 
-    @property
+    @cached_property
     def display_name(self) -> str:
-        """The name to show users: the registry name, else the reference as typed."""
-        return self.spec.name if self.spec is not None else self.ref.text
+        """The name to show users: the registry name, else the reference as every command names it (reference_name),
+        looked up once (a chat's toolbar shows it often)."""
+        return self.spec.name if self.spec is not None else reference_name(self.ref)
 
     @property
     def short_name(self) -> str:

@@ -255,8 +255,8 @@ def test_remove_unknown_and_ambiguous_references(hubenv: HubEnv) -> None:
     serve_tiny(hubenv)
     pull(REPO)
     pull(REPO, "Q8_0")
-    with pytest.raises(ModelNotFoundError, match="org/tiny-gguf:F16 is not in the cache") as missing:
-        model_removal.remove_model(load_registry(), "org/tiny-gguf:F16")  # its downloaded quants named as listed
+    with pytest.raises(ModelNotFoundError, match="org/tiny-GGUF:F16 is not in the cache") as missing:
+        model_removal.remove_model(load_registry(), "org/tiny-gguf:F16")  # named as the cache spells the repo
     assert missing.value.hint == "of that repo, the cache holds org/tiny-GGUF:Q4_K_M, org/tiny-GGUF:Q8_0"
     with pytest.raises(ModelNotFoundError, match="unknown model"):
         model_removal.remove_model(load_registry(), "no-such-model")
