@@ -18,6 +18,7 @@ from typing import NoReturn
 import typer
 from typer.core import TyperGroup
 
+from localgen.cli_click_words import in_localgen_words
 from localgen.cli_option_values import value_as_option_error
 from localgen.cli_short_equals import short_equals_error
 from localgen.cli_usage import help_cluster_error, help_words_error, one_dash_error, option_arity, usage_error
@@ -83,7 +84,7 @@ def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> i
         cluster = ((help_words_error(app, args[:-1]) if help_asked else None) or help_cluster_error(app, args)
                    or one_dash_error(app, args) or short_equals_error(app, args) or value_as_option_error(app, args))
         if cluster is not None:
-            console.error(*cluster)
+            console.error(*in_localgen_words(app, args, *cluster))
             return EXIT_USAGE
         result = click_command(app).main(args=args, prog_name="localgen", standalone_mode=False)
         return result if isinstance(result, int) else EXIT_OK
@@ -98,7 +99,7 @@ def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> i
                 typer.echo(help_context.get_help())
             return EXIT_OK
         try:
-            message, hint = usage_error(app, exc, args)
+            message, hint = in_localgen_words(app, args, *usage_error(app, exc, args))
         except LocalgenError as refused:  # `run MODEL "prompt"`: the model's refusal, as for -m MODEL
             console.error(refused.message, refused.hint)
             return refused.exit_code
@@ -107,7 +108,7 @@ def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> i
     except LocalgenError as exc:
         if settings().debug:
             logging.getLogger("localgen").exception("debug: the traceback of the error below")
-        console.error(exc.message, exc.hint)
+        console.error(*in_localgen_words(app, args, exc.message, exc.hint))  # a check's `No such option: -o`
         return exc.exit_code
     except KeyboardInterrupt:
         console.end_interrupted_line()

@@ -81,7 +81,7 @@ def _subcommands(group: str) -> set[str]:
 def _commands_named(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
     """The usage error of a command typed by a name localgen has no command for."""
     message, hint = _usage(args, capsys)
-    assert message.startswith(f"No such command '{args[-1]}'."), message
+    assert message.startswith(f"no such command '{args[-1]}'"), message
     return message, hint
 
 
@@ -90,7 +90,7 @@ def test_another_tool_s_command_gets_localgen_s_way_without_click_s_closest_name
         word: str, capsys: pytest.CaptureFixture[str]) -> None:
     """`localgen create` said: Did you mean 'chat'? (hint: models are entries of models.toml ...)."""
     message, hint = _commands_named([word], capsys)
-    assert message == f"No such command '{word}'." and hint and "--help" not in hint, (message, hint)
+    assert message == f"no such command '{word}'" and hint and "--help" not in hint, (message, hint)
 
 
 @pytest.mark.parametrize("args", [[group, word] for group in ("models", "conversations", "cache")
@@ -100,15 +100,20 @@ def test_a_group_s_command_by_another_tool_s_name_has_no_closest_name_beside_loc
         args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     message, hint = _commands_named(args, capsys)
     if hint.startswith("use `"):
-        assert message == f"No such command '{args[-1]}'.", (message, hint)
+        assert message == f"no such command '{args[-1]}'", (message, hint)
 
 
-def test_a_misspelt_command_keeps_click_s_closest_name_and_help_names_the_commands_alone(
+def test_a_misspelt_command_is_hinted_the_command_meant_and_help_names_the_commands_alone(
         capsys: pytest.CaptureFixture[str]) -> None:
-    assert _usage(["modles"], capsys) == ("No such command 'modles'. Did you mean 'models'?", "see `localgen --help`")
-    assert _usage(["help", "cht"], capsys) == ("No such command 'cht'. Did you mean 'chat'?",
-                                               "see `localgen --help`")
-    assert _usage(["help", "nope"], capsys) == ("No such command 'nope'.", "see `localgen --help`")  # not: run nope
+    """`modles` was told click's words, No such command 'modles'. Did you mean 'models'? (hint: see `localgen
+    --help`); `model` was not told what `ls` is."""
+    assert _usage(["modles"], capsys) == ("no such command 'modles'", "use `localgen models list`")
+    assert _usage(["model"], capsys) == ("no such command 'model'", "use `localgen models list`")  # as ls is told
+    assert _usage(["ls"], capsys) == ("no such command 'ls'", "use `localgen models list`")
+    assert _usage(["model", "rm", "x"], capsys)[1] == "use `localgen models rm x`"
+    assert _usage(["models", "lst", "--all"], capsys) == ("no such command 'lst'", "use `localgen models list --all`")
+    assert _usage(["help", "cht"], capsys) == ("no such command 'cht'", "use `localgen chat --help`")
+    assert _usage(["help", "nope"], capsys) == ("no such command 'nope'", "see `localgen --help`")  # not: run nope
     assert _usage(["nope"], capsys)[1] == "see `localgen --help`; to ask the model: localgen run nope"
     assert _usage(["help", "ls"], capsys)[1] == "use `localgen models list`"
 
@@ -171,13 +176,13 @@ def test_help_with_a_word_after_a_command_without_subcommands_names_that_word(wo
     """`localgen help run extra` showed run's help, as if extra were not there (click reads run extra --help)."""
     result = run_localgen("help", *words)
     assert result.returncode == 2 and result.out == "", result.out
-    assert result.err == f"localgen: error: No such command '{unknown}': localgen {named} has no subcommands " \
+    assert result.err == f"localgen: error: no such command '{unknown}': localgen {named} has no subcommands " \
                          f"(hint: see `localgen help {named}`)\n", result.err
     assert run_localgen("help", *words[:-1], "--help").returncode == 0, "its own --help is its help"
 
 
 @pytest.mark.parametrize(("args", "error", "code"), [
-    (("--bogus-option",), "No such option: --bogus-option", 2),
+    (("--bogus-option",), "no such option: --bogus-option", 2),
     (("--temperature", "-5"), "temperature -5.0 is out of range", 2),
     (("--threads", "0"), "--threads", 2),
     (("-f", "no-such-file.txt"), "no such file: no-such-file.txt", 2),
@@ -238,24 +243,24 @@ _CHAT_SAVES = ("chat saves the conversation: `localgen conversations show NAME` 
 
 
 @pytest.mark.parametrize(("args", "message", "hint"), [
-    (["run", "--context", "4096", "hi"], "No such option: --context", "did you mean -c/--ctx-size? see `localgen run "
+    (["run", "--context", "4096", "hi"], "no such option: --context", "did you mean -c/--ctx-size? see `localgen run "
                                                                       "--help`"),
-    (["chat", "--num-ctx", "4096"], "No such option: --num-ctx", "did you mean -c/--ctx-size? see `localgen chat "
+    (["chat", "--num-ctx", "4096"], "no such option: --num-ctx", "did you mean -c/--ctx-size? see `localgen chat "
                                                                  "--help`"),
-    (["run", "--output", "answer.txt", "Say hi."], "No such option: --output",
+    (["run", "--output", "answer.txt", "Say hi."], "no such option: --output",
      _TO_STDOUT + "`localgen run 'Say hi.' > answer.txt`"),
-    (["run", "-n", "5", "--output-file=out/a.md", "hi"], "No such option: --output-file",
+    (["run", "-n", "5", "--output-file=out/a.md", "hi"], "no such option: --output-file",
      _TO_STDOUT + "`localgen run -n 5 hi > out/a.md`"),
-    (["run", "-o", "answer.txt", "hi"], "No such option: -o", _TO_STDOUT + "`localgen run hi > answer.txt`"),
-    (["run", "-o", "answer.txt"], "No such option: -o", _TO_STDOUT + '`localgen run "..." > answer.txt`'),
-    (["run", "hi", "--output"], "No such option: --output", _TO_STDOUT + '`localgen run "..." > FILE`'),
-    (["run", "-o=answer.txt", "hi"], "No such option: -o", _TO_STDOUT + "`localgen run hi > answer.txt`"),
-    (["run", "-oanswer.txt", "hi"], "No such option: -oanswer.txt", _TO_STDOUT + "`localgen run hi > answer.txt`"),
-    (["run", "-output", "answer.txt", "hi"], "No such option: -output", _TO_STDOUT + "`localgen run hi > answer.txt`"),
-    (["run", "--output", "json", "hi"], "No such option: --output",
+    (["run", "-o", "answer.txt", "hi"], "no such option: -o", _TO_STDOUT + "`localgen run hi > answer.txt`"),
+    (["run", "-o", "answer.txt"], "no such option: -o", _TO_STDOUT + '`localgen run "..." > answer.txt`'),
+    (["run", "hi", "--output"], "no such option: --output", _TO_STDOUT + '`localgen run "..." > FILE`'),
+    (["run", "-o=answer.txt", "hi"], "no such option: -o", _TO_STDOUT + "`localgen run hi > answer.txt`"),
+    (["run", "-oanswer.txt", "hi"], "no such option: -oanswer.txt", _TO_STDOUT + "`localgen run hi > answer.txt`"),
+    (["run", "-output", "answer.txt", "hi"], "no such option: -output", _TO_STDOUT + "`localgen run hi > answer.txt`"),
+    (["run", "--output", "json", "hi"], "no such option: --output",
      "localgen run --json writes the answer as a JSON record: `localgen run hi --json`"),
-    (["chat", "--output", "chat.txt"], "No such option: --output", _CHAT_SAVES),
-    (["chat", "-o", "chat.txt"], "No such option: -o", _CHAT_SAVES),
+    (["chat", "--output", "chat.txt"], "no such option: --output", _CHAT_SAVES),
+    (["chat", "-o", "chat.txt"], "no such option: -o", _CHAT_SAVES),
     (["run", "-o", "top_p", "0.9", "hi"], "-o is llm's option for model settings",
      "localgen's is --top-p 0.9: `localgen run --top-p 0.9 hi`"),  # llm's -o KEY VALUE
 ])
@@ -361,7 +366,7 @@ def test_a_system_prompt_left_out_before_an_option_runs_nothing() -> None:
 ])
 def test_a_prompt_typed_where_the_command_goes_is_suggested_whole_to_run(
         args: list[str], hint: str, meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
-    assert _usage(args, capsys) == (f"No such command '{args[0]}'.", hint)
+    assert _usage(args, capsys) == (f"no such command '{args[0]}'", hint)
     suggested = hint.partition("use `")[2].rstrip("`") or hint.rpartition(": ")[2]
     params = _parsed(suggested)
     assert {key: params[key] for key in meant} == meant, params
@@ -377,7 +382,7 @@ def test_a_prompt_typed_where_the_command_goes_is_suggested_whole_to_run(
 ])
 def test_an_option_typed_last_without_its_value_gets_the_command_written_with_one(
         args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _usage(args, capsys) == (f"Option '{args[-1]}' requires an argument.", hint)
+    assert _usage(args, capsys) == (f"option '{args[-1]}' requires an argument", hint)
 
 
 @pytest.mark.parametrize("option", ["--json", "--grammar=root.gbnf", "--no-cache", "--quiet", "--print-prompt",
@@ -385,10 +390,10 @@ def test_an_option_typed_last_without_its_value_gets_the_command_written_with_on
 def test_an_option_of_run_given_to_chat_is_said_to_be_run_s(option: str, capsys: pytest.CaptureFixture[str]) -> None:
     """chat --json got only `see localgen chat --help`, as an option no command has does."""
     name = option.partition("=")[0]
-    assert _usage(["chat", option], capsys) == (f"No such option: {name}", f"{name} is an option of `localgen run`, "
+    assert _usage(["chat", option], capsys) == (f"no such option: {name}", f"{name} is an option of `localgen run`, "
                                                 "which answers one prompt; chat has none like it (`localgen chat "
                                                 "--help` lists its own)")
-    assert _usage(["chat", "--bogus"], capsys) == ("No such option: --bogus", "see `localgen chat --help`")
+    assert _usage(["chat", "--bogus"], capsys) == ("no such option: --bogus", "see `localgen chat --help`")
 
 
 @pytest.mark.parametrize(("args", "ask", "meant"), [
@@ -427,7 +432,7 @@ def test_the_shell_s_list_of_files_after_one_f_is_given_an_f_each(
     for name in ("a.md", "b.md", "c.md"):
         (tmp_path / name).write_text(name)
     message, said = _usage(args, capsys)
-    assert message.startswith("Got unexpected extra argument(s)") and said == f"each file takes its own -f: {hint}"
+    assert message.startswith("unexpected extra argument(s)") and said == f"each file takes its own -f: {hint}"
     assert _parsed(hint.strip("`"))["file"] == tuple(word.removeprefix("-f=") for word in args if word.endswith(".md"))
 
 

@@ -74,7 +74,7 @@ def test_a_value_that_starts_with_equals_is_taken_as_given(args: list[str]) -> N
 def test_an_option_the_command_lacks_is_hinted_what_does_its_work(
         args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
     message, said = _usage(args, capsys)
-    assert message.startswith("No such option: ") and said == hint
+    assert message.startswith("no such option: ") and said == hint
 
 
 _DEBUG = "`localgen run` has no --debug: the environment's LOCALGEN_DEBUG=1 does it, "
@@ -98,7 +98,7 @@ _DEBUG = "`localgen run` has no --debug: the environment's LOCALGEN_DEBUG=1 does
 def test_a_hint_for_options_the_command_lacks_writes_the_command_as_typed(
         args: list[str], hint: str, meant: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
     message, said = _usage(args, capsys)
-    assert message.startswith("No such option: ") and said == hint
+    assert message.startswith("no such option: ") and said == hint
     if meant:
         params = _parsed("localgen " + hint.split("`")[-2].partition("localgen ")[2])  # LOCALGEN_DEBUG=1 aside
         assert {key: params[key] for key in meant} == meant
@@ -119,27 +119,27 @@ def test_a_short_option_with_its_value_stuck_on_before_the_command_is_hinted_aft
     message, hint = _usage(args, capsys)
     command = "chat" if "chat" in args else "run"
     written = ["localgen", command, *[word for word in args if word != "chat"]]
-    assert (message, hint) == (f"No such option: {args[0]}", f"options go after the command: `{' '.join(written)}`")
+    assert (message, hint) == (f"no such option: {args[0]}", f"options go after the command: `{' '.join(written)}`")
     params = _parsed(hint.split("`")[1])
     assert {key: params[key] for key in meant} == meant
 
 
 def test_a_flag_with_letters_stuck_on_before_the_command_is_not_moved(capsys: pytest.CaptureFixture[str]) -> None:
     """-q takes no value: -qx is -q and the unknown -x, which run refuses as well."""
-    assert _usage(["-qx", "hi"], capsys) == ("No such option: -qx", "see `localgen --help`")
+    assert _usage(["-qx", "hi"], capsys) == ("no such option: -qx", "see `localgen --help`")
 
 
 def test_help_with_an_option_before_the_command_is_hinted_the_help_that_works() -> None:
     """localgen help -n 3 was hinted that run has no --help either."""
     result = run_localgen("help", "-n", "3")
-    assert (result.returncode, result.err) == (2, "localgen: error: No such option: -n (hint: options go after the "
+    assert (result.returncode, result.err) == (2, "localgen: error: no such option: -n (hint: options go after the "
                                                   "command: `localgen run -n 3 --help`)\n")
     helped = run_localgen("run", "-n", "3", "--help")
     assert helped.returncode == 0 and "Usage: localgen run" in helped.out, helped.err
 
 
 def test_the_environment_a_hint_names_does_the_work_of_the_option() -> None:
-    """The command `localgen --debug run` was hinted failed again: No such option: --debug."""
+    """The command `localgen --debug run` was hinted failed again: no such option: --debug."""
     hint = run_localgen("--debug", "run", "-n", "1", "hi").err.split("`")[-2]
     assert hint == "LOCALGEN_DEBUG=1 localgen run -n 1 hi"
     setting, _, command = hint.partition(" ")
@@ -162,7 +162,7 @@ def test_ollama_s_show_options_are_hinted_what_models_show_prints(
         args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Each was No such option (hint: see `localgen models show --help`)."""
     message, said = _usage(args, capsys)
-    assert message.startswith("No such option: --") and said == hint
+    assert message.startswith("no such option: --") and said == hint
 
 
 _NO_PROMPT = "chat takes no prompt argument: type your messages at its >>> prompt"
@@ -307,4 +307,4 @@ def test_a_model_family_s_name_alone_is_told_every_size_the_registry_has(command
 def test_an_environment_hint_offers_no_command_that_fails_on_another_option(args: list[str], hint: str) -> None:
     """Where the command lacks another option too, the hint names it rather than write a command that fails again."""
     result = run_localgen(*args)
-    assert (result.returncode, result.err) == (2, f"localgen: error: No such option: --debug (hint: {hint})\n")
+    assert (result.returncode, result.err) == (2, f"localgen: error: no such option: --debug (hint: {hint})\n")

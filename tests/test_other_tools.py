@@ -75,7 +75,7 @@ from tests.conftest import bundled_model_file, run_localgen
      "localgen's is chat --stats, token counts and speeds after every answer (/stats in the chat)"),
     (("chat", "--xl"), "--xl is llm's option for the last code block",
      'chat shows code blocks as written, to copy; to extract one, pipe the answer of localgen run "..."'),
-    (("chat", "-jf", "s.json"), "-jf is llama-cli's option for a JSON schema file",  # not "No such option: -j"
+    (("chat", "-jf", "s.json"), "-jf is llama-cli's option for a JSON schema file",  # not "no such option: -j"
      "chat answers in free text; localgen run --json-schema SCHEMA answers in JSON that follows it"),
     (("chat", "--schema", "{}"), "--schema is llm's option for a JSON schema",
      "chat answers in free text; localgen run --json-schema SCHEMA answers in JSON that follows it"),
@@ -251,7 +251,7 @@ def test_help_before_a_command_shows_its_help_as_git_and_ollama_do(args: tuple[s
 
 def test_help_of_a_command_that_is_not_there_is_refused() -> None:
     result = run_localgen("help", "serve")
-    assert result.returncode == 2 and "No such command 'serve'." in result.err, result.err
+    assert result.returncode == 2 and "no such command 'serve'" in result.err, result.err
 
 
 def test_ollama_s_verbose_is_stats() -> None:
@@ -261,31 +261,31 @@ def test_ollama_s_verbose_is_stats() -> None:
 
 
 @pytest.mark.parametrize(("args", "error", "hint"), [
-    (("serve",), "No such command 'serve'.",
+    (("serve",), "no such command 'serve'",
      "localgen has no server: `localgen run` and `localgen chat` load the model in their own process"),
-    (("push", "me/model"), "No such command 'push'.",  # Ollama's; was: to ask the model: localgen run push
+    (("push", "me/model"), "no such command 'push'",  # Ollama's; was: to ask the model: localgen run push
      "localgen has no registry to push a model to: models come from the Hugging Face Hub"),
-    (("keys", "set", "openai"), "No such command 'keys'.", "localgen runs models on this machine and needs no API key"),
-    (("templates", "list"), "No such command 'templates'.",  # llm's
+    (("keys", "set", "openai"), "no such command 'keys'", "localgen runs models on this machine and needs no API key"),
+    (("templates", "list"), "no such command 'templates'",  # llm's
      "llm's templates are models.toml entries here, each with a system prompt and settings"),
-    (("install", "llm-gguf"), "No such command 'install'.",
+    (("install", "llm-gguf"), "no such command 'install'",
      "localgen has no plugins: models are entries of models.toml: add [models.NAME] to yours (README, Models)"),
-    (("embed", "-c", "hello"), "No such command 'embed'.", "localgen generates text: it makes no embeddings"),
-    (("models", "ls"), "No such command 'ls'.", "use `localgen models list`"),
+    (("embed", "-c", "hello"), "no such command 'embed'", "localgen generates text: it makes no embeddings"),
+    (("models", "ls"), "no such command 'ls'", "use `localgen models list`"),
     # Ollama's `version`: localgen's way, not also click's guess (Did you mean 'conversations'?)
-    (("version",), "No such command 'version'.", "use `localgen --version`"),
-    (("conversations", "remove", "a", "b"), "No such command 'remove'.", "use `localgen conversations rm a b`"),
-    (("models", "pull", "smollm2"), "No such command 'pull'.", "use `localgen pull smollm2`"),
-    (("models", "info", "smollm2"), "No such command 'info'.", "use `localgen models show smollm2`"),
-    (("-m", "smollm2-135m", "hi there"), "No such option: -m",
+    (("version",), "no such command 'version'", "use `localgen --version`"),
+    (("conversations", "remove", "a", "b"), "no such command 'remove'", "use `localgen conversations rm a b`"),
+    (("models", "pull", "smollm2"), "no such command 'pull'", "use `localgen pull smollm2`"),
+    (("models", "info", "smollm2"), "no such command 'info'", "use `localgen models show smollm2`"),
+    (("-m", "smollm2-135m", "hi there"), "no such option: -m",
      "options go after the command: `localgen run -m smollm2-135m 'hi there'`"),
-    (("--offline", "chat", "-n", "5"), "No such option: --offline",
+    (("--offline", "chat", "-n", "5"), "no such option: --offline",
      "options go after the command: `localgen chat --offline -n 5`"),
-    (("run", "-t", "summarize", "x"), "Invalid value for '--threads' / '-t': 'summarize' is not a valid integer.",
+    (("run", "-t", "summarize", "x"), "invalid value for '--threads' / '-t': 'summarize' is not a valid integer",
      "-t is --threads N; llm's templates are models.toml entries here, each with a system prompt and settings"),
-    (("run", "-hi"), "No such option: -hi", "-h alone is --help: see `localgen run --help`"),  # was the help, exit 0
-    (("models", "rm", "-hy", "x"), "No such option: -hy", "-h alone is --help: see `localgen models rm --help`"),
-    (("run", "-hello there"), "No such option: -hello there",  # was No such option: -e
+    (("run", "-hi"), "no such option: -hi", "-h alone is --help: see `localgen run --help`"),  # was the help, exit 0
+    (("models", "rm", "-hy", "x"), "no such option: -hy", "-h alone is --help: see `localgen models rm --help`"),
+    (("run", "-hello there"), "no such option: -hello there",  # was no such option: -e
      "a prompt that starts with \"-\" goes after --: `localgen run -- '-hello there'`"),
     (("run", "--chat-template", "chatml", "hi"),  # was no such file alone; a path (./chatml, x.jinja) stays that
      "no such file: chatml; localgen's --chat-template takes a Jinja template file, where llama-cli's takes a built-in "
@@ -319,7 +319,7 @@ def test_a_group_s_command_typed_by_another_name_is_told_its_own_in_process(caps
     with pytest.raises(SystemExit) as info:
         cli.main(list(args))
     assert info.value.code == 2
-    assert capsys.readouterr().err == f"localgen: error: No such command '{args[1]}'. (hint: {hint})\n"
+    assert capsys.readouterr().err == f"localgen: error: no such command '{args[1]}' (hint: {hint})\n"
 
 
 def test_a_system_prompt_that_names_a_file_gets_a_warning(tmp_path: Path) -> None:
@@ -371,7 +371,7 @@ _CONVERSATION_MODE = ("--conversation NAME continues (or starts) conversation NA
 
 
 @pytest.mark.parametrize(("args", "error"), [
-    (("run", "-m", "model.gguf", "--conversation"), "Option '--conversation' requires an argument."),
+    (("run", "-m", "model.gguf", "--conversation"), "option '--conversation' requires an argument"),
     (("run", "--conversation", "-p", "hi"), "--conversation needs a value (NAME), and the word after it is the "
                                             "option -p"),  # was: '-p' is not a valid conversation name (e.g. p)
 ])
@@ -408,4 +408,4 @@ def test_chat_given_run_s_conversation_option_is_told_its_resume(args: tuple[str
         save_conversation(Conversation(name=name, turns=[Turn("hi", "Hello.")]))
     result = run_localgen(*args)
     assert result.returncode == 2 and result.out == ""
-    assert result.err == f"localgen: error: No such option: --conversation (hint: {hint})\n"
+    assert result.err == f"localgen: error: no such option: --conversation (hint: {hint})\n"

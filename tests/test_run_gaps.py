@@ -82,7 +82,7 @@ def test_every_whole_number_option_says_it_takes_one(command: str, option: str,
 def test_the_real_cli_tells_a_decimal_top_k_it_takes_a_whole_number() -> None:
     result = run_localgen("run", "--top-k", "1.5", "hi")
     assert result.returncode == 2 and result.stdout == b""
-    assert result.err == ("localgen: error: Invalid value for '--top-k': '1.5' is not a valid integer. (hint: --top-k "
+    assert result.err == ("localgen: error: invalid value for '--top-k': '1.5' is not a valid integer (hint: --top-k "
                           "takes a whole number: `localgen run --top-k 40 hi`)\n"), result.err
 
 

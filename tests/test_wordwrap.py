@@ -98,7 +98,7 @@ def test_a_message_shown_at_once_keeps_east_asian_words_whole() -> None:
 
 
 HINTS = [
-    ("localgen: error: No such command 'why is the sky blue'. (hint: to ask the model, use "
+    ("localgen: error: no such command 'why is the sky blue' (hint: to ask the model, use "
      "`localgen run 'why is the sky blue'`)", "`localgen run 'why is the sky blue'`"),
     ('localgen: error: nothing to send: the prompt is empty, and so is stdin (hint: check what feeds stdin, or give '
      'a prompt, e.g. localgen run "Why is the sky blue?")', 'localgen run "Why is the sky blue?")'),

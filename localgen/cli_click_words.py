@@ -1,0 +1,42 @@
+"""click's usage errors in localgen's words: `localgen: error: no such option: --x`, lower case and without click's
+full stop, as localgen's own errors read, and for a command name with a slip in it the command meant, to run."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from localgen.cli_args import typed_command
+
+CLICK_PHRASES = ("No such command", "No such option", "Missing argument", "Missing option", "Missing parameter",
+                 "Option '", "Invalid value", "Got unexpected extra argument", "Error:")  # how click's messages begin
+_CLOSE_COMMAND = re.compile(r"^No such command '(?P<typed>[^']*)'\. Did you mean '(?P<meant>[^']*)'\?$")
+_LISTING = "list"  # the subcommand a group's name alone is hinted with (`model`: `localgen models list`, as `ls` is)
+
+
+def in_localgen_words(app: Any, args: list[str], message: str, hint: str | None) -> tuple[str, str | None]:
+    """An error's message and hint as localgen words them: click's usage errors (and localgen's in click's words) in
+    lower case; a message of localgen's own is left as it is."""
+    close = _CLOSE_COMMAND.match(message)
+    if close is not None:
+        message = f"No such command '{close['typed']}'"
+        if not hint or hint.startswith("see `localgen"):  # no hint of the command's own: click's guess, to run
+            hint = _command_meant(app, args, close["typed"], close["meant"]) or hint
+    if not message.startswith(CLICK_PHRASES):
+        return message, hint
+    message = message.removeprefix("Error: ").removeprefix("Got ")
+    return message[:1].lower() + message[1:].removesuffix("."), hint
+
+
+def _command_meant(app: Any, args: list[str], typed: str, meant: str) -> str | None:
+    """The command line typed with the command name click took a slip for (model list: models list); a group's name
+    alone with its listing (model: models list)."""
+    if typed not in args:
+        return None
+    at = args.index(typed)
+    words = [*args[:at], meant, *args[at + 1:]]
+    names, command = typed_command(app, words)
+    if names == words and _LISTING in getattr(command, "commands", {}):
+        words.append(_LISTING)
+    return f"use `{shlex.join(['localgen', *words])}`"
