@@ -71,6 +71,8 @@ from localgen.errors import (
     UsageError,
 )
 
+COMPLETE_VAR = "_LOCALGEN_COMPLETE"  # click's _PROG_COMPLETE: set, the shell asks for completion (cli_completion)
+
 app = typer.Typer(
     name="localgen",
     cls=InterruptEndsLine,
@@ -428,6 +430,10 @@ def main(argv: list[str] | None = None) -> None:
                       hint="redirect it to a file or a pipe instead of closing it")
         sys.exit(EXIT_USAGE)
     _unfailing_stdout()
+    if os.environ.get(COMPLETE_VAR):  # the shell asks for its script, or for the words completing a command line
+        from localgen.cli_completion import complete
+
+        sys.exit(complete(app, COMPLETE_VAR))
     with exit_on_signals():  # SIGTERM or SIGHUP while downloading or loading: cleanups run, partial files go
         args = sys.argv[1:] if argv is None else argv
         code = run_app(app, _resume_without_value(_help_as_option(args)), help_asked=args[:1] == ["help"])

@@ -12,6 +12,9 @@ from localgen.cli_args import typed_command
 CLICK_PHRASES = ("No such command", "No such option", "Missing argument", "Missing option", "Missing parameter",
                  "Option '", "Invalid value", "Got unexpected extra argument", "Error:")  # how click's messages begin
 _CLOSE_COMMAND = re.compile(r"^No such command '(?P<typed>[^']*)'\. Did you mean '(?P<meant>[^']*)'\?$")
+TYPER_COMPLETION_OPTIONS = ("--install-completion", "--show-completion")  # Typer's, which localgen leaves out
+COMPLETION_HINT = ('turn completion on with `eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` in ~/.bashrc '
+                   "(zsh_source for zsh, fish_source for fish)")
 _LISTING = "list"  # the subcommand a group's name alone is hinted with (`model`: `localgen models list`, as `ls` is)
 
 
@@ -23,6 +26,8 @@ def in_localgen_words(app: Any, args: list[str], message: str, hint: str | None)
         message = f"No such command '{close['typed']}'"
         if not hint or hint.startswith("see `localgen"):  # no hint of the command's own: click's guess, to run
             hint = _command_meant(app, args, close["typed"], close["meant"]) or hint
+    if message.startswith(tuple(f"No such option: {option}" for option in TYPER_COMPLETION_OPTIONS)):
+        hint = COMPLETION_HINT
     if not message.startswith(CLICK_PHRASES):
         return message, hint
     message = message.removeprefix("Error: ").removeprefix("Got ")

@@ -1,0 +1,81 @@
+"""Shell completion, as click offers it: `eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` (zsh_source, fish_source)
+prints the script a shell sources, and the script asks `localgen` for the words that complete a command line: command
+and option names, and the models -m takes and the saved conversations --resume and --conversation take. Imported only
+when the shell asks, so that no other start of localgen pays for it."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+CLICK_STYLE = r"^(?P<shell>bash|zsh|fish)_(?P<step>source|complete)$"  # click's bash_source, as a user types it
+TYPER_STYLE = r"^(?P<step>source|complete)_(?P<shell>bash|zsh|fish)$"  # what the sourced script sends back
+
+
+def complete(app: Any, variable: str) -> int:
+    """Answer the shell that set variable (_LOCALGEN_COMPLETE): print the script to source, or the words that complete
+    the command line it gives; the exit code (2, with a one-line error, for an instruction that is none of these)."""
+    from typer.completion import completion_init, shell_complete
+
+    from localgen import console
+    from localgen.cli_args import click_command
+    from localgen.errors import EXIT_USAGE
+
+    instruction = os.environ.get(variable, "").strip()
+    found = re.match(CLICK_STYLE, instruction) or re.match(TYPER_STYLE, instruction)
+    if found is None:
+        console.error(f"{variable}={instruction} is no completion instruction",
+                      hint=f'use `eval "$({variable}=bash_source localgen)"` (or zsh_source, fish_source)')
+        return EXIT_USAGE
+    completion_init()  # typer's bash, zsh and fish scripts, which call back with complete_SHELL
+    command = click_command(app)
+    _add_completers(command)
+    return shell_complete(command, {}, "localgen", variable, f"{found['step']}_{found['shell']}") or 0
+
+
+def _add_completers(command: Any) -> None:
+    """Give -m/--model the model names and --resume/--conversation the saved conversations' names, in every command
+    that has them (a completer of click's parameter, set for this process alone)."""
+    for param in getattr(command, "params", ()):
+        names = next((names for option, names in _COMPLETED if option in param.opts), None)
+        if names is not None:
+            param._custom_shell_complete = _completer(names)  # as click's Parameter(shell_complete=...) sets it
+    for subcommand in getattr(command, "commands", {}).values():
+        _add_completers(subcommand)
+
+
+def model_names() -> list[str]:
+    """The models -m takes by name: the registry's and the downloaded ones, as `models list --all` names them (none
+    where models.toml cannot be read: a run says why)."""
+    from localgen.catalog import list_all_models
+    from localgen.config import settings
+    from localgen.errors import LocalgenError
+    from localgen.registry import load_registry
+
+    try:
+        return sorted({row.name for row in list_all_models(load_registry(settings().user_registry))})
+    except LocalgenError:
+        return []
+
+
+def conversation_names() -> list[str]:
+    """The saved conversations' names, newest first (none where their folder cannot be listed)."""
+    from localgen.conversation_store import list_conversations
+    from localgen.errors import LocalgenError
+
+    try:
+        return [name for name, _ in list_conversations()]
+    except LocalgenError:
+        return []
+
+
+_COMPLETED: tuple[tuple[str, Callable[[], list[str]]], ...] = (  # the options whose values are completed, and with what
+    ("--model", model_names), ("--resume", conversation_names), ("--conversation", conversation_names))
+
+
+def _completer(names: Callable[[], list[str]]) -> Callable[[Any, Any, str], list[str]]:
+    """A click completer offering the names that start with what was typed."""
+    return lambda _ctx, _param, typed: [name for name in names() if name.startswith(typed)]
+

@@ -1,0 +1,84 @@
+"""Shell completion as click offers it: the script `_LOCALGEN_COMPLETE=bash_source localgen` prints, sourced by a real
+bash, completes commands, options, the models -m takes and the conversations --resume and --conversation take."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, run_localgen, user_registry
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a localgen with its own home and this checkout, a `localgen` command of it first on PATH
+    (the script calls the command it completes, as bash names it)."""
+    command = home / "bin" / "localgen"
+    if not command.exists():
+        command.parent.mkdir(parents=True)
+        command.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m localgen "$@"\n')
+        command.chmod(0o755)
+    return {**os.environ, "LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT),
+            "PATH": f"{command.parent}{os.pathsep}{os.environ.get('PATH', '')}", **extra}
+
+
+def _bash_completes(home: Path, line: str) -> list[str]:
+    """What a bash that sourced localgen's completion script offers for a command line (the word after its last space
+    being completed)."""
+    words = line.split(" ")
+    script = ('eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"\n'
+              f"COMP_WORDS=({' '.join(shlex.quote(word) for word in words)}); COMP_CWORD={len(words) - 1}\n"
+              '_localgen_completion localgen\nprintf "%s\\n" "${COMPREPLY[@]}"\n')
+    done = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], env=_env(home), capture_output=True,
+                          text=True, timeout=120, cwd=REPO_ROOT)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    return [word for word in done.stdout.splitlines() if word]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_bash_completes_commands_options_models_and_conversations(tmp_path: Path) -> None:
+    """Completion was off (add_completion=False), with no way to turn it on."""
+    user_registry(tmp_path, '[models.my-tiny]\nrepo = "org/Tiny-GGUF"\nquant = "Q8_0"\n')
+    saved = run_localgen("run", "--conversation", "work-notes", "-n", "1", "hi", env=_env(tmp_path))
+    assert saved.returncode == 0, saved.err
+    assert _bash_completes(tmp_path, "localgen ch") == ["chat"]
+    assert "--temperature" in _bash_completes(tmp_path, "localgen run --te")
+    assert _bash_completes(tmp_path, "localgen run -m smol") == ["smollm2-135m"]
+    assert _bash_completes(tmp_path, "localgen bench --model my") == ["my-tiny"], "the user's models.toml's too"
+    assert "qwen2.5-0.5b" in _bash_completes(tmp_path, "localgen chat -m qwen")
+    assert _bash_completes(tmp_path, "localgen chat --resume wo") == ["work-notes"]
+    assert _bash_completes(tmp_path, "localgen run --conversation ") == ["work-notes"]
+
+
+@pytest.mark.parametrize(("shell", "calls_back"), [("zsh", "_LOCALGEN_COMPLETE=complete_zsh"),
+                                                   ("fish", "_LOCALGEN_COMPLETE=complete_fish")])
+def test_zsh_and_fish_get_a_script_that_calls_localgen_back(tmp_path: Path, shell: str, calls_back: str) -> None:
+    script = run_localgen(env=_env(tmp_path, _LOCALGEN_COMPLETE=f"{shell}_source"))
+    assert script.returncode == 0 and calls_back in script.out and "localgen" in script.out, script.err
+    asked = run_localgen(env=_env(tmp_path, _LOCALGEN_COMPLETE=f"complete_{shell}", _TYPER_COMPLETE_ARGS="localgen "
+                                  "run -m smollm2-1", _TYPER_COMPLETE_FISH_ACTION="get-args"))
+    assert asked.returncode == 0 and "smollm2-135m" in asked.out, asked.err
+
+
+def test_an_instruction_that_is_none_is_a_usage_error(tmp_path: Path) -> None:
+    refused = run_localgen(env=_env(tmp_path, _LOCALGEN_COMPLETE="source_tcsh"))
+    assert (refused.returncode, refused.out) == (2, "")
+    assert refused.err == ("localgen: error: _LOCALGEN_COMPLETE=source_tcsh is no completion instruction (hint: use "
+                           '`eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` (or zsh_source, fish_source))\n')
+
+
+@pytest.mark.parametrize(("args", "option"), [(["--install-completion"], "--install-completion"),
+                                              (["--show-completion", "bash"], "--show-completion"),
+                                              (["run", "--install-completion"], "--install-completion")])
+def test_typer_s_completion_options_are_told_how_completion_is_turned_on(args: list[str], option: str) -> None:
+    """They were told `no such option` and to see the help, which does not mention completion."""
+    refused = run_localgen(*args)
+    assert refused.returncode == 2
+    assert refused.err == (f"localgen: error: no such option: {option} (hint: turn completion on with "
+                           '`eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` in ~/.bashrc (zsh_source for zsh, '
+                           "fish_source for fish))\n"), refused.err
