@@ -107,11 +107,14 @@ def test_exit_on_signals_raises_signal_exit_and_restores_the_handlers() -> None:
     assert info.value.code == 128 + signal.SIGUSR1 and signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
 
 
+PIPE_FILLED = 3900  # of a 4096-byte pipe: the answer's first 200 bytes fill it, where 2900 left it 1,200 to write
+
+
 def test_run_exits_143_on_a_second_sigterm() -> None:
     """The second SIGTERM lands while `run` is blocked writing to a full pipe, so its stop cannot take effect."""
     read_end, write_end = os.pipe()
     fcntl.fcntl(read_end, fcntl.F_SETPIPE_SZ, 4096)
-    os.write(write_end, b"." * 2900)  # part full already (under what _wait_until_blocked calls full)
+    os.write(write_end, b"." * PIPE_FILLED)  # nearly full: the answer's first words fill it
     with os.fdopen(read_end, "rb") as output:
         proc = popen_localgen(
             [sys.executable, "-m", "localgen", "run", "--raw", "hello world hello world hello world hello world",
@@ -119,7 +122,7 @@ def test_run_exits_143_on_a_second_sigterm() -> None:
             stdout=write_end, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
         os.close(write_end)
         try:
-            _wait_until_blocked(proc, read_end)
+            _wait_until_blocked(proc, read_end, PIPE_FILLED)
             proc.send_signal(signal.SIGTERM)
             time.sleep(0.5)
             assert proc.poll() is None, "the first SIGTERM only asks for a stop"
@@ -134,14 +137,15 @@ def test_run_exits_143_on_a_second_sigterm() -> None:
     assert b"Traceback" not in err
 
 
-def _wait_until_blocked(proc: subprocess.Popen[bytes], read_end: int, timeout: float = 90) -> None:
-    """Wait until the process has filled the pipe and stays blocked writing to it (as the kernel says, where it
-    does: a generation slowed down by a busy machine also leaves the pipe's fill unchanged a while)."""
+def _wait_until_blocked(proc: subprocess.Popen[bytes], read_end: int, filled: int, timeout: float = 90) -> None:
+    """Wait until the process has written past the filled bytes into the pipe and stays blocked writing to it (as
+    the kernel says, where it does: a generation slowed down by a busy machine also leaves the pipe's fill unchanged
+    a while)."""
     deadline, last = time.monotonic() + timeout, -1
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the generation ended before the pipe was full"
         pending = int.from_bytes(fcntl.ioctl(read_end, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
-        if pending > 3072 and pending == last and _blocked_writing_a_pipe(proc.pid):
+        if pending > filled and pending == last and _blocked_writing_a_pipe(proc.pid):
             return
         last = pending
         time.sleep(0.1)
