@@ -302,8 +302,8 @@ def test_run_json_to_a_file_at_its_size_limit_leaves_no_part_of_its_record(tmp_p
     answer = tmp_path / "answer.json"
     answer.write_bytes(before)
     with answer.open("ab" if before else "wb") as out:
-        proc = subprocess.run([sys.executable, "-m", "localgen", "run", "Write a long story.", "-n", "200", "--json",
-                               "--temperature", "0", "--no-cache"], stdout=out, stderr=subprocess.PIPE,
+        proc = subprocess.run([sys.executable, "-m", "localgen", "run", "Write a long story.", "-n", "40", "--json",
+                               "--temperature", "0", "--no-cache"], stdout=out, stderr=subprocess.PIPE,  # 717 bytes
                               stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT, preexec_fn=limited,
                               env={**os.environ, "LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_NO_LAST_RUN": "1"})
     err = proc.stderr.decode()
