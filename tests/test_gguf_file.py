@@ -12,6 +12,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gguf_builders as gb
 import pytest
@@ -24,6 +25,9 @@ from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
 from localgen.gguf_reader import EMPTY_FILE_HINT, read_gguf, read_gguf_bytes
 from localgen.gguf_split import validate_split
 from tests.conftest import bundled_model_file, run_localgen
+
+if TYPE_CHECKING:
+    from gguf import GGUFReader
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -56,6 +60,13 @@ def bundled() -> Path:
         return bundled_model_file()
     except ModelNotFoundError as exc:
         pytest.skip(exc.message)
+
+
+@pytest.fixture(scope="module")
+def bundled_by_gguf(bundled: Path) -> GGUFReader:
+    """The gguf package's reading of the bundled model, made once for the tests that compare with it (3 s each)."""
+    gguf = pytest.importorskip("gguf")
+    return gguf.GGUFReader(str(bundled))
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +131,8 @@ def test_bundled_model_reads_with_the_right_properties(bundled: Path) -> None:
         info.metadata["general.name"] = "x"  # type: ignore[index]
 
 
-def test_tensor_table_agrees_with_the_gguf_package(bundled: Path) -> None:
-    gguf = pytest.importorskip("gguf")
-    reader = gguf.GGUFReader(str(bundled))
+def test_tensor_table_agrees_with_the_gguf_package(bundled: Path, bundled_by_gguf: GGUFReader) -> None:
+    reader = bundled_by_gguf
     info = read_gguf(bundled)
     assert [t.name for t in info.tensors] == [t.name for t in reader.tensors]
     for mine, theirs in zip(info.tensors, reader.tensors, strict=True):
@@ -133,17 +143,15 @@ def test_tensor_table_agrees_with_the_gguf_package(bundled: Path) -> None:
         assert mine.n_elements == int(theirs.n_elements)
 
 
-def test_the_longest_token_agrees_with_the_gguf_package(bundled: Path) -> None:
+def test_the_longest_token_agrees_with_the_gguf_package(bundled: Path, bundled_by_gguf: GGUFReader) -> None:
     """The bytes of the vocabulary's longest token as stored, which bound the bytes of text one token stands for."""
-    gguf = pytest.importorskip("gguf")
-    field = gguf.GGUFReader(str(bundled)).fields["tokenizer.ggml.tokens"]
+    field = bundled_by_gguf.fields["tokenizer.ggml.tokens"]
     assert read_gguf(bundled).longest_token == max(len(field.parts[index]) for index in field.data) == 162
 
 
-def test_the_control_tokens_agree_with_the_gguf_package(bundled: Path) -> None:
+def test_the_control_tokens_agree_with_the_gguf_package(bundled: Path, bundled_by_gguf: GGUFReader) -> None:
     """The texts of the tokens typed CONTROL (3) or UNKNOWN (2), as the gguf package reads the vocabulary."""
-    gguf = pytest.importorskip("gguf")
-    fields = gguf.GGUFReader(str(bundled)).fields
+    fields = bundled_by_gguf.fields
     tokens, types = fields["tokenizer.ggml.tokens"], fields["tokenizer.ggml.token_type"]
     expected = {bytes(tokens.parts[t]).decode() for t, k in zip(tokens.data, types.data, strict=True)
                 if int(types.parts[k][0]) in (2, 3)}
