@@ -761,9 +761,9 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10",
                 *([] if prefill_while_typing else ["--no-prefill-while-typing"]))
     doc = tmp_path / "note.txt"
-    lines = 20 if prefill_while_typing else 40  # computed ahead: three of its chunks (350 tokens)
+    lines = 20 if prefill_while_typing else 30  # computed ahead: three of its chunks (350 tokens)
     filler = "\n".join(f"Line {i}: nothing to see in the {i * 7 % 13}th crate." for i in range(lines))
-    doc.write_text(f"The secret code is 4711.\n{filler}\n")  # else over one 512-token prefill chunk (690 tokens)
+    doc.write_text(f"The secret code is 4711.\n{filler}\n")  # else over one 512-token prefill chunk (554 tokens)
     chat.command(f"/file {doc}", "attached")
     chat.child.sendline(f"/file {doc}")  # once is enough (the message may wrap inside a long path's line)
     chat.child.expect(r"is\s+attached\s+already")
