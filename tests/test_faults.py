@@ -37,8 +37,8 @@ from localgen.verify import is_verified, verify_file
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, spawn_localgen
 from tests.test_repl import Chat
 
-DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(24))
-# (about 330 tokens: over the 256 new tokens that make a prefill worth caching, and quick to prefill)
+DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(21))
+# (a prompt of 304 tokens with its question: over the 256 new tokens that make a prefill worth caching)
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
