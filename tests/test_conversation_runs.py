@@ -284,6 +284,16 @@ def test_a_last_run_saved_under_a_taken_name_gets_the_next_one() -> None:
     assert [t["user"] for t in _saved()[f"{name}-2"]["turns"]] == ["Name a fruit.", "Another?"]
 
 
+SHORT_LAST_RUN_WAIT = """
+import sys
+from localgen import last_run
+from localgen.cli import main
+
+last_run.LOCK_WAIT_S = 0.5  # the wait for the last run another run holds, where its 5 s were all waited out
+main(sys.argv[1:])
+"""
+
+
 def test_a_last_run_another_run_is_saving_is_waited_for_then_refused() -> None:
     from localgen.conversation_lock import hold, release
 
@@ -291,12 +301,14 @@ def test_a_last_run_another_run_is_saving_is_waited_for_then_refused() -> None:
     folder = config.settings().data_dir
     assert hold(folder, "last-run", hint="")  # as a run turning it into a conversation holds it
     try:
-        refused = run_localgen("run", "--continue", "Another?", "-n", "3", *GREEDY)
+        refused = subprocess.run([sys.executable, "-c", SHORT_LAST_RUN_WAIT, "run", "--continue", "Another?", "-n",
+                                  "3", *GREEDY], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                 cwd=REPO_ROOT, timeout=120)
     finally:
         release(folder, "last-run")
-    assert refused.returncode == 1 and refused.err == (
+    assert refused.returncode == 1 and refused.stderr == (
         "localgen: error: another localgen run is saving the last run as a conversation (hint: wait for that one "
-        "to end (a run is refused, not queued), or go on with another: --conversation NAME)\n"), refused.err
+        "to end (a run is refused, not queued), or go on with another: --conversation NAME)\n"), refused.stderr
     assert last_run_path().is_file() and not _saved()
 
 
