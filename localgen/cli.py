@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from localgen import __version__
+from localgen import __version__, cli_examples
 from localgen.cli_cache import cache_app
 from localgen.cli_conversations import conversations_app
 from localgen.cli_exit import InterruptEndsLine, flush_stdout, run_app
@@ -78,12 +78,7 @@ app = typer.Typer(
     cls=InterruptEndsLine,
     rich_markup_mode=None,  # click's plain help: rich's panels cost a tenth of a second at every --help
     help="Chat with and generate text from local LLMs.",
-    epilog="\b\nExamples:\n"  # \b: click keeps the lines of this paragraph as they are
-           '  localgen run "Why is the sky blue?"\n'
-           '  cat notes.md | localgen run "Summarize this" > summary.txt\n'
-           "  localgen chat -m qwen2.5-1.5b\n"
-           "  localgen models list --all\n\n"
-           "`localgen help COMMAND` (or `localgen COMMAND --help`) shows a command's options.",
+    epilog=cli_examples.ROOT,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -112,7 +107,7 @@ def _root(
     check_environment()
 
 
-@app.command(short_help="Answer a prompt (with piped stdin and -f files) on stdout.")
+@app.command(short_help="Answer a prompt (with piped stdin and -f files) on stdout.", epilog=cli_examples.RUN)
 def run(
     ctx: typer.Context,
     prompt: Annotated[str | None, typer.Argument(
@@ -188,7 +183,7 @@ def run(
         no_wrap=no_wrap, hide_thinking=hide_thinking, no_cache=no_cache, draft=draft))
 
 
-@app.command(short_help="Chat with a model in the terminal.")
+@app.command(short_help="Chat with a model in the terminal.", epilog=cli_examples.CHAT)
 def chat(
     ctx: typer.Context,
     model: ModelOpt = None,
@@ -244,7 +239,7 @@ def chat(
         chat_template=chat_template))
 
 
-@app.command(short_help="Measure prefill, decode and TTFT, like llama-bench.")
+@app.command(short_help="Measure prefill, decode and TTFT, like llama-bench.", epilog=cli_examples.BENCH)
 def bench(
     ctx: typer.Context,
     model: ModelOpt = None,
@@ -297,7 +292,8 @@ def bench(
 app.add_typer(cache_app, name="cache", short_help="List or clear the on-disk prompt cache.")
 
 
-@app.command(short_help="Download and verify models from the Hugging Face Hub.", cls=PlainUsage)
+@app.command(short_help="Download and verify models from the Hugging Face Hub.", cls=PlainUsage,
+             epilog=cli_examples.PULL)
 def pull(
     references: Annotated[list[str], typer.Argument(
         metavar="REF...", help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf or a Hub address; several are "
@@ -326,7 +322,7 @@ app.add_typer(models_app, name="models")
 app.add_typer(conversations_app, name="conversations", short_help="List, show and delete saved conversations.")
 
 
-@app.command(short_help="Show which quants of a model fit this machine.")
+@app.command(short_help="Show which quants of a model fit this machine.", epilog=cli_examples.FIT)
 def fit(
     reference: Annotated[str | None, typer.Argument(
         metavar="REF",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from localgen.cli import app
+from localgen.cli import _resume_without_value, app
 from localgen.cli_args import apart_at_equals
 from localgen.cli_exit import run_app
 from localgen.cli_options import RESUME_LATEST
@@ -125,6 +125,25 @@ def test_help_says_how_to_see_a_command_s_options(capsys: pytest.CaptureFixture[
         " ".join(shown.split())
     assert ('  Examples:\n    localgen run "Why is the sky blue?"\n'
             '    cat notes.md | localgen run "Summarize this" > summary.txt\n') in shown, "each example as typed"
+
+
+@pytest.mark.parametrize("command", ["run", "chat", "bench", "pull", "fit"])
+def test_each_command_s_help_ends_with_examples_that_its_options_parse(
+        command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`localgen run --help` and the others end with examples, each a command line the CLI takes as written: every
+    option named exists, takes the values given, and the arguments fit (a renamed option would fail here)."""
+    assert run_app(app, [command, "--help"]) == 0
+    shown = capsys.readouterr().out
+    examples = shown.split("\n  Examples:\n", 1)[1].splitlines()
+    assert examples and all(line.startswith("    ") for line in examples), shown
+    group = typer.main.get_command(app)
+    for line in examples:
+        ours = next(part for part in line.split(" | ") if part.lstrip().startswith("localgen "))  # cat f | localgen
+        words = _resume_without_value(shlex.split(ours.split(" > ")[0], comments=True)[1:])  # as main() takes them
+        assert words[0] == command, line
+        sub = group.commands[command]  # type: ignore[attr-defined]
+        with sub.make_context(command, words[1:], parent=group.make_context("localgen", [command])) as ctx:
+            assert ctx.params, line
 
 
 def _command_paths(group: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
