@@ -229,14 +229,23 @@ def fresh_messages(loaded: LoadedModel, user_text: str, system: str | None, *, r
 
 def fresh_answer(loaded: LoadedModel, messages: list[Message], sampling: SamplingParams, limits: GenerationLimits,
                  *, draft: str, prompt_cache: bool, hide_thinking: bool, made_of: str = "",
+                 limit_source: str = "-n/--max-tokens",
                  keep: Callable[[Iterator[Event]], Iterator[Event]] | None = None) -> Callable[[], Iterator[Event]]:
     """What starts the answer to messages outside any conversation (a prompt too long refused naming made_of, what it
-    holds); keep, when given, gets the model's own stream (last_run.last_run_keeper), before hide_thinking takes
-    the <think> reasoning out of it."""
+    holds; one that leaves too little room for the token limit given, from limit_source, warned of first); keep, when
+    given, gets the model's own stream (last_run.last_run_keeper), before hide_thinking takes the <think> reasoning
+    out of it."""
+    from localgen import console
+    from localgen.prompt_room import answer_room_warning
     from localgen.runner import stream_answer
     from localgen.thinking import prompt_opens_thinking, without_thinking
 
     def start() -> Iterator[Event]:
+        if limits.max_tokens is not None:
+            warning = answer_room_warning(loaded, messages, limits.max_tokens, limit_source=limit_source,
+                                          made_of=made_of)
+            if warning is not None:
+                console.warn(warning)
         events = stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=prompt_cache,
                                made_of=made_of)
         if keep is not None:

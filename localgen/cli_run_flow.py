@@ -304,7 +304,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
         stops = None if not limits.stop else "--stop" if request.stop else "stop in models.toml"
         start = fresh_answer(loaded, messages, sampling, limits, draft=request.draft,
                              prompt_cache=not request.no_cache, hide_thinking=request.hide_thinking,
-                             made_of=options.floor_texts, keep=keep)
+                             made_of=options.floor_texts, limit_source=limit_source, keep=keep)
     output = None if request.json_output else console.TextOutput(wrap=not request.no_wrap)
     try:
         completion, exit_code, late_error = stream_to_stdout(loaded, start, output)

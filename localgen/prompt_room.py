@@ -3,7 +3,9 @@
 The plan sizes the context from a guess at the prompt's tokens (fit.prompt_context, about 3 bytes a token), which
 text of numbers outgrows (many tokenizers spend a token on each digit). Where the context planned cannot hold the
 tokens the model counts, but a larger one the model was trained for and memory allows can, the model is loaded
-again with that one; where none can, the model stays as it was, and the prompt is refused as before.
+again with that one; where none can, the model stays as it was, and the prompt is refused as before. Where a token
+limit was given and the context loaded cannot hold the prompt with that many tokens of answer, that is said before
+the prompt is computed, with the --ctx-size that holds both.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from localgen.errors import LocalgenError
+from localgen.errors import ContextOverflowError, LocalgenError
 from localgen.fit import counted_context, fewest_tokens, guessed_tokens, text_bytes
+from localgen.units import counted
 
 if TYPE_CHECKING:
+    from localgen.chat import Message
     from localgen.runner import LoadedModel, ModelOptions
 
 
@@ -77,3 +81,45 @@ def with_room_for_the_prompt(loaded: LoadedModel, options: ModelOptions, texts: 
         f"{loaded.engine.n_ctx:,} holds: loading the model again with a context of {n_ctx:,}")
     loaded.close()
     return load(wider_opts), wider_opts
+
+
+def answer_context(prompt_tokens: int, answer_tokens: int) -> int:
+    """The context a prompt of prompt_tokens needs for an answer of answer_tokens: the last token is sampled, never
+    computed in it."""
+    return prompt_tokens + answer_tokens - 1
+
+
+def answer_room_warning(loaded: LoadedModel, messages: Sequence[Message], answer_tokens: int, *, limit_source: str,
+                        made_of: str = "") -> str | None:
+    """The warning for a prompt of messages that leaves the loaded context room for fewer than the answer_tokens
+    asked for (limit_source: where that limit came from): the tokens it has room for, and the --ctx-size that holds
+    them all; None where they fit. A prompt that leaves no room at all is refused, as the answer would be (naming
+    made_of), its hint counting the answer's tokens."""
+    engine = loaded.engine
+    tokens = len(loaded.prompt_format.prompt(engine, messages)[1])
+    asked = f"the {counted(answer_tokens, 'token')} asked for ({limit_source})"
+    size, room = _larger_context(tokens, answer_tokens, engine.n_ctx_train)
+    try:
+        engine.check_fits(tokens, made_of)
+    except ContextOverflowError as exc:
+        if tokens + 1 > size or engine.n_ctx >= size:
+            raise  # no context this model takes holds the prompt: its hint says to shorten it
+        larger = f"to {size} or more, which holds the prompt and {asked}" if room == answer_tokens else \
+            f"to {size}, the most this model takes, which leaves room for {room:,} of {asked}"
+        raise exc.with_hint(f"raise --ctx-size {larger}, or shorten the input") from None
+    if answer_context(tokens, answer_tokens) <= engine.n_ctx:
+        return None
+    larger = "this model takes no larger context" if engine.n_ctx >= size else \
+        f"--ctx-size {size} or more holds them all" if room == answer_tokens else \
+        f"--ctx-size {size}, the most this model takes, leaves room for {room:,}"
+    return f"the prompt takes {tokens:,} of the context's {engine.n_ctx:,} tokens, which leaves room for " \
+           f"{engine.n_ctx - tokens + 1:,} of {asked}, so the answer may end early: {larger}"
+
+
+def _larger_context(prompt_tokens: int, answer_tokens: int, trained: int) -> tuple[int, int]:
+    """The --ctx-size that holds a prompt of prompt_tokens and an answer of answer_tokens (the most the model takes,
+    trained, where that is less), and the tokens of answer it leaves room for."""
+    size = answer_context(prompt_tokens, answer_tokens)
+    if trained:
+        size = min(size, trained)
+    return size, min(answer_tokens, size - prompt_tokens + 1)

@@ -1,0 +1,68 @@
+"""run's token limit beside its context: a context too small for the -n given is said before the answer, and the
+refusal of a prompt that leaves no room counts the -n in the --ctx-size it hints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import run_localgen, user_registry
+
+ENDLESS = ("--grammar", 'root ::= "ab " root', "--temperature", "0")  # never ends by itself: a limit or the context
+QUESTION = "Say ab."
+
+
+def prompt_tokens(*args: str, env: dict[str, str] | None = None) -> int:
+    """The tokens of the prompt run makes of QUESTION, as --print-prompt counts them."""
+    printed = run_localgen("run", "--print-prompt", "--json", *args, QUESTION, env=env)
+    assert printed.returncode == 0, printed.err
+    return json.loads(printed.out)["prompt_tokens"]
+
+
+def test_a_context_too_small_for_the_n_given_is_said_before_the_answer_which_goes_on() -> None:
+    """-n 50 in a context with room for fewer: one warning line (the room, the --ctx-size that holds them all), the
+    answer given as far as the context goes, --json one record; that --ctx-size holds all 50; no -n, no warning."""
+    tokens = prompt_tokens()
+    small = run_localgen("run", "-c", str(tokens + 12), "-n", "50", *ENDLESS, "--json", QUESTION)
+    assert small.returncode == 0, small.err
+    record = json.loads(small.out)
+    assert record["finish_reason"] == "context" and record["usage"]["completion_tokens"] == 13, record
+    assert small.err == (f"localgen: warning: the prompt takes {tokens} of the context's {tokens + 12} tokens, which "
+                         "leaves room for 13 of the 50 tokens asked for (-n/--max-tokens), so the answer may end early:"
+                         f" --ctx-size {tokens + 49} or more holds them all\n"), small.err
+    held = run_localgen("run", "-c", str(tokens + 49), "-n", "50", *ENDLESS, "--json", QUESTION)
+    assert held.returncode == 0 and held.err == "", held.err
+    whole = json.loads(held.out)
+    assert whole["finish_reason"] == "length" and whole["usage"]["completion_tokens"] == 50, whole
+    unlimited = run_localgen("run", "-c", str(tokens + 12), *ENDLESS, QUESTION)
+    assert unlimited.returncode == 0 and "warning" not in unlimited.err, "no limit given: the context is the limit"
+
+
+def test_a_models_toml_max_tokens_the_context_cannot_hold_is_said_naming_it(tmp_path: Path) -> None:
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    user_registry(tmp_path / "home", "[models.smollm2-135m]\nmax_tokens = 40\n")
+    tokens = prompt_tokens(env=env)
+    result = run_localgen("run", "-c", str(tokens + 9), *ENDLESS, "--json", QUESTION, env=env)
+    assert result.returncode == 0 and json.loads(result.out)["usage"]["completion_tokens"] == 10
+    assert result.err == (f"localgen: warning: the prompt takes {tokens} of the context's {tokens + 9} tokens, which "
+                          "leaves room for 10 of the 40 tokens asked for (max_tokens in models.toml; -n overrides it), "
+                          f"so the answer may end early: --ctx-size {tokens + 39} or more holds them all\n"), result.err
+
+
+def test_a_prompt_refused_for_the_context_hints_a_size_that_holds_the_n_given_too() -> None:
+    tokens = prompt_tokens()
+    refused = run_localgen("run", "-c", str(tokens - 4), "-n", "50", *ENDLESS, QUESTION)
+    assert refused.returncode == 1 and refused.out == ""
+    assert refused.err.endswith(f"but the context holds {tokens - 4} (hint: raise --ctx-size to {tokens + 49} or more, "
+                                "which holds the prompt and the 50 tokens asked for (-n/--max-tokens), or shorten the "
+                                "input)\n"), refused.err
+    plain = run_localgen("run", "-c", str(tokens - 4), *ENDLESS, QUESTION)
+    assert plain.returncode == 1 and f"(hint: raise --ctx-size past {tokens} (the model" in plain.err, plain.err
+    most = run_localgen("run", "-c", str(tokens - 4), "-n", "9000", *ENDLESS, QUESTION)  # more than the model takes
+    assert most.err.endswith(f"(hint: raise --ctx-size to 8192, the most this model takes, which leaves room for "
+                             f"{8192 - tokens + 1:,} of the 9,000 tokens asked for (-n/--max-tokens), or shorten the "
+                             "input)\n"), most.err
+    beyond = run_localgen("run", "-c", str(tokens + 12), "-n", "9000", *ENDLESS, QUESTION)
+    assert beyond.returncode == 0 and beyond.err.startswith("localgen: warning: ") and \
+        "of the 9,000 tokens asked for (-n/--max-tokens), so the answer may end early: --ctx-size 8192, the most " \
+        f"this model takes, leaves room for {8192 - tokens + 1:,}\n" in beyond.err, beyond.err
