@@ -8,6 +8,7 @@ import shlex
 
 from localgen.errors import UsageError
 from localgen.other_tools_values import (
+    conversation_hint,
     model_quant_option_hint,
     output_hint,
     quant_option_hint,
@@ -276,6 +277,8 @@ def option_habit_hint(command: str, typed: str, words: list[str]) -> str | None:
         return model_quant_option_hint(command, words, at)
     if typed == "--conversation" and command == "chat":  # run's, and llama-cli's conversation mode
         return resume_hint(words, at)
+    if typed == "--resume" and command == "run":  # chat's
+        return conversation_hint(words, at)
     if command == "pull" and typed in ("--local-dir", "--cache-dir"):  # huggingface-cli download's
         return ("localgen keeps models in the Hugging Face cache and prints each one's path; HF_HUB_CACHE=DIR "
                 "localgen pull ... keeps the cache in DIR")

@@ -54,6 +54,30 @@ def resume_hint(words: list[str], at: int) -> str:
         f"chat's is --resume NAME, and {shlex.quote(name)} is no valid name: {written}"
 
 
+def conversation_hint(words: list[str], at: int) -> str:
+    """For `run --resume NAME "..."` (as chat takes it): run's --conversation NAME, the command so written (with a
+    valid name offered for one that is not: my-work for 'my work'); for the option alone, run's --continue, which goes
+    on with the latest."""
+    _, name, rest = _option_value(words, at, lambda word: not word.startswith("-"))
+    if not name:
+        return f"run's --continue goes on with the latest conversation: `{_run_written(['--continue'], rest)}`"
+    from localgen.conversation_names import NAME_PATTERN, suggested_name
+
+    valid = name if NAME_PATTERN.fullmatch(name) else suggested_name(name)  # as resume_hint offers one
+    if valid is None:  # a path: what to name it is the user's to say
+        return "run's is --conversation NAME, a conversation's name, and --continue goes on with the latest " \
+            "(`localgen conversations` lists them)"
+    written = f"`{_run_written(['--conversation', valid], rest)}`"
+    lead = "run's is --conversation NAME (--continue goes on with the latest)"
+    return f"{lead}: {written}" if valid == name else f"{lead}, and {shlex.quote(name)} is no valid name: {written}"
+
+
+def _run_written(option: list[str], rest: list[str]) -> str:
+    """`localgen run` with option (the conversation's) and the other words typed, a prompt "..." where there are
+    none."""
+    return shlex.join(["localgen", "run", *option, *rest]) + ("" if rest else ' "..."')
+
+
 def _saved(name: str) -> bool:
     """Whether a conversation is saved as name, the one chat --resume NAME reopens."""
     from localgen.conversation_store import given_name, saved_path

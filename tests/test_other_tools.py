@@ -409,3 +409,25 @@ def test_chat_given_run_s_conversation_option_is_told_its_resume(args: tuple[str
     result = run_localgen(*args)
     assert result.returncode == 2 and result.out == ""
     assert result.err == f"localgen: error: no such option: --conversation (hint: {hint})\n"
+
+
+_RUN_S = "run's is --conversation NAME (--continue goes on with the latest)"
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (("run", "--resume", "x", "hi"), f"{_RUN_S}: `localgen run --conversation x hi`"),
+    (("run", "-n", "5", "--resume=work", "Go on."), f"{_RUN_S}: `localgen run --conversation work -n 5 'Go on.'`"),
+    (("run", "--resume", "work"), f'{_RUN_S}: `localgen run --conversation work "..."`'),
+    (("run", "--resume", "my work", "hi"), f"{_RUN_S}, and 'my work' is no valid name: `localgen run --conversation "
+                                           "my-work hi`"),
+    (("run", "--resume", "a/b", "hi"), "run's is --conversation NAME, a conversation's name, and --continue goes on "
+                                       "with the latest (`localgen conversations` lists them)"),
+    (("run", "--resume"), 'run\'s --continue goes on with the latest conversation: `localgen run --continue "..."`'),
+    (("run", "--resume", "-n", "5", "hi"), "run's --continue goes on with the latest conversation: `localgen run "
+                                           "--continue -n 5 hi`"),
+])
+def test_run_given_chat_s_resume_option_is_told_its_conversation(args: tuple[str, ...], hint: str) -> None:
+    """run --resume NAME got a bare `see localgen run --help`, where chat --conversation NAME is told --resume."""
+    result = run_localgen(*args)
+    assert result.returncode == 2 and result.out == ""
+    assert result.err == f"localgen: error: no such option: --resume (hint: {hint})\n"
