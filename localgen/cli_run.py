@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from localgen.errors import UsageError
 
+GIVEN_LIMIT = "-n/--max-tokens"  # the token limit's source where this command line gave it (token_limit_source)
+
 if TYPE_CHECKING:
     from localgen.chat import Message
     from localgen.conversation import Conversation
@@ -229,7 +231,7 @@ def fresh_messages(loaded: LoadedModel, user_text: str, system: str | None, *, r
 
 def fresh_answer(loaded: LoadedModel, messages: list[Message], sampling: SamplingParams, limits: GenerationLimits,
                  *, draft: str, prompt_cache: bool, hide_thinking: bool, made_of: str = "",
-                 limit_source: str = "-n/--max-tokens",
+                 limit_source: str = GIVEN_LIMIT,
                  keep: Callable[[Iterator[Event]], Iterator[Event]] | None = None) -> Callable[[], Iterator[Event]]:
     """What starts the answer to messages outside any conversation (a prompt too long refused naming made_of, what it
     holds; one that leaves too little room for the token limit given, from limit_source, warned of first); keep, when
@@ -288,21 +290,22 @@ def token_limit_source(*, given: bool, conversation: Conversation | None) -> str
     """Where run's token limit came from, as the note on an answer it stopped names it: -n, else the saved
     conversation's max_tokens (conversation: the one continued, as it was before the run), else models.toml's."""
     if given:
-        return "-n/--max-tokens"
+        return GIVEN_LIMIT
     if conversation is not None and conversation.settings.get("max_tokens") is not None:
         return f"max_tokens of conversation '{conversation.name}'; -n overrides it"
     return "max_tokens in models.toml; -n overrides it"
 
 
 def report_after_run(completion: Finished, *, json_output: bool, stats: bool,
-                     limit_source: str = "-n/--max-tokens", stops: str | None = None) -> None:
+                     limit_source: str = GIVEN_LIMIT, stops: str | None = None) -> None:
     """The notes on stderr once the answer is out: why it stopped early (a token limit named by where it came from,
-    token_limit_source), an empty answer and why (stops: where the stop strings came from, --stop or models.toml),
-    reasoning left out, and --stats."""
+    token_limit_source, and said for -n given on the command line with --stats alone, as asked for), an empty answer
+    and why (stops: where the stop strings came from, --stop or models.toml), reasoning left out, and --stats."""
     from localgen import console
 
     note = console.finish_note(completion, limit_source=limit_source)
-    if note and completion.finish_reason != "interrupted" and not json_output:  # --json: its finish_reason says it
+    asked = completion.finish_reason == "length" and limit_source == GIVEN_LIMIT and not stats
+    if note and completion.finish_reason != "interrupted" and not json_output and not asked:  # --json: finish_reason
         console.say(f"localgen: {note}")
     all_hidden = completion.thinking_closed is not None and completion.usage.completion_tokens and not completion.text
     if all_hidden and not json_output:

@@ -18,6 +18,7 @@ from localgen.cli_model import (
     read_texts,
     say_waiting_for,
 )
+from localgen.cli_run import GIVEN_LIMIT
 from localgen.errors import UsageError
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class RunOutcome:
     completion: Finished
     exit_code: int | None
     stops: str | None = None  # where the stop strings that end it as the model's end of answer does came from
-    limit_source: str = "-n/--max-tokens"  # where its token limit came from (cli_run.token_limit_source)
+    limit_source: str = GIVEN_LIMIT  # where its token limit came from (cli_run.token_limit_source)
 
 
 def run_command(request: RunRequest) -> None:
