@@ -320,11 +320,13 @@ def report_after_run(completion: Finished, *, json_output: bool, stats: bool,
 
 
 def empty_answer_note(completion: Finished, *, stops: str | None) -> str | None:
-    """Why an answer that ended by itself has no text (stdout shows nothing), or None where it has some (stops:
-    where the stop strings, which end it as the model's end of answer does, came from; None: there were none)."""
+    """Why an answer that ended by itself has no text (stdout shows nothing): the stop string that matched, or the
+    model's end of answer; None where it has some (stops: where the stop strings came from, --stop or models.toml)."""
+    from localgen.stopping import escaped
+
     if completion.finish_reason != "stop" or completion.text.strip():
         return None
     what = "empty" if not completion.text else "blank (whitespace only)"
-    why = (f"a stop string ({stops}) matched before any text, or the model ended it there" if stops else
-           "the model ended it before any text")
+    why = "the model ended it before any text" if completion.stop is None else \
+        f"the stop string {escaped(completion.stop)}{f' ({stops})' if stops else ''} matched before any text"
     return f"the answer is {what}: {why}"

@@ -464,7 +464,8 @@ def test_a_run_takes_the_stop_strings_a_conversation_saved_unless_stop_is_given(
     assert answer("given", "--stop", "Banana") == full[:full.index("Banana")] + "\n"
     empty = run_localgen("run", "--conversation", "early", "-n", "40", *GREEDY, "Name a fruit.")
     assert (empty.returncode, empty.out) == (0, ""), empty.err
-    assert "the answer is empty: a stop string (the conversation's) matched before any text" in empty.err, empty.err
+    assert "the answer is empty: the stop string 'The' (the conversation's) matched before any text" in empty.err, \
+        empty.err
     assert all(saved["settings"]["stop"] == ["The" if name == "early" else "versatile"]
                for name, saved in _saved().items())
 

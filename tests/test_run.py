@@ -120,8 +120,9 @@ def test_stop_string_ends_output_before_it() -> None:
 
 
 @pytest.mark.parametrize(("args", "why"), [
-    (("--stop", "Hello"), "a stop string (--stop) matched before any text, or the model ended it there"),
+    (("--stop", "Hello"), "the stop string 'Hello' (--stop) matched before any text"),  # was: ..., or the model ended
     (("--grammar", 'root ::= ""'), "the model ended it before any text"),
+    (("--grammar", 'root ::= ""', "--stop", "Hello"), "the model ended it before any text"),
 ])
 def test_an_empty_answer_is_said_on_stderr(args: tuple[str, ...], why: str) -> None:
     """stdout stays empty, as the answer is; stderr says so and why, where it said nothing at all."""
@@ -133,8 +134,8 @@ def test_json_output_fields() -> None:
     result = run_localgen("run", "Hi", "-n", "3", "--json", *GREEDY)
     assert result.returncode == 0, result.err
     record = json.loads(result.out)
-    assert set(record) == {"text", "finish_reason", "usage", "timings", "seed", "threads", "decode_threads", "model",
-                           "model_path"}
+    assert set(record) == {"text", "finish_reason", "stop_string", "usage", "timings", "seed", "threads",
+                           "decode_threads", "model", "model_path"}
     assert 1 <= record["decode_threads"] <= record["threads"]
     assert set(record["usage"]) == {"prompt_tokens", "cached_tokens", "prompt_cache_tokens", "completion_tokens",
                                     "total_tokens"}
@@ -730,8 +731,8 @@ def test_stop_strings_in_models_toml_end_the_answer_unless_stop_is_given(tmp_pat
     assert answer(toml='[defaults]\nstop = "versatile"\n[models.smollm2-135m]\nstop = []\n') == full
     registry.write_text('[models.smollm2-135m]\nstop = "The"\n')  # the answer's start
     empty = run_localgen("run", "Name a fruit.", "-n", "40", *GREEDY, env=env)
-    assert (empty.out, empty.err) == ("", "localgen: the answer is empty: a stop string (stop in models.toml) "
-                                          "matched before any text, or the model ended it there\n")
+    assert (empty.out, empty.err) == ("", "localgen: the answer is empty: the stop string 'The' (stop in models.toml) "
+                                          "matched before any text\n")
 
 
 def test_mode_and_type_names_are_case_insensitive() -> None:

@@ -1,5 +1,5 @@
-"""run's token limit beside its context: a context too small for the -n given is said before the answer, and the
-refusal of a prompt that leaves no room counts the -n in the --ctx-size it hints."""
+"""What ends run's answer: a context too small for the -n given is said before the answer, the refusal of a prompt
+that leaves no room counts the -n in the --ctx-size it hints, and --json names the stop string that ended it."""
 
 from __future__ import annotations
 
@@ -66,3 +66,24 @@ def test_a_prompt_refused_for_the_context_hints_a_size_that_holds_the_n_given_to
     assert beyond.returncode == 0 and beyond.err.startswith("localgen: warning: ") and \
         "of the 9,000 tokens asked for (-n/--max-tokens), so the answer may end early: --ctx-size 8192, the most " \
         f"this model takes, leaves room for {8192 - tokens + 1:,}\n" in beyond.err, beyond.err
+
+
+FRUITS = ("--grammar", 'root ::= "apple banana cherry"', "--temperature", "0")  # the model ends it after cherry
+
+
+def test_the_json_record_names_the_stop_string_that_ended_the_answer() -> None:
+    """finish_reason is stop whether the model ended its answer or a stop string matched: stop_string says which."""
+    def record(*args: str) -> dict:
+        result = run_localgen("run", *FRUITS, *args, "--json", "Fruits?")
+        assert result.returncode == 0 and result.err == "", result.err
+        return json.loads(result.out)
+
+    stopped = record("--stop", "kiwi", "--stop", "banana")
+    assert (stopped["text"], stopped["finish_reason"], stopped["stop_string"]) == ("apple ", "stop", "banana")
+    ended = record("--stop", "kiwi")
+    assert (ended["text"], ended["finish_reason"], ended["stop_string"]) == ("apple banana cherry", "stop", None)
+    cut = record("--stop", "cherry", "-n", "2")
+    assert (cut["finish_reason"], cut["stop_string"]) == ("length", None)
+    hidden = run_localgen("run", "--grammar", 'root ::= "<think>banana</think>apple banana"', "--temperature", "0",
+                          "--hide-thinking", "--stop", "banana", "--json", "Fruits?")
+    assert json.loads(hidden.out)["stop_string"] == "banana", "matched in the answer, past the reasoning"

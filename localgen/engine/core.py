@@ -230,7 +230,7 @@ class Engine(LoadedModel):
                                               len(prompt) - reused, event.generated, started, prefill_done,
                                               event.first_token_at, event.last_token_at,
                                               drafter.stats() if drafter else None, restored, ahead, seed,
-                                              (self.decode_threads, self.options.n_threads))
+                                              (self.decode_threads, self.options.n_threads), event.stop)
                     if prefix_cache is not None and event.finish != "interrupted":
                         save_prefix(self._kv, prefix_cache, len(prompt), len(prompt) - reused)
                     yield finished
@@ -416,7 +416,7 @@ class Engine(LoadedModel):
         if tail:
             parts.append(tail)
             yield TextChunk(tail)
-        yield DecodeResult("".join(parts), finish, generated, first_token_at, last_token_at)
+        yield DecodeResult("".join(parts), finish, generated, first_token_at, last_token_at, stops.matched)
 
     def _step(self, sampler: Sampler, token: int) -> list[int]:
         """Feed one token to the model and sample the next."""
