@@ -299,8 +299,8 @@ def pull(
         metavar="REF...", help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf or a Hub address; several are "
                                "pulled one after the other.")],
     force: Annotated[bool, typer.Option("--force", help="Download again even if cached.")] = False,
-    quiet: Annotated[bool, typer.Option(  # no -q: huggingface-cli's habit of a quant there is hinted
-        "--quiet", help="Nothing on stderr but errors and the warning that a run will refuse a model here: no "
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Nothing on stderr but errors and the warning that a run will refuse a model here: no "
                           "progress or notes.")] = False,
 ) -> None:
     """Download models from the Hugging Face Hub, verify them, and print each one's local path.

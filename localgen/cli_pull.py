@@ -69,15 +69,20 @@ def pulled_line(asked: int, failed: list[str]) -> str:
 
 
 def check_file_arguments(references: list[str], options: list[str]) -> None:
-    """Refuse `pull ORG/REPO FILE.gguf ...` or `pull ORG/REPO QUANT`, as `huggingface-cli download` takes a repo's
-    files: the file or quant goes in the reference (ORG/REPO/FILE.gguf, ORG/REPO:QUANT), one reference each; the hint
-    gives the whole command so written (options: the command's options, kept in it)."""
+    """Refuse `pull ORG/REPO FILE.gguf ...` or `pull ORG/REPO QUANT` (NAME QUANT too, as `pull NAME -q Q8_0` gives
+    it), as `huggingface-cli download` takes a repo's files: the file or quant goes in the reference
+    (ORG/REPO/FILE.gguf, ORG/REPO:QUANT, NAME:QUANT), one reference each; the hint gives the whole command so written
+    (options: the command's options, kept in it)."""
+    if len(references) > 1 and _file_or_quant(references[0]) == "quant" and _is_bare_model(references[1]):
+        references = [references[1], references[0], *references[2:]]  # `pull -q Q8_0 ORG/REPO`: -q is --quiet
     meant: list[str] = []
     first: tuple[str, str, str] | None = None  # the first file or quant given apart, what it is, and its repo
     repo: str | None = None  # the ORG/REPO the words after it would belong to
     taken = False  # whether a file or quant was given after that repo (which alone is then not meant)
     for word in references:
         kind = _file_or_quant(word) if repo is not None else None
+        if kind == "file" and repo is not None and "/" not in repo:  # a models.toml name's files are its entry's
+            kind = None
         if repo is not None and kind is not None:
             first = first or (word, kind, repo)
             if not taken:
@@ -86,7 +91,7 @@ def check_file_arguments(references: list[str], options: list[str]) -> None:
             meant.append(f"{repo}/{word}" if kind == "file" else f"{repo}:{word}")
             continue
         meant.append(word)
-        repo, taken = (word if _is_bare_repo(word) else None), False
+        repo, taken = (word if _is_bare_model(word) else None), False
     if first is not None:
         word, kind, repo = first
         command = shlex.join(["localgen", "pull", *meant, *options])
@@ -106,14 +111,17 @@ def _file_or_quant(word: str) -> str | None:
     return None
 
 
-def _is_bare_repo(word: str) -> bool:
-    """Whether a reference is a Hub repo named without a quant or a file (ORG/REPO, hf.co/ORG/REPO)."""
+def _is_bare_model(word: str) -> bool:
+    """Whether a reference is a Hub repo named without a quant or a file (ORG/REPO, hf.co/ORG/REPO), or a model's
+    name without a quant (and no quant tag itself: `pull -q Q8_0` is -q, --quiet, and a quant given apart)."""
     from localgen.references import parse_reference
 
     try:
         ref = parse_reference(word)
     except LocalgenError:
         return False
+    if ref.name is not None:
+        return ref.path is None and ref.quant is None and _file_or_quant(word) is None
     return ref.repo is not None and ref.quant is None and ref.filename is None
 
 

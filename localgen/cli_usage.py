@@ -120,10 +120,12 @@ def one_dash_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
 
 
 def _as_typed(message: str, exc: Exception, args: list[str]) -> str:
-    """An unknown short option named as typed: click names -j of -jf (its first letter, unknown), which no one typed."""
+    """An unknown short option named as typed: click names -j of -jf (its first letter, unknown), or -Q of -qQ8_0 (the
+    letter after a flag's, -q), which no one typed."""
     name = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
-    typed = next((arg for arg in args if len(name) == 2 and arg.startswith(name) and not arg.startswith("--")
-                  and "=" not in arg), name)
+    typed = next((arg for arg in args if len(name) == 2 and not arg.startswith("--") and (
+        (arg.startswith(name) and "=" not in arg) or (arg[:1] == "-" and arg[1:2] != name[1] and arg[2:3] == name[1]))),
+        name)
     return message.replace(f"No such option: {name}", f"No such option: {typed}", 1) if typed != name else message
 
 

@@ -11,6 +11,7 @@ from localgen.other_tools_values import (
     conversation_hint,
     model_quant_option_hint,
     output_hint,
+    quant_option,
     quant_option_hint,
     resume_hint,
     setting_option_hint,
@@ -265,6 +266,9 @@ def option_habit_hint(command: str, typed: str, words: list[str]) -> str | None:
     """For an option that command lacks, typed out of another tool's habit (words: the command's words after its
     name): localgen's way to say it, or None."""
     at = next((at for at, word in enumerate(words) if _spells(word, typed)), None)
+    if at is None:  # -q, --quiet, with a quant stuck on (-qQ8_0, -q=Q8_0, -quant Q8_0): click read -q, then typed
+        at = _quant_after_quiet(words, typed)
+        typed = typed if at is None else "-q"
     if at is None:  # (not in the words: the hints below name it from them)
         return None
     if typed in ("-y", "--yes"):  # models rm and conversations rm take it
@@ -287,6 +291,13 @@ def option_habit_hint(command: str, typed: str, words: list[str]) -> str | None:
 
         return f"for a private or gated repo, {LOGIN}"
     return None
+
+
+def _quant_after_quiet(words: list[str], typed: str) -> int | None:
+    """The index of a word that gives -q with a quant stuck on (-qQ8_0, -q=Q8_0, or -quant before one), which click,
+    where -q is --quiet, read as -q and typed (its next letter) unknown; None where no word does."""
+    return next((at for at, word in enumerate(words) if word[:2] == "-q" and len(typed) == 2 and word[2:3] == typed[1]
+                 and quant_option(words, at)[1] is not None), None)
 
 
 def _spells(word: str, typed: str) -> bool:

@@ -791,6 +791,8 @@ def test_a_repo_of_original_weights_is_told_the_registry_s_gguf_conversion(
     (("pull", "org/M-GGUF", "--quant", "Q8_0"), "the quant goes in the reference: `localgen pull org/M-GGUF:Q8_0`"),
     (("pull", "-q=q4_k_m", "tiny", "--force"), "the quant goes in the reference: `localgen pull tiny:Q4_K_M --force`"),
     (("pull", "org/M-GGUF", "-qQ8_0"), "the quant goes in the reference: `localgen pull org/M-GGUF:Q8_0`"),
+    (("pull", "tiny", "-q", "Q4_K_M"),  # -q is --quiet: a name's quant after it, as a repo's
+     "the quant goes in the reference: `localgen pull tiny:Q4_K_M --quiet`"),
     (("pull", "org/M-GGUF", "-quant", "Q8_0"), "the quant goes in the reference: `localgen pull org/M-GGUF:Q8_0`"),
     (("fit", "org/M-GGUF", "--include", "*Q8_0*"),  # huggingface-cli download's pattern of the files to get
      "the quant goes in the reference: `localgen fit org/M-GGUF:Q8_0`"),
@@ -810,6 +812,7 @@ def test_a_file_or_quant_given_after_the_repo_is_told_to_go_in_the_reference(arg
     (("chat", "-m", "tiny", "-q", "Q4_K_M"), "the quant goes in -m's reference: `localgen chat -m tiny:Q4_K_M`"),
     (("run", "-mtiny", "--quant", "Q8_0", "hi"), "the quant goes in -m's reference: `localgen run -m tiny:Q8_0 hi`"),
     (("chat", "--include", "*Q8_0*"), "the quant goes in -m's reference: `localgen chat -m smollm2-135m:Q8_0`"),
+    (("run", "-qQ8_0", "hi"), "the quant goes in -m's reference: `localgen run -m smollm2-135m:Q8_0 hi`"),  # -q, -Q
     (("chat", "-m", "tiny", "-qQ4_K_M"), "the quant goes in -m's reference: `localgen chat -m tiny:Q4_K_M`"),
     (("run", "-m", "tiny:Q4_0", "--quant", "Q8_0", "hi"),
      "the quant goes in -m's reference, not in --quant: -m NAME:QUANT or -m ORG/REPO:QUANT"),

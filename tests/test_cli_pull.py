@@ -432,7 +432,8 @@ def test_pull_quiet_says_nothing_on_stderr_but_errors_and_that_a_run_will_refuse
         hub: tuple[HubServer, dict[str, str]]) -> None:
     """pull --quiet: the path on stdout, no start line, progress or note on stderr; an error is said, and the next
     model goes on; the warning that a run will refuse the quant pulled is said too, where it was dropped and a script
-    learnt of it only from the run's refusal. Its -q stays the quant option hinted as other tools' habit."""
+    learnt of it only from the run's refusal. -q is --quiet, as run's is; a quant after it is told to go in the
+    reference, as one after the repo is."""
     server, env = hub
     server.add_repo(REPO, {FILE: make_gguf_bytes("q8", 2**17), "tiny-Q4_K_M.gguf": make_gguf_bytes("q4")})
     quiet = run_cli(env, "pull", "--quiet", f"{REPO}:Q8_0")
@@ -442,14 +443,15 @@ def test_pull_quiet_says_nothing_on_stderr_but_errors_and_that_a_run_will_refuse
     warning = loud.splitlines()[0]
     assert warning.startswith(f"localgen: warning: a run will refuse {REPO}:Q8_0 here: "), loud
     for args in (("--force",), ()):  # downloaded again, and found downloaded
-        warned = run_cli(small, "pull", "--quiet", *args, f"{REPO}:Q8_0")
+        warned = run_cli(small, "pull", "-q", *args, f"{REPO}:Q8_0")  # was: No such option: -q
         assert warned.returncode == 0 and warned.stderr == f"{warning}\n", warned.stderr
     failed = run_cli(env, "pull", "--quiet", "org/nope-GGUF", f"{REPO}:Q4_K_M")
     assert failed.returncode == 1 and failed.stderr.startswith(
         "localgen: error: repository org/nope-GGUF not found on the Hugging Face Hub"), failed.stderr
     assert len(failed.stderr.splitlines()) == 1 and Path(failed.stdout.strip()).name == "tiny-Q4_K_M.gguf"
     habit = run_cli(env, "pull", "-q", "Q8_0", REPO)
-    assert habit.returncode == 2 and f"`localgen pull {REPO}:Q8_0`" in habit.stderr, habit.stderr
+    assert habit.returncode == 2 and habit.stderr == f"localgen: error: Q8_0 is a quant of {REPO}, not a model " \
+        f"(hint: the quant goes in the reference: `localgen pull {REPO}:Q8_0 --quiet`)\n", habit.stderr
 
 
 def test_mxfp4_and_ternary_quants_are_chosen_and_listed_by_their_tags(hub: tuple[HubServer, dict[str, str]]) -> None:

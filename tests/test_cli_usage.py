@@ -166,6 +166,31 @@ def test_every_usage_line_writes_a_required_argument_as_click_does(capsys: pytes
     assert usages[("run",)] == "Usage: localgen run [OPTIONS] [PROMPT]"
 
 
+def test_every_command_with_quiet_takes_q_for_it_and_none_takes_q_for_anything_else() -> None:
+    """pull had --quiet alone (its -q refused as a quant option), where run's -q is --quiet."""
+    group = typer.main.get_command(app)
+    quiet = {}
+    for path in _command_paths(group):
+        command = group
+        for name in path:
+            command = command.commands[name]  # type: ignore[attr-defined]
+        for param in command.params:
+            if "--quiet" in param.opts or "-q" in param.opts:
+                quiet[path] = sorted(param.opts)
+    assert quiet == {("pull",): ["--quiet", "-q"], ("run",): ["--quiet", "-q"]}, quiet
+
+
+@pytest.mark.parametrize(("args", "typed"), [
+    (("pull", "org/M-GGUF", "-qQ8_0"), "-qQ8_0"), (("pull", "org/M-GGUF", "-quant", "Q8_0"), "-quant"),
+    (("run", "-qx", "hi"), "-qx"),
+])
+def test_an_unknown_letter_after_q_is_named_as_the_word_typed(args: tuple[str, ...], typed: str) -> None:
+    """Where -q is --quiet, click reads -qQ8_0 as -q and an unknown -Q, which no one typed."""
+    result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
+    assert result.returncode == 2 and result.err.startswith(f"localgen: error: no such option: {typed} (hint: "), \
+        result.err
+
+
 @pytest.mark.parametrize("command", ["run", "chat"])
 def test_help_says_the_context_size_s_default(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     """-c's help ("Context size in tokens.") said nothing of the size a run or chat gets without it."""
