@@ -176,20 +176,28 @@ def downloads_running(repo_dir: Path) -> bool:
     now (False on systems without flock, where that cannot be told)."""
     if not HAS_FLOCK:
         return False
-    return any(_lock_held(lock) for lock in (hub_cache_dir() / ".locks" / repo_dir.name).glob("*.lock"))
+    # a lock that cannot be tested (no locks on this file system) keeps nothing: a killed pull's leftover lock file
+    # would keep an emptied folder for good, and a pull whose folder goes makes it again
+    return any(_lock_state(lock) for lock in (hub_cache_dir() / ".locks" / repo_dir.name).glob("*.lock"))
 
 
 def _lock_held(lock: Path) -> bool:
-    """Whether a process holds the lock file lock (one unreadable, or on a file system without locks: taken as
-    held)."""
+    """Whether a process holds the lock file lock (one that cannot be tested, unreadable or on a file system without
+    locks: taken as held)."""
+    return _lock_state(lock) is not False
+
+
+def _lock_state(lock: Path) -> bool | None:
+    """True where a process holds the lock file lock (a download is writing its blob now), False where none does or
+    there is no such file, None where that cannot be told (unreadable, or a file system without locks)."""
     try:
         with open(lock, "rb") as handle:
             taken = try_flock(handle.fileno())  # released on close
     except FileNotFoundError:
         return False  # no lock: no download of that blob ever ran here
     except OSError:
-        return True  # unreadable: taken as held
-    return taken is not True  # held: a download is writing it now (or no lock can be taken here: taken as held)
+        return None
+    return None if taken is None else not taken
 
 
 def pointer_path(repo: str, revision: str, filename: str) -> Path:

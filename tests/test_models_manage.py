@@ -155,6 +155,24 @@ def test_rm_of_a_part_leaves_the_repo_folder_while_a_download_of_another_of_its_
     assert (repo_dir / "blobs").is_dir() and not list((repo_dir / "blobs").iterdir()), "taken from the download"
 
 
+@pytest.mark.parametrize(("flock", "running"), [(True, False), (False, True), (None, False)])
+def test_a_repo_s_downloads_are_running_only_where_a_lock_is_held(
+        flock: bool | None, running: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A killed pull's lock file, free (True: taken at once) or on a file system without locks (None), keeps no
+    emptied repo folder; one another process holds (False) does. A blob's own check still takes an untestable lock as
+    held, as a download may be writing it."""
+    from localgen import hub_cache
+
+    monkeypatch.setattr(hub_cache, "hub_cache_dir", lambda: tmp_path / "hub")
+    repo_dir = tmp_path / "hub" / "models--org--m"
+    (tmp_path / "hub" / ".locks" / repo_dir.name).mkdir(parents=True)
+    assert not hub_cache.downloads_running(repo_dir), "no lock file at all"
+    (tmp_path / "hub" / ".locks" / repo_dir.name / "abc.lock").touch()
+    monkeypatch.setattr(hub_cache, "try_flock", lambda fd: flock)
+    assert hub_cache.downloads_running(repo_dir) is running
+    assert hub_cache._lock_held(tmp_path / "hub" / ".locks" / repo_dir.name / "abc.lock") is (flock is not True)
+
+
 def test_a_split_models_first_shard_alone_is_said_to_be_downloaded_in_part_not_offered_as_is(
         hub: tuple[HubServer, dict[str, str]]) -> None:
     """Its first shard alone, which localgen has not verified, was offered as a copy to use as it is (-m PATH), which
