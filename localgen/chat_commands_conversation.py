@@ -12,7 +12,7 @@ from localgen.chat_commands_settings import settings_text
 from localgen.config import settings
 from localgen.conversation import Conversation
 from localgen.conversation_names import NAME_PATTERN, NEW_NAME_HINT, check_name, empty_name
-from localgen.conversation_store import MissingConversationError, let_go, load_conversation
+from localgen.conversation_store import MissingConversationError, let_go, load_conversation, saved_path
 from localgen.conversation_summary import name_like_saved
 from localgen.errors import UsageError
 from localgen.inputs import InputFile, attachment_text, refuse_special_file
@@ -125,7 +125,8 @@ def _one_at_a_time(files: list[str]) -> str:
 
 
 def save_command(state: ChatState, argument: str) -> None:
-    """/save [NAME]: save the conversation (one with nothing in it, no exchange and nothing chosen, is not written,
+    """/save [NAME]: save the conversation; NAME renames one still under its automatic name and copies one the user
+    named, saying which (one with nothing in it, no exchange and nothing chosen, is not written,
     and said so); a new NAME the same but for case as a saved one's is warned about (a case-insensitive file system
     takes them for one file)."""
     session = state.session
@@ -140,8 +141,15 @@ def save_command(state: ChatState, argument: str) -> None:
             check_name(name)  # a name no conversation can have is said first
         console.say(_nothing_to_save(conversation))
         return
+    saved_before = conversation.on_disk
     path = state.session.save(name)
-    console.say(f"saved to {path}")
+    if name is None or conversation.name == before or not saved_before:
+        console.say(f"saved to {path}")
+    elif not os.path.isfile(saved_path(before)):  # nothing of it left there (an automatic name's file removed)
+        console.say(f"renamed {before} to {conversation.name}: saved to {path}")
+    else:
+        console.say(f"saved a copy as {conversation.name} ({path}), which this chat goes on in; {before} stays saved "
+                    "as it was")
     like = name_like_saved(conversation.name, close=False) if argument and conversation.name != before else None
     if like:
         console.warn(f"saved as a new conversation '{conversation.name}'; a saved one is named '{like}' (/load {like} "

@@ -1,4 +1,4 @@
-"""`localgen conversations`: list, show and delete the conversations that chat and `run --conversation` save."""
+"""`localgen conversations`: list, show, rename and delete the conversations that chat and `run --conversation` save."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from localgen.conversation import Conversation
 
 conversations_app = typer.Typer(
-    rich_markup_mode=None, help="List, show and delete saved conversations (chat's and run --conversation's).",
+    rich_markup_mode=None,
+    help="List, show, rename and delete saved conversations (chat's and run --conversation's).",
     no_args_is_help=False)
 
 
@@ -135,7 +136,8 @@ def conversations_rm(
     """Delete saved conversations (never one that a chat or a run has open)."""
     from localgen import console
     from localgen.conversation_lock import ConversationBusyError
-    from localgen.conversation_store import delete_conversations, looked_up_name, saved_paths
+    from localgen.conversation_moves import delete_conversations, saved_paths
+    from localgen.conversation_store import looked_up_name
 
     several = len(names) > 1  # a refusal then says that the others are kept too
     try:
@@ -152,6 +154,30 @@ def conversations_rm(
     if deleted:
         for name in names:
             console.say(f"localgen: deleted {name}")
+
+
+@conversations_app.command("mv", short_help="Rename a saved conversation.", cls=PlainUsage)
+def conversations_mv(
+    old: Annotated[str, typer.Argument(metavar="OLD", help="The conversation to rename.", show_default=False)],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="Its new name.", show_default=False)],
+    force: Annotated[bool, typer.Option("--force", "-f", help="Replace a conversation saved as NEW.")] = False,
+) -> None:
+    """Rename a saved conversation (never one that a chat or a run has open; a conversation saved as NEW only with
+    --force, which replaces it)."""
+    from localgen import console
+    from localgen.conversation import DamagedConversationError
+    from localgen.conversation_moves import rename_conversation
+    from localgen.conversation_store import given_name, looked_up_name
+
+    old, new = looked_up_name(old, shell=True), given_name(new)  # notes.json: notes
+    try:
+        rename_conversation(old, new, force=force)
+    except DamagedConversationError as exc:  # the hint of this command, not a chat's
+        raise exc.left_untouched() from None
+    console.say(f"localgen: renamed {old} to {new}")
+
+
+conversations_app.command("rename", hidden=True, cls=PlainUsage)(conversations_mv)  # llm's and git's other word
 
 
 def _none_deleted(error: LocalgenError, several: bool) -> LocalgenError:

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from localgen.chat import Message
-from localgen.conversation_names import check_name
+from localgen.conversation_names import AUTOMATIC_NAME, check_name
 from localgen.errors import ContextOverflowError, LocalgenError
 from localgen.events import Finished
 from localgen.fit import fewest_tokens, text_bytes
@@ -131,7 +131,7 @@ class Conversation:
     @classmethod
     def new(cls, *, system: str | None, model: str | None) -> Conversation:
         """A fresh conversation with a time-stamped name."""
-        return cls(name=datetime.now().strftime("chat-%Y%m%d-%H%M%S"), system=system, model=model)
+        return cls(name=datetime.now().strftime(AUTOMATIC_NAME), system=system, model=model)
 
     def messages(self, turns: list[Turn] | None = None) -> list[Message]:
         """The messages a template sees: system, then each exchange in context (an unanswered last turn ends it)."""

@@ -16,6 +16,8 @@ MAX_NAME_LENGTH = 100
 MAX_NAME_SUFFIX = 1000  # NAME-2 ... NAME-1000 are tried before a first save gives up
 NAME_RULE = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_LENGTH - 1}}}"  # a conversation name, as a pattern
 NAME_PATTERN = re.compile(rf"^{NAME_RULE}$")
+AUTOMATIC_NAME = "chat-%Y%m%d-%H%M%S"  # a new conversation's name: when it started (strftime)
+_AUTOMATIC = re.compile(r"chat-\d{8}-\d{6}(?:-\d+)?")  # one, or NAME-2, NAME-3, ... beside another of that second
 SHOWN_NAME_CHARS = 40  # a name refused is cut in its middle to this many columns
 _EXAMPLE_NAME = "notes"  # the example a name gets when nothing of it makes one
 _CHARACTERS = "start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-'"
@@ -38,6 +40,12 @@ def check_name(name: str) -> str:
                               + (f"; it has {len(name):,}" if too_long else "") + ")"
                               + (f", e.g. {like}" if like else ""))
     return name
+
+
+def is_automatic_name(name: str) -> bool:
+    """Whether a conversation still has the name it was given when it started (chat-20261206-025201, or -2 after it),
+    not one the user gave."""
+    return _AUTOMATIC.fullmatch(name) is not None
 
 
 def empty_name(hint: str, *, given_to: str | None = None) -> UsageError:

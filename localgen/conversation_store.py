@@ -22,7 +22,14 @@ from localgen.conversation import (
 )
 from localgen.conversation_edits import SavedInPlaceNote, change_by_hand, change_said, remember
 from localgen.conversation_lock import ConversationBusyError, hold, holds, lock_path, release, remove_killed_saves
-from localgen.conversation_names import MAX_NAME_SUFFIX, NAME_PATTERN, check_name, empty_name, numbered_name
+from localgen.conversation_names import (
+    MAX_NAME_SUFFIX,
+    NAME_PATTERN,
+    check_name,
+    empty_name,
+    is_automatic_name,
+    numbered_name,
+)
 from localgen.errors import LocalgenError, UsageError
 from localgen.storage import atomic_write_text, check_folder, file_in_the_way, in_the_way, make_folder
 
@@ -46,7 +53,8 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
     saved under the first free NAME-2, NAME-3, ... instead; a file deleted meanwhile is written again; either is
     said (warn). Its first save takes the first free name among NAME, NAME-2, NAME-3, ... (two chats started in the
     same second get different files; one held by its name since load_or_start says so); a new name ("save as", as
-    typed: see given_name) must not belong to another conversation, and the old name is let go.
+    typed: see given_name) must not belong to another conversation, and the old name is let go (its file removed
+    where it was still named automatically: see _leave_file).
     """
     name = None if name is None else given_name(name)
     folder = conversations_dir()
@@ -55,15 +63,15 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
         newly = hold(folder, name, hint="choose another name")
         renamed = replace(conversation, name=name)
         try:
-            _write(folder / f"{name}.json", renamed, replace=False)
+            write_conversation(folder / f"{name}.json", renamed, replace=False)
         except BaseException as exc:
             if newly:
                 release(folder, name)
             if isinstance(exc, FileExistsError):
-                raise _taken(folder / f"{name}.json", name) from None
+                raise taken_error(folder / f"{name}.json", name) from None
             raise
         if conversation.on_disk:
-            let_go(conversation)
+            _leave_file(folder, conversation, name, warn)
         conversation.name, conversation.on_disk = name, True
         conversation.as_left, conversation.link_target = renamed.as_left, renamed.link_target
     elif conversation.on_disk:
@@ -86,7 +94,22 @@ def save_conversation(conversation: Conversation, name: str | None = None, *,
     return folder / f"{conversation.name}.json"
 
 
-def _write(path: Path, conversation: Conversation, *, replace: bool = True,
+def _leave_file(folder: Path, conversation: Conversation, new_name: str, warn: Callable[[str], None]) -> None:
+    """Let go of the file a save as new_name leaves: one still under its automatic name (chat-YYYYMMDD-HHMMSS) goes,
+    under its lock, once the new file is written whole (the save renames it), unless another program changed it
+    since (kept, said) or it is a link (kept); one the user named stays (the save copies it)."""
+    path = folder / f"{conversation.name}.json"
+    if is_automatic_name(conversation.name) and conversation.link_target is None:
+        if change_by_hand(conversation, path) == "changed":
+            warn(f"{change_said(conversation, path)}: it is kept as it is, beside the copy saved as '{new_name}'")
+        else:
+            with contextlib.suppress(OSError):  # one that stays (a folder) leaves a copy, as the command says
+                path.unlink(missing_ok=True)
+                lock_path(folder, conversation.name).unlink()  # as conversations rm removes it, while held
+    let_go(conversation)
+
+
+def write_conversation(path: Path, conversation: Conversation, *, replace: bool = True,
            replace_if: Callable[[], bool] | None = None, through_link: bool = False) -> None:
     """Write a conversation's file (replace=False: never over one there; replace_if: see atomic_write_bytes;
     through_link: path is the file a link in the conversation's place points to, its mode kept), and remember what
@@ -112,7 +135,7 @@ def _write_unless_changed(path: Path, conversation: Conversation) -> str | None:
         return change[0] != "changed"
 
     target = conversation.link_target
-    _write(target or path, conversation, replace_if=unchanged, through_link=target is not None)
+    write_conversation(target or path, conversation, replace_if=unchanged, through_link=target is not None)
     return change[0]
 
 
@@ -140,7 +163,7 @@ def holds_as_is(conversation: Conversation) -> bool:
     return isinstance(saved, dict) and saved | {"updated": None} == now | {"updated": None}
 
 
-def _taken(path: Path, name: str) -> UsageError:
+def taken_error(path: Path, name: str) -> UsageError:
     """The error for a save as NAME where something is saved already: a conversation to /load, another version's
     to leave as it is, or a file that is none (damaged, not a file) to move away or delete."""
     if not path.is_file():
@@ -176,7 +199,7 @@ def _write_under_free_name(folder: Path, conversation: Conversation, *, first: i
             except ConversationBusyError:
                 continue
             try:
-                _write(folder / f"{candidate}.json", conversation, replace=False)
+                write_conversation(folder / f"{candidate}.json", conversation, replace=False)
                 return candidate
             except FileExistsError:
                 release(folder, candidate)
@@ -217,7 +240,7 @@ def _read_saved(path: Path, shell: bool) -> bytes:
     try:
         return path.read_bytes()
     except FileNotFoundError:
-        raise _missing(path.stem, shell) from None
+        raise missing_error(path.stem, shell) from None
     except OSError as exc:
         raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
@@ -277,7 +300,7 @@ def saved_path(name: str) -> Path:
     return conversations_dir() / f"{check_name(name)}.json"
 
 
-def _missing(name: str, shell: bool) -> MissingConversationError:
+def missing_error(name: str, shell: bool) -> MissingConversationError:
     """The error for a conversation name with nothing saved under it (and why, where a file or a link to something
     not there stands in the place of the conversations folder)."""
     blocker = file_in_the_way(conversations_dir())
@@ -302,7 +325,7 @@ def _refuse_other_than_a_file(path: Path, name: str, shell: bool) -> None:
     """Refuse a saved conversation's path that holds no file: nothing at all, or a folder, a dangling link, a pipe
     (named the same way wherever a conversation is read)."""
     if not os.path.lexists(path):
-        raise _missing(name, shell)
+        raise missing_error(name, shell)
     if not path.is_file():
         raise DamagedConversationError(f"{path} is not a saved conversation (not a file)",
                                        hint="move it away, or use another name", name=name,
@@ -322,45 +345,6 @@ def read_conversation(name: str) -> Conversation:
     path = saved_path(name)
     _refuse_other_than_a_file(path, name, True)
     return Conversation.from_json(_text(_read_saved(path, True), path), path, name=name)
-
-
-def saved_paths(names: list[str]) -> list[Path]:
-    """The files of saved conversations (a damaged one, a dangling link or a pipe too: all can be deleted), or the
-    error for the first name that is none."""
-    paths = [saved_path(name) for name in names]
-    for name, path in zip(names, paths, strict=True):
-        if not os.path.lexists(path):
-            raise _missing(name, True)
-        if path.is_dir():
-            raise LocalgenError(f"{path} is a folder, not a saved conversation", hint="remove it yourself")
-    return paths
-
-
-def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda: True) -> bool:
-    """Delete saved conversations, all or none: ConversationBusyError, before any is deleted, when a chat or a run
-    has one of them open; confirm is asked once none is (they are held meanwhile), and False from it (returned)
-    deletes none."""
-    folder = conversations_dir()
-    paths = saved_paths(names)
-    held: list[str] = []
-    try:
-        for name in names:
-            if hold(folder, name, hint="finish that chat or run first", by="conversations rm"):
-                held.append(name)
-        if not confirm():
-            return False
-        for name, path in zip(names, paths, strict=True):
-            try:
-                path.unlink(missing_ok=True)
-            except OSError as exc:
-                raise LocalgenError(f"could not delete {path}: {exc.strerror or exc}",
-                                    hint="check the permissions of its folder") from exc
-            with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
-                lock_path(folder, name).unlink()
-    finally:
-        for name in held:
-            release(folder, name)
-    return True
 
 
 def list_conversations(*, unusable: bool = False) -> list[tuple[str, float]]:
@@ -416,35 +400,3 @@ def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = Fals
         raise LocalgenError("no saved conversation can be read", hint="`localgen conversations` lists them, "
                                                                       "damaged ones marked")
     raise LocalgenError("no saved conversation can be resumed", hint="start a new one with `localgen chat`")
-
-
-def unsave(conversation: Conversation, warn: Callable[[str], None] = console.warn) -> None:
-    """Delete the file of a conversation this process saved, and let it go: it is unsaved again, as before its first
-    save (where the file cannot be deleted, it stays saved; one another program changed since is kept, and the
-    conversation, renamed to the first free NAME-2, NAME-3, ..., is saved there from its next change: both said)."""
-    folder = conversations_dir()
-    path = folder / f"{conversation.name}.json"
-    if change_by_hand(conversation, path) == "changed":
-        name = _unused_name(folder, conversation.name)
-        warn(f"{change_said(conversation, path)}: it is kept as it is, and this conversation is saved as '{name}' "
-             "from its next exchange")
-    else:
-        name = conversation.name
-        try:
-            path.unlink(missing_ok=True)
-        except OSError:
-            return
-        with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
-            lock_path(folder, conversation.name).unlink()
-    let_go(conversation)
-    conversation.name, conversation.on_disk = name, False
-
-
-def _unused_name(folder: Path, base: str) -> str:
-    """The first NAME-2, NAME-3, ... that has no file (its first save takes the next free one where another chat
-    took it meanwhile)."""
-    for number in range(2, MAX_NAME_SUFFIX + 1):
-        candidate = numbered_name(base, number)
-        if not os.path.lexists(folder / f"{candidate}.json"):
-            return candidate
-    return numbered_name(base, 2)  # none free: its first save looks further

@@ -42,7 +42,8 @@ COMMAND_HELP = {
     "/undo": "drop the last exchange",
     "/regen": "answer the last question again (or send the message Ctrl-C stopped before its answer)",
     "/file PATH|none": "attach a file's text to the next message, or drop the attached files (none)",
-    "/save [NAME]": "save the conversation (it is also autosaved after every answer)",
+    "/save [NAME]": "save the conversation (it is also autosaved after every answer); NAME renames one still under "
+                    "its automatic name (chat-...), and saves a copy of one you named, going on in the copy",
     "/load NAME": "continue a saved conversation",
     "/list [all]": f"list the newest {LIST_NEWEST} saved conversations (all: every one)",
     "/model [REF]": "switch model, keeping the conversation (alone: name the model in use)",

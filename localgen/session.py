@@ -15,7 +15,8 @@ from localgen.attached import with_attached
 from localgen.chat import Message, compose_user_message
 from localgen.chat_settings import SETTING_NAMES
 from localgen.conversation import Conversation, Turn
-from localgen.conversation_store import holds_as_is, let_go, save_conversation, unsave
+from localgen.conversation_moves import unsave
+from localgen.conversation_store import holds_as_is, let_go, save_conversation
 from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished

@@ -11,6 +11,7 @@ import pytest
 
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_lock import lock_path
+from localgen.conversation_moves import unsave
 from localgen.conversation_store import (
     let_go,
     list_conversations,
@@ -19,7 +20,6 @@ from localgen.conversation_store import (
     read_conversation,
     save_conversation,
     saved_path,
-    unsave,
 )
 from localgen.errors import LocalgenError
 

@@ -539,7 +539,7 @@ def test_save_load_and_resume(home: Path) -> None:
     misnamed = home / "data" / "conversations" / "my notes.json"
     misnamed.write_text("{}")  # copied in by hand: a name no command takes
     listed = chat.command("/list", "(this chat)")
-    assert "2 saved conversations and 1 misnamed file, newest first:" in listed, listed  # (the autosave before /save)
+    assert "1 saved conversation and 1 misnamed file, newest first:" in listed, listed  # (/save renamed the autosave)
     assert re.search(r"\*fruity +\d{4}-\d\d-\d\d \d\d:\d\d  1 exchange  Remember the word pineapple\.  \(this chat\)",
                      listed), listed
     assert re.search(r"  my notes +\d{4}-\d\d-\d\d \d\d:\d\d {14}\(invalid name: rename it to my-notes\.json",
@@ -628,10 +628,11 @@ def test_list_rows_give_way_in_order_date_then_size() -> None:
     assert len(set(rows)) == 3 and rows[0] == "  chat…20000  Hi", rows
 
 
-def _listed_rows(chat: Chat) -> list[str]:
-    """The rows /list prints, as the terminal shows them (not the line that counts them)."""
+def _listed_rows(chat: Chat, last: str = "chat-") -> list[str]:
+    """The rows /list prints, as the terminal shows them (not the line that counts them); last: what its output ends
+    with."""
     start = len(chat.transcript.getvalue())
-    chat.command("/list", "chat-")
+    chat.command("/list", last)
     screen = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", chat.transcript.getvalue()[start:]).replace("\r", "")
     return [line for line in screen.split("\n")[1:] if line.strip() and PROMPT not in line
             and not line.endswith("newest first:")]

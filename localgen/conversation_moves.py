@@ -1,0 +1,151 @@
+"""Renaming and deleting saved conversations: `conversations mv` and `conversations rm`, and unsaving a chat's own
+conversation that /undo left empty."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from localgen import console
+from localgen.conversation import Conversation
+from localgen.conversation_edits import change_by_hand, change_said
+from localgen.conversation_lock import hold, lock_path, release
+from localgen.conversation_names import MAX_NAME_SUFFIX, numbered_name
+from localgen.conversation_store import (
+    conversations_dir,
+    let_go,
+    missing_error,
+    read_conversation,
+    saved_path,
+    write_conversation,
+)
+from localgen.errors import LocalgenError, UsageError
+
+
+def rename_conversation(old: str, new: str, *, force: bool = False) -> Path:
+    """Rename saved conversation old to new (names as given_name reads them) and return its new file: refused while
+    a chat or a run has either open, and where new is saved already unless force (which replaces it). The new file is
+    written whole before the old one goes, so a failure at any point leaves the conversation saved under one name or
+    both; a link is moved as it is (its target untouched)."""
+    path = saved_paths([old])[0]
+    target = saved_path(new)
+    if new == old:
+        raise UsageError(f"conversation '{old}' is named {new} already", hint="give it another name")
+    folder, held = conversations_dir(), []
+    try:
+        for name in (old, new):
+            if hold(folder, name, hint="finish that chat or run first", by="conversations mv"):
+                held.append(name)
+        if os.path.lexists(target) and not force and not _same_entry(path, target):
+            raise UsageError(f"a conversation named '{new}' already exists",
+                             hint="choose another name, or add --force to replace it; `localgen conversations show "
+                                  f"{new}` shows it")
+        if target.is_dir() and not target.is_symlink():
+            raise LocalgenError(f"{target} is a folder, not a saved conversation", hint="choose another name")
+        _move(path, target, new)
+        with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
+            lock_path(folder, old).unlink()
+    finally:
+        for name in held:
+            release(folder, name)
+    return target
+
+
+def _move(path: Path, target: Path, new: str) -> None:
+    """Move a conversation's file to target: a link as it is; a file written there under its new name (over what
+    is there), then removed, unless target is that same file (a case-insensitive file system's other case)."""
+    try:
+        if path.is_symlink():
+            os.replace(path, target)
+            return
+        conversation = read_conversation(path.stem)
+        conversation.name = new
+        write_conversation(target, conversation)
+        if not _same_entry(path, target):
+            path.unlink()
+    except OSError as exc:
+        raise LocalgenError(f"could not rename {path} to {target.name}: {exc.strerror or exc}",
+                            hint="check the permissions of its folder") from exc
+
+
+def _same_entry(path: Path, other: Path) -> bool:
+    """Whether two names are one file's (a case-insensitive file system's two cases of one name)."""
+    try:
+        return os.path.samestat(os.lstat(path), os.lstat(other))
+    except OSError:
+        return False
+
+
+def saved_paths(names: list[str]) -> list[Path]:
+    """The files of saved conversations (a damaged one, a dangling link or a pipe too: all can be deleted), or the
+    error for the first name that is none."""
+    paths = [saved_path(name) for name in names]
+    for name, path in zip(names, paths, strict=True):
+        if not os.path.lexists(path):
+            raise missing_error(name, True)
+        if path.is_dir():
+            raise LocalgenError(f"{path} is a folder, not a saved conversation", hint="remove it yourself")
+    return paths
+
+
+def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda: True) -> bool:
+    """Delete saved conversations, all or none: ConversationBusyError, before any is deleted, when a chat or a run
+    has one of them open; confirm is asked once none is (they are held meanwhile), and False from it (returned)
+    deletes none."""
+    folder = conversations_dir()
+    paths = saved_paths(names)
+    held: list[str] = []
+    try:
+        for name in names:
+            if hold(folder, name, hint="finish that chat or run first", by="conversations rm"):
+                held.append(name)
+        if not confirm():
+            return False
+        for name, path in zip(names, paths, strict=True):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                raise LocalgenError(f"could not delete {path}: {exc.strerror or exc}",
+                                    hint="check the permissions of its folder") from exc
+            with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
+                lock_path(folder, name).unlink()
+    finally:
+        for name in held:
+            release(folder, name)
+    return True
+
+
+
+
+def unsave(conversation: Conversation, warn: Callable[[str], None] = console.warn) -> None:
+    """Delete the file of a conversation this process saved, and let it go: it is unsaved again, as before its first
+    save (where the file cannot be deleted, it stays saved; one another program changed since is kept, and the
+    conversation, renamed to the first free NAME-2, NAME-3, ..., is saved there from its next change: both said)."""
+    folder = conversations_dir()
+    path = folder / f"{conversation.name}.json"
+    if change_by_hand(conversation, path) == "changed":
+        name = _unused_name(folder, conversation.name)
+        warn(f"{change_said(conversation, path)}: it is kept as it is, and this conversation is saved as '{name}' "
+             "from its next exchange")
+    else:
+        name = conversation.name
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            return
+        with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
+            lock_path(folder, conversation.name).unlink()
+    let_go(conversation)
+    conversation.name, conversation.on_disk = name, False
+
+
+def _unused_name(folder: Path, base: str) -> str:
+    """The first NAME-2, NAME-3, ... that has no file (its first save takes the next free one where another chat
+    took it meanwhile)."""
+    for number in range(2, MAX_NAME_SUFFIX + 1):
+        candidate = numbered_name(base, number)
+        if not os.path.lexists(folder / f"{candidate}.json"):
+            return candidate
+    return numbered_name(base, 2)  # none free: its first save looks further
