@@ -9,6 +9,7 @@ from collections.abc import Callable
 from localgen import console
 from localgen.chat_commands_conversation import (
     file_command,
+    history_command,
     list_command,
     load_command,
     model_command,
@@ -69,6 +70,7 @@ HANDLERS: dict[str, Handler] = {
     "/help": help_command, "/system": system_command, "/set": set_command, "/show": show_command,
     "/stats": stats_command, "/reset": reset_command, "/undo": undo_command, "/regen": regen_command,
     "/file": file_command, "/save": save_command, "/load": load_command, "/list": list_command,
+    "/history": history_command,
     "/model": model_command, "/thinking": thinking_command, "/markdown": markdown_command, "/wrap": wrap_command,
     "/exit": exit_command,
 }

@@ -1,5 +1,5 @@
-"""The chat's commands for its conversation and model: /reset, /undo, /regen, /file, /save, /load, /list and
-/model."""
+"""The chat's commands for its conversation and model: /reset, /undo, /regen, /file, /save, /load, /list,
+/history and /model."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from localgen.conversation import Conversation
 from localgen.conversation_names import NAME_PATTERN, NEW_NAME_HINT, check_name, empty_name
 from localgen.conversation_store import MissingConversationError, let_go, load_conversation, saved_path
 from localgen.conversation_summary import name_like_saved
+from localgen.conversation_transcript import exchanges, shortened
 from localgen.errors import UsageError
 from localgen.inputs import InputFile, attachment_text, refuse_special_file
 from localgen.model_switch import AlreadyLoaded
@@ -193,6 +194,9 @@ def load_command(state: ChatState, argument: str) -> None:
         state.asked_in = conversation
     kept = f" ({what_reset_kept(previous, unsaved=unsaved)})" if asked and left else ""  # as /reset says it
     console.say(f"loaded {conversation.name}{kept}: {conversation_summary(session)}")
+    shown = last_exchange(conversation)
+    if shown is not None:
+        console.say(shown)
     if session.attachments:  # /file's files are for the next message, in whichever conversation it is
         console.say(f"your next message still takes {counted(len(session.attachments), 'attached file')} "
                     "(/file none drops them)")
@@ -231,6 +235,37 @@ def list_command(state: ChatState, argument: str) -> None:
     older = len(listing) - len(entries)
     if older > 0:
         console.say(f"{counted(older, 'older one')} not shown (/list all lists every one)")
+
+
+def history_command(state: ChatState, argument: str) -> None:
+    """/history [N]: print the last N exchanges of the conversation (alone: every one), as `localgen conversations
+    show` writes them."""
+    turns = state.session.conversation.turns
+    count = _exchange_count(argument) if argument else len(turns)
+    if not turns:
+        console.say("no exchange yet in this conversation")
+        return
+    shown = turns[-count:]
+    if len(shown) < len(turns):
+        console.say(f"[the last {counted(len(shown), 'exchange')} of {len(turns):,}; /history alone shows every one]")
+    console.say("\n".join(exchanges(shown)).rstrip("\n"))
+
+
+def _exchange_count(argument: str) -> int:
+    """The N of /history N: a whole number of at least 1."""
+    if not argument.isdigit() or int(argument) < 1:
+        raise usage_error("/history", f"/history takes a number of exchanges (at least 1), not {argument!r}")
+    return int(argument)
+
+
+def last_exchange(conversation: Conversation) -> str | None:
+    """The last exchange of a conversation gone back to (--resume, /load), its messages shortened where long (said
+    so), or None where it has none."""
+    if not conversation.turns:
+        return None
+    total = len(conversation.turns)
+    heading = f"last exchange (/history shows all {total:,}):" if total > 1 else "last exchange:"
+    return heading + "\n\n" + exchanges(conversation.turns[-1:], shorten=shortened)[0].rstrip("\n")
 
 
 def model_command(state: ChatState, argument: str) -> None:

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from localgen.cli_options import JsonOpt, PlainUsage, confirmed, list_by_default, whole_number
 from localgen.errors import LocalgenError, UsageError
 from localgen.units import counted, local_minute
-
-if TYPE_CHECKING:
-    from localgen.conversation import Conversation
 
 conversations_app = typer.Typer(
     rich_markup_mode=None,
@@ -67,6 +64,7 @@ def conversations_show(
     from localgen.control_chars import json_escaped
     from localgen.conversation import DamagedConversationError
     from localgen.conversation_store import latest_conversation, read_conversation
+    from localgen.conversation_transcript import transcript
     from localgen.output_writes import write_out, write_record
 
     try:  # the newest as `chat --resume` takes it: a damaged one is skipped, with a warning
@@ -81,50 +79,6 @@ def conversations_show(
         text = transcript(conversation, terminal=terminal,
                           dim=terminal and console.takes_escapes(sys.stdout) and not os.environ.get("NO_COLOR"))
     (write_record if json_output else write_out)(sys.stdout, text)  # a closed pipe ends it quietly (run_app)
-
-
-def transcript(conversation: Conversation, *, terminal: bool = False, dim: bool = False) -> str:
-    """A conversation as Markdown: a heading per message, the answers as the model wrote them, each followed by its
-    details in italics (dim: in the terminal's dim style instead); terminal: control characters in the saved text
-    are shown, not obeyed."""
-    from localgen.control_chars import terminal_safe
-    from localgen.conversation_summary import details_line
-    from localgen.units import local_minute_of
-
-    shown = terminal_safe if terminal else str
-    facts = [f"model {conversation.model or 'not recorded'}", counted(len(conversation.turns), "exchange"),
-             f"started {local_minute_of(conversation.created)}"]
-    parts = [shown(f"# {conversation.name}\n\n{', '.join(facts)}\n")]
-
-    def aside(note: str) -> str:
-        """A note about the saved text, set apart from it: dim, or in italics."""
-        return f"\x1b[2m{shown(note)}\x1b[22m" if dim else f"*{shown(note)}*"
-
-    if conversation.system and conversation.system.strip():
-        parts.append(shown(f"## system\n\n{conversation.system}\n"))
-    elif conversation.system:  # given, and sent as it is, but with nothing to show
-        parts.append(f"## system\n\n{aside('(whitespace only)')}\n")
-    elif conversation.system == "":  # an empty system prompt, not none: the template's own is left out
-        parts.append("## system\n\n*(empty: the template's default is left out)*\n")
-
-    for turn in conversation.turns:
-        blank = blank_answer(turn.answer)
-        answer = aside(blank) if blank else shown(turn.answer or "")
-        text = shown(f"## user\n\n{turn.user}\n\n## assistant\n\n") + answer
-        line = details_line(turn)
-        if line:
-            text += f"\n\n{aside(line)}"
-        parts.append(text + "\n")
-    return "\n".join(parts)
-
-
-def blank_answer(answer: str | None) -> str | None:
-    """What a transcript shows for an answer with no text to show ("(empty answer)"), or None for one with text."""
-    if answer is None:
-        return "(no answer)"
-    if not answer:
-        return "(empty answer)"
-    return None if answer.strip() else "(an answer of whitespace only)"
 
 
 @conversations_app.command("rm", short_help="Delete saved conversations.", cls=PlainUsage)

@@ -46,6 +46,8 @@ COMMAND_HELP = {
                     "its automatic name (chat-...), and saves a copy of one you named, going on in the copy",
     "/load NAME": "continue a saved conversation",
     "/list [all]": f"list the newest {LIST_NEWEST} saved conversations (all: every one)",
+    "/history [N]": "print the conversation's last N exchanges, as `localgen conversations show` does (alone: every "
+                    "one)",
     "/model [REF]": "switch model, keeping the conversation (alone: name the model in use)",
     "/thinking [on|off]": "show or hide the model's reasoning (alone: say which)",
     "/markdown [on|off]": "render answers as Markdown, or print them exactly as written (alone: say which)",
@@ -64,7 +66,7 @@ COMMANDS = tuple(usage.split()[0] for usage in COMMAND_HELP)
 ALIASES = {"/quit": "/exit", "/bye": "/exit", "/clear": "/reset", "/?": "/help"}  # other tools' names (Ollama's)
 LEAVING_WORDS = frozenset({"exit", "quit"})  # alone on a typed line, they end the chat, as in llm's chat
 SLASH_HABITS = {  # other tools' commands that localgen names otherwise
-    "/retry": "/regen", "/redo": "/regen", "/new": "/reset", "/history": "/list", "/sessions": "/list",
+    "/retry": "/regen", "/redo": "/regen", "/new": "/reset", "/sessions": "/list",
     "/context": "/stats", "/tokens": "/stats", "/params": "/show parameters", "/models": "/model REF",
     "/stop": "/set stop TEXT", "/read": "/file PATH",
 }

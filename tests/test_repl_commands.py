@@ -445,7 +445,7 @@ def test_an_abbreviated_command_is_hinted_the_commands_it_begins(tmp_path: Path)
     chat = Chat(tmp_path / "home", "-n", "2")
     try:
         chat.command_words("/q", "unknown command /q (hint: did you mean /quit or /exit? /help lists the commands")
-        chat.command_words("/h", "unknown command /h (hint: did you mean /help? /help lists")
+        chat.command_words("/h", "unknown command /h (hint: did you mean /help or /history? /help lists")
         chat.command_words("/l", "unknown command /l (hint: did you mean /load or /list? /help lists")
         chat.command_words("/help l", "/help has no topic 'l' (hint: did you mean /help load or /help list? /help")
         chat.command_words("/zz", "unknown command /zz (hint: /help lists the commands")

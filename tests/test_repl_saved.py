@@ -3,6 +3,7 @@ pseudo-terminal on the bundled model."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -32,6 +33,66 @@ def test_save_name_renames_a_new_chat_s_conversation_and_copies_one_the_user_nam
                           .split())
         assert "NAME renames one still under its automatic name (chat-...), and saves a copy of one you named" \
             in helped, helped
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def _words(text: str) -> str:
+    """Text as the screen shows it, its runs of whitespace (the terminal's line breaks too) as one space."""
+    return " ".join(re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", text).split())
+
+
+def _said(chat: Chat, command: str, expect: str) -> str:
+    """What the chat wrote from a command on to its next prompt, as _words shows it."""
+    mark = len(chat.transcript.getvalue())
+    chat.command(command, expect)
+    return _words(chat.transcript.getvalue()[mark:])
+
+
+def test_history_prints_the_last_exchanges_as_conversations_show_writes_them(tmp_path: Path) -> None:
+    """/history was an unknown command (did you mean /list?), and nothing in a chat showed its transcript."""
+    home = tmp_path / "home"
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "3")
+    try:
+        chat.command("/history", "no exchange yet in this conversation")
+        first = chat.ask("Say hi.")["turns"][-1]["answer"]
+        second = chat.ask("Say bye.")["turns"][-1]["answer"]
+        both = _said(chat, "/history", "## user")
+        assert f"## user Say hi. ## assistant {_words(first)}" in both, both
+        assert "## user Say bye." in both and "stopped at the token limit" in both, both
+        last = _said(chat, "/history 1", "## user")
+        assert "[the last 1 exchange of 2; /history alone shows every one]" in last, last
+        assert "Say bye." in last and "Say hi." not in last and _words(second) in last, last
+        refused = _said(chat, "/history none", "/history [N]")
+        assert "/history takes a number of exchanges (at least 1), not 'none'" in refused, refused
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def test_a_resumed_chat_shows_its_last_exchange_a_long_answer_shortened(tmp_path: Path) -> None:
+    """chat --resume said how many exchanges there were, and none of their text."""
+    home = tmp_path / "home"
+    folder = home / "data" / "conversations"
+    folder.mkdir(parents=True)
+    long_answer = "\n".join(f"Line {n} of a long answer." for n in range(1, 41))
+    (folder / "notes.json").write_text(json.dumps({"format": 1, "name": "notes", "turns": [
+        {"user": "First question?", "answer": "First answer."},
+        {"user": "Second question?", "answer": long_answer}]}))
+    chat = Chat(home, "--resume", "notes", "-n", "2", wait_for_prompt=False)
+    try:
+        chat.expect_words("more characters: /history shows it whole]")
+        chat.sync()
+        shown = _words(chat.transcript.getvalue())
+        assert "last exchange (/history shows all 2): ## user Second question? ## assistant Line 1 of a long " \
+            "answer." in shown, shown
+        assert "Line 8 of a long answer. […" in shown and "Line 9 of" not in shown and "First question" not in shown
+        chat.command_words("/history", "Line 40 of a long answer.")  # whole there
+        chat.command("/reset", "new conversation")
+        chat.command_words("/load notes", "last exchange (/history shows all 2):")  # as /load goes back to it
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():
