@@ -21,7 +21,7 @@ from localgen.model_switch import AlreadyLoaded
 from localgen.registry import reads_as_a_model
 from localgen.repl_input import LIST_NEWEST, usage_error
 from localgen.repl_state import ChatState
-from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, what_reset_kept
+from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, same_answer_note, what_reset_kept
 from localgen.runner import LoadedModel
 from localgen.session import ChatSession
 from localgen.shell_words import one_argument
@@ -55,8 +55,15 @@ def undo_command(state: ChatState, _: str) -> None:
 
 
 def regen_command(state: ChatState, _: str) -> None:
-    """/regen: answer the last question again, or send the message typed last where it got no answer."""
-    state.show_answer(*state.session.regenerate())
+    """/regen: answer the last question again, or send the message typed last where it got no answer; where the
+    settings give the same answer again (temperature 0, a fixed seed), it says so first, with how to vary it."""
+    session = state.session
+    again = session.dropped_question is None  # (else a message that got no answer is sent: a first answer)
+    start, stream = session.regenerate()
+    note = same_answer_note(session.sampling) if again else None
+    if note is not None:
+        console.say(note)
+    state.show_answer(start, stream)
 
 
 def file_command(state: ChatState, argument: str) -> None:

@@ -13,6 +13,7 @@ from localgen.wordwrap import display_width
 
 if TYPE_CHECKING:
     from localgen.conversation_summary import Summary
+    from localgen.params import SamplingParams
     from localgen.session import TurnStart
 
 LIST_MESSAGE_MIN = 12  # columns of a first message that /list keeps before it drops "(this chat)"
@@ -48,6 +49,18 @@ def answer_note(done: Finished, *, limit_source: str = "/set max_tokens", hidden
     if stopped:
         return f"{stopped} after the model's reasoning, before its answer ({SHOWS_REASONING})"
     return f"the model gave no answer after its reasoning ({SHOWS_REASONING}; /regen asks again)"
+
+
+def same_answer_note(sampling: SamplingParams) -> str | None:
+    """What /regen says first where its settings give the answer it had again (temperature 0: greedy; a fixed seed),
+    with how to vary it; None where each answer is drawn afresh."""
+    if sampling.temperature == 0:
+        return "[temperature 0 always takes the likeliest token, so the answer comes out the same; /set temperature " \
+            "0.7 varies it]"
+    if sampling.seed is not None:
+        return f"[seed {sampling.seed} is fixed, so the same settings give the same answer; /set seed none (or " \
+            "another seed) varies it]"
+    return None
 
 
 def unanswered_line(attached: int, *, sent: bool) -> str:

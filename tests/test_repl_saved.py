@@ -1,5 +1,6 @@
-"""A chat's saved conversation as a user of other tools looks for it: /save NAME renaming a new chat's, in a real
-pseudo-terminal on the bundled model."""
+"""A chat's conversation as a user of other tools looks for it: /save NAME renaming a new chat's, /history and the
+last exchange a resumed chat shows, and /regen saying when it gives the same answer again, in a real pseudo-terminal
+on the bundled model."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
+from localgen.params import SamplingParams
+from localgen.repl_text import same_answer_note
 from tests.test_repl import Chat
 
 
@@ -97,3 +102,35 @@ def test_a_resumed_chat_shows_its_last_exchange_a_long_answer_shortened(tmp_path
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_regen_says_when_its_settings_give_the_same_answer_and_how_to_vary_it(tmp_path: Path) -> None:
+    """/regen with a fixed seed (or at temperature 0) repeated its answer token for token without a word why."""
+    chat = Chat(tmp_path / "home", "--seed", "42", "--temperature", "0.8", "--no-markdown", "-n", "4")
+    try:
+        chat.ask("Say hi.")
+        seeded = _said(chat, "/regen", "varies it]")
+        assert "[seed 42 is fixed, so the same settings give the same answer; /set seed none (or another seed) " \
+            "varies it]" in seeded, seeded
+        chat.command("/set seed none", "seed")
+        mark = len(chat.transcript.getvalue())
+        chat.child.sendline("/regen")
+        chat.sync()
+        assert "varies it" not in chat.transcript.getvalue()[mark:], "a random seed: each answer is drawn afresh"
+        chat.command("/set temperature 0", "temperature")
+        greedy = _said(chat, "/regen", "varies it]")
+        assert "[temperature 0 always takes the likeliest token, so the answer comes out the same; /set temperature " \
+            "0.7 varies it]" in greedy, greedy
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+@pytest.mark.parametrize(("settings", "said"), [
+    ({"seed": 42}, "seed 42 is fixed"), ({"seed": 7, "temperature": 0.0}, "temperature 0"),
+    ({"seed": -1}, None), ({}, None)])
+def test_the_same_answer_note_is_said_for_a_fixed_seed_or_temperature_0(settings: dict, said: str | None) -> None:
+    note = same_answer_note(SamplingParams(**settings))
+    assert note is None if said is None else said in note
+
