@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from localgen.conversation_turn import Attachment
 from localgen.inputs import InputFile
 from localgen.stdin_names import STDIN_NAME
 from localgen.typed_paths import FILE_OPTION
@@ -45,3 +46,10 @@ def with_attached(attachments: Sequence[str]) -> str:
     """prompt_parts for the files attached to a chat message (those of its texts that know their file and add text)."""
     return prompt_parts([text.file for text in attachments if isinstance(text, AttachedText) and text.strip()],
                       system=False)
+
+
+def attached_files(attachments: Sequence[str]) -> tuple[Attachment, ...]:
+    """The files attached to a chat message as its exchange records them: each one that adds text, by the name it
+    was given (stdin as -), with its size in characters."""
+    return tuple(Attachment(as_given(text.file) if isinstance(text, AttachedText) else "(text)", len(text))
+                 for text in attachments if text.strip())

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from localgen.chat import Message
 from localgen.conversation_names import AUTOMATIC_NAME, check_name
+from localgen.conversation_turn import AnswerDetails as AnswerDetails  # (imported from here too)
+from localgen.conversation_turn import Turn, turn_from_json, turn_record, unknown_fields, with_extra
+from localgen.conversation_turn import checked_details as checked_details
 from localgen.errors import ContextOverflowError, LocalgenError
-from localgen.events import Finished
 from localgen.fit import fewest_tokens, text_bytes
 from localgen.units import iso_time
 
@@ -68,46 +69,6 @@ class DamagedConversationError(LocalgenError):
             "move that folder away"
         hint = f"it was left untouched: {remove}" + (f", or go on with another: {other}" if other else "")
         return DamagedConversationError(self.message, hint=hint, name=self.name, removable=self.removable)
-
-
-@dataclass(frozen=True)
-class AnswerDetails:
-    """How one answer came about: why it ended (stop, length, context, interrupted, error), its prompt and completion
-    tokens, the seconds from the question to its last token, its decode speed, and the model that gave it (a
-    reference, as Conversation.model); None where not known."""
-
-    finish_reason: str | None = None
-    model: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    duration_s: float | None = None
-    decode_tokens_per_s: float | None = None
-
-    @classmethod
-    def of(cls, finished: Finished, model: str | None) -> AnswerDetails:
-        """The details of a finished generation (no decode speed for an answer of fewer than two tokens)."""
-        timings, usage = finished.timings, finished.usage
-        duration = timings.prefill_s if timings.ttft_s is None else timings.ttft_s + (timings.decode_s or 0.0)
-        speed = round(timings.decode_tokens_per_s, 1) if timings.decode_tokens_per_s else None
-        return cls(finished.finish_reason, model, usage.prompt_tokens, usage.completion_tokens, round(duration, 3),
-                   speed)
-
-
-DETAIL_TYPES: dict[str, type] = {"finish_reason": str, "model": str, "prompt_tokens": int, "completion_tokens": int,
-                                 "duration_s": float, "decode_tokens_per_s": float}  # saved beside a turn's answer
-_PARSED_AS: dict[type, tuple[type, ...]] = {str: (str,), int: (int,), float: (int, float)}  # JSON's types for each
-
-
-@dataclass
-class Turn:
-    """One exchange: the user's message and the model's answer (None until answered), and how that answer came about
-    (details: None where not recorded, as in files saved before localgen recorded them)."""
-
-    user: str
-    answer: str | None = None
-    interrupted: bool = False
-    details: AnswerDetails | None = field(default=None, compare=False)  # about the exchange, not part of it
-    extra: dict[str, object] = field(default_factory=dict, repr=False)  # fields localgen does not know, kept as read
 
 
 @dataclass
@@ -217,8 +178,8 @@ class Conversation:
         """The conversation as readable JSON (touch: updated now, as when saving)."""
         record = {"format": FORMAT_VERSION, **asdict(self)} | ({"updated": _now()} if touch else {})
         del record["on_disk"], record["as_left"], record["link_target"]
-        record["turns"] = [_with_extra(_with_details(turn)) for turn in record["turns"]]
-        text = json.dumps(_with_extra(record), indent=2, ensure_ascii=False)
+        record["turns"] = [turn_record(turn) for turn in record["turns"]]
+        text = json.dumps(with_extra(record), indent=2, ensure_ascii=False)
         # lone surrogates (a model's path that is not UTF-8) have no UTF-8: \uXXXX escapes, as console.json_text
         # writes them (read back, in a model's path, as the bytes they stand for)
         return _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found[0]):04x}", text) + "\n"
@@ -238,7 +199,7 @@ class Conversation:
                 raise ValueError("no 'format'" if "format" not in data else "unknown format")
             if not isinstance(data["turns"], list):
                 raise ValueError("'turns' is not a list")
-            turns = [_turn_from_json(t) for t in data["turns"]]
+            turns = [turn_from_json(t) for t in data["turns"]]
             if any(turn.answer is None for turn in turns):  # a conversation never saves a question without answer
                 raise ValueError("a turn has no answer")
             system, model = data.get("system"), data.get("model")
@@ -256,7 +217,7 @@ class Conversation:
             return cls(name=recorded if name is None else name, system=system, turns=turns, model=model,
                        settings=settings_, context_start=min(start, max(len(turns) - 1, 0)), ctx_size=ctx_size,
                        **_times(data, source),
-                       extra=_unknown_fields(data, cls, also_known=frozenset({"format"})))
+                       extra=unknown_fields(data, cls, also_known=frozenset({"format"})))
         except ForeignFormatError:
             raise
         except (ValueError, KeyError, TypeError, RecursionError, LocalgenError) as exc:
@@ -327,55 +288,6 @@ def _first_at_most(tokens_from: Callable[[int], int], low: int, high: int, limit
     return high
 
 
-def _turn_from_json(item: object) -> Turn:
-    """One saved exchange, checked field by field."""
-    if not isinstance(item, dict):
-        raise ValueError("a turn is not an object")
-    if "user" not in item:
-        raise ValueError("a turn has no 'user'")
-    user, answer, interrupted = item["user"], item.get("answer"), item.get("interrupted", False)
-    if not isinstance(user, str) or not (answer is None or isinstance(answer, str)) \
-            or not isinstance(interrupted, bool):
-        raise ValueError("a turn has fields of the wrong type")
-    return Turn(user=user, answer=answer, interrupted=interrupted, details=_details_from_json(item),
-                extra=_unknown_fields(item, Turn, also_known=frozenset(DETAIL_TYPES)))
-
-
-def _details_from_json(item: dict[str, object]) -> AnswerDetails | None:
-    """The details saved beside an answer, checked field by field (None when it has none, as in older files)."""
-    found = checked_details(item)
-    return AnswerDetails(**found) if found else None  # type: ignore[arg-type]
-
-
-def checked_details(item: dict[str, object]) -> dict[str, object]:
-    """The detail fields a saved exchange gives (those not null), each checked; a ValueError says which is off."""
-    found = {}
-    for key, kind in DETAIL_TYPES.items():
-        value = item.get(key)
-        if value is None:
-            continue
-        if type(value) not in _PARSED_AS[kind] or (kind is not str and not 0 <= value < math.inf):  # NaN: not <=
-            raise ValueError(f"a turn's '{key}' is " + ("not text" if kind is str else
-                                                        f"not a {'count' if kind is int else 'number'} of at least 0"))
-        found[key] = value
-    return found
-
-
-def _with_details(turn: dict[str, object]) -> dict[str, object]:
-    """A turn to save: its known details beside its answer."""
-    details = turn.pop("details") or {}
-    assert isinstance(details, dict)
-    return turn | {key: value for key, value in details.items() if value is not None}
-
-
-def _unknown_fields(record: dict[str, object], kind: type, *, also_known: frozenset[str] = frozenset()
-                    ) -> dict[str, object]:
-    """The fields of a saved record that kind does not read (added by hand or by a later version), to save back;
-    also_known: what else is read from the record."""
-    known = {f.name for f in fields(kind)} - {"extra", "on_disk", "as_left", "link_target", "details"} | also_known
-    return {key: value for key, value in record.items() if key not in known}
-
-
 def _without_lone_surrogates(value: object, *, path: bool = False) -> object:
     """Parsed JSON with each half of a UTF-16 pair written alone (\\ud83c: no character, and no UTF-8 for it) as
     U+FFFD, as other text that is not valid becomes; but for a model's path (path: a "model" value), whose file
@@ -388,12 +300,6 @@ def _without_lone_surrogates(value: object, *, path: bool = False) -> object:
         return {_without_lone_surrogates(key): _without_lone_surrogates(item, path=key == "model")
                 for key, item in value.items()}
     return value
-
-
-def _with_extra(record: dict[str, object]) -> dict[str, object]:
-    """A record to save: its own fields, then the unknown ones it was read with."""
-    extra = record.pop("extra")
-    return record | extra
 
 
 def _stored_settings(saved: object) -> object:

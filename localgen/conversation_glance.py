@@ -7,6 +7,7 @@ import json
 
 from localgen.conversation import Conversation, checked_details, parsed_json
 from localgen.conversation_store import saved_path
+from localgen.conversation_turn import checked_attachments
 from localgen.errors import LocalgenError
 
 
@@ -28,17 +29,18 @@ def glance(name: str) -> tuple[int, str | None, str] | None:
         first = Conversation.from_json(json.dumps({**data, "turns": turns[:1]}), path, name=name)
     except LocalgenError:  # damaged, or in another version's format
         return None
-    return len(turns), first.model, first.turns[0].user if first.turns else ""
+    return len(turns), first.model, first.turns[0].headline() if first.turns else ""
 
 
 def _plain_exchange(turn: object) -> bool:
     """Whether a saved exchange is sound as a whole read checks it: an object with a text question and answer, and
-    details (tokens, times...) of the types a whole read takes."""
+    details (tokens, times...) and files attached of the types a whole read takes."""
     if not (isinstance(turn, dict) and isinstance(turn.get("user"), str) and isinstance(turn.get("answer"), str)
             and isinstance(turn.get("interrupted", False), bool)):
         return False
     try:
         checked_details(turn)
+        checked_attachments(turn)
     except ValueError:
         return False
     return True

@@ -35,15 +35,16 @@ def transcript(conversation: Conversation, *, terminal: bool = False, dim: bool 
 
 def exchanges(turns: list[Turn], *, terminal: bool = False, dim: bool = False,
               shorten: Callable[[str], str] = str) -> list[str]:
-    """Each exchange as transcript writes it: the user's message and the answer under their headings, then the
-    answer's details (shorten: what each message is cut to, as a resumed chat's last exchange)."""
+    """Each exchange as transcript writes it: the user's message (its attached files named, not quoted: [doc.txt]
+    Summarize) and the answer under their headings, then the answer's details (shorten: what each message is cut to,
+    as a resumed chat's last exchange)."""
     shown = terminal_safe if terminal else str
     aside = _aside(shown, dim)
     parts = []
     for turn in turns:
         blank = blank_answer(turn.answer)
         answer = aside(blank) if blank else shown(shorten(turn.answer or ""))
-        text = shown(f"## user\n\n{shorten(turn.user)}\n\n## assistant\n\n") + answer
+        text = shown(f"## user\n\n{shorten(turn.headline())}\n\n## assistant\n\n") + answer
         line = details_line(turn)
         if line:
             text += f"\n\n{aside(line)}"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from localgen.answer_record import recorded
-from localgen.attached import with_attached
+from localgen.attached import attached_files, with_attached
 from localgen.chat import Message, compose_user_message
 from localgen.chat_settings import SETTING_NAMES
 from localgen.conversation import Conversation, Turn
@@ -126,8 +126,9 @@ class ChatSession(SessionSettings, ContextRoom):
         """The conversation with text (after the attached files, or those given) as its next message: what ask()
         sends, and so what prefill_ahead() must compute, token for token."""
         files = self.attachments if attachments is None else attachments
-        return replace(self.conversation,
-                       turns=[*self.conversation.turns, Turn(user=compose_user_message(text, files))])
+        turn = Turn(user=compose_user_message(text, files), attached=attached_files(files),
+                    typed=text.strip() if files else None)
+        return replace(self.conversation, turns=[*self.conversation.turns, turn])
 
     def check_attachment(self, text: str, name: str, *,
                          fewer: str = "/file none drops the files attached already") -> None:
@@ -178,7 +179,8 @@ class ChatSession(SessionSettings, ContextRoom):
         turns = self.conversation.turns
         if not turns:
             raise UsageError("there is no question to answer again", hint="ask something first")
-        planned = replace(self.conversation, turns=[*turns[:-1], Turn(user=turns[-1].user)])
+        question = replace(turns[-1], answer=None, interrupted=False, details=None, extra={})  # its files named
+        planned = replace(self.conversation, turns=[*turns[:-1], question])
         again = turns[-1].answer is not None  # (a file written by hand may end with a question alone)
         return TurnStart(dropped=self._make_room(planned)), self._answer(question=planned, again=again)
 

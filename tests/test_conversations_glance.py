@@ -29,8 +29,8 @@ def test_the_listing_builds_only_the_first_exchange_of_each_conversation(monkeyp
     each exchange was built and checked for a count and a first message."""
     _save("long", 50)
     built: list[object] = []
-    real = conversation._turn_from_json
-    monkeypatch.setattr(conversation, "_turn_from_json", lambda item: built.append(item) or real(item))
+    real = conversation.turn_from_json
+    monkeypatch.setattr(conversation, "turn_from_json", lambda item: built.append(item) or real(item))
     [listed] = summaries()
     assert (listed.exchanges, listed.model, listed.first_message, listed.problem) == (50, "smollm2-135m",
                                                                                       "Question 0?", None)
@@ -46,6 +46,9 @@ def test_the_listing_builds_only_the_first_exchange_of_each_conversation(monkeyp
     ({"user": "Question?", "answer": "Yes.", "duration_s": "slow"}, "a turn's 'duration_s' is not a number of at "
                                                                     "least 0"),
     ({"user": "Question?", "answer": "Yes.", "finish_reason": 1}, "a turn's 'finish_reason' is not text"),
+    ({"user": "Question?", "answer": "Yes.", "attached": [{"name": "doc.txt"}]}, "a turn's 'attached' is not a list "
+                                                                                 "of files, each with a 'name' and "
+                                                                                 "'characters'"),
 ])
 def test_a_later_exchange_that_is_damaged_is_listed_as_damaged_as_before(turn: object, problem: str) -> None:
     data = _save("damaged", 3)

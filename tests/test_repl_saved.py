@@ -134,3 +134,23 @@ def test_the_same_answer_note_is_said_for_a_fixed_seed_or_temperature_0(settings
     note = same_answer_note(SamplingParams(**settings))
     assert note is None if said is None else said in note
 
+
+def test_a_message_with_a_file_attached_is_saved_and_listed_with_the_file_named(tmp_path: Path) -> None:
+    """After /file doc.txt and Summarize, the conversation was listed by the document's first words."""
+    (tmp_path / "doc.txt").write_text("The quarterly report says revenue grew by ten percent.\n" * 5)
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "3", cwd=tmp_path)
+    try:
+        chat.command("/file doc.txt", "to the next message")
+        turn = chat.ask("Summarize")["turns"][-1]
+        assert turn["attached"] == [{"name": "doc.txt", "characters": 275}] and turn["typed"] == "Summarize", turn
+        saved = chat.saved_at()
+        chat.child.sendline("/regen")
+        chat.wait_for(lambda _: chat.saved_at() > saved)
+        chat.sync()
+        assert chat.conversation()["turns"][-1]["attached"] == turn["attached"], "/regen asks it with its files"
+        listed = _said(chat, "/list", "(this chat)")
+        assert "1 exchange [doc.txt] Summarize (this chat)" in listed, listed
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)

@@ -1,0 +1,74 @@
+"""The files attached to a chat message, as its saved exchange names them: kept apart from what was typed, so that
+listings and transcripts show `[doc.txt] Summarize` rather than the document; files saved before read as they were."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from localgen.conversation import Conversation, DamagedConversationError, Turn
+from localgen.conversation_store import conversations_dir, let_go, load_conversation, save_conversation
+from localgen.conversation_turn import Attachment
+from tests.conftest import run_localgen
+
+pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
+DOCUMENT = "The quarterly report says revenue grew by ten percent.\n" * 40
+
+
+def _attached_turn() -> Turn:
+    return Turn(user=f"{DOCUMENT.strip()}\n\nSummarize", answer="Revenue grew.",
+                attached=(Attachment("docs/report.txt", len(DOCUMENT)),), typed="Summarize")
+
+
+def _save(name: str, *turns: Turn) -> Path:
+    conversation = Conversation(name=name, turns=list(turns), model="smollm2-135m")
+    path = save_conversation(conversation)
+    let_go(conversation)
+    return path
+
+
+def test_an_exchange_keeps_its_attached_files_apart_from_what_was_typed() -> None:
+    record = json.loads(_save("report", _attached_turn()).read_text())["turns"][0]
+    assert record["attached"] == [{"name": "docs/report.txt", "characters": len(DOCUMENT)}]
+    assert record["typed"] == "Summarize" and record["user"].endswith("\n\nSummarize")
+    loaded = load_conversation("report").turns[0]
+    assert loaded.attached == (Attachment("docs/report.txt", len(DOCUMENT)),) and loaded.typed == "Summarize"
+    assert loaded.headline() == "[report.txt] Summarize"
+
+
+def test_a_file_saved_before_attachments_were_named_reads_and_saves_as_it_was() -> None:
+    old = {"format": 1, "name": "older", "turns": [{"user": "Hi there", "answer": "Hello."}]}
+    path = conversations_dir() / "older.json"
+    conversations_dir().mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(old))
+    conversation = load_conversation("older")
+    assert conversation.turns[0].attached == () and conversation.turns[0].headline() == "Hi there"
+    save_conversation(conversation)
+    turn = json.loads(path.read_text())["turns"][0]
+    assert "attached" not in turn and "typed" not in turn
+
+
+@pytest.mark.parametrize("attached", ['"doc.txt"', '[{"name": "doc.txt"}]', '[{"name": 1, "characters": 3}]',
+                                      '[{"name": "doc.txt", "characters": -1}]'])
+def test_attached_files_of_the_wrong_shape_make_the_file_damaged(attached: str) -> None:
+    conversations_dir().mkdir(parents=True, exist_ok=True)
+    (conversations_dir() / "odd.json").write_text(
+        f'{{"format": 1, "name": "odd", "turns": [{{"user": "x", "answer": "y", "attached": {attached}}}]}}')
+    with pytest.raises(DamagedConversationError, match="'attached' is not a list of files"):
+        load_conversation("odd")
+    listed = run_localgen("conversations")
+    assert "(damaged: a turn's 'attached' is not a list of files" in listed.out, listed.out
+
+
+def test_listing_and_show_name_the_attached_file_instead_of_its_text() -> None:
+    """The listing's first message was the document's first words, and show printed the whole document as the
+    user's turn."""
+    _save("report", _attached_turn(), Turn("And costs?", "Flat."))
+    listed = run_localgen("conversations")
+    assert listed.returncode == 0 and "\t[report.txt] Summarize\n" in listed.out, listed.out
+    shown = run_localgen("conversations", "show", "report")
+    assert "## user\n\n[report.txt] Summarize\n\n## assistant\n\nRevenue grew." in shown.out, shown.out
+    assert "quarterly report" not in shown.out and "## user\n\nAnd costs?\n" in shown.out
+    assert json.loads(run_localgen("conversations", "--json").out)[0]["first_message"] == "[report.txt] Summarize"
