@@ -404,18 +404,18 @@ def contention_note(result: BenchResult, n_cpus: int) -> str | None:
 
 
 def _fewer_threads_hint(result: BenchResult, busy: list[tuple[str, float]], n_cpus: int) -> str:
-    """'; beside them, -t 1 may measure more (...)' where a test ran more threads than the CPUs others left it: its
-    threads waited on each other while one was preempted, as `localgen run` avoids by decoding with fewer."""
-    options = {"prefill": ("--threads-batch", result.threads_batch), "decode": ("-t", result.threads)}
-    fewer = []
-    for test, cpus in busy:
-        option, threads = options[test]
-        if (left := max(1, round(n_cpus - cpus))) < threads:
-            fewer.append(f"{option} {left}")
+    """'; beside them, -t 1 --threads-batch 2 may measure more (...)' where a test ran more threads than the CPUs
+    others left it: its threads waited on each other while one was preempted, as `localgen run` avoids by decoding
+    with fewer. -t alone would set the prefill's threads too, so the prefill's are named with it."""
+    threads = {"decode": result.threads, "prefill": result.threads_batch}
+    fewer = {test: left for test, cpus in busy if (left := max(1, int(n_cpus - cpus + 0.5))) < threads[test]}
     if not fewer:
         return ""
-    return (f"; beside them, {' and '.join(fewer)} may measure more (localgen run decodes with fewer threads "
-            "on its own while the CPUs are busy)")
+    suggested = {**threads, **fewer}
+    options = f"-t {suggested['decode']} --threads-batch {suggested['prefill']}" if "decode" in fewer else \
+        f"--threads-batch {suggested['prefill']}"
+    return (f"; beside them, {options} may measure more (localgen run decodes with fewer threads on its own while "
+            "the CPUs are busy)")
 
 
 def stopped_by(signum: int) -> str:

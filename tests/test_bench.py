@@ -138,13 +138,18 @@ def test_a_test_whose_threads_lost_cpu_time_to_other_processes_is_said_to_be_low
                          figures=figures, busy_elsewhere={"prefill": 0.3, "decode": 1.04})
     assert contention_note(result, 2) == ("other processes kept CPUs busy (0.30 during the prefill test and 1.04 "
                                           "during the decode test): these figures are below this machine's when it "
-                                          "is idle; beside them, -t 1 may measure more (localgen run decodes with "
-                                          "fewer threads on its own while the CPUs are busy)")
+                                          "is idle; beside them, -t 1 --threads-batch 2 may measure more (localgen "
+                                          "run decodes with fewer threads on its own while the CPUs are busy)")
     both = contention_note(replace(result, busy_elsewhere={"prefill": 1.6, "decode": 1.6}), 2) or ""
-    assert both.endswith("; beside them, --threads-batch 1 and -t 1 may measure more (localgen run decodes with "
+    assert both.endswith("; beside them, -t 1 --threads-batch 1 may measure more (localgen run decodes with "
                          "fewer threads on its own while the CPUs are busy)"), both
+    prefill = contention_note(replace(result, busy_elsewhere={"prefill": 1.6}), 2) or ""
+    assert prefill.endswith("; beside them, --threads-batch 1 may measure more (localgen run decodes with fewer "
+                            "threads on its own while the CPUs are busy)"), prefill
     three = contention_note(replace(result, threads=3, busy_elsewhere={"decode": 1.6}), 4) or ""
-    assert "(1.60 during the decode test)" in three and "; beside them, -t 2 may measure more" in three, three
+    assert "(1.60 during the decode test)" in three and "; beside them, -t 2 --threads-batch 2 may" in three, three
+    half = contention_note(replace(result, threads=4, busy_elsewhere={"decode": 1.5}), 4) or ""  # 2.5 CPUs left
+    assert "; beside them, -t 3 --threads-batch 2 may" in half, half
     fits = contention_note(replace(result, busy_elsewhere={"decode": 2.3}), 4) or ""  # 1.7 CPUs left for 2 threads
     assert fits.endswith("below this machine's when it is idle"), fits
     assert contention_note(replace(result, busy_elsewhere={"prefill": 0.2, "decode": 0.1}), 2) is None
