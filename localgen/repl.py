@@ -260,13 +260,13 @@ class Repl:
         store_typeahead(self._prompt.input, keys if last is None else keys[last + 1:])
         return last is not None
 
-    @staticmethod
-    def _decoded(line: str, *, warn: bool = True) -> str:
-        """The line as text: bytes a non-UTF-8 terminal sent become U+FFFD (but in a /file or /model path), and control
-        characters (a quoted Ctrl-Z, say) are dropped, each with a warning (when warn)."""
+    def _decoded(self, line: str, *, warn: bool = True) -> str:
+        """The line as text: bytes a non-UTF-8 terminal sent become U+FFFD (but in a typed /file or /model path), and
+        control characters (a quoted Ctrl-Z, say) are dropped, each with a warning (when warn)."""
         warnings: list[str] = []
-        line = typed_text(line, warnings)
-        line, dropped = without_controls(line)
+        pasted = self._paste.began(line)
+        line, dropped = without_controls(line)  # first: the line is read as a command as _handle reads it
+        line = typed_text(line, warnings, pasted=pasted)
         if dropped:
             warnings.append(f"dropped {counted(len(dropped), 'control character')} ({' '.join(dict.fromkeys(dropped))})"
                             " from the input")

@@ -96,11 +96,11 @@ def parse_command(line: str) -> SlashCommand | None:
     return SlashCommand(name=name.lower(), argument=stripped[len(name):].strip())
 
 
-def typed_text(line: str, warnings: list[str]) -> str:
-    """A line typed at the prompt as text: a /file or /model line keeps the bytes that were not UTF-8 (a file's name,
-    as Tab completes it) as the command line keeps them, for its path to reach the file; any other line's become
-    U+FFFD, with a warning."""
-    command = parse_command(line)
+def typed_text(line: str, warnings: list[str], *, pasted: bool) -> str:
+    """A line read at the prompt as text: a typed /file or /model line keeps the bytes that were not UTF-8 (a file's
+    name, as Tab completes it) as the command line keeps them, for its path to reach the file; any other line's (a
+    line that began with a paste is a message, /file at its start too) become U+FFFD, with a warning."""
+    command = None if pasted else parse_command(line)
     return line if command is not None and command.name in PATH_COMMANDS else argument_text(line, "the input", warnings)
 
 
