@@ -207,13 +207,13 @@ def nothing_to_send(*, stdin_read: bool, model: str | None = None) -> UsageError
 
 def user_message(loaded: LoadedModel, prompt: str | None, attachments: list[str]) -> str:
     """The message the attachments and the prompt make (chat.compose_user_message), the prompt read as the
-    attachments are (`localgen run "$(cat notes.txt)"`: plain newlines, no byte-order mark): for a model without a
-    chat template, a plain completion, exactly as given."""
+    attachments are (`localgen run "$(cat notes.txt)"`: plain newlines): for a model without a chat template, a
+    plain completion, exactly as given."""
     from localgen.chat import compose_user_message
-    from localgen.input_text import argument_as_file_text
+    from localgen.input_text import argument_line_ends
 
     exact = not loaded.prompt_format.is_chat
-    return compose_user_message(prompt if exact or prompt is None else argument_as_file_text(prompt), attachments,
+    return compose_user_message(prompt if exact or prompt is None else argument_line_ends(prompt), attachments,
                                 exact=exact)
 
 

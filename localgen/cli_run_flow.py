@@ -171,7 +171,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen.cli_run import refuse_emptied_by_stdout, refuse_stdout_open_to_read, stdin_reader
     from localgen.conversation import asks_for_no_system_prompt
     from localgen.grammar import constraint_source
-    from localgen.input_text import argument_text
+    from localgen.input_text import BOM, argument_text
     from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, reads_a_pipe
     from localgen.params import GenerationLimits, token_budget
     from localgen.resolve import check_reference
@@ -182,6 +182,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     ctx, warnings = request.ctx, []
     stdin_asked = request.prompt == STDIN_NAME
     prompt = None if stdin_asked or request.prompt is None else argument_text(request.prompt, "the prompt", warnings)
+    prompt = prompt if request.raw or prompt is None else prompt.removeprefix(BOM)  # "$(cat FILE)" of a Notepad file
     system, stop = read_texts(request.system, list(request.stop), warnings, exact=request.raw)
     if system == STDIN_NAME:  # as -f - and a prompt of - read stdin
         warnings.append(f"the system prompt is the text '{STDIN_NAME}', not stdin (for that: --system-file -)")

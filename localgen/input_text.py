@@ -69,9 +69,14 @@ def plain_newlines(text: str) -> str:
 
 def argument_as_file_text(value: str) -> str:
     """An argument's text as a file's is read (`"$(cat FILE)"`): without a leading byte-order mark, and with Windows
-    line ends as plain newlines; a CR at its end is what `"$(cat FILE)"` left of the last line's end, whose newline it
-    took away, and goes too."""
-    return plain_newlines(value).removesuffix("\r").removeprefix(BOM)
+    line ends as plain newlines (argument_line_ends)."""
+    return argument_line_ends(value).removeprefix(BOM)
+
+
+def argument_line_ends(value: str) -> str:
+    """An argument's text with Windows line ends as plain newlines; a CR at its end is what `"$(cat FILE)"` left of
+    the last line's end, whose newline it took away, and goes too."""
+    return plain_newlines(value).removesuffix("\r")
 
 
 _WIDE_MARKS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"), (b"\xff\xfe", "utf-16"),

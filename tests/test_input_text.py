@@ -60,3 +60,14 @@ def test_argument_utf8_reads_argv_bytes_as_utf8_and_refuses_others() -> None:
     assert argument_utf8("\udce4\udcbd\udca0") == "\u4f60"  # what the POSIX locale makes of UTF-8's bytes
     assert argument_utf8("caf\u00e9") == "caf\u00e9"
     assert argument_utf8("caf\udce9") is None  # a Latin-1 byte
+
+
+def test_a_prompt_of_a_byte_order_mark_alone_is_empty_as_such_a_file_is(tmp_path: Path) -> None:
+    """`localgen run "$(cat FILE)"` of an empty file Notepad saved is refused as an empty prompt is, as -f FILE and
+    stdin are, where it sent an empty message and exited 0."""
+    bom = tmp_path / "bom.txt"
+    bom.write_bytes(b"\xef\xbb\xbf")
+    for args, stdin in ((["\ufeff"], None), (["", "-f", str(bom)], None), (["-"], b"\xef\xbb\xbf")):
+        result = run_localgen("run", *args, stdin=stdin)
+        assert result.returncode == 2, (args, result.err)
+        assert "localgen: error: nothing to send: the prompt is empty" in result.err
