@@ -70,15 +70,15 @@ def missing_file_hint(path: Path, typed: str) -> str:
         return hub_file
     with_suffix = path.with_name(f"{path.name}.gguf")
     if not path.name.lower().endswith(".gguf") and is_existing_file(str(with_suffix)):
-        return f"did you mean {short_path(typed)}.gguf?"
+        return _naming("did you mean ", [f"{typed}.gguf"], "?")
     names = [name for name in folder_models(path.parent) if not name.lower().startswith("mmproj")]
-    shown = [short_path(os.path.join(os.path.dirname(typed), name)) for name in names]
+    shown = [os.path.join(os.path.dirname(typed), name) for name in names]
     meant = misspelt_model_file(path.name, names)  # ./Model for ./model.gguf
     told = _told_apart(typed, os.path.join(os.path.dirname(typed), meant)) if meant is not None else None
     if told is not None:
         return told
     if shown and meant is None:
-        return f"check the path; this folder holds: {_listed(shown)}"
+        return _naming("check the path; this folder holds: ", shown)
     return "check the path, or pass a registry name"
 
 
@@ -86,15 +86,12 @@ def _told_apart(typed: str, meant: str) -> str | None:
     """'did you mean MEANT?' for a path typed that misspells the file meant; where the two print alike (a byte that
     is not UTF-8 shows as U+FFFD, a control character as ?), both written with the escapes of the tab-separated
     listings (\\xff), or None where even those do not tell them apart (a difference in the middle a long path's
-    cut leaves out); a file meant whose name is not UTF-8 is written so too, U+FFFD being no name to type."""
-    from localgen.console import one_line, without_surrogates
+    cut leaves out)."""
+    from localgen.console import one_line
     from localgen.tab_separated import escaped_field
 
     if one_line(short_path(meant)) != one_line(short_path(typed)):
-        if without_surrogates(meant) != meant:
-            escaped = short_path(escaped_field(meant))
-            return f"did you mean {escaped}? \\xHH is a byte that is not UTF-8 (Tab completes it)"
-        return f"did you mean {short_path(meant)}?"
+        return _naming("did you mean ", [meant], "?")
     meant, typed = short_path(escaped_field(meant)), short_path(escaped_field(typed))
     return f"did you mean {meant}? {typed} was typed; \\xHH is a byte that does not print" if meant != typed else None
 
@@ -146,16 +143,24 @@ def folder_models(folder: Path) -> list[str]:
 
 def folder_hint(folder: Path, typed: str) -> str:
     """What to pass instead of a folder given as a model file (typed: the folder as given): the model files in it."""
-    shown = [short_path(os.path.join(typed, name)) for name in folder_models(folder)]
+    shown = [os.path.join(typed, name) for name in folder_models(folder)]
     if not shown:
         return "pass the path of a .gguf file; this folder holds none"
     if len(shown) == 1:
-        return f"did you mean {shown[0]}?"
-    return f"pass one of the {len(shown)} models in this folder: {_listed(shown)}"
+        return _naming("did you mean ", shown, "?")
+    return _naming(f"pass one of the {len(shown)} models in this folder: ", shown)
 
 
-def _listed(shown: list[str]) -> str:
-    """Model files named in a hint: the first few, and how many more."""
-    listed = ", ".join(shown[:FOLDER_FILES_SHOWN])
-    more = f" and {len(shown) - FOLDER_FILES_SHOWN} more" if len(shown) > FOLDER_FILES_SHOWN else ""
-    return f"{listed}{more}"
+def _naming(before: str, paths: list[str], after: str = "") -> str:
+    """A hint that names model files by path (the first few, and how many more), short; a byte of a name that is not
+    UTF-8 is written \\xff, as the tab-separated listings write it (the U+FFFD it prints as names no file when
+    typed), with a note that says so."""
+    from localgen.console import without_surrogates
+    from localgen.tab_separated import escaped_field
+
+    listed = paths[:FOLDER_FILES_SHOWN]
+    escaped = any(without_surrogates(path) != path for path in listed)
+    named = ", ".join(short_path(escaped_field(path) if escaped else path) for path in listed)
+    more = f" and {len(paths) - FOLDER_FILES_SHOWN} more" if len(paths) > FOLDER_FILES_SHOWN else ""
+    note = f"{' ' if after else '; '}\\xHH is a byte that is not UTF-8 (Tab completes it)" if escaped else ""
+    return f"{before}{named}{more}{after}{note}"

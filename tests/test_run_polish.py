@@ -77,3 +77,21 @@ def test_a_model_file_suggested_that_prints_unlike_the_path_typed_is_written_as_
     result = run_localgen("run", "-m", str(tmp_path / "b" / "Model"), "hi")
     hint = f"(hint: did you mean {tmp_path}/b/model\\xfe.gguf? \\xHH is a byte that is not UTF-8 (Tab completes it))"
     assert result.returncode == 1 and hint in result.err, result.err
+
+
+def test_every_model_file_a_hint_names_is_written_with_its_bytes_that_are_not_utf8_escaped(tmp_path: Path) -> None:
+    """The model files a hint names for a missing path, a folder or a name without .gguf write a byte of a name that
+    is not UTF-8 \\xff, with the note that says so, where U+FFFD stood for it, which names no file when typed."""
+    for folder, names in (("one", [b"bad\xff.gguf"]), ("two", [b"a\xff.gguf", b"b.gguf"])):
+        (tmp_path / folder).mkdir()
+        for name in names:
+            _model_file(tmp_path / folder, name)
+    note = "\\xHH is a byte that is not UTF-8 (Tab completes it)"
+    for given, hint in (
+            ("one/nope.gguf", f"check the path; this folder holds: {tmp_path}/one/bad\\xff.gguf; {note}"),
+            ("one", f"did you mean {tmp_path}/one/bad\\xff.gguf? {note}"),
+            ("two", f"pass one of the 2 models in this folder: {tmp_path}/two/a\\xff.gguf, {tmp_path}/two/b.gguf; "
+                    f"{note}"),
+            (os.fsdecode(b"one/bad\xff"), f"did you mean {tmp_path}/one/bad\\xff.gguf? {note}")):
+        result = run_localgen("run", "-m", str(tmp_path / given), "hi")
+        assert result.returncode == 1 and f"(hint: {hint})" in result.err, result.err
