@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from prompt_toolkit.filters import Condition, has_completions, is_searching
 from prompt_toolkit.input.ansi_escape_sequences import ANSI_SEQUENCES
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-from prompt_toolkit.key_binding.bindings.mouse import load_mouse_bindings, typical_mouse_events
+from prompt_toolkit.key_binding.bindings.mouse import load_mouse_bindings
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.search import SearchDirection, accept_search, start_search, stop_search
 
@@ -28,17 +28,17 @@ LINE_GOES_ON = "\\"  # at the end of a message's line, Enter starts a new line o
 NEWLINE_ENTERS = frozenset({"\x1b[27;2;13~", "\x1b[27;3;13~", "\x1b[13;2u", "\x1b[13;3u"})
 for _sequence in NEWLINE_ENTERS:  # read as Enter, which tells them apart by their data
     ANSI_SEQUENCES.setdefault(_sequence, Keys.ControlM)
-# the mouse reports prompt-toolkit reads whole: xterm's SGR (ESC [ < b;x;y M or m), urxvt's (ESC [ b;x;y M) and X10's
-# (ESC [ M and three characters, the first a button it knows); its parser takes more for one (an SGR colour, ESC [ 31m)
+# the mouse reports a terminal sends whole: xterm's SGR (ESC [ < b;x;y M or m) and urxvt's (ESC [ b;x;y M); its parser
+# takes more for one: an SGR colour (ESC [ 31m), and X10's shape (ESC [ M and any three characters), which the chat
+# never asks for and a captured log holds (ESC [ M is delete-line)
 _SGR_OR_URXVT_MOUSE = re.compile(r"\x1b\[(<\d+;\d+;\d+[mM]|\d+;\d+;\d+M)")
-_X10_MOUSE = re.compile(r"\x1b\[M(.)..", re.DOTALL)
 _read_mouse_report = load_mouse_bindings().get_bindings_for_keys((Keys.Vt100MouseEvent,))[0].handler
 
 
 def is_mouse_report(data: str) -> bool:
-    """True when prompt-toolkit's parser reads data (what it took for a mouse report) as one, without failing."""
-    x10 = _X10_MOUSE.fullmatch(data)
-    return bool(_SGR_OR_URXVT_MOUSE.fullmatch(data)) or (x10 is not None and ord(x10[1]) in typical_mouse_events)
+    """True when data (what prompt-toolkit's parser took for a mouse report) is one a terminal sends, which it reads
+    without failing."""
+    return bool(_SGR_OR_URXVT_MOUSE.fullmatch(data))
 
 
 class PasteMark:
@@ -150,9 +150,10 @@ def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
 
     @bindings.add(Keys.Vt100MouseEvent)
     def _mouse(event: KeyPressEvent) -> NotImplementedOrNone:
-        """A mouse report goes to prompt-toolkit; text it took for one (ESC [ 31m of a paste its terminal did not mark,
-        or typed by a script) is text typed, its escape then dropped as other control characters are, where
-        prompt-toolkit failed on it with a traceback and a "Press ENTER to continue" that took the next Enter."""
+        """A mouse report goes to prompt-toolkit; text it took for one (ESC [ 31m or ESC [ M of a paste its terminal
+        did not mark, or typed by a script) is text typed, its escape then dropped as other control characters are,
+        where prompt-toolkit failed on it with a traceback and a "Press ENTER to continue" that took the next Enter,
+        or read ESC [ M and three characters as a click."""
         if is_mouse_report(event.data):
             return _read_mouse_report(event)
         event.current_buffer.insert_text(event.data)
