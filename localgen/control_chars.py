@@ -1,9 +1,11 @@
-"""Model text as a terminal shows it rather than obeys it: its control characters made visible."""
+"""Control characters: model text as a terminal shows it rather than obeys it, its controls made visible; the ones
+input drops as no text."""
 
 from __future__ import annotations
 
 import re
 
+NOT_TEXT_CONTROLS = r"\x00-\x08\x0b-\x1f\x7f"  # (a regex class's range) C0 controls and DEL; tabs and newlines are text
 BIDI_CONTROLS = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))  # embeddings, overrides and isolates (U+202E)
 _TERMINAL_SAFE = {code: f"^{chr(code + 64)}" for code in range(32) if chr(code) not in "\n\t"} | {
     0x7F: "^?"} | {code: "\ufffd" for code in (*range(0x80, 0xA0), *BIDI_CONTROLS)}

@@ -6,14 +6,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from localgen.control_chars import terminal_safe
+from localgen.control_chars import NOT_TEXT_CONTROLS, terminal_safe
 from localgen.errors import UsageError
+from localgen.units import counted
 
 BOM = "\ufeff"  # a byte-order mark, which some editors put at the start of a UTF-8 file
 DOCUMENT_HINT = "send text; convert documents to plain text first"
 # what a terminal reading a line passes on as typed for a key that is no text: the escape sequence of an arrow or
-# another key (ESC [ ... final, ESC O x), or a control character (tabs and newlines are text)
-_TYPED_KEY = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O[@-~])|[\x00-\x08\x0b-\x1f\x7f]")
+# another key (ESC [ ... final, ESC O x), or a control character
+_TYPED_KEY = re.compile(rf"\x1b(?:\[[0-?]*[ -/]*[@-~]|O[@-~])|[{NOT_TEXT_CONTROLS}]")
+_ARROW_KEY = re.compile(r"\x1b(?:\[[\d;]*|O)[A-D]")  # Up, Down, Right, Left (with Ctrl or Shift too: ESC [ 1;5D)
 
 
 def decode_input(data: bytes, source: str, warnings: list[str], *, binary_hint: str = DOCUMENT_HINT) -> str:
@@ -33,12 +35,10 @@ def decode_input(data: bytes, source: str, warnings: list[str], *, binary_hint: 
 
 
 def argument_text(value: str, source: str, warnings: list[str]) -> str:
-    """A command-line argument as text: bytes that were not UTF-8 become U+FFFD, with a warning."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # Python keeps undecodable argv bytes as lone surrogates
-        return decode_input(value.encode("utf-8", "surrogateescape"), source, warnings)
-    return value
+    """A command-line argument as text, read as UTF-8 (argument_utf8): bytes that were not UTF-8 become U+FFFD, with
+    a warning."""
+    text = argument_utf8(value)
+    return text if text is not None else decode_input(value.encode("utf-8", "surrogateescape"), source, warnings)
 
 
 def argument_utf8(value: str) -> str | None:
@@ -57,8 +57,9 @@ def typed_at_a_terminal(text: str, warnings: list[str]) -> str:
     if not keys:
         return text
     shown = " ".join(dict.fromkeys(map(terminal_safe, keys)))
-    warnings.append(f"dropped {len(keys):,} {'key' if len(keys) == 1 else 'keys'} typed at the terminal that are not "
-                    f"text ({shown}): arrow keys do not edit a line typed there (Backspace does)")
+    arrows = ": arrow keys do not edit a line typed there (Backspace does)" if any(map(_ARROW_KEY.fullmatch, keys)) \
+        else ""
+    warnings.append(f"dropped {counted(len(keys), 'non-text key')} typed at the terminal ({shown}){arrows}")
     return _TYPED_KEY.sub("", text)
 
 

@@ -16,6 +16,7 @@ from prompt_toolkit.history import DummyHistory, FileHistory, History, InMemoryH
 
 from localgen.chat_settings import SETTING_NAMES
 from localgen.config import settings
+from localgen.control_chars import NOT_TEXT_CONTROLS
 from localgen.conversation_store import list_conversations
 from localgen.errors import LocalgenError, UsageError
 from localgen.input_text import argument_text
@@ -72,7 +73,7 @@ SLASH_HABITS = {  # other tools' commands that localgen names otherwise
 }
 WITHOUT_ARGUMENT = frozenset({usage for usage in COMMAND_HELP if " " not in usage})
 WITHOUT_ARGUMENT |= {alias for alias, name in ALIASES.items() if name in WITHOUT_ARGUMENT}  # /bye, /clear
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # C0 controls and DEL; tabs and newlines are text
+_CONTROL = re.compile(f"[{NOT_TEXT_CONTROLS}]")
 PATH_COMMANDS = frozenset({"/file", "/model"})  # the commands that take a file's path (/model: or a model's name)
 
 

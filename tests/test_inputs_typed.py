@@ -34,10 +34,27 @@ def test_keys_typed_at_a_terminal_that_are_not_text_are_dropped_with_a_warning(a
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0, child.before
-    warning = "warning: dropped 4 keys typed at the terminal that are not text (^[[D): arrow keys do not edit"
+    warning = "warning: dropped 4 non-text keys typed at the terminal (^[[D): arrow keys do not edit"
     assert warning in child.before, child.before
     prompt = json.loads(child.before[child.before.index("{"):])["prompt"]
     assert prompt == chatml(message)
+
+
+def test_a_control_character_typed_at_a_terminal_is_dropped_with_no_word_of_arrow_keys() -> None:
+    """A control character typed at a terminal (Ctrl-V Ctrl-L) is dropped with a warning that names it alone, where
+    it said that arrow keys do not edit a line, as though an arrow had been typed."""
+    child = spawn_localgen("run", "--print-prompt", "--json", "-", env=dict(os.environ), encoding="utf-8",
+                           timeout=60, dimensions=(30, 200))
+    child.expect_exact("Ctrl-D at the start of a line ends it")
+    child.send("hi\x16\x0c there\r")
+    child.expect_exact("there\r\n")  # the line's echo
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    assert "warning: dropped 1 non-text key typed at the terminal (^L)\r\n" in child.before, child.before
+    assert "arrow" not in child.before
+    assert json.loads(child.before[child.before.index("{"):])["prompt"] == chatml("hi there")
 
 
 def test_escape_sequences_piped_in_reach_the_model_as_given() -> None:
@@ -49,6 +66,8 @@ def test_escape_sequences_piped_in_reach_the_model_as_given() -> None:
 def test_typed_at_a_terminal_drops_key_sequences_and_control_characters_but_tabs_and_newlines() -> None:
     warnings: list[str] = []
     assert typed_at_a_terminal("a\tb\x1bOA\x1b[1;5C\x1a\nc\x7f\x1b", warnings) == "a\tb\nc"
-    assert warnings == ["dropped 5 keys typed at the terminal that are not text (^[OA ^[[1;5C ^Z ^? ^[): arrow keys "
-                        "do not edit a line typed there (Backspace does)"]
+    assert warnings == ["dropped 5 non-text keys typed at the terminal (^[OA ^[[1;5C ^Z ^? ^[): arrow keys do not "
+                        "edit a line typed there (Backspace does)"]
     assert typed_at_a_terminal("plain \u4f60", warnings) == "plain \u4f60" and len(warnings) == 1
+    assert typed_at_a_terminal("a\x0cb\x1b[31mc", warnings) == "abc"
+    assert warnings[1] == "dropped 2 non-text keys typed at the terminal (^L ^[[31m)", "no arrow among them"
