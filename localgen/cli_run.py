@@ -327,6 +327,6 @@ def empty_answer_note(completion: Finished, *, stops: str | None) -> str | None:
     if completion.finish_reason != "stop" or completion.text.strip():
         return None
     what = "empty" if not completion.text else "blank (whitespace only)"
-    why = "the model ended it before any text" if completion.stop is None else \
-        f"the stop string {escaped(completion.stop)}{f' ({stops})' if stops else ''} matched before any text"
+    why = "the model ended it before any text" if completion.stop_string is None else \
+        f"the stop string {escaped(completion.stop_string)}{f' ({stops})' if stops else ''} matched before any text"
     return f"the answer is {what}: {why}"

@@ -76,14 +76,14 @@ class Finished:
     seed: int | None = None  # the sampler's seed (drawn when none was given); None for greedy sampling
     threads: int = 0  # the threads chosen at load (--threads, or the physical cores)
     decode_threads: int = 0  # the threads decoding at the end (fewer than threads: other processes were busy)
-    stop: str | None = None  # the stop string that ended the answer (None: the model ended it, or another reason did)
+    stop_string: str | None = None  # the stop string that ended it (None: the model ended it, or another reason did)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict of the completion (the same usage keys every time; draft figures when drafting)."""
         usage = asdict(self.usage) | {"total_tokens": self.usage.total_tokens,
                                       "prompt_cache_tokens": self.restored_tokens}
         record: dict[str, object] = {"text": self.text, "finish_reason": self.finish_reason,
-                                     "stop_string": self.stop, "usage": usage,
+                                     "stop_string": self.stop_string, "usage": usage,
                                      "timings": asdict(self.timings), "seed": self.seed,
                                      "threads": self.threads, "decode_threads": self.decode_threads}
         if self.thinking is not None:

@@ -87,3 +87,7 @@ def test_the_json_record_names_the_stop_string_that_ended_the_answer() -> None:
     hidden = run_localgen("run", "--grammar", 'root ::= "<think>banana</think>apple banana"', "--temperature", "0",
                           "--hide-thinking", "--stop", "banana", "--json", "Fruits?")
     assert json.loads(hidden.out)["stop_string"] == "banana", "matched in the answer, past the reasoning"
+    held = run_localgen("run", "--grammar", r'root ::= "\n\n\nabc"', "--temperature", "0", "--hide-thinking",
+                        "--stop", "\n", "-n", "1", "--json", "x")
+    assert [json.loads(held.out)[key] for key in ("text", "finish_reason", "stop_string")] == ["", "stop", "\n"], \
+        "the answer's start, held back past the -n, meets its stop string: it is a stop's end, not the limit's"

@@ -230,7 +230,7 @@ class Engine(LoadedModel):
                                               len(prompt) - reused, event.generated, started, prefill_done,
                                               event.first_token_at, event.last_token_at,
                                               drafter.stats() if drafter else None, restored, ahead, seed,
-                                              (self.decode_threads, self.options.n_threads), event.stop)
+                                              (self.decode_threads, self.options.n_threads), event.stop_string)
                     if prefix_cache is not None and event.finish != "interrupted":
                         save_prefix(self._kv, prefix_cache, len(prompt), len(prompt) - reused)
                     yield finished
@@ -412,7 +412,9 @@ class Engine(LoadedModel):
         if stops.matched is None and finish == "stop":  # the model ended inside a character: U+FFFD, as bad bytes
             tail = stops.feed(decoder.decode(b"", final=True))  # (one a limit or Ctrl-C cut short is dropped)
         if stops.matched is None:
-            tail += stops.flush()  # text held back for a stop string that never came
+            tail += stops.flush()  # text held back for a stop string that never came, or is found only now
+        if stops.matched is not None:  # (--hide-thinking holds the answer's start back, past a limit's end)
+            finish = "stop"
         if tail:
             parts.append(tail)
             yield TextChunk(tail)

@@ -17,7 +17,7 @@ class DecodeResult:
     generated: int
     first_token_at: float
     last_token_at: float
-    stop: str | None = None  # the stop string that ended it (None: the model did, or another reason)
+    stop_string: str | None = None  # the stop string that ended it (None: the model did, or another reason)
 
 
 LOG_HINT = "run with LOCALGEN_DEBUG=1 for llama.cpp's log"
@@ -58,10 +58,10 @@ def decode_hint(status: int, *, sized_by: str | None = None) -> str:
 def finished_event(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
                    started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
                    draft: DraftStats | None = None, restored: int = 0, ahead: int = 0, seed: int | None = None,
-                   threads: tuple[int, int] = (0, 0), stop: str | None = None) -> Finished:
+                   threads: tuple[int, int] = (0, 0), stop_string: str | None = None) -> Finished:
     """Fold the measurements of one generation into its final event (first_token_at None: no token came; threads:
-    those decoding at the end, then those chosen at load; stop: the stop string that ended it); a speed with nothing
-    to measure is None."""
+    those decoding at the end, then those chosen at load; stop_string: the stop string that ended it); a speed with
+    nothing to measure is None."""
     prefill_s = prefill_done - started
     decode_s = last_token_at - first_token_at if first_token_at is not None and generated > 1 else None
     return Finished(
@@ -81,5 +81,5 @@ def finished_event(text: str, finish: str, n_prompt: int, reused: int, prefilled
         seed=seed,
         decode_threads=threads[0],
         threads=threads[1],
-        stop=stop,
+        stop_string=stop_string,
     )
