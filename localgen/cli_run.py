@@ -237,24 +237,20 @@ def fresh_answer(loaded: LoadedModel, messages: list[Message], sampling: Samplin
     holds; one that leaves too little room for the token limit given, from limit_source, warned of first); keep, when
     given, gets the model's own stream (last_run.last_run_keeper), before hide_thinking takes the <think> reasoning
     out of it."""
-    from localgen import console
-    from localgen.prompt_room import answer_room_warning
+    from localgen.prompt_room import warn_of_answer_room
     from localgen.runner import stream_answer
     from localgen.thinking import prompt_opens_thinking, without_thinking
 
     def start() -> Iterator[Event]:
-        if limits.max_tokens is not None:
-            warning = answer_room_warning(loaded, messages, limits.max_tokens, limit_source=limit_source,
-                                          made_of=made_of)
-            if warning is not None:
-                console.warn(warning)
+        prompt = loaded.prompt_format.prompt(loaded.engine, messages)
+        warn_of_answer_room(loaded, len(prompt[1]), limits.max_tokens, limit_source=limit_source, made_of=made_of)
         events = stream_answer(loaded, messages, sampling, limits, draft=draft, prompt_cache=prompt_cache,
-                               made_of=made_of)
+                               made_of=made_of, prompt=prompt)
         if keep is not None:
             events = keep(events)
         if not hide_thinking:
             return events
-        return without_thinking(events, lambda: prompt_opens_thinking(loaded.prompt_format.render(messages)))
+        return without_thinking(events, lambda: prompt_opens_thinking(prompt[0]))
 
     return start
 

@@ -19,7 +19,6 @@ from localgen.fit import counted_context, fewest_tokens, guessed_tokens, text_by
 from localgen.units import counted
 
 if TYPE_CHECKING:
-    from localgen.chat import Message
     from localgen.runner import LoadedModel, ModelOptions
 
 
@@ -89,14 +88,15 @@ def answer_context(prompt_tokens: int, answer_tokens: int) -> int:
     return prompt_tokens + answer_tokens - 1
 
 
-def answer_room_warning(loaded: LoadedModel, messages: Sequence[Message], answer_tokens: int, *, limit_source: str,
+def answer_room_warning(loaded: LoadedModel, tokens: int, answer_tokens: int | None, *, limit_source: str,
                         made_of: str = "") -> str | None:
-    """The warning for a prompt of messages that leaves the loaded context room for fewer than the answer_tokens
-    asked for (limit_source: where that limit came from): the tokens it has room for, and the --ctx-size that holds
-    them all; None where they fit. A prompt that leaves no room at all is refused, as the answer would be (naming
-    made_of), its hint counting the answer's tokens."""
+    """The warning for a prompt of tokens that leaves the loaded context room for fewer than the answer_tokens asked
+    for (limit_source: where that limit came from): the tokens it has room for, and the --ctx-size that holds them
+    all; None where they fit, or no limit was given. A prompt that leaves no room at all is refused, as the answer
+    would be (naming made_of), its hint counting the answer's tokens."""
+    if answer_tokens is None:
+        return None
     engine = loaded.engine
-    tokens = len(loaded.prompt_format.prompt(engine, messages)[1])
     asked = f"the {counted(answer_tokens, 'token')} asked for ({limit_source})"
     size, room = _larger_context(tokens, answer_tokens, engine.n_ctx_train)
     try:
@@ -123,3 +123,14 @@ def _larger_context(prompt_tokens: int, answer_tokens: int, trained: int) -> tup
     if trained:
         size = min(size, trained)
     return size, min(answer_tokens, size - prompt_tokens + 1)
+
+
+def warn_of_answer_room(loaded: LoadedModel, tokens: int, answer_tokens: int | None, *, limit_source: str,
+                        made_of: str = "") -> None:
+    """Warn on stderr, before the prompt is computed, where a prompt of tokens leaves too little room for the
+    answer_tokens asked for (answer_room_warning: what run does with and without a conversation)."""
+    from localgen import console
+
+    warning = answer_room_warning(loaded, tokens, answer_tokens, limit_source=limit_source, made_of=made_of)
+    if warning is not None:
+        console.warn(warning)

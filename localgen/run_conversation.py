@@ -15,6 +15,7 @@ from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event
 from localgen.last_run import Continued, newest_last_run, take_last_run
 from localgen.params import GenerationLimits, SamplingParams
+from localgen.prompt_room import warn_of_answer_room
 from localgen.runner import LoadedModel, ModelOptions, disk_prompt_cache
 from localgen.session import ChatSession, UnsavedChangeError
 from localgen.thinking import prompt_opens_thinking, without_thinking
@@ -87,8 +88,8 @@ def _warn_if_mistyped(name: str) -> None:
 def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Continued, system: str | None,
                      text: str, sampling: SamplingParams, limits: GenerationLimits, overrides: Mapping[str, str], *,
                      draft: str, prompt_cache: bool, stop_given: bool = False, hide_thinking: bool = False,
-                     notes: list[str] | None = None, template_system: bool = False
-                     ) -> tuple[Callable[[], Iterator[Event]], str | None]:
+                     notes: list[str] | None = None, template_system: bool = False,
+                     limit_source: str) -> tuple[Callable[[], Iterator[Event]], str | None]:
     """What streams the answer to text as the next exchange of a saved conversation (saved with it, as chat does).
 
     The conversation's saved settings and stop strings apply and overrides (the options given now; stop_given:
@@ -97,7 +98,9 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
     none, the chat template's own. hide_thinking takes the <think> reasoning out of what streams (the saved answer
     keeps it, as a chat's does). The last plain run becomes a saved conversation here, once the question is planned:
     a run refused before that leaves it as it was. What the save did that must be said (a file changed by hand,
-    kept) goes into notes, to say once the answer is out. Also returned: where the stop strings in use came from.
+    kept) goes into notes, to say once the answer is out. A prompt that leaves too little room for the token limit in
+    use (limit_source: where it came from) is warned of, as a run without a conversation does. Also returned: where
+    the stop strings in use came from.
     """
     conversation = continued.conversation
     if not loaded.prompt_format.is_chat:
@@ -132,6 +135,7 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
         console.say(f"localgen: the model sees {_seen(len(conversation.turns) - turn.out_of_context)} of "
                     f"{counted(len(conversation.turns), 'earlier exchange')} of conversation '{conversation.name}'; "
                     "older ones no longer fit its context (the saved conversation keeps them)")
+    warn_of_answer_room(loaded, turn.prompt_tokens, session.limits.max_tokens, limit_source=limit_source)
     if hide_thinking:
         events = without_thinking(events, lambda: prompt_opens_thinking(session.prompt_text()))
     stops = session.limits.stop  # --stop given wins for a run (stop_given), then the conversation's, then models.toml's

@@ -306,10 +306,12 @@ def preflight(options: ModelOptions) -> TextBound | None:
                      lambda size: target_context(shape, replace(request, floor_bytes=size)))
 
 
-def checked_prompt(loaded: LoadedModel, messages: Sequence[Message], made_of: str = "") -> tuple[str, list[int]]:
-    """Render and tokenize messages for the loaded model, refusing prompts that cannot fit (naming what they hold:
-    made_of, as attached.prompt_parts says it), and warning (once) where the chat template left the message out."""
-    text, tokens = loaded.prompt_format.prompt(loaded.engine, messages)
+def checked_prompt(loaded: LoadedModel, messages: Sequence[Message], made_of: str = "",
+                   prompt: tuple[str, list[int]] | None = None) -> tuple[str, list[int]]:
+    """Render and tokenize messages for the loaded model (or take prompt, their text and tokens rendered already),
+    refusing prompts that cannot fit (naming what they hold: made_of, as attached.prompt_parts says it), and warning
+    (once) where the chat template left the message out."""
+    text, tokens = prompt or loaded.prompt_format.prompt(loaded.engine, messages)
     loaded.engine.check_fits(len(tokens), made_of)
     warn_if_left_out(loaded, text, messages)
     return text, tokens
@@ -327,11 +329,12 @@ def warn_if_left_out(loaded: LoadedModel, text: str, messages: Sequence[Message]
 
 def stream_answer(loaded: LoadedModel, messages: Sequence[Message], sampling: SamplingParams,
                   limits: GenerationLimits, *, draft: str = "none", prompt_cache: bool = False,
-                  made_of: str = "") -> Iterator[Event]:
+                  made_of: str = "", prompt: tuple[str, list[int]] | None = None) -> Iterator[Event]:
     """Stream the model's answer to a conversation (optionally drafting by prompt lookup, using the prompt cache;
-    a prompt too long is refused naming made_of, what it holds)."""
+    a prompt too long is refused naming made_of, what it holds; prompt: the messages' text and tokens, where they
+    were rendered already)."""
     cache = disk_prompt_cache(loaded) if prompt_cache else None
-    tokens = checked_prompt(loaded, messages, made_of)[1]
+    tokens = checked_prompt(loaded, messages, made_of, prompt)[1]
     return loaded.engine.generate(tokens, sampling, limits, draft=draft, prefix_cache=cache)
 
 

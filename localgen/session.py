@@ -44,10 +44,12 @@ RENDERS_KEPT = 3  # rendered prompts kept: the conversation's, the next question
 @dataclass(frozen=True)
 class TurnStart:
     """What happened before a turn's answer streams: earlier exchanges moved out of the context to make room
-    (dropped), and how many of the earlier exchanges the model does not see in all (out_of_context)."""
+    (dropped), how many of the earlier exchanges the model does not see in all (out_of_context), and the tokens of
+    the prompt the answer follows (prompt_tokens)."""
 
     dropped: int
     out_of_context: int = 0
+    prompt_tokens: int = 0
 
 
 class UnsavedChangeError(LocalgenError):
@@ -120,7 +122,8 @@ class ChatSession(SessionSettings, ContextRoom):
         if not planned.turns[-1].user:
             raise UsageError("the message is empty", hint="type a question, or /help")
         dropped = self._make_room(planned, with_attached(self.attachments))
-        return TurnStart(dropped, planned.context_start), self._answer(question=planned, sends_attachments=True)
+        return TurnStart(dropped, planned.context_start, self._count(planned.messages())), \
+            self._answer(question=planned, sends_attachments=True)
 
     def _planned(self, text: str, attachments: list[str] | None = None) -> Conversation:
         """The conversation with text (after the attached files, or those given) as its next message: what ask()

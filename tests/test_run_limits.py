@@ -1,5 +1,6 @@
-"""What ends run's answer: a context too small for the -n given is said before the answer, the refusal of a prompt
-that leaves no room counts the -n in the --ctx-size it hints, and --json names the stop string that ended it."""
+"""What ends run's answer: a context too small for the -n given is said before the answer (in a conversation too),
+the refusal of a prompt that leaves no room counts the -n in the --ctx-size it hints, and --json names the stop
+string that ended it."""
 
 from __future__ import annotations
 
@@ -47,6 +48,30 @@ def test_a_models_toml_max_tokens_the_context_cannot_hold_is_said_naming_it(tmp_
     assert result.err == (f"localgen: warning: the prompt takes {tokens} of the context's {tokens + 9} tokens, which "
                           "leaves room for 10 of the 40 tokens asked for (max_tokens in models.toml; -n overrides it), "
                           f"so the answer may end early: --ctx-size {tokens + 39} or more holds them all\n"), result.err
+
+
+def test_a_conversation_run_is_warned_as_a_plain_run_is_naming_a_limit_saved_with_the_conversation(
+        tmp_path: Path) -> None:
+    """--conversation's and --continue's prompt is checked as well: models.toml's max_tokens, then the one saved in
+    the conversation's settings, named as the limit."""
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    user_registry(tmp_path / "home", "[models.smollm2-135m]\nmax_tokens = 40\n")
+    tokens = prompt_tokens(env=env)
+    small = ("-c", str(tokens + 12), *ENDLESS, "--json")
+    started = run_localgen("run", "--conversation", "k", *small, QUESTION, env=env)
+    assert started.returncode == 0 and json.loads(started.out)["usage"]["completion_tokens"] == 13
+    assert started.err == (f"localgen: warning: the prompt takes {tokens} of the context's {tokens + 12} tokens, which "
+                           "leaves room for 13 of the 40 tokens asked for (max_tokens in models.toml; -n overrides it),"
+                           f" so the answer may end early: --ctx-size {tokens + 39} or more holds them all\n"), \
+        started.err
+    (path,) = (tmp_path / "home").rglob("conversations/k.json")
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"settings": {"max_tokens": 50}}))
+    continued = run_localgen("run", "--continue", *small, QUESTION, env=env)  # the earlier exchange leaves the context
+    assert continued.returncode == 0 and json.loads(continued.out)["finish_reason"] == "context"
+    assert continued.err.endswith(f"localgen: warning: the prompt takes {tokens} of the context's {tokens + 12} "
+                                  "tokens, which leaves room for 13 of the 50 tokens asked for (max_tokens of "
+                                  f"conversation 'k'; -n overrides it), so the answer may end early: --ctx-size "
+                                  f"{tokens + 49} or more holds them all\n"), continued.err
 
 
 def test_a_prompt_refused_for_the_context_hints_a_size_that_holds_the_n_given_too() -> None:
