@@ -41,10 +41,8 @@ def resume_hint(words: list[str], at: int) -> str:
     if not name:
         return ("`localgen chat` is a conversation already; --resume NAME reopens a saved one, --resume alone the "
                 "latest")
-    from localgen.conversation_names import NAME_PATTERN, suggested_name
-
-    valid = name if NAME_PATTERN.fullmatch(name) else suggested_name(name)  # 'my work': my-work, as run's error offers
-    if valid is None:  # a path: what to name it is the user's to say
+    valid = _offered_name(name)
+    if valid is None:  # a path
         return "chat's is --resume NAME, a saved conversation's name (`localgen conversations` lists them)"
     if not _saved(valid):  # --resume would fail: no saved conversation named so
         return f"chat's --resume NAME reopens a saved conversation, and none is saved as {valid}: a chat is named " \
@@ -56,20 +54,31 @@ def resume_hint(words: list[str], at: int) -> str:
 
 def conversation_hint(words: list[str], at: int) -> str:
     """For `run --resume NAME "..."` (as chat takes it): run's --conversation NAME, the command so written (with a
-    valid name offered for one that is not: my-work for 'my work'); for the option alone, run's --continue, which goes
-    on with the latest."""
+    valid name offered for one that is not: my-work for 'my work'); for the option alone, or followed by a prompt alone
+    (a word that is no valid name and names no saved conversation, with no other word after it), run's --continue,
+    which goes on with the latest."""
     _, name, rest = _option_value(words, at, lambda word: not word.startswith("-"))
-    if not name:
-        return f"run's --continue goes on with the latest conversation: `{_run_written(['--continue'], rest)}`"
-    from localgen.conversation_names import NAME_PATTERN, suggested_name
-
-    valid = name if NAME_PATTERN.fullmatch(name) else suggested_name(name)  # as resume_hint offers one
+    valid = _offered_name(name) if name else None
+    after = words[at + (1 if "=" in words[at] else 2):]  # the words typed after the name
+    prompt_alone = bool(name) and valid != name and not (valid and _saved(valid)) and \
+        all(word.startswith("-") for word in after)  # `run --resume "What next?"`: the latest, and that prompt
+    if not name or prompt_alone:
+        written = _run_written(["--continue"], [*rest, *([name] if name else [])])
+        return f"run's --continue goes on with the latest conversation: `{written}`"
     if valid is None:  # a path: what to name it is the user's to say
         return "run's is --conversation NAME, a conversation's name, and --continue goes on with the latest " \
             "(`localgen conversations` lists them)"
     written = f"`{_run_written(['--conversation', valid], rest)}`"
     lead = "run's is --conversation NAME (--continue goes on with the latest)"
     return f"{lead}: {written}" if valid == name else f"{lead}, and {shlex.quote(name)} is no valid name: {written}"
+
+
+def _offered_name(name: str) -> str | None:
+    """name where it is a valid conversation name, else the one offered for it (my-work for 'my work', as run's error
+    offers it); None for a path, whose name is the user's to say."""
+    from localgen.conversation_names import NAME_PATTERN, suggested_name
+
+    return name if NAME_PATTERN.fullmatch(name) else suggested_name(name)
 
 
 def _run_written(option: list[str], rest: list[str]) -> str:

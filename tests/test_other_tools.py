@@ -425,6 +425,10 @@ _RUN_S = "run's is --conversation NAME (--continue goes on with the latest)"
     (("run", "--resume"), 'run\'s --continue goes on with the latest conversation: `localgen run --continue "..."`'),
     (("run", "--resume", "-n", "5", "hi"), "run's --continue goes on with the latest conversation: `localgen run "
                                            "--continue -n 5 hi`"),
+    (("run", "--resume", "What next?"),  # a prompt, not a name: the latest conversation was meant, with it
+     "run's --continue goes on with the latest conversation: `localgen run --continue 'What next?'`"),
+    (("run", "-n", "5", "--resume", "What next?"),
+     "run's --continue goes on with the latest conversation: `localgen run --continue -n 5 'What next?'`"),
 ])
 def test_run_given_chat_s_resume_option_is_told_its_conversation(args: tuple[str, ...], hint: str) -> None:
     """run --resume NAME got a bare `see localgen run --help`, where chat --conversation NAME is told --resume."""
