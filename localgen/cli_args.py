@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable, Iterator
+from itertools import pairwise
 from typing import Any, Literal
 
 import typer
@@ -18,6 +19,11 @@ _built: weakref.WeakKeyDictionary[typer.Typer, tuple[tuple, Any]] = weakref.Weak
 def remember_command_line(args: list[str]) -> None:
     """Keep the command line being run, for what its parsed values do not tell (a word given after --)."""
     _command_line[:] = args
+
+
+def given_right_after(option: str, word: str) -> bool:
+    """Whether the command line being run gave word as the word right after option (pull's -q Q8_0)."""
+    return any(first == option and second == word for first, second in pairwise(_command_line))
 
 
 def given_after_double_dash(app: typer.Typer, word: str) -> bool:

@@ -72,7 +72,13 @@ def check_file_arguments(references: list[str], options: list[str]) -> None:
     """Refuse `pull ORG/REPO FILE.gguf ...` or `pull ORG/REPO QUANT` (NAME QUANT too, as `pull NAME -q Q8_0` gives
     it), as `huggingface-cli download` takes a repo's files: the file or quant goes in the reference
     (ORG/REPO/FILE.gguf, ORG/REPO:QUANT, NAME:QUANT), one reference each; the hint gives the whole command so written
-    (options: the command's options, kept in it)."""
+    (options: the command's options, kept in it, but for the --quiet of a -q typed before the quant, which meant
+    it). Quants alone, the first typed after -q, are refused as they were where -q was no option of pull's."""
+    from localgen.cli_args import given_right_after
+    from localgen.other_tools_values import quant_apart_hint
+
+    if all(_file_or_quant(word) == "quant" for word in references) and given_right_after("-q", references[0]):
+        raise UsageError(f"{references[0]} is a quant, not a model", hint=quant_apart_hint("-q"))
     if len(references) > 1 and _file_or_quant(references[0]) == "quant" and _is_bare_model(references[1]):
         references = [references[1], references[0], *references[2:]]  # `pull -q Q8_0 ORG/REPO`: -q is --quiet
     meant: list[str] = []
@@ -94,6 +100,8 @@ def check_file_arguments(references: list[str], options: list[str]) -> None:
         repo, taken = (word if _is_bare_model(word) else None), False
     if first is not None:
         word, kind, repo = first
+        if kind == "quant" and given_right_after("-q", word):  # meant as a quant: the command written shows progress
+            options = [option for option in options if option != "--quiet"]
         command = shlex.join(["localgen", "pull", *meant, *options])
         raise UsageError(f"{word} is a {kind} of {repo}, not a model",
                          hint=f"the {kind} goes in the reference: `{command}`")

@@ -21,6 +21,11 @@ def _option_value(words: list[str], at: int, takes: Callable[[str], bool]) -> tu
     return option, value, rest
 
 
+def quant_apart_hint(option: str) -> str:
+    """The hint for a quant given in option (--quant, or pull's -q) where no model is named for it."""
+    return f"the quant goes in the reference, not in {option}: NAME:QUANT or ORG/REPO:QUANT"
+
+
 def quant_option_hint(command: str, words: list[str], at: int) -> str:
     """For `pull ORG/REPO --quant Q8_0` (or fit's, or huggingface-cli download's --include "*Q8_0*"): the quant goes in
     the reference, and the command so written where the quant and a model named without one were given."""
@@ -28,7 +33,7 @@ def quant_option_hint(command: str, words: list[str], at: int) -> str:
     model = next((word for word in rest if not word.startswith("-") and ":" not in word
                   and not word.lower().endswith(".gguf")), None)  # a name or a repo given without a quant
     if quant is None or model is None:
-        return f"the quant goes in the reference, not in {option}: NAME:QUANT or ORG/REPO:QUANT"
+        return quant_apart_hint(option)
     written = [f"{model}:{quant}" if word == model else word for word in rest]
     return f"the quant goes in the reference: `{shlex.join(['localgen', command, *written])}`"
 

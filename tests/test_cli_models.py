@@ -791,8 +791,11 @@ def test_a_repo_of_original_weights_is_told_the_registry_s_gguf_conversion(
     (("pull", "org/M-GGUF", "--quant", "Q8_0"), "the quant goes in the reference: `localgen pull org/M-GGUF:Q8_0`"),
     (("pull", "-q=q4_k_m", "tiny", "--force"), "the quant goes in the reference: `localgen pull tiny:Q4_K_M --force`"),
     (("pull", "org/M-GGUF", "-qQ8_0"), "the quant goes in the reference: `localgen pull org/M-GGUF:Q8_0`"),
-    (("pull", "tiny", "-q", "Q4_K_M"),  # -q is --quiet: a name's quant after it, as a repo's
-     "the quant goes in the reference: `localgen pull tiny:Q4_K_M --quiet`"),
+    (("pull", "tiny", "-q", "Q4_K_M"),  # -q is --quiet: a name's quant after it, as a repo's, but meant as a quant
+     "the quant goes in the reference: `localgen pull tiny:Q4_K_M`"),
+    (("pull", "tiny", "--quiet", "Q4_K_M"), "the quant goes in the reference: `localgen pull tiny:Q4_K_M --quiet`"),
+    (("pull", "-q", "Q8_0"), "the quant goes in the reference, not in -q: NAME:QUANT or ORG/REPO:QUANT"),  # no model
+    (("pull", "-q", "Q8_0", "q4_0"), "the quant goes in the reference, not in -q: NAME:QUANT or ORG/REPO:QUANT"),
     (("pull", "org/M-GGUF", "-quant", "Q8_0"), "the quant goes in the reference: `localgen pull org/M-GGUF:Q8_0`"),
     (("fit", "org/M-GGUF", "--include", "*Q8_0*"),  # huggingface-cli download's pattern of the files to get
      "the quant goes in the reference: `localgen fit org/M-GGUF:Q8_0`"),
