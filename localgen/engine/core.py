@@ -412,9 +412,8 @@ class Engine(LoadedModel):
         if stops.matched is None and finish == "stop":  # the model ended inside a character: U+FFFD, as bad bytes
             tail = stops.feed(decoder.decode(b"", final=True))  # (one a limit or Ctrl-C cut short is dropped)
         if stops.matched is None:
-            tail += stops.flush()  # text held back for a stop string that never came, or is found only now
-        if stops.matched is not None:  # (--hide-thinking holds the answer's start back, past a limit's end)
-            finish = "stop"
+            tail += stops.flush()  # held back: a stop string that never came, or (--hide-thinking's start) one met now
+        finish = "stop" if stops.matched is not None else finish
         if tail:
             parts.append(tail)
             yield TextChunk(tail)
