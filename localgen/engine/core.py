@@ -413,7 +413,7 @@ class Engine(LoadedModel):
             tail = stops.feed(decoder.decode(b"", final=True))  # (one a limit or Ctrl-C cut short is dropped)
         if stops.matched is None:
             tail += stops.flush()  # held back: a stop string that never came, or (--hide-thinking's start) one met now
-        finish = "stop" if stops.matched is not None else finish
+        finish = "stop" if stops.matched is not None and finish != "interrupted" else finish  # Ctrl-C stays said
         if tail:
             parts.append(tail)
             yield TextChunk(tail)
