@@ -19,8 +19,8 @@ _LISTING = "list"  # the subcommand a group's name alone is hinted with (`model`
 
 
 def in_localgen_words(app: Any, args: list[str], message: str, hint: str | None) -> tuple[str, str | None]:
-    """An error's message and hint as localgen words them: click's usage errors (and localgen's in click's words) in
-    lower case; a message of localgen's own is left as it is."""
+    """A click usage error's message and hint as localgen words them: lower case, without click's full stop, and a
+    misspelt command's guess as a command to run (localgen's own messages are written so)."""
     close = _CLOSE_COMMAND.match(message)
     if close is not None:
         message = f"No such command '{close['typed']}'"

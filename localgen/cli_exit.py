@@ -84,7 +84,7 @@ def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> i
         cluster = ((help_words_error(app, args[:-1]) if help_asked else None) or help_cluster_error(app, args)
                    or one_dash_error(app, args) or short_equals_error(app, args) or value_as_option_error(app, args))
         if cluster is not None:
-            console.error(*in_localgen_words(app, args, *cluster))
+            console.error(*cluster)
             return EXIT_USAGE
         result = click_command(app).main(args=args, prog_name="localgen", standalone_mode=False)
         return result if isinstance(result, int) else EXIT_OK
@@ -108,7 +108,7 @@ def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> i
     except LocalgenError as exc:
         if settings().debug:
             logging.getLogger("localgen").exception("debug: the traceback of the error below")
-        console.error(*in_localgen_words(app, args, exc.message, exc.hint))  # a check's `No such option: -o`
+        console.error(exc.message, exc.hint)
         return exc.exit_code
     except KeyboardInterrupt:
         console.end_interrupted_line()

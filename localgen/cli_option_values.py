@@ -196,7 +196,7 @@ def _refusal(command: str, words: list[str], takes_value: dict[str, bool]) -> st
     try:
         check_options(command, words, takes_value)
     except UsageError as exc:
-        return (exc.hint or "") if exc.message.startswith("No such option") else f"{exc.message}: {exc.hint}"
+        return (exc.hint or "") if exc.message.startswith("no such option") else f"{exc.message}: {exc.hint}"
     raise AssertionError(f"no other tool's option in {words}")
 
 

@@ -53,7 +53,7 @@ def _ascii(value: object, pattern: re.Pattern[str], kind: str) -> str:
     text = str(value).strip()
     if pattern.fullmatch(text):
         return text
-    raise NumberSlip(f"{value!r} is not a valid {kind}.", text, whole=kind == "integer")
+    raise NumberSlip(f"{value!r} is not a valid {kind}", text, whole=kind == "integer")
 
 
 def number_slip_hint(text: str, *, whole: bool, example: str = "{}") -> str | None:

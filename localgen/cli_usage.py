@@ -87,7 +87,7 @@ def help_cluster_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | N
         if word.startswith("-h") and len(word) > 2:
             name = f"localgen {_command_with_subcommand(app, args, command)}".strip()
             hint = _dash_prompt_hint(args, command, "no such option") or f"-h alone is --help: see `{name} --help`"
-            return f"No such option: {word}", hint
+            return f"no such option: {word}", hint
     return None
 
 
@@ -100,7 +100,7 @@ def help_words_error(app: typer.Typer, words: list[str]) -> tuple[str, str] | No
     if not names or not extra or hasattr(command, "commands"):
         return None
     path = " ".join(names)
-    return f"No such command '{extra[0]}': localgen {path} has no subcommands", f"see `localgen help {path}`"
+    return f"no such command '{extra[0]}': localgen {path} has no subcommands", f"see `localgen help {path}`"
 
 
 def one_dash_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
@@ -115,7 +115,7 @@ def one_dash_error(app: typer.Typer, args: list[str]) -> tuple[str, str] | None:
             meant = [name for name in _alike_options(typed, command.params) if name.startswith("--")]
             if meant:
                 help_command = shlex.join(["localgen", *names, "--help"])
-                return f"No such option: {typed}", f"did you mean {meant[0]}? see `{help_command}`"
+                return f"no such option: {typed}", f"did you mean {meant[0]}? see `{help_command}`"
     return None
 
 

@@ -324,7 +324,7 @@ def check_options(command: str, args: list[str], takes_value: dict[str, bool]) -
         if not expects_value and name in options and name not in takes_value:
             value = word.partition("=")[2] or (args[index + 1] if index + 1 < len(args) else "")
             if name == "-o" and command in ("run", "chat") and writes_a_file_or_json(value):  # not llm's -o KEY VALUE
-                raise UsageError("No such option: -o", hint=output_hint(command, args, index))
+                raise UsageError("no such option: -o", hint=output_hint(command, args, index))
             tool, purpose, instead = options[name]
             hint = setting_option_hint(command, args, index) or (
                 _IN_CHAT.get(name, instead) if command == "chat" else _format_hint(name, value) or instead)

@@ -3,7 +3,10 @@ and localgen's own way for a command typed is not contradicted by click's closes
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ from localgen.cli_args import apart_at_equals
 from localgen.cli_exit import run_app
 from localgen.cli_options import RESUME_LATEST
 from localgen.other_tools import GROUP_COMMAND_HABITS, OTHER_TOOLS_COMMANDS, OTHER_TOOLS_WORDS, SUBCOMMAND_HABITS
-from tests.conftest import run_localgen
+from tests.conftest import REPO_ROOT, run_localgen, run_localgen_process
 from tests.usage_errors import parsed_command_line as _parsed
 from tests.usage_errors import usage_error as _usage
 
@@ -116,6 +119,24 @@ def test_a_misspelt_command_is_hinted_the_command_meant_and_help_names_the_comma
     assert _usage(["help", "nope"], capsys) == ("no such command 'nope'", "see `localgen --help`")  # not: run nope
     assert _usage(["nope"], capsys)[1] == "see `localgen --help`; to ask the model: localgen run nope"
     assert _usage(["help", "ls"], capsys)[1] == "use `localgen models list`"
+
+
+@pytest.mark.parametrize(("model", "message"), [
+    ("Error: bad.gguf", "Error: bad.gguf: not a GGUF file (text: 'hi')"),  # was: bad.gguf: not a GGUF file
+    ("Option 'A.gguf", "Option 'A.gguf: not a GGUF file (text: 'hi')"),  # was: option 'A.gguf: ...
+    ("Missing option/", "Missing option/ is not a file"),  # was: missing option/ is not a file
+])
+def test_localgen_s_own_error_naming_a_path_as_click_s_errors_begin_is_printed_as_written(
+        tmp_path: Path, model: str, message: str) -> None:
+    """Every error was reworded as click's are, so a path that began with click's words was changed."""
+    (tmp_path / "Error: bad.gguf").write_text("hi")
+    (tmp_path / "Option 'A.gguf").write_text("hi")
+    (tmp_path / "Missing option").mkdir()
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1",
+           "PYTHONPATH": str(REPO_ROOT)}
+    refused = run_localgen_process([sys.executable, "-m", "localgen", "run", "-m", model, "hi"], cwd=tmp_path,
+                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert refused.returncode == 1 and refused.stderr.startswith(f"localgen: error: {message} (hint: "), refused.stderr
 
 
 def test_help_says_how_to_see_a_command_s_options(capsys: pytest.CaptureFixture[str]) -> None:

@@ -475,7 +475,7 @@ def test_bad_input_gets_one_line_error(args: tuple[str, ...], needle: str, code:
 
 
 def test_ollama_s_hidethinking_hides_the_reasoning_as_hide_thinking_does() -> None:
-    """Ollama's spelling got "No such option: --hidethinking (hint: did you mean --hide-thinking?)"."""
+    """Ollama's spelling got "no such option: --hidethinking (hint: did you mean --hide-thinking?)"."""
     import typer
 
     from localgen.cli import app
@@ -522,13 +522,13 @@ def test_a_misspelt_option_gets_only_close_suggestions(args: tuple[str, ...], hi
 
 
 @pytest.mark.parametrize(("args", "error"), [
-    (("run", "-seed", "1"), ("No such option: -seed", "did you mean --seed? see `localgen run --help`")),  # -s eed
-    (("chat", "-n", "5", "-temperature=0"), ("No such option: -temperature",
+    (("run", "-seed", "1"), ("no such option: -seed", "did you mean --seed? see `localgen run --help`")),  # -s eed
+    (("chat", "-n", "5", "-temperature=0"), ("no such option: -temperature",
                                              "did you mean --temperature? see `localgen chat --help`")),
-    (("bench", "-repetitions", "2"), ("No such option: -repetitions",
+    (("bench", "-repetitions", "2"), ("no such option: -repetitions",
                                       "did you mean --repetitions? see `localgen bench --help`")),
-    (("models", "list", "-all"), ("No such option: -all", "did you mean --all? see `localgen models list --help`")),
-    (("run", "-n5", "-t2", "-json", "hi"), ("No such option: -json", "did you mean --json? see `localgen run --help`")),
+    (("models", "list", "-all"), ("no such option: -all", "did you mean --all? see `localgen models list --help`")),
+    (("run", "-n5", "-t2", "-json", "hi"), ("no such option: -json", "did you mean --json? see `localgen run --help`")),
     (("run", "-n5", "-t2", "-ngl", "0", "-sysf", "s.txt", "hi"), None),  # short options, values attached or not
     (("run", "-s", "-seed", "hi"), None),  # a system prompt "-seed"
     (("run", "--", "-seed"), None),  # a prompt
